@@ -1,0 +1,83 @@
+"""fusegrad: PyTorch's programming model and compiler stack, in readable Python on NumPy.
+
+`import fusegrad as torch` runs ordinary PyTorch code: tensors, autograd, and (as they land)
+nn, optim, data, fx and compile.
+"""
+
+from . import _functions  # noqa: F401  (attaches the Tensor methods)
+from . import autograd, ops
+from ._creation import (
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ._device import cuda, device
+from ._dtype import (
+    bfloat16,
+    can_cast,
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from ._dtype import bool_ as bool  # noqa: A004
+from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from ._functions import *  # noqa: F403
+from ._functions import abs, pow, sum  # noqa: A004
+from ._printing import get_printoptions, set_printoptions
+from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from ._tensor import Size, Tensor
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+
+half, float, double = float16, float32, float64  # noqa: A001
+short, int, long = int16, int32, int64  # noqa: A001
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    """True if `obj` is a fusegrad Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input) -> int:
+    """Number of elements of `input`."""
+    return input.numel()
+
+
+def result_type(tensor1, tensor2) -> dtype:
+    """The dtype an operation on the two operands produces."""
+    from ._dtype import result_type as _rt
+
+    return _rt(tensor1, tensor2)
+
+
+def detach(input):
+    """`input.detach()`."""
+    return input.detach()

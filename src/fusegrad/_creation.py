@@ -1,0 +1,354 @@
+"""Factory functions: tensor, from_numpy, zeros, arange, rand, ... and their `*_like` forms.
+
+Under a mode that makes its own tensors (fake mode), factories ask the mode for a tensor of
+the requested shape and dtype instead of allocating data.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _dispatch, _dtype
+from ._device import device as _device_cls
+from ._random import rng as _rng
+from ._tensor import Tensor
+
+
+def _sizes(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = s.item()
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(f"expected a sequence of integers or a single integer, got "
+                            f"{type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _check_device(device) -> None:
+    if device is not None:
+        _device_cls(device)._check_available()
+
+
+def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
+    t = Tensor._make(data, dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _factory(shape, dtype, requires_grad, fill):
+    """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes."""
+    for mode in reversed(_dispatch._modes):
+        make = getattr(mode, "make_factory_tensor", None)
+        if make is not None:
+            return make(shape, dtype, requires_grad)
+    return _finish(fill(dtype.np), dtype, requires_grad)
+
+
+def _float_dtype(dtype):
+    return dtype if dtype is not None else _dtype.defaults.float
+
+
+# ---------------------------------------------------------------- from data
+
+
+def _infer_dtype(data):
+    if isinstance(data, Tensor):
+        return data.dtype
+    if isinstance(data, (np.ndarray, np.generic)):
+        return _dtype.from_numpy_dtype(data.dtype)
+    if isinstance(data, bool):
+        return _dtype.bool_
+    if isinstance(data, numbers.Integral):
+        return _dtype.int64
+    if isinstance(data, numbers.Real):
+        return _dtype.defaults.float
+    if isinstance(data, (list, tuple)):
+        kinds = [_infer_dtype(x) for x in data]
+        if not kinds:
+            return _dtype.defaults.float
+        out = kinds[0]
+        for k in kinds[1:]:
+            out = _dtype.promote_types(out, k)
+        return out
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def _to_array(data, dt: np.dtype) -> np.ndarray:
+    if isinstance(data, Tensor):
+        return data._data.astype(dt)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, (Tensor, list, tuple))
+                                               for x in data):
+        parts = [_to_array(x, dt) for x in data]
+        shapes = {p.shape for p in parts}
+        if len(shapes) > 1:
+            raise ValueError(f"expected sequence of length {parts[0].shape[0] if parts[0].ndim else 0} "
+                             f"at dim 1 (got {parts[-1].shape[0] if parts[-1].ndim else 0})")
+        return np.stack(parts).astype(dt, copy=False) if parts else np.zeros((0,), dt)
+    return np.array(data, dtype=dt)
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
+    _check_device(device)
+    dt = dtype or _infer_dtype(data)
+    if _dispatch._modes and isinstance(data, Tensor) and not data._plain:
+        return data.detach().to(dt).clone()
+    return _finish(_to_array(data, dt.np), dt, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """`data` as a tensor, sharing memory with tensors and arrays when the dtype allows."""
+    _check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dtype is data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or dtype.np == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the NumPy array `array`."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    if any(s < 0 for s in array.strides):
+        raise ValueError(
+            "At least one stride in the given numpy array is negative, and tensors with "
+            "negative strides are not currently supported. (You can probably work around this "
+            "by making a copy of your array  with array.copy().) ")
+    return Tensor._make(array, _dtype.from_numpy_dtype(array.dtype))
+
+
+def legacy_tensor_init(t: Tensor, *args, **kwargs) -> None:
+    """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy)."""
+    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+        data = _to_array(args[0], np.dtype(np.float32))
+    else:
+        data = np.empty(_sizes(args), dtype=np.float32)
+    src = Tensor._make(data)
+    for slot in Tensor.__slots__[:-1]:
+        setattr(t, slot, getattr(src, slot))
+
+
+def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    """Unpickle a tensor written by `Tensor.__reduce_ex__`."""
+    return _finish(data, _dtype.BY_NAME[dtype_name], requires_grad)
+
+
+# ---------------------------------------------------------------- constant fills
+
+
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A tensor of zeros."""
+    _check_device(device)
+    return _factory(_sizes(size), _float_dtype(dtype), requires_grad,
+                    lambda dt: np.zeros(_sizes(size), dt))
+
+
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """A tensor of ones."""
+    _check_device(device)
+    return _factory(_sizes(size), _float_dtype(dtype), requires_grad,
+                    lambda dt: np.ones(_sizes(size), dt))
+
+
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          memory_format=None, pin_memory=False):
+    """An uninitialised tensor (filled with zeros here, so results are reproducible)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False):
+    """A tensor filled with `fill_value`; the dtype follows the value's type."""
+    _check_device(device)
+    dt = dtype or _dtype.scalar_dtype(fill_value)
+    shape = _sizes((size,))
+    return _factory(shape, dt, requires_grad, lambda nd: np.full(shape, fill_value, nd))
+
+
+def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
+        requires_grad=False):
+    """The identity matrix (n x m)."""
+    _check_device(device)
+    m = n if m is None else m
+    return _factory((n, m), _float_dtype(dtype), requires_grad, lambda dt: np.eye(n, m, dtype=dt))
+
+
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False):
+    """Values from `start` to `end` (exclusive) by `step`."""
+    _check_device(device)
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
+                 else _dtype.int64)
+    n = max(math.ceil((end - start) / step), 0)
+    return _factory((n,), dtype, requires_grad,
+                    lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
+                                                  else np.int64) * step).astype(dt))
+
+
+def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """`steps` evenly spaced values from `start` to `end` inclusive."""
+    _check_device(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = _float_dtype(dtype)
+
+    def fill(dt):
+        if steps == 1:
+            return np.full((1,), start, dtype=dt)
+        i = np.arange(steps, dtype=np.float64)
+        step = (end - start) / (steps - 1)
+        # Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+        vals = np.where(i < steps // 2, start + i * step, end - (steps - 1 - i) * step)
+        return vals.astype(dt)
+
+    return _factory((steps,), dtype, requires_grad, fill)
+
+
+# ---------------------------------------------------------------- random
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False):
+    """Uniform random values in [0, 1)."""
+    _check_device(device)
+    shape = _sizes(size)
+    return _factory(shape, _float_dtype(dtype), requires_grad,
+                    lambda dt: _rng(generator).random(shape).astype(dt))
+
+
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False):
+    """Standard normal random values."""
+    _check_device(device)
+    shape = _sizes(size)
+    return _factory(shape, _float_dtype(dtype), requires_grad,
+                    lambda dt: _rng(generator).standard_normal(shape).astype(dt))
+
+
+def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
+            device=None, requires_grad=False):
+    """Random integers in [low, high)."""
+    _check_device(device)
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    if low >= high:
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    shape = _sizes((size,))
+    return _factory(shape, dtype or _dtype.int64, requires_grad,
+                    lambda dt: _rng(generator).integers(low, high, shape).astype(dt))
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
+           layout=None, device=None, requires_grad=False):
+    """Normal random values with the given mean and std (numbers or tensors)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean._data if isinstance(mean, Tensor) else mean
+        s = std._data if isinstance(std, Tensor) else std
+        if isinstance(std, Tensor) and (std._data < 0).any():
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        ref = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+        data = _rng(generator).normal(m, s, shape).astype(ref.dtype.np)
+        return Tensor._make(data, ref.dtype)
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    shape = _sizes((size,)) if size is not None else ()
+    return _factory(shape, _float_dtype(dtype), requires_grad,
+                    lambda dt: _rng(generator).normal(mean, std, shape).astype(dt))
+
+
+def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """A random permutation of 0..n-1."""
+    _check_device(device)
+    return _factory((n,), dtype or _dtype.int64, requires_grad,
+                    lambda dt: _rng(generator).permutation(n).astype(dt))
+
+
+# ---------------------------------------------------------------- *_like and new_*
+
+
+def _like(fn, name):
+    def like(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
+             memory_format=None, **kwargs):
+        return fn(input.shape, *args, dtype=dtype or input.dtype, device=device,
+                  requires_grad=requires_grad, **kwargs)
+
+    like.__name__ = name
+    like.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `input`."
+    return like
+
+
+zeros_like = _like(zeros, "zeros_like")
+ones_like = _like(ones, "ones_like")
+empty_like = _like(empty, "empty_like")
+rand_like = _like(rand, "rand_like")
+randn_like = _like(randn, "randn_like")
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
+    """`full` with the shape (and by default dtype) of `input`."""
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None):
+    """`randint` with the shape (and by default dtype) of `input`."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype)
+
+
+def _new(fn):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+        return fn(*size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+
+    method.__name__ = "new_" + fn.__name__
+    method.__doc__ = f"`{fn.__name__}` with this tensor's dtype by default."
+    return method
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    """`full` with this tensor's dtype by default."""
+    return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    """`tensor` with this tensor's dtype by default."""
+    return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+Tensor.new_zeros = _new(zeros)
+Tensor.new_ones = _new(ones)
+Tensor.new_empty = _new(empty)
+Tensor.new_full = new_full
+Tensor.new_tensor = new_tensor

@@ -1,0 +1,190 @@
+"""dtypes, PyTorch's type promotion, and the default dtype.
+
+A `dtype` wraps the NumPy dtype that stores its values. Promotion follows PyTorch, not NumPy:
+operands are ranked by kind (dimensioned tensors, then 0-d tensors, then Python numbers) and a
+lower-ranked operand only changes the result when it belongs to a higher category
+(bool < integer < floating). So `int64 tensor * 2.5` is float32 and `float32 tensor + float64
+0-d tensor` stays float32.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BOOL, INT, FLOAT = 0, 1, 2
+
+
+class dtype:
+    """A tensor element type, printed as PyTorch prints it (`torch.float32`)."""
+
+    __slots__ = ("name", "np", "category", "itemsize", "is_signed", "legacy")
+
+    def __init__(self, name: str, np_dtype, category: int, legacy: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category
+        self.itemsize = self.np.itemsize
+        self.is_signed = name not in ("uint8", "bool")
+        self.legacy = legacy  # the old tensor type name PyTorch uses in some messages
+
+    @property
+    def is_floating_point(self) -> bool:
+        """True for float16, bfloat16, float32 and float64."""
+        return self.category == FLOAT
+
+    @property
+    def is_complex(self) -> bool:
+        """Always False: complex dtypes are not supported yet."""
+        return False
+
+    def to_real(self) -> dtype:
+        """The dtype itself (no complex dtypes exist)."""
+        return self
+
+    def __repr__(self) -> str:
+        return "torch." + self.name
+
+    def __reduce__(self):
+        return (_lookup, (self.name,))
+
+
+float16 = dtype("float16", np.float16, FLOAT, "Half")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, FLOAT, "BFloat16")
+float32 = dtype("float32", np.float32, FLOAT, "Float")
+float64 = dtype("float64", np.float64, FLOAT, "Double")
+int8 = dtype("int8", np.int8, INT, "Char")
+int16 = dtype("int16", np.int16, INT, "Short")
+int32 = dtype("int32", np.int32, INT, "Int")
+int64 = dtype("int64", np.int64, INT, "Long")
+uint8 = dtype("uint8", np.uint8, INT, "Byte")
+bool_ = dtype("bool", np.bool_, BOOL, "Bool")
+
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+BY_NAME = {d.name: d for d in ALL}
+# PyTorch's aliases (torch.float, torch.half, torch.long, ...).
+ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
+           "int": int32, "long": int64}
+FROM_NP = {d.np: d for d in ALL}
+
+
+def _lookup(name: str) -> dtype:
+    return BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype) -> dtype:
+    """The fusegrad dtype that stores its values as `np_dtype`; TypeError for others."""
+    try:
+        return FROM_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(
+            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype)}. The only supported "
+            "types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        ) from None
+
+
+class _Defaults:
+    """Process-wide defaults (PyTorch keeps these per process too)."""
+
+    __slots__ = ("float",)
+
+    def __init__(self):
+        self.float = float32
+
+
+defaults = _Defaults()
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of floating tensors created from Python floats (float32 unless changed)."""
+    return defaults.float
+
+
+def set_default_dtype(d: dtype) -> None:
+    """Set the default floating dtype; only float16/bfloat16/float32/float64 are allowed."""
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    defaults.float = d
+
+
+_PROMOTE: dict[tuple[dtype, dtype], dtype] = {}
+
+
+def _promote_uncached(a: dtype, b: dtype) -> dtype:
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if a.category == BOOL:
+        return a
+    if a.category == FLOAT:
+        if {a, b} == {float16, bfloat16}:
+            return float32
+        return a if a.itemsize >= b.itemsize else b
+    # Integers: uint8 with a signed type needs a signed type wider than 8 bits.
+    if a.is_signed == b.is_signed:
+        return a if a.itemsize >= b.itemsize else b
+    signed = a if a.is_signed else b
+    return signed if signed.itemsize > 1 else int16
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's `promote_types`: the smallest dtype both `a` and `b` convert to safely."""
+    if a is b:
+        return a
+    r = _PROMOTE.get((a, b))
+    if r is None:
+        r = _PROMOTE[(a, b)] = _promote_uncached(a, b)
+    return r
+
+
+def scalar_dtype(value) -> dtype:
+    """The dtype PyTorch gives a Python number when it stands alone (`tensor(2.5)`)."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        return int64
+    return defaults.float
+
+
+def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    """Merge two ranks of operands: `lower` only matters if its category is higher."""
+    if higher is None:
+        return lower
+    if lower is None or higher.category == FLOAT:
+        return higher
+    if higher.category == BOOL or lower.category == FLOAT:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> dtype:
+    """The dtype of an operation on `operands` (tensors and Python numbers), as PyTorch's."""
+    dim = zero = wrapped = None
+    for x in operands:
+        if x.__class__ is np.ndarray:
+            d = FROM_NP[x.dtype]
+        else:
+            d = getattr(x, "_dtype", None)
+        if d is not None:
+            if x.ndim:
+                dim = d if dim is None else promote_types(dim, d)
+            else:
+                zero = d if zero is None else promote_types(zero, d)
+        elif x is not None:
+            d = scalar_dtype(x)
+            wrapped = d if wrapped is None else promote_types(wrapped, d)
+    r = _combine(dim, _combine(zero, wrapped))
+    if r is None:
+        raise TypeError("result_type needs at least one operand")
+    return r
+
+
+def default_np(category: int):
+    """The NumPy dtype PyTorch gives a result of `category` computed from integer inputs."""
+    return defaults.float.np if category == FLOAT else np.dtype(np.int64)
+
+
+def can_cast(src: dtype, dst: dtype) -> bool:
+    """PyTorch's `can_cast`: no float to integer, and nothing but bool to bool."""
+    if src.category == FLOAT and dst.category != FLOAT:
+        return False
+    return not (dst.category == BOOL and src.category != BOOL)

@@ -1,0 +1,164 @@
+"""Fake tensors: shape, strides, dtype and autograd state without data.
+
+Ops on fakes run only their meta function; autograd records on fakes exactly as on real
+tensors (so a backward graph can be traced without computing anything). Under
+`FakeTensorMode` every op and factory makes fakes, and real tensors met by an op are treated
+as fakes of the same geometry. Anything whose result depends on the data (`item`, `bool`,
+`tolist`, `numpy`) raises `DataDependentOutputError`; capture turns that into a graph break.
+"""
+
+from __future__ import annotations
+
+from . import _dispatch
+from ._tensor import Size, Tensor
+from .ops._util import contiguous_strides
+
+
+class DataDependentOutputError(RuntimeError):
+    """An operation needs tensor values that a fake tensor does not have."""
+
+
+class FakeTensor(Tensor):
+    """A tensor with metadata only."""
+
+    __slots__ = ("_fshape", "_fstrides", "_foffset")
+    _plain = False
+
+    @classmethod
+    def _make_fake(cls, shape, dtype, strides=None, offset: int = 0) -> FakeTensor:
+        t = Tensor._make.__func__(cls, None, dtype)
+        t._fshape = tuple(shape)
+        t._fstrides = tuple(strides) if strides is not None else contiguous_strides(shape)
+        t._foffset = offset
+        return t
+
+    @classmethod
+    def from_tensor(cls, t: Tensor) -> FakeTensor:
+        """A fake with `t`'s geometry, dtype and requires_grad (a leaf)."""
+        f = cls._make_fake(tuple(t.shape), t.dtype, tuple(t.stride()), t.storage_offset())
+        f._rg = t.requires_grad
+        return f
+
+    @classmethod
+    def _compute(cls, op, args) -> FakeTensor | tuple:
+        """Run `op`'s meta on `args` and make fakes of the specs it returns."""
+        spec = op.meta(*args)
+        if op.inplace:
+            self = args[0]
+            self._vc[0] += 1
+            return self
+        if isinstance(spec, (tuple, list)):
+            return tuple(cls._from_spec(s, op, args) for s in spec)
+        return cls._from_spec(spec, op, args)
+
+    @classmethod
+    def _from_spec(cls, spec, op, args) -> FakeTensor:
+        offset = 0
+        if op.view and spec.strides is not None:
+            offset = args[0].storage_offset()
+        return cls._make_fake(spec.shape, spec.dtype, spec.strides, offset)
+
+    def _shallow_copy(self) -> FakeTensor:
+        t = Tensor._shallow_copy(self)
+        t._fshape, t._fstrides, t._foffset = self._fshape, self._fstrides, self._foffset
+        return t
+
+    def _data_dependent(self, what: str):
+        raise DataDependentOutputError(
+            f"{what}() needs the values of a FakeTensor, which has none (data-dependent "
+            "output)")
+
+    @property
+    def shape(self) -> Size:
+        return Size(self._fshape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._fshape)
+        from .ops._util import wrap_dim
+
+        return self._fshape[wrap_dim(dim, len(self._fshape))]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._fshape)
+
+    def dim(self) -> int:
+        return len(self._fshape)
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._fshape:
+            n *= s
+        return n
+
+    def stride(self, dim=None):
+        if dim is None:
+            return self._fstrides
+        from .ops._util import wrap_dim
+
+        return self._fstrides[wrap_dim(dim, len(self._fstrides))]
+
+    def storage_offset(self) -> int:
+        return self._foffset
+
+    def __len__(self) -> int:
+        if not self._fshape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._fshape[0]
+
+    @property
+    def data(self) -> FakeTensor:
+        return FakeTensor._make_fake(self._fshape, self._dtype, self._fstrides, self._foffset)
+
+    def detach(self) -> FakeTensor:
+        t = self.data
+        t._vc = self._vc
+        t._base = self if self._base is None else self._base
+        return t
+
+    def _detached_copy(self) -> FakeTensor:
+        return FakeTensor._make_fake(self._fshape, self._dtype)
+
+    def new_zeros(self, *size, dtype=None, **kwargs) -> FakeTensor:
+        from ._creation import _sizes
+
+        f = FakeTensor._make_fake(_sizes(size), dtype or self._dtype)
+        return f
+
+    new_ones = new_empty = new_zeros
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self._grad_fn is not None:
+            extra = f", grad_fn=<{type(self._grad_fn).__name__}>"
+        elif self._rg:
+            extra = ", requires_grad=True"
+        dt = "" if self._dtype.name == "float32" else f", dtype={self._dtype!r}"
+        return f"FakeTensor(..., size={self._fshape}{dt}{extra})"
+
+    __str__ = __repr__
+
+
+class FakeTensorMode(_dispatch.DispatchMode):
+    """While active, ops and factory functions make FakeTensors (meta functions only)."""
+
+    def __fusegrad_dispatch__(self, op, args):
+        return FakeTensor._compute(op, tuple(self._fakeify(a) for a in args))
+
+    def _fakeify(self, a):
+        if isinstance(a, Tensor) and not isinstance(a, FakeTensor):
+            return self.from_tensor(a)
+        if isinstance(a, list):
+            return [self._fakeify(x) for x in a]
+        return a
+
+    def from_tensor(self, t: Tensor) -> FakeTensor:
+        """A fake with `t`'s geometry, dtype and requires_grad."""
+        return FakeTensor.from_tensor(t)
+
+    def make_factory_tensor(self, shape, dtype, requires_grad: bool) -> FakeTensor:
+        """What factory functions return under this mode."""
+        f = FakeTensor._make_fake(shape, dtype)
+        f._rg = bool(requires_grad)
+        return f

@@ -1,0 +1,95 @@
+"""Random number generators: NumPy's PCG64 behind PyTorch's `Generator` API.
+
+Streams need not equal PyTorch's; tests copy values, never seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Generator:
+    """A random number generator with its own state (`manual_seed`, `get_state`...)."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self._seed = 67280421310721
+        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+
+    def manual_seed(self, seed: int):
+        """Reset the generator with `seed`; returns self."""
+        seed = int(seed)
+        if seed < 0:
+            seed &= (1 << 64) - 1
+        self._seed = seed
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        return self
+
+    def seed(self) -> int:
+        """Reseed from fresh entropy and return the new seed."""
+        seed = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self) -> int:
+        """The seed last set."""
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a uint8 tensor (restore with `set_state`)."""
+        import pickle
+
+        from . import _creation
+
+        raw = np.frombuffer(pickle.dumps(self._rng.bit_generator.state), dtype=np.uint8)
+        return _creation.from_numpy(raw.copy())
+
+    def set_state(self, state) -> None:
+        """Restore a state returned by `get_state`."""
+        raw = bytes(np.asarray(state._data, dtype=np.uint8))
+        self._rng.bit_generator.state = _load_state(raw)
+
+
+def _load_state(raw: bytes):
+    """Read a state written by `get_state` (a dict of numbers and strings, no classes)."""
+    import io
+    import pickle
+
+    class _Restricted(pickle.Unpickler):
+        def find_class(self, module, name):
+            raise pickle.UnpicklingError("generator states contain no classes")
+
+    return _Restricted(io.BytesIO(raw)).load()
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator; returns it."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed the default generator from fresh entropy."""
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    """The default generator's seed."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """The default generator's state."""
+    return default_generator.get_state()
+
+
+def set_rng_state(state) -> None:
+    """Restore the default generator's state."""
+    default_generator.set_state(state)
+
+
+def rng(generator: Generator | None) -> np.random.Generator:
+    """The NumPy generator behind `generator` (or the default one)."""
+    return (generator or default_generator)._rng

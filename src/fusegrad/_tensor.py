@@ -1,0 +1,557 @@
+"""The Tensor: a NumPy array plus dtype, autograd state and a version counter.
+
+Views share their base's array memory and its version counter (`_vc`, a one-element list
+bumped by every in-place op). Op methods (`add`, `sum`, `view`, ...) are thin wrappers over
+registry ops, attached from `fusegrad._functions`; this file holds the state, attributes,
+conversions and autograd entry points.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from . import _dispatch, _dtype
+from ._device import device as _device_cls
+from ._device import cpu as _cpu
+from ._printing import format_tensor
+from .autograd import graph as _graph
+from .autograd.grad_mode import state as _grad_state
+
+_ndarray = np.ndarray
+_new = object.__new__
+
+_NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, printed as `torch.Size([2, 3])`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+    def numel(self) -> int:
+        """Product of the sizes."""
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, key):
+        r = tuple.__getitem__(self, key)
+        return Size(r) if isinstance(key, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+
+class Tensor:
+    """A multi-dimensional array that records operations for automatic differentiation."""
+
+    __slots__ = ("_data", "_dtype", "_rg", "_grad_fn", "_grad", "_vc", "_base",
+                 "_output_nr", "_retains", "_hooks", "_grad_acc", "_post_acc_hooks",
+                 "__weakref__")
+    # Plain tensors take dispatch's fast path; FakeTensor and protocol subclasses do not.
+    _plain = True
+    __array_priority__ = 1000
+
+    def __init__(self, *args, **kwargs):
+        # `torch.Tensor(2, 3)` (uninitialised float tensor) and `torch.Tensor([1, 2])` (data).
+        from ._creation import legacy_tensor_init
+
+        legacy_tensor_init(self, *args, **kwargs)
+
+    @classmethod
+    def _make(cls, data: np.ndarray, dtype=None):
+        """Wrap an array (no copy) as a tensor that does not require grad."""
+        t = _new(cls)
+        t._data = data
+        t._dtype = dtype or _dtype.FROM_NP[data.dtype]
+        t._rg = False
+        t._grad_fn = None
+        t._grad = None
+        t._vc = [0]
+        t._base = None
+        t._output_nr = 0
+        t._retains = False
+        t._hooks = None
+        t._grad_acc = None
+        t._post_acc_hooks = None
+        return t
+
+    def _shallow_copy(self):
+        """A new tensor object with the same data, version counter and history."""
+        t = _new(type(self))
+        for slot in Tensor.__slots__[:-1]:
+            setattr(t, slot, getattr(self, slot))
+        t._retains = False
+        t._hooks = None
+        t._grad = None
+        t._post_acc_hooks = None
+        return t
+
+    # ------------------------------------------------------------ attributes
+
+    @property
+    def shape(self) -> Size:
+        """The sizes of each dimension."""
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of dimension `dim`."""
+        if dim is None:
+            return Size(self._data.shape)
+        from .ops._util import wrap_dim
+
+        if not self._data.ndim:
+            raise IndexError(f"dimension specified as {dim} but tensor has no dimensions")
+        return self._data.shape[wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        """The element type."""
+        return self._dtype
+
+    @property
+    def device(self) -> _device_cls:
+        """Where the data lives (always the CPU for now)."""
+        return _cpu
+
+    @property
+    def is_cuda(self) -> bool:
+        """False: only CPU tensors exist."""
+        return False
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, as PyTorch reports them."""
+        from .ops.shape import elem_strides
+
+        st = elem_strides(self._data)
+        if dim is None:
+            return st
+        from .ops._util import wrap_dim
+
+        return st[wrap_dim(dim, len(st))]
+
+    def storage_offset(self) -> int:
+        """Offset of the first element in the underlying storage, in elements."""
+        from .ops.shape import storage_offset
+
+        return storage_offset(self._data)
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """True when the elements are laid out row-major without gaps."""
+        from .ops._util import contiguous_strides
+
+        expected = contiguous_strides(self.shape)
+        return all(s == 1 or a == b for s, a, b in zip(self.shape, self.stride(), expected))
+
+    def is_floating_point(self) -> bool:
+        """True for floating dtypes."""
+        return self._dtype.category == _dtype.FLOAT
+
+    def is_complex(self) -> bool:
+        """Always False (no complex dtypes yet)."""
+        return False
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation."""
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        """The Node that produced this tensor, or None for leaves."""
+        return self._grad_fn
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor."""
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self._set_requires_grad(value)
+
+    def _set_requires_grad(self, value) -> None:
+        value = bool(value)
+        if self._grad_fn is not None:
+            if not value:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to "
+                    "use a computed variable in a subgraph that doesn't require differentiation "
+                    "use var_no_grad = var.detach().")
+            return
+        if value and self._dtype.category != _dtype.FLOAT:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._rg = value
+
+    @property
+    def grad(self):
+        """The accumulated gradient (leaves, and non-leaves that `retain_grad()`)."""
+        if self._grad_fn is not None and not self._retains and self._grad is None:
+            warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of "
+                    f"{type(value).__name__}")
+            if tuple(value.shape) != tuple(self.shape):
+                raise RuntimeError("assigned grad has data of a different size")
+            if value._dtype is not self._dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def retains_grad(self) -> bool:
+        """True for a non-leaf on which `retain_grad()` was called."""
+        return self._retains
+
+    @property
+    def data(self):
+        """This tensor's data as a new tensor outside autograd (no shared version counter)."""
+        return Tensor._make(self._data, self._dtype)
+
+    @data.setter
+    def data(self, value) -> None:
+        self._data = value._data
+        self._dtype = value._dtype
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def T(self):  # noqa: N802
+        """Dimensions reversed (`permute`)."""
+        return self.permute(tuple(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):  # noqa: N802
+        """The last two dimensions swapped."""
+        if self.ndim < 2:
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                               f"Got {self.ndim}-D tensor.")
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self):  # noqa: N802
+        """Conjugate transpose of a matrix (the transpose, for real dtypes)."""
+        return self.t() if self.ndim == 2 else self.T
+
+    mH = mT
+
+    # ------------------------------------------------------------ conversions
+
+    def _data_dependent(self, what: str) -> np.ndarray:
+        return self._data
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        data = self._data_dependent("item")
+        if data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {data.size} elements cannot be converted to Scalar")
+        return data.reshape(()).item() if self._dtype.name != "bfloat16" else float(
+            data.reshape(()))
+
+    def tolist(self):
+        """The data as (nested) Python lists of numbers."""
+        data = self._data_dependent("tolist")
+        if self._dtype.name == "bfloat16":
+            data = data.astype(np.float32)
+        return data.tolist()
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array sharing memory."""
+        if self._rg and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.")
+        return self._data_dependent("numpy")
+
+    def __array__(self, dtype=None, copy=None):
+        data = self._data_dependent("__array__")
+        return data if dtype is None else data.astype(dtype)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __bool__(self) -> bool:
+        data = self._data_dependent("bool")
+        if data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.category != _dtype.INT or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        suffixes = []
+        if self._grad_fn is not None:
+            suffixes.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
+        elif self._rg:
+            suffixes.append("requires_grad=True")
+        return format_tensor(self._data, self._dtype.name, _dtype.defaults.float.name,
+                             suffixes)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol):
+        from ._creation import rebuild_tensor
+
+        return (rebuild_tensor, (np.array(self._data), self._dtype.name, self._rg))
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001")
+        t = Tensor._make(self._data.copy(), self._dtype)
+        t._rg = self._rg
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
+    # ------------------------------------------------------------ dtype and device
+
+    def to(self, *args, **kwargs):
+        """Convert dtype and/or device: `to(dtype)`, `to(device)`, `to(other)`, `to(d, dt)`."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        for a in args:
+            if isinstance(a, _dtype.dtype):
+                dtype = a
+            elif isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, (str, _device_cls)):
+                device = a
+            elif a is not None and not isinstance(a, bool):
+                raise TypeError(f"to() received an invalid combination of arguments - got "
+                                f"({type(a).__name__})")
+        if device is not None:
+            _device_cls(device)._check_available()
+        if dtype is None or dtype is self._dtype:
+            return self.clone() if copy else self
+        from ._functions import to_copy
+
+        return to_copy(self, dtype)
+
+    def type(self, dtype=None):
+        """The legacy type name (`torch.FloatTensor`), or a conversion to `dtype`."""
+        if dtype is None:
+            return f"torch.{self._dtype.legacy}Tensor"
+        if isinstance(dtype, str):
+            name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
+            dtype = next(d for d in _dtype.ALL if d.legacy == name)
+        return self.to(dtype)
+
+    def type_as(self, other):
+        """This tensor converted to `other`'s dtype."""
+        return self.to(other.dtype)
+
+    def cpu(self, memory_format=None):
+        """This tensor (already on the CPU)."""
+        return self
+
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        """Not available: no CUDA backend exists yet."""
+        _device_cls("cuda")._check_available()
+
+    def float(self, memory_format=None):
+        """Converted to float32."""
+        return self.to(_dtype.float32)
+
+    def double(self, memory_format=None):
+        """Converted to float64."""
+        return self.to(_dtype.float64)
+
+    def half(self, memory_format=None):
+        """Converted to float16."""
+        return self.to(_dtype.float16)
+
+    def bfloat16(self, memory_format=None):
+        """Converted to bfloat16."""
+        return self.to(_dtype.bfloat16)
+
+    def long(self, memory_format=None):
+        """Converted to int64."""
+        return self.to(_dtype.int64)
+
+    def int(self, memory_format=None):
+        """Converted to int32."""
+        return self.to(_dtype.int32)
+
+    def short(self, memory_format=None):
+        """Converted to int16."""
+        return self.to(_dtype.int16)
+
+    def char(self, memory_format=None):
+        """Converted to int8."""
+        return self.to(_dtype.int8)
+
+    def byte(self, memory_format=None):
+        """Converted to uint8."""
+        return self.to(_dtype.uint8)
+
+    def bool(self, memory_format=None):
+        """Converted to bool."""
+        return self.to(_dtype.bool_)
+
+    # ------------------------------------------------------------ autograd
+
+    def detach(self):
+        """A tensor sharing data and version counter, outside the graph."""
+        t = Tensor._make(self._data, self._dtype)
+        t._vc = self._vc
+        t._base = self if self._base is None else self._base
+        return t
+
+    def detach_(self):
+        """Detach this tensor from the graph in place, making it a leaf."""
+        if self._base is not None and self._base._rg:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+        self._grad_fn = None
+        self._rg = False
+        self._output_nr = 0
+        return self
+
+    def _detached_copy(self):
+        t = Tensor._make(self._data.copy(), self._dtype)
+        return t
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """Set `requires_grad` in place; returns self."""
+        self._set_requires_grad(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Populate `.grad` of this non-leaf tensor during backward."""
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self._retains:
+            return
+        node = self._grad_fn
+        if node._retains_grad is None:
+            node._retains_grad = {}
+        node._retains_grad[self._output_nr] = weakref.ref(self)
+        self._retains = True
+
+    def register_hook(self, hook):
+        """Call `hook(grad)` when this tensor's gradient is computed; it may return a new one."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is None:
+            if self._hooks is None:
+                self._hooks = {0: {}}
+            return _graph._add_hook(self._hooks[0], hook)
+        node = self._grad_fn
+        if node._tensor_pre_hooks is None:
+            node._tensor_pre_hooks = {}
+        return _graph._add_hook(node._tensor_pre_hooks.setdefault(self._output_nr, {}), hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call `hook(tensor)` after gradient is accumulated into this leaf's `.grad`."""
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        return _graph._add_hook(self._post_acc_hooks, hook)
+
+    def _grad_accumulator(self):
+        """This leaf's AccumulateGrad node (one per leaf while the graph holds it)."""
+        ref = self._grad_acc
+        node = ref() if ref is not None else None
+        if node is None:
+            node = _graph.AccumulateGrad(self)
+            self._grad_acc = weakref.ref(node)
+        return node
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradient of this tensor w.r.t. the graph leaves."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_dispatch.plain.Tensor = Tensor
+_dispatch.plain.make = Tensor._make

@@ -1,0 +1,240 @@
+"""The autograd engine: walk the graph backwards from roots, newest node first.
+
+Iterative throughout (a chain of any length runs at the default recursion limit): one pass
+finds the nodes that must run and counts each one's incoming edges; a node becomes ready
+when every edge into it has delivered its gradient, and ready nodes run in decreasing
+sequence number, accumulators first, as PyTorch's engine does.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from .grad_mode import state as _grad_state
+from .graph import AccumulateGrad
+
+
+def _root_edge(t, i):
+    if not t.requires_grad:
+        raise RuntimeError(
+            f"element {i} of tensors does not require grad and does not have a grad_fn")
+    if t._grad_fn is not None:
+        return t._grad_fn, t._output_nr
+    return t._grad_accumulator(), 0
+
+
+def _root_grad(t, g, i):
+    from .._tensor import Tensor
+
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        return t.new_ones(t.shape)
+    if not isinstance(g, Tensor):
+        raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+    if tuple(g.shape) != tuple(t.shape):
+        raise RuntimeError(
+            f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] has a "
+            f"shape of {t.shape}.")
+    return g
+
+
+def _needed_nodes(roots, targets):
+    """Nodes reachable from `roots`; if `targets` is given, only those that lead to one."""
+    seen = set()
+    order = []  # post-order: children before parents
+    for root in roots:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root.next_functions))]
+        while stack:
+            node, it = stack[-1]
+            for child, _ in it:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    stack.append((child, iter(child.next_functions)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    if targets is None:
+        return seen
+    needed = set()
+    for node in order:
+        if node in targets or any(c in needed for c, _ in node.next_functions if c is not None):
+            needed.add(node)
+    return needed
+
+
+def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
+                 accumulate=True, allow_unused=False):
+    """Backpropagate from `tensors`; accumulate into leaves, or return grads of `inputs`."""
+    if not tensors:
+        raise RuntimeError("backward called with an empty list of tensors") if accumulate else \
+            RuntimeError("grad requires non-empty inputs.")
+    root_edges = [_root_edge(t, i) for i, t in enumerate(tensors)]
+    roots = [_root_grad(t, g, i) for i, (t, g) in enumerate(zip(tensors, grad_tensors))]
+
+    captures = None  # (node, output_nr) -> index in inputs
+    if inputs is not None:
+        captures = {}
+        for k, x in enumerate(inputs):
+            if not x.requires_grad:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            node = x._grad_fn if x._grad_fn is not None else x._grad_accumulator()
+            captures[(node, x._output_nr if x._grad_fn is not None else 0)] = k
+        targets = {n for n, _ in captures}
+    else:
+        targets = None
+    needed = _needed_nodes([n for n, _ in root_edges], targets)
+
+    deps = dict.fromkeys(needed, 0)
+    for node in needed:
+        for child, _ in node.next_functions:
+            if child in deps:
+                deps[child] += 1
+
+    buffers = {}
+    for (node, nr), g in zip(root_edges, roots):
+        _add_to_buffer(buffers, node, nr, g)
+    ready = []
+    for node, _ in root_edges:
+        if node in needed and deps[node] == 0 and node not in {r[2] for r in ready}:
+            heapq.heappush(ready, (-node._seq, id(node), node))
+
+    results = [None] * len(inputs) if inputs is not None else None
+    prev_mode = _grad_state.enabled
+    _grad_state.enabled = bool(create_graph)
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads = buffers.pop(node, None) or [None]
+            grads = _call_tensor_hooks(node, grads)
+            if captures is not None:
+                for nr, g in enumerate(grads):
+                    k = captures.get((node, nr))
+                    if k is not None:
+                        results[k] = g if results[k] is None or g is None else results[k] + g
+                if node in targets and (node.__class__ is AccumulateGrad or not accumulate) and \
+                        not any(c in needed for c, _ in node.next_functions if c is not None):
+                    _release(node, retain_graph)
+                    continue
+            if node.__class__ is AccumulateGrad:
+                if accumulate and grads[0] is not None:
+                    _accumulate(node, grads[0], create_graph)
+                continue
+            grads = _materialize(node, grads)
+            if node._pre_hooks:
+                grads = _call_pre_hooks(node, grads)
+            grad_inputs = node.apply(grads)
+            if node._post_hooks:
+                for hook in list(node._post_hooks.values()):
+                    r = hook(tuple(grad_inputs), tuple(grads))
+                    if r is not None:
+                        grad_inputs = r
+            _release(node, retain_graph)
+            for (child, nr), g in zip(node.next_functions, grad_inputs):
+                if child is None or child not in deps:
+                    continue
+                if g is not None:
+                    _add_to_buffer(buffers, child, nr, g)
+                deps[child] -= 1
+                if deps[child] == 0:
+                    heapq.heappush(ready, (-child._seq, id(child), child))
+    finally:
+        _grad_state.enabled = prev_mode
+
+    if inputs is None:
+        return None
+    if accumulate:  # backward(inputs=...): non-leaf inputs get .grad like retain_grad
+        for x, g in zip(inputs, results):
+            if x._grad_fn is not None and g is not None:
+                _set_grad(x, g, create_graph)
+        return None
+    for x, g in zip(inputs, results):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                "One of the differentiated Tensors appears to not have been used in the graph. "
+                "Set allow_unused=True if this is the desired behavior.")
+    return tuple(results)
+
+
+def _add_to_buffer(buffers, node, nr, g):
+    buf = buffers.get(node)
+    if buf is None:
+        n = len(node._out_meta) if node._out_meta else 1
+        buf = buffers[node] = [None] * n
+    buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def _materialize(node, grads):
+    """Zero-fill the gradients of outputs that received none."""
+    if None in grads and node._out_meta:
+        from .._tensor import Tensor
+
+        grads = list(grads)
+        for i, g in enumerate(grads):
+            if g is None:
+                shape, dt = node._out_meta[i]
+                grads[i] = Tensor._make(np.zeros(shape, dtype=dt.np))
+    return grads
+
+
+def _call_tensor_hooks(node, grads):
+    hooks = node.variable._hooks if node.__class__ is AccumulateGrad else node._tensor_pre_hooks
+    if hooks:
+        grads = list(grads)
+        for nr, fns in hooks.items():
+            for fn in list(fns.values()):
+                if grads[nr] is None:
+                    continue
+                r = fn(grads[nr])
+                if r is not None:
+                    grads[nr] = r
+    keep = node._retains_grad
+    if keep:
+        for nr, ref in keep.items():
+            t = ref()
+            if t is not None and nr < len(grads) and grads[nr] is not None:
+                _set_grad(t, grads[nr], _grad_state.enabled)
+    return grads
+
+
+def _call_pre_hooks(node, grads):
+    for hook in list(node._pre_hooks.values()):
+        r = hook(tuple(grads))
+        if r is not None:
+            grads = list(r)
+    return grads
+
+
+def _release(node, retain_graph):
+    if not retain_graph:
+        node.release()
+
+
+def _set_grad(t, g, create_graph):
+    """Add `g` into `t.grad` (a private copy the first time, in place afterwards)."""
+    if t._grad is None:
+        t._grad = g if create_graph else g._detached_copy()
+    elif create_graph or t._grad.requires_grad or not t._grad._plain:
+        t._grad = t._grad + g
+    else:
+        dst = t._grad._data
+        src = g._data
+        if src.dtype != dst.dtype:
+            src = src.astype(dst.dtype)
+        np.add(dst, src, out=dst, casting="unsafe")
+        t._grad._vc[0] += 1
+
+
+def _accumulate(node, g, create_graph):
+    var = node.variable
+    hooks = var._post_acc_hooks
+    _set_grad(var, g, create_graph)
+    if hooks:
+        for fn in list(hooks.values()):
+            fn(var)

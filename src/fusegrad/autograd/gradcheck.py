@@ -1,0 +1,119 @@
+"""gradcheck: compare autograd's Jacobians with central finite differences (float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when analytical and numerical Jacobians differ."""
+
+
+def _outputs(func, inputs):
+    out = func(*inputs)
+    return out if isinstance(out, (tuple, list)) else (out,)
+
+
+def _numerical(func, inputs, k, eps):
+    """d(outputs)/d(inputs[k]) by central differences, one column per input element."""
+    from .grad_mode import no_grad
+
+    x = inputs[k]
+    flat = x._data.reshape(-1)  # a view when x is contiguous; perturbations are in place
+    if not np.shares_memory(flat, x._data):
+        raise ValueError("gradcheck needs contiguous inputs")
+    cols = []
+    with no_grad():
+        for i in range(flat.size):
+            orig = flat[i].copy()
+            flat[i] = orig + eps
+            plus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
+            flat[i] = orig - eps
+            minus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
+            flat[i] = orig
+            cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+    return cols
+
+
+def _analytical(func, inputs, diff):
+    from . import grad as autograd_grad
+
+    outs = _outputs(func, inputs)
+    rows = []  # rows[j][e] = list over diff inputs of the gradient of output j, element e
+    for o in outs:
+        per = []
+        for e in range(o.numel()):
+            if not o.requires_grad:
+                per.append([np.zeros(inputs[k].numel()) for k in diff])
+                continue
+            seed = o.new_zeros(o.shape)
+            seed._data.reshape(-1)[e] = 1
+            gs = autograd_grad(o, [inputs[k] for k in diff], seed, retain_graph=True,
+                               allow_unused=True)
+            per.append([np.zeros(inputs[k].numel()) if g is None
+                        else g._data.astype(np.float64).reshape(-1) for g, k in zip(gs, diff)])
+        rows.append(per)
+    return outs, rows
+
+
+def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, nondet_tol: float = 0.0,
+              check_undefined_grad: bool = True, check_grad_dtypes: bool = False,
+              check_batched_grad: bool = False, check_batched_forward_grad: bool = False,
+              check_forward_ad: bool = False, check_backward_ad: bool = True,
+              fast_mode: bool = False, masked=None) -> bool:
+    """True if autograd's gradients of `func` at `inputs` match finite differences."""
+    from .._tensor import Tensor
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    diff = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not diff:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
+                         "none of the them have requires_grad=True.")
+    for k in diff:
+        if inputs[k].dtype.name != "float64":
+            import warnings
+
+            warnings.warn(
+                f"Input #{k} requires gradient and is not a double precision floating point. "
+                "This check will likely fail if all the inputs are not of double precision "
+                "floating point. ", UserWarning, stacklevel=2)
+    outs, rows = _analytical(func, inputs, diff)
+    for n, k in enumerate(diff):
+        cols = _numerical(func, inputs, k, eps)
+        for j, o in enumerate(outs):
+            numerical = np.array([c[j] for c in cols]).reshape(inputs[k].numel(), o.numel())
+            analytical = np.array([r[n] for r in rows[j]]).T.reshape(numerical.shape) \
+                if rows[j] else np.zeros_like(numerical)
+            if not np.allclose(analytical, numerical, rtol=rtol, atol=atol):
+                if not raise_exception:
+                    return False
+                raise GradcheckError(
+                    f"Jacobian mismatch for output {j} with respect to input {k},\n"
+                    f"numerical:{numerical}\nanalytical:{analytical}\n")
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, **kwargs) -> bool:
+    """gradcheck of the gradient of `func` (second derivatives), with random grad_outputs."""
+    from . import grad as autograd_grad
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        from .._creation import tensor
+
+        grad_outputs = tuple(tensor(rng.standard_normal(o.shape), dtype=o.dtype,
+                                    requires_grad=True) for o in outs)
+    diff = [x for x in inputs if getattr(x, "requires_grad", False)]
+
+    def first(*args):
+        xs = args[:len(inputs)]
+        gos = args[len(inputs):]
+        o = _outputs(func, xs)
+        return autograd_grad(o, [x for x in xs if getattr(x, "requires_grad", False)], gos,
+                             create_graph=True, allow_unused=True)
+
+    del diff
+    return gradcheck(first, inputs + tuple(grad_outputs), **kwargs)

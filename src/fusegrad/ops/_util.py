@@ -1,0 +1,224 @@
+"""Shared pieces of op entries: dtype rules on arrays, kernel makers, meta helpers, samples.
+
+Kernels take NumPy arrays (and Python numbers) and return arrays of PyTorch's result dtype.
+Metas take tensors or fakes (anything with `shape`, `dtype`, `stride()`) and return `Spec`s;
+they also own the shape error messages: when a kernel fails, dispatch re-runs the meta so the
+user sees PyTorch's text.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype
+from .._dtype import FLOAT, FROM_NP
+from .registry import Sample, Spec
+
+_nd = np.ndarray
+F32 = np.dtype(np.float32)
+HALF = (np.dtype(np.float16), _dtype.bfloat16.np)
+
+
+# ---------------------------------------------------------------- dtype rules on arrays
+
+
+def result_np(*xs) -> np.dtype:
+    """PyTorch's result dtype for arrays and Python numbers, as a NumPy dtype."""
+    return _dtype.result_type(*xs).np
+
+
+def as_dtype(x, dt: np.dtype):
+    """`x` (array or Python number) converted to `dt` for computing; numbers stay weak."""
+    if x.__class__ is _nd:
+        return x if x.dtype is dt else x.astype(dt)
+    if dt.kind in "iub" and isinstance(x, float):
+        return dt.type(x)
+    return x
+
+
+def float_np(dt: np.dtype) -> np.dtype:
+    """`dt` if floating, else the default float dtype (what `exp(int tensor)` gives)."""
+    return dt if dt.kind == "f" or dt in HALF else _dtype.defaults.float.np
+
+
+def _in_f32(fn, args, dt):
+    """Compute in float32 and round to the half type `dt`, as PyTorch's CPU kernels do."""
+    return fn(*[as_dtype(a, F32) for a in args]).astype(dt)
+
+
+def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False):
+    """A kernel for a broadcasting binary op with PyTorch's promotion."""
+
+    def kernel(a, b):
+        if a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype:
+            dt = a.dtype
+        else:
+            dt = result_np(a, b)
+        if to_float:
+            dt = float_np(dt)
+        if dt in HALF and not compare:
+            return _in_f32(ufunc, (a, b), dt)
+        try:
+            return ufunc(as_dtype(a, dt), as_dtype(b, dt))
+        except OverflowError:  # a Python int that the dtype cannot hold wraps, as in PyTorch
+            return ufunc(np.asarray(a).astype(dt), np.asarray(b).astype(dt))
+
+    return kernel
+
+
+def unary_kernel(ufunc, *, to_float: bool = True):
+    """A kernel for a pointwise unary op; integer inputs give the default float dtype."""
+
+    def kernel(a):
+        dt = a.dtype
+        if to_float:
+            dt = float_np(dt)
+        if dt in HALF:
+            return _in_f32(ufunc, (a,), dt)
+        return ufunc(a if a.dtype is dt else a.astype(dt))
+
+    return kernel
+
+
+# ---------------------------------------------------------------- meta helpers
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides in elements, as PyTorch computes them (size-1 dims too)."""
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The broadcast of `shapes`, with PyTorch's error for incompatible sizes."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for k, shape in enumerate(shapes):
+        offset = ndim - len(shape)
+        for i, size in enumerate(shape):
+            j = offset + i
+            if size == out[j] or size == 1:
+                continue
+            if out[j] == 1:
+                out[j] = size
+                continue
+            # Name the operands as PyTorch does: the earlier shape is `a`.
+            raise RuntimeError(
+                f"The size of tensor a ({out[j]}) must match the size of tensor b ({size}) at "
+                f"non-singleton dimension {j}")
+    return tuple(out)
+
+
+def shape_of(x) -> tuple:
+    """Shape of a tensor, fake or array; () for Python numbers."""
+    return tuple(x.shape) if hasattr(x, "shape") else ()
+
+
+def dtype_of(x) -> _dtype.dtype:
+    """fusegrad dtype of a tensor, fake or array."""
+    if x.__class__ is _nd:
+        return FROM_NP[x.dtype]
+    return x.dtype
+
+
+def binary_meta(to_float: bool = False, out_bool: bool = False):
+    """Meta of a broadcasting binary op."""
+
+    def meta(a, b):
+        shape = broadcast_shapes(shape_of(a), shape_of(b))
+        dt = _dtype.result_type(a, b)
+        if to_float and dt.category != FLOAT:
+            dt = _dtype.defaults.float
+        return Spec(shape, _dtype.bool_ if out_bool else dt)
+
+    return meta
+
+
+def unary_meta(to_float: bool = True):
+    """Meta of a pointwise unary op."""
+
+    def meta(a):
+        dt = a.dtype
+        if to_float and dt.category != FLOAT:
+            dt = _dtype.defaults.float
+        return Spec(tuple(a.shape), dt)
+
+    return meta
+
+
+def wrap_dim(dim: int, ndim: int) -> int:
+    """`dim` made non-negative, with PyTorch's error when out of range."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def wrap_dims(dims, ndim: int) -> tuple:
+    """A dim or list of dims, each wrapped; None means all dims."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = tuple(wrap_dim(d, ndim) for d in dims)
+    if len(set(out)) != len(out):
+        dup = next(d for d in out if out.count(d) > 1)
+        raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
+    return out
+
+
+def size_str(shape) -> str:
+    """`[2, 3]`, as PyTorch prints sizes in messages."""
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def numel(shape) -> int:
+    """Number of elements of `shape`."""
+    return math.prod(shape)
+
+
+# ---------------------------------------------------------------- samples
+
+
+def rand_array(rng, shape, dtype, domain=None):
+    """Random test data of `shape` for a NumPy `dtype`, inside `domain` when given."""
+    lo, hi = domain if domain else (-2.0, 2.0)
+    if np.dtype(dtype).kind == "b":
+        return rng.random(shape) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(max(lo, -5), min(hi, 6) + 1, size=shape).astype(dtype)
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), ()),
+                 ((5,), ()), ((), (2, 3)), ((0, 3), (3,)), ((1,), (2, 2))]
+UNARY_SHAPES = [(3, 4), (), (5,), (2, 0, 3), (2, 3, 4)]
+
+
+def unary_samples(domain=None):
+    """Samples for pointwise unary ops: several shapes incl. 0-d and empty."""
+
+    def samples(rng, dtype):
+        return [Sample((rand_array(rng, s, dtype, domain),), name=str(s)) for s in UNARY_SHAPES]
+
+    return samples
+
+
+def binary_samples(domain=None, scalars=(2.5,)):
+    """Samples for broadcasting binary ops, plus tensor-with-number forms."""
+
+    def samples(rng, dtype):
+        out = [Sample((rand_array(rng, a, dtype, domain), rand_array(rng, b, dtype, domain)),
+                      name=f"{a}x{b}") for a, b in BINARY_SHAPES]
+        for c in scalars:
+            out.append(Sample((rand_array(rng, (3, 4), dtype, domain), c), name=f"scalar {c}"))
+        return out
+
+    return samples

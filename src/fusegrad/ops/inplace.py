@@ -1,0 +1,69 @@
+"""Ops that exist only in place: zero_, fill_, copy_.
+
+Like every in-place op, their kernel returns the new value of `self` and dispatch writes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import Spec, broadcast_shapes, rand_array, shape_of
+from .registry import Sample, register
+
+
+def _fill_meta(a, value):
+    if hasattr(value, "shape") and len(value.shape):
+        raise RuntimeError(
+            "fill_ only supports 0-dimension value tensor but got tensor with "
+            f"{len(value.shape)} dimensions.")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _fill_kernel(a, value):
+    _fill_meta(a, value)
+    return np.full(a.shape, value, dtype=a.dtype)
+
+
+def _samples(*others):
+    def samples(rng, dtype):
+        return [Sample((rand_array(rng, s, dtype),) + tuple(
+            o(rng, dtype) if callable(o) else o for o in others)) for s in ((3, 4), (), (0,))]
+
+    return samples
+
+
+zero_ = register(
+    "zero_", kernel=lambda a: np.zeros_like(a), meta=lambda a: Spec(tuple(a.shape), a.dtype),
+    inplace=True, node="ZeroBackward0", derivative=lambda g: (g * 0,), zero_grad=True,
+    samples=_samples())
+fill_scalar = register(
+    "fill_.Scalar", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward2",
+    derivative=lambda g: (g * 0, None), zero_grad=True, samples=_samples(1.5), public="fill_")
+fill_tensor = register(
+    "fill_.Tensor", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward3",
+    derivative=lambda g: (g * 0, g.sum()), zero_grad=True,
+    samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_")
+
+
+def _copy_meta(a, src, non_blocking=False):
+    shape = broadcast_shapes(tuple(a.shape), shape_of(src))
+    if shape != tuple(a.shape):
+        raise RuntimeError(
+            f"output with shape [{', '.join(map(str, a.shape))}] doesn't match the broadcast "
+            f"shape [{', '.join(map(str, shape))}]")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _copy_kernel(a, src, non_blocking=False):
+    _copy_meta(a, src)
+    return np.broadcast_to(np.asarray(src).astype(a.dtype, copy=False), a.shape)
+
+
+def _copy_derivative(g, src_dtype):
+    return (g * 0, g.to(src_dtype), None)
+
+
+copy_ = register(
+    "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
+    derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
+    samples=_samples(lambda rng, dt: rand_array(rng, (4,), dt)), gradcheck=True)

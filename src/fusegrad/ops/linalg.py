@@ -1,0 +1,131 @@
+"""Matrix products: mm, bmm, mv, dot (matmul is a composite over these, in _functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import F32, HALF, Spec, dtype_of, rand_array
+from .registry import Sample, register
+
+
+def _same_dtype(a, b, what="m1 and m2"):
+    da, db = dtype_of(a), dtype_of(b)
+    if da is not db:
+        raise RuntimeError(f"expected {what} to have the same dtype, but got: {_cname(da)} != "
+                           f"{_cname(db)}")
+
+
+def _cname(d) -> str:
+    return {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}[d.name]
+
+
+def _matmul(a, b):
+    if a.dtype in HALF:
+        return np.matmul(a.astype(F32), b.astype(F32)).astype(a.dtype)
+    return np.matmul(a, b)
+
+
+def _mm_check(a, b):
+    if len(a.shape) != 2:
+        raise RuntimeError("self must be a matrix")
+    if len(b.shape) != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})")
+    _same_dtype(a, b)
+
+
+def _mm_kernel(a, b):
+    _mm_check(a, b)
+    return _matmul(a, b)
+
+
+def _mm_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), rand_array(rng, r, dtype)), name=f"{s}@{r}")
+            for s, r in (((2, 3), (3, 4)), ((1, 1), (1, 1)), ((0, 3), (3, 2)), ((2, 0), (0, 3)))]
+
+
+mm = register(
+    "mm", kernel=_mm_kernel,
+    meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
+    node="MmBackward0",
+    derivative=lambda g, a, b: (g.mm(b.t()), a.t().mm(g)), save=lambda out, a, b: (a, b),
+    samples=_mm_samples, onnx="MatMul", lowering="extern")
+
+
+def _bmm_check(a, b):
+    if len(a.shape) != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if len(b.shape) != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
+        raise RuntimeError(
+            "Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    _same_dtype(a, b, "batch1 and batch2")
+
+
+def _bmm_kernel(a, b):
+    _bmm_check(a, b)
+    return _matmul(a, b)
+
+
+bmm = register(
+    "bmm", kernel=_bmm_kernel,
+    meta=lambda a, b: (_bmm_check(a, b),
+                       Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
+    node="BmmBackward0",
+    derivative=lambda g, a, b: (g.bmm(b.transpose(1, 2)), a.transpose(1, 2).bmm(g)),
+    save=lambda out, a, b: (a, b),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
+                             for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],
+    onnx="MatMul", lowering="extern")
+
+
+def _mv_check(a, v):
+    if len(a.shape) != 2 or len(v.shape) != 1:
+        raise RuntimeError(
+            f"vector + matrix @ vector expected, got 1, {len(a.shape)}, {len(v.shape)}")
+    if a.shape[1] != v.shape[0]:
+        raise RuntimeError(
+            f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
+            f"vec ({v.shape[0]})")
+    _same_dtype(a, v, "mat and vec")
+
+
+mv = register(
+    "mv", kernel=lambda a, v: (_mv_check(a, v), _matmul(a, v))[1],
+    meta=lambda a, v: (_mv_check(a, v), Spec((a.shape[0],), a.dtype))[1], node="MvBackward0",
+    derivative=lambda g, a, v: (g.unsqueeze(1) * v, a.t().mv(g)), save=lambda out, a, v: (a, v),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt))),
+                             Sample((rand_array(rng, (0, 2), dt), rand_array(rng, (2,), dt)))],
+    onnx="MatMul", lowering="extern")
+
+
+def _dot_check(a, b):
+    if len(a.shape) != 1 or len(b.shape) != 1:
+        raise RuntimeError(
+            f"1D tensors expected, but got {len(a.shape)}D and {len(b.shape)}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(
+            f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] "
+            f"to have the same number of elements, but got {a.shape[0]} and {b.shape[0]} "
+            "elements respectively")
+    da, db = dtype_of(a), dtype_of(b)
+    if da is not db:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{da.legacy} and {db.legacy}")
+
+
+dot = register(
+    "dot", kernel=lambda a, b: (_dot_check(a, b), np.asarray(_matmul(a, b)))[1],
+    meta=lambda a, b: (_dot_check(a, b), Spec((), a.dtype))[1], node="DotBackward0",
+    derivative=lambda g, a, b: (g * b, g * a), save=lambda out, a, b: (a, b),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
+                             Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
+    onnx="MatMul", lowering="extern")

@@ -1,0 +1,115 @@
+"""The op registry: one entry per overload, holding everything any layer knows of the op.
+
+An entry names the overload as ATen does (`sum.dim_IntList`), and holds its `kernel` (NumPy,
+for eager CPU execution), its `meta` (output shape, dtype and, for views, strides: used by fake
+tensors, capture and shape errors), its `derivative` (written in fusegrad ops, so it can be
+differentiated again and traced), what it `save`s for backward, the PyTorch name of its
+backward node, and the OpInfo-style fields the oracle tests read (`samples`, `domain`,
+`tolerance`, `gradcheck`). Nothing else in fusegrad keeps its own list of ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..autograd.graph import node_class
+
+
+@dataclass
+class Spec:
+    """What a meta function says of one output: shape, dtype and (for views) strides."""
+
+    shape: tuple
+    dtype: Any
+    strides: tuple | None = None
+
+
+@dataclass
+class Sample:
+    """One input for the oracle tests: positional args (NumPy arrays stand for tensors)."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    name: str = ""
+
+
+class OpDef:
+    """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
+
+    __slots__ = ("name", "kernel", "meta", "derivative", "save", "node", "node_cls",
+                 "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
+                 "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
+                 "public", "zero_grad", "saves_self_before_write", "__weakref__")
+
+    def __init__(self, name: str, *, kernel: Callable, meta: Callable,
+                 derivative: Callable | None = None, save: Callable | None = None,
+                 node: str | None = None, differentiable: bool = True,
+                 nondiff_args: tuple = (), inplace: bool = False, view: bool = False,
+                 list_arg: bool = False, samples: Callable | None = None,
+                 domain: tuple | None = None, tolerance: dict | None = None,
+                 gradcheck: bool = True, lowering: Any = None, onnx: Any = None,
+                 decomposition: Callable | None = None, zero_grad: bool = False,
+                 public: str | None = None):
+        self.name = name
+        self.kernel = kernel
+        self.meta = meta
+        self.derivative = derivative
+        self.save = save
+        self.node = node
+        self.differentiable = differentiable and derivative is not None
+        self.node_cls = node_class(node) if self.differentiable else None
+        self.nondiff_args = nondiff_args
+        self.inplace = inplace
+        self.view = view
+        self.list_arg = list_arg
+        self.samples = samples
+        self.domain = domain
+        self.tolerance = tolerance or {}
+        self.gradcheck = gradcheck and self.differentiable and not zero_grad
+        self.lowering = lowering
+        self.onnx = onnx
+        self.decomposition = decomposition
+        self.zero_grad = zero_grad  # derivative is zero almost everywhere (floor, round, ...)
+        self.public = public or name.split(".")[0]
+        # An in-place op whose derivative reads its input must save it before the write.
+        self.saves_self_before_write = False
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+    def public_function(self):
+        """The public fusegrad function that runs this op (for `__fusegrad_function__`)."""
+        import fusegrad
+
+        return getattr(fusegrad, self.public.rstrip("_"), None) or getattr(
+            fusegrad.Tensor, self.public)
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(name: str, **fields) -> OpDef:
+    """Declare an op overload; a second declaration of the same name is an error."""
+    if name in REGISTRY:
+        raise ValueError(f"op {name!r} is already registered")
+    op = REGISTRY[name] = OpDef(name, **fields)
+    return op
+
+
+def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrides) -> OpDef:
+    """Register `name` (e.g. `add_.Tensor`) as the in-place form of `op`.
+
+    The kernel computes the new value out of place; dispatch writes it into `self`, bumps the
+    version and makes the new node `self`'s history. `saves_self` says the derivative reads
+    the original `self`, which dispatch then snapshots before the write.
+    """
+    fields = dict(kernel=op.kernel, meta=op.meta, derivative=op.derivative, save=op.save,
+                  node=op.node, differentiable=op.differentiable, nondiff_args=op.nondiff_args,
+                  samples=op.samples, domain=op.domain, tolerance=op.tolerance,
+                  gradcheck=op.gradcheck, zero_grad=op.zero_grad)
+    fields.update(overrides)
+    new = register(name, inplace=True, **fields)
+    new.saves_self_before_write = saves_self
+    return new
