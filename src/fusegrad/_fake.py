@@ -55,7 +55,7 @@ class FakeTensor(Tensor):
     def _from_spec(cls, spec, op, args) -> FakeTensor:
         offset = 0
         if op.view and spec.strides is not None:
-            offset = args[0].storage_offset()
+            offset = args[0].storage_offset() + spec.offset
         return cls._make_fake(spec.shape, spec.dtype, spec.strides, offset)
 
     def _shallow_copy(self) -> FakeTensor:

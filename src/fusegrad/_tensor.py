@@ -167,7 +167,12 @@ class Tensor:
         """Offset of the first element in the underlying storage, in elements."""
         from .ops.shape import storage_offset
 
-        return storage_offset(self._data)
+        base = self._base
+        if base is None or base._data is None:
+            return storage_offset(self._data)
+        delta = (self._data.__array_interface__["data"][0]
+                 - base._data.__array_interface__["data"][0])
+        return delta // self._dtype.itemsize + storage_offset(base._data)
 
     def is_contiguous(self, memory_format=None) -> bool:
         """True when the elements are laid out row-major without gaps."""

@@ -63,7 +63,12 @@ def _copy_derivative(g, src_dtype):
     return (g * 0, g.to(src_dtype), None)
 
 
+def _copy_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), rand_array(rng, r, dtype)), name=f"{s}<-{r}")
+            for s, r in (((3, 4), (4,)), ((3, 4), (3, 4)), ((), ()), ((2, 3), ()))]
+
+
 copy_ = register(
     "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
-    samples=_samples(lambda rng, dt: rand_array(rng, (4,), dt)), gradcheck=True)
+    samples=_copy_samples)

@@ -208,7 +208,7 @@ def _where_derivative(g, cond, a, b):
 def _where_samples(rng, dtype):
     out = []
     for c, a, b in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)), ((), (2,), ())):
-        out.append(Sample((rng.random(c) > 0.5, rand_array(rng, a, dtype),
+        out.append(Sample((np.asarray(rng.random(c) > 0.5), rand_array(rng, a, dtype),
                            rand_array(rng, b, dtype)), name=f"{c},{a},{b}"))
     out.append(Sample((rng.random((3, 4)) > 0.5, rand_array(rng, (3, 4), dtype), 0.0),
                       name="scalar other"))
@@ -289,20 +289,21 @@ def _clamp_t_meta(a, lo=None, hi=None):
 
 
 def _clamp_t_derivative(g, a, lo, hi):
+    # With lo > hi the result is hi: the gradient goes to `hi`, as in PyTorch.
+    zero = g.new_zeros(())
     keep = None
     if lo is not None:
         keep = a >= lo
     if hi is not None:
         keep = (a <= hi) if keep is None else keep * (a <= hi)
-    zero = g.new_zeros(())
-    out = [g.where(keep, zero)]
-    out.append(zero.where(a >= lo, g) if _t(lo) else None)
+    g_lo = g_hi = None
+    if _t(lo):
+        below = a < lo
+        g_lo = g.where(below * (lo < hi) if hi is not None else below, zero)
     if _t(hi):
-        below = (a <= hi) if lo is None else ((a <= hi) + (a < lo)) > 0
-        out.append(zero.where(below, g))
-    else:
-        out.append(None)
-    return tuple(out)
+        above = a > hi
+        g_hi = g.where(((above + (hi < lo)) > 0) if lo is not None else above, zero)
+    return (g.where(keep, zero), g_lo, g_hi)
 
 
 clamp_tensor = register(

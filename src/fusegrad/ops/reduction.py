@@ -25,7 +25,7 @@ def _reduce_shape(shape, dims, keepdim) -> tuple:
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-def _sum_kernel(a, dims, keepdim, dtype):
+def _sum_kernel(a, dims, keepdim=False, dtype=None):
     dt = _sum_dtype(a.dtype, dtype)
     axes = wrap_dims(dims, a.ndim) if a.ndim else ()
     acc = F32 if dt in HALF else dt
@@ -115,8 +115,12 @@ mean_dim = register(
     onnx="ReduceMean", public="mean")
 
 
+def _all_if_empty(dims):
+    return None if dims is None or (isinstance(dims, (tuple, list)) and not dims) else dims
+
+
 def _amax_kernel(a, dims=(), keepdim=False):
-    axes = wrap_dims(dims or None, a.ndim) if a.ndim else ()
+    axes = wrap_dims(_all_if_empty(dims), a.ndim) if a.ndim else ()
     if a.size == 0 and any(a.shape[d] == 0 for d in axes) or (a.size == 0 and not axes):
         raise IndexError(
             "amax(): Expected reduction dim to be specified for input.numel() == 0. Specify "
@@ -125,12 +129,12 @@ def _amax_kernel(a, dims=(), keepdim=False):
 
 
 def _amax_meta(a, dims=(), keepdim=False):
-    axes = wrap_dims(dims or None, len(a.shape)) if len(a.shape) else ()
+    axes = wrap_dims(_all_if_empty(dims), len(a.shape)) if len(a.shape) else ()
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
 
 
 def _amax_derivative(g, a, out, dims, keepdim):
-    dims = dims or None
+    dims = _all_if_empty(dims)
     mask = a == expand_reduced(out, a.shape, dims, keepdim)
     count = mask.sum(dims if dims is not None else tuple(range(a.dim())), keepdim=True)
     return (expand_reduced(g, a.shape, dims, keepdim) * mask / count, None, None)
@@ -140,7 +144,9 @@ amax = register(
     "amax", kernel=_amax_kernel, meta=_amax_meta, node="AmaxBackward0",
     derivative=_amax_derivative, save=lambda out, a, dims=(), keepdim=False: (a, out, dims,
                                                                                keepdim),
-    samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
+    samples=lambda rng, dt: [Sample((s.args[0], s.args[1] if s.args[1] is not None else ()) +
+                                    s.args[2:], name=s.name)
+                             for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
     onnx="ReduceMax")
 
 # ---------------------------------------------------------------- softmax family
@@ -172,7 +178,7 @@ def _softmax_meta(a, dim, half_to_float=False):
 
 
 def _softmax_samples(rng, dtype):
-    return [Sample((rand_array(rng, s, dtype), d), name=f"{s} dim={d}")
+    return [Sample((rand_array(rng, s, dtype), d, False), name=f"{s} dim={d}")
             for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0), ((0, 3), 1))]
 
 

@@ -24,6 +24,7 @@ class Spec:
     shape: tuple
     dtype: Any
     strides: tuple | None = None
+    offset: int = 0  # for views: storage offset relative to the input's
 
 
 @dataclass
@@ -107,9 +108,24 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     """
     fields = dict(kernel=op.kernel, meta=op.meta, derivative=op.derivative, save=op.save,
                   node=op.node, differentiable=op.differentiable, nondiff_args=op.nondiff_args,
-                  samples=op.samples, domain=op.domain, tolerance=op.tolerance,
+                  samples=_inplace_samples(op.samples), domain=op.domain, tolerance=op.tolerance,
                   gradcheck=op.gradcheck, zero_grad=op.zero_grad)
     fields.update(overrides)
     new = register(name, inplace=True, **fields)
     new.saves_self_before_write = saves_self
     return new
+
+
+def _inplace_samples(samples):
+    """The samples of an out-of-place op whose first argument can hold the result."""
+    import numpy as np
+
+    def inplace(rng, dtype):
+        out = []
+        for s in samples(rng, dtype):
+            shapes = [np.shape(a) for a in s.args[:2]]
+            if np.broadcast_shapes(*shapes) == shapes[0]:
+                out.append(s)
+        return out
+
+    return None if samples is None else inplace

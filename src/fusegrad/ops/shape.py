@@ -24,7 +24,9 @@ from .registry import Sample, register
 def elem_strides(a) -> tuple:
     """Strides of an array or tensor in elements."""
     if isinstance(a, np.ndarray):
-        return tuple(s // a.itemsize for s in a.strides) if a.itemsize else (0,) * a.ndim
+        if a.size == 0:  # NumPy reports arbitrary strides for empty arrays
+            return contiguous_strides(a.shape)
+        return tuple(s // a.itemsize for s in a.strides)
     return tuple(a.stride())
 
 
@@ -270,8 +272,14 @@ def sum_to_shape(g, shape):
     return g
 
 
+def _expand_kernel(a, sizes):
+    spec = _expand_meta(a, sizes)
+    return np.lib.stride_tricks.as_strided(
+        a, spec.shape, tuple(s * a.itemsize for s in spec.strides), writeable=False)
+
+
 expand = register(
-    "expand", kernel=lambda a, sizes: np.broadcast_to(a, _expand_shape(a.shape, sizes)),
+    "expand", kernel=_expand_kernel,
     meta=_expand_meta, view=True, node="ExpandBackward0",
     derivative=lambda g, shape: (sum_to_shape(g, shape), None),
     save=lambda out, a, sizes: (a.shape,),
@@ -332,7 +340,7 @@ def _squeeze(name, node, dims_sample):
         name, kernel=_squeeze_kernel, meta=_squeeze_meta, view=True, node=node,
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
-                                 for s in ((3, 1, 4), (1,), (), (1, 0, 1))],
+                                 for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
         public="squeeze", onnx="Squeeze")
 
 
@@ -356,13 +364,14 @@ def _select_check(shape, dim, index):
 
 def _select_kernel(a, dim, index):
     d, i = _select_check(a.shape, dim, index)
-    return a[(slice(None),) * d + (i,)]
+    return a[(slice(None),) * d + (i, Ellipsis)]  # the Ellipsis keeps a 0-d result a view
 
 
 def _select_meta(a, dim, index):
     d, i = _select_check(tuple(a.shape), dim, index)
     st = elem_strides(a)
-    return Spec(tuple(a.shape[:d]) + tuple(a.shape[d + 1:]), a.dtype, st[:d] + st[d + 1:])
+    return Spec(tuple(a.shape[:d]) + tuple(a.shape[d + 1:]), a.dtype, st[:d] + st[d + 1:],
+                i * st[d])
 
 
 select = register(
@@ -426,7 +435,7 @@ def _slice_meta(a, dim=0, start=None, end=None, step=1):
     length = (e - s + step - 1) // step
     st = elem_strides(a)
     shape = tuple(a.shape[:d]) + (length,) + tuple(a.shape[d + 1:])
-    return Spec(shape, a.dtype, st[:d] + (st[d] * step,) + st[d + 1:])
+    return Spec(shape, a.dtype, st[:d] + (st[d] * step,) + st[d + 1:], s * st[d] if length else 0)
 
 
 def _slice_backward_kernel(g, shape, dim, start, end, step):
@@ -541,7 +550,8 @@ def strided_transfer_fn(g, src, dst):
 
 
 def _as_strided_meta(a, size, stride, offset=None):
-    return Spec(tuple(size), a.dtype, tuple(stride))
+    delta = 0 if offset is None else offset - a.storage_offset()
+    return Spec(tuple(size), a.dtype, tuple(stride), delta)
 
 
 as_strided = register(
@@ -549,7 +559,7 @@ as_strided = register(
     node="AsStridedBackward0", derivative=_as_strided_derivative,
     save=lambda out, a, size, stride, offset=None: (
         tuple(a.shape), elem_strides(a), a.storage_offset(), tuple(size), tuple(stride),
-        out.storage_offset()),
+        a.storage_offset() if offset is None else offset),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), (2, 2), (1, 2))),
                              Sample((rand_array(rng, (3, 4), dt), (3, 3), (4, 1), 1)),
                              Sample((rand_array(rng, (6,), dt), (2, 3), (1, 1)))],

@@ -1,0 +1,193 @@
+"""Walk the op registry: every entry against PyTorch's ATen op of the same name.
+
+For each entry and each of its samples, in float32 and float64: forward values and dtype,
+the grad_fn class name, every float input's gradient for a random cotangent, gradcheck in
+float64 where the entry declares it, and the fake-mode meta against the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fusegrad  # noqa: E402
+from fusegrad import _dispatch  # noqa: E402
+from fusegrad._fake import FakeTensor  # noqa: E402
+from fusegrad.ops import REGISTRY  # noqa: E402
+
+# Registry entries that are fusegrad's own helpers, with no ATen twin: they are checked by
+# gradcheck and meta only.
+NO_ATEN = {"_strided_transfer"}
+DTYPES = [np.float32, np.float64]
+
+
+def _aten(name):
+    base, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _entries():
+    return sorted(n for n, op in REGISTRY.items() if op.samples is not None)
+
+
+def _to_torch(x, requires_grad):
+    if isinstance(x, np.ndarray):
+        t = torch.from_numpy(x.copy())
+        return t.requires_grad_(requires_grad and t.is_floating_point())
+    if isinstance(x, list):
+        return [_to_torch(v, requires_grad) for v in x]
+    if isinstance(x, fusegrad.dtype):
+        return getattr(torch, x.name)
+    return x
+
+
+def _to_fg(x, requires_grad):
+    if isinstance(x, np.ndarray):
+        t = fusegrad.from_numpy(x.copy())
+        return t.requires_grad_(requires_grad and t.is_floating_point())
+    if isinstance(x, list):
+        return [_to_fg(v, requires_grad) for v in x]
+    return x
+
+
+def _leaves(args):
+    out = []
+    for a in args:
+        if isinstance(a, list):
+            out += _leaves(a)
+        elif hasattr(a, "requires_grad") and a.requires_grad:
+            out.append(a)
+    return out
+
+
+def _call_torch(name, args):
+    fn = _aten(name)
+    schema = fn._schema.arguments
+    ref = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    pos, kw = [], {}
+    for arg, value in zip(schema, args):
+        if str(arg.type) == "Tensor" and isinstance(value, (int, float)) and ref is not None:
+            # ATen's Tensor overloads take a number as a 0-d tensor; with the other operand's
+            # dtype it promotes as Python's wrapped numbers do.
+            value = torch.tensor(value, dtype=ref.dtype)
+        if arg.kwarg_only:
+            kw[arg.name] = value
+        else:
+            pos.append(value)
+    return fn(*pos, **kw)
+
+
+def _prepare_inplace(op, args, lib):
+    # In-place ops write into a non-leaf copy so that gradients reach the sample's leaf.
+    if not op.inplace:
+        return args
+    first = args[0]
+    return (first.clone() if first.requires_grad else first.clone(),) + tuple(args[1:])
+
+
+def _tol(op, dtype):
+    default = 1e-4 if dtype == np.float32 else 1e-10
+    return op.tolerance.get(np.dtype(dtype).name, default)
+
+
+def _close(fg, th, tol, what):
+    a = np.asarray(fg.detach().numpy(), dtype=np.float64)
+    b = th.detach().to(torch.float64).numpy()
+    assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=what, equal_nan=True)
+
+
+def _samples(op, dtype):
+    rng = np.random.default_rng(abs(hash(op.name)) % (2**32))
+    return op.samples(rng, np.dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("name", [n for n in _entries() if n not in NO_ATEN])
+def test_op_matches_torch(name, dtype):
+    op = REGISTRY[name]
+    for k, sample in enumerate(_samples(op, dtype)):
+        what = f"{name} sample {k} ({sample.name})"
+        fg_args = _prepare_inplace(op, tuple(_to_fg(a, True) for a in sample.args), fusegrad)
+        th_args = _prepare_inplace(op, tuple(_to_torch(a, True) for a in sample.args), torch)
+        th_out = _call_torch(name, th_args)
+        fg_out = _dispatch.call(op, *fg_args)
+        assert fg_out.dtype.name == str(th_out.dtype).split(".")[1], what
+        tol = _tol(op, dtype)
+        _close(fg_out, th_out, tol, what + " value")
+        th_name = type(th_out.grad_fn).__name__ if th_out.grad_fn is not None else None
+        fg_name = type(fg_out.grad_fn).__name__ if fg_out.grad_fn is not None else None
+        assert fg_name == th_name, f"{what}: grad_fn {fg_name} != {th_name}"
+        if th_out.grad_fn is None or not th_out.is_floating_point():
+            continue
+        cot = np.random.default_rng(k).standard_normal(tuple(th_out.shape)).astype(dtype)
+        th_leaves = _leaves(th_args if not op.inplace else (th_args[0],) + th_args[1:])
+        fg_leaves = _leaves(fg_args)
+        (th_out * torch.from_numpy(cot)).sum().backward()
+        (fg_out * fusegrad.from_numpy(cot)).sum().backward()
+        for i, (a, b) in enumerate(zip(fg_leaves, th_leaves)):
+            if b.grad is None:
+                assert a.grad is None or not a.grad.numpy().any(), f"{what} grad {i}"
+                continue
+            assert a.grad is not None, f"{what}: no gradient for input {i}"
+            _close(a.grad, b.grad, tol * 10, f"{what} grad {i}")
+
+
+@pytest.mark.parametrize("name", [n for n in _entries()
+                                  if REGISTRY[n].gradcheck and not REGISTRY[n].inplace])
+def test_gradcheck(name):
+    op = REGISTRY[name]
+    for sample in _samples(op, np.float64):
+        args = tuple(_to_fg(a, True) for a in sample.args)
+        leaves = _leaves(args)
+        if not leaves or any(x.numel() == 0 for x in leaves):
+            continue
+        if op.list_arg:  # gradcheck sees the list's tensors as separate inputs
+            rest = args[1:]
+            fusegrad.autograd.gradcheck(lambda *xs: _dispatch.call(op, list(xs), *rest),
+                                        tuple(args[0]))
+        else:
+            fusegrad.autograd.gradcheck(lambda *xs: _dispatch.call(op, *xs), args)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("name", _entries())
+def test_meta_matches_kernel(name, dtype):
+    op = REGISTRY[name]
+    for k, sample in enumerate(_samples(op, dtype)):
+        args = tuple(_to_fg(a, False) for a in sample.args)
+        real = _dispatch.call(op, *args) if not op.inplace else _dispatch.call(
+            op, args[0].clone(), *args[1:])
+        fake_args = tuple(_fake(a) for a in sample.args)
+        fake = _dispatch.call(op, *fake_args)
+        assert isinstance(fake, FakeTensor), name
+        what = f"{name} sample {k}"
+        assert tuple(fake.shape) == tuple(real.shape), what
+        assert fake.dtype is real.dtype, what
+        if op.view and real.numel():  # empty arrays have no meaningful strides in NumPy
+            assert fake.stride() == real.stride(), f"{what}: strides"
+            assert fake.storage_offset() == real.storage_offset(), f"{what}: offset"
+
+
+def _fake(a):
+    if isinstance(a, np.ndarray):
+        return FakeTensor.from_tensor(fusegrad.from_numpy(a))
+    if isinstance(a, list):
+        return [_fake(x) for x in a]
+    return a
+
+
+def test_every_entry_is_complete():
+    """Every op has a meta, samples, and a derivative unless marked non-differentiable."""
+    for name, op in REGISTRY.items():
+        assert op.meta is not None, name
+        assert op.samples is not None, name
+        if op.node is not None:
+            assert op.derivative is not None, name
+        if op.differentiable:
+            assert op.node_cls.__name__ == op.node, name
