@@ -8,7 +8,6 @@ raised exceptions (type and message) must agree.
 
 import contextlib
 import io
-import os
 import re
 import warnings
 
@@ -17,9 +16,6 @@ import pytest
 import torch
 
 import fusegrad as fg
-
-if os.environ.get("FG_ORACLE_SELFTEST") == "1":  # TEMPORARY: validate tests with torch only
-    fg = torch
 
 MODULES = (fg, torch)
 

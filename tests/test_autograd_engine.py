@@ -155,6 +155,14 @@ def test_mixed_dtype_gradients():
     check(prog, randn(3), randn(3), requires_grad=True, dtype=("float32", "float64"))
 
 
+def test_iteration_unbinds():
+    def prog(T, x):
+        rows = list(x)
+        (rows[0] * rows[1]).sum().backward()
+        return rows, [graph_signature(r.grad_fn, (x,)) for r in rows], x.grad
+    check(prog, randn(2, 3), requires_grad=True, check_grad_fn=True)
+
+
 def test_no_grad_for_non_differentiable_outputs():
     def prog(T, x):
         return [(t.requires_grad, t.grad_fn is None, t.is_leaf)
@@ -509,11 +517,21 @@ def test_gradcheck(name):
     check(lambda T, a, b: T.autograd.gradcheck(f, (a, b)), *arrays, requires_grad=True)
 
 
-def test_gradcheck_detects_wrong_gradient_in_torch_only_oracle():
-    # gradcheck must accept the non-differentiable input being skipped, and be a real check:
+def test_gradcheck_with_non_requiring_input():
     def prog(T, a, c):
         return T.autograd.gradcheck(lambda u, v: (u * v).exp(), (a, c))
     check(prog, randn(3, seed=402), randn(3, seed=403), requires_grad=(True, False))
+
+
+def _wrong_grad(a):
+    return a * a.detach()  # analytical d/da = a, numerical = 2a
+
+
+def test_gradcheck_detects_wrong_gradient():
+    check(lambda T, a: T.autograd.gradcheck(_wrong_grad, (a,), raise_exception=False),
+          randn(3, seed=404), requires_grad=True)
+    check(lambda T, a: T.autograd.gradcheck(_wrong_grad, (a,)), randn(3, seed=404),
+          requires_grad=True, expect_error=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -583,6 +601,25 @@ def test_tensor_used_many_times():
         (total.sum() + y.sum()).backward()
         return x.grad, w.grad
     check(prog, rand_pos(3), randn(3), requires_grad=True)
+
+
+def test_many_leaves():
+    def prog(T, x):
+        leaves = [x[i].detach().clone().requires_grad_() for i in range(x.shape[0])]
+        total = leaves[0] * 0
+        for i, leaf in enumerate(leaves):
+            total = total + leaf * (i % 5) + leaf.sin()
+        total.backward()
+        return T.cat([leaf.grad.reshape(1) for leaf in leaves]), total
+    check(prog, randn(1000), dtype="float64")
+
+
+def test_backward_on_leaf_itself():
+    def prog(T, x):
+        x.backward(T.full_like(x, 2.0))
+        x.sum().backward()
+        return x.grad
+    check(prog, randn(2, 2), requires_grad=True)
 
 
 def test_same_input_in_one_op():
@@ -698,6 +735,7 @@ AUTOGRAD_ERRORS = {
                                                  requires_grad=True)]), (3,)),
     "grad_not_requiring": (lambda T, x: T.autograd.grad((x * 2).sum(), [x.detach()]), (3,)),
     "grad_nonscalar": (lambda T, x: T.autograd.grad(x * 2, x), (3,)),
+    "grad_assign_shape": (lambda T, x: setattr(x, "grad", T.zeros(2, dtype=x.dtype)), (3,)),
 }
 
 
@@ -715,21 +753,28 @@ def test_autograd_errors(name, dt):
           full_message=True)
 
 
+def _rg_factory(T, dt):
+    return T.tensor([1, 0, 1], dtype=dt, requires_grad=True)
+
+
+def _rg_method(T, dt):
+    T.ones(2, dtype=dt).requires_grad_()
+
+
+def _rg_attribute(T, dt):
+    t = T.zeros(2, dtype=dt)
+    t.requires_grad = True
+
+
+def _rg_zeros(T, dt):
+    T.zeros(2, dtype=dt, requires_grad=True)
+
+
+@pytest.mark.parametrize("make", [_rg_factory, _rg_method, _rg_attribute, _rg_zeros])
 @pytest.mark.parametrize("dt", ["int64", "int32", "uint8", "bool"])
-def test_requires_grad_integer_errors(dt):
-    def make(T):
-        return T.tensor([1, 0, 1], dtype=getattr(T, dt), requires_grad=True)
-
-    def flag(T):
-        t = T.ones(2, dtype=getattr(T, dt))
-        t.requires_grad_()
-
-    def attr(T):
-        t = T.zeros(2, dtype=getattr(T, dt))
-        t.requires_grad = True
-
-    for f in (make, flag, attr):
-        assert_same_error(lambda f=f: f(fg), lambda f=f: f(torch), full=True)
+def test_requires_grad_integer_errors(make, dt):
+    assert_same_error(lambda: make(fg, getattr(fg, dt)), lambda: make(torch, getattr(torch, dt)),
+                      full=True)
 
 
 def test_failed_backward_leaves_grads_untouched():

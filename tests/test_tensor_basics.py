@@ -12,6 +12,7 @@ from oracle import (
     MODULES,
     assert_close,
     assert_same_error,
+    assert_same_warnings,
     check,
     dtype_name,
     fg,
@@ -894,3 +895,31 @@ def test_numpy_helpers_roundtrip():
     with pytest.raises(AssertionError):
         check(differs)
     assert len(MODULES) == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# a few more Python-protocol details
+# ----------------------------------------------------------------------------------------------
+
+def test_array_protocol_dtype_and_noncontiguous_numpy():
+    def prog(T):
+        t = T.arange(6.0).view(2, 3)
+        n = t.t().numpy()
+        n[0, 1] = 100.0
+        return t, n, np.asarray(t, dtype=np.float64), np.asarray(t[0]).dtype.name
+    check(prog)
+
+
+def test_tensor_from_list_of_zero_d_tensors():
+    def prog(T):
+        return (T.tensor([T.tensor(1.0), T.tensor(2.5)]),
+                T.tensor([T.tensor(1), T.tensor(2)]))
+    check(prog)
+
+
+def test_scalar_conversion_of_requires_grad_tensor():
+    def prog(T):
+        x = T.tensor([1.5, -2.0], requires_grad=True)
+        return x[0].item(), float(x[1]), x.tolist(), bool(x[0])
+    check(prog)
+    assert_same_warnings(lambda: prog(fg), lambda: prog(torch))

@@ -62,52 +62,65 @@ class _Plain:
 
 
 plain = _Plain()
+# Module globals for the hot path (set by fusegrad._tensor when the class exists).
+Tensor = None
+_make = None
+_new = object.__new__
+_SIMPLE = frozenset({int, float, bool, type(None), str})
+_seq = _graph.SEQUENCE
 
 
 def call(op, *args):
     """Run registry op `op` on positional `args` (tensors, numbers, lists of tensors)."""
-    Tensor = plain.Tensor
-    if not _modes:
-        raw = []
-        inputs = None
-        for a in args:
-            if isinstance(a, Tensor):
-                if not a._plain:
-                    return _call_slow(op, args)
-                raw.append(a._data)
-            elif a.__class__ is list or a.__class__ is tuple:
-                if op.list_arg:
-                    for t in a:
-                        if not (isinstance(t, Tensor) and t._plain):
-                            return _call_slow(op, args)
-                    raw.append([t._data for t in a])
-                else:
-                    raw.append(a)
-            elif hasattr(type(a), "__fusegrad_function__"):
+    if _modes:
+        return _call_slow(op, args)
+    raw = []
+    needs_grad = False
+    for a in args:
+        if isinstance(a, Tensor):
+            if not a._plain:
                 return _call_slow(op, args)
+            raw.append(a._data)
+            if a._rg:
+                needs_grad = True
+        elif a.__class__ is list or a.__class__ is tuple:
+            if op.list_arg:
+                for t in a:
+                    if not (isinstance(t, Tensor) and t._plain):
+                        return _call_slow(op, args)
+                    if t._rg:
+                        needs_grad = True
+                raw.append([t._data for t in a])
             else:
                 raw.append(a)
-        if op.inplace:
-            return _inplace(op, args, raw)
-        out = op.kernel(*raw)
-        if out.__class__ is tuple:
-            result = tuple(_wrap(o) for o in out)
+        elif a.__class__ in _SIMPLE or not hasattr(type(a), "__fusegrad_function__"):
+            raw.append(a)
         else:
-            result = _wrap(out)
-        if op.view:
-            _mark_view(result, args[0])
-        if _grad_state.enabled and op.differentiable:
-            inputs = _diff_inputs(op, args)
-            if inputs is not None:
-                _record(op, args, inputs, result)
-        return result
-    return _call_slow(op, args)
+            return _call_slow(op, args)
+    if op.inplace:
+        return _inplace(op, args, raw)
+    try:
+        out = op.kernel(*raw)
+    except (ValueError, IndexError, TypeError):
+        op.meta(*args)  # the meta owns PyTorch's message for bad shapes and types
+        raise
+    if out.__class__ is tuple:
+        result = tuple(_wrap(o) for o in out)
+    else:
+        if out.__class__ is not _ndarray:
+            out = np.asarray(out)
+        result = _make(out)
+    if op.view:
+        _mark_view(result, args[0])
+    if needs_grad and _grad_state.enabled and op.differentiable:
+        _record(op, args, _diff_inputs(op, args), result)
+    return result
 
 
 def _wrap(out):
     if out.__class__ is not _ndarray:
         out = np.asarray(out)
-    return plain.make(out)
+    return _make(out)
 
 
 def _mark_view(result, base):
@@ -125,7 +138,6 @@ def _diff_inputs(op, args):
     inputs = []
     any_rg = False
     nondiff = op.nondiff_args
-    Tensor = plain.Tensor
     for i, a in enumerate(args):
         if i in nondiff:
             continue
@@ -139,11 +151,9 @@ def _diff_inputs(op, args):
     return inputs if any_rg else None
 
 
-def _link(node, op, inputs):
-    node._op = op
-    node.next_functions = tuple([_edge(t) for t, _ in inputs])
-    node._in_meta = tuple([(t.shape, t._dtype) for t, _ in inputs])
-    node._pos = tuple([p for _, p in inputs])
+def _shape(t) -> tuple:
+    data = t._data
+    return data.shape if data is not None else tuple(t.shape)
 
 
 def _edge(t):
@@ -155,29 +165,42 @@ def _edge(t):
     return (t._grad_accumulator(), 0)
 
 
-def _record(op, args, inputs, result):
-    """Make `op`'s Node, link it to the inputs' history and make it the result's grad_fn."""
-    node = op.node_cls()
-    _link(node, op, inputs)
+def _new_node(op, inputs, result, args):
+    """`op`'s Node linked to the inputs' history, with what its derivative needs saved."""
+    node = _new(op.node_cls)
+    node._seq = next(_seq)
+    node._x = None
+    node.next_functions = tuple([_edge(t) for t, _ in inputs])
+    node._in_meta = tuple([(_shape(t), t._dtype) for t, _ in inputs])
+    node._pos = tuple([p for _, p in inputs])
     if op.save is not None:
-        saved = op.save(result, *args)
-        node._saved = tuple([_save(s, result) for s in saved])
-    outs = result if result.__class__ is tuple else (result,)
-    for i, r in enumerate(outs):
-        if r._dtype.category == _dtype.FLOAT:
-            r._rg = True
-            r._grad_fn = node
-            r._output_nr = i
-    node._out_meta = tuple([(r.shape, r._dtype) for r in outs])
+        node._saved, node._versions = _graph.save_values(op.save(result, *args), result)
+    else:
+        node._saved = ()
+        node._versions = None
     return node
 
 
-def _save(s, result):
-    if isinstance(s, plain.Tensor):
-        if s is result or (result.__class__ is tuple and any(s is r for r in result)):
-            return _graph.SavedTensor(s, is_output=True)
-        return _graph.SavedTensor(s)
-    return s
+def _record(op, args, inputs, result):
+    """Make `op`'s Node and make it the grad_fn of the (floating) results."""
+    if inputs is None:
+        return None
+    if result.__class__ is tuple:
+        for i, r in enumerate(result):
+            r._output_nr = i
+        node = _new_node(op, inputs, result, args)
+        for r in result:
+            if r._dtype.category == _dtype.FLOAT:
+                r._rg = True
+                r._grad_fn = node
+        node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
+        return node
+    node = _new_node(op, inputs, result, args)
+    if result._dtype.category == _dtype.FLOAT:
+        result._rg = True
+        result._grad_fn = node
+    node._out_meta = ((_shape(result), result._dtype),)
+    return node
 
 
 def check_inplace_allowed(self) -> None:
@@ -221,15 +244,11 @@ def _inplace(op, args, raw):
     inputs = None
     if _grad_state.enabled and op.differentiable:
         inputs = _diff_inputs(op, args)
-    if inputs is not None and self._base is not None and self._base._rg:
-        raise RuntimeError(
-            "in-place operations on a view of a tensor that requires grad are not supported "
-            "yet: apply the operation out of place (e.g. `x = x.mul(2)` instead of "
-            "`x.mul_(2)`)")
     if inputs is not None and op.saves_self_before_write:
         original = self._shallow_copy()
         original._data = dst.copy()
         original._vc = [0]
+        original._base = None
         args = (original,) + args[1:]
         inputs = [(original if t is self else t, p) for t, p in inputs]
     try:
@@ -248,20 +267,43 @@ def _inplace(op, args, raw):
 
 
 def _record_inplace(op, args, inputs, self):
-    node = op.node_cls()
-    _link(node, op, inputs)
-    if op.save is not None:
-        saved = op.save(self, *args)
-        node._saved = tuple([_save(s, self) for s in saved])
+    if self._base is not None:
+        return _record_inplace_on_view(op, args, inputs, self)
+    self._output_nr = 0
+    node = _new_node(op, inputs, self, args)
     self._rg = True
     self._grad_fn = node
-    self._output_nr = 0
-    node._out_meta = ((self.shape, self._dtype),)
+    node._out_meta = ((_shape(self), self._dtype),)
+
+
+def _geometry(t) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+def _record_inplace_on_view(op, args, inputs, view):
+    """An in-place op on a view: the base's history becomes CopySlices around the op's node,
+    and the view's history becomes an as_strided view of the new base (as in PyTorch)."""
+    from .ops.shape import as_strided
+
+    base = view._base
+    fn = _new_node(op, inputs, view, args)
+    fn._out_meta = ((_shape(view), view._dtype),)
+    node = _graph.CopySlices()
+    node._fn = fn
+    node._base_geom = _geometry(base)
+    node._view_geom = _geometry(view)
+    node.next_functions = (_edge(base),) + fn.next_functions[1:]
+    node._out_meta = ((base.shape, base._dtype),)
+    base._rg = True
+    base._grad_fn = node
+    base._output_nr = 0
+    size, stride, offset = node._view_geom
+    view._grad_fn = None
+    _record(as_strided, (base, size, stride, offset), [(base, (0, -1))], view)
 
 
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
-    Tensor = plain.Tensor
     if _modes:
         mode = _modes.pop()
         try:
@@ -290,9 +332,7 @@ def _finish(op, args, result):
     if op.view:
         _mark_view(result, args[0])
     if _grad_state.enabled and op.differentiable:
-        inputs = _diff_inputs(op, args)
-        if inputs is not None:
-            _record(op, args, inputs, result)
+        _record(op, args, _diff_inputs(op, args), result)
     return result
 
 
@@ -306,7 +346,6 @@ def _flat(args):
 
 def handle_function(public, args, kwargs):
     """Route a public function called with a foreign argument to its `__fusegrad_function__`."""
-    Tensor = plain.Tensor
     foreign = [a for a in _flat(args) if not isinstance(a, Tensor)
                and hasattr(type(a), "__fusegrad_function__")]
     if foreign:

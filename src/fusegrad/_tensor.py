@@ -514,10 +514,7 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._grad_fn is None or self._retains:
             return
-        node = self._grad_fn
-        if node._retains_grad is None:
-            node._retains_grad = {}
-        node._retains_grad[self._output_nr] = weakref.ref(self)
+        self._grad_fn._extras().retains_grad[self._output_nr] = weakref.ref(self)
         self._retains = True
 
     def register_hook(self, hook):
@@ -528,10 +525,8 @@ class Tensor:
             if self._hooks is None:
                 self._hooks = {0: {}}
             return _graph._add_hook(self._hooks[0], hook)
-        node = self._grad_fn
-        if node._tensor_pre_hooks is None:
-            node._tensor_pre_hooks = {}
-        return _graph._add_hook(node._tensor_pre_hooks.setdefault(self._output_nr, {}), hook)
+        hooks = self._grad_fn._extras().tensor_pre_hooks
+        return _graph._add_hook(hooks.setdefault(self._output_nr, {}), hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call `hook(tensor)` after gradient is accumulated into this leaf's `.grad`."""
@@ -558,5 +553,6 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
-_dispatch.plain.Tensor = Tensor
-_dispatch.plain.make = Tensor._make
+_dispatch.plain.Tensor = _dispatch.Tensor = Tensor
+_graph._tensor_class[0] = Tensor
+_dispatch.plain.make = _dispatch._make = Tensor._make

@@ -41,6 +41,30 @@ def _root_grad(t, g, i):
     return g
 
 
+def _dependencies(roots, targets):
+    """{node: number of edges into it} over the nodes that must run."""
+    if targets is not None:
+        needed = _needed_nodes(roots, targets)
+        deps = dict.fromkeys(needed, 0)
+        for node in needed:
+            for child, _ in node.next_functions:
+                if child in deps:
+                    deps[child] += 1
+        return deps
+    deps = dict.fromkeys(roots, 0)
+    stack = list(deps)
+    while stack:
+        for child, _ in stack.pop().next_functions:
+            if child is not None:
+                n = deps.get(child)
+                if n is None:
+                    deps[child] = 1
+                    stack.append(child)
+                else:
+                    deps[child] = n + 1
+    return deps
+
+
 def _needed_nodes(roots, targets):
     """Nodes reachable from `roots`; if `targets` is given, only those that lead to one."""
     seen = set()
@@ -89,13 +113,8 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         targets = {n for n, _ in captures}
     else:
         targets = None
-    needed = _needed_nodes([n for n, _ in root_edges], targets)
-
-    deps = dict.fromkeys(needed, 0)
-    for node in needed:
-        for child, _ in node.next_functions:
-            if child in deps:
-                deps[child] += 1
+    deps = _dependencies([n for n, _ in root_edges], targets)
+    needed = deps
 
     buffers = {}
     for (node, nr), g in zip(root_edges, roots):
@@ -109,10 +128,13 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     prev_mode = _grad_state.enabled
     _grad_state.enabled = bool(create_graph)
     try:
+        heappop, heappush = heapq.heappop, heapq.heappush
         while ready:
-            _, _, node = heapq.heappop(ready)
+            node = heappop(ready)[2]
             grads = buffers.pop(node, None) or [None]
-            grads = _call_tensor_hooks(node, grads)
+            extras = node._x
+            if extras is not None or node.__class__ is AccumulateGrad:
+                grads = _call_tensor_hooks(node, grads)
             if captures is not None:
                 for nr, g in enumerate(grads):
                     k = captures.get((node, nr))
@@ -126,24 +148,33 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 if accumulate and grads[0] is not None:
                     _accumulate(node, grads[0], create_graph)
                 continue
-            grads = _materialize(node, grads)
-            if node._pre_hooks:
+            if None in grads:
+                grads = _materialize(node, grads)
+            if extras is not None and extras.pre_hooks:
                 grads = _call_pre_hooks(node, grads)
             grad_inputs = node.apply(grads)
-            if node._post_hooks:
-                for hook in list(node._post_hooks.values()):
+            if extras is not None and extras.post_hooks:
+                for hook in list(extras.post_hooks.values()):
                     r = hook(tuple(grad_inputs), tuple(grads))
                     if r is not None:
                         grad_inputs = r
-            _release(node, retain_graph)
+            if not retain_graph:
+                node.release()
             for (child, nr), g in zip(node.next_functions, grad_inputs):
-                if child is None or child not in deps:
+                if child is None:
+                    continue
+                n = deps.get(child)
+                if n is None:
                     continue
                 if g is not None:
-                    _add_to_buffer(buffers, child, nr, g)
-                deps[child] -= 1
-                if deps[child] == 0:
-                    heapq.heappush(ready, (-child._seq, id(child), child))
+                    buf = buffers.get(child)
+                    if buf is None:
+                        out_meta = child._out_meta
+                        buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                if n == 1:
+                    heappush(ready, (-child._seq, id(child), child))
+                deps[child] = n - 1
     finally:
         _grad_state.enabled = prev_mode
 
@@ -172,7 +203,7 @@ def _add_to_buffer(buffers, node, nr, g):
 
 def _materialize(node, grads):
     """Zero-fill the gradients of outputs that received none."""
-    if None in grads and node._out_meta:
+    if node._out_meta:
         from .._tensor import Tensor
 
         grads = list(grads)
@@ -184,7 +215,12 @@ def _materialize(node, grads):
 
 
 def _call_tensor_hooks(node, grads):
-    hooks = node.variable._hooks if node.__class__ is AccumulateGrad else node._tensor_pre_hooks
+    if node.__class__ is AccumulateGrad:
+        hooks = node.variable._hooks
+        keep = None
+    else:
+        hooks = node._x.tensor_pre_hooks
+        keep = node._x.retains_grad
     if hooks:
         grads = list(grads)
         for nr, fns in hooks.items():
@@ -194,7 +230,6 @@ def _call_tensor_hooks(node, grads):
                 r = fn(grads[nr])
                 if r is not None:
                     grads[nr] = r
-    keep = node._retains_grad
     if keep:
         for nr, ref in keep.items():
             t = ref()
@@ -204,7 +239,7 @@ def _call_tensor_hooks(node, grads):
 
 
 def _call_pre_hooks(node, grads):
-    for hook in list(node._pre_hooks.values()):
+    for hook in list(node._x.pre_hooks.values()):
         r = hook(tuple(grads))
         if r is not None:
             grads = list(r)

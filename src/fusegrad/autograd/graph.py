@@ -12,6 +12,7 @@ import itertools
 import re
 
 SEQUENCE = itertools.count()
+_tensor_class = [None]  # set by fusegrad._tensor (the graph module is imported first)
 # Accumulators run before any other ready node, as PyTorch's do.
 ACCUMULATE_SEQ = 1 << 62
 
@@ -24,22 +25,42 @@ _FREED = (
 )
 
 
+class NodeExtras:
+    """The rarely used parts of a Node: hooks, retained grads, metadata."""
+
+    __slots__ = ("pre_hooks", "post_hooks", "tensor_pre_hooks", "retains_grad", "metadata")
+
+    def __init__(self):
+        self.pre_hooks = {}
+        self.post_hooks = {}
+        self.tensor_pre_hooks = {}  # output_nr -> {handle id: hook}
+        self.retains_grad = {}  # output_nr -> weakref to the tensor
+        self.metadata = {}
+
+
 class Node:
     """A backward function in the autograd graph."""
 
-    __slots__ = ("next_functions", "_seq", "_saved", "_pre_hooks", "_post_hooks",
-                 "_tensor_pre_hooks", "_retains_grad", "_out_meta", "metadata", "__weakref__")
+    # `_x` holds a NodeExtras once a hook or metadata is attached; most nodes never need one.
+    __slots__ = ("next_functions", "_seq", "_saved", "_x", "_out_meta", "__weakref__")
 
     def __init__(self):
         self.next_functions = ()
         self._seq = next(SEQUENCE)
         self._saved = ()
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._tensor_pre_hooks = None
-        self._retains_grad = None
+        self._x = None
         self._out_meta = None
-        self.metadata = {}
+
+    def _extras(self) -> NodeExtras:
+        x = self._x
+        if x is None:
+            x = self._x = NodeExtras()
+        return x
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for user annotations, kept with the node."""
+        return self._extras().metadata
 
     def name(self) -> str:
         """The class name, as PyTorch's `Node.name()`."""
@@ -53,17 +74,13 @@ class Node:
 
     def register_hook(self, fn):
         """Call `fn(grad_inputs, grad_outputs)` after this node runs; it may return new grads."""
-        if self._post_hooks is None:
-            self._post_hooks = {}
-        return _add_hook(self._post_hooks, fn)
+        return _add_hook(self._extras().post_hooks, fn)
 
     def register_prehook(self, fn):
         """Call `fn(grad_outputs)` before this node runs; it may return new grad_outputs."""
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        return _add_hook(self._pre_hooks, fn)
+        return _add_hook(self._extras().pre_hooks, fn)
 
-    def apply(self, grads: list) -> tuple:
+    def apply(self, grads: list) -> list:
         """Compute the gradients for `next_functions` from the gradients of the outputs."""
         raise NotImplementedError(f"{type(self).__name__} does not define apply")
 
@@ -102,32 +119,66 @@ def _add_hook(hooks: dict, fn) -> RemovableHandle:
     return handle
 
 
-class SavedTensor:
-    """A tensor kept for backward, with the version it had when saved.
+class SavedOutput:
+    """An op's own output kept for backward, without its grad_fn.
 
-    An op's own output is saved without its grad_fn (which would form a reference cycle with
-    the node) and given the node back when unpacked.
+    Holding the output tensor itself would make a reference cycle with the node; this holds
+    its data, and unpacking makes a fresh alias whose grad_fn is the node.
     """
 
-    __slots__ = ("tensor", "version", "is_output")
+    __slots__ = ("data", "dtype", "vc", "version", "output_nr", "requires_grad", "fake")
 
-    def __init__(self, tensor, is_output: bool = False):
-        if is_output:
-            tensor = tensor._shallow_copy()
-        self.tensor = tensor
-        self.version = tensor._vc[0]
-        self.is_output = is_output
+    def __init__(self, t):
+        self.data = t._data
+        self.dtype = t._dtype
+        self.vc = t._vc
+        self.version = t._vc[0]
+        self.output_nr = t._output_nr
+        self.requires_grad = t._rg
+        self.fake = None if t._plain else t
 
     def unpack(self, node):
-        """The saved tensor; RuntimeError if it was modified in place since it was saved."""
-        t = self.tensor
-        if t._vc[0] != self.version:
-            raise RuntimeError(_modified_message(t, self.version))
-        if self.is_output and node is not None and t.requires_grad:
-            # A fresh alias each time, so the node and its saved output form no cycle.
-            t = t._shallow_copy()
+        """The output as a tensor; RuntimeError if it was modified in place since."""
+        from .._tensor import Tensor
+
+        if self.fake is not None:
+            t = self.fake._shallow_copy()
+        else:
+            t = Tensor._make(self.data, self.dtype)
+            t._vc = self.vc
+        t._output_nr = self.output_nr
+        if self.requires_grad:
+            t._rg = True
             t._grad_fn = node
+        if self.vc[0] != self.version:
+            raise RuntimeError(_modified_message(t, self.version))
         return t
+
+
+def save_values(saved, result):
+    """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
+    op's own outputs (kept as SavedOutput), None for other values; versions is None when
+    nothing saved is a tensor."""
+    versions = None
+    Tensor = _tensor_class[0]
+    for i, s in enumerate(saved):
+        if isinstance(s, Tensor):
+            if versions is None:
+                versions = [None] * len(saved)
+                saved = list(saved)
+            if s is result or (result.__class__ is tuple and _contains(result, s)):
+                saved[i] = SavedOutput(s)
+                versions[i] = -1
+            else:
+                versions[i] = s._vc[0]
+    return saved, versions
+
+
+def _contains(items, x) -> bool:
+    for item in items:
+        if item is x:
+            return True
+    return False
 
 
 def _modified_message(t, expected: int) -> str:
@@ -145,11 +196,21 @@ def _modified_message(t, expected: int) -> str:
     )
 
 
-def unpack_saved(node, saved):
-    """Replace each SavedTensor in `saved` by its tensor (version-checked)."""
+def unpack_saved(node, saved, versions):
+    """The saved values with tensors version-checked and outputs rebuilt."""
     if saved is None:
         raise RuntimeError(_FREED)
-    return [s.unpack(node) if s.__class__ is SavedTensor else s for s in saved]
+    if versions is None:
+        return saved
+    out = list(saved)
+    for i, v in enumerate(versions):
+        if v is not None:
+            s = saved[i]
+            if v < 0:
+                out[i] = s.unpack(node)
+            elif s._vc[0] != v:
+                raise RuntimeError(_modified_message(s, v))
+    return out
 
 
 class AccumulateGrad(Node):
@@ -171,19 +232,22 @@ class FunctionNode(Node):
 
     The derivative returns one entry per positional argument of the op (a list for a list of
     tensors); `_pos` picks the entries of the inputs that have edges, and each gradient is
-    summed back to its input's shape and cast to its dtype.
+    summed back to its input's shape and cast to its dtype. Each op has its own subclass
+    (named as PyTorch names the node), so `_op` is a class attribute.
     """
 
-    __slots__ = ("_op", "_in_meta", "_pos")
+    __slots__ = ("_versions", "_in_meta", "_pos")
+    _op = None
 
     def apply(self, grads: list) -> list:
-        saved = unpack_saved(self, self._saved)
+        saved = unpack_saved(self, self._saved, self._versions)
         raw = self._op.derivative(grads[0] if len(grads) == 1 else grads, *saved)
         out = []
         for (p, sub), (shape, dt) in zip(self._pos, self._in_meta):
             g = raw[p] if sub < 0 else raw[p][sub]
             if g is not None:
-                if g.shape != shape:
+                data = g._data
+                if (data.shape if data is not None else g.shape) != shape:
                     g = _sum_to(g, shape)
                 if g._dtype is not dt:
                     g = g.to(dt)
@@ -191,8 +255,7 @@ class FunctionNode(Node):
         return out
 
     def release(self) -> None:
-        saved = self._saved
-        if saved and any(s.__class__ is SavedTensor for s in saved):
+        if self._versions is not None:  # only saved tensors are freed
             self._saved = None
 
 
@@ -202,13 +265,36 @@ def _sum_to(g, shape):
     return sum_to_shape(g, shape)
 
 
-_NODE_CLASSES: dict[str, type] = {}
-
-
-def node_class(name: str, base: type = FunctionNode) -> type:
-    """The Node subclass called `name` (one class per PyTorch backward name)."""
-    cls = _NODE_CLASSES.get(name)
-    if cls is None:
-        cls = _NODE_CLASSES[name] = type(name, (base,), {"__slots__": ()})
-        cls.__module__ = "fusegrad.autograd.graph"
+def node_class(name: str, op=None, base: type = FunctionNode) -> type:
+    """A new Node subclass called `name` (PyTorch's backward name) for registry op `op`."""
+    cls = type(name, (base,), {"__slots__": (), "_op": op})
+    cls.__module__ = "fusegrad.autograd.graph"
     return cls
+
+
+class CopySlices(Node):
+    """History of a base whose view was modified in place.
+
+    `fn` is the in-place op's node as if the view stood alone. Backward takes the base's
+    gradient, runs `fn` on the part the view covers, and puts `fn`'s gradient for the old
+    view values back into that part; the rest of the base's gradient passes through.
+    """
+
+    __slots__ = ("_fn", "_base_geom", "_view_geom")
+
+    def __init__(self):
+        super().__init__()
+
+    def apply(self, grads: list) -> list:
+        from ..ops.shape import strided_transfer_fn
+
+        g = grads[0]
+        part = strided_transfer_fn(g, self._base_geom, self._view_geom)
+        res = self._fn.apply([part])
+        out = g - strided_transfer_fn(part, self._view_geom, self._base_geom)
+        if res[0] is not None:
+            out = out + strided_transfer_fn(res[0], self._view_geom, self._base_geom)
+        return [out, *res[1:]]
+
+    def release(self) -> None:
+        self._fn.release()

@@ -18,6 +18,7 @@ from .registry import Sample, Spec
 
 _nd = np.ndarray
 F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
 HALF = (np.dtype(np.float16), _dtype.bfloat16.np)
 
 
@@ -52,8 +53,17 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False):
     """A kernel for a broadcasting binary op with PyTorch's promotion."""
 
     def kernel(a, b):
-        if a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype:
+        # Fast paths: same float dtype, or a float array with a Python number.
+        if a.__class__ is _nd:
             dt = a.dtype
+            if dt is F32 or dt is F64:
+                cls = b.__class__
+                if (cls is _nd and b.dtype is dt) or cls is float or cls is int:
+                    return ufunc(a, b)
+            if b.__class__ is _nd and b.dtype is dt:
+                pass
+            else:
+                dt = result_np(a, b)
         else:
             dt = result_np(a, b)
         if to_float:
@@ -73,6 +83,8 @@ def unary_kernel(ufunc, *, to_float: bool = True):
 
     def kernel(a):
         dt = a.dtype
+        if dt is F32 or dt is F64:
+            return ufunc(a)
         if to_float:
             dt = float_np(dt)
         if dt in HALF:

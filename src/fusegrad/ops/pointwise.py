@@ -17,6 +17,7 @@ from ._util import (
     binary_meta,
     binary_samples,
     broadcast_shapes,
+    dtype_of,
     float_np,
     rand_array,
     result_np,
@@ -35,10 +36,26 @@ def _t(x) -> bool:
 # ---------------------------------------------------------------- arithmetic
 
 
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or (hasattr(x, "dtype") and dtype_of(x) is _dtype.bool_)
+
+
+def _check_sub(a, b) -> None:
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+
+
 def _add_kernel(ufunc):
     base = binary_kernel(ufunc)
 
     def kernel(a, b, alpha=1):
+        if ufunc is np.subtract:
+            _check_sub(a, b)
         if alpha != 1:
             b = b * alpha if b.__class__ is np.ndarray else b * alpha
         return base(a, b)
@@ -50,20 +67,24 @@ def _alpha_meta(a, b, alpha=1):
     return binary_meta()(a, b)
 
 
+def _sub_meta(a, b, alpha=1):
+    _check_sub(a, b)
+    return binary_meta()(a, b)
+
+
 add = register(
     "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
     derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})", onnx="Add")
 sub = register(
-    "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_alpha_meta, node="SubBackward0",
+    "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
     derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(), lowering="({a} - {b})", onnx="Sub")
 rsub = register(
-    "rsub.Scalar", kernel=lambda a, b, alpha=1: binary_kernel(np.subtract)(b, a * alpha
-                                                                           if alpha != 1 else a),
-    meta=_alpha_meta, node="RsubBackward1",
+    "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
+    meta=_sub_meta, node="RsubBackward1",
     derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))], onnx="Sub")

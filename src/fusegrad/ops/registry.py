@@ -60,7 +60,7 @@ class OpDef:
         self.save = save
         self.node = node
         self.differentiable = differentiable and derivative is not None
-        self.node_cls = node_class(node) if self.differentiable else None
+        self.node_cls = node_class(node, self) if self.differentiable else None
         self.nondiff_args = nondiff_args
         self.inplace = inplace
         self.view = view
