@@ -9,17 +9,20 @@ Measured, all in one process:
 1. forward without grad: add, mul by a Python scalar, exp, sum, matmul, transpose, view,
    relu and `x[0]` (NumPy runs the same expression on plain arrays as the floor);
 2. forward with grad: the same ops on inputs that require grad (one Node per op);
-3. chains of N ops (`y = y * 1.0001`, and `y = x * y` with `x` a leaf): the forward per op
-   and `y.sum().backward()` per node, the graph being rebuilt outside the timed backward;
+3. chains of N ops (`y = y * 1.0001`; `y = y * c` with `c` a tensor without grad; and
+   `y = x * y` with `x` the leaf, whose gradient then sums N contributions): the forward per
+   op and `y.sum().backward()` per node, the graph being rebuilt for every repeat;
 4. the headline: forward + backward per op with grad, from the chains.
 
 The frameworks are measured in turns (fusegrad, torch, numpy, then again with the starting
-framework rotated) so that machine noise hits all of them alike; each figure is the median
-(or, with `--stat min`, the minimum) over the repeats. The garbage collector is off while a
-loop is timed, as `timeit` does.
+framework rotated) so that machine noise hits all of them alike, and each round of repeats
+goes over every row, so a row's samples are spread over the whole run; each figure is the minimum
+(or, with `--stat median`, the median) over the repeats: on a shared machine the minimum is
+the figure least disturbed by other processes. The garbage collector is off while a loop is
+timed, as `timeit` does.
 
-Run from the repository root: `python benchmarks/eager_overhead.py` (about a minute),
-`--quick` (about ten seconds), `--markdown` for GitHub tables.
+Run from the repository root: `python benchmarks/eager_overhead.py` (under a minute),
+`--quick` (under ten seconds), `--markdown` for GitHub tables.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import subprocess
 import sys
 import time
 import timeit
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FRAMEWORKS = ("fusegrad", "torch", "numpy")
 
@@ -84,7 +87,6 @@ class Row:
     fusegrad: float | None
     torch: float | None
     numpy: float | None = None
-    note: str = ""
 
 
 def _import_frameworks():
@@ -115,16 +117,38 @@ def _calibrate(timer: timeit.Timer, target_s: float) -> int:
     return max(1, int(number * target_s / max(elapsed, 1e-9)))
 
 
-def measure_interleaved(timers: dict, cfg: Settings) -> dict:
-    """Seconds per call for each timer, timing them in rotating turns."""
-    numbers = {k: _calibrate(t, cfg.target_s) for k, t in timers.items()}
-    samples = {k: [] for k in timers}
-    keys = list(timers)
+@dataclass
+class Series:
+    """The timers of one table row, one per framework, and their per-call samples."""
+
+    label: str
+    timers: dict
+    numbers: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)
+
+    def summary(self, stat: str) -> dict:
+        """Seconds per call for each framework."""
+        return {fw: _summary(v, stat) for fw, v in self.samples.items()}
+
+
+def measure_round_robin(series: list[Series], cfg: Settings) -> None:
+    """Fill each series' samples: every round times every row, frameworks in rotating turns.
+
+    A round goes over all rows, so each row's samples are spread over the whole run and a
+    burst of load from another process cannot spoil all of them.
+    """
+    for s in series:
+        s.numbers = {fw: _calibrate(t, cfg.target_s) for fw, t in s.timers.items()}
+        s.samples = {fw: [] for fw in s.timers}
     for r in range(cfg.repeats):
-        shift = r % len(keys)
-        for k in keys[shift:] + keys[:shift]:
-            samples[k].append(timers[k].timeit(numbers[k]) / numbers[k])
-    return {k: _summary(v, cfg.stat) for k, v in samples.items()}
+        for s in series:
+            keys = list(s.timers)
+            if not keys:
+                continue
+            shift = r % len(keys)
+            for fw in keys[shift:] + keys[:shift]:
+                number = s.numbers[fw]
+                s.samples[fw].append(s.timers[fw].timeit(number) / number)
 
 
 def _inputs(mods, n: int, requires_grad: bool):
@@ -162,9 +186,9 @@ def _check(case: OpCase, namespaces: dict, requires_grad: bool) -> dict:
     return problems
 
 
-def bench_forward(mods, cfg: Settings, requires_grad: bool, problems: list) -> list[Row]:
-    """Per-op forward time of every OpCase at every size."""
-    rows = []
+def forward_series(mods, requires_grad: bool, problems: list) -> list[Series]:
+    """One Series per OpCase and size; cases a framework fails are left out and noted."""
+    series = []
     for n in SIZES:
         inputs = _inputs(mods, n, requires_grad)
         namespaces = {}
@@ -183,8 +207,15 @@ def bench_forward(mods, cfg: Settings, requires_grad: bool, problems: list) -> l
                     continue
                 stmt = case.np_stmt if fw == "numpy" else case.stmt
                 timers[fw] = timeit.Timer(stmt, globals=namespaces[fw])
-            got = measure_interleaved(timers, cfg)
-            rows.append(Row(label, got.get("fusegrad"), got.get("torch"), got.get("numpy")))
+            series.append(Series(label, timers))
+    return series
+
+
+def _rows(series: list[Series], stat: str) -> list[Row]:
+    rows = []
+    for s in series:
+        got = s.summary(stat)
+        rows.append(Row(s.label, got.get("fusegrad"), got.get("torch"), got.get("numpy")))
     return rows
 
 
@@ -195,6 +226,14 @@ def _scalar_chain(x, n: int):
     return y
 
 
+def _const_chain(x, n: int):
+    c = x.detach()  # a tensor that does not require grad
+    y = x
+    for _ in range(n):
+        y = y * c
+    return y
+
+
 def _leaf_chain(x, n: int):
     y = x
     for _ in range(n):
@@ -202,13 +241,13 @@ def _leaf_chain(x, n: int):
     return y
 
 
-CHAINS = (("y = y * 1.0001", _scalar_chain), ("y = x * y", _leaf_chain))
+CHAINS = (("y = y * 1.0001", _scalar_chain), ("y = y * c", _const_chain),
+          ("y = x * y", _leaf_chain))
 
 
 def _chain_once(make_leaf, build, n: int) -> tuple[float, float]:
     """Build a chain of `n` ops and backpropagate through it: (forward s, backward s)."""
     x = make_leaf()
-    gc.collect()
     gc.disable()
     try:
         t0 = time.perf_counter()
@@ -223,10 +262,14 @@ def _chain_once(make_leaf, build, n: int) -> tuple[float, float]:
 
 
 def bench_chains(mods, cfg: Settings) -> list[Row]:
-    """Forward per op, backward per node and their sum for chains of `chain_n` ops."""
+    """Forward per op, backward per node and their sum for chains of `chain_n` ops.
+
+    Every repeat rebuilds each chain (for each size and framework, in rotating turns); the
+    graph is freed outside the timed region.
+    """
     np = mods["numpy"]
-    rows = []
     n_ops = cfg.chain_n
+    configs = []
     for n in SIZES:
         # Values near 1, so x ** n_ops stays normal (no overflow, no denormals).
         data = (1.0 + 1e-4 * np.random.default_rng(1).standard_normal((n, n))).astype(
@@ -234,30 +277,33 @@ def bench_chains(mods, cfg: Settings) -> list[Row]:
         leaves = {fw: (lambda mod=mods[fw], d=data: mod.from_numpy(d.copy()).requires_grad_())
                   for fw in ("fusegrad", "torch")}
         for chain_name, build in CHAINS:
+            grads = {}
             for fw, make in leaves.items():  # warm-up, and a check that gradients agree
                 x = make()
                 build(x, 10).sum().backward()
-                leaves_grad = x.grad.numpy().copy()
-                if fw == "fusegrad":
-                    reference = leaves_grad
-                elif not np.allclose(reference, leaves_grad, rtol=1e-4):
-                    raise RuntimeError(f"chain {chain_name!r}: fusegrad and torch grads differ")
-            fwd = {fw: [] for fw in leaves}
-            bwd = {fw: [] for fw in leaves}
+                grads[fw] = x.grad.numpy()
+            if not np.allclose(grads["fusegrad"], grads["torch"], rtol=1e-4):
+                raise RuntimeError(f"chain {chain_name!r}: fusegrad and torch grads differ")
+            configs.append((f"{chain_name} [{n * n}]", build, leaves))
+    fwd = {(tag, fw): [] for tag, _, leaves in configs for fw in leaves}
+    bwd = {key: [] for key in fwd}
+    for r in range(cfg.chain_repeats):
+        gc.collect()  # once a round: a full collection costs milliseconds with torch loaded
+        for tag, build, leaves in configs:
             keys = list(leaves)
-            for r in range(cfg.chain_repeats):
-                shift = r % len(keys)
-                for fw in keys[shift:] + keys[:shift]:
-                    tf, tb = _chain_once(leaves[fw], build, n_ops)
-                    fwd[fw].append(tf / n_ops)
-                    bwd[fw].append(tb / n_ops)
-            f = {fw: _summary(v, cfg.stat) for fw, v in fwd.items()}
-            b = {fw: _summary(v, cfg.stat) for fw, v in bwd.items()}
-            tag = f"{chain_name} [{n * n}]"
-            rows.append(Row(f"{tag} forward/op", f["fusegrad"], f["torch"]))
-            rows.append(Row(f"{tag} backward/node", b["fusegrad"], b["torch"]))
-            rows.append(Row(f"{tag} fwd+bwd/op", f["fusegrad"] + b["fusegrad"],
-                            f["torch"] + b["torch"]))
+            shift = r % len(keys)
+            for fw in keys[shift:] + keys[:shift]:
+                tf, tb = _chain_once(leaves[fw], build, n_ops)
+                fwd[tag, fw].append(tf / n_ops)
+                bwd[tag, fw].append(tb / n_ops)
+    rows = []
+    for tag, _, _ in configs:
+        f = {fw: _summary(fwd[tag, fw], cfg.stat) for fw in ("fusegrad", "torch")}
+        b = {fw: _summary(bwd[tag, fw], cfg.stat) for fw in ("fusegrad", "torch")}
+        rows.append(Row(f"{tag} forward/op", f["fusegrad"], f["torch"]))
+        rows.append(Row(f"{tag} backward/node", b["fusegrad"], b["torch"]))
+        rows.append(Row(f"{tag} fwd+bwd/op", f["fusegrad"] + b["fusegrad"],
+                        f["torch"] + b["torch"]))
     return rows
 
 
@@ -304,56 +350,65 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def environment(mods) -> str:
-    """One line describing the machine and the library versions."""
+def _command(*args: str) -> str | None:
     try:
-        date = subprocess.run(["date", "-u", "+%F"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(args, capture_output=True, text=True, check=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        date = time.strftime("%Y-%m-%d", time.gmtime())
+        return None
+
+
+def environment(mods) -> str:
+    """One line describing the machine, the library versions and the fusegrad commit."""
+    date = _command("date", "-u", "+%F") or time.strftime("%Y-%m-%d", time.gmtime())
+    commit = _command("git", "rev-parse", "--short", "HEAD")
+    if commit and _command("git", "status", "--porcelain", "--", "../src"):
+        commit += " + uncommitted changes in src/"
     return (f"{date}; {os.cpu_count()} CPUs, {_cpu_model()}; "
             f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; "
             f"Python {platform.python_version()}, NumPy {mods['numpy'].__version__}, "
-            f"torch {mods['torch'].__version__}, fusegrad {mods['fusegrad'].__version__}")
+            f"torch {mods['torch'].__version__}, fusegrad {mods['fusegrad'].__version__}"
+            + (f" at {commit}" if commit else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, run every measurement and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a fast, noisier run (~10 s)")
-    parser.add_argument("--stat", choices=("median", "min"), default="median",
-                        help="summary of the repeats (default: median)")
+    parser.add_argument("--stat", choices=("min", "median"), default="min",
+                        help="summary of the repeats (default: min)")
     parser.add_argument("--markdown", action="store_true", help="print GitHub tables")
     args = parser.parse_args(argv)
 
     np, torch, fg = _import_frameworks()
     mods = {"numpy": np, "torch": torch, "fusegrad": fg}
     if args.quick:
-        cfg = Settings(repeats=5, target_s=0.002, chain_n=300, chain_repeats=5, stat=args.stat)
+        cfg = Settings(repeats=7, target_s=0.001, chain_n=300, chain_repeats=5, stat=args.stat)
     else:
-        cfg = Settings(repeats=11, target_s=0.015, chain_n=1000, chain_repeats=15,
+        cfg = Settings(repeats=20, target_s=0.007, chain_n=1000, chain_repeats=25,
                        stat=args.stat)
 
     start = time.perf_counter()
-    print(f"# eager per-op overhead ({environment(mods)})")
-    print(f"# {cfg.stat} of {cfg.repeats} interleaved repeats, ~{cfg.target_s * 1e3:g} ms "
-          f"loops; chains of {cfg.chain_n} ops, {cfg.chain_repeats} repeats; [n] = elements")
+    print(f"# eager per-op overhead: {environment(mods)}")
+    print(f"# {cfg.stat} of {cfg.repeats} round-robin repeats of ~{cfg.target_s * 1e3:g} ms "
+          f"loops; chains of {cfg.chain_n} ops, {cfg.chain_repeats} repeats; "
+          "[n] = elements per input")
     problems: list[str] = []
+    no_grad = forward_series(mods, False, problems)
+    with_grad = forward_series(mods, True, problems)
+    measure_round_robin(no_grad + with_grad, cfg)
+    chains = bench_chains(mods, cfg)
+    headline = [r for r in chains if r.case.endswith("fwd+bwd/op")]
     sections = [
-        ("Forward, no grad", lambda: bench_forward(mods, cfg, False, problems)),
-        ("Forward, inputs require grad (one Node per op)",
-         lambda: bench_forward(mods, cfg, True, problems)),
-        (f"Chains of {cfg.chain_n} ops with grad: forward per op, "
-         "y.sum().backward() per node", lambda: bench_chains(mods, cfg)),
+        ("Forward, no grad", _rows(no_grad, cfg.stat)),
+        ("Forward, inputs require grad (one Node per op)", _rows(with_grad, cfg.stat)),
+        (f"Chains of {cfg.chain_n} ops with grad: forward per op, y.sum().backward() per node",
+         chains),
+        ("Headline: forward + backward per op, with grad", headline),
     ]
-    headline = []
-    for title, run in sections:
-        rows = run()
-        headline += [r for r in rows if r.case.endswith("fwd+bwd/op")]
+    for title, rows in sections:
         print(f"\n{'### ' if args.markdown else ''}{title}\n")
         print(_table(rows, args.markdown))
-    print(f"\n{'### ' if args.markdown else ''}Headline: forward + backward per op, with grad\n")
-    print(_table(headline, args.markdown))
     if problems:
         print("\nLeft out (missing or broken):")
         for p in problems:

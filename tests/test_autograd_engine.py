@@ -26,16 +26,24 @@ def upstream(T, out, seed=5):
 
 
 def backprop(prog):
-    """prog(T, *xs) -> out; wrapped to also run backward and describe the graph."""
+    """prog(T, *xs) -> out; wrapped to also run backward (the output's grad_fn name and the
+    inputs' grads are compared by ``check``)."""
     def run(T, *xs):
         out = prog(T, *xs)
-        sig = graph_signature(out.grad_fn, xs)
         out.backward(upstream(T, out))
-        return out, sig
+        return out
     return run
 
 
-# name -> (prog, input shapes, positive inputs?)
+def graph_of(prog):
+    """prog(T, *xs) -> out; wrapped to describe the whole graph below out."""
+    def run(T, *xs):
+        out = prog(T, *xs)
+        return graph_signature(out.grad_fn, xs)
+    return run
+
+
+# name -> (prog, input shapes)
 OPS = {
     "add": (lambda T, x, y: x + y, [(2, 3), (2, 3)]),
     "add_bcast": (lambda T, x, y: x + y, [(2, 3), (3,)]),
@@ -124,10 +132,18 @@ OPS = {
 
 @pytest.mark.parametrize("name", list(OPS))
 @pytest.mark.parametrize("dt", FLOAT_DTYPES)
-def test_op_gradients_and_graph(name, dt):
+def test_op_gradients(name, dt):
     prog, shapes = OPS[name]
     arrays = [randn(*s, seed=100 + i) for i, s in enumerate(shapes)]
     check(backprop(prog), *arrays, requires_grad=True, dtype=dt, check_grad_fn=True)
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+def test_op_graph_structure(name, dt):
+    prog, shapes = OPS[name]
+    arrays = [randn(*s, seed=100 + i) for i, s in enumerate(shapes)]
+    check(graph_of(prog), *arrays, requires_grad=True, dtype=dt)
 
 
 @pytest.mark.parametrize("name", ["add_bcast", "mul", "mm", "where", "cat", "pow_tensor",
@@ -137,6 +153,7 @@ def test_op_gradients_partial_requires_grad(name):
     arrays = [randn(*s, seed=200 + i) for i, s in enumerate(shapes)]
     for mask in [(True, False), (False, True)]:
         check(backprop(prog), *arrays, requires_grad=mask, dtype="float64", check_grad_fn=True)
+        check(graph_of(prog), *arrays, requires_grad=mask, dtype="float64")
 
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
@@ -145,6 +162,7 @@ def test_op_gradients_low_precision(name, dt):
     prog, shapes = OPS[name]
     arrays = [randn(*s, seed=300 + i) for i, s in enumerate(shapes)]
     check(backprop(prog), *arrays, requires_grad=True, dtype=dt, check_grad_fn=True)
+    check(graph_of(prog), *arrays, requires_grad=True, dtype=dt)
 
 
 def test_mixed_dtype_gradients():
@@ -176,23 +194,29 @@ def test_no_grad_for_non_differentiable_outputs():
 
 def test_next_functions_structure():
     def prog(T, x, y, c):
-        outs = [x * y, x * c, c * x, x * 2, x + c * 3, (x * x).sum(), (x + 1) * (x + 2),
-                T.cat([x, c, y]), T.where(c > 0, x, c)]
+        outs = [x * y, x * c, c * x, x + c * y, (x * x).sum(), (x + y) * (x + c),
+                T.cat([x, c, y]), T.where(c > 0, x, c), T.maximum(c, x), c @ x]
         return [graph_signature(o.grad_fn, (x, y, c)) for o in outs]
     check(prog, randn(3), randn(3), randn(3), requires_grad=(True, True, False))
 
 
 def test_accumulate_grad_node():
     def prog(T, x, y):
-        a = x * 2
+        a = x * y
         b = x * 3
         acc = a.grad_fn.next_functions[0][0]
         same = acc is b.grad_fn.next_functions[0][0]
         return (type(acc).__name__, acc.variable is x, same, acc.next_functions,
-                len(a.grad_fn.next_functions), a.grad_fn.next_functions[1][0] is None,
-                a.grad_fn.next_functions[1][1], (x * y).grad_fn.next_functions[1][0].variable
-                is y)
+                a.grad_fn.next_functions[1][0].variable is y, a.grad_fn.next_functions[1][1])
     check(prog, randn(3), randn(3), requires_grad=True)
+
+
+def test_python_scalar_operand_is_a_none_edge():
+    def prog(T, x):
+        return [[(n is None, nr) for n, nr in t.grad_fn.next_functions]
+                for t in (x * 2, 2 * x, x + 1.5, x - 1, 1 - x, x / 2, x ** 2, 2 ** x,
+                          T.where(x > 0, x, 0.0))]
+    check(prog, randn(3), requires_grad=True)
 
 
 def test_grad_fn_repr_and_name():
@@ -274,7 +298,7 @@ def test_backward_scalar_and_zero_d_gradient():
         y.backward(T.tensor(3.0))
         z = (x * 2).sum()
         z.backward()
-        return x.grad, z.grad_fn.next_functions[0][0].next_functions[1]
+        return x.grad, z.grad_fn.next_functions[0][0].next_functions[0][0].variable is x
     check(prog, randn(4), requires_grad=True, dtype="float32")
 
 
@@ -572,7 +596,7 @@ def test_deep_mixed_chain_graph_freed():
 
 def test_diamond():
     def prog(T, x):
-        a = x * 2
+        a = x.exp()
         b = a.sin()
         c = a.cos()
         d = b * c + a

@@ -116,27 +116,38 @@ def test_op_matches_torch(name, dtype):
         th_inputs = tuple(_to_torch(a, True) for a in sample.args)
         fg_args = _prepare_inplace(op, fg_inputs)
         th_args = _prepare_inplace(op, th_inputs)
-        th_out = _call_torch(name, th_args)
-        fg_out = _dispatch.call(op, *fg_args)
-        assert fg_out.dtype.name == str(th_out.dtype).split(".")[1], what
+        th_outs = _as_tuple(_call_torch(name, th_args))
+        fg_outs = _as_tuple(_dispatch.call(op, *fg_args))
+        assert len(fg_outs) == len(th_outs), what
         tol = _tol(op, dtype)
-        _close(fg_out, th_out, tol, what + " value")
-        th_name = type(th_out.grad_fn).__name__ if th_out.grad_fn is not None else None
-        fg_name = type(fg_out.grad_fn).__name__ if fg_out.grad_fn is not None else None
-        assert fg_name == th_name, f"{what}: grad_fn {fg_name} != {th_name}"
-        if th_out.grad_fn is None or not th_out.is_floating_point():
+        for fg_out, th_out in zip(fg_outs, th_outs):
+            assert fg_out.dtype.name == str(th_out.dtype).split(".")[1], what
+            _close(fg_out, th_out, tol, what + " value")
+            th_name = type(th_out.grad_fn).__name__ if th_out.grad_fn is not None else None
+            fg_name = type(fg_out.grad_fn).__name__ if fg_out.grad_fn is not None else None
+            assert fg_name == th_name, f"{what}: grad_fn {fg_name} != {th_name}"
+        pairs = [(f, t) for f, t in zip(fg_outs, th_outs)
+                 if t.grad_fn is not None and t.is_floating_point()]
+        if not pairs:
             continue
-        cot = np.random.default_rng(k).standard_normal(tuple(th_out.shape)).astype(dtype)
-        th_leaves = _leaves(th_inputs)
-        fg_leaves = _leaves(fg_inputs)
-        (th_out * torch.from_numpy(cot)).sum().backward()
-        (fg_out * fusegrad.from_numpy(cot)).sum().backward()
-        for i, (a, b) in enumerate(zip(fg_leaves, th_leaves)):
+        rng = np.random.default_rng(k)
+        th_loss = fg_loss = 0
+        for f, t in pairs:
+            cot = rng.standard_normal(tuple(t.shape)).astype(dtype)
+            th_loss = th_loss + (t * torch.from_numpy(cot)).sum()
+            fg_loss = fg_loss + (f * fusegrad.from_numpy(cot)).sum()
+        th_loss.backward()
+        fg_loss.backward()
+        for i, (a, b) in enumerate(zip(_leaves(fg_inputs), _leaves(th_inputs))):
             if b.grad is None:
                 assert a.grad is None or not a.grad.numpy().any(), f"{what} grad {i}"
                 continue
             assert a.grad is not None, f"{what}: no gradient for input {i}"
             _close(a.grad, b.grad, tol * 10, f"{what} grad {i}")
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 @pytest.mark.parametrize("name", [n for n in _entries()
@@ -149,9 +160,8 @@ def test_gradcheck(name):
         if not leaves or any(x.numel() == 0 for x in leaves):
             continue
         if op.list_arg:  # gradcheck sees the list's tensors as separate inputs
-            rest = args[1:]
-            fusegrad.autograd.gradcheck(lambda *xs: _dispatch.call(op, list(xs), *rest),
-                                        tuple(args[0]))
+            fusegrad.autograd.gradcheck(
+                lambda *xs, rest=args[1:]: _dispatch.call(op, list(xs), *rest), tuple(args[0]))
         else:
             fusegrad.autograd.gradcheck(lambda *xs: _dispatch.call(op, *xs), args)
 
@@ -162,17 +172,18 @@ def test_meta_matches_kernel(name, dtype):
     op = REGISTRY[name]
     for k, sample in enumerate(_samples(op, dtype)):
         args = tuple(_to_fg(a, False) for a in sample.args)
-        real = _dispatch.call(op, *args) if not op.inplace else _dispatch.call(
-            op, args[0].clone(), *args[1:])
-        fake_args = tuple(_fake(a) for a in sample.args)
-        fake = _dispatch.call(op, *fake_args)
-        assert isinstance(fake, FakeTensor), name
+        reals = _as_tuple(_dispatch.call(op, *args) if not op.inplace else _dispatch.call(
+            op, args[0].clone(), *args[1:]))
+        fakes = _as_tuple(_dispatch.call(op, *tuple(_fake(a) for a in sample.args)))
         what = f"{name} sample {k}"
-        assert tuple(fake.shape) == tuple(real.shape), what
-        assert fake.dtype is real.dtype, what
-        if op.view and real.numel():  # empty arrays have no meaningful strides in NumPy
-            assert fake.stride() == real.stride(), f"{what}: strides"
-            assert fake.storage_offset() == real.storage_offset(), f"{what}: offset"
+        assert len(fakes) == len(reals), what
+        for fake, real in zip(fakes, reals):
+            assert isinstance(fake, FakeTensor), name
+            assert tuple(fake.shape) == tuple(real.shape), what
+            assert fake.dtype is real.dtype, what
+            if op.view and real.numel():  # empty arrays have no meaningful strides in NumPy
+                assert fake.stride() == real.stride(), f"{what}: strides"
+                assert fake.storage_offset() == real.storage_offset(), f"{what}: offset"
 
 
 def _fake(a):

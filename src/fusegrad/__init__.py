@@ -4,8 +4,11 @@
 nn, optim, data, fx and compile.
 """
 
-from . import _functions  # noqa: F401  (attaches the Tensor methods)
-from . import autograd, ops
+from . import (
+    _functions,  # noqa: F401  (attaches the Tensor methods)
+    autograd,
+    ops,
+)
 from ._creation import (
     arange,
     as_tensor,

@@ -17,7 +17,7 @@ from ._random import rng as _rng
 from ._tensor import Tensor
 
 
-def _sizes(size) -> tuple:
+def _sizes(size, caller: str = "empty") -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     out = []
@@ -28,8 +28,7 @@ def _sizes(size) -> tuple:
             raise TypeError(f"expected a sequence of integers or a single integer, got "
                             f"{type(s).__name__}")
         if s < 0:
-            raise RuntimeError(
-                f"Trying to create tensor with negative dimension {s}: {list(size)}")
+            raise RuntimeError(f"{caller}: Dimension size must be non-negative.")
         out.append(int(s))
     return tuple(out)
 
@@ -42,7 +41,8 @@ def _check_device(device) -> None:
 def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
     t = Tensor._make(data, dtype)
     if requires_grad:
-        t.requires_grad_(True)
+        t._set_requires_grad(
+            True, "Only Tensors of floating point and complex dtype can require gradients")
     return t
 
 
@@ -92,8 +92,10 @@ def _to_array(data, dt: np.dtype) -> np.ndarray:
         parts = [_to_array(x, dt) for x in data]
         shapes = {p.shape for p in parts}
         if len(shapes) > 1:
-            raise ValueError(f"expected sequence of length {parts[0].shape[0] if parts[0].ndim else 0} "
-                             f"at dim 1 (got {parts[-1].shape[0] if parts[-1].ndim else 0})")
+            first, last = parts[0], parts[-1]
+            raise ValueError(
+                f"expected sequence of length {first.shape[0] if first.ndim else 0} at dim 1 "
+                f"(got {last.shape[0] if last.ndim else 0})")
         return np.stack(parts).astype(dt, copy=False) if parts else np.zeros((0,), dt)
     return np.array(data, dtype=dt)
 
@@ -152,15 +154,15 @@ def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Te
 def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of zeros."""
     _check_device(device)
-    return _factory(_sizes(size), _float_dtype(dtype), requires_grad,
-                    lambda dt: np.zeros(_sizes(size), dt))
+    shape = _sizes(size, "zeros")
+    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.zeros(shape, dt))
 
 
 def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of ones."""
     _check_device(device)
-    return _factory(_sizes(size), _float_dtype(dtype), requires_grad,
-                    lambda dt: np.ones(_sizes(size), dt))
+    shape = _sizes(size, "ones")
+    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.ones(shape, dt))
 
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
@@ -197,7 +199,7 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)

@@ -144,6 +144,8 @@ def _diff_inputs(op, args):
         if isinstance(a, Tensor):
             inputs.append((a, (i, -1)))
             any_rg = any_rg or a._rg
+        elif i in op.tensor_args and a.__class__ in _SIMPLE and a is not None:
+            inputs.append((None, (i, -1)))
         elif op.list_arg and (a.__class__ is list or a.__class__ is tuple):
             for k, t in enumerate(a):
                 inputs.append((t, (i, k)))
@@ -152,12 +154,14 @@ def _diff_inputs(op, args):
 
 
 def _shape(t) -> tuple:
+    if t is None:
+        return None
     data = t._data
     return data.shape if data is not None else tuple(t.shape)
 
 
 def _edge(t):
-    if not t._rg:
+    if t is None or not t._rg:
         return (None, 0)
     fn = t._grad_fn
     if fn is not None:
@@ -171,7 +175,8 @@ def _new_node(op, inputs, result, args):
     node._seq = next(_seq)
     node._x = None
     node.next_functions = tuple([_edge(t) for t, _ in inputs])
-    node._in_meta = tuple([(_shape(t), t._dtype) for t, _ in inputs])
+    node._in_meta = tuple([(_shape(t), t._dtype if t is not None else None)
+                           for t, _ in inputs])
     node._pos = tuple([p for _, p in inputs])
     if op.save is not None:
         node._saved, node._versions = _graph.save_values(op.save(result, *args), result)
@@ -207,12 +212,13 @@ def check_inplace_allowed(self) -> None:
     """PyTorch's errors for writing into a leaf (or a view of one) that requires grad."""
     if not _grad_state.enabled:
         return
-    if self._rg and self._grad_fn is None:
-        base = self._base
-        if base is not None and base._rg and base._grad_fn is None:
+    base = self._base
+    if base is not None:
+        if base._rg and base._grad_fn is None:
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
                 "operation.")
+    elif self._rg and self._grad_fn is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
 
@@ -220,27 +226,24 @@ def check_inplace_allowed(self) -> None:
 def _inplace(op, args, raw):
     self = args[0]
     check_inplace_allowed(self)
-    value = op.kernel(*raw)
+    if op.metadata_only:
+        return _inplace_metadata(op, args, raw)
     dst = self._data
+    try:
+        value = op.kernel(*raw)
+    except (ValueError, IndexError, TypeError):
+        _inplace_shape_error(op.meta(*args).shape, dst.shape)
+        raise
     if value.__class__ is not _ndarray:
         value = np.asarray(value)
+    if value.shape != dst.shape:
+        _inplace_shape_error(value.shape, dst.shape)
     if value.dtype != dst.dtype:
         src = _dtype.FROM_NP[value.dtype]
         if not _dtype.can_cast(src, self._dtype):
             raise RuntimeError(
                 f"result type {src.legacy} can't be cast to the desired output type "
                 f"{self._dtype.legacy}")
-    if value.shape != dst.shape:
-        try:
-            np.broadcast_shapes(value.shape, dst.shape)
-            ok = np.broadcast_shapes(value.shape, dst.shape) == dst.shape
-        except ValueError:
-            ok = False
-        if not ok:
-            raise RuntimeError(
-                f"output with shape [{', '.join(map(str, dst.shape))}] doesn't match the "
-                f"broadcast shape [{', '.join(map(str, np.broadcast_shapes(value.shape, dst.shape)))}]"
-            )
     inputs = None
     if _grad_state.enabled and op.differentiable:
         inputs = _diff_inputs(op, args)
@@ -264,6 +267,34 @@ def _inplace(op, args, raw):
     if inputs is not None:
         _record_inplace(op, args, inputs, self)
     return self
+
+
+def _inplace_metadata(op, args, raw, new=None):
+    """squeeze_ and friends: `self` takes the geometry of `new` (the kernel's view)."""
+    self = args[0]
+    old = self._shallow_copy()
+    if new is None:
+        self._data = op.kernel(*raw)
+    else:
+        self._take_geometry(new)
+    self._vc[0] += 1
+    if self._rg and _grad_state.enabled:
+        args = (old,) + args[1:]
+        node = _new_node(op, [(old, (0, -1))], None, args)
+        self._grad_fn = node
+        self._output_nr = 0
+        node._out_meta = ((_shape(self), self._dtype),)
+    return self
+
+
+def _inplace_shape_error(shape, self_shape) -> None:
+    """PyTorch's error when an in-place result does not fit `self` (no-op if it does)."""
+    from .ops._util import broadcast_shapes, size_str
+
+    full = broadcast_shapes(tuple(self_shape), tuple(shape))
+    if full != tuple(self_shape):
+        raise RuntimeError(f"output with shape {size_str(self_shape)} doesn't match the "
+                           f"broadcast shape {size_str(full)}")
 
 
 def _record_inplace(op, args, inputs, self):
@@ -325,6 +356,8 @@ def _finish(op, args, result):
     """Autograd recording for results computed by a mode or a tensor subclass."""
     if op.inplace:
         self = args[0]
+        if op.metadata_only:
+            return _inplace_metadata(op, args, None, result)
         inputs = _diff_inputs(op, args) if _grad_state.enabled and op.differentiable else None
         if inputs is not None:
             _record_inplace(op, args, inputs, self)

@@ -43,6 +43,9 @@ class FakeTensor(Tensor):
     def _compute(cls, op, args) -> FakeTensor | tuple:
         """Run `op`'s meta on `args` and make fakes of the specs it returns."""
         spec = op.meta(*args)
+        if op.metadata_only:
+            return cls._make_fake(spec.shape, spec.dtype, spec.strides,
+                                  args[0].storage_offset() + spec.offset)
         if op.inplace:
             self = args[0]
             self._vc[0] += 1
@@ -57,6 +60,10 @@ class FakeTensor(Tensor):
         if op.view and spec.strides is not None:
             offset = args[0].storage_offset() + spec.offset
         return cls._make_fake(spec.shape, spec.dtype, spec.strides, offset)
+
+    def _take_geometry(self, other: FakeTensor) -> None:
+        self._fshape, self._fstrides, self._foffset = (other._fshape, other._fstrides,
+                                                       other._foffset)
 
     def _shallow_copy(self) -> FakeTensor:
         t = Tensor._shallow_copy(self)
@@ -114,7 +121,6 @@ class FakeTensor(Tensor):
     def detach(self) -> FakeTensor:
         t = self.data
         t._vc = self._vc
-        t._base = self if self._base is None else self._base
         return t
 
     def _detached_copy(self) -> FakeTensor:

@@ -232,7 +232,7 @@ def matmul(input, other, *, out=None):
     if da == 2 and db == 1:
         return mv(input, other)
     if da == 1 and db == 2:
-        return mm(input.unsqueeze(0), other).squeeze(0)
+        return call(S.squeeze_inplace, mm(input.unsqueeze(0), other), 0)
     if da == 2 and db == 2:
         return mm(input, other)
     if da >= 3 and db <= 2:
@@ -242,7 +242,14 @@ def matmul(input, other, *, out=None):
         if db == 1:
             return call(S.unsafe_view, mv(folded, other), lead)
         return call(S.unsafe_view, mm(folded, other), lead + (other.shape[-1],))
-    if da == 2 and db >= 3:
+    if da <= 2 and db >= 3:
+        if input.shape[-1] != other.shape[-2]:
+            raise RuntimeError(
+                "Expected size for first two dimensions of batch2 tensor to be: "
+                f"[{_prod(other.shape[:-2])}, {input.shape[-1]}] but got: "
+                f"[{_prod(other.shape[:-2])}, {other.shape[-2]}].")
+        if da == 1:
+            return matmul(other.mT, input)
         return matmul(other.mT, input.mT).mT.contiguous()
     # Batched: broadcast the batch dims, flatten them, one bmm.
     from .ops._util import broadcast_shapes
@@ -331,7 +338,14 @@ def squeeze(input, dim=None):
 
 def cat(tensors, dim=0, *, out=None):
     """Concatenate tensors along `dim`."""
+    if not len(tensors):
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     return call(S.cat, list(tensors), dim)
+
+
+def unbind(input, dim=0):
+    """The slices along `dim`, as a tuple of views."""
+    return call(S.unbind, input, dim)
 
 
 concat = concatenate = cat
@@ -418,6 +432,9 @@ def _normalize_index(index) -> tuple:
 def getitem(input, index):
     """Basic indexing (ints, slices, None, Ellipsis): a view, recorded as PyTorch records it."""
     single_slice = isinstance(index, slice)
+    if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     index = _normalize_index(index)
     n_ell = index.count(Ellipsis)
     if n_ell > 1:
@@ -517,7 +534,8 @@ _METHODS = dict(
     ge=ge, sum=sum, mean=mean, amax=amax, softmax=softmax, log_softmax=log_softmax, mm=mm,
     bmm=bmm, mv=mv, dot=dot, matmul=matmul, view=view, reshape=reshape, permute=permute,
     transpose=transpose, swapaxes=transpose, swapdims=transpose, t=t, expand=expand,
-    unsqueeze=unsqueeze, squeeze=squeeze, select=select, narrow=narrow, as_strided=as_strided,
+    unsqueeze=unsqueeze, squeeze=squeeze, unbind=unbind, select=select, narrow=narrow,
+    as_strided=as_strided,
     clone=clone, contiguous=contiguous, add_=add_, sub_=sub_, mul_=mul_, div_=div_,
     zero_=zero_, fill_=fill_, copy_=copy_, __getitem__=getitem, __setitem__=setitem,
     greater=gt, less=lt, greater_equal=ge, less_equal=le, not_equal=ne,
@@ -587,6 +605,7 @@ __all__ = [
     "not_equal", "lt", "less", "le", "less_equal", "gt", "greater", "ge", "greater_equal",
     "sum", "mean", "amax", "softmax", "log_softmax", "mm", "bmm", "mv", "dot", "matmul",
     "view", "reshape", "permute", "transpose", "swapaxes", "swapdims", "t", "expand",
-    "unsqueeze", "squeeze", "cat", "concat", "concatenate", "select", "narrow", "as_strided",
+    "unsqueeze", "squeeze", "unbind", "cat", "concat", "concatenate", "select", "narrow",
+    "as_strided",
     "clone", "contiguous_format", "preserve_format", "channels_last",
 ]

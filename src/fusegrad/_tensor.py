@@ -14,11 +14,10 @@ import weakref
 import numpy as np
 
 from . import _dispatch, _dtype
-from ._device import device as _device_cls
 from ._device import cpu as _cpu
+from ._device import device as _device_cls
 from ._printing import format_tensor
 from .autograd import graph as _graph
-from .autograd.grad_mode import state as _grad_state
 
 _ndarray = np.ndarray
 _new = object.__new__
@@ -98,6 +97,10 @@ class Tensor:
         t._grad = None
         t._post_acc_hooks = None
         return t
+
+    def _take_geometry(self, other) -> None:
+        """Adopt `other`'s view of the same storage (for metadata-only in-place ops)."""
+        self._data = other._data
 
     # ------------------------------------------------------------ attributes
 
@@ -206,9 +209,10 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        self._set_requires_grad(value)
+        self._set_requires_grad(
+            value, "only Tensors of floating point and complex dtype can require gradients")
 
-    def _set_requires_grad(self, value) -> None:
+    def _set_requires_grad(self, value, message: str) -> None:
         value = bool(value)
         if self._grad_fn is not None:
             if not value:
@@ -218,7 +222,7 @@ class Tensor:
                     "use var_no_grad = var.detach().")
             return
         if value and self._dtype.category != _dtype.FLOAT:
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError(message)
         self._rg = value
 
     @property
@@ -236,7 +240,10 @@ class Tensor:
                     f"assigned grad expected to be a Tensor or None but got grad of "
                     f"{type(value).__name__}")
             if tuple(value.shape) != tuple(self.shape):
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size".replace(", ", ", "))
             if value._dtype is not self._dtype:
                 raise RuntimeError("assigned grad has data of a different type")
         self._grad = value
@@ -325,19 +332,25 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        return iter(self.unbind(0))
 
     def __bool__(self) -> bool:
         data = self._data_dependent("bool")
         if data.size != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+            what = "no values" if data.size == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return bool(data.reshape(()))
 
+    def _scalar(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar())
 
     def __index__(self) -> int:
         if self._dtype.category != _dtype.INT or self.numel() != 1:
@@ -346,7 +359,7 @@ class Tensor:
         return int(self.item())
 
     def __complex__(self) -> complex:
-        return complex(self.item())
+        return complex(self._scalar())
 
     def __hash__(self) -> int:
         return id(self)
@@ -481,8 +494,7 @@ class Tensor:
     def detach(self):
         """A tensor sharing data and version counter, outside the graph."""
         t = Tensor._make(self._data, self._dtype)
-        t._vc = self._vc
-        t._base = self if self._base is None else self._base
+        t._vc = self._vc  # shares storage and version, but is not a view for autograd
         return t
 
     def detach_(self):
@@ -505,7 +517,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True):
         """Set `requires_grad` in place; returns self."""
-        self._set_requires_grad(requires_grad)
+        self._set_requires_grad(
+            requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
 
     def retain_grad(self) -> None:

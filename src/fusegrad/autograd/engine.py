@@ -140,7 +140,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     k = captures.get((node, nr))
                     if k is not None:
                         results[k] = g if results[k] is None or g is None else results[k] + g
-                if node in targets and (node.__class__ is AccumulateGrad or not accumulate) and \
+                if node in targets and node.__class__ is not AccumulateGrad and \
                         not any(c in needed for c, _ in node.next_functions if c is not None):
                     _release(node, retain_graph)
                     continue
@@ -185,11 +185,11 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             if x._grad_fn is not None and g is not None:
                 _set_grad(x, g, create_graph)
         return None
-    for x, g in zip(inputs, results):
+    for k, g in enumerate(results):
         if g is None and not allow_unused:
             raise RuntimeError(
-                "One of the differentiated Tensors appears to not have been used in the graph. "
-                "Set allow_unused=True if this is the desired behavior.")
+                f"The differentiated Tensor at index {k} appears to not have been used in the "
+                "graph. Set allow_unused=True if this is the desired behavior.")
     return tuple(results)
 
 

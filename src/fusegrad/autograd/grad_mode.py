@@ -49,13 +49,23 @@ class _GradModeContext:
         return self.__class__()
 
 
-class no_grad(_GradModeContext):
+class _NoParamContext(_GradModeContext):
+    """Also usable as a bare decorator: `@no_grad` as well as `@no_grad()`."""
+
+    def __new__(cls, fn=None):
+        self = super().__new__(cls)
+        if fn is None:
+            return self
+        return self(fn)
+
+
+class no_grad(_NoParamContext):
     """Context manager and decorator that disables gradient recording."""
 
     _target = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_NoParamContext):
     """Context manager and decorator that enables gradient recording."""
 
     _target = True

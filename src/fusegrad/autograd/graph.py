@@ -134,7 +134,8 @@ class SavedOutput:
         self.vc = t._vc
         self.version = t._vc[0]
         self.output_nr = t._output_nr
-        self.requires_grad = t._rg
+        # Saved before dispatch marks the output; a floating output will require grad.
+        self.requires_grad = t._dtype.is_floating_point
         self.fake = None if t._plain else t
 
     def unpack(self, node):
@@ -245,12 +246,14 @@ class FunctionNode(Node):
         out = []
         for (p, sub), (shape, dt) in zip(self._pos, self._in_meta):
             g = raw[p] if sub < 0 else raw[p][sub]
-            if g is not None:
+            if g is not None and shape is not None:
                 data = g._data
                 if (data.shape if data is not None else g.shape) != shape:
                     g = _sum_to(g, shape)
                 if g._dtype is not dt:
                     g = g.to(dt)
+            else:
+                g = None
             out.append(g)
         return out
 

@@ -34,8 +34,10 @@ def as_dtype(x, dt: np.dtype):
     """`x` (array or Python number) converted to `dt` for computing; numbers stay weak."""
     if x.__class__ is _nd:
         return x if x.dtype is dt else x.astype(dt)
-    if dt.kind in "iub" and isinstance(x, float):
-        return dt.type(x)
+    if dt.kind in "iu" and x.__class__ is int:
+        info = np.iinfo(dt)
+        if not info.min <= x <= info.max:  # wraps, as PyTorch converts the number
+            return np.array(x).astype(dt)[()]
     return x
 
 
@@ -111,7 +113,7 @@ def broadcast_shapes(*shapes) -> tuple:
     """The broadcast of `shapes`, with PyTorch's error for incompatible sizes."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
-    for k, shape in enumerate(shapes):
+    for shape in shapes:
         offset = ndim - len(shape)
         for i, size in enumerate(shape):
             j = offset + i

@@ -42,7 +42,7 @@ fill_scalar = register(
 fill_tensor = register(
     "fill_.Tensor", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward3",
     derivative=lambda g: (g * 0, g.sum()), zero_grad=True,
-    samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_")
+    tensor_args=(0, 1), samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_")
 
 
 def _copy_meta(a, src, non_blocking=False):
@@ -71,4 +71,4 @@ def _copy_samples(rng, dtype):
 copy_ = register(
     "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
-    samples=_copy_samples)
+    tensor_args=(0, 1), samples=_copy_samples)

@@ -76,12 +76,13 @@ add = register(
     "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
     derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})", onnx="Add")
+    samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})",
+    tensor_args=(0, 1), onnx="Add")
 sub = register(
     "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
     derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=binary_samples(), lowering="({a} - {b})", onnx="Sub")
+    samples=binary_samples(), lowering="({a} - {b})", tensor_args=(0, 1), onnx="Sub")
 rsub = register(
     "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
     meta=_sub_meta, node="RsubBackward1",
@@ -92,13 +93,14 @@ mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=lambda g, a, b: (g * b, g * a if _t(b) else None),
     save=lambda out, a, b: (a if _t(b) else None, b),
-    samples=binary_samples(), lowering="({a} * {b})", onnx="Mul")
+    samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul")
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=lambda g, a, b: (g / b, -g * a / (b * b) if _t(b) else None),
     save=lambda out, a, b: (a if _t(b) else None, b),
-    samples=binary_samples(domain=(0.5, 2.0)), lowering="({a} / {b})", onnx="Div")
+    samples=binary_samples(domain=(0.5, 2.0)), lowering="({a} / {b})",
+    tensor_args=(0, 1), onnx="Div")
 neg = register(
     "neg", kernel=np.negative, meta=unary_meta(to_float=False), node="NegBackward0",
     derivative=lambda g: (-g,), samples=unary_samples(), lowering="(-{a})", onnx="Neg")
@@ -131,7 +133,7 @@ pow_tensor = register(
     node="PowBackward1",
     derivative=lambda g, a, b, out: (g * b * a.pow(b - 1), g * out * a.log()),
     save=lambda out, a, b: (a, b, out),
-    samples=binary_samples(domain=(0.5, 2.0), scalars=()), onnx="Pow")
+    samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
 pow_scalar_base = register(
     "pow.Scalar", kernel=lambda s, e: binary_kernel(np.power)(s, e), meta=binary_meta(),
     node="PowBackward2",
@@ -175,12 +177,23 @@ abs_ = _unary("abs", np.abs, "AbsBackward0", lambda g, a: (g * a.sign(),),
               lambda out, a: (a,), to_float=False, lowering="fabs({a})", onnx="Abs")
 
 
+def _relu_check(dt) -> None:
+    if dt == np.bool_ or dt is _dtype.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+
+
 def _relu_kernel(a):
+    _relu_check(a.dtype)
     return np.maximum(a, 0).astype(a.dtype, copy=False)
 
 
+def _relu_meta(a):
+    _relu_check(a.dtype)
+    return unary_meta(to_float=False)(a)
+
+
 relu = register(
-    "relu", kernel=_relu_kernel, meta=unary_meta(to_float=False), node="ReluBackward0",
+    "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
     derivative=lambda g, out: (g * (out > 0),), save=lambda out, a: (out,),
     samples=unary_samples(), lowering="fmax({a}, 0)", onnx="Relu")
 sign = register(
@@ -239,7 +252,7 @@ def _where_samples(rng, dtype):
 where = register(
     "where.self", kernel=_where_kernel, meta=_where_meta, node="WhereBackward0",
     derivative=_where_derivative, save=lambda out, c, a, b: (c, a, b), nondiff_args=(0,),
-    samples=_where_samples, onnx="Where")
+    samples=_where_samples, tensor_args=(1, 2), onnx="Where")
 
 
 def _maximum_derivative(g, a, b):
@@ -251,7 +264,7 @@ def _maximum_derivative(g, a, b):
 maximum = register(
     "maximum", kernel=binary_kernel(np.maximum), meta=binary_meta(), node="MaximumBackward0",
     derivative=_maximum_derivative, save=lambda out, a, b: (a, b),
-    samples=binary_samples(scalars=()), onnx="Max")
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max")
 
 
 def _bounds(lo, hi) -> list:

@@ -12,6 +12,12 @@ _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2))
                   ((), 0), ((0, 3), 1), ((2, 0), 1), ((5,), 0)]
 
 
+def _axes(dims, ndim: int) -> tuple:
+    """Reduced axes, checked against `ndim` (a 0-d tensor accepts dim 0 and -1)."""
+    axes = wrap_dims(dims, ndim)
+    return axes if ndim else ()
+
+
 def _sum_dtype(dt: np.dtype, dtype) -> np.dtype:
     if dtype is not None:
         return dtype.np
@@ -27,7 +33,7 @@ def _reduce_shape(shape, dims, keepdim) -> tuple:
 
 def _sum_kernel(a, dims, keepdim=False, dtype=None):
     dt = _sum_dtype(a.dtype, dtype)
-    axes = wrap_dims(dims, a.ndim) if a.ndim else ()
+    axes = _axes(dims, a.ndim)
     acc = F32 if dt in HALF else dt
     return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
 
@@ -35,7 +41,7 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
 def _sum_meta(a, dims=None, keepdim=False, dtype=None):
     dt = dtype if dtype is not None else (
         _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
-    axes = wrap_dims(dims, len(a.shape)) if len(a.shape) else ()
+    axes = _axes(dims, len(a.shape))
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
 
 
@@ -81,7 +87,7 @@ def _mean_check(a, dtype):
 
 def _mean_kernel(a, dims=None, keepdim=False, dtype=None):
     dt = _mean_check(a, dtype).np
-    axes = wrap_dims(dims, a.ndim) if a.ndim else ()
+    axes = _axes(dims, a.ndim)
     acc = F32 if dt in HALF else dt
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.mean(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
@@ -120,7 +126,7 @@ def _all_if_empty(dims):
 
 
 def _amax_kernel(a, dims=(), keepdim=False):
-    axes = wrap_dims(_all_if_empty(dims), a.ndim) if a.ndim else ()
+    axes = _axes(_all_if_empty(dims), a.ndim)
     if a.size == 0 and any(a.shape[d] == 0 for d in axes) or (a.size == 0 and not axes):
         raise IndexError(
             "amax(): Expected reduction dim to be specified for input.numel() == 0. Specify "
@@ -129,7 +135,7 @@ def _amax_kernel(a, dims=(), keepdim=False):
 
 
 def _amax_meta(a, dims=(), keepdim=False):
-    axes = wrap_dims(_all_if_empty(dims), len(a.shape)) if len(a.shape) else ()
+    axes = _axes(_all_if_empty(dims), len(a.shape))
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
 
 

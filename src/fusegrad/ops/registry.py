@@ -42,7 +42,9 @@ class OpDef:
     __slots__ = ("name", "kernel", "meta", "derivative", "save", "node", "node_cls",
                  "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
-                 "public", "zero_grad", "saves_self_before_write", "__weakref__")
+                 "public", "zero_grad", "saves_self_before_write", "tensor_args",
+                 "metadata_only",
+                 "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -52,7 +54,8 @@ class OpDef:
                  domain: tuple | None = None, tolerance: dict | None = None,
                  gradcheck: bool = True, lowering: Any = None, onnx: Any = None,
                  decomposition: Callable | None = None, zero_grad: bool = False,
-                 public: str | None = None):
+                 public: str | None = None, tensor_args: tuple = (),
+                 metadata_only: bool = False):
         self.name = name
         self.kernel = kernel
         self.meta = meta
@@ -74,6 +77,12 @@ class OpDef:
         self.decomposition = decomposition
         self.zero_grad = zero_grad  # derivative is zero almost everywhere (floor, round, ...)
         self.public = public or name.split(".")[0]
+        # Positions ATen types as Tensor: a Python number there is a (wrapped) input with an
+        # edge of its own, `(None, 0)`, as in PyTorch's next_functions.
+        self.tensor_args = tensor_args
+        # In place on the metadata only (squeeze_, transpose_): the kernel returns a view of
+        # `self`'s data that becomes its data; nothing is copied.
+        self.metadata_only = metadata_only
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
 
@@ -109,7 +118,7 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     fields = dict(kernel=op.kernel, meta=op.meta, derivative=op.derivative, save=op.save,
                   node=op.node, differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                   samples=_inplace_samples(op.samples), domain=op.domain, tolerance=op.tolerance,
-                  gradcheck=op.gradcheck, zero_grad=op.zero_grad)
+                  gradcheck=op.gradcheck, zero_grad=op.zero_grad, tensor_args=op.tensor_args)
     fields.update(overrides)
     new = register(name, inplace=True, **fields)
     new.saves_self_before_write = saves_self

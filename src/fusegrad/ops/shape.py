@@ -226,15 +226,16 @@ def _expand_shape(shape, sizes):
             f"expand(torch.FloatTensor{{{size_str(shape)}}}, size={size_str(sizes)}): the number "
             "of sizes provided (" + str(len(sizes)) + ") must be greater or equal to the number "
             "of dimensions in the tensor (" + str(len(shape)) + ")")
-    out = []
+    out = [0] * len(sizes)
     lead = len(sizes) - len(shape)
-    for i, s in enumerate(sizes):
+    for i in reversed(range(len(sizes))):  # PyTorch reports the last mismatch first
+        s = sizes[i]
         if i < lead:
             if s < 0:
                 raise RuntimeError(
                     f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
                     "non-existing dimension " + str(i))
-            out.append(s)
+            out[i] = s
             continue
         have = shape[i - lead]
         if s == -1:
@@ -244,7 +245,7 @@ def _expand_shape(shape, sizes):
                 f"The expanded size of the tensor ({s}) must match the existing size ({have}) at "
                 f"non-singleton dimension {i}.  Target sizes: {size_str(sizes)}.  Tensor sizes: "
                 f"{size_str(shape)}")
-        out.append(s)
+        out[i] = s
     return tuple(out)
 
 
@@ -409,7 +410,9 @@ def select_backward_fn(g, shape, dim, index):
 
 def slice_bounds(size: int, start, end, step: int):
     """Clamp a Python-style slice to `size`, as PyTorch's `slice` does."""
-    if step <= 0:
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if step < 0:
         raise ValueError("step must be greater than zero")
     start = 0 if start is None else start
     end = size if end is None else end
@@ -630,8 +633,25 @@ cat = register(
         (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
         (((2, 3), (0,)), -1))],
     onnx="Concat")
+def is_dense(a: np.ndarray) -> bool:
+    """True if `a`'s elements tile a block of memory without gaps or overlaps."""
+    acc = 1
+    for size, stride in sorted(zip(a.shape, a.strides), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != acc * a.itemsize:
+            return False
+        acc *= size
+    return True
+
+
+def _clone_kernel(a, memory_format=None):
+    # PyTorch's preserve_format: keep the layout of dense tensors, else row-major.
+    return a.copy(order="K") if is_dense(a) else np.array(a, order="C", copy=True)
+
+
 clone = register(
-    "clone", kernel=lambda a, memory_format=None: a.copy(order="K"),
+    "clone", kernel=_clone_kernel,
     meta=lambda a, memory_format=None: Spec(tuple(a.shape), a.dtype), node="CloneBackward0",
     derivative=lambda g: (g, None),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (), (0, 2))],
@@ -648,3 +668,51 @@ to_copy = register(
     save=lambda out, a, dtype: (a.dtype,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), _dtype.float64))],
     gradcheck=False, onnx="Cast")
+
+
+def _unbind_kernel(a, dim=0):
+    if a.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, a.ndim)
+    return tuple(a[(slice(None),) * d + (i, Ellipsis)] for i in range(a.shape[d]))
+
+
+def _unbind_meta(a, dim=0):
+    if len(a.shape) == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, len(a.shape))
+    return [_select_meta(a, d, i) for i in range(a.shape[d])]
+
+
+def _unbind_derivative(grads, dim):
+    if not isinstance(grads, list):  # a single output
+        grads = [grads]
+    return (_cat_fn([g.unsqueeze(dim) for g in grads], dim), None)
+
+
+def _cat_fn(tensors, dim):
+    from .._dispatch import call
+
+    return call(cat, tensors, dim)
+
+
+unbind = register(
+    "unbind.int", kernel=_unbind_kernel, meta=_unbind_meta, view=True, node="UnbindBackward0",
+    derivative=_unbind_derivative, save=lambda out, a, dim=0: (dim,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
+        ((3, 4), 0), ((3, 4), 1), ((2, 3, 2), -1), ((1,), 0))],
+    public="unbind")
+
+
+def _squeeze_inplace_kernel(a, dim):
+    d = wrap_dim(dim, a.ndim)
+    return np.squeeze(a, axis=d) if a.ndim and a.shape[d] == 1 else a.view()
+
+
+squeeze_inplace = register(
+    "squeeze_.dim", kernel=_squeeze_inplace_kernel, meta=_squeeze_meta, inplace=True,
+    node="SqueezeBackward4", derivative=lambda g, shape: (g.reshape(shape), None),
+    save=lambda out, a, dim: (a.shape,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
+        ((3, 1, 4), 1), ((1,), 0), ((1, 3), -1))],
+    public="squeeze_", metadata_only=True)
