@@ -113,7 +113,7 @@ def call(op, *args):
     if op.view:
         _mark_view(result, args[0])
     if needs_grad and _grad_state.enabled and op.differentiable:
-        _record(op, args, _diff_inputs(op, args), result)
+        _record(op, args, result)
     return result
 
 
@@ -132,36 +132,29 @@ def _mark_view(result, base):
     result._vc = base._vc
 
 
-def _diff_inputs(op, args):
-    """The tensors that get an edge with their (arg position, list index), or None when
-    none of them requires grad."""
-    inputs = []
-    any_rg = False
+def _requires_grad(op, args) -> bool:
+    """Whether any input of `op` that gets an edge requires grad."""
     nondiff = op.nondiff_args
     for i, a in enumerate(args):
         if i in nondiff:
             continue
         if isinstance(a, Tensor):
-            inputs.append((a, (i, -1)))
-            any_rg = any_rg or a._rg
-        elif i in op.tensor_args and a.__class__ in _SIMPLE and a is not None:
-            inputs.append((None, (i, -1)))
+            if a._rg:
+                return True
         elif op.list_arg and (a.__class__ is list or a.__class__ is tuple):
-            for k, t in enumerate(a):
-                inputs.append((t, (i, k)))
-                any_rg = any_rg or t._rg
-    return inputs if any_rg else None
+            for t in a:
+                if t._rg:
+                    return True
+    return False
 
 
 def _shape(t) -> tuple:
-    if t is None:
-        return None
     data = t._data
     return data.shape if data is not None else tuple(t.shape)
 
 
 def _edge(t):
-    if t is None or not t._rg:
+    if not t._rg:
         return (None, 0)
     fn = t._grad_fn
     if fn is not None:
@@ -169,15 +162,39 @@ def _edge(t):
     return (t._grad_accumulator(), 0)
 
 
-def _new_node(op, inputs, result, args):
-    """`op`'s Node linked to the inputs' history, with what its derivative needs saved."""
+_NUMBER_INPUT = ((None, 0), (None, None))  # (edge, meta) of a number in a Tensor slot
+
+
+def _new_node(op, args, result):
+    """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, as PyTorch's
+    wrapped numbers), each input's shape and dtype, and what the derivative needs saved."""
     node = _new(op.node_cls)
     node._seq = next(_seq)
     node._x = None
-    node.next_functions = tuple([_edge(t) for t, _ in inputs])
-    node._in_meta = tuple([(_shape(t), t._dtype if t is not None else None)
-                           for t, _ in inputs])
-    node._pos = tuple([p for _, p in inputs])
+    edges = []
+    meta = []
+    pos = []
+    nondiff = op.nondiff_args
+    for i, a in enumerate(args):
+        if i in nondiff:
+            continue
+        if isinstance(a, Tensor):
+            edges.append(_edge(a))
+            meta.append((_shape(a), a._dtype))
+            pos.append((i, -1))
+        elif a.__class__ is list or a.__class__ is tuple:
+            if op.list_arg:
+                for k, t in enumerate(a):
+                    edges.append(_edge(t))
+                    meta.append((_shape(t), t._dtype))
+                    pos.append((i, k))
+        elif i in op.tensor_args and a is not None and a.__class__ in _SIMPLE:
+            edges.append(_NUMBER_INPUT[0])
+            meta.append(_NUMBER_INPUT[1])
+            pos.append((i, -1))
+    node.next_functions = tuple(edges)
+    node._in_meta = tuple(meta)
+    node._pos = tuple(pos)
     if op.save is not None:
         node._saved, node._versions = _graph.save_values(op.save(result, *args), result)
     else:
@@ -186,21 +203,19 @@ def _new_node(op, inputs, result, args):
     return node
 
 
-def _record(op, args, inputs, result):
+def _record(op, args, result):
     """Make `op`'s Node and make it the grad_fn of the (floating) results."""
-    if inputs is None:
-        return None
     if result.__class__ is tuple:
         for i, r in enumerate(result):
             r._output_nr = i
-        node = _new_node(op, inputs, result, args)
+        node = _new_node(op, args, result)
         for r in result:
             if r._dtype.category == _dtype.FLOAT:
                 r._rg = True
                 r._grad_fn = node
         node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
         return node
-    node = _new_node(op, inputs, result, args)
+    node = _new_node(op, args, result)
     if result._dtype.category == _dtype.FLOAT:
         result._rg = True
         result._grad_fn = node
@@ -244,16 +259,13 @@ def _inplace(op, args, raw):
             raise RuntimeError(
                 f"result type {src.legacy} can't be cast to the desired output type "
                 f"{self._dtype.legacy}")
-    inputs = None
-    if _grad_state.enabled and op.differentiable:
-        inputs = _diff_inputs(op, args)
-    if inputs is not None and op.saves_self_before_write:
+    record = _grad_state.enabled and op.differentiable and _requires_grad(op, args)
+    if record and op.saves_self_before_write:
         original = self._shallow_copy()
         original._data = dst.copy()
         original._vc = [0]
         original._base = None
         args = (original,) + args[1:]
-        inputs = [(original if t is self else t, p) for t, p in inputs]
     try:
         np.copyto(dst, value, casting="unsafe")
     except ValueError as e:
@@ -264,8 +276,8 @@ def _inplace(op, args, raw):
                 "operation.") from None
         raise RuntimeError(str(e)) from None
     self._vc[0] += 1
-    if inputs is not None:
-        _record_inplace(op, args, inputs, self)
+    if record:
+        _record_inplace(op, args, self)
     return self
 
 
@@ -280,7 +292,7 @@ def _inplace_metadata(op, args, raw, new=None):
     self._vc[0] += 1
     if self._rg and _grad_state.enabled:
         args = (old,) + args[1:]
-        node = _new_node(op, [(old, (0, -1))], None, args)
+        node = _new_node(op, args, None)
         self._grad_fn = node
         self._output_nr = 0
         node._out_meta = ((_shape(self), self._dtype),)
@@ -297,11 +309,11 @@ def _inplace_shape_error(shape, self_shape) -> None:
                            f"broadcast shape {size_str(full)}")
 
 
-def _record_inplace(op, args, inputs, self):
+def _record_inplace(op, args, self):
     if self._base is not None:
-        return _record_inplace_on_view(op, args, inputs, self)
+        return _record_inplace_on_view(op, args, self)
     self._output_nr = 0
-    node = _new_node(op, inputs, self, args)
+    node = _new_node(op, args, self)
     self._rg = True
     self._grad_fn = node
     node._out_meta = ((_shape(self), self._dtype),)
@@ -311,13 +323,13 @@ def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
-def _record_inplace_on_view(op, args, inputs, view):
+def _record_inplace_on_view(op, args, view):
     """An in-place op on a view: the base's history becomes CopySlices around the op's node,
     and the view's history becomes an as_strided view of the new base (as in PyTorch)."""
     from .ops.shape import as_strided
 
     base = view._base
-    fn = _new_node(op, inputs, view, args)
+    fn = _new_node(op, args, view)
     fn._out_meta = ((_shape(view), view._dtype),)
     node = _graph.CopySlices()
     node._fn = fn
@@ -330,7 +342,7 @@ def _record_inplace_on_view(op, args, inputs, view):
     base._output_nr = 0
     size, stride, offset = node._view_geom
     view._grad_fn = None
-    _record(as_strided, (base, size, stride, offset), [(base, (0, -1))], view)
+    _record(as_strided, (base, size, stride, offset), view)
 
 
 def _call_slow(op, args):
@@ -358,14 +370,13 @@ def _finish(op, args, result):
         self = args[0]
         if op.metadata_only:
             return _inplace_metadata(op, args, None, result)
-        inputs = _diff_inputs(op, args) if _grad_state.enabled and op.differentiable else None
-        if inputs is not None:
-            _record_inplace(op, args, inputs, self)
+        if _grad_state.enabled and op.differentiable and _requires_grad(op, args):
+            _record_inplace(op, args, self)
         return self
     if op.view:
         _mark_view(result, args[0])
-    if _grad_state.enabled and op.differentiable:
-        _record(op, args, _diff_inputs(op, args), result)
+    if _grad_state.enabled and op.differentiable and _requires_grad(op, args):
+        _record(op, args, result)
     return result
 
 

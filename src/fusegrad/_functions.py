@@ -431,6 +431,11 @@ def _normalize_index(index) -> tuple:
 
 def getitem(input, index):
     """Basic indexing (ints, slices, None, Ellipsis): a view, recorded as PyTorch records it."""
+    if index.__class__ is int and input.ndim:  # the common `x[i]`
+        size = input.shape[0]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
+        return call(S.select, input, 0, index)
     single_slice = isinstance(index, slice)
     if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "

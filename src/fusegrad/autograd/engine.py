@@ -129,6 +129,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     _grad_state.enabled = bool(create_graph)
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
+        fast_add = not create_graph  # gradients need no history: add their arrays directly
+        from .._tensor import Tensor
+
         while ready:
             node = heappop(ready)[2]
             grads = buffers.pop(node, None) or [None]
@@ -171,7 +174,14 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     if buf is None:
                         out_meta = child._out_meta
                         buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    prev = buf[nr]
+                    if prev is None:
+                        buf[nr] = g
+                    elif fast_add and prev._data is not None and g._data is not None:
+                        buf[nr] = Tensor._make(np.asarray(np.add(prev._data, g._data)),
+                                               prev._dtype)
+                    else:
+                        buf[nr] = prev + g
                 if n == 1:
                     heappush(ready, (-child._seq, id(child), child))
                 deps[child] = n - 1

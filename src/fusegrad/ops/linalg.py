@@ -8,6 +8,11 @@ from ._util import F32, HALF, Spec, dtype_of, rand_array
 from .registry import Sample, register
 
 
+def _save_partners(out, a, b):
+    # Each operand is needed only for the other's gradient.
+    return (a if b._rg else None, b if a._rg else None)
+
+
 def _same_dtype(a, b, what="m1 and m2"):
     da, db = dtype_of(a), dtype_of(b)
     if da is not db:
@@ -54,7 +59,9 @@ mm = register(
     "mm", kernel=_mm_kernel,
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
-    derivative=lambda g, a, b: (g.mm(b.t()), a.t().mm(g)), save=lambda out, a, b: (a, b),
+    derivative=lambda g, a, b: (g.mm(b.t()) if b is not None else None,
+                                a.t().mm(g) if a is not None else None),
+    save=_save_partners,
     samples=_mm_samples, onnx="MatMul", lowering="extern")
 
 
@@ -80,8 +87,9 @@ bmm = register(
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
-    derivative=lambda g, a, b: (g.bmm(b.transpose(1, 2)), a.transpose(1, 2).bmm(g)),
-    save=lambda out, a, b: (a, b),
+    derivative=lambda g, a, b: (g.bmm(b.transpose(1, 2)) if b is not None else None,
+                                a.transpose(1, 2).bmm(g) if a is not None else None),
+    save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
                              for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],
     onnx="MatMul", lowering="extern")
@@ -101,7 +109,9 @@ def _mv_check(a, v):
 mv = register(
     "mv", kernel=lambda a, v: (_mv_check(a, v), _matmul(a, v))[1],
     meta=lambda a, v: (_mv_check(a, v), Spec((a.shape[0],), a.dtype))[1], node="MvBackward0",
-    derivative=lambda g, a, v: (g.unsqueeze(1) * v, a.t().mv(g)), save=lambda out, a, v: (a, v),
+    derivative=lambda g, a, v: (g.unsqueeze(1) * v if v is not None else None,
+                                a.t().mv(g) if a is not None else None),
+    save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0, 2), dt), rand_array(rng, (2,), dt)))],
     onnx="MatMul", lowering="extern")
@@ -125,7 +135,9 @@ def _dot_check(a, b):
 dot = register(
     "dot", kernel=lambda a, b: (_dot_check(a, b), np.asarray(_matmul(a, b)))[1],
     meta=lambda a, b: (_dot_check(a, b), Spec((), a.dtype))[1], node="DotBackward0",
-    derivative=lambda g, a, b: (g * b, g * a), save=lambda out, a, b: (a, b),
+    derivative=lambda g, a, b: (g * b if b is not None else None,
+                                g * a if a is not None else None),
+    save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
     onnx="MatMul", lowering="extern")

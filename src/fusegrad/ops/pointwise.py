@@ -33,6 +33,11 @@ def _t(x) -> bool:
     return isinstance(x, plain.Tensor)
 
 
+def needs(x) -> bool:
+    """True for a tensor that requires grad (its partner's value must then be saved)."""
+    return isinstance(x, plain.Tensor) and x._rg
+
+
 # ---------------------------------------------------------------- arithmetic
 
 
@@ -91,8 +96,9 @@ rsub = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))], onnx="Sub")
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
-    derivative=lambda g, a, b: (g * b, g * a if _t(b) else None),
-    save=lambda out, a, b: (a if _t(b) else None, b),
+    derivative=lambda g, a, b: (g * b if b is not None else None,
+                                g * a if a is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
     samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul")
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),

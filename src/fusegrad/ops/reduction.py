@@ -31,6 +31,15 @@ def _reduce_shape(shape, dims, keepdim) -> tuple:
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
+_F = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sum_all_kernel(a, dtype=None):
+    if dtype is None and (a.dtype is _F[0] or a.dtype is _F[1]):
+        return np.add.reduce(a, axis=None)
+    return _sum_kernel(a, None, False, dtype)
+
+
 def _sum_kernel(a, dims, keepdim=False, dtype=None):
     dt = _sum_dtype(a.dtype, dtype)
     axes = _axes(dims, a.ndim)
@@ -64,7 +73,7 @@ def _full_samples(rng, dtype):
 
 
 sum_ = register(
-    "sum", kernel=lambda a, dtype=None: _sum_kernel(a, None, False, dtype),
+    "sum", kernel=_sum_all_kernel,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
     samples=_full_samples, onnx="ReduceSum")
