@@ -372,27 +372,16 @@ def as_strided(input, size, stride, storage_offset=None):
     return call(S.as_strided, input, tuple(size), tuple(stride), storage_offset)
 
 
-class _MemoryFormat:
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return "torch." + self.name
-
-
-contiguous_format = _MemoryFormat("contiguous_format")
-preserve_format = _MemoryFormat("preserve_format")
-channels_last = _MemoryFormat("channels_last")
+contiguous_format = S.contiguous_format
+preserve_format = S.preserve_format
+channels_last = S.channels_last
 
 
 def clone(input, *, memory_format=None):
     """A copy with its own storage (recorded as CloneBackward0)."""
-    out = call(S.clone, input)
-    if memory_format is contiguous_format and not out._data.flags.c_contiguous:
-        import numpy as np
-
-        out._data = np.ascontiguousarray(out._data)
-    return out
+    if memory_format is None or memory_format is preserve_format:
+        return call(S.clone, input)
+    return call(S.clone, input, memory_format)
 
 
 def contiguous(input, memory_format=None):

@@ -642,9 +642,26 @@ def is_dense(a: np.ndarray) -> bool:
     return True
 
 
+class MemoryFormat:
+    """How a copy lays out its elements (`torch.contiguous_format`, ...)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "torch." + self.name
+
+
+contiguous_format = MemoryFormat("contiguous_format")
+preserve_format = MemoryFormat("preserve_format")
+channels_last = MemoryFormat("channels_last")
+
+
 def _clone_kernel(a, memory_format=None):
-    # PyTorch's preserve_format: keep the layout of dense tensors, else row-major.
-    return a.copy(order="K") if is_dense(a) else np.array(a, order="C", copy=True)
+    # PyTorch's preserve_format keeps the layout of dense tensors; otherwise row-major.
+    if memory_format is contiguous_format or not is_dense(a):
+        return np.array(a, order="C", copy=True)
+    return a.copy(order="K")
 
 
 clone = register(
