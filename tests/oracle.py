@@ -248,7 +248,7 @@ def assert_same_warnings(fn_fg, fn_th):
     res_fg, w_fg = recorded_warnings(fn_fg)
     assert res_th is None, f"oracle raised {res_th!r}"
     assert res_fg is None, f"fusegrad raised {type(res_fg).__name__}: {res_fg}"
-    assert w_fg == w_th
+    assert w_fg == w_th, f"fusegrad warned {w_fg}\ntorch warned    {w_th}"
 
 
 # ----------------------------------------------------------------------------------------------

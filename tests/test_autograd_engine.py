@@ -165,6 +165,34 @@ def test_op_gradients_low_precision(name, dt):
     check(graph_of(prog), *arrays, requires_grad=True, dtype=dt)
 
 
+SPECIAL_POINTS = {
+    "relu_at_zero": (lambda T, x: x.relu(), [0.0, -1.0, 2.0]),
+    "abs_at_zero": (lambda T, x: x.abs(), [0.0, -1.0, 2.0]),
+    "clamp_at_bounds": (lambda T, x: x.clamp(-1.0, 1.0), [-1.0, 1.0, 0.5, 3.0]),
+    "clamp_min_at_bound": (lambda T, x: x.clamp(min=0.0), [0.0, -1.0, 2.0]),
+    "maximum_ties": (lambda T, x: T.maximum(x, T.tensor([0.0, 2.0, 1.0], dtype=x.dtype)),
+                     [0.0, 1.0, 1.0]),
+    "maximum_self_ties": (lambda T, x: T.maximum(x, x[:1].expand(3)), [1.0, 1.0, 0.5]),
+    "amax_ties": (lambda T, x: x.amax(), [1.0, 3.0, 3.0]),
+    "amax_dim_ties": (lambda T, x: x.view(2, 2).amax(1), [2.0, 2.0, 1.0, 5.0]),
+    "sqrt_at_zero": (lambda T, x: x.sqrt(), [0.0, 4.0]),
+    "pow_zero_exponent": (lambda T, x: x ** 0, [0.0, 2.0]),
+    "pow_at_zero": (lambda T, x: x ** 2, [0.0, -3.0]),
+    "pow_half_at_zero": (lambda T, x: x ** 0.5, [0.0, 4.0]),
+    "log_at_zero": (lambda T, x: x.log(), [0.0, 1.0]),
+    "div_by_zero": (lambda T, x: T.ones(2, dtype=x.dtype) / x, [0.0, 2.0]),
+    "softmax_inf": (lambda T, x: x.softmax(0), [float("-inf"), 0.0, 1.0]),
+    "where_nan_branch": (lambda T, x: T.where(x > 0, x.sqrt(), x * 0), [-1.0, 4.0]),
+}
+
+
+@pytest.mark.parametrize("name", list(SPECIAL_POINTS))
+@pytest.mark.parametrize("dt", FLOAT_DTYPES)
+def test_gradients_at_special_points(name, dt):
+    prog, data = SPECIAL_POINTS[name]
+    check(backprop(prog), np.array(data), requires_grad=True, dtype=dt, check_grad_fn=True)
+
+
 def test_mixed_dtype_gradients():
     def prog(T, x, y):
         z = (x * y).sum()
@@ -730,7 +758,30 @@ def _saved_leaf_under_no_grad(T, x0):
     y.sum().backward()
 
 
+def _saved_modified_via_detach(T, x):
+    y = x.exp()
+    y.detach().zero_()
+    y.sum().backward()
+
+
+def _no_grad_view_modified(T, x):
+    a = x * 1
+    with T.no_grad():
+        v = a[0]
+    v.mul_(2)
+
+
+def _detached_view_modified(T, x):
+    a = x.clone()
+    y = a.sin()
+    a.detach()[0].fill_(0)
+    y.sum().backward()
+
+
 AUTOGRAD_ERRORS = {
+    "no_grad_view_modified": (_no_grad_view_modified, (3,)),
+    "detached_view_modified": (_detached_view_modified, (3,)),
+    "saved_modified_via_detach": (_saved_modified_via_detach, (3,)),
     "backward_twice": (_backward_twice, (3,)),
     "backward_twice_retain": (_backward_twice_retain_then_free, (3,)),
     "grad_twice": (_grad_twice, (3,)),
@@ -799,6 +850,15 @@ def _rg_zeros(T, dt):
 def test_requires_grad_integer_errors(make, dt):
     assert_same_error(lambda: make(fg, getattr(fg, dt)), lambda: make(torch, getattr(torch, dt)),
                       full=True)
+
+
+def test_data_modification_is_not_tracked():
+    def prog(T, x):
+        y = x.exp()
+        y.data.mul_(0.5)
+        y.sum().backward()
+        return x.grad, y._version, y
+    check(prog, randn(3), requires_grad=True)
 
 
 def test_failed_backward_leaves_grads_untouched():

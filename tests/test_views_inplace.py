@@ -395,3 +395,91 @@ def test_failed_inplace_on_shared_storage_leaves_views():
                 errs.append(str(e))
         return errs, x, v, i, x._version, v._version, i._version
     check(prog, randn(2, 3, seed=3), randn(4, seed=4), dtype="float32")
+
+
+# ----------------------------------------------------------------------------------------------
+# views created before an in-place op on their base (autograd)
+# ----------------------------------------------------------------------------------------------
+
+def test_view_grad_after_base_modified_in_place():
+    def prog(T, x):
+        a = x.clone()
+        v = a[0]
+        w = a[1:].t() if a.dim() == 2 else a[1:]
+        a.mul_(2)
+        (v.sum() * 3 + (w * w).sum()).backward()
+        return x.grad, v, w, v._version, a._version
+    check(prog, randn(3, 2), requires_grad=True)
+
+
+def test_view_grad_fn_after_base_modified_in_place():
+    def prog(T, x):
+        a = x.clone()
+        v = a[0]
+        a.mul_(2)
+        return type(v.grad_fn).__name__, v.requires_grad, v._base is a
+    check(prog, randn(3), requires_grad=True)
+
+
+def test_inplace_copy_into_view_of_non_requiring_base():
+    def prog(T, x):
+        buf = T.zeros(2, 3, dtype=x.dtype)
+        buf[0].copy_(x)
+        buf[1].add_(x * 2)
+        r = (buf.requires_grad, buf.is_leaf, type(buf.grad_fn).__name__)
+        (buf * buf).sum().backward()
+        return r, buf, x.grad
+    check(prog, randn(3), requires_grad=True)
+
+
+def test_saved_view_modified_through_base_error():
+    def prog(T, x):
+        a = x.clone()
+        v = a[1:]
+        y = v.sin()
+        a.add_(1)
+        y.sum().backward()
+    check(prog, randn(3), requires_grad=True, dtype="float32", expect_error=True,
+          full_message=True)
+
+
+def test_grad_accumulates_in_place():
+    def prog(T, x):
+        (x * 2).sum().backward()
+        g = x.grad
+        (x * 3).sum().backward()
+        return x.grad is g, g
+    check(prog, randn(3), requires_grad=True)
+
+
+def test_sibling_view_grad_after_inplace_on_other_view():
+    def prog(T, x, y):
+        a = x.clone()
+        row = a[0]
+        col = a[:, 1]
+        row.mul_(y)
+        (col * T.arange(3.0, dtype=x.dtype)).sum().backward()
+        return x.grad, y.grad, col, a._version
+    check(prog, randn(3, 3, seed=1), randn(3, seed=2), requires_grad=True)
+
+
+def test_view_of_view_grad_after_base_modified():
+    def prog(T, x):
+        a = x.clone()
+        v = a.view(-1)[1:5].view(2, 2)
+        a.add_(x)
+        (v * v).sum().backward()
+        return x.grad, v
+    check(prog, randn(2, 3), requires_grad=True)
+
+
+def test_fill_and_copy_gradients_flow_to_value():
+    def prog(T, x, v, y):
+        a = x * 1
+        a[0].fill_(v)
+        b = x.clone()
+        b.copy_(y[0])
+        (a * a).sum().backward(retain_graph=True)
+        (b * x).sum().backward()
+        return a, b, x.grad, v.grad, y.grad
+    check(prog, randn(2, 3, seed=1), np.array(0.7), randn(1, 3, seed=2), requires_grad=True)

@@ -4,6 +4,8 @@
 nn, optim, data, fx and compile.
 """
 
+import numpy as _np
+
 from . import (
     _functions,  # noqa: F401  (attaches the Tensor methods)
     autograd,
@@ -62,6 +64,9 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
 __version__ = "0.1.0"
+
+# As in PyTorch, overflow, division by zero and invalid operations give inf/nan silently.
+_np.seterr(all="ignore")
 
 
 def is_tensor(obj) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -105,9 +106,19 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
     _check_device(device)
     dt = dtype or _infer_dtype(data)
-    if _dispatch._modes and isinstance(data, Tensor) and not data._plain:
-        return data.detach().to(dt).clone()
-    return _finish(_to_array(data, dt.np), dt, requires_grad)
+    if isinstance(data, Tensor):
+        warnings.warn(
+            "To copy construct from a tensor, it is recommended to use "
+            "sourceTensor.detach().clone() or sourceTensor.detach().clone().requires_grad_(True), "
+            "rather than torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
+        if not data._plain:
+            return data.detach().to(dt).clone()
+    try:
+        array = _to_array(data, dt.np)
+    except OverflowError:
+        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow") \
+            from None
+    return _finish(array, dt, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:

@@ -130,6 +130,26 @@ def _mark_view(result, base):
         return
     result._base = base if base._base is None else base._base
     result._vc = base._vc
+    result._view_ver = base._vc[0] if _grad_state.enabled else -1
+
+
+def sync_view(t) -> None:
+    """Give view `t` a fresh history if its base was modified in place since it was made.
+
+    A view's grad_fn describes how it was computed from its base's history at the time; once
+    the base changes in place, the view is `as_strided` of the base's new history (PyTorch
+    regenerates it the same way, on access)."""
+    ver = t._view_ver
+    if ver is None or ver < 0 or ver == t._vc[0]:
+        return
+    t._view_ver = t._vc[0]
+    base = t._base
+    if base._rg:
+        from .ops.shape import as_strided
+
+        size, stride, offset = _geometry(t)
+        t._output_nr = 0
+        _record(as_strided, (base, size, stride, offset), t)
 
 
 def _requires_grad(op, args) -> bool:
@@ -154,6 +174,8 @@ def _shape(t) -> tuple:
 
 
 def _edge(t):
+    if t._base is not None:
+        sync_view(t)
     if not t._rg:
         return (None, 0)
     fn = t._grad_fn
@@ -223,8 +245,9 @@ def _record(op, args, result):
     return node
 
 
-def check_inplace_allowed(self) -> None:
-    """PyTorch's errors for writing into a leaf (or a view of one) that requires grad."""
+def check_inplace_allowed(self, record: bool = True) -> None:
+    """PyTorch's errors for writing into a leaf (or a view of one) that requires grad, or into
+    a view made under no_grad when the write would be recorded."""
     if not _grad_state.enabled:
         return
     base = self._base
@@ -233,6 +256,13 @@ def check_inplace_allowed(self) -> None:
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
                 "operation.")
+        if self._view_ver == -1 and (record or base._rg):
+            raise RuntimeError(
+                "A view was created in no_grad mode and is being modified inplace with grad "
+                "mode enabled. Given that this use case is ambiguous and error-prone, it is "
+                "forbidden. You can clarify your code by moving both the view and the inplace "
+                "either both inside the no_grad block (if you don't want the inplace to be "
+                "tracked) or both outside (if you want the inplace to be tracked).")
     elif self._rg and self._grad_fn is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
@@ -240,7 +270,8 @@ def check_inplace_allowed(self) -> None:
 
 def _inplace(op, args, raw):
     self = args[0]
-    check_inplace_allowed(self)
+    record = _grad_state.enabled and op.differentiable and _requires_grad(op, args)
+    check_inplace_allowed(self, record)
     if op.metadata_only:
         return _inplace_metadata(op, args, raw)
     dst = self._data
@@ -259,7 +290,6 @@ def _inplace(op, args, raw):
             raise RuntimeError(
                 f"result type {src.legacy} can't be cast to the desired output type "
                 f"{self._dtype.legacy}")
-    record = _grad_state.enabled and op.differentiable and _requires_grad(op, args)
     if record and op.saves_self_before_write:
         original = self._shallow_copy()
         original._data = dst.copy()
@@ -343,6 +373,7 @@ def _record_inplace_on_view(op, args, view):
     size, stride, offset = node._view_geom
     view._grad_fn = None
     _record(as_strided, (base, size, stride, offset), view)
+    view._view_ver = view._vc[0]
 
 
 def _call_slow(op, args):

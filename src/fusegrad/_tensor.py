@@ -56,7 +56,8 @@ class Size(tuple):
 class Tensor:
     """A multi-dimensional array that records operations for automatic differentiation."""
 
-    __slots__ = ("_data", "_dtype", "_rg", "_grad_fn", "_grad", "_vc", "_base",
+    # `_view_ver`, for views: the version their grad_fn was made at (-1: made under no_grad).
+    __slots__ = ("_data", "_dtype", "_rg", "_grad_fn", "_grad", "_vc", "_base", "_view_ver",
                  "_output_nr", "_retains", "_hooks", "_grad_acc", "_post_acc_hooks",
                  "__weakref__")
     # Plain tensors take dispatch's fast path; FakeTensor and protocol subclasses do not.
@@ -80,6 +81,7 @@ class Tensor:
         t._grad = None
         t._vc = [0]
         t._base = None
+        t._view_ver = None
         t._output_nr = 0
         t._retains = False
         t._hooks = None
@@ -195,16 +197,22 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         """True for tensors not produced by a recorded operation."""
+        if self._base is not None:
+            _dispatch.sync_view(self)
         return self._grad_fn is None
 
     @property
     def grad_fn(self):
         """The Node that produced this tensor, or None for leaves."""
+        if self._base is not None:
+            _dispatch.sync_view(self)
         return self._grad_fn
 
     @property
     def requires_grad(self) -> bool:
         """Whether gradients are computed for this tensor."""
+        if self._base is not None:
+            _dispatch.sync_view(self)
         return self._rg
 
     @requires_grad.setter

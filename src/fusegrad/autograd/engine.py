@@ -17,6 +17,10 @@ from .graph import AccumulateGrad
 
 
 def _root_edge(t, i):
+    if t._base is not None:
+        from .._dispatch import sync_view
+
+        sync_view(t)
     if not t.requires_grad:
         raise RuntimeError(
             f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -184,7 +184,7 @@ def _contains(items, x) -> bool:
 
 def _modified_message(t, expected: int) -> str:
     where = ""
-    owner = t._grad_fn
+    owner = t.grad_fn
     if owner is not None:
         short = re.sub(r"Backward\d*$", "", type(owner).__name__)
         where = f", which is output {t._output_nr} of {short},"

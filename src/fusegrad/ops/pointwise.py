@@ -116,9 +116,31 @@ reciprocal = register(
     samples=unary_samples(domain=(0.5, 2.0)), lowering="(1 / {a})", onnx="Reciprocal")
 
 
+_NEG_INT_POW = "Integers to negative integer powers are not allowed."
+
+
+def _int_power(a, e):
+    """Integer powers as PyTorch computes them: x ** -n is 0 unless |x| is 1."""
+    e = np.asarray(e)
+    if e.dtype.kind not in "iu" or not (e < 0).any():
+        return np.power(a, e)
+    pos = np.power(a, np.abs(e))
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 0, 1, -1), 0))
+    return np.where(e < 0, neg, pos).astype(np.result_type(a, e), copy=False)
+
+
 def _pow_ts_kernel(a, e):
     dt = float_np(a.dtype) if isinstance(e, float) else a.dtype
+    if dt.kind in "iu" and isinstance(e, int) and e < 0:
+        raise RuntimeError(_NEG_INT_POW)
     return binary_kernel(np.power)(a.astype(dt) if a.dtype is not dt else a, e)
+
+
+def _pow_ts_meta(a, e):
+    dt = _dtype.result_type(a, e)
+    if dt.category != _dtype.FLOAT and isinstance(e, int) and e < 0:
+        raise RuntimeError(_NEG_INT_POW)
+    return Spec(tuple(a.shape), dt)
 
 
 def _pow_ts_derivative(g, a, e):
@@ -128,14 +150,13 @@ def _pow_ts_derivative(g, a, e):
 
 
 pow_scalar = register(
-    "pow.Tensor_Scalar", kernel=_pow_ts_kernel,
-    meta=lambda a, e: Spec(tuple(a.shape), _dtype.result_type(a, e)), node="PowBackward0",
+    "pow.Tensor_Scalar", kernel=_pow_ts_kernel, meta=_pow_ts_meta, node="PowBackward0",
     derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
                              for s in ((3, 4), (), (0,)) for e in (2, 3, 0.5, -1.5, 0)],
     onnx="Pow")
 pow_tensor = register(
-    "pow.Tensor_Tensor", kernel=binary_kernel(np.power), meta=binary_meta(),
+    "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),
     node="PowBackward1",
     derivative=lambda g, a, b, out: (g * b * a.pow(b - 1), g * out * a.log()),
     save=lambda out, a, b: (a, b, out),
@@ -227,14 +248,16 @@ ge = _compare("ge.Tensor", np.greater_equal, "GreaterOrEqual")
 
 
 def _where_kernel(cond, a, b):
+    if cond.dtype != np.bool_:
+        _where_meta(cond, a, b)
     return np.where(cond, a, b).astype(result_np(a, b), copy=False)
 
 
 def _where_meta(cond, a, b):
-    if hasattr(cond, "dtype") and cond.dtype is not _dtype.bool_:
+    if hasattr(cond, "dtype") and dtype_of(cond) is not _dtype.bool_:
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-            f"{cond.dtype.legacy}")
+            f"{dtype_of(cond).legacy}")
     shape = broadcast_shapes(shape_of(cond), shape_of(a), shape_of(b))
     return Spec(shape, _dtype.result_type(a, b))
 

@@ -134,17 +134,27 @@ def _all_if_empty(dims):
     return None if dims is None or (isinstance(dims, (tuple, list)) and not dims) else dims
 
 
+def _check_amax(shape, dims, axes) -> None:
+    if _all_if_empty(dims) is None:
+        if 0 in shape:
+            raise RuntimeError(
+                "amax(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
+        return
+    for d in axes:
+        if shape[d] == 0:
+            raise IndexError(f"amax(): Expected reduction dim {d} to have non-zero size.")
+
+
 def _amax_kernel(a, dims=(), keepdim=False):
     axes = _axes(_all_if_empty(dims), a.ndim)
-    if a.size == 0 and any(a.shape[d] == 0 for d in axes) or (a.size == 0 and not axes):
-        raise IndexError(
-            "amax(): Expected reduction dim to be specified for input.numel() == 0. Specify "
-            "the reduction dim with the 'dim' argument.")
+    _check_amax(a.shape, dims, axes)
     return np.amax(a, axis=axes, keepdims=keepdim)
 
 
 def _amax_meta(a, dims=(), keepdim=False):
     axes = _axes(_all_if_empty(dims), len(a.shape))
+    _check_amax(tuple(a.shape), dims, axes)
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
 
 

@@ -37,12 +37,17 @@ def infer_size(shape, n: int) -> tuple:
     if len(infer) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = 1
-    for s in shape:
+    for i, s in enumerate(shape):
         if s != -1:
             if s < 0:
-                raise RuntimeError(f"invalid shape dimension {s}")
+                raise RuntimeError(
+                    f"invalid shape dimension {s} at index {i} of shape {size_str(shape)}")
             known *= s
     if infer:
+        if known == 0 and n == 0:
+            raise RuntimeError(
+                f"cannot reshape tensor of 0 elements into shape {size_str(shape)} because the "
+                "unspecified dimension size -1 can be any value and is ambiguous")
         if known == 0 or n % known:
             raise RuntimeError(f"shape '{size_str(shape)}' is invalid for input of size {n}")
         shape = shape[:infer[0]] + (n // known,) + shape[infer[0] + 1:]
@@ -106,6 +111,8 @@ _VIEW_ERROR = ("view size is not compatible with input tensor's size and stride 
 
 def _view_kernel(a, shape):
     # NumPy resolves -1 and refuses copies itself; on failure the meta names the problem.
+    if min(shape, default=0) < -1 or (a.size == 0 and -1 in shape):
+        infer_size(shape, a.size)  # sizes NumPy would accept but PyTorch refuses
     return np.reshape(a, shape, copy=False)
 
 
