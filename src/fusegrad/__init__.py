@@ -9,7 +9,9 @@ import numpy as _np
 from . import (
     _functions,  # noqa: F401  (attaches the Tensor methods)
     autograd,
+    fx,
     ops,
+    utils,
 )
 from ._creation import (
     arange,
@@ -21,6 +23,7 @@ from ._creation import (
     full,
     full_like,
     linspace,
+    logspace,
     normal,
     ones,
     ones_like,
@@ -32,6 +35,8 @@ from ._creation import (
     randn_like,
     randperm,
     tensor,
+    tril_indices,
+    triu_indices,
     zeros,
     zeros_like,
 )
@@ -59,7 +64,16 @@ from ._functions import abs, pow, sum  # noqa: A004
 from ._printing import get_printoptions, set_printoptions
 from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ._tensor import Size, Tensor
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (
+    enable_grad,
+    inference_mode,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
@@ -89,3 +103,11 @@ def result_type(tensor1, tensor2) -> dtype:
 def detach(input):
     """`input.detach()`."""
     return input.detach()
+
+from . import _dynamo, compiler, jit  # noqa: E402
+from .compiler import compile  # noqa: E402, A004
+
+# isort: split
+# nn, optim, data, models and checkpoints (they import the core above).
+from . import models, nn, optim  # noqa: E402
+from .serialization import load, save  # noqa: E402

@@ -240,6 +240,45 @@ def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, devic
     return _factory((steps,), dtype, requires_grad, fill)
 
 
+def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None, layout=None,
+             device=None, requires_grad=False):
+    """`base` to the powers linspace(start, end, steps)."""
+    _check_device(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = _float_dtype(dtype)
+
+    def fill(dt):
+        exps = linspace(start, end, steps, dtype=_dtype.float64)._data
+        return np.power(float(base), exps).astype(dt)
+
+    return _factory((steps,), dtype, requires_grad, fill)
+
+
+def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
+    _check_device(device)
+    dtype = dtype or _dtype.int64
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+    mask = np.tri(row, col, offset, dtype=bool) if lower else ~np.tri(row, col, offset - 1,
+                                                                      dtype=bool)
+    rows, cols = np.nonzero(mask)
+    return _factory((2, rows.size), dtype, False,
+                    lambda dt: np.stack([rows, cols]).astype(dt).reshape(2, rows.size))
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None, device=None):
+    """Indices (2 x N, row-major) of the lower triangle of a row x col matrix."""
+    return _tri_indices(row, col, offset, True, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None, device=None):
+    """Indices (2 x N, row-major) of the upper triangle of a row x col matrix."""
+    return _tri_indices(row, col, offset, False, dtype, device)
+
+
 # ---------------------------------------------------------------- random
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _dtype
 from .autograd import graph as _graph
+from .autograd.anomaly_mode import state as _anomaly_state
 from .autograd.grad_mode import state as _grad_state
 
 _ndarray = np.ndarray
@@ -197,6 +198,8 @@ def _new_node(op, args, result):
     meta = []
     pos = []
     nondiff = op.nondiff_args
+    # Optional Tensor arguments (a convolution's bias) keep a (None, 0) edge when absent.
+    optional = getattr(op, "optional_tensor_args", ())
     for i, a in enumerate(args):
         if i in nondiff:
             continue
@@ -214,6 +217,10 @@ def _new_node(op, args, result):
             edges.append(_NUMBER_INPUT[0])
             meta.append(_NUMBER_INPUT[1])
             pos.append((i, -1))
+        elif a is None and i in optional:
+            edges.append(_NUMBER_INPUT[0])
+            meta.append(_NUMBER_INPUT[1])
+            pos.append((i, -1))
     node.next_functions = tuple(edges)
     node._in_meta = tuple(meta)
     node._pos = tuple(pos)
@@ -222,6 +229,10 @@ def _new_node(op, args, result):
     else:
         node._saved = ()
         node._versions = None
+    if _anomaly_state.enabled:
+        from .autograd.anomaly_mode import record_traceback
+
+        record_traceback(node)
     return node
 
 
@@ -231,8 +242,11 @@ def _record(op, args, result):
         for i, r in enumerate(result):
             r._output_nr = i
         node = _new_node(op, args, result)
-        for r in result:
-            if r._dtype.category == _dtype.FLOAT:
+        # Outputs an op declares non-differentiable (batch norm's saved statistics) stay
+        # outside the graph, as in PyTorch.
+        skip = getattr(op, "nondiff_outputs", ())
+        for i, r in enumerate(result):
+            if r._dtype.category == _dtype.FLOAT and i not in skip:
                 r._rg = True
                 r._grad_fn = node
         node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
@@ -305,9 +319,10 @@ def _inplace(op, args, raw):
                 "to a single memory location. Please clone() the tensor before performing the "
                 "operation.") from None
         raise RuntimeError(str(e)) from None
-    self._vc[0] += 1
-    if record:
-        _record_inplace(op, args, self)
+    if record:  # saved inputs keep the version they had before the write, as in PyTorch
+        _record_inplace(op, args, self, bump=True)
+    else:
+        self._vc[0] += 1
     return self
 
 
@@ -339,34 +354,64 @@ def _inplace_shape_error(shape, self_shape) -> None:
                            f"broadcast shape {size_str(full)}")
 
 
-def _record_inplace(op, args, self):
+def _record_inplace(op, args, self, bump=False):
     if self._base is not None:
-        return _record_inplace_on_view(op, args, self)
+        return _record_inplace_on_view(op, args, self, bump)
+    old, old_nr = self._grad_fn, self._output_nr
     self._output_nr = 0
     node = _new_node(op, args, self)
+    if bump:
+        _bump_after_save(self, node)
     self._rg = True
     self._grad_fn = node
     node._out_meta = ((_shape(self), self._dtype),)
+    if self._retains:
+        _move_retained(self, old, old_nr)
 
 
 def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
-def _record_inplace_on_view(op, args, view):
+def _bump_after_save(t, node) -> None:
+    """Bump `t`'s version after `node` saved its inputs; its saved own output (`t` itself)
+    is recorded at the new version."""
+    t._vc[0] += 1
+    versions = node._versions
+    if versions is not None:
+        for s, v in zip(node._saved, versions):
+            if v == -1 and s.__class__ is _graph.SavedOutput:
+                s.version += 1
+
+
+def _move_retained(t, old, old_nr) -> None:
+    """`t` got a new grad_fn: its retain_grad entry follows it (PyTorch keeps the latest)."""
+    if old is not None and old._x is not None:
+        old._x.retains_grad.pop(old_nr, None)
+    t._retains = False
+    t.retain_grad()
+
+
+def _record_inplace_on_view(op, args, view, bump=False):
     """An in-place op on a view: the base's history becomes CopySlices around the op's node,
     and the view's history becomes an as_strided view of the new base (as in PyTorch)."""
     from .ops.shape import as_strided
 
     base = view._base
     fn = _new_node(op, args, view)
+    if bump:
+        _bump_after_save(view, fn)
     fn._out_meta = ((_shape(view), view._dtype),)
     node = _graph.CopySlices()
     node._fn = fn
+    if fn._x is not None:
+        node._extras().metadata.update(fn._x.metadata)
     node._base_geom = _geometry(base)
     node._view_geom = _geometry(view)
     node.next_functions = (_edge(base),) + fn.next_functions[1:]
     node._out_meta = ((base.shape, base._dtype),)
+    old_base = (base._grad_fn, base._output_nr)
+    old_view = (view._grad_fn, view._output_nr)
     base._rg = True
     base._grad_fn = node
     base._output_nr = 0
@@ -374,6 +419,10 @@ def _record_inplace_on_view(op, args, view):
     view._grad_fn = None
     _record(as_strided, (base, size, stride, offset), view)
     view._view_ver = view._vc[0]
+    if base._retains:
+        _move_retained(base, *old_base)
+    if view._retains:
+        _move_retained(view, *old_view)
 
 
 def _call_slow(op, args):

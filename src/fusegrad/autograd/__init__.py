@@ -1,10 +1,25 @@
-"""Automatic differentiation: `backward`, `grad`, grad modes, the graph, gradcheck."""
+"""Automatic differentiation: `backward`, `grad`, grad and inference modes, the graph, custom
+Functions, `functional` (jacobian, hessian, vjp, jvp, hvp), anomaly detection, gradcheck."""
 
 from __future__ import annotations
 
-from . import graph
+from . import function, functional, graph
+from .anomaly_mode import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from .engine import run_backward
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .function import Function, once_differentiable
+from .grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .gradcheck import gradcheck, gradgradcheck
 
 
@@ -39,6 +54,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_tuple(outputs)
     single = not isinstance(inputs, (list, tuple))
     inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
     if retain_graph is None:
         retain_graph = create_graph
@@ -54,4 +71,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "gradcheck", "gradgradcheck"]
+           "is_grad_enabled", "gradcheck", "gradgradcheck", "Function", "function",
+           "functional", "once_differentiable", "inference_mode", "is_inference_mode_enabled",
+           "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+           "is_anomaly_check_nan_enabled"]

@@ -12,6 +12,8 @@ import heapq
 
 import numpy as np
 
+from .anomaly_mode import run_node as _anomaly_run_node
+from .anomaly_mode import state as _anomaly_state
 from .grad_mode import state as _grad_state
 from .graph import AccumulateGrad
 
@@ -134,6 +136,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
         fast_add = not create_graph  # gradients need no history: add their arrays directly
+        anomaly = _anomaly_state.enabled
         from .._tensor import Tensor
 
         while ready:
@@ -152,14 +155,19 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     _release(node, retain_graph)
                     continue
             if node.__class__ is AccumulateGrad:
+                if extras is not None and extras.pre_hooks:
+                    grads = _call_pre_hooks(node, grads)
                 if accumulate and grads[0] is not None:
                     _accumulate(node, grads[0], create_graph)
+                if extras is not None and extras.post_hooks:
+                    for hook in list(extras.post_hooks.values()):
+                        hook((), tuple(grads))
                 continue
             if None in grads:
                 grads = _materialize(node, grads)
             if extras is not None and extras.pre_hooks:
                 grads = _call_pre_hooks(node, grads)
-            grad_inputs = node.apply(grads)
+            grad_inputs = node.apply(grads) if not anomaly else _anomaly_run_node(node, grads)
             if extras is not None and extras.post_hooks:
                 for hook in list(extras.post_hooks.values()):
                     r = hook(tuple(grad_inputs), tuple(grads))
@@ -217,12 +225,12 @@ def _add_to_buffer(buffers, node, nr, g):
 
 def _materialize(node, grads):
     """Zero-fill the gradients of outputs that received none."""
-    if node._out_meta:
+    if node._out_meta and getattr(node, "_materialize", True):
         from .._tensor import Tensor
 
         grads = list(grads)
         for i, g in enumerate(grads):
-            if g is None:
+            if g is None and node._out_meta[i] is not None:
                 shape, dt = node._out_meta[i]
                 grads[i] = Tensor._make(np.zeros(shape, dtype=dt.np))
     return grads

@@ -100,3 +100,62 @@ class set_grad_enabled(_GradModeContext):
     def clone(self):
         """A fresh context manager with the same mode."""
         return self.__class__(self._target)
+
+
+class _InferenceState:
+    __slots__ = ("enabled",)
+
+    def __init__(self):
+        self.enabled = False
+
+
+inference_state = _InferenceState()
+
+
+def is_inference_mode_enabled() -> bool:
+    """True inside `inference_mode()`."""
+    return inference_state.enabled
+
+
+class inference_mode(_GradModeContext):
+    """Like `no_grad`, for code that will never need gradients (also a decorator).
+
+    `inference_mode(False)` is a no-op context, as in PyTorch.
+    """
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode) and not isinstance(mode, bool):
+            self.mode = True
+            return self(mode)
+        return self
+
+    def __init__(self, mode: bool = True):
+        if callable(mode) and not isinstance(mode, bool):
+            return
+        self.mode = bool(mode)
+
+    def __enter__(self) -> None:
+        self._prev = state.enabled
+        self._prev_inf = inference_state.enabled
+        if self.mode:
+            state.enabled = False
+        inference_state.enabled = self.mode
+
+    def __exit__(self, *exc) -> None:
+        state.enabled = self._prev
+        inference_state.enabled = self._prev_inf
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def clone(self):
+        """A fresh context manager with the same mode."""
+        return self.__class__(self.mode)

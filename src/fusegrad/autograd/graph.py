@@ -160,6 +160,8 @@ def save_values(saved, result):
     """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
     op's own outputs (kept as SavedOutput), None for other values; versions is None when
     nothing saved is a tensor."""
+    if _saved_hooks:
+        return _save_hooked(saved, result)
     versions = None
     Tensor = _tensor_class[0]
     for i, s in enumerate(saved):
@@ -227,6 +229,10 @@ class AccumulateGrad(Node):
     def release(self) -> None:
         pass
 
+    def name(self) -> str:
+        """PyTorch's C++ name of the node."""
+        return "torch::autograd::AccumulateGrad"
+
 
 class FunctionNode(Node):
     """The node of a registry op: its derivative is the op's `derivative` entry.
@@ -283,21 +289,139 @@ class CopySlices(Node):
     view values back into that part; the rest of the base's gradient passes through.
     """
 
-    __slots__ = ("_fn", "_base_geom", "_view_geom")
+    # `_pos`: which of `fn`'s inputs is the view (0 for ops; any for custom Functions).
+    __slots__ = ("_fn", "_base_geom", "_view_geom", "_pos")
 
     def __init__(self):
         super().__init__()
+        self._pos = 0
 
     def apply(self, grads: list) -> list:
         from ..ops.shape import strided_transfer_fn
 
         g = grads[0]
         part = strided_transfer_fn(g, self._base_geom, self._view_geom)
-        res = self._fn.apply([part])
+        res = list(self._fn.apply([part]))
+        view_grad = res.pop(self._pos)
         out = g - strided_transfer_fn(part, self._view_geom, self._base_geom)
-        if res[0] is not None:
-            out = out + strided_transfer_fn(res[0], self._view_geom, self._base_geom)
-        return [out, *res[1:]]
+        if view_grad is not None:
+            out = out + strided_transfer_fn(view_grad, self._view_geom, self._base_geom)
+        return [out, *res]
 
     def release(self) -> None:
         self._fn.release()
+
+    def name(self) -> str:
+        """PyTorch's C++ name of the node."""
+        return "torch::autograd::CopySlices"
+
+
+# ----------------------------------------------------------------------------------------------
+# saved_tensors_hooks
+# ----------------------------------------------------------------------------------------------
+
+_saved_hooks = []  # stack of (pack, unpack); never rebound (save_values reads it)
+_hooks_disabled = []  # stack of error messages from disable_saved_tensors_hooks
+
+
+class SavedHooked:
+    """A saved tensor packed by a `saved_tensors_hooks` pack hook.
+
+    Unpacking calls the unpack hook and gives its result the saved tensor's autograd identity
+    (grad_fn, output number, leaf accumulator). Versions are not checked: the hooks own the
+    data.
+    """
+
+    __slots__ = ("packed", "unpack_fn", "grad_fn", "output_nr", "requires_grad", "acc",
+                 "is_output")
+
+    def __init__(self, t, pack, unpack, is_output):
+        self.unpack_fn = unpack
+        self.is_output = is_output
+        self.output_nr = t._output_nr
+        if is_output:
+            self.grad_fn = None
+            self.requires_grad = t._dtype.is_floating_point
+            self.acc = None
+        else:
+            self.grad_fn = t._grad_fn
+            self.requires_grad = t._rg
+            self.acc = t._grad_acc
+        self.packed = pack(t)
+
+    def unpack(self, node):
+        """The unpack hook's tensor, carrying the saved tensor's history."""
+        Tensor = _tensor_class[0]
+        t = self.unpack_fn(self.packed)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        out = t._shallow_copy()
+        out._base = None
+        out._view_ver = None
+        out._output_nr = self.output_nr
+        out._rg = self.requires_grad
+        out._grad_fn = node if self.is_output and self.requires_grad else self.grad_fn
+        out._grad_acc = self.acc
+        return out
+
+
+def _save_hooked(saved, result):
+    pack, unpack = _saved_hooks[-1]
+    Tensor = _tensor_class[0]
+    versions = None
+    out = list(saved)
+    for i, s in enumerate(saved):
+        if isinstance(s, Tensor):
+            if versions is None:
+                versions = [None] * len(saved)
+            is_output = s is result or (result.__class__ is tuple and _contains(result, s))
+            if is_output and s._grad_fn is None and s._dtype.is_floating_point:
+                s._rg = True  # about to be marked by dispatch; the pack hook sees it so
+            out[i] = SavedHooked(s, pack, unpack, is_output)
+            versions[i] = -1
+    return (out, versions) if versions is not None else (saved, None)
+
+
+class saved_tensors_hooks:
+    """Context manager: tensors saved for backward inside it go through `pack_hook` when
+    saved and `unpack_hook` when backward needs them."""
+
+    def __init__(self, pack_hook, unpack_hook) -> None:
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        if _hooks_disabled:
+            raise RuntimeError(_hooks_disabled[-1])
+        _saved_hooks.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _saved_hooks.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors are kept on the CPU (where every fusegrad tensor already lives)."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        super().__init__(lambda t: t, lambda t: t)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: entering `saved_tensors_hooks` inside it raises `error_message`."""
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = error_message
+
+    def __enter__(self) -> None:
+        _hooks_disabled.append(self.error_message)
+
+    def __exit__(self, *exc) -> None:
+        _hooks_disabled.pop()
+
+
+def increment_version(tensor) -> None:
+    """Bump the version counter of `tensor` (or of each tensor in a list)."""
+    for t in tensor if isinstance(tensor, (list, tuple)) else (tensor,):
+        t._vc[0] += 1

@@ -1,6 +1,17 @@
 """The op registry (`REGISTRY`) and the modules that fill it."""
 
-from . import inplace, linalg, pointwise, reduction, shape  # noqa: F401  (register the ops)
+# Importing the modules registers their ops.
+from . import (  # noqa: F401
+    activation,
+    indexing,
+    inplace,
+    linalg,
+    misc,
+    nn,
+    pointwise,
+    reduction,
+    shape,
+)
 from .registry import REGISTRY, OpDef, Sample, Spec, register
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "register"]

@@ -141,3 +141,39 @@ dot = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
     onnx="MatMul", lowering="extern")
+
+
+# ---------------------------------------------------------------- baddbmm (addmm is in nn.py)
+
+
+def _scaled(g, s):
+    return g if s == 1 else g * s
+
+
+def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
+    _bmm_check(b1, b2)
+    return Spec((b1.shape[0], b1.shape[1], b2.shape[2]), b1.dtype)
+
+
+def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
+    _bmm_check(b1, b2)
+    prod = _matmul(b1, b2)
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return np.array(prod, dtype=b1.dtype)
+    return (a * beta + prod if beta != 1 else a + prod).astype(b1.dtype, copy=False)
+
+
+baddbmm = register(
+    "baddbmm", kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
+    derivative=lambda g, b1, b2, beta, alpha: (
+        _scaled(g, beta) if beta != 0 else None,
+        _scaled(g.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
+        _scaled(b1.transpose(1, 2).bmm(g), alpha) if b1 is not None else None, None, None),
+    save=lambda out, a, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
+                                                   b2 if b1._rg else None, beta, alpha),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (2, 2, 3), dt),
+                                     rand_array(rng, (2, 3, 4), dt), b, al), name=f"{s} {b} {al}")
+                             for s, b, al in (((2, 2, 4), 1, 1), ((4,), 0.5, 2), ((), 1, -1))],
+    lowering="extern")

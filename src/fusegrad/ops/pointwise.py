@@ -11,6 +11,8 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import plain
 from ._util import (
+    F32,
+    HALF,
     Spec,
     as_dtype,
     binary_kernel,
@@ -382,3 +384,487 @@ add_ = inplace_variant(add, "add_.Tensor")
 sub_ = inplace_variant(sub, "sub_.Tensor")
 mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True)
 div_ = inplace_variant(div, "div_.Tensor", saves_self=True)
+
+# ---------------------------------------------------------------- more unary math
+
+_LN2 = float(np.log(2.0))
+_LN10 = float(np.log(10.0))
+_TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
+
+try:  # SciPy's erf is exact to the last bit; without it, math.erf over the elements.
+    from scipy.special import erf as _erf_ufunc
+    from scipy.special import erfc as _erfc_ufunc
+except ImportError:  # pragma: no cover - depends on the environment
+    import math as _math
+
+    _erf_py = np.frompyfunc(_math.erf, 1, 1)
+    _erfc_py = np.frompyfunc(_math.erfc, 1, 1)
+
+    def _erf_ufunc(a):
+        return _erf_py(a).astype(a.dtype)
+
+    def _erfc_ufunc(a):
+        return _erfc_py(a).astype(a.dtype)
+
+
+def _no_inplace_derivative(name):
+    def derivative(g, *saved):
+        raise NotImplementedError(
+            f"the derivative for 'inplace version of {name}' is not implemented.")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+def _from_out(fn):
+    return (lambda g, out: (fn(g, out),)), (lambda out, a: (out,))
+
+
+def _from_in(fn):
+    return (lambda g, a: (fn(g, a),)), (lambda out, a: (a,))
+
+
+def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=None, **kw):
+    derivative, save = _from_out(fn) if uses == "out" else _from_in(fn)
+    op = _unary(name, ufunc, node, derivative, save, domain=domain, **kw)
+    fields = {}
+    if inplace_node:  # PyTorch records the in-place form but cannot differentiate it
+        fields = dict(node=inplace_node, derivative=_no_inplace_derivative(name),
+                      gradcheck=False)
+    inplace_variant(op, name + "_", saves_self=uses == "in", **fields)
+    return op
+
+
+exp2 = _unary_entry("exp2", np.exp2, "Exp2Backward0", lambda g, out: g * out * _LN2, "out")
+expm1 = _unary_entry("expm1", np.expm1, "Expm1Backward0", lambda g, out: g * (out + 1), "out")
+log2 = _unary_entry("log2", np.log2, "Log2Backward0", lambda g, a: g / (a * _LN2),
+                    domain=(0.1, 3.0))
+log10 = _unary_entry("log10", np.log10, "Log10Backward0", lambda g, a: g / (a * _LN10),
+                     domain=(0.1, 3.0))
+log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 1),
+                     domain=(-0.5, 3.0))
+rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",
+                     lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0))
+tan = _unary_entry("tan", np.tan, "TanBackward0", lambda g, out: g * (1 + out * out), "out",
+                   domain=(-1.2, 1.2))
+asin = _unary_entry("asin", np.arcsin, "AsinBackward0", lambda g, a: g * (1 - a * a).rsqrt(),
+                    domain=(-0.9, 0.9))
+acos = _unary_entry("acos", np.arccos, "AcosBackward0", lambda g, a: -g * (1 - a * a).rsqrt(),
+                    domain=(-0.9, 0.9))
+atan = _unary_entry("atan", np.arctan, "AtanBackward0", lambda g, a: g / (a * a + 1))
+sinh = _unary_entry("sinh", np.sinh, "SinhBackward0", lambda g, a: g * a.cosh())
+cosh = _unary_entry("cosh", np.cosh, "CoshBackward0", lambda g, a: g * a.sinh())
+asinh = _unary_entry("asinh", np.arcsinh, "AsinhBackward0",
+                     lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1")
+acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
+                     lambda g, a: g * (a * a - 1).rsqrt(), domain=(1.2, 3.0),
+                     inplace_node="AcoshBackward1")
+atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
+                     domain=(-0.9, 0.9), inplace_node="AtanhBackward1")
+erf = _unary_entry("erf", _erf_ufunc, "ErfBackward0",
+                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
+erfc = _unary_entry("erfc", _erfc_ufunc, "ErfcBackward0",
+                    lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
+# Existing entries get their in-place forms too.
+for _op in (exp, tanh, sigmoid, sqrt):
+    inplace_variant(_op, _op.name + "_")
+for _op in (log, sin, cos, abs_):
+    inplace_variant(_op, _op.name + "_", saves_self=True)
+neg_ = inplace_variant(neg, "neg_")
+pow_ = inplace_variant(pow_scalar, "pow_.Scalar", saves_self=True)
+reciprocal_ = inplace_variant(reciprocal, "reciprocal_")
+relu_ = inplace_variant(relu, "relu_")
+
+
+def _zero(g, *rest):
+    return (g * 0,) + (None,) * len(rest)
+
+
+def _rounding(name, ufunc, node):
+    def kernel(a):
+        if a.dtype.kind in "biu":
+            return a.copy()
+        return unary_kernel(ufunc, to_float=False)(a)
+
+    op = register(name, kernel=kernel, meta=unary_meta(to_float=False), node=node,
+                  derivative=_zero, zero_grad=True, samples=unary_samples(domain=(-3.0, 3.0)))
+    inplace_variant(op, name + "_")
+    return op
+
+
+floor = _rounding("floor", np.floor, "FloorBackward0")
+ceil = _rounding("ceil", np.ceil, "CeilBackward0")
+round_ = _rounding("round", np.round, "RoundBackward0")
+trunc = _rounding("trunc", np.trunc, "TruncBackward0")
+sgn = register(
+    "sgn", kernel=sign.kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
+    derivative=_zero, zero_grad=True, samples=unary_samples())
+sign_ = inplace_variant(sign, "sign_")
+sgn_ = inplace_variant(sgn, "sgn_")
+
+
+def _round_decimals_kernel(a, decimals):
+    if a.dtype.kind in "biu":
+        return a.copy()
+    return np.round(a, decimals)
+
+
+round_decimals = register(
+    "round.decimals", kernel=_round_decimals_kernel,
+    meta=lambda a, decimals: Spec(tuple(a.shape), a.dtype), node="RoundBackward1",
+    derivative=lambda g: (g * 0, None), zero_grad=True, public="round",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
+                             for s in ((3, 4), ()) for d in (1, 2, -1)])
+
+
+def _frac_kernel(a):
+    if a.dtype.kind in "biu":
+        raise NotImplementedError(
+            f"\"frac_cpu\" not implemented for '{_dtype.FROM_NP[a.dtype].legacy}'")
+    return a - np.trunc(a)
+
+
+frac = register(
+    "frac", kernel=_frac_kernel, meta=unary_meta(to_float=False), node="FracBackward0",
+    derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)))
+frac_ = inplace_variant(frac, "frac_")
+
+
+def _nan_to_num_kernel(a, nan=None, posinf=None, neginf=None):
+    if a.dtype.kind in "biu":
+        return a.copy()
+    info = np.finfo(F32 if a.dtype in HALF else a.dtype)
+    big = np.finfo(a.dtype) if a.dtype not in HALF else info
+    out = np.nan_to_num(a, nan=0.0 if nan is None else nan,
+                        posinf=big.max if posinf is None else posinf,
+                        neginf=big.min if neginf is None else neginf)
+    return out.astype(a.dtype, copy=False)
+
+
+def _nan_to_num_samples(rng, dtype):
+    x = rand_array(rng, (3, 4), dtype)
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+    return [Sample((x,)), Sample((x.copy(), 1.5, 2.0, -3.0)), Sample((x[:0],)),
+            Sample((rand_array(rng, (), dtype),))]
+
+
+nan_to_num = register(
+    "nan_to_num", kernel=_nan_to_num_kernel,
+    meta=lambda a, *r: Spec(tuple(a.shape), a.dtype), node="NanToNumBackward0",
+    derivative=lambda g, a: (g * a.isfinite(), None, None, None),
+    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples)
+nan_to_num_ = inplace_variant(nan_to_num, "nan_to_num_", saves_self=True)
+
+
+def _predicate(name, ufunc):
+    def kernel(a):
+        if a.dtype.kind in "biu":
+            return np.zeros(a.shape, bool) if name != "isfinite" else np.ones(a.shape, bool)
+        return ufunc(a)
+
+    def samples(rng, dtype):
+        x = rand_array(rng, (3, 4), dtype)
+        x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+        return [Sample((x,)), Sample((rand_array(rng, (0, 2), dtype),)),
+                Sample((np.arange(4),), name="int")]
+
+    return register(name, kernel=kernel, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
+                    differentiable=False, samples=samples)
+
+
+isnan = _predicate("isnan", np.isnan)
+isinf = _predicate("isinf", np.isinf)
+isfinite = _predicate("isfinite", np.isfinite)
+
+# ---------------------------------------------------------------- more binary ops
+
+
+def _binary_samples_nonzero(domain=(0.5, 2.0), scalars=(1.5,)):
+    """Binary samples whose second operand stays away from zero (with random signs)."""
+
+    def samples(rng, dtype):
+        out = binary_samples(domain, scalars)(rng, dtype)
+        for s in out:
+            if isinstance(s.args[0], np.ndarray) and s.args[0].size:
+                s.args[0][...] *= np.where(rng.random(s.args[0].shape) > 0.5, 3, -3)
+            if isinstance(s.args[1], np.ndarray) and s.args[1].size:
+                s.args[1][...] *= np.where(rng.random(s.args[1].shape) > 0.5, 1, -1)
+        return out
+
+    return samples
+
+
+def _atan2_derivative(g, a, b):
+    den = a * a + b * b
+    return (g * b / den, -g * a / den)
+
+
+atan2 = register(
+    "atan2", kernel=binary_kernel(np.arctan2, to_float=True), meta=binary_meta(to_float=True),
+    node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
+    samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1))
+atan2_ = inplace_variant(atan2, "atan2_", saves_self=True)
+
+
+def _not_implemented(aten: str):
+    def derivative(g, *rest):
+        raise RuntimeError(f"derivative for aten::{aten} is not implemented")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+def _floor_divide(a, b):
+    dt = result_np(a, b)
+    if dt.kind in "iu":
+        if np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return np.floor_divide(as_dtype(a, dt), as_dtype(b, dt))
+    return binary_kernel(np.floor_divide)(a, b)
+
+
+floor_divide = register(
+    "floor_divide", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    derivative=_not_implemented("floor_divide"), gradcheck=False,
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1))
+floor_divide_scalar = register(
+    "floor_divide.Scalar", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
+                             for c in (1.5, -2, 2)])
+floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
+                                derivative=_not_implemented("floor_divide_"))
+
+
+def _remainder(ufunc):
+    def kernel(a, b):
+        dt = result_np(a, b)
+        if dt.kind in "iu" and np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return binary_kernel(ufunc)(a, b)
+
+    return kernel
+
+
+def _scalar_samples(rng, dt):
+    return [Sample((rand_array(rng, s, dt, (-4, 4)), c), name=f"{s} {c}")
+            for s in ((3, 4), (), (0,)) for c in (1.5, -2.0)]
+
+
+remainder = register(
+    "remainder.Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="RemainderBackward1",
+    derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder")
+remainder_scalar = register(
+    "remainder.Scalar", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="RemainderBackward0", derivative=lambda g: (g, None), samples=_scalar_samples,
+    public="remainder")
+remainder_rscalar = register(
+    "remainder.Scalar_Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="NotImplemented", derivative=_not_implemented("remainder"), gradcheck=False,
+    samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
+    public="remainder")
+fmod = register(
+    "fmod.Tensor", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward1",
+    derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod")
+fmod_scalar = register(
+    "fmod.Scalar", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward0",
+    derivative=lambda g: (g, None), samples=_scalar_samples, public="fmod")
+remainder_ = inplace_variant(remainder, "remainder_.Tensor", saves_self=True)
+remainder_scalar_ = inplace_variant(remainder_scalar, "remainder_.Scalar")
+fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)
+fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar")
+
+
+def _minimum_derivative(g, a, b):
+    mask_a = (a < b) + (a == b) * 0.5
+    return (g * mask_a, g * (1 - mask_a))
+
+
+minimum = register(
+    "minimum", kernel=binary_kernel(np.minimum), meta=binary_meta(), node="MinimumBackward0",
+    derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
+    samples=binary_samples(scalars=()), tensor_args=(0, 1))
+
+
+def _lerp_kernel(a, end, w):
+    dt = result_np(a, end)
+    a = as_dtype(a, dt)
+    end = as_dtype(end, dt)
+    w = as_dtype(w, dt)
+    return np.where(np.abs(w) < 0.5, a + w * (end - a), end - (end - a) * (1 - w)).astype(
+        dt, copy=False)
+
+
+def _lerp_meta(a, end, w):
+    shapes = [shape_of(a), shape_of(end)] + ([shape_of(w)] if hasattr(w, "shape") else [])
+    return Spec(broadcast_shapes(*shapes), _dtype.result_type(a, end))
+
+
+lerp = register(
+    "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
+    derivative=lambda g, w: (g * (1 - w), g * w, None), save=lambda out, a, e, w: (w,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
+                             for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
+                             for w in (0.3, 0.8)], public="lerp")
+lerp_tensor = register(
+    "lerp.Tensor", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward1",
+    derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
+    save=lambda out, a, e, w: (a, e, w), public="lerp",
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
+                                     rand_array(rng, c, dt, (0, 1))))
+                             for a, b, c in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)),
+                                             ((), (), ()))])
+lerp_ = inplace_variant(lerp, "lerp_.Scalar")
+lerp_tensor_ = inplace_variant(lerp_tensor, "lerp_.Tensor", saves_self=True)
+
+
+def _addc_kernel(ufunc):
+    def kernel(a, t1, t2, value=1):
+        dt = result_np(a, t1, t2)
+        if ufunc is np.true_divide and dt.kind in "biu":
+            raise RuntimeError(
+                "Integer division with addcdiv is no longer supported, and in a future release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+                "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+        a, t1, t2 = (as_dtype(x, dt) for x in (a, t1, t2))
+        return (a + value * ufunc(t1, t2)).astype(dt, copy=False)
+
+    return kernel
+
+
+def _addc_meta(a, t1, t2, value=1):
+    return Spec(broadcast_shapes(shape_of(a), shape_of(t1), shape_of(t2)),
+                _dtype.result_type(a, t1, t2))
+
+
+def _addc_samples(domain):
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
+                        rand_array(rng, c, dt, domain), v), name=f"{a},{b},{c} {v}")
+                for (a, b, c), v in ((((3, 4), (3, 4), (3, 4)), 1), (((3, 4), (4,), (3, 1)), 0.5),
+                                     (((), (), ()), -2), (((0, 2), (2,), ()), 1))]
+
+    return samples
+
+
+addcmul = register(
+    "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
+    derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
+                                     g * t1 * v if t1 is not None else None, None),
+    save=lambda out, a, t1, t2, value=1: (t1, t2, value), samples=_addc_samples(None))
+addcdiv = register(
+    "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
+    derivative=lambda g, t1, t2, v: (g, g * v / t2, -g * v * t1 / (t2 * t2), None),
+    save=lambda out, a, t1, t2, value=1: (t1, t2, value), samples=_addc_samples((0.5, 2.0)))
+addcmul_ = inplace_variant(addcmul, "addcmul_")
+addcdiv_ = inplace_variant(addcdiv, "addcdiv_")
+
+# ---------------------------------------------------------------- logical and bitwise
+
+
+def _bool_samples(rng, dtype):
+    out = []
+    for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2,)), ((0,), ())):
+        out.append(Sample((rand_array(rng, a, dtype), rand_array(rng, b, dtype)),
+                          name=f"{a}x{b}"))
+    out.append(Sample((rng.random((3,)) > 0.5, rng.integers(-2, 3, (3,))), name="bool,int"))
+    return out
+
+
+def _logical(name, ufunc):
+    op = register(name, kernel=lambda a, b: ufunc(a, b), meta=binary_meta(out_bool=True),
+                  differentiable=False, samples=_bool_samples)
+    inplace_variant(op, name + "_", differentiable=False)
+    return op
+
+
+logical_and = _logical("logical_and", np.logical_and)
+logical_or = _logical("logical_or", np.logical_or)
+logical_xor = _logical("logical_xor", np.logical_xor)
+logical_not = register(
+    "logical_not", kernel=np.logical_not, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
+    differentiable=False, samples=unary_samples())
+logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False)
+
+
+def _bitwise_check(dt) -> None:
+    if dt.kind not in "biu":
+        name = _dtype.FROM_NP[dt].legacy if dt in _dtype.FROM_NP else str(dt)
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{name}'")
+
+
+def _bitwise_kernel(ufunc, fname):
+    def kernel(a, b):
+        dt = result_np(a, b)
+        if dt.kind not in "biu":
+            name = _dtype.FROM_NP[dt].legacy
+            raise NotImplementedError(f"\"{fname}_cpu\" not implemented for '{name}'")
+        return ufunc(as_dtype(a, dt), as_dtype(b, dt))
+
+    return kernel
+
+
+def _bitwise_meta(fname):
+    def meta(a, b):
+        spec = binary_meta()(a, b)
+        if spec.dtype.category == _dtype.FLOAT:
+            raise NotImplementedError(
+                f"\"{fname}_cpu\" not implemented for '{spec.dtype.legacy}'")
+        return spec
+
+    return meta
+
+
+def _int_samples(rng, dtype):
+    i64 = np.dtype(np.int64)
+    out = []
+    for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2,)), ((0,), ())):
+        out.append(Sample((rng.integers(-8, 9, a).astype(i64), rng.integers(-8, 9, b)),
+                          name=f"{a}x{b}"))
+    out.append(Sample((rng.random((3,)) > 0.5, rng.random((3,)) > 0.5), name="bool"))
+    return out
+
+
+def _bitwise(name, ufunc):
+    fname = name.split(".")[0]
+    op = register(name, kernel=_bitwise_kernel(ufunc, fname), meta=_bitwise_meta(fname),
+                  differentiable=False, samples=_int_samples, public=fname)
+    scalar = register(name.replace("Tensor", "Scalar"), kernel=_bitwise_kernel(ufunc, fname),
+                      meta=_bitwise_meta(fname), differentiable=False, public=fname,
+                      samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 5))])
+    inplace_variant(op, fname + "_.Tensor", differentiable=False)
+    return op, scalar
+
+
+bitwise_and, bitwise_and_scalar = _bitwise("bitwise_and.Tensor", np.bitwise_and)
+bitwise_or, bitwise_or_scalar = _bitwise("bitwise_or.Tensor", np.bitwise_or)
+bitwise_xor, bitwise_xor_scalar = _bitwise("bitwise_xor.Tensor", np.bitwise_xor)
+
+
+def _bitwise_not_kernel(a):
+    _bitwise_check(a.dtype)
+    return np.invert(a)
+
+
+def _bitwise_not_meta(a):
+    if a.dtype.category == _dtype.FLOAT:
+        raise NotImplementedError(
+            f"\"bitwise_not_cpu\" not implemented for '{a.dtype.legacy}'")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+bitwise_not = register(
+    "bitwise_not", kernel=_bitwise_not_kernel, meta=_bitwise_not_meta, differentiable=False,
+    samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
+                             Sample((rng.random((5,)) > 0.5,))])
+bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)
+clamp_ = inplace_variant(clamp, "clamp_", saves_self=True)
+clamp_tensor_ = inplace_variant(clamp_tensor, "clamp_.Tensor", saves_self=True)

@@ -93,8 +93,9 @@ class OpDef:
         """The public fusegrad function that runs this op (for `__fusegrad_function__`)."""
         import fusegrad
 
-        return getattr(fusegrad, self.public.rstrip("_"), None) or getattr(
-            fusegrad.Tensor, self.public)
+        if self.inplace:  # in-place forms exist as Tensor methods (`add_`), not functions
+            return getattr(fusegrad.Tensor, self.public)
+        return getattr(fusegrad, self.public, None) or getattr(fusegrad.Tensor, self.public)
 
 
 REGISTRY: dict[str, OpDef] = {}

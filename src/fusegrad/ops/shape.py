@@ -737,3 +737,351 @@ squeeze_inplace = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 1, 4), 1), ((1,), 0), ((1, 3), -1))],
     public="squeeze_", metadata_only=True)
+
+
+# ---------------------------------------------------------------- repeat, stack, split, flip
+
+
+def _call(op, *args):
+    from .._dispatch import call
+
+    return call(op, *args)
+
+
+def _repeat_check(shape, repeats):
+    if len(repeats) < len(shape):
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions "
+            "of tensor")
+    if any(r < 0 for r in repeats):
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{min(repeats)}: {size_str(repeats)}")
+
+
+def _repeat_kernel(a, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    _repeat_check(a.shape, repeats)
+    x = a.reshape((1,) * (len(repeats) - a.ndim) + a.shape)
+    return np.tile(x, repeats)
+
+
+def _repeat_meta(a, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    _repeat_check(tuple(a.shape), repeats)
+    shape = (1,) * (len(repeats) - len(a.shape)) + tuple(a.shape)
+    return Spec(tuple(s * r for s, r in zip(shape, repeats)), a.dtype)
+
+
+def _repeat_derivative(g, shape, repeats):
+    lead = len(repeats) - len(shape)
+    padded = (1,) * lead + tuple(shape)
+    # Split each dim into (repeat, size) and sum over the repeats.
+    split = []
+    for r, s in zip(repeats, padded):
+        split += [r, s]
+    g = g.reshape(split).sum(list(range(0, 2 * len(repeats), 2))) if len(repeats) else g
+    return (g.reshape(tuple(shape)), None)
+
+
+repeat = register(
+    "repeat", kernel=_repeat_kernel, meta=_repeat_meta, node="RepeatBackward0",
+    derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
+        ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))])
+
+
+def _stack_meta(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(tensors[0].shape)
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {size_str(shape)} at "
+                f"entry 0 and {size_str(tuple(t.shape))} at entry {i}")
+    d = wrap_dim(dim, len(shape) + 1)
+    return Spec(shape[:d] + (len(tensors),) + shape[d:], _dtype.result_type(*tensors))
+
+
+def _stack_kernel(arrays, dim=0):
+    if not arrays:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError("shapes differ")
+    d = wrap_dim(dim, arrays[0].ndim + 1)
+    dt = result_np(*arrays)
+    return np.stack([a.astype(dt, copy=False) for a in arrays], axis=d)
+
+
+stack = register(
+    "stack", kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),
+    save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
+    samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
+                             for s, n, d in (((2, 3), 2, 0), ((2, 3), 3, -1), ((), 2, 0),
+                                             ((4,), 1, 1), ((0, 2), 2, 1))])
+
+
+def _split_sizes(size, split_size):
+    if split_size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size="
+                           f"{split_size}")
+    if split_size == 0:
+        if size != 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {size}")
+        return [0]
+    n = max((size + split_size - 1) // split_size, 1)
+    return [min(split_size, size - i * split_size) for i in range(n)]
+
+
+def _split_with_sizes_kernel(a, sizes, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
+            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+    out = []
+    start = 0
+    for s in sizes:
+        out.append(a[(slice(None),) * d + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+def _split_with_sizes_meta(a, sizes, dim=0):
+    if len(a.shape) == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, len(a.shape))
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
+            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+    out = []
+    start = 0
+    for s in sizes:
+        out.append(_slice_meta(a, d, start, start + s, 1))
+        start += s
+    return out
+
+
+def _split_derivative(grads, shape, dim, sizes):
+    if not isinstance(grads, list):
+        grads = [grads]
+    d = wrap_dim(dim, len(shape))
+    return (_call(cat, list(grads), d), None, None)
+
+
+split_with_sizes = register(
+    "split_with_sizes", kernel=_split_with_sizes_kernel, meta=_split_with_sizes_meta,
+    view=True, node="SplitWithSizesBackward0", derivative=_split_derivative,
+    save=lambda out, a, sizes, dim=0: (a.shape, dim, sizes), public="split",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
+                             for s, z, d in (((3, 4), (1, 3), 1), ((5,), (2, 0, 3), 0),
+                                             ((4, 2), (4,), 0))])
+
+
+def _split_tensor_kernel(a, split_size, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    return _split_with_sizes_kernel(a, _split_sizes(a.shape[d], int(split_size)), d)
+
+
+def _split_tensor_meta(a, split_size, dim=0):
+    if len(a.shape) == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, len(a.shape))
+    return _split_with_sizes_meta(a, _split_sizes(a.shape[d], int(split_size)), d)
+
+
+split = register(
+    "split.Tensor", kernel=_split_tensor_kernel, meta=_split_tensor_meta, view=True,
+    node="SplitBackward0", derivative=_split_derivative,
+    save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size), public="split",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
+                             for s, z, d in (((3, 4), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0),
+                                             ((3, 4), 5, -1))])
+
+
+def _flip_dims(dims, ndim):
+    dims = tuple(wrap_dim(d, ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
+    return dims
+
+
+def _flip_kernel(a, dims):
+    return np.flip(a, _flip_dims(dims, a.ndim) if a.ndim else ()).copy()
+
+
+flip = register(
+    "flip", kernel=_flip_kernel,
+    meta=lambda a, dims: (_flip_dims(dims, len(a.shape)), Spec(tuple(a.shape), a.dtype))[1],
+    node="FlipBackward0", derivative=lambda g, dims: (g.flip(dims), None),
+    save=lambda out, a, dims: (dims,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d), name=f"{s} {d}")
+                             for s, d in (((3, 4), (0,)), ((3, 4), (0, 1)), ((2, 3, 4), (-1,)),
+                                          ((), ()), ((0, 2), (1,)))])
+
+
+def _roll_kernel(a, shifts, dims=()):
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError("`shifts` required to be of length 1 when `dims` is empty")
+        return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
+                           f"{len(dims)}")
+    return np.roll(a, shifts, tuple(wrap_dim(d, a.ndim) for d in dims))
+
+
+def _roll_meta(a, shifts, dims=()):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    for d in dims:
+        wrap_dim(d, len(a.shape))
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _roll_derivative(g, shifts, dims):
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    return (_call(roll, g, [-s for s in shifts], dims), None, None)
+
+
+roll = register(
+    "roll", kernel=_roll_kernel, meta=_roll_meta, node="RollBackward0",
+    derivative=_roll_derivative, save=lambda out, a, shifts, dims=(): (shifts, dims),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), sh, d), name=f"{s} {sh} {d}")
+                             for s, sh, d in (((3, 4), (1,), (0,)), ((3, 4), (2, -1), (1, 0)),
+                                              ((3, 4), (5,), ()), ((5,), (-2,), (0,)))])
+
+
+def _tri_check(a, name):
+    if len(a.shape) < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+
+
+def _tri(name, npfn):
+    def kernel(a, diagonal=0):
+        _tri_check(a, name)
+        return npfn(a, diagonal)
+
+    op = register(
+        name, kernel=kernel,
+        meta=lambda a, diagonal=0: (_tri_check(a, name), Spec(tuple(a.shape), a.dtype))[1],
+        node=name.capitalize() + "Backward0",
+        derivative=lambda g, k: (_call(op, g, k), None), save=lambda out, a, k=0: (k,),
+        samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k), name=f"{s} {k}")
+                                 for s, k in (((3, 4), 0), ((4, 3), 1), ((2, 3, 3), -1),
+                                              ((0, 2), 0))])
+    return op
+
+
+tril = _tri("tril", np.tril)
+triu = _tri("triu", np.triu)
+
+
+def _diag_check(ndim, offset, dim1, dim2):
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return d1, d2
+
+
+def _diagonal_kernel(a, offset=0, dim1=0, dim2=1):
+    _diag_check(a.ndim, offset, dim1, dim2)
+    spec = _diagonal_meta(a, offset, dim1, dim2)
+    if numel(spec.shape) == 0:
+        return np.zeros(spec.shape, a.dtype)
+    # A view starting at the diagonal's first element, walked with the diagonal's strides.
+    corner = [slice(None)] * a.ndim
+    d1, d2 = wrap_dim(dim1, a.ndim), wrap_dim(dim2, a.ndim)
+    corner[d2 if offset >= 0 else d1] = slice(abs(offset), None)
+    start = a[tuple(corner)]
+    return np.lib.stride_tricks.as_strided(
+        start, spec.shape, tuple(s * a.itemsize for s in spec.strides))
+
+
+def _diagonal_meta(a, offset=0, dim1=0, dim2=1):
+    n = len(a.shape)
+    d1, d2 = _diag_check(n, offset, dim1, dim2)
+    st = elem_strides(a)
+    if offset >= 0:
+        length = max(min(a.shape[d1], a.shape[d2] - offset), 0)
+        off = offset * st[d2]
+    else:
+        length = max(min(a.shape[d1] + offset, a.shape[d2]), 0)
+        off = -offset * st[d1]
+    if length == 0:
+        off = 0
+    keep = [i for i in range(n) if i not in (d1, d2)]
+    shape = tuple(a.shape[i] for i in keep) + (length,)
+    strides = tuple(st[i] for i in keep) + (st[d1] + st[d2],)
+    return Spec(shape, a.dtype, strides, off)
+
+
+def _diagonal_derivative(g, shape, offset, dim1, dim2):
+    return (_call(diagonal_backward, g, tuple(shape), offset, dim1, dim2), None, None, None)
+
+
+diagonal = register(
+    "diagonal", kernel=_diagonal_kernel, meta=_diagonal_meta, view=True,
+    node="DiagonalBackward0", derivative=_diagonal_derivative,
+    save=lambda out, a, offset=0, dim1=0, dim2=1: (a.shape, offset, dim1, dim2),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + r, name=f"{s} {r}")
+                             for s, r in (((3, 4), ()), ((3, 4), (1,)), ((4, 3), (-2,)),
+                                          ((2, 3, 4), (0, -1, 0)), ((3, 3), (5,)))])
+
+
+def _diagonal_backward_kernel(g, shape, offset, dim1, dim2):
+    out = np.zeros(shape, g.dtype)
+    _diagonal_kernel(out, offset, dim1, dim2)[...] = g
+    return out
+
+
+diagonal_backward = register(
+    "diagonal_backward", kernel=_diagonal_backward_kernel,
+    meta=lambda g, shape, offset, d1, d2: Spec(tuple(shape), g.dtype),
+    node="DiagonalBackwardBackward0",
+    derivative=lambda gg, offset, d1, d2: (gg.diagonal(offset, d1, d2), None, None, None,
+                                           None),
+    save=lambda out, g, shape, offset, d1, d2: (offset, d1, d2),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3,), dt), (3, 4), 0, 0, 1)),
+                             Sample((rand_array(rng, (2, 2), dt), (2, 3, 4), -1, 1, 2))])
+
+
+def _diag_embed_shape(shape, offset, dim1, dim2):
+    n = len(shape) + 1
+    d1, d2 = _diag_check(n, offset, dim1, dim2)
+    size = (shape[-1] if shape else 1) + abs(offset)
+    rest = list(shape[:-1])
+    out = []
+    for i in range(n):
+        out.append(size if i in (d1, d2) else rest.pop(0))
+    return tuple(out)
+
+
+def _diag_embed_kernel(a, offset=0, dim1=-2, dim2=-1):
+    shape = _diag_embed_shape(a.shape, offset, dim1, dim2)
+    out = np.zeros(shape, a.dtype)
+    _diagonal_kernel(out, offset, dim1, dim2)[...] = a
+    return out
+
+
+diag_embed = register(
+    "diag_embed", kernel=_diag_embed_kernel,
+    meta=lambda a, offset=0, dim1=-2, dim2=-1: Spec(
+        _diag_embed_shape(tuple(a.shape), offset, dim1, dim2), a.dtype),
+    node="DiagEmbedBackward0",
+    derivative=lambda g, offset, d1, d2: (g.diagonal(offset, d1, d2), None, None, None),
+    save=lambda out, a, offset=0, dim1=-2, dim2=-1: (offset, dim1, dim2),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + r, name=f"{s} {r}")
+                             for s, r in (((3,), ()), ((2, 3), (1,)), ((2, 3), (-1, 0, 2)),
+                                          ((0,), ()))])

@@ -1,0 +1,402 @@
+"""Custom autograd Functions: user-written forward and backward as one graph node.
+
+`MyFn.apply(*args)` runs `forward` without recording, then (when grad mode is on and a tensor
+argument requires grad) makes one node of class `MyFnBackward` whose edges are the tensor
+arguments. The node is also the `ctx` object forward saw, so attributes set on `ctx` and
+`ctx.saved_tensors` are reachable from `y.grad_fn`, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import graph as _graph
+from .grad_mode import no_grad
+from .grad_mode import state as _grad_state
+
+
+def _tensor_cls():
+    return _graph._tensor_class[0]
+
+
+def _size_str(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+class FunctionCtx:
+    """What `forward`/`setup_context` use to pass state to `backward`."""
+
+    def save_for_backward(self, *tensors) -> None:
+        """Keep `tensors` (or None) for backward; read them back with `saved_tensors`."""
+        Tensor = _tensor_cls()
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {i} is of type "
+                    f"{type(t).__name__}")
+        self._to_save = tensors
+
+    def save_for_forward(self, *tensors) -> None:
+        """Accepted for API compatibility (forward-mode AD does not exist yet)."""
+        self._saved_for_forward = tensors
+
+    def mark_dirty(self, *tensors) -> None:
+        """Declare the inputs that forward modified in place (they are returned as outputs)."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        """Declare outputs that have no gradient (they will not require grad)."""
+        self._non_diff = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """With False, backward receives None (not zeros) for outputs that got no gradient."""
+        self._materialize = bool(value)
+
+
+class BackwardCFunction(_graph.Node, FunctionCtx):
+    """The node of a custom Function; it is also the Function's `ctx`."""
+
+    _forward_cls = None
+
+    def __init__(self):
+        _graph.Node.__init__(self)
+        self._to_save = None
+        self._versions = None
+        self._dirty = ()
+        self._non_diff = ()
+        self._materialize = True
+        self._tensor_pos = ()  # positions of the tensor arguments of forward
+        self._n_args = 0
+        self._in_meta = ()
+        self.needs_input_grad = ()
+
+    def __repr__(self) -> str:
+        # PyTorch prints custom nodes with their Python module path (as fusegrad prints
+        # torch.Size and torch.FloatTensor).
+        return f"<torch.autograd.function.{type(self).__name__} object at {id(self):#x}>"
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The tensors given to `save_for_backward` (checked against in-place changes)."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_graph._FREED)
+        return tuple(_graph.unpack_saved(self, saved, self._versions))
+
+    saved_variables = saved_tensors
+
+    def release(self) -> None:
+        if self._versions is not None:
+            self._saved = None
+
+    def apply(self, grads: list) -> list:
+        cls = self._forward_cls
+        backward = cls.backward
+        if backward is Function.backward:
+            backward = cls.vjp
+        elif cls.vjp is not Function.vjp:
+            raise RuntimeError(
+                "Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
+                "You should only implement one of them.")
+        res = backward(self, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        return self._check_grads(res)
+
+    def _check_grads(self, res: tuple) -> list:
+        name = type(self).__name__
+        n = self._n_args
+        if len(res) != n:
+            if len(res) > n and all(g is None for g in res[n:]):
+                res = res[:n]
+            else:
+                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                                   f"(expected {n}, got {len(res)})")
+        Tensor = _tensor_cls()
+        out = []
+        tensor_pos = self._tensor_pos
+        for i, g in enumerate(res):
+            if i not in tensor_pos:
+                if g is not None:
+                    raise RuntimeError(
+                        f"function {name} returned a gradient different than None at position "
+                        f"{i + 1}, but the corresponding forward input was not a Variable")
+                continue
+            if g is not None and not isinstance(g, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
+            out.append(g)
+        for k, (g, (shape, dt)) in enumerate(zip(out, self._in_meta)):
+            if g is None:
+                continue
+            if tuple(g.shape) != shape:
+                if not _sums_to(tuple(g.shape), shape):
+                    raise RuntimeError(
+                        f"Function {name} returned an invalid gradient at index {k} - got "
+                        f"{_size_str(g.shape)} but expected shape compatible with "
+                        f"{_size_str(shape)}")
+                out[k] = g = _graph._sum_to(g, shape)
+            if g._dtype is not dt and dt.is_floating_point:
+                out[k] = g.to(dt)
+        return out
+
+
+def _sums_to(shape: tuple, target: tuple) -> bool:
+    """Whether a gradient of `shape` can be summed down to `target` (target expands to it)."""
+    if len(target) > len(shape):
+        return False
+    lead = len(shape) - len(target)
+    return all(t == s or t == 1 for t, s in zip(target, shape[lead:]))
+
+
+class _FunctionMeta(type):
+    """Gives every Function subclass its own backward node class, `<Name>Backward`."""
+
+    def __init__(cls, name, bases, ns):
+        super().__init__(name, bases, ns)
+        node = type(f"{name}Backward", (BackwardCFunction,), {"_forward_cls": cls})
+        node.__module__ = "fusegrad.autograd.function"
+        cls._backward_cls = node
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class of custom differentiable operations.
+
+    Subclasses define `forward(ctx, *args)` (or `forward(*args)` plus
+    `setup_context(ctx, inputs, output)`) and `backward(ctx, *grad_outputs)` as staticmethods
+    and are called through `apply`.
+    """
+
+    def __init__(self, *args, **kwargs):
+        import warnings
+
+        warnings.warn(
+            f"{type(self)} should not be instantiated. Methods on autograd functions are all "
+            "static, so you should invoke them on the class itself. Instantiating an autograd "
+            "function will raise an error in a future version of PyTorch.",
+            DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        """The computation; override as a staticmethod."""
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Optional: save state for backward from `inputs` and `output` (separate style)."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        """Gradients of the inputs from those of the outputs; override as a staticmethod."""
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD.")
+
+    @staticmethod
+    def vjp(ctx, *grad_outputs):
+        """Alias of backward."""
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD.")
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """Forward-mode derivative (not supported yet)."""
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        """Run forward and, when gradients are needed, record a `<Name>Backward` node."""
+        return _apply(cls, args, kwargs)
+
+
+def _apply(cls, args, kwargs):
+    from .._dispatch import _edge
+    from .anomaly_mode import state as _anomaly
+
+    Tensor = _tensor_cls()
+    node = cls._backward_cls()
+    tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+    node._tensor_pos = tensor_pos
+    node._n_args = len(args)
+    node.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+    record = _grad_state.enabled and any(node.needs_input_grad)
+    separate = cls.setup_context is not Function.setup_context
+    with no_grad():
+        if separate:
+            out = cls.forward(*args, **kwargs)
+        else:
+            out = cls.forward(node, *args, **kwargs)
+    if separate:
+        cls.setup_context(node, args, out)
+    single = not isinstance(out, tuple)
+    outs = (out,) if single else out
+    if not record:
+        return out
+    node.next_functions = tuple(_edge(args[i]) for i in tensor_pos)
+    node._in_meta = tuple((tuple(args[i].shape), args[i]._dtype) for i in tensor_pos)
+    if _anomaly.enabled:
+        from .anomaly_mode import record_traceback
+
+        record_traceback(node)
+    inputs = {id(args[i]) for i in tensor_pos}
+    dirty = {id(t) for t in node._dirty}
+    non_diff = {id(t) for t in node._non_diff}
+    results = []
+    meta = []
+    dirty_views = []
+    for i, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            results.append(o)
+            meta.append(None)
+            continue
+        if id(o) in dirty:
+            if o._rg and o._grad_fn is None and o._base is None:
+                raise RuntimeError(
+                    "a leaf Variable that requires grad has been used in an in-place operation.")
+            base = o._base
+            if base is not None and base._rg and base._grad_fn is None:
+                raise RuntimeError(
+                    "a view of a leaf Variable that requires grad is being used in an in-place "
+                    "operation.")
+            o._vc[0] += 1
+            if o._base is not None:
+                dirty_views.append(o)
+        elif id(o) in inputs:
+            o = _alias(o)
+        meta.append((tuple(o.shape), o._dtype))
+        o._output_nr = i
+        if id(outs[i]) not in non_diff and o._dtype.is_floating_point:
+            o._rg = True
+            o._grad_fn = node
+        results.append(o)
+    node._out_meta = tuple(meta)
+    node._non_diff_nrs = tuple(i for i, o in enumerate(outs) if id(o) in non_diff)
+    if node._to_save is not None:
+        node._saved, node._versions = _graph.save_values(node._to_save, tuple(results))
+    else:
+        node._saved = ()
+    node._to_save = None
+    if dirty_views:
+        if len(outs) != 1:
+            raise NotImplementedError(
+                "fusegrad: mark_dirty on a view is supported for single-output Functions only")
+        _rebase_dirty_view(node, args, dirty_views[0])
+    return results[0] if single else tuple(results)
+
+
+def _rebase_dirty_view(node, args, view) -> None:
+    """A Function modified a view in place: as for in-place ops, the base's history becomes
+    CopySlices around the Function's node and the view becomes as_strided of the new base."""
+    from .. import _dispatch
+    from ..ops.shape import as_strided
+
+    base = view._base
+    pos = next(k for k, i in enumerate(node._tensor_pos) if args[i] is view)
+    cs = _graph.CopySlices()
+    cs._fn = node
+    cs._pos = pos
+    cs._base_geom = _dispatch._geometry(base)
+    cs._view_geom = _dispatch._geometry(view)
+    edges = list(node.next_functions)
+    del edges[pos]
+    cs.next_functions = (_dispatch._edge(base),) + tuple(edges)
+    cs._out_meta = ((tuple(base.shape), base._dtype),)
+    base._rg = True
+    base._grad_fn = cs
+    base._output_nr = 0
+    size, stride, offset = cs._view_geom
+    view._grad_fn = None
+    _dispatch._record(as_strided, (base, size, stride, offset), view)
+    view._view_ver = view._vc[0]
+
+
+def _alias(t):
+    """A view of `t` covering all of it (what an input returned unchanged becomes)."""
+    a = t._shallow_copy()
+    a._base = t if t._base is None else t._base
+    a._view_ver = t._vc[0]
+    return a
+
+
+class DelayedError(_graph.Node):
+    """Node whose backward raises: marks results that must not be differentiated again."""
+
+    __slots__ = ("msg",)
+
+    def __init__(self, msg: str):
+        super().__init__()
+        self.msg = msg
+
+    def apply(self, grads: list) -> list:
+        raise RuntimeError(self.msg)
+
+    def release(self) -> None:
+        pass
+
+    def name(self) -> str:
+        """PyTorch's C++ name of the node."""
+        return "torch::autograd::Error"
+
+
+DelayedError.__name__ = DelayedError.__qualname__ = "Error"
+
+
+def once_differentiable(fn):
+    """Decorate a Function's backward that is not itself differentiable.
+
+    Backward runs without recording; if a double backward is attempted through its results,
+    it raises instead of silently giving wrong gradients.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not _grad_state.enabled:
+            return outputs
+        Tensor = _tensor_cls()
+        needing = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+        if not needing:
+            return outputs
+        from .._dispatch import _edge
+
+        err = DelayedError(
+            "trying to differentiate twice a function that was marked with @once_differentiable")
+        err.next_functions = tuple(_edge(a) for a in needing)
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        wrapped = []
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor) and o._dtype.is_floating_point:
+                o = o._shallow_copy()
+                o._rg = True
+                o._grad_fn = err
+                o._output_nr = i
+            wrapped.append(o)
+        err._out_meta = tuple((tuple(o.shape), o._dtype) if isinstance(o, Tensor) else None
+                              for o in outs)
+        return wrapped[0] if single else tuple(wrapped)
+
+    return wrapper
+
+
+class InplaceFunction(Function):
+    """A Function that may work in place (`inplace` flag), kept for API compatibility."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+
+class NestedIOFunction(Function):
+    """Not supported (legacy API)."""

@@ -1,0 +1,209 @@
+"""`fusegrad.compile`: capture a function's tensor work from its bytecode and run it compiled.
+
+The stages, in processing order: `capture/` (bytecode -> FX graphs with guards and graph
+breaks, TorchDynamo's role), then a backend: a registered name or any callable
+`(GraphModule, example_inputs) -> callable`. Until code generation exists, `"inductor"` (the
+default) runs the captured graph as it is, like the `"eager"` backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+
+from .capture.segments import FrameRunner
+from .capture.translator import unsupported_opcodes
+from .capture.variables import Unsupported
+
+
+class Config:
+    """Settings of the compiler (`fusegrad._dynamo.config`)."""
+
+    def __init__(self):
+        self.recompile_limit = 8
+        self.suppress_errors = False
+        self.verbose = False
+
+    @property
+    def cache_size_limit(self) -> int:
+        """Alias of `recompile_limit`, PyTorch's older name."""
+        return self.recompile_limit
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, value: int) -> None:
+        self.recompile_limit = value
+
+
+config = Config()
+
+# ---------------------------------------------------------------- backends
+
+_BACKENDS: dict[str, tuple] = {}
+
+
+def register_backend(name: str, fn=None, tags: tuple = ()):
+    """Register `fn(gm, example_inputs) -> callable` under `name` (usable as a decorator)."""
+    if fn is None:
+        return lambda f: register_backend(name, f, tags)
+    _BACKENDS[name] = (fn, tuple(tags))
+    return fn
+
+
+def list_backends(exclude_tags=("debug", "experimental")) -> list[str]:
+    """Names of the registered backends, without those tagged `exclude_tags`."""
+    exclude = set(exclude_tags or ())
+    return sorted(n for n, (_, tags) in _BACKENDS.items() if not exclude & set(tags))
+
+
+def lookup_backend(backend):
+    """The callable for a backend name (or the callable itself)."""
+    if callable(backend):
+        return backend
+    try:
+        return _BACKENDS[backend][0]
+    except KeyError:
+        raise ValueError(f"Invalid backend {backend!r}; available: "
+                         f"{list_backends(exclude_tags=())}") from None
+
+
+@register_backend("eager", tags=("debug",))
+def eager_backend(gm, example_inputs):
+    """Run the captured graph as it is."""
+    return gm.forward
+
+
+@register_backend("inductor")
+def inductor_backend(gm, example_inputs):
+    """The default backend; code generation is not built yet, so it runs the graph as is."""
+    return gm.forward
+
+
+# ---------------------------------------------------------------- compiled functions
+
+_RUNNERS: weakref.WeakSet = weakref.WeakSet()
+
+
+class CompiledFunction:
+    """A function whose calls run through captured graphs (what `compile(fn)` returns)."""
+
+    def __init__(self, fn, backend="inductor", fullgraph: bool = False):
+        self._orig = fn
+        self._backend = lookup_backend(backend)
+        self._fullgraph = fullgraph
+        self._signature = inspect.signature(fn, follow_wrapped=False)
+        code = fn.__code__
+        # Plain positional calls bind by zipping names (inspect's binding costs microseconds).
+        self._simple = not (code.co_flags & 0x0C) and not code.co_kwonlyargcount and \
+            not fn.__defaults__
+        self._argnames = code.co_varnames[:code.co_argcount]
+        self._runner = None
+        self._eager_reason = ", ".join(sorted(unsupported_opcodes(fn.__code__)))
+        functools.update_wrapper(self, fn)
+
+    def _get_runner(self) -> FrameRunner:
+        if self._runner is None:
+            self._runner = FrameRunner(self._orig, self._backend, config, self._fullgraph)
+            _RUNNERS.add(self._runner)
+        return self._runner
+
+    def __call__(self, *args, **kwargs):
+        if self._eager_reason:
+            if self._fullgraph:
+                raise Unsupported(f"{self._orig.__qualname__} uses {self._eager_reason}, "
+                                  "which fusegrad.compile cannot capture")
+            return self._orig(*args, **kwargs)
+        if self._simple and not kwargs and len(args) == len(self._argnames):
+            L = dict(zip(self._argnames, args))
+        else:
+            bound = self._signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            L = dict(bound.arguments)
+        L["___args"], L["___kwargs"] = args, kwargs
+        return self._get_runner()(L)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def _reset(self) -> None:
+        self._runner = None
+
+
+_CALLEES: dict = {}
+
+
+def compile_callee(fn, backend):
+    """`fn` wrapped for capture (used when a call is run for real after a graph break)."""
+    key = (fn, backend)
+    wrapped = _CALLEES.get(key)
+    if wrapped is None:
+        wrapped = _CALLEES[key] = CompiledFunction(fn, backend)
+    return wrapped
+
+
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="inductor",  # noqa: A001
+            mode=None, options=None, disable: bool = False):
+    """Compile a function or module: as `compile(fn)`, `@compile` or `@compile(...)`."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
+    if mode is not None and mode not in ("default", "reduce-overhead", "max-autotune",
+                                         "max-autotune-no-cudagraphs"):
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: default, "
+                           "reduce-overhead, max-autotune, max-autotune-no-cudagraphs")
+    if disable:
+        return model
+    module_cls = _module_class()
+    if module_cls is not None and isinstance(model, module_cls):
+        from .optimized_module import OptimizedModule
+
+        return OptimizedModule(model, CompiledFunction(type(model).forward, backend,
+                                                       fullgraph))
+    if not callable(model):
+        raise RuntimeError("torch.compile() expects a function or a module, got "
+                           f"{type(model).__name__}")
+    return CompiledFunction(model, backend, fullgraph)
+
+
+def _module_class():
+    try:
+        from ..nn import Module
+    except ImportError:
+        return None
+    return Module
+
+
+def disable(fn=None, recursive: bool = True):
+    """Never capture `fn`: calls to it run eagerly (a graph break where it is called)."""
+    if fn is None:
+        return lambda f: disable(f, recursive)
+
+    @functools.wraps(fn)
+    def eager(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    eager._fusegrad_disabled = True
+    return eager
+
+
+def reset() -> None:
+    """Forget every captured graph (all functions recompile on their next call)."""
+    for runner in list(_RUNNERS):
+        runner.segments.clear()
+        runner.history.clear()
+        runner.warned = False
+    _CALLEES.clear()
+
+
+def last_graphs(fn) -> list:
+    """The GraphModules captured for `fn` (a compiled function), in capture order."""
+    runner = fn._runner if isinstance(fn, CompiledFunction) else None
+    if runner is None:
+        return []
+    return [detail for event, detail in runner.history if event == "graph"]
+
+
+__all__ = ["compile", "config", "disable", "list_backends", "register_backend", "reset",
+           "last_graphs", "CompiledFunction"]

@@ -1,0 +1,218 @@
+"""GraphBuilder: the FX graph being captured, its inputs, guards and example values.
+
+Real values from the frame enter through `wrap(value, source)`: tensors become placeholders
+(created on first use, in first-use order, named `l_x_` from `L['x']` as PyTorch names them),
+plain data becomes constants guarded by value, other objects constants guarded by identity.
+Every recorded call also runs on fake tensors, so each node knows its output's shape and
+dtype (`node.meta['example_value']`) without computing anything.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from ..._tensor import Tensor
+from .guards import GuardSet
+from .variables import (
+    ConstantVariable,
+    DictVariable,
+    ListVariable,
+    SliceVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+    Variable,
+)
+
+
+def placeholder_name(source: str) -> str:
+    """`L['x']` -> `l_x_`, `L['xs'][0]` -> `l_xs_0_`, as Dynamo names its inputs."""
+    return re.sub(r"[^0-9a-zA-Z]+", "_", source).lower()
+
+
+class GraphBuilder:
+    """One graph under construction (shared by a frame and the functions it inlines)."""
+
+    def __init__(self):
+        from ... import fx
+
+        self.fx = fx
+        self.graph = fx.Graph()
+        self.guards = GuardSet()
+        self.guards.global_state()
+        self.inputs: dict[str, TensorVariable] = {}  # source -> placeholder variable
+        self.input_values: dict[str, Tensor] = {}
+        self.fake_mode = FakeTensorMode()
+        self.created: list = []  # nodes in creation order (to undo a failed instruction)
+
+    # ---------------------------------------------------------------- inputs
+
+    def wrap(self, value, source: str | None) -> Variable:
+        """A variable for a real value read from the frame (guarded when it has a source)."""
+        if isinstance(value, Tensor):
+            if source is None:
+                raise Unsupported("a tensor created outside the captured code without a "
+                                  "source")
+            return self._tensor_input(value, source)
+        if source is None:
+            return ConstantVariable(value)
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
+                            f"{len(value)}")
+            items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
+            if type(value) is tuple:
+                return TupleVariable(items, source)
+            var = ListVariable(items, source)
+            return var
+        if type(value) is dict and all(type(k) is str for k in value):
+            self.guards.add(f"type({source}) is dict and list({source}) == {list(value)!r}")
+            return DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
+                                source)
+        self.guards.constant(source, value)
+        return ConstantVariable(value, source)
+
+    def _tensor_input(self, value: Tensor, source: str) -> TensorVariable:
+        var = self.inputs.get(source)
+        if var is not None:
+            return var
+        for other_source, other in self.input_values.items():
+            if other is value:  # the same tensor reached by two paths: one input
+                self.guards.add(f"{source} is {other_source}")
+                return self.inputs[other_source]
+        self.guards.tensor(source, value)
+        name = placeholder_name(source)
+        # Parameters and buffers come first, then other inputs in first-use order (as Dynamo).
+        is_param = "._parameters[" in source or "._buffers[" in source
+        first = next(iter(n for n in self.graph.nodes if n.op != "placeholder" or (
+            is_param and "._parameters[" not in n.meta.get("source", "")
+            and "._buffers[" not in n.meta.get("source", ""))), None)
+        if first is not None:
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        fake = FakeTensor.from_tensor(value)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        self.created.append(node)
+        var = TensorVariable(node, fake, source)
+        self.inputs[source] = var
+        self.input_values[source] = value
+        return var
+
+    # ---------------------------------------------------------------- recording
+
+    def call(self, kind: str, target, args: tuple, kwargs: dict) -> Variable:
+        """Record a call_function / call_method node and compute its fake example."""
+        node_args = _map(args, _as_node)
+        node_kwargs = {k: _map(v, _as_node) for k, v in kwargs.items()}
+        fake_args = _map(args, _as_example)
+        fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
+        try:
+            with self.fake_mode:
+                if kind == "call_function":
+                    example = target(*fake_args, **fake_kwargs)
+                else:
+                    example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+        except DataDependentOutputError as e:
+            raise Unsupported(f"data-dependent operation: {e}") from None
+        except (NotImplementedError, AttributeError, TypeError) as e:
+            raise Unsupported(f"{_target_name(target)} on fake tensors: {e}") from None
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        self.created.append(node)
+        return self.wrap_result(node, example)
+
+    def set_grad_enabled(self, mode: bool) -> None:
+        """Switch grad mode here in the graph (and now, for the fake ops that follow)."""
+        from ...autograd.grad_mode import state
+
+        node = self.graph.call_function(set_grad_enabled, (bool(mode),))
+        self.created.append(node)
+        state.enabled = bool(mode)
+
+    def rename(self, node, name: str) -> None:
+        """Give `node` a fresh name made from `name`; its old name stays taken, as in FX."""
+        node.name = self.graph._namespace.create_name(name)
+
+    def discard_since(self, mark: int) -> None:
+        """Erase the nodes created after `mark` (newest first) and forget their inputs."""
+        for node in reversed(self.created[mark:]):
+            if node.op == "placeholder":
+                source = node.meta["source"]
+                self.inputs.pop(source, None)
+                self.input_values.pop(source, None)
+            for user in list(node.users):
+                if user not in self.created[mark:]:
+                    raise Unsupported("cannot undo a partly recorded instruction")
+            self.graph.erase_node(node)
+        del self.created[mark:]
+
+    def wrap_result(self, node, example) -> Variable:
+        """The variable for a node whose fake example is `example` (tensors, tuples, numbers)."""
+        if isinstance(example, Tensor):
+            node.meta["example_value"] = example
+            return TensorVariable(node, example)
+        if isinstance(example, tuple) and all(isinstance(e, Tensor) for e in example):
+            node.meta["example_value"] = example
+
+            items = []
+            for i, e in enumerate(example):
+                item = self.graph.call_function(operator.getitem, (node, i))
+                self.created.append(item)
+                item.meta["example_value"] = e
+                items.append(TensorVariable(item, e))
+            return TupleVariable(items)
+        if example is None and node.target is operator.setitem:
+            return ConstantVariable(None)
+        if example is None or isinstance(example, (bool, int, float)):
+            raise Unsupported("an op returned a Python number computed from tensor values")
+        raise Unsupported(f"an op returned {type(example).__name__}")
+
+
+def set_grad_enabled(mode: bool) -> None:
+    """Graph node target: set grad mode (what a `with no_grad()` block does on entry/exit)."""
+    from ...autograd.grad_mode import state
+
+    state.enabled = mode
+
+
+def _as_node(v):
+    if isinstance(v, TensorVariable):
+        return v.node
+    if isinstance(v, ConstantVariable):
+        if isinstance(v.value, Tensor):
+            raise Unsupported("a tensor constant in a graph call")
+        return v.value
+    if isinstance(v, SliceVariable):
+        return slice(_as_node(v.start), _as_node(v.stop), _as_node(v.step))
+    if isinstance(v, ListVariable):
+        return [_as_node(i) for i in v.items]
+    if isinstance(v, TupleVariable):
+        return tuple(_as_node(i) for i in v.items)
+    raise Unsupported(f"argument of type {type(v).__name__} in a graph call")
+
+
+def _as_example(v):
+    if isinstance(v, TensorVariable):
+        return v.example
+    if isinstance(v, ConstantVariable):
+        return v.value
+    if isinstance(v, SliceVariable):
+        return slice(_as_example(v.start), _as_example(v.stop), _as_example(v.step))
+    if isinstance(v, ListVariable):
+        return [_as_example(i) for i in v.items]
+    if isinstance(v, TupleVariable):
+        return tuple(_as_example(i) for i in v.items)
+    raise Unsupported(f"argument of type {type(v).__name__} in a graph call")
+
+
+def _map(value, fn):
+    if isinstance(value, tuple):
+        return tuple(fn(v) for v in value)
+    return fn(value)
+
+
+def _target_name(target) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", repr(target))

@@ -1,0 +1,339 @@
+"""Calls during translation: record a graph op, inline a user function, evaluate, or break.
+
+- fusegrad functions and Python operators applied to graph tensors (and fusegrad factories)
+  become `call_function` nodes; tensor methods become `call_method` nodes;
+- user Python functions and module `forward`s are inlined (translated in a child frame that
+  shares the graph);
+- pure builtins on constants are evaluated; a few (`len`, `isinstance`) read tensor metadata;
+- anything else (print, I/O, data-dependent methods, unknown callables) is `Unsupported`.
+
+In concrete mode every call is made for real, except that a user function is called through
+`compile` so that it is captured on its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+import types
+
+from ..._tensor import Tensor
+from .translator import (
+    DATA_DEPENDENT,
+    PURE_BUILTINS,
+    Return,
+    Translator,
+    unsupported_opcodes,
+)
+from .variables import (
+    ConstantVariable,
+    DictVariable,
+    GradExit,
+    GradModeVariable,
+    ListVariable,
+    MethodVariable,
+    NestedFunctionVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+    Variable,
+)
+
+GRAPH_FACTORIES = {"zeros", "ones", "full", "empty", "arange", "linspace", "eye", "tensor",
+                   "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like",
+                   "full_like", "empty_like", "rand_like", "randn_like", "as_tensor"}
+PURE_FUSEGRAD = {"is_grad_enabled", "get_default_dtype", "is_tensor", "promote_types",
+                 "result_type", "can_cast", "is_floating_point", "numel"}
+MAX_INLINE_DEPTH = 32
+
+
+def _is_fusegrad_function(f) -> bool:
+    mod = getattr(f, "__module__", None) or ""
+    return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
+        not isinstance(f, type) and not _is_module(f)
+
+
+def _is_module(obj) -> bool:
+    try:
+        from ...nn import Module
+    except ImportError:
+        return False
+    return isinstance(obj, Module)
+
+
+def _grad_context(f, args, tr):
+    """The grad mode a call to no_grad/enable_grad/set_grad_enabled would make, or None."""
+    from ...autograd import grad_mode
+
+    if f is grad_mode.no_grad and not args:
+        return False
+    if f is grad_mode.enable_grad and not args:
+        return True
+    if f is grad_mode.set_grad_enabled and len(args) == 1:
+        return bool(tr.as_python(args[0]))
+    return None
+
+
+def _is_pure_numpy(f) -> bool:
+    """NumPy functions and scalar types (not its random generators) on constants."""
+    mod = getattr(f, "__module__", None) or ""
+    return (mod == "numpy" or mod.startswith("numpy.")) and "random" not in mod
+
+
+def _is_user_function(f) -> bool:
+    return isinstance(f, types.FunctionType) and not _is_fusegrad_function(f)
+
+
+def _has_tensor(values) -> bool:
+    for v in values:
+        if isinstance(v, TensorVariable):
+            return True
+        if isinstance(v, TupleVariable) and _has_tensor(v.items):
+            return True
+        if isinstance(v, DictVariable) and _has_tensor(v.items.values()):
+            return True
+    return False
+
+
+def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Variable:
+    """The result of calling `fn(*args, **kwargs)` during translation."""
+    if tr.concrete:
+        return _call_concrete(tr, fn, args, kwargs)
+    if isinstance(fn, MethodVariable):
+        return _call_method(tr, fn, args, kwargs)
+    if isinstance(fn, TensorVariable):
+        raise Unsupported("calling a tensor")
+    if isinstance(fn, NestedFunctionVariable):
+        return inline_nested(tr, fn, args, kwargs)
+    if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
+        tr.builder.set_grad_enabled(fn.exit)
+        return ConstantVariable(None)
+    if not isinstance(fn, ConstantVariable):
+        raise Unsupported(f"calling a {type(fn).__name__}")
+    f = fn.value
+    if getattr(f, "_fusegrad_disabled", False):
+        raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked compiler.disable")
+    if isinstance(f, GradExit):  # leaving a with block that began before this segment
+        tr.builder.set_grad_enabled(f.mode)
+        return ConstantVariable(None)
+    grad_mode = _grad_context(f, args, tr)
+    if grad_mode is not None:
+        return GradModeVariable(grad_mode)
+    if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
+        self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
+                                   fn.source + ".__self__")
+        return inline(tr, f.__func__, [self_var] + args, kwargs)
+    if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
+        name = getattr(f, "__name__", "")
+        if _has_tensor(args) or _has_tensor(kwargs.values()) or name in GRAPH_FACTORIES:
+            return tr.builder.call("call_function", f, tuple(args), kwargs)
+        if name in PURE_FUSEGRAD or f in _TENSOR_OPERATORS:
+            return _evaluate(tr, f, args, kwargs)
+        raise Unsupported(f"call to fusegrad.{name} outside the graph")
+    if f in PURE_BUILTINS or f in _PURE_MATH:
+        return _call_builtin(tr, f, args, kwargs)
+    if _is_pure_numpy(f) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
+        return _evaluate(tr, f, args, kwargs)
+    if _is_module(f):
+        if getattr(f, "_forward_hooks", None) or getattr(f, "_forward_pre_hooks", None) or \
+                getattr(f, "_backward_hooks", None):
+            raise Unsupported("a module with hooks")
+        return inline(tr, type(f).forward, [fn] + args, kwargs)
+    if _is_user_function(f):
+        return inline(tr, f, args, kwargs)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
+    raise Unsupported(f"call to {name}")
+
+
+_PURE_MATH = {getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "tan", "floor",
+                                          "ceil", "prod", "pi", "isclose", "fabs", "pow")
+              if callable(getattr(math, n))}
+_TENSOR_OPERATORS = {getattr(operator, n) for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "matmul",
+    "getitem", "lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert")}
+
+
+def _evaluate(tr, f, args, kwargs) -> Variable:
+    values = [tr.as_python(a) for a in args]
+    kw = {k: tr.as_python(v) for k, v in kwargs.items()}
+    if any(isinstance(v, Tensor) for v in values + list(kw.values())):
+        raise Unsupported("a tensor that is not part of the graph")
+    try:
+        return tr.from_python(f(*values, **kw))
+    except Exception as e:
+        raise Unsupported(f"evaluating {getattr(f, '__name__', f)} raised {e!r}") from None
+
+
+def _call_builtin(tr, f, args, kwargs) -> Variable:
+    if f is len and len(args) == 1:
+        a = args[0]
+        if isinstance(a, TensorVariable):
+            if a.example.ndim == 0:
+                raise Unsupported("len() of a 0-d tensor")
+            return ConstantVariable(a.example.shape[0])
+        if isinstance(a, (TupleVariable, DictVariable)):
+            return ConstantVariable(len(a.items))
+    if f is isinstance and len(args) == 2:
+        cls = tr.as_python(args[1])
+        return ConstantVariable(issubclass(args[0].python_type(), cls)
+                                if not isinstance(args[0], ConstantVariable)
+                                else isinstance(args[0].value, cls))
+    if f is getattr and len(args) in (2, 3):
+        try:
+            return tr.get_attr(args[0], tr.as_python(args[1]))
+        except Unsupported:
+            if len(args) == 3:
+                return args[2]
+            raise
+    if f in (tuple, list) and len(args) == 1 and not isinstance(args[0], ConstantVariable):
+        items = tr.unpack(args[0])
+        return TupleVariable(items) if f is tuple else ListVariable(items)
+    if f in (enumerate, zip, reversed) and not all(isinstance(a, ConstantVariable)
+                                                   for a in args):
+        lists = [tr.unpack(a) for a in args]
+        if f is enumerate:
+            start = tr.as_python(kwargs["start"]) if "start" in kwargs else 0
+            rows = [TupleVariable([ConstantVariable(i + start), v])
+                    for i, v in enumerate(lists[0])]
+        elif f is zip:
+            rows = [TupleVariable(list(r)) for r in zip(*lists)]
+        else:
+            rows = list(reversed(lists[0]))
+        from .variables import IteratorVariable
+
+        return IteratorVariable(rows)
+    if f in (abs, sum, min, max) and (_has_tensor(args)):
+        if f is abs:
+            return tr.builder.call("call_function", abs, tuple(args), {})
+        if f is sum:
+            items = tr.unpack(args[0])
+            total = args[1] if len(args) > 1 else ConstantVariable(0)
+            for item in items:
+                total = tr.apply(operator.add, (total, item))
+            return total
+        raise Unsupported(f"{f.__name__}() over tensors")
+    if _has_tensor(args) or _has_tensor(kwargs.values()):
+        raise Unsupported(f"{getattr(f, '__name__', f)}() with tensor arguments")
+    return _evaluate(tr, f, args, kwargs)
+
+
+def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
+    obj, name = fn.obj, fn.name
+    if isinstance(obj, TensorVariable):
+        if name in DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's values")
+        if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
+                    "element_size", "nelement", "ndimension"):
+            values = [tr.as_python(a) for a in args]
+            return tr.from_python(getattr(obj.example, name)(*values))
+        return tr.builder.call("call_method", name, (obj, *args), kwargs)
+    if isinstance(obj, ListVariable):
+        local = obj.source is None
+        if name == "append" and local:
+            obj.items.append(args[0])
+            return ConstantVariable(None)
+        if name == "extend" and local:
+            obj.items.extend(tr.unpack(args[0]))
+            return ConstantVariable(None)
+        if name == "pop" and local:
+            return obj.items.pop(tr.as_python(args[0]) if args else -1)
+        if name == "insert" and local:
+            obj.items.insert(tr.as_python(args[0]), args[1])
+            return ConstantVariable(None)
+        if name in ("index", "count"):
+            return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+        raise Unsupported(f"list.{name} on a list from outside the graph")
+    if isinstance(obj, DictVariable):
+        if name == "items":
+            from .variables import IteratorVariable
+
+            return IteratorVariable([TupleVariable([ConstantVariable(k), v])
+                                     for k, v in obj.items.items()])
+        if name == "keys":
+            return TupleVariable([ConstantVariable(k) for k in obj.items])
+        if name == "values":
+            return TupleVariable(list(obj.items.values()))
+        if name == "get":
+            key = tr.as_python(args[0])
+            return obj.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name in ("__setitem__", "update", "setdefault", "pop") and obj.source is None:
+            if name == "__setitem__":
+                obj.items[tr.as_python(args[0])] = args[1]
+                return ConstantVariable(None)
+        raise Unsupported(f"dict.{name}")
+    if isinstance(obj, TupleVariable):
+        return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+    if isinstance(obj, ConstantVariable):
+        method = getattr(obj.value, name)
+        if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
+            return inline(tr, method.__func__, [obj] + args, kwargs)
+        if _is_module(obj.value) and name == "forward":
+            return inline(tr, type(obj.value).forward, [obj] + args, kwargs)
+        if isinstance(obj.value, (str, int, float, tuple, bytes, frozenset)):
+            return _evaluate(tr, method, args, kwargs)
+        raise Unsupported(f"method {type(obj.value).__name__}.{name}")
+    raise Unsupported(f"method {name} of {type(obj).__name__}")
+
+
+def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
+    """Inline a function made during translation (its closure holds variables)."""
+    defaults = tr.as_python(fn.defaults) if fn.defaults is not None else None
+    proto = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name, defaults,
+                               tuple(types.CellType(None) for _ in fn.closure) or None)
+    if fn.kwdefaults is not None:
+        proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
+    return inline(tr, proto, args, kwargs, closure=tuple(fn.closure))
+
+
+def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Variable:
+    """Translate `func(*args, **kwargs)` in a child frame that records into the same graph."""
+    if tr.depth >= MAX_INLINE_DEPTH:
+        raise Unsupported("inlining too deep (recursion?)")
+    code = func.__code__
+    bad = unsupported_opcodes(code)
+    if bad:
+        raise Unsupported(f"{func.__qualname__} uses {', '.join(sorted(bad))}")
+    try:
+        bound = inspect.signature(func, follow_wrapped=False).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(f"calling {func.__qualname__}: {e}") from None
+    local_vars = {}
+    params = inspect.signature(func, follow_wrapped=False).parameters
+    for name, p in params.items():
+        if name == "implicit0" and code.co_varnames[:1] == (".0",):
+            name = ".0"  # a comprehension's iterator argument (inspect renames it)
+        key = "implicit0" if name == ".0" else name
+        if key in bound.arguments:
+            value = bound.arguments[key]
+            if p.kind is p.VAR_POSITIONAL:
+                value = TupleVariable(list(value))
+            elif p.kind is p.VAR_KEYWORD:
+                value = DictVariable(dict(value))
+            local_vars[name] = value
+        elif p.kind is p.VAR_POSITIONAL:
+            local_vars[name] = TupleVariable([])
+        elif p.kind is p.VAR_KEYWORD:
+            local_vars[name] = DictVariable({})
+        else:
+            local_vars[name] = ConstantVariable(p.default)
+    child = Translator(code, func.__globals__, closure or func.__closure__, tr.builder,
+                       local_vars, [], parent=tr)
+    try:
+        child.run()
+    except Return as r:
+        return r.value
+    raise AssertionError("unreachable")
+
+
+def _call_concrete(tr, fn, args, kwargs) -> Variable:
+    values = [a.value for a in args]
+    kw = {k: v.value for k, v in kwargs.items()}
+    if isinstance(fn, MethodVariable):
+        f = getattr(fn.obj.value, fn.name)
+    else:
+        f = fn.value
+    if _is_user_function(f) and tr.callee_wrapper is not None and \
+            not getattr(f, "_fusegrad_disabled", False):
+        f = tr.callee_wrapper(f)
+    return ConstantVariable(f(*values, **kw))

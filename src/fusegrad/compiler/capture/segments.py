@@ -1,0 +1,440 @@
+"""Running a captured function: a chain of guarded graph segments per code object.
+
+A *segment* is what the translator captured from one instruction offset and frame state: a
+compiled graph, its guards, and how it ends: `return` (the value, rebuilt from graph outputs
+and constants), `break` at an instruction (the stack and locals to rebuild, then that one
+instruction runs for real and the next segment starts after it), or `eager` (a break inside a
+loop: as PyTorch does, the rest of the frame runs eagerly).
+
+On a call, the runner binds the arguments to locals, picks the first segment at offset 0 whose
+guards pass (translating a new one if none does), runs its graph, rebuilds the frame state,
+and continues until a segment returns. Only values the graph computed are graph outputs;
+everything else is rebuilt from its source (an input) or kept as a constant.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from ..._tensor import Tensor
+from ...autograd.grad_mode import state as _grad_state
+from .. import logs
+from .builder import GraphBuilder
+from .translator import Jump, Return, Translator, instructions_of
+from .variables import (
+    ConstantVariable,
+    DictVariable,
+    GradExit,
+    GradModeVariable,
+    IteratorVariable,
+    ListVariable,
+    MethodVariable,
+    NestedFunctionVariable,
+    NullVariable,
+    SliceVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+)
+
+
+@dataclass
+class Segment:
+    """One captured graph and how the frame continues after it."""
+
+    start: int
+    kind: str  # "return", "break" or "eager"
+    check: object = None
+    guards: object = None
+    graph_module: object = None
+    compiled: object = None
+    gather: object = None
+    result: object = None  # spec of the return value
+    stack: list = field(default_factory=list)  # specs of the stack at the break
+    locals: dict = field(default_factory=dict)  # specs of the locals that changed
+    kw_names: tuple = ()
+    offset: int = 0  # the breaking instruction
+    reason: str = ""
+    line: int | None = None
+    scope: dict = field(default_factory=dict)  # names the guard and source texts use
+    rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
+
+
+class FrameRunner:
+    """The segments of one code object under one backend, and how to run them."""
+
+    def __init__(self, fn, backend, config, fullgraph: bool = False):
+        self.fn = fn
+        self.code = fn.__code__
+        self.backend = backend
+        self.config = config
+        self.fullgraph = fullgraph
+        self.segments: dict[int, list[Segment]] = {}
+        self.insts, self.index_of = instructions_of(self.code)
+        self.loops = [(i.argval, i.offset) for i in self.insts
+                      if i.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))]
+        self.eager_only = False
+        self.warned = False
+        self.history = _History()  # (event, detail) for explain and logs
+
+    # ---------------------------------------------------------------- running
+
+    def __call__(self, L: dict):
+        grad_mode = _grad_state.enabled
+        try:
+            return self._run(L)
+        except BaseException:
+            _grad_state.enabled = grad_mode  # a with block left by an exception
+            raise
+
+    def _run(self, L: dict):
+        G = self.fn.__globals__
+        S: list = []
+        offset = 0
+        while True:
+            seg = self._segment(offset, L, S)
+            if seg is None:  # too many recompiles at the start: plain eager
+                return self.fn(*L.pop("___args"), **L.pop("___kwargs"))
+            if seg.kind == "eager":
+                return self._run_concrete(seg.start, L, S, ())
+            outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
+            if seg.kind == "return":
+                return seg.rebuild(outs, L, S, G)
+            new_locals, S = seg.rebuild(outs, L, S, G)
+            L.update(new_locals)
+            offset, result = self._step(seg.offset, L, S, seg.kw_names)
+            if offset is None:
+                return result
+
+    def _segment(self, offset: int, L: dict, S: list):
+        G = self.fn.__globals__
+        entries = self.segments.setdefault(offset, [])
+        for seg in entries:
+            if seg.check is None or seg.check(L, S, G):
+                return seg
+        if offset == 0:
+            if len(entries) >= self.config.recompile_limit:
+                if not self.warned:
+                    self.warned = True
+                    reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+                    warnings.warn(
+                        f"fusegrad.compile: {self.code.co_name} hit config.recompile_limit "
+                        f"({self.config.recompile_limit}); last failed guard: {reason}. It "
+                        "now runs eagerly.", UserWarning, stacklevel=4)
+                return None
+            if entries:
+                reason = entries[-1].guards.failure(L, S, G)
+                self.history.append(("recompile", reason))
+                logs.emit("recompiles", f"Recompiling function {self.code.co_name} in "
+                          f"{self.code.co_filename}:{self.code.co_firstlineno}; triggered "
+                          f"by the following guard failure(s): {reason}")
+        seg = self.capture(offset, L, S)
+        entries.append(seg)
+        return seg
+
+    def _step(self, offset: int, L: dict, S: list, kw_names: tuple):
+        """Run one instruction for real; returns (next offset, None) or (None, result)."""
+        tr = self._concrete(offset, L, S, kw_names)
+        try:
+            tr.step()
+        except Jump:
+            pass
+        except Return as r:
+            return None, r.value.value
+        _store_back(tr, L, S)
+        return tr.insts[tr.pc].offset, None
+
+    def _run_concrete(self, offset, L, S, kw_names):
+        tr = self._concrete(offset, L, S, kw_names)
+        while True:
+            try:
+                tr.step()
+            except Jump:
+                continue
+            except Return as r:
+                return r.value.value
+
+    def _concrete(self, offset, L, S, kw_names) -> Translator:
+        from .. import compile_callee
+
+        tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, None,
+                        {k: ConstantVariable(v) for k, v in L.items() if not k.startswith("___")},
+                        [NullVariable() if v is NULL else ConstantVariable(v) for v in S],
+                        start=offset, concrete=True,
+                        callee_wrapper=lambda f: compile_callee(f, self.backend))
+        tr.kw_names = kw_names
+        return tr
+
+    # ---------------------------------------------------------------- capturing
+
+    def capture(self, start: int, L: dict, S: list) -> Segment:
+        """Translate from `start` with the real frame state L, S into a new segment."""
+        grad_mode = _grad_state.enabled
+        try:
+            return self._capture(start, L, S)
+        except Unsupported:
+            raise  # fullgraph=True
+        except Exception as e:  # a translator bug must not fail a program eager would run
+            if self.fullgraph:
+                raise
+            logs.emit("graph_breaks", f"capture of {self.code.co_name} failed ({e!r}); "
+                      "running it eagerly")
+            return Segment(start, "eager", reason=repr(e))
+        finally:
+            _grad_state.enabled = grad_mode  # translation switches it for the fake ops
+
+    def _capture(self, start: int, L: dict, S: list) -> Segment:
+        builder = GraphBuilder()
+        if self.fn.__closure__:
+            builder.guards.values["___closure"] = self.fn.__closure__
+        stack = [builder.wrap(v, f"S[{i}]") for i, v in enumerate(S)]
+        local_vars = _LazyLocals(builder, {k: v for k, v in L.items()
+                                           if not k.startswith("___")})
+        tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
+                        local_vars, stack, start=start)
+        seg = None
+        while True:
+            before_stack = list(tr.stack)
+            before_locals = dict(tr.locals.loaded)
+            before_kw = tr.kw_names
+            mark = len(builder.created)
+            try:
+                tr.step()
+            except Return as r:
+                seg = Segment(start, "return")
+                outputs = _Outputs()
+                seg.result = _spec(r.value, outputs)
+                break
+            except Unsupported as e:
+                builder.discard_since(mark)  # what the failed instruction recorded
+                inst = tr.current
+                line = _line_of(self.code, inst.offset)
+                if self.fullgraph:
+                    raise Unsupported(
+                        f"{e} (graph break in {self.code.co_name}, "
+                        f"{self.code.co_filename}:{line})") from None
+                self.history.append(("break", f"{e} at {self.code.co_filename}:{line}"))
+                logs.emit("graph_breaks", f"Graph break in {self.code.co_name} at "
+                          f"{self.code.co_filename}:{line}: {e}")
+                if tr.parent is None and self._in_loop(inst.offset):
+                    return Segment(start, "eager", reason=str(e), line=line)
+                seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
+                              reason=str(e), line=line)
+                outputs = _Outputs()
+                try:
+                    seg.stack = [_spec(v, outputs) for v in before_stack]
+                    seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
+                except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
+                    return Segment(start, "eager", reason=str(why), line=line)
+                break
+        self._finish(seg, builder, outputs)
+        return seg
+
+    def _in_loop(self, offset: int) -> bool:
+        return any(target <= offset <= jump for target, jump in self.loops)
+
+    def _finish(self, seg: Segment, builder: GraphBuilder, outputs: _Outputs) -> None:
+        graph = builder.graph
+        _eliminate_dead_code(graph, outputs.nodes)
+        seg.guards = builder.guards
+        self.history.append(("guards", builder.guards.lines()))
+        logs.emit("guards", "GUARDS:\n" + "\n".join(builder.guards.lines()))
+        scope = seg.scope = dict(builder.guards.values)
+        seg.check = builder.guards.compile()
+        has_ops = any(n.op not in ("placeholder", "output") for n in graph.nodes)
+        sources = [v.source for v in builder.inputs.values()]
+        order = [n.meta["source"] for n in graph.nodes if n.op == "placeholder"]
+        sources = [s for s in order if s in sources]
+        seg.gather = _compile_gather(sources, scope)
+        seg.rebuild = _compile_rebuild(seg, scope)
+        if not outputs.nodes and not has_ops:
+            seg.compiled = None
+            return
+        graph.output(tuple(outputs.nodes))
+        from ... import fx
+
+        gm = fx.GraphModule({}, graph)
+        seg.graph_module = gm
+        example_inputs = [builder.input_values[s] for s in sources]
+        logs.emit("graph_code", f"TRACED GRAPH ({self.code.co_name} from offset {seg.start})"
+                  f"\n{gm.code}")
+        seg.compiled = self.backend(gm, example_inputs)
+        self.history.append(("graph", gm))
+
+
+class _History(list):
+    """A runner's events; while `explain` listens, every runner's events also go there."""
+
+    listener: list | None = None
+
+    def append(self, item) -> None:
+        super().append(item)
+        if _History.listener is not None:
+            _History.listener.append(item)
+
+
+class _LazyLocals(dict):
+    """Locals that wrap the frame's real values on first read (so unused inputs never become
+    graph inputs, and inputs appear in first-use order)."""
+
+    def __init__(self, builder, real: dict):
+        super().__init__()
+        self.builder = builder
+        self.real = real
+        self.loaded: dict = self  # what the translator has read or written
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self.real
+
+    def __getitem__(self, name):
+        if not dict.__contains__(self, name):
+            dict.__setitem__(self, name, self.builder.wrap(self.real[name], f"L[{name!r}]"))
+        return dict.__getitem__(self, name)
+
+    def pop(self, name, default=None):
+        self.real.pop(name, None)
+        return dict.pop(self, name, default)
+
+
+class _Outputs:
+    """The graph nodes a segment must output, numbered in order."""
+
+    def __init__(self):
+        self.nodes: list = []
+        self.index: dict = {}
+
+    def add(self, node) -> int:
+        k = self.index.get(node)
+        if k is None:
+            k = self.index[node] = len(self.nodes)
+            self.nodes.append(node)
+        return k
+
+
+def _spec(v, outputs: _Outputs):
+    """How to rebuild variable `v` after the graph ran."""
+    if isinstance(v, TensorVariable):
+        if v.node.op == "placeholder":
+            return ("source", v.node.meta["source"])
+        return ("out", outputs.add(v.node))
+    if isinstance(v, ConstantVariable):
+        if isinstance(v.value, Tensor) and v.source is None:
+            raise Unsupported("a tensor constant in the frame state")
+        return ("source", v.source) if v.source is not None else ("const", v.value)
+    if isinstance(v, (TupleVariable, DictVariable)) and v.source is not None:
+        return ("source", v.source)  # an input container: never mutated in a graph
+    if isinstance(v, ListVariable):
+        return ("list", [_spec(i, outputs) for i in v.items])
+    if isinstance(v, TupleVariable):
+        return ("tuple", [_spec(i, outputs) for i in v.items])
+    if isinstance(v, DictVariable):
+        return ("dict", {k: _spec(i, outputs) for k, i in v.items.items()})
+    if isinstance(v, SliceVariable):
+        return ("slice", [_spec(i, outputs) for i in (v.start, v.stop, v.step)])
+    if isinstance(v, MethodVariable):
+        return ("method", _spec(v.obj, outputs), v.name)
+    if isinstance(v, NullVariable):
+        return ("null",)
+    if isinstance(v, IteratorVariable):
+        return ("iter", [_spec(i, outputs) for i in v.items[v.index:]])
+    if isinstance(v, NestedFunctionVariable):
+        raise Unsupported("a function made inside the graph is live at a graph break")
+    if isinstance(v, GradModeVariable):
+        return ("grad_exit", v.exit)
+    raise Unsupported(f"cannot rebuild a {type(v).__name__}")
+
+
+class _Null:
+    """Stands for the NULL below a callable when the stack is rebuilt."""
+
+
+NULL = _Null()
+
+
+def _spec_code(spec, consts: dict) -> str:
+    """A Python expression that rebuilds `spec` from `outs`, L, S and G."""
+    kind = spec[0]
+    if kind == "out":
+        return f"outs[{spec[1]}]"
+    if kind == "source":
+        return spec[1]
+    if kind == "const":
+        value = spec[1]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return repr(value)
+        name = f"___c{len(consts)}"
+        consts[name] = value
+        return name
+    if kind in ("list", "tuple", "iter", "slice"):
+        items = ", ".join(_spec_code(s, consts) for s in spec[1])
+        return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
+                "iter": f"iter([{items}])", "slice": f"slice({items})"}[kind]
+    if kind == "dict":
+        items = ", ".join(f"{k!r}: {_spec_code(s, consts)}" for k, s in spec[1].items())
+        return "{" + items + "}"
+    if kind == "method":
+        return f"{_spec_code(spec[1], consts)}.{spec[2]}"
+    if kind == "null":
+        return "___NULL"
+    if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
+        name = f"___c{len(consts)}"
+        consts[name] = GradExit(spec[1])
+        return name
+    raise AssertionError(kind)
+
+
+
+def _compile_rebuild(seg: Segment, scope: dict):
+    """A function rebuilding the frame state (or return value) after the graph ran."""
+    consts = {"___NULL": NULL}
+    if seg.kind == "return":
+        body = f"    return {_spec_code(seg.result, consts)}\n"
+    else:
+        local_items = ", ".join(f"{k!r}: {_spec_code(v, consts)}" for k, v in seg.locals.items())
+        stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
+        body = f"    return {{{local_items}}}, [{stack_items}]\n"
+    env = dict(scope)
+    env.update(consts)
+    exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
+    return env["rebuild"]
+
+
+def _store_back(tr: Translator, L: dict, S: list) -> None:
+    for k, v in tr.locals.items():
+        L[k] = v.value if isinstance(v, ConstantVariable) else v
+    S[:] = [NULL if isinstance(v, NullVariable) else v.value for v in tr.stack]
+
+
+def _compile_gather(sources: list, scope: dict):
+    body = ", ".join(sources)
+    src = f"def gather(L, S, G):\n    return ({body}{',' if sources else ''})\n"
+    env = dict(scope)
+    exec(compile(src, "<fusegrad graph inputs>", "exec"), env)
+    return env["gather"]
+
+
+_INPLACE_TARGETS = {"setitem", "__setitem__", "set_grad_enabled"}
+
+
+def _eliminate_dead_code(graph, keep) -> None:
+    keep = set(keep)
+    for node in reversed(list(graph.nodes)):
+        if node.op == "output" or node in keep or node.users:
+            continue
+        if node.op == "placeholder":  # an input nothing uses (Dynamo drops these too)
+            graph.erase_node(node)
+            continue
+        name = node.target if isinstance(node.target, str) else getattr(
+            node.target, "__name__", "")
+        if name.endswith("_") or name in _INPLACE_TARGETS:
+            continue  # in-place ops change their inputs: keep them
+        graph.erase_node(node)
+
+
+def _line_of(code, offset: int) -> int | None:
+    line = None
+    for start, _end, ln in code.co_lines():
+        if start <= offset and ln is not None:
+            line = ln
+    return line

@@ -1,0 +1,714 @@
+"""The bytecode translator: symbolic execution of CPython 3.11 bytecode, one method per opcode.
+
+It runs a function's instructions over a stack of variables (see variables.py), recording
+tensor operations into an FX graph, evaluating plain Python on constants, unrolling loops
+over known values and inlining calls into user functions and module `forward`s. Where it
+cannot continue (a branch on a tensor's value, `.item()`, `print`, an unsupported call), it
+raises `Unsupported`; the segment then ends there (see segments.py).
+
+The same class runs in *concrete* mode to execute one breaking instruction on real values:
+then every variable is a constant and calls are made for real.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import operator
+import sys
+import types
+
+from ..._tensor import Tensor
+from .variables import (
+    ConstantVariable,
+    DictVariable,
+    GradModeVariable,
+    IteratorVariable,
+    ListVariable,
+    MethodVariable,
+    NestedFunctionVariable,
+    NullVariable,
+    SliceVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+    Variable,
+)
+
+BINARY_OPS = {
+    0: operator.add, 1: operator.and_, 2: operator.floordiv, 3: operator.lshift,
+    4: operator.matmul, 5: operator.mul, 6: operator.mod, 7: operator.or_, 8: operator.pow,
+    9: operator.rshift, 10: operator.sub, 11: operator.truediv, 12: operator.xor,
+    13: operator.iadd, 14: operator.iand, 15: operator.ifloordiv, 16: operator.ilshift,
+    17: operator.imatmul, 18: operator.imul, 19: operator.imod, 20: operator.ior,
+    21: operator.ipow, 22: operator.irshift, 23: operator.isub, 24: operator.itruediv,
+    25: operator.ixor,
+}
+COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+               ">": operator.gt, ">=": operator.ge}
+# Tensor methods whose result needs the tensor's values.
+DATA_DEPENDENT = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+                  "nonzero", "unique", "masked_select", "backward", "register_hook",
+                  "retain_grad", "__array__"}
+# Builtins that are pure functions of their (constant) arguments.
+PURE_BUILTINS = {len, range, isinstance, issubclass, int, float, bool, str, abs, min, max,
+                 tuple, list, dict, enumerate, zip, getattr, hasattr, round, sorted, reversed,
+                 type, divmod, pow, sum, any, all, slice, repr, id, callable, hash}
+# Opcodes the translator handles; a code object using any other runs eagerly.
+SUPPORTED_OPCODES = {
+    "RESUME", "NOP", "CACHE", "PRECALL", "LOAD_FAST", "STORE_FAST", "DELETE_FAST",
+    "LOAD_CONST", "LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "LOAD_DEREF",
+    "LOAD_CLOSURE", "COPY_FREE_VARS", "MAKE_CELL", "PUSH_NULL", "KW_NAMES", "CALL",
+    "CALL_FUNCTION_EX", "BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "UNARY_NEGATIVE",
+    "UNARY_NOT", "UNARY_POSITIVE", "UNARY_INVERT", "BINARY_SUBSCR", "STORE_SUBSCR",
+    "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "BUILD_SLICE",
+    "LIST_APPEND", "LIST_EXTEND", "LIST_TO_TUPLE", "MAP_ADD", "DICT_UPDATE", "DICT_MERGE",
+    "UNPACK_SEQUENCE", "POP_TOP", "COPY", "SWAP", "RETURN_VALUE", "GET_ITER", "FOR_ITER",
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP",
+    "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION",
+}
+# A `with` block's exception path; allowed only when every context is a grad mode (those
+# restore themselves: the runner resets grad mode if an exception leaves the frame).
+WITH_OPCODES = {"BEFORE_WITH", "PUSH_EXC_INFO", "WITH_EXCEPT_START", "RERAISE", "POP_EXCEPT"}
+GRAD_CONTEXTS = {"no_grad", "enable_grad", "set_grad_enabled"}
+
+
+class Return(Exception):
+    """Raised by RETURN_VALUE to end a frame with its value."""
+
+    def __init__(self, value: Variable):
+        self.value = value
+
+
+class Jump(Exception):
+    """Raised in concrete mode when the one instruction executed moved elsewhere."""
+
+
+def instructions_of(code: types.CodeType) -> tuple[list, dict]:
+    """The instructions of `code` and a map from offset to index."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    return insts, {inst.offset: k for k, inst in enumerate(insts)}
+
+
+def unsupported_opcodes(code: types.CodeType) -> set[str]:
+    """Opcodes of `code` (and nothing nested) the translator does not handle."""
+    if sys.version_info[:2] != (3, 11):
+        return {f"Python {sys.version_info[0]}.{sys.version_info[1]} bytecode"}
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generators and coroutines
+        return {"generator"}
+    insts, _ = instructions_of(code)
+    missing = {i.opname for i in insts} - SUPPORTED_OPCODES
+    if "BEFORE_WITH" in missing and _only_grad_contexts(insts):
+        missing -= WITH_OPCODES
+    return missing
+
+
+def _only_grad_contexts(insts) -> bool:
+    """True if each `with` in `insts` enters a grad-mode context made just before it."""
+    for k, inst in enumerate(insts):
+        if inst.opname == "BEFORE_WITH":
+            names = {i.argval for i in insts[max(0, k - 6):k]
+                     if i.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL")}
+            if not names & GRAD_CONTEXTS:
+                return False
+    return True
+
+
+class Translator:
+    """Executes one frame's bytecode over variables."""
+
+    def __init__(self, code, f_globals, closure, builder, local_vars: dict, stack: list,
+                 start: int = 0, concrete: bool = False, parent: Translator | None = None,
+                 callee_wrapper=None):
+        self.code = code
+        self.f_globals = f_globals
+        self.closure = closure or ()
+        self.builder = builder
+        self.locals = local_vars
+        self.stack = stack
+        self.insts, self.index_of = instructions_of(code)
+        self.pc = self.index_of[start]
+        self.concrete = concrete
+        self.parent = parent
+        self.kw_names: tuple = ()
+        self.callee_wrapper = callee_wrapper
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.current = None
+
+    # ---------------------------------------------------------------- driving
+
+    def run(self) -> Variable:
+        """Run until RETURN_VALUE (returns its variable) or raise Unsupported."""
+        while True:
+            self.step()
+
+    def step(self) -> None:
+        """Execute the instruction at `pc`."""
+        inst = self.insts[self.pc]
+        self.current = inst
+        self.pc += 1
+        handler = getattr(self, inst.opname, None)
+        if handler is None:
+            raise Unsupported(f"opcode {inst.opname}")
+        handler(inst)
+
+    def jump_to(self, offset: int) -> None:
+        """Continue at instruction `offset`."""
+        self.pc = self.index_of[offset]
+        if self.concrete:
+            raise Jump()
+
+    def offset(self) -> int:
+        """The offset of the instruction being executed."""
+        return self.current.offset
+
+    def push(self, v: Variable) -> None:
+        self.stack.append(v)
+
+    def pop(self) -> Variable:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def const(self, value) -> ConstantVariable:
+        return ConstantVariable(value)
+
+    # ---------------------------------------------------------------- loads and stores
+
+    def RESUME(self, inst):  # noqa: N802
+        pass
+
+    NOP = PRECALL = COPY_FREE_VARS = MAKE_CELL = RESUME
+
+    def LOAD_FAST(self, inst):  # noqa: N802
+        if inst.argval not in self.locals:
+            raise Unsupported(f"local {inst.argval!r} read before assignment")
+        self.push(self.locals[inst.argval])
+
+    LOAD_CLOSURE = LOAD_FAST
+
+    def STORE_FAST(self, inst):  # noqa: N802
+        value = self.pop()
+        if isinstance(value, TensorVariable) and value.source is None and not self.concrete:
+            self._name_node(value.node, inst.argval)
+        self.locals[inst.argval] = value
+
+    def _name_node(self, node, name: str) -> None:
+        # Dynamo names a node after the local it is stored in (`x = a / b` makes node `x`).
+        if node.op in ("call_function", "call_method") and not node.meta.get("named") \
+                and name.isidentifier():
+            node.meta["named"] = True
+            self.builder.rename(node, name)
+
+    def DELETE_FAST(self, inst):  # noqa: N802
+        self.locals.pop(inst.argval, None)
+
+    def LOAD_CONST(self, inst):  # noqa: N802
+        self.push(self.const(inst.argval))
+
+    def LOAD_GLOBAL(self, inst):  # noqa: N802
+        name = inst.argval
+        if inst.arg & 1:
+            self.push(NullVariable())
+        if name in self.f_globals:
+            value, source = self.f_globals[name], f"G[{name!r}]"
+        elif hasattr(builtins, name):
+            value, source = getattr(builtins, name), None
+        else:
+            raise Unsupported(f"name {name!r} is not defined")
+        self.push(self.wrap(value, source))
+
+    def LOAD_DEREF(self, inst):  # noqa: N802
+        names = self.code.co_cellvars + self.code.co_freevars
+        name = inst.argval
+        if name in self.locals:
+            self.push(self.locals[name])
+            return
+        k = names.index(name) - len(self.code.co_cellvars)
+        if k < 0 or k >= len(self.closure):
+            raise Unsupported(f"cell variable {name!r}")
+        if isinstance(self.closure[k], Variable):  # a nested function made in the graph
+            self.push(self.closure[k])
+            return
+        try:
+            value = self.closure[k].cell_contents
+        except ValueError:
+            raise Unsupported(f"empty cell {name!r}") from None
+        self.push(self.wrap(value, None if self.parent or self.concrete else
+                            f"___closure[{k}].cell_contents"))
+
+    def wrap(self, value, source):
+        """A variable for a real value (guarded through the builder when it has a source)."""
+        if self.concrete:
+            return ConstantVariable(value)
+        return self.builder.wrap(value, source)
+
+    def LOAD_ATTR(self, inst):  # noqa: N802
+        obj = self.pop()
+        self.push(self.get_attr(obj, inst.argval))
+
+    def LOAD_METHOD(self, inst):  # noqa: N802
+        obj = self.pop()
+        self.push(NullVariable())
+        self.push(self.get_attr(obj, inst.argval))
+
+    def get_attr(self, obj: Variable, name: str) -> Variable:
+        """`obj.name`."""
+        if isinstance(obj, TensorVariable):
+            return self.tensor_attr(obj, name)
+        if isinstance(obj, ConstantVariable):
+            try:
+                value = getattr(obj.value, name)
+            except AttributeError as e:
+                if self.concrete:
+                    raise
+                raise Unsupported(f"attribute error: {e}") from None
+            if self.concrete:
+                return ConstantVariable(value)
+            if isinstance(value, (types.MethodType, types.BuiltinMethodType)) and \
+                    getattr(value, "__self__", None) is obj.value:
+                return MethodVariable(obj, name)
+            return self.builder.wrap(value, self._attr_source(obj, name))
+        if isinstance(obj, (TupleVariable, DictVariable)):
+            return MethodVariable(obj, name)
+        raise Unsupported(f"attribute {name!r} of {type(obj).__name__}")
+
+    def _attr_source(self, obj: ConstantVariable, name: str) -> str | None:
+        if obj.source is None:
+            return None
+        for table in ("_modules", "_parameters", "_buffers"):
+            entries = getattr(obj.value, table, None)
+            if isinstance(entries, dict) and name in entries:
+                return f"{obj.source}.{table}[{name!r}]"
+        return f"{obj.source}.{name}"
+
+    def tensor_attr(self, t: TensorVariable, name: str) -> Variable:
+        """An attribute of a graph tensor: metadata is constant, views are recorded."""
+        ex = t.example
+        if name in ("shape",):
+            return ConstantVariable(ex.shape)
+        if name in ("dtype", "device", "ndim", "is_cuda", "layout"):
+            return ConstantVariable(getattr(ex, name))
+        if name == "requires_grad":
+            return ConstantVariable(ex.requires_grad)
+        if name in ("T", "mT", "H", "mH"):
+            return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
+        if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
+            raise Unsupported(f"tensor attribute {name!r}")
+        if name in DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's values")
+        return MethodVariable(t, name)
+
+    def STORE_ATTR(self, inst):  # noqa: N802
+        obj = self.pop()
+        value = self.pop()
+        if self.concrete:
+            setattr(obj.value, inst.argval, value.value)
+            return
+        raise Unsupported(f"attribute assignment {inst.argval!r} (a side effect)")
+
+    # ---------------------------------------------------------------- operators
+
+    def BINARY_OP(self, inst):  # noqa: N802
+        b = self.pop()
+        a = self.pop()
+        self.push(self.apply(BINARY_OPS[inst.arg], (a, b)))
+
+    def COMPARE_OP(self, inst):  # noqa: N802
+        b = self.pop()
+        a = self.pop()
+        self.push(self.apply(COMPARE_OPS[inst.argval], (a, b)))
+
+    def IS_OP(self, inst):  # noqa: N802
+        b = self.pop()
+        a = self.pop()
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            same = a is b or (isinstance(a, TensorVariable) and isinstance(b, TensorVariable)
+                              and a.node is b.node)
+        elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
+            same = a.value is b.value
+        else:
+            same = a is b
+        self.push(self.const(same != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):  # noqa: N802
+        b = self.pop()
+        a = self.pop()
+        result = self.apply(operator.contains, (b, a))
+        if inst.arg:
+            result = self.apply(operator.not_, (result,))
+        self.push(result)
+
+    def UNARY_NEGATIVE(self, inst):  # noqa: N802
+        self.push(self.apply(operator.neg, (self.pop(),)))
+
+    def UNARY_POSITIVE(self, inst):  # noqa: N802
+        self.push(self.apply(operator.pos, (self.pop(),)))
+
+    def UNARY_INVERT(self, inst):  # noqa: N802
+        self.push(self.apply(operator.invert, (self.pop(),)))
+
+    def UNARY_NOT(self, inst):  # noqa: N802
+        v = self.pop()
+        self.push(self.const(not self.truth(v)))
+
+    def BINARY_SUBSCR(self, inst):  # noqa: N802
+        index = self.pop()
+        obj = self.pop()
+        if isinstance(obj, (TupleVariable, DictVariable)) and isinstance(
+                index, ConstantVariable):
+            try:
+                item = obj.items[index.value]
+            except (IndexError, KeyError, TypeError) as e:
+                raise Unsupported(f"subscript error: {e}") from None
+            self.push(ListVariable(item) if isinstance(index.value, slice) and
+                      isinstance(obj, ListVariable) else
+                      TupleVariable(item) if isinstance(index.value, slice) else item)
+            return
+        self.push(self.apply(operator.getitem, (obj, index)))
+
+    def STORE_SUBSCR(self, inst):  # noqa: N802
+        index = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        if isinstance(obj, TensorVariable):
+            self.builder.call("call_function", operator.setitem, (obj, index, value), {})
+            return
+        if isinstance(obj, ListVariable) and obj.source is None and isinstance(
+                index, ConstantVariable) and isinstance(index.value, int):
+            obj.items[index.value] = value
+            return
+        if isinstance(obj, DictVariable) and obj.source is None and isinstance(
+                index, ConstantVariable):
+            obj.items[index.value] = value
+            return
+        if self.concrete:
+            obj.value[index.value] = value.value
+            return
+        raise Unsupported("item assignment into an object from outside the graph")
+
+    def apply(self, fn, args: tuple) -> Variable:
+        """Apply a Python operator or builtin to variables."""
+        if any(isinstance(a, TensorVariable) for a in args):
+            return self.builder.call("call_function", fn, tuple(args), {})
+        if all(isinstance(a, ConstantVariable) for a in args):
+            values = [a.value for a in args]
+            if not self.concrete and any(isinstance(v, Tensor) for v in values):
+                raise Unsupported("operation on a tensor that is not a graph input")
+            return ConstantVariable(fn(*values))
+        values = [self.as_python(a) for a in args]
+        return self.from_python(fn(*values))
+
+    # ---------------------------------------------------------------- containers
+
+    def BUILD_TUPLE(self, inst):  # noqa: N802
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):  # noqa: N802
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_MAP(self, inst):  # noqa: N802
+        items = self.popn(2 * inst.arg)
+        self.push(DictVariable({self.key(items[i]): items[i + 1]
+                                for i in range(0, len(items), 2)}))
+
+    def BUILD_CONST_KEY_MAP(self, inst):  # noqa: N802
+        keys = self.pop()
+        values = self.popn(inst.arg)
+        self.push(DictVariable(dict(zip(keys.value, values))))
+
+    def key(self, v: Variable):
+        if not isinstance(v, ConstantVariable):
+            raise Unsupported("a dict key that is not a constant")
+        return v.value
+
+    def BUILD_SLICE(self, inst):  # noqa: N802
+        items = self.popn(inst.arg)
+        if len(items) == 2:
+            items.append(self.const(None))
+        if all(isinstance(i, ConstantVariable) for i in items):
+            self.push(self.const(slice(*(i.value for i in items))))
+        else:
+            self.push(SliceVariable(*items))
+
+    def LIST_APPEND(self, inst):  # noqa: N802
+        v = self.pop()
+        self.stack[-inst.arg].items.append(v)
+
+    def LIST_EXTEND(self, inst):  # noqa: N802
+        v = self.pop()
+        self.stack[-inst.arg].items.extend(self.unpack(v))
+
+    def LIST_TO_TUPLE(self, inst):  # noqa: N802
+        self.push(TupleVariable(self.pop().items))
+
+    def MAP_ADD(self, inst):  # noqa: N802
+        value = self.pop()
+        key = self.pop()
+        self.stack[-inst.arg].items[self.key(key)] = value
+
+    def DICT_UPDATE(self, inst):  # noqa: N802
+        v = self.pop()
+        if not isinstance(v, DictVariable):
+            v = self.from_python(self.as_python(v))
+        self.stack[-inst.arg].items.update(v.items)
+
+    DICT_MERGE = DICT_UPDATE
+
+    def UNPACK_SEQUENCE(self, inst):  # noqa: N802
+        items = self.unpack(self.pop())
+        if len(items) != inst.arg:
+            raise Unsupported("unpacking a sequence of the wrong length")
+        for item in reversed(items):
+            self.push(item)
+
+    def unpack(self, v: Variable) -> list:
+        """The items of a container variable (a tensor unpacks along dim 0)."""
+        if isinstance(v, TupleVariable):
+            return list(v.items)
+        if isinstance(v, DictVariable):
+            return [self.const(k) for k in v.items]
+        if isinstance(v, IteratorVariable):
+            return list(v.items[v.index:])
+        if isinstance(v, TensorVariable):
+            if v.example.ndim == 0:
+                raise Unsupported("iteration over a 0-d tensor")
+            return [self.apply(operator.getitem, (v, self.const(i)))
+                    for i in range(v.example.shape[0])]
+        if isinstance(v, ConstantVariable):
+            try:
+                values = list(v.value)
+            except TypeError as e:
+                raise Unsupported(str(e)) from None
+            return [self.wrap(x, f"{v.source}[{i}]" if v.source and isinstance(
+                v.value, (list, tuple)) else None) for i, x in enumerate(values)]
+        raise Unsupported(f"unpacking {type(v).__name__}")
+
+    def FORMAT_VALUE(self, inst):  # noqa: N802
+        spec = self.pop() if (inst.arg & 4) else self.const("")
+        v = self.pop()
+        if not isinstance(v, ConstantVariable):
+            raise Unsupported("formatting a tensor")
+        conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
+        value = conv(v.value) if conv else v.value
+        self.push(self.const(format(value, spec.value)))
+
+    def BUILD_STRING(self, inst):  # noqa: N802
+        parts = self.popn(inst.arg)
+        self.push(self.const("".join(p.value for p in parts)))
+
+    # ---------------------------------------------------------------- stack
+
+    def POP_TOP(self, inst):  # noqa: N802
+        self.pop()
+
+    def COPY(self, inst):  # noqa: N802
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):  # noqa: N802
+        i = inst.arg
+        self.stack[-1], self.stack[-i] = self.stack[-i], self.stack[-1]
+
+    def PUSH_NULL(self, inst):  # noqa: N802
+        self.push(NullVariable())
+
+    def RETURN_VALUE(self, inst):  # noqa: N802
+        raise Return(self.pop())
+
+    def BEFORE_WITH(self, inst):  # noqa: N802
+        cm = self.pop()
+        if self.concrete:
+            value = cm.value
+            self.push(ConstantVariable(type(value).__exit__.__get__(value)))
+            self.push(ConstantVariable(type(value).__enter__(value)))
+            return
+        if not isinstance(cm, GradModeVariable):
+            raise Unsupported("a with block whose context is not a grad mode")
+        from ...autograd.grad_mode import state
+
+        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
+        self.builder.set_grad_enabled(cm.mode)
+        self.push(self.const(None))
+
+    # ---------------------------------------------------------------- control flow
+
+    def truth(self, v: Variable) -> bool:
+        """Python truth of a variable; a tensor's truth is data-dependent."""
+        if isinstance(v, TensorVariable):
+            raise Unsupported("a branch on a tensor's value (data-dependent control flow)")
+        if isinstance(v, ConstantVariable):
+            if not self.concrete and isinstance(v.value, Tensor):
+                raise Unsupported("a branch on a tensor's value")
+            return bool(v.value)
+        if isinstance(v, (TupleVariable, DictVariable)):
+            return bool(v.items)
+        return True
+
+    def _pop_jump(self, inst, when: bool):
+        v = self.stack[-1]
+        taken = self.truth(v) == when
+        self.pop()
+        if taken:
+            self.jump_to(inst.argval)
+
+    def POP_JUMP_FORWARD_IF_FALSE(self, inst):  # noqa: N802
+        self._pop_jump(inst, False)
+
+    def POP_JUMP_FORWARD_IF_TRUE(self, inst):  # noqa: N802
+        self._pop_jump(inst, True)
+
+    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
+    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
+
+    def _pop_jump_none(self, inst, when_none: bool):
+        v = self.pop()
+        is_none = isinstance(v, ConstantVariable) and v.value is None
+        if is_none == when_none:
+            self.jump_to(inst.argval)
+
+    def POP_JUMP_FORWARD_IF_NONE(self, inst):  # noqa: N802
+        self._pop_jump_none(inst, True)
+
+    def POP_JUMP_FORWARD_IF_NOT_NONE(self, inst):  # noqa: N802
+        self._pop_jump_none(inst, False)
+
+    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
+    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):  # noqa: N802
+        if not self.truth(self.stack[-1]):
+            self.jump_to(inst.argval)
+        else:
+            self.pop()
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):  # noqa: N802
+        if self.truth(self.stack[-1]):
+            self.jump_to(inst.argval)
+        else:
+            self.pop()
+
+    def JUMP_FORWARD(self, inst):  # noqa: N802
+        self.jump_to(inst.argval)
+
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
+
+    def GET_ITER(self, inst):  # noqa: N802
+        v = self.pop()
+        if isinstance(v, IteratorVariable):
+            self.push(v)
+        elif isinstance(v, ConstantVariable) and self.concrete:
+            self.push(ConstantVariable(iter(v.value)))
+        else:
+            self.push(IteratorVariable(self.unpack(v)))
+
+    def FOR_ITER(self, inst):  # noqa: N802
+        it = self.stack[-1]
+        if isinstance(it, ConstantVariable):  # concrete mode
+            try:
+                self.push(ConstantVariable(next(it.value)))
+            except StopIteration:
+                self.pop()
+                self.jump_to(inst.argval)
+            return
+        if it.index < len(it.items):
+            self.push(it.items[it.index])
+            it.index += 1
+        else:
+            self.pop()
+            self.jump_to(inst.argval)
+
+    # ---------------------------------------------------------------- calls
+
+    def KW_NAMES(self, inst):  # noqa: N802
+        self.kw_names = self.code.co_consts[inst.arg]
+
+    def CALL(self, inst):  # noqa: N802
+        args = self.popn(inst.arg)
+        fn = self.pop()
+        below = self.pop()
+        if not isinstance(below, NullVariable):  # a method: self comes first
+            args = [fn] + args
+            fn = below
+        kw_names, self.kw_names = self.kw_names, ()
+        if kw_names:
+            kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
+            args = args[:len(args) - len(kw_names)]
+        else:
+            kwargs = {}
+        self.push(self.call(fn, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):  # noqa: N802
+        kwargs = self.pop() if inst.arg & 1 else DictVariable({})
+        args = self.pop()
+        fn = self.pop()
+        if isinstance(self.stack[-1] if self.stack else None, NullVariable):
+            self.pop()
+        if not isinstance(kwargs, DictVariable):
+            kwargs = self.from_python(self.as_python(kwargs))
+        self.push(self.call(fn, self.unpack(args), dict(kwargs.items)))
+
+    def MAKE_FUNCTION(self, inst):  # noqa: N802
+        code = self.pop()
+        closure = self.pop() if inst.arg & 0x08 else None
+        annotations = self.pop() if inst.arg & 0x04 else None
+        kwdefaults = self.pop() if inst.arg & 0x02 else None
+        defaults = self.pop() if inst.arg & 0x01 else None
+        del annotations
+        cells = None
+        if closure is not None:
+            items = closure.value if isinstance(closure, ConstantVariable) else closure.items
+            if not self.concrete and not all(isinstance(c, ConstantVariable) for c in items):
+                self.push(NestedFunctionVariable(code.value, items, defaults, kwdefaults,
+                                                 self.f_globals))
+                return
+            # Cells hold the values at creation: sound because a captured variable that is
+            # reassigned (STORE_DEREF) makes the whole function run eagerly.
+            cells = tuple(types.CellType(c.value if isinstance(c, ConstantVariable) else c)
+                          for c in items)
+        fn = types.FunctionType(code.value, self.f_globals, code.value.co_name,
+                                self.as_python(defaults) if defaults else None, cells)
+        if kwdefaults is not None:
+            fn.__kwdefaults__ = self.as_python(kwdefaults)
+        self.push(ConstantVariable(fn))
+
+    def LOAD_CLOSURE_CELL(self, inst):  # pragma: no cover - 3.11 uses LOAD_CLOSURE
+        raise Unsupported("closure cell")
+
+    def call(self, fn: Variable, args: list, kwargs: dict) -> Variable:
+        """Call `fn` with variables: record, inline, evaluate, or raise Unsupported."""
+        from .calls import call_variable
+
+        return call_variable(self, fn, list(args), kwargs)
+
+    # ---------------------------------------------------------------- conversions
+
+    def as_python(self, v: Variable):
+        """The Python value of a variable made only of constants."""
+        if isinstance(v, ConstantVariable):
+            return v.value
+        if isinstance(v, ListVariable):
+            return [self.as_python(i) for i in v.items]
+        if isinstance(v, TupleVariable):
+            return tuple(self.as_python(i) for i in v.items)
+        if isinstance(v, DictVariable):
+            return {k: self.as_python(i) for k, i in v.items.items()}
+        if isinstance(v, SliceVariable):
+            return slice(self.as_python(v.start), self.as_python(v.stop),
+                         self.as_python(v.step))
+        raise Unsupported(f"a {type(v).__name__} used as a Python value")
+
+    def from_python(self, value) -> Variable:
+        """A variable for a Python value computed during translation."""
+        if type(value) is list:
+            return ListVariable([self.from_python(v) for v in value])
+        if type(value) is tuple:
+            return TupleVariable([self.from_python(v) for v in value])
+        return ConstantVariable(value)

@@ -1,0 +1,195 @@
+"""What the translator's stack and locals hold: variables that stand for Python values.
+
+A `TensorVariable` is a value the graph computes: an FX node plus a fake tensor with its
+shape and dtype. A `ConstantVariable` is an ordinary Python value known while translating (a
+number, a module, a function, a real tensor that is not part of the graph ...). Containers
+built during translation hold variables. Every variable that came from the frame's inputs
+carries its `source`: the Python expression that reads it (`L['x']`, `G['torch'].nn`), used
+for guards and to fetch graph inputs at run time.
+"""
+
+from __future__ import annotations
+
+
+class Unsupported(Exception):
+    """The translator cannot put this into a graph: a graph break (with the reason)."""
+
+
+class Variable:
+    """Base of all variables."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: str | None = None):
+        self.source = source
+
+    def python_type(self) -> type:
+        """The type of the value this variable stands for."""
+        raise NotImplementedError
+
+
+class ConstantVariable(Variable):
+    """A Python value known at translation time."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source: str | None = None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def __repr__(self) -> str:
+        return f"Const({self.value!r})"
+
+
+class TensorVariable(Variable):
+    """A tensor the graph computes: its FX node and a fake example of it."""
+
+    __slots__ = ("node", "example")
+
+    def __init__(self, node, example, source: str | None = None):
+        super().__init__(source)
+        self.node = node
+        self.example = example
+
+    def python_type(self) -> type:
+        from ..._tensor import Tensor
+
+        return Tensor
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.node.name})"
+
+
+class TupleVariable(Variable):
+    """A tuple built from variables."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items, source: str | None = None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def python_type(self) -> type:
+        return tuple
+
+
+class ListVariable(TupleVariable):
+    """A list built during translation (mutations stay inside the graph's view of it)."""
+
+    __slots__ = ()
+
+    def python_type(self) -> type:
+        return list
+
+
+class DictVariable(Variable):
+    """A dict with constant keys built during translation."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: dict, source: str | None = None):
+        super().__init__(source)
+        self.items = dict(items)
+
+    def python_type(self) -> type:
+        return dict
+
+
+class SliceVariable(Variable):
+    """A slice whose bounds are variables."""
+
+    __slots__ = ("start", "stop", "step")
+
+    def __init__(self, start, stop, step):
+        super().__init__(None)
+        self.start, self.stop, self.step = start, stop, step
+
+    def python_type(self) -> type:
+        return slice
+
+
+class MethodVariable(Variable):
+    """`obj.name` for a tensor (a call records call_method) or a container."""
+
+    __slots__ = ("obj", "name")
+
+    def __init__(self, obj: Variable, name: str):
+        super().__init__(None)
+        self.obj = obj
+        self.name = name
+
+    def python_type(self) -> type:
+        return type(print)
+
+
+class IteratorVariable(Variable):
+    """An iterator over variables known in advance (loops are unrolled)."""
+
+    __slots__ = ("items", "index")
+
+    def __init__(self, items):
+        super().__init__(None)
+        self.items = list(items)
+        self.index = 0
+
+    def python_type(self) -> type:
+        return type(iter(()))
+
+
+class NestedFunctionVariable(Variable):
+    """A function made during translation (a comprehension, a nested def) whose closure
+    holds variables; calling it inlines its code."""
+
+    __slots__ = ("code", "closure", "defaults", "kwdefaults", "f_globals")
+
+    def __init__(self, code, closure, defaults, kwdefaults, f_globals):
+        super().__init__(None)
+        self.code = code
+        self.closure = list(closure)
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.f_globals = f_globals
+
+    def python_type(self) -> type:
+        return type(lambda: None)
+
+
+class GradModeVariable(Variable):
+    """`no_grad()`, `enable_grad()` or `set_grad_enabled(mode)` used as a `with` context:
+    entering switches grad mode to `mode`; `exit` holds the mode to restore."""
+
+    __slots__ = ("mode", "exit")
+
+    def __init__(self, mode: bool, exit_to: bool | None = None):
+        super().__init__(None)
+        self.mode = mode
+        self.exit = exit_to
+
+    def python_type(self) -> type:
+        return object
+
+
+class GradExit:
+    """A grad-mode context's `__exit__` rebuilt for real when a graph break happens inside
+    its `with` block: calling it restores the grad mode from before the block."""
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+
+    def __call__(self, *exc) -> bool:
+        from ...autograd.grad_mode import state
+
+        state.enabled = self.mode
+        return False
+
+
+class NullVariable(Variable):
+    """The NULL that PUSH_NULL and LOAD_GLOBAL put below a callable."""
+
+    __slots__ = ()
+
+    def python_type(self) -> type:
+        return type(None)

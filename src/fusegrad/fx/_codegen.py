@@ -1,0 +1,187 @@
+"""Python source for a Graph: one statement per node, values released after their last use.
+
+The generated `forward` looks like torch.fx's: `add = x + y;  x = y = None`, methods as
+`x.sum(dim = 1)`, modules as `self.linear(x)`, fusegrad functions as `fusegrad.relu(x)`.
+Objects that have no literal spelling are passed in through the globals of the code.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._namespace import Namespace
+from .node import MAGIC_FORMATS, Node
+
+_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis))
+
+
+@dataclass
+class PythonCode:
+    """Generated source and the globals it must be executed with."""
+
+    src: str
+    globals: dict[str, Any] = field(default_factory=dict)
+
+
+def _attr_path(base: str, target: str) -> str:
+    out = base
+    for atom in target.split("."):
+        out = f"{out}.{atom}" if atom.isidentifier() else f'getattr({out}, "{atom}")'
+    return out
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        import fusegrad
+
+        self.globals: dict[str, Any] = {"fusegrad": fusegrad, "inf": math.inf,
+                                        "nan": math.nan}
+        self.names = Namespace()
+        for g in self.globals:
+            self.names._used.add(g)
+
+    def add_global(self, hint: str, obj: Any) -> str:
+        """A global name bound to `obj` (reusing the name given to the same object)."""
+        for k, v in self.globals.items():
+            if v is obj:
+                return k
+        if getattr(builtins, hint, None) is obj:
+            return hint
+        name = self.names.create_name(hint or "_obj", obj)
+        self.globals[name] = obj
+        return name
+
+    def function_name(self, fn) -> str:
+        """How generated code spells function `fn` (`fusegrad.relu`, `len`, a global)."""
+        import fusegrad
+
+        name = getattr(fn, "__name__", None)
+        if name and getattr(fusegrad, name, None) is fn:
+            return f"fusegrad.{name}"
+        if name and getattr(operator, name, None) is fn:
+            return self.add_global(f"_operator_{name}", fn)
+        if name and getattr(builtins, name, None) is fn:
+            return name
+        module = getattr(fn, "__module__", None) or ""
+        if module.startswith("fusegrad.") and name:
+            import sys
+
+            mod = sys.modules.get(module)
+            if mod is not None and getattr(mod, name, None) is fn:
+                return f"{module}.{name}"
+        if module and name and not module.startswith("fusegrad"):
+            return self.add_global(f"{module.split('.')[-1]}_{name}", fn)
+        return self.add_global(name or "_fn", fn)
+
+    def repr_arg(self, a: Any) -> str:
+        """`a` as a Python expression (nodes by name, literals by repr, others as globals)."""
+        import fusegrad
+
+        if isinstance(a, Node):
+            return a.name
+        if isinstance(a, float) and (math.isinf(a) or math.isnan(a)):
+            return repr(a)  # inf, -inf, nan: bound in globals
+        if isinstance(a, _LITERALS):
+            return repr(a)
+        if isinstance(a, tuple):
+            if hasattr(a, "_fields"):
+                cls = self.add_global(type(a).__name__, type(a))
+                return f"{cls}({', '.join(self.repr_arg(x) for x in a)})"
+            inner = ", ".join(self.repr_arg(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.repr_arg(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{self.repr_arg(k)}: {self.repr_arg(v)}"
+                                   for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return (f"slice({self.repr_arg(a.start)}, {self.repr_arg(a.stop)}, "
+                    f"{self.repr_arg(a.step)})")
+        if isinstance(a, fusegrad.dtype):
+            name = str(a).split(".")[-1]
+            if getattr(fusegrad, name, None) is a:
+                return f"fusegrad.{name}"
+        if isinstance(a, fusegrad.device):
+            return f"fusegrad.device({str(a)!r})"
+        return self.add_global(type(a).__name__, a)
+
+    def call_args(self, args, kwargs) -> str:
+        """`a, b, key = c` for a call."""
+        parts = [self.repr_arg(a) for a in args]
+        parts += [f"{k} = {self.repr_arg(v)}" for k, v in kwargs.items()]
+        return ", ".join(parts)
+
+
+def _expression(em: _Emitter, node: Node) -> str:
+    op, target = node.op, node.target
+    if op == "get_attr":
+        return _attr_path("self", target)
+    if op == "call_module":
+        return f"{_attr_path('self', target)}({em.call_args(node.args, node.kwargs)})"
+    if op == "call_method":
+        obj = em.repr_arg(node.args[0])
+        return f"{obj}.{target}({em.call_args(node.args[1:], node.kwargs)})"
+    # call_function
+    name = getattr(target, "__name__", "")
+    if (getattr(operator, name, None) is target and name in MAGIC_FORMATS and not node.kwargs
+            and MAGIC_FORMATS[name].count("{}") == len(node.args)):
+        return MAGIC_FORMATS[name].format(*(em.repr_arg(a) for a in node.args))
+    if (target is builtins.getattr and len(node.args) == 2 and not node.kwargs
+            and isinstance(node.args[1], str) and node.args[1].isidentifier()):
+        return f"{em.repr_arg(node.args[0])}.{node.args[1]}"
+    return f"{em.function_name(target)}({em.call_args(node.args, node.kwargs)})"
+
+
+def python_code(graph, root_module: str = "self") -> PythonCode:
+    """Source of `def forward(self, ...)` for `graph`, with its globals."""
+    em = _Emitter()
+    for node in graph.nodes:
+        em.names._used.add(node.name)
+    # For each node, the values whose last use it is (released right after it runs).
+    last_use: dict[Node, Node] = {}
+    to_release: dict[Node, list[Node]] = {}
+    for node in reversed(list(graph.nodes)):
+        for inp in node._input_nodes:
+            if inp not in last_use:
+                last_use[inp] = node
+                to_release.setdefault(node, []).append(inp)
+    params: list[str] = []
+    body: list[str] = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            t = node.target
+            if t.startswith("*"):
+                params.append(t)
+                if node.name != t.lstrip("*"):
+                    body.append(f"{node.name} = {t.lstrip('*')}")
+                continue
+            default = f" = {em.repr_arg(node.args[0])}" if node.args else ""
+            params.append(f"{t}{default}")
+            if node.name != t:
+                body.append(f"{node.name} = {t}")
+            continue
+        if node.op == "output":
+            body.append(f"return {em.repr_arg(node.args[0])}")
+            continue
+        line = f"{node.name} = {_expression(em, node)}"
+        released = [n.name for n in to_release.get(node, [])]
+        if not node.users:
+            released.append(node.name)
+        if released:
+            line += ";  " + " = ".join(released) + " = None"
+        body.append(line)
+    if not body:
+        body.append("pass")
+    signature = ", ".join([root_module] + params)
+    src = f"\n\n\ndef forward({signature}):\n" + "".join(f"    {b}\n" for b in body) + "    "
+    return PythonCode(src, em.globals)
+
+
+def signature_default(value: Any) -> tuple:
+    """The placeholder `args` for a parameter default (empty when there is none)."""
+    return () if value is inspect.Parameter.empty else (value,)

@@ -1,0 +1,201 @@
+"""`GraphModule`: a Module that owns a Graph, generates its Python source and runs it."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import linecache
+from typing import Any
+
+from ._module import Module, is_module
+from .graph import Graph
+
+_counter = itertools.count()
+
+
+def _exec_source(src: str, globals_: dict, name: str = "forward") -> Any:
+    """Compile `src` under a unique file name kept in linecache, so tracebacks show it."""
+    key = f"<eval_with_key>.{next(_counter)}"
+    linecache.cache[key] = (len(src), None, src.splitlines(True), key)
+    scope = dict(globals_)
+    exec(compile(src, key, "exec"), scope)
+    return scope[name]
+
+
+def _new_module() -> Any:
+    return Module()
+
+
+def _copy_attr(src: Any, dst: Any, target: str) -> None:
+    """Give `dst` the object at dotted path `target` of `src` (making empty parents)."""
+    *prefix, field = target.split(".")
+    for item in prefix:
+        f = getattr(src, item)
+        t = getattr(dst, item, None)
+        if f is t:
+            return
+        if t is None:
+            t = _new_module()
+            setattr(dst, item, t)
+        src, dst = f, t
+    value = getattr(src, field)
+    if field in (getattr(src, "_buffers", None) or {}) and hasattr(dst, "register_buffer") \
+            and not is_module(value):
+        dst.register_buffer(field, value)
+    else:
+        setattr(dst, field, value)
+
+
+def _assign_attr(value: Any, dst: Any, target: str) -> None:
+    *prefix, field = target.split(".")
+    for item in prefix:
+        t = getattr(dst, item, None)
+        if t is None:
+            t = _new_module()
+            setattr(dst, item, t)
+        dst = t
+    setattr(dst, field, value)
+
+
+class GraphModule(Module):
+    """A Module made from a Graph: `forward` is Python source generated from the graph.
+
+    `root` provides the submodules and attributes that `call_module` and `get_attr` nodes
+    name (a Module, or a dict from qualified name to object). After editing `graph`, call
+    `recompile()`.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> GraphModule:
+        # Each instance gets its own class, so `forward` can be installed on the class.
+        base = next(c for c in cls.__mro__ if not getattr(c, "_fx_impl", False))
+
+        class GraphModuleImpl(base):  # type: ignore[valid-type, misc]
+            _fx_impl = True
+
+        return object.__new__(GraphModuleImpl)
+
+    def __init__(self, root: Any, graph: Graph, class_name: str = "GraphModule") -> None:
+        super().__init__()
+        self.__class__.__name__ = class_name
+        self.__class__.__qualname__ = class_name
+        if is_module(root):
+            if hasattr(root, "training"):
+                object.__setattr__(self, "training", root.training)
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    _copy_attr(root, self, node.target)
+        elif isinstance(root, dict):
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    if node.target not in root:
+                        raise RuntimeError(f"Node {node} referenced target {node.target} but "
+                                           "that target was not provided in ``root``!")
+                    _assign_attr(root[node.target], self, node.target)
+        else:
+            raise RuntimeError(f"Unsupported type {root} passed for root!")
+        self.graph = graph
+
+    @property
+    def graph(self) -> Graph:
+        """The graph this module runs."""
+        return self._graph
+
+    @graph.setter
+    def graph(self, g: Graph) -> None:
+        if not isinstance(g, Graph):
+            raise TypeError(f"Expected a Graph, got {type(g).__name__}")
+        object.__setattr__(self, "_graph", g)
+        g.owning_module = self
+        self.recompile()
+
+    @property
+    def code(self) -> str:
+        """The Python source of `forward`, generated from the graph."""
+        return self._code
+
+    def recompile(self) -> Any:
+        """Regenerate `forward` from the graph (call after editing it)."""
+        code = self._graph.python_code(root_module="self")
+        object.__setattr__(self, "_code", code.src)
+        type(self).forward = _exec_source(code.src, code.globals)
+        return code
+
+    def print_readable(self, print_output: bool = True, **kwargs: Any) -> str:
+        """The module as a class definition; printed unless `print_output` is False."""
+        name = type(self).__name__
+        body = self._code.strip("\n").rstrip()
+        text = f"class {name}(fusegrad.nn.Module):\n" + "\n".join(
+            f"    {line}" if line else line for line in body.splitlines()) + "\n"
+        if print_output:
+            print(text)
+        return text
+
+    def add_submodule(self, target: str, m: Any) -> bool:
+        """Install module `m` at dotted path `target` (making empty parents)."""
+        _assign_attr(m, self, target)
+        return True
+
+    def delete_submodule(self, target: str) -> bool:
+        """Remove the submodule at dotted path `target`; False if there is none."""
+        *prefix, field = target.split(".")
+        mod = self
+        for item in prefix:
+            mod = getattr(mod, item, None)
+            if mod is None:
+                return False
+        if not is_module(getattr(mod, field, None)):
+            return False
+        delattr(mod, field)
+        return True
+
+    def delete_all_unused_submodules(self) -> None:
+        """Remove submodules that no node calls or reads."""
+        used = set()
+        for node in self._graph.nodes:
+            if node.op in ("call_module", "get_attr"):
+                atoms = node.target.split(".")
+                for i in range(1, len(atoms) + 1):
+                    used.add(".".join(atoms[:i]))
+        for name, _ in list(_iter_modules(self)):
+            if name and name not in used:
+                self.delete_submodule(name)
+
+    def __deepcopy__(self, memo: dict) -> GraphModule:
+        """A copy with its own graph, submodules and attributes (and its own class)."""
+        res = GraphModule.__new__(GraphModule)
+        memo[id(self)] = res
+        state = {k: v for k, v in self.__dict__.items() if k != "_graph"}
+        res.__dict__.update(copy.deepcopy(state, memo))
+        type(res).__name__ = type(self).__name__
+        type(res).__qualname__ = type(self).__qualname__
+        res.graph = copy.deepcopy(self._graph, memo)
+        return res
+
+    def __reduce__(self) -> tuple:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_graph", "_code")}
+        return (_rebuild_graph_module, (state, self._graph, type(self).__name__))
+
+    def __copy__(self) -> GraphModule:
+        res = GraphModule.__new__(GraphModule)
+        res.__dict__.update(self.__dict__)
+        type(res).__name__ = type(self).__name__
+        res.recompile()
+        return res
+
+    def __str__(self) -> str:
+        return f"{super().__repr__()}\n\n\n{self._code}"
+
+
+def _rebuild_graph_module(state: dict, graph: Graph, class_name: str) -> GraphModule:
+    gm = GraphModule.__new__(GraphModule)
+    gm.__dict__.update(state)
+    type(gm).__name__ = type(gm).__qualname__ = class_name
+    gm.graph = graph
+    return gm
+
+
+def _iter_modules(mod: Any, prefix: str = ""):
+    for name, child in list(getattr(mod, "_modules", {}).items()):
+        path = f"{prefix}.{name}" if prefix else name
+        yield path, child
+        yield from _iter_modules(child, path)

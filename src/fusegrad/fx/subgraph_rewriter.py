@@ -1,0 +1,153 @@
+"""`replace_pattern`: find every occurrence of one traced subgraph and splice in another.
+
+The pattern and the replacement are plain functions (or Modules) with the same parameters.
+Both are traced; a match binds each pattern parameter to any argument value of the target
+graph (a node or a literal) and each pattern operation to a node with the same opcode, target
+and literal arguments. A match is only used when none of its inner values is read outside
+it, and matches do not overlap. Each match is replaced by a copy of the replacement's nodes,
+inserted just before the first user of the matched result, as torch.fx does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .graph import Graph
+from .node import Node
+
+
+class Match(NamedTuple):
+    """One replaced occurrence: the pattern's result node, and the map from pattern nodes to
+    what they matched (graph nodes or, for parameters, any argument value; parameters bound
+    to a value that an earlier replacement rewrote show the rewritten value)."""
+
+    anchor: Node
+    nodes_map: dict[Node, Node]
+
+
+def _trace(fn: Any) -> Graph:
+    from .tracer import symbolic_trace
+
+    if isinstance(fn, Graph):
+        return fn
+    if isinstance(getattr(fn, "graph", None), Graph):
+        return fn.graph
+    return symbolic_trace(fn).graph
+
+
+def _pattern_result(graph: Graph) -> Node:
+    out = graph.output_node().args[0]
+    if not isinstance(out, Node):
+        raise ValueError("replace_pattern: the pattern must return a single traced value")
+    return out
+
+
+class _Matcher:
+    def __init__(self, pattern: Graph) -> None:
+        self.pattern = pattern
+        self.anchor = _pattern_result(pattern)
+        self.inputs = [n for n in pattern.nodes if n.op == "placeholder"]
+
+    def match_at(self, gn: Node) -> dict[Node, Node] | None:
+        mapping: dict[Node, Node] = {}
+        if not self._node(self.anchor, gn, mapping):
+            return None
+        inner = {p: g for p, g in mapping.items() if p.op != "placeholder"}
+        matched = set(inner.values())
+        for p, g in inner.items():
+            if p is not self.anchor and any(u not in matched for u in g.users):
+                return None  # an inner value is read outside the match
+        if len(matched) != len(inner):
+            return None  # two pattern operations bound to one graph node
+        return mapping
+
+    def _node(self, pn: Node, gn: Any, mapping: dict) -> bool:
+        if pn in mapping:
+            bound = mapping[pn]
+            return bound is gn or (not isinstance(gn, Node) and not isinstance(bound, Node)
+                                   and type(bound) is type(gn) and bound == gn)
+        if pn.op == "placeholder":
+            mapping[pn] = gn  # a parameter matches any argument, literals included
+            return True
+        if not isinstance(gn, Node):
+            return False
+        if pn.op != gn.op or pn.target != gn.target:
+            return False
+        if len(pn.args) != len(gn.args) or set(pn.kwargs) != set(gn.kwargs):
+            return False
+        mapping[pn] = gn
+        ok = self._arg(pn.args, gn.args, mapping) and all(
+            self._arg(pn.kwargs[k], gn.kwargs[k], mapping) for k in pn.kwargs)
+        if not ok:
+            del mapping[pn]
+        return ok
+
+    def _arg(self, pa: Any, ga: Any, mapping: dict) -> bool:
+        if isinstance(pa, Node):
+            return self._node(pa, ga, mapping)
+        if isinstance(pa, (tuple, list)):
+            return (type(pa) is type(ga) and len(pa) == len(ga)
+                    and all(self._arg(x, y, mapping) for x, y in zip(pa, ga)))
+        if isinstance(ga, Node):
+            return False
+        return type(pa) is type(ga) and pa == ga
+
+
+def replace_pattern(gm: Any, pattern: Any, replacement: Any) -> list[Match]:
+    """Replace every non-overlapping match of `pattern` in `gm`'s graph by `replacement`.
+
+    Returns the matches, in graph order; `gm` is recompiled."""
+    pattern_graph = _trace(pattern)
+    replacement_graph = _trace(replacement)
+    matcher = _Matcher(pattern_graph)
+    rep_inputs = [n for n in replacement_graph.nodes if n.op == "placeholder"]
+    if len(rep_inputs) != len(matcher.inputs):
+        raise ValueError("replace_pattern: pattern and replacement take different numbers of "
+                         "arguments")
+    graph = gm.graph
+    used: set[Node] = set()
+    matches: list[Match] = []
+    for gn in list(graph.nodes):
+        mapping = matcher.match_at(gn)
+        if mapping is None:
+            continue
+        inner = {g for p, g in mapping.items() if p.op != "placeholder"}
+        if inner & used:
+            continue
+        used |= inner
+        matches.append(Match(matcher.anchor, mapping))
+    rewritten: dict[Node, Any] = {}  # anchors already replaced -> their replacement
+    for m in matches:
+        for p in matcher.inputs:
+            v = m.nodes_map[p]
+            while isinstance(v, Node) and v in rewritten:
+                v = rewritten[v]
+            m.nodes_map[p] = v
+        anchor = m.nodes_map[matcher.anchor]
+        val_map: dict[Node, Any] = {r: m.nodes_map[p] for r, p in zip(rep_inputs,
+                                                                       matcher.inputs)}
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        first_user = min(anchor.users, key=order.__getitem__) if anchor.users else anchor
+        with graph.inserting_before(first_user):
+            result = None
+            for rn in replacement_graph.nodes:
+                if rn.op == "placeholder":
+                    continue
+                if rn.op == "output":
+                    result = _map_value(rn.args[0], val_map)
+                    break
+                val_map[rn] = graph.node_copy(rn, lambda n, vm=val_map: vm[n])
+        anchor.replace_all_uses_with(result)
+        rewritten[anchor] = result
+        doomed = {g for p, g in m.nodes_map.items() if p.op != "placeholder"}
+        for node in reversed(list(graph.nodes)):
+            if node in doomed:
+                graph.erase_node(node)
+    gm.recompile()
+    return matches
+
+
+def _map_value(a: Any, val_map: dict) -> Any:
+    from .node import map_arg
+
+    return map_arg(a, lambda n: val_map[n])

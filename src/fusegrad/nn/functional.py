@@ -1,0 +1,581 @@
+"""`fusegrad.nn.functional`: layers and losses as functions (PyTorch's `torch.nn.functional`).
+
+Each function picks the registry op PyTorch records (`linear` on a 2-D input is one `addmm`,
+`cross_entropy` is `log_softmax` then `nll_loss`), so graphs carry PyTorch's node names.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .._dispatch import call
+from .._random import rng as _rng
+from .._tensor import Tensor
+from ..ops import REGISTRY
+from ..ops import nn as N
+from ..ops.nn import REDUCTION_ENUM
+
+# ---------------------------------------------------------------- helpers
+
+
+def _ntuple(x, n: int, name: str = "") -> list:
+    if isinstance(x, numbers.Integral):
+        return [int(x)] * n
+    x = [int(v) for v in x]
+    if len(x) == 1 and n > 1:
+        return x * n
+    return x
+
+
+def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
+    """The reduction string, honouring the deprecated `size_average`/`reduce` flags."""
+    if size_average is None and reduce is None:
+        if reduction not in REDUCTION_ENUM and reduction not in extra:
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction="
+                  f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
+                  "instead.", UserWarning, stacklevel=3)
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _op(name: str):
+    return REGISTRY.get(name)
+
+
+# ---------------------------------------------------------------- linear and convolution
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias (one `addmm` for 2-D input, as PyTorch records)."""
+    if bias is None:
+        return input.matmul(weight.t())
+    if input.dim() == 2:
+        return call(N.addmm, bias, input, weight.t())
+    if input.dim() != 2 and input.is_contiguous():
+        lead = tuple(input.shape[:-1])
+        out = call(N.addmm, bias, input.view(-1, input.shape[-1]), weight.t())
+        return out.view(lead + (out.shape[-1],))
+    return input.matmul(weight.t()) + bias
+
+
+def bilinear(*args, **kwargs):
+    """Not implemented yet."""
+    raise NotImplementedError("bilinear is not supported yet")
+
+
+def _same_padding(weight, dilation, spatial: int) -> tuple[list, list]:
+    """('same' padding per side before, extra padding after) for each spatial dim."""
+    before, after = [], []
+    for i in range(spatial):
+        total = dilation[i] * (weight.shape[2 + i] - 1)
+        before.append(total // 2)
+        after.append(total - 2 * (total // 2))
+    return before, after
+
+
+def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
+    name = f"conv{spatial}d"
+    if input.dim() not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) "
+                           f"input to {name}, but got input of size: {list(input.shape)}")
+    stride = _ntuple(stride, spatial)
+    dilation = _ntuple(dilation, spatial)
+    unbatched = input.dim() == spatial + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = [0] * spatial
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            padding, extra = _same_padding(weight, dilation, spatial)
+            if any(extra):
+                input = pad(input, _pad_list([(0, e) for e in extra]))
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                             "{'valid', 'same'}")
+    else:
+        padding = _ntuple(padding, spatial)
+    out = call(N.convolution, input, weight, bias, stride, padding, dilation, False,
+               [0] * spatial, groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def _pad_list(pairs) -> list:
+    """F.pad's flat list (last dim first) from per-dim (before, after) pairs, first dim first."""
+    flat = []
+    for before, after in reversed(pairs):
+        flat += [before, after]
+    return flat
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """1-D convolution (cross-correlation) over (N, C, L) input."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """2-D convolution (cross-correlation) over (N, C, H, W) input."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                    spatial: int):
+    if input.dim() not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) "
+                           f"input to conv_transpose{spatial}d, but got input of size: "
+                           f"{list(input.shape)}")
+    unbatched = input.dim() == spatial + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = call(N.convolution, input, weight, bias, _ntuple(stride, spatial),
+               _ntuple(padding, spatial), _ntuple(dilation, spatial), True,
+               _ntuple(output_padding, spatial), groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """1-D transposed convolution (the adjoint of conv1d)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """2-D transposed convolution (the adjoint of conv2d)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2)
+
+
+def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad the last dims: `pad` lists (before, after) pairs, last dimension first."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad mode {mode!r} is not supported yet")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    from .. import _functions as Fn
+    from .. import full
+
+    out = input
+    fill = 0.0 if value is None else value
+    for k in range(len(pad) // 2):
+        dim = input.dim() - 1 - k
+        before, after = pad[2 * k], pad[2 * k + 1]
+        parts = []
+        for n in (before, after):
+            shape = list(out.shape)
+            shape[dim] = n
+            parts.append(full(tuple(shape), fill, dtype=out.dtype) if n > 0 else None)
+        if before < 0:
+            out = out.narrow(dim, -before, out.shape[dim] + before)
+        if after < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + after)
+        pieces = [p for p in (parts[0], out, parts[1]) if p is not None]
+        if len(pieces) > 1:
+            out = Fn.cat(pieces, dim)
+    return out
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling; with `return_indices` also the flat positions of the maxima."""
+    k = _ntuple(kernel_size, 2)
+    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
+    out, idx = call(N.max_pool2d_with_indices, input, k, s, _ntuple(padding, 2),
+                    _ntuple(dilation, 2), ceil_mode)
+    return (out, idx) if return_indices else out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-D max pooling (as a height-1 2-D pooling)."""
+    k = _ntuple(kernel_size, 1)[0]
+    s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
+    res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
+                     (1, _ntuple(dilation, 1)[0]), ceil_mode, return_indices)
+    if return_indices:
+        return res[0].squeeze(-2), res[1].squeeze(-2)
+    return res.squeeze(-2)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-D average pooling."""
+    k = _ntuple(kernel_size, 2)
+    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
+    return call(N.avg_pool2d, input, k, s, _ntuple(padding, 2), ceil_mode, count_include_pad,
+                divisor_override)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-D average pooling (as a height-1 2-D pooling)."""
+    k = _ntuple(kernel_size, 1)[0]
+    s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
+    return avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
+                      ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool2d(input, output_size) -> Tensor:
+    """Average pooling to a fixed output size (None keeps the input's size)."""
+    size = _ntuple(output_size, 2) if not isinstance(output_size, (tuple, list)) else [
+        input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(output_size)]
+    if len(size) == 1:
+        size = size * 2
+    if size == [1, 1]:
+        return input.mean((-1, -2), keepdim=True)
+    return call(N.adaptive_avg_pool2d, input, size)
+
+
+def adaptive_avg_pool1d(input, output_size) -> Tensor:
+    """1-D adaptive average pooling."""
+    size = _ntuple(output_size, 1)[0]
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5) -> Tensor:
+    """Batch normalisation over the channel dim 1 (updates running stats when training)."""
+    if training:
+        n = input.numel() // max(input.shape[1], 1)
+        if n == 1:
+            raise ValueError("Expected more than 1 value per channel when training, got "
+                             f"input size {input.shape}")
+    return call(N.native_batch_norm, input, weight, bias, running_mean, running_var,
+                training, momentum, eps)[0]
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """Normalise over the trailing `normalized_shape` dims."""
+    ns = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) else list(
+        normalized_shape)
+    return call(N.native_layer_norm, input, ns, weight, bias, eps)[0]
+
+
+# ---------------------------------------------------------------- dropout and embedding
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero elements with probability p and scale the rest by 1/(1-p) (training only)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    keep = _rng(None).random(tuple(input.shape)) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    mask = Tensor._make((keep * scale).astype(input.dtype.np))
+    if inplace:
+        return input.mul_(mask)
+    return input * mask
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False) -> Tensor:
+    """Rows of `weight` picked by the integer `input`."""
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if padding_idx > 0:
+            assert padding_idx < n, "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -n, "Padding_idx must be within num_embeddings"
+            padding_idx = n + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        raise NotImplementedError("embedding max_norm is not supported yet")
+    return call(N.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """(..., num_classes) int64 one-hot encoding of an integer tensor."""
+    data = tensor._data
+    if data.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    n = int(data.max()) + 1 if num_classes == -1 else num_classes
+    return Tensor._make((data[..., None] == np.arange(n)).astype(np.int64))
+
+
+# ---------------------------------------------------------------- activations
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(input, 0)."""
+    return input.relu_() if inplace else input.relu()
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(input, 0), 6)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) -> Tensor:
+    """Clamp to [min_val, max_val]."""
+    op = _op("hardtanh")
+    if op is not None and not inplace:
+        return call(op, input, min_val, max_val)
+    return input.clamp(min_val, max_val)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False) -> Tensor:
+    """x if x > 0 else negative_slope * x."""
+    op = _op("leaky_relu")
+    if op is not None:
+        return call(op, input, negative_slope)
+    return input.where(input > 0, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False) -> Tensor:
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    op = _op("elu")
+    if op is not None:
+        return call(op, input, alpha)
+    return input.where(input > 0, (input.exp() - 1) * alpha)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return input.tanh()
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) (exact, or the tanh approximation)."""
+    op = _op("gelu")
+    if op is not None:
+        return call(op, input, approximate)
+    if approximate == "tanh":
+        inner = (input + input.pow(3) * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (inner.tanh() + 1)
+    return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x)."""
+    op = _op("silu")
+    if op is not None:
+        return call(op, input)
+    return input * input.sigmoid()
+
+
+def softplus(input, beta=1.0, threshold=20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, linear above `threshold`."""
+    op = _op("softplus")
+    if op is not None:
+        return call(op, input, beta, threshold)
+    bx = input * beta
+    soft = (bx.clamp(max=threshold).exp() + 1).log() / beta
+    return input.where(bx > threshold, soft)
+
+
+def _softmax_dim(ndim: int) -> int:
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `dim`."""
+    if dim is None:
+        dim = _softmax_dim(input.dim())
+    return input.softmax(dim, dtype=dtype) if dtype is not None else input.softmax(dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    """log(softmax(x)) along `dim`."""
+    if dim is None:
+        dim = _softmax_dim(input.dim())
+    return input.log_softmax(dim, dtype=dtype) if dtype is not None else input.log_softmax(dim)
+
+
+# ---------------------------------------------------------------- losses
+
+
+def _apply_reduction(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
+    reduction = _reduction(size_average, reduce, reduction)
+    red = REDUCTION_ENUM[reduction]
+    dim = input.dim()
+    if dim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {dim})")
+    if dim != 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0]}).")
+    if dim <= 2:
+        return call(N.nll_loss, input, target, weight, red, ignore_index)[0]
+    if dim == 4:
+        return call(N.nll_loss2d, input, target, weight, red, ignore_index)[0]
+    n, c = input.shape[:2]
+    out_size = (n,) + tuple(input.shape[2:])
+    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        raise ValueError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
+    x = input.contiguous().view(n, c, 1, -1)
+    t = target.contiguous().view(n, 1, -1)
+    out = call(N.nll_loss2d, x, t, weight, red, ignore_index)[0]
+    return out.view(out_size) if red == 0 else out
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0) -> Tensor:
+    """log_softmax over classes (dim 1, or 0 for a single sample) then the NLL; `target`
+    holds class indices or class probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    cdim = 0 if input.dim() == 1 else 1
+    logp = input.log_softmax(cdim)
+    c = input.shape[cdim]
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    wshape = [1] * input.dim()
+    wshape[cdim] = c
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError("Expected floating point type target to have the same shape "
+                               f"as input, but got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.view(wshape)
+        if reduction == "none":
+            return -prod.sum(cdim)
+        if reduction == "sum":
+            return -prod.sum()
+        return -prod.sum() / (input.numel() // c)
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing <= 0:
+        return nll
+    keep = Tensor._make((target._data != ignore_index).astype(input.dtype.np))
+    smooth_terms = logp * weight.view(wshape) if weight is not None else logp
+    smooth = -smooth_terms.sum(cdim) * keep
+    if reduction == "mean":
+        if weight is not None:
+            tsafe = np.where(target._data != ignore_index, target._data, 0)
+            denom = float((weight._data[tsafe] * keep._data).sum())
+        else:
+            denom = float(keep._data.sum())
+        smooth = smooth.sum() / denom
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def _check_sizes_warn(input, target) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to "
+            "broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",
+             weight=None) -> Tensor:
+    """Mean squared error."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_sizes_warn(input, target)
+    if tuple(target.shape) != tuple(input.shape):
+        from ..ops._util import broadcast_shapes
+
+        shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+        input, target = input.expand(shape), target.expand(shape)
+    if weight is not None:
+        return _apply_reduction((input - target) ** 2 * weight, reduction)
+    return call(N.mse_loss, input, target, REDUCTION_ENUM[reduction])
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
+            weight=None) -> Tensor:
+    """Mean absolute error."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_sizes_warn(input, target)
+    loss = (input - target).abs()
+    if weight is not None:
+        loss = loss * weight
+    return _apply_reduction(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
+                   beta=1.0) -> Tensor:
+    """Huber-like loss: quadratic below `beta`, linear above."""
+    reduction = _reduction(size_average, reduce, reduction)
+    d = (input - target).abs()
+    if beta == 0:
+        return _apply_reduction(d, reduction)
+    loss = d.where(d >= beta, d * d * (0.5 / beta) + 0.5 * beta) - 0.5 * beta
+    return _apply_reduction(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean") -> Tensor:
+    """-(t log x + (1 - t) log(1 - x)) for probabilities `input`."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the "
+                         f"input size ({input.shape}) is deprecated. Please ensure they have "
+                         "the same size.")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        weight = weight.expand(tuple(input.shape))
+    return call(N.binary_cross_entropy, input, target, weight, REDUCTION_ENUM[reduction])
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None) -> Tensor:
+    """Sigmoid then binary cross entropy, computed stably from logits."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    return call(N.binary_cross_entropy_with_logits, input, target, weight, pos_weight,
+                REDUCTION_ENUM[reduction])
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",
+           log_target=False) -> Tensor:
+    """KL divergence of `target` from log-probabilities `input`."""
+    reduction = _reduction(size_average, reduce, reduction, ("batchmean",))
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = target * (target.log() - input)
+        loss = loss.where(target > 0, loss * 0)
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0]
+    return _apply_reduction(loss, reduction)
+
+
+__all__ = [
+    "linear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "pad", "max_pool1d",
+    "max_pool2d", "avg_pool1d",
+    "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "layer_norm",
+    "dropout", "embedding", "one_hot", "relu", "relu6", "hardtanh", "leaky_relu", "elu",
+    "sigmoid", "tanh", "gelu", "silu", "softplus", "softmax", "log_softmax", "nll_loss",
+    "cross_entropy", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "kl_div",
+]

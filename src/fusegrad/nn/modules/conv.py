@@ -1,0 +1,161 @@
+"""Conv1d and Conv2d (one `convolution` op each call)."""
+
+from __future__ import annotations
+
+import math
+
+from ... import _creation
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+
+def _tuple(x, n: int) -> tuple:
+    if isinstance(x, int):
+        return (x,) * n
+    x = tuple(x)
+    return x * n if len(x) == 1 and n > 1 else x
+
+
+class _ConvNd(Module):
+    _spatial = 2
+    _transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None, output_padding=0) -> None:
+        super().__init__()
+        n = self._spatial
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 "{'valid', 'same'}")
+            if padding == "same" and any(s != 1 for s in _tuple(stride, n)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"padding_mode {padding_mode!r} is not supported yet")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _tuple(kernel_size, n)
+        self.stride = _tuple(stride, n)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, n)
+        self.dilation = _tuple(dilation, n)
+        self.transposed = self._transposed
+        self.output_padding = _tuple(output_padding, n)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        shape = ((in_channels, out_channels // groups) if self.transposed
+                 else (out_channels, in_channels // groups))
+        self.weight = Parameter(_creation.empty(shape + self.kernel_size, dtype=dtype))
+        if bias:
+            self.bias = Parameter(_creation.empty(out_channels, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weights, U(+-1/sqrt(fan_in)) bias."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
+        if self.padding != (0,) * len(self.padding):
+            s += ", padding={padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += ", dilation={dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += ", output_padding={output_padding}"
+        if self.groups != 1:
+            s += ", groups={groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += ", padding_mode={padding_mode}"
+        return s.format(**self.__dict__)
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L) or (C, L) input."""
+
+    _spatial = 1
+
+    def forward(self, input):
+        """The convolution of `input` with this layer's weight (and bias)."""
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input."""
+
+    _spatial = 2
+
+    def forward(self, input):
+        """The convolution of `input` with this layer's weight (and bias)."""
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        if isinstance(padding, str):
+            raise ValueError("padding strings are not supported for transposed convolutions")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def _output_padding(self, input, output_size) -> tuple:
+        if output_size is None:
+            return self.output_padding
+        n = self._spatial
+        size = list(output_size)[-n:]
+        out = []
+        for i in range(n):
+            default = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                       + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            extra = size[i] - default
+            if not 0 <= extra < max(self.stride[i], self.dilation[i]):
+                raise ValueError(f"requested an output size of {size}, but valid sizes range "
+                                 f"from {default} to "
+                                 f"{default + max(self.stride[i], self.dilation[i]) - 1}")
+            out.append(extra)
+        return tuple(out)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """The transpose (adjoint) of Conv1d, as used for learned upsampling."""
+
+    _spatial = 1
+
+    def forward(self, input, output_size=None):
+        """The transposed convolution of `input`."""
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """The transpose (adjoint) of Conv2d, as used for learned upsampling."""
+
+    _spatial = 2
+
+    def forward(self, input, output_size=None):
+        """The transposed convolution of `input`."""
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)

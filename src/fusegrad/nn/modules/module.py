@@ -1,0 +1,775 @@
+"""`Module`: the base of layers and models: parameters, buffers, submodules, hooks,
+state_dict and conversions, as PyTorch's `nn.Module` behaves."""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict, namedtuple
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ... import _dtype
+from ..._device import device as _device_cls
+from ..._tensor import Tensor
+from ...autograd.grad_mode import no_grad
+from ...autograd.graph import RemovableHandle
+from ..parameter import Parameter
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What `load_state_dict(strict=False)` returns."""
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _addindent(text: str, spaces: int) -> str:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    pad = " " * spaces
+    return lines[0] + "\n" + "\n".join(pad + line for line in lines[1:])
+
+
+def _tensor_type_name(value) -> str:
+    if isinstance(value, Tensor):
+        return f"torch.{value.dtype.legacy}Tensor"
+    return type(value).__name__
+
+
+_HOOK_FN: list = []
+
+
+def _hook_function():
+    """The identity autograd Function whose node PyTorch calls BackwardHookFunctionBackward."""
+    if not _HOOK_FN:
+        from ...autograd.function import Function
+
+        class BackwardHookFunction(Function):
+            @staticmethod
+            def forward(ctx, *args):
+                ctx.mark_non_differentiable(*[a for a in args if not a.requires_grad])
+                return args
+
+            @staticmethod
+            def backward(ctx, *grads):
+                return grads
+
+        _HOOK_FN.append(BackwardHookFunction)
+    return _HOOK_FN[0]
+
+
+class _BackwardHook:
+    """Full backward hooks of one module call: identity nodes (`BackwardHookFunctionBackward`,
+    as in PyTorch) around the module's tensor inputs and outputs. The output node's pre-hook
+    sees grad_output; the input node's post-hook sees grad_input and calls the hooks."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.n_inputs = 0
+        self.in_idx: list[int] = []
+        self.input_node = None
+        self.n_outputs = 0
+        self.out_idx: list[int] = []
+        self.grad_outputs: tuple | None = None
+
+    @staticmethod
+    def _wrap(tensors: list):
+        out = _hook_function().apply(*tensors)
+        return out if isinstance(out, tuple) else (out,)
+
+    def setup_inputs(self, args: tuple) -> tuple:
+        self.n_inputs = len(args)
+        self.in_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not self.in_idx:
+            return args
+        outs = self._wrap([args[i] for i in self.in_idx])
+        self.input_node = outs[0].grad_fn
+        self.input_node.register_hook(self._input_hook)
+        new = list(args)
+        for i, o in zip(self.in_idx, outs):
+            new[i] = o
+        return tuple(new)
+
+    def setup_outputs(self, result):
+        outs = (result,) if isinstance(result, Tensor) else result
+        if not isinstance(outs, tuple):
+            return result
+        self.n_outputs = len(outs)
+        self.out_idx = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not self.out_idx:
+            return result
+        wrapped = self._wrap([outs[i] for i in self.out_idx])
+        wrapped[0].grad_fn.register_prehook(self._output_prehook)
+        new = list(outs)
+        for i, o in zip(self.out_idx, wrapped):
+            new[i] = o
+        return new[0] if isinstance(result, Tensor) else tuple(new)
+
+    def _output_prehook(self, grads: tuple):
+        full = [None] * self.n_outputs
+        for i, g in zip(self.out_idx, grads):
+            full[i] = g
+        for hook in list(self.module._backward_pre_hooks.values()):
+            res = hook(self.module, tuple(full))
+            if res is not None:
+                res = res if isinstance(res, tuple) else (res,)
+                if len(res) != len(full):
+                    raise RuntimeError("Backward pre hook returned an invalid number of "
+                                       f"grad_output, got {len(res)}, but expected "
+                                       f"{len(full)}")
+                full = list(res)
+        self.grad_outputs = tuple(full)
+        if self.input_node is None and self.module._backward_hooks:
+            # No input needs a gradient: the hooks run now, with PyTorch's warning.
+            warnings.warn(
+                "Full backward hook is firing when gradients are computed with respect to "
+                "module outputs since no inputs require gradients. See "
+                "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn."
+                "Module.register_full_backward_hook for more details.", UserWarning,
+                stacklevel=2)
+            for hook in list(self.module._backward_hooks.values()):
+                hook(self.module, (None,) * max(self.n_inputs, 1), self.grad_outputs)
+        return [full[i] for i in self.out_idx]
+
+    def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple):
+        full = [None] * self.n_inputs
+        for i, g in zip(self.in_idx, grad_inputs):
+            full[i] = g
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, tuple(full), self.grad_outputs)
+            if res is not None:
+                res = res if isinstance(res, tuple) else (res,)
+                if len(res) != len(full):
+                    raise RuntimeError("Backward hook returned an invalid number of "
+                                       f"grad_input, got {len(res)}, but expected "
+                                       f"{len(full)}")
+                full = list(res)
+        return tuple(full[i] for i in self.in_idx)
+
+
+class Module:
+    """Base class of all layers and models."""
+
+    _version: int = 1
+    training: bool
+    dump_patches: bool = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        if args or kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"'{next(iter(kwargs))}'" if kwargs else
+                f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                f"{len(args) + 1} were given")
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", {})
+        setattr_(self, "_buffers", {})
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", {})
+        setattr_(self, "_forward_pre_hooks", OrderedDict())
+        setattr_(self, "_forward_pre_hooks_with_kwargs", {})
+        setattr_(self, "_forward_hooks", OrderedDict())
+        setattr_(self, "_forward_hooks_with_kwargs", {})
+        setattr_(self, "_forward_hooks_always_called", {})
+        setattr_(self, "_backward_hooks", OrderedDict())
+        setattr_(self, "_backward_pre_hooks", OrderedDict())
+        setattr_(self, "_state_dict_hooks", OrderedDict())
+        setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
+
+    forward: Callable[..., Any]
+
+    def _forward_unimplemented(self, *input: Any) -> None:
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    forward = _forward_unimplemented
+
+    # ------------------------------------------------------------ calling
+
+    def __call__(self, *args, **kwargs):
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        from ...autograd.grad_mode import state as grad_state
+
+        backward = None
+        if (self._backward_hooks or self._backward_pre_hooks) and grad_state.enabled:
+            backward = _BackwardHook(self)
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in self._forward_pre_hooks_with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook must return None or a tuple of (new_args, "
+                            f"new_kwargs), but got {res}.")
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        if backward is not None:
+            args = backward.setup_inputs(args)
+        try:
+            result = self.forward(*args, **kwargs)
+        except Exception:
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called:
+                    try:
+                        hook(self, args, None)
+                    except Exception:  # noqa: BLE001  (the forward's error is reported)
+                        pass
+            raise
+        for hid, hook in list(self._forward_hooks.items()):
+            if hid in self._forward_hooks_with_kwargs:
+                res = hook(self, args, kwargs, result)
+            else:
+                res = hook(self, args, result)
+            if res is not None:
+                result = res
+        if backward is not None:
+            result = backward.setup_outputs(result)
+        return result
+
+    def _new_handle(self, hooks: OrderedDict, hook, prepend: bool) -> RemovableHandle:
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call `hook(module, args)` before forward; it may return new args."""
+        handle = self._new_handle(self._forward_pre_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call `hook(module, args, output)` after forward; it may return a new output."""
+        handle = self._new_handle(self._forward_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, grad_input, grad_output)` when the gradients of the module's
+        inputs are computed; it may return new grad_input."""
+        return self._new_handle(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, grad_output)` before the module's backward; it may return new
+        grad_output."""
+        return self._new_handle(self._backward_pre_hooks, hook, prepend)
+
+    # ------------------------------------------------------------ registration
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter (or a None placeholder) under `name`."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is None:
+            self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_tensor_type_name(param)}' object to parameter "
+                            f"'{name}' (torch.nn.Parameter or None required)")
+        elif param.grad_fn is not None:
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                "be created explicitly. To express '{name}' as a function of another Tensor, "
+                "compute the value in the forward() method.".replace("{name}", name))
+        else:
+            self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer (state that is not a parameter, like running statistics)."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"buffer name should be a string. Got {type(name).__name__}")
+        self._check_name(name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_tensor_type_name(tensor)}' object to buffer "
+                            f"'{name}' (torch Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Add a child module under `name`."""
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._check_name(name, "module")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    @staticmethod
+    def _check_name(name: str, what: str) -> None:
+        if "." in name:
+            raise KeyError(f'{what} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{what} name can\'t be empty string ""')
+
+    def __setattr__(self, name: str, value) -> None:
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._drop(name, d, keep="_parameters")
+            self.register_parameter(name, value)
+            return
+        if params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as parameter "
+                                f"'{name}' (torch.nn.Parameter or None expected)")
+            params[name] = None
+            return
+        modules = d.get("_modules")
+        if isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._drop(name, d, keep="_modules")
+            modules[name] = value
+            return
+        if modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as child module "
+                                f"'{name}' (torch.nn.Module or None expected)")
+            modules[name] = None
+            return
+        buffers = d.get("_buffers")
+        if buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as buffer "
+                                f"'{name}' (torch.Tensor or None expected)")
+            buffers[name] = value
+            return
+        object.__setattr__(self, name, value)
+
+    def _drop(self, name: str, d: dict, keep: str) -> None:
+        """Forget `name` everywhere except in `keep` (one of the three registries)."""
+        d.pop(name, None)
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store != keep and name in d.get(store, ()):
+                del d[store][name]
+                if store == "_buffers":
+                    d["_non_persistent_buffers_set"].discard(name)
+
+    def __getattr__(self, name: str):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            items = d.get(store)
+            if items is not None and name in items:
+                return items[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for store in ("_parameters", "_buffers", "_modules"):
+            items = self.__dict__.get(store)
+            if items is not None and name in items:
+                del items[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(object.__dir__(self))
+        for store in ("_parameters", "_buffers", "_modules"):
+            keys += list(self.__dict__.get(store, ()))
+        return sorted(set(keys))
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------ traversal
+
+    def _named_members(self, get_members, prefix: str = "", recurse: bool = True,
+                       remove_duplicate: bool = True):
+        memo = set()
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
+        for module_prefix, module in modules:
+            for k, v in get_members(module):
+                if v is None or (remove_duplicate and id(v) in memo):
+                    continue
+                if remove_duplicate:
+                    memo.add(id(v))
+                yield (module_prefix + ("." if module_prefix else "") + k, v)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """The parameters of this module (and its descendants when `recurse`)."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs, each parameter once."""
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The buffers of this module (and its descendants when `recurse`)."""
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs."""
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def children(self) -> Iterator[Module]:
+        """The direct submodules."""
+        for _, m in self.named_children():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) for the direct submodules, each once."""
+        memo = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in memo:
+                memo.add(id(m))
+                yield name, m
+
+    def modules(self) -> Iterator[Module]:
+        """This module and all its descendants, each once."""
+        for _, m in self.named_modules():
+            yield m
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True):
+        """(dotted name, module) for this module ('') and all descendants."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from m.named_modules(memo, sub, remove_duplicate)
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at dotted path `target` ('' is self)."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path `target`."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path `target`."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return mod._buffers[name]
+
+    # ------------------------------------------------------------ modes and grads
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and its descendants; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (`train(False)`); returns self."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set `requires_grad` on every parameter; returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all parameters (to None by default)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                g = p.grad
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad_(False)
+                g.zero_()
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Call `fn` on every descendant, then on self (children first); returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------ conversions
+
+    def _apply(self, fn, recurse: bool = True) -> Module:
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
+        for p in self._parameters.values():
+            if p is None:
+                continue
+            with no_grad():
+                new = fn(p)
+            if new is not p and new._data is not p._data or new._dtype is not p._dtype:
+                p._data = new._data
+                p._dtype = new._dtype
+                p._vc[0] += 1
+            g = p._grad
+            if g is not None:
+                with no_grad():
+                    ng = fn(g)
+                if ng._dtype is not g._dtype:
+                    p._grad = ng.detach()
+        for key, b in self._buffers.items():
+            if b is not None:
+                self._buffers[key] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs) -> Module:
+        """Convert floating parameters and buffers to a dtype, and/or move to a device."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() received an invalid combination of arguments - got "
+                            f"({', '.join(kwargs)})")
+        for a in args:
+            if isinstance(a, _dtype.dtype):
+                dtype = a
+            elif isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (str, _device_cls)):
+                device = a
+            elif a is not None and not isinstance(a, bool):
+                raise TypeError(f"to() received an invalid combination of arguments - got "
+                                f"({type(a).__name__})")
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
+        if device is not None:
+            _device_cls(device)._check_available()
+        if dtype is None:
+            return self
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def _cast(self, dtype) -> Module:
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def float(self) -> Module:
+        """Floating parameters and buffers to float32."""
+        return self._cast(_dtype.float32)
+
+    def double(self) -> Module:
+        """Floating parameters and buffers to float64."""
+        return self._cast(_dtype.float64)
+
+    def half(self) -> Module:
+        """Floating parameters and buffers to float16."""
+        return self._cast(_dtype.float16)
+
+    def bfloat16(self) -> Module:
+        """Floating parameters and buffers to bfloat16."""
+        return self._cast(_dtype.bfloat16)
+
+    def type(self, dst_type) -> Module:
+        """All parameters and buffers to `dst_type`."""
+        return self._apply(lambda t: t.to(dst_type))
+
+    def cpu(self) -> Module:
+        """Self (everything lives on the CPU)."""
+        return self
+
+    def cuda(self, device=None) -> Module:
+        """Not available: no CUDA backend exists yet."""
+        _device_cls("cuda")._check_available()
+        return self
+
+    # ------------------------------------------------------------ state dict
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        """An OrderedDict of parameters and persistent buffers under dotted names."""
+        if args:  # the deprecated positional form (destination, prefix, keep_vars)
+            destination = args[0]
+            if len(args) > 1:
+                prefix = args[1]
+            if len(args) > 2:
+                keep_vars = args[2]
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        meta = getattr(destination, "_metadata", None)
+        if meta is not None:
+            meta[prefix[:-1]] = {"version": self._version}
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".",
+                             keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            res = hook(self, destination, prefix, {})
+            if res is not None:
+                destination = res
+        return destination
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs) -> None:
+        persistent = {k: v for k, v in self._buffers.items()
+                      if k not in self._non_persistent_buffers_set}
+        local = {k: v for k, v in list(self._parameters.items()) + list(persistent.items())
+                 if v is not None}
+        for name, param in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", expected torch.Tensor or '
+                    f"Tensor-like object from checkpoint but received {type(value)}")
+                continue
+            if tuple(value.shape) != tuple(param.shape):
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {value.shape} from "
+                    f"checkpoint, the shape in current model is {param.shape}.")
+                continue
+            if getattr(self, "_assign_on_load", False):
+                if name in self._parameters:
+                    self._parameters[name] = Parameter(
+                        value.detach(), requires_grad=param.requires_grad)
+                else:
+                    self._buffers[name] = value
+                continue
+            with no_grad():
+                param.copy_(value)
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix):
+                    rest = key[len(prefix):]
+                    name = rest.split(".", 1)[0]
+                    if name not in self._modules and name not in local:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy parameters and buffers from `state_dict`; returns missing/unexpected keys."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing: list = []
+        unexpected: list = []
+        errors: list = []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+
+        def load(module, prefix=""):
+            local_meta = {} if metadata is None else metadata.get(prefix[:-1], {})
+            module.__dict__["_assign_on_load"] = assign
+            try:
+                module._load_from_state_dict(state_dict, prefix, local_meta, True, missing,
+                                             unexpected, errors)
+            finally:
+                del module.__dict__["_assign_on_load"]
+            for name, child in module._modules.items():
+                if child is not None:
+                    load(child, prefix + name + ".")
+
+        load(self)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(errors)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------ printing
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        """Extra information shown inside the module's repr (override in layers)."""
+        return ""
+
+    def _child_lines(self) -> list:
+        return [f"({key}): {_addindent(repr(m), 2)}" for key, m in self._modules.items()]
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = self._child_lines()
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                text += extra_lines[0]
+            else:
+                text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"

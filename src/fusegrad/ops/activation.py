@@ -1,0 +1,233 @@
+"""Activation functions: gelu, silu, softplus, leaky_relu, elu (selu), hardtanh, hardsigmoid,
+hardswish, mish and log_sigmoid, with their in-place forms.
+
+`nn.functional` calls these entries (through `fusegrad._functions`); their names, arguments
+and backward nodes are ATen's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._util import F32, HALF, rand_array, unary_meta, unary_samples
+from .pointwise import _erf_ufunc
+from .registry import Sample, inplace_variant, register
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _float_kernel(fn):
+    """A kernel computing `fn(x, *params)` in x's float dtype (float32 for half types)."""
+
+    def kernel(a, *params):
+        if a.dtype.kind != "f" and a.dtype not in HALF:
+            raise RuntimeError(f"\"{fn.__name__.strip('_')}\" not implemented for integer input")
+        x = a.astype(F32) if a.dtype in HALF else a
+        return np.asarray(fn(x, *params)).astype(a.dtype, copy=False)
+
+    return kernel
+
+
+def _meta(a, *params):
+    return unary_meta(to_float=False)(a)
+
+
+def _param_samples(*param_sets):
+    def samples(rng, dt):
+        out = unary_samples()(rng, dt)
+        for params in param_sets:
+            out.append(Sample((rand_array(rng, (3, 4), dt, (-3, 3)),) + params,
+                              name=f"params {params}"))
+        return out
+
+    return samples
+
+
+def _sigmoid_np(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+# ---------------------------------------------------------------- gelu
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+    if approximate != "none":
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return 0.5 * x * (1 + _erf_ufunc(x * _SQRT_HALF))
+
+
+def _gelu_derivative(g, x, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        t = inner.tanh()
+        d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner), None)
+    cdf = 0.5 * (1 + (x * _SQRT_HALF).erf())
+    pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
+    return (g * (cdf + x * pdf), None)
+
+
+gelu = register(
+    "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
+    derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
+    samples=_param_samples(("tanh",), ("none",)))
+
+# ---------------------------------------------------------------- silu, mish, softplus
+
+
+def _silu(x):
+    return x * _sigmoid_np(x)
+
+
+def _silu_derivative(g, x):
+    s = x.sigmoid()
+    return (g * s * (1 + x * (1 - s)),)
+
+
+silu = register(
+    "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
+    derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples())
+silu_ = inplace_variant(silu, "silu_", saves_self=True)
+
+
+def _softplus_np(x, beta=1, threshold=20):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta)
+
+
+def _softplus_derivative(g, x, beta, threshold):
+    bx = x * beta
+    return (g * (bx.sigmoid()).where(bx <= threshold, bx.new_ones(())), None, None)
+
+
+softplus = register(
+    "softplus", kernel=_float_kernel(_softplus_np), meta=_meta, node="SoftplusBackward0",
+    derivative=_softplus_derivative,
+    save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
+    samples=_param_samples((2.0, 1.0), (0.5, 20)))
+
+
+def _mish(x):
+    return x * np.tanh(np.logaddexp(0, x))
+
+
+def _mish_derivative(g, x):
+    t = (x.exp().log1p()).tanh()
+    return (g * (t + x * x.sigmoid() * (1 - t * t)),)
+
+
+mish = register(
+    "mish", kernel=_float_kernel(_mish), meta=_meta, node="MishBackward0",
+    derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples())
+mish_ = inplace_variant(mish, "mish_", saves_self=True)
+
+# ---------------------------------------------------------------- leaky_relu, elu
+
+
+def _leaky(x, slope=0.01):
+    return np.where(x > 0, x, x * slope)
+
+
+leaky_relu = register(
+    "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
+    derivative=lambda g, x, slope: (g * (x > 0).where(x > 0, x.new_full((), slope)), None),
+    save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)))
+leaky_relu_ = inplace_variant(
+    leaky_relu, "leaky_relu_", node="LeakyReluBackward1",
+    derivative=lambda g, out, slope: (g * (out > 0).where(out > 0, out.new_full((), slope)),
+                                      None),
+    save=lambda out, a, slope=0.01: (out, slope), samples=_param_samples((0.2,)))
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return np.where(x > 0, scale * x, scale * alpha * np.expm1(x * input_scale))
+
+
+def _elu_derivative(g, x, alpha, scale, input_scale):
+    neg = (x * input_scale).exp() * (scale * alpha * input_scale)
+    return (g * neg.where(x <= 0, x.new_full((), scale)), None, None, None)
+
+
+def _elu_result_derivative(g, out, alpha, scale, input_scale):
+    neg = (out + scale * alpha) * input_scale
+    return (g * neg.where(out <= 0, out.new_full((), scale)), None, None, None)
+
+
+def _elu_save(out, a, alpha=1.0, scale=1.0, input_scale=1.0):
+    return (a, alpha, scale, input_scale)
+
+
+_ELU_PARAMS = ((0.5,), (1.0, SELU_SCALE), (SELU_ALPHA, SELU_SCALE, 1.0), (2.0, 1.0, 0.5))
+elu = register(
+    "elu", kernel=_float_kernel(_elu), meta=_meta, node="EluBackward0",
+    derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS))
+elu_ = inplace_variant(
+    elu, "elu_", node="EluBackward1", derivative=_elu_result_derivative,
+    save=lambda out, a, alpha=1.0, scale=1.0, input_scale=1.0: (out, alpha, scale, input_scale),
+    samples=_param_samples(*_ELU_PARAMS))
+
+# ---------------------------------------------------------------- hard functions
+
+
+def _hardtanh(x, lo=-1.0, hi=1.0):
+    return np.clip(x, lo, hi)
+
+
+hardtanh = register(
+    "hardtanh", kernel=_float_kernel(_hardtanh), meta=_meta, node="HardtanhBackward0",
+    derivative=lambda g, x, lo, hi: (g * ((x > lo) * (x < hi)), None, None),
+    save=lambda out, a, lo=-1.0, hi=1.0: (a, lo, hi),
+    samples=_param_samples((-0.5, 2.0), (0.0, 6.0)))
+hardtanh_ = inplace_variant(hardtanh, "hardtanh_", saves_self=True)
+
+
+_SIXTH = float(np.float32(1 / 6))  # PyTorch's kernel multiplies by a float32 constant
+
+
+def _hardsigmoid(x):
+    return np.clip(x / 6 + 0.5, 0, 1)
+
+
+hardsigmoid = register(
+    "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
+    derivative=lambda g, x: (g * ((x > -3) * (x < 3)) * _SIXTH,), save=lambda out, a: (a,),
+    samples=_param_samples(()))
+hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
+
+
+def _hardswish(x):
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
+def _hardswish_derivative(g, x):
+    mid = x / 3 + 0.5
+    grad = mid.where(x <= 3, x.new_ones(())).where(x >= -3, x.new_zeros(()))
+    return (g * grad,)
+
+
+hardswish = register(
+    "hardswish", kernel=_float_kernel(_hardswish), meta=_meta, node="HardswishBackward0",
+    derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()))
+hardswish_ = inplace_variant(hardswish, "hardswish_", saves_self=True)
+
+# ---------------------------------------------------------------- log_sigmoid
+
+
+def _log_sigmoid(x):
+    return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
+
+
+# ATen's log_sigmoid_forward also returns a buffer that is not differentiable; fusegrad
+# registers the one-output composite, which records the same node.
+log_sigmoid = register(
+    "log_sigmoid", kernel=_float_kernel(_log_sigmoid), meta=_meta, node="LogSigmoidBackward0",
+    derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
+    samples=unary_samples())

@@ -1,0 +1,563 @@
+"""Indexing ops: index_select, gather, scatter, index_add, masked_fill/select, nonzero,
+advanced indexing (`index.Tensor`, `index_put`) and one_hot.
+
+Index tensors are never differentiable. `index.Tensor` and `index_put` take a list of
+optional index tensors (None keeps a dimension whole) as a plain argument, so their kernels
+unwrap the list themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from .._dispatch import plain
+from ._util import Spec, broadcast_shapes, rand_array, size_str, wrap_dim
+from .registry import Sample, inplace_variant, register
+
+
+def _call(op, *args):
+    from .._dispatch import call
+
+    return call(op, *args)
+
+
+def _raw(x):
+    return x._data if isinstance(x, plain.Tensor) else x
+
+
+def _data_dependent(what: str):
+    from .._fake import DataDependentOutputError
+
+    raise DataDependentOutputError(
+        f"{what}: the output shape depends on the input values (data-dependent output)")
+
+
+def _with(shape, d, n) -> tuple:
+    """`shape` with dim `d` set to `n`."""
+    d = d % len(shape)
+    return tuple(shape[:d]) + (n,) + tuple(shape[d + 1:])
+
+
+def _mask(rng, shape):
+    return np.asarray(rng.random(shape) > 0.5)
+
+
+def _ints(rng, shape, high):
+    return rng.integers(0, max(high, 1), shape).astype(np.int64)
+
+# ---------------------------------------------------------------- index_select
+
+
+def _index_select_kernel(a, dim, index):
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if a.ndim == 0:
+        return a[index.reshape(-1)].reshape(index.shape) if index.size else a.reshape(0)
+    d = wrap_dim(dim, a.ndim)
+    try:
+        return np.take(a, index.reshape(-1), axis=d)
+    except IndexError:
+        bad = int(index[(index < -a.shape[d]) | (index >= a.shape[d])][0])
+        raise IndexError(f"index out of range in self (index {bad})") from None
+
+
+def _index_select_meta(a, dim, index):
+    if len(index.shape) > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if len(a.shape) == 0:
+        return Spec(tuple(index.shape), a.dtype)
+    d = wrap_dim(dim, len(a.shape))
+    n = index.shape[0] if len(index.shape) else 1
+    return Spec(tuple(a.shape[:d]) + (n,) + tuple(a.shape[d + 1:]), a.dtype)
+
+
+def _index_select_derivative(g, shape, dim, index):
+    if len(shape) == 0:
+        return (g.sum().reshape(()), None, None)
+    return (g.new_zeros(tuple(shape)).index_add(dim, index.reshape(-1), g), None, None)
+
+
+index_select = register(
+    "index_select", kernel=_index_select_kernel, meta=_index_select_meta,
+    node="IndexSelectBackward0", derivative=_index_select_derivative,
+    save=lambda out, a, dim, index: (a.shape, dim, index),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, n, s[d])),
+                                    name=f"{s} {d} {n}")
+                             for s, d, n in (((3, 4), 0, (5,)), ((3, 4), 1, (2,)),
+                                             ((2, 3, 4), -1, (0,)), ((5,), 0, (3,)))])
+
+# ---------------------------------------------------------------- gather, scatter
+
+
+def _gather_check(a, dim, index, name="gather"):
+    n = len(a.shape)
+    d = wrap_dim(dim, n)
+    if len(index.shape) != n and not (n == 0 and len(index.shape) <= 1) and \
+            not (len(index.shape) == 0 and n <= 1):
+        raise RuntimeError(
+            "Index tensor must have the same number of dimensions as input tensor")
+    return d
+
+
+def _gather_kernel(a, dim, index, sparse_grad=False):
+    d = _gather_check(a, dim, index)
+    if a.ndim == 0 or index.ndim == 0:
+        return a.reshape(-1)[index.reshape(-1)].reshape(index.shape)
+    size = a.shape[d]
+    if index.size and (index.min() < -size or index.max() >= size):
+        bad = int(index[(index < -size) | (index >= size)][0])
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    sl = tuple(slice(0, s) for s in index.shape)
+    sl = sl[:d] + (slice(None),) + sl[d + 1:]
+    return np.take_along_axis(a[sl], index, d)
+
+
+def _gather_meta(a, dim, index, sparse_grad=False):
+    _gather_check(a, dim, index)
+    return Spec(tuple(index.shape), a.dtype)
+
+
+def _gather_samples(rng, dt):
+    out = []
+    for s, d, i in (((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((2, 3, 4), -1, (2, 3, 5)),
+                    ((3, 4), 1, (2, 2))):
+        out.append(Sample((rand_array(rng, s, dt), d, _ints(rng, i, s[d])), name=f"{s} {d} {i}"))
+    return out
+
+
+gather = register(
+    "gather", kernel=_gather_kernel, meta=_gather_meta, node="GatherBackward0",
+    derivative=lambda g, shape, dim, index: (
+        g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
+    save=lambda out, a, dim, index, sparse_grad=False: (a.shape, dim, index),
+    samples=_gather_samples)
+
+
+def _scatter_positions(a_shape, d, index):
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[d] = np.where(index < 0, index + a_shape[d], index)
+    return tuple(grids)
+
+
+def _scatter_check(a, dim, index, src, name="scatter"):
+    d = _gather_check(a, dim, index, name)
+    if hasattr(src, "shape") and len(src.shape) != len(index.shape) and len(index.shape):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    return d
+
+
+def _scatter_kernel(a, dim, index, src, reduce_add=False):
+    d = _scatter_check(a, dim, index, src)
+    out = a.copy()
+    if a.ndim == 0:
+        if index.size:
+            out[()] = (a + np.sum(src)) if reduce_add else np.asarray(src).reshape(-1)[-1]
+        return out
+    size = a.shape[d]
+    if index.size and (index.min() < -size or index.max() >= size):
+        bad = int(index[(index < -size) | (index >= size)][0])
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    pos = _scatter_positions(a.shape, d, index)
+    if isinstance(src, np.ndarray) and src.ndim:
+        vals = src[tuple(slice(0, s) for s in index.shape)].astype(a.dtype, copy=False)
+    else:
+        vals = np.asarray(src).astype(a.dtype)
+    if reduce_add:
+        np.add.at(out, pos, vals)
+    else:
+        out[pos] = vals
+    return out
+
+
+def _scatter_meta(a, dim, index, src):
+    _scatter_check(a, dim, index, src)
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _unique_index_samples(rng, dt, with_src=True):
+    """Scatter samples whose index holds no duplicate along `dim` (the result is then
+    deterministic, so values and gradients can be compared)."""
+    out = []
+    for s, d, i in (((3, 4), 1, (3, 2)), ((4, 3), 0, (2, 3)), ((2, 3, 4), 2, (2, 3, 3)),
+                    ((3, 4), 0, (2, 2))):
+        idx = np.argsort(rng.random(i[:d] + (s[d],) + i[d + 1:]), axis=d)
+        idx = np.take(idx, np.arange(i[d]), axis=d).astype(np.int64)
+        src = rand_array(rng, i, dt) if with_src else 1.5
+        out.append(Sample((rand_array(rng, s, dt), d, idx, src), name=f"{s} {d} {i}"))
+    return out
+
+
+def _scatter_add_samples(rng, dt):
+    """Like scatter's samples, but with repeated indices (their values add up)."""
+    return [Sample(s.args[:2] + (_ints(rng, s.args[2].shape, s.args[0].shape[s.args[1]]),)
+                   + s.args[3:], name=s.name) for s in _unique_index_samples(rng, dt)]
+
+
+def _zero_at(g, dim, index):
+    return g.scatter(dim, index, 0.0) if g.dim() else g * 0
+
+
+scatter = register(
+    "scatter.src", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward0",
+    derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None,
+                                      g.gather(dim, index)),
+    save=lambda out, a, dim, index, src: (dim, index), samples=_unique_index_samples,
+    public="scatter")
+scatter_value = register(
+    "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
+    derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None, None),
+    save=lambda out, a, dim, index, value: (dim, index),
+    samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter")
+scatter_add = register(
+    "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
+    meta=_scatter_meta, node="ScatterAddBackward0",
+    derivative=lambda g, dim, index: (g, None, None, g.gather(dim, index)),
+    save=lambda out, a, dim, index, src: (dim, index), samples=_scatter_add_samples)
+scatter_ = inplace_variant(scatter, "scatter_.src")
+scatter_value_ = inplace_variant(scatter_value, "scatter_.value")
+scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
+
+# ---------------------------------------------------------------- index_add
+
+
+def _index_add_kernel(a, dim, index, source, alpha=1):
+    out = a.copy()
+    if a.ndim == 0:
+        return out + np.sum(source) * alpha
+    d = wrap_dim(dim, a.ndim)
+    src = np.asarray(source).astype(a.dtype, copy=False) * alpha
+    if src.ndim == 0:
+        src = src.reshape((1,) * a.ndim)
+    pos = (slice(None),) * d + (index.reshape(-1),)
+    np.add.at(out, pos, src)
+    return out
+
+
+def _index_add_meta(a, dim, index, source, alpha=1):
+    if len(index.shape) > 1:
+        raise IndexError("index_add_(): Index is supposed to be a vector")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _index_add_derivative(g, dim, index, alpha, src_ndim):
+    if g.dim() == 0:
+        return (g, None, None, g * alpha, None)
+    gs = g.index_select(dim, index.reshape(-1))
+    if src_ndim == 0:
+        gs = gs.reshape(())
+    return (g, None, None, gs * alpha if alpha != 1 else gs, None)
+
+
+index_add = register(
+    "index_add", kernel=_index_add_kernel, meta=_index_add_meta, node="IndexAddBackward0",
+    derivative=_index_add_derivative,
+    save=lambda out, a, dim, index, source, alpha=1: (dim, index, alpha, len(source.shape)),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[d]),
+                                     rand_array(rng, _with(s, d, n), dt), al),
+                                    name=f"{s} {d} {n} {al}")
+                             for s, d, n, al in (((3, 4), 0, 5, 1), ((3, 4), 1, 2, 2.0),
+                                                 ((2, 3, 4), -1, 0, 1), ((5,), 0, 3, -1))])
+index_add_ = inplace_variant(index_add, "index_add_")
+
+# ---------------------------------------------------------------- masks
+
+
+def _mask_check(mask, name):
+    from .linalg import _cname
+
+    dt = mask.dtype if hasattr(mask.dtype, "category") else _dtype.FROM_NP[mask.dtype]
+    if dt is not _dtype.bool_:
+        if name == "masked_select:":
+            raise RuntimeError("masked_select: expected BoolTensor for mask")
+        raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype "
+                           f"{_cname(dt)}")
+
+
+def _masked_fill_kernel(a, mask, value):
+    _mask_check(mask, "masked_fill_")
+    v = np.asarray(value)
+    if v.ndim:
+        raise RuntimeError(
+            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{v.ndim} dimension(s).")
+    return np.where(mask, v.astype(a.dtype), a)
+
+
+def _masked_fill_meta(a, mask, value):
+    _mask_check(mask, "masked_fill_")
+    if hasattr(value, "shape") and len(value.shape):
+        raise RuntimeError(
+            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{len(value.shape)} dimension(s).")
+    return Spec(broadcast_shapes(tuple(a.shape), tuple(mask.shape)), a.dtype)
+
+
+def _mask_samples(value):
+    def samples(rng, dt):
+        out = []
+        for s, m in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()), ((0, 2), (2,))):
+            v = value(rng, dt)
+            out.append(Sample((rand_array(rng, s, dt), _mask(rng, m), v),
+                              name=f"{s} {m}"))
+        return out
+
+    return samples
+
+
+masked_fill = register(
+    "masked_fill.Scalar", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    node="MaskedFillBackward0",
+    derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
+    save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
+    public="masked_fill")
+masked_fill_tensor = register(
+    "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    node="MaskedFillBackward1",
+    derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
+    save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
+    samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill")
+masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar")
+masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor")
+
+
+def _masked_select_kernel(a, mask):
+    _mask_check(mask, "masked_select:")
+    shape = broadcast_shapes(a.shape, mask.shape)
+    return np.broadcast_to(a, shape)[np.broadcast_to(mask, shape)]
+
+
+def _masked_select_meta(a, mask):
+    _mask_check(mask, "masked_select:")
+    _data_dependent("masked_select")
+
+
+masked_select = register(
+    "masked_select", kernel=_masked_select_kernel, meta=_masked_select_meta,
+    node="MaskedSelectBackward0",
+    derivative=lambda g, shape, mask: (_masked_select_backward(g, shape, mask), None),
+    save=lambda out, a, mask: (broadcast_shapes(tuple(a.shape), tuple(mask.shape)), mask),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), _mask(rng, m)))
+                             for s, m in (((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (2, 4)),
+                                          ((), ()))])
+
+
+def _masked_select_backward(g, shape, mask):
+    full = mask.expand(shape) if tuple(mask.shape) != tuple(shape) else mask
+    return g.new_zeros(tuple(shape)).index_put([full], g, True)
+
+
+def _nonzero_meta(a):
+    _data_dependent("nonzero")
+
+
+nonzero = register(
+    "nonzero", kernel=lambda a: np.argwhere(a).astype(np.int64), meta=_nonzero_meta,
+    differentiable=False,
+    samples=lambda rng, dt: [Sample((_mask(rng, s).astype(dt),))
+                             for s in ((3, 4), (5,), (), (0, 2), (2, 2, 2))])
+
+# ---------------------------------------------------------------- advanced indexing
+
+
+def np_indices(indices, ndim: int, shape) -> tuple:
+    """The NumPy index for `index.Tensor`'s list (None keeps a dimension), with checks."""
+    out = []
+    dim = 0
+    for i in indices:
+        i = _raw(i)
+        if i is None:
+            out.append(slice(None))
+            dim += 1
+            continue
+        if i.dtype == np.bool_ or i.dtype == np.uint8:
+            i = i.astype(bool)
+            for k in range(i.ndim):
+                if dim + k >= ndim or i.shape[k] != shape[dim + k]:
+                    raise IndexError(
+                        f"The shape of the mask {size_str(i.shape)} at index {k} does not match "
+                        f"the shape of the indexed tensor {size_str(shape)} at index {dim + k}")
+            out.append(i)
+            dim += i.ndim
+            continue
+        if i.dtype.kind not in "iu":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if dim >= ndim:
+            raise IndexError(f"too many indices for tensor of dimension {ndim}")
+        size = shape[dim]
+        if i.size and (i.min() < -size or i.max() >= size):
+            bad = int(i[(i < -size) | (i >= size)].reshape(-1)[0])
+            # PyTorch numbers the dimension among the index tensors, not the tensor's dims.
+            k = sum(1 for j in out if not isinstance(j, slice))
+            raise IndexError(f"index {bad} is out of bounds for dimension {k} with size {size}")
+        out.append(i)
+        dim += 1
+    if dim > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    tensors = [i for i in out if not isinstance(i, slice)]
+    try:
+        np.broadcast_shapes(*[np.shape(i) if i.dtype != bool else (int(i.sum()),)
+                              for i in tensors])
+    except ValueError:
+        shapes = ", ".join(size_str(np.shape(i)) for i in tensors)
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {shapes}") from None
+    return tuple(out)
+
+
+def _index_kernel(a, indices):
+    return a[np_indices(indices, a.ndim, a.shape)]
+
+
+def _index_shape(shape, indices):
+    """Result shape of advanced indexing with integer index tensors (NumPy's rules)."""
+    adv = [k for k, i in enumerate(indices) if i is not None]
+    bshape = broadcast_shapes(*[tuple(indices[k].shape) for k in adv])
+    contiguous = adv == list(range(adv[0], adv[-1] + 1))
+    rest = [shape[k] for k in range(len(shape)) if k >= len(indices) or indices[k] is None]
+    if contiguous:
+        before = [shape[k] for k in range(adv[0])]
+        after = [shape[k] for k in range(adv[-1] + 1, len(shape))]
+        return tuple(before) + bshape + tuple(after)
+    return bshape + tuple(rest)
+
+
+def _index_meta(a, indices):
+    if getattr(a, "_data", None) is not None and all(
+            getattr(i, "_data", None) is not None for i in indices if i is not None):
+        # Real tensors (dispatch asking for the error of a failed kernel): use the data.
+        return Spec(_index_kernel(a._data, indices).shape, a.dtype)
+    for i in indices:
+        if i is not None and i.dtype in (_dtype.bool_, _dtype.uint8):
+            _data_dependent("index with a boolean mask")
+    if sum(i is not None for i in indices) == 0:
+        return Spec(tuple(a.shape), a.dtype)
+    if len(indices) > len(a.shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(a.shape)}")
+    return Spec(_index_shape(tuple(a.shape), list(indices)), a.dtype)
+
+
+def _index_samples(rng, dt):
+    x = rand_array(rng, (3, 4), dt)
+    y = rand_array(rng, (2, 3, 4), dt)
+    return [
+        Sample((x, [_ints(rng, (5,), 3)]), name="rows"),
+        Sample((x, [None, _ints(rng, (2, 2), 4)]), name="cols 2-d"),
+        Sample((x, [_ints(rng, (3,), 3), _ints(rng, (3,), 4)]), name="pairs"),
+        Sample((x, [rng.random((3, 4)) > 0.5]), name="mask"),
+        Sample((x, [rng.random(3) > 0.5]), name="row mask"),
+        Sample((y, [_ints(rng, (2,), 2), None, _ints(rng, (2,), 4)]), name="split"),
+        Sample((y, [None, _ints(rng, (4,), 3), _ints(rng, (1,), 4)]), name="bcast"),
+        Sample((x, [np.zeros(0, np.int64)]), name="empty"),
+    ]
+
+
+def _index_derivative(g, shape, indices):
+    return (g.new_zeros(tuple(shape)).index_put(list(indices), g, True), None)
+
+
+index = register(
+    "index.Tensor", kernel=_index_kernel, meta=_index_meta, node="IndexBackward0",
+    derivative=_index_derivative, save=lambda out, a, indices: (a.shape, list(indices)),
+    samples=_index_samples, public="index")
+
+
+def _index_put_check(a, values) -> None:
+    da = a.dtype if hasattr(a.dtype, "category") else _dtype.FROM_NP[a.dtype]
+    if hasattr(values, "dtype"):
+        dv = values.dtype if hasattr(values.dtype, "category") else _dtype.FROM_NP[values.dtype]
+        if dv is not da:
+            raise RuntimeError(
+                "Index put requires the source and destination dtypes match, got "
+                f"{da.legacy} for the destination and {dv.legacy} for the source.")
+
+
+def _index_put_kernel(a, indices, values, accumulate=False):
+    _index_put_check(a, values)
+    out = a.copy()
+    idx = np_indices(indices, a.ndim, a.shape)
+    v = np.asarray(_raw(values)).astype(a.dtype, copy=False)
+    if accumulate:
+        np.add.at(out, idx, v)
+    else:
+        out[idx] = v
+    return out
+
+
+def _index_put_meta(a, indices, values, accumulate=False):
+    _index_put_check(a, values)
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _index_put_derivative(g, indices, accumulate):
+    g_self = g if accumulate else g.index_put(list(indices), g.new_zeros(()), False)
+    g_values = g[tuple(_as_index(i) for i in indices)] if indices else g
+    return (g_self, None, g_values, None)
+
+
+def _as_index(i):
+    return slice(None) if i is None else i
+
+
+def _index_put_samples(rng, dt):
+    out = []
+    for s in _index_samples(rng, dt):
+        x, idx = s.args
+        # Unique positions only: with duplicates and accumulate=False the result depends on
+        # the order of writes.
+        if s.name in ("rows", "pairs", "cols 2-d", "bcast", "split"):
+            continue
+        n = int(np.sum(idx[0])) if idx[0].dtype == bool else idx[0].shape[0]
+        vshape = _masked_shape(x.shape, idx, n)
+        out.append(Sample((x, idx, rand_array(rng, vshape, dt), False), name=s.name))
+        out.append(Sample((x, idx, rand_array(rng, vshape, dt), True), name=s.name + " acc"))
+    x = rand_array(rng, (4, 3), dt)
+    out.append(Sample((x, [np.array([2, 0])], rand_array(rng, (3,), dt), False), name="bcast"))
+    out.append(Sample((x, [np.array([1, 1, 3])], rand_array(rng, (3, 3), dt), True),
+                      name="dup acc"))
+    out.append(Sample((x, [None, np.array([2, 0])], rand_array(rng, (), dt), False),
+                      name="cols scalar"))
+    return out
+
+
+def _masked_shape(shape, idx, n):
+    i = idx[0]
+    if i.dtype == bool:
+        return (n,) + tuple(shape[i.ndim:])
+    return tuple(i.shape) + tuple(shape[1:])
+
+
+index_put = register(
+    "index_put", kernel=_index_put_kernel, meta=_index_put_meta, node="IndexPutBackward0",
+    derivative=_index_put_derivative,
+    save=lambda out, a, indices, values, accumulate=False: (list(indices), accumulate),
+    samples=_index_put_samples, tensor_args=(2,))
+index_put_ = inplace_variant(index_put, "index_put_", samples=_index_put_samples)
+
+# ---------------------------------------------------------------- one_hot
+
+
+def _one_hot_kernel(a, num_classes=-1):
+    if a.dtype != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if a.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(a.max()) + 1
+    if a.size and a.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if a.size and a.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return (a[..., None] == np.arange(num_classes)).astype(np.int64)
+
+
+def _one_hot_meta(a, num_classes=-1):
+    if num_classes == -1:
+        _data_dependent("one_hot without num_classes")
+    return Spec(tuple(a.shape) + (num_classes,), _dtype.int64)
+
+
+one_hot = register(
+    "one_hot", kernel=_one_hot_kernel, meta=_one_hot_meta, differentiable=False,
+    samples=lambda rng, dt: [Sample((_ints(rng, s, 4), n)) for s, n in (
+        ((5,), -1), ((2, 3), 6), ((), 4), ((0,), 3))])

@@ -1,0 +1,178 @@
+"""`Optimizer`: parameter groups, per-parameter state, zero_grad and state_dict.
+
+Updates work on the parameters' arrays in place (bumping their version counters), outside
+autograd, as PyTorch's optimizers run under no_grad.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .._tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _type_name(t) -> str:
+    return "torch.nn.parameter.Parameter" if type(t).__name__ == "Parameter" else (
+        f"torch.{t.dtype.legacy}Tensor")
+
+
+def _new_state(like: np.ndarray) -> Tensor:
+    return Tensor._make(np.zeros_like(like))
+
+
+class Optimizer:
+    """Base class: holds `param_groups` (dicts with 'params' and options) and `state`."""
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {_type_name(params)}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self) -> str:
+        text = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            text += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    text += f"    {key}: {group[key]}\n"
+        return text + ")"
+
+    def __getstate__(self) -> dict:
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters with its own options (defaults fill the rest)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered "
+                            "collections, but the ordering of tensors in sets will change "
+                            "between runs. Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+        for p in param_group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params "
+                                f"is {type(p).__module__}.{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in param_group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized parameters (to None by default)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure: Callable | None = None):
+        """One optimization step (subclasses implement `_update`)."""
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, p.grad._data, group, self.state[p])
+                    p._vc[0] += 1
+        return loss
+
+    def _update(self, p: Tensor, grad: np.ndarray, group: dict, state: dict) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        """{'state': {index: {...}}, 'param_groups': [{options, 'params': [indices]}]}."""
+        index = {}
+        groups = []
+        start = 0
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = list(range(start, start + len(g["params"])))
+            for i, p in zip(ids, g["params"]):
+                index.setdefault(id(p), i)
+            packed["params"] = ids
+            start += len(ids)
+            groups.append(packed)
+        state = {index[id(p)]: v for p, v in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore options and state saved by `state_dict` (copies the tensors)."""
+        state_dict = copy.deepcopy(state_dict)
+        groups = self.param_groups
+        saved = state_dict["param_groups"]
+        if len(groups) != len(saved):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = {}
+        for g, s in zip(groups, saved):
+            for old, p in zip(s["params"], g["params"]):
+                id_map[old] = p
+        self.state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k not in id_map:
+                continue
+            p = id_map[k]
+            self.state[p] = {name: self._cast_state(p, name, val) for name, val in v.items()}
+        for g, s in zip(groups, saved):
+            for k, v in s.items():
+                if k != "params":
+                    g[k] = v
+
+    @staticmethod
+    def _cast_state(p: Tensor, name: str, value):
+        if isinstance(value, Tensor) and name != "step" and value.is_floating_point():
+            return value.to(p.dtype) if value.dtype is not p.dtype else value
+        return value

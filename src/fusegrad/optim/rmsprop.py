@@ -1,0 +1,108 @@
+"""RMSprop and Adagrad (PyTorch's single-tensor updates)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from .optimizer import Optimizer
+
+
+def _scalar_state(value: float = 0.0) -> Tensor:
+    return Tensor._make(np.array(value, dtype=np.float32))
+
+
+class RMSprop(Optimizer):
+    """Divide the gradient by a running root-mean-square of recent gradients."""
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach=None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["square_avg"] = Tensor._make(np.zeros_like(data))
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = Tensor._make(np.zeros_like(data))
+            if group["centered"]:
+                state["grad_avg"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        alpha = group["alpha"]
+        sq = state["square_avg"]._data
+        sq *= alpha
+        sq += (1 - alpha) * grad * grad
+        if group["centered"]:
+            ga = state["grad_avg"]._data
+            ga += (grad - ga) * (1 - alpha)
+            avg = np.sqrt(sq - ga * ga) + group["eps"]
+        else:
+            avg = np.sqrt(sq) + group["eps"]
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"]._data
+            buf *= group["momentum"]
+            buf += grad / avg
+            data -= group["lr"] * buf
+        else:
+            data += -group["lr"] * (grad / avg)
+
+
+class Adagrad(Optimizer):
+    """Per-coordinate rates scaled by the root of the summed squared gradients."""
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
+                 maximize: bool = False, differentiable: bool = False, fused=None) -> None:
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError("Invalid initial_accumulator_value value: "
+                             f"{initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state[p]
+                st["step"] = _scalar_state()
+                st["sum"] = Tensor._make(np.full_like(p._data, initial_accumulator_value))
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        if group["maximize"]:
+            grad = -grad
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        acc = state["sum"]._data
+        acc += grad * grad
+        data += -clr * (grad / (np.sqrt(acc) + group["eps"]))

@@ -1,0 +1,22 @@
+"""`fusegrad.utils.data`: datasets, samplers and the DataLoader."""
+
+from .dataloader import DataLoader, default_collate, default_convert
+from .dataset import (
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+)
+
+__all__ = ["DataLoader", "default_collate", "default_convert", "ConcatDataset", "Dataset",
+           "IterableDataset", "Subset", "TensorDataset", "random_split", "BatchSampler",
+           "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler"]

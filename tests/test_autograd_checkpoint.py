@@ -1,0 +1,194 @@
+"""Activation checkpointing against torch (values, gradients, warnings, errors), RNG state
+preservation, and the memory it saves (tracemalloc)."""
+
+import gc
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from oracle import check, fg, randn
+
+WIDTH, HIDDEN, BATCH, BLOCKS = 32, 128, 256, 24
+
+
+def block(T, h, w1, w2):
+    """A residual MLP block: h + tanh(h @ w1) @ w2 (its hidden layer is 4x wider)."""
+    return h + (h @ w1).tanh() @ w2
+
+
+def weights(seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((WIDTH, HIDDEN)) * 0.1, rng.standard_normal((HIDDEN, WIDTH)) * 0.1)
+            for _ in range(BLOCKS)]
+
+
+def mlp_loss(T, x, ws, mode):
+    """Forward + backward of the 24-block MLP; mode: None, 'reentrant', 'non_reentrant',
+    'sequential'."""
+    ckpt = T.utils.checkpoint
+    h = x
+    if mode == "sequential":
+        fns = [lambda a, w1=w1, w2=w2: block(T, a, w1, w2) for w1, w2 in ws]
+        h = ckpt.checkpoint_sequential(fns, 6, h, use_reentrant=False)
+    else:
+        for w1, w2 in ws:
+            if mode is None:
+                h = block(T, h, w1, w2)
+            else:
+                h = ckpt.checkpoint(block, T, h, w1, w2, use_reentrant=(mode == "reentrant"))
+    loss = (h * h).sum()
+    loss.backward()
+    return loss
+
+
+def _leaf_weights(T, ws):
+    return [(T.tensor(a, requires_grad=True), T.tensor(b, requires_grad=True)) for a, b in ws]
+
+
+@pytest.mark.parametrize("mode", ["reentrant", "non_reentrant", "sequential"])
+def test_checkpointed_mlp_gradients_match_plain_and_torch(mode):
+    ws_np = weights()
+    x_np = randn(8, WIDTH)
+    results = {}
+    for T in (fg, torch):
+        for m in (None, mode):
+            ws = _leaf_weights(T, ws_np)
+            x = T.tensor(x_np, requires_grad=True)
+            loss = mlp_loss(T, x, ws, m)
+            grads = [x.grad.numpy()] + [w.grad.numpy() for pair in ws for w in pair]
+            results[(T.__name__, m)] = (loss.item(), grads)
+    ref_loss, ref = results[("torch", None)]
+    for key, (loss, grads) in results.items():
+        assert abs(loss - ref_loss) <= 1e-9 * abs(ref_loss), key
+        for a, b in zip(grads, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=str(key))
+    # fusegrad's checkpointed gradients are bit-identical to its own plain ones
+    for a, b in zip(results[("fusegrad", mode)][1], results[("fusegrad", None)][1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def _peak(mode, ws_np, x_np):
+    ws = _leaf_weights(fg, ws_np)
+    x = fg.tensor(x_np, requires_grad=True)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        mlp_loss(fg, x, ws, mode)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def test_checkpoint_lowers_memory_peak():
+    ws_np = weights()
+    x_np = randn(BATCH, WIDTH)
+    plain = _peak(None, ws_np, x_np)
+    ckpt = _peak("non_reentrant", ws_np, x_np)
+    seq = _peak("sequential", ws_np, x_np)
+    assert ckpt < 0.6 * plain, (plain, ckpt)
+    assert seq < 0.8 * plain, (plain, seq)
+
+
+def test_forward_keeps_only_inputs():
+    """Inside the checkpoint nothing is saved: every saved tensor is a packed position."""
+    from fusegrad.autograd.graph import SavedHooked
+
+    x = fg.tensor(randn(4, WIDTH), requires_grad=True)
+    w1, w2 = _leaf_weights(fg, weights()[:1])[0]
+    y = fg.utils.checkpoint.checkpoint(block, fg, x, w1, w2, use_reentrant=False)
+    seen, stack = set(), [y.grad_fn]
+    packed = []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for s in getattr(node, "_saved", None) or ():
+            if isinstance(s, SavedHooked):
+                packed.append(s.packed)
+            else:
+                assert not isinstance(s, fg.Tensor), type(node).__name__
+        stack.extend(n for n, _ in node.next_functions)
+    assert packed and all(isinstance(p, int) for p in packed)
+
+
+def rng_block(T, x):
+    """Uses the random generator inside the checkpointed function (a dropout-like mask)."""
+    mask = (T.rand(x.shape) > 0.5).to(x.dtype)
+    return (x * mask * 2).sin()
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_rng_state_preserved_in_recomputation(reentrant):
+    for T in (fg, torch):
+        x = T.tensor(randn(6, 5), requires_grad=True)
+        T.manual_seed(123)
+        y = rng_block(T, x)
+        after_plain = T.rand(3)
+        y.sum().backward()
+        plain = x.grad.clone()
+        x.grad = None
+        T.manual_seed(123)
+        y2 = T.utils.checkpoint.checkpoint(rng_block, T, x, use_reentrant=reentrant)
+        after_ckpt = T.rand(3)  # the generator moved on exactly as without checkpointing
+        y2.sum().backward()
+        assert _same(y, y2) and _same(plain, x.grad) and _same(after_plain, after_ckpt)
+
+
+def test_rng_state_not_preserved_when_disabled():
+    for T in (fg, torch):
+        x = T.tensor(randn(50), requires_grad=True)
+        T.manual_seed(5)
+        rng_block(T, x).sum().backward()
+        plain = x.grad.clone()
+        x.grad = None
+        T.manual_seed(5)
+        y = T.utils.checkpoint.checkpoint(rng_block, T, x, use_reentrant=False,
+                                          preserve_rng_state=False)
+        y.sum().backward()  # the recomputation draws a different mask
+        assert not _same(plain, x.grad)
+
+
+def test_checkpoint_oracle_values_and_graph():
+    def prog(T, x, w):
+        def f(a, b, scale=1.0):
+            return (a @ b).exp() * scale
+        y1 = T.utils.checkpoint.checkpoint(f, x, w, use_reentrant=True)
+        y2 = T.utils.checkpoint.checkpoint(f, x, w, use_reentrant=False, scale=2.0)
+        (y1.sum() + y2.sum()).backward()
+        return y1, y2, type(y1.grad_fn).__name__, type(y2.grad_fn).__name__
+    check(prog, randn(3, 4), randn(4, 2, seed=1), requires_grad=True)
+
+
+def test_checkpoint_warnings():
+    for T in (fg, torch):
+        x = T.ones(3, requires_grad=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            T.utils.checkpoint.checkpoint(lambda a: a * 2, x)
+            T.utils.checkpoint.checkpoint(lambda a: a * 2, x.detach(), use_reentrant=True)
+        msgs = [str(m.message).split(".")[0] for m in w]
+        assert msgs == ["torch", "None of the inputs have requires_grad=True"], msgs
+
+
+@pytest.mark.parametrize("case", ["kwargs_reentrant", "seq_kwargs", "double_backward"])
+def test_checkpoint_errors(case):
+    def prog(T, x):
+        ck = T.utils.checkpoint
+        if case == "kwargs_reentrant":
+            return ck.checkpoint(lambda a, k=1: a * k, x, use_reentrant=True, k=2)
+        if case == "seq_kwargs":
+            return ck.checkpoint_sequential([lambda a: a], 1, x, use_reentrant=False, foo=1)
+        y = ck.checkpoint(lambda a: a.exp(), x, use_reentrant=False)
+        y.sum().backward()
+        return y.sum().backward()
+    check(prog, randn(3), requires_grad=True, expect_error=True)
