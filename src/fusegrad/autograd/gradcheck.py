@@ -15,23 +15,22 @@ def _outputs(func, inputs):
 
 
 def _numerical(func, inputs, k, eps):
-    """d(outputs)/d(inputs[k]) by central differences, one column per input element."""
-    from .grad_mode import no_grad
+    """d(outputs)/d(inputs[k]) by central differences, one column per input element.
 
+    Grad mode stays as it is: `func` may itself differentiate (gradgradcheck's does)."""
     x = inputs[k]
     flat = x._data.reshape(-1)  # a view when x is contiguous; perturbations are in place
     if not np.shares_memory(flat, x._data):
         raise ValueError("gradcheck needs contiguous inputs")
     cols = []
-    with no_grad():
-        for i in range(flat.size):
-            orig = flat[i].copy()
-            flat[i] = orig + eps
-            plus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
-            flat[i] = orig - eps
-            minus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
-            flat[i] = orig
-            cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+    for i in range(flat.size):
+        orig = flat[i].copy()
+        flat[i] = orig + eps
+        plus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
+        flat[i] = orig - eps
+        minus = [o._data.astype(np.float64).reshape(-1) for o in _outputs(func, inputs)]
+        flat[i] = orig
+        cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
     return cols
 
 
@@ -82,6 +81,8 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     for n, k in enumerate(diff):
         cols = _numerical(func, inputs, k, eps)
         for j, o in enumerate(outs):
+            if not o.requires_grad:  # a non-differentiable output (indices, statistics)
+                continue
             numerical = np.array([c[j] for c in cols]).reshape(inputs[k].numel(), o.numel())
             analytical = np.array([r[n] for r in rows[j]]).T.reshape(numerical.shape) \
                 if rows[j] else np.zeros_like(numerical)
