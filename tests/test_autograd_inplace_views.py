@@ -211,8 +211,6 @@ def test_inplace_view_errors(case):
 # ---------------------------------------------------------------------------------------------
 
 _POINTWISE_MODULES = ("fusegrad.ops.pointwise", "fusegrad.ops._util", "numpy")
-# Reported to the op-coverage engineer: torch has these in-place methods, fusegrad lacks them.
-KNOWN_MISSING = {"eq_", "ge_", "gt_", "le_", "lt_", "ne_"}
 
 
 def _pointwise():
@@ -231,9 +229,7 @@ POINTWISE = _pointwise()
 
 def _params():
     for method, name in sorted(POINTWISE.items()):
-        marks = [pytest.mark.xfail(reason="in-place form missing (ops/ owner)", strict=False)] \
-            if method in KNOWN_MISSING else []
-        yield pytest.param(method, name, marks=marks, id=method)
+        yield pytest.param(method, name, id=method)
 
 
 @pytest.mark.parametrize("method, name", list(_params()))
@@ -262,7 +258,7 @@ def test_pointwise_inplace_form_on_view(method, name):
 
 def test_pointwise_inplace_coverage_list_is_current():
     missing = {m for m in POINTWISE if not hasattr(fg.Tensor, m)}
-    assert missing <= KNOWN_MISSING, f"new pointwise ops without in-place form: {missing}"
+    assert not missing, f"pointwise ops without an in-place form: {missing}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def _unary(op, name):
     def fn(input, *, out=None):
         return call(op, input)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}."
     return fn
 
@@ -144,7 +144,7 @@ def _compare(op, name):
     def fn(input, other, *, out=None):
         return call(op, input, other)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise comparison `{name}`, as a bool tensor."
     return fn
 
@@ -644,7 +644,7 @@ def _inplace_unary(name):
     def fn(self):
         return call(op, self)
 
-    fn.__name__ = name + "_"
+    fn.__name__ = fn.__qualname__ = name + "_"
     fn.__doc__ = f"In-place {name}."
     return fn
 
@@ -742,7 +742,7 @@ def _logical(op):
     def fn(input, other, *, out=None):
         return call(op, input, other)
 
-    fn.__name__ = op.name
+    fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"Elementwise {op.name}, as a bool tensor."
     return fn
 
@@ -760,7 +760,7 @@ def _bitwise(op, scalar_op):
             return call(op, input, other)
         return call(scalar_op, input, other)
 
-    fn.__name__ = op.public
+    fn.__name__ = fn.__qualname__ = op.public
     fn.__doc__ = f"Elementwise {op.public} of integer or bool tensors."
     return fn
 
@@ -776,7 +776,7 @@ def _binary_inplace(tensor_op, scalar_op=None):
             return call(scalar_op, self, other)
         return call(tensor_op, self, other)
 
-    fn.__name__ = tensor_op.name.split(".")[0]
+    fn.__name__ = fn.__qualname__ = tensor_op.name.split(".")[0]
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
     return fn
 
@@ -789,7 +789,7 @@ def _scalar_as_tensor(op):
             other = _tensor(other, dtype=_dtype.result_type(self, other))
         return call(op, self, other)
 
-    fn.__name__ = op.name.split(".")[0]
+    fn.__name__ = fn.__qualname__ = op.name.split(".")[0]
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
     return fn
 
@@ -816,7 +816,7 @@ def _maxmin(op_all, op_dim, op_binary, name):
             return call(op_all, input)
         return _rt(name, call(op_dim, input, int(dim), keepdim))
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{name} of all elements; with `dim`, (values, indices) along it; with a "
                   f"tensor, the elementwise {name}imum.")
     return fn
@@ -857,7 +857,7 @@ def _var_like(op, name):
         result = call(op, input, dims, correction, keepdim)
         return result
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name} over `dim` with Bessel's `correction` (1 by default)."
     return fn
 
@@ -918,7 +918,7 @@ def _logic(name):
             return call(op_dim, input, int(dim), keepdim)
         return call(op_dims, input, tuple(dim), keepdim)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Whether {name} element(s) are nonzero, overall or along `dim`."
     return fn
 
@@ -1452,7 +1452,7 @@ def _act(op, inplace_op, name):
     def fn(input, inplace=False):
         return call(inplace_op if inplace else op, input)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"The {name} activation (in place with `inplace=True`)."
     return fn
 
@@ -1640,6 +1640,20 @@ def _cmp(op):
 
     return method
 
+
+def _compare_inplace(name):
+    scalar_op, tensor_op = P.COMPARE_INPLACE[name]
+
+    def method(self, other):
+        return call(tensor_op if isinstance(other, Tensor) else scalar_op, self, other)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place comparison: self becomes `{name[:-1]}(self, other)` (0 or 1)."
+    return method
+
+
+for _name in P.COMPARE_INPLACE:
+    setattr(Tensor, _name, _compare_inplace(_name))
 
 Tensor.__eq__ = _cmp(P.eq)
 Tensor.__ne__ = _cmp(P.ne)

@@ -246,6 +246,27 @@ le = _compare("le.Tensor", np.less_equal, "LessOrEqual")
 gt = _compare("gt.Tensor", np.greater, "Greater")
 ge = _compare("ge.Tensor", np.greater_equal, "GreaterOrEqual")
 
+
+def _compare_inplace(op, scalar: bool):
+    """`x.eq_(2)` / `x.eq_(y)`: the result (0 or 1) in self's dtype; the gradient is zero."""
+    name = op.name.split(".")[0]
+    node = name.capitalize() + ("Backward0" if scalar else "Backward1")
+    base = op.samples
+
+    def samples(rng, dtype):
+        return [s for s in base(rng, dtype) if isinstance(s.args[1], float) == scalar
+                and np.shape(s.args[0]) == np.broadcast_shapes(*map(np.shape, s.args[:2]))]
+
+    return inplace_variant(op, f"{name}_.{'Scalar' if scalar else 'Tensor'}", node=node,
+                           differentiable=True, derivative=lambda g: (g * 0, g * 0),
+                           zero_grad=True, samples=samples, public=name + "_",
+                           tensor_args=() if scalar else (0, 1))
+
+
+COMPARE_INPLACE = {op.name.split(".")[0] + "_": (_compare_inplace(op, True),
+                                                 _compare_inplace(op, False))
+                   for op in (eq, ne, lt, le, gt, ge)}
+
 # ---------------------------------------------------------------- where, maximum, clamp
 
 
