@@ -198,14 +198,21 @@ def _new_node(op, args, result):
     meta = []
     pos = []
     nondiff = op.nondiff_args
-    # Optional Tensor arguments (a convolution's bias) keep a (None, 0) edge when absent.
-    optional = getattr(op, "optional_tensor_args", ())
     for i, a in enumerate(args):
         if i in nondiff:
             continue
         if isinstance(a, Tensor):
-            edges.append(_edge(a))
-            meta.append((_shape(a), a._dtype))
+            # _edge and _shape, inlined: this runs for every input of every recorded op.
+            if a._base is not None:
+                sync_view(a)
+            if not a._rg:
+                edges.append((None, 0))
+            elif a._grad_fn is not None:
+                edges.append((a._grad_fn, a._output_nr))
+            else:
+                edges.append((a._grad_accumulator(), 0))
+            data = a._data
+            meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
             pos.append((i, -1))
         elif a.__class__ is list or a.__class__ is tuple:
             if op.list_arg:
@@ -217,7 +224,7 @@ def _new_node(op, args, result):
             edges.append(_NUMBER_INPUT[0])
             meta.append(_NUMBER_INPUT[1])
             pos.append((i, -1))
-        elif a is None and i in optional:
+        elif a is None and i in op.optional_tensor_args:
             edges.append(_NUMBER_INPUT[0])
             meta.append(_NUMBER_INPUT[1])
             pos.append((i, -1))
@@ -244,7 +251,7 @@ def _record(op, args, result):
         node = _new_node(op, args, result)
         # Outputs an op declares non-differentiable (batch norm's saved statistics) stay
         # outside the graph, as in PyTorch.
-        skip = getattr(op, "nondiff_outputs", ())
+        skip = op.nondiff_outputs
         for i, r in enumerate(result):
             if r._dtype.category == _dtype.FLOAT and i not in skip:
                 r._rg = True

@@ -14,26 +14,14 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
 from ._util import F32, HALF, Spec, rand_array, size_str
-from .registry import REGISTRY, OpDef, Sample, register
-
-
-class _NnOp(OpDef):
-    """An entry with PyTorch's edge rules for layers: outputs after the first may be
-    non-differentiable (saved statistics get no grad_fn), and optional Tensor arguments (a
-    bias) keep a `(None, 0)` edge when absent."""
-
-    __slots__ = ("nondiff_outputs", "optional_tensor_args")
+from .registry import OpDef, Sample, register
 
 
 def _register_multi(name: str, nondiff_outputs: tuple = (), optional: tuple = (),
                     **fields) -> OpDef:
-    """`register`, with `_NnOp`'s non-differentiable outputs and optional tensor args."""
-    if name in REGISTRY:
-        raise ValueError(f"op {name!r} is already registered")
-    op = REGISTRY[name] = _NnOp(name, **fields)
-    op.nondiff_outputs = nondiff_outputs
-    op.optional_tensor_args = optional
-    return op
+    """`register` with non-differentiable outputs and optional tensor arguments."""
+    return register(name, nondiff_outputs=nondiff_outputs, optional_tensor_args=optional,
+                    **fields)
 
 
 def _call(op, *args):

@@ -43,7 +43,7 @@ class OpDef:
                  "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
-                 "metadata_only",
+                 "metadata_only", "nondiff_outputs", "optional_tensor_args",
                  "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
@@ -55,7 +55,8 @@ class OpDef:
                  gradcheck: bool = True, lowering: Any = None, onnx: Any = None,
                  decomposition: Callable | None = None, zero_grad: bool = False,
                  public: str | None = None, tensor_args: tuple = (),
-                 metadata_only: bool = False):
+                 metadata_only: bool = False, nondiff_outputs: tuple = (),
+                 optional_tensor_args: tuple = ()):
         self.name = name
         self.kernel = kernel
         self.meta = meta
@@ -83,6 +84,11 @@ class OpDef:
         # In place on the metadata only (squeeze_, transpose_): the kernel returns a view of
         # `self`'s data that becomes its data; nothing is copied.
         self.metadata_only = metadata_only
+        # Layers' rules (PyTorch's): outputs after the first may be non-differentiable (saved
+        # statistics get no grad_fn); an absent optional Tensor argument (a bias) still gets a
+        # `(None, 0)` edge.
+        self.nondiff_outputs = nondiff_outputs
+        self.optional_tensor_args = optional_tensor_args
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
 
