@@ -221,3 +221,14 @@ def test_every_entry_is_complete():
             assert op.derivative is not None, name
         if op.differentiable:
             assert op.node_cls.__name__ == op.node, name
+
+
+def test_ops_doc_lists_every_entry():
+    """docs/ops.md is generated from the registry; regenerate it (tools/gen_ops_doc.py)
+    whenever an op is added or removed."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "ops.md").read_text()
+    listed = set(re.findall(r"^\| `([^`]+)` \|", doc, flags=re.M))
+    assert listed == set(REGISTRY), sorted(listed ^ set(REGISTRY))
