@@ -68,12 +68,27 @@ SUPPORTED_OPCODES = {
     "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
     "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP",
-    "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION",
+    "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION", "EXTENDED_ARG",
+    # Python 3.12
+    "LOAD_FAST_CHECK", "RETURN_CONST", "BINARY_SLICE", "STORE_SLICE", "END_FOR",
+    "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
+    "CALL_INTRINSIC_1",
 }
+SUPPORTED_VERSIONS = ((3, 11), (3, 12))
 # A `with` block's exception path; allowed only when every context is a grad mode (those
 # restore themselves: the runner resets grad mode if an exception leaves the frame).
 WITH_OPCODES = {"BEFORE_WITH", "PUSH_EXC_INFO", "WITH_EXCEPT_START", "RERAISE", "POP_EXCEPT"}
 GRAD_CONTEXTS = {"no_grad", "enable_grad", "set_grad_enabled"}
+
+
+METHOD_LOAD_ATTR = sys.version_info >= (3, 12)
+
+
+class _Arg:
+    """Stands for an instruction when one handler calls another with a different arg."""
+
+    def __init__(self, arg: int):
+        self.arg = arg
 
 
 class Return(Exception):
@@ -95,7 +110,7 @@ def instructions_of(code: types.CodeType) -> tuple[list, dict]:
 
 def unsupported_opcodes(code: types.CodeType) -> set[str]:
     """Opcodes of `code` (and nothing nested) the translator does not handle."""
-    if sys.version_info[:2] != (3, 11):
+    if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         return {f"Python {sys.version_info[0]}.{sys.version_info[1]} bytecode"}
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generators and coroutines
         return {"generator"}
@@ -186,14 +201,14 @@ class Translator:
     def RESUME(self, inst):  # noqa: N802
         pass
 
-    NOP = PRECALL = COPY_FREE_VARS = MAKE_CELL = RESUME
+    NOP = PRECALL = COPY_FREE_VARS = MAKE_CELL = EXTENDED_ARG = RESUME
 
     def LOAD_FAST(self, inst):  # noqa: N802
         if inst.argval not in self.locals:
             raise Unsupported(f"local {inst.argval!r} read before assignment")
         self.push(self.locals[inst.argval])
 
-    LOAD_CLOSURE = LOAD_FAST
+    LOAD_CLOSURE = LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst):  # noqa: N802
         value = self.pop()
@@ -253,6 +268,8 @@ class Translator:
 
     def LOAD_ATTR(self, inst):  # noqa: N802
         obj = self.pop()
+        if METHOD_LOAD_ATTR and inst.arg & 1:  # 3.12: a method load, as LOAD_METHOD
+            self.push(NullVariable())
         self.push(self.get_attr(obj, inst.argval))
 
     def LOAD_METHOD(self, inst):  # noqa: N802
@@ -523,6 +540,39 @@ class Translator:
     def RETURN_VALUE(self, inst):  # noqa: N802
         raise Return(self.pop())
 
+    def RETURN_CONST(self, inst):  # noqa: N802
+        raise Return(self.const(inst.argval))
+
+    def BINARY_SLICE(self, inst):  # noqa: N802
+        stop = self.pop()
+        start = self.pop()
+        self.push(start)
+        self.push(stop)
+        self.push(self.const(None))
+        self.BUILD_SLICE(_Arg(3))
+        self.BINARY_SUBSCR(inst)
+
+    def STORE_SLICE(self, inst):  # noqa: N802
+        stop = self.pop()
+        start = self.pop()
+        self.push(start)
+        self.push(stop)
+        self.push(self.const(None))
+        self.BUILD_SLICE(_Arg(3))
+        self.STORE_SUBSCR(inst)
+
+    def END_FOR(self, inst):  # noqa: N802
+        self.pop()
+        self.pop()
+
+    def CALL_INTRINSIC_1(self, inst):  # noqa: N802
+        if inst.arg == 5:  # unary positive
+            self.UNARY_POSITIVE(inst)
+        elif inst.arg == 6:  # list to tuple
+            self.LIST_TO_TUPLE(inst)
+        else:
+            raise Unsupported(f"intrinsic function {inst.argrepr}")
+
     def BEFORE_WITH(self, inst):  # noqa: N802
         cm = self.pop()
         if self.concrete:
@@ -565,8 +615,8 @@ class Translator:
     def POP_JUMP_FORWARD_IF_TRUE(self, inst):  # noqa: N802
         self._pop_jump(inst, True)
 
-    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
-    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
+    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
+    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
 
     def _pop_jump_none(self, inst, when_none: bool):
         v = self.pop()
@@ -580,8 +630,8 @@ class Translator:
     def POP_JUMP_FORWARD_IF_NOT_NONE(self, inst):  # noqa: N802
         self._pop_jump_none(inst, False)
 
-    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
-    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
+    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_IF_NONE = POP_JUMP_FORWARD_IF_NONE
+    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
 
     def JUMP_IF_FALSE_OR_POP(self, inst):  # noqa: N802
         if not self.truth(self.stack[-1]):
@@ -616,14 +666,21 @@ class Translator:
                 self.push(ConstantVariable(next(it.value)))
             except StopIteration:
                 self.pop()
-                self.jump_to(inst.argval)
+                self.jump_to(self._loop_exit(inst))
             return
         if it.index < len(it.items):
             self.push(it.items[it.index])
             it.index += 1
         else:
             self.pop()
-            self.jump_to(inst.argval)
+            self.jump_to(self._loop_exit(inst))
+
+    def _loop_exit(self, inst) -> int:
+        # 3.12 jumps to END_FOR; an exhausted iterator skips it (END_FOR would pop twice).
+        target = self.insts[self.index_of[inst.argval]]
+        if target.opname == "END_FOR":
+            return self.insts[self.index_of[inst.argval] + 1].offset
+        return inst.argval
 
     # ---------------------------------------------------------------- calls
 
