@@ -1,0 +1,81 @@
+"""fusegrad.jit.trace records functions and modules as GraphModules that agree with them on
+new inputs and print their code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad
+import fusegrad.nn as fnn
+from fusegrad.models import resnet as fresnet
+
+
+def close(a, b):
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_trace_function():
+    def f(x, y):
+        return (x * 2 + y).relu().sum(dim=1)
+
+    traced = fusegrad.jit.trace(f, (fusegrad.randn(3, 4), fusegrad.randn(3, 4)))
+    assert isinstance(traced, fusegrad.fx.GraphModule)
+    assert "def forward" in traced.code
+    assert any(n.op == "placeholder" for n in traced.graph.nodes)
+    x, y = fusegrad.randn(5, 4), fusegrad.randn(5, 4)
+    close(traced(x, y), f(x, y))
+
+
+def test_trace_module_single_input_and_grads():
+    torch_like = fnn.Sequential(fnn.Linear(4, 8), fnn.ReLU(), fnn.Linear(8, 2))
+    traced = fusegrad.jit.trace(torch_like, fusegrad.randn(2, 4))
+    assert isinstance(traced.code, str) and "def forward" in traced.code
+    x = fusegrad.randn(6, 4)
+    close(traced(x), torch_like(x))
+    traced(x).sum().backward()  # parameters are shared with the original module
+    assert torch_like[0].weight.grad is not None
+
+
+def test_trace_resnet18_eval():
+    model = fresnet.resnet18(num_classes=3).eval()
+    traced = fusegrad.jit.trace(model, (fusegrad.randn(1, 3, 32, 32),))
+    x = fusegrad.randn(2, 3, 32, 32)
+    with fusegrad.no_grad():
+        close(traced(x), model(x))
+
+
+def test_trace_falls_back_to_a_run_on_the_example_inputs():
+    class ShapeBranch(fnn.Module):
+        """Control flow on a shape: symbolic tracing fails; a traced run fixes the branch."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = fnn.Linear(4, 4)
+
+        def forward(self, x):
+            if x.shape[0] > 1:
+                return self.lin(x) * 2, x.sum()
+            return self.lin(x), x.sum()
+
+    m = ShapeBranch()
+    traced = fusegrad.jit.trace(m, fusegrad.randn(3, 4))
+    assert "def forward" in traced.code
+    x = fusegrad.randn(5, 4)
+    for got, want in zip(traced(x), m(x)):
+        close(got, want)
+
+
+def test_trace_rejects_value_dependent_control_flow():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    with pytest.raises(RuntimeError, match="could not trace"):
+        fusegrad.jit.trace(f, fusegrad.ones(3))
+
+
+def test_script_still_there():
+    f = fusegrad.jit.script(lambda x: x + 1)
+    close(f(fusegrad.ones(2)), fusegrad.ones(2) * 2)
