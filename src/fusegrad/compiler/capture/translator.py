@@ -544,22 +544,17 @@ class Translator:
         raise Return(self.const(inst.argval))
 
     def BINARY_SLICE(self, inst):  # noqa: N802
-        stop = self.pop()
-        start = self.pop()
-        self.push(start)
-        self.push(stop)
-        self.push(self.const(None))
-        self.BUILD_SLICE(_Arg(3))
+        self._slice_from_bounds()
         self.BINARY_SUBSCR(inst)
 
     def STORE_SLICE(self, inst):  # noqa: N802
-        stop = self.pop()
-        start = self.pop()
-        self.push(start)
-        self.push(stop)
+        self._slice_from_bounds()
+        self.STORE_SUBSCR(inst)
+
+    def _slice_from_bounds(self) -> None:
+        # 3.12's slice opcodes take start and stop on the stack: make the slice object.
         self.push(self.const(None))
         self.BUILD_SLICE(_Arg(3))
-        self.STORE_SUBSCR(inst)
 
     def END_FOR(self, inst):  # noqa: N802
         self.pop()
