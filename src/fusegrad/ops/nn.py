@@ -322,6 +322,12 @@ def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, g
     return Spec((xs[0], ws[0]) + tuple(spatial), _dtype.result_type(x, w))
 
 
+def _fold_batch(t):
+    """(n, groups, rows, cols) -> (groups, rows, n * cols): the batch joins the columns."""
+    n, groups, rows, cols = t.shape
+    return t.permute(1, 2, 0, 3).reshape(groups, rows, n * cols)
+
+
 def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups):
     one_d = x.dim() == 3
     s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
@@ -338,17 +344,22 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
         gi = _call(convolution, g, w, None, s, p, d, False, [0, 0], groups)
         gcols = _call(im2col, g, k, d, p, s).reshape(n, groups, cog * kk, -1)
         xm = x.reshape(n, groups, cin // groups, -1)
-        gw = (xm @ gcols.transpose(2, 3)).sum(0).reshape(cin, cog, k[0], k[1])
+        gw = (_fold_batch(xm) @ _fold_batch(gcols).transpose(1, 2)).reshape(
+            cin, cog, k[0], k[1])
     else:
         c, h, wd = x.shape[1], x.shape[2], x.shape[3]
         o, cg = w.shape[0], w.shape[1]
         length = g.shape[2] * g.shape[3]
         gcols = g.reshape(n, groups, o // groups, length)
         wmat = w.reshape(groups, o // groups, cg * kk)
-        gin = (wmat.transpose(1, 2) @ gcols).reshape(n, c * kk, length)
+        # One matmul per group over the whole batch (batch folded into the columns), not one
+        # small matmul per sample.
+        gin = (wmat.transpose(1, 2) @ _fold_batch(gcols)).reshape(groups, cg * kk, n, length)
+        gin = gin.permute(2, 0, 1, 3).reshape(n, c * kk, length)
         gi = _call(col2im, gin, [h, wd], k, d, p, s)
         xcols = _call(im2col, x, k, d, p, s).reshape(n, groups, cg * kk, length)
-        gw = (gcols @ xcols.transpose(2, 3)).sum(0).reshape(o, cg, k[0], k[1])
+        gw = (_fold_batch(gcols) @ _fold_batch(xcols).transpose(1, 2)).reshape(
+            o, cg, k[0], k[1])
     if one_d:
         gi, gw = gi.squeeze(2), gw.squeeze(2)
     return (gi, gw, gb, None, None, None, None, None, None)

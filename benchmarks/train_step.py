@@ -1,0 +1,186 @@
+"""Milliseconds per training step: fusegrad beside PyTorch eager, in one process.
+
+A training step is `zero_grad`, forward, cross-entropy loss, backward and an SGD update
+(lr 0.01, momentum 0.9). Models:
+
+1. MLP 784-1024-1024-10 (ReLU), batch 256;
+2. LeNet-5 on 1x32x32 images, batch 64 (`fusegrad.models.LeNet5`);
+3. ResNet-18 (BasicBlock, torchvision layout, 10 classes) on 3x32x32 images, batch 32
+   (`fusegrad.models.resnet18`).
+
+The torch twins are built from the same model sources with `torch.nn` in place of
+`fusegrad.nn` (as tests/test_models.py does), so both sides run the same structure; the
+torch model gets fusegrad's initial weights. Both frameworks are timed in turns (the starting
+framework alternates between rounds) so that machine noise hits both alike; each figure is
+the minimum (or `--stat median`) over the rounds, each round timing a few steps after warm-up.
+
+Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
+(a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def torch_twin(module) -> dict:
+    """Execute a fusegrad model module's source with torch.nn in place of fusegrad.nn."""
+    src = inspect.getsource(module).replace("from .. import nn", "from torch import nn")
+    ns: dict = {"__name__": "twin"}
+    exec(compile(src, module.__name__, "exec"), ns)
+    return ns
+
+
+@dataclass
+class Case:
+    """One model: how to build the fusegrad model, its input shape and batch size."""
+
+    name: str
+    build: Callable  # (fusegrad_models, torch_twins) -> (fusegrad module, torch module)
+    input_shape: tuple[int, ...]
+    batch: int
+    limit: str  # what bounds the ratio (for the docs)
+
+
+def _mlp(fm, twins):
+    fg = fm.MLP(784, (1024, 1024), 10)
+    th = twins["simple"]["MLP"](784, (1024, 1024), 10)
+    return fg, th
+
+
+def _lenet(fm, twins):
+    return fm.LeNet5(), twins["simple"]["LeNet5"]()
+
+
+def _resnet18(fm, twins):
+    return fm.resnet18(num_classes=10), twins["resnet"]["resnet18"](num_classes=10)
+
+
+CASES = (
+    Case("MLP 784-1024-1024-10", _mlp, (784,), 256, "matmul-bound"),
+    Case("LeNet-5", _lenet, (1, 32, 32), 64, "conv/pool kernels"),
+    Case("ResNet-18 (3x32x32)", _resnet18, (3, 32, 32), 32, "conv kernels"),
+)
+
+
+def copy_weights(fg, th) -> None:
+    """Give the torch model the fusegrad model's parameters and buffers."""
+    import torch
+
+    state = {k: torch.from_numpy(np.array(v.numpy(), copy=True))
+             for k, v in fg.state_dict().items()}
+    th.load_state_dict(state)
+
+
+def make_step(lib, model, x, y) -> Callable[[], float]:
+    """A closure running one training step of `model` with library `lib` (fusegrad or torch)."""
+    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = lib.nn.CrossEntropyLoss()
+    model.train()
+
+    def step() -> float:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def time_steps(step: Callable, n: int) -> float:
+    """Milliseconds per step over `n` consecutive steps, garbage collector off."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        return (time.perf_counter() - t0) * 1e3 / n
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str) -> dict:
+    """Time fusegrad and torch on one model; returns the two figures in ms per step."""
+    import torch
+
+    import fusegrad
+    import fusegrad.models as fm
+    from fusegrad.models import resnet as fresnet
+    from fusegrad.models import simple as fsimple
+
+    fusegrad.manual_seed(0)
+    torch.manual_seed(0)
+    twins = {"simple": torch_twin(fsimple), "resnet": torch_twin(fresnet)}
+    fg_model, th_model = case.build(fm, twins)
+    copy_weights(fg_model, th_model)
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
+    ys = rng.integers(0, 10, case.batch)
+    steps_by = {
+        "fusegrad": make_step(fusegrad, fg_model, fusegrad.tensor(xs), fusegrad.tensor(ys)),
+        "torch": make_step(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys)),
+    }
+    for step in steps_by.values():
+        for _ in range(warmup):
+            step()
+    samples: dict[str, list[float]] = {k: [] for k in steps_by}
+    order = list(steps_by)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            samples[name].append(time_steps(steps_by[name], steps))
+    agg = min if stat == "min" else statistics.median
+    return {k: agg(v) for k, v in samples.items()}
+
+
+def machine_line() -> str:
+    """Python, NumPy and torch versions, CPU count and OMP_NUM_THREADS."""
+    import torch
+
+    return (f"Python {platform.python_version()}, NumPy {np.__version__}, "
+            f"torch {torch.__version__}, {os.cpu_count()} CPUs, "
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse options, run every case and print the table."""
+    from tabulate import tabulate
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer rounds and steps")
+    p.add_argument("--markdown", action="store_true", help="GitHub table")
+    p.add_argument("--stat", choices=("min", "median"), default="min")
+    p.add_argument("--only", default="", help="run the cases whose name contains this")
+    args = p.parse_args(argv)
+    rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
+    rows = []
+    for case in CASES:
+        if args.only.lower() not in case.name.lower():
+            continue
+        res = run_case(case, rounds, steps, warmup, args.stat)
+        ratio = res["fusegrad"] / res["torch"]
+        rows.append([case.name, case.batch, f"{res['fusegrad']:.1f}", f"{res['torch']:.1f}",
+                     f"{ratio:.2f}x"])
+        print(f"  {case.name}: done", file=sys.stderr, flush=True)
+    headers = ["model", "batch", "fusegrad (ms/step)", "torch (ms/step)", "fusegrad/torch"]
+    print(machine_line())
+    print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple",
+                   colalign=("left", "right", "right", "right", "right")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
