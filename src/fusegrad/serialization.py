@@ -9,11 +9,18 @@ renamed, so a crash never leaves half a checkpoint.
 `load` never runs code from the file: its unpickler resolves only the handful of globals a
 checkpoint of tensors needs (the tensor and parameter rebuild functions, the storage types,
 `OrderedDict`) and refuses every other global before anything is called.
+
+`save_safetensors` / `load_safetensors` read and write the safetensors format (an 8-byte
+little-endian header length, a JSON header giving each tensor's dtype, shape and byte range,
+then the raw little-endian data); reading only parses JSON and copies bytes. `load` also
+accepts a safetensors file and returns its dict of tensors.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import math
 import os
 import pickle
 import struct
@@ -321,6 +328,8 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
 
 
 def _load_bytes(raw: bytes) -> Any:
+    if not zipfile.is_zipfile(io.BytesIO(raw)) and _looks_like_safetensors(raw):
+        return _safetensors_from_bytes(raw)
     if not zipfile.is_zipfile(io.BytesIO(raw)):
         raise RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
                            "default since PyTorch 1.6)")
@@ -334,4 +343,164 @@ def _load_bytes(raw: bytes) -> Any:
         return _SafeUnpickler(io.BytesIO(z.read(pkl)), z, root).load()
 
 
-__all__ = ["load", "save"]
+# ---------------------------------------------------------------- safetensors
+
+_ST_DTYPES = {  # safetensors dtype name -> fusegrad dtype
+    "BOOL": _dtype.bool_, "U8": _dtype.uint8, "I8": _dtype.int8, "I16": _dtype.int16,
+    "I32": _dtype.int32, "I64": _dtype.int64, "F16": _dtype.float16, "BF16": _dtype.bfloat16,
+    "F32": _dtype.float32, "F64": _dtype.float64,
+}
+_ST_NAMES = {d.name: k for k, d in _ST_DTYPES.items()}
+_ST_MAX_HEADER = 100_000_000
+
+
+def _safetensors_bytes(tensors: dict, metadata: dict | None) -> bytes:
+    """The whole safetensors file for `tensors` (name -> Tensor) as bytes."""
+    if not isinstance(tensors, dict):
+        raise TypeError(f"expected a dict of name -> tensor, got {type(tensors).__name__}")
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                        for k, v in metadata.items()):
+        raise ValueError("safetensors metadata must map str to str")
+    items = []
+    for name, t in tensors.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise ValueError(f"invalid tensor name {name!r}")
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name!r} is a {type(t).__name__}, not a tensor")
+        if t.dtype.name not in _ST_NAMES:
+            raise ValueError(f"{name!r}: dtype {t.dtype} cannot be stored in safetensors")
+        items.append((name, t))
+    # larger items first, then by name (the order the reference writer uses)
+    items.sort(key=lambda kv: (-kv[1].dtype.itemsize, kv[0]))
+    header: dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    chunks, offset = [], 0
+    for name, t in items:
+        arr = t.detach().numpy()  # tobytes() below is C order whatever the strides
+        data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
+        header[name] = {"dtype": _ST_NAMES[t.dtype.name], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    head += b" " * (-len(head) % 8)  # pad so the data starts 8-byte aligned
+    return struct.pack("<Q", len(head)) + head + b"".join(chunks)
+
+
+def _no_duplicates(pairs: list) -> dict:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("invalid safetensors header: duplicate key")
+    return dict(pairs)
+
+
+def _looks_like_safetensors(raw: bytes) -> bool:
+    if len(raw) < 10:
+        return False
+    (n,) = struct.unpack("<Q", raw[:8])
+    return 2 <= n <= min(_ST_MAX_HEADER, len(raw) - 8) and raw[8:9] == b"{"
+
+
+def _safetensors_header(raw: bytes) -> tuple[dict, int]:
+    """The parsed JSON header and where the data begins; checks the header's framing."""
+    if len(raw) < 8:
+        raise ValueError("invalid safetensors file: shorter than its 8-byte header length")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > _ST_MAX_HEADER:
+        raise ValueError(f"invalid safetensors file: header length {n} is too large")
+    if 8 + n > len(raw):
+        raise ValueError("invalid safetensors file: header longer than the file")
+    text = raw[8:8 + n]
+    if not text.startswith(b"{"):
+        raise ValueError("invalid safetensors header: it must be a JSON object")
+    try:
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"invalid safetensors header: {exc}") from None
+    if not isinstance(header, dict):
+        raise ValueError("invalid safetensors header: it must be a JSON object")
+    return header, 8 + n
+
+
+def _safetensors_from_bytes(raw: bytes, with_metadata: bool = False):
+    """Parse a safetensors file's bytes into an (ordered by offset) dict of tensors."""
+    header, start = _safetensors_header(raw)
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(v, str) for v in metadata.values())):
+        raise ValueError("invalid safetensors header: __metadata__ must map str to str")
+    entries = []
+    for name, info in header.items():
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise ValueError(f"invalid safetensors header entry for {name!r}")
+        dt, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
+        if dt not in _ST_DTYPES:
+            raise ValueError(f"{name!r}: unsupported safetensors dtype {dt!r}")
+        if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+            raise ValueError(f"{name!r}: invalid shape {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(
+                type(o) is int for o in offs) and 0 <= offs[0] <= offs[1]):
+            raise ValueError(f"{name!r}: invalid data_offsets {offs!r}")
+        fdt = _ST_DTYPES[dt]
+        if offs[1] - offs[0] != math.prod(shape) * fdt.itemsize:
+            raise ValueError(f"{name!r}: data_offsets {offs} do not match shape {shape} and "
+                             f"dtype {dt}")
+        entries.append((offs[0], offs[1], name, fdt, shape))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    body = len(raw) - start
+    pos = 0
+    for begin, end, name, _, _ in entries:
+        if begin != pos:
+            raise ValueError(f"invalid safetensors file: {name!r} does not start where the "
+                             "previous tensor ends (gap or overlap)")
+        pos = end
+    if pos != body:
+        raise ValueError(f"invalid safetensors file: the data is {body} bytes but the header "
+                         f"describes {pos}")
+    out: dict[str, Tensor] = {}
+    for begin, _end, name, fdt, shape in entries:
+        count = math.prod(shape)
+        arr = np.frombuffer(raw, dtype=fdt.np.newbyteorder("<"), count=count,
+                            offset=start + begin)
+        arr = arr.astype(fdt.np, copy=True).reshape(shape)
+        out[name] = Tensor._make(arr, fdt)
+    return (out, metadata) if with_metadata else out
+
+
+def save_safetensors(tensors: dict, f, metadata: dict | None = None) -> None:
+    """Write `tensors` (name -> Tensor) in the safetensors format to `f` (a path, written
+    atomically, or a binary file), with optional str -> str `metadata`."""
+    raw = _safetensors_bytes(tensors, metadata)
+    if not isinstance(f, (str, os.PathLike)):
+        f.write(raw)
+        return
+    path = os.fspath(f)
+    fd, tmp = tempfile.mkstemp(prefix=".fusegrad-save-",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(raw)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_safetensors(f, *, with_metadata: bool = False):
+    """Read a safetensors file (a path, a binary file or its bytes) into a dict of tensors
+    (and, with `with_metadata=True`, also its `__metadata__` dict or None)."""
+    if isinstance(f, (bytes, bytearray, memoryview)):
+        raw = bytes(f)
+    elif isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            raw = fh.read()
+    else:
+        raw = f.read()
+    return _safetensors_from_bytes(raw, with_metadata)
+
+
+__all__ = ["load", "load_safetensors", "save", "save_safetensors"]

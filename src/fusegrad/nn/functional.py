@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import nn as N
 from ..ops.nn import REDUCTION_ENUM
+from ._functional_extra import bilinear, group_norm, huber_loss, interpolate  # noqa: F401
 
 # ---------------------------------------------------------------- helpers
 
@@ -65,11 +66,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         out = call(N.addmm, bias, input.view(-1, input.shape[-1]), weight.t())
         return out.view(lead + (out.shape[-1],))
     return input.matmul(weight.t()) + bias
-
-
-def bilinear(*args, **kwargs):
-    """Not implemented yet."""
-    raise NotImplementedError("bilinear is not supported yet")
 
 
 def _same_padding(weight, dilation, spatial: int) -> tuple[list, list]:
@@ -577,5 +573,65 @@ __all__ = [
     "dropout", "embedding", "one_hot", "relu", "relu6", "hardtanh", "leaky_relu", "elu",
     "sigmoid", "tanh", "gelu", "silu", "softplus", "softmax", "log_softmax", "nll_loss",
     "cross_entropy", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "kl_div",
+    "binary_cross_entropy_with_logits", "kl_div", "bilinear", "group_norm", "huber_loss",
+    "interpolate",
 ]
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _float_mask(mask, dtype) -> Tensor | None:
+    """A boolean "masked-out" mask as an additive float mask (0 or -inf); floats unchanged."""
+    if mask is None:
+        return None
+    if mask.dtype.is_floating_point:
+        return mask
+    zeros = Tensor._make(np.zeros(tuple(mask.shape), dtype=dtype.np))
+    return zeros.masked_fill(mask, float("-inf"))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False) -> Tensor:
+    """softmax(Q K^T * scale + mask) V over the last two dims.
+
+    A boolean `attn_mask` marks the positions that may be attended (True = keep); a float mask
+    is added to the scores.  `is_causal` keeps the lower triangle of the (L, S) score matrix.
+    Rows with every position masked give zeros (as PyTorch's CPU kernels do).
+    """
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    length, source = query.shape[-2], key.shape[-2]
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+
+        def _repeat(t):
+            lead = tuple(t.shape[:-3])
+            heads, s, e = t.shape[-3:]
+            return t.unsqueeze(-3).expand(lead + (heads, rep, s, e)).reshape(
+                lead + (heads * rep, s, e))
+
+        key, value = _repeat(key), _repeat(value)
+    scores = query.matmul(key.transpose(-2, -1)) * factor
+    if is_causal:
+        keep = Tensor._make(np.tril(np.ones((length, source), dtype=bool)))
+        scores = scores.masked_fill(keep.logical_not(), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype.is_floating_point:
+            scores = scores + attn_mask
+        else:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+    dead = np.isneginf(scores._data).all(-1, keepdims=True)
+    if dead.any():
+        dead_t = Tensor._make(dead)
+        weights = scores.masked_fill(dead_t, 0.0).softmax(-1).masked_fill(dead_t, 0.0)
+    else:
+        weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return weights.matmul(value)
+
+
+__all__ += ["scaled_dot_product_attention"]

@@ -1,10 +1,11 @@
 """Learning-rate schedulers: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
-LambdaLR. Each computes the new rate from the current one as PyTorch does, so the float
-values agree step for step."""
+LambdaLR, LinearLR, OneCycleLR, SequentialLR and ReduceLROnPlateau. Each computes the new
+rate from the current one as PyTorch does, so the float values agree step for step."""
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 
@@ -125,6 +126,11 @@ class MultiStepLR(LRScheduler):
             return [g["lr"] for g in groups]
         return [g["lr"] * self.gamma ** self.milestones[self.last_epoch] for g in groups]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        marks = sorted(self.milestones.elements())
+        return [base * self.gamma ** bisect_right(marks, self.last_epoch)
+                for base in self.base_lrs]
+
 
 class ExponentialLR(LRScheduler):
     """Multiply the rate by `gamma` every epoch."""
@@ -138,6 +144,9 @@ class ExponentialLR(LRScheduler):
         if self.last_epoch == 0:
             return [g["lr"] for g in groups]
         return [g["lr"] * self.gamma for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -167,3 +176,298 @@ class CosineAnnealingLR(LRScheduler):
         return [self.eta_min + (base - self.eta_min)
                 * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scale the initial rate by a factor moving linearly from `start_factor` to `end_factor`
+    over `total_iters` epochs (then kept)."""
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 "
+                             "and less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [g["lr"] * self.start_factor for g in groups]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return [g["lr"] for g in groups]
+        span = self.end_factor - self.start_factor
+        ratio = 1.0 + span / (self.total_iters * self.start_factor
+                              + (self.last_epoch - 1) * span)
+        return [g["lr"] * ratio for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+                for base in self.base_lrs]
+
+
+def _per_group(name: str, optimizer: Optimizer, value) -> list:
+    """`value` repeated for every param group, or checked to have one entry per group."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
+                             f"optimizer.param_groups has {n} values, {name} has "
+                             f"{len(value)} values.")
+        return list(value)
+    return [value] * n
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: warm up from `max_lr / div_factor` to `max_lr`, then anneal to
+    `initial_lr / final_div_factor` (optionally in three phases), cycling momentum the
+    opposite way. Stepped once per batch."""
+
+    def __init__(self, optimizer: Optimizer, max_lr, total_steps: int | None = None,
+                 epochs: int | None = None, steps_per_epoch: int | None = None,
+                 pct_start: float = 0.3, anneal_strategy: str = "cos",
+                 cycle_momentum: bool = True, base_momentum=0.85, max_momentum=0.95,
+                 div_factor: float = 25.0, final_div_factor: float = 1e4,
+                 three_phase: bool = False, last_epoch: int = -1) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(f"Expected positive integer total_steps, but got "
+                                 f"{total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got "
+                                 f"{steps_per_epoch}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR "
+                             "(epochs AND steps_per_epoch)")
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
+        self._anneal_cos = anneal_strategy == "cos"
+        n = self.total_steps
+        first_end = float(pct_start * n) - 1
+        if three_phase:
+            self._schedule_phases = [
+                (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum",
+                 "max_momentum"),
+                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._schedule_phases = [
+                (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        max_lrs = _per_group("max_lr", optimizer, max_lr)
+        if last_epoch == -1:
+            for top, group in zip(max_lrs, optimizer.param_groups):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            defaults = optimizer.defaults
+            if "momentum" not in defaults and "betas" not in defaults:
+                raise ValueError("optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in defaults
+            highs = _per_group("max_momentum", optimizer, max_momentum)
+            lows = _per_group("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for hi, lo, group in zip(highs, lows, optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (hi, *group["betas"][1:])
+                    else:
+                        group["momentum"] = hi
+                    group["max_momentum"] = hi
+                    group["base_momentum"] = lo
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self._anneal_cos:
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"Tried to step {step} times. The specified number of total "
+                             f"steps is {self.total_steps}")
+        lrs = []
+        last = len(self._schedule_phases) - 1
+        for group in self.optimizer.param_groups:
+            begin = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._schedule_phases):
+                if step <= end or i == last:
+                    pct = (step - begin) / (end - begin)
+                    lr = self._anneal(group[lr0], group[lr1], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(group[m0], group[m1], pct)
+                    break
+                begin = end
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (mom, *group["betas"][1:])
+                else:
+                    group["momentum"] = mom
+        return lrs
+
+
+class SequentialLR(LRScheduler):
+    """Run `schedulers` one after another, switching at each epoch in `milestones`."""
+
+    def __init__(self, optimizer: Optimizer, schedulers: list, milestones: list[int],
+                 last_epoch: int = -1) -> None:
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got "
+                             "no scheduler.")
+        for i, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {i} should have "
+                                f"`optimizer` as its attribute.")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support "
+                                 f"`ReduceLROnPlateau` scheduler as it requires additional "
+                                 f"kwargs to be specified when calling `step`, but got one at "
+                                 f"index {i} in the given schedulers sequence.")
+            if sched.optimizer is not optimizer:
+                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
+                                 f"the same optimizer, but got scheduler at index {i} to be "
+                                 "different than the optimizer passed in.")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to "
+                             f"be one more than the number of milestone points, but got "
+                             f"number of schedulers {len(schedulers)} and the number of "
+                             f"milestones to be equal to {len(milestones)}")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        self._undo(self)
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._step_count = 0
+        first._is_initial = True
+        first.step()
+        first._is_initial = False
+        self._last_lr = first.get_last_lr()
+
+    @staticmethod
+    def _undo(sched) -> None:
+        """Take back the step every (nested) scheduler made when it was built."""
+        if hasattr(sched, "_schedulers"):
+            for s in sched._schedulers:
+                SequentialLR._undo(s)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
+
+    def step(self) -> None:  # type: ignore[override]
+        """Advance one epoch with the scheduler whose turn it is."""
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched.step(0)
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self) -> dict:
+        """Own state plus each wrapped scheduler's `state_dict`."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`, the wrapped schedulers' included."""
+        state = dict(state_dict)
+        scheds = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, scheds):
+            s.load_state_dict(sd)
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the rate by `factor` once the metric passed to `step` has not improved for
+    more than `patience` epochs (then wait `cooldown` epochs before counting again)."""
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
+                 patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
+                 cooldown: int = 0, min_lr=0, eps: float = 1e-8) -> None:
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        self.optimizer = optimizer
+        self.factor = factor
+        if isinstance(min_lr, (list, tuple)):
+            self.min_lrs = _per_group("min_lrs", optimizer, min_lr)
+        else:
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._reset()
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        """Whether the scheduler is waiting out a cooldown."""
+        return self.cooldown_counter > 0
+
+    def _is_better(self, a: float, best: float) -> bool:
+        """Whether metric `a` improves on `best` by more than the threshold."""
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return a < best * (1.0 - self.threshold) if rel else a < best - self.threshold
+        return a > best * (self.threshold + 1.0) if rel else a > best + self.threshold
+
+    def step(self, metrics, epoch: int | None = None) -> None:  # type: ignore[override]
+        """Record this epoch's metric and reduce the rates when it has plateaued."""
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for i, group in enumerate(self.optimizer.param_groups):
+                old = float(group["lr"])
+                new = max(old * self.factor, self.min_lrs[i])
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]

@@ -14,8 +14,10 @@ from .activation import (
     Softplus,
     Tanh,
 )
+from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .extra import Bilinear, GroupNorm, HuberLoss, Upsample
 from .linear import Identity, Linear
 from .loss import (
     BCELoss,
@@ -38,6 +40,8 @@ from .pooling import (
     MaxPool1d,
     MaxPool2d,
 )
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "ELU", "GELU", "Hardtanh", "LeakyReLU", "LogSoftmax", "ReLU", "ReLU6", "Sigmoid", "SiLU",
@@ -48,4 +52,8 @@ __all__ = [
     "SmoothL1Loss", "Dropout", "Embedding", "Flatten", "Unflatten", "Module", "BatchNorm1d",
     "BatchNorm2d", "LayerNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d",
     "AvgPool2d", "MaxPool1d", "MaxPool2d",
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    "MultiheadAttention", "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer",
+    "TransformerEncoder",
 ]
+__all__ += ["Bilinear", "GroupNorm", "HuberLoss", "Upsample"]

@@ -1,5 +1,6 @@
 """`fusegrad.utils.data`: datasets, samplers and the DataLoader."""
 
+from ._worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader, default_collate, default_convert
 from .dataset import (
     ConcatDataset,
@@ -19,4 +20,5 @@ from .sampler import (
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "ConcatDataset", "Dataset",
            "IterableDataset", "Subset", "TensorDataset", "random_split", "BatchSampler",
-           "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler"]
+           "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
+           "WorkerInfo", "get_worker_info"]

@@ -1,4 +1,5 @@
-"""DataLoader and `default_collate` (single process: `num_workers` is accepted and ignored)."""
+"""DataLoader and `default_collate`; `num_workers > 0` fetches in worker processes (see
+`_worker`), giving the same batches in the same order as the single-process loader."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
+from . import _worker
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
@@ -78,8 +80,21 @@ class DataLoader:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 "
                              "to disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in "
+                             "multiprocessing.let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset = dataset
         self.num_workers = num_workers
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.generator = generator
@@ -115,7 +130,25 @@ class DataLoader:
                 self._iterable and batch_size is not None)) else default_convert
         self.collate_fn = collate_fn
 
+    def _base_seed(self) -> int:
+        """A seed for the workers (worker w uses base + w), drawn from the loader's generator
+        or the global one."""
+        from ..._random import rng
+        return int(rng(self.generator).integers(0, 2 ** 62))
+
     def __iter__(self):
+        # Drawn whether or not there are workers (as PyTorch does), so that a shuffled order
+        # from the same generator state is the same for any num_workers.
+        base_seed = self._base_seed()
+        if self.num_workers > 0:
+            if self._iterable:
+                tasks = None
+            elif self.batch_sampler is None:
+                tasks = iter(self.sampler)
+            else:
+                tasks = iter(self.batch_sampler)
+            yield from _worker.iterate_workers(self, tasks, base_seed)
+            return
         if self._iterable:
             yield from self._iter_iterable()
             return

@@ -1,0 +1,203 @@
+"""MultiheadAttention, built from linear, matmul, softmax and dropout."""
+
+from __future__ import annotations
+
+import math
+
+from ... import _creation
+from ..._functions import cat as _cat
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import Linear
+from .module import Module
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A plain Linear under the name PyTorch gives MultiheadAttention's output projection."""
+
+
+def _pad_last(mask):
+    """`mask` with one more zero column at the end (None stays None)."""
+    if mask is None:
+        return None
+    extra = _creation.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype)
+    return _cat([mask, extra], -1)
+
+
+class MultiheadAttention(Module):
+    """Attention of `num_heads` heads, each over embed_dim // num_heads features.
+
+    forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False) returns (output, weights or None).  Boolean
+    masks mark positions that may NOT be attended (True = masked out); float masks are added.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
+                 batch_first: bool = False, device=None, dtype=None) -> None:
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        assert self.head_dim * num_heads == embed_dim, "embed_dim must be divisible by num_heads"
+        if not self._qkv_same_embed_dim:
+            self.q_proj_weight = Parameter(_creation.empty((embed_dim, embed_dim), dtype=dtype))
+            self.k_proj_weight = Parameter(_creation.empty((embed_dim, self.kdim), dtype=dtype))
+            self.v_proj_weight = Parameter(_creation.empty((embed_dim, self.vdim), dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        else:
+            self.in_proj_weight = Parameter(_creation.empty((3 * embed_dim, embed_dim),
+                                                            dtype=dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(_creation.empty(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                        dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(_creation.empty((1, 1, embed_dim), dtype=dtype))
+            self.bias_v = Parameter(_creation.empty((1, 1, embed_dim), dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        """Xavier-uniform projections, zero projection biases, Xavier-normal bias_k/bias_v."""
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
+
+    def _project(self, query, key, value):
+        e = self.embed_dim
+        b = self.in_proj_bias
+        bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            wq, wk, wv = w[:e], w[e:2 * e], w[2 * e:]
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
+                attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
+        """(attention output, head-averaged or per-head weights, or None)."""
+        batched = query.dim() == 3
+        if self.batch_first and batched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if not batched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        tgt_len, bsz, embed_dim = query.shape
+        if embed_dim != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, "
+                                 f"but got {embed_dim}")
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
+                               "the Transformer module method `generate_square_subsequent_mask`"
+                               " to create this mask.")
+        use_causal = is_causal and key_padding_mask is None and not need_weights
+        if use_causal:
+            attn_mask = None
+        else:
+            attn_mask = F._float_mask(attn_mask, query.dtype)
+        key_padding_mask = F._float_mask(key_padding_mask, query.dtype)
+        heads, hd = self.num_heads, self.head_dim
+        q, k, v = self._project(query, key, value)
+        if attn_mask is not None:
+            if attn_mask.dim() == 2:
+                if tuple(attn_mask.shape) != (tgt_len, key.shape[0]):
+                    raise RuntimeError(f"The shape of the 2D attn_mask is "
+                                       f"{tuple(attn_mask.shape)}, but should be "
+                                       f"{(tgt_len, key.shape[0])}.")
+                attn_mask = attn_mask.unsqueeze(0)
+            elif attn_mask.dim() == 3:
+                if tuple(attn_mask.shape) != (bsz * heads, tgt_len, key.shape[0]):
+                    raise RuntimeError(f"The shape of the 3D attn_mask is "
+                                       f"{tuple(attn_mask.shape)}, but should be "
+                                       f"{(bsz * heads, tgt_len, key.shape[0])}.")
+            else:
+                raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+        if self.bias_k is not None and self.bias_v is not None:
+            k = _cat([k, self.bias_k.expand(1, bsz, embed_dim)], 0)
+            v = _cat([v, self.bias_v.expand(1, bsz, embed_dim)], 0)
+            attn_mask = _pad_last(attn_mask)
+            key_padding_mask = _pad_last(key_padding_mask)
+        q = q.reshape(tgt_len, bsz * heads, hd).transpose(0, 1)
+        k = k.reshape(k.shape[0], bsz * heads, hd).transpose(0, 1)
+        v = v.reshape(v.shape[0], bsz * heads, hd).transpose(0, 1)
+        if self.add_zero_attn:
+            zeros = _creation.zeros((bsz * heads, 1, hd), dtype=q.dtype)
+            k = _cat([k, zeros], 1)
+            v = _cat([v, zeros], 1)
+            attn_mask = _pad_last(attn_mask)
+            key_padding_mask = _pad_last(key_padding_mask)
+        src_len = k.shape[1]
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (bsz, src_len):
+                raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, "
+                                     f"but got {tuple(key_padding_mask.shape)}")
+            kpm = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(
+                bsz, heads, 1, src_len).reshape(bsz * heads, 1, src_len)
+            attn_mask = kpm if attn_mask is None else attn_mask + kpm
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = (q * math.sqrt(1.0 / hd)).matmul(k.transpose(-2, -1))
+            if attn_mask is not None:
+                scores = scores + attn_mask
+            weights = scores.softmax(-1)
+            if p > 0.0:
+                weights = F.dropout(weights, p, True)
+            out = weights.matmul(v)
+            out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+            out = self.out_proj(out).view(tgt_len, bsz, embed_dim)
+            weights = weights.view(bsz, heads, tgt_len, src_len)
+            if average_attn_weights:
+                weights = weights.mean(1)
+            if not batched:
+                out, weights = out.squeeze(1), weights.squeeze(0)
+            elif self.batch_first:
+                out = out.transpose(0, 1)
+            return out, weights
+        if attn_mask is not None:
+            if attn_mask.shape[0] == 1:
+                attn_mask = attn_mask.unsqueeze(0)
+            else:
+                attn_mask = attn_mask.reshape(bsz, heads, -1, src_len)
+        q = q.reshape(bsz, heads, tgt_len, hd)
+        k = k.reshape(bsz, heads, src_len, hd)
+        v = v.reshape(bsz, heads, src_len, hd)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask, p, use_causal)
+        out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+        out = self.out_proj(out).view(tgt_len, bsz, embed_dim)
+        if not batched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+
+__all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear"]

@@ -1,0 +1,169 @@
+"""The ONNX graph under construction: values, constants, nodes and initializers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class UnsupportedOperatorError(RuntimeError):
+    """Raised when a graph node has no ONNX mapping; the message names the operator."""
+
+
+@dataclass
+class Value:
+    """A tensor computed by the ONNX graph: its name, NumPy dtype and rank.
+
+    `is_shape` marks 1-D int64 values that hold (part of) a tensor's shape, so that
+    indexing them gives shape scalars as `x.shape[0]` does."""
+
+    name: str
+    dtype: np.dtype
+    rank: int | None
+    is_shape: bool = False
+
+
+@dataclass
+class Const:
+    """A tensor known at export time; `name` (a state_dict key) names its initializer."""
+
+    array: np.ndarray
+    name: str | None = None
+    emitted: dict = field(default_factory=dict)
+
+
+class Builder:
+    """Collects nodes and initializers and hands out unique value names."""
+
+    def __init__(self, onnx: Any, opset: int, fold: bool) -> None:
+        self.onnx = onnx
+        self.helper = onnx.helper
+        self.opset = opset
+        self.fold = fold
+        self.nodes: list = []
+        self.initializers: dict[str, Any] = {}
+        self._used: set[str] = set()
+        # id -> (name, constant): the constant is kept so that its id is never reused.
+        self._const_names: dict[int, tuple[str, Const]] = {}
+
+    # ------------------------------------------------------------------ names
+
+    def reserve(self, name: str) -> str:
+        """Claim `name` exactly; raises if it is taken."""
+        if name in self._used:
+            raise ValueError(f"duplicate ONNX value name {name!r}")
+        self._used.add(name)
+        return name
+
+    def fresh(self, base: str) -> str:
+        """A new unique name derived from `base`."""
+        name, i = base, 0
+        while name in self._used:
+            i += 1
+            name = f"{base}_{i}"
+        self._used.add(name)
+        return name
+
+    # ------------------------------------------------------------------ values
+
+    def const_name(self, c: Const) -> str:
+        """The initializer holding constant `c` (created on first use)."""
+        key = id(c)
+        if key not in self._const_names:
+            name = self.fresh(c.name or "onnx_const")
+            arr = np.array(c.array, order="C")  # ascontiguousarray makes 0-d arrays 1-d
+            self.initializers[name] = self.onnx.numpy_helper.from_array(arr, name)
+            self._const_names[key] = (name, c)
+        return self._const_names[key][0]
+
+    def name_of(self, v: Value | Const) -> str:
+        """The ONNX name of a value or constant (constants become initializers)."""
+        if isinstance(v, Const):
+            return self.const_name(v)
+        return v.name
+
+    def const(self, array: Any, dtype: Any = None, name: str | None = None) -> Const:
+        """A fresh constant from `array` (cast to `dtype` when given)."""
+        return Const(np.asarray(array, dtype=dtype), name)
+
+    def ints(self, values: Any) -> Const:
+        """A 1-D int64 constant (axes, shapes, pads)."""
+        return Const(np.asarray(list(values), dtype=np.int64).reshape(-1))
+
+    def op(self, op_type: str, inputs: list, dtype: Any, rank: int | None, *,
+           name: str | None = None, is_shape: bool = False, n_out: int = 1,
+           **attrs: Any) -> Value | list[Value]:
+        """Append an `op_type` node; returns its Value (or list of Values for n_out > 1)."""
+        in_names = ["" if v is None else self.name_of(v) for v in inputs]
+        base = name or op_type.lower()
+        outs = [self.fresh(base if i == 0 else f"{base}_out{i}") for i in range(n_out)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(self.helper.make_node(op_type, in_names, outs,
+                                                name=self.fresh(f"{op_type}_{base}"),
+                                                **attrs))
+        values = [Value(o, np.dtype(dtype), rank, is_shape) for o in outs]
+        return values[0] if n_out == 1 else values
+
+    # ------------------------------------------------------------------ helpers
+
+    def cast(self, v: Value | Const, dtype: Any) -> Value | Const:
+        """`v` as `dtype` (no node when it already is)."""
+        dtype = np.dtype(dtype)
+        if isinstance(v, Const):
+            return v if v.array.dtype == dtype else Const(v.array.astype(dtype))
+        if v.dtype == dtype:
+            return v
+        to = self.helper.np_dtype_to_tensor_dtype(dtype)
+        return self.op("Cast", [v], dtype, v.rank, name=f"{v.name}_cast", to=to)
+
+    def unsqueeze(self, v: Value, axes: list[int]) -> Value:
+        """Insert size-1 axes (Unsqueeze, axes as an input from opset 13)."""
+        rank = None if v.rank is None else v.rank + len(axes)
+        return self.op("Unsqueeze", [v, self.ints(axes)], v.dtype, rank, is_shape=v.is_shape)
+
+    def squeeze(self, v: Value, axes: list[int]) -> Value:
+        """Remove the size-1 axes `axes`."""
+        rank = None if v.rank is None else v.rank - len(axes)
+        return self.op("Squeeze", [v, self.ints(axes)], v.dtype, rank)
+
+    def reduce(self, op_type: str, v: Value, axes: list[int] | None, keepdims: bool,
+               dtype: Any, rank: int | None) -> Value:
+        """A Reduce* node; axes are an input for ReduceSum from opset 13 and for the others
+        from opset 18, an attribute before."""
+        as_input = self.opset >= 18 or (op_type == "ReduceSum" and self.opset >= 13)
+        k = int(bool(keepdims))
+        if axes is None:
+            return self.op(op_type, [v], dtype, rank, keepdims=k)
+        if as_input:
+            return self.op(op_type, [v, self.ints(axes)], dtype, rank, keepdims=k)
+        return self.op(op_type, [v], dtype, rank, keepdims=k, axes=list(axes))
+
+    def shape(self, v: Value, start: int | None = None, end: int | None = None) -> Value:
+        """The shape of `v` (dims start:end) as a 1-D int64 Value.
+
+        Shape followed by Slice, which every supported opset has (Shape's start/end
+        attributes need opset 15)."""
+        full = self.op("Shape", [v], np.int64, 1, is_shape=True)
+        if start is None and end is None:
+            return full
+        s = self.ints([0 if start is None else start])
+        e = self.ints([np.iinfo(np.int64).max if end is None else end])
+        return self.op("Slice", [full, s, e], np.int64, 1, is_shape=True)
+
+    def shape_tensor(self, dims: list) -> Value | Const:
+        """A 1-D int64 shape from Python ints, shape scalars (0-d Values) and shape slices."""
+        if all(isinstance(d, (int, np.integer)) for d in dims):
+            return self.ints(dims)
+        parts: list = []
+        for d in dims:
+            if isinstance(d, (int, np.integer)):
+                parts.append(self.ints([d]))
+            elif isinstance(d, Const):
+                parts.append(self.ints(np.asarray(d.array).reshape(-1)))
+            elif d.rank == 0:
+                parts.append(self.unsqueeze(self.cast(d, np.int64), [0]))
+            else:
+                parts.append(self.cast(d, np.int64))
+        return self.op("Concat", parts, np.int64, 1, is_shape=True, axis=0)

@@ -1,0 +1,161 @@
+"""DataLoader with worker processes: the same batches, in the same order, as with
+num_workers=0; worker info, seeding, init functions, errors and IterableDataset sharding."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import fusegrad
+import fusegrad.utils.data as fud
+
+
+def _dataset(n=23):
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    return fud.TensorDataset(fusegrad.tensor(x), fusegrad.tensor(np.arange(n)))
+
+
+def _flat(batches):
+    """Batches as nested lists of plain values, for exact comparison."""
+    out = []
+    for b in batches:
+        if isinstance(b, (list, tuple)):
+            out.append([t.tolist() if isinstance(t, fusegrad.Tensor) else t for t in b])
+        elif isinstance(b, fusegrad.Tensor):
+            out.append(b.tolist())
+        else:
+            out.append(b)
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("kwargs", [dict(batch_size=4), dict(batch_size=5, drop_last=True),
+                                    dict(batch_size=None), dict(batch_size=1)])
+def test_same_batches_as_single_process(workers, kwargs):
+    ds = _dataset()
+    ref = _flat(fud.DataLoader(ds, **kwargs))
+    got = _flat(fud.DataLoader(ds, num_workers=workers, **kwargs))
+    assert got == ref and len(got) == len(fud.DataLoader(ds, **kwargs))
+
+
+def test_shuffled_with_generator_and_prefetch():
+    ds = _dataset(40)
+
+    def run(workers, **kw):
+        g = fusegrad.Generator().manual_seed(7)
+        return _flat(fud.DataLoader(ds, batch_size=3, shuffle=True, generator=g,
+                                    num_workers=workers, **kw))
+
+    ref = run(0)
+    assert run(2) == ref and run(3, prefetch_factor=1) == ref
+    assert sorted(sum((b[1] for b in ref), [])) == list(range(40))
+
+
+class Slow(fud.Dataset):
+    """Items that take longer for low indices, so workers finish out of order."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        import time
+        time.sleep(0.02 if i < 4 else 0.0)
+        info = fud.get_worker_info()
+        return {"i": i, "sq": np.full(2, i * i, dtype=np.int64),
+                "worker": -1 if info is None else info.id}
+
+
+def test_order_kept_when_workers_finish_out_of_order_and_worker_info():
+    out = list(fud.DataLoader(Slow(), batch_size=2, num_workers=3))
+    assert [b["i"].tolist() for b in out] == [[2 * k, 2 * k + 1] for k in range(6)]
+    assert [b["sq"][:, 0].tolist() for b in out] == [[(2 * k) ** 2, (2 * k + 1) ** 2]
+                                                     for k in range(6)]
+    # batches are handed out to the workers in turn
+    assert [b["worker"].tolist()[0] for b in out] == [0, 1, 2, 0, 1, 2]
+    assert fud.get_worker_info() is None
+    assert list(fud.DataLoader(Slow(), batch_size=12))[0]["worker"].tolist() == [-1] * 12
+
+
+def test_custom_collate_and_worker_init_fn():
+    ds = _dataset(9)
+    loader = fud.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=len,
+                            worker_init_fn=_init)
+    assert list(loader) == [4, 4, 1]
+
+
+def _init(worker_id):
+    info = fud.get_worker_info()
+    assert info is not None and info.id == worker_id and info.num_workers == 2
+
+
+class Stream(fud.IterableDataset):
+    """0..n-1, split between the workers with get_worker_info()."""
+
+    def __init__(self, n=17):
+        self.n = n
+
+    def __iter__(self):
+        info = fud.get_worker_info()
+        if info is None:
+            return iter(range(self.n))
+        per = math.ceil(self.n / info.num_workers)
+        return iter(range(info.id * per, min(self.n, (info.id + 1) * per)))
+
+
+def test_iterable_dataset_sharded_by_worker_info():
+    assert _flat(fud.DataLoader(Stream(), batch_size=4)) == [
+        [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15], [16]]
+    # worker 0 holds 0..8, worker 1 holds 9..16; batches alternate between them
+    got = _flat(fud.DataLoader(Stream(), batch_size=4, num_workers=2))
+    assert got == [[0, 1, 2, 3], [9, 10, 11, 12], [4, 5, 6, 7], [13, 14, 15, 16], [8]]
+    items = sorted(x for b in got for x in b)
+    assert items == list(range(17))
+    unbatched = _flat(fud.DataLoader(Stream(5), batch_size=None, num_workers=2))
+    assert sorted(unbatched) == list(range(5))
+
+
+def test_iterable_dataset_copies_without_sharding():
+    class Plain(fud.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    got = _flat(fud.DataLoader(Plain(), batch_size=2, num_workers=2))
+    assert got == [[0, 1], [0, 1], [2], [2]]
+
+
+class Boom(fud.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise KeyError("bad index 5")
+        return i
+
+
+def test_worker_error_is_raised_in_main_process():
+    it = iter(fud.DataLoader(Boom(), batch_size=2, num_workers=2))
+    assert next(it).tolist() == [0, 1]
+    assert next(it).tolist() == [2, 3]
+    with pytest.raises(KeyError, match="Caught KeyError in DataLoader worker process 0"):
+        next(it)
+
+
+def test_worker_seeds_differ_and_options_validated():
+    class Draw(fud.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return float(fusegrad.rand(()))
+
+    vals = [v for b in fud.DataLoader(Draw(), batch_size=1, num_workers=2) for v in b.tolist()]
+    assert vals[0] != vals[1]
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        fud.DataLoader(_dataset(), prefetch_factor=2)
+    with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+        fud.DataLoader(_dataset(), num_workers=-1)
+    with pytest.raises(ValueError, match="timeout"):
+        fud.DataLoader(_dataset(), timeout=-1)
