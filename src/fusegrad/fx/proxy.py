@@ -73,7 +73,7 @@ class Proxy:
         """Record a fusegrad function called with a Proxy argument."""
         kwargs = kwargs or {}
         tracer = None
-        for a in _flatten((args, kwargs)):
+        for a in flatten_arguments((args, kwargs)):
             if isinstance(a, Proxy):
                 tracer = a.tracer
                 break
@@ -187,15 +187,16 @@ class GraphAppendingTracer(TracerBase):
         self.graph = graph
 
 
-def _flatten(a: Any) -> Iterator[Any]:
+def flatten_arguments(a: Any) -> Iterator[Any]:
+    """The leaves of nested tuples, lists, dicts and slices, in order."""
     if isinstance(a, (tuple, list)):
         for x in a:
-            yield from _flatten(x)
+            yield from flatten_arguments(x)
     elif isinstance(a, dict):
         for x in a.values():
-            yield from _flatten(x)
+            yield from flatten_arguments(x)
     elif isinstance(a, slice):
-        yield from _flatten((a.start, a.stop, a.step))
+        yield from flatten_arguments((a.start, a.stop, a.step))
     else:
         yield a
 

@@ -31,7 +31,7 @@ from ._module import Module, is_module, named_modules, named_tensors
 from .graph import Graph
 from .graph_module import GraphModule
 from .node import IMPURE_FUNCTIONS
-from .proxy import Proxy, TracerBase, _flatten
+from .proxy import Proxy, TracerBase, flatten_arguments
 
 _WRAPPED: list[tuple[dict, str]] = []  # (globals, name) registered by wrap()
 
@@ -63,7 +63,7 @@ IMPURE_FUNCTIONS.update({_assert, _assert_is_none})
 
 
 def _find_proxy(args: tuple, kwargs: dict) -> Proxy | None:
-    for a in _flatten((args, kwargs)):
+    for a in flatten_arguments((args, kwargs)):
         if isinstance(a, Proxy):
             return a
     return None

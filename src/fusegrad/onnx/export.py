@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fx.proxy import flatten_arguments
 from ._graph import Builder, Const, UnsupportedOperatorError, Value
 from .functions import HANDLERS, OPERATOR_NAMES
 from .modules import MODULE_HANDLERS
@@ -37,19 +38,6 @@ def ir_version_for(onnx: Any, opset: int) -> int:
         if row[2] >= opset:
             return int(row[1])
     return int(onnx.IR_VERSION)
-
-
-def _flat(obj: Any):
-    if isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _flat(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _flat(o)
-    elif isinstance(obj, slice):
-        yield from _flat((obj.start, obj.stop, obj.step))
-    else:
-        yield obj
 
 
 def _np_dtype(dt: Any) -> np.dtype | None:
@@ -141,7 +129,7 @@ class _Exporter:
     def _foldable(self, args: tuple, kwargs: dict) -> bool | None:
         """True: only constants and Python values; None: no tensors at all; False: some
         input is computed by the graph."""
-        items = list(_flat((args, kwargs)))
+        items = list(flatten_arguments((args, kwargs)))
         if any(isinstance(v, Value) for v in items):
             return False
         return True if any(isinstance(v, Const) for v in items) else None
@@ -288,7 +276,7 @@ def _build(onnx: Any, gm: Any, args: tuple, opset: int, fold: bool, export_param
             dims[axis] = dim_name
         graph_inputs.append(_value_info(onnx, name, dtype, dims))
         env[n] = Value(name, dtype, rank)
-    results_flat = list(_flat(out_node.args[0]))
+    results_flat = list(flatten_arguments(out_node.args[0]))
     n_out = sum(1 for r in results_flat if hasattr(r, "op"))
     names = list(output_names or [])
     if not names:
@@ -309,7 +297,7 @@ def _build(onnx: Any, gm: Any, args: tuple, opset: int, fold: bool, export_param
         a = map_arg(n.args, lambda x: env[x])
         k = map_arg(n.kwargs, lambda x: env[x])
         env[n] = ex.run_node(n, a, k)
-    outputs = [v for v in _flat(map_arg(out_node.args[0], lambda x: env[x]))
+    outputs = [v for v in flatten_arguments(map_arg(out_node.args[0], lambda x: env[x]))
                if isinstance(v, (Value, Const))]
     if len(outputs) != len(names):
         raise ValueError(f"the model has {len(outputs)} tensor outputs but "

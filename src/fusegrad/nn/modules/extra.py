@@ -10,6 +10,7 @@ from .. import init
 from ..parameter import Parameter
 from .loss import _Loss
 from .module import Module
+from .normalization import add_affine_parameters, reset_affine_parameters
 
 
 class GroupNorm(Module):
@@ -25,22 +26,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(_creation.ones(num_channels, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_creation.zeros(num_channels, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_affine_parameters(self, (num_channels,), affine, bias, dtype)
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine_parameters(self)
 
     def forward(self, input):
         """Group normalisation of `input` (N, C, ...)."""

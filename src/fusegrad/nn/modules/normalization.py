@@ -11,6 +11,27 @@ from ..parameter import Parameter
 from .module import Module
 
 
+def add_affine_parameters(module, shape, affine: bool, bias: bool, dtype) -> None:
+    """A normalisation's `weight` (ones) and `bias` (zeros) of `shape`, or None for each."""
+    if affine:
+        module.weight = Parameter(_creation.ones(shape, dtype=dtype))
+        if bias:
+            module.bias = Parameter(_creation.zeros(shape, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def reset_affine_parameters(module) -> None:
+    """Weight 1, bias 0 (for whichever of them exists)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class _BatchNorm(Module):
     _version = 2
 
@@ -125,22 +146,11 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         self.bias_enabled = bias
-        if elementwise_affine:
-            self.weight = Parameter(_creation.ones(self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_creation.zeros(self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype)
 
     def reset_parameters(self) -> None:
         """Weight 1, bias 0."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine_parameters(self)
 
     def forward(self, input):
         """Layer normalisation of `input`."""
