@@ -13,6 +13,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
 
@@ -168,15 +169,6 @@ def _run(T, prog, arrays, compiled, counter=None, grad=True):
         out.sum().backward()
         grads = [a.grad.numpy() if a.grad is not None else None for a in args]
     return out.detach().numpy(), grads
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 @pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.__name__[2:])

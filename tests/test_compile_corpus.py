@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
 
@@ -315,15 +316,6 @@ def c_set_grad_enabled(T, a, b):
 
 
 CORPUS = [v for k, v in sorted(globals().items()) if k.startswith("c_")]
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 def _run(T, prog, compiled, counter=None):

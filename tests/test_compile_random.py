@@ -12,6 +12,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
 
@@ -72,17 +73,6 @@ def make_program(seed: int) -> str:
         names.append(new)
     lines.append(f"    return {' + '.join(names[-3:])}")
     return "\n".join(lines)
-
-
-class Counter:
-    """A backend that counts the graphs it is given."""
-
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12))  # other versions run eagerly

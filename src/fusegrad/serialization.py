@@ -188,24 +188,30 @@ def _write_zip(f: IO[bytes], obj: Any) -> None:
         z.writestr(f"{root}/.data/serialization_id", "0" * 40)
 
 
+def write_atomically(path, write) -> None:
+    """Call `write(binary_file)` on a temporary file next to `path`, then rename it over
+    `path`: a crash mid-write never leaves a partial file behind."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=".fusegrad-save-", dir=os.path.dirname(
+        os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
          _use_new_zipfile_serialization: bool = True) -> None:
     """Write `obj` (tensors, Parameters, state_dicts, nested containers) to `f` (a path or a
     binary file) in PyTorch's checkpoint format. Paths are written atomically."""
     if isinstance(f, (str, os.PathLike)):
-        path = os.fspath(f)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".fusegrad-save-", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                _write_zip(out, obj)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomically(f, lambda out: _write_zip(out, obj))
     else:
         _write_zip(f, obj)
 
@@ -475,19 +481,7 @@ def save_safetensors(tensors: dict, f, metadata: dict | None = None) -> None:
     if not isinstance(f, (str, os.PathLike)):
         f.write(raw)
         return
-    path = os.fspath(f)
-    fd, tmp = tempfile.mkstemp(prefix=".fusegrad-save-",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(raw)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(f, lambda out: out.write(raw))
 
 
 def load_safetensors(f, *, with_metadata: bool = False):

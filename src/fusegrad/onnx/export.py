@@ -9,8 +9,6 @@ inputs are all constants by running them in fusegrad, then build, check and save
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -197,17 +195,9 @@ def _save_atomic(onnx: Any, proto: Any, f: Any) -> None:
     if hasattr(f, "write"):
         f.write(proto.SerializeToString())
         return
-    path = os.fspath(f)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".onnx-", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        onnx.save(proto, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ..serialization import write_atomically
+
+    write_atomically(f, lambda out: out.write(proto.SerializeToString()))
 
 
 def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_version: int = 17,
