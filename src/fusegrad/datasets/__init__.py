@@ -3,6 +3,9 @@
 `digits()` gives the 1,797 8x8 handwritten digits of the UCI ML hand-written digits data set
 (CC BY 4.0), as scikit-learn ships them. The file `digits.npz` next to this module was made
 once from scikit-learn's copy by `tools/make_digits.py`.
+
+`MNIST`/`FashionMNIST` (IDX files) and `CIFAR10`/`CIFAR100` (the python batches) read the
+files torchvision would download from a local folder, with torchvision's layout and fields.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import numpy as np
 
 from .._creation import from_numpy
 from ..utils.data import TensorDataset
+from .cifar import CIFAR10, CIFAR100, load_batch
+from .mnist import MNIST, FashionMNIST, read_idx
 
-__all__ = ["digits", "DIGITS_FILE"]
+__all__ = ["digits", "DIGITS_FILE", "MNIST", "FashionMNIST", "read_idx", "CIFAR10", "CIFAR100",
+           "load_batch"]
 
 DIGITS_FILE = pathlib.Path(__file__).resolve().parent / "digits.npz"
 
