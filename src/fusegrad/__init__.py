@@ -41,6 +41,7 @@ from ._creation import (
     zeros_like,
 )
 from ._device import cuda, device
+from ._distributions import bernoulli, multinomial, poisson
 from ._dtype import (
     bfloat16,
     can_cast,

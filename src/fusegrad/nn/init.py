@@ -8,6 +8,7 @@ import numpy as np
 
 from .._random import rng as _rng
 from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad
 
 
 def _fill(tensor: Tensor, values) -> Tensor:
@@ -60,21 +61,16 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def _draw_dtype(tensor: Tensor):
-    """float32 draws for float32 (and half) tensors, float64 otherwise."""
-    return np.float64 if tensor._data.dtype == np.float64 else np.float32
-
-
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with U(a, b)."""
-    u = _rng(generator).random(tuple(tensor.shape), dtype=_draw_dtype(tensor))
-    return _fill(tensor, u * (b - a) + a)
+    with no_grad():
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     """Fill with N(mean, std^2)."""
-    z = _rng(generator).standard_normal(tuple(tensor.shape), dtype=_draw_dtype(tensor))
-    return _fill(tensor, z * std + mean)
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     misc,
     nn,
     pointwise,
+    random,
     reduction,
     shape,
 )

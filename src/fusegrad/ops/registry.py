@@ -43,7 +43,7 @@ class OpDef:
                  "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
-                 "metadata_only", "nondiff_outputs", "optional_tensor_args",
+                 "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
@@ -56,7 +56,7 @@ class OpDef:
                  decomposition: Callable | None = None, zero_grad: bool = False,
                  public: str | None = None, tensor_args: tuple = (),
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
-                 optional_tensor_args: tuple = ()):
+                 optional_tensor_args: tuple = (), random: bool = False):
         self.name = name
         self.kernel = kernel
         self.meta = meta
@@ -89,6 +89,8 @@ class OpDef:
         # `(None, 0)` edge.
         self.nondiff_outputs = nondiff_outputs
         self.optional_tensor_args = optional_tensor_args
+        # Samples from a distribution: the oracle compares distributions, not values.
+        self.random = random
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
 

@@ -1,0 +1,237 @@
+"""Random sampling ops: the in-place fillers (`uniform_`, `normal_`, `bernoulli_`, ...) and
+`bernoulli`, `poisson`, `multinomial`.
+
+Values come from fusegrad's generators (NumPy's PCG64 streams), so they differ from PyTorch's
+draws; the oracle tests compare distributions, dtypes, node names and (zero) gradients. The
+gradient of every sample with respect to its input is zero, as in PyTorch, but the ops still
+record a node so that a later backward knows the old values were overwritten.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._random import rng
+from ._util import Spec, rand_array
+from .registry import Sample, register
+
+_FLOAT_KINDS = "f"
+_INT_LEGACY = {np.dtype(np.int64): "Long", np.dtype(np.int32): "Int",
+               np.dtype(np.int16): "Short", np.dtype(np.int8): "Char",
+               np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool"}
+
+
+def _same(a, *args) -> Spec:
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _float_only(a, kernel_name: str) -> None:
+    """Continuous distributions are defined for floating tensors only (PyTorch's wording)."""
+    dt = np.dtype(a.dtype)
+    if dt.kind not in _FLOAT_KINDS:
+        raise NotImplementedError(
+            f'"{kernel_name}" not implemented for \'{_INT_LEGACY.get(dt, str(dt))}\'')
+
+
+def _draw_dtype(a):
+    """Draw in float64 for float64 tensors; float32 is enough for narrower ones."""
+    return np.float64 if np.dtype(a.dtype) == np.float64 else np.float32
+
+
+def _uniform(a, low=0.0, high=1.0, generator=None):
+    _float_only(a, "check_uniform_bounds")
+    if low > high:
+        raise RuntimeError("uniform_ expects to return a [from, to) range, but found "
+                           f"from={low:g} > to={high:g}")
+    u = rng(generator).random(a.shape, dtype=_draw_dtype(a))
+    return u * (high - low) + low
+
+
+def _normal(a, mean=0.0, std=1.0, generator=None):
+    _float_only(a, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    return rng(generator).standard_normal(a.shape, dtype=_draw_dtype(a)) * std + mean
+
+
+def _log_normal(a, mean=1.0, std=2.0, generator=None):
+    _float_only(a, "log_normal_cpu")
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    return np.exp(rng(generator).standard_normal(a.shape) * std + mean)
+
+
+def _cauchy(a, median=0.0, sigma=1.0, generator=None):
+    _float_only(a, "cauchy_cpu")
+    if sigma <= 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
+    return rng(generator).standard_cauchy(a.shape) * sigma + median
+
+
+def _exponential(a, lambd=1.0, generator=None):
+    _float_only(a, "exponential_cpu")
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    return rng(generator).standard_exponential(a.shape, dtype=_draw_dtype(a)) / lambd
+
+
+def _geometric(a, p, generator=None):
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    return rng(generator).geometric(p, a.shape)
+
+
+def _bernoulli_scalar(a, p=0.5, generator=None):
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+    return rng(generator).random(a.shape) < p
+
+
+def _probabilities(p, name: str):
+    p = np.asarray(p)
+    if p.size and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
+        raise RuntimeError(f"{name} expects all elements of p to be in [0, 1]")
+    return p
+
+
+def _bernoulli_tensor(a, p, generator=None):
+    p = np.broadcast_to(_probabilities(p, "bernoulli_"), a.shape)
+    return rng(generator).random(a.shape) < p
+
+
+def _bernoulli(a, generator=None):
+    _float_only(a, "bernoulli_tensor_cpu_self_")
+    p = _probabilities(a, "bernoulli")
+    return (rng(generator).random(a.shape) < p).astype(a.dtype)
+
+
+def _poisson(a, generator=None):
+    _float_only(a, "poisson_cpu")
+    if a.size and a.min() < 0:
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    return np.asarray(rng(generator).poisson(a)).astype(a.dtype)
+
+
+# The inclusive top of random_()'s default range: integers a float holds exactly.
+_RANDOM_TOP = {np.dtype(np.float16): 2 ** 11, np.dtype(np.float32): 2 ** 24,
+               np.dtype(np.float64): 2 ** 53, np.dtype(np.bool_): 1}
+
+
+def _integers(a, low: int, high: int, generator) -> np.ndarray:
+    if low >= high:
+        raise RuntimeError("random_ expects 'from' to be less than 'to', but got "
+                           f"from={low:g} >= to={high:g}")
+    return rng(generator).integers(low, high, a.shape, dtype=np.int64, endpoint=False)
+
+
+def _random_default(a, generator=None):
+    dt = np.dtype(a.dtype)
+    top = _RANDOM_TOP.get(dt)
+    if top is None:  # bfloat16 keeps 8 mantissa bits; integers: the type's maximum
+        top = 2 ** 8 if dt.kind == "V" or dt.name == "bfloat16" else int(np.iinfo(dt).max)
+    return _integers(a, 0, top + 1, generator)
+
+
+def _random_to(a, to, generator=None):
+    return _integers(a, 0, int(to), generator)
+
+
+def _random_from(a, low, to=None, generator=None):
+    if to is None:
+        dt = np.dtype(a.dtype)
+        to = _RANDOM_TOP.get(dt, None)
+        to = (int(np.iinfo(dt).max) if to is None else to) + 1
+    return _integers(a, int(low), int(to), generator)
+
+
+def _multinomial_meta(a, num_samples, replacement=False, generator=None) -> Spec:
+    if len(a.shape) not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not replacement and num_samples > a.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    from .. import _dtype
+
+    return Spec(tuple(a.shape[:-1]) + (num_samples,), _dtype.int64)
+
+
+def _multinomial(a, num_samples, replacement=False, generator=None):
+    _multinomial_meta(a, num_samples, replacement)
+    weights = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    if (weights < 0).any() or not np.isfinite(weights).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if (weights.sum(-1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    r = rng(generator)
+    rows = []
+    for w in weights:
+        if replacement:
+            rows.append(r.choice(len(w), num_samples, replace=True, p=w / w.sum()))
+        else:  # Gumbel top-k: weighted sampling without replacement, one vectorised draw
+            keys = np.log(w) - np.log(-np.log(r.random(len(w))))
+            rows.append(np.argsort(-keys, kind="stable")[:num_samples])
+    out = np.stack(rows).astype(np.int64)
+    return out if np.ndim(a) == 2 else out[0]
+
+
+def _fill_samples(*params):
+    def samples(rng_, dtype):
+        return [Sample((rand_array(rng_, s, dtype),) + params, name=str(s))
+                for s in ((3, 4), (), (0,))]
+
+    return samples
+
+
+def _zero(n: int):
+    """The derivative of a sample: zero for `self`, nothing for the `n` other arguments."""
+    return lambda g: (g * 0,) + (None,) * n
+
+
+def _in_dtype(kernel):
+    """The draw converted to `self`'s dtype (integers into a bool or half tensor, ...)."""
+    def fill(a, *args):
+        return np.asarray(kernel(a, *args)).astype(a.dtype, copy=False)
+
+    fill.__name__ = kernel.__name__
+    return fill
+
+
+def _filler(name: str, kernel, node: str, params: tuple, public: str, nargs: int, **kw):
+    return register(name, kernel=_in_dtype(kernel), meta=_same, inplace=True, node=node,
+                    derivative=_zero(nargs), zero_grad=True, random=True, public=public,
+                    samples=_fill_samples(*params), **kw)
+
+
+uniform_ = _filler("uniform_", _uniform, "UniformBackward0", (-2.0, 3.0), "uniform_", 3)
+normal_ = _filler("normal_", _normal, "NormalBackward0", (1.0, 2.0), "normal_", 3)
+log_normal_ = _filler("log_normal_", _log_normal, "LogNormalBackward0", (0.5, 0.25),
+                      "log_normal_", 3)
+cauchy_ = _filler("cauchy_", _cauchy, "CauchyBackward0", (0.0, 1.0), "cauchy_", 3)
+exponential_ = _filler("exponential_", _exponential, "ExponentialBackward0", (2.0,),
+                       "exponential_", 2)
+geometric_ = _filler("geometric_", _geometric, "GeometricBackward0", (0.3,), "geometric_", 2)
+bernoulli_float = _filler("bernoulli_.float", _bernoulli_scalar, "BernoulliBackward2", (0.3,),
+                          "bernoulli_", 2)
+random_default = _filler("random_", _random_default, "RandomBackward2", (), "random_", 1)
+random_to = _filler("random_.to", _random_to, "RandomBackward1", (7,), "random_", 2)
+random_from = _filler("random_.from", _random_from, "RandomBackward0", (-3, 5), "random_", 3)
+bernoulli_tensor = register(
+    "bernoulli_.Tensor", kernel=_in_dtype(_bernoulli_tensor), meta=_same, inplace=True,
+    node="BernoulliBackward1", derivative=lambda g: (g * 0, g * 0, None), zero_grad=True,
+    random=True, public="bernoulli_", tensor_args=(0, 1),
+    samples=lambda r, dt: [Sample((rand_array(r, (3, 4), dt), rand_array(r, (3, 4), dt,
+                                                                            (0.0, 1.0))))])
+bernoulli = register(
+    "bernoulli", kernel=_bernoulli, meta=_same, node="BernoulliBackward0",
+    derivative=_zero(1), zero_grad=True, random=True,
+    samples=lambda r, dt: [Sample((rand_array(r, s, dt, (0.0, 1.0)),), name=str(s))
+                           for s in ((3, 4), (), (0,))])
+poisson = register(
+    "poisson", kernel=_poisson, meta=_same, node="PoissonBackward0", derivative=_zero(1),
+    zero_grad=True, random=True,
+    samples=lambda r, dt: [Sample((rand_array(r, s, dt, (0.5, 5.0)),), name=str(s))
+                           for s in ((3, 4), (), (0,))])
+multinomial = register(
+    "multinomial", kernel=_multinomial, meta=_multinomial_meta, random=True,
+    samples=lambda r, dt: [Sample((rand_array(r, (6,), dt, (0.1, 1.0)), 3)),
+                           Sample((rand_array(r, (2, 5), dt, (0.1, 1.0)), 7, True))])
