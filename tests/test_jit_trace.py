@@ -79,3 +79,37 @@ def test_trace_rejects_value_dependent_control_flow():
 def test_script_still_there():
     f = fusegrad.jit.script(lambda x: x + 1)
     close(f(fusegrad.ones(2)), fusegrad.ones(2) * 2)
+
+
+def test_trace_with_example_kwarg_inputs():
+    def f(x, y):
+        return x * 2 + y
+
+    def branchy(x, scale):
+        if x.shape[0] > 1:  # symbolic tracing fails; the run on the example is captured
+            return x * scale
+        return x
+
+    class AddOptional(fnn.Module):
+        def forward(self, a, b=None):
+            return a if b is None else a + b
+
+    x, y = fusegrad.randn(3), fusegrad.randn(3)
+    traced = fusegrad.jit.trace(f, example_kwarg_inputs={"y": fusegrad.ones(3),
+                                                          "x": fusegrad.ones(3)})
+    close(traced(x, y), f(x, y))
+    close(traced(y=y, x=x), f(x, y))
+    traced = fusegrad.jit.trace(branchy, example_kwarg_inputs={"scale": fusegrad.ones(4),
+                                                                "x": fusegrad.ones(4)})
+    close(traced(scale=y, x=x), branchy(x, y))
+    traced = fusegrad.jit.trace(AddOptional(), example_kwarg_inputs={"a": x, "b": y})
+    close(traced(a=y, b=x), x + y)
+
+
+def test_trace_argument_errors():
+    with pytest.raises(TypeError, match="give example_inputs"):
+        fusegrad.jit.trace(lambda x: x)
+    with pytest.raises(TypeError, match="must be a dict"):
+        fusegrad.jit.trace(lambda x: x, example_kwarg_inputs=[fusegrad.ones(1)])
+    with pytest.raises(TypeError, match="do not fit"):
+        fusegrad.jit.trace(lambda x: x, example_kwarg_inputs={"z": fusegrad.ones(1)})

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 
 def script(obj, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=None):
     """Capture `obj` (a function or module) whole: a graph break is an error."""
@@ -22,18 +24,15 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
     example inputs take (the module's parameters and buffers stay live attributes). A branch
     on a tensor's values can be captured by neither: that is a RuntimeError.
 
-    example_inputs: a tensor or a tuple of positional arguments. With `check_trace`, the
-    result is run on them (and on each tuple of `check_inputs`) and must agree with `func`
-    within `check_tolerance`. `optimizer`, `strict` and other PyTorch arguments are accepted
-    and ignored.
+    example_inputs: a tensor or a tuple of positional arguments; or `example_kwarg_inputs`, a
+    dict of arguments by name (the traced result then takes them by name or position). With
+    `check_trace`, the result is run on them (and on each tuple of `check_inputs`) and must
+    agree with `func` within `check_tolerance`. `optimizer`, `strict` and other PyTorch
+    arguments are accepted and ignored.
     """
     from ..fx import TraceError, symbolic_trace
 
-    if example_inputs is None and example_kwarg_inputs is not None:
-        raise NotImplementedError("fusegrad.jit.trace: pass example_inputs positionally")
-    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
-    if example_inputs is None:
-        args = ()
+    args = _example_args(func, example_inputs, example_kwarg_inputs)
     try:
         traced = symbolic_trace(func)
     except (TraceError, NotImplementedError, TypeError, AttributeError) as symbolic_error:
@@ -48,7 +47,42 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
         for check in [args, *(check_inputs or ())]:
             check = check if isinstance(check, tuple) else (check,)
             _check_same(func(*check), traced(*check), check_tolerance, func)
+        if example_kwarg_inputs is not None:
+            _check_same(func(**example_kwarg_inputs), traced(**example_kwarg_inputs),
+                        check_tolerance, func)
     return traced
+
+
+def _example_args(func, example_inputs, example_kwarg_inputs) -> tuple:
+    """The example inputs as positional arguments in `func`'s parameter order."""
+    if example_kwarg_inputs is None:
+        if example_inputs is None:
+            raise TypeError("fusegrad.jit.trace: give example_inputs (a tensor or a tuple) or "
+                            "example_kwarg_inputs (a dict)")
+        return example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    if not isinstance(example_kwarg_inputs, dict):
+        raise TypeError("fusegrad.jit.trace: example_kwarg_inputs must be a dict of arguments "
+                        f"by name, not {type(example_kwarg_inputs).__name__}")
+    target = func.forward if hasattr(func, "named_parameters") else func
+    try:
+        bound = inspect.signature(target).bind(**example_kwarg_inputs)
+    except TypeError as e:
+        raise TypeError(f"fusegrad.jit.trace: example_kwarg_inputs do not fit {_name(func)}: "
+                        f"{e}") from None
+    return tuple(bound.args)
+
+
+def _parameter_names(func, count: int) -> list[str]:
+    """Names for the traced graph's inputs: `func`'s own, so it can be called by keyword."""
+    target = func.forward if hasattr(func, "named_parameters") else func
+    try:
+        names = [p.name for p in inspect.signature(target).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    if len(names) >= count:
+        return names[:count]
+    return [f"input_{i}" if count > 1 else "input" for i in range(count)]
 
 
 def _name(func) -> str:
@@ -97,8 +131,7 @@ def _trace_by_running(func, args):
         for qual, t in [*func.named_parameters(), *func.named_buffers()]:
             names.setdefault(id(t), qual)
     graph, attrs, env = Graph(), {}, {}
-    inputs = [graph.placeholder(f"input_{i}" if len(args) > 1 else "input")
-              for i in range(len(args))]
+    inputs = [graph.placeholder(n) for n in _parameter_names(func, len(args))]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, value in zip(placeholders, values):
         k = next((i for i, a in enumerate(args) if a is value), None)
