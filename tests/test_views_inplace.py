@@ -3,6 +3,7 @@ torch."""
 
 import numpy as np
 import pytest
+import torch
 from oracle import (
     ALL_DTYPES,
     FLOAT_DTYPES,
@@ -11,6 +12,8 @@ from oracle import (
     randn,
     sample,
 )
+
+import fusegrad
 
 # ----------------------------------------------------------------------------------------------
 # strides and contiguity
@@ -483,3 +486,26 @@ def test_fill_and_copy_gradients_flow_to_value():
         (b * x).sum().backward()
         return a, b, x.grad, v.grad, y.grad
     check(prog, randn(2, 3, seed=1), np.array(0.7), randn(1, 3, seed=2), requires_grad=True)
+
+
+@pytest.mark.parametrize("method", ["addcmul_", "addcdiv_"])
+@pytest.mark.parametrize("grads", [(False, False), (True, False), (False, True), (True, True)])
+def test_addc_inplace_saves_only_what_backward_needs(method, grads):
+    """An operand is saved only for the other operand's gradient, so writing into a view
+    through detached operands that share its storage is no version error (as in torch)."""
+    results = []
+    for lib in (fusegrad, torch):
+        lib.manual_seed(0)
+        base = lib.tensor([0.5, 1.0, 1.5, 2.0], requires_grad=True)
+        t1 = lib.tensor([1.0, 2.0, 3.0], requires_grad=grads[0])
+        t2 = lib.tensor([2.0, 4.0, 5.0], requires_grad=grads[1])
+        view = (base * 1)[1:]
+        getattr(view, method)(view.detach(), view.detach() + 1)  # detached: never saved
+        getattr(view, method)(t1 * 1, t2 * 1, value=0.5)
+        view.sum().backward()
+        results.append([x.grad.numpy().copy() if x.grad is not None else None
+                        for x in (base, t1, t2)])
+    for ours, theirs in zip(*results):
+        assert (ours is None) == (theirs is None)
+        if ours is not None:
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6)

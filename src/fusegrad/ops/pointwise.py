@@ -761,6 +761,11 @@ def _addc_kernel(ufunc):
     return kernel
 
 
+def _wants_grad(x) -> bool:
+    """Whether backward will ask for `x`'s gradient (numbers never)."""
+    return getattr(x, "requires_grad", False)
+
+
 def _addc_meta(a, t1, t2, value=1):
     return Spec(broadcast_shapes(shape_of(a), shape_of(t1), shape_of(t2)),
                 _dtype.result_type(a, t1, t2))
@@ -780,11 +785,19 @@ addcmul = register(
     "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
     derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
                                      g * t1 * v if t1 is not None else None, None),
-    save=lambda out, a, t1, t2, value=1: (t1, t2, value), samples=_addc_samples(None))
+    # Each factor is saved only for the other's gradient: an operand nobody differentiates
+    # may change afterwards (as in PyTorch).
+    save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
+                                          t2 if _wants_grad(t1) else None, value),
+    samples=_addc_samples(None))
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
-    derivative=lambda g, t1, t2, v: (g, g * v / t2, -g * v * t1 / (t2 * t2), None),
-    save=lambda out, a, t1, t2, value=1: (t1, t2, value), samples=_addc_samples((0.5, 2.0)))
+    derivative=lambda g, t1, t2, v: (g, g * v / t2 if t2 is not None else None,
+                                     -g * v * t1 / (t2 * t2) if t1 is not None else None, None),
+    save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
+                                          t2 if _wants_grad(t1) or _wants_grad(t2) else None,
+                                          value),
+    samples=_addc_samples((0.5, 2.0)))
 addcmul_ = inplace_variant(addcmul, "addcmul_")
 addcdiv_ = inplace_variant(addcdiv, "addcdiv_")
 
