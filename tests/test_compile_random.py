@@ -75,7 +75,10 @@ def make_program(seed: int) -> str:
     return "\n".join(lines)
 
 
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12))  # other versions run eagerly
+CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))  # others run eagerly
+# Graphs each chunk of 50 programs captures: the same on every version that captures (the
+# programs are the same; only their bytecode differs).
+CHUNK_GRAPHS = {0: 70, 1: 66, 2: 70, 3: 77}
 
 
 def _run(fn, arrays):
@@ -106,7 +109,7 @@ def test_random_programs_compiled_equal_eager(chunk):
         except AssertionError:
             pytest.fail(f"program {seed} differs compiled vs eager:\n"
                         f"{textwrap.indent(src, '    ')}")
-    assert (counter.graphs > 0) == CAPTURES, counter.graphs
+    assert counter.graphs == (CHUNK_GRAPHS[chunk] if CAPTURES else 0), counter.graphs
 
 
 def test_seed_toy_example_graphs_without_torch():

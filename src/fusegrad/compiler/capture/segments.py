@@ -32,11 +32,14 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    SetVariable,
     SliceVariable,
     TensorVariable,
+    TruthVariable,
     TupleVariable,
     Unsupported,
 )
+from .versions import normal_flow
 
 
 @dataclass
@@ -72,8 +75,11 @@ class FrameRunner:
         self.fullgraph = fullgraph
         self.segments: dict[int, list[Segment]] = {}
         self.insts, self.index_of = instructions_of(self.code)
+        # Backward jumps in exception handlers (3.12+ `with` blocks end with one) are no loops.
+        flow = normal_flow(self.insts, self.index_of)
         self.loops = [(i.argval, i.offset) for i in self.insts
-                      if i.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))]
+                      if i.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))
+                      and i.offset in flow]
         self.eager_only = False
         self.warned = False
         self.history = _History()  # (event, detail) for explain and logs
@@ -199,6 +205,10 @@ class FrameRunner:
             before_locals = dict(tr.locals.loaded)
             before_kw = tr.kw_names
             mark = len(builder.created)
+            # An inlined call that breaks may already have changed containers of the frame
+            # (advanced an iterator, appended to a list): the break needs them as before.
+            saved = _snapshot(before_stack + list(before_locals.values())) \
+                if tr.insts[tr.pc].opname in _CALL_OPCODES else ()
             try:
                 tr.step()
             except Return as r:
@@ -208,6 +218,7 @@ class FrameRunner:
                 break
             except Unsupported as e:
                 builder.discard_since(mark)  # what the failed instruction recorded
+                _restore(saved)
                 inst = tr.current
                 line = _line_of(self.code, inst.offset)
                 if self.fullgraph:
@@ -263,6 +274,37 @@ class FrameRunner:
         self.history.append(("graph", gm))
 
 
+_CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
+
+
+def _snapshot(roots: list) -> list:
+    """The contents of the mutable variables reachable from `roots`, to undo a failed call."""
+    saved, seen, todo = [], set(), list(roots)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, (TupleVariable, IteratorVariable)):
+            saved.append((v, getattr(v, "index", None), list(v.items)))
+            todo.extend(v.items)
+        elif isinstance(v, (DictVariable, SetVariable)):
+            saved.append((v, None, dict(v.items)))
+            todo.extend(v.items.values())
+        elif isinstance(v, MethodVariable):
+            todo.append(v.obj)
+        elif isinstance(v, NestedFunctionVariable):
+            todo.extend(v.closure)
+    return saved
+
+
+def _restore(saved) -> None:
+    for v, index, items in saved:
+        v.items = items
+        if index is not None:
+            v.index = index
+
+
 class _History(list):
     """A runner's events; while `explain` listens, every runner's events also go there."""
 
@@ -303,6 +345,7 @@ class _Outputs:
     def __init__(self):
         self.nodes: list = []
         self.index: dict = {}
+        self.aliases: dict = {}  # id of a mutable container variable -> its number
 
     def add(self, node) -> int:
         k = self.index.get(node)
@@ -314,6 +357,16 @@ class _Outputs:
 
 def _spec(v, outputs: _Outputs):
     """How to rebuild variable `v` after the graph ran."""
+    if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable)) and \
+            v.source is None:
+        # One real object per variable: a list both in a local and on the stack (an argument
+        # of the breaking call) must stay one list, or a mutation by the call is lost.
+        k = outputs.aliases.setdefault(id(v), len(outputs.aliases))
+        return ("alias", k, _spec_value(v, outputs))
+    return _spec_value(v, outputs)
+
+
+def _spec_value(v, outputs: _Outputs):
     if isinstance(v, TensorVariable):
         if v.node.op == "placeholder":
             return ("source", v.node.meta["source"])
@@ -332,6 +385,10 @@ def _spec(v, outputs: _Outputs):
         return ("dict", {k: _spec(i, outputs) for k, i in v.items.items()})
     if isinstance(v, SliceVariable):
         return ("slice", [_spec(i, outputs) for i in (v.start, v.stop, v.step)])
+    if isinstance(v, SetVariable):
+        return ("set", [_spec(i, outputs) for i in v.items.values()])
+    if isinstance(v, TruthVariable):  # bool() of a tensor the graph outputs, for real
+        return ("truth", _spec(v.tensor, outputs))
     if isinstance(v, MethodVariable):
         return ("method", _spec(v.obj, outputs), v.name)
     if isinstance(v, NullVariable):
@@ -357,6 +414,12 @@ def _spec_code(spec, consts: dict) -> str:
     kind = spec[0]
     if kind == "out":
         return f"outs[{spec[1]}]"
+    if kind == "alias":  # made where the rebuild code first reads it, then reused by name
+        name = f"___m{spec[1]}"
+        if name in consts:
+            return name
+        consts[name] = None
+        return f"({name} := {_spec_code(spec[2], consts)})"
     if kind == "source":
         return spec[1]
     if kind == "const":
@@ -366,10 +429,13 @@ def _spec_code(spec, consts: dict) -> str:
         name = f"___c{len(consts)}"
         consts[name] = value
         return name
-    if kind in ("list", "tuple", "iter", "slice"):
+    if kind in ("list", "tuple", "iter", "slice", "set"):
         items = ", ".join(_spec_code(s, consts) for s in spec[1])
         return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
-                "iter": f"iter([{items}])", "slice": f"slice({items})"}[kind]
+                "iter": f"iter([{items}])", "slice": f"slice({items})",
+                "set": f"{{{items}}}" if items else "set()"}[kind]
+    if kind == "truth":
+        return f"bool({_spec_code(spec[1], consts)})"
     if kind == "dict":
         items = ", ".join(f"{k!r}: {_spec_code(s, consts)}" for k, s in spec[1].items())
         return "{" + items + "}"
@@ -395,7 +461,7 @@ def _compile_rebuild(seg: Segment, scope: dict):
         stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
         body = f"    return {{{local_items}}}, [{stack_items}]\n"
     env = dict(scope)
-    env.update(consts)
+    env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
     return env["rebuild"]
 

@@ -1,4 +1,5 @@
-"""The bytecode translator: symbolic execution of CPython 3.11 bytecode, one method per opcode.
+"""The bytecode translator: symbolic execution of CPython 3.11-3.13 bytecode, one method per
+opcode (what changed in 3.12 and 3.13 is in versions.py).
 
 It runs a function's instructions over a stack of variables (see variables.py), recording
 tensor operations into an FX graph, evaluating plain Python on constants, unrolling loops
@@ -19,6 +20,7 @@ import sys
 import types
 
 from ..._tensor import Tensor
+from .containers import ContainerOpcodes
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -28,11 +30,23 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    SetVariable,
     SliceVariable,
     TensorVariable,
+    TruthVariable,
     TupleVariable,
     Unsupported,
     Variable,
+)
+from .versions import (
+    COMPARE_TO_BOOL,
+    METHOD_LOAD_ATTR,
+    NEWER_OPCODES,
+    NULL_AFTER_CALLABLE,
+    PY313,
+    SUPPORTED_VERSIONS,
+    NewerOpcodes,
+    comprehension_cleanups,
 )
 
 BINARY_OPS = {
@@ -69,19 +83,12 @@ SUPPORTED_OPCODES = {
     "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP",
     "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION", "EXTENDED_ARG",
-    # Python 3.12
-    "LOAD_FAST_CHECK", "RETURN_CONST", "BINARY_SLICE", "STORE_SLICE", "END_FOR",
-    "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
-    "CALL_INTRINSIC_1",
-}
-SUPPORTED_VERSIONS = ((3, 11), (3, 12))
+    "BUILD_SET", "SET_ADD",
+} | NEWER_OPCODES
 # A `with` block's exception path; allowed only when every context is a grad mode (those
 # restore themselves: the runner resets grad mode if an exception leaves the frame).
 WITH_OPCODES = {"BEFORE_WITH", "PUSH_EXC_INFO", "WITH_EXCEPT_START", "RERAISE", "POP_EXCEPT"}
 GRAD_CONTEXTS = {"no_grad", "enable_grad", "set_grad_enabled"}
-
-
-METHOD_LOAD_ATTR = sys.version_info >= (3, 12)
 
 
 class _Arg:
@@ -114,8 +121,9 @@ def unsupported_opcodes(code: types.CodeType) -> set[str]:
         return {f"Python {sys.version_info[0]}.{sys.version_info[1]} bytecode"}
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generators and coroutines
         return {"generator"}
-    insts, _ = instructions_of(code)
-    missing = {i.opname for i in insts} - SUPPORTED_OPCODES
+    insts, index_of = instructions_of(code)
+    skipped = comprehension_cleanups(code, insts, index_of)
+    missing = {i.opname for i in insts if i.offset not in skipped} - SUPPORTED_OPCODES
     if "BEFORE_WITH" in missing and _only_grad_contexts(insts):
         missing -= WITH_OPCODES
     return missing
@@ -132,7 +140,7 @@ def _only_grad_contexts(insts) -> bool:
     return True
 
 
-class Translator:
+class Translator(ContainerOpcodes, NewerOpcodes):
     """Executes one frame's bytecode over variables."""
 
     def __init__(self, code, f_globals, closure, builder, local_vars: dict, stack: list,
@@ -204,17 +212,28 @@ class Translator:
     NOP = PRECALL = COPY_FREE_VARS = MAKE_CELL = EXTENDED_ARG = RESUME
 
     def LOAD_FAST(self, inst):  # noqa: N802
-        if inst.argval not in self.locals:
-            raise Unsupported(f"local {inst.argval!r} read before assignment")
-        self.push(self.locals[inst.argval])
+        self._load_fast(inst.argval)
 
     LOAD_CLOSURE = LOAD_FAST_CHECK = LOAD_FAST
 
+    def _load_fast(self, name: str) -> None:
+        if name not in self.locals and name in self.code.co_freevars:
+            self._load_deref(name)  # LOAD_CLOSURE of a free variable (a closure's closure)
+            return
+        if name not in self.locals:
+            raise Unsupported(f"local {name!r} read before assignment")
+        self.push(self.locals[name])
+
     def STORE_FAST(self, inst):  # noqa: N802
-        value = self.pop()
+        self._store_fast(inst.argval, self.pop())
+
+    def _store_fast(self, name: str, value: Variable) -> None:
+        if isinstance(value, NullVariable):  # 3.12+: a comprehension's unbound variable
+            self.locals.pop(name, None)
+            return
         if isinstance(value, TensorVariable) and value.source is None and not self.concrete:
-            self._name_node(value.node, inst.argval)
-        self.locals[inst.argval] = value
+            self._name_node(value.node, name)
+        self.locals[name] = value
 
     def _name_node(self, node, name: str) -> None:
         # Dynamo names a node after the local it is stored in (`x = a / b` makes node `x`).
@@ -231,19 +250,43 @@ class Translator:
 
     def LOAD_GLOBAL(self, inst):  # noqa: N802
         name = inst.argval
-        if inst.arg & 1:
-            self.push(NullVariable())
         if name in self.f_globals:
-            value, source = self.f_globals[name], f"G[{name!r}]"
+            value, source = self.f_globals[name], f"{self._globals_source()}[{name!r}]"
         elif hasattr(builtins, name):
             value, source = getattr(builtins, name), None
         else:
             raise Unsupported(f"name {name!r} is not defined")
-        self.push(self.wrap(value, source))
+        self._push_callable(self.wrap(value, source), inst.arg & 1)
+
+    def _globals_source(self) -> str:
+        """How sources name this frame's globals: `G` for the compiled function's; a scope
+        entry for a function inlined from another module (its `G[...]` would be wrong)."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        if self.concrete or self.f_globals is root.f_globals:
+            return "G"
+        module = str(self.f_globals.get("__name__", "")).replace(".", "_")
+        name = f"___G_{module}" if module.isidentifier() else f"___G{id(self.f_globals)}"
+        values = self.builder.guards.values
+        if values.setdefault(name, self.f_globals) is not self.f_globals:  # a namesake
+            name = f"___G{id(self.f_globals)}"
+            values[name] = self.f_globals
+        return name
+
+    def _push_callable(self, fn: Variable, with_null: bool) -> None:
+        """Push `fn`, with a NULL on the side the running version puts it when asked."""
+        if with_null and not NULL_AFTER_CALLABLE:
+            self.push(NullVariable())
+        self.push(fn)
+        if with_null and NULL_AFTER_CALLABLE:
+            self.push(NullVariable())
 
     def LOAD_DEREF(self, inst):  # noqa: N802
+        self._load_deref(inst.argval)
+
+    def _load_deref(self, name: str) -> None:
         names = self.code.co_cellvars + self.code.co_freevars
-        name = inst.argval
         if name in self.locals:
             self.push(self.locals[name])
             return
@@ -268,9 +311,8 @@ class Translator:
 
     def LOAD_ATTR(self, inst):  # noqa: N802
         obj = self.pop()
-        if METHOD_LOAD_ATTR and inst.arg & 1:  # 3.12: a method load, as LOAD_METHOD
-            self.push(NullVariable())
-        self.push(self.get_attr(obj, inst.argval))
+        # 3.12+: the low bit asks for a method load, as 3.11's LOAD_METHOD.
+        self._push_callable(self.get_attr(obj, inst.argval), METHOD_LOAD_ATTR and inst.arg & 1)
 
     def LOAD_METHOD(self, inst):  # noqa: N802
         obj = self.pop()
@@ -342,7 +384,10 @@ class Translator:
     def COMPARE_OP(self, inst):  # noqa: N802
         b = self.pop()
         a = self.pop()
-        self.push(self.apply(COMPARE_OPS[inst.argval], (a, b)))
+        result = self.apply(COMPARE_OPS[inst.argval], (a, b))
+        if PY313 and inst.arg & COMPARE_TO_BOOL:  # the compare feeds a branch
+            result = self.to_bool(result)
+        self.push(result)
 
     def IS_OP(self, inst):  # noqa: N802
         b = self.pop()
@@ -424,104 +469,6 @@ class Translator:
         values = [self.as_python(a) for a in args]
         return self.from_python(fn(*values))
 
-    # ---------------------------------------------------------------- containers
-
-    def BUILD_TUPLE(self, inst):  # noqa: N802
-        self.push(TupleVariable(self.popn(inst.arg)))
-
-    def BUILD_LIST(self, inst):  # noqa: N802
-        self.push(ListVariable(self.popn(inst.arg)))
-
-    def BUILD_MAP(self, inst):  # noqa: N802
-        items = self.popn(2 * inst.arg)
-        self.push(DictVariable({self.key(items[i]): items[i + 1]
-                                for i in range(0, len(items), 2)}))
-
-    def BUILD_CONST_KEY_MAP(self, inst):  # noqa: N802
-        keys = self.pop()
-        values = self.popn(inst.arg)
-        self.push(DictVariable(dict(zip(keys.value, values))))
-
-    def key(self, v: Variable):
-        if not isinstance(v, ConstantVariable):
-            raise Unsupported("a dict key that is not a constant")
-        return v.value
-
-    def BUILD_SLICE(self, inst):  # noqa: N802
-        items = self.popn(inst.arg)
-        if len(items) == 2:
-            items.append(self.const(None))
-        if all(isinstance(i, ConstantVariable) for i in items):
-            self.push(self.const(slice(*(i.value for i in items))))
-        else:
-            self.push(SliceVariable(*items))
-
-    def LIST_APPEND(self, inst):  # noqa: N802
-        v = self.pop()
-        self.stack[-inst.arg].items.append(v)
-
-    def LIST_EXTEND(self, inst):  # noqa: N802
-        v = self.pop()
-        self.stack[-inst.arg].items.extend(self.unpack(v))
-
-    def LIST_TO_TUPLE(self, inst):  # noqa: N802
-        self.push(TupleVariable(self.pop().items))
-
-    def MAP_ADD(self, inst):  # noqa: N802
-        value = self.pop()
-        key = self.pop()
-        self.stack[-inst.arg].items[self.key(key)] = value
-
-    def DICT_UPDATE(self, inst):  # noqa: N802
-        v = self.pop()
-        if not isinstance(v, DictVariable):
-            v = self.from_python(self.as_python(v))
-        self.stack[-inst.arg].items.update(v.items)
-
-    DICT_MERGE = DICT_UPDATE
-
-    def UNPACK_SEQUENCE(self, inst):  # noqa: N802
-        items = self.unpack(self.pop())
-        if len(items) != inst.arg:
-            raise Unsupported("unpacking a sequence of the wrong length")
-        for item in reversed(items):
-            self.push(item)
-
-    def unpack(self, v: Variable) -> list:
-        """The items of a container variable (a tensor unpacks along dim 0)."""
-        if isinstance(v, TupleVariable):
-            return list(v.items)
-        if isinstance(v, DictVariable):
-            return [self.const(k) for k in v.items]
-        if isinstance(v, IteratorVariable):
-            return list(v.items[v.index:])
-        if isinstance(v, TensorVariable):
-            if v.example.ndim == 0:
-                raise Unsupported("iteration over a 0-d tensor")
-            return [self.apply(operator.getitem, (v, self.const(i)))
-                    for i in range(v.example.shape[0])]
-        if isinstance(v, ConstantVariable):
-            try:
-                values = list(v.value)
-            except TypeError as e:
-                raise Unsupported(str(e)) from None
-            return [self.wrap(x, f"{v.source}[{i}]" if v.source and isinstance(
-                v.value, (list, tuple)) else None) for i, x in enumerate(values)]
-        raise Unsupported(f"unpacking {type(v).__name__}")
-
-    def FORMAT_VALUE(self, inst):  # noqa: N802
-        spec = self.pop() if (inst.arg & 4) else self.const("")
-        v = self.pop()
-        if not isinstance(v, ConstantVariable):
-            raise Unsupported("formatting a tensor")
-        conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
-        value = conv(v.value) if conv else v.value
-        self.push(self.const(format(value, spec.value)))
-
-    def BUILD_STRING(self, inst):  # noqa: N802
-        parts = self.popn(inst.arg)
-        self.push(self.const("".join(p.value for p in parts)))
-
     # ---------------------------------------------------------------- stack
 
     def POP_TOP(self, inst):  # noqa: N802
@@ -539,34 +486,6 @@ class Translator:
 
     def RETURN_VALUE(self, inst):  # noqa: N802
         raise Return(self.pop())
-
-    def RETURN_CONST(self, inst):  # noqa: N802
-        raise Return(self.const(inst.argval))
-
-    def BINARY_SLICE(self, inst):  # noqa: N802
-        self._slice_from_bounds()
-        self.BINARY_SUBSCR(inst)
-
-    def STORE_SLICE(self, inst):  # noqa: N802
-        self._slice_from_bounds()
-        self.STORE_SUBSCR(inst)
-
-    def _slice_from_bounds(self) -> None:
-        # 3.12's slice opcodes take start and stop on the stack: make the slice object.
-        self.push(self.const(None))
-        self.BUILD_SLICE(_Arg(3))
-
-    def END_FOR(self, inst):  # noqa: N802
-        self.pop()
-        self.pop()
-
-    def CALL_INTRINSIC_1(self, inst):  # noqa: N802
-        if inst.arg == 5:  # unary positive
-            self.UNARY_POSITIVE(inst)
-        elif inst.arg == 6:  # list to tuple
-            self.LIST_TO_TUPLE(inst)
-        else:
-            raise Unsupported(f"intrinsic function {inst.argrepr}")
 
     def BEFORE_WITH(self, inst):  # noqa: N802
         cm = self.pop()
@@ -587,13 +506,13 @@ class Translator:
 
     def truth(self, v: Variable) -> bool:
         """Python truth of a variable; a tensor's truth is data-dependent."""
-        if isinstance(v, TensorVariable):
+        if isinstance(v, (TensorVariable, TruthVariable)):
             raise Unsupported("a branch on a tensor's value (data-dependent control flow)")
         if isinstance(v, ConstantVariable):
             if not self.concrete and isinstance(v.value, Tensor):
                 raise Unsupported("a branch on a tensor's value")
             return bool(v.value)
-        if isinstance(v, (TupleVariable, DictVariable)):
+        if isinstance(v, (TupleVariable, DictVariable, SetVariable)):
             return bool(v.items)
         return True
 
@@ -656,6 +575,9 @@ class Translator:
 
     def FOR_ITER(self, inst):  # noqa: N802
         it = self.stack[-1]
+        if isinstance(it, ConstantVariable) and not self.concrete:
+            # A real iterator (a comprehension's argument on 3.11): next() would consume it.
+            raise Unsupported("iterating over an iterator from outside the graph")
         if isinstance(it, ConstantVariable):  # concrete mode
             try:
                 self.push(ConstantVariable(next(it.value)))
@@ -667,15 +589,22 @@ class Translator:
             self.push(it.items[it.index])
             it.index += 1
         else:
+            exit_offset = self._loop_exit(inst)
             self.pop()
-            self.jump_to(self._loop_exit(inst))
+            self.jump_to(exit_offset)
 
     def _loop_exit(self, inst) -> int:
-        # 3.12 jumps to END_FOR; an exhausted iterator skips it (END_FOR would pop twice).
-        target = self.insts[self.index_of[inst.argval]]
-        if target.opname == "END_FOR":
-            return self.insts[self.index_of[inst.argval] + 1].offset
-        return inst.argval
+        # 3.12+ jump to END_FOR, but an exhausted iterator skips it (3.12's END_FOR would pop
+        # twice); 3.13 also skips the POP_TOP after it (END_FOR pops one value there).
+        k = self.index_of[inst.argval]
+        if self.insts[k].opname != "END_FOR":
+            return inst.argval
+        k += 1
+        if PY313:
+            if self.insts[k].opname != "POP_TOP":
+                raise Unsupported("a loop whose END_FOR is not followed by POP_TOP")
+            k += 1
+        return self.insts[k].offset
 
     # ---------------------------------------------------------------- calls
 
@@ -684,11 +613,17 @@ class Translator:
 
     def CALL(self, inst):  # noqa: N802
         args = self.popn(inst.arg)
-        fn = self.pop()
-        below = self.pop()
-        if not isinstance(below, NullVariable):  # a method: self comes first
-            args = [fn] + args
-            fn = below
+        if NULL_AFTER_CALLABLE:  # 3.13: callable, then self or NULL
+            self_or_null = self.pop()
+            fn = self.pop()
+            if not isinstance(self_or_null, NullVariable):
+                args = [self_or_null] + args
+        else:  # 3.11/3.12: NULL or a method, then the callable or self
+            fn = self.pop()
+            below = self.pop()
+            if not isinstance(below, NullVariable):  # a method: self comes first
+                args = [fn] + args
+                fn = below
         kw_names, self.kw_names = self.kw_names, ()
         if kw_names:
             kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
@@ -700,19 +635,29 @@ class Translator:
     def CALL_FUNCTION_EX(self, inst):  # noqa: N802
         kwargs = self.pop() if inst.arg & 1 else DictVariable({})
         args = self.pop()
-        fn = self.pop()
-        if isinstance(self.stack[-1] if self.stack else None, NullVariable):
+        if NULL_AFTER_CALLABLE:  # 3.13: callable, NULL (unused), args, kwargs
             self.pop()
+            fn = self.pop()
+        else:
+            fn = self.pop()
+            if isinstance(self.stack[-1] if self.stack else None, NullVariable):
+                self.pop()
+        if self.concrete:
+            self.push(self.call(fn, self.unpack(args), {
+                k: ConstantVariable(v) for k, v in (kwargs.value if isinstance(
+                    kwargs, ConstantVariable) else {}).items()}))
+            return
         if not isinstance(kwargs, DictVariable):
-            kwargs = self.from_python(self.as_python(kwargs))
+            raise Unsupported(f"** of a {type(kwargs).__name__}")
         self.push(self.call(fn, self.unpack(args), dict(kwargs.items)))
 
     def MAKE_FUNCTION(self, inst):  # noqa: N802
+        flags = self.function_attribute_flags() if PY313 else inst.arg
         code = self.pop()
-        closure = self.pop() if inst.arg & 0x08 else None
-        annotations = self.pop() if inst.arg & 0x04 else None
-        kwdefaults = self.pop() if inst.arg & 0x02 else None
-        defaults = self.pop() if inst.arg & 0x01 else None
+        closure = self.pop() if flags & 0x08 else None
+        annotations = self.pop() if flags & 0x04 else None
+        kwdefaults = self.pop() if flags & 0x02 else None
+        defaults = self.pop() if flags & 0x01 else None
         del annotations
         cells = None
         if closure is not None:
@@ -755,6 +700,8 @@ class Translator:
         if isinstance(v, SliceVariable):
             return slice(self.as_python(v.start), self.as_python(v.stop),
                          self.as_python(v.step))
+        if isinstance(v, SetVariable):
+            return {self.as_python(i) for i in v.items.values()}
         raise Unsupported(f"a {type(v).__name__} used as a Python value")
 
     def from_python(self, value) -> Variable:

@@ -98,6 +98,34 @@ class DictVariable(Variable):
         return dict
 
 
+class SetVariable(Variable):
+    """A set of constants built during translation (`{...}`, a set comprehension); `items`
+    maps each value to its variable in insertion order, as the real set would hold them."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: dict | None = None):
+        super().__init__(None)
+        self.items = dict(items or {})
+
+    def python_type(self) -> type:
+        return set
+
+
+class TruthVariable(Variable):
+    """`bool(tensor)` of a graph tensor (3.13's TO_BOOL, COMPARE_OP's bool flag): only run
+    time knows it, so a branch on it is a graph break, taken after the graph ran."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: TensorVariable):
+        super().__init__(None)
+        self.tensor = tensor
+
+    def python_type(self) -> type:
+        return bool
+
+
 class SliceVariable(Variable):
     """A slice whose bounds are variables."""
 

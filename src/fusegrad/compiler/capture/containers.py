@@ -1,0 +1,192 @@
+"""Container and string opcodes of the translator (a mixin of `Translator`).
+
+Symbolically, containers built by the function are variables holding variables (so a list of
+graph tensors stays a list of nodes); in concrete mode, where every variable is a constant,
+they are the real Python objects the program would build.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from ..._tensor import Tensor
+from .variables import (
+    ConstantVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    SetVariable,
+    SliceVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+    Variable,
+)
+
+
+class ContainerOpcodes:
+    """Tuples, lists, dicts, sets, slices, unpacking and f-strings."""
+
+    # In concrete mode containers are real Python objects (every variable is a constant).
+
+    def BUILD_TUPLE(self, inst):  # noqa: N802
+        items = self.popn(inst.arg)
+        self.push(ConstantVariable(tuple(i.value for i in items)) if self.concrete
+                  else TupleVariable(items))
+
+    def BUILD_LIST(self, inst):  # noqa: N802
+        items = self.popn(inst.arg)
+        self.push(ConstantVariable([i.value for i in items]) if self.concrete
+                  else ListVariable(items))
+
+    def BUILD_MAP(self, inst):  # noqa: N802
+        items = self.popn(2 * inst.arg)
+        pairs = [(self.key(items[i]), items[i + 1]) for i in range(0, len(items), 2)]
+        self.push(ConstantVariable({k: v.value for k, v in pairs}) if self.concrete
+                  else DictVariable(dict(pairs)))
+
+    def BUILD_CONST_KEY_MAP(self, inst):  # noqa: N802
+        keys = self.pop()
+        values = self.popn(inst.arg)
+        self.push(ConstantVariable({k: v.value for k, v in zip(keys.value, values)})
+                  if self.concrete else DictVariable(dict(zip(keys.value, values))))
+
+    def key(self, v: Variable):
+        """The Python value of a dict key or set item (which must be a constant)."""
+        if not isinstance(v, ConstantVariable):
+            raise Unsupported("a dict key that is not a constant")
+        return v.value
+
+    def BUILD_SLICE(self, inst):  # noqa: N802
+        items = self.popn(inst.arg)
+        if len(items) == 2:
+            items.append(self.const(None))
+        if all(isinstance(i, ConstantVariable) for i in items):
+            self.push(self.const(slice(*(i.value for i in items))))
+        else:
+            self.push(SliceVariable(*items))
+
+    def LIST_APPEND(self, inst):  # noqa: N802
+        v = self.pop()
+        if self.concrete:
+            self.stack[-inst.arg].value.append(v.value)
+        else:
+            self.stack[-inst.arg].items.append(v)
+
+    def LIST_EXTEND(self, inst):  # noqa: N802
+        v = self.pop()
+        if self.concrete:
+            self.stack[-inst.arg].value.extend(v.value)
+        else:
+            self.stack[-inst.arg].items.extend(self.unpack(v))
+
+    def LIST_TO_TUPLE(self, inst):  # noqa: N802
+        v = self.pop()
+        self.push(ConstantVariable(tuple(v.value)) if self.concrete else TupleVariable(v.items))
+
+    def MAP_ADD(self, inst):  # noqa: N802
+        value = self.pop()
+        key = self.pop()
+        if self.concrete:
+            self.stack[-inst.arg].value[key.value] = value.value
+        else:
+            self.stack[-inst.arg].items[self.key(key)] = value
+
+    def DICT_UPDATE(self, inst):  # noqa: N802
+        v = self.pop()
+        if self.concrete:
+            target = self.stack[-inst.arg].value
+            if inst.opname == "DICT_MERGE":  # `f(**a, **b)`: a repeated keyword is an error
+                repeated = set(target) & set(v.value.keys())
+                if repeated:
+                    raise TypeError(f"got multiple values for keyword argument "
+                                    f"{sorted(repeated)[0]!r}")
+            target.update(v.value)
+            return
+        if not isinstance(v, DictVariable):
+            raise Unsupported(f"merging a {type(v).__name__} into a dict")
+        if inst.opname == "DICT_MERGE" and set(self.stack[-inst.arg].items) & set(v.items):
+            raise Unsupported("a keyword argument given twice")
+        self.stack[-inst.arg].items.update(v.items)
+
+    DICT_MERGE = DICT_UPDATE
+
+    def UNPACK_SEQUENCE(self, inst):  # noqa: N802
+        items = self.unpack(self.pop())
+        if len(items) != inst.arg:
+            if self.concrete:  # the error the program itself raises
+                raise ValueError(f"{'too many' if len(items) > inst.arg else 'not enough'} "
+                                 f"values to unpack (expected {inst.arg})")
+            raise Unsupported("unpacking a sequence of the wrong length")
+        for item in reversed(items):
+            self.push(item)
+
+    def unpack(self, v: Variable) -> list:
+        """The items of a container variable (a tensor unpacks along dim 0)."""
+        if isinstance(v, TupleVariable):
+            return list(v.items)
+        if isinstance(v, DictVariable):
+            return [self.const(k) for k in v.items]
+        if isinstance(v, IteratorVariable):
+            return list(v.items[v.index:])
+        if isinstance(v, SetVariable):
+            return list(v.items.values())
+        if isinstance(v, TensorVariable):
+            if v.example.ndim == 0:
+                raise Unsupported("iteration over a 0-d tensor")
+            return [self.apply(operator.getitem, (v, self.const(i)))
+                    for i in range(v.example.shape[0])]
+        if isinstance(v, ConstantVariable):
+            try:
+                if not self.concrete and iter(v.value) is v.value:
+                    raise Unsupported("iterating over an iterator from outside the graph")
+                values = list(v.value)
+            except TypeError as e:
+                raise Unsupported(str(e)) from None
+            return [self.wrap(x, f"{v.source}[{i}]" if v.source and isinstance(
+                v.value, (list, tuple)) else None) for i, x in enumerate(values)]
+        raise Unsupported(f"unpacking {type(v).__name__}")
+
+    def FORMAT_VALUE(self, inst):  # noqa: N802
+        spec = self.pop() if (inst.arg & 4) else self.const("")
+        v = self.pop()
+        conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
+        if conv is not None and isinstance(v, ConstantVariable) and (
+                self.concrete or not isinstance(v.value, Tensor)):
+            v = self.const(conv(v.value))
+        self.push(self._format(v, spec))
+
+    def _format(self, v: Variable, spec: Variable) -> Variable:
+        if not isinstance(v, ConstantVariable) or not isinstance(spec, ConstantVariable):
+            raise Unsupported("formatting a tensor")
+        if not self.concrete and isinstance(v.value, Tensor):
+            raise Unsupported("formatting a tensor")
+        return self.const(format(v.value, spec.value))
+
+    def BUILD_STRING(self, inst):  # noqa: N802
+        parts = self.popn(inst.arg)
+        self.push(self.const("".join(p.value for p in parts)))
+
+    def BUILD_SET(self, inst):  # noqa: N802
+        items = self.popn(inst.arg)
+        if self.concrete:
+            self.push(ConstantVariable({v.value for v in items}))
+            return
+        result = SetVariable()
+        for v in items:
+            self._set_add(result, v)
+        self.push(result)
+
+    def SET_ADD(self, inst):  # noqa: N802
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        if self.concrete:
+            target.value.add(v.value)
+        else:
+            self._set_add(target, v)
+
+    def _set_add(self, target: SetVariable, v: Variable) -> None:
+        try:
+            target.items.setdefault(self.key(v), v)  # the first equal value stays, as in a set
+        except TypeError as e:
+            raise Unsupported(f"set item: {e}") from None
