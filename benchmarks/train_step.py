@@ -15,7 +15,8 @@ framework alternates between rounds) so that machine noise hits both alike; each
 the minimum (or `--stat median`) over the rounds, each round timing a few steps after warm-up.
 
 Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
-(a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table.
+(a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table, `--phases` for
+the forward / backward / optimizer-step split.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ def _resnet18(fm, twins):
 
 
 CASES = (
-    Case("MLP 784-1024-1024-10", _mlp, (784,), 256, "matmul-bound"),
-    Case("LeNet-5", _lenet, (1, 32, 32), 64, "conv/pool kernels"),
-    Case("ResNet-18 (3x32x32)", _resnet18, (3, 32, 32), 32, "conv kernels"),
+    Case("MLP 784-1024-1024-10", _mlp, (784,), 256, "sgemm (BLAS)"),
+    Case("LeNet-5", _lenet, (1, 32, 32), 64, "im2col/col2im copies"),
+    Case("ResNet-18 (3x32x32)", _resnet18, (3, 32, 32), 32, "conv GEMMs"),
 )
 
 
@@ -99,6 +100,27 @@ def make_step(lib, model, x, y) -> Callable[[], float]:
     return step
 
 
+def make_phases(lib, model, x, y) -> Callable[[], tuple[float, float, float]]:
+    """Like `make_step`, but the closure returns the seconds of (zero_grad + forward + loss,
+    backward, optimizer step), to show where a ratio comes from."""
+    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = lib.nn.CrossEntropyLoss()
+    model.train()
+    clock = time.perf_counter
+
+    def step() -> tuple[float, float, float]:
+        t0 = clock()
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        t1 = clock()
+        loss.backward()
+        t2 = clock()
+        opt.step()
+        return t1 - t0, t2 - t1, clock() - t2
+
+    return step
+
+
 def time_steps(step: Callable, n: int) -> float:
     """Milliseconds per step over `n` consecutive steps, garbage collector off."""
     gc_was = gc.isenabled()
@@ -113,8 +135,11 @@ def time_steps(step: Callable, n: int) -> float:
             gc.enable()
 
 
-def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str) -> dict:
-    """Time fusegrad and torch on one model; returns the two figures in ms per step."""
+def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
+             phases: bool = False) -> dict:
+    """Time fusegrad and torch on one model; returns the two figures in ms per step (with
+    `phases`, each figure is a (forward, backward, step) triple: the minimum of each phase
+    over rounds * steps single steps)."""
     import torch
 
     import fusegrad
@@ -130,13 +155,22 @@ def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str) -> dic
     rng = np.random.default_rng(0)
     xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
     ys = rng.integers(0, 10, case.batch)
+    make = make_phases if phases else make_step
     steps_by = {
-        "fusegrad": make_step(fusegrad, fg_model, fusegrad.tensor(xs), fusegrad.tensor(ys)),
-        "torch": make_step(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys)),
+        "fusegrad": make(fusegrad, fg_model, fusegrad.tensor(xs), fusegrad.tensor(ys)),
+        "torch": make(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys)),
     }
     for step in steps_by.values():
         for _ in range(warmup):
             step()
+    if phases:
+        best = {k: (float("inf"),) * 3 for k in steps_by}
+        order = list(steps_by)
+        for r in range(rounds * steps):
+            for name in order if r % 2 == 0 else order[::-1]:
+                t = steps_by[name]()
+                best[name] = tuple(min(a, b * 1e3) for a, b in zip(best[name], t))
+        return best
     samples: dict[str, list[float]] = {k: [] for k in steps_by}
     order = list(steps_by)
     for r in range(rounds):
@@ -164,9 +198,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="GitHub table")
     p.add_argument("--stat", choices=("min", "median"), default="min")
     p.add_argument("--only", default="", help="run the cases whose name contains this")
+    p.add_argument("--phases", action="store_true",
+                   help="forward / backward / optimizer step split (minimum per phase)")
     args = p.parse_args(argv)
     rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
     rows = []
+    if args.phases:
+        for case in CASES:
+            if args.only.lower() not in case.name.lower():
+                continue
+            res = run_case(case, rounds, steps, warmup, args.stat, phases=True)
+            fg, th = res["fusegrad"], res["torch"]
+            for i, phase in enumerate(("forward", "backward", "step")):
+                rows.append([case.name, phase, f"{fg[i]:.2f}", f"{th[i]:.2f}",
+                             f"{fg[i] / th[i]:.2f}x"])
+            print(f"  {case.name}: done", file=sys.stderr, flush=True)
+        print(machine_line())
+        print(tabulate(rows, headers=["model", "phase", "fusegrad (ms)", "torch (ms)",
+                                      "fusegrad/torch"],
+                       tablefmt="github" if args.markdown else "simple",
+                       colalign=("left", "left", "right", "right", "right")))
+        return 0
     for case in CASES:
         if args.only.lower() not in case.name.lower():
             continue

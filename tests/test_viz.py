@@ -84,10 +84,10 @@ def test_show_saved_and_attrs():
                                 show_saved=True, max_attr_chars=10)
     nodes = dot_nodes(dot)
     saved = [label for label, color in nodes if color == "orange"]
-    assert "out\n (2, 3)" in saved  # ReluBackward0 keeps its output
-    assert "m1\n (2, 4)" in saved and "m2\n (4, 3)" in saved  # AddmmBackward0's operands
+    assert "result\n (2, 3)" in saved  # ReluBackward0 keeps its output
+    assert "mat1\n (2, 4)" in saved and "mat2\n (4, 3)" in saved  # AddmmBackward0's operands
     relu = next(label for label, color in nodes if label.startswith("ReluBackward0"))
-    assert relu.split("\n")[2] == "out: [saved ..."  # cut to max_attr_chars
+    assert relu.split("\n")[2] == "result: [saved ..."  # cut to max_attr_chars
     addmm = next(label for label, color in nodes if label.startswith("AddmmBackward0"))
     assert "alpha: " in addmm
     plain = fusegrad.viz.make_dot(y)
@@ -107,3 +107,65 @@ def test_several_outputs_and_views():
     assert 'style=dotted' in dot.source
     with pytest.raises(TypeError):
         fusegrad.viz.make_dot(v, params={"a": 1.0})
+
+
+def saved_tensor_names(root, is_tensor) -> dict[str, set[str]]:
+    """Node class name -> names of the `_saved_*` attributes holding tensors (or None)."""
+    seen, stack, out = set(), [root], {}
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names = out.setdefault(type(node).__name__, set())
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                value = getattr(node, attr)
+                if value is None or is_tensor(value):
+                    names.add(attr[len("_saved_"):])
+        stack.extend(child for child, _ in node.next_functions)
+    return out
+
+
+def small_conv_net(nn):
+    """Conv, batch norm and linear layers from `nn` (fusegrad's or torch's)."""
+    m = nn.Module()
+    m.conv, m.bn = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)
+    m.fc, m.proj = nn.Linear(16, 5), nn.Linear(5, 3, bias=False)
+    return m
+
+
+def run_small_conv_net(m, x, F):
+    """Pooling, matmuls, reductions, shape and pointwise ops around the layers of `m`."""
+    y = F.max_pool2d(F.relu(m.bn(m.conv(x))), 2)
+    y = F.adaptive_avg_pool2d(y, 2).flatten(1)
+    z = F.gelu(m.fc(y)) * y.mean(1, keepdim=True)
+    z = m.proj(F.leaky_relu(z, 0.1)).softmax(-1).sigmoid() / z.sum(1, keepdim=True)
+    return (z.tanh().exp() - z.permute(1, 0).t()).log_softmax(1)
+
+
+# What fusegrad does not keep where PyTorch does (its derivatives recompute or do not need
+# these): max pooling's input, batch norm's saved statistics, nll_loss's input.
+NOT_SAVED = {"MaxPool2DWithIndicesBackward0": {"self"},
+             "NativeBatchNormBackward0": {"result1", "result2"},
+             "NllLossBackward0": {"self"}, "AdaptiveAvgPool2DBackward0": {"self"}}
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_saved_tensor_names_match_torch(train):
+    x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    target = np.array([0, 2])
+    th, fg = small_conv_net(torch.nn), small_conv_net(fnn)
+    th.train(train)
+    fg.train(train)
+    ref = torch.nn.functional.nll_loss(
+        run_small_conv_net(th, torch.tensor(x), torch.nn.functional), torch.tensor(target))
+    loss = fnn.functional.nll_loss(run_small_conv_net(fg, fusegrad.tensor(x), fnn.functional),
+                                   fusegrad.tensor(target))
+    expected = saved_tensor_names(ref.grad_fn, torch.is_tensor)
+    got = saved_tensor_names(loss.grad_fn, lambda v: isinstance(v, fusegrad.Tensor))
+    assert set(got) == set(expected)
+    assert {"ConvolutionBackward0", "AddmmBackward0", "MmBackward0", "ReluBackward0",
+            "MeanBackward1", "ViewBackward0", "TBackward0", "GeluBackward0"} <= set(got)
+    for name, names in expected.items():
+        assert got[name] | NOT_SAVED.get(name, set()) == names, name

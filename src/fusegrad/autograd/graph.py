@@ -274,9 +274,24 @@ def _sum_to(g, shape):
     return sum_to_shape(g, shape)
 
 
+def _saved_attribute(i: int) -> property:
+    """Entry `i` of a node's saved values (tensors version-checked, as for backward)."""
+
+    def get(self):
+        return unpack_saved(self, self._saved, self._versions)[i]
+
+    return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
+
+
 def node_class(name: str, op=None, base: type = FunctionNode) -> type:
-    """A new Node subclass called `name` (PyTorch's backward name) for registry op `op`."""
-    cls = type(name, (base,), {"__slots__": (), "_op": op})
+    """A new Node subclass called `name` (PyTorch's backward name) for registry op `op`.
+
+    Each named entry of the op's `saved_names` becomes a `_saved_<name>` attribute."""
+    attrs = {"__slots__": (), "_op": op}
+    for i, saved in enumerate(getattr(op, "saved_names", ())):
+        if saved:
+            attrs["_saved_" + saved] = _saved_attribute(i)
+    cls = type(name, (base,), attrs)
     cls.__module__ = "fusegrad.autograd.graph"
     return cls
 

@@ -1,8 +1,9 @@
 """`fusegrad.onnx`: export a Module to an ONNX file, as `torch.onnx.export` does.
 
-The model is captured with `fusegrad.fx.symbolic_trace`; every node of the graph is mapped
-to ONNX operators (`modules.py` for leaf modules, `functions.py` for functions and Tensor
-methods). The `onnx` package is needed only when `export` runs (`pip install onnx`).
+The model runs once on the example inputs under a capturing dispatch mode; every registry op
+it calls is mapped to ONNX operators through the op's own `OpDef.onnx` entry (`ops/*.py`),
+so the registry is the only list of exportable ops. The `onnx` package is needed only when
+`export` runs (`pip install onnx`).
 """
 
 from ._graph import UnsupportedOperatorError

@@ -1,4 +1,10 @@
-"""The ONNX graph under construction: values, constants, nodes and initializers."""
+"""The ONNX graph under construction: values, constants, nodes and initializers.
+
+`Builder` is what a registry entry's `onnx` function receives: it appends nodes (`emit`,
+`op`), makes constants (`const`, `ints`, `operand`) and knows the op being exported (its
+result's dtype and rank, the opset). It needs the `onnx` package only to make protos, so
+the registry itself never imports it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import numpy as np
 
 
 class UnsupportedOperatorError(RuntimeError):
-    """Raised when a graph node has no ONNX mapping; the message names the operator."""
+    """Raised when an op has no ONNX mapping; the message names the operator."""
 
 
 @dataclass
@@ -32,6 +38,9 @@ class Const:
     array: np.ndarray
     name: str | None = None
     emitted: dict = field(default_factory=dict)
+    # The constant this one is the 2-D transpose of (`t(weight)` folded), so that Gemm can
+    # read the weight itself with transB=1 and keep its state_dict name.
+    transpose_of: Const | None = None
 
 
 class Builder:
@@ -43,6 +52,12 @@ class Builder:
         self.opset = opset
         self.fold = fold
         self.nodes: list = []
+        # The registry op each node was emitted for (parallel to `nodes`).
+        self.origins: list[str] = []
+        self.origin = ""
+        # The result of the op being exported: the defaults of `emit`.
+        self.out_dtype: np.dtype | None = None
+        self.out_rank: int | None = None
         self.initializers: dict[str, Any] = {}
         self._used: set[str] = set()
         # id -> (name, constant): the constant is kept so that its id is never reused.
@@ -103,10 +118,35 @@ class Builder:
         self.nodes.append(self.helper.make_node(op_type, in_names, outs,
                                                 name=self.fresh(f"{op_type}_{base}"),
                                                 **attrs))
+        self.origins.append(self.origin)
         values = [Value(o, np.dtype(dtype), rank, is_shape) for o in outs]
         return values[0] if n_out == 1 else values
 
+    def emit(self, op_type: str, inputs: list, dtype: Any = None, rank: int | None = None,
+             n_out: int = 1, **attrs: Any) -> Value | list[Value]:
+        """Append an `op_type` node named after the op being exported; dtype and rank
+        default to that op's result."""
+        dtype = self.out_dtype if dtype is None else dtype
+        if dtype is None:
+            dtype = next(dtype_of(v) for v in inputs if v is not None)
+        rank = self.out_rank if rank is None else rank
+        return self.op(op_type, inputs, dtype, rank, name=self.origin.split(".")[0] or None,
+                       n_out=n_out, **attrs)
+
+    def fail(self, reason: str) -> None:
+        """Raise the exporter's error for the op being exported, saying what in this call
+        has no ONNX mapping (`reason`: "with divisor_override")."""
+        name = self.origin.split(".")[0]
+        raise UnsupportedOperatorError(f"Exporting the operator 'aten::{name}' to ONNX opset "
+                                       f"version {self.opset} is not supported {reason}.")
+
     # ------------------------------------------------------------------ helpers
+
+    def operand(self, v: Any, dtype: Any) -> Value | Const:
+        """A tensor operand of `dtype` from a graph value, a constant or a Python number."""
+        if isinstance(v, (Value, Const)):
+            return self.cast(v, dtype)
+        return Const(np.asarray(v, dtype=dtype))
 
     def cast(self, v: Value | Const, dtype: Any) -> Value | Const:
         """`v` as `dtype` (no node when it already is)."""
@@ -167,3 +207,13 @@ class Builder:
             else:
                 parts.append(self.cast(d, np.int64))
         return self.op("Concat", parts, np.int64, 1, is_shape=True, axis=0)
+
+
+def dtype_of(v: Value | Const) -> np.dtype:
+    """The NumPy dtype of a graph value or constant."""
+    return v.array.dtype if isinstance(v, Const) else v.dtype
+
+
+def rank_of(v: Value | Const) -> int | None:
+    """The rank of a graph value or constant (None when unknown)."""
+    return v.array.ndim if isinstance(v, Const) else v.rank

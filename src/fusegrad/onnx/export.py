@@ -1,22 +1,22 @@
-"""`export`: trace a Module with fusegrad.fx and write it as an ONNX model.
+"""`export`: run a Module under a capturing dispatch mode and write it as an ONNX model.
 
-Steps: put the model in eval mode (as torch.onnx.export does by default), trace it with
-`symbolic_trace`, record every node's dtype and shape with `ShapeProp` on the example
-inputs, map the nodes to ONNX operators (`modules.py`, `functions.py`), fold the nodes whose
-inputs are all constants by running them in fusegrad, then build, check and save the
-`ModelProto` atomically (a temporary file renamed over the target).
+Steps: put the model in eval mode (as torch.onnx.export does by default), run it on the
+example inputs under `_Capture`, a dispatch mode that sees every registry op call; each call
+is mapped to ONNX through its `OpDef.onnx` entry (the registry is the only list of ops).
+Parameters and buffers become initializers named after their state_dict keys; an op whose
+inputs are all constants is folded (its example result becomes a constant). The
+`ModelProto` is then built, checked and saved atomically.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
 
-from ..fx.proxy import flatten_arguments
-from ._graph import Builder, Const, UnsupportedOperatorError, Value
-from .functions import HANDLERS, OPERATOR_NAMES
-from .modules import MODULE_HANDLERS
+from .._dispatch import DispatchMode, call
+from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of
 
 MIN_OPSET = 13
 
@@ -38,141 +38,202 @@ def ir_version_for(onnx: Any, opset: int) -> int:
     return int(onnx.IR_VERSION)
 
 
-def _np_dtype(dt: Any) -> np.dtype | None:
-    np_dt = getattr(dt, "np", None)
-    return None if np_dt is None else np.dtype(np_dt)
+def unsupported_message(op: Any, opset: int) -> str:
+    """The error text for an op without an ONNX mapping (torch.onnx's wording)."""
+    return (f"Exporting the operator 'aten::{op.name.split('.')[0]}' to ONNX opset version "
+            f"{opset} is not supported.")
 
 
-def _meta_type(val: Any) -> tuple[np.dtype | None, int | None, tuple | None]:
-    """(dtype, rank, shape) of a node's recorded result."""
+class _Unmapped:
+    """Stands for an op output the op's mapping does not produce (batch norm's saved
+    statistics, max pool's indices): using it in the graph is an error."""
+
+    def __init__(self, op: Any, index: int) -> None:
+        self.op = op
+        self.index = index
+
+
+def _tensor_cls() -> type:
     from .._tensor import Tensor
 
-    if isinstance(val, Tensor):
-        return _np_dtype(val.dtype), val.dim(), tuple(val.shape)
-    if isinstance(val, bool):
-        return np.dtype(np.bool_), 0, ()
-    if isinstance(val, int):
-        return np.dtype(np.int64), 0, ()
-    if isinstance(val, float):
-        return np.dtype(np.float32), 0, ()
-    return None, None, None
+    return Tensor
+
+
+class _Capture(DispatchMode):
+    """Runs each op for real (the example values drive folding and shape-dependent
+    mappings) and hands the call to the exporter."""
+
+    def __init__(self, exporter: _Exporter) -> None:
+        self.exporter = exporter
+
+    def __fusegrad_dispatch__(self, op: Any, args: tuple) -> Any:
+        result = call(op, *args)
+        self.exporter.record(op, args, result)
+        return result
 
 
 class _Exporter:
-    """Maps the nodes of one traced graph to ONNX; handlers receive it as `ctx`."""
+    """The tensor -> graph value map, and the mapping of one op call at a time."""
 
-    def __init__(self, onnx: Any, gm: Any, opset: int, fold: bool) -> None:
-        self.onnx = onnx
-        self.gm = gm
+    def __init__(self, onnx: Any, model: Any, opset: int, fold: bool) -> None:
         self.b = Builder(onnx, opset, fold)
-        self.params: dict[str, Const] = {}
+        self.opset = opset
+        self.fold = fold
+        self.env: dict[int, Any] = {}
+        self.keep: list = []  # tensors whose ids are keys of `env` stay alive
+        # id(version counter) -> [(tensor, value)]: the tensors sharing one storage
+        self.by_counter: dict[int, list] = {}
+        self.param_names: dict[int, str] = {}
         self.param_keys: set[str] = set()
-        self.out_dtype: np.dtype | None = None
-        self.out_rank: int | None = None
-        self.node: Any = None
+        self.params: dict[str, Const] = {}
+        self.handled: list[Any] = []  # the OpDefs mapped, in call order
+        if hasattr(model, "named_parameters"):
+            for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+                self.param_names.setdefault(id(t), name)
+                self.keep.append(t)
 
-    # ------------------------------------------------------------------ handler API
+    # ------------------------------------------------------------------ tensor -> value
 
-    def emit(self, op_type: str, inputs: list, dtype: Any = None, rank: int | None = None,
-             **attrs: Any) -> Value:
-        """Append a node named after the current fx node; dtype and rank default to the fx
-        node's result."""
-        if dtype is None:
-            dtype = self.out_dtype
-            if dtype is None:
-                dtype = next(v.dtype if isinstance(v, Value) else v.array.dtype
-                             for v in inputs if v is not None)
-        rank = self.out_rank if rank is None else rank
-        return self.b.op(op_type, inputs, dtype, rank, name=self.node.name, **attrs)
+    def bind(self, t: Any, value: Any) -> None:
+        """Make `value` the graph value of tensor `t`."""
+        self.env[id(t)] = value
+        self.keep.append(t)
+        self.by_counter.setdefault(id(t._vc), []).append((t, value))
 
-    def param(self, key: str, tensor: Any) -> Const | None:
-        """The constant for parameter or buffer `key` (its initializer is named `key`)."""
-        if tensor is None:
-            return None
-        if key not in self.params:
-            self.params[key] = Const(np.array(tensor.detach().numpy()), name=key)
-            self.param_keys.add(key)
-        return self.params[key]
-
-    def input_shape(self, i: int) -> tuple | None:
-        """The example shape of the current node's i-th argument."""
-        arg = self.node.args[i]
-        return _meta_type(getattr(arg, "meta", {}).get("val"))[2]
-
-    # ------------------------------------------------------------------ nodes
-
-    def _fold(self, fn: Any, args: tuple, kwargs: dict) -> Any:
-        """Run `fn` in fusegrad on constants; tensors come back as Consts."""
-        import fusegrad
-
-        from .._tensor import Tensor
-
-        def to_t(v: Any) -> Any:
-            if isinstance(v, Const):
-                return fusegrad.from_numpy(np.array(v.array))
-            if isinstance(v, (list, tuple)):
-                return type(v)(to_t(x) for x in v)
+    def lookup(self, a: Any) -> Any:
+        """The graph value of argument `a` (tensors in lists too); other objects as they are."""
+        Tensor = _tensor_cls()
+        if isinstance(a, (list, tuple)):
+            if any(isinstance(x, Tensor) for x in a):
+                return [self.lookup(x) for x in a]
+            return a
+        if not isinstance(a, Tensor):
+            return a
+        v = self.env.get(id(a))
+        if isinstance(v, _Unmapped):
+            raise UnsupportedOperatorError(
+                f"output {v.index} of 'aten::{v.op.name.split('.')[0]}' is used, but its ONNX "
+                "mapping does not compute it")
+        if v is not None:
             return v
+        key = self.param_names.get(id(a))
+        if key is not None:
+            if key not in self.params:
+                self.params[key] = Const(np.array(a._data), name=key)
+                self.param_keys.add(key)
+            return self.params[key]
+        # Not made by a registry op: `detach()` shares the data and version counter of a
+        # graph value; anything else sharing its counter was computed outside the registry.
+        shared = self.by_counter.get(id(a._vc), ())
+        for t, value in reversed(shared):  # the latest binding (after in-place ops)
+            if t._data is a._data or (t.shape == a.shape and t._data.__array_interface__
+                                      == a._data.__array_interface__):
+                return value
+        if any(isinstance(value, Value) for _, value in shared):
+            raise UnsupportedOperatorError(
+                "a tensor computed from the model's inputs outside the registry ops (a view "
+                "or copy made without dispatch) cannot be exported")
+        return Const(np.array(a._data))  # made in forward from constants: a constant
 
-        def from_t(v: Any) -> Any:
-            if isinstance(v, Tensor):
-                return Const(np.array(v.detach().numpy()))
-            if isinstance(v, (list, tuple)) and not isinstance(v, fusegrad.Size):
-                return type(v)(from_t(x) for x in v)
-            return v
+    # ------------------------------------------------------------------ one op call
 
-        with fusegrad.no_grad():
-            return from_t(fn(*to_t(args), **{k: to_t(v) for k, v in kwargs.items()}))
-
-    def _foldable(self, args: tuple, kwargs: dict) -> bool | None:
-        """True: only constants and Python values; None: no tensors at all; False: some
-        input is computed by the graph."""
-        items = list(flatten_arguments((args, kwargs)))
-        if any(isinstance(v, Value) for v in items):
-            return False
-        return True if any(isinstance(v, Const) for v in items) else None
-
-    def run_node(self, n: Any, args: tuple, kwargs: dict) -> Any:
-        """The ONNX value (or Python value) of call node `n`."""
-        self.node = n
-        self.out_dtype, self.out_rank, _ = _meta_type(n.meta.get("val"))
-        foldable = self._foldable(args, kwargs)
-        if n.op == "call_module":
-            m = self.gm.get_submodule(n.target)
-            if foldable is None or (foldable and self.b.fold):
-                return self._fold(m, args, kwargs)
-            handler = None
-            for cls in type(m).__mro__:
-                handler = MODULE_HANDLERS.get(cls.__name__)
-                if handler is not None:
-                    break
-            if handler is None:
+    def record(self, op: Any, args: tuple, result: Any) -> None:
+        """Map one op call (its example `result` computed) to ONNX nodes."""
+        Tensor = _tensor_cls()
+        inputs = [self.lookup(a) for a in args]
+        flat = [v for x in inputs for v in (x if isinstance(x, list) else [x])]
+        results = list(result) if isinstance(result, tuple) else [result]
+        if op.inplace and args[0]._base is not None:
+            # A write into part of a tensor changes its base and every view of it.
+            if any(isinstance(v, Value) for v in flat):
                 raise UnsupportedOperatorError(
-                    f"module {type(m).__name__} ('{n.target}') has no ONNX mapping")
-            if kwargs or len(args) != 1:
-                raise UnsupportedOperatorError(f"module {type(m).__name__} called with "
-                                               f"{len(args)} arguments has no ONNX mapping")
-            return handler(self, m, n.target, args[0])
-        if n.op == "call_method":
-            name, fn = n.target, lambda s, *a, **k: getattr(s, n.target)(*a, **k)
+                    f"{unsupported_message(op, self.opset)[:-1]} when it writes into a view.")
+            for t, _ in self.by_counter.pop(id(args[0]._vc), ()):
+                self.env.pop(id(t), None)  # constants: read again from the data when used
+        if not any(isinstance(v, Value) for v in flat):
+            if self.fold or not any(isinstance(v, Const) for v in flat):
+                for r in results:
+                    if isinstance(r, Tensor):
+                        self.bind(r, self._folded(op, inputs, r))
+                return
+        entry = op.onnx
+        if entry is None:
+            raise UnsupportedOperatorError(unsupported_message(op, self.opset))
+        first = results[0]
+        b = self.b
+        b.origin = op.name
+        b.out_dtype = np.dtype(first._data.dtype) if isinstance(first, Tensor) else None
+        b.out_rank = first.dim() if isinstance(first, Tensor) else None
+        if isinstance(entry, str):
+            outs = _string_rule(b, op, entry, inputs, args, first)
         else:
-            fn = n.target
-            name = OPERATOR_NAMES.get(fn)
-            if name is None:
-                module = getattr(fn, "__module__", "") or ""
-                name = getattr(fn, "__name__", repr(fn))
-                if not module.startswith("fusegrad"):
-                    name = f"{module}.{name}"
-        if foldable is None or (foldable and self.b.fold):
-            return self._fold(fn, args, kwargs)
-        if name.endswith("_") and name[:-1] in HANDLERS and n.op == "call_method":
-            name = name[:-1]
-        handler = HANDLERS.get(name)
-        if handler is None:
-            raise UnsupportedOperatorError(f"{n.op} '{name}' has no ONNX mapping")
-        if name == "getattr":
-            return handler(self, *args)
-        return handler(self, *args, **kwargs)
+            outs = entry(b, inputs, args, {}, self.opset)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        self.handled.append(op)
+        for i, r in enumerate(results):
+            if not isinstance(r, Tensor):
+                continue
+            v = outs[i] if i < len(outs) else None
+            if v is None:
+                self.bind(r, _Unmapped(op, i))
+                continue
+            if isinstance(v, Value):
+                # the result's own dtype (an in-place comparison keeps self's dtype)
+                v = b.cast(v, r._data.dtype)
+                v.rank = r.dim()
+            self.bind(r, v)
+
+    def _folded(self, op: Any, inputs: list, r: Any) -> Const:
+        c = Const(np.array(r._data))
+        src = inputs[0] if inputs else None
+        if (op.name in ("t", "transpose.int", "permute") and isinstance(src, Const)
+                and src.array.ndim == 2 and c.array.shape == src.array.shape[::-1]):
+            c.transpose_of = src
+        return c
+
+
+_DEFAULTS: dict[str, tuple | None] = {}
+
+
+def _kernel_defaults(op: Any) -> tuple | None:
+    """The kernel's positional parameters' defaults (inspect.Parameter.empty where none);
+    None when the signature cannot be read."""
+    if op.name not in _DEFAULTS:
+        try:
+            params = [p for p in inspect.signature(op.kernel).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            _DEFAULTS[op.name] = tuple(p.default for p in params)
+        except (TypeError, ValueError):
+            _DEFAULTS[op.name] = None
+    return _DEFAULTS[op.name]
+
+
+def _string_rule(b: Builder, op: Any, op_type: str, inputs: list, args: tuple,
+                 result: Any) -> Value:
+    """The shared rule of an `onnx="OpType"` entry: one node whose inputs are the op's
+    tensor arguments (numbers in Tensor-typed slots become constants), all cast to one dtype
+    (the result's, or for a boolean result such as a comparison, the promoted inputs');
+    every other argument must keep its default."""
+    from .. import _dtype
+
+    Tensor = _tensor_cls()
+    defaults = _kernel_defaults(op)
+    positions = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor) or (i in op.tensor_args and isinstance(a, (int, float))):
+            positions.append(i)
+            continue
+        empty = inspect.Parameter.empty
+        default = empty if defaults is None or i >= len(defaults) else defaults[i]
+        if default is empty or a != default:
+            b.fail(f"with argument {i} = {a!r}")
+    dtype = b.out_dtype
+    if dtype is None or dtype.kind == "b":
+        dtype = np.dtype(_dtype.result_type(*[args[i] for i in positions]).np)
+    return b.emit(op_type, [b.operand(inputs[i], dtype) for i in positions])
+
+
+# ---------------------------------------------------------------------- the model
 
 
 def _value_info(onnx: Any, name: str, dtype: np.dtype, shape: list | None) -> Any:
@@ -200,6 +261,26 @@ def _save_atomic(onnx: Any, proto: Any, f: Any) -> None:
     write_atomically(f, lambda out: out.write(proto.SerializeToString()))
 
 
+def _arg_name(model: Any, i: int) -> str:
+    """The name of `forward`'s i-th parameter (`input_i` when it has none)."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (AttributeError, TypeError, ValueError):
+        params = []
+    if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                              params[i].POSITIONAL_OR_KEYWORD):
+        return params[i].name
+    return f"input_{i}"
+
+
+def _flatten_outputs(out: Any) -> list:
+    if isinstance(out, (list, tuple)):
+        return [x for o in out for x in _flatten_outputs(o)]
+    if isinstance(out, dict):
+        return [x for o in out.values() for x in _flatten_outputs(o)]
+    return [out]
+
+
 def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_version: int = 17,
            do_constant_folding: bool = True, input_names: list[str] | None = None,
            output_names: list[str] | None = None, dynamic_axes: dict | None = None,
@@ -214,84 +295,74 @@ def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_vers
     `onnx.ModelProto` that was written.
     """
     onnx = _import_onnx()
-    from ..fx import symbolic_trace
-    from ..fx.passes.shape_prop import ShapeProp
-
-    max_opset = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset_version <= max_opset:
-        raise ValueError(f"opset_version must be in [{MIN_OPSET}, {max_opset}], "
-                         f"got {opset_version}")
-    if not isinstance(args, tuple):
-        args = (args,)
-    modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
-    for m, _ in modes:
-        m.training = False
-    try:
-        gm = symbolic_trace(model)
-        ShapeProp(gm).propagate(*args)
-        proto = _build(onnx, gm, args, opset_version, do_constant_folding, export_params,
-                       input_names, output_names, dynamic_axes)
-    finally:
-        for m, mode in modes:
-            m.training = mode
+    proto = capture(model, args, opset_version, do_constant_folding, export_params,
+                    input_names, output_names, dynamic_axes)[0]
     onnx.checker.check_model(proto)
     if verbose:
-        print(onnx.helper.printable_graph(proto.graph))
+        printer = getattr(onnx, "printer", None)
+        print(printer.to_text(proto.graph) if printer else
+              onnx.helper.printable_graph(proto.graph))
     _save_atomic(onnx, proto, f)
     return proto
 
 
-def _build(onnx: Any, gm: Any, args: tuple, opset: int, fold: bool, export_params: bool,
-           input_names: list | None, output_names: list | None,
-           dynamic_axes: dict | None) -> Any:
-    from ..fx.node import map_arg
+def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
+            export_params: bool = True, input_names: list | None = None,
+            output_names: list | None = None,
+            dynamic_axes: dict | None = None) -> tuple[Any, _Exporter]:
+    """The unchecked `ModelProto` of `model` on `args`, and the exporter that built it (its
+    `handled` list holds the OpDef of every op call that was mapped)."""
+    import fusegrad
 
-    ex = _Exporter(onnx, gm, opset, fold)
+    onnx = _import_onnx()
+    max_opset = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= max_opset:
+        raise ValueError(f"opset_version must be in [{MIN_OPSET}, {max_opset}], got {opset}")
+    if not isinstance(args, tuple):
+        args = (args,)
+    Tensor = _tensor_cls()
+    ex = _Exporter(onnx, model, opset, fold)
     b = ex.b
-    nodes = list(gm.graph.nodes)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
     input_names = list(input_names or [])
-    out_node = next(n for n in nodes if n.op == "output")
-    env: dict = {}
     graph_inputs = []
-    for i, n in enumerate(placeholders):
-        value = args[i] if i < len(args) else None
-        dtype, rank, shape = _meta_type(value)
-        if dtype is None or rank is None or not hasattr(value, "shape"):
-            env[n] = value
+    for i, a in enumerate(args):
+        if not isinstance(a, Tensor):
             continue
-        name = b.reserve(input_names[i] if i < len(input_names) else str(n.target))
-        dims: list = list(shape)
+        name = b.reserve(input_names[i] if i < len(input_names) else _arg_name(model, i))
+        dims: list = list(a.shape)
         for axis, dim_name in _dynamic(dynamic_axes, name).items():
             dims[axis] = dim_name
+        dtype = np.dtype(a._data.dtype)
         graph_inputs.append(_value_info(onnx, name, dtype, dims))
-        env[n] = Value(name, dtype, rank)
-    results_flat = list(flatten_arguments(out_node.args[0]))
-    n_out = sum(1 for r in results_flat if hasattr(r, "op"))
+        ex.bind(a, Value(name, dtype, a.dim()))
     names = list(output_names or [])
-    if not names:
-        names = ["output"] if n_out == 1 else [f"output_{i}" for i in range(n_out)]
-    for name in names:
+    for name in names:  # before any node is named
         b.reserve(name)
-    for n in nodes:
-        if n.op == "placeholder":
-            continue
-        if n.op == "get_attr":
-            obj = gm
-            for part in n.target.split("."):
-                obj = getattr(obj, part)
-            env[n] = ex.param(n.target, obj) if hasattr(obj, "detach") else obj
-            continue
-        if n.op == "output":
-            break
-        a = map_arg(n.args, lambda x: env[x])
-        k = map_arg(n.kwargs, lambda x: env[x])
-        env[n] = ex.run_node(n, a, k)
-    outputs = [v for v in flatten_arguments(map_arg(out_node.args[0], lambda x: env[x]))
-               if isinstance(v, (Value, Const))]
+    modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
+    for m, _ in modes:
+        m.training = False
+    try:
+        with fusegrad.no_grad(), _Capture(ex):
+            out = model(*args)
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    outputs = [ex.lookup(t) for t in _flatten_outputs(out) if isinstance(t, Tensor)]
+    if not names:
+        names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in
+                                                       range(len(outputs))]
+        names = [b.fresh(name) for name in names]
     if len(outputs) != len(names):
         raise ValueError(f"the model has {len(outputs)} tensor outputs but "
                          f"{len(names)} output_names were given")
+    proto = _model(onnx, ex, type(model).__name__ or "main", graph_inputs, outputs, names,
+                   export_params, dynamic_axes)
+    return proto, ex
+
+
+def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, outputs: list,
+           names: list, export_params: bool, dynamic_axes: dict | None) -> Any:
+    b = ex.b
     produced = {o for node in b.nodes for o in node.output}
     renamed: dict[str, str] = {}
     out_types, out_ranks = [], []
@@ -302,7 +373,8 @@ def _build(onnx: Any, gm: Any, args: tuple, opset: int, fold: bool, export_param
         else:
             b.nodes.append(onnx.helper.make_node("Identity", [src], [name],
                                                  name=b.fresh(f"Identity_{name}")))
-        out_types.append(v.dtype if isinstance(v, Value) else v.array.dtype)
+            b.origins.append("")
+        out_types.append(dtype_of(v))
         out_ranks.append(v.rank if isinstance(v, Value) else v.array.ndim)
     for node in b.nodes:
         for seq in (node.input, node.output):
@@ -321,13 +393,13 @@ def _build(onnx: Any, gm: Any, args: tuple, opset: int, fold: bool, export_param
         initializers = keep
     graph_outputs = [_value_info(onnx, name, dt, None) for name, dt in zip(names, out_types)]
     ranks = dict(zip(names, out_ranks))
-    graph = onnx.helper.make_graph(b.nodes, gm.__class__.__name__ or "main", graph_inputs,
-                                   graph_outputs, initializer=initializers)
+    graph = onnx.helper.make_graph(b.nodes, graph_name, graph_inputs, graph_outputs,
+                                   initializer=initializers)
     from .. import __version__
 
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)],
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", b.opset)],
                                    producer_name="fusegrad", producer_version=__version__)
-    model.ir_version = ir_version_for(onnx, opset)
+    model.ir_version = ir_version_for(onnx, b.opset)
     _output_shapes(onnx, model, ranks, dynamic_axes)
     return model
 
@@ -363,5 +435,3 @@ def _output_shapes(onnx: Any, model: Any, ranks: dict[str, int | None],
                 dim = shape.dim[axis]
                 dim.Clear()
                 dim.dim_param = dim_name
-
-

@@ -13,7 +13,9 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import _modes
 from .._dtype import FLOAT, FROM_NP
+from ..autograd.grad_mode import state as _grad_state
 from .registry import Sample, Spec
 
 _nd = np.ndarray
@@ -94,6 +96,34 @@ def unary_kernel(ufunc, *, to_float: bool = True):
         return ufunc(a if a.dtype is dt else a.astype(dt))
 
     return kernel
+
+
+# ---------------------------------------------------------------- NumPy backward fast paths
+
+
+def numpy_backward(*ts) -> bool:
+    """Whether a derivative may compute its gradients with NumPy kernels: no graph is being
+    recorded (backward without create_graph runs with grad mode off), no dispatch mode is
+    active, and every tensor is a plain float32/float64 one. Otherwise derivatives use the
+    fusegrad ops that double backward and modes need."""
+    if _grad_state.enabled or _modes:
+        return False
+    for t in ts:
+        if t is not None and (not t._plain or t._data is None or t._data.dtype not in _FLOATS):
+            return False
+    return True
+
+
+_FLOATS = (F32, F64)
+
+
+def wrap_grad(a):
+    """A gradient array as a tensor (None stays None)."""
+    if a is None:
+        return None
+    from .._tensor import Tensor
+
+    return Tensor._make(a)
 
 
 # ---------------------------------------------------------------- meta helpers

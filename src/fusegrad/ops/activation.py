@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ._onnx import clip, gelu_formula, onnx_op
 from ._util import F32, HALF, rand_array, unary_meta, unary_samples
 from .pointwise import _erf_ufunc
 from .registry import Sample, inplace_variant, register
@@ -75,10 +76,19 @@ def _gelu_derivative(g, x, approximate="none"):
     return (g * (cdf + x * pdf), None)
 
 
+def _gelu_onnx(b, inputs, args, kwargs, opset):
+    """Gelu from opset 20; before, its erf (or tanh) formula."""
+    approximate = args[1] if len(args) > 1 else "none"
+    if opset >= 20:
+        return b.emit("Gelu", [inputs[0]], approximate=approximate)
+    return gelu_formula(b, inputs[0], approximate)
+
+
 gelu = register(
     "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
     derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
-    samples=_param_samples(("tanh",), ("none",)))
+    samples=_param_samples(("tanh",), ("none",)), onnx=_gelu_onnx,
+    saved_names=("self", "approximate"))
 
 # ---------------------------------------------------------------- silu, mish, softplus
 
@@ -94,7 +104,10 @@ def _silu_derivative(g, x):
 
 silu = register(
     "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
-    derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples())
+    derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples(),
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit(
+        "Mul", [inputs[0], b.emit("Sigmoid", [inputs[0]])]),
+    saved_names=("self",))
 silu_ = inplace_variant(silu, "silu_", saves_self=True)
 
 
@@ -108,11 +121,22 @@ def _softplus_derivative(g, x, beta, threshold):
     return (g * (bx.sigmoid()).where(bx <= threshold, bx.new_ones(())), None, None)
 
 
+def _softplus_onnx(b, inputs, args, kwargs, opset):
+    """Softplus(beta x) / beta, and x itself where beta x > threshold."""
+    beta, threshold = (list(args[1:3]) + [1, 20][len(args) - 1:])[:2]
+    x = inputs[0]
+    scaled = b.emit("Mul", [x, b.operand(beta, b.out_dtype)])
+    soft = b.emit("Div", [b.emit("Softplus", [scaled]), b.operand(beta, b.out_dtype)])
+    big = b.emit("Greater", [scaled, b.operand(threshold, b.out_dtype)], dtype=np.bool_)
+    return b.emit("Where", [big, x, soft])
+
+
 softplus = register(
     "softplus", kernel=_float_kernel(_softplus_np), meta=_meta, node="SoftplusBackward0",
     derivative=_softplus_derivative,
     save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
-    samples=_param_samples((2.0, 1.0), (0.5, 20)))
+    samples=_param_samples((2.0, 1.0), (0.5, 20)), onnx=_softplus_onnx,
+    saved_names=("self", "beta", "threshold"))
 
 
 def _mish(x):
@@ -139,7 +163,9 @@ def _leaky(x, slope=0.01):
 leaky_relu = register(
     "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
     derivative=lambda g, x, slope: (g * (x > 0).where(x > 0, x.new_full((), slope)), None),
-    save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)))
+    save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
+    onnx=onnx_op("LeakyRelu", alpha=(1, float)),
+    saved_names=("self", "negative_slope"))
 leaky_relu_ = inplace_variant(
     leaky_relu, "leaky_relu_", node="LeakyReluBackward1",
     derivative=lambda g, out, slope: (g * (out > 0).where(out > 0, out.new_full((), slope)),
@@ -166,9 +192,20 @@ def _elu_save(out, a, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 _ELU_PARAMS = ((0.5,), (1.0, SELU_SCALE), (SELU_ALPHA, SELU_SCALE, 1.0), (2.0, 1.0, 0.5))
+def _elu_onnx(b, inputs, args, kwargs, opset):
+    """Elu; SELU's scale as a Mul after it (input_scale other than 1 is not mapped)."""
+    alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args) - 1:])[:3]
+    if input_scale != 1:
+        b.fail("with input_scale != 1")
+    out = b.emit("Elu", [inputs[0]], alpha=float(alpha))
+    return out if scale == 1 else b.emit("Mul", [out, b.operand(scale, b.out_dtype)])
+
+
 elu = register(
     "elu", kernel=_float_kernel(_elu), meta=_meta, node="EluBackward0",
-    derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS))
+    derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS),
+    onnx=_elu_onnx,
+    saved_names=("self", "alpha", "scale", "input_scale"))
 elu_ = inplace_variant(
     elu, "elu_", node="EluBackward1", derivative=_elu_result_derivative,
     save=lambda out, a, alpha=1.0, scale=1.0, input_scale=1.0: (out, alpha, scale, input_scale),
@@ -185,7 +222,10 @@ hardtanh = register(
     "hardtanh", kernel=_float_kernel(_hardtanh), meta=_meta, node="HardtanhBackward0",
     derivative=lambda g, x, lo, hi: (g * ((x > lo) * (x < hi)), None, None),
     save=lambda out, a, lo=-1.0, hi=1.0: (a, lo, hi),
-    samples=_param_samples((-0.5, 2.0), (0.0, 6.0)))
+    samples=_param_samples((-0.5, 2.0), (0.0, 6.0)),
+    onnx=lambda b, inputs, args, kwargs, opset: clip(
+        b, inputs[0], *(list(args[1:3]) + [-1.0, 1.0][len(args) - 1:])[:2]),
+    saved_names=("self", "min_val", "max_val"))
 hardtanh_ = inplace_variant(hardtanh, "hardtanh_", saves_self=True)
 
 
@@ -199,7 +239,8 @@ def _hardsigmoid(x):
 hardsigmoid = register(
     "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
     derivative=lambda g, x: (g * ((x > -3) * (x < 3)) * _SIXTH,), save=lambda out, a: (a,),
-    samples=_param_samples(()))
+    samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
+                                            beta=(0, lambda _: 0.5)))
 hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
 
 
@@ -215,7 +256,9 @@ def _hardswish_derivative(g, x):
 
 hardswish = register(
     "hardswish", kernel=_float_kernel(_hardswish), meta=_meta, node="HardswishBackward0",
-    derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()))
+    derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()),
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit("HardSwish", [inputs[0]]) if opset >= 14
+    else b.emit("Mul", [inputs[0], b.emit("HardSigmoid", [inputs[0]], alpha=1 / 6, beta=0.5)]))
 hardswish_ = inplace_variant(hardswish, "hardswish_", saves_self=True)
 
 # ---------------------------------------------------------------- log_sigmoid

@@ -55,14 +55,46 @@ def _mm_samples(rng, dtype):
             for s, r in (((2, 3), (3, 4)), ((1, 1), (1, 1)), ((0, 3), (3, 2)), ((2, 0), (0, 3)))]
 
 
+def _col_major(t) -> bool:
+    """Whether 2-D `t` is laid out column-major (a transposed contiguous matrix, as the
+    `weight.t()` that `linear` passes to addmm), as PyTorch's mm backward tests it."""
+    data = t._data
+    if data is not None:
+        shape, strides, item = data.shape, data.strides, data.itemsize
+        return len(shape) == 2 and strides[0] == item and strides[1] == shape[0] * item \
+            and shape[0] > 1 and shape[1] > 1
+    shape, strides = tuple(t.shape), t.stride()
+    return len(shape) == 2 and strides[0] == 1 and strides[1] == shape[0] \
+        and shape[0] > 1 and shape[1] > 1
+
+
+def mm_mat1_backward(g, m1, m2):
+    """Gradient of `m1 @ m2` for `m1`, laid out as `m1` is: a column-major `m1` gets
+    `(m2 @ g^T)^T`, so the engine hands its leaf a gradient that needs no transposing copy
+    (PyTorch's mm_mat1_backward does the same). `m1` may be None (not saved)."""
+    if m1 is not None and _col_major(m1):
+        return m2.mm(g.t()).t()
+    return g.mm(m2.t())
+
+
+def mm_mat2_backward(g, m1, m2):
+    """Gradient of `m1 @ m2` for `m2`, laid out as `m2` is (see `mm_mat1_backward`). For
+    `linear`'s `weight.t()` this makes the weight's gradient C-contiguous after TBackward0.
+    `m2` may be None (not saved)."""
+    if m2 is not None and _col_major(m2):
+        return g.t().mm(m1).t()
+    return m1.t().mm(g)
+
+
 mm = register(
     "mm", kernel=_mm_kernel,
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
-    derivative=lambda g, a, b: (g.mm(b.t()) if b is not None else None,
-                                a.t().mm(g) if a is not None else None),
+    derivative=lambda g, a, b: (mm_mat1_backward(g, a, b) if b is not None else None,
+                                mm_mat2_backward(g, a, b) if a is not None else None),
     save=_save_partners,
-    samples=_mm_samples, onnx="MatMul", lowering="extern")
+    samples=_mm_samples, onnx="MatMul", lowering="extern",
+    saved_names=("self", "mat2"))
 
 
 def _bmm_check(a, b):
@@ -92,7 +124,8 @@ bmm = register(
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
                              for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],
-    onnx="MatMul", lowering="extern")
+    onnx="MatMul", lowering="extern",
+    saved_names=("self", "mat2"))
 
 
 def _mv_check(a, v):
@@ -114,7 +147,8 @@ mv = register(
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0, 2), dt), rand_array(rng, (2,), dt)))],
-    onnx="MatMul", lowering="extern")
+    onnx="MatMul", lowering="extern",
+    saved_names=("self", "vec"))
 
 
 def _dot_check(a, b):
@@ -140,7 +174,8 @@ dot = register(
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
-    onnx="MatMul", lowering="extern")
+    onnx="MatMul", lowering="extern",
+    saved_names=("self", "tensor"))
 
 
 # ---------------------------------------------------------------- baddbmm (addmm is in nn.py)

@@ -13,7 +13,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
-from ._util import F32, HALF, Spec, rand_array, size_str
+from ._onnx import batched
+from ._onnx import ints as onnx_ints
+from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
+from .linalg import mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, register
 
 
@@ -65,6 +68,11 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     prod = np.matmul(_work(m1), _work(m2))
     if alpha != 1:
         prod = prod * alpha
+    # The product is a fresh array: add a float bias of its row's (or its own) shape into it
+    # rather than allocating another result.
+    if prod.dtype.kind == "f" and bias.ndim and bias.shape == prod.shape[-bias.ndim:]:
+        prod += _work(bias) if beta == 1 else _work(bias) * beta
+        return prod.astype(dt, copy=False)
     out = prod + (_work(bias) if beta == 1 else _work(bias) * beta)
     return out.astype(dt, copy=False)
 
@@ -81,10 +89,12 @@ def _addmm_meta(bias, m1, m2, beta=1, alpha=1):
     return Spec((m1.shape[0], m2.shape[1]), _dtype.result_type(m1, m2))
 
 
-def _addmm_derivative(g, m1, m2, beta, alpha):
+def _addmm_derivative(g, m1, m2, beta, alpha, mask=(True, True)):
+    # `mask`: which of mat1 and mat2 required grad when the node was recorded; the other's
+    # gradient (the input's, for a network's first layer) is a GEMM nobody would read.
     gb = g if beta == 1 else g * beta
-    g1 = g.mm(m2.t()) if m1 is not None else None
-    g2 = m1.t().mm(g) if m2 is not None else None
+    g1 = mm_mat1_backward(g, m1, m2) if m1 is not None and mask[0] else None
+    g2 = mm_mat2_backward(g, m1, m2) if m2 is not None and mask[1] else None
     if alpha != 1:
         g1 = g1 * alpha if g1 is not None else None
         g2 = g2 * alpha if g2 is not None else None
@@ -96,11 +106,25 @@ def _addmm_samples(rng, dt):
                     rand_array(rng, (4, 5), dt)), name=str(b)) for b in ((5,), (3, 5), (1, 5))]
 
 
+def _addmm_onnx(b, inputs, args, kwargs, opset):
+    """Gemm(mat1, mat2, self, alpha, beta); a folded `t(weight)` is read as the weight with
+    transB=1, so its initializer keeps the state_dict name."""
+    bias, m1, m2 = inputs[:3]
+    beta, alpha = (list(args[3:5]) + [1, 1][len(args) - 3:])[:2]
+    trans_b = None
+    if getattr(m2, "transpose_of", None) is not None:
+        m2, trans_b = m2.transpose_of, 1
+    return b.emit("Gemm", [m1, m2, bias], alpha=float(alpha), beta=float(beta),
+                  transB=trans_b)
+
+
 addmm = register(
     "addmm", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
     derivative=_addmm_derivative,
-    save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha),
-    samples=_addmm_samples, onnx="Gemm", public="addmm")
+    save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha,
+                                                  (m1._rg, m2._rg)),
+    samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
+    saved_names=("mat1", "mat2", "beta", "alpha", ""))
 
 # ---------------------------------------------------------------- windows (im2col)
 
@@ -217,6 +241,90 @@ col2im = register(
     save=lambda out, a, size, k, d, p, s: (k, d, p, s),
     samples=_col2im_samples, public="col2im")
 
+# ---------------------------------------------------------------- NumPy backward fast paths
+
+
+# Below this many output pixels per image, the columns of the GEMMs are ordered (pixel, sample)
+# ("batch last"): the runs that im2col and col2im copy are then `ow * n` values long instead
+# of `ow`, which pays for moving the batch axis. Above it, the runs are long already and the
+# (sample, pixel) order is faster.
+BATCH_LAST_PIXELS = 128
+
+
+def _batch_last(oh: int, ow: int) -> bool:
+    return oh * ow <= BATCH_LAST_PIXELS
+
+
+def _cols(x, k, s, p, d, batch_last):
+    """im2col of 4-D `x` for one GEMM over the whole batch: (c*kh*kw, columns), columns
+    ordered (oh, ow, n) when `batch_last`, else (n, oh, ow); with oh and ow."""
+    if not batch_last:
+        win = _windows(x, k, s, p, d)
+        n, c, kh, kw, oh, ow = win.shape
+        return win.transpose(1, 2, 3, 0, 4, 5).reshape(c * kh * kw, n * oh * ow), oh, ow
+    n, c, h, w = x.shape
+    oh = _out_size(h, k[0], s[0], p[0], d[0])
+    ow = _out_size(w, k[1], s[1], p[1], d[1])
+    if p[0] or p[1]:
+        xt = np.zeros((c, h + 2 * p[0], w + 2 * p[1], n), dtype=x.dtype)
+        xt[:, p[0]:p[0] + h, p[1]:p[1] + w] = x.transpose(1, 2, 3, 0)
+    else:
+        xt = np.ascontiguousarray(x.transpose(1, 2, 3, 0))
+    sc, sh, sw, sn = xt.strides
+    win = as_strided(xt, (c, k[0], k[1], oh, ow, n),
+                     (sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1], sn), writeable=False)
+    return win.reshape(c * k[0] * k[1], oh * ow * n), oh, ow
+
+
+def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last):
+    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, one strided add per
+    kernel offset over all channels and samples (kh*kw vectorised adds, not per pixel)."""
+    h, w = size
+    full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
+    full_w = max(w + 2 * p[1], (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1)
+    if batch_last:
+        acc = np.zeros((c, full_h, full_w, n), dtype=cols.dtype)
+        c6 = cols.reshape(c, k[0], k[1], oh, ow, n)
+    else:  # channels first, so that each add runs over aligned (n, rows, cols) blocks
+        acc = np.zeros((c, n, full_h, full_w), dtype=cols.dtype)
+        c6 = cols.reshape(c, k[0], k[1], n, oh, ow)
+    pix = acc if batch_last else acc.transpose(0, 2, 3, 1)  # (c, H, W, n) either way
+    for i in range(k[0]):
+        hi = i * d[0]
+        hs = slice(hi, hi + (oh - 1) * s[0] + 1, s[0])
+        for j in range(k[1]):
+            wj = j * d[1]
+            ws = slice(wj, wj + (ow - 1) * s[1] + 1, s[1])
+            if batch_last:
+                pix[:, hs, ws] += c6[:, i, j]
+            else:
+                acc[:, :, hs, ws] += c6[:, i, j]
+    inner = pix[:, p[0]:p[0] + h, p[1]:p[1] + w]  # (c, h, w, n)
+    return np.ascontiguousarray(inner.transpose(3, 0, 1, 2))
+
+
+def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
+    """(gi, gw) of a 2-D convolution as arrays (None where not needed): one GEMM per group
+    over the whole batch for each (the batch folded into the GEMM's columns)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    ckk = cg * kh * kw
+    oh, ow = g.shape[2], g.shape[3]
+    bl = _batch_last(oh, ow)
+    gt = np.ascontiguousarray(g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3))
+    gt = gt.reshape(groups, og, oh * ow * n)
+    gi = gw = None
+    if need_w:
+        cols, _, _ = _cols(x, (kh, kw), s, p, d, bl)
+        cols = cols.reshape(groups, ckk, oh * ow * n)
+        gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(w.shape)
+    if need_x:
+        gcols = np.matmul(w.reshape(groups, og, ckk).transpose(0, 2, 1), gt)
+        gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl)
+    return gi, gw
+
+
 # ---------------------------------------------------------------- convolution
 
 
@@ -276,13 +384,27 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     x4 = _work(x)[:, :, None] if one_d else _work(x)
     w4 = _work(w)[:, :, None] if one_d else _work(w)
     o, cg, kh, kw = w4.shape
-    win = _windows(x4, (kh, kw), s, p, d)
-    n, c, _, _, oh, ow = win.shape
-    cols = win.reshape(n, groups, cg * kh * kw, oh * ow)
-    out = np.matmul(w4.reshape(groups, o // groups, cg * kh * kw), cols)
-    out = out.reshape(n, o, oh, ow)
-    if b is not None:
-        out += _work(b).reshape(1, o, 1, 1)
+    n = x4.shape[0]
+    # Small images: one GEMM per group over the whole batch (columns ordered pixel-major,
+    # batch last), then one pass that moves the batch first and adds the bias.
+    oh = _out_size(x4.shape[2], kh, s[0], p[0], d[0])
+    ow = _out_size(x4.shape[3], kw, s[1], p[1], d[1])
+    ckk = cg * kh * kw
+    if _batch_last(oh, ow):
+        cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True)
+        out_t = np.matmul(w4.reshape(groups, o // groups, ckk),
+                          cols.reshape(groups, ckk, oh * ow * n)).reshape(o, oh, ow, n)
+        out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
+        if b is not None:
+            np.add(out_t.transpose(3, 0, 1, 2), _work(b).reshape(1, o, 1, 1), out=out)
+        else:
+            np.copyto(out, out_t.transpose(3, 0, 1, 2))
+    else:  # large images: per-sample GEMMs are big enough, and need no output transpose
+        win = _windows(x4, (kh, kw), s, p, d)
+        cols = win.reshape(n, groups, ckk, oh * ow)
+        out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
+        if b is not None:
+            out += _work(b).reshape(1, o, 1, 1)
     if one_d:
         out = out[:, :, 0]
     return out.astype(dt, copy=False)
@@ -328,9 +450,25 @@ def _fold_batch(t):
     return t.permute(1, 2, 0, 3).reshape(groups, rows, n * cols)
 
 
-def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups):
+def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups,
+                     mask=(True, True)):
+    # `mask`: whether input and weight required grad when the node was recorded (a network's
+    # first convolution needs no input gradient: that is a GEMM and a col2im saved).
     one_d = x.dim() == 3
     s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
+    if not transposed and numpy_backward(g, x, w):
+        ga, xa, wa = g._data, x._data, w._data
+        if one_d:
+            ga, xa, wa = ga[:, :, None], xa[:, :, None], wa[:, :, None]
+        gi, gw = _conv_backward_np(ga, xa, wa, mask[0], mask[1], s, p, d, groups)
+        if one_d:
+            gi = gi[:, :, 0] if gi is not None else None
+            gw = gw[:, :, 0] if gw is not None else None
+        gb = None
+        if has_bias:  # summed over the contiguous spatial axis first (pairwise, fast)
+            gb = ga.reshape(ga.shape[0], ga.shape[1], ga.shape[2] * ga.shape[3]).sum(2).sum(0)
+        return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None,
+                None)
     if one_d:
         g, x, w = g.unsqueeze(2), x.unsqueeze(2), w.unsqueeze(2)
     k = [w.shape[2], w.shape[3]]
@@ -354,14 +492,20 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
         wmat = w.reshape(groups, o // groups, cg * kk)
         # One matmul per group over the whole batch (batch folded into the columns), not one
         # small matmul per sample.
-        gin = (wmat.transpose(1, 2) @ _fold_batch(gcols)).reshape(groups, cg * kk, n, length)
-        gin = gin.permute(2, 0, 1, 3).reshape(n, c * kk, length)
-        gi = _call(col2im, gin, [h, wd], k, d, p, s)
-        xcols = _call(im2col, x, k, d, p, s).reshape(n, groups, cg * kk, length)
-        gw = (_fold_batch(gcols) @ _fold_batch(xcols).transpose(1, 2)).reshape(
-            o, cg, k[0], k[1])
+        gi = None
+        if mask[0]:
+            gin = (wmat.transpose(1, 2) @ _fold_batch(gcols)).reshape(groups, cg * kk, n,
+                                                                      length)
+            gin = gin.permute(2, 0, 1, 3).reshape(n, c * kk, length)
+            gi = _call(col2im, gin, [h, wd], k, d, p, s)
+        gw = None
+        if mask[1]:
+            xcols = _call(im2col, x, k, d, p, s).reshape(n, groups, cg * kk, length)
+            gw = (_fold_batch(gcols) @ _fold_batch(xcols).transpose(1, 2)).reshape(
+                o, cg, k[0], k[1])
     if one_d:
-        gi, gw = gi.squeeze(2), gw.squeeze(2)
+        gi = gi.squeeze(2) if gi is not None else None
+        gw = gw.squeeze(2) if gw is not None else None
     return (gi, gw, gb, None, None, None, None, None, None)
 
 
@@ -386,12 +530,35 @@ def _conv_samples(rng, dt):
     return out
 
 
+def _conv_onnx(b, inputs, args, kwargs, opset):
+    """Conv / ConvTranspose with PyTorch's symmetric padding."""
+    x, w, bias = inputs[:3]
+    stride, padding, dilation, transposed, output_padding, groups = args[3:9]
+    n = args[1].dim() - 2
+    kernel = list(args[1].shape[2:])
+    dil = onnx_ints(dilation, n)
+    if isinstance(padding, str):  # 'same' / 'valid'
+        total = [0 if padding == "valid" else d * (k - 1) for d, k in zip(dil, kernel)]
+        pads = [t // 2 for t in total] + [t - t // 2 for t in total]
+    else:
+        pads = onnx_ints(padding, n) * 2
+    attrs = dict(strides=onnx_ints(stride, n), pads=pads, dilations=dil, group=int(groups),
+                 kernel_shape=kernel)
+    if transposed:
+        return b.emit("ConvTranspose", [x, w, bias],
+                      output_padding=onnx_ints(output_padding, n), **attrs)
+    return b.emit("Conv", [x, w, bias], **attrs)
+
+
 convolution = _register_multi(
     "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta, node="ConvolutionBackward0",
     derivative=_conv_derivative,
-    save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g),
-    samples=_conv_samples, onnx="Conv", public="convolution",
-    tolerance={"float32": 1e-4})
+    save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,
+                                                  (x._rg, w._rg)),
+    samples=_conv_samples, onnx=_conv_onnx, public="convolution",
+    tolerance={"float32": 1e-4},
+    saved_names=("input", "weight", "", "stride", "padding", "dilation", "transposed",
+                 "groups", ""))
 
 # ---------------------------------------------------------------- pooling
 
@@ -411,13 +578,34 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     fill = -np.inf if x.dtype.kind == "f" or x.dtype in HALF else np.iinfo(x.dtype).min
     win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
     n, c, kh, kw, oh, ow = win.shape
-    flat = win.reshape(n, c, kh * kw, oh, ow)
-    arg = np.argmax(flat, axis=2)[:, :, None]
-    out = np.take_along_axis(flat, arg, 2)[:, :, 0].astype(a.dtype, copy=False)
-    arg = arg[:, :, 0]
-    hi = np.arange(oh)[:, None] * s[0] - p[0] + (arg // kw) * d[0]
-    wi = np.arange(ow)[None, :] * s[1] - p[1] + (arg % kw) * d[1]
-    idx = (hi * x.shape[3] + wi).astype(np.int64)
+    # A running maximum over the kh*kw window offsets, each step one vectorised pass over all
+    # windows (no argmax along a strided axis, no take_along_axis). As PyTorch's kernel: the
+    # first of equal maxima wins, and a NaN wins over any number. The windows are first
+    # copied offset-major, so that every pass runs over one contiguous row (a strided 4-D
+    # view gives NumPy inner loops of only `ow` values). Masked copies, np.where and
+    # boolean-mask stores are each several times slower here than the arithmetic update of
+    # `arg` and np.maximum (which propagates NaN as the kernel must).
+    flat = np.ascontiguousarray(win.transpose(2, 3, 0, 1, 4, 5)).reshape(kh * kw, -1)
+    best = flat[0].copy()
+    arg = np.zeros(best.shape, dtype=np.intp)
+    floating = best.dtype.kind == "f"
+    for t in range(1, kh * kw):
+        v = flat[t]
+        upd = v > best
+        if floating:
+            upd |= v != v
+        arg += upd * (t - arg)
+        np.maximum(best, v, out=best)
+    out = best.reshape(n, c, oh, ow).astype(a.dtype, copy=False)
+    arg = arg.reshape(n, c, oh, ow)
+    # Flat input index: the window's top-left corner plus the winning offset's displacement.
+    w_in = x.shape[3]
+    corner = ((np.arange(oh, dtype=np.int64) * s[0] - p[0])[:, None] * w_in
+              + (np.arange(ow, dtype=np.int64) * s[1] - p[1])[None, :])
+    offs = np.arange(kh * kw, dtype=np.int64)
+    delta = (offs // kw) * d[0] * w_in + (offs % kw) * d[1]
+    idx = delta[arg]
+    idx += corner
     if unbatched:
         return out[0], idx[0]
     return out, idx
@@ -437,12 +625,35 @@ def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_m
 
 def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
                   ceil_mode=False):
-    return (out[1], tuple(a.shape))
+    k, s, _, d = _pool_args(kernel_size, stride, padding, dilation)
+    # Windows that cannot overlap send each input position at most one gradient.
+    disjoint = all(si >= (ki - 1) * di + 1 for ki, si, di in zip(k, s, d))
+    return (out[1], tuple(a.shape), disjoint)
 
 
-def _maxpool_derivative(grads, idx, shape):
+def _maxpool_backward_np(g, idx, shape, disjoint):
+    """Max-pool input gradient as an array: each output's gradient lands at the flat input
+    position its index names; a plain store when windows are disjoint, else a bincount
+    (np.add.at is an unbuffered per-element loop, many times slower)."""
+    rows = int(np.prod(shape[:-2], dtype=np.int64))
+    hw = shape[-2] * shape[-1]
+    pos = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * hw)[:, None]
+    vals = g.reshape(rows, -1)
+    if disjoint:
+        out = np.zeros(rows * hw, dtype=g.dtype)
+        out[pos.ravel()] = vals.ravel()
+    else:
+        out = np.bincount(pos.ravel(), weights=vals.ravel(), minlength=rows * hw).astype(
+            g.dtype, copy=False)
+    return out.reshape(shape)
+
+
+def _maxpool_derivative(grads, idx, shape, disjoint=False):
     # Each output's gradient goes to the input position its index names (scatter_add).
     g = grads[0] if isinstance(grads, list) else grads
+    if numpy_backward(g) and idx._plain and idx._data is not None:
+        gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint)
+        return (wrap_grad(gi), None, None, None, None, None)
     lead = tuple(shape[:-2])
     flat_g = g.reshape(lead + (-1,))
     flat_i = idx.reshape(lead + (-1,))
@@ -461,10 +672,20 @@ def _pool_samples(rng, dt):
             for xs, k, s, p, d, c in cases]
 
 
+def _maxpool_onnx(b, inputs, args, kwargs, opset):
+    """MaxPool; the indices output is not mapped."""
+    k, s, p, d = _pool_args(*args[1:5])
+    ceil = bool(args[5]) if len(args) > 5 else False
+    return [batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+        "MaxPool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
+        dilations=list(d), ceil_mode=int(ceil))), None]
+
+
 max_pool2d_with_indices = register(
     "max_pool2d_with_indices", kernel=_maxpool_kernel, meta=_maxpool_meta,
     node="MaxPool2DWithIndicesBackward0", derivative=_maxpool_derivative, save=_maxpool_save,
-    samples=_pool_samples, onnx="MaxPool", public="max_pool2d_with_indices")
+    samples=_pool_samples, onnx=_maxpool_onnx, public="max_pool2d_with_indices",
+    saved_names=("result1", "", ""))
 
 
 def _avg_divisor(shape, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
@@ -535,10 +756,21 @@ def _avg_samples(rng, dt):
                name="divisor")]
 
 
+def _avgpool_onnx(b, inputs, args, kwargs, opset):
+    """AveragePool (a divisor_override has no ONNX form)."""
+    k, s, p, _ = _pool_args(*args[1:4])
+    ceil, include, divisor = (list(args[4:7]) + [False, True, None][len(args) - 4:])[:3]
+    if divisor is not None:
+        b.fail("with divisor_override")
+    return batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+        "AveragePool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
+        ceil_mode=int(bool(ceil)), count_include_pad=int(bool(include))))
+
+
 avg_pool2d = register(
     "avg_pool2d", kernel=_avgpool_kernel, meta=_avgpool_meta, node="AvgPool2DBackward0",
     derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
-    onnx="AveragePool", public="avg_pool2d")
+    onnx=_avgpool_onnx, public="avg_pool2d")
 
 
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
@@ -567,13 +799,27 @@ def _adaptive_save(out, a, output_size):
             _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt)))
 
 
+def _adaptive_onnx(b, inputs, args, kwargs, opset):
+    """GlobalAveragePool to size 1; AveragePool when the sizes divide the input's."""
+    spatial = list(args[0].shape[-2:])
+    out = [int(o) for o in args[1]]
+    if out == [1, 1]:
+        return batched(b, inputs[0], args[0].dim() == 3,
+                       lambda x: b.emit("GlobalAveragePool", [x]))
+    if any(i % o for i, o in zip(spatial, out)):
+        b.fail(f"from sizes that do not divide ({spatial} to {out})")
+    k = [i // o for i, o in zip(spatial, out)]
+    return batched(b, inputs[0], args[0].dim() == 3,
+                   lambda x: b.emit("AveragePool", [x], kernel_shape=k, strides=k))
+
+
 adaptive_avg_pool2d = register(
     "_adaptive_avg_pool2d", kernel=_adaptive_kernel, meta=_adaptive_meta,
     node="AdaptiveAvgPool2DBackward0",
     derivative=lambda g, mh, mw: (mh.t() @ g @ mw, None), save=_adaptive_save,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5), [3, 2]), ((1, 2, 4, 4), [2, 2]), ((3, 6, 6), [4, 5]))],
-    onnx="GlobalAveragePool", public="adaptive_avg_pool2d")
+    onnx=_adaptive_onnx, public="adaptive_avg_pool2d")
 
 # ---------------------------------------------------------------- normalisation
 
@@ -662,6 +908,20 @@ def _bn_samples(rng, dt):
                    name=str(shape)) for shape in ((4, 3), (2, 3, 4, 5), (3, 2, 5))]
 
 
+def _bn_onnx(b, inputs, args, kwargs, opset):
+    """BatchNormalization with the running statistics (eval mode); the saved statistics
+    outputs are not mapped."""
+    x, w, bias, mean, var = inputs[:5]
+    training, eps = args[5], args[7]
+    if training or mean is None:
+        b.fail("with batch statistics (training=True)")
+    c = args[0].shape[1]
+    w = w if w is not None else b.const(np.ones(c), b.out_dtype)
+    bias = bias if bias is not None else b.const(np.zeros(c), b.out_dtype)
+    out = b.emit("BatchNormalization", [x, w, bias, mean, var], epsilon=float(eps))
+    return [out, None, None]
+
+
 native_batch_norm = _register_multi(
     "native_batch_norm", (1, 2), (1, 2), kernel=_bn_kernel, meta=_bn_meta,
     node="NativeBatchNormBackward0",
@@ -669,9 +929,10 @@ native_batch_norm = _register_multi(
     save=lambda out, x, w, b, rm, rv, training, momentum, eps: (
         x, w, None if rm is None else rm.detach(), None if rv is None else rv.detach(),
         training, eps),
-    samples=_bn_samples, onnx="BatchNormalization", public="native_batch_norm",
+    samples=_bn_samples, onnx=_bn_onnx, public="native_batch_norm",
     gradcheck=False,
-    tolerance={"float32": 1e-4})
+    tolerance={"float32": 1e-4},
+    saved_names=("input", "weight", "running_mean", "running_var", "training", "eps"))
 
 
 def _ln_kernel(x, normalized_shape, w, b, eps):
@@ -722,6 +983,27 @@ def _ln_derivative(grads, x, nshape, w, has_bias, eps):
     return (gi, None, gw, gb, None)
 
 
+def _ln_onnx(b, inputs, args, kwargs, opset):
+    """LayerNormalization from opset 17; before, its mean/variance formula. The mean and
+    rstd outputs are not mapped."""
+    x, w, bias = inputs[0], inputs[2], inputs[3]
+    shape = tuple(int(s) for s in args[1])
+    eps = float(args[4])
+    w = w if w is not None else b.const(np.ones(shape), b.out_dtype)
+    if opset >= 17:
+        # An omitted bias makes onnxruntime 1.32 fail to load the model: pass zeros.
+        bias = bias if bias is not None else b.const(np.zeros(shape), b.out_dtype)
+        return [b.emit("LayerNormalization", [x, w, bias], axis=-len(shape), epsilon=eps),
+                None, None]
+    axes = list(range(-len(shape), 0))
+    dt, rank = b.out_dtype, b.out_rank
+    centered = b.emit("Sub", [x, b.reduce("ReduceMean", x, axes, True, dt, rank)])
+    var = b.reduce("ReduceMean", b.emit("Mul", [centered, centered]), axes, True, dt, rank)
+    std = b.emit("Sqrt", [b.emit("Add", [var, b.operand(eps, dt)])])
+    out = b.emit("Mul", [b.emit("Div", [centered, std]), w])
+    return [out if bias is None else b.emit("Add", [out, bias]), None, None]
+
+
 native_layer_norm = _register_multi(
     "native_layer_norm", (1, 2), (2, 3), kernel=_ln_kernel, meta=_ln_meta,
     node="NativeLayerNormBackward0",
@@ -731,8 +1013,9 @@ native_layer_norm = _register_multi(
         Sample((rand_array(rng, s, dt), ns, rand_array(rng, tuple(ns), dt),
                 rand_array(rng, tuple(ns), dt), 1e-5), name=f"{s} {ns}")
         for s, ns in (((3, 4), [4]), ((2, 3, 4), [3, 4]), ((2, 5), [5]))],
-    onnx="LayerNormalization", public="native_layer_norm", tolerance={"float32": 1e-4},
-    gradcheck=False)
+    onnx=_ln_onnx, public="native_layer_norm", tolerance={"float32": 1e-4},
+    gradcheck=False,
+    saved_names=("input", "normalized_shape", "weight", "", ""))
 
 # ---------------------------------------------------------------- embedding
 
@@ -792,6 +1075,11 @@ def _embedding_derivative(g, idx, n, padding_idx, scale):
             None)
 
 
+def _embedding_onnx(b, inputs, args, kwargs, opset):
+    """Gather of the weight's rows (padding_idx only matters for the gradient)."""
+    return b.emit("Gather", [inputs[0], inputs[1]], axis=0)
+
+
 embedding = register(
     "embedding", kernel=_embedding_kernel, meta=_embedding_meta, node="EmbeddingBackward0",
     derivative=_embedding_derivative,
@@ -800,7 +1088,8 @@ embedding = register(
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (6, 3), dt), rng.integers(0, 6, s)), name=str(s))
         for s in ((4,), (2, 3), ())],
-    onnx="Gather", public="embedding")
+    onnx=_embedding_onnx, public="embedding",
+    saved_names=("indices", "", "padding_idx", "scale_grad_by_freq"))
 
 # ---------------------------------------------------------------- losses
 
@@ -894,7 +1183,8 @@ def _nll_samples(rng, dt):
 nll_loss = _register_multi(
     "nll_loss_forward", (1,), kernel=_nll_kernel, meta=_nll_meta, node="NllLossBackward0",
     derivative=_nll_derivative, save=_nll_save, samples=_nll_samples, public="nll_loss",
-    nondiff_args=(2,), gradcheck=False)
+    nondiff_args=(2,), gradcheck=False,
+    saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight"))
 
 
 def _nll2d_kernel(x, t, weight, reduction, ignore_index):
@@ -948,7 +1238,8 @@ def _loss_samples(rng, dt, domain=None, extra=()):
 mse_loss = register(
     "mse_loss", kernel=_mse_kernel, meta=_loss_meta, node="MseLossBackward0",
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
-    samples=_loss_samples, public="mse_loss")
+    samples=_loss_samples, public="mse_loss",
+    saved_names=("self", "target", "reduction"))
 
 
 def _bce_kernel(x, t, weight=None, reduction=1):

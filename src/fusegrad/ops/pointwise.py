@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from ._onnx import add_like, boolean, clip, compare
 from ._util import (
     F32,
     HALF,
@@ -21,12 +22,14 @@ from ._util import (
     broadcast_shapes,
     dtype_of,
     float_np,
+    numpy_backward,
     rand_array,
     result_np,
     shape_of,
     unary_kernel,
     unary_meta,
     unary_samples,
+    wrap_grad,
 )
 from .registry import Sample, inplace_variant, register
 
@@ -84,38 +87,45 @@ add = register(
     derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})",
-    tensor_args=(0, 1), onnx="Add")
+    tensor_args=(0, 1), onnx=add_like("Add"),
+    saved_names=("alpha",))
 sub = register(
     "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
     derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=binary_samples(), lowering="({a} - {b})", tensor_args=(0, 1), onnx="Sub")
+    samples=binary_samples(), lowering="({a} - {b})", tensor_args=(0, 1),
+    onnx=add_like("Sub"),
+    saved_names=("alpha",))
 rsub = register(
     "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
     meta=_sub_meta, node="RsubBackward1",
     derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))], onnx="Sub")
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
+    onnx=add_like("Sub", swap=True))
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=lambda g, a, b: (g * b if b is not None else None,
                                 g * a if a is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
-    samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul")
+    samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul",
+    saved_names=("self", "other"))
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=lambda g, a, b: (g / b, -g * a / (b * b) if _t(b) else None),
     save=lambda out, a, b: (a if _t(b) else None, b),
     samples=binary_samples(domain=(0.5, 2.0)), lowering="({a} / {b})",
-    tensor_args=(0, 1), onnx="Div")
+    tensor_args=(0, 1), onnx="Div",
+    saved_names=("self", "other"))
 neg = register(
     "neg", kernel=np.negative, meta=unary_meta(to_float=False), node="NegBackward0",
     derivative=lambda g: (-g,), samples=unary_samples(), lowering="(-{a})", onnx="Neg")
 reciprocal = register(
     "reciprocal", kernel=unary_kernel(np.reciprocal), meta=unary_meta(), node="ReciprocalBackward0",
     derivative=lambda g, out: (-g * out * out,), save=lambda out, a: (out,),
-    samples=unary_samples(domain=(0.5, 2.0)), lowering="(1 / {a})", onnx="Reciprocal")
+    samples=unary_samples(domain=(0.5, 2.0)), lowering="(1 / {a})", onnx="Reciprocal",
+    saved_names=("result",))
 
 
 _NEG_INT_POW = "Integers to negative integer powers are not allowed."
@@ -151,12 +161,18 @@ def _pow_ts_derivative(g, a, e):
     return (g * e * a.pow(e - 1), None)
 
 
+def _pow_onnx(b, inputs, args, kwargs, opset):
+    """Pow with a number as base or exponent (a constant of the result's dtype)."""
+    return b.emit("Pow", [b.operand(inputs[0], b.out_dtype), b.operand(inputs[1], b.out_dtype)])
+
+
 pow_scalar = register(
     "pow.Tensor_Scalar", kernel=_pow_ts_kernel, meta=_pow_ts_meta, node="PowBackward0",
     derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
                              for s in ((3, 4), (), (0,)) for e in (2, 3, 0.5, -1.5, 0)],
-    onnx="Pow")
+    onnx=_pow_onnx,
+    saved_names=("self", "exponent"))
 pow_tensor = register(
     "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),
     node="PowBackward1",
@@ -168,7 +184,7 @@ pow_scalar_base = register(
     node="PowBackward2",
     derivative=lambda g, s, out: (None, g * out * float(np.log(s))),
     save=lambda out, s, e: (s, out),
-    samples=lambda rng, dt: [Sample((2.0, rand_array(rng, (3, 4), dt)))], onnx="Pow")
+    samples=lambda rng, dt: [Sample((2.0, rand_array(rng, (3, 4), dt)))], onnx=_pow_onnx)
 
 # ---------------------------------------------------------------- unary math
 
@@ -180,17 +196,21 @@ def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, **kw
 
 
 exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * out,),
-             lambda out, a: (out,), lowering="exp({a})", onnx="Exp")
+             lambda out, a: (out,), lowering="exp({a})", onnx="Exp",
+    saved_names=("result",))
 log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / a,), lambda out, a: (a,),
-             domain=(0.1, 3.0), lowering="log({a})", onnx="Log")
+             domain=(0.1, 3.0), lowering="log({a})", onnx="Log",
+    saved_names=("self",))
 sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * a.cos(),), lambda out, a: (a,),
              lowering="sin({a})", onnx="Sin")
 cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * a.sin(),),
              lambda out, a: (a,), lowering="cos({a})", onnx="Cos")
 tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * (1 - out * out),),
-              lambda out, a: (out,), lowering="tanh({a})", onnx="Tanh")
+              lambda out, a: (out,), lowering="tanh({a})", onnx="Tanh",
+    saved_names=("result",))
 sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / (2 * out),),
-              lambda out, a: (out,), domain=(0.1, 3.0), lowering="sqrt({a})", onnx="Sqrt")
+              lambda out, a: (out,), domain=(0.1, 3.0), lowering="sqrt({a})", onnx="Sqrt",
+    saved_names=("result",))
 
 
 def _sigmoid(a):
@@ -201,9 +221,11 @@ def _sigmoid(a):
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
                  lambda g, out: (g * out * (1 - out),), lambda out, a: (out,),
-                 lowering="(1 / (1 + exp(-{a})))", onnx="Sigmoid")
+                 lowering="(1 / (1 + exp(-{a})))", onnx="Sigmoid",
+    saved_names=("result",))
 abs_ = _unary("abs", np.abs, "AbsBackward0", lambda g, a: (g * a.sign(),),
-              lambda out, a: (a,), to_float=False, lowering="fabs({a})", onnx="Abs")
+              lambda out, a: (a,), to_float=False, lowering="fabs({a})", onnx="Abs",
+    saved_names=("self",))
 
 
 def _relu_check(dt) -> None:
@@ -221,10 +243,17 @@ def _relu_meta(a):
     return unary_meta(to_float=False)(a)
 
 
+def _relu_derivative(g, out):
+    if numpy_backward(g, out):  # one mask and one multiply, no dispatch or bool->float copy
+        return (wrap_grad(np.multiply(g._data, out._data > 0)),)
+    return (g * (out > 0),)
+
+
 relu = register(
     "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
-    derivative=lambda g, out: (g * (out > 0),), save=lambda out, a: (out,),
-    samples=unary_samples(), lowering="fmax({a}, 0)", onnx="Relu")
+    derivative=_relu_derivative, save=lambda out, a: (out,),
+    samples=unary_samples(), lowering="fmax({a}, 0)", onnx="Relu",
+    saved_names=("result",))
 sign = register(
     "sign", kernel=lambda a: np.sign(a).astype(a.dtype, copy=False),
     meta=unary_meta(to_float=False), node="SignBackward0",
@@ -233,14 +262,15 @@ sign = register(
 # ---------------------------------------------------------------- comparisons
 
 
-def _compare(name, ufunc, onnx):
+def _compare(name, ufunc, onnx: str, negate: bool = False):
     return register(name, kernel=binary_kernel(ufunc, compare=True),
                     meta=binary_meta(out_bool=True), differentiable=False,
-                    samples=binary_samples(), onnx=onnx, public=name.split(".")[0])
+                    samples=binary_samples(), onnx=compare(onnx, negate),
+                    public=name.split(".")[0])
 
 
 eq = _compare("eq.Tensor", np.equal, "Equal")
-ne = _compare("ne.Tensor", np.not_equal, "Not")
+ne = _compare("ne.Tensor", np.not_equal, "Equal", negate=True)
 lt = _compare("lt.Tensor", np.less, "Less")
 le = _compare("le.Tensor", np.less_equal, "LessOrEqual")
 gt = _compare("gt.Tensor", np.greater, "Greater")
@@ -301,10 +331,17 @@ def _where_samples(rng, dtype):
     return out
 
 
+def _where_onnx(b, inputs, args, kwargs, opset):
+    """Where(cond, a, b) with both branches in the result's dtype."""
+    cond = b.cast(inputs[0], np.bool_)
+    return b.emit("Where", [cond, b.operand(inputs[1], b.out_dtype),
+                            b.operand(inputs[2], b.out_dtype)])
+
+
 where = register(
     "where.self", kernel=_where_kernel, meta=_where_meta, node="WhereBackward0",
     derivative=_where_derivative, save=lambda out, c, a, b: (c, a, b), nondiff_args=(0,),
-    samples=_where_samples, tensor_args=(1, 2), onnx="Where")
+    samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx)
 
 
 def _maximum_derivative(g, a, b):
@@ -316,7 +353,8 @@ def _maximum_derivative(g, a, b):
 maximum = register(
     "maximum", kernel=binary_kernel(np.maximum), meta=binary_meta(), node="MaximumBackward0",
     derivative=_maximum_derivative, save=lambda out, a, b: (a, b),
-    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max")
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max",
+    saved_names=("self", "other"))
 
 
 def _bounds(lo, hi) -> list:
@@ -355,7 +393,8 @@ clamp = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), lo, hi), name=f"{lo},{hi}")
                              for s in ((3, 4), ()) for lo, hi in ((-0.5, 0.5), (0.0, None),
                                                                    (None, 1.0))],
-    onnx="Clip")
+    onnx=lambda b, inputs, args, kwargs, opset: clip(b, inputs[0], *args[1:3]),
+    saved_names=("self", "min", "max"))
 
 
 def _clamp_t_kernel(a, lo=None, hi=None):
@@ -392,12 +431,21 @@ def _clamp_t_derivative(g, a, lo, hi):
     return (g.where(keep, zero), g_lo, g_hi)
 
 
+def _clamp_t_onnx(b, inputs, args, kwargs, opset):
+    """Max with the lower bound, then Min with the upper (Clip takes scalars only)."""
+    out = b.cast(inputs[0], b.out_dtype)
+    for op_type, bound in (("Max", inputs[1]), ("Min", inputs[2] if len(inputs) > 2 else None)):
+        if bound is not None:
+            out = b.emit(op_type, [out, b.operand(bound, b.out_dtype)])
+    return out
+
+
 clamp_tensor = register(
     "clamp.Tensor", kernel=_clamp_t_kernel, meta=_clamp_t_meta, node="ClampBackward0",
     derivative=_clamp_t_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt) - 1,
                                      rand_array(rng, (3, 1), dt) + 1))],
-    public="clamp", onnx="Clip")
+    public="clamp", onnx=_clamp_t_onnx)
 
 # ---------------------------------------------------------------- in-place forms
 
@@ -465,25 +513,28 @@ log10 = _unary_entry("log10", np.log10, "Log10Backward0", lambda g, a: g / (a * 
 log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 1),
                      domain=(-0.5, 3.0))
 rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",
-                     lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0))
+                     lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0),
+                     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
+                         "Reciprocal", [b.emit("Sqrt", [b.cast(inputs[0], b.out_dtype)])]))
 tan = _unary_entry("tan", np.tan, "TanBackward0", lambda g, out: g * (1 + out * out), "out",
-                   domain=(-1.2, 1.2))
+                   domain=(-1.2, 1.2), onnx="Tan")
 asin = _unary_entry("asin", np.arcsin, "AsinBackward0", lambda g, a: g * (1 - a * a).rsqrt(),
-                    domain=(-0.9, 0.9))
+                    domain=(-0.9, 0.9), onnx="Asin")
 acos = _unary_entry("acos", np.arccos, "AcosBackward0", lambda g, a: -g * (1 - a * a).rsqrt(),
-                    domain=(-0.9, 0.9))
-atan = _unary_entry("atan", np.arctan, "AtanBackward0", lambda g, a: g / (a * a + 1))
-sinh = _unary_entry("sinh", np.sinh, "SinhBackward0", lambda g, a: g * a.cosh())
-cosh = _unary_entry("cosh", np.cosh, "CoshBackward0", lambda g, a: g * a.sinh())
+                    domain=(-0.9, 0.9), onnx="Acos")
+atan = _unary_entry("atan", np.arctan, "AtanBackward0", lambda g, a: g / (a * a + 1), onnx="Atan")
+sinh = _unary_entry("sinh", np.sinh, "SinhBackward0", lambda g, a: g * a.cosh(), onnx="Sinh")
+cosh = _unary_entry("cosh", np.cosh, "CoshBackward0", lambda g, a: g * a.sinh(), onnx="Cosh")
 asinh = _unary_entry("asinh", np.arcsinh, "AsinhBackward0",
-                     lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1")
+                     lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1",
+                     onnx="Asinh")
 acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
                      lambda g, a: g * (a * a - 1).rsqrt(), domain=(1.2, 3.0),
-                     inplace_node="AcoshBackward1")
+                     inplace_node="AcoshBackward1", onnx="Acosh")
 atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
-                     domain=(-0.9, 0.9), inplace_node="AtanhBackward1")
+                     domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
 erf = _unary_entry("erf", _erf_ufunc, "ErfBackward0",
-                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
+                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(), onnx="Erf")
 erfc = _unary_entry("erfc", _erfc_ufunc, "ErfcBackward0",
                     lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
 # Existing entries get their in-place forms too.
@@ -501,21 +552,22 @@ def _zero(g, *rest):
     return (g * 0,) + (None,) * len(rest)
 
 
-def _rounding(name, ufunc, node):
+def _rounding(name, ufunc, node, onnx=None):
     def kernel(a):
         if a.dtype.kind in "biu":
             return a.copy()
         return unary_kernel(ufunc, to_float=False)(a)
 
     op = register(name, kernel=kernel, meta=unary_meta(to_float=False), node=node,
-                  derivative=_zero, zero_grad=True, samples=unary_samples(domain=(-3.0, 3.0)))
+                  derivative=_zero, zero_grad=True, samples=unary_samples(domain=(-3.0, 3.0)),
+                  onnx=onnx)
     inplace_variant(op, name + "_")
     return op
 
 
-floor = _rounding("floor", np.floor, "FloorBackward0")
-ceil = _rounding("ceil", np.ceil, "CeilBackward0")
-round_ = _rounding("round", np.round, "RoundBackward0")
+floor = _rounding("floor", np.floor, "FloorBackward0", onnx="Floor")
+ceil = _rounding("ceil", np.ceil, "CeilBackward0", onnx="Ceil")
+round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both half to even
 trunc = _rounding("trunc", np.trunc, "TruncBackward0")
 sgn = register(
     "sgn", kernel=sign.kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
@@ -709,7 +761,7 @@ def _minimum_derivative(g, a, b):
 minimum = register(
     "minimum", kernel=binary_kernel(np.minimum), meta=binary_meta(), node="MinimumBackward0",
     derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
-    samples=binary_samples(scalars=()), tensor_args=(0, 1))
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min")
 
 
 def _lerp_kernel(a, end, w):
@@ -813,19 +865,19 @@ def _bool_samples(rng, dtype):
     return out
 
 
-def _logical(name, ufunc):
+def _logical(name, ufunc, onnx=None):
     op = register(name, kernel=lambda a, b: ufunc(a, b), meta=binary_meta(out_bool=True),
-                  differentiable=False, samples=_bool_samples)
+                  differentiable=False, samples=_bool_samples, onnx=onnx)
     inplace_variant(op, name + "_", differentiable=False)
     return op
 
 
-logical_and = _logical("logical_and", np.logical_and)
-logical_or = _logical("logical_or", np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor)
+logical_and = _logical("logical_and", np.logical_and, boolean("And"))
+logical_or = _logical("logical_or", np.logical_or, boolean("Or"))
+logical_xor = _logical("logical_xor", np.logical_xor, boolean("Xor"))
 logical_not = register(
     "logical_not", kernel=np.logical_not, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
-    differentiable=False, samples=unary_samples())
+    differentiable=False, samples=unary_samples(), onnx=boolean("Not"))
 logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False)
 
 

@@ -7,6 +7,8 @@ import collections
 import numpy as np
 
 from .. import _dtype
+from ._onnx import reduce as reduce_onnx
+from ._onnx import softmax as softmax_onnx
 from ._util import F32, HALF, Spec, rand_array, wrap_dim, wrap_dims
 from .registry import Sample, inplace_variant, register
 
@@ -78,12 +80,14 @@ sum_ = register(
     "sum", kernel=_sum_all_kernel,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
-    samples=_full_samples, onnx="ReduceSum")
+    samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
+    saved_names=("self_sym_sizes",))
 sum_dim = register(
     "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
     derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
-    samples=_reduce_samples, onnx="ReduceSum", public="sum")
+    samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
+    saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
 def _mean_check(a, dtype):
@@ -121,15 +125,18 @@ mean = register(
     "mean", kernel=lambda a, dtype=None: _mean_kernel(a, None, False, dtype),
     meta=lambda a, dtype=None: _mean_meta(a, None, False, dtype), node="MeanBackward0",
     derivative=lambda g, shape: (g.expand(shape) / max(_count(shape, None), 1),),
-    save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples, onnx="ReduceMean",
-    tolerance={"float32": 1e-5})
+    save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
+    onnx=reduce_onnx("ReduceMean", full=True),
+    tolerance={"float32": 1e-5},
+    saved_names=("self_sym_sizes",))
 mean_dim = register(
     "mean.dim", kernel=_mean_kernel, meta=_mean_meta, node="MeanBackward1",
     derivative=lambda g, shape, dims, keepdim: (
         expand_reduced(g, shape, dims, keepdim) / max(_count(shape, dims), 1),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
-    onnx="ReduceMean", public="mean")
+    onnx=reduce_onnx("ReduceMean"), public="mean",
+    saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
 def _all_if_empty(dims):
@@ -174,7 +181,7 @@ amax = register(
     samples=lambda rng, dt: [Sample((s.args[0], s.args[1] if s.args[1] is not None else ()) +
                                     s.args[2:], name=s.name)
                              for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
-    onnx="ReduceMax")
+    onnx=reduce_onnx("ReduceMax"))
 
 # ---------------------------------------------------------------- softmax family
 
@@ -214,13 +221,15 @@ softmax = register(
     meta=_softmax_meta, node="SoftmaxBackward0",
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
-    onnx="Softmax", public="softmax")
+    onnx=softmax_onnx("Softmax"), public="softmax",
+    saved_names=("result", "dim"))
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
     meta=_softmax_meta, node="LogSoftmaxBackward0",
     derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
-    onnx="LogSoftmax", public="log_softmax")
+    onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
+    saved_names=("result", "dim"))
 
 # ---------------------------------------------------------------- named tuples
 
@@ -300,7 +309,8 @@ def _amin_meta(a, dims=(), keepdim=False):
 
 amin = register(
     "amin", kernel=_amin_kernel, meta=_amin_meta, node="AminBackward0",
-    derivative=_amax_derivative, save=amax.save, samples=amax.samples)
+    derivative=_amax_derivative, save=amax.save, samples=amax.samples,
+    onnx=reduce_onnx("ReduceMin"))
 
 
 def _max_all(fn, name):

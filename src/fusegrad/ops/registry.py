@@ -5,7 +5,9 @@ for eager CPU execution), its `meta` (output shape, dtype and, for views, stride
 tensors, capture and shape errors), its `derivative` (written in fusegrad ops, so it can be
 differentiated again and traced), what it `save`s for backward, the PyTorch name of its
 backward node, and the OpInfo-style fields the oracle tests read (`samples`, `domain`,
-`tolerance`, `gradcheck`). Nothing else in fusegrad keeps its own list of ops.
+`tolerance`, `gradcheck`), its ONNX mapping (`onnx`: an operator name or a function, see
+`ops/_onnx.py`) and ATen's names of what it saves (`saved_names`). Nothing else in fusegrad
+keeps its own list of ops.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class OpDef:
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
-                 "__weakref__")
+                 "saved_names", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -56,8 +58,12 @@ class OpDef:
                  decomposition: Callable | None = None, zero_grad: bool = False,
                  public: str | None = None, tensor_args: tuple = (),
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
-                 optional_tensor_args: tuple = (), random: bool = False):
+                 optional_tensor_args: tuple = (), random: bool = False,
+                 saved_names: tuple = ()):
         self.name = name
+        # ATen's names for the entries of `save`'s tuple ("" for an entry PyTorch does not
+        # save): the node shows them as `_saved_<name>` attributes, as PyTorch's nodes do.
+        self.saved_names = tuple(saved_names)
         self.kernel = kernel
         self.meta = meta
         self.derivative = derivative
@@ -127,7 +133,10 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     fields = dict(kernel=op.kernel, meta=op.meta, derivative=op.derivative, save=op.save,
                   node=op.node, differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                   samples=_inplace_samples(op.samples), domain=op.domain, tolerance=op.tolerance,
-                  gradcheck=op.gradcheck, zero_grad=op.zero_grad, tensor_args=op.tensor_args)
+                  gradcheck=op.gradcheck, zero_grad=op.zero_grad, tensor_args=op.tensor_args,
+                  onnx=op.onnx)
+    if "save" not in overrides:  # the same saved values, so the same names
+        fields["saved_names"] = op.saved_names
     fields.update(overrides)
     new = register(name, inplace=True, **fields)
     new.saves_self_before_write = saves_self

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from ._onnx import INT64_MAX, cast, identity, norm_dim
+from ._onnx import reshape as reshape_onnx
 from ._util import (
     Spec,
     contiguous_strides,
@@ -133,13 +135,15 @@ def _view_samples(rng, dtype):
 view = register(
     "view", kernel=_view_kernel, meta=_view_meta, view=True, node="ViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
-    samples=_view_samples, onnx="Reshape")
+    samples=_view_samples, onnx=reshape_onnx,
+    saved_names=("self_sym_sizes",))
 unsafe_view = register(
     "_unsafe_view", kernel=lambda a, shape: np.reshape(a, infer_size(shape, a.size)),
     meta=lambda a, shape: Spec(infer_size(shape, numel(a.shape)), a.dtype),
     node="UnsafeViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
-    samples=_view_samples, onnx="Reshape", public="reshape")
+    samples=_view_samples, onnx=reshape_onnx, public="reshape",
+    saved_names=("self_sym_sizes",))
 
 
 def _permute_check(ndim, dims):
@@ -160,6 +164,23 @@ def _permute_meta(a, dims):
     return Spec(tuple(a.shape[d] for d in dims), a.dtype, tuple(st[d] for d in dims))
 
 
+def _transpose_onnx(b, x, perm):
+    """Transpose by `perm` (no node for the identity permutation)."""
+    if list(perm) == sorted(perm):
+        return x
+    return b.emit("Transpose", [x], perm=[int(p) for p in perm])
+
+
+def _swap_onnx(b, inputs, args, kwargs, opset):
+    """transpose(self, dim0, dim1) and t(self): Transpose with two dims swapped."""
+    rank = args[0].dim()
+    perm = list(range(rank))
+    d0, d1 = (norm_dim(args[1], rank), norm_dim(args[2], rank)) if len(args) > 2 else (0, 1)
+    if rank >= 2:
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    return _transpose_onnx(b, inputs[0], perm)
+
+
 permute = register(
     "permute", kernel=lambda a, dims: a.transpose(_permute_check(a.ndim, dims)),
     meta=_permute_meta, view=True, node="PermuteBackward0",
@@ -168,7 +189,9 @@ permute = register(
     save=lambda out, a, dims: (dims,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 4), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((), ()), ((2, 0, 3), (0, 2, 1)))],
-    onnx="Transpose")
+    onnx=lambda b, inputs, args, kwargs, opset: _transpose_onnx(
+        b, inputs[0], [norm_dim(d, args[0].dim()) for d in args[1]]),
+    saved_names=("dims",))
 
 
 def _swap(seq, d0, d1):
@@ -198,7 +221,8 @@ transpose = register(
     save=lambda out, a, d0, d1: (d0, d1),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), i, j)) for s, i, j in (
         ((3, 4), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1))],
-    onnx="Transpose", public="transpose")
+    onnx=_swap_onnx, public="transpose",
+    saved_names=("dim0", "dim1"))
 
 
 def _t_check(ndim):
@@ -220,7 +244,7 @@ t = register(
     "t", kernel=_t_kernel, meta=_t_meta, view=True, node="TBackward0",
     derivative=lambda g: (g.t(),),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],
-    onnx="Transpose")
+    onnx=_swap_onnx)
 
 
 def _expand_shape(shape, sizes):
@@ -283,6 +307,17 @@ def _expand_kernel(a, sizes):
         a, spec.shape, tuple(s * a.itemsize for s in spec.strides), writeable=False)
 
 
+def _expand_onnx(b, inputs, args, kwargs, opset):
+    """Expand; sizes the input already has are written as 1 (ONNX broadcasts them), so a
+    dynamic batch is not fixed to the example's."""
+    shape = tuple(args[0].shape)
+    sizes = [int(s) for s in args[1]]
+    lead = len(sizes) - len(shape)
+    spec = [1 if (i >= lead and (s == -1 or s == shape[i - lead])) else s
+            for i, s in enumerate(sizes)]
+    return b.emit("Expand", [inputs[0], b.ints(spec)])
+
+
 expand = register(
     "expand", kernel=_expand_kernel,
     meta=_expand_meta, view=True, node="ExpandBackward0",
@@ -290,7 +325,8 @@ expand = register(
     save=lambda out, a, sizes: (a.shape,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), n), name=f"{s}->{n}") for s, n in (
         ((4,), (3, 4)), ((3, 1), (3, 5)), ((), (2, 2)), ((1, 3), (2, -1, 3)), ((0,), (2, 0)))],
-    onnx="Expand")
+    onnx=_expand_onnx,
+    saved_names=("self_sym_sizes",))
 
 
 def _unsqueeze_kernel(a, dim):
@@ -313,7 +349,9 @@ unsqueeze = register(
     save=lambda out, a, dim: (dim, a.dim()),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 4), 0), ((3, 4), -1), ((3, 4), 1), ((), 0), ((0,), 1))],
-    onnx="Unsqueeze")
+    onnx=lambda b, inputs, args, kwargs, opset: b.unsqueeze(
+        inputs[0], [norm_dim(args[1], args[0].dim() + 1)]),
+    saved_names=("dim", ""))
 
 
 def _squeeze_dims(shape, dims):
@@ -340,13 +378,19 @@ def _squeeze_derivative(g, shape):
     return (g.reshape(shape), None)
 
 
+def _squeeze_onnx(b, inputs, args, kwargs, opset):
+    """Squeeze the size-1 dims among those named (all when none are)."""
+    dims = list(_squeeze_dims(tuple(args[0].shape), args[1] if len(args) > 1 else None))
+    return b.squeeze(inputs[0], dims) if dims else inputs[0]
+
+
 def _squeeze(name, node, dims_sample):
     return register(
         name, kernel=_squeeze_kernel, meta=_squeeze_meta, view=True, node=node,
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
                                  for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
-        public="squeeze", onnx="Squeeze")
+        public="squeeze", onnx=_squeeze_onnx)
 
 
 squeeze = _squeeze("squeeze", "SqueezeBackward0", ())
@@ -379,6 +423,12 @@ def _select_meta(a, dim, index):
                 i * st[d])
 
 
+def _select_onnx(b, inputs, args, kwargs, opset):
+    """Gather with a scalar index along the dim."""
+    d, i = _select_check(tuple(args[0].shape), args[1], args[2])
+    return b.emit("Gather", [inputs[0], b.const(i, np.int64)], axis=d)
+
+
 select = register(
     "select.int", kernel=_select_kernel, meta=_select_meta, view=True, node="SelectBackward0",
     derivative=lambda g, shape, dim, index: (select_backward_fn(g, shape, dim, index), None,
@@ -386,7 +436,8 @@ select = register(
     save=lambda out, a, dim, index: (a.shape, dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, i)) for s, d, i in (
         ((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), 2, 0), ((5,), 0, 4))],
-    public="select", onnx="Gather")
+    public="select", onnx=_select_onnx,
+    saved_names=("self_sym_sizes", "dim", "index"))
 
 
 def _select_backward_kernel(g, shape, dim, index):
@@ -469,6 +520,20 @@ def _slice_derivative(g, shape, dim, start, end, step):
     return (call(slice_backward, g, tuple(shape), dim, start, end, step), None, None, None, None)
 
 
+def _slice_onnx(b, inputs, args, kwargs, opset):
+    """Slice along one dim; an end at or past the example's size is open (INT64_MAX), so it
+    still reaches the end of a dynamic dim."""
+    dim, start, end, step = (list(args[1:5]) + [0, None, None, 1][len(args) - 1:])[:4]
+    d = norm_dim(dim, args[0].dim())
+    size = args[0].shape[d]
+    start = 0 if start is None else int(start)
+    end = INT64_MAX if end is None or end >= size else int(end)
+    if start == 0 and end == INT64_MAX and step == 1:
+        return inputs[0]
+    return b.emit("Slice", [inputs[0], b.ints([start]), b.ints([end]), b.ints([d]),
+                            b.ints([int(step)])])
+
+
 slice_ = register(
     "slice.Tensor", kernel=_slice_kernel, meta=_slice_meta, view=True, node="SliceBackward0",
     derivative=_slice_derivative,
@@ -476,12 +541,13 @@ slice_ = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + a) for s, a in (
         ((5, 4), (0, 1, 4, 2)), ((5, 4), (1, -3, None, 1)), ((5,), (0, None, None, 3)),
         ((5, 4), (0, 7, 9, 1)))],
-    public="slice", onnx="Slice")
+    public="slice", onnx=_slice_onnx,
+    saved_names=("self_sym_sizes", "dim", "start", "end", "step"))
 alias = register(
     "alias", kernel=lambda a: a.view(), meta=lambda a: Spec(tuple(a.shape), a.dtype,
                                                             elem_strides(a)),
     view=True, node="AliasBackward0", derivative=lambda g: (g,),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt),))], onnx="Identity")
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt),))], onnx=identity)
 
 
 def as_strided_kernel(a, size, stride, offset=None):
@@ -636,7 +702,11 @@ cat = register(
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for s in ss], d)) for ss, d in (
         (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
         (((2, 3), (0,)), -1))],
-    onnx="Concat")
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit(
+        "Concat", [b.cast(v, b.out_dtype) for v, t in zip(inputs[0], args[0])
+                   if t.dim() == b.out_rank],  # PyTorch skips 1-D empty tensors
+        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)),
+    saved_names=("", "dim"))
 def is_dense(a: np.ndarray) -> bool:
     """True if `a`'s elements tile a block of memory without gaps or overlaps."""
     acc = 1
@@ -676,7 +746,7 @@ clone = register(
     meta=lambda a, memory_format=None: Spec(tuple(a.shape), a.dtype), node="CloneBackward0",
     derivative=lambda g: (g, None),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (), (0, 2))],
-    onnx="Identity")
+    onnx=identity)
 
 
 def _to_copy_kernel(a, dtype):
@@ -688,7 +758,7 @@ to_copy = register(
     node="ToCopyBackward0", derivative=lambda g, dtype: (g.to(dtype), None),
     save=lambda out, a, dtype: (a.dtype,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), _dtype.float64))],
-    gradcheck=False, onnx="Cast")
+    gradcheck=False, onnx=cast)
 
 
 def _unbind_kernel(a, dim=0):
@@ -722,7 +792,9 @@ unbind = register(
     derivative=_unbind_derivative, save=lambda out, a, dim=0: (dim,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 4), 0), ((3, 4), 1), ((2, 3, 2), -1), ((1,), 0))],
-    public="unbind")
+    public="unbind", onnx=lambda b, inputs, args, kwargs, opset: [
+        b.squeeze(v, [norm_dim(args[1] if len(args) > 1 else 0, args[0].dim())])
+        for v in _split_onnx(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs, opset)])
 
 
 def _squeeze_inplace_kernel(a, dim):
@@ -820,7 +892,11 @@ stack = register(
     save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
                              for s, n, d in (((2, 3), 2, 0), ((2, 3), 3, -1), ((), 2, 0),
-                                             ((4,), 1, 1), ((0, 2), 2, 1))])
+                                             ((4,), 1, 1), ((0, 2), 2, 1))],
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit("Concat", [
+        b.unsqueeze(b.cast(v, b.out_dtype), [norm_dim(args[1] if len(args) > 1 else 0,
+                                                      b.out_rank)]) for v in inputs[0]],
+        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)))
 
 
 def _split_sizes(size, split_size):
@@ -877,13 +953,25 @@ def _split_derivative(grads, shape, dim, sizes):
     return (_call(cat, list(grads), d), None, None)
 
 
+def _split_onnx(b, inputs, args, kwargs, opset):
+    """Split by sizes (split_with_sizes) or by one chunk size (split.Tensor, unbind)."""
+    d = norm_dim(args[2] if len(args) > 2 else 0, args[0].dim())
+    sizes = args[1]
+    if isinstance(sizes, int):
+        sizes = _split_sizes(args[0].shape[d], sizes)
+    sizes = [int(z) for z in sizes]
+    outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
+    return outs if isinstance(outs, list) else [outs]
+
+
 split_with_sizes = register(
     "split_with_sizes", kernel=_split_with_sizes_kernel, meta=_split_with_sizes_meta,
     view=True, node="SplitWithSizesBackward0", derivative=_split_derivative,
     save=lambda out, a, sizes, dim=0: (a.shape, dim, sizes), public="split",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), (1, 3), 1), ((5,), (2, 0, 3), 0),
-                                             ((4, 2), (4,), 0))])
+                                             ((4, 2), (4,), 0))],
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
 
 
 def _split_tensor_kernel(a, split_size, dim=0):
@@ -906,7 +994,8 @@ split = register(
     save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size), public="split",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0),
-                                             ((3, 4), 5, -1))])
+                                             ((3, 4), 5, -1))],
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
 
 
 def _flip_dims(dims, ndim):

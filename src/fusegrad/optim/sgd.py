@@ -44,9 +44,28 @@ class SGD(Optimizer):
             else:
                 b = buf._data
                 b *= momentum
-                b += (1 - group["dampening"]) * d_p
+                damp = 1 - group["dampening"]
+                if damp == 1:  # 1.0 * d_p is d_p exactly: skip the temporary
+                    b += d_p
+                else:
+                    b += damp * d_p
             if group["nesterov"]:
                 d_p = d_p + momentum * buf._data
             else:
                 d_p = buf._data
-        data -= group["lr"] * d_p
+        lr = group["lr"]
+        if d_p.dtype == data.dtype and d_p.shape == data.shape:
+            # lr * d_p into a reused buffer, not a fresh parameter-sized temporary per step.
+            step = np.multiply(d_p, lr, out=self._scratch(data))
+            data -= step
+        else:
+            data -= lr * d_p
+
+    def _scratch(self, like: np.ndarray) -> np.ndarray:
+        """A work array shaped as `like`: a view of one flat buffer shared by all parameters
+        (as large as the largest), kept outside `state` so state_dict does not see it."""
+        flat = self.__dict__.get("_scratch_buf")
+        if flat is None or flat.dtype != like.dtype or flat.size < like.size:
+            flat = np.empty(like.size, dtype=like.dtype)
+            self.__dict__["_scratch_buf"] = flat
+        return flat[:like.size].reshape(like.shape)

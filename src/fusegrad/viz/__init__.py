@@ -7,10 +7,11 @@ green box per output tensor (a lighter green for the base of an output that is a
 with `show_saved=True`, an orange box per tensor a node saved for backward. `show_attrs=True`
 lists each node's saved values under its name.
 
-Saved values: PyTorch's nodes expose them as `_saved_<name>` attributes; those are used when a
-node has them. fusegrad's op nodes keep them in one `_saved` list instead, so their names come
-from the parameters of the op's derivative function (`mm`'s derivative is `(g, a, b)`, so
-`MmBackward0` shows `a` and `b`); custom Function nodes show their `saved_tensors`.
+Saved values: nodes expose them as `_saved_<name>` attributes, named after ATen's arguments
+and results as in PyTorch (`MmBackward0` has `_saved_self` and `_saved_mat2`); fusegrad's op
+nodes get them from their registry entry's `saved_names`. For an op without those names, the
+`_saved` list is named after the parameters of the op's derivative; custom Function nodes show
+their `saved_tensors`.
 
 The `graphviz` package (and Graphviz's `dot` to render) is needed only when `make_dot` runs:
 `pip install fusegrad[viz]`.
@@ -71,9 +72,10 @@ def _saved_names(node) -> list[str] | None:
 def saved_values(node) -> dict:
     """The values `node` kept for its backward, by name (empty once they were freed).
 
-    `_saved_<name>` attributes are used where a node has them (PyTorch's nodes); otherwise
-    fusegrad's `_saved` list, named after the derivative's parameters (`saved_<i>` where a
-    name is unknown), or a custom Function's `saved_tensors`.
+    `_saved_<name>` attributes are used where a node has them (PyTorch's nodes, and fusegrad's
+    for ops whose entry names what they save); otherwise fusegrad's `_saved` list, named after
+    the derivative's parameters (`saved_<i>` where a name is unknown), or a custom Function's
+    `saved_tensors`.
     """
     out = {}
     for attr in dir(node):
