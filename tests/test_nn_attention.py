@@ -1,6 +1,8 @@
 """scaled_dot_product_attention, MultiheadAttention, TransformerEncoderLayer and
-TransformerEncoder against torch (float64): outputs, attention weights, input and parameter
-gradients, masks of every kind."""
+TransformerEncoder against torch: outputs, attention weights, input and parameter gradients,
+masks of every kind (float64); the fused flash-attention op, PyTorch's choice of it, and the
+node-name sets of attention graphs (float32 and float64). tests/test_nn_transformer.py covers
+the transformer layers and stacks."""
 
 from __future__ import annotations
 
@@ -253,3 +255,278 @@ def test_transformer_encoder_inference_zeroes_padding():
         with fusegrad.no_grad():
             out = fg(fusegrad.tensor(x), src_key_padding_mask=fusegrad.tensor(m))
         close(out, ref, ATOL, ATOL, "inference output")
+
+
+# ---------------------------------------------------------------- node names (float32/float64)
+
+
+def graph_names(t) -> set:
+    """The class names of every node reachable from `t.grad_fn` (AccumulateGrad included)."""
+    seen, names, stack = set(), set(), [t.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        names.add(type(n).__name__)
+        stack += [f for f, _ in n.next_functions]
+    return names
+
+
+TOL = {np.float32: 2e-5, np.float64: 1e-10}
+
+
+def oracle(th, fg, arrays, kwargs=None, *, dtype=np.float64, atol=None, ignore=frozenset()):
+    """Call torch `th` and fusegrad `fg` (modules or functions) with the same inputs in `dtype`;
+    compare every output, the node-name set of each output's graph, every input gradient and
+    every parameter gradient. An int in `arrays` repeats the tensor at that index (the same
+    object: self-attention). Float arrays require grad; kwargs arrays (masks) do not. Node
+    names in `ignore` are left out of the comparison (known differences)."""
+    atol = TOL[dtype] if atol is None else atol
+    kwargs = kwargs or {}
+    runs = {}
+    for T, mod in ((torch, th), (fusegrad, fg)):
+        args = []
+        for a in arrays:
+            if isinstance(a, int) and not isinstance(a, bool):
+                args.append(args[a])
+            elif isinstance(a, np.ndarray) and a.dtype.kind == "f":
+                args.append(T.tensor(a.astype(dtype), requires_grad=True))
+            elif isinstance(a, np.ndarray):
+                args.append(T.tensor(a))
+            else:
+                args.append(a)
+        kw = {k: (T.tensor(v.astype(dtype) if v.dtype.kind == "f" else v)
+                  if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+        out = mod(*args, **kw)
+        runs[T] = (args, out if isinstance(out, tuple) else (out,))
+    (args_t, out_t), (args_f, out_f) = runs[torch], runs[fusegrad]
+    assert len(out_t) == len(out_f)
+    loss_t = loss_f = 0
+    for i, (a, b) in enumerate(zip(out_f, out_t)):
+        if b is None:
+            assert a is None, f"output {i}"
+            continue
+        close(a, b, atol, atol, f"output {i}")
+        na, nb = graph_names(a) - ignore, graph_names(b) - ignore
+        assert na == nb, f"output {i} nodes: fusegrad-only {na - nb}, torch-only {nb - na}"
+        cot = data(*b.shape, seed=20 + i).astype(dtype)
+        loss_t = loss_t + (b * torch.tensor(cot)).sum()
+        loss_f = loss_f + (a * fusegrad.tensor(cot)).sum()
+    loss_t.backward()
+    loss_f.backward()
+    for i, (a, b) in enumerate(zip(args_f, args_t)):
+        if isinstance(b, torch.Tensor) and b.requires_grad:
+            close(a.grad, b.grad, atol * 10, atol * 10, f"input {i} grad")
+    if isinstance(th, torch.nn.Module):
+        th_p, fg_p = dict(th.named_parameters()), dict(fg.named_parameters())
+        assert list(fg_p) == list(th_p)
+        for name, p in th_p.items():
+            if p.grad is None:
+                assert fg_p[name].grad is None, name
+            else:
+                close(fg_p[name].grad, p.grad, atol * 10, atol * 10, f"{name}.grad")
+    return out_f, out_t
+
+
+SDPA = (torch.nn.functional.scaled_dot_product_attention, F.scaled_dot_product_attention)
+FLASH = "ScaledDotProductFlashAttentionForCpuBackward0"
+# Known differences on the composite (math) path: PyTorch scales by a Python number with
+# mul.Scalar (MulBackward1), which fusegrad's registry does not have (it records mul.Tensor),
+# and its batched matmul reshapes through `_reshape_alias`.
+MATH_IGNORE = frozenset({"MulBackward0", "MulBackward1", "ReshapeAliasBackward0"})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("shapes,kwargs,flash", [
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {}, True),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {"is_causal": True}, True),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {"scale": 0.3}, True),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {"attn_mask": "bool2"}, True),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {"attn_mask": "float4"}, True),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 4)), {"attn_mask": "float3"}, False),
+    (((2, 4, 5, 4), (2, 2, 6, 4), (2, 2, 6, 4)), {"enable_gqa": True}, True),
+    (((2, 4, 5, 4), (2, 2, 6, 4), (2, 1, 6, 4)), {"enable_gqa": True}, False),
+    (((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)), {}, False),  # head sizes differ
+    (((3, 5, 4), (3, 6, 4), (3, 6, 4)), {}, False),  # 3-D
+    (((2, 3, 5, 4), (1, 3, 6, 4), (1, 3, 6, 4)), {}, False),  # batch broadcast
+    (((1, 1, 4, 1), (1, 1, 4, 1), (1, 1, 4, 1)), {"is_causal": True}, True),
+])
+def test_sdpa_backend_and_nodes(shapes, kwargs, flash, dtype):
+    """The flash node exactly where PyTorch's CPU backend choice is the flash kernel."""
+    arrays = [data(*s, seed=i) for i, s in enumerate(shapes)]
+    masks = {"bool2": np.random.default_rng(1).random((5, 6)) > 0.3,
+             "float4": data(2, 1, 5, 6, seed=4), "float3": data(3, 5, 6, seed=5)}
+    kwargs = {k: masks.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    out, ref = oracle(*SDPA, arrays, kwargs, dtype=dtype,
+                      ignore=frozenset() if flash else MATH_IGNORE)
+    assert (type(ref[0].grad_fn).__name__ == FLASH) == flash
+    assert type(out[0].grad_fn).__name__ == type(ref[0].grad_fn).__name__
+
+
+def test_sdpa_flash_fully_masked_rows_and_layout():
+    """Rows with no allowed key give zeros (and zero gradients); the flash output is laid out
+    like the query, so MultiheadAttention's permute back needs no copy."""
+    mask = np.ones((5, 6), dtype=bool)
+    mask[2] = False
+    out, ref = oracle(*SDPA, [data(2, 3, 5, 4), data(2, 3, 6, 4, seed=1),
+                              data(2, 3, 6, 4, seed=2)], {"attn_mask": mask})
+    assert type(out[0].grad_fn).__name__ == FLASH
+    assert not out[0].detach().numpy()[:, :, 2].any()
+    q = data(5, 6, 4)
+    for T in (torch, fusegrad):
+        x = T.tensor(q).transpose(0, 1).view(2, 3, 5, 4)
+        o = T.nn.functional.scaled_dot_product_attention(x, x, x)
+        assert o.stride() == x.stride() == (12, 4, 24, 1)
+
+
+def test_flash_op_with_masks_matches_aten():
+    """The registry op called as `torch.ops.aten` calls it, with float masks (the registry
+    walk cannot: it makes every float input require grad, which the op refuses for masks)."""
+    from fusegrad import _dispatch
+    from fusegrad.ops.attention import flash_attention
+
+    aten = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    for dtype in (np.float32, np.float64):
+        q, k, v = (data(2, 3, 5, 4, seed=1), data(2, 3, 6, 4, seed=2), data(2, 3, 6, 4, seed=3))
+        for mask in (data(5, 6, seed=4), data(2, 1, 5, 6, seed=5),
+                     np.where(causal(5, 6), 0.0, -np.inf)):
+            ins_t = [torch.tensor(a.astype(dtype), requires_grad=True) for a in (q, k, v)]
+            ins_f = [fusegrad.tensor(a.astype(dtype), requires_grad=True) for a in (q, k, v)]
+            o_t, lse_t = aten(*ins_t, attn_mask=torch.tensor(mask.astype(dtype)))
+            o_f, lse_f = _dispatch.call(flash_attention, *ins_f, 0.0, False,
+                                        fusegrad.tensor(mask.astype(dtype)), None)
+            tol = TOL[dtype]
+            close(o_f, o_t, tol, tol, "output")
+            close(lse_f, lse_t, tol, tol, "logsumexp")
+            assert lse_f.grad_fn is None and lse_t.grad_fn is None
+            assert lse_f.stride() == lse_t.stride()
+            cot = data(*o_t.shape, seed=9).astype(dtype)
+            (o_t * torch.tensor(cot)).sum().backward()
+            (o_f * fusegrad.tensor(cot)).sum().backward()
+            for a, b in zip(ins_f, ins_t):
+                close(a.grad, b.grad, tol * 10, tol * 10, "grad")
+
+
+def test_flash_gradcheck_and_double_backward_error():
+    """float64 gradcheck with masks and grouped heads; double backward raises as in PyTorch
+    (ATen has no derivative for the flash backward)."""
+    from fusegrad.ops.attention import flash_attention
+
+    call = fusegrad._dispatch.call
+    mask = fusegrad.tensor(data(2, 1, 3, 4, seed=4))
+    args = [fusegrad.tensor(data(*s, seed=i), requires_grad=True)
+            for i, s in enumerate(((2, 4, 3, 2), (2, 2, 4, 2), (2, 2, 4, 2)))]
+    assert fusegrad.autograd.gradcheck(
+        lambda *xs: call(flash_attention, *xs, 0.0, False, mask, 0.7)[0], tuple(args))
+    assert fusegrad.autograd.gradcheck(
+        lambda *xs: call(flash_attention, *xs, 0.0, True, None, None)[0], tuple(args))
+    for T in (torch, fusegrad):
+        x = T.tensor(data(1, 2, 3, 4), requires_grad=True)
+        y = T.tensor(data(1, 2, 3, 4, seed=1), requires_grad=True)
+        g, = T.autograd.grad(T.nn.functional.scaled_dot_product_attention(x, y, y).sum(), x,
+                             create_graph=True)
+        assert type(g.grad_fn).__name__ == "NotImplemented"
+        with pytest.raises(RuntimeError, match="derivative for aten::_scaled_dot_product_flash_"
+                                               "attention_for_cpu_backward is not implemented"):
+            g.sum().backward()
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    (((1, 2, 3, 4), (1, 2, 5, 4), "double"), {}),
+    (((4,), (4,), (4,)), {}),
+    (((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)), {"attn_mask": "long"}),
+    (((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)), {"attn_mask": "half"}),
+    (((1, 4, 3, 4), (1, 3, 5, 4), (1, 3, 5, 4)), {"enable_gqa": True}),
+    (((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)), {"dropout_p": -0.5}),
+])
+def test_sdpa_errors(args, kwargs):
+    msgs = []
+    for T in (torch, fusegrad):
+        ins = [T.zeros(5, 4, dtype=T.float64)[:1, :1].expand(1, 2, 5, 4) if s == "double"
+               else T.ones(*s) for s in args]
+        kw = {k: {"long": T.ones(3, 5, dtype=T.int64), "half": T.ones(3, 5, dtype=T.float16)
+                  }.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+        with pytest.raises(RuntimeError) as err:
+            T.nn.functional.scaled_dot_product_attention(*ins, **kw)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+def _mha_inputs(kind, batch_first, batched=True, kdim=8, vdim=8):
+    def shape(length, d):
+        if not batched:
+            return (length, d)
+        return (2, length, d) if batch_first else (length, 2, d)
+
+    q = data(*shape(5, 8))
+    if kind == "self":
+        return [q, 0, 0]
+    if kind == "kv":
+        return [q, data(*shape(6, kdim), seed=1), 1]
+    return [q, data(*shape(6, kdim), seed=1), data(*shape(6, vdim), seed=2)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["seq_first", "batch_first"])
+@pytest.mark.parametrize("kind", ["self", "kv", "separate"])
+@pytest.mark.parametrize("ctor,kwargs", [
+    ({}, {}),
+    ({}, {"need_weights": False}),
+    ({}, {"key_padding_mask": "kpm"}),
+    ({}, {"key_padding_mask": "kpm", "need_weights": False}),
+    ({}, {"attn_mask": "causal", "average_attn_weights": False}),
+    ({}, {"attn_mask": "float", "need_weights": False}),
+    ({"bias": False}, {"attn_mask": "causal", "key_padding_mask": "kpm"}),
+    ({"add_bias_kv": True, "add_zero_attn": True}, {"attn_mask": "causal",
+                                                    "key_padding_mask": "kpm"}),
+    ({"add_bias_kv": True}, {"need_weights": False}),
+])
+def test_multihead_attention_nodes(ctor, kwargs, kind, batch_first, dtype):
+    """Node-name sets, outputs, weights and all gradients as torch, in float32 and float64:
+    self-attention (one packed projection), shared key/value, separate inputs."""
+    src = 5 if kind == "self" else 6
+    masks = {"kpm": kpm(2, src), "causal": ~causal(5, src), "float": data(5, src, seed=7)}
+    kwargs = {k: masks.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    th, fg = both("MultiheadAttention", 8, 2, batch_first=batch_first, **ctor)
+    if dtype == np.float32:
+        th, fg = th.float(), fg.float()
+    oracle(th, fg, _mha_inputs(kind, batch_first), kwargs, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("ctor,kwargs,kind,batched", [
+    ({"kdim": 3, "vdim": 5}, {}, "separate", True),
+    ({"kdim": 3, "vdim": 5}, {"need_weights": False}, "separate", True),
+    ({"kdim": 3, "vdim": 5, "batch_first": True}, {"need_weights": False}, "separate", True),
+    ({}, {}, "self", False),
+    ({}, {"need_weights": False}, "self", False),
+    ({"batch_first": True}, {"need_weights": False}, "kv", False),
+    ({}, {"attn_mask": "square", "is_causal": True, "need_weights": False}, "self", True),
+    ({"batch_first": True}, {"attn_mask": "square", "is_causal": True}, "self", True),
+])
+def test_multihead_attention_nodes_more(ctor, kwargs, kind, batched, dtype):
+    """kdim/vdim (separate projection weights), unbatched inputs, the is_causal hint."""
+    kwargs = {k: (~causal(5) if v == "square" else v) for k, v in kwargs.items()}
+    th, fg = both("MultiheadAttention", 8, 2, **ctor)
+    if dtype == np.float32:
+        th, fg = th.float(), fg.float()
+    arrays = _mha_inputs(kind, ctor.get("batch_first", False), batched, ctor.get("kdim", 8),
+                         ctor.get("vdim", 8))
+    oracle(th, fg, arrays, kwargs, dtype=dtype)
+
+
+def test_multihead_attention_packed_self_attention_nodes():
+    """The node set PyTorch records for batch-first float32 self-attention (need_weights
+    True and False), spelled out."""
+    th, fg = both("MultiheadAttention", 8, 2, batch_first=True)
+    th, fg = th.float(), fg.float()
+    x = fusegrad.tensor(data(2, 5, 8).astype(np.float32), requires_grad=True)
+    common = {"AccumulateGrad", "AddBackward0", "AddmmBackward0", "CloneBackward0",
+              "MmBackward0", "SelectBackward0", "SqueezeBackward1", "TBackward0",
+              "TransposeBackward0", "UnsafeViewBackward0", "UnsqueezeBackward0",
+              "ViewBackward0"}
+    assert graph_names(fg(x, x, x)[0]) == common | {"BmmBackward0", "SoftmaxBackward0",
+                                                    "MulBackward0"}
+    assert graph_names(fg(x, x, x, need_weights=False)[0]) == common | {
+        "PermuteBackward0", FLASH}

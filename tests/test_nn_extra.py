@@ -151,4 +151,4 @@ def test_interpolate_errors():
     with pytest.raises(ValueError, match="either size or scale_factor"):
         F.interpolate(x)
     with pytest.raises(NotImplementedError):
-        F.interpolate(x, scale_factor=2, mode="bicubic")
+        F.interpolate(x, scale_factor=2, mode="bilinear", antialias=True)

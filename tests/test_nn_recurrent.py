@@ -3,6 +3,8 @@ states, input and parameter gradients, and a few optimizer steps."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -176,3 +178,251 @@ def test_errors_and_warnings():
         gru = T.nn.GRU(3, 4)
         with pytest.raises(RuntimeError, match="Expected hidden size \\(1, 2, 4\\), got"):
             gru(T.zeros(5, 2, 3), T.zeros(2, 2, 4))
+
+
+# ---------------------------------------------------------------- node names and float32
+
+
+def graph_names(t) -> set:
+    """Class names of every node reachable from `t.grad_fn`."""
+    seen, out, stack = set(), set(), [t.grad_fn]
+    while stack:
+        f = stack.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        out.add(type(f).__name__)
+        stack.extend(n for n, _ in f.next_functions)
+    return out
+
+
+def pair(name, dtype, **kwargs):
+    """(torch module, fusegrad module) in `dtype` ("float32"/"float64"), same weights."""
+    torch.manual_seed(0)
+    th = getattr(torch.nn, name)(**kwargs).to(getattr(torch, dtype))
+    fg = getattr(fnn, name)(**kwargs).to(getattr(fusegrad, dtype))
+    sync(th, fg)
+    return th, fg
+
+
+def run_both(th, fg, x, hx=None, input_grad=True):
+    """Forward both modules on the same arrays; (torch, fusegrad) lists of
+    (outputs, leaves, node-name set of the summed outputs)."""
+    res = []
+    for T, mod in ((torch, th), (fusegrad, fg)):
+        xi = T.tensor(x, requires_grad=input_grad)
+        leaves = [xi] if input_grad else []
+        args = [xi]
+        if hx is not None:
+            h = tuple(T.tensor(a, requires_grad=True) for a in hx)
+            leaves += list(h)
+            args.append(h if len(h) > 1 else h[0])
+        outs = _flat(mod(*args))
+        res.append((outs, leaves, graph_names(sum(o.sum() for o in outs))))
+    return res
+
+
+def check_both(th, fg, x, hx=None, atol=1e-5, input_grad=True):
+    """Node-name sets, outputs, and every input and parameter gradient agree."""
+    (out_t, leaves_t, names_t), (out_f, leaves_f, names_f) = run_both(th, fg, x, hx,
+                                                                      input_grad)
+    assert names_f == names_t, (names_f - names_t, names_t - names_f)
+    assert len(out_f) == len(out_t)
+    for i, (a, b) in enumerate(zip(out_f, out_t)):
+        close(a, b, atol, atol, f"output {i}")
+    cots = [data(*t.shape, seed=20 + i).astype(x.dtype) for i, t in enumerate(out_t)]
+    sum((t * torch.tensor(c)).sum() for t, c in zip(out_t, cots)).backward()
+    sum((t * fusegrad.tensor(c)).sum() for t, c in zip(out_f, cots)).backward()
+    for i, (a, b) in enumerate(zip(leaves_f, leaves_t)):
+        close(a.grad, b.grad, atol, atol, f"input {i} grad")
+    th_p, fg_p = dict(th.named_parameters()), dict(fg.named_parameters())
+    for name, p in th_p.items():
+        close(fg_p[name].grad, p.grad, atol, atol, f"{name}.grad")
+    return names_t
+
+
+LAYER_CONFIGS = [
+    dict(),
+    dict(batch_first=True),
+    dict(num_layers=2),
+    dict(bidirectional=True),
+    dict(num_layers=2, bidirectional=True, batch_first=True),
+    dict(bias=False),
+]
+TOL = {"float32": 2e-5, "float64": 1e-10}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("cfg", LAYER_CONFIGS, ids=str)
+def test_layer_node_names_values_grads(name, cfg, dtype):
+    th, fg = pair(name, dtype, input_size=3, hidden_size=4, **cfg)
+    shape = (2, 5, 3) if cfg.get("batch_first") else (5, 2, 3)
+    x = data(*shape).astype(dtype)
+    dirs = (2 if cfg.get("bidirectional") else 1) * cfg.get("num_layers", 1)
+    hx = (data(dirs, 2, 4, seed=1).astype(dtype),)
+    if name == "LSTM":
+        hx += (data(dirs, 2, 4, seed=2).astype(dtype),)
+    names = check_both(th, fg, x, atol=TOL[dtype])
+    fused = name == "LSTM" and dtype == "float32"
+    assert ("MkldnnRnnLayerBackward0" in names) == fused
+    th, fg = pair(name, dtype, input_size=3, hidden_size=4, **cfg)
+    names = check_both(th, fg, x, hx, atol=TOL[dtype])
+    assert ("SelectBackward0" in names) == fused
+    th, fg = pair(name, dtype, input_size=3, hidden_size=4, **cfg)
+    check_both(th, fg, x, atol=TOL[dtype], input_grad=False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kw", [("RNN", {"nonlinearity": "relu"}), ("LSTM", {}),
+                                     ("GRU", {}), ("LSTM", {"proj_size": 2})])
+def test_unbatched_node_names(name, kw, dtype):
+    for bf in (False, True):
+        th, fg = pair(name, dtype, input_size=3, hidden_size=4, batch_first=bf, **kw)
+        hx = (data(1, kw.get("proj_size", 4), seed=1).astype(dtype),)
+        if name == "LSTM":
+            hx += (data(1, 4, seed=2).astype(dtype),)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's projections notice
+            check_both(th, fg, data(5, 3).astype(dtype), atol=TOL[dtype])
+            check_both(th, fg, data(5, 3).astype(dtype), hx, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lstm_proj_size_is_not_fused(dtype):
+    """Projections take the elementary path in float32 too (PyTorch's oneDNN has none)."""
+    th, fg = pair("LSTM", dtype, input_size=3, hidden_size=5, proj_size=2, num_layers=2,
+                  bidirectional=True, batch_first=True)
+    hx = (data(4, 2, 2, seed=1).astype(dtype), data(4, 2, 5, seed=2).astype(dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's "not supported with oneDNN" notice
+        names = check_both(th, fg, data(2, 4, 3).astype(dtype), hx, atol=TOL[dtype])
+    assert "MkldnnRnnLayerBackward0" not in names and "MmBackward0" in names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dropout_node_names(dtype):
+    """p=1 makes dropout deterministic: the layer below the last gets an all-zero input."""
+    for name in ("RNN", "LSTM", "GRU"):
+        th, fg = pair(name, dtype, input_size=3, hidden_size=4, num_layers=2, dropout=1.0)
+        names = check_both(th, fg, data(4, 2, 3).astype(dtype), atol=TOL[dtype])
+        assert "MulBackward0" in names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kw", [("RNNCell", {}), ("RNNCell", {"nonlinearity": "relu"}),
+                                     ("LSTMCell", {}), ("GRUCell", {}),
+                                     ("GRUCell", {"bias": False}),
+                                     ("LSTMCell", {"bias": False})])
+def test_cell_node_names(name, kw, dtype):
+    th, fg = pair(name, dtype, input_size=3, hidden_size=4, **kw)
+    hx = (data(2, 4, seed=1).astype(dtype),)
+    if name == "LSTMCell":
+        hx += (data(2, 4, seed=2).astype(dtype),)
+    names = check_both(th, fg, data(2, 3).astype(dtype), atol=TOL[dtype])
+    assert ("UnsafeSplitBackward0" in names) == (name != "RNNCell")
+    check_both(th, fg, data(2, 3).astype(dtype), hx, atol=TOL[dtype])
+    check_both(th, fg, data(3).astype(dtype), tuple(h[0] for h in hx), atol=TOL[dtype])
+
+
+def test_float32_training_steps_match():
+    """A few SGD steps of the fused float32 LSTM and a float32 GRU stay with PyTorch's."""
+    for name in ("LSTM", "GRU"):
+        th, fg = pair(name, "float32", input_size=3, hidden_size=4, num_layers=2,
+                      bidirectional=True)
+        x = data(5, 2, 3).astype(np.float32)
+        opt_t = torch.optim.SGD(th.parameters(), lr=0.1)
+        opt_f = fusegrad.optim.SGD(fg.parameters(), lr=0.1)
+        for _ in range(3):
+            for mod, opt, T in ((th, opt_t, torch), (fg, opt_f, fusegrad)):
+                opt.zero_grad()
+                out = mod(T.tensor(x))[0]
+                (out * out).sum().backward()
+                opt.step()
+        for k, v in th.state_dict().items():
+            close(fg.state_dict()[k], v, 1e-5, 1e-5, k)
+
+
+# ---------------------------------------------------------------- the mkldnn_rnn_layer op
+
+
+def _layer_args(dtype, reverse=False, has_biases=True, train=True):
+    from fusegrad.ops.rnn import lstm_layer_sample_args
+
+    return lstm_layer_sample_args(np.random.default_rng(3), np.dtype(dtype), steps=4, batch=3,
+                                  n_in=3, hsz=4, reverse=reverse, has_biases=has_biases,
+                                  train=train)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("train", [False, True])
+def test_mkldnn_rnn_layer_matches_aten(reverse, train):
+    """Values, node name and gradients of the first three outputs against ATen's op, with
+    the arguments the LSTM module passes (float32: ATen's op has no float64)."""
+    from fusegrad import _dispatch
+    from fusegrad.ops import REGISTRY
+
+    args = _layer_args("float32", reverse, train=train)
+    th = [torch.tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a
+          for a in args]
+    fg = [fusegrad.tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a
+          for a in args]
+    out_t = torch.ops.aten.mkldnn_rnn_layer(*th)
+    out_f = _dispatch.call(REGISTRY["mkldnn_rnn_layer"], *fg)
+    assert len(out_f) == 4 and out_f[3].dtype == fusegrad.uint8 and out_f[3].grad_fn is None
+    cots = []
+    for i in range(3):
+        close(out_f[i], out_t[i], 1e-5, 1e-5, f"output {i}")
+        assert type(out_f[i].grad_fn).__name__ == type(out_t[i].grad_fn).__name__
+        cots.append(data(*out_t[i].shape, seed=30 + i).astype(np.float32))
+    sum((o * torch.tensor(c)).sum() for o, c in zip(out_t[:3], cots)).backward()
+    sum((o * fusegrad.tensor(c)).sum() for o, c in zip(out_f[:3], cots)).backward()
+    for i, (a, b) in enumerate(zip(fg, th)):
+        if isinstance(b, torch.Tensor):
+            close(a.grad, b.grad, 2e-5, 2e-5, f"grad {i}")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("has_biases", [False, True])
+def test_mkldnn_rnn_layer_gradcheck_and_meta(reverse, has_biases):
+    """float64 gradcheck and gradgradcheck of the op's derivative; fake tensors get the
+    kernel's shapes."""
+    from fusegrad import _dispatch
+    from fusegrad._fake import FakeTensorMode
+    from fusegrad.ops import REGISTRY
+
+    op = REGISTRY["mkldnn_rnn_layer"]
+    args = list(_layer_args("float64", reverse, has_biases))
+    pos = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+    if not has_biases:
+        pos = [i for i in pos if i not in (3, 4)]
+    leaves = tuple(fusegrad.tensor(args[i], requires_grad=True) for i in pos)
+    base = [fusegrad.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+    def fn(*xs):
+        a = list(base)
+        for i, x in zip(pos, xs):
+            a[i] = x
+        return tuple(_dispatch.call(op, *a)[:3])
+
+    assert fusegrad.autograd.gradcheck(fn, leaves)
+    assert fusegrad.autograd.gradgradcheck(fn, leaves)
+    real = _dispatch.call(op, *base)
+    with FakeTensorMode() as mode:
+        fakes = _dispatch.call(op, *[mode.from_tensor(a) if isinstance(a, fusegrad.Tensor)
+                                     else a for a in base])
+    assert [tuple(f.shape) for f in fakes] == [tuple(r.shape) for r in real]
+    assert [f.dtype for f in fakes] == [r.dtype for r in real]
+
+
+def test_unsafe_chunk_node():
+    """The gate split: pieces are not views, and their node is UnsafeSplitBackward0."""
+    from fusegrad import _dispatch
+    from fusegrad.ops import REGISTRY
+
+    parts_t = torch.ops.aten.unsafe_chunk(torch.ones(2, 8, requires_grad=True), 4, 1)
+    parts_f = _dispatch.call(REGISTRY["unsafe_chunk"], fusegrad.ones(2, 8, requires_grad=True),
+                             4, 1)
+    assert [type(p.grad_fn).__name__ for p in parts_f] == [
+        type(p.grad_fn).__name__ for p in parts_t] == ["UnsafeSplitBackward0"] * 4
+    assert all(p._base is None for p in parts_f)

@@ -9,7 +9,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from oracle import check  # noqa: E402
+
+import fusegrad  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((3, 4))
 POS = np.abs(X) + 0.5
@@ -172,3 +175,21 @@ def test_nan_ordering(expr):
         return tuple(r) if isinstance(r, tuple) else r  # the oracle compares plain tuples
 
     check(prog, data, expect_error=False)
+
+
+def test_unsafe_split_chunk_and_transpose_inplace_match_torch():
+    results = []
+    for lib in (fusegrad, torch):
+        a = lib.arange(12.0).reshape(3, 4).requires_grad_()
+        x = a * 1
+        pieces = lib.unsafe_split(x, 3, 1) + x.unsafe_chunk(2, 0)
+        y = a * 1
+        y.transpose_(0, 1)
+        loss = (pieces[0] * 2).sum() + pieces[-1].sum() + (y[1] * 3).sum()
+        loss.backward()
+        results.append(([tuple(p.shape) for p in pieces], tuple(y.shape), y.stride(),
+                        [type(p.grad_fn).__name__ for p in pieces], type(y.grad_fn).__name__,
+                        a.grad.tolist()))
+    assert results[0] == results[1]
+    with pytest.raises(RuntimeError, match="greater than 0"):
+        fusegrad.unsafe_chunk(fusegrad.ones(2), 0)

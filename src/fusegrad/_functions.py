@@ -24,6 +24,7 @@ from .ops import linalg as L
 from .ops import misc as M
 from .ops import pointwise as P
 from .ops import reduction as R
+from .ops import rnn as RN
 from .ops import shape as S
 from .ops._util import wrap_dim
 
@@ -1078,6 +1079,23 @@ def chunk(input, chunks, dim=0):
     return call(S.split, input, builtins.max((size + chunks - 1) // chunks, 1), dim)
 
 
+def unsafe_split(tensor, split_size, dim=0):
+    """Like `split`, but the pieces are copies whose gradient node is UnsafeSplitBackward0."""
+    return call(RN.unsafe_split, tensor, int(split_size), dim)
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """Like `chunk`, but the pieces are copies (UnsafeSplitBackward0)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    return call(RN.unsafe_chunk, input, int(chunks), dim)
+
+
+def transpose_(self, dim0, dim1):
+    """Swap two dimensions of `self` in place (its strides change; no data moves)."""
+    return call(RN.transpose_, self, dim0, dim1)
+
+
 def tensor_split(input, indices_or_sections, dim=0):
     """Views split at the given indices, or into `n` nearly equal parts."""
     d = wrap_dim(dim, input.ndim)
@@ -1721,7 +1739,8 @@ for _fn in (amin, max, min, argmax, argmin, prod, var, std, norm, logsumexp, cum
 Tensor.cumsum_ = lambda self, dim, *, dtype=None: call(R.cumsum_, self, dim)
 
 for _fn in (flatten, unflatten, movedim, moveaxis, broadcast_to, repeat, tile, split, chunk,
-            tensor_split, flip, fliplr, flipud, roll, tril, triu, diagonal, diag_embed, diag,
+            unsafe_split, unsafe_chunk, transpose_, tensor_split, flip, fliplr, flipud, roll, tril,
+            triu, diagonal, diag_embed, diag,
             trace, index_select, gather, take_along_dim, scatter, scatter_add, index_add,
             masked_fill, masked_select, nonzero, argwhere, index_put):
     setattr(Tensor, _fn.__name__, _fn)
@@ -1781,6 +1800,7 @@ __all__ = [
     "count_nonzero", "median", "mode", "kthvalue", "topk", "sort", "argsort", "msort",
     "return_types", "flatten", "unflatten", "movedim", "moveaxis", "broadcast_to",
     "broadcast_tensors", "repeat", "tile", "stack", "hstack", "vstack", "split", "chunk",
+    "unsafe_split", "unsafe_chunk",
     "tensor_split", "flip", "fliplr", "flipud", "roll", "tril", "triu", "diagonal",
     "diag_embed", "diag", "trace", "index_select", "gather", "take_along_dim", "scatter",
     "scatter_add", "index_add", "masked_fill", "masked_select", "nonzero", "argwhere",

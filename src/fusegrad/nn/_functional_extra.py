@@ -1,8 +1,8 @@
-"""More of `torch.nn.functional`: group_norm, bilinear, huber_loss and interpolate.
+"""More of `torch.nn.functional`: group_norm and interpolate.
 
-These are composed from existing fusegrad ops (so they differentiate, and agree with
-PyTorch's values and gradients), not single registry ops: their autograd graphs carry the
-composing ops' node names rather than PyTorch's fused kernels' names.
+group_norm and interpolate run one registry op each (`native_group_norm`, `upsample_*`), so
+their graphs carry PyTorch's node names. (bilinear and huber_loss live in
+`_functional_layers.py` and `_functional_loss.py`.)
 """
 
 from __future__ import annotations
@@ -10,155 +10,175 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
-
-from .. import _creation
+from .._dispatch import call
 from .._tensor import Tensor
+from ..ops import normalization as G
+from ..ops import upsample as U
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalise each group of `num_groups` channel groups over its channels and positions,
-    then scale and shift per channel."""
+    """Normalise each of `num_groups` channel groups over its channels and positions, then
+    scale and shift per channel: one `native_group_norm` (NativeGroupNormBackward0)."""
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
                            f"{input.dim()}")
-    n, c = input.shape[0], input.shape[1]
-    if c % num_groups != 0:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by "
-                           f"num_groups, but got input of shape {tuple(input.shape)} and "
-                           f"num_groups={num_groups}")
-    x = input.reshape(n, num_groups, -1)
-    mean = x.mean(-1, keepdim=True)
-    centred = x - mean
-    var = (centred * centred).mean(-1, keepdim=True)
-    out = (centred * (var + eps).rsqrt()).reshape(input.shape)
-    shape = [1, c] + [1] * (input.dim() - 2)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
+    shape = list(input.shape)
+    n, c = shape[0], shape[1]
+    # Each group's statistics need more than one value (PyTorch checks this before the op).
+    stats = [n * c // num_groups, num_groups] + shape[2:]
+    if math.prod([stats[0]] + stats[2:]) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                         f"size {stats}")
+    hxw = math.prod(shape[2:])
+    return call(G.native_group_norm, input.contiguous(), weight, bias, n, c, hxw, num_groups,
+                eps)[0]
+
+
+def pad_circular(input: Tensor, pad: list) -> Tensor:
+    """Circular padding built as PyTorch builds it, from slice copies into a new tensor (so
+    the graph is the same CopySlices over SliceBackward0 nodes)."""
+    from ..ops import shape as S
+
+    k = len(pad) // 2
+    shape = list(input.shape)
+    lead = input.dim() - k
+    out_shape = list(shape)
+    for i in range(k):
+        dim = lead + i
+        before, after = pad[2 * (k - 1 - i)], pad[2 * (k - 1 - i) + 1]
+        if before > shape[dim] or after > shape[dim]:
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        out_shape[dim] = shape[dim] + before + after
+        if out_shape[dim] < 0:
+            raise RuntimeError("Negative padding value is resulting in an empty dimension")
+    out = input.new_empty(tuple(out_shape))
+
+    def cut(t: Tensor, dim: int, start: int, stop: int) -> Tensor:
+        return call(S.slice_, t, dim, start, stop, 1)
+
+    # The input (cropped where a pad is negative) goes in the middle, ...
+    dst, src = out, input
+    for i in range(k):
+        dim = input.dim() - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        dst = cut(dst, dim, max(before, 0), out_shape[dim] - max(after, 0))
+        src = cut(src, dim, max(-before, 0), shape[dim] - max(-after, 0))
+    dst.copy_(src)
+    # ... then each side is copied from the opposite end of the padded tensor, one dim at
+    # a time, so corners wrap too.
+    for i in range(k):
+        dim = input.dim() - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        size = out_shape[dim]
+        if before > 0:
+            cut(out, dim, 0, before).copy_(
+                cut(out, dim, size - before - max(after, 0), size - max(after, 0)))
+        if after > 0:
+            cut(out, dim, size - after, size).copy_(
+                cut(out, dim, max(before, 0), max(before, 0) + after))
     return out
 
 
-def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
-             bias: Tensor | None = None) -> Tensor:
-    """y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]."""
-    out_f, in1, in2 = weight.shape
-    if input1.shape[:-1] != input2.shape[:-1]:
-        raise RuntimeError("bilinear(): input batch dimensions do not match: got "
-                           f"{tuple(input1.shape[:-1])} and {tuple(input2.shape[:-1])}")
-    lead = tuple(input1.shape[:-1])
-    x1 = input1.reshape(-1, in1)
-    x2 = input2.reshape(-1, in2)
-    w = weight.permute(1, 0, 2).reshape(in1, out_f * in2)
-    t = x1.matmul(w).reshape(-1, out_f, in2)
-    out = (t * x2.unsqueeze(1)).sum(-1)
-    if bias is not None:
-        out = out + bias
-    return out.reshape(lead + (out_f,))
+_NEAREST = {"nearest": (U.upsample_nearest1d, U.upsample_nearest2d, U.upsample_nearest3d),
+            "nearest-exact": (U.upsample_nearest_exact1d, U.upsample_nearest_exact2d,
+                              U.upsample_nearest_exact3d)}
+# Interpolating modes: the one input rank each accepts, and its op.
+_INTERPOLATING = {"linear": (3, U.upsample_linear1d), "bilinear": (4, U.upsample_bilinear2d),
+                  "bicubic": (4, U.upsample_bicubic2d),
+                  "trilinear": (5, U.upsample_trilinear3d)}
+_MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 
 
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
-               weight: Tensor | None = None) -> Tensor:
-    """0.5 * d**2 where |d| < delta, else delta * (|d| - delta / 2), with d = input - target."""
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    d = input - target
-    a = d.abs()
-    loss = (d * d * 0.5).where(a < delta, (a - 0.5 * delta) * delta)
-    if weight is not None:
-        loss = loss * weight
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) or (isinstance(x, Tensor) and x.dim() == 0 and
+                                                not x.is_floating_point())
 
 
-def _out_sizes(input: Tensor, size, scale_factor) -> tuple[list[int], list[float | None]]:
-    """Output spatial sizes and the scale factors given by the caller (None where not)."""
-    spatial = input.dim() - 2
+def _output_and_scales(input: Tensor, size, scale_factor,
+                       recompute_scale_factor) -> tuple[list[int], list[float | None]]:
+    """Output spatial sizes, and the scale factors the op is told (None: from the sizes)."""
+    dim = input.dim() - 2
     if size is not None and scale_factor is not None:
         raise ValueError("only one of size or scale_factor should be defined")
     if size is not None:
-        sizes = [int(size)] * spatial if isinstance(size, numbers.Integral) else [
-            int(s) for s in size]
-        if len(sizes) != spatial:
-            raise ValueError(f"Input and output must have the same number of spatial "
-                             f"dimensions, but got input with spatial dimensions of "
-                             f"{list(input.shape[2:])} and output size of {sizes}. Please "
-                             "provide input tensor in (N, C, d1, d2, ...,dK) format and "
-                             "output size in (o1, o2, ...,oK) format.")
-        return sizes, [None] * spatial
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError(
+                    "Input and output must have the same number of spatial dimensions, but "
+                    f"got input with spatial dimensions of {list(input.shape[2:])} and output "
+                    f"size of {size}. Please provide input tensor in (N, C, d1, d2, ...,dK) "
+                    "format and output size in (o1, o2, ...,oK) format.")
+            if not all(_is_int(v) for v in size):
+                raise TypeError(
+                    "expected size to be one of int or Tuple[int] or Tuple[int, int] or "
+                    "Tuple[int, int, int], but got size with types "
+                    f"{[type(v) for v in size]}")
+            sizes = [int(v) for v in size]
+        else:
+            sizes = [int(size)] * dim
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        return sizes, [None] * dim
     if scale_factor is None:
         raise ValueError("either size or scale_factor should be defined")
-    scales = ([float(scale_factor)] * spatial if isinstance(scale_factor, numbers.Number)
-              else [float(s) for s in scale_factor])
-    sizes = [math.floor(float(n) * s) for n, s in zip(input.shape[2:], scales)]
-    return sizes, scales
-
-
-def _nearest_index(n_in: int, n_out: int, scale: float | None) -> np.ndarray:
-    s = np.float32(1.0 / scale if scale is not None else n_in / n_out)
-    idx = np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.int64)
-    return np.minimum(idx, n_in - 1)
-
-
-def _linear_weights(n_in: int, n_out: int, scale: float | None, align_corners: bool):
-    """Lower and upper source indices and the weight of the upper one, per output index."""
-    dst = np.arange(n_out, dtype=np.float32)
-    if align_corners:
-        s = np.float32((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
-        src = dst * s
+    if isinstance(scale_factor, (list, tuple)):
+        if len(scale_factor) != dim:
+            raise ValueError(
+                "Input and scale_factor must have the same number of spatial dimensions, but "
+                f"got input with spatial dimensions of {list(input.shape[2:])} and "
+                f"scale_factor of shape {scale_factor}. Please provide input tensor in (N, C, "
+                "d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+        scales = [float(v) for v in scale_factor]
     else:
-        s = np.float32(1.0 / scale if scale is not None else n_in / n_out)
-        src = np.maximum(s * (dst + np.float32(0.5)) - np.float32(0.5), np.float32(0))
-    lo = np.minimum(src.astype(np.int64), n_in - 1)
-    hi = np.minimum(lo + 1, n_in - 1)
-    lam = (src - lo.astype(np.float32)).astype(np.float32)
-    return lo, hi, lam
-
-
-def _lerp_dim(x: Tensor, dim: int, n_out: int, scale, align_corners: bool) -> Tensor:
-    lo, hi, lam = _linear_weights(x.shape[dim], n_out, scale, align_corners)
-    shape = [1] * x.dim()
-    shape[dim] = n_out
-    w1 = _creation.tensor(lam.reshape(shape), dtype=x.dtype)
-    w0 = _creation.tensor((np.float32(1) - lam).reshape(shape), dtype=x.dtype)
-    a = x.index_select(dim, _creation.tensor(lo))
-    b = x.index_select(dim, _creation.tensor(hi))
-    return a * w0 + b * w1
+        scales = [float(scale_factor)] * dim
+    # The size is the product truncated (in double precision), as PyTorch computes it.
+    sizes = [int(n * s) for n, s in zip(input.shape[2:], scales)]
+    if recompute_scale_factor:
+        return sizes, [None] * dim
+    return sizes, scales
 
 
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
-    """Resize the spatial dims of a 4-D (N, C, H, W) input: `nearest` or `bilinear`."""
-    if mode not in ("nearest", "bilinear"):
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
-                                  "bilinear)")
-    if input.dim() != 4:
-        raise NotImplementedError(f"interpolate: only 4-D input is supported, got "
-                                  f"{input.dim()}-D")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias is not supported")
-    if mode == "nearest" and align_corners is not None:
-        raise ValueError("align_corners option can only be set with the interpolating modes: "
-                         "linear | bilinear | bicubic | trilinear")
-    sizes, scales = _out_sizes(input, size, scale_factor)
-    if recompute_scale_factor:
-        scales = [None] * len(sizes)
-    if mode == "nearest":
-        out = input
-        for k, (n_out, s) in enumerate(zip(sizes, scales)):
-            idx = _nearest_index(input.shape[2 + k], n_out, s)
-            out = out.index_select(2 + k, _creation.tensor(idx))
-        return out
-    ac = bool(align_corners)
-    out = input
-    for k, (n_out, s) in enumerate(zip(sizes, scales)):
-        out = _lerp_dim(out, 2 + k, n_out, s, ac)
-    return out
+    """Resize the spatial dims of an (N, C, *spatial) input to `size` (or by
+    `scale_factor`): modes nearest, nearest-exact, linear (3-D), bilinear and bicubic (4-D),
+    trilinear (5-D), and area (3-D and 4-D), each one op with PyTorch's backward node."""
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    ndim = input.dim()
+    if mode == "area" and size is None:
+        recompute_scale_factor = True  # area pooling only knows output sizes
+    sizes, scales = _output_and_scales(input, size, scale_factor, recompute_scale_factor)
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
+    if mode in _NEAREST and 3 <= ndim <= 5:
+        return call(_NEAREST[mode][ndim - 3], input, sizes, *scales)
+    if mode == "area" and ndim in (3, 4):
+        from .functional import adaptive_avg_pool1d, adaptive_avg_pool2d
+
+        pool = adaptive_avg_pool1d if ndim == 3 else adaptive_avg_pool2d
+        return pool(input, sizes if ndim == 4 else sizes[0])
+    if mode in _INTERPOLATING and 3 <= ndim <= 5:
+        need, op = _INTERPOLATING[mode]
+        if ndim == need:
+            if antialias:
+                raise NotImplementedError(f"interpolate: antialias=True is not supported "
+                                          f"(mode {mode!r})")
+            return call(op, input, sizes, bool(align_corners), *scales)
+        if mode != "bicubic":
+            raise NotImplementedError(f"Got {ndim}D input, but {mode} mode needs {need}D "
+                                      "input")
+    if (mode == "area" and ndim == 5) or (mode == "lanczos" and ndim == 4):
+        raise NotImplementedError(f"interpolate: mode {mode!r} on {ndim}-D input is not "
+                                  "supported")
+    raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                              f"{ndim}D) for the modes: {_MODES} (got {mode})")

@@ -18,7 +18,74 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import nn as N
 from ..ops.nn import REDUCTION_ENUM
-from ._functional_extra import bilinear, group_norm, huber_loss, interpolate  # noqa: F401
+from . import _functional_activation, _functional_layers, _functional_loss
+from ._functional_activation import (  # noqa: F401
+    celu,
+    celu_,
+    elu,
+    elu_,
+    glu,
+    hardshrink,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    hardtanh_,
+    leaky_relu,
+    leaky_relu_,
+    logsigmoid,
+    mish,
+    prelu,
+    relu6,
+    rrelu,
+    rrelu_,
+    selu,
+    selu_,
+    silu,
+    softmin,
+    softshrink,
+    softsign,
+    tanhshrink,
+    threshold,
+    threshold_,
+)
+from ._functional_extra import group_norm, interpolate  # noqa: F401
+from ._functional_layers import (  # noqa: F401
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    bilinear,
+    channel_shuffle,
+    cosine_similarity,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    embedding_bag,
+    fold,
+    instance_norm,
+    local_response_norm,
+    native_channel_shuffle,
+    pixel_shuffle,
+    pixel_unshuffle,
+    rms_norm,
+    unfold,
+)
+from ._functional_loss import (  # noqa: F401
+    cosine_embedding_loss,
+    cross_entropy,
+    ctc_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    huber_loss,
+    kl_div,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    pairwise_distance,
+    poisson_nll_loss,
+    smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+)
 
 # ---------------------------------------------------------------- helpers
 
@@ -155,32 +222,40 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 
 def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = None) -> Tensor:
-    """Pad the last dims: `pad` lists (before, after) pairs, last dimension first."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad mode {mode!r} is not supported yet")
+    """Pad the last dims: `pad` lists (before, after) pairs, last dimension first; negative
+    amounts crop. Modes: constant (`constant_pad_nd`), reflect and replicate (the
+    reflection/replication pad of 1 to 3 dims), circular (slice copies, as PyTorch)."""
+    from ..ops import padding as P
+
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    pad = [int(p) for p in pad]
+    ndim = input.dim()
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
-    from .. import _functions as Fn
-    from .. import full
+    if len(pad) > 2 * ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the "
+                           f"input dimension but got padding length {len(pad)} and input of "
+                           f"dimension {ndim}")
+    if mode == "constant":
+        return call(P.constant_pad_nd, input, pad, 0 if value is None else value)
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    k = len(pad) // 2
+    if k not in (1, 2, 3) or ndim not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    if mode == "circular":
+        from ._functional_extra import pad_circular
 
-    out = input
-    fill = 0.0 if value is None else value
-    for k in range(len(pad) // 2):
-        dim = input.dim() - 1 - k
-        before, after = pad[2 * k], pad[2 * k + 1]
-        parts = []
-        for n in (before, after):
-            shape = list(out.shape)
-            shape[dim] = n
-            parts.append(full(tuple(shape), fill, dtype=out.dtype) if n > 0 else None)
-        if before < 0:
-            out = out.narrow(dim, -before, out.shape[dim] + before)
-        if after < 0:
-            out = out.narrow(dim, 0, out.shape[dim] + after)
-        pieces = [p for p in (parts[0], out, parts[1]) if p is not None]
-        if len(pieces) > 1:
-            out = Fn.cat(pieces, dim)
-    return out
+        return pad_circular(input, pad)
+    ops = ((P.reflection_pad1d, P.reflection_pad2d, P.reflection_pad3d) if mode == "reflect"
+           else (P.replication_pad1d, P.replication_pad2d, P.replication_pad3d))
+    return call(ops[k - 1], input, pad)
 
 
 # ---------------------------------------------------------------- pooling
@@ -316,35 +391,6 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.relu_() if inplace else input.relu()
 
 
-def relu6(input: Tensor, inplace: bool = False) -> Tensor:
-    """min(max(input, 0), 6)."""
-    return hardtanh(input, 0.0, 6.0, inplace)
-
-
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) -> Tensor:
-    """Clamp to [min_val, max_val]."""
-    op = _op("hardtanh")
-    if op is not None and not inplace:
-        return call(op, input, min_val, max_val)
-    return input.clamp(min_val, max_val)
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False) -> Tensor:
-    """x if x > 0 else negative_slope * x."""
-    op = _op("leaky_relu")
-    if op is not None:
-        return call(op, input, negative_slope)
-    return input.where(input > 0, input * negative_slope)
-
-
-def elu(input, alpha=1.0, inplace=False) -> Tensor:
-    """x if x > 0 else alpha * (exp(x) - 1)."""
-    op = _op("elu")
-    if op is not None:
-        return call(op, input, alpha)
-    return input.where(input > 0, (input.exp() - 1) * alpha)
-
-
 def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + exp(-x))."""
     return input.sigmoid()
@@ -366,15 +412,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1)
 
 
-def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    """x * sigmoid(x)."""
-    op = _op("silu")
-    if op is not None:
-        return call(op, input)
-    return input * input.sigmoid()
-
-
-def softplus(input, beta=1.0, threshold=20.0) -> Tensor:
+def softplus(input, beta=1.0, threshold=20.0) -> Tensor:  # noqa: F811 (torch's argument name)
     """log(1 + exp(beta x)) / beta, linear above `threshold`."""
     op = _op("softplus")
     if op is not None:
@@ -438,51 +476,6 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return out.view(out_size) if red == 0 else out
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
-                  reduce=None, reduction="mean", label_smoothing=0.0) -> Tensor:
-    """log_softmax over classes (dim 1, or 0 for a single sample) then the NLL; `target`
-    holds class indices or class probabilities."""
-    reduction = _reduction(size_average, reduce, reduction)
-    cdim = 0 if input.dim() == 1 else 1
-    logp = input.log_softmax(cdim)
-    c = input.shape[cdim]
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
-                           f"{label_smoothing}")
-    wshape = [1] * input.dim()
-    wshape[cdim] = c
-    if target.is_floating_point():
-        if tuple(target.shape) != tuple(input.shape):
-            raise RuntimeError("Expected floating point type target to have the same shape "
-                               f"as input, but got {list(target.shape)}")
-        if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / c
-        prod = logp * target
-        if weight is not None:
-            prod = prod * weight.view(wshape)
-        if reduction == "none":
-            return -prod.sum(cdim)
-        if reduction == "sum":
-            return -prod.sum()
-        return -prod.sum() / (input.numel() // c)
-    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
-    if label_smoothing <= 0:
-        return nll
-    keep = Tensor._make((target._data != ignore_index).astype(input.dtype.np))
-    smooth_terms = logp * weight.view(wshape) if weight is not None else logp
-    smooth = -smooth_terms.sum(cdim) * keep
-    if reduction == "mean":
-        if weight is not None:
-            tsafe = np.where(target._data != ignore_index, target._data, 0)
-            denom = float((weight._data[tsafe] * keep._data).sum())
-        else:
-            denom = float(keep._data.sum())
-        smooth = smooth.sum() / denom
-    elif reduction == "sum":
-        smooth = smooth.sum()
-    return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
-
-
 def _check_sizes_warn(input, target) -> None:
     if tuple(target.shape) != tuple(input.shape):
         warnings.warn(
@@ -517,17 +510,6 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
     return _apply_reduction(loss, reduction)
 
 
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
-                   beta=1.0) -> Tensor:
-    """Huber-like loss: quadratic below `beta`, linear above."""
-    reduction = _reduction(size_average, reduce, reduction)
-    d = (input - target).abs()
-    if beta == 0:
-        return _apply_reduction(d, reduction)
-    loss = d.where(d >= beta, d * d * (0.5 / beta) + 0.5 * beta) - 0.5 * beta
-    return _apply_reduction(loss, reduction)
-
-
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean") -> Tensor:
     """-(t log x + (1 - t) log(1 - x)) for probabilities `input`."""
@@ -552,20 +534,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                 REDUCTION_ENUM[reduction])
 
 
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean",
-           log_target=False) -> Tensor:
-    """KL divergence of `target` from log-probabilities `input`."""
-    reduction = _reduction(size_average, reduce, reduction, ("batchmean",))
-    if log_target:
-        loss = target.exp() * (target - input)
-    else:
-        loss = target * (target.log() - input)
-        loss = loss.where(target > 0, loss * 0)
-    if reduction == "batchmean":
-        return loss.sum() / input.shape[0]
-    return _apply_reduction(loss, reduction)
-
-
 __all__ = [
     "linear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "pad", "max_pool1d",
     "max_pool2d", "avg_pool1d",
@@ -576,6 +544,8 @@ __all__ = [
     "binary_cross_entropy_with_logits", "kl_div", "bilinear", "group_norm", "huber_loss",
     "interpolate",
 ]
+__all__ += [n for m in (_functional_activation, _functional_layers, _functional_loss)
+            for n in m.__all__ if n not in __all__]
 
 
 # ---------------------------------------------------------------- attention
@@ -591,44 +561,115 @@ def _float_mask(mask, dtype) -> Tensor | None:
     return zeros.masked_fill(mask, float("-inf"))
 
 
+_SDPA_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+                 "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+                 "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+                 "bool": "bool"}
+
+
+def _sdpa_check_inputs(query, key, value, attn_mask) -> None:
+    """PyTorch's checks before choosing a backend, with its messages."""
+    names = [_SDPA_C_NAMES.get(t.dtype.name, t.dtype.name) for t in (query, key, value)]
+    if not query.dtype is key.dtype is value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {names[0]} key.dtype: {names[1]} and value.dtype: "
+                           f"{names[2]} instead.")
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {query.dim()} key.dim: {key.dim()} and "
+                           f"value.dim: {value.dim()} instead.")
+    if attn_mask is not None and attn_mask.dtype.name not in ("bool", "float32") and (
+            attn_mask.dtype is not query.dtype):
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: "
+                           f"{_SDPA_C_NAMES.get(attn_mask.dtype.name)} and  query.dtype: "
+                           f"{names[0]} instead.")
+
+
+def _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool:
+    """Whether PyTorch's CPU backend choice is the flash kernel (one fused node).
+
+    Measured on torch 2.13: float dtypes, no dropout, 4-D inputs with equal batch sizes and
+    head counts (with enable_gqa, key/value heads dividing the query heads), equal head sizes,
+    non-empty sequences, unit stride along the head dimension, and a 2-D or 4-D mask that
+    does not require grad. Anything else takes the composite (math) path.
+    """
+    if dropout_p > 0.0 or query.dtype.name not in ("float32", "float64", "float16",
+                                                    "bfloat16"):
+        return False
+    if not query.dim() == key.dim() == value.dim() == 4:
+        return False
+    (b, h, length, e), (bk, hk, source, ek), (bv, hv, sv, ev) = (
+        tuple(query.shape), tuple(key.shape), tuple(value.shape))
+    if not b == bk == bv or not e == ek == ev or source != sv:
+        return False
+    if not h == hk == hv and not (enable_gqa and hk == hv and h % hk == 0):
+        return False
+    if length == 0 or source == 0:
+        return False
+    if any(t.stride(-1) != 1 for t in (query, key, value)):
+        return False
+    return attn_mask is None or (attn_mask.dim() in (2, 4) and not attn_mask.requires_grad)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False) -> Tensor:
     """softmax(Q K^T * scale + mask) V over the last two dims.
 
     A boolean `attn_mask` marks the positions that may be attended (True = keep); a float mask
     is added to the scores.  `is_causal` keeps the lower triangle of the (L, S) score matrix.
-    Rows with every position masked give zeros (as PyTorch's CPU kernels do).
+    Rows with every position masked give zeros (as PyTorch's CPU kernels do). Where PyTorch's
+    CPU flash kernel accepts the inputs this is one `_scaled_dot_product_flash_attention_for_cpu`
+    node, as in PyTorch; otherwise it is composed of matmul, softmax and dropout.
     """
+    _sdpa_check_inputs(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
+    if attn_mask is not None and attn_mask.dtype.name == "bool":
+        # PyTorch turns a "may attend" mask into an additive one of the query's dtype first.
+        keep = attn_mask
+        attn_mask = Tensor._make(np.zeros(tuple(keep.shape), dtype=query.dtype.np))
+        attn_mask = attn_mask.masked_fill(keep.logical_not(), float("-inf"))
+    if _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa):
+        from ..ops.attention import flash_attention
+
+        return call(flash_attention, query, key, value, float(dropout_p), bool(is_causal),
+                    attn_mask, scale)[0]
+    # The composite path, structured as PyTorch's: both operands scaled by sqrt(scale) before
+    # the product (a negative scale flips the query's sign), a float mask added, a softmax
+    # that gives zeros for fully masked rows.
+    from ..ops.attention import safe_softmax
+
     length, source = query.shape[-2], key.shape[-2]
-    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
+    if scale is not None and scale < 0:
+        root = math.sqrt(-scale)
+        query = query * -root
+    else:
+        root = math.sqrt(1.0 / math.sqrt(query.shape[-1]) if scale is None else scale)
+        query = query * root
+    if is_causal:
+        attn_mask = Tensor._make(np.where(np.tril(np.ones((length, source), dtype=bool)), 0.0,
+                                          -np.inf).astype(query.dtype.np))
+    if enable_gqa and query.dim() >= 3:
+        heads, kv_heads, v_heads = query.shape[-3], key.shape[-3], value.shape[-3]
+        if heads % kv_heads or heads % v_heads:
+            raise RuntimeError("Number of heads in key and value must divide the number of "
+                               "heads in ")
 
         def _repeat(t):
+            rep = heads // t.shape[-3]
+            if rep == 1:
+                return t
             lead = tuple(t.shape[:-3])
-            heads, s, e = t.shape[-3:]
-            return t.unsqueeze(-3).expand(lead + (heads, rep, s, e)).reshape(
-                lead + (heads * rep, s, e))
+            h, s, e = t.shape[-3:]
+            return t.unsqueeze(-3).expand(lead + (h, rep, s, e)).reshape(lead + (h * rep, s, e))
 
         key, value = _repeat(key), _repeat(value)
-    scores = query.matmul(key.transpose(-2, -1)) * factor
-    if is_causal:
-        keep = Tensor._make(np.tril(np.ones((length, source), dtype=bool)))
-        scores = scores.masked_fill(keep.logical_not(), float("-inf"))
+    scores = query.matmul(key.transpose(-2, -1) * root)
     if attn_mask is not None:
-        if attn_mask.dtype.is_floating_point:
-            scores = scores + attn_mask
-        else:
-            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
-    dead = np.isneginf(scores._data).all(-1, keepdims=True)
-    if dead.any():
-        dead_t = Tensor._make(dead)
-        weights = scores.masked_fill(dead_t, 0.0).softmax(-1).masked_fill(dead_t, 0.0)
-    else:
-        weights = scores.softmax(-1)
+        scores = scores + attn_mask
+    weights = call(safe_softmax, scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return weights.matmul(value)

@@ -41,7 +41,13 @@ from .pooling import (
     MaxPool2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from .transformer import TransformerEncoder, TransformerEncoderLayer
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "ELU", "GELU", "Hardtanh", "LeakyReLU", "LogSoftmax", "ReLU", "ReLU6", "Sigmoid", "SiLU",
@@ -54,6 +60,77 @@ __all__ = [
     "AvgPool2d", "MaxPool1d", "MaxPool2d",
     "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
     "MultiheadAttention", "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer",
-    "TransformerEncoder",
+    "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
 ]
 __all__ += ["Bilinear", "GroupNorm", "HuberLoss", "Upsample"]
+
+from . import padding as _padding  # noqa: E402
+from .padding import *  # noqa: E402, F403
+
+__all__ += _padding.__all__
+
+# Activations, losses and layers added with the nn coverage work.
+from .activation import (  # noqa: E402
+    CELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    LogSigmoid,
+    Mish,
+    PReLU,
+    RReLU,
+    Softmax2d,
+    Softmin,
+    Softshrink,
+    Softsign,
+    Tanhshrink,
+    Threshold,
+)
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: E402
+from .instancenorm import (  # noqa: E402
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LocalResponseNorm,
+    RMSNorm,
+)
+from .loss import (  # noqa: E402
+    CosineEmbeddingLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MarginRankingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
+from .shuffle import (  # noqa: E402
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    ChannelShuffle,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    Fold,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unfold,
+)
+from .sparse import EmbeddingBag  # noqa: E402
+
+__all__ += [
+    "CELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "LogSigmoid", "Mish",
+    "PReLU", "RReLU", "Softmax2d", "Softmin", "Softshrink", "Softsign", "Tanhshrink",
+    "Threshold", "CosineSimilarity", "PairwiseDistance", "InstanceNorm1d", "InstanceNorm2d",
+    "InstanceNorm3d", "LocalResponseNorm", "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss",
+    "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
+    "TripletMarginLoss", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ChannelShuffle",
+    "Dropout1d", "Dropout2d", "Dropout3d", "Fold", "PixelShuffle", "PixelUnshuffle", "Unfold",
+    "EmbeddingBag", "CTCLoss",
+]

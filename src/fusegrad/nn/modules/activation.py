@@ -82,7 +82,7 @@ class ELU(Module):
 
     def forward(self, input):
         """elu(input)."""
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -128,7 +128,7 @@ class SiLU(Module):
 
     def forward(self, input):
         """silu(input)."""
-        return F.silu(input)
+        return F.silu(input, inplace=self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -171,3 +171,208 @@ class LogSoftmax(Softmax):
     def forward(self, input):
         """log_softmax(input, dim)."""
         return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class _InplaceActivation(Module):
+    """An activation whose only option is `inplace`."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class SELU(_InplaceActivation):
+    """scale * elu(x, alpha) with the self-normalising constants."""
+
+    def forward(self, input):
+        """selu(input)."""
+        return F.selu(input, self.inplace)
+
+
+class CELU(Module):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        """celu(input)."""
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Mish(_InplaceActivation):
+    """x * tanh(softplus(x))."""
+
+    def forward(self, input):
+        """mish(input)."""
+        return F.mish(input, inplace=self.inplace)
+
+
+class Hardsigmoid(_InplaceActivation):
+    """clamp(x / 6 + 1 / 2, 0, 1)."""
+
+    def forward(self, input):
+        """hardsigmoid(input)."""
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Hardswish(_InplaceActivation):
+    """x * hardsigmoid(x)."""
+
+    def forward(self, input):
+        """hardswish(input)."""
+        return F.hardswish(input, self.inplace)
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x))."""
+
+    def forward(self, input):
+        """logsigmoid(input)."""
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    """x / (1 + |x|)."""
+
+    def forward(self, input):
+        """softsign(input)."""
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    """x - tanh(x)."""
+
+    def forward(self, input):
+        """tanhshrink(input)."""
+        return F.tanhshrink(input)
+
+
+class Softshrink(Module):
+    """Shrink towards zero by `lambd`."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        """softshrink(input)."""
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """Zero where |x| <= lambd."""
+
+    def forward(self, input):
+        """hardshrink(input)."""
+        return F.hardshrink(input, self.lambd)
+
+
+class Threshold(Module):
+    """x where x > threshold, else value."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):
+        """threshold(input)."""
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (
+            ", inplace=True" if self.inplace else "")
+
+
+class GLU(Module):
+    """Gated linear unit: a * sigmoid(b) for the halves a, b of the input along `dim`."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        """glu(input, dim)."""
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """x if x > 0 else a * x, with a learnt slope (one, or one per channel)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None,
+                 dtype=None) -> None:
+        from ... import _creation
+        from ..parameter import Parameter
+
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(_creation.empty(num_parameters, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every slope set to `init`."""
+        from .. import init as _init
+
+        _init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        """prelu(input, weight)."""
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Leaky ReLU with a random slope in [lower, upper] when training, their mean in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        """rrelu(input)."""
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (
+            ", inplace=True" if self.inplace else "")
+
+
+class Softmin(Softmax):
+    """softmax(-x) along `dim`."""
+
+    def forward(self, input):
+        """softmin(input, dim)."""
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """softmax over the channels (dim -3) of a 3-D or 4-D input."""
+
+    def forward(self, input):
+        """softmax(input, -3)."""
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
+                             "instead")
+        return F.softmax(input, -3, _stacklevel=5)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 from ... import _creation
+from ..._functions import baddbmm as _baddbmm
+from ..._functions import bmm as _bmm
 from ..._functions import cat as _cat
 from .. import functional as F
 from .. import init
@@ -23,6 +26,17 @@ def _pad_last(mask):
         return None
     extra = _creation.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype)
     return _cat([mask, extra], -1)
+
+
+def _check_masks(mask, name: str, other=None, other_name: str = "") -> None:
+    """PyTorch's mask checks: bool or float only; a warning when `mask` and `other` (both
+    given) differ in type (a boolean padding mask with a float attention mask)."""
+    for m, n in ((mask, name), (other, other_name)):
+        if m is not None and m.dtype.name != "bool" and not m.dtype.is_floating_point:
+            raise AssertionError(f"only bool and floating types of {n} are supported")
+    if mask is not None and other is not None and mask.dtype is not other.dtype:
+        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same "
+                      f"type for both instead.", UserWarning, stacklevel=3)
 
 
 class MultiheadAttention(Module):
@@ -91,24 +105,47 @@ class MultiheadAttention(Module):
             init.xavier_normal_(self.bias_v)
 
     def _project(self, query, key, value):
+        """The query, key and value projections, grouped as PyTorch groups them.
+
+        Self-attention (query is key is value) runs one projection of width 3E and splits it;
+        encoder-decoder attention (key is value) runs the query's and one of width 2E for key
+        and value; otherwise (or with kdim/vdim) three separate projections.
+        """
         e = self.embed_dim
         b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
-        if self._qkv_same_embed_dim:
-            w = self.in_proj_weight
-            wq, wk, wv = w[:e], w[e:2 * e], w[2 * e:]
-        else:
-            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        if not self._qkv_same_embed_dim:
+            bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
+            return (F.linear(query, self.q_proj_weight, bq), F.linear(key, self.k_proj_weight, bk),
+                    F.linear(value, self.v_proj_weight, bv))
+        w = self.in_proj_weight
+        if key is value:
+            if query is key:
+                return _split_packed(F.linear(query, w, b), 3, e)
+            wq, wkv = w.split([e, 2 * e])
+            bq, bkv = (None, None) if b is None else b.split([e, 2 * e])
+            return (F.linear(query, wq, bq),) + _split_packed(F.linear(key, wkv, bkv), 2, e)
+        wq, wk, wv = w.chunk(3)
+        bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
         """(attention output, head-averaged or per-head weights, or None)."""
+        _check_masks(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask")
         batched = query.dim() == 3
         if self.batch_first and batched:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+            # One transpose per distinct tensor, so that self-attention stays recognisable.
+            if key is value:
+                if query is key:
+                    query = key = value = query.transpose(1, 0)
+                else:
+                    query = query.transpose(1, 0)
+                    key = value = key.transpose(1, 0)
+            else:
+                query, key, value = (t.transpose(1, 0) for t in (query, key, value))
         if not batched:
-            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            # Three separate unsqueezes: unbatched self-attention projects as three (PyTorch's).
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         tgt_len, bsz, embed_dim = query.shape
@@ -124,6 +161,8 @@ class MultiheadAttention(Module):
             attn_mask = None
         else:
             attn_mask = F._float_mask(attn_mask, query.dtype)
+            if key_padding_mask is not None:
+                use_causal = False
         key_padding_mask = F._float_mask(key_padding_mask, query.dtype)
         heads, hd = self.num_heads, self.head_dim
         q, k, v = self._project(query, key, value)
@@ -142,17 +181,16 @@ class MultiheadAttention(Module):
             else:
                 raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
         if self.bias_k is not None and self.bias_v is not None:
-            k = _cat([k, self.bias_k.expand(1, bsz, embed_dim)], 0)
-            v = _cat([v, self.bias_v.expand(1, bsz, embed_dim)], 0)
+            k = _cat([k, self.bias_k.repeat(1, bsz, 1)])
+            v = _cat([v, self.bias_v.repeat(1, bsz, 1)])
             attn_mask = _pad_last(attn_mask)
             key_padding_mask = _pad_last(key_padding_mask)
-        q = q.reshape(tgt_len, bsz * heads, hd).transpose(0, 1)
-        k = k.reshape(k.shape[0], bsz * heads, hd).transpose(0, 1)
-        v = v.reshape(v.shape[0], bsz * heads, hd).transpose(0, 1)
+        q = q.view(tgt_len, bsz * heads, hd).transpose(0, 1)
+        k = k.view(k.shape[0], bsz * heads, hd).transpose(0, 1)
+        v = v.view(v.shape[0], bsz * heads, hd).transpose(0, 1)
         if self.add_zero_attn:
-            zeros = _creation.zeros((bsz * heads, 1, hd), dtype=q.dtype)
-            k = _cat([k, zeros], 1)
-            v = _cat([v, zeros], 1)
+            k = _cat([k, _creation.zeros((bsz * heads, 1, hd), dtype=k.dtype)], 1)
+            v = _cat([v, _creation.zeros((bsz * heads, 1, hd), dtype=v.dtype)], 1)
             attn_mask = _pad_last(attn_mask)
             key_padding_mask = _pad_last(key_padding_mask)
         src_len = k.shape[1]
@@ -160,44 +198,58 @@ class MultiheadAttention(Module):
             if tuple(key_padding_mask.shape) != (bsz, src_len):
                 raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, "
                                      f"but got {tuple(key_padding_mask.shape)}")
-            kpm = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(
-                bsz, heads, 1, src_len).reshape(bsz * heads, 1, src_len)
+            kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(
+                -1, heads, -1, -1).reshape(bsz * heads, 1, src_len)
             attn_mask = kpm if attn_mask is None else attn_mask + kpm
         p = self.dropout if self.training else 0.0
         if need_weights:
-            scores = (q * math.sqrt(1.0 / hd)).matmul(k.transpose(-2, -1))
+            q_scaled = q * math.sqrt(1.0 / float(hd))
             if attn_mask is not None:
-                scores = scores + attn_mask
-            weights = scores.softmax(-1)
+                weights = _baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
+            else:
+                weights = _bmm(q_scaled, k.transpose(-2, -1))
+            weights = F.softmax(weights, dim=-1)
             if p > 0.0:
-                weights = F.dropout(weights, p, True)
-            out = weights.matmul(v)
+                weights = F.dropout(weights, p=p)
+            out = _bmm(weights, v)
             out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-            out = self.out_proj(out).view(tgt_len, bsz, embed_dim)
+            out = self.out_proj(out)
+            out = out.view(tgt_len, bsz, out.shape[1])
             weights = weights.view(bsz, heads, tgt_len, src_len)
             if average_attn_weights:
-                weights = weights.mean(1)
+                weights = weights.mean(dim=1)
             if not batched:
                 out, weights = out.squeeze(1), weights.squeeze(0)
             elif self.batch_first:
-                out = out.transpose(0, 1)
+                out = out.transpose(1, 0)
             return out, weights
         if attn_mask is not None:
-            if attn_mask.shape[0] == 1:
+            if attn_mask.shape[0] == 1 and attn_mask.dim() == 3:
                 attn_mask = attn_mask.unsqueeze(0)
             else:
-                attn_mask = attn_mask.reshape(bsz, heads, -1, src_len)
-        q = q.reshape(bsz, heads, tgt_len, hd)
-        k = k.reshape(bsz, heads, src_len, hd)
-        v = v.reshape(bsz, heads, src_len, hd)
+                attn_mask = attn_mask.view(bsz, heads, -1, src_len)
+        q = q.view(bsz, heads, tgt_len, hd)
+        k = k.view(bsz, heads, src_len, hd)
+        v = v.view(bsz, heads, src_len, hd)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask, p, use_causal)
         out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
-        out = self.out_proj(out).view(tgt_len, bsz, embed_dim)
+        out = self.out_proj(out)
+        out = out.view(tgt_len, bsz, out.shape[1])
         if not batched:
             out = out.squeeze(1)
         elif self.batch_first:
-            out = out.transpose(0, 1)
+            out = out.transpose(1, 0)
         return out, None
+
+
+def _split_packed(proj, n: int, e: int) -> tuple:
+    """`n` projections of width `e` from one of width n * e, each contiguous on its own.
+
+    The (n, E) split is moved to the front and made contiguous once, so each part is a select
+    of one block (PyTorch's layout and nodes: view, unsqueeze, transpose, squeeze, clone).
+    """
+    parts = proj.unflatten(-1, (n, e)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+    return tuple(parts[i] for i in range(n))
 
 
 __all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear"]

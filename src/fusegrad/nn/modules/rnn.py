@@ -1,9 +1,14 @@
 """Recurrent layers: RNN (tanh/relu), LSTM and GRU, and their single-step cells.
 
-The layers are built from ordinary fusegrad ops: the input projection of a whole sequence is one
-`linear`, then a Python loop over time steps applies the recurrent matmul and the gate
-arithmetic.  Values and gradients equal PyTorch's; the graph carries fusegrad's elementary nodes,
-not PyTorch's fused RNN kernels.
+The layers record the graph PyTorch's CPU implementation records, so backward node names match:
+
+- float32 LSTM without projections (PyTorch's oneDNN path): one `mkldnn_rnn_layer` op per layer
+  and direction (`MkldnnRnnLayerBackward0`), the hidden states picked with `select`;
+- otherwise the layer is built from elementary ops: the input projection of the whole sequence
+  is one `linear`, `unbind` splits it into time steps, each step applies the recurrent `linear`
+  and the gate arithmetic (gates split with `unsafe_chunk`), and `stack` joins the outputs;
+- a PackedSequence runs step by step on slices of the packed data, narrowing the hidden state
+  as sequences end (PyTorch's packed layers), and joins outputs and states with `cat`.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import numbers
 import warnings
 
 from ... import _creation
+from ..._dispatch import call
 from ..._functions import cat as _cat
 from ..._functions import stack as _stack
+from ...ops import rnn as _R
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -24,34 +31,104 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 # ---------------------------------------------------------------- one time step
+# Each cell takes the step input `x` (already projected by W_ih when `pre` is true) and the
+# state tuple, and returns the new state tuple; element 0 is the step's output.
 
 
-def _rnn_step(act, xp, h, w_hh, b_hh):
-    """Elman step: act(x W_ih^T + b_ih + h W_hh^T + b_hh); `xp` holds the input part."""
-    pre = xp + F.linear(h, w_hh, b_hh)
-    return pre.tanh() if act == "tanh" else pre.relu()
+def _input_part(x, p: dict, pre: bool):
+    return x if pre else F.linear(x, p["weight_ih"], p["bias_ih"])
 
 
-def _lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
+def _rnn_cell(act: str, x, state: tuple, p: dict, pre: bool) -> tuple:
+    """Elman step: act(h W_hh^T + b_hh + x W_ih^T + b_ih)."""
+    total = F.linear(state[0], p["weight_hh"], p["bias_hh"]) + _input_part(x, p, pre)
+    return (total.tanh() if act == "tanh" else total.relu(),)
+
+
+def _lstm_cell(x, state: tuple, p: dict, pre: bool) -> tuple:
     """LSTM step with gates ordered (input, forget, cell, output); returns (h, c)."""
-    gates = xp + F.linear(h, w_hh, b_hh)
-    i, f, g, o = gates.chunk(4, -1)
+    h, c = state
+    gates = F.linear(h, p["weight_hh"], p["bias_hh"]) + _input_part(x, p, pre)
+    i, f, g, o = call(_R.unsafe_chunk, gates, 4, 1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     h = o.sigmoid() * c.tanh()
-    if w_hr is not None:
-        h = F.linear(h, w_hr)
+    if p.get("weight_hr") is not None:
+        h = h.matmul(p["weight_hr"].t())
     return h, c
 
 
-def _gru_step(xp, h, w_hh, b_hh):
+def _gru_cell(x, state: tuple, p: dict, pre: bool) -> tuple:
     """GRU step with gates ordered (reset, update, new)."""
-    gh = F.linear(h, w_hh, b_hh)
-    rx, zx, nx = xp.chunk(3, -1)
-    rh, zh, nh = gh.chunk(3, -1)
-    r = (rx + rh).sigmoid()
-    z = (zx + zh).sigmoid()
-    n = (nx + r * nh).tanh()
-    return n + z * (h - n)
+    h = state[0]
+    rx, zx, nx = call(_R.unsafe_chunk, _input_part(x, p, pre), 3, 1)
+    rh, zh, nh = call(_R.unsafe_chunk, F.linear(h, p["weight_hh"], p["bias_hh"]), 3, 1)
+    r = (rh + rx).sigmoid()
+    z = (zh + zx).sigmoid()
+    n = (nx + nh * r).tanh()
+    return ((h - n) * z + n,)
+
+
+def _cell_fn(mode: str):
+    if mode == "LSTM":
+        return _lstm_cell
+    if mode == "GRU":
+        return _gru_cell
+    act = "tanh" if mode == "RNN_TANH" else "relu"
+    return lambda x, state, p, pre: _rnn_cell(act, x, state, p, pre)
+
+
+# ---------------------------------------------------------------- one layer, one direction
+
+
+def _full_layer(cell, x, state: tuple, p: dict, reverse: bool):
+    """A time-major (T, N, H_in) sequence: (stacked outputs, final state)."""
+    steps = list(F.linear(x, p["weight_ih"], p["bias_ih"]).unbind(0))
+    if reverse:
+        steps.reverse()
+    outs = []
+    for xt in steps:
+        state = cell(xt, state, p, True)
+        outs.append(state[0])
+    if reverse:
+        outs.reverse()
+    return _stack(outs), state
+
+
+def _packed_layer(cell, data, sizes: list, state: tuple, p: dict):
+    """Forward over packed data: as sequences end, their final states are set aside."""
+    offset, last = 0, sizes[0]
+    finals, outs = [], []
+    for bs in sizes:
+        xt = data.narrow(0, offset, bs)
+        offset += bs
+        if bs < last:
+            finals.append(tuple(s.narrow(0, bs, last - bs) for s in state))
+            state = tuple(s.narrow(0, 0, bs) for s in state)
+        last = bs
+        state = cell(xt, state, p, False)
+        outs.append(state[0])
+    finals.append(state)
+    finals.reverse()
+    return _cat(outs, 0), tuple(_cat([f[k] for f in finals], 0) for k in range(len(state)))
+
+
+def _reversed_packed_layer(cell, data, sizes: list, state: tuple, p: dict):
+    """Backward over packed data: sequences join the batch as their last step is reached."""
+    offset, last = data.shape[0], sizes[-1]
+    init_state = state
+    state = tuple(s.narrow(0, 0, last) for s in init_state)
+    outs = []
+    for bs in reversed(sizes):
+        if bs > last:
+            state = tuple(_cat([s, s0.narrow(0, last, bs - last)], 0)
+                          for s, s0 in zip(state, init_state))
+        xt = data.narrow(0, offset - bs, bs)
+        offset -= bs
+        last = bs
+        state = cell(xt, state, p, False)
+        outs.append(state[0])
+    outs.reverse()
+    return _cat(outs, 0), state
 
 
 # ---------------------------------------------------------------- multi-layer recurrent layers
@@ -153,8 +230,25 @@ class RNNBase(Module):
         if tuple(hx.shape) != tuple(expected):
             raise RuntimeError(msg.format(tuple(expected), list(hx.shape)))
 
+    def _check_states(self, states, batch: int) -> None:
+        if self.mode == "LSTM":
+            if len(states) != 2:
+                raise RuntimeError("LSTM expects hx to be a tuple (h_0, c_0)")
+            self._check_hidden(states[0], self._expected_hidden(batch),
+                               "Expected hidden[0] size {}, got {}")
+            self._check_hidden(states[1], self._expected_hidden(batch, cell=True),
+                               "Expected hidden[1] size {}, got {}")
+        else:
+            self._check_hidden(states[0], self._expected_hidden(batch))
+
+    def _zero_states(self, batch: int, dtype) -> list:
+        shapes = [self._expected_hidden(batch)]
+        if self.mode == "LSTM":
+            shapes.append(self._expected_hidden(batch, cell=True))
+        return [_creation.zeros(s, dtype=dtype) for s in shapes]
+
     def _prepare(self, input, hx):
-        """(seq-first batched input, h0 list, c0 list or None, unbatched flag)."""
+        """(time-major batched input, full states list, unbatched flag)."""
         name = "LSTM" if self.mode == "LSTM" else "GRU" if self.mode == "GRU" else "RNN"
         if input.dim() not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
@@ -171,85 +265,124 @@ class RNNBase(Module):
                     raise RuntimeError("For batched 3-D input, hx should also be 3-D but got "
                                        f"{s.dim()}-D tensor")
         if unbatched:
-            input = input.unsqueeze(1)
+            input = input.unsqueeze(0 if self.batch_first else 1)
             states = None if states is None else [s.unsqueeze(1) for s in states]
-        elif self.batch_first:
+        if self.batch_first:
             input = input.transpose(0, 1)
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
         batch = input.shape[1]
         if states is None:
-            shapes = [self._expected_hidden(batch)]
-            if self.mode == "LSTM":
-                shapes.append(self._expected_hidden(batch, cell=True))
-            states = [_creation.zeros(s, dtype=input.dtype) for s in shapes]
+            states = self._zero_states(batch, input.dtype)
         else:
-            if self.mode == "LSTM":
-                if len(states) != 2:
-                    raise RuntimeError("LSTM expects hx to be a tuple (h_0, c_0)")
-                self._check_hidden(states[0], self._expected_hidden(batch),
-                                   "Expected hidden[0] size {}, got {}")
-                self._check_hidden(states[1], self._expected_hidden(batch, cell=True),
-                                   "Expected hidden[1] size {}, got {}")
-            else:
-                self._check_hidden(states[0], self._expected_hidden(batch))
+            self._check_states(states, batch)
         return input, states, unbatched
 
-    def _run_direction(self, x, states, p: dict, reverse: bool):
-        """Outputs (list over time) and final states of one layer in one direction."""
-        xp = F.linear(x, p["weight_ih"], p["bias_ih"])
-        steps = list(xp.unbind(0))
-        if reverse:
-            steps.reverse()
-        outs = []
-        if self.mode == "LSTM":
-            h, c = states
-            for xt in steps:
-                h, c = _lstm_step(xt, h, c, p["weight_hh"], p["bias_hh"], p["weight_hr"])
-                outs.append(h)
-            final = (h, c)
-        else:
-            h = states[0]
-            for xt in steps:
-                if self.mode == "GRU":
-                    h = _gru_step(xt, h, p["weight_hh"], p["bias_hh"])
-                else:
-                    act = "tanh" if self.mode == "RNN_TANH" else "relu"
-                    h = _rnn_step(act, xt, h, p["weight_hh"], p["bias_hh"])
-                outs.append(h)
-            final = (h,)
-        if reverse:
-            outs.reverse()
-        return outs, final
+    def _uses_fused_lstm(self, x) -> bool:
+        # PyTorch's oneDNN LSTM: float32, no projections, a non-empty input.
+        return (self.mode == "LSTM" and x.dtype.name == "float32" and self.proj_size == 0
+                and x.numel() != 0)
 
-    def _forward(self, input, hx):
-        x, states, unbatched = self._prepare(input, hx)
+    def _dropout_between(self, x, layer: int):
+        if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+            x = F.dropout(x, self.dropout, True)
+        return x
+
+    def _fused_lstm(self, x, states):
+        """Float32 LSTM: one `mkldnn_rnn_layer` per layer and direction."""
         dirs = 2 if self.bidirectional else 1
-        finals: list[list] = [[] for _ in states]
-        seq_len = x.shape[0]
+        hx, cx = states
+        x = x.contiguous()
+        hs, cs = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
                 idx = layer * dirs + d
-                init_states = [s[idx] for s in states]
-                if seq_len == 0:
-                    raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
-                o, fin = self._run_direction(x, init_states, self._layer_params(layer, d),
-                                             reverse=d == 1)
-                outs.append(_stack(o))
+                p = self._layer_params(layer, d)
+                b_ih, b_hh = p["bias_ih"], p["bias_hh"]
+                if b_ih is None:
+                    b_ih = _creation.zeros(p["weight_ih"].shape[0], dtype=x.dtype)
+                    b_hh = _creation.zeros(p["weight_hh"].shape[0], dtype=x.dtype)
+                out, h, c, _ = call(_R.mkldnn_rnn_layer, x, p["weight_ih"], p["weight_hh"],
+                                    b_ih, b_hh, hx[idx], cx[idx], d == 1, [], 2,
+                                    self.hidden_size, self.num_layers, self.bias,
+                                    self.bidirectional, self.batch_first, self.training)
+                outs.append(out)
+                hs.append(h)
+                cs.append(c)
+            x = outs[0] if dirs == 1 else _cat(outs, -1)
+            x = self._dropout_between(x, layer)
+        return x, [_stack(hs), _stack(cs)]
+
+    def _layers(self, x, states, run):
+        """The layer stack over per-direction runner `run(x, state, params, reverse)`."""
+        dirs = 2 if self.bidirectional else 1
+        unbound = [s.unbind(0) for s in states]
+        finals: list[list] = [[] for _ in states]
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                idx = layer * dirs + d
+                o, fin = run(x, tuple(u[idx] for u in unbound), self._layer_params(layer, d),
+                             d == 1)
+                outs.append(o)
                 for lst, f in zip(finals, fin):
                     lst.append(f)
             x = outs[0] if dirs == 1 else _cat(outs, -1)
-            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        final = [_stack(f) for f in finals]
+            x = self._dropout_between(x, layer)
+        return x, [_stack(f) for f in finals]
+
+    def _forward(self, input, hx):
+        from ..utils.rnn import PackedSequence
+
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
+        x, states, unbatched = self._prepare(input, hx)
+        if x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        if self._uses_fused_lstm(x):
+            x, final = self._fused_lstm(x, states)
+            if self.batch_first:
+                x = x.transpose(0, 1)
+        else:
+            cell = _cell_fn(self.mode)
+            x, final = self._layers(
+                x, states, lambda inp, st, p, rev: _full_layer(cell, inp, st, p, rev))
+            if self.batch_first:
+                # PyTorch transposes the LSTM output out of place, the others in place.
+                x = x.transpose(0, 1) if self.mode == "LSTM" else call(_R.transpose_, x, 0, 1)
         if unbatched:
-            x = x.squeeze(1)
+            x = x.squeeze(0 if self.batch_first else 1)
             final = [f.squeeze(1) for f in final]
-        elif self.batch_first:
-            x = x.transpose(0, 1)
         return x, final
+
+    def _forward_packed(self, input, hx):
+        from ..utils.rnn import PackedSequence, _permute
+
+        data, batch_sizes, sorted_indices, unsorted_indices = input
+        sizes = [int(b) for b in batch_sizes.tolist()]
+        if data.dim() != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {data.shape[-1]}")
+        batch = sizes[0] if sizes else 0
+        if hx is None:
+            states = self._zero_states(batch, data.dtype)
+        else:
+            states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+            states = [_permute(s, sorted_indices) for s in states]
+            self._check_states(states, batch)
+        cell = _cell_fn(self.mode)
+
+        def run(inp, st, p, rev):
+            layer = _reversed_packed_layer if rev else _packed_layer
+            return layer(cell, inp, sizes, st, p)
+
+        out, final = self._layers(data, states, run)
+        final = [_permute(f, unsorted_indices) for f in final]
+        return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), final
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -383,6 +516,10 @@ class RNNCellBase(Module):
                                    f"{[input.shape[0], self.hidden_size]}, got {list(s.shape)}")
         return input, states, unbatched
 
+    def _params(self) -> dict:
+        return {"weight_ih": self.weight_ih, "weight_hh": self.weight_hh,
+                "bias_ih": self.bias_ih, "bias_hh": self.bias_hh}
+
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
         if self.bias is not True:
@@ -406,8 +543,7 @@ class RNNCell(RNNCellBase):
         x, (h,), unbatched = self._prepare(input, hx, 1)
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
-        h = _rnn_step(self.nonlinearity, F.linear(x, self.weight_ih, self.bias_ih), h,
-                      self.weight_hh, self.bias_hh)
+        (h,) = _rnn_cell(self.nonlinearity, x, (h,), self._params(), False)
         return h.squeeze(0) if unbatched else h
 
 
@@ -421,8 +557,7 @@ class LSTMCell(RNNCellBase):
     def forward(self, input, hx=None):
         """(h', c') (hx defaults to zeros)."""
         x, (h, c), unbatched = self._prepare(input, hx, 2)
-        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
-                          self.bias_hh)
+        h, c = _lstm_cell(x, (h, c), self._params(), False)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -436,8 +571,7 @@ class GRUCell(RNNCellBase):
     def forward(self, input, hx=None):
         """The next hidden state (hx defaults to zeros)."""
         x, (h,), unbatched = self._prepare(input, hx, 1)
-        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh)
+        (h,) = _gru_cell(x, (h,), self._params(), False)
         return h.squeeze(0) if unbatched else h
 
 

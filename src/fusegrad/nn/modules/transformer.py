@@ -1,4 +1,8 @@
-"""TransformerEncoderLayer and TransformerEncoder (self-attention plus a feed-forward block)."""
+"""Transformer layers: encoder and decoder layers and stacks, and the full `Transformer`.
+
+Each layer is attention plus a feed-forward block, with residual sums and LayerNorms; the
+module names, state_dict keys and initialisation are PyTorch's, so its state_dicts load.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,12 @@ import warnings
 
 import numpy as np
 
+from ... import _dtype
 from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled
 from .. import functional as F
-from .attention import MultiheadAttention
+from .. import init
+from .attention import MultiheadAttention, _check_masks
 from .container import ModuleList
 from .linear import Linear
 from .misc import Dropout
@@ -68,6 +74,7 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         """One encoder layer over `src` ((S, N, E), (N, S, E) with batch_first, or (S, E))."""
+        _check_masks(src_key_padding_mask, "src_key_padding_mask", src_mask, "src_mask")
         src_key_padding_mask = F._float_mask(src_key_padding_mask, src.dtype)
         src_mask = F._float_mask(src_mask, src.dtype)
         x = src
@@ -151,6 +158,7 @@ class TransformerEncoder(Module):
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """Run every layer (same masks for each), then `norm` if given."""
+        _check_masks(src_key_padding_mask, "src_key_padding_mask", mask, "mask")
         src_key_padding_mask = F._float_mask(src_key_padding_mask, src.dtype)
         mask = F._float_mask(mask, src.dtype)
         causal = is_causal is True
@@ -171,4 +179,176 @@ class TransformerEncoder(Module):
         return out
 
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
+def _seq_len(x, batch_first: bool) -> int:
+    """The sequence length of a (S, E), (S, N, E) or (N, S, E) input."""
+    if x.dim() == 2:
+        return x.shape[0]
+    return x.shape[1 if batch_first else 0]
+
+
+def _detect_causal(mask, is_causal, size: int) -> bool:
+    """`is_causal` if given; when None, whether `mask` is the square subsequent mask."""
+    if is_causal is not None or mask is None:
+        return is_causal is True
+    ref = _square_subsequent_mask(size, _dtype.defaults.float)
+    if tuple(mask.shape) != tuple(ref.shape):
+        return False
+    return bool(np.array_equal(mask._data, ref._data))
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's `memory`, then a feed-forward block.
+
+    Each of the three blocks has a residual sum and a LayerNorm: after the sum (post-norm)
+    or, with norm_first, on the block's input (pre-norm).
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation=F.relu, layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, dtype=dtype)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation) if isinstance(activation, str) else activation
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False):
+        """One decoder layer over `tgt`, attending to the encoder output `memory`."""
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask,
+                                    memory_key_padding_mask, memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                               memory_is_causal))
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           is_causal=is_causal, need_weights=False)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
+                                key_padding_mask=key_padding_mask, is_causal=is_causal,
+                                need_weights=False)[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout3(x)
+
+
+class TransformerDecoder(Module):
+    """`num_layers` deep copies of `decoder_layer` applied in turn, then an optional norm."""
+
+    def __init__(self, decoder_layer, num_layers: int, norm=None) -> None:
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        """Run every layer (same masks for each), then `norm` if given.
+
+        With tgt_is_causal=None, a tgt_mask equal to the square subsequent mask counts as
+        causal (as in PyTorch; the outputs are the same either way).
+        """
+        out = tgt
+        first = self.layers[0] if len(self.layers) else None
+        batch_first = first.self_attn.batch_first if first is not None else False
+        causal = _detect_causal(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
+        for layer in self.layers:
+            out = layer(out, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                        tgt_key_padding_mask=tgt_key_padding_mask,
+                        memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=causal,
+                        memory_is_causal=memory_is_causal)
+        if self.norm is not None:
+            out = self.norm(out)
+        return out
+
+
+class Transformer(Module):
+    """An encoder stack and a decoder stack (each with a final LayerNorm), as in PyTorch.
+
+    Weight matrices (every parameter of two or more dims) are Xavier-uniform initialised.
+    """
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation=F.relu, custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            enc_layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
+                                                activation, layer_norm_eps, batch_first,
+                                                norm_first, bias, dtype=dtype)
+            enc_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+            self.encoder = TransformerEncoder(enc_layer, num_encoder_layers, enc_norm)
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            dec_layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout,
+                                                activation, layer_norm_eps, batch_first,
+                                                norm_first, bias, dtype=dtype)
+            dec_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+            self.decoder = TransformerDecoder(dec_layer, num_decoder_layers, dec_norm)
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        """Encode `src`, then decode `tgt` against the encoder's output."""
+        batched = src.dim() == 3
+        batch_dim = 0 if self.batch_first else 1
+        if batched and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (default dtype)."""
+        return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float)
+
+
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer"]

@@ -1,7 +1,9 @@
-"""`fusegrad.nn.utils`: gradient clipping and parameter vector helpers."""
+"""`fusegrad.nn.utils`: gradient clipping, parameter vector helpers and `rnn` (packed
+sequences)."""
 
+from . import rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_
 from .convert import parameters_to_vector, vector_to_parameters
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
-           "vector_to_parameters"]
+           "vector_to_parameters", "rnn"]

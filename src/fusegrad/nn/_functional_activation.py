@@ -1,0 +1,192 @@
+"""The activations of `torch.nn.functional` that are one registry op each (celu, softshrink,
+hardshrink, threshold, glu, prelu, rrelu, and the in-place forms of elu, selu, silu, mish,
+hardsigmoid, hardswish, hardtanh, leaky_relu) and the few PyTorch composes (softsign,
+tanhshrink, softmin): each records PyTorch's nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._dispatch import call
+from .._random import rng as _rng
+from .._tensor import Tensor
+from ..ops import activation as A
+from ..ops import shrink as K
+
+
+def _pick(op, op_, inplace: bool):
+    return op_ if inplace else op
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    """Clamp to [min_val, max_val] (`hardtanh`, or `hardtanh_` in place)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return call(_pick(A.hardtanh, A.hardtanh_, inplace), input, min_val, max_val)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place hardtanh."""
+    return hardtanh(input, min_val, max_val, True)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6): hardtanh(x, 0, 6), as PyTorch records it."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x if x > 0 else negative_slope * x."""
+    return call(_pick(A.leaky_relu, A.leaky_relu_, inplace), input, negative_slope)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place leaky_relu."""
+    return leaky_relu(input, negative_slope, True)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    return call(_pick(A.elu, A.elu_, inplace), input, alpha)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place elu."""
+    return elu(input, alpha, True)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalising constants (one `elu` node)."""
+    return call(_pick(A.elu, A.elu_, inplace), input, A.SELU_ALPHA, A.SELU_SCALE)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place selu."""
+    return selu(input, True)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    return call(_pick(K.celu, K.celu_, inplace), input, alpha)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place celu."""
+    return celu(input, alpha, True)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x)."""
+    return call(_pick(A.silu, A.silu_, inplace), input)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return call(_pick(A.mish, A.mish_, inplace), input)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """clamp(x / 6 + 1 / 2, 0, 1)."""
+    return call(_pick(A.hardsigmoid, A.hardsigmoid_, inplace), input)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * hardsigmoid(x)."""
+    return call(_pick(A.hardswish, A.hardswish_, inplace), input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)), computed stably."""
+    return call(A.log_sigmoid, input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    return input - input.tanh()
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
+    return call(K.softshrink, input, lambd)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
+    return call(K.hardshrink, input, lambd)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else value."""
+    return call(_pick(K.threshold, K.threshold_, inplace), input, threshold, value)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place threshold."""
+    return call(K.threshold_, input, threshold, value)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b), where a and b are the halves of `input` along `dim`."""
+    return call(K.glu, input, dim)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
+    if weight.dim() > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.dim()}")
+    n = weight.numel()
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {n} and channel size = {channels}.")
+    shape = [1] * input.dim()
+    if n != 1:
+        shape[1] = n
+    return call(K.prelu_kernel, input, weight.view(shape))
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+          training: bool = False, inplace: bool = False) -> Tensor:
+    """Leaky ReLU whose negative slope is drawn from U(lower, upper) per element when
+    training, and is (lower + upper) / 2 otherwise."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    shape, dt = tuple(input.shape), input.dtype.np
+    # the noise holds each element's slope (1 where x >= 0); eval mode does not read it
+    noise = Tensor._make(np.zeros(shape, dt))
+    if training:
+        slopes = Tensor._make(_rng(None).uniform(lower, upper, size=shape).astype(dt))
+        noise = slopes.where(input.detach() < 0, noise.new_ones(()))
+    op = K.rrelu_with_noise_ if inplace else K.rrelu_with_noise
+    return call(op, input, noise, lower, upper, bool(training))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """In-place rrelu."""
+    return rrelu(input, lower, upper, training, True)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
+    """softmax(-x) along `dim`."""
+    if dim is None:
+        dim = 0 if input.dim() in (0, 1, 3) else 1
+    neg = -input
+    return neg.softmax(dim, dtype=dtype) if dtype is not None else neg.softmax(dim)
+
+
+__all__ = [
+    "hardtanh", "hardtanh_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu",
+    "selu_", "celu", "celu_", "silu", "mish", "hardsigmoid", "hardswish", "logsigmoid",
+    "softsign", "tanhshrink", "softshrink", "hardshrink", "threshold", "threshold_", "glu",
+    "prelu", "rrelu", "rrelu_", "softmin",
+]

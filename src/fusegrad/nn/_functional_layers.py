@@ -1,0 +1,351 @@
+"""Layers of `torch.nn.functional` that are one registry op (pixel/channel shuffle,
+adaptive max pooling, fold/unfold, embedding_bag, bilinear's `_trilinear`) or that PyTorch
+composes (channel-wise dropout, cosine_similarity, instance_norm over batch_norm,
+local_response_norm, rms_norm), built from the ops PyTorch's composite records.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import _dtype
+from .._dispatch import call
+from .._random import rng as _rng
+from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad
+from ..ops import layers as LY
+from ..ops import nn as N
+from ..ops import scalar as SC
+from ..ops.reduction import vector_norm
+
+
+def _pair(x, n: int = 2) -> list:
+    if isinstance(x, numbers.Integral):
+        return [int(x)] * n
+    x = [int(v) for v in x]
+    return x * n if len(x) == 1 else x
+
+
+# ---------------------------------------------------------------- bilinear
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: one
+    `_trilinear` over the flattened inputs, as PyTorch records it."""
+    if input1.dim() != input2.dim():
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} "
+                           f"and {input2.dim()}")
+    for d in range(input1.dim() - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {d}: "
+                               f"got {input1.shape[d]} and {input2.shape[d]}")
+    if input1.shape[-1] != weight.shape[1]:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
+                           f"{input1.shape[-1]} but expected {weight.shape[1]}")
+    if input2.shape[-1] != weight.shape[2]:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
+                           f"{input2.shape[-1]} but expected {weight.shape[2]}")
+    if bias is not None and bias.shape[0] != weight.shape[0]:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
+                           f"{bias.shape[0]} but expected {weight.shape[0]}")
+    out_shape = tuple(input1.shape[:-1]) + (weight.shape[0],)
+    x1 = input1.reshape(-1, input1.shape[-1])
+    x2 = input2.reshape(-1, input2.shape[-1])
+    out = call(LY.trilinear, x1, weight, x2, [1, 3], [0], [1, 2], [2, 3]).reshape(out_shape)
+    return out + bias if bias is not None else out
+
+
+# ---------------------------------------------------------------- shuffles
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C r^2, H, W) to (*, C, H r, W r)."""
+    return call(LY.pixel_shuffle, input, int(upscale_factor))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H r, W r) to (*, C r^2, H, W)."""
+    return call(LY.pixel_unshuffle, input, int(downscale_factor))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleave the channels of `groups` groups."""
+    return call(LY.channel_shuffle, input, int(groups))
+
+
+native_channel_shuffle = channel_shuffle
+
+# ---------------------------------------------------------------- adaptive max pooling
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """Max over adaptive windows to `output_size` (None keeps that input size)."""
+    if isinstance(output_size, numbers.Integral) or output_size is None:
+        output_size = (output_size, output_size)
+    size = [input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(output_size)]
+    out, idx = call(LY.adaptive_max_pool2d, input, size)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """1-D adaptive max pooling (a height-1 2-D pooling, as PyTorch records it)."""
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           "tensor for argument #1 'self' (while checking arguments for "
+                           "adaptive_max_pool1d)")
+    size = _pair(output_size, 1)[0]
+    out, idx = call(LY.adaptive_max_pool2d, input.unsqueeze(-2), [1, size])
+    out = out.squeeze(-2)
+    return (out, idx.squeeze(-2)) if return_indices else out
+
+
+# ---------------------------------------------------------------- channel-wise dropout
+
+
+def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool) -> Tensor:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    keep = _rng(None).random(shape) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    noise = Tensor._make((keep * scale).astype(input.dtype.np))
+    return input.mul_(noise) if inplace else input * noise
+
+
+def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
+    name = f"dropout{spatial}d"
+    batched = spatial + 2
+    if input.dim() not in (batched - 1, batched):
+        if spatial == 1:
+            raise RuntimeError(
+                f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. "
+                "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+                "spatial dimension, a channel dimension, and an optional batch dimension "
+                "(i.e. 2D or 3D inputs).")
+        warnings.warn(
+            f"{name}: Received a {input.dim()}-D input to {name}, which is deprecated and will "
+            f"result in an error in a future release. To retain the behavior and silence "
+            f"this warning, please use dropout instead. Note that {name} exists to provide "
+            f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
+            f"dimension, and an optional batch dimension (i.e. {batched - 1}D or {batched}D "
+            "inputs).", UserWarning, stacklevel=3)
+    unbatched = input.dim() == batched - 1 and spatial != 2
+    if unbatched:
+        out = _feature_dropout(input.unsqueeze(0), p, training, inplace)
+        return out.squeeze(0)
+    return _feature_dropout(input, p, training, inplace)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, L) or (C, L) input with probability p."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return _channel_dropout(input, p, training, inplace, 1)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, H, W) or (N, C, L) input with probability p."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return _channel_dropout(input, p, training, inplace, 2)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input with probability p."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return _channel_dropout(input, p, training, inplace, 3)
+
+
+# ---------------------------------------------------------------- similarity
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """cos of the angle between x1 and x2 along `dim`; each norm clamped below by eps
+    (outside the graph, as PyTorch clamps it)."""
+    if tuple(x1.shape) != tuple(x2.shape):
+        from ..ops._util import broadcast_shapes
+
+        shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+        x1, x2 = x1.expand(shape), x2.expand(shape)
+    norms = []
+    for x in (x1, x2):
+        n = call(vector_norm, x, 2, [dim], True).clone()
+        with no_grad():
+            n.clamp_(min=eps)
+        norms.append(n)
+    return ((x1 / norms[0]) * (x2 / norms[1])).sum(dim)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each (sample, channel) over its positions: batch_norm of the input viewed as
+    one sample with N*C channels (NativeBatchNormBackward0 between two views)."""
+    shape = tuple(input.shape)
+    if use_input_stats and math.prod(shape[2:]) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input "
+                         f"size {input.shape}")
+    b, c = shape[:2]
+    x = input.contiguous().view((1, b * c) + shape[2:])
+
+    def rep(t):
+        return t.repeat(b) if t is not None else None
+
+    rm, rv = rep(running_mean), rep(running_var)
+    out = call(N.native_batch_norm, x, rep(weight), rep(bias), rm, rv, use_input_stats,
+               momentum, eps)[0]
+    if use_input_stats and running_mean is not None:
+        with no_grad():
+            running_mean.copy_(rm.view(b, c).mean(0))
+            running_var.copy_(rv.view(b, c).mean(0))
+    return out.view(shape)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """Divide by (k + alpha * mean of squares over `size` neighbouring channels) ** beta."""
+    from .functional import avg_pool2d, pad
+
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          "
+                         f"input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    div = input.mul(input)
+    if dim == 3:
+        div = pad(div.unsqueeze(1), [0, 0, size // 2, (size - 1) // 2])
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = pad(div, [0, 0, 0, 0, size // 2, (size - 1) // 2])
+        div = call(LY.avg_pool3d, div, [size, 1, 1], [1, 1, 1]).squeeze(1)
+        div = div.view(sizes)
+    div = div.mul(alpha).add(k).pow(beta)
+    return input / div
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight."""
+    ns = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) else [
+        int(v) for v in normalized_shape]
+    k = len(ns)
+    if tuple(input.shape[input.dim() - k:]) != tuple(ns) or input.dim() < k:
+        raise RuntimeError(f"Given normalized_shape={ns}, expected input with shape "
+                           f"[*{', '.join(str(s) for s in ns)}], but got input of size"
+                           f"{list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype.np if input.dtype.is_floating_point
+                             else _dtype.defaults.float.np).eps)
+    dims = list(range(input.dim() - k, input.dim()))
+    rms = call(SC.add_scalar, input.pow(2).mean(dims, keepdim=True), eps).rsqrt()
+    out = input * rms
+    return out * weight if weight is not None else out
+
+
+# ---------------------------------------------------------------- fold and unfold
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sliding local blocks of a (N, C, H, W) input as columns (one `im2col`)."""
+    if input.dim() not in (3, 4):
+        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported "
+                                  f"(got {input.dim()}D)")
+    return call(N.im2col, input, _pair(kernel_size), _pair(dilation), _pair(padding),
+                _pair(stride))
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """Sum columns of sliding blocks back into a (N, C, H, W) tensor (one `col2im`)."""
+    if input.dim() not in (2, 3):
+        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input "
+                                  f"Tensors are supported (got {input.dim()}D)")
+    s = _pair(stride)
+    if min(s) <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got stride_height: "
+                           f"{s[0]} stride_width: {s[1]}")
+    return call(N.col2im, input, _pair(output_size), _pair(kernel_size), _pair(dilation),
+                _pair(padding), s)
+
+
+# ---------------------------------------------------------------- embedding_bag
+
+_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of embeddings (one `_embedding_bag`)."""
+    if weight.dtype.is_floating_point is False:
+        raise ValueError(f"weight must be a floating point tensor, got {weight.dtype}")
+    if per_sample_weights is not None and tuple(input.shape) != tuple(
+            per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) "
+                         f"is not None, then it must have the same shape as the input "
+                         f"({input.shape})")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is "
+                             "treated is a mini-batch of fixed length sequences. However, "
+                             f"found offsets of type {type(offsets)}")
+        rows, cols = input.shape
+        offsets = Tensor._make(np.arange(0, rows * cols, cols, dtype=np.int64))
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.dim()}")
+    if mode not in _MODES:
+        raise ValueError("mode has to be one of sum, mean or max")
+    if max_norm is not None:
+        raise NotImplementedError("embedding_bag: max_norm is not supported yet")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
+                                  "per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}'). Please open a feature request on GitHub.")
+    n = weight.shape[0]
+    if padding_idx is None:
+        padding_idx = -1
+    elif padding_idx > 0:
+        assert padding_idx < n, "padding_idx must be within the number of embeddings"
+    elif padding_idx < 0:
+        assert padding_idx >= -n, "padding_idx must be within the number of embeddings"
+        padding_idx = n + padding_idx
+    return call(LY.embedding_bag, weight, input, offsets, scale_grad_by_freq, _MODES[mode],
+                sparse, per_sample_weights, include_last_offset, padding_idx)[0]
+
+
+__all__ = [
+    "bilinear", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+    "native_channel_shuffle", "adaptive_max_pool1d", "adaptive_max_pool2d", "dropout1d",
+    "dropout2d", "dropout3d", "cosine_similarity", "instance_norm", "local_response_norm",
+    "rms_norm", "unfold", "fold", "embedding_bag",
+]

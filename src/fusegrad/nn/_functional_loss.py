@@ -1,0 +1,355 @@
+"""The losses of `torch.nn.functional` beyond nll/mse/bce: each is either one registry op
+(smooth_l1, huber, soft_margin, multi_margin, multilabel_margin) or composed of the ops
+PyTorch's own composite records, in the same order, so graphs carry PyTorch's node names.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .._dispatch import call
+from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad
+from ..ops import loss as LS
+from ..ops import scalar as SC
+from ..ops import special as SP
+from ..ops.nn import REDUCTION_ENUM
+
+_EPS = 1e-12  # cosine_embedding_loss's guard against a zero norm
+
+
+def _reduction(size_average, reduce, reduction: str) -> str:
+    from .functional import _reduction as legacy
+
+    return legacy(size_average, reduce, reduction)
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _broadcast_pair(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    if tuple(target.shape) == tuple(input.shape):
+        return input, target
+    warnings.warn(
+        f"Using a target size ({target.shape}) that is different to the input size "
+        f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+        "Please ensure they have the same size.", UserWarning, stacklevel=3)
+    from ..ops._util import broadcast_shapes
+
+    shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    return input.expand(shape), target.expand(shape)
+
+
+def _not_differentiable(fn: str, arg: str, t: Tensor | None) -> None:
+    if t is not None and t.requires_grad:
+        raise RuntimeError(f"The function '{fn}' is not differentiable with respect to "
+                           f"argument '{arg}'. This input cannot have requires_grad True.")
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Quadratic below `beta`, linear above (one `smooth_l1_loss`; beta 0 is the L1 loss)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if beta == 0.0:
+        from .functional import l1_loss
+
+        return l1_loss(input, target, reduction=reduction)
+    input, target = _broadcast_pair(input, target)
+    return call(LS.smooth_l1_loss, input, target, REDUCTION_ENUM[reduction], float(beta))
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d**2 where |d| < delta, else delta (|d| - delta / 2), with d = input - target."""
+    if reduction not in REDUCTION_ENUM:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    input, target = _broadcast_pair(input, target)
+    if weight is None:
+        return call(LS.huber_loss, input, target, REDUCTION_ENUM[reduction], float(delta))
+    loss = call(LS.huber_loss, input, target, 0, float(delta)) * weight
+    return _reduce(loss, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL divergence of `target` from log-probabilities `input` (xlogy(t, t) - t * input)."""
+    from .functional import _reduction as legacy
+
+    reduction = legacy(size_average, reduce, reduction, ("batchmean",))
+    if reduction == "mean":
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support "
+            "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+            "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+            "major release.", UserWarning, stacklevel=2)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = call(SP.xlogy, target, target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.dim() else loss.sum()
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                     reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target * input)), averaged."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _not_differentiable("soft_margin_loss", "target", target)
+    input, target = _broadcast_pair(input, target)
+    return call(LS.soft_margin_loss, input, target, REDUCTION_ENUM[reduction])
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """max(0, -target * (input1 - input2) + margin)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(
+            f"margin_ranking_loss : All input tensors should have same dimension but got "
+            f"sizes: input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+    raw = call(SC.add_scalar, -target * (input1 - input2), margin)
+    return _reduce(call(SC.clamp_min, raw, 0), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
+                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """input where target is 1, max(0, margin - input) where it is -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    zeros = input.new_zeros(())
+    clamped = call(SC.clamp_min, input.new_full((), margin) - input, 0)
+    loss = clamped.where(target != 1, zeros) + input.where(target != -1, zeros)
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    dims = input1.dim()
+    if input2.dim() != dims:
+        raise RuntimeError(f"cosine_embedding_loss : All input tensors should have same "
+                           f"dimension but got sizes: input1: {input1.shape}, input2: "
+                           f"{input2.shape}, target: {target.shape} ")
+    if target.dim() == dims:
+        raise RuntimeError(f"{target.dim()}D target tensor expects {dims - 1}D input tensors, "
+                           f"but found inputs with sizes {list(input1.shape)} and "
+                           f"{list(input2.shape)}.")
+    d = dims - 1
+    prod = (input1 * input2).sum(d)
+    mag1 = call(SC.add_scalar, (input1 * input1).sum(d), _EPS)
+    mag2 = call(SC.add_scalar, (input2 * input2).sum(d), _EPS)
+    cos = prod / (mag1 * mag2).sqrt()
+    zeros = cos.new_zeros(())
+    pos = cos.new_ones(()) - cos
+    neg = call(SC.clamp_min, call(SC.sub_scalar, cos, margin), 0)
+    loss = pos.where(target == 1, zeros) + neg.where(target == -1, zeros)
+    return _reduce(loss, reduction)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim (one legacy `norm`, NormBackward1)."""
+    dim = max(x1.dim(), x2.dim()) - 1
+    return call(SP.norm_dim, call(SC.add_scalar, x1 - x2, eps), p, [max(dim, 0)], keepdim)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
+                        margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """max(0, d(a, p) - d(a, n) + margin) with d the pairwise p-norm distance."""
+    reduction = _reduction(size_average, reduce, reduction)
+    dims = (anchor.dim(), positive.dim(), negative.dim())
+    if len(set(dims)) != 1:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
+                           f"the same number of dimensions, but got: anchor {dims[0]}D, "
+                           f"positive {dims[1]}D, and negative {dims[2]}D inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    loss = call(SC.clamp_min, call(SC.add_scalar, d_pos, margin) - d_neg, 0)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average=None, eps: float = 1e-8, reduce=None,
+                     reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood of `target` under rate exp(input) (or input)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * call(SC.add_scalar, input, eps).log()
+    if full:
+        t = target
+        stirling = t * t.log() - t + call(SC.mul_scalar, call(SC.mul_scalar, t, 2 * math.pi).log(),
+                                                0.5)
+        loss = loss + stirling.masked_fill(t <= 1, 0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """0.5 (log(var) + (input - target)**2 / var), var clamped below by eps."""
+    if not isinstance(var, Tensor):
+        var = input.new_full(tuple(input.shape), float(var))
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in REDUCTION_ENUM:
+        raise ValueError(reduction + " is not valid")
+    if bool((var._data < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average=None, reduce=None,
+                      reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: sum over j != y of max(0, margin - x[y] + x[j])**p / C."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    _not_differentiable("multi_margin_loss", "weight", weight)
+    return call(LS.multi_margin_loss, input, target, p, margin, weight,
+                REDUCTION_ENUM[reduction])
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                           reduction: str = "mean") -> Tensor:
+    """Hinge loss between each listed target class and every class not listed."""
+    reduction = _reduction(size_average, reduce, reduction)
+    return call(LS.multilabel_margin_loss, input, target, REDUCTION_ENUM[reduction])[0]
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                size_average=None, reduce=None,
+                                reduction: str = "mean") -> Tensor:
+    """Per-class binary cross entropy of logits, averaged over classes."""
+    reduction = _reduction(size_average, reduce, reduction)
+    from ._functional_activation import logsigmoid
+
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.dim() - 1
+    loss = loss.sum(class_dim) / input.shape[class_dim]
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _lengths(x) -> list:
+    if isinstance(x, Tensor):
+        return [int(v) for v in np.asarray(x._data).reshape(-1)]
+    if isinstance(x, (int, np.integer)):
+        return [int(x)]
+    return [int(v) for v in x]
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss of (T, N, C) log-probabilities (one
+    `_ctc_loss`); "mean" divides each sample's loss by its target length first."""
+    if reduction not in REDUCTION_ENUM:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    il, tl = _lengths(input_lengths), _lengths(target_lengths)
+    unbatched = log_probs.dim() == 2
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        if targets.dim() == 1:
+            targets = targets.unsqueeze(0)
+    res = call(LS.ctc_loss, log_probs, targets, il, tl, blank, bool(zero_infinity))[0]
+    if zero_infinity:
+        inf = Tensor._make(np.isinf(res._data))
+        res = res.new_zeros(()).where(inf, res)
+    if reduction == "mean":
+        lengths = np.maximum(np.asarray(tl, np.int64), 1).astype(res.dtype.np)
+        return (res / Tensor._make(lengths)).mean()
+    if reduction == "sum":
+        return res.sum()
+    return res.squeeze(0) if unbatched else res
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average=None, ignore_index: int = -100, reduce=None,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax over classes (dim 1, or 0 for a single sample) then the NLL; `target`
+    holds class indices or class probabilities. Label smoothing is composed as PyTorch
+    composes it (masked_fill, then the two terms scaled by `mul.Scalar`)."""
+    from .functional import nll_loss
+
+    reduction = _reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    cdim = 0 if input.dim() == 1 else 1
+    logp = input.log_softmax(cdim)
+    c = input.shape[cdim]
+    wshape = [1] * input.dim()
+    wshape[cdim] = c
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError("Expected floating point type target to have the same shape "
+                               f"as input, but got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.view(wshape)
+        if reduction == "none":
+            return -prod.sum(cdim)
+        if reduction == "sum":
+            return -prod.sum()
+        return call(SC.div_scalar, -prod.sum(), input.numel() // max(c, 1))
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing <= 0:
+        return nll
+    ignored = Tensor._make(np.asarray(target._data == ignore_index))
+    terms = logp * weight.view(wshape) if weight is not None else logp
+    smooth = (-terms.sum(cdim)).masked_fill(ignored, 0.0)
+    if reduction == "mean":
+        if weight is not None:
+            safe = np.where(target._data != ignore_index, target._data, 0)
+            picked = weight._data[safe] * (target._data != ignore_index)
+            denom = Tensor._make(np.asarray(picked.sum(), dtype=weight._data.dtype))
+        else:
+            denom = Tensor._make(np.asarray((target._data != ignore_index).sum(),
+                                            dtype=np.int64))
+        smooth = smooth.sum() / denom
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return (call(SC.mul_scalar, nll, 1 - label_smoothing)
+            + call(SC.mul_scalar, smooth, label_smoothing / c))
+
+
+__all__ = [
+    "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+    "hinge_embedding_loss", "cosine_embedding_loss", "pairwise_distance",
+    "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
+    "multilabel_margin_loss", "multilabel_soft_margin_loss", "cross_entropy", "ctc_loss",
+]

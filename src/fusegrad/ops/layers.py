@@ -1,0 +1,429 @@
+"""Layer ops PyTorch records as one node: pixel_shuffle / pixel_unshuffle, channel_shuffle,
+adaptive_max_pool2d, avg_pool3d (stride-1 windows, what local_response_norm uses),
+`_embedding_bag` and `_trilinear` (bilinear's product). Kernels are NumPy; derivatives are
+fusegrad ops (each shuffle is the other's adjoint).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ._util import Spec, rand_array, size_str
+from .nn import _call, _const, _register_multi, _work
+from .registry import Sample, register
+
+# ---------------------------------------------------------------- pixel and channel shuffle
+
+
+def _ps_meta(a, r):
+    nd = len(a.shape)
+    if nd < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {nd} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    c, h, w = a.shape[-3:]
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    return Spec(tuple(a.shape[:-3]) + (c // (r * r), h * r, w * r), a.dtype)
+
+
+def _pu_meta(a, r):
+    nd = len(a.shape)
+    if nd < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {nd} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    c, h, w = a.shape[-3:]
+    if h % r:
+        raise RuntimeError(f"pixel_unshuffle expects height to be divisible by "
+                           f"downscale_factor, but input.size(-2)={h} is not divisible by {r}")
+    if w % r:
+        raise RuntimeError(f"pixel_unshuffle expects width to be divisible by "
+                           f"downscale_factor, but input.size(-1)={w} is not divisible by {r}")
+    return Spec(tuple(a.shape[:-3]) + (c * r * r, h // r, w // r), a.dtype)
+
+
+def _ps_kernel(a, r):
+    lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
+    k = len(lead)
+    x = a.reshape(lead + (c // (r * r), r, r, h, w))
+    perm = tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2)
+    return np.ascontiguousarray(x.transpose(perm)).reshape(lead + (c // (r * r), h * r, w * r))
+
+
+def _pu_kernel(a, r):
+    lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
+    k = len(lead)
+    x = a.reshape(lead + (c, h // r, r, w // r, r))
+    perm = tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3)
+    return np.ascontiguousarray(x.transpose(perm)).reshape(lead + (c * r * r, h // r, w // r))
+
+
+def _shuffle_samples(shapes):
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, s, dt), r), name=f"{s} {r}") for s, r in shapes]
+
+    return samples
+
+
+pixel_shuffle = register(
+    "pixel_shuffle", kernel=_ps_kernel, meta=_ps_meta, node="PixelShuffleBackward0",
+    derivative=lambda g, r: (_call(pixel_unshuffle, g, r), None),
+    save=lambda out, a, r: (r,),
+    samples=_shuffle_samples((((1, 4, 3, 3), 2), ((2, 9, 2, 1), 3), ((8, 2, 2), 2))),
+    saved_names=("upscale_factor",))
+pixel_unshuffle = register(
+    "pixel_unshuffle", kernel=_pu_kernel, meta=_pu_meta, node="PixelUnshuffleBackward0",
+    derivative=lambda g, r: (_call(pixel_shuffle, g, r), None),
+    save=lambda out, a, r: (r,),
+    samples=_shuffle_samples((((1, 1, 4, 6), 2), ((2, 2, 3, 3), 3), ((2, 4, 2), 2))),
+    saved_names=("downscale_factor",))
+
+
+def _cs_meta(a, groups):
+    if len(a.shape) <= 2:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {len(a.shape)} dimension(s)")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value "
+                           f"of groups:{groups}")
+    c = a.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _cs_kernel(a, groups):
+    n, c = a.shape[:2]
+    rest = a.shape[2:]
+    x = a.reshape((n, groups, c // groups) + rest).swapaxes(1, 2)
+    return np.ascontiguousarray(x).reshape(a.shape)
+
+
+channel_shuffle = register(
+    "channel_shuffle", kernel=_cs_kernel, meta=_cs_meta, node="ChannelShuffleBackward0",
+    derivative=lambda g, c, groups: (_call(channel_shuffle, g, c // groups), None),
+    save=lambda out, a, groups: (a.shape[1], groups),
+    samples=_shuffle_samples((((1, 6, 2, 2), 3), ((2, 4, 3), 2), ((2, 6, 1, 2, 2), 2))),
+    saved_names=("", "groups"))
+
+# ---------------------------------------------------------------- adaptive max pooling
+
+
+def _amp_meta(a, output_size):
+    nd = len(a.shape)
+    if nd not in (3, 4) or any(s == 0 for s in a.shape[-2:]):
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: "
+                           f"{size_str(a.shape)}")
+    if len(output_size) != 2:
+        raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must "
+                           "be 2")
+    shape = tuple(a.shape[:-2]) + tuple(int(s) for s in output_size)
+    from .. import _dtype
+
+    return (Spec(shape, a.dtype), Spec(shape, _dtype.int64))
+
+
+def _amp_kernel(a, output_size):
+    h, w = a.shape[-2:]
+    oh, ow = (int(s) for s in output_size)
+    x = _work(a)
+    out = np.empty(a.shape[:-2] + (oh, ow), x.dtype)
+    idx = np.empty(a.shape[:-2] + (oh, ow), np.int64)
+    for i in range(oh):
+        h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
+        for j in range(ow):
+            w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
+            win = x[..., h0:h1, w0:w1].reshape(a.shape[:-2] + (-1,))
+            # NaN wins, as in PyTorch's kernel; otherwise the first maximum
+            k = np.where(np.isnan(win).any(-1), np.isnan(win).argmax(-1), win.argmax(-1))
+            out[..., i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
+            idx[..., i, j] = (h0 + k // (w1 - w0)) * w + w0 + k % (w1 - w0)
+    return out.astype(a.dtype, copy=False), idx
+
+
+def _amp_derivative(grads, shape, idx):
+    g = grads[0] if isinstance(grads, (list, tuple)) else grads
+    lead = tuple(shape[:-2])
+    flat = g.new_zeros(lead + (shape[-2] * shape[-1],))
+    gx = flat.scatter_add(-1, idx.reshape(lead + (-1,)), g.reshape(lead + (-1,)))
+    return (gx.reshape(tuple(shape)), None)
+
+
+adaptive_max_pool2d = _register_multi(
+    "adaptive_max_pool2d", kernel=_amp_kernel, meta=_amp_meta,
+    node="AdaptiveMaxPool2DBackward0", derivative=_amp_derivative,
+    save=lambda out, a, output_size: (tuple(a.shape), out[1]),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s} {o}")
+                             for s, o in (((2, 3, 8, 8), [3, 3]), ((1, 2, 5, 7), [2, 4]),
+                                          ((3, 6, 6), [6, 2]), ((1, 1, 4, 4), [1, 1]))],
+    nondiff_outputs=(1,), saved_names=("", "result1"))
+
+# ---------------------------------------------------------------- avg_pool3d (stride 1)
+
+
+def _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+    k = [int(v) for v in kernel_size] * (3 if len(kernel_size) == 1 else 1)
+    s = [int(v) for v in stride] * (3 if len(stride) == 1 else 1) if stride else k
+    p = [int(v) for v in (padding if isinstance(padding, (list, tuple)) else [padding])]
+    if any(v != 1 for v in s) or any(p) or ceil_mode or divisor_override is not None:
+        raise NotImplementedError("avg_pool3d: only stride 1 without padding is supported")
+    if len(a.shape) not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    for size, kk in zip(a.shape[-3:], k):
+        if size < kk:
+            raise RuntimeError(f"Given input size: {tuple(a.shape[-4:])}. Calculated output "
+                               f"size: too small")
+    return k
+
+
+def _ap3_meta(a, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    k = _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                   divisor_override)
+    out = tuple(n - kk + 1 for n, kk in zip(a.shape[-3:], k))
+    return Spec(tuple(a.shape[:-3]) + out, a.dtype)
+
+
+def _ap3_kernel(a, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    k = _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                   divisor_override)
+    win = sliding_window_view(_work(a), k, axis=(-3, -2, -1))
+    return win.mean(axis=(-3, -2, -1)).astype(a.dtype, copy=False)
+
+
+def _ap3_derivative(g, shape, k):
+    from .padding import constant_pad_nd
+
+    d, h, w = shape[-3:]
+    od, oh, ow = g.shape[-3:]
+    scaled = g / (k[0] * k[1] * k[2])
+    total = None
+    for i in range(k[0]):  # every window offset adds the gradient, shifted into place
+        for j in range(k[1]):
+            for m in range(k[2]):
+                part = _call(constant_pad_nd, scaled, [m, w - ow - m, j, h - oh - j,
+                                                       i, d - od - i], 0)
+                total = part if total is None else total + part
+    return (total, None, None, None, None, None, None)
+
+
+avg_pool3d = register(
+    "avg_pool3d", kernel=_ap3_kernel, meta=_ap3_meta, node="AvgPool3DBackward0",
+    derivative=_ap3_derivative,
+    save=lambda out, a, kernel_size, *rest: (tuple(a.shape), list(kernel_size) * (
+        3 if len(kernel_size) == 1 else 1)),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k, [1, 1, 1]), name=f"{s} {k}")
+                             for s, k in (((2, 1, 5, 3, 4), [2, 1, 1]),
+                                          ((1, 2, 4, 4, 4), [2, 2, 3]),
+                                          ((2, 3, 3, 3), [3, 1, 2]))])
+
+# ---------------------------------------------------------------- _trilinear
+
+
+def _expanded_shape(shape, expand, ndim):
+    dims = iter(shape)
+    return tuple(1 if d in expand else next(dims) for d in range(ndim))
+
+
+def _tri_ndim(i1, e1):
+    return len(i1.shape) + len(e1)
+
+
+def _tri_kernel(i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
+    n = _tri_ndim(i1, e1)
+    dt = np.result_type(i1.dtype, i2.dtype, i3.dtype)
+    a = _work(i1).reshape(_expanded_shape(i1.shape, e1, n))
+    b = _work(i2).reshape(_expanded_shape(i2.shape, e2, n))
+    c = _work(i3).reshape(_expanded_shape(i3.shape, e3, n))
+    return (a * b * c).sum(axis=tuple(sumdim)).astype(dt, copy=False)
+
+
+def _tri_meta(i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
+    n = _tri_ndim(i1, e1)
+    shapes = [_expanded_shape(t.shape, e, n) for t, e in ((i1, e1), (i2, e2), (i3, e3))]
+    full = np.broadcast_shapes(*shapes)
+    return Spec(tuple(s for d, s in enumerate(full) if d not in sumdim), i1.dtype)
+
+
+def _tri_derivative(g, i1, i2, i3, e1, e2, e3, sumdim):
+    n = _tri_ndim(i1, e1)
+    full = g
+    for d in sorted(sumdim):
+        full = full.unsqueeze(d)
+    ex = [t.reshape(_expanded_shape(t.shape, e, n)) for t, e in ((i1, e1), (i2, e2), (i3, e3))]
+    grads = []
+    for k, (t, e) in enumerate(((i1, e1), (i2, e2), (i3, e3))):
+        others = [ex[j] for j in range(3) if j != k]
+        prod = full * others[0] * others[1]
+        target = _expanded_shape(t.shape, e, n)
+        axes = [d for d in range(n) if target[d] == 1 and prod.shape[d] != 1]
+        if axes:
+            prod = prod.sum(axes, keepdim=True)
+        grads.append(prod.expand(target).reshape(tuple(t.shape)))
+    return tuple(grads) + (None,) * 5
+
+
+def _tri_samples(rng, dt):
+    x1, w, x2 = (rand_array(rng, s, dt) for s in ((4, 3), (2, 3, 5), (4, 5)))
+    y1, v, y2 = (rand_array(rng, s, dt) for s in ((1, 2), (3, 2, 2), (1, 2)))
+    return [Sample((x1, w, x2, [1, 3], [0], [1, 2], [2, 3]), name="bilinear"),
+            Sample((y1, v, y2, [1, 3], [0], [1, 2], [2, 3], 1), name="small")]
+
+
+trilinear = register(
+    "_trilinear", kernel=_tri_kernel, meta=_tri_meta, node="TrilinearBackward0",
+    derivative=_tri_derivative,
+    save=lambda out, i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1: (
+        i1, i2, i3, list(e1), list(e2), list(e3), list(sumdim)),
+    samples=_tri_samples,
+    saved_names=("i1", "i2", "i3", "expand1", "expand2", "expand3", "sumdim"))
+
+# ---------------------------------------------------------------- _embedding_bag
+
+_SUM, _MEAN, _MAX = 0, 1, 2
+
+
+def _bags(indices, offsets, include_last_offset):
+    """(bag of each index, number of bags)."""
+    n = indices.shape[0]
+    off = np.asarray(offsets, np.int64)
+    bags = len(off) - 1 if include_last_offset else len(off)
+    ends = np.concatenate([off[1:], [n]])[:bags] if include_last_offset else np.concatenate(
+        [off[1:], [n]])
+    bag = np.zeros(n, np.int64)
+    for b in range(bags):
+        bag[off[b]:ends[b]] = b
+    return bag, bags
+
+
+def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int) -> bool:
+    # PyTorch's fast path (sum of float32/half rows, no padding index) leaves offset2bag empty
+    return mode == _SUM and padding_idx < 0 and dt.itemsize <= 4
+
+
+def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+               per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
+    w = _work(weight)
+    idx = np.asarray(indices, np.int64).reshape(-1)
+    if ((idx < 0) | (idx >= w.shape[0])).any():
+        raise IndexError("index out of range in self")
+    bag, bags = _bags(idx, offsets, include_last_offset)
+    keep = idx != padding_idx if padding_idx >= 0 else np.ones(idx.shape, bool)
+    dim = w.shape[1]
+    rows = w[idx]
+    if per_sample_weights is not None:
+        rows = rows * _work(per_sample_weights).reshape(-1, 1)
+    count = np.bincount(bag[keep], minlength=bags).astype(np.int64)
+    out = np.zeros((bags, dim), w.dtype)
+    max_idx = np.zeros((bags,), np.int64)
+    if mode == _MAX:
+        out = np.full((bags, dim), -np.inf, w.dtype)
+        max_idx = np.zeros((bags, dim), np.int64)
+        for i in np.nonzero(keep)[0]:
+            better = rows[i] > out[bag[i]]
+            out[bag[i]] = np.where(better, rows[i], out[bag[i]])
+            max_idx[bag[i]] = np.where(better, idx[i], max_idx[bag[i]])
+        out[count == 0] = 0
+    else:
+        np.add.at(out, bag[keep], rows[keep])
+        if mode == _MEAN:
+            out = out / np.maximum(count, 1)[:, None]
+    offset2bag = np.zeros(0, np.int64) if _no_offset2bag(weight.dtype, mode, padding_idx) else bag
+    bag_size = count if mode != _SUM else np.zeros(bags, np.int64)
+    if mode == _MEAN:
+        max_idx = count.copy()
+    return (out.astype(weight.dtype, copy=False), offset2bag, bag_size, max_idx)
+
+
+def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+             per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    from .. import _dtype
+
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
+
+    if len(indices.shape) != 1:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{len(indices.shape)}")
+    if per_sample_weights is not None and mode != _SUM:
+        raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
+                                  "per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{('sum', 'mean', 'max')[mode]}'). Please open a "
+                                  "feature request on GitHub.")
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    dim = weight.shape[1]
+    sum_plain = _no_offset2bag(weight.dtype.np, mode, padding_idx)
+    i64 = _dtype.int64
+    return (Spec((bags, dim), weight.dtype),
+            Spec((0,) if sum_plain else (indices.shape[0],), i64), Spec((bags,), i64),
+            Spec((bags, dim) if mode == _MAX else (bags,), i64))
+
+
+def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+             per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    idx = indices._data.reshape(-1).astype(np.int64)
+    bag, bags = _bags(idx, offsets._data, include_last_offset)
+    keep = (idx != padding_idx) if padding_idx >= 0 else np.ones(idx.shape, bool)
+    count = np.bincount(bag[keep], minlength=bags)
+    scale = keep.astype(weight._data.dtype)
+    if mode == _MEAN:
+        scale = scale / np.maximum(count, 1)[bag]
+    need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
+    return (tuple(weight.shape), _const(idx), _const(bag), _const(scale), mode,
+            out[3] if mode == _MAX else None,
+            _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
+            per_sample_weights,
+            weight if need_psw else None)
+
+
+def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight):
+    g = grads[0] if isinstance(grads, (list, tuple)) else grads
+    n, dim = wshape
+    zeros = g.new_zeros((n, dim))
+    if mode == _MAX:
+        # an empty bag's index 0 is not a maximum: its gradient must not land on row 0
+        gw = zeros.scatter_add(0, max_idx, g * filled.to(g.dtype))
+        return (gw, None, None, None, None, None, None, None, None)
+    rows = g.index_select(0, bag) * scale.unsqueeze(1).to(g.dtype)
+    if psw is not None:
+        rows = rows * psw.reshape(-1, 1)
+    gw = zeros.index_add(0, idx, rows)
+    gpsw = None
+    if weight is not None:
+        gpsw = (g.index_select(0, bag) * weight.index_select(0, idx)).sum(1) * (
+            scale.to(g.dtype) != 0)
+    return (gw, None, None, None, None, None, gpsw, None, None)
+
+
+def _eb_samples(rng, dt):
+    idx = np.array([1, 2, 3, 4, 1, 0])
+    off = np.array([0, 2, 2, 5])
+    out = []
+    for mode in (_SUM, _MEAN, _MAX):
+        for pad in (-1, 1):
+            out.append(Sample((rand_array(rng, (10, 3), dt), idx, off, False, mode, False,
+                               None, False, pad), name=f"mode {mode} pad {pad}"))
+    # (indices past the last offset are bagged differently by PyTorch's float32 and float64
+    # kernels; the sample ends its last bag at the end)
+    out.append(Sample((rand_array(rng, (10, 3), dt), idx, np.array([0, 2, 2, 6]), False, _SUM,
+                       False, rand_array(rng, (6,), dt), True, -1), name="weights, last offset"))
+    return out
+
+
+embedding_bag = _register_multi(
+    "_embedding_bag", kernel=_eb_kernel, meta=_eb_meta, node="EmbeddingBagBackward0",
+    derivative=_eb_derivative, save=_eb_save, samples=_eb_samples,
+    nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag",
+    saved_names=("", "indices", "offset2bag", "", "mode", "maximum_indices", "",
+                 "per_sample_weights", ""))

@@ -1,0 +1,469 @@
+"""Loss ops PyTorch records as one node: smooth_l1_loss, huber_loss, soft_margin_loss,
+multi_margin_loss and multilabel_margin_loss_forward (`SmoothL1LossBackward0`,
+`HuberLossBackward0`, `SoftMarginLossBackward0`, `MultiMarginLossBackward0`,
+`MultilabelMarginLossBackward0`). `reduction` is ATen's enum: 0 none, 1 mean, 2 sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import Spec, rand_array, size_str
+from .nn import (
+    _call,
+    _const,
+    _loss_meta,
+    _loss_samples,
+    _reduce,
+    _register_multi,
+    _scale,
+    _work,
+)
+from .registry import Sample, register
+
+
+def _result(loss: np.ndarray, reduction: int, dt) -> np.ndarray:
+    return np.asarray(_reduce(loss, reduction)).astype(dt, copy=False)
+
+
+# ---------------------------------------------------------------- smooth L1 and Huber
+
+
+def _smooth_l1_kernel(x, t, reduction=1, beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    dt = np.result_type(x.dtype, t.dtype)
+    d = np.abs(_work(x) - _work(t))
+    loss = d if beta == 0 else np.where(d < beta, 0.5 * d * d / max(beta, 1e-300),
+                                        d - 0.5 * beta)
+    return _result(loss, reduction, dt)
+
+
+def _smooth_l1_derivative(g, x, t, reduction, beta):
+    d = x - t
+    slope = d.sign() if beta == 0 else (d / beta).where(d.abs() < beta, d.sign())
+    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * slope
+    return (gx, -gx, None, None)
+
+
+def _with_param(param):
+    def samples(rng, dt):
+        out = _loss_samples(rng, dt, (-2, 2))
+        return [Sample(s.args + (param,), name=s.name) for s in out] + [
+            Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3, 4), dt), 1, 0.25),
+                   name="param 0.25")]
+
+    return samples
+
+
+smooth_l1_loss = register(
+    "smooth_l1_loss", kernel=_smooth_l1_kernel, meta=_loss_meta, node="SmoothL1LossBackward0",
+    derivative=_smooth_l1_derivative,
+    save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
+    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"))
+
+
+def _huber_kernel(x, t, reduction=1, delta=1.0):
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    dt = np.result_type(x.dtype, t.dtype)
+    d = _work(x) - _work(t)
+    a = np.abs(d)
+    loss = np.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    return _result(loss, reduction, dt)
+
+
+def _huber_derivative(g, x, t, reduction, delta):
+    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * (x - t).clamp(-delta, delta)
+    return (gx, -gx, None, None)
+
+
+huber_loss = register(
+    "huber_loss", kernel=_huber_kernel, meta=_loss_meta, node="HuberLossBackward0",
+    derivative=_huber_derivative,
+    save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
+    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"))
+
+# ---------------------------------------------------------------- soft margin
+
+
+def _soft_margin_kernel(x, t, reduction=1):
+    xw = _work(x)
+    loss = np.logaddexp(0, -_work(t).astype(xw.dtype) * xw)
+    return _result(loss, reduction, x.dtype)
+
+
+def _soft_margin_derivative(g, x, t, reduction):
+    z = -t * x
+    gx = _scale(g, reduction, max(x.numel(), 1)) * -t * z.sigmoid()
+    return (gx, None, None)
+
+
+def _soft_margin_samples(rng, dt):
+    out = []
+    for shape in ((3, 4), (5,), ()):
+        for red in (0, 1, 2):
+            sign = np.where(rng.random(shape) > 0.5, 1, -1).astype(np.int64)
+            out.append(Sample((rand_array(rng, shape, dt), sign, red), name=f"{shape} {red}"))
+    return out
+
+
+soft_margin_loss = register(
+    "soft_margin_loss", kernel=_soft_margin_kernel,
+    meta=lambda x, t, reduction=1: Spec(tuple(x.shape) if reduction == 0 else (), x.dtype),
+    node="SoftMarginLossBackward0", derivative=_soft_margin_derivative,
+    save=lambda out, x, t, reduction=1: (x, t, reduction), samples=_soft_margin_samples,
+    nondiff_args=(1,), saved_names=("self", "target", "reduction"))
+
+# ---------------------------------------------------------------- multi margin
+
+
+def _mm_check(x, t, p, weight):
+    if p not in (1, 2):
+        raise RuntimeError("only p == 1 and p == 2 supported")
+    nd = len(x.shape)
+    if nd > 2 or (nd == 2 and x.shape[1] == 0) or (nd == 1 and x.shape[0] == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {size_str(x.shape)}")
+    n = x.shape[0] if nd == 2 else 1
+    c = x.shape[-1] if nd else 1
+    if len(t.shape) > 1 or (t.shape[0] if t.shape else 1) != n:
+        raise RuntimeError(f"inconsistent target size, expected {n} but got "
+                           f"{size_str(t.shape)}")
+    if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != c):
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got "
+                           f"{size_str(weight.shape)}")
+    return n, c
+
+
+def _mm_parts(x, t):
+    """(x as (N, C), one-hot of the targets as (N, C)) for 1-D or 2-D `x`."""
+    x2 = x.reshape(-1, x.shape[-1] if x.ndim else 1)
+    t1 = np.asarray(t).reshape(-1)
+    c = x2.shape[1]
+    if ((t1 < 0) | (t1 >= c)).any():
+        raise IndexError("target out of range")
+    return x2, np.arange(c)[None, :] == t1[:, None]
+
+
+def _mm_kernel(x, t, p=1, margin=1, weight=None, reduction=1):
+    _mm_check(x, t, p, weight)
+    x2, onehot = _mm_parts(_work(x), t)
+    c = x2.shape[1]
+    picked = (x2 * onehot).sum(1, keepdims=True)
+    h = np.maximum(margin - picked + x2, 0) * ~onehot
+    if p == 2:
+        h = h * h
+    if weight is not None:
+        h = h * _work(weight)[np.asarray(t).reshape(-1)][:, None]
+    loss = h.sum(1) / c
+    if x.ndim < 2 and reduction == 0:
+        loss = loss.reshape(())
+    return _result(loss, reduction, x.dtype)
+
+
+def _mm_meta(x, t, p=1, margin=1, weight=None, reduction=1):
+    n, _ = _mm_check(x, t, p, weight)
+    shape = () if reduction or len(x.shape) < 2 else (n,)
+    return Spec(shape, x.dtype)
+
+
+def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction):
+    x2 = x.reshape(onehot.shape)
+    c = onehot.shape[1]
+    picked = (x2 * onehot).sum(1, keepdim=True)
+    h = margin - picked + x2
+    coef = (h > 0) * (1 - onehot)
+    if p == 2:
+        coef = coef * h * 2
+    if weight_t is not None:
+        coef = coef * weight_t
+    coef = coef / c
+    gx = coef - onehot * coef.sum(1, keepdim=True)
+    if reduction == 0:
+        g = g.reshape(-1, 1)
+    elif reduction == 1:
+        g = g / onehot.shape[0]
+    return ((g * gx).reshape(x.shape), None, None, None, None, None)
+
+
+def _mm_save(out, x, t, p=1, margin=1, weight=None, reduction=1):
+    _, onehot = _mm_parts(x._data, t._data)
+    wt = None
+    if weight is not None:
+        wt = _const(weight._data[t._data.reshape(-1)][:, None])
+    return (x, _const(onehot.astype(x._data.dtype)), wt, p, margin, reduction)
+
+
+def _mm_samples(rng, dt):
+    out = []
+    for shape in ((4, 5), (5,)):
+        n = shape[0] if len(shape) == 2 else 1
+        t = rng.integers(0, shape[-1], size=(n,) if len(shape) == 2 else ())
+        for p, margin, red in ((1, 1, 1), (2, 0.5, 0), (1, 2.0, 2)):
+            out.append(Sample((rand_array(rng, shape, dt), np.asarray(t, np.int64), p, margin,
+                               None, red), name=f"{shape} p={p} red={red}"))
+    return out
+
+
+multi_margin_loss = register(
+    "multi_margin_loss", kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
+    derivative=_mm_derivative, save=_mm_save, samples=_mm_samples,
+    optional_tensor_args=(4,),
+    saved_names=("self", "target", "", "p", "margin", "reduction"))
+
+# ---------------------------------------------------------------- multilabel margin
+
+
+def _mlm_check(x, t):
+    nd = len(x.shape)
+    if nd > 2 or (nd == 2 and x.shape[1] == 0) or (nd == 1 and x.shape[0] == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {size_str(x.shape)}")
+    if tuple(t.shape) != tuple(x.shape):
+        raise RuntimeError(f"inconsistent target size: {size_str(t.shape)} for input of "
+                           f"size: {size_str(x.shape)}")
+
+
+def _mlm_masks(x, t):
+    """(counts of each class among the listed targets, is_target) as (N, C) arrays."""
+    t2 = np.asarray(t).reshape(-1, x.shape[-1] if x.ndim else 1)
+    n, c = t2.shape
+    # the targets of a row are its entries before the first -1
+    listed = np.cumprod(t2 >= 0, axis=1).astype(bool)
+    if (t2[listed] >= c).any():
+        raise RuntimeError("multilabel_margin_loss: target out of range")
+    counts = np.zeros((n, c))
+    rows = np.repeat(np.arange(n)[:, None], c, axis=1)
+    np.add.at(counts, (rows[listed], t2[listed]), 1)
+    return counts, counts > 0
+
+
+def _mlm_kernel(x, t, reduction=1):
+    _mlm_check(x, t)
+    xw = _work(x)
+    x2 = xw.reshape(-1, xw.shape[-1] if xw.ndim else 1)
+    counts, is_t = _mlm_masks(xw, t)
+    c = x2.shape[1]
+    margin = np.maximum(1 - x2[:, :, None] + x2[:, None, :], 0)
+    loss = (margin * counts[:, :, None] * ~is_t[:, None, :]).sum((1, 2)) / c
+    if x.ndim < 2 and reduction == 0:
+        loss = loss.reshape(())
+    return (_result(loss, reduction, x.dtype), is_t.reshape(t.shape).astype(x.dtype))
+
+
+def _mlm_meta(x, t, reduction=1):
+    _mlm_check(x, t)
+    shape = () if reduction or len(x.shape) < 2 else (x.shape[0],)
+    return (Spec(shape, x.dtype), Spec(tuple(t.shape), x.dtype))
+
+
+def _mlm_derivative(grads, x, pairs, reduction):
+    g = grads[0] if isinstance(grads, (list, tuple)) else grads
+    x2 = x.reshape(pairs.shape[0], pairs.shape[1])
+    active = ((1 - x2.unsqueeze(2) + x2.unsqueeze(1)) > 0) * pairs
+    gx = (active.sum(1) - active.sum(2)) / pairs.shape[1]
+    if reduction == 0:
+        g = g.reshape(-1, 1)
+    elif reduction == 1:
+        g = g / pairs.shape[0]
+    return ((g * gx).reshape(x.shape), None, None)
+
+
+def _mlm_save(out, x, t, reduction=1):
+    counts, is_t = _mlm_masks(x._data, t._data)
+    pairs = counts[:, :, None] * ~is_t[:, None, :]
+    return (x, _const(pairs.astype(x._data.dtype)), reduction)
+
+
+def _mlm_samples(rng, dt):
+    t = np.array([[3, 0, -1, 1, 1], [1, 2, 4, 0, 3], [-1, 0, 1, 2, 3], [2, 2, -1, 0, 0]])
+    return [Sample((rand_array(rng, (4, 5), dt, (-1, 1)), t, red), name=f"2-d red={red}")
+            for red in (0, 1, 2)] + [
+        Sample((rand_array(rng, (5,), dt, (-1, 1)), t[0], 0), name="1-d")]
+
+
+multilabel_margin_loss = _register_multi(
+    "multilabel_margin_loss_forward", kernel=_mlm_kernel, meta=_mlm_meta,
+    node="MultilabelMarginLossBackward0", derivative=_mlm_derivative, save=_mlm_save,
+    samples=_mlm_samples, nondiff_outputs=(1,), public="multilabel_margin_loss",
+    saved_names=("self", "is_target", "reduction"))
+
+# ---------------------------------------------------------------- CTC
+
+
+def _ctc_targets(targets, target_lengths, n):
+    """Each sample's label sequence, from padded (N, S) or concatenated 1-D targets."""
+    t = np.asarray(targets).astype(np.int64)
+    out, pos = [], 0
+    for b in range(n):
+        k = int(target_lengths[b])
+        if t.ndim == 2:
+            out.append(t[b, :k])
+        else:
+            out.append(t[pos:pos + k])
+            pos += k
+    return out
+
+
+def _extended(labels, blank):
+    ext = np.full(2 * len(labels) + 1, blank, np.int64)
+    ext[1::2] = labels
+    return ext
+
+
+def _skip_allowed(ext, blank):
+    """Where the path may skip from s - 2 to s (a label differing from the one before)."""
+    ok = np.zeros(len(ext), bool)
+    ok[2:] = (ext[2:] != blank) & (ext[2:] != ext[:-2])
+    return ok
+
+
+def _lse(*xs):
+    m = np.maximum.reduce(xs)
+    safe = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(sum(np.exp(x - safe) for x in xs))
+
+
+def _ctc_alpha(lp, ext, blank, length):
+    """log alpha (T_b, 2S+1) of one sample; lp is its (T, C) log-probabilities."""
+    s_len = len(ext)
+    alpha = np.full((length, s_len), -np.inf)
+    skip = _skip_allowed(ext, blank)
+    if length == 0:
+        return alpha
+    alpha[0, 0] = lp[0, blank]
+    if s_len > 1:
+        alpha[0, 1] = lp[0, ext[1]]
+    for t in range(1, length):
+        prev = alpha[t - 1]
+        one = np.concatenate([[-np.inf], prev[:-1]])
+        two = np.where(skip, np.concatenate([[-np.inf, -np.inf], prev[:-2]]), -np.inf)
+        alpha[t] = _lse(prev, one, two) + lp[t, ext]
+    return alpha
+
+
+def _ctc_beta(lp, ext, blank, length):
+    s_len = len(ext)
+    beta = np.full((length, s_len), -np.inf)
+    skip = _skip_allowed(ext, blank)
+    if length == 0:
+        return beta
+    beta[length - 1, s_len - 1] = lp[length - 1, blank]
+    if s_len > 1:
+        beta[length - 1, s_len - 2] = lp[length - 1, ext[s_len - 2]]
+    for t in range(length - 2, -1, -1):
+        nxt = beta[t + 1]
+        one = np.concatenate([nxt[1:], [-np.inf]])
+        two = np.concatenate([np.where(skip[2:], nxt[2:], -np.inf), [-np.inf, -np.inf]])
+        beta[t] = _lse(nxt, one, two) + lp[t, ext]
+    return beta
+
+
+def _ctc_check(lp, input_lengths, target_lengths):
+    if len(lp.shape) != 3:
+        raise RuntimeError("ctc_loss: log_probs must be a 3-D (T, N, C) tensor here")
+    t_max, n = lp.shape[:2]
+    if len(input_lengths) != n:
+        raise RuntimeError(f"input_lengths must be of size batch_size, but got "
+                           f"{len(input_lengths)}")
+    if len(target_lengths) != n:
+        raise RuntimeError(f"target_lengths must be of size batch_size, but got "
+                           f"{len(target_lengths)}")
+    for il in input_lengths:
+        if il > t_max:
+            raise RuntimeError(f"Expected input_lengths to have value at most {t_max}, but "
+                               f"got value {il} (while checking arguments for ctc_loss_cpu)")
+
+
+def _ctc_kernel(lp, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    _ctc_check(lp, input_lengths, target_lengths)
+    x = _work(lp).astype(np.float64)
+    t_max, n = x.shape[:2]
+    labels = _ctc_targets(targets, target_lengths, n)
+    s_max = max([len(v) for v in labels] + [0])
+    log_alpha = np.full((n, t_max, 2 * s_max + 1), -np.inf)
+    nll = np.empty(n)
+    for b in range(n):
+        ext = _extended(labels[b], blank)
+        length = int(input_lengths[b])
+        alpha = _ctc_alpha(x[:, b], ext, blank, length)
+        log_alpha[b, :length, :len(ext)] = alpha
+        ends = alpha[length - 1, -2:] if len(ext) > 1 else alpha[length - 1, -1:]
+        nll[b] = -_lse(*ends) if length else (0.0 if len(ext) == 1 else np.inf)
+    # zero_infinity zeroes only the gradient here; ctc_loss zeroes the value after the op
+    return nll.astype(lp.dtype), log_alpha.astype(lp.dtype)
+
+
+def _ctc_meta(lp, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    _ctc_check(lp, input_lengths, target_lengths)
+    t_max, n = lp.shape[:2]
+    s_max = max([int(v) for v in target_lengths] + [0])
+    return (Spec((n,), lp.dtype), Spec((n, t_max, 2 * s_max + 1), lp.dtype))
+
+
+def _ctc_backward_kernel(grad, lp, targets, input_lengths, target_lengths, nll, log_alpha,
+                         blank, zero_infinity=False):
+    x = _work(lp).astype(np.float64)
+    t_max, n, c = x.shape
+    labels = _ctc_targets(targets, target_lengths, n)
+    out = np.zeros_like(x)
+    g = np.broadcast_to(np.asarray(grad, np.float64), (n,))
+    for b in range(n):
+        length = int(input_lengths[b])
+        loss = float(nll[b])
+        if zero_infinity and np.isinf(loss) or length == 0:
+            continue
+        ext = _extended(labels[b], blank)
+        alpha = np.asarray(log_alpha[b, :length, :len(ext)], np.float64)
+        beta = _ctc_beta(x[:, b], ext, blank, length)
+        ab = alpha + beta
+        lcab = np.full((length, c), -np.inf)
+        for s, lab in enumerate(ext):
+            lcab[:, lab] = _lse(lcab[:, lab], ab[:, s])
+        lpb = x[:length, b]
+        out[:length, b] = (np.exp(lpb) - np.exp(lcab + loss - lpb)) * g[b]
+    return out.astype(lp.dtype)
+
+
+def _ctc_samples(rng, dt):
+    t_max, n, c = 6, 2, 4
+    lp = rng.standard_normal((t_max, n, c))
+    lp = (lp - np.log(np.exp(lp).sum(-1, keepdims=True))).astype(dt)
+    # Equal lengths across the batch: PyTorch leaves the log_alpha entries past a sample's
+    # lengths uninitialised, so only full-length samples can be compared.
+    padded = np.array([[1, 2, 2], [3, 1, 1]])
+    return [Sample((lp, padded, [6, 6], [3, 3], 0, False), name="padded"),
+            Sample((lp, np.array([1, 2, 3, 3]), [6, 6], [2, 2], 0, False), name="1-d"),
+            Sample((lp, np.array([[1, 3, 0], [3, 1, 1]]), [6, 6], [3, 3], 2, False),
+                   name="blank 2"),
+            Sample((lp, np.array([[1, 1, 1, 1]]).repeat(2, 0), [6, 6], [4, 4], 0, True),
+                   name="zero_infinity")]
+
+
+def _ctc_double_backward(*args):
+    raise RuntimeError("derivative for aten::_ctc_loss_backward is not implemented")
+
+
+# PyTorch gives the gradient a node whose own backward raises; so does fusegrad.
+ctc_loss_backward = register(
+    "_ctc_loss_backward", kernel=_ctc_backward_kernel, node="NotImplemented",
+    derivative=_ctc_double_backward, save=lambda out, *args: (), gradcheck=False,
+    meta=lambda grad, lp, *rest: Spec(tuple(lp.shape), lp.dtype),
+    samples=lambda rng, dt: [
+        Sample((np.ones(2, dt), s.args[0], s.args[1], s.args[2], s.args[3],
+                *_ctc_kernel(*s.args), s.args[4], s.args[5]), name=s.name)
+        for s in _ctc_samples(rng, dt)])
+ctc_loss = _register_multi(
+    "_ctc_loss", kernel=_ctc_kernel, meta=_ctc_meta, node="CtcLossBackward0",
+    derivative=lambda grads, lp, targets, il, tl, nll, log_alpha, blank, zi: (
+        _call(ctc_loss_backward, grads[0] if isinstance(grads, (list, tuple)) else grads, lp,
+              targets, il, tl, nll, log_alpha, blank, zi), None, None, None, None, None),
+    save=lambda out, lp, targets, il, tl, blank=0, zi=False: (
+        lp, targets, list(il), list(tl), out[0].detach(), out[1], blank, zi),
+    # The gradient is PyTorch's: taken through the log_softmax that made log_probs, so it is
+    # not the plain derivative gradcheck would measure.
+    samples=_ctc_samples, nondiff_outputs=(1,), public="ctc_loss", gradcheck=False,
+    saved_names=("log_probs", "targets", "input_lengths", "target_lengths", "result0",
+                 "result1", "blank", "zero_infinity"))

@@ -1,0 +1,228 @@
+"""More activations: celu, softshrink, hardshrink, threshold, glu, `_prelu_kernel` and
+`rrelu_with_noise`, with the in-place forms PyTorch has (`celu_`, `threshold_`,
+`rrelu_with_noise_`). Names, arguments and backward nodes are ATen's; `nn.functional`
+calls them (see `nn/_functional_activation.py`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import rand_array, wrap_dim
+from .activation import _float_kernel, _meta, _param_samples
+from .registry import Sample, Spec, inplace_variant, register
+
+
+def _c_float(dt) -> str:
+    return {"float32": "Float", "float64": "Double", "float16": "Half",
+            "bfloat16": "BFloat16"}.get(dt.name, dt.name)
+
+
+# ---------------------------------------------------------------- celu
+
+
+def _celu(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+
+
+def _celu_meta(a, alpha=1.0):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return _meta(a)
+
+
+celu = register(
+    "celu", kernel=_float_kernel(_celu), meta=_celu_meta, node="CeluBackward0",
+    # elu's derivative with input_scale 1/alpha: exp(x / alpha) below zero
+    derivative=lambda g, x, alpha: (g * (x / alpha).exp().where(x <= 0, x.new_ones(())),
+                                    None),
+    save=lambda out, a, alpha=1.0: (a, alpha), samples=_param_samples((0.5,), (2.0,)),
+    saved_names=("self", "alpha"))
+celu_ = inplace_variant(
+    celu, "celu_", node="CeluBackward1",
+    derivative=lambda g, out, alpha: (
+        g * (out / alpha + 1).where(out <= 0, out.new_ones(())), None),
+    save=lambda out, a, alpha=1.0: (out, alpha), saved_names=("result", "alpha"))
+
+# ---------------------------------------------------------------- shrink and threshold
+
+
+def _check_lambd(a, lambd):
+    if lambd < 0:
+        dt = a.dtype if isinstance(a.dtype, np.dtype) else a.dtype.np
+        top = np.finfo(dt).max if dt.kind == "f" else np.finfo(np.float32).max
+        raise RuntimeError(f"lambda must be in range [0, {top:g}] for input dtype "
+                           f"{_c_float(a.dtype)}, but found {lambd:g}")
+
+
+def _softshrink(x, lambd=0.5):
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0))
+
+
+def _softshrink_meta(a, lambd=0.5):
+    _check_lambd(a, lambd)
+    return _meta(a)
+
+
+def _softshrink_kernel(a, lambd=0.5):
+    _check_lambd(a, lambd)  # the fast path runs no meta
+    return _float_kernel(_softshrink)(a, lambd)
+
+
+softshrink = register(
+    "softshrink", kernel=_softshrink_kernel, meta=_softshrink_meta,
+    node="SoftshrinkBackward0",
+    derivative=lambda g, x, lambd: (g * (x.abs() > lambd), None),
+    save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
+    saved_names=("self", "lambd"))
+
+
+def _hardshrink(x, lambd=0.5):
+    return np.where(np.abs(x) > lambd, x, 0)
+
+
+hardshrink = register(
+    "hardshrink", kernel=_float_kernel(_hardshrink), meta=lambda a, lambd=0.5: _meta(a),
+    node="HardshrinkBackward0",
+    derivative=lambda g, x, lambd: (g * ((x > lambd) | (x < -lambd)), None),
+    save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
+    saved_names=("self", "lambd"))
+
+
+def _threshold_kernel(a, threshold, value):
+    return np.where(a > threshold, a, np.asarray(value).astype(a.dtype))
+
+
+threshold = register(
+    "threshold", kernel=_threshold_kernel, meta=lambda a, t, v: Spec(tuple(a.shape), a.dtype),
+    node="ThresholdBackward0",
+    derivative=lambda g, x, t: (g * (x > t), None, None),
+    save=lambda out, a, t, v: (a, t),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), 0.1, 20.0), name=str(s))
+                             for s in ((3, 4), (), (2, 0))],
+    saved_names=("self", "threshold"))
+# PyTorch's in-place node masks by the input before the write (a `value` above the threshold
+# does not let the gradient through), so the input is kept.
+threshold_ = inplace_variant(threshold, "threshold_", saves_self=True, node="ThresholdBackward1",
+                             saved_names=("self", "threshold"))
+
+# ---------------------------------------------------------------- glu
+
+
+def _glu_meta(a, dim=-1):
+    if a.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = wrap_dim(dim, a.dim())
+    n = a.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    shape = list(a.shape)
+    shape[d] = n // 2
+    return Spec(tuple(shape), a.dtype)
+
+
+def _glu_np(x, dim=-1):
+    first, second = np.split(x, 2, axis=dim)
+    return first / (1 + np.exp(-second))
+
+
+def _glu_derivative(g, x, dim):
+    from .._functions import cat
+
+    first, second = x.chunk(2, dim)
+    s = second.sigmoid()
+    return (cat([g * s, g * first * s * (1 - s)], dim), None)
+
+
+glu = register(
+    "glu", kernel=_float_kernel(_glu_np), meta=_glu_meta, node="GluBackward0",
+    derivative=_glu_derivative, save=lambda out, a, dim=-1: (a, dim),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4, 6), dt, (-3, 3)), d), name=f"dim {d}")
+                             for d in (-1, 0)] + [
+        Sample((rand_array(rng, (2, 6, 2), dt), 1), name="3-d")],
+    saved_names=("self", "dim"))
+
+# ---------------------------------------------------------------- prelu
+
+
+def _prelu_np(x, w):
+    return np.where(x > 0, x, w * x)
+
+
+def _prelu_kernel(x, w):
+    return _float_kernel(_prelu_np)(x, w.astype(x.dtype, copy=False))
+
+
+def _prelu_derivative(g, x, w):
+    # the node sums the weight's gradient over the dims it was broadcast along
+    pos = x > 0
+    return (g * w.new_ones(()).where(pos, w), g * x.new_zeros(()).where(pos, x))
+
+
+def _prelu_samples(rng, dt):
+    out = []
+    for sx, sw in (((3, 4), (1, 4)), ((2, 3, 4), (1, 3, 1)), ((3, 4), (1, 1)), ((), ())):
+        out.append(Sample((rand_array(rng, sx, dt), rand_array(rng, sw, dt, (0.05, 0.5))),
+                          name=f"{sx} {sw}"))
+    return out
+
+
+prelu_kernel = register(
+    "_prelu_kernel", kernel=_prelu_kernel,
+    meta=lambda x, w: Spec(tuple(np.broadcast_shapes(tuple(x.shape), tuple(w.shape))),
+                           x.dtype),
+    node="PreluKernelBackward0", derivative=_prelu_derivative,
+    save=lambda out, x, w: (x, w), samples=_prelu_samples, public="prelu",
+    saved_names=("self", "weight"))
+
+# ---------------------------------------------------------------- rrelu
+
+
+def _rrelu_np(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    if training:  # the functional drew the slopes into `noise`
+        return x * noise
+    return np.where(x >= 0, x, x * ((lower + upper) / 2))
+
+
+def _rrelu_kernel(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    return _float_kernel(_rrelu_np)(x, noise, lower, upper, training)
+
+
+def _rrelu_meta(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    return Spec(tuple(x.shape), x.dtype)
+
+
+def _rrelu_slope(x, noise, lower, upper, training):
+    if training:
+        return noise
+    return x.new_ones(()).where(x >= 0, x.new_full((), (lower + upper) / 2))
+
+
+def _rrelu_save(out, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    return (x, noise.detach(), lower, upper, training)
+
+
+def _rrelu_samples(rng, dt):
+    # The noise is an integer tensor here only because the oracle makes every float sample
+    # require grad, which PyTorch refuses for `noise`; in eval mode it is not read.
+    return [Sample((rand_array(rng, s, dt), np.zeros(s, np.int64), lo, hi, False), name=str(s))
+            for s, lo, hi in (((3, 4), 0.125, 1 / 3), ((5,), 0.1, 0.3), ((), 0.2, 0.2))]
+
+
+rrelu_with_noise = register(
+    "rrelu_with_noise", kernel=_rrelu_kernel, meta=_rrelu_meta,
+    node="RreluWithNoiseBackward0",
+    derivative=lambda g, x, noise, lo, hi, training: (
+        g * _rrelu_slope(x, noise, lo, hi, training), None, None, None, None, None),
+    save=_rrelu_save, samples=_rrelu_samples, nondiff_args=(1,), public="rrelu",
+    saved_names=("self", "noise", "lower", "upper", "training"))
+rrelu_with_noise_ = inplace_variant(
+    rrelu_with_noise, "rrelu_with_noise_", node="RreluWithNoiseBackward1",
+    derivative=lambda g, out, noise, lo, hi, training: (
+        g * _rrelu_slope(out, noise, lo, hi, training), None, None, None, None, None),
+    save=lambda out, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None: (
+        out, noise.detach(), lower, upper, training),
+    saved_names=("result", "noise", "lower", "upper", "training"))
+
