@@ -388,3 +388,19 @@ def test_generator_expression_is_a_break():
     xs = [_t(3, seed=1), _t(3, seed=2)]
     _same(fusegrad.compile(f, backend=counter)(_t(3), xs), f(_t(3), xs))
     assert counter.graphs == 2
+
+
+def test_named_tuple_results():
+    """`x.max(0).values`: fields of an op's named-tuple result, also across a break and as
+    the return value (rebuilt as the same named tuple)."""
+    def fields(a):
+        m = a.max(0)
+        return m.values * 2, m.indices
+
+    def across_break(a):
+        m = a.min(1)
+        print("graph break")
+        return m.values + 1, m
+
+    check(fields, _t(3, 4), graphs=1)
+    check(across_break, _t(3, 4), graphs=2)

@@ -92,6 +92,7 @@ class CompiledFunction:
         self._backend = lookup_backend(backend)
         self._fullgraph = fullgraph
         self._signature = inspect.signature(fn, follow_wrapped=False)
+        self._defaults = (fn.__defaults__, fn.__kwdefaults__)
         code = fn.__code__
         # Plain positional calls bind by zipping names (inspect's binding costs microseconds).
         self._simple = not (code.co_flags & 0x0C) and not code.co_kwonlyargcount and \
@@ -116,6 +117,12 @@ class CompiledFunction:
         if self._simple and not kwargs and len(args) == len(self._argnames):
             L = dict(zip(self._argnames, args))
         else:
+            fn = self._orig
+            if fn.__defaults__ is not self._defaults[0] or \
+                    fn.__kwdefaults__ is not self._defaults[1]:
+                # Defaults reassigned since: bind with the new ones, as a plain call would.
+                self._signature = inspect.signature(fn, follow_wrapped=False)
+                self._defaults = (fn.__defaults__, fn.__kwdefaults__)
             bound = self._signature.bind(*args, **kwargs)
             bound.apply_defaults()
             L = dict(bound.arguments)

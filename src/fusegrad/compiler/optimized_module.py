@@ -14,7 +14,13 @@ class OptimizedModule(Module):
         self._compiled_forward = compiled_forward
 
     def forward(self, *args, **kwargs):
-        return self._compiled_forward(self._orig_mod, *args, **kwargs)
+        mod = self._orig_mod
+        if mod._forward_pre_hooks or mod._forward_hooks or mod._backward_hooks or \
+                mod._backward_pre_hooks or "forward" in mod.__dict__:
+            # `mod(...)` would run its hooks or an instance's own forward, which the compiled
+            # class forward does not: run exactly that, eagerly.
+            return mod(*args, **kwargs)
+        return self._compiled_forward(mod, *args, **kwargs)
 
     def __getattr__(self, name):
         try:

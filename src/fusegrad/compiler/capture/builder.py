@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import operator
 import re
+import types
+
+import numpy as np
 
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
-from .guards import GuardSet
+from .guards import GuardSet, _is_plain_data
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -46,6 +49,9 @@ class GraphBuilder:
         self.input_values: dict[str, Tensor] = {}
         self.fake_mode = FakeTensorMode()
         self.created: list = []  # nodes in creation order (to undo a failed instruction)
+        # Functions MAKE_FUNCTION built while translating: their cells and defaults hold
+        # values of variables that were guarded where they were read.
+        self.fresh_functions: list = []
 
     # ---------------------------------------------------------------- inputs
 
@@ -66,12 +72,47 @@ class GraphBuilder:
                 return TupleVariable(items, source)
             var = ListVariable(items, source)
             return var
-        if type(value) is dict and all(type(k) is str for k in value):
+        if isinstance(value, tuple) and type(value).__module__ == "fusegrad.return_types":
+            # An op's named-tuple result carried across a graph break (`x.max(0)`).
+            cls = type(value)
+            self.guards.add(f"type({source}).__module__ == 'fusegrad.return_types' and "
+                            f"type({source}).__name__ == {cls.__name__!r} and "
+                            f"len({source}) == {len(value)}")
+            items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
+            return TupleVariable(items, source, cls=cls)
+        if type(value) is dict and all(type(k) in (str, int) for k in value):
             self.guards.add(f"type({source}) is dict and list({source}) == {list(value)!r}")
+            if any(type(k) is int for k in value):  # 1 == 1.0 == True: the types matter too
+                types_text = ", ".join(type(k).__name__ for k in value)
+                self.guards.add(f"list(map(type, {source})) == [{types_text}]")
             return DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
                                 source)
+        if isinstance(value, types.MethodType):
+            # A bound method is a new object on every attribute read: guard what it binds.
+            self.guards.add(f"type({source}) is {self.guards.ref(types.MethodType, 'method')}")
+            self.guards.constant(f"{source}.__func__", value.__func__)
+            self.wrap(value.__self__, f"{source}.__self__")
+            return ConstantVariable(value, source)
+        if isinstance(value, types.BuiltinMethodType) and value.__self__ is not None and \
+                not isinstance(value.__self__, types.ModuleType):
+            self.guards.add(f"type({source}) is {self.guards.ref(type(value), 'method')} and "
+                            f"{source}.__name__ == {value.__name__!r}")
+            self.guards.constant(f"{source}.__self__", value.__self__)
+            return ConstantVariable(value, source)
+        if type(value) is set and all(_is_plain_data(v) for v in value):
+            self.guards.add(f"type({source}) is set")
+            self.guards.contents(source, value)
+            return ConstantVariable(value, source)
         self.guards.constant(source, value)
         return ConstantVariable(value, source)
+
+    def function_ref(self, func) -> str | None:
+        """How guards name function `func` (whose cells and defaults an inlined call reads),
+        or None for a function made during translation."""
+        if any(f is func for f in self.fresh_functions):
+            return None
+        name = re.sub(r"[^0-9a-zA-Z]+", "_", getattr(func, "__name__", "fn"))
+        return self.guards.ref(func, f"fn_{name}")
 
     def _tensor_input(self, value: Tensor, source: str) -> TensorVariable:
         var = self.inputs.get(source)
@@ -163,7 +204,8 @@ class GraphBuilder:
                 self.created.append(item)
                 item.meta["example_value"] = e
                 items.append(TensorVariable(item, e))
-            return TupleVariable(items)
+            named = type(example) if hasattr(type(example), "_fields") else None
+            return TupleVariable(items, cls=named)
         if example is None and node.target is operator.setitem:
             return ConstantVariable(None)
         if example is None or isinstance(example, (bool, int, float)):
@@ -184,6 +226,8 @@ def _as_node(v):
     if isinstance(v, ConstantVariable):
         if isinstance(v.value, Tensor):
             raise Unsupported("a tensor constant in a graph call")
+        if isinstance(v.value, (np.bool_, np.integer, np.floating)):
+            return v.value.item()  # graph code writes constants as Python literals
         return v.value
     if isinstance(v, SliceVariable):
         return slice(_as_node(v.start), _as_node(v.stop), _as_node(v.step))

@@ -19,6 +19,7 @@ import operator
 import types
 
 from ..._tensor import Tensor
+from .guards import _is_plain_data
 from .translator import (
     DATA_DEPENDENT,
     PURE_BUILTINS,
@@ -136,10 +137,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if _is_pure_numpy(f) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
         return _evaluate(tr, f, args, kwargs)
     if _is_module(f):
-        if getattr(f, "_forward_hooks", None) or getattr(f, "_forward_pre_hooks", None) or \
-                getattr(f, "_backward_hooks", None):
-            raise Unsupported("a module with hooks")
-        return inline(tr, type(f).forward, [fn] + args, kwargs)
+        return _call_module(tr, fn, args, kwargs)
     if _is_user_function(f):
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
@@ -154,7 +152,36 @@ _TENSOR_OPERATORS = {getattr(operator, n) for n in (
     "getitem", "lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert")}
 
 
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                "_backward_pre_hooks")
+
+
+def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
+    """`module(*args)`: inline what `Module.__call__` runs, its `forward` (an instance
+    attribute shadows the class's), while the module has no hooks."""
+    mod = fn.value
+    src = tr.guard_root(fn)
+    if any(getattr(mod, t, None) for t in _HOOK_TABLES):
+        raise Unsupported("a module with hooks")
+    forward = mod.forward
+    if isinstance(forward, types.MethodType) and forward.__self__ is mod:
+        func, args = forward.__func__, [fn] + args
+    else:
+        func = forward
+    if not isinstance(func, types.FunctionType):
+        raise Unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    if src is not None:  # hooks added or forward replaced later change what the call does
+        guards = tr.builder.guards
+        guards.add(f"___module_call_is({src}, {guards.ref(func)}, {func is not forward})")
+    return inline(tr, func, args, kwargs)
+
+
+# Builtins that iterate over their argument: evaluated on a real iterator, they would consume it.
+_CONSUMERS = {sum, min, max, sorted, any, all, tuple, list, dict, enumerate, zip, reversed}
+
+
 def _evaluate(tr, f, args, kwargs) -> Variable:
+    tr.guard_contents(list(args) + list(kwargs.values()), consume=f in _CONSUMERS)
     values = [tr.as_python(a) for a in args]
     kw = {k: tr.as_python(v) for k, v in kwargs.items()}
     if any(isinstance(v, Tensor) for v in values + list(kw.values())):
@@ -174,11 +201,28 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             return ConstantVariable(a.example.shape[0])
         if isinstance(a, (TupleVariable, DictVariable)):
             return ConstantVariable(len(a.items))
+        if isinstance(a, ConstantVariable) and not _is_plain_data(a.value) and \
+                hasattr(a.value, "__len__"):
+            n = len(a.value)
+            src = tr.guard_root(a)
+            if src is not None:  # the container may grow or shrink between calls
+                tr.builder.guards.length(src, n)
+            return ConstantVariable(n)
     if f is isinstance and len(args) == 2:
         cls = tr.as_python(args[1])
         return ConstantVariable(issubclass(args[0].python_type(), cls)
                                 if not isinstance(args[0], ConstantVariable)
                                 else isinstance(args[0].value, cls))
+    if f in (getattr, hasattr) and isinstance(args[0], ConstantVariable) and \
+            len(args) == (2 if f is hasattr else 3):
+        name = tr.as_python(args[1])
+        found = hasattr(args[0].value, name)
+        src = tr.guard_root(args[0])  # the attribute may be set or deleted between calls
+        if src is not None and not _is_plain_data(args[0].value):
+            tr.builder.guards.add(f"hasattr({src}, {name!r}) is {found}")
+        if f is hasattr:
+            return ConstantVariable(found)
+        return tr.get_attr(args[0], name) if found else args[2]
     if f is getattr and len(args) in (2, 3):
         try:
             return tr.get_attr(args[0], tr.as_python(args[1]))
@@ -186,11 +230,11 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             if len(args) == 3:
                 return args[2]
             raise
-    if f in (tuple, list) and len(args) == 1 and not isinstance(args[0], ConstantVariable):
+    # A real container (not plain data) unpacks through `unpack`, which guards its items.
+    if f in (tuple, list) and len(args) == 1 and not _is_data(args[0]):
         items = tr.unpack(args[0])
         return TupleVariable(items) if f is tuple else ListVariable(items)
-    if f in (enumerate, zip, reversed) and not all(isinstance(a, ConstantVariable)
-                                                   for a in args):
+    if f in (enumerate, zip, reversed) and not all(_is_data(a) for a in args):
         lists = [tr.unpack(a) for a in args]
         if f is enumerate:
             start = tr.as_python(kwargs["start"]) if "start" in kwargs else 0
@@ -216,6 +260,11 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if _has_tensor(args) or _has_tensor(kwargs.values()):
         raise Unsupported(f"{getattr(f, '__name__', f)}() with tensor arguments")
     return _evaluate(tr, f, args, kwargs)
+
+
+def _is_data(v: Variable) -> bool:
+    return isinstance(v, ConstantVariable) and (_is_plain_data(v.value) or
+                                                isinstance(v.value, range))
 
 
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
@@ -267,9 +316,16 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
         if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
+            src = tr.guard_root(obj)
+            if src is not None:  # the class's method (or an instance attribute) may change
+                tr.builder.guards.constant(f"{src}.{name}.__func__", method.__func__)
             return inline(tr, method.__func__, [obj] + args, kwargs)
-        if _is_module(obj.value) and name == "forward":
-            return inline(tr, type(obj.value).forward, [obj] + args, kwargs)
+        if _is_module(obj.value) and name == "forward" and isinstance(
+                method, types.MethodType) and isinstance(method.__func__, types.FunctionType):
+            src = tr.guard_root(obj)
+            if src is not None:
+                tr.builder.guards.constant(f"{src}.forward.__func__", method.__func__)
+            return inline(tr, method.__func__, [obj] + args, kwargs)
         if isinstance(obj.value, (str, int, float, tuple, bytes, frozenset)):
             return _evaluate(tr, method, args, kwargs)
         raise Unsupported(f"method {type(obj.value).__name__}.{name}")
@@ -283,6 +339,7 @@ def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> V
                                tuple(types.CellType(None) for _ in fn.closure) or None)
     if fn.kwdefaults is not None:
         proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
+    tr.builder.fresh_functions.append(proto)
     return inline(tr, proto, args, kwargs, closure=tuple(fn.closure))
 
 
@@ -300,6 +357,9 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Vari
         raise Unsupported(f"calling {func.__qualname__}: {e}") from None
     local_vars = {}
     params = inspect.signature(func, follow_wrapped=False).parameters
+    # Guards read the function's cells and defaults through the function (both can change).
+    fn_ref = tr.builder.function_ref(func)
+    n_positional = code.co_argcount - len(func.__defaults__ or ())
     for name, p in params.items():
         if name == "implicit0" and code.co_varnames[:1] == (".0",):
             name = ".0"  # a comprehension's iterator argument (inspect renames it)
@@ -315,10 +375,16 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Vari
             local_vars[name] = TupleVariable([])
         elif p.kind is p.VAR_KEYWORD:
             local_vars[name] = DictVariable({})
-        else:
+        elif fn_ref is None:
             local_vars[name] = ConstantVariable(p.default)
+        elif p.kind is p.KEYWORD_ONLY:
+            local_vars[name] = tr.wrap(p.default, f"{fn_ref}.__kwdefaults__[{name!r}]")
+        else:
+            k = code.co_varnames.index(name) - n_positional
+            local_vars[name] = tr.wrap(p.default, f"{fn_ref}.__defaults__[{k}]")
     child = Translator(code, func.__globals__, closure or func.__closure__, tr.builder,
-                       local_vars, [], parent=tr)
+                       local_vars, [], parent=tr,
+                       closure_ref=None if fn_ref is None else f"{fn_ref}.__closure__")
     try:
         child.run()
     except Return as r:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from ..._tensor import Tensor
+from .guards import _is_plain_data
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -143,9 +146,32 @@ class ContainerOpcodes:
                 values = list(v.value)
             except TypeError as e:
                 raise Unsupported(str(e)) from None
-            return [self.wrap(x, f"{v.source}[{i}]" if v.source and isinstance(
-                v.value, (list, tuple)) else None) for i, x in enumerate(values)]
+            if self.concrete:
+                return [ConstantVariable(x) for x in values]
+            return self._unpack_constant(v, values)
         raise Unsupported(f"unpacking {type(v).__name__}")
+
+    def _unpack_constant(self, v: ConstantVariable, values: list) -> list:
+        """The items of a real container, guarded: by their sources `obj[i]` and the length
+        where indexing gives them back, else by the container's contents."""
+        src = self.source_of(v)
+        container = v.value
+        if src is None or _is_plain_data(container) or isinstance(container, range):
+            return [self.wrap(x, None) for x in values]  # immutable, or fixed by its guard
+        indexable = isinstance(container, (list, tuple)) or (
+            not hasattr(container, "keys") and hasattr(container, "__getitem__"))
+        if indexable and not isinstance(container, np.ndarray):
+            try:
+                indexable = all(container[i] is x for i, x in enumerate(values))
+            except Exception:
+                indexable = False
+            if indexable:
+                self.builder.guards.length(src, len(values))
+                return [self.wrap(x, f"{src}[{i}]") for i, x in enumerate(values)]
+        if isinstance(container, np.ndarray) and container.ndim > 1:
+            return [self.wrap(x, None) for x in values]  # rows are views: they see writes
+        self.builder.guards.contents(src, container)
+        return [self.wrap(x, None) for x in values]
 
     def FORMAT_VALUE(self, inst):  # noqa: N802
         spec = self.pop() if (inst.arg & 4) else self.const("")
@@ -153,15 +179,30 @@ class ContainerOpcodes:
         conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
         if conv is not None and isinstance(v, ConstantVariable) and (
                 self.concrete or not isinstance(v.value, Tensor)):
-            v = self.const(conv(v.value))
+            v = self.converted(v, conv)
         self.push(self._format(v, spec))
+
+    def converted(self, v: ConstantVariable, conv) -> Variable:
+        """`str(v)`, `repr(v)` or `ascii(v)`; an object's text can change between calls."""
+        text = conv(v.value)
+        self._guard_text(v, f"{conv.__name__}({{}})", text)
+        return self.const(text)
+
+    def _guard_text(self, v: ConstantVariable, template: str, text: str) -> None:
+        if self.concrete or _is_plain_data(v.value):
+            return
+        src = self.source_of(v)
+        if src is not None:
+            self.builder.guards.add(f"{template.format(src)} == {text!r}")
 
     def _format(self, v: Variable, spec: Variable) -> Variable:
         if not isinstance(v, ConstantVariable) or not isinstance(spec, ConstantVariable):
             raise Unsupported("formatting a tensor")
         if not self.concrete and isinstance(v.value, Tensor):
             raise Unsupported("formatting a tensor")
-        return self.const(format(v.value, spec.value))
+        text = format(v.value, spec.value)
+        self._guard_text(v, f"format({{}}, {spec.value!r})", text)
+        return self.const(text)
 
     def BUILD_STRING(self, inst):  # noqa: N802
         parts = self.popn(inst.arg)

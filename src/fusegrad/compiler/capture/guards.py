@@ -8,6 +8,8 @@ The guards of one cache entry are compiled into a single check function; when it
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import _dtype
 from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
@@ -61,6 +63,7 @@ class GuardSet:
         self.tensors: dict[str, TensorGuard] = {}
         self.values: dict[str, object] = {}  # constants captured by expressions
         self._seen: set[str] = set()
+        self._contents: set[str] = set()  # sources guarded by `contents`
 
     def add(self, expr: str) -> None:
         """Add a plain expression guard (once)."""
@@ -78,15 +81,45 @@ class GuardSet:
         if value is None or value is ...:
             self.add(f"{source} is {value!r}")
         elif _is_plain_data(value):
-            self.add(f"type({source}) is {type(value).__name__} and {source} == {value!r}")
+            self.add(f"{self._type_test(source, value)} and {self._equals(source, value)}")
         else:
-            key = f"___obj{len(self.values)}"
-            for k, v in self.values.items():
-                if v is value:
-                    key = k
-                    break
-            self.values[key] = value
-            self.add(f"{source} is {key}")
+            self.add(f"{source} is {self.ref(value)}")
+
+    def ref(self, value, hint: str = "obj") -> str:
+        """The name under which the guard and rebuild code see `value` (one per object)."""
+        for k, v in self.values.items():
+            if v is value:
+                return k
+        base = f"___{hint}" if hint.isidentifier() else "___obj"
+        key, n = base, 0
+        while key in self.values or key == "___closure":
+            n += 1
+            key = f"{base}{n}"
+        self.values[key] = value
+        return key
+
+    def _type_test(self, source: str, value) -> str:
+        cls = type(value)
+        name = cls.__name__ if cls in _BUILTIN_DATA else self.ref(cls, "type")
+        return f"type({source}) is {name}"
+
+    def _equals(self, source: str, value) -> str:
+        # A NaN equals nothing (not even itself): test it as one, or the guard always fails.
+        if type(value) is float and value != value:
+            return f"{source} != {source}"
+        if _has_literal(value):
+            return f"{source} == {value!r}"
+        return f"{source} == {self.ref(value, 'const')}"
+
+    def contents(self, source: str, value) -> None:
+        """Guard the items of a mutable container (a dict's items) by equality with a copy."""
+        if source not in self._contents:
+            self._contents.add(source)
+            self.add(f"___items({source}) == {self.ref(_items(value), 'contents')}")
+
+    def length(self, source: str, n: int) -> None:
+        """Guard `len(source) == n` (code that iterates or indexes a container reads it)."""
+        self.add(f"len({source}) == {n}")
 
     def global_state(self) -> None:
         """Guard grad mode and the default dtype, which change what ops record or return."""
@@ -101,8 +134,7 @@ class GuardSet:
     def compile(self):
         """One function `check(L, S, G) -> bool` testing every guard."""
         terms = []
-        scope = {"___grad_enabled": lambda: _grad_state.enabled,
-                 "___default_dtype": lambda: _dtype.defaults.float, "___check": _tensor_check}
+        scope = {"___check": _tensor_check, **_helpers()}
         scope.update(self.values)
         for i, g in enumerate(self.tensors.values()):
             scope[f"___cls{i}"] = g.cls
@@ -118,8 +150,7 @@ class GuardSet:
 
     def failure(self, L, S, G) -> str | None:
         """The first guard that fails for this frame state, in words."""
-        env = {"L": L, "S": S, "G": G, "___grad_enabled": lambda: _grad_state.enabled,
-               "___default_dtype": lambda: _dtype.defaults.float, **self.values}
+        env = {"L": L, "S": S, "G": G, **_helpers(), **self.values}
         for g in self.tensors.values():
             try:
                 value = eval(g.source, env)  # noqa: S307 (our own guard text)
@@ -138,9 +169,59 @@ class GuardSet:
         return None
 
 
+def _module_call_is(module, forward, bound: bool) -> bool:
+    """True if `module(...)` runs `forward` and no hooks (one call for what would be five
+    attribute reads: this runs for every inlined module on every call)."""
+    d = module.__dict__
+    if d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks") or \
+            d.get("_backward_pre_hooks"):
+        return False
+    if bound:  # the class's forward, not shadowed by an instance attribute
+        return "forward" not in d and type(module).forward is forward
+    return d.get("forward") is forward
+
+
+def _items(container) -> list:
+    """What a container holds, in order: a mapping's (key, value) pairs, else its items."""
+    if isinstance(container, dict):
+        return list(container.items())
+    if isinstance(container, np.ndarray):  # compared as bytes: `==` of arrays is an array
+        return [container.shape, container.dtype.str, container.tobytes()]
+    return list(container)
+
+
+def _helpers() -> dict:
+    """The functions guard expressions call."""
+    return {"___grad_enabled": lambda: _grad_state.enabled,
+            "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
+            "___module_call_is": _module_call_is}
+
+
+_BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(None),
+                 type(...))
+
+
 def _is_plain_data(value) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str, complex, type(...))):
+    """Immutable data compared by value: numbers, strings, and tuples/frozensets of them
+    (subclasses too: a NumPy scalar, an IntEnum member)."""
+    if value is None or isinstance(value, (bool, int, float, str, complex, bytes, type(...))):
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(_is_plain_data(v) for v in value)
     return False
+
+
+def _has_literal(value) -> bool:
+    """True if `repr(value)` evaluates back to an equal value in the guard scope."""
+    if value is None or value is ... or type(value) in (bool, int, str, bytes):
+        return True
+    if type(value) in (float, complex):
+        return value == value and abs(value) != float("inf")
+    if type(value) in (tuple, frozenset):
+        return all(_has_literal(v) for v in value)
+    return False
+
+
+def literal_or_none(value) -> str | None:
+    """`repr(value)` where guard text may use it as a literal (dict keys, indices)."""
+    return repr(value) if _has_literal(value) else None

@@ -100,8 +100,10 @@ class FrameRunner:
         offset = 0
         while True:
             seg = self._segment(offset, L, S)
-            if seg is None:  # too many recompiles at the start: plain eager
-                return self.fn(*L.pop("___args"), **L.pop("___kwargs"))
+            if seg is None:  # too many recompiles here: the rest runs eagerly
+                if offset == 0:
+                    return self.fn(*L.pop("___args"), **L.pop("___kwargs"))
+                return self._run_concrete(offset, L, S, ())
             if seg.kind == "eager":
                 return self._run_concrete(seg.start, L, S, ())
             outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
@@ -119,22 +121,26 @@ class FrameRunner:
         for seg in entries:
             if seg.check is None or seg.check(L, S, G):
                 return seg
-        if offset == 0:
-            if len(entries) >= self.config.recompile_limit:
-                if not self.warned:
-                    self.warned = True
-                    reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
-                    warnings.warn(
-                        f"fusegrad.compile: {self.code.co_name} hit config.recompile_limit "
-                        f"({self.config.recompile_limit}); last failed guard: {reason}. It "
-                        "now runs eagerly.", UserWarning, stacklevel=4)
-                return None
-            if entries:
-                reason = entries[-1].guards.failure(L, S, G)
-                self.history.append(("recompile", reason))
-                logs.emit("recompiles", f"Recompiling function {self.code.co_name} in "
-                          f"{self.code.co_filename}:{self.code.co_firstlineno}; triggered "
-                          f"by the following guard failure(s): {reason}")
+        # The limit holds at every start offset: a resume point after a graph break has its
+        # own cache (as Dynamo's resume functions do), and values that are new objects on
+        # every call (a generator, a function made before the break) fail identity guards.
+        if len(entries) >= self.config.recompile_limit:
+            if not self.warned:
+                self.warned = True
+                reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+                where = "" if offset == 0 else f" (resuming at offset {offset})"
+                warnings.warn(
+                    f"fusegrad.compile: {self.code.co_name}{where} hit config.recompile_limit "
+                    f"({self.config.recompile_limit}); last failed guard: {reason}. It "
+                    "now runs eagerly.", UserWarning, stacklevel=4)
+            return None
+        if entries:
+            reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+            self.history.append(("recompile", reason))
+            where = "" if offset == 0 else f" at offset {offset}"
+            logs.emit("recompiles", f"Recompiling function {self.code.co_name}{where} in "
+                      f"{self.code.co_filename}:{self.code.co_firstlineno}; triggered "
+                      f"by the following guard failure(s): {reason}")
         seg = self.capture(offset, L, S)
         entries.append(seg)
         return seg
@@ -379,6 +385,8 @@ def _spec_value(v, outputs: _Outputs):
         return ("source", v.source)  # an input container: never mutated in a graph
     if isinstance(v, ListVariable):
         return ("list", [_spec(i, outputs) for i in v.items])
+    if isinstance(v, TupleVariable) and v.cls is not None:  # rebuilt as its named tuple
+        return ("named", v.cls, [_spec(i, outputs) for i in v.items])
     if isinstance(v, TupleVariable):
         return ("tuple", [_spec(i, outputs) for i in v.items])
     if isinstance(v, DictVariable):
@@ -434,6 +442,10 @@ def _spec_code(spec, consts: dict) -> str:
         return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
                 "iter": f"iter([{items}])", "slice": f"slice({items})",
                 "set": f"{{{items}}}" if items else "set()"}[kind]
+    if kind == "named":
+        name = f"___c{len(consts)}"
+        consts[name] = spec[1]
+        return f"{name}({', '.join(_spec_code(s, consts) for s in spec[2])})"
     if kind == "truth":
         return f"bool({_spec_code(spec[1], consts)})"
     if kind == "dict":

@@ -14,13 +14,17 @@ then every variable is a constant and calls are made for real.
 from __future__ import annotations
 
 import builtins
+import collections
 import dis
 import operator
 import sys
 import types
 
+import numpy as np
+
 from ..._tensor import Tensor
 from .containers import ContainerOpcodes
+from .guards import _is_plain_data, literal_or_none
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -91,6 +95,15 @@ WITH_OPCODES = {"BEFORE_WITH", "PUSH_EXC_INFO", "WITH_EXCEPT_START", "RERAISE", 
 GRAD_CONTEXTS = {"no_grad", "enable_grad", "set_grad_enabled"}
 
 
+# Real containers whose contents can change between calls (and arrays, written in place).
+_MUTABLE_CONTAINERS = (list, dict, set, bytearray, collections.deque, np.ndarray)
+
+
+# Values `GraphBuilder.wrap` guards by something other than identity (or not at all).
+_NOT_BY_IDENTITY = (Tensor, np.ndarray, range, set, list, tuple, dict, types.MethodType,
+                    types.BuiltinMethodType)
+
+
 class _Arg:
     """Stands for an instruction when one handler calls another with a different arg."""
 
@@ -145,10 +158,13 @@ class Translator(ContainerOpcodes, NewerOpcodes):
 
     def __init__(self, code, f_globals, closure, builder, local_vars: dict, stack: list,
                  start: int = 0, concrete: bool = False, parent: Translator | None = None,
-                 callee_wrapper=None):
+                 callee_wrapper=None, closure_ref: str | None = None):
         self.code = code
         self.f_globals = f_globals
         self.closure = closure or ()
+        # How guards read this frame's closure cells: the compiled function's are `___closure`;
+        # an inlined function's are its `__closure__` (None: cells made while translating).
+        self.closure_ref = closure_ref if parent is not None or concrete else "___closure"
         self.builder = builder
         self.locals = local_vars
         self.stack = stack
@@ -254,6 +270,8 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             value, source = self.f_globals[name], f"{self._globals_source()}[{name!r}]"
         elif hasattr(builtins, name):
             value, source = getattr(builtins, name), None
+            if not self.concrete:  # a global defined later by that name would hide it
+                self.builder.guards.add(f"{name!r} not in {self._globals_source()}")
         else:
             raise Unsupported(f"name {name!r} is not defined")
         self._push_callable(self.wrap(value, source), inst.arg & 1)
@@ -300,8 +318,10 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             value = self.closure[k].cell_contents
         except ValueError:
             raise Unsupported(f"empty cell {name!r}") from None
-        self.push(self.wrap(value, None if self.parent or self.concrete else
-                            f"___closure[{k}].cell_contents"))
+        # Cells can be rebound (`nonlocal`, or a mutable object's new contents): guard the
+        # contents as any other input.
+        self.push(self.wrap(value, None if self.closure_ref is None else
+                            f"{self.closure_ref}[{k}].cell_contents"))
 
     def wrap(self, value, source):
         """A variable for a real value (guarded through the builder when it has a source)."""
@@ -335,19 +355,44 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             if isinstance(value, (types.MethodType, types.BuiltinMethodType)) and \
                     getattr(value, "__self__", None) is obj.value:
                 return MethodVariable(obj, name)
-            return self.builder.wrap(value, self._attr_source(obj, name))
+            return self.builder.wrap(value, self._attr_source(obj, name, value))
+        if isinstance(obj, TupleVariable) and obj.field(name) is not None:
+            return obj.field(name)  # `x.max(0).values`
         if isinstance(obj, (TupleVariable, DictVariable)):
             return MethodVariable(obj, name)
         raise Unsupported(f"attribute {name!r} of {type(obj).__name__}")
 
-    def _attr_source(self, obj: ConstantVariable, name: str) -> str | None:
-        if obj.source is None:
+    def _attr_source(self, obj: ConstantVariable, name: str, value=None) -> str | None:
+        root = obj.source
+        if root is None and not isinstance(value, Tensor):
+            root = self.source_of(obj)
+        if root is None:
             return None
         for table in ("_modules", "_parameters", "_buffers"):
             entries = getattr(obj.value, table, None)
             if isinstance(entries, dict) and name in entries:
-                return f"{obj.source}.{table}[{name!r}]"
-        return f"{obj.source}.{name}"
+                return f"{root}.{table}[{name!r}]"
+        return f"{root}.{name}"
+
+    def source_of(self, v: Variable) -> str | None:
+        """How guards read `v`'s value: its source, or (for an object that no source reaches,
+        such as `type(self)`) a reference to the object itself, so that what is read out of
+        it is still guarded. None for plain data, tensors and arrays (their reads are fixed
+        by their own guards or are views)."""
+        if v.source is not None or self.concrete or not isinstance(v, ConstantVariable):
+            return v.source
+        value = v.value
+        if _is_plain_data(value) or isinstance(value, (Tensor, np.ndarray, range)):
+            return None
+        return self.builder.guards.ref(value)
+
+    def guard_root(self, v: Variable) -> str | None:
+        """Like `source_of`, but an object guarded by identity is named by its reference in
+        the guard scope: guards on what it holds then skip re-reading the source's chain."""
+        if isinstance(v, ConstantVariable) and v.source is not None and not self.concrete and \
+                not _is_plain_data(v.value) and not isinstance(v.value, _NOT_BY_IDENTITY):
+            return self.builder.guards.ref(v.value)
+        return self.source_of(v)
 
     def tensor_attr(self, t: TensorVariable, name: str) -> Variable:
         """An attribute of a graph tensor: metadata is constant, views are recorded."""
@@ -405,6 +450,13 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         b = self.pop()
         a = self.pop()
         result = self.apply(operator.contains, (b, a))
+        if isinstance(b, ConstantVariable) and isinstance(a, ConstantVariable) and \
+                isinstance(result, ConstantVariable) and not self.concrete and \
+                not _is_plain_data(b.value):
+            src = self.guard_root(b)
+            if src is not None:  # a mutable container: membership can change between calls
+                key = literal_or_none(a.value) or self.builder.guards.ref(a.value)
+                self.builder.guards.add(f"({key} in {src}) is {bool(result.value)}")
         if inst.arg:
             result = self.apply(operator.not_, (result,))
         self.push(result)
@@ -435,7 +487,35 @@ class Translator(ContainerOpcodes, NewerOpcodes):
                       isinstance(obj, ListVariable) else
                       TupleVariable(item) if isinstance(index.value, slice) else item)
             return
+        if isinstance(obj, ConstantVariable) and isinstance(index, ConstantVariable) and \
+                not self.concrete and not _is_plain_data(obj.value):
+            self.push(self._constant_item(obj, index.value))
+            return
         self.push(self.apply(operator.getitem, (obj, index)))
+
+    def _constant_item(self, obj: ConstantVariable, index) -> Variable:
+        """`obj[index]` of a real container: the item is guarded through `obj[index]` (the
+        container may be mutated between calls), or by the container's contents."""
+        if isinstance(obj.value, Tensor):
+            raise Unsupported("operation on a tensor that is not a graph input")
+        try:
+            value = obj.value[index]
+        except Exception as e:
+            raise Unsupported(f"subscript error: {e!r}") from None
+        src = self.source_of(obj)
+        key = literal_or_none(index)
+        if src is None or isinstance(obj.value, type) or \
+                type(obj.value).__module__ == "typing":
+            return ConstantVariable(value)  # `list[int]`, `Dict[str, T]`: a new alias each time
+        if isinstance(obj.value, np.ndarray) and isinstance(value, np.ndarray):
+            if value.base is None:  # a copy (fancy indexing) does not see later writes
+                self.builder.guards.contents(src, obj.value)
+            return ConstantVariable(value)  # a view sees them
+        if key is None:  # a slice or an object: the whole container decides the result
+            if hasattr(type(obj.value), "__iter__"):
+                self.builder.guards.contents(src, obj.value)
+            return self.from_python(value)
+        return self.builder.wrap(value, f"{src}[{key}]")
 
     def STORE_SUBSCR(self, inst):  # noqa: N802
         index = self.pop()
@@ -465,9 +545,31 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             values = [a.value for a in args]
             if not self.concrete and any(isinstance(v, Tensor) for v in values):
                 raise Unsupported("operation on a tensor that is not a graph input")
+            self.guard_contents(args)
             return ConstantVariable(fn(*values))
         values = [self.as_python(a) for a in args]
+        self.guard_contents(args)
         return self.from_python(fn(*values))
+
+    def guard_contents(self, args, consume: bool = False) -> None:
+        """Guard the contents of real mutable containers and arrays among `args`, whose
+        values a result computed now depends on (`consume`: the computation iterates over
+        them, which an iterator cannot be: a graph break)."""
+        if self.concrete:
+            return
+        for a in args:
+            if not isinstance(a, ConstantVariable):
+                continue
+            value = a.value
+            if _is_plain_data(value) or isinstance(value, (Tensor, range, type)):
+                continue
+            if consume and hasattr(type(value), "__next__"):
+                raise Unsupported("iterating over an iterator from outside the graph")
+            if isinstance(value, _MUTABLE_CONTAINERS) or (
+                    consume and hasattr(type(value), "__iter__")):
+                src = self.guard_root(a)
+                if src is not None:
+                    self.builder.guards.contents(src, value)
 
     # ---------------------------------------------------------------- stack
 
@@ -511,7 +613,14 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         if isinstance(v, ConstantVariable):
             if not self.concrete and isinstance(v.value, Tensor):
                 raise Unsupported("a branch on a tensor's value")
-            return bool(v.value)
+            result = bool(v.value)
+            cls = type(v.value)
+            if not self.concrete and not _is_plain_data(v.value) and (
+                    hasattr(cls, "__len__") or hasattr(cls, "__bool__")):
+                src = self.guard_root(v)
+                if src is not None:  # a container's emptiness can change between calls
+                    self.builder.guards.add(f"bool({src}) is {result}")
+            return result
         if isinstance(v, (TupleVariable, DictVariable, SetVariable)):
             return bool(v.items)
         return True
@@ -674,6 +783,8 @@ class Translator(ContainerOpcodes, NewerOpcodes):
                                 self.as_python(defaults) if defaults else None, cells)
         if kwdefaults is not None:
             fn.__kwdefaults__ = self.as_python(kwdefaults)
+        if not self.concrete:
+            self.builder.fresh_functions.append(fn)
         self.push(ConstantVariable(fn))
 
     def LOAD_CLOSURE_CELL(self, inst):  # pragma: no cover - 3.11 uses LOAD_CLOSURE

@@ -64,16 +64,23 @@ class TensorVariable(Variable):
 
 
 class TupleVariable(Variable):
-    """A tuple built from variables."""
+    """A tuple built from variables; `cls` is the named-tuple type of an op's result
+    (`torch.return_types.max`, ...), None for a plain tuple."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "cls")
 
-    def __init__(self, items, source: str | None = None):
+    def __init__(self, items, source: str | None = None, cls: type | None = None):
         super().__init__(source)
         self.items = list(items)
+        self.cls = cls
 
     def python_type(self) -> type:
-        return tuple
+        return self.cls or tuple
+
+    def field(self, name: str) -> Variable | None:
+        """The item a named tuple's field `name` refers to (None: not a field)."""
+        fields = getattr(self.cls, "_fields", ())
+        return self.items[fields.index(name)] if name in fields else None
 
 
 class ListVariable(TupleVariable):

@@ -188,7 +188,7 @@ class NewerOpcodes:
                 not self.concrete and isinstance(v.value, Tensor)):
             raise Unsupported("formatting a tensor")
         conv = {1: str, 2: repr, 3: ascii}[inst.arg]
-        self.push(self.const(conv(v.value)))
+        self.push(self.converted(v, conv))
 
     def SET_FUNCTION_ATTRIBUTE(self, inst):  # noqa: N802
         pass  # MAKE_FUNCTION applied it already (see `function_attribute_flags`)
