@@ -2,7 +2,9 @@
 
 Fast path: no mode is active and every tensor argument is a plain Tensor (or Parameter):
 unwrap the NumPy arrays, run the kernel, wrap the result, and make a Node only when grad mode
-is on and an input requires grad.
+is on and an input requires grad. The commonest call shapes (one tensor; two tensors; a
+tensor and a number or shape; a tensor and two ints) have their own copies of that path,
+with the Node's edges and input shapes written directly, since every eager op pays for it.
 
 Slow path: a mode is active (fake, tracing, profiling: a stack, innermost last), or an
 argument is a tensor subclass with its own compute (FakeTensor), or an argument is a foreign
@@ -75,16 +77,41 @@ def call(op, *args):
     """Run registry op `op` on positional `args` (tensors, numbers, lists of tensors)."""
     if _modes:
         return _call_slow(op, args)
+    n = len(args)
+    if n == 1:
+        a = args[0]
+        if a.__class__ is Tensor and not op.inplace:  # unary ops: no argument list to build
+            return _call_unary(op, a)
+    elif n == 2:
+        # Binary ops and views (`a + b`, `a * 2`, `view(a, shape)`): no argument list either.
+        a, b = args
+        if a.__class__ is Tensor and not op.inplace:
+            cls = b.__class__
+            if cls is Tensor:
+                return _call_tensors(op, a, b)
+            if cls is float or cls is int or (cls is tuple and not op.list_arg):
+                return _call_binary(op, args, a._data, b, a._rg)
+    elif n == 3:
+        # A tensor and two ints: transpose(a, d0, d1), select(a, dim, i).
+        a, b, c = args
+        if a.__class__ is Tensor and b.__class__ is int and c.__class__ is int and \
+                not op.inplace:
+            return _call_ints(op, args, a)
     raw = []
     needs_grad = False
     for a in args:
-        if isinstance(a, Tensor):
+        cls = a.__class__
+        if cls is Tensor:  # the common case first: an exact plain Tensor
+            raw.append(a._data)
+            if a._rg:
+                needs_grad = True
+        elif isinstance(a, Tensor):
             if not a._plain:
                 return _call_slow(op, args)
             raw.append(a._data)
             if a._rg:
                 needs_grad = True
-        elif a.__class__ is list or a.__class__ is tuple:
+        elif cls is list or cls is tuple:
             if op.list_arg:
                 for t in a:
                     if not (isinstance(t, Tensor) and t._plain):
@@ -94,7 +121,7 @@ def call(op, *args):
                 raw.append([t._data for t in a])
             else:
                 raw.append(a)
-        elif a.__class__ in _SIMPLE or not hasattr(type(a), "__fusegrad_function__"):
+        elif cls in _SIMPLE or not hasattr(cls, "__fusegrad_function__"):
             raw.append(a)
         else:
             return _call_slow(op, args)
@@ -105,16 +132,256 @@ def call(op, *args):
     except (ValueError, IndexError, TypeError):
         op.meta(*args)  # the meta owns PyTorch's message for bad shapes and types
         raise
-    if out.__class__ is tuple:
-        result = tuple(_wrap(o) for o in out)
-    else:
-        if out.__class__ is not _ndarray:
-            out = np.asarray(out)
+    cls = out.__class__
+    if cls is _ndarray:
         result = _make(out)
+    elif cls is tuple:
+        result = tuple([_wrap(o) for o in out])
+    else:
+        result = _make(np.asarray(out))
     if op.view:
-        _mark_view(result, args[0])
+        if cls is tuple:
+            _mark_view(result, args[0])
+        else:  # _mark_view, inlined for the single view
+            base = args[0]
+            vc = result._vc = base._vc
+            result._base = base if base._base is None else base._base
+            result._view_ver = vc[0] if _grad_state.enabled else -1
     if needs_grad and _grad_state.enabled and op.differentiable:
-        _record(op, args, result)
+        if cls is tuple:
+            _record(op, args, result)
+        else:  # _record, inlined for the single result
+            node = _new_node(op, args, result)
+            dt = result._dtype
+            if dt.category == _FLOAT:
+                result._rg = True
+                result._grad_fn = node
+            node._out_meta = ((result._data.shape, dt),)
+    return result
+
+
+def _call_unary(op, a):
+    """`call` for one plain Tensor argument and an out-of-place op (exp, relu, sum, ...)."""
+    try:
+        out = op.kernel(a._data)
+    except (ValueError, IndexError, TypeError):
+        op.meta(a)
+        raise
+    cls = out.__class__
+    if cls is _ndarray:
+        result = _make(out)
+    elif cls is tuple:
+        result = tuple([_wrap(o) for o in out])
+    else:
+        result = _make(np.asarray(out))
+    if op.view:
+        _mark_view(result, a)
+    if a._rg and _grad_state.enabled and op.differentiable:
+        if cls is tuple or not op.plain_args:
+            _record(op, (a,), result)
+        else:  # _record and _new_node for one tensor input, inlined
+            node = _new(op.node_cls)
+            node._seq = next(_seq)
+            node._x = None
+            if a._base is not None:
+                sync_view(a)
+            fn = a._grad_fn
+            node.next_functions = ((fn, a._output_nr) if fn is not None
+                                   else (a._grad_accumulator(), 0),)
+            node._in_meta = ((a._data.shape, a._dtype),)
+            node._pos = _POS_UNARY
+            save = op.save
+            if save is not None:
+                node._saved, node._versions = _save_values(save(result, a), result)
+            else:
+                node._saved = ()
+                node._versions = None
+            if _anomaly_state.enabled:
+                from .autograd.anomaly_mode import record_traceback
+
+                record_traceback(node)
+            dt = result._dtype
+            if dt.category == _FLOAT:
+                result._rg = True
+                result._grad_fn = node
+            node._out_meta = ((result._data.shape, dt),)
+    return result
+
+
+def _call_tensors(op, a, b):
+    """`call` for two plain Tensors (add, mul, mm, ...), recording inlined."""
+    try:
+        out = op.kernel(a._data, b._data)
+    except (ValueError, IndexError, TypeError):
+        op.meta(a, b)
+        raise
+    cls = out.__class__
+    if cls is _ndarray:
+        result = _make(out)
+    elif cls is tuple:
+        result = tuple([_wrap(o) for o in out])
+    else:
+        result = _make(np.asarray(out))
+    if op.view:
+        _mark_view(result, a)
+    if (a._rg or b._rg) and _grad_state.enabled and op.differentiable:
+        if cls is tuple or not op.plain_args:
+            _record(op, (a, b), result)
+            return result
+        node = _new(op.node_cls)
+        node._seq = next(_seq)
+        node._x = None
+        if a._base is not None:
+            sync_view(a)
+        if not a._rg:
+            e0 = _NO_EDGE
+        elif a._grad_fn is not None:
+            e0 = (a._grad_fn, a._output_nr)
+        else:
+            e0 = (a._grad_accumulator(), 0)
+        if b._base is not None:
+            sync_view(b)
+        if not b._rg:
+            e1 = _NO_EDGE
+        elif b._grad_fn is not None:
+            e1 = (b._grad_fn, b._output_nr)
+        else:
+            e1 = (b._grad_accumulator(), 0)
+        node.next_functions = (e0, e1)
+        node._in_meta = ((a._data.shape, a._dtype), (b._data.shape, b._dtype))
+        node._pos = _POS_BINARY
+        save = op.save
+        if save is not None:
+            node._saved, node._versions = _save_values(save(result, a, b), result)
+        else:
+            node._saved = ()
+            node._versions = None
+        if _anomaly_state.enabled:
+            from .autograd.anomaly_mode import record_traceback
+
+            record_traceback(node)
+        dt = result._dtype
+        if dt.category == _FLOAT:
+            result._rg = True
+            result._grad_fn = node
+        node._out_meta = ((result._data.shape, dt),)
+    return result
+
+
+def _call_ints(op, args, a):
+    """`call` for a plain Tensor and two ints, recording inlined."""
+    try:
+        out = op.kernel(a._data, args[1], args[2])
+    except (ValueError, IndexError, TypeError):
+        op.meta(*args)
+        raise
+    cls = out.__class__
+    if cls is _ndarray:
+        result = _make(out)
+    elif cls is tuple:
+        result = tuple([_wrap(o) for o in out])
+    else:
+        result = _make(np.asarray(out))
+    if op.view:
+        if cls is tuple:
+            _mark_view(result, a)
+        else:  # _mark_view, inlined for the single view
+            vc = result._vc = a._vc
+            result._base = a if a._base is None else a._base
+            result._view_ver = vc[0] if _grad_state.enabled else -1
+    if a._rg and _grad_state.enabled and op.differentiable:
+        if cls is tuple or not op.plain_args or op.tensor_args:
+            _record(op, args, result)
+            return result
+        node = _new(op.node_cls)
+        node._seq = next(_seq)
+        node._x = None
+        if a._base is not None:
+            sync_view(a)
+        fn = a._grad_fn
+        node.next_functions = ((fn, a._output_nr) if fn is not None
+                               else (a._grad_accumulator(), 0),)
+        node._in_meta = ((a._data.shape, a._dtype),)
+        node._pos = _POS_UNARY
+        save = op.save
+        if save is not None:
+            node._saved, node._versions = _save_values(save(result, *args), result)
+        else:
+            node._saved = ()
+            node._versions = None
+        if _anomaly_state.enabled:
+            from .autograd.anomaly_mode import record_traceback
+
+            record_traceback(node)
+        dt = result._dtype
+        if dt.category == _FLOAT:
+            result._rg = True
+            result._grad_fn = node
+        node._out_meta = ((result._data.shape, dt),)
+    return result
+
+
+def _call_binary(op, args, x, y, needs_grad):
+    """`call` for a plain Tensor and a number or shape `y` (`a * 2`, `view(a, shape)`);
+    `x` is the tensor's array."""
+    try:
+        out = op.kernel(x, y)
+    except (ValueError, IndexError, TypeError):
+        op.meta(*args)
+        raise
+    cls = out.__class__
+    if cls is _ndarray:
+        result = _make(out)
+    elif cls is tuple:
+        result = tuple([_wrap(o) for o in out])
+    else:
+        result = _make(np.asarray(out))
+    a = args[0]
+    if op.view:
+        if cls is tuple:
+            _mark_view(result, a)
+        else:  # _mark_view, inlined for the single view
+            vc = result._vc = a._vc
+            result._base = a if a._base is None else a._base
+            result._view_ver = vc[0] if _grad_state.enabled else -1
+    if needs_grad and _grad_state.enabled and op.differentiable:
+        if cls is tuple or not op.plain_args:
+            _record(op, args, result)
+            return result
+        # _record and _new_node for one tensor input, inlined; a number in a Tensor slot
+        # is a wrapped-number input with its own empty edge, as in PyTorch.
+        node = _new(op.node_cls)
+        node._seq = next(_seq)
+        node._x = None
+        if a._base is not None:
+            sync_view(a)
+        fn = a._grad_fn
+        edge = (fn, a._output_nr) if fn is not None else (a._grad_accumulator(), 0)
+        meta = (a._data.shape, a._dtype)
+        tensor_args = op.tensor_args
+        if tensor_args and 1 in tensor_args and y.__class__ is not tuple:
+            node.next_functions = (edge, _NO_EDGE)
+            node._in_meta = (meta, _NO_META)
+            node._pos = _POS_BINARY
+        else:
+            node.next_functions = (edge,)
+            node._in_meta = (meta,)
+            node._pos = _POS_UNARY
+        save = op.save
+        if save is not None:
+            node._saved, node._versions = _save_values(save(result, *args), result)
+        else:
+            node._saved = ()
+            node._versions = None
+        if _anomaly_state.enabled:
+            from .autograd.anomaly_mode import record_traceback
+
+            record_traceback(node)
+        dt = result._dtype
+        if dt.category == _FLOAT:
+            result._rg = True
+            result._grad_fn = node
+        node._out_meta = ((result._data.shape, dt),)
     return result
 
 
@@ -186,11 +453,69 @@ def _edge(t):
 
 
 _NUMBER_INPUT = ((None, 0), (None, None))  # (edge, meta) of a number in a Tensor slot
+_NO_EDGE = (None, 0)
+_NO_META = (None, None)
+# Shared `(position, -1)` entries of a node's `_pos` (a tensor argument, not a list element).
+_POS = tuple((i, -1) for i in range(32))
+_POS_UNARY = ((0, -1),)
+_POS_BINARY = ((0, -1), (1, -1))
+_FLOAT = _dtype.FLOAT
+_save_values = _graph.save_values
 
 
 def _new_node(op, args, result):
     """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, as PyTorch's
     wrapped numbers), each input's shape and dtype, and what the derivative needs saved."""
+    if not op.plain_args or len(args) > 32:
+        return _new_node_general(op, args, result)
+    node = _new(op.node_cls)
+    node._seq = next(_seq)
+    node._x = None
+    # Every op without list, non-differentiable or optional arguments: one loop with the
+    # edge and shape of each tensor inlined (this runs for every recorded op).
+    edges = []
+    meta = []
+    pos = []
+    tensor_args = op.tensor_args
+    i = 0
+    for a in args:
+        cls = a.__class__
+        # Numbers (the common non-tensor argument) skip the isinstance call.
+        if cls is Tensor or (cls not in _SIMPLE and isinstance(a, Tensor)):
+            if a._base is not None:
+                sync_view(a)
+            if not a._rg:
+                edges.append(_NO_EDGE)
+            elif a._grad_fn is not None:
+                edges.append((a._grad_fn, a._output_nr))
+            else:
+                edges.append((a._grad_accumulator(), 0))
+            data = a._data
+            meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
+            pos.append(_POS[i])
+        elif tensor_args and a is not None and i in tensor_args and cls in _SIMPLE:
+            edges.append(_NO_EDGE)
+            meta.append(_NO_META)
+            pos.append(_POS[i])
+        i += 1
+    node.next_functions = tuple(edges)
+    node._in_meta = tuple(meta)
+    node._pos = tuple(pos)
+    save = op.save
+    if save is not None:
+        node._saved, node._versions = _save_values(save(result, *args), result)
+    else:
+        node._saved = ()
+        node._versions = None
+    if _anomaly_state.enabled:
+        from .autograd.anomaly_mode import record_traceback
+
+        record_traceback(node)
+    return node
+
+
+def _new_node_general(op, args, result):
+    """_new_node for ops with list, non-differentiable or optional tensor arguments."""
     node = _new(op.node_cls)
     node._seq = next(_seq)
     node._x = None
@@ -259,10 +584,12 @@ def _record(op, args, result):
         node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
         return node
     node = _new_node(op, args, result)
-    if result._dtype.category == _dtype.FLOAT:
+    dt = result._dtype
+    if dt.category == _FLOAT:
         result._rg = True
         result._grad_fn = node
-    node._out_meta = ((_shape(result), result._dtype),)
+    data = result._data
+    node._out_meta = ((data.shape if data is not None else tuple(result.shape), dt),)
     return node
 
 

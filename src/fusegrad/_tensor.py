@@ -21,6 +21,7 @@ from .autograd import graph as _graph
 
 _ndarray = np.ndarray
 _new = object.__new__
+_weakref = weakref.ref
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -563,8 +564,8 @@ class Tensor:
         ref = self._grad_acc
         node = ref() if ref is not None else None
         if node is None:
-            node = _graph.AccumulateGrad(self)
-            self._grad_acc = weakref.ref(node)
+            node = _graph.AccumulateGrad._new(self)
+            self._grad_acc = _weakref(node)
         return node
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -574,6 +575,29 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
+_FROM_NP = _dtype.FROM_NP
+
+
+def make_plain(data: np.ndarray, dtype=None) -> Tensor:
+    """`Tensor._make` as a plain function: the hot paths (dispatch, the engine) build every
+    result with it, and calling a function skips binding the classmethod to its class."""
+    t = _new(Tensor)
+    t._data = data
+    t._dtype = dtype or _FROM_NP[data.dtype]
+    t._rg = False
+    t._grad_fn = None
+    t._grad = None
+    t._vc = [0]
+    t._base = None
+    t._view_ver = None
+    t._output_nr = 0
+    t._retains = False
+    t._hooks = None
+    t._grad_acc = None
+    t._post_acc_hooks = None
+    return t
+
+
 _dispatch.plain.Tensor = _dispatch.Tensor = Tensor
 _graph._tensor_class[0] = Tensor
-_dispatch.plain.make = _dispatch._make = Tensor._make
+_dispatch.plain.make = _dispatch._make = make_plain

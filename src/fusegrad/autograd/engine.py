@@ -137,24 +137,30 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         heappop, heappush = heapq.heappop, heapq.heappush
         fast_add = not create_graph  # gradients need no history: add their arrays directly
         anomaly = _anomaly_state.enabled
-        from .._tensor import Tensor
+        from .._tensor import make_plain
 
+        add = np.add
+        asarray = np.asarray
+        deps_get = deps.get
+        buffers_get = buffers.get
+        buffers_pop = buffers.pop
         while ready:
             node = heappop(ready)[2]
-            grads = buffers.pop(node, None) or [None]
+            grads = buffers_pop(node, None) or [None]
             extras = node._x
-            if extras is not None or node.__class__ is AccumulateGrad:
+            is_acc = node.__class__ is AccumulateGrad
+            if extras is not None or is_acc:
                 grads = _call_tensor_hooks(node, grads)
             if captures is not None:
                 for nr, g in enumerate(grads):
                     k = captures.get((node, nr))
                     if k is not None:
                         results[k] = g if results[k] is None or g is None else results[k] + g
-                if node in targets and node.__class__ is not AccumulateGrad and \
+                if node in targets and not is_acc and \
                         not any(c in needed for c, _ in node.next_functions if c is not None):
                     _release(node, retain_graph)
                     continue
-            if node.__class__ is AccumulateGrad:
+            if is_acc:
                 if extras is not None and extras.pre_hooks:
                     grads = _call_pre_hooks(node, grads)
                 if accumulate and grads[0] is not None:
@@ -178,11 +184,11 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             for (child, nr), g in zip(node.next_functions, grad_inputs):
                 if child is None:
                     continue
-                n = deps.get(child)
+                n = deps_get(child)
                 if n is None:
                     continue
                 if g is not None:
-                    buf = buffers.get(child)
+                    buf = buffers_get(child)
                     if buf is None:
                         out_meta = child._out_meta
                         buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
@@ -190,8 +196,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     if prev is None:
                         buf[nr] = g
                     elif fast_add and prev._data is not None and g._data is not None:
-                        buf[nr] = Tensor._make(np.asarray(np.add(prev._data, g._data)),
-                                               prev._dtype)
+                        buf[nr] = make_plain(asarray(add(prev._data, g._data)), prev._dtype)
                     else:
                         buf[nr] = prev + g
                 if n == 1:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 import re
 
+from .._dtype import FLOAT as _FLOAT
+
 SEQUENCE = itertools.count()
+_new_object = object.__new__
 _tensor_class = [None]  # set by fusegrad._tensor (the graph module is imported first)
 # Accumulators run before any other ready node, as PyTorch's do.
 ACCUMULATE_SEQ = 1 << 62
@@ -156,6 +159,20 @@ class SavedOutput:
         return t
 
 
+def _saved_output(t) -> SavedOutput:
+    """`SavedOutput(t)` without the class call and its __init__ frame (once per op that
+    saves its own output: exp, sigmoid, tanh, ...)."""
+    s = _new_object(SavedOutput)
+    s.data = t._data
+    dt = s.dtype = t._dtype
+    vc = s.vc = t._vc
+    s.version = vc[0]
+    s.output_nr = t._output_nr
+    s.requires_grad = dt.category == _FLOAT
+    s.fake = None if t._plain else t
+    return s
+
+
 def save_values(saved, result):
     """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
     op's own outputs (kept as SavedOutput), None for other values; versions is None when
@@ -170,7 +187,7 @@ def save_values(saved, result):
                 versions = [None] * len(saved)
                 saved = list(saved)
             if s is result or (result.__class__ is tuple and _contains(result, s)):
-                saved[i] = SavedOutput(s)
+                saved[i] = _saved_output(s)
                 versions[i] = -1
             else:
                 versions[i] = s._vc[0]
@@ -226,6 +243,19 @@ class AccumulateGrad(Node):
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
 
+    @classmethod
+    def _new(cls, variable):
+        """`cls(variable)` without the __init__ chain: a leaf gets a new accumulator for
+        every graph it joins (the old one dies with its graph), so this is on the hot path."""
+        node = _new_object(cls)
+        node.next_functions = ()
+        node._seq = ACCUMULATE_SEQ
+        node._saved = ()
+        node._x = None
+        node._out_meta = None
+        node.variable = variable
+        return node
+
     def release(self) -> None:
         pass
 
@@ -247,14 +277,21 @@ class FunctionNode(Node):
     _op = None
 
     def apply(self, grads: list) -> list:
-        saved = unpack_saved(self, self._saved, self._versions)
+        saved = self._saved
+        if self._versions is not None or saved is None:  # no tensors saved: nothing to check
+            saved = unpack_saved(self, saved, self._versions)
         raw = self._op.derivative(grads[0] if len(grads) == 1 else grads, *saved)
         out = []
         for (p, sub), (shape, dt) in zip(self._pos, self._in_meta):
             g = raw[p] if sub < 0 else raw[p][sub]
             if g is not None and shape is not None:
+                # Identity checks first: the gradient nearly always has its input's shape
+                # and dtype already, and then needs neither a sum nor a cast.
                 data = g._data
-                if (data.shape if data is not None else g.shape) != shape:
+                if data is None:
+                    if g.shape != shape:
+                        g = _sum_to(g, shape)
+                elif data.shape != shape:
                     g = _sum_to(g, shape)
                 if g._dtype is not dt:
                     g = g.to(dt)

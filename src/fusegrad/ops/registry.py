@@ -46,7 +46,7 @@ class OpDef:
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
-                 "saved_names", "__weakref__")
+                 "saved_names", "plain_args", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -99,6 +99,9 @@ class OpDef:
         self.random = random
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
+        # No list, non-differentiable or optional tensor arguments: dispatch records the
+        # node with its short loop (most ops).
+        self.plain_args = not (list_arg or nondiff_args or optional_tensor_args)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

@@ -113,9 +113,15 @@ _VIEW_ERROR = ("view size is not compatible with input tensor's size and stride 
 
 def _view_kernel(a, shape):
     # NumPy resolves -1 and refuses copies itself; on failure the meta names the problem.
-    if min(shape, default=0) < -1 or (a.size == 0 and -1 in shape):
-        infer_size(shape, a.size)  # sizes NumPy would accept but PyTorch refuses
-    return np.reshape(a, shape, copy=False)
+    # (A plain loop: `min(shape, default=0)` costs more than the reshape.)
+    for s in shape:
+        if s < 0 and (s < -1 or a.size == 0):
+            infer_size(shape, a.size)  # sizes NumPy would accept but PyTorch refuses
+    if a.flags.c_contiguous:
+        return a.reshape(shape)  # never a copy for a C-contiguous array
+    # The method, not np.reshape: the same no-copy guarantee without the Python-level
+    # function and its array-function dispatch (about 1 µs per view).
+    return a.reshape(shape, copy=False)
 
 
 def _view_meta(a, shape):
@@ -210,8 +216,10 @@ def _transpose_meta(a, d0, d1):
 
 def _transpose_kernel(a, d0, d1):
     n = a.ndim
+    if n and -n <= d0 < n and -n <= d1 < n:
+        return a.swapaxes(d0, d1)  # in range: the method wraps negative dims itself
     d0, d1 = wrap_dim(d0, n), wrap_dim(d1, n)
-    return a.view() if n == 0 else np.swapaxes(a, d0, d1)
+    return a.view() if n == 0 else a.swapaxes(d0, d1)
 
 
 transpose = register(
@@ -412,6 +420,10 @@ def _select_check(shape, dim, index):
 
 
 def _select_kernel(a, dim, index):
+    if dim == 0 and index.__class__ is int:  # `x[i]`: plain indexing, no tuple to build
+        shape = a.shape
+        if shape and -shape[0] <= index < shape[0]:
+            return a[index] if len(shape) > 1 else a[index, ...]  # `...`: a 0-d view
     d, i = _select_check(a.shape, dim, index)
     return a[(slice(None),) * d + (i, Ellipsis)]  # the Ellipsis keeps a 0-d result a view
 
