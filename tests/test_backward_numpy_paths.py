@@ -14,7 +14,7 @@ import torch
 
 import fusegrad
 import fusegrad.nn.functional as F
-from fusegrad.ops import nn as N
+from fusegrad.ops import conv as C
 
 
 def _grads(fn, arrays, needs, create_graph):
@@ -81,10 +81,10 @@ def test_conv1d_and_float32_backward_paths():
 @pytest.mark.parametrize("threshold", [0, 10**6])
 def test_conv_layouts_agree(threshold, monkeypatch):
     """Both column orders (batch last or pixel last) give the same forward and backward."""
-    monkeypatch.setattr(N, "BATCH_LAST_PIXELS", threshold)
+    monkeypatch.setattr(C, "BATCH_LAST_PIXELS", threshold)
     calls = []
-    real = N._conv_backward_np
-    monkeypatch.setattr(N, "_conv_backward_np", lambda *a: calls.append(1) or real(*a))
+    real = C._conv_backward_np
+    monkeypatch.setattr(C, "_conv_backward_np", lambda *a: calls.append(1) or real(*a))
     test_conv2d_backward_paths(CONV_CASES[1], (True, True, True))
     assert len(calls) == 1  # the plain backward took the NumPy path, create_graph did not
 

@@ -65,6 +65,7 @@ from ._functions import abs, pow, sum  # noqa: A004
 from ._printing import get_printoptions, set_printoptions
 from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ._tensor import Size, Tensor
+from ._type_info import finfo, iinfo
 from .autograd import (
     enable_grad,
     inference_mode,
@@ -112,3 +113,4 @@ from .compiler import compile  # noqa: E402, A004
 # nn, optim, data, models and checkpoints (they import the core above).
 from . import datasets, models, nn, onnx, optim, viz  # noqa: E402
 from .serialization import load, save  # noqa: E402
+

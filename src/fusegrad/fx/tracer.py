@@ -124,18 +124,26 @@ _NOT_RECORDED = frozenset({"is_tensor", "is_grad_enabled"})
 
 
 def _public_functions() -> list[tuple[Any, str, Callable]]:
-    """(namespace, name, function) for the public functions of fusegrad and
-    fusegrad.nn.functional (when loaded), which torch.fx records as call_function."""
+    """(namespace, name, function) for the public functions of fusegrad,
+    fusegrad.nn.functional (when loaded) and fusegrad.linalg, which torch.fx records as
+    call_function."""
     import fusegrad
 
     spaces = [fusegrad]
     functional = sys.modules.get("fusegrad.nn.functional")
     if functional is not None:
         spaces.append(functional)
+    linalg = sys.modules.get("fusegrad.linalg")
+    if linalg is not None:
+        spaces.append(linalg)
     out = []
     for space in spaces:
+        # fusegrad.linalg also holds the helpers it imports: only its `__all__` is public.
+        listed = set(space.__all__) if space is linalg else None
         for name, obj in vars(space).items():
             if name.startswith("_") or not inspect.isfunction(obj):
+                continue
+            if listed is not None and name not in listed:
                 continue
             if name in _NOT_RECORDED or (space is functional
                                          and name in _FUNCTIONAL_TRACED_THROUGH):

@@ -15,8 +15,6 @@ from .._tensor import Tensor
 from ..ops import normalization as G
 from ..ops import upsample as U
 
-_REDUCTIONS = ("none", "mean", "sum")
-
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:

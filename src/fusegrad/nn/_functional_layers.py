@@ -17,8 +17,9 @@ from .._dispatch import call
 from .._random import rng as _rng
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
+from ..ops import conv as CV
 from ..ops import layers as LY
-from ..ops import nn as N
+from ..ops import normalization as NL
 from ..ops import scalar as SC
 from ..ops.reduction import vector_norm
 
@@ -209,7 +210,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
         return t.repeat(b) if t is not None else None
 
     rm, rv = rep(running_mean), rep(running_var)
-    out = call(N.native_batch_norm, x, rep(weight), rep(bias), rm, rv, use_input_stats,
+    out = call(NL.native_batch_norm, x, rep(weight), rep(bias), rm, rv, use_input_stats,
                momentum, eps)[0]
     if use_input_stats and running_mean is not None:
         with no_grad():
@@ -270,7 +271,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     if input.dim() not in (3, 4):
         raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported "
                                   f"(got {input.dim()}D)")
-    return call(N.im2col, input, _pair(kernel_size), _pair(dilation), _pair(padding),
+    return call(CV.im2col, input, _pair(kernel_size), _pair(dilation), _pair(padding),
                 _pair(stride))
 
 
@@ -283,7 +284,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if min(s) <= 0:
         raise RuntimeError(f"stride should be greater than zero, but got stride_height: "
                            f"{s[0]} stride_width: {s[1]}")
-    return call(N.col2im, input, _pair(output_size), _pair(kernel_size), _pair(dilation),
+    return call(CV.col2im, input, _pair(output_size), _pair(kernel_size), _pair(dilation),
                 _pair(padding), s)
 
 

@@ -16,7 +16,11 @@ from .._dispatch import call
 from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import REGISTRY
+from ..ops import conv as CV
+from ..ops import embedding as EB
 from ..ops import nn as N
+from ..ops import normalization as NL
+from ..ops import pooling as PL
 from ..ops.nn import REDUCTION_ENUM
 from . import _functional_activation, _functional_layers, _functional_loss
 from ._functional_activation import (  # noqa: F401
@@ -169,7 +173,7 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
                              "{'valid', 'same'}")
     else:
         padding = _ntuple(padding, spatial)
-    out = call(N.convolution, input, weight, bias, stride, padding, dilation, False,
+    out = call(CV.convolution, input, weight, bias, stride, padding, dilation, False,
                [0] * spatial, groups)
     return out.squeeze(0) if unbatched else out
 
@@ -201,7 +205,7 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     unbatched = input.dim() == spatial + 1
     if unbatched:
         input = input.unsqueeze(0)
-    out = call(N.convolution, input, weight, bias, _ntuple(stride, spatial),
+    out = call(CV.convolution, input, weight, bias, _ntuple(stride, spatial),
                _ntuple(padding, spatial), _ntuple(dilation, spatial), True,
                _ntuple(output_padding, spatial), groups)
     return out.squeeze(0) if unbatched else out
@@ -266,7 +270,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """2-D max pooling; with `return_indices` also the flat positions of the maxima."""
     k = _ntuple(kernel_size, 2)
     s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    out, idx = call(N.max_pool2d_with_indices, input, k, s, _ntuple(padding, 2),
+    out, idx = call(PL.max_pool2d_with_indices, input, k, s, _ntuple(padding, 2),
                     _ntuple(dilation, 2), ceil_mode)
     return (out, idx) if return_indices else out
 
@@ -288,7 +292,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     """2-D average pooling."""
     k = _ntuple(kernel_size, 2)
     s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    return call(N.avg_pool2d, input, k, s, _ntuple(padding, 2), ceil_mode, count_include_pad,
+    return call(PL.avg_pool2d, input, k, s, _ntuple(padding, 2), ceil_mode, count_include_pad,
                 divisor_override)
 
 
@@ -309,7 +313,7 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
         size = size * 2
     if size == [1, 1]:
         return input.mean((-1, -2), keepdim=True)
-    return call(N.adaptive_avg_pool2d, input, size)
+    return call(PL.adaptive_avg_pool2d, input, size)
 
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
@@ -329,7 +333,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n == 1:
             raise ValueError("Expected more than 1 value per channel when training, got "
                              f"input size {input.shape}")
-    return call(N.native_batch_norm, input, weight, bias, running_mean, running_var,
+    return call(NL.native_batch_norm, input, weight, bias, running_mean, running_var,
                 training, momentum, eps)[0]
 
 
@@ -337,7 +341,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Ten
     """Normalise over the trailing `normalized_shape` dims."""
     ns = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) else list(
         normalized_shape)
-    return call(N.native_layer_norm, input, ns, weight, bias, eps)[0]
+    return call(NL.native_layer_norm, input, ns, weight, bias, eps)[0]
 
 
 # ---------------------------------------------------------------- dropout and embedding
@@ -371,7 +375,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         padding_idx = -1
     if max_norm is not None:
         raise NotImplementedError("embedding max_norm is not supported yet")
-    return call(N.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
+    return call(EB.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

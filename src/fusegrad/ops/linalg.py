@@ -1,11 +1,14 @@
-"""Matrix products: mm, bmm, mv, dot (matmul is a composite over these, in _functions)."""
+"""Matrix products: mm, bmm, mv, dot, vdot, baddbmm, addbmm, addr and the cross product
+(matmul is a composite over these, in _functions)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._util import F32, HALF, Spec, dtype_of, rand_array
-from .registry import Sample, register
+from .. import _dtype
+from .._dispatch import call
+from ._util import F32, HALF, Spec, broadcast_shapes, dtype_of, rand_array, wrap_dim
+from .registry import Sample, inplace_variant, register
 
 
 def _save_partners(out, a, b):
@@ -151,7 +154,8 @@ mv = register(
     saved_names=("self", "vec"))
 
 
-def _dot_check(a, b):
+def _dot_check(a, b, name: str = "dot"):
+    """PyTorch's checks (and messages) for dot and vdot: two 1-D tensors of one dtype."""
     if len(a.shape) != 1 or len(b.shape) != 1:
         raise RuntimeError(
             f"1D tensors expected, but got {len(a.shape)}D and {len(b.shape)}D tensors")
@@ -162,7 +166,7 @@ def _dot_check(a, b):
             "elements respectively")
     da, db = dtype_of(a), dtype_of(b)
     if da is not db:
-        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found "
                            f"{da.legacy} and {db.legacy}")
 
 
@@ -212,3 +216,124 @@ baddbmm = register(
                                      rand_array(rng, (2, 3, 4), dt), b, al), name=f"{s} {b} {al}")
                              for s, b, al in (((2, 2, 4), 1, 1), ((4,), 0.5, 2), ((), 1, -1))],
     lowering="extern")
+
+
+# ---------------------------------------------------------------- cross, vdot, addr, addbmm
+
+
+def _cross_meta(a, b, dim=-1):
+    if len(a.shape) != len(b.shape):
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    d = wrap_dim(dim, len(shape))
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+    return Spec(shape, _dtype.result_type(a, b))
+
+
+def _cross_kernel(a, b, dim=-1):
+    spec = _cross_meta(a, b, dim)
+    out = np.cross(a, b, axis=wrap_dim(dim, len(spec.shape)))
+    return np.ascontiguousarray(out).astype(spec.dtype.np, copy=False)
+
+
+linalg_cross = register(
+    "linalg_cross", kernel=_cross_kernel, meta=_cross_meta, node="LinalgCrossBackward0",
+    derivative=lambda g, a, b, dim: (call(linalg_cross, b, g, dim) if b is not None else None,
+                                     call(linalg_cross, g, a, dim) if a is not None else None,
+                                     None),
+    save=lambda out, a, b, dim=-1: (a if b._rg else None, b if a._rg else None, dim),
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), d),
+                                    name=f"{a} {b} {d}")
+                             for a, b, d in (((3,), (3,), -1), ((2, 3), (1, 3), -1),
+                                             ((3, 4), (3, 4), 0))],
+    public="cross", saved_names=("self", "other", "dim"))
+
+
+vdot = register(
+    "vdot",
+    kernel=lambda a, b: (_dot_check(a, b, "vdot"), np.asarray(np.dot(a, b)).astype(a.dtype))[1],
+    meta=lambda a, b: (_dot_check(a, b, "vdot"), Spec((), a.dtype))[1], node="VdotBackward0",
+    derivative=lambda g, a, b: (g * b if b is not None else None,
+                                g * a if a is not None else None),
+    save=lambda out, a, b: (a if b._rg else None, b if a._rg else None),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt)))],
+    saved_names=("self", "other"))
+
+
+def _addr_meta(s, v1, v2, beta=1, alpha=1):
+    for name, v in (("vec1", v1), ("vec2", v2)):
+        if len(v.shape) != 1:
+            raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {len(v.shape)}-D")
+    shape = (v1.shape[0], v2.shape[0])
+    broadcast_shapes(tuple(s.shape), shape)
+    return Spec(shape, _dtype.result_type(_dtype.result_type(s, v1), v2))
+
+
+def _addr_kernel(s, v1, v2, beta=1, alpha=1):
+    spec = _addr_meta(s, v1, v2, beta, alpha)
+    prod = np.multiply.outer(v1, v2) * alpha
+    out = prod if beta == 0 else s * beta + prod
+    return np.ascontiguousarray(np.broadcast_to(out, spec.shape)).astype(spec.dtype.np)
+
+
+addr = register(
+    "addr", kernel=_addr_kernel, meta=_addr_meta, node="AddrBackward0",
+    derivative=lambda g, v1, v2, beta, alpha: (
+        _scaled(g, beta), _scaled(g.mv(v2), alpha) if v2 is not None else None,
+        _scaled(g.t().mv(v1), alpha) if v1 is not None else None, None, None),
+    save=lambda out, s, v1, v2, beta=1, alpha=1: (v1 if v2._rg else None,
+                                                  v2 if v1._rg else None, beta, alpha),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (3,), dt),
+                                     rand_array(rng, (4,), dt), b, al), name=f"{s} {b} {al}")
+                             for s, b, al in (((3, 4), 1, 1), ((4,), 0.5, 2), ((), 1, -1))],
+    saved_names=("vec1", "vec2", "beta", "alpha"))
+
+
+def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
+    if len(b1.shape) != 3 or len(b2.shape) != 3:
+        raise RuntimeError("batch1 must be a 3D tensor" if len(b1.shape) != 3 else
+                           "batch2 must be a 3D tensor")
+    if b1.shape[0] != b2.shape[0] or b1.shape[2] != b2.shape[1]:
+        raise RuntimeError(
+            f"Incompatible matrix sizes for bmm ({b1.shape[1]}x{b1.shape[2]} and "
+            f"{b2.shape[1]}x{b2.shape[2]})")
+    shape = (b1.shape[1], b2.shape[2])
+    broadcast_shapes(tuple(s.shape), shape)
+    return Spec(shape, b1.dtype)
+
+
+def _addbmm_kernel(s, b1, b2, beta=1, alpha=1):
+    spec = _addbmm_meta(s, b1, b2, beta, alpha)
+    prod = np.matmul(b1, b2).sum(0) * alpha
+    out = prod if beta == 0 else s * beta + prod
+    return np.ascontiguousarray(np.broadcast_to(out, spec.shape)).astype(b1.dtype)
+
+
+def _addbmm_derivative(g, b1, b2, beta, alpha, nb):
+    ge = g.unsqueeze(0).expand(nb, *g.shape)
+    return (_scaled(g, beta),
+            _scaled(ge.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
+            _scaled(b1.transpose(1, 2).bmm(ge), alpha) if b1 is not None else None, None, None)
+
+
+addbmm = register(
+    "addbmm", kernel=_addbmm_kernel, meta=_addbmm_meta, node="AddbmmBackward0",
+    derivative=_addbmm_derivative,
+    save=lambda out, s, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
+                                                  b2 if b1._rg else None, beta, alpha,
+                                                  b1.shape[0]),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (2, 3, 4), dt),
+                                     rand_array(rng, (2, 4, 5), dt), b, al), name=f"{s} {b}")
+                             for s, b, al in (((3, 5), 1, 1), ((5,), 0.5, 2))],
+    saved_names=("batch1", "batch2", "beta", "alpha", ""))
+
+# In place: `self` must already have the result's shape.
+addr_ = inplace_variant(addr, "addr_", samples=lambda rng, dt: [
+    Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3,), dt), rand_array(rng, (4,), dt),
+            b, al), name=f"{b} {al}") for b, al in ((1, 1), (0.5, -2))])
+addbmm_ = inplace_variant(addbmm, "addbmm_", samples=lambda rng, dt: [
+    Sample((rand_array(rng, (3, 5), dt), rand_array(rng, (2, 3, 4), dt),
+            rand_array(rng, (2, 4, 5), dt), 0.5, 2), name="3x5")])
+

@@ -1,19 +1,219 @@
-"""Group normalisation as one op, `native_group_norm` (`NativeGroupNormBackward0`).
+"""Normalisation ops PyTorch records as one node: native_batch_norm, native_layer_norm and
+native_group_norm (`NativeBatchNormBackward0`, `NativeLayerNormBackward0`,
+`NativeGroupNormBackward0`).
 
-As ATen's, it takes the input with its sizes spelled out (N, C, HxW, group) and returns the
-output with the per-(sample, group) mean and reciprocal standard deviation; all three carry
-the node, as in PyTorch. The derivative recomputes the statistics with fusegrad ops, so double
-backward sees them.
+As ATen's, each returns the output with the statistics the backward reads (the saved mean and
+inverse standard deviation); group norm takes the input with its sizes spelled out (N, C, HxW,
+group), and all three of its outputs carry the node, as in PyTorch. Derivatives recompute the
+statistics with fusegrad ops, so double backward sees them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from ._util import F32, HALF, Spec, rand_array, size_str
-from .nn import _check_norm_dtypes, _legacy
+from .nn import _legacy, _register_multi, _work
 from .registry import Sample, register
 
+# ---------------------------------------------------------------- normalisation
+
+
+def _bn_shape(ndim: int, c: int) -> tuple:
+    return (1, c) + (1,) * (ndim - 2)
+
+
+def _check_norm_dtypes(x, *params) -> None:
+    names = {_legacy(p) for p in params if p is not None}
+    xn = _legacy(x)
+    if not names or names == {xn} or (xn in ("Half", "BFloat16") and names == {"Float"}):
+        return  # (reduced-precision input with float parameters is allowed, as in PyTorch)
+    if xn == "Float":
+        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+    raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+
+
+def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
+    _check_norm_dtypes(x, w, b, rm, rv)
+    dt = x.dtype
+    xw = _work(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = _bn_shape(x.ndim, x.shape[1])
+    if training:
+        mean = xw.mean(axes)
+        var = xw.var(axes)
+        invstd = 1.0 / np.sqrt(var + eps)
+        if rm is not None:
+            n = x.size // x.shape[1]
+            rm *= 1 - momentum
+            rm += (momentum * mean).astype(rm.dtype)
+            rv *= 1 - momentum
+            rv += (momentum * var * n / max(n - 1, 1)).astype(rv.dtype)
+        use_mean, use_invstd = mean, invstd
+    else:
+        use_mean = _work(rm)
+        use_invstd = 1.0 / np.sqrt(_work(rv) + eps)
+        mean = invstd = np.zeros((0,), dtype=xw.dtype)
+    scale = use_invstd if w is None else use_invstd * _work(w)
+    shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
+    out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
+    sdt = F32 if dt in HALF else dt
+    return out, mean.astype(sdt, copy=False), invstd.astype(sdt, copy=False)
+
+
+def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
+    _check_norm_dtypes(x, w, b, rm, rv)
+    c = x.shape[1] if len(x.shape) > 1 else 0
+    if len(x.shape) < 2:
+        raise ValueError(f"expected 2D or 3D input (got {len(x.shape)}D input)")
+    sdt = _dtype.float32 if x.dtype in (_dtype.float16, _dtype.bfloat16) else x.dtype
+    stat = (c,) if training else (0,)
+    return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
+
+
+def _bn_derivative(grads, x, w, rm, rv, training, eps):
+    g = grads[0] if isinstance(grads, list) else grads
+    axes = (0,) + tuple(range(2, x.dim()))
+    shape = _bn_shape(x.dim(), x.shape[1])
+    if training:
+        # Statistics recomputed with fusegrad ops, so that double backward sees them.
+        mean = x.mean(axes, keepdim=True)
+        centred = x - mean
+        invstd = ((centred * centred).mean(axes, keepdim=True) + eps) ** -0.5
+    else:
+        invstd = ((rv + eps) ** -0.5).reshape(shape)
+        centred = x - rm.reshape(shape)
+    xhat = centred * invstd
+    gw = (g * xhat).sum(axes) if w is not None else None
+    gb = g.sum(axes)
+    scale = invstd if w is None else invstd * w.reshape(shape)
+    if training:
+        gi = scale * (g - g.mean(axes, keepdim=True) - xhat * (g * xhat).mean(axes,
+                                                                                keepdim=True))
+    else:
+        gi = g * scale
+    return (gi, gw, gb, None, None, None, None, None)
+
+
+def _bn_samples(rng, dt):
+    # Running statistics cannot be sample inputs (the oracle makes every array require
+    # grad); the nn tests cover them.
+    return [Sample((rand_array(rng, shape, dt), rand_array(rng, (shape[1],), dt),
+                    rand_array(rng, (shape[1],), dt), None, None, True, 0.1, 1e-5),
+                   name=str(shape)) for shape in ((4, 3), (2, 3, 4, 5), (3, 2, 5))]
+
+
+def _bn_onnx(b, inputs, args, kwargs, opset):
+    """BatchNormalization with the running statistics (eval mode); the saved statistics
+    outputs are not mapped."""
+    x, w, bias, mean, var = inputs[:5]
+    training, eps = args[5], args[7]
+    if training or mean is None:
+        b.fail("with batch statistics (training=True)")
+    c = args[0].shape[1]
+    w = w if w is not None else b.const(np.ones(c), b.out_dtype)
+    bias = bias if bias is not None else b.const(np.zeros(c), b.out_dtype)
+    out = b.emit("BatchNormalization", [x, w, bias, mean, var], epsilon=float(eps))
+    return [out, None, None]
+
+
+native_batch_norm = _register_multi(
+    "native_batch_norm", (1, 2), (1, 2), kernel=_bn_kernel, meta=_bn_meta,
+    node="NativeBatchNormBackward0",
+    derivative=_bn_derivative, nondiff_args=(3, 4),
+    save=lambda out, x, w, b, rm, rv, training, momentum, eps: (
+        x, w, None if rm is None else rm.detach(), None if rv is None else rv.detach(),
+        training, eps),
+    samples=_bn_samples, onnx=_bn_onnx, public="native_batch_norm",
+    gradcheck=False,
+    tolerance={"float32": 1e-4},
+    saved_names=("input", "weight", "running_mean", "running_var", "training", "eps"))
+
+
+def _ln_kernel(x, normalized_shape, w, b, eps):
+    _check_norm_dtypes(x, w, b)
+    dt = x.dtype
+    xw = _work(x)
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = xw.mean(axes, keepdims=True)
+    centred = xw - mean
+    rstd = 1.0 / np.sqrt((centred * centred).mean(axes, keepdims=True) + eps)
+    out = centred * rstd
+    if w is not None:
+        out = out * _work(w)
+    if b is not None:
+        out = out + _work(b)
+    sdt = F32 if dt in HALF else dt
+    return out.astype(dt, copy=False), mean.astype(sdt), rstd.astype(sdt)
+
+
+def _ln_meta(x, normalized_shape, w, b, eps):
+    _check_norm_dtypes(x, w, b)
+    shape = tuple(x.shape)
+    ns = tuple(normalized_shape)
+    if shape[len(shape) - len(ns):] != ns:
+        raise RuntimeError(
+            f"Given normalized_shape={size_str(ns)}, expected input with shape "
+            f"[*, {', '.join(map(str, ns))}], but got input of size{size_str(shape)}")
+    stat = shape[:len(shape) - len(ns)] + (1,) * len(ns)
+    sdt = _dtype.float32 if x.dtype in (_dtype.float16, _dtype.bfloat16) else x.dtype
+    return [Spec(shape, x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
+
+
+def _ln_derivative(grads, x, nshape, w, has_bias, eps):
+    g = grads[0] if isinstance(grads, list) else grads
+    k = len(nshape)
+    axes = tuple(range(x.dim() - k, x.dim()))
+    lead = tuple(range(x.dim() - k))
+    mean = x.mean(axes, keepdim=True)
+    centred = x - mean
+    rstd = ((centred * centred).mean(axes, keepdim=True) + eps) ** -0.5
+    xhat = centred * rstd
+    gx = g * w if w is not None else g
+    gi = rstd * (gx - gx.mean(axes, keepdim=True) - xhat * (gx * xhat).mean(axes,
+                                                                             keepdim=True))
+    gw = (g * xhat).sum(lead) if w is not None and lead else (
+        g * xhat if w is not None else None)
+    gb = (g.sum(lead) if lead else g) if has_bias else None
+    return (gi, None, gw, gb, None)
+
+
+def _ln_onnx(b, inputs, args, kwargs, opset):
+    """LayerNormalization from opset 17; before, its mean/variance formula. The mean and
+    rstd outputs are not mapped."""
+    x, w, bias = inputs[0], inputs[2], inputs[3]
+    shape = tuple(int(s) for s in args[1])
+    eps = float(args[4])
+    w = w if w is not None else b.const(np.ones(shape), b.out_dtype)
+    if opset >= 17:
+        # An omitted bias makes onnxruntime 1.32 fail to load the model: pass zeros.
+        bias = bias if bias is not None else b.const(np.zeros(shape), b.out_dtype)
+        return [b.emit("LayerNormalization", [x, w, bias], axis=-len(shape), epsilon=eps),
+                None, None]
+    axes = list(range(-len(shape), 0))
+    dt, rank = b.out_dtype, b.out_rank
+    centered = b.emit("Sub", [x, b.reduce("ReduceMean", x, axes, True, dt, rank)])
+    var = b.reduce("ReduceMean", b.emit("Mul", [centered, centered]), axes, True, dt, rank)
+    std = b.emit("Sqrt", [b.emit("Add", [var, b.operand(eps, dt)])])
+    out = b.emit("Mul", [b.emit("Div", [centered, std]), w])
+    return [out if bias is None else b.emit("Add", [out, bias]), None, None]
+
+
+native_layer_norm = _register_multi(
+    "native_layer_norm", (1, 2), (2, 3), kernel=_ln_kernel, meta=_ln_meta,
+    node="NativeLayerNormBackward0",
+    derivative=_ln_derivative,
+    save=lambda out, x, ns, w, b, eps: (x, list(ns), w, b is not None, eps),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, s, dt), ns, rand_array(rng, tuple(ns), dt),
+                rand_array(rng, tuple(ns), dt), 1e-5), name=f"{s} {ns}")
+        for s, ns in (((3, 4), [4]), ((2, 3, 4), [3, 4]), ((2, 5), [5]))],
+    onnx=_ln_onnx, public="native_layer_norm", tolerance={"float32": 1e-4},
+    gradcheck=False,
+    saved_names=("input", "normalized_shape", "weight", "", ""))
+
+# ---------------------------------------------------------------- group norm
 
 def _check_gn(shape: tuple, w, b, n: int, c: int, hxw: int, group: int) -> None:
     if group <= 0 or c % group:

@@ -1,0 +1,68 @@
+"""Activation functions in the functional forms nn.functional uses: gelu, silu, mish,
+softplus, leaky_relu, elu, selu, hardtanh, relu6, logsigmoid, ...
+"""
+
+from __future__ import annotations
+
+from .._dispatch import call
+from ..ops import activation as A
+
+# ---------------------------------------------------------------- activations
+# The functional forms nn.functional uses (`gelu(x, approximate=...)`, `elu(x, alpha, inplace)`).
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x) (or its tanh approximation)."""
+    if approximate == "none":
+        return call(A.gelu, input)
+    return call(A.gelu, input, approximate)
+
+
+def _act(op, inplace_op, name):
+    def fn(input, inplace=False):
+        return call(inplace_op if inplace else op, input)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"The {name} activation (in place with `inplace=True`)."
+    return fn
+
+
+silu = _act(A.silu, A.silu_, "silu")
+mish = _act(A.mish, A.mish_, "mish")
+hardsigmoid = _act(A.hardsigmoid, A.hardsigmoid_, "hardsigmoid")
+hardswish = _act(A.hardswish, A.hardswish_, "hardswish")
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, linear above `threshold`."""
+    return call(A.softplus, input, beta, threshold)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x for x > 0, else negative_slope * x."""
+    return call(A.leaky_relu_ if inplace else A.leaky_relu, input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x for x > 0, else alpha * (exp(x) - 1)."""
+    return call(A.elu_ if inplace else A.elu, input, alpha)
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with the self-normalizing constants."""
+    return call(A.elu_ if inplace else A.elu, input, A.SELU_ALPHA, A.SELU_SCALE)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clamped to [min_val, max_val]."""
+    return call(A.hardtanh_ if inplace else A.hardtanh, input, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    """hardtanh(x, 0, 6)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)), computed stably."""
+    return call(A.log_sigmoid, input)

@@ -1,0 +1,116 @@
+"""Comparisons (eq, lt, ...), the logical and bitwise functions, and searching and comparing
+whole tensors: searchsorted, bucketize, bincount, unique, isclose, allclose, equal.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import misc as M
+from ..ops import pointwise as P
+
+# ---------------------------------------------------------------- comparisons
+
+
+def _compare(op, name):
+    def fn(input, other, *, out=None):
+        return call(op, input, other)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise comparison `{name}`, as a bool tensor."
+    return fn
+
+
+eq = _compare(P.eq, "eq")
+ne = not_equal = _compare(P.ne, "ne")
+lt = less = _compare(P.lt, "lt")
+le = less_equal = _compare(P.le, "le")
+gt = greater = _compare(P.gt, "gt")
+ge = greater_equal = _compare(P.ge, "ge")
+
+
+# ---------------------------------------------------------------- logical and bitwise
+
+
+def _logical(op):
+    def fn(input, other, *, out=None):
+        return call(op, input, other)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"Elementwise {op.name}, as a bool tensor."
+    return fn
+
+
+logical_and = _logical(P.logical_and)
+logical_or = _logical(P.logical_or)
+logical_xor = _logical(P.logical_xor)
+
+
+def _bitwise(op, scalar_op):
+    def fn(input, other, *, out=None):
+        if not isinstance(input, Tensor):
+            input, other = other, input
+        if isinstance(other, Tensor):
+            return call(op, input, other)
+        return call(scalar_op, input, other)
+
+    fn.__name__ = fn.__qualname__ = op.public
+    fn.__doc__ = f"Elementwise {op.public} of integer or bool tensors."
+    return fn
+
+
+bitwise_and = _bitwise(P.bitwise_and, P.bitwise_and_scalar)
+bitwise_or = _bitwise(P.bitwise_or, P.bitwise_or_scalar)
+bitwise_xor = _bitwise(P.bitwise_xor, P.bitwise_xor_scalar)
+
+
+# ---------------------------------------------------------------- searching, comparing
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                 out=None, sorter=None):
+    """Insertion indices of `input` into the (last dim of the) sorted sequence."""
+    if not isinstance(input, Tensor):
+        from .._creation import tensor as _tensor
+
+        input = _tensor(input, dtype=sorted_sequence.dtype)
+    return call(M.searchsorted, sorted_sequence, input, out_int32, right, side, sorter)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
+    """The bucket of each element of `input` given sorted 1-D `boundaries`."""
+    return call(M.bucketize, input, boundaries, out_int32, right)
+
+
+def bincount(input, weights=None, minlength=0):
+    """Counts (or summed weights) of each non-negative integer in a 1-D tensor."""
+    return call(M.bincount, input, weights, minlength)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False,  # noqa: A002
+           dim=None):
+    """The sorted unique elements, with the inverse indices and counts when asked."""
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported yet")
+    values, inverse, counts = call(M.unique, input, sorted, return_inverse, return_counts)
+    extra = ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return (values,) + extra if extra else values
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise |input - other| <= atol + rtol * |other|."""
+    return call(M.isclose, input, other, rtol, atol, equal_nan)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
+    """True if every pair of elements is close (see isclose)."""
+    return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+def equal(input, other) -> builtins.bool:
+    """True if both tensors have the same shape and elements."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return builtins.bool(eq(input, other).all().item())

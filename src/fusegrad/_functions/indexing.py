@@ -1,0 +1,248 @@
+"""Indexing: `Tensor.__getitem__` / `__setitem__` (basic indices as views, index tensors
+through `index.Tensor` / `index_put_`) and the indexing functions (index_select, gather,
+scatter, masked_fill, nonzero, one_hot, ...).
+"""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+
+from .. import _dtype
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import indexing as X
+from ..ops import inplace as I  # noqa: E741
+from ..ops import shape as S
+from .shape import reshape
+
+# ---------------------------------------------------------------- indexing
+
+
+def _normalize_index(index) -> tuple:
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    for i in index:
+        if isinstance(i, Tensor):
+            if i.ndim == 0 and i.dtype.category == _dtype.INT:
+                i = int(i.item())
+            else:
+                raise IndexError(
+                    "indexing with tensors (advanced indexing) is not supported yet")
+        elif isinstance(i, (list, builtins.bool)) or (hasattr(i, "__index__") and
+                                                      not isinstance(i, numbers.Integral)
+                                                      and not isinstance(i, slice)):
+            if isinstance(i, builtins.bool) or isinstance(i, list):
+                raise IndexError("indexing with lists or bools is not supported yet")
+        out.append(i)
+    return tuple(out)
+
+
+def _is_advanced(i) -> bool:
+    if isinstance(i, Tensor):
+        return not (i.ndim == 0 and i.dtype.category == _dtype.INT)
+    return isinstance(i, list) or (hasattr(i, "__array__") and hasattr(i, "dtype")
+                                   and getattr(i, "ndim", 0) > 0)
+
+
+def _advanced(input, index):
+    """Split an index with tensors into basic indexing (views, as PyTorch applies first) and
+    the list of index tensors for `index.Tensor` / `index_put` on that view."""
+    from .._creation import tensor as _tensor
+
+    items = []
+    for i in index:
+        if isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
+            i = _tensor(i)
+            if i.dtype.category == _dtype.FLOAT:
+                raise IndexError(
+                    "tensors used as indices must be long, int, byte or bool tensors")
+        items.append(i)
+    consumed = builtins.sum(
+        (i.ndim if isinstance(i, Tensor) and i.dtype in (_dtype.bool_, _dtype.uint8) else 1)
+        for i in items if i is not None and i is not Ellipsis)
+    if items.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    if Ellipsis in items:
+        k = items.index(Ellipsis)
+        items[k:k + 1] = [slice(None)] * (input.ndim - consumed)
+    result = input
+    dim = 0
+    indices = []
+    for i in items:
+        if i is None:
+            result = call(S.unsqueeze, result, dim)
+            indices.append(None)
+            dim += 1
+        elif isinstance(i, slice):
+            step = 1 if i.step is None else i.step
+            size = result.shape[dim]
+            if not ((i.start in (None, 0)) and (i.stop is None or i.stop >= size) and step == 1):
+                result = call(S.slice_, result, dim, _index_int(i.start), _index_int(i.stop),
+                              int(step))
+            indices.append(None)
+            dim += 1
+        elif isinstance(i, Tensor):
+            indices.append(i)
+            dim += i.ndim if i.dtype in (_dtype.bool_, _dtype.uint8) else 1
+        else:
+            i = int(i)
+            size = result.shape[dim]
+            if not -size <= i < size:
+                raise IndexError(
+                    f"index {i} is out of bounds for dimension {dim} with size {size}")
+            result = call(S.select, result, dim, i)
+    while indices and indices[-1] is None:
+        indices.pop()
+    return result, indices
+
+
+def getitem(input, index):
+    """Indexing: basic indices give a view; index tensors and lists use `index.Tensor`."""
+    if index.__class__ is int and input.ndim:  # the common `x[i]`
+        size = input.shape[0]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
+        return call(S.select, input, 0, index)
+    if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
+            _is_advanced(index):
+        result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
+        return call(X.index, result, indices)
+    single_slice = isinstance(index, slice)
+    if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    index = _normalize_index(index)
+    n_ell = index.count(Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    if consumed > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    if n_ell:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (input.ndim - consumed) + index[k + 1:]
+    result = input
+    dim = 0
+    for i in index:
+        if i is None:
+            result = call(S.unsqueeze, result, dim)
+            dim += 1
+        elif isinstance(i, slice):
+            start, stop, step = i.start, i.stop, 1 if i.step is None else i.step
+            size = result.shape[dim]
+            full = (start in (None, 0)) and (stop is None or stop >= size) and step == 1
+            if not full or single_slice:
+                start, stop = _index_int(start), _index_int(stop)
+                result = call(S.slice_, result, dim, start, stop, int(step))
+            dim += 1
+        else:
+            i = int(i)
+            size = result.shape[dim]
+            if not -size <= i < size:
+                raise IndexError(
+                    f"index {i} is out of bounds for dimension {dim} with size {size}")
+            result = call(S.select, result, dim, i)
+    if result is input:
+        result = call(S.alias, input)
+    return result
+
+
+def _index_int(v):
+    return None if v is None else int(v)
+
+
+def setitem(input, index, value) -> None:
+    """`input[index] = value`: a copy into the indexed view, or `index_put_` for index
+    tensors."""
+    if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
+            _is_advanced(index):
+        target, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
+        if not isinstance(value, Tensor):
+            from .._creation import tensor as _tensor
+
+            value = _tensor(value, dtype=target.dtype)
+        call(X.index_put_, target, indices, value, False)
+        return
+    target = getitem(input, index)
+    if isinstance(value, Tensor):
+        call(I.copy_, target, value)
+    else:
+        call(I.fill_scalar, target, value)
+# ---------------------------------------------------------------- indexing ops
+
+
+def index_select(input, dim, index, *, out=None):
+    """The entries at `index` along `dim`."""
+    return call(X.index_select, input, dim, index)
+
+
+def gather(input, dim, index, *, sparse_grad=False, out=None):
+    """out[i][j] = input[index[i][j]][j] (for dim 0), and so on."""
+    return call(X.gather, input, dim, index)
+
+
+def take_along_dim(input, indices, dim=None, *, out=None):
+    """gather with broadcasting of `indices` (of the flattened tensor without `dim`)."""
+    if dim is None:
+        return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    return gather(input, dim, indices)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """A copy of `input` with `src` (or `value`) written at `index` along `dim`."""
+    if src is None:
+        src = value
+    if isinstance(src, Tensor):
+        return call(X.scatter, input, dim, index, src)
+    return call(X.scatter_value, input, dim, index, src)
+
+
+def scatter_add(input, dim, index, src):
+    """A copy of `input` with `src` added at `index` along `dim`."""
+    return call(X.scatter_add, input, dim, index, src)
+
+
+def index_add(input, dim, index, source, *, alpha=1, out=None):
+    """A copy of `input` with `alpha * source` added at `index` along `dim`."""
+    return call(X.index_add, input, dim, index, source, alpha)
+
+
+def masked_fill(input, mask, value):
+    """A copy of `input` with `value` where `mask` holds."""
+    if isinstance(value, Tensor):
+        return call(X.masked_fill_tensor, input, mask, value)
+    return call(X.masked_fill, input, mask, value)
+
+
+def masked_select(input, mask, *, out=None):
+    """The elements where `mask` holds, as a 1-D tensor."""
+    return call(X.masked_select, input, mask)
+
+
+def nonzero(input, *, out=None, as_tuple=False):
+    """Indices of the nonzero elements, one row each (or one tensor per dim)."""
+    result = call(X.nonzero, input)
+    if as_tuple:
+        if input.ndim == 0:
+            return (result.reshape(-1),)
+        return tuple(result.select(1, k) for k in range(input.ndim))
+    return result
+
+
+def argwhere(input):
+    """nonzero(input)."""
+    return call(X.nonzero, input)
+
+
+def index_put(input, indices, values, accumulate=False):
+    """A copy of `input` with `values` put at the advanced index `indices`."""
+    return call(X.index_put, input, list(indices), values, accumulate)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding of an index tensor (for nn.functional.one_hot)."""
+    return call(X.one_hot, tensor, num_classes)

@@ -1,0 +1,77 @@
+"""In-place functions and copies: add_, sub_, mul_, div_, zero_, fill_, copy_; clone,
+contiguous, to_copy and the memory formats.
+"""
+
+from __future__ import annotations
+
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import inplace as I  # noqa: E741
+from ..ops import pointwise as P
+from ..ops import shape as S
+
+# ---------------------------------------------------------------- copies
+
+
+contiguous_format = S.contiguous_format
+preserve_format = S.preserve_format
+channels_last = S.channels_last
+
+
+def clone(input, *, memory_format=None):
+    """A copy with its own storage (recorded as CloneBackward0)."""
+    if memory_format is None or memory_format is preserve_format:
+        return call(S.clone, input)
+    return call(S.clone, input, memory_format)
+
+
+def contiguous(input, memory_format=None):
+    """Self if already contiguous, otherwise a contiguous copy."""
+    if input.is_contiguous():
+        return input
+    return clone(input, memory_format=contiguous_format)
+
+
+def to_copy(input, dtype):
+    """A copy converted to `dtype` (ToCopyBackward0)."""
+    return call(S.to_copy, input, dtype)
+
+
+# ---------------------------------------------------------------- in place
+
+
+def add_(self, other, *, alpha=1):
+    """In-place add."""
+    return call(P.add_, self, other, alpha) if alpha != 1 else call(P.add_, self, other)
+
+
+def sub_(self, other, *, alpha=1):
+    """In-place subtract."""
+    return call(P.sub_, self, other, alpha) if alpha != 1 else call(P.sub_, self, other)
+
+
+def mul_(self, other):
+    """In-place multiply."""
+    return call(P.mul_, self, other)
+
+
+def div_(self, other):
+    """In-place divide."""
+    return call(P.div_, self, other)
+
+
+def zero_(self):
+    """Fill with zeros in place."""
+    return call(I.zero_, self)
+
+
+def fill_(self, value):
+    """Fill with `value` (a number or a 0-d tensor) in place."""
+    if isinstance(value, Tensor):
+        return call(I.fill_tensor, self, value)
+    return call(I.fill_scalar, self, value)
+
+
+def copy_(self, src, non_blocking=False):
+    """Copy `src` (broadcast, converted) into self in place."""
+    return call(I.copy_, self, src)

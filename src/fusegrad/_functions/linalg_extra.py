@@ -1,0 +1,218 @@
+"""Top-level linear algebra functions beyond the products (`det`, `inverse`, `svd`, `qr`,
+`cholesky`, triangular and Cholesky solves, `kron`, `inner`, ...) and their Tensor methods.
+
+Each records what PyTorch records: the older `torch.*` forms run the same registry ops as
+`torch.linalg` (`torch.inverse` is `LinalgInvExBackward0`), except where PyTorch keeps an op
+of their own (`torch.cholesky` is `CholeskyBackward0`, `triangular_solve`). The Tensor methods
+are attached when this module is imported.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._dispatch import call
+from .._tensor import Tensor
+from ..linalg import RETURN_TYPES as _LINALG_RETURN_TYPES
+from ..linalg import det as _det
+from ..linalg import inv as _inv
+from ..linalg import lu_solve as _lu_solve
+from ..linalg import matrix_exp as _matrix_exp
+from ..linalg import matrix_power as _matrix_power
+from ..linalg import multi_dot as _multi_dot
+from ..linalg import svdvals as _svdvals
+from ..ops import decompositions as D
+from ..ops import linalg as P
+from ..ops import lu as LUO
+from ..ops import solvers as V
+from ..ops.decompositions import check_square_float
+from ..ops.reduction import _named_tuple
+from ..ops.shape import unsafe_view as _unsafe_view_op
+from .linear_algebra import tensordot
+from .pointwise import where
+from .reduction import return_types as _return_types
+
+__all__ = [
+    "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
+    "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power", "matrix_exp",
+    "cross", "inner", "vdot", "addr", "addbmm", "kron", "chain_matmul", "lu_solve", "lu",
+    "lu_unpack",
+]
+
+_SLOGDET = _named_tuple("slogdet", ("sign", "logabsdet"))
+_SVD = _named_tuple("svd", ("U", "S", "V"))
+_QR = _named_tuple("qr", ("Q", "R"))
+_TRIANGULAR_SOLVE = _named_tuple("triangular_solve", ("solution", "cloned_coefficient"))
+_LU_UNPACK = _named_tuple("lu_unpack", ("P", "L", "U"))
+
+# `fusegrad.return_types.<name>`, as torch.return_types lists them.
+for _cls in (_SLOGDET, _SVD, _QR, _TRIANGULAR_SOLVE, _LU_UNPACK, *_LINALG_RETURN_TYPES.values()):
+    setattr(_return_types, _cls.__name__, _cls)
+
+
+def det(input: Tensor) -> Tensor:
+    """The determinant (`linalg.det`)."""
+    return _det(input)
+
+
+def inverse(input: Tensor, *, out=None) -> Tensor:
+    """The matrix inverse (`linalg.inv`)."""
+    return _inv(input)
+
+
+def slogdet(input: Tensor):
+    """(sign, log |det|), as `linalg.slogdet`."""
+    return _SLOGDET(*call(V.linalg_slogdet, input))
+
+
+def logdet(input: Tensor) -> Tensor:
+    """log det: NaN for a negative determinant, -inf for a singular matrix."""
+    check_square_float("logdet", input)
+    sign, logabs = call(V.linalg_slogdet, input)
+    return where(sign == -1, math.nan, logabs)
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """The pseudo-inverse, dropping singular values below `rcond` times the largest."""
+    return call(V.linalg_pinv, input, None, rcond, False)
+
+
+def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
+    """(U, S, V) with A = U diag(S) V^T (V, not Vh); reduced unless `some` is False. Without
+    `compute_uv`, U and V are zero-filled, as in PyTorch."""
+    if not compute_uv:
+        s = _svdvals(input)
+        m, n = input.shape[-2:]
+        batch = tuple(input.shape[:-2])
+        return _SVD(input.new_zeros(batch + (m, m)), s, input.new_zeros(batch + (n, n)))
+    u, s, vh = call(D.linalg_svd, input, not some, True, None)
+    return _SVD(u, s, vh.mT)
+
+
+def qr(input: Tensor, some: bool = True, *, out=None):
+    """(Q, R); reduced unless `some` is False."""
+    return _QR(*call(D.linalg_qr, input, "reduced" if some else "complete"))
+
+
+def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """The Cholesky factor (the older form: its node is CholeskyBackward0)."""
+    return call(D.cholesky, input, upper)
+
+
+def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """X with (L L^T) X = input, from the Cholesky factor `input2`."""
+    return call(V.cholesky_solve, input, input2, upper)
+
+
+def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """The inverse of L L^T from the Cholesky factor `input`."""
+    return call(V.cholesky_inverse, input, upper)
+
+
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,  # noqa: N803
+                     unitriangular: bool = False, *, out=None):
+    """(solution, cloned_coefficient) of a triangular system A X = b."""
+    return _TRIANGULAR_SOLVE(*call(V.triangular_solve, b, A, upper, transpose, unitriangular))
+
+
+def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):  # noqa: N803
+    """The older `torch.lu`: (LU, pivots), with `info` when `get_infos`."""
+    lu_, piv, info = call(LUO.linalg_lu_factor_ex, A, pivot, False)
+    return (lu_, piv, info) if get_infos else (lu_, piv)
+
+
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # noqa: N803
+              unpack_pivots: bool = True, *, out=None):
+    """(P, L, U) from a packed LU factorization (empty where not unpacked)."""
+    return _LU_UNPACK(*call(LUO.lu_unpack, LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
+def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tensor:  # noqa: N803
+    """The older `torch.lu_solve(b, LU, pivots)`."""
+    return _lu_solve(LU_data, LU_pivots, b)
+
+
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """`linalg.matrix_power`."""
+    return _matrix_power(input, n)
+
+
+def matrix_exp(input: Tensor) -> Tensor:
+    """`linalg.matrix_exp`."""
+    return _matrix_exp(input)
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None, *, out=None) -> Tensor:
+    """The cross product along `dim` (default: the first dimension of size 3)."""
+    if dim is None:
+        dim = next((d for d, s in enumerate(input.shape) if s == 3), -1)
+    return call(P.linalg_cross, input, other, dim)
+
+
+def inner(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """Sum of products over the last dims (a product with a 0-d operand)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(
+            f"inner() the last dimension must match on both input tensors but got shapes "
+            f"{list(input.shape)} and {list(other.shape)}")
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def vdot(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """Dot product of two 1-D tensors."""
+    return call(P.vdot, input, other)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2)."""
+    return call(P.addr, input, vec1, vec2, beta, alpha)
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1,
+           out=None) -> Tensor:
+    """beta * input + alpha * sum_i batch1[i] @ batch2[i]."""
+    return call(P.addbmm, input, batch1, batch2, beta, alpha)
+
+
+def kron(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """The Kronecker product."""
+    nd = max(input.ndim, other.ndim)
+    a_shape = (1,) * (nd - input.ndim) + tuple(input.shape)
+    b_shape = (1,) * (nd - other.ndim) + tuple(other.shape)
+    a = input.reshape(sum(((s, 1) for s in a_shape), ()))
+    b = other.reshape(sum(((1, s) for s in b_shape), ()))
+    out_shape = tuple(x * y for x, y in zip(a_shape, b_shape))
+    return call(_unsafe_view_op, a * b, out_shape)
+
+
+def chain_matmul(*matrices, out=None) -> Tensor:
+    """The product of a chain of 2-D matrices (`linalg.multi_dot`)."""
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return _multi_dot(matrices)
+
+
+def _addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """In place: self = beta * self + alpha * outer(vec1, vec2)."""
+    return call(P.addr_, self, vec1, vec2, beta, alpha)
+
+
+def _addbmm_(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """In place: self = beta * self + alpha * sum_i batch1[i] @ batch2[i]."""
+    return call(P.addbmm_, self, batch1, batch2, beta, alpha)
+
+
+def _attach() -> None:
+    """Tensor methods for the functions above (PyTorch's method names)."""
+    for name in ("det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
+                 "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power",
+                 "matrix_exp", "cross", "inner", "vdot", "addr", "addbmm", "kron", "lu_solve",
+                 "lu"):
+        setattr(Tensor, name, globals()[name])
+    Tensor.addr_ = _addr_
+    Tensor.addbmm_ = _addbmm_
+
+
+_attach()

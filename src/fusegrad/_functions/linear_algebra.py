@@ -1,0 +1,266 @@
+"""Linear algebra: mm, bmm, mv, dot, matmul (a composite over them), outer, addmm, baddbmm,
+addmv, tensordot and einsum (`torch.linalg` is the `fusegrad.linalg` package).
+"""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import linalg as L
+from ..ops import pointwise as P
+from ..ops import shape as S
+from ..ops._util import wrap_dim
+from .pointwise import add, mul
+from .reduction import sum
+from .shape import _prod, diagonal, expand, permute, reshape
+
+# ---------------------------------------------------------------- linear algebra
+
+
+def mm(input, mat2, *, out=None):
+    """Matrix product of two 2-D tensors."""
+    return call(L.mm, input, mat2)
+
+
+def bmm(input, mat2, *, out=None):
+    """Batched matrix product of two 3-D tensors."""
+    return call(L.bmm, input, mat2)
+
+
+def mv(input, vec, *, out=None):
+    """Matrix-vector product."""
+    return call(L.mv, input, vec)
+
+
+def dot(input, other, *, out=None):
+    """Dot product of two 1-D tensors."""
+    return call(L.dot, input, other)
+
+
+def matmul(input, other, *, out=None):
+    """Matrix product with PyTorch's rules for 1-D, 2-D and batched operands."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        from .._dispatch import handle_function
+
+        return handle_function(matmul, (input, other), {})
+    da, db = input.ndim, other.ndim
+    if da == 0 or db == 0:
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
+    if da == 1 and db == 1:
+        return dot(input, other)
+    if da == 2 and db == 1:
+        return mv(input, other)
+    if da == 1 and db == 2:
+        return call(S.squeeze_inplace, mm(input.unsqueeze(0), other), 0)
+    if da == 2 and db == 2:
+        return mm(input, other)
+    if da >= 3 and db <= 2:
+        # Fold the batch into the rows: one mm (or mv) over a 2-D view.
+        lead = tuple(input.shape[:-1])
+        folded = reshape(input, (-1, input.shape[-1]))
+        if db == 1:
+            return call(S.unsafe_view, mv(folded, other), lead)
+        return call(S.unsafe_view, mm(folded, other), lead + (other.shape[-1],))
+    if da <= 2 and db >= 3:
+        if input.shape[-1] != other.shape[-2]:
+            raise RuntimeError(
+                "Expected size for first two dimensions of batch2 tensor to be: "
+                f"[{_prod(other.shape[:-2])}, {input.shape[-1]}] but got: "
+                f"[{_prod(other.shape[:-2])}, {other.shape[-2]}].")
+        if da == 1:
+            return matmul(other.mT, input)
+        return matmul(other.mT, input.mT).mT.contiguous()
+    # Batched: broadcast the batch dims, flatten them, one bmm.
+    from ..ops._util import broadcast_shapes
+
+    a = input.unsqueeze(0) if da == 1 else input
+    b = other.unsqueeze(-1) if db == 1 else other
+    batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    n, k = a.shape[-2], a.shape[-1]
+    k2, m = b.shape[-2], b.shape[-1]
+    if k != k2:
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{_prod(batch)}, {k}] but got: [{_prod(batch)}, {k2}].")
+    a3 = reshape(a.expand(batch + (n, k)), (-1, n, k))
+    b3 = reshape(b.expand(batch + (k, m)), (-1, k, m))
+    shape = batch + ((n,) if da > 1 else ()) + ((m,) if db > 1 else ())
+    return call(S.unsafe_view, bmm(a3, b3), shape)
+# ---------------------------------------------------------------- more linear algebra
+
+
+def outer(input, vec2, *, out=None):
+    """Outer product of two vectors (recorded as a broadcast multiply, as in PyTorch)."""
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.ndim}-D"
+                           if input.ndim != 1 else
+                           f"outer: Expected 1-D argument vec2, but got {vec2.ndim}-D")
+    return call(P.mul, reshape(input, (-1, 1)), vec2)
+
+
+ger = outer
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * (mat1 @ mat2)."""
+    from ..ops import nn as _nn_ops
+
+    return call(_nn_ops.addmm, input, mat1, mat2, beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * (batch1 @ batch2), batched."""
+    return call(L.baddbmm, input, batch1, batch2, beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * (mat @ vec)."""
+    prod = mv(mat, vec)
+    return add(input * beta if beta != 1 else input, prod * alpha if alpha != 1 else prod)
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Sum over the paired dims of `a` and `b` (the last `dims` of a, first of b)."""
+    if isinstance(dims, numbers.Integral):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da = list(range(a.ndim - dims, a.ndim))
+        db = list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, numbers.Integral) else list(da)
+        db = [db] if isinstance(db, numbers.Integral) else list(db)
+    if isinstance(da, Tensor):
+        da = da.tolist()
+    da = [wrap_dim(d, a.ndim) for d in da]
+    db = [wrap_dim(d, b.ndim) for d in db]
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(
+                f"contracted dimensions need to match, but first has size {a.shape[x]} in dim "
+                f"{x} and second has size {b.shape[y]} in dim {y}")
+    fa = [d for d in range(a.ndim) if d not in da]
+    fb = [d for d in range(b.ndim) if d not in db]
+    k = _prod([a.shape[d] for d in da])
+    left = reshape(permute(a, fa + da), (_prod([a.shape[d] for d in fa]), k))
+    right = reshape(permute(b, db + fb), (k, _prod([b.shape[d] for d in fb])))
+    return reshape(mm(left, right), tuple(a.shape[d] for d in fa) + tuple(
+        b.shape[d] for d in fb))
+
+
+def einsum(equation, *operands):
+    """Einstein summation, contracting operands pairwise with batched matrix products."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, arrow, out_spec = eq.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(operands):
+        raise ValueError("einsum(): more operands were provided than specified in the equation"
+                         if len(operands) > len(specs) else
+                         "einsum(): fewer operands were provided than specified in the equation")
+    width = _max_ellipsis(specs, operands)
+    specs = [_expand_ellipsis(s, t.ndim, width) for s, t in zip(specs, operands)]
+    if not arrow:
+        counts = {}
+        for s in specs:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        ell = _ELLIPSIS_LETTERS[:width]
+        out_spec = ell + "".join(sorted(c for c, n in counts.items()
+                                        if n == 1 and c not in ell))
+    else:
+        out_spec = _expand_ellipsis(out_spec, None, width)
+    terms = [_einsum_prepare(t, s) for t, s in zip(operands, specs)]
+    t, s = terms[0]
+    if len(terms) == 1:
+        # One operand: put the kept letters first, in output order (a permute, as PyTorch
+        # records even when it is the identity), then sum the others.
+        order = [s.index(c) for c in out_spec] + [i for i, c in enumerate(s) if c not in out_spec]
+        t = permute(t, order)
+        s = "".join(s[i] for i in order)
+    for k in range(1, len(terms)):
+        later = "".join(x for _, x in terms[k + 1:])
+        t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later)
+    # Sum what the output does not keep, then order the remaining letters.
+    drop = [i for i, c in enumerate(s) if c not in out_spec]
+    if drop:
+        t = sum(t, drop)
+        s = "".join(c for c in s if c in out_spec)
+    if s != out_spec:
+        t = permute(t, [s.index(c) for c in out_spec])
+    return t
+
+
+def _max_ellipsis(specs, operands):
+    n = 0
+    for s, t in zip(specs, operands):
+        if "..." in s:
+            n = builtins.max(n, t.ndim - (len(s) - 3))
+    return n
+
+
+_ELLIPSIS_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _expand_ellipsis(spec, ndim, width):
+    if "..." not in spec:
+        return spec
+    k = width if ndim is None else ndim - (len(spec) - 3)
+    return spec.replace("...", _ELLIPSIS_LETTERS[width - k:width])
+
+
+def _einsum_prepare(t, s):
+    """Take diagonals of repeated letters in one operand."""
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i = s.index(c)
+        j = s.index(c, i + 1)
+        t = diagonal(t, 0, i, j)
+        s = s[:i] + s[i + 1:j] + s[j + 1:] + c
+    return t, s
+
+
+def _einsum_pair(a, sa, b, sb, out_spec):
+    """Contract two operands: letters in both and kept are batch dims, letters in both and not
+    kept are summed by a bmm; the others stay free."""
+    # Sum letters that appear only in one operand and not in the output early.
+    for t_name in ("a", "b"):
+        t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
+        drop = [i for i, c in enumerate(s) if c not in other and c not in out_spec]
+        if drop:
+            t = sum(t, drop)
+            s = "".join(c for i, c in enumerate(s) if i not in drop)
+        if t_name == "a":
+            a, sa = t, s
+        else:
+            b, sb = t, s
+    batch = [c for c in sa if c in sb and c in out_spec]
+    contract = [c for c in sa if c in sb and c not in out_spec]
+    fa = [c for c in sa if c not in sb]
+    fb = [c for c in sb if c not in sa]
+    size = {}
+    for t, s in ((a, sa), (b, sb)):
+        for i, c in enumerate(s):
+            size[c] = builtins.max(size.get(c, 1), t.shape[i])
+    if not contract:  # nothing to sum: a broadcast product (PyTorch records a mul)
+        a = permute(a, [sa.index(c) for c in batch + fa])
+        b = permute(b, [sb.index(c) for c in batch + fb])
+        a = reshape(a, tuple(a.shape) + (1,) * len(fb))
+        b = reshape(b, tuple(b.shape[:len(batch)]) + (1,) * len(fa) + tuple(b.shape[len(batch):]))
+        return mul(a, b), "".join(batch + fa + fb)
+    a = expand(permute(a, [sa.index(c) for c in batch + fa + contract]),
+               tuple(size[c] for c in batch + fa + contract))
+    b = expand(permute(b, [sb.index(c) for c in batch + contract + fb]),
+               tuple(size[c] for c in batch + contract + fb))
+    nb = _prod([size[c] for c in batch])
+    m = _prod([size[c] for c in fa])
+    k = _prod([size[c] for c in contract])
+    n = _prod([size[c] for c in fb])
+    r = bmm(reshape(a, (nb, m, k)), reshape(b, (nb, k, n)))
+    r = reshape(r, tuple(size[c] for c in batch + fa + fb))
+    return r, "".join(batch + fa + fb)

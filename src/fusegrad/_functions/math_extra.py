@@ -1,0 +1,256 @@
+"""Less common pointwise math as public functions and Tensor methods: the gamma family,
+`erfinv`, `i0`, `sinc`, `logit`, `xlogy`, `hypot`, `logaddexp(2)`, `copysign`, `nextafter`,
+`heaviside`, `ldexp`, `frexp`, `fmin`/`fmax`, `gcd`/`lcm`, `deg2rad`/`rad2deg`,
+`float_power`, the bool tests, `clamp_min`/`clamp_max`, and the in-place functions PyTorch
+also exposes at the top level (`torch.relu_`, `torch.exp_`, ...)."""
+
+from __future__ import annotations
+
+from .. import _dtype
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import REGISTRY
+from ..ops import math_special as M
+from ..ops import scalar as SC
+from ..ops import special as SP
+from ..ops.reduction import _named_tuple
+from .pointwise import _unary
+from .reduction import return_types
+
+_FREXP = _named_tuple("frexp", ("mantissa", "exponent"))
+return_types.frexp = _FREXP  # `torch.return_types.frexp`
+
+
+lgamma = _unary(M.lgamma, "lgamma")
+digamma = _unary(M.digamma, "digamma")
+erfinv = _unary(M.erfinv, "erfinv")
+i0 = _unary(M.i0, "i0")
+special_i1 = _unary(M.special_i1, "special_i1")
+sinc = _unary(M.sinc, "sinc")
+rad2deg = _unary(M.rad2deg, "rad2deg")
+deg2rad = _unary(M.deg2rad, "deg2rad")
+signbit = _unary(M.signbit, "signbit")
+isneginf = _unary(M.isneginf, "isneginf")
+isposinf = _unary(M.isposinf, "isposinf")
+
+
+def polygamma(n: int, input: Tensor, *, out=None) -> Tensor:
+    """The n-th derivative of digamma."""
+    return call(M.polygamma, n, input)
+
+
+def logit(input: Tensor, eps: float | None = None, *, out=None) -> Tensor:
+    """log(p / (1 - p)), with `p` clamped to [eps, 1 - eps] when `eps` is given."""
+    return call(M.logit, input) if eps is None else call(M.logit, input, eps)
+
+
+def _binary(op, name):
+    def fn(input, other, *, out=None):
+        return call(op, input, other)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name} of two tensors."
+    return fn
+
+
+hypot = _binary(M.hypot, "hypot")
+logaddexp = _binary(M.logaddexp, "logaddexp")
+logaddexp2 = _binary(M.logaddexp2, "logaddexp2")
+nextafter = _binary(M.nextafter, "nextafter")
+heaviside = _binary(M.heaviside, "heaviside")
+fmin = _binary(M.fmin, "fmin")
+fmax = _binary(M.fmax, "fmax")
+gcd = _binary(M.gcd, "gcd")
+lcm = _binary(M.lcm, "lcm")
+
+
+def xlogy(input, other, *, out=None) -> Tensor:
+    """input * log(other), 0 where input is 0 (either side may be a number)."""
+    if not isinstance(input, Tensor):
+        return call(M.xlogy_scalar_self, input, other)
+    if not isinstance(other, Tensor):
+        return call(M.xlogy_scalar_other, input, other)
+    return call(SP.xlogy, input, other)
+
+
+def copysign(input: Tensor, other, *, out=None) -> Tensor:
+    """|input| with the sign of `other` (a tensor or a number)."""
+    if isinstance(other, Tensor):
+        return call(M.copysign, input, other)
+    return call(M.copysign_scalar, input, other)
+
+
+def ldexp(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """input * 2 ** other."""
+    return call(M.ldexp, input, other)
+
+
+def frexp(input: Tensor, *, out=None):
+    """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)."""
+    mantissa, exponent = call(M.frexp, input)
+    return _FREXP(mantissa, exponent)
+
+
+def float_power(input, exponent, *, out=None) -> Tensor:
+    """pow computed in float64 (both operands converted first)."""
+    f64 = _dtype.float64
+    if isinstance(input, Tensor):
+        input = input.to(f64)
+        if isinstance(exponent, Tensor):
+            return input.pow(exponent.to(f64))
+        return input.pow(exponent)
+    return call(REGISTRY["pow.Scalar"], input, exponent.to(f64))
+
+
+def isreal(input: Tensor) -> Tensor:
+    """All True: fusegrad tensors are real."""
+    from .._creation import ones
+
+    return ones(tuple(input.shape), dtype=_dtype.bool_)
+
+
+def clamp_min(input: Tensor, min, *, out=None) -> Tensor:  # noqa: A002
+    """max(input, min) elementwise (a number or a tensor)."""
+    if isinstance(min, Tensor):
+        return call(M.clamp_min_tensor, input, min)
+    return call(SC.clamp_min, input, min)
+
+
+def clamp_max(input: Tensor, max, *, out=None) -> Tensor:  # noqa: A002
+    """min(input, max) elementwise (a number or a tensor)."""
+    if isinstance(max, Tensor):
+        return call(M.clamp_max_tensor, input, max)
+    return call(M.clamp_max, input, max)
+
+
+# ---------------------------------------------------------------- in-place forms
+
+
+def _inplace(name: str):
+    def fn(self, *args):
+        return call(REGISTRY[name], self, *args)
+
+    base = name.split(".")[0]
+    fn.__name__ = fn.__qualname__ = base
+    fn.__doc__ = f"In-place {base.rstrip('_')}."
+    return fn
+
+
+def xlogy_(self: Tensor, other) -> Tensor:
+    """In-place xlogy."""
+    if isinstance(other, Tensor):
+        return call(M.xlogy_, self, other)
+    return call(M.xlogy_scalar_other_, self, other)
+
+
+def copysign_(self: Tensor, other) -> Tensor:
+    """In-place copysign."""
+    if isinstance(other, Tensor):
+        return call(M.copysign_, self, other)
+    return call(M.copysign_scalar_, self, other)
+
+
+def clamp_min_(self: Tensor, min) -> Tensor:  # noqa: A002
+    """In-place clamp_min."""
+    if isinstance(min, Tensor):
+        return call(M.clamp_min_tensor_, self, min)
+    return call(M.clamp_min_, self, min)
+
+
+def clamp_max_(self: Tensor, max) -> Tensor:  # noqa: A002
+    """In-place clamp_max."""
+    if isinstance(max, Tensor):
+        return call(M.clamp_max_tensor_, self, max)
+    return call(M.clamp_max_, self, max)
+
+
+def polygamma_(self: Tensor, n: int) -> Tensor:
+    """In-place polygamma (note the method's argument order: `x.polygamma_(n)`)."""
+    return call(M.polygamma_, self, n)
+
+
+def logit_(self: Tensor, eps: float | None = None) -> Tensor:
+    """In-place logit."""
+    return call(M.logit_, self) if eps is None else call(M.logit_, self, eps)
+
+
+_INPLACE_OPS = ("lgamma_", "digamma_", "erfinv_", "i0_", "sinc_", "rad2deg_", "deg2rad_",
+                "hypot_", "nextafter_", "heaviside_", "gcd_", "lcm_")
+
+# Top-level in-place functions PyTorch exposes (`torch.relu_(x)`): the Tensor methods.
+_TORCH_INPLACE = (
+    "relu_", "sigmoid_", "exp_", "tanh_", "sqrt_", "abs_", "neg_", "log_", "sin_", "cos_",
+    "ceil_", "floor_", "round_", "trunc_", "rsqrt_", "exp2_", "erf_", "erfc_", "expm1_",
+    "log1p_", "log2_", "log10_", "frac_", "reciprocal_", "sinh_", "cosh_", "tan_", "atan_",
+    "asin_", "acos_", "asinh_", "acosh_", "atanh_", "square_", "fix_", "clamp_", "clip_",
+    "fill_", "zero_", "negative_", "arcsin_", "arccos_", "arctan_", "arcsinh_", "arccosh_",
+    "arctanh_", "absolute_", "arctan2_", "atan2_", "lerp_", "addcmul_", "addcdiv_",
+    "fmod_", "remainder_", "nan_to_num_", "logical_not_", "bitwise_not_", "sgn_",
+    "clamp_min_", "clamp_max_", "logit_", "xlogy_", "i0_", "sinc_", "rad2deg_", "deg2rad_",
+    "lgamma_", "digamma_", "erfinv_", "hypot_", "copysign_", "ldexp_", "gcd_", "lcm_",
+)
+
+
+def ldexp_(self: Tensor, other: Tensor) -> Tensor:
+    """In-place ldexp: self * 2 ** other written into `self`."""
+    return self.mul_(other.to(self.dtype).exp2() if isinstance(other, Tensor) else 2.0 ** other)
+
+
+def float_power_(self: Tensor, exponent) -> Tensor:
+    """In-place float_power: `self` must already be float64."""
+    if self.dtype is not _dtype.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.legacy} but "
+                           "the operation's result requires dtype Double")
+    if isinstance(exponent, Tensor):
+        return call(M.pow_tensor_, self, exponent.to(_dtype.float64))
+    return call(REGISTRY["pow_.Scalar"], self, exponent)
+
+
+def _method_form(name: str):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"`input.{name}(...)`."
+    return fn
+
+
+_METHODS = {
+    "lgamma": lgamma, "digamma": digamma, "erfinv": erfinv, "i0": i0,
+    "sinc": sinc, "rad2deg": rad2deg, "deg2rad": deg2rad,
+    "signbit": signbit, "isneginf": isneginf, "isposinf": isposinf, "isreal": isreal,
+    "polygamma": lambda self, n: polygamma(n, self), "logit": logit, "hypot": hypot,
+    "logaddexp": logaddexp, "logaddexp2": logaddexp2, "nextafter": nextafter,
+    "heaviside": heaviside, "fmin": fmin, "gcd": gcd, "lcm": lcm, "xlogy": xlogy,
+    "copysign": copysign, "ldexp": ldexp, "frexp": frexp, "float_power": float_power,
+    "clamp_min": clamp_min, "clamp_max": clamp_max, "xlogy_": xlogy_, "copysign_": copysign_,
+    "clamp_min_": clamp_min_, "clamp_max_": clamp_max_, "polygamma_": polygamma_,
+    "logit_": logit_, "ldexp_": ldexp_, "float_power_": float_power_,
+    **{name: _inplace(name) for name in _INPLACE_OPS},
+}
+
+
+def _attach() -> None:
+    for name, fn in _METHODS.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+    if not hasattr(Tensor, "fix_") and hasattr(Tensor, "trunc_"):
+        Tensor.fix_ = Tensor.trunc_  # PyTorch's alias
+    # fmax was `maximum` under another name (MaximumBackward0, NaN-propagating): the
+    # registry's `fmax` ignores NaN and records FmaxBackward0, as PyTorch does.
+    Tensor.fmax = fmax
+
+
+_attach()
+
+for _name in _TORCH_INPLACE:
+    if hasattr(Tensor, _name):
+        globals()[_name] = _method_form(_name)
+
+__all__ = [
+    "lgamma", "digamma", "polygamma", "erfinv", "i0", "sinc", "logit", "xlogy", "hypot",
+    "logaddexp", "logaddexp2", "copysign", "nextafter", "heaviside", "ldexp", "frexp",
+    "fmin", "fmax", "gcd", "lcm", "deg2rad", "rad2deg", "float_power", "signbit",
+    "isneginf", "isposinf", "isreal", "clamp_min", "clamp_max",
+    *[n for n in _TORCH_INPLACE if n in globals()],
+]

@@ -1,0 +1,249 @@
+"""Arithmetic and elementwise math: add, sub, mul, div, pow, the unary functions (exp, log,
+sin, ..., erf, floor), clamp, where, remainder, lerp, addcmul and their aliases (`multiply`,
+`arcsin`, `clip`).
+"""
+
+from __future__ import annotations
+
+from .. import _dtype
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import pointwise as P
+from .indexing import nonzero
+
+# ---------------------------------------------------------------- arithmetic
+
+
+def add(input, other, *, alpha=1, out=None):
+    """input + alpha * other."""
+    if alpha != 1:
+        return call(P.add, input, other, alpha)
+    return call(P.add, input, other)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    """input - alpha * other."""
+    if alpha != 1:
+        return call(P.sub, input, other, alpha)
+    return call(P.sub, input, other)
+
+
+subtract = sub
+
+
+def rsub(input, other, alpha=1):
+    """other - alpha * input."""
+    return call(P.rsub, input, other, alpha) if alpha != 1 else call(P.rsub, input, other)
+
+
+def mul(input, other, *, out=None):
+    """Elementwise product."""
+    return call(P.mul, input, other)
+
+
+multiply = mul
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    """Elementwise true division."""
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode {rounding_mode!r} is not supported yet")
+    return call(P.div, input, other)
+
+
+divide = true_divide = div
+
+
+def neg(input, *, out=None):
+    """-input."""
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+            "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return call(P.neg, input)
+
+
+negative = neg
+
+
+def reciprocal(input, *, out=None):
+    """1 / input."""
+    return call(P.reciprocal, input)
+
+
+def pow(input, exponent, *, out=None):  # noqa: A001
+    """input ** exponent (tensor or number on either side)."""
+    if not isinstance(input, Tensor):
+        return call(P.pow_scalar_base, input, exponent)
+    if isinstance(exponent, Tensor):
+        return call(P.pow_tensor, input, exponent)
+    return call(P.pow_scalar, input, exponent)
+
+
+def _unary(op, name):
+    def fn(input, *, out=None):
+        return call(op, input)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}."
+    return fn
+
+
+exp = _unary(P.exp, "exp")
+log = _unary(P.log, "log")
+sin = _unary(P.sin, "sin")
+cos = _unary(P.cos, "cos")
+tanh = _unary(P.tanh, "tanh")
+sigmoid = _unary(P.sigmoid, "sigmoid")
+sqrt = _unary(P.sqrt, "sqrt")
+abs = _unary(P.abs_, "abs")  # noqa: A001
+absolute = abs
+relu = _unary(P.relu, "relu")
+sign = _unary(P.sign, "sign")
+
+
+def maximum(input, other, *, out=None):
+    """Elementwise maximum of two tensors."""
+    return call(P.maximum, input, other)
+
+
+def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
+    """Limit values to [min, max] (numbers or tensors)."""
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return call(P.clamp_tensor, input, min, max)
+    return call(P.clamp, input, min, max)
+
+
+clip = clamp
+
+
+def where(condition, input=None, other=None, *, out=None):
+    """Elements of `input` where `condition` holds, else of `other`."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    return call(P.where, condition, input, other)
+# ---------------------------------------------------------------- more pointwise
+
+_UNARY_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
+               "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
+               "ceil", "trunc", "frac", "sgn", "isnan", "isinf", "isfinite", "logical_not",
+               "bitwise_not")
+_INPLACE_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
+                 "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
+                 "ceil", "trunc", "frac", "exp", "tanh", "sigmoid", "sqrt", "log", "sin", "cos",
+                 "abs", "neg", "reciprocal", "relu", "sign", "logical_not", "bitwise_not",
+                 "round")
+exp2 = _unary(P.exp2, "exp2")
+expm1 = _unary(P.expm1, "expm1")
+log2 = _unary(P.log2, "log2")
+log10 = _unary(P.log10, "log10")
+log1p = _unary(P.log1p, "log1p")
+rsqrt = _unary(P.rsqrt, "rsqrt")
+tan = _unary(P.tan, "tan")
+asin = _unary(P.asin, "asin")
+acos = _unary(P.acos, "acos")
+atan = _unary(P.atan, "atan")
+sinh = _unary(P.sinh, "sinh")
+cosh = _unary(P.cosh, "cosh")
+asinh = _unary(P.asinh, "asinh")
+acosh = _unary(P.acosh, "acosh")
+atanh = _unary(P.atanh, "atanh")
+erf = _unary(P.erf, "erf")
+erfc = _unary(P.erfc, "erfc")
+floor = _unary(P.floor, "floor")
+ceil = _unary(P.ceil, "ceil")
+trunc = _unary(P.trunc, "trunc")
+frac = _unary(P.frac, "frac")
+sgn = _unary(P.sgn, "sgn")
+isnan = _unary(P.isnan, "isnan")
+isinf = _unary(P.isinf, "isinf")
+isfinite = _unary(P.isfinite, "isfinite")
+logical_not = _unary(P.logical_not, "logical_not")
+bitwise_not = _unary(P.bitwise_not, "bitwise_not")
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+fix = trunc
+special_erf = erf
+
+
+def square(input, *, out=None):
+    """input * input (recorded as pow(input, 2), as PyTorch does)."""
+    return call(P.pow_scalar, input, 2)
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001
+    """Round half to even (to `decimals` places when given)."""
+    if decimals:
+        return call(P.round_decimals, input, decimals)
+    return call(P.round_, input)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
+    """Replace NaN, +inf and -inf with finite numbers."""
+    return call(P.nan_to_num, input, nan, posinf, neginf)
+
+
+def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+    """In-place nan_to_num."""
+    return call(P.nan_to_num_, self, nan, posinf, neginf)
+
+
+def atan2(input, other, *, out=None):
+    """Elementwise arctangent of input / other, with the quadrant."""
+    return call(P.atan2, input, other)
+
+
+arctan2 = atan2
+
+
+def floor_divide(input, other, *, out=None):
+    """Elementwise floor(input / other)."""
+    if not isinstance(input, Tensor):  # `2 // x`: the number becomes a 0-d tensor
+        from .._creation import tensor as _tensor
+
+        input = _tensor(input)
+    if isinstance(other, Tensor):
+        return call(P.floor_divide, input, other)
+    return call(P.floor_divide_scalar, input, other)
+
+
+def remainder(input, other, *, out=None):
+    """Python's modulus: the result has the sign of `other`."""
+    if not isinstance(input, Tensor):
+        return call(P.remainder_rscalar, input, other)
+    if isinstance(other, Tensor):
+        return call(P.remainder, input, other)
+    return call(P.remainder_scalar, input, other)
+
+
+def fmod(input, other, *, out=None):
+    """C's fmod: the result has the sign of `input`."""
+    if isinstance(other, Tensor):
+        return call(P.fmod, input, other)
+    return call(P.fmod_scalar, input, other)
+
+
+def minimum(input, other, *, out=None):
+    """Elementwise minimum of two tensors."""
+    return call(P.minimum, input, other)
+
+
+def fmax(input, other, *, out=None):
+    """maximum that ignores NaN (same values as maximum for finite inputs)."""
+    return call(P.maximum, input, other)
+
+
+def lerp(input, end, weight, *, out=None):
+    """input + weight * (end - input)."""
+    if isinstance(weight, Tensor):
+        return call(P.lerp_tensor, input, end, weight)
+    return call(P.lerp, input, end, weight)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    """input + value * tensor1 * tensor2."""
+    return call(P.addcmul, input, tensor1, tensor2, value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
+    """input + value * tensor1 / tensor2."""
+    return call(P.addcdiv, input, tensor1, tensor2, value)

@@ -1,0 +1,341 @@
+"""Shapes and views: view, reshape, permute, transpose, expand, squeeze, cat, stack, split,
+flatten, movedim, repeat, flip, roll, tril/triu, diagonal, meshgrid and their aliases.
+"""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+
+from .. import _dtype
+from .._dispatch import call
+from ..ops import rnn as RN
+from ..ops import shape as S
+from ..ops._util import wrap_dim
+from .inplace import clone, contiguous_format
+from .reduction import sum
+
+# ---------------------------------------------------------------- shapes and views
+
+
+def _shape_args(shape) -> tuple:
+    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+def view(input, *shape):
+    """A view with a new shape (no copy; an error if the strides do not allow one)."""
+    if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
+        raise NotImplementedError("view(dtype) is not supported yet")
+    return call(S.view, input, _shape_args(shape))
+
+
+def reshape(input, *shape):
+    """A view with a new shape when the strides allow, otherwise a copy."""
+    shape = S.infer_size(_shape_args(shape), input.numel())
+    if S.view_strides(tuple(input.shape), input.stride(), shape) is not None:
+        return call(S.view, input, shape)
+    return call(S.unsafe_view, clone(input, memory_format=contiguous_format), shape)
+
+
+def permute(input, *dims):
+    """A view with the dimensions reordered."""
+    return call(S.permute, input, _shape_args(dims))
+
+
+def transpose(input, dim0, dim1):
+    """A view with two dimensions swapped."""
+    return call(S.transpose, input, dim0, dim1)
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    """Transpose of a tensor of at most 2 dimensions."""
+    return call(S.t, input)
+
+
+def expand(input, *sizes):
+    """A broadcast view with the given sizes (-1 keeps a size)."""
+    return call(S.expand, input, _shape_args(sizes))
+
+
+def unsqueeze(input, dim):
+    """A view with a size-1 dimension inserted at `dim`."""
+    return call(S.unsqueeze, input, dim)
+
+
+def squeeze(input, dim=None):
+    """A view without size-1 dimensions (all, one, or a tuple of them)."""
+    if dim is None:
+        return call(S.squeeze, input)
+    if isinstance(dim, numbers.Integral):
+        return call(S.squeeze_dim, input, int(dim))
+    return call(S.squeeze_dims, input, tuple(dim))
+
+
+def cat(tensors, dim=0, *, out=None):
+    """Concatenate tensors along `dim`."""
+    if not len(tensors):
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    return call(S.cat, list(tensors), dim)
+
+
+def unbind(input, dim=0):
+    """The slices along `dim`, as a tuple of views."""
+    return call(S.unbind, input, dim)
+
+
+concat = concatenate = cat
+
+
+def select(input, dim, index):
+    """The slice at `index` of dimension `dim` (a view, one dimension fewer)."""
+    return call(S.select, input, dim, int(index))
+
+
+def narrow(input, dim, start, length):
+    """The view of `length` elements of dimension `dim` from `start`."""
+    size = input.shape[wrap_dim(dim, input.ndim)]
+    if start < 0:
+        start += size
+    if not 0 <= start <= size or length < 0 or start + length > size:
+        raise RuntimeError(
+            f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return call(S.slice_, input, dim, start, start + length, 1)
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of the storage with the given sizes, strides and offset."""
+    return call(S.as_strided, input, tuple(size), tuple(stride), storage_offset)
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ---------------------------------------------------------------- more shape ops
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """Dims `start_dim`..`end_dim` merged into one (a view when the strides allow)."""
+    n = input.ndim
+    if n == 0:
+        return reshape(input, (1,))
+    s, e = wrap_dim(start_dim, n), wrap_dim(end_dim, n)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input
+    shape = tuple(input.shape)
+    return reshape(input, shape[:s] + (_prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    """Dim `dim` split into `sizes` (a view)."""
+    d = wrap_dim(dim, input.ndim)
+    shape = tuple(input.shape)
+    sizes = S.infer_size(tuple(sizes), shape[d])
+    return view(input, shape[:d] + sizes + shape[d + 1:])
+
+
+def movedim(input, source, destination):
+    """A view with dims `source` moved to positions `destination`."""
+    n = input.ndim
+    src = [source] if isinstance(source, numbers.Integral) else list(source)
+    dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({src} dims) should contain "
+            f"the same number of dims as destination ({dst} dims)")
+    src = [wrap_dim(d, n) for d in src]
+    dst = [wrap_dim(d, n) for d in dst]
+    order = [None] * n
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    rest = iter(d for d in range(n) if d not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return call(S.permute, input, tuple(order))
+
+
+moveaxis = movedim
+
+
+def broadcast_to(input, size):
+    """A broadcast view of `input` with shape `size`."""
+    return expand(input, tuple(size))
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape."""
+    from ..ops._util import broadcast_shapes
+
+    shape = broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def repeat(input, *repeats):
+    """The tensor tiled `repeats` times along each dim."""
+    return call(S.repeat, input, _shape_args(repeats))
+
+
+def tile(input, dims):
+    """repeat with `dims` padded with leading ones to the tensor's rank."""
+    dims = tuple(dims) if not isinstance(dims, numbers.Integral) else (int(dims),)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return call(S.repeat, input, dims)
+
+
+def stack(tensors, dim=0, *, out=None):
+    """Tensors of equal shape joined along a new dim."""
+    return call(S.stack, list(tensors), dim)
+
+
+def hstack(tensors, *, out=None):
+    """Concatenate along dim 1 (dim 0 for 1-D tensors)."""
+    tensors = [t if t.ndim else t.reshape(1) for t in tensors]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors, *, out=None):
+    """Concatenate along dim 0, 1-D tensors as rows."""
+    return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Views of `split_size` elements (or of the listed sizes) along `dim`."""
+    if isinstance(split_size_or_sections, numbers.Integral):
+        return call(S.split, tensor, int(split_size_or_sections), dim)
+    return call(S.split_with_sizes, tensor, [int(s) for s in split_size_or_sections], dim)
+
+
+def chunk(input, chunks, dim=0):
+    """At most `chunks` views of equal size (the last may be smaller) along `dim`."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    size = input.shape[wrap_dim(dim, input.ndim)]
+    return call(S.split, input, builtins.max((size + chunks - 1) // chunks, 1), dim)
+
+
+def unsafe_split(tensor, split_size, dim=0):
+    """Like `split`, but the pieces are copies whose gradient node is UnsafeSplitBackward0."""
+    return call(RN.unsafe_split, tensor, int(split_size), dim)
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """Like `chunk`, but the pieces are copies (UnsafeSplitBackward0)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    return call(RN.unsafe_chunk, input, int(chunks), dim)
+
+
+def transpose_(self, dim0, dim1):
+    """Swap two dimensions of `self` in place (its strides change; no data moves)."""
+    return call(RN.transpose_, self, dim0, dim1)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Views split at the given indices, or into `n` nearly equal parts."""
+    d = wrap_dim(dim, input.ndim)
+    size = input.shape[d]
+    if isinstance(indices_or_sections, numbers.Integral):
+        n = int(indices_or_sections)
+        sizes = [size // n + (1 if i < size % n else 0) for i in range(n)]
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i), 0), size)
+                        for i in indices_or_sections] + [size]
+        sizes = [builtins.max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
+    return call(S.split_with_sizes, input, sizes, d)
+
+
+def flip(input, dims):
+    """A copy with the order of elements reversed along `dims`."""
+    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+    return call(S.flip, input, dims)
+
+
+def fliplr(input):
+    """flip along dim 1."""
+    return flip(input, (1,))
+
+
+def flipud(input):
+    """flip along dim 0."""
+    return flip(input, (0,))
+
+
+def roll(input, shifts, dims=None):
+    """Elements shifted cyclically along `dims` (of the flattened tensor without `dims`)."""
+    shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+    if dims is None:
+        return call(S.roll, input, shifts)
+    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+    return call(S.roll, input, shifts, dims)
+
+
+def tril(input, diagonal=0, *, out=None):
+    """The lower triangle (below `diagonal`) of the last two dims; zeros elsewhere."""
+    return call(S.tril, input, diagonal)
+
+
+def triu(input, diagonal=0, *, out=None):
+    """The upper triangle (above `diagonal`) of the last two dims; zeros elsewhere."""
+    return call(S.triu, input, diagonal)
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """A view of the diagonal of dims `dim1`, `dim2` (as the last dim)."""
+    return call(S.diagonal, input, offset, dim1, dim2)
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """A tensor whose (dim1, dim2) diagonals are the last dim of `input`."""
+    return call(S.diag_embed, input, offset, dim1, dim2)
+
+
+def diag(input, diagonal=0, *, out=None):
+    """The diagonal of a matrix, or the matrix with a vector on its diagonal."""
+    if input.ndim == 1:
+        return diag_embed(input, diagonal, 0, 1)
+    if input.ndim != 2:
+        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+    return clone(diagonal_fn(input, diagonal))
+
+
+diagonal_fn = diagonal
+
+
+def trace(input):
+    """Sum of the main diagonal."""
+    return sum(diagonal(input))
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 1-D tensors (`ij` indexing unless `xy` is asked for)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        import warnings
+
+        warnings.warn(
+            "torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+            "argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
+                           f"received: {indexing}")
+    swap = indexing == "xy" and len(tensors) >= 2
+    ts = list(tensors)
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        view_shape = [1] * len(ts)
+        view_shape[i] = -1
+        out.append(expand(view(t, tuple(view_shape)), shape))
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)

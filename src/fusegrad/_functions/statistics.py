@@ -1,0 +1,386 @@
+"""Statistics: NaN-aware reductions (`nansum`, `nanmean`, `nanmedian`), `quantile` and
+`nanquantile` (all five interpolation modes), `cov`, `corrcoef`, `histc`, `histogram`,
+`aminmax`, `logcumsumexp`, distances (`cdist`, `pdist`, `dist`), `renorm`, `trapezoid`
+(`trapz`) and `cumulative_trapezoid`.
+
+`quantile`, `cov`, `corrcoef` and the trapezoid rules are composites written as PyTorch's
+are, so they record the same nodes (`quantile` sorts, gathers and lerps in place).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from .._creation import tensor
+from .._dispatch import call
+from .._tensor import Tensor
+from ..ops import scalar as SCL
+from ..ops import statistics as ST
+from ..ops._util import wrap_dim
+from ..ops.reduction import _named_tuple
+from .linear_algebra import mm
+from .reduction import return_types
+from .shape import narrow, select, view
+
+_HISTOGRAM = _named_tuple("histogram", ("hist", "bin_edges"))
+return_types.histogram = _HISTOGRAM  # `torch.return_types.histogram`
+
+
+def _dims(dim):
+    if dim is None:
+        return None
+    return [dim] if isinstance(dim, numbers.Integral) else list(dim)
+
+
+# ---------------------------------------------------------------- NaN-aware reductions
+
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum treating NaN as zero."""
+    if dtype is not None:
+        return call(ST.nansum, input, _dims(dim), keepdim, dtype)
+    if dim is None and not keepdim:
+        return call(ST.nansum, input)
+    return call(ST.nansum, input, _dims(dim), keepdim)
+
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean of the non-NaN elements (NaN where there are none)."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
+                           f"dtype but got {input.dtype.legacy}")
+    valid = input.isnan().logical_not()
+    if dim is None and not keepdim:
+        count = valid.sum()
+    else:
+        count = valid.sum(_dims(dim) if dim is not None else list(range(input.ndim)),
+                          keepdim=keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype).div(count)
+
+
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+    """The lower median of the non-NaN elements (with its index when `dim` is given)."""
+    if dim is None:
+        return call(ST.nanmedian, input)
+    values, indices = call(ST.nanmedian_dim, input, dim, keepdim)
+    return return_types.nanmedian(values, indices)
+
+
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+    """(min, max) over all elements or along `dim`."""
+    lo, hi = call(ST.aminmax, input, dim, keepdim)
+    return return_types.aminmax(lo, hi)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """log(cumsum(exp(input))) along `dim`, computed stably."""
+    return call(ST.logcumsumexp, input, dim)
+
+
+# ---------------------------------------------------------------- quantile
+
+
+_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
+    name = "nanquantile()" if ignore_nan else "quantile()"
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
+    scalar_q = not isinstance(q, Tensor)
+    if scalar_q:
+        if not 0 <= q <= 1:
+            raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
+        qs = np.array([float(q)])
+    else:
+        if q.dtype is not input.dtype:
+            raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
+        if q.ndim > 1:
+            raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
+        qs = q._data.astype(np.float64).reshape(-1)
+        if qs.size and (qs.min() < 0 or qs.max() > 1):
+            raise RuntimeError(f"{name} q values must be in the range [0, 1]")
+        scalar_q = q.ndim == 0
+    if interpolation not in _MODES:
+        raise RuntimeError(f"{name} interpolation must be one of linear, lower, higher, "
+                           f"midpoint or nearest. Got {interpolation}")
+    if input.numel() == 0:
+        raise RuntimeError(f"{name} input tensor must be non-empty")
+    # Sort with the reduced dim last; the other dims follow the output's layout.
+    if dim is None:
+        srt = input.flatten().sort()[0]
+        kept = [1] * input.ndim if keepdim else []
+    else:
+        d = wrap_dim(dim, input.ndim)
+        if d == input.ndim - 1 or input.ndim == 0:
+            srt = input.sort()[0] if input.ndim else input.reshape(1)
+        else:
+            srt = input.unsqueeze(-1).transpose(d, -1).sort()[0]
+        kept = list(input.shape)
+        if kept:
+            if keepdim:
+                kept[d] = 1
+            else:
+                del kept[d]
+    n = srt.shape[-1]
+    srt = view(srt, tuple(kept) + (n,))
+    data = srt._data.astype(np.float64)
+    nan = np.isnan(data)
+    if ignore_nan:
+        valid = (~nan).sum(-1, keepdims=True)
+        ranks = np.maximum(qs * (valid - 1), 0)  # all-NaN rows pick their first (NaN)
+    else:
+        ranks = qs * (n - 1) + np.zeros(data.shape[:-1] + (1,))
+        ranks = np.where(nan.any(-1, keepdims=True), n - 1, ranks)
+    if interpolation == "lower":
+        ranks = np.floor(ranks)
+    elif interpolation == "higher":
+        ranks = np.ceil(ranks)
+    elif interpolation == "nearest":
+        ranks = np.round(ranks)  # half to even, as PyTorch rounds
+    below = np.floor(ranks).astype(np.int64)
+    lo = srt.gather(-1, tensor(below))
+    if interpolation in ("linear", "midpoint"):
+        hi = srt.gather(-1, tensor(np.ceil(ranks).astype(np.int64)))
+        if interpolation == "midpoint":
+            lo.lerp_(hi, 0.5)
+        elif isinstance(q, Tensor):
+            # The weights are q-dependent (PyTorch differentiates through them).
+            if ignore_nan:
+                factor = np.maximum(valid - 1, 0)
+                rows = valid == 0
+            else:
+                factor = np.full(data.shape[:-1] + (1,), n - 1)
+                rows = nan.any(-1, keepdims=True)
+            dt = srt.dtype
+            rank_t = q.reshape(-1) * Tensor._make(factor.astype(dt.np), dt)
+            rank_t = rank_t.masked_fill(tensor(np.broadcast_to(rows, ranks.shape).copy()),
+                                        0.0 if ignore_nan else float(n - 1))
+            lo.lerp_(hi, rank_t - Tensor._make(below.astype(dt.np), dt))
+        else:
+            lo.lerp_(hi, Tensor._make((ranks - below).astype(srt.dtype.np), srt.dtype))
+    if scalar_q:
+        return lo.squeeze_(-1)
+    return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
+
+
+def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
+             interpolation: str = "linear", out=None) -> Tensor:
+    """The q-th quantiles of `input` (NaN where a row holds NaN)."""
+    return _quantile(input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
+                interpolation: str = "linear", out=None) -> Tensor:
+    """The q-th quantiles of the non-NaN elements of `input`."""
+    return _quantile(input, q, dim, keepdim, interpolation, True)
+
+
+# ---------------------------------------------------------------- cov, corrcoef
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
+    """The covariance matrix of the variables in the rows of `input` (observations are
+    columns), with frequency and observation weights."""
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got "
+                           f"an input with {input.ndim} dimensions")
+    x = view(input, (1, -1)) if input.ndim < 2 else input
+    n_obs = x.shape[1]
+    w = None
+    if fweights is not None:
+        if fweights.dtype.is_floating_point:
+            raise RuntimeError(f"cov(): expected fweights to have integral dtype but got "
+                               f"fweights with {fweights.dtype.legacy} dtype")
+        w = fweights
+    if aweights is not None:
+        if not aweights.dtype.is_floating_point:
+            raise RuntimeError(f"cov(): expected aweights to have floating point dtype but "
+                               f"got aweights with {aweights.dtype.legacy} dtype")
+        w = aweights if w is None else w * aweights
+    if w is None:
+        w_sum = tensor(n_obs)
+        avg = x.sum(1) / w_sum
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+    if w is not None and correction != 0:
+        if aweights is None:
+            norm = w_sum - correction
+        else:
+            norm = w_sum - correction * (w * aweights).sum() / w_sum
+    else:
+        norm = w_sum - correction
+    if float(norm.item()) <= 0:
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the number of observations.", UserWarning, stacklevel=2)
+        norm = norm * 0
+    x = x - avg.unsqueeze(1)
+    c = mm(x, (x * w if w is not None else x).t())
+    return c.div(norm).squeeze()
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson correlation coefficients of the rows of `input`, clamped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    sd = c.diagonal().sqrt()
+    c = c / view(sd, (-1, 1))
+    c = c / view(sd, (1, -1))
+    return c.clamp(-1, 1)
+
+
+# ---------------------------------------------------------------- histograms
+
+
+def histc(input: Tensor, bins: int = 100, min=0, max=0, *, out=None) -> Tensor:  # noqa: A002
+    """Counts of `input` in `bins` equal bins over [min, max] (the data's range when both
+    are 0); values outside are ignored."""
+    return call(ST.histc, input, bins, min, max)
+
+
+def histogram(input: Tensor, bins=100, *, range=None, weight=None,  # noqa: A002
+              density: bool = False, out=None):
+    """(hist, bin_edges): counts (or densities) of `input` in the given bins."""
+    if not isinstance(bins, Tensor):
+        hist, edges = call(ST.histogram, input, int(bins), range, weight, density)
+        return _HISTOGRAM(hist, edges)
+    # Explicit bin edges: computed directly (no grad_fn either way).
+    if not input.dtype.is_floating_point or bins.dtype is not input.dtype:
+        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
+                           f"same dtype, but got input {input.dtype.name} and bins "
+                           f"{bins.dtype.name}")
+    data = input._data.reshape(-1).astype(np.float64)
+    wts = None if weight is None else weight._data.reshape(-1).astype(np.float64)
+    hist, bin_edges = np.histogram(data, bins=bins._data.astype(np.float64), weights=wts,
+                                   density=density)
+    dt = input.dtype
+    return _HISTOGRAM(Tensor._make(hist.astype(dt.np), dt),
+                      Tensor._make(bin_edges.astype(dt.np), dt))
+
+
+# ---------------------------------------------------------------- distances
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """p-norm distances between each row of `x1` and each row of `x2` (batched).
+
+    As in PyTorch, p=2 uses the matmul formulation (`_euclidean_dist`) when asked to, or when
+    either input has more than 25 rows; otherwise the direct one (`_cdist_forward`)."""
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    if p == 2 and x1.ndim >= 2 and x2.ndim >= 2 and (
+            compute_mode == "use_mm_for_euclid_dist" or (
+                compute_mode == "use_mm_for_euclid_dist_if_necessary"
+                and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
+        shape = ST._cdist_check(x1, x2, 2.0)
+        if x1.ndim == 2 and x2.ndim == 2:
+            return view(call(ST.euclidean_dist, x1, x2), shape)
+        batch = shape[:-2]
+        n = int(np.prod(batch, dtype=np.int64))
+        t1 = x1.expand(*batch, *x1.shape[-2:]).reshape(n, *x1.shape[-2:])
+        t2 = x2.expand(*batch, *x2.shape[-2:]).reshape(n, *x2.shape[-2:])
+        return view(call(ST.euclidean_dist, t1, t2), shape)
+    return call(ST.cdist, x1, x2, float(p), None)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """Distances between all pairs of rows (the upper triangle of cdist, row by row)."""
+    return call(ST.pdist, input, float(p))
+
+
+def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
+    """The p-norm of input - other."""
+    return call(ST.dist, input, other, p)
+
+
+def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """Each slice along `dim` rescaled to p-norm at most `maxnorm`."""
+    return call(ST.renorm, input, p, dim, maxnorm)
+
+
+def renorm_(self: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """In-place renorm."""
+    return call(ST.renorm_, self, p, dim, maxnorm)
+
+
+# ---------------------------------------------------------------- trapezoid rules
+
+
+def _mul_scalar(t, c):
+    return call(SCL.mul_scalar, t, c)
+
+
+def _trapezoid_x(y, x, d, cumulative):
+    if x.ndim == 1:
+        if x.shape[0] != y.shape[d]:
+            raise RuntimeError("trapezoid: There must be one `x` value for each sample "
+                               "point")
+        shape = [1] * y.ndim
+        shape[d] = x.shape[0]
+        x = view(x, tuple(shape))
+    n = x.shape[d]
+    dx = narrow(x, d, 1, n - 1) - narrow(x, d, 0, n - 1)
+    m = y.shape[d]
+    pair = narrow(y, d, 0, m - 1) + narrow(y, d, 1, m - 1)
+    if cumulative:
+        return call(SCL.div_scalar, (dx * pair).cumsum(d), 2.0)
+    return call(SCL.div_scalar, (dx * pair).sum(d), 2.0)
+
+
+def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """Integral of `y` along `dim` by the trapezoid rule (sample points `x`, or spacing
+    `dx`, default 1)."""
+    d = wrap_dim(dim, y.ndim)
+    if isinstance(x, Tensor):
+        if y.shape[d] == 0:
+            return y.sum(d) * 0
+        return _trapezoid_x(y, x, d, False)
+    if x is not None:
+        dx = x
+    dx = 1.0 if dx is None else dx
+    if y.shape[d] == 0:
+        return _mul_scalar(y.sum(d), 0)
+    ends = select(y, d, 0) + select(y, d, -1)
+    return _mul_scalar(y.sum(d) - _mul_scalar(ends, 0.5), dx)
+
+
+def trapz(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """`trapezoid` under its older name."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """Running integral of `y` along `dim` by the trapezoid rule."""
+    d = wrap_dim(dim, y.ndim)
+    if isinstance(x, Tensor):
+        return _trapezoid_x(y, x, d, True)
+    if x is not None:
+        dx = x
+    dx = 1.0 if dx is None else dx
+    m = y.shape[d]
+    pair = narrow(y, d, 0, max(m - 1, 0)) + narrow(y, d, min(1, m), max(m - 1, 0))
+    return _mul_scalar(pair, dx / 2.0).cumsum(d)
+
+
+_METHODS = {
+    "nansum": nansum, "nanmean": nanmean, "nanmedian": nanmedian, "quantile": quantile,
+    "nanquantile": nanquantile, "cov": cov, "corrcoef": corrcoef, "histc": histc,
+    "histogram": histogram, "aminmax": aminmax, "logcumsumexp": logcumsumexp, "dist": dist,
+    "renorm": renorm, "renorm_": renorm_,
+}
+for _name, _fn in _METHODS.items():
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _fn)
+
+__all__ = [
+    "nansum", "nanmean", "nanmedian", "quantile", "nanquantile", "cov", "corrcoef", "histc",
+    "histogram", "aminmax", "logcumsumexp", "cdist", "pdist", "dist", "renorm", "trapezoid",
+    "trapz", "cumulative_trapezoid",
+]

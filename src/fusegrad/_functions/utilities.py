@@ -1,0 +1,434 @@
+"""Utilities users reach for first: thread settings, determinism and matmul-precision flags,
+default device, dtype predicates, `broadcast_shapes`, `scalar_tensor`, `empty_strided`,
+`asarray`, and Tensor attributes (`data_ptr`, `nbytes`, `is_cpu`, `new`, `ravel`, `resize_`,
+the in-place `squeeze_`/`unsqueeze_`/`t_`/`swapaxes_`, `untyped_storage`).
+
+Settings that have no effect on NumPy kernels are recorded and reported back, so code that
+sets and reads them runs unchanged.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+
+from .. import _dtype
+from .._creation import from_numpy, tensor, zeros
+from .._device import device as _device_cls
+from .._dispatch import call
+from .._tensor import Size, Tensor
+from ..ops import shape as S
+from ..ops import shape_extra as SX
+from .inplace import contiguous
+from .shape import transpose_, view
+
+# ---------------------------------------------------------------- threads
+
+
+class _Settings:
+    """Process-wide flags that fusegrad records (PyTorch keeps them in its global context)."""
+
+    num_threads: int | None = None
+    interop_threads: int | None = None
+    deterministic = False
+    deterministic_warn_only = False
+    matmul_precision = "highest"
+    limiter = None  # a threadpoolctl limit kept alive while it applies
+
+
+_settings = _Settings()
+
+
+def _blas_threads() -> int:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - depends on the environment
+        return os.cpu_count() or 1
+    counts = [int(p.get("num_threads", 1)) for p in threadpool_info()]
+    return max(counts, default=os.cpu_count() or 1)
+
+
+def set_num_threads(num: int) -> None:
+    """Set the number of threads of NumPy's BLAS/OpenMP pools (through threadpoolctl when it
+    is installed; otherwise the value is only recorded and reported by `get_num_threads`)."""
+    if not isinstance(num, numbers.Integral) or num <= 0:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _settings.num_threads = int(num)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - depends on the environment
+        return
+    _settings.limiter = threadpool_limits(limits=int(num))
+
+
+def get_num_threads() -> int:
+    """The number of threads used for intra-op parallelism (the BLAS pools' size)."""
+    if _settings.num_threads is not None:
+        return _settings.num_threads
+    return _blas_threads()
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Record the inter-op thread count (fusegrad runs ops on the calling thread)."""
+    if not isinstance(num, numbers.Integral) or num <= 0:
+        raise RuntimeError("Expected positive number of threads")
+    _settings.interop_threads = int(num)
+
+
+def get_num_interop_threads() -> int:
+    """The inter-op thread count set by `set_num_interop_threads` (else the BLAS pool's)."""
+    if _settings.interop_threads is not None:
+        return _settings.interop_threads
+    return _blas_threads()
+
+
+# ---------------------------------------------------------------- global flags
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Record the flag: fusegrad's NumPy kernels are deterministic either way."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"use_deterministic_algorithms(): argument 'mode' (position 1) must "
+                        f"be bool, not {mode.__class__.__name__}")
+    _settings.deterministic = mode
+    _settings.deterministic_warn_only = bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """Whether `use_deterministic_algorithms(True)` is in effect."""
+    return _settings.deterministic
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether the deterministic flag was set with `warn_only=True`."""
+    return _settings.deterministic_warn_only
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Record the float32 matmul precision ('highest', 'high' or 'medium'); NumPy always
+    computes float32 matmuls in full precision."""
+    if precision not in ("highest", "high", "medium"):
+        import warnings
+
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current"
+                      f"setFloat32MatmulPrecision call has no effect.", UserWarning,
+                      stacklevel=2)
+        return
+    _settings.matmul_precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    """The value last given to `set_float32_matmul_precision` ('highest' by default)."""
+    return _settings.matmul_precision
+
+
+def set_default_device(device) -> None:
+    """Only the CPU exists: 'cpu' (or None) is accepted, other devices raise."""
+    if device is not None:
+        _device_cls(device)._check_available()
+
+
+def get_default_device() -> _device_cls:
+    """Always the CPU."""
+    return _device_cls("cpu")
+
+
+# ---------------------------------------------------------------- predicates
+
+
+def _need_tensor(fn: str, x) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{x.__class__.__name__}")
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """True for floating dtypes."""
+    _need_tensor("is_floating_point", input)
+    return input.is_floating_point()
+
+
+def is_complex(input: Tensor) -> bool:
+    """Always False: fusegrad has no complex dtypes."""
+    _need_tensor("is_complex", input)
+    return False
+
+
+def is_signed(input: Tensor) -> bool:
+    """True when the dtype holds negative values (all but uint8 and bool)."""
+    _need_tensor("is_signed", input)
+    return input.dtype.is_signed
+
+
+def is_nonzero(input: Tensor) -> bool:
+    """The truth value of a one-element tensor, with PyTorch's errors otherwise."""
+    _need_tensor("is_nonzero", input)
+    n = input.numel()
+    if n == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if n > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input._data.reshape(-1)[0])
+
+
+def is_same_size(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape."""
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def broadcast_shapes(*shapes) -> Size:
+    """The shape tensors of `shapes` broadcast to (ints count as 1-D shapes)."""
+    norm = []
+    for s in shapes:
+        if isinstance(s, numbers.Integral):
+            norm.append((int(s),))
+        else:
+            norm.append(tuple(int(v) for v in s))
+    ndim = max((len(s) for s in norm), default=0)
+    out = [1] * ndim
+    for i, shape in enumerate(norm):
+        for k, size in enumerate(reversed(shape)):
+            j = ndim - 1 - k
+            if size < 0:
+                raise RuntimeError(f"Trying to create tensor with negative dimension {size}: "
+                                   f"{list(shape)}")
+            if size == out[j] or size == 1:
+                continue
+            if out[j] == 1:
+                out[j] = size
+                continue
+            raise RuntimeError(
+                f"Attempting to broadcast a dimension of length {size} at {-k - 1}! "
+                f"Mismatching argument at index {i} had {shape}; but expected shape should be "
+                f"broadcastable to {out}")
+    return Size(out)
+
+
+# ---------------------------------------------------------------- factories
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
+                  requires_grad: bool = False) -> Tensor:
+    """A 0-d tensor holding `s`; the default float dtype unless `dtype` says otherwise."""
+    if device is not None:
+        _device_cls(device)._check_available()
+    dt = dtype or _dtype.get_default_dtype()
+    out = Tensor._make(np.array(s).astype(dt.np), dt)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
+                  requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A tensor of `size` whose elements are laid out with `stride` (filled with zeros)."""
+    if device is not None:
+        _device_cls(device)._check_available()
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    dt = dtype or _dtype.get_default_dtype()
+    span = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    buf = np.zeros(span, dt.np)
+    item = dt.np.itemsize
+    data = np.lib.stride_tricks.as_strided(buf, size, tuple(s * item for s in stride))
+    out = Tensor._make(data, dt)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def asarray(obj, *, dtype=None, device=None, copy: bool | None = None,
+            requires_grad: bool = False) -> Tensor:
+    """`obj` as a tensor, sharing memory with tensors and arrays unless `copy` or a dtype
+    change forces a copy."""
+    if device is not None:
+        _device_cls(device)._check_available()
+    if isinstance(obj, Tensor):
+        out = obj if dtype is None or dtype is obj.dtype else obj.to(dtype)
+        if copy and out is obj:
+            out = obj.clone()
+    elif isinstance(obj, np.ndarray) and obj.dtype in _dtype.FROM_NP and (
+            dtype is None or dtype.np == obj.dtype):
+        out = from_numpy(obj.copy() if copy else obj)
+    elif isinstance(obj, (np.generic,)) or hasattr(obj, "__array__") and not isinstance(
+            obj, (list, tuple)):
+        arr = np.asarray(obj)
+        out = tensor(arr, dtype=dtype)
+    else:
+        out = tensor(obj, dtype=dtype)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+# ---------------------------------------------------------------- Tensor attributes
+
+
+def _storage_root(t: Tensor) -> np.ndarray:
+    arr = t._base._data if t._base is not None else t._data
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _ptr(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def data_ptr(self: Tensor) -> int:
+    """The address of the tensor's first element."""
+    return _ptr(self._data)
+
+
+class UntypedStorage:
+    """A minimal view of a tensor's storage: its size in bytes and address."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def nbytes(self) -> int:
+        """Bytes held by the storage."""
+        return int(self._array.nbytes)
+
+    size = nbytes
+
+    def data_ptr(self) -> int:
+        """The storage's start address."""
+        return _ptr(self._array)
+
+    def __len__(self) -> int:
+        return int(self._array.nbytes)
+
+
+def untyped_storage(self: Tensor) -> UntypedStorage:
+    """The storage the tensor views (nbytes and data_ptr only)."""
+    return UntypedStorage(_storage_root(self))
+
+
+def new(self: Tensor, *args, **kwargs) -> Tensor:
+    """The legacy constructor: `x.new(2, 3)` (a tensor of that size, zeros here), `x.new(data)`
+    (a copy of `data`), `x.new()` (empty); the dtype is `self`'s."""
+    if kwargs.get("dtype") not in (None, self.dtype):
+        raise TypeError(f"new(): dtype {kwargs['dtype']} does not match the tensor's "
+                        f"{self.dtype}")
+    if not args:
+        return zeros(0, dtype=self.dtype)
+    if len(args) == 1 and isinstance(args[0], Size):
+        return zeros(tuple(args[0]), dtype=self.dtype)
+    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+        src = args[0]
+        if isinstance(src, Tensor):
+            return src.detach() if src.dtype is self.dtype else src.detach().to(self.dtype)
+        return tensor(src, dtype=self.dtype)
+    return zeros(tuple(int(a) for a in args), dtype=self.dtype)
+
+
+def ravel(input: Tensor) -> Tensor:
+    """The elements as a 1-D tensor (a view of contiguous input, else of a copy)."""
+    return view(contiguous(input), (-1,))
+
+
+def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
+    """Give `self` a new shape in place, keeping the leading elements; new elements are zero
+    (PyTorch leaves them uninitialised). Not recorded by autograd."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Size)):
+        sizes = tuple(sizes[0])
+    shape = tuple(int(s) for s in sizes)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{min(shape)}: {list(shape)}")
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    n = int(np.prod(shape, dtype=np.int64))
+    old = self._data
+    if n <= old.size and old.flags.c_contiguous:
+        # Shrinking a contiguous tensor keeps its storage, so views still share memory.
+        self._data = old.reshape(-1)[:n].reshape(shape)
+    else:
+        flat = np.zeros(n, old.dtype)
+        k = min(n, old.size)
+        flat[:k] = old.reshape(-1)[:k]
+        self._data = flat.reshape(shape)
+    return self
+
+
+def resize_as_(self: Tensor, the_template: Tensor, *, memory_format=None) -> Tensor:
+    """`self.resize_(the_template.shape)`."""
+    return resize_(self, tuple(the_template.shape))
+
+
+def squeeze_(self: Tensor, dim=None) -> Tensor:
+    """Remove size-1 dimensions of `self` in place (all, one, or a tuple of them)."""
+    if dim is None:
+        return call(SX.squeeze_, self)
+    if isinstance(dim, numbers.Integral):
+        return call(S.squeeze_inplace, self, int(dim))
+    return call(SX.squeeze_dims_, self, tuple(dim))
+
+
+def unsqueeze_(self: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 dimension into `self` in place."""
+    return call(SX.unsqueeze_, self, dim)
+
+
+def t_(self: Tensor) -> Tensor:
+    """Transpose a tensor of at most 2 dimensions in place."""
+    return call(SX.t_, self)
+
+
+def swapaxes_(self: Tensor, axis0: int, axis1: int) -> Tensor:
+    """`transpose_` under NumPy's name."""
+    return transpose_(self, axis0, axis1)
+
+
+def swapdims_(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    """`transpose_` under NumPy's other name."""
+    return transpose_(self, dim0, dim1)
+
+
+def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """A view of all windows of `size` elements, `step` apart, along `dimension` (a new last
+    dimension indexes within a window)."""
+    return call(SX.unfold, self, dimension, size, step)
+
+
+def _attach() -> None:
+    """Attach the Tensor methods and properties defined here (never replacing one that
+    another module already defines)."""
+    props = {
+        "nbytes": lambda self: self._data.size * self._dtype.itemsize,
+        "itemsize": lambda self: self._dtype.itemsize,
+        "is_cpu": lambda self: True,
+        "is_meta": lambda self: False,
+        "is_sparse": lambda self: False,
+        "is_quantized": lambda self: False,
+        "is_mkldnn": lambda self: False,
+    }
+    for name, fget in props.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, property(fget, doc=f"`{name}`, as PyTorch reports it."))
+    methods = {
+        "data_ptr": data_ptr, "untyped_storage": untyped_storage, "new": new, "ravel": ravel,
+        "resize_": resize_, "resize_as_": resize_as_, "squeeze_": squeeze_,
+        "unsqueeze_": unsqueeze_, "t_": t_, "swapaxes_": swapaxes_, "swapdims_": swapdims_,
+        "unfold": unfold, "is_signed": lambda self: self.dtype.is_signed,
+        "is_nonzero": is_nonzero, "is_same_size": is_same_size,
+        # Tensors made under inference_mode are not marked: fusegrad keeps no such flag.
+        "is_inference": lambda self: False, "get_device": lambda self: -1,
+    }
+    for name, fn in methods.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+
+
+_attach()
+
+__all__ = [
+    "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "set_default_device", "get_default_device",
+    "is_floating_point", "is_complex", "is_signed", "is_nonzero", "is_same_size",
+    "broadcast_shapes", "scalar_tensor", "empty_strided", "asarray", "ravel",
+]

@@ -1,0 +1,454 @@
+"""`fusegrad.linalg`: PyTorch's `torch.linalg` namespace.
+
+Each function picks the registry op PyTorch records (`linalg.inv` runs `linalg_inv_ex` with
+`check_errors=True`, so its node is `LinalgInvExBackward0`), or composes ops as PyTorch's
+composite does (`matrix_norm(A, 2)` is an `amax` over `svdvals`), so graphs carry the same
+node names. Errors are PyTorch's, a singular or non-positive-definite input raising
+`LinAlgError` (a RuntimeError).
+
+fusegrad has no complex dtypes, so `eig` and `eigvals` (complex results) raise.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .._dispatch import call
+from .._functions.linear_algebra import matmul
+from .._functions.reduction import _vector_norm
+from .._tensor import Tensor
+from ..autograd.grad_mode import is_grad_enabled
+from ..ops import decompositions as D
+from ..ops import linalg as P
+from ..ops import lu as LUO
+from ..ops import solvers as V
+from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
+from ..ops.reduction import _named_tuple
+from ..ops.shape import cat as _cat_op
+
+__all__ = [
+    "LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
+    "eigh", "eigvals", "eigvalsh", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
+    "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power",
+    "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
+    "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
+    "vector_norm",
+]
+
+_INV_EX = _named_tuple("linalg_inv_ex", ("inverse", "info"))
+_CHOLESKY_EX = _named_tuple("linalg_cholesky_ex", ("L", "info"))
+_SLOGDET = _named_tuple("linalg_slogdet", ("sign", "logabsdet"))
+_SOLVE_EX = _named_tuple("linalg_solve_ex", ("result", "info"))
+_QR = _named_tuple("linalg_qr", ("Q", "R"))
+_SVD = _named_tuple("linalg_svd", ("U", "S", "Vh"))
+_EIGH = _named_tuple("linalg_eigh", ("eigenvalues", "eigenvectors"))
+_LSTSQ = _named_tuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+_LU_FACTOR = _named_tuple("linalg_lu_factor", ("LU", "pivots"))
+_LU_FACTOR_EX = _named_tuple("linalg_lu_factor_ex", ("LU", "pivots", "info"))
+_LU = _named_tuple("linalg_lu", ("P", "L", "U"))
+RETURN_TYPES = {cls.__name__: cls for cls in (
+    _INV_EX, _CHOLESKY_EX, _SLOGDET, _SOLVE_EX, _QR, _SVD, _EIGH, _LSTSQ, _LU_FACTOR,
+    _LU_FACTOR_EX, _LU)}
+
+
+def _needs_grad(a: Tensor) -> bool:
+    # As PyTorch: value-only functions (svdvals, eigvalsh) compute the vectors only when a
+    # backward will need them.
+    return a.requires_grad and is_grad_enabled()
+
+
+# ---------------------------------------------------------------- inverses and determinants
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False, out=None):
+    """The inverse of square matrices and LAPACK's `info` (nonzero where singular)."""
+    return _INV_EX(*call(V.linalg_inv_ex, A, check_errors))
+
+
+def inv(A: Tensor, *, out=None) -> Tensor:
+    """The inverse of square matrices; a singular matrix raises LinAlgError."""
+    return call(V.linalg_inv_ex, A, True)[0]
+
+
+def det(A: Tensor, *, out=None) -> Tensor:
+    """The determinant of square matrices."""
+    return call(V.linalg_det, A)
+
+
+def slogdet(A: Tensor, *, out=None):
+    """(sign, log |det|) of square matrices."""
+    return _SLOGDET(*call(V.linalg_slogdet, A))
+
+
+def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None,
+         out=None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse; singular values at most max(atol, rtol * largest)
+    are treated as zero (`rcond` is the older name of `rtol`)."""
+    if rcond is not None:
+        rtol = rcond
+    return call(V.linalg_pinv, A, _number(atol), _number(rtol), hermitian)
+
+
+def _number(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
+    """A to the integer power `n` (the inverse's power for negative `n`)."""
+    check_square_float("linalg.matrix_power", A) if A.is_floating_point() else \
+        D.check_square("linalg.matrix_power", A)
+    if n == 0:
+        eye = Tensor._make(np.broadcast_to(np.eye(A.shape[-1], dtype=A.dtype.np),
+                                           tuple(A.shape)).copy())
+        return A.clone().copy_(eye)
+    inverted = n < 0
+    if inverted:
+        A = inv(A)
+        n = -n
+    if n == 1:  # PyTorch copies A, but returns the inverse itself
+        return A if inverted else A.clone()
+    if n == 2:
+        return matmul(A, A)
+    if n == 3:
+        return matmul(matmul(A, A), A)
+    z = result = None
+    while n > 0:  # binary powering from the lowest bit, as PyTorch
+        bit, n = n % 2, n // 2
+        z = A if z is None else matmul(z, z)
+        if bit:
+            result = z if result is None else matmul(result, z)
+    return result
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """The matrix exponential."""
+    return call(V.matrix_exp, A)
+
+
+# ---------------------------------------------------------------- factorizations
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, out=None):
+    """The Cholesky factor and LAPACK's `info` (the order of the first non-positive minor)."""
+    return _CHOLESKY_EX(*call(D.linalg_cholesky_ex, A, upper, check_errors))
+
+
+def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
+    """The Cholesky factor of symmetric positive-definite matrices (lower by default)."""
+    return call(D.linalg_cholesky_ex, A, upper, True)[0]
+
+
+def qr(A: Tensor, mode: str = "reduced", *, out=None):
+    """The QR decomposition; mode 'reduced', 'complete' or 'r'."""
+    return _QR(*call(D.linalg_qr, A, mode))
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None):
+    """The singular value decomposition A = U diag(S) Vh (signs of the vectors may differ
+    from PyTorch's LAPACK)."""
+    return _SVD(*call(D.linalg_svd, A, full_matrices, True, driver))
+
+
+def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
+    """The singular values, in descending order."""
+    return call(D.linalg_svd, A, False, _needs_grad(A), driver)[1]
+
+
+def eigh(A: Tensor, UPLO: str = "L", *, out=None):  # noqa: N803 (PyTorch's name)
+    """Eigenvalues (ascending) and eigenvectors of symmetric matrices, from one triangle."""
+    return _EIGH(*call(D.linalg_eigh, A, UPLO, True))
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
+    """Eigenvalues (ascending) of symmetric matrices."""
+    return call(D.linalg_eigh, A, UPLO, _needs_grad(A))[0]
+
+
+def _no_complex(name: str, A: Tensor):
+    check_square_float(name, A)
+    raise RuntimeError(
+        f"{name}: fusegrad has no complex dtypes, and the eigendecomposition of a general "
+        "matrix is complex. For symmetric matrices use linalg.eigh / linalg.eigvalsh.")
+
+
+def eig(A: Tensor, *, out=None):
+    """Not available: its results are complex (use `eigh` for symmetric matrices)."""
+    _no_complex("linalg.eig", A)
+
+
+def eigvals(A: Tensor, *, out=None):
+    """Not available: its results are complex (use `eigvalsh` for symmetric matrices)."""
+    _no_complex("linalg.eigvals", A)
+
+
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, out=None):
+    """The packed LU factorization with partial pivoting, its pivots and LAPACK's `info`."""
+    return _LU_FACTOR_EX(*call(LUO.linalg_lu_factor_ex, A, pivot, check_errors))
+
+
+def lu_factor(A: Tensor, *, pivot: bool = True, out=None):
+    """The packed LU factorization and pivots; an exactly singular U raises."""
+    lu_, piv, info = call(LUO.linalg_lu_factor_ex, A, pivot, False)
+    LUO.lu_factor_error("torch.linalg.lu_factor", info.numpy())
+    return _LU_FACTOR(lu_, piv)
+
+
+def lu(A: Tensor, *, pivot: bool = True, out=None):
+    """A = P L U with P a permutation, L unit lower and U upper triangular."""
+    return _LU(*call(LUO.linalg_lu, A, pivot))
+
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803
+             adjoint: bool = False, out=None) -> Tensor:
+    """Solve with a packed LU factorization (from `lu_factor`)."""
+    return call(LUO.linalg_lu_solve, LU, pivots, B, left, adjoint)
+
+
+# ---------------------------------------------------------------- solvers
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False,
+             out=None):
+    """The solution of AX = B (XA = B when not `left`) and LAPACK's `info`."""
+    return _SOLVE_EX(*call(V.linalg_solve_ex, A, B, left, check_errors))
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
+    """The solution of AX = B (XA = B when not `left`); a singular A raises LinAlgError."""
+    return call(V.linalg_solve_ex, A, B, left, True)[0]
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False, out=None) -> Tensor:
+    """The solution of a triangular system (only A's `upper` or lower triangle is read)."""
+    return call(V.solve_triangular, A, B, upper, left, unitriangular)
+
+
+def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
+    """Least-squares solution of AX = B, with residuals, rank and singular values as the
+    `driver` (default 'gelsy') reports them."""
+    return _LSTSQ(*call(V.linalg_lstsq, A, B, rcond, driver))
+
+
+def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
+    """The inverse of A for `tensordot` over its first `ind` dims."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    head, tail = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    rows = math.prod(head)
+    if rows != math.prod(tail):
+        raise RuntimeError(
+            "Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+            f"prod(self.shape[:ind]), but got {math.prod(tail)} != {rows}")
+    return inv(A.reshape(rows, rows)).reshape(tail + head)
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
+    """X such that tensordot(A, X, X.ndim) == B."""
+    if dims is not None:
+        dims = [d % A.ndim for d in dims]
+        keep = [d for d in range(A.ndim) if d not in dims]
+        A = A.permute(*keep, *dims)
+    rest = tuple(A.shape[B.ndim:])
+    n = B.numel()
+    result = solve(A.reshape(n, -1), B.reshape(n))
+    return result.view(rest)
+
+
+# ---------------------------------------------------------------- norms
+
+
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None,
+                out=None) -> Tensor:
+    """The vector `ord`-norm of `x` over `dim` (all elements by default)."""
+    return _vector_norm(x, ord, dim, keepdim, dtype=dtype)
+
+
+def _amax_amin(x, dim, keepdim, smallest):
+    return x.amin(dim, keepdim) if smallest else x.amax(dim, keepdim)
+
+
+def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None,
+                out=None) -> Tensor:
+    """Matrix norms: 'fro', 'nuc', 2, -2 (extreme singular values), 1, -1, inf, -inf."""
+    check_matrix("linalg.matrix_norm", A)
+    check_floating("linalg.matrix_norm", A)
+    if dtype is not None:
+        A = A.to(dtype)
+    nd = A.ndim
+    d0, d1 = (d % nd for d in dim)
+    if ord == "fro":
+        return _vector_norm(A, 2, (d0, d1), keepdim)
+    if ord == "nuc" or ord in (2, -2):
+        keep = [d for d in range(nd) if d not in (d0, d1)]
+        perm = keep + [d0, d1]
+        s = svdvals(A.permute(*perm))
+        if ord == "nuc":
+            r = s.sum(-1, keepdim)
+        else:
+            r = _amax_amin(s, -1, keepdim, ord == -2)
+        if keepdim:
+            inverse = [perm.index(d) for d in range(nd)]
+            r = r.unsqueeze(-1).permute(*inverse)
+        return r
+    if ord in (1, -1, math.inf, -math.inf):
+        if abs(ord) == math.inf:
+            d0, d1 = d1, d0
+        if not keepdim and d0 < d1:
+            d1 -= 1
+        return _amax_amin(_vector_norm(A, 1, d0, keepdim), d1, keepdim, ord < 0)
+    raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+
+
+def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
+         dtype=None) -> Tensor:
+    """Vector or matrix norm, chosen from `ord` and `dim` as PyTorch does."""
+    if isinstance(dim, numbers.Integral):
+        dim = (int(dim),)
+    if dim is not None:
+        dim = tuple(dim)
+    if ord is None:
+        if dim is not None and len(dim) == 2:
+            return matrix_norm(A, "fro", dim, keepdim, dtype=dtype)
+        return _vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    if dim is None:
+        if A.ndim not in (1, 2):
+            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must "
+                               f"be 1D or 2D. Got {A.ndim}D.")
+        dim = tuple(range(A.ndim))
+    if len(dim) == 2:
+        return matrix_norm(A, ord, dim, keepdim, dtype=dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: Expected a scalar ord, but got '{ord}'")
+    return _vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def cond(A: Tensor, p=None, *, out=None) -> Tensor:
+    """The condition number in the norm `p` (the 2-norm by default)."""
+    if A.ndim < 2:
+        raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        big, small = s.narrow(-1, 0, 1), s.narrow(-1, s.shape[-1] - 1, 1)
+        r = big / small if p != -2 else small / big
+        return r.squeeze(-1)
+    check_square_float("linalg.cond", A)
+    r = matrix_norm(A, p) * matrix_norm(inv_ex(A)[0], p)
+    return r.nan_to_num(math.inf, math.inf)
+
+
+def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None,
+                out=None) -> Tensor:
+    """The number of singular values above max(atol, rtol * largest) (int64)."""
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
+                           "2 dimensions.")
+    if A.dtype.np not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise RuntimeError("This function doesn't handle types other than float and double")
+    if tol is not None:
+        atol, rtol = _number(tol), 0.0
+    data = A.detach().numpy()
+    m, n = data.shape[-2:]
+    if data.size == 0:
+        return Tensor._make(np.zeros(data.shape[:-2], np.int64))
+    s = np.abs(np.linalg.eigvalsh(data)) if hermitian else np.linalg.svd(data, compute_uv=False)
+    atol, rtol = _number(atol), _number(rtol)
+    if rtol is None:
+        rtol = np.finfo(data.dtype).eps * max(m, n) if atol is None or atol <= 0 else 0.0
+    tol_ = np.maximum(0.0 if atol is None else atol, rtol * s.max(-1, keepdims=True))
+    return Tensor._make(np.asarray((s > tol_).sum(-1), dtype=np.int64))
+
+
+# ---------------------------------------------------------------- products
+
+
+def cross(input: Tensor, other: Tensor, *, dim: int = -1, out=None) -> Tensor:
+    """The cross product of 3-vectors along `dim`."""
+    return call(P.linalg_cross, input, other, dim)
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
+    """The dot product of vectors along `dim` (broadcast)."""
+    if x.ndim == 1 and y.ndim == 1 and dim in (0, -1):
+        return call(P.vdot, x, y)
+    return (x * y).sum(dim)
+
+
+def multi_dot(tensors, *, out=None) -> Tensor:
+    """The product of a chain of matrices, in the cheapest order (the first and last may be
+    vectors)."""
+    tensors = list(tensors)
+    n = len(tensors)
+    if n < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {n}")
+    first_vec, last_vec = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    for i, t in enumerate(tensors):
+        want = 1 if (i == 0 and first_vec) or (i == n - 1 and last_vec) else 2
+        if t.ndim != want and not (t.ndim in (1, 2) and i in (0, n - 1)):
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    mats = list(tensors)
+    if first_vec:
+        mats[0] = mats[0].unsqueeze(0)
+    if last_vec:
+        mats[-1] = mats[-1].unsqueeze(-1)
+    for i in range(n - 1):
+        if mats[i].shape[1] != mats[i + 1].shape[0]:
+            raise RuntimeError(
+                f"multi_dot(): tensors {i} and {i + 1} with shapes {list(tensors[i].shape)} "
+                f"and {list(tensors[i + 1].shape)} cannot be multiplied")
+    out_shape = ((mats[0].shape[0],) if not first_vec else ()) + \
+        ((mats[-1].shape[1],) if not last_vec else ())
+    return _chain(mats).view(out_shape)
+
+
+def _chain(mats):
+    """Matrix-chain product in the order of least multiplications (dynamic programming)."""
+    n = len(mats)
+    if n == 2:
+        return mats[0].mm(mats[1])
+    dims = [mats[0].shape[0]] + [m.shape[1] for m in mats]
+    if n == 3:  # (AB)C or A(BC), as PyTorch compares them
+        a, b, c, d = dims
+        if a * c * (b + d) < b * d * (a + c):
+            return mats[0].mm(mats[1]).mm(mats[2])
+        return mats[0].mm(mats[1].mm(mats[2]))
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def build(i, j):
+        if i == j:
+            return mats[i]
+        k = split[i][j]
+        return build(i, k).mm(build(k + 1, j))
+
+    return build(0, n - 1)
+
+
+def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803 (PyTorch's name)
+    """The Vandermonde matrix of `x`: columns x^0, x^1, ..., x^(N-1)."""
+    if x.ndim < 1:
+        raise RuntimeError("linalg.vander: x must have at least one dimension.")
+    n = x.shape[-1] if N is None else N
+    if n < 2:
+        if n < 1:
+            raise RuntimeError("N must be greater than 1.")
+        return x.new_ones(tuple(x.shape) + (1,))
+    ones = x.new_ones(tuple(x.shape) + (1,))
+    powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
+    return call(_cat_op, [ones, powers], -1)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The diagonal of (a batch of) matrices (a view)."""
+    return A.diagonal(offset, dim1, dim2)

@@ -1,0 +1,116 @@
+"""Pieces the linear algebra ops share (`decompositions.py`, `solvers.py`): `LinAlgError`,
+PyTorch's argument checks and messages, and a batched LU with partial pivoting (NumPy's
+`linalg` has none) whose pivots and `info` follow LAPACK's `getrf`, so error messages can name
+the zero pivot as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import F32, F64, HALF, dtype_of
+
+
+class LinAlgError(RuntimeError):
+    """A linear algebra routine failed on its input (PyTorch's `torch.linalg.LinAlgError`)."""
+
+
+LinAlgError.__module__ = "fusegrad.linalg"
+
+
+# ---------------------------------------------------------------- checks shared with solvers
+
+
+def check_floating(name: str, a) -> None:
+    """PyTorch's dtype checks of the linalg functions (float32/float64 only)."""
+    dt = dtype_of(a)
+    if dt.np in HALF:
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {dt.legacy}")
+    if dt.np not in (F32, F64):
+        raise RuntimeError(
+            f"{name}: Expected a floating point or complex tensor as input. Got {dt.legacy}")
+
+
+def check_matrix(name: str, a, arg: str = "A") -> None:
+    """At least 2-D."""
+    if len(a.shape) < 2:
+        raise RuntimeError(f"{name}: The input tensor {arg} must have at least 2 dimensions.")
+
+
+def check_square(name: str, a, arg: str = "A") -> None:
+    """At least 2-D and square in the last two dims."""
+    check_matrix(name, a, arg)
+    m, n = a.shape[-2:]
+    if m != n:
+        raise RuntimeError(
+            f"{name}: {arg} must be batches of square matrices, but they are {m} by {n} "
+            "matrices")
+
+
+def check_square_float(name: str, a, arg: str = "A") -> None:
+    """Both checks, in PyTorch's order."""
+    check_square(name, a, arg)
+    check_floating(name, a)
+
+
+def batch_prefix(info: np.ndarray, k: int) -> str:
+    """"(Batch element k): " for batched inputs, as PyTorch prefixes its LAPACK errors."""
+    return f"(Batch element {k}): " if info.ndim else ""
+
+
+def first_failure(info: np.ndarray):
+    """(flat batch index, code) of the first nonzero `info`, or None."""
+    flat = np.ravel(info)
+    bad = np.flatnonzero(flat)
+    return None if not len(bad) else (int(bad[0]), int(flat[bad[0]]))
+
+
+def lu_np(a: np.ndarray):
+    """Batched LU with partial pivoting: (LU, 1-based int32 pivots, int32 info).
+
+    Pivot choice and `info` (1-based index of the first exactly-zero pivot) follow LAPACK's
+    getrf; a zero pivot leaves its column unscaled, as getrf does."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    count = int(np.prod(batch, dtype=np.int64))
+    lu = np.array(a, dtype=a.dtype).reshape((count, m, n))
+    piv = np.zeros((count, k), np.int32)
+    info = np.zeros(count, np.int32)
+    rows = np.arange(count)
+    for j in range(k):
+        p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+        piv[:, j] = p + 1
+        top = lu[rows, j].copy()
+        lu[rows, j] = lu[rows, p]
+        lu[rows, p] = top
+        d = lu[:, j, j]
+        zero = d == 0
+        info[(info == 0) & zero] = j + 1
+        scale = np.where(zero, 1, d)
+        lu[:, j + 1:, j] /= scale[:, None]
+        lu[:, j + 1:, j + 1:] -= lu[:, j + 1:, j:j + 1] * lu[:, j:j + 1, j + 1:]
+    return lu.reshape(batch + (m, n)), piv.reshape(batch + (k,)), info.reshape(batch)
+
+
+def pivots_to_perm(piv: np.ndarray, m: int) -> np.ndarray:
+    """The row permutation (as indices) that LAPACK's sequential swaps describe."""
+    batch = piv.shape[:-1]
+    count = int(np.prod(batch, dtype=np.int64))
+    flat = piv.reshape((count, piv.shape[-1])).astype(np.int64) - 1
+    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        p = flat[:, j]
+        top = perm[rows, j].copy()
+        perm[rows, j] = perm[rows, p]
+        perm[rows, p] = top
+    return perm.reshape(batch + (m,))
+
+
+def eye_like(a, n: int | None = None):
+    """An identity matrix with `a`'s dtype (a tensor without history)."""
+    from .._tensor import Tensor
+
+    n = a.shape[-1] if n is None else n
+    return Tensor._make(np.eye(n, dtype=a.dtype.np))

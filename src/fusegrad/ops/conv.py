@@ -1,0 +1,453 @@
+"""Convolution as one op, `convolution` (`ConvolutionBackward0`), with the window ops it is
+built on: `im2col` and `col2im` (`Im2ColBackward0`, `Col2ImBackward0`), each the other's
+adjoint.
+
+The kernel lays the input's windows out once (im2col, from a strided view) and multiplies them
+with the weight in one batched BLAS matmul. Derivatives are written with fusegrad ops, so they
+can be differentiated again; a plain `backward()` takes the NumPy fast paths here instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .. import _dtype
+from ._onnx import ints as onnx_ints
+from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
+from .nn import _call, _legacy, _register_multi, _work
+from .registry import Sample, register
+
+# ---------------------------------------------------------------- windows (im2col)
+
+
+def _out_size(size, k, s, p, d, ceil=False) -> int:
+    span = size + 2 * p - d * (k - 1) - 1
+    if ceil:
+        n = -(-span // s) + 1
+        if (n - 1) * s >= size + p:  # the last window must start inside the input or padding
+            n -= 1
+        return n
+    return span // s + 1
+
+
+def _windows(x, k, s, p, d, fill=0.0, ceil=False):
+    """A strided view (N, C, kh, kw, oh, ow) of the windows of 4-D `x` (padded with `fill`)."""
+    oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0], ceil)
+    ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1], ceil)
+    need_h = (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1
+    need_w = (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1
+    extra_h = max(need_h - x.shape[2] - 2 * p[0], 0)
+    extra_w = max(need_w - x.shape[3] - 2 * p[1], 0)
+    if p[0] or p[1] or extra_h or extra_w:
+        x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0] + extra_h), (p[1], p[1] + extra_w)),
+                   constant_values=fill)
+    n, c = x.shape[:2]
+    sn, sc, sh, sw = x.strides
+    return as_strided(x, (n, c, k[0], k[1], max(oh, 0), max(ow, 0)),
+                      (sn, sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1]), writeable=False)
+
+
+def _as4d(a):
+    """(array as 4-D, how to undo): 3-D (C, H, W) gains a batch dim."""
+    return (a[None], True) if a.ndim == 3 else (a, False)
+
+
+def _im2col_kernel(a, kernel_size, dilation, padding, stride):
+    x, unbatched = _as4d(a)
+    w = _windows(x, kernel_size, stride, padding, dilation)
+    n, c, kh, kw, oh, ow = w.shape
+    out = w.reshape(n, c * kh * kw, oh * ow)
+    return out[0] if unbatched else out
+
+
+def _im2col_meta(a, kernel_size, dilation, padding, stride):
+    shape = tuple(a.shape)
+    lead, (c, h, w) = shape[:-3], shape[-3:]
+    oh = _out_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
+    return Spec(lead + (c * kernel_size[0] * kernel_size[1], oh * ow), a.dtype)
+
+
+def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
+    unbatched = a.ndim == 2
+    cols = a[None] if unbatched else a
+    n, ck, length = cols.shape
+    kh, kw = kernel_size
+    c = ck // (kh * kw)
+    h, w = output_size
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1])
+    if oh * ow != length:  # ceil-mode pooling windows: as many as the columns say
+        ow = _out_size(w, kw, stride[1], padding[1], dilation[1], True)
+        oh = length // max(ow, 1)
+    cols = cols.reshape(n, c, kh, kw, oh, ow)
+    full_h = max(h + 2 * padding[0], (oh - 1) * stride[0] + dilation[0] * (kh - 1) + 1)
+    full_w = max(w + 2 * padding[1], (ow - 1) * stride[1] + dilation[1] * (kw - 1) + 1)
+    out = np.zeros((n, c, full_h, full_w), dtype=np.result_type(cols.dtype, F32)
+                   if cols.dtype in HALF else cols.dtype)
+    for i in range(kh):  # a loop over kernel offsets, each one strided add of all pixels
+        hi = i * dilation[0]
+        for j in range(kw):
+            wj = j * dilation[1]
+            out[:, :, hi:hi + (oh - 1) * stride[0] + 1:stride[0],
+                wj:wj + (ow - 1) * stride[1] + 1:stride[1]] += cols[:, :, i, j]
+    out = out[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w].astype(
+        a.dtype, copy=False)
+    return out[0] if unbatched else out
+
+
+def _col2im_meta(a, output_size, kernel_size, dilation, padding, stride):
+    shape = tuple(a.shape)
+    c = shape[-2] // (kernel_size[0] * kernel_size[1])
+    return Spec(shape[:-2] + (c,) + tuple(output_size), a.dtype)
+
+
+def _im2col_samples(rng, dt):
+    return [Sample((rand_array(rng, s, dt), k, d, p, st), name=f"{s} k={k} s={st}")
+            for s, k, d, p, st in (((2, 3, 5, 6), [2, 2], [1, 1], [0, 0], [1, 1]),
+                                   ((1, 2, 7, 7), [3, 2], [2, 1], [1, 2], [2, 3]),
+                                   ((2, 4, 4), [3, 3], [1, 1], [1, 1], [1, 1]))]
+
+
+def _col2im_samples(rng, dt):
+    out = []
+    for s in _im2col_samples(rng, dt):
+        x, k, d, p, st = s.args
+        cols = _im2col_kernel(x, k, d, p, st)
+        out.append(Sample((rand_array(rng, cols.shape, dt), list(x.shape[-2:]), k, d, p, st),
+                          name=s.name))
+    return out
+
+
+im2col = register(
+    "im2col", kernel=_im2col_kernel, meta=_im2col_meta, node="Im2ColBackward0",
+    derivative=lambda g, size, k, d, p, s: (_call(col2im, g, size, k, d, p, s), None, None,
+                                            None, None),
+    save=lambda out, a, k, d, p, s: (list(a.shape[-2:]), k, d, p, s),
+    samples=_im2col_samples, public="im2col")
+col2im = register(
+    "col2im", kernel=_col2im_kernel, meta=_col2im_meta, node="Col2ImBackward0",
+    derivative=lambda g, k, d, p, s: (_call(im2col, g, k, d, p, s), None, None, None, None,
+                                      None),
+    save=lambda out, a, size, k, d, p, s: (k, d, p, s),
+    samples=_col2im_samples, public="col2im")
+
+# ---------------------------------------------------------------- NumPy backward fast paths
+
+
+# Below this many output pixels per image, the columns of the GEMMs are ordered (pixel, sample)
+# ("batch last"): the runs that im2col and col2im copy are then `ow * n` values long instead
+# of `ow`, which pays for moving the batch axis. Above it, the runs are long already and the
+# (sample, pixel) order is faster.
+BATCH_LAST_PIXELS = 128
+
+
+def _batch_last(oh: int, ow: int) -> bool:
+    return oh * ow <= BATCH_LAST_PIXELS
+
+
+def _cols(x, k, s, p, d, batch_last):
+    """im2col of 4-D `x` for one GEMM over the whole batch: (c*kh*kw, columns), columns
+    ordered (oh, ow, n) when `batch_last`, else (n, oh, ow); with oh and ow."""
+    if not batch_last:
+        win = _windows(x, k, s, p, d)
+        n, c, kh, kw, oh, ow = win.shape
+        return win.transpose(1, 2, 3, 0, 4, 5).reshape(c * kh * kw, n * oh * ow), oh, ow
+    n, c, h, w = x.shape
+    oh = _out_size(h, k[0], s[0], p[0], d[0])
+    ow = _out_size(w, k[1], s[1], p[1], d[1])
+    if p[0] or p[1]:
+        xt = np.zeros((c, h + 2 * p[0], w + 2 * p[1], n), dtype=x.dtype)
+        xt[:, p[0]:p[0] + h, p[1]:p[1] + w] = x.transpose(1, 2, 3, 0)
+    else:
+        xt = np.ascontiguousarray(x.transpose(1, 2, 3, 0))
+    sc, sh, sw, sn = xt.strides
+    win = as_strided(xt, (c, k[0], k[1], oh, ow, n),
+                     (sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1], sn), writeable=False)
+    return win.reshape(c * k[0] * k[1], oh * ow * n), oh, ow
+
+
+def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last):
+    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, one strided add per
+    kernel offset over all channels and samples (kh*kw vectorised adds, not per pixel)."""
+    h, w = size
+    full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
+    full_w = max(w + 2 * p[1], (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1)
+    if batch_last:
+        acc = np.zeros((c, full_h, full_w, n), dtype=cols.dtype)
+        c6 = cols.reshape(c, k[0], k[1], oh, ow, n)
+    else:  # channels first, so that each add runs over aligned (n, rows, cols) blocks
+        acc = np.zeros((c, n, full_h, full_w), dtype=cols.dtype)
+        c6 = cols.reshape(c, k[0], k[1], n, oh, ow)
+    pix = acc if batch_last else acc.transpose(0, 2, 3, 1)  # (c, H, W, n) either way
+    for i in range(k[0]):
+        hi = i * d[0]
+        hs = slice(hi, hi + (oh - 1) * s[0] + 1, s[0])
+        for j in range(k[1]):
+            wj = j * d[1]
+            ws = slice(wj, wj + (ow - 1) * s[1] + 1, s[1])
+            if batch_last:
+                pix[:, hs, ws] += c6[:, i, j]
+            else:
+                acc[:, :, hs, ws] += c6[:, i, j]
+    inner = pix[:, p[0]:p[0] + h, p[1]:p[1] + w]  # (c, h, w, n)
+    return np.ascontiguousarray(inner.transpose(3, 0, 1, 2))
+
+
+def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
+    """(gi, gw) of a 2-D convolution as arrays (None where not needed): one GEMM per group
+    over the whole batch for each (the batch folded into the GEMM's columns)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    ckk = cg * kh * kw
+    oh, ow = g.shape[2], g.shape[3]
+    bl = _batch_last(oh, ow)
+    gt = np.ascontiguousarray(g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3))
+    gt = gt.reshape(groups, og, oh * ow * n)
+    gi = gw = None
+    if need_w:
+        cols, _, _ = _cols(x, (kh, kw), s, p, d, bl)
+        cols = cols.reshape(groups, ckk, oh * ow * n)
+        gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(w.shape)
+    if need_x:
+        gcols = np.matmul(w.reshape(groups, og, ckk).transpose(0, 2, 1), gt)
+        gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl)
+    return gi, gw
+
+
+# ---------------------------------------------------------------- convolution
+
+
+def _conv_2d_args(x_ndim, stride, padding, dilation):
+    """Stride, padding, dilation as 2-D lists (1-D convolutions run as height-1 2-D ones)."""
+    if x_ndim == 3:
+        return [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+    return list(stride), list(padding), list(dilation)
+
+
+def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, groups):
+    """The adjoint of a convolution: weight columns times input pixels, summed back into the
+    output image (col2im)."""
+    dt = x.dtype
+    one_d = x.ndim == 3
+    s, p, d = _conv_2d_args(x.ndim, stride, padding, dilation)
+    op = [0, output_padding[0]] if one_d else list(output_padding)
+    x4 = _work(x)[:, :, None] if one_d else _work(x)
+    w4 = _work(w)[:, :, None] if one_d else _work(w)
+    n, cin, h, wd = x4.shape
+    _, cog, kh, kw = w4.shape
+    wm = w4.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1)
+    cols = np.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
+    cols = cols.reshape(n, groups * cog * kh * kw, h * wd)
+    size = [(h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1,
+            (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1]
+    out = _col2im_kernel(cols, size, [kh, kw], d, p, s)
+    if b is not None:
+        out += _work(b).reshape(1, -1, 1, 1)
+    if one_d:
+        out = out[:, :, 0]
+    return out.astype(dt, copy=False)
+
+
+_C_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half",
+            "BFloat16": "c10::BFloat16", "Long": "long int", "Int": "int", "Short": "short int",
+            "Char": "signed char", "Byte": "unsigned char", "Bool": "bool"}
+
+
+def _check_conv_dtypes(x, w, b) -> None:
+    if b is not None and _legacy(x) != _legacy(b):
+        raise RuntimeError(f"Input type ({_C_NAMES[_legacy(x)]}) and bias type "
+                           f"({_C_NAMES[_legacy(b)]}) should be the same")
+    if _legacy(x) != _legacy(w):
+        raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(w)}")
+
+
+def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype):
+        _check_conv_dtypes(x, w, b)
+    if transposed:
+        return _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
+                                       groups)
+    dt = x.dtype
+    one_d = x.ndim == 3
+    s, p, d = _conv_2d_args(x.ndim, stride, padding, dilation)
+    x4 = _work(x)[:, :, None] if one_d else _work(x)
+    w4 = _work(w)[:, :, None] if one_d else _work(w)
+    o, cg, kh, kw = w4.shape
+    n = x4.shape[0]
+    # Small images: one GEMM per group over the whole batch (columns ordered pixel-major,
+    # batch last), then one pass that moves the batch first and adds the bias.
+    oh = _out_size(x4.shape[2], kh, s[0], p[0], d[0])
+    ow = _out_size(x4.shape[3], kw, s[1], p[1], d[1])
+    ckk = cg * kh * kw
+    if _batch_last(oh, ow):
+        cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True)
+        out_t = np.matmul(w4.reshape(groups, o // groups, ckk),
+                          cols.reshape(groups, ckk, oh * ow * n)).reshape(o, oh, ow, n)
+        out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
+        if b is not None:
+            np.add(out_t.transpose(3, 0, 1, 2), _work(b).reshape(1, o, 1, 1), out=out)
+        else:
+            np.copyto(out, out_t.transpose(3, 0, 1, 2))
+    else:  # large images: per-sample GEMMs are big enough, and need no output transpose
+        win = _windows(x4, (kh, kw), s, p, d)
+        cols = win.reshape(n, groups, ckk, oh * ow)
+        out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
+        if b is not None:
+            out += _work(b).reshape(1, o, 1, 1)
+    if one_d:
+        out = out[:, :, 0]
+    return out.astype(dt, copy=False)
+
+
+def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    _check_conv_dtypes(x, w, b)
+    xs, ws = tuple(x.shape), tuple(w.shape)
+    if len(xs) != len(ws):
+        raise RuntimeError(
+            f"Expected {len(ws) - 1}D (unbatched) or {len(ws)}D (batched) input to "
+            f"conv{len(ws) - 2}d, but got input of size: {size_str(xs)}")
+    if transposed:
+        if xs[1] != ws[0]:
+            raise RuntimeError(
+                f"Given transposed=1, weight of size {size_str(ws)}, expected input"
+                f"{size_str(xs)} to have {ws[0]} channels, but got {xs[1]} channels instead")
+        spatial = tuple((v - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ws[2 + i] - 1)
+                        + output_padding[i] + 1 for i, v in enumerate(xs[2:]))
+        return Spec((xs[0], ws[1] * groups) + spatial, _dtype.result_type(x, w))
+    if xs[1] != ws[1] * groups:
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {size_str(ws)}, expected input"
+            f"{size_str(xs)} to have {ws[1] * groups} channels, but got {xs[1]} channels "
+            "instead")
+    spatial = []
+    for i, size in enumerate(xs[2:]):
+        n = _out_size(size, ws[2 + i], stride[i], padding[i], dilation[i])
+        if n <= 0:
+            raise RuntimeError(
+                "Calculated padded input size per channel: "
+                f"({' x '.join(str(v + 2 * padding[j]) for j, v in enumerate(xs[2:]))}). "
+                "Kernel size: "
+                f"({' x '.join(str(dilation[j] * (k - 1) + 1) for j, k in enumerate(ws[2:]))})."
+                " Kernel size can't be greater than actual input size")
+        spatial.append(n)
+    return Spec((xs[0], ws[0]) + tuple(spatial), _dtype.result_type(x, w))
+
+
+def _fold_batch(t):
+    """(n, groups, rows, cols) -> (groups, rows, n * cols): the batch joins the columns."""
+    n, groups, rows, cols = t.shape
+    return t.permute(1, 2, 0, 3).reshape(groups, rows, n * cols)
+
+
+def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups,
+                     mask=(True, True)):
+    # `mask`: whether input and weight required grad when the node was recorded (a network's
+    # first convolution needs no input gradient: that is a GEMM and a col2im saved).
+    one_d = x.dim() == 3
+    s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
+    if not transposed and numpy_backward(g, x, w):
+        ga, xa, wa = g._data, x._data, w._data
+        if one_d:
+            ga, xa, wa = ga[:, :, None], xa[:, :, None], wa[:, :, None]
+        gi, gw = _conv_backward_np(ga, xa, wa, mask[0], mask[1], s, p, d, groups)
+        if one_d:
+            gi = gi[:, :, 0] if gi is not None else None
+            gw = gw[:, :, 0] if gw is not None else None
+        gb = None
+        if has_bias:  # summed over the contiguous spatial axis first (pairwise, fast)
+            gb = ga.reshape(ga.shape[0], ga.shape[1], ga.shape[2] * ga.shape[3]).sum(2).sum(0)
+        return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None,
+                None)
+    if one_d:
+        g, x, w = g.unsqueeze(2), x.unsqueeze(2), w.unsqueeze(2)
+    k = [w.shape[2], w.shape[3]]
+    kk = k[0] * k[1]
+    n = x.shape[0]
+    gb = g.sum((0, 2, 3)) if has_bias else None
+    if transposed:
+        # The input's gradient is the ordinary convolution of g; the weight's pairs input
+        # pixels with g's windows.
+        cin, cog = w.shape[0], w.shape[1]
+        gi = _call(convolution, g, w, None, s, p, d, False, [0, 0], groups)
+        gcols = _call(im2col, g, k, d, p, s).reshape(n, groups, cog * kk, -1)
+        xm = x.reshape(n, groups, cin // groups, -1)
+        gw = (_fold_batch(xm) @ _fold_batch(gcols).transpose(1, 2)).reshape(
+            cin, cog, k[0], k[1])
+    else:
+        c, h, wd = x.shape[1], x.shape[2], x.shape[3]
+        o, cg = w.shape[0], w.shape[1]
+        length = g.shape[2] * g.shape[3]
+        gcols = g.reshape(n, groups, o // groups, length)
+        wmat = w.reshape(groups, o // groups, cg * kk)
+        # One matmul per group over the whole batch (batch folded into the columns), not one
+        # small matmul per sample.
+        gi = None
+        if mask[0]:
+            gin = (wmat.transpose(1, 2) @ _fold_batch(gcols)).reshape(groups, cg * kk, n,
+                                                                      length)
+            gin = gin.permute(2, 0, 1, 3).reshape(n, c * kk, length)
+            gi = _call(col2im, gin, [h, wd], k, d, p, s)
+        gw = None
+        if mask[1]:
+            xcols = _call(im2col, x, k, d, p, s).reshape(n, groups, cg * kk, length)
+            gw = (_fold_batch(gcols) @ _fold_batch(xcols).transpose(1, 2)).reshape(
+                o, cg, k[0], k[1])
+    if one_d:
+        gi = gi.squeeze(2) if gi is not None else None
+        gw = gw.squeeze(2) if gw is not None else None
+    return (gi, gw, gb, None, None, None, None, None, None)
+
+
+def _conv_samples(rng, dt):
+    cases = [((2, 3, 6, 5), (4, 3, 3, 2), True, [1, 1], [0, 0], [1, 1], 1),
+             ((1, 4, 7, 7), (6, 2, 3, 3), True, [2, 1], [1, 2], [1, 2], 2),
+             ((2, 2, 5, 5), (3, 2, 1, 1), False, [1, 1], [0, 0], [1, 1], 1),
+             ((2, 3, 9), (4, 3, 3), True, [2], [1], [1], 1),
+             ((1, 4, 8), (4, 1, 2), False, [1], [0], [3], 4)]
+    out = []
+    for xs, ws, bias, s, p, d, g in cases:
+        b = rand_array(rng, (ws[0],), dt) if bias else None
+        out.append(Sample((rand_array(rng, xs, dt), rand_array(rng, ws, dt), b, s, p, d, False,
+                           [0] * len(s), g), name=f"{xs} {ws} g={g}"))
+    transposed = [((2, 3, 4, 5), (3, 2, 3, 3), True, [2, 1], [1, 0], [1, 1], [1, 0], 1),
+                  ((1, 4, 3, 3), (4, 1, 2, 3), False, [2, 2], [0, 1], [2, 1], [1, 1], 2),
+                  ((2, 2, 5), (2, 3, 3), True, [3], [1], [1], [2], 1)]
+    for xs, ws, bias, s, p, d, op, g in transposed:
+        b = rand_array(rng, (ws[1] * g,), dt) if bias else None
+        out.append(Sample((rand_array(rng, xs, dt), rand_array(rng, ws, dt), b, s, p, d, True,
+                           op, g), name=f"transposed {xs} {ws} g={g}"))
+    return out
+
+
+def _conv_onnx(b, inputs, args, kwargs, opset):
+    """Conv / ConvTranspose with PyTorch's symmetric padding."""
+    x, w, bias = inputs[:3]
+    stride, padding, dilation, transposed, output_padding, groups = args[3:9]
+    n = args[1].dim() - 2
+    kernel = list(args[1].shape[2:])
+    dil = onnx_ints(dilation, n)
+    if isinstance(padding, str):  # 'same' / 'valid'
+        total = [0 if padding == "valid" else d * (k - 1) for d, k in zip(dil, kernel)]
+        pads = [t // 2 for t in total] + [t - t // 2 for t in total]
+    else:
+        pads = onnx_ints(padding, n) * 2
+    attrs = dict(strides=onnx_ints(stride, n), pads=pads, dilations=dil, group=int(groups),
+                 kernel_shape=kernel)
+    if transposed:
+        return b.emit("ConvTranspose", [x, w, bias],
+                      output_padding=onnx_ints(output_padding, n), **attrs)
+    return b.emit("Conv", [x, w, bias], **attrs)
+
+
+convolution = _register_multi(
+    "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta, node="ConvolutionBackward0",
+    derivative=_conv_derivative,
+    save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,
+                                                  (x._rg, w._rg)),
+    samples=_conv_samples, onnx=_conv_onnx, public="convolution",
+    tolerance={"float32": 1e-4},
+    saved_names=("input", "weight", "", "stride", "padding", "dilation", "transposed",
+                 "groups", ""))

@@ -1,0 +1,86 @@
+"""Embedding lookup as one op, `embedding` (`EmbeddingBackward0`), and its backward
+`embedding_dense_backward`, an op of its own so that double backward records it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._util import Spec, rand_array
+from .nn import _call, _work
+from .registry import Sample, register
+
+# ---------------------------------------------------------------- embedding
+
+
+def _check_indices(idx, n):
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError("index out of range in self")
+
+
+def _embedding_kernel(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar "
+            f"types: Long, Int; but got torch.{_dtype.FROM_NP[idx.dtype].legacy}Tensor instead "
+            "(while checking arguments for embedding)")
+    _check_indices(idx, w.shape[0])
+    return w[idx]
+
+
+def _embedding_meta(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return Spec(tuple(idx.shape) + tuple(w.shape[1:]), w.dtype)
+
+
+def _emb_backward_kernel(g, idx, num_weights, padding_idx, scale_grad_by_freq):
+    flat = idx.reshape(-1).astype(np.int64)
+    rows = g.reshape(flat.size, -1)
+    out = np.zeros((num_weights, rows.shape[1]), dtype=_work(g).dtype)
+    np.add.at(out, flat, rows)
+    if scale_grad_by_freq:
+        counts = np.bincount(flat % num_weights, minlength=num_weights)
+        out /= np.maximum(counts, 1)[:, None]
+    if padding_idx >= 0:
+        out[padding_idx] = 0
+    return out.astype(g.dtype, copy=False)
+
+
+def _emb_backward_derivative(gg, idx, padding_idx, scale_grad_by_freq):
+    out = _call(embedding, gg, idx)
+    if padding_idx >= 0:
+        out = out * (idx != padding_idx).unsqueeze(-1)
+    return (out, None, None, None, None)
+
+
+embedding_dense_backward = register(
+    "embedding_dense_backward", kernel=_emb_backward_kernel,
+    meta=lambda g, idx, n, p, s: Spec((n,) + tuple(g.shape[-1:]), g.dtype),
+    node="EmbeddingDenseBackwardBackward0", derivative=_emb_backward_derivative,
+    save=lambda out, g, idx, n, p, s: (idx, p, s),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (2, 3, 4), dt), rng.integers(0, 5, (2, 3)), 5, p, s),
+               name=f"pad={p} scale={s}") for p, s in ((-1, False), (2, False), (-1, True))],
+    gradcheck=False, public="embedding_dense_backward")
+
+
+def _embedding_derivative(g, idx, n, padding_idx, scale):
+    return (_call(embedding_dense_backward, g, idx, n, padding_idx, scale), None, None, None,
+            None)
+
+
+def _embedding_onnx(b, inputs, args, kwargs, opset):
+    """Gather of the weight's rows (padding_idx only matters for the gradient)."""
+    return b.emit("Gather", [inputs[0], inputs[1]], axis=0)
+
+
+embedding = register(
+    "embedding", kernel=_embedding_kernel, meta=_embedding_meta, node="EmbeddingBackward0",
+    derivative=_embedding_derivative,
+    save=lambda out, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False: (
+        idx, w.shape[0], padding_idx, scale_grad_by_freq),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (6, 3), dt), rng.integers(0, 6, s)), name=str(s))
+        for s in ((4,), (2, 3), ())],
+    onnx=_embedding_onnx, public="embedding",
+    saved_names=("indices", "", "padding_idx", "scale_grad_by_freq"))

@@ -1,0 +1,443 @@
+"""Special functions and less common pointwise math: the gamma family (`lgamma`, `digamma`,
+`polygamma`), `erfinv`, `i0`/`special_i1`, `sinc`, `logit`, `hypot`, `logaddexp(2)`,
+`copysign`, `nextafter`, `heaviside`, `ldexp`, `frexp`, `fmin`/`fmax`, `gcd`/`lcm`,
+`deg2rad`/`rad2deg`, the bool tests (`signbit`, `isneginf`, `isposinf`), the `xlogy` number
+overloads and `clamp_min`/`clamp_max` with tensor bounds.
+
+Kernels come from NumPy and SciPy's `special` (or, without SciPy, `_special_numpy.py`);
+derivatives are written in fusegrad ops so they can be differentiated again.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+try:  # SciPy's special functions when installed; otherwise NumPy versions (same results).
+    from scipy import special as _sp
+except ImportError:  # pragma: no cover - depends on the environment
+    from . import _special_numpy as _sp
+
+from .. import _dtype
+from ._util import (
+    HALF,
+    Spec,
+    binary_kernel,
+    binary_meta,
+    binary_samples,
+    dtype_of,
+    float_np,
+    rand_array,
+    result_np,
+    unary_kernel,
+    unary_meta,
+    unary_samples,
+)
+from .registry import REGISTRY, Sample, inplace_variant, register
+from .scalar import clamp_min
+from .special import _xlogy_kernel, _xlogy_np, xlogy
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+_LN2 = math.log(2.0)
+
+
+def _unary(name, fn, node, derivative, *, domain=None, inplace=True, saves_self=True, **kw):
+    """A float-valued unary entry (integers compute in the default float dtype) that saves
+    its input, with its in-place form."""
+    op = register(name, kernel=unary_kernel(fn), meta=unary_meta(), node=node,
+                  derivative=derivative, save=lambda out, a: (a,),
+                  samples=unary_samples(domain), domain=domain, saved_names=("self",), **kw)
+    if inplace:
+        inplace_variant(op, name + "_", saves_self=saves_self)
+    return op
+
+
+# ---------------------------------------------------------------- gamma family
+
+
+def _digamma_np(a):
+    out = _sp.psi(a)
+    # PyTorch gives -inf at 0 (SciPy: nan only at the negative integers).
+    return np.where(a == 0, np.asarray(-np.inf, out.dtype), out).astype(out.dtype, copy=False)
+
+
+lgamma = _unary("lgamma", _sp.gammaln, "LgammaBackward0", lambda g, a: (g * a.digamma(),),
+                domain=(0.2, 4.0))
+digamma = _unary("digamma", _digamma_np, "DigammaBackward0",
+                 lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0))
+
+
+def _polygamma_np(n):
+    return lambda a: _digamma_np(a) if n == 0 else _sp.polygamma(n, a).astype(a.dtype)
+
+
+def _polygamma_kernel(n, a):
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return unary_kernel(_polygamma_np(n))(a)
+
+
+def _polygamma_meta(n, a):
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return unary_meta()(a)
+
+
+polygamma = register(
+    "polygamma", kernel=_polygamma_kernel, meta=_polygamma_meta, node="PolygammaBackward0",
+    derivative=lambda g, n, a: (None, g * a.polygamma(n + 1)),
+    save=lambda out, n, a: (n, a), saved_names=("n", "self"), tolerance={"float64": 1e-8},
+    samples=lambda rng, dt: [Sample((n, rand_array(rng, s, dt, (0.3, 3.0))), name=f"n={n} {s}")
+                             for n, s in ((0, (3, 4)), (1, (5,)), (2, ()), (3, (2, 3)))],
+    domain=(0.3, 3.0))
+polygamma_ = register(
+    "polygamma_", kernel=lambda a, n: _polygamma_kernel(n, a),
+    meta=lambda a, n: _polygamma_meta(n, a), node="PolygammaBackward1", inplace=True,
+    derivative=lambda g, a, n: (g * a.polygamma(n + 1), None),
+    save=lambda out, a, n: (a, n), saved_names=("self", "n"), tolerance={"float64": 1e-8},
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (0.3, 3.0)), n))
+                             for n in (1, 2)])
+polygamma_.saves_self_before_write = True
+
+# ---------------------------------------------------------------- erfinv, Bessel, sinc
+
+
+erfinv = _unary("erfinv", _sp.erfinv, "ErfinvBackward0",
+                lambda g, a: (g * _SQRT_PI_2 * (a.erfinv() ** 2).exp(),), domain=(-0.9, 0.9))
+def _i1(a):
+    from .._dispatch import call
+
+    return call(special_i1, a)  # no Tensor method: torch.special.i1 in PyTorch
+
+
+i0 = _unary("i0", _sp.i0, "I0Backward0", lambda g, a: (g * _i1(a),), domain=(-3, 3))
+
+
+def _i1_derivative(g, a):
+    # i1'(x) = i0(x) - i1(x) / x, which is 1/2 at 0.
+    safe = a.where(a != 0, a.new_ones(()))
+    return (g * (a.i0() - _i1(a) / safe).where(a != 0, a.new_full((), 0.5)),)
+
+
+special_i1 = _unary("special_i1", _sp.i1, "SpecialI1Backward0", _i1_derivative,
+                    domain=(-3, 3), inplace=False)
+
+
+def _sinc_np(a):
+    return np.sinc(a).astype(a.dtype, copy=False)
+
+
+def _sinc_derivative(g, a):
+    pa = a * math.pi
+    safe = pa.where(a != 0, pa.new_ones(()))
+    d = (safe.cos() * safe - safe.sin()) / (safe * a.where(a != 0, a.new_ones(())))
+    return (g * d.where(a != 0, a.new_zeros(())),)
+
+
+sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative)
+
+
+rad2deg = register(
+    "rad2deg", kernel=unary_kernel(lambda a: (a * (180.0 / math.pi)).astype(a.dtype)),
+    meta=unary_meta(), node="Rad2DegBackward0", derivative=lambda g: (g * (180.0 / math.pi),),
+    save=lambda out, a: (), samples=unary_samples())
+deg2rad = register(
+    "deg2rad", kernel=unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
+    meta=unary_meta(), node="Deg2RadBackward0", derivative=lambda g: (g * (math.pi / 180.0),),
+    save=lambda out, a: (), samples=unary_samples())
+rad2deg_ = inplace_variant(rad2deg, "rad2deg_")
+deg2rad_ = inplace_variant(deg2rad, "deg2rad_")
+
+# ---------------------------------------------------------------- logit
+
+
+def _logit_np(eps):
+    def fn(a):
+        if eps is not None:
+            a = np.clip(a, eps, 1 - eps)
+        return np.log(a / (1 - a)).astype(a.dtype, copy=False)
+
+    return fn
+
+
+def _logit_kernel(a, eps=None):
+    return unary_kernel(_logit_np(eps))(a)
+
+
+def _logit_derivative(g, a, eps):
+    d = g / (a * (1 - a))
+    if eps is None:
+        return (d, None)
+    inside = (a >= eps) & (a <= 1 - eps)
+    return (d.where(inside, d.new_zeros(())), None)
+
+
+def _logit_samples(rng, dt):
+    out = [Sample((rand_array(rng, s, dt, (0.05, 0.95)),), name=str(s))
+           for s in ((3, 4), (), (0, 2))]
+    out.append(Sample((rand_array(rng, (3, 4), dt, (0.0, 1.0)), 0.2), name="eps 0.2"))
+    return out
+
+
+logit = register(
+    "logit", kernel=_logit_kernel, meta=lambda a, eps=None: unary_meta()(a),
+    node="LogitBackward0", derivative=_logit_derivative,
+    save=lambda out, a, eps=None: (a, eps), saved_names=("self", "eps"),
+    samples=_logit_samples)
+logit_ = inplace_variant(logit, "logit_", saves_self=True)
+
+# ---------------------------------------------------------------- binary math
+
+
+def _binary(name, fn, node, derivative, *, domain=None, scalars=(), **kw):
+    op = register(name, kernel=binary_kernel(fn, to_float=True), meta=binary_meta(to_float=True),
+                  node=node, derivative=derivative, save=lambda out, a, b: (a, b),
+                  samples=binary_samples(domain, scalars=scalars), tensor_args=(0, 1),
+                  saved_names=("self", "other"), **kw)
+    inplace_variant(op, name + "_", saves_self=True)
+    return op
+
+
+def _hypot_derivative(g, a, b):
+    h = a.hypot(b)
+    return (g * a / h, g * b / h)
+
+
+hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative)
+logaddexp = register(
+    "logaddexp", kernel=binary_kernel(np.logaddexp, to_float=True),
+    meta=binary_meta(to_float=True), node="LogaddexpBackward0",
+    derivative=lambda g, a, b: (g / ((b - a).exp() + 1), g / ((a - b).exp() + 1)),
+    save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
+    saved_names=("self", "other"))
+logaddexp2 = register(
+    "logaddexp2", kernel=binary_kernel(np.logaddexp2, to_float=True),
+    meta=binary_meta(to_float=True), node="Logaddexp2Backward0",
+    derivative=lambda g, a, b: (g / ((b - a).exp2() + 1), g / ((a - b).exp2() + 1)),
+    save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
+    saved_names=("self", "other"))
+
+
+def _copysign_derivative(g, a, out):
+    # d|a|·sign(b)/da = sign(a)·sign(out); 0 where a is 0. `other` gets zeros.
+    return (g * (a.sign() * out.sign()), g * 0)
+
+
+copysign = register(
+    "copysign.Tensor", kernel=binary_kernel(np.copysign, to_float=True),
+    meta=binary_meta(to_float=True), node="CopysignBackward0",
+    derivative=_copysign_derivative, save=lambda out, a, b: (a, out),
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), public="copysign",
+    saved_names=("self", "result"))
+copysign_scalar = register(
+    "copysign.Scalar", kernel=binary_kernel(np.copysign, to_float=True),
+    meta=binary_meta(to_float=True), node="CopysignBackward1",
+    derivative=lambda g, a, out: (g * (a.sign() * out.sign()), None),
+    save=lambda out, a, b: (a, out), public="copysign", saved_names=("self", "result"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (-1.5, 2.0)])
+copysign_ = inplace_variant(copysign, "copysign_.Tensor", saves_self=True)
+copysign_scalar_ = inplace_variant(copysign_scalar, "copysign_.Scalar", saves_self=True)
+
+
+def _same_float(name):
+    def meta(a, b):
+        if dtype_of(a) is not dtype_of(b):
+            raise RuntimeError(f"{name} is not yet implemented for tensors with different "
+                               "dtypes.")
+        return binary_meta()(a, b)
+
+    return meta
+
+
+def _nextafter_kernel(a, b):
+    _same_float("nextafter")(a, b)
+    return np.nextafter(a, b)
+
+
+nextafter = register(
+    "nextafter", kernel=_nextafter_kernel, meta=_same_float("nextafter"),
+    node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
+    samples=binary_samples(scalars=()), gradcheck=False)
+nextafter_ = inplace_variant(nextafter, "nextafter_")
+
+
+def _heaviside_kernel(a, b):
+    _same_float("heaviside")(a, b)
+    return np.heaviside(a, b).astype(a.dtype, copy=False)
+
+
+def _not_implemented(name):
+    def derivative(g, *saved):
+        raise RuntimeError(f"derivative for aten::{name} is not implemented")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+heaviside = register(
+    "heaviside", kernel=_heaviside_kernel, meta=_same_float("heaviside"),
+    node="NotImplemented", derivative=_not_implemented("heaviside"),
+    save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False)
+heaviside_ = inplace_variant(heaviside, "heaviside_", derivative=_not_implemented("heaviside_"))
+
+
+def _ldexp_kernel(a, e):
+    dt = _dtype.result_type(a, e)
+    dt = dt.np if dt.category == _dtype.FLOAT else _dtype.defaults.float.np
+    return binary_kernel(lambda x, y: x * np.exp2(y), to_float=True)(a, e).astype(dt)
+
+
+def _ldexp_samples(rng, dt):
+    return [Sample((rand_array(rng, a, dt), rng.integers(-3, 4, size=b)), name=f"{a}x{b}")
+            for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))]
+
+
+def _pow2(e, dt):
+    f = e.to(dt).exp2()
+    # PyTorch raises 2 to an integer exponent in integers: negative exponents give 0.
+    return f if e.dtype.is_floating_point else f * (e >= 0)
+
+
+ldexp = register(
+    "ldexp.Tensor", kernel=_ldexp_kernel, meta=binary_meta(to_float=True), node="LdexpBackward0",
+    derivative=lambda g, a, e: (g * _pow2(e, g.dtype), None),
+    save=lambda out, a, e: (a, e), samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
+    gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
+    saved_names=("self", "other"))
+
+
+def _frexp_kernel(a):
+    if a.dtype.kind != "f" and a.dtype != _dtype.bfloat16.np:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    m, e = np.frexp(a.astype(np.float32) if a.dtype.itemsize == 2 else a)
+    return m.astype(a.dtype), e.astype(np.int32)
+
+
+def _frexp_meta(a):
+    if not a.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    return [Spec(tuple(a.shape), a.dtype), Spec(tuple(a.shape), _dtype.int32)]
+
+
+frexp = register(
+    "frexp.Tensor", kernel=_frexp_kernel, meta=_frexp_meta, node="FrexpBackward0",
+    derivative=lambda grads, e: (grads[0] / e.to(grads[0].dtype).exp2(),),
+    save=lambda out, a: (out[1],), samples=unary_samples(), nondiff_outputs=(1,),
+    public="frexp", saved_names=("exponent",))
+
+
+def _fminmax(name, ufunc, node):
+    def derivative(g, a, b):
+        # Where both are NaN or equal, PyTorch's gradient goes to `self`.
+        take_a = (a == a.fmin(b)) if name == "fmin" else (a == a.fmax(b))
+        take_a = take_a | b.isnan()
+        return (g * take_a, g * ~take_a)
+
+    return register(name, kernel=binary_kernel(ufunc), meta=binary_meta(), node=node,
+                    derivative=derivative, save=lambda out, a, b: (a, b),
+                    samples=binary_samples(scalars=()), tensor_args=(0, 1),
+                    saved_names=("self", "other"))
+
+
+fmin = _fminmax("fmin", np.fmin, "FminBackward0")
+fmax = _fminmax("fmax", np.fmax, "FmaxBackward0")
+
+
+def _int_only(name, ufunc):
+    def kernel(a, b):
+        meta(a, b)
+        return binary_kernel(ufunc)(a, b)
+
+    def meta(a, b):
+        dt = _dtype.result_type(a, b)
+        if dt.category == _dtype.FLOAT:
+            raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                      f"'{dt.legacy}'")
+        return binary_meta()(a, b)
+
+    def samples(rng, dt):
+        return [Sample((rng.integers(-12, 13, size=a), rng.integers(-12, 13, size=b)),
+                       name=f"{a}x{b}") for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))]
+
+    return register(name, kernel=kernel, meta=meta, differentiable=False, samples=samples)
+
+
+gcd = _int_only("gcd", np.gcd)
+lcm = _int_only("lcm", np.lcm)
+gcd_ = inplace_variant(gcd, "gcd_", differentiable=False)
+lcm_ = inplace_variant(lcm, "lcm_", differentiable=False)
+
+
+# ---------------------------------------------------------------- bool tests
+
+
+def _bool_unary(name, fn):
+    return register(name, kernel=lambda a: fn(a), meta=lambda a: Spec(tuple(a.shape),
+                                                                      _dtype.bool_),
+                    differentiable=False, samples=unary_samples())
+
+
+signbit = _bool_unary("signbit", np.signbit)
+isneginf = _bool_unary("isneginf", np.isneginf)
+isposinf = _bool_unary("isposinf", np.isposinf)
+
+# ---------------------------------------------------------------- xlogy numbers, clamp bounds
+
+
+def _xlogy_scalar_samples(rng, dt):
+    return [Sample((rand_array(rng, (3, 4), dt, (0.2, 3)), c)) for c in (2.5, 0.5)]
+
+
+def _xlogy_other_kernel(a, b):
+    # The number takes the tensor's float dtype (np.log of a Python float is float64).
+    dt = float_np(result_np(a, b))
+    if dt in HALF:
+        return _xlogy_np(a.astype(np.float32), np.float32(b)).astype(dt)
+    return _xlogy_np(a.astype(dt, copy=False), dt.type(b))
+
+
+xlogy_scalar_other = register(
+    "xlogy.Scalar_Other", kernel=_xlogy_other_kernel, meta=binary_meta(to_float=True),
+    node="XlogyBackward2", derivative=lambda g, b: (g * math.log(b) if b > 0 else g * math.nan,
+                                                    None),
+    save=lambda out, a, b: (b,), saved_names=("other",), public="xlogy",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, 0.5)])
+xlogy_scalar_self = register(
+    "xlogy.Scalar_Self", kernel=_xlogy_kernel, meta=binary_meta(to_float=True),
+    node="XlogyBackward1", derivative=lambda g, a, b: (None, g * a / b),
+    save=lambda out, a, b: (a, b), saved_names=("self", "other"), public="xlogy",
+    samples=lambda rng, dt: [Sample((c, rand_array(rng, (3, 4), dt, (0.2, 3))))
+                             for c in (2.5, 0.0)])
+xlogy_ = inplace_variant(xlogy, "xlogy_.Tensor", saves_self=True)
+xlogy_scalar_other_ = inplace_variant(xlogy_scalar_other, "xlogy_.Scalar_Other")
+
+
+def _clamp_bound_samples(rng, dt):
+    return [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt)), name=f"{a}x{b}")
+            for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))]
+
+
+clamp_max = register(
+    "clamp_max", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
+    meta=lambda a, hi: binary_meta()(a, hi), node="ClampMaxBackward0",
+    derivative=lambda g, a, hi: (g * (a <= hi), None), save=lambda out, a, hi: (a, hi),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c)) for s, c in (
+        ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"))
+clamp_min_tensor = register(
+    "clamp_min.Tensor", kernel=lambda a, lo: binary_kernel(np.maximum)(a, lo),
+    meta=binary_meta(), node="ClampMinBackward1",
+    derivative=lambda g, a, lo: (g * (a >= lo), g * (a < lo)), save=lambda out, a, lo: (a, lo),
+    samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"))
+clamp_max_tensor = register(
+    "clamp_max.Tensor", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
+    meta=binary_meta(), node="ClampMaxBackward1",
+    derivative=lambda g, a, hi: (g * (a <= hi), g * (a > hi)), save=lambda out, a, hi: (a, hi),
+    samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"))
+clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True)
+clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True)
+clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True)
+clamp_max_tensor_ = inplace_variant(clamp_max_tensor, "clamp_max_.Tensor", saves_self=True)
+
+# `pow_` with a tensor exponent (`float_power_` and `x.pow_(t)` need it).
+pow_tensor_ = inplace_variant(REGISTRY["pow.Tensor_Tensor"], "pow_.Tensor", saves_self=True)

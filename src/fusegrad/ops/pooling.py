@@ -1,0 +1,277 @@
+"""Pooling ops PyTorch records as one node: max_pool2d_with_indices, avg_pool2d and
+_adaptive_avg_pool2d (`MaxPool2DWithIndicesBackward0`, `AvgPool2DBackward0`,
+`AdaptiveAvgPool2DBackward0`). Kernels reduce over the windows that convolution lays out
+(`ops.conv`); derivatives are fusegrad ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._onnx import batched
+from ._util import HALF, Spec, numpy_backward, rand_array, wrap_grad
+from .conv import _as4d, _out_size, _windows, col2im
+from .nn import _call, _const, _work
+from .registry import Sample, register
+
+# ---------------------------------------------------------------- pooling
+
+
+def _pool_args(kernel_size, stride, padding, dilation=(1, 1)):
+    k = list(kernel_size) * (2 if len(kernel_size) == 1 else 1)
+    s = list(stride) if stride else list(k)
+    s = s * (2 if len(s) == 1 else 1)
+    p = list(padding) * (2 if len(padding) == 1 else 1)
+    d = list(dilation) * (2 if len(dilation) == 1 else 1)
+    return k, s, p, d
+
+
+def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+    x, unbatched = _as4d(a)
+    fill = -np.inf if x.dtype.kind == "f" or x.dtype in HALF else np.iinfo(x.dtype).min
+    win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
+    n, c, kh, kw, oh, ow = win.shape
+    # A running maximum over the kh*kw window offsets, each step one vectorised pass over all
+    # windows (no argmax along a strided axis, no take_along_axis). As PyTorch's kernel: the
+    # first of equal maxima wins, and a NaN wins over any number. The windows are first
+    # copied offset-major, so that every pass runs over one contiguous row (a strided 4-D
+    # view gives NumPy inner loops of only `ow` values). Masked copies, np.where and
+    # boolean-mask stores are each several times slower here than the arithmetic update of
+    # `arg` and np.maximum (which propagates NaN as the kernel must).
+    flat = np.ascontiguousarray(win.transpose(2, 3, 0, 1, 4, 5)).reshape(kh * kw, -1)
+    best = flat[0].copy()
+    arg = np.zeros(best.shape, dtype=np.intp)
+    floating = best.dtype.kind == "f"
+    for t in range(1, kh * kw):
+        v = flat[t]
+        upd = v > best
+        if floating:
+            upd |= v != v
+        arg += upd * (t - arg)
+        np.maximum(best, v, out=best)
+    out = best.reshape(n, c, oh, ow).astype(a.dtype, copy=False)
+    arg = arg.reshape(n, c, oh, ow)
+    # Flat input index: the window's top-left corner plus the winning offset's displacement.
+    w_in = x.shape[3]
+    corner = ((np.arange(oh, dtype=np.int64) * s[0] - p[0])[:, None] * w_in
+              + (np.arange(ow, dtype=np.int64) * s[1] - p[1])[None, :])
+    offs = np.arange(kh * kw, dtype=np.int64)
+    delta = (offs // kw) * d[0] * w_in + (offs % kw) * d[1]
+    idx = delta[arg]
+    idx += corner
+    if unbatched:
+        return out[0], idx[0]
+    return out, idx
+
+
+def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+    shape = tuple(a.shape)
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
+        raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                           f"pad={p[0]}, kernel_size={k[0]} and dilation={d[0]}")
+    oh = _out_size(shape[-2], k[0], s[0], p[0], d[0], ceil_mode)
+    ow = _out_size(shape[-1], k[1], s[1], p[1], d[1], ceil_mode)
+    out = shape[:-2] + (oh, ow)
+    return [Spec(out, a.dtype), Spec(out, _dtype.int64)]
+
+
+def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
+                  ceil_mode=False):
+    k, s, _, d = _pool_args(kernel_size, stride, padding, dilation)
+    # Windows that cannot overlap send each input position at most one gradient.
+    disjoint = all(si >= (ki - 1) * di + 1 for ki, si, di in zip(k, s, d))
+    return (out[1], tuple(a.shape), disjoint)
+
+
+def _maxpool_backward_np(g, idx, shape, disjoint):
+    """Max-pool input gradient as an array: each output's gradient lands at the flat input
+    position its index names; a plain store when windows are disjoint, else a bincount
+    (np.add.at is an unbuffered per-element loop, many times slower)."""
+    rows = int(np.prod(shape[:-2], dtype=np.int64))
+    hw = shape[-2] * shape[-1]
+    pos = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * hw)[:, None]
+    vals = g.reshape(rows, -1)
+    if disjoint:
+        out = np.zeros(rows * hw, dtype=g.dtype)
+        out[pos.ravel()] = vals.ravel()
+    else:
+        out = np.bincount(pos.ravel(), weights=vals.ravel(), minlength=rows * hw).astype(
+            g.dtype, copy=False)
+    return out.reshape(shape)
+
+
+def _maxpool_derivative(grads, idx, shape, disjoint=False):
+    # Each output's gradient goes to the input position its index names (scatter_add).
+    g = grads[0] if isinstance(grads, list) else grads
+    if numpy_backward(g) and idx._plain and idx._data is not None:
+        gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint)
+        return (wrap_grad(gi), None, None, None, None, None)
+    lead = tuple(shape[:-2])
+    flat_g = g.reshape(lead + (-1,))
+    flat_i = idx.reshape(lead + (-1,))
+    gi = g.new_zeros(lead + (shape[-2] * shape[-1],)).scatter_add(-1, flat_i, flat_g)
+    return (gi.reshape(shape), None, None, None, None, None)
+
+
+def _pool_samples(rng, dt):
+    cases = [((2, 3, 6, 6), [2, 2], [], [0, 0], [1, 1], False),
+             ((1, 2, 7, 5), [3, 2], [2, 1], [1, 1], [1, 1], False),
+             ((2, 5, 5), [3, 3], [2, 2], [1, 1], [1, 1], False),
+             ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [2, 1], False),
+             ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [1, 1], True)]
+    return [Sample((rng.permutation(np.prod(xs)).reshape(xs).astype(dt) / 10, k, s, p, d, c),
+                   name=f"{xs} k={k} s={s} p={p} d={d} ceil={c}")
+            for xs, k, s, p, d, c in cases]
+
+
+def _maxpool_onnx(b, inputs, args, kwargs, opset):
+    """MaxPool; the indices output is not mapped."""
+    k, s, p, d = _pool_args(*args[1:5])
+    ceil = bool(args[5]) if len(args) > 5 else False
+    return [batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+        "MaxPool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
+        dilations=list(d), ceil_mode=int(ceil))), None]
+
+
+max_pool2d_with_indices = register(
+    "max_pool2d_with_indices", kernel=_maxpool_kernel, meta=_maxpool_meta,
+    node="MaxPool2DWithIndicesBackward0", derivative=_maxpool_derivative, save=_maxpool_save,
+    samples=_pool_samples, onnx=_maxpool_onnx, public="max_pool2d_with_indices",
+    saved_names=("result1", "", ""))
+
+
+def _avg_divisor(shape, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
+    """The divisor of each output position: a number, or an (oh, ow) array."""
+    if divisor_override:
+        return divisor_override
+    h, w = shape[-2:]
+    ones = np.ones((1, 1, h, w), dtype=dtype)
+    if count_include_pad:
+        if not ceil_mode:
+            return k[0] * k[1]
+        # Windows are clipped to the padded input (ceil mode may reach past it).
+        ones = np.pad(ones, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=1)
+        return _windows(ones, k, s, [0, 0], [1, 1], 0.0, ceil_mode).sum((2, 3))[0, 0]
+    return _windows(ones, k, s, p, [1, 1], 0.0, ceil_mode).sum((2, 3))[0, 0]
+
+
+def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
+                    count_include_pad=True, divisor_override=None):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    x, unbatched = _as4d(_work(a))
+    total = _windows(x, k, s, p, [1, 1], 0.0, ceil_mode).sum((2, 3))
+    div = _avg_divisor(x.shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
+                       x.dtype)
+    out = (total / div).astype(a.dtype, copy=False)
+    return out[0] if unbatched else out
+
+
+def _avgpool_meta(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
+                  count_include_pad=True, divisor_override=None):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    shape = tuple(a.shape)
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
+        raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                           f"pad={p[0]}, kernel_size={k[0]} and dilation=1")
+    oh = _out_size(shape[-2], k[0], s[0], p[0], 1, ceil_mode)
+    ow = _out_size(shape[-1], k[1], s[1], p[1], 1, ceil_mode)
+    return Spec(shape[:-2] + (oh, ow), a.dtype)
+
+
+def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
+                  count_include_pad=True, divisor_override=None):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    div = _avg_divisor(tuple(a.shape), k, s, p, ceil_mode, count_include_pad,
+                       divisor_override, np.float64)
+    if isinstance(div, np.ndarray):
+        div = _const(div.astype(a.dtype.np))
+    return (list(a.shape), k, s, p, div)
+
+
+def _avgpool_derivative(g, shape, k, s, p, div):
+    unbatched = len(shape) == 3
+    if unbatched:
+        g = g.unsqueeze(0)
+    n, c, oh, ow = g.shape
+    kk = k[0] * k[1]
+    g = (g / div).reshape(n, c, 1, oh * ow).expand(n, c, kk, oh * ow).reshape(
+        n, c * kk, oh * ow)
+    gi = _call(col2im, g, list(shape[-2:]), k, [1, 1], p, s)
+    return (gi.squeeze(0) if unbatched else gi, None, None, None, None, None, None)
+
+
+def _avg_samples(rng, dt):
+    return [Sample(s.args[:4] + (s.args[5], inc, None), name=s.name + f" inc={inc}")
+            for s in _pool_samples(rng, dt) if s.args[4] == [1, 1]
+            for inc in (True, False)] + [
+        Sample((rand_array(rng, (1, 2, 5, 5), dt), [2, 2], [2, 2], [1, 1], False, True, 3),
+               name="divisor")]
+
+
+def _avgpool_onnx(b, inputs, args, kwargs, opset):
+    """AveragePool (a divisor_override has no ONNX form)."""
+    k, s, p, _ = _pool_args(*args[1:4])
+    ceil, include, divisor = (list(args[4:7]) + [False, True, None][len(args) - 4:])[:3]
+    if divisor is not None:
+        b.fail("with divisor_override")
+    return batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+        "AveragePool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
+        ceil_mode=int(bool(ceil)), count_include_pad=int(bool(include))))
+
+
+avg_pool2d = register(
+    "avg_pool2d", kernel=_avgpool_kernel, meta=_avgpool_meta, node="AvgPool2DBackward0",
+    derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
+    onnx=_avgpool_onnx, public="avg_pool2d")
+
+
+def _adaptive_matrix(size: int, out: int) -> np.ndarray:
+    """(out, size): row i averages input positions floor(i*size/out) .. ceil((i+1)*size/out)."""
+    m = np.zeros((out, size))
+    for i in range(out):  # one row per output position along one axis
+        lo, hi = (i * size) // out, -(-((i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def _adaptive_kernel(a, output_size):
+    x = _work(a)
+    mh = _adaptive_matrix(x.shape[-2], output_size[0]).astype(x.dtype)
+    mw = _adaptive_matrix(x.shape[-1], output_size[1]).astype(x.dtype)
+    return (mh @ x @ mw.T).astype(a.dtype, copy=False)
+
+
+def _adaptive_meta(a, output_size):
+    return Spec(tuple(a.shape)[:-2] + tuple(output_size), a.dtype)
+
+
+def _adaptive_save(out, a, output_size):
+    dt = a.dtype.np
+    return (_const(_adaptive_matrix(a.shape[-2], output_size[0]).astype(dt)),
+            _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt)))
+
+
+def _adaptive_onnx(b, inputs, args, kwargs, opset):
+    """GlobalAveragePool to size 1; AveragePool when the sizes divide the input's."""
+    spatial = list(args[0].shape[-2:])
+    out = [int(o) for o in args[1]]
+    if out == [1, 1]:
+        return batched(b, inputs[0], args[0].dim() == 3,
+                       lambda x: b.emit("GlobalAveragePool", [x]))
+    if any(i % o for i, o in zip(spatial, out)):
+        b.fail(f"from sizes that do not divide ({spatial} to {out})")
+    k = [i // o for i, o in zip(spatial, out)]
+    return batched(b, inputs[0], args[0].dim() == 3,
+                   lambda x: b.emit("AveragePool", [x], kernel_shape=k, strides=k))
+
+
+adaptive_avg_pool2d = register(
+    "_adaptive_avg_pool2d", kernel=_adaptive_kernel, meta=_adaptive_meta,
+    node="AdaptiveAvgPool2DBackward0",
+    derivative=lambda g, mh, mw: (mh.t() @ g @ mw, None), save=_adaptive_save,
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
+        ((2, 3, 7, 5), [3, 2]), ((1, 2, 4, 4), [2, 2]), ((3, 6, 6), [4, 5]))],
+    onnx=_adaptive_onnx, public="adaptive_avg_pool2d")

@@ -1,0 +1,471 @@
+"""Writing into positions: `take`/`put`, `index_fill`, `index_copy`, `masked_scatter`,
+`scatter_reduce`, the `*_scatter` ops (the functional forms of writing into a diagonal, a
+selected slice or a slice) and `isin`.
+
+Derivatives route the gradient back with the matching gather (`take`, `index_select`,
+`masked_select`, `diagonal`, ...) and zero it where the write replaced the input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._util import Spec, rand_array, shape_of, size_str, wrap_dim
+from .registry import Sample, inplace_variant, register
+
+
+def _ints(rng, shape, hi, unique=False):
+    if unique:
+        return rng.permutation(hi)[: int(np.prod(shape))].reshape(shape).astype(np.int64)
+    return np.asarray(rng.integers(0, hi, size=shape), np.int64)
+
+
+def _same(a):
+    return Spec(tuple(a.shape), a.dtype)
+
+
+# ---------------------------------------------------------------- take, put
+
+
+def _flat_index(index, n):
+    idx = np.asarray(index, np.int64)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].flat[0]
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                         "elements.")
+    return np.where(idx < 0, idx + n, idx)
+
+
+def _take_kernel(a, index):
+    return a.reshape(-1)[_flat_index(index, a.size)]
+
+
+def _take_derivative(g, shape, index):
+    from .._creation import zeros
+
+    flat = zeros(int(np.prod(shape, dtype=np.int64)), dtype=g.dtype)
+    return (flat.put(index, g, accumulate=True).reshape(shape), None)
+
+
+take = register(
+    "take", kernel=_take_kernel, meta=lambda a, index: Spec(tuple(index.shape), a.dtype),
+    node="TakeBackward0", derivative=_take_derivative,
+    save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), np.asarray(_ints(rng, i, 12) - 3)))
+                             for s, i in (((3, 4), (5,)), ((12,), (2, 3)), ((2, 6), ()))])
+
+
+def _put_kernel(a, index, source, accumulate=False):
+    out = a.copy()
+    flat = out.reshape(-1)
+    idx = _flat_index(index, a.size).reshape(-1)
+    src = np.asarray(source).reshape(-1)
+    if idx.size != src.size:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {src.size}, index.numel() = "
+                           f"{idx.size}")
+    if accumulate:
+        np.add.at(flat, idx, src)
+    else:
+        flat[idx] = src
+    return out
+
+
+def _put_derivative(g, index, src_shape, accumulate):
+    from .._creation import zeros
+
+    ga = g if accumulate else g.put(index, zeros(src_shape, dtype=g.dtype))
+    return (ga, None, g.take(index).reshape(src_shape), None)
+
+
+def _put_samples(rng, dt):
+    return [Sample((rand_array(rng, (3, 4), dt), _ints(rng, (5,), 12, unique=True) - 2,
+                    rand_array(rng, (5,), dt), acc), name=f"acc={acc}")
+            for acc in (False, True)] + [
+        Sample((rand_array(rng, (6,), dt), _ints(rng, (2, 3), 6), rand_array(rng, (2, 3), dt),
+                True), name="repeats")]
+
+
+put = register(
+    "put", kernel=_put_kernel, meta=lambda a, index, source, accumulate=False: _same(a),
+    node="PutBackward0", derivative=_put_derivative,
+    save=lambda out, a, index, source, accumulate=False: (index, tuple(source.shape),
+                                                          accumulate),
+    saved_names=("index", "source", "accumulate"), samples=_put_samples)
+put_ = inplace_variant(put, "put_", samples=_put_samples)
+
+# ---------------------------------------------------------------- index_fill, index_copy
+
+
+def _index_check(a, dim, index, name):
+    d = wrap_dim(dim, len(a.shape))
+    if len(index.shape) > 1:
+        raise IndexError(f"{name}(): Index is supposed to be a vector")
+    return d
+
+
+def _index_fill_kernel(a, dim, index, value):
+    d = _index_check(a, dim, index, "index_fill_")
+    out = a.copy()
+    if out.ndim:
+        sl = [slice(None)] * out.ndim
+        sl[d] = np.asarray(index, np.int64).reshape(-1)
+        out[tuple(sl)] = value
+    elif np.asarray(index).size:
+        out[()] = value
+    return out
+
+
+def _index_fill_meta(a, dim, index, value):
+    _index_check(a, dim, index, "index_fill_")
+    if hasattr(value, "shape") and len(value.shape):
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {len(value.shape)} dimension(s).")
+    return _same(a)
+
+
+def _index_fill_samples(value):
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[d] if s else 1),
+                        value(rng, dt)), name=f"{s} {d}")
+                for s, d, n in (((3, 4), 1, 2), ((3, 4), 0, 3), ((5,), -1, 2))]
+
+    return samples
+
+
+index_fill = register(
+    "index_fill.int_Scalar", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    node="IndexFillBackward0",
+    derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None, None),
+    save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
+    samples=_index_fill_samples(lambda rng, dt: -1.5), public="index_fill")
+index_fill_tensor = register(
+    "index_fill.int_Tensor", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    node="IndexFillBackward1",
+    derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None,
+                                      (g - g.index_fill(dim, index, 0.0)).sum()),
+    save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
+    samples=_index_fill_samples(lambda rng, dt: rand_array(rng, (), dt)), public="index_fill",
+    tensor_args=(3,))
+index_fill_ = inplace_variant(index_fill, "index_fill_.int_Scalar")
+index_fill_tensor_ = inplace_variant(index_fill_tensor, "index_fill_.int_Tensor")
+
+
+def _index_copy_kernel(a, dim, index, source):
+    d = _index_check(a, dim, index, "index_copy_")
+    out = a.copy()
+    idx = np.asarray(index, np.int64).reshape(-1)
+    if out.ndim:
+        sl = [slice(None)] * out.ndim
+        sl[d] = idx
+        out[tuple(sl)] = np.asarray(source).reshape(out[tuple(sl)].shape)
+    elif idx.size:
+        out[()] = np.asarray(source).reshape(())
+    return out
+
+
+def _index_copy_derivative(g, dim, index):
+    return (g.index_fill(dim, index, 0.0), None, None, g.index_select(dim, index))
+
+
+def _index_copy_samples(rng, dt):
+    out = []
+    for s, d, n in (((3, 4), 1, 2), ((3, 4), 0, 3), ((2, 3, 4), -1, 3)):
+        dd = wrap_dim(d, len(s))
+        src = list(s)
+        src[dd] = n
+        out.append(Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[dd], unique=True),
+                           rand_array(rng, tuple(src), dt)), name=f"{s} {d}"))
+    return out
+
+
+index_copy = register(
+    "index_copy", kernel=_index_copy_kernel,
+    meta=lambda a, dim, index, source: (_index_check(a, dim, index, "index_copy_"),
+                                        _same(a))[1],
+    node="IndexCopyBackward0", derivative=_index_copy_derivative,
+    save=lambda out, a, dim, index, source: (dim, index), saved_names=("dim", "index"),
+    samples=_index_copy_samples)
+index_copy_ = inplace_variant(index_copy, "index_copy_")
+
+# ---------------------------------------------------------------- masked_scatter
+
+
+def _masked_scatter_kernel(a, mask, source):
+    m = np.broadcast_to(mask, np.broadcast_shapes(a.shape, mask.shape))
+    out = np.broadcast_to(a, m.shape).copy()
+    n = int(m.sum())
+    src = np.asarray(source).reshape(-1)
+    if src.size < n:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements "
+                           "as ones in mask")
+    out[m] = src[:n].astype(out.dtype, copy=False)
+    return out
+
+
+def _masked_scatter_meta(a, mask, source):
+    if mask.dtype is not _dtype.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {mask.dtype.legacy}")
+    from ._util import broadcast_shapes
+
+    return Spec(broadcast_shapes(shape_of(a), shape_of(mask)), a.dtype)
+
+
+def _masked_scatter_derivative(g, mask, src_shape):
+    from .._creation import zeros
+
+    n = int(np.prod(src_shape, dtype=np.int64))
+    picked = g.masked_select(mask)
+    pad = zeros(n - picked.shape[0], dtype=g.dtype)
+    from .._functions.shape import cat
+
+    return (g.masked_fill(mask, 0.0), None, cat([picked, pad]).reshape(src_shape))
+
+
+masked_scatter = register(
+    "masked_scatter", kernel=_masked_scatter_kernel, meta=_masked_scatter_meta,
+    node="MaskedScatterBackward0", derivative=_masked_scatter_derivative,
+    save=lambda out, a, mask, source: (mask, tuple(source.shape)),
+    saved_names=("mask", "source_sym_sizes"),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (3, 4), dt), rng.random((3, 4)) > 0.5,
+                rand_array(rng, (3, 5), dt)), name="same"),
+        Sample((rand_array(rng, (3, 4), dt), rng.random((4,)) > 0.5,
+                rand_array(rng, (12,), dt)), name="broadcast mask")])
+masked_scatter_ = inplace_variant(
+    masked_scatter, "masked_scatter_",
+    samples=lambda rng, dt: masked_scatter.samples(rng, dt))
+
+# ---------------------------------------------------------------- scatter_reduce
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    d = wrap_dim(dim, a.ndim)
+    idx = np.asarray(index, np.int64)
+    # Positions of every src element that takes part (index's shape, not src's).
+    grid = list(np.indices(idx.shape, sparse=False))
+    grid[d] = idx
+    target = tuple(grid)
+    vals = np.asarray(src)[tuple(slice(0, s) for s in idx.shape)].astype(a.dtype, copy=False)
+    out = a.copy()
+    hit = np.zeros(a.shape, bool)
+    hit[target] = True
+    count = np.zeros(a.shape, np.int64)
+    np.add.at(count, target, 1)
+    if not include_self:
+        fill = {"sum": 0, "mean": 0, "prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
+        if a.dtype.kind in "iu" and reduce in ("amax", "amin"):
+            info = np.iinfo(a.dtype)
+            fill = info.min if reduce == "amax" else info.max
+        out[hit] = fill
+    if reduce in ("sum", "mean"):
+        np.add.at(out, target, vals)
+    elif reduce == "prod":
+        np.multiply.at(out, target, vals)
+    elif reduce == "amax":
+        np.maximum.at(out, target, vals)
+    else:
+        np.minimum.at(out, target, vals)
+    if reduce == "mean":
+        n = count + (1 if include_self else 0)
+        n = np.maximum(n, 1)
+        if a.dtype.kind in "iu":
+            out = np.where(hit, out // n, out).astype(a.dtype)
+        else:
+            out = np.where(hit, out / n, out).astype(a.dtype)
+    return out
+
+
+def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out):
+    if reduce == "sum":
+        ga, gs = g, g.gather(dim, index)
+    elif reduce == "mean":
+        n = (g.new_ones(tuple(g.shape)) if include_self else g.new_zeros(tuple(g.shape)))
+        n = n.scatter_add(dim, index, src.new_ones(tuple(src.shape)))
+        n = n.masked_fill(n == 0, 1.0)
+        ga, gs = g / n, g.gather(dim, index) / n.gather(dim, index)
+    elif reduce == "prod":
+        # Each factor's gradient is the product of the others, recomputed with a zero factor
+        # replaced by 1 (where exactly one factor is zero, the others' product is not 0).
+        masked_a = a.masked_fill(a == 0, 1.0)
+        ga = g * masked_a.scatter_reduce(dim, index, src, "prod",
+                                         include_self=include_self) / masked_a
+        src_zero = src == 0
+        zeros_at = a.new_zeros(tuple(a.shape)).scatter_add(dim, index, src_zero.to(a.dtype))
+        single = src_zero & (zeros_at.gather(dim, index) == 1)
+        masked_out = a.scatter_reduce(dim, index, src.masked_fill(single, 1.0), "prod",
+                                      include_self=include_self)
+        gs = (g * masked_out).gather(dim, index).where(
+            single, (g * out).gather(dim, index) / src.masked_fill(src_zero, 1.0))
+    else:  # amax / amin: shared evenly among the elements equal to the result
+        value = out.gather(dim, index)
+        self_is = (a == out).to(g.dtype)
+        src_is = (src == value).to(g.dtype)
+        share = g / self_is.scatter_add(dim, index, src_is)
+        ga, gs = self_is * share, src_is * share.gather(dim, index)
+    if not include_self:
+        hit = g.new_zeros(tuple(g.shape)).scatter_add(dim, index, src.new_ones(
+            tuple(index.shape)))
+        ga = ga.masked_fill(hit > 0, 0.0)
+    return (ga, None, None, gs, None, None)
+
+
+def _scatter_reduce_meta(a, dim, index, src, reduce, include_self=True):
+    wrap_dim(dim, len(a.shape))
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    return _same(a)
+
+
+def _scatter_reduce_samples(rng, dt):
+    out = []
+    for reduce in _REDUCES:
+        for inc in (True, False):
+            dom = (0.5, 2.0) if reduce == "prod" else None
+            a = rand_array(rng, (3, 4), dt, dom)
+            idx = _ints(rng, (3, 5), 4)
+            src = rand_array(rng, (3, 5), dt, dom)
+            if reduce == "prod":  # zeros among the factors, in self and in src
+                a[0, 1] = 0
+                src[1, 2] = 0
+            out.append(Sample((a, 1, idx, src, reduce, inc), name=f"{reduce} include_self={inc}"))
+    return out
+
+
+scatter_reduce = register(
+    "scatter_reduce.two", kernel=_scatter_reduce_kernel, meta=_scatter_reduce_meta,
+    node="ScatterReduceBackward0", derivative=_scatter_reduce_derivative,
+    save=lambda out, a, dim, index, src, reduce, include_self=True: (
+        a, dim, index, src, reduce, include_self, out),
+    saved_names=("self", "dim", "index", "src", "reduce", "include_self", "result"),
+    samples=_scatter_reduce_samples, public="scatter_reduce")
+scatter_reduce_ = inplace_variant(scatter_reduce, "scatter_reduce_.two", saves_self=True)
+
+# ---------------------------------------------------------------- *_scatter
+
+
+def _diag_index(shape, offset, d1, d2):
+    n = len(shape)
+    d1, d2 = wrap_dim(d1, n), wrap_dim(d2, n)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {d1}, {d2}")
+    return d1, d2
+
+
+def _diagonal_view(a, offset, d1, d2):
+    d1, d2 = _diag_index(a.shape, offset, d1, d2)
+    return np.diagonal(a, offset, d1, d2)
+
+
+def _diagonal_scatter_kernel(a, src, offset=0, dim1=0, dim2=1):
+    out = a.copy()
+    view = _diagonal_view(out, offset, dim1, dim2)
+    if view.shape != np.shape(src):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size "
+                           f"= {size_str(np.shape(src))}, slice size = {size_str(view.shape)}")
+    # np.diagonal returns a read-only view: write through an index grid instead.
+    d1, d2 = _diag_index(a.shape, offset, dim1, dim2)
+    k = view.shape[-1]
+    i1 = np.arange(k) + max(-offset, 0)
+    i2 = np.arange(k) + max(offset, 0)
+    moved = np.moveaxis(out, (d1, d2), (-2, -1))
+    moved[..., i1, i2] = src
+    return out
+
+
+diagonal_scatter = register(
+    "diagonal_scatter", kernel=_diagonal_scatter_kernel,
+    meta=lambda a, src, offset=0, dim1=0, dim2=1: (
+        _diag_index(tuple(a.shape), offset, dim1, dim2), _same(a))[1],
+    node="DiagonalScatterBackward0",
+    derivative=lambda g, offset, d1, d2: (
+        g.diagonal_scatter(g.diagonal(offset, d1, d2).new_zeros(
+            tuple(g.diagonal(offset, d1, d2).shape)), offset, d1, d2),
+        g.diagonal(offset, d1, d2), None, None, None),
+    save=lambda out, a, src, offset=0, dim1=0, dim2=1: (offset, dim1, dim2),
+    saved_names=("offset", "dim1", "dim2"),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3,), dt))),
+        Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (2,), dt), 2), name="offset 2"),
+        Sample((rand_array(rng, (2, 3, 4), dt), rand_array(rng, (4, 1), dt), -1, 0, 1),
+               name="3-d offset -1")])
+
+
+def _select_scatter_kernel(a, src, dim, index):
+    out = a.copy()
+    d = wrap_dim(dim, a.ndim)
+    sl = [slice(None)] * a.ndim
+    sl[d] = index
+    out[tuple(sl)] = src
+    return out
+
+
+select_scatter = register(
+    "select_scatter", kernel=_select_scatter_kernel,
+    meta=lambda a, src, dim, index: (wrap_dim(dim, len(a.shape)), _same(a))[1],
+    node="SelectScatterBackward0",
+    derivative=lambda g, dim, index: (
+        g.select_scatter(g.select(dim, index).new_zeros(tuple(g.select(dim, index).shape)),
+                         dim, index), g.select(dim, index), None, None),
+    save=lambda out, a, src, dim, index: (dim, index), saved_names=("dim", "index"),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt), 0, 1)),
+        Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3,), dt), 1, -1))])
+
+
+def _slice_tuple(ndim, dim, start, end, step):
+    d = wrap_dim(dim, ndim)
+    sl = [slice(None)] * ndim
+    sl[d] = slice(start, end, step)
+    return tuple(sl)
+
+
+def _slice_scatter_kernel(a, src, dim=0, start=None, end=None, step=1):
+    out = a.copy()
+    out[_slice_tuple(a.ndim, dim, start, end, step)] = src
+    return out
+
+
+def _slice_scatter_derivative(g, dim, start, end, step):
+    part = g[_slice_tuple(g.ndim, dim, start, end, step)]
+    return (g.slice_scatter(part.new_zeros(tuple(part.shape)), dim, start, end, step), part,
+            None, None, None, None)
+
+
+slice_scatter = register(
+    "slice_scatter", kernel=_slice_scatter_kernel,
+    meta=lambda a, src, dim=0, start=None, end=None, step=1: (
+        wrap_dim(dim, len(a.shape)), _same(a))[1],
+    node="SliceScatterBackward0", derivative=_slice_scatter_derivative,
+    save=lambda out, a, src, dim=0, start=None, end=None, step=1: (dim, start, end, step),
+    saved_names=("dim", "start", "end", "step"),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3, 2), dt), 1, 0, 2)),
+        Sample((rand_array(rng, (6, 2), dt), rand_array(rng, (3, 2), dt), 0, 0, 6, 2),
+               name="step 2"),
+        Sample((rand_array(rng, (5,), dt), rand_array(rng, (2,), dt), 0, 3), name="to end")])
+
+# ---------------------------------------------------------------- isin
+
+
+def _isin_kernel(elements, test_elements, assume_unique=False, invert=False):
+    return np.isin(elements, test_elements, invert=invert)
+
+
+isin = register(
+    "isin.Tensor_Tensor", kernel=_isin_kernel,
+    meta=lambda e, t, assume_unique=False, invert=False: Spec(tuple(e.shape), _dtype.bool_),
+    differentiable=False, public="isin",
+    samples=lambda rng, dt: [
+        Sample((np.array([1, 2, 3, 4, 2], dt), np.array([2, 4], dt))),
+        Sample((np.array([[1, 5], [2, 0]], dt), np.array([2, 9, 1], dt), False, True),
+               name="invert")])

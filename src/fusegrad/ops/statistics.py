@@ -1,0 +1,476 @@
+"""Statistics: `nansum`, `nanmedian` (all and per dim), `aminmax`, `logcumsumexp`,
+`histc`, the distances (`_cdist_forward`, `_pdist_forward`, `dist`) and `renorm`.
+
+Derivatives are written in fusegrad ops; the distance gradients use the p-norm's derivative
+d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1) (with its limits at p = 1, 2 and inf).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype
+from ._util import Spec, rand_array, wrap_dim
+from .reduction import (
+    _reduce_shape,
+    _sum_kernel,
+    _sum_meta,
+    expand_reduced,
+    select_backward_dim,
+)
+from .registry import Sample, inplace_variant, register
+
+
+def _with_nans(rng, shape, dt, domain=None):
+    a = rand_array(rng, shape, dt, domain)
+    if a.size > 2:
+        a.flat[rng.choice(a.size, size=max(1, a.size // 5), replace=False)] = np.nan
+    return a
+
+
+# ---------------------------------------------------------------- nansum
+
+
+def _nansum_kernel(a, dims=None, keepdim=False, dtype=None):
+    if a.dtype.kind == "f" or a.dtype == _dtype.bfloat16.np:
+        a = np.where(np.isnan(a), np.zeros((), a.dtype), a)
+    return _sum_kernel(a, dims, keepdim, dtype)
+
+
+def _nansum_samples(rng, dt):
+    out = [Sample((_with_nans(rng, s, dt), d, k), name=f"{s} {d} {k}")
+           for s, d, k in (((3, 4), None, False), ((3, 4), [1], False), ((3, 4), [0], True),
+                           ((2, 3, 4), [0, 2], False), ((), None, False), ((0, 3), [0], False))]
+    return out
+
+
+nansum = register(
+    "nansum", kernel=_nansum_kernel, meta=_sum_meta, node="NansumBackward0",
+    derivative=lambda g, a, dims, keepdim: (
+        expand_reduced(g, tuple(a.shape), dims, keepdim).masked_fill(a.isnan(), 0.0),
+        None, None, None),
+    save=lambda out, a, dims=None, keepdim=False, dtype=None: (a, dims, keepdim),
+    saved_names=("self", "dim", "keepdim"), samples=_nansum_samples)
+
+# ---------------------------------------------------------------- nanmedian
+
+
+def _nanmedian_all_kernel(a):
+    flat = a.reshape(-1)
+    if not flat.size:
+        return np.array(np.nan, a.dtype)
+    valid = np.sort(flat[~np.isnan(flat)])
+    if not valid.size:
+        return np.array(np.nan, a.dtype)
+    return np.array(valid[(valid.size - 1) // 2], a.dtype)
+
+
+def _nanmedian_dim_kernel(a, dim, keepdim=False):
+    if a.ndim == 0:
+        wrap_dim(dim, 0)
+        return a.copy(), np.zeros((), np.int64)
+    d = wrap_dim(dim, a.ndim)
+    if a.shape[d] == 0:
+        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
+    # NaNs sort last; the median of each row is among its non-NaN values.
+    order = np.argsort(a, axis=d, kind="stable")
+    n_valid = (~np.isnan(a)).sum(axis=d, keepdims=True)
+    pos = np.maximum((n_valid - 1) // 2, 0)
+    idx = np.take_along_axis(order, pos, d)
+    vals = np.take_along_axis(a, idx, d)
+    if not keepdim:
+        vals, idx = np.squeeze(vals, d), np.squeeze(idx, d)
+    return vals, idx.astype(np.int64)
+
+
+def _nanmedian_dim_meta(a, dim, keepdim=False):
+    d = wrap_dim(dim, len(a.shape))
+    shape = _reduce_shape(tuple(a.shape), (d,) if len(a.shape) else (), keepdim)
+    return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
+
+
+def _evenly_nan(g, a, value):
+    """Shared among the elements equal to the result (all NaNs when it is NaN)."""
+    mask = (a == value) | (a.isnan() & value.isnan())
+    return g * mask / mask.sum()
+
+
+nanmedian = register(
+    "nanmedian", kernel=_nanmedian_all_kernel, meta=lambda a: Spec((), a.dtype),
+    node="NanmedianBackward0", derivative=lambda g, a, out: (_evenly_nan(g, a, out),),
+    save=lambda out, a: (a, out), saved_names=("self", "result"),
+    samples=lambda rng, dt: [Sample((_with_nans(rng, s, dt),), name=str(s))
+                             for s in ((3, 4), (5,), ())])
+nanmedian_dim = register(
+    "nanmedian.dim", kernel=_nanmedian_dim_kernel, meta=_nanmedian_dim_meta,
+    node="NanmedianBackward1", nondiff_outputs=(1,),
+    derivative=lambda grads, shape, dim, idx, keepdim: (
+        select_backward_dim(grads[0], shape, wrap_dim(dim, max(len(shape), 1)), idx, keepdim),
+        None, None),
+    save=lambda out, a, dim, keepdim=False: (tuple(a.shape), dim, out[1], keepdim),
+    saved_names=("self_sym_sizes", "dim", "indices", "keepdim"), public="nanmedian",
+    samples=lambda rng, dt: [Sample((_with_nans(rng, s, dt), d, k), name=f"{s} {d} {k}")
+                             for s, d, k in (((3, 5), 1, False), ((4, 3), 0, True),
+                                             ((), 0, False))])
+
+# ---------------------------------------------------------------- aminmax
+
+
+def _aminmax_kernel(a, dim=None, keepdim=False):
+    if dim is None:
+        if not a.size:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        lo, hi = np.min(a), np.max(a)
+        if keepdim:
+            return np.full((1,) * a.ndim, lo, a.dtype), np.full((1,) * a.ndim, hi, a.dtype)
+        return np.array(lo, a.dtype), np.array(hi, a.dtype)
+    d = wrap_dim(dim, a.ndim)
+    if a.ndim and a.shape[d] == 0:
+        raise IndexError(f"aminmax(): Expected reduction dim {d} to have non-zero size.")
+    axis = d if a.ndim else None
+    return (np.min(a, axis=axis, keepdims=keepdim and a.ndim > 0),
+            np.max(a, axis=axis, keepdims=keepdim and a.ndim > 0))
+
+
+def _aminmax_meta(a, dim=None, keepdim=False):
+    n = len(a.shape)
+    dims = tuple(range(n)) if dim is None else ((wrap_dim(dim, n),) if n else ())
+    shape = _reduce_shape(tuple(a.shape), dims, keepdim)
+    return [Spec(shape, a.dtype), Spec(shape, a.dtype)]
+
+
+def _aminmax_derivative(grads, a, lo, hi, dim, keepdim):
+    out = None
+    dims = None if dim is None else [dim]
+    for g, v in zip(grads, (lo, hi)):
+        if g is None:
+            continue
+        if dim is not None and not keepdim and a.dim():
+            g, v = g.unsqueeze(dim), v.unsqueeze(dim)
+        mask = a == v
+        count = mask.sum(dims, keepdim=True) if dims else mask.sum()
+        term = g * mask / count
+        out = term if out is None else out + term
+    return (out, None, None)
+
+
+aminmax = register(
+    "aminmax", kernel=_aminmax_kernel, meta=_aminmax_meta, node="AminmaxBackward0",
+    derivative=_aminmax_derivative,
+    save=lambda out, a, dim=None, keepdim=False: (a, out[0], out[1], dim, keepdim),
+    saved_names=("self", "min", "max", "dim", "keepdim"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, k), name=f"{s} {d} {k}")
+                             for s, d, k in (((3, 4), None, False), ((3, 4), 1, False),
+                                             ((3, 4), 0, True), ((), None, False),
+                                             ((2, 3), None, True))])
+
+# ---------------------------------------------------------------- logcumsumexp
+
+
+def _logcumsumexp_kernel(a, dim):
+    d = wrap_dim(dim, a.ndim)
+    if a.ndim == 0:
+        return a.copy()
+    dt = a.dtype if a.dtype.kind == "f" else _dtype.defaults.float.np
+    return np.logaddexp.accumulate(a.astype(dt), axis=d).astype(dt)
+
+
+def _logcumsumexp_derivative(g, a, out, dim):
+    if a.dim() == 0:
+        return (g, None)
+    # d out_j / d a_i = exp(a_i - out_j) for i <= j: a reversed cumulative sum.
+    w = (g * (-out).exp()).flip([dim]).cumsum(dim).flip([dim])
+    return (w * a.exp(), None)
+
+
+logcumsumexp = register(
+    "logcumsumexp", kernel=_logcumsumexp_kernel,
+    meta=lambda a, dim: (wrap_dim(dim, len(a.shape)), Spec(tuple(a.shape), a.dtype))[1],
+    node="LogcumsumexpBackward0", derivative=_logcumsumexp_derivative,
+    save=lambda out, a, dim: (a, out, dim), saved_names=("self", "result", "dim"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
+        ((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0))])
+
+# ---------------------------------------------------------------- histc
+
+
+def _histc_kernel(a, bins=100, lo=0, hi=0):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogramc(): bins must be > 0, but got {bins} for "
+                           "dimension 0")
+    lo, hi = float(lo), float(hi)
+    if lo == hi and a.size:
+        lo, hi = float(a.min()), float(a.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError(f"torch.histogramc(): max must be larger than min, but got "
+                           f"min={lo}, max={hi}")
+    counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
+    return counts.astype(a.dtype)
+
+
+histc = register(
+    "histc", kernel=_histc_kernel, meta=lambda a, bins=100, lo=0, hi=0: Spec((bins,), a.dtype),
+    differentiable=False,  # PyTorch gives histc's result no grad_fn at all
+    samples=lambda rng, dt: [Sample((rand_array(rng, (20,), dt), 5, -1, 1)),
+                             Sample((rand_array(rng, (3, 4), dt), 7)),
+                             Sample((rand_array(rng, (6,), dt), 4, 0, 3))])
+
+def _histogram_kernel(a, bins=100, range=None, weight=None, density=False):  # noqa: A002
+    if a.dtype.kind != "f":
+        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
+                           f"same dtype, but got input {_dtype.FROM_NP[a.dtype].name} and "
+                           f"bins {_dtype.FROM_NP[a.dtype].name}")
+    data = a.reshape(-1).astype(np.float64)
+    rng = None
+    if range is not None:
+        rng = (float(range[0]), float(range[1]))
+    elif data.size:
+        rng = (float(data.min()), float(data.max()))
+    wts = None if weight is None else np.asarray(weight).reshape(-1).astype(np.float64)
+    hist, edges = np.histogram(data, bins=bins, range=rng, weights=wts, density=density)
+    return hist.astype(a.dtype), edges.astype(a.dtype)
+
+
+def _histogram_derivative(g, *rest):
+    raise RuntimeError("derivative for aten::histogram is not implemented")
+
+
+_histogram_derivative.not_implemented = True
+
+histogram = register(
+    "histogram.bin_ct", kernel=_histogram_kernel,
+    meta=lambda a, bins=100, range=None, weight=None, density=False: [
+        Spec((bins,), a.dtype), Spec((bins + 1,), a.dtype)],
+    node="NotImplemented", derivative=_histogram_derivative, gradcheck=False,
+    save=lambda out, *args: (), public="histogram", optional_tensor_args=(3,),
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (20,), dt), 5)),
+        Sample((rand_array(rng, (3, 4), dt), 4), {}, "2-d"),
+        Sample((rand_array(rng, (10,), dt), 3, None, rand_array(rng, (10,), dt, (0, 1)),
+                True), name="weights density")])
+
+
+# ---------------------------------------------------------------- distances
+
+
+def _pnorm_grad(diff, dist, p):
+    """d dist / d diff for dist = ||diff||_p over the last dim (dist keeps that dim)."""
+    if p == 0:
+        return diff * 0
+    safe = dist.masked_fill(dist == 0, 1.0)
+    if p == 1:
+        return diff.sign()
+    if p == 2:
+        return (diff / safe).masked_fill(dist == 0, 0.0)
+    if math.isinf(p):
+        return (diff.sign() * (diff.abs() == dist)).masked_fill(dist == 0, 0.0)
+    term = diff.sign() * diff.abs().pow(p - 1) / safe.pow(p - 1)
+    return term.masked_fill(dist == 0, 0.0)
+
+
+def _pnorm_np(diff, p, axis=-1):
+    ad = np.abs(diff)
+    if p == 0:
+        return (ad != 0).sum(axis=axis).astype(diff.dtype)
+    if math.isinf(p):
+        return ad.max(axis=axis, initial=0).astype(diff.dtype)
+    if p == 1:
+        return ad.sum(axis=axis)
+    if p == 2:
+        return np.sqrt((ad * ad).sum(axis=axis))
+    return ((ad ** p).sum(axis=axis) ** (1.0 / p)).astype(diff.dtype)
+
+
+def _cdist_check(x1, x2, p):
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    if len(s1) < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {len(s1)}D")
+    if len(s2) < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X2 got: {len(s2)}D")
+    if s1[-1] != s2[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {s1[-1]} "
+                           f"X2: {s2[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    from ._util import broadcast_shapes
+
+    return broadcast_shapes(s1[:-2], s2[:-2]) + (s1[-2], s2[-2])
+
+
+def _cdist_kernel(x1, x2, p, compute_mode=None):
+    _cdist_check(x1, x2, p)
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    return _pnorm_np(diff, p).astype(x1.dtype, copy=False)
+
+
+def _cdist_derivative(g, x1, x2, out, p):
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    w = g.unsqueeze(-1) * _pnorm_grad(diff, out.unsqueeze(-1), p)
+    return (w.sum(-2), -w.sum(-3), None, None)
+
+
+cdist = register(
+    "_cdist_forward", kernel=_cdist_kernel,
+    meta=lambda x1, x2, p, compute_mode=None: Spec(_cdist_check(x1, x2, p), x1.dtype),
+    node="CdistBackward0", derivative=_cdist_derivative,
+    save=lambda out, x1, x2, p, compute_mode=None: (x1, x2, out, p),
+    saved_names=("x1", "x2", "result", "p"), public="cdist",
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), p, None),
+                                    name=f"{a} {b} p={p}")
+                             for a, b, p in (((3, 4), (2, 4), 2.0), ((3, 4), (5, 4), 1.0),
+                                             ((2, 3, 4), (2, 2, 4), 3.0),
+                                             ((3, 2), (4, 2), math.inf))])
+
+
+def _euclidean_kernel(x1, x2):
+    # PyTorch's matmul formulation (|a|² - 2a·b + |b|²), so values match its rounding.
+    n1 = (x1 * x1).sum(-1, keepdims=True)
+    n2 = (x2 * x2).sum(-1, keepdims=True)
+    a = np.concatenate([x1 * -2, n1, np.ones_like(n1)], -1)
+    b = np.concatenate([x2, np.ones_like(n2), n2], -1)
+    return np.sqrt(np.maximum(a @ np.swapaxes(b, -1, -2), 0)).astype(x1.dtype, copy=False)
+
+
+def _euclidean_derivative(g, x1, x2, out):
+    ratio = (g / out).masked_fill(out == 0, 0.0)
+    return (x1 * ratio.sum(-1, keepdim=True) - ratio.matmul(x2),
+            x2 * ratio.sum(-2).unsqueeze(-1) - ratio.mT.matmul(x1))
+
+
+euclidean_dist = register(
+    "_euclidean_dist", kernel=_euclidean_kernel,
+    meta=lambda x1, x2: Spec(tuple(x1.shape[:-1]) + (x2.shape[-2],), x1.dtype),
+    node="EuclideanDistBackward0", derivative=_euclidean_derivative,
+    save=lambda out, x1, x2: (x1, x2, out), saved_names=("x1", "x2", "result"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt)),
+                                    name=f"{a} {b}")
+                             for a, b in (((5, 3), (4, 3)), ((2, 3, 2), (2, 4, 2)))],
+    tolerance={"float32": 1e-3})
+
+
+def _pdist_pairs(n):
+    i, j = np.triu_indices(n, 1)
+    return i.astype(np.int64), j.astype(np.int64)
+
+
+def _pdist_kernel(a, p=2.0):
+    if a.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {a.ndim}D")
+    i, j = _pdist_pairs(a.shape[0])
+    return _pnorm_np(a[i] - a[j], p).astype(a.dtype, copy=False)
+
+
+def _pdist_meta(a, p=2.0):
+    if len(a.shape) != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {len(a.shape)}D")
+    n = a.shape[0]
+    return Spec((n * (n - 1) // 2,), a.dtype)
+
+
+def _pdist_derivative(g, a, out, p):
+    from .._creation import tensor
+
+    i, j = _pdist_pairs(a.shape[0])
+    ti, tj = tensor(i), tensor(j)
+    diff = a.index_select(0, ti) - a.index_select(0, tj)
+    w = g.unsqueeze(-1) * _pnorm_grad(diff, out.unsqueeze(-1), p)
+    zero = a.new_zeros(tuple(a.shape))
+    return (zero.index_add(0, ti, w).index_add(0, tj, -w), None)
+
+
+pdist = register(
+    "_pdist_forward", kernel=_pdist_kernel, meta=_pdist_meta, node="PdistBackward0",
+    derivative=_pdist_derivative, save=lambda out, a, p=2.0: (a, out, p),
+    saved_names=("self", "result", "p"), public="pdist",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), p), name=f"{s} p={p}")
+                             for s, p in (((4, 3), 2.0), ((5, 2), 1.0), ((3, 4), 3.0),
+                                          ((1, 3), 2.0))])
+
+
+def _dist_kernel(a, b, p=2):
+    from ._util import binary_kernel
+
+    diff = binary_kernel(np.subtract)(a, b)
+    return np.asarray(_pnorm_np(diff.reshape(-1), float(p), axis=0), diff.dtype)
+
+
+def _dist_meta(a, b, p=2):
+    from ._util import binary_meta
+
+    return Spec((), binary_meta()(a, b).dtype)
+
+
+def _dist_derivative(g, a, b, out, p):
+    d = _pnorm_grad(a - b, out, float(p)) * g
+    return (d, -d, None)
+
+
+dist = register(
+    "dist", kernel=_dist_kernel, meta=_dist_meta, node="DistBackward0",
+    derivative=_dist_derivative, save=lambda out, a, b, p=2: (a, b, out, p),
+    saved_names=("self", "other", "result", "p"), tensor_args=(0, 1),
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), p),
+                                    name=f"{a} {b} {p}")
+                             for a, b, p in (((3, 4), (3, 4), 2), ((3, 4), (4,), 1),
+                                             ((5,), (), 3.5), ((2, 3), (2, 3), math.inf))])
+
+# ---------------------------------------------------------------- renorm
+
+
+def _renorm_check(shape, p, dim, maxnorm):
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    return wrap_dim(dim, len(shape))
+
+
+def _renorm_kernel(a, p, dim, maxnorm):
+    d = _renorm_check(a.shape, p, dim, maxnorm)
+    moved = np.moveaxis(a, d, 0).reshape(a.shape[d] if a.ndim else 1, -1)
+    norms = _pnorm_np(moved, float(p), axis=1)
+    scale = np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).astype(a.dtype)
+    shape = [1] * a.ndim
+    if a.ndim:
+        shape[d] = -1
+    return (a * scale.reshape(shape)).astype(a.dtype, copy=False)
+
+
+def _renorm_derivative(g, a, p, dim, maxnorm):
+    p = float(p)
+    d = wrap_dim(dim, a.dim())
+    dims = [i for i in range(a.dim()) if i != d]
+    if p == 2:
+        norm = (a * a).sum(dims, keepdim=True).sqrt()
+    elif math.isinf(p):
+        norm = a.abs().amax(dims, keepdim=True)
+    else:
+        norm = a.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p)
+    over = norm > maxnorm
+    denom = norm + 1e-7
+    scale = (maxnorm / denom).where(over, norm.new_ones(()))
+    # The scale depends on the norm where it is active: d scale / d norm = -maxnorm/denom².
+    inner = (g * a).sum(dims, keepdim=True)
+    dnorm = _pnorm_grad(a, norm, p)
+    extra = (inner * (-maxnorm) / (denom * denom)).where(over, norm.new_zeros(())) * dnorm
+    return (g * scale + extra, None, None, None)
+
+
+renorm = register(
+    "renorm", kernel=_renorm_kernel,
+    meta=lambda a, p, dim, maxnorm: (_renorm_check(tuple(a.shape), p, dim, maxnorm),
+                                     Spec(tuple(a.shape), a.dtype))[1],
+    node="RenormBackward0", derivative=_renorm_derivative,
+    save=lambda out, a, p, dim, maxnorm: (a, p, dim, maxnorm),
+    saved_names=("self", "p", "dim", "maxnorm"),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), p, d, m), name=f"{s} {p} {d} {m}")
+                             for s, p, d, m in (((3, 4), 2, 0, 1.0), ((3, 4), 1, 1, 2.0),
+                                                ((2, 3, 4), 3, -1, 1.5),
+                                                ((4, 2), 2, 0, 100.0))])
+
+renorm_ = inplace_variant(renorm, "renorm_", saves_self=True)
