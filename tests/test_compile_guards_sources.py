@@ -480,3 +480,45 @@ def test_recompile_limit_applies_at_resume_points():
     assert all(len(entries) <= limit for entries in runner.segments.values())
     assert counter.graphs <= 3 * limit
     assert sum("recompile_limit" in str(w.message) for w in caught) <= 1
+
+
+# ---------------------------------------------------------------- operators written in Python
+
+
+class _Scale:
+    def __init__(self):
+        self.k = 2.0
+
+    def __rmul__(self, x):
+        return x * self.k
+
+
+class _Threshold:
+    def __init__(self):
+        self.v = 1.0
+
+    def __eq__(self, other):
+        return self.v == other
+
+    __hash__ = object.__hash__
+
+
+SCALE = _Scale()
+THRESHOLD = _Threshold()
+
+
+def test_user_operators_run_live():
+    """`x * obj` defers to obj.__rmul__ (NotImplemented from Tensor, as in PyTorch); an
+    operator defined in Python on plain values is not evaluated at capture (a graph break),
+    so state it reads may change between calls."""
+    def scaled(x):
+        return (x * SCALE) + 1
+
+    def branch(x):
+        if THRESHOLD == 1.0:
+            return x + 1
+        return x - 1
+
+    calls(scaled, [lambda: setattr(SCALE, "k", 5.0)], X)
+    calls(branch, [lambda: setattr(THRESHOLD, "v", 2.0)], X)
+    np.testing.assert_allclose((X * SCALE).numpy(), X.numpy() * 5.0)

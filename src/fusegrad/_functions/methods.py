@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from .. import _dtype
 from .._dispatch import call
 from .._tensor import Tensor
@@ -249,18 +251,58 @@ Tensor.reshape_as = lambda self, other: reshape(self, tuple(other.shape))
 Tensor.expand_as = lambda self, other: expand(self, tuple(other.shape))
 
 # Operators. `2 - x` is rsub.Scalar and `2 / x` is `reciprocal(x) * 2`, as in PyTorch.
-Tensor.__add__ = Tensor.__radd__ = lambda self, other: call(P.add, self, other)
-Tensor.__iadd__ = lambda self, other: call(P.add_, self, other)
-Tensor.__sub__ = lambda self, other: call(P.sub, self, other)
-Tensor.__rsub__ = lambda self, other: call(P.rsub, self, other)
-Tensor.__isub__ = lambda self, other: call(P.sub_, self, other)
-Tensor.__mul__ = Tensor.__rmul__ = lambda self, other: call(P.mul, self, other)
-Tensor.__imul__ = lambda self, other: call(P.mul_, self, other)
-Tensor.__truediv__ = lambda self, other: call(P.div, self, other)
-Tensor.__rtruediv__ = lambda self, other: call(P.mul, call(P.reciprocal, self), other)
-Tensor.__itruediv__ = lambda self, other: call(P.div_, self, other)
-Tensor.__pow__ = lambda self, other: pow(self, other)
-Tensor.__rpow__ = lambda self, other: call(P.pow_scalar_base, other, self)
+# An operand that is neither a tensor, a number nor an array gives NotImplemented, so Python
+# asks the other operand (its `__rmul__`, ...), as PyTorch's operators do.
+_OPERAND_CLASSES = frozenset((Tensor, float, int, bool))
+
+
+def _foreign(other) -> bool:
+    """True for an operand the arithmetic operators leave to the other side (types that speak
+    the `__fusegrad_function__` protocol, such as fx proxies, go through dispatch)."""
+    return other.__class__ not in _OPERAND_CLASSES and not isinstance(
+        other, (Tensor, numbers.Number, np.ndarray, np.generic)) and not hasattr(
+        type(other), "__fusegrad_function__")
+
+
+def _operator(op):
+    def method(self, other):
+        if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
+            return NotImplemented
+        return call(op, self, other)
+
+    return method
+
+
+def _rtruediv(self, other):
+    if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
+        return NotImplemented
+    return call(P.mul, call(P.reciprocal, self), other)
+
+
+def _pow(self, other):
+    if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
+        return NotImplemented
+    return pow(self, other)
+
+
+def _rpow(self, other):
+    if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
+        return NotImplemented
+    return call(P.pow_scalar_base, other, self)
+
+
+Tensor.__add__ = Tensor.__radd__ = _operator(P.add)
+Tensor.__iadd__ = _operator(P.add_)
+Tensor.__sub__ = _operator(P.sub)
+Tensor.__rsub__ = _operator(P.rsub)
+Tensor.__isub__ = _operator(P.sub_)
+Tensor.__mul__ = Tensor.__rmul__ = _operator(P.mul)
+Tensor.__imul__ = _operator(P.mul_)
+Tensor.__truediv__ = _operator(P.div)
+Tensor.__rtruediv__ = _rtruediv
+Tensor.__itruediv__ = _operator(P.div_)
+Tensor.__pow__ = _pow
+Tensor.__rpow__ = _rpow
 Tensor.__neg__ = neg
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = abs

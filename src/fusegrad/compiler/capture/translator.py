@@ -153,6 +153,28 @@ def _only_grad_contexts(insts) -> bool:
     return True
 
 
+_OPERATOR_DUNDERS = frozenset(
+    f"__{n}__" for n in (
+        "add radd iadd sub rsub isub mul rmul imul truediv rtruediv itruediv floordiv "
+        "rfloordiv ifloordiv mod rmod imod pow rpow ipow matmul rmatmul imatmul and rand iand "
+        "or ror ior xor rxor ixor lshift rlshift ilshift rshift rrshift irshift eq ne lt le "
+        "gt ge neg pos invert abs contains").split())
+_PYTHON_OPERATORS: dict[type, bool] = {}
+
+
+def _python_operators(cls: type) -> bool:
+    """Whether `cls` (a user's class, not fusegrad's, NumPy's or a builtin) defines an
+    operator in Python: running it during capture could read state that no guard covers."""
+    known = _PYTHON_OPERATORS.get(cls)
+    if known is None:
+        module = getattr(cls, "__module__", "") or ""
+        known = not module.startswith(("builtins", "fusegrad", "numpy", "ml_dtypes")) and any(
+            isinstance(vars(k).get(name), types.FunctionType)
+            for k in cls.__mro__[:-1] for name in _OPERATOR_DUNDERS)
+        _PYTHON_OPERATORS[cls] = known
+    return known
+
+
 class Translator(ContainerOpcodes, NewerOpcodes):
     """Executes one frame's bytecode over variables."""
 
@@ -541,6 +563,12 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         """Apply a Python operator or builtin to variables."""
         if any(isinstance(a, TensorVariable) for a in args):
             return self.builder.call("call_function", fn, tuple(args), {})
+        if not self.concrete:
+            for a in args:
+                if isinstance(a, ConstantVariable) and _python_operators(type(a.value)):
+                    # Its result may depend on state no guard covers: run it for real.
+                    raise Unsupported(f"an operator written in Python on "
+                                      f"{type(a.value).__name__}")
         if all(isinstance(a, ConstantVariable) for a in args):
             values = [a.value for a in args]
             if not self.concrete and any(isinstance(v, Tensor) for v in values):
