@@ -210,7 +210,8 @@ def test_inplace_view_errors(case):
 # every pointwise op has an in-place form, and it differentiates like torch's on a view
 # ---------------------------------------------------------------------------------------------
 
-_POINTWISE_MODULES = ("fusegrad.ops.pointwise", "fusegrad.ops._util", "numpy")
+_POINTWISE_MODULES = ("fusegrad.ops.arithmetic", "fusegrad.ops.unary", "fusegrad.ops.comparison",
+                      "fusegrad.ops._util", "numpy")
 
 
 def _pointwise():

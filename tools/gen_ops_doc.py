@@ -27,7 +27,16 @@ def _module(op) -> str:
         if module.startswith("fusegrad.ops.") and module.rsplit(".", 1)[-1] not in (
                 "_util", "registry"):
             return module.rsplit(".", 1)[-1]
-    return "pointwise"
+    # Entries built only from shared helpers: the module that binds the entry to a name
+    # (the re-exporting aggregators shape, reduction and pointwise do not count).
+    import fusegrad.ops as ops_package
+
+    for name, module in sorted(vars(ops_package).items()):
+        if isinstance(module, type(ops_package)) and name not in (
+                "shape", "reduction", "pointwise", "registry", "_util") and any(
+                value is op for value in vars(module).values()):
+            return name
+    return "?"
 
 
 def _count(op) -> tuple[int, int]:

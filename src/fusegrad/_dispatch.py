@@ -413,7 +413,7 @@ def sync_view(t) -> None:
     t._view_ver = t._vc[0]
     base = t._base
     if base._rg:
-        from .ops.shape import as_strided
+        from .ops.views import as_strided
 
         size, stride, offset = _geometry(t)
         t._output_nr = 0
@@ -729,7 +729,7 @@ def _move_retained(t, old, old_nr) -> None:
 def _record_inplace_on_view(op, args, view, bump=False):
     """An in-place op on a view: the base's history becomes CopySlices around the op's node,
     and the view's history becomes an as_strided view of the new base (as in PyTorch)."""
-    from .ops.shape import as_strided
+    from .ops.views import as_strided
 
     base = view._base
     fn = _new_node(op, args, view)

@@ -160,7 +160,7 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         """Strides in elements, as PyTorch reports them."""
-        from .ops.shape import elem_strides
+        from .ops.views import elem_strides
 
         st = elem_strides(self._data)
         if dim is None:
@@ -171,7 +171,7 @@ class Tensor:
 
     def storage_offset(self) -> int:
         """Offset of the first element in the underlying storage, in elements."""
-        from .ops.shape import storage_offset
+        from .ops.views import storage_offset
 
         base = self._base
         if base is None or base._data is None:

@@ -26,8 +26,8 @@ from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
 from ..ops.decompositions import check_square_float
-from ..ops.reduction import _named_tuple
-from ..ops.shape import unsafe_view as _unsafe_view_op
+from ..ops.reductions import _named_tuple
+from ..ops.views import unsafe_view as _unsafe_view_op
 from .linear_algebra import tensordot
 from .pointwise import where
 from .reduction import return_types as _return_types

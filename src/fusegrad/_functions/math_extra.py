@@ -13,7 +13,7 @@ from ..ops import REGISTRY
 from ..ops import math_special as M
 from ..ops import scalar as SC
 from ..ops import special as SP
-from ..ops.reduction import _named_tuple
+from ..ops.reductions import _named_tuple
 from .pointwise import _unary
 from .reduction import return_types
 

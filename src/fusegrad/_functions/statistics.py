@@ -20,7 +20,7 @@ from .._tensor import Tensor
 from ..ops import scalar as SCL
 from ..ops import statistics as ST
 from ..ops._util import wrap_dim
-from ..ops.reduction import _named_tuple
+from ..ops.reductions import _named_tuple
 from .linear_algebra import mm
 from .reduction import return_types
 from .shape import narrow, select, view

@@ -298,7 +298,7 @@ def _rebase_dirty_view(node, args, view) -> None:
     """A Function modified a view in place: as for in-place ops, the base's history becomes
     CopySlices around the Function's node and the view becomes as_strided of the new base."""
     from .. import _dispatch
-    from ..ops.shape import as_strided
+    from ..ops.views import as_strided
 
     base = view._base
     pos = next(k for k, i in enumerate(node._tensor_pos) if args[i] is view)

@@ -306,7 +306,7 @@ class FunctionNode(Node):
 
 
 def _sum_to(g, shape):
-    from ..ops.shape import sum_to_shape
+    from ..ops.views import sum_to_shape
 
     return sum_to_shape(g, shape)
 
@@ -349,7 +349,7 @@ class CopySlices(Node):
         self._pos = 0
 
     def apply(self, grads: list) -> list:
-        from ..ops.shape import strided_transfer_fn
+        from ..ops.views import strided_transfer_fn
 
         g = grads[0]
         part = strided_transfer_fn(g, self._base_geom, self._view_geom)

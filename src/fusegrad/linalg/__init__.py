@@ -26,8 +26,8 @@ from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
 from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
-from ..ops.reduction import _named_tuple
-from ..ops.shape import cat as _cat_op
+from ..ops.joins import cat as _cat_op
+from ..ops.reductions import _named_tuple
 
 __all__ = [
     "LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",

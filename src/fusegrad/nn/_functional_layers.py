@@ -21,7 +21,7 @@ from ..ops import conv as CV
 from ..ops import layers as LY
 from ..ops import normalization as NL
 from ..ops import scalar as SC
-from ..ops.reduction import vector_norm
+from ..ops.norms import vector_norm
 
 
 def _pair(x, n: int = 2) -> list:

@@ -13,8 +13,8 @@ import numpy as np
 
 from ._onnx import clip, gelu_formula, onnx_op
 from ._util import F32, HALF, rand_array, unary_meta, unary_samples
-from .pointwise import _erf_ufunc
 from .registry import Sample, inplace_variant, register
+from .unary import _erf_ufunc
 
 _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

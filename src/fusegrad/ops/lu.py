@@ -98,7 +98,7 @@ def lu_backward(gl, gu, p, low, up):
     l1, l2, gl1, gl2 = low[..., :k, :], low[..., k:, :], gl[..., :k, :], gl[..., k:, :]
     phi = l1.mT.matmul(gl1).tril(-1) + (gu.matmul(up.mT) - l2.mT.matmul(gl2)).triu()
     x2 = call(st, up.mT, gl2, False, False, False)
-    from .shape import cat
+    from .joins import cat
 
     return p.matmul(call(cat, [square(phi, l1, up), x2], -2))
 
@@ -189,7 +189,7 @@ def _lu_unpack_meta(lu, piv, unpack_data=True, unpack_pivots=True):
 def _lu_unpack_derivative(grads, shape, unpack_data):
     """L and U are the strict lower and the upper part of LU: their gradients go back there
     (zero-padded where the factors are narrower than LU)."""
-    from .shape import cat
+    from .joins import cat
 
     _, gl, gu = grads
     if not unpack_data:

@@ -17,14 +17,9 @@ import numpy as np
 
 from .. import _dtype
 from ._util import Spec, rand_array, wrap_dim
+from .joins import _split_derivative, _split_sizes, _split_tensor_meta
 from .registry import Sample, register
-from .shape import (
-    _split_derivative,
-    _split_sizes,
-    _split_tensor_meta,
-    _transpose_kernel,
-    _transpose_meta,
-)
+from .views import _transpose_kernel, _transpose_meta
 
 
 def _call(op, *args):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import binary_kernel, binary_meta, rand_array
-from .pointwise import _add_kernel, _alpha_meta, _sub_meta
+from .arithmetic import _add_kernel, _alpha_meta, _sub_meta
 from .registry import Sample, register
 
 

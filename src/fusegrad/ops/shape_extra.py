@@ -7,7 +7,7 @@ import numpy as np
 
 from ._util import Spec, rand_array, wrap_dim
 from .registry import Sample, register
-from .shape import (
+from .views import (
     _squeeze_kernel,
     _squeeze_meta,
     _t_kernel,
@@ -29,7 +29,7 @@ def _squeeze_(name, node, dims_sample):
 
 
 squeeze_ = _squeeze_("squeeze_", "SqueezeBackward3", ())
-# `squeeze_.dim` lives in ops/shape.py (`squeeze_inplace`).
+# `squeeze_.dim` lives in ops/views.py (`squeeze_inplace`).
 squeeze_dims_ = _squeeze_("squeeze_.dims", "SqueezeBackward5", ((0, -1),))
 
 unsqueeze_ = register(

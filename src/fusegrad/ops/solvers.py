@@ -84,7 +84,7 @@ linalg_inv_ex = register(
 
 def _prod_others(s):
     """prod_{j != i} s_j along the last dim (no division, so zeros are fine)."""
-    from .shape import cat
+    from .joins import cat
 
     ones = s[..., :1] * 0 + 1
     left = call(cat, [ones, s[..., :-1]], -1).cumprod(-1)
@@ -605,7 +605,7 @@ def expm_np(a: np.ndarray) -> np.ndarray:
 
 
 def _mexp_derivative(g, a):
-    from .shape import cat
+    from .joins import cat
 
     n = a.shape[-1]
     at = a.mT

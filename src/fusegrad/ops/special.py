@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import binary_kernel, binary_meta, rand_array
-from .reduction import _norm_derivative, _norm_kernel, _norm_meta, _norm_samples
+from .norms import _norm_derivative, _norm_kernel, _norm_meta, _norm_samples
 from .registry import Sample, register
 
 

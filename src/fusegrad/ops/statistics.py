@@ -13,13 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from ._util import Spec, rand_array, wrap_dim
-from .reduction import (
-    _reduce_shape,
-    _sum_kernel,
-    _sum_meta,
-    expand_reduced,
-    select_backward_dim,
-)
+from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
 from .registry import Sample, inplace_variant, register
 
 

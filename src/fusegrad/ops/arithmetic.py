@@ -1,0 +1,384 @@
+"""Pointwise arithmetic: add, sub, rsub, mul, div, neg, reciprocal, pow, atan2,
+floor_divide, remainder, fmod, lerp, addcmul, addcdiv (and their in-place forms).
+
+Each derivative returns one entry per positional argument (None where there is no tensor or
+no gradient); dispatch reduces a broadcast gradient back to its input's shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from .._dispatch import plain
+from ._onnx import add_like
+from ._util import (
+    Spec,
+    as_dtype,
+    binary_kernel,
+    binary_meta,
+    binary_samples,
+    broadcast_shapes,
+    dtype_of,
+    float_np,
+    rand_array,
+    result_np,
+    shape_of,
+    unary_kernel,
+    unary_meta,
+    unary_samples,
+)
+from .registry import Sample, inplace_variant, register
+
+
+def _t(x) -> bool:
+    return isinstance(x, plain.Tensor)
+
+
+def needs(x) -> bool:
+    """True for a tensor that requires grad (its partner's value must then be saved)."""
+    return isinstance(x, plain.Tensor) and x._rg
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or (hasattr(x, "dtype") and dtype_of(x) is _dtype.bool_)
+
+
+def _check_sub(a, b) -> None:
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+
+
+def _add_kernel(ufunc):
+    base = binary_kernel(ufunc)
+
+    def kernel(a, b, alpha=1):
+        if ufunc is np.subtract:
+            _check_sub(a, b)
+        if alpha != 1:
+            b = b * alpha if b.__class__ is np.ndarray else b * alpha
+        return base(a, b)
+
+    return kernel
+
+
+def _alpha_meta(a, b, alpha=1):
+    return binary_meta()(a, b)
+
+
+def _sub_meta(a, b, alpha=1):
+    _check_sub(a, b)
+    return binary_meta()(a, b)
+
+
+add = register(
+    "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
+    derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
+    save=lambda out, a, b, alpha=1: (alpha,),
+    samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})",
+    tensor_args=(0, 1), onnx=add_like("Add"),
+    saved_names=("alpha",))
+sub = register(
+    "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
+    derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
+    save=lambda out, a, b, alpha=1: (alpha,),
+    samples=binary_samples(), lowering="({a} - {b})", tensor_args=(0, 1),
+    onnx=add_like("Sub"),
+    saved_names=("alpha",))
+rsub = register(
+    "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
+    meta=_sub_meta, node="RsubBackward1",
+    derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
+    save=lambda out, a, b, alpha=1: (alpha,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
+    onnx=add_like("Sub", swap=True))
+mul = register(
+    "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
+    derivative=lambda g, a, b: (g * b if b is not None else None,
+                                g * a if a is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
+    samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul",
+    saved_names=("self", "other"))
+div = register(
+    "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
+    meta=binary_meta(to_float=True), node="DivBackward0",
+    derivative=lambda g, a, b: (g / b, -g * a / (b * b) if _t(b) else None),
+    save=lambda out, a, b: (a if _t(b) else None, b),
+    samples=binary_samples(domain=(0.5, 2.0)), lowering="({a} / {b})",
+    tensor_args=(0, 1), onnx="Div",
+    saved_names=("self", "other"))
+neg = register(
+    "neg", kernel=np.negative, meta=unary_meta(to_float=False), node="NegBackward0",
+    derivative=lambda g: (-g,), samples=unary_samples(), lowering="(-{a})", onnx="Neg")
+reciprocal = register(
+    "reciprocal", kernel=unary_kernel(np.reciprocal), meta=unary_meta(), node="ReciprocalBackward0",
+    derivative=lambda g, out: (-g * out * out,), save=lambda out, a: (out,),
+    samples=unary_samples(domain=(0.5, 2.0)), lowering="(1 / {a})", onnx="Reciprocal",
+    saved_names=("result",))
+
+
+_NEG_INT_POW = "Integers to negative integer powers are not allowed."
+
+
+def _int_power(a, e):
+    """Integer powers as PyTorch computes them: x ** -n is 0 unless |x| is 1."""
+    e = np.asarray(e)
+    if e.dtype.kind not in "iu" or not (e < 0).any():
+        return np.power(a, e)
+    pos = np.power(a, np.abs(e))
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 0, 1, -1), 0))
+    return np.where(e < 0, neg, pos).astype(np.result_type(a, e), copy=False)
+
+
+def _pow_ts_kernel(a, e):
+    dt = float_np(a.dtype) if isinstance(e, float) else a.dtype
+    if dt.kind in "iu" and isinstance(e, int) and e < 0:
+        raise RuntimeError(_NEG_INT_POW)
+    return binary_kernel(np.power)(a.astype(dt) if a.dtype is not dt else a, e)
+
+
+def _pow_ts_meta(a, e):
+    dt = _dtype.result_type(a, e)
+    if dt.category != _dtype.FLOAT and isinstance(e, int) and e < 0:
+        raise RuntimeError(_NEG_INT_POW)
+    return Spec(tuple(a.shape), dt)
+
+
+def _pow_ts_derivative(g, a, e):
+    if e == 0:
+        return (g * 0, None)
+    return (g * e * a.pow(e - 1), None)
+
+
+def _pow_onnx(b, inputs, args, kwargs, opset):
+    """Pow with a number as base or exponent (a constant of the result's dtype)."""
+    return b.emit("Pow", [b.operand(inputs[0], b.out_dtype), b.operand(inputs[1], b.out_dtype)])
+
+
+pow_scalar = register(
+    "pow.Tensor_Scalar", kernel=_pow_ts_kernel, meta=_pow_ts_meta, node="PowBackward0",
+    derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
+                             for s in ((3, 4), (), (0,)) for e in (2, 3, 0.5, -1.5, 0)],
+    onnx=_pow_onnx,
+    saved_names=("self", "exponent"))
+pow_tensor = register(
+    "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),
+    node="PowBackward1",
+    derivative=lambda g, a, b, out: (g * b * a.pow(b - 1), g * out * a.log()),
+    save=lambda out, a, b: (a, b, out),
+    samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
+pow_scalar_base = register(
+    "pow.Scalar", kernel=lambda s, e: binary_kernel(np.power)(s, e), meta=binary_meta(),
+    node="PowBackward2",
+    derivative=lambda g, s, out: (None, g * out * float(np.log(s))),
+    save=lambda out, s, e: (s, out),
+    samples=lambda rng, dt: [Sample((2.0, rand_array(rng, (3, 4), dt)))], onnx=_pow_onnx)
+
+# ---------------------------------------------------------------- in-place forms
+
+add_ = inplace_variant(add, "add_.Tensor")
+sub_ = inplace_variant(sub, "sub_.Tensor")
+mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True)
+div_ = inplace_variant(div, "div_.Tensor", saves_self=True)
+
+# ---------------------------------------------------------------- more binary ops
+
+
+def _binary_samples_nonzero(domain=(0.5, 2.0), scalars=(1.5,)):
+    """Binary samples whose second operand stays away from zero (with random signs)."""
+
+    def samples(rng, dtype):
+        out = binary_samples(domain, scalars)(rng, dtype)
+        for s in out:
+            if isinstance(s.args[0], np.ndarray) and s.args[0].size:
+                s.args[0][...] *= np.where(rng.random(s.args[0].shape) > 0.5, 3, -3)
+            if isinstance(s.args[1], np.ndarray) and s.args[1].size:
+                s.args[1][...] *= np.where(rng.random(s.args[1].shape) > 0.5, 1, -1)
+        return out
+
+    return samples
+
+
+def _atan2_derivative(g, a, b):
+    den = a * a + b * b
+    return (g * b / den, -g * a / den)
+
+
+atan2 = register(
+    "atan2", kernel=binary_kernel(np.arctan2, to_float=True), meta=binary_meta(to_float=True),
+    node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
+    samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1))
+atan2_ = inplace_variant(atan2, "atan2_", saves_self=True)
+
+
+def _not_implemented(aten: str):
+    def derivative(g, *rest):
+        raise RuntimeError(f"derivative for aten::{aten} is not implemented")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+def _floor_divide(a, b):
+    dt = result_np(a, b)
+    if dt.kind in "iu":
+        if np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return np.floor_divide(as_dtype(a, dt), as_dtype(b, dt))
+    return binary_kernel(np.floor_divide)(a, b)
+
+
+floor_divide = register(
+    "floor_divide", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    derivative=_not_implemented("floor_divide"), gradcheck=False,
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1))
+floor_divide_scalar = register(
+    "floor_divide.Scalar", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
+                             for c in (1.5, -2, 2)])
+floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
+                                derivative=_not_implemented("floor_divide_"))
+
+
+def _remainder(ufunc):
+    def kernel(a, b):
+        dt = result_np(a, b)
+        if dt.kind in "iu" and np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return binary_kernel(ufunc)(a, b)
+
+    return kernel
+
+
+def _scalar_samples(rng, dt):
+    return [Sample((rand_array(rng, s, dt, (-4, 4)), c), name=f"{s} {c}")
+            for s in ((3, 4), (), (0,)) for c in (1.5, -2.0)]
+
+
+remainder = register(
+    "remainder.Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="RemainderBackward1",
+    derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder")
+remainder_scalar = register(
+    "remainder.Scalar", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="RemainderBackward0", derivative=lambda g: (g, None), samples=_scalar_samples,
+    public="remainder")
+remainder_rscalar = register(
+    "remainder.Scalar_Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    node="NotImplemented", derivative=_not_implemented("remainder"), gradcheck=False,
+    samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
+    public="remainder")
+fmod = register(
+    "fmod.Tensor", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward1",
+    derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
+    save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod")
+fmod_scalar = register(
+    "fmod.Scalar", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward0",
+    derivative=lambda g: (g, None), samples=_scalar_samples, public="fmod")
+remainder_ = inplace_variant(remainder, "remainder_.Tensor", saves_self=True)
+remainder_scalar_ = inplace_variant(remainder_scalar, "remainder_.Scalar")
+fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)
+fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar")
+
+
+def _lerp_kernel(a, end, w):
+    dt = result_np(a, end)
+    a = as_dtype(a, dt)
+    end = as_dtype(end, dt)
+    w = as_dtype(w, dt)
+    return np.where(np.abs(w) < 0.5, a + w * (end - a), end - (end - a) * (1 - w)).astype(
+        dt, copy=False)
+
+
+def _lerp_meta(a, end, w):
+    shapes = [shape_of(a), shape_of(end)] + ([shape_of(w)] if hasattr(w, "shape") else [])
+    return Spec(broadcast_shapes(*shapes), _dtype.result_type(a, end))
+
+
+lerp = register(
+    "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
+    derivative=lambda g, w: (g * (1 - w), g * w, None), save=lambda out, a, e, w: (w,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
+                             for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
+                             for w in (0.3, 0.8)], public="lerp")
+lerp_tensor = register(
+    "lerp.Tensor", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward1",
+    derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
+    save=lambda out, a, e, w: (a, e, w), public="lerp",
+    samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
+                                     rand_array(rng, c, dt, (0, 1))))
+                             for a, b, c in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)),
+                                             ((), (), ()))])
+lerp_ = inplace_variant(lerp, "lerp_.Scalar")
+lerp_tensor_ = inplace_variant(lerp_tensor, "lerp_.Tensor", saves_self=True)
+
+
+def _addc_kernel(ufunc):
+    def kernel(a, t1, t2, value=1):
+        dt = result_np(a, t1, t2)
+        if ufunc is np.true_divide and dt.kind in "biu":
+            raise RuntimeError(
+                "Integer division with addcdiv is no longer supported, and in a future release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+                "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+        a, t1, t2 = (as_dtype(x, dt) for x in (a, t1, t2))
+        return (a + value * ufunc(t1, t2)).astype(dt, copy=False)
+
+    return kernel
+
+
+def _wants_grad(x) -> bool:
+    """Whether backward will ask for `x`'s gradient (numbers never)."""
+    return getattr(x, "requires_grad", False)
+
+
+def _addc_meta(a, t1, t2, value=1):
+    return Spec(broadcast_shapes(shape_of(a), shape_of(t1), shape_of(t2)),
+                _dtype.result_type(a, t1, t2))
+
+
+def _addc_samples(domain):
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
+                        rand_array(rng, c, dt, domain), v), name=f"{a},{b},{c} {v}")
+                for (a, b, c), v in ((((3, 4), (3, 4), (3, 4)), 1), (((3, 4), (4,), (3, 1)), 0.5),
+                                     (((), (), ()), -2), (((0, 2), (2,), ()), 1))]
+
+    return samples
+
+
+addcmul = register(
+    "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
+    derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
+                                     g * t1 * v if t1 is not None else None, None),
+    # Each factor is saved only for the other's gradient: an operand nobody differentiates
+    # may change afterwards (as in PyTorch).
+    save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
+                                          t2 if _wants_grad(t1) else None, value),
+    samples=_addc_samples(None))
+addcdiv = register(
+    "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
+    derivative=lambda g, t1, t2, v: (g, g * v / t2 if t2 is not None else None,
+                                     -g * v * t1 / (t2 * t2) if t1 is not None else None, None),
+    save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
+                                          t2 if _wants_grad(t1) or _wants_grad(t2) else None,
+                                          value),
+    samples=_addc_samples((0.5, 2.0)))
+addcmul_ = inplace_variant(addcmul, "addcmul_")
+addcdiv_ = inplace_variant(addcdiv, "addcdiv_")

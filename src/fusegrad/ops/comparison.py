@@ -1,0 +1,331 @@
+"""Pointwise comparisons and selection: eq/ne/lt/le/gt/ge, where, maximum, minimum,
+clamp, logical and bitwise ops.
+
+Each derivative returns one entry per positional argument (None where there is no tensor or
+no gradient); dispatch reduces a broadcast gradient back to its input's shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._onnx import boolean, clip, compare
+from ._util import (
+    Spec,
+    as_dtype,
+    binary_kernel,
+    binary_meta,
+    binary_samples,
+    broadcast_shapes,
+    dtype_of,
+    rand_array,
+    result_np,
+    shape_of,
+    unary_samples,
+)
+from .arithmetic import (
+    _t,
+)
+from .registry import Sample, inplace_variant, register
+
+# ---------------------------------------------------------------- comparisons
+
+
+def _compare(name, ufunc, onnx: str, negate: bool = False):
+    return register(name, kernel=binary_kernel(ufunc, compare=True),
+                    meta=binary_meta(out_bool=True), differentiable=False,
+                    samples=binary_samples(), onnx=compare(onnx, negate),
+                    public=name.split(".")[0])
+
+
+eq = _compare("eq.Tensor", np.equal, "Equal")
+ne = _compare("ne.Tensor", np.not_equal, "Equal", negate=True)
+lt = _compare("lt.Tensor", np.less, "Less")
+le = _compare("le.Tensor", np.less_equal, "LessOrEqual")
+gt = _compare("gt.Tensor", np.greater, "Greater")
+ge = _compare("ge.Tensor", np.greater_equal, "GreaterOrEqual")
+
+
+def _compare_inplace(op, scalar: bool):
+    """`x.eq_(2)` / `x.eq_(y)`: the result (0 or 1) in self's dtype; the gradient is zero."""
+    name = op.name.split(".")[0]
+    node = name.capitalize() + ("Backward0" if scalar else "Backward1")
+    base = op.samples
+
+    def samples(rng, dtype):
+        return [s for s in base(rng, dtype) if isinstance(s.args[1], float) == scalar
+                and np.shape(s.args[0]) == np.broadcast_shapes(*map(np.shape, s.args[:2]))]
+
+    return inplace_variant(op, f"{name}_.{'Scalar' if scalar else 'Tensor'}", node=node,
+                           differentiable=True, derivative=lambda g: (g * 0, g * 0),
+                           zero_grad=True, samples=samples, public=name + "_",
+                           tensor_args=() if scalar else (0, 1))
+
+
+COMPARE_INPLACE = {op.name.split(".")[0] + "_": (_compare_inplace(op, True),
+                                                 _compare_inplace(op, False))
+                   for op in (eq, ne, lt, le, gt, ge)}
+
+# ---------------------------------------------------------------- where, maximum, clamp
+
+
+def _where_kernel(cond, a, b):
+    if cond.dtype != np.bool_:
+        _where_meta(cond, a, b)
+    return np.where(cond, a, b).astype(result_np(a, b), copy=False)
+
+
+def _where_meta(cond, a, b):
+    if hasattr(cond, "dtype") and dtype_of(cond) is not _dtype.bool_:
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{dtype_of(cond).legacy}")
+    shape = broadcast_shapes(shape_of(cond), shape_of(a), shape_of(b))
+    return Spec(shape, _dtype.result_type(a, b))
+
+
+def _where_derivative(g, cond, a, b):
+    zero = g.new_zeros(())
+    return (None, g.where(cond, zero) if _t(a) else None,
+            zero.where(cond, g) if _t(b) else None)
+
+
+def _where_samples(rng, dtype):
+    out = []
+    for c, a, b in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)), ((), (2,), ())):
+        out.append(Sample((np.asarray(rng.random(c) > 0.5), rand_array(rng, a, dtype),
+                           rand_array(rng, b, dtype)), name=f"{c},{a},{b}"))
+    out.append(Sample((rng.random((3, 4)) > 0.5, rand_array(rng, (3, 4), dtype), 0.0),
+                      name="scalar other"))
+    return out
+
+
+def _where_onnx(b, inputs, args, kwargs, opset):
+    """Where(cond, a, b) with both branches in the result's dtype."""
+    cond = b.cast(inputs[0], np.bool_)
+    return b.emit("Where", [cond, b.operand(inputs[1], b.out_dtype),
+                            b.operand(inputs[2], b.out_dtype)])
+
+
+where = register(
+    "where.self", kernel=_where_kernel, meta=_where_meta, node="WhereBackward0",
+    derivative=_where_derivative, save=lambda out, c, a, b: (c, a, b), nondiff_args=(0,),
+    samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx)
+
+
+def _maximum_derivative(g, a, b):
+    # Ties split the gradient in half, as PyTorch does.
+    mask_a = (a > b) + (a == b) * 0.5
+    return (g * mask_a, g * (1 - mask_a))
+
+
+maximum = register(
+    "maximum", kernel=binary_kernel(np.maximum), meta=binary_meta(), node="MaximumBackward0",
+    derivative=_maximum_derivative, save=lambda out, a, b: (a, b),
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max",
+    saved_names=("self", "other"))
+
+
+def _bounds(lo, hi) -> list:
+    if lo is None and hi is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return [v for v in (lo, hi) if v is not None]
+
+
+def _clamp_kernel(a, lo=None, hi=None):
+    dt = result_np(a, *_bounds(lo, hi))
+    out = a if a.dtype is dt else a.astype(dt)
+    if lo is not None:
+        out = np.maximum(out, as_dtype(lo, dt))
+    if hi is not None:
+        out = np.minimum(out, as_dtype(hi, dt))
+    return a.copy() if out is a else out
+
+
+def _clamp_meta(a, lo=None, hi=None):
+    dt = _dtype.result_type(a, *_bounds(lo, hi))
+    return Spec(tuple(a.shape), dt)
+
+
+def _clamp_scalar_derivative(g, a, lo, hi):
+    mask = None
+    if lo is not None:
+        mask = a >= lo
+    if hi is not None:
+        mask = (a <= hi) if mask is None else mask * (a <= hi)
+    return (g * mask, None, None)
+
+
+clamp = register(
+    "clamp", kernel=_clamp_kernel, meta=_clamp_meta, node="ClampBackward1",
+    derivative=_clamp_scalar_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), lo, hi), name=f"{lo},{hi}")
+                             for s in ((3, 4), ()) for lo, hi in ((-0.5, 0.5), (0.0, None),
+                                                                   (None, 1.0))],
+    onnx=lambda b, inputs, args, kwargs, opset: clip(b, inputs[0], *args[1:3]),
+    saved_names=("self", "min", "max"))
+
+
+def _clamp_t_kernel(a, lo=None, hi=None):
+    dt = result_np(a, *_bounds(lo, hi))
+    out = a
+    if lo is not None:
+        out = np.maximum(out, lo)
+    if hi is not None:
+        out = np.minimum(out, hi)
+    return out.astype(dt, copy=False)
+
+
+def _clamp_t_meta(a, lo=None, hi=None):
+    spec = _clamp_meta(a, lo, hi)
+    spec.shape = broadcast_shapes(*[shape_of(v) for v in (a, lo, hi) if v is not None])
+    return spec
+
+
+def _clamp_t_derivative(g, a, lo, hi):
+    # With lo > hi the result is hi: the gradient goes to `hi`, as in PyTorch.
+    zero = g.new_zeros(())
+    keep = None
+    if lo is not None:
+        keep = a >= lo
+    if hi is not None:
+        keep = (a <= hi) if keep is None else keep * (a <= hi)
+    g_lo = g_hi = None
+    if _t(lo):
+        below = a < lo
+        g_lo = g.where(below * (lo < hi) if hi is not None else below, zero)
+    if _t(hi):
+        above = a > hi
+        g_hi = g.where(((above + (hi < lo)) > 0) if lo is not None else above, zero)
+    return (g.where(keep, zero), g_lo, g_hi)
+
+
+def _clamp_t_onnx(b, inputs, args, kwargs, opset):
+    """Max with the lower bound, then Min with the upper (Clip takes scalars only)."""
+    out = b.cast(inputs[0], b.out_dtype)
+    for op_type, bound in (("Max", inputs[1]), ("Min", inputs[2] if len(inputs) > 2 else None)):
+        if bound is not None:
+            out = b.emit(op_type, [out, b.operand(bound, b.out_dtype)])
+    return out
+
+
+clamp_tensor = register(
+    "clamp.Tensor", kernel=_clamp_t_kernel, meta=_clamp_t_meta, node="ClampBackward0",
+    derivative=_clamp_t_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt) - 1,
+                                     rand_array(rng, (3, 1), dt) + 1))],
+    public="clamp", onnx=_clamp_t_onnx)
+
+
+def _minimum_derivative(g, a, b):
+    mask_a = (a < b) + (a == b) * 0.5
+    return (g * mask_a, g * (1 - mask_a))
+
+
+minimum = register(
+    "minimum", kernel=binary_kernel(np.minimum), meta=binary_meta(), node="MinimumBackward0",
+    derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min")
+
+# ---------------------------------------------------------------- logical and bitwise
+
+
+def _bool_samples(rng, dtype):
+    out = []
+    for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2,)), ((0,), ())):
+        out.append(Sample((rand_array(rng, a, dtype), rand_array(rng, b, dtype)),
+                          name=f"{a}x{b}"))
+    out.append(Sample((rng.random((3,)) > 0.5, rng.integers(-2, 3, (3,))), name="bool,int"))
+    return out
+
+
+def _logical(name, ufunc, onnx=None):
+    op = register(name, kernel=lambda a, b: ufunc(a, b), meta=binary_meta(out_bool=True),
+                  differentiable=False, samples=_bool_samples, onnx=onnx)
+    inplace_variant(op, name + "_", differentiable=False)
+    return op
+
+
+logical_and = _logical("logical_and", np.logical_and, boolean("And"))
+logical_or = _logical("logical_or", np.logical_or, boolean("Or"))
+logical_xor = _logical("logical_xor", np.logical_xor, boolean("Xor"))
+logical_not = register(
+    "logical_not", kernel=np.logical_not, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
+    differentiable=False, samples=unary_samples(), onnx=boolean("Not"))
+logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False)
+
+
+def _bitwise_check(dt) -> None:
+    if dt.kind not in "biu":
+        name = _dtype.FROM_NP[dt].legacy if dt in _dtype.FROM_NP else str(dt)
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{name}'")
+
+
+def _bitwise_kernel(ufunc, fname):
+    def kernel(a, b):
+        dt = result_np(a, b)
+        if dt.kind not in "biu":
+            name = _dtype.FROM_NP[dt].legacy
+            raise NotImplementedError(f"\"{fname}_cpu\" not implemented for '{name}'")
+        return ufunc(as_dtype(a, dt), as_dtype(b, dt))
+
+    return kernel
+
+
+def _bitwise_meta(fname):
+    def meta(a, b):
+        spec = binary_meta()(a, b)
+        if spec.dtype.category == _dtype.FLOAT:
+            raise NotImplementedError(
+                f"\"{fname}_cpu\" not implemented for '{spec.dtype.legacy}'")
+        return spec
+
+    return meta
+
+
+def _int_samples(rng, dtype):
+    i64 = np.dtype(np.int64)
+    out = []
+    for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2,)), ((0,), ())):
+        out.append(Sample((rng.integers(-8, 9, a).astype(i64), rng.integers(-8, 9, b)),
+                          name=f"{a}x{b}"))
+    out.append(Sample((rng.random((3,)) > 0.5, rng.random((3,)) > 0.5), name="bool"))
+    return out
+
+
+def _bitwise(name, ufunc):
+    fname = name.split(".")[0]
+    op = register(name, kernel=_bitwise_kernel(ufunc, fname), meta=_bitwise_meta(fname),
+                  differentiable=False, samples=_int_samples, public=fname)
+    scalar = register(name.replace("Tensor", "Scalar"), kernel=_bitwise_kernel(ufunc, fname),
+                      meta=_bitwise_meta(fname), differentiable=False, public=fname,
+                      samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 5))])
+    inplace_variant(op, fname + "_.Tensor", differentiable=False)
+    return op, scalar
+
+
+bitwise_and, bitwise_and_scalar = _bitwise("bitwise_and.Tensor", np.bitwise_and)
+bitwise_or, bitwise_or_scalar = _bitwise("bitwise_or.Tensor", np.bitwise_or)
+bitwise_xor, bitwise_xor_scalar = _bitwise("bitwise_xor.Tensor", np.bitwise_xor)
+
+
+def _bitwise_not_kernel(a):
+    _bitwise_check(a.dtype)
+    return np.invert(a)
+
+
+def _bitwise_not_meta(a):
+    if a.dtype.category == _dtype.FLOAT:
+        raise NotImplementedError(
+            f"\"bitwise_not_cpu\" not implemented for '{a.dtype.legacy}'")
+    return Spec(tuple(a.shape), a.dtype)
+
+
+bitwise_not = register(
+    "bitwise_not", kernel=_bitwise_not_kernel, meta=_bitwise_not_meta, differentiable=False,
+    samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
+                             Sample((rng.random((5,)) > 0.5,))])
+bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)
+clamp_ = inplace_variant(clamp, "clamp_", saves_self=True)
+clamp_tensor_ = inplace_variant(clamp_tensor, "clamp_.Tensor", saves_self=True)

@@ -1,0 +1,311 @@
+"""Joining, splitting and repeating: cat, stack, unbind, split, split_with_sizes, repeat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._onnx import norm_dim
+from ._util import (
+    Spec,
+    rand_array,
+    result_np,
+    size_str,
+    wrap_dim,
+)
+from .registry import Sample, register
+from .views import (
+    _select_meta,
+    _slice_meta,
+)
+
+
+def _cat_meta(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    live = [t for t in tensors if not (len(t.shape) == 1 and t.shape[0] == 0)]
+    if not live:
+        return Spec((0,), _dtype.result_type(*tensors))
+    ref = live[0]
+    n = len(ref.shape)
+    if n == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = wrap_dim(dim, n)
+    total = 0
+    for k, t in enumerate(tensors):
+        if len(t.shape) == 1 and t.shape[0] == 0:
+            continue
+        if len(t.shape) != n:
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {n} and {len(t.shape)}")
+        for i in range(n):
+            if i != d and t.shape[i] != ref.shape[i]:
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{ref.shape[i]} but got size {t.shape[i]} for tensor number {k} in the "
+                    "list.")
+        total += t.shape[d]
+    shape = tuple(ref.shape[:d]) + (total,) + tuple(ref.shape[d + 1:])
+    return Spec(shape, _dtype.result_type(*[x for x in tensors]))
+
+
+def _cat_kernel(arrays, dim=0):
+    live = [a for a in arrays if not (a.ndim == 1 and a.shape[0] == 0)]
+    dt = result_np(*arrays) if arrays else None
+    if not live:
+        if not arrays:
+            raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        return np.zeros((0,), dtype=dt)
+    if live[0].ndim == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = wrap_dim(dim, live[0].ndim)
+    return np.concatenate([a.astype(dt, copy=False) for a in live], axis=d)
+
+
+def _cat_derivative(g, shapes, dim):
+    grads = []
+    start = 0
+    live = [s for s in shapes if not (len(s) == 1 and s[0] == 0)]
+    d = wrap_dim(dim, len(live[0])) if live else 0
+    for s in shapes:
+        if len(s) == 1 and s[0] == 0:
+            grads.append(g.new_zeros(s))
+            continue
+        grads.append(g.narrow(d, start, s[d]))
+        start += s[d]
+    return (grads, None)
+
+
+cat = register(
+    "cat", kernel=_cat_kernel, meta=_cat_meta, list_arg=True, node="CatBackward0",
+    derivative=_cat_derivative, save=lambda out, ts, dim=0: ([t.shape for t in ts], dim),
+    samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for s in ss], d)) for ss, d in (
+        (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
+        (((2, 3), (0,)), -1))],
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit(
+        "Concat", [b.cast(v, b.out_dtype) for v, t in zip(inputs[0], args[0])
+                   if t.dim() == b.out_rank],  # PyTorch skips 1-D empty tensors
+        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)),
+    saved_names=("", "dim"))
+
+def _unbind_kernel(a, dim=0):
+    if a.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, a.ndim)
+    return tuple(a[(slice(None),) * d + (i, Ellipsis)] for i in range(a.shape[d]))
+
+
+def _unbind_meta(a, dim=0):
+    if len(a.shape) == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, len(a.shape))
+    return [_select_meta(a, d, i) for i in range(a.shape[d])]
+
+
+def _unbind_derivative(grads, dim):
+    if not isinstance(grads, list):  # a single output
+        grads = [grads]
+    return (_cat_fn([g.unsqueeze(dim) for g in grads], dim), None)
+
+
+def _cat_fn(tensors, dim):
+    from .._dispatch import call
+
+    return call(cat, tensors, dim)
+
+
+unbind = register(
+    "unbind.int", kernel=_unbind_kernel, meta=_unbind_meta, view=True, node="UnbindBackward0",
+    derivative=_unbind_derivative, save=lambda out, a, dim=0: (dim,),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
+        ((3, 4), 0), ((3, 4), 1), ((2, 3, 2), -1), ((1,), 0))],
+    public="unbind", onnx=lambda b, inputs, args, kwargs, opset: [
+        b.squeeze(v, [norm_dim(args[1] if len(args) > 1 else 0, args[0].dim())])
+        for v in _split_onnx(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs, opset)])
+
+# ---------------------------------------------------------------- repeat, stack, split, flip
+
+
+def _call(op, *args):
+    from .._dispatch import call
+
+    return call(op, *args)
+
+
+def _repeat_check(shape, repeats):
+    if len(repeats) < len(shape):
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions "
+            "of tensor")
+    if any(r < 0 for r in repeats):
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{min(repeats)}: {size_str(repeats)}")
+
+
+def _repeat_kernel(a, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    _repeat_check(a.shape, repeats)
+    x = a.reshape((1,) * (len(repeats) - a.ndim) + a.shape)
+    return np.tile(x, repeats)
+
+
+def _repeat_meta(a, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    _repeat_check(tuple(a.shape), repeats)
+    shape = (1,) * (len(repeats) - len(a.shape)) + tuple(a.shape)
+    return Spec(tuple(s * r for s, r in zip(shape, repeats)), a.dtype)
+
+
+def _repeat_derivative(g, shape, repeats):
+    lead = len(repeats) - len(shape)
+    padded = (1,) * lead + tuple(shape)
+    # Split each dim into (repeat, size) and sum over the repeats.
+    split = []
+    for r, s in zip(repeats, padded):
+        split += [r, s]
+    g = g.reshape(split).sum(list(range(0, 2 * len(repeats), 2))) if len(repeats) else g
+    return (g.reshape(tuple(shape)), None)
+
+
+repeat = register(
+    "repeat", kernel=_repeat_kernel, meta=_repeat_meta, node="RepeatBackward0",
+    derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
+        ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))])
+
+
+def _stack_meta(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(tensors[0].shape)
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {size_str(shape)} at "
+                f"entry 0 and {size_str(tuple(t.shape))} at entry {i}")
+    d = wrap_dim(dim, len(shape) + 1)
+    return Spec(shape[:d] + (len(tensors),) + shape[d:], _dtype.result_type(*tensors))
+
+
+def _stack_kernel(arrays, dim=0):
+    if not arrays:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError("shapes differ")
+    d = wrap_dim(dim, arrays[0].ndim + 1)
+    dt = result_np(*arrays)
+    return np.stack([a.astype(dt, copy=False) for a in arrays], axis=d)
+
+
+stack = register(
+    "stack", kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),
+    save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
+    samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
+                             for s, n, d in (((2, 3), 2, 0), ((2, 3), 3, -1), ((), 2, 0),
+                                             ((4,), 1, 1), ((0, 2), 2, 1))],
+    onnx=lambda b, inputs, args, kwargs, opset: b.emit("Concat", [
+        b.unsqueeze(b.cast(v, b.out_dtype), [norm_dim(args[1] if len(args) > 1 else 0,
+                                                      b.out_rank)]) for v in inputs[0]],
+        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)))
+
+
+def _split_sizes(size, split_size):
+    if split_size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size="
+                           f"{split_size}")
+    if split_size == 0:
+        if size != 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {size}")
+        return [0]
+    n = max((size + split_size - 1) // split_size, 1)
+    return [min(split_size, size - i * split_size) for i in range(n)]
+
+
+def _split_with_sizes_kernel(a, sizes, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
+            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+    out = []
+    start = 0
+    for s in sizes:
+        out.append(a[(slice(None),) * d + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+def _split_with_sizes_meta(a, sizes, dim=0):
+    if len(a.shape) == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, len(a.shape))
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
+            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+    out = []
+    start = 0
+    for s in sizes:
+        out.append(_slice_meta(a, d, start, start + s, 1))
+        start += s
+    return out
+
+
+def _split_derivative(grads, shape, dim, sizes):
+    if not isinstance(grads, list):
+        grads = [grads]
+    d = wrap_dim(dim, len(shape))
+    return (_call(cat, list(grads), d), None, None)
+
+
+def _split_onnx(b, inputs, args, kwargs, opset):
+    """Split by sizes (split_with_sizes) or by one chunk size (split.Tensor, unbind)."""
+    d = norm_dim(args[2] if len(args) > 2 else 0, args[0].dim())
+    sizes = args[1]
+    if isinstance(sizes, int):
+        sizes = _split_sizes(args[0].shape[d], sizes)
+    sizes = [int(z) for z in sizes]
+    outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
+    return outs if isinstance(outs, list) else [outs]
+
+
+split_with_sizes = register(
+    "split_with_sizes", kernel=_split_with_sizes_kernel, meta=_split_with_sizes_meta,
+    view=True, node="SplitWithSizesBackward0", derivative=_split_derivative,
+    save=lambda out, a, sizes, dim=0: (a.shape, dim, sizes), public="split",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
+                             for s, z, d in (((3, 4), (1, 3), 1), ((5,), (2, 0, 3), 0),
+                                             ((4, 2), (4,), 0))],
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
+
+
+def _split_tensor_kernel(a, split_size, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    return _split_with_sizes_kernel(a, _split_sizes(a.shape[d], int(split_size)), d)
+
+
+def _split_tensor_meta(a, split_size, dim=0):
+    if len(a.shape) == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, len(a.shape))
+    return _split_with_sizes_meta(a, _split_sizes(a.shape[d], int(split_size)), d)
+
+
+split = register(
+    "split.Tensor", kernel=_split_tensor_kernel, meta=_split_tensor_meta, view=True,
+    node="SplitBackward0", derivative=_split_derivative,
+    save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size), public="split",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
+                             for s, z, d in (((3, 4), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0),
+                                             ((3, 4), 5, -1))],
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))

@@ -1,0 +1,572 @@
+"""Reductions (sum, mean, amax, amin, max/min, argmax/argmin, prod, all/any,
+count_nonzero), the softmax family, and the named-tuple return types.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from .. import _dtype
+from ._onnx import reduce as reduce_onnx
+from ._onnx import softmax as softmax_onnx
+from ._util import F32, HALF, Spec, rand_array, wrap_dim, wrap_dims
+from .registry import Sample, register
+
+_REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
+                  ((), 0), ((0, 3), 1), ((2, 0), 1), ((5,), 0)]
+
+
+def _axes(dims, ndim: int) -> tuple:
+    """Reduced axes, checked against `ndim` (a 0-d tensor accepts dim 0 and -1)."""
+    axes = wrap_dims(dims, ndim)
+    return axes if ndim else ()
+
+
+def _sum_dtype(dt: np.dtype, dtype) -> np.dtype:
+    if dtype is not None:
+        return dtype.np
+    # Integer and bool sums are int64 in PyTorch.
+    return np.dtype(np.int64) if dt.kind in "biu" else dt
+
+
+def _reduce_shape(shape, dims, keepdim) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+_F = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sum_all_kernel(a, dtype=None):
+    if dtype is None and (a.dtype is _F[0] or a.dtype is _F[1]):
+        return np.add.reduce(a, axis=None)
+    return _sum_kernel(a, None, False, dtype)
+
+
+def _sum_kernel(a, dims, keepdim=False, dtype=None):
+    dt = _sum_dtype(a.dtype, dtype)
+    axes = _axes(dims, a.ndim)
+    acc = F32 if dt in HALF else dt
+    return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
+
+
+def _sum_meta(a, dims=None, keepdim=False, dtype=None):
+    dt = dtype if dtype is not None else (
+        _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
+    axes = _axes(dims, len(a.shape))
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
+
+
+def expand_reduced(g, shape, dims, keepdim):
+    """Broadcast a reduction's gradient `g` back over the reduced `dims` of `shape`."""
+    if not keepdim and len(shape):
+        for d in sorted(wrap_dims(dims, len(shape))):
+            g = g.unsqueeze(d)
+    return g.expand(shape)
+
+
+def _reduce_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), d, k), name=f"{s} dim={d} keep={k}")
+            for s, d in _REDUCE_SHAPES for k in (False, True)]
+
+
+def _full_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype),), name=str(s))
+            for s in ((3, 4), (), (0,), (2, 3, 4))]
+
+
+sum_ = register(
+    "sum", kernel=_sum_all_kernel,
+    meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
+    derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
+    samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
+    saved_names=("self_sym_sizes",))
+sum_dim = register(
+    "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
+    derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
+    save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
+    samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
+    saved_names=("self_sym_sizes", "dim", "keepdim"))
+
+
+def _mean_check(a, dtype):
+    dt = dtype if dtype is not None else _dtype.FROM_NP[a.dtype] if hasattr(
+        a.dtype, "kind") else a.dtype
+    if dt.category != _dtype.FLOAT:
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {dt.legacy}")
+    return dt
+
+
+def _mean_kernel(a, dims=None, keepdim=False, dtype=None):
+    dt = _mean_check(a, dtype).np
+    axes = _axes(dims, a.ndim)
+    acc = F32 if dt in HALF else dt
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.mean(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
+
+
+def _mean_meta(a, dims=None, keepdim=False, dtype=None):
+    spec = _sum_meta(a, dims, keepdim, dtype)
+    spec.dtype = _mean_check(a, dtype)
+    return spec
+
+
+def _count(shape, dims) -> int:
+    n = 1
+    for d in wrap_dims(dims, len(shape)) if len(shape) else ():
+        n *= shape[d]
+    return n
+
+
+mean = register(
+    "mean", kernel=lambda a, dtype=None: _mean_kernel(a, None, False, dtype),
+    meta=lambda a, dtype=None: _mean_meta(a, None, False, dtype), node="MeanBackward0",
+    derivative=lambda g, shape: (g.expand(shape) / max(_count(shape, None), 1),),
+    save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
+    onnx=reduce_onnx("ReduceMean", full=True),
+    tolerance={"float32": 1e-5},
+    saved_names=("self_sym_sizes",))
+mean_dim = register(
+    "mean.dim", kernel=_mean_kernel, meta=_mean_meta, node="MeanBackward1",
+    derivative=lambda g, shape, dims, keepdim: (
+        expand_reduced(g, shape, dims, keepdim) / max(_count(shape, dims), 1),),
+    save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
+    samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
+    onnx=reduce_onnx("ReduceMean"), public="mean",
+    saved_names=("self_sym_sizes", "dim", "keepdim"))
+
+
+def _all_if_empty(dims):
+    return None if dims is None or (isinstance(dims, (tuple, list)) and not dims) else dims
+
+
+def _check_amax(shape, dims, axes, name="amax") -> None:
+    if _all_if_empty(dims) is None:
+        if 0 in shape:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
+        return
+    for d in axes:
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _amax_kernel(a, dims=(), keepdim=False):
+    axes = _axes(_all_if_empty(dims), a.ndim)
+    _check_amax(a.shape, dims, axes)
+    return np.amax(a, axis=axes, keepdims=keepdim)
+
+
+def _amax_meta(a, dims=(), keepdim=False):
+    axes = _axes(_all_if_empty(dims), len(a.shape))
+    _check_amax(tuple(a.shape), dims, axes)
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
+
+
+def _amax_derivative(g, a, out, dims, keepdim):
+    dims = _all_if_empty(dims)
+    mask = a == expand_reduced(out, a.shape, dims, keepdim)
+    count = mask.sum(dims if dims is not None else tuple(range(a.dim())), keepdim=True)
+    return (expand_reduced(g, a.shape, dims, keepdim) * mask / count, None, None)
+
+
+amax = register(
+    "amax", kernel=_amax_kernel, meta=_amax_meta, node="AmaxBackward0",
+    derivative=_amax_derivative, save=lambda out, a, dims=(), keepdim=False: (a, out, dims,
+                                                                               keepdim),
+    samples=lambda rng, dt: [Sample((s.args[0], s.args[1] if s.args[1] is not None else ()) +
+                                    s.args[2:], name=s.name)
+                             for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
+    onnx=reduce_onnx("ReduceMax"))
+
+# ---------------------------------------------------------------- softmax family
+
+
+def _softmax_kernel(a, dim, log=False):
+    if a.dtype.kind != "f" and a.dtype not in HALF:
+        name = "log_softmax" if log else "softmax"
+        raise RuntimeError(f'"{name}_lastdim_kernel_impl" not implemented for '
+                           f"'{_dtype.FROM_NP[a.dtype].legacy}'")
+    dt = a.dtype
+    x = a.astype(F32) if dt in HALF else a
+    if x.ndim == 0:
+        return (np.zeros_like(x) if log else np.ones_like(x)).astype(dt)
+    axis = wrap_dims(dim, x.ndim)[0]
+    shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
+    e = np.exp(shifted)
+    s = np.sum(e, axis=axis, keepdims=True)
+    out = shifted - np.log(s) if log else e / s
+    return out.astype(dt, copy=False)
+
+
+def _softmax_meta(a, dim, half_to_float=False):
+    if a.dtype.category != _dtype.FLOAT:
+        raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
+                           f"'{a.dtype.legacy}'")
+    wrap_dims(dim, len(a.shape))
+    return Spec(tuple(a.shape), a.dtype)
+
+
+def _softmax_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), d, False), name=f"{s} dim={d}")
+            for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0), ((0, 3), 1))]
+
+
+softmax = register(
+    "_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim),
+    meta=_softmax_meta, node="SoftmaxBackward0",
+    derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
+    save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
+    onnx=softmax_onnx("Softmax"), public="softmax",
+    saved_names=("result", "dim"))
+log_softmax = register(
+    "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
+    meta=_softmax_meta, node="LogSoftmaxBackward0",
+    derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
+    save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
+    onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
+    saved_names=("result", "dim"))
+
+# ---------------------------------------------------------------- named tuples
+
+
+def _named_tuple(name: str, fields=("values", "indices")):
+    """A `torch.return_types.<name>`-like named tuple class."""
+    cls = collections.namedtuple(name, fields)
+    cls.__module__ = "fusegrad.return_types"
+    cls.__repr__ = _return_type_repr
+    return cls
+
+
+def _return_type_repr(self) -> str:
+    parts = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
+    return f"torch.return_types.{type(self).__name__}(\n{parts})"
+
+
+RETURN_TYPES = {n: _named_tuple(n) for n in (
+    "max", "min", "median", "mode", "topk", "sort", "kthvalue", "cummax", "cummin",
+    "nanmedian", "aminmax")}
+RETURN_TYPES["aminmax"] = _named_tuple("aminmax", ("min", "max"))
+
+# ---------------------------------------------------------------- helpers
+
+
+def _dim1(dim, ndim: int) -> int:
+    """One reduced dim, wrapped (a 0-d tensor accepts 0 and -1)."""
+    return wrap_dim(dim, ndim)
+
+
+def _keep(x, axis, keepdim):
+    return x if keepdim else np.squeeze(x, axis)
+
+
+def _nonempty_dim(name, shape, d) -> None:
+    if len(shape) and shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _nonempty_all(name, shape) -> None:
+    if 0 in tuple(shape):
+        raise RuntimeError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+            "Specify the reduction dim with the 'dim' argument.")
+
+
+def select_backward_dim(g, shape, dim, indices, keepdim):
+    """Gradient of a value-selecting reduction: `g` put at `indices` along `dim`."""
+    if len(shape) == 0:
+        return g.reshape(())
+    if not keepdim:
+        g = g.unsqueeze(dim)
+        indices = indices.unsqueeze(dim)
+    return g.new_zeros(tuple(shape)).scatter(dim, indices, g)
+
+
+def _evenly(g, a, value):
+    """Gradient of max()/min()/median() over all elements: shared among the equal ones."""
+    mask = a == value
+    return g * mask / mask.sum()
+
+
+# ---------------------------------------------------------------- amin, max, min (all)
+
+
+def _amin_kernel(a, dims=(), keepdim=False):
+    axes = _axes(_all_if_empty(dims), a.ndim)
+    _check_amax(a.shape, dims, axes, "amin")
+    return np.amin(a, axis=axes, keepdims=keepdim)
+
+
+def _amin_meta(a, dims=(), keepdim=False):
+    axes = _axes(_all_if_empty(dims), len(a.shape))
+    _check_amax(tuple(a.shape), dims, axes, "amin")
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
+
+
+amin = register(
+    "amin", kernel=_amin_kernel, meta=_amin_meta, node="AminBackward0",
+    derivative=_amax_derivative, save=amax.save, samples=amax.samples,
+    onnx=reduce_onnx("ReduceMin"))
+
+
+def _max_all(fn, name):
+    def kernel(a):
+        _nonempty_all(name, a.shape)
+        return fn(a)
+
+    def meta(a):
+        _nonempty_all(name, a.shape)
+        return Spec((), a.dtype)
+
+    return kernel, meta
+
+
+def _all_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype),), name=str(s)) for s in ((3, 4), (), (5,))] + [
+        Sample((np.array([1.0, 2.0, 2.0, -1.0], dtype),), name="ties")]
+
+
+max_all = register(
+    "max", kernel=_max_all(np.max, "max")[0], meta=_max_all(np.max, "max")[1],
+    node="MaxBackward1", derivative=lambda g, a, out: (_evenly(g, a, out),),
+    save=lambda out, a: (a, out), samples=_all_samples)
+min_all = register(
+    "min", kernel=_max_all(np.min, "min")[0], meta=_max_all(np.min, "min")[1],
+    node="MinBackward1", derivative=lambda g, a, out: (_evenly(g, a, out),),
+    save=lambda out, a: (a, out), samples=_all_samples)
+
+# ---------------------------------------------------------------- max.dim, min.dim, argmax
+
+
+def _index_reduce(name, argfn):
+    def kernel(a, dim, keepdim=False):
+        if a.ndim == 0:
+            _dim1(dim, 0)
+            return a.copy(), np.zeros((), np.int64)
+        d = _dim1(dim, a.ndim)
+        _nonempty_dim(name, a.shape, d)
+        idx = np.expand_dims(argfn(a, axis=d), d)
+        vals = np.take_along_axis(a, idx, d)
+        return _keep(vals, d, keepdim), _keep(idx.astype(np.int64), d, keepdim)
+
+    def meta(a, dim, keepdim=False):
+        d = _dim1(dim, len(a.shape))
+        _nonempty_dim(name, tuple(a.shape), d)
+        shape = _reduce_shape(tuple(a.shape), (d,) if len(a.shape) else (), keepdim)
+        return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
+
+    return kernel, meta
+
+
+def _value_select_derivative(grads, shape, dim, idx, keepdim):
+    d = _dim1(dim, len(shape))
+    return (select_backward_dim(grads[0], shape, d, idx, keepdim), None, None)
+
+
+def _dim_samples(rng, dtype):
+    out = [Sample((rand_array(rng, s, dtype), d, k), name=f"{s} dim={d} keep={k}")
+           for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0), ((5,), 0))
+           for k in (False, True)]
+    return out
+
+
+def _save_indices(out, a, dim, keepdim=False):
+    return (a.shape, dim, out[1], keepdim)
+
+
+def _register_index_reduce(name, argfn, node):
+    kernel, meta = _index_reduce(name, argfn)
+    return register(f"{name}.dim", kernel=kernel, meta=meta, node=node,
+                    derivative=_value_select_derivative, save=_save_indices,
+                    samples=_dim_samples, public=name)
+
+
+max_dim = _register_index_reduce("max", np.argmax, "MaxBackward0")
+min_dim = _register_index_reduce("min", np.argmin, "MinBackward0")
+
+
+def _arg_kernel(name, fn):
+    def kernel(a, dim=None, keepdim=False):
+        if dim is None:
+            _nonempty_all(name, a.shape)
+            out = np.asarray(fn(a.reshape(-1)), np.int64)
+            return out.reshape((1,) * a.ndim) if keepdim else out
+        if a.ndim == 0:
+            _dim1(dim, 0)
+            return np.zeros((), np.int64)
+        d = _dim1(dim, a.ndim)
+        _nonempty_dim(name, a.shape, d)
+        out = fn(a, axis=d).astype(np.int64)
+        return np.expand_dims(out, d) if keepdim else out
+
+    def meta(a, dim=None, keepdim=False):
+        if dim is None:
+            _nonempty_all(name, tuple(a.shape))
+            return Spec((1,) * len(a.shape) if keepdim else (), _dtype.int64)
+        d = _dim1(dim, len(a.shape))
+        _nonempty_dim(name, tuple(a.shape), d)
+        axes = (d,) if len(a.shape) else ()
+        return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), _dtype.int64)
+
+    return kernel, meta
+
+
+def _arg_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), d, k), name=f"{s} dim={d} keep={k}")
+            for s, d in (((3, 4), None), ((3, 4), 1), ((2, 3, 4), -1), ((), None), ((), 0))
+            for k in (False, True)]
+
+
+argmax = register("argmax", kernel=_arg_kernel("argmax", np.argmax)[0],
+                  meta=_arg_kernel("argmax", np.argmax)[1], differentiable=False,
+                  samples=_arg_samples)
+argmin = register("argmin", kernel=_arg_kernel("argmin", np.argmin)[0],
+                  meta=_arg_kernel("argmin", np.argmin)[1], differentiable=False,
+                  samples=_arg_samples)
+
+# ---------------------------------------------------------------- prod
+
+
+def _prod_dtype(a, dtype):
+    return _sum_dtype(a.dtype, dtype)
+
+
+def _prod_all_kernel(a, dtype=None):
+    dt = _prod_dtype(a, dtype)
+    return np.asarray(np.prod(a, dtype=F32 if dt in HALF else dt)).astype(dt)
+
+
+def _prod_dim_kernel(a, dim, keepdim=False, dtype=None):
+    dt = _prod_dtype(a, dtype)
+    axes = _axes((dim,), a.ndim)
+    return np.prod(a, axis=axes, keepdims=keepdim, dtype=F32 if dt in HALF else dt).astype(
+        dt, copy=False)
+
+
+def _prod_meta(a, dim=None, keepdim=False, dtype=None):
+    return _sum_meta(a, None if dim is None else (dim,), keepdim, dtype)
+
+
+def _cat(tensors, d):
+    from .._dispatch import call
+    from .joins import cat
+
+    return call(cat, tensors, d)
+
+
+def prod_others(a, d):
+    """Product of the other elements along dim `d`, for each element (zeros allowed)."""
+    n = a.shape[d]
+    if n <= 1:
+        return a.new_ones(tuple(a.shape))
+    ones = a.new_ones(tuple(a.shape[:d]) + (1,) + tuple(a.shape[d + 1:]))
+    left = _cat([ones, a.narrow(d, 0, n - 1).cumprod(d)], d)
+    right = _cat([a.narrow(d, 1, n - 1).flip([d]).cumprod(d).flip([d]), ones], d)
+    return left * right
+
+
+def _prod_all_derivative(g, a):
+    if a.dim() == 0:
+        return (g, None)
+    flat = a.reshape(-1)
+    return (g * prod_others(flat, 0).reshape(tuple(a.shape)), None)
+
+
+def _prod_dim_derivative(g, a, dim, keepdim):
+    if a.dim() == 0:
+        return (g, None, None, None)
+    d = _dim1(dim, a.dim())
+    if not keepdim:
+        g = g.unsqueeze(d)
+    return (g * prod_others(a, d), None, None, None)
+
+
+prod = register(
+    "prod", kernel=_prod_all_kernel, meta=lambda a, dtype=None: _prod_meta(a, None, False, dtype),
+    node="ProdBackward0", derivative=_prod_all_derivative, save=lambda out, a, dtype=None: (a,),
+    samples=lambda rng, dt: _full_samples(rng, dt) + [
+        Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")])
+prod_dim = register(
+    "prod.dim_int", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
+    derivative=_prod_dim_derivative,
+    save=lambda out, a, dim, keepdim=False, dtype=None: (a, dim, keepdim),
+    samples=lambda rng, dt: _dim_samples(rng, dt) + [
+        Sample((np.array([[1.5, 0.0, 2.0], [0, 1, 0]], dt), 1, False), name="zeros")],
+    public="prod")
+
+
+# ---------------------------------------------------------------- all, any, count_nonzero
+
+
+def _logic_dtype(dt) -> np.dtype:
+    return np.dtype(np.uint8) if dt == np.uint8 else np.dtype(np.bool_)
+
+
+def _logic_kernel(fn):
+    def kernel(a, dims=None, keepdim=False):
+        axes = _axes(None if dims is None else dims, a.ndim)
+        return np.asarray(fn(a, axis=axes, keepdims=keepdim)).astype(_logic_dtype(a.dtype))
+
+    return kernel
+
+
+def _logic_meta(a, dims=None, keepdim=False):
+    axes = _axes(dims, len(a.shape))
+    dt = _dtype.uint8 if a.dtype is _dtype.uint8 else _dtype.bool_
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
+
+
+def _logic_samples(rng, dtype):
+    out = []
+    for s, d in (((3, 4), (1,)), ((3, 4), (0,)), ((2, 3, 4), (0, 2)), ((0, 3), (0,))):
+        x = (rng.random(s) > 0.3).astype(dtype)
+        out += [Sample((x, d, False)), Sample((x, d, True))]
+    return out
+
+
+def _logic_all_samples(rng, dtype):
+    return [Sample((np.asarray(rng.random(s) > p).astype(dtype),)) for s in ((3, 4), (), (0,))
+            for p in (0.0, 0.5)] + [Sample((np.arange(4) % 2 == 0,), name="bool")]
+
+
+for _fn, _name in ((np.all, "all"), (np.any, "any")):
+    register(_name, kernel=_logic_kernel(_fn), meta=_logic_meta, differentiable=False,
+             samples=_logic_all_samples)
+    register(f"{_name}.dim", kernel=lambda a, dim, keepdim=False, f=_fn: _logic_kernel(f)(
+                 a, (dim,), keepdim),
+             meta=lambda a, dim, keepdim=False: _logic_meta(a, (dim,), keepdim),
+             differentiable=False, public=_name,
+             samples=lambda rng, dt: [Sample((s.args[0], s.args[1][0], s.args[2]))
+                                      for s in _logic_samples(rng, dt)])
+    register(f"{_name}.dims", kernel=_logic_kernel(_fn), meta=_logic_meta,
+             differentiable=False, samples=_logic_samples, public=_name)
+
+
+def _count_nonzero_kernel(a, dims=None):
+    if isinstance(dims, int):
+        dims = (dims,)
+    axes = _axes(dims, a.ndim)
+    return np.asarray(np.count_nonzero(a, axis=axes)).astype(np.int64)
+
+
+def _count_nonzero_meta(a, dims=None):
+    if isinstance(dims, int):
+        dims = (dims,)
+    return Spec(_reduce_shape(tuple(a.shape), _axes(dims, len(a.shape)), False), _dtype.int64)
+
+
+count_nonzero = register(
+    "count_nonzero.dim_IntList", kernel=_count_nonzero_kernel, meta=_count_nonzero_meta,
+    differentiable=False, public="count_nonzero",
+    samples=lambda rng, dt: [Sample((s.args[0], s.args[1])) for s in _logic_samples(rng, dt)])
+count_nonzero_all = register(
+    "count_nonzero", kernel=_count_nonzero_kernel, meta=_count_nonzero_meta,
+    differentiable=False, samples=lambda rng, dt: [
+        Sample(((rng.random((3, 4)) > 0.5).astype(dt),)),
+        Sample(((rng.random((3, 4)) > 0.5).astype(dt), 1))])

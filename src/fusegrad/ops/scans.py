@@ -1,0 +1,106 @@
+"""Cumulative ops (scans): cumsum, cumprod, cummax, cummin."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._util import F32, HALF, Spec, rand_array
+from .reductions import (
+    _dim1,
+    _sum_dtype,
+)
+from .registry import Sample, inplace_variant, register
+
+# ---------------------------------------------------------------- cumulative
+
+
+def _cum_kernel(fn):
+    def kernel(a, dim, dtype=None):
+        dt = _sum_dtype(a.dtype, dtype)
+        if a.ndim == 0:
+            _dim1(dim, 0)
+            return a.astype(dt)
+        d = _dim1(dim, a.ndim)
+        return fn(a, axis=d, dtype=F32 if dt in HALF else dt).astype(dt, copy=False)
+
+    return kernel
+
+
+def _cum_meta(a, dim, dtype=None):
+    _dim1(dim, len(a.shape))
+    dt = dtype if dtype is not None else (
+        _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
+    return Spec(tuple(a.shape), dt)
+
+
+def _cum_samples(rng, dtype):
+    return [Sample((rand_array(rng, s, dtype), d), name=f"{s} {d}")
+            for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0), ((0, 3), 1))]
+
+
+def _rev_cumsum(x, d):
+    return x.flip([d]).cumsum(d).flip([d])
+
+
+cumsum = register(
+    "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta, node="CumsumBackward0",
+    derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
+    save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples)
+
+
+def _cumprod_derivative(g, a, out, dim):
+    # Inputs without zeros: sum over later positions of g * out, divided by the input.
+    if a.dim() == 0 or a.numel() == 0:
+        return (g, None)
+    return (_rev_cumsum(g * out, dim) / a, None)
+
+
+cumprod = register(
+    "cumprod", kernel=_cum_kernel(np.cumprod), meta=_cum_meta, node="CumprodBackward0",
+    derivative=_cumprod_derivative, save=lambda out, a, dim, dtype=None: (a, out, dim),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
+                             for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))])
+cumsum_ = inplace_variant(cumsum, "cumsum_")
+
+
+def _cumext_kernel(ufunc):
+    def kernel(a, dim):
+        if a.ndim == 0:
+            _dim1(dim, 0)
+            return a.copy(), np.zeros((), np.int64)
+        d = _dim1(dim, a.ndim)
+        vals = ufunc.accumulate(a, axis=d)
+        if a.shape[d] == 0:
+            return vals, np.zeros(a.shape, np.int64)
+        # The index of the last element equal to the running extreme so far.
+        hit = a == vals
+        if a.dtype.kind == "f":  # a NaN is the running extreme from where it appears
+            hit |= np.isnan(a)
+        pos = np.arange(a.shape[d]).reshape((-1,) + (1,) * (a.ndim - d - 1))
+        idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d)
+        return vals, idx.astype(np.int64)
+
+    return kernel
+
+
+def _cumext_meta(a, dim):
+    _dim1(dim, len(a.shape))
+    return [Spec(tuple(a.shape), a.dtype), Spec(tuple(a.shape), _dtype.int64)]
+
+
+def _cumext_derivative(grads, shape, dim, idx):
+    g = grads[0]
+    if len(shape) == 0:
+        return (g, None)
+    return (g.new_zeros(tuple(shape)).scatter_add(dim, idx, g), None)
+
+
+cummax = register(
+    "cummax", kernel=_cumext_kernel(np.maximum), meta=_cumext_meta, node="CummaxBackward0",
+    derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),
+    samples=_cum_samples)
+cummin = register(
+    "cummin", kernel=_cumext_kernel(np.minimum), meta=_cumext_meta, node="CumminBackward0",
+    derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),
+    samples=_cum_samples)

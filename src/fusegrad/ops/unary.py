@@ -1,0 +1,297 @@
+"""Pointwise unary math: exp/log families, trig and hyperbolic functions, sqrt, sigmoid,
+abs, relu, sign/sgn, erf, rounding, frac, nan_to_num, isnan/isinf/isfinite.
+
+Each derivative returns one entry per positional argument (None where there is no tensor or
+no gradient); dispatch reduces a broadcast gradient back to its input's shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtype
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    numpy_backward,
+    rand_array,
+    unary_kernel,
+    unary_meta,
+    unary_samples,
+    wrap_grad,
+)
+from .arithmetic import (
+    neg,
+    pow_scalar,
+    reciprocal,
+)
+from .registry import Sample, inplace_variant, register
+
+# ---------------------------------------------------------------- unary math
+
+
+def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, **kw):
+    return register(name, kernel=unary_kernel(ufunc, to_float=to_float),
+                    meta=unary_meta(to_float), node=node, derivative=derivative, save=save,
+                    samples=unary_samples(domain), domain=domain, **kw)
+
+
+exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * out,),
+             lambda out, a: (out,), lowering="exp({a})", onnx="Exp",
+    saved_names=("result",))
+log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / a,), lambda out, a: (a,),
+             domain=(0.1, 3.0), lowering="log({a})", onnx="Log",
+    saved_names=("self",))
+sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * a.cos(),), lambda out, a: (a,),
+             lowering="sin({a})", onnx="Sin")
+cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * a.sin(),),
+             lambda out, a: (a,), lowering="cos({a})", onnx="Cos")
+tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * (1 - out * out),),
+              lambda out, a: (out,), lowering="tanh({a})", onnx="Tanh",
+    saved_names=("result",))
+sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / (2 * out),),
+              lambda out, a: (out,), domain=(0.1, 3.0), lowering="sqrt({a})", onnx="Sqrt",
+    saved_names=("result",))
+
+
+def _sigmoid(a):
+    # Two branches keep exp from overflowing for large |a|.
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+
+
+sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
+                 lambda g, out: (g * out * (1 - out),), lambda out, a: (out,),
+                 lowering="(1 / (1 + exp(-{a})))", onnx="Sigmoid",
+    saved_names=("result",))
+abs_ = _unary("abs", np.abs, "AbsBackward0", lambda g, a: (g * a.sign(),),
+              lambda out, a: (a,), to_float=False, lowering="fabs({a})", onnx="Abs",
+    saved_names=("self",))
+
+
+def _relu_check(dt) -> None:
+    if dt == np.bool_ or dt is _dtype.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+
+
+def _relu_kernel(a):
+    _relu_check(a.dtype)
+    return np.maximum(a, 0).astype(a.dtype, copy=False)
+
+
+def _relu_meta(a):
+    _relu_check(a.dtype)
+    return unary_meta(to_float=False)(a)
+
+
+def _relu_derivative(g, out):
+    if numpy_backward(g, out):  # one mask and one multiply, no dispatch or bool->float copy
+        return (wrap_grad(np.multiply(g._data, out._data > 0)),)
+    return (g * (out > 0),)
+
+
+relu = register(
+    "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
+    derivative=_relu_derivative, save=lambda out, a: (out,),
+    samples=unary_samples(), lowering="fmax({a}, 0)", onnx="Relu",
+    saved_names=("result",))
+sign = register(
+    "sign", kernel=lambda a: np.sign(a).astype(a.dtype, copy=False),
+    meta=unary_meta(to_float=False), node="SignBackward0",
+    derivative=lambda g: (g * 0,), zero_grad=True, samples=unary_samples(), onnx="Sign")
+
+# ---------------------------------------------------------------- more unary math
+
+_LN2 = float(np.log(2.0))
+_LN10 = float(np.log(10.0))
+_TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
+
+try:  # SciPy's erf is exact to the last bit; without it, math.erf over the elements.
+    from scipy.special import erf as _erf_ufunc
+    from scipy.special import erfc as _erfc_ufunc
+except ImportError:  # pragma: no cover - depends on the environment
+    import math as _math
+
+    _erf_py = np.frompyfunc(_math.erf, 1, 1)
+    _erfc_py = np.frompyfunc(_math.erfc, 1, 1)
+
+    def _erf_ufunc(a):
+        return _erf_py(a).astype(a.dtype)
+
+    def _erfc_ufunc(a):
+        return _erfc_py(a).astype(a.dtype)
+
+
+def _no_inplace_derivative(name):
+    def derivative(g, *saved):
+        raise NotImplementedError(
+            f"the derivative for 'inplace version of {name}' is not implemented.")
+
+    derivative.not_implemented = True
+    return derivative
+
+
+def _from_out(fn):
+    return (lambda g, out: (fn(g, out),)), (lambda out, a: (out,))
+
+
+def _from_in(fn):
+    return (lambda g, a: (fn(g, a),)), (lambda out, a: (a,))
+
+
+def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=None, **kw):
+    derivative, save = _from_out(fn) if uses == "out" else _from_in(fn)
+    op = _unary(name, ufunc, node, derivative, save, domain=domain, **kw)
+    fields = {}
+    if inplace_node:  # PyTorch records the in-place form but cannot differentiate it
+        fields = dict(node=inplace_node, derivative=_no_inplace_derivative(name),
+                      gradcheck=False)
+    inplace_variant(op, name + "_", saves_self=uses == "in", **fields)
+    return op
+
+
+exp2 = _unary_entry("exp2", np.exp2, "Exp2Backward0", lambda g, out: g * out * _LN2, "out")
+expm1 = _unary_entry("expm1", np.expm1, "Expm1Backward0", lambda g, out: g * (out + 1), "out")
+log2 = _unary_entry("log2", np.log2, "Log2Backward0", lambda g, a: g / (a * _LN2),
+                    domain=(0.1, 3.0))
+log10 = _unary_entry("log10", np.log10, "Log10Backward0", lambda g, a: g / (a * _LN10),
+                     domain=(0.1, 3.0))
+log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 1),
+                     domain=(-0.5, 3.0))
+rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",
+                     lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0),
+                     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
+                         "Reciprocal", [b.emit("Sqrt", [b.cast(inputs[0], b.out_dtype)])]))
+tan = _unary_entry("tan", np.tan, "TanBackward0", lambda g, out: g * (1 + out * out), "out",
+                   domain=(-1.2, 1.2), onnx="Tan")
+asin = _unary_entry("asin", np.arcsin, "AsinBackward0", lambda g, a: g * (1 - a * a).rsqrt(),
+                    domain=(-0.9, 0.9), onnx="Asin")
+acos = _unary_entry("acos", np.arccos, "AcosBackward0", lambda g, a: -g * (1 - a * a).rsqrt(),
+                    domain=(-0.9, 0.9), onnx="Acos")
+atan = _unary_entry("atan", np.arctan, "AtanBackward0", lambda g, a: g / (a * a + 1), onnx="Atan")
+sinh = _unary_entry("sinh", np.sinh, "SinhBackward0", lambda g, a: g * a.cosh(), onnx="Sinh")
+cosh = _unary_entry("cosh", np.cosh, "CoshBackward0", lambda g, a: g * a.sinh(), onnx="Cosh")
+asinh = _unary_entry("asinh", np.arcsinh, "AsinhBackward0",
+                     lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1",
+                     onnx="Asinh")
+acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
+                     lambda g, a: g * (a * a - 1).rsqrt(), domain=(1.2, 3.0),
+                     inplace_node="AcoshBackward1", onnx="Acosh")
+atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
+                     domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
+erf = _unary_entry("erf", _erf_ufunc, "ErfBackward0",
+                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(), onnx="Erf")
+erfc = _unary_entry("erfc", _erfc_ufunc, "ErfcBackward0",
+                    lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
+# Existing entries get their in-place forms too.
+for _op in (exp, tanh, sigmoid, sqrt):
+    inplace_variant(_op, _op.name + "_")
+for _op in (log, sin, cos, abs_):
+    inplace_variant(_op, _op.name + "_", saves_self=True)
+neg_ = inplace_variant(neg, "neg_")
+pow_ = inplace_variant(pow_scalar, "pow_.Scalar", saves_self=True)
+reciprocal_ = inplace_variant(reciprocal, "reciprocal_")
+relu_ = inplace_variant(relu, "relu_")
+
+
+def _zero(g, *rest):
+    return (g * 0,) + (None,) * len(rest)
+
+
+def _rounding(name, ufunc, node, onnx=None):
+    def kernel(a):
+        if a.dtype.kind in "biu":
+            return a.copy()
+        return unary_kernel(ufunc, to_float=False)(a)
+
+    op = register(name, kernel=kernel, meta=unary_meta(to_float=False), node=node,
+                  derivative=_zero, zero_grad=True, samples=unary_samples(domain=(-3.0, 3.0)),
+                  onnx=onnx)
+    inplace_variant(op, name + "_")
+    return op
+
+
+floor = _rounding("floor", np.floor, "FloorBackward0", onnx="Floor")
+ceil = _rounding("ceil", np.ceil, "CeilBackward0", onnx="Ceil")
+round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both half to even
+trunc = _rounding("trunc", np.trunc, "TruncBackward0")
+sgn = register(
+    "sgn", kernel=sign.kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
+    derivative=_zero, zero_grad=True, samples=unary_samples())
+sign_ = inplace_variant(sign, "sign_")
+sgn_ = inplace_variant(sgn, "sgn_")
+
+
+def _round_decimals_kernel(a, decimals):
+    if a.dtype.kind in "biu":
+        return a.copy()
+    return np.round(a, decimals)
+
+
+round_decimals = register(
+    "round.decimals", kernel=_round_decimals_kernel,
+    meta=lambda a, decimals: Spec(tuple(a.shape), a.dtype), node="RoundBackward1",
+    derivative=lambda g: (g * 0, None), zero_grad=True, public="round",
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
+                             for s in ((3, 4), ()) for d in (1, 2, -1)])
+
+
+def _frac_kernel(a):
+    if a.dtype.kind in "biu":
+        raise NotImplementedError(
+            f"\"frac_cpu\" not implemented for '{_dtype.FROM_NP[a.dtype].legacy}'")
+    return a - np.trunc(a)
+
+
+frac = register(
+    "frac", kernel=_frac_kernel, meta=unary_meta(to_float=False), node="FracBackward0",
+    derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)))
+frac_ = inplace_variant(frac, "frac_")
+
+
+def _nan_to_num_kernel(a, nan=None, posinf=None, neginf=None):
+    if a.dtype.kind in "biu":
+        return a.copy()
+    info = np.finfo(F32 if a.dtype in HALF else a.dtype)
+    big = np.finfo(a.dtype) if a.dtype not in HALF else info
+    out = np.nan_to_num(a, nan=0.0 if nan is None else nan,
+                        posinf=big.max if posinf is None else posinf,
+                        neginf=big.min if neginf is None else neginf)
+    return out.astype(a.dtype, copy=False)
+
+
+def _nan_to_num_samples(rng, dtype):
+    x = rand_array(rng, (3, 4), dtype)
+    x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+    return [Sample((x,)), Sample((x.copy(), 1.5, 2.0, -3.0)), Sample((x[:0],)),
+            Sample((rand_array(rng, (), dtype),))]
+
+
+nan_to_num = register(
+    "nan_to_num", kernel=_nan_to_num_kernel,
+    meta=lambda a, *r: Spec(tuple(a.shape), a.dtype), node="NanToNumBackward0",
+    derivative=lambda g, a: (g * a.isfinite(), None, None, None),
+    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples)
+nan_to_num_ = inplace_variant(nan_to_num, "nan_to_num_", saves_self=True)
+
+
+def _predicate(name, ufunc):
+    def kernel(a):
+        if a.dtype.kind in "biu":
+            return np.zeros(a.shape, bool) if name != "isfinite" else np.ones(a.shape, bool)
+        return ufunc(a)
+
+    def samples(rng, dtype):
+        x = rand_array(rng, (3, 4), dtype)
+        x[0, 0], x[1, 1], x[2, 2] = np.nan, np.inf, -np.inf
+        return [Sample((x,)), Sample((rand_array(rng, (0, 2), dtype),)),
+                Sample((np.arange(4),), name="int")]
+
+    return register(name, kernel=kernel, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
+                    differentiable=False, samples=samples)
+
+
+isnan = _predicate("isnan", np.isnan)
+isinf = _predicate("isinf", np.isinf)
+isfinite = _predicate("isfinite", np.isfinite)
