@@ -74,21 +74,7 @@ class Tensor:
     @classmethod
     def _make(cls, data: np.ndarray, dtype=None):
         """Wrap an array (no copy) as a tensor that does not require grad."""
-        t = _new(cls)
-        t._data = data
-        t._dtype = dtype or _dtype.FROM_NP[data.dtype]
-        t._rg = False
-        t._grad_fn = None
-        t._grad = None
-        t._vc = [0]
-        t._base = None
-        t._view_ver = None
-        t._output_nr = 0
-        t._retains = False
-        t._hooks = None
-        t._grad_acc = None
-        t._post_acc_hooks = None
-        return t
+        return make_plain(data, dtype, cls)
 
     def _shallow_copy(self):
         """A new tensor object with the same data, version counter and history."""
@@ -578,10 +564,10 @@ class Tensor:
 _FROM_NP = _dtype.FROM_NP
 
 
-def make_plain(data: np.ndarray, dtype=None) -> Tensor:
-    """`Tensor._make` as a plain function: the hot paths (dispatch, the engine) build every
-    result with it, and calling a function skips binding the classmethod to its class."""
-    t = _new(Tensor)
+def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
+    """Wrap an array (no copy) as a `cls` tensor that does not require grad. The hot paths
+    (dispatch, the engine) call it directly: a function skips binding `Tensor._make`."""
+    t = _new(cls)
     t._data = data
     t._dtype = dtype or _FROM_NP[data.dtype]
     t._rg = False

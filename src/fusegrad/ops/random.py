@@ -124,12 +124,18 @@ def _integers(a, low: int, high: int, generator) -> np.ndarray:
     return rng(generator).integers(low, high, a.shape, dtype=np.int64, endpoint=False)
 
 
-def _random_default(a, generator=None):
+def _top(a) -> int:
+    """The largest value `random_()` draws for `a`'s dtype: the integers a float holds exactly
+    (bfloat16 keeps 8 mantissa bits), or an integer type's maximum."""
     dt = np.dtype(a.dtype)
     top = _RANDOM_TOP.get(dt)
-    if top is None:  # bfloat16 keeps 8 mantissa bits; integers: the type's maximum
+    if top is None:
         top = 2 ** 8 if dt.kind == "V" or dt.name == "bfloat16" else int(np.iinfo(dt).max)
-    return _integers(a, 0, top + 1, generator)
+    return top
+
+
+def _random_default(a, generator=None):
+    return _integers(a, 0, _top(a) + 1, generator)
 
 
 def _random_to(a, to, generator=None):
@@ -137,11 +143,7 @@ def _random_to(a, to, generator=None):
 
 
 def _random_from(a, low, to=None, generator=None):
-    if to is None:
-        dt = np.dtype(a.dtype)
-        to = _RANDOM_TOP.get(dt, None)
-        to = (int(np.iinfo(dt).max) if to is None else to) + 1
-    return _integers(a, int(low), int(to), generator)
+    return _integers(a, int(low), _top(a) + 1 if to is None else int(to), generator)
 
 
 def _multinomial_meta(a, num_samples, replacement=False, generator=None) -> Spec:
