@@ -176,8 +176,10 @@ def test_checkpoint_warnings():
             warnings.simplefilter("always")
             T.utils.checkpoint.checkpoint(lambda a: a * 2, x)
             T.utils.checkpoint.checkpoint(lambda a: a * 2, x.detach(), use_reentrant=True)
+            with T.no_grad():  # warned whatever the grad mode
+                T.utils.checkpoint.checkpoint(lambda a: a * 2, x.detach(), use_reentrant=True)
         msgs = [str(m.message).split(".")[0] for m in w]
-        assert msgs == ["torch", "None of the inputs have requires_grad=True"], msgs
+        assert msgs == ["torch"] + ["None of the inputs have requires_grad=True"] * 2, msgs
 
 
 @pytest.mark.parametrize("case", ["kwargs_reentrant", "seq_kwargs", "double_backward"])
@@ -192,3 +194,181 @@ def test_checkpoint_errors(case):
         y.sum().backward()
         return y.sum().backward()
     check(prog, randn(3), requires_grad=True, expect_error=True)
+
+
+# ---- a module's own parameters (reached inside the function, never passed as arguments) ----
+
+def _mlp(T, dropout=0.0):
+    """Linear-Tanh-(Dropout)-Linear-Tanh-Linear with the same weights under both libraries."""
+    rng = np.random.default_rng(3)
+    layers = [T.nn.Linear(5, 7), T.nn.Tanh(), T.nn.Dropout(dropout), T.nn.Linear(7, 6),
+              T.nn.Tanh(), T.nn.Linear(6, 2)]
+    model = T.nn.Sequential(*layers).double()
+    with T.no_grad():
+        for p in model.parameters():
+            p.copy_(T.tensor(rng.standard_normal(tuple(p.shape))))
+    return model
+
+
+def _run_model(T, model, x, mode):
+    """The loss and gradients (input, then parameters; None where there is none) of one
+    forward + backward through `model` in `mode`."""
+    ck = T.utils.checkpoint
+    if mode == "plain":
+        y = model(x)
+    elif mode == "omitted":
+        y = ck.checkpoint(model, x)
+    elif mode.startswith("seq"):
+        y = ck.checkpoint_sequential(model, 3, x, use_reentrant=mode == "seq_reentrant")
+    else:
+        y = ck.checkpoint(model, x, use_reentrant=mode == "reentrant")
+    loss = (y * y).sum()
+    loss.backward()
+    grads = [x.grad] + [p.grad for p in model.parameters()]
+    return loss.item(), [None if g is None else g.numpy().copy() for g in grads]
+
+
+MODES = ["reentrant", "non_reentrant", "omitted", "seq_reentrant", "seq_non_reentrant"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_module_parameters_get_gradients_as_in_torch(mode):
+    x_np = randn(4, 5)
+    out = {}
+    for T in (fg, torch):
+        for m in ("plain", mode):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x = T.tensor(x_np, requires_grad=True)
+                out[T.__name__, m] = _run_model(T, _mlp(T), x, m)
+    ref_loss, ref = out["torch", "plain"]
+    for key, (loss, grads) in out.items():
+        assert loss == pytest.approx(ref_loss, rel=1e-12), key
+        assert len(grads) == 7 and all(g is not None for g in grads), key
+        for a, b in zip(grads, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=str(key))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_input_without_grad_matches_torch(mode):
+    """Reentrant: the output has no history (torch warns), so a checkpointed segment's
+    parameters get no gradient; non-reentrant: the parameters still get theirs."""
+    x_np = randn(4, 5)
+    out = {}
+    for T in (fg, torch):
+        x = T.tensor(x_np)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                res = _run_model(T, _mlp(T), x, mode)
+            except RuntimeError as e:
+                res = str(e)
+        out[T.__name__] = res, [str(m.message) for m in w]
+    (got, got_w), (ref, ref_w) = out["fusegrad"], out["torch"]
+    assert got_w == ref_w
+    assert ("None of the inputs have requires_grad=True. Gradients will be None" in ref_w) == (
+        mode in ("reentrant", "omitted", "seq_reentrant"))
+    if isinstance(ref, str):
+        assert got == ref
+        return
+    assert got[0] == pytest.approx(ref[0], rel=1e-12)
+    assert [g is None for g in got[1]] == [g is None for g in ref[1]]
+    for a, b in zip(got[1], ref[1]):
+        if b is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_dropout_mask_in_recomputation(mode, preserve):
+    """With preserve_rng_state the recomputation draws the forward's dropout mask: gradients
+    equal the plain run's bit for bit, and the generator ends where the plain run left it.
+    Without it the mask differs (as in torch; the two libraries' generators differ)."""
+    x_np = randn(16, 5)
+    for T in (fg, torch):
+        runs = {}
+        for m in ("plain", mode):
+            T.manual_seed(11)
+            x = T.tensor(x_np, requires_grad=True)
+            model = _mlp(T, dropout=0.5)
+            ck = T.utils.checkpoint
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if m == "plain":
+                    y = model(x)
+                elif m.startswith("seq"):
+                    y = ck.checkpoint_sequential(model, 3, x, preserve_rng_state=preserve,
+                                                 use_reentrant=m == "seq_reentrant")
+                else:
+                    kw = {} if m == "omitted" else {"use_reentrant": m == "reentrant"}
+                    y = ck.checkpoint(model, x, preserve_rng_state=preserve, **kw)
+            after = T.rand(4)
+            y.sum().backward()
+            runs[m] = [y.detach().numpy(), after.numpy()] + [
+                t.grad.numpy() for t in [x, *model.parameters()]]
+        same = all(np.array_equal(a, b) for a, b in zip(runs["plain"], runs[mode]))
+        assert same == preserve, (T.__name__, mode)
+        # the forward itself is never affected, only the recomputation
+        assert np.array_equal(runs["plain"][0], runs[mode][0])
+
+
+def test_reentrant_refuses_grad_and_backward_inputs():
+    """A reentrant checkpoint cannot serve `autograd.grad` / `backward(inputs=...)` (its
+    nested backward would fill every leaf's .grad): same error as torch, no .grad written."""
+    def prog(T, x, how):
+        model = _mlp(T)
+        y = T.utils.checkpoint.checkpoint(model, x, use_reentrant=True).sum()
+        try:
+            if how == "grad":
+                T.autograd.grad(y, x)
+            else:
+                y.backward(inputs=[x])
+        except RuntimeError as e:
+            return str(e), [p.grad for p in model.parameters()], x.grad
+        raise AssertionError("no error")
+
+    for how in ("grad", "inputs"):
+        (msg, pg, xg), (ref, _, _) = (prog(T, T.tensor(randn(2, 5), requires_grad=True), how)
+                                      for T in (fg, torch))
+        assert msg == ref and all(g is None for g in pg) and xg is None
+    # the non-reentrant variant supports both, like torch
+    for T in (fg, torch):
+        x = T.tensor(randn(2, 5), requires_grad=True)
+        y = T.utils.checkpoint.checkpoint(_mlp(T), x, use_reentrant=False).sum()
+        assert T.autograd.grad(y, x)[0].shape == (2, 5)
+
+
+def test_context_fn_and_sequential_warning():
+    entered = []
+
+    class Mark:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            entered.append(self.name)
+
+        def __exit__(self, *exc):
+            return False
+
+    for T in (fg, torch):
+        entered.clear()
+        x = T.ones(3, requires_grad=True)
+        y = T.utils.checkpoint.checkpoint(lambda a: a.sin() * 2, x, use_reentrant=False,
+                                          context_fn=lambda: (Mark("fwd"), Mark("re")))
+        assert entered == ["fwd"]
+        y.sum().backward()
+        assert entered == ["fwd", "re"], T.__name__
+        with pytest.raises(ValueError) as e:
+            T.utils.checkpoint.checkpoint(lambda a: a, x, use_reentrant=True,
+                                          context_fn=lambda: (Mark("a"), Mark("b")))
+        assert str(e.value) == ("Passing `context_fn` or `debug` is only supported when "
+                                "use_reentrant=False.")
+    msgs = []
+    for T in (fg, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            T.utils.checkpoint.checkpoint_sequential([lambda a: a * 2] * 2, 2,
+                                                     T.ones(2, requires_grad=True))
+        msgs.append([(m.category, str(m.message)) for m in w])
+    assert msgs[0] == msgs[1] and len(msgs[0]) == 1

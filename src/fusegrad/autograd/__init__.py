@@ -10,6 +10,7 @@ from .anomaly_mode import (
     is_anomaly_enabled,
     set_detect_anomaly,
 )
+from .engine import checkpoint_valid as _is_checkpoint_valid
 from .engine import run_backward
 from .function import Function, once_differentiable
 from .grad_mode import (

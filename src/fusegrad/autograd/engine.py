@@ -17,6 +17,17 @@ from .anomaly_mode import state as _anomaly_state
 from .grad_mode import state as _grad_state
 from .graph import AccumulateGrad
 
+# One entry per backward pass in progress (innermost last): True when it computes the
+# gradients of chosen inputs only (`grad()`, `backward(inputs=...)`). A reentrant checkpoint's
+# backward runs a nested backward that accumulates into every leaf, which such a pass must
+# not do, so it asks `checkpoint_valid()` first.
+_restricted_passes: list[bool] = []
+
+
+def checkpoint_valid() -> bool:
+    """Whether the backward pass now running may run a nested, accumulating backward."""
+    return not (_restricted_passes and _restricted_passes[-1])
+
 
 def _root_edge(t, i):
     if t._base is not None:
@@ -133,6 +144,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     results = [None] * len(inputs) if inputs is not None else None
     prev_mode = _grad_state.enabled
     _grad_state.enabled = bool(create_graph)
+    _restricted_passes.append(inputs is not None)
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
         fast_add = not create_graph  # gradients need no history: add their arrays directly
@@ -204,6 +216,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 deps[child] = n - 1
     finally:
         _grad_state.enabled = prev_mode
+        _restricted_passes.pop()
 
     if inputs is None:
         return None

@@ -9,16 +9,17 @@ recording and whose backward re-runs it with recording and calls backward inside
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 from .. import _random
 from ..autograd import backward as _backward
+from ..autograd.engine import checkpoint_valid as _checkpoint_valid
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import saved_tensors_hooks
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
 
 _NO_USE_REENTRANT = (
     "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting "
@@ -28,8 +29,26 @@ _NO_USE_REENTRANT = (
     "differences between the two variants.")
 
 
+_NO_USE_REENTRANT_SEQUENTIAL = (
+    "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter should be "
+    "passed explicitly. In version 2.9 we will raise an exception if use_reentrant is not "
+    "passed. use_reentrant=False is recommended, but if you need to preserve the current "
+    "default behavior, you can pass use_reentrant=True. Refer to docs for more details on "
+    "the differences between the two variants.")
+
+_REENTRANT_IN_GRAD = (
+    "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing "
+    "an `inputs` parameter to .backward(). To resolve this error, you can either set "
+    "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+
+
 class CheckpointError(RuntimeError):
     """The recomputation did not save the same tensors as the original forward."""
+
+
+def noop_context_fn() -> tuple:
+    """The default `context_fn`: no context around the forward or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
 
 
 def _tensor_cls():
@@ -53,6 +72,11 @@ class CheckpointFunction(Function):
     @staticmethod
     def forward(ctx, run_function, preserve_rng_state, *args):
         Tensor = _tensor_cls()
+        # Warned whatever the grad mode: with no input requiring grad the output has no
+        # history, so nothing reaches the function's parameters either.
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                          UserWarning, stacklevel=2)
         ctx.run_function = run_function
         ctx.preserve_rng_state = preserve_rng_state
         if preserve_rng_state:
@@ -65,6 +89,8 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        if not _checkpoint_valid():
+            raise RuntimeError(_REENTRANT_IN_GRAD)
         Tensor = _tensor_cls()
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_idx, ctx.saved_tensors):
@@ -88,37 +114,23 @@ class CheckpointFunction(Function):
         if not roots:
             raise RuntimeError("none of output has requires_grad=True, this checkpoint() is "
                                "not necessary")
-        leaves = [inputs[i] for i in ctx.tensor_idx if inputs[i].requires_grad]
-        got = _grad_of(roots, root_grads, leaves)
-        it = iter(got)
-        result = [None, None]
-        for a in inputs:
-            if isinstance(a, Tensor):
-                result.append(next(it) if a.requires_grad else None)
-            else:
-                result.append(None)
-        return tuple(result)
-
-
-def _grad_of(roots, grads, leaves):
-    from ..autograd import grad as _grad
-
-    if not leaves:
-        _backward(roots, grads)
-        return []
-    return _grad(roots, leaves, grads, allow_unused=True)
+        # A full accumulating backward: besides the detached inputs, every leaf the function
+        # reached without receiving it as an argument (a module's own parameters) gets .grad.
+        _backward(roots, root_grads)
+        return (None, None) + tuple(a.grad if isinstance(a, Tensor) else None for a in inputs)
 
 
 class _Recompute:
     """State shared by one checkpointed call's pack and unpack hooks."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "grad_enabled")
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "context")
 
-    def __init__(self, fn, args, kwargs, rng_state):
+    def __init__(self, fn, args, kwargs, rng_state, context):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.rng_state = rng_state
+        self.context = context
         self.count = 0
         self.saved = None
 
@@ -151,16 +163,17 @@ class _Recompute:
         try:
             if current is not None:
                 _random.set_rng_state(self.rng_state)
-            with enable_grad(), saved_tensors_hooks(pack, unpack):
+            with enable_grad(), self.context, saved_tensors_hooks(pack, unpack):
                 self.fn(*self.args, **self.kwargs)
         finally:
             if current is not None:
                 _random.set_rng_state(current)
         self.saved = saved
-        self.args = self.kwargs = None
+        self.args = self.kwargs = self.context = None
 
 
-def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=None,
+def checkpoint(function, *args, use_reentrant: bool | None = None,
+               context_fn=noop_context_fn,
                determinism_check: str = "default", debug: bool = False,
                early_stop: bool = True, **kwargs):
     """Run `function(*args)` keeping only its inputs; its intermediates are recomputed in
@@ -172,15 +185,14 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-        Tensor = _tensor_cls()
-        if _grad_state.enabled and not any(
-                isinstance(a, Tensor) and a.requires_grad for a in args):
-            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
-                          UserWarning, stacklevel=2)
+        if context_fn is not noop_context_fn or debug is not False:
+            raise ValueError("Passing `context_fn` or `debug` is only supported when "
+                             "use_reentrant=False.")
         return CheckpointFunction.apply(function, preserve, *args)
+    forward_context, recompute_context = context_fn()
     state = _Recompute(function, args, kwargs,
-                       _random.get_rng_state() if preserve else None)
-    with saved_tensors_hooks(state.pack, state.unpack):
+                       _random.get_rng_state() if preserve else None, recompute_context)
+    with forward_context, saved_tensors_hooks(state.pack, state.unpack):
         return function(*args, **kwargs)
 
 
@@ -189,7 +201,7 @@ def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool |
     """Run a sequence of modules/functions in `segments` pieces, checkpointing all but the
     last piece."""
     if use_reentrant is None:
-        warnings.warn(_NO_USE_REENTRANT, UserWarning, stacklevel=2)
+        warnings.warn(_NO_USE_REENTRANT_SEQUENTIAL, UserWarning, stacklevel=2)
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
