@@ -1,12 +1,20 @@
 """DataLoader with worker processes: the same batches, in the same order, as with
-num_workers=0; worker info, seeding, init functions, errors and IterableDataset sharding."""
+num_workers=0; worker info, seeding, init functions, errors and IterableDataset sharding;
+failures (an exception in a worker, a killed worker, a killed main process) against torch."""
 
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
 import pytest
+import torch
 
 import fusegrad
 import fusegrad.utils.data as fud
@@ -159,3 +167,160 @@ def test_worker_seeds_differ_and_options_validated():
         fud.DataLoader(_dataset(), num_workers=-1)
     with pytest.raises(ValueError, match="timeout"):
         fud.DataLoader(_dataset(), timeout=-1)
+
+
+# ---- failures, with torch's DataLoader as the oracle ----
+
+LOADERS = {"fusegrad": fud.DataLoader, "torch": torch.utils.data.DataLoader}
+
+
+class TwoArgs(Exception):
+    """Cannot be rebuilt from one message: re-raised as RuntimeError."""
+
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+class WithMessage(Exception):
+    """Takes its text as `message=` (a class attribute `message` says so)."""
+
+    message = "class default"
+
+    def __init__(self, code=0, message=""):
+        super().__init__(code, message)
+        self.message = message
+
+
+class Raises:
+    """Map-style dataset (plain class, usable by both loaders) failing at index 5."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise self.exc
+        return i
+
+
+def _worker_failure(lib, exc):
+    it = iter(LOADERS[lib](Raises(exc), batch_size=2, num_workers=2))
+    assert [next(it).tolist(), next(it).tolist()] == [[0, 1], [2, 3]]
+    with pytest.raises(Exception) as info:
+        next(it)
+    list(it)  # torch's loader goes on after a worker error: let it finish and stop its workers
+    return info.value
+
+
+@pytest.mark.parametrize("exc", [KeyError("bad index 5"), ValueError("bad\nvalue"),
+                                 TwoArgs(1, 2), WithMessage(3, "msg")],
+                         ids=["KeyError", "ValueError", "TwoArgs", "WithMessage"])
+def test_worker_exception_reraised_as_torch(exc):
+    """Same type; the text is torch's: a header, then the worker's traceback with real
+    newlines (a KeyError's text too, which Python would otherwise show as a repr)."""
+    got, ref = (_worker_failure(lib, exc) for lib in ("fusegrad", "torch"))
+    assert type(got) is type(ref)
+    texts = []
+    for e in (got, ref):
+        text = e.message if isinstance(e, WithMessage) else str(e)
+        lines = text.splitlines()
+        assert "\\n" not in text and len(lines) > 4
+        texts.append((lines[:2], lines[-1]))
+    assert texts[0] == texts[1]
+    header = f"Caught {type(exc).__name__} in DataLoader worker process 0."
+    assert texts[0][0] == [header, "Original Traceback (most recent call last):"]
+
+
+def _pid_dataset_item(i):
+    time.sleep(0.01)
+    return os.getpid()
+
+
+class Pids:
+    """Each item is the pid of the worker that fetched it."""
+
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        return _pid_dataset_item(i)
+
+
+@pytest.mark.parametrize("lib", ["fusegrad", "torch"])
+def test_killed_worker_reported_within_a_second(lib):
+    it = iter(LOADERS[lib](Pids(), batch_size=2, num_workers=2))
+    first, second = next(it), next(it)  # handed out in turn: worker 0, then worker 1
+    victim = int(second[0])
+    assert int(first[0]) != victim
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        for _ in it:
+            pass
+    elapsed = time.monotonic() - start
+    assert str(info.value) == f"DataLoader worker (pid(s) {victim}) exited unexpectedly"
+    assert elapsed < 1.5, elapsed
+    del it
+
+
+_KILLED_MAIN = textwrap.dedent("""
+    import os, sys, time
+    import fusegrad.utils.data as fud
+
+    class Slow:
+        def __len__(self):
+            return 10 ** 6
+
+        def __getitem__(self, i):
+            time.sleep(0.005)
+            return os.getpid()
+
+    pids = set()
+    for batch in fud.DataLoader(Slow(), batch_size=2, num_workers=2):
+        pids.update(batch.tolist())
+        if len(pids) == 2:
+            print(*sorted(pids), flush=True)
+            pids.add(None)  # print once; keep iterating until killed
+""")
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a running (not zombie) process, read from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_workers_exit_when_main_process_is_killed():
+    src = os.path.dirname(os.path.dirname(os.path.abspath(fusegrad.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    main = subprocess.Popen([sys.executable, "-c", _KILLED_MAIN], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    workers = []
+    try:
+        workers = [int(p) for p in main.stdout.readline().split()]
+        assert len(workers) == 2 and all(_ppid(p) == main.pid for p in workers)
+        main.kill()  # SIGKILL: no cleanup runs in the main process
+        main.wait()
+        deadline = time.monotonic() + 5
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(_alive, workers))
+    finally:
+        main.kill()
+        main.wait()
+        for p in workers:  # leave nothing behind if the workers did not exit
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -6,11 +6,17 @@ sends it back with the task's number, and the main process yields the batches in
 so the output equals the single-process one. With an IterableDataset each worker iterates its
 own copy of the dataset (split it with `get_worker_info()`), and batches are taken from the
 workers in turn, a worker leaving the rotation once its copy is exhausted (as PyTorch does).
+
+Failures on either side are noticed by polling: the main process checks its workers every
+`_CHECK_S` while it waits, so a worker that dies is reported at once; each worker checks its
+parent every `_WATCH_S` while it waits for a task, so workers end when the main process is
+killed instead of waiting forever on a queue nobody writes to.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import random
 import traceback
@@ -18,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _WORKER_INFO: WorkerInfo | None = None
-_POLL_S = 5.0
+_POLL_S = 5.0  # how long shutdown waits for a worker to finish its task and stop
+_CHECK_S = 0.1  # how often the waiting main process looks for dead workers
+_WATCH_S = 0.5  # how often an idle worker looks for its parent
 
 
 @dataclass(frozen=True)
@@ -41,20 +49,38 @@ class _Stop:
     """A worker's IterableDataset copy is exhausted."""
 
 
+class _KeyErrorMessage(str):
+    """A message whose repr is itself: `str(KeyError(m))` is `repr(m)`, which would show the
+    carried traceback on one line with escaped newlines."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return self
+
+
 class _WorkerError:
-    """An exception raised in a worker, carried back as text."""
+    """An exception raised in a worker, carried back as its type and formatted traceback."""
 
     def __init__(self, exc: BaseException, worker_id: int) -> None:
         self.exc_type = type(exc)
         self.message = (f"Caught {type(exc).__name__} in DataLoader worker process "
-                        f"{worker_id}.\nOriginal {traceback.format_exc()}")
+                        f"{worker_id}.\nOriginal "
+                        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     def reraise(self):
-        """Raise the worker's exception type (RuntimeError if it takes no message)."""
+        """Raise the worker's exception type with the traceback as its message (RuntimeError
+        if the type cannot be built from one message)."""
+        msg = self.message
+        if self.exc_type is KeyError:
+            msg = _KeyErrorMessage(msg)
+        elif getattr(self.exc_type, "message", None):
+            # types whose first argument is not the text but that take it as `message=`
+            raise self.exc_type(message=msg)
         try:
-            err = self.exc_type(self.message)
+            err = self.exc_type(msg)
         except Exception:  # noqa: BLE001 - constructors with other signatures
-            err = RuntimeError(self.message)
+            raise RuntimeError(msg) from None
         raise err
 
 
@@ -67,6 +93,7 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
 
     from ..._random import manual_seed
 
+    parent = os.getppid()
     random.seed(seed)
     manual_seed(seed % (2 ** 63))
     np.random.seed(seed % (2 ** 32))
@@ -82,7 +109,13 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
     except Exception as exc:  # noqa: BLE001 - sent to the main process
         init_error = _WorkerError(exc, worker_id)
     while True:
-        task = index_q.get()
+        try:
+            task = index_q.get(timeout=_WATCH_S)
+        except queue.Empty:
+            if os.getppid() != parent:  # the main process is gone: nobody wants the results
+                result_q.cancel_join_thread()
+                return
+            continue
         if task is None:
             break
         number, payload = task
@@ -176,6 +209,7 @@ def iterate_workers(loader, tasks, base_seed: int) -> Any:
         sent += 1
         return True
 
+    failed = False
     try:
         for _ in range(prefetch * n):
             if not put_one():
@@ -194,33 +228,49 @@ def iterate_workers(loader, tasks, base_seed: int) -> Any:
                 data.reraise()
             put_one()
             yield data
+    except GeneratorExit:  # the consumer stopped early: workers may finish their task
+        raise
+    except BaseException:
+        failed = True
+        raise
     finally:
-        for iq in index_qs:
-            iq.put(None)
-        for p in workers:
+        _shutdown(workers, index_qs, result_q, graceful=not failed)
+
+
+def _shutdown(workers, index_qs, result_q, graceful: bool) -> None:
+    """Stop the workers: ask them to stop and wait up to `_POLL_S` each, then terminate the
+    rest; after a failure the results are unwanted and they are terminated at once, so the
+    error is not held up by a worker busy with a slow item."""
+    for iq in index_qs:
+        iq.put(None)
+    for p in workers:
+        if graceful:
             p.join(timeout=_POLL_S)
-            if p.is_alive():
-                p.terminate()
-                p.join()
-        for iq in index_qs:
-            iq.cancel_join_thread()
-            iq.close()
-        result_q.cancel_join_thread()
-        result_q.close()
+        if p.is_alive():
+            p.terminate()
+        p.join()
+    # a dead worker never reads its queue: do not wait to flush it
+    for iq in index_qs:
+        iq.cancel_join_thread()
+        iq.close()
+    result_q.cancel_join_thread()
+    result_q.close()
 
 
 def _get(result_q, timeout: float, workers) -> tuple[int, Any]:
-    """The next result, failing if `timeout` passes or a worker died."""
+    """The next result, failing if `timeout` passes or a worker died (checked every
+    `_CHECK_S`: a dead worker cannot send a result, so waiting longer only hides it)."""
     waited = 0.0
     while True:
-        step = _POLL_S if timeout <= 0 else min(_POLL_S, timeout - waited)
+        step = _CHECK_S if timeout <= 0 else min(_CHECK_S, timeout - waited)
         try:
             return result_q.get(timeout=step)
         except queue.Empty:
             waited += step
-            dead = [p for p in workers if not p.is_alive() and p.exitcode not in (0, None)]
+            dead = [p for p in workers if not p.is_alive()]
             if dead:
-                raise RuntimeError(f"DataLoader worker (pid(s) {[p.pid for p in dead]}) "
-                                   "exited unexpectedly") from None
+                pids = ", ".join(str(p.pid) for p in dead)
+                raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited "
+                                   "unexpectedly") from None
             if timeout > 0 and waited >= timeout:
                 raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
