@@ -170,19 +170,24 @@ def test_checkpoint_oracle_values_and_graph():
 
 
 def test_checkpoint_warnings():
+    seen = []
     for T in (fg, torch):
         x = T.ones(3, requires_grad=True)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            T.utils.checkpoint.checkpoint(lambda a: a * 2, x)
+            y = T.utils.checkpoint.checkpoint(lambda a: a * 2, x)
+            assert type(y.grad_fn).__name__ == "CheckpointFunctionBackward"  # reentrant
             T.utils.checkpoint.checkpoint(lambda a: a * 2, x.detach(), use_reentrant=True)
             with T.no_grad():  # warned whatever the grad mode
                 T.utils.checkpoint.checkpoint(lambda a: a * 2, x.detach(), use_reentrant=True)
         msgs = [str(m.message).split(".")[0] for m in w]
         assert msgs == ["torch"] + ["None of the inputs have requires_grad=True"] * 2, msgs
+        seen.append([(m.category, str(m.message)) for m in w])
+    assert seen[0] == seen[1]
 
 
-@pytest.mark.parametrize("case", ["kwargs_reentrant", "seq_kwargs", "double_backward"])
+@pytest.mark.parametrize("case", ["kwargs_reentrant", "seq_kwargs", "double_backward",
+                                  "seq_more_segments_than_functions"])
 def test_checkpoint_errors(case):
     def prog(T, x):
         ck = T.utils.checkpoint
@@ -190,6 +195,8 @@ def test_checkpoint_errors(case):
             return ck.checkpoint(lambda a, k=1: a * k, x, use_reentrant=True, k=2)
         if case == "seq_kwargs":
             return ck.checkpoint_sequential([lambda a: a], 1, x, use_reentrant=False, foo=1)
+        if case == "seq_more_segments_than_functions":
+            return ck.checkpoint_sequential([lambda a: a * 2], 2, x, use_reentrant=False)
         y = ck.checkpoint(lambda a: a.exp(), x, use_reentrant=False)
         y.sum().backward()
         return y.sum().backward()

@@ -218,9 +218,10 @@ def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool |
         return forward
 
     size = len(functions) // segments
-    start = 0
-    for _ in range(segments - 1):
-        input = checkpoint(run(start, start + size), input, use_reentrant=use_reentrant,
+    end = 0
+    # with more segments than functions the step is 0, and range() refuses it (as in torch)
+    for start in range(0, size * (segments - 1), size):
+        end = start + size
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve)
-        start += size
-    return run(start, len(functions))(input)
+    return run(end, len(functions))(input)
