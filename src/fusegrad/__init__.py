@@ -57,6 +57,7 @@ from ._dtype import (
     promote_types,
     set_default_dtype,
     uint8,
+    uint16,
 )
 from ._dtype import bool_ as bool  # noqa: A004
 from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode

@@ -25,7 +25,7 @@ class dtype:
         self.np = np.dtype(np_dtype)
         self.category = category
         self.itemsize = self.np.itemsize
-        self.is_signed = name not in ("uint8", "bool")
+        self.is_signed = name not in ("uint8", "uint16", "bool")
         self.legacy = legacy  # the old tensor type name PyTorch uses in some messages
 
     @property
@@ -58,9 +58,12 @@ int16 = dtype("int16", np.int16, INT, "Short")
 int32 = dtype("int32", np.int32, INT, "Int")
 int64 = dtype("int64", np.int64, INT, "Long")
 uint8 = dtype("uint8", np.uint8, INT, "Byte")
+# PyTorch's uint16 is a storage-only dtype with few kernels and no promotion to other dtypes;
+# it exists here so checkpoints holding uint16 tensors load.
+uint16 = dtype("uint16", np.uint16, INT, "UInt16")
 bool_ = dtype("bool", np.bool_, BOOL, "Bool")
 
-ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, bool_)
 BY_NAME = {d.name: d for d in ALL}
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
@@ -111,6 +114,9 @@ _PROMOTE: dict[tuple[dtype, dtype], dtype] = {}
 
 
 def _promote_uncached(a: dtype, b: dtype) -> dtype:
+    if a is uint16 or b is uint16:
+        raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {a.legacy} and {b.legacy}")
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == BOOL:

@@ -3,12 +3,13 @@
 `save` writes the format `torch.save` writes (a zip of `data.pkl` plus one file per
 storage), so `torch.load` reads fusegrad checkpoints and the other way round. The pickle is
 emitted opcode by opcode, for tensors, Parameters and containers of them (dict, OrderedDict,
-list, tuple, str, numbers, None, bool) only; the file is written to a temporary name and then
-renamed, so a crash never leaves half a checkpoint.
+list, tuple, set, str, numbers, None, bool, torch.Size, torch.device, dtypes) only. Tensors
+viewing one buffer share one storage in the file, each at its own offset and strides, as
+`torch.save` writes views. Paths are written through `write_atomically` (see
+`_atomic_write`): a crash or kill never leaves half a checkpoint.
 
-`load` never runs code from the file: its unpickler resolves only the handful of globals a
-checkpoint of tensors needs (the tensor and parameter rebuild functions, the storage types,
-`OrderedDict`) and refuses every other global before anything is called.
+`load` never runs code from the file and never inflates more than the storages it declares
+(see `_checkpoint_read`).
 
 `save_safetensors` / `load_safetensors` read and write the safetensors format (an 8-byte
 little-endian header length, a JSON header giving each tensor's dtype, shape and byte range,
@@ -24,7 +25,6 @@ import math
 import os
 import pickle
 import struct
-import tempfile
 import zipfile
 from collections import OrderedDict
 from typing import IO, Any
@@ -32,26 +32,24 @@ from typing import IO, Any
 import numpy as np
 
 from . import _dtype
-from ._tensor import Tensor
-
-_STORAGE_BY_DTYPE = {
-    "float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
-    "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
-    "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
-    "bool": "BoolStorage",
-}
-_DTYPE_BY_STORAGE = {v: k for k, v in _STORAGE_BY_DTYPE.items()}
-
+from ._atomic_write import write_atomically
+from ._checkpoint_read import STORAGE_BY_DTYPE, read_zip_checkpoint
+from ._device import device
+from ._tensor import Size, Tensor
 
 # ---------------------------------------------------------------- writing
 
 
 class _PickleWriter:
-    """Emits a protocol-2 pickle of containers and tensors, as torch.save lays it out."""
+    """Emits a protocol-2 pickle of containers and tensors, as torch.save lays it out.
+
+    Tensors that view one NumPy buffer share one storage in the file, at their own offsets
+    and strides, so `torch.load` (and `fusegrad.load`) gives back views of one storage."""
 
     def __init__(self) -> None:
         self.out = io.BytesIO()
-        self.storages: dict[int, tuple[str, np.ndarray]] = {}  # id(tensor) -> (key, array)
+        # id(buffer array) -> (key, its bytes, dtype, the array, kept so that ids stay unique)
+        self.storages: dict[int, tuple[str, np.ndarray, _dtype.dtype, np.ndarray]] = {}
 
     def w(self, b: bytes) -> None:
         self.out.write(b)
@@ -103,16 +101,21 @@ class _PickleWriter:
             self.items(x)
         elif isinstance(x, list):
             self.w(b"]")
-            if x:
-                self.w(b"(")
-                for v in x:
-                    self.obj(v)
-                self.w(b"e")
+            self.appends(x)
+        elif isinstance(x, Size):
+            self.call("torch", "Size", (tuple(x),))
         elif isinstance(x, tuple):
             self.w(b"(")
             for v in x:
                 self.obj(v)
             self.w(b"t")
+        elif isinstance(x, set):
+            self.global_("__builtin__", "set")
+            self.w(b"(]")
+            self.appends(list(x))
+            self.w(b"tR")
+        elif isinstance(x, device):
+            self.call("torch", "device", (x.type,) if x.index is None else (x.type, x.index))
         elif isinstance(x, _dtype.dtype):
             self.global_("torch", x.name)
         elif isinstance(x, np.generic):
@@ -122,12 +125,24 @@ class _PickleWriter:
                 f"fusegrad.save can only write tensors and containers of tensors, numbers and "
                 f"strings, not {type(x).__name__}")
 
+    def call(self, module: str, name: str, args: tuple) -> None:
+        self.global_(module, name)
+        self.obj(args)
+        self.w(b"R")
+
     def int_(self, x: int) -> None:
         if -(2 ** 31) <= x < 2 ** 31:
             self.w(b"J" + struct.pack("<i", x))
         else:
             data = x.to_bytes((x.bit_length() + 8) // 8, "little", signed=True)
             self.w(b"\x8a" + bytes([len(data)]) + data)
+
+    def appends(self, xs: list) -> None:
+        if xs:
+            self.w(b"(")
+            for v in xs:
+                self.obj(v)
+            self.w(b"e")
 
     def items(self, d: dict) -> None:
         if d:
@@ -142,29 +157,74 @@ class _PickleWriter:
         self.w(b")R")
         self.items(d)
 
+    def storage_of(self, t: Tensor) -> tuple[str, int, int, tuple, tuple]:
+        """(key, storage numel, storage offset, size, stride) of `t`; views of one buffer get
+        one storage, as in PyTorch."""
+        arr, dt = t._data, t.dtype
+        found = _buffer_view(arr)
+        if found is None:  # a buffer we cannot address as a whole: store this tensor alone
+            buf = np.ascontiguousarray(arr).reshape(-1)
+            key = self.add(buf, dt, buf)
+            return key, arr.size, 0, arr.shape, _contiguous_strides(arr.shape)
+        owner, buf, offset, strides = found
+        entry = self.storages.get(id(owner))
+        if entry is None:
+            key = self.add(buf, dt, owner)
+        else:
+            key, _, other, _ = entry
+            if other is not dt:
+                raise RuntimeError("Cannot save multiple tensors or storages that view the "
+                                   "same data as different types")
+        return key, buf.size // dt.itemsize, offset, arr.shape, strides
+
+    def add(self, buf: np.ndarray, dt: _dtype.dtype, owner: np.ndarray) -> str:
+        """A new storage holding the bytes `buf` of the buffer array `owner`."""
+        key = str(len(self.storages))
+        self.storages[id(owner)] = (key, buf, dt, owner)
+        return key
+
     def tensor(self, t: Tensor) -> None:
-        key = self.storages.get(id(t))
-        if key is None:
-            arr = t._data
-            if not arr.flags.c_contiguous:  # (ascontiguousarray would make 0-d arrays 1-d)
-                arr = arr.copy(order="C")
-            key = (str(len(self.storages)), arr)
-            self.storages[id(t)] = key
-        name, arr = key
-        self.global_("torch._utils", "_rebuild_tensor_v2")
+        key, numel, offset, shape, strides = self.storage_of(t)
+        untyped = t.dtype.name not in STORAGE_BY_DTYPE  # newer dtypes use untyped storages
+        self.global_("torch._utils", "_rebuild_tensor_v3" if untyped else "_rebuild_tensor_v2")
         self.w(b"((")
         self.obj("storage")
-        self.global_("torch", _STORAGE_BY_DTYPE[t.dtype.name])
-        self.obj(name)
+        if untyped:
+            self.global_("torch.storage", "UntypedStorage")
+        else:
+            self.global_("torch", STORAGE_BY_DTYPE[t.dtype.name])
+        self.obj(key)
         self.obj("cpu")
-        self.obj(int(arr.size))
+        self.obj(numel * t.dtype.itemsize if untyped else numel)
         self.w(b"tQ")
-        self.obj(0)
-        self.obj(tuple(int(s) for s in arr.shape))
-        self.obj(_contiguous_strides(arr.shape))
+        self.obj(int(offset))
+        self.obj(tuple(int(s) for s in shape))
+        self.obj(tuple(int(s) for s in strides))
         self.obj(bool(t.requires_grad))
         self.ordered_dict({})
+        if untyped:
+            self.obj(t.dtype)
         self.w(b"tR")
+
+
+def _buffer_view(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, tuple] | None:
+    """The array owning the buffer `arr` views, that whole buffer as flat bytes, and `arr`'s
+    offset and strides in its elements; None when that buffer cannot be read as one
+    contiguous block or `arr` does not sit on it at whole elements."""
+    if arr.size == 0:
+        return None
+    owner = arr
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not (owner.flags.c_contiguous or owner.flags.f_contiguous):
+        return None
+    low = owner.__array_interface__["data"][0]
+    item = arr.itemsize
+    delta = arr.__array_interface__["data"][0] - low
+    if delta % item or owner.nbytes % item or any(s < 0 or s % item for s in arr.strides):
+        return None
+    raw = owner.reshape(-1, order="A").view(np.uint8)  # the buffer in memory order
+    return owner, raw, delta // item, tuple(s // item for s in arr.strides)
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -182,28 +242,11 @@ def _write_zip(f: IO[bytes], obj: Any) -> None:
     with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr(f"{root}/data.pkl", data)
         z.writestr(f"{root}/byteorder", "little")
-        for key, arr in writer.storages.values():
-            z.writestr(f"{root}/data/{key}", arr.tobytes())
+        for key, buf, _, _ in writer.storages.values():
+            with z.open(f"{root}/data/{key}", "w", force_zip64=buf.nbytes >= 1 << 31) as out:
+                out.write(memoryview(buf))
         z.writestr(f"{root}/version", "3\n")
         z.writestr(f"{root}/.data/serialization_id", "0" * 40)
-
-
-def write_atomically(path, write) -> None:
-    """Call `write(binary_file)` on a temporary file next to `path`, then rename it over
-    `path`: a crash mid-write never leaves a partial file behind."""
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".fusegrad-save-", dir=os.path.dirname(
-        os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
@@ -219,134 +262,32 @@ def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
 # ---------------------------------------------------------------- reading
 
 
-class _Storage:
-    """A storage read from the checkpoint: a flat array of one dtype."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-
-def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
-                       backward_hooks=None, metadata=None) -> Tensor:
-    arr = storage.array
-    itemsize = arr.dtype.itemsize
-    if len(size) and 0 not in size:
-        last = storage_offset + sum((s - 1) * st for s, st in zip(size, stride))
-        if storage_offset < 0 or last >= arr.size or any(st < 0 for st in stride):
-            raise pickle.UnpicklingError("tensor geometry lies outside its storage")
-    elif not len(size) and storage_offset >= arr.size:
-        raise pickle.UnpicklingError("tensor geometry lies outside its storage")
-    view = np.lib.stride_tricks.as_strided(
-        arr[storage_offset:], shape=tuple(size), strides=tuple(s * itemsize for s in stride))
-    t = Tensor._make(view, _dtype.FROM_NP[arr.dtype])
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks=None):
-    from .nn.parameter import Parameter
-
-    return Parameter(data, requires_grad)
-
-
-def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    return _rebuild_parameter(data, requires_grad)
-
-
-class _StorageType:
-    """Stands for `torch.FloatStorage` and friends inside a checkpoint's pickle."""
-
-    def __init__(self, dtype_name: str) -> None:
-        self.dtype_name = dtype_name
-
-
-_ALLOWED = {
-    ("collections", "OrderedDict"): OrderedDict,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
-}
-for _name, _dt in _DTYPE_BY_STORAGE.items():
-    _ALLOWED[("torch", _name)] = _StorageType(_dt)
-for _dt in _dtype.ALL:
-    _ALLOWED[("torch", _dt.name)] = _dt
-
-
-class _SafeUnpickler(pickle._Unpickler):
-    """Resolves only the globals in `_ALLOWED`; storages come from the zip archive. BUILD
-    (setting object state) is allowed only as a dict of attributes on an OrderedDict, which is
-    how a state_dict carries `_metadata`."""
-
-    dispatch = dict(pickle._Unpickler.dispatch)
-
-    def load_build(self):
-        state = self.stack.pop()
-        inst = self.stack[-1]
-        if type(inst) is not OrderedDict or not isinstance(state, dict) or any(
-                not isinstance(k, str) or k.startswith("__") for k in state):
-            raise pickle.UnpicklingError("fusegrad.load refuses to set the state of "
-                                         f"{type(inst).__name__} objects")
-        inst.__dict__.update(state)
-
-    dispatch[pickle.BUILD[0]] = load_build
-
-    def __init__(self, file, archive: zipfile.ZipFile, root: str) -> None:
-        super().__init__(file)
-        self.archive = archive
-        self.root = root
-        self.loaded: dict[str, _Storage] = {}
-
-    def find_class(self, module: str, name: str):
-        found = _ALLOWED.get((module, name))
-        if found is None:
-            raise pickle.UnpicklingError(
-                f"fusegrad.load refuses the global {module}.{name}: a checkpoint may hold "
-                "only tensors, storages and containers")
-        return found
-
-    def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)):
-            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
-        _, kind, key, _location, numel = pid
-        storage = self.loaded.get(key)
-        if storage is None:
-            np_dtype = _dtype.BY_NAME[kind.dtype_name].np
-            raw = self.archive.read(f"{self.root}/data/{key}")
-            arr = np.frombuffer(raw, dtype=np_dtype).copy()
-            if arr.size < numel:
-                raise pickle.UnpicklingError(f"storage {key} is shorter than declared")
-            storage = self.loaded[key] = _Storage(arr)
-        return storage
-
-
 def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool | None = None,
          mmap: bool | None = None, **pickle_load_args) -> Any:
-    """Read a checkpoint written by `fusegrad.save` or `torch.save` (zip format), without
-    running any code from it."""
+    """Read a checkpoint written by `fusegrad.save` or `torch.save` (zip format), or a
+    safetensors file, without running any code from it and without reading more than the
+    storages it declares."""
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return _load_bytes(fh.read())
-    return _load_bytes(f.read())
+            return _load_file(fh)
+    if not (hasattr(f, "seekable") and f.seekable()):
+        f = io.BytesIO(f.read())
+    return _load_file(f)
 
 
-def _load_bytes(raw: bytes) -> Any:
-    if not zipfile.is_zipfile(io.BytesIO(raw)) and _looks_like_safetensors(raw):
-        return _safetensors_from_bytes(raw)
-    if not zipfile.is_zipfile(io.BytesIO(raw)):
+def _load_file(f: IO[bytes]) -> Any:
+    start = f.tell()
+    head = f.read(9)
+    f.seek(start)
+    if head[:4] != b"PK\x03\x04" and _looks_like_safetensors(head):
+        return _safetensors_from_bytes(f.read())
+    try:
+        z = zipfile.ZipFile(f)
+    except zipfile.BadZipFile:
         raise RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
-                           "default since PyTorch 1.6)")
-    with zipfile.ZipFile(io.BytesIO(raw)) as z:
-        pkl = next((n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1),
-                   None)
-        if pkl is None:
-            raise RuntimeError("PytorchStreamReader failed locating file data.pkl: file not "
-                               "found")
-        root = pkl.split("/", 1)[0]
-        return _SafeUnpickler(io.BytesIO(z.read(pkl)), z, root).load()
+                           "default since PyTorch 1.6)") from None
+    with z:
+        return read_zip_checkpoint(z)
 
 
 # ---------------------------------------------------------------- safetensors
@@ -401,11 +342,12 @@ def _no_duplicates(pairs: list) -> dict:
     return dict(pairs)
 
 
-def _looks_like_safetensors(raw: bytes) -> bool:
-    if len(raw) < 10:
+def _looks_like_safetensors(head: bytes) -> bool:
+    """Whether a file starting with `head` (its first 9 bytes or more) is safetensors."""
+    if len(head) < 9:
         return False
-    (n,) = struct.unpack("<Q", raw[:8])
-    return 2 <= n <= min(_ST_MAX_HEADER, len(raw) - 8) and raw[8:9] == b"{"
+    (n,) = struct.unpack("<Q", head[:8])
+    return 2 <= n <= _ST_MAX_HEADER and head[8:9] == b"{"
 
 
 def _safetensors_header(raw: bytes) -> tuple[dict, int]:

@@ -1,0 +1,335 @@
+"""Reading PyTorch's zip checkpoints: no code from the file runs, and memory stays bounded.
+
+The unpickler resolves only the globals `torch.load(weights_only=True)` accepts for plain
+checkpoints (tensor and parameter rebuild functions, storage types, dtypes, `torch.Size`,
+`torch.device`, `set`, `OrderedDict`) and refuses every other global before anything is
+called.
+
+A zip entry can inflate a thousandfold, so neither the pickle nor a storage is read whole on
+trust. A storage is allocated at the size the pickle declares for it (elements times element
+size), the zip entry's header must state exactly that size, and it is streamed in chunks into
+that array. The pickle is streamed too, and the unpickler charges every byte it reads and
+every object it builds against a budget proportional to the pickle's size in the file
+(`PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE` per stored byte), so a small file cannot make
+`load` hold much more than the storages it declares.
+"""
+
+from __future__ import annotations
+
+import _compat_pickle
+import pickle
+import zipfile
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from . import _dtype
+from ._device import device
+from ._tensor import Size, Tensor
+
+PICKLE_BUDGET_FLOOR = 16 << 20
+PICKLE_BUDGET_PER_BYTE = 32
+_CHUNK = 1 << 20
+
+STORAGE_BY_DTYPE = {
+    "float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+    "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
+    "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
+    "bool": "BoolStorage",
+}
+_DTYPE_BY_STORAGE = {v: k for k, v in STORAGE_BY_DTYPE.items()}
+_MISSING = ("PytorchStreamReader failed locating file {}: file not found. This is an internal "
+            "miniz error. If you are seeing this error, there is a high likelihood that your "
+            "checkpoint file is corrupted. This can happen if the checkpoint was not saved "
+            "properly, was transferred incorrectly, or the file was modified after saving.")
+
+
+class _Storage:
+    """A storage read from the checkpoint: its bytes, as a flat uint8 array."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: np.ndarray) -> None:
+        self.raw = raw
+
+
+class _StorageType:
+    """Stands for `torch.FloatStorage` and friends (None: `UntypedStorage`) in a pickle."""
+
+    def __init__(self, dtype_name: str | None) -> None:
+        self.dtype_name = dtype_name
+
+
+def _ints(name: str, value) -> tuple:
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise RuntimeError(f"{name} must be a tuple of ints, got {value!r}")
+    return tuple(value)
+
+
+def _view(storage, storage_offset, size, stride, dtype) -> Tensor:
+    """The tensor of `dtype` laid over `storage` with this geometry, checked as PyTorch does."""
+    if not isinstance(storage, _Storage) or not isinstance(dtype, _dtype.dtype):
+        raise pickle.UnpicklingError("a tensor must be rebuilt from a storage of the checkpoint")
+    size, stride = _ints("size", size), _ints("stride", stride)
+    if not isinstance(storage_offset, int) or len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if storage_offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {storage_offset}")
+    if any(s < 0 for s in size):
+        raise RuntimeError("numel: integer multiplication overflow")
+    if any(st < 0 for st in stride):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
+                           f"strides={list(stride)}")
+    itemsize = dtype.itemsize
+    extent = 0 if 0 in size else storage_offset + 1 + sum(
+        (s - 1) * st for s, st in zip(size, stride))
+    if extent * itemsize > storage.raw.size:
+        raise RuntimeError("Trying to resize storage that is not resizable")
+    if 0 in size:
+        arr = np.empty(size, dtype.np)
+    else:
+        # np.ndarray over the storage array keeps it as `.base`, so the offset stays visible
+        arr = np.ndarray(size, dtype.np, buffer=storage.raw, offset=storage_offset * itemsize,
+                         strides=tuple(st * itemsize for st in stride))
+    return Tensor._make(arr, dtype)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
+                       backward_hooks=None, metadata=None) -> Tensor:
+    kind = getattr(storage, "kind", None)
+    t = _view(storage, storage_offset, size, stride, kind)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                       dtype, metadata=None) -> Tensor:
+    t = _view(storage, storage_offset, size, stride, dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+class _TypedStorage(_Storage):
+    """A storage the pickle gave a dtype (`torch.FloatStorage`), for `_rebuild_tensor_v2`."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, raw: np.ndarray, kind) -> None:
+        super().__init__(raw)
+        self.kind = kind
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks=None):
+    from .nn.parameter import Parameter
+
+    if not isinstance(data, Tensor):
+        raise pickle.UnpicklingError("a Parameter must wrap a tensor")
+    return Parameter(data, bool(requires_grad))
+
+
+def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
+    return _rebuild_parameter(data, requires_grad)
+
+
+def _size(dims=()) -> Size:
+    return Size(_ints("torch.Size", dims))
+
+
+ALLOWED: dict[tuple[str, str], Any] = {
+    ("collections", "OrderedDict"): OrderedDict,
+    ("builtins", "set"): set,
+    ("torch", "Size"): _size,
+    ("torch", "device"): device,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
+    ("torch.storage", "UntypedStorage"): _StorageType(None),
+}
+for _name, _dt in _DTYPE_BY_STORAGE.items():
+    ALLOWED[("torch", _name)] = _StorageType(_dt)
+for _dt in _dtype.ALL:
+    ALLOWED[("torch", _dt.name)] = _dt
+
+
+class _BudgetExceeded(pickle.UnpicklingError):
+    pass
+
+
+class _Charged:
+    """The pickle stream, each byte charged to the unpickler's budget before it is read."""
+
+    def __init__(self, f, unpickler: SafeUnpickler) -> None:
+        self.f = f
+        self.u = unpickler
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.u.left + 1
+        self.u.charge(n)
+        return self.f.read(n)
+
+    def readinto(self, b) -> int:
+        self.u.charge(len(b))
+        return self.f.readinto(b)
+
+    def readline(self) -> bytes:
+        line = self.f.readline(self.u.left + 1)
+        self.u.charge(len(line))
+        return line
+
+    def peek(self, n: int = 1) -> bytes:
+        return b""
+
+
+# Bytes an opcode may add beyond what it reads, as an upper bound for CPython objects: the
+# stack slot, the object it makes, a memo entry, the container slot it fills.
+_COST = dict.fromkeys(range(256), 64)
+for _op, _cost in ((pickle.MARK, 16), (pickle.EMPTY_DICT, 128), (pickle.EMPTY_LIST, 96),
+                   (pickle.EMPTY_SET, 256), (pickle.BINPUT, 160), (pickle.LONG_BINPUT, 160),
+                   (pickle.PUT, 160), (pickle.MEMOIZE, 160), (pickle.REDUCE, 1024),
+                   (pickle.NEWOBJ, 1024), (pickle.NEWOBJ_EX, 1024), (pickle.BUILD, 256),
+                   (pickle.BINPERSID, 256), (pickle.PERSID, 256)):
+    _COST[_op[0]] = _cost
+# Opcodes whose cost also grows with the number of items since the last MARK.
+_PER_ITEM = {pickle.APPENDS[0]: 16, pickle.SETITEMS[0]: 96, pickle.ADDITEMS[0]: 96,
+             pickle.TUPLE[0]: 8, pickle.FROZENSET[0]: 96, pickle.LIST[0]: 8,
+             pickle.DICT[0]: 96}
+_PER_NEW = (pickle.SETITEM[0], pickle.APPEND[0])
+
+
+def _charging(op: int, handler):
+    cost, per_item = _COST[op], _PER_ITEM.get(op)
+
+    def run(self):
+        self.charge(cost + (per_item * len(self.stack) if per_item else 0)
+                    + (96 if op in _PER_NEW else 0))
+        handler(self)
+    return run
+
+
+class _Opcodes(dict):
+    """The unpickler's opcode table; an opcode it lacks is refused, not a KeyError."""
+
+    def __missing__(self, op: int):
+        raise pickle.UnpicklingError(f"fusegrad.load refuses the pickle opcode {bytes([op])!r}")
+
+
+class SafeUnpickler(pickle._Unpickler):
+    """Resolves only the globals in `ALLOWED`; storages come from the zip archive. BUILD
+    (setting object state) is allowed only as a dict of attributes on an OrderedDict, which is
+    how a state_dict carries `_metadata`. Every opcode is charged to a memory budget."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def load_build(self):
+        state = self.stack.pop()
+        inst = self.stack[-1]
+        if type(inst) is not OrderedDict or not isinstance(state, dict) or any(
+                not isinstance(k, str) or k.startswith("__") for k in state):
+            raise pickle.UnpicklingError("fusegrad.load refuses to set the state of "
+                                         f"{type(inst).__name__} objects")
+        inst.__dict__.update(state)
+
+    dispatch[pickle.BUILD[0]] = load_build
+
+    def load_reduce(self):
+        args = self.stack[-1]
+        if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (list, tuple)):
+            self.charge(96 * len(args[0]))  # set(items): a hash table as large as the items
+        pickle._Unpickler.load_reduce(self)
+
+    dispatch[pickle.REDUCE[0]] = load_reduce
+    # Out-of-band buffers and bytearrays (protocol 5) allocate before reading; no checkpoint
+    # of tensors needs them.
+    for _op in (pickle.BYTEARRAY8, pickle.NEXT_BUFFER, pickle.READONLY_BUFFER):
+        del dispatch[_op[0]]
+    dispatch = _Opcodes((_op, _charging(_op, _handler)) for _op, _handler in dispatch.items())
+
+    def __init__(self, file, archive: zipfile.ZipFile, root: str, budget: int) -> None:
+        super().__init__(_Charged(file, self))
+        self.archive = archive
+        self.root = root
+        self.left = budget
+        self.budget = budget
+        self.loaded: dict[str, tuple[int, np.ndarray]] = {}
+
+    def charge(self, n: int) -> None:
+        """Account `n` more bytes of memory; refuse the file when the budget runs out."""
+        self.left -= n
+        if self.left < 0:
+            raise _BudgetExceeded(
+                f"fusegrad.load refuses this checkpoint: its pickle builds more than "
+                f"{self.budget} bytes of objects besides the storages it declares")
+
+    def find_class(self, module: str, name: str):
+        if self.proto < 3:
+            module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+            module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        found = ALLOWED.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(
+                f"fusegrad.load refuses the global {module}.{name}: a checkpoint may hold "
+                "only tensors, storages and containers")
+        return found
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
+                and isinstance(pid[4], int) and pid[4] >= 0):
+            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
+        _, kind, key, _location, numel = pid
+        dt = None if kind.dtype_name is None else _dtype.BY_NAME[kind.dtype_name]
+        nbytes = numel * (1 if dt is None else dt.itemsize)
+        got = self.loaded.get(key)
+        if got is None:
+            got = self.loaded[key] = (nbytes, read_storage(self.archive, self.root, key, nbytes))
+        elif got[0] != nbytes:
+            raise RuntimeError(f"storage {key} is declared with {got[0]} and {nbytes} bytes")
+        return _Storage(got[1]) if dt is None else _TypedStorage(got[1], dt)
+
+
+def read_storage(archive: zipfile.ZipFile, root: str, key: str, nbytes: int) -> np.ndarray:
+    """The `nbytes` bytes of storage `key`, streamed from its zip entry, whose header must
+    state exactly that size (so a small entry cannot inflate past what the pickle declared)."""
+    name = f"data/{key}"
+    try:
+        info = archive.getinfo(f"{root}/{name}")
+    except KeyError:
+        raise RuntimeError(_MISSING.format(name)) from None
+    if info.file_size != nbytes:
+        raise RuntimeError(f"record size ({info.file_size} bytes) does not match expected size "
+                           f"({nbytes} bytes = {nbytes} elements * 1 bytes/element) for dtype "
+                           "Byte")
+    raw = np.empty(nbytes, np.uint8)
+    view = memoryview(raw)
+    pos = 0
+    with archive.open(info) as src:
+        while pos < nbytes:
+            chunk = src.read(min(_CHUNK, nbytes - pos))
+            if not chunk:
+                raise RuntimeError(f"PytorchStreamReader failed reading file {name}: file read "
+                                   "failed")
+            view[pos:pos + len(chunk)] = chunk
+            pos += len(chunk)
+    return raw
+
+
+def read_zip_checkpoint(z: zipfile.ZipFile) -> Any:
+    """Unpickle the checkpoint in the open archive `z`."""
+    pkl = next((i for i in z.infolist()
+                if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1), None)
+    if pkl is None:
+        raise RuntimeError("PytorchStreamReader failed locating file data.pkl: file not found")
+    root = pkl.filename.split("/", 1)[0]
+    budget = PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE * pkl.compress_size
+    with z.open(pkl) as stream:
+        return SafeUnpickler(stream, z, root, budget).load()
+
+
+__all__ = ["ALLOWED", "STORAGE_BY_DTYPE", "SafeUnpickler", "read_storage",
+           "read_zip_checkpoint"]
