@@ -156,10 +156,6 @@ for _dt in _dtype.ALL:
     ALLOWED[("torch", _dt.name)] = _dt
 
 
-class _BudgetExceeded(pickle.UnpicklingError):
-    pass
-
-
 class _Charged:
     """The pickle stream, each byte charged to the unpickler's budget before it is read."""
 
@@ -167,19 +163,20 @@ class _Charged:
         self.f = f
         self.u = unpickler
 
+    # Twice each byte: the bytes read, and the object (str, int, frame) made from them.
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
-            n = self.u.left + 1
-        self.u.charge(n)
+            n = self.u.left // 2 + 1
+        self.u.charge(2 * n)
         return self.f.read(n)
 
     def readinto(self, b) -> int:
-        self.u.charge(len(b))
+        self.u.charge(2 * len(b))
         return self.f.readinto(b)
 
     def readline(self) -> bytes:
-        line = self.f.readline(self.u.left + 1)
-        self.u.charge(len(line))
+        line = self.f.readline(max(self.u.left // 2, 0) + 1)
+        self.u.charge(2 * len(line))
         return line
 
     def peek(self, n: int = 1) -> bytes:
@@ -189,11 +186,11 @@ class _Charged:
 # Bytes an opcode may add beyond what it reads, as an upper bound for CPython objects: the
 # stack slot, the object it makes, a memo entry, the container slot it fills.
 _COST = dict.fromkeys(range(256), 64)
-for _op, _cost in ((pickle.MARK, 16), (pickle.EMPTY_DICT, 128), (pickle.EMPTY_LIST, 96),
+for _op, _cost in ((pickle.MARK, 96), (pickle.EMPTY_DICT, 128), (pickle.EMPTY_LIST, 96),
                    (pickle.EMPTY_SET, 256), (pickle.BINPUT, 160), (pickle.LONG_BINPUT, 160),
-                   (pickle.PUT, 160), (pickle.MEMOIZE, 160), (pickle.REDUCE, 1024),
-                   (pickle.NEWOBJ, 1024), (pickle.NEWOBJ_EX, 1024), (pickle.BUILD, 256),
-                   (pickle.BINPERSID, 256), (pickle.PERSID, 256)):
+                   (pickle.PUT, 160), (pickle.MEMOIZE, 160), (pickle.REDUCE, 384),
+                   (pickle.NEWOBJ, 384), (pickle.NEWOBJ_EX, 384), (pickle.BUILD, 256),
+                   (pickle.BINPERSID, 128), (pickle.PERSID, 128)):
     _COST[_op[0]] = _cost
 # Opcodes whose cost also grows with the number of items since the last MARK.
 _PER_ITEM = {pickle.APPENDS[0]: 16, pickle.SETITEMS[0]: 96, pickle.ADDITEMS[0]: 96,
@@ -262,7 +259,7 @@ class SafeUnpickler(pickle._Unpickler):
         """Account `n` more bytes of memory; refuse the file when the budget runs out."""
         self.left -= n
         if self.left < 0:
-            raise _BudgetExceeded(
+            raise pickle.UnpicklingError(
                 f"fusegrad.load refuses this checkpoint: its pickle builds more than "
                 f"{self.budget} bytes of objects besides the storages it declares")
 
@@ -319,14 +316,15 @@ def read_storage(archive: zipfile.ZipFile, root: str, key: str, nbytes: int) -> 
     return raw
 
 
-def read_zip_checkpoint(z: zipfile.ZipFile) -> Any:
-    """Unpickle the checkpoint in the open archive `z`."""
+def read_zip_checkpoint(z: zipfile.ZipFile, file_size: int) -> Any:
+    """Unpickle the checkpoint in the open archive `z`, a file of `file_size` bytes."""
     pkl = next((i for i in z.infolist()
                 if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1), None)
     if pkl is None:
         raise RuntimeError("PytorchStreamReader failed locating file data.pkl: file not found")
     root = pkl.filename.split("/", 1)[0]
-    budget = PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE * pkl.compress_size
+    # (the header's compressed size may lie; the file's own size may not)
+    budget = PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE * min(pkl.compress_size, file_size)
     with z.open(pkl) as stream:
         return SafeUnpickler(stream, z, root, budget).load()
 

@@ -278,6 +278,7 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
 def _load_file(f: IO[bytes]) -> Any:
     start = f.tell()
     head = f.read(9)
+    size = f.seek(0, os.SEEK_END) - start
     f.seek(start)
     if head[:4] != b"PK\x03\x04" and _looks_like_safetensors(head):
         return _safetensors_from_bytes(f.read())
@@ -287,7 +288,7 @@ def _load_file(f: IO[bytes]) -> Any:
         raise RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
                            "default since PyTorch 1.6)") from None
     with z:
-        return read_zip_checkpoint(z)
+        return read_zip_checkpoint(z, size)
 
 
 # ---------------------------------------------------------------- safetensors
