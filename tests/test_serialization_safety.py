@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import struct
 import subprocess
 import sys
 import zipfile
@@ -98,6 +99,18 @@ def _lying_pickle_bomb(path) -> None:
     path.write_bytes(bytes(raw))
 
 
+def _copy_bomb(path) -> None:
+    """A small pickle that copies one 50,000-entry dict into a new OrderedDict again and again
+    (each copy costs the pickle 7 bytes)."""
+    pk = bytearray(b"\x80\x02ccollections\nOrderedDict\nq\x00}(")
+    for i in range(50_000):
+        pk += b"J" + struct.pack("<i", i) + b"N"
+    pk += b"uq\x01](" + b"h\x00h\x01\x85R" * ((900_000 - len(pk)) // 6) + b"e."
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", bytes(pk))
+        z.writestr("archive/version", "3\n")
+
+
 _MEASURE = r"""
 import resource, sys
 import fusegrad
@@ -122,7 +135,8 @@ print(outcome, status("VmHWM:") - before)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-@pytest.mark.parametrize("make", [_storage_bomb, _pickle_bomb, _lying_pickle_bomb])
+@pytest.mark.parametrize("make", [_storage_bomb, _pickle_bomb, _lying_pickle_bomb,
+                                  _copy_bomb])
 def test_small_crafted_file_cannot_take_much_memory(tmp_path, make):
     path = tmp_path / "bomb.pt"
     make(path)

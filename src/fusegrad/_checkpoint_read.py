@@ -197,6 +197,7 @@ _PER_ITEM = {pickle.APPENDS[0]: 16, pickle.SETITEMS[0]: 96, pickle.ADDITEMS[0]: 
              pickle.TUPLE[0]: 8, pickle.FROZENSET[0]: 96, pickle.LIST[0]: 8,
              pickle.DICT[0]: 96}
 _PER_NEW = (pickle.SETITEM[0], pickle.APPEND[0])
+_SLOT = 128  # a container entry a call or BUILD copies: hash-table slot, key, value
 
 
 def _charging(op: int, handler):
@@ -230,20 +231,27 @@ class SafeUnpickler(pickle._Unpickler):
                 not isinstance(k, str) or k.startswith("__") for k in state):
             raise pickle.UnpicklingError("fusegrad.load refuses to set the state of "
                                          f"{type(inst).__name__} objects")
+        self.charge(_SLOT * len(state))  # the attributes are copied into the instance
         inst.__dict__.update(state)
 
     dispatch[pickle.BUILD[0]] = load_build
 
     def load_reduce(self):
-        args = self.stack[-1]
-        if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (list, tuple)):
-            self.charge(96 * len(args[0]))  # set(items): a hash table as large as the items
+        self.charge_call(self.stack[-1])
         pickle._Unpickler.load_reduce(self)
 
     dispatch[pickle.REDUCE[0]] = load_reduce
-    # Out-of-band buffers and bytearrays (protocol 5) allocate before reading; no checkpoint
-    # of tensors needs them.
-    for _op in (pickle.BYTEARRAY8, pickle.NEXT_BUFFER, pickle.READONLY_BUFFER):
+
+    def load_newobj(self):
+        self.charge_call(self.stack[-1])
+        pickle._Unpickler.load_newobj(self)
+
+    dispatch[pickle.NEWOBJ[0]] = load_newobj
+    # Out-of-band buffers and bytearrays (protocol 5) allocate before reading, and the old
+    # instance opcodes call with keyword or unbounded arguments; no checkpoint of tensors
+    # needs them (torch.save reduces with REDUCE at any protocol).
+    for _op in (pickle.BYTEARRAY8, pickle.NEXT_BUFFER, pickle.READONLY_BUFFER,
+                pickle.NEWOBJ_EX, pickle.INST, pickle.OBJ):
         del dispatch[_op[0]]
     dispatch = _Opcodes((_op, _charging(_op, _handler)) for _op, _handler in dispatch.items())
 
@@ -262,6 +270,15 @@ class SafeUnpickler(pickle._Unpickler):
             raise pickle.UnpicklingError(
                 f"fusegrad.load refuses this checkpoint: its pickle builds more than "
                 f"{self.budget} bytes of objects besides the storages it declares")
+
+    def charge_call(self, args) -> None:
+        """Charge a call's arguments: an allowed callable may copy each container argument
+        (`set(items)`, `OrderedDict(pairs)`), so the same large container reached again
+        through the memo is paid for at every call."""
+        if not isinstance(args, tuple):
+            raise pickle.UnpicklingError("fusegrad.load: call arguments must be a tuple")
+        self.charge(_SLOT * (len(args) + sum(
+            len(a) for a in args if isinstance(a, (list, tuple, dict, set, frozenset, str)))))
 
     def find_class(self, module: str, name: str):
         if self.proto < 3:
