@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -290,6 +291,16 @@ def test_loads_what_torch_weights_only_loads(tmp_path):
     assert got["empty_size"] == fusegrad.Size([])
     assert isinstance(got["dev"], fusegrad.device) and str(got["dev"]) == str(oracle["dev"])
     assert got["set"] == oracle["set"] and type(got["set"]) is set
+
+
+def test_loads_the_plain_python_values_torch_weights_only_loads(tmp_path):
+    ref = {"bytes": b"ab\xff\x00", "ba": bytearray(b"xy"), "c": 1.5 - 2j,
+           "counter": Counter("abracadabra"), "empty": Counter()}
+    torch.save(ref, tmp_path / "p.pt")
+    oracle = torch.load(tmp_path / "p.pt", weights_only=True)
+    got = fusegrad.load(tmp_path / "p.pt")
+    assert got == oracle
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in oracle.items()}
 
 
 def test_negative_storage_offset_is_refused_as_torch_refuses_it():

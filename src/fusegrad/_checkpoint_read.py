@@ -2,8 +2,8 @@
 
 The unpickler resolves only the globals `torch.load(weights_only=True)` accepts for plain
 checkpoints (tensor and parameter rebuild functions, storage types, dtypes, `torch.Size`,
-`torch.device`, `set`, `OrderedDict`) and refuses every other global before anything is
-called.
+`torch.device`, `set`, `OrderedDict`, `Counter`, and bytes, bytearray and complex as
+protocol 2 spells them) and refuses every other global before anything is called.
 
 A zip entry can inflate a thousandfold, so neither the pickle nor a storage is read whole on
 trust. A storage is allocated at the size the pickle declares for it (elements times element
@@ -19,7 +19,7 @@ from __future__ import annotations
 import _compat_pickle
 import pickle
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 import numpy as np
@@ -139,9 +139,38 @@ def _size(dims=()) -> Size:
     return Size(_ints("torch.Size", dims))
 
 
+def _encode(text: str, encoding: str = "utf-8") -> bytes:
+    """`_codecs.encode`, as protocol-2 pickles spell a bytes object: (str, 'latin1')."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise pickle.UnpicklingError("fusegrad.load only rebuilds bytes from latin1 text")
+    return text.encode("latin1")
+
+
+def _bytearray(data=b"") -> bytearray:
+    if not isinstance(data, bytes):
+        raise pickle.UnpicklingError("fusegrad.load only rebuilds a bytearray from bytes")
+    return bytearray(data)
+
+
+def _complex(real=0.0, imag=0.0) -> complex:
+    if not all(isinstance(v, (int, float)) for v in (real, imag)):
+        raise pickle.UnpicklingError("fusegrad.load only rebuilds a complex from two numbers")
+    return complex(real, imag)
+
+
+def _counter(counts=None) -> Counter:
+    if not isinstance(counts, (dict, type(None))):
+        raise pickle.UnpicklingError("fusegrad.load only rebuilds a Counter from a dict")
+    return Counter(counts or {})
+
+
 ALLOWED: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): OrderedDict,
+    ("collections", "Counter"): _counter,
     ("builtins", "set"): set,
+    ("builtins", "bytearray"): _bytearray,
+    ("builtins", "complex"): _complex,
+    ("_codecs", "encode"): _encode,
     ("torch", "Size"): _size,
     ("torch", "device"): device,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
@@ -278,7 +307,8 @@ class SafeUnpickler(pickle._Unpickler):
         if not isinstance(args, tuple):
             raise pickle.UnpicklingError("fusegrad.load: call arguments must be a tuple")
         self.charge(_SLOT * (len(args) + sum(
-            len(a) for a in args if isinstance(a, (list, tuple, dict, set, frozenset, str)))))
+            len(a) for a in args
+            if isinstance(a, (list, tuple, dict, set, frozenset, str, bytes)))))
 
     def find_class(self, module: str, name: str):
         if self.proto < 3:
