@@ -254,7 +254,7 @@ def toy_example(a, b):
 def test_explain_counts_graphs_and_breaks():
     out = fusegrad._dynamo.explain(toy_example)(fusegrad.ones(3), -fusegrad.ones(3))
     assert out.graph_count == 2 and out.graph_break_count == 1
-    assert "data-dependent" in out.break_reasons[0]
+    assert "data-dependent" in out.break_reasons[0].reason
 
 
 def test_logs_report_breaks_recompiles_and_guards(caplog):

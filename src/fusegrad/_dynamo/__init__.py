@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..compiler import compile as _compile
 from ..compiler import config, disable, list_backends, reset
+from . import exc
 from .explain import explain
 
 
@@ -16,4 +17,4 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None, disabl
     return decorate
 
 
-__all__ = ["optimize", "reset", "explain", "config", "disable", "list_backends"]
+__all__ = ["optimize", "reset", "explain", "config", "disable", "list_backends", "exc"]

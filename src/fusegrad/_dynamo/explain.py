@@ -1,57 +1,73 @@
-"""`explain(fn)(*args)`: what capture made of one call: graphs, breaks and their reasons."""
+"""`explain(fn)(*args)`: what capture made of one call: graphs, breaks and their reasons.
+
+The result has PyTorch's `ExplainOutput` fields and text layout. Every place capture stopped
+is a break reason: a graph break, and also code left to run eagerly (an opcode the translator
+does not know, a translator failure, the recompile limit), so `graph_break_count` counts
+those too (PyTorch's is `graph_count - 1`, which misses a break before any op).
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 
 @dataclass
 class ExplainOutput:
-    """Graphs, graph breaks (reasons with file:line) and guards of one call."""
+    """Graphs, graph breaks (reasons with the user's frame) and guards of one call."""
 
     graphs: list = field(default_factory=list)
     graph_count: int = 0
     graph_break_count: int = 0
-    break_reasons: list = field(default_factory=list)
+    break_reasons: list = field(default_factory=list)  # GraphCompileReason: reason, user_stack
     op_count: int = 0
-    ops_per_graph: list = field(default_factory=list)
-    out_guards: list = field(default_factory=list)
+    ops_per_graph: list | None = None  # the call_function targets of each graph
+    out_guards: list | None = None  # guard expressions, as readable Python
+    compile_times: str | None = None
 
     def __str__(self) -> str:
-        lines = [f"Graph Count: {self.graph_count}",
-                 f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {self.op_count}", "Break Reasons:"]
+        out = [f"Graph Count: {self.graph_count}\n",
+               f"Graph Break Count: {self.graph_break_count}\n",
+               f"Op Count: {self.op_count}\n", "Break Reasons:\n"]
         for i, reason in enumerate(self.break_reasons, 1):
-            lines.append(f"  Break Reason {i}:\n    Reason: {reason}")
-        lines.append("Ops per Graph:")
-        for i, ops in enumerate(self.ops_per_graph, 1):
-            lines.append(f"  Ops {i}:")
-            lines += [f"    {op}" for op in ops]
-        lines.append("Out Guards:")
-        lines += [f"  {g}" for g in self.out_guards]
-        return "\n".join(lines)
+            out.append(f"  Break Reason {i}:\n    Reason: {reason.reason}\n    User Stack:\n")
+            out += [f"      {frame}\n" for frame in reason.user_stack]
+        if self.ops_per_graph is not None:
+            out.append("Ops per Graph:\n")
+            for i, ops in enumerate(self.ops_per_graph, 1):
+                out.append(f"  Ops {i}:\n")
+                out += [f"    {op}\n" for op in ops]
+        if self.out_guards is not None:
+            out.append("Out Guards:\n")
+            for i, guard in enumerate(self.out_guards, 1):
+                out.append(f"  Guard {i}:\n    {guard}\n")
+        if self.compile_times is not None:
+            out.append(f"Compile Times: {self.compile_times}\n")
+        return "".join(out)
 
 
 def explain(fn, *extra_args, **extra_kwargs):
-    """`explain(fn)(*args, **kwargs)` compiles `fn` afresh, calls it once and reports."""
-    from ..compiler import CompiledFunction
+    """`explain(fn)(*args, **kwargs)` compiles `fn` (a function or module) afresh, calls it
+    once and reports what capture made of it."""
 
-    def run(*args, **kwargs):
+    def run(*args, **kwargs) -> ExplainOutput:
+        from ..compiler import compile as compile_fn
         from ..compiler.capture.segments import _History
 
-        compiled = CompiledFunction(getattr(fn, "_orig", fn), "eager")
+        compiled = compile_fn(_unwrap(fn), backend="eager")
         events: list = []
         _History.listener = events
+        start = time.perf_counter()
         try:
             compiled(*args, **kwargs)
         finally:
             _History.listener = None
-        out = ExplainOutput()
+        elapsed = time.perf_counter() - start
+        out = ExplainOutput(ops_per_graph=[], out_guards=[])
         for event, detail in events:
             if event == "graph":
                 out.graphs.append(detail)
-                ops = [n.target for n in detail.graph.nodes
-                       if n.op in ("call_function", "call_method", "call_module")]
+                ops = [n.target for n in detail.graph.nodes if n.op == "call_function"]
                 out.ops_per_graph.append(ops)
                 out.op_count += len(ops)
             elif event == "break":
@@ -60,8 +76,26 @@ def explain(fn, *extra_args, **extra_kwargs):
                 out.out_guards += detail
         out.graph_count = len(out.graphs)
         out.graph_break_count = len(out.break_reasons)
+        out.compile_times = ("fusegrad compilation metrics:\nFunction    Runtimes (s)\n"
+                             f"----------  --------------\n_compile    {elapsed:.4f}")
         return out
 
     if extra_args or extra_kwargs:
+        import warnings
+
+        warnings.warn("explain(f, *args, **kwargs) is deprecated, use explain(f)(*args, "
+                      "**kwargs) instead.  If you don't migrate, we may break your explain "
+                      "call in the future if your user defined kwargs conflict with future "
+                      "kwargs added to explain(f).", FutureWarning, stacklevel=2)
         return run(*extra_args, **extra_kwargs)
     return run
+
+
+def _unwrap(fn):
+    """The plain function or module behind a compiled one."""
+    from ..compiler import CompiledFunction
+
+    if isinstance(fn, CompiledFunction):
+        return fn._orig
+    orig = getattr(fn, "_orig_mod", None)  # an OptimizedModule
+    return orig if orig is not None else fn

@@ -12,9 +12,10 @@ import functools
 import inspect
 import weakref
 
-from .capture.segments import FrameRunner
-from .capture.translator import unsupported_opcodes
-from .capture.variables import Unsupported
+from . import logs
+from .capture.segments import FrameRunner, _History, _line_of
+from .capture.translator import instructions_of, unsupported_opcodes
+from .exc import Unsupported
 
 
 class Config:
@@ -100,7 +101,29 @@ class CompiledFunction:
         self._argnames = code.co_varnames[:code.co_argcount]
         self._runner = None
         self._eager_reason = ", ".join(sorted(unsupported_opcodes(fn.__code__)))
+        self._eager_report = None
         functools.update_wrapper(self, fn)
+
+    def _report_eager(self):
+        """The whole function runs eagerly: a reported break at its first instruction the
+        translator does not know (logged once; `explain` sees it on every call)."""
+        report = self._eager_report
+        if report is None:
+            code = self._orig.__code__
+            missing = self._eager_reason.split(", ")
+            line = code.co_firstlineno
+            if missing[0] != "generator" and not missing[0].startswith("Python "):
+                insts, _ = instructions_of(code)
+                first = next((i for i in insts if i.opname in missing), None)
+                line = _line_of(code, first.offset) if first is not None else line
+            reason = (f"{self._orig.__qualname__} uses {self._eager_reason}, which "
+                      "fusegrad.compile cannot capture: the whole function runs eagerly")
+            if self._fullgraph:
+                raise Unsupported(f"{reason} ({code.co_filename}:{line})")
+            report = self._eager_report = logs.graph_break(reason, code, line,
+                                                           "Eager fallback")
+        if _History.listener is not None:
+            _History.listener.append(("break", report))
 
     def _get_runner(self) -> FrameRunner:
         if self._runner is None:
@@ -110,9 +133,8 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         if self._eager_reason:
-            if self._fullgraph:
-                raise Unsupported(f"{self._orig.__qualname__} uses {self._eager_reason}, "
-                                  "which fusegrad.compile cannot capture")
+            if self._eager_report is None or _History.listener is not None:
+                self._report_eager()
             return self._orig(*args, **kwargs)
         if self._simple and not kwargs and len(args) == len(self._argnames):
             L = dict(zip(self._argnames, args))

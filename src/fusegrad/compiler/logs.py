@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import traceback
+from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
              "perf_hints")
@@ -43,6 +45,34 @@ def _from_environment() -> None:
     known = [n.lstrip("+") for n in names if n.lstrip("+") in ARTIFACTS]
     if known:
         set_logs(**dict.fromkeys(known, True))
+
+
+
+@dataclass
+class GraphCompileReason:
+    """Why capture stopped: a graph break, or code left to run eagerly (PyTorch's record,
+    shown by `explain`): the reason and the user's frame (file, line, function)."""
+
+    reason: str
+    user_stack: list = field(default_factory=list)
+    graph_break: bool = True
+
+    def where(self) -> str:
+        """`file:line` of the innermost user frame."""
+        if not self.user_stack:
+            return "<unknown>"
+        frame = self.user_stack[-1]
+        return f"{frame.filename}:{frame.lineno}"
+
+
+def graph_break(reason: str, code, line: int | None, what: str = "Graph break") -> \
+        GraphCompileReason:
+    """Record and log (`graph_breaks`) a break in `code` at `line`."""
+    frame = traceback.FrameSummary(code.co_filename, line or code.co_firstlineno,
+                                   code.co_name, lookup_line=False)
+    record = GraphCompileReason(reason, [frame])
+    emit("graph_breaks", f"{what} in {code.co_name} at {record.where()}: {reason}")
+    return record
 
 
 _from_environment()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
-from .guards import GuardSet, _is_plain_data
+from .guards import GuardSet, _is_plain_data, _storage_key
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -52,6 +52,9 @@ class GraphBuilder:
         # Functions MAKE_FUNCTION built while translating: their cells and defaults hold
         # values of variables that were guarded where they were read.
         self.fresh_functions: list = []
+        # Set by the first in-place op: from then on tensor inputs must not share memory
+        # (fake tensors do not know that a change to one input shows through another).
+        self.mutated = False
 
     # ---------------------------------------------------------------- inputs
 
@@ -122,6 +125,8 @@ class GraphBuilder:
             if other is value:  # the same tensor reached by two paths: one input
                 self.guards.add(f"{source} is {other_source}")
                 return self.inputs[other_source]
+        if self.mutated:
+            self._refuse_aliasing(value)
         self.guards.tensor(source, value)
         name = placeholder_name(source)
         # Parameters and buffers come first, then other inputs in first-use order (as Dynamo).
@@ -151,6 +156,10 @@ class GraphBuilder:
         node_kwargs = {k: _map(v, _as_node) for k, v in kwargs.items()}
         fake_args = _map(args, _as_example)
         fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
+        if not self.mutated and _is_inplace(_target_name(target)):
+            for value in self.input_values.values():
+                self._refuse_aliasing(value)
+            self.mutated = True
         try:
             with self.fake_mode:
                 if kind == "call_function":
@@ -161,9 +170,23 @@ class GraphBuilder:
             raise Unsupported(f"data-dependent operation: {e}") from None
         except (NotImplementedError, AttributeError, TypeError) as e:
             raise Unsupported(f"{_target_name(target)} on fake tensors: {e}") from None
+        except (RuntimeError, ValueError, IndexError) as e:
+            # The op fails for this input (a view of a non-contiguous tensor, a bad index):
+            # run it for real, where it raises as it does eagerly.
+            raise Unsupported(f"{_target_name(target)} raised {type(e).__name__}: {e}") \
+                from None
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.created.append(node)
         return self.wrap_result(node, example)
+
+    def _refuse_aliasing(self, value: Tensor) -> None:
+        """A graph break if `value` shares memory with another tensor input (the in-place op
+        then runs for real, and what follows sees its effect through every alias)."""
+        key = _storage_key(value)
+        for source, other in self.input_values.items():
+            if other is not value and _storage_key(other) == key:
+                raise Unsupported(f"an in-place op while tensor input {source} shares memory "
+                                  "with another input")
 
     def set_grad_enabled(self, mode: bool) -> None:
         """Switch grad mode here in the graph (and now, for the fake ops that follow)."""
@@ -256,6 +279,17 @@ def _map(value, fn):
     if isinstance(value, tuple):
         return tuple(fn(v) for v in value)
     return fn(value)
+
+
+# In-place operators whose names do not end with "_".
+_INPLACE_NAMES = frozenset(["setitem"] + [f"i{n}" for n in (
+    "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift").split()])
+
+
+def _is_inplace(name: str) -> bool:
+    """True for an op that writes into its first argument (`add_`, `iadd`, `__setitem__`)."""
+    bare = name.strip("_")
+    return (name.endswith("_") and not name.endswith("__")) or bare in _INPLACE_NAMES
 
 
 def _target_name(target) -> str:

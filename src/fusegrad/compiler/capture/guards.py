@@ -8,6 +8,8 @@ The guards of one cache entry are compiled into a single check function; when it
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ... import _dtype
@@ -15,26 +17,36 @@ from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 
 
-def _tensor_check(t, cls, shape, dtype, requires_grad) -> bool:
-    # One call instead of four expressions: this runs on every call of the compiled function.
+def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
+    # One call instead of five expressions: this runs on every call of the compiled function.
+    # Strides are compared in bytes as the array holds them (same dtype: same element size),
+    # which saves converting them to elements on every call.
     return (t.__class__ is cls and t._dtype is dtype and t._rg is requires_grad
-            and t.shape == shape)
+            and t._data.shape == shape and t._data.strides == byte_strides)
 
 
 class TensorGuard:
-    """A tensor input's type, shape, dtype and requires_grad."""
+    """A tensor input's type, shape, strides, dtype and requires_grad.
+
+    Strides are guarded as Dynamo guards them with static shapes: the graph may have read them
+    (`x.stride()`, `x.is_contiguous()`), and a view that needs a contiguous input fails on
+    another layout.
+    """
 
     def __init__(self, source: str, t: Tensor):
         self.source = source
         self.cls = type(t)
         self.shape = tuple(t.shape)
+        self.stride = tuple(t.stride())
+        self.byte_strides = tuple(t._data.strides)
         self.dtype = t.dtype
         self.requires_grad = bool(t.requires_grad)
 
     def text(self) -> str:
         """The guard as readable Python."""
         return (f"check_tensor({self.source}, {self.cls.__name__}, shape={self.shape}, "
-                f"dtype={self.dtype!r}, requires_grad={self.requires_grad})")
+                f"stride={self.stride}, dtype={self.dtype!r}, "
+                f"requires_grad={self.requires_grad})")
 
     def failure(self, value) -> str | None:
         """Why `value` fails this guard (PyTorch's wording), or None if it passes."""
@@ -47,6 +59,10 @@ class TensorGuard:
         for i, (a, b) in enumerate(zip(self.shape, value.shape)):
             if a != b:
                 return f"tensor '{name}' size mismatch at index {i}. expected {a}, actual {b}"
+        for i, (a, b) in enumerate(zip(self.stride, value.stride())):
+            if a != b:
+                return (f"tensor '{name}' stride mismatch at index {i}. expected {a}, actual "
+                        f"{b}")
         if value.dtype is not self.dtype:
             return f"tensor '{name}' dtype mismatch. expected {self.dtype}, actual {value.dtype}"
         if bool(value.requires_grad) != self.requires_grad:
@@ -104,9 +120,19 @@ class GuardSet:
         return f"type({source}) is {name}"
 
     def _equals(self, source: str, value) -> str:
-        # A NaN equals nothing (not even itself): test it as one, or the guard always fails.
-        if type(value) is float and value != value:
-            return f"{source} != {source}"
+        if isinstance(value, (float, np.floating)):
+            # A NaN equals nothing (not even itself): test it as one, or the guard always
+            # fails. -0.0 == 0.0, but 1 / -0.0 is -inf: a zero guards its sign as well.
+            if value != value:
+                return f"{source} != {source}"
+            text = repr(value) if _has_literal(value) else self.ref(value, "const")
+            if value == 0:
+                sign = math.copysign(1.0, value)
+                return f"{source} == {text} and ___copysign(1.0, {source}) == {sign!r}"
+            return f"{source} == {text}"
+        if isinstance(value, (complex, tuple, frozenset)) and _has_float(value):
+            # `==` cannot tell -0.0 from 0.0 or match a NaN inside: compare exactly.
+            return f"___same_data({source}, {self.ref(value, 'const')})"
         if _has_literal(value):
             return f"{source} == {value!r}"
         return f"{source} == {self.ref(value, 'const')}"
@@ -140,7 +166,7 @@ class GuardSet:
             scope[f"___cls{i}"] = g.cls
             scope[f"___dt{i}"] = g.dtype
             terms.append(f"___check({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
-                         f"{g.requires_grad})")
+                         f"{g.requires_grad}, {g.byte_strides!r})")
         terms += [f"({e})" for e in self.exprs]
         body = " and ".join(terms) or "True"
         src = f"def check(L, S, G):\n    try:\n        return {body}\n" \
@@ -181,6 +207,45 @@ def _module_call_is(module, forward, bound: bool) -> bool:
     return d.get("forward") is forward
 
 
+def _same_data(a, b) -> bool:
+    """True if plain data `a` and `b` are equal with the same types, zeros of the same sign
+    and NaNs in the same places (what `==` does not tell apart)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (float, np.floating)):
+        if a != a:
+            return b != b
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, complex):
+        return _same_data(a.real, b.real) and _same_data(a.imag, b.imag)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_data(x, y) for x, y in zip(a, b))
+    if isinstance(a, frozenset):  # items matched by their exact text
+        return sorted(map(repr, a)) == sorted(map(repr, b))
+    return a == b
+
+
+def _has_float(value) -> bool:
+    """True if plain data `value` holds a float or complex anywhere."""
+    if isinstance(value, (float, complex, np.floating)):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return any(_has_float(v) for v in value)
+    return False
+
+
+def _storage_key(t) -> int:
+    """Which memory `t` lives in: its array's owner (NumPy views point at the owner)."""
+    data = t._data
+    owner = data.base if data is not None and data.base is not None else data
+    return id(owner if owner is not None else t)
+
+
+def _distinct_storage(*tensors) -> bool:
+    """True if no two of `tensors` share memory (an in-place op on one changes no other)."""
+    return len({_storage_key(t) for t in tensors}) == len(tensors)
+
+
 def _items(container) -> list:
     """What a container holds, in order: a mapping's (key, value) pairs, else its items."""
     if isinstance(container, dict):
@@ -194,7 +259,8 @@ def _helpers() -> dict:
     """The functions guard expressions call."""
     return {"___grad_enabled": lambda: _grad_state.enabled,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
-            "___module_call_is": _module_call_is}
+            "___module_call_is": _module_call_is, "___copysign": math.copysign,
+            "___same_data": _same_data, "___distinct_storage": _distinct_storage}
 
 
 _BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(None),

@@ -82,6 +82,7 @@ class FrameRunner:
                       and i.offset in flow]
         self.eager_only = False
         self.warned = False
+        self._state = None  # (translator, builder) while capturing
         self.history = _History()  # (event, detail) for explain and logs
 
     # ---------------------------------------------------------------- running
@@ -100,7 +101,7 @@ class FrameRunner:
         offset = 0
         while True:
             seg = self._segment(offset, L, S)
-            if seg is None:  # too many recompiles here: the rest runs eagerly
+            if seg is None:  # too many recompiles here: the rest runs eagerly (reported)
                 if offset == 0:
                     return self.fn(*L.pop("___args"), **L.pop("___kwargs"))
                 return self._run_concrete(offset, L, S, ())
@@ -125,14 +126,7 @@ class FrameRunner:
         # own cache (as Dynamo's resume functions do), and values that are new objects on
         # every call (a generator, a function made before the break) fail identity guards.
         if len(entries) >= self.config.recompile_limit:
-            if not self.warned:
-                self.warned = True
-                reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
-                where = "" if offset == 0 else f" (resuming at offset {offset})"
-                warnings.warn(
-                    f"fusegrad.compile: {self.code.co_name}{where} hit config.recompile_limit "
-                    f"({self.config.recompile_limit}); last failed guard: {reason}. It "
-                    "now runs eagerly.", UserWarning, stacklevel=4)
+            self._limit_hit(offset, entries, L, S)
             return None
         if entries:
             reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
@@ -144,6 +138,30 @@ class FrameRunner:
         seg = self.capture(offset, L, S)
         entries.append(seg)
         return seg
+
+    def _limit_hit(self, offset: int, entries: list, L: dict, S: list) -> None:
+        """Past `recompile_limit` at `offset`: a reported fallback (warned once), or with
+        fullgraph=True an error."""
+        from ..exc import FailOnRecompileLimitHit
+
+        if self.warned and _History.listener is None and not self.fullgraph:
+            return  # reported once
+        G = self.fn.__globals__
+        last = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+        where = "" if offset == 0 else f" (resuming at offset {offset})"
+        line = _line_of(self.code, offset) if offset else self.code.co_firstlineno
+        reason = (f"hit config.recompile_limit ({self.config.recompile_limit}); last failed "
+                  f"guard: {last}")
+        if self.fullgraph:
+            raise FailOnRecompileLimitHit(
+                f"{reason} (in {self.code.co_name}{where}, {self.code.co_filename}:{line}); "
+                "hard failure due to fullgraph=True")
+        self.history.append(("break", logs.graph_break(reason, self.code, line,
+                                                       "Eager fallback")))
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"fusegrad.compile: {self.code.co_name}{where} {reason}. It now "
+                          "runs eagerly.", UserWarning, stacklevel=5)
 
     def _step(self, offset: int, L: dict, S: list, kw_names: tuple):
         """Run one instruction for real; returns (next offset, None) or (None, result)."""
@@ -183,18 +201,40 @@ class FrameRunner:
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
         grad_mode = _grad_state.enabled
+        self._state = None
         try:
             return self._capture(start, L, S)
         except Unsupported:
             raise  # fullgraph=True
         except Exception as e:  # a translator bug must not fail a program eager would run
-            if self.fullgraph:
-                raise
-            logs.emit("graph_breaks", f"capture of {self.code.co_name} failed ({e!r}); "
-                      "running it eagerly")
-            return Segment(start, "eager", reason=repr(e))
+            return self._translator_error(start, e)
         finally:
             _grad_state.enabled = grad_mode  # translation switches it for the fake ops
+            self._state = None
+
+    def _translator_error(self, start: int, error: Exception) -> Segment:
+        """The translator failed: report it as the bug it is (a graph break with the line it
+        was at); the frame runs eagerly from `start` while the guards read so far hold."""
+        from ..exc import InternalTorchDynamoError
+
+        tr, builder = self._state or (None, None)
+        inst = getattr(tr, "current", None)
+        offset = inst.offset if inst is not None else start
+        line = _line_of(self.code, offset)
+        reason = (f"fusegrad's translator failed ({type(error).__name__}: {error}); this is a "
+                  "bug in fusegrad, not in the program")
+        if self.fullgraph:
+            raise InternalTorchDynamoError(
+                f"{reason} (in {self.code.co_name}, {self.code.co_filename}:{line})") \
+                from error
+        self.history.append(("break", logs.graph_break(reason, self.code, line,
+                                                       "Eager fallback")))
+        seg = Segment(start, "eager", reason=reason, line=line)
+        if builder is not None:
+            # Guarded by what the translator had read: other inputs are translated afresh.
+            seg.guards = builder.guards
+            seg.check = builder.guards.compile()
+        return seg
 
     def _capture(self, start: int, L: dict, S: list) -> Segment:
         builder = GraphBuilder()
@@ -205,6 +245,7 @@ class FrameRunner:
                                            if not k.startswith("___")})
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
+        self._state = (tr, builder)  # for the report if the translator fails
         seg = None
         while True:
             before_stack = list(tr.stack)
@@ -228,13 +269,16 @@ class FrameRunner:
                 inst = tr.current
                 line = _line_of(self.code, inst.offset)
                 if self.fullgraph:
-                    raise Unsupported(
+                    from ..exc import Unsupported as FullgraphUnsupported
+
+                    raise FullgraphUnsupported(
                         f"{e} (graph break in {self.code.co_name}, "
                         f"{self.code.co_filename}:{line})") from None
-                self.history.append(("break", f"{e} at {self.code.co_filename}:{line}"))
-                logs.emit("graph_breaks", f"Graph break in {self.code.co_name} at "
-                          f"{self.code.co_filename}:{line}: {e}")
-                if tr.parent is None and self._in_loop(inst.offset):
+                in_loop = tr.parent is None and self._in_loop(inst.offset)
+                reason = f"{e} (inside a loop: the rest of the frame runs eagerly)" \
+                    if in_loop else str(e)
+                self.history.append(("break", logs.graph_break(reason, self.code, line)))
+                if in_loop:
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
@@ -243,6 +287,9 @@ class FrameRunner:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
                     seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
+                    self.history.append(("break", logs.graph_break(
+                        f"{why} (the rest of the frame runs eagerly)", self.code, line,
+                        "Eager fallback")))
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
         self._finish(seg, builder, outputs)
@@ -254,6 +301,10 @@ class FrameRunner:
     def _finish(self, seg: Segment, builder: GraphBuilder, outputs: _Outputs) -> None:
         graph = builder.graph
         _eliminate_dead_code(graph, outputs.nodes)
+        if builder.mutated and len(builder.input_values) > 1:
+            # The graph writes into a tensor input, captured with no inputs sharing memory:
+            # inputs that do must recompile (where the write then runs for real).
+            builder.guards.add(f"___distinct_storage({', '.join(builder.input_values)})")
         seg.guards = builder.guards
         self.history.append(("guards", builder.guards.lines()))
         logs.emit("guards", "GUARDS:\n" + "\n".join(builder.guards.lines()))

@@ -1,0 +1,11 @@
+"""PyTorch's names for the errors capture raises (`torch._dynamo.exc`)."""
+
+from ..compiler.exc import (
+    FailOnRecompileLimitHit,
+    InternalTorchDynamoError,
+    TorchDynamoException,
+    Unsupported,
+)
+
+__all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
+           "FailOnRecompileLimitHit"]

@@ -1,0 +1,25 @@
+"""The errors capture raises, under PyTorch's names (`torch._dynamo.exc`)."""
+
+from __future__ import annotations
+
+from .capture.variables import Unsupported as _GraphBreak
+
+
+class TorchDynamoException(RuntimeError):
+    """Base of the errors `fusegrad.compile` raises about capture."""
+
+
+class Unsupported(TorchDynamoException, _GraphBreak):
+    """`fullgraph=True` met code it cannot put in one graph (the reason and source line)."""
+
+
+class InternalTorchDynamoError(TorchDynamoException):
+    """The translator itself failed (a bug in fusegrad, not in the program)."""
+
+
+class FailOnRecompileLimitHit(Exception):
+    """`fullgraph=True` and a function recompiled past `config.recompile_limit`."""
+
+
+__all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
+           "FailOnRecompileLimitHit"]
