@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ... import _dtype
+from ..._dispatch import sync_view as _sync_view
 from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 
@@ -21,8 +22,12 @@ def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
     # One call instead of five expressions: this runs on every call of the compiled function.
     # Strides are compared in bytes as the array holds them (same dtype: same element size),
     # which saves converting them to elements on every call.
-    return (t.__class__ is cls and t._dtype is dtype and t._rg is requires_grad
-            and t._data.shape == shape and t._data.strides == byte_strides)
+    if t.__class__ is not cls:
+        return False
+    if t._base is not None:  # a view whose base was written in place may require grad now
+        _sync_view(t)
+    return (t._dtype is dtype and t._rg is requires_grad and t._data.shape == shape
+            and t._data.strides == byte_strides)
 
 
 class TensorGuard:
