@@ -62,6 +62,7 @@ class Segment:
     line: int | None = None
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
     rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
+    native: bool = False  # an eager segment from offset 0 that runs the function natively
 
 
 class FrameRunner:
@@ -101,7 +102,7 @@ class FrameRunner:
         offset = 0
         while True:
             seg = self._segment(offset, L, S)
-            if seg is None:  # too many recompiles here: the rest runs eagerly (reported)
+            if seg is None or seg.native:  # the rest runs eagerly (reported)
                 if offset == 0:
                     return self.fn(*L.pop("___args"), **L.pop("___kwargs"))
                 return self._run_concrete(offset, L, S, ())
@@ -147,11 +148,12 @@ class FrameRunner:
         if self.warned and _History.listener is None and not self.fullgraph:
             return  # reported once
         G = self.fn.__globals__
-        last = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+        last = entries[-1].guards.failure(L, S, G) if entries and entries[-1].guards else ""
         where = "" if offset == 0 else f" (resuming at offset {offset})"
         line = _line_of(self.code, offset) if offset else self.code.co_firstlineno
-        reason = (f"hit config.recompile_limit ({self.config.recompile_limit}); last failed "
-                  f"guard: {last}")
+        reason = f"hit config.recompile_limit ({self.config.recompile_limit})"
+        if last:
+            reason += f"; last failed guard: {last}"
         if self.fullgraph:
             raise FailOnRecompileLimitHit(
                 f"{reason} (in {self.code.co_name}{where}, {self.code.co_filename}:{line}); "
@@ -161,7 +163,7 @@ class FrameRunner:
         if not self.warned:
             self.warned = True
             warnings.warn(f"fusegrad.compile: {self.code.co_name}{where} {reason}. It now "
-                          "runs eagerly.", UserWarning, stacklevel=5)
+                          "runs eagerly.", UserWarning, stacklevel=6)
 
     def _step(self, offset: int, L: dict, S: list, kw_names: tuple):
         """Run one instruction for real; returns (next offset, None) or (None, result)."""
@@ -229,7 +231,8 @@ class FrameRunner:
                 from error
         self.history.append(("break", logs.graph_break(reason, self.code, line,
                                                        "Eager fallback")))
-        seg = Segment(start, "eager", reason=reason, line=line)
+        # Not through the concrete translator from the start: it may share the failing code.
+        seg = Segment(start, "eager", reason=reason, line=line, native=start == 0)
         if builder is not None:
             # Guarded by what the translator had read: other inputs are translated afresh.
             seg.guards = builder.guards
@@ -277,8 +280,9 @@ class FrameRunner:
                 in_loop = tr.parent is None and self._in_loop(inst.offset)
                 reason = f"{e} (inside a loop: the rest of the frame runs eagerly)" \
                     if in_loop else str(e)
-                self.history.append(("break", logs.graph_break(reason, self.code, line)))
-                if in_loop:
+                record = logs.graph_break(reason, self.code, line)
+                if in_loop:  # an eager fallback: always counted
+                    self.history.append(("break", record))
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
@@ -293,6 +297,11 @@ class FrameRunner:
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
         self._finish(seg, builder, outputs)
+        if seg.kind == "break":
+            # As Dynamo's explain counts them: a break that ended a graph. One before any op
+            # (or at a call whose callee breaks, reported by the callee) is only logged.
+            self.history.append(("break" if seg.compiled is not None else "quiet_break",
+                                 record))
         return seg
 
     def _in_loop(self, offset: int) -> bool:

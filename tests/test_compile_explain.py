@@ -1,0 +1,130 @@
+"""`explain(fn)` and `explain(module)` against `torch._dynamo.explain` on the same programs:
+graph and break counts, the call_function ops of each graph, the break's source line, and the
+text layout."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TORCHDYNAMO_DISABLE_CACHE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+
+import fusegrad  # noqa: E402
+
+
+def toy(lib, a, b):
+    x = a / (lib.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def printing(lib, x):
+    y = x + 1
+    print("", end="")
+    return y * 2
+
+
+def two_breaks(lib, x):
+    y = lib.sin(x) + 1
+    print("", end="")
+    z = lib.relu(y) * 2
+    print("", end="")
+    return z - 1
+
+
+def no_break(lib, x):
+    return lib.tanh(x @ x.T).sum(dim=0) + x[0]
+
+
+PROGRAMS = [toy, printing, two_breaks, no_break]
+
+
+def _names(ops) -> list[str]:
+    return [getattr(op, "__name__", str(op)) for op in ops]
+
+
+def _explain(lib, prog, *arrays):
+    def fn(*args):
+        return prog(lib, *args)
+
+    fn.__code__ = fn.__code__.replace(co_name=prog.__name__)  # same name in both reports
+    args = [lib.tensor(a) for a in arrays]
+    return lib._dynamo.explain(fn)(*args)
+
+
+@pytest.mark.parametrize("prog", PROGRAMS, ids=lambda p: p.__name__)
+def test_explain_fn_matches_torch(prog):
+    import numpy as np
+
+    arrays = [np.linspace(-1, 1, 9, dtype=np.float32).reshape(3, 3)] * (
+        2 if prog is toy else 1)
+    want = _explain(torch, prog, *arrays)
+    got = _explain(fusegrad, prog, *arrays)
+    assert got.graph_count == want.graph_count
+    assert got.graph_break_count == want.graph_break_count
+    assert got.op_count == want.op_count
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert len(got.break_reasons) == len(want.break_reasons)
+    for g, w in zip(got.break_reasons, want.break_reasons):
+        # The same frame: file, line and function (FrameSummary prints them alike).
+        assert [str(f) for f in g.user_stack[-1:]] == [str(f) for f in w.user_stack[-1:]]
+        if "print" in w.reason:  # the same construct: both name it
+            assert "print" in g.reason
+
+
+def _layout(text: str) -> list[str]:
+    """The report's skeleton: headings and the frame lines, without reason and guard texts."""
+    keep = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith(("Graph Count", "Graph Break Count", "Op Count", "Break Reason",
+                         "Ops per Graph", "Ops ", "Out Guards", "User Stack", "<FrameSummary")):
+            keep.append(line)
+        elif s.startswith("Reason:"):
+            keep.append(line[:line.index("Reason:") + 7])
+    return keep
+
+
+def test_explain_text_layout_matches_torch():
+    import numpy as np
+
+    a = np.ones(3, np.float32)
+    want = str(_explain(torch, toy, a, -a))
+    got = str(_explain(fusegrad, toy, a, -a))
+    assert _layout(got) == _layout(want)
+    assert got.splitlines()[:3] == want.splitlines()[:3]
+
+
+def _mlp(nn):
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+@pytest.mark.parametrize("build", [lambda nn: nn.Linear(3, 2), _mlp],
+                         ids=["linear", "mlp"])
+def test_explain_module_matches_torch(build):
+    torch.manual_seed(0)
+    tm = build(torch.nn)
+    fm = build(fusegrad.nn)
+    fm.load_state_dict({k: fusegrad.tensor(v.detach().numpy()) for k, v in
+                        tm.state_dict().items()})
+    x = torch.randn(2, tm[0].in_features if isinstance(tm, torch.nn.Sequential) else 3)
+    want = torch._dynamo.explain(tm)(x)
+    got = fusegrad._dynamo.explain(fm)(fusegrad.tensor(x.numpy()))
+    assert (got.graph_count, got.graph_break_count, got.op_count) == \
+        (want.graph_count, want.graph_break_count, want.op_count)
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert got.out_guards and all(isinstance(g, str) for g in got.out_guards)
+    assert "Compile Times:" in str(got) and got.compile_times
+
+
+def test_explain_accepts_compiled_function_and_module():
+    fn = fusegrad.compile(lambda x: x.sin() + 1)
+    assert fusegrad._dynamo.explain(fn)(fusegrad.ones(2)).graph_count == 1
+    mod = fusegrad.compile(fusegrad.nn.Linear(2, 2))
+    assert fusegrad._dynamo.explain(mod)(fusegrad.ones(1, 2)).graph_count == 1
