@@ -298,10 +298,7 @@ class FrameRunner:
                 break
         self._finish(seg, builder, outputs)
         if seg.kind == "break":
-            # As Dynamo's explain counts them: a break that ended a graph. One before any op
-            # (or at a call whose callee breaks, reported by the callee) is only logged.
-            self.history.append(("break" if seg.compiled is not None else "quiet_break",
-                                 record))
+            self.history.append(("break", record))
         return seg
 
     def _in_loop(self, offset: int) -> bool:
