@@ -181,3 +181,26 @@ def test_break_in_loop_reports_that_the_rest_runs_eagerly(capsys):
     assert out.graph_break_count == 1
     assert "rest of the frame runs eagerly" in out.break_reasons[0].reason
     assert out.break_reasons[0].user_stack[-1].lineno == _line_of(loop_break, "print(")
+
+
+def test_environment_variable_turns_on_break_logs(tmp_path):
+    """`FUSEGRAD_LOGS=graph_breaks` prints fallbacks with their file:line on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import fusegrad\n"
+        "def f(x):\n"
+        "    y = x * 1\n"
+        "    return y + 1\n"
+        "from fusegrad.compiler.capture import translator\n"
+        "translator.SUPPORTED_OPCODES = translator.SUPPORTED_OPCODES - {'BINARY_OP'}\n"
+        "print(fusegrad.compile(f)(fusegrad.ones(2)).tolist())\n")
+    env = {**os.environ, "FUSEGRAD_LOGS": "graph_breaks",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    assert done.stdout.strip() == "[2.0, 2.0]"
+    assert f"Eager fallback in f at {script}:3" in done.stderr
