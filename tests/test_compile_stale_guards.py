@@ -193,3 +193,42 @@ def test_no_alias_guard_without_inplace_ops():
     fn(fusegrad.ones(2), fusegrad.ones(2))
     lines = fn._runner.segments[0][0].guards.lines()
     assert not any("distinct_storage" in g for g in lines)
+
+
+def test_inplace_keyword_counts_as_a_write():
+    def f(a, b):
+        fusegrad.nn.functional.relu(a, inplace=True)
+        return a + b
+
+    fn = fusegrad.compile(f, backend=Counter())
+    fn(fusegrad.ones(2), fusegrad.ones(2))
+    lines = fn._runner.segments[0][0].guards.lines()
+    assert "___distinct_storage(L['a'], L['b'])" in lines
+    base, base2 = fusegrad.tensor([-1.0, 2.0]), fusegrad.tensor([-1.0, 2.0])
+    _same(fn(base, base[:]), f(base2, base2[:]))
+
+
+def test_disjoint_parts_of_one_array_are_not_aliases():
+    """Arrays cut from one buffer (as a file loader makes them) share an owner, not memory."""
+    def f(a, b):
+        a.add_(1)
+        return a * b
+
+    counter = Counter()
+    fn = fusegrad.compile(f, backend=counter)
+    buf, buf2 = np.arange(8.0, dtype=np.float32), np.arange(8.0, dtype=np.float32)
+    got = fn(fusegrad.from_numpy(buf[:4]), fusegrad.from_numpy(buf[4:]))
+    want = f(fusegrad.from_numpy(buf2[:4]), fusegrad.from_numpy(buf2[4:]))
+    _same(got, want)
+    assert counter.graphs == 1  # one graph, no break at the write
+    fn(fusegrad.from_numpy(buf[:4]), fusegrad.from_numpy(buf[4:]))
+    assert counter.graphs == 1  # and its guard passes again
+
+
+def test_inplace_keyword_op_with_unused_result_is_kept():
+    def f(a):
+        fusegrad.nn.functional.relu(a, inplace=True)
+        return a * 1
+
+    fn = fusegrad.compile(f, backend=Counter())
+    _same(fn(fusegrad.tensor([-1.0, 2.0])), f(fusegrad.tensor([-1.0, 2.0])))

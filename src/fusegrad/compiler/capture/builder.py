@@ -17,7 +17,7 @@ import numpy as np
 
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
-from .guards import GuardSet, _is_plain_data, _storage_key
+from .guards import GuardSet, _is_plain_data, _shares_memory
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -156,7 +156,9 @@ class GraphBuilder:
         node_kwargs = {k: _map(v, _as_node) for k, v in kwargs.items()}
         fake_args = _map(args, _as_example)
         fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
-        if not self.mutated and _is_inplace(_target_name(target)):
+        if not self.mutated and (_is_inplace(_target_name(target)) or any(
+                k == "inplace" and isinstance(v, ConstantVariable) and v.value is True
+                for k, v in kwargs.items())):
             for value in self.input_values.values():
                 self._refuse_aliasing(value)
             self.mutated = True
@@ -182,9 +184,8 @@ class GraphBuilder:
     def _refuse_aliasing(self, value: Tensor) -> None:
         """A graph break if `value` shares memory with another tensor input (the in-place op
         then runs for real, and what follows sees its effect through every alias)."""
-        key = _storage_key(value)
         for source, other in self.input_values.items():
-            if other is not value and _storage_key(other) == key:
+            if other is not value and _shares_memory(other, value):
                 raise Unsupported(f"an in-place op while tensor input {source} shares memory "
                                   "with another input")
 

@@ -246,9 +246,22 @@ def _storage_key(t) -> int:
     return id(owner if owner is not None else t)
 
 
+def _shares_memory(a, b) -> bool:
+    """True if tensors `a` and `b` may share memory (the same owner and overlapping bounds:
+    arrays read from one file buffer have one owner but do not overlap)."""
+    return _storage_key(a) == _storage_key(b) and (
+        a._data is None or b._data is None or np.may_share_memory(a._data, b._data))
+
+
 def _distinct_storage(*tensors) -> bool:
     """True if no two of `tensors` share memory (an in-place op on one changes no other)."""
-    return len({_storage_key(t) for t in tensors}) == len(tensors)
+    owners: dict = {}
+    for t in tensors:
+        owners.setdefault(_storage_key(t), []).append(t)
+    if len(owners) == len(tensors):  # the common case: one owner each
+        return True
+    return not any(_shares_memory(a, b) for group in owners.values() if len(group) > 1
+                   for i, a in enumerate(group) for b in group[i + 1:])
 
 
 def _items(container) -> list:

@@ -562,7 +562,8 @@ def _eliminate_dead_code(graph, keep) -> None:
             continue
         name = node.target if isinstance(node.target, str) else getattr(
             node.target, "__name__", "")
-        if name.endswith("_") or name in _INPLACE_TARGETS:
+        if name.endswith("_") or name in _INPLACE_TARGETS or \
+                node.kwargs.get("inplace") is True:
             continue  # in-place ops change their inputs: keep them
         graph.erase_node(node)
 
