@@ -123,3 +123,19 @@ def test_explain_accepts_compiled_function_and_module():
     assert fusegrad._dynamo.explain(fn)(fusegrad.ones(2)).graph_count == 1
     mod = fusegrad.compile(fusegrad.nn.Linear(2, 2))
     assert fusegrad._dynamo.explain(mod)(fusegrad.ones(1, 2)).graph_count == 1
+
+
+def test_fullgraph_break_raises_unsupported_as_torch():
+    """fullgraph=True at a break: torch._dynamo.exc.Unsupported (a RuntimeError) in both,
+    naming the construct and the user's file and line."""
+    errors = []
+    for lib in (torch, fusegrad):
+        fn = types.FunctionType(printing.__code__, {**printing.__globals__, "lib": lib})
+        with pytest.raises(lib._dynamo.exc.Unsupported) as info:
+            lib.compile(fn, fullgraph=True, backend="eager")(lib.ones(2))
+        errors.append(info.value)
+    want, got = errors
+    assert isinstance(got, RuntimeError) and isinstance(want, RuntimeError)
+    line = printing.__code__.co_firstlineno + 2
+    assert f'File "{__file__}", line {line}' in str(want) and "print" in str(want)
+    assert f"{__file__}:{line}" in str(got) and "print" in str(got)
