@@ -2,10 +2,10 @@
 
 `ZOO` maps a name to a builder; `build(name, train=...)` returns a `Pair`: the fusegrad model,
 the torch model (weights copied from it through the state_dict), and example inputs for each
-(the same values). Models are written once against a library argument (`lib` is `fusegrad` or
-`torch`), so one definition builds both; MLP, LeNet-5 and the ResNets come from
-`fusegrad.models` on the fusegrad side and from the same structure written here for torch
-(their state_dict keys must match, or loading fails). Shapes are small: batch 2, 32x32 images,
+(the same values). Each model is written once against a library argument (`lib` is `fusegrad`
+or `torch`), so one definition builds both: MLP, LeNet-5 and the ResNets are
+`fusegrad.models`' own source run with `torch.nn` as its `nn` for the torch side; the others
+are defined here. Shapes are small: batch 2, 32x32 images,
 a GPT of 2 layers, 2 heads, 32 dimensions and a vocabulary of 64.
 """
 
@@ -39,114 +39,6 @@ def definitions(lib) -> SimpleNamespace:
     """The zoo's model classes for `lib` (`fusegrad` or `torch`)."""
     nn = lib.nn
     F = nn.functional
-
-    class MLP(nn.Sequential):
-        def __init__(self, in_features=64, hidden=(32, 32), out_features=10):
-            layers = []
-            sizes = [in_features, *hidden]
-            for a, b in zip(sizes[:-1], sizes[1:]):
-                layers += [nn.Linear(a, b), nn.ReLU()]
-            layers.append(nn.Linear(sizes[-1], out_features))
-            super().__init__(*layers)
-
-    class LeNet5(nn.Module):
-        def __init__(self, num_classes=10, in_channels=1):
-            super().__init__()
-            self.features = nn.Sequential(
-                nn.Conv2d(in_channels, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
-                nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
-            self.classifier = nn.Sequential(
-                nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84),
-                nn.ReLU(), nn.Linear(84, num_classes))
-
-        def forward(self, x):
-            return self.classifier(self.features(x))
-
-    def conv3x3(inp, out, stride=1):
-        return nn.Conv2d(inp, out, kernel_size=3, stride=stride, padding=1, bias=False)
-
-    def conv1x1(inp, out, stride=1):
-        return nn.Conv2d(inp, out, kernel_size=1, stride=stride, bias=False)
-
-    class BasicBlock(nn.Module):
-        expansion = 1
-
-        def __init__(self, inplanes, planes, stride=1, downsample=None):
-            super().__init__()
-            self.conv1 = conv3x3(inplanes, planes, stride)
-            self.bn1 = nn.BatchNorm2d(planes)
-            self.relu = nn.ReLU(inplace=True)
-            self.conv2 = conv3x3(planes, planes)
-            self.bn2 = nn.BatchNorm2d(planes)
-            self.downsample = downsample
-            self.stride = stride
-
-        def forward(self, x):
-            identity = x
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.bn2(self.conv2(out))
-            if self.downsample is not None:
-                identity = self.downsample(x)
-            out += identity
-            return self.relu(out)
-
-    class Bottleneck(nn.Module):
-        expansion = 4
-
-        def __init__(self, inplanes, planes, stride=1, downsample=None):
-            super().__init__()
-            self.conv1 = conv1x1(inplanes, planes)
-            self.bn1 = nn.BatchNorm2d(planes)
-            self.conv2 = conv3x3(planes, planes, stride)
-            self.bn2 = nn.BatchNorm2d(planes)
-            self.conv3 = conv1x1(planes, planes * 4)
-            self.bn3 = nn.BatchNorm2d(planes * 4)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = downsample
-            self.stride = stride
-
-        def forward(self, x):
-            identity = x
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.relu(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-            if self.downsample is not None:
-                identity = self.downsample(x)
-            out += identity
-            return self.relu(out)
-
-    class ResNet(nn.Module):
-        def __init__(self, block, layers, num_classes=10):
-            super().__init__()
-            self.inplanes = 64
-            self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-            self.layer1 = self._make_layer(block, 64, layers[0])
-            self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
-            self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
-            self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(512 * block.expansion, num_classes)
-
-        def _make_layer(self, block, planes, blocks, stride=1):
-            downsample = None
-            if stride != 1 or self.inplanes != planes * block.expansion:
-                downsample = nn.Sequential(conv1x1(self.inplanes, planes * block.expansion,
-                                                   stride),
-                                           nn.BatchNorm2d(planes * block.expansion))
-            layers = [block(self.inplanes, planes, stride, downsample)]
-            self.inplanes = planes * block.expansion
-            layers += [block(self.inplanes, planes) for _ in range(1, blocks)]
-            return nn.Sequential(*layers)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            x = self.avgpool(x)
-            x = x.flatten(1)
-            return self.fc(x)
 
     # ---- a GPT in nanoGPT's shape
 
@@ -290,9 +182,23 @@ def definitions(lib) -> SimpleNamespace:
         def forward(self, q, k, v):
             return self.mha(q, k, v)
 
-    return SimpleNamespace(
-        MLP=MLP, LeNet5=LeNet5, BasicBlock=BasicBlock, Bottleneck=Bottleneck, ResNet=ResNet,
-        GPT=GPT, LSTMLanguageModel=LSTMLanguageModel, Encoder=Encoder, Attention=Attention)
+    return SimpleNamespace(GPT=GPT, LSTMLanguageModel=LSTMLanguageModel, Encoder=Encoder,
+                           Attention=Attention)
+
+
+@functools.cache
+def project_models(lib, module: str) -> SimpleNamespace:
+    """A module of `fusegrad.models` (written against `nn`) with `lib.nn` as its `nn`: the
+    project's own definition, built in torch for the oracle."""
+    import importlib.util
+
+    path = importlib.util.find_spec(f"fusegrad.models.{module}").origin
+    with open(path) as f:
+        source = f.read()
+    assert "from .. import nn\n" in source, f"{path} no longer imports nn as expected"
+    scope = {"__name__": f"model_zoo.{lib.__name__}.{module}", "nn": lib.nn}
+    exec(compile(source.replace("from .. import nn\n", ""), path, "exec"), scope)  # noqa: S102
+    return SimpleNamespace(**scope)
 
 
 @dataclass
@@ -312,21 +218,12 @@ class GPTConfig:
 
 
 def _models(name: str, lib):
-    import fusegrad
-
-    d = definitions(lib)
-    project = lib is fusegrad  # the fusegrad side of these comes from fusegrad.models
-    if name == "mlp":
-        return fusegrad.models.MLP(64, (32, 32), 10) if project else d.MLP()
-    if name == "lenet5":
-        return fusegrad.models.LeNet5() if project else d.LeNet5()
+    if name in ("mlp", "lenet5"):
+        simple = project_models(lib, "simple")
+        return simple.MLP(64, (32, 32), 10) if name == "mlp" else simple.LeNet5()
     if name in ("resnet18", "resnet50"):
-        if project:
-            build = fusegrad.models.resnet18 if name == "resnet18" else fusegrad.models.resnet50
-            return build(num_classes=10)
-        block, layers = (d.BasicBlock, [2, 2, 2, 2]) if name == "resnet18" else \
-            (d.Bottleneck, [3, 4, 6, 3])
-        return d.ResNet(block, layers)
+        return getattr(project_models(lib, "resnet"), name)(num_classes=10)
+    d = definitions(lib)
     if name == "gpt":
         return d.GPT(GPTConfig())
     if name == "lstm_lm":

@@ -84,8 +84,8 @@ def test_zoo_eager_matches_torch(name, mode):
     assert len(got) == len(want)
     _assert_close(dict(enumerate(got)), dict(enumerate(want)), rtol=1e-6, atol=1e-7)
     # ResNet-50 in train mode normalises two values per channel in its last stage: gradients
-    # reach 1e7 there, so the tolerance is relative to the largest one.
-    _assert_close(_state(pair.fg), _state(pair.th), rtol=1e-6, atol=1e-6)
+    # reach 1e7 there and cancel: the tolerances are looser than float64 would otherwise need.
+    _assert_close(_state(pair.fg), _state(pair.th), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,mode", CASES)
