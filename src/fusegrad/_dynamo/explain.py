@@ -2,8 +2,8 @@
 
 The result has PyTorch's `ExplainOutput` fields and text layout. Every place capture stopped
 is a break reason: a graph break, and also code left to run eagerly (an opcode the translator
-does not know, a translator failure, the recompile limit), so `graph_break_count` counts
-those too (PyTorch's is `graph_count - 1`, which misses a break before any op).
+does not know, a break inside a loop, a translator failure, the recompile limit).
+`graph_break_count` is PyTorch's `graph_count - 1` plus those eager fallbacks.
 """
 
 from __future__ import annotations
@@ -52,8 +52,12 @@ def explain(fn, *extra_args, **extra_kwargs):
 
     def run(*args, **kwargs) -> ExplainOutput:
         from ..compiler import compile as compile_fn
+        from ..compiler import reset
         from ..compiler.capture.segments import _History
 
+        # As PyTorch's: forget every capture first (functions it calls would otherwise reuse
+        # their graphs and report nothing) and after.
+        reset()
         compiled = compile_fn(_unwrap(fn), backend="eager")
         events: list = []
         _History.listener = events
@@ -62,6 +66,7 @@ def explain(fn, *extra_args, **extra_kwargs):
             compiled(*args, **kwargs)
         finally:
             _History.listener = None
+            reset()
         elapsed = time.perf_counter() - start
         out = ExplainOutput(ops_per_graph=[], out_guards=[])
         for event, detail in events:
@@ -75,7 +80,9 @@ def explain(fn, *extra_args, **extra_kwargs):
             elif event == "guards":
                 out.out_guards += detail
         out.graph_count = len(out.graphs)
-        out.graph_break_count = len(out.break_reasons)
+        # PyTorch counts the breaks between graphs; code left to run eagerly counts as well.
+        out.graph_break_count = max(out.graph_count - 1, 0) + sum(
+            r.fallback for r in out.break_reasons)
         out.compile_times = ("fusegrad compilation metrics:\nFunction    Runtimes (s)\n"
                              f"----------  --------------\n_compile    {elapsed:.4f}")
         return out

@@ -121,7 +121,7 @@ class CompiledFunction:
             if self._fullgraph:
                 raise Unsupported(f"{reason} ({code.co_filename}:{line})")
             report = self._eager_report = logs.graph_break(reason, code, line,
-                                                           "Eager fallback")
+                                                           fallback=True)
         if _History.listener is not None:
             _History.listener.append(("break", report))
 

@@ -56,6 +56,7 @@ class GraphCompileReason:
     reason: str
     user_stack: list = field(default_factory=list)
     graph_break: bool = True
+    fallback: bool = False  # code left to run eagerly, rather than a break between graphs
 
     def where(self) -> str:
         """`file:line` of the innermost user frame."""
@@ -65,13 +66,15 @@ class GraphCompileReason:
         return f"{frame.filename}:{frame.lineno}"
 
 
-def graph_break(reason: str, code, line: int | None, what: str = "Graph break") -> \
-        GraphCompileReason:
-    """Record and log (`graph_breaks`) a break in `code` at `line`."""
-    frame = traceback.FrameSummary(code.co_filename, line or code.co_firstlineno,
-                                   code.co_name, lookup_line=False)
-    record = GraphCompileReason(reason, [frame])
-    emit("graph_breaks", f"{what} in {code.co_name} at {record.where()}: {reason}")
+def graph_break(reason: str, code, line: int | None, fallback: bool = False,
+                inner: tuple = ()) -> GraphCompileReason:
+    """Record and log (`graph_breaks`) a break in `code` at `line`; `inner`: the (code, line)
+    of the inlined calls it happened in, outermost first."""
+    frames = [traceback.FrameSummary(c.co_filename, n or c.co_firstlineno, c.co_name,
+                                     lookup_line=False) for c, n in ((code, line), *inner)]
+    record = GraphCompileReason(reason, frames, fallback=fallback)
+    what = "Eager fallback" if fallback else "Graph break"
+    emit("graph_breaks", f"{what} in {frames[-1].name} at {record.where()}: {reason}")
     return record
 
 

@@ -159,7 +159,7 @@ class FrameRunner:
                 f"{reason} (in {self.code.co_name}{where}, {self.code.co_filename}:{line}); "
                 "hard failure due to fullgraph=True")
         self.history.append(("break", logs.graph_break(reason, self.code, line,
-                                                       "Eager fallback")))
+                                                       fallback=True)))
         if not self.warned:
             self.warned = True
             warnings.warn(f"fusegrad.compile: {self.code.co_name}{where} {reason}. It now "
@@ -230,7 +230,7 @@ class FrameRunner:
                 f"{reason} (in {self.code.co_name}, {self.code.co_filename}:{line})") \
                 from error
         self.history.append(("break", logs.graph_break(reason, self.code, line,
-                                                       "Eager fallback")))
+                                                       fallback=True)))
         # Not through the concrete translator from the start: it may share the failing code.
         seg = Segment(start, "eager", reason=reason, line=line, native=start == 0)
         if builder is not None:
@@ -280,8 +280,9 @@ class FrameRunner:
                 in_loop = tr.parent is None and self._in_loop(inst.offset)
                 reason = f"{e} (inside a loop: the rest of the frame runs eagerly)" \
                     if in_loop else str(e)
-                record = logs.graph_break(reason, self.code, line)
-                if in_loop:  # an eager fallback: always counted
+                record = logs.graph_break(reason, self.code, line, fallback=in_loop,
+                                          inner=_inlined_frames(tr, e))
+                if in_loop:
                     self.history.append(("break", record))
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
@@ -293,7 +294,7 @@ class FrameRunner:
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
                     self.history.append(("break", logs.graph_break(
                         f"{why} (the rest of the frame runs eagerly)", self.code, line,
-                        "Eager fallback")))
+                        fallback=True, inner=_inlined_frames(tr, e))))
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
         self._finish(seg, builder, outputs)
@@ -338,6 +339,20 @@ class FrameRunner:
 
 
 _CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
+
+
+def _inlined_frames(tr: Translator, error: BaseException) -> tuple:
+    """(code, line) of the inlined calls `error` came from, outermost first (what PyTorch's
+    break reasons list after the frame itself)."""
+    frames, seen = [], {id(tr)}
+    tb = error.__traceback__
+    while tb is not None:
+        t = tb.tb_frame.f_locals.get("self")
+        if isinstance(t, Translator) and id(t) not in seen and t.current is not None:
+            seen.add(id(t))
+            frames.append((t.code, _line_of(t.code, t.current.offset)))
+        tb = tb.tb_next
+    return tuple(frames)
 
 
 def _snapshot(roots: list) -> list:
