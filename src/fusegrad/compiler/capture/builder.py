@@ -52,6 +52,41 @@ class GraphBuilder:
         # Functions MAKE_FUNCTION built while translating: their cells and defaults hold
         # values of variables that were guarded where they were read.
         self.fresh_functions: list = []
+        # Attribute assignments to objects from outside, replayed on the real objects after
+        # the graph ran: (object, name, variable), in program order.
+        self.stores: list = []
+        # Some recorded instruction has an exception handler in its frame (a try block): if
+        # the graph raises when it runs, the segment runs again eagerly from its start, so
+        # it must not have changed its inputs in place.
+        self.protected = False
+
+    # ---------------------------------------------------------------- side effects
+
+    def stored_attr(self, obj, name: str) -> Variable | None:
+        """The variable last assigned to `obj.name` in this graph, or None."""
+        for target, attr, value in reversed(self.stores):
+            if target is obj and attr == name:
+                return value
+        return None
+
+    def store_attr(self, obj, name: str, value: Variable) -> None:
+        """Record `obj.name = value`, replayed after the graph."""
+        self.guards.ref(obj)  # the rebuild code names it through the guard scope
+        self.stores.append((obj, name, value))
+
+    def same_tensor(self, node, other) -> bool:
+        """Whether `node` is `other` or an in-place op's result on it (`x.add_(1)`, `x += 1`
+        return x itself)."""
+        while node is not other and node.meta.get("inplace_of") is not None:
+            node = node.meta["inplace_of"]
+        return node is other
+
+    def enter_protected(self) -> None:
+        """The graph reaches code with an exception handler (see `protected`)."""
+        if any(_mutates(n) for n in self.graph.nodes):
+            raise Unsupported("a try block after an in-place op (the graph could not be "
+                              "run again if it raised)")
+        self.protected = True
 
     # ---------------------------------------------------------------- inputs
 
@@ -163,6 +198,12 @@ class GraphBuilder:
             raise Unsupported(f"{_target_name(target)} on fake tensors: {e}") from None
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.created.append(node)
+        if _mutates(node):
+            if self.protected:
+                raise Unsupported("an in-place op inside a try block (the graph could not "
+                                  "be run again if it raised)")
+            if node_args and hasattr(node_args[0], "op"):
+                node.meta["inplace_of"] = node_args[0]
         return self.wrap_result(node, example)
 
     def set_grad_enabled(self, mode: bool) -> None:
@@ -211,6 +252,18 @@ class GraphBuilder:
         if example is None or isinstance(example, (bool, int, float)):
             raise Unsupported("an op returned a Python number computed from tensor values")
         raise Unsupported(f"an op returned {type(example).__name__}")
+
+
+_INPLACE_OPERATORS = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                      "imatmul", "iand", "ior", "ixor", "ilshift", "irshift", "setitem"}
+
+
+def _mutates(node) -> bool:
+    """Whether a recorded node changes its first argument in place."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    name = _target_name(node.target)
+    return (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_OPERATORS
 
 
 def set_grad_enabled(mode: bool) -> None:

@@ -20,15 +20,19 @@ import types
 
 from ..._tensor import Tensor
 from .guards import _is_plain_data
+from .exceptions import make_exception
 from .translator import (
     DATA_DEPENDENT,
     PURE_BUILTINS,
     Return,
     Translator,
+    is_generator_expression,
     unsupported_opcodes,
 )
 from .variables import (
+    BoundFunctionVariable,
     ConstantVariable,
+    GeneratorVariable,
     DictVariable,
     GradExit,
     GradModeVariable,
@@ -50,9 +54,12 @@ MAX_INLINE_DEPTH = 32
 
 
 def _is_fusegrad_function(f) -> bool:
+    """An op of fusegrad (recorded as a node); the code of its layers (`fusegrad.nn.modules`,
+    like a user's module) is inlined instead."""
     mod = getattr(f, "__module__", None) or ""
     return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
-        not isinstance(f, type) and not _is_module(f)
+        not isinstance(f, type) and not _is_module(f) and \
+        not mod.startswith("fusegrad.nn.modules")
 
 
 def _is_module(obj) -> bool:
@@ -106,7 +113,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, TensorVariable):
         raise Unsupported("calling a tensor")
     if isinstance(fn, NestedFunctionVariable):
+        if is_generator_expression(fn.code) and not kwargs:
+            return GeneratorVariable(_nested_proto(tr, fn), args, tuple(fn.closure))
         return inline_nested(tr, fn, args, kwargs)
+    if isinstance(fn, BoundFunctionVariable):  # a method found through super()
+        return inline(tr, fn.func, [fn.obj] + args, kwargs)
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
@@ -121,6 +132,18 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     grad_mode = _grad_context(f, args, tr)
     if grad_mode is not None:
         return GradModeVariable(grad_mode)
+    if f is super:
+        return tr.make_super(args)
+    if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
+        # Only made while translating when that runs no Python code (no side effect).
+        made = make_exception(f, [tr.as_python(a) for a in args],
+                              {k: tr.as_python(v) for k, v in kwargs.items()})
+        if made is None:
+            raise Unsupported(f"constructing {f.__name__} runs Python code")
+        return ConstantVariable(made)
+    if isinstance(f, types.FunctionType) and is_generator_expression(f.__code__) and \
+            not kwargs and _is_user_function(f):
+        return GeneratorVariable(f, args)
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
@@ -131,6 +154,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if name in PURE_FUSEGRAD or f in _TENSOR_OPERATORS:
             return _evaluate(tr, f, args, kwargs)
+        if isinstance(f, types.FunctionType) and \
+                (getattr(f, "__module__", "") or "").startswith("fusegrad.nn."):
+            return inline(tr, f, args, kwargs)  # a layer helper on no tensor (a None mask)
         raise Unsupported(f"call to fusegrad.{name} outside the graph")
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
@@ -193,6 +219,12 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
 
 
 def _call_builtin(tr, f, args, kwargs) -> Variable:
+    if any(isinstance(a, GeneratorVariable) for a in args):
+        if f not in _CONSUMERS:
+            raise Unsupported(f"{getattr(f, '__name__', f)}() of a generator")
+        # A consumer runs the generator expression now, as Python would.
+        args = [TupleVariable(tr.generator_items(a)) if isinstance(a, GeneratorVariable)
+                else a for a in args]
     if f is len and len(args) == 1:
         a = args[0]
         if isinstance(a, TensorVariable):
@@ -332,23 +364,30 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     raise Unsupported(f"method {name} of {type(obj).__name__}")
 
 
-def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
-    """Inline a function made during translation (its closure holds variables)."""
+def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
+    """A stand-in function for a function made during translation (signature, defaults)."""
     defaults = tr.as_python(fn.defaults) if fn.defaults is not None else None
     proto = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name, defaults,
                                tuple(types.CellType(None) for _ in fn.closure) or None)
     if fn.kwdefaults is not None:
         proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
     tr.builder.fresh_functions.append(proto)
-    return inline(tr, proto, args, kwargs, closure=tuple(fn.closure))
+    return proto
 
 
-def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Variable:
-    """Translate `func(*args, **kwargs)` in a child frame that records into the same graph."""
+def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
+    """Inline a function made during translation (its closure holds cell variables)."""
+    return inline(tr, _nested_proto(tr, fn), args, kwargs, closure=tuple(fn.closure))
+
+
+def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
+           yields: list | None = None) -> Variable:
+    """Translate `func(*args, **kwargs)` in a child frame that records into the same graph
+    (`yields`: a generator expression's code, whose yielded values are collected there)."""
     if tr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     code = func.__code__
-    bad = unsupported_opcodes(code)
+    bad = unsupported_opcodes(code, generator=yields is not None)
     if bad:
         raise Unsupported(f"{func.__qualname__} uses {', '.join(sorted(bad))}")
     try:
@@ -385,6 +424,7 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Vari
     child = Translator(code, func.__globals__, closure or func.__closure__, tr.builder,
                        local_vars, [], parent=tr,
                        closure_ref=None if fn_ref is None else f"{fn_ref}.__closure__")
+    child.yields = yields
     try:
         child.run()
     except Return as r:
@@ -399,6 +439,8 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         f = getattr(fn.obj.value, fn.name)
     else:
         f = fn.value
+    if f is super and not values:  # zero-argument super() reads this frame
+        return tr.make_super([])
     if _is_user_function(f) and tr.callee_wrapper is not None and \
             not getattr(f, "_fusegrad_disabled", False):
         f = tr.callee_wrapper(f)

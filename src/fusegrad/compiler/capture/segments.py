@@ -14,15 +14,19 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 
 from __future__ import annotations
 
+import copy
+import types
 import warnings
 from dataclasses import dataclass, field
 
 from ..._tensor import Tensor
+from ..._random import get_rng_state, set_rng_state
 from ...autograd.grad_mode import state as _grad_state
 from .. import logs
 from .builder import GraphBuilder
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
+    CellVariable,
     ConstantVariable,
     DictVariable,
     GradExit,
@@ -62,6 +66,8 @@ class Segment:
     line: int | None = None
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
     rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
+    stores: list = field(default_factory=list)  # (object reference, name, spec) to set
+    protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
 
 
 class FrameRunner:
@@ -106,7 +112,17 @@ class FrameRunner:
                 return self._run_concrete(offset, L, S, ())
             if seg.kind == "eager":
                 return self._run_concrete(seg.start, L, S, ())
-            outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
+            if seg.protected and seg.compiled is not None:
+                # An exception in a try block goes to its handler: if the graph raises, run
+                # the segment's code again eagerly (the graph changed no input in place).
+                rng = get_rng_state()
+                try:
+                    outs = seg.compiled(*seg.gather(L, S, G))
+                except Exception:
+                    set_rng_state(rng)
+                    return self._run_concrete(seg.start, L, S, ())
+            else:
+                outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
             if seg.kind == "return":
                 return seg.rebuild(outs, L, S, G)
             new_locals, S = seg.rebuild(outs, L, S, G)
@@ -151,14 +167,18 @@ class FrameRunner:
         try:
             tr.step()
         except Jump:
-            pass
+            if tr.raised:  # an exception went to a handler: it and the rest run eagerly
+                return None, self._continue_concrete(tr)
         except Return as r:
             return None, r.value.value
         _store_back(tr, L, S)
         return tr.insts[tr.pc].offset, None
 
     def _run_concrete(self, offset, L, S, kw_names):
-        tr = self._concrete(offset, L, S, kw_names)
+        return self._continue_concrete(self._concrete(offset, L, S, kw_names))
+
+    @staticmethod
+    def _continue_concrete(tr: Translator):
         while True:
             try:
                 tr.step()
@@ -211,6 +231,7 @@ class FrameRunner:
             before_locals = dict(tr.locals.loaded)
             before_kw = tr.kw_names
             mark = len(builder.created)
+            n_stores = len(builder.stores)
             # An inlined call that breaks may already have changed containers of the frame
             # (advanced an iterator, appended to a list): the break needs them as before.
             saved = _snapshot(before_stack + list(before_locals.values())) \
@@ -224,6 +245,7 @@ class FrameRunner:
                 break
             except Unsupported as e:
                 builder.discard_since(mark)  # what the failed instruction recorded
+                del builder.stores[n_stores:]
                 _restore(saved)
                 inst = tr.current
                 line = _line_of(self.code, inst.offset)
@@ -234,7 +256,8 @@ class FrameRunner:
                 self.history.append(("break", f"{e} at {self.code.co_filename}:{line}"))
                 logs.emit("graph_breaks", f"Graph break in {self.code.co_name} at "
                           f"{self.code.co_filename}:{line}: {e}")
-                if tr.parent is None and self._in_loop(inst.offset):
+                if tr.parent is None and (self._in_loop(inst.offset) or tr.handled):
+                    # A break in a loop, or in an except/finally block the graph entered.
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
@@ -245,6 +268,12 @@ class FrameRunner:
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
+        try:
+            seg.stores = [(builder.guards.ref(obj), name, _spec(v, outputs))
+                          for obj, name, v in builder.stores]
+        except Unsupported as why:
+            return Segment(start, "eager", reason=str(why))
+        seg.protected = builder.protected
         self._finish(seg, builder, outputs)
         return seg
 
@@ -301,11 +330,18 @@ def _snapshot(roots: list) -> list:
             todo.append(v.obj)
         elif isinstance(v, NestedFunctionVariable):
             todo.extend(v.closure)
+        elif isinstance(v, CellVariable):
+            saved.append((v, "cell", v.contents))
+            if v.contents is not None:
+                todo.append(v.contents)
     return saved
 
 
 def _restore(saved) -> None:
     for v, index, items in saved:
+        if index == "cell":
+            v.contents = items
+            continue
         v.items = items
         if index is not None:
             v.index = index
@@ -363,8 +399,8 @@ class _Outputs:
 
 def _spec(v, outputs: _Outputs):
     """How to rebuild variable `v` after the graph ran."""
-    if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable)) and \
-            v.source is None:
+    if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable,
+                      CellVariable)) and v.source is None:
         # One real object per variable: a list both in a local and on the stack (an argument
         # of the breaking call) must stay one list, or a mutation by the call is lost.
         k = outputs.aliases.setdefault(id(v), len(outputs.aliases))
@@ -407,6 +443,10 @@ def _spec_value(v, outputs: _Outputs):
         raise Unsupported("a function made inside the graph is live at a graph break")
     if isinstance(v, GradModeVariable):
         return ("grad_exit", v.exit)
+    if isinstance(v, CellVariable):  # a cell the frame made: a real cell from now on
+        if v.real is not None:
+            return ("const", v.real)
+        return ("cell", None if v.contents is None else _spec(v.contents, outputs))
     raise Unsupported(f"cannot rebuild a {type(v).__name__}")
 
 
@@ -436,7 +476,13 @@ def _spec_code(spec, consts: dict) -> str:
             return repr(value)
         name = f"___c{len(consts)}"
         consts[name] = value
+        if isinstance(value, BaseException):  # made while translating: a new one per call
+            consts["___copy"] = copy.copy
+            return f"___copy({name})"
         return name
+    if kind == "cell":
+        consts["___cell"] = types.CellType
+        return "___cell()" if spec[1] is None else f"___cell({_spec_code(spec[1], consts)})"
     if kind in ("list", "tuple", "iter", "slice", "set"):
         items = ", ".join(_spec_code(s, consts) for s in spec[1])
         return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
@@ -467,11 +513,17 @@ def _compile_rebuild(seg: Segment, scope: dict):
     """A function rebuilding the frame state (or return value) after the graph ran."""
     consts = {"___NULL": NULL}
     if seg.kind == "return":
-        body = f"    return {_spec_code(seg.result, consts)}\n"
+        body = f"    ___r = {_spec_code(seg.result, consts)}\n"
+        result = "___r"
     else:
         local_items = ", ".join(f"{k!r}: {_spec_code(v, consts)}" for k, v in seg.locals.items())
         stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
-        body = f"    return {{{local_items}}}, [{stack_items}]\n"
+        body = f"    ___r = {{{local_items}}}, [{stack_items}]\n"
+        result = "___r"
+    # Attribute assignments the graph stands for, in program order, after it ran.
+    for ref, name, spec in seg.stores:
+        body += f"    setattr({ref}, {name!r}, {_spec_code(spec, consts)})\n"
+    body += f"    return {result}\n"
     env = dict(scope)
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
@@ -492,7 +544,7 @@ def _compile_gather(sources: list, scope: dict):
     return env["gather"]
 
 
-_INPLACE_TARGETS = {"setitem", "__setitem__", "set_grad_enabled"}
+_INPLACE_TARGETS = {"setitem", "__setitem__", "set_grad_enabled", "_assert_async"}
 
 
 def _eliminate_dead_code(graph, keep) -> None:
