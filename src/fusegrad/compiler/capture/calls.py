@@ -19,8 +19,8 @@ import operator
 import types
 
 from ..._tensor import Tensor
-from .guards import _is_plain_data
 from .exceptions import make_exception
+from .guards import _is_plain_data
 from .translator import (
     DATA_DEPENDENT,
     PURE_BUILTINS,
@@ -32,8 +32,8 @@ from .translator import (
 from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
-    GeneratorVariable,
     DictVariable,
+    GeneratorVariable,
     GradExit,
     GradModeVariable,
     ListVariable,
@@ -214,8 +214,10 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
         raise Unsupported("a tensor that is not part of the graph")
     try:
         return tr.from_python(f(*values, **kw))
-    except Exception as e:
-        raise Unsupported(f"evaluating {getattr(f, '__name__', f)} raised {e!r}") from None
+    except Exception as e:  # a pure function of guarded values: it raises every time
+        from .exceptions import Raised
+
+        raise Raised(ConstantVariable(e)) from None
 
 
 def _call_builtin(tr, f, args, kwargs) -> Variable:
@@ -345,6 +347,17 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         raise Unsupported(f"dict.{name}")
     if isinstance(obj, TupleVariable):
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+    if isinstance(obj, ConstantVariable) and name in _MODULE_LISTINGS and not args and \
+            not kwargs and _is_module(obj.value):
+        # `for name, m in self.named_children()`: the listing is read now and guarded whole
+        # (a submodule added or replaced later recompiles).
+        items = list(getattr(obj.value, name)())
+        src = tr.guard_root(obj)
+        if src is not None:
+            tr.builder.guards.contents(f"list({src}.{name}())", items)
+        from .variables import IteratorVariable
+
+        return IteratorVariable([tr.from_python(i) for i in items])
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
         if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
@@ -373,6 +386,10 @@ def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
         proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
     tr.builder.fresh_functions.append(proto)
     return proto
+
+
+# Module methods listing submodules (generators): evaluated while translating.
+_MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"}
 
 
 def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:

@@ -17,6 +17,7 @@ the instruction the same way; the handler and the rest of the frame then run eag
 
 from __future__ import annotations
 
+import copy
 import dis
 import types
 
@@ -68,6 +69,15 @@ def make_exception(cls, args: list, kwargs: dict):
     if kwargs or not _plain_exception_class(cls):
         return None
     return cls(*args)
+
+
+def fresh_exception(exc: BaseException) -> BaseException:
+    """A new exception like `exc` (made once while translating, raised on every call), with
+    its cause and context."""
+    new = copy.copy(exc)
+    new.__cause__, new.__context__ = exc.__cause__, exc.__context__
+    new.__suppress_context__ = exc.__suppress_context__
+    return new
 
 
 def assert_async(condition, message=None) -> None:
@@ -179,11 +189,11 @@ class ExceptionOpcodes:
             self.handled.pop()
 
     def CHECK_EXC_MATCH(self, inst):  # noqa: N802
-        cls = self.pop()
+        cls = self.as_python(self.pop())  # a class or a tuple of classes
         exc = self.stack[-1]
-        if not isinstance(cls, ConstantVariable) or not isinstance(exc, ConstantVariable):
+        if not isinstance(exc, ConstantVariable):
             raise Unsupported("except clause on a value not known while translating")
-        self.push(ConstantVariable(isinstance(exc.value, cls.value)))
+        self.push(ConstantVariable(isinstance(exc.value, cls)))
 
     def RERAISE(self, inst):  # noqa: N802
         exc = self.pop()

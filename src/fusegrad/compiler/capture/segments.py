@@ -14,16 +14,16 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 
 from __future__ import annotations
 
-import copy
 import types
 import warnings
 from dataclasses import dataclass, field
 
-from ..._tensor import Tensor
 from ..._random import get_rng_state, set_rng_state
+from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 from .. import logs
 from .builder import GraphBuilder
+from .exceptions import Raised, fresh_exception
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
     CellVariable,
@@ -264,7 +264,9 @@ class FrameRunner:
                 outputs = _Outputs()
                 try:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
-                    seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
+                    # An exception leaving the frame: its locals are dead.
+                    seg.locals = {} if isinstance(e, Raised) else {
+                        k: _spec(v, outputs) for k, v in before_locals.items()}
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
@@ -477,8 +479,8 @@ def _spec_code(spec, consts: dict) -> str:
         name = f"___c{len(consts)}"
         consts[name] = value
         if isinstance(value, BaseException):  # made while translating: a new one per call
-            consts["___copy"] = copy.copy
-            return f"___copy({name})"
+            consts["___fresh"] = fresh_exception
+            return f"___fresh({name})"
         return name
     if kind == "cell":
         consts["___cell"] = types.CellType

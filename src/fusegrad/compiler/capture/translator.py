@@ -29,10 +29,8 @@ from .guards import _is_plain_data, literal_or_none
 from .scopes import ScopeOpcodes
 from .variables import (
     BoundFunctionVariable,
-    CellVariable,
     ConstantVariable,
     DictVariable,
-    GeneratorVariable,
     GradModeVariable,
     IteratorVariable,
     ListVariable,
@@ -179,6 +177,12 @@ def _python_operators(cls: type) -> bool:
             for k in cls.__mro__[:-1] for name in _OPERATOR_DUNDERS)
         _PYTHON_OPERATORS[cls] = known
     return known
+
+
+def _is_nn_module(obj) -> bool:
+    from ...nn import Module
+
+    return isinstance(obj, Module)
 
 
 class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes):
@@ -403,8 +407,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def _attr_source(self, obj: ConstantVariable, name: str, value=None) -> str | None:
         root = obj.source
-        if root is None and not isinstance(value, Tensor):
-            root = self.source_of(obj)
+        if root is None and (not isinstance(value, Tensor) or _is_nn_module(obj.value)):
+            root = self.source_of(obj)  # a module from a listing: its tensors through it
         if root is None:
             return None
         for table in ("_modules", "_parameters", "_buffers"):
@@ -508,6 +512,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
     def CONTAINS_OP(self, inst):  # noqa: N802
         b = self.pop()
         a = self.pop()
+        if isinstance(b, (DictVariable, SetVariable)) and isinstance(a, ConstantVariable) \
+                and not self.concrete:  # keys are constants (values may be tensors)
+            found = a.value in b.items
+            self.push(self.const(found != bool(inst.arg)))
+            return
         result = self.apply(operator.contains, (b, a))
         if isinstance(b, ConstantVariable) and isinstance(a, ConstantVariable) and \
                 isinstance(result, ConstantVariable) and not self.concrete and \
@@ -540,7 +549,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 index, ConstantVariable):
             try:
                 item = obj.items[index.value]
-            except (IndexError, KeyError, TypeError) as e:
+            except (IndexError, KeyError) as e:  # as the real container would raise
+                raise Raised(ConstantVariable(type(e)(*e.args))) from None
+            except TypeError as e:
                 raise Unsupported(f"subscript error: {e}") from None
             self.push(ListVariable(item) if isinstance(index.value, slice) and
                       isinstance(obj, ListVariable) else
@@ -661,6 +672,19 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.push(ConstantVariable(type(value).__exit__.__get__(value)))
             self.push(ConstantVariable(type(value).__enter__(value)))
             return
+        if isinstance(cm, ConstantVariable) and not _is_plain_data(cm.value):
+            # A context manager written in Python: inline __enter__, call __exit__ later.
+            cls = type(cm.value)
+            enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+                src = self.guard_root(cm)
+                if src is not None:
+                    guards = self.builder.guards
+                    guards.add(f"type({src}).__enter__ is {guards.ref(enter, 'fn')} and "
+                               f"type({src}).__exit__ is {guards.ref(exit_, 'fn')}")
+                self.push(BoundFunctionVariable(exit_, cm))
+                self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
+                return
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
         from ...autograd.grad_mode import state
