@@ -22,7 +22,7 @@ from ..._random import get_rng_state, set_rng_state
 from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 from .. import logs
-from .builder import GraphBuilder
+from .builder import _INPLACE_OPERATORS, GraphBuilder
 from .exceptions import Raised, fresh_exception
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
@@ -203,6 +203,7 @@ class FrameRunner:
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
         grad_mode = _grad_state.enabled
+        rng = get_rng_state()  # fake random ops must not draw from the real generator
         try:
             return self._capture(start, L, S)
         except Unsupported:
@@ -215,6 +216,7 @@ class FrameRunner:
             return Segment(start, "eager", reason=repr(e))
         finally:
             _grad_state.enabled = grad_mode  # translation switches it for the fake ops
+            set_rng_state(rng)
 
     def _capture(self, start: int, L: dict, S: list) -> Segment:
         builder = GraphBuilder()
@@ -546,7 +548,7 @@ def _compile_gather(sources: list, scope: dict):
     return env["gather"]
 
 
-_INPLACE_TARGETS = {"setitem", "__setitem__", "set_grad_enabled", "_assert_async"}
+_INPLACE_TARGETS = {"__setitem__", "set_grad_enabled", "_assert_async"} | _INPLACE_OPERATORS
 
 
 def _eliminate_dead_code(graph, keep) -> None:

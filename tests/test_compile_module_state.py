@@ -1,0 +1,128 @@
+"""Layers compiled whole, in train and eval mode: one graph each, and the same outputs,
+gradients and buffers (running statistics, num_batches_tracked) as eager over several steps.
+Buffer updates stay in the graph as in-place ops; assignments to plain Python attributes are
+replayed on the module after the graph ran. Graph counts are compared with torch.compile on
+the same torch.nn layer."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from compile_support import Counter  # noqa: E402
+
+import fusegrad  # noqa: E402
+
+LAYERS = {
+    "BatchNorm2d": (lambda nn: nn.BatchNorm2d(3), (2, 3, 4, 4), "float"),
+    "BatchNorm1d": (lambda nn: nn.BatchNorm1d(3), (4, 3), "float"),
+    "Dropout": (lambda nn: nn.Dropout(0.3), (4, 3), "float"),
+    "LayerNorm": (lambda nn: nn.LayerNorm(3), (4, 3), "float"),
+    "MultiheadAttention": (lambda nn: nn.MultiheadAttention(4, 2), (3, 2, 4), "attention"),
+    "LSTM": (lambda nn: nn.LSTM(3, 4), (5, 2, 3), "first"),
+    "Embedding": (lambda nn: nn.Embedding(10, 3), (2, 3), "index"),
+    "TransformerEncoder": (lambda nn: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(4, 2, 8), 2), (3, 2, 4), "float"),
+}
+
+
+def _input(T, shape, kind, step):
+    rng = np.random.default_rng(step)
+    if kind == "index":
+        return T.tensor(rng.integers(0, 10, shape))
+    return T.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+
+
+def _call(mod, x, kind):
+    if kind == "attention":
+        return mod(x, x, x)[0]
+    if kind == "first":
+        return mod(x)[0]
+    return mod(x)
+
+
+def _step(T, mod, x, kind, seed):
+    T.manual_seed(seed)  # dropout draws the same numbers eagerly and compiled
+    out = _call(mod, x, kind)
+    out.sum().backward()
+    return out
+
+
+def _torch_graphs(name, train: bool) -> int:
+    make, shape, kind = LAYERS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = make(torch.nn).train(train)
+    torch._dynamo.reset()
+    counter = Counter()
+    compiled = torch.compile(mod, backend=counter)
+    for step in range(2):
+        _step(torch, compiled, _input(torch, shape, kind, step), kind, step)
+    return counter.graphs
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layer_compiles_to_one_graph(name, train):
+    make, shape, kind = LAYERS[name]
+    fusegrad.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = make(fusegrad.nn).train(train)
+    compiled_mod = copy.deepcopy(eager)
+    counter = Counter()
+    compiled = fusegrad.compile(compiled_mod, backend=counter)
+    for step in range(3):
+        x = _input(fusegrad, shape, kind, step)
+        want = _step(fusegrad, eager, x, kind, step)
+        got = _step(fusegrad, compiled, x, kind, step)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=k)
+        for (k, b), c in zip(eager.named_buffers(), compiled_mod.buffers()):
+            np.testing.assert_array_equal(c.numpy(), b.numpy(), err_msg=k)
+    assert counter.graphs == 1
+    # torch.compile gives LSTM up (no graph): one graph is still no break.
+    assert counter.graphs <= max(_torch_graphs(name, train), 1)
+
+
+class Counting(fusegrad.nn.Module):
+    """A layer that counts its calls in a Python attribute and keeps its last output."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = fusegrad.nn.Linear(3, 3)
+        self.calls = 0
+        self.register_buffer("steps", fusegrad.tensor(0))
+
+    def forward(self, x):
+        self.calls += 1
+        self.steps += 1
+        y = self.lin(x) * self.calls
+        self.last = y.detach()
+        return y
+
+
+def test_python_attribute_assignments_are_replayed():
+    fusegrad.manual_seed(0)
+    eager = Counting()
+    compiled_mod = copy.deepcopy(eager)
+    counter = Counter()
+    compiled = fusegrad.compile(compiled_mod, backend=counter)
+    for step in range(3):
+        x = _input(fusegrad, (2, 3), "float", step)
+        want, got = eager(x), compiled(x)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        assert compiled_mod.calls == eager.calls == step + 1
+        assert int(compiled_mod.steps) == int(eager.steps) == step + 1
+        np.testing.assert_allclose(compiled_mod.last.numpy(), eager.last.numpy(), rtol=1e-6)
+    # One graph per value of the counter it reads (as torch.compile, which also guards it).
+    assert counter.graphs == 3
