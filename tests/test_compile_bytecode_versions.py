@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from compile_constructs import exp_at_least_half  # noqa: E402
 from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
@@ -398,3 +399,104 @@ def test_named_tuple_results():
 
     check(fields, _t(3, 4), graphs=1)
     check(across_break, _t(3, 4), graphs=2)
+
+
+# ---------------------------------------------------------------- exceptions at run time
+
+
+def test_exception_in_graph_goes_to_the_handler():
+    """An op that raises only when the graph runs (an index out of range): the segment runs
+    again eagerly, so the `except` block catches it as in eager."""
+    def f(a, idx):
+        y = a * 2
+        try:
+            z = y[idx]
+        except IndexError:
+            z = y.sum(0, keepdim=True) - 1
+        return z + 1
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    for idx in ([1, 2], [7, 0], [0, 3]):
+        i = T.tensor(idx)
+        _same(compiled(_t(4, 3), i), f(_t(4, 3), i))
+    assert counter.graphs == 1
+
+
+def test_tensor_assert_raises_from_the_graph():
+    f = exp_at_least_half  # (pytest would rewrite an assert written here)
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    _same(compiled(T.ones(3)), f(T.ones(3)))
+    with pytest.raises(AssertionError, match="^too small$"):
+        compiled(-T.ones(3) * 5)
+    assert counter.graphs == 1
+
+
+class _Holder:
+    def __init__(self):
+        self.count = 0
+        self.steps = T.zeros(())
+
+
+def test_uncaught_raise_keeps_the_side_effects_before_it():
+    holder = _Holder()
+
+    def f(a, h):
+        h.count = h.count + 1
+        h.steps += 1
+        if a.shape[0] == 3:
+            raise ValueError(f"three rows ({h.count})")
+        return a
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    with pytest.raises(ValueError, match=r"^three rows \(1\)$"):
+        compiled(_t(3), holder)
+    assert holder.count == 1 and float(holder.steps) == 1.0
+    assert counter.graphs == 1  # the in-place update
+
+
+def test_break_inside_except_block_runs_eagerly():
+    seen = []
+
+    def f(a):
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            seen.append(str(e))  # a side effect: a graph break inside the handler
+            y = a * 2
+        return y + 1
+
+    _same(fusegrad.compile(f, backend=Counter())(_t(3)), f(_t(3)))
+    assert seen == ["'k'", "'k'"]
+
+
+def test_break_in_try_then_raise():
+    def f(a):
+        try:
+            y = a * 2
+            print("in try")
+            raise ValueError("after the break")
+        except ValueError as e:
+            y = y + len(str(e))
+        return y
+
+    check(f, _t(3), graphs=2)  # before the print; then the raise, handler and return
+
+
+def test_cells_shared_with_nested_functions():
+    def f(a):
+        total = a * 0
+        calls = 0
+
+        def add(x):
+            nonlocal total, calls
+            total = total + x
+            calls += 1
+
+        for k in range(3):
+            add(a * k)
+        return total * calls
+
+    check(f, _t(3), graphs=1, fullgraph=True)
