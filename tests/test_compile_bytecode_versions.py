@@ -500,3 +500,28 @@ def test_cells_shared_with_nested_functions():
         return total * calls
 
     check(f, _t(3), graphs=1, fullgraph=True)
+
+
+def test_assignment_before_an_op_that_raises_is_kept():
+    holder = _Holder()
+
+    def f(a, idx, h):
+        h.count = h.count + 1
+        return a[idx] * 2
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    _same(compiled(_t(4), T.tensor([1]), holder), _t(4)[T.tensor([1])] * 2)
+    with pytest.raises(IndexError):
+        compiled(_t(4), T.tensor([9]), holder)
+    assert holder.count == 2  # as eager: the assignment came before the failing index
+
+
+def test_hasattr_sees_an_attribute_assigned_in_the_graph():
+    holder = _Holder()
+
+    def f(a, h):
+        h.last = a * 2
+        return a + 1 if hasattr(h, "last") else a - 1
+
+    check(f, _t(3), holder, graphs=1)
+    assert isinstance(holder.last, T.Tensor)

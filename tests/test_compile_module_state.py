@@ -7,6 +7,7 @@ the same torch.nn layer."""
 from __future__ import annotations
 
 import copy
+import math
 import os
 import warnings
 
@@ -126,3 +127,95 @@ def test_python_attribute_assignments_are_replayed():
         np.testing.assert_allclose(compiled_mod.last.numpy(), eager.last.numpy(), rtol=1e-6)
     # One graph per value of the counter it reads (as torch.compile, which also guards it).
     assert counter.graphs == 3
+
+
+def _gpt(T, block_size=8, vocab=11, n_embd=8, n_head=2, n_layer=2):
+    """A small GPT written as nanoGPT writes it (assert on the length, a causal-mask buffer,
+    a ModuleDict of a ModuleList, weight tying)."""
+    nn, F = T.nn, T.nn.functional
+
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            self.c_proj = nn.Linear(n_embd, n_embd)
+            self.attn_dropout = nn.Dropout(0.1)
+            self.register_buffer("bias", T.tril(T.ones(block_size, block_size))
+                                 .view(1, 1, block_size, block_size))
+
+        def forward(self, x):
+            B, Tn, C = x.size()  # noqa: N806
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            k = k.view(B, Tn, n_head, C // n_head).transpose(1, 2)
+            q = q.view(B, Tn, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, Tn, n_head, C // n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :Tn, :Tn] == 0, float("-inf"))
+            att = self.attn_dropout(F.softmax(att, dim=-1))
+            y = (att @ v).transpose(1, 2).contiguous().view(B, Tn, C)
+            return self.c_proj(y)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(n_embd)
+            self.attn = SelfAttention()
+            self.ln_2 = nn.LayerNorm(n_embd)
+            self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(),
+                                     nn.Linear(4 * n_embd, n_embd))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(vocab, n_embd), wpe=nn.Embedding(block_size, n_embd),
+                drop=nn.Dropout(0.1), h=nn.ModuleList([Block() for _ in range(n_layer)]),
+                ln_f=nn.LayerNorm(n_embd)))
+            self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight
+
+        def forward(self, idx):
+            device = idx.device
+            b, t = idx.size()
+            assert t <= block_size, f"Cannot forward sequence of length {t}"
+            pos = T.arange(0, t, dtype=T.long, device=device)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            return self.lm_head(self.transformer.ln_f(x))
+
+    return GPT()
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_gpt_is_one_graph(train):
+    fusegrad.manual_seed(0)
+    eager = _gpt(fusegrad).train(train)
+    compiled_mod = copy.deepcopy(eager)
+    counter = Counter()
+    compiled = fusegrad.compile(compiled_mod, backend=counter)
+    for step in range(2):
+        idx = fusegrad.tensor(np.random.default_rng(step).integers(0, 11, (2, 6)))
+        fusegrad.manual_seed(step)
+        want = eager(idx)
+        fusegrad.manual_seed(step)
+        got = compiled(idx)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        want.sum().backward()
+        got.sum().backward()
+        for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=k)
+    with pytest.raises(AssertionError, match="Cannot forward sequence of length 9"):
+        compiled(fusegrad.zeros(1, 9, dtype=fusegrad.long))
+    assert counter.graphs == 1
+    torch._dynamo.reset()
+    torch_counter = Counter()
+    torch.compile(_gpt(torch).train(train), backend=torch_counter)(
+        torch.zeros(2, 6, dtype=torch.long))
+    assert counter.ops >= torch_counter.ops and torch_counter.graphs == 1

@@ -250,6 +250,9 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if f in (getattr, hasattr) and isinstance(args[0], ConstantVariable) and \
             len(args) == (2 if f is hasattr else 3):
         name = tr.as_python(args[1])
+        stored = tr.builder.stored_attr(args[0].value, name)
+        if stored is not None:  # assigned earlier in this graph
+            return ConstantVariable(True) if f is hasattr else stored
         found = hasattr(args[0].value, name)
         src = tr.guard_root(args[0])  # the attribute may be set or deleted between calls
         if src is not None and not _is_plain_data(args[0].value):

@@ -22,7 +22,7 @@ from ..._random import get_rng_state, set_rng_state
 from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 from .. import logs
-from .builder import _INPLACE_OPERATORS, GraphBuilder
+from .builder import _INPLACE_OPERATORS, GraphBuilder, _mutates
 from .exceptions import Raised, fresh_exception
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
@@ -277,7 +277,10 @@ class FrameRunner:
                           for obj, name, v in builder.stores]
         except Unsupported as why:
             return Segment(start, "eager", reason=str(why))
-        seg.protected = builder.protected
+        # If the graph raises, eager would have made the assignments before the failing op:
+        # run the segment again eagerly (only where the graph changes no input in place).
+        seg.protected = builder.protected or bool(builder.stores) and not any(
+            _mutates(n) for n in builder.graph.nodes)
         self._finish(seg, builder, outputs)
         return seg
 
