@@ -525,3 +525,47 @@ def test_hasattr_sees_an_attribute_assigned_in_the_graph():
 
     check(f, _t(3), holder, graphs=1)
     assert isinstance(holder.last, T.Tensor)
+
+
+def test_cell_rebuilt_at_a_break_is_read_and_rebound_for_real():
+    def f(a):
+        n = 2
+        print("graph break")
+        g = lambda x: x * n  # noqa: E731
+        n = 3  # the frame's cell, rebuilt as a real cell at the break
+        return g(a)
+
+    # One graph (`g(a)` after the rebinding): the cell, a new one on every call, is guarded
+    # by its type, not its identity, so later calls do not recompile.
+    check(f, _t(3), graphs=1, calls=3)
+
+
+_ROWS = [1.0, 2.0]
+
+
+def test_real_exception_of_a_break_instruction_goes_to_the_handler():
+    def f(a):
+        y = a * 2
+        try:
+            z = _ROWS[5]  # a global list: read for real, and it raises there
+        except IndexError:
+            z = -1.0
+        return y + z
+
+    check(f, _t(3), graphs=1)
+
+
+def test_in_place_ops_in_a_resumed_no_grad_block_stay_in_the_graph():
+    w = _t(3).requires_grad_()
+
+    def f(g):
+        with T.no_grad():
+            print("graph break")
+            w.add_(g)
+            w.mul_(0.5)
+        return w * 1
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    compiled(_t(3, seed=1))
+    assert counter.graphs == 2

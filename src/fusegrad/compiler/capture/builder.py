@@ -19,6 +19,7 @@ from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
 from .guards import GuardSet, _is_plain_data
 from .variables import (
+    CellVariable,
     ConstantVariable,
     DictVariable,
     ListVariable,
@@ -122,6 +123,9 @@ class GraphBuilder:
                 self.guards.add(f"list(map(type, {source})) == [{types_text}]")
             return DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
                                 source)
+        if isinstance(value, types.CellType):  # a frame's cell rebuilt at a graph break
+            self.guards.add(f"type({source}) is {self.guards.ref(types.CellType, 'cell')}")
+            return CellVariable(None, real=value, source=source)
         if isinstance(value, types.MethodType):
             # A bound method is a new object on every attribute read: guard what it binds.
             self.guards.add(f"type({source}) is {self.guards.ref(types.MethodType, 'method')}")

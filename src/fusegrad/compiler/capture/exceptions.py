@@ -23,6 +23,7 @@ import types
 
 from .variables import (
     ConstantVariable,
+    GradExit,
     GradModeVariable,
     TensorVariable,
     TruthVariable,
@@ -127,7 +128,8 @@ class ExceptionOpcodes:
         depth = entry[3]
         if 0 < depth <= len(self.stack):
             below = self.stack[depth - 1]
-            if isinstance(below, GradModeVariable):
+            if isinstance(below, GradModeVariable) or (
+                    isinstance(below, ConstantVariable) and isinstance(below.value, GradExit)):
                 return False
         return True
 
