@@ -569,3 +569,17 @@ def test_in_place_ops_in_a_resumed_no_grad_block_stay_in_the_graph():
     compiled = fusegrad.compile(f, backend=counter)
     compiled(_t(3, seed=1))
     assert counter.graphs == 2
+
+
+_NO_GRAD = T.no_grad()
+
+
+def test_kept_no_grad_object_switches_grad_mode_in_order():
+    def f(a):
+        with _NO_GRAD:
+            b = a * 2
+        return b, b + a
+
+    a = _t(3).requires_grad_()
+    assert not f(a)[0].requires_grad
+    check(f, a, graphs=1, fullgraph=True)

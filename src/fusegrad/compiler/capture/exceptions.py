@@ -21,7 +21,9 @@ import copy
 import dis
 import types
 
+from .guards import _is_plain_data
 from .variables import (
+    BoundFunctionVariable,
     ConstantVariable,
     GradExit,
     GradModeVariable,
@@ -202,6 +204,38 @@ class ExceptionOpcodes:
         if inst.arg:
             self.pop()  # the offset CPython sets as f_lasti
         self.raise_exception(exc)
+
+    def BEFORE_WITH(self, inst):  # noqa: N802
+        cm = self.pop()
+        if self.concrete:
+            value = cm.value
+            self.push(ConstantVariable(type(value).__exit__.__get__(value)))
+            self.push(ConstantVariable(type(value).__enter__(value)))
+            return
+        from ...autograd.grad_mode import _NoParamContext, state
+
+        if isinstance(cm, ConstantVariable) and isinstance(cm.value, _NoParamContext):
+            cm = GradModeVariable(type(cm.value)._target)  # a kept `no_grad()` object
+        cls = type(cm.value) if isinstance(cm, ConstantVariable) else None
+        if cls is not None and not _is_plain_data(cm.value) and \
+                not cls.__module__.startswith("fusegrad"):
+            # A user's context manager written in Python: inline __enter__, and __exit__
+            # later. (fusegrad's own, a kept no_grad() object, change global modes.)
+            enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+                src = self.guard_root(cm)
+                if src is not None:
+                    guards = self.builder.guards
+                    guards.add(f"type({src}).__enter__ is {guards.ref(enter, 'fn')} and "
+                               f"type({src}).__exit__ is {guards.ref(exit_, 'fn')}")
+                self.push(BoundFunctionVariable(exit_, cm))
+                self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
+                return
+        if not isinstance(cm, GradModeVariable):
+            raise Unsupported("a with block whose context is not a grad mode")
+        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
+        self.builder.set_grad_enabled(cm.mode)
+        self.push(self.const(None))
 
     def WITH_EXCEPT_START(self, inst):  # noqa: N802
         exc = self.stack[-1]

@@ -22,6 +22,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    SuperVariable,
     TensorVariable,
     Unsupported,
     Variable,
@@ -166,11 +167,6 @@ class ScopeOpcodes:
             return ConstantVariable(super(cls, obj.value))
         if not isinstance(cls, type) or not isinstance(obj, ConstantVariable):
             raise Unsupported("super() of a value not known while translating")
-        return self._super_variable(cls, obj)
-
-    def _super_variable(self, cls: type, obj: ConstantVariable) -> Variable:
-        from .variables import SuperVariable
-
         return SuperVariable(cls, obj)
 
     def super_attr(self, sup, name: str) -> Variable:
@@ -211,7 +207,7 @@ class ScopeOpcodes:
             return ConstantVariable(super(cls.value, obj.value))
         if not isinstance(obj, ConstantVariable):
             raise Unsupported("super() of a value not known while translating")
-        return self._super_variable(self.as_python(cls), obj)
+        return SuperVariable(self.as_python(cls), obj)
 
     # ---------------------------------------------------------------- import
 

@@ -28,10 +28,8 @@ from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
 from .scopes import ScopeOpcodes
 from .variables import (
-    BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
-    GradModeVariable,
     IteratorVariable,
     ListVariable,
     MethodVariable,
@@ -462,9 +460,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             setattr(obj.value, name, value.value)
             return
         if not isinstance(obj, ConstantVariable) or _is_plain_data(obj.value) or \
-                isinstance(obj.value, (Tensor, type, types.ModuleType)):
-            raise Unsupported(f"attribute assignment {name!r} on a "
-                              f"{type(obj).__name__} (a side effect)")
+                isinstance(obj.value, (Tensor, type, types.ModuleType)) or (
+                type(obj.value).__module__.startswith("fusegrad") and
+                not _is_nn_module(obj.value)):  # fusegrad's own state (grad mode, RNG)
+            what = obj.value if isinstance(obj, ConstantVariable) else obj
+            raise Unsupported(f"attribute assignment {name!r} on a {type(what).__name__} "
+                              "(a side effect)")
         descriptor = getattr(type(obj.value), name, None)
         if descriptor is not None and hasattr(type(descriptor), "__set__"):
             raise Unsupported(f"assignment to the property {name!r} (runs code)")
@@ -664,34 +665,6 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def RETURN_VALUE(self, inst):  # noqa: N802
         raise Return(self.pop())
-
-    def BEFORE_WITH(self, inst):  # noqa: N802
-        cm = self.pop()
-        if self.concrete:
-            value = cm.value
-            self.push(ConstantVariable(type(value).__exit__.__get__(value)))
-            self.push(ConstantVariable(type(value).__enter__(value)))
-            return
-        if isinstance(cm, ConstantVariable) and not _is_plain_data(cm.value):
-            # A context manager written in Python: inline __enter__, call __exit__ later.
-            cls = type(cm.value)
-            enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
-            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
-                src = self.guard_root(cm)
-                if src is not None:
-                    guards = self.builder.guards
-                    guards.add(f"type({src}).__enter__ is {guards.ref(enter, 'fn')} and "
-                               f"type({src}).__exit__ is {guards.ref(exit_, 'fn')}")
-                self.push(BoundFunctionVariable(exit_, cm))
-                self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
-                return
-        if not isinstance(cm, GradModeVariable):
-            raise Unsupported("a with block whose context is not a grad mode")
-        from ...autograd.grad_mode import state
-
-        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
-        self.builder.set_grad_enabled(cm.mode)
-        self.push(self.const(None))
 
     # ---------------------------------------------------------------- control flow
 
