@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dis
 import types
+import weakref
 
 from .guards import _is_plain_data
 from .variables import (
@@ -33,7 +34,7 @@ from .variables import (
     Variable,
 )
 
-_TABLES: dict = {}
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its entries
 
 
 def exception_entries(code: types.CodeType) -> list:

@@ -16,6 +16,7 @@ import dis
 import importlib
 import sys
 import types
+import weakref
 
 from .variables import (
     BoundFunctionVariable,
@@ -28,16 +29,16 @@ from .variables import (
     Variable,
 )
 
-_REBOUND: dict = {}
+_REBOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> {name: bool}
 
 
 def cell_rebound(code: types.CodeType, name: str) -> bool:
     """Whether cell `name` of `code` is stored into (by `code` or a nested function's
     `nonlocal`) besides MAKE_CELL's initial argument value."""
-    key = (code, name)
-    known = _REBOUND.get(key)
+    names = _REBOUND.setdefault(code, {})
+    known = names.get(name)
     if known is None:
-        known = _REBOUND[key] = _stores(code, name)
+        known = names[name] = _stores(code, name)
     return known
 
 
