@@ -503,6 +503,19 @@ def p_modules_named_children(T, a, b):
     return x * b
 
 
+def p_modules_parameters_generator(T, a, b):
+    penalty = sum(p.pow(2).sum() for p in _module(T, "seq").parameters())
+    return _module(T, "seq")(a) * penalty + b
+
+
+def p_modules_named_parameters_loop(T, a, b):
+    x = a
+    for name, p in _module(T, "dict").named_parameters():
+        if name.endswith("bias"):
+            x = x + p
+    return x * b
+
+
 # ---------------------------------------------------------------- the harness
 
 _MODULES: dict = {}

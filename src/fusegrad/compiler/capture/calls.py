@@ -356,10 +356,22 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         # (a submodule added or replaced later recompiles).
         items = list(getattr(obj.value, name)())
         src = tr.guard_root(obj)
-        if src is not None:
-            tr.builder.guards.contents(f"list({src}.{name}())", items)
+        if src is None:
+            raise Unsupported(f"{name}() of a module no guard reaches")
         from .variables import IteratorVariable
 
+        if name in _TENSOR_LISTINGS:  # tensors: graph inputs read through their names
+            getter = "get_buffer" if "buffers" in name else "get_parameter"
+            names = [n for n, _ in getattr(obj.value, _TENSOR_LISTINGS[name])()]
+            tr.builder.guards.add(f"[n for n, _ in {src}.{_TENSOR_LISTINGS[name]}()] == "
+                                  f"{names!r}")
+            tensors = [tr.builder.wrap(t, f"{src}.{getter}({n!r})")
+                       for n, (_, t) in zip(names, getattr(obj.value, _TENSOR_LISTINGS[name])())]
+            if name.startswith("named_"):
+                return IteratorVariable([TupleVariable([ConstantVariable(n), t])
+                                         for n, t in zip(names, tensors)])
+            return IteratorVariable(tensors)
+        tr.builder.guards.contents(f"list({src}.{name}())", items)
         return IteratorVariable([tr.from_python(i) for i in items])
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
@@ -391,8 +403,11 @@ def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
     return proto
 
 
-# Module methods listing submodules (generators): evaluated while translating.
-_MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"}
+# Module methods listing submodules or tensors (generators): evaluated while translating.
+_TENSOR_LISTINGS = {"parameters": "named_parameters", "named_parameters": "named_parameters",
+                    "buffers": "named_buffers", "named_buffers": "named_buffers"}
+_MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"} | set(
+    _TENSOR_LISTINGS)
 
 
 def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
