@@ -583,3 +583,34 @@ def test_kept_no_grad_object_switches_grad_mode_in_order():
     a = _t(3).requires_grad_()
     assert not f(a)[0].requires_grad
     check(f, a, graphs=1, fullgraph=True)
+
+
+def test_cell_from_an_earlier_segment_stays_this_calls_cell():
+    def f(a, k):
+        n = k
+        print("graph break")  # n is a real cell from here on
+        y = a * 2
+        print("another break")  # the cell, read through L, is live across this one
+        g = lambda x: x * n  # noqa: E731
+        return g(y)
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    for k in (2.0, 3.0, 5.0):
+        _same(compiled(_t(3), k), f(_t(3), k))
+
+
+def test_rebinding_a_cell_rebuilt_at_a_break_sets_this_calls_cell():
+    def f(a, k):
+        n = k
+        print("graph break")
+        n = n * 2  # the frame's cell (a new one per call): set after the graph
+        print("second break")  # the cell is read again after this one
+
+        def g(x):
+            return x * n
+
+        return g(a), n
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    for k in (1.0, 1.0, 3.0):
+        _same(compiled(_t(3), k), f(_t(3), k))

@@ -54,7 +54,8 @@ class GraphBuilder:
         # values of variables that were guarded where they were read.
         self.fresh_functions: list = []
         # Attribute assignments to objects from outside, replayed on the real objects after
-        # the graph ran: (object, name, variable), in program order.
+        # the graph ran: (object, name, variable, expression naming the object at run
+        # time), in program order.
         self.stores: list = []
         # Some recorded instruction has an exception handler in its frame (a try block): if
         # the graph raises when it runs, the segment runs again eagerly from its start, so
@@ -65,15 +66,15 @@ class GraphBuilder:
 
     def stored_attr(self, obj, name: str) -> Variable | None:
         """The variable last assigned to `obj.name` in this graph, or None."""
-        for target, attr, value in reversed(self.stores):
+        for target, attr, value, _ in reversed(self.stores):
             if target is obj and attr == name:
                 return value
         return None
 
-    def store_attr(self, obj, name: str, value: Variable) -> None:
-        """Record `obj.name = value`, replayed after the graph."""
-        self.guards.ref(obj)  # the rebuild code names it through the guard scope
-        self.stores.append((obj, name, value))
+    def store_attr(self, obj, name: str, value: Variable, target: str | None = None) -> None:
+        """Record `obj.name = value`, replayed after the graph on `target` (an expression;
+        by default the object itself, kept in the guard scope: it is guarded by identity)."""
+        self.stores.append((obj, name, value, target or self.guards.ref(obj)))
 
     def same_tensor(self, node, other) -> bool:
         """Whether `node` is `other` or an in-place op's result on it (`x.add_(1)`, `x += 1`

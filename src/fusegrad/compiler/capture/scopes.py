@@ -3,11 +3,12 @@ generator expressions (a mixin of the translator).
 
 Cells: a function whose variable a nested function captures keeps it in a cell (MAKE_CELL,
 LOAD_DEREF/STORE_DEREF, LOAD_CLOSURE). While translating, a cell the frame made is a
-`CellVariable` shared by the frame and every function made with it, so a nested function that
-rebinds it (`nonlocal n; n += 1`) is seen by the frame, as in Python. A real cell from outside
-(the compiled function's closure) is read through its source and guarded; storing into it
-is a side effect, a graph break. In concrete mode cells are real `types.CellType` objects in
-the frame's locals; at a graph break a frame's cells are rebuilt as real cells.
+`CellVariable` shared by the frame and every function made with it, so a nested function
+that rebinds it (`nonlocal n; n += 1`) is seen by the frame, as in Python. A real cell from
+outside (the compiled function's closure, or the frame's own after a graph break) is read
+through its source and guarded; storing into it is replayed after the graph, like an
+attribute. In concrete mode cells are real `types.CellType` objects in the frame's locals;
+at a graph break a frame's cells are rebuilt as real cells.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ class ScopeOpcodes:
                 raise NameError(f"cannot access free variable {name!r} where it is not "
                                 "associated with a value in enclosing scope") from None
         if cell.real is not None and cell.contents is None:
+            stored = self.builder.stored_attr(cell.real, "cell_contents")
+            if stored is not None:  # rebound earlier in this graph
+                return stored
             try:
                 value = cell.real.cell_contents
             except ValueError:
@@ -116,8 +120,12 @@ class ScopeOpcodes:
             cell.value.cell_contents = value.value
             return
         if cell.real is not None:
-            raise Unsupported(f"storing into the closure cell {inst.argval!r} of a function "
-                              "made outside the graph (a side effect)")
+            if cell.source is None:
+                raise Unsupported(f"storing into the closure cell {inst.argval!r} of a "
+                                  "function made outside the graph (a side effect)")
+            # A cell that exists outside the graph: set after the graph ran, as attributes.
+            self.builder.store_attr(cell.real, "cell_contents", value, cell.source)
+            return
         if isinstance(value, TensorVariable) and value.source is None:
             self._name_node(value.node, inst.argval)
         cell.contents = value
@@ -132,15 +140,17 @@ class ScopeOpcodes:
             cell.contents = None
 
     def closure_cells(self, items: list):
-        """Real cells for MAKE_FUNCTION where that is sound (every cell real, or made here
-        with a constant never rebound), else None: the function is then made as a
-        variable sharing the frame's cells."""
+        """Real cells for MAKE_FUNCTION where that is sound (cells of functions made while
+        translating, or cells made here holding a constant never rebound), else None: the
+        function is then a variable sharing the frame's cells."""
         cells = []
         for c in items:
             if isinstance(c, ConstantVariable) and isinstance(c.value, types.CellType):
                 cells.append(c.value)
-            elif isinstance(c, CellVariable) and c.real is not None:
-                cells.append(c.real)
+            elif isinstance(c, CellVariable) and c.real is not None and (
+                    self.concrete or c.source is None):
+                cells.append(c.real)  # (a cell read through a source stays a variable: its
+                # contents are guarded through that source when the function reads them)
             elif isinstance(c, CellVariable) and not c.rebound and \
                     isinstance(c.contents, ConstantVariable):
                 cells.append(types.CellType(c.contents.value))

@@ -66,7 +66,7 @@ class Segment:
     line: int | None = None
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
     rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
-    stores: list = field(default_factory=list)  # (object reference, name, spec) to set
+    stores: list = field(default_factory=list)  # (object expression, name, spec) to set
     protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
 
 
@@ -273,8 +273,8 @@ class FrameRunner:
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
         try:
-            seg.stores = [(builder.guards.ref(obj), name, _spec(v, outputs))
-                          for obj, name, v in builder.stores]
+            seg.stores = [(target, name, _spec(v, outputs))
+                          for _, name, v, target in builder.stores]
         except Unsupported as why:
             return Segment(start, "eager", reason=str(why))
         # If the graph raises, eager would have made the assignments before the failing op:
@@ -451,6 +451,8 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, GradModeVariable):
         return ("grad_exit", v.exit)
     if isinstance(v, CellVariable):  # a cell the frame made: a real cell from now on
+        if v.source is not None:  # a real cell of this call's frame or closure
+            return ("source", v.source)
         if v.real is not None:
             return ("const", v.real)
         return ("cell", None if v.contents is None else _spec(v.contents, outputs))
@@ -521,16 +523,14 @@ def _compile_rebuild(seg: Segment, scope: dict):
     consts = {"___NULL": NULL}
     if seg.kind == "return":
         body = f"    ___r = {_spec_code(seg.result, consts)}\n"
-        result = "___r"
     else:
         local_items = ", ".join(f"{k!r}: {_spec_code(v, consts)}" for k, v in seg.locals.items())
         stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
         body = f"    ___r = {{{local_items}}}, [{stack_items}]\n"
-        result = "___r"
     # Attribute assignments the graph stands for, in program order, after it ran.
     for ref, name, spec in seg.stores:
         body += f"    setattr({ref}, {name!r}, {_spec_code(spec, consts)})\n"
-    body += f"    return {result}\n"
+    body += "    return ___r\n"
     env = dict(scope)
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
