@@ -460,7 +460,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             setattr(obj.value, name, value.value)
             return
         if not isinstance(obj, ConstantVariable) or _is_plain_data(obj.value) or \
-                isinstance(obj.value, (Tensor, type, types.ModuleType)) or (
+                isinstance(obj.value, (Tensor, type, types.ModuleType, BaseException)) or (
                 type(obj.value).__module__.startswith("fusegrad") and
                 not _is_nn_module(obj.value)):  # fusegrad's own state (grad mode, RNG)
             what = obj.value if isinstance(obj, ConstantVariable) else obj
