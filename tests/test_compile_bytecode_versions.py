@@ -614,3 +614,12 @@ def test_rebinding_a_cell_rebuilt_at_a_break_sets_this_calls_cell():
     compiled = fusegrad.compile(f, backend=Counter())
     for k in (1.0, 1.0, 3.0):
         _same(compiled(_t(3), k), f(_t(3), k))
+
+
+def test_in_place_ops_in_a_comprehension_stay_in_one_graph():
+    def f(xs):
+        ys = [x * 1 for x in xs]
+        [y.add_(1) for y in ys]  # 3.12+ inline it, with a handler that is no try block
+        return ys
+
+    check(f, [_t(3, seed=k) for k in range(3)], graphs=1, fullgraph=True)

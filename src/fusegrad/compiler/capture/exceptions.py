@@ -46,6 +46,19 @@ def exception_entries(code: types.CodeType) -> list:
     return entries
 
 
+_CLEANUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cleanups(tr) -> set:
+    """Offsets of `tr.code`'s comprehension cleanup handlers (3.12+), cached per code."""
+    found = _CLEANUPS.get(tr.code)
+    if found is None:
+        from .versions import comprehension_cleanups
+
+        found = _CLEANUPS[tr.code] = comprehension_cleanups(tr.code, tr.insts, tr.index_of)
+    return found
+
+
 class Raised(Unsupported):
     """An exception raised by the code being translated (its value is a constant). A frame
     with a handler for it continues there; one no frame catches is a graph break."""
@@ -128,6 +141,8 @@ class ExceptionOpcodes:
             return False
         if self.insts[self.index_of[entry[2]]].opname == "CALL_INTRINSIC_1":
             return False  # a generator's StopIteration check: other exceptions pass through
+        if entry[2] in _cleanups(self):
+            return False  # an inlined comprehension's: it only restores a variable
         depth = entry[3]
         if 0 < depth <= len(self.stack):
             below = self.stack[depth - 1]
