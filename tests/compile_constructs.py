@@ -469,6 +469,13 @@ def p_set_literal_strings(T, a, b):
     return a * 2 if "train" in modes else b
 
 
+def p_hasattr_tensor(T, a, b):
+    c = a * 2
+    if hasattr(a, "grad") and hasattr(c, "shape") and not hasattr(c, "no_such_attribute"):
+        return c + b
+    return a
+
+
 # ---------------------------------------------------------------- modules
 
 

@@ -247,6 +247,14 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         return ConstantVariable(issubclass(args[0].python_type(), cls)
                                 if not isinstance(args[0], ConstantVariable)
                                 else isinstance(args[0].value, cls))
+    if f is hasattr and len(args) == 2 and isinstance(args[0], TensorVariable):
+        name = tr.as_python(args[1])
+        src = args[0].source
+        if src is None:  # made by the graph: only what every tensor has
+            return ConstantVariable(hasattr(Tensor, name))
+        found = hasattr(tr.builder.input_values[src], name)
+        tr.builder.guards.add(f"hasattr({src}, {name!r}) is {found}")
+        return ConstantVariable(found)
     if f in (getattr, hasattr) and isinstance(args[0], ConstantVariable) and \
             len(args) == (2 if f is hasattr else 3):
         name = tr.as_python(args[1])
