@@ -20,7 +20,37 @@ from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
 
+
+def _resnet(nn):
+    """A stem and two residual blocks as torchvision writes them (in-place ReLU, `out +=`)."""
+
+    class BasicBlock(nn.Module):
+        def __init__(self, i, o, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(i, o, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(o)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(o, o, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(o)
+            self.downsample = nn.Sequential(nn.Conv2d(i, o, 1, stride, bias=False),
+                                            nn.BatchNorm2d(o)) if stride != 1 else None
+
+        def forward(self, x):
+            identity = x
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out += identity
+            return self.relu(out)
+
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), BasicBlock(4, 4, 1),
+                         BasicBlock(4, 8, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 5))
+
+
 LAYERS = {
+    "ResNetBlocks": (_resnet, (2, 3, 10, 10), "float"),
     "BatchNorm2d": (lambda nn: nn.BatchNorm2d(3), (2, 3, 4, 4), "float"),
     "BatchNorm1d": (lambda nn: nn.BatchNorm1d(3), (4, 3), "float"),
     "Dropout": (lambda nn: nn.Dropout(0.3), (4, 3), "float"),

@@ -51,11 +51,12 @@ GRAPH_FACTORIES = {"zeros", "ones", "full", "empty", "arange", "linspace", "eye"
 PURE_FUSEGRAD = {"is_grad_enabled", "get_default_dtype", "is_tensor", "promote_types",
                  "result_type", "can_cast", "is_floating_point", "numel"}
 MAX_INLINE_DEPTH = 32
+_HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.")
 
 
 def _is_fusegrad_function(f) -> bool:
-    """An op of fusegrad (recorded as a node); the code of its layers (`fusegrad.nn.modules`,
-    like a user's module) is inlined instead."""
+    """An op of fusegrad (recorded as a node); the code of its layers (`fusegrad.nn.modules`:
+    `_check_input_dim`, `LSTM._forward`, mask checks), like a user's module, is inlined."""
     mod = getattr(f, "__module__", None) or ""
     return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
         not isinstance(f, type) and not _is_module(f) and \
@@ -155,8 +156,10 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         if name in PURE_FUSEGRAD or f in _TENSOR_OPERATORS:
             return _evaluate(tr, f, args, kwargs)
         if isinstance(f, types.FunctionType) and \
-                (getattr(f, "__module__", "") or "").startswith("fusegrad.nn."):
-            return inline(tr, f, args, kwargs)  # a layer helper on no tensor (a None mask)
+                (getattr(f, "__module__", "") or "").startswith(_HELPER_MODULES):
+            # A helper of layers or ops on no tensor (a None mask, `wrap_dim(-1, 4)`): its
+            # Python runs while translating (what it cannot capture is a break, as always).
+            return inline(tr, f, args, kwargs)
         raise Unsupported(f"call to fusegrad.{name} outside the graph")
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
