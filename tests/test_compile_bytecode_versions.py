@@ -623,3 +623,18 @@ def test_in_place_ops_in_a_comprehension_stay_in_one_graph():
         return ys
 
     check(f, [_t(3, seed=k) for k in range(3)], graphs=1, fullgraph=True)
+
+
+def test_exception_raised_while_handling_another_keeps_its_context():
+    def f(a):
+        y = a * 2
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise ValueError(f"second {y.shape[0]}")  # noqa: B904 (the context, on purpose)
+
+    for fn in (f, fusegrad.compile(f, backend=Counter())):
+        with pytest.raises(ValueError, match="^second 3$") as info:
+            fn(_t(3))
+        assert isinstance(info.value.__context__, KeyError)
+        assert info.value.__cause__ is None

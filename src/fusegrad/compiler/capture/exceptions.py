@@ -167,6 +167,9 @@ class ExceptionOpcodes:
         else:
             exc = self._exception_value(self.pop())
         if cause is not None:
+            if not self.concrete and (exc.source is not None or
+                                      not isinstance(cause, ConstantVariable)):
+                raise Unsupported("raise ... from ... of an exception from outside the graph")
             value = None if cause.value is None else self._exception_value(cause).value
             exc.value.__cause__ = value  # `raise X from Y` (or from None)
             exc.value.__suppress_context__ = True
@@ -189,11 +192,11 @@ class ExceptionOpcodes:
 
     def raise_exception(self, exc: ConstantVariable) -> None:
         """Raise `exc` in the program: for real in concrete mode, symbolically otherwise."""
+        value = exc.value
+        if self.handled and value.__context__ is None and value is not \
+                self.handled[-1].value and (self.concrete or exc.source is None):
+            value.__context__ = self.handled[-1].value  # what Python's raise would set
         if self.concrete:
-            value = exc.value
-            if self.handled and value.__context__ is None and value is not \
-                    self.handled[-1].value:
-                value.__context__ = self.handled[-1].value  # what Python's raise would set
             raise value
         raise Raised(exc)
 
