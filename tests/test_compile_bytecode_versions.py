@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from compile_constructs import exp_at_least_half  # noqa: E402
 from compile_support import Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
@@ -223,9 +224,9 @@ def test_nested_comprehensions():
     def f(a):
         return [[a * i + j for j in range(2)] for i in range(3)]
 
-    # 3.11 makes `i` a cell of the outer comprehension's own function (STORE_DEREF: that
-    # function runs natively, after a graph with nothing in it); 3.12+ inline both loops.
-    check(f, _t(3), graphs=0 if sys.version_info < (3, 12) else 1)
+    # 3.11 makes `i` a cell of the outer comprehension's own function (STORE_DEREF into a
+    # cell the inner one shares); 3.12+ inline both loops. One graph either way.
+    check(f, _t(3), graphs=1, fullgraph=True)
 
 
 def test_comprehension_keeps_outer_variable():
@@ -362,32 +363,26 @@ def test_iterator_argument_is_not_consumed():
     _same(got, f(_t(3), iter([1.0, 2.0])))
 
 
-# ---------------------------------------------------------------- what still runs eagerly
+# ---------------------------------------------------------------- exception tables, generators
 
 
-def test_try_except_runs_eagerly():
+def test_try_except_is_captured():
     def f(a):
         try:
             return a * 2
         except ValueError:
             return a
 
-    assert unsupported_opcodes(f.__code__)
-    counter = Counter()
-    _same(fusegrad.compile(f, backend=counter)(_t(3)), f(_t(3)))
-    assert counter.graphs == 0
+    check(f, _t(3), graphs=1, fullgraph=True)
 
 
-def test_generator_expression_is_a_break():
+def test_generator_expression_consumed_by_sum():
     def f(a, xs):
         y = a * 2
-        total = sum(x.sum() for x in xs)  # a generator: its call is a graph break
+        total = sum(x.sum() for x in xs)  # run when sum() consumes it
         return y + total
 
-    counter = Counter()
-    xs = [_t(3, seed=1), _t(3, seed=2)]
-    _same(fusegrad.compile(f, backend=counter)(_t(3), xs), f(_t(3), xs))
-    assert counter.graphs == 2
+    check(f, _t(3), [_t(3, seed=1), _t(3, seed=2)], graphs=1, fullgraph=True)
 
 
 def test_named_tuple_results():
@@ -404,3 +399,242 @@ def test_named_tuple_results():
 
     check(fields, _t(3, 4), graphs=1)
     check(across_break, _t(3, 4), graphs=2)
+
+
+# ---------------------------------------------------------------- exceptions at run time
+
+
+def test_exception_in_graph_goes_to_the_handler():
+    """An op that raises only when the graph runs (an index out of range): the segment runs
+    again eagerly, so the `except` block catches it as in eager."""
+    def f(a, idx):
+        y = a * 2
+        try:
+            z = y[idx]
+        except IndexError:
+            z = y.sum(0, keepdim=True) - 1
+        return z + 1
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    for idx in ([1, 2], [7, 0], [0, 3]):
+        i = T.tensor(idx)
+        _same(compiled(_t(4, 3), i), f(_t(4, 3), i))
+    assert counter.graphs == 1
+
+
+def test_tensor_assert_raises_from_the_graph():
+    f = exp_at_least_half  # (pytest would rewrite an assert written here)
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    _same(compiled(T.ones(3)), f(T.ones(3)))
+    with pytest.raises(AssertionError, match="^too small$"):
+        compiled(-T.ones(3) * 5)
+    assert counter.graphs == 1
+
+
+class _Holder:
+    def __init__(self):
+        self.count = 0
+        self.steps = T.zeros(())
+
+
+def test_uncaught_raise_keeps_the_side_effects_before_it():
+    holder = _Holder()
+
+    def f(a, h):
+        h.count = h.count + 1
+        h.steps += 1
+        if a.shape[0] == 3:
+            raise ValueError(f"three rows ({h.count})")
+        return a
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    with pytest.raises(ValueError, match=r"^three rows \(1\)$"):
+        compiled(_t(3), holder)
+    assert holder.count == 1 and float(holder.steps) == 1.0
+    assert counter.graphs == 1  # the in-place update
+
+
+def test_break_inside_except_block_runs_eagerly():
+    seen = []
+
+    def f(a):
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            seen.append(str(e))  # a side effect: a graph break inside the handler
+            y = a * 2
+        return y + 1
+
+    _same(fusegrad.compile(f, backend=Counter())(_t(3)), f(_t(3)))
+    assert seen == ["'k'", "'k'"]
+
+
+def test_break_in_try_then_raise():
+    def f(a):
+        try:
+            y = a * 2
+            print("in try")
+            raise ValueError("after the break")
+        except ValueError as e:
+            y = y + len(str(e))
+        return y
+
+    check(f, _t(3), graphs=2)  # before the print; then the raise, handler and return
+
+
+def test_cells_shared_with_nested_functions():
+    def f(a):
+        total = a * 0
+        calls = 0
+
+        def add(x):
+            nonlocal total, calls
+            total = total + x
+            calls += 1
+
+        for k in range(3):
+            add(a * k)
+        return total * calls
+
+    check(f, _t(3), graphs=1, fullgraph=True)
+
+
+def test_assignment_before_an_op_that_raises_is_kept():
+    holder = _Holder()
+
+    def f(a, idx, h):
+        h.count = h.count + 1
+        return a[idx] * 2
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    _same(compiled(_t(4), T.tensor([1]), holder), _t(4)[T.tensor([1])] * 2)
+    with pytest.raises(IndexError):
+        compiled(_t(4), T.tensor([9]), holder)
+    assert holder.count == 2  # as eager: the assignment came before the failing index
+
+
+def test_hasattr_sees_an_attribute_assigned_in_the_graph():
+    holder = _Holder()
+
+    def f(a, h):
+        h.last = a * 2
+        return a + 1 if hasattr(h, "last") else a - 1
+
+    check(f, _t(3), holder, graphs=1)
+    assert isinstance(holder.last, T.Tensor)
+
+
+def test_cell_rebuilt_at_a_break_is_read_and_rebound_for_real():
+    def f(a):
+        n = 2
+        print("graph break")
+        g = lambda x: x * n  # noqa: E731
+        n = 3  # the frame's cell, rebuilt as a real cell at the break
+        return g(a)
+
+    # One graph (`g(a)` after the rebinding): the cell, a new one on every call, is guarded
+    # by its type, not its identity, so later calls do not recompile.
+    check(f, _t(3), graphs=1, calls=3)
+
+
+_ROWS = [1.0, 2.0]
+
+
+def test_real_exception_of_a_break_instruction_goes_to_the_handler():
+    def f(a):
+        y = a * 2
+        try:
+            z = _ROWS[5]  # a global list: read for real, and it raises there
+        except IndexError:
+            z = -1.0
+        return y + z
+
+    check(f, _t(3), graphs=1)
+
+
+def test_in_place_ops_in_a_resumed_no_grad_block_stay_in_the_graph():
+    w = _t(3).requires_grad_()
+
+    def f(g):
+        with T.no_grad():
+            print("graph break")
+            w.add_(g)
+            w.mul_(0.5)
+        return w * 1
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    compiled(_t(3, seed=1))
+    assert counter.graphs == 2
+
+
+_NO_GRAD = T.no_grad()
+
+
+def test_kept_no_grad_object_switches_grad_mode_in_order():
+    def f(a):
+        with _NO_GRAD:
+            b = a * 2
+        return b, b + a
+
+    a = _t(3).requires_grad_()
+    assert not f(a)[0].requires_grad
+    check(f, a, graphs=1, fullgraph=True)
+
+
+def test_cell_from_an_earlier_segment_stays_this_calls_cell():
+    def f(a, k):
+        n = k
+        print("graph break")  # n is a real cell from here on
+        y = a * 2
+        print("another break")  # the cell, read through L, is live across this one
+        g = lambda x: x * n  # noqa: E731
+        return g(y)
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    for k in (2.0, 3.0, 5.0):
+        _same(compiled(_t(3), k), f(_t(3), k))
+
+
+def test_rebinding_a_cell_rebuilt_at_a_break_sets_this_calls_cell():
+    def f(a, k):
+        n = k
+        print("graph break")
+        n = n * 2  # the frame's cell (a new one per call): set after the graph
+        print("second break")  # the cell is read again after this one
+
+        def g(x):
+            return x * n
+
+        return g(a), n
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    for k in (1.0, 1.0, 3.0):
+        _same(compiled(_t(3), k), f(_t(3), k))
+
+
+def test_in_place_ops_in_a_comprehension_stay_in_one_graph():
+    def f(xs):
+        ys = [x * 1 for x in xs]
+        [y.add_(1) for y in ys]  # 3.12+ inline it, with a handler that is no try block
+        return ys
+
+    check(f, [_t(3, seed=k) for k in range(3)], graphs=1, fullgraph=True)
+
+
+def test_exception_raised_while_handling_another_keeps_its_context():
+    def f(a):
+        y = a * 2
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise ValueError(f"second {y.shape[0]}")  # noqa: B904 (the context, on purpose)
+
+    for fn in (f, fusegrad.compile(f, backend=Counter())):
+        with pytest.raises(ValueError, match="^second 3$") as info:
+            fn(_t(3))
+        assert isinstance(info.value.__context__, KeyError)
+        assert info.value.__cause__ is None

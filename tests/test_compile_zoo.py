@@ -103,18 +103,9 @@ def test_zoo_compiled_matches_eager(name, mode):
 
 
 # Where capture is not yet as complete as Dynamo's (the construct it lacks).
-_BN_RAISE = "`raise` not taken in BatchNorm2d._check_input_dim is a graph break"
-_ASSERT = "`assert` (LOAD_ASSERTION_ERROR, RAISE_VARARGS) makes GPT.forward run eagerly"
-_LSTM = "`raise` not taken and a lambda in LSTM._forward break the graph"
-_ENCODER = ("TransformerEncoder.forward checks its masks' values in Python (a graph break) "
-            "and iterates its layers after it eagerly")
-_MHA = "`raise` not taken makes MultiheadAttention.forward run eagerly"
+_MHA = ("unpacking a generator expression (`q, k, v = (t.transpose(1, 0) for t in ...)`) in "
+        "MultiheadAttention.forward is a graph break")
 LACKING: dict[tuple[str, str], str] = {
-    **{(name, mode): _BN_RAISE for name in ("resnet18", "resnet50") for mode in
-       ("train", "eval")},
-    ("gpt", "train"): _ASSERT, ("gpt", "eval"): _ASSERT,
-    ("lstm_lm", "train"): _LSTM, ("lstm_lm", "eval"): _LSTM,
-    ("transformer_encoder", "train"): _ENCODER, ("transformer_encoder", "eval"): _ENCODER,
     ("multihead_attention", "train"): _MHA, ("multihead_attention", "eval"): _MHA,
 }
 

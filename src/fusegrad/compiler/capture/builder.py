@@ -19,6 +19,7 @@ from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .variables import (
+    CellVariable,
     ConstantVariable,
     DictVariable,
     ListVariable,
@@ -55,6 +56,42 @@ class GraphBuilder:
         # Set by the first in-place op: from then on tensor inputs must not share memory
         # (fake tensors do not know that a change to one input shows through another).
         self.mutated = False
+        # Attribute assignments to objects from outside, replayed on the real objects after
+        # the graph ran: (object, name, variable, expression naming the object at run
+        # time), in program order.
+        self.stores: list = []
+        # Some recorded instruction has an exception handler in its frame (a try block): if
+        # the graph raises when it runs, the segment runs again eagerly from its start, so
+        # it must not have changed its inputs in place.
+        self.protected = False
+
+    # ---------------------------------------------------------------- side effects
+
+    def stored_attr(self, obj, name: str) -> Variable | None:
+        """The variable last assigned to `obj.name` in this graph, or None."""
+        for target, attr, value, _ in reversed(self.stores):
+            if target is obj and attr == name:
+                return value
+        return None
+
+    def store_attr(self, obj, name: str, value: Variable, target: str | None = None) -> None:
+        """Record `obj.name = value`, replayed after the graph on `target` (an expression;
+        by default the object itself, kept in the guard scope: it is guarded by identity)."""
+        self.stores.append((obj, name, value, target or self.guards.ref(obj)))
+
+    def same_tensor(self, node, other) -> bool:
+        """Whether `node` is `other` or an in-place op's result on it (`x.add_(1)`, `x += 1`
+        return x itself)."""
+        while node is not other and node.meta.get("inplace_of") is not None:
+            node = node.meta["inplace_of"]
+        return node is other
+
+    def enter_protected(self) -> None:
+        """The graph reaches code with an exception handler (see `protected`)."""
+        if any(_mutates(n) for n in self.graph.nodes):
+            raise Unsupported("a try block after an in-place op (the graph could not be "
+                              "run again if it raised)")
+        self.protected = True
 
     # ---------------------------------------------------------------- inputs
 
@@ -90,6 +127,9 @@ class GraphBuilder:
                 self.guards.add(f"list(map(type, {source})) == [{types_text}]")
             return DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
                                 source)
+        if isinstance(value, types.CellType):  # a frame's cell rebuilt at a graph break
+            self.guards.add(f"type({source}) is {self.guards.ref(types.CellType, 'cell')}")
+            return CellVariable(None, real=value, source=source)
         if isinstance(value, types.MethodType):
             # A bound method is a new object on every attribute read: guard what it binds.
             self.guards.add(f"type({source}) is {self.guards.ref(types.MethodType, 'method')}")
@@ -179,6 +219,12 @@ class GraphBuilder:
                 from None
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         self.created.append(node)
+        if _mutates(node):
+            if self.protected:
+                raise Unsupported("an in-place op inside a try block (the graph could not "
+                                  "be run again if it raised)")
+            if node_args and hasattr(node_args[0], "op"):
+                node.meta["inplace_of"] = node_args[0]
         return self.wrap_result(node, example)
 
     def _refuse_aliasing(self, value: Tensor) -> None:
@@ -237,6 +283,19 @@ class GraphBuilder:
         raise Unsupported(f"an op returned {type(example).__name__}")
 
 
+# The `operator` functions that write into their first argument (`x += 1`, `x[i] = v`).
+_INPLACE_OPERATORS = frozenset(["setitem"] + [f"i{n}" for n in (
+    "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift").split()])
+
+
+def _mutates(node) -> bool:
+    """Whether a recorded node changes its first argument in place (`add_`, `iadd`,
+    `__setitem__`, `relu(x, inplace=True)`)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    return _is_inplace(_target_name(node.target)) or node.kwargs.get("inplace") is True
+
+
 def set_grad_enabled(mode: bool) -> None:
     """Graph node target: set grad mode (what a `with no_grad()` block does on entry/exit)."""
     from ...autograd.grad_mode import state
@@ -282,15 +341,12 @@ def _map(value, fn):
     return fn(value)
 
 
-# In-place operators whose names do not end with "_".
-_INPLACE_NAMES = frozenset(["setitem"] + [f"i{n}" for n in (
-    "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift").split()])
-
-
 def _is_inplace(name: str) -> bool:
     """True for an op that writes into its first argument (`add_`, `iadd`, `__setitem__`)."""
-    bare = name.strip("_")
-    return (name.endswith("_") and not name.endswith("__")) or bare in _INPLACE_NAMES
+    if name.startswith("_") and not name.startswith("__"):
+        return False  # private helpers (`_assert_async`) are not in-place ops
+    return (name.endswith("_") and not name.endswith("__")) or name.strip("_") in \
+        _INPLACE_OPERATORS
 
 
 def _target_name(target) -> str:

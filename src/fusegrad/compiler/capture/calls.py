@@ -19,17 +19,21 @@ import operator
 import types
 
 from ..._tensor import Tensor
+from .exceptions import make_exception
 from .guards import _is_plain_data
 from .translator import (
     DATA_DEPENDENT,
     PURE_BUILTINS,
     Return,
     Translator,
+    is_generator_expression,
     unsupported_opcodes,
 )
 from .variables import (
+    BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
+    GeneratorVariable,
     GradExit,
     GradModeVariable,
     ListVariable,
@@ -47,12 +51,16 @@ GRAPH_FACTORIES = {"zeros", "ones", "full", "empty", "arange", "linspace", "eye"
 PURE_FUSEGRAD = {"is_grad_enabled", "get_default_dtype", "is_tensor", "promote_types",
                  "result_type", "can_cast", "is_floating_point", "numel"}
 MAX_INLINE_DEPTH = 32
+_HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.")
 
 
 def _is_fusegrad_function(f) -> bool:
+    """An op of fusegrad (recorded as a node); the code of its layers (`fusegrad.nn.modules`:
+    `_check_input_dim`, `LSTM._forward`, mask checks), like a user's module, is inlined."""
     mod = getattr(f, "__module__", None) or ""
     return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
-        not isinstance(f, type) and not _is_module(f)
+        not isinstance(f, type) and not _is_module(f) and \
+        not mod.startswith("fusegrad.nn.modules")
 
 
 def _is_module(obj) -> bool:
@@ -106,7 +114,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, TensorVariable):
         raise Unsupported("calling a tensor")
     if isinstance(fn, NestedFunctionVariable):
+        if is_generator_expression(fn.code) and not kwargs:
+            return GeneratorVariable(_nested_proto(tr, fn), args, tuple(fn.closure))
         return inline_nested(tr, fn, args, kwargs)
+    if isinstance(fn, BoundFunctionVariable):  # a method found through super()
+        return inline(tr, fn.func, [fn.obj] + args, kwargs)
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
@@ -121,6 +133,18 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     grad_mode = _grad_context(f, args, tr)
     if grad_mode is not None:
         return GradModeVariable(grad_mode)
+    if f is super:
+        return tr.make_super(args)
+    if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
+        # Only made while translating when that runs no Python code (no side effect).
+        made = make_exception(f, [tr.as_python(a) for a in args],
+                              {k: tr.as_python(v) for k, v in kwargs.items()})
+        if made is None:
+            raise Unsupported(f"constructing {f.__name__} runs Python code")
+        return ConstantVariable(made)
+    if isinstance(f, types.FunctionType) and is_generator_expression(f.__code__) and \
+            not kwargs and _is_user_function(f):
+        return GeneratorVariable(f, args)
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
@@ -131,6 +155,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if name in PURE_FUSEGRAD or f in _TENSOR_OPERATORS:
             return _evaluate(tr, f, args, kwargs)
+        if isinstance(f, types.FunctionType) and \
+                (getattr(f, "__module__", "") or "").startswith(_HELPER_MODULES):
+            # A helper of layers or ops on no tensor (a None mask, `wrap_dim(-1, 4)`): its
+            # Python runs while translating (what it cannot capture is a break, as always).
+            return inline(tr, f, args, kwargs)
         raise Unsupported(f"call to fusegrad.{name} outside the graph")
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
@@ -188,11 +217,19 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
         raise Unsupported("a tensor that is not part of the graph")
     try:
         return tr.from_python(f(*values, **kw))
-    except Exception as e:
-        raise Unsupported(f"evaluating {getattr(f, '__name__', f)} raised {e!r}") from None
+    except Exception as e:  # a pure function of guarded values: it raises every time
+        from .exceptions import Raised
+
+        raise Raised(ConstantVariable(e)) from None
 
 
 def _call_builtin(tr, f, args, kwargs) -> Variable:
+    if any(isinstance(a, GeneratorVariable) for a in args):
+        if f not in _CONSUMERS:
+            raise Unsupported(f"{getattr(f, '__name__', f)}() of a generator")
+        # A consumer runs the generator expression now, as Python would.
+        args = [TupleVariable(tr.generator_items(a)) if isinstance(a, GeneratorVariable)
+                else a for a in args]
     if f is len and len(args) == 1:
         a = args[0]
         if isinstance(a, TensorVariable):
@@ -213,9 +250,20 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         return ConstantVariable(issubclass(args[0].python_type(), cls)
                                 if not isinstance(args[0], ConstantVariable)
                                 else isinstance(args[0].value, cls))
+    if f is hasattr and len(args) == 2 and isinstance(args[0], TensorVariable):
+        name = tr.as_python(args[1])
+        src = args[0].source
+        if src is None:  # made by the graph: only what every tensor has
+            return ConstantVariable(hasattr(Tensor, name))
+        found = hasattr(tr.builder.input_values[src], name)
+        tr.builder.guards.add(f"hasattr({src}, {name!r}) is {found}")
+        return ConstantVariable(found)
     if f in (getattr, hasattr) and isinstance(args[0], ConstantVariable) and \
             len(args) == (2 if f is hasattr else 3):
         name = tr.as_python(args[1])
+        stored = tr.builder.stored_attr(args[0].value, name)
+        if stored is not None:  # assigned earlier in this graph
+            return ConstantVariable(True) if f is hasattr else stored
         found = hasattr(args[0].value, name)
         src = tr.guard_root(args[0])  # the attribute may be set or deleted between calls
         if src is not None and not _is_plain_data(args[0].value):
@@ -313,6 +361,29 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         raise Unsupported(f"dict.{name}")
     if isinstance(obj, TupleVariable):
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
+    if isinstance(obj, ConstantVariable) and name in _MODULE_LISTINGS and not args and \
+            not kwargs and _is_module(obj.value):
+        # `for name, m in self.named_children()`: the listing is read now and guarded whole
+        # (a submodule added or replaced later recompiles).
+        items = list(getattr(obj.value, name)())
+        src = tr.guard_root(obj)
+        if src is None:
+            raise Unsupported(f"{name}() of a module no guard reaches")
+        from .variables import IteratorVariable
+
+        if name in _TENSOR_LISTINGS:  # tensors: graph inputs read through their names
+            getter = "get_buffer" if "buffers" in name else "get_parameter"
+            names = [n for n, _ in getattr(obj.value, _TENSOR_LISTINGS[name])()]
+            tr.builder.guards.add(f"[n for n, _ in {src}.{_TENSOR_LISTINGS[name]}()] == "
+                                  f"{names!r}")
+            tensors = [tr.builder.wrap(t, f"{src}.{getter}({n!r})")
+                       for n, (_, t) in zip(names, getattr(obj.value, _TENSOR_LISTINGS[name])())]
+            if name.startswith("named_"):
+                return IteratorVariable([TupleVariable([ConstantVariable(n), t])
+                                         for n, t in zip(names, tensors)])
+            return IteratorVariable(tensors)
+        tr.builder.guards.contents(f"list({src}.{name}())", items)
+        return IteratorVariable([tr.from_python(i) for i in items])
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
         if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
@@ -332,23 +403,37 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     raise Unsupported(f"method {name} of {type(obj).__name__}")
 
 
-def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
-    """Inline a function made during translation (its closure holds variables)."""
+def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
+    """A stand-in function for a function made during translation (signature, defaults)."""
     defaults = tr.as_python(fn.defaults) if fn.defaults is not None else None
     proto = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name, defaults,
                                tuple(types.CellType(None) for _ in fn.closure) or None)
     if fn.kwdefaults is not None:
         proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
     tr.builder.fresh_functions.append(proto)
-    return inline(tr, proto, args, kwargs, closure=tuple(fn.closure))
+    return proto
 
 
-def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Variable:
-    """Translate `func(*args, **kwargs)` in a child frame that records into the same graph."""
+# Module methods listing submodules or tensors (generators): evaluated while translating.
+_TENSOR_LISTINGS = {"parameters": "named_parameters", "named_parameters": "named_parameters",
+                    "buffers": "named_buffers", "named_buffers": "named_buffers"}
+_MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"} | set(
+    _TENSOR_LISTINGS)
+
+
+def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
+    """Inline a function made during translation (its closure holds cell variables)."""
+    return inline(tr, _nested_proto(tr, fn), args, kwargs, closure=tuple(fn.closure))
+
+
+def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
+           yields: list | None = None) -> Variable:
+    """Translate `func(*args, **kwargs)` in a child frame that records into the same graph
+    (`yields`: a generator expression's code, whose yielded values are collected there)."""
     if tr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     code = func.__code__
-    bad = unsupported_opcodes(code)
+    bad = unsupported_opcodes(code, generator=yields is not None)
     if bad:
         raise Unsupported(f"{func.__qualname__} uses {', '.join(sorted(bad))}")
     try:
@@ -385,6 +470,7 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None) -> Vari
     child = Translator(code, func.__globals__, closure or func.__closure__, tr.builder,
                        local_vars, [], parent=tr,
                        closure_ref=None if fn_ref is None else f"{fn_ref}.__closure__")
+    child.yields = yields
     try:
         child.run()
     except Return as r:
@@ -399,6 +485,8 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         f = getattr(fn.obj.value, fn.name)
     else:
         f = fn.value
+    if f is super and not values:  # zero-argument super() reads this frame
+        return tr.make_super([])
     if _is_user_function(f) and tr.callee_wrapper is not None and \
             not getattr(f, "_fusegrad_disabled", False):
         f = tr.callee_wrapper(f)

@@ -16,6 +16,7 @@ from .guards import _is_plain_data
 from .variables import (
     ConstantVariable,
     DictVariable,
+    GeneratorVariable,
     IteratorVariable,
     ListVariable,
     SetVariable,
@@ -124,6 +125,24 @@ class ContainerOpcodes:
         for item in reversed(items):
             self.push(item)
 
+    def UNPACK_EX(self, inst):  # noqa: N802
+        # `a, *rest, b = seq`: `before` names, a list, `after` names (the first on top).
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.unpack(self.pop())
+        if len(items) < before + after:
+            if self.concrete:
+                raise ValueError(f"not enough values to unpack (expected at least "
+                                 f"{before + after}, got {len(items)})")
+            raise Unsupported("unpacking a sequence of the wrong length")
+        middle = items[before:len(items) - after]
+        rest = ConstantVariable([i.value for i in middle]) if self.concrete \
+            else ListVariable(middle)
+        for item in reversed(items[len(items) - after:]):
+            self.push(item)
+        self.push(rest)
+        for item in reversed(items[:before]):
+            self.push(item)
+
     def unpack(self, v: Variable) -> list:
         """The items of a container variable (a tensor unpacks along dim 0)."""
         if isinstance(v, TupleVariable):
@@ -134,6 +153,8 @@ class ContainerOpcodes:
             return list(v.items[v.index:])
         if isinstance(v, SetVariable):
             return list(v.items.values())
+        if isinstance(v, GeneratorVariable):
+            raise Unsupported("iterating over a generator (only builtins consume one)")
         if isinstance(v, TensorVariable):
             if v.example.ndim == 0:
                 raise Unsupported("iteration over a 0-d tensor")
@@ -225,6 +246,15 @@ class ContainerOpcodes:
             target.value.add(v.value)
         else:
             self._set_add(target, v)
+
+    def SET_UPDATE(self, inst):  # noqa: N802
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        if self.concrete:
+            target.value.update(v.value)
+            return
+        for item in self.unpack(v):
+            self._set_add(target, item)
 
     def _set_add(self, target: SetVariable, v: Variable) -> None:
         try:

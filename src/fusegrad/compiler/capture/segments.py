@@ -14,15 +14,19 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 
 from __future__ import annotations
 
+import types
 import warnings
 from dataclasses import dataclass, field
 
+from ..._random import get_rng_state, set_rng_state
 from ..._tensor import Tensor
 from ...autograd.grad_mode import state as _grad_state
 from .. import logs
-from .builder import GraphBuilder
+from .builder import _INPLACE_OPERATORS, GraphBuilder, _mutates
+from .exceptions import Raised, fresh_exception
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
+    CellVariable,
     ConstantVariable,
     DictVariable,
     GradExit,
@@ -63,6 +67,8 @@ class Segment:
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
     rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
     native: bool = False  # an eager segment from offset 0 that runs the function natively
+    stores: list = field(default_factory=list)  # (object expression, name, spec) to set
+    protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
 
 
 class FrameRunner:
@@ -108,7 +114,17 @@ class FrameRunner:
                 return self._run_concrete(offset, L, S, ())
             if seg.kind == "eager":
                 return self._run_concrete(seg.start, L, S, ())
-            outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
+            if seg.protected and seg.compiled is not None:
+                # An exception in a try block goes to its handler: if the graph raises, run
+                # the segment's code again eagerly (the graph changed no input in place).
+                rng = get_rng_state()
+                try:
+                    outs = seg.compiled(*seg.gather(L, S, G))
+                except Exception:
+                    set_rng_state(rng)
+                    return self._run_concrete(seg.start, L, S, ())
+            else:
+                outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
             if seg.kind == "return":
                 return seg.rebuild(outs, L, S, G)
             new_locals, S = seg.rebuild(outs, L, S, G)
@@ -171,14 +187,18 @@ class FrameRunner:
         try:
             tr.step()
         except Jump:
-            pass
+            if tr.raised:  # an exception went to a handler: it and the rest run eagerly
+                return None, self._continue_concrete(tr)
         except Return as r:
             return None, r.value.value
         _store_back(tr, L, S)
         return tr.insts[tr.pc].offset, None
 
     def _run_concrete(self, offset, L, S, kw_names):
-        tr = self._concrete(offset, L, S, kw_names)
+        return self._continue_concrete(self._concrete(offset, L, S, kw_names))
+
+    @staticmethod
+    def _continue_concrete(tr: Translator):
         while True:
             try:
                 tr.step()
@@ -204,6 +224,7 @@ class FrameRunner:
         """Translate from `start` with the real frame state L, S into a new segment."""
         grad_mode = _grad_state.enabled
         self._state = None
+        rng = get_rng_state()  # fake random ops must not draw from the real generator
         try:
             return self._capture(start, L, S)
         except Unsupported:
@@ -213,6 +234,7 @@ class FrameRunner:
         finally:
             _grad_state.enabled = grad_mode  # translation switches it for the fake ops
             self._state = None
+            set_rng_state(rng)
 
     def _translator_error(self, start: int, error: Exception) -> Segment:
         """The translator failed: report it as the bug it is (a graph break with the line it
@@ -255,6 +277,7 @@ class FrameRunner:
             before_locals = dict(tr.locals.loaded)
             before_kw = tr.kw_names
             mark = len(builder.created)
+            n_stores = len(builder.stores)
             # An inlined call that breaks may already have changed containers of the frame
             # (advanced an iterator, appended to a list): the break needs them as before.
             saved = _snapshot(before_stack + list(before_locals.values())) \
@@ -268,6 +291,7 @@ class FrameRunner:
                 break
             except Unsupported as e:
                 builder.discard_since(mark)  # what the failed instruction recorded
+                del builder.stores[n_stores:]
                 _restore(saved)
                 inst = tr.current
                 line = _line_of(self.code, inst.offset)
@@ -277,12 +301,17 @@ class FrameRunner:
                     raise FullgraphUnsupported(
                         f"{e} (graph break in {self.code.co_name}, "
                         f"{self.code.co_filename}:{line})") from None
-                in_loop = tr.parent is None and self._in_loop(inst.offset)
-                reason = f"{e} (inside a loop: the rest of the frame runs eagerly)" \
-                    if in_loop else str(e)
-                record = logs.graph_break(reason, self.code, line, fallback=in_loop,
+                # A break in a loop, or in an except/finally block the graph entered: the rest
+                # of the frame runs eagerly.
+                where = None
+                if tr.parent is None:
+                    where = "inside a loop" if self._in_loop(inst.offset) else \
+                        "inside an exception handler" if tr.handled else None
+                reason = f"{e} ({where}: the rest of the frame runs eagerly)" if where \
+                    else str(e)
+                record = logs.graph_break(reason, self.code, line, fallback=where is not None,
                                           inner=_inlined_frames(tr, e))
-                if in_loop:
+                if where is not None:
                     self.history.append(("break", record))
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
@@ -290,13 +319,26 @@ class FrameRunner:
                 outputs = _Outputs()
                 try:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
-                    seg.locals = {k: _spec(v, outputs) for k, v in before_locals.items()}
+                    # An exception leaving the frame: its locals are dead.
+                    seg.locals = {} if isinstance(e, Raised) else {
+                        k: _spec(v, outputs) for k, v in before_locals.items()}
                 except Unsupported as why:  # the state cannot be rebuilt: run the rest eagerly
                     self.history.append(("break", logs.graph_break(
                         f"{why} (the rest of the frame runs eagerly)", self.code, line,
                         fallback=True, inner=_inlined_frames(tr, e))))
                     return Segment(start, "eager", reason=str(why), line=line)
                 break
+        try:
+            seg.stores = [(target, name, _spec(v, outputs))
+                          for _, name, v, target in builder.stores]
+        except Unsupported as why:
+            self.history.append(("break", logs.graph_break(
+                f"{why} (the segment runs eagerly)", self.code, seg.line, fallback=True)))
+            return Segment(start, "eager", reason=str(why), line=seg.line)
+        # If the graph raises, eager would have made the assignments before the failing op:
+        # run the segment again eagerly (only where the graph changes no input in place).
+        seg.protected = builder.protected or bool(builder.stores) and not any(
+            _mutates(n) for n in builder.graph.nodes)
         self._finish(seg, builder, outputs)
         if seg.kind == "break":
             self.history.append(("break", record))
@@ -373,11 +415,18 @@ def _snapshot(roots: list) -> list:
             todo.append(v.obj)
         elif isinstance(v, NestedFunctionVariable):
             todo.extend(v.closure)
+        elif isinstance(v, CellVariable):
+            saved.append((v, "cell", v.contents))
+            if v.contents is not None:
+                todo.append(v.contents)
     return saved
 
 
 def _restore(saved) -> None:
     for v, index, items in saved:
+        if index == "cell":
+            v.contents = items
+            continue
         v.items = items
         if index is not None:
             v.index = index
@@ -435,8 +484,8 @@ class _Outputs:
 
 def _spec(v, outputs: _Outputs):
     """How to rebuild variable `v` after the graph ran."""
-    if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable)) and \
-            v.source is None:
+    if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable,
+                      CellVariable)) and v.source is None:
         # One real object per variable: a list both in a local and on the stack (an argument
         # of the breaking call) must stay one list, or a mutation by the call is lost.
         k = outputs.aliases.setdefault(id(v), len(outputs.aliases))
@@ -479,6 +528,12 @@ def _spec_value(v, outputs: _Outputs):
         raise Unsupported("a function made inside the graph is live at a graph break")
     if isinstance(v, GradModeVariable):
         return ("grad_exit", v.exit)
+    if isinstance(v, CellVariable):  # a cell the frame made: a real cell from now on
+        if v.source is not None:  # a real cell of this call's frame or closure
+            return ("source", v.source)
+        if v.real is not None:
+            return ("const", v.real)
+        return ("cell", None if v.contents is None else _spec(v.contents, outputs))
     raise Unsupported(f"cannot rebuild a {type(v).__name__}")
 
 
@@ -508,7 +563,13 @@ def _spec_code(spec, consts: dict) -> str:
             return repr(value)
         name = f"___c{len(consts)}"
         consts[name] = value
+        if isinstance(value, BaseException):  # made while translating: a new one per call
+            consts["___fresh"] = fresh_exception
+            return f"___fresh({name})"
         return name
+    if kind == "cell":
+        consts["___cell"] = types.CellType
+        return "___cell()" if spec[1] is None else f"___cell({_spec_code(spec[1], consts)})"
     if kind in ("list", "tuple", "iter", "slice", "set"):
         items = ", ".join(_spec_code(s, consts) for s in spec[1])
         return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
@@ -539,11 +600,15 @@ def _compile_rebuild(seg: Segment, scope: dict):
     """A function rebuilding the frame state (or return value) after the graph ran."""
     consts = {"___NULL": NULL}
     if seg.kind == "return":
-        body = f"    return {_spec_code(seg.result, consts)}\n"
+        body = f"    ___r = {_spec_code(seg.result, consts)}\n"
     else:
         local_items = ", ".join(f"{k!r}: {_spec_code(v, consts)}" for k, v in seg.locals.items())
         stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
-        body = f"    return {{{local_items}}}, [{stack_items}]\n"
+        body = f"    ___r = {{{local_items}}}, [{stack_items}]\n"
+    # Attribute assignments the graph stands for, in program order, after it ran.
+    for ref, name, spec in seg.stores:
+        body += f"    setattr({ref}, {name!r}, {_spec_code(spec, consts)})\n"
+    body += "    return ___r\n"
     env = dict(scope)
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
@@ -564,7 +629,7 @@ def _compile_gather(sources: list, scope: dict):
     return env["gather"]
 
 
-_INPLACE_TARGETS = {"setitem", "__setitem__", "set_grad_enabled"}
+_INPLACE_TARGETS = {"__setitem__", "set_grad_enabled", "_assert_async"} | _INPLACE_OPERATORS
 
 
 def _eliminate_dead_code(graph, keep) -> None:

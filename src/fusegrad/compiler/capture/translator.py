@@ -24,11 +24,12 @@ import numpy as np
 
 from ..._tensor import Tensor
 from .containers import ContainerOpcodes
+from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
+from .scopes import ScopeOpcodes
 from .variables import (
     ConstantVariable,
     DictVariable,
-    GradModeVariable,
     IteratorVariable,
     ListVariable,
     MethodVariable,
@@ -36,6 +37,7 @@ from .variables import (
     NullVariable,
     SetVariable,
     SliceVariable,
+    SuperVariable,
     TensorVariable,
     TruthVariable,
     TupleVariable,
@@ -87,12 +89,18 @@ SUPPORTED_OPCODES = {
     "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP",
     "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION", "EXTENDED_ARG",
-    "BUILD_SET", "SET_ADD",
+    "BUILD_SET", "SET_ADD", "SET_UPDATE", "UNPACK_EX",
+    # exceptions and `with` blocks (exceptions.py)
+    "LOAD_ASSERTION_ERROR", "RAISE_VARARGS", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
+    "RERAISE", "BEFORE_WITH", "WITH_EXCEPT_START",
+    # cells, super(), import (scopes.py)
+    "STORE_DEREF", "DELETE_DEREF", "LOAD_SUPER_ATTR", "IMPORT_NAME", "IMPORT_FROM",
 } | NEWER_OPCODES
-# A `with` block's exception path; allowed only when every context is a grad mode (those
-# restore themselves: the runner resets grad mode if an exception leaves the frame).
-WITH_OPCODES = {"BEFORE_WITH", "PUSH_EXC_INFO", "WITH_EXCEPT_START", "RERAISE", "POP_EXCEPT"}
-GRAD_CONTEXTS = {"no_grad", "enable_grad", "set_grad_enabled"}
+# What a generator expression adds; its code runs only when a builtin consumes it.
+GENERATOR_OPCODES = {"RETURN_GENERATOR", "YIELD_VALUE", "CALL_INTRINSIC_1"}
+# Generator expressions; other generators and coroutines run natively.
+_GENERATOR_FLAGS = 0x20
+_NATIVE_FLAGS = 0x80 | 0x100 | 0x200
 
 
 # Real containers whose contents can change between calls (and arrays, written in place).
@@ -128,29 +136,23 @@ def instructions_of(code: types.CodeType) -> tuple[list, dict]:
     return insts, {inst.offset: k for k, inst in enumerate(insts)}
 
 
-def unsupported_opcodes(code: types.CodeType) -> set[str]:
-    """Opcodes of `code` (and nothing nested) the translator does not handle."""
+def unsupported_opcodes(code: types.CodeType, generator: bool = False) -> set[str]:
+    """Opcodes of `code` (and nothing nested) the translator does not handle (`generator`:
+    a generator expression being consumed, whose yields are collected)."""
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         return {f"Python {sys.version_info[0]}.{sys.version_info[1]} bytecode"}
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generators and coroutines
+    if code.co_flags & _NATIVE_FLAGS or (code.co_flags & _GENERATOR_FLAGS and not generator):
         return {"generator"}
     insts, index_of = instructions_of(code)
     skipped = comprehension_cleanups(code, insts, index_of)
-    missing = {i.opname for i in insts if i.offset not in skipped} - SUPPORTED_OPCODES
-    if "BEFORE_WITH" in missing and _only_grad_contexts(insts):
-        missing -= WITH_OPCODES
-    return missing
+    known = SUPPORTED_OPCODES | GENERATOR_OPCODES if generator else SUPPORTED_OPCODES
+    return {i.opname for i in insts if i.offset not in skipped} - known
 
 
-def _only_grad_contexts(insts) -> bool:
-    """True if each `with` in `insts` enters a grad-mode context made just before it."""
-    for k, inst in enumerate(insts):
-        if inst.opname == "BEFORE_WITH":
-            names = {i.argval for i in insts[max(0, k - 6):k]
-                     if i.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL")}
-            if not names & GRAD_CONTEXTS:
-                return False
-    return True
+def is_generator_expression(code: types.CodeType) -> bool:
+    """A generator expression's code (run when a builtin consumes it)."""
+    return bool(code.co_flags & _GENERATOR_FLAGS) and code.co_name == "<genexpr>" and \
+        not code.co_flags & _NATIVE_FLAGS
 
 
 _OPERATOR_DUNDERS = frozenset(
@@ -175,7 +177,13 @@ def _python_operators(cls: type) -> bool:
     return known
 
 
-class Translator(ContainerOpcodes, NewerOpcodes):
+def _is_nn_module(obj) -> bool:
+    from ...nn import Module
+
+    return isinstance(obj, Module)
+
+
+class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes):
     """Executes one frame's bytecode over variables."""
 
     def __init__(self, code, f_globals, closure, builder, local_vars: dict, stack: list,
@@ -198,6 +206,9 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         self.callee_wrapper = callee_wrapper
         self.depth = 0 if parent is None else parent.depth + 1
         self.current = None
+        self.handled: list = []  # exceptions being handled (except/finally blocks)
+        self.raised = False  # concrete mode: a real exception went to a handler
+        self.yields: list | None = None  # a generator expression's yielded values
 
     # ---------------------------------------------------------------- driving
 
@@ -214,7 +225,26 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         handler = getattr(self, inst.opname, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.opname}")
-        handler(inst)
+        if not self.concrete and not self.builder.protected and self.protected(inst.offset):
+            self.builder.enter_protected()
+        try:
+            handler(inst)
+        except Raised as r:  # the program raised an exception it created
+            entry = self.handler_entry(inst.offset)
+            if entry is None:
+                raise
+            self.route_exception(entry, r.exc, inst.offset)
+        except (Jump, Return, Unsupported):
+            raise
+        except Exception as e:
+            if not self.concrete:
+                raise
+            entry = self.handler_entry(inst.offset)
+            if entry is None:
+                raise
+            self.route_exception(entry, ConstantVariable(e), inst.offset)
+            self.raised = True
+            raise Jump() from None
 
     def jump_to(self, offset: int) -> None:
         """Continue at instruction `offset`."""
@@ -247,7 +277,7 @@ class Translator(ContainerOpcodes, NewerOpcodes):
     def RESUME(self, inst):  # noqa: N802
         pass
 
-    NOP = PRECALL = COPY_FREE_VARS = MAKE_CELL = EXTENDED_ARG = RESUME
+    NOP = PRECALL = COPY_FREE_VARS = EXTENDED_ARG = RESUME
 
     def LOAD_FAST(self, inst):  # noqa: N802
         self._load_fast(inst.argval)
@@ -256,7 +286,7 @@ class Translator(ContainerOpcodes, NewerOpcodes):
 
     def _load_fast(self, name: str) -> None:
         if name not in self.locals and name in self.code.co_freevars:
-            self._load_deref(name)  # LOAD_CLOSURE of a free variable (a closure's closure)
+            self.push(self.cell_of(name))  # LOAD_CLOSURE of a free variable: its cell
             return
         if name not in self.locals:
             raise Unsupported(f"local {name!r} read before assignment")
@@ -325,26 +355,6 @@ class Translator(ContainerOpcodes, NewerOpcodes):
     def LOAD_DEREF(self, inst):  # noqa: N802
         self._load_deref(inst.argval)
 
-    def _load_deref(self, name: str) -> None:
-        names = self.code.co_cellvars + self.code.co_freevars
-        if name in self.locals:
-            self.push(self.locals[name])
-            return
-        k = names.index(name) - len(self.code.co_cellvars)
-        if k < 0 or k >= len(self.closure):
-            raise Unsupported(f"cell variable {name!r}")
-        if isinstance(self.closure[k], Variable):  # a nested function made in the graph
-            self.push(self.closure[k])
-            return
-        try:
-            value = self.closure[k].cell_contents
-        except ValueError:
-            raise Unsupported(f"empty cell {name!r}") from None
-        # Cells can be rebound (`nonlocal`, or a mutable object's new contents): guard the
-        # contents as any other input.
-        self.push(self.wrap(value, None if self.closure_ref is None else
-                            f"{self.closure_ref}[{k}].cell_contents"))
-
     def wrap(self, value, source):
         """A variable for a real value (guarded through the builder when it has a source)."""
         if self.concrete:
@@ -365,6 +375,14 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         """`obj.name`."""
         if isinstance(obj, TensorVariable):
             return self.tensor_attr(obj, name)
+        if isinstance(obj, SuperVariable):
+            if self.concrete:
+                return ConstantVariable(getattr(super(obj.cls, obj.obj.value), name))
+            return self.super_attr(obj, name)
+        if isinstance(obj, ConstantVariable) and not self.concrete:
+            stored = self.builder.stored_attr(obj.value, name)
+            if stored is not None:  # assigned earlier in this graph (replayed after it)
+                return stored
         if isinstance(obj, ConstantVariable):
             try:
                 value = getattr(obj.value, name)
@@ -375,7 +393,8 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             if self.concrete:
                 return ConstantVariable(value)
             if isinstance(value, (types.MethodType, types.BuiltinMethodType)) and \
-                    getattr(value, "__self__", None) is obj.value:
+                    getattr(value, "__self__", None) is obj.value and \
+                    not isinstance(obj.value, types.ModuleType):  # `math.sqrt` is a function
                 return MethodVariable(obj, name)
             return self.builder.wrap(value, self._attr_source(obj, name, value))
         if isinstance(obj, TupleVariable) and obj.field(name) is not None:
@@ -386,8 +405,8 @@ class Translator(ContainerOpcodes, NewerOpcodes):
 
     def _attr_source(self, obj: ConstantVariable, name: str, value=None) -> str | None:
         root = obj.source
-        if root is None and not isinstance(value, Tensor):
-            root = self.source_of(obj)
+        if root is None and (not isinstance(value, Tensor) or _is_nn_module(obj.value)):
+            root = self.source_of(obj)  # a module from a listing: its tensors through it
         if root is None:
             return None
         for table in ("_modules", "_parameters", "_buffers"):
@@ -436,10 +455,33 @@ class Translator(ContainerOpcodes, NewerOpcodes):
     def STORE_ATTR(self, inst):  # noqa: N802
         obj = self.pop()
         value = self.pop()
+        name = inst.argval
         if self.concrete:
-            setattr(obj.value, inst.argval, value.value)
+            setattr(obj.value, name, value.value)
             return
-        raise Unsupported(f"attribute assignment {inst.argval!r} (a side effect)")
+        if not isinstance(obj, ConstantVariable) or _is_plain_data(obj.value) or \
+                isinstance(obj.value, (Tensor, type, types.ModuleType, BaseException)) or (
+                type(obj.value).__module__.startswith("fusegrad") and
+                not _is_nn_module(obj.value)):  # fusegrad's own state (grad mode, RNG)
+            what = obj.value if isinstance(obj, ConstantVariable) else obj
+            raise Unsupported(f"attribute assignment {name!r} on a {type(what).__name__} "
+                              "(a side effect)")
+        descriptor = getattr(type(obj.value), name, None)
+        if descriptor is not None and hasattr(type(descriptor), "__set__"):
+            raise Unsupported(f"assignment to the property {name!r} (runs code)")
+        if not hasattr(obj.value, "__dict__"):
+            raise Unsupported(f"attribute assignment {name!r} on an object without __dict__")
+        if isinstance(value, TensorVariable) and isinstance(
+                getattr(obj.value, name, None), Tensor):
+            current = self.get_attr(obj, name)
+            if isinstance(current, TensorVariable) and \
+                    self.builder.same_tensor(value.node, current.node):
+                return  # `self.buf += 1`: the in-place op changed the attribute's tensor
+        if self.guard_root(obj) is None:
+            raise Unsupported(f"attribute assignment {name!r} on an object no guard reaches")
+        # Attributes are set on the real object after the graph ran (before a break's
+        # instruction); reads later in this graph see the new value.
+        self.builder.store_attr(obj.value, name, value)
 
     # ---------------------------------------------------------------- operators
 
@@ -471,6 +513,11 @@ class Translator(ContainerOpcodes, NewerOpcodes):
     def CONTAINS_OP(self, inst):  # noqa: N802
         b = self.pop()
         a = self.pop()
+        if isinstance(b, (DictVariable, SetVariable)) and isinstance(a, ConstantVariable) \
+                and not self.concrete:  # keys are constants (values may be tensors)
+            found = a.value in b.items
+            self.push(self.const(found != bool(inst.arg)))
+            return
         result = self.apply(operator.contains, (b, a))
         if isinstance(b, ConstantVariable) and isinstance(a, ConstantVariable) and \
                 isinstance(result, ConstantVariable) and not self.concrete and \
@@ -503,7 +550,9 @@ class Translator(ContainerOpcodes, NewerOpcodes):
                 index, ConstantVariable):
             try:
                 item = obj.items[index.value]
-            except (IndexError, KeyError, TypeError) as e:
+            except (IndexError, KeyError) as e:  # as the real container would raise
+                raise Raised(ConstantVariable(type(e)(*e.args))) from None
+            except TypeError as e:
                 raise Unsupported(f"subscript error: {e}") from None
             self.push(ListVariable(item) if isinstance(index.value, slice) and
                       isinstance(obj, ListVariable) else
@@ -617,21 +666,6 @@ class Translator(ContainerOpcodes, NewerOpcodes):
     def RETURN_VALUE(self, inst):  # noqa: N802
         raise Return(self.pop())
 
-    def BEFORE_WITH(self, inst):  # noqa: N802
-        cm = self.pop()
-        if self.concrete:
-            value = cm.value
-            self.push(ConstantVariable(type(value).__exit__.__get__(value)))
-            self.push(ConstantVariable(type(value).__enter__(value)))
-            return
-        if not isinstance(cm, GradModeVariable):
-            raise Unsupported("a with block whose context is not a grad mode")
-        from ...autograd.grad_mode import state
-
-        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
-        self.builder.set_grad_enabled(cm.mode)
-        self.push(self.const(None))
-
     # ---------------------------------------------------------------- control flow
 
     def truth(self, v: Variable) -> bool:
@@ -655,6 +689,9 @@ class Translator(ContainerOpcodes, NewerOpcodes):
 
     def _pop_jump(self, inst, when: bool):
         v = self.stack[-1]
+        if isinstance(v, (TensorVariable, TruthVariable)) and self.tensor_assert(inst, v):
+            self.pop()
+            return
         taken = self.truth(v) == when
         self.pop()
         if taken:
@@ -799,14 +836,14 @@ class Translator(ContainerOpcodes, NewerOpcodes):
         cells = None
         if closure is not None:
             items = closure.value if isinstance(closure, ConstantVariable) else closure.items
-            if not self.concrete and not all(isinstance(c, ConstantVariable) for c in items):
+            if self.concrete:
+                items = [ConstantVariable(c) for c in items] if isinstance(
+                    closure, ConstantVariable) else items
+            cells = self.closure_cells(list(items))
+            if cells is None:  # shares cells the frame may still rebind
                 self.push(NestedFunctionVariable(code.value, items, defaults, kwdefaults,
                                                  self.f_globals))
                 return
-            # Cells hold the values at creation: sound because a captured variable that is
-            # reassigned (STORE_DEREF) makes the whole function run eagerly.
-            cells = tuple(types.CellType(c.value if isinstance(c, ConstantVariable) else c)
-                          for c in items)
         fn = types.FunctionType(code.value, self.f_globals, code.value.co_name,
                                 self.as_python(defaults) if defaults else None, cells)
         if kwdefaults is not None:

@@ -228,3 +228,72 @@ class NullVariable(Variable):
 
     def python_type(self) -> type:
         return type(None)
+
+
+class CellVariable(Variable):
+    """A closure cell: one made while translating (`contents` is its variable, None while
+    empty) or a real cell from outside (`real`, read through `source`). `rebound`: some code
+    stores into it after it is made (STORE_DEREF), so functions must share it, not copy it."""
+
+    __slots__ = ("contents", "real", "rebound")
+
+    def __init__(self, contents: Variable | None = None, real=None, source: str | None = None,
+                 rebound: bool = True):
+        super().__init__(source)
+        self.contents = contents
+        self.real = real
+        self.rebound = rebound
+
+    def python_type(self) -> type:
+        import types
+
+        return types.CellType
+
+
+class SuperVariable(Variable):
+    """`super()` or `super(cls, obj)`: attribute reads resolve past `cls` in obj's MRO."""
+
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls: type, obj: Variable):
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self) -> type:
+        return super
+
+
+class BoundFunctionVariable(Variable):
+    """A user function bound to a variable (a method found through `super()`)."""
+
+    __slots__ = ("func", "obj")
+
+    def __init__(self, func, obj: Variable):
+        super().__init__(None)
+        self.func = func
+        self.obj = obj
+
+    def python_type(self) -> type:
+        import types
+
+        return types.MethodType
+
+
+class GeneratorVariable(Variable):
+    """A generator expression made while translating; consuming it (`tuple(...)`, `sum`,
+    `all`) runs its code then, collecting what it yields."""
+
+    __slots__ = ("func", "args", "closure", "items")
+
+    def __init__(self, func, args: list, closure=None):
+        super().__init__(None)
+        self.func = func
+        self.args = args
+        self.closure = closure
+        self.items: list | None = None  # what it yielded, once consumed
+
+    def python_type(self) -> type:
+        import types
+
+        return types.GeneratorType

@@ -88,11 +88,9 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            nbt = self.num_batches_tracked
-            nbt._data += 1
-            nbt._vc[0] += 1
+            self.num_batches_tracked.add_(1)  # in place: a compiled graph keeps it
             if self.momentum is None:
-                factor = 1.0 / float(nbt.item())
+                factor = 1.0 / float(self.num_batches_tracked.item())
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if keep else None,

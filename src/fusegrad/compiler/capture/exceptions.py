@@ -1,0 +1,296 @@
+"""Exceptions in captured code: `raise`, `assert`, `try/except/finally` and `with` blocks
+(CPython 3.11+ exception tables), as a mixin of the translator.
+
+Symbolically, an exception the code raises itself (`raise ValueError("...")`, an assertion
+whose condition is known while translating) is an ordinary value: `raise` looks up the
+handler of the instruction in the code's exception table and jumps there, as CPython does,
+so a `try` whose `except` catches it stays in the graph. An exception no handler of the
+captured frames catches is a graph break at the `raise`: the graph so far runs, then the
+`raise` runs for real. A raise on a path not taken is never translated and costs nothing.
+
+`assert` on a graph tensor becomes an `_assert_async` node that raises the same
+AssertionError when the graph runs (no break).
+
+In concrete mode (one instruction run for real) a real exception is routed to the handler of
+the instruction the same way; the handler and the rest of the frame then run eagerly.
+"""
+
+from __future__ import annotations
+
+import copy
+import dis
+import types
+import weakref
+
+from .guards import _is_plain_data
+from .variables import (
+    BoundFunctionVariable,
+    ConstantVariable,
+    GradExit,
+    GradModeVariable,
+    TensorVariable,
+    TruthVariable,
+    Unsupported,
+    Variable,
+)
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its entries
+
+
+def exception_entries(code: types.CodeType) -> list:
+    """The exception table of `code`: (start, end, target, depth, lasti) entries."""
+    entries = _TABLES.get(code)
+    if entries is None:
+        entries = _TABLES[code] = [(e.start, e.end, e.target, e.depth, e.lasti)
+                                   for e in dis.Bytecode(code).exception_entries]
+    return entries
+
+
+_CLEANUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cleanups(tr) -> set:
+    """Offsets of `tr.code`'s comprehension cleanup handlers (3.12+), cached per code."""
+    found = _CLEANUPS.get(tr.code)
+    if found is None:
+        from .versions import comprehension_cleanups
+
+        found = _CLEANUPS[tr.code] = comprehension_cleanups(tr.code, tr.insts, tr.index_of)
+    return found
+
+
+class Raised(Unsupported):
+    """An exception raised by the code being translated (its value is a constant). A frame
+    with a handler for it continues there; one no frame catches is a graph break."""
+
+    def __init__(self, exc: ConstantVariable):
+        super().__init__(f"an exception is raised: {exc.value!r}")
+        self.exc = exc
+
+
+def _plain_exception_class(cls) -> bool:
+    """An exception class whose construction runs no Python code (so making an instance
+    while translating has no side effect): builtins and subclasses that add no __init__."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        return False
+    for k in cls.__mro__:
+        if k.__module__ == "builtins":
+            continue
+        if "__init__" in vars(k) or "__new__" in vars(k):
+            return False
+    return True
+
+
+def make_exception(cls, args: list, kwargs: dict):
+    """`cls(*args)` for an exception class that runs no Python code, else None."""
+    if kwargs or not _plain_exception_class(cls):
+        return None
+    return cls(*args)
+
+
+def fresh_exception(exc: BaseException) -> BaseException:
+    """A new exception like `exc` (made once while translating, raised on every call), with
+    its cause and context."""
+    new = copy.copy(exc)
+    new.__cause__, new.__context__ = exc.__cause__, exc.__context__
+    new.__suppress_context__ = exc.__suppress_context__
+    return new
+
+
+def assert_async(condition, message=None) -> None:
+    """Graph node target: `assert condition, message` on a tensor the graph computed."""
+    from ..._fake import FakeTensor
+
+    if isinstance(condition, FakeTensor):
+        return  # while translating: only the real run knows the value
+    if not condition:
+        raise AssertionError(message) if message is not None else AssertionError
+
+
+assert_async.__name__ = "_assert_async"
+
+
+class ExceptionOpcodes:
+    """`raise`, `assert`, exception handlers and `with` exits (a mixin of `Translator`).
+
+    Uses `self.handled`: the exceptions being handled (innermost last), as CPython's
+    exception state; `self.raised`: set in concrete mode when a real exception was routed
+    to a handler (the rest of the frame then runs eagerly)."""
+
+    def handler_entry(self, offset: int):
+        """The exception table entry covering `offset`, or None."""
+        for entry in exception_entries(self.code):
+            if entry[0] <= offset < entry[1]:
+                return entry
+        return None
+
+    def route_exception(self, entry, exc: Variable, offset: int) -> None:
+        """Continue at `entry`'s handler with `exc` raised by the instruction at `offset`."""
+        _start, _end, target, depth, lasti = entry
+        del self.stack[depth:]
+        if lasti:
+            self.push(ConstantVariable(offset))
+        self.push(exc)
+        self.pc = self.index_of[target]
+
+    def protected(self, offset: int) -> bool:
+        """Whether an exception at `offset` could be caught in this frame by code that is
+        not a grad-mode `with` block's exit (which only restores the mode and re-raises)."""
+        entry = self.handler_entry(offset)
+        if entry is None:
+            return False
+        if self.insts[self.index_of[entry[2]]].opname == "CALL_INTRINSIC_1":
+            return False  # a generator's StopIteration check: other exceptions pass through
+        if entry[2] in _cleanups(self):
+            return False  # an inlined comprehension's: it only restores a variable
+        depth = entry[3]
+        if 0 < depth <= len(self.stack):
+            below = self.stack[depth - 1]
+            if isinstance(below, GradModeVariable) or (
+                    isinstance(below, ConstantVariable) and isinstance(below.value, GradExit)):
+                return False
+        return True
+
+    # ---------------------------------------------------------------- opcodes
+
+    def LOAD_ASSERTION_ERROR(self, inst):  # noqa: N802
+        self.push(ConstantVariable(AssertionError))
+
+    def RAISE_VARARGS(self, inst):  # noqa: N802
+        cause = self.pop() if inst.arg == 2 else None
+        if inst.arg == 0:  # bare `raise`: the exception being handled
+            if not self.handled:
+                if self.concrete:
+                    raise RuntimeError("No active exception to reraise")
+                raise Unsupported("a bare raise outside an except block")
+            exc = self.handled[-1]
+        else:
+            exc = self._exception_value(self.pop())
+        if cause is not None:
+            if not self.concrete and (exc.source is not None or
+                                      not isinstance(cause, ConstantVariable)):
+                raise Unsupported("raise ... from ... of an exception from outside the graph")
+            value = None if cause.value is None else self._exception_value(cause).value
+            exc.value.__cause__ = value  # `raise X from Y` (or from None)
+            exc.value.__suppress_context__ = True
+        self.raise_exception(exc)
+
+    def _exception_value(self, v: Variable) -> ConstantVariable:
+        if not isinstance(v, ConstantVariable):
+            raise Unsupported(f"raise of a {type(v).__name__}")
+        value = v.value
+        if isinstance(value, type):
+            made = value() if self.concrete else make_exception(value, [], {})
+            if made is None:
+                raise Unsupported(f"raise of {value.__name__} (its constructor runs code)")
+            return ConstantVariable(made)
+        if not isinstance(value, BaseException):
+            if self.concrete:
+                raise TypeError("exceptions must derive from BaseException")
+            raise Unsupported("raise of a value that is not an exception")
+        return v
+
+    def raise_exception(self, exc: ConstantVariable) -> None:
+        """Raise `exc` in the program: for real in concrete mode, symbolically otherwise."""
+        value = exc.value
+        if self.handled and value.__context__ is None and value is not \
+                self.handled[-1].value and (self.concrete or exc.source is None):
+            value.__context__ = self.handled[-1].value  # what Python's raise would set
+        if self.concrete:
+            raise value
+        raise Raised(exc)
+
+    def PUSH_EXC_INFO(self, inst):  # noqa: N802
+        exc = self.pop()
+        self.push(self.handled[-1] if self.handled else ConstantVariable(None))
+        self.handled.append(exc)
+        self.push(exc)
+
+    def POP_EXCEPT(self, inst):  # noqa: N802
+        self.pop()
+        if self.handled:
+            self.handled.pop()
+
+    def CHECK_EXC_MATCH(self, inst):  # noqa: N802
+        cls = self.as_python(self.pop())  # a class or a tuple of classes
+        exc = self.stack[-1]
+        if not isinstance(exc, ConstantVariable):
+            raise Unsupported("except clause on a value not known while translating")
+        self.push(ConstantVariable(isinstance(exc.value, cls)))
+
+    def RERAISE(self, inst):  # noqa: N802
+        exc = self.pop()
+        if inst.arg:
+            self.pop()  # the offset CPython sets as f_lasti
+        self.raise_exception(exc)
+
+    def BEFORE_WITH(self, inst):  # noqa: N802
+        cm = self.pop()
+        if self.concrete:
+            value = cm.value
+            self.push(ConstantVariable(type(value).__exit__.__get__(value)))
+            self.push(ConstantVariable(type(value).__enter__(value)))
+            return
+        from ...autograd.grad_mode import _NoParamContext, state
+
+        if isinstance(cm, ConstantVariable) and isinstance(cm.value, _NoParamContext):
+            cm = GradModeVariable(type(cm.value)._target)  # a kept `no_grad()` object
+        cls = type(cm.value) if isinstance(cm, ConstantVariable) else None
+        if cls is not None and not _is_plain_data(cm.value) and \
+                not cls.__module__.startswith("fusegrad"):
+            # A user's context manager written in Python: inline __enter__, and __exit__
+            # later. (fusegrad's own, a kept no_grad() object, change global modes.)
+            enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+                src = self.guard_root(cm)
+                if src is not None:
+                    guards = self.builder.guards
+                    guards.add(f"type({src}).__enter__ is {guards.ref(enter, 'fn')} and "
+                               f"type({src}).__exit__ is {guards.ref(exit_, 'fn')}")
+                self.push(BoundFunctionVariable(exit_, cm))
+                self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
+                return
+        if not isinstance(cm, GradModeVariable):
+            raise Unsupported("a with block whose context is not a grad mode")
+        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
+        self.builder.set_grad_enabled(cm.mode)
+        self.push(self.const(None))
+
+    def WITH_EXCEPT_START(self, inst):  # noqa: N802
+        exc = self.stack[-1]
+        exit_fn = self.stack[-4]
+        if isinstance(exit_fn, GradModeVariable):  # a grad-mode block: restore the mode
+            self.builder.set_grad_enabled(exit_fn.exit)
+            self.push(ConstantVariable(False))
+            return
+        value = exc.value
+        args = [ConstantVariable(type(value)), exc, ConstantVariable(value.__traceback__)]
+        self.push(self.call(exit_fn, args, {}))
+
+    # ---------------------------------------------------------------- assert on a tensor
+
+    def tensor_assert(self, inst, v: Variable) -> bool:
+        """`assert tensor, "msg"`: record an `_assert_async` node and skip the raise (True),
+        or False where the jump is not an assert's."""
+        if self.concrete or not inst.opname.endswith("IF_TRUE"):
+            return False
+        k = self.pc
+        insts = self.insts
+        if k >= len(insts) or insts[k].opname != "LOAD_ASSERTION_ERROR":
+            return False
+        message = None
+        tail = [i.opname for i in insts[k + 1:k + 5]]
+        if tail[:1] == ["RAISE_VARARGS"]:
+            pass
+        elif insts[k + 1].opname == "LOAD_CONST" and isinstance(insts[k + 1].argval, str) \
+                and [n for n in tail[1:] if n != "PRECALL"][:2] == ["CALL", "RAISE_VARARGS"]:
+            message = insts[k + 1].argval
+        else:
+            return False  # a message computed at run time
+        tensor = v.tensor if isinstance(v, TruthVariable) else v
+        if not isinstance(tensor, TensorVariable):
+            return False
+        node = self.builder.graph.call_function(assert_async, (tensor.node, message))
+        self.builder.created.append(node)
+        self.jump_to(inst.argval)
+        return True
