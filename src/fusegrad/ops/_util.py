@@ -218,6 +218,31 @@ def wrap_dims(dims, ndim: int) -> tuple:
     return out
 
 
+def index_out_of_range(index: np.ndarray, size: int, negative: bool = False) -> int | None:
+    """The first element of the integer array `index` outside `[0, size)` (or
+    `[-size, size)` when `negative` indices count from the end), or None when all are valid.
+
+    Index ops (index_select, gather, scatter, index_add/copy/fill, embedding) share it, and
+    each words its own error; the valid case costs one min and one max over the array.
+    """
+    if not index.size:
+        return None
+    lo = -size if negative else 0
+    if index.min() >= lo and index.max() < size:
+        return None
+    flat = index.reshape(-1)
+    return int(flat[(flat < lo) | (flat >= size)][0])
+
+
+def bad_index_dtype(index, long_only: bool = False) -> str | None:
+    """None when `index` (array or fake tensor) has an index dtype (int64, or int32 unless
+    `long_only`); else its dtype's legacy name (`Float`), which the ops' errors quote."""
+    name = dtype_of(index).legacy
+    if name == "Long" or (name == "Int" and not long_only):
+        return None
+    return name
+
+
 def size_str(shape) -> str:
     """`[2, 3]`, as PyTorch prints sizes in messages."""
     return "[" + ", ".join(str(s) for s in shape) + "]"

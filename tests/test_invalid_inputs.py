@@ -1,0 +1,95 @@
+"""Invalid input gets PyTorch's exception type and message.
+
+Each case runs the same code on torch and on fusegrad (`m` is the module) and compares the
+exception: same type, same message (or, where a case names `key`, both contain it).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fusegrad
+
+
+def _x(m):
+    return m.arange(12.0).reshape(3, 4)
+
+
+def _t(m, v, **kw):
+    return m.tensor(v, **kw)
+
+
+CASES = {
+    # ---------------------------------------------------------------- index ranges
+    "embedding negative": lambda m: m.nn.functional.embedding(_t(m, [-1]), m.ones(5, 3)),
+    "embedding too large": lambda m: m.nn.functional.embedding(_t(m, [[1, 5]]), m.ones(5, 3)),
+    "embedding int32 negative": lambda m: m.nn.functional.embedding(
+        _t(m, [-1], dtype=m.int32), m.ones(5, 3)),
+    "index_select negative": lambda m: _x(m).index_select(0, _t(m, [-1])),
+    "index_select too large": lambda m: _x(m).index_select(0, _t(m, [3])),
+    "index_select dim 1": lambda m: _x(m).index_select(1, _t(m, [0, -1, 5])),
+    "index_select 3-d last dim": lambda m: m.zeros(2, 3, 4).index_select(2, _t(m, [4])),
+    "index_select empty dim": lambda m: m.zeros(0, 4).index_select(0, _t(m, [0])),
+    "index_select float index": lambda m: _x(m).index_select(0, _t(m, [1.0])),
+    "index_select scalar self": lambda m: _t(m, 5.0).index_select(0, _t(m, [1])),
+    "index_select scalar self two": lambda m: _t(m, 5.0).index_select(0, _t(m, [0, 0])),
+    "gather negative": lambda m: _x(m).gather(1, _t(m, [[-1]])),
+    "gather scalar negative": lambda m: _t(m, 5.0).gather(0, _t(m, -1)),
+    "gather float index": lambda m: _x(m).gather(1, _t(m, [[1.0]])),
+    "gather int16 index": lambda m: _x(m).gather(1, _t(m, [[1]], dtype=m.int16)),
+    "scatter_ negative": lambda m: _x(m).scatter_(1, _t(m, [[-1]]), m.ones(1, 1)),
+    "scatter_ value negative": lambda m: _x(m).scatter_(1, _t(m, [[-1]]), 2.0),
+    "scatter_ scalar self": lambda m: _t(m, 5.0).scatter_(0, _t(m, 1), _t(m, 2.0)),
+    "scatter_ float index": lambda m: _x(m).scatter_(1, _t(m, [[1.0]]), 2.0),
+    "scatter_add_ negative": lambda m: _x(m).scatter_add_(1, _t(m, [[-1]]), m.ones(1, 1)),
+    "scatter_add_ float index": lambda m: _x(m).scatter_add_(1, _t(m, [[1.0]]), m.ones(1, 1)),
+    "scatter_reduce negative": lambda m: _x(m).scatter_reduce(
+        1, _t(m, [[-1]]), m.ones(1, 1), "sum"),
+    "scatter_reduce too large": lambda m: _x(m).scatter_reduce(
+        1, _t(m, [[4]]), m.ones(1, 1), "amax"),
+    "scatter_reduce float index": lambda m: _x(m).scatter_reduce(
+        1, _t(m, [[1.0]]), m.ones(1, 1), "sum"),
+    "index_add_ negative": lambda m: _x(m).index_add_(0, _t(m, [-1]), m.ones(1, 4)),
+    "index_add too large": lambda m: _x(m).index_add(1, _t(m, [0, 5, -2]), m.ones(3, 3)),
+    "index_add_ float index": lambda m: _x(m).index_add_(0, _t(m, [1.0]), m.ones(1, 4)),
+    "index_add_ matrix index": lambda m: _x(m).index_add_(0, _t(m, [[1.0]]), m.ones(1, 4)),
+    "index_copy_ negative": lambda m: _x(m).index_copy_(0, _t(m, [-1]), m.ones(1, 4)),
+    "index_copy too large": lambda m: _x(m).index_copy(1, _t(m, [0, -2, 5]), m.ones(3, 3)),
+    "index_copy_ scalar self": lambda m: _t(m, 5.0).index_copy_(0, _t(m, [1]), _t(m, [2.0])),
+    "index_copy_ int32 index": lambda m: _x(m).index_copy_(
+        0, _t(m, [1], dtype=m.int32), m.ones(1, 4)),
+    "index_copy_ matrix index": lambda m: _x(m).index_copy_(0, _t(m, [[1]]), m.ones(1, 4)),
+    "index_fill_ too large": lambda m: _x(m).index_fill_(0, _t(m, [3]), 1.0),
+    "index_fill_ too negative": lambda m: _x(m).index_fill_(1, _t(m, [0, -5, 7]), 1.0),
+    "index_fill_ float index": lambda m: _x(m).index_fill_(0, _t(m, [1.0]), 1.0),
+    "index_fill_ matrix index": lambda m: _x(m).index_fill_(0, _t(m, [[1]]), 1.0),
+    "take float index": lambda m: _x(m).take(_t(m, [1.0])),
+    "put_ int32 index": lambda m: _x(m).put_(_t(m, [1], dtype=m.int32), _t(m, [1.0])),
+}
+
+# Cases where torch words its message with details fusegrad does not reproduce: both
+# messages must contain the key text.
+KEYS: dict[str, str] = {}
+
+
+def _outcome(m, fn):
+    try:
+        fn(m)
+    except Exception as e:  # noqa: BLE001 (the exception is what is compared)
+        return type(e), str(e)
+    return None, None
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_invalid_input_matches_torch(name):
+    fn = CASES[name]
+    t_type, t_msg = _outcome(torch, fn)
+    assert t_type is not None, f"torch accepts {name}: the case is wrong"
+    f_type, f_msg = _outcome(fusegrad, fn)
+    assert f_type is t_type, f"{name}: fusegrad raised {f_type} ({f_msg}), torch {t_type}"
+    key = KEYS.get(name)
+    if key is None:
+        assert f_msg == t_msg
+    else:
+        assert key in t_msg and key in f_msg, (t_msg, f_msg)
