@@ -66,6 +66,17 @@ CASES = {
     "index_fill_ matrix index": lambda m: _x(m).index_fill_(0, _t(m, [[1]]), 1.0),
     "take float index": lambda m: _x(m).take(_t(m, [1.0])),
     "put_ int32 index": lambda m: _x(m).put_(_t(m, [1], dtype=m.int32), _t(m, [1.0])),
+    # ---------------------------------------------------------------- Python indices
+    "getitem float": lambda m: _x(m)[1.5],
+    "getitem whole float": lambda m: _x(m)[1.0],
+    "getitem float in tuple": lambda m: _x(m)[0, 1.5],
+    "getitem float after slice": lambda m: _x(m)[:, 2.0],
+    "getitem float after ellipsis": lambda m: _x(m)[..., 2.0],
+    "getitem float with index tensor": lambda m: _x(m)[_t(m, [1]), 1.5],
+    "getitem numpy float": lambda m: _x(m)[__import__("numpy").float64(1.0)],
+    "getitem dict": lambda m: _x(m)[{}],
+    "getitem float slice bound": lambda m: _x(m)[1.5:],
+    "setitem float": lambda m: _x(m).__setitem__(1.5, 0.0),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
