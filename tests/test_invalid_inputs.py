@@ -77,6 +77,14 @@ CASES = {
     "getitem dict": lambda m: _x(m)[{}],
     "getitem float slice bound": lambda m: _x(m)[1.5:],
     "setitem float": lambda m: _x(m).__setitem__(1.5, 0.0),
+    # ---------------------------------------------------------------- one_hot
+    "one_hot class too large": lambda m: m.nn.functional.one_hot(_t(m, [3]), 2),
+    "one_hot negative class": lambda m: m.nn.functional.one_hot(_t(m, [-1])),
+    "one_hot negative class with count": lambda m: m.nn.functional.one_hot(_t(m, [-1]), 3),
+    "one_hot zero classes": lambda m: m.nn.functional.one_hot(_t(m, [0]), 0),
+    "one_hot int32": lambda m: m.nn.functional.one_hot(_t(m, [1], dtype=m.int32), 3),
+    "one_hot empty without count": lambda m: m.nn.functional.one_hot(
+        _t(m, [], dtype=m.int64)),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both

@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
+from ..ops import indexing as X
 from ..ops import nn as N
 from ..ops import normalization as NL
 from ..ops import pooling as PL
@@ -379,12 +380,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """(..., num_classes) int64 one-hot encoding of an integer tensor."""
-    data = tensor._data
-    if data.dtype.kind not in "iu":
-        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    n = int(data.max()) + 1 if num_classes == -1 else num_classes
-    return Tensor._make((data[..., None] == np.arange(n)).astype(np.int64))
+    """(..., num_classes) int64 one-hot encoding of an int64 tensor."""
+    return call(X.one_hot, tensor, num_classes)
 
 
 # ---------------------------------------------------------------- activations

@@ -600,6 +600,8 @@ def _one_hot_kernel(a, num_classes=-1):
 
 
 def _one_hot_meta(a, num_classes=-1):
+    if dtype_of(a) is not _dtype.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
         _data_dependent("one_hot without num_classes")
     return Spec(tuple(a.shape) + (num_classes,), _dtype.int64)
