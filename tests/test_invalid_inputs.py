@@ -6,6 +6,7 @@ exception: same type, same message (or, where a case names `key`, both contain i
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,6 +86,49 @@ CASES = {
     "one_hot int32": lambda m: m.nn.functional.one_hot(_t(m, [1], dtype=m.int32), 3),
     "one_hot empty without count": lambda m: m.nn.functional.one_hot(
         _t(m, [], dtype=m.int64)),
+    # ---------------------------------------------------------------- convolution
+    "conv2d kernel larger than input": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 2, 2), m.ones(1, 1, 3, 3)),
+    "conv1d kernel larger than input": lambda m: m.nn.functional.conv1d(
+        m.ones(1, 1, 2), m.ones(1, 1, 3)),
+    "conv2d dilated kernel too large": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), dilation=2),
+    "conv2d stride 0": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), stride=0),
+    "conv1d stride 0": lambda m: m.nn.functional.conv1d(m.ones(1, 1, 4), m.ones(1, 1, 3),
+                                                        stride=0),
+    "Conv2d module stride 0": lambda m: m.nn.Conv2d(1, 1, 3, stride=0)(m.ones(1, 1, 4, 4)),
+    "conv2d negative padding": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), stride=0, padding=-1),
+    "conv2d dilation 0": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), dilation=(1, 0)),
+    "conv1d dilation 0": lambda m: m.nn.functional.conv1d(m.ones(1, 1, 4), m.ones(1, 1, 3),
+                                                          dilation=0),
+    "conv2d negative dilation": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), dilation=-1),
+    "conv2d kernel size 0": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 0, 3)),
+    "Conv1d module kernel size 0": lambda m: m.nn.Conv1d(1, 1, 0)(m.ones(1, 1, 4)),
+    "conv2d groups 0": lambda m: m.nn.functional.conv2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), groups=0),
+    "conv_transpose2d stride 0": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), stride=0),
+    "conv_transpose1d stride 0": lambda m: m.nn.functional.conv_transpose1d(
+        m.ones(1, 1, 4), m.ones(1, 1, 3), stride=0),
+    "conv_transpose2d negative output_padding": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), output_padding=-1),
+    "conv_transpose2d output_padding too large": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), stride=2, output_padding=2),
+    "conv_transpose1d output_padding too large": lambda m: m.nn.functional.conv_transpose1d(
+        m.ones(1, 1, 4), m.ones(1, 1, 3), output_padding=1),
+    "conv_transpose2d dilation 0": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), dilation=0),
+    "conv_transpose2d kernel size 0": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 0, 3)),
+    "conv_transpose2d output too small": lambda m: m.nn.functional.conv_transpose2d(
+        m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), padding=(0, 4)),
+    "conv_transpose1d output too small": lambda m: m.nn.functional.conv_transpose1d(
+        m.ones(1, 1, 4), m.ones(1, 1, 3), padding=4),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -112,3 +156,21 @@ def test_invalid_input_matches_torch(name):
         assert f_msg == t_msg
     else:
         assert key in t_msg and key in f_msg, (t_msg, f_msg)
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,dilation", [
+    (1, 0, 1, 2), (2, 1, 1, 1), (3, 0, 2, 1), (2, 1, 1, 3)])
+def test_conv_transpose2d_output_padding_matches_torch(stride, padding, output_padding,
+                                                        dilation):
+    """Output padding beside padding or a dilation above the stride: values and gradients."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in ((2, 2, 4, 5), (2, 3, 3, 3), (3,))]
+    outs = []
+    for m in (torch, fusegrad):
+        x, w, b = [m.tensor(a, requires_grad=True) for a in arrays]
+        y = m.nn.functional.conv_transpose2d(x, w, b, stride=stride, padding=padding,
+                                             output_padding=output_padding, dilation=dilation)
+        (y * m.tensor(np.arange(y.numel()).reshape(tuple(y.shape)) % 7)).sum().backward()
+        outs.append([t.detach().numpy() for t in (y, x.grad, w.grad, b.grad)])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-10)
