@@ -129,6 +129,61 @@ CASES = {
         m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), padding=(0, 4)),
     "conv_transpose1d output too small": lambda m: m.nn.functional.conv_transpose1d(
         m.ones(1, 1, 4), m.ones(1, 1, 3), padding=4),
+    # ---------------------------------------------------------------- pooling
+    "max_pool2d stride 0": lambda m: m.nn.functional.max_pool2d(m.ones(2, 3, 4, 4), 2,
+                                                                stride=0),
+    "MaxPool2d module stride 0": lambda m: m.nn.MaxPool2d(2, stride=0)(m.ones(2, 3, 4, 4)),
+    "max_pool2d kernel 0": lambda m: m.nn.functional.max_pool2d(m.ones(2, 3, 4, 4), 0),
+    "max_pool2d kernel 0 stride 1": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), (2, 0), stride=1),
+    "max_pool2d negative kernel": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), -1, stride=1),
+    "max_pool2d negative stride": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), 2, stride=-1),
+    "max_pool2d kernel too large": lambda m: m.nn.functional.max_pool2d(m.ones(2, 3, 4, 4),
+                                                                        (5, 1)),
+    "max_pool2d dilated kernel too large": lambda m: m.nn.functional.max_pool2d(
+        m.ones(3, 4, 4), 2, dilation=4),
+    "max_pool2d padding above half": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), 2, padding=(0, 2)),
+    "max_pool2d negative padding": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), 2, padding=-1),
+    "max_pool2d dilation 0": lambda m: m.nn.functional.max_pool2d(m.ones(2, 3, 4, 4), 2,
+                                                                  dilation=0),
+    "max_pool2d indices stride 0": lambda m: m.nn.functional.max_pool2d(
+        m.ones(2, 3, 4, 4), 2, stride=0, return_indices=True),
+    "max_pool1d stride 0": lambda m: m.nn.functional.max_pool1d(m.ones(2, 3, 4), 2, stride=0),
+    "max_pool1d kernel 0": lambda m: m.nn.functional.max_pool1d(m.ones(2, 3, 4), 0),
+    "max_pool1d kernel too large": lambda m: m.nn.functional.max_pool1d(
+        m.ones(2, 3, 4, requires_grad=True), 5),
+    "max_pool1d padding above half": lambda m: m.nn.functional.max_pool1d(
+        m.ones(2, 3, 4), 2, padding=2),
+    "max_pool1d dilation 0": lambda m: m.nn.functional.max_pool1d(m.ones(2, 3, 4), 2,
+                                                                  dilation=0),
+    "max_pool1d indices too large": lambda m: m.nn.functional.max_pool1d(
+        m.ones(2, 3, 4), 5, return_indices=True),
+    "avg_pool2d stride 0": lambda m: m.nn.functional.avg_pool2d(m.ones(2, 3, 4, 4), 2,
+                                                                stride=0),
+    "AvgPool2d module stride 0": lambda m: m.nn.AvgPool2d(2, stride=0)(m.ones(2, 3, 4, 4)),
+    "avg_pool2d kernel 0": lambda m: m.nn.functional.avg_pool2d(m.ones(2, 3, 4, 4), 0),
+    "avg_pool2d kernel 0 stride 1": lambda m: m.nn.functional.avg_pool2d(
+        m.ones(2, 3, 4, 4), 0, stride=1),
+    "avg_pool2d kernel too large": lambda m: m.nn.functional.avg_pool2d(m.ones(3, 4, 4), 5),
+    "avg_pool2d padding above half": lambda m: m.nn.functional.avg_pool2d(
+        m.ones(2, 3, 4, 4), 2, padding=2),
+    "avg_pool2d negative padding": lambda m: m.nn.functional.avg_pool2d(
+        m.ones(2, 3, 4, 4), 2, padding=-1),
+    "avg_pool2d divisor 0": lambda m: m.nn.functional.avg_pool2d(m.ones(2, 3, 4, 4), 2,
+                                                                 divisor_override=0),
+    "avg_pool1d stride 0": lambda m: m.nn.functional.avg_pool1d(m.ones(2, 3, 4), 2, stride=0),
+    "avg_pool1d kernel 0": lambda m: m.nn.functional.avg_pool1d(m.ones(2, 3, 4), 0),
+    "avg_pool1d kernel too large": lambda m: m.nn.functional.avg_pool1d(m.ones(2, 3, 4), 5),
+    "adaptive_avg_pool2d negative size": lambda m: m.nn.functional.adaptive_avg_pool2d(
+        m.ones(2, 3, 4, 4), (2, -1)),
+    "adaptive_avg_pool1d negative size": lambda m: m.nn.functional.adaptive_avg_pool1d(
+        m.ones(2, 3, 4), -1),
+    "adaptive_max_pool2d negative size": lambda m: m.nn.functional.adaptive_max_pool2d(
+        m.ones(2, 3, 4, 4), (-1, -3)),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both

@@ -281,6 +281,9 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """1-D max pooling (as a height-1 2-D pooling)."""
     k = _ntuple(kernel_size, 1)[0]
     s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
+    if not return_indices:  # PyTorch's max_pool1d checks its arguments in its own words
+        PL.check_max_pool1d(input.shape[-1], k, s, _ntuple(padding, 1)[0],
+                            _ntuple(dilation, 1)[0], ceil_mode)
     res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
                      (1, _ntuple(dilation, 1)[0]), ceil_mode, return_indices)
     if return_indices:

@@ -125,12 +125,18 @@ def _amp_meta(a, output_size):
         raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must "
                            "be 2")
     shape = tuple(a.shape[:-2]) + tuple(int(s) for s in output_size)
+    if min(shape) < 0:
+        neg = next(v for v in shape if v < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg}: "
+                           f"{size_str(shape)}")
     from .. import _dtype
 
     return (Spec(shape, a.dtype), Spec(shape, _dtype.int64))
 
 
 def _amp_kernel(a, output_size):
+    if min(output_size) < 0:
+        _amp_meta(a, output_size)  # the meta words the error
     h, w = a.shape[-2:]
     oh, ow = (int(s) for s in output_size)
     x = _work(a)
