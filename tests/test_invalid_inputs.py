@@ -184,6 +184,56 @@ CASES = {
         m.ones(2, 3, 4), -1),
     "adaptive_max_pool2d negative size": lambda m: m.nn.functional.adaptive_max_pool2d(
         m.ones(2, 3, 4, 4), (-1, -3)),
+    # ---------------------------------------------------------------- dtypes
+    "softmax int64": lambda m: m.softmax(_t(m, [1, 2]), 0),
+    "F.softmax int32": lambda m: m.nn.functional.softmax(_t(m, [1, 2], dtype=m.int32), 0),
+    "softmax int not last dim": lambda m: _t(m, [[1, 2]]).softmax(0),
+    "softmax bool": lambda m: m.softmax(_t(m, [True]), 0),
+    "log_softmax int": lambda m: m.nn.functional.log_softmax(_t(m, [[1, 2]]), 1),
+    "log_softmax int not last dim": lambda m: m.log_softmax(_t(m, [[[1, 2]]]), 1),
+    "softmin int": lambda m: m.nn.functional.softmin(_t(m, [[1, 2]]), 0),
+    "mse_loss int64": lambda m: m.nn.functional.mse_loss(_t(m, [1, 2]), _t(m, [1, 3])),
+    "mse_loss int32 unreduced": lambda m: m.nn.functional.mse_loss(
+        _t(m, [1, 2], dtype=m.int32), _t(m, [1, 3]), reduction="none"),
+    "MSELoss bool": lambda m: m.nn.MSELoss()(_t(m, [True]), _t(m, [False])),
+    "smooth_l1_loss int64": lambda m: m.nn.functional.smooth_l1_loss(_t(m, [1, 2]),
+                                                                     _t(m, [1, 3])),
+    "huber_loss int64": lambda m: m.nn.functional.huber_loss(_t(m, [1, 2]), _t(m, [1, 3])),
+    "huber_loss int input float target": lambda m: m.nn.functional.huber_loss(
+        _t(m, [1, 2]), _t(m, [1.0, 3.0])),
+    "lerp double end": lambda m: m.lerp(_t(m, [1.0]), _t(m, [2.0], dtype=m.float64), 0.5),
+    "lerp 0-d double end": lambda m: m.lerp(_t(m, [1.0]), _t(m, 2.0, dtype=m.float64), 0.5),
+    "lerp half end": lambda m: m.lerp(_t(m, [1.0]), _t(m, [2.0], dtype=m.float16), 0.5),
+    "lerp double weight": lambda m: m.lerp(_t(m, [1.0]), _t(m, [2.0]),
+                                           _t(m, [0.5], dtype=m.float64)),
+    "lerp int end": lambda m: m.lerp(_t(m, [1.0]), _t(m, [2]), 0.5),
+    "lerp int input": lambda m: m.lerp(_t(m, [1]), _t(m, [2.0]), 0.5),
+    "lerp int": lambda m: m.lerp(_t(m, [1]), _t(m, [2]), 0.5),
+    "lerp int tensor weight": lambda m: m.lerp(_t(m, [1]), _t(m, [2]), _t(m, [1])),
+    "lerp_ double end": lambda m: _t(m, [1.0]).lerp_(_t(m, [2.0], dtype=m.float64), 0.5),
+    "lerp_ bool": lambda m: _t(m, [True]).lerp_(_t(m, [True]), 0.5),
+    "nll_loss float target": lambda m: m.nn.functional.nll_loss(m.zeros(2, 3),
+                                                                _t(m, [1.0, 0.0])),
+    "nll_loss int32 target": lambda m: m.nn.functional.nll_loss(
+        m.zeros(2, 3), _t(m, [1, 0], dtype=m.int32)),
+    "nll_loss 2-d float target": lambda m: m.nn.functional.nll_loss(m.zeros(1, 3, 2, 2),
+                                                                    m.zeros(1, 2, 2)),
+    "nll_loss 3-d float target": lambda m: m.nn.functional.nll_loss(m.zeros(1, 3, 2),
+                                                                    m.zeros(1, 2)),
+    "nll_loss target negative": lambda m: m.nn.functional.nll_loss(m.zeros(2, 3),
+                                                                   _t(m, [-1, 0])),
+    "nll_loss target too large": lambda m: m.nn.functional.nll_loss(m.zeros(1, 3, 2, 2),
+                                                                    _t(m, [[[3, 0], [0, 0]]])),
+    "cross_entropy target too large": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3), _t(m, [3, 0]), label_smoothing=0.1),
+    "cross_entropy float class target": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3), _t(m, [1.0, 0.0])),
+    "cross_entropy 0-d float target": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(3), _t(m, 1.0)),
+    "cross_entropy int32 target": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3), _t(m, [1, 0], dtype=m.int32)),
+    "cross_entropy 2-d target of other shape": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3), m.zeros(2, 4)),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -229,3 +279,28 @@ def test_conv_transpose2d_output_padding_matches_torch(stride, padding, output_p
         outs.append([t.detach().numpy() for t in (y, x.grad, w.grad, b.grad)])
     for a, b in zip(*outs):
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_uint8_target_gradient_matches_torch(reduction):
+    """uint8 class targets (which PyTorch accepts) still differentiate with a class weight."""
+    grads = []
+    for m in (torch, fusegrad):
+        x = m.tensor(np.linspace(-1, 1, 12).reshape(4, 3), requires_grad=True)
+        w = m.tensor([0.5, 1.0, 2.0], dtype=m.float64)
+        target = m.tensor([1, 0, 2, 2], dtype=m.uint8)
+        m.nn.functional.cross_entropy(x, target, weight=w, reduction=reduction).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+def test_mse_loss_of_float_and_int_keeps_the_float_dtype():
+    """PyTorch's promotion (float32 with int64 is float32), not NumPy's (float64)."""
+    for dtype in (torch.float32, torch.float16):
+        expected = torch.nn.functional.mse_loss(torch.tensor([1.0, 2.0], dtype=dtype),
+                                                torch.tensor([1, 3]))
+        got = fusegrad.nn.functional.mse_loss(
+            fusegrad.tensor([1.0, 2.0], dtype=getattr(fusegrad, str(dtype).split(".")[1])),
+            fusegrad.tensor([1, 3]))
+        assert str(got.dtype) == str(expected.dtype)
+        assert float(got) == float(expected)
