@@ -21,6 +21,14 @@ def _t(m, v, **kw):
     return m.tensor(v, **kw)
 
 
+def _step(m, name, **group):
+    """One step of optimizer `name` whose parameter group holds `group`."""
+    p = m.nn.Parameter(m.ones(2))
+    opt = getattr(m.optim, name)([{"params": [p], **group}])
+    p.grad = m.ones(2)
+    opt.step()
+
+
 CASES = {
     # ---------------------------------------------------------------- index ranges
     "embedding negative": lambda m: m.nn.functional.embedding(_t(m, [-1]), m.ones(5, 3)),
@@ -234,6 +242,25 @@ CASES = {
         m.zeros(2, 3), _t(m, [1, 0], dtype=m.int32)),
     "cross_entropy 2-d target of other shape": lambda m: m.nn.functional.cross_entropy(
         m.zeros(2, 3), m.zeros(2, 4)),
+    # ---------------------------------------------------------------- optimizers
+    "SGD string lr in a group": lambda m: _step(m, "SGD", lr="0.1"),
+    "Adam string lr in a group": lambda m: _step(m, "Adam", lr="0.1"),
+    "AdamW string lr in a group": lambda m: _step(m, "AdamW", lr="0.1"),
+    "RMSprop string lr in a group": lambda m: _step(m, "RMSprop", lr="0.1"),
+    "Adagrad string lr in a group": lambda m: _step(m, "Adagrad", lr="0.1"),
+    "SGD string lr": lambda m: m.optim.SGD([m.nn.Parameter(m.ones(2))], lr="0.1"),
+    "SGD negative lr": lambda m: m.optim.SGD([m.nn.Parameter(m.ones(2))], lr=-0.1),
+    "SGD negative momentum": lambda m: m.optim.SGD([m.nn.Parameter(m.ones(2))], lr=0.1,
+                                                   momentum=-1),
+    "Adam string lr": lambda m: m.optim.Adam([m.nn.Parameter(m.ones(2))], lr="0.1"),
+    "Adam negative lr": lambda m: m.optim.Adam([m.nn.Parameter(m.ones(2))], lr=-0.1),
+    "Adam beta of 1": lambda m: m.optim.Adam([m.nn.Parameter(m.ones(2))], betas=(0.9, 1.0)),
+    "Adam string beta": lambda m: m.optim.Adam([m.nn.Parameter(m.ones(2))],
+                                               betas=("0.9", 0.9)),
+    "RMSprop negative alpha": lambda m: m.optim.RMSprop([m.nn.Parameter(m.ones(2))],
+                                                        alpha=-0.1),
+    "Adagrad negative lr_decay": lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(2))],
+                                                           lr_decay=-0.1),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -304,3 +331,28 @@ def test_mse_loss_of_float_and_int_keeps_the_float_dtype():
             fusegrad.tensor([1, 3]))
         assert str(got.dtype) == str(expected.dtype)
         assert float(got) == float(expected)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_failed_step_leaves_parameters_and_state_unchanged(name):
+    """A step refused for a bad hyperparameter changes nothing, so it can be fixed and rerun;
+    the step that follows matches PyTorch's first step."""
+    params = {}
+    for m in (torch, fusegrad):
+        p = m.nn.Parameter(m.tensor([1.0, -2.0]))
+        opt = getattr(m.optim, name)([{"params": [p], "lr": 0.1}], weight_decay=0.01)
+        p.grad = m.tensor([0.5, 0.25])
+        if m is fusegrad:
+            before = {k: (v.clone() if isinstance(v, m.Tensor) else v)
+                      for k, v in opt.state[p].items()}
+            opt.param_groups[0]["lr"] = "0.1"
+            with pytest.raises(TypeError):
+                opt.step()
+            assert p.tolist() == [1.0, -2.0]
+            assert set(opt.state[p]) == set(before)
+            for k, v in before.items():
+                assert opt.state[p][k].tolist() == v.tolist()
+            opt.param_groups[0]["lr"] = 0.1
+        opt.step()
+        params[m] = p.detach().numpy()
+    np.testing.assert_allclose(params[fusegrad], params[torch], rtol=1e-6, atol=1e-6)
