@@ -75,6 +75,20 @@ CASES = {
     "index_fill_ matrix index": lambda m: _x(m).index_fill_(0, _t(m, [[1]]), 1.0),
     "take float index": lambda m: _x(m).take(_t(m, [1.0])),
     "put_ int32 index": lambda m: _x(m).put_(_t(m, [1], dtype=m.int32), _t(m, [1.0])),
+    "take_along_dim float index": lambda m: m.take_along_dim(_x(m), _t(m, [[-1.0]]), 1),
+    "take_along_dim int32 index": lambda m: m.take_along_dim(
+        _x(m), _t(m, [[1]], dtype=m.int32), 1),
+    "take_along_dim flat negative": lambda m: m.take_along_dim(_x(m), _t(m, [-13])),
+    "embedding_bag negative": lambda m: m.nn.functional.embedding_bag(
+        _t(m, [[0, -1]]), m.ones(3, 2)),
+    "embedding_bag too large": lambda m: m.nn.functional.embedding_bag(
+        _t(m, [3, 0]), m.ones(3, 2), _t(m, [0])),
+    "select_scatter too large": lambda m: m.zeros(3, 2).select_scatter(m.ones(2), 0, 3),
+    "select_scatter too negative": lambda m: m.zeros(3, 2).select_scatter(m.ones(3), 1, -3),
+    "repeat_interleave negative repeats": lambda m: m.zeros(2).repeat_interleave(
+        _t(m, [1, -1])),
+    "repeat_interleave negative counts": lambda m: m.repeat_interleave(_t(m, [1, -1])),
+    "repeat_interleave negative int": lambda m: m.zeros(2).repeat_interleave(-1),
     # ---------------------------------------------------------------- Python indices
     "getitem float": lambda m: _x(m)[1.5],
     "getitem whole float": lambda m: _x(m)[1.0],
@@ -137,6 +151,15 @@ CASES = {
         m.ones(1, 1, 4, 4), m.ones(1, 1, 3, 3), padding=(0, 4)),
     "conv_transpose1d output too small": lambda m: m.nn.functional.conv_transpose1d(
         m.ones(1, 1, 4), m.ones(1, 1, 3), padding=4),
+    "unfold stride 0": lambda m: m.nn.functional.unfold(m.ones(1, 1, 4, 4), 2, stride=0),
+    "unfold kernel 0": lambda m: m.nn.functional.unfold(m.ones(1, 1, 4, 4), 0, stride=0),
+    "unfold dilation 0": lambda m: m.nn.functional.unfold(m.ones(1, 1, 4, 4), 2, dilation=0),
+    "unfold negative padding": lambda m: m.nn.functional.unfold(m.ones(1, 1, 4, 4), 2,
+                                                                padding=-1),
+    "unfold kernel too large": lambda m: m.nn.functional.unfold(m.ones(1, 1, 4, 4), 5),
+    "pixel_shuffle factor 0": lambda m: m.nn.functional.pixel_shuffle(m.ones(1, 4, 2, 2), 0),
+    "pixel_unshuffle factor 0": lambda m: m.nn.functional.pixel_unshuffle(m.ones(1, 1, 4, 4),
+                                                                          0),
     # ---------------------------------------------------------------- pooling
     "max_pool2d stride 0": lambda m: m.nn.functional.max_pool2d(m.ones(2, 3, 4, 4), 2,
                                                                 stride=0),
@@ -356,3 +379,12 @@ def test_failed_step_leaves_parameters_and_state_unchanged(name):
         opt.step()
         params[m] = p.detach().numpy()
     np.testing.assert_allclose(params[fusegrad], params[torch], rtol=1e-6, atol=1e-6)
+
+
+def test_take_along_dim_counts_negative_indices_from_the_end():
+    """Along a dim, take_along_dim accepts negative indices (gather itself does not)."""
+    index = [[-1, 0], [-4, 2], [3, -2]]
+    expected = torch.take_along_dim(torch.arange(12.0).reshape(3, 4), torch.tensor(index), 1)
+    got = fusegrad.take_along_dim(fusegrad.arange(12.0).reshape(3, 4),
+                                  fusegrad.tensor(index), 1)
+    assert got.tolist() == expected.tolist()

@@ -207,9 +207,17 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
 
 
 def take_along_dim(input, indices, dim=None, *, out=None):
-    """gather with broadcasting of `indices` (of the flattened tensor without `dim`)."""
+    """gather of `indices` along `dim` (of the flattened tensor without `dim`); along a dim,
+    negative indices count from the end."""
+    if indices.dtype is not _dtype.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{indices.dtype.legacy}")
     if dim is None:
         return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    data = indices._data
+    if data is not None and data.size and data.min() < 0:  # gather itself takes no negatives
+        size = input.shape[dim]
+        indices = indices.where(indices >= 0, indices + size)
     return gather(input, dim, indices)
 
 

@@ -53,7 +53,30 @@ def _as4d(a):
     return (a[None], True) if a.ndim == 3 else (a, False)
 
 
+def _im2col_shape(shape, k, d, p, s) -> tuple:
+    """im2col's (blocks per column, columns) with PyTorch's errors for invalid arguments
+    (kernel and meta alike)."""
+    for what, name, (a, b), ok in (
+            ("kernel size should be greater than zero", "kernel", k, k[0] > 0 < k[1]),
+            ("dilation should be greater than zero", "dilation", d, d[0] > 0 < d[1]),
+            ("padding should be non-negative", "pad", p, p[0] >= 0 <= p[1]),
+            ("stride should be greater than zero", "stride", s, s[0] > 0 < s[1])):
+        if not ok:
+            raise RuntimeError(f"{what}, but got {name}_height: {a} {name}_width: {b}")
+    h, w = shape[-2:]
+    oh = _out_size(h, k[0], s[0], p[0], d[0])
+    ow = _out_size(w, k[1], s[1], p[1], d[1])
+    if oh < 1 or ow < 1:
+        raise RuntimeError(
+            f"Given input with spatial size ({h}, {w}), kernel_size=({k[0]}, {k[1]}), "
+            f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), calculated shape of the "
+            f"array of sliding blocks as ({oh}, {ow}), but its components must be at least "
+            "one.")
+    return shape[-3] * k[0] * k[1], oh * ow
+
+
 def _im2col_kernel(a, kernel_size, dilation, padding, stride):
+    _im2col_shape(a.shape, kernel_size, dilation, padding, stride)
     x, unbatched = _as4d(a)
     w = _windows(x, kernel_size, stride, padding, dilation)
     n, c, kh, kw, oh, ow = w.shape
@@ -63,10 +86,8 @@ def _im2col_kernel(a, kernel_size, dilation, padding, stride):
 
 def _im2col_meta(a, kernel_size, dilation, padding, stride):
     shape = tuple(a.shape)
-    lead, (c, h, w) = shape[:-3], shape[-3:]
-    oh = _out_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
-    ow = _out_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
-    return Spec(lead + (c * kernel_size[0] * kernel_size[1], oh * ow), a.dtype)
+    return Spec(shape[:-3] + _im2col_shape(shape, kernel_size, dilation, padding, stride),
+                a.dtype)
 
 
 def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._util import Spec, rand_array, size_str
+from ._util import Spec, index_out_of_range, rand_array, size_str
 from .nn import _call, _const, _register_multi, _work
 from .registry import Sample, register
 
@@ -49,6 +49,8 @@ def _pu_meta(a, r):
 
 
 def _ps_kernel(a, r):
+    if r <= 0:
+        _ps_meta(a, r)  # the meta words the error
     lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
     k = len(lead)
     x = a.reshape(lead + (c // (r * r), r, r, h, w))
@@ -57,6 +59,8 @@ def _ps_kernel(a, r):
 
 
 def _pu_kernel(a, r):
+    if r <= 0:
+        _pu_meta(a, r)  # the meta words the error
     lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
     k = len(lead)
     x = a.reshape(lead + (c, h // r, r, w // r, r))
@@ -322,8 +326,12 @@ def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, spars
         raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
     w = _work(weight)
     idx = np.asarray(indices, np.int64).reshape(-1)
-    if ((idx < 0) | (idx >= w.shape[0])).any():
-        raise IndexError("index out of range in self")
+    n = w.shape[0]
+    bad = index_out_of_range(idx, n)
+    if bad is not None:
+        k = int(np.flatnonzero((idx < 0) | (idx >= n))[0])
+        raise RuntimeError(f"Index {k} of input takes value {bad} which is not in the valid "
+                           f"range [0, {n})")
     bag, bags = _bags(idx, offsets, include_last_offset)
     keep = idx != padding_idx if padding_idx >= 0 else np.ones(idx.shape, bool)
     dim = w.shape[1]

@@ -446,9 +446,19 @@ diagonal_scatter = register(
                name="3-d offset -1")])
 
 
+def _select_scatter_check(a, dim, index) -> int:
+    """The wrapped dim, with select's error for an index outside it (arrays and fakes)."""
+    d = wrap_dim(dim, len(a.shape))
+    size = a.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{size_str(a.shape)} at dimension {d}")
+    return d
+
+
 def _select_scatter_kernel(a, src, dim, index):
+    d = _select_scatter_check(a, dim, index)
     out = a.copy()
-    d = wrap_dim(dim, a.ndim)
     sl = [slice(None)] * a.ndim
     sl[d] = index
     out[tuple(sl)] = src
@@ -457,7 +467,7 @@ def _select_scatter_kernel(a, src, dim, index):
 
 select_scatter = register(
     "select_scatter", kernel=_select_scatter_kernel,
-    meta=lambda a, src, dim, index: (wrap_dim(dim, len(a.shape)), _same(a))[1],
+    meta=lambda a, src, dim, index: (_select_scatter_check(a, dim, index), _same(a))[1],
     node="SelectScatterBackward0",
     derivative=lambda g, dim, index: (
         g.select_scatter(g.select(dim, index).new_zeros(tuple(g.select(dim, index).shape)),
