@@ -37,10 +37,15 @@ def _same(a):
 # ---------------------------------------------------------------- take, put
 
 
-def _flat_index(index, n, name="take"):
+def _long_index(index, name: str) -> None:
+    """take's and put_'s index dtype check (arrays and fakes alike)."""
     bad = bad_index_dtype(index, long_only=True)
     if bad:
         raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {bad}")
+
+
+def _flat_index(index, n, name="take"):
+    _long_index(index, name)
     idx = np.asarray(index, np.int64)
     if idx.size and (idx.min() < -n or idx.max() >= n):
         bad = idx[(idx < -n) | (idx >= n)].flat[0]
@@ -61,7 +66,8 @@ def _take_derivative(g, shape, index):
 
 
 take = register(
-    "take", kernel=_take_kernel, meta=lambda a, index: Spec(tuple(index.shape), a.dtype),
+    "take", kernel=_take_kernel,
+    meta=lambda a, index: (_long_index(index, "take"), Spec(tuple(index.shape), a.dtype))[1],
     node="TakeBackward0", derivative=_take_derivative,
     save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), np.asarray(_ints(rng, i, 12) - 3)))
@@ -100,7 +106,8 @@ def _put_samples(rng, dt):
 
 
 put = register(
-    "put", kernel=_put_kernel, meta=lambda a, index, source, accumulate=False: _same(a),
+    "put", kernel=_put_kernel,
+    meta=lambda a, index, source, accumulate=False: (_long_index(index, "put_"), _same(a))[1],
     node="PutBackward0", derivative=_put_derivative,
     save=lambda out, a, index, source, accumulate=False: (index, tuple(source.shape),
                                                           accumulate),
