@@ -218,17 +218,24 @@ def wrap_dims(dims, ndim: int) -> tuple:
     return out
 
 
+_UNSIGNED = {np.dtype(f"i{n}"): np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
 def index_out_of_range(index: np.ndarray, size: int, negative: bool = False) -> int | None:
     """The first element of the integer array `index` outside `[0, size)` (or
     `[-size, size)` when `negative` indices count from the end), or None when all are valid.
 
     Index ops (index_select, gather, scatter, index_add/copy/fill, embedding) share it, and
-    each words its own error; the valid case costs one min and one max over the array.
+    each words its own error. The valid case costs one max over the array (viewed unsigned,
+    a negative index is larger than any size), or a min and a max with `negative`.
     """
     if not index.size:
         return None
     lo = -size if negative else 0
-    if index.min() >= lo and index.max() < size:
+    if negative:
+        if index.min() >= lo and index.max() < size:
+            return None
+    elif index.view(_UNSIGNED.get(index.dtype, index.dtype)).max() < size:
         return None
     flat = index.reshape(-1)
     return int(flat[(flat < lo) | (flat >= size)][0])
