@@ -53,16 +53,23 @@ def _as4d(a):
     return (a[None], True) if a.ndim == 3 else (a, False)
 
 
+def _window_args(k, d, p, s, order="kdps") -> None:
+    """im2col's and col2im's errors for a kernel, dilation, padding or stride out of range,
+    checked in `order` (each op has its own)."""
+    checks = {"k": ("kernel size should be greater than zero", "kernel", k, k[0] > 0 < k[1]),
+              "d": ("dilation should be greater than zero", "dilation", d, d[0] > 0 < d[1]),
+              "p": ("padding should be non-negative", "pad", p, p[0] >= 0 <= p[1]),
+              "s": ("stride should be greater than zero", "stride", s, s[0] > 0 < s[1])}
+    for key in order:
+        what, name, (a, b), ok = checks[key]
+        if not ok:
+            raise RuntimeError(f"{what}, but got {name}_height: {a} {name}_width: {b}")
+
+
 def _im2col_shape(shape, k, d, p, s) -> tuple:
     """im2col's (blocks per column, columns) with PyTorch's errors for invalid arguments
     (kernel and meta alike)."""
-    for what, name, (a, b), ok in (
-            ("kernel size should be greater than zero", "kernel", k, k[0] > 0 < k[1]),
-            ("dilation should be greater than zero", "dilation", d, d[0] > 0 < d[1]),
-            ("padding should be non-negative", "pad", p, p[0] >= 0 <= p[1]),
-            ("stride should be greater than zero", "stride", s, s[0] > 0 < s[1])):
-        if not ok:
-            raise RuntimeError(f"{what}, but got {name}_height: {a} {name}_width: {b}")
+    _window_args(k, d, p, s)
     h, w = shape[-2:]
     oh = _out_size(h, k[0], s[0], p[0], d[0])
     ow = _out_size(w, k[1], s[1], p[1], d[1])
@@ -118,8 +125,20 @@ def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
     return out[0] if unbatched else out
 
 
+def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
+    _window_args(kernel_size, dilation, padding, stride, "ksdp")
+    return _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride)
+
+
 def _col2im_meta(a, output_size, kernel_size, dilation, padding, stride):
+    _window_args(kernel_size, dilation, padding, stride, "ksdp")
     shape = tuple(a.shape)
+    kk = kernel_size[0] * kernel_size[1]
+    if shape[-2] % kk:  # PyTorch numbers the dims of the batched form
+        raise RuntimeError(
+            "Expected size of input's dimension 1 to be divisible by the product of "
+            f"kernel_size, but got input.size(1)={shape[-2]} and kernel_size="
+            f"({kernel_size[0]}, {kernel_size[1]}).")
     c = shape[-2] // (kernel_size[0] * kernel_size[1])
     return Spec(shape[:-2] + (c,) + tuple(output_size), a.dtype)
 
@@ -148,7 +167,7 @@ im2col = register(
     save=lambda out, a, k, d, p, s: (list(a.shape[-2:]), k, d, p, s),
     samples=_im2col_samples, public="im2col")
 col2im = register(
-    "col2im", kernel=_col2im_kernel, meta=_col2im_meta, node="Col2ImBackward0",
+    "col2im", kernel=_col2im_op_kernel, meta=_col2im_meta, node="Col2ImBackward0",
     derivative=lambda g, k, d, p, s: (_call(im2col, g, k, d, p, s), None, None, None, None,
                                       None),
     save=lambda out, a, size, k, d, p, s: (k, d, p, s),

@@ -104,6 +104,8 @@ def _cs_meta(a, groups):
 
 
 def _cs_kernel(a, groups):
+    if groups <= 0:
+        _cs_meta(a, groups)  # the meta words the error
     n, c = a.shape[:2]
     rest = a.shape[2:]
     x = a.reshape((n, groups, c // groups) + rest).swapaxes(1, 2)
@@ -183,14 +185,19 @@ def _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
     k = [int(v) for v in kernel_size] * (3 if len(kernel_size) == 1 else 1)
     s = [int(v) for v in stride] * (3 if len(stride) == 1 else 1) if stride else k
     p = [int(v) for v in (padding if isinstance(padding, (list, tuple)) else [padding])]
+    if 0 in s:
+        raise RuntimeError("stride should not be zero")
+    if min(k) <= 0:
+        raise RuntimeError("kernel size should be greater than zero, but got kT: "
+                           f"{k[0]} kH: {k[1]} kW: {k[2]}")
     if any(v != 1 for v in s) or any(p) or ceil_mode or divisor_override is not None:
         raise NotImplementedError("avg_pool3d: only stride 1 without padding is supported")
     if len(a.shape) not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
-    for size, kk in zip(a.shape[-3:], k):
-        if size < kk:
-            raise RuntimeError(f"Given input size: {tuple(a.shape[-4:])}. Calculated output "
-                               f"size: too small")
+    if any(size < kk for size, kk in zip(a.shape[-3:], k)):
+        t, h, w = a.shape[-3:]
+        raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size "
+                           f"(kT: {k[0]} kH: {k[1]} kW: {k[2]})")
     return k
 
 
