@@ -89,7 +89,7 @@ def _advanced(input, index):
             indices.append(i)
             dim += i.ndim if i.dtype in (_dtype.bool_, _dtype.uint8) else 1
         else:
-            i = int(i)
+            i = _int_index(i)
             size = result.shape[dim]
             if not -size <= i < size:
                 raise IndexError(
@@ -140,7 +140,7 @@ def getitem(input, index):
                 result = call(S.slice_, result, dim, start, stop, int(step))
             dim += 1
         else:
-            i = int(i)
+            i = _int_index(i)
             size = result.shape[dim]
             if not -size <= i < size:
                 raise IndexError(
@@ -152,7 +152,28 @@ def getitem(input, index):
 
 
 def _index_int(v):
-    return None if v is None else int(v)
+    """A slice bound as an int; like Python's slices, only integers (`__index__`) or None."""
+    if v is None or v.__class__ is int:
+        return v
+    if not hasattr(v, "__index__"):
+        raise TypeError("slice indices must be integers or None or have an __index__ method")
+    return v.__index__()
+
+
+def _int_index(i) -> int:
+    """A single-position index as an int: integers and objects with `__index__` (NumPy
+    integers, 0-d integer tensors) only; a float is an error, not a truncation."""
+    if i.__class__ is int:
+        return i
+    if isinstance(i, Tensor):
+        return int(i.item())
+    if not hasattr(i, "__index__"):
+        cls = type(i)
+        name = cls.__qualname__ if cls.__module__ == "builtins" else \
+            f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
+        raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                         f"Variables are valid indices (got {name})")
+    return i.__index__()
 
 
 def setitem(input, index, value) -> None:
@@ -186,9 +207,17 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
 
 
 def take_along_dim(input, indices, dim=None, *, out=None):
-    """gather with broadcasting of `indices` (of the flattened tensor without `dim`)."""
+    """gather of `indices` along `dim` (of the flattened tensor without `dim`); along a dim,
+    negative indices count from the end."""
+    if indices.dtype is not _dtype.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{indices.dtype.legacy}")
     if dim is None:
         return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    data = indices._data
+    if data is not None and data.size and data.min() < 0:  # gather itself takes no negatives
+        size = input.shape[dim]
+        indices = indices.where(indices >= 0, indices + size)
     return gather(input, dim, indices)
 
 

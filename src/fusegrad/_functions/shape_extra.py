@@ -185,25 +185,34 @@ def block_diag(*tensors) -> Tensor:
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
     """Each element (or slice along `dim`) repeated `repeats` times in place."""
     if repeats is None:  # `repeat_interleave(repeats)`: the indices repeated by their counts
-        counts = input._data.astype(np.int64)
+        counts = _repeat_counts(input)
         return tensor(np.repeat(np.arange(counts.size), counts))
     if dim is None:
         input = input.flatten()
         dim = 0
     d = wrap_dim(dim, input.ndim)
     if isinstance(repeats, Tensor):
-        counts = np.broadcast_to(repeats._data.astype(np.int64).reshape(-1),
-                                 (input.shape[d],))
+        counts = np.broadcast_to(_repeat_counts(repeats).reshape(-1), (input.shape[d],))
         if counts.size != input.shape[d]:
             raise RuntimeError("repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {counts.size} and input.size({d}) = "
                                f"{input.shape[d]}")
         return index_select(input, d, tensor(np.repeat(np.arange(counts.size), counts)))
     k = int(repeats)
+    if k < 0:
+        raise RuntimeError("Repeats must be non-negative")
     shape = list(input.shape)
     expanded = input.unsqueeze(d + 1).expand(*shape[:d + 1], k, *shape[d + 1:])
     shape[d] *= k
     return view(contiguous(expanded.clone()), tuple(shape))
+
+
+def _repeat_counts(repeats: Tensor) -> np.ndarray:
+    """A repeats tensor's counts as int64, with PyTorch's error for a negative one."""
+    counts = repeats._data.astype(np.int64)
+    if counts.size and counts.min() < 0:
+        raise RuntimeError("repeats can not be negative")
+    return counts
 
 
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:

@@ -280,12 +280,8 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if input.dim() not in (2, 3):
         raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input "
                                   f"Tensors are supported (got {input.dim()}D)")
-    s = _pair(stride)
-    if min(s) <= 0:
-        raise RuntimeError(f"stride should be greater than zero, but got stride_height: "
-                           f"{s[0]} stride_width: {s[1]}")
     return call(CV.col2im, input, _pair(output_size), _pair(kernel_size), _pair(dilation),
-                _pair(padding), s)
+                _pair(padding), _pair(stride))
 
 
 # ---------------------------------------------------------------- embedding_bag

@@ -312,10 +312,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     c = input.shape[cdim]
     wshape = [1] * input.dim()
     wshape[cdim] = c
-    if target.is_floating_point():
-        if tuple(target.shape) != tuple(input.shape):
-            raise RuntimeError("Expected floating point type target to have the same shape "
-                               f"as input, but got {list(target.shape)}")
+    if tuple(target.shape) == tuple(input.shape) and target.is_floating_point():
+        # Class probabilities; a float target of another shape is taken as class indices
+        # (nll_loss then names its dtype).
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target

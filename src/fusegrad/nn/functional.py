@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
+from ..ops import indexing as X
 from ..ops import nn as N
 from ..ops import normalization as NL
 from ..ops import pooling as PL
@@ -280,6 +281,9 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """1-D max pooling (as a height-1 2-D pooling)."""
     k = _ntuple(kernel_size, 1)[0]
     s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
+    if not return_indices:  # PyTorch's max_pool1d checks its arguments in its own words
+        PL.check_max_pool1d(input.shape[-1], k, s, _ntuple(padding, 1)[0],
+                            _ntuple(dilation, 1)[0], ceil_mode)
     res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
                      (1, _ntuple(dilation, 1)[0]), ceil_mode, return_indices)
     if return_indices:
@@ -379,12 +383,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """(..., num_classes) int64 one-hot encoding of an integer tensor."""
-    data = tensor._data
-    if data.dtype.kind not in "iu":
-        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    n = int(data.max()) + 1 if num_classes == -1 else num_classes
-    return Tensor._make((data[..., None] == np.arange(n)).astype(np.int64))
+    """(..., num_classes) int64 one-hot encoding of an int64 tensor."""
+    return call(X.one_hot, tensor, num_classes)
 
 
 # ---------------------------------------------------------------- activations

@@ -218,6 +218,49 @@ def wrap_dims(dims, ndim: int) -> tuple:
     return out
 
 
+_UNSIGNED = {np.dtype(f"i{n}"): np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
+def index_out_of_range(index: np.ndarray, size: int, negative: bool = False) -> int | None:
+    """The first element of the integer array `index` outside `[0, size)` (or
+    `[-size, size)` when `negative` indices count from the end), or None when all are valid.
+
+    Index ops (index_select, gather, scatter, index_add/copy/fill, embedding) share it, and
+    each words its own error. The valid case costs one max over the array (viewed unsigned,
+    a negative index is larger than any size), or a min and a max with `negative`.
+    """
+    if not index.size:
+        return None
+    lo = -size if negative else 0
+    if negative:
+        if index.min() >= lo and index.max() < size:
+            return None
+    elif index.view(_UNSIGNED.get(index.dtype, index.dtype)).max() < size:
+        return None
+    flat = index.reshape(-1)
+    return int(flat[(flat < lo) | (flat >= size)][0])
+
+
+def bad_index_dtype(index, long_only: bool = False) -> str | None:
+    """None when `index` (array or fake tensor) has an index dtype (int64, or int32 unless
+    `long_only`); else its dtype's legacy name (`Float`), which the ops' errors quote."""
+    name = dtype_of(index).legacy
+    if name == "Long" or (name == "Int" and not long_only):
+        return None
+    return name
+
+
+_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+                 "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+                 "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+                 "bool": "bool"}
+
+
+def c_type_name(d) -> str:
+    """The C++ name of fusegrad dtype `d` (`float`, `long int`), as some messages print it."""
+    return _C_TYPE_NAMES[d.name]
+
+
 def size_str(shape) -> str:
     """`[2, 3]`, as PyTorch prints sizes in messages."""
     return "[" + ", ".join(str(s) for s in shape) + "]"

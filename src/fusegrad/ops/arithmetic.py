@@ -19,6 +19,7 @@ from ._util import (
     binary_meta,
     binary_samples,
     broadcast_shapes,
+    c_type_name,
     dtype_of,
     float_np,
     rand_array,
@@ -294,8 +295,21 @@ fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)
 fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar")
 
 
-def _lerp_kernel(a, end, w):
-    dt = result_np(a, end)
+def _lerp_check(a, end, w, kernel: str) -> None:
+    """lerp computes in input's dtype: `end` (and a weight tensor of any dims) must have it,
+    and it must be floating (arrays and fakes alike)."""
+    da = dtype_of(a)
+    for name, x in (("end", end), ("weight", w)):
+        if hasattr(x, "shape") and (name == "end" or len(x.shape)) and dtype_of(x) is not da:
+            raise RuntimeError(f"expected dtype {c_type_name(da)} for `{name}` but got dtype "
+                               f"{c_type_name(dtype_of(x))}")
+    if da.category != _dtype.FLOAT:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{da.legacy}\'')
+
+
+def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
+    _lerp_check(a, end, w, kernel)
+    dt = a.dtype
     a = as_dtype(a, dt)
     end = as_dtype(end, dt)
     w = as_dtype(w, dt)
@@ -303,7 +317,8 @@ def _lerp_kernel(a, end, w):
         dt, copy=False)
 
 
-def _lerp_meta(a, end, w):
+def _lerp_meta(a, end, w, kernel="lerp_kernel_scalar"):
+    _lerp_check(a, end, w, kernel)
     shapes = [shape_of(a), shape_of(end)] + ([shape_of(w)] if hasattr(w, "shape") else [])
     return Spec(broadcast_shapes(*shapes), _dtype.result_type(a, end))
 
@@ -315,7 +330,8 @@ lerp = register(
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
                              for w in (0.3, 0.8)], public="lerp")
 lerp_tensor = register(
-    "lerp.Tensor", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward1",
+    "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
+    meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
     derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
     save=lambda out, a, e, w: (a, e, w), public="lerp",
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _dtype
 from ._util import F32, HALF, Spec, rand_array, wrap_dims
+from .reductions import check_softmax_dtype
 from .registry import Sample, register
 
 _PREFIX = "scaled_dot_product_attention_flash_attention: "
@@ -232,9 +233,9 @@ flash_attention_backward = register(
 
 
 def _safe_softmax_kernel(a, dim, dtype=None):
-    if a.dtype.kind != "f" and a.dtype not in HALF:
-        raise RuntimeError(f'"softmax_lastdim_kernel_impl" not implemented for '
-                           f"'{_dtype.FROM_NP[a.dtype].legacy}'")
+    if a.dtype.kind != "f" and a.dtype not in HALF and dtype is None and \
+            check_softmax_dtype(a, dim):
+        return a.copy()
     out_dt = a.dtype if dtype is None else dtype.np
     x = _work(a.astype(out_dt, copy=False))
     if x.ndim == 0:
@@ -248,10 +249,9 @@ def _safe_softmax_kernel(a, dim, dtype=None):
 
 
 def _safe_softmax_meta(a, dim, dtype=None):
-    if a.dtype.category != _dtype.FLOAT:
-        raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
-                           f"'{a.dtype.legacy}'")
     wrap_dims(dim, len(a.shape))
+    if dtype is None:
+        check_softmax_dtype(a, dim)
     return Spec(tuple(a.shape), a.dtype if dtype is None else dtype)
 
 

@@ -53,7 +53,37 @@ def _as4d(a):
     return (a[None], True) if a.ndim == 3 else (a, False)
 
 
+def _window_args(k, d, p, s, order="kdps") -> None:
+    """im2col's and col2im's errors for a kernel, dilation, padding or stride out of range,
+    checked in `order` (each op has its own)."""
+    checks = {"k": ("kernel size should be greater than zero", "kernel", k, k[0] > 0 < k[1]),
+              "d": ("dilation should be greater than zero", "dilation", d, d[0] > 0 < d[1]),
+              "p": ("padding should be non-negative", "pad", p, p[0] >= 0 <= p[1]),
+              "s": ("stride should be greater than zero", "stride", s, s[0] > 0 < s[1])}
+    for key in order:
+        what, name, (a, b), ok = checks[key]
+        if not ok:
+            raise RuntimeError(f"{what}, but got {name}_height: {a} {name}_width: {b}")
+
+
+def _im2col_shape(shape, k, d, p, s) -> tuple:
+    """im2col's (blocks per column, columns) with PyTorch's errors for invalid arguments
+    (kernel and meta alike)."""
+    _window_args(k, d, p, s)
+    h, w = shape[-2:]
+    oh = _out_size(h, k[0], s[0], p[0], d[0])
+    ow = _out_size(w, k[1], s[1], p[1], d[1])
+    if oh < 1 or ow < 1:
+        raise RuntimeError(
+            f"Given input with spatial size ({h}, {w}), kernel_size=({k[0]}, {k[1]}), "
+            f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), calculated shape of the "
+            f"array of sliding blocks as ({oh}, {ow}), but its components must be at least "
+            "one.")
+    return shape[-3] * k[0] * k[1], oh * ow
+
+
 def _im2col_kernel(a, kernel_size, dilation, padding, stride):
+    _im2col_shape(a.shape, kernel_size, dilation, padding, stride)
     x, unbatched = _as4d(a)
     w = _windows(x, kernel_size, stride, padding, dilation)
     n, c, kh, kw, oh, ow = w.shape
@@ -63,10 +93,8 @@ def _im2col_kernel(a, kernel_size, dilation, padding, stride):
 
 def _im2col_meta(a, kernel_size, dilation, padding, stride):
     shape = tuple(a.shape)
-    lead, (c, h, w) = shape[:-3], shape[-3:]
-    oh = _out_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
-    ow = _out_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
-    return Spec(lead + (c * kernel_size[0] * kernel_size[1], oh * ow), a.dtype)
+    return Spec(shape[:-3] + _im2col_shape(shape, kernel_size, dilation, padding, stride),
+                a.dtype)
 
 
 def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
@@ -97,8 +125,20 @@ def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
     return out[0] if unbatched else out
 
 
+def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
+    _window_args(kernel_size, dilation, padding, stride, "ksdp")
+    return _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride)
+
+
 def _col2im_meta(a, output_size, kernel_size, dilation, padding, stride):
+    _window_args(kernel_size, dilation, padding, stride, "ksdp")
     shape = tuple(a.shape)
+    kk = kernel_size[0] * kernel_size[1]
+    if shape[-2] % kk:  # PyTorch numbers the dims of the batched form
+        raise RuntimeError(
+            "Expected size of input's dimension 1 to be divisible by the product of "
+            f"kernel_size, but got input.size(1)={shape[-2]} and kernel_size="
+            f"({kernel_size[0]}, {kernel_size[1]}).")
     c = shape[-2] // (kernel_size[0] * kernel_size[1])
     return Spec(shape[:-2] + (c,) + tuple(output_size), a.dtype)
 
@@ -127,7 +167,7 @@ im2col = register(
     save=lambda out, a, k, d, p, s: (list(a.shape[-2:]), k, d, p, s),
     samples=_im2col_samples, public="im2col")
 col2im = register(
-    "col2im", kernel=_col2im_kernel, meta=_col2im_meta, node="Col2ImBackward0",
+    "col2im", kernel=_col2im_op_kernel, meta=_col2im_meta, node="Col2ImBackward0",
     derivative=lambda g, k, d, p, s: (_call(im2col, g, k, d, p, s), None, None, None, None,
                                       None),
     save=lambda out, a, size, k, d, p, s: (k, d, p, s),
@@ -243,7 +283,16 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     cols = cols.reshape(n, groups * cog * kh * kw, h * wd)
     size = [(h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1,
             (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1]
-    out = _col2im_kernel(cols, size, [kh, kw], d, p, s)
+    if op[0] or op[1]:
+        # Output padding: the whole canvas the windows cover, cropped by the padding at the
+        # start and cut or zero-extended at the end to the output's size.
+        canvas = [size[i] + 2 * p[i] - op[i] for i in range(2)]
+        out = _col2im_kernel(cols, canvas, [kh, kw], d, [0, 0], s)
+        out = np.pad(out, ((0, 0), (0, 0)) + tuple(
+            (0, max(p[i] + size[i] - canvas[i], 0)) for i in range(2)))
+        out = out[:, :, p[0]:p[0] + size[0], p[1]:p[1] + size[1]]
+    else:
+        out = _col2im_kernel(cols, size, [kh, kw], d, p, s)
     if b is not None:
         out += _work(b).reshape(1, -1, 1, 1)
     if one_d:
@@ -267,6 +316,7 @@ def _check_conv_dtypes(x, w, b) -> None:
 def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype):
         _check_conv_dtypes(x, w, b)
+    _conv_shape(x.shape, w.shape, stride, padding, dilation, transposed, output_padding, groups)
     if transposed:
         return _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
                                        groups)
@@ -304,19 +354,39 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
 
 def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     _check_conv_dtypes(x, w, b)
-    xs, ws = tuple(x.shape), tuple(w.shape)
+    shape = _conv_shape(tuple(x.shape), tuple(w.shape), stride, padding, dilation, transposed,
+                        output_padding, groups)
+    return Spec(shape, _dtype.result_type(x, w))
+
+
+def _pairs(*lists):
+    """Per-dim argument lists as 2-D ones (a 1-D convolution runs as a height-1 2-D one, and
+    PyTorch's messages show it so): (1, v) for stride-like lists, (0, v) for padding."""
+    return [v if len(v) != 1 else ([0] if pad else [1]) + list(v) for v, pad in lists]
+
+
+def _conv_shape(xs, ws, stride, padding, dilation, transposed, output_padding,
+                groups) -> tuple:
+    """The output shape of a convolution, with PyTorch's errors for invalid arguments (shared
+    by the kernel and the meta: arguments only, no data)."""
+    if any(v < 0 for v in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(v <= 0 for v in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if transposed and any(v < 0 for v in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(v < 0 for v in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
     if len(xs) != len(ws):
         raise RuntimeError(
             f"Expected {len(ws) - 1}D (unbatched) or {len(ws)}D (batched) input to "
             f"conv{len(ws) - 2}d, but got input of size: {size_str(xs)}")
+    k = list(ws[2:])
     if transposed:
-        if xs[1] != ws[0]:
-            raise RuntimeError(
-                f"Given transposed=1, weight of size {size_str(ws)}, expected input"
-                f"{size_str(xs)} to have {ws[0]} channels, but got {xs[1]} channels instead")
-        spatial = tuple((v - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ws[2 + i] - 1)
-                        + output_padding[i] + 1 for i, v in enumerate(xs[2:]))
-        return Spec((xs[0], ws[1] * groups) + spatial, _dtype.result_type(x, w))
+        return _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding,
+                                      groups)
     if xs[1] != ws[1] * groups:
         raise RuntimeError(
             f"Given groups={groups}, weight of size {size_str(ws)}, expected input"
@@ -324,16 +394,53 @@ def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, g
             "instead")
     spatial = []
     for i, size in enumerate(xs[2:]):
-        n = _out_size(size, ws[2 + i], stride[i], padding[i], dilation[i])
+        n = _out_size(size, k[i], stride[i], padding[i], dilation[i])
         if n <= 0:
             raise RuntimeError(
                 "Calculated padded input size per channel: "
                 f"({' x '.join(str(v + 2 * padding[j]) for j, v in enumerate(xs[2:]))}). "
                 "Kernel size: "
-                f"({' x '.join(str(dilation[j] * (k - 1) + 1) for j, k in enumerate(ws[2:]))})."
+                f"({' x '.join(str(dilation[j] * (v - 1) + 1) for j, v in enumerate(k))})."
                 " Kernel size can't be greater than actual input size")
         spatial.append(n)
-    return Spec((xs[0], ws[0]) + tuple(spatial), _dtype.result_type(x, w))
+    k2, d2 = _pairs((k, False), (list(dilation), False))
+    if 0 in k:
+        if 0 in dilation:
+            raise RuntimeError(f"kernel size should be greater than zero, but got {k2}")
+        raise RuntimeError("kernel size should be greater than zero, but got kernel_height: "
+                           f"{k2[0]} kernel_width: {k2[1]}")
+    if 0 in dilation:
+        raise RuntimeError(f"dilation should be greater than zero, but got {d2}")
+    return (xs[0], ws[0]) + tuple(spatial)
+
+
+def _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding, groups):
+    if xs[1] != ws[0]:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {size_str(ws)}, expected input"
+            f"{size_str(xs)} to have {ws[0]} channels, but got {xs[1]} channels instead")
+    k2, d2, s2, op2, x2 = _pairs((list(ws[2:]), False), (list(dilation), False),
+                                 (list(stride), False), (list(output_padding), True),
+                                 (list(xs[2:]), False))
+    if 0 in k2:
+        raise RuntimeError("kernel size should be greater than zero, but got kernel_height: "
+                           f"{k2[0]} kernel_width: {k2[1]}")
+    if 0 in d2:
+        raise RuntimeError("dilation should be greater than zero, but got dilation_height: "
+                           f"{d2[0]}, dilation_width: {d2[1]}")
+    if any(o >= s and o >= d for o, s, d in zip(op2, s2, d2)):
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got "
+            f"output_padding_height: {op2[0]} output_padding_width: {op2[1]} stride_height: "
+            f"{s2[0]} stride_width: {s2[1]} dilation_height: {d2[0]} dilation_width: {d2[1]}")
+    spatial = tuple((v - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ws[2 + i] - 1)
+                    + output_padding[i] + 1 for i, v in enumerate(xs[2:]))
+    if any(v < 1 for v in spatial):
+        (out2,) = _pairs((list(spatial), False))
+        raise RuntimeError(
+            f"Given input size per channel: ({' x '.join(map(str, x2))}). Calculated output "
+            f"size per channel: ({' x '.join(map(str, out2))}). Output size is too small")
+    return (xs[0], ws[1] * groups) + spatial
 
 
 def _fold_batch(t):
@@ -371,6 +478,15 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
         # The input's gradient is the ordinary convolution of g; the weight's pairs input
         # pixels with g's windows.
         cin, cog = w.shape[0], w.shape[1]
+        op = [g.shape[2 + i] - ((x.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1)
+                                + 1) for i in range(2)]
+        if op[0] or op[1]:
+            # Output padding: g placed on the windows' whole canvas (the padding before it,
+            # its tail beyond the canvas cut), then the convolution needs no padding.
+            from .padding import constant_pad_nd
+
+            g = _call(constant_pad_nd, g, [p[1], p[1] - op[1], p[0], p[0] - op[0]], 0.0)
+            p = [0, 0]
         gi = _call(convolution, g, w, None, s, p, d, False, [0, 0], groups)
         gcols = _call(im2col, g, k, d, p, s).reshape(n, groups, cog * kk, -1)
         xm = x.reshape(n, groups, cin // groups, -1)

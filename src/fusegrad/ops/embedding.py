@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, rand_array
+from ._util import Spec, index_out_of_range, rand_array
 from .nn import _call, _work
 from .registry import Sample, register
 
@@ -15,7 +15,7 @@ from .registry import Sample, register
 
 
 def _check_indices(idx, n):
-    if idx.size and (idx.min() < -n or idx.max() >= n):
+    if index_out_of_range(idx, n) is not None:  # negative rows are out of range too
         raise IndexError("index out of range in self")
 
 

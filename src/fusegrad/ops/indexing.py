@@ -12,7 +12,17 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
-from ._util import Spec, broadcast_shapes, rand_array, size_str, wrap_dim
+from ._util import (
+    Spec,
+    bad_index_dtype,
+    broadcast_shapes,
+    dtype_of,
+    index_out_of_range,
+    numel,
+    rand_array,
+    size_str,
+    wrap_dim,
+)
 from .registry import Sample, inplace_variant, register
 
 
@@ -49,25 +59,47 @@ def _ints(rng, shape, high):
 # ---------------------------------------------------------------- index_select
 
 
-def _index_select_kernel(a, dim, index):
-    if index.ndim > 1:
+def _index_select_check(a, dim, index) -> int:
+    """Index dtype and rank checks (arrays and fakes alike); the wrapped dim (0 for 0-d)."""
+    if len(index.shape) > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if bad_index_dtype(index):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if not len(a.shape):
+        n = numel(index.shape)
+        if n != 1:
+            raise RuntimeError(
+                f"index_select(): Index to scalar can have only 1 value, got {n} value(s)")
+        return 0
+    return wrap_dim(dim, len(a.shape))
+
+
+def _index_select_range(shape, d, index) -> None:
+    """PyTorch's error for an index outside the dim (negative ones included): its CPU kernel
+    for dim 1 of a tensor (or any dim of an empty one) words it differently."""
+    size = shape[d] if shape else 1
+    bad = index_out_of_range(index, size)
+    if bad is None:
+        return
+    if size == 0:
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
+    if len(shape) > 1 and (d == 1 or numel(shape) == 0):
+        raise RuntimeError(f"INDICES element is out of DATA bounds, id={bad} axis_dim={size}")
+    raise IndexError("index out of range in self")
+
+
+def _index_select_kernel(a, dim, index):
+    d = _index_select_check(a, dim, index)
+    _index_select_range(a.shape, d, index)
     if a.ndim == 0:
-        return a[index.reshape(-1)].reshape(index.shape) if index.size else a.reshape(0)
-    d = wrap_dim(dim, a.ndim)
-    try:
-        return np.take(a, index.reshape(-1), axis=d)
-    except IndexError:
-        bad = int(index[(index < -a.shape[d]) | (index >= a.shape[d])][0])
-        raise IndexError(f"index out of range in self (index {bad})") from None
+        return a.copy()
+    return np.take(a, index.reshape(-1), axis=d)
 
 
 def _index_select_meta(a, dim, index):
-    if len(index.shape) > 1:
-        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = _index_select_check(a, dim, index)
     if len(a.shape) == 0:
-        return Spec(tuple(index.shape), a.dtype)
-    d = wrap_dim(dim, len(a.shape))
+        return Spec((), a.dtype)
     n = index.shape[0] if len(index.shape) else 1
     return Spec(tuple(a.shape[:d]) + (n,) + tuple(a.shape[d + 1:]), a.dtype)
 
@@ -93,6 +125,8 @@ index_select = register(
 def _gather_check(a, dim, index, name="gather"):
     n = len(a.shape)
     d = wrap_dim(dim, n)
+    if bad_index_dtype(index):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
     if len(index.shape) != n and not (n == 0 and len(index.shape) <= 1) and \
             not (len(index.shape) == 0 and n <= 1):
         raise RuntimeError(
@@ -100,14 +134,19 @@ def _gather_check(a, dim, index, name="gather"):
     return d
 
 
+def check_gather_index(shape, d, index) -> None:
+    """gather's and scatter's error for an index outside [0, size) of dim `d`."""
+    size = shape[d] if len(shape) else 1
+    bad = index_out_of_range(index, size)
+    if bad is not None:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+
+
 def _gather_kernel(a, dim, index, sparse_grad=False):
     d = _gather_check(a, dim, index)
+    check_gather_index(a.shape, d, index)
     if a.ndim == 0 or index.ndim == 0:
         return a.reshape(-1)[index.reshape(-1)].reshape(index.shape)
-    size = a.shape[d]
-    if index.size and (index.min() < -size or index.max() >= size):
-        bad = int(index[(index < -size) | (index >= size)][0])
-        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
     sl = tuple(slice(0, s) for s in index.shape)
     sl = sl[:d] + (slice(None),) + sl[d + 1:]
     return np.take_along_axis(a[sl], index, d)
@@ -136,7 +175,7 @@ gather = register(
 
 def _scatter_positions(a_shape, d, index):
     grids = list(np.indices(index.shape, sparse=True))
-    grids[d] = np.where(index < 0, index + a_shape[d], index)
+    grids[d] = index
     return tuple(grids)
 
 
@@ -149,15 +188,12 @@ def _scatter_check(a, dim, index, src, name="scatter"):
 
 def _scatter_kernel(a, dim, index, src, reduce_add=False):
     d = _scatter_check(a, dim, index, src)
+    check_gather_index(a.shape, d, index)
     out = a.copy()
     if a.ndim == 0:
         if index.size:
             out[()] = (a + np.sum(src)) if reduce_add else np.asarray(src).reshape(-1)[-1]
         return out
-    size = a.shape[d]
-    if index.size and (index.min() < -size or index.max() >= size):
-        bad = int(index[(index < -size) | (index >= size)][0])
-        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
     pos = _scatter_positions(a.shape, d, index)
     if isinstance(src, np.ndarray) and src.ndim:
         vals = src[tuple(slice(0, s) for s in index.shape)].astype(a.dtype, copy=False)
@@ -221,11 +257,24 @@ scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
 # ---------------------------------------------------------------- index_add
 
 
+def _index_add_check(a, dim, index) -> int:
+    if len(index.shape) > 1:
+        raise IndexError(
+            "index_add_(): Index is supposed to be a vector, but got dim: "
+            f"{len(index.shape)} with type: {dtype_of(index).legacy} and size: "
+            f"{size_str(index.shape)}")
+    bad = bad_index_dtype(index)
+    if bad:
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {bad}")
+    return wrap_dim(dim, len(a.shape))
+
+
 def _index_add_kernel(a, dim, index, source, alpha=1):
+    d = _index_add_check(a, dim, index)
+    check_gather_index(a.shape, d, index)
     out = a.copy()
     if a.ndim == 0:
         return out + np.sum(source) * alpha
-    d = wrap_dim(dim, a.ndim)
     src = np.asarray(source).astype(a.dtype, copy=False) * alpha
     if src.ndim == 0:
         src = src.reshape((1,) * a.ndim)
@@ -235,8 +284,7 @@ def _index_add_kernel(a, dim, index, source, alpha=1):
 
 
 def _index_add_meta(a, dim, index, source, alpha=1):
-    if len(index.shape) > 1:
-        raise IndexError("index_add_(): Index is supposed to be a vector")
+    _index_add_check(a, dim, index)
     return Spec(tuple(a.shape), a.dtype)
 
 
@@ -552,6 +600,8 @@ def _one_hot_kernel(a, num_classes=-1):
 
 
 def _one_hot_meta(a, num_classes=-1):
+    if dtype_of(a) is not _dtype.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
         _data_dependent("one_hot without num_classes")
     return Spec(tuple(a.shape) + (num_classes,), _dtype.int64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._util import Spec, rand_array, size_str
+from ._util import Spec, index_out_of_range, rand_array, size_str
 from .nn import _call, _const, _register_multi, _work
 from .registry import Sample, register
 
@@ -49,6 +49,8 @@ def _pu_meta(a, r):
 
 
 def _ps_kernel(a, r):
+    if r <= 0:
+        _ps_meta(a, r)  # the meta words the error
     lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
     k = len(lead)
     x = a.reshape(lead + (c // (r * r), r, r, h, w))
@@ -57,6 +59,8 @@ def _ps_kernel(a, r):
 
 
 def _pu_kernel(a, r):
+    if r <= 0:
+        _pu_meta(a, r)  # the meta words the error
     lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
     k = len(lead)
     x = a.reshape(lead + (c, h // r, r, w // r, r))
@@ -100,6 +104,8 @@ def _cs_meta(a, groups):
 
 
 def _cs_kernel(a, groups):
+    if groups <= 0:
+        _cs_meta(a, groups)  # the meta words the error
     n, c = a.shape[:2]
     rest = a.shape[2:]
     x = a.reshape((n, groups, c // groups) + rest).swapaxes(1, 2)
@@ -125,12 +131,18 @@ def _amp_meta(a, output_size):
         raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must "
                            "be 2")
     shape = tuple(a.shape[:-2]) + tuple(int(s) for s in output_size)
+    if min(shape) < 0:
+        neg = next(v for v in shape if v < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg}: "
+                           f"{size_str(shape)}")
     from .. import _dtype
 
     return (Spec(shape, a.dtype), Spec(shape, _dtype.int64))
 
 
 def _amp_kernel(a, output_size):
+    if min(output_size) < 0:
+        _amp_meta(a, output_size)  # the meta words the error
     h, w = a.shape[-2:]
     oh, ow = (int(s) for s in output_size)
     x = _work(a)
@@ -173,14 +185,19 @@ def _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
     k = [int(v) for v in kernel_size] * (3 if len(kernel_size) == 1 else 1)
     s = [int(v) for v in stride] * (3 if len(stride) == 1 else 1) if stride else k
     p = [int(v) for v in (padding if isinstance(padding, (list, tuple)) else [padding])]
+    if 0 in s:
+        raise RuntimeError("stride should not be zero")
+    if min(k) <= 0:
+        raise RuntimeError("kernel size should be greater than zero, but got kT: "
+                           f"{k[0]} kH: {k[1]} kW: {k[2]}")
     if any(v != 1 for v in s) or any(p) or ceil_mode or divisor_override is not None:
         raise NotImplementedError("avg_pool3d: only stride 1 without padding is supported")
     if len(a.shape) not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
-    for size, kk in zip(a.shape[-3:], k):
-        if size < kk:
-            raise RuntimeError(f"Given input size: {tuple(a.shape[-4:])}. Calculated output "
-                               f"size: too small")
+    if any(size < kk for size, kk in zip(a.shape[-3:], k)):
+        t, h, w = a.shape[-3:]
+        raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size "
+                           f"(kT: {k[0]} kH: {k[1]} kW: {k[2]})")
     return k
 
 
@@ -316,8 +333,12 @@ def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, spars
         raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
     w = _work(weight)
     idx = np.asarray(indices, np.int64).reshape(-1)
-    if ((idx < 0) | (idx >= w.shape[0])).any():
-        raise IndexError("index out of range in self")
+    n = w.shape[0]
+    bad = index_out_of_range(idx, n)
+    if bad is not None:
+        k = int(np.flatnonzero((idx < 0) | (idx >= n))[0])
+        raise RuntimeError(f"Index {k} of input takes value {bad} which is not in the valid "
+                           f"range [0, {n})")
     bag, bags = _bags(idx, offsets, include_last_offset)
     keep = idx != padding_idx if padding_idx >= 0 else np.ones(idx.shape, bool)
     dim = w.shape[1]

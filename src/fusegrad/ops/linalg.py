@@ -8,6 +8,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ._util import F32, HALF, Spec, broadcast_shapes, dtype_of, rand_array, wrap_dim
+from ._util import c_type_name as _cname
 from .registry import Sample, inplace_variant, register
 
 
@@ -21,13 +22,6 @@ def _same_dtype(a, b, what="m1 and m2"):
     if da is not db:
         raise RuntimeError(f"expected {what} to have the same dtype, but got: {_cname(da)} != "
                            f"{_cname(db)}")
-
-
-def _cname(d) -> str:
-    return {"float32": "float", "float64": "double", "float16": "c10::Half",
-            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
-            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool"}[d.name]
 
 
 def _matmul(a, b):

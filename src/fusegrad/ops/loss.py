@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import Spec, rand_array, size_str
+from .. import _dtype
+from ._util import Spec, dtype_of, rand_array, size_str
 from .nn import (
     _call,
     _const,
-    _loss_meta,
     _loss_samples,
     _reduce,
     _register_multi,
     _scale,
     _work,
+    float_loss_dtype,
+    float_loss_meta,
 )
 from .registry import Sample, register
 
@@ -32,7 +34,7 @@ def _result(loss: np.ndarray, reduction: int, dt) -> np.ndarray:
 def _smooth_l1_kernel(x, t, reduction=1, beta=1.0):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    dt = np.result_type(x.dtype, t.dtype)
+    dt = float_loss_dtype(x, t, "smooth_l1").np
     d = np.abs(_work(x) - _work(t))
     loss = d if beta == 0 else np.where(d < beta, 0.5 * d * d / max(beta, 1e-300),
                                         d - 0.5 * beta)
@@ -57,7 +59,8 @@ def _with_param(param):
 
 
 smooth_l1_loss = register(
-    "smooth_l1_loss", kernel=_smooth_l1_kernel, meta=_loss_meta, node="SmoothL1LossBackward0",
+    "smooth_l1_loss", kernel=_smooth_l1_kernel, meta=float_loss_meta("smooth_l1"),
+    node="SmoothL1LossBackward0",
     derivative=_smooth_l1_derivative,
     save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"))
@@ -66,11 +69,20 @@ smooth_l1_loss = register(
 def _huber_kernel(x, t, reduction=1, delta=1.0):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    dt = np.result_type(x.dtype, t.dtype)
+    dt = float_loss_dtype(x, t, "huber").np
+    _huber_out_check(x, t)
     d = _work(x) - _work(t)
     a = np.abs(d)
     loss = np.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
     return _result(loss, reduction, dt)
+
+
+def _huber_out_check(x, t) -> None:
+    """Huber's result takes the input's dtype: a float result cannot go into an integer one."""
+    dx, dt = dtype_of(x), _dtype.result_type(x, t)
+    if dx.category != dt.category:
+        raise RuntimeError(f"result type {dt.legacy} can't be cast to the desired output type "
+                           f"{dx.legacy}")
 
 
 def _huber_derivative(g, x, t, reduction, delta):
@@ -79,7 +91,8 @@ def _huber_derivative(g, x, t, reduction, delta):
 
 
 huber_loss = register(
-    "huber_loss", kernel=_huber_kernel, meta=_loss_meta, node="HuberLossBackward0",
+    "huber_loss", kernel=_huber_kernel, meta=float_loss_meta("huber", _huber_out_check),
+    node="HuberLossBackward0",
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"))

@@ -148,7 +148,18 @@ def _nll_pick(x, t, weight, ignore_index):
     return picked, wt.astype(x.dtype, copy=False)
 
 
-def _nll_kernel(x, t, weight, reduction, ignore_index):
+def _nll_target_check(t, two_d: bool) -> None:
+    """nll_loss's checks of the target (array or fake): one class index per sample, held
+    in int64 or uint8."""
+    if not two_d and len(t.shape) > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    name = _legacy(t)
+    if name != "Long" and name != "Byte":
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {name}")
+
+
+def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
+    _nll_target_check(t, two_d)
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
@@ -172,6 +183,7 @@ def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
         if len(shape) == 2 and ts[0] != shape[0]:
             raise ValueError(f"Expected input batch_size ({shape[0]}) to match target "
                              f"batch_size ({ts[0]}).")
+    _nll_target_check(t, two_d)
     out = (ts if len(shape) > 1 else ()) if reduction == 0 else ()
     return [Spec(out, x.dtype), Spec((), x.dtype)]
 
@@ -186,6 +198,8 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     one = len(shape) == 1
     if one:
         t, g = t.unsqueeze(0), g.unsqueeze(0) if reduction == 0 else g
+    if t.dtype is not _dtype.int64:  # uint8 targets: gather and scatter take int64 indices
+        t = t.long()
     valid = t != ignore_index
     safe = t * valid
     w = valid.to(g.dtype)
@@ -218,7 +232,7 @@ nll_loss = _register_multi(
 
 
 def _nll2d_kernel(x, t, weight, reduction, ignore_index):
-    return _nll_kernel(x, t, weight, reduction, ignore_index)
+    return _nll_kernel(x, t, weight, reduction, ignore_index, True)
 
 
 nll_loss2d = _register_multi(
@@ -232,7 +246,7 @@ nll_loss2d = _register_multi(
 
 
 def _mse_kernel(x, t, reduction=1):
-    dt = np.result_type(x.dtype, t.dtype)
+    dt = float_loss_dtype(x, t, "mse").np
     d = _work(x) - _work(t)
     return np.asarray(_reduce(d * d, reduction)).astype(dt, copy=False)
 
@@ -243,6 +257,27 @@ def _loss_meta(x, t, *rest, reduction_pos=0):
 
     shape = broadcast_shapes(tuple(x.shape), tuple(t.shape))
     return Spec(shape if reduction == 0 else (), _dtype.result_type(x, t))
+
+
+def float_loss_dtype(x, t, kernel: str):
+    """The result dtype of a pointwise loss of `x` and `t` (arrays or fakes), PyTorch's
+    promotion; its CPU kernel (`kernel`_cpu) exists for floating dtypes only."""
+    dt = _dtype.result_type(x, t)
+    if dt.category != _dtype.FLOAT:
+        raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{dt.legacy}\'')
+    return dt
+
+
+def float_loss_meta(kernel: str, check=None):
+    """`_loss_meta` for a loss defined on floating dtypes only (`check(x, t)` adds more)."""
+
+    def meta(x, t, *rest):
+        float_loss_dtype(x, t, kernel)
+        if check is not None:
+            check(x, t)
+        return _loss_meta(x, t, *rest)
+
+    return meta
 
 
 def _scale(g, reduction, n):
@@ -266,7 +301,7 @@ def _loss_samples(rng, dt, domain=None, extra=()):
 
 
 mse_loss = register(
-    "mse_loss", kernel=_mse_kernel, meta=_loss_meta, node="MseLossBackward0",
+    "mse_loss", kernel=_mse_kernel, meta=float_loss_meta("mse"), node="MseLossBackward0",
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
     samples=_loss_samples, public="mse_loss",
     saved_names=("self", "target", "reduction"))

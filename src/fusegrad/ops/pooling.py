@@ -27,8 +27,61 @@ def _pool_args(kernel_size, stride, padding, dilation=(1, 1)):
     return k, s, p, d
 
 
+def _half(v: int) -> int:
+    """v / 2 rounded toward zero, as C++ divides (PyTorch's checks compare against it)."""
+    return -(-v // 2) if v < 0 else v // 2
+
+
+def pool_shape(shape, k, s, p, d, ceil_mode) -> tuple:
+    """The output shape of 2-D pooling over `shape` (3-D or 4-D), with PyTorch's errors for
+    a zero or negative stride, kernel or dilation, padding beyond half the (dilated) kernel
+    and windows that do not fit (shared by max and average pooling, kernels and metas)."""
+    out = []
+    for i in range(2):
+        if s[i] == 0:
+            raise RuntimeError("stride should not be zero")
+        if p[i] < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {p[i]}")
+        if p[i] > _half((k[i] - 1) * d[i] + 1):
+            raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                               f"pad={p[i]}, kernel_size={k[i]} and dilation={d[i]}")
+        out.append(_out_size(shape[-2 + i], k[i], s[i], p[i], d[i], ceil_mode))
+    if k[0] <= 0 or k[1] <= 0:
+        raise RuntimeError("kernel size should be greater than zero, but got kH: "
+                           f"{k[0]} kW: {k[1]}")
+    if s[0] <= 0 or s[1] <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got dH: {s[0]} dW: {s[1]}")
+    if d[0] <= 0 or d[1] <= 0:
+        raise RuntimeError("dilation should be greater than zero, but got dilationH: "
+                           f"{d[0]} dilationW: {d[1]}")
+    if out[0] < 1 or out[1] < 1:
+        c, h, w = shape[-3:]
+        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
+                           f"({c}x{out[0]}x{out[1]}). Output size is too small")
+    return tuple(shape[:-2]) + tuple(out)
+
+
+def check_max_pool1d(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> None:
+    """max_pool1d's errors for invalid arguments (its indices form words them as 2-D
+    pooling does)."""
+    for name, v in (("kernel_size", k), ("stride", s)):
+        if v <= 0:
+            raise RuntimeError(f"max_pool1d() {name} must be greater than zero, but got {v}")
+    if p < 0:
+        raise RuntimeError(f"max_pool1d() padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but "
+                           f"got padding={p} and kernel_size={k}")
+    if d <= 0:
+        raise RuntimeError(f"max_pool1d() dilation must be greater than zero, but got {d}")
+    n = _out_size(size, k, s, p, d, ceil_mode)
+    if n <= 0:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: {n}")
+
+
 def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
     k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+    pool_shape(a.shape, k, s, p, d, ceil_mode)
     x, unbatched = _as4d(a)
     fill = -np.inf if x.dtype.kind == "f" or x.dtype in HALF else np.iinfo(x.dtype).min
     win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
@@ -68,13 +121,7 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
 
 def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
     k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
-    shape = tuple(a.shape)
-    if any(pi > ki // 2 for pi, ki in zip(p, k)):
-        raise RuntimeError("pad should be at most half of effective kernel size, but got "
-                           f"pad={p[0]}, kernel_size={k[0]} and dilation={d[0]}")
-    oh = _out_size(shape[-2], k[0], s[0], p[0], d[0], ceil_mode)
-    ow = _out_size(shape[-1], k[1], s[1], p[1], d[1], ceil_mode)
-    out = shape[:-2] + (oh, ow)
+    out = pool_shape(tuple(a.shape), k, s, p, d, ceil_mode)
     return [Spec(out, a.dtype), Spec(out, _dtype.int64)]
 
 
@@ -161,6 +208,7 @@ def _avg_divisor(shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
 def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                     count_include_pad=True, divisor_override=None):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    _avgpool_check(a.shape, k, s, p, ceil_mode, divisor_override)
     x, unbatched = _as4d(_work(a))
     total = _windows(x, k, s, p, [1, 1], 0.0, ceil_mode).sum((2, 3))
     div = _avg_divisor(x.shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
@@ -172,13 +220,13 @@ def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 def _avgpool_meta(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                   count_include_pad=True, divisor_override=None):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
-    shape = tuple(a.shape)
-    if any(pi > ki // 2 for pi, ki in zip(p, k)):
-        raise RuntimeError("pad should be at most half of effective kernel size, but got "
-                           f"pad={p[0]}, kernel_size={k[0]} and dilation=1")
-    oh = _out_size(shape[-2], k[0], s[0], p[0], 1, ceil_mode)
-    ow = _out_size(shape[-1], k[1], s[1], p[1], 1, ceil_mode)
-    return Spec(shape[:-2] + (oh, ow), a.dtype)
+    return Spec(_avgpool_check(tuple(a.shape), k, s, p, ceil_mode, divisor_override), a.dtype)
+
+
+def _avgpool_check(shape, k, s, p, ceil_mode, divisor_override) -> tuple:
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    return pool_shape(shape, k, s, p, [1, 1], ceil_mode)
 
 
 def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
@@ -237,7 +285,14 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     return m
 
 
+def _adaptive_check(output_size) -> None:
+    if output_size[0] < 0 or output_size[1] < 0:
+        raise RuntimeError("adaptive_avg_pool2d: elements of output_size must be greater than "
+                           f"or equal to 0 but received {{{output_size[0]}, {output_size[1]}}}")
+
+
 def _adaptive_kernel(a, output_size):
+    _adaptive_check(output_size)
     x = _work(a)
     mh = _adaptive_matrix(x.shape[-2], output_size[0]).astype(x.dtype)
     mw = _adaptive_matrix(x.shape[-1], output_size[1]).astype(x.dtype)
@@ -245,6 +300,7 @@ def _adaptive_kernel(a, output_size):
 
 
 def _adaptive_meta(a, output_size):
+    _adaptive_check(output_size)
     return Spec(tuple(a.shape)[:-2] + tuple(output_size), a.dtype)
 
 

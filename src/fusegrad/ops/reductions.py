@@ -11,7 +11,7 @@ import numpy as np
 from .. import _dtype
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
-from ._util import F32, HALF, Spec, rand_array, wrap_dim, wrap_dims
+from ._util import F32, HALF, Spec, dtype_of, numel, rand_array, wrap_dim, wrap_dims
 from .registry import Sample, register
 
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
@@ -188,11 +188,25 @@ amax = register(
 # ---------------------------------------------------------------- softmax family
 
 
+def check_softmax_dtype(a, dim, log: bool = False) -> bool:
+    """PyTorch's NotImplementedError for (log_)softmax of a non-float tensor (array or fake),
+    naming the CPU kernel that would run: the last-dim one or the general one. Returns
+    whether the tensor is empty and of such a dtype (PyTorch then returns it unchanged)."""
+    dt = dtype_of(a)
+    if dt.category == _dtype.FLOAT:
+        return False
+    shape = tuple(a.shape)
+    if not numel(shape):
+        return True
+    name = "log_softmax" if log else "softmax"
+    last = len(shape) <= 1 or wrap_dims(dim, len(shape))[0] == len(shape) - 1
+    raise NotImplementedError(f'"{name}_{"lastdim_" if last else ""}kernel_impl" not '
+                              f"implemented for '{dt.legacy}'")
+
+
 def _softmax_kernel(a, dim, log=False):
-    if a.dtype.kind != "f" and a.dtype not in HALF:
-        name = "log_softmax" if log else "softmax"
-        raise RuntimeError(f'"{name}_lastdim_kernel_impl" not implemented for '
-                           f"'{_dtype.FROM_NP[a.dtype].legacy}'")
+    if a.dtype.kind != "f" and a.dtype not in HALF and check_softmax_dtype(a, dim, log):
+        return a.copy()
     dt = a.dtype
     x = a.astype(F32) if dt in HALF else a
     if x.ndim == 0:
@@ -205,11 +219,9 @@ def _softmax_kernel(a, dim, log=False):
     return out.astype(dt, copy=False)
 
 
-def _softmax_meta(a, dim, half_to_float=False):
-    if a.dtype.category != _dtype.FLOAT:
-        raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
-                           f"'{a.dtype.legacy}'")
+def _softmax_meta(a, dim, half_to_float=False, log=False):
     wrap_dims(dim, len(a.shape))
+    check_softmax_dtype(a, dim, log)
     return Spec(tuple(a.shape), a.dtype)
 
 
@@ -227,7 +239,8 @@ softmax = register(
     saved_names=("result", "dim"))
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
-    meta=_softmax_meta, node="LogSoftmaxBackward0",
+    meta=lambda a, dim, half_to_float=False: _softmax_meta(a, dim, log=True),
+    node="LogSoftmaxBackward0",
     derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",

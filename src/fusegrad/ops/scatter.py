@@ -11,7 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, rand_array, shape_of, size_str, wrap_dim
+from ._util import (
+    Spec,
+    bad_index_dtype,
+    index_out_of_range,
+    rand_array,
+    shape_of,
+    size_str,
+    wrap_dim,
+)
+from .indexing import check_gather_index
 from .registry import Sample, inplace_variant, register
 
 
@@ -28,7 +37,15 @@ def _same(a):
 # ---------------------------------------------------------------- take, put
 
 
-def _flat_index(index, n):
+def _long_index(index, name: str) -> None:
+    """take's and put_'s index dtype check (arrays and fakes alike)."""
+    bad = bad_index_dtype(index, long_only=True)
+    if bad:
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {bad}")
+
+
+def _flat_index(index, n, name="take"):
+    _long_index(index, name)
     idx = np.asarray(index, np.int64)
     if idx.size and (idx.min() < -n or idx.max() >= n):
         bad = idx[(idx < -n) | (idx >= n)].flat[0]
@@ -49,7 +66,8 @@ def _take_derivative(g, shape, index):
 
 
 take = register(
-    "take", kernel=_take_kernel, meta=lambda a, index: Spec(tuple(index.shape), a.dtype),
+    "take", kernel=_take_kernel,
+    meta=lambda a, index: (_long_index(index, "take"), Spec(tuple(index.shape), a.dtype))[1],
     node="TakeBackward0", derivative=_take_derivative,
     save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), np.asarray(_ints(rng, i, 12) - 3)))
@@ -59,7 +77,7 @@ take = register(
 def _put_kernel(a, index, source, accumulate=False):
     out = a.copy()
     flat = out.reshape(-1)
-    idx = _flat_index(index, a.size).reshape(-1)
+    idx = _flat_index(index, a.size, "put_").reshape(-1)
     src = np.asarray(source).reshape(-1)
     if idx.size != src.size:
         raise RuntimeError(f"put_(): Expected source and index to have the same number of "
@@ -88,7 +106,8 @@ def _put_samples(rng, dt):
 
 
 put = register(
-    "put", kernel=_put_kernel, meta=lambda a, index, source, accumulate=False: _same(a),
+    "put", kernel=_put_kernel,
+    meta=lambda a, index, source, accumulate=False: (_long_index(index, "put_"), _same(a))[1],
     node="PutBackward0", derivative=_put_derivative,
     save=lambda out, a, index, source, accumulate=False: (index, tuple(source.shape),
                                                           accumulate),
@@ -98,15 +117,41 @@ put_ = inplace_variant(put, "put_", samples=_put_samples)
 # ---------------------------------------------------------------- index_fill, index_copy
 
 
-def _index_check(a, dim, index, name):
+def _index_fill_check(a, dim, index):
+    """index_fill's checks on the index (arrays and fakes alike); the wrapped dim."""
     d = wrap_dim(dim, len(a.shape))
+    if bad_index_dtype(index, long_only=True):
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     if len(index.shape) > 1:
-        raise IndexError(f"{name}(): Index is supposed to be a vector")
+        raise RuntimeError("Index has to be a vector/scalar")
     return d
 
 
+def _index_copy_check(a, dim, index):
+    """index_copy's checks on the index (arrays and fakes alike); the wrapped dim."""
+    d = wrap_dim(dim, len(a.shape))
+    if len(index.shape) > 1:
+        raise IndexError(
+            f"index_copy_(): Index should have dimension 1 or 0 (got {len(index.shape)})")
+    bad = bad_index_dtype(index, long_only=True)
+    if bad:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {bad}")
+    return d
+
+
+def _index_range(a, d, index, negative, prefix=""):
+    """index_fill's and index_copy's IndexError for an index outside dim `d` (nothing is
+    checked on a tensor without elements, as in PyTorch)."""
+    size = a.shape[d] if a.ndim else 1
+    bad = index_out_of_range(index, size, negative) if a.size else None
+    if bad is not None:
+        raise IndexError(f"{prefix}index {bad} is out of bounds for dimension {d} with size "
+                         f"{size}")
+
+
 def _index_fill_kernel(a, dim, index, value):
-    d = _index_check(a, dim, index, "index_fill_")
+    d = _index_fill_check(a, dim, index)
+    _index_range(a, d, index, negative=True)
     out = a.copy()
     if out.ndim:
         sl = [slice(None)] * out.ndim
@@ -118,7 +163,7 @@ def _index_fill_kernel(a, dim, index, value):
 
 
 def _index_fill_meta(a, dim, index, value):
-    _index_check(a, dim, index, "index_fill_")
+    _index_fill_check(a, dim, index)
     if hasattr(value, "shape") and len(value.shape):
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {len(value.shape)} dimension(s).")
@@ -153,7 +198,8 @@ index_fill_tensor_ = inplace_variant(index_fill_tensor, "index_fill_.int_Tensor"
 
 
 def _index_copy_kernel(a, dim, index, source):
-    d = _index_check(a, dim, index, "index_copy_")
+    d = _index_copy_check(a, dim, index)
+    _index_range(a, d, index, negative=False, prefix="index_copy_(): ")
     out = a.copy()
     idx = np.asarray(index, np.int64).reshape(-1)
     if out.ndim:
@@ -182,8 +228,7 @@ def _index_copy_samples(rng, dt):
 
 index_copy = register(
     "index_copy", kernel=_index_copy_kernel,
-    meta=lambda a, dim, index, source: (_index_check(a, dim, index, "index_copy_"),
-                                        _same(a))[1],
+    meta=lambda a, dim, index, source: (_index_copy_check(a, dim, index), _same(a))[1],
     node="IndexCopyBackward0", derivative=_index_copy_derivative,
     save=lambda out, a, dim, index, source: (dim, index), saved_names=("dim", "index"),
     samples=_index_copy_samples)
@@ -248,7 +293,8 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
-    d = wrap_dim(dim, a.ndim)
+    d = _scatter_reduce_check(a, dim, index)
+    check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
     # Positions of every src element that takes part (index's shape, not src's).
     grid = list(np.indices(idx.shape, sparse=False))
@@ -318,8 +364,15 @@ def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out)
     return (ga, None, None, gs, None, None)
 
 
+def _scatter_reduce_check(a, dim, index) -> int:
+    d = wrap_dim(dim, len(a.shape))
+    if bad_index_dtype(index):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    return d
+
+
 def _scatter_reduce_meta(a, dim, index, src, reduce, include_self=True):
-    wrap_dim(dim, len(a.shape))
+    _scatter_reduce_check(a, dim, index)
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
@@ -400,9 +453,19 @@ diagonal_scatter = register(
                name="3-d offset -1")])
 
 
+def _select_scatter_check(a, dim, index) -> int:
+    """The wrapped dim, with select's error for an index outside it (arrays and fakes)."""
+    d = wrap_dim(dim, len(a.shape))
+    size = a.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{size_str(a.shape)} at dimension {d}")
+    return d
+
+
 def _select_scatter_kernel(a, src, dim, index):
+    d = _select_scatter_check(a, dim, index)
     out = a.copy()
-    d = wrap_dim(dim, a.ndim)
     sl = [slice(None)] * a.ndim
     sl[d] = index
     out[tuple(sl)] = src
@@ -411,7 +474,7 @@ def _select_scatter_kernel(a, src, dim, index):
 
 select_scatter = register(
     "select_scatter", kernel=_select_scatter_kernel,
-    meta=lambda a, src, dim, index: (wrap_dim(dim, len(a.shape)), _same(a))[1],
+    meta=lambda a, src, dim, index: (_select_scatter_check(a, dim, index), _same(a))[1],
     node="SelectScatterBackward0",
     derivative=lambda g, dim, index: (
         g.select_scatter(g.select(dim, index).new_zeros(tuple(g.select(dim, index).shape)),

@@ -36,6 +36,12 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
+    def _check_group(self, group: dict) -> None:
+        # The update's first uses of lr (see Optimizer._check_group).
+        if group["weight_decay"] != 0 and group["decoupled_weight_decay"]:
+            1 - group["lr"] * group["weight_decay"]  # noqa: B018
+        group["lr"] / 1.0  # noqa: B018
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
@@ -69,7 +75,7 @@ class Adam(Optimizer):
             denom = np.sqrt(vmax) / bc2_sqrt + group["eps"]
         else:
             denom = np.sqrt(v) / bc2_sqrt + group["eps"]
-        data += (-lr / bc1) * (m / denom)
+        data += -(lr / bc1) * (m / denom)
 
 
 class AdamW(Adam):

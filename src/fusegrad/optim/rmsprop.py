@@ -34,6 +34,9 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
+    def _check_group(self, group: dict) -> None:
+        -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
@@ -93,6 +96,9 @@ class Adagrad(Optimizer):
                 st = self.state[p]
                 st["step"] = _scalar_state()
                 st["sum"] = Tensor._make(np.full_like(p._data, initial_accumulator_value))
+
+    def _check_group(self, group: dict) -> None:
+        group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
 
     def _update(self, p, grad, group, state) -> None:
         data = p._data

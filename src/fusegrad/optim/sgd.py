@@ -29,6 +29,9 @@ class SGD(Optimizer):
                         foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
+    def _check_group(self, group: dict) -> None:
+        -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         d_p = -grad if group["maximize"] else grad
