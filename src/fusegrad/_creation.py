@@ -12,10 +12,11 @@ import warnings
 
 import numpy as np
 
-from . import _dispatch, _dtype
+from . import _dtype
 from ._device import device as _device_cls
 from ._random import rng as _rng
 from ._tensor import Tensor
+from ._thread_state import local as _thread_local
 
 
 def _sizes(size, caller: str = "empty") -> tuple:
@@ -49,7 +50,7 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
 
 def _factory(shape, dtype, requires_grad, fill):
     """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes."""
-    for mode in reversed(_dispatch._modes):
+    for mode in reversed(_thread_local.modes):
         make = getattr(mode, "make_factory_tensor", None)
         if make is not None:
             return make(shape, dtype, requires_grad)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import warnings
 
 from .. import _random
+from .._thread_state import local as _thread_local
 from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, no_grad
-from ..autograd.grad_mode import state as _grad_state
 from ..autograd.graph import saved_tensors_hooks
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError"]
@@ -173,7 +173,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
         Tensor = _tensor_cls()
-        if _grad_state.enabled and not any(
+        if _thread_local.grad_enabled and not any(
                 isinstance(a, Tensor) and a.requires_grad for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
                           UserWarning, stacklevel=2)

@@ -18,7 +18,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..._tensor import Tensor
-from ...autograd.grad_mode import state as _grad_state
+from ..._thread_state import local as _thread_local
+from ..._thread_state import set_grad_enabled as _set_grad
 from .. import logs
 from .builder import GraphBuilder
 from .translator import Jump, Return, Translator, instructions_of
@@ -87,11 +88,11 @@ class FrameRunner:
     # ---------------------------------------------------------------- running
 
     def __call__(self, L: dict):
-        grad_mode = _grad_state.enabled
+        grad_mode = _thread_local.grad_enabled
         try:
             return self._run(L)
         except BaseException:
-            _grad_state.enabled = grad_mode  # a with block left by an exception
+            _set_grad(grad_mode)  # a with block left by an exception
             raise
 
     def _run(self, L: dict):
@@ -182,7 +183,7 @@ class FrameRunner:
 
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
-        grad_mode = _grad_state.enabled
+        grad_mode = _thread_local.grad_enabled
         try:
             return self._capture(start, L, S)
         except Unsupported:
@@ -194,7 +195,7 @@ class FrameRunner:
                       "running it eagerly")
             return Segment(start, "eager", reason=repr(e))
         finally:
-            _grad_state.enabled = grad_mode  # translation switches it for the fake ops
+            _set_grad(grad_mode)  # translation switches it for the fake ops
 
     def _capture(self, start: int, L: dict, S: list) -> Segment:
         builder = GraphBuilder()

@@ -626,9 +626,9 @@ class Translator(ContainerOpcodes, NewerOpcodes):
             return
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
-        from ...autograd.grad_mode import state
+        from ..._thread_state import local
 
-        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
+        self.push(GradModeVariable(cm.mode, exit_to=local.grad_enabled))
         self.builder.set_grad_enabled(cm.mode)
         self.push(self.const(None))
 
