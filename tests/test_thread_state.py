@@ -101,7 +101,7 @@ def test_no_grad_in_another_thread_does_not_stop_recording():
 
 def _set_grad_enabled_in_a_thread(T):
     in_thread(lambda: T.set_grad_enabled(False))  # called as a function: never undone
-    here = T.is_grad_enabled()
+    here = T.is_grad_enabled() and (T.ones(1, requires_grad=True) * 2).requires_grad
     with T.no_grad():
         fresh = in_thread(T.is_grad_enabled)
         with T.enable_grad():
@@ -286,6 +286,14 @@ def test_fake_tensor_mode_in_one_thread_leaves_another_real():
     with Holder(fg.FakeTensorMode, inside=lambda: type(fg.ones(2)).__name__) as other:
         assert work() == want
     assert other.result == "FakeTensor"
+
+
+def test_a_thread_that_ends_inside_a_mode_leaves_others_real():
+    in_thread(lambda: fg.FakeTensorMode().__enter__())  # never exited
+    x = fg.ones(2, requires_grad=True)
+    y = (x * 3).sum()
+    y.backward()
+    assert type(y) is fg.Tensor and y.item() == 6.0 and x.grad.tolist() == [3.0, 3.0]
 
 
 # ---------------------------------------------------------------- the engine
