@@ -9,16 +9,18 @@ Reading a thread-local attribute costs several times a slot read, and the eager 
 asks on every op "is a mode active?", on every op with an input requiring grad "is grad mode
 on?", and on every op that saves "are saved-tensor hooks set?". The answers are almost always
 "grad on, nothing else" in every thread, so `active` counts, over all threads, the threads
-with grad mode off and the entries of the two stacks (changed under a lock). A zero count
-answers without a thread-local read; only while some thread has grad off, a mode or hooks does
-a reader look at its own thread's state:
+with grad mode off and the entries of the two stacks. An empty count answers without a
+thread-local read; only while some thread has grad off, a mode or hooks does a reader look at
+its own thread's state:
 
     grad on here:     not active.grad_off or local.grad_enabled
     a mode here:      active.modes and local.modes
 
-A count may exceed what the threads hold (a thread that ends inside `no_grad` or a mode leaves
-its part behind; readers then pay the thread-local read), never fall below it. So grad mode is
-set only through `set_grad_enabled` (and `restore`), which keep `active.grad_off` in step.
+A count is a list of None whose length is the count: `append` and `pop` are atomic, so threads
+change counts without a lock. A count may exceed what the threads hold (a thread that ends
+inside `no_grad` or a mode leaves its part behind; readers then pay the thread-local read),
+never fall below it: a count is raised before the state it covers changes and lowered after.
+So grad mode is set only through `set_grad_enabled` (and `restore`).
 
 The stacks are tuples, replaced rather than changed in place, so a copy of a thread's
 `__dict__` is a snapshot of its whole state: the backward engine takes one and puts it back
@@ -41,21 +43,20 @@ class ThreadState(threading.local):
 
 
 class _Active:
-    """Over all threads: how many have grad mode off, and how many entries the counted stacks
-    hold (each an upper bound, never below)."""
+    """Over all threads: the threads with grad mode off, and the entries of the counted
+    stacks (lists of None, never rebound; each an upper bound, never below)."""
 
     __slots__ = ("grad_off", "modes", "saved_hooks")
 
     def __init__(self):
-        self.grad_off = 0
-        self.modes = 0
-        self.saved_hooks = 0
+        self.grad_off = []
+        self.modes = []
+        self.saved_hooks = []
 
 
 local = ThreadState()
 active = _Active()
 _COUNTED = ("modes", "saved_hooks")
-_lock = threading.Lock()
 
 
 def set_grad_enabled(mode: bool) -> None:
@@ -63,27 +64,28 @@ def set_grad_enabled(mode: bool) -> None:
     mode = bool(mode)
     if local.grad_enabled is mode:
         return
-    with _lock:
-        local.grad_enabled = mode
-        active.grad_off += -1 if mode else 1
+    if mode:
+        local.grad_enabled = True
+        active.grad_off.pop()
+    else:
+        active.grad_off.append(None)
+        local.grad_enabled = False
 
 
 def push(stack: str, item) -> None:
     """Push `item` on this thread's counted stack `stack` ("modes" or "saved_hooks")."""
-    with _lock:
-        setattr(local, stack, getattr(local, stack) + (item,))
-        setattr(active, stack, getattr(active, stack) + 1)
+    getattr(active, stack).append(None)
+    setattr(local, stack, getattr(local, stack) + (item,))
 
 
 def pop(stack: str, item) -> None:
     """Remove `item` (the innermost entry equal to it) from this thread's counted `stack`."""
-    with _lock:
-        items = getattr(local, stack)
-        for i in range(len(items) - 1, -1, -1):
-            if items[i] is item or items[i] == item:
-                setattr(local, stack, items[:i] + items[i + 1:])
-                setattr(active, stack, getattr(active, stack) - 1)
-                return
+    items = getattr(local, stack)
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item or items[i] == item:
+            setattr(local, stack, items[:i] + items[i + 1:])
+            getattr(active, stack).pop()
+            return
     raise ValueError(f"{item!r} is not on this thread's {stack} stack")
 
 
@@ -97,14 +99,17 @@ def restore(state: dict) -> None:
     current = local.__dict__
     if current == state:
         return
-    with _lock:
-        was_on = current.get("grad_enabled", True)
-        now_on = state.get("grad_enabled", True)
-        if was_on is not now_on:
-            active.grad_off += -1 if now_on else 1
-        for stack in _COUNTED:
-            change = len(state.get(stack, ())) - len(current.get(stack, ()))
-            if change:
-                setattr(active, stack, getattr(active, stack) + change)
-        current.clear()
-        current.update(state)
+    # (count, change): +1 where grad goes off or a stack grows by one.
+    changes = [(active.grad_off,
+                current.get("grad_enabled", True) - state.get("grad_enabled", True))]
+    for stack in _COUNTED:
+        changes.append((getattr(active, stack),
+                        len(state.get(stack, ())) - len(current.get(stack, ()))))
+    for count, change in changes:  # raise counts before the state changes
+        for _ in range(change):
+            count.append(None)
+    current.clear()
+    current.update(state)
+    for count, change in changes:  # and lower them after
+        for _ in range(-change):
+            count.pop()
