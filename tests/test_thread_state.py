@@ -468,3 +468,30 @@ def test_two_threads_train_as_if_alone(busy_switching):
     reference = _train(torch, 1)
     for g, w in zip(results[0], reference):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_threads_switching_modes_at_once_keep_the_counts_exact(busy_switching):
+    """The process-wide counts that spare the fast path its thread-local reads lose nothing
+    when many threads change their state at once: each leaves them as it found them."""
+    from fusegrad._thread_state import active
+
+    before = len(active.grad_off), len(active.modes), len(active.saved_hooks)
+    x = fg.ones(3, requires_grad=True)
+
+    def churn():
+        for _ in range(300):
+            with fg.no_grad():
+                fg.set_grad_enabled(True)
+                fg.set_grad_enabled(False)
+            with fg.FakeTensorMode(), fg.autograd.graph.saved_tensors_hooks(lambda t: t,
+                                                                            lambda t: t):
+                pass
+            (x * 2).sum().backward()
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(active.grad_off), len(active.modes), len(active.saved_hooks)) == before
+    assert x.grad.tolist() == [2400.0] * 3
