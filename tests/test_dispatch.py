@@ -45,7 +45,7 @@ def test_mode_is_popped_while_it_runs_and_restored_after_errors():
         with mode:
             fusegrad.ones(2, 3) @ fusegrad.ones(4, 5)
     assert mode.seen == ["mm"]
-    assert fusegrad._dispatch._modes == []
+    assert fusegrad._thread_state.local.modes == ()
 
 
 class Wrapped:

@@ -12,10 +12,12 @@ import warnings
 
 import numpy as np
 
-from . import _dispatch, _dtype
+from . import _dtype
 from ._device import device as _device_cls
 from ._random import rng as _rng
 from ._tensor import Tensor
+from ._thread_state import active as _active
+from ._thread_state import local as _thread_local
 
 
 def _sizes(size, caller: str = "empty") -> tuple:
@@ -49,10 +51,11 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
 
 def _factory(shape, dtype, requires_grad, fill):
     """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes."""
-    for mode in reversed(_dispatch._modes):
-        make = getattr(mode, "make_factory_tensor", None)
-        if make is not None:
-            return make(shape, dtype, requires_grad)
+    if _active.modes:  # a mode in some thread: look at this thread's
+        for mode in reversed(_thread_local.modes):
+            make = getattr(mode, "make_factory_tensor", None)
+            if make is not None:
+                return make(shape, dtype, requires_grad)
     return _finish(fill(dtype.np), dtype, requires_grad)
 
 

@@ -11,50 +11,42 @@ argument is a tensor subclass with its own compute (FakeTensor), or an argument 
 type that declares `__fusegrad_function__` (FX's Proxy). Modes and fake tensors replace only
 the computation; autograd recording is the same code for every path, so graphs recorded on
 fake tensors look exactly like eager ones.
+
+Grad mode and the mode stack are the calling thread's (`_thread_state`); both are tested
+through its process-wide counts first (`not _active.grad_off or _local.grad_enabled`), so
+while no thread has grad off or a mode, no op pays a thread-local lookup.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _thread_state
+from ._thread_state import active as _active
+from ._thread_state import local as _local
 from .autograd import graph as _graph
 from .autograd.anomaly_mode import state as _anomaly_state
-from .autograd.grad_mode import state as _grad_state
 
 _ndarray = np.ndarray
-
-
-class _ModeStack:
-    __slots__ = ("modes",)
-
-    def __init__(self):
-        self.modes = []
-
-
-mode_stack = _ModeStack()
-_modes = mode_stack.modes  # shared list; never rebound
 
 
 class DispatchMode:
     """Base of dispatch modes: `__fusegrad_dispatch__(op, args)` computes an op's outputs.
 
-    Entering a mode pushes it on the stack; while its handler runs it is popped, so ops the
-    handler itself calls dispatch to the modes below it (as PyTorch's modes do).
+    Entering a mode pushes it on the calling thread's stack (other threads do not see it, as
+    in PyTorch); while its handler runs it is popped, so ops the handler itself calls dispatch
+    to the modes below it (as PyTorch's modes do).
     """
 
     def __fusegrad_dispatch__(self, op, args):
         raise NotImplementedError
 
     def __enter__(self):
-        _modes.append(self)
+        _thread_state.push("modes", self)
         return self
 
     def __exit__(self, *exc) -> None:
-        if _modes and _modes[-1] is self:
-            _modes.pop()
-        else:
-            _modes.remove(self)
+        _thread_state.pop("modes", self)
 
 
 class _Plain:
@@ -75,7 +67,7 @@ _seq = _graph.SEQUENCE
 
 def call(op, *args):
     """Run registry op `op` on positional `args` (tensors, numbers, lists of tensors)."""
-    if _modes:
+    if _active.modes and _local.modes:  # a mode in some thread: is it in this one?
         return _call_slow(op, args)
     n = len(args)
     if n == 1:
@@ -146,8 +138,8 @@ def call(op, *args):
             base = args[0]
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if _grad_state.enabled else -1
-    if needs_grad and _grad_state.enabled and op.differentiable:
+            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+    if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple:
             _record(op, args, result)
         else:  # _record, inlined for the single result
@@ -176,7 +168,7 @@ def _call_unary(op, a):
         result = _make(np.asarray(out))
     if op.view:
         _mark_view(result, a)
-    if a._rg and _grad_state.enabled and op.differentiable:
+    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a,), result)
         else:  # _record and _new_node for one tensor input, inlined
@@ -224,7 +216,7 @@ def _call_tensors(op, a, b):
         result = _make(np.asarray(out))
     if op.view:
         _mark_view(result, a)
-    if (a._rg or b._rg) and _grad_state.enabled and op.differentiable:
+    if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
@@ -288,8 +280,8 @@ def _call_ints(op, args, a):
         else:  # _mark_view, inlined for the single view
             vc = result._vc = a._vc
             result._base = a if a._base is None else a._base
-            result._view_ver = vc[0] if _grad_state.enabled else -1
-    if a._rg and _grad_state.enabled and op.differentiable:
+            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args or op.tensor_args:
             _record(op, args, result)
             return result
@@ -343,8 +335,8 @@ def _call_binary(op, args, x, y, needs_grad):
         else:  # _mark_view, inlined for the single view
             vc = result._vc = a._vc
             result._base = a if a._base is None else a._base
-            result._view_ver = vc[0] if _grad_state.enabled else -1
-    if needs_grad and _grad_state.enabled and op.differentiable:
+            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+    if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, args, result)
             return result
@@ -398,7 +390,7 @@ def _mark_view(result, base):
         return
     result._base = base if base._base is None else base._base
     result._vc = base._vc
-    result._view_ver = base._vc[0] if _grad_state.enabled else -1
+    result._view_ver = base._vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
 
 
 def sync_view(t) -> None:
@@ -596,7 +588,7 @@ def _record(op, args, result):
 def check_inplace_allowed(self, record: bool = True) -> None:
     """PyTorch's errors for writing into a leaf (or a view of one) that requires grad, or into
     a view made under no_grad when the write would be recorded."""
-    if not _grad_state.enabled:
+    if _active.grad_off and not _local.grad_enabled:
         return
     base = self._base
     if base is not None:
@@ -618,7 +610,8 @@ def check_inplace_allowed(self, record: bool = True) -> None:
 
 def _inplace(op, args, raw):
     self = args[0]
-    record = _grad_state.enabled and op.differentiable and _requires_grad(op, args)
+    record = (not _active.grad_off or _local.grad_enabled) and op.differentiable and \
+        _requires_grad(op, args)
     check_inplace_allowed(self, record)
     if op.metadata_only:
         return _inplace_metadata(op, args, raw)
@@ -669,7 +662,7 @@ def _inplace_metadata(op, args, raw, new=None):
     else:
         self._take_geometry(new)
     self._vc[0] += 1
-    if self._rg and _grad_state.enabled:
+    if self._rg and (not _active.grad_off or _local.grad_enabled):
         args = (old,) + args[1:]
         node = _new_node(op, args, None)
         self._grad_fn = node
@@ -761,12 +754,13 @@ def _record_inplace_on_view(op, args, view, bump=False):
 
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
-    if _modes:
-        mode = _modes.pop()
+    modes = _local.modes
+    if modes:
+        _local.modes = modes[:-1]
         try:
-            result = mode.__fusegrad_dispatch__(op, args)
+            result = modes[-1].__fusegrad_dispatch__(op, args)
         finally:
-            _modes.append(mode)
+            _local.modes = modes
         return _finish(op, args, result)
     for a in _flat(args):
         if not isinstance(a, Tensor) and hasattr(type(a), "__fusegrad_function__"):
@@ -784,12 +778,14 @@ def _finish(op, args, result):
         self = args[0]
         if op.metadata_only:
             return _inplace_metadata(op, args, None, result)
-        if _grad_state.enabled and op.differentiable and _requires_grad(op, args):
+        if (not _active.grad_off or _local.grad_enabled) and op.differentiable and \
+                _requires_grad(op, args):
             _record_inplace(op, args, self)
         return self
     if op.view:
         _mark_view(result, args[0])
-    if _grad_state.enabled and op.differentiable and _requires_grad(op, args):
+    if (not _active.grad_off or _local.grad_enabled) and op.differentiable and \
+            _requires_grad(op, args):
         _record(op, args, result)
     return result
 

@@ -4,6 +4,12 @@ Iterative throughout (a chain of any length runs at the default recursion limit)
 finds the nodes that must run and counts each one's incoming edges; a node becomes ready
 when every edge into it has delivered its gradient, and ready nodes run in decreasing
 sequence number, accumulators first, as PyTorch's engine does.
+
+A backward runs in the calling thread, with that thread's state (`fusegrad._thread_state`:
+dispatch modes, saved-tensor hooks, inference mode) and grad mode set to `create_graph`.
+Every node starts from that state, whatever a hook or custom backward before it left
+changed, and the caller's own state is back when backward returns or raises (as PyTorch's
+engine does around each node it runs).
 """
 
 from __future__ import annotations
@@ -12,21 +18,19 @@ import heapq
 
 import numpy as np
 
+from .. import _thread_state
+from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .grad_mode import state as _grad_state
 from .graph import AccumulateGrad
-
-# One entry per backward pass in progress (innermost last): True when it computes the
-# gradients of chosen inputs only (`grad()`, `backward(inputs=...)`). A reentrant checkpoint's
-# backward runs a nested backward that accumulates into every leaf, which such a pass must
-# not do, so it asks `checkpoint_valid()` first.
-_restricted_passes: list[bool] = []
 
 
 def checkpoint_valid() -> bool:
-    """Whether the backward pass now running may run a nested, accumulating backward."""
-    return not (_restricted_passes and _restricted_passes[-1])
+    """Whether the backward pass now running in this thread may run a nested, accumulating
+    backward. A pass that computes the gradients of chosen inputs only (`grad()`,
+    `backward(inputs=...)`) must not: a reentrant checkpoint asks this first."""
+    passes = _local.restricted_passes
+    return not (passes and passes[-1])
 
 
 def _root_edge(t, i):
@@ -142,9 +146,13 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             heapq.heappush(ready, (-node._seq, id(node), node))
 
     results = [None] * len(inputs) if inputs is not None else None
-    prev_mode = _grad_state.enabled
-    _grad_state.enabled = bool(create_graph)
-    _restricted_passes.append(inputs is not None)
+    caller = _thread_state.snapshot()
+    _thread_state.set_grad_enabled(create_graph)
+    # One entry per pass in progress in this thread, innermost last (`checkpoint_valid`).
+    _local.restricted_passes = _local.restricted_passes + (inputs is not None,)
+    state = _local.__dict__  # this thread's live state (the same dict for its lifetime)
+    node_state = dict(state)
+    restore = _thread_state.restore
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
         fast_add = not create_graph  # gradients need no history: add their arrays directly
@@ -157,6 +165,8 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         buffers_get = buffers.get
         buffers_pop = buffers.pop
         while ready:
+            if state != node_state:  # a hook or custom backward changed it: undo that
+                restore(node_state)
             node = heappop(ready)[2]
             grads = buffers_pop(node, None) or [None]
             extras = node._x
@@ -215,8 +225,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     heappush(ready, (-child._seq, id(child), child))
                 deps[child] = n - 1
     finally:
-        _grad_state.enabled = prev_mode
-        _restricted_passes.pop()
+        restore(caller)
 
     if inputs is None:
         return None
@@ -274,7 +283,7 @@ def _call_tensor_hooks(node, grads):
         for nr, ref in keep.items():
             t = ref()
             if t is not None and nr < len(grads) and grads[nr] is not None:
-                _set_grad(t, grads[nr], _grad_state.enabled)
+                _set_grad(t, grads[nr], _local.grad_enabled)
     return grads
 
 

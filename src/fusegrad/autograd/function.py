@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 
+from .._thread_state import local as _thread_local
 from . import graph as _graph
 from .grad_mode import no_grad
-from .grad_mode import state as _grad_state
 
 
 def _tensor_cls():
@@ -229,7 +229,7 @@ def _apply(cls, args, kwargs):
     node._tensor_pos = tensor_pos
     node._n_args = len(args)
     node.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-    record = _grad_state.enabled and any(node.needs_input_grad)
+    record = _thread_local.grad_enabled and any(node.needs_input_grad)
     separate = cls.setup_context is not Function.setup_context
     with no_grad():
         if separate:
@@ -362,7 +362,7 @@ def once_differentiable(fn):
     def wrapper(ctx, *args):
         with no_grad():
             outputs = fn(ctx, *args)
-        if not _grad_state.enabled:
+        if not _thread_local.grad_enabled:
             return outputs
         Tensor = _tensor_cls()
         needing = [a for a in args if isinstance(a, Tensor) and a.requires_grad]

@@ -1,27 +1,21 @@
-"""Grad mode: whether operations record autograd history.
+"""Grad mode: whether operations record autograd history; and inference mode.
 
-The flag is process-wide (PyTorch keeps it per thread); it is read on every op that has an
-input requiring grad, so it lives in one slot of one object.
+Both are per thread, as in PyTorch (`fusegrad._thread_state`): a new thread starts with grad
+on and inference off whatever other threads do. Grad mode is read on every op with an input
+requiring grad, so dispatch reads it from `_thread_state` directly.
 """
 
 from __future__ import annotations
 
 import functools
 
-
-class _GradState:
-    __slots__ = ("enabled",)
-
-    def __init__(self):
-        self.enabled = True
-
-
-state = _GradState()
+from .._thread_state import local as _local
+from .._thread_state import set_grad_enabled as _set_grad
 
 
 def is_grad_enabled() -> bool:
-    """True when operations record history for backward."""
-    return state.enabled
+    """True when operations record history for backward (in the calling thread)."""
+    return _local.grad_enabled
 
 
 class _GradModeContext:
@@ -30,11 +24,11 @@ class _GradModeContext:
     _target: bool = True
 
     def __enter__(self) -> None:
-        self._prev = state.enabled
-        state.enabled = self._target
+        self._prev = _local.grad_enabled
+        _set_grad(self._target)
 
     def __exit__(self, *exc) -> None:
-        state.enabled = self._prev
+        _set_grad(self._prev)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -75,19 +69,19 @@ class set_grad_enabled(_GradModeContext):
     """Set grad mode: as a call it takes effect at once; as a context it restores on exit."""
 
     def __init__(self, mode: bool):
-        self._prev = state.enabled
+        self._prev = _local.grad_enabled
         self._target = bool(mode)
-        state.enabled = self._target
+        _set_grad(self._target)
 
     def __enter__(self) -> None:
         pass
 
     def __exit__(self, *exc) -> None:
-        state.enabled = self._prev
+        _set_grad(self._prev)
 
     def __call__(self, fn):
         # Used as a decorator: the constructor already switched the mode; undo that.
-        state.enabled = self._prev
+        _set_grad(self._prev)
         mode = self._target
 
         @functools.wraps(fn)
@@ -102,19 +96,9 @@ class set_grad_enabled(_GradModeContext):
         return self.__class__(self._target)
 
 
-class _InferenceState:
-    __slots__ = ("enabled",)
-
-    def __init__(self):
-        self.enabled = False
-
-
-inference_state = _InferenceState()
-
-
 def is_inference_mode_enabled() -> bool:
-    """True inside `inference_mode()`."""
-    return inference_state.enabled
+    """True inside `inference_mode()` (in the calling thread)."""
+    return _local.inference
 
 
 class inference_mode(_GradModeContext):
@@ -136,15 +120,15 @@ class inference_mode(_GradModeContext):
         self.mode = bool(mode)
 
     def __enter__(self) -> None:
-        self._prev = state.enabled
-        self._prev_inf = inference_state.enabled
+        self._prev = _local.grad_enabled
+        self._prev_inf = _local.inference
         if self.mode:
-            state.enabled = False
-        inference_state.enabled = self.mode
+            _set_grad(False)
+        _local.inference = self.mode
 
     def __exit__(self, *exc) -> None:
-        state.enabled = self._prev
-        inference_state.enabled = self._prev_inf
+        _set_grad(self._prev)
+        _local.inference = self._prev_inf
 
     def __call__(self, fn):
         mode = self.mode

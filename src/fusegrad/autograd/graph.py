@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 import re
 
+from .. import _thread_state
 from .._dtype import FLOAT as _FLOAT
+from .._thread_state import active as _active
+from .._thread_state import local as _local
 
 SEQUENCE = itertools.count()
 _new_object = object.__new__
@@ -177,7 +180,7 @@ def save_values(saved, result):
     """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
     op's own outputs (kept as SavedOutput), None for other values; versions is None when
     nothing saved is a tensor."""
-    if _saved_hooks:
+    if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
         return _save_hooked(saved, result)
     versions = None
     Tensor = _tensor_class[0]
@@ -372,9 +375,6 @@ class CopySlices(Node):
 # saved_tensors_hooks
 # ----------------------------------------------------------------------------------------------
 
-_saved_hooks = []  # stack of (pack, unpack); never rebound (save_values reads it)
-_hooks_disabled = []  # stack of error messages from disable_saved_tensors_hooks
-
 
 class SavedHooked:
     """A saved tensor packed by a `saved_tensors_hooks` pack hook.
@@ -419,7 +419,7 @@ class SavedHooked:
 
 
 def _save_hooked(saved, result):
-    pack, unpack = _saved_hooks[-1]
+    pack, unpack = _local.saved_hooks[-1]
     Tensor = _tensor_class[0]
     versions = None
     out = list(saved)
@@ -437,20 +437,22 @@ def _save_hooked(saved, result):
 
 class saved_tensors_hooks:
     """Context manager: tensors saved for backward inside it go through `pack_hook` when
-    saved and `unpack_hook` when backward needs them."""
+    saved and `unpack_hook` when backward needs them (in the thread that entered it only)."""
 
     def __init__(self, pack_hook, unpack_hook) -> None:
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
 
     def __enter__(self):
-        if _hooks_disabled:
-            raise RuntimeError(_hooks_disabled[-1])
-        _saved_hooks.append((self.pack_hook, self.unpack_hook))
+        disabled = _local.hooks_disabled
+        if disabled:
+            raise RuntimeError(disabled[-1])
+        self._entry = (self.pack_hook, self.unpack_hook)
+        _thread_state.push("saved_hooks", self._entry)
         return self
 
     def __exit__(self, *exc) -> None:
-        _saved_hooks.pop()
+        _thread_state.pop("saved_hooks", self._entry)
 
 
 class save_on_cpu(saved_tensors_hooks):
@@ -467,10 +469,11 @@ class disable_saved_tensors_hooks:
         self.error_message = error_message
 
     def __enter__(self) -> None:
-        _hooks_disabled.append(self.error_message)
+        self._prev = _local.hooks_disabled
+        _local.hooks_disabled = self._prev + (self.error_message,)
 
     def __exit__(self, *exc) -> None:
-        _hooks_disabled.pop()
+        _local.hooks_disabled = self._prev
 
 
 def increment_version(tensor) -> None:

@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import _modes
 from .._dtype import FLOAT, FROM_NP
-from ..autograd.grad_mode import state as _grad_state
+from .._thread_state import active as _active
+from .._thread_state import local as _local
 from .registry import Sample, Spec
 
 _nd = np.ndarray
@@ -106,7 +106,7 @@ def numpy_backward(*ts) -> bool:
     recorded (backward without create_graph runs with grad mode off), no dispatch mode is
     active, and every tensor is a plain float32/float64 one. Otherwise derivatives use the
     fusegrad ops that double backward and modes need."""
-    if _grad_state.enabled or _modes:
+    if (not _active.grad_off or _local.grad_enabled) or (_active.modes and _local.modes):
         return False
     for t in ts:
         if t is not None and (not t._plain or t._data is None or t._data.dtype not in _FLOATS):

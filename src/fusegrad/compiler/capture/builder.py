@@ -237,11 +237,11 @@ class GraphBuilder:
 
     def set_grad_enabled(self, mode: bool) -> None:
         """Switch grad mode here in the graph (and now, for the fake ops that follow)."""
-        from ...autograd.grad_mode import state
+        from ..._thread_state import set_grad_enabled as set_mode
 
         node = self.graph.call_function(set_grad_enabled, (bool(mode),))
         self.created.append(node)
-        state.enabled = bool(mode)
+        set_mode(mode)
 
     def rename(self, node, name: str) -> None:
         """Give `node` a fresh name made from `name`; its old name stays taken, as in FX."""
@@ -298,9 +298,9 @@ def _mutates(node) -> bool:
 
 def set_grad_enabled(mode: bool) -> None:
     """Graph node target: set grad mode (what a `with no_grad()` block does on entry/exit)."""
-    from ...autograd.grad_mode import state
+    from ..._thread_state import set_grad_enabled as set_mode
 
-    state.enabled = mode
+    set_mode(mode)
 
 
 def _as_node(v):

@@ -231,7 +231,8 @@ class ExceptionOpcodes:
             self.push(ConstantVariable(type(value).__exit__.__get__(value)))
             self.push(ConstantVariable(type(value).__enter__(value)))
             return
-        from ...autograd.grad_mode import _NoParamContext, state
+        from ..._thread_state import local
+        from ...autograd.grad_mode import _NoParamContext
 
         if isinstance(cm, ConstantVariable) and isinstance(cm.value, _NoParamContext):
             cm = GradModeVariable(type(cm.value)._target)  # a kept `no_grad()` object
@@ -252,7 +253,7 @@ class ExceptionOpcodes:
                 return
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
-        self.push(GradModeVariable(cm.mode, exit_to=state.enabled))
+        self.push(GradModeVariable(cm.mode, exit_to=local.grad_enabled))
         self.builder.set_grad_enabled(cm.mode)
         self.push(self.const(None))
 

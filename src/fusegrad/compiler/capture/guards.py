@@ -15,7 +15,7 @@ import numpy as np
 from ... import _dtype
 from ..._dispatch import sync_view as _sync_view
 from ..._tensor import Tensor
-from ...autograd.grad_mode import state as _grad_state
+from ..._thread_state import local as _thread_local
 
 
 def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
@@ -154,7 +154,7 @@ class GuardSet:
 
     def global_state(self) -> None:
         """Guard grad mode and the default dtype, which change what ops record or return."""
-        self.add(f"___grad_enabled() == {_grad_state.enabled}")
+        self.add(f"___grad_enabled() == {_thread_local.grad_enabled}")
         self.values["___default"] = _dtype.defaults.float
         self.add("___default_dtype() is ___default")
 
@@ -275,7 +275,7 @@ def _items(container) -> list:
 
 def _helpers() -> dict:
     """The functions guard expressions call."""
-    return {"___grad_enabled": lambda: _grad_state.enabled,
+    return {"___grad_enabled": lambda: _thread_local.grad_enabled,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
             "___module_call_is": _module_call_is, "___copysign": math.copysign,
             "___same_data": _same_data, "___distinct_storage": _distinct_storage}

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from ..._random import get_rng_state, set_rng_state
 from ..._tensor import Tensor
-from ...autograd.grad_mode import state as _grad_state
+from ..._thread_state import local as _thread_local
+from ..._thread_state import set_grad_enabled as _set_grad
 from .. import logs
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _mutates
 from .exceptions import Raised, fresh_exception
@@ -95,11 +96,11 @@ class FrameRunner:
     # ---------------------------------------------------------------- running
 
     def __call__(self, L: dict):
-        grad_mode = _grad_state.enabled
+        grad_mode = _thread_local.grad_enabled
         try:
             return self._run(L)
         except BaseException:
-            _grad_state.enabled = grad_mode  # a with block left by an exception
+            _set_grad(grad_mode)  # a with block left by an exception
             raise
 
     def _run(self, L: dict):
@@ -222,7 +223,7 @@ class FrameRunner:
 
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
-        grad_mode = _grad_state.enabled
+        grad_mode = _thread_local.grad_enabled
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         try:
@@ -232,7 +233,7 @@ class FrameRunner:
         except Exception as e:  # a translator bug must not fail a program eager would run
             return self._translator_error(start, e)
         finally:
-            _grad_state.enabled = grad_mode  # translation switches it for the fake ops
+            _set_grad(grad_mode)  # translation switches it for the fake ops
             self._state = None
             set_rng_state(rng)
 

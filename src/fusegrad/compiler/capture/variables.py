@@ -215,9 +215,9 @@ class GradExit:
         self.mode = mode
 
     def __call__(self, *exc) -> bool:
-        from ...autograd.grad_mode import state
+        from ..._thread_state import set_grad_enabled
 
-        state.enabled = self.mode
+        set_grad_enabled(self.mode)
         return False
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ... import _dtype
 from ..._device import device as _device_cls
 from ..._tensor import Tensor
-from ...autograd.grad_mode import no_grad
+from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
 from ..parameter import Parameter
 
@@ -199,10 +199,8 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        from ...autograd.grad_mode import state as grad_state
-
         backward = None
-        if (self._backward_hooks or self._backward_pre_hooks) and grad_state.enabled:
+        if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
             backward = _BackwardHook(self)
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:

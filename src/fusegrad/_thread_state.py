@@ -1,0 +1,116 @@
+"""Per-thread autograd and dispatch state, kept per thread as PyTorch keeps it.
+
+Each thread has its own grad mode, inference mode, dispatch-mode stack (fake tensors, ONNX
+capture) and saved-tensor hooks. A new thread reads the class attributes of `ThreadState`:
+grad on, inference off, no mode, no hooks, as a new thread in PyTorch (no `__init__` runs
+per thread). Anomaly detection and the default dtype are process-wide, as in PyTorch.
+
+Reading a thread-local attribute costs several times a slot read, and the eager fast path
+asks on every op "is a mode active?", on every op with an input requiring grad "is grad mode
+on?", and on every op that saves "are saved-tensor hooks set?". The answers are almost always
+"grad on, nothing else" in every thread, so `active` counts, over all threads, the threads
+with grad mode off and the entries of the two stacks. An empty count answers without a
+thread-local read; only while some thread has grad off, a mode or hooks does a reader look at
+its own thread's state:
+
+    grad on here:     not active.grad_off or local.grad_enabled
+    a mode here:      active.modes and local.modes
+
+A count is a list of None whose length is the count: `append` and `pop` are atomic, so threads
+change counts without a lock. A count may exceed what the threads hold (a thread that ends
+inside `no_grad` or a mode leaves its part behind; readers then pay the thread-local read),
+never fall below it: a count is raised before the state it covers changes and lowered after.
+So grad mode is set only through `set_grad_enabled` (and `restore`).
+
+The stacks are tuples, replaced rather than changed in place, so a copy of a thread's
+`__dict__` is a snapshot of its whole state: the backward engine takes one and puts it back
+around every node it runs (`snapshot`, `restore`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class ThreadState(threading.local):
+    """The calling thread's state; the class attributes are a new thread's values."""
+
+    grad_enabled = True
+    inference = False
+    modes = ()  # dispatch modes, innermost last
+    saved_hooks = ()  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
+    hooks_disabled = ()  # error messages of disable_saved_tensors_hooks, innermost last
+    restricted_passes = ()  # backward passes running: True for grad()/backward(inputs=)
+
+
+class _Active:
+    """Over all threads: the threads with grad mode off, and the entries of the counted
+    stacks (lists of None, never rebound; each an upper bound, never below)."""
+
+    __slots__ = ("grad_off", "modes", "saved_hooks")
+
+    def __init__(self):
+        self.grad_off = []
+        self.modes = []
+        self.saved_hooks = []
+
+
+local = ThreadState()
+active = _Active()
+_COUNTED = ("modes", "saved_hooks")
+
+
+def set_grad_enabled(mode: bool) -> None:
+    """Set this thread's grad mode."""
+    mode = bool(mode)
+    if local.grad_enabled is mode:
+        return
+    if mode:
+        local.grad_enabled = True
+        active.grad_off.pop()
+    else:
+        active.grad_off.append(None)
+        local.grad_enabled = False
+
+
+def push(stack: str, item) -> None:
+    """Push `item` on this thread's counted stack `stack` ("modes" or "saved_hooks")."""
+    getattr(active, stack).append(None)
+    setattr(local, stack, getattr(local, stack) + (item,))
+
+
+def pop(stack: str, item) -> None:
+    """Remove `item` (the innermost entry equal to it) from this thread's counted `stack`."""
+    items = getattr(local, stack)
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item or items[i] == item:
+            setattr(local, stack, items[:i] + items[i + 1:])
+            getattr(active, stack).pop()
+            return
+    raise ValueError(f"{item!r} is not on this thread's {stack} stack")
+
+
+def snapshot() -> dict:
+    """This thread's whole state, for `restore`."""
+    return dict(local.__dict__)
+
+
+def restore(state: dict) -> None:
+    """Make this thread's state `state` (a `snapshot`), keeping the counts in step."""
+    current = local.__dict__
+    if current == state:
+        return
+    # (count, change): +1 where grad goes off or a stack grows by one.
+    changes = [(active.grad_off,
+                current.get("grad_enabled", True) - state.get("grad_enabled", True))]
+    for stack in _COUNTED:
+        changes.append((getattr(active, stack),
+                        len(state.get(stack, ())) - len(current.get(stack, ()))))
+    for count, change in changes:  # raise counts before the state changes
+        for _ in range(change):
+            count.append(None)
+    current.clear()
+    current.update(state)
+    for count, change in changes:  # and lower them after
+        for _ in range(-change):
+            count.pop()
