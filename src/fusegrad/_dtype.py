@@ -137,12 +137,25 @@ def promote_types(a: dtype, b: dtype) -> dtype:
 
 
 def scalar_dtype(value) -> dtype:
-    """The dtype PyTorch gives a Python number when it stands alone (`tensor(2.5)`)."""
+    """The dtype PyTorch gives a number standing for a Scalar (`full((2,), 2.5)`): a NumPy
+    scalar counts as the Python number `python_scalar` makes of it."""
+    if isinstance(value, np.generic):
+        value = python_scalar(value)
     if isinstance(value, bool):
         return bool_
     if isinstance(value, int):
         return int64
     return defaults.float
+
+
+def python_scalar(value: np.generic):
+    """The Python number PyTorch reads a NumPy scalar as (its Scalar arguments take them;
+    its bool and int arguments take no np.bool_): np.integer an int, np.floating a float
+    whatever its width, np.bool_ a float (`mask + np.bool_(True)` and
+    `full((2,), np.bool_(True))` are float32)."""
+    if isinstance(value, np.bool_):
+        return float(value)
+    return value.item()
 
 
 def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:

@@ -312,7 +312,7 @@ Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
 
 def _cmp(op):
     def method(self, other):
-        if other is None or not isinstance(other, (Tensor, numbers.Number)):
+        if other is None or not isinstance(other, (Tensor, numbers.Number, np.generic)):
             return NotImplemented
         return call(op, self, other)
 
