@@ -51,6 +51,9 @@ def _run(lib, expr, s):
 
 
 def _same(ours, theirs, expr):
+    if not isinstance(theirs, (torch.Tensor, Exception)):  # `x != array` is a Python bool
+        assert ours is theirs, (expr, ours, theirs)
+        return
     if isinstance(theirs, Exception):
         assert type(ours).__name__ == type(theirs).__name__, (expr, ours, theirs)
         return
@@ -106,3 +109,36 @@ def test_compiled_matches_eager_and_torch(backend, kind):
     for c, e, t in zip(compiled, eager, theirs):
         _same(c, t, f"compiled {kind}")
         _same(e, t, f"eager {kind}")
+
+
+# NumPy arrays (0-d ones included) are not numbers: PyTorch's operators leave them to NumPy,
+# which computes on `x.__array__()` with its own promotion and wraps the result as a tensor
+# (no autograd); `array * x` is a TypeError, as is `x < array`; `x == array` is elementwise.
+ARRAYS = {"0d-f64": np.array(0.1), "0d-i64": np.array(2), "0d-f32": np.array(0.5, np.float32),
+          "1d-f64": np.array([0.1, 0.2, 0.3])}
+ARRAY_EXPRESSIONS = [
+    "f * s", "s * f", "f + s", "s + f", "f - s", "s - f", "f / s", "s / f", "f ** s", "s ** f",
+    "i * s", "i / s", "h * s", "f < s", "s < f", "f == s", "f != s",
+]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's __array_wrap__ signature
+@pytest.mark.parametrize("kind", sorted(ARRAYS))
+@pytest.mark.parametrize("expr", ARRAY_EXPRESSIONS)
+def test_numpy_array_operands_match_torch(expr, kind):
+    s = ARRAYS[kind]
+    _same(_run(fusegrad, expr, s), _run(torch, expr, s), expr)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_numpy_array_operands_leave_autograd():
+    for lib in (fusegrad, torch):
+        x = lib.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires "
+                                               "grad"):
+            x * np.array(2.0)
+        y = lib.ones(3)
+        z = y
+        z += np.array(2.0)  # NumPy's float64 result, a new tensor
+        assert z is not y and str(z.dtype).endswith("float64") and z.grad_fn is None
+        assert y.tolist() == [1.0, 1.0, 1.0]

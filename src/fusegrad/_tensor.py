@@ -316,8 +316,14 @@ class Tensor:
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
-        data = self._data_dependent("__array__")
+        data = self.numpy()  # NumPy reads a tensor as numpy() does: not one requiring grad
         return data if dtype is None else data.astype(dtype)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """NumPy's result of a ufunc on this tensor (`x * array` computed by NumPy), as a
+        tensor sharing its memory; a bool result becomes uint8, as in PyTorch."""
+        array = np.asarray(array)
+        return Tensor._make(array.astype(np.uint8) if array.dtype == np.bool_ else array)
 
     def __len__(self) -> int:
         if self.ndim == 0:
