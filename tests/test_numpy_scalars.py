@@ -32,7 +32,12 @@ EXPRESSIONS = [
     "T.full((2,), s)", "T.full_like(f, s)", "f.new_full((2,), s)",
     "f.clone().fill_(s)", "f.clone().add_(s)", "f.clone().mul_(s)", "i.clone().add_(s)",
     "f.masked_fill(f > 1, s)", "T.lerp(f, f * 2, s)", "T.eq(f, s)", "f.add(s)", "f.mul(s)",
-    "T.tensor(s)", "T.tensor([s, s])", "T.as_tensor(s)",
+    "T.tensor(s)", "T.tensor([s, s])", "T.as_tensor(s)", "T.arange(s)", "T.arange(0, 4, s)",
+    "T.linspace(0, s, 3)", "T.addcmul(f, f, f, value=s)", "T.clamp_min(f, s)",
+    "T.nan_to_num(f, nan=s)", "T.where(f > 0, s, s)", "T.where(f > 0, s, 1)",
+    "T.remainder(s, i)", "T.fmod(f, s)", "T.xlogy(f, s)", "T.copysign(f, s)", "f.ge_(s)",
+    "T.clamp(i, s, s)", "T.scalar_tensor(s)", "T.nn.functional.leaky_relu(f, s)",
+    "T.nn.functional.threshold(f, s, s)", "T.nn.functional.elu(f, s)",
 ]
 
 
