@@ -118,9 +118,10 @@ def _erfc_positive(a: np.ndarray) -> np.ndarray:
             np.minimum(piece, last - 1)) - 1, 2 * (_ERFCX_BREAKS[-1] / a) ** 2 - 1)
     series = _horner_pieces(_ERFCX_COLUMNS, piece, t)
     erfcx = np.where(inner, series, series / a)
-    # exp(-a*a) to full precision: a = m + d with m a multiple of 1/16, so m*m is exact and
-    # a*a - m*m = d (a + m) is small; rounding a*a itself would cost up to 1e-13 at a = 27.
-    m = np.trunc(a * 16) / 16
+    # exp(-a*a) to full precision: a = m + d with m a multiple of 1/512, so m*m is exact (28
+    # bits) and a*a - m*m = d (a + m) is below 0.11, so its rounding costs exp little;
+    # rounding a*a itself would cost up to 1e-13 at a = 27.
+    m = np.trunc(a * 512) / 512
     m2 = m * m
     out = np.exp(-(a - m) * (a + m))
     out *= erfcx
