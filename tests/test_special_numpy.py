@@ -105,6 +105,16 @@ def test_gammaln_edges_and_zeros():
     assert S.gammaln(np.zeros(0, np.float32)).dtype == np.float32
 
 
+def test_erfinv_float64_to_the_tail():
+    # Uniform in (-1, 1), 1 - |y| down to the last float below 1, and tiny |y|.
+    near_one = 1 - 10 ** RNG.uniform(-16, -1, 5_000)
+    y = np.concatenate([RNG.uniform(-1, 1, 20_000), near_one, -near_one,
+                        10 ** RNG.uniform(-300, -1, 2_000),
+                        [np.nextafter(1.0, 0.0), -np.nextafter(1.0, 0.0), 0.5, -0.5, 1e-8, 0.0,
+                         -0.0, 1.0, -1.0, 1.5, np.nan]])
+    _ulp_close(S.erfinv(y), torch.erfinv(torch.from_numpy(y)).numpy(), 1e-15)
+
+
 def test_erfinv_0d_and_empty():
     assert S.erfinv(np.array(0.5)) == pytest.approx(torch.erfinv(torch.tensor(0.5,
                                                                   dtype=torch.float64)).item())

@@ -139,19 +139,23 @@ def _float_call(fn, x) -> np.ndarray:
         return np.asarray(fn(v)).astype(dtype, copy=False)
 
 
-def _erf64(v: np.ndarray) -> np.ndarray:
+def _erf_pair(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """erf(v) and erfc(v) from one pass: the series near 0, erfc's pieces beyond."""
     a = np.abs(v)
     small = a <= 0.5
-    big = np.copysign(1 - _erfc_positive(np.where(small, 0.5, a)), v)
-    return np.where(small, _erf_small(np.where(small, v, 0.0)), big)
+    near = _erf_small(np.where(small, v, 0.0))
+    tail = _erfc_positive(np.where(small, 0.5, a))
+    erf_ = np.where(small, near, np.copysign(1 - tail, v))
+    erfc_ = np.where(small, 1 - near, np.where(v < 0, 2 - tail, tail))
+    return erf_, erfc_
+
+
+def _erf64(v: np.ndarray) -> np.ndarray:
+    return _erf_pair(v)[0]
 
 
 def _erfc64(v: np.ndarray) -> np.ndarray:
-    a = np.abs(v)
-    small = a <= 0.5
-    tail = _erfc_positive(np.where(small, 0.5, a))
-    big = np.where(v < 0, 2 - tail, tail)
-    return np.where(small, 1 - _erf_small(np.where(small, v, 0.0)), big)
+    return _erf_pair(v)[1]
 
 
 def erf(x) -> np.ndarray:
@@ -303,8 +307,8 @@ def polygamma(n: int, x) -> np.ndarray:
 
 
 def erfinv(x) -> np.ndarray:
-    """Inverse error function: Giles' single-precision estimate refined by Newton steps on
-    `erf`; +-inf at +-1, nan outside [-1, 1]."""
+    """Inverse error function: Giles' single-precision estimate (erfc's asymptotic form deep
+    in the tail) refined by two steps, to a few ulps; +-inf at +-1, nan outside [-1, 1]."""
     v, dtype = _as_float(x)
     inside = np.abs(v) < 1
     y = np.where(inside, v, 0.0)
@@ -320,11 +324,34 @@ def erfinv(x) -> np.ndarray:
     for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682):
         pt = c + pt * wt
-    guess = np.where(central, pc, pt) * y
-    for _ in range(3):  # Newton: each step roughly doubles the correct digits
-        err = _erf64(guess) - y
-        guess = guess - err / (2 / math.sqrt(math.pi) * np.exp(-guess * guess))
-    out = np.where(inside, guess, np.where(np.abs(v) == 1, np.copysign(np.inf, v), np.nan))
+    guess = np.abs(np.where(central, pc, pt) * y)
+    # Solve erf(x) = |y| for x >= 0. Below |y| = 1/2: Halley's method on erf(x) - |y|. From
+    # 1/2 on, Newton's method on log(erfc(x) / (1 - |y|)), which is close to linear in x even
+    # where Giles' estimate is coarse (1 - |y| below 1e-12); 1 - |y| is exact there and erfc
+    # keeps its relative accuracy, so the tail keeps its digits.
+    size = np.abs(y)
+    low = size < 0.5
+    rest = np.where(low, 1.0, 1 - size)
+    # Deep in the tail Giles' estimate is off by several percent; erfc's asymptotic form
+    # erfc(x) ~ exp(-x*x) (1 - 1/(2 x*x)) / (x sqrt(pi)), solved for x, is within 1e-4.
+    deep = rest < 1e-8
+    log_rest = np.log(np.where(deep, rest, 1e-8))
+    tail = np.sqrt(-log_rest)
+    for _ in range(3):
+        tail = np.sqrt(-log_rest - np.log(tail * math.sqrt(math.pi))
+                       + np.log1p(-0.5 / (tail * tail)))
+    guess = np.where(deep, tail, guess)
+    for _ in range(2):
+        erf_, erfc_ = _erf_pair(guess)
+        slope = 2 / math.sqrt(math.pi) * np.exp(-guess * guess)
+        residual = erf_ - size
+        # Halley for f = erf - |y|: f'' = -2 x f', so x - f / (f' - f f'' / (2 f')).
+        halley = residual / (slope + guess * residual)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = -np.log(erfc_ / rest) * erfc_ / slope
+        guess = guess - np.where(low, halley, np.where(erfc_ > 0, newton, 0.0))
+    refined = np.copysign(guess, y)
+    out = np.where(inside, refined, np.where(np.abs(v) == 1, np.copysign(np.inf, v), np.nan))
     return out.astype(dtype)
 
 
