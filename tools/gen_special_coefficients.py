@@ -10,7 +10,8 @@ which PyTorch's sympy dependency brings). The pieces:
 - `_ERFCX_PIECES`: g(x) = exp(x*x) erfc(x) on each of `_ERFCX_BREAKS`' intervals, and past
   the last break x g(x) as a function of s = (last break / x)**2 on [0, 1];
 - `_LGAMMA_PIECES`: lgamma(y) / ((y - 1)(y - 2)) on [1, 2] and on [2, 3] (dividing out the
-  zeros keeps lgamma's relative accuracy next to them).
+  zeros keeps lgamma's relative accuracy next to them);
+- `_I1_LARGE`: sqrt(x) exp(-x) i1(x) for x >= 8 as a function of s = 8 / x on [0, 1].
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ mp.mp.dps = 50
 DEGREE = 16
 SMALL_DEGREE = 12
 LGAMMA_DEGREE = 20
+I1_DEGREE = 28
 BREAKS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
@@ -83,6 +85,14 @@ def lgamma_over_zeros(y):
     return mp.loggamma(y) / ((y - 1) * (y - 2))
 
 
+def i1_large(s):
+    """sqrt(x) exp(-x) i1(x) at x = 8 / s; 1/sqrt(2 pi) at s = 0."""
+    if s == 0:
+        return 1 / mp.sqrt(2 * mp.pi)
+    x = 8 / s
+    return mp.sqrt(x) * mp.exp(-x) * mp.besseli(1, x)
+
+
 def row(coefficients: list, indent: str) -> str:
     """Coefficients as Python floats, three a line."""
     numbers = [repr(float(c)) for c in coefficients]
@@ -91,7 +101,7 @@ def row(coefficients: list, indent: str) -> str:
 
 
 def main() -> None:
-    """Print both tables as Python source."""
+    """Print the tables as Python source."""
     small = fit(erf_over_x, mp.mpf(0), mp.mpf(1) / 4, SMALL_DEGREE)
     print("_ERF_SMALL = (" + row(small, " " * 14) + ")")
     pieces = [fit(erfcx, mp.mpf(a), mp.mpf(b), DEGREE)
@@ -106,6 +116,8 @@ def main() -> None:
         piece = fit(lgamma_over_zeros, mp.mpf(a), mp.mpf(a + 1), LGAMMA_DEGREE)
         print("    (" + row(piece, " " * 5) + "),")
     print(")")
+    large = fit(i1_large, mp.mpf(0), mp.mpf(1), I1_DEGREE)
+    print("_I1_LARGE = (" + row(large, " " * 13) + ")")
 
 
 if __name__ == "__main__":
