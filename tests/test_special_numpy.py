@@ -139,3 +139,19 @@ def test_no_per_element_python():
     for name in S.__all__:
         assert getattr(S, name).__module__ == S.__name__
     assert not [v for v in vars(S).values() if isinstance(v, np.ufunc) and v.types == ["O->O"]]
+
+
+def test_tables_are_the_generator_output():
+    """The polynomial tables are exactly what tools/gen_special_coefficients.py prints."""
+    pytest.importorskip("mpmath")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "gen_special_coefficients.py"
+    printed = subprocess.run([sys.executable, str(tool)], capture_output=True, text=True,
+                             check=True).stdout
+    tables: dict = {}
+    exec(printed, tables)  # noqa: S102 - the repository's own generator output
+    for name in ("_ERF_SMALL", "_ERFCX_PIECES", "_LGAMMA_PIECES", "_I1_LARGE"):
+        assert tables[name] == getattr(S, name), name
