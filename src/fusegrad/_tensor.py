@@ -316,7 +316,9 @@ class Tensor:
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
-        data = self.numpy()  # NumPy reads a tensor as numpy() does: not one requiring grad
+        if self._rg:
+            self.numpy()  # raises PyTorch's error: NumPy may not read a tensor requiring grad
+        data = self._data_dependent("__array__")
         return data if dtype is None else data.astype(dtype)
 
     def __array_wrap__(self, array, context=None, return_scalar=False):

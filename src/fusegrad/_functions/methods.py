@@ -279,7 +279,7 @@ def _operator(op):
 
 def _rtruediv(self, other):
     if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
-        if isinstance(other, np.ndarray):  # `array / x` is `reciprocal(x) * array`: NumPy's
+        if isinstance(other, np.ndarray):  # `reciprocal(x) * array`, which NumPy computes
             return call(P.reciprocal, self) * other
         return NotImplemented
     return call(P.mul, call(P.reciprocal, self), other)
