@@ -134,3 +134,29 @@ def test_functions_that_write_out_match_torch(name, empty):
     assert tuple(ours_out.shape) == tuple(theirs_out.shape)  # resized as PyTorch resizes
     assert ours_out.dtype == expected.dtype and str(theirs_out.dtype) == f"torch.{dtype}"
     np.testing.assert_array_equal(ours_out.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.multinomial(T.ones(4), 2, out=T.zeros(2)),
+    lambda T: T.multinomial(T.ones(4), 2, out=T.zeros(2, dtype=T.int32)),
+    lambda T: T.bernoulli(T.full((3,), 0.5), 0.5, out=T.zeros(3)),
+    lambda T: T.bernoulli(T.full((3,), 0.5, requires_grad=True), out=T.zeros(3)),
+    lambda T: T.bernoulli(T.full((3,), 0.5), out=T.zeros(3, requires_grad=True)),
+])
+def test_bad_out_errors_match_torch(call):
+    with pytest.raises(Exception) as theirs:
+        call(torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        call(fusegrad)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_bernoulli_out_under_no_grad_and_other_dtypes():
+    for lib in (fusegrad, torch):
+        with lib.no_grad():
+            out = lib.zeros(3)
+            assert lib.bernoulli(lib.full((3,), 1.0, requires_grad=True), out=out) is out
+            assert out.tolist() == [1.0, 1.0, 1.0] and not out.requires_grad
+        ints = lib.zeros(3, dtype=lib.int64)
+        assert lib.bernoulli(lib.full((3,), 1.0), out=ints) is ints
+        assert ints.tolist() == [1, 1, 1] and str(ints.dtype).endswith("int64")
