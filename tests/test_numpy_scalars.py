@@ -75,6 +75,15 @@ def test_eager_matches_torch(expr, kind):
     _same(_run(fusegrad, expr, s), _run(torch, expr, s), expr)
 
 
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+@pytest.mark.parametrize("scalar", [np.uint8(3), np.uint64(3), np.int8(-2), np.int16(5),
+                                    np.longdouble(0.5), np.complex64(1.5)],
+                         ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("expr", ["f * s", "i * s", "b * s", "T.full((2,), s)", "i + s"])
+def test_other_numpy_scalar_types(expr, scalar):
+    _same(_run(fusegrad, expr, scalar), _run(torch, expr, scalar), expr)
+
+
 def test_numpy_integers_as_dims_and_sizes():
     x, y = fusegrad.ones(2, 3), torch.ones(2, 3)
     for expr in ("x.sum(np.int64(1))", "x.cumsum(np.int64(1))", "x.transpose(np.int64(0), 1)",

@@ -149,13 +149,16 @@ def scalar_dtype(value) -> dtype:
 
 
 def python_scalar(value: np.generic):
-    """The Python number PyTorch reads a NumPy scalar as (its Scalar arguments take them;
+    """The Python value PyTorch reads a NumPy scalar as where it takes a number (a Scalar;
     its bool and int arguments take no np.bool_): np.integer an int, np.floating a float
-    whatever its width, np.bool_ a float (`mask + np.bool_(True)` and
-    `full((2,), np.bool_(True))` are float32)."""
-    if isinstance(value, np.bool_):
+    whatever its width (np.longdouble too), np.bool_ a float (`mask + np.bool_(True)` and
+    `full((2,), np.bool_(True))` are float32), a complex scalar its real part (NumPy warns
+    that the imaginary part is dropped, as with PyTorch). Never a NumPy type again."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.bool_, np.number)):
         return float(value)
-    return value.item()
+    return value.item()  # str_, bytes_, datetime64: their Python forms
 
 
 def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
