@@ -107,11 +107,15 @@ def detach(input):
     """`input.detach()`."""
     return input.detach()
 
-from . import _dynamo, compiler, jit  # noqa: E402
+from . import _dynamo, _out, compiler, jit  # noqa: E402
 from .compiler import compile  # noqa: E402, A004
 
 # isort: split
 # nn, optim, data, models and checkpoints (they import the core above).
 from . import datasets, models, nn, onnx, optim, viz  # noqa: E402
 from .serialization import load, save  # noqa: E402
+
+# Last, once the namespace is complete: an `out` tensor that a function cannot write into
+# raises rather than being ignored (bernoulli and multinomial write into it).
+_out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial"}))
 

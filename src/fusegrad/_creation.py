@@ -208,7 +208,9 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     _check_device(device)
     if end is None:
         start, end = 0, start
-    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    vals = [v.item() if isinstance(v, Tensor) else
+            _dtype.python_scalar(v) if isinstance(v, np.generic) else v
+            for v in (start, end, step)]
     start, end, step = vals
     if step == 0:
         raise RuntimeError("step must be nonzero")

@@ -62,6 +62,7 @@ Tensor = None
 _make = None
 _new = object.__new__
 _SIMPLE = frozenset({int, float, bool, type(None), str})
+_np_scalar = np.generic
 _seq = _graph.SEQUENCE
 
 
@@ -113,7 +114,11 @@ def call(op, *args):
                 raw.append([t._data for t in a])
             else:
                 raw.append(a)
-        elif cls in _SIMPLE or not hasattr(cls, "__fusegrad_function__"):
+        elif cls in _SIMPLE:
+            raw.append(a)
+        elif isinstance(a, _np_scalar):  # as the Python number it holds, as PyTorch reads it
+            return call(op, *python_scalars(args))
+        elif not hasattr(cls, "__fusegrad_function__"):
             raw.append(a)
         else:
             return _call_slow(op, args)
@@ -752,8 +757,17 @@ def _record_inplace_on_view(op, args, view, bump=False):
         _move_retained(view, *old_view)
 
 
+def python_scalars(args: tuple) -> tuple:
+    """`args` with each NumPy scalar replaced by the Python number PyTorch reads it as."""
+    return tuple([_dtype.python_scalar(a) if isinstance(a, _np_scalar) else a for a in args])
+
+
 def _call_slow(op, args):
     """Modes, fake tensors and foreign `__fusegrad_function__` types."""
+    for a in args:
+        if isinstance(a, _np_scalar):
+            args = python_scalars(args)
+            break
     modes = _local.modes
     if modes:
         _local.modes = modes[:-1]

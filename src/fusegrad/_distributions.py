@@ -7,8 +7,10 @@ op's last positional argument.
 
 from __future__ import annotations
 
+from . import _dtype
 from ._dispatch import call
 from ._tensor import Tensor
+from .autograd.grad_mode import state as _grad_state
 from .ops import random as R
 
 __all__ = ["bernoulli", "poisson", "multinomial"]
@@ -81,6 +83,17 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None,
               out: Tensor | None = None) -> Tensor:
     """Draw 1 with probability `input` (elementwise), else 0; with `p`, every element uses
     probability `p` and the result has `input`'s shape and dtype."""
+    if out is not None:  # checked before drawing, so a refused call leaves the stream as is
+        if p is not None:
+            raise TypeError(
+                "bernoulli() received an invalid combination of arguments - got (Tensor, float, "
+                "out=Tensor), but expected one of:\n"
+                " * (Tensor input, *, torch.Generator generator = None, Tensor out = None)\n"
+                " * (Tensor input, float p, *, torch.Generator generator = None)\n")
+        if _grad_state.enabled and (input.requires_grad or out.requires_grad):
+            raise RuntimeError(
+                "bernoulli(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad.")
     if p is not None:
         result = input.detach().clone()
         call(R.bernoulli_float, result, float(p), generator)
@@ -97,6 +110,8 @@ def poisson(input: Tensor, generator=None) -> Tensor:
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator=None, out: Tensor | None = None) -> Tensor:
     """Draw `num_samples` category indices per row of (unnormalised) weights."""
+    if out is not None and out.dtype is not _dtype.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {out.dtype.legacy}")
     return _to_out(call(R.multinomial, input, int(num_samples), bool(replacement), generator),
                    out)
 

@@ -143,12 +143,28 @@ def promote_types(a: dtype, b: dtype) -> dtype:
 
 
 def scalar_dtype(value) -> dtype:
-    """The dtype PyTorch gives a Python number when it stands alone (`tensor(2.5)`)."""
+    """The dtype PyTorch gives a number standing for a Scalar (`full((2,), 2.5)`): a NumPy
+    scalar counts as the Python number `python_scalar` makes of it."""
+    if isinstance(value, np.generic):
+        value = python_scalar(value)
     if isinstance(value, bool):
         return bool_
     if isinstance(value, int):
         return int64
     return defaults.float
+
+
+def python_scalar(value: np.generic):
+    """The Python value PyTorch reads a NumPy scalar as where it takes a number (a Scalar;
+    its bool and int arguments take no np.bool_): np.integer an int, np.floating a float
+    whatever its width (np.longdouble too), np.bool_ a float (`mask + np.bool_(True)` and
+    `full((2,), np.bool_(True))` are float32), a complex scalar its real part (NumPy warns
+    that the imaginary part is dropped, as with PyTorch). Never a NumPy type again."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.bool_, np.number)):
+        return float(value)
+    return value.item()  # str_, bytes_, datetime64: their Python forms
 
 
 def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:

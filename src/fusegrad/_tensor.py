@@ -316,8 +316,16 @@ class Tensor:
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
+        if self._rg:
+            self.numpy()  # raises PyTorch's error: NumPy may not read a tensor requiring grad
         data = self._data_dependent("__array__")
         return data if dtype is None else data.astype(dtype)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """NumPy's result of a ufunc on this tensor (`x * array` computed by NumPy), as a
+        tensor sharing its memory; a bool result becomes uint8, as in PyTorch."""
+        array = np.asarray(array)
+        return Tensor._make(array.astype(np.uint8) if array.dtype == np.bool_ else array)
 
     def __len__(self) -> int:
         if self.ndim == 0:

@@ -251,8 +251,12 @@ Tensor.reshape_as = lambda self, other: reshape(self, tuple(other.shape))
 Tensor.expand_as = lambda self, other: expand(self, tuple(other.shape))
 
 # Operators. `2 - x` is rsub.Scalar and `2 / x` is `reciprocal(x) * 2`, as in PyTorch.
-# An operand that is neither a tensor, a number nor an array gives NotImplemented, so Python
-# asks the other operand (its `__rmul__`, ...), as PyTorch's operators do.
+# An operand that is neither a tensor nor a number gives NotImplemented, so Python asks the
+# other operand (its `__rmul__`, ...), as PyTorch's operators do. For a NumPy array that
+# means NumPy computes `x * array` on `x.__array__()` (NumPy's promotion: float32 * a 0-d
+# float64 array is float64) and `Tensor.__array_wrap__` makes the result a tensor, while
+# `array * x` is a TypeError (NumPy defers to the higher `__array_priority__`): PyTorch's
+# behaviour, as observed.
 _OPERAND_CLASSES = frozenset((Tensor, float, int, bool))
 
 
@@ -260,7 +264,7 @@ def _foreign(other) -> bool:
     """True for an operand the arithmetic operators leave to the other side (types that speak
     the `__fusegrad_function__` protocol, such as fx proxies, go through dispatch)."""
     return other.__class__ not in _OPERAND_CLASSES and not isinstance(
-        other, (Tensor, numbers.Number, np.ndarray, np.generic)) and not hasattr(
+        other, (Tensor, numbers.Number, np.generic)) and not hasattr(
         type(other), "__fusegrad_function__")
 
 
@@ -275,6 +279,8 @@ def _operator(op):
 
 def _rtruediv(self, other):
     if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
+        if isinstance(other, np.ndarray):  # `reciprocal(x) * array`, which NumPy computes
+            return call(P.reciprocal, self) * other
         return NotImplemented
     return call(P.mul, call(P.reciprocal, self), other)
 
@@ -311,8 +317,14 @@ Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
 
 
 def _cmp(op):
+    equality = op is P.eq
+
     def method(self, other):
-        if other is None or not isinstance(other, (Tensor, numbers.Number)):
+        if other is None or not isinstance(other, (Tensor, numbers.Number, np.generic)):
+            # `x == array` is elementwise; `x != array` (NotImplemented) is Python's identity
+            # test, True, as in PyTorch.
+            if equality and isinstance(other, np.ndarray):
+                return call(op, self, Tensor._make(np.asarray(other)))
             return NotImplemented
         return call(op, self, other)
 

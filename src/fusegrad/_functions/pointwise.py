@@ -5,6 +5,8 @@ sin, ..., erf, floor), clamp, where, remainder, lerp, addcmul and their aliases 
 
 from __future__ import annotations
 
+import numpy as _np
+
 from .. import _dtype
 from .._dispatch import call
 from .._tensor import Tensor
@@ -200,7 +202,7 @@ def floor_divide(input, other, *, out=None):
     if not isinstance(input, Tensor):  # `2 // x`: the number becomes a 0-d tensor
         from .._creation import tensor as _tensor
 
-        input = _tensor(input)
+        input = _tensor(_dtype.python_scalar(input) if isinstance(input, _np.generic) else input)
     if isinstance(other, Tensor):
         return call(P.floor_divide, input, other)
     return call(P.floor_divide_scalar, input, other)

@@ -19,6 +19,7 @@ import numpy as np
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
+from .._out import guard_namespace as _guard_out
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops import decompositions as D
@@ -452,3 +453,7 @@ def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803 (PyTorch's 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """The diagonal of (a batch of) matrices (a view)."""
     return A.diagonal(offset, dim1, dim2)
+
+
+# Last, once every function exists: an `out` tensor none of them writes into yet raises.
+_guard_out(globals(), "fusegrad.linalg")

@@ -107,20 +107,12 @@ _LN2 = float(np.log(2.0))
 _LN10 = float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
 
-try:  # SciPy's erf is exact to the last bit; without it, math.erf over the elements.
+try:  # SciPy's erf is exact to the last bit; without it, the vectorised NumPy versions.
     from scipy.special import erf as _erf_ufunc
     from scipy.special import erfc as _erfc_ufunc
 except ImportError:  # pragma: no cover - depends on the environment
-    import math as _math
-
-    _erf_py = np.frompyfunc(_math.erf, 1, 1)
-    _erfc_py = np.frompyfunc(_math.erfc, 1, 1)
-
-    def _erf_ufunc(a):
-        return _erf_py(a).astype(a.dtype)
-
-    def _erfc_ufunc(a):
-        return _erfc_py(a).astype(a.dtype)
+    from ._special_numpy import erf as _erf_ufunc
+    from ._special_numpy import erfc as _erfc_ufunc
 
 
 def _no_inplace_derivative(name):

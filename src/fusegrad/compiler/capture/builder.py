@@ -15,6 +15,7 @@ import types
 
 import numpy as np
 
+from ..._dtype import python_scalar
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
 from .guards import GuardSet, _is_plain_data, _shares_memory
@@ -310,7 +311,8 @@ def _as_node(v):
         if isinstance(v.value, Tensor):
             raise Unsupported("a tensor constant in a graph call")
         if isinstance(v.value, (np.bool_, np.integer, np.floating)):
-            return v.value.item()  # graph code writes constants as Python literals
+            # Graph code writes constants as Python literals: the number PyTorch reads.
+            return python_scalar(v.value)
         return v.value
     if isinstance(v, SliceVariable):
         return slice(_as_node(v.start), _as_node(v.stop), _as_node(v.step))

@@ -1,0 +1,79 @@
+"""PyTorch's `out=` argument on the public functions.
+
+Most public functions take `out` (their signatures follow PyTorch's) but cannot write into it
+yet; an argument must never be ignored, so `guard_namespace` wraps each of them, once, when
+the namespace is built: a non-None `out` raises NotImplementedError naming the function. The
+few functions that do write into `out` are listed by the caller and left as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+
+
+def unsupported_out(qualname: str) -> NotImplementedError:
+    """The error for a function called with an `out` tensor it cannot write into."""
+    return NotImplementedError(f"{qualname}: out= is not supported yet")
+
+
+def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
+    """`fn` raising `unsupported_out(qualname)` when called with a non-None `out`, by keyword
+    or (where its signature allows) by position; otherwise `fn` itself runs, unchanged.
+
+    The wrapper is generated with `fn`'s own parameter list and passes each parameter on as
+    `fn` declares it, so a call costs one extra frame (about 60 ns), not the packing of
+    `*args, **kwargs` (about 200 ns)."""
+    params, passed, namespace = [], [], {"_fn_": fn, "_error_": unsupported_out}
+    star_written = False  # a bare `*` goes before the first keyword-only parameter
+    last_positional_only = 0
+    for p in inspect.signature(fn).parameters.values():
+        text = p.name
+        if p.default is not p.empty:
+            namespace[f"_default_{p.name}"] = p.default
+            text += f"=_default_{p.name}"
+        if p.kind is p.VAR_POSITIONAL:
+            params.append("*" + p.name)
+            passed.append("*" + p.name)
+            star_written = True
+        elif p.kind is p.VAR_KEYWORD:
+            params.append("**" + p.name)
+            passed.append("**" + p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            if not star_written:
+                params.append("*")
+                star_written = True
+            params.append(text)
+            passed.append(f"{p.name}={p.name}")
+        else:
+            params.append(text)
+            passed.append(p.name)
+            if p.kind is p.POSITIONAL_ONLY:
+                last_positional_only = len(params)
+    if last_positional_only:
+        params.insert(last_positional_only, "/")
+    source = (f"def guarded({', '.join(params)}):\n"
+              f"    if out is not None:\n"
+              f"        raise _error_({qualname!r})\n"
+              f"    return _fn_({', '.join(passed)})\n")
+    exec(compile(source, f"<out guard of {qualname}>", "exec"), namespace)  # noqa: S102
+    wrapper = functools.update_wrapper(namespace["guarded"], fn)
+    wrapper.rejects_out = True
+    return wrapper
+
+
+def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = frozenset()) -> None:
+    """Replace every public function in `namespace` that has an `out` parameter, except
+    those named in `implemented` (which write into `out` themselves), by its `reject_out`
+    form. Aliases (`multiply` and `mul`) stay one object, named after the function."""
+    wrapped: dict = {}
+    for name, fn in list(namespace.items()):
+        if name.startswith("_") or name in implemented or not isinstance(fn, types.FunctionType):
+            continue
+        if getattr(fn, "rejects_out", False) or "out" not in inspect.signature(fn).parameters:
+            continue
+        if fn not in wrapped:
+            public = fn.__name__ if namespace.get(fn.__name__) is fn else name
+            wrapped[fn] = reject_out(fn, f"{prefix}.{public}")
+        namespace[name] = wrapped[fn]
