@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import _dtype
 from ._dispatch import call
 from ._tensor import Tensor
-from .autograd.grad_mode import state as _grad_state
+from .autograd.grad_mode import is_grad_enabled
 from .ops import random as R
 
 __all__ = ["bernoulli", "poisson", "multinomial"]
@@ -90,7 +90,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None,
                 "out=Tensor), but expected one of:\n"
                 " * (Tensor input, *, torch.Generator generator = None, Tensor out = None)\n"
                 " * (Tensor input, float p, *, torch.Generator generator = None)\n")
-        if _grad_state.enabled and (input.requires_grad or out.requires_grad):
+        if is_grad_enabled() and (input.requires_grad or out.requires_grad):
             raise RuntimeError(
                 "bernoulli(): functions with out=... arguments don't support automatic "
                 "differentiation, but one of the arguments requires grad.")
