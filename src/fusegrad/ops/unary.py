@@ -116,11 +116,12 @@ except ImportError:  # pragma: no cover - depends on the environment
     _erf_py = np.frompyfunc(_math.erf, 1, 1)
     _erfc_py = np.frompyfunc(_math.erfc, 1, 1)
 
+    # asarray: on a 0-d input (or a NumPy scalar) frompyfunc returns a Python float.
     def _erf_ufunc(a):
-        return _erf_py(a).astype(a.dtype)
+        return np.asarray(_erf_py(a)).astype(a.dtype)
 
     def _erfc_ufunc(a):
-        return _erfc_py(a).astype(a.dtype)
+        return np.asarray(_erfc_py(a)).astype(a.dtype)
 
 
 def _no_inplace_derivative(name):
