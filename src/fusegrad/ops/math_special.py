@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     from . import _special_numpy as _sp
 
 from .. import _dtype
+from .._dispatch import call
 from ._util import (
     HALF,
     Spec,
@@ -34,6 +35,7 @@ from ._util import (
     unary_meta,
     unary_samples,
 )
+from .comparison import clamp_tensor
 from .registry import REGISTRY, Sample, inplace_variant, register
 from .scalar import clamp_min
 from .special import _xlogy_kernel, _xlogy_np, xlogy
@@ -423,17 +425,20 @@ clamp_max = register(
     meta=lambda a, hi: binary_meta()(a, hi), node="ClampMaxBackward0",
     derivative=lambda g, a, hi: (g * (a <= hi), None), save=lambda out, a, hi: (a, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c)) for s, c in (
-        ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"))
+        ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"),
+    decomposition=lambda a, hi: a.clamp(None, hi))
 clamp_min_tensor = register(
     "clamp_min.Tensor", kernel=lambda a, lo: binary_kernel(np.maximum)(a, lo),
     meta=binary_meta(), node="ClampMinBackward1",
     derivative=lambda g, a, lo: (g * (a >= lo), g * (a < lo)), save=lambda out, a, lo: (a, lo),
-    samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"))
+    samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"),
+    decomposition=lambda a, lo: call(clamp_tensor, a, lo, None))
 clamp_max_tensor = register(
     "clamp_max.Tensor", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
     meta=binary_meta(), node="ClampMaxBackward1",
     derivative=lambda g, a, hi: (g * (a <= hi), g * (a > hi)), save=lambda out, a, hi: (a, hi),
-    samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"))
+    samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"),
+    decomposition=lambda a, hi: call(clamp_tensor, a, None, hi))
 clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True)
 clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True)
 clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True)

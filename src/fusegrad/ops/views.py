@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dispatch import call
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
 from ._util import (
@@ -148,6 +149,7 @@ unsafe_view = register(
     node="UnsafeViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
     samples=_view_samples, onnx=reshape_onnx, public="reshape",
+    decomposition=lambda a, shape: a.view(shape),
     saved_names=("self_sym_sizes",))
 
 
@@ -229,7 +231,19 @@ transpose = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), i, j)) for s, i, j in (
         ((3, 4), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1))],
     onnx=_swap_onnx, public="transpose",
-    saved_names=("dim0", "dim1"))
+    saved_names=("dim0", "dim1"), decomposition=lambda a, d0, d1: _swapped(a, d0, d1))
+
+
+def _swapped(a, d0: int, d1: int):
+    """`a` with dims d0 and d1 exchanged, as a permute (an alias for a 0-d tensor)."""
+    n = a.dim()
+    if n == 0:
+        wrap_dim(d0, n), wrap_dim(d1, n)  # the range checks transpose makes
+        return call(alias, a)
+    dims = list(range(n))
+    d0, d1 = wrap_dim(d0, n), wrap_dim(d1, n)
+    dims[d0], dims[d1] = d1, d0
+    return a.permute(dims)
 
 
 def _t_check(ndim):
@@ -242,6 +256,11 @@ def _t_kernel(a):
     return a.T if a.ndim == 2 else a.view()
 
 
+def _t_decomposition(a):
+    _t_check(a.dim())
+    return a.permute(1, 0) if a.dim() == 2 else call(alias, a)
+
+
 def _t_meta(a):
     _t_check(len(a.shape))
     return Spec(tuple(reversed(a.shape)), a.dtype, tuple(reversed(elem_strides(a))))
@@ -251,7 +270,8 @@ t = register(
     "t", kernel=_t_kernel, meta=_t_meta, view=True, node="TBackward0",
     derivative=lambda g: (g.t(),),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],
-    onnx=_swap_onnx)
+    onnx=_swap_onnx,
+    decomposition=_t_decomposition)
 
 
 def _expand_shape(shape, sizes):
