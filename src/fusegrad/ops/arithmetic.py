@@ -366,6 +366,7 @@ def _addc_samples(domain):
 
 addcmul = register(
     "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
+    decomposition=lambda a, t1, t2, value=1: a + t1 * t2 * value,
     derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
                                      g * t1 * v if t1 is not None else None, None),
     # Each factor is saved only for the other's gradient: an operand nobody differentiates
@@ -375,6 +376,7 @@ addcmul = register(
     samples=_addc_samples(None))
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
+    decomposition=lambda a, t1, t2, value=1: a + t1 / t2 * value,
     derivative=lambda g, t1, t2, v: (g, g * v / t2 if t2 is not None else None,
                                      -g * v * t1 / (t2 * t2) if t1 is not None else None, None),
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
