@@ -16,9 +16,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
-from fusegrad import _dispatch  # noqa: E402
+from fusegrad import _decomp, _dispatch  # noqa: E402
+from fusegrad._dispatch import DispatchMode  # noqa: E402
 from fusegrad.ops import REGISTRY  # noqa: E402
 
 DTYPES = [np.float32, np.float64]
@@ -106,3 +108,181 @@ def test_decomposition_matches_op(name, dtype):
     for k, sample in enumerate(_samples(op, dtype)):
         check_decomposition(op, sample.args, _tol(op, dtype), f"{name} sample {k} "
                             f"({sample.name})", seed=k, grad_tol=GRAD_TOL.get(name))
+
+
+class _Decomposing(DispatchMode):
+    """Runs every op in `table` through its decomposition, recursively, as a tracer given the
+    table does; records the ops that run whole."""
+
+    def __init__(self, table):
+        self.table = table
+        self.whole = set()
+        self.active = []  # decompositions running, outermost first
+
+    def __fusegrad_dispatch__(self, op, args):
+        fn = self.table.get(op)
+        if fn is None:
+            self.whole.add(op)
+            return _dispatch.call(op, *args)
+        assert op not in self.active, f"{op.name} decomposes into itself via {self.active}"
+        self.active.append(op)
+        try:
+            with self:  # the ops the decomposition calls are decomposed in turn
+                return fn(*args)
+        finally:
+            self.active.pop()
+
+
+def _run(op, args, seed, mode=None):
+    fusegrad.manual_seed(seed)
+    with fusegrad.no_grad():
+        if mode is None:
+            return _tuple(_dispatch.call(op, *args))
+        with mode:
+            return _tuple(_dispatch.call(op, *args))
+
+
+@pytest.mark.parametrize("name", DECOMPOSED)
+def test_decomposition_closes_over_core_ops(name):
+    """Following decompositions down from the op ends in core ops only (no cycle), and the
+    fully decomposed computation still gives the op's values."""
+    op = REGISTRY[name]
+    core = _decomp.core_ops()
+    table = _decomp.core_aten_decompositions()
+    for k, sample in enumerate(_samples(op, np.float64)):
+        args = tuple(_fg(a, False) for a in sample.args)
+        mode = _Decomposing(table)
+        got = _run(op, args, k, mode)
+        assert op not in mode.whole
+        assert mode.whole <= core, sorted(o.name for o in mode.whole - core)
+        for i, (g, e) in enumerate(zip(got, _run(op, args, k))):
+            _close(g, e, _tol(op, np.float64), f"{name} sample {k} output {i}")
+
+
+def test_core_set_and_tables():
+    table = _decomp.core_aten_decompositions()
+    core = _decomp.core_ops()
+    assert set(table) == {REGISTRY[n] for n in DECOMPOSED}
+    assert not set(table) & core and set(table) | core == set(REGISTRY.values())
+    assert all(table[op] is op.decomposition for op in table)
+    assert _decomp.is_core(REGISTRY["mm"]) and not _decomp.is_core(REGISTRY["addmm"])
+    # A base name stands for every overload (as an overload packet); core ops are skipped.
+    sub = _decomp.get_decompositions(["var", REGISTRY["_softmax"], "mm", "no_such_op"])
+    assert set(sub) == {REGISTRY["var.correction"], REGISTRY["_softmax"]}
+    assert set(_decomp.get_decompositions(["var_mean.correction"])) == {
+        REGISTRY["var_mean.correction"]}
+    _decomp.remove_decompositions(sub, ["_softmax"])
+    assert set(sub) == {REGISTRY["var.correction"]}
+    with pytest.raises(TypeError):
+        _decomp.get_decompositions([3])
+
+
+def test_partial_table_keeps_other_ops_whole():
+    """Ops outside the table run whole; those inside are rewritten."""
+    x = fusegrad.randn(4, 6)
+    w, b = fusegrad.randn(6), fusegrad.randn(6)
+    mode = _Decomposing(_decomp.get_decompositions(["native_layer_norm"]))
+    with fusegrad.no_grad(), mode:
+        out = fusegrad.nn.functional.gelu(fusegrad.nn.functional.layer_norm(x, [6], w, b))
+    names = {op.name for op in mode.whole}
+    assert "gelu" in names and "native_layer_norm" not in names
+    assert {"sum.dim_IntList", "rsqrt", "mul.Tensor"} <= names
+    ref = fusegrad.nn.functional.gelu(fusegrad.nn.functional.layer_norm(x, [6], w, b))
+    _close(out, ref, 1e-5, "layer_norm + gelu")
+
+
+def test_gelu_tanh_and_activation_parameters():
+    """Parameters the entries' samples leave at their defaults."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-4, 4, (5, 6))
+    for name, extra in (("gelu", ("tanh",)), ("leaky_relu", (0.3,)), ("elu", (0.7, 1.2, 0.8)),
+                        ("softplus", (3.0, 2.0)), ("hardtanh", (-0.3, 0.8)),
+                        ("celu", (1.7,)), ("addmm", None), ("smooth_l1_loss", None)):
+        op = REGISTRY[name]
+        if name == "addmm":
+            args = (rng.standard_normal((3, 5)), rng.standard_normal((3, 4)),
+                    rng.standard_normal((4, 5)), 0.5, -2.0)
+        elif name == "smooth_l1_loss":
+            args = (x, rng.uniform(-4, 4, (5, 6)), 1, 0.0)
+        else:
+            args = (x,) + extra
+        check_decomposition(op, args, 1e-10, f"{name} {args[1:] if name != 'addmm' else ''}")
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_decomposition_updates_running_stats_as_torch(training):
+    """native_batch_norm's decomposition with running statistics: outputs and the updated
+    running mean and variance against ATen's op and torch._decomp's decomposition."""
+    from torch._decomp import decomposition_table
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 3, 5, 2))
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    rm, rv = rng.standard_normal(3), rng.uniform(0.5, 2.0, 3)
+    args = (x, w, b, rm, rv, training, 0.1, 1e-5)
+    fg_args = [fusegrad.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+    fg_out = REGISTRY["native_batch_norm"].decomposition(*fg_args)
+    refs = []
+    for fn in (torch.ops.aten.native_batch_norm.default,
+               decomposition_table[torch.ops.aten.native_batch_norm.default]):
+        th_args = [torch.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+        refs.append((fn(*th_args), th_args[3], th_args[4]))
+    for th_out, th_rm, th_rv in refs:
+        for f, t in zip(fg_out, th_out):
+            np.testing.assert_allclose(f.numpy(), t.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(fg_args[3].numpy(), th_rm.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(fg_args[4].numpy(), th_rv.numpy(), rtol=1e-12)
+    # And against the op's own kernel, running statistics included.
+    k_args = [fusegrad.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+    k_out = _dispatch.call(REGISTRY["native_batch_norm"], *k_args)
+    for f, k in zip(fg_out, k_out):
+        np.testing.assert_allclose(f.numpy(), k.numpy(), rtol=1e-10, atol=1e-12)
+    for i in (3, 4):
+        np.testing.assert_allclose(fg_args[i].numpy(), k_args[i].numpy(), rtol=1e-12)
+
+
+def test_batch_norm_decomposition_keeps_buffers_out_of_autograd():
+    x = fusegrad.randn(6, 3, requires_grad=True)
+    rm, rv = fusegrad.zeros(3), fusegrad.ones(3)
+    out = REGISTRY["native_batch_norm"].decomposition(x, None, None, rm, rv, True, 0.1, 1e-5)
+    assert out[0].requires_grad
+    assert not rm.requires_grad and rm.grad_fn is None and rv.grad_fn is None
+    assert rm.abs().sum().item() > 0  # the update happened
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.9])
+def test_dropout_decomposition_draws_eager_mask(p):
+    """For one seed: native_dropout's kernel, its decomposition and F.dropout keep the same
+    elements and give the same values; the decomposition's gradient is the op's."""
+    op = REGISTRY["native_dropout"]
+    x = fusegrad.randn(8, 16, 4)
+    fusegrad.manual_seed(11)
+    out, mask = _dispatch.call(op, x, p, True)
+    fusegrad.manual_seed(11)
+    d_out, d_mask = op.decomposition(x, p, True)
+    fusegrad.manual_seed(11)
+    eager = fusegrad.nn.functional.dropout(x, p, True)
+    assert mask.dtype == d_mask.dtype == fusegrad.bool
+    assert 0 < mask.sum().item() < mask.numel()
+    np.testing.assert_array_equal(mask.numpy(), d_mask.numpy())
+    np.testing.assert_array_equal(out.numpy(), d_out.numpy())
+    np.testing.assert_array_equal(out.numpy(), eager.numpy())
+    np.testing.assert_array_equal(eager.numpy() != 0, mask.numpy() & (x.numpy() != 0))
+    # A different seed draws another mask.
+    fusegrad.manual_seed(12)
+    assert (op.decomposition(x, p, True)[1].numpy() != mask.numpy()).any()
+    check_decomposition(op, (np.random.default_rng(2).standard_normal((5, 7)), p, True),
+                        1e-6, f"native_dropout p={p}", seed=3)
+
+
+def test_dropout_records_torch_nodes_and_traces_through_registry():
+    """F.dropout records PyTorch's CPU node (MulBackward0) and draws its mask with a
+    registry op, so a dispatch mode sees it."""
+    x = fusegrad.randn(3, 4, requires_grad=True)
+    mode = _Decomposing({})
+    with mode:
+        y = fusegrad.nn.functional.dropout(x, 0.5, True)
+    assert type(y.grad_fn).__name__ == "MulBackward0"
+    assert {"bernoulli_.float", "mul.Tensor"} <= {op.name for op in mode.whole}
+    tx = torch.randn(3, 4, requires_grad=True)
+    assert type(torch.nn.functional.dropout(tx, 0.5, True).grad_fn).__name__ == "MulBackward0"
