@@ -20,7 +20,7 @@ from ._util import (
     size_str,
     wrap_dim,
 )
-from .registry import Sample, register
+from .registry import REGISTRY, Sample, register
 
 
 def elem_strides(a) -> tuple:
@@ -411,17 +411,20 @@ def _squeeze_onnx(b, inputs, args, kwargs, opset):
     return b.squeeze(inputs[0], dims) if dims else inputs[0]
 
 
-def _squeeze(name, node, dims_sample):
+def _squeeze(name, node, dims_sample, decomposition=None):
     return register(
         name, kernel=_squeeze_kernel, meta=_squeeze_meta, view=True, node=node,
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
                                  for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
-        public="squeeze", onnx=_squeeze_onnx)
+        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition)
 
 
-squeeze = _squeeze("squeeze", "SqueezeBackward0", ())
-squeeze_dim = _squeeze("squeeze.dim", "SqueezeBackward1", (0,))
+# squeeze.dims is the core form: the other overloads name their dims for it.
+squeeze = _squeeze("squeeze", "SqueezeBackward0", (),
+                   lambda a: call(squeeze_dims, a, list(range(a.dim()))))
+squeeze_dim = _squeeze("squeeze.dim", "SqueezeBackward1", (0,),
+                       lambda a, dim: call(squeeze_dims, a, [dim]))
 squeeze_dims = _squeeze("squeeze.dims", "SqueezeBackward2", ((0, -1),))
 
 
@@ -484,7 +487,9 @@ select_backward = register(
     node="SelectBackwardBackward0",
     derivative=lambda gg, dim, index: (gg.select(dim, index), None, None, None),
     save=lambda out, g, shape, dim, index: (dim, index),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), (3, 4), 0, 1))])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), (3, 4), 0, 1))],
+    decomposition=lambda g, shape, dim, index: call(
+        REGISTRY["select_scatter"], g.new_zeros(tuple(shape)), g, dim, index))
 
 
 def select_backward_fn(g, shape, dim, index):
@@ -542,7 +547,9 @@ slice_backward = register(
     derivative=lambda gg, dim, start, end, step: (
         gg.slice(dim, start, end, step), None, None, None, None, None),
     save=lambda out, g, shape, dim, start, end, step: (dim, start, end, step),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (2, 4), dt), (5, 4), 0, 1, 4, 2))])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (2, 4), dt), (5, 4), 0, 1, 4, 2))],
+    decomposition=lambda g, shape, dim, start, end, step: call(
+        REGISTRY["slice_scatter"], g.new_zeros(tuple(shape)), g, dim, start, end, step))
 
 
 def _slice_derivative(g, shape, dim, start, end, step):
