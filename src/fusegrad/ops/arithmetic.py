@@ -309,14 +309,25 @@ def _lerp_meta(a, end, w):
     return Spec(broadcast_shapes(*shapes), _dtype.result_type(a, end))
 
 
+def _lerp_decomposition(a, end, w):
+    """The kernel's two formulas: from `a` for small weights, from `end` for large ones."""
+    near_a = a + w * (end - a)
+    near_end = end - (end - a) * (1 - w)
+    if not hasattr(w, "abs"):  # a number: the formula is chosen here
+        return near_a if abs(w) < 0.5 else near_end
+    return near_a.where(w.abs() < 0.5, near_end)
+
+
 lerp = register(
     "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
+    decomposition=_lerp_decomposition,
     derivative=lambda g, w: (g * (1 - w), g * w, None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
                              for w in (0.3, 0.8)], public="lerp")
 lerp_tensor = register(
     "lerp.Tensor", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward1",
+    decomposition=_lerp_decomposition,
     derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
     save=lambda out, a, e, w: (a, e, w), public="lerp",
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),

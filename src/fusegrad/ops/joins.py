@@ -120,6 +120,7 @@ unbind = register(
     derivative=_unbind_derivative, save=lambda out, a, dim=0: (dim,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 4), 0), ((3, 4), 1), ((2, 3, 2), -1), ((1,), 0))],
+    decomposition=lambda a, dim=0: tuple(a.select(dim, i) for i in range(a.shape[dim])),
     public="unbind", onnx=lambda b, inputs, args, kwargs, opset: [
         b.squeeze(v, [norm_dim(args[1] if len(args) > 1 else 0, args[0].dim())])
         for v in _split_onnx(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs, opset)])
@@ -201,6 +202,8 @@ def _stack_kernel(arrays, dim=0):
 
 stack = register(
     "stack", kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    decomposition=lambda ts, dim=0: _call(cat, [t.unsqueeze(wrap_dim(dim, len(ts[0].shape) + 1))
+                                                for t in ts], dim),
     derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),
     save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
