@@ -10,13 +10,14 @@ a decomposition), and random ops must draw the same values as eager for the same
 from __future__ import annotations
 
 import os
-import zlib
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from test_ops_registry import _as_tuple as _tuple  # noqa: E402
+from test_ops_registry import _leaves, _samples, _to_fg, _tol  # noqa: E402
 
 import fusegrad  # noqa: E402
 from fusegrad import _decomp, _dispatch  # noqa: E402
@@ -35,36 +36,7 @@ NO_GRAD_CHECK = {("embedding_dense_backward", "pad=-1 scale=True")}
 
 
 def _fg(x, requires_grad=True):
-    if isinstance(x, np.ndarray):
-        t = fusegrad.from_numpy(x.copy())
-        return t.requires_grad_(requires_grad and t.is_floating_point())
-    if isinstance(x, list):
-        return [_fg(v, requires_grad) for v in x]
-    return x
-
-
-def _leaves(args):
-    out = []
-    for a in args:
-        if isinstance(a, list):
-            out += _leaves(a)
-        elif isinstance(a, fusegrad.Tensor) and a.requires_grad:
-            out.append(a)
-    return out
-
-
-def _tuple(x):
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _tol(op, dtype):
-    default = 1e-4 if dtype == np.float32 else 1e-10
-    return op.tolerance.get(np.dtype(dtype).name, default)
-
-
-def _samples(op, dtype):
-    rng = np.random.default_rng(zlib.crc32(op.name.encode()))
-    return op.samples(rng, np.dtype(dtype))
+    return _to_fg(x, requires_grad)
 
 
 def _close(a, b, tol, what):
