@@ -21,11 +21,11 @@ from ..linalg import matrix_exp as _matrix_exp
 from ..linalg import matrix_power as _matrix_power
 from ..linalg import multi_dot as _multi_dot
 from ..linalg import svdvals as _svdvals
-from ..ops import decompositions as D
+from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops.decompositions import check_square_float
+from ..ops.factorizations import check_square_float
 from ..ops.reductions import _named_tuple
 from ..ops.views import unsafe_view as _unsafe_view_op
 from .linear_algebra import tensordot

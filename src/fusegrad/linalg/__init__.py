@@ -22,7 +22,7 @@ from .._functions.reduction import _vector_norm
 from .._out import guard_namespace as _guard_out
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
-from ..ops import decompositions as D
+from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V

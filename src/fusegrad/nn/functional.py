@@ -13,7 +13,6 @@ import warnings
 import numpy as np
 
 from .._dispatch import call
-from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import conv as CV
@@ -357,9 +356,13 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    keep = _rng(None).random(tuple(input.shape)) >= p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    mask = Tensor._make((keep * scale).astype(input.dtype.np))
+    if p == 1.0:
+        mask = input.new_zeros(())
+    else:
+        # PyTorch's CPU composition (one MulBackward0): a bernoulli(1 - p) mask scaled by
+        # 1 / (1 - p), drawn through the registry so that it traces; native_dropout's kernel
+        # and decomposition draw the same mask for the same seed.
+        mask = input.new_zeros(tuple(input.shape)).bernoulli_(1 - p) * (1.0 / (1.0 - p))
     if inplace:
         return input.mul_(mask)
     return input * mask

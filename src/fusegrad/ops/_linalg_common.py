@@ -1,4 +1,4 @@
-"""Pieces the linear algebra ops share (`decompositions.py`, `solvers.py`): `LinAlgError`,
+"""Pieces the linear algebra ops share (`factorizations.py`, `solvers.py`): `LinAlgError`,
 PyTorch's argument checks and messages, and a batched LU with partial pivoting (NumPy's
 `linalg` has none) whose pivots and `info` follow LAPACK's `getrf`, so error messages can name
 the zero pivot as PyTorch does.

@@ -84,9 +84,17 @@ def _gelu_onnx(b, inputs, args, kwargs, opset):
     return gelu_formula(b, inputs[0], approximate)
 
 
+def _gelu_decomposition(x, approximate="none"):
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+        return x * 0.5 * (inner.tanh() + 1)
+    return x * 0.5 * ((x * _SQRT_HALF).erf() + 1)
+
+
 gelu = register(
     "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
     derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
+    decomposition=_gelu_decomposition,
     samples=_param_samples(("tanh",), ("none",)), onnx=_gelu_onnx,
     saved_names=("self", "approximate"))
 
@@ -105,6 +113,7 @@ def _silu_derivative(g, x):
 silu = register(
     "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
     derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples(),
+    decomposition=lambda x: x * x.sigmoid(),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
         "Mul", [inputs[0], b.emit("Sigmoid", [inputs[0]])]),
     saved_names=("self",))
@@ -131,9 +140,14 @@ def _softplus_onnx(b, inputs, args, kwargs, opset):
     return b.emit("Where", [big, x, soft])
 
 
+def _softplus_decomposition(x, beta=1, threshold=20):
+    bx = x * beta
+    return x.where(bx > threshold, bx.exp().log1p() / beta)
+
+
 softplus = register(
     "softplus", kernel=_float_kernel(_softplus_np), meta=_meta, node="SoftplusBackward0",
-    derivative=_softplus_derivative,
+    derivative=_softplus_derivative, decomposition=_softplus_decomposition,
     save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
     samples=_param_samples((2.0, 1.0), (0.5, 20)), onnx=_softplus_onnx,
     saved_names=("self", "beta", "threshold"))
@@ -150,7 +164,8 @@ def _mish_derivative(g, x):
 
 mish = register(
     "mish", kernel=_float_kernel(_mish), meta=_meta, node="MishBackward0",
-    derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples())
+    derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples(),
+    decomposition=lambda x: x * x.exp().log1p().tanh())
 mish_ = inplace_variant(mish, "mish_", saves_self=True)
 
 # ---------------------------------------------------------------- leaky_relu, elu
@@ -164,6 +179,7 @@ leaky_relu = register(
     "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
     derivative=lambda g, x, slope: (g * (x > 0).where(x > 0, x.new_full((), slope)), None),
     save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
+    decomposition=lambda x, slope=0.01: x.where(x > 0, x * slope),
     onnx=onnx_op("LeakyRelu", alpha=(1, float)),
     saved_names=("self", "negative_slope"))
 leaky_relu_ = inplace_variant(
@@ -192,6 +208,10 @@ def _elu_save(out, a, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 _ELU_PARAMS = ((0.5,), (1.0, SELU_SCALE), (SELU_ALPHA, SELU_SCALE, 1.0), (2.0, 1.0, 0.5))
+def _elu_decomposition(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return (x * scale).where(x > 0, (x * input_scale).expm1() * (alpha * scale))
+
+
 def _elu_onnx(b, inputs, args, kwargs, opset):
     """Elu; SELU's scale as a Mul after it (input_scale other than 1 is not mapped)."""
     alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args) - 1:])[:3]
@@ -204,7 +224,7 @@ def _elu_onnx(b, inputs, args, kwargs, opset):
 elu = register(
     "elu", kernel=_float_kernel(_elu), meta=_meta, node="EluBackward0",
     derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS),
-    onnx=_elu_onnx,
+    onnx=_elu_onnx, decomposition=_elu_decomposition,
     saved_names=("self", "alpha", "scale", "input_scale"))
 elu_ = inplace_variant(
     elu, "elu_", node="EluBackward1", derivative=_elu_result_derivative,
@@ -223,6 +243,7 @@ hardtanh = register(
     derivative=lambda g, x, lo, hi: (g * ((x > lo) * (x < hi)), None, None),
     save=lambda out, a, lo=-1.0, hi=1.0: (a, lo, hi),
     samples=_param_samples((-0.5, 2.0), (0.0, 6.0)),
+    decomposition=lambda x, lo=-1.0, hi=1.0: x.clamp(lo, hi),
     onnx=lambda b, inputs, args, kwargs, opset: clip(
         b, inputs[0], *(list(args[1:3]) + [-1.0, 1.0][len(args) - 1:])[:2]),
     saved_names=("self", "min_val", "max_val"))
@@ -239,6 +260,7 @@ def _hardsigmoid(x):
 hardsigmoid = register(
     "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
     derivative=lambda g, x: (g * ((x > -3) * (x < 3)) * _SIXTH,), save=lambda out, a: (a,),
+    decomposition=lambda x: (x + 3).clamp(0, 6) / 6,
     samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
                                             beta=(0, lambda _: 0.5)))
 hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
@@ -257,6 +279,7 @@ def _hardswish_derivative(g, x):
 hardswish = register(
     "hardswish", kernel=_float_kernel(_hardswish), meta=_meta, node="HardswishBackward0",
     derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()),
+    decomposition=lambda x: x * (x + 3).clamp(0, 6) / 6,
     onnx=lambda b, inputs, args, kwargs, opset: b.emit("HardSwish", [inputs[0]]) if opset >= 14
     else b.emit("Mul", [inputs[0], b.emit("HardSigmoid", [inputs[0]], alpha=1 / 6, beta=0.5)]))
 hardswish_ = inplace_variant(hardswish, "hardswish_", saves_self=True)
@@ -273,4 +296,5 @@ def _log_sigmoid(x):
 log_sigmoid = register(
     "log_sigmoid", kernel=_float_kernel(_log_sigmoid), meta=_meta, node="LogSigmoidBackward0",
     derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
-    samples=unary_samples())
+    samples=unary_samples(),
+    decomposition=lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p())

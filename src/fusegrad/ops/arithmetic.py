@@ -100,7 +100,8 @@ rsub = register(
     derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
-    onnx=add_like("Sub", swap=True))
+    onnx=add_like("Sub", swap=True),
+    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b)
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=lambda g, a, b: (g * b if b is not None else None,
@@ -323,8 +324,18 @@ def _lerp_meta(a, end, w, kernel="lerp_kernel_scalar"):
     return Spec(broadcast_shapes(*shapes), _dtype.result_type(a, end))
 
 
+def _lerp_decomposition(a, end, w):
+    """The kernel's two formulas: from `a` for small weights, from `end` for large ones."""
+    near_a = a + w * (end - a)
+    near_end = end - (end - a) * (1 - w)
+    if not hasattr(w, "abs"):  # a number: the formula is chosen here
+        return near_a if abs(w) < 0.5 else near_end
+    return near_a.where(w.abs() < 0.5, near_end)
+
+
 lerp = register(
     "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
+    decomposition=_lerp_decomposition,
     derivative=lambda g, w: (g * (1 - w), g * w, None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
@@ -332,6 +343,7 @@ lerp = register(
 lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
+    decomposition=_lerp_decomposition,
     derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
     save=lambda out, a, e, w: (a, e, w), public="lerp",
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
@@ -381,6 +393,7 @@ def _addc_samples(domain):
 
 addcmul = register(
     "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
+    decomposition=lambda a, t1, t2, value=1: a + t1 * t2 * value,
     derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
                                      g * t1 * v if t1 is not None else None, None),
     # Each factor is saved only for the other's gradient: an operand nobody differentiates
@@ -390,6 +403,7 @@ addcmul = register(
     samples=_addc_samples(None))
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
+    decomposition=lambda a, t1, t2, value=1: a + t1 / t2 * value,
     derivative=lambda g, t1, t2, v: (g, g * v / t2 if t2 is not None else None,
                                      -g * v * t1 / (t2 * t2) if t1 is not None else None, None),
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,

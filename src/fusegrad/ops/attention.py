@@ -128,6 +128,39 @@ def _flash_kernel(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale
     return out, _lse_layout(lse.astype(sdt, copy=False))
 
 
+def _safe_probabilities(s, dim: int):
+    """softmax(s) along `dim` in fusegrad ops, with rows of only -inf giving zeros (not NaN,
+    in values or gradients), and the row totals and maxima it divided by."""
+    top = s.amax([dim], True)
+    top = top.new_zeros(()).where(top.isneginf(), top)
+    e = (s - top).exp()
+    total = e.sum([dim], True)
+    empty = total == 0
+    return e / total.new_ones(()).where(empty, total), total, top, empty
+
+
+def _flash_decomposition(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    """softmax(q k^T * scale + masks) v with matmuls and the safe softmax; the log-sum-exp
+    of each score row (0 for a row with every key masked)."""
+    _check(q, k, v, dropout_p, attn_mask)
+    heads = q.shape[1]
+    if k.shape[1] != heads:  # grouped-query attention: each key/value head serves a group
+        b, group, (n, e) = k.shape[0], heads // k.shape[1], k.shape[2:]
+        k = k.unsqueeze(2).expand(b, k.shape[1], group, n, e).reshape(b, heads, n, e)
+        v = v.unsqueeze(2).expand(b, v.shape[1], group, n, v.shape[3]).reshape(
+            b, heads, n, v.shape[3])
+    s = q.matmul(k.transpose(-2, -1)) * _factor(tuple(q.shape), scale)
+    if is_causal:
+        keep = q.new_ones(tuple(s.shape[-2:]), dtype=_dtype.bool_).tril()
+        s = s.where(keep, -math.inf)
+    if attn_mask is not None:
+        s = s + attn_mask.to(s.dtype)
+    p, total, top, empty = _safe_probabilities(s, -1)
+    lse = (top + total.new_ones(()).where(empty, total).log()).where(
+        empty.logical_not(), 0.0)
+    return p.matmul(v), lse.squeeze(-1)
+
+
 def _flash_meta(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
     _check(q, k, v, dropout_p, attn_mask)
     b, h, length = q.shape[0], q.shape[1], q.shape[2]
@@ -169,6 +202,35 @@ def _backward_kernel(g, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
         gk = gk.reshape((b, kv_heads, -1) + gk.shape[2:]).sum(2)
         gv = gv.reshape((b, kv_heads, -1) + gv.shape[2:]).sum(2)
     return (gq.astype(dt, copy=False), gk.astype(dt, copy=False), gv.astype(dt, copy=False))
+
+
+def _backward_decomposition(g, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
+                            scale=None):
+    """The flash backward in fusegrad ops: probabilities rebuilt from the log-sum-exp."""
+    _check(q, k, v, dropout_p, attn_mask)
+    b, heads, kv_heads = q.shape[0], q.shape[1], k.shape[1]
+    group = heads // kv_heads
+    kr, vr = k, v
+    if group != 1:
+        kr = k.unsqueeze(2).expand(b, kv_heads, group, *k.shape[2:]).reshape(
+            b, heads, *k.shape[2:])
+        vr = v.unsqueeze(2).expand(b, kv_heads, group, *v.shape[2:]).reshape(
+            b, heads, *v.shape[2:])
+    factor = _factor(tuple(q.shape), scale)
+    s = q.matmul(kr.transpose(-2, -1)) * factor
+    if is_causal:
+        s = s.where(q.new_ones(tuple(s.shape[-2:]), dtype=_dtype.bool_).tril(), -math.inf)
+    if attn_mask is not None:
+        s = s + attn_mask.to(s.dtype)
+    p = (s - lse.unsqueeze(-1)).exp()
+    gs = p * (g.matmul(vr.transpose(-2, -1)) - (g * out).sum([-1], True))
+    gq = gs.matmul(kr) * factor
+    gk = gs.transpose(-2, -1).matmul(q) * factor
+    gv = p.transpose(-2, -1).matmul(g)
+    if group != 1:  # each shared key/value head sums the gradients of its group
+        gk = gk.reshape(b, kv_heads, group, *gk.shape[2:]).sum([2])
+        gv = gv.reshape(b, kv_heads, group, *gv.shape[2:]).sum([2])
+    return gq, gk, gv
 
 
 def _backward_meta(g, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None, scale=None):
@@ -220,12 +282,14 @@ flash_attention = register(
     "_scaled_dot_product_flash_attention_for_cpu", kernel=_flash_kernel, meta=_flash_meta,
     node="ScaledDotProductFlashAttentionForCpuBackward0", derivative=_flash_derivative,
     save=_flash_save, nondiff_outputs=(1,), nondiff_args=(5,), samples=_flash_samples,
+    decomposition=_flash_decomposition,
     public="_scaled_dot_product_flash_attention_for_cpu", tolerance={"float32": 1e-4})
 
 flash_attention_backward = register(
     "_scaled_dot_product_flash_attention_for_cpu_backward", kernel=_backward_kernel,
     meta=_backward_meta, node="NotImplemented", derivative=_backward_not_implemented,
     nondiff_args=(8,), gradcheck=False, samples=_backward_samples,
+    decomposition=_backward_decomposition,
     public="_scaled_dot_product_flash_attention_for_cpu_backward", tolerance={"float32": 1e-4})
 
 
@@ -269,4 +333,6 @@ safe_softmax = register(
     node="SafeSoftmaxBackward0",
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None, None),
     save=lambda out, a, dim, dtype=None: (out, dim), samples=_safe_softmax_samples,
-    public="_safe_softmax")
+    public="_safe_softmax",
+    decomposition=lambda a, dim, dtype=None: _safe_probabilities(
+        a if dtype is None else a.to(dtype), dim)[0])

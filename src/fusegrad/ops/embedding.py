@@ -53,6 +53,18 @@ def _emb_backward_derivative(gg, idx, padding_idx, scale_grad_by_freq):
     return (out, None, None, None, None)
 
 
+def _emb_backward_decomposition(g, idx, num_weights, padding_idx, scale_grad_by_freq):
+    """Each index's gradient row accumulated into a zero weight gradient (index_put)."""
+    flat = idx.reshape(-1)
+    rows = g.reshape(flat.shape[0], -1)
+    if padding_idx >= 0:  # the padding row gets no gradient
+        rows = rows * (flat != padding_idx).unsqueeze(1)
+    if scale_grad_by_freq:
+        counts = flat.new_zeros((num_weights,)).index_put([flat], flat.new_ones(()), True)
+        rows = rows / counts.index_select(0, flat).unsqueeze(1)
+    return rows.new_zeros((num_weights, rows.shape[1])).index_put([flat], rows, True)
+
+
 embedding_dense_backward = register(
     "embedding_dense_backward", kernel=_emb_backward_kernel,
     meta=lambda g, idx, n, p, s: Spec((n,) + tuple(g.shape[-1:]), g.dtype),
@@ -61,7 +73,8 @@ embedding_dense_backward = register(
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (2, 3, 4), dt), rng.integers(0, 5, (2, 3)), 5, p, s),
                name=f"pad={p} scale={s}") for p, s in ((-1, False), (2, False), (-1, True))],
-    gradcheck=False, public="embedding_dense_backward")
+    gradcheck=False, public="embedding_dense_backward",
+    decomposition=_emb_backward_decomposition)
 
 
 def _embedding_derivative(g, idx, n, padding_idx, scale):

@@ -358,13 +358,14 @@ masked_fill = register(
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
-    public="masked_fill")
+    public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
     node="MaskedFillBackward1",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
-    samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill")
+    samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill",
+    decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
 masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar")
 masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor")
 

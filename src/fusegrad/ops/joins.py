@@ -120,6 +120,7 @@ unbind = register(
     derivative=_unbind_derivative, save=lambda out, a, dim=0: (dim,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 4), 0), ((3, 4), 1), ((2, 3, 2), -1), ((1,), 0))],
+    decomposition=lambda a, dim=0: tuple(a.select(dim, i) for i in range(a.shape[dim])),
     public="unbind", onnx=lambda b, inputs, args, kwargs, opset: [
         b.squeeze(v, [norm_dim(args[1] if len(args) > 1 else 0, args[0].dim())])
         for v in _split_onnx(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs, opset)])
@@ -201,6 +202,8 @@ def _stack_kernel(arrays, dim=0):
 
 stack = register(
     "stack", kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    decomposition=lambda ts, dim=0: _call(cat, [t.unsqueeze(wrap_dim(dim, len(ts[0].shape) + 1))
+                                                for t in ts], dim),
     derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),
     save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
@@ -266,6 +269,21 @@ def _split_derivative(grads, shape, dim, sizes):
     return (_call(cat, list(grads), d), None, None)
 
 
+def _split_with_sizes_decomposition(a, sizes, dim=0):
+    """The pieces as slices (`narrow`) of `a`."""
+    _split_with_sizes_meta(a, sizes, dim)
+    d = wrap_dim(dim, a.dim())
+    starts = np.cumsum([0] + list(sizes[:-1])).tolist()
+    return tuple(a.narrow(d, int(start), int(s)) for start, s in zip(starts, sizes))
+
+
+def _split_tensor_decomposition(a, split_size, dim=0):
+    if a.dim() == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.dim())
+    return _split_with_sizes_decomposition(a, _split_sizes(a.shape[d], int(split_size)), d)
+
+
 def _split_onnx(b, inputs, args, kwargs, opset):
     """Split by sizes (split_with_sizes) or by one chunk size (split.Tensor, unbind)."""
     d = norm_dim(args[2] if len(args) > 2 else 0, args[0].dim())
@@ -284,7 +302,8 @@ split_with_sizes = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), (1, 3), 1), ((5,), (2, 0, 3), 0),
                                              ((4, 2), (4,), 0))],
-    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset),
+    decomposition=_split_with_sizes_decomposition)
 
 
 def _split_tensor_kernel(a, split_size, dim=0):
@@ -308,4 +327,5 @@ split = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0),
                                              ((3, 4), 5, -1))],
-    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset),
+    decomposition=_split_tensor_decomposition)

@@ -183,6 +183,12 @@ def _scaled(g, s):
     return g if s == 1 else g * s
 
 
+def _plus_scaled(prod, alpha, s, beta):
+    """alpha * prod + beta * s in fusegrad ops; beta 0 ignores s (NaN included), as ATen."""
+    prod = _scaled(prod, alpha)
+    return prod if beta == 0 else _scaled(s, beta) + prod
+
+
 def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
     _bmm_check(b1, b2)
     return Spec((b1.shape[0], b1.shape[1], b2.shape[2]), b1.dtype)
@@ -209,7 +215,9 @@ baddbmm = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (2, 2, 3), dt),
                                      rand_array(rng, (2, 3, 4), dt), b, al), name=f"{s} {b} {al}")
                              for s, b, al in (((2, 2, 4), 1, 1), ((4,), 0.5, 2), ((), 1, -1))],
-    lowering="extern")
+    lowering="extern",
+    decomposition=lambda a, b1, b2, beta=1, alpha=1: _plus_scaled(
+        call(bmm, b1, b2), alpha, a, beta))
 
 
 # ---------------------------------------------------------------- cross, vdot, addr, addbmm
@@ -253,7 +261,7 @@ vdot = register(
                                 g * a if a is not None else None),
     save=lambda out, a, b: (a if b._rg else None, b if a._rg else None),
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt)))],
-    saved_names=("self", "other"))
+    saved_names=("self", "other"), decomposition=lambda a, b: call(dot, a, b))
 
 
 def _addr_meta(s, v1, v2, beta=1, alpha=1):
@@ -282,7 +290,9 @@ addr = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (3,), dt),
                                      rand_array(rng, (4,), dt), b, al), name=f"{s} {b} {al}")
                              for s, b, al in (((3, 4), 1, 1), ((4,), 0.5, 2), ((), 1, -1))],
-    saved_names=("vec1", "vec2", "beta", "alpha"))
+    saved_names=("vec1", "vec2", "beta", "alpha"),
+    decomposition=lambda s, v1, v2, beta=1, alpha=1: _plus_scaled(
+        v1.unsqueeze(1) * v2, alpha, s, beta).expand(v1.shape[0], v2.shape[0]))
 
 
 def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
@@ -321,7 +331,9 @@ addbmm = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (2, 3, 4), dt),
                                      rand_array(rng, (2, 4, 5), dt), b, al), name=f"{s} {b}")
                              for s, b, al in (((3, 5), 1, 1), ((5,), 0.5, 2))],
-    saved_names=("batch1", "batch2", "beta", "alpha", ""))
+    saved_names=("batch1", "batch2", "beta", "alpha", ""),
+    decomposition=lambda s, b1, b2, beta=1, alpha=1: _plus_scaled(
+        call(bmm, b1, b2).sum(0), alpha, s, beta).expand(b1.shape[1], b2.shape[2]))
 
 # In place: `self` must already have the result's shape.
 addr_ = inplace_variant(addr, "addr_", samples=lambda rng, dt: [

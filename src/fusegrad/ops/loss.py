@@ -20,6 +20,7 @@ from .nn import (
     _work,
     float_loss_dtype,
     float_loss_meta,
+    reduced,
 )
 from .registry import Sample, register
 
@@ -48,6 +49,18 @@ def _smooth_l1_derivative(g, x, t, reduction, beta):
     return (gx, -gx, None, None)
 
 
+def _smooth_l1_decomposition(x, t, reduction=1, beta=1.0):
+    d = (x - t).abs()
+    if beta == 0:
+        return reduced(d, reduction)
+    return reduced((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
+
+
+def _huber_decomposition(x, t, reduction=1, delta=1.0):
+    d = (x - t).abs()
+    return reduced((d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta), reduction)
+
+
 def _with_param(param):
     def samples(rng, dt):
         out = _loss_samples(rng, dt, (-2, 2))
@@ -63,7 +76,8 @@ smooth_l1_loss = register(
     node="SmoothL1LossBackward0",
     derivative=_smooth_l1_derivative,
     save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
-    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"))
+    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"),
+    decomposition=_smooth_l1_decomposition)
 
 
 def _huber_kernel(x, t, reduction=1, delta=1.0):
@@ -95,7 +109,8 @@ huber_loss = register(
     node="HuberLossBackward0",
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
-    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"))
+    samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"),
+    decomposition=_huber_decomposition)
 
 # ---------------------------------------------------------------- soft margin
 
@@ -112,6 +127,11 @@ def _soft_margin_derivative(g, x, t, reduction):
     return (gx, None, None)
 
 
+def _soft_margin_decomposition(x, t, reduction=1):
+    z = -t * x  # log(1 + exp(z)) as max(z, 0) + log1p(exp(-|z|))
+    return reduced(z.clamp(min=0) + (-z.abs()).exp().log1p(), reduction)
+
+
 def _soft_margin_samples(rng, dt):
     out = []
     for shape in ((3, 4), (5,), ()):
@@ -126,7 +146,8 @@ soft_margin_loss = register(
     meta=lambda x, t, reduction=1: Spec(tuple(x.shape) if reduction == 0 else (), x.dtype),
     node="SoftMarginLossBackward0", derivative=_soft_margin_derivative,
     save=lambda out, x, t, reduction=1: (x, t, reduction), samples=_soft_margin_samples,
-    nondiff_args=(1,), saved_names=("self", "target", "reduction"))
+    nondiff_args=(1,), saved_names=("self", "target", "reduction"),
+    decomposition=_soft_margin_decomposition)
 
 # ---------------------------------------------------------------- multi margin
 

@@ -17,7 +17,7 @@ from ._linalg_common import (
     pivots_to_perm,
 )
 from ._util import F32, F64, Spec, dtype_of, rand_array
-from .decompositions import _cat_last, _int_spec
+from .factorizations import _cat_last, _int_spec
 from .registry import Sample, register
 
 

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     from . import _special_numpy as _sp
 
 from .. import _dtype
+from .._dispatch import call
 from ._util import (
     HALF,
     Spec,
@@ -34,6 +35,7 @@ from ._util import (
     unary_meta,
     unary_samples,
 )
+from .comparison import clamp_tensor
 from .registry import REGISTRY, Sample, inplace_variant, register
 from .scalar import clamp_min
 from .special import _xlogy_kernel, _xlogy_np, xlogy
@@ -141,11 +143,13 @@ sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative)
 rad2deg = register(
     "rad2deg", kernel=unary_kernel(lambda a: (a * (180.0 / math.pi)).astype(a.dtype)),
     meta=unary_meta(), node="Rad2DegBackward0", derivative=lambda g: (g * (180.0 / math.pi),),
-    save=lambda out, a: (), samples=unary_samples())
+    save=lambda out, a: (), samples=unary_samples(),
+    decomposition=lambda a: a * (180.0 / math.pi))
 deg2rad = register(
     "deg2rad", kernel=unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
     meta=unary_meta(), node="Deg2RadBackward0", derivative=lambda g: (g * (math.pi / 180.0),),
-    save=lambda out, a: (), samples=unary_samples())
+    save=lambda out, a: (), samples=unary_samples(),
+    decomposition=lambda a: a * (math.pi / 180.0))
 rad2deg_ = inplace_variant(rad2deg, "rad2deg_")
 deg2rad_ = inplace_variant(deg2rad, "deg2rad_")
 
@@ -173,6 +177,21 @@ def _logit_derivative(g, a, eps):
     return (d.where(inside, d.new_zeros(())), None)
 
 
+def _logaddexp_decomposition(a, b, base2: bool = False):
+    """max(a, b) + log(1 + exp(-|a - b|)) (base 2 with `base2`); equal infinities are
+    returned as they are (their difference is NaN)."""
+    top = a.maximum(b)
+    gap = -(a - b).abs()
+    rest = gap.exp2().log1p() / math.log(2.0) if base2 else gap.exp().log1p()
+    return top.where((a == b) & a.isinf(), top + rest)
+
+
+def _logit_decomposition(a, eps=None):
+    if eps is not None:
+        a = a.clamp(eps, 1 - eps)
+    return (a / (-a + 1)).log()
+
+
 def _logit_samples(rng, dt):
     out = [Sample((rand_array(rng, s, dt, (0.05, 0.95)),), name=str(s))
            for s in ((3, 4), (), (0, 2))]
@@ -184,7 +203,7 @@ logit = register(
     "logit", kernel=_logit_kernel, meta=lambda a, eps=None: unary_meta()(a),
     node="LogitBackward0", derivative=_logit_derivative,
     save=lambda out, a, eps=None: (a, eps), saved_names=("self", "eps"),
-    samples=_logit_samples)
+    samples=_logit_samples, decomposition=_logit_decomposition)
 logit_ = inplace_variant(logit, "logit_", saves_self=True)
 
 # ---------------------------------------------------------------- binary math
@@ -210,13 +229,13 @@ logaddexp = register(
     meta=binary_meta(to_float=True), node="LogaddexpBackward0",
     derivative=lambda g, a, b: (g / ((b - a).exp() + 1), g / ((a - b).exp() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
-    saved_names=("self", "other"))
+    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b))
 logaddexp2 = register(
     "logaddexp2", kernel=binary_kernel(np.logaddexp2, to_float=True),
     meta=binary_meta(to_float=True), node="Logaddexp2Backward0",
     derivative=lambda g, a, b: (g / ((b - a).exp2() + 1), g / ((a - b).exp2() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
-    saved_names=("self", "other"))
+    saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b, True))
 
 
 def _copysign_derivative(g, a, out):
@@ -423,17 +442,20 @@ clamp_max = register(
     meta=lambda a, hi: binary_meta()(a, hi), node="ClampMaxBackward0",
     derivative=lambda g, a, hi: (g * (a <= hi), None), save=lambda out, a, hi: (a, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c)) for s, c in (
-        ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"))
+        ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"),
+    decomposition=lambda a, hi: a.clamp(None, hi))
 clamp_min_tensor = register(
     "clamp_min.Tensor", kernel=lambda a, lo: binary_kernel(np.maximum)(a, lo),
     meta=binary_meta(), node="ClampMinBackward1",
     derivative=lambda g, a, lo: (g * (a >= lo), g * (a < lo)), save=lambda out, a, lo: (a, lo),
-    samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"))
+    samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"),
+    decomposition=lambda a, lo: call(clamp_tensor, a, lo, None))
 clamp_max_tensor = register(
     "clamp_max.Tensor", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
     meta=binary_meta(), node="ClampMaxBackward1",
     derivative=lambda g, a, hi: (g * (a <= hi), g * (a > hi)), save=lambda out, a, hi: (a, hi),
-    samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"))
+    samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"),
+    decomposition=lambda a, hi: call(clamp_tensor, a, None, hi))
 clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True)
 clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True)
 clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True)

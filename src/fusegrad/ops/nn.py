@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from ._util import F32, HALF, Spec, rand_array
-from .linalg import mm_mat1_backward, mm_mat2_backward
+from .linalg import mm, mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, register
 
 
@@ -98,6 +98,16 @@ def _addmm_derivative(g, m1, m2, beta, alpha, mask=(True, True)):
     return (gb, g1, g2, None, None)
 
 
+def _addmm_decomposition(bias, m1, m2, beta=1, alpha=1):
+    """alpha * (m1 @ m2) + beta * bias; beta 0 ignores the bias (NaN included), as ATen."""
+    out = _call(mm, m1, m2)
+    if alpha != 1:
+        out = out * alpha
+    if beta == 0:
+        return out
+    return out + (bias if beta == 1 else bias * beta)
+
+
 def _addmm_samples(rng, dt):
     return [Sample((rand_array(rng, b, dt), rand_array(rng, (3, 4), dt),
                     rand_array(rng, (4, 5), dt)), name=str(b)) for b in ((5,), (3, 5), (1, 5))]
@@ -121,6 +131,7 @@ addmm = register(
     save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha,
                                                   (m1._rg, m2._rg)),
     samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
+    decomposition=_addmm_decomposition,
     saved_names=("mat1", "mat2", "beta", "alpha", ""))
 
 
@@ -132,6 +143,14 @@ def _reduce(a: np.ndarray, reduction: int):
     if reduction == 2:
         return a.sum()
     return a
+
+
+def reduced(loss, reduction: int):
+    """A loss tensor reduced as ATen's `reduction` enum says, in fusegrad ops (for
+    decompositions)."""
+    if reduction == 1:
+        return loss.sum() / loss.numel()
+    return loss.sum() if reduction == 2 else loss
 
 
 def _nll_pick(x, t, weight, ignore_index):
@@ -213,6 +232,23 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     return (gi.squeeze(0) if one else gi, None, None, None, None)
 
 
+def _nll_decomposition(x, t, weight=None, reduction=1, ignore_index=-100):
+    """-x[i, t[i], ...] * weight[t[i]], zero where t is ignore_index; (N, C, *) and (C,)."""
+    one = x.dim() == 1
+    if one:
+        x, t = x.unsqueeze(0), t.unsqueeze(0)
+    valid = t != ignore_index
+    safe = t.where(valid, 0)
+    w = valid.to(x.dtype)
+    if weight is not None:
+        w = w * weight.index_select(0, safe.reshape(-1)).reshape(tuple(safe.shape))
+    losses = -(x.gather(1, safe.unsqueeze(1)).squeeze(1) * w)
+    total = w.sum()
+    if reduction == 0:  # a single sample reports its weight; a batch reports 0
+        return (losses.squeeze(0), total) if one else (losses, x.new_zeros(()))
+    return (losses.sum() / total if reduction == 1 else losses.sum()), total
+
+
 def _nll_samples(rng, dt):
     out = []
     for shape in ((4, 3), (3,)):
@@ -227,6 +263,7 @@ def _nll_samples(rng, dt):
 nll_loss = _register_multi(
     "nll_loss_forward", (1,), kernel=_nll_kernel, meta=_nll_meta, node="NllLossBackward0",
     derivative=_nll_derivative, save=_nll_save, samples=_nll_samples, public="nll_loss",
+    decomposition=_nll_decomposition,
     nondiff_args=(2,), gradcheck=False,
     saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight"))
 
@@ -239,6 +276,7 @@ nll_loss2d = _register_multi(
     "nll_loss2d_forward", (1,), kernel=_nll2d_kernel,
     meta=lambda x, t, w, r, i: _nll_meta(x, t, w, r, i, True), node="NllLoss2DBackward0",
     derivative=_nll_derivative, save=_nll_save, public="nll_loss2d", nondiff_args=(2,),
+    decomposition=_nll_decomposition,
     gradcheck=False,
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (2, 3, 4, 5), dt), rng.integers(0, 3, (2, 4, 5)), None, r, -100),
@@ -304,6 +342,7 @@ mse_loss = register(
     "mse_loss", kernel=_mse_kernel, meta=float_loss_meta("mse"), node="MseLossBackward0",
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
     samples=_loss_samples, public="mse_loss",
+    decomposition=lambda x, t, reduction=1: reduced((x - t) * (x - t), reduction),
     saved_names=("self", "target", "reduction"))
 
 
@@ -339,11 +378,16 @@ def _bce_derivative(g, x, t, weight, reduction):
     return (gx, gt, None, None)
 
 
+def _bce_decomposition(x, t, weight=None, reduction=1):
+    loss = -(t * x.log().clamp(min=-100) + (-t + 1) * (-x).log1p().clamp(min=-100))
+    return reduced(loss if weight is None else loss * weight, reduction)
+
+
 binary_cross_entropy = register(
     "binary_cross_entropy", kernel=_bce_kernel, meta=_bce_meta,
     node="BinaryCrossEntropyBackward0", derivative=_bce_derivative,
     save=lambda out, x, t, weight=None, reduction=1: (x, t, weight, reduction),
-    nondiff_args=(2,),
+    nondiff_args=(2,), decomposition=_bce_decomposition,
     samples=lambda rng, dt: [
         Sample((s.args[0], s.args[1], None, s.args[2]), name=s.name)
         for s in _loss_samples(rng, dt, (0.05, 0.95))],
@@ -384,13 +428,22 @@ def _bcel_derivative(g, x, t, weight, pos_weight, reduction):
     return (gx, gt, None, None, None)
 
 
+def _bcel_decomposition(x, t, weight=None, pos_weight=None, reduction=1):
+    # log(1 + exp(-x)) as max(-x, 0) + log1p(exp(-|x|)): no overflow for large |x|
+    softplus_neg = (-x).clamp(min=0) + (-x.abs()).exp().log1p()
+    if pos_weight is not None:
+        softplus_neg = softplus_neg * ((pos_weight - 1) * t + 1)
+    loss = (-t + 1) * x + softplus_neg
+    return reduced(loss if weight is None else loss * weight, reduction)
+
+
 binary_cross_entropy_with_logits = register(
     "binary_cross_entropy_with_logits", kernel=_bcel_kernel,
     meta=lambda x, t, w=None, pw=None, reduction=1: _loss_meta(x, t, reduction),
     node="BinaryCrossEntropyWithLogitsBackward0", derivative=_bcel_derivative,
     save=lambda out, x, t, weight=None, pos_weight=None, reduction=1: (
         x, t, weight, pos_weight, reduction),
-    nondiff_args=(2, 3),
+    nondiff_args=(2, 3), decomposition=_bcel_decomposition,
     samples=lambda rng, dt: [
         Sample((s.args[0], rand_array(rng, np.shape(s.args[0]), dt, (0.0, 1.0)), None, None,
                 s.args[2]), name=s.name) for s in _loss_samples(rng, dt)],

@@ -13,8 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
+from ..autograd.grad_mode import no_grad
 from ._util import F32, HALF, Spec, rand_array, size_str
 from .nn import _legacy, _register_multi, _work
+from .reductions import sum_dim
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- normalisation
@@ -104,6 +107,41 @@ def _bn_samples(rng, dt):
                    name=str(shape)) for shape in ((4, 3), (2, 3, 4, 5), (3, 2, 5))]
 
 
+def _moments(x, axes: list, n: int, eps: float):
+    """(mean, x - mean, 1 / sqrt(biased variance + eps)) over `axes` (kept), in fusegrad ops."""
+    mean = call(sum_dim, x, axes, True) / n
+    centred = x - mean
+    return mean, centred, (call(sum_dim, centred * centred, axes, True) / n + eps).rsqrt()
+
+
+def _affine(out, w, b, shape: tuple):
+    """`out * w + b` with the per-channel parameters reshaped to `shape` (either may be None)."""
+    if w is not None:
+        out = out * w.reshape(shape)
+    return out if b is None else out + b.reshape(shape)
+
+
+def _bn_decomposition(x, w, b, rm, rv, training, momentum, eps):
+    """Batch statistics (training) or the running ones (eval); training also updates the
+    running statistics in place, with the unbiased variance, as the kernel does."""
+    axes = [0] + list(range(2, x.dim()))
+    shape = _bn_shape(x.dim(), x.shape[1])
+    if training:
+        n = x.numel() // x.shape[1]
+        mean, centred, invstd = _moments(x, axes, n, eps)
+        save_mean, save_invstd = mean.squeeze(axes), invstd.squeeze(axes)
+        if rm is not None:
+            with no_grad():  # buffers: the update is no part of the differentiated graph
+                var = call(sum_dim, centred * centred, axes, False)
+                rm.copy_(rm * (1 - momentum) + save_mean * momentum)
+                rv.copy_(rv * (1 - momentum) + var * (momentum / max(n - 1, 1)))
+        out = centred * invstd
+    else:
+        out = (x - rm.reshape(shape)) * (rv + eps).rsqrt().reshape(shape)
+        save_mean = save_invstd = x.new_zeros((0,))
+    return _affine(out, w, b, shape), save_mean, save_invstd
+
+
 def _bn_onnx(b, inputs, args, kwargs, opset):
     """BatchNormalization with the running statistics (eval mode); the saved statistics
     outputs are not mapped."""
@@ -126,6 +164,7 @@ native_batch_norm = _register_multi(
         x, w, None if rm is None else rm.detach(), None if rv is None else rv.detach(),
         training, eps),
     samples=_bn_samples, onnx=_bn_onnx, public="native_batch_norm",
+    decomposition=_bn_decomposition,
     gradcheck=False,
     tolerance={"float32": 1e-4},
     saved_names=("input", "weight", "running_mean", "running_var", "training", "eps"))
@@ -179,6 +218,13 @@ def _ln_derivative(grads, x, nshape, w, has_bias, eps):
     return (gi, None, gw, gb, None)
 
 
+def _ln_decomposition(x, normalized_shape, w, b, eps):
+    k = len(normalized_shape)
+    axes = list(range(x.dim() - k, x.dim()))
+    mean, centred, rstd = _moments(x, axes, int(np.prod(normalized_shape)), eps)
+    return _affine(centred * rstd, w, b, tuple(normalized_shape)), mean, rstd
+
+
 def _ln_onnx(b, inputs, args, kwargs, opset):
     """LayerNormalization from opset 17; before, its mean/variance formula. The mean and
     rstd outputs are not mapped."""
@@ -210,6 +256,7 @@ native_layer_norm = _register_multi(
                 rand_array(rng, tuple(ns), dt), 1e-5), name=f"{s} {ns}")
         for s, ns in (((3, 4), [4]), ((2, 3, 4), [3, 4]), ((2, 5), [5]))],
     onnx=_ln_onnx, public="native_layer_norm", tolerance={"float32": 1e-4},
+    decomposition=_ln_decomposition,
     gradcheck=False,
     saved_names=("input", "normalized_shape", "weight", "", ""))
 
@@ -285,6 +332,12 @@ def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):
     return (gi.reshape(shape), gw, gb, None, None, None, None, None)
 
 
+def _gn_decomposition(x, w, b, n, c, hxw, group, eps):
+    mean, centred, rstd = _moments(x.reshape(n, group, -1), [-1], (c // group) * hxw, eps)
+    out = _affine((centred * rstd).reshape(n, c, -1), w, b, (1, c, 1))
+    return out.reshape(tuple(x.shape)), mean.reshape(n, group), rstd.reshape(n, group)
+
+
 def _gn_samples(rng, dt):
     cases = [((2, 6, 4), 3, True, True), ((3, 4, 2, 3), 2, True, False),
              ((2, 4), 4, False, False), ((1, 6, 5), 6, False, False), ((2, 6, 3), 1, True, False),
@@ -307,4 +360,5 @@ native_group_norm = register(
     # (No sample has a bias without a weight: PyTorch's backward of that case fails when
     # the statistics' gradients are used, as the oracle uses them.)
     samples=_gn_samples, public="native_group_norm",
-    optional_tensor_args=(1, 2), tolerance={"float32": 1e-4})
+    optional_tensor_args=(1, 2), tolerance={"float32": 1e-4},
+    decomposition=_gn_decomposition)

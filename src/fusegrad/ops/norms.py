@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
 from ._util import F32, HALF, Spec, rand_array
 from .reductions import (
     _all_if_empty,
@@ -15,6 +16,7 @@ from .reductions import (
     _reduce_samples,
     _reduce_shape,
     expand_reduced,
+    sum_dim,
 )
 from .registry import Sample, register
 
@@ -76,17 +78,36 @@ def _var_samples(rng, dtype):
     return out
 
 
+def _var_decomposition(a, dims=None, correction=None, keepdim=False):
+    """The sum of squared deviations from the mean over `dims`, over n - correction."""
+    dims = _all_if_empty(dims)
+    n = _count(tuple(a.shape), dims) if a.dim() else 1
+    centred = a - call(sum_dim, a, dims, True) / n
+    den = max(n - _correction(correction), 0)
+    return call(sum_dim, centred * centred, dims, keepdim) / den
+
+
+def _var_mean_decomposition(sqrt: bool):
+    def decomposition(a, dims=None, correction=None, keepdim=False):
+        v = _var_decomposition(a, dims, correction, keepdim)
+        n = _count(tuple(a.shape), _all_if_empty(dims)) if a.dim() else 1
+        return (v.sqrt() if sqrt else v), call(sum_dim, a, dims, keepdim) / n
+
+    return decomposition
+
+
 var = register(
     "var.correction", kernel=_var_kernel, meta=_var_meta, node="VarBackward0",
     derivative=_var_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (a, dims, correction, keepdim),
-    samples=_var_samples, public="var")
+    samples=_var_samples, public="var", decomposition=_var_decomposition)
 std = register(
     "std.correction", kernel=lambda *args: np.sqrt(_var_kernel(*args)), meta=_var_meta,
     node="StdBackward0", derivative=_std_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out, dims, correction, keepdim),
-    samples=_var_samples, public="std")
+    samples=_var_samples, public="std",
+    decomposition=lambda *args: _var_decomposition(*args).sqrt())
 
 
 def _var_mean_kernel(sqrt):
@@ -120,14 +141,14 @@ var_mean = register(
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, False),
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out[0], dims, correction, keepdim),
-    samples=_var_samples, public="var_mean")
+    samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False))
 std_mean = register(
     "std_mean.correction", kernel=_var_mean_kernel(True), meta=_var_mean_meta,
     node="StdMeanBackward0",
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, True),
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out[0], dims, correction, keepdim),
-    samples=_var_samples, public="std_mean")
+    samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True))
 
 # ---------------------------------------------------------------- norms, logsumexp
 
@@ -218,6 +239,16 @@ def _logsumexp_meta(a, dims, keepdim=False):
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
 
 
+def _logsumexp_decomposition(a, dims, keepdim=False):
+    """log(sum(exp(a - m))) + m, with m the maximum (0 where it is infinite)."""
+    if not a.numel():
+        return call(sum_dim, a.exp(), dims, keepdim).log()
+    m = a.amax(dims, True)
+    m = m.new_zeros(()).where(m.isinf(), m)
+    out = call(sum_dim, (a - m).exp(), dims, True).log() + m
+    return out if keepdim else out.squeeze(dims)
+
+
 logsumexp = register(
     "logsumexp", kernel=_logsumexp_kernel, meta=_logsumexp_meta, node="LogsumexpBackward0",
     derivative=lambda g, a, out, dims, keepdim: (
@@ -225,4 +256,5 @@ logsumexp = register(
         * (a - expand_reduced(out, a.shape, dims if a.dim() else None, keepdim)).exp(),
         None, None),
     save=lambda out, a, dims, keepdim=False: (a, out, dims, keepdim),
-    samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if s.args[1] is not None])
+    samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if s.args[1] is not None],
+    decomposition=_logsumexp_decomposition)

@@ -1,5 +1,5 @@
 """Random sampling ops: the in-place fillers (`uniform_`, `normal_`, `bernoulli_`, ...) and
-`bernoulli`, `poisson`, `multinomial`.
+`bernoulli`, `poisson`, `multinomial`, and `native_dropout` (a bernoulli mask).
 
 Values come from fusegrad's generators (NumPy's PCG64 streams), so they differ from PyTorch's
 draws; the oracle tests compare distributions, dtypes, node names and (zero) gradients. The
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from .._random import rng
 from ._util import Spec, rand_array
 from .registry import Sample, register
@@ -237,3 +238,58 @@ multinomial = register(
     "multinomial", kernel=_multinomial, meta=_multinomial_meta, random=True,
     samples=lambda r, dt: [Sample((rand_array(r, (6,), dt, (0.1, 1.0)), 3)),
                            Sample((rand_array(r, (2, 5), dt, (0.1, 1.0)), 7, True))])
+
+# ---------------------------------------------------------------- dropout
+
+
+def _dropout_scale(p: float) -> float:
+    return 0.0 if p == 1 else 1.0 / (1.0 - p)
+
+
+def _native_dropout(a, p, train=None, generator=None):
+    if a.size == 0:  # PyTorch returns an empty mask of the input's dtype
+        return a.copy(), np.zeros(a.shape, a.dtype)
+    if train is not None and not train:
+        return a.copy(), np.ones(a.shape, dtype=np.bool_)
+    # The mask is bernoulli_(1 - p)'s draw on the default generator, so the decomposition
+    # (and F.dropout, which draws the same way) keeps the same elements for the same seed.
+    keep = _bernoulli_scalar(a, 1 - p, generator)
+    return (a * (keep * _dropout_scale(p)).astype(a.dtype)).astype(a.dtype, copy=False), keep
+
+
+def _native_dropout_meta(a, p, train=None):
+    if a.dtype.category != _dtype.FLOAT:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{a.dtype.legacy}")
+    mask = a.dtype if 0 in tuple(a.shape) else _dtype.bool_
+    return [Spec(tuple(a.shape), a.dtype), Spec(tuple(a.shape), mask)]
+
+
+def _native_dropout_derivative(grads, mask, p, train):
+    g = grads[0] if isinstance(grads, list) else grads
+    # PyTorch scales by 1 unless `train` is given and true (train=None trains in the forward
+    # but its backward does not rescale).
+    return (g * mask * (_dropout_scale(p) if train else 1.0), None, None)
+
+
+def _native_dropout_decomposition(a, p, train=None):
+    """bernoulli_(1 - p) on a zero tensor (the kernel's draw), then a scaled multiply."""
+    if not a.numel():
+        return a.clone(), a.new_zeros(tuple(a.shape))
+    if train is not None and not train:
+        return a.clone(), a.new_ones(tuple(a.shape), dtype=_dtype.bool_)
+    keep = a.new_zeros(tuple(a.shape)).bernoulli_(1 - p)
+    return a * (keep * _dropout_scale(p)), keep.bool()
+
+
+native_dropout = register(
+    "native_dropout", kernel=_native_dropout, meta=_native_dropout_meta,
+    node="NativeDropoutBackward0", derivative=_native_dropout_derivative,
+    save=lambda out, a, p, train=None: (out[1], p, train), nondiff_outputs=(1,), random=True,
+    gradcheck=False, decomposition=_native_dropout_decomposition,
+    # Masks drawn with p in (0, 1) differ from PyTorch's, and so do their gradients: the
+    # oracle samples are the deterministic cases (tests/test_decompositions.py draws masks).
+    samples=lambda r, dt: [Sample((rand_array(r, s, dt), p, t), name=f"{s} p={p} train={t}")
+                           for s, p, t in (((3, 4), 1.0, True), ((2, 3, 4), 0.0, True),
+                                           ((3, 4), 0.5, False))],
+    saved_names=("result1", "p", ""))

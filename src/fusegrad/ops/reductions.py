@@ -9,6 +9,7 @@ import collections
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
 from ._util import F32, HALF, Spec, dtype_of, numel, rand_array, wrap_dim, wrap_dims
@@ -123,6 +124,12 @@ def _count(shape, dims) -> int:
     return n
 
 
+def _mean_decomposition(a, dims=None, keepdim=False, dtype=None):
+    """The sum over `dims` (all when None or empty) divided by the number of elements."""
+    x = a if dtype is None else a.to(dtype)
+    return call(sum_dim, x, dims, keepdim) / _count(tuple(x.shape), _all_if_empty(dims))
+
+
 mean = register(
     "mean", kernel=lambda a, dtype=None: _mean_kernel(a, None, False, dtype),
     meta=lambda a, dtype=None: _mean_meta(a, None, False, dtype), node="MeanBackward0",
@@ -130,6 +137,8 @@ mean = register(
     save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
     onnx=reduce_onnx("ReduceMean", full=True),
     tolerance={"float32": 1e-5},
+    decomposition=lambda a, dtype=None: call(sum_, a if dtype is None else a.to(dtype))
+    / a.numel(),
     saved_names=("self_sym_sizes",))
 mean_dim = register(
     "mean.dim", kernel=_mean_kernel, meta=_mean_meta, node="MeanBackward1",
@@ -137,7 +146,7 @@ mean_dim = register(
         expand_reduced(g, shape, dims, keepdim) / max(_count(shape, dims), 1),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
-    onnx=reduce_onnx("ReduceMean"), public="mean",
+    onnx=reduce_onnx("ReduceMean"), public="mean", decomposition=_mean_decomposition,
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
@@ -230,12 +239,27 @@ def _softmax_samples(rng, dtype):
             for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0), ((0, 3), 1))]
 
 
+def _shifted(x, dim):
+    """`x` less its maximum along `dim` (the maximum of an empty slice is not taken)."""
+    return x - x.amax([dim], True) if x.numel() else x
+
+
+def _softmax_decomposition(x, dim, half_to_float=False):
+    e = _shifted(x, dim).exp()
+    return e / e.sum([dim], True)
+
+
+def _log_softmax_decomposition(x, dim, half_to_float=False):
+    shifted = _shifted(x, dim)
+    return shifted - shifted.exp().sum([dim], True).log()
+
+
 softmax = register(
     "_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim),
     meta=_softmax_meta, node="SoftmaxBackward0",
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
-    onnx=softmax_onnx("Softmax"), public="softmax",
+    onnx=softmax_onnx("Softmax"), public="softmax", decomposition=_softmax_decomposition,
     saved_names=("result", "dim"))
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
@@ -244,6 +268,7 @@ log_softmax = register(
     derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
+    decomposition=_log_softmax_decomposition,
     saved_names=("result", "dim"))
 
 # ---------------------------------------------------------------- named tuples

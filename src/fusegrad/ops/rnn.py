@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _dtype
 from ._util import Spec, rand_array, wrap_dim
-from .joins import _split_derivative, _split_sizes, _split_tensor_meta
+from .joins import _split_derivative, _split_sizes, _split_tensor_decomposition, _split_tensor_meta
 from .registry import Sample, register
 from .views import _transpose_kernel, _transpose_meta
 
@@ -55,6 +55,11 @@ def _chunk_size(shape, chunks, dim):
     return max((size + chunks - 1) // chunks, 1)
 
 
+def _unsafe_split_decomposition(a, split_size, dim=0):
+    """split's slices, copied (the pieces are independent tensors)."""
+    return tuple(p.clone() for p in _split_tensor_decomposition(a, split_size, dim))
+
+
 def _unsafe_split_derivative(grads, shape, dim, split):
     """The pieces' gradients joined along `dim` (as for `split`)."""
     return _split_derivative(grads, shape, dim, split)
@@ -69,7 +74,7 @@ unsafe_split = register(
     "unsafe_split.Tensor", kernel=_unsafe_split_kernel, meta=_unsafe_split_meta,
     node="UnsafeSplitBackward0", derivative=_unsafe_split_derivative,
     save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size),
-    samples=_split_samples, public="unsafe_split")
+    samples=_split_samples, public="unsafe_split", decomposition=_unsafe_split_decomposition)
 
 unsafe_chunk = register(
     "unsafe_chunk",
@@ -81,7 +86,9 @@ unsafe_chunk = register(
     save=lambda out, a, chunks, dim=0: (a.shape, dim, chunks),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c, d), name=f"{s} {c} {d}")
                              for s, c, d in (((3, 8), 4, 1), ((5,), 2, 0), ((2, 12), 3, -1))],
-    public="unsafe_chunk")
+    public="unsafe_chunk",
+    decomposition=lambda a, chunks, dim=0: _unsafe_split_decomposition(
+        a, _chunk_size(tuple(a.shape), chunks, dim), dim))
 
 
 # ---------------------------------------------------------------- transpose_

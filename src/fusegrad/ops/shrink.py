@@ -37,7 +37,8 @@ celu = register(
     derivative=lambda g, x, alpha: (g * (x / alpha).exp().where(x <= 0, x.new_ones(())),
                                     None),
     save=lambda out, a, alpha=1.0: (a, alpha), samples=_param_samples((0.5,), (2.0,)),
-    saved_names=("self", "alpha"))
+    saved_names=("self", "alpha"),
+    decomposition=lambda x, alpha=1.0: x.where(x > 0, (x / alpha).expm1() * alpha))
 celu_ = inplace_variant(
     celu, "celu_", node="CeluBackward1",
     derivative=lambda g, out, alpha: (
@@ -74,7 +75,9 @@ softshrink = register(
     node="SoftshrinkBackward0",
     derivative=lambda g, x, lambd: (g * (x.abs() > lambd), None),
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
-    saved_names=("self", "lambd"))
+    saved_names=("self", "lambd"),
+    decomposition=lambda x, lambd=0.5: (x - lambd).where(
+        x > lambd, (x + lambd).where(x < -lambd, x.new_zeros(()))))
 
 
 def _hardshrink(x, lambd=0.5):
@@ -86,7 +89,8 @@ hardshrink = register(
     node="HardshrinkBackward0",
     derivative=lambda g, x, lambd: (g * ((x > lambd) | (x < -lambd)), None),
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
-    saved_names=("self", "lambd"))
+    saved_names=("self", "lambd"),
+    decomposition=lambda x, lambd=0.5: x.where(x.abs() > lambd, x.new_zeros(())))
 
 
 def _threshold_kernel(a, threshold, value):
@@ -100,7 +104,8 @@ threshold = register(
     save=lambda out, a, t, v: (a, t),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), 0.1, 20.0), name=str(s))
                              for s in ((3, 4), (), (2, 0))],
-    saved_names=("self", "threshold"))
+    saved_names=("self", "threshold"),
+    decomposition=lambda x, t, value: x.where(x > t, value))
 # PyTorch's in-place node masks by the input before the write (a `value` above the threshold
 # does not let the gradient through), so the input is kept.
 threshold_ = inplace_variant(threshold, "threshold_", saves_self=True, node="ThresholdBackward1",
@@ -126,6 +131,11 @@ def _glu_np(x, dim=-1):
     return first / (1 + np.exp(-second))
 
 
+def _glu_decomposition(x, dim=-1):
+    half = x.shape[dim] // 2
+    return x.narrow(dim, 0, half) * x.narrow(dim, half, half).sigmoid()
+
+
 def _glu_derivative(g, x, dim):
     from .._functions import cat
 
@@ -140,7 +150,7 @@ glu = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (4, 6), dt, (-3, 3)), d), name=f"dim {d}")
                              for d in (-1, 0)] + [
         Sample((rand_array(rng, (2, 6, 2), dt), 1), name="3-d")],
-    saved_names=("self", "dim"))
+    saved_names=("self", "dim"), decomposition=_glu_decomposition)
 
 # ---------------------------------------------------------------- prelu
 
@@ -173,7 +183,7 @@ prelu_kernel = register(
                            x.dtype),
     node="PreluKernelBackward0", derivative=_prelu_derivative,
     save=lambda out, x, w: (x, w), samples=_prelu_samples, public="prelu",
-    saved_names=("self", "weight"))
+    saved_names=("self", "weight"), decomposition=lambda x, w: x.where(x > 0, w * x))
 
 # ---------------------------------------------------------------- rrelu
 

@@ -22,7 +22,7 @@ from ._linalg_common import (
     lu_np,
 )
 from ._util import Spec, broadcast_shapes, dtype_of, rand_array
-from .decompositions import I32, spd_array
+from .factorizations import I32, spd_array
 from .registry import Sample, register
 
 
@@ -94,7 +94,7 @@ def _prod_others(s):
 
 def _det_derivative(g, a, det):
     from ..autograd.grad_mode import is_grad_enabled
-    from .decompositions import linalg_svd
+    from .factorizations import linalg_svd
 
     if not is_grad_enabled():
         # First order, as PyTorch: (g det) A^{-T}, through a solve; exactly singular

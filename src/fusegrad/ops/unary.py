@@ -210,7 +210,8 @@ round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both ha
 trunc = _rounding("trunc", np.trunc, "TruncBackward0")
 sgn = register(
     "sgn", kernel=sign.kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
-    derivative=_zero, zero_grad=True, samples=unary_samples())
+    derivative=_zero, zero_grad=True, samples=unary_samples(),
+    decomposition=lambda a: a.sign())  # real tensors only: sgn is sign
 sign_ = inplace_variant(sign, "sign_")
 sgn_ = inplace_variant(sgn, "sgn_")
 
@@ -238,7 +239,8 @@ def _frac_kernel(a):
 
 frac = register(
     "frac", kernel=_frac_kernel, meta=unary_meta(to_float=False), node="FracBackward0",
-    derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)))
+    derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)),
+    decomposition=lambda a: a - a.trunc())
 frac_ = inplace_variant(frac, "frac_")
 
 

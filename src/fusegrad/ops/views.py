@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dispatch import call
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
 from ._util import (
@@ -19,7 +20,7 @@ from ._util import (
     size_str,
     wrap_dim,
 )
-from .registry import Sample, register
+from .registry import REGISTRY, Sample, register
 
 
 def elem_strides(a) -> tuple:
@@ -148,6 +149,7 @@ unsafe_view = register(
     node="UnsafeViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
     samples=_view_samples, onnx=reshape_onnx, public="reshape",
+    decomposition=lambda a, shape: a.view(shape),
     saved_names=("self_sym_sizes",))
 
 
@@ -229,7 +231,19 @@ transpose = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), i, j)) for s, i, j in (
         ((3, 4), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1))],
     onnx=_swap_onnx, public="transpose",
-    saved_names=("dim0", "dim1"))
+    saved_names=("dim0", "dim1"), decomposition=lambda a, d0, d1: _swapped(a, d0, d1))
+
+
+def _swapped(a, d0: int, d1: int):
+    """`a` with dims d0 and d1 exchanged, as a permute (an alias for a 0-d tensor)."""
+    n = a.dim()
+    if n == 0:
+        wrap_dim(d0, n), wrap_dim(d1, n)  # the range checks transpose makes
+        return call(alias, a)
+    dims = list(range(n))
+    d0, d1 = wrap_dim(d0, n), wrap_dim(d1, n)
+    dims[d0], dims[d1] = d1, d0
+    return a.permute(dims)
 
 
 def _t_check(ndim):
@@ -242,6 +256,11 @@ def _t_kernel(a):
     return a.T if a.ndim == 2 else a.view()
 
 
+def _t_decomposition(a):
+    _t_check(a.dim())
+    return a.permute(1, 0) if a.dim() == 2 else call(alias, a)
+
+
 def _t_meta(a):
     _t_check(len(a.shape))
     return Spec(tuple(reversed(a.shape)), a.dtype, tuple(reversed(elem_strides(a))))
@@ -251,7 +270,8 @@ t = register(
     "t", kernel=_t_kernel, meta=_t_meta, view=True, node="TBackward0",
     derivative=lambda g: (g.t(),),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],
-    onnx=_swap_onnx)
+    onnx=_swap_onnx,
+    decomposition=_t_decomposition)
 
 
 def _expand_shape(shape, sizes):
@@ -391,17 +411,20 @@ def _squeeze_onnx(b, inputs, args, kwargs, opset):
     return b.squeeze(inputs[0], dims) if dims else inputs[0]
 
 
-def _squeeze(name, node, dims_sample):
+def _squeeze(name, node, dims_sample, decomposition=None):
     return register(
         name, kernel=_squeeze_kernel, meta=_squeeze_meta, view=True, node=node,
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
                                  for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
-        public="squeeze", onnx=_squeeze_onnx)
+        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition)
 
 
-squeeze = _squeeze("squeeze", "SqueezeBackward0", ())
-squeeze_dim = _squeeze("squeeze.dim", "SqueezeBackward1", (0,))
+# squeeze.dims is the core form: the other overloads name their dims for it.
+squeeze = _squeeze("squeeze", "SqueezeBackward0", (),
+                   lambda a: call(squeeze_dims, a, list(range(a.dim()))))
+squeeze_dim = _squeeze("squeeze.dim", "SqueezeBackward1", (0,),
+                       lambda a, dim: call(squeeze_dims, a, [dim]))
 squeeze_dims = _squeeze("squeeze.dims", "SqueezeBackward2", ((0, -1),))
 
 
@@ -464,7 +487,9 @@ select_backward = register(
     node="SelectBackwardBackward0",
     derivative=lambda gg, dim, index: (gg.select(dim, index), None, None, None),
     save=lambda out, g, shape, dim, index: (dim, index),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), (3, 4), 0, 1))])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), (3, 4), 0, 1))],
+    decomposition=lambda g, shape, dim, index: call(
+        REGISTRY["select_scatter"], g.new_zeros(tuple(shape)), g, dim, index))
 
 
 def select_backward_fn(g, shape, dim, index):
@@ -522,7 +547,9 @@ slice_backward = register(
     derivative=lambda gg, dim, start, end, step: (
         gg.slice(dim, start, end, step), None, None, None, None, None),
     save=lambda out, g, shape, dim, start, end, step: (dim, start, end, step),
-    samples=lambda rng, dt: [Sample((rand_array(rng, (2, 4), dt), (5, 4), 0, 1, 4, 2))])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (2, 4), dt), (5, 4), 0, 1, 4, 2))],
+    decomposition=lambda g, shape, dim, start, end, step: call(
+        REGISTRY["slice_scatter"], g.new_zeros(tuple(shape)), g, dim, start, end, step))
 
 
 def _slice_derivative(g, shape, dim, start, end, step):
