@@ -147,7 +147,11 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     _restricted_passes.append(inputs is not None)
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
-        fast_add = not create_graph  # gradients need no history: add their arrays directly
+        from .._dispatch import mode_stack
+
+        # Gradients need no history: add their arrays directly (not while a dispatch mode,
+        # such as a tracer, must see every op).
+        fast_add = not create_graph and not mode_stack.modes
         anomaly = _anomaly_state.enabled
         from .._tensor import make_plain
 
@@ -244,13 +248,13 @@ def _add_to_buffer(buffers, node, nr, g):
 def _materialize(node, grads):
     """Zero-fill the gradients of outputs that received none."""
     if node._out_meta and getattr(node, "_materialize", True):
-        from .._tensor import Tensor
+        from .._creation import zeros  # a factory, so tracing modes see the zeros
 
         grads = list(grads)
         for i, g in enumerate(grads):
             if g is None and node._out_meta[i] is not None:
                 shape, dt = node._out_meta[i]
-                grads[i] = Tensor._make(np.zeros(shape, dtype=dt.np))
+                grads[i] = zeros(shape, dtype=dt)
     return grads
 
 

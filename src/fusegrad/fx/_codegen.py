@@ -60,6 +60,9 @@ class _Emitter:
         """How generated code spells function `fn` (`fusegrad.relu`, `len`, a global)."""
         import fusegrad
 
+        path = getattr(fn, "_fx_path", None)  # registry ops: `fusegrad.ops.aten.mul.Tensor`
+        if path is not None:
+            return path
         name = getattr(fn, "__name__", None)
         if name and getattr(fusegrad, name, None) is fn:
             return f"fusegrad.{name}"
