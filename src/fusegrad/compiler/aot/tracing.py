@@ -75,6 +75,8 @@ class Tracer(_dispatch.DispatchMode):
         return node
 
     def _set(self, t: Tensor, node) -> None:
+        if "val" not in node.meta:  # the traced value, as PyTorch's node.meta["val"]
+            node.meta["val"] = t
         e = self._entries.get(id(t))
         if e is not None and e[0] is t:
             e[1], e[2] = node, t._vc[0]

@@ -1,0 +1,193 @@
+"""The joint graph: a function's forward and backward traced as one graph.
+
+The inputs become fake tensors (`primals_1`, ...) that keep their requires_grad; the function
+runs under the functionalizing `Tracer` with grad mode on, so autograd records its nodes on
+the fakes exactly as in eager mode. Then `autograd.grad(outputs, inputs that need grad,
+tangents)` runs the engine under the same tracer: each derivative is made of registry ops, so
+the backward is recorded too, reading the tangents (`tangents_1`, ...). The graph returns the
+forward's outputs followed by one gradient per input (None where there is none), as
+PyTorch's joint graphs do. `trace_inference` traces the forward alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..._fake import FakeTensor
+from ..._tensor import Tensor
+from ...autograd.grad_mode import set_grad_enabled
+from ...ops.overloads import OpOverload, aten
+from .functionalize import AOTUnsupported
+from .make_fx import graph_module
+from .tracing import Tracer
+
+
+@dataclass
+class OutputInfo:
+    """What the runtime must know of one forward output."""
+
+    is_tensor: bool
+    requires_grad: bool = False
+    alias_of_input: int | None = None  # the output is this input itself
+    view_of_input: int | None = None  # the output is a view of this input ...
+    view_steps: list = field(default_factory=list)  # ... made by these (op, args, index)
+    same_as: int | None = None  # the output is the same tensor as an earlier output
+
+
+@dataclass
+class TraceResult:
+    """A traced graph and what the runtime needs to run it."""
+
+    module: object
+    outputs: list  # OutputInfo per forward output
+    num_fwd_outputs: int
+    grad_inputs: list  # indices of the inputs that receive a gradient
+    mutated_inputs: list  # indices of the inputs written back at the end of the forward
+
+
+def _check_inputs(args) -> None:
+    for a in args:
+        if isinstance(a, Tensor) and type(a)._plain is False:
+            raise AOTUnsupported(f"input of type {type(a).__name__} (a tensor subclass)")
+
+
+def _fake_inputs(tracer: Tracer, args, prefix: str) -> list:
+    fakes = []
+    for i, a in enumerate(args):
+        name = f"{prefix}_{i + 1}" if prefix == "primals" else f"{prefix}{i}_1"
+        if isinstance(a, Tensor):
+            f = FakeTensor.from_tensor(a)
+            tracer.placeholder(f, name)
+            fakes.append(f)
+        else:
+            tracer.graph.placeholder(name)
+            fakes.append(a)
+    return fakes
+
+
+def _flat_outputs(out) -> tuple:
+    if isinstance(out, (tuple, list)):
+        return tuple(out)
+    return (out,)
+
+
+def _view_steps(tracer: Tracer, t: Tensor, fakes: list):
+    """(input index, [(op, args, index), ...]) if `t` is a view chain of an input, else None."""
+    steps = []
+    while id(t) in tracer._recipes:
+        op, rest, index, parent = tracer._recipes[id(t)]
+        if op is None or any(isinstance(a, Tensor) for a in rest):
+            return None
+        steps.append((op, rest, index))
+        t = parent
+    for i, f in enumerate(fakes):
+        if f is t and steps:
+            return i, steps[::-1]
+    return None
+
+
+def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
+    infos = []
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            infos.append(OutputInfo(False))
+            continue
+        info = OutputInfo(True, requires_grad=o.requires_grad)
+        for j in range(k):
+            if outs[j] is o:
+                info.same_as = j
+                break
+        for i, f in enumerate(fakes):
+            if f is o:
+                info.alias_of_input = i
+        if info.alias_of_input is None:
+            found = _view_steps(tracer, o, fakes)
+            if found is not None:
+                info.view_of_input, info.view_steps = found
+            elif o._base is not None and any(o._base is f or o._base is f._base
+                                             for f in fakes if isinstance(f, Tensor)):
+                raise AOTUnsupported("an output is a view of an input made outside dispatch")
+        infos.append(info)
+    return infos
+
+
+def _writebacks(tracer: Tracer, fakes: list) -> list:
+    """Emit `copy_` into each input whose value the program changed; their indices."""
+    mutated = []
+    for t, node in tracer.inputs:
+        current = tracer.node_of(t)
+        if current is not node:
+            if t.requires_grad:
+                raise AOTUnsupported("an input that requires grad is modified in place")
+            tracer.emit(aten.copy_.default, (node, current))
+            mutated.append(next(k for k, f in enumerate(fakes) if f is t))
+    return mutated
+
+
+def is_impure(node) -> bool:
+    """Nodes dead-code elimination keeps: writes and random draws."""
+    target = node.target
+    if isinstance(target, OpOverload):
+        return target.op.inplace or target.op.random
+    return node.op in ("placeholder", "output")
+
+
+def _finish(tracer: Tracer, out_nodes: list, class_name: str):
+    tracer.graph.output(tuple(out_nodes))
+    tracer.graph.eliminate_dead_code(is_impure)
+    return graph_module(tracer, class_name)
+
+
+def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
+    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
+    _check_inputs(args)
+    tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
+                    strict=True, known_constants=known_constants)
+    fakes = _fake_inputs(tracer, args, "primals")
+    with set_grad_enabled(True), tracer:
+        outs = _flat_outputs(fn(*fakes))
+    tracer.check_no_hooks()
+    infos = _output_infos(tracer, outs, fakes)
+    with tracer:
+        fw_nodes = [tracer._map_output(o) for o in outs]
+        mutated = _writebacks(tracer, fakes)
+    diff = [o for o, info in zip(outs, infos)
+            if info.is_tensor and o.requires_grad and info.same_as is None]
+    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
+    tangents = []
+    first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
+    for k, o in enumerate(diff):
+        t = FakeTensor._make_fake(tuple(o.shape), o.dtype)
+        with tracer.graph.inserting_before(first):
+            tracer.placeholder(t, f"tangents_{k + 1}")
+        tracer.inputs.pop()  # a tangent is never written back
+        tangents.append(t)
+    grads = [None] * len(fakes)
+    if diff and grad_inputs:
+        from ...autograd import grad as autograd_grad
+
+        with tracer:
+            found = autograd_grad(diff, [fakes[i] for i in grad_inputs], tangents,
+                                  allow_unused=True)
+            for i, g in zip(grad_inputs, found):
+                grads[i] = tracer.node_of(g) if g is not None else None
+    tracer.check_no_hooks()
+    module = _finish(tracer, fw_nodes + grads, "GraphModule")
+    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated)
+
+
+def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
+    """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off)."""
+    _check_inputs(args)
+    tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
+                    strict=True, known_constants=known_constants)
+    fakes = _fake_inputs(tracer, args, "arg")
+    with tracer:
+        outs = _flat_outputs(fn(*fakes))
+    tracer.check_no_hooks()
+    infos = _output_infos(tracer, outs, fakes)
+    with tracer:
+        fw_nodes = [tracer._map_output(o) for o in outs]
+        mutated = _writebacks(tracer, fakes)
+    module = _finish(tracer, fw_nodes, "GraphModule")
+    return TraceResult(module, infos, len(fw_nodes), [], mutated)
