@@ -111,6 +111,9 @@ class _Emitter:
                 return f"fusegrad.{name}"
         if isinstance(a, fusegrad.device):
             return f"fusegrad.device({str(a)!r})"
+        name = getattr(a, "name", None)  # named constants: fusegrad.contiguous_format
+        if isinstance(name, str) and name.isidentifier() and getattr(fusegrad, name, None) is a:
+            return f"fusegrad.{name}"
         return self.add_global(type(a).__name__, a)
 
     def call_args(self, args, kwargs) -> str:

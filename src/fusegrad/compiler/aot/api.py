@@ -76,7 +76,8 @@ class AOTCompiled:
             logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
             fw = self.inference_compiler(trace.module, example_values(trace.module))
             return AOTRunner(trace, fw)
-        except (AOTUnsupported, DataDependentOutputError, NotImplementedError) as e:
+        except (AOTUnsupported, DataDependentOutputError, NotImplementedError, TypeError) as e:
+            # TypeError: module code touching a fake tensor's missing data directly.
             self.fallback_reason = f"{type(e).__name__}: {e}"
             logs.emit("graph_breaks", "AOT autograd cannot trace "
                       f"{getattr(self.fn, '__qualname__', self.fn)}; it runs eagerly: "
@@ -95,10 +96,49 @@ def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=default_partiti
 
 
 def _module_constants(gm) -> list:
-    out = [p for _, p in gm.named_parameters()] + [b for _, b in gm.named_buffers()]
-    for m in gm.modules():
-        out += [v for v in vars(m).values() if isinstance(v, Tensor)]
-    return out
+    """Tensors a module holds outside its parameters and buffers (graph constants)."""
+    return [v for m in gm.modules() for v in vars(m).values() if isinstance(v, Tensor)]
+
+
+class _WithState:
+    """`mod` called with its parameters and buffers passed in front of the inputs (so they
+    are graph inputs: the parameters get gradients, written buffers are written back)."""
+
+    def __init__(self, mod, names: list):
+        self.mod = mod
+        self.names = names
+        self.__qualname__ = type(mod).__qualname__
+
+    def __call__(self, *args):
+        n = len(self.names)
+        slots = []
+        for name, value in zip(self.names, args[:n]):
+            owner, _, attr = name.rpartition(".")
+            sub = self.mod.get_submodule(owner) if owner else self.mod
+            table = sub._parameters if attr in sub._parameters else sub._buffers
+            slots.append((table, attr, table[attr]))
+            table[attr] = value
+        try:
+            return self.mod(*args[n:])
+        finally:
+            for table, attr, old in slots:
+                table[attr] = old
+
+
+class _ModuleRunner:
+    """Calls a compiled module graph with the module's current parameters and buffers."""
+
+    def __init__(self, compiled: AOTCompiled, state: list):
+        self.compiled = compiled
+        self.state = state
+
+    def __call__(self, *args):
+        return self.compiled(*self.state, *args)
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why the last compilation runs eagerly (None when it runs compiled graphs)."""
+        return self.compiled.fallback_reason
 
 
 def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
@@ -106,12 +146,18 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
                           keep_inference_input_mutations: bool = False,
                           inference_compiler=None, cudagraphs=None, boxed_forward_device_index=None,
                           ignore_shape_env: bool = False):
-    """Compile a captured GraphModule `mod` for `args` (its example inputs, all of them graph
-    inputs) ahead of time; returns the callable that runs it."""
-    compiled = AOTCompiled(mod, fw_compiler, bw_compiler, partition_fn, decompositions,
+    """Compile module `mod` (a captured GraphModule, or any module) for example inputs `args`
+    ahead of time; returns the callable that runs it on such inputs. The module's parameters
+    and buffers become graph inputs in front of `args`, as in PyTorch."""
+    named = list(mod.named_parameters(remove_duplicate=False)) + \
+        list(mod.named_buffers(remove_duplicate=False))
+    state = [t for _, t in named]
+    fn = _WithState(mod, [n for n, _ in named]) if named else mod
+    compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
                            inference_compiler, known_constants=_module_constants(mod))
-    compiled.compile_for(tuple(args))
-    return compiled
+    runner = _ModuleRunner(compiled, state)
+    compiled.compile_for(tuple(state) + tuple(args))
+    return runner
 
 
 def nop(gm, example_inputs):

@@ -43,6 +43,7 @@ class TraceResult:
     num_fwd_outputs: int
     grad_inputs: list  # indices of the inputs that receive a gradient
     mutated_inputs: list  # indices of the inputs written back at the end of the forward
+    structure: type | None = tuple  # the program returned a tuple, a list, or one value (None)
 
 
 def _check_inputs(args) -> None:
@@ -66,9 +67,10 @@ def _fake_inputs(tracer: Tracer, args, prefix: str) -> list:
 
 
 def _flat_outputs(out) -> tuple:
-    if isinstance(out, (tuple, list)):
-        return tuple(out)
-    return (out,)
+    """The outputs as a tuple, and how the program returned them (tuple, list, None: one)."""
+    if type(out) in (tuple, list):
+        return tuple(out), type(out)
+    return (out,), None
 
 
 def _view_steps(tracer: Tracer, t: Tensor, fakes: list):
@@ -145,7 +147,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
                     strict=True, known_constants=known_constants)
     fakes = _fake_inputs(tracer, args, "primals")
     with set_grad_enabled(True), tracer:
-        outs = _flat_outputs(fn(*fakes))
+        outs, structure = _flat_outputs(fn(*fakes))
     tracer.check_no_hooks()
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
@@ -173,7 +175,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
                 grads[i] = tracer.node_of(g) if g is not None else None
     tracer.check_no_hooks()
     module = _finish(tracer, fw_nodes + grads, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated)
+    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure)
 
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
@@ -183,11 +185,11 @@ def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceR
                     strict=True, known_constants=known_constants)
     fakes = _fake_inputs(tracer, args, "arg")
     with tracer:
-        outs = _flat_outputs(fn(*fakes))
+        outs, structure = _flat_outputs(fn(*fakes))
     tracer.check_no_hooks()
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
         fw_nodes = [tracer._map_output(o) for o in outs]
         mutated = _writebacks(tracer, fakes)
     module = _finish(tracer, fw_nodes, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), [], mutated)
+    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure)

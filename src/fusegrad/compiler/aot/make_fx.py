@@ -47,11 +47,11 @@ def make_fx(f, decomposition_table: dict | None = None, tracing_mode: str = "rea
     tensors). `decomposition_table` maps ops to functions that run instead of them, traced
     in turn. The graph records what `f` does, in-place ops and views included.
     """
+    if tracing_mode not in ("real", "fake", "symbolic"):
+        raise AssertionError(f"tracing_mode must be real/fake/symbolic, got {tracing_mode}")
     if tracing_mode == "symbolic":
         raise NotImplementedError("make_fx(tracing_mode='symbolic'): symbolic shapes are not "
                                   "supported yet")
-    if tracing_mode not in ("real", "fake"):
-        raise AssertionError(f"Unexpected tracing type: {tracing_mode}")
 
     @functools.wraps(f)
     def wrapped(*args):

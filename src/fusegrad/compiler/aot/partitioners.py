@@ -13,6 +13,8 @@ them, by a min cut over the graph) belongs here beside it; it is not written yet
 
 from __future__ import annotations
 
+import operator
+
 from ...ops.overloads import OpOverload, aten
 from .joint import is_impure
 
@@ -60,6 +62,8 @@ def _split(joint_module, num_fwd_outputs: int):
     fw_roots += [n for n in nodes if n.op == "call_function" and is_impure(n)
                  and n not in tangent_dependent]
     fw = _ancestors(fw_roots) | {n for n in nodes if _is_primal(n)}
+    # The parts of a forward op's result are forward values too (saved one by one).
+    fw |= {n for n in nodes if n.target is operator.getitem and n.args[0] in fw}
     return nodes, fwd_outputs, bwd_outputs, fw
 
 

@@ -89,7 +89,9 @@ def finish_outputs(trace: TraceResult, args, outs: list):
             final.append(_replay_view(args[info.view_of_input], info.view_steps))
         else:
             final.append(outs[k])
-    return final
+    if trace.structure is None:
+        return final[0]
+    return trace.structure(final)
 
 
 class AOTRunner:

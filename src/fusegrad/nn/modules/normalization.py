@@ -89,8 +89,7 @@ class _BatchNorm(Module):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             nbt = self.num_batches_tracked
-            nbt._data += 1
-            nbt._vc[0] += 1
+            nbt.add_(1)  # an op, as in PyTorch, so tracers (fake tensors, AOT) see the write
             if self.momentum is None:
                 factor = 1.0 / float(nbt.item())
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
