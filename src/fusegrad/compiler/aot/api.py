@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import functools
 
-from ..._fake import DataDependentOutputError
 from ..._tensor import Tensor
 from .. import logs
-from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
 from .partitioners import default_partition
 from .runtime import AOTRunner, example_values, needs_autograd
@@ -76,8 +74,10 @@ class AOTCompiled:
             logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
             fw = self.inference_compiler(trace.module, example_values(trace.module))
             return AOTRunner(trace, fw)
-        except (AOTUnsupported, DataDependentOutputError, NotImplementedError, TypeError) as e:
-            # TypeError: module code touching a fake tensor's missing data directly.
+        except Exception as e:  # noqa: BLE001
+            # Whatever stops the trace (AOTUnsupported, DataDependentOutputError, a module
+            # touching a fake tensor's missing data, an error of the program itself) leaves
+            # the program to eager execution, which computes it, or raises its own error.
             self.fallback_reason = f"{type(e).__name__}: {e}"
             logs.emit("graph_breaks", "AOT autograd cannot trace "
                       f"{getattr(self.fn, '__qualname__', self.fn)}; it runs eagerly: "
