@@ -281,3 +281,10 @@ def test_fusegrad_logs_environment_variable_selects_aot_graphs():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Forward graph:" in out.stderr and "fusegrad.ops.aten.sin.default" in out.stderr
+
+
+def test_named_constants_print_as_fusegrad_attributes():
+    gm = make_fx(lambda x: x.t().contiguous() + 1)(fusegrad.randn(2, 3))
+    assert "fusegrad.ops.aten.clone.default(t, fusegrad.contiguous_format)" in gm.code
+    ref = torch_make_fx(lambda x: x.t().contiguous() + 1)(torch.randn(2, 3))
+    assert _compute_ops(gm) == _compute_ops(ref)

@@ -294,3 +294,46 @@ def test_tensor_subclass_input_runs_eagerly(break_logs):
     assert "tensor subclass" in compiled.fallback_reason
     assert LoggingTensor.ops == ["mul.Tensor", "sum"]  # ran eagerly, with its own compute
     assert close(out, (fusegrad.tensor(_rand(3)) * 2).sum(), 1e-6)
+
+
+# ---------------------------------------------------------------- what tracing relies on
+
+
+def test_in_place_op_reading_its_old_value_differentiates_with_that_value():
+    def f(x, w):
+        y = x * 1
+        y.mul_(w)       # the gradient of w is y as it was before the write
+        return (y * y).sum()
+
+    compiled = aot_function(f, nop)
+    (xc, wc), (xe, we) = _pair(_rand(3), _rand(3, seed=1), grad=(0, 1))
+    out, ref = compiled(xc, wc), f(xe, we)
+    assert compiled.fallback_reason is None
+    out.backward()
+    ref.backward()
+    assert close(wc.grad, we.grad, 1e-6) and close(xc.grad, xe.grad, 1e-6)
+
+
+def test_outputs_without_gradient_get_traced_zeros():
+    def f(x):
+        a, b = x.split([2, 3])
+        return a.exp() * 2  # `b` gets no gradient: the engine makes zeros for it
+
+    compiled = aot_function(f, nop)
+    (xc,), (xe,) = _pair(_rand(5), grad=(0,))
+    out, ref = compiled(xc), f(xe)
+    assert compiled.fallback_reason is None
+    out.sum().backward()
+    ref.sum().backward()
+    assert close(xc.grad, xe.grad, 1e-6)
+
+
+def test_make_fx_real_mode_traces_gradients_summed_by_the_engine():
+    from fusegrad.fx.experimental.proxy_tensor import make_fx
+
+    def grad_of(x):
+        return fusegrad.autograd.grad((x * x + x.sin()).sum(), x)[0]
+
+    gm = make_fx(grad_of)(fusegrad.randn(4, requires_grad=True))
+    x = fusegrad.randn(4, requires_grad=True)
+    assert close(gm(x), grad_of(x), 1e-6)  # not the values seen while tracing
