@@ -97,7 +97,7 @@ def test_write_through_a_view_of_an_input():
     assert close(wc.grad, we.grad, 1e-5)
 
 
-def test_write_of_a_value_that_requires_grad_into_an_input_runs_eagerly():
+def test_write_of_a_value_that_requires_grad_into_an_input():
     def f(x, s):
         x[:, 1:].add_(s)       # x now has history: eager makes it require grad
         return x.sum()
@@ -105,9 +105,13 @@ def test_write_of_a_value_that_requires_grad_into_an_input_runs_eagerly():
     compiled = aot_function(f, nop)
     (xc, sc), (xe, se) = _pair(_rand(3, 3), _rand(1, seed=2), grad=(1,))
     out, ref = compiled(xc, sc), f(xe, se)
-    assert "requires grad is modified in place" in compiled.fallback_reason
-    assert xc.requires_grad and xe.requires_grad
+    assert compiled.fallback_reason is None
+    assert xc.requires_grad and xe.requires_grad and not xc.is_leaf
+    assert type(xc.grad_fn).__name__ == "CompiledFunctionBackward"
     assert close(out, ref, 1e-6) and close(xc, xe, 0)
+    (out + (xc * xc).sum()).backward()
+    (ref + (xe * xe).sum()).backward()
+    assert close(sc.grad, se.grad, 1e-5)
 
 
 def test_views_of_an_intermediate_see_writes_through_other_views():
@@ -269,19 +273,35 @@ def test_untraceable_programs_run_eagerly_with_the_reason_logged(case, break_log
     assert close(xc.grad, xe.grad, 1e-6)
 
 
-def test_write_into_a_non_leaf_input_that_requires_grad_runs_eagerly(break_logs):
+def test_write_into_a_non_leaf_input_that_requires_grad():
     def f(x):
         x.mul_(2)
         return x.sin()
 
     compiled = aot_function(f, nop)
     base_c, base_e = (fusegrad.tensor(_rand(3), requires_grad=True) for _ in range(2))
-    out, ref = compiled(base_c * 1), f(base_e * 1)
-    assert "modified in place" in compiled.fallback_reason
-    assert close(out, ref, 1e-6)
-    out.sum().backward()
-    ref.sum().backward()
+    xc, xe = base_c * 1, base_e * 1
+    out, ref = compiled(xc), f(xe)
+    assert compiled.fallback_reason is None
+    assert close(out, ref, 1e-6) and close(xc, xe, 0)
+    assert type(xc.grad_fn).__name__ == "CompiledFunctionBackward"
+    (out.sum() + (xc * 3).sum()).backward()   # through the output and the written input
+    (ref.sum() + (xe * 3).sum()).backward()
     assert close(base_c.grad, base_e.grad, 1e-6)
+
+
+def test_write_into_a_leaf_that_requires_grad_fails_as_eager(break_logs):
+    def f(x):
+        x.mul_(2)
+        return x.sin()
+
+    compiled = aot_function(f, nop)
+    with pytest.raises(RuntimeError) as ours:
+        compiled(fusegrad.tensor(_rand(3), requires_grad=True))
+    with pytest.raises(RuntimeError) as eager:
+        f(fusegrad.tensor(_rand(3), requires_grad=True))
+    assert str(ours.value) == str(eager.value)
+    assert "leaf that requires grad" in compiled.fallback_reason
 
 
 def test_tensor_subclass_input_runs_eagerly(break_logs):

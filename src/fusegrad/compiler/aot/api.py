@@ -25,7 +25,7 @@ def _key(args, grad: bool) -> tuple:
     for a in args:
         if isinstance(a, Tensor):
             parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
-                          a.requires_grad))
+                          a.requires_grad, a.grad_fn is None, a._base is not None))
         else:
             parts.append((type(a), repr(a)))
     return tuple(parts)

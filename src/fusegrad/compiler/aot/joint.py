@@ -32,6 +32,7 @@ class OutputInfo:
     view_of_input: int | None = None  # the output is a view of this input ...
     view_steps: list = field(default_factory=list)  # ... made by these (op, args, index)
     same_as: int | None = None  # the output is the same tensor as an earlier output
+    mutated_input: int | None = None  # not the program's: the new value of this input
 
 
 @dataclass
@@ -44,6 +45,7 @@ class TraceResult:
     grad_inputs: list  # indices of the inputs that receive a gradient
     mutated_inputs: list  # indices of the inputs written back at the end of the forward
     structure: type | None = tuple  # the program returned a tuple, a list, or one value (None)
+    num_user_outputs: int = 0  # the program's outputs (then the inputs it wrote with history)
 
 
 def _check_inputs(args) -> None:
@@ -113,16 +115,21 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
     return infos
 
 
-def _writebacks(tracer: Tracer, fakes: list) -> list:
+def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
     """Emit `copy_` into each input whose value the program changed; their indices."""
     mutated = []
     for t, node in tracer.inputs:
         current = tracer.node_of(t)
         if current is not node:
-            if t.requires_grad:
-                raise AOTUnsupported("an input that requires grad is modified in place")
+            i = next(k for k, f in enumerate(fakes) if f is t)
+            if training and t.requires_grad:
+                real = args[i]
+                if real.requires_grad and real.grad_fn is None:
+                    raise AOTUnsupported("a leaf that requires grad is modified in place")
+                if real._base is not None:
+                    raise AOTUnsupported("a view that requires grad is modified in place")
             tracer.emit(aten.copy_.default, (node, current))
-            mutated.append(next(k for k, f in enumerate(fakes) if f is t))
+            mutated.append(i)
     return mutated
 
 
@@ -146,16 +153,26 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
                     strict=True, known_constants=known_constants)
     fakes = _fake_inputs(tracer, args, "primals")
+    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
+    # Gradients are taken at the inputs as they come in: an input written in place gets new
+    # history, so each is reached through a stand-in sharing its AccumulateGrad node.
+    accumulators = [fakes[i]._grad_accumulator() for i in grad_inputs]
+    targets = [fakes[i]._shallow_copy() for i in grad_inputs]
     with set_grad_enabled(True), tracer:
         outs, structure = _flat_outputs(fn(*fakes))
     tracer.check_no_hooks()
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
         fw_nodes = [tracer._map_output(o) for o in outs]
-        mutated = _writebacks(tracer, fakes)
-    diff = [o for o, info in zip(outs, infos)
-            if info.is_tensor and o.requires_grad and info.same_as is None]
-    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
+        mutated = _writebacks(tracer, fakes, args, training=True)
+    n_user = len(outs)
+    for i in mutated:  # a written input with history is an output of the node too
+        if fakes[i].requires_grad:
+            outs += (fakes[i],)
+            infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
+            fw_nodes.append(tracer.node_of(fakes[i]))
+    diff = [o for o, info in zip(outs, infos) if info.is_tensor and o.requires_grad
+            and info.same_as is None and info.alias_of_input is None]
     tangents = []
     first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
     for k, o in enumerate(diff):
@@ -169,13 +186,13 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
         from ...autograd import grad as autograd_grad
 
         with tracer:
-            found = autograd_grad(diff, [fakes[i] for i in grad_inputs], tangents,
-                                  allow_unused=True)
+            found = autograd_grad(diff, targets, tangents, allow_unused=True)
             for i, g in zip(grad_inputs, found):
                 grads[i] = tracer.node_of(g) if g is not None else None
+    del accumulators
     tracer.check_no_hooks()
     module = _finish(tracer, fw_nodes + grads, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure)
+    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user)
 
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
@@ -190,6 +207,6 @@ def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceR
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
         fw_nodes = [tracer._map_output(o) for o in outs]
-        mutated = _writebacks(tracer, fakes)
+        mutated = _writebacks(tracer, fakes, args, training=False)
     module = _finish(tracer, fw_nodes, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure)
+    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs))

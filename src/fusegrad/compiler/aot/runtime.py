@@ -31,8 +31,11 @@ def _zeros_like_output(info_shape, dtype):
 def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     """The autograd Function running compiled forward `fw` and backward `bw_module`."""
     infos = trace.outputs
-    returned = [k for k, info in enumerate(infos) if info.same_as is None]
+    # Outputs that are inputs themselves are handed back outside the node (as eager does).
+    returned = [k for k, info in enumerate(infos)
+                if info.same_as is None and info.alias_of_input is None]
     diff = [k for k in returned if infos[k].is_tensor and infos[k].requires_grad]
+    written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
     state = {"bw": None}
 
@@ -42,7 +45,11 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
         @staticmethod
         def forward(ctx, *args):
             result = fw(*args)
-            outs = [result[k] for k in returned]
+            # An input the graph wrote (and that has history) is returned as itself, marked
+            # dirty: it takes this node as its grad_fn, as an in-place op would give it.
+            outs = [result[k] if infos[k].mutated_input is None else args[infos[k].mutated_input]
+                    for k in returned]
+            ctx.mark_dirty(*[args[i] for i in written])
             ctx.save_for_backward(*result[num_out:])
             ctx._shapes = [(tuple(result[k].shape), result[k].dtype) for k in diff]
             ctx.mark_non_differentiable(*[result[k] for k in returned
@@ -80,7 +87,7 @@ def _replay_view(x: Tensor, steps):
 def finish_outputs(trace: TraceResult, args, outs: list):
     """The program's outputs: computed ones, inputs, views of inputs and repeats."""
     final = []
-    for k, info in enumerate(trace.outputs):
+    for k, info in enumerate(trace.outputs[:trace.num_user_outputs]):
         if info.same_as is not None:
             final.append(final[info.same_as])
         elif info.alias_of_input is not None:
