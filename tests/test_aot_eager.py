@@ -180,8 +180,11 @@ def test_compiled_mlp_matches_torch():
         assert close(p.grad, q.grad, 1e-5), k
 
 
-def test_aot_eager_is_a_listed_backend():
+def test_aot_eager_is_a_debug_backend_as_in_torch():
     assert "aot_eager" in fusegrad._dynamo.list_backends(exclude_tags=())
+    assert "aot_eager" in torch._dynamo.list_backends(exclude_tags=())
+    assert "aot_eager" not in fusegrad._dynamo.list_backends()
+    assert "aot_eager" not in torch._dynamo.list_backends()
 
 
 def test_aot_function_applies_decompositions_to_forward_and_backward():

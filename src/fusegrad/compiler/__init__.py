@@ -73,7 +73,7 @@ def eager_backend(gm, example_inputs):
     return gm.forward
 
 
-@register_backend("aot_eager")
+@register_backend("aot_eager", tags=("debug",))
 def aot_eager_backend(gm, example_inputs):
     """AOT autograd: forward and backward graphs of registry ops, run as FX code."""
     from .aot.api import aot_eager
