@@ -3,6 +3,9 @@ torch or fusegrad), and helpers to copy weights across."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import numpy as np
 
 
@@ -77,3 +80,30 @@ def close(a, b, tol: float) -> bool:
     an = a.detach().numpy() if hasattr(a, "detach") else np.asarray(a)
     bn = b.detach().numpy() if hasattr(b, "detach") else np.asarray(b)
     return an.shape == bn.shape and np.allclose(an, bn, rtol=tol, atol=tol)
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def compiler_logs(**artifacts):
+    """Turn fusegrad compiler log artifacts on and collect the messages (a list)."""
+    from fusegrad.compiler import logs
+
+    logs.set_logs(**artifacts)
+    handler = _Collect()
+    logs.log.addHandler(handler)
+    level = logs.log.level
+    logs.log.setLevel(logging.INFO)
+    try:
+        yield handler.messages
+    finally:
+        logs.log.removeHandler(handler)
+        logs.log.setLevel(level)
+        logs.set_logs(**dict.fromkeys(artifacts, False))

@@ -5,7 +5,6 @@ a ResNet BasicBlock next to those torch._functorch makes for the same torch.nn m
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.fx
-from aot_models import MODELS, close, copy_weights
+from aot_models import MODELS, close, compiler_logs, copy_weights
 from torch._functorch.aot_autograd import aot_module_simplified as torch_aot_module
 from torch._functorch.partitioners import default_partition as torch_default_partition
 from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
@@ -23,7 +22,6 @@ import fusegrad
 import fusegrad.fx
 from fusegrad._functorch.aot_autograd import aot_module_simplified
 from fusegrad._functorch.partitioners import default_partition
-from fusegrad.compiler import logs
 from fusegrad.fx.experimental.proxy_tensor import make_fx
 
 aten = fusegrad.ops.aten
@@ -242,30 +240,12 @@ def test_mlp_partition_saves_inputs_and_recomputes_transposes():
 # ---------------------------------------------------------------- logs
 
 
-class _Collect(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 def test_aot_logs_print_joint_forward_and_backward_graphs():
-    logs.set_logs(aot_graphs=True, aot_joint_graph=True)
-    handler = _Collect()
-    logs.log.addHandler(handler)
-    level = logs.log.level
-    logs.log.setLevel(logging.INFO)
-    try:
+    with compiler_logs(aot_graphs=True, aot_joint_graph=True) as messages:
         m = MODELS["mlp"][0](fusegrad)
         c = fusegrad.compile(m, backend="aot_eager")
         c(fusegrad.randn(3, 8))[0].sum().backward()
-    finally:
-        logs.set_logs(aot_graphs=False, aot_joint_graph=False)
-        logs.log.removeHandler(handler)
-        logs.log.setLevel(level)
-    text = "\n".join(handler.messages)
+    text = "\n".join(messages)
     assert "aot_joint_graph: Joint graph:" in text
     assert "aot_graphs: Forward graph:" in text and "aot_graphs: Backward graph:" in text
     assert "fusegrad.ops.aten.addmm.default" in text and "tangents_1" in text

@@ -5,16 +5,13 @@ eagerly with its reason logged."""
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
-from aot_models import close
+from aot_models import close, compiler_logs
 
 import fusegrad
 from fusegrad import _dispatch
 from fusegrad._functorch.aot_autograd import aot_function
-from fusegrad.compiler import logs
 from fusegrad.compiler.aot.api import nop
 
 
@@ -184,26 +181,10 @@ def test_mutated_input_is_also_returned():
 # ---------------------------------------------------------------- the eager fallback
 
 
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 @pytest.fixture
 def break_logs():
-    logs.set_logs(graph_breaks=True)
-    handler = _Records()
-    logs.log.addHandler(handler)
-    level = logs.log.level
-    logs.log.setLevel(logging.INFO)
-    yield handler.messages
-    logs.log.removeHandler(handler)
-    logs.log.setLevel(level)
-    logs.set_logs(graph_breaks=False)
+    with compiler_logs(graph_breaks=True) as messages:
+        yield messages
 
 
 class LoggingTensor(fusegrad.Tensor):

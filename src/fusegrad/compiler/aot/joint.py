@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
-from ...autograd.grad_mode import set_grad_enabled
+from ...autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from ...ops.overloads import OpOverload, aten
 from .functionalize import AOTUnsupported
 from .make_fx import graph_module
@@ -147,24 +147,35 @@ def _finish(tracer: Tracer, out_nodes: list, class_name: str):
     return graph_module(tracer, class_name)
 
 
-def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
-    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
+def _start(args, decompositions, known_constants, prefix: str):
     _check_inputs(args)
     tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
                     strict=True, known_constants=known_constants)
-    fakes = _fake_inputs(tracer, args, "primals")
-    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
-    # Gradients are taken at the inputs as they come in: an input written in place gets new
-    # history, so each is reached through a stand-in sharing its AccumulateGrad node.
-    accumulators = [fakes[i]._grad_accumulator() for i in grad_inputs]
-    targets = [fakes[i]._shallow_copy() for i in grad_inputs]
-    with set_grad_enabled(True), tracer:
+    return tracer, _fake_inputs(tracer, args, prefix)
+
+
+def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
+    """Run the program under the tracer: its outputs, how they were returned, what the
+    runtime must know of them, their nodes, and the inputs it wrote."""
+    with set_grad_enabled(training or is_grad_enabled()), tracer:
         outs, structure = _flat_outputs(fn(*fakes))
     tracer.check_no_hooks()
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
         fw_nodes = [tracer._map_output(o) for o in outs]
-        mutated = _writebacks(tracer, fakes, args, training=True)
+        mutated = _writebacks(tracer, fakes, args, training)
+    return outs, structure, infos, fw_nodes, mutated
+
+
+def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
+    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
+    tracer, fakes = _start(args, decompositions, known_constants, "primals")
+    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
+    # Gradients are taken at the inputs as they come in: an input written in place gets new
+    # history, so each is reached through a stand-in sharing its AccumulateGrad node.
+    accumulators = [fakes[i]._grad_accumulator() for i in grad_inputs]
+    targets = [fakes[i]._shallow_copy() for i in grad_inputs]
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, True)
     n_user = len(outs)
     for i in mutated:  # a written input with history is an output of the node too
         if fakes[i].requires_grad:
@@ -197,16 +208,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
     """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off)."""
-    _check_inputs(args)
-    tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
-                    strict=True, known_constants=known_constants)
-    fakes = _fake_inputs(tracer, args, "arg")
-    with tracer:
-        outs, structure = _flat_outputs(fn(*fakes))
-    tracer.check_no_hooks()
-    infos = _output_infos(tracer, outs, fakes)
-    with tracer:
-        fw_nodes = [tracer._map_output(o) for o in outs]
-        mutated = _writebacks(tracer, fakes, args, training=False)
+    tracer, fakes = _start(args, decompositions, known_constants, "arg")
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False)
     module = _finish(tracer, fw_nodes, "GraphModule")
     return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs))

@@ -44,6 +44,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
 
         @staticmethod
         def forward(ctx, *args):
+            """Run the forward graph; keep what it saves for the backward graph."""
             result = fw(*args)
             # An input the graph wrote (and that has history) is returned as itself, marked
             # dirty: it takes this node as its grad_fn, as an in-place op would give it.
@@ -58,6 +59,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
 
         @staticmethod
         def backward(ctx, *grads):
+            """Run the backward graph (compiled now if this is its first use)."""
             if state["bw"] is None:  # compiled on first use, as PyTorch's
                 state["bw"] = bw_compiler(bw_module, example_values(bw_module))
             tangents = []
