@@ -268,3 +268,11 @@ def test_named_constants_print_as_fusegrad_attributes():
     assert "fusegrad.ops.aten.clone.default(t, fusegrad.contiguous_format)" in gm.code
     ref = torch_make_fx(lambda x: x.t().contiguous() + 1)(torch.randn(2, 3))
     assert _compute_ops(gm) == _compute_ops(ref)
+
+
+def test_node_values_are_fake_tensors_with_the_traced_metadata():
+    gm = make_fx(lambda x: (x.t() * 2, x.sum(0)))(fusegrad.randn(2, 3))
+    vals = {n.name: n.meta["val"] for n in gm.graph.nodes if n.op != "output"}
+    assert all(isinstance(v, fusegrad._fake.FakeTensor) for v in vals.values())
+    assert tuple(vals["t"].shape) == (3, 2) and vals["t"].stride() == (1, 3)
+    assert tuple(vals["sum_1"].shape) == (3,)

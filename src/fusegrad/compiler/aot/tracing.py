@@ -75,8 +75,8 @@ class Tracer(_dispatch.DispatchMode):
         return node
 
     def _set(self, t: Tensor, node) -> None:
-        if "val" not in node.meta:  # the traced value, as PyTorch's node.meta["val"]
-            node.meta["val"] = t
+        if "val" not in node.meta:  # the traced value's metadata, as node.meta["val"]
+            node.meta["val"] = t if isinstance(t, FakeTensor) else FakeTensor.from_tensor(t)
         e = self._entries.get(id(t))
         if e is not None and e[0] is t:
             e[1], e[2] = node, t._vc[0]
