@@ -276,3 +276,14 @@ def test_node_values_are_fake_tensors_with_the_traced_metadata():
     assert all(isinstance(v, fusegrad._fake.FakeTensor) for v in vals.values())
     assert tuple(vals["t"].shape) == (3, 2) and vals["t"].stride() == (1, 3)
     assert tuple(vals["sum_1"].shape) == (3,)
+
+
+def test_print_tabular_names_targets_as_torch(capsys):
+    def prog(t):
+        return lambda x, y: (t.matmul(x, y) * 2).relu()
+
+    make_fx(prog(fusegrad))(fusegrad.randn(2, 2), fusegrad.randn(2, 2)).graph.print_tabular()
+    ours = capsys.readouterr().out
+    torch_make_fx(prog(torch))(torch.randn(2, 2), torch.randn(2, 2)).graph.print_tabular()
+    theirs = capsys.readouterr().out
+    assert ours.splitlines()[2:] == theirs.splitlines()[2:]  # rows after the header
