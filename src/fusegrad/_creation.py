@@ -49,12 +49,15 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
     return t
 
 
-def _factory(shape, dtype, requires_grad, fill):
-    """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes."""
+def _factory(shape, dtype, requires_grad, fill, random: bool = False):
+    """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes (`random`:
+    the values are drawn from a generator, so a graph must not keep them as a constant)."""
     if _active.modes:  # a mode in some thread: look at this thread's
         for mode in reversed(_thread_local.modes):
             make = getattr(mode, "make_factory_tensor", None)
             if make is not None:
+                if getattr(mode, "factory_values", False):  # a tracer that keeps the values
+                    return make(shape, dtype, requires_grad, fill, random)
                 return make(shape, dtype, requires_grad)
     return _finish(fill(dtype.np), dtype, requires_grad)
 
@@ -293,7 +296,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     _check_device(device)
     shape = _sizes(size)
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).random(shape).astype(dt))
+                    lambda dt: _rng(generator).random(shape).astype(dt), random=True)
 
 
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -302,7 +305,7 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     _check_device(device)
     shape = _sizes(size)
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).standard_normal(shape).astype(dt))
+                    lambda dt: _rng(generator).standard_normal(shape).astype(dt), random=True)
 
 
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
@@ -316,7 +319,7 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     shape = _sizes((size,))
     return _factory(shape, dtype or _dtype.int64, requires_grad,
-                    lambda dt: _rng(generator).integers(low, high, shape).astype(dt))
+                    lambda dt: _rng(generator).integers(low, high, shape).astype(dt), random=True)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
@@ -335,7 +338,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     shape = _sizes((size,)) if size is not None else ()
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).normal(mean, std, shape).astype(dt))
+                    lambda dt: _rng(generator).normal(mean, std, shape).astype(dt), random=True)
 
 
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -343,7 +346,7 @@ def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, devic
     """A random permutation of 0..n-1."""
     _check_device(device)
     return _factory((n,), dtype or _dtype.int64, requires_grad,
-                    lambda dt: _rng(generator).permutation(n).astype(dt))
+                    lambda dt: _rng(generator).permutation(n).astype(dt), random=True)
 
 
 # ---------------------------------------------------------------- *_like and new_*

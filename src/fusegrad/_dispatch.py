@@ -771,11 +771,15 @@ def _call_slow(op, args):
     modes = _local.modes
     if modes:
         _local.modes = modes[:-1]
+        original = None
         try:
+            if op.saves_self_before_write and (not _active.grad_off or _local.grad_enabled) \
+                    and _requires_grad(op, args):
+                original = _snapshot(modes[-1], args[0])
             result = modes[-1].__fusegrad_dispatch__(op, args)
         finally:
             _local.modes = modes
-        return _finish(op, args, result)
+        return _finish(op, args, result, original)
     for a in _flat(args):
         if not isinstance(a, Tensor) and hasattr(type(a), "__fusegrad_function__"):
             return handle_function(op.public_function(), args, {})
@@ -786,15 +790,30 @@ def _call_slow(op, args):
                     f"{tuple(type(a).__name__ for a in args)}")
 
 
-def _finish(op, args, result):
-    """Autograd recording for results computed by a mode or a tensor subclass."""
+def _snapshot(mode, t):
+    """`t` as it is before an in-place write whose derivative reads it (as the fast path's
+    copy in `_inplace`); a mode that tracks tensors is told which tensor it stands for."""
+    original = t._shallow_copy()
+    if original._data is not None:
+        original._data = original._data.copy()
+    original._vc = [0]
+    original._base = None
+    note = getattr(mode, "note_snapshot", None)
+    if note is not None:
+        note(t, original)
+    return original
+
+
+def _finish(op, args, result, original=None):
+    """Autograd recording for results computed by a mode or a tensor subclass (`original`:
+    the snapshot of `self` an in-place op's derivative reads)."""
     if op.inplace:
         self = args[0]
         if op.metadata_only:
             return _inplace_metadata(op, args, None, result)
         if (not _active.grad_off or _local.grad_enabled) and op.differentiable and \
                 _requires_grad(op, args):
-            _record_inplace(op, args, self)
+            _record_inplace(op, args if original is None else (original,) + args[1:], self)
         return self
     if op.view:
         _mark_view(result, args[0])

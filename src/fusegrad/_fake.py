@@ -9,7 +9,7 @@ as fakes of the same geometry. Anything whose result depends on the data (`item`
 
 from __future__ import annotations
 
-from . import _dispatch
+from . import _dispatch, _thread_state
 from ._tensor import Size, Tensor
 from .ops._util import contiguous_strides
 
@@ -127,12 +127,20 @@ class FakeTensor(Tensor):
         return FakeTensor._make_fake(self._fshape, self._dtype)
 
     def new_zeros(self, *size, dtype=None, **kwargs) -> FakeTensor:
-        from ._creation import _sizes
+        return self._new_filled(size, dtype, "zeros")
 
-        f = FakeTensor._make_fake(_sizes(size), dtype or self._dtype)
-        return f
+    def new_ones(self, *size, dtype=None, **kwargs) -> FakeTensor:
+        return self._new_filled(size, dtype, "ones")
 
-    new_ones = new_empty = new_zeros
+    new_empty = new_zeros
+
+    def _new_filled(self, size, dtype, factory: str) -> FakeTensor:
+        from . import _creation
+
+        shape = _creation._sizes(size)
+        if _thread_state.local.modes:  # a mode makes factory results (a tracer keeps their values)
+            return getattr(_creation, factory)(shape, dtype=dtype or self._dtype)
+        return FakeTensor._make_fake(shape, dtype or self._dtype)
 
     def __repr__(self) -> str:
         extra = ""

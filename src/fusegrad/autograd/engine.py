@@ -155,7 +155,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     restore = _thread_state.restore
     try:
         heappop, heappush = heapq.heappop, heapq.heappush
-        fast_add = not create_graph  # gradients need no history: add their arrays directly
+        # Gradients need no history: add their arrays directly (not while a dispatch mode,
+        # such as a tracer, must see every op).
+        fast_add = not create_graph and not (_thread_state.active.modes and _local.modes)
         anomaly = _anomaly_state.enabled
         from .._tensor import make_plain
 
@@ -253,13 +255,13 @@ def _add_to_buffer(buffers, node, nr, g):
 def _materialize(node, grads):
     """Zero-fill the gradients of outputs that received none."""
     if node._out_meta and getattr(node, "_materialize", True):
-        from .._tensor import Tensor
+        from .._creation import zeros  # a factory, so tracing modes see the zeros
 
         grads = list(grads)
         for i, g in enumerate(grads):
             if g is None and node._out_meta[i] is not None:
                 shape, dt = node._out_meta[i]
-                grads[i] = Tensor._make(np.zeros(shape, dtype=dt.np))
+                grads[i] = zeros(shape, dtype=dt)
     return grads
 
 

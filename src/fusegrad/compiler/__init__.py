@@ -74,6 +74,14 @@ def eager_backend(gm, example_inputs):
     return gm.forward
 
 
+@register_backend("aot_eager", tags=("debug",))
+def aot_eager_backend(gm, example_inputs):
+    """AOT autograd: forward and backward graphs of registry ops, run as FX code."""
+    from .aot.api import aot_eager
+
+    return aot_eager(gm, example_inputs)
+
+
 @register_backend("inductor")
 def inductor_backend(gm, example_inputs):
     """The default backend; code generation is not built yet, so it runs the graph as is."""

@@ -1,8 +1,8 @@
 """`FUSEGRAD_LOGS`: what the compiler prints as it works (PyTorch's TORCH_LOGS names).
 
-`FUSEGRAD_LOGS=graph_code,graph_breaks,recompiles,guards` (or `+all` style `all`) selects
-artifacts; `set_logs(graph_code=True, ...)` does the same from Python. Output goes to the
-`fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
+`FUSEGRAD_LOGS=graph_code,graph_breaks,recompiles,guards,aot_graphs,aot_joint_graph` (or
+`all`) selects artifacts; `set_logs(graph_code=True, ...)` does the same from Python. Output
+goes to the `fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
-             "perf_hints")
+             "perf_hints", "aot_graphs", "aot_joint_graph")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
 

@@ -60,6 +60,9 @@ class _Emitter:
         """How generated code spells function `fn` (`fusegrad.relu`, `len`, a global)."""
         import fusegrad
 
+        path = getattr(fn, "_fx_path", None)  # registry ops: `fusegrad.ops.aten.mul.Tensor`
+        if path is not None:
+            return path
         name = getattr(fn, "__name__", None)
         if name and getattr(fusegrad, name, None) is fn:
             return f"fusegrad.{name}"
@@ -108,6 +111,9 @@ class _Emitter:
                 return f"fusegrad.{name}"
         if isinstance(a, fusegrad.device):
             return f"fusegrad.device({str(a)!r})"
+        name = getattr(a, "name", None)  # named constants: fusegrad.contiguous_format
+        if isinstance(name, str) and name.isidentifier() and getattr(fusegrad, name, None) is a:
+            return f"fusegrad.{name}"
         return self.add_global(type(a).__name__, a)
 
     def call_args(self, args, kwargs) -> str:

@@ -40,6 +40,7 @@ from . import (  # noqa: F401
     upsample,
     views,
 )
+from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register
 
-__all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "register"]
+__all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]

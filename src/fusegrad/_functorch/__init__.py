@@ -1,0 +1,1 @@
+"""PyTorch's `torch._functorch` spellings of AOT autograd (fusegrad/compiler/aot)."""

@@ -1,0 +1,171 @@
+"""`aot_function`, `aot_module_simplified` and the `aot_eager` backend.
+
+On a call, the inputs' metadata (shape, strides, dtype, requires_grad) and the grad mode pick
+a compiled entry; a new combination is traced: the joint graph when autograd must record (grad
+mode on and an input requiring grad), partitioned into forward and backward graphs, or else
+the forward alone (an inference graph). Anything the trace cannot express (data-dependent
+ops, tensor subclasses, hooks on intermediates, random values made outside dispatch) makes
+that entry run the original function eagerly; the reason is logged (`graph_breaks`) and kept
+in `fallback_reason`, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..._tensor import Tensor
+from .. import logs
+from .joint import trace_inference, trace_joint
+from .partitioners import default_partition
+from .runtime import AOTRunner, example_values, needs_autograd
+
+
+def _key(args, grad: bool) -> tuple:
+    parts = [grad]
+    for a in args:
+        if isinstance(a, Tensor):
+            parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
+                          a.requires_grad, a.grad_fn is None, a._base is not None))
+        else:
+            parts.append((type(a), repr(a)))
+    return tuple(parts)
+
+
+class AOTCompiled:
+    """A function compiled ahead of time per input signature (see the module docstring)."""
+
+    def __init__(self, fn, fw_compiler, bw_compiler=None, partition_fn=default_partition,
+                 decompositions=None, inference_compiler=None, known_constants=()):
+        self.fn = fn
+        self.fw_compiler = fw_compiler
+        self.bw_compiler = bw_compiler or fw_compiler
+        self.inference_compiler = inference_compiler or fw_compiler
+        self.partition_fn = partition_fn
+        self.decompositions = decompositions
+        self.known_constants = tuple(known_constants)
+        self.cache: dict = {}
+        self.fallback_reason: str | None = None
+        functools.update_wrapper(self, fn)
+
+    def compile_for(self, args):
+        """The runner for these arguments (traced and compiled on first sight)."""
+        grad = needs_autograd(args)
+        key = _key(args, grad)
+        runner = self.cache.get(key)
+        if runner is None:
+            runner = self.cache[key] = self._compile(args, grad)
+        return runner
+
+    def __call__(self, *args):
+        return self.compile_for(args)(*args)
+
+    def _compile(self, args, grad: bool):
+        try:
+            if grad:
+                trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
+                logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
+                fw_module, bw_module = self.partition_fn(
+                    trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)
+                logs.emit("aot_graphs", "Forward graph:\n" + fw_module.code)
+                logs.emit("aot_graphs", "Backward graph:\n" + bw_module.code)
+                fw = self.fw_compiler(fw_module, example_values(fw_module))
+                return AOTRunner(trace, fw, bw_module, self.bw_compiler)
+            trace = trace_inference(self.fn, args, self.decompositions, self.known_constants)
+            logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
+            fw = self.inference_compiler(trace.module, example_values(trace.module))
+            return AOTRunner(trace, fw)
+        except Exception as e:  # noqa: BLE001
+            # Whatever stops the trace (AOTUnsupported, DataDependentOutputError, a module
+            # touching a fake tensor's missing data, an error of the program itself) leaves
+            # the program to eager execution, which computes it, or raises its own error.
+            self.fallback_reason = f"{type(e).__name__}: {e}"
+            logs.emit("graph_breaks", "AOT autograd cannot trace "
+                      f"{getattr(self.fn, '__qualname__', self.fn)}; it runs eagerly: "
+                      f"{self.fallback_reason}")
+            return self.fn
+
+
+def aot_function(fn, fw_compiler, bw_compiler=None, partition_fn=default_partition,
+                 decompositions=None, num_params_buffers: int = 0, keep_inference_input_mutations:
+                 bool = False, inference_compiler=None, *, dynamic: bool = False,
+                 enable_log: bool = True) -> AOTCompiled:
+    """`fn` traced with its backward ahead of time: each compiler gets a GraphModule of
+    registry ops and example inputs and returns the callable to run (as torch's)."""
+    return AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
+                       inference_compiler)
+
+
+def _module_constants(gm) -> list:
+    """Tensors a module holds outside its parameters and buffers (graph constants)."""
+    return [v for m in gm.modules() for v in vars(m).values() if isinstance(v, Tensor)]
+
+
+class _WithState:
+    """`mod` called with its parameters and buffers passed in front of the inputs (so they
+    are graph inputs: the parameters get gradients, written buffers are written back)."""
+
+    def __init__(self, mod, names: list):
+        self.mod = mod
+        self.names = names
+        self.__qualname__ = type(mod).__qualname__
+
+    def __call__(self, *args):
+        n = len(self.names)
+        slots = []
+        for name, value in zip(self.names, args[:n]):
+            owner, _, attr = name.rpartition(".")
+            sub = self.mod.get_submodule(owner) if owner else self.mod
+            table = sub._parameters if attr in sub._parameters else sub._buffers
+            slots.append((table, attr, table[attr]))
+            table[attr] = value
+        try:
+            return self.mod(*args[n:])
+        finally:
+            for table, attr, old in slots:
+                table[attr] = old
+
+
+class _ModuleRunner:
+    """Calls a compiled module graph with the module's current parameters and buffers."""
+
+    def __init__(self, compiled: AOTCompiled, state: list):
+        self.compiled = compiled
+        self.state = state
+
+    def __call__(self, *args):
+        return self.compiled(*self.state, *args)
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why the last compilation runs eagerly (None when it runs compiled graphs)."""
+        return self.compiled.fallback_reason
+
+
+def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
+                          partition_fn=default_partition, decompositions=None,
+                          keep_inference_input_mutations: bool = False,
+                          inference_compiler=None, cudagraphs=None, boxed_forward_device_index=None,
+                          ignore_shape_env: bool = False):
+    """Compile module `mod` (a captured GraphModule, or any module) for example inputs `args`
+    ahead of time; returns the callable that runs it on such inputs. The module's parameters
+    and buffers become graph inputs in front of `args`, as in PyTorch."""
+    named = list(mod.named_parameters(remove_duplicate=False)) + \
+        list(mod.named_buffers(remove_duplicate=False))
+    state = [t for _, t in named]
+    fn = _WithState(mod, [n for n, _ in named]) if named else mod
+    compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
+                           inference_compiler, known_constants=_module_constants(mod))
+    runner = _ModuleRunner(compiled, state)
+    compiled.compile_for(tuple(state) + tuple(args))
+    return runner
+
+
+def nop(gm, example_inputs):
+    """A compiler that runs the graph as its generated Python code."""
+    return gm.forward
+
+
+def aot_eager(gm, example_inputs, **kwargs):
+    """The `aot_eager` backend: AOT autograd, both graphs run as FX code."""
+    return aot_module_simplified(gm, example_inputs, fw_compiler=nop, bw_compiler=nop,
+                                 **kwargs)

@@ -1,0 +1,214 @@
+"""The joint graph: a function's forward and backward traced as one graph.
+
+The inputs become fake tensors (`primals_1`, ...) that keep their requires_grad; the function
+runs under the functionalizing `Tracer` with grad mode on, so autograd records its nodes on
+the fakes exactly as in eager mode. Then `autograd.grad(outputs, inputs that need grad,
+tangents)` runs the engine under the same tracer: each derivative is made of registry ops, so
+the backward is recorded too, reading the tangents (`tangents_1`, ...). The graph returns the
+forward's outputs followed by one gradient per input (None where there is none), as
+PyTorch's joint graphs do. `trace_inference` traces the forward alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..._fake import FakeTensor
+from ..._tensor import Tensor
+from ...autograd.grad_mode import is_grad_enabled, set_grad_enabled
+from ...ops.overloads import OpOverload, aten
+from .functionalize import AOTUnsupported
+from .make_fx import graph_module
+from .tracing import Tracer
+
+
+@dataclass
+class OutputInfo:
+    """What the runtime must know of one forward output."""
+
+    is_tensor: bool
+    requires_grad: bool = False
+    alias_of_input: int | None = None  # the output is this input itself
+    view_of_input: int | None = None  # the output is a view of this input ...
+    view_steps: list = field(default_factory=list)  # ... made by these (op, args, index)
+    same_as: int | None = None  # the output is the same tensor as an earlier output
+    mutated_input: int | None = None  # not the program's: the new value of this input
+
+
+@dataclass
+class TraceResult:
+    """A traced graph and what the runtime needs to run it."""
+
+    module: object
+    outputs: list  # OutputInfo per forward output
+    num_fwd_outputs: int
+    grad_inputs: list  # indices of the inputs that receive a gradient
+    mutated_inputs: list  # indices of the inputs written back at the end of the forward
+    structure: type | None = tuple  # the program returned a tuple, a list, or one value (None)
+    num_user_outputs: int = 0  # the program's outputs (then the inputs it wrote with history)
+
+
+def _check_inputs(args) -> None:
+    for a in args:
+        if isinstance(a, Tensor) and type(a)._plain is False:
+            raise AOTUnsupported(f"input of type {type(a).__name__} (a tensor subclass)")
+
+
+def _fake_inputs(tracer: Tracer, args, prefix: str) -> list:
+    fakes = []
+    for i, a in enumerate(args):
+        name = f"{prefix}_{i + 1}" if prefix == "primals" else f"{prefix}{i}_1"
+        if isinstance(a, Tensor):
+            f = FakeTensor.from_tensor(a)
+            tracer.placeholder(f, name)
+            fakes.append(f)
+        else:
+            tracer.graph.placeholder(name)
+            fakes.append(a)
+    return fakes
+
+
+def _flat_outputs(out) -> tuple:
+    """The outputs as a tuple, and how the program returned them (tuple, list, None: one)."""
+    if type(out) in (tuple, list):
+        return tuple(out), type(out)
+    return (out,), None
+
+
+def _view_steps(tracer: Tracer, t: Tensor, fakes: list):
+    """(input index, [(op, args, index), ...]) if `t` is a view chain of an input, else None."""
+    steps = []
+    while id(t) in tracer._recipes:
+        op, rest, index, parent = tracer._recipes[id(t)]
+        if op is None or any(isinstance(a, Tensor) for a in rest):
+            return None
+        steps.append((op, rest, index))
+        t = parent
+    for i, f in enumerate(fakes):
+        if f is t and steps:
+            return i, steps[::-1]
+    return None
+
+
+def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
+    infos = []
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            infos.append(OutputInfo(False))
+            continue
+        info = OutputInfo(True, requires_grad=o.requires_grad)
+        for j in range(k):
+            if outs[j] is o:
+                info.same_as = j
+                break
+        for i, f in enumerate(fakes):
+            if f is o:
+                info.alias_of_input = i
+        if info.alias_of_input is None:
+            found = _view_steps(tracer, o, fakes)
+            if found is not None:
+                info.view_of_input, info.view_steps = found
+            elif o._base is not None and any(o._base is f or o._base is f._base
+                                             for f in fakes if isinstance(f, Tensor)):
+                raise AOTUnsupported("an output is a view of an input made outside dispatch")
+        infos.append(info)
+    return infos
+
+
+def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
+    """Emit `copy_` into each input whose value the program changed; their indices."""
+    mutated = []
+    for t, node in tracer.inputs:
+        current = tracer.node_of(t)
+        if current is not node:
+            i = next(k for k, f in enumerate(fakes) if f is t)
+            if training and t.requires_grad:
+                real = args[i]
+                if real.requires_grad and real.grad_fn is None:
+                    raise AOTUnsupported("a leaf that requires grad is modified in place")
+                if real._base is not None:
+                    raise AOTUnsupported("a view that requires grad is modified in place")
+            tracer.emit(aten.copy_.default, (node, current))
+            mutated.append(i)
+    return mutated
+
+
+def is_impure(node) -> bool:
+    """Nodes dead-code elimination keeps: writes and random draws."""
+    target = node.target
+    if isinstance(target, OpOverload):
+        return target.op.inplace or target.op.random
+    return node.op in ("placeholder", "output")
+
+
+def _finish(tracer: Tracer, out_nodes: list, class_name: str):
+    tracer.graph.output(tuple(out_nodes))
+    tracer.graph.eliminate_dead_code(is_impure)
+    return graph_module(tracer, class_name)
+
+
+def _start(args, decompositions, known_constants, prefix: str):
+    _check_inputs(args)
+    tracer = Tracer(fake=True, decomposition_table=decompositions, functionalize=True,
+                    strict=True, known_constants=known_constants)
+    return tracer, _fake_inputs(tracer, args, prefix)
+
+
+def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
+    """Run the program under the tracer: its outputs, how they were returned, what the
+    runtime must know of them, their nodes, and the inputs it wrote."""
+    with set_grad_enabled(training or is_grad_enabled()), tracer:
+        outs, structure = _flat_outputs(fn(*fakes))
+    tracer.check_no_hooks()
+    infos = _output_infos(tracer, outs, fakes)
+    with tracer:
+        fw_nodes = [tracer._map_output(o) for o in outs]
+        mutated = _writebacks(tracer, fakes, args, training)
+    return outs, structure, infos, fw_nodes, mutated
+
+
+def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
+    """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
+    tracer, fakes = _start(args, decompositions, known_constants, "primals")
+    grad_inputs = [i for i, f in enumerate(fakes) if isinstance(f, Tensor) and f.requires_grad]
+    # Gradients are taken at the inputs as they come in: an input written in place gets new
+    # history, so each is reached through a stand-in sharing its AccumulateGrad node.
+    accumulators = [fakes[i]._grad_accumulator() for i in grad_inputs]
+    targets = [fakes[i]._shallow_copy() for i in grad_inputs]
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, True)
+    n_user = len(outs)
+    for i in mutated:  # a written input with history is an output of the node too
+        if fakes[i].requires_grad:
+            outs += (fakes[i],)
+            infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
+            fw_nodes.append(tracer.node_of(fakes[i]))
+    diff = [o for o, info in zip(outs, infos) if info.is_tensor and o.requires_grad
+            and info.same_as is None and info.alias_of_input is None]
+    tangents = []
+    first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
+    for k, o in enumerate(diff):
+        t = FakeTensor._make_fake(tuple(o.shape), o.dtype)
+        with tracer.graph.inserting_before(first):
+            tracer.placeholder(t, f"tangents_{k + 1}")
+        tracer.inputs.pop()  # a tangent is never written back
+        tangents.append(t)
+    grads = [None] * len(fakes)
+    if diff and grad_inputs:
+        from ...autograd import grad as autograd_grad
+
+        with tracer:
+            found = autograd_grad(diff, targets, tangents, allow_unused=True)
+            for i, g in zip(grad_inputs, found):
+                grads[i] = tracer.node_of(g) if g is not None else None
+    del accumulators
+    tracer.check_no_hooks()
+    module = _finish(tracer, fw_nodes + grads, "GraphModule")
+    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user)
+
+
+def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
+    """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off)."""
+    tracer, fakes = _start(args, decompositions, known_constants, "arg")
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False)
+    module = _finish(tracer, fw_nodes, "GraphModule")
+    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs))

@@ -1,0 +1,130 @@
+"""Running AOT-compiled graphs: one autograd node around a forward/backward graph pair.
+
+`CompiledFunction` is an `autograd.Function` made per compiled graph pair: its forward runs
+the forward graph (outputs, then the values saved for backward), its backward runs the
+backward graph on the saved values and the incoming gradients; the backward graph is compiled
+on its first use. Its node prints as `CompiledFunctionBackward`, as PyTorch's. Outputs the
+program returned as an input itself, a view of an input, or twice, are rebuilt outside the
+node from the real inputs, so they alias as in eager mode.
+"""
+
+from __future__ import annotations
+
+from ..._tensor import Tensor
+from ...autograd.function import Function
+from ...autograd.grad_mode import is_grad_enabled
+from ...ops._util import contiguous_strides
+from .joint import TraceResult
+
+
+def example_values(gm) -> list:
+    """The traced (fake) values of `gm`'s placeholders (what its compiler is shown)."""
+    return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _zeros_like_output(info_shape, dtype):
+    from ..._creation import zeros
+
+    return zeros(info_shape, dtype=dtype)
+
+
+def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
+    """The autograd Function running compiled forward `fw` and backward `bw_module`."""
+    infos = trace.outputs
+    # Outputs that are inputs themselves are handed back outside the node (as eager does).
+    returned = [k for k, info in enumerate(infos)
+                if info.same_as is None and info.alias_of_input is None]
+    diff = [k for k in returned if infos[k].is_tensor and infos[k].requires_grad]
+    written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
+    num_out = trace.num_fwd_outputs
+    state = {"bw": None}
+
+    class CompiledFunction(Function):
+        """A forward graph and its backward graph as one autograd node."""
+
+        @staticmethod
+        def forward(ctx, *args):
+            """Run the forward graph; keep what it saves for the backward graph."""
+            result = fw(*args)
+            # An input the graph wrote (and that has history) is returned as itself, marked
+            # dirty: it takes this node as its grad_fn, as an in-place op would give it.
+            outs = [result[k] if infos[k].mutated_input is None else args[infos[k].mutated_input]
+                    for k in returned]
+            ctx.mark_dirty(*[args[i] for i in written])
+            ctx.save_for_backward(*result[num_out:])
+            ctx._shapes = [(tuple(result[k].shape), result[k].dtype) for k in diff]
+            ctx.mark_non_differentiable(*[result[k] for k in returned
+                                          if infos[k].is_tensor and not infos[k].requires_grad])
+            return tuple(outs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            """Run the backward graph (compiled now if this is its first use)."""
+            if state["bw"] is None:  # compiled on first use, as PyTorch's
+                state["bw"] = bw_compiler(bw_module, example_values(bw_module))
+            tangents = []
+            for k, (shape, dtype) in zip(diff, ctx._shapes):
+                g = grads[returned.index(k)]
+                if g is None:
+                    g = _zeros_like_output(shape, dtype)
+                elif tuple(g.stride()) != contiguous_strides(tuple(g.shape)):
+                    g = g.contiguous()
+                tangents.append(g)
+            out = state["bw"](*ctx.saved_tensors, *tangents)
+            return tuple(out)
+
+    return CompiledFunction, returned
+
+
+def _replay_view(x: Tensor, steps):
+    from ... import _dispatch
+
+    for op, args, index in steps:
+        x = _dispatch.call(op, x, *args)
+        if index is not None:
+            x = x[index]
+    return x
+
+
+def finish_outputs(trace: TraceResult, args, outs: list):
+    """The program's outputs: computed ones, inputs, views of inputs and repeats."""
+    final = []
+    for k, info in enumerate(trace.outputs[:trace.num_user_outputs]):
+        if info.same_as is not None:
+            final.append(final[info.same_as])
+        elif info.alias_of_input is not None:
+            final.append(args[info.alias_of_input])
+        elif info.view_of_input is not None:
+            final.append(_replay_view(args[info.view_of_input], info.view_steps))
+        else:
+            final.append(outs[k])
+    if trace.structure is None:
+        return final[0]
+    return trace.structure(final)
+
+
+class AOTRunner:
+    """Calls the compiled graphs of one trace: training (the autograd Function) or inference."""
+
+    def __init__(self, trace: TraceResult, fw, bw_module=None, bw_compiler=None):
+        self.trace = trace
+        self.fw = fw
+        self.training = bw_module is not None
+        if self.training:
+            self.fn, self.returned = make_compiled_function(fw, bw_module, bw_compiler, trace)
+
+    def __call__(self, *args):
+        if self.training:
+            outs = self.fn.apply(*args)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            full = [None] * self.trace.num_fwd_outputs
+            for k, o in zip(self.returned, outs):
+                full[k] = o
+        else:
+            full = list(self.fw(*args))
+        return finish_outputs(self.trace, args, full)
+
+
+def needs_autograd(args) -> bool:
+    """Whether a call must record gradients (grad mode on and an input requiring grad)."""
+    return is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)

@@ -1,0 +1,293 @@
+"""Tracing to registry ops: a dispatch mode that records every op a program runs.
+
+`Tracer` sits on the dispatch mode stack. Each `dispatch.call(op, ...)` reaching it is computed
+(for real, or on fake tensors: meta functions only) and recorded as an FX `call_function` node
+whose target is the op's `fusegrad.ops.aten` handle. Composite functions (matmul, reshape,
+indexing) are not ops, so they leave only the registry ops they call. Autograd records on the
+traced tensors as it does in eager mode, so running the engine under the tracer records the
+derivatives too (they are registry ops): that is how the joint graph is made.
+
+The tracer keeps, per tensor, the node holding its current value. Factory results become graph
+constants; a tensor made outside dispatch that aliases a traced one (`detach`, `.data`) takes
+that tensor's node. With `functionalize=True`, in-place ops and writes through views are
+rewritten as out-of-place ops (see functionalize.py); with `strict=True` (AOT), anything whose
+value the graph would get wrong (random factories, tensors made from NumPy while tracing,
+writes the tracer did not see) raises `AOTUnsupported` instead.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ... import _dispatch
+from ..._fake import FakeTensor, FakeTensorMode
+from ..._tensor import Tensor
+from ...autograd.grad_mode import no_grad
+from ...fx import Graph
+from ...ops.overloads import aten, overload_of
+from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
+
+
+def _geometry(t) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+
+
+class Tracer(_dispatch.DispatchMode):
+    """Records registry ops into `self.graph` (see the module docstring)."""
+
+    factory_values = True  # factories pass their values (and whether they are random)
+
+    def __init__(self, *, fake: bool, decomposition_table: dict | None = None,
+                 functionalize: bool = False, strict: bool = False, known_constants=()):
+        from ...ops.overloads import as_opdef
+
+        self.graph = Graph()
+        self.fake = fake
+        self.decomp = {}
+        for key, fn in (decomposition_table or {}).items():
+            op = as_opdef(key)
+            if op is not None:
+                self.decomp[op] = fn
+        self.functional = functionalize
+        self.strict = strict
+        self.constants: dict[str, Tensor] = {}
+        self._known = {id(t): t for t in known_constants}
+        self._entries: dict[int, list] = {}  # id(tensor) -> [tensor, node, version]
+        # id(view) -> (view op, its other arguments, output index or None, parent tensor);
+        # op None: an alias made outside dispatch (detach).
+        self._recipes: dict[int, tuple] = {}
+        self._by_vc: dict[int, list] = {}  # id(version counter) -> tensors sharing it
+        self._by_data: dict[int, Tensor] = {}  # id(ndarray) -> tensor (real mode)
+        self._const_nodes: dict[int, object] = {}
+        self._const_roots: set[int] = set()
+        self.inputs: list[tuple] = []  # (tensor, placeholder node)
+        self._fake_mode = FakeTensorMode()
+
+    # ------------------------------------------------------------ tensors and nodes
+
+    def placeholder(self, t: Tensor, name: str):
+        """Make `t` a graph input named `name`."""
+        node = self.graph.placeholder(name)
+        self._set(t, node)
+        self.inputs.append((t, node))
+        return node
+
+    def _set(self, t: Tensor, node) -> None:
+        if "val" not in node.meta:  # the traced value's metadata, as node.meta["val"]
+            node.meta["val"] = t if isinstance(t, FakeTensor) else FakeTensor.from_tensor(t)
+        e = self._entries.get(id(t))
+        if e is not None and e[0] is t:
+            e[1], e[2] = node, t._vc[0]
+            return
+        self._entries[id(t)] = [t, node, t._vc[0]]
+        self._by_vc.setdefault(id(t._vc), []).append(t)
+        if t._data is not None:
+            self._by_data.setdefault(id(t._data), t)
+
+    def node_of(self, t: Tensor):
+        """The node holding `t`'s current value."""
+        e = self._entries.get(id(t))
+        if e is None or e[0] is not t:
+            return self._unknown(t)
+        if self.functional and e[2] != t._vc[0]:
+            return self._refresh(t, e)
+        return e[1]
+
+    def _refresh(self, t: Tensor, e: list):
+        """`t` was written (through another alias) since its node was made: regenerate it."""
+        recipe = self._recipes.get(id(t))
+        if recipe is None:
+            if self.strict:
+                raise AOTUnsupported("a tensor was modified outside dispatch while tracing")
+            e[2] = t._vc[0]
+            return e[1]
+        op, rest, index, parent = recipe
+        node = self.node_of(parent)
+        if op is not None:
+            node = self.emit(overload_of(op), (node,) + self._map(rest))
+            if index is not None:
+                node = self.emit(operator.getitem, (node, index))
+        e[1], e[2] = node, t._vc[0]
+        return node
+
+    def _unknown(self, t: Tensor):
+        """A tensor the trace did not make: an alias of a traced one, or a constant."""
+        geometry = _geometry(t)
+        for cand in self._by_vc.get(id(t._vc), ()):  # detach() shares the version counter
+            if cand is not t and _geometry(cand) == geometry:
+                return self._alias(t, cand)
+        cand = self._by_data.get(id(t._data)) if t._data is not None else None
+        if cand is not None and _geometry(cand) == geometry:  # `.data` shares the array
+            return self._alias(t, cand)
+        if self.strict and id(t) not in self._known:
+            raise AOTUnsupported("a tensor made outside dispatch (from NumPy data, or random "
+                                 "values) is used while tracing")
+        return self._constant(t)
+
+    def _alias(self, t: Tensor, cand: Tensor):
+        node = self.node_of(cand)
+        self._set(t, node)
+        if self.functional:
+            self._recipes[id(t)] = (None, (), None, cand)
+        return node
+
+    def _constant(self, t: Tensor):
+        node = self._const_nodes.get(id(t))
+        if node is not None:
+            return node
+        if isinstance(t, FakeTensor):
+            raise AOTUnsupported("a fake tensor made outside dispatch has no value to keep")
+        name = f"_tensor_constant{len(self.constants)}"
+        self.constants[name] = t
+        node = self.graph.get_attr(name)
+        self._const_nodes[id(t)] = node
+        self._const_roots.add(id(t))
+        self._set(t, node)
+        return node
+
+    def _map(self, a):
+        if isinstance(a, Tensor):
+            return self.node_of(a)
+        if a.__class__ is list or a.__class__ is tuple:
+            return a.__class__(self._map(x) for x in a)
+        return a
+
+    def emit(self, target, args: tuple):
+        """Record a call of `target` on `args` (nodes and literals)."""
+        return self.graph.call_function(target, tuple(args))
+
+    def output(self, result) -> None:
+        """Finish the graph: write mutated inputs back, then return `result`'s nodes."""
+        if self.functional:
+            for t, node in self.inputs:
+                current = self.node_of(t)
+                if current is not node:
+                    self.emit(aten.copy_.default, (node, current))
+        self.graph.output(self._map_output(result))
+
+    def _map_output(self, r):
+        if isinstance(r, Tensor):
+            return self.node_of(r)
+        if isinstance(r, (list, tuple)):
+            return type(r)(self._map_output(x) for x in r)
+        if isinstance(r, dict):
+            return {k: self._map_output(v) for k, v in r.items()}
+        return r
+
+    # ------------------------------------------------------------ the dispatch mode
+
+    def __fusegrad_dispatch__(self, op, args):
+        fn = self.decomp.get(op)
+        if fn is not None:
+            # Run the decomposition under this mode: its ops are recorded instead of `op`.
+            # Autograd records `op` itself afterwards (as PyTorch, which decomposes below
+            # autograd), so the inner calls record nothing.
+            with self, no_grad():
+                return fn(*args)
+        if self.functional and op.inplace:
+            return self._functional_inplace(op, args)
+        mapped = self._map(args)
+        out = self._compute(op, args)
+        self._bind(op, args, out, self.emit(overload_of(op), mapped))
+        return out
+
+    def _compute(self, op, args):
+        if self.fake:
+            fakeify = self._fake_mode._fakeify
+            return FakeTensor._compute(op, tuple(fakeify(a) for a in args))
+        with no_grad():  # autograd records once, after the mode returns (dispatch._finish)
+            return _dispatch.call(op, *args)
+
+    def _bind(self, op, args, out, node) -> None:
+        if isinstance(out, (tuple, list)):
+            for i, o in enumerate(out):
+                if isinstance(o, Tensor):
+                    self._set(o, self.emit(operator.getitem, (node, i)))
+                    if self.functional and op.view:
+                        self._recipes[id(o)] = (op, tuple(args[1:]), i, args[0])
+        elif isinstance(out, Tensor):
+            self._set(out, node)
+            if self.functional and op.view and out is not args[0]:
+                self._recipes[id(out)] = (op, tuple(args[1:]), None, args[0])
+
+    def _chain(self, t: Tensor) -> list:
+        """`t`, the tensor it is a view of, and so on up to its base, with current nodes."""
+        chain = [(t, self.node_of(t))]
+        while id(t) in self._recipes:
+            t = self._recipes[id(t)][3]
+            chain.append((t, self.node_of(t)))
+        return chain
+
+    def _functional_inplace(self, op, args):
+        target = args[0]
+        if not isinstance(target, Tensor):
+            raise AOTUnsupported(f"{op.name} on a non-tensor")
+        chain = self._chain(target)  # values before the write
+        mapped = self._map(args)
+        out = self._compute(op, args)
+        func = functional_variant(op)
+        if op.metadata_only:
+            if len(chain) > 1 or len(self._by_vc.get(id(target._vc), ())) > 1:
+                raise AOTUnsupported(f"{op.name} on a tensor that has views")
+            if func is None:
+                raise AOTUnsupported(f"{op.name} has no out-of-place form")
+            self._set(target, self.emit(overload_of(func), mapped))
+            return out
+        if func is not None:
+            new = self.emit(overload_of(func), mapped)
+            spec = func.meta(*args)
+            if spec.dtype != target.dtype:  # add_(float64) on float32 keeps float32
+                new = self.emit(aten._to_copy.default, (new, target.dtype))
+        else:  # no out-of-place entry: write into a fresh copy
+            new = self.emit(overload_of(op),
+                            (self.emit(aten.clone.default, (mapped[0],)),) + mapped[1:])
+        if self.strict and id(chain[-1][0]) in self._const_roots:
+            raise AOTUnsupported("an in-place write into a tensor constant")
+        self._write(chain, new)
+        return out
+
+    def _write(self, chain: list, value) -> None:
+        self._set(chain[0][0], value)
+        for k in range(len(chain) - 1):
+            child = chain[k][0]
+            op, rest, index, parent = self._recipes[id(child)]
+            if op is not None:
+                value = scatter_into_base(self.emit, aten, op, self._map(rest), index, parent,
+                                          chain[k + 1][1], value)
+            self._set(parent, value)
+
+    def note_snapshot(self, t: Tensor, original: Tensor) -> None:
+        """Dispatch copied `t` before an in-place write its derivative reads: same value."""
+        self._set(original, self.node_of(t))
+
+    def make_factory_tensor(self, shape, dtype, requires_grad: bool, fill=None,
+                            random: bool = False):
+        """A factory's result: its values become a graph constant."""
+        if random and self.strict:
+            raise AOTUnsupported("a random factory (rand, randn, ...) is called while tracing")
+        real = Tensor._make(np.asarray(fill(dtype.np)), dtype)
+        node = self._constant(real)
+        if not self.functional:  # the graph may write into it: each run gets its own copy
+            node = self.emit(aten.clone.default, (node,))
+        if self.fake:
+            t = FakeTensor._make_fake(shape, dtype)
+        else:
+            t = Tensor._make(real._data.copy(), dtype)
+        self._set(t, node)
+        if requires_grad:
+            t._rg = True
+        return t
+
+    def check_no_hooks(self) -> None:
+        """Hooks on traced tensors would run at trace time only: AOT cannot keep them."""
+        for t, _, _ in self._entries.values():
+            fn = t._grad_fn
+            hooks = t._hooks
+            if (hooks and any(hooks.values())) or t._retains or t._post_acc_hooks:
+                raise AOTUnsupported("a hook (or retain_grad) on a tensor inside the graph")
+            extras = fn._x if fn is not None else None
+            if extras is not None and (extras.pre_hooks or extras.post_hooks
+                                       or extras.tensor_pre_hooks or extras.retains_grad):
+                raise AOTUnsupported("a hook on an autograd node inside the graph")

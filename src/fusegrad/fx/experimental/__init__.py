@@ -1,0 +1,1 @@
+"""Experimental FX tools (torch.fx.experimental): `proxy_tensor.make_fx`."""
