@@ -295,6 +295,14 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         from .variables import IteratorVariable
 
         return IteratorVariable(rows)
+    if f is dict and len(args) == 1 and isinstance(args[0], TupleVariable) and \
+            _has_tensor(args):  # `dict((name, t) for ...)`: pairs of constant keys
+        pairs = [tr.unpack(p) for p in args[0].items]
+        if any(len(p) != 2 for p in pairs):
+            raise Unsupported("dict() of items that are not pairs")
+        items = {tr.as_python(k): v for k, v in pairs}
+        items.update(kwargs)
+        return DictVariable(items)
     if f in (abs, sum, min, max) and (_has_tensor(args)):
         if f is abs:
             return tr.builder.call("call_function", abs, tuple(args), {})
@@ -398,6 +406,9 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
                 tr.builder.guards.constant(f"{src}.forward.__func__", method.__func__)
             return inline(tr, method.__func__, [obj] + args, kwargs)
         if isinstance(obj.value, (str, int, float, tuple, bytes, frozenset)):
+            if name == "join":  # `", ".join(str(t.shape) for t in ...)`: run it now
+                args = [TupleVariable(tr.generator_items(a)) if isinstance(
+                    a, GeneratorVariable) else a for a in args]
             return _evaluate(tr, method, args, kwargs)
         raise Unsupported(f"method {type(obj.value).__name__}.{name}")
     raise Unsupported(f"method {name} of {type(obj).__name__}")
