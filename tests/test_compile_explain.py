@@ -152,3 +152,32 @@ def test_fullgraph_break_raises_unsupported_as_torch():
     line = printing.__code__.co_firstlineno + 2
     assert f'File "{__file__}", line {line}' in str(want) and "print" in str(want)
     assert f"{__file__}:{line}" in str(got) and "print" in str(got)
+
+
+def prints_only(x):
+    print("", end="")
+    return x
+
+
+def prints_twice(x):
+    print("", end="")
+    print("", end="")
+    return x
+
+
+def no_op(x):
+    return x
+
+
+@pytest.mark.parametrize("prog", [prints_only, prints_twice, no_op], ids=lambda p: p.__name__)
+def test_explain_without_graphs_counts_as_torch(prog):
+    """No graph at all: PyTorch's count is graph_count - 1 even then (-1); the breaks are
+    still listed (ours name them, PyTorch's list is empty: its reasons come with graphs)."""
+    a = np.ones(3, np.float32)
+    want = _explain(torch, prog, a)
+    got = _explain(fusegrad, prog, a)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count,
+                                                        want.graph_break_count) == (0, -1)
+    assert len(got.break_reasons) == {"prints_only": 1, "prints_twice": 2, "no_op": 0}[
+        prog.__name__]
+    assert str(got).splitlines()[1] == str(want).splitlines()[1] == "Graph Break Count: -1"
