@@ -181,3 +181,32 @@ def test_explain_without_graphs_counts_as_torch(prog):
     assert len(got.break_reasons) == {"prints_only": 1, "prints_twice": 2, "no_op": 0}[
         prog.__name__]
     assert str(got).splitlines()[1] == str(want).splitlines()[1] == "Graph Break Count: -1"
+
+
+class _Holder:
+    def scale(self, x, y):
+        return x * y
+
+
+_HOLDER = _Holder()
+
+
+def _printed(x):
+    print("", end="")
+    return x
+
+
+def method_after_break(x):
+    return _HOLDER.scale(x + 1, _printed(x)) - 1
+
+
+def test_segment_after_a_break_calls_a_method_on_the_stack():
+    """The stack rebuilt after a break holds a method and the NULL of its call: the next
+    segment inlines the call into its graph, as Dynamo's resume function does."""
+    a = np.ones(3, np.float32)
+    want = _explain(torch, method_after_break, a)
+    got = _explain(fusegrad, method_after_break, a)
+    assert (got.graph_count, got.op_count) == (want.graph_count, want.op_count) == (2, 3)
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert not any("_Null" in r.reason for r in got.break_reasons)

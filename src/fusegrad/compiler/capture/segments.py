@@ -265,7 +265,9 @@ class FrameRunner:
         builder = GraphBuilder()
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
-        stack = [builder.wrap(v, f"S[{i}]") for i, v in enumerate(S)]
+        # The NULL below a callable (the stack at a call after a break) stays a NULL.
+        stack = [NullVariable() if v is NULL else builder.wrap(v, f"S[{i}]")
+                 for i, v in enumerate(S)]
         local_vars = _LazyLocals(builder, {k: v for k, v in L.items()
                                            if not k.startswith("___")})
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
