@@ -183,6 +183,55 @@ def test_explain_without_graphs_counts_as_torch(prog):
     assert str(got).splitlines()[1] == str(want).splitlines()[1] == "Graph Break Count: -1"
 
 
+def _breaking_modules(T):
+    """A module whose submodule and helper object each break in their own code: after the
+    caller's break, the call it makes for real is captured on its own frame."""
+
+    class Inner(T.nn.Module):
+        def forward(self, x):
+            a = x + 1
+            print("", end="")
+            return a * 3
+
+    class Helper:
+        def go(self, x):
+            a = T.sin(x)
+            print("", end="")
+            return T.cos(a)
+
+    class Outer(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.helper = Helper()
+
+        def forward(self, x):
+            y = self.inner(T.tanh(x))
+            z = self.helper.go(y - 2)
+            return z * y
+
+    return Outer()
+
+
+def test_calls_made_after_a_break_are_captured_like_torch():
+    """Dynamo captures the frame of a module's forward or a bound method that runs after a
+    break; so does fusegrad: the same graphs, ops and break frames, and eager's result."""
+    a = np.linspace(-1, 1, 6, dtype=np.float32)
+    want = torch._dynamo.explain(_breaking_modules(torch))(torch.tensor(a))
+    got = fusegrad._dynamo.explain(_breaking_modules(fusegrad))(fusegrad.tensor(a))
+    assert (got.graph_count, got.graph_break_count, got.op_count) == \
+        (want.graph_count, want.graph_break_count, want.op_count) == (7, 6, 7)
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert [[(f.name, f.lineno) for f in r.user_stack] for r in got.break_reasons] == \
+        [[(f.name, f.lineno) for f in r.user_stack] for r in want.break_reasons]
+    model = _breaking_modules(fusegrad)
+    compiled = fusegrad.compile(model)
+    x = fusegrad.tensor(a)
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-6)
+
+
 class _Holder:
     def scale(self, x, y):
         return x * y

@@ -7,8 +7,8 @@
 - pure builtins on constants are evaluated; a few (`len`, `isinstance`) read tensor metadata;
 - anything else (print, I/O, data-dependent methods, unknown callables) is `Unsupported`.
 
-In concrete mode every call is made for real, except that a user function is called through
-`compile` so that it is captured on its own.
+In concrete mode every call is made for real, except that a user function, a bound method or a
+module's forward is called through `compile`, so that it is captured on its own frame.
 """
 
 from __future__ import annotations
@@ -498,7 +498,24 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         f = fn.value
     if f is super and not values:  # zero-argument super() reads this frame
         return tr.make_super([])
-    if _is_user_function(f) and tr.callee_wrapper is not None and \
-            not getattr(f, "_fusegrad_disabled", False):
-        f = tr.callee_wrapper(f)
+    if tr.callee_wrapper is not None:
+        f, values = _captured_callee(tr.callee_wrapper, f, values)
     return ConstantVariable(f(*values, **kw))
+
+
+def _captured_callee(wrap, f, values: list) -> tuple:
+    """What a call made for real runs, as Dynamo's frame hook would: a user function, a bound
+    method's function or a module's `forward` through `wrap` (captured on its own frame, its
+    breaks reported); anything else as it is. A module with hooks runs its `__call__` (the
+    hooks, then an uncaptured forward), as `compile(module)` does."""
+    if getattr(f, "_fusegrad_disabled", False):
+        return f, values
+    if _is_user_function(f):
+        return wrap(f), values
+    if isinstance(f, types.MethodType) and _is_user_function(f.__func__) and \
+            not getattr(f.__func__, "_fusegrad_disabled", False):
+        return wrap(f.__func__), [f.__self__] + values
+    if _is_module(f) and not any(getattr(f, t, None) for t in _HOOK_TABLES) and \
+            not hasattr(f, "_compiled_forward"):  # an OptimizedModule is compiled already
+        return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
+    return f, values
