@@ -19,6 +19,7 @@ import dis
 import operator
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -131,9 +132,17 @@ class Jump(Exception):
 
 
 def instructions_of(code: types.CodeType) -> tuple[list, dict]:
-    """The instructions of `code` and a map from offset to index."""
-    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    return insts, {inst.offset: k for k, inst in enumerate(insts)}
+    """The instructions of `code` and a map from offset to index (decoded once per code
+    object: a translator is made for every instruction run for real after a break)."""
+    found = _INSTRUCTIONS.get(code)
+    if found is None:
+        insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        found = _INSTRUCTIONS[code] = (insts, {inst.offset: k for k, inst in enumerate(insts)})
+    return found
+
+
+# Code objects are immutable: their instructions never change. Weak keys let code go.
+_INSTRUCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def unsupported_opcodes(code: types.CodeType, generator: bool = False) -> set[str]:
