@@ -448,6 +448,20 @@ def p_gen_for_loop(T, a, b):
     return total
 
 
+def p_list_concat_tensors(T, a, b):
+    parts = [a * i for i in range(2)]
+    both = parts + [b] + [a.exp()]
+    return T.cat(both) if len(both) == 4 else a
+
+
+def p_list_iadd_tensors(T, a, b):
+    parts = [a.sin()]
+    alias = parts
+    parts += [b, a * b]
+    pair = (a.cos(),) + (b,)
+    return T.stack(alias).sum(0) + pair[0] if len(parts) == 3 else a
+
+
 # ---------------------------------------------------------------- super()
 
 
