@@ -1,7 +1,8 @@
 """`FUSEGRAD_LOGS`: what the compiler prints as it works (PyTorch's TORCH_LOGS names).
 
 `FUSEGRAD_LOGS=graph_code,graph_breaks,recompiles,guards` (or `+all` style `all`) selects
-artifacts; `set_logs(graph_code=True, ...)` does the same from Python. Output goes to the
+artifacts (`segment_code`: the Python each captured segment runs per call);
+`set_logs(graph_code=True, ...)` does the same from Python. Output goes to the
 `fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
 """
 
@@ -13,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
-             "perf_hints")
+             "perf_hints", "segment_code")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
 
