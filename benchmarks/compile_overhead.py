@@ -3,6 +3,8 @@
 For fusegrad.compile and torch.compile(backend="eager"), in one process:
 - per call: a compiled 2-op function minus calling its captured graph directly (guards,
   argument binding and dispatch into the graph), on 16-element tensors;
+- per call, whole: a one-graph 3-op function, and the seeds' `toy_example` (one graph break
+  on a tensor's value, three graphs; both branches taken in turn), on 10-element tensors;
 - translation: the first call of functions of 10, 100 and 1,000 ops (capture + backend).
 
 Run: `python benchmarks/compile_overhead.py` (add `--quick` for a short run).
@@ -60,6 +62,25 @@ def per_call(lib, compile_fn, repeat: int, number: int) -> tuple[float, float]:
     return compiled * 1e6, direct * 1e6
 
 
+def toy_example_source(lib_name: str) -> str:
+    """The seeds' `toy_example`: a break at the branch on `b.sum() < 0`, three graphs."""
+    return (f"def f(a, b):\n    x = a / ({lib_name}.abs(a) + 1)\n    if b.sum() < 0:\n"
+            "        b = b * -1\n    return x * b\n")
+
+
+def per_call_whole(lib, compile_fn, src: str, repeat: int, number: int) -> float:
+    """µs per compiled call of `src`'s `f(a, b)`, with `b` and `-b` in turn (a branch on
+    `b`'s sign then goes both ways)."""
+    namespace: dict = {lib.__name__: lib}
+    exec(compile(src, "<bench>", "exec"), namespace)
+    c = compile_fn(namespace["f"], "eager")
+    a, b = lib.randn(10), lib.randn(10)
+    nb = -b
+    c(a, b), c(a, nb)
+    both = min(timeit.repeat(lambda: (c(a, b), c(a, nb)), number=number, repeat=repeat))
+    return both / number / 2 * 1e6
+
+
 def translation(lib, compile_fn, n_ops: int) -> float:
     """Seconds for the first call (capture and backend) of an `n_ops` function."""
     f = _function(make_chain(n_ops))
@@ -90,6 +111,11 @@ def main() -> None:
     th_c, th_d = per_call(torch, _th, repeat, number)
     rows.append(("per-call overhead (µs)", fg_c - fg_d, th_c - th_d))
     rows.append(("compiled 2-op call (µs)", fg_c, th_c))
+    for case, src in (("compiled 3-op call, one graph (µs)", make_chain(3)),
+                      ("compiled toy_example call, one break (µs)", None)):
+        rows.append((case, *(per_call_whole(lib, fn, src or toy_example_source(lib.__name__),
+                                            repeat, number)
+                             for lib, fn in ((fusegrad, _fg), (torch, _th)))))
     sizes = (10, 100) if args.quick else (10, 100, 1000)
     for n in sizes:
         rows.append((f"translate {n} ops (ms)", translation(fusegrad, _fg, n) * 1e3,

@@ -410,6 +410,58 @@ def p_gen_max_sizes(T, a, b):
     return a * m
 
 
+def p_gen_unpack(T, a, b):
+    q, k, v = (t.transpose(1, 0) for t in (a, b, a * b))
+    return q @ k + v
+
+
+def p_gen_unpack_star(T, a, b):
+    first, *rest = (t * 2 for t in (a, b, a - b))
+    return first + rest[0] * rest[1]
+
+
+def p_gen_list(T, a, b):
+    parts = list(t.sin() for t in (a, b))
+    return parts[0] * parts[1]
+
+
+def p_gen_dict(T, a, b):
+    named = dict((f"t{i}", t.exp()) for i, t in enumerate((a, b)))
+    return named["t0"] - named["t1"]
+
+
+def p_gen_min_sorted(T, a, b):
+    smallest = min(t.dim() for t in (a, b))
+    sizes = sorted(t.size(1) for t in (a, b))
+    return a * smallest + b * sizes[-1]
+
+
+def p_gen_join(T, a, b):
+    name = "x".join(str(t.shape[0]) for t in (a, b))
+    return a * len(name)
+
+
+def p_gen_for_loop(T, a, b):
+    total = a
+    for t in (x.cos() for x in (a, b)):
+        total = total * t
+    return total
+
+
+def p_list_concat_tensors(T, a, b):
+    parts = [a * i for i in range(2)]
+    both = parts + [b] + [a.exp()]
+    return T.cat(both) if len(both) == 4 else a
+
+
+def p_list_iadd_tensors(T, a, b):
+    parts = [a.sin()]
+    alias = parts
+    parts += [b, a * b]
+    pair = (a.cos(),) + (b,)
+    return T.stack(alias).sum(0) + pair[0] if len(parts) == 3 else a
+
+
 # ---------------------------------------------------------------- super()
 
 

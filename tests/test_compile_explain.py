@@ -152,3 +152,110 @@ def test_fullgraph_break_raises_unsupported_as_torch():
     line = printing.__code__.co_firstlineno + 2
     assert f'File "{__file__}", line {line}' in str(want) and "print" in str(want)
     assert f"{__file__}:{line}" in str(got) and "print" in str(got)
+
+
+def prints_only(x):
+    print("", end="")
+    return x
+
+
+def prints_twice(x):
+    print("", end="")
+    print("", end="")
+    return x
+
+
+def no_op(x):
+    return x
+
+
+@pytest.mark.parametrize("prog", [prints_only, prints_twice, no_op], ids=lambda p: p.__name__)
+def test_explain_without_graphs_counts_as_torch(prog):
+    """No graph at all: PyTorch's count is graph_count - 1 even then (-1); the breaks are
+    still listed (ours name them, PyTorch's list is empty: its reasons come with graphs)."""
+    a = np.ones(3, np.float32)
+    want = _explain(torch, prog, a)
+    got = _explain(fusegrad, prog, a)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count,
+                                                        want.graph_break_count) == (0, -1)
+    assert len(got.break_reasons) == {"prints_only": 1, "prints_twice": 2, "no_op": 0}[
+        prog.__name__]
+    assert str(got).splitlines()[1] == str(want).splitlines()[1] == "Graph Break Count: -1"
+
+
+def _breaking_modules(T):
+    """A module whose submodule and helper object each break in their own code: after the
+    caller's break, the call it makes for real is captured on its own frame."""
+
+    class Inner(T.nn.Module):
+        def forward(self, x):
+            a = x + 1
+            print("", end="")
+            return a * 3
+
+    class Helper:
+        def go(self, x):
+            a = T.sin(x)
+            print("", end="")
+            return T.cos(a)
+
+    class Outer(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.helper = Helper()
+
+        def forward(self, x):
+            y = self.inner(T.tanh(x))
+            z = self.helper.go(y - 2)
+            return z * y
+
+    return Outer()
+
+
+def test_calls_made_after_a_break_are_captured_like_torch():
+    """Dynamo captures the frame of a module's forward or a bound method that runs after a
+    break; so does fusegrad: the same graphs, ops and break frames, and eager's result."""
+    a = np.linspace(-1, 1, 6, dtype=np.float32)
+    want = torch._dynamo.explain(_breaking_modules(torch))(torch.tensor(a))
+    got = fusegrad._dynamo.explain(_breaking_modules(fusegrad))(fusegrad.tensor(a))
+    assert (got.graph_count, got.graph_break_count, got.op_count) == \
+        (want.graph_count, want.graph_break_count, want.op_count) == (7, 6, 7)
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert [[(f.name, f.lineno) for f in r.user_stack] for r in got.break_reasons] == \
+        [[(f.name, f.lineno) for f in r.user_stack] for r in want.break_reasons]
+    model = _breaking_modules(fusegrad)
+    compiled = fusegrad.compile(model)
+    x = fusegrad.tensor(a)
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-6)
+
+
+class _Holder:
+    def scale(self, x, y):
+        return x * y
+
+
+_HOLDER = _Holder()
+
+
+def _printed(x):
+    print("", end="")
+    return x
+
+
+def method_after_break(x):
+    return _HOLDER.scale(x + 1, _printed(x)) - 1
+
+
+def test_segment_after_a_break_calls_a_method_on_the_stack():
+    """The stack rebuilt after a break holds a method and the NULL of its call: the next
+    segment inlines the call into its graph, as Dynamo's resume function does."""
+    a = np.ones(3, np.float32)
+    want = _explain(torch, method_after_break, a)
+    got = _explain(fusegrad, method_after_break, a)
+    assert (got.graph_count, got.op_count) == (want.graph_count, want.op_count) == (2, 3)
+    assert [_names(ops) for ops in got.ops_per_graph] == \
+        [_names(ops) for ops in want.ops_per_graph]
+    assert not any("_Null" in r.reason for r in got.break_reasons)

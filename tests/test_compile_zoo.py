@@ -102,12 +102,8 @@ def test_zoo_compiled_matches_eager(name, mode):
     _assert_close(_state(compiled.fg), _state(eager.fg), rtol=1e-5, atol=1e-6)
 
 
-# Where capture is not yet as complete as Dynamo's (the construct it lacks).
-_MHA = ("unpacking a generator expression (`q, k, v = (t.transpose(1, 0) for t in ...)`) in "
-        "MultiheadAttention.forward is a graph break")
-LACKING: dict[tuple[str, str], str] = {
-    ("multihead_attention", "train"): _MHA, ("multihead_attention", "eval"): _MHA,
-}
+# Where capture is not yet as complete as Dynamo's (the construct it lacks); none today.
+LACKING: dict[tuple[str, str], str] = {}
 
 
 def _count_case(name, mode):

@@ -3,7 +3,8 @@
 The result has PyTorch's `ExplainOutput` fields and text layout. Every place capture stopped
 is a break reason: a graph break, and also code left to run eagerly (an opcode the translator
 does not know, a break inside a loop, a translator failure, the recompile limit).
-`graph_break_count` is PyTorch's `graph_count - 1` plus those eager fallbacks.
+`graph_break_count` is PyTorch's `graph_count - 1` (-1 where nothing was captured), or with
+eager fallbacks the breaks between graphs plus one per fallback.
 """
 
 from __future__ import annotations
@@ -80,9 +81,11 @@ def explain(fn, *extra_args, **extra_kwargs):
             elif event == "guards":
                 out.out_guards += detail
         out.graph_count = len(out.graphs)
-        # PyTorch counts the breaks between graphs; code left to run eagerly counts as well.
-        out.graph_break_count = max(out.graph_count - 1, 0) + sum(
-            r.fallback for r in out.break_reasons)
+        # PyTorch counts the breaks between graphs, graph_count - 1 (-1 with no graph at
+        # all); code left to run eagerly counts as well, each fallback as one break.
+        fallbacks = sum(r.fallback for r in out.break_reasons)
+        out.graph_break_count = max(out.graph_count - 1, 0) + fallbacks if fallbacks else \
+            out.graph_count - 1
         out.compile_times = ("fusegrad compilation metrics:\nFunction    Runtimes (s)\n"
                              f"----------  --------------\n_compile    {elapsed:.4f}")
         return out

@@ -1,8 +1,9 @@
 """`FUSEGRAD_LOGS`: what the compiler prints as it works (PyTorch's TORCH_LOGS names).
 
 `FUSEGRAD_LOGS=graph_code,graph_breaks,recompiles,guards,aot_graphs,aot_joint_graph` (or
-`all`) selects artifacts; `set_logs(graph_code=True, ...)` does the same from Python. Output
-goes to the `fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
+`all`) selects artifacts (`segment_code`: the Python each captured segment runs per call);
+`set_logs(graph_code=True, ...)` does the same from Python. Output goes to the
+`fusegrad.compiler` logger, which prints to stderr unless configured otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
-             "perf_hints", "aot_graphs", "aot_joint_graph")
+             "perf_hints", "aot_graphs", "aot_joint_graph", "segment_code")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
 

@@ -7,8 +7,8 @@
 - pure builtins on constants are evaluated; a few (`len`, `isinstance`) read tensor metadata;
 - anything else (print, I/O, data-dependent methods, unknown callables) is `Unsupported`.
 
-In concrete mode every call is made for real, except that a user function is called through
-`compile` so that it is captured on its own.
+In concrete mode every call is made for real, except that a user function, a bound method or a
+module's forward is called through `compile`, so that it is captured on its own frame.
 """
 
 from __future__ import annotations
@@ -295,6 +295,14 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         from .variables import IteratorVariable
 
         return IteratorVariable(rows)
+    if f is dict and len(args) == 1 and isinstance(args[0], TupleVariable) and \
+            _has_tensor(args):  # `dict((name, t) for ...)`: pairs of constant keys
+        pairs = [tr.unpack(p) for p in args[0].items]
+        if any(len(p) != 2 for p in pairs):
+            raise Unsupported("dict() of items that are not pairs")
+        items = {tr.as_python(k): v for k, v in pairs}
+        items.update(kwargs)
+        return DictVariable(items)
     if f in (abs, sum, min, max) and (_has_tensor(args)):
         if f is abs:
             return tr.builder.call("call_function", abs, tuple(args), {})
@@ -398,6 +406,9 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
                 tr.builder.guards.constant(f"{src}.forward.__func__", method.__func__)
             return inline(tr, method.__func__, [obj] + args, kwargs)
         if isinstance(obj.value, (str, int, float, tuple, bytes, frozenset)):
+            if name == "join":  # `", ".join(str(t.shape) for t in ...)`: run it now
+                args = [TupleVariable(tr.generator_items(a)) if isinstance(
+                    a, GeneratorVariable) else a for a in args]
             return _evaluate(tr, method, args, kwargs)
         raise Unsupported(f"method {type(obj.value).__name__}.{name}")
     raise Unsupported(f"method {name} of {type(obj).__name__}")
@@ -487,7 +498,24 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         f = fn.value
     if f is super and not values:  # zero-argument super() reads this frame
         return tr.make_super([])
-    if _is_user_function(f) and tr.callee_wrapper is not None and \
-            not getattr(f, "_fusegrad_disabled", False):
-        f = tr.callee_wrapper(f)
+    if tr.callee_wrapper is not None:
+        f, values = _captured_callee(tr.callee_wrapper, f, values)
     return ConstantVariable(f(*values, **kw))
+
+
+def _captured_callee(wrap, f, values: list) -> tuple:
+    """What a call made for real runs, as Dynamo's frame hook would: a user function, a bound
+    method's function or a module's `forward` through `wrap` (captured on its own frame, its
+    breaks reported); anything else as it is. A module with hooks runs its `__call__` (the
+    hooks, then an uncaptured forward), as `compile(module)` does."""
+    if getattr(f, "_fusegrad_disabled", False):
+        return f, values
+    if _is_user_function(f):
+        return wrap(f), values
+    if isinstance(f, types.MethodType) and _is_user_function(f.__func__) and \
+            not getattr(f.__func__, "_fusegrad_disabled", False):
+        return wrap(f.__func__), [f.__self__] + values
+    if _is_module(f) and not any(getattr(f, t, None) for t in _HOOK_TABLES) and \
+            not hasattr(f, "_compiled_forward"):  # an OptimizedModule is compiled already
+        return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
+    return f, values

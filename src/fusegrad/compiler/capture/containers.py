@@ -153,8 +153,8 @@ class ContainerOpcodes:
             return list(v.items[v.index:])
         if isinstance(v, SetVariable):
             return list(v.items.values())
-        if isinstance(v, GeneratorVariable):
-            raise Unsupported("iterating over a generator (only builtins consume one)")
+        if isinstance(v, GeneratorVariable):  # unpacked or looped over: its code runs now
+            return self.generator_items(v)
         if isinstance(v, TensorVariable):
             if v.example.ndim == 0:
                 raise Unsupported("iteration over a 0-d tensor")

@@ -14,7 +14,6 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 
 from __future__ import annotations
 
-import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -24,13 +23,13 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from .. import logs
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _mutates
-from .exceptions import Raised, fresh_exception
+from .exceptions import Raised, exception_entries
+from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
     CellVariable,
     ConstantVariable,
     DictVariable,
-    GradExit,
     GradModeVariable,
     IteratorVariable,
     ListVariable,
@@ -57,16 +56,17 @@ class Segment:
     guards: object = None
     graph_module: object = None
     compiled: object = None
-    gather: object = None
+    run: object = None  # (L, S, G) -> (next offset, None) or (None, value): segment_code.py
+    source: str = ""  # the Python of `run`
     result: object = None  # spec of the return value
     stack: list = field(default_factory=list)  # specs of the stack at the break
     locals: dict = field(default_factory=dict)  # specs of the locals that changed
     kw_names: tuple = ()
     offset: int = 0  # the breaking instruction
+    target: int | None = None  # where a branch written out as Python jumps
     reason: str = ""
     line: int | None = None
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
-    rebuild: object = None  # (outs, L, S, G) -> return value, or (new locals, new stack)
     native: bool = False  # an eager segment from offset 0 that runs the function natively
     stores: list = field(default_factory=list)  # (object expression, name, spec) to set
     protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
@@ -115,22 +115,7 @@ class FrameRunner:
                 return self._run_concrete(offset, L, S, ())
             if seg.kind == "eager":
                 return self._run_concrete(seg.start, L, S, ())
-            if seg.protected and seg.compiled is not None:
-                # An exception in a try block goes to its handler: if the graph raises, run
-                # the segment's code again eagerly (the graph changed no input in place).
-                rng = get_rng_state()
-                try:
-                    outs = seg.compiled(*seg.gather(L, S, G))
-                except Exception:
-                    set_rng_state(rng)
-                    return self._run_concrete(seg.start, L, S, ())
-            else:
-                outs = seg.compiled(*seg.gather(L, S, G)) if seg.compiled is not None else ()
-            if seg.kind == "return":
-                return seg.rebuild(outs, L, S, G)
-            new_locals, S = seg.rebuild(outs, L, S, G)
-            L.update(new_locals)
-            offset, result = self._step(seg.offset, L, S, seg.kw_names)
+            offset, result = seg.run(L, S, G)
             if offset is None:
                 return result
 
@@ -195,7 +180,7 @@ class FrameRunner:
         _store_back(tr, L, S)
         return tr.insts[tr.pc].offset, None
 
-    def _run_concrete(self, offset, L, S, kw_names):
+    def _run_concrete(self, offset, L, S, kw_names=()):
         return self._continue_concrete(self._concrete(offset, L, S, kw_names))
 
     @staticmethod
@@ -266,7 +251,9 @@ class FrameRunner:
         builder = GraphBuilder()
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
-        stack = [builder.wrap(v, f"S[{i}]") for i, v in enumerate(S)]
+        # The NULL below a callable (the stack at a call after a break) stays a NULL.
+        stack = [NullVariable() if v is NULL else builder.wrap(v, f"S[{i}]")
+                 for i, v in enumerate(S)]
         local_vars = _LazyLocals(builder, {k: v for k, v in L.items()
                                            if not k.startswith("___")})
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
@@ -364,21 +351,43 @@ class FrameRunner:
         sources = [v.source for v in builder.inputs.values()]
         order = [n.meta["source"] for n in graph.nodes if n.op == "placeholder"]
         sources = [s for s in order if s in sources]
-        seg.gather = _compile_gather(sources, scope)
-        seg.rebuild = _compile_rebuild(seg, scope)
-        if not outputs.nodes and not has_ops:
-            seg.compiled = None
-            return
-        graph.output(tuple(outputs.nodes))
-        from ... import fx
+        if outputs.nodes or has_ops:
+            graph.output(tuple(outputs.nodes))
+            from ... import fx
 
-        gm = fx.GraphModule({}, graph)
-        seg.graph_module = gm
-        example_inputs = [builder.input_values[s] for s in sources]
-        logs.emit("graph_code", f"TRACED GRAPH ({self.code.co_name} from offset {seg.start})"
-                  f"\n{gm.code}")
-        seg.compiled = self.backend(gm, example_inputs)
-        self.history.append(("graph", gm))
+            gm = fx.GraphModule({}, graph)
+            seg.graph_module = gm
+            example_inputs = [builder.input_values[s] for s in sources]
+            logs.emit("graph_code", f"TRACED GRAPH ({self.code.co_name} from offset "
+                      f"{seg.start})\n{gm.code}")
+            seg.compiled = self.backend(gm, example_inputs)
+            self.history.append(("graph", gm))
+        self._generate(seg, scope, sources)
+
+    def _generate(self, seg: Segment, scope: dict, sources: list) -> None:
+        """Write the Python that runs `seg` on every call (segment_code.py)."""
+        branch = next_offset = None
+        if seg.kind == "break":
+            k = self.index_of[seg.offset]
+            inst = self.insts[k]
+            # A branch is written out, unless an exception it raises must reach a handler.
+            branch = branch_test(inst.opname)
+            if branch is not None and seg.stack and seg.stack[-1][0] == "truth":
+                # 3.13's TO_BOOL of a graph tensor: the branch itself takes its truth, so an
+                # error (a tensor of many values) comes from the branch, inside its `try`.
+                seg.stack[-1] = seg.stack[-1][1]
+            if branch is not None and not any(e[0] <= seg.offset < e[1]
+                                              for e in exception_entries(self.code)):
+                seg.target, next_offset = inst.argval, self.insts[k + 1].offset
+            else:
+                branch = None
+        name = f"{self.code.co_name}_from_{seg.start}".replace("<", "_").replace(">", "_")
+        consts: dict = {}
+        seg.source = segment_source(seg, name, sources, branch, next_offset, consts)
+        logs.emit("segment_code", f"SEGMENT ({self.code.co_name} from offset {seg.start})\n"
+                  f"{seg.source}")
+        seg.run = compile_segment(seg, scope, name, seg.source, consts, self._step,
+                                  self._run_concrete)
 
 
 _CALL_OPCODES = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
@@ -538,96 +547,10 @@ def _spec_value(v, outputs: _Outputs):
     raise Unsupported(f"cannot rebuild a {type(v).__name__}")
 
 
-class _Null:
-    """Stands for the NULL below a callable when the stack is rebuilt."""
-
-
-NULL = _Null()
-
-
-def _spec_code(spec, consts: dict) -> str:
-    """A Python expression that rebuilds `spec` from `outs`, L, S and G."""
-    kind = spec[0]
-    if kind == "out":
-        return f"outs[{spec[1]}]"
-    if kind == "alias":  # made where the rebuild code first reads it, then reused by name
-        name = f"___m{spec[1]}"
-        if name in consts:
-            return name
-        consts[name] = None
-        return f"({name} := {_spec_code(spec[2], consts)})"
-    if kind == "source":
-        return spec[1]
-    if kind == "const":
-        value = spec[1]
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return repr(value)
-        name = f"___c{len(consts)}"
-        consts[name] = value
-        if isinstance(value, BaseException):  # made while translating: a new one per call
-            consts["___fresh"] = fresh_exception
-            return f"___fresh({name})"
-        return name
-    if kind == "cell":
-        consts["___cell"] = types.CellType
-        return "___cell()" if spec[1] is None else f"___cell({_spec_code(spec[1], consts)})"
-    if kind in ("list", "tuple", "iter", "slice", "set"):
-        items = ", ".join(_spec_code(s, consts) for s in spec[1])
-        return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
-                "iter": f"iter([{items}])", "slice": f"slice({items})",
-                "set": f"{{{items}}}" if items else "set()"}[kind]
-    if kind == "named":
-        name = f"___c{len(consts)}"
-        consts[name] = spec[1]
-        return f"{name}({', '.join(_spec_code(s, consts) for s in spec[2])})"
-    if kind == "truth":
-        return f"bool({_spec_code(spec[1], consts)})"
-    if kind == "dict":
-        items = ", ".join(f"{k!r}: {_spec_code(s, consts)}" for k, s in spec[1].items())
-        return "{" + items + "}"
-    if kind == "method":
-        return f"{_spec_code(spec[1], consts)}.{spec[2]}"
-    if kind == "null":
-        return "___NULL"
-    if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
-        name = f"___c{len(consts)}"
-        consts[name] = GradExit(spec[1])
-        return name
-    raise AssertionError(kind)
-
-
-
-def _compile_rebuild(seg: Segment, scope: dict):
-    """A function rebuilding the frame state (or return value) after the graph ran."""
-    consts = {"___NULL": NULL}
-    if seg.kind == "return":
-        body = f"    ___r = {_spec_code(seg.result, consts)}\n"
-    else:
-        local_items = ", ".join(f"{k!r}: {_spec_code(v, consts)}" for k, v in seg.locals.items())
-        stack_items = ", ".join(_spec_code(v, consts) for v in seg.stack)
-        body = f"    ___r = {{{local_items}}}, [{stack_items}]\n"
-    # Attribute assignments the graph stands for, in program order, after it ran.
-    for ref, name, spec in seg.stores:
-        body += f"    setattr({ref}, {name!r}, {_spec_code(spec, consts)})\n"
-    body += "    return ___r\n"
-    env = dict(scope)
-    env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
-    exec(compile("def rebuild(outs, L, S, G):\n" + body, "<fusegrad frame state>", "exec"), env)
-    return env["rebuild"]
-
-
 def _store_back(tr: Translator, L: dict, S: list) -> None:
     for k, v in tr.locals.items():
         L[k] = v.value if isinstance(v, ConstantVariable) else v
     S[:] = [NULL if isinstance(v, NullVariable) else v.value for v in tr.stack]
-
-
-def _compile_gather(sources: list, scope: dict):
-    body = ", ".join(sources)
-    src = f"def gather(L, S, G):\n    return ({body}{',' if sources else ''})\n"
-    env = dict(scope)
-    exec(compile(src, "<fusegrad graph inputs>", "exec"), env)
-    return env["gather"]
 
 
 _INPLACE_TARGETS = {"__setitem__", "set_grad_enabled", "_assert_async"} | _INPLACE_OPERATORS

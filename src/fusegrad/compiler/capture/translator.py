@@ -19,6 +19,7 @@ import dis
 import operator
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -131,9 +132,17 @@ class Jump(Exception):
 
 
 def instructions_of(code: types.CodeType) -> tuple[list, dict]:
-    """The instructions of `code` and a map from offset to index."""
-    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    return insts, {inst.offset: k for k, inst in enumerate(insts)}
+    """The instructions of `code` and a map from offset to index (decoded once per code
+    object: a translator is made for every instruction run for real after a break)."""
+    found = _INSTRUCTIONS.get(code)
+    if found is None:
+        insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        found = _INSTRUCTIONS[code] = (insts, {inst.offset: k for k, inst in enumerate(insts)})
+    return found
+
+
+# Code objects are immutable: their instructions never change. Weak keys let code go.
+_INSTRUCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def unsupported_opcodes(code: types.CodeType, generator: bool = False) -> set[str]:
@@ -612,6 +621,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         """Apply a Python operator or builtin to variables."""
         if any(isinstance(a, TensorVariable) for a in args):
             return self.builder.call("call_function", fn, tuple(args), {})
+        if fn in (operator.add, operator.iadd) and not self.concrete:
+            joined = self._concatenate(fn, *args)
+            if joined is not None:
+                return joined
         if not self.concrete:
             for a in args:
                 if isinstance(a, ConstantVariable) and _python_operators(type(a.value)):
@@ -627,6 +640,20 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         values = [self.as_python(a) for a in args]
         self.guard_contents(args)
         return self.from_python(fn(*values))
+
+    @staticmethod
+    def _concatenate(fn, a: Variable, b: Variable) -> Variable | None:
+        """`a + b` (`a += b`) of two lists or two plain tuples of variables (`parts + [b]`
+        with tensors in them), or None where that is not the case."""
+        if type(a) is not type(b) or type(a) not in (ListVariable, TupleVariable) or \
+                a.cls is not None or b.cls is not None:
+            return None
+        if fn is operator.iadd and type(a) is ListVariable:
+            if a.source is not None:
+                raise Unsupported("+= on a list from outside the graph")
+            a.items.extend(b.items)  # in place, seen wherever the list is referenced
+            return a
+        return type(a)(a.items + b.items)
 
     def guard_contents(self, args, consume: bool = False) -> None:
         """Guard the contents of real mutable containers and arrays among `args`, whose

@@ -1,0 +1,151 @@
+"""The Python a segment runs on every call, generated once when it is captured.
+
+One function per segment does what Dynamo's rewritten bytecode does between two resume
+points: read the graph's inputs from the frame (locals `L`, stack `S`, globals `G`), call the
+compiled graph, rebuild the frame state from graph outputs, sources and constants, replay the
+attribute assignments the graph stands for, and then either return the frame's value or run
+the breaking instruction. A branch (`if tensor:`, `if x is None:`) is written out as Python
+and picks the next offset itself; any other breaking instruction runs through the concrete
+translator (`step`). The function returns `(next offset, None)`, or `(None, value)` when the
+frame returned. `FUSEGRAD_LOGS=segment_code` prints each one.
+"""
+
+from __future__ import annotations
+
+import types
+
+from ..._random import get_rng_state, set_rng_state
+from .exceptions import fresh_exception
+from .variables import GradExit
+
+
+class _Null:
+    """Stands for the NULL below a callable when the stack is rebuilt."""
+
+
+NULL = _Null()
+
+# Branches written out as Python: the test of the popped value, and whether a true test jumps.
+_BRANCHES = {
+    "FALSE": ("{}", False), "TRUE": ("{}", True),
+    "NONE": ("{} is None", True), "NOT_NONE": ("{} is not None", True),
+}
+
+
+def branch_test(opname: str) -> tuple[str, bool] | None:
+    """(test of the popped value, jumps when true) for a popping conditional jump."""
+    if not opname.startswith("POP_JUMP_"):
+        return None
+    return _BRANCHES[opname.rsplit("_IF_", 1)[1]]
+
+
+def spec_code(spec, consts: dict) -> str:
+    """A Python expression that rebuilds `spec` from `outs`, L, S and G."""
+    kind = spec[0]
+    if kind == "out":
+        return f"outs[{spec[1]}]"
+    if kind == "alias":  # made where the code first reads it, then reused by name
+        name = f"___m{spec[1]}"
+        if name in consts:
+            return name
+        consts[name] = None
+        return f"({name} := {spec_code(spec[2], consts)})"
+    if kind == "source":
+        return spec[1]
+    if kind == "const":
+        value = spec[1]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return repr(value)
+        name = f"___c{len(consts)}"
+        consts[name] = value
+        if isinstance(value, BaseException):  # made while translating: a new one per call
+            consts["___fresh"] = fresh_exception
+            return f"___fresh({name})"
+        return name
+    if kind == "cell":
+        consts["___cell"] = types.CellType
+        return "___cell()" if spec[1] is None else f"___cell({spec_code(spec[1], consts)})"
+    if kind in ("list", "tuple", "iter", "slice", "set"):
+        items = ", ".join(spec_code(s, consts) for s in spec[1])
+        return {"list": f"[{items}]", "tuple": f"({items}{',' if spec[1] else ''})",
+                "iter": f"iter([{items}])", "slice": f"slice({items})",
+                "set": f"{{{items}}}" if items else "set()"}[kind]
+    if kind == "named":
+        name = f"___c{len(consts)}"
+        consts[name] = spec[1]
+        return f"{name}({', '.join(spec_code(s, consts) for s in spec[2])})"
+    if kind == "truth":
+        return f"bool({spec_code(spec[1], consts)})"
+    if kind == "dict":
+        items = ", ".join(f"{k!r}: {spec_code(s, consts)}" for k, s in spec[1].items())
+        return "{" + items + "}"
+    if kind == "method":
+        return f"{spec_code(spec[1], consts)}.{spec[2]}"
+    if kind == "null":
+        return "___NULL"
+    if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
+        name = f"___c{len(consts)}"
+        consts[name] = GradExit(spec[1])
+        return name
+    raise AssertionError(kind)
+
+
+def segment_source(seg, name: str, sources: list, branch: tuple | None,
+                   next_offset: int | None, consts: dict) -> str:
+    """The source of `name(L, S, G)` running segment `seg` (see the module docstring).
+    `branch`: (test, jumps when true) when the breaking instruction is written out."""
+    lines = [f"def {name}(L, S, G):"]
+    if seg.compiled is not None:
+        args = ", ".join(sources) + ("," if len(sources) == 1 else "")
+        call = f"outs = ___graph({args})"
+        if seg.protected:
+            # An exception in a try block goes to its handler: if the graph raises, run the
+            # segment's code again eagerly (the graph changed no input in place).
+            lines += ["    ___rng = ___get_rng()", "    try:", f"        {call}",
+                      "    except Exception:", "        ___set_rng(___rng)",
+                      f"        return None, ___eager({seg.start}, L, S)"]
+        else:
+            lines.append(f"    {call}")
+    if seg.kind == "return":
+        lines.append(f"    ___r = {spec_code(seg.result, consts)}")
+        lines += _stores(seg, consts)
+        lines.append("    return None, ___r")
+        return "\n".join(lines) + "\n"
+    # Every new value is read before L and S change (a spec may read either).
+    changed = [(k, v) for k, v in seg.locals.items() if v != ("source", f"L[{k!r}]")]
+    for i, (_, spec) in enumerate(changed):
+        lines.append(f"    ___l{i} = {spec_code(spec, consts)}")
+    stack = list(seg.stack)
+    top = stack.pop() if branch is not None else None
+    lines.append(f"    ___s = [{', '.join(spec_code(s, consts) for s in stack)}]")
+    if top is not None:
+        lines.append(f"    ___v = {spec_code(top, consts)}")
+    lines += _stores(seg, consts)
+    lines += [f"    L[{k!r}] = ___l{i}" for i, (k, _) in enumerate(changed)]
+    lines.append("    S[:] = ___s")
+    if branch is None:
+        lines.append(f"    return ___step({seg.offset}, L, S, {seg.kw_names!r})")
+    else:
+        test, when = branch
+        if_true, if_false = (seg.target, next_offset) if when else (next_offset, seg.target)
+        lines += [f"    if {test.format('___v')}:", f"        return {if_true}, None",
+                  f"    return {if_false}, None"]
+    return "\n".join(lines) + "\n"
+
+
+def _stores(seg, consts: dict) -> list[str]:
+    # Attribute assignments the graph stands for, in program order, after it ran.
+    return [f"    setattr({ref}, {name!r}, {spec_code(spec, consts)})"
+            for ref, name, spec in seg.stores]
+
+
+def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step, eager):
+    """The function `source` defines, with the guard scope's names, the constants it uses,
+    the compiled graph, and the runner's `step`/`eager` (a breaking instruction run for real,
+    the rest of the frame run eagerly)."""
+    env = dict(scope)
+    env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
+    env.update(___NULL=NULL, ___graph=seg.compiled, ___step=step, ___eager=eager,
+               ___get_rng=get_rng_state, ___set_rng=set_rng_state)
+    exec(compile(source, f"<fusegrad segment {name}>", "exec"), env)
+    return env[name]
