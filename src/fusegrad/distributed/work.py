@@ -8,12 +8,15 @@ which stops the job).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
-# Busy polling for this long keeps short collectives fast (Open MPI progresses messages only
-# inside MPI calls); after it the poll sleeps with growing pauses, freeing the core.
-_SPIN_SECONDS = 0.05
+# Polling without sleeping for this long keeps short collectives fast (Open MPI progresses
+# messages only inside MPI calls); it yields the core on every turn so that a peer rank
+# sharing it can run. After it the poll sleeps with growing pauses: a rank that waits for a
+# slower one must not take the CPU that one needs.
+_SPIN_SECONDS = 0.002
 _MAX_PAUSE = 1e-3
 
 
@@ -108,3 +111,5 @@ def _wait_all(requests: list, seconds: float, what: str, group,
         if now > spin_until:
             time.sleep(pause)
             pause = min(pause * 2, _MAX_PAUSE)
+        else:
+            os.sched_yield()
