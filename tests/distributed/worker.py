@@ -9,6 +9,7 @@ collectives), `raise` (rank 1 raises mid-training).
 
 import copy
 import datetime
+import gc
 import os
 import sys
 import time
@@ -265,6 +266,11 @@ def check_module_api():
     # The forward after a no-grad one does not sync; the next does (broadcast_buffers).
     ddp(torch.zeros(1, 5, dtype=torch.float64))
     assert model.stat.tolist() == [5.0, 5.0], model.stat
+    # A discarded DDP takes its gradient hooks with it.
+    assert model.a.weight._post_acc_hooks
+    del ddp
+    gc.collect()
+    assert not model.a.weight._post_acc_hooks
     ok("module_api_buffers")
 
 

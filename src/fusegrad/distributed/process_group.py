@@ -166,6 +166,8 @@ def _abort_on_uncaught(comm) -> None:
     Without this a rank that raises would exit while its peers wait in a collective; MPI's abort
     makes mpiexec stop the whole job at once, and the traceback is printed first."""
     previous = sys.excepthook
+    if getattr(previous, "_fusegrad_abort", False):
+        return
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
@@ -174,6 +176,7 @@ def _abort_on_uncaught(comm) -> None:
         if comm.Get_size() > 1:
             comm.Abort(1)
 
+    hook._fusegrad_abort = True
     sys.excepthook = hook
 
 

@@ -13,6 +13,8 @@ all buckets and writes the averages back to `.grad` (or, with `gradient_as_bucke
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..._tensor import Tensor
@@ -133,13 +135,22 @@ class Reducer:
                 if p._grad is not None:
                     np.copyto(self.slot[i][1], p._grad._data)
                     p._grad = self.slot[i][2]
-        for i, p in enumerate(params):
-            p.register_post_accumulate_grad_hook(self._make_hook(i))
+        self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
+                         for i, p in enumerate(params)]
 
     def _make_hook(self, index: int):
+        # A weak reference: the parameters must not keep a discarded DDP's reducer alive.
+        ref = weakref.ref(self)
+
         def hook(param) -> None:
-            self.on_grad_ready(index)
+            reducer = ref()
+            if reducer is not None:
+                reducer.on_grad_ready(index)
         return hook
+
+    def __del__(self) -> None:
+        for handle in getattr(self, "_handles", ()):
+            handle.remove()
 
     def prepare_for_backward(self, outputs) -> None:
         """Arm the hooks for the backward of `outputs` (after a forward that syncs)."""
