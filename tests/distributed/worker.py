@@ -10,6 +10,7 @@ collectives), `raise` (rank 1 raises mid-training).
 import copy
 import datetime
 import gc
+import math
 import os
 import sys
 import time
@@ -74,6 +75,9 @@ def check_collectives():
     np.testing.assert_allclose(half.float().numpy(),
                                np.sum([tensor(p).to(torch.bfloat16).float().numpy()
                                        for p in parts], 0), rtol=1e-2)
+    scalar = torch.tensor(float(RANK + 1))
+    dist.all_reduce(scalar, op=dist.ReduceOp.PRODUCT)
+    assert scalar.shape == () and scalar.item() == math.prod(range(1, WORLD + 1))
     flags = tensor(data_of(RANK, (6,), bool))
     dist.all_reduce(flags)
     np.testing.assert_array_equal(flags.numpy(), np.any(everyone((6,), bool), 0))
