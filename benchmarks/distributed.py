@@ -5,7 +5,8 @@ fusegrad.distributed (MPI) beside torch.distributed with gloo, in the same MPI j
   (tensor bytes / time per all_reduce), median of timed repetitions;
 - a DDP training step (SGD) of an MLP 784-1024-1024-10 on a batch of 256 per rank, on 2 ranks
   and on 1 rank: samples per second over all ranks; beside it the same step without DDP run
-  on every rank at once, which separates DDP's cost from how the ranks share the cores.
+  on every rank at once, which separates DDP's cost from how the ranks share the cores. The
+  four configurations take turns for 5 rounds of 3 steps; each figure is the best round.
 
 Run: `python benchmarks/distributed.py` (add `--quick` for fewer repetitions). It starts the
 MPI jobs itself (`mpiexec` of the distributed extra); both libraries use one thread per rank.
@@ -34,7 +35,7 @@ def _time_all_reduce(run, barrier, nbytes: int, quick: bool) -> float:
     The repetition count depends only on the size: every rank must run the same collectives."""
     run()
     run()
-    reps = max(5, min(100, (1 << (24 if quick else 26)) // nbytes))
+    reps = max(5 if quick else 12, min(100, (1 << (24 if quick else 26)) // nbytes))
     times = []
     for _ in range(reps):
         barrier()
@@ -51,9 +52,8 @@ def _mlp(lib):
                          nn.Linear(1024, 10))
 
 
-def _ddp_throughput(lib, dist, steps: int, ddp: bool = True) -> float:
-    """Samples per second (all ranks together) of DDP training steps; with `ddp=False`, of
-    the same steps without DDP on every rank at once (the cost of computing alone)."""
+def _training_step(lib, ddp: bool):
+    """A closure running one SGD step of the MLP (wrapped in DDP when `ddp`)."""
     model = _mlp(lib)
     if ddp:
         model = lib.nn.parallel.DistributedDataParallel(model)
@@ -69,12 +69,22 @@ def _ddp_throughput(lib, dist, steps: int, ddp: bool = True) -> float:
 
     step()
     step()
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dist.barrier()
-    return steps * BATCH * dist.get_world_size() / (time.perf_counter() - start)
+    return step
+
+
+def _throughputs(configs: list, steps: int, rounds: int, world: int) -> list[float]:
+    """Best samples/s (all ranks together) of each (step, barrier) config over `rounds`
+    rounds of `steps` steps; the configs take turns, so a change of load hits all of them."""
+    best = [0.0] * len(configs)
+    for _ in range(rounds):
+        for i, (step, barrier) in enumerate(configs):
+            barrier()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            barrier()
+            best[i] = max(best[i], steps * BATCH * world / (time.perf_counter() - start))
+    return best
 
 
 def worker(quick: bool) -> None:
@@ -99,10 +109,11 @@ def worker(quick: bool) -> None:
             tt = _time_all_reduce(lambda t=t: tdist.all_reduce(t), tdist.barrier, nbytes, quick)
             if rank == 0:
                 print(f"allreduce {nbytes} {ft} {tt}", flush=True)
-    steps = 3 if quick else 8
-    figures = [_ddp_throughput(fusegrad, fdist, steps), _ddp_throughput(torch, tdist, steps),
-               _ddp_throughput(fusegrad, fdist, steps, ddp=False),
-               _ddp_throughput(torch, tdist, steps, ddp=False)]
+    configs = [(_training_step(fusegrad, True), fdist.barrier),
+               (_training_step(torch, True), tdist.barrier),
+               (_training_step(fusegrad, False), fdist.barrier),
+               (_training_step(torch, False), tdist.barrier)]
+    figures = _throughputs(configs, 3, 2 if quick else 5, world)
     if rank == 0:
         print(f"ddp {world}", *figures, flush=True)
     fdist.destroy_process_group()
