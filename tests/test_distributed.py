@@ -66,7 +66,7 @@ def test_two_ranks_collectives_and_ddp():
 def test_three_ranks_oversubscribed():
     rc, out, _ = run_worker(3, "three")
     assert rc == 0, out
-    for name in [*COLLECTIVES, "new_group", "done"]:
+    for name in [*COLLECTIVES, "new_group", "reinit", "done"]:
         assert passed(out).count(name) == 3, (name, out)
 
 

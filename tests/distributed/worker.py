@@ -329,6 +329,22 @@ def main(scenario):
                 assert sub is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(sub) == -1
                 assert dist.all_reduce(t, group=sub) is None
             ok("new_group")
+            objs = [{"from": RANK}, RANK] if RANK == 1 else [None, None]
+            dist.broadcast_object_list(objs, src=1)
+            assert objs == [{"from": 1}, 1], objs
+            # Re-initialising after destroy works; a world size MPI contradicts is refused.
+            dist.destroy_process_group()
+            try:
+                dist.init_process_group("gloo", world_size=WORLD + 2)
+            except RuntimeError as exc:
+                assert f"world_size={WORLD + 2} but this process is rank {RANK} of an MPI " \
+                    f"world of {WORLD}" in str(exc), str(exc)
+            else:
+                raise AssertionError("no error")
+            assert not dist.is_initialized()
+            dist.init_process_group("mpi")
+            assert dist.get_backend() == "mpi" and dist.get_world_size() == WORLD
+            ok("reinit")
         else:
             check_ddp_equivalence()
             check_ddp_equivalence(bucket_cap_mb=1e-4)
