@@ -178,10 +178,17 @@ def params_equal(model, ref, names=None):
                                        atol=1e-14, err_msg=n)
 
 
-def check_ddp_equivalence(**ddp_kwargs):
+def check_ddp_equivalence(find_unused=True, **ddp_kwargs):
     """5 SGD steps of DDP on 2 ranks == 5 steps of one process on the concatenated batch."""
-    model = make_net(RANK)   # different weights per rank: construction broadcasts rank 0's
-    ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, **ddp_kwargs)
+    # Different weights per rank: construction broadcasts rank 0's.
+    if find_unused:
+        model = make_net(RANK)
+    else:
+        torch.manual_seed(RANK)
+        model = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3)).double()
+        model.register_buffer("stat", torch.full((2,), float(RANK)))
+    ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused,
+                                              **ddp_kwargs)
     assert model.stat.tolist() == [0.0, 0.0]
     ref = copy.deepcopy(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
@@ -197,13 +204,15 @@ def check_ddp_equivalence(**ddp_kwargs):
         ref_opt.zero_grad()
         nn.functional.mse_loss(ref(x), y).backward()
         ref_opt.step()
-    params_equal(model, ref, names={"a", "b"})
-    assert model.d.weight.grad is None
+    params_equal(model, ref, names={"a", "b"} if find_unused else None)
+    if find_unused:
+        assert model.d.weight.grad is None
     if ddp_kwargs.get("gradient_as_bucket_view"):
         # The gradient is a view of the communication bucket: no copy after the all-reduce.
+        first = next(model.parameters())
         slot = ddp.reducer.slot[0]
-        assert model.a.weight.grad is slot[2]
-        assert np.shares_memory(model.a.weight.grad._data, slot[0].flat)
+        assert first.grad is slot[2]
+        assert np.shares_memory(first.grad._data, slot[0].flat)
     return ddp
 
 
@@ -347,8 +356,10 @@ def main(scenario):
             ok("reinit")
         else:
             check_ddp_equivalence()
-            check_ddp_equivalence(bucket_cap_mb=1e-4)
+            check_ddp_equivalence(find_unused=False)
+            check_ddp_equivalence(find_unused=False, bucket_cap_mb=1e-4)
             check_ddp_equivalence(gradient_as_bucket_view=True)
+            check_ddp_equivalence(find_unused=False, gradient_as_bucket_view=True)
             ok("ddp_equivalence")
             check_no_sync()
             check_unused()
