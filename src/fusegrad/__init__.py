@@ -112,7 +112,7 @@ from .compiler import compile  # noqa: E402, A004
 
 # isort: split
 # nn, optim, data, models and checkpoints (they import the core above).
-from . import datasets, models, nn, onnx, optim, viz  # noqa: E402
+from . import datasets, distributed, models, nn, onnx, optim, viz  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 # Last, once the namespace is complete: an `out` tensor that a function cannot write into

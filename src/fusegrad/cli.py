@@ -2,13 +2,16 @@
 
 `fusegrad demo` trains a small CNN (or, with `--model mlp`, an MLP) on the 1,797 real 8x8
 handwritten digits of `fusegrad.datasets.digits()`, printing one line per epoch with the
-training time and the train and test accuracy. `fusegrad demo --autograd` runs the first
-seed's autograd walk-through instead (values, gradients and the backward graph).
+training time and the train and test accuracy. `fusegrad demo --ddp N` trains the same way on
+N processes with DistributedDataParallel (each rank a share of every batch; rank 0 prints).
+`fusegrad demo --autograd` runs the first seed's autograd walk-through instead (values,
+gradients and the backward graph).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -99,11 +102,14 @@ def _accuracy(model, loader) -> float:
 
 
 def train_demo(epochs: int = 10, batch_size: int = 32, model_kind: str = "cnn", seed: int = 0,
-               lr: float = 3e-3, progress: bool = True) -> float:
+               lr: float = 3e-3, progress: bool = True, distributed: bool = False) -> float:
     """Train on the digits (80/20 split fixed by `seed`); print one line per epoch.
 
     Adam with a cosine-annealed learning rate and cross-entropy loss; `Train ACC` is measured
     on the batches as they are trained, `Test ACC` on the held-out 20% after each epoch.
+    With `distributed` (in a process started by the launcher) the model is wrapped in
+    DistributedDataParallel, each rank trains on its DistributedSampler share of every epoch
+    (`batch_size` per rank) and only rank 0 prints.
 
     Returns the final test accuracy in percent.
     """
@@ -117,19 +123,33 @@ def train_demo(epochs: int = 10, batch_size: int = 32, model_kind: str = "cnn", 
     dataset = torch.datasets.digits()
     train_set, test_set = random_split(dataset, [0.8, 0.2],
                                        generator=torch.Generator().manual_seed(seed))
-    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True,
-                              generator=torch.Generator().manual_seed(seed + 1))
+    sampler = None
+    if distributed:
+        from fusegrad import distributed as dist
+        from fusegrad.utils.data.distributed import DistributedSampler
+
+        dist.init_process_group("gloo")
+        sampler = DistributedSampler(train_set, seed=seed + 1)
+        progress = progress and dist.get_rank() == 0
+    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=sampler is None,
+                              sampler=sampler, generator=torch.Generator().manual_seed(seed + 1))
     test_loader = DataLoader(test_set, batch_size=256)
     model = build_model(model_kind)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    # In a distributed run only rank 0 reports.
+    say = print if sampler is None or dist.get_rank() == 0 else (lambda *a, **k: None)
     optimizer = optim.Adam(model.parameters(), lr=lr)
     # The learning rate decays to 0 along a cosine over the run, which steadies the last epochs.
     scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(epochs, 1))
     loss_fn = nn.CrossEntropyLoss()
-    print(f"digits: {len(train_set)} train / {len(test_set)} test, model={model_kind}, "
+    say(f"digits: {len(train_set)} train / {len(test_set)} test, model={model_kind}, "
           f"epochs={epochs}, batch_size={batch_size}, lr={lr}, seed={seed}")
     test_acc = 0.0
     run_start = time.perf_counter()
     for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         model.train()
         correct = seen = batches = 0
         start = time.perf_counter()
@@ -148,13 +168,19 @@ def train_demo(epochs: int = 10, batch_size: int = 32, model_kind: str = "cnn", 
         bar.close()
         scheduler.step()
         train_time = time.perf_counter() - start
+        if sampler is not None:
+            counts = torch.tensor([correct, seen])
+            dist.all_reduce(counts)       # accuracy over every rank's share of the epoch
+            correct, seen = counts.tolist()
         train_acc = 100.0 * correct / max(seen, 1)
         test_acc = _accuracy(model, test_loader)
-        print(f"Epoch {epoch:02d} | Train Time: {train_time:.2f}s | "
+        say(f"Epoch {epoch:02d} | Train Time: {train_time:.2f}s | "
               f"Batch Time: {train_time / max(batches, 1):.4f}s | "
               f"Train ACC: {train_acc:.2f}% | Test ACC: {test_acc:.2f}%", flush=True)
-    print(f"Done: {epochs} epochs in {time.perf_counter() - run_start:.2f}s | "
-          f"Final Test ACC: {test_acc:.2f}%")
+    say(f"Done: {epochs} epochs in {time.perf_counter() - run_start:.2f}s | "
+        f"Final Test ACC: {test_acc:.2f}%")
+    if sampler is not None:
+        dist.destroy_process_group()
     return test_acc
 
 
@@ -175,13 +201,23 @@ def main(argv: list[str] | None = None) -> int:
                       help="seed of the split, the shuffling and the weights (default 0)")
     demo.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    demo.add_argument("--ddp", type=int, default=0, metavar="N",
+                      help="train on N processes with DistributedDataParallel (needs the "
+                           "distributed extra); --batch-size is then per process")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.command == "demo":
         if args.autograd:
             autograd_demo()
+        elif args.ddp and "LOCAL_RANK" not in os.environ:
+            # Start N ranks of this same command through the launcher; each lands below.
+            from .distributed.run import main as launch
+
+            return launch(["--nproc-per-node", str(args.ddp), "-m", "fusegrad", *argv])
         else:
             train_demo(epochs=args.epochs, batch_size=args.batch_size, model_kind=args.model,
-                       seed=args.seed, lr=args.lr, progress=not args.no_progress)
+                       seed=args.seed, lr=args.lr, progress=not args.no_progress,
+                       distributed=bool(args.ddp))
     return 0
 
 

@@ -1,8 +1,10 @@
 """`fusegrad.nn`: modules, functional, init and utils, as PyTorch's `torch.nn`."""
 
-from . import functional, init, utils  # noqa: F401
+from . import functional, init, parallel, utils  # noqa: F401
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
+from .parallel import DataParallel
 from .parameter import Parameter
 
-__all__ = ["Parameter", "functional", "init", "utils", *_modules_all]
+__all__ = ["Parameter", "DataParallel", "functional", "init", "parallel", "utils",
+           *_modules_all]

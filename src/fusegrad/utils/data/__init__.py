@@ -1,5 +1,6 @@
 """`fusegrad.utils.data`: datasets, samplers and the DataLoader."""
 
+from . import distributed
 from ._worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader, default_collate, default_convert
 from .dataset import (
@@ -10,6 +11,7 @@ from .dataset import (
     TensorDataset,
     random_split,
 )
+from .distributed import DistributedSampler
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -21,4 +23,4 @@ from .sampler import (
 __all__ = ["DataLoader", "default_collate", "default_convert", "ConcatDataset", "Dataset",
            "IterableDataset", "Subset", "TensorDataset", "random_split", "BatchSampler",
            "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
-           "WorkerInfo", "get_worker_info"]
+           "WorkerInfo", "get_worker_info", "DistributedSampler"]

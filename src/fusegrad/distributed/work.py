@@ -1,0 +1,115 @@
+"""`Work`: a pending collective (non-blocking MPI requests) and its bounded wait.
+
+Every collective, blocking or not, is issued as non-blocking MPI requests and completed by
+polling them against the group's deadline, so a peer that stopped answering becomes a
+`RuntimeError` after `timeout` instead of a hang (a peer that died is also reported by mpiexec,
+which stops the job).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+# Polling without sleeping for this long keeps short collectives fast (Open MPI progresses
+# messages only inside MPI calls); it yields the core on every turn so that a peer rank
+# sharing it can run. After it the poll sleeps with growing pauses: a rank that waits for a
+# slower one must not take the CPU that one needs.
+_SPIN_SECONDS = 0.002
+_MAX_PAUSE = 1e-3
+
+
+class Work:
+    """A collective in flight: `wait()` completes it, then runs its finishing step once.
+
+    `finish` copies received data into tensors that could not be written in place and bumps
+    their version counters; `result()` gives the output tensors.
+    """
+
+    def __init__(self, requests: list, group, what: str,
+                 finish: Callable[[], None] | None = None, outputs: list | None = None,
+                 statuses: list | None = None) -> None:
+        self._requests = requests
+        self._statuses = statuses
+        self._group = group
+        self._what = what
+        self._finish = finish
+        self._outputs = outputs or []
+        self._done = False
+        self._error: BaseException | None = None
+
+    def _complete(self) -> None:
+        self._done = True
+        self._requests = []
+        if self._finish is not None:
+            finish, self._finish = self._finish, None
+            finish()
+
+    def is_completed(self) -> bool:
+        """True once the collective has finished (drives MPI's progress as a side effect)."""
+        if not self._done and _test_all(self._requests, self._statuses):
+            self._complete()
+        return self._done
+
+    def is_success(self) -> bool:
+        """True when the collective completed without error."""
+        return self.is_completed() and self._error is None
+
+    def exception(self):
+        """The error of a failed wait, or None."""
+        return self._error
+
+    def wait(self, timeout=None) -> bool:
+        """Block until the collective completes; RuntimeError after the group's timeout."""
+        if self._done:
+            return True
+        limit = self._group.timeout if timeout is None else timeout
+        seconds = limit.total_seconds() if hasattr(limit, "total_seconds") else float(limit)
+        try:
+            _wait_all(self._requests, seconds, self._what, self._group, self._statuses)
+        except RuntimeError as exc:
+            self._error = exc
+            raise
+        self._complete()
+        return True
+
+    def result(self) -> list:
+        """The output tensors of the collective."""
+        self.wait()
+        return list(self._outputs)
+
+    def synchronize(self) -> None:
+        """Same as `wait()` on CPU."""
+        self.wait()
+
+
+def _test_all(requests: list, statuses: list | None = None) -> bool:
+    if not requests:
+        return True
+    from mpi4py import MPI
+
+    return MPI.Request.Testall(requests, statuses)
+
+
+def _wait_all(requests: list, seconds: float, what: str, group,
+              statuses: list | None = None) -> None:
+    """Poll `requests` until all complete, or raise once `seconds` have passed."""
+    if _test_all(requests, statuses):
+        return
+    start = time.monotonic()
+    spin_until = start + _SPIN_SECONDS
+    deadline = start + seconds
+    pause = 1e-5
+    while not _test_all(requests, statuses):
+        now = time.monotonic()
+        if now > deadline:
+            raise RuntimeError(
+                f"fusegrad.distributed: {what} on rank {group.rank()} of {group.size()} did not "
+                f"complete within the timeout of {seconds:g} s; another rank has failed, exited "
+                f"or stopped calling the same collectives")
+        if now > spin_until:
+            time.sleep(pause)
+            pause = min(pause * 2, _MAX_PAUSE)
+        else:
+            os.sched_yield()
