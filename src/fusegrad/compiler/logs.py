@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
-             "perf_hints")
+             "perf_hints", "fusion")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
 

@@ -83,12 +83,15 @@ sum_ = register(
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
     samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
+    lowering=lambda v, a, dtype=None: v.reduce("sum", a, None, False, dtype),
     saved_names=("self_sym_sizes",))
 sum_dim = register(
     "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
     derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
+    lowering=lambda v, a, dims, keepdim=False, dtype=None: v.reduce("sum", a, dims, keepdim,
+                                                                      dtype),
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
@@ -129,6 +132,7 @@ mean = register(
     derivative=lambda g, shape: (g.expand(shape) / max(_count(shape, None), 1),),
     save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
     onnx=reduce_onnx("ReduceMean", full=True),
+    lowering=lambda v, a, dtype=None: v.mean(a, None, False, dtype),
     tolerance={"float32": 1e-5},
     saved_names=("self_sym_sizes",))
 mean_dim = register(
@@ -138,6 +142,7 @@ mean_dim = register(
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
     onnx=reduce_onnx("ReduceMean"), public="mean",
+    lowering=lambda v, a, dims=None, keepdim=False, dtype=None: v.mean(a, dims, keepdim, dtype),
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
@@ -178,6 +183,7 @@ def _amax_derivative(g, a, out, dims, keepdim):
 
 amax = register(
     "amax", kernel=_amax_kernel, meta=_amax_meta, node="AmaxBackward0",
+    lowering=lambda v, a, dims=(), keepdim=False: v.reduce("max", a, dims, keepdim),
     derivative=_amax_derivative, save=lambda out, a, dims=(), keepdim=False: (a, out, dims,
                                                                                keepdim),
     samples=lambda rng, dt: [Sample((s.args[0], s.args[1] if s.args[1] is not None else ()) +
@@ -311,6 +317,7 @@ def _amin_meta(a, dims=(), keepdim=False):
 
 amin = register(
     "amin", kernel=_amin_kernel, meta=_amin_meta, node="AminBackward0",
+    lowering=lambda v, a, dims=(), keepdim=False: v.reduce("min", a, dims, keepdim),
     derivative=_amax_derivative, save=amax.save, samples=amax.samples,
     onnx=reduce_onnx("ReduceMin"))
 
