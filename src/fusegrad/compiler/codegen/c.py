@@ -146,7 +146,7 @@ class KernelWriter:
                 return f"{'fabsf' if arg_dt is _dtype.float32 else 'fabs'}({a[0]})"
             return a[0] if dt is _dtype.bool_ else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
         if name in ("maximum", "minimum"):
-            cmp = ">=" if name == "maximum" else "<="
+            cmp = ">" if name == "maximum" else "<"  # ties give b, as NumPy's kernels
             nan = f" || {a[0]} != {a[0]}" if is_f else ""
             return f"(({a[0]} {cmp} {a[1]}{nan}) ? {a[0]} : {a[1]})"
         if name == "where":

@@ -238,6 +238,10 @@ class LoweringOps:
             return self.mul(a, a)
         if not is_float(dt):
             raise NotLowered("integer powers stay with the NumPy kernel")
+        if exponent == 0.5:  # as eager (and torch): sqrt's -0.0 and -inf results
+            return self.unary("sqrt", self.to(a, dt))
+        if exponent == -1:
+            return self.truediv(1, self.to(a, dt))
         return self.pointwise("pow", a, float(exponent), compute=dt)
 
     # ------------------------------------------------------------ reductions

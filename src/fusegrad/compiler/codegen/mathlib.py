@@ -260,6 +260,7 @@ static inline float fg_tanhf(float xf) {
   double small = fma(x * x2, p, x);
   double res = ax < 0.0625 ? small : copysign(big, x);
   float out = (float)res;
+  out = xf == 0.0f ? xf : out;  /* keeps -0.0 */
   return xf != xf ? xf : out;
 }
 """
