@@ -17,7 +17,7 @@ from .. import logs
 from . import build, c, mathlib
 from .ir import Extern, describe
 from .lower import GraphLowering, resolve_op
-from .schedule import schedule
+from .schedule import group, schedule
 
 __all__ = ["compile_graph", "CompiledGraph", "resolve_op"]
 
@@ -67,11 +67,16 @@ class CompiledGraph:
         slots = c.Slots()
         kernels: dict = {}
         sources = []
-        for i, comp in enumerate(computations):
-            if isinstance(comp, Extern):
+        for i, item in enumerate(group(g, computations)):
+            if isinstance(item, Extern):
                 continue
-            name, src = c.render_kernel(comp, g.buffers[comp], slots, i)
-            kernels[comp] = name
+            if len(item) == 1:
+                name, src = c.render_kernel(item[0], g.buffers[item[0]], slots, i)
+            else:
+                name, src = c.render_group([(m, g.buffers[m]) for m in item], slots, i)
+            kernels[item[0]] = (name, item)
+            for m in item[1:]:
+                kernels[m] = None  # computed by the group's kernel
             sources.append(src)
         full = mathlib.source() + "\n\n" + "\n\n".join(sources) + "\n"
         try:

@@ -222,6 +222,25 @@ def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
     return _loops(w, extents, [str(i) for i in idx], w.lines, _numel(node.shape))
 
 
+def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> list:
+    """Loops over the dims of `node` after the first `k` (whose indices are set)."""
+    w.lines, w.cse = [], {}
+    idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    _out_ptr(w, out)
+    v = w.value(node.fn(tuple(idx)))
+    w.emit(f"{w.address(out, idx)} = {v};")
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape[k:]]
+    lines = w.lines
+    depth = 0
+    out_lines: list[str] = []
+    for n, var in zip(extents, idx[k:]):
+        out_lines.append("  " * depth + f"for (int64_t {var} = 0; {var} < {n}; {var}++) {{")
+        depth += 1
+    out_lines += ["  " * depth + x for x in lines]
+    out_lines += ["  " * d + "}" for d in range(depth - 1, -1, -1)]
+    return ["{"] + ["  " + x for x in out_lines] + ["}"]
+
+
 def _out_ptr(w: KernelWriter, out: Buffer) -> str:
     if out not in w.ptrs:
         w.ptrs[out] = (f"out{len(w.ptrs)}", True)
@@ -240,6 +259,15 @@ _INIT = {"sum": "0", "prod": "1"}
 
 def _reduction_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    inner = _reduction_body(node, out, w, idx)
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
+    work = _numel(node.shape) * _numel(node.reduced_shape)
+    return _loops(w, extents, [str(i) for i in idx], inner, work)
+
+
+def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) -> list:
+    """Lines computing one output element of `node` (the outer indices `idx` are set)."""
+    w.lines, w.cse = [], {}
     ridx = [IVar(f"r{i}") for i in range(len(node.reduced_shape))]
     acc_t = CTYPES[node.dtype]
     if node.kind == "sum" and node.dtype is _dtype.float32:
@@ -291,9 +319,7 @@ def _reduction_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
     inner += [f"{acc_t} res = acc[0];",
               f"for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l]')} }}"]
     inner.append(f"{w.address(out, idx)} = ({CTYPES[node.dtype]})res;")
-    extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
-    work = _numel(node.shape) * _numel(node.reduced_shape)
-    return _loops(w, extents, [str(i) for i in idx], inner, work)
+    return ["{"] + ["  " + x for x in inner] + ["}"]
 
 
 def kernel_name(ops: list[str], number: int) -> str:
@@ -308,8 +334,37 @@ def kernel_name(ops: list[str], number: int) -> str:
 def render_kernel(node, out: Buffer, slots: Slots, number: int) -> tuple[str, str]:
     """(name, C source) of the kernel computing `node` into `out`."""
     nest = _reduction_nest if isinstance(node, Reduction) else _pointwise_nest
+    return _render(lambda w: nest(node, out, w), slots, number)
+
+
+def render_group(members: list, slots: Slots, number: int) -> tuple[str, str]:
+    """(name, C source) of one kernel computing several (node, out) pairs that share their
+    outer loop: the first is a reduction whose output shape is the outer index space; each
+    member reads the earlier ones only at the current outer index, so one pass over the
+    rows computes them all (a softmax's max, sum and division in one kernel)."""
+    outer = members[0][0].shape
+    k = len(outer)
+    idx = [IVar(f"x{i}") for i in range(k)]
+
+    def nest(w):
+        lines: list[str] = []
+        work = 0
+        for node, out in members:
+            if isinstance(node, Reduction):
+                lines += _reduction_body(node, out, w, idx)
+                work += _numel(node.shape) * _numel(node.reduced_shape)
+            else:
+                lines += _pointwise_inner(node, out, w, k)
+                work += _numel(node.shape)
+        extents = [w.kint(n) if n != 1 else "1" for n in outer]
+        return _loops(w, extents, [str(i) for i in idx], lines, work)
+
+    return _render(nest, slots, number)
+
+
+def _render(nest, slots: Slots, number: int) -> tuple[str, str]:
     w = KernelWriter(slots)
-    lines = nest(node, out, w)
+    lines = nest(w)
     name = kernel_name(w.ops, number)
     body = ["int fg_large = 0;"] + lines if w.uses_fast else lines
     if w.uses_fast:
@@ -317,7 +372,7 @@ def render_kernel(node, out: Buffer, slots: Slots, number: int) -> tuple[str, st
         # exact reduction (kernels never overwrite their inputs, so this is safe).
         exact = KernelWriter(slots, exact=True)
         exact.kslots, exact.ptrs = w.kslots, w.ptrs
-        exact_lines = nest(node, out, exact)
+        exact_lines = nest(exact)
         body += ["if (fg_large) {"] + ["  " + x for x in exact_lines] + ["}"]
     src = [f"void {name}(void **restrict P, const int64_t *restrict K) {{"]
     src += ["  " + x for x in w.declarations() + body] + ["}"]

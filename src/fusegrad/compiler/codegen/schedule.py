@@ -46,13 +46,10 @@ def schedule(g: GraphLowering) -> list:
     def position(c):
         return min((order.get(o, 0) for o in c.origins), default=0)
 
-    computations = sorted(g.computations, key=position)
-    if "fusion" in logs.enabled:
-        _log_boundaries(g, computations)
-    return computations
+    return sorted(g.computations, key=position)
 
 
-def _log_boundaries(g: GraphLowering, computations: list) -> None:
+def _log_boundaries(g: GraphLowering, computations: list, kernel_of: dict) -> None:
     from .ir import IVar
 
     producers = {}
@@ -73,7 +70,7 @@ def _log_boundaries(g: GraphLowering, computations: list) -> None:
         read = {e.buffer for e in walk(expr) if hasattr(e, "buffer")}
         for b in read:
             p = producers.get(b)
-            if p is None:
+            if p is None or (p in kernel_of and kernel_of.get(p) == kernel_of.get(c)):
                 continue
             if isinstance(p, Reduction):
                 why = "it is a reduction: its result is complete only after its loop nest"
@@ -82,6 +79,72 @@ def _log_boundaries(g: GraphLowering, computations: list) -> None:
             else:
                 why = f"it has a buffer of its own: {p.realized_because}"
             logs.emit("fusion", f"not fusing {_label(p)} into {_label(c)}: {why}")
+
+
+def _reads(c) -> list:
+    """The loads of computation `c`'s expression at symbolic indices."""
+    from .ir import IVar, Load
+
+    idx = tuple(IVar(f"x{i}") for i in range(len(c.shape)))
+    if isinstance(c, Reduction):
+        ridx = tuple(IVar(f"r{i}") for i in range(len(c.reduced_shape)))
+        expr = c.fn(idx, ridx)
+    else:
+        expr = c.fn(idx)
+    return [e for e in walk(expr) if isinstance(e, Load)]
+
+
+def group(g: GraphLowering, computations: list) -> list:
+    """Kernels: lists of computations sharing one outer loop (see `c.render_group`), and
+    externs. A group starts at a reduction; a later computation joins while its leading
+    dims equal the group's output shape, it reads the members only at the current outer
+    index, and (for a reduction) its output has that same shape."""
+
+    out: list = []
+    current: list = []
+
+    def close():
+        if current:
+            out.append(list(current))
+            current.clear()
+
+    for c in computations:
+        if isinstance(c, Extern):
+            close()
+            out.append(c)
+            continue
+        if current and _joins(g, current, c):
+            logs.emit("fusion", f"fusing {_label(c)} into the loop nest of "
+                      f"{_label(current[0])}: same rows, read at the current row only")
+            current.append(c)
+            continue
+        close()
+        current.append(c)
+        if not isinstance(c, Reduction):
+            close()
+    close()
+    if "fusion" in logs.enabled:
+        kernel_of = {m: i for i, item in enumerate(out) if isinstance(item, list)
+                     for m in item}
+        _log_boundaries(g, computations, kernel_of)
+    return out
+
+
+def _joins(g: GraphLowering, members: list, c) -> bool:
+    from .ir import IVar
+
+    outer = tuple(members[0].shape)
+    if not isinstance(members[0], Reduction) or not outer:
+        return False
+    k = len(outer)
+    if tuple(c.shape[:k]) != outer or (isinstance(c, Reduction) and tuple(c.shape) != outer):
+        return False
+    mine = {g.buffers[m] for m in members}
+    row = tuple(IVar(f"x{i}") for i in range(k))
+    for ld in _reads(c):
+        if ld.buffer in mine and tuple(ld.index) != row:
+            return False
+    return True
 
 
 def buffer_of(g: GraphLowering, c) -> Buffer:

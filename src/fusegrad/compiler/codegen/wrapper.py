@@ -72,18 +72,21 @@ def generate(g, computations: list, kernels: dict, lib, slots: Slots) -> tuple:
         if isinstance(c, Extern):
             _extern(w, c, i)
             continue
-        out = g.buffers[c]
-        var = out.name
-        w.names[out] = var
-        dt = f"_dt_{var}"
-        w.scope[dt] = out.dtype.np
-        if out in outputs:
-            w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
-            w.emit(f"P[{slots.buffer(out)}] = _addr({var})")
-        else:
-            persistent.append(out)
-            w.scope[var] = np.empty(out.shape, out.dtype.np)
-        kname = kernels[c]
+        if kernels[c] is None:
+            continue  # computed by an earlier kernel of its group
+        kname, members = kernels[c]
+        for m in members:
+            out = g.buffers[m]
+            var = out.name
+            w.names[out] = var
+            dt = f"_dt_{var}"
+            w.scope[dt] = out.dtype.np
+            if out in outputs:
+                w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
+                w.emit(f"P[{slots.buffer(out)}] = _addr({var})")
+            else:
+                persistent.append(out)
+                w.scope[var] = np.empty(out.shape, out.dtype.np)
         w.scope[kname] = getattr(lib, kname)
         w.emit(f"{kname}(P, K)")
     rets = []
