@@ -43,6 +43,16 @@ class Slots:
         return len(self.ints) - 1
 
 
+def _vars(index) -> set:
+    out: set = set()
+    for i in index:
+        if isinstance(i, IVar):
+            out.add(i.name)
+        elif isinstance(i, IBin):
+            out |= _vars((i.a, i.b))
+    return out
+
+
 def _c_number(value, dtype) -> str:
     ct = CTYPES[dtype]
     if dtype.category == _dtype.FLOAT:
@@ -72,6 +82,10 @@ class KernelWriter:
         self.uses_fast = False
         self.ops: list[str] = []
         self.tmp = 0
+        # Loads not depending on these (innermost) loop variables are read once, before
+        # the innermost loop: gcc then vectorises it (it does not hoist them itself).
+        self.inner: set = set()
+        self.hoisted: list[str] = []
 
     def kint(self, value: int) -> str:
         """The local holding integer `value` (read from `K`)."""
@@ -122,7 +136,11 @@ class KernelWriter:
             return self.cse[text]
         name = f"tmp{self.tmp}"
         self.tmp += 1
-        self.emit(f"{CTYPES[e.dtype]} {name} = {text};")
+        line = f"{CTYPES[e.dtype]} {name} = {text};"
+        if isinstance(e, Load) and self.inner and not (_vars(e.index) & self.inner):
+            self.hoisted.append(line)
+        else:
+            self.emit(line)
         self.cse[text] = name
         return name
 
@@ -147,8 +165,8 @@ class KernelWriter:
             return a[0] if dt is _dtype.bool_ else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
         if name in ("maximum", "minimum"):
             cmp = ">" if name == "maximum" else "<"  # ties give b, as NumPy's kernels
-            nan = f" || {a[0]} != {a[0]}" if is_f else ""
-            return f"(({a[0]} {cmp} {a[1]}{nan}) ? {a[0]} : {a[1]})"
+            nan = f" | ({a[0]} != {a[0]})" if is_f else ""
+            return f"((({a[0]} {cmp} {a[1]}){nan}) ? {a[0]} : {a[1]})"
         if name == "where":
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if name in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -194,14 +212,18 @@ class KernelWriter:
         return out
 
 
-def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: int) -> list:
-    """Nested loops over `extents` around `inner` lines; OpenMP on the outermost."""
+def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: int,
+           hoisted: tuple = ()) -> list:
+    """Nested loops over `extents` around `inner` lines, `hoisted` lines just before the
+    innermost loop; OpenMP on the outermost."""
     if not extents:
-        return inner
+        return list(hoisted) + inner
     lines: list[str] = []
     depth = 0
     for i, (n, v) in enumerate(zip(extents, names)):
         pad = "  " * depth
+        if i == len(extents) - 1:
+            lines += [pad + x for x in hoisted]
         if i == 0 and work >= PARALLEL_WORK:
             red = " reduction(|:fg_large)" if w.uses_fast and not w.exact else ""
             lines.append(f"{pad}#pragma omp parallel for{red}")
@@ -216,10 +238,11 @@ def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: 
 def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     _out_ptr(w, out)
+    w.inner, w.hoisted = {str(idx[-1])} if idx else set(), []
     v = w.value(node.fn(tuple(idx)))
     w.emit(f"{w.address(out, idx)} = {v};")
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
-    return _loops(w, extents, [str(i) for i in idx], w.lines, _numel(node.shape))
+    return _loops(w, extents, [str(i) for i in idx], w.lines, _numel(node.shape), w.hoisted)
 
 
 def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> list:
@@ -227,13 +250,16 @@ def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> l
     w.lines, w.cse = [], {}
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     _out_ptr(w, out)
+    w.inner, w.hoisted = ({str(idx[-1])} if len(idx) > k else set()), []
     v = w.value(node.fn(tuple(idx)))
     w.emit(f"{w.address(out, idx)} = {v};")
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape[k:]]
     lines = w.lines
     depth = 0
     out_lines: list[str] = []
-    for n, var in zip(extents, idx[k:]):
+    for i, (n, var) in enumerate(zip(extents, idx[k:])):
+        if i == len(extents) - 1:
+            out_lines += ["  " * depth + x for x in w.hoisted]
         out_lines.append("  " * depth + f"for (int64_t {var} = 0; {var} < {n}; {var}++) {{")
         depth += 1
     out_lines += ["  " * depth + x for x in lines]
@@ -288,6 +314,7 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
     else:
         raise NotImplementedError(f"reduction {kind}")
     _out_ptr(w, out)
+    w.inner, w.hoisted = {str(r) for r in ridx}, []
     body = w.value(node.fn(tuple(idx), tuple(ridx)))
     body_lines, w.lines = w.lines, []
 
@@ -297,10 +324,11 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
         if kind == "prod":
             return f"{acc} *= {v};"
         cmp = ">" if kind == "max" else "<"
-        nan = f" || {v} != {v}" if node.dtype.category == _dtype.FLOAT else ""
-        return f"{acc} = ({v} {cmp} {acc}{nan}) ? {v} : {acc};"
+        # `|`, not `||`: no branch, so gcc vectorises the lanes.
+        nan = f" | ({v} != {v})" if node.dtype.category == _dtype.FLOAT else ""
+        return f"{acc} = (({v} {cmp} {acc}){nan}) ? {v} : {acc};"
 
-    inner: list[str] = [f"{acc_t} acc[{LANES}];",
+    inner: list[str] = w.hoisted + [f"{acc_t} acc[{LANES}];",
                         f"for (int l = 0; l < {LANES}; l++) acc[l] = {init};"]
     rext = [w.kint(n) if n != 1 else "1" for n in node.reduced_shape]
     if ridx:
