@@ -101,7 +101,8 @@ rsub = register(
     derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
-    onnx=add_like("Sub", swap=True))
+    onnx=add_like("Sub", swap=True),
+    lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=lambda g, a, b: (g * b if b is not None else None,

@@ -257,7 +257,8 @@ logical_or = _logical("logical_or", np.logical_or, boolean("Or"))
 logical_xor = _logical("logical_xor", np.logical_xor, boolean("Xor"))
 logical_not = register(
     "logical_not", kernel=np.logical_not, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
-    differentiable=False, samples=unary_samples(), onnx=boolean("Not"))
+    differentiable=False, samples=unary_samples(), onnx=boolean("Not"),
+    lowering=lambda v, a: v.logical_not(a))
 logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False)
 
 

@@ -230,6 +230,7 @@ softmax = register(
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("Softmax"), public="softmax",
+    lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim),
     saved_names=("result", "dim"))
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
@@ -237,6 +238,7 @@ log_softmax = register(
     derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
+    lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
     saved_names=("result", "dim"))
 
 # ---------------------------------------------------------------- named tuples
@@ -432,10 +434,14 @@ def _arg_samples(rng, dtype):
 
 argmax = register("argmax", kernel=_arg_kernel("argmax", np.argmax)[0],
                   meta=_arg_kernel("argmax", np.argmax)[1], differentiable=False,
-                  samples=_arg_samples)
+                  samples=_arg_samples,
+                  lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmax", a, dim,
+                                                                          keepdim))
 argmin = register("argmin", kernel=_arg_kernel("argmin", np.argmin)[0],
                   meta=_arg_kernel("argmin", np.argmin)[1], differentiable=False,
-                  samples=_arg_samples)
+                  samples=_arg_samples,
+                  lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmin", a, dim,
+                                                                          keepdim))
 
 # ---------------------------------------------------------------- prod
 
@@ -497,10 +503,13 @@ def _prod_dim_derivative(g, a, dim, keepdim):
 prod = register(
     "prod", kernel=_prod_all_kernel, meta=lambda a, dtype=None: _prod_meta(a, None, False, dtype),
     node="ProdBackward0", derivative=_prod_all_derivative, save=lambda out, a, dtype=None: (a,),
+    lowering=lambda v, a, dtype=None: v.reduce("prod", a, None, False, dtype),
     samples=lambda rng, dt: _full_samples(rng, dt) + [
         Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")])
 prod_dim = register(
     "prod.dim_int", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
+    lowering=lambda v, a, dim, keepdim=False, dtype=None: v.reduce("prod", a, dim, keepdim,
+                                                                    dtype),
     derivative=_prod_dim_derivative,
     save=lambda out, a, dim, keepdim=False, dtype=None: (a, dim, keepdim),
     samples=lambda rng, dt: _dim_samples(rng, dt) + [

@@ -28,20 +28,24 @@ def _scalar_samples(*scalars):
 add_scalar = register(
     "add.Scalar", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
-    samples=_scalar_samples(2.5, -1.0), public="add")
+    samples=_scalar_samples(2.5, -1.0), public="add",
+    lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)))
 sub_scalar = register(
     "sub.Scalar", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
-    samples=_scalar_samples(2.5, -1.0), public="sub")
+    samples=_scalar_samples(2.5, -1.0), public="sub",
+    lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)))
 mul_scalar = register(
     "mul.Scalar", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
-    samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",))
+    samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",),
+    lowering=lambda v, a, b: v.mul(a, b))
 div_scalar = register(
     "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward1",
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
-    samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",))
+    samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",),
+    lowering=lambda v, a, b: v.truediv(a, b))
 
 
 _maximum = binary_kernel(np.maximum)  # propagates NaN, as PyTorch's clamp_min does
@@ -55,4 +59,5 @@ clamp_min = register(
     "clamp_min", kernel=_clamp_min_kernel, meta=lambda a, lo: binary_meta()(a, lo),
     node="ClampMinBackward0",
     derivative=lambda g, a, lo: (g * (a >= lo), None), save=lambda out, a, lo: (a, lo),
-    samples=_scalar_samples(0.0, 0.5), saved_names=("self", "min"))
+    samples=_scalar_samples(0.0, 0.5), saved_names=("self", "min"),
+    lowering=lambda v, a, lo: v.maximum(a, lo))

@@ -299,15 +299,22 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
     if node.kind == "sum" and node.dtype is _dtype.float32:
         acc_t = "double"  # float sums accumulate in double: closer to NumPy's pairwise sum
     kind = node.kind
+    arg = kind in ("argmax", "argmin")
+    if arg:  # the accumulator holds the values; `ai` the index of each lane's choice
+        value_dt = node.fn(tuple(idx), tuple(ridx)).dtype
+        acc_t = CTYPES[value_dt]
+        kind = kind[3:]
+    else:
+        value_dt = node.dtype
     if kind in ("max", "min"):
-        if node.dtype.category == _dtype.FLOAT:
+        if value_dt.category == _dtype.FLOAT:
             init = "-INFINITY" if kind == "max" else "INFINITY"
         else:
             init = f"(({acc_t}){'INT64_MIN' if kind == 'max' else 'INT64_MAX'})"
-            if node.dtype is not _dtype.int64:
+            if value_dt is not _dtype.int64:
                 info = {_dtype.int32: (-2**31, 2**31 - 1), _dtype.int16: (-2**15, 2**15 - 1),
                         _dtype.int8: (-128, 127), _dtype.uint8: (0, 255),
-                        _dtype.bool_: (0, 1)}[node.dtype]
+                        _dtype.bool_: (0, 1)}[value_dt]
                 init = str(info[0] if kind == "max" else info[1])
     elif kind in _INIT:
         init = _INIT[kind]
@@ -318,7 +325,24 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
     body = w.value(node.fn(tuple(idx), tuple(ridx)))
     body_lines, w.lines = w.lines, []
 
-    def combine(acc: str, v: str) -> str:
+    is_f = value_dt.category == _dtype.FLOAT
+    flat = IInt(0)
+    for r, n in zip(ridx, node.reduced_shape):
+        flat = flat * IInt(n) + r
+    flat_c = w.index(flat)
+
+    def combine(acc: str, v: str, vi: str = "", ai: str = "") -> str:
+        if arg:
+            cmp = ">" if kind == "max" else "<"
+            take = f"({v} {cmp} {acc})"
+            if is_f:  # the first NaN wins
+                take += f" | (({v} != {v}) & ({acc} == {acc}))"
+            if ai.startswith("ri"):  # merging lanes: ties go to the smaller index
+                same = f"({v} == {acc})" + (f" | (({v} != {v}) & ({acc} != {acc}))"
+                                            if is_f else "")
+                take += f" | (({same}) & ({vi} < {ai}))"
+            return (f"{{ int fg_take = {take}; {acc} = fg_take ? {v} : {acc}; "
+                    f"{ai} = fg_take ? {vi} : {ai}; }}")
         if kind == "sum":
             return f"{acc} += {v};"
         if kind == "prod":
@@ -329,12 +353,16 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
         return f"{acc} = (({v} {cmp} {acc}){nan}) ? {v} : {acc};"
 
     inner: list[str] = w.hoisted + [f"{acc_t} acc[{LANES}];",
-                        f"for (int l = 0; l < {LANES}; l++) acc[l] = {init};"]
+                                    f"for (int l = 0; l < {LANES}; l++) acc[l] = {init};"]
+    if arg:
+        inner += [f"int64_t ai[{LANES}];", f"for (int l = 0; l < {LANES}; l++) ai[l] = 0;"]
     rext = [w.kint(n) if n != 1 else "1" for n in node.reduced_shape]
     if ridx:
         last, n_last = str(ridx[-1]), rext[-1]
-        lane_body = [f"int64_t {last} = rb + l;"] + body_lines + [combine("acc[l]", body)]
-        tail_body = [f"int64_t {last} = rb;"] + body_lines + [combine("acc[0]", body)]
+        lane_body = [f"int64_t {last} = rb + l;"] + body_lines + [
+            combine("acc[l]", body, flat_c, "ai[l]")]
+        tail_body = [f"int64_t {last} = rb;"] + body_lines + [
+            combine("acc[0]", body, flat_c, "ai[0]")]
         nest = ["int64_t rb = 0;",
                 f"for (; rb + {LANES} <= {n_last}; rb += {LANES}) {{",
                 f"  for (int l = 0; l < {LANES}; l++) {{"]
@@ -343,10 +371,16 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
         nest += ["  " + x for x in tail_body] + ["}"]
         inner += _loops(w, rext[:-1], [str(r) for r in ridx[:-1]], nest, 0)
     else:
-        inner += body_lines + [combine("acc[0]", body)]
-    inner += [f"{acc_t} res = acc[0];",
-              f"for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l]')} }}"]
-    inner.append(f"{w.address(out, idx)} = ({CTYPES[node.dtype]})res;")
+        inner += body_lines + [combine("acc[0]", body, "0", "ai[0]")]
+    inner += [f"{acc_t} res = acc[0];"]
+    if arg:
+        inner += ["int64_t ri = ai[0];",
+                  f"for (int l = 1; l < {LANES}; l++) "
+                  f"{combine('res', 'acc[l]', 'ai[l]', 'ri')}",
+                  f"{w.address(out, idx)} = ri;"]
+    else:
+        inner += [f"for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l]')} }}",
+                  f"{w.address(out, idx)} = ({CTYPES[node.dtype]})res;"]
     return ["{"] + ["  " + x for x in inner] + ["}"]
 
 

@@ -155,6 +155,10 @@ class LoweringOps:
             return self.to(x, _dtype.defaults.float)
         return x
 
+    def unsupported(self, why: str):
+        """Give up on this node: it runs as an extern call of its NumPy kernel."""
+        raise NotLowered(why)
+
     # ------------------------------------------------------------ arithmetic
 
     def add(self, a, b):
@@ -262,12 +266,16 @@ class LoweringOps:
             acc = _dtype.int64
         if kind in ("argmax", "argmin"):
             acc = _dtype.int64
+            if dims is not None and not isinstance(dims, (list, tuple)):
+                dims = (dims,)
         if acc not in SUPPORTED or x.dtype not in SUPPORTED:
             raise NotLowered(f"dtype {acc!r} has no C type")
         kept = [d for d in range(nd) if d not in axes]
         out_shape = tuple(x.shape[d] for d in kept)
         red_shape = tuple(x.shape[d] for d in axes)
         value_dtype = acc if kind in ("sum", "prod") else x.dtype
+        if kind in ("max", "min", "argmax", "argmin") and not numel(red_shape):
+            raise NotLowered("max of nothing")  # eager raises its error
 
         def fn(index, rindex):
             full = [None] * nd
@@ -290,6 +298,31 @@ class LoweringOps:
         dt = dtype or x.dtype
         total = self.reduce("sum", x, dims, keepdim, dt)
         return self.to(self.truediv(total, self.count(x, dims)), dt)
+
+    def var(self, x, dims=None, correction=None, keepdim: bool = False, sqrt: bool = False):
+        """Variance (two passes: the mean, then the sum of squared deviations) divided by
+        `count - correction` (1 when None); its square root with `sqrt`."""
+        if not is_float(x.dtype):
+            raise NotLowered("var of an integer tensor")
+        dims = dims if dims else None
+        n = self.count(x, dims)
+        if n == 0:
+            raise NotLowered("var of an empty tensor")
+        mean = self.truediv(self.reduce("sum", x, dims, True), n)
+        d = self.sub(x, mean)
+        ss = self.reduce("sum", self.mul(d, d), dims, keepdim)
+        out = self.truediv(ss, max(n - (1.0 if correction is None else correction), 0))
+        return self.unary("sqrt", out) if sqrt else out
+
+    def softmax(self, x, dim: int, log: bool = False):
+        """softmax (or log_softmax) along `dim`: max, sum of exp, then the division."""
+        if not is_float(x.dtype) or not len(x.shape) or not numel(x.shape):
+            raise NotLowered("softmax of a 0-d, empty or integer tensor")
+        shifted = self.sub(x, self.reduce("max", x, (dim,), True))
+        total = self.reduce("sum", self.unary("exp", shifted), (dim,), True)
+        if log:
+            return self.sub(shifted, self.unary("log", total))
+        return self.truediv(self.unary("exp", shifted), total)
 
     def count(self, x, dims=None) -> int:
         """How many elements a reduction of `x` over `dims` combines."""
@@ -511,6 +544,8 @@ class GraphLowering:
                 f"its meta says {tuple(shape)}")
         if value.dtype is not dtype:
             value = self.ops.to(value, dtype)
+        if isinstance(value, Buffer) and not op.view:  # a new tensor, never its input
+            value = self.ops.view_index(value, value.shape, lambda idx: idx)
         if isinstance(value, Pointwise) and self._current is not None:
             value.origins.append(self._current)
         return value
