@@ -6,10 +6,11 @@ finite-math-only assumption breaks NaN/Inf. These are branch-free (every special
 select), so gcc vectorises loops calling them under plain `-O3 -fno-math-errno
 -fno-trapping-math`, and they keep IEEE results for NaN, +-Inf, -0.0 and denormals.
 
-Each evaluates in double precision and rounds once to float, which makes the polynomial
-and the range reduction simple: exp's 2^n scaling needs no care near overflow or in the
-denormal range (the double result rounds to float's inf or denormal correctly), log's input
-is never denormal as a double. sin/cos reduce |x| < 2^50 by a three-part pi/2 (Cody-Waite
+Each rounds to float once, from a double: exp's 2^n scaling then needs no care near
+overflow or in the denormal range (the double result rounds to float's inf or denormal
+correctly), log's input is never denormal as a double. exp and the fast sin/cos evaluate
+their polynomials in float (16 lanes per AVX-512 vector rather than 8) and only the terms
+that decide the last bit in double; log, tanh and sigmoid compute in double. sin/cos reduce |x| < 2^50 by a three-part pi/2 (Cody-Waite
 with fma); larger finite |x| use 2/pi's bits scaled by the exponent (a table, as
 Payne-Hanek), so every float argument is reduced exactly enough for float results.
 """
@@ -95,8 +96,23 @@ static inline double fg_exp_d(double x) {
   return p * fg_as_double(scale);
 }
 
+/* e^x: the reduction and the polynomial in float (exact: n ln2 in two parts, the first with
+   few bits), the sum 1 + r + r^2 p and the 2^n scaling in double, rounded once. */
 static inline float fg_expf(float x) {
-  float res = (float)fg_exp_d((double)x);
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  float n = rintf(xc * 0x1.715476p+0f);
+  float r = fmaf(n, -0x1.63p-1f, xc);
+  r = fmaf(n, 0x1.bd0106p-13f, r);
+  float p = 1.9875691500e-4f;
+  p = fmaf(p, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  double y = 1.0 + ((double)r + (double)(p * (r * r)));
+  uint64_t scale = (uint64_t)((int64_t)(int32_t)n + 1023) << 52;
+  float res = (float)(y * fg_as_double(scale));
   return x != x ? x : res;
 }
 
@@ -227,10 +243,31 @@ static inline float fg_cosf(float x) {
   return (float)res;
 }
 
+/* sin and cos of the reduced argument: the leading terms in double, the rest of each
+   Taylor series in float (it is at most a tenth of the result, so float's rounding stays far
+   below the result's last bit). */
+static inline void fg_sincos_fast(float xf, double *s, double *c, double *q) {
+  double rd = fg_reduce_pio2_fast(xf, q);
+  float r = (float)rd;
+  float r2 = r * r;
+  float ps = -1.0f / 39916800.0f;
+  ps = fmaf(ps, r2, 1.0f / 362880.0f);
+  ps = fmaf(ps, r2, -1.0f / 5040.0f);
+  ps = fmaf(ps, r2, 1.0f / 120.0f);
+  ps = fmaf(ps, r2, -1.0f / 6.0f);
+  float pc = 1.0f / 479001600.0f;
+  pc = fmaf(pc, r2, -1.0f / 3628800.0f);
+  pc = fmaf(pc, r2, 1.0f / 40320.0f);
+  pc = fmaf(pc, r2, -1.0f / 720.0f);
+  pc = fmaf(pc, r2, 1.0f / 24.0f);
+  double r2d = rd * rd;
+  *s = rd + (double)(ps * r2 * r);
+  *c = fma(-0.5, r2d, 1.0) + r2d * r2d * (double)pc;
+}
+
 static inline float fg_sinf_fast(float x) {
-  double q;
-  double r = fg_reduce_pio2_fast(x, &q);
-  double s = fg_sin_poly(r), c = fg_cos_poly(r);
+  double s, c, q;
+  fg_sincos_fast(x, &s, &c, &q);
   double res = (q == 1.0 || q == 3.0) ? c : s;
   res = q >= 2.0 ? -res : res;
   float out = (float)res;
@@ -238,9 +275,8 @@ static inline float fg_sinf_fast(float x) {
 }
 
 static inline float fg_cosf_fast(float x) {
-  double q;
-  double r = fg_reduce_pio2_fast(x, &q);
-  double s = fg_sin_poly(r), c = fg_cos_poly(r);
+  double s, c, q;
+  fg_sincos_fast(x, &s, &c, &q);
   double res = (q == 1.0 || q == 3.0) ? s : c;
   res = (q == 1.0 || q == 2.0) ? -res : res;
   return (float)res;
