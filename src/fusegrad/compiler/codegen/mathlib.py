@@ -10,9 +10,13 @@ Each rounds to float once, from a double: exp's 2^n scaling then needs no care n
 overflow or in the denormal range (the double result rounds to float's inf or denormal
 correctly), log's input is never denormal as a double. exp and the fast sin/cos evaluate
 their polynomials in float (16 lanes per AVX-512 vector rather than 8) and only the terms
-that decide the last bit in double; log, tanh and sigmoid compute in double. sin/cos reduce |x| < 2^50 by a three-part pi/2 (Cody-Waite
-with fma); larger finite |x| use 2/pi's bits scaled by the exponent (a table, as
-Payne-Hanek), so every float argument is reduced exactly enough for float results.
+that decide the last bit in double; log, tanh and sigmoid compute in double.
+
+sin/cos reduce |x| < 2^50 by a three-part pi/2 (Cody-Waite with fma). Larger finite |x| need
+2/pi's bits scaled by the exponent (a table, as Payne-Hanek): a gather that would slow every
+call, so kernels call the `_fast` forms, OR `fg_trig_large` of each argument into a flag, and
+when it is set run again with `fg_sinf`/`fg_cosf`, which reduce every float argument exactly
+enough for float results.
 """
 
 from __future__ import annotations
