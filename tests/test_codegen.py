@@ -314,3 +314,46 @@ def test_cache_across_processes_and_corrupt_entry(tmp_path):
                        timeout=300)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
     assert path.read_bytes() == data or len(path.read_bytes()) == len(data)
+
+
+def test_extern_between_kernels_and_repeated_calls():
+    """mm has no lowering: it runs its NumPy kernel on the buffers between two kernels (its
+    input computed by one, its output read by the other); intermediates are reused across
+    calls while outputs are fresh, so earlier results stay intact."""
+    r = Recorder()
+    a, w, b = r.input(), r.input(), r.input()
+    h = r.op("mm", r.op("tanh", a), w)
+    y = r.op("relu", r.op("add.Tensor", h, b))
+    gm = r.module([y, r.op("sum.dim_IntList", y, [1], False)])
+    rng = np.random.default_rng(9)
+    data = [rng.standard_normal(s).astype(np.float32) for s in ((5, 7), (7, 3), (3,))]
+    tensors = [fusegrad.from_numpy(d) for d in data]
+    compiled = compile_graph(gm, tensors)
+    assert "extern mm" in compiled.source  # tanh; mm; add+relu; sum: three kernels
+    assert compiled.source.count("void cpp_fused_") == 3
+    first = compiled(*tensors)
+    ta, tw, tb = (torch.from_numpy(d) for d in data)
+    want = torch.relu(torch.tanh(ta) @ tw + tb)
+    np.testing.assert_allclose(first[0].numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first[1].numpy(), want.sum(1).numpy(), rtol=1e-5, atol=1e-5)
+    kept = first[0].numpy().copy()
+    other = [fusegrad.from_numpy(d * 2) for d in data]
+    second = compiled(*other)
+    np.testing.assert_array_equal(first[0].numpy(), kept)
+    want2 = torch.relu(torch.tanh(ta * 2) @ (tw * 2) + tb * 2)
+    np.testing.assert_allclose(second[0].numpy(), want2.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_integer_and_bool_graph_with_zero_dim_input():
+    r = Recorder()
+    a, s = r.input(), r.input()
+    m = r.op("gt.Tensor", r.op("mul.Tensor", a, s), 4)
+    gm = r.module([r.op("where.self", m, a, r.op("neg", a)), r.op("sum", a)])
+    a_np = np.arange(-6, 6, dtype=np.int64).reshape(3, 4)
+    ins = [fusegrad.from_numpy(a_np), fusegrad.from_numpy(np.array(3, np.int64))]
+    got = compile_graph(gm, ins)(*ins)
+    ta = torch.from_numpy(a_np)
+    want = torch.where(ta * 3 > 4, ta, -ta)
+    assert got[0].dtype == fusegrad.int64 and got[1].dtype == fusegrad.int64
+    np.testing.assert_array_equal(got[0].numpy(), want.numpy())
+    assert int(got[1].item()) == int(ta.sum())

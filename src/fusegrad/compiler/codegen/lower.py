@@ -544,7 +544,7 @@ class GraphLowering:
                 f"its meta says {tuple(shape)}")
         if value.dtype is not dtype:
             value = self.ops.to(value, dtype)
-        if isinstance(value, Buffer) and not op.view:  # a new tensor, never its input
+        if not op.view and any(value is b for b in self.inputs):  # new, never an input
             value = self.ops.view_index(value, value.shape, lambda idx: idx)
         if isinstance(value, Pointwise) and self._current is not None:
             value.origins.append(self._current)

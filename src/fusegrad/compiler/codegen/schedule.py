@@ -50,7 +50,6 @@ def schedule(g: GraphLowering) -> list:
 
 
 def _log_boundaries(g: GraphLowering, computations: list, kernel_of: dict) -> None:
-    from .ir import IVar
 
     producers = {}
     for c in computations:
@@ -61,14 +60,7 @@ def _log_boundaries(g: GraphLowering, computations: list, kernel_of: dict) -> No
             logs.emit("fusion", f"{_label(c)}: extern call {c.op.name} runs its NumPy kernel "
                       "between kernels (no lowering)")
             continue
-        idx = tuple(IVar(f"x{i}") for i in range(len(c.shape)))
-        if isinstance(c, Reduction):
-            ridx = tuple(IVar(f"r{i}") for i in range(len(c.reduced_shape)))
-            expr = c.fn(idx, ridx)
-        else:
-            expr = c.fn(idx)
-        read = {e.buffer for e in walk(expr) if hasattr(e, "buffer")}
-        for b in read:
+        for b in {ld.buffer for ld in _reads(c)}:
             p = producers.get(b)
             if p is None or (p in kernel_of and kernel_of.get(p) == kernel_of.get(c)):
                 continue
