@@ -357,3 +357,29 @@ def test_integer_and_bool_graph_with_zero_dim_input():
     assert got[0].dtype == fusegrad.int64 and got[1].dtype == fusegrad.int64
     np.testing.assert_array_equal(got[0].numpy(), want.numpy())
     assert int(got[1].item()) == int(ta.sum())
+
+
+def test_layer_norm_chain_is_one_kernel(caplog):
+    """mean, variance and normalisation over rows share one loop nest; the output code log
+    shows the wrapper and the kernel."""
+    r = Recorder()
+    x = r.input()
+    mean = r.op("mean.dim", x, [1], True)
+    d = r.op("sub.Tensor", x, mean)
+    var = r.op("mean.dim", r.op("mul.Tensor", d, d), [1], True)
+    gm = r.module([r.op("mul.Tensor", d, r.op("rsqrt", r.op("add.Tensor", var, 1e-5)))])
+    data = np.random.default_rng(11).standard_normal((33, 70)).astype(np.float32) * 3 + 1
+    xt = fusegrad.from_numpy(data)
+    logs.set_logs(output_code=True)
+    try:
+        with caplog.at_level("INFO", logger="fusegrad.compiler"):
+            logs.log.propagate = True
+            compiled = compile_graph(gm, [xt])
+    finally:
+        logs.set_logs(output_code=False)
+        logs.log.propagate = False
+    got = compiled(xt)[0].numpy()
+    want = torch.nn.functional.layer_norm(torch.from_numpy(data), (70,), eps=1e-5).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+    assert compiled.source.count("void cpp_fused_") == 1
+    assert "def call(args):" in caplog.text and "void cpp_fused_" in caplog.text
