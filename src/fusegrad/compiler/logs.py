@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 
 ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code",
-             "perf_hints", "aot_graphs", "aot_joint_graph", "segment_code")
+             "perf_hints", "aot_graphs", "aot_joint_graph", "segment_code", "fusion")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
 

@@ -91,11 +91,21 @@ def _gelu_decomposition(x, approximate="none"):
     return x * 0.5 * ((x * _SQRT_HALF).erf() + 1)
 
 
+def _gelu_lowering(v, x, approximate="none"):
+    """The tanh form as loop IR; the erf form stays with the NumPy kernel."""
+    if approximate != "tanh":
+        return v.unsupported("gelu's erf form has no vectorised erf yet")
+    cube = v.mul(v.mul(x, x), x)
+    inner = v.mul(v.add(x, v.mul(cube, 0.044715)), _SQRT_2_OVER_PI)
+    return v.mul(v.mul(x, 0.5), v.add(v.unary("tanh", inner), 1))
+
+
 gelu = register(
     "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
     derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
     decomposition=_gelu_decomposition,
     samples=_param_samples(("tanh",), ("none",)), onnx=_gelu_onnx,
+    lowering=_gelu_lowering,
     saved_names=("self", "approximate"))
 
 # ---------------------------------------------------------------- silu, mish, softplus
@@ -114,6 +124,7 @@ silu = register(
     "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
     derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples(),
     decomposition=lambda x: x * x.sigmoid(),
+    lowering=lambda v, a: v.mul(a, v.unary("sigmoid", a)),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
         "Mul", [inputs[0], b.emit("Sigmoid", [inputs[0]])]),
     saved_names=("self",))
@@ -180,6 +191,7 @@ leaky_relu = register(
     derivative=lambda g, x, slope: (g * (x > 0).where(x > 0, x.new_full((), slope)), None),
     save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
     decomposition=lambda x, slope=0.01: x.where(x > 0, x * slope),
+    lowering=lambda v, a, slope=0.01: v.where(v.compare("gt", a, 0), a, v.mul(a, slope)),
     onnx=onnx_op("LeakyRelu", alpha=(1, float)),
     saved_names=("self", "negative_slope"))
 leaky_relu_ = inplace_variant(

@@ -84,14 +84,16 @@ add = register(
     "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
     derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=binary_samples(scalars=(2.5, 3)), lowering="({a} + {b})",
+    samples=binary_samples(scalars=(2.5, 3)),
+    lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)),
     tensor_args=(0, 1), onnx=add_like("Add"),
     saved_names=("alpha",))
 sub = register(
     "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
     derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
-    samples=binary_samples(), lowering="({a} - {b})", tensor_args=(0, 1),
+    samples=binary_samples(), tensor_args=(0, 1),
+    lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)),
     onnx=add_like("Sub"),
     saved_names=("alpha",))
 rsub = register(
@@ -101,29 +103,31 @@ rsub = register(
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
     onnx=add_like("Sub", swap=True),
-    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b)
+    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
+    lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=lambda g, a, b: (g * b if b is not None else None,
                                 g * a if a is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
-    samples=binary_samples(), lowering="({a} * {b})", tensor_args=(0, 1), onnx="Mul",
+    samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=lambda g, a, b: (g / b, -g * a / (b * b) if _t(b) else None),
     save=lambda out, a, b: (a if _t(b) else None, b),
-    samples=binary_samples(domain=(0.5, 2.0)), lowering="({a} / {b})",
+    samples=binary_samples(domain=(0.5, 2.0)), lowering=lambda v, a, b: v.truediv(a, b),
     tensor_args=(0, 1), onnx="Div",
     saved_names=("self", "other"))
 neg = register(
     "neg", kernel=np.negative, meta=unary_meta(to_float=False), node="NegBackward0",
-    derivative=lambda g: (-g,), samples=unary_samples(), lowering="(-{a})", onnx="Neg")
+    derivative=lambda g: (-g,), samples=unary_samples(), lowering=lambda v, a: v.neg(a), onnx="Neg")
 reciprocal = register(
     "reciprocal", kernel=unary_kernel(np.reciprocal), meta=unary_meta(), node="ReciprocalBackward0",
     derivative=lambda g, out: (-g * out * out,), save=lambda out, a: (out,),
-    samples=unary_samples(domain=(0.5, 2.0)), lowering="(1 / {a})", onnx="Reciprocal",
+    samples=unary_samples(domain=(0.5, 2.0)), lowering=lambda v, a: v.truediv(1, a),
+    onnx="Reciprocal",
     saved_names=("result",))
 
 
@@ -170,7 +174,7 @@ pow_scalar = register(
     derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
                              for s in ((3, 4), (), (0,)) for e in (2, 3, 0.5, -1.5, 0)],
-    onnx=_pow_onnx,
+    onnx=_pow_onnx, lowering=lambda v, a, e: v.pow_scalar(a, e),
     saved_names=("self", "exponent"))
 pow_tensor = register(
     "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),

@@ -36,7 +36,8 @@ def _compare(name, ufunc, onnx: str, negate: bool = False):
     return register(name, kernel=binary_kernel(ufunc, compare=True),
                     meta=binary_meta(out_bool=True), differentiable=False,
                     samples=binary_samples(), onnx=compare(onnx, negate),
-                    public=name.split(".")[0])
+                    public=name.split(".")[0],
+                    lowering=lambda v, a, b: v.compare(name.split(".")[0], a, b))
 
 
 eq = _compare("eq.Tensor", np.equal, "Equal")
@@ -111,7 +112,8 @@ def _where_onnx(b, inputs, args, kwargs, opset):
 where = register(
     "where.self", kernel=_where_kernel, meta=_where_meta, node="WhereBackward0",
     derivative=_where_derivative, save=lambda out, c, a, b: (c, a, b), nondiff_args=(0,),
-    samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx)
+    samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx,
+    lowering=lambda v, c, a, b: v.where(c, a, b))
 
 
 def _maximum_derivative(g, a, b):
@@ -124,6 +126,7 @@ maximum = register(
     "maximum", kernel=binary_kernel(np.maximum), meta=binary_meta(), node="MaximumBackward0",
     derivative=_maximum_derivative, save=lambda out, a, b: (a, b),
     samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Max",
+    lowering=lambda v, a, b: v.maximum(a, b),
     saved_names=("self", "other"))
 
 
@@ -164,6 +167,7 @@ clamp = register(
                              for s in ((3, 4), ()) for lo, hi in ((-0.5, 0.5), (0.0, None),
                                                                    (None, 1.0))],
     onnx=lambda b, inputs, args, kwargs, opset: clip(b, inputs[0], *args[1:3]),
+    lowering=lambda v, a, lo=None, hi=None: v.clamp(a, lo, hi),
     saved_names=("self", "min", "max"))
 
 
@@ -226,7 +230,8 @@ def _minimum_derivative(g, a, b):
 minimum = register(
     "minimum", kernel=binary_kernel(np.minimum), meta=binary_meta(), node="MinimumBackward0",
     derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
-    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min")
+    samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min",
+    lowering=lambda v, a, b: v.minimum(a, b))
 
 # ---------------------------------------------------------------- logical and bitwise
 
@@ -252,7 +257,8 @@ logical_or = _logical("logical_or", np.logical_or, boolean("Or"))
 logical_xor = _logical("logical_xor", np.logical_xor, boolean("Xor"))
 logical_not = register(
     "logical_not", kernel=np.logical_not, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
-    differentiable=False, samples=unary_samples(), onnx=boolean("Not"))
+    differentiable=False, samples=unary_samples(), onnx=boolean("Not"),
+    lowering=lambda v, a: v.logical_not(a))
 logical_not_ = inplace_variant(logical_not, "logical_not_", differentiable=False)
 
 

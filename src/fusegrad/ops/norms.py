@@ -100,14 +100,18 @@ var = register(
     "var.correction", kernel=_var_kernel, meta=_var_meta, node="VarBackward0",
     derivative=_var_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (a, dims, correction, keepdim),
-    samples=_var_samples, public="var", decomposition=_var_decomposition)
+    samples=_var_samples, public="var", decomposition=_var_decomposition,
+    lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var(a, dims, correction,
+                                                                           keepdim))
 std = register(
     "std.correction", kernel=lambda *args: np.sqrt(_var_kernel(*args)), meta=_var_meta,
     node="StdBackward0", derivative=_std_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out, dims, correction, keepdim),
     samples=_var_samples, public="std",
-    decomposition=lambda *args: _var_decomposition(*args).sqrt())
+    decomposition=lambda *args: _var_decomposition(*args).sqrt(),
+    lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var(
+        a, dims, correction, keepdim, sqrt=True))
 
 
 def _var_mean_kernel(sqrt):

@@ -74,7 +74,7 @@ to_copy = register(
     node="ToCopyBackward0", derivative=lambda g, dtype: (g.to(dtype), None),
     save=lambda out, a, dtype: (a.dtype,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), _dtype.float64))],
-    gradcheck=False, onnx=cast)
+    gradcheck=False, onnx=cast, lowering=lambda v, a, dtype: v.to(a, dtype))
 
 def _flip_dims(dims, ndim):
     dims = tuple(wrap_dim(d, ndim) for d in dims)

@@ -84,12 +84,15 @@ sum_ = register(
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
     samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
+    lowering=lambda v, a, dtype=None: v.reduce("sum", a, None, False, dtype),
     saved_names=("self_sym_sizes",))
 sum_dim = register(
     "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
     derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
+    lowering=lambda v, a, dims, keepdim=False, dtype=None: v.reduce("sum", a, dims, keepdim,
+                                                                      dtype),
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
@@ -136,6 +139,7 @@ mean = register(
     derivative=lambda g, shape: (g.expand(shape) / max(_count(shape, None), 1),),
     save=lambda out, a, dtype=None: (a.shape,), samples=_full_samples,
     onnx=reduce_onnx("ReduceMean", full=True),
+    lowering=lambda v, a, dtype=None: v.mean(a, None, False, dtype),
     tolerance={"float32": 1e-5},
     decomposition=lambda a, dtype=None: call(sum_, a if dtype is None else a.to(dtype))
     / a.numel(),
@@ -147,6 +151,7 @@ mean_dim = register(
     save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if np.size(s.args[0])],
     onnx=reduce_onnx("ReduceMean"), public="mean", decomposition=_mean_decomposition,
+    lowering=lambda v, a, dims=None, keepdim=False, dtype=None: v.mean(a, dims, keepdim, dtype),
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
@@ -187,6 +192,7 @@ def _amax_derivative(g, a, out, dims, keepdim):
 
 amax = register(
     "amax", kernel=_amax_kernel, meta=_amax_meta, node="AmaxBackward0",
+    lowering=lambda v, a, dims=(), keepdim=False: v.reduce("max", a, dims, keepdim),
     derivative=_amax_derivative, save=lambda out, a, dims=(), keepdim=False: (a, out, dims,
                                                                                keepdim),
     samples=lambda rng, dt: [Sample((s.args[0], s.args[1] if s.args[1] is not None else ()) +
@@ -260,6 +266,7 @@ softmax = register(
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("Softmax"), public="softmax", decomposition=_softmax_decomposition,
+    lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim),
     saved_names=("result", "dim"))
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
@@ -269,6 +276,7 @@ log_softmax = register(
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
     decomposition=_log_softmax_decomposition,
+    lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
     saved_names=("result", "dim"))
 
 # ---------------------------------------------------------------- named tuples
@@ -349,6 +357,7 @@ def _amin_meta(a, dims=(), keepdim=False):
 
 amin = register(
     "amin", kernel=_amin_kernel, meta=_amin_meta, node="AminBackward0",
+    lowering=lambda v, a, dims=(), keepdim=False: v.reduce("min", a, dims, keepdim),
     derivative=_amax_derivative, save=amax.save, samples=amax.samples,
     onnx=reduce_onnx("ReduceMin"))
 
@@ -463,10 +472,14 @@ def _arg_samples(rng, dtype):
 
 argmax = register("argmax", kernel=_arg_kernel("argmax", np.argmax)[0],
                   meta=_arg_kernel("argmax", np.argmax)[1], differentiable=False,
-                  samples=_arg_samples)
+                  samples=_arg_samples,
+                  lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmax", a, dim,
+                                                                          keepdim))
 argmin = register("argmin", kernel=_arg_kernel("argmin", np.argmin)[0],
                   meta=_arg_kernel("argmin", np.argmin)[1], differentiable=False,
-                  samples=_arg_samples)
+                  samples=_arg_samples,
+                  lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmin", a, dim,
+                                                                          keepdim))
 
 # ---------------------------------------------------------------- prod
 
@@ -528,10 +541,13 @@ def _prod_dim_derivative(g, a, dim, keepdim):
 prod = register(
     "prod", kernel=_prod_all_kernel, meta=lambda a, dtype=None: _prod_meta(a, None, False, dtype),
     node="ProdBackward0", derivative=_prod_all_derivative, save=lambda out, a, dtype=None: (a,),
+    lowering=lambda v, a, dtype=None: v.reduce("prod", a, None, False, dtype),
     samples=lambda rng, dt: _full_samples(rng, dt) + [
         Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")])
 prod_dim = register(
     "prod.dim_int", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
+    lowering=lambda v, a, dim, keepdim=False, dtype=None: v.reduce("prod", a, dim, keepdim,
+                                                                    dtype),
     derivative=_prod_dim_derivative,
     save=lambda out, a, dim, keepdim=False, dtype=None: (a, dim, keepdim),
     samples=lambda rng, dt: _dim_samples(rng, dt) + [

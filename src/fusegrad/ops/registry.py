@@ -6,7 +6,11 @@ tensors, capture and shape errors), its `derivative` (written in fusegrad ops, s
 differentiated again and traced), what it `save`s for backward, the PyTorch name of its
 backward node, and the OpInfo-style fields the oracle tests read (`samples`, `domain`,
 `tolerance`, `gradcheck`), its ONNX mapping (`onnx`: an operator name or a function, see
-`ops/_onnx.py`) and ATen's names of what it saves (`saved_names`). Nothing else in fusegrad
+`ops/_onnx.py`), ATen's names of what it saves (`saved_names`) and its `lowering` for the
+code generator: a function `lowering(v, *args)` that builds the op's loop IR with the
+expression builder `v` (`v.add(a, b)`, `v.unary("exp", a)`, `v.reduce("sum", a, dims,
+keepdim)`, `v.permute(a, dims)`, ...; see `compiler/codegen/lower.py`), or None / "extern"
+for ops whose NumPy kernel is called between generated kernels. Nothing else in fusegrad
 keeps its own list of ops.
 """
 

@@ -29,23 +29,27 @@ add_scalar = register(
     "add.Scalar", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="add",
-    decomposition=lambda a, b, alpha=1: a + b * alpha)
+    decomposition=lambda a, b, alpha=1: a + b * alpha,
+    lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)))
 sub_scalar = register(
     "sub.Scalar", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="sub",
-    decomposition=lambda a, b, alpha=1: a - b * alpha)
+    decomposition=lambda a, b, alpha=1: a - b * alpha,
+    lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)))
 mul_scalar = register(
     "mul.Scalar", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",),
-    decomposition=lambda a, b: a * b)
+    decomposition=lambda a, b: a * b,
+    lowering=lambda v, a, b: v.mul(a, b))
 div_scalar = register(
     "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward1",
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",),
-    decomposition=lambda a, b: a / b)
+    decomposition=lambda a, b: a / b,
+    lowering=lambda v, a, b: v.truediv(a, b))
 
 
 _maximum = binary_kernel(np.maximum)  # propagates NaN, as PyTorch's clamp_min does
@@ -60,4 +64,5 @@ clamp_min = register(
     node="ClampMinBackward0",
     derivative=lambda g, a, lo: (g * (a >= lo), None), save=lambda out, a, lo: (a, lo),
     samples=_scalar_samples(0.0, 0.5), saved_names=("self", "min"),
-    decomposition=lambda a, lo: a.clamp(lo, None))
+    decomposition=lambda a, lo: a.clamp(lo, None),
+    lowering=lambda v, a, lo: v.maximum(a, lo))

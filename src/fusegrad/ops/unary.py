@@ -38,20 +38,21 @@ def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, **kw
 
 
 exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * out,),
-             lambda out, a: (out,), lowering="exp({a})", onnx="Exp",
+             lambda out, a: (out,), lowering=lambda v, a: v.unary("exp", a), onnx="Exp",
     saved_names=("result",))
 log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / a,), lambda out, a: (a,),
-             domain=(0.1, 3.0), lowering="log({a})", onnx="Log",
+             domain=(0.1, 3.0), lowering=lambda v, a: v.unary("log", a), onnx="Log",
     saved_names=("self",))
 sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * a.cos(),), lambda out, a: (a,),
-             lowering="sin({a})", onnx="Sin")
+             lowering=lambda v, a: v.unary("sin", a), onnx="Sin")
 cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * a.sin(),),
-             lambda out, a: (a,), lowering="cos({a})", onnx="Cos")
+             lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos")
 tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * (1 - out * out),),
-              lambda out, a: (out,), lowering="tanh({a})", onnx="Tanh",
+              lambda out, a: (out,), lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
     saved_names=("result",))
 sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / (2 * out),),
-              lambda out, a: (out,), domain=(0.1, 3.0), lowering="sqrt({a})", onnx="Sqrt",
+              lambda out, a: (out,), domain=(0.1, 3.0), lowering=lambda v, a: v.unary("sqrt", a),
+              onnx="Sqrt",
     saved_names=("result",))
 
 
@@ -63,10 +64,10 @@ def _sigmoid(a):
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
                  lambda g, out: (g * out * (1 - out),), lambda out, a: (out,),
-                 lowering="(1 / (1 + exp(-{a})))", onnx="Sigmoid",
+                 lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
 abs_ = _unary("abs", np.abs, "AbsBackward0", lambda g, a: (g * a.sign(),),
-              lambda out, a: (a,), to_float=False, lowering="fabs({a})", onnx="Abs",
+              lambda out, a: (a,), to_float=False, lowering=lambda v, a: v.abs(a), onnx="Abs",
     saved_names=("self",))
 
 
@@ -94,7 +95,7 @@ def _relu_derivative(g, out):
 relu = register(
     "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
     derivative=_relu_derivative, save=lambda out, a: (out,),
-    samples=unary_samples(), lowering="fmax({a}, 0)", onnx="Relu",
+    samples=unary_samples(), lowering=lambda v, a: v.maximum(a, 0), onnx="Relu",
     saved_names=("result",))
 sign = register(
     "sign", kernel=lambda a: np.sign(a).astype(a.dtype, copy=False),
@@ -153,6 +154,7 @@ log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 
                      domain=(-0.5, 3.0))
 rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",
                      lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0),
+                     lowering=lambda v, a: v.unary("rsqrt", a),
                      onnx=lambda b, inputs, args, kwargs, opset: b.emit(
                          "Reciprocal", [b.emit("Sqrt", [b.cast(inputs[0], b.out_dtype)])]))
 tan = _unary_entry("tan", np.tan, "TanBackward0", lambda g, out: g * (1 + out * out), "out",

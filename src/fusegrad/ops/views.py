@@ -142,6 +142,7 @@ view = register(
     "view", kernel=_view_kernel, meta=_view_meta, view=True, node="ViewBackward0",
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
     samples=_view_samples, onnx=reshape_onnx,
+    lowering=lambda v, a, shape: v.reshape(a, shape),
     saved_names=("self_sym_sizes",))
 unsafe_view = register(
     "_unsafe_view", kernel=lambda a, shape: np.reshape(a, infer_size(shape, a.size)),
@@ -150,6 +151,7 @@ unsafe_view = register(
     derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
     samples=_view_samples, onnx=reshape_onnx, public="reshape",
     decomposition=lambda a, shape: a.view(shape),
+    lowering=lambda v, a, shape: v.reshape(a, shape),
     saved_names=("self_sym_sizes",))
 
 
@@ -191,6 +193,7 @@ def _swap_onnx(b, inputs, args, kwargs, opset):
 permute = register(
     "permute", kernel=lambda a, dims: a.transpose(_permute_check(a.ndim, dims)),
     meta=_permute_meta, view=True, node="PermuteBackward0",
+    lowering=lambda v, a, dims: v.permute(a, dims),
     derivative=lambda g, dims: (g.permute(tuple(np.argsort(_permute_check(g.dim(), dims)))),
                                 None),
     save=lambda out, a, dims: (dims,),
@@ -225,6 +228,7 @@ def _transpose_kernel(a, d0, d1):
 
 transpose = register(
     "transpose.int", kernel=_transpose_kernel, meta=_transpose_meta, view=True,
+    lowering=lambda v, a, d0, d1: v.transpose(a, d0, d1),
     node="TransposeBackward0",
     derivative=lambda g, d0, d1: (g.transpose(d0, d1), None, None),
     save=lambda out, a, d0, d1: (d0, d1),
@@ -268,6 +272,7 @@ def _t_meta(a):
 
 t = register(
     "t", kernel=_t_kernel, meta=_t_meta, view=True, node="TBackward0",
+    lowering=lambda v, a: v.transpose(a, 0, -1),
     derivative=lambda g: (g.t(),),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],
     onnx=_swap_onnx,
@@ -347,6 +352,7 @@ def _expand_onnx(b, inputs, args, kwargs, opset):
 
 expand = register(
     "expand", kernel=_expand_kernel,
+    lowering=lambda v, a, sizes, implicit=False: v.expand(a, sizes),
     meta=_expand_meta, view=True, node="ExpandBackward0",
     derivative=lambda g, shape: (sum_to_shape(g, shape), None),
     save=lambda out, a, sizes: (a.shape,),
@@ -371,6 +377,7 @@ def _unsqueeze_meta(a, dim):
 
 unsqueeze = register(
     "unsqueeze", kernel=_unsqueeze_kernel, meta=_unsqueeze_meta, view=True,
+    lowering=lambda v, a, dim: v.unsqueeze(a, dim),
     node="UnsqueezeBackward0", derivative=lambda g, dim, n: (g.squeeze(wrap_dim(dim, n + 1)),
                                                              None),
     save=lambda out, a, dim: (dim, a.dim()),
@@ -465,6 +472,7 @@ def _select_onnx(b, inputs, args, kwargs, opset):
 
 select = register(
     "select.int", kernel=_select_kernel, meta=_select_meta, view=True, node="SelectBackward0",
+    lowering=lambda v, a, dim, index: v.select(a, dim, index),
     derivative=lambda g, shape, dim, index: (select_backward_fn(g, shape, dim, index), None,
                                              None),
     save=lambda out, a, dim, index: (a.shape, dim, index),
@@ -574,6 +582,7 @@ def _slice_onnx(b, inputs, args, kwargs, opset):
 
 slice_ = register(
     "slice.Tensor", kernel=_slice_kernel, meta=_slice_meta, view=True, node="SliceBackward0",
+    lowering=lambda v, a, dim=0, start=None, end=None, step=1: v.slice(a, dim, start, end, step),
     derivative=_slice_derivative,
     save=lambda out, a, dim=0, start=None, end=None, step=1: (a.shape, dim, start, end, step),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + a) for s, a in (

@@ -1,0 +1,446 @@
+"""The C renderer: one C function per kernel, `void name(void **P, const int64_t *K)`.
+
+`P` holds the graph's buffer addresses, `K` its integers (sizes, strides, offsets, indices);
+the source names slots of both and no size, so one kernel serves every shape with the same
+layout pattern. Loops: one per dimension, the innermost contiguous one vectorisable by gcc
+(every operation is branch-free; clamps, max/min and NaN checks are selects); OpenMP splits
+the outermost loop when the work is large. Reductions accumulate in 16 lanes (a loop gcc
+vectorises without reassociating: the lanes are combined at the end).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ... import _dtype
+from . import mathlib
+from .ir import Buffer, Const, IBin, IInt, IVar, Load, Op, Pointwise, Reduction
+
+CTYPES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int64: "int64_t",
+          _dtype.int32: "int32_t", _dtype.int16: "int16_t", _dtype.int8: "int8_t",
+          _dtype.uint8: "uint8_t", _dtype.bool_: "uint8_t"}
+LANES = 16
+PARALLEL_WORK = 1 << 17  # elements below which OpenMP's start-up costs more than it gains
+
+
+class Slots:
+    """The graph-wide tables `P` (buffers) and `K` (integers) kernels read."""
+
+    def __init__(self):
+        self.buffers: dict = {}  # Buffer -> slot
+        self.ints: list[int] = []
+
+    def buffer(self, buf: Buffer) -> int:
+        """The `P` slot of `buf`."""
+        if buf not in self.buffers:
+            self.buffers[buf] = len(self.buffers)
+        return self.buffers[buf]
+
+    def int(self, value: int) -> int:
+        """A new `K` slot holding `value`."""
+        self.ints.append(int(value))
+        return len(self.ints) - 1
+
+
+def _vars(index) -> set:
+    out: set = set()
+    for i in index:
+        if isinstance(i, IVar):
+            out.add(i.name)
+        elif isinstance(i, IBin):
+            out |= _vars((i.a, i.b))
+    return out
+
+
+def _c_number(value, dtype) -> str:
+    ct = CTYPES[dtype]
+    if dtype.category == _dtype.FLOAT:
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "-INFINITY"
+        else:
+            text = v.hex()
+        return f"(({ct}){text})"
+    if dtype is _dtype.bool_:
+        return "1" if value else "0"
+    return f"(({ct}){int(value)}LL)"
+
+
+class KernelWriter:
+    """Renders one kernel's body: temporaries for sub-expressions (shared when equal)."""
+
+    def __init__(self, slots: Slots, exact: bool = False):
+        self.slots = slots
+        self.lines: list[str] = []
+        self.cse: dict = {}
+        self.kslots: dict = {}  # value -> local name (equal values share one slot)
+        self.ptrs: dict = {}
+        self.exact = exact
+        self.uses_fast = False
+        self.ops: list[str] = []
+        self.tmp = 0
+        # Loads not depending on these (innermost) loop variables are read once, before
+        # the innermost loop: gcc then vectorises it (it does not hoist them itself).
+        self.inner: set = set()
+        self.hoisted: list[str] = []
+
+    def kint(self, value: int) -> str:
+        """The local holding integer `value` (read from `K`)."""
+        if value not in self.kslots:
+            self.kslots[value] = (f"ks{len(self.kslots)}", self.slots.int(value))
+        return self.kslots[value][0]
+
+    def index(self, e) -> str:
+        """C text of an index expression."""
+        if isinstance(e, IVar):
+            return e.name
+        if isinstance(e, IInt):
+            return str(e.value) if e.value in (0, 1) else self.kint(e.value)
+        if isinstance(e, IBin):
+            return f"({self.index(e.a)} {e.op} {self.index(e.b)})"
+        raise TypeError(e)
+
+    def pointer(self, buf: Buffer, write: bool = False) -> str:
+        """The local pointer variable of `buf`."""
+        if buf not in self.ptrs:
+            self.ptrs[buf] = (f"{'out' if write else 'in'}{len(self.ptrs)}", write)
+        return self.ptrs[buf][0]
+
+    def address(self, buf: Buffer, index) -> str:
+        """`ptr[offset]` of `buf` at logical `index`."""
+        terms = [] if buf.offset == 0 else [self.kint(buf.offset)]
+        for i, s in zip(index, buf.strides):
+            if isinstance(i, IInt) and i.value == 0 or s == 0:
+                continue
+            t = self.index(i)
+            terms.append(t if s == 1 else f"{t} * {self.kint(s)}")
+        return f"{self.pointer(buf)}[{' + '.join(terms) or '0'}]"
+
+    def emit(self, line: str) -> None:
+        """Add a line to the body."""
+        self.lines.append(line)
+
+    def value(self, e) -> str:
+        """A name or literal holding `e`'s value (emitting temporaries as needed)."""
+        if isinstance(e, Const):
+            return _c_number(e.value, e.dtype or _dtype.float32)
+        if isinstance(e, Load):
+            text = self.address(e.buffer, e.index)
+        else:
+            args = [self.value(a) for a in e.args]
+            text = self.op(e, args)
+        if text in self.cse:
+            return self.cse[text]
+        name = f"tmp{self.tmp}"
+        self.tmp += 1
+        line = f"{CTYPES[e.dtype]} {name} = {text};"
+        if isinstance(e, Load) and self.inner and not (_vars(e.index) & self.inner):
+            self.hoisted.append(line)
+        else:
+            self.emit(line)
+        self.cse[text] = name
+        return name
+
+    def op(self, e: Op, a: list) -> str:
+        """C text of one operation on already-named operands."""
+        name, dt = e.name, e.dtype
+        arg_dt = e.args[0].dtype if e.args and e.args[0].dtype is not None else dt
+        if name != "cast":
+            self.ops.append(name)
+        is_f = arg_dt.category == _dtype.FLOAT
+        if name in ("add", "sub", "mul"):
+            if dt is _dtype.bool_:
+                return f"({a[0]} {'|' if name == 'add' else '&'} {a[1]})"
+            return f"({a[0]} {dict(add='+', sub='-', mul='*')[name]} {a[1]})"
+        if name == "truediv":
+            return f"({a[0]} / {a[1]})"
+        if name == "neg":
+            return f"(-{a[0]})"
+        if name == "abs":
+            if is_f:
+                return f"{'fabsf' if arg_dt is _dtype.float32 else 'fabs'}({a[0]})"
+            return a[0] if dt is _dtype.bool_ else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+        if name in ("maximum", "minimum"):
+            cmp = ">" if name == "maximum" else "<"  # ties give b, as NumPy's kernels
+            nan = f" | ({a[0]} != {a[0]})" if is_f else ""
+            return f"((({a[0]} {cmp} {a[1]}){nan}) ? {a[0]} : {a[1]})"
+        if name == "where":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            sym = dict(eq="==", ne="!=", lt="<", le="<=", gt=">", ge=">=")[name]
+            return f"({a[0]} {sym} {a[1]})"
+        if name == "logical_not":
+            return f"(!{a[0]})"
+        if name == "cast":
+            if dt is _dtype.bool_:
+                return f"({a[0]} != 0)"
+            return f"(({CTYPES[dt]}){a[0]})"
+        if name == "sqrt":
+            return f"{'sqrtf' if dt is _dtype.float32 else 'sqrt'}({a[0]})"
+        if name == "rsqrt":
+            one = _c_number(1, dt)
+            return f"({one} / {'sqrtf' if dt is _dtype.float32 else 'sqrt'}({a[0]}))"
+        if name == "pow":
+            return f"{'powf' if dt is _dtype.float32 else 'pow'}({a[0]}, {a[1]})"
+        if name == "sigmoid" and dt is _dtype.float64:
+            return f"(1.0 / (1.0 + exp(-{a[0]})))"
+        table = mathlib.FLOAT32 if dt is _dtype.float32 else mathlib.FLOAT64
+        if name in table:
+            fn = table[name]
+            if fn in mathlib.EXACT:
+                self.uses_fast = True
+                if self.exact:
+                    fn = mathlib.EXACT[fn]
+                else:
+                    self.emit(f"fg_large |= fg_trig_large({a[0]});")
+            return f"{fn}({a[0]})"
+        raise NotImplementedError(f"no C form for {name}")
+
+    def declarations(self) -> list[str]:
+        """Pointer and integer locals read from `P` and `K`."""
+        out = []
+        for buf, (name, write) in self.ptrs.items():
+            ct = CTYPES[buf.dtype]
+            const = "" if write else "const "
+            slot = self.slots.buffer(buf)
+            out.append(f"{const}{ct} *restrict {name} = ({const}{ct} *)P[{slot}];")
+        for name, slot in self.kslots.values():
+            out.append(f"const int64_t {name} = K[{slot}];")
+        return out
+
+
+def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: int,
+           hoisted: tuple = ()) -> list:
+    """Nested loops over `extents` around `inner` lines, `hoisted` lines just before the
+    innermost loop; OpenMP on the outermost."""
+    if not extents:
+        return list(hoisted) + inner
+    lines: list[str] = []
+    depth = 0
+    for i, (n, v) in enumerate(zip(extents, names)):
+        pad = "  " * depth
+        if i == len(extents) - 1:
+            lines += [pad + x for x in hoisted]
+        if i == 0 and work >= PARALLEL_WORK:
+            red = " reduction(|:fg_large)" if w.uses_fast and not w.exact else ""
+            lines.append(f"{pad}#pragma omp parallel for{red}")
+        lines.append(f"{pad}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        depth += 1
+    lines += ["  " * depth + x for x in inner]
+    for d in range(depth - 1, -1, -1):
+        lines.append("  " * d + "}")
+    return lines
+
+
+def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
+    idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    _out_ptr(w, out)
+    w.inner, w.hoisted = {str(idx[-1])} if idx else set(), []
+    v = w.value(node.fn(tuple(idx)))
+    w.emit(f"{w.address(out, idx)} = {v};")
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
+    return _loops(w, extents, [str(i) for i in idx], w.lines, _numel(node.shape), w.hoisted)
+
+
+def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> list:
+    """Loops over the dims of `node` after the first `k` (whose indices are set)."""
+    w.lines, w.cse = [], {}
+    idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    _out_ptr(w, out)
+    w.inner, w.hoisted = ({str(idx[-1])} if len(idx) > k else set()), []
+    v = w.value(node.fn(tuple(idx)))
+    w.emit(f"{w.address(out, idx)} = {v};")
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape[k:]]
+    lines = w.lines
+    depth = 0
+    out_lines: list[str] = []
+    for i, (n, var) in enumerate(zip(extents, idx[k:])):
+        if i == len(extents) - 1:
+            out_lines += ["  " * depth + x for x in w.hoisted]
+        out_lines.append("  " * depth + f"for (int64_t {var} = 0; {var} < {n}; {var}++) {{")
+        depth += 1
+    out_lines += ["  " * depth + x for x in lines]
+    out_lines += ["  " * d + "}" for d in range(depth - 1, -1, -1)]
+    return ["{"] + ["  " + x for x in out_lines] + ["}"]
+
+
+def _out_ptr(w: KernelWriter, out: Buffer) -> str:
+    if out not in w.ptrs:
+        w.ptrs[out] = (f"out{len(w.ptrs)}", True)
+    return w.ptrs[out][0]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+_INIT = {"sum": "0", "prod": "1"}
+
+
+def _reduction_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
+    idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    inner = _reduction_body(node, out, w, idx)
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
+    work = _numel(node.shape) * _numel(node.reduced_shape)
+    return _loops(w, extents, [str(i) for i in idx], inner, work)
+
+
+def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) -> list:
+    """Lines computing one output element of `node` (the outer indices `idx` are set)."""
+    w.lines, w.cse = [], {}
+    ridx = [IVar(f"r{i}") for i in range(len(node.reduced_shape))]
+    acc_t = CTYPES[node.dtype]
+    if node.kind == "sum" and node.dtype is _dtype.float32:
+        acc_t = "double"  # float sums accumulate in double: closer to NumPy's pairwise sum
+    kind = node.kind
+    arg = kind in ("argmax", "argmin")
+    if arg:  # the accumulator holds the values; `ai` the index of each lane's choice
+        value_dt = node.fn(tuple(idx), tuple(ridx)).dtype
+        acc_t = CTYPES[value_dt]
+        kind = kind[3:]
+    else:
+        value_dt = node.dtype
+    if kind in ("max", "min"):
+        if value_dt.category == _dtype.FLOAT:
+            init = "-INFINITY" if kind == "max" else "INFINITY"
+        else:
+            init = f"(({acc_t}){'INT64_MIN' if kind == 'max' else 'INT64_MAX'})"
+            if value_dt is not _dtype.int64:
+                info = {_dtype.int32: (-2**31, 2**31 - 1), _dtype.int16: (-2**15, 2**15 - 1),
+                        _dtype.int8: (-128, 127), _dtype.uint8: (0, 255),
+                        _dtype.bool_: (0, 1)}[value_dt]
+                init = str(info[0] if kind == "max" else info[1])
+    elif kind in _INIT:
+        init = _INIT[kind]
+    else:
+        raise NotImplementedError(f"reduction {kind}")
+    _out_ptr(w, out)
+    w.inner, w.hoisted = {str(r) for r in ridx}, []
+    body = w.value(node.fn(tuple(idx), tuple(ridx)))
+    body_lines, w.lines = w.lines, []
+
+    is_f = value_dt.category == _dtype.FLOAT
+    flat = IInt(0)
+    for r, n in zip(ridx, node.reduced_shape):
+        flat = flat * IInt(n) + r
+    flat_c = w.index(flat)
+
+    def combine(acc: str, v: str, vi: str = "", ai: str = "") -> str:
+        if arg:
+            cmp = ">" if kind == "max" else "<"
+            take = f"({v} {cmp} {acc})"
+            if is_f:  # the first NaN wins
+                take += f" | (({v} != {v}) & ({acc} == {acc}))"
+            if ai.startswith("ri"):  # merging lanes: ties go to the smaller index
+                same = f"({v} == {acc})" + (f" | (({v} != {v}) & ({acc} != {acc}))"
+                                            if is_f else "")
+                take += f" | (({same}) & ({vi} < {ai}))"
+            return (f"{{ int fg_take = {take}; {acc} = fg_take ? {v} : {acc}; "
+                    f"{ai} = fg_take ? {vi} : {ai}; }}")
+        if kind == "sum":
+            return f"{acc} += {v};"
+        if kind == "prod":
+            return f"{acc} *= {v};"
+        cmp = ">" if kind == "max" else "<"
+        # `|`, not `||`: no branch, so gcc vectorises the lanes.
+        nan = f" | ({v} != {v})" if node.dtype.category == _dtype.FLOAT else ""
+        return f"{acc} = (({v} {cmp} {acc}){nan}) ? {v} : {acc};"
+
+    inner: list[str] = w.hoisted + [f"{acc_t} acc[{LANES}];",
+                                    f"for (int l = 0; l < {LANES}; l++) acc[l] = {init};"]
+    if arg:
+        inner += [f"int64_t ai[{LANES}];", f"for (int l = 0; l < {LANES}; l++) ai[l] = 0;"]
+    rext = [w.kint(n) if n != 1 else "1" for n in node.reduced_shape]
+    if ridx:
+        last, n_last = str(ridx[-1]), rext[-1]
+        lane_body = [f"int64_t {last} = rb + l;"] + body_lines + [
+            combine("acc[l]", body, flat_c, "ai[l]")]
+        tail_body = [f"int64_t {last} = rb;"] + body_lines + [
+            combine("acc[0]", body, flat_c, "ai[0]")]
+        nest = ["int64_t rb = 0;",
+                f"for (; rb + {LANES} <= {n_last}; rb += {LANES}) {{",
+                f"  for (int l = 0; l < {LANES}; l++) {{"]
+        nest += ["    " + x for x in lane_body] + ["  }", "}",
+                                                    f"for (; rb < {n_last}; rb++) {{"]
+        nest += ["  " + x for x in tail_body] + ["}"]
+        inner += _loops(w, rext[:-1], [str(r) for r in ridx[:-1]], nest, 0)
+    else:
+        inner += body_lines + [combine("acc[0]", body, "0", "ai[0]")]
+    inner += [f"{acc_t} res = acc[0];"]
+    if arg:
+        inner += ["int64_t ri = ai[0];",
+                  f"for (int l = 1; l < {LANES}; l++) "
+                  f"{combine('res', 'acc[l]', 'ai[l]', 'ri')}",
+                  f"{w.address(out, idx)} = ri;"]
+    else:
+        inner += [f"for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l]')} }}",
+                  f"{w.address(out, idx)} = ({CTYPES[node.dtype]})res;"]
+    return ["{"] + ["  " + x for x in inner] + ["}"]
+
+
+def kernel_name(ops: list[str], number: int) -> str:
+    """`cpp_fused_<ops in order of first use>_<n>`."""
+    seen: list[str] = []
+    for o in ops:
+        if o not in seen:
+            seen.append(o)
+    return f"cpp_fused_{'_'.join(seen[:6]) or 'copy'}_{number}"
+
+
+def render_kernel(node, out: Buffer, slots: Slots, number: int) -> tuple[str, str]:
+    """(name, C source) of the kernel computing `node` into `out`."""
+    nest = _reduction_nest if isinstance(node, Reduction) else _pointwise_nest
+    return _render(lambda w: nest(node, out, w), slots, number)
+
+
+def render_group(members: list, slots: Slots, number: int) -> tuple[str, str]:
+    """(name, C source) of one kernel computing several (node, out) pairs that share their
+    outer loop: the first is a reduction whose output shape is the outer index space; each
+    member reads the earlier ones only at the current outer index, so one pass over the
+    rows computes them all (a softmax's max, sum and division in one kernel)."""
+    outer = members[0][0].shape
+    k = len(outer)
+    idx = [IVar(f"x{i}") for i in range(k)]
+
+    def nest(w):
+        lines: list[str] = []
+        work = 0
+        for node, out in members:
+            if isinstance(node, Reduction):
+                lines += _reduction_body(node, out, w, idx)
+                work += _numel(node.shape) * _numel(node.reduced_shape)
+            else:
+                lines += _pointwise_inner(node, out, w, k)
+                work += _numel(node.shape)
+        extents = [w.kint(n) if n != 1 else "1" for n in outer]
+        return _loops(w, extents, [str(i) for i in idx], lines, work)
+
+    return _render(nest, slots, number)
+
+
+def _render(nest, slots: Slots, number: int) -> tuple[str, str]:
+    w = KernelWriter(slots)
+    lines = nest(w)
+    name = kernel_name(w.ops, number)
+    body = ["int fg_large = 0;"] + lines if w.uses_fast else lines
+    if w.uses_fast:
+        # Rare arguments the fast sin/cos cannot reduce: compute everything again with the
+        # exact reduction (kernels never overwrite their inputs, so this is safe).
+        exact = KernelWriter(slots, exact=True)
+        exact.kslots, exact.ptrs = w.kslots, w.ptrs
+        exact_lines = nest(exact)
+        body += ["if (fg_large) {"] + ["  " + x for x in exact_lines] + ["}"]
+    src = [f"void {name}(void **restrict P, const int64_t *restrict K) {{"]
+    src += ["  " + x for x in w.declarations() + body] + ["}"]
+    return name, "\n".join(src)
+
+
+def tidy(source: str) -> str:
+    """Source with runs of blank lines collapsed (for printing)."""
+    return re.sub(r"\n{3,}", "\n\n", source)

@@ -1,0 +1,262 @@
+"""The loop IR: what a lowered graph is before it becomes C.
+
+Two small languages:
+
+- *index expressions* (`IVar`, `IInt`, `IBin`): integer arithmetic over loop variables.
+  Every integer in them (sizes, strides, offsets, a `select`'s index) is a kernel argument
+  when rendered, never a literal, so one kernel serves every shape;
+- *value expressions* (`Const`, `Load`, `Op`): the arithmetic of one element, typed with
+  fusegrad dtypes. `Load(buffer, index)` reads a buffer at a *logical* index (one index
+  expression per dimension of the buffer); the buffer's strides turn it into an address.
+
+Nodes: `Buffer` (a materialised tensor: a graph input, an extern's output, a kernel's
+output), `Pointwise` (a shape and a function from an index to a value expression),
+`Reduction` (an output shape, a reduced shape, a combine kind, and a function from both
+indices to the value being combined) and `Extern` (a registry kernel run through NumPy).
+Views and broadcasting are `Pointwise` nodes whose function remaps the index before loading
+(no copies): a view of a view composes two index maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ... import _dtype
+
+# ---------------------------------------------------------------- index expressions
+
+
+class IExpr:
+    """An integer index expression."""
+
+    __slots__ = ()
+
+    def __add__(self, other: IExpr) -> IExpr:
+        if isinstance(other, IInt) and other.value == 0:
+            return self
+        if isinstance(self, IInt) and self.value == 0:
+            return other
+        return IBin("+", self, other)
+
+    def __mul__(self, other: IExpr) -> IExpr:
+        for a, b in ((self, other), (other, self)):
+            if isinstance(a, IInt) and a.value == 0:
+                return a
+            if isinstance(a, IInt) and a.value == 1:
+                return b
+        return IBin("*", self, other)
+
+    def __floordiv__(self, other: IExpr) -> IExpr:
+        if isinstance(other, IInt) and other.value == 1:
+            return self
+        return IBin("/", self, other)
+
+    def __mod__(self, other: IExpr) -> IExpr:
+        if isinstance(other, IInt) and other.value == 1:
+            return IInt(0)
+        return IBin("%", self, other)
+
+
+@dataclass(frozen=True, eq=True)
+class IVar(IExpr):
+    """A loop variable (`x0`, `r1`, ...)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=True)
+class IInt(IExpr):
+    """An integer the kernel receives as an argument (a size, stride, offset or index)."""
+
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, eq=True)
+class IBin(IExpr):
+    """`a op b` for op in + * / % (division and remainder of non-negative integers)."""
+
+    op: str
+    a: IExpr
+    b: IExpr
+
+    def __str__(self) -> str:
+        op = "//" if self.op == "/" else self.op
+        return f"({self.a} {op} {self.b})"
+
+
+# ---------------------------------------------------------------- value expressions
+
+
+class Expr:
+    """A typed value expression; `dtype` is a fusegrad dtype (None: a weak Python number)."""
+
+    __slots__ = ()
+    dtype: Any
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    """A number. A weak constant (dtype None) takes the type of what it meets."""
+
+    value: Any
+    dtype: Any = None
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    """The element of `buffer` at the logical `index`."""
+
+    buffer: Buffer
+    index: tuple
+    dtype: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.buffer.name}[{', '.join(map(str, self.index))}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    """An operation of the expression language (see `c.py`'s table for the list)."""
+
+    name: str
+    args: tuple
+    dtype: Any = None
+
+    def __str__(self) -> str:
+        args = ", ".join(map(str, self.args))
+        if self.name == "cast":
+            return f"{self.dtype!r}({args})"
+        return f"{self.name}({args})"
+
+
+def walk(e: Expr):
+    """Every sub-expression of `e` (pre-order)."""
+    yield e
+    if isinstance(e, Op):
+        for a in e.args:
+            yield from walk(a)
+
+
+def loads(e: Expr) -> list:
+    """The `Load`s in `e`."""
+    return [x for x in walk(e) if isinstance(x, Load)]
+
+
+# ---------------------------------------------------------------- nodes
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A materialised tensor: `strides` and `offset` in elements."""
+
+    name: str
+    shape: tuple
+    dtype: Any
+    strides: tuple
+    offset: int = 0
+
+    def load(self, index) -> Expr:
+        """Read the element at the logical `index`."""
+        return Load(self, tuple(index), self.dtype)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype!r}{list(self.shape)}"
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides (in elements) of `shape`."""
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+@dataclass(eq=False)
+class Pointwise:
+    """`out[idx] = fn(idx)` over `shape`; `origins` are the graph nodes it computes."""
+
+    shape: tuple
+    dtype: Any
+    fn: Callable
+    origins: list = field(default_factory=list)
+    buffer: Any = None  # set when the scheduler computes it into a buffer of its own
+    realized_because: str = ""
+
+    def body(self, index) -> Expr:
+        """The value expression at `index` (a load once the node has its own buffer)."""
+        if self.buffer is not None:
+            return self.buffer.load(index)
+        return self.fn(tuple(index))
+
+
+# Reduction kinds: the accumulator's start value (as a function of the value dtype) and the
+# combine step are rendered by c.py; `argmax`/`argmin` also track the index.
+REDUCTION_KINDS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+
+
+@dataclass(eq=False)
+class Reduction:
+    """`out[idx] = combine over ridx in reduced_shape of fn(idx, ridx)`."""
+
+    shape: tuple
+    reduced_shape: tuple
+    kind: str
+    dtype: Any  # the accumulated (and stored) dtype
+    fn: Callable
+    origins: list = field(default_factory=list)
+
+    def body(self, index, rindex) -> Expr:
+        """The value combined at (`index`, `rindex`)."""
+        return self.fn(tuple(index), tuple(rindex))
+
+
+@dataclass(eq=False)
+class Extern:
+    """A registry kernel called through NumPy (matmul, convolution, any op without a
+    lowering): `args` mixes IR values and Python values, `outputs` the result buffers."""
+
+    op: Any
+    args: tuple
+    kwargs: dict
+    outputs: list
+    origins: list = field(default_factory=list)
+
+
+def numel(shape) -> int:
+    """The number of elements of `shape`."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def is_float(dtype) -> bool:
+    """True for floating dtypes."""
+    return dtype is not None and dtype.category == _dtype.FLOAT
+
+
+def describe(node: Any, name: str) -> str:
+    """A node as readable text: `buf2 = pointwise[3, 4] float32: add(x[x0, x1], 1.0)`."""
+    if isinstance(node, Pointwise):
+        idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+        return f"{name} = pointwise{list(node.shape)} {node.dtype!r}: {node.fn(tuple(idx))}"
+    if isinstance(node, Reduction):
+        idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+        ridx = [IVar(f"r{i}") for i in range(len(node.reduced_shape))]
+        return (f"{name} = {node.kind}{list(node.shape)} over {list(node.reduced_shape)} "
+                f"{node.dtype!r}: {node.fn(tuple(idx), tuple(ridx))}")
+    if isinstance(node, Extern):
+        return f"{name} = extern {node.op.name}(...)"
+    return f"{name} = {node}"

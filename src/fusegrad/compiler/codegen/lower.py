@@ -1,0 +1,612 @@
+"""Lowering: a registry-level FX graph becomes loop IR.
+
+Each registry entry's `lowering` is a function `lowering(v, *args, **kwargs)`: `v` is a
+`LoweringOps` (below), tensor arguments arrive as IR values (`Buffer`/`Pointwise`), the rest
+as the graph gave them. It returns an IR value built with `v`'s methods, e.g.
+`lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha))` or
+`lambda v, x, dim, keepdim=False, dtype=None: v.reduce("sum", x, dim, keepdim, dtype)`.
+An entry whose `lowering` is None or `"extern"`, or whose lowering raises `NotLowered` for
+the arguments it got (a half dtype, a shape it does not handle), runs its NumPy kernel as an
+`Extern` call between kernels.
+
+Graph targets: `resolve_op` accepts an `OpDef` or any object leading to one through an `op`
+or `opdef` attribute (the printable `fusegrad.ops.aten.<name>.<overload>` handles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import _dtype
+from ...ops.registry import OpDef
+from .ir import (
+    Buffer,
+    Const,
+    Extern,
+    IInt,
+    IVar,
+    Op,
+    Pointwise,
+    Reduction,
+    contiguous_strides,
+    is_float,
+    numel,
+)
+
+
+class NotLowered(Exception):
+    """A lowering cannot handle these arguments: the op runs as an extern call."""
+
+
+def resolve_op(target: Any) -> OpDef | None:
+    """The registry entry a graph target stands for (None for anything else)."""
+    for _ in range(3):
+        if isinstance(target, OpDef):
+            return target
+        target = getattr(target, "opdef", None) or getattr(target, "op", None)
+        if target is None:
+            return None
+    return None
+
+
+class _DtypeShim:
+    """What `_dtype.result_type` reads of a tensor: its dtype and its number of dims."""
+
+    __slots__ = ("_dtype", "ndim")
+
+    def __init__(self, dtype, ndim):
+        self._dtype, self.ndim = dtype, ndim
+
+
+# Dtypes the C renderer has types for; half types stay with the NumPy kernels.
+SUPPORTED = {_dtype.float32, _dtype.float64, _dtype.int64, _dtype.int32, _dtype.int16,
+             _dtype.int8, _dtype.uint8, _dtype.bool_}
+
+
+def body_at(value: Any, index: tuple):
+    """The value expression of IR tensor `value` at `index`."""
+    if isinstance(value, Buffer):
+        return value.load(index)
+    return value.body(index)
+
+
+def _broadcast(shapes) -> tuple:
+    out: list = []
+    for s in shapes:
+        s = tuple(s)
+        if len(s) > len(out):
+            out = [1] * (len(s) - len(out)) + out
+        for i, n in enumerate(s, len(out) - len(s)):
+            if out[i] == 1:
+                out[i] = n
+            elif n not in (1, out[i]):
+                raise NotLowered(f"shapes {shapes} do not broadcast")
+    return tuple(out)
+
+
+def _wrap(d: int, n: int) -> int:
+    return d + n if d < 0 else d
+
+
+def is_tensor(x: Any) -> bool:
+    """True for an IR tensor value."""
+    return isinstance(x, (Buffer, Pointwise))
+
+
+class LoweringOps:
+    """The expression builder lowerings use: tensor-level ops whose results are lazy IR.
+
+    Arithmetic follows eager's dtype rules (`_dtype.result_type`); floating functions of
+    integer tensors compute in the default float dtype, as eager's kernels do.
+    """
+
+    def __init__(self, graph: GraphLowering):
+        self.graph = graph
+
+    # ------------------------------------------------------------ helpers
+
+    def dtype_of(self, x: Any):
+        """The dtype of an IR value, or None for a Python number (weak)."""
+        return x.dtype if is_tensor(x) else None
+
+    def promote(self, *xs):
+        """Eager's result dtype of combining `xs` (tensors and Python numbers)."""
+        ops = [_DtypeShim(x.dtype, len(x.shape)) if is_tensor(x) else x for x in xs
+               if x is not None]
+        return _dtype.result_type(*ops)
+
+    def pointwise(self, name: str, *args, dtype=None, compute=None) -> Pointwise:
+        """`name(args)` elementwise with broadcasting; operands are cast to `compute` (the
+        promoted dtype by default) and the result has `dtype` (default: `compute`)."""
+        compute = compute or self.promote(*args)
+        dtype = dtype or compute
+        for d in (compute, dtype):
+            if d not in SUPPORTED:
+                raise NotLowered(f"dtype {d!r} has no C type")
+        shape = _broadcast([a.shape for a in args if is_tensor(a)])
+
+        def fn(index):
+            operands = [self._element(a, index, shape, compute) for a in args]
+            return Op(name, tuple(operands), dtype)
+
+        return Pointwise(shape, dtype, fn)
+
+    def _element(self, a, index, shape, dtype):
+        if not is_tensor(a):
+            if isinstance(a, bool) and dtype is not _dtype.bool_:
+                a = int(a)
+            return Const(a, dtype)
+        lead = len(shape) - len(a.shape)
+        idx = tuple(IInt(0) if n == 1 and shape[lead + i] != 1 else index[lead + i]
+                    for i, n in enumerate(a.shape))
+        e = body_at(a, idx)
+        return e if a.dtype is dtype else Op("cast", (e,), dtype)
+
+    def to(self, x, dtype) -> Any:
+        """`x` converted to `dtype` (eager's conversion: C's, booleans as `!= 0`)."""
+        if is_tensor(x) and x.dtype is dtype:
+            return x
+        return self.pointwise("cast", x, dtype=dtype, compute=self.dtype_of(x) or dtype)
+
+    def floating(self, x) -> Any:
+        """`x`, converted to the default float dtype when it is not floating."""
+        dt = self.dtype_of(x)
+        if dt is None or not is_float(dt):
+            return self.to(x, _dtype.defaults.float)
+        return x
+
+    def unsupported(self, why: str):
+        """Give up on this node: it runs as an extern call of its NumPy kernel."""
+        raise NotLowered(why)
+
+    # ------------------------------------------------------------ arithmetic
+
+    def add(self, a, b):
+        """a + b."""
+        return self.pointwise("add", a, b)
+
+    def sub(self, a, b):
+        """a - b."""
+        return self.pointwise("sub", a, b)
+
+    def mul(self, a, b):
+        """a * b."""
+        if not is_tensor(a) and not is_tensor(b):
+            return a * b
+        if not is_tensor(b) and not isinstance(b, bool) and b == 1 and is_tensor(a):
+            return a
+        return self.pointwise("mul", a, b)
+
+    def clamp(self, a, lo=None, hi=None):
+        """a limited to [lo, hi] (either may be None); NaN stays NaN."""
+        x = self.to(a, self.promote(a, lo, hi))
+        if lo is not None:
+            x = self.maximum(x, lo)
+        if hi is not None:
+            x = self.minimum(x, hi)
+        return x
+
+    def truediv(self, a, b):
+        """a / b in floating point (integers convert first)."""
+        dt = self.promote(a, b)
+        if not is_float(dt):
+            dt = _dtype.defaults.float
+        return self.pointwise("truediv", a, b, compute=dt)
+
+    def neg(self, a):
+        """-a."""
+        return self.pointwise("neg", a)
+
+    def abs(self, a):
+        """|a| (|-0.0| is 0.0)."""
+        return self.pointwise("abs", a)
+
+    def maximum(self, a, b):
+        """The larger of a and b; NaN if either is NaN."""
+        return self.pointwise("maximum", a, b)
+
+    def minimum(self, a, b):
+        """The smaller of a and b; NaN if either is NaN."""
+        return self.pointwise("minimum", a, b)
+
+    def where(self, cond, a, b):
+        """cond ? a : b, with a and b promoted together."""
+        dt = self.promote(a, b)
+        cond = self.to(cond, _dtype.bool_)
+        a, b = self.to(a, dt), self.to(b, dt)
+        return self.pointwise("where", cond, a, b, dtype=dt, compute=dt)
+
+    def compare(self, name: str, a, b):
+        """One of eq ne lt le gt ge; a bool result."""
+        return self.pointwise(name, a, b, dtype=_dtype.bool_)
+
+    def logical_not(self, a):
+        """not a, as bool."""
+        return self.pointwise("logical_not", self.to(a, _dtype.bool_))
+
+    # ------------------------------------------------------------ floating functions
+
+    def unary(self, name: str, a):
+        """A floating function (exp, log, sin, cos, tanh, sqrt, rsqrt, sigmoid, ...)."""
+        return self.pointwise(name, self.floating(a))
+
+    def pow_scalar(self, a, exponent):
+        """a ** exponent for a Python number exponent."""
+        if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
+            raise NotLowered("pow with a non-number exponent")
+        dt = self.promote(a, exponent)
+        if exponent == 1:
+            return self.to(a, dt)
+        if exponent == 2:
+            a = self.to(a, dt)
+            return self.mul(a, a)
+        if not is_float(dt):
+            raise NotLowered("integer powers stay with the NumPy kernel")
+        if exponent == 0.5:  # as eager (and torch): sqrt's -0.0 and -inf results
+            return self.unary("sqrt", self.to(a, dt))
+        if exponent == -1:
+            return self.truediv(1, self.to(a, dt))
+        return self.pointwise("pow", a, float(exponent), compute=dt)
+
+    # ------------------------------------------------------------ reductions
+
+    def reduce(self, kind: str, x, dims=None, keepdim: bool = False, dtype=None) -> Pointwise:
+        """Reduce `x` over `dims` (all when None or empty) with `kind` (sum prod max min
+        argmax argmin); the result is computed by its own loop nest."""
+        if not is_tensor(x):
+            raise NotLowered("reduction of a number")
+        nd = len(x.shape)
+        if isinstance(dims, int):
+            dims = (dims,)
+        axes = sorted({_wrap(d, max(nd, 1)) for d in dims}) if dims else list(range(nd))
+        if nd == 0:
+            axes = []
+        acc = dtype or x.dtype
+        if kind in ("sum", "prod") and dtype is None and not is_float(x.dtype):
+            acc = _dtype.int64
+        if kind in ("argmax", "argmin"):
+            acc = _dtype.int64
+            if dims is not None and not isinstance(dims, (list, tuple)):
+                dims = (dims,)
+        if acc not in SUPPORTED or x.dtype not in SUPPORTED:
+            raise NotLowered(f"dtype {acc!r} has no C type")
+        kept = [d for d in range(nd) if d not in axes]
+        out_shape = tuple(x.shape[d] for d in kept)
+        red_shape = tuple(x.shape[d] for d in axes)
+        value_dtype = acc if kind in ("sum", "prod") else x.dtype
+        if kind in ("max", "min", "argmax", "argmin") and not numel(red_shape):
+            raise NotLowered("max of nothing")  # eager raises its error
+
+        def fn(index, rindex):
+            full = [None] * nd
+            for d, i in zip(kept, index):
+                full[d] = i
+            for d, r in zip(axes, rindex):
+                full[d] = r
+            e = body_at(x, tuple(full))
+            return e if x.dtype is value_dtype else Op("cast", (e,), value_dtype)
+
+        red = Reduction(out_shape, red_shape, kind, acc, fn)
+        buf = self.graph.add_computation(red)
+        if not keepdim:
+            return buf
+        shape = tuple(1 if d in axes else x.shape[d] for d in range(nd))
+        return self.view_index(buf, shape, lambda idx: tuple(idx[d] for d in kept))
+
+    def mean(self, x, dims=None, keepdim: bool = False, dtype=None):
+        """The mean over `dims` (all when None or empty): a sum, then one division."""
+        dt = dtype or x.dtype
+        total = self.reduce("sum", x, dims, keepdim, dt)
+        return self.to(self.truediv(total, self.count(x, dims)), dt)
+
+    def var(self, x, dims=None, correction=None, keepdim: bool = False, sqrt: bool = False):
+        """Variance (two passes: the mean, then the sum of squared deviations) divided by
+        `count - correction` (1 when None); its square root with `sqrt`."""
+        if not is_float(x.dtype):
+            raise NotLowered("var of an integer tensor")
+        dims = dims if dims else None
+        n = self.count(x, dims)
+        if n == 0:
+            raise NotLowered("var of an empty tensor")
+        mean = self.truediv(self.reduce("sum", x, dims, True), n)
+        d = self.sub(x, mean)
+        ss = self.reduce("sum", self.mul(d, d), dims, keepdim)
+        out = self.truediv(ss, max(n - (1.0 if correction is None else correction), 0))
+        return self.unary("sqrt", out) if sqrt else out
+
+    def softmax(self, x, dim: int, log: bool = False):
+        """softmax (or log_softmax) along `dim`: max, sum of exp, then the division."""
+        if not is_float(x.dtype) or not len(x.shape) or not numel(x.shape):
+            raise NotLowered("softmax of a 0-d, empty or integer tensor")
+        shifted = self.sub(x, self.reduce("max", x, (dim,), True))
+        total = self.reduce("sum", self.unary("exp", shifted), (dim,), True)
+        if log:
+            return self.sub(shifted, self.unary("log", total))
+        return self.truediv(self.unary("exp", shifted), total)
+
+    def count(self, x, dims=None) -> int:
+        """How many elements a reduction of `x` over `dims` combines."""
+        nd = len(x.shape)
+        if isinstance(dims, int):
+            dims = (dims,)
+        axes = {_wrap(d, max(nd, 1)) for d in dims} if dims else set(range(nd))
+        return numel([x.shape[d] for d in axes if d < nd])
+
+    # ------------------------------------------------------------ views (index arithmetic)
+
+    def view_index(self, x, shape, remap) -> Pointwise:
+        """A view of `x` with `shape` whose element at `idx` is `x`'s at `remap(idx)`."""
+        return Pointwise(tuple(shape), x.dtype, lambda idx: body_at(x, remap(idx)))
+
+    def permute(self, x, dims):
+        """x.permute(dims)."""
+        nd = len(x.shape)
+        dims = [_wrap(d, nd) for d in dims]
+        inverse = [0] * nd
+        for i, d in enumerate(dims):
+            inverse[d] = i
+        return self.view_index(x, [x.shape[d] for d in dims],
+                               lambda idx: tuple(idx[inverse[d]] for d in range(nd)))
+
+    def transpose(self, x, d0, d1):
+        """x.transpose(d0, d1)."""
+        nd = len(x.shape)
+        if nd == 0:
+            return x
+        dims = list(range(nd))
+        a, b = _wrap(d0, nd), _wrap(d1, nd)
+        dims[a], dims[b] = dims[b], dims[a]
+        return self.permute(x, dims)
+
+    def expand(self, x, sizes):
+        """x.expand(sizes) (-1 keeps a size)."""
+        lead = len(sizes) - len(x.shape)
+        shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+        return self.view_index(x, shape, lambda idx: tuple(
+            IInt(0) if n == 1 and shape[lead + i] != 1 else idx[lead + i]
+            for i, n in enumerate(x.shape)))
+
+    def unsqueeze(self, x, dim):
+        """x.unsqueeze(dim)."""
+        d = _wrap(dim, len(x.shape) + 1)
+        shape = tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:])
+        return self.view_index(x, shape, lambda idx: tuple(idx[:d]) + tuple(idx[d + 1:]))
+
+    def squeeze(self, x, dims=None):
+        """x.squeeze(dims) (all size-1 dims when None)."""
+        nd = len(x.shape)
+        if isinstance(dims, int):
+            dims = (dims,)
+        drop = {_wrap(d, max(nd, 1)) for d in dims} if dims is not None else set(range(nd))
+        drop = {d for d in drop if d < nd and x.shape[d] == 1}
+        keep = [d for d in range(nd) if d not in drop]
+
+        def remap(idx):
+            it = iter(idx)
+            return tuple(IInt(0) if d in drop else next(it) for d in range(nd))
+
+        return self.view_index(x, [x.shape[d] for d in keep], remap)
+
+    def reshape(self, x, sizes):
+        """x.view(sizes): dims are matched in groups of equal products, so only groups that
+        merge or split dims need division and remainder."""
+        total = numel(x.shape)
+        sizes = list(sizes)
+        if -1 in sizes:
+            known = numel([s for s in sizes if s != -1])
+            sizes[sizes.index(-1)] = total // known if known else 0
+        old, new = list(x.shape), sizes
+        if numel(new) != total or total == 0:
+            raise NotLowered("reshape of an empty tensor")
+        groups = []  # (old dims, new dims)
+        i = j = 0
+        while i < len(old) or j < len(new):
+            gi, gj = [i] if i < len(old) else [], [j] if j < len(new) else []
+            po = old[i] if gi else 1
+            pn = new[j] if gj else 1
+            i, j = i + bool(gi), j + bool(gj)
+            while po != pn:
+                if po < pn:
+                    gi.append(i)
+                    po *= old[i]
+                    i += 1
+                else:
+                    gj.append(j)
+                    pn *= new[j]
+                    j += 1
+            groups.append((gi, gj))
+
+        def remap(idx):
+            out = [IInt(0)] * len(old)
+            for gi, gj in groups:
+                flat = IInt(0)
+                for d in gj:
+                    flat = flat * IInt(new[d]) + idx[d]
+                for d in reversed(gi):
+                    out[d] = flat % IInt(old[d]) if d != gi[0] else flat
+                    flat = flat // IInt(old[d])
+            return tuple(out)
+
+        return self.view_index(x, new, remap)
+
+    def select(self, x, dim, index):
+        """x.select(dim, index)."""
+        nd = len(x.shape)
+        d = _wrap(dim, nd)
+        i = index + x.shape[d] if index < 0 else index
+        shape = tuple(x.shape[:d]) + tuple(x.shape[d + 1:])
+        return self.view_index(x, shape,
+                               lambda idx: tuple(idx[:d]) + (IInt(i),) + tuple(idx[d:]))
+
+    def slice(self, x, dim=0, start=None, end=None, step=1):
+        """x[start:end:step] along dim."""
+        nd = len(x.shape)
+        d = _wrap(dim, nd)
+        start, end, step = slice(start, end, step).indices(x.shape[d])
+        n = max(0, (end - start + step - 1) // step)
+        shape = tuple(x.shape[:d]) + (n,) + tuple(x.shape[d + 1:])
+        return self.view_index(x, shape, lambda idx: tuple(idx[:d]) + (
+            IInt(start) + idx[d] * IInt(step),) + tuple(idx[d + 1:]))
+
+
+class GraphLowering:
+    """Lowers one FX graph: each node becomes an IR value; reductions, externs and (later,
+    by the scheduler) some pointwise values are computations with buffers of their own."""
+
+    def __init__(self, gm: Any, example_inputs: list):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.computations: list = []  # Reduction / Extern / realised Pointwise, in order
+        self.buffers: dict = {}  # computation -> Buffer
+        self.inputs: list[Buffer] = []
+        self.env: dict = {}  # fx node -> IR value (or Python value)
+        self.users: dict = {}
+        self.outputs: list = []
+        self.ops = LoweringOps(self)
+        self._count = 0
+        self._current = None
+
+    def new_name(self) -> str:
+        """A fresh buffer name."""
+        self._count += 1
+        return f"buf{self._count - 1}"
+
+    def add_computation(self, node: Any) -> Buffer:
+        """Register a computation (it gets an output buffer) and return the buffer."""
+        if self._current is not None:
+            node.origins.append(self._current)
+        buf = Buffer(self.new_name(), node.shape, node.dtype, contiguous_strides(node.shape))
+        self.computations.append(node)
+        self.buffers[node] = buf
+        return buf
+
+    def run(self) -> GraphLowering:
+        """Lower every node of the graph."""
+        from ... import _tensor
+
+        graph = self.gm.graph
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        for i, (n, t) in enumerate(zip(placeholders, self.example_inputs)):
+            if isinstance(t, _tensor.Tensor):
+                a = t._data
+                strides = tuple(s // a.itemsize for s in a.strides) if a.size else \
+                    contiguous_strides(a.shape)
+                buf = Buffer(f"in_ptr{i}", tuple(a.shape), t.dtype, strides)
+                self.inputs.append(buf)
+                self.env[n] = buf
+            else:
+                self.inputs.append(t)
+                self.env[n] = t
+        for n in graph.nodes:
+            if n.op == "call_function":
+                self._current = n
+                self.env[n] = self.lower_node(n)
+                self._current = None
+            elif n.op == "output":
+                self.outputs = list(_flatten_output(n.args[0]))
+        return self
+
+    def _value(self, a):
+        from ...fx.node import Node
+
+        if isinstance(a, Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._value(x) for x in a)
+        return a
+
+    def lower_node(self, n) -> Any:
+        """Lower one call_function node (a registry op, or `operator.getitem`)."""
+        import operator
+
+        args = self._value(n.args)
+        kwargs = {k: self._value(v) for k, v in n.kwargs.items()}
+        if n.target is operator.getitem:
+            return args[0][args[1]]
+        op = resolve_op(n.target)
+        if op is None:
+            raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
+        meta = _meta(op, args, kwargs)
+        low = op.lowering
+        if callable(low) and not op.inplace and not op.random:
+            try:
+                value = low(self.ops, *args, **kwargs)
+                return self._check(value, meta, op)
+            except NotLowered:
+                pass
+        return self.extern(op, args, kwargs, meta)
+
+    def _check(self, value, meta, op):
+        shape, dtype = meta
+        if not is_tensor(value) or tuple(value.shape) != tuple(shape):
+            raise NotImplementedError(
+                f"lowering of {op.name} gave shape {getattr(value, 'shape', value)}, "
+                f"its meta says {tuple(shape)}")
+        if value.dtype is not dtype:
+            value = self.ops.to(value, dtype)
+        if not op.view and any(value is b for b in self.inputs):  # new, never an input
+            value = self.ops.view_index(value, value.shape, lambda idx: idx)
+        if isinstance(value, Pointwise) and self._current is not None:
+            value.origins.append(self._current)
+        return value
+
+    def extern(self, op, args, kwargs, meta) -> Any:
+        """Run `op`'s NumPy kernel between kernels; its tensor inputs are realised."""
+        for a in _iter_values(args):
+            if isinstance(a, Pointwise):
+                self.realize(a, "input of extern " + op.name)
+        metas = meta if isinstance(meta, list) else [meta]
+        outs = [Buffer(self.new_name(), tuple(s), d, contiguous_strides(s)) for s, d in metas]
+        ext = Extern(op, args, kwargs, outs)
+        if self._current is not None:
+            ext.origins.append(self._current)
+        self.computations.append(ext)
+        return outs if isinstance(meta, list) else outs[0]
+
+    def realize(self, value: Pointwise, why: str) -> Buffer:
+        """Compute `value` into a buffer of its own (once)."""
+        if value.buffer is None:
+            buf = self.add_computation(value)
+            value.buffer = buf
+            value.realized_because = why
+        return value.buffer
+
+
+def _meta(op, args, kwargs):
+    """(shape, dtype) of the op's result (a list of them for several results)."""
+    from ... import _fake
+
+    def fake(x):
+        if isinstance(x, (Buffer, Pointwise)):
+            return _fake.FakeTensor._make_fake(tuple(x.shape), x.dtype)
+        if isinstance(x, (list, tuple)):
+            return type(x)(fake(y) for y in x)
+        return x
+
+    fargs = [fake(a) for a in args]
+    if kwargs:
+        spec = op.meta(*fargs, **{k: fake(v) for k, v in kwargs.items()})
+    else:
+        spec = op.meta(*fargs)
+    if isinstance(spec, (list, tuple)):
+        return [(tuple(s.shape), s.dtype) for s in spec]
+    return (tuple(spec.shape), spec.dtype)
+
+
+def _iter_values(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _iter_values(a)
+        else:
+            yield a
+
+
+def _flatten_output(out):
+    if isinstance(out, (list, tuple)):
+        for o in out:
+            yield from _flatten_output(o)
+    else:
+        yield out
+
+
+__all__ = ["GraphLowering", "LoweringOps", "NotLowered", "resolve_op", "IVar"]
