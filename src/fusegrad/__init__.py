@@ -112,7 +112,18 @@ from .compiler import compile  # noqa: E402, A004
 
 # isort: split
 # nn, optim, data, models and checkpoints (they import the core above).
-from . import datasets, distributed, models, nn, onnx, optim, viz  # noqa: E402
+from . import (  # noqa: E402
+    accelerator,
+    backends,
+    datasets,
+    distributed,
+    hub,
+    models,
+    nn,
+    onnx,
+    optim,
+    viz,
+)
 from .serialization import load, save  # noqa: E402
 
 # Last, once the namespace is complete: an `out` tensor that a function cannot write into

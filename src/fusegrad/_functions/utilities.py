@@ -274,6 +274,17 @@ def _ptr(arr: np.ndarray) -> int:
     return arr.__array_interface__["data"][0]
 
 
+def is_set_to(self: Tensor, tensor: Tensor) -> bool:
+    """True when both tensors use the same memory with the same offset, sizes and strides."""
+    return (data_ptr(self) == data_ptr(tensor) and self.shape == tensor.shape
+            and self.stride() == tensor.stride() and self.dtype is tensor.dtype)
+
+
+def is_coalesced(self: Tensor) -> bool:
+    """Raises, as for any strided tensor (only sparse COO tensors have the property)."""
+    raise RuntimeError("is_coalesced expected sparse coordinate tensor layout but got Strided")
+
+
 def data_ptr(self: Tensor) -> int:
     """The address of the tensor's first element."""
     return _ptr(self._data)
@@ -404,6 +415,10 @@ def _attach() -> None:
         "is_sparse": lambda self: False,
         "is_quantized": lambda self: False,
         "is_mkldnn": lambda self: False,
+        # Device and layout predicates of the backends fusegrad does not have.
+        **{name: (lambda self: False) for name in (
+            "is_xpu", "is_mps", "is_ipu", "is_maia", "is_mtia", "is_xla", "is_vulkan",
+            "is_nested", "is_sparse_csr")},
     }
     for name, fget in props.items():
         if not hasattr(Tensor, name):
@@ -416,6 +431,11 @@ def _attach() -> None:
         "is_nonzero": is_nonzero, "is_same_size": is_same_size,
         # Tensors made under inference_mode are not marked: fusegrad keeps no such flag.
         "is_inference": lambda self: False, "get_device": lambda self: -1,
+        # No pinned, shared, conjugated-view or negated-view tensors exist in fusegrad.
+        "is_pinned": lambda self, device=None: False, "is_shared": lambda self: False,
+        "is_conj": lambda self: False, "is_neg": lambda self: False,
+        "is_distributed": lambda self: False, "is_set_to": is_set_to,
+        "is_coalesced": is_coalesced,
     }
     for name, fn in methods.items():
         if not hasattr(Tensor, name):
