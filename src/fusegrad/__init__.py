@@ -117,6 +117,7 @@ from . import (  # noqa: E402
     backends,
     datasets,
     distributed,
+    distributions,
     hub,
     models,
     nn,
