@@ -1,9 +1,19 @@
 """`fusegrad.optim`: optimizers and learning-rate schedulers."""
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
+from .adadelta import Adadelta
 from .adam import Adam, AdamW
+from .adamax import Adamax
+from .asgd import ASGD
+from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
 from .rmsprop import Adagrad, RMSprop
+from .rprop import Rprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "NAdam",
+           "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
+           "swa_utils"]

@@ -1,0 +1,33 @@
+"""Hyperparameter checks shared by the optimizers (PyTorch's ValueError texts)."""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+
+
+def check_lr(lr):
+    """The learning rate as a number (a one-element tensor is read), or PyTorch's error."""
+    if isinstance(lr, Tensor):
+        lr = lr.item()
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    return lr
+
+
+def check_eps(eps: float) -> None:
+    """eps >= 0."""
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+
+
+def check_betas(betas: tuple) -> None:
+    """0 <= beta < 1 for both betas."""
+    for i in (0, 1):
+        if not 0.0 <= betas[i] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
+
+
+def check_weight_decay(weight_decay: float) -> None:
+    """weight_decay >= 0."""
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")

@@ -1,0 +1,51 @@
+"""Adadelta: step sizes from running averages of squared gradients and squared updates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_eps, check_lr, check_weight_decay
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class Adadelta(Optimizer):
+    """Adadelta (PyTorch's single-tensor update)."""
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0, foreach=None, *, capturable: bool = False,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        lr = check_lr(lr)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        check_eps(eps)
+        check_weight_decay(weight_decay)
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                        maximize=maximize, capturable=capturable, foreach=foreach,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["square_avg"] = Tensor._make(np.zeros_like(data))
+            state["acc_delta"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        rho, eps = group["rho"], group["eps"]
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        sq = state["square_avg"]._data
+        acc = state["acc_delta"]._data
+        sq *= rho
+        sq += (1 - rho) * grad * grad
+        delta = np.sqrt(acc + eps) / np.sqrt(sq + eps) * grad
+        acc *= rho
+        acc += (1 - rho) * delta * delta
+        data += -group["lr"] * delta

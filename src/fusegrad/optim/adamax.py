@@ -1,0 +1,51 @@
+"""Adamax: Adam with the infinity norm of past gradients in place of the second moment."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class Adamax(Optimizer):
+    """Adamax (PyTorch's single-tensor update)."""
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, foreach=None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False) -> None:
+        lr = check_lr(lr)
+        check_eps(eps)
+        check_betas(betas)
+        check_weight_decay(weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        foreach=foreach, maximize=maximize, differentiable=differentiable,
+                        capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["exp_avg"] = Tensor._make(np.zeros_like(data))
+            state["exp_inf"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        beta1, beta2 = group["betas"]
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        m = state["exp_avg"]._data
+        u = state["exp_inf"]._data
+        m += (grad - m) * (1 - beta1)
+        u *= beta2
+        np.maximum(u, np.abs(grad) + group["eps"], out=u)
+        clr = group["lr"] / (1 - beta1 ** step)
+        data += -clr * (m / u)

@@ -1,0 +1,57 @@
+"""ASGD: SGD with a decaying step size and a running (Polyak) average of the iterates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_lr, check_weight_decay
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class ASGD(Optimizer):
+    """Averaged SGD (PyTorch's single-tensor update); the average is `state['ax']`."""
+
+    def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
+                 t0: float = 1e6, weight_decay: float = 0, foreach=None,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False) -> None:
+        lr = check_lr(lr)
+        check_weight_decay(weight_decay)
+        defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                        foreach=foreach, maximize=maximize, differentiable=differentiable,
+                        capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        group["lr"] * 1.0  # noqa: B018 (the update's first use of lr)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            # eta and mu are float32 scalar tensors, so the rates used are float32-rounded.
+            state["eta"] = _scalar_state(group["lr"])
+            state["mu"] = _scalar_state(1.0)
+            state["ax"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        lr, lambd, alpha = group["lr"], group["lambd"], group["alpha"]
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        eta = float(state["eta"]._data)
+        data *= 1 - lambd * eta
+        data += -eta * grad
+        ax = state["ax"]._data
+        mu = float(state["mu"]._data)
+        if mu != 1:
+            ax += (data - ax) * mu
+        else:
+            ax[...] = data
+        # New rates are made as default-dtype (float32) scalars, then stored, so they carry
+        # float32 rounding even where the state was loaded as float64.
+        state["eta"]._data[...] = np.float32(lr / ((1 + lambd * lr * step) ** alpha))
+        state["mu"]._data[...] = np.float32(1 / max(1, step - group["t0"]))

@@ -1,0 +1,68 @@
+"""NAdam: Adam with Nesterov momentum and a momentum-decay schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class NAdam(Optimizer):
+    """NAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is NAdamW."""
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
+        lr = check_lr(lr)
+        check_eps(eps)
+        check_betas(betas)
+        check_weight_decay(weight_decay)
+        if not 0.0 <= momentum_decay:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay,
+                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        -group["lr"]  # noqa: B018 (the update's first use of lr)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["mu_product"] = _scalar_state(1.0)
+            state["exp_avg"] = Tensor._make(np.zeros_like(data))
+            state["exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        lr, wd = group["lr"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                data *= 1 - lr * wd
+            else:
+                grad = grad + wd * data
+        bias_correction2 = 1 - beta2 ** step
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * group["momentum_decay"]))
+        # The running product is kept as a float32 scalar tensor, as in PyTorch.
+        state["mu_product"]._data *= mu
+        mu_product = float(state["mu_product"]._data)
+        m = state["exp_avg"]._data
+        v = state["exp_avg_sq"]._data
+        m += (grad - m) * (1 - beta1)
+        v *= beta2
+        v += (1 - beta2) * grad * grad
+        denom = np.sqrt(v / bias_correction2) + group["eps"]
+        mu_product_next = mu_product * mu_next
+        data += (-lr * (1.0 - mu) / (1.0 - mu_product)) * (grad / denom)
+        data += (-lr * mu_next / (1.0 - mu_product_next)) * (m / denom)

@@ -1,0 +1,71 @@
+"""RAdam: Adam with the variance of the adaptive rate rectified in early steps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class RAdam(Optimizer):
+    """RAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is RAdamW."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0,
+                 decoupled_weight_decay: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
+        lr = check_lr(lr)
+        check_eps(eps)
+        check_betas(betas)
+        check_weight_decay(weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        group["lr"] * 1.0  # noqa: B018 (the update's first use of lr)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["exp_avg"] = Tensor._make(np.zeros_like(data))
+            state["exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        lr, wd = group["lr"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                data *= 1 - lr * wd
+            else:
+                grad = grad + wd * data
+        m = state["exp_avg"]._data
+        v = state["exp_avg_sq"]._data
+        m += (grad - m) * (1 - beta1)
+        v *= beta2
+        v += (1 - beta2) * grad * grad
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        corrected = m / bias_correction1
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+        # The adaptive rate's variance is finite only once rho_t exceeds 5; before that the
+        # step is plain momentum SGD.
+        if rho_t > 5.0:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            adaptive = math.sqrt(bias_correction2) / (np.sqrt(v) + group["eps"])
+            data -= corrected * lr * adaptive * rect
+        else:
+            data -= corrected * lr

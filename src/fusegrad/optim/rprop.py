@@ -1,0 +1,48 @@
+"""Rprop: per-element step sizes grown or shrunk by the sign agreement of successive
+gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._checks import check_lr
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class Rprop(Optimizer):
+    """Resilient backpropagation (PyTorch's single-tensor update)."""
+
+    def __init__(self, params, lr: float = 1e-2, etas: tuple = (0.5, 1.2),
+                 step_sizes: tuple = (1e-6, 50), *, capturable: bool = False, foreach=None,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        lr = check_lr(lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable,
+                        capturable=capturable)
+        super().__init__(params, defaults)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        if not state:
+            state["step"] = _scalar_state()
+            state["prev"] = Tensor._make(np.zeros_like(data))
+            state["step_size"] = Tensor._make(np.full_like(grad, group["lr"]))
+        if group["maximize"]:
+            grad = -grad
+        state["step"]._data += 1
+        etaminus, etaplus = group["etas"]
+        lo, hi = group["step_sizes"]
+        prev = state["prev"]._data
+        step_size = state["step_size"]._data
+        agreement = np.sign(grad * prev)
+        factor = np.where(agreement > 0, etaplus, np.where(agreement < 0, etaminus, 1.0))
+        step_size *= factor.astype(step_size.dtype)
+        np.clip(step_size, lo, hi, out=step_size)
+        # After a sign change the step is skipped and the gradient forgotten.
+        grad = np.where(agreement < 0, 0, grad).astype(data.dtype)
+        data -= np.sign(grad) * step_size
+        prev[...] = grad

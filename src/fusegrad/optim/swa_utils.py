@@ -1,0 +1,199 @@
+"""Stochastic weight averaging: `AveragedModel` (SWA or EMA of a model's parameters), the
+`SWALR` schedule, and `update_bn` to recompute BatchNorm statistics for the averaged weights."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable
+from copy import deepcopy
+
+from .._tensor import Tensor
+from ..nn.modules.module import Module
+from .lr_scheduler import LRScheduler
+from .optimizer import Optimizer
+
+__all__ = ["AveragedModel", "SWALR", "get_ema_avg_fn", "get_ema_multi_avg_fn",
+           "get_swa_avg_fn", "get_swa_multi_avg_fn", "update_bn"]
+
+
+def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable:
+    """In-place exponential moving average over lists of tensors."""
+    if decay < 0.0 or decay > 1.0:
+        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in "
+                         "[0,1] range.")
+
+    def ema_update(ema_params: list, current_params: list, num_averaged) -> None:
+        for e, c in zip(ema_params, current_params):
+            e.lerp_(c, 1 - decay)
+
+    return ema_update
+
+
+def get_swa_multi_avg_fn() -> Callable:
+    """In-place running mean over lists of tensors."""
+
+    def swa_update(averaged_params: list, current_params: list, num_averaged) -> None:
+        weight = 1 / (num_averaged + 1)
+        for a, c in zip(averaged_params, current_params):
+            a.lerp_(c, weight if not isinstance(weight, Tensor) else weight.item())
+
+    return swa_update
+
+
+def get_ema_avg_fn(decay: float = 0.999) -> Callable:
+    """decay * averaged + (1 - decay) * current."""
+    if decay < 0.0 or decay > 1.0:
+        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in "
+                         "[0,1] range.")
+
+    def ema_update(ema_param: Tensor, current_param: Tensor, num_averaged) -> Tensor:
+        return decay * ema_param + (1 - decay) * current_param
+
+    return ema_update
+
+
+def get_swa_avg_fn() -> Callable:
+    """The running mean: averaged + (current - averaged) / (n + 1)."""
+
+    def swa_update(averaged_param: Tensor, current_param: Tensor, num_averaged) -> Tensor:
+        return averaged_param + (current_param - averaged_param) / (num_averaged + 1)
+
+    return swa_update
+
+
+class AveragedModel(Module):
+    """A copy of `model` whose parameters (and, with `use_buffers`, buffers) are averaged by
+    `update_parameters`; the default average is the equal-weight running mean (SWA)."""
+
+    def __init__(self, model: Module, device=None, avg_fn: Callable | None = None,
+                 multi_avg_fn: Callable | None = None, use_buffers: bool = False) -> None:
+        super().__init__()
+        if avg_fn is not None and multi_avg_fn is not None:
+            raise AssertionError("Only one of avg_fn and multi_avg_fn should be provided")
+        from .. import int64, tensor
+
+        self.module = deepcopy(model)
+        if device is not None:
+            self.module = self.module.to(device)
+        self.register_buffer("n_averaged", tensor(0, dtype=int64))
+        self.avg_fn = avg_fn
+        self.multi_avg_fn = multi_avg_fn
+        self.use_buffers = use_buffers
+
+    def forward(self, *args, **kwargs):
+        """Run the averaged copy."""
+        return self.module(*args, **kwargs)
+
+    def update_parameters(self, model: Module) -> None:
+        """Fold `model`'s current parameters into the average (the first call copies them)."""
+        if self.use_buffers:
+            mine = itertools.chain(self.module.parameters(), self.module.buffers())
+            theirs = itertools.chain(model.parameters(), model.buffers())
+        else:
+            mine, theirs = self.parameters(), model.parameters()
+        averaged, current = [], []
+        first = int(self.n_averaged.item()) == 0
+        for p_avg, p_model in zip(mine, theirs):
+            averaged.append(p_avg.detach())
+            current.append(p_model.detach())
+            if first:
+                p_avg.detach().copy_(p_model.detach())
+        if not first:
+            if self.multi_avg_fn is not None:
+                self.multi_avg_fn(averaged, current, self.n_averaged)
+            else:
+                fn = self.avg_fn if self.avg_fn is not None else get_swa_avg_fn()
+                for p_avg, p_model in zip(averaged, current):
+                    p_avg.copy_(fn(p_avg, p_model, self.n_averaged))
+        if not self.use_buffers:
+            # Buffers (BatchNorm statistics) follow the latest model unless averaged.
+            for b_swa, b_model in zip(self.module.buffers(), model.buffers()):
+                b_swa.detach().copy_(b_model.detach())
+        self.n_averaged += 1
+
+
+def update_bn(loader: Iterable, model: Module, device=None) -> None:
+    """Recompute every BatchNorm's running statistics with one pass over `loader` (cumulative
+    averages), leaving momenta and the training flag as they were."""
+    from ..autograd import no_grad
+    from ..nn.modules.normalization import _BatchNorm
+
+    momenta = {}
+    for module in model.modules():
+        if isinstance(module, _BatchNorm):
+            module.reset_running_stats()
+            momenta[module] = module.momentum
+    if not momenta:
+        return
+    was_training = model.training
+    model.train()
+    for module in momenta:
+        module.momentum = None
+    with no_grad():
+        for batch in loader:
+            if isinstance(batch, (list, tuple)):
+                batch = batch[0]
+            if device is not None:
+                batch = batch.to(device)
+            model(batch)
+    for module, momentum in momenta.items():
+        module.momentum = momentum
+    model.train(was_training)
+
+
+class SWALR(LRScheduler):
+    """Anneal each group's learning rate to `swa_lr` over `anneal_epochs` epochs ('cos' or
+    'linear'), then hold it there."""
+
+    def __init__(self, optimizer: Optimizer, swa_lr, anneal_epochs: int = 10,
+                 anneal_strategy: str = "cos", last_epoch: int = -1) -> None:
+        groups = optimizer.param_groups
+        if isinstance(swa_lr, (list, tuple)):
+            if len(swa_lr) != len(groups):
+                raise ValueError(f"swa_lr must have the same length as "
+                                 f"optimizer.param_groups. swa_lr has {len(swa_lr)} values, "
+                                 f"param_groups has {len(groups)}.")
+            swa_lrs = list(swa_lr)
+        else:
+            swa_lrs = [swa_lr] * len(groups)
+        for lr, group in zip(swa_lrs, groups):
+            group["swa_lr"] = lr
+        if anneal_strategy not in ["cos", "linear"]:
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
+        self.anneal_func = (self._cosine_anneal if anneal_strategy == "cos"
+                            else self._linear_anneal)
+        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
+            raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
+                             f"{anneal_epochs}")
+        self.anneal_epochs = anneal_epochs
+        super().__init__(optimizer, last_epoch)
+
+    @staticmethod
+    def _linear_anneal(t: float) -> float:
+        return t
+
+    @staticmethod
+    def _cosine_anneal(t: float) -> float:
+        return (1 - math.cos(math.pi * t)) / 2
+
+    @staticmethod
+    def _get_initial_lr(lr: float, swa_lr: float, alpha: float) -> float:
+        if alpha == 1:
+            return swa_lr
+        return (lr - alpha * swa_lr) / (1 - alpha)
+
+    def get_lr(self) -> list[float]:
+        """Recover the pre-annealing rate from the current one, then anneal one step."""
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        prev_t = max(0, min(1, (step - 1) / max(1, self.anneal_epochs)))
+        prev_alpha = self.anneal_func(prev_t)
+        prev_lrs = [self._get_initial_lr(g["lr"], g["swa_lr"], prev_alpha)
+                    for g in self.optimizer.param_groups]
+        t = max(0, min(1, step / max(1, self.anneal_epochs)))
+        alpha = self.anneal_func(t)
+        return [g["swa_lr"] * alpha + lr * (1 - alpha)
+                for g, lr in zip(self.optimizer.param_groups, prev_lrs)]
