@@ -126,6 +126,11 @@ def test_values_and_gradients_match_torch(name):
         fe, te = fd.expand(shape), td.expand(shape)
         assert tuple(fe.batch_shape) == tuple(te.batch_shape)
         _close(fe.log_prob(fv[:1]), te.log_prob(tv[:1]))
+    if td.has_rsample:
+        ts = td.rsample((2,))
+        fs = fd.rsample((2,))
+        assert type(fs.grad_fn).__name__ == type(ts.grad_fn).__name__
+    assert type(f_lp.grad_fn).__name__ == type(t_lp.grad_fn).__name__
     s = fd.sample((7,))
     assert tuple(s.shape) == tuple(td.sample((7,)).shape)
     assert bool(fd.support.check(s).all())

@@ -134,9 +134,10 @@ class Gamma(ExponentialFamily):
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         value = standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
-        # Keep draws positive after the division without cutting the gradient.
-        tiny = F.finfo(value.dtype).tiny
-        return value + (value.detach().clamp(min=tiny) - value.detach())
+        # Keep draws positive after the division; clamping a detached alias in place leaves
+        # the gradient (and the DivBackward0 node) as they are.
+        value.detach().clamp_(min=F.finfo(value.dtype).tiny)
+        return value
 
     def log_prob(self, value):
         # Gamma alone accepts numbers as values, as in PyTorch.
