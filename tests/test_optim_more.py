@@ -59,7 +59,7 @@ def _run(T, name, kwargs, steps, params=None, opt=None, start=0):
 def _state_close(sf, st, rtol=1e-10, check_dtype=True):
     assert sorted(sf["state"]) == sorted(st["state"])
     for i, entry in st["state"].items():
-        assert sorted(sf["state"][i]) == sorted(entry)
+        assert list(sf["state"][i]) == list(entry)
         for k, v in entry.items():
             got = sf["state"][i][k]
             if isinstance(v, torch.Tensor):

@@ -26,18 +26,11 @@ class _LocScale(Distribution):
         shape = F.Size() if isinstance(a, Number) and isinstance(b, Number) else first.size()
         super().__init__(shape, validate_args=validate_args)
 
-    def _param_dtype(self):
-        return getattr(self, self._names[0]).dtype
-
     def expand(self, batch_shape, _instance=None):
         """A copy with both parameters expanded to `batch_shape`."""
-        new = self._get_checked_instance(type(self), _instance)
-        batch_shape = F.Size(batch_shape)
-        for n in self._names:
-            setattr(new, n, getattr(self, n).expand(batch_shape))
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        shape = F.Size(batch_shape)
+        return self._expanded(type(self), shape, _instance,
+                              **{n: getattr(self, n).expand(shape) for n in self._names})
 
 
 class Normal(_LocScale, ExponentialFamily):
@@ -210,17 +203,10 @@ class Exponential(ExponentialFamily):
         shape = F.Size() if isinstance(rate, Number) else self.rate.size()
         super().__init__(shape, validate_args=validate_args)
 
-    def _param_dtype(self):
-        return self.rate.dtype
-
     def expand(self, batch_shape, _instance=None):
         """A copy with `rate` expanded to `batch_shape`."""
-        new = self._get_checked_instance(Exponential, _instance)
-        batch_shape = F.Size(batch_shape)
-        new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        shape = F.Size(batch_shape)
+        return self._expanded(Exponential, shape, _instance, rate=self.rate.expand(shape))
 
     @property
     def mean(self):

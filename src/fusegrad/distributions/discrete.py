@@ -204,12 +204,8 @@ class OneHotCategorical(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         """A copy whose categorical is expanded to `batch_shape`."""
-        new = self._get_checked_instance(OneHotCategorical, _instance)
-        batch_shape = F.Size(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(OneHotCategorical, batch_shape, _instance,
+                              _categorical=self._categorical.expand(batch_shape))
 
     @property
     def _param(self):

@@ -181,6 +181,17 @@ class Distribution:
                                       "a custom .expand() method.")
         return self.__new__(type(self)) if _instance is None else _instance
 
+    def _expanded(self, cls, batch_shape, _instance=None, event_shape=None, **params):
+        """The body of `expand`: a new `cls` instance carrying `params` (already expanded),
+        `batch_shape`, this event shape and this validation flag, without re-validating."""
+        new = self._get_checked_instance(cls, _instance)
+        for name, value in params.items():
+            setattr(new, name, value)
+        event = self._event_shape if event_shape is None else event_shape
+        Distribution.__init__(new, F.Size(batch_shape), event, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def __repr__(self) -> str:
         names = [k for k in self.arg_constraints if k in self.__dict__]
         args = ", ".join(

@@ -9,7 +9,7 @@ import numpy as np
 import fusegrad as F
 
 from . import _special, constraints
-from .distribution import Distribution, ExponentialFamily
+from .distribution import ExponentialFamily
 from .utils import broadcast_all
 
 __all__ = ["Beta", "Dirichlet", "Gamma", "standard_gamma", "standard_gamma_grad",
@@ -106,18 +106,12 @@ class Gamma(ExponentialFamily):
         shape = F.Size() if both_numbers else self.concentration.size()
         super().__init__(shape, validate_args=validate_args)
 
-    def _param_dtype(self):
-        return self.rate.dtype
-
     def expand(self, batch_shape, _instance=None):
         """A copy with both parameters expanded to `batch_shape`."""
-        new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = F.Size(batch_shape)
-        new.concentration = self.concentration.expand(batch_shape)
-        new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        shape = F.Size(batch_shape)
+        return self._expanded(Gamma, shape, _instance,
+                              concentration=self.concentration.expand(shape),
+                              rate=self.rate.expand(shape))
 
     @property
     def mean(self):
@@ -169,12 +163,9 @@ class Dirichlet(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         """A copy with `concentration` expanded to `batch_shape`."""
-        new = self._get_checked_instance(Dirichlet, _instance)
-        batch_shape = F.Size(batch_shape)
-        new.concentration = self.concentration.expand(batch_shape + self.event_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        shape = F.Size(batch_shape)
+        return self._expanded(Dirichlet, shape, _instance,
+                              concentration=self.concentration.expand(shape + self.event_shape))
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -234,12 +225,8 @@ class Beta(ExponentialFamily):
 
     def expand(self, batch_shape, _instance=None):
         """A copy whose Dirichlet is expanded to `batch_shape`."""
-        new = self._get_checked_instance(Beta, _instance)
-        batch_shape = F.Size(batch_shape)
-        new._dirichlet = self._dirichlet.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Beta, batch_shape, _instance,
+                              _dirichlet=self._dirichlet.expand(batch_shape))
 
     @property
     def concentration1(self):

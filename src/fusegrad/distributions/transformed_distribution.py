@@ -36,14 +36,10 @@ class Independent(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         """A copy whose base is expanded to `batch_shape` + the reinterpreted dimensions."""
-        new = self._get_checked_instance(Independent, _instance)
-        batch_shape = F.Size(batch_shape)
         extra = self.event_shape[:self.reinterpreted_batch_ndims]
-        new.base_dist = self.base_dist.expand(batch_shape + extra)
-        new.reinterpreted_batch_ndims = self.reinterpreted_batch_ndims
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Independent, batch_shape, _instance,
+                              base_dist=self.base_dist.expand(F.Size(batch_shape) + extra),
+                              reinterpreted_batch_ndims=self.reinterpreted_batch_ndims)
 
     @property
     def has_rsample(self) -> bool:
@@ -137,17 +133,13 @@ class TransformedDistribution(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         """A copy whose base is expanded so the result has `batch_shape`."""
-        new = self._get_checked_instance(TransformedDistribution, _instance)
-        batch_shape = F.Size(batch_shape)
-        shape = batch_shape + self.event_shape
+        shape = F.Size(batch_shape) + self.event_shape
         for t in reversed(self.transforms):
             shape = t.inverse_shape(shape)
         base_batch = shape[:len(shape) - len(self.base_dist.event_shape)]
-        new.base_dist = self.base_dist.expand(base_batch)
-        new.transforms = self.transforms
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(TransformedDistribution, batch_shape, _instance,
+                              base_dist=self.base_dist.expand(base_batch),
+                              transforms=self.transforms)
 
     @constraints.dependent_property(is_discrete=False)
     def support(self):

@@ -10,6 +10,36 @@ from .._tensor import Tensor
 from .optimizer import Optimizer
 
 
+def adam_state(data: np.ndarray) -> dict:
+    """Fresh step counter and first/second moment buffers for a parameter."""
+    return {"step": Tensor._make(np.array(0.0, dtype=np.float32)),
+            "exp_avg": Tensor._make(np.zeros_like(data)),
+            "exp_avg_sq": Tensor._make(np.zeros_like(data))}
+
+
+def weight_decay_grad(data: np.ndarray, grad: np.ndarray, lr: float, wd: float,
+                      decoupled: bool) -> np.ndarray:
+    """Apply weight decay: shrink the weights in place (decoupled) or add wd * w to the
+    gradient (L2); returns the gradient to use."""
+    if wd != 0:
+        if decoupled:
+            data *= 1 - lr * wd
+        else:
+            grad = grad + wd * data
+    return grad
+
+
+def update_moments(state: dict, grad: np.ndarray, beta1: float,
+                   beta2: float) -> tuple[np.ndarray, np.ndarray]:
+    """Move the running mean and uncentred variance of the gradient one step, in place."""
+    m = state["exp_avg"]._data
+    v = state["exp_avg_sq"]._data
+    m += (grad - m) * (1 - beta1)
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    return m, v
+
+
 class Adam(Optimizer):
     """Adam; `decoupled_weight_decay=True` is AdamW."""
 
@@ -45,9 +75,7 @@ class Adam(Optimizer):
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = Tensor._make(np.array(0.0, dtype=np.float32))
-            state["exp_avg"] = Tensor._make(np.zeros_like(data))
-            state["exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+            state.update(adam_state(data))
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(data))
         beta1, beta2 = group["betas"]
@@ -57,16 +85,8 @@ class Adam(Optimizer):
         step_t = state["step"]
         step_t._data += 1
         step = float(step_t._data)
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                data *= 1 - lr * wd
-            else:
-                grad = grad + wd * data
-        m = state["exp_avg"]._data
-        v = state["exp_avg_sq"]._data
-        m += (grad - m) * (1 - beta1)
-        v *= beta2
-        v += (1 - beta2) * grad * grad
+        grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
+        m, v = update_moments(state, grad, beta1, beta2)
         bc1 = 1 - beta1 ** step
         bc2_sqrt = math.sqrt(1 - beta2 ** step)
         if group["amsgrad"]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Tensor
 from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
@@ -36,32 +36,25 @@ class NAdam(Optimizer):
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
+            fresh = adam_state(data)
+            # PyTorch's key order: step, mu_product, exp_avg, exp_avg_sq.
+            state["step"] = fresh.pop("step")
             state["mu_product"] = _scalar_state(1.0)
-            state["exp_avg"] = Tensor._make(np.zeros_like(data))
-            state["exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+            state.update(fresh)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1
         step = float(state["step"]._data)
         lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                data *= 1 - lr * wd
-            else:
-                grad = grad + wd * data
+        grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
         bias_correction2 = 1 - beta2 ** step
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * group["momentum_decay"]))
         # The running product is kept as a float32 scalar tensor, as in PyTorch.
         state["mu_product"]._data *= mu
         mu_product = float(state["mu_product"]._data)
-        m = state["exp_avg"]._data
-        v = state["exp_avg_sq"]._data
-        m += (grad - m) * (1 - beta1)
-        v *= beta2
-        v += (1 - beta2) * grad * grad
+        m, v = update_moments(state, grad, beta1, beta2)
         denom = np.sqrt(v / bias_correction2) + group["eps"]
         mu_product_next = mu_product * mu_next
         data += (-lr * (1.0 - mu) / (1.0 - mu_product)) * (grad / denom)

@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 
-from .._tensor import Tensor
 from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
-from .rmsprop import _scalar_state
 
 
 class RAdam(Optimizer):
@@ -36,25 +35,15 @@ class RAdam(Optimizer):
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            state["exp_avg"] = Tensor._make(np.zeros_like(data))
-            state["exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+            state.update(adam_state(data))
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1
         step = float(state["step"]._data)
         lr, wd = group["lr"], group["weight_decay"]
         beta1, beta2 = group["betas"]
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                data *= 1 - lr * wd
-            else:
-                grad = grad + wd * data
-        m = state["exp_avg"]._data
-        v = state["exp_avg_sq"]._data
-        m += (grad - m) * (1 - beta1)
-        v *= beta2
-        v += (1 - beta2) * grad * grad
+        grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
+        m, v = update_moments(state, grad, beta1, beta2)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
         corrected = m / bias_correction1
