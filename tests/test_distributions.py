@@ -472,3 +472,44 @@ def test_sample_moments_and_no_gradient():
     np.testing.assert_allclose(counts, [0.1, 0.6, 0.3], atol=0.015)
     b = fusegrad.distributions.Beta(2.0, 5.0).sample((20000,)).numpy()
     assert abs(b.mean() - 2 / 7) < 0.01
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float32_values_match_torch(name):
+    ctor, params, values = CASES[name]
+    fp = [fusegrad.tensor(a.astype(np.float32)) for a in params]
+    tp = [torch.tensor(a.astype(np.float32)) for a in params]
+    fd, td = ctor(fusegrad, *fp), ctor(torch, *tp)
+    f_lp = fd.log_prob(fusegrad.tensor(values.astype(np.float32)))
+    t_lp = td.log_prob(torch.tensor(values.astype(np.float32)))
+    assert repr(f_lp.dtype) == repr(t_lp.dtype)
+    np.testing.assert_allclose(f_lp.numpy(), t_lp.numpy(), rtol=2e-5, atol=2e-5)
+    assert repr(fd.sample((2,)).dtype) == repr(td.sample((2,)).dtype)
+    try:
+        t_ent = td.entropy()
+    except NotImplementedError:
+        return
+    np.testing.assert_allclose(fd.entropy().numpy(), t_ent.numpy(), rtol=2e-5, atol=2e-5)
+
+
+def test_utils_match_torch():
+    DU, TU = fusegrad.distributions.utils, torch.distributions.utils
+    p = _simplex(3, 4)
+    for binary in (False, True):
+        q = p if not binary else RNG.uniform(0.05, 0.95, (3, 4))
+        _close(DU.probs_to_logits(fusegrad.tensor(q), binary),
+               TU.probs_to_logits(torch.tensor(q), binary))
+        _close(DU.logits_to_probs(fusegrad.tensor(q), binary),
+               TU.logits_to_probs(torch.tensor(q), binary))
+    _close(DU.clamp_probs(fusegrad.tensor([0.0, 0.5, 1.0])),
+           TU.clamp_probs(torch.tensor([0.0, 0.5, 1.0])))
+    a, b = DU.broadcast_all(fusegrad.zeros(2, 1, dtype=fusegrad.float64), 3.0)
+    ta, tb = TU.broadcast_all(torch.zeros(2, 1, dtype=torch.float64), 3.0)
+    assert tuple(b.shape) == tuple(tb.shape) and repr(b.dtype) == repr(tb.dtype)
+    assert _error(lambda: DU.broadcast_all("x")) == _error(lambda: TU.broadcast_all("x"))
+    m = _real(2, 4, 4)
+    for diag in (0, -1, 1):
+        fv, tv = DU.tril_matrix_to_vec(fusegrad.tensor(m), diag), TU.tril_matrix_to_vec(
+            torch.tensor(m), diag)
+        _close(fv, tv)
+        _close(DU.vec_to_tril_matrix(fv, diag), TU.vec_to_tril_matrix(tv, diag))

@@ -16,7 +16,7 @@ def broadcast_all(*values):
     """Broadcast tensors and numbers to one shape; numbers become tensors of the tensors'
     dtype (the default dtype when there are none)."""
     if not all(isinstance(v, (F.Tensor, numbers.Number)) for v in values):
-        raise ValueError("Input arguments must all be instances of numbers.Number, "
+        raise ValueError("Input arguments must all be instances of Number, "
                          "torch.Tensor or objects implementing __torch_function__.")
     if not all(isinstance(v, F.Tensor) for v in values):
         like = next((v for v in values if isinstance(v, F.Tensor)), None)
