@@ -58,7 +58,8 @@ def test_backends_flags_match_torch():
                     ("mps", "is_built"), ("mkldnn", "is_available"), ("cuda", "is_built"),
                     ("cpu", "get_cpu_capability"), ("opt_einsum", "is_available"),
                     ("mkl", "is_available"), ("openmp", "is_available"),
-                    ("cuda", "flash_sdp_enabled"), ("cuda", "math_sdp_enabled")]:
+                    ("cuda", "flash_sdp_enabled"), ("cuda", "math_sdp_enabled"),
+                    ("mha", "get_fastpath_enabled")]:
         assert getattr(getattr(fb, mod), fn)() == getattr(getattr(tb, mod), fn)(), (mod, fn)
     for n in ["allow_tf32", "allow_fp16_reduced_precision_reduction",
               "allow_bf16_reduced_precision_reduction"]:
@@ -77,6 +78,10 @@ def test_backends_flags_set_and_restore():
         assert cudnn.benchmark is True
     finally:
         cudnn.benchmark = False
+    mha = fusegrad.backends.mha
+    mha.set_fastpath_enabled(False)
+    assert mha.get_fastpath_enabled() is False
+    mha.set_fastpath_enabled(True)
     oe = fusegrad.backends.opt_einsum
     before = (oe.enabled, oe.strategy)
     with oe.flags(strategy="greedy"):

@@ -12,9 +12,9 @@ import contextlib
 from collections.abc import Iterator
 from types import ModuleType
 
-from . import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, opt_einsum
+from . import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, opt_einsum
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "opt_einsum"]
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "openmp", "opt_einsum"]
 
 
 @contextlib.contextmanager
