@@ -313,7 +313,7 @@ def test_kl_uniform_pairs_and_missing_pair():
 def _error(fn):
     try:
         fn()
-    except (ValueError, NotImplementedError, TypeError) as e:
+    except (ValueError, NotImplementedError, TypeError, RuntimeError) as e:
         return type(e).__name__, str(e)
     return None
 
@@ -343,6 +343,15 @@ def _error(fn):
     lambda m: m.distributions.Independent(m.distributions.Normal(m.zeros(3), 1.0), 2),
     lambda m: m.distributions.Dirichlet(m.tensor(1.0)),
     lambda m: m.distributions.Normal(0.0, 1.0).log_prob([0.0]),
+    lambda m: m.distributions.TransformedDistribution(m.distributions.Normal(0.0, 1.0), [1]),
+    lambda m: m.distributions.TransformedDistribution(m.distributions.Normal(0.0, 1.0), 3),
+    lambda m: m.distributions.TransformedDistribution(m.distributions.Normal(0.0, 1.0),
+                                                      m.distributions.SoftmaxTransform()),
+    lambda m: m.distributions.Independent(m.distributions.Normal(0.0, 1.0), 1),
+    lambda m: m.distributions.Normal(m.zeros(2), 1.0).expand((3,)),
+    lambda m: m.distributions.AffineTransform(0.0, 1.0, cache_size=2),
+    lambda m: m.distributions.Bernoulli(0.3).log_prob(m.tensor([0.0, 1.5])),
+    lambda m: m.distributions.Exponential(1.0).cdf(m.tensor(-1.0)),
 ])
 def test_validation_errors_match_torch(make):
     got, want = _error(lambda: make(fusegrad)), _error(lambda: make(torch))
