@@ -146,7 +146,7 @@ class _Noise:
         self.arr = arr
         fd = fusegrad.distributions
         if self.kind == "normal":
-            for mod in (fd.continuous, fd.multivariate_normal):
+            for mod in (fd.normal, fd.multivariate_normal):
                 self.mp.setattr(mod, "_standard_normal",
                                 lambda shape, dtype, device=None: fusegrad.tensor(
                                     self.arr.reshape(shape), dtype=dtype))
@@ -155,9 +155,10 @@ class _Noise:
                                 lambda shape, dtype, device: torch.tensor(
                                     self.arr.reshape(shape), dtype=dtype))
         else:
-            self.mp.setattr(fd.continuous, "_standard_uniform",
-                            lambda shape, dtype, device=None: fusegrad.tensor(
-                                self.arr.reshape(shape), dtype=dtype))
+            for mod in (fd.uniform, fd.laplace, fd.exponential):
+                self.mp.setattr(mod, "_standard_uniform",
+                                lambda shape, dtype, device=None: fusegrad.tensor(
+                                    self.arr.reshape(shape), dtype=dtype))
 
 
 @pytest.mark.parametrize("name", ["Normal", "LogNormal", "MultivariateNormal", "Independent",
@@ -218,7 +219,7 @@ def test_dirichlet_grad_matches_torch_on_same_samples():
     x = torch._sample_dirichlet(c)
     total = c.sum(-1, keepdim=True).expand_as(c)
     ref = torch._dirichlet_grad(x, c, total)
-    got = fusegrad.distributions.gamma.dirichlet_grad(
+    got = fusegrad.distributions.dirichlet.dirichlet_grad(
         fusegrad.tensor(x.numpy()), fusegrad.tensor(c.numpy()), fusegrad.tensor(total.numpy()))
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=3e-3)
 
@@ -522,3 +523,12 @@ def test_utils_match_torch():
             torch.tensor(m), diag)
         _close(fv, tv)
         _close(DU.vec_to_tril_matrix(fv, diag), TU.vec_to_tril_matrix(tv, diag))
+
+
+def test_classes_live_in_pytorchs_module_paths():
+    for name in fusegrad.distributions.__all__:
+        ours = getattr(fusegrad.distributions, name)
+        if not isinstance(ours, type):
+            continue
+        theirs = getattr(torch.distributions, name)
+        assert ours.__module__ == theirs.__module__.replace("torch.", "fusegrad.", 1), name

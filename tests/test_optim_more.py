@@ -366,3 +366,14 @@ def test_lbfgs_float32_mlp_matches_torch():
     np.testing.assert_allclose(losses["fusegrad"], losses["torch"], rtol=1e-3, atol=1e-7)
     for (k, a), b in zip(mf.state_dict().items(), mt.state_dict().values()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-5, err_msg=k)
+
+
+def test_new_classes_live_in_pytorchs_module_paths():
+    for name in ["Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam",
+                 "LBFGS"]:
+        ours, theirs = getattr(fusegrad.optim, name), getattr(torch.optim, name)
+        assert ours.__module__ == theirs.__module__.replace("torch.", "fusegrad.", 1), name
+    for name in ["AveragedModel", "SWALR", "update_bn"]:
+        ours = getattr(fusegrad.optim.swa_utils, name)
+        theirs = getattr(torch.optim.swa_utils, name)
+        assert ours.__module__ == theirs.__module__.replace("torch.", "fusegrad.", 1), name

@@ -6,14 +6,22 @@ turns it off), with PyTorch's ValueError texts.
 """
 
 from . import constraints, transforms
-from .constraints import Constraint
-from .continuous import Exponential, Laplace, Normal, Uniform
-from .discrete import Bernoulli, Categorical, OneHotCategorical
-from .distribution import Distribution, ExponentialFamily
-from .gamma import Beta, Dirichlet, Gamma
+from .bernoulli import Bernoulli
+from .beta import Beta
+from .categorical import Categorical
+from .dirichlet import Dirichlet
+from .distribution import Distribution
+from .exp_family import ExponentialFamily
+from .exponential import Exponential
+from .gamma import Gamma
+from .independent import Independent
 from .kl import kl_divergence, register_kl
+from .laplace import Laplace
+from .log_normal import LogNormal
 from .multivariate_normal import MultivariateNormal
-from .transformed_distribution import Independent, LogNormal, TransformedDistribution
+from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
+from .transformed_distribution import TransformedDistribution
 from .transforms import (
     AbsTransform,
     AffineTransform,
@@ -28,10 +36,11 @@ from .transforms import (
     Transform,
     identity_transform,
 )
+from .uniform import Uniform
 
 __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform",
-    "Constraint", "Dirichlet", "Distribution", "ExpTransform", "Exponential",
+    "Dirichlet", "Distribution", "ExpTransform", "Exponential",
     "ExponentialFamily", "Gamma", "Independent", "IndependentTransform", "Laplace",
     "LogNormal", "MultivariateNormal", "Normal", "OneHotCategorical", "PowerTransform",
     "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "TanhTransform", "Transform",

@@ -10,7 +10,7 @@ import fusegrad as F
 from . import constraints
 from .utils import lazy_property
 
-__all__ = ["Distribution", "ExponentialFamily"]
+__all__ = ["Distribution"]
 
 
 class Distribution:
@@ -199,6 +199,3 @@ class Distribution:
             for p in names)
         return f"{self.__class__.__name__}({args})"
 
-
-class ExponentialFamily(Distribution):
-    """Marker base of the exponential-family distributions (Normal, Gamma, Bernoulli, ...)."""

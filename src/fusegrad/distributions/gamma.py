@@ -1,4 +1,4 @@
-"""Gamma, Beta and Dirichlet, with reparameterised (implicitly differentiated) samples."""
+"""Gamma(concentration, rate), with implicitly reparameterised samples."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import numpy as np
 import fusegrad as F
 
 from . import _special, constraints
-from .distribution import ExponentialFamily
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
-__all__ = ["Beta", "Dirichlet", "Gamma", "standard_gamma", "standard_gamma_grad",
-           "dirichlet_grad", "sample_dirichlet"]
+__all__ = ['Gamma', 'standard_gamma', 'standard_gamma_grad']
 
 
 def _numpy_draws(dtype):
@@ -31,13 +30,6 @@ def standard_gamma_grad(x, alpha):
     takes the arguments the other way round)."""
     return F.from_numpy(_special.standard_gamma_grad(x.detach().numpy(),
                                                         alpha.detach().numpy())).to(x.dtype)
-
-
-def dirichlet_grad(x, concentration, total):
-    """PyTorch's `_dirichlet_grad`: the per-component implicit-reparameterisation factor."""
-    grad = _special.dirichlet_grad(x.detach().numpy(), concentration.detach().numpy(),
-                                   total.detach().numpy())
-    return F.from_numpy(grad).to(x.dtype)
 
 
 def _gamma_draws(alpha):
@@ -67,30 +59,6 @@ class StandardGamma(F.autograd.Function):
 def standard_gamma(alpha):
     """Draws from Gamma(alpha, 1), differentiable with respect to `alpha`."""
     return StandardGamma.apply(alpha)
-
-
-def sample_dirichlet(concentration):
-    """Dirichlet draws (normalised Gamma draws) without gradient."""
-    g = _gamma_draws(concentration)
-    return g / g.sum(-1, keepdim=True)
-
-
-class _Dirichlet(F.autograd.Function):
-    """Dirichlet draws with PyTorch's implicit-reparameterisation gradient."""
-
-    @staticmethod
-    def forward(ctx, concentration):
-        x = sample_dirichlet(concentration)
-        ctx.save_for_backward(x, concentration)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, concentration = ctx.saved_tensors
-        total = concentration.sum(-1, True).expand_as(concentration)
-        factor = dirichlet_grad(x, concentration, total)
-        # The components share the simplex: raising one lowers the others in proportion.
-        return factor * (grad_output - (x * grad_output).sum(-1, True))
 
 
 class Gamma(ExponentialFamily):
@@ -145,117 +113,3 @@ class Gamma(ExponentialFamily):
     def entropy(self):
         c = self.concentration
         return c - F.log(self.rate) + F.lgamma(c) + (1.0 - c) * F.digamma(c)
-
-
-class Dirichlet(ExponentialFamily):
-    """Dirichlet(concentration) over the simplex of the last dimension's size."""
-
-    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
-    support = constraints.simplex
-    has_rsample = True
-
-    def __init__(self, concentration, validate_args=None) -> None:
-        if concentration.dim() < 1:
-            raise ValueError("`concentration` parameter must be at least one-dimensional.")
-        self.concentration = concentration
-        shape = concentration.shape
-        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        """A copy with `concentration` expanded to `batch_shape`."""
-        shape = F.Size(batch_shape)
-        return self._expanded(Dirichlet, shape, _instance,
-                              concentration=self.concentration.expand(shape + self.event_shape))
-
-    def rsample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        return _Dirichlet.apply(self.concentration.expand(shape))
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        c = self.concentration
-        return (F.xlogy(c - 1.0, value).sum(-1) + F.lgamma(c.sum(-1))
-                - F.lgamma(c).sum(-1))
-
-    @property
-    def mean(self):
-        return self.concentration / self.concentration.sum(-1, True)
-
-    @property
-    def mode(self):
-        c = self.concentration
-        below = (c - 1).clamp(min=0.0)
-        mode = below / below.sum(-1, True)
-        # Where every concentration is below one, the density peaks at the largest one.
-        all_low = (c < 1).all(dim=-1)
-        corner = F.nn.functional.one_hot(c.argmax(-1), c.shape[-1]).to(mode.dtype)
-        return F.where(all_low.unsqueeze(-1), corner, mode)
-
-    @property
-    def variance(self):
-        c = self.concentration
-        c0 = c.sum(-1, True)
-        return c * (c0 - c) / (c0.pow(2) * (c0 + 1))
-
-    def entropy(self):
-        c = self.concentration
-        k = c.size(-1)
-        a0 = c.sum(-1)
-        return (F.lgamma(c).sum(-1) - F.lgamma(a0) - (k - a0) * F.digamma(a0)
-                - ((c - 1.0) * F.digamma(c)).sum(-1))
-
-
-class Beta(ExponentialFamily):
-    """Beta(concentration1, concentration0) on [0, 1], the two-component Dirichlet's first."""
-
-    arg_constraints = {"concentration1": constraints.positive,
-                       "concentration0": constraints.positive}
-    support = constraints.unit_interval
-    has_rsample = True
-
-    def __init__(self, concentration1, concentration0, validate_args=None) -> None:
-        if isinstance(concentration1, Number) and isinstance(concentration0, Number):
-            both = F.tensor([float(concentration1), float(concentration0)])
-        else:
-            c1, c0 = broadcast_all(concentration1, concentration0)
-            both = F.stack([c1, c0], -1)
-        self._dirichlet = Dirichlet(both, validate_args=validate_args)
-        super().__init__(self._dirichlet._batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        """A copy whose Dirichlet is expanded to `batch_shape`."""
-        return self._expanded(Beta, batch_shape, _instance,
-                              _dirichlet=self._dirichlet.expand(batch_shape))
-
-    @property
-    def concentration1(self):
-        return self._dirichlet.concentration[..., 0]
-
-    @property
-    def concentration0(self):
-        return self._dirichlet.concentration[..., 1]
-
-    @property
-    def mean(self):
-        return self.concentration1 / (self.concentration1 + self.concentration0)
-
-    @property
-    def mode(self):
-        return self._dirichlet.mode[..., 0]
-
-    @property
-    def variance(self):
-        total = self.concentration1 + self.concentration0
-        return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
-
-    def rsample(self, sample_shape=()):
-        return self._dirichlet.rsample(sample_shape).select(-1, 0)
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return self._dirichlet.log_prob(F.stack([value, 1.0 - value], -1))
-
-    def entropy(self):
-        return self._dirichlet.entropy()

@@ -7,11 +7,19 @@ from functools import total_ordering
 
 import fusegrad as F
 
-from .continuous import Exponential, Laplace, Normal, Uniform
-from .discrete import Bernoulli, Categorical, OneHotCategorical
-from .gamma import Beta, Dirichlet, Gamma
+from .bernoulli import Bernoulli
+from .beta import Beta
+from .categorical import Categorical
+from .dirichlet import Dirichlet
+from .exponential import Exponential
+from .gamma import Gamma
+from .independent import Independent
+from .laplace import Laplace
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis
-from .transformed_distribution import Independent, TransformedDistribution
+from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
+from .transformed_distribution import TransformedDistribution
+from .uniform import Uniform
 from .utils import _sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
