@@ -132,6 +132,8 @@ def call(op, *args):
 # The recorders `call` picks by call shape (`_call_unary`, `_call_tensors`, `_call_binary`,
 # `_call_ints`, `_call_list`): generated from one template, see `_recorders`.
 _recorders.install(globals())
+_call_unary, _call_tensors, _call_binary, _call_ints, _call_list = (  # named for readers
+    globals()[name] for name in _recorders.SHAPES.values())
 
 
 def _wrap(out):
