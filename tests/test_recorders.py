@@ -108,3 +108,36 @@ def test_recorders_are_generated_from_the_template():
     assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) - 1
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
+
+
+def _outcome(expr, names):
+    """(value, None) or (None, (error type name, message)) of evaluating `expr`."""
+    try:
+        out = eval(expr, names)  # noqa: S307 - the expressions of the test below
+    except Exception as e:  # noqa: BLE001 - the error is the outcome compared
+        return None, (type(e).__name__, str(e))
+    return out, None
+
+
+@pytest.mark.parametrize("expr", [
+    "x.view(4, 3)", "x.view((4, 3))", "x.view([4, 3])", "x.view(x.shape[::-1])",
+    "x.view(np.int64(4), 3)", "x.view(-1)", "x.view(5, 3)",
+    "x[0]", "x[-3]", "x[3]", "x[-4]", "x[0][1]", "p[1]",
+    "x @ x.t()", "x @ x", "x.double() @ x.t()", "x.double() @ x.t().double()",
+    "x.half() @ x.t().half()", "x.t() @ x", "x[0] @ x.t()", "x @ x[0]",
+    "x.relu()", "(x - 0.5).relu()", "x.int().relu()", "(x > 0.3).relu()",
+])
+def test_entry_point_fast_paths_match_pytorch(expr):
+    results = {}
+    for mod in (fusegrad, torch):
+        x = mod.tensor(DATA.copy())
+        p = mod.nn.Parameter(mod.tensor(DATA.copy()))
+        out, err = _outcome(expr, {"x": x, "p": p, "np": np})
+        results[mod.__name__] = (None if out is None else (
+            out.detach().numpy().copy(), str(out.dtype), tuple(out.shape)), err)
+    (ours, our_err), (theirs, their_err) = results["fusegrad"], results["torch"]
+    assert our_err == their_err
+    if theirs is not None:
+        assert ours[1:] == theirs[1:]
+        np.testing.assert_allclose(ours[0].astype(np.float64), theirs[0].astype(np.float64),
+                                   rtol=1e-3)
