@@ -3,8 +3,10 @@
 Fast path: no mode is active and every tensor argument is a plain Tensor (or Parameter):
 unwrap the NumPy arrays, run the kernel, wrap the result, and make a Node only when grad mode
 is on and an input requires grad. The commonest call shapes (one tensor; two tensors; a
-tensor and a number or shape; a tensor and two ints) have their own copies of that path,
-with the Node's edges and input shapes written directly, since every eager op pays for it.
+tensor and a number or shape; a tensor and two ints) have their own recorders, with the
+Node's edges and input shapes written directly, since every eager op pays for it; all the
+recorders are generated from one template (`_recorders`), so the recording path is written
+once.
 
 Slow path: a mode is active (fake, tracing, profiling: a stack, innermost last), or an
 argument is a tensor subclass with its own compute (FakeTensor), or an argument is a foreign
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype, _thread_state
+from . import _dtype, _recorders, _thread_state
 from ._thread_state import active as _active
 from ._thread_state import local as _local
 from .autograd import graph as _graph
@@ -83,13 +85,13 @@ def call(op, *args):
             if cls is Tensor:
                 return _call_tensors(op, a, b)
             if cls is float or cls is int or (cls is tuple and not op.list_arg):
-                return _call_binary(op, args, a._data, b, a._rg)
+                return _call_binary(op, a, b)
     elif n == 3:
         # A tensor and two ints: transpose(a, d0, d1), select(a, dim, i).
         a, b, c = args
         if a.__class__ is Tensor and b.__class__ is int and c.__class__ is int and \
                 not op.inplace:
-            return _call_ints(op, args, a)
+            return _call_ints(op, a, b, c)
     raw = []
     needs_grad = False
     for a in args:
@@ -124,262 +126,14 @@ def call(op, *args):
             return _call_slow(op, args)
     if op.inplace:
         return _inplace(op, args, raw)
-    try:
-        out = op.kernel(*raw)
-    except (ValueError, IndexError, TypeError):
-        op.meta(*args)  # the meta owns PyTorch's message for bad shapes and types
-        raise
-    cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
-        result = tuple([_wrap(o) for o in out])
-    else:
-        result = _make(np.asarray(out))
-    if op.view:
-        if cls is tuple:
-            _mark_view(result, args[0])
-        else:  # _mark_view, inlined for the single view
-            base = args[0]
-            vc = result._vc = base._vc
-            result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
-    if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
-        if cls is tuple:
-            _record(op, args, result)
-        else:  # _record, inlined for the single result
-            node = _new_node(op, args, result)
-            dt = result._dtype
-            if dt.category == _FLOAT:
-                result._rg = True
-                result._grad_fn = node
-            node._out_meta = ((result._data.shape, dt),)
-    return result
+    return _call_list(op, args, raw, needs_grad)
 
 
-def _call_unary(op, a):
-    """`call` for one plain Tensor argument and an out-of-place op (exp, relu, sum, ...)."""
-    try:
-        out = op.kernel(a._data)
-    except (ValueError, IndexError, TypeError):
-        op.meta(a)
-        raise
-    cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
-        result = tuple([_wrap(o) for o in out])
-    else:
-        result = _make(np.asarray(out))
-    if op.view:
-        _mark_view(result, a)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
-        if cls is tuple or not op.plain_args:
-            _record(op, (a,), result)
-        else:  # _record and _new_node for one tensor input, inlined
-            node = _new(op.node_cls)
-            node._seq = next(_seq)
-            node._x = None
-            if a._base is not None:
-                sync_view(a)
-            fn = a._grad_fn
-            node.next_functions = ((fn, a._output_nr) if fn is not None
-                                   else (a._grad_accumulator(), 0),)
-            node._in_meta = ((a._data.shape, a._dtype),)
-            node._pos = _POS_UNARY
-            save = op.save
-            if save is not None:
-                node._saved, node._versions = _save_values(save(result, a), result)
-            else:
-                node._saved = ()
-                node._versions = None
-            if _anomaly_state.enabled:
-                from .autograd.anomaly_mode import record_traceback
-
-                record_traceback(node)
-            dt = result._dtype
-            if dt.category == _FLOAT:
-                result._rg = True
-                result._grad_fn = node
-            node._out_meta = ((result._data.shape, dt),)
-    return result
-
-
-def _call_tensors(op, a, b):
-    """`call` for two plain Tensors (add, mul, mm, ...), recording inlined."""
-    try:
-        out = op.kernel(a._data, b._data)
-    except (ValueError, IndexError, TypeError):
-        op.meta(a, b)
-        raise
-    cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
-        result = tuple([_wrap(o) for o in out])
-    else:
-        result = _make(np.asarray(out))
-    if op.view:
-        _mark_view(result, a)
-    if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
-        if cls is tuple or not op.plain_args:
-            _record(op, (a, b), result)
-            return result
-        node = _new(op.node_cls)
-        node._seq = next(_seq)
-        node._x = None
-        if a._base is not None:
-            sync_view(a)
-        if not a._rg:
-            e0 = _NO_EDGE
-        elif a._grad_fn is not None:
-            e0 = (a._grad_fn, a._output_nr)
-        else:
-            e0 = (a._grad_accumulator(), 0)
-        if b._base is not None:
-            sync_view(b)
-        if not b._rg:
-            e1 = _NO_EDGE
-        elif b._grad_fn is not None:
-            e1 = (b._grad_fn, b._output_nr)
-        else:
-            e1 = (b._grad_accumulator(), 0)
-        node.next_functions = (e0, e1)
-        node._in_meta = ((a._data.shape, a._dtype), (b._data.shape, b._dtype))
-        node._pos = _POS_BINARY
-        save = op.save
-        if save is not None:
-            node._saved, node._versions = _save_values(save(result, a, b), result)
-        else:
-            node._saved = ()
-            node._versions = None
-        if _anomaly_state.enabled:
-            from .autograd.anomaly_mode import record_traceback
-
-            record_traceback(node)
-        dt = result._dtype
-        if dt.category == _FLOAT:
-            result._rg = True
-            result._grad_fn = node
-        node._out_meta = ((result._data.shape, dt),)
-    return result
-
-
-def _call_ints(op, args, a):
-    """`call` for a plain Tensor and two ints, recording inlined."""
-    try:
-        out = op.kernel(a._data, args[1], args[2])
-    except (ValueError, IndexError, TypeError):
-        op.meta(*args)
-        raise
-    cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
-        result = tuple([_wrap(o) for o in out])
-    else:
-        result = _make(np.asarray(out))
-    if op.view:
-        if cls is tuple:
-            _mark_view(result, a)
-        else:  # _mark_view, inlined for the single view
-            vc = result._vc = a._vc
-            result._base = a if a._base is None else a._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
-        if cls is tuple or not op.plain_args or op.tensor_args:
-            _record(op, args, result)
-            return result
-        node = _new(op.node_cls)
-        node._seq = next(_seq)
-        node._x = None
-        if a._base is not None:
-            sync_view(a)
-        fn = a._grad_fn
-        node.next_functions = ((fn, a._output_nr) if fn is not None
-                               else (a._grad_accumulator(), 0),)
-        node._in_meta = ((a._data.shape, a._dtype),)
-        node._pos = _POS_UNARY
-        save = op.save
-        if save is not None:
-            node._saved, node._versions = _save_values(save(result, *args), result)
-        else:
-            node._saved = ()
-            node._versions = None
-        if _anomaly_state.enabled:
-            from .autograd.anomaly_mode import record_traceback
-
-            record_traceback(node)
-        dt = result._dtype
-        if dt.category == _FLOAT:
-            result._rg = True
-            result._grad_fn = node
-        node._out_meta = ((result._data.shape, dt),)
-    return result
-
-
-def _call_binary(op, args, x, y, needs_grad):
-    """`call` for a plain Tensor and a number or shape `y` (`a * 2`, `view(a, shape)`);
-    `x` is the tensor's array."""
-    try:
-        out = op.kernel(x, y)
-    except (ValueError, IndexError, TypeError):
-        op.meta(*args)
-        raise
-    cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
-        result = tuple([_wrap(o) for o in out])
-    else:
-        result = _make(np.asarray(out))
-    a = args[0]
-    if op.view:
-        if cls is tuple:
-            _mark_view(result, a)
-        else:  # _mark_view, inlined for the single view
-            vc = result._vc = a._vc
-            result._base = a if a._base is None else a._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
-    if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
-        if cls is tuple or not op.plain_args:
-            _record(op, args, result)
-            return result
-        # _record and _new_node for one tensor input, inlined; a number in a Tensor slot
-        # is a wrapped-number input with its own empty edge, as in PyTorch.
-        node = _new(op.node_cls)
-        node._seq = next(_seq)
-        node._x = None
-        if a._base is not None:
-            sync_view(a)
-        fn = a._grad_fn
-        edge = (fn, a._output_nr) if fn is not None else (a._grad_accumulator(), 0)
-        meta = (a._data.shape, a._dtype)
-        tensor_args = op.tensor_args
-        if tensor_args and 1 in tensor_args and y.__class__ is not tuple:
-            node.next_functions = (edge, _NO_EDGE)
-            node._in_meta = (meta, _NO_META)
-            node._pos = _POS_BINARY
-        else:
-            node.next_functions = (edge,)
-            node._in_meta = (meta,)
-            node._pos = _POS_UNARY
-        save = op.save
-        if save is not None:
-            node._saved, node._versions = _save_values(save(result, *args), result)
-        else:
-            node._saved = ()
-            node._versions = None
-        if _anomaly_state.enabled:
-            from .autograd.anomaly_mode import record_traceback
-
-            record_traceback(node)
-        dt = result._dtype
-        if dt.category == _FLOAT:
-            result._rg = True
-            result._grad_fn = node
-        node._out_meta = ((result._data.shape, dt),)
-    return result
+# The recorders `call` picks by call shape (`_call_unary`, `_call_tensors`, `_call_binary`,
+# `_call_ints`, `_call_list`): generated from one template, see `_recorders`.
+_recorders.install(globals())
+_call_unary, _call_tensors, _call_binary, _call_ints, _call_list = (  # named for readers
+    globals()[name] for name in _recorders.SHAPES.values())
 
 
 def _wrap(out):
@@ -449,33 +203,31 @@ def _edge(t):
     return (t._grad_accumulator(), 0)
 
 
-_NUMBER_INPUT = ((None, 0), (None, None))  # (edge, meta) of a number in a Tensor slot
-_NO_EDGE = (None, 0)
-_NO_META = (None, None)
+_NO_EDGE = (None, 0)  # the edge of an input without grad, or of a number in a Tensor slot
+_NO_META = (None, None)  # the shape and dtype of a number in a Tensor slot
 # Shared `(position, -1)` entries of a node's `_pos` (a tensor argument, not a list element).
 _POS = tuple((i, -1) for i in range(32))
-_POS_UNARY = ((0, -1),)
-_POS_BINARY = ((0, -1), (1, -1))
 _FLOAT = _dtype.FLOAT
 _save_values = _graph.save_values
 
 
 def _new_node(op, args, result):
-    """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, as PyTorch's
-    wrapped numbers), each input's shape and dtype, and what the derivative needs saved."""
-    if not op.plain_args or len(args) > 32:
-        return _new_node_general(op, args, result)
+    """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, and per
+    missing optional tensor, as PyTorch's wrapped numbers), each input's shape and dtype, the
+    argument positions of the inputs, and what the derivative needs saved."""
     node = _new(op.node_cls)
     node._seq = next(_seq)
     node._x = None
-    # Every op without list, non-differentiable or optional arguments: one loop with the
-    # edge and shape of each tensor inlined (this runs for every recorded op).
     edges = []
     meta = []
     pos = []
+    nondiff = op.nondiff_args
     tensor_args = op.tensor_args
-    i = 0
+    i = -1
     for a in args:
+        i += 1
+        if nondiff and i in nondiff:
+            continue
         cls = a.__class__
         # Numbers (the common non-tensor argument) skip the isinstance call.
         if cls is Tensor or (cls not in _SIMPLE and isinstance(a, Tensor)):
@@ -489,12 +241,22 @@ def _new_node(op, args, result):
                 edges.append((a._grad_accumulator(), 0))
             data = a._data
             meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
-            pos.append(_POS[i])
-        elif tensor_args and a is not None and i in tensor_args and cls in _SIMPLE:
+            pos.append(_POS[i] if i < 32 else (i, -1))
+        elif cls is list or cls is tuple:
+            if op.list_arg:
+                for k, t in enumerate(a):
+                    edges.append(_edge(t))
+                    meta.append((_shape(t), t._dtype))
+                    pos.append((i, k))
+        elif a is None:
+            if i in op.optional_tensor_args:
+                edges.append(_NO_EDGE)
+                meta.append(_NO_META)
+                pos.append(_POS[i] if i < 32 else (i, -1))
+        elif tensor_args and i in tensor_args and cls in _SIMPLE:
             edges.append(_NO_EDGE)
             meta.append(_NO_META)
-            pos.append(_POS[i])
-        i += 1
+            pos.append(_POS[i] if i < 32 else (i, -1))
     node.next_functions = tuple(edges)
     node._in_meta = tuple(meta)
     node._pos = tuple(pos)
@@ -505,64 +267,15 @@ def _new_node(op, args, result):
         node._saved = ()
         node._versions = None
     if _anomaly_state.enabled:
-        from .autograd.anomaly_mode import record_traceback
-
-        record_traceback(node)
+        _record_traceback(node)
     return node
 
 
-def _new_node_general(op, args, result):
-    """_new_node for ops with list, non-differentiable or optional tensor arguments."""
-    node = _new(op.node_cls)
-    node._seq = next(_seq)
-    node._x = None
-    edges = []
-    meta = []
-    pos = []
-    nondiff = op.nondiff_args
-    for i, a in enumerate(args):
-        if i in nondiff:
-            continue
-        if isinstance(a, Tensor):
-            # _edge and _shape, inlined: this runs for every input of every recorded op.
-            if a._base is not None:
-                sync_view(a)
-            if not a._rg:
-                edges.append((None, 0))
-            elif a._grad_fn is not None:
-                edges.append((a._grad_fn, a._output_nr))
-            else:
-                edges.append((a._grad_accumulator(), 0))
-            data = a._data
-            meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
-            pos.append((i, -1))
-        elif a.__class__ is list or a.__class__ is tuple:
-            if op.list_arg:
-                for k, t in enumerate(a):
-                    edges.append(_edge(t))
-                    meta.append((_shape(t), t._dtype))
-                    pos.append((i, k))
-        elif i in op.tensor_args and a is not None and a.__class__ in _SIMPLE:
-            edges.append(_NUMBER_INPUT[0])
-            meta.append(_NUMBER_INPUT[1])
-            pos.append((i, -1))
-        elif a is None and i in op.optional_tensor_args:
-            edges.append(_NUMBER_INPUT[0])
-            meta.append(_NUMBER_INPUT[1])
-            pos.append((i, -1))
-    node.next_functions = tuple(edges)
-    node._in_meta = tuple(meta)
-    node._pos = tuple(pos)
-    if op.save is not None:
-        node._saved, node._versions = _graph.save_values(op.save(result, *args), result)
-    else:
-        node._saved = ()
-        node._versions = None
-    if _anomaly_state.enabled:
-        from .autograd.anomaly_mode import record_traceback
+def _record_traceback(node) -> None:
+    """Anomaly mode: keep the forward traceback of the op that made `node`."""
+    from .autograd.anomaly_mode import record_traceback
 
-        record_traceback(node)
-    return node
+    record_traceback(node)
 
 
 def _record(op, args, result):

@@ -102,11 +102,15 @@ def _advanced(input, index):
 
 def getitem(input, index):
     """Indexing: basic indices give a view; index tensors and lists use `index.Tensor`."""
-    if index.__class__ is int and input.ndim:  # the common `x[i]`
-        size = input.shape[0]
-        if not -size <= index < size:
-            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {size}")
-        return call(S.select, input, 0, index)
+    if index.__class__ is int:  # the common `x[i]`
+        # A plain tensor's array shape: `input.shape` would build a Size for one number.
+        shape = input._data.shape if input.__class__ is Tensor else input.shape
+        if shape:
+            size = shape[0]
+            if not -size <= index < size:
+                raise IndexError(
+                    f"index {index} is out of bounds for dimension 0 with size {size}")
+            return call(S.select, input, 0, index)
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))

@@ -42,6 +42,9 @@ def dot(input, other, *, out=None):
 
 def matmul(input, other, *, out=None):
     """Matrix product with PyTorch's rules for 1-D, 2-D and batched operands."""
+    if input.__class__ is Tensor and other.__class__ is Tensor and \
+            input._data.ndim == 2 and other._data.ndim == 2:
+        return call(L.mm, input, other)  # the common case, `a @ b` of two matrices
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         from .._dispatch import handle_function
 

@@ -19,8 +19,15 @@ from .reduction import sum
 
 
 def _shape_args(shape) -> tuple:
-    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+    if len(shape) == 1 and shape[0].__class__ is not int and \
+            not isinstance(shape[0], numbers.Integral):
         shape = shape[0]
+    if shape.__class__ is tuple:  # the common case, a tuple of ints: nothing to convert
+        for s in shape:
+            if s.__class__ is not int:
+                break
+        else:
+            return shape
     return tuple(int(s) for s in shape)
 
 

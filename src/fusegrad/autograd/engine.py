@@ -193,7 +193,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     for hook in list(extras.post_hooks.values()):
                         hook((), tuple(grads))
                 continue
-            if None in grads:
+            # Identity tests, not `None in grads`: that compares each tensor with `==`,
+            # which runs Tensor.__eq__ for every node.
+            if grads[0] is None if len(grads) == 1 else _any_none(grads):
                 grads = _materialize(node, grads)
             if extras is not None and extras.pre_hooks:
                 grads = _call_pre_hooks(node, grads)
@@ -250,6 +252,13 @@ def _add_to_buffer(buffers, node, nr, g):
         n = len(node._out_meta) if node._out_meta else 1
         buf = buffers[node] = [None] * n
     buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def _any_none(grads) -> bool:
+    for g in grads:
+        if g is None:
+            return True
+    return False
 
 
 def _materialize(node, grads):

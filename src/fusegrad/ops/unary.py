@@ -77,8 +77,11 @@ def _relu_check(dt) -> None:
 
 
 def _relu_kernel(a):
-    _relu_check(a.dtype)
-    return np.maximum(a, 0).astype(a.dtype, copy=False)
+    dt = a.dtype
+    if dt.kind == "b":  # `dt == np.bool_` converts the type on every call: test the kind
+        _relu_check(dt)
+    out = np.maximum(a, 0)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
+    return out if out.dtype is dt else out.astype(dt)
 
 
 def _relu_meta(a):
