@@ -311,6 +311,19 @@ def test_kl_uniform_pairs_and_missing_pair():
     assert str(fe.value) == str(te.value)
 
 
+@pytest.fixture
+def validation_on():
+    """Argument validation on in both libraries (other code in the process, such as torch's
+    own compiler stack, may switch torch's process-wide default off)."""
+    saved = (torch.distributions.Distribution._validate_args,
+             fusegrad.distributions.Distribution._validate_args)
+    torch.distributions.Distribution.set_default_validate_args(True)
+    fusegrad.distributions.Distribution.set_default_validate_args(True)
+    yield
+    torch.distributions.Distribution.set_default_validate_args(saved[0])
+    fusegrad.distributions.Distribution.set_default_validate_args(saved[1])
+
+
 def _error(fn):
     try:
         fn()
@@ -354,7 +367,7 @@ def _error(fn):
     lambda m: m.distributions.Bernoulli(0.3).log_prob(m.tensor([0.0, 1.5])),
     lambda m: m.distributions.Exponential(1.0).cdf(m.tensor(-1.0)),
 ])
-def test_validation_errors_match_torch(make):
+def test_validation_errors_match_torch(make, validation_on):
     got, want = _error(lambda: make(fusegrad)), _error(lambda: make(torch))
     assert want is not None
     assert got == want
