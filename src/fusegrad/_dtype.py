@@ -9,7 +9,8 @@ lower-ranked operand only changes the result when it belongs to a higher categor
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+
 import numpy as np
 
 BOOL, INT, FLOAT = 0, 1, 2
@@ -49,8 +50,36 @@ class dtype:
         return (_lookup, (self.name,))
 
 
+class _ExtensionDtype(dtype):
+    """A dtype whose NumPy type comes from `ml_dtypes`, imported on the first use of `.np`
+    (making a value, or reading the NumPy dtype): the import costs about a second, and
+    most programs never touch bfloat16. The object itself exists from the start, so
+    `fusegrad.bfloat16`, isinstance, pickling and promotion work without it."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, itemsize: int, category: int, legacy: str):
+        self.name = name
+        self.category = category
+        self.itemsize = itemsize
+        self.is_signed = True
+        self.legacy = legacy
+
+    @property
+    def np(self):
+        """The NumPy dtype that stores the values (imports `ml_dtypes` the first time)."""
+        try:
+            return _NP_SLOT.__get__(self, dtype)
+        except AttributeError:
+            _load_ml_dtypes()
+            return _NP_SLOT.__get__(self, dtype)
+
+
+_NP_SLOT = dtype.np  # the slot descriptor under the property, set once ml_dtypes is loaded
+
+
 float16 = dtype("float16", np.float16, FLOAT, "Half")
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, FLOAT, "BFloat16")
+bfloat16 = _ExtensionDtype("bfloat16", 2, FLOAT, "BFloat16")
 float32 = dtype("float32", np.float32, FLOAT, "Float")
 float64 = dtype("float64", np.float64, FLOAT, "Double")
 int8 = dtype("int8", np.int8, INT, "Char")
@@ -68,7 +97,52 @@ BY_NAME = {d.name: d for d in ALL}
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64}
-FROM_NP = {d.np: d for d in ALL}
+
+
+class _FromNumpy(dict):
+    """NumPy dtype -> fusegrad dtype. An ml_dtypes array can only exist once ml_dtypes is
+    imported (by fusegrad or by the program), so a miss on one loads the extension dtypes
+    and retries instead of failing."""
+
+    __slots__ = ()
+
+    def __missing__(self, key):
+        if getattr(key, "name", None) not in _EXTENSION_NAMES or "ml_dtypes" not in sys.modules:
+            raise KeyError(key)
+        _load_ml_dtypes()
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        if getattr(key, "name", None) in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
+            _load_ml_dtypes()
+            return dict.__contains__(self, key)
+        return False
+
+
+_EXTENSION = (bfloat16,)
+_EXTENSION_NAMES = frozenset(d.name for d in _EXTENSION)
+FROM_NP = _FromNumpy((d.np, d) for d in ALL if d not in _EXTENSION)
+# The half-width floating NumPy dtypes (computed in float32); ml_dtypes' join when loaded.
+HALF_NP = [np.dtype(np.float16)]
+
+
+def _load_ml_dtypes() -> None:
+    """Import ml_dtypes and give the extension dtypes their NumPy types (once)."""
+    import ml_dtypes
+
+    for d in _EXTENSION:
+        try:
+            _NP_SLOT.__get__(d, dtype)
+            continue
+        except AttributeError:
+            pass
+        np_dtype = np.dtype(getattr(ml_dtypes, d.name))
+        _NP_SLOT.__set__(d, np_dtype)
+        FROM_NP[np_dtype] = d
+        if d.itemsize == 2:
+            HALF_NP.append(np_dtype)
 
 
 def _lookup(name: str) -> dtype:

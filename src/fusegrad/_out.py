@@ -18,6 +18,18 @@ def unsupported_out(qualname: str) -> NotImplementedError:
     return NotImplementedError(f"{qualname}: out= is not supported yet")
 
 
+_COMPILED: dict[str, types.CodeType] = {}
+
+
+def _may_take_out(fn: types.FunctionType) -> bool:
+    """False when `fn` certainly has no `out` parameter: none among its code's arguments and
+    no wrapper (`__wrapped__`, which `inspect.signature` follows) or explicit signature.
+    This spares the signature of most functions, the other half of the import-time cost."""
+    code = fn.__code__
+    return "out" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] or hasattr(
+        fn, "__wrapped__") or hasattr(fn, "__signature__")
+
+
 def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
     """`fn` raising `unsupported_out(qualname)` when called with a non-None `out`, by keyword
     or (where its signature allows) by position; otherwise `fn` itself runs, unchanged.
@@ -25,7 +37,8 @@ def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
     The wrapper is generated with `fn`'s own parameter list and passes each parameter on as
     `fn` declares it, so a call costs one extra frame (about 60 ns), not the packing of
     `*args, **kwargs` (about 200 ns)."""
-    params, passed, namespace = [], [], {"_fn_": fn, "_error_": unsupported_out}
+    params, passed = [], []
+    namespace = {"_fn_": fn, "_error_": unsupported_out, "_qualname_": qualname}
     star_written = False  # a bare `*` goes before the first keyword-only parameter
     last_positional_only = 0
     for p in inspect.signature(fn).parameters.values():
@@ -55,9 +68,14 @@ def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
         params.insert(last_positional_only, "/")
     source = (f"def guarded({', '.join(params)}):\n"
               f"    if out is not None:\n"
-              f"        raise _error_({qualname!r})\n"
+              f"        raise _error_(_qualname_)\n"
               f"    return _fn_({', '.join(passed)})\n")
-    exec(compile(source, f"<out guard of {qualname}>", "exec"), namespace)  # noqa: S102
+    # Many functions share a parameter list, and compiling is most of the cost of building
+    # the namespace at import: compile each distinct wrapper once.
+    code = _COMPILED.get(source)
+    if code is None:
+        code = _COMPILED[source] = compile(source, "<out guard>", "exec")
+    exec(code, namespace)  # noqa: S102
     wrapper = functools.update_wrapper(namespace["guarded"], fn)
     wrapper.rejects_out = True
     return wrapper
@@ -71,7 +89,8 @@ def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = froze
     for name, fn in list(namespace.items()):
         if name.startswith("_") or name in implemented or not isinstance(fn, types.FunctionType):
             continue
-        if getattr(fn, "rejects_out", False) or "out" not in inspect.signature(fn).parameters:
+        if getattr(fn, "rejects_out", False) or not _may_take_out(fn) or (
+                "out" not in inspect.signature(fn).parameters):
             continue
         if fn not in wrapped:
             public = fn.__name__ if namespace.get(fn.__name__) is fn else name
