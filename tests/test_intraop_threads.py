@@ -87,3 +87,28 @@ def test_for_chunks_covers_every_index_once_and_reraises(threads):
 
     with pytest.raises(ValueError, match="chunk failed"):
         _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
+                                                     "padding": 1}])
+def test_max_pool_with_two_threads_is_bit_identical_to_one(threads, kw):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 6, 28, 28)).astype(np.float32)
+    x[0, 0, 0, :4] = np.nan  # NaN wins, as in PyTorch's kernel
+
+    def step(lib):
+        xt = lib.tensor(x, requires_grad=True)
+        y, idx = lib.nn.functional.max_pool2d(xt, return_indices=True, **kw)
+        (y * y).nansum().backward()
+        return [np.array(t.detach().numpy()) for t in (y, idx, xt.grad)]
+
+    fusegrad.set_num_threads(1)
+    one = step(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = step(fusegrad)
+    assert _parallel._state.pool is not None
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)
+    for a, r in zip(two, step(torch)):
+        np.testing.assert_allclose(a, r, rtol=1e-6)
