@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 # Below this many elements per thread, handing a chunk to a thread costs more than it saves.
 MIN_CHUNK = 1 << 15
@@ -57,6 +60,8 @@ def set_threads(n: int) -> None:
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor  # only once a pool is needed
+
     if _state.pool is None or _state.pool_size < workers:
         if _state.pool is not None:
             _state.pool.shutdown(wait=False)
