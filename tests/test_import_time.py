@@ -22,8 +22,8 @@ import fusegrad
 
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 # Heavy modules `import fusegrad` must leave unloaded until used.
-LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "fusegrad.nn", "fusegrad.compiler",
-        "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit", "fusegrad.optim",
+LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
+        "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit", "fusegrad.optim",
         "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models", "fusegrad.viz",
         "fusegrad.serialization", "fusegrad.utils.data", "fusegrad.utils.checkpoint")
 
