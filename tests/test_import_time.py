@@ -23,9 +23,10 @@ import fusegrad
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 # Heavy modules `import fusegrad` must leave unloaded until used.
 LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
-        "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit", "fusegrad.optim",
-        "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models", "fusegrad.viz",
-        "fusegrad.serialization", "fusegrad.utils.data", "fusegrad.utils.checkpoint")
+        "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit",
+        "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
+        "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
+        "fusegrad.utils.checkpoint")
 
 
 def run_fresh(code: str):
