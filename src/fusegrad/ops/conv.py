@@ -41,8 +41,11 @@ def _windows(x, k, s, p, d, fill=0.0, ceil=False):
     extra_h = max(need_h - x.shape[2] - 2 * p[0], 0)
     extra_w = max(need_w - x.shape[3] - 2 * p[1], 0)
     if p[0] or p[1] or extra_h or extra_w:
-        x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0] + extra_h), (p[1], p[1] + extra_w)),
-                   constant_values=fill)
+        n, c, h, w = x.shape
+        padded = np.full((n, c, h + 2 * p[0] + extra_h, w + 2 * p[1] + extra_w), fill,
+                         dtype=x.dtype)
+        _parallel.copyto(padded[:, :, p[0]:p[0] + h, p[1]:p[1] + w], x)
+        x = padded
     n, c = x.shape[:2]
     sn, sc, sh, sw = x.strides
     return as_strided(x, (n, c, k[0], k[1], max(oh, 0), max(ow, 0)),
@@ -194,7 +197,9 @@ def _cols(x, k, s, p, d, batch_last):
     if not batch_last:
         win = _windows(x, k, s, p, d)
         n, c, kh, kw, oh, ow = win.shape
-        return win.transpose(1, 2, 3, 0, 4, 5).reshape(c * kh * kw, n * oh * ow), oh, ow
+        cols = np.empty((c, kh, kw, n, oh, ow), dtype=win.dtype)
+        _parallel.copyto(cols, win.transpose(1, 2, 3, 0, 4, 5))
+        return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
     n, c, h, w = x.shape
     oh = _out_size(h, k[0], s[0], p[0], d[0])
     ow = _out_size(w, k[1], s[1], p[1], d[1])
@@ -354,7 +359,9 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
             _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         win = _windows(x4, (kh, kw), s, p, d)
-        cols = win.reshape(n, groups, ckk, oh * ow)
+        cols = np.empty(win.shape, dtype=win.dtype)
+        _parallel.copyto(cols, win)  # im2col, a block of samples per thread
+        cols = cols.reshape(n, groups, ckk, oh * ow)
         out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
         if b is not None:
             out += _work(b).reshape(1, o, 1, 1)
