@@ -160,3 +160,17 @@ def test_numpy_bfloat16_arrays_made_outside_fusegrad_convert():
         print(json.dumps([repr(fusegrad.from_numpy(a).dtype), fusegrad.tensor(a).tolist()]))
     """)
     assert out == ["torch.bfloat16", [1.5, -2.0]]
+
+
+def test_ml_dtypes_imported_first_is_used_at_once():
+    out = run_fresh("""
+        import json
+        import ml_dtypes
+        import numpy as np
+        import fusegrad
+        a = np.array([0.5], dtype=ml_dtypes.bfloat16)
+        print(json.dumps([repr(fusegrad.as_tensor(a).dtype),
+                          repr((fusegrad.as_tensor(a) * 3).dtype)]))
+    """)
+    t = torch.tensor([0.5], dtype=torch.bfloat16)
+    assert out == [repr(t.dtype), repr((t * 3).dtype)]

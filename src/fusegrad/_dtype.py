@@ -99,31 +99,12 @@ ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64}
 
 
-class _FromNumpy(dict):
-    """NumPy dtype -> fusegrad dtype. An ml_dtypes array can only exist once ml_dtypes is
-    imported (by fusegrad or by the program), so a miss on one loads the extension dtypes
-    and retries instead of failing."""
-
-    __slots__ = ()
-
-    def __missing__(self, key):
-        if getattr(key, "name", None) not in _EXTENSION_NAMES or "ml_dtypes" not in sys.modules:
-            raise KeyError(key)
-        _load_ml_dtypes()
-        return dict.__getitem__(self, key)
-
-    def __contains__(self, key) -> bool:
-        if dict.__contains__(self, key):
-            return True
-        if getattr(key, "name", None) in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
-            _load_ml_dtypes()
-            return dict.__contains__(self, key)
-        return False
-
-
 _EXTENSION = (bfloat16,)
 _EXTENSION_NAMES = frozenset(d.name for d in _EXTENSION)
-FROM_NP = _FromNumpy((d.np, d) for d in ALL if d not in _EXTENSION)
+# NumPy dtype -> fusegrad dtype; a plain dict, read on the hot path. The ml_dtypes entries
+# join when ml_dtypes is loaded (`_load_ml_dtypes`); `from_numpy_dtype`, which arrays from
+# outside pass through, loads them for an ml_dtypes array the program made itself.
+FROM_NP = {d.np: d for d in ALL if d not in _EXTENSION}
 # The half-width floating NumPy dtypes (computed in float32); ml_dtypes' join when loaded.
 HALF_NP = [np.dtype(np.float16)]
 
@@ -145,15 +126,23 @@ def _load_ml_dtypes() -> None:
             HALF_NP.append(np_dtype)
 
 
+if "ml_dtypes" in sys.modules:  # already paid for by the program: no reason to wait
+    _load_ml_dtypes()
+
+
 def _lookup(name: str) -> dtype:
     return BY_NAME[name]
 
 
 def from_numpy_dtype(np_dtype) -> dtype:
     """The fusegrad dtype that stores its values as `np_dtype`; TypeError for others."""
+    np_dtype = np.dtype(np_dtype)
     try:
-        return FROM_NP[np.dtype(np_dtype)]
+        return FROM_NP[np_dtype]
     except KeyError:
+        if np_dtype.name in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
+            _load_ml_dtypes()
+            return FROM_NP[np_dtype]
         raise TypeError(
             f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype)}. The only supported "
             "types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
