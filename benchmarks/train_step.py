@@ -1,4 +1,4 @@
-"""Milliseconds per training step: fusegrad beside PyTorch eager, in one process.
+"""Milliseconds per training step: fusegrad beside PyTorch eager.
 
 A training step is `zero_grad`, forward, cross-entropy loss, backward and an SGD update
 (lr 0.01, momentum 0.9). Models:
@@ -14,9 +14,14 @@ torch model gets fusegrad's initial weights. Both frameworks are timed in turns 
 framework alternates between rounds) so that machine noise hits both alike; each figure is
 the minimum (or `--stat median`) over the rounds, each round timing a few steps after warm-up.
 
+With one thread both frameworks share one process. With `--threads N` above 1 each
+framework runs in a process of its own (two frameworks' thread pools in one process slow
+each other down): two worker processes, each with `OMP_NUM_THREADS=N` and `set_num_threads(N)`,
+build the same model and are told in turns to time a round, so only one computes at a time.
+
 Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
 (a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table, `--phases` for
-the forward / backward / optimizer-step split.
+the forward / backward / optimizer-step split (one thread only), `--threads 2` for both cores.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import inspect
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -140,26 +146,7 @@ def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
     """Time fusegrad and torch on one model; returns the two figures in ms per step (with
     `phases`, each figure is a (forward, backward, step) triple: the minimum of each phase
     over rounds * steps single steps)."""
-    import torch
-
-    import fusegrad
-    import fusegrad.models as fm
-    from fusegrad.models import resnet as fresnet
-    from fusegrad.models import simple as fsimple
-
-    fusegrad.manual_seed(0)
-    torch.manual_seed(0)
-    twins = {"simple": torch_twin(fsimple), "resnet": torch_twin(fresnet)}
-    fg_model, th_model = case.build(fm, twins)
-    copy_weights(fg_model, th_model)
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
-    ys = rng.integers(0, 10, case.batch)
-    make = make_phases if phases else make_step
-    steps_by = {
-        "fusegrad": make(fusegrad, fg_model, fusegrad.tensor(xs), fusegrad.tensor(ys)),
-        "torch": make(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys)),
-    }
+    steps_by = build_steps(case, ("fusegrad", "torch"), phases)
     for step in steps_by.values():
         for _ in range(warmup):
             step()
@@ -180,13 +167,96 @@ def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
     return {k: agg(v) for k, v in samples.items()}
 
 
+def build_steps(case: Case, frameworks: tuple[str, ...], phases: bool = False) -> dict:
+    """The step closures of `case` for `frameworks` (fusegrad's initial weights on both)."""
+    import torch
+
+    import fusegrad
+    import fusegrad.models as fm
+    from fusegrad.models import resnet as fresnet
+    from fusegrad.models import simple as fsimple
+
+    fusegrad.manual_seed(0)
+    torch.manual_seed(0)
+    twins = {"simple": torch_twin(fsimple), "resnet": torch_twin(fresnet)}
+    fg_model, th_model = case.build(fm, twins)
+    copy_weights(fg_model, th_model)
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
+    ys = rng.integers(0, 10, case.batch)
+    make = make_phases if phases else make_step
+    steps_by = {}
+    if "fusegrad" in frameworks:
+        steps_by["fusegrad"] = make(fusegrad, fg_model, fusegrad.tensor(xs),
+                                    fusegrad.tensor(ys))
+    if "torch" in frameworks:
+        steps_by["torch"] = make(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys))
+    return steps_by
+
+
+def set_threads(threads: int) -> None:
+    """Both frameworks' intra-op thread count (NumPy's BLAS through fusegrad)."""
+    import torch
+
+    import fusegrad
+
+    torch.set_num_threads(threads)
+    fusegrad.set_num_threads(threads)
+
+
+def worker(framework: str, case_index: int, threads: int, steps: int, warmup: int) -> None:
+    """One framework in a process of its own: read a command per line on stdin ("round"
+    times `steps` steps and prints the ms per step; "quit" ends)."""
+    set_threads(threads)
+    step = build_steps(CASES[case_index], (framework,))[framework]
+    for _ in range(warmup):
+        step()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        print(f"{time_steps(step, steps):.6f}", flush=True)
+
+
+def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: str,
+                      threads: int) -> dict:
+    """`run_case` with each framework in its own worker process, alternating rounds."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    procs = {}
+    for name in ("fusegrad", "torch"):
+        # Started one after the other: warm-up runs alone, like the timed rounds.
+        procs[name] = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", name,
+             "--case-index", str(CASES.index(case)), "--threads", str(threads),
+             "--steps", str(steps), "--warmup", str(warmup)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        if procs[name].stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{name} worker failed to start")
+    samples: dict[str, list[float]] = {k: [] for k in procs}
+    order = list(procs)
+    try:
+        for r in range(rounds):
+            for name in order if r % 2 == 0 else order[::-1]:
+                procs[name].stdin.write("round\n")
+                procs[name].stdin.flush()
+                samples[name].append(float(procs[name].stdout.readline()))
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    agg = min if stat == "min" else statistics.median
+    return {k: agg(v) for k, v in samples.items()}
+
+
 def machine_line() -> str:
     """Python, NumPy and torch versions, CPU count and OMP_NUM_THREADS."""
     import torch
 
     return (f"Python {platform.python_version()}, NumPy {np.__version__}, "
             f"torch {torch.__version__}, {os.cpu_count()} CPUs, "
-            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+            f"load average {os.getloadavg()[0]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,8 +270,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="run the cases whose name contains this")
     p.add_argument("--phases", action="store_true",
                    help="forward / backward / optimizer step split (minimum per phase)")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)),
+                   help="intra-op threads of both frameworks (above 1: one process each)")
+    p.add_argument("--worker", choices=("fusegrad", "torch"), help=argparse.SUPPRESS)
+    p.add_argument("--case-index", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=int, default=3, help=argparse.SUPPRESS)
+    p.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.case_index, args.threads, args.steps, args.warmup)
+        return 0
     rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
+    if args.phases and args.threads > 1:
+        p.error("--phases times both frameworks in one process: use it with --threads 1")
+    if args.threads == 1:
+        set_threads(1)
     rows = []
     if args.phases:
         for case in CASES:
@@ -222,7 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if args.only.lower() not in case.name.lower():
             continue
-        res = run_case(case, rounds, steps, warmup, args.stat)
+        if args.threads > 1:
+            res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads)
+        else:
+            res = run_case(case, rounds, steps, warmup, args.stat)
         ratio = res["fusegrad"] / res["torch"]
         rows.append([case.name, case.batch, f"{res['fusegrad']:.1f}", f"{res['torch']:.1f}",
                      f"{ratio:.2f}x"])

@@ -9,7 +9,6 @@ import numpy as _np
 from . import (
     _functions,  # noqa: F401  (attaches the Tensor methods)
     autograd,
-    fx,
     ops,
     utils,
 )
@@ -107,25 +106,38 @@ def detach(input):
     """`input.detach()`."""
     return input.detach()
 
-from . import _dynamo, _out, compiler, jit  # noqa: E402
-from .compiler import compile  # noqa: E402, A004
+from . import _out  # noqa: E402
 
-# isort: split
-# nn, optim, data, models and checkpoints (they import the core above).
-from . import (  # noqa: E402
-    accelerator,
-    backends,
-    datasets,
-    distributed,
-    distributions,
-    hub,
-    models,
-    nn,
-    onnx,
-    optim,
-    viz,
-)
-from .serialization import load, save  # noqa: E402
+# Subpackages and names loaded on first use (PEP 562), as PyTorch's own lazy submodules:
+# `import fusegrad` then costs the core only. `fusegrad.nn`, `from fusegrad import nn`,
+# `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
+# or the ordinary import system.
+_LAZY_MODULES = frozenset({
+    "_dynamo", "accelerator", "backends", "compiler", "datasets", "distributed",
+    "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx", "optim",
+    "serialization", "viz",
+})
+_LAZY_NAMES = {"compile": "compiler", "load": "serialization", "save": "serialization"}
+
+
+def __getattr__(name: str):
+    """Import a lazy subpackage (or the module defining a lazy name) on first access."""
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The namespace including the names not loaded yet."""
+    return sorted(set(globals()) | _LAZY_MODULES | set(_LAZY_NAMES))
+
 
 # Last, once the namespace is complete: an `out` tensor that a function cannot write into
 # raises rather than being ignored (bernoulli and multinomial write into it).

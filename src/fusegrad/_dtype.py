@@ -9,7 +9,8 @@ lower-ranked operand only changes the result when it belongs to a higher categor
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+
 import numpy as np
 
 BOOL, INT, FLOAT = 0, 1, 2
@@ -49,8 +50,36 @@ class dtype:
         return (_lookup, (self.name,))
 
 
+class _ExtensionDtype(dtype):
+    """A dtype whose NumPy type comes from `ml_dtypes`, imported on the first use of `.np`
+    (making a value, or reading the NumPy dtype): the import costs about a second, and
+    most programs never touch bfloat16. The object itself exists from the start, so
+    `fusegrad.bfloat16`, isinstance, pickling and promotion work without it."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, itemsize: int, category: int, legacy: str):
+        self.name = name
+        self.category = category
+        self.itemsize = itemsize
+        self.is_signed = True
+        self.legacy = legacy
+
+    @property
+    def np(self):
+        """The NumPy dtype that stores the values (imports `ml_dtypes` the first time)."""
+        try:
+            return _NP_SLOT.__get__(self, dtype)
+        except AttributeError:
+            _load_ml_dtypes()
+            return _NP_SLOT.__get__(self, dtype)
+
+
+_NP_SLOT = dtype.np  # the slot descriptor under the property, set once ml_dtypes is loaded
+
+
 float16 = dtype("float16", np.float16, FLOAT, "Half")
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, FLOAT, "BFloat16")
+bfloat16 = _ExtensionDtype("bfloat16", 2, FLOAT, "BFloat16")
 float32 = dtype("float32", np.float32, FLOAT, "Float")
 float64 = dtype("float64", np.float64, FLOAT, "Double")
 int8 = dtype("int8", np.int8, INT, "Char")
@@ -68,7 +97,37 @@ BY_NAME = {d.name: d for d in ALL}
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64}
-FROM_NP = {d.np: d for d in ALL}
+
+
+_EXTENSION = (bfloat16,)
+_EXTENSION_NAMES = frozenset(d.name for d in _EXTENSION)
+# NumPy dtype -> fusegrad dtype; a plain dict, read on the hot path. The ml_dtypes entries
+# join when ml_dtypes is loaded (`_load_ml_dtypes`); `from_numpy_dtype`, which arrays from
+# outside pass through, loads them for an ml_dtypes array the program made itself.
+FROM_NP = {d.np: d for d in ALL if d not in _EXTENSION}
+# The half-width floating NumPy dtypes (computed in float32); ml_dtypes' join when loaded.
+HALF_NP = [np.dtype(np.float16)]
+
+
+def _load_ml_dtypes() -> None:
+    """Import ml_dtypes and give the extension dtypes their NumPy types (once)."""
+    import ml_dtypes
+
+    for d in _EXTENSION:
+        try:
+            _NP_SLOT.__get__(d, dtype)
+            continue
+        except AttributeError:
+            pass
+        np_dtype = np.dtype(getattr(ml_dtypes, d.name))
+        _NP_SLOT.__set__(d, np_dtype)
+        FROM_NP[np_dtype] = d
+        if d.itemsize == 2:
+            HALF_NP.append(np_dtype)
+
+
+if "ml_dtypes" in sys.modules:  # already paid for by the program: no reason to wait
+    _load_ml_dtypes()
 
 
 def _lookup(name: str) -> dtype:
@@ -77,9 +136,13 @@ def _lookup(name: str) -> dtype:
 
 def from_numpy_dtype(np_dtype) -> dtype:
     """The fusegrad dtype that stores its values as `np_dtype`; TypeError for others."""
+    np_dtype = np.dtype(np_dtype)
     try:
-        return FROM_NP[np.dtype(np_dtype)]
+        return FROM_NP[np_dtype]
     except KeyError:
+        if np_dtype.name in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
+            _load_ml_dtypes()
+            return FROM_NP[np_dtype]
         raise TypeError(
             f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype)}. The only supported "
             "types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."

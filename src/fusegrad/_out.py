@@ -18,14 +18,53 @@ def unsupported_out(qualname: str) -> NotImplementedError:
     return NotImplementedError(f"{qualname}: out= is not supported yet")
 
 
+_COMPILED: dict[str, types.CodeType] = {}
+
+
+def _takes_out(fn: types.FunctionType) -> bool:
+    """Whether `fn` has an `out` parameter. A plain function's parameters are the first names
+    of its code (positional, keyword-only, then `*args` and `**kwargs`), read without
+    building a signature; a wrapper (`__wrapped__`, which `inspect.signature` follows) or a
+    function with an explicit `__signature__` is asked through `inspect`."""
+    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return "out" in inspect.signature(fn).parameters
+    code = fn.__code__
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return "out" in code.co_varnames[:count]
+
+
+# The wrapper each function gets at import: on its first call it turns itself into the
+# wrapper generated for that function's own parameter list (see `reject_out`).
+_TRAMPOLINE = compile("def guarded(*args, **kwargs):\n"
+                      "    _specialise_(_self_)\n"
+                      "    return _self_(*args, **kwargs)\n", "<out guard>", "exec")
+
+
 def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
     """`fn` raising `unsupported_out(qualname)` when called with a non-None `out`, by keyword
     or (where its signature allows) by position; otherwise `fn` itself runs, unchanged.
 
     The wrapper is generated with `fn`'s own parameter list and passes each parameter on as
     `fn` declares it, so a call costs one extra frame (about 60 ns), not the packing of
-    `*args, **kwargs` (about 200 ns)."""
-    params, passed, namespace = [], [], {"_fn_": fn, "_error_": unsupported_out}
+    `*args, **kwargs` (about 200 ns). Generating it means compiling, a quarter of a
+    millisecond per function: too much for the ~200 functions at import, so the wrapper
+    starts as a generic trampoline and replaces its own code on its first call (one object
+    throughout, so names bound earlier get the fast form too)."""
+    namespace = {"_fn_": fn, "_error_": unsupported_out, "_qualname_": qualname,
+                 "_specialise_": _specialise}
+    exec(_TRAMPOLINE, namespace)  # noqa: S102
+    wrapper = namespace["_self_"] = namespace["guarded"]
+    wrapper = functools.update_wrapper(wrapper, fn)
+    wrapper.rejects_out = True
+    return wrapper
+
+
+def _specialise(wrapper: types.FunctionType) -> None:
+    """Give `wrapper` the code generated for its function's parameter list."""
+    namespace = wrapper.__globals__
+    fn = namespace["_fn_"]
+    params, passed = [], []
     star_written = False  # a bare `*` goes before the first keyword-only parameter
     last_positional_only = 0
     for p in inspect.signature(fn).parameters.values():
@@ -55,12 +94,18 @@ def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
         params.insert(last_positional_only, "/")
     source = (f"def guarded({', '.join(params)}):\n"
               f"    if out is not None:\n"
-              f"        raise _error_({qualname!r})\n"
+              f"        raise _error_(_qualname_)\n"
               f"    return _fn_({', '.join(passed)})\n")
-    exec(compile(source, f"<out guard of {qualname}>", "exec"), namespace)  # noqa: S102
-    wrapper = functools.update_wrapper(namespace["guarded"], fn)
-    wrapper.rejects_out = True
-    return wrapper
+    # Many functions share a parameter list: compile each distinct wrapper once.
+    code = _COMPILED.get(source)
+    if code is None:
+        code = _COMPILED[source] = compile(source, "<out guard>", "exec")
+    made: dict = dict(namespace)
+    exec(code, made)  # noqa: S102
+    specialised = made["guarded"]
+    wrapper.__defaults__ = specialised.__defaults__
+    wrapper.__kwdefaults__ = specialised.__kwdefaults__
+    wrapper.__code__ = specialised.__code__
 
 
 def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = frozenset()) -> None:
@@ -71,7 +116,7 @@ def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = froze
     for name, fn in list(namespace.items()):
         if name.startswith("_") or name in implemented or not isinstance(fn, types.FunctionType):
             continue
-        if getattr(fn, "rejects_out", False) or "out" not in inspect.signature(fn).parameters:
+        if getattr(fn, "rejects_out", False) or not _takes_out(fn):
             continue
         if fn not in wrapped:
             public = fn.__name__ if namespace.get(fn.__name__) is fn else name

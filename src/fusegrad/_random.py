@@ -14,7 +14,17 @@ class Generator:
     def __init__(self, device="cpu"):
         self.device = device
         self._seed = 67280421310721
-        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        self._numpy_rng = None  # made from the seed on first use (see `_rng`)
+
+    @property
+    def _rng(self) -> np.random.Generator:
+        """The NumPy generator that draws the values. It is made on the first draw, not
+        when the seed is set: `import fusegrad` then need not import numpy.random for the
+        default generator, and the stream is the same either way."""
+        rng = self._numpy_rng
+        if rng is None:
+            rng = self._numpy_rng = np.random.Generator(np.random.PCG64(self._seed))
+        return rng
 
     def manual_seed(self, seed: int):
         """Reset the generator with `seed`; returns self."""
@@ -22,7 +32,7 @@ class Generator:
         if seed < 0:
             seed &= (1 << 64) - 1
         self._seed = seed
-        self._rng = np.random.Generator(np.random.PCG64(seed))
+        self._numpy_rng = None
         return self
 
     def seed(self) -> int:

@@ -19,6 +19,7 @@ from .._creation import from_numpy, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._tensor import Size, Tensor
+from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
 from .inplace import contiguous
@@ -51,11 +52,13 @@ def _blas_threads() -> int:
 
 
 def set_num_threads(num: int) -> None:
-    """Set the number of threads of NumPy's BLAS/OpenMP pools (through threadpoolctl when it
-    is installed; otherwise the value is only recorded and reported by `get_num_threads`)."""
+    """Set the number of intra-op threads: fusegrad's own (im2col, col2im and layout copies)
+    and NumPy's BLAS/OpenMP pools (through threadpoolctl when it is installed; otherwise the
+    BLAS pools keep the size `OMP_NUM_THREADS` gave them at start)."""
     if not isinstance(num, numbers.Integral) or num <= 0:
         raise RuntimeError("set_num_threads expects a positive integer")
     _settings.num_threads = int(num)
+    _parallel.set_threads(int(num))
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - depends on the environment
@@ -64,10 +67,9 @@ def set_num_threads(num: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The number of threads used for intra-op parallelism (the BLAS pools' size)."""
-    if _settings.num_threads is not None:
-        return _settings.num_threads
-    return _blas_threads()
+    """The number of threads used for intra-op parallelism: as PyTorch's, the value set by
+    `set_num_threads`, else `OMP_NUM_THREADS`, else the number of CPUs."""
+    return _parallel.num_threads()
 
 
 def set_num_interop_threads(num: int) -> None:

@@ -21,7 +21,7 @@ from .registry import Sample, Spec
 _nd = np.ndarray
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
-HALF = (np.dtype(np.float16), _dtype.bfloat16.np)
+HALF = _dtype.HALF_NP  # float16, and bfloat16 once ml_dtypes is loaded
 
 
 # ---------------------------------------------------------------- dtype rules on arrays

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
+from . import _parallel
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
@@ -40,8 +41,11 @@ def _windows(x, k, s, p, d, fill=0.0, ceil=False):
     extra_h = max(need_h - x.shape[2] - 2 * p[0], 0)
     extra_w = max(need_w - x.shape[3] - 2 * p[1], 0)
     if p[0] or p[1] or extra_h or extra_w:
-        x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0] + extra_h), (p[1], p[1] + extra_w)),
-                   constant_values=fill)
+        n, c, h, w = x.shape
+        padded = np.full((n, c, h + 2 * p[0] + extra_h, w + 2 * p[1] + extra_w), fill,
+                         dtype=x.dtype)
+        _parallel.copyto(padded[:, :, p[0]:p[0] + h, p[1]:p[1] + w], x)
+        x = padded
     n, c = x.shape[:2]
     sn, sc, sh, sw = x.strides
     return as_strided(x, (n, c, k[0], k[1], max(oh, 0), max(ow, 0)),
@@ -193,19 +197,23 @@ def _cols(x, k, s, p, d, batch_last):
     if not batch_last:
         win = _windows(x, k, s, p, d)
         n, c, kh, kw, oh, ow = win.shape
-        return win.transpose(1, 2, 3, 0, 4, 5).reshape(c * kh * kw, n * oh * ow), oh, ow
+        cols = np.empty((c, kh, kw, n, oh, ow), dtype=win.dtype)
+        _parallel.copyto(cols, win.transpose(1, 2, 3, 0, 4, 5))
+        return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
     n, c, h, w = x.shape
     oh = _out_size(h, k[0], s[0], p[0], d[0])
     ow = _out_size(w, k[1], s[1], p[1], d[1])
     if p[0] or p[1]:
         xt = np.zeros((c, h + 2 * p[0], w + 2 * p[1], n), dtype=x.dtype)
-        xt[:, p[0]:p[0] + h, p[1]:p[1] + w] = x.transpose(1, 2, 3, 0)
+        _parallel.copyto(xt[:, p[0]:p[0] + h, p[1]:p[1] + w], x.transpose(1, 2, 3, 0))
     else:
-        xt = np.ascontiguousarray(x.transpose(1, 2, 3, 0))
+        xt = _parallel.contiguous(x.transpose(1, 2, 3, 0))
     sc, sh, sw, sn = xt.strides
     win = as_strided(xt, (c, k[0], k[1], oh, ow, n),
                      (sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1], sn), writeable=False)
-    return win.reshape(c * k[0] * k[1], oh * ow * n), oh, ow
+    cols = np.empty(win.shape, dtype=x.dtype)
+    _parallel.copyto(cols, win)  # the im2col copy, a chunk of channels (or rows) per thread
+    return cols.reshape(c * k[0] * k[1], oh * ow * n), oh, ow
 
 
 def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last):
@@ -221,18 +229,23 @@ def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last):
         acc = np.zeros((c, n, full_h, full_w), dtype=cols.dtype)
         c6 = cols.reshape(c, k[0], k[1], n, oh, ow)
     pix = acc if batch_last else acc.transpose(0, 2, 3, 1)  # (c, H, W, n) either way
-    for i in range(k[0]):
-        hi = i * d[0]
-        hs = slice(hi, hi + (oh - 1) * s[0] + 1, s[0])
-        for j in range(k[1]):
-            wj = j * d[1]
-            ws = slice(wj, wj + (ow - 1) * s[1] + 1, s[1])
-            if batch_last:
-                pix[:, hs, ws] += c6[:, i, j]
-            else:
-                acc[:, :, hs, ws] += c6[:, i, j]
+
+    def channels(a: int, b: int) -> None:
+        # Channels never overlap: each thread sums its own, in the one-thread order.
+        for i in range(k[0]):
+            hi = i * d[0]
+            hs = slice(hi, hi + (oh - 1) * s[0] + 1, s[0])
+            for j in range(k[1]):
+                wj = j * d[1]
+                ws = slice(wj, wj + (ow - 1) * s[1] + 1, s[1])
+                if batch_last:
+                    pix[a:b, hs, ws] += c6[a:b, i, j]
+                else:
+                    acc[a:b, :, hs, ws] += c6[a:b, i, j]
+
+    _parallel.for_chunks(channels, c, cols.size)
     inner = pix[:, p[0]:p[0] + h, p[1]:p[1] + w]  # (c, h, w, n)
-    return np.ascontiguousarray(inner.transpose(3, 0, 1, 2))
+    return _parallel.contiguous(inner.transpose(3, 0, 1, 2))
 
 
 def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
@@ -244,7 +257,7 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     ckk = cg * kh * kw
     oh, ow = g.shape[2], g.shape[3]
     bl = _batch_last(oh, ow)
-    gt = np.ascontiguousarray(g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3))
+    gt = _parallel.contiguous(g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3))
     gt = gt.reshape(groups, og, oh * ow * n)
     gi = gw = None
     if need_w:
@@ -338,12 +351,17 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
                           cols.reshape(groups, ckk, oh * ow * n)).reshape(o, oh, ow, n)
         out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
         if b is not None:
-            np.add(out_t.transpose(3, 0, 1, 2), _work(b).reshape(1, o, 1, 1), out=out)
+            bias = _work(b).reshape(1, o, 1, 1)
+            src = out_t.transpose(3, 0, 1, 2)
+            _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n,
+                                 out.size)
         else:
-            np.copyto(out, out_t.transpose(3, 0, 1, 2))
+            _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         win = _windows(x4, (kh, kw), s, p, d)
-        cols = win.reshape(n, groups, ckk, oh * ow)
+        cols = np.empty(win.shape, dtype=win.dtype)
+        _parallel.copyto(cols, win)  # im2col, a block of samples per thread
+        cols = cols.reshape(n, groups, ckk, oh * ow)
         out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
         if b is not None:
             out += _work(b).reshape(1, o, 1, 1)

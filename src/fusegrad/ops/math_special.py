@@ -327,7 +327,7 @@ ldexp = register(
 
 
 def _frexp_kernel(a):
-    if a.dtype.kind != "f" and a.dtype != _dtype.bfloat16.np:
+    if a.dtype.kind != "f" and a.dtype not in HALF:
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     m, e = np.frexp(a.astype(np.float32) if a.dtype.itemsize == 2 else a)
     return m.astype(a.dtype), e.astype(np.int32)

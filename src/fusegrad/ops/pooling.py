@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _parallel
 from ._onnx import batched
 from ._util import HALF, Spec, numpy_backward, rand_array, wrap_grad
 from .conv import _as4d, _out_size, _windows, col2im
@@ -93,17 +94,27 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     # view gives NumPy inner loops of only `ow` values). Masked copies, np.where and
     # boolean-mask stores are each several times slower here than the arithmetic update of
     # `arg` and np.maximum (which propagates NaN as the kernel must).
-    flat = np.ascontiguousarray(win.transpose(2, 3, 0, 1, 4, 5)).reshape(kh * kw, -1)
-    best = flat[0].copy()
+    # Each window is independent: with several threads, each runs the loop on its own
+    # columns (the same operations in the same order, so the same result).
+    flat = np.empty((kh, kw, n, c, oh, ow), dtype=win.dtype)
+    _parallel.copyto(flat, win.transpose(2, 3, 0, 1, 4, 5))
+    flat = flat.reshape(kh * kw, -1)
+    best = np.empty(flat.shape[1], dtype=flat.dtype)
     arg = np.zeros(best.shape, dtype=np.intp)
     floating = best.dtype.kind == "f"
-    for t in range(1, kh * kw):
-        v = flat[t]
-        upd = v > best
-        if floating:
-            upd |= v != v
-        arg += upd * (t - arg)
-        np.maximum(best, v, out=best)
+
+    def columns(a: int, b: int) -> None:
+        top, at = best[a:b], arg[a:b]
+        top[...] = flat[0, a:b]
+        for t in range(1, kh * kw):
+            v = flat[t, a:b]
+            upd = v > top
+            if floating:
+                upd |= v != v
+            at += upd * (t - at)
+            np.maximum(top, v, out=top)
+
+    _parallel.for_chunks(columns, best.shape[0], flat.size)
     out = best.reshape(n, c, oh, ow).astype(a.dtype, copy=False)
     arg = arg.reshape(n, c, oh, ow)
     # Flat input index: the window's top-left corner plus the winning offset's displacement.
@@ -143,7 +154,11 @@ def _maxpool_backward_np(g, idx, shape, disjoint):
     vals = g.reshape(rows, -1)
     if disjoint:
         out = np.zeros(rows * hw, dtype=g.dtype)
-        out[pos.ravel()] = vals.ravel()
+
+        def store(a: int, b: int) -> None:  # rows own disjoint parts of `out`
+            out[pos[a:b].ravel()] = vals[a:b].ravel()
+
+        _parallel.for_chunks(store, rows, vals.size)
     else:
         out = np.bincount(pos.ravel(), weights=vals.ravel(), minlength=rows * hw).astype(
             g.dtype, copy=False)

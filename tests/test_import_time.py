@@ -1,0 +1,176 @@
+"""`import fusegrad` loads the core only; every lazily loaded name still works.
+
+Each check runs in a fresh interpreter, since this test process has imported everything
+already. No timings are asserted here (benchmarks/import_time.py measures them); the tests
+check what is loaded and that the lazy names behave as PyTorch's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import fusegrad
+
+SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
+# Heavy modules `import fusegrad` must leave unloaded until used.
+LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
+        "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit",
+        "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
+        "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
+        "fusegrad.utils.checkpoint")
+
+
+def run_fresh(code: str):
+    """Run `code` in a new interpreter importing this checkout; returns what it prints as
+    JSON on its last line."""
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_import_leaves_heavy_modules_unloaded():
+    loaded = run_fresh(f"""
+        import json, sys
+        import fusegrad
+        print(json.dumps([m for m in {LAZY!r} if m in sys.modules]))
+    """)
+    assert loaded == []
+
+
+def test_lazy_subpackages_work_as_attributes_and_imports():
+    out = run_fresh("""
+        import json, sys
+        import fusegrad
+        from fusegrad import nn
+        import fusegrad.nn.functional as F
+        assert nn is fusegrad.nn and F is fusegrad.nn.functional
+        lin = fusegrad.nn.Linear(3, 2)
+        with fusegrad.no_grad():
+            lin.weight.copy_(fusegrad.arange(6.0).reshape(2, 3))
+            lin.bias.fill_(0.5)
+        y = F.relu(lin(fusegrad.ones(1, 3)) - 4)
+        names = ["compiler", "fx", "onnx", "optim", "jit", "datasets", "distributed",
+                 "models", "viz", "linalg", "_dynamo", "serialization"]
+        mods = [type(getattr(fusegrad, n)).__name__ for n in names]
+        print(json.dumps({"y": y.tolist(), "mods": mods, "sgd": fusegrad.optim.SGD.__name__,
+                          "loader": fusegrad.utils.data.DataLoader.__name__,
+                          "ckpt": callable(fusegrad.utils.checkpoint.checkpoint),
+                          "compile": callable(fusegrad.compile)}))
+    """)
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.arange(6.0).reshape(2, 3))
+        lin.bias.fill_(0.5)
+    assert out["y"] == torch.nn.functional.relu(lin(torch.ones(1, 3)) - 4).tolist()
+    assert out["mods"] == ["module"] * 12
+    assert out["sgd"] == "SGD" and out["loader"] == "DataLoader"
+    assert out["ckpt"] and out["compile"]
+
+
+def test_dir_lists_lazy_names_and_unknown_names_raise_as_torch():
+    out = run_fresh("""
+        import json, fusegrad, fusegrad.utils
+        names = set(dir(fusegrad))
+        missing = [n for n in ("nn", "optim", "compile", "load", "save", "fx", "onnx",
+                               "tensor", "Tensor") if n not in names]
+        errors = []
+        for mod in (fusegrad, fusegrad.utils):
+            try:
+                mod.no_such_name
+            except AttributeError as e:
+                errors.append(str(e))
+        print(json.dumps({"missing": missing, "utils": "data" in dir(fusegrad.utils),
+                          "errors": errors}))
+    """)
+    assert out["missing"] == [] and out["utils"]
+    expected = []
+    for mod in (torch, torch.utils):
+        with pytest.raises(AttributeError) as info:
+            mod.no_such_name  # noqa: B018
+        expected.append(str(info.value).replace("torch", "fusegrad"))
+    assert out["errors"] == expected
+
+
+def test_pickled_classes_load_in_a_process_that_has_not_imported_them():
+    blob = pickle.dumps((fusegrad.nn.Linear, fusegrad.optim.SGD, fusegrad.bfloat16)).hex()
+    out = run_fresh(f"""
+        import json, pickle, sys
+        import fusegrad
+        lin, sgd, bf = pickle.loads(bytes.fromhex({blob!r}))
+        print(json.dumps([lin.__module__ + "." + lin.__name__, sgd.__name__,
+                          bf is fusegrad.bfloat16, "ml_dtypes" in sys.modules]))
+    """)
+    assert out == ["fusegrad.nn.modules.linear.Linear", "SGD", True, False]
+
+
+def test_save_and_load_are_lazy_names():
+    out = run_fresh("""
+        import io, json, fusegrad
+        buf = io.BytesIO()
+        fusegrad.save({"w": fusegrad.arange(4.0)}, buf)
+        buf.seek(0)
+        print(json.dumps(fusegrad.load(buf)["w"].tolist()))
+    """)
+    assert out == torch.arange(4.0).tolist()
+
+
+def test_bfloat16_dtype_exists_before_ml_dtypes_and_values_load_it():
+    out = run_fresh("""
+        import json, sys
+        import fusegrad
+        bf = fusegrad.bfloat16
+        before = ["ml_dtypes" in sys.modules, isinstance(bf, fusegrad.dtype), repr(bf),
+                  bf.is_floating_point, bf.itemsize,
+                  repr(fusegrad.promote_types(bf, fusegrad.float16)),
+                  "ml_dtypes" in sys.modules]
+        x = fusegrad.tensor([1.0 / 3, 300.7, -2.5e-3], dtype=bf)
+        after = ["ml_dtypes" in sys.modules, repr(x.dtype), (x.float() * 1).tolist(),
+                 repr((x + fusegrad.ones(3, dtype=fusegrad.float16)).dtype),
+                 str(bf.np), fusegrad.finfo(bf).eps]
+        print(json.dumps([before, after]))
+    """)
+    before, after = out
+    bf = torch.bfloat16
+    assert before == [False, True, "torch.bfloat16", True, bf.itemsize,
+                      repr(torch.promote_types(bf, torch.float16)), False]
+    x = torch.tensor([1.0 / 3, 300.7, -2.5e-3], dtype=bf)
+    assert after == [True, "torch.bfloat16", x.float().tolist(),
+                     repr((x + torch.ones(3, dtype=torch.float16)).dtype), "bfloat16",
+                     torch.finfo(bf).eps]
+
+
+def test_numpy_bfloat16_arrays_made_outside_fusegrad_convert():
+    out = run_fresh("""
+        import json
+        import fusegrad
+        import ml_dtypes
+        import numpy as np
+        a = np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)
+        print(json.dumps([repr(fusegrad.from_numpy(a).dtype), fusegrad.tensor(a).tolist()]))
+    """)
+    assert out == ["torch.bfloat16", [1.5, -2.0]]
+
+
+def test_ml_dtypes_imported_first_is_used_at_once():
+    out = run_fresh("""
+        import json
+        import ml_dtypes
+        import numpy as np
+        import fusegrad
+        a = np.array([0.5], dtype=ml_dtypes.bfloat16)
+        print(json.dumps([repr(fusegrad.as_tensor(a).dtype),
+                          repr((fusegrad.as_tensor(a) * 3).dtype)]))
+    """)
+    t = torch.tensor([0.5], dtype=torch.bfloat16)
+    assert out == [repr(t.dtype), repr((t * 3).dtype)]

@@ -1,0 +1,114 @@
+"""Intra-op threads: PyTorch's thread count, and convolutions that share their im2col,
+col2im and layout copies between threads with results bit-identical to one thread."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad
+from fusegrad.ops import _parallel
+
+SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
+
+
+@pytest.mark.parametrize("omp", ["1", "2", "64", None])
+def test_default_thread_count_follows_omp_num_threads_as_torch(omp):
+    env = dict(os.environ, PYTHONPATH=SRC)
+    env.pop("OMP_NUM_THREADS", None)
+    if omp is not None:
+        env["OMP_NUM_THREADS"] = omp
+    code = ("import {0}; {0}.set_num_interop_threads(1); print({0}.get_num_threads())")
+    got = [subprocess.run([sys.executable, "-c", code.format(lib)], env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+           for lib in ("fusegrad", "torch")]
+    assert got[0] == got[1]
+
+
+@pytest.fixture
+def threads():
+    """Run a test at a given thread count, restoring the count and pool afterwards."""
+    before = fusegrad.get_num_threads()
+    yield
+    fusegrad.set_num_threads(before)
+
+
+def _conv_step(lib, x, w, b, **kw):
+    xt = lib.tensor(x, requires_grad=True)
+    wt = lib.tensor(w, requires_grad=True)
+    bt = lib.tensor(b, requires_grad=True)
+    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
+    (y * y).sum().backward()
+    return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad)]
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((32, 6, 14, 14), {}),                        # small images: batch-last columns
+    ((64, 3, 12, 12), {"padding": 1, "stride": 2}),
+    ((4, 5, 24, 24), {"padding": 2}),             # large images: per-sample GEMMs
+])
+def test_conv_with_two_threads_is_bit_identical_to_one(threads, shape, kw):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((16, shape[1], 5, 5)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    fusegrad.set_num_threads(1)
+    one = _conv_step(fusegrad, x, w, b, **kw)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = _conv_step(fusegrad, x, w, b, **kw)
+    assert _parallel._state.pool is not None  # the copies were shared between threads
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)
+    ref = _conv_step(torch, x, w, b, **kw)
+    for a, r in zip(two, ref):  # float32 sums of thousands of terms: scale the tolerance
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5 * np.abs(r).max())
+
+
+def test_for_chunks_covers_every_index_once_and_reraises(threads):
+    fusegrad.set_num_threads(3)
+    seen = np.zeros(10, dtype=np.int64)
+
+    def mark(a, b):
+        seen[a:b] += 1
+
+    _parallel.for_chunks(mark, 10, 10 * _parallel.MIN_CHUNK)
+    assert seen.tolist() == [1] * 10
+
+    def fail(a, b):
+        if a:
+            raise ValueError("chunk failed")
+
+    with pytest.raises(ValueError, match="chunk failed"):
+        _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
+                                                     "padding": 1}])
+def test_max_pool_with_two_threads_is_bit_identical_to_one(threads, kw):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 6, 28, 28)).astype(np.float32)
+    x[0, 0, 0, :4] = np.nan  # NaN wins, as in PyTorch's kernel
+
+    def step(lib):
+        xt = lib.tensor(x, requires_grad=True)
+        y, idx = lib.nn.functional.max_pool2d(xt, return_indices=True, **kw)
+        (y * y).nansum().backward()
+        return [np.array(t.detach().numpy()) for t in (y, idx, xt.grad)]
+
+    fusegrad.set_num_threads(1)
+    one = step(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = step(fusegrad)
+    assert _parallel._state.pool is not None
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)
+    for a, r in zip(two, step(torch)):
+        np.testing.assert_allclose(a, r, rtol=1e-6)
