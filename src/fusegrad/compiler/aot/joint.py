@@ -158,11 +158,11 @@ def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
 
 
 def is_impure(node) -> bool:
-    """Nodes dead-code elimination keeps: writes and random draws."""
+    """Nodes dead-code elimination keeps: writes, random draws and checks (assertions)."""
     target = node.target
     if isinstance(target, OpOverload):
         return target.op.inplace or target.op.random
-    return node.op in ("placeholder", "output")
+    return node.op in ("placeholder", "output") or getattr(target, "side_effect", False)
 
 
 def _finish(tracer: Tracer, out_nodes: list, class_name: str):

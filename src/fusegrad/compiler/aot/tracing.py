@@ -258,6 +258,11 @@ class Tracer(_dispatch.DispatchMode):
                                           chain[k + 1][1], value)
             self._set(parent, value)
 
+    def record_call(self, fn, args: tuple) -> None:
+        """Record a call of Python function `fn` made for its effect (a tensor assertion):
+        run with the graph, kept by dead-code elimination (`fn.side_effect`)."""
+        self.emit(fn, self._map(args))
+
     def note_snapshot(self, t: Tensor, original: Tensor) -> None:
         """Dispatch copied `t` before an in-place write its derivative reads: same value."""
         self._set(original, self.node_of(t))
