@@ -118,6 +118,11 @@ class Tracer(_dispatch.DispatchMode):
         for cand in self._by_vc.get(id(t._vc), ()):  # detach() shares the version counter
             if cand is not t and _geometry(cand) == geometry:
                 return self._alias(t, cand)
+        # A view takes its base's version counter only after the mode returns (dispatch links
+        # it), so views are not listed under that counter: look through every traced tensor.
+        for cand, _, _ in list(self._entries.values()):
+            if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
+                return self._alias(t, cand)
         cand = self._by_data.get(id(t._data)) if t._data is not None else None
         if cand is not None and _geometry(cand) == geometry:  # `.data` shares the array
             return self._alias(t, cand)
