@@ -193,6 +193,9 @@ class Tracer(_dispatch.DispatchMode):
                 return fn(*args)
         if self.functional and op.inplace:
             return self._functional_inplace(op, args)
+        if self.functional and op.name == "native_batch_norm" and args[5] and \
+                args[3] is not None:
+            return self._functional_batch_norm(op, args)
         mapped = self._map(args)
         out = self._compute(op, args)
         self._bind(op, args, out, self.emit(overload_of(op), mapped))
@@ -251,6 +254,23 @@ class Tracer(_dispatch.DispatchMode):
         if self.strict and id(chain[-1][0]) in self._const_roots:
             raise AOTUnsupported("an in-place write into a tensor constant")
         self._write(chain, new)
+        return out
+
+    def _functional_batch_norm(self, op, args):
+        """Training batch norm writes its running statistics in place: record the functional
+        op instead, whose last two outputs are the statistics' new values."""
+        from ...ops.normalization import native_batch_norm_functional
+
+        chains = [self._chain(args[3]), self._chain(args[4])]  # values before the write
+        if self.strict and any(id(c[-1][0]) in self._const_roots for c in chains):
+            raise AOTUnsupported("an in-place write into a tensor constant")
+        mapped = self._map(args)
+        out = self._compute(op, args)
+        node = self.emit(overload_of(native_batch_norm_functional), mapped)
+        for i, o in enumerate(out):
+            self._set(o, self.emit(operator.getitem, (node, i)))
+        for chain, i in zip(chains, (3, 4)):
+            self._write(chain, self.emit(operator.getitem, (node, i)))
         return out
 
     def _write(self, chain: list, value) -> None:
