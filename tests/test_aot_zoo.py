@@ -205,3 +205,16 @@ def test_attention_masks_are_traced_not_refused(mask):
     out_c.pow(2).sum().backward()
     out_e.pow(2).sum().backward()
     _close(qc.grad, qe.grad, 1e-5, "gradient")
+
+
+def test_gpt_inference_indexes_with_a_list_under_aot():
+    """Without targets nanoGPT's forward reads `x[:, [-1], :]`: the index list becomes a
+    graph constant rather than a tensor AOT refuses."""
+    pair = build("gpt", train=False)
+    backend = AOTCounter()
+    compiled = fusegrad.compile(pair.fg, backend=backend)
+    idx = pair.fg_inputs[0]
+    out, ref = compiled(idx)[0], pair.fg(idx)[0]
+    assert tuple(out.shape) == (2, 1, 64)
+    _close(out, ref, 1e-6, "logits")
+    assert [r.fallback_reason for r in backend.runners] == [None] * backend.graphs
