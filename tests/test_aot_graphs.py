@@ -28,12 +28,10 @@ aten = fusegrad.ops.aten
 
 # Ops that only rearrange or alias (views, detach, getitem): graphs are compared without them.
 _LAYOUT = {"aten._unsafe_view.default", "aten.detach.default", "aten.clone.default"}
-# Where an op has another ATen name in PyTorch's functionalized graphs. Batch norm keeps
-# `native_batch_norm` here (its kernel updates the running statistics in place); PyTorch
-# picks a functional variant per mode.
-_SAME_OP = {"aten._native_batch_norm_legit_functional.default":
-            "aten.native_batch_norm.default",
-            "aten._native_batch_norm_legit_no_training.default":
+# Where an op has another ATen name in PyTorch's functionalized graphs: in eval mode batch
+# norm stays `native_batch_norm` here (it writes nothing); training mode is
+# `_native_batch_norm_legit_functional` in both.
+_SAME_OP = {"aten._native_batch_norm_legit_no_training.default":
             "aten.native_batch_norm.default"}
 
 

@@ -355,3 +355,41 @@ def test_make_fx_real_mode_traces_gradients_summed_by_the_engine():
     gm = make_fx(grad_of)(fusegrad.randn(4, requires_grad=True))
     x = fusegrad.randn(4, requires_grad=True)
     assert close(gm(x), grad_of(x), 1e-6)  # not the values seen while tracing
+
+
+def test_training_batch_norm_is_functional_with_a_copy_epilogue():
+    """The running statistics are outputs of `_native_batch_norm_legit_functional` (which
+    writes nothing, as PyTorch's) copied into the buffers at the end of the forward graph;
+    values and buffers as eager's."""
+    import copy
+
+    from fusegrad._functorch.aot_autograd import aot_module_simplified
+    from fusegrad.compiler.aot.api import nop
+
+    nn = fusegrad.nn
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU()).train()
+    eager = copy.deepcopy(model)
+    graphs = []
+    x = fusegrad.randn(4, 2, 5, 5)
+    compiled = aot_module_simplified(model, [x], lambda gm, ex: graphs.append(gm) or gm.forward,
+                                     nop)
+    nodes = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+    names = [getattr(n.target, "op", None) and n.target.op.name for n in nodes]
+    assert "_native_batch_norm_legit_functional" in names and "native_batch_norm" not in names
+    writes = [n for n in nodes if getattr(n.target, "op", None) is not None
+              and n.target.op.inplace]
+    assert [n.target.op.name for n in writes] == ["copy_"] * 3  # mean, var, batches tracked
+    assert all(n.args[0].op == "placeholder" for n in writes)
+    for _ in range(2):
+        out, ref = compiled(x), eager(x)
+        np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-6,
+                                   atol=1e-6)
+        out.sum().backward()
+        ref.sum().backward()
+    for (k, b), c in zip(model.named_buffers(), eager.buffers()):
+        np.testing.assert_allclose(b.numpy(), c.numpy(), rtol=1e-6, atol=1e-7, err_msg=k)
+    # The op itself leaves its running-statistics arguments alone.
+    rm, rv = fusegrad.zeros(3), fusegrad.ones(3)
+    outs = fusegrad.ops.aten._native_batch_norm_legit_functional.default(
+        fusegrad.randn(4, 3, 5, 5), None, None, rm, rv, True, 0.1, 1e-5)
+    assert rm.eq(0).all() and rv.eq(1).all() and not outs[3].eq(0).all()

@@ -127,6 +127,15 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     return _finish(array, dt, requires_grad)
 
 
+def literal(data) -> Tensor:
+    """`tensor(data)` for data written in the program (an index list): a tracing mode keeps
+    its values as a graph constant, as it keeps a factory's."""
+    t = tensor(data)
+    if not _active.modes:
+        return t
+    return _factory(tuple(t.shape), t.dtype, False, lambda np_dtype: t._data)
+
+
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """`data` as a tensor, sharing memory with tensors and arrays when the dtype allows."""
     _check_device(device)

@@ -49,7 +49,7 @@ def _is_advanced(i) -> bool:
 def _advanced(input, index):
     """Split an index with tensors into basic indexing (views, as PyTorch applies first) and
     the list of index tensors for `index.Tensor` / `index_put` on that view."""
-    from .._creation import tensor as _tensor
+    from .._creation import literal as _tensor
 
     items = []
     for i in index:

@@ -10,8 +10,6 @@ import math
 import numbers
 import warnings
 
-import numpy as np
-
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import REGISTRY
@@ -564,8 +562,9 @@ def _float_mask(mask, dtype) -> Tensor | None:
         return None
     if mask.dtype.is_floating_point:
         return mask
-    zeros = Tensor._make(np.zeros(tuple(mask.shape), dtype=dtype.np))
-    return zeros.masked_fill(mask, float("-inf"))
+    from .._creation import zeros  # a factory, so tracers see the values (a constant)
+
+    return zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask, float("-inf"))
 
 
 _SDPA_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
@@ -636,8 +635,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if attn_mask is not None and attn_mask.dtype.name == "bool":
         # PyTorch turns a "may attend" mask into an additive one of the query's dtype first.
         keep = attn_mask
-        attn_mask = Tensor._make(np.zeros(tuple(keep.shape), dtype=query.dtype.np))
-        attn_mask = attn_mask.masked_fill(keep.logical_not(), float("-inf"))
+        attn_mask = _float_mask(keep.logical_not(), query.dtype)
     if _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa):
         from ..ops.attention import flash_attention
 
@@ -656,8 +654,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         root = math.sqrt(1.0 / math.sqrt(query.shape[-1]) if scale is None else scale)
         query = query * root
     if is_causal:
-        attn_mask = Tensor._make(np.where(np.tril(np.ones((length, source), dtype=bool)), 0.0,
-                                          -np.inf).astype(query.dtype.np))
+        from .. import _dtype
+        from .._creation import ones
+
+        keep = ones((length, source), dtype=_dtype.bool_).tril()
+        attn_mask = _float_mask(keep.logical_not(), query.dtype)
     if enable_gqa and query.dim() >= 3:
         heads, kv_heads, v_heads = query.shape[-3], key.shape[-3], value.shape[-3]
         if heads % kv_heads or heads % v_heads:

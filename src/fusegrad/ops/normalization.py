@@ -170,6 +170,50 @@ native_batch_norm = _register_multi(
     saved_names=("input", "weight", "running_mean", "running_var", "training", "eps"))
 
 
+# The functional form (ATen's `_native_batch_norm_legit_functional`): the running statistics
+# are read, not written; their new values are two more outputs. Functionalization records
+# training-mode batch norm as this op, so a graph holds no in-place write of its inputs (the
+# new statistics are copied into the buffers once, at the end of the graph), which a code
+# generator needs.
+
+
+def _bn_functional_kernel(x, w, b, rm, rv, training, momentum, eps):
+    rm, rv = rm.copy(), rv.copy()
+    out, mean, invstd = _bn_kernel(x, w, b, rm, rv, training, momentum, eps)
+    return out, mean, invstd, rm, rv
+
+
+def _bn_functional_meta(x, w, b, rm, rv, training, momentum, eps):
+    return _bn_meta(x, w, b, rm, rv, training, momentum, eps) + [
+        Spec(tuple(rm.shape), rm.dtype), Spec(tuple(rv.shape), rv.dtype)]
+
+
+def _bn_functional_decomposition(x, w, b, rm, rv, training, momentum, eps):
+    rm, rv = rm.clone(), rv.clone()  # the decomposition writes them: keep the inputs
+    out, mean, invstd = _bn_decomposition(x, w, b, rm, rv, training, momentum, eps)
+    return out, mean, invstd, rm, rv
+
+
+def _bn_functional_samples(rng, dt):
+    return [Sample((rand_array(rng, shape, dt), rand_array(rng, (shape[1],), dt),
+                    rand_array(rng, (shape[1],), dt), rand_array(rng, (shape[1],), dt),
+                    rand_array(rng, (shape[1],), dt, (0.5, 2.0)), training, 0.1, 1e-5),
+                   name=f"{shape} training={training}")
+            for shape in ((4, 3), (2, 3, 4, 5)) for training in (True,)]
+
+
+native_batch_norm_functional = _register_multi(
+    "_native_batch_norm_legit_functional", (1, 2, 3, 4), (1, 2),
+    kernel=_bn_functional_kernel, meta=_bn_functional_meta,
+    node="NativeBatchNormLegitBackward0",
+    derivative=_bn_derivative, nondiff_args=(3, 4),
+    save=native_batch_norm.save,
+    samples=_bn_functional_samples, public="native_batch_norm",
+    decomposition=_bn_functional_decomposition,
+    gradcheck=False,
+    tolerance={"float32": 1e-4},
+    saved_names=native_batch_norm.saved_names)
+
 def _ln_kernel(x, normalized_shape, w, b, eps):
     _check_norm_dtypes(x, w, b)
     dt = x.dtype

@@ -34,6 +34,14 @@ class OutputInfo:
     same_as: int | None = None  # the output is the same tensor as an earlier output
     mutated_input: int | None = None  # not the program's: the new value of this input
 
+    @property
+    def takes_tangent(self) -> bool:
+        """Whether the backward graph reads a gradient for this output: not when the runtime
+        rebuilds it outside the compiled node (an input, a view of one, a repeat), since
+        autograd then reaches the inputs through the rebuilt tensor itself."""
+        return (self.is_tensor and self.requires_grad and self.same_as is None
+                and self.alias_of_input is None and self.view_of_input is None)
+
 
 @dataclass
 class TraceResult:
@@ -46,6 +54,22 @@ class TraceResult:
     mutated_inputs: list  # indices of the inputs written back at the end of the forward
     structure: type | None = tuple  # the program returned a tuple, a list, or one value (None)
     num_user_outputs: int = 0  # the program's outputs (then the inputs it wrote with history)
+    # Per input: the tangents (0-based) its gradient reads; None where it gets no gradient.
+    grad_tangents: list = field(default_factory=list)
+
+
+def _tangents_read(node) -> frozenset:
+    """The indices of the `tangents_N` placeholders `node` is computed from."""
+    found, seen, stack = set(), set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder" and n.target.startswith("tangents_"):
+            found.add(int(n.target.rpartition("_")[2]) - 1)
+        stack.extend(n._input_nodes)
+    return frozenset(found)
 
 
 def _check_inputs(args) -> None:
@@ -134,11 +158,11 @@ def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
 
 
 def is_impure(node) -> bool:
-    """Nodes dead-code elimination keeps: writes and random draws."""
+    """Nodes dead-code elimination keeps: writes, random draws and checks (assertions)."""
     target = node.target
     if isinstance(target, OpOverload):
         return target.op.inplace or target.op.random
-    return node.op in ("placeholder", "output")
+    return node.op in ("placeholder", "output") or getattr(target, "side_effect", False)
 
 
 def _finish(tracer: Tracer, out_nodes: list, class_name: str):
@@ -182,8 +206,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
             outs += (fakes[i],)
             infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
             fw_nodes.append(tracer.node_of(fakes[i]))
-    diff = [o for o, info in zip(outs, infos) if info.is_tensor and o.requires_grad
-            and info.same_as is None and info.alias_of_input is None]
+    diff = [o for o, info in zip(outs, infos) if info.takes_tangent]
     tangents = []
     first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
     for k, o in enumerate(diff):
@@ -203,7 +226,9 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     del accumulators
     tracer.check_no_hooks()
     module = _finish(tracer, fw_nodes + grads, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user)
+    reads = [None if g is None else _tangents_read(g) for g in grads]
+    return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user,
+                       reads)
 
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:

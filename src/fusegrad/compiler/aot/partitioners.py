@@ -7,8 +7,8 @@ values the backward needs that the forward does not (`t(weight)` for a matmul's 
 computed in the backward from saved values. A view of an input is recomputed from the input
 rather than saved beside it, so an input and its views cost one saved tensor.
 
-`min_cut_rematerialization_partition` (recomputing cheap pointwise values instead of saving
-them, by a min cut over the graph) belongs here beside it; it is not written yet.
+`min_cut_rematerialization_partition` (mincut.py) saves fewer bytes by recomputing cheap
+pointwise values in the backward; it builds its graphs with `_build` below.
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ def _build(joint_module, nodes, fw, bw, saved_list, fwd_outputs, bwd_outputs):
     benv: dict = {}
     for n in saved_list:
         benv[n] = bg.placeholder(n.name)
+        benv[n].meta["val"] = n.meta.get("val")  # the example value its compiler is shown
     for n in nodes:
         if _is_tangent(n):
             benv[n] = bg.node_copy(n)
@@ -148,8 +149,7 @@ def _build(joint_module, nodes, fw, bw, saved_list, fwd_outputs, bwd_outputs):
     return GraphModule(joint_module, fg), GraphModule(joint_module, bg)
 
 
-def min_cut_rematerialization_partition(joint_module, _joint_inputs=None, *,
-                                        num_fwd_outputs: int, **kwargs):
-    """Recompute cheap values in the backward instead of saving them (not written yet)."""
-    raise NotImplementedError("min_cut_rematerialization_partition is not implemented yet; "
-                              "use default_partition")
+
+from .mincut import min_cut_rematerialization_partition  # noqa: E402  (uses _build)
+
+__all__ = ["default_partition", "min_cut_rematerialization_partition"]

@@ -34,7 +34,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     # Outputs that are inputs themselves are handed back outside the node (as eager does).
     returned = [k for k, info in enumerate(infos)
                 if info.same_as is None and info.alias_of_input is None]
-    diff = [k for k in returned if infos[k].is_tensor and infos[k].requires_grad]
+    diff = [k for k in returned if infos[k].takes_tangent]
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
     state = {"bw": None}
@@ -52,6 +52,8 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                     for k in returned]
             ctx.mark_dirty(*[args[i] for i in written])
             ctx.save_for_backward(*result[num_out:])
+            # Gradients of unused outputs arrive as None: the backward tells them apart.
+            ctx.set_materialize_grads(False)
             ctx._shapes = [(tuple(result[k].shape), result[k].dtype) for k in diff]
             ctx.mark_non_differentiable(*[result[k] for k in returned
                                           if infos[k].is_tensor and not infos[k].requires_grad])
@@ -63,14 +65,22 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             if state["bw"] is None:  # compiled on first use, as PyTorch's
                 state["bw"] = bw_compiler(bw_module, example_values(bw_module))
             tangents = []
-            for k, (shape, dtype) in zip(diff, ctx._shapes):
-                g = grads[returned.index(k)]
+            missing = set()
+            for j, (k, (shape, dtype)) in enumerate(zip(diff, ctx._shapes)):
+                pos = returned.index(k)
+                g = grads[pos] if pos < len(grads) else None  # none arrived at all: [None]
                 if g is None:
+                    missing.add(j)
                     g = _zeros_like_output(shape, dtype)
                 elif tuple(g.stride()) != contiguous_strides(tuple(g.shape)):
                     g = g.contiguous()
                 tangents.append(g)
-            out = state["bw"](*ctx.saved_tensors, *tangents)
+            out = list(state["bw"](*ctx.saved_tensors, *tangents))
+            # An input reached only through outputs nobody used gets no gradient (None), as
+            # in eager mode, rather than the zeros computed from materialised tangents.
+            for i, reads in enumerate(trace.grad_tangents):
+                if reads and reads <= missing:
+                    out[i] = None
             return tuple(out)
 
     return CompiledFunction, returned

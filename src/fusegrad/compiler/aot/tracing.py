@@ -118,6 +118,11 @@ class Tracer(_dispatch.DispatchMode):
         for cand in self._by_vc.get(id(t._vc), ()):  # detach() shares the version counter
             if cand is not t and _geometry(cand) == geometry:
                 return self._alias(t, cand)
+        # A view takes its base's version counter only after the mode returns (dispatch links
+        # it), so views are not listed under that counter: look through every traced tensor.
+        for cand, _, _ in list(self._entries.values()):
+            if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
+                return self._alias(t, cand)
         cand = self._by_data.get(id(t._data)) if t._data is not None else None
         if cand is not None and _geometry(cand) == geometry:  # `.data` shares the array
             return self._alias(t, cand)
@@ -188,6 +193,9 @@ class Tracer(_dispatch.DispatchMode):
                 return fn(*args)
         if self.functional and op.inplace:
             return self._functional_inplace(op, args)
+        if self.functional and op.name == "native_batch_norm" and args[5] and \
+                args[3] is not None:
+            return self._functional_batch_norm(op, args)
         mapped = self._map(args)
         out = self._compute(op, args)
         self._bind(op, args, out, self.emit(overload_of(op), mapped))
@@ -248,6 +256,23 @@ class Tracer(_dispatch.DispatchMode):
         self._write(chain, new)
         return out
 
+    def _functional_batch_norm(self, op, args):
+        """Training batch norm writes its running statistics in place: record the functional
+        op instead, whose last two outputs are the statistics' new values."""
+        from ...ops.normalization import native_batch_norm_functional
+
+        chains = [self._chain(args[3]), self._chain(args[4])]  # values before the write
+        if self.strict and any(id(c[-1][0]) in self._const_roots for c in chains):
+            raise AOTUnsupported("an in-place write into a tensor constant")
+        mapped = self._map(args)
+        out = self._compute(op, args)
+        node = self.emit(overload_of(native_batch_norm_functional), mapped)
+        for i, o in enumerate(out):
+            self._set(o, self.emit(operator.getitem, (node, i)))
+        for chain, i in zip(chains, (3, 4)):
+            self._write(chain, self.emit(operator.getitem, (node, i)))
+        return out
+
     def _write(self, chain: list, value) -> None:
         self._set(chain[0][0], value)
         for k in range(len(chain) - 1):
@@ -257,6 +282,11 @@ class Tracer(_dispatch.DispatchMode):
                 value = scatter_into_base(self.emit, aten, op, self._map(rest), index, parent,
                                           chain[k + 1][1], value)
             self._set(parent, value)
+
+    def record_call(self, fn, args: tuple) -> None:
+        """Record a call of Python function `fn` made for its effect (a tensor assertion):
+        run with the graph, kept by dead-code elimination (`fn.side_effect`)."""
+        self.emit(fn, self._map(args))
 
     def note_snapshot(self, t: Tensor, original: Tensor) -> None:
         """Dispatch copied `t` before an in-place write its derivative reads: same value."""

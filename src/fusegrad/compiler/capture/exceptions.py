@@ -99,15 +99,23 @@ def fresh_exception(exc: BaseException) -> BaseException:
 
 def assert_async(condition, message=None) -> None:
     """Graph node target: `assert condition, message` on a tensor the graph computed."""
+    from ... import _thread_state
     from ..._fake import FakeTensor
 
     if isinstance(condition, FakeTensor):
-        return  # while translating: only the real run knows the value
+        # While translating only the real run knows the value; a tracer (AOT autograd)
+        # records the check into the graph it builds instead.
+        for mode in reversed(_thread_state.local.modes):
+            if hasattr(mode, "record_call"):
+                mode.record_call(assert_async, (condition, message))
+                break
+        return
     if not condition:
         raise AssertionError(message) if message is not None else AssertionError
 
 
 assert_async.__name__ = "_assert_async"
+assert_async.side_effect = True  # graph passes keep its nodes although nothing reads them
 
 
 class ExceptionOpcodes:

@@ -1,0 +1,132 @@
+"""`min_cut_rematerialization_partition`: save fewer bytes by recomputing cheap values.
+
+The default partition saves every forward value the backward reads. Often a cheaper set
+exists: a GELU's input and output are both read by the backward (the GELU's derivative reads
+the input, the next matmul's weight gradient the output), yet the output is one pointwise op
+away from the input, so saving the input alone and recomputing the GELU in the backward
+halves what is kept alive between the two passes.
+
+Choosing what to save is a minimum cut. Every forward value `n` becomes two vertices,
+`n.in -> n.out`, joined by an edge whose capacity is the value's size in bytes (cutting it
+means saving `n`); each use `n.out -> m.in` has unbounded capacity. The source feeds the graph
+inputs and every value that must not be recomputed (matmuls, convolutions, reductions, random
+ops, writes: anything but cheap pointwise ops, views and `getitem`), so the cut can never
+fall above one of them; every forward value a backward op reads feeds the sink. A minimum
+cut is then the cheapest set of values from which everything the backward needs is
+recomputed by cheap ops only. A view reachable from a saved base lies past the cut, so a view
+is never saved beside its base.
+
+networkx computes the cut; it is optional (the `compile` extra). Without it the partition
+falls back to `default_partition`, saying so once in the log.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from ...ops.overloads import OpOverload
+from .. import logs
+from .joint import is_impure
+
+# Ops cheap enough to recompute in the backward (ATen base names): elementwise arithmetic,
+# comparisons, activations and casts. Everything else (matmul, convolution, reductions,
+# normalisation layers, random ops, gathers and scatters) is computed once, in the forward.
+RECOMPUTABLE = frozenset("""
+abs neg exp exp2 expm1 log log1p log2 log10 sqrt rsqrt reciprocal square sign sgn
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh erf erfc erfinv
+sigmoid relu relu6 gelu silu mish elu celu selu softplus hardtanh hardsigmoid hardswish
+leaky_relu threshold log_sigmoid logit floor ceil round trunc frac
+add sub rsub mul div true_divide pow maximum minimum fmax fmin clamp clamp_min clamp_max
+where masked_fill lerp addcmul addcdiv atan2 hypot remainder fmod copysign
+eq ne lt le gt ge logical_and logical_or logical_xor logical_not isnan isinf
+bitwise_and bitwise_or bitwise_xor bitwise_not
+gelu_backward sigmoid_backward tanh_backward threshold_backward silu_backward
+_to_copy clone alias detach lift_fresh_copy scalar_tensor
+""".split())
+
+_reported: list = []
+
+
+def recomputable(node) -> bool:
+    """Whether `node`'s value may be recomputed in the backward instead of being saved."""
+    if node.target is operator.getitem:
+        return True
+    target = node.target
+    if not isinstance(target, OpOverload) or node.op != "call_function":
+        return False
+    op = target.op
+    if op.inplace or op.random or is_impure(node):
+        return False
+    return op.view or op.name.partition(".")[0] in RECOMPUTABLE
+
+
+def value_bytes(node) -> float:
+    """Bytes of `node`'s value (infinite for values that cannot be saved: tuples)."""
+    val = node.meta.get("val")
+    if val is None or not hasattr(val, "element_size"):
+        return float("inf")
+    return float(val.numel() * val.element_size())
+
+
+def _cut(nodes, fw: set, bw_readers: dict):
+    """The forward values to save: a minimum cut (see the module docstring)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for n in nodes:
+        if n not in fw or n.op in ("output", "get_attr"):
+            continue
+        g.add_edge((n, "in"), (n, "out"), capacity=value_bytes(n))
+        if n.op == "placeholder" or not recomputable(n):
+            g.add_edge("source", (n, "in"))  # no capacity: unbounded
+        for user in n.users:
+            if user in fw and user.op != "output":
+                g.add_edge((n, "out"), (user, "in"))
+        if bw_readers.get(n):
+            g.add_edge((n, "out"), "sink")
+    if "sink" not in g:
+        return set()
+    _, (reachable, _) = nx.minimum_cut(g, "source", "sink")
+    return {n for n in fw if (n, "in") in reachable and (n, "out") not in reachable
+            and (n, "out") in g}
+
+
+def min_cut_rematerialization_partition(joint_module, _joint_inputs=None, *,
+                                        num_fwd_outputs: int, **kwargs):
+    """(forward GraphModule, backward GraphModule) of a joint graph, saving a minimum-byte
+    set of forward values and recomputing cheap pointwise ones in the backward (see the
+    module docstring). Without networkx: `default_partition`."""
+    from .partitioners import _build, _split, default_partition
+
+    try:
+        import networkx  # noqa: F401
+    except ImportError:
+        if not _reported:
+            _reported.append(True)
+            logs.log.warning("min_cut_rematerialization_partition needs networkx (the "
+                             "'compile' extra); using default_partition")
+        return default_partition(joint_module, _joint_inputs, num_fwd_outputs=num_fwd_outputs)
+    nodes, fwd_outputs, bwd_outputs, fw = _split(joint_module, num_fwd_outputs)
+    bw_nodes = [n for n in nodes if n not in fw and n.op not in ("placeholder", "output")]
+    bw_readers = {}
+    for n in bw_nodes:
+        for i in n._input_nodes:
+            if i in fw:
+                bw_readers.setdefault(i, []).append(n)
+    saved = _cut(nodes, fw, bw_readers)
+    # The backward: walk back from the gradients; stop at saved values, recompute the rest.
+    bw: set = set()
+    stack = [o for o in bwd_outputs if hasattr(o, "_input_nodes")]
+    stack += [n for n in nodes if n.op == "call_function" and is_impure(n) and n not in fw]
+    while stack:
+        n = stack.pop()
+        if n in bw or n in saved:
+            continue
+        if n in fw and (n.op == "placeholder" or not recomputable(n)):
+            saved.add(n)  # never past the cut; kept as a safeguard
+            continue
+        bw.add(n)
+        stack.extend(n._input_nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    saved_list = sorted(saved, key=order.__getitem__)
+    return _build(joint_module, nodes, fw, bw, saved_list, fwd_outputs, bwd_outputs)
