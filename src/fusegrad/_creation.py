@@ -15,6 +15,7 @@ import numpy as np
 from . import _dtype
 from ._device import device as _device_cls
 from ._random import rng as _rng
+from ._symbolic import size_int
 from ._tensor import Tensor
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
@@ -32,7 +33,7 @@ def _sizes(size, caller: str = "empty") -> tuple:
                             f"{type(s).__name__}")
         if s < 0:
             raise RuntimeError(f"{caller}: Dimension size must be non-negative.")
-        out.append(int(s))
+        out.append(size_int(s))
     return tuple(out)
 
 

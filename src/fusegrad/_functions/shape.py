@@ -9,6 +9,7 @@ import numbers
 
 from .. import _dtype
 from .._dispatch import call
+from .._symbolic import size_int
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
@@ -21,7 +22,7 @@ from .reduction import sum
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(map(size_int, shape))
 
 
 def view(input, *shape):
