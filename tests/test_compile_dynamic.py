@@ -256,6 +256,20 @@ def test_size_arithmetic_and_factories():
     assert backend.graphs == 2
 
 
+def test_slices_aranges_repeats_and_shape_factories():
+    # Sizes computed from symbols reach the graph as nodes (in slices too), never as the
+    # example's values.
+    def f(x):
+        half = x[: x.shape[0] // 2] * 2
+        return (half.sum(0), x[fusegrad.arange(x.shape[0] - 1)], fusegrad.zeros(x.shape) + x,
+                x.unsqueeze(0).repeat(x.shape[0], 1, 1), x.new_ones(x.size()) * x)
+
+    # torch.compile's counts for the same calls (test_compile_dynamic_torch.py): the slice
+    # bound `x.shape[0] // 2` is guarded where it is clamped to the size.
+    assert _run(f, [(2, 4), (3, 4), (5, 4), (8, 4)]).graphs == 3
+    assert _run(f, [(2, 4), (3, 5), (5, 6), (8, 7)], dynamic=True).graphs == 3
+
+
 def test_two_inputs_share_a_symbol():
     def f(x, y):
         return (x + y).sum(0) * x.shape[1]

@@ -52,7 +52,21 @@ def square(t, x):
     return t.nn.functional.max_pool2d(x, 2).sum((2, 3))
 
 
+def slices(t, x):
+    half = x[: x.shape[0] // 2] * 2
+    return (half.sum(0), x[t.arange(x.shape[0] - 1)], t.zeros(x.shape) + x,
+            x.unsqueeze(0).repeat(x.shape[0], 1, 1), x.new_ones(x.size()) * x)
+
+
+def layers(t, x):
+    f = t.nn.functional
+    y = f.layer_norm(x, (4,)) @ f.softmax(x, -1).t()
+    return f.cross_entropy(y, t.arange(x.shape[0]) % 2), f.pad(x, (1, 1)).mean()
+
+
 PROGRAMS = [
+    (slices, [[(b, 4)] for b in (2, 3, 5, 8)]),
+    (layers, [[(b, 4)] for b in (2, 3, 5, 8)]),
     (branch, [[(b, 4)] for b in (2, 3, 5, 7, 6, 4)]),
     (eqbranch, [[(b, 4)] for b in (2, 3, 5, 7)]),
     (reshape, [[(b, 4)] for b in (2, 3, 5)]),

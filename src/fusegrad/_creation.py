@@ -223,7 +223,10 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)
-    n = max(math.ceil((end - start) / step), 0)
+    if all(isinstance(v, numbers.Integral) for v in vals):
+        n = max(-((start - end) // step), 0)  # exact for integers (and symbolic sizes)
+    else:
+        n = max(math.ceil((end - start) / step), 0)
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
                                                   else np.int64) * step).astype(dt))

@@ -405,6 +405,8 @@ def _as_node(v, builder=None):
 def _has_symbol(value) -> bool:
     if isinstance(value, SymInt):
         return True
+    if isinstance(value, slice):
+        return any(isinstance(v, SymInt) for v in (value.start, value.stop, value.step))
     return isinstance(value, (tuple, list)) and any(_has_symbol(v) for v in value)
 
 
@@ -413,6 +415,10 @@ def _size_nodes(value, builder):
     integer inputs, expressions over them operator nodes (`s77 * 4`)."""
     if isinstance(value, SymInt):
         return value.node(builder.graph, builder.symbol_nodes, builder.created)
+    if isinstance(value, slice):
+        return slice(*(_size_nodes(v, builder) for v in (value.start, value.stop, value.step)))
+    if not isinstance(value, (tuple, list)):
+        return value
     items = [_size_nodes(v, builder) for v in value]
     return items if isinstance(value, list) else tuple(items)
 
