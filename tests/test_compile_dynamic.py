@@ -299,6 +299,21 @@ def test_symbolic_size_across_a_graph_break():
     assert any(n.name == "l_m_" for n in backend.modules[-1].graph.nodes)
 
 
+def test_symbolic_size_is_an_int_to_the_program():
+    def f(x, n):
+        k = x.shape[0]
+        if isinstance(k, int) and type(n) is int and isinstance(n, int):
+            return x * k + n
+        return x
+
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend)
+    for b in (2, 3, 5):
+        x = fusegrad.randn(b, 2)
+        _close(compiled(x, b + 1), f(x, b + 1))
+    assert backend.graphs == 2
+
+
 def test_explain_shows_size_guards():
     def f(x):
         return x.view(x.shape[0], -1).sum(1)
