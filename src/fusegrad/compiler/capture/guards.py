@@ -9,6 +9,7 @@ The guards of one cache entry are compiled into a single check function; when it
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -31,17 +32,16 @@ def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
             and t._data.strides == byte_strides)
 
 
-def _dynamic_tensor_check(t, cls, shape, dtype, requires_grad) -> bool:
-    # A tensor with symbolic sizes (None in `shape`): the other sizes, and contiguity, which
-    # its symbolic strides assume.
+def _dynamic_tensor_check(t, cls, ndim, static, sizes, dtype, requires_grad) -> bool:
+    # A tensor with symbolic sizes: its rank, the static sizes (`static` picks them from the
+    # shape, equal to `sizes`), and contiguity, which its symbolic strides assume.
     if t.__class__ is not cls:
         return False
     if t._base is not None:
         _sync_view(t)
     data = t._data
-    return (t._dtype is dtype and t._rg is requires_grad and data.ndim == len(shape)
-            and all(a is None or a == b for a, b in zip(shape, data.shape))
-            and data.flags.c_contiguous)
+    return (t._dtype is dtype and t._rg is requires_grad and data.ndim == ndim
+            and static(data.shape) == sizes and data.flags.c_contiguous)
 
 
 class TensorGuard:
@@ -198,13 +198,18 @@ class GuardSet:
             scope[f"___dt{i}"] = g.dtype
             if g.dynamic:
                 scope["___check_dynamic"] = _dynamic_tensor_check
-                terms.append(f"___check_dynamic({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
-                             f"{g.requires_grad})")
+                static = [k for k, s in enumerate(g.shape) if s is not None]
+                scope[f"___static{i}"] = (operator.itemgetter(*static) if static
+                                          else lambda shape: ())
+                sizes = tuple(g.shape[k] for k in static)
+                sizes = sizes[0] if len(sizes) == 1 else sizes
+                terms.append(f"___check_dynamic({g.source}, ___cls{i}, {len(g.shape)}, "
+                             f"___static{i}, {sizes!r}, ___dt{i}, {g.requires_grad})")
                 continue
             terms.append(f"___check({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
                          f"{g.requires_grad}, {g.byte_strides!r})")
         terms += [f"({e})" for e in self.exprs]
-        body = " and ".join(terms) or "True"
+        body = fast_sizes(" and ".join(terms) or "True")
         src = f"def check(L, S, G):\n    try:\n        return {body}\n" \
               "    except Exception:\n        return False\n"
         exec(compile(src, "<fusegrad guards>", "exec"), scope)
@@ -229,6 +234,12 @@ class GuardSet:
             if not ok:
                 return e
         return None
+
+
+def fast_sizes(code: str) -> str:
+    """Compiled code reads a tensor input's size from its array (`L['x']._data.shape[0]`);
+    the printed guard keeps PyTorch's text (`L['x'].size()[0]`)."""
+    return code.replace(".size()[", "._data.shape[")
 
 
 def _module_call_is(module, forward, bound: bool) -> bool:

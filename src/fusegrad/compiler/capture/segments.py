@@ -26,6 +26,7 @@ from .. import logs
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
+from .guards import fast_sizes
 from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
@@ -372,7 +373,7 @@ class FrameRunner:
                       f"{seg.start})\n{gm.code}")
             seg.compiled = self.backend(gm, example_inputs)
             self.history.append(("graph", gm))
-        self._generate(seg, scope, sources)
+        self._generate(seg, scope, [fast_sizes(s) for s in sources])
 
     def _generate(self, seg: Segment, scope: dict, sources: list) -> None:
         """Write the Python that runs `seg` on every call (segment_code.py)."""
