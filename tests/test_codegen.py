@@ -383,3 +383,24 @@ def test_layer_norm_chain_is_one_kernel(caplog):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
     assert compiled.source.count("void cpp_fused_") == 1
     assert "def call(args):" in caplog.text and "void cpp_fused_" in caplog.text
+
+
+def test_graph_with_size_inputs():
+    """A graph taking a size as an integer input (a symbolic size of a captured graph, `s0`)
+    with arithmetic on it (`s0 * 4`) compiles: one variant per size, each equal to NumPy."""
+    import operator
+
+    g = fx.Graph()
+    s0 = g.placeholder("s0")
+    x = g.placeholder("l_x_")
+    rows = g.call_function(operator.mul, (s0, 4))
+    view = g.call_function(fusegrad.ops.aten.view.default, (x, [rows, -1]))
+    out = g.call_function(fusegrad.ops.aten.mul.Tensor,
+                          (g.call_function(fusegrad.ops.aten.exp.default, (view,)), 2.0))
+    g.output((out,))
+    compiled = compile_graph(fx.GraphModule({}, g), [2, fusegrad.randn(2, 4, 5)])
+    for b in (2, 3, 5):
+        x_np = np.random.default_rng(b).standard_normal((b, 4, 5)).astype(np.float32)
+        got = compiled(b, fusegrad.tensor(x_np))[0].numpy()
+        np.testing.assert_allclose(got, np.exp(x_np.reshape(b * 4, -1)) * 2, rtol=1e-6)
+    assert len(compiled.variants) == 3

@@ -227,7 +227,8 @@ def test_guards_recompile_on_new_shape_not_on_repeat():
 
 def test_recompile_limit_falls_back_to_eager_with_one_warning():
     counter = Counter()
-    fn = fusegrad.compile(lambda x, n: x * n, backend=counter)
+    # dynamic=False: automatic dynamic would make `n` an integer input after one change.
+    fn = fusegrad.compile(lambda x, n: x * n, backend=counter, dynamic=False)
     limit = fusegrad._dynamo.config.recompile_limit
     with pytest.warns(UserWarning, match="recompile_limit"):
         for n in range(limit + 3):

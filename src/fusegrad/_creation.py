@@ -15,6 +15,7 @@ import numpy as np
 from . import _dtype
 from ._device import device as _device_cls
 from ._random import rng as _rng
+from ._symbolic import size_int
 from ._tensor import Tensor
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
@@ -32,7 +33,7 @@ def _sizes(size, caller: str = "empty") -> tuple:
                             f"{type(s).__name__}")
         if s < 0:
             raise RuntimeError(f"{caller}: Dimension size must be non-negative.")
-        out.append(int(s))
+        out.append(size_int(s))
     return tuple(out)
 
 
@@ -231,7 +232,10 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)
-    n = max(math.ceil((end - start) / step), 0)
+    if all(isinstance(v, numbers.Integral) for v in vals):
+        n = max(-((start - end) // step), 0)  # exact for integers (and symbolic sizes)
+    else:
+        n = max(math.ceil((end - start) / step), 0)
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
                                                   else np.int64) * step).astype(dt))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..compiler import compile as _compile
 from ..compiler import config, disable, list_backends, reset
+from ..compiler.capture.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from . import exc
 from .explain import explain
 
@@ -17,4 +18,5 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None, disabl
     return decorate
 
 
-__all__ = ["optimize", "reset", "explain", "config", "disable", "list_backends", "exc"]
+__all__ = ["optimize", "reset", "explain", "config", "disable", "list_backends", "exc",
+           "mark_dynamic", "mark_static", "maybe_mark_dynamic"]

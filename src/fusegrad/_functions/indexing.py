@@ -10,6 +10,7 @@ import numbers
 
 from .. import _dtype
 from .._dispatch import call
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
@@ -157,8 +158,8 @@ def getitem(input, index):
 
 def _index_int(v):
     """A slice bound as an int; like Python's slices, only integers (`__index__`) or None."""
-    if v is None or v.__class__ is int:
-        return v
+    if v is None or v.__class__ is int or v.__class__ is SymInt:
+        return v  # a symbolic size stays symbolic (a slice of a captured graph)
     if not hasattr(v, "__index__"):
         raise TypeError("slice indices must be integers or None or have an __index__ method")
     return v.__index__()

@@ -9,6 +9,7 @@ import numbers
 
 from .. import _dtype
 from .._dispatch import call
+from .._symbolic import size_int
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
@@ -28,7 +29,7 @@ def _shape_args(shape) -> tuple:
                 break
         else:
             return shape
-    return tuple(int(s) for s in shape)
+    return tuple(map(size_int, shape))
 
 
 def view(input, *shape):

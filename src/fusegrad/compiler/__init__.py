@@ -25,6 +25,8 @@ class Config:
         self.recompile_limit = 8
         self.suppress_errors = False
         self.verbose = False
+        # After a recompile caused by a size change, make that size symbolic.
+        self.automatic_dynamic_shapes = True
 
     @property
     def cache_size_limit(self) -> int:
@@ -96,8 +98,9 @@ _RUNNERS: weakref.WeakSet = weakref.WeakSet()
 class CompiledFunction:
     """A function whose calls run through captured graphs (what `compile(fn)` returns)."""
 
-    def __init__(self, fn, backend="inductor", fullgraph: bool = False):
+    def __init__(self, fn, backend="inductor", fullgraph: bool = False, dynamic=None):
         self._orig = fn
+        self._dynamic = dynamic
         self._backend = lookup_backend(backend)
         self._fullgraph = fullgraph
         self._signature = inspect.signature(fn, follow_wrapped=False)
@@ -135,7 +138,8 @@ class CompiledFunction:
 
     def _get_runner(self) -> FrameRunner:
         if self._runner is None:
-            self._runner = FrameRunner(self._orig, self._backend, config, self._fullgraph)
+            self._runner = FrameRunner(self._orig, self._backend, config, self._fullgraph,
+                                       self._dynamic)
             _RUNNERS.add(self._runner)
         return self._runner
 
@@ -171,12 +175,13 @@ class CompiledFunction:
 _CALLEES: dict = {}
 
 
-def compile_callee(fn, backend):
-    """`fn` wrapped for capture (used when a call is run for real after a graph break)."""
-    key = (fn, backend)
+def compile_callee(fn, backend, dynamic=None):
+    """`fn` wrapped for capture (used when a call is run for real after a graph break),
+    with the caller's `dynamic` setting."""
+    key = (fn, backend, dynamic)
     wrapped = _CALLEES.get(key)
     if wrapped is None:
-        wrapped = _CALLEES[key] = CompiledFunction(fn, backend)
+        wrapped = _CALLEES[key] = CompiledFunction(fn, backend, dynamic=dynamic)
     return wrapped
 
 
@@ -197,11 +202,11 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
         from .optimized_module import OptimizedModule
 
         return OptimizedModule(model, CompiledFunction(type(model).forward, backend,
-                                                       fullgraph))
+                                                       fullgraph, dynamic))
     if not callable(model):
         raise RuntimeError("torch.compile() expects a function or a module, got "
                            f"{type(model).__name__}")
-    return CompiledFunction(model, backend, fullgraph)
+    return CompiledFunction(model, backend, fullgraph, dynamic)
 
 
 def _module_class():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._symbolic import size_int
 from ._onnx import norm_dim
 from ._util import (
     Spec,
@@ -152,7 +153,7 @@ def _repeat_kernel(a, repeats):
 
 
 def _repeat_meta(a, repeats):
-    repeats = tuple(int(r) for r in repeats)
+    repeats = tuple(map(size_int, repeats))
     _repeat_check(tuple(a.shape), repeats)
     shape = (1,) * (len(repeats) - len(a.shape)) + tuple(a.shape)
     return Spec(tuple(s * r for s, r in zip(shape, repeats)), a.dtype)

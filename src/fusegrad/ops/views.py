@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
+from .._symbolic import size_int
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
 from ._util import (
@@ -34,7 +35,7 @@ def elem_strides(a) -> tuple:
 
 def infer_size(shape, n: int) -> tuple:
     """`shape` with its -1 resolved for `n` elements; PyTorch's errors for bad shapes."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(size_int, shape))
     infer = [i for i, s in enumerate(shape) if s == -1]
     if len(infer) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -280,7 +281,7 @@ t = register(
 
 
 def _expand_shape(shape, sizes):
-    sizes = tuple(int(s) for s in sizes)
+    sizes = tuple(map(size_int, sizes))
     if len(sizes) < len(shape):
         raise RuntimeError(
             f"expand(torch.FloatTensor{{{size_str(shape)}}}, size={size_str(sizes)}): the number "

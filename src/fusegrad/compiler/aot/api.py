@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+from ..._symbolic import graph_is_dynamic
 from ..._tensor import Tensor
 from .. import logs
 from .joint import trace_inference, trace_joint
@@ -155,6 +156,11 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     fn = _WithState(mod, [n for n, _ in named]) if named else mod
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
                            inference_compiler, known_constants=_module_constants(mod))
+    if hasattr(mod, "graph") and graph_is_dynamic(mod):
+        # Tracing keeps sizes concrete (make_fx has no symbolic mode yet): a graph with
+        # symbolic sizes is traced once per input signature, each trace exact for its sizes.
+        logs.emit("recompiles", "AOT autograd traces a graph with symbolic sizes per input "
+                  "signature (symbolic tracing is not implemented)")
     runner = _ModuleRunner(compiled, state)
     compiled.compile_for(tuple(state) + tuple(args))
     return runner

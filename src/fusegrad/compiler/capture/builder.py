@@ -17,6 +17,7 @@ import numpy as np
 
 from ..._dtype import python_scalar
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .variables import (
@@ -65,6 +66,16 @@ class GraphBuilder:
         # the graph raises when it runs, the segment runs again eagerly from its start, so
         # it must not have changed its inputs in place.
         self.protected = False
+        # Dynamic shapes: `dynamic_dims(source, tensor)` says which sizes of an input are
+        # symbolic (None: all static); each symbol is an integer input of the graph.
+        self.dynamic_dims = None
+        self.dynamic_ints = None  # `(source, int) -> bool`: an integer input made symbolic
+        # Equal sizes share a symbol under `dynamic=True`, as in PyTorch; sizes made dynamic
+        # automatically (after a change) each get their own.
+        self.duck_sizing = False
+        self.shape_env = ShapeEnv()
+        self.symbol_nodes: dict = {}  # symbol name -> its placeholder
+        self.symbol_values: dict = {}  # symbol source -> its value (an example input)
 
     # ---------------------------------------------------------------- side effects
 
@@ -105,6 +116,9 @@ class GraphBuilder:
             return self._tensor_input(value, source)
         if source is None:
             return ConstantVariable(value)
+        if type(value) is int and self.dynamic_ints is not None and \
+                self.dynamic_ints(source, value):
+            return self._int_input(value, source)
         if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
             self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
                             f"{len(value)}")
@@ -168,7 +182,8 @@ class GraphBuilder:
                 return self.inputs[other_source]
         if self.mutated:
             self._refuse_aliasing(value)
-        self.guards.tensor(source, value)
+        dims = self.dynamic_dims(source, value) if self.dynamic_dims is not None else ()
+        self.guards.tensor(source, value, dims)
         name = placeholder_name(source)
         # Parameters and buffers come first, then other inputs in first-use order (as Dynamo).
         is_param = "._parameters[" in source or "._buffers[" in source
@@ -181,6 +196,8 @@ class GraphBuilder:
         else:
             node = self.graph.placeholder(name)
         fake = FakeTensor.from_tensor(value)
+        if dims:
+            fake = self._symbolic_fake(value, source, dims, node)
         node.meta["example_value"] = fake
         node.meta["source"] = source
         self.created.append(node)
@@ -189,12 +206,66 @@ class GraphBuilder:
         self.input_values[source] = value
         return var
 
+    def _symbolic_fake(self, value: Tensor, source: str, dims, node) -> FakeTensor:
+        """A fake of contiguous `value` whose sizes at `dims` are symbols; each new symbol
+        becomes a placeholder just before the tensor's (where Dynamo puts it)."""
+        shape = list(value.shape)
+        for d in sorted(dims):
+            sym_source = f"{source}.size()[{d}]"
+            sym, new = self.shape_env.symbol(sym_source, shape[d], self.duck_sizing)
+            shape[d] = sym
+            if new:
+                with self.graph.inserting_before(node):
+                    p = self.graph.placeholder(sym.expr)
+                p.meta["example_value"] = sym
+                p.meta["source"] = sym_source
+                p.meta["symbol"] = True
+                self.created.append(p)
+                self.symbol_nodes[sym.expr] = p
+                self.symbol_values[sym_source] = value.shape[d]
+        from ...ops._util import contiguous_strides
+
+        fake = FakeTensor._make_fake(shape, value.dtype, contiguous_strides(shape))
+        fake._rg = value.requires_grad
+        return fake
+
+    def _int_input(self, value: int, source: str) -> ConstantVariable:
+        """An integer read from the frame that is a symbol (it changed between captures):
+        an integer input of the graph, as Dynamo makes it."""
+        self.guards.add(f"type({source}) is int")
+        sym, new = self.shape_env.symbol(source, value, self.duck_sizing)
+        if new:
+            # Named after its source (`l_n_`), as Dynamo names an integer input.
+            name = placeholder_name(source)
+            first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            if first is not None:
+                with self.graph.inserting_before(first):
+                    p = self.graph.placeholder(name)
+            else:
+                p = self.graph.placeholder(name)
+            p.meta.update(example_value=sym, source=source, symbol=True)
+            self.created.append(p)
+            self.symbol_nodes[sym.expr] = p
+            self.symbol_values[source] = value
+        return ConstantVariable(sym)
+
+    def guards_with_sizes(self) -> GuardSet:
+        """The guard set with what the symbolic sizes assumed (their ranges, the branches
+        taken on them) added, as Python over sources."""
+        for expr in self.shape_env.source_guards():
+            self.guards.add(expr)
+        return self.guards
+
+    def as_node(self, v):
+        """The graph argument for variable `v` (sizes computed from symbols become nodes)."""
+        return _as_node(v, self)
+
     # ---------------------------------------------------------------- recording
 
     def call(self, kind: str, target, args: tuple, kwargs: dict) -> Variable:
         """Record a call_function / call_method node and compute its fake example."""
-        node_args = _map(args, _as_node)
-        node_kwargs = {k: _map(v, _as_node) for k, v in kwargs.items()}
+        node_args = _map(args, self.as_node)
+        node_kwargs = {k: _map(v, self.as_node) for k, v in kwargs.items()}
         fake_args = _map(args, _as_example)
         fake_kwargs = {k: _map(v, _as_example) for k, v in kwargs.items()}
         if not self.mutated and (_is_inplace(_target_name(target)) or any(
@@ -253,6 +324,11 @@ class GraphBuilder:
         for node in reversed(self.created[mark:]):
             if node.op == "placeholder":
                 source = node.meta["source"]
+                if node.meta.get("symbol"):
+                    name = node.meta["example_value"].expr
+                    self.shape_env.forget(name)
+                    self.symbol_nodes.pop(name, None)
+                    self.symbol_values.pop(source, None)
                 self.inputs.pop(source, None)
                 self.input_values.pop(source, None)
             for user in list(node.users):
@@ -304,23 +380,47 @@ def set_grad_enabled(mode: bool) -> None:
     set_mode(mode)
 
 
-def _as_node(v):
+def _as_node(v, builder=None):
     if isinstance(v, TensorVariable):
         return v.node
     if isinstance(v, ConstantVariable):
         if isinstance(v.value, Tensor):
             raise Unsupported("a tensor constant in a graph call")
+        if builder is not None and _has_symbol(v.value):
+            return _size_nodes(v.value, builder)
         if isinstance(v.value, (np.bool_, np.integer, np.floating)):
             # Graph code writes constants as Python literals: the number PyTorch reads.
             return python_scalar(v.value)
         return v.value
     if isinstance(v, SliceVariable):
-        return slice(_as_node(v.start), _as_node(v.stop), _as_node(v.step))
+        return slice(_as_node(v.start, builder), _as_node(v.stop, builder),
+                     _as_node(v.step, builder))
     if isinstance(v, ListVariable):
-        return [_as_node(i) for i in v.items]
+        return [_as_node(i, builder) for i in v.items]
     if isinstance(v, TupleVariable):
-        return tuple(_as_node(i) for i in v.items)
+        return tuple(_as_node(i, builder) for i in v.items)
     raise Unsupported(f"argument of type {type(v).__name__} in a graph call")
+
+
+def _has_symbol(value) -> bool:
+    if isinstance(value, SymInt):
+        return True
+    if isinstance(value, slice):
+        return any(isinstance(v, SymInt) for v in (value.start, value.stop, value.step))
+    return isinstance(value, (tuple, list)) and any(_has_symbol(v) for v in value)
+
+
+def _size_nodes(value, builder):
+    """A size (or a shape) holding symbols as graph arguments: symbols are the graph's
+    integer inputs, expressions over them operator nodes (`s77 * 4`)."""
+    if isinstance(value, SymInt):
+        return value.node(builder.graph, builder.symbol_nodes, builder.created)
+    if isinstance(value, slice):
+        return slice(*(_size_nodes(v, builder) for v in (value.start, value.stop, value.step)))
+    if not isinstance(value, (tuple, list)):
+        return value
+    items = [_size_nodes(v, builder) for v in value]
+    return items if isinstance(value, list) else tuple(items)
 
 
 def _as_example(v):

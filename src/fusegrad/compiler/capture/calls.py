@@ -18,6 +18,7 @@ import math
 import operator
 import types
 
+from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from .exceptions import make_exception
 from .guards import _is_plain_data
@@ -245,6 +246,12 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             if src is not None:  # the container may grow or shrink between calls
                 tr.builder.guards.length(src, n)
             return ConstantVariable(n)
+    if f in (isinstance, type) and isinstance(args[0], ConstantVariable) and \
+            isinstance(args[0].value, SymInt):
+        # A symbolic size is an int when the graph runs.
+        if f is type:
+            return ConstantVariable(int)
+        return ConstantVariable(isinstance(args[0].value.hint, tr.as_python(args[1])))
     if f is isinstance and len(args) == 2:
         cls = tr.as_python(args[1])
         return ConstantVariable(issubclass(args[0].python_type(), cls)

@@ -9,11 +9,13 @@ The guards of one cache entry are compiled into a single check function; when it
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from ... import _dtype
 from ..._dispatch import sync_view as _sync_view
+from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 
@@ -30,6 +32,18 @@ def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
             and t._data.strides == byte_strides)
 
 
+def _dynamic_tensor_check(t, cls, ndim, static, sizes, dtype, requires_grad) -> bool:
+    # A tensor with symbolic sizes: its rank, the static sizes (`static` picks them from the
+    # shape, equal to `sizes`), and contiguity, which its symbolic strides assume.
+    if t.__class__ is not cls:
+        return False
+    if t._base is not None:
+        _sync_view(t)
+    data = t._data
+    return (t._dtype is dtype and t._rg is requires_grad and data.ndim == ndim
+            and static(data.shape) == sizes and data.flags.c_contiguous)
+
+
 class TensorGuard:
     """A tensor input's type, shape, strides, dtype and requires_grad.
 
@@ -38,10 +52,12 @@ class TensorGuard:
     another layout.
     """
 
-    def __init__(self, source: str, t: Tensor):
+    def __init__(self, source: str, t: Tensor, dynamic=()):
         self.source = source
         self.cls = type(t)
-        self.shape = tuple(t.shape)
+        # A symbolic size is None: its range is a separate guard (`2 <= L['x'].size()[0]`).
+        self.dynamic = tuple(sorted(dynamic))
+        self.shape = tuple(None if i in dynamic else s for i, s in enumerate(t.shape))
         self.stride = tuple(t.stride())
         self.byte_strides = tuple(t._data.strides)
         self.dtype = t.dtype
@@ -49,6 +65,13 @@ class TensorGuard:
 
     def text(self) -> str:
         """The guard as readable Python."""
+        if self.dynamic:  # PyTorch's text: symbolic sizes and strides print as None
+            shape = list(self.shape)
+            stride = [None if any(d > i for d in self.dynamic) else s
+                      for i, s in enumerate(self.stride)]
+            return (f"check_tensor({self.source}, {self.cls.__name__}, size={shape}, "
+                    f"stride={stride}, dtype={self.dtype!r}, "
+                    f"requires_grad={self.requires_grad})")
         return (f"check_tensor({self.source}, {self.cls.__name__}, shape={self.shape}, "
                 f"stride={self.stride}, dtype={self.dtype!r}, "
                 f"requires_grad={self.requires_grad})")
@@ -62,10 +85,12 @@ class TensorGuard:
             return (f"tensor '{name}' rank mismatch. expected {len(self.shape)}, actual "
                     f"{value.ndim}")
         for i, (a, b) in enumerate(zip(self.shape, value.shape)):
-            if a != b:
+            if a is not None and a != b:
                 return f"tensor '{name}' size mismatch at index {i}. expected {a}, actual {b}"
+        if self.dynamic and not value.is_contiguous():
+            return f"tensor '{name}' is not contiguous"
         for i, (a, b) in enumerate(zip(self.stride, value.stride())):
-            if a != b:
+            if not self.dynamic and a != b:
                 return (f"tensor '{name}' stride mismatch at index {i}. expected {a}, actual "
                         f"{b}")
         if value.dtype is not self.dtype:
@@ -92,10 +117,11 @@ class GuardSet:
             self._seen.add(expr)
             self.exprs.append(expr)
 
-    def tensor(self, source: str, t: Tensor) -> None:
-        """Guard a tensor input's type, shape, dtype and requires_grad."""
+    def tensor(self, source: str, t: Tensor, dynamic=()) -> None:
+        """Guard a tensor input's type, shape, dtype and requires_grad (sizes at `dynamic`
+        are symbolic: any, with the tensor contiguous)."""
         if source not in self.tensors:
-            self.tensors[source] = TensorGuard(source, t)
+            self.tensors[source] = TensorGuard(source, t, dynamic)
 
     def constant(self, source: str, value) -> None:
         """Guard a Python value: its type and value for plain data, its identity otherwise."""
@@ -170,10 +196,20 @@ class GuardSet:
         for i, g in enumerate(self.tensors.values()):
             scope[f"___cls{i}"] = g.cls
             scope[f"___dt{i}"] = g.dtype
+            if g.dynamic:
+                scope["___check_dynamic"] = _dynamic_tensor_check
+                static = [k for k, s in enumerate(g.shape) if s is not None]
+                scope[f"___static{i}"] = (operator.itemgetter(*static) if static
+                                          else lambda shape: ())
+                sizes = tuple(g.shape[k] for k in static)
+                sizes = sizes[0] if len(sizes) == 1 else sizes
+                terms.append(f"___check_dynamic({g.source}, ___cls{i}, {len(g.shape)}, "
+                             f"___static{i}, {sizes!r}, ___dt{i}, {g.requires_grad})")
+                continue
             terms.append(f"___check({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
                          f"{g.requires_grad}, {g.byte_strides!r})")
         terms += [f"({e})" for e in self.exprs]
-        body = " and ".join(terms) or "True"
+        body = fast_sizes(" and ".join(terms) or "True")
         src = f"def check(L, S, G):\n    try:\n        return {body}\n" \
               "    except Exception:\n        return False\n"
         exec(compile(src, "<fusegrad guards>", "exec"), scope)
@@ -198,6 +234,12 @@ class GuardSet:
             if not ok:
                 return e
         return None
+
+
+def fast_sizes(code: str) -> str:
+    """Compiled code reads a tensor input's size from its array (`L['x']._data.shape[0]`);
+    the printed guard keeps PyTorch's text (`L['x'].size()[0]`)."""
+    return code.replace(".size()[", "._data.shape[")
 
 
 def _module_call_is(module, forward, bound: bool) -> bool:
@@ -288,8 +330,9 @@ _BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(N
 def _is_plain_data(value) -> bool:
     """Immutable data compared by value: numbers, strings, and tuples/frozensets of them
     (subclasses too: a NumPy scalar, an IntEnum member)."""
-    if value is None or isinstance(value, (bool, int, float, str, complex, bytes, type(...))):
-        return True
+    if value is None or isinstance(value, (bool, int, float, str, complex, bytes, type(...),
+                                           SymInt)):
+        return True  # a SymInt (a symbolic size) only exists while translating
     if isinstance(value, (tuple, frozenset)):
         return all(_is_plain_data(v) for v in value)
     return False

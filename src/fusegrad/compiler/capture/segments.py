@@ -18,12 +18,15 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..._random import get_rng_state, set_rng_state
+from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from .. import logs
-from .builder import _INPLACE_OPERATORS, GraphBuilder, _mutates
+from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
+from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
+from .guards import fast_sizes
 from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
@@ -75,8 +78,9 @@ class Segment:
 class FrameRunner:
     """The segments of one code object under one backend, and how to run them."""
 
-    def __init__(self, fn, backend, config, fullgraph: bool = False):
+    def __init__(self, fn, backend, config, fullgraph: bool = False, dynamic=None):
         self.fn = fn
+        self.dynamic = DynamicPolicy(dynamic, config)
         self.code = fn.__code__
         self.backend = backend
         self.config = config
@@ -200,7 +204,8 @@ class FrameRunner:
                         {k: ConstantVariable(v) for k, v in L.items() if not k.startswith("___")},
                         [NullVariable() if v is NULL else ConstantVariable(v) for v in S],
                         start=offset, concrete=True,
-                        callee_wrapper=lambda f: compile_callee(f, self.backend))
+                        callee_wrapper=lambda f: compile_callee(f, self.backend,
+                                                                self.dynamic.dynamic))
         tr.kw_names = kw_names
         return tr
 
@@ -243,12 +248,15 @@ class FrameRunner:
         seg = Segment(start, "eager", reason=reason, line=line, native=start == 0)
         if builder is not None:
             # Guarded by what the translator had read: other inputs are translated afresh.
-            seg.guards = builder.guards
-            seg.check = builder.guards.compile()
+            seg.guards = builder.guards_with_sizes()
+            seg.check = seg.guards.compile()
         return seg
 
     def _capture(self, start: int, L: dict, S: list) -> Segment:
         builder = GraphBuilder()
+        builder.dynamic_dims = self.dynamic.for_capture(start)
+        builder.dynamic_ints = self.dynamic.int_for_capture(start)
+        builder.duck_sizing = self.dynamic.dynamic is True
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
         # The NULL below a callable (the stack at a call after a break) stays a NULL.
@@ -274,7 +282,7 @@ class FrameRunner:
                 tr.step()
             except Return as r:
                 seg = Segment(start, "return")
-                outputs = _Outputs()
+                outputs = _Outputs(builder)
                 seg.result = _spec(r.value, outputs)
                 break
             except Unsupported as e:
@@ -304,7 +312,7 @@ class FrameRunner:
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
                               reason=str(e), line=line)
-                outputs = _Outputs()
+                outputs = _Outputs(builder)
                 try:
                     seg.stack = [_spec(v, outputs) for v in before_stack]
                     # An exception leaving the frame: its locals are dead.
@@ -337,32 +345,35 @@ class FrameRunner:
 
     def _finish(self, seg: Segment, builder: GraphBuilder, outputs: _Outputs) -> None:
         graph = builder.graph
+        for name in builder.shape_env.unified:  # a size equal to another: dropped if unused
+            builder.symbol_nodes[name].meta["unified"] = True
         _eliminate_dead_code(graph, outputs.nodes)
         if builder.mutated and len(builder.input_values) > 1:
             # The graph writes into a tensor input, captured with no inputs sharing memory:
             # inputs that do must recompile (where the write then runs for real).
             builder.guards.add(f"___distinct_storage({', '.join(builder.input_values)})")
-        seg.guards = builder.guards
+        seg.guards = builder.guards_with_sizes()
         self.history.append(("guards", builder.guards.lines()))
         logs.emit("guards", "GUARDS:\n" + "\n".join(builder.guards.lines()))
         scope = seg.scope = dict(builder.guards.values)
         seg.check = builder.guards.compile()
         has_ops = any(n.op not in ("placeholder", "output") for n in graph.nodes)
-        sources = [v.source for v in builder.inputs.values()]
+        values = {v.source: builder.input_values[v.source] for v in builder.inputs.values()}
+        values.update(builder.symbol_values)  # symbolic sizes: integer inputs
         order = [n.meta["source"] for n in graph.nodes if n.op == "placeholder"]
-        sources = [s for s in order if s in sources]
+        sources = [s for s in order if s in values]
         if outputs.nodes or has_ops:
             graph.output(tuple(outputs.nodes))
             from ... import fx
 
             gm = fx.GraphModule({}, graph)
             seg.graph_module = gm
-            example_inputs = [builder.input_values[s] for s in sources]
+            example_inputs = [values[s] for s in sources]
             logs.emit("graph_code", f"TRACED GRAPH ({self.code.co_name} from offset "
                       f"{seg.start})\n{gm.code}")
             seg.compiled = self.backend(gm, example_inputs)
             self.history.append(("graph", gm))
-        self._generate(seg, scope, sources)
+        self._generate(seg, scope, [fast_sizes(s) for s in sources])
 
     def _generate(self, seg: Segment, scope: dict, sources: list) -> None:
         """Write the Python that runs `seg` on every call (segment_code.py)."""
@@ -479,7 +490,8 @@ class _LazyLocals(dict):
 class _Outputs:
     """The graph nodes a segment must output, numbered in order."""
 
-    def __init__(self):
+    def __init__(self, builder=None):
+        self.builder = builder  # where sizes computed from symbols become nodes
         self.nodes: list = []
         self.index: dict = {}
         self.aliases: dict = {}  # id of a mutable container variable -> its number
@@ -508,6 +520,8 @@ def _spec_value(v, outputs: _Outputs):
         if v.node.op == "placeholder":
             return ("source", v.node.meta["source"])
         return ("out", outputs.add(v.node))
+    if isinstance(v, ConstantVariable) and v.source is None and _has_symbol(v.value):
+        return _size_spec(v.value, outputs)
     if isinstance(v, ConstantVariable):
         if isinstance(v.value, Tensor) and v.source is None:
             raise Unsupported("a tensor constant in the frame state")
@@ -547,6 +561,18 @@ def _spec_value(v, outputs: _Outputs):
     raise Unsupported(f"cannot rebuild a {type(v).__name__}")
 
 
+def _size_spec(value, outputs: _Outputs):
+    """A size computed from symbols, live after the graph: a symbol is read again from its
+    source, an expression is a graph output; a shape holding them is specialised (guarded)."""
+    if isinstance(value, SymInt):
+        builder = outputs.builder
+        if value._is_symbol():
+            return ("source", builder.shape_env.sources[value.expr])
+        return ("out", outputs.add(value.node(builder.graph, builder.symbol_nodes,
+                                              builder.created)))
+    return ("const", type(value)(int(v) for v in value))
+
+
 def _store_back(tr: Translator, L: dict, S: list) -> None:
     for k, v in tr.locals.items():
         L[k] = v.value if isinstance(v, ConstantVariable) else v
@@ -561,6 +587,9 @@ def _eliminate_dead_code(graph, keep) -> None:
     for node in reversed(list(graph.nodes)):
         if node.op == "output" or node in keep or node.users:
             continue
+        if node.op == "placeholder" and node.meta.get("symbol") and \
+                not node.meta.get("unified"):
+            continue  # a size input: Dynamo keeps these even where unused
         if node.op == "placeholder":  # an input nothing uses (Dynamo drops these too)
             graph.erase_node(node)
             continue

@@ -15,6 +15,7 @@ or `opdef` attribute (the printable `fusegrad.ops.aten.<name>.<overload>` handle
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ... import _dtype
@@ -523,6 +524,10 @@ class GraphLowering:
         kwargs = {k: self._value(v) for k, v in n.kwargs.items()}
         if n.target is operator.getitem:
             return args[0][args[1]]
+        if n.target in _SIZE_ARITHMETIC and all(type(a) is int for a in args):
+            # Arithmetic on size inputs (`s77 * 4` of a dynamic graph): the graph is lowered
+            # per input signature, so sizes are known here.
+            return n.target(*args)
         op = resolve_op(n.target)
         if op is None:
             raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
@@ -599,6 +604,10 @@ def _iter_values(args):
             yield from _iter_values(a)
         else:
             yield a
+
+
+_SIZE_ARITHMETIC = frozenset([operator.add, operator.sub, operator.mul, operator.floordiv,
+                              operator.mod])
 
 
 def _flatten_output(out):

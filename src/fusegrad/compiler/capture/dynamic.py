@@ -1,0 +1,127 @@
+"""Which sizes of a graph's tensor inputs are symbolic (dynamic shapes), as Dynamo decides.
+
+- `compile(..., dynamic=True)`: every size of every input (not parameters or buffers).
+- `dynamic=None` (the default) with `config.automatic_dynamic_shapes`: static first; when a
+  capture at the same start offset sees an input whose size at some dimension differs from
+  the one recorded before, that dimension is symbolic from then on (so a third batch size
+  reuses the second graph).
+- `dynamic=False`: all static, whatever was marked.
+- Integer inputs (a local int after a graph break, an int argument) follow the same rules.
+- `mark_dynamic(t, dim)` / `maybe_mark_dynamic(t, dim)` make a dimension symbolic from the
+  first capture; `mark_static(t, dim)` keeps it static.
+
+Sizes 0 and 1 always stay static (PyTorch's 0/1 specialisation), and a non-contiguous input
+stays static (its strides would be expressions over sizes that the guards do not cover).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ..._tensor import Tensor
+
+# id(tensor) -> (weak reference, {"dynamic": set, "static": set}); tensors have no __dict__,
+# and a WeakKeyDictionary would compare tensors with `==` (elementwise).
+_MARKS: dict[int, tuple] = {}
+
+
+def _marks_of(t: Tensor, create: bool = False) -> dict | None:
+    entry = _MARKS.get(id(t))
+    if entry is not None and entry[0]() is t:
+        return entry[1]
+    if not create:
+        return None
+    key = id(t)
+    marks = {"dynamic": set(), "static": set()}
+    _MARKS[key] = (weakref.ref(t, lambda _r, k=key: _MARKS.pop(k, None)), marks)
+    return marks
+
+
+def _dims(t: Tensor, index) -> list[int]:
+    dims = list(index) if isinstance(index, (list, tuple)) else [index]
+    n = t.dim()
+    out = []
+    for d in dims:
+        if not -n <= d < n:
+            raise AssertionError(f"Attempted to mark dimension {d} on a tensor of rank {n}")
+        out.append(d % n)
+    return out
+
+
+def mark_dynamic(t: Tensor, index, *, min=None, max=None) -> None:  # noqa: A002
+    """Make size `index` (an int or a list of them) of `t` symbolic when a compiled function
+    first captures it."""
+    marks = _marks_of(t, create=True)
+    for d in _dims(t, index):
+        marks["dynamic"].add(d)
+        marks["static"].discard(d)
+
+
+maybe_mark_dynamic = mark_dynamic
+
+
+def mark_static(t: Tensor, index=None) -> None:
+    """Keep size `index` of `t` (all sizes when None) static."""
+    marks = _marks_of(t, create=True)
+    dims = range(t.dim()) if index is None else _dims(t, index)
+    for d in dims:
+        marks["static"].add(d)
+        marks["dynamic"].discard(d)
+
+
+class DynamicPolicy:
+    """Decides the symbolic sizes of inputs for one compiled function (one FrameRunner)."""
+
+    def __init__(self, dynamic, config):
+        self.dynamic = dynamic
+        self.config = config
+        self.seen: dict[tuple, tuple] = {}  # (start offset, source) -> sizes (None: dynamic)
+
+    def for_capture(self, start: int):
+        """The `dynamic_dims(source, tensor)` callable for a capture from offset `start`."""
+        return lambda source, value: self.dims(start, source, value)
+
+    def int_for_capture(self, start: int):
+        """The `dynamic_ints(source, value)` callable for a capture from offset `start`."""
+        return lambda source, value: self.is_dynamic_int(start, source, value)
+
+    def is_dynamic_int(self, start: int, source: str, value: int) -> bool:
+        """Whether integer input `value` (read from `source`) is a symbol: with
+        `dynamic=True`, or once it changed between captures (automatic dynamic)."""
+        if self.dynamic is False or value < 2:
+            return False  # 0 and 1 stay static, as sizes do
+        if self.dynamic is True:
+            return True
+        if not self.config.automatic_dynamic_shapes:
+            return False
+        key = (start, source)
+        before = self.seen.get(key, value)
+        self.seen[key] = None if before is None or before != value else value
+        return self.seen[key] is None
+
+    def dims(self, start: int, source: str, value: Tensor) -> tuple:
+        """The dimensions of input `value` (read from `source`) to make symbolic."""
+        if self.dynamic is False or "._parameters[" in source or "._buffers[" in source:
+            return ()  # parameters and buffers stay static, as PyTorch's by default
+        shape = tuple(value.shape)
+        if self.dynamic is True:
+            chosen = set(range(len(shape)))
+        else:
+            chosen = set()
+            if self.config.automatic_dynamic_shapes:
+                key = (start, source)
+                before = self.seen.get(key)
+                if before is not None and len(before) == len(shape):
+                    merged = tuple(None if a is None or a != b else a
+                                   for a, b in zip(before, shape))
+                    chosen = {i for i, a in enumerate(merged) if a is None}
+                else:
+                    merged = shape
+                self.seen[key] = merged
+        marks = _marks_of(value)
+        if marks is not None:
+            chosen = (chosen | marks["dynamic"]) - marks["static"]
+        chosen = {d for d in chosen if shape[d] >= 2}
+        if chosen and not value.is_contiguous():
+            return ()
+        return tuple(sorted(chosen))

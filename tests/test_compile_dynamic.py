@@ -1,0 +1,325 @@
+"""Dynamic shapes: symbolic sizes in captured graphs, as torch.compile makes them.
+
+Automatic dynamic (the default): a recompile caused by a size change captures that size as a
+symbol, so a third size reuses the second graph. `dynamic=True` makes every size symbolic,
+`dynamic=False` none; `mark_dynamic` / `mark_static` pick single sizes; sizes 0 and 1 stay
+static. Every compiled result is compared with eager execution, and the graph counts are the
+ones torch.compile gives for the same programs (tests/test_compile_dynamic_torch.py checks
+them against torch). No torch here: the 3.12/3.13 runs use this file too.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from compile_support import Counter
+
+import fusegrad
+import fusegrad.nn as nn
+from fusegrad.compiler import logs
+
+
+class Graphs(Counter):
+    """A counting backend that also keeps the graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.modules = []
+
+    def __call__(self, gm, example_inputs):
+        self.modules.append(gm)
+        return super().__call__(gm, example_inputs)
+
+
+def _close(a, b) -> None:
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _close(x, y)
+        return
+    assert tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _run(fn, shapes, **options):
+    """Compile `fn`, call it on random inputs of each shape (a tuple of shapes per call for
+    several arguments), compare with eager; returns the backend."""
+    backend = Graphs()
+    compiled = fusegrad.compile(fn, backend=backend, **options)
+    fusegrad.manual_seed(0)
+    for shape in shapes:
+        shape_list = shape if isinstance(shape[0], tuple) else (shape,)
+        args = [fusegrad.randn(*s) for s in shape_list]
+        _close(compiled(*args), fn(*args))
+    return backend
+
+
+def mlp_step(x, w):
+    y = fusegrad.relu(x @ w) + 1
+    return y.view(x.shape[0], -1).sum(1), y.reshape(-1, 2)
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def log_lines():
+    handler = _Capture()
+    logs.set_logs(recompiles=True, guards=True)
+    logs.log.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        logs.log.removeHandler(handler)
+        logs.set_logs(recompiles=False, guards=False)
+
+
+def test_three_batch_sizes_compile_twice():
+    w = fusegrad.randn(4, 6)
+    backend = _run(lambda x: mlp_step(x, w), [(2, 4), (3, 4), (5, 4), (7, 4)])
+    assert backend.graphs == 2
+    second = backend.modules[1]
+    names = [n.name for n in second.graph.nodes if n.op == "placeholder"]
+    # The size is an integer input named as Dynamo names it, placed before its tensor.
+    assert names[:2] == ["s77", "l_x_"]
+    assert "view(s77, -1)" in second.code
+    assert "view(2, -1)" in backend.modules[0].code
+
+
+def test_recompile_and_guard_logs(log_lines):
+    w = fusegrad.randn(4, 6)
+
+    def f(x):
+        return mlp_step(x, w)
+
+    _run(f, [(2, 4), (3, 4), (5, 4), (1, 4)])
+    text = "\n".join(log_lines)
+    assert "tensor 'L['x']' size mismatch at index 0. expected 2, actual 3" in text
+    assert "check_tensor(L['x'], Tensor, size=[None, 4], stride=[4, 1]" in text
+    assert "\n2 <= L['x'].size()[0]" in text
+    # Size 1 fails the symbolic entry's range guard and is captured statically.
+    assert "triggered by the following guard failure(s): 2 <= L['x'].size()[0]" in text
+
+
+def test_mlp_module():
+    fusegrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    backend = _run(model, [(2, 4), (3, 4), (5, 4)])
+    assert backend.graphs == 2
+    # Parameters stay static: the only symbol is the batch size.
+    symbols = [n.name for n in backend.modules[1].graph.nodes
+               if n.op == "placeholder" and n.meta.get("symbol")]
+    assert len(symbols) == 1
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(4 * 4 * 4, 5)
+
+    def forward(self, x):
+        y = self.pool(fusegrad.relu(self.conv(x)))
+        return (self.fc(y.flatten(1)) + self.fc(y.view(x.shape[0], -1))
+                + self.fc(y.reshape(y.size(0), -1)))
+
+
+def test_conv_net_module():
+    fusegrad.manual_seed(0)
+    backend = _run(ConvNet(), [(2, 3, 8, 8), (3, 3, 8, 8), (5, 3, 8, 8)])
+    assert backend.graphs == 2
+    assert "reshape(s77, -1)" in backend.modules[1].code
+
+
+def test_conv_net_image_size_change():
+    # A change of height and width makes those sizes symbolic; the conv and pooling output
+    # sizes are computed from the symbols (no guard on their values).
+    class Pool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 2, 3, padding=1, stride=2)
+
+        def forward(self, x):
+            return fusegrad.nn.functional.max_pool2d(self.conv(x), 2).sum((2, 3))
+
+    fusegrad.manual_seed(0)
+    backend = _run(Pool(), [(2, 3, 8, 8), (2, 3, 12, 12), (2, 3, 16, 16)])
+    assert backend.graphs == 2
+    # Sizes made dynamic after a change each get their own symbol: 16x20 is no new graph.
+    backend = _run(Pool(), [(2, 3, 8, 8), (2, 3, 12, 12), (2, 3, 16, 20), (2, 3, 9, 11)])
+    assert backend.graphs == 2
+    # Under dynamic=True equal sizes share a symbol (duck sizing, guarded equal), as in
+    # PyTorch: 16x20 recompiles once, with two symbols.
+    backend = _run(Pool(), [(2, 3, 8, 8), (2, 3, 12, 12), (2, 3, 16, 20), (2, 3, 9, 11)],
+                   dynamic=True)
+    assert backend.graphs == 2
+
+
+def test_dynamic_true_compiles_once():
+    w = fusegrad.randn(4, 6)
+    backend = _run(lambda x: mlp_step(x, w), [(2, 4), (3, 4), (5, 4)], dynamic=True)
+    assert backend.graphs == 1
+
+
+def test_dynamic_false_compiles_per_size():
+    w = fusegrad.randn(4, 6)
+    backend = _run(lambda x: mlp_step(x, w), [(2, 4), (3, 4), (5, 4)], dynamic=False)
+    assert backend.graphs == 3
+
+
+def test_automatic_dynamic_off_in_config():
+    w = fusegrad.randn(4, 6)
+    fusegrad._dynamo.config.automatic_dynamic_shapes = False
+    try:
+        backend = _run(lambda x: mlp_step(x, w), [(2, 4), (3, 4), (5, 4)])
+    finally:
+        fusegrad._dynamo.config.automatic_dynamic_shapes = True
+    assert backend.graphs == 3
+
+
+def test_mark_dynamic_and_mark_static():
+    def f(x):
+        return (x * 2).sum(0)
+
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend)
+    for n in (2, 3, 5):
+        x = fusegrad.randn(n, 4)
+        fusegrad._dynamo.mark_dynamic(x, 0)
+        _close(compiled(x), f(x))
+    assert backend.graphs == 1
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend, dynamic=True)
+    for n in (2, 3, 5):
+        x = fusegrad.randn(n, 4)
+        fusegrad._dynamo.mark_static(x, 0)
+        _close(compiled(x), f(x))
+    assert backend.graphs == 3
+    with pytest.raises(AssertionError):
+        fusegrad._dynamo.mark_dynamic(fusegrad.randn(2), 1)
+
+
+def test_sizes_zero_and_one_stay_static():
+    def f(x):
+        return x.sum(0) + x.shape[0]
+
+    backend = _run(f, [(2, 3), (3, 3), (1, 3), (0, 3), (4, 3), (1, 3)])
+    # 2, then 3 (symbolic), then 1 and 0 each static; 4 and 1 again reuse graphs.
+    assert backend.graphs == 4
+    for gm in backend.modules[2:]:
+        assert not any(n.meta.get("symbol") for n in gm.graph.nodes)
+
+
+def test_branch_on_symbolic_size_is_guarded():
+    def f(x):
+        if x.shape[0] > 4:
+            return x * 2
+        return x - 1
+
+    backend = _run(f, [(2, 4), (3, 4), (5, 4), (7, 4), (6, 4), (4, 4)])
+    assert backend.graphs == 3  # static 2, symbolic (<= 4), symbolic (> 4)
+
+
+def test_equality_with_a_size_specialises():
+    def f(x):
+        if x.size(0) == 3:
+            return x * 2
+        return x - 1
+
+    backend = _run(f, [(2, 4), (3, 4), (5, 4), (7, 4)])
+    assert backend.graphs == 3
+
+
+def test_reshape_and_view_with_symbolic_sizes():
+    def f(x):
+        n = x.shape[0]
+        return x.reshape(-1), x.view(n, -1, 2).sum(2), x.reshape(n * 2, -1)
+
+    assert _run(f, [(2, 4), (3, 4), (5, 4)]).graphs == 2
+    assert _run(f, [(2, 4), (3, 6), (5, 8)], dynamic=True).graphs == 1
+
+
+def test_size_arithmetic_and_factories():
+    def f(x):
+        return x.new_zeros(x.shape[0] // 2 + 1) + x.shape[0], fusegrad.ones(x.size(0), 2)
+
+    backend = _run(f, [(2,), (3,), (5,), (8,)])
+    assert backend.graphs == 2
+
+
+def test_slices_aranges_repeats_and_shape_factories():
+    # Sizes computed from symbols reach the graph as nodes (in slices too), never as the
+    # example's values.
+    def f(x):
+        half = x[: x.shape[0] // 2] * 2
+        return (half.sum(0), x[fusegrad.arange(x.shape[0] - 1)], fusegrad.zeros(x.shape) + x,
+                x.unsqueeze(0).repeat(x.shape[0], 1, 1), x.new_ones(x.size()) * x)
+
+    # torch.compile's counts for the same calls (test_compile_dynamic_torch.py): the slice
+    # bound `x.shape[0] // 2` is guarded where it is clamped to the size.
+    assert _run(f, [(2, 4), (3, 4), (5, 4), (8, 4)]).graphs == 3
+    assert _run(f, [(2, 4), (3, 5), (5, 6), (8, 7)], dynamic=True).graphs == 3
+
+
+def test_two_inputs_share_a_symbol():
+    def f(x, y):
+        return (x + y).sum(0) * x.shape[1]
+
+    backend = _run(f, [((b, b + 2), (b, b + 2)) for b in (2, 3, 5)])
+    assert backend.graphs == 2
+    symbols = [n.name for n in backend.modules[1].graph.nodes if n.meta.get("symbol")]
+    assert len(symbols) == 2  # x's two sizes; y's are the same symbols (guarded equal)
+    compiled = fusegrad.compile(f, backend=backend)
+    _run(f, [((2, 4), (2, 4)), ((3, 5), (3, 5))])
+    x, y = fusegrad.randn(3, 5), fusegrad.randn(1, 5)  # broadcasting: another graph
+    _close(compiled(x, y), f(x, y))
+
+
+def test_symbolic_size_across_a_graph_break():
+    def f(x):
+        y = x * 2
+        m = x.shape[0] * 2 + 1
+        n = x.shape[0]
+        print()  # a graph break: m, n and y are rebuilt after the first graph
+        return y.sum(0) * m + n, y.view(n, -1)
+
+    backend = _run(f, [(2, 3), (3, 3), (5, 3), (6, 3)])
+    # Two graphs, each static then symbolic (m and n, ints in the frame after the break,
+    # become integer inputs once they change).
+    assert backend.graphs == 4
+    assert any(n.name == "l_m_" for n in backend.modules[-1].graph.nodes)
+
+
+def test_symbolic_size_is_an_int_to_the_program():
+    def f(x, n):
+        k = x.shape[0]
+        if isinstance(k, int) and type(n) is int and isinstance(n, int):
+            return x * k + n
+        return x
+
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend)
+    for b in (2, 3, 5):
+        x = fusegrad.randn(b, 2)
+        _close(compiled(x, b + 1), f(x, b + 1))
+    assert backend.graphs == 2
+
+
+def test_explain_shows_size_guards():
+    def f(x):
+        return x.view(x.shape[0], -1).sum(1)
+
+    x = fusegrad.randn(3, 4)
+    fusegrad._dynamo.mark_dynamic(x, 0)
+    out = fusegrad._dynamo.explain(f)(x)
+    assert out.graph_count == 1
+    assert "2 <= L['x'].size()[0]" in out.out_guards
