@@ -26,9 +26,9 @@ MIN_BYTES = 1 << 20
 CHUNK_BYTES = 1 << 20
 WINDOW = 8
 # Tags name (call, chunk): calls get consecutive numbers, so that the messages of two
-# all-reduces in flight at once never match each other's receives.
+# all-reduces in flight at once never match each other's receives. The numbers wrap around
+# at MPI's largest tag (Open MPI's ob1 allows 2^31 - 1: half a million calls).
 _CHUNKS_PER_CALL = 1 << 12
-_CALLS = 1 << 18
 
 
 def usable(flat: np.ndarray, size: int, ufunc) -> bool:
@@ -73,7 +73,8 @@ class RingAllreduce:
         self.bounds = [[seg[i] + j * (seg[i + 1] - seg[i]) // chunks for j in range(chunks + 1)]
                        for i in range(size)]
         self.chunks = chunks
-        self.tag0 = (call % _CALLS) * _CHUNKS_PER_CALL
+        calls = max(1, (comm.Get_attr(MPI.TAG_UB) + 1) // _CHUNKS_PER_CALL)
+        self.tag0 = (call % calls) * _CHUNKS_PER_CALL
         width = max(self.bounds[i][j + 1] - self.bounds[i][j]
                     for i in range(size) for j in range(chunks))
         window = min(WINDOW, chunks)
