@@ -51,7 +51,7 @@ def passed(output):
 
 COLLECTIVES = ["all_reduce", "all_reduce_views_dtypes", "async", "broadcast", "all_gather",
                "reduce_scatter_tensor", "reduce_gather", "scatter", "send_recv",
-               "objects_barrier", "init_twice"]
+               "objects_barrier", "init_twice", "large_all_reduce"]
 DDP = ["ddp_equivalence", "no_sync", "find_unused_parameters", "unfinished_reduction",
        "module_api_buffers", "shape_mismatch"]
 

@@ -147,6 +147,65 @@ def check_collectives():
         ok("init_twice")
 
 
+def digest_everywhere(t):
+    """Every rank's SHA-256 of `t`'s bytes (equal digests: bit-identical results)."""
+    import hashlib
+
+    digests = [None] * WORLD
+    dist.all_gather_object(digests, hashlib.sha256(t.numpy().tobytes()).hexdigest())
+    return digests
+
+
+def check_large_all_reduce():
+    """Tensors from 1 MiB on take the ring all-reduce: same sums, the same bits on all ranks."""
+    pg = dist.group.WORLD
+    calls = pg.ring_calls
+    n = (1 << 20) // 4 + 13                    # float32, segments and chunks of unequal sizes
+    parts = [data_of(r, (n,), np.float32) for r in range(WORLD)]
+    t = tensor(parts[RANK])
+    address, version = t._data.__array_interface__["data"][0], t._version
+    dist.all_reduce(t)
+    assert pg.ring_calls == calls + 1          # the ring ran, not MPI's all-reduce
+    np.testing.assert_allclose(t.numpy(), np.sum(parts, 0, dtype=np.float64), rtol=1e-6)
+    assert t._data.__array_interface__["data"][0] == address and t._version > version
+    assert len(set(digest_everywhere(t))) == 1
+    # Integers are exact; AVG divides the ring's sum.
+    ints = [data_of(r, (3 << 17,), np.int64) for r in range(WORLD)]
+    t = tensor(ints[RANK])
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    np.testing.assert_array_equal(t.numpy(), np.sum(ints, 0) // WORLD)
+    # Several in flight at once (a small one through MPI between them), waited in reverse,
+    # while point-to-point messages with the same tags cross: nothing mixes.
+    big = [data_of(r, (5 << 18,), np.float64) for r in range(WORLD)]
+    a, b, small = tensor(big[RANK]), tensor(2 * big[RANK]), tensor(big[RANK][:7])
+    works = [dist.all_reduce(a, async_op=True), dist.all_reduce(small, async_op=True),
+             dist.all_reduce(b, async_op=True)]
+    p2p = torch.zeros(4, dtype=torch.int64)
+    nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    sent = dist.isend(tensor(data_of(RANK, (4,), np.int64)), dst=nxt, tag=pg.ring_calls << 12)
+    got = dist.irecv(p2p, src=prv, tag=pg.ring_calls << 12)
+    for w in reversed(works):
+        w.wait()
+    got.wait()
+    sent.wait()
+    np.testing.assert_array_equal(p2p.numpy(), data_of(prv, (4,), np.int64))
+    np.testing.assert_allclose(a.numpy(), np.sum(big, 0), rtol=1e-12)
+    np.testing.assert_allclose(b.numpy(), 2 * np.sum(big, 0), rtol=1e-12)
+    np.testing.assert_allclose(small.numpy(), np.sum(big, 0)[:7], rtol=1e-12)
+    # A staged dtype and a non-contiguous view go through the ring and back.
+    half = tensor(parts[RANK]).to(torch.bfloat16)
+    dist.all_reduce(half)
+    np.testing.assert_allclose(half.float().numpy(),
+                               np.sum([tensor(p).to(torch.bfloat16).float().numpy()
+                                       for p in parts], 0), rtol=1e-2)
+    grid = [data_of(r, (512, 640)) for r in range(WORLD)]
+    base = tensor(grid[RANK])
+    dist.all_reduce(base.t())
+    np.testing.assert_allclose(base.numpy(), np.sum(grid, 0), rtol=1e-12)
+    assert pg.ring_calls == calls + 6
+    ok("large_all_reduce")
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -214,6 +273,22 @@ def check_ddp_equivalence(find_unused=True, **ddp_kwargs):
         assert first.grad is slot[2]
         assert np.shares_memory(first.grad._data, slot[0].flat)
     return ddp
+
+
+def check_ddp_large_buckets():
+    """Buckets of several MiB (reduced by the ring) average as one process on the batch."""
+    torch.manual_seed(RANK)
+    model = nn.Sequential(nn.Linear(600, 600), nn.Tanh(), nn.Linear(600, 3)).double()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    ref = copy.deepcopy(model)
+    calls = dist.group.WORLD.ring_calls
+    rng = np.random.default_rng(3)
+    x, y = tensor(rng.normal(size=(2 * WORLD, 600))), tensor(rng.normal(size=(2 * WORLD, 3)))
+    nn.functional.mse_loss(ddp(x[2 * RANK:2 * RANK + 2]), y[2 * RANK:2 * RANK + 2]).backward()
+    nn.functional.mse_loss(ref(x), y).backward()
+    assert dist.group.WORLD.ring_calls > calls
+    for p, q in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-15)
 
 
 def check_no_sync():
@@ -326,6 +401,7 @@ def train_until(die_at, action):
 def main(scenario):
     if scenario in ("checks", "three"):
         check_collectives()
+        check_large_all_reduce()
         if scenario == "three":
             members = [0, 2]
             sub = dist.new_group(members)
@@ -360,6 +436,7 @@ def main(scenario):
             check_ddp_equivalence(find_unused=False, bucket_cap_mb=1e-4)
             check_ddp_equivalence(gradient_as_bucket_view=True)
             check_ddp_equivalence(find_unused=False, gradient_as_bucket_view=True)
+            check_ddp_large_buckets()
             ok("ddp_equivalence")
             check_no_sync()
             check_unused()

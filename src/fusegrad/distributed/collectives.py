@@ -14,6 +14,7 @@ import pickle
 import numpy as np
 
 from .._tensor import Tensor
+from . import _ring
 from .process_group import _mpi, _resolve
 from .work import Work
 
@@ -57,6 +58,10 @@ _STAGED = {"float16": np.float32, "bfloat16": np.float32, "bool": np.uint8}
 _BOOL_OPS = {RedOpType.SUM: RedOpType.MAX, RedOpType.MAX: RedOpType.MAX,
              RedOpType.BOR: RedOpType.MAX, RedOpType.PRODUCT: RedOpType.MIN,
              RedOpType.MIN: RedOpType.MIN, RedOpType.BAND: RedOpType.MIN}
+
+
+# Reductions the ring all-reduce does with NumPy (large tensors; see `_ring`).
+_RING_UFUNCS = {RedOpType.SUM: np.add, RedOpType.AVG: np.add}
 
 
 def _check_tensor(t, name: str) -> None:
@@ -140,8 +145,9 @@ def _average(staged: _Staged, size: int) -> None:
         np.divide(flat, size, out=flat)
 
 
-def _finish(pg, async_op: bool, requests: list, what: str, finish=None, outputs=None):
-    work = Work(requests, pg, what, finish, outputs)
+def _finish(pg, async_op: bool, requests: list, what: str, finish=None, outputs=None,
+            driver=None):
+    work = Work(requests, pg, what, finish, outputs, driver=driver)
     if async_op:
         return work
     work.wait()
@@ -172,6 +178,11 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
             _average(staged, pg.size())
         staged.write_back()
 
+    ufunc = _RING_UFUNCS.get(RedOpType(op)) if tensor._data.dtype != np.bool_ else None
+    if _ring.usable(staged.flat, pg.size(), ufunc):
+        pg.ring_calls += 1
+        ring = _ring.RingAllreduce(pg.ring_comm, staged.flat, ufunc, pg.ring_calls)
+        return _finish(pg, async_op, [], "all_reduce", finish, [tensor], ring)
     req = pg.comm.Iallreduce(_mpi().IN_PLACE, buf, mpi_op)
     return _finish(pg, async_op, [req], "all_reduce", finish, [tensor])
 

@@ -71,6 +71,15 @@ class ProcessGroup:
         self.backend = Backend(backend)
         self.group_name = name
         self._rank = comm.Get_rank()
+        # The ring all-reduce's point-to-point messages get a communicator of their own, so
+        # they never match a user's isend/irecv; every group member creates it here, at once.
+        self.ring_comm = comm.Dup()
+        self.ring_calls = 0
+
+    def free(self) -> None:
+        """Release the group's communicators."""
+        self.ring_comm.Free()
+        self.comm.Free()
 
     def rank(self) -> int:
         """This process's rank inside the group."""
@@ -264,7 +273,7 @@ def destroy_process_group(group=None) -> None:
     """Free `group` (or, for None, the default group and with it the whole package state)."""
     if group is None or group is GroupMember.WORLD:
         pg = _world()
-        pg.comm.Free()
+        pg.free()
         _set_world(None)
     elif group is not GroupMember.NON_GROUP_MEMBER:
-        group.comm.Free()
+        group.free()

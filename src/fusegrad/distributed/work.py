@@ -29,9 +29,12 @@ class Work:
 
     def __init__(self, requests: list, group, what: str,
                  finish: Callable[[], None] | None = None, outputs: list | None = None,
-                 statuses: list | None = None) -> None:
+                 statuses: list | None = None, driver=None) -> None:
         self._requests = requests
         self._statuses = statuses
+        # A collective made of several rounds of requests (the ring all-reduce) passes an
+        # object whose `test()` moves it along and says when it is done.
+        self._driver = driver
         self._group = group
         self._what = what
         self._finish = finish
@@ -42,13 +45,14 @@ class Work:
     def _complete(self) -> None:
         self._done = True
         self._requests = []
+        self._driver = None
         if self._finish is not None:
             finish, self._finish = self._finish, None
             finish()
 
     def is_completed(self) -> bool:
         """True once the collective has finished (drives MPI's progress as a side effect)."""
-        if not self._done and _test_all(self._requests, self._statuses):
+        if not self._done and self._test():
             self._complete()
         return self._done
 
@@ -67,12 +71,17 @@ class Work:
         limit = self._group.timeout if timeout is None else timeout
         seconds = limit.total_seconds() if hasattr(limit, "total_seconds") else float(limit)
         try:
-            _wait_all(self._requests, seconds, self._what, self._group, self._statuses)
+            _wait_all(self._test, seconds, self._what, self._group)
         except RuntimeError as exc:
             self._error = exc
             raise
         self._complete()
         return True
+
+    def _test(self) -> bool:
+        if self._driver is not None:
+            return self._driver.test()
+        return _test_all(self._requests, self._statuses)
 
     def result(self) -> list:
         """The output tensors of the collective."""
@@ -92,16 +101,15 @@ def _test_all(requests: list, statuses: list | None = None) -> bool:
     return MPI.Request.Testall(requests, statuses)
 
 
-def _wait_all(requests: list, seconds: float, what: str, group,
-              statuses: list | None = None) -> None:
-    """Poll `requests` until all complete, or raise once `seconds` have passed."""
-    if _test_all(requests, statuses):
+def _wait_all(test: Callable[[], bool], seconds: float, what: str, group) -> None:
+    """Poll `test()` until it says the collective is complete, or raise after `seconds`."""
+    if test():
         return
     start = time.monotonic()
     spin_until = start + _SPIN_SECONDS
     deadline = start + seconds
     pause = 1e-5
-    while not _test_all(requests, statuses):
+    while not test():
         now = time.monotonic()
         if now > deadline:
             raise RuntimeError(
