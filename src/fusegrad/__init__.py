@@ -107,7 +107,7 @@ def detach(input):
     """`input.detach()`."""
     return input.detach()
 
-from . import _dynamo, _out, compiler, jit  # noqa: E402
+from . import _dynamo, _inductor, _out, compiler, jit  # noqa: E402
 from .compiler import compile  # noqa: E402, A004
 
 # isort: split
