@@ -183,7 +183,8 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
             infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
             fw_nodes.append(tracer.node_of(fakes[i]))
     diff = [o for o, info in zip(outs, infos) if info.is_tensor and o.requires_grad
-            and info.same_as is None and info.alias_of_input is None]
+            and info.same_as is None and info.alias_of_input is None
+            and info.view_of_input is None]
     tangents = []
     first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
     for k, o in enumerate(diff):

@@ -31,9 +31,11 @@ def _zeros_like_output(info_shape, dtype):
 def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     """The autograd Function running compiled forward `fw` and backward `bw_module`."""
     infos = trace.outputs
-    # Outputs that are inputs themselves are handed back outside the node (as eager does).
-    returned = [k for k, info in enumerate(infos)
-                if info.same_as is None and info.alias_of_input is None]
+    # Outputs that are inputs themselves, or views of inputs (replayed on the real input),
+    # are handed back outside the node, as eager does: no gradient flows through the node
+    # for them, so an input reached only through such a view keeps a None gradient.
+    returned = [k for k, info in enumerate(infos) if info.same_as is None
+                and info.alias_of_input is None and info.view_of_input is None]
     diff = [k for k in returned if infos[k].is_tensor and infos[k].requires_grad]
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
