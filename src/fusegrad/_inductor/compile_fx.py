@@ -58,6 +58,11 @@ class _CodegenOrFx:
         return out
 
 
+def _log_fallback(e: Exception) -> None:
+    logs.emit("graph_breaks", "inductor: the code generator cannot compile this graph; it "
+              f"runs as FX code: {type(e).__name__}: {e}")
+
+
 def _write_back(args: tuple, out: tuple, writes: list) -> tuple:
     """Copy the trailing outputs into the inputs `writes` names (as the graph's `copy_`
     nodes would have, version counters included); the graph's own outputs."""
