@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from compile_support import Counter
 
 import fusegrad
 from fusegrad.compiler import logs
@@ -145,10 +146,10 @@ def test_compiled_dropout_draws_eagers_values():
         model.zero_grad()
 
 
-def _train(model, x, y, steps: int, compiled: bool):
+def _train(model, x, y, steps: int, backend=None):
     opt = fusegrad.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = fusegrad.nn.CrossEntropyLoss()
-    run = fusegrad.compile(model) if compiled else model
+    run = fusegrad.compile(model, backend=backend) if backend is not None else model
     losses = []
     for _ in range(steps):
         opt.zero_grad()
@@ -157,6 +158,17 @@ def _train(model, x, y, steps: int, compiled: bool):
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def _torch_twin(name: str):
+    import inspect
+
+    from fusegrad.models import simple
+
+    ns: dict = {"__name__": "twin"}
+    src = inspect.getsource(simple).replace("from .. import nn", "from torch import nn")
+    exec(compile(src, "twin", "exec"), ns)
+    return ns["MLP"](784, (1024, 1024), 10) if name == "mlp" else ns["LeNet5"]()
 
 
 @needs_cc
@@ -171,8 +183,15 @@ def test_compiled_training_step_equals_eager(name):
         x = fusegrad.randn(64, 1, 32, 32)
     y = fusegrad.randint(0, 10, (x.shape[0],))
     twin = copy.deepcopy(model)
-    got = _train(model, x, y, 3, compiled=True)
-    want = _train(twin, x, y, 3, compiled=False)
+    counter = Counter("inductor")
+    got = _train(model, x, y, 3, counter)
+    want = _train(twin, x, y, 3)
+    # No more graphs than torch.compile captures of the same model (torch.nn twin).
+    th_counter = Counter()
+    th_model = _torch_twin(name)
+    torch._dynamo.reset()
+    torch.compile(th_model, backend=th_counter)(torch.from_numpy(x.numpy()))
+    assert counter.graphs <= th_counter.graphs == 1
     np.testing.assert_allclose(got, want, rtol=1e-5)
     for (k, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
