@@ -231,3 +231,14 @@ def test_input_reached_only_through_a_returned_view_keeps_a_none_gradient(backen
     assert b.grad is None  # eager: b is not on the loss's path (PyTorch's AOT agrees)
     np.testing.assert_array_equal(a.grad.numpy(), np.full((3, 3), 2, np.float32))
     assert view._base is b
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_tensor_assert_in_a_graph_still_raises(backend):
+    from compile_constructs import exp_at_least_half  # (pytest would rewrite one here)
+
+    compiled = fusegrad.compile(exp_at_least_half, backend=backend)
+    np.testing.assert_allclose(compiled(fusegrad.ones(3)).numpy(), np.full(3, 2 * np.e),
+                               rtol=1e-6)
+    with pytest.raises(AssertionError, match="^too small$"):
+        compiled(-fusegrad.ones(3) * 5)

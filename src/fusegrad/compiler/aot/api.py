@@ -15,6 +15,7 @@ import functools
 
 from ..._tensor import Tensor
 from .. import logs
+from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
 from .partitioners import default_partition
 from .runtime import AOTRunner, example_values, needs_autograd
@@ -43,6 +44,7 @@ class AOTCompiled:
         self.partition_fn = partition_fn
         self.decompositions = decompositions
         self.known_constants = tuple(known_constants)
+        self.unsupported: str | None = None  # why no trace can express fn (it runs eagerly)
         self.cache: dict = {}
         self.fallback_reason: str | None = None
         functools.update_wrapper(self, fn)
@@ -61,6 +63,8 @@ class AOTCompiled:
 
     def _compile(self, args, grad: bool):
         try:
+            if self.unsupported is not None:
+                raise AOTUnsupported(self.unsupported)
             if grad:
                 trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
                 logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
@@ -155,9 +159,21 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     fn = _WithState(mod, [n for n, _ in named]) if named else mod
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
                            inference_compiler, known_constants=_module_constants(mod))
+    compiled.unsupported = _untraceable(mod)
     runner = _ModuleRunner(compiled, state)
     compiled.compile_for(tuple(state) + tuple(args))
     return runner
+
+
+def _untraceable(mod) -> str | None:
+    """Why a captured graph cannot be traced, or None: a tensor `assert` (capture's
+    `_assert_async` node) checks real values, which a trace on fake tensors never sees, so
+    the graph runs as it is rather than lose the check."""
+    graph = getattr(mod, "graph", None)
+    for n in getattr(graph, "nodes", ()):
+        if n.op == "call_function" and getattr(n.target, "__name__", "") == "_assert_async":
+            return "the graph asserts on a tensor's value (_assert_async)"
+    return None
 
 
 def nop(gm, example_inputs):
