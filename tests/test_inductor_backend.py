@@ -242,3 +242,21 @@ def test_tensor_assert_in_a_graph_still_raises(backend):
                                rtol=1e-6)
     with pytest.raises(AssertionError, match="^too small$"):
         compiled(-fusegrad.ones(3) * 5)
+
+
+class _Scale:
+    def __init__(self):
+        self.k = 2.0
+
+    def __rmul__(self, x):
+        return x * self.k
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_user_operator_in_a_graph_reads_its_state_on_each_call(backend):
+    scale = _Scale()
+    compiled = fusegrad.compile(lambda x: x * scale + 1, backend=backend)
+    x = fusegrad.tensor([1.0, -2.0])
+    np.testing.assert_array_equal(compiled(x).numpy(), [3, -3])
+    scale.k = 5.0
+    np.testing.assert_array_equal(compiled(x).numpy(), [6, -9])

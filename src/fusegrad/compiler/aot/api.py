@@ -165,14 +165,29 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     return runner
 
 
+def _user_object(a) -> bool:
+    """Whether `a` is an object of a user-defined class (not a Node, number, tensor, ...)."""
+    if isinstance(a, (list, tuple)):
+        return any(_user_object(x) for x in a)
+    module = type(a).__module__ or ""
+    return not (module == "builtins" or module.startswith(("fusegrad", "numpy")))
+
+
 def _untraceable(mod) -> str | None:
     """Why a captured graph cannot be traced, or None: a tensor `assert` (capture's
-    `_assert_async` node) checks real values, which a trace on fake tensors never sees, so
-    the graph runs as it is rather than lose the check."""
+    `_assert_async` node) checks real values, which a trace on fake tensors never sees, and
+    an operator of a user object kept live in the graph (`x * obj` calling obj.__rmul__)
+    reads the object's state on each call, which a trace would freeze; such graphs run as
+    they are."""
     graph = getattr(mod, "graph", None)
     for n in getattr(graph, "nodes", ()):
-        if n.op == "call_function" and getattr(n.target, "__name__", "") == "_assert_async":
+        if n.op != "call_function":
+            continue
+        if getattr(n.target, "__name__", "") == "_assert_async":
             return "the graph asserts on a tensor's value (_assert_async)"
+        if _user_object(n.args) or _user_object(tuple(n.kwargs.values())):
+            return (f"{n.name} calls {getattr(n.target, '__name__', n.target)} on a Python "
+                    "object whose state is read live on each call")
     return None
 
 
