@@ -260,3 +260,21 @@ def test_user_operator_in_a_graph_reads_its_state_on_each_call(backend):
     np.testing.assert_array_equal(compiled(x).numpy(), [3, -3])
     scale.k = 5.0
     np.testing.assert_array_equal(compiled(x).numpy(), [6, -9])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_grad_mode_switches_in_graphs_take_effect(backend):
+    def f(w, g):
+        with fusegrad.no_grad():
+            print(end="")  # a graph break inside the block
+            w.add_(g)
+            w.mul_(0.5)
+        return w * 3
+
+    ws = [fusegrad.ones(3).requires_grad_() for _ in range(2)]
+    got = fusegrad.compile(f, backend=backend)(ws[0], fusegrad.ones(3))
+    want = f(ws[1], fusegrad.ones(3))
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(ws[0].detach().numpy(), ws[1].detach().numpy())
+    got.sum().backward()
+    np.testing.assert_array_equal(ws[0].grad.numpy(), np.full(3, 3, np.float32))

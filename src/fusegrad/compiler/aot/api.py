@@ -175,16 +175,20 @@ def _user_object(a) -> bool:
 
 def _untraceable(mod) -> str | None:
     """Why a captured graph cannot be traced, or None: a tensor `assert` (capture's
-    `_assert_async` node) checks real values, which a trace on fake tensors never sees, and
-    an operator of a user object kept live in the graph (`x * obj` calling obj.__rmul__)
-    reads the object's state on each call, which a trace would freeze; such graphs run as
-    they are."""
+    `_assert_async` node) checks real values, which a trace on fake tensors never sees; a
+    grad mode switch is not recorded by the trace; an operator of a user object kept live
+    in the graph (`x * obj` calling obj.__rmul__) reads the object's state on each call,
+    which a trace would freeze. Such graphs run as they are."""
     graph = getattr(mod, "graph", None)
     for n in getattr(graph, "nodes", ()):
         if n.op != "call_function":
             continue
-        if getattr(n.target, "__name__", "") == "_assert_async":
+        name = getattr(n.target, "__name__", "")
+        if name == "_assert_async":
             return "the graph asserts on a tensor's value (_assert_async)"
+        if name == "set_grad_enabled":
+            # The trace would run the switch (it is no registry op) but not record it.
+            return "the graph switches grad mode (set_grad_enabled)"
         if _user_object(n.args) or _user_object(tuple(n.kwargs.values())):
             return (f"{n.name} calls {getattr(n.target, '__name__', n.target)} on a Python "
                     "object whose state is read live on each call")
