@@ -2,23 +2,30 @@
 
 - the 10M-element chain `(sin(x)*exp(-x*x)+0.5*x)/(1+abs(x))`;
 - row softmax on 4096x4096 (`exp(x - amax) / sum(exp(x - amax))`);
-- LayerNorm over the rows of 4096x4096 (no affine; torch.compile of `F.layer_norm`).
+- LayerNorm over the rows of 4096x4096 (no affine; torch.compile of `F.layer_norm`);
+- compiled training steps (forward + cross-entropy + backward + SGD with momentum) of the
+  MLP 784-1024-1024-10 (batch 256) and LeNet-5 (batch 64) of benchmarks/train_step.py,
+  each model through `fusegrad.compile` (the default backend: AOT autograd, then generated C)
+  beside `torch.compile` of its torch twin with the same initial weights.
 
-fusegrad's side is a registry-level graph compiled by `fusegrad.compiler.codegen.
-compile_graph` (the default `inductor` backend is not wired to it yet). Times are the best of
-`--repeat` calls after a warm-up, alternating the two libraries; the ratio is fusegrad's time
-over torch.compile's. Also checks that NaN/Inf inputs give eager's results.
+The kernels' side is a registry-level graph compiled by `fusegrad.compiler.codegen.
+compile_graph`. Times are the best of `--repeat` calls after a warm-up, alternating the two
+libraries; the ratio is fusegrad's time over torch.compile's. Also checks that NaN/Inf inputs
+give eager's results, and that the compiled training steps give the same losses as eager.
 
-Run: `OMP_NUM_THREADS=1 python benchmarks/compiled.py` (add `--quick` for a short run).
+Run: `OMP_NUM_THREADS=1 python benchmarks/compiled.py` (add `--quick` for a short run,
+`--only train` for the training steps).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # train_step's models
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -132,10 +139,51 @@ def _eager(gm, x):
     return None
 
 
+def measure_training(case, repeat: int) -> tuple:
+    """(fusegrad s, torch.compile s, fusegrad first-step s, torch first-step s) per training
+    step of `case` (a train_step.Case), both models compiled; checks the compiled fusegrad
+    steps' losses against eager steps of a copy of the model."""
+    import copy
+
+    from train_step import copy_weights, make_step, torch_twin
+
+    import fusegrad.models as fm
+    from fusegrad.models import resnet, simple
+
+    fusegrad.manual_seed(0)
+    fg_model, th_model = case.build(fm, {"simple": torch_twin(simple),
+                                         "resnet": torch_twin(resnet)})
+    copy_weights(fg_model, th_model)
+    eager_model = copy.deepcopy(fg_model)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
+    y = rng.integers(0, 10, case.batch)
+    xf, yf = fusegrad.from_numpy(x), fusegrad.from_numpy(y)
+    fg_step = make_step(fusegrad, fusegrad.compile(fg_model), xf, yf)
+    eager_step = make_step(fusegrad, eager_model, xf, yf)
+    tc_step = make_step(torch, torch.compile(th_model), torch.from_numpy(x),
+                        torch.from_numpy(y))
+    t = time.perf_counter()
+    first = [float(fg_step())]
+    fg_first = time.perf_counter() - t
+    t = time.perf_counter()
+    tc_step()
+    tc_first = time.perf_counter() - t
+    first.append(float(fg_step()))
+    want = [float(eager_step()), float(eager_step())]
+    np.testing.assert_allclose(first, want, rtol=1e-4)
+    fg_times, tc_times = [], []
+    for _ in range(repeat):
+        fg_times.append(_best(fg_step, 1))
+        tc_times.append(_best(tc_step, 1))
+    return min(fg_times), min(tc_times), fg_first, tc_first
+
+
 def main() -> None:
     """Print each figure with its ratio to torch.compile."""
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", default="", help="run the figures whose name contains this")
     args = p.parse_args()
     repeat = 3 if args.quick else 10
     print(f"threads: {os.environ.get('OMP_NUM_THREADS')} (fusegrad and torch), "
@@ -145,9 +193,21 @@ def main() -> None:
             ("chain 10M", chain_graph, chain_torch, (10_000_000,)),
             ("softmax 4096x4096", softmax_graph, softmax_torch, (4096, 4096)),
             ("layer norm 4096x4096", layer_norm_graph, layer_norm_torch, (4096, 4096))):
+        if args.only not in name:
+            continue
         fg, tc = measure(name, build, tfn, shape, repeat)
         print(f"{name:20s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
               f"ratio {fg / tc:5.2f}x   (NaN/Inf inputs: eager's results)")
+    from train_step import CASES
+
+    for case in CASES[:2]:
+        name = f"train {case.name} b{case.batch}"
+        if args.only not in name:
+            continue
+        fg, tc, fg_first, tc_first = measure_training(case, repeat)
+        print(f"{name:20s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
+              f"ratio {fg / tc:5.2f}x   (first step: fusegrad {fg_first:.2f} s, "
+              f"torch.compile {tc_first:.2f} s; losses equal eager's)")
 
 
 if __name__ == "__main__":

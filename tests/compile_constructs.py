@@ -15,7 +15,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from compile_support import Counter  # noqa: E402
+from compile_support import Counter, tolerances  # noqa: E402
 
 TABLE = Path(__file__).with_name("compile_constructs_torch.json")
 LOG: list = []  # side effects programs leave (compared eager vs compiled)
@@ -630,11 +630,14 @@ def same(got, want) -> None:
     assert log == want[3]
     if want[0] is None:
         return
-    np.testing.assert_allclose(out, want[0], rtol=1e-6, atol=1e-6)
+    tol = {"rtol": 1e-6, "atol": 1e-6}
+    if out.dtype == np.float32:
+        tol = {k: max(v, tolerances(out.dtype)[k]) for k, v in tol.items()}
+    np.testing.assert_allclose(out, want[0], **tol)
     for g1, g2 in zip(grads, want[1]):
         assert (g1 is None) == (g2 is None)
         if g1 is not None:
-            np.testing.assert_allclose(g1, g2, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(g1, g2, **tol)
 
 
 def torch_counts() -> dict:

@@ -2,3 +2,23 @@ import os
 
 # Set before torch / numpy spin up their thread pools: keeps timings stable on small CI boxes.
 os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _codegen_cache(tmp_path_factory):
+    """Compiled kernels go to a cache of this test run (shared by its xdist workers, which
+    the cache's atomic writes allow), not the user's ~/.cache, unless FUSEGRAD_CACHE_DIR is
+    set already."""
+    if os.environ.get("FUSEGRAD_CACHE_DIR"):
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's directory, above each worker's own
+    path = base / "fusegrad-cache"
+    path.mkdir(exist_ok=True)
+    os.environ["FUSEGRAD_CACHE_DIR"] = str(path)
+    yield
+    os.environ.pop("FUSEGRAD_CACHE_DIR", None)

@@ -16,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from compile_support import Counter  # noqa: E402
+from compile_support import Counter, tolerances  # noqa: E402
 
 import fusegrad  # noqa: E402
 import fusegrad as T  # noqa: E402
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.skipif(sys.version_info[:2] not in SUPPORTED_VERSIONS,
 def _same(got, want) -> None:
     if isinstance(want, T.Tensor):
         assert isinstance(got, T.Tensor), type(got)
-        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
-                                   atol=1e-12)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(),
+                                   **tolerances(want.dtype))
     elif isinstance(want, (list, tuple)):
         assert type(got) is type(want) and len(got) == len(want), (got, want)
         for g, w in zip(got, want):

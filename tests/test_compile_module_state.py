@@ -16,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from compile_support import Counter  # noqa: E402
+from compile_support import Counter, test_backend, tolerances  # noqa: E402
 
 import fusegrad  # noqa: E402
 
@@ -116,10 +116,14 @@ def test_layer_compiles_to_one_graph(name, train):
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
         for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
-            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6,
-                                       err_msg=k)
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), err_msg=k, rtol=1e-5,
+                                       atol=1e-5 if test_backend() == "inductor" else 1e-6)
         for (k, b), c in zip(eager.named_buffers(), compiled_mod.buffers()):
-            np.testing.assert_array_equal(c.numpy(), b.numpy(), err_msg=k)
+            if test_backend() == "inductor":  # running statistics from fused kernels
+                np.testing.assert_allclose(c.numpy(), b.numpy(), err_msg=k,
+                                           **tolerances(b.dtype))
+            else:
+                np.testing.assert_array_equal(c.numpy(), b.numpy(), err_msg=k)
     assert counter.graphs == 1
     # torch.compile gives LSTM up (no graph): one graph is still no break.
     assert counter.graphs <= max(_torch_graphs(name, train), 1)
@@ -239,8 +243,8 @@ def test_gpt_is_one_graph(train):
         want.sum().backward()
         got.sum().backward()
         for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
-            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6,
-                                       err_msg=k)
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), err_msg=k, rtol=1e-5,
+                                       atol=1e-5 if test_backend() == "inductor" else 1e-6)
     with pytest.raises(AssertionError, match="Cannot forward sequence of length 9"):
         compiled(fusegrad.zeros(1, 9, dtype=fusegrad.long))
     assert counter.graphs == 1

@@ -13,24 +13,12 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo
+from compile_support import Counter
 from model_zoo import ZOO, build
 
 import fusegrad
 
 CASES = [(name, mode) for name in ZOO for mode in ("train", "eval")]
-
-
-class OpCounter:
-    """A backend counting graphs and their call_function/call_method nodes."""
-
-    def __init__(self):
-        self.graphs = 0
-        self.ops = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        self.ops += sum(n.op in ("call_function", "call_method") for n in gm.graph.nodes)
-        return gm.forward
 
 
 def _tensors(out) -> list:
@@ -94,7 +82,7 @@ def test_zoo_compiled_matches_eager(name, mode):
     eager = build(name, train=mode == "train")
     compiled = build(name, train=mode == "train")
     want = _run(eager.fg, eager.fg_inputs, eager.fg_kwargs)
-    fn = fusegrad.compile(compiled.fg, backend=OpCounter())
+    fn = fusegrad.compile(compiled.fg, backend=Counter("eager"))
     got = _run(fn, compiled.fg_inputs, compiled.fg_kwargs)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -115,7 +103,7 @@ def _count_case(name, mode):
 @pytest.mark.parametrize("name,mode", [_count_case(n, m) for n, m in CASES])
 def test_zoo_captures_as_much_as_torch_compile(name, mode):
     pair = build(name, train=mode == "train")
-    fg_counter, th_counter = OpCounter(), OpCounter()
+    fg_counter, th_counter = Counter("eager"), Counter("eager")
     torch._dynamo.reset()
     # Dynamo refuses RNN modules unless allowed (then it captures them): compare with that.
     with torch._dynamo.config.patch(allow_rnn=True):
@@ -133,7 +121,7 @@ def test_gpt_generate_compiled_matches_eager():
     idx = pair.fg_inputs[0][:, :4]
     fusegrad.manual_seed(3)
     want = pair.fg.generate(idx, 6).numpy()
-    compiled = fusegrad.compile(pair.fg, backend=OpCounter())
+    compiled = fusegrad.compile(pair.fg, backend=Counter("eager"))
     fusegrad.manual_seed(3)
     got = compiled._orig_mod.generate.__func__(compiled, idx, 6).numpy()
     np.testing.assert_array_equal(got, want)
@@ -146,4 +134,4 @@ def test_gpt_block_size_assert_holds_when_compiled():
     with pytest.raises(AssertionError, match="Cannot forward sequence of length 17"):
         pair.fg(too_long)
     with pytest.raises(AssertionError, match="Cannot forward sequence of length 17"):
-        fusegrad.compile(pair.fg, backend=OpCounter())(too_long)
+        fusegrad.compile(pair.fg, backend=Counter("eager"))(too_long)

@@ -113,7 +113,7 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "accelerator", "backends", "compiler", "datasets", "distributed",
+    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "datasets", "distributed",
     "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx", "optim",
     "serialization", "viz",
 })

@@ -2,8 +2,9 @@
 
 The stages, in processing order: `capture/` (bytecode -> FX graphs with guards and graph
 breaks, TorchDynamo's role), then a backend: a registered name or any callable
-`(GraphModule, example_inputs) -> callable`. Until code generation exists, `"inductor"` (the
-default) runs the captured graph as it is, like the `"eager"` backend.
+`(GraphModule, example_inputs) -> callable`. `"inductor"` (the default) runs AOT autograd
+(`aot/`) and compiles the resulting graphs to C (`codegen/`); `"aot_eager"` stops after AOT
+autograd and `"eager"` runs the captured graph as it is.
 """
 
 from __future__ import annotations
@@ -85,9 +86,12 @@ def aot_eager_backend(gm, example_inputs):
 
 
 @register_backend("inductor")
-def inductor_backend(gm, example_inputs):
-    """The default backend; code generation is not built yet, so it runs the graph as is."""
-    return gm.forward
+def inductor_backend(gm, example_inputs, config_patches=None):
+    """The default backend: AOT autograd with the core decompositions, each graph compiled
+    to fused C kernels (`fusegrad._inductor.compile_fx`)."""
+    from .._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, config_patches=config_patches)
 
 
 # ---------------------------------------------------------------- compiled functions
@@ -191,10 +195,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                  mode=mode, options=options, disable=disable)
-    if mode is not None and mode not in ("default", "reduce-overhead", "max-autotune",
-                                         "max-autotune-no-cudagraphs"):
-        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: default, "
-                           "reduce-overhead, max-autotune, max-autotune-no-cudagraphs")
+    backend = _backend_with_options(backend, mode, options)
     if disable:
         return model
     module_cls = _module_class()
@@ -207,6 +208,30 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
         raise RuntimeError("torch.compile() expects a function or a module, got "
                            f"{type(model).__name__}")
     return CompiledFunction(model, backend, fullgraph, dynamic)
+
+
+def _backend_with_options(backend, mode, options):
+    """`backend` given `mode` / `options`, checked as PyTorch does: both at once raise; the
+    inductor backend validates them (unknown mode or option, wrong type); other backends
+    ignore them with a warning."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time.")
+    if mode is None and options is None:
+        return backend
+    extra = {"mode": mode} if mode is not None else {"options": options}
+    if backend == "inductor":
+        from .._inductor import config as inductor_config
+
+        return functools.partial(inductor_backend,
+                                 config_patches=inductor_config.resolve(mode, options))
+    if isinstance(backend, str):
+        import warnings
+
+        kind = "aot_autograd-based backend" if backend.startswith("aot") else \
+            f"{backend} backend"
+        warnings.warn(f"{kind} ignoring extra kwargs {extra}", stacklevel=3)
+    return backend
 
 
 def _module_class():

@@ -16,6 +16,7 @@ import functools
 from ..._symbolic import graph_is_dynamic
 from ..._tensor import Tensor
 from .. import logs
+from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
 from .partitioners import default_partition
 from .runtime import AOTRunner, example_values, needs_autograd
@@ -44,6 +45,7 @@ class AOTCompiled:
         self.partition_fn = partition_fn
         self.decompositions = decompositions
         self.known_constants = tuple(known_constants)
+        self.unsupported: str | None = None  # why no trace can express fn (it runs eagerly)
         self.cache: dict = {}
         self.fallback_reason: str | None = None
         functools.update_wrapper(self, fn)
@@ -62,6 +64,8 @@ class AOTCompiled:
 
     def _compile(self, args, grad: bool):
         try:
+            if self.unsupported is not None:
+                raise AOTUnsupported(self.unsupported)
             if grad:
                 trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
                 logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
@@ -161,9 +165,37 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
         # symbolic sizes is traced once per input signature, each trace exact for its sizes.
         logs.emit("recompiles", "AOT autograd traces a graph with symbolic sizes per input "
                   "signature (symbolic tracing is not implemented)")
+    compiled.unsupported = _untraceable(mod)
     runner = _ModuleRunner(compiled, state)
     compiled.compile_for(tuple(state) + tuple(args))
     return runner
+
+
+def _user_object(a) -> bool:
+    """Whether `a` is an object of a user-defined class (not a Node, number, tensor, ...)."""
+    if isinstance(a, (list, tuple)):
+        return any(_user_object(x) for x in a)
+    module = type(a).__module__ or ""
+    return not (module == "builtins" or module.startswith(("fusegrad", "numpy")))
+
+
+def _untraceable(mod) -> str | None:
+    """Why a captured graph cannot be traced, or None: a
+    grad mode switch is not recorded by the trace; an operator of a user object kept live
+    in the graph (`x * obj` calling obj.__rmul__) reads the object's state on each call,
+    which a trace would freeze. Such graphs run as they are."""
+    graph = getattr(mod, "graph", None)
+    for n in getattr(graph, "nodes", ()):
+        if n.op != "call_function":
+            continue
+        name = getattr(n.target, "__name__", "")
+        if name == "set_grad_enabled":
+            # The trace would run the switch (it is no registry op) but not record it.
+            return "the graph switches grad mode (set_grad_enabled)"
+        if _user_object(n.args) or _user_object(tuple(n.kwargs.values())):
+            return (f"{n.name} calls {getattr(n.target, '__name__', n.target)} on a Python "
+                    "object whose state is read live on each call")
+    return None
 
 
 def nop(gm, example_inputs):

@@ -1,0 +1,152 @@
+"""The `inductor` backend: a captured graph through AOT autograd into generated code.
+
+`compile_fx(gm, example_inputs)` traces the captured graph with AOT autograd and the core
+decompositions (the joint graph, split into forward and backward graphs by the partitioner,
+or an inference graph when nothing needs a gradient), and gives each graph to the code
+generator (`compiler/codegen`) as AOT's forward, backward and inference compiler. Ops the
+code generator has no lowering for run as extern calls of their NumPy kernels inside the
+compiled graph; a graph the code generator cannot compile at all (or a new input signature
+it fails on) runs through its FX code instead, the reason logged under `graph_breaks`: a
+slower graph, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ..compiler import logs
+
+
+class _CodegenOrFx:
+    """A compiled graph with its FX code as the fallback: a signature the code generator
+    fails on runs the graph's Python code (the reason logged once per signature).
+
+    The code generator sees the graph with its constants as inputs and without the
+    `copy_` nodes that write the new value of an input (functionalization's write-backs,
+    batch norm's running statistics): those values become extra outputs, copied into the
+    inputs after the kernels ran."""
+
+    def __init__(self, gm: Any, debug: bool = False):
+        self.gm = gm
+        self.debug = debug
+        self.lifted, self.constants, self.writes = _for_codegen(gm)
+        self.compiled = None
+        self.failed: set = set()
+
+    def __call__(self, *args):
+        from ..compiler.codegen import CompiledGraph, compile_graph
+
+        full = args + self.constants if self.constants else args
+        compiled = self.compiled
+        key = CompiledGraph._signature(full)
+        fn = compiled.variants.get(key) if compiled is not None else None
+        if fn is None and key not in self.failed:
+            try:
+                with _output_code(self.debug):
+                    if compiled is None:
+                        compiled = self.compiled = compile_graph(self.lifted, list(full))
+                    fn = compiled._prepare(list(full))
+            except Exception as e:  # noqa: BLE001
+                self.failed.add(key)
+                _log_fallback(e)
+        if fn is None:
+            return self.gm.forward(*args)
+        out = fn(full)
+        if self.writes:
+            out = _write_back(args, out, self.writes)
+        return out
+
+
+def _log_fallback(e: Exception) -> None:
+    logs.emit("graph_breaks", "inductor: the code generator cannot compile this graph; it "
+              f"runs as FX code: {type(e).__name__}: {e}")
+
+
+def _write_back(args: tuple, out: tuple, writes: list) -> tuple:
+    """Copy the trailing outputs into the inputs `writes` names (as the graph's `copy_`
+    nodes would have, version counters included); the graph's own outputs."""
+    from .. import _dispatch
+    from ..autograd.grad_mode import no_grad
+    from ..ops import REGISTRY
+
+    n = len(out) - len(writes)
+    with no_grad():
+        for i, value in zip(writes, out[n:]):
+            _dispatch.call(REGISTRY["copy_"], args[i], value)
+    return out[:n]
+
+
+@contextlib.contextmanager
+def _output_code(on: bool):
+    """The `output_code` log on while a graph compiles (the `debug` option)."""
+    if not on or "output_code" in logs.enabled:
+        yield
+        return
+    logs.set_logs(output_code=True)
+    try:
+        yield
+    finally:
+        logs.set_logs(output_code=False)
+
+
+def _for_codegen(gm: Any) -> tuple:
+    """(graph for the code generator, constant values, written input indices): `gm` with
+    its constants (get_attr nodes: tensors the trace kept) as placeholders after its inputs
+    (each call passes their values after the graph's arguments), and each `copy_` into an
+    input replaced by an extra output holding the value to copy."""
+    from ..compiler.codegen import resolve_op
+    from ..fx import Graph, GraphModule
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.args
+              and getattr(resolve_op(n.target), "name", None) == "copy_"
+              and n.args[0] in placeholders]
+    if not attrs and not copies:
+        return gm, (), []
+    graph = Graph()
+    env: dict = {}
+    for n in placeholders:
+        env[n] = graph.placeholder(n.name)
+    values = []
+    for n in attrs:
+        env[n] = graph.placeholder(n.name)
+        value = gm
+        for part in n.target.split("."):
+            value = getattr(value, part)
+        values.append(value)
+    writes = []
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr"):
+            continue
+        if n in copies:
+            env[n] = env[n.args[1]]  # later readers of the written input see the new value
+            writes.append((placeholders.index(n.args[0]), env[n.args[1]]))
+        elif n.op == "output":
+            outs = n.args[0]
+            outs = tuple(outs) if isinstance(outs, (list, tuple)) else (outs,)
+            mapped = tuple(env[o] if o is not None and hasattr(o, "op") else o for o in outs)
+            graph.output(mapped + tuple(v for _, v in writes))
+        else:
+            env[n] = graph.node_copy(n, lambda x: env[x])
+    return GraphModule(gm, graph), tuple(values), [i for i, _ in writes]
+
+
+def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None) -> Any:
+    """The `inductor` backend (torch._inductor.compile_fx's role): AOT autograd with the core
+    decompositions, each resulting graph compiled to fused C kernels. `config_patches`: the
+    options of `compile(mode=..., options=...)` (`fusegrad._inductor.config`)."""
+    from .._decomp import core_aten_decompositions
+    from ..compiler.aot.api import aot_module_simplified
+    from . import config
+
+    options = config.resolve(None, None) if config_patches is None else config_patches
+
+    def compiler(g: Any, example: list) -> Any:
+        return _CodegenOrFx(g, debug=options["debug"])
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=compiler,
+                                 bw_compiler=compiler,
+                                 decompositions=core_aten_decompositions())
+
