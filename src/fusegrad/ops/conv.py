@@ -461,10 +461,12 @@ def _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding, gr
     return (xs[0], ws[1] * groups) + spatial
 
 
-def _fold_batch(t):
-    """(n, groups, rows, cols) -> (groups, rows, n * cols): the batch joins the columns."""
+def _fold_batch(t, batch_last: bool = False):
+    """(n, groups, rows, cols) -> (groups, rows, n * cols): the batch joins the columns,
+    ordered (col, n) when `batch_last`, else (n, col), as `_cols` orders the NumPy path's."""
     n, groups, rows, cols = t.shape
-    return t.permute(1, 2, 0, 3).reshape(groups, rows, n * cols)
+    return t.permute((1, 2, 3, 0) if batch_last else (1, 2, 0, 3)).reshape(
+        groups, rows, n * cols)
 
 
 def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups,
@@ -517,17 +519,21 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
         gcols = g.reshape(n, groups, o // groups, length)
         wmat = w.reshape(groups, o // groups, cg * kk)
         # One matmul per group over the whole batch (batch folded into the columns), not one
-        # small matmul per sample.
+        # small matmul per sample. The columns come in the NumPy path's order, so the traced
+        # derivative (AOT autograd) computes eager's gradients to the last bit.
+        bl = _batch_last(g.shape[2], g.shape[3])
         gi = None
         if mask[0]:
-            gin = (wmat.transpose(1, 2) @ _fold_batch(gcols)).reshape(groups, cg * kk, n,
-                                                                      length)
-            gin = gin.permute(2, 0, 1, 3).reshape(n, c * kk, length)
-            gi = _call(col2im, gin, [h, wd], k, d, p, s)
+            gin = wmat.transpose(1, 2) @ _fold_batch(gcols, bl)
+            if bl:
+                gin = gin.reshape(groups, cg * kk, length, n).permute(3, 0, 1, 2)
+            else:
+                gin = gin.reshape(groups, cg * kk, n, length).permute(2, 0, 1, 3)
+            gi = _call(col2im, gin.reshape(n, c * kk, length), [h, wd], k, d, p, s)
         gw = None
         if mask[1]:
             xcols = _call(im2col, x, k, d, p, s).reshape(n, groups, cg * kk, length)
-            gw = (_fold_batch(gcols) @ _fold_batch(xcols).transpose(1, 2)).reshape(
+            gw = (_fold_batch(gcols, bl) @ _fold_batch(xcols, bl).transpose(1, 2)).reshape(
                 o, cg, k[0], k[1])
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None

@@ -146,8 +146,7 @@ def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
 
 def _maxpool_backward_np(g, idx, shape, disjoint):
     """Max-pool input gradient as an array: each output's gradient lands at the flat input
-    position its index names; a plain store when windows are disjoint, else a bincount
-    (np.add.at is an unbuffered per-element loop, many times slower)."""
+    position its index names; a plain store when windows are disjoint, else np.add.at."""
     rows = int(np.prod(shape[:-2], dtype=np.int64))
     hw = shape[-2] * shape[-1]
     pos = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * hw)[:, None]
@@ -160,8 +159,10 @@ def _maxpool_backward_np(g, idx, shape, disjoint):
 
         _parallel.for_chunks(store, rows, vals.size)
     else:
-        out = np.bincount(pos.ravel(), weights=vals.ravel(), minlength=rows * hw).astype(
-            g.dtype, copy=False)
+        # Summed in g's dtype in output order, as scatter_add (the traced derivative) sums:
+        # eager and AOT-compiled backward then agree to the last bit.
+        out = np.zeros(rows * hw, dtype=g.dtype)
+        np.add.at(out, pos.ravel(), vals.ravel())
     return out.reshape(shape)
 
 
