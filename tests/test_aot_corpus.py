@@ -41,11 +41,8 @@ class AOTCounter:
         return runner
 
     def fallbacks(self) -> list:
-        """The reasons of the graphs AOT left to eager execution, but for the one known gap:
-        the trace does not record a grad-mode switch inside a graph, so such a graph runs as
-        it is (tests/test_inductor_backend.py checks that it then computes eager's values)."""
-        return [r.fallback_reason for r in self.runners if r.fallback_reason is not None
-                and "switches grad mode" not in r.fallback_reason]
+        """The reasons of the graphs AOT left to eager execution."""
+        return [r.fallback_reason for r in self.runners if r.fallback_reason is not None]
 
 
 def _compiled(prog, backend):

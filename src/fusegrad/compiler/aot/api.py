@@ -15,6 +15,7 @@ import functools
 
 from ..._symbolic import graph_is_dynamic
 from ..._tensor import Tensor
+from ...autograd.grad_mode import is_grad_enabled
 from .. import logs
 from .functionalize import AOTUnsupported
 from .joint import trace_inference, trace_joint
@@ -23,7 +24,8 @@ from .runtime import AOTRunner, example_values, needs_autograd
 
 
 def _key(args, grad: bool) -> tuple:
-    parts = [grad]
+    # The grad mode itself too: a program switching it is traced from the mode it starts in.
+    parts = [grad, is_grad_enabled()]
     for a in args:
         if isinstance(a, Tensor):
             parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
@@ -31,6 +33,16 @@ def _key(args, grad: bool) -> tuple:
         else:
             parts.append((type(a), repr(a)))
     return tuple(parts)
+
+
+def _needs_joint(trace, args) -> bool:
+    """Whether a program traced with grad mode off switches it on for values that need
+    gradients (an output, or an input requiring grad that it writes): autograd must then
+    record through the compiled node, so it needs the joint graph."""
+    if not trace.switches_grad:
+        return False
+    return any(info.requires_grad for info in trace.outputs) or any(
+        args[i].requires_grad for i in trace.mutated_inputs)
 
 
 class AOTCompiled:
@@ -66,19 +78,23 @@ class AOTCompiled:
         try:
             if self.unsupported is not None:
                 raise AOTUnsupported(self.unsupported)
-            if grad:
-                trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
-                logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
-                fw_module, bw_module = self.partition_fn(
-                    trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)
-                logs.emit("aot_graphs", "Forward graph:\n" + fw_module.code)
-                logs.emit("aot_graphs", "Backward graph:\n" + bw_module.code)
-                fw = self.fw_compiler(fw_module, example_values(fw_module))
-                return AOTRunner(trace, fw, bw_module, self.bw_compiler)
-            trace = trace_inference(self.fn, args, self.decompositions, self.known_constants)
-            logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
-            fw = self.inference_compiler(trace.module, example_values(trace.module))
-            return AOTRunner(trace, fw)
+            if not grad:
+                trace = trace_inference(self.fn, args, self.decompositions,
+                                        self.known_constants)
+                if not _needs_joint(trace, args):
+                    logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
+                    fw = self.inference_compiler(trace.module, example_values(trace.module))
+                    return AOTRunner(trace, fw)
+            # Grad mode on, or switched on inside the program: the joint graph, traced from
+            # the mode the program starts in.
+            trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
+            logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
+            fw_module, bw_module = self.partition_fn(
+                trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)
+            logs.emit("aot_graphs", "Forward graph:\n" + fw_module.code)
+            logs.emit("aot_graphs", "Backward graph:\n" + bw_module.code)
+            fw = self.fw_compiler(fw_module, example_values(fw_module))
+            return AOTRunner(trace, fw, bw_module, self.bw_compiler)
         except Exception as e:  # noqa: BLE001
             # Whatever stops the trace (AOTUnsupported, DataDependentOutputError, a module
             # touching a fake tensor's missing data, an error of the program itself) leaves
@@ -180,18 +196,13 @@ def _user_object(a) -> bool:
 
 
 def _untraceable(mod) -> str | None:
-    """Why a captured graph cannot be traced, or None: a
-    grad mode switch is not recorded by the trace; an operator of a user object kept live
-    in the graph (`x * obj` calling obj.__rmul__) reads the object's state on each call,
-    which a trace would freeze. Such graphs run as they are."""
+    """Why a captured graph cannot be traced, or None: an operator of a user object kept
+    live in the graph (`x * obj` calling obj.__rmul__) reads the object's state on each
+    call, which a trace would freeze. Such graphs run as they are."""
     graph = getattr(mod, "graph", None)
     for n in getattr(graph, "nodes", ()):
         if n.op != "call_function":
             continue
-        name = getattr(n.target, "__name__", "")
-        if name == "set_grad_enabled":
-            # The trace would run the switch (it is no registry op) but not record it.
-            return "the graph switches grad mode (set_grad_enabled)"
         if _user_object(n.args) or _user_object(tuple(n.kwargs.values())):
             return (f"{n.name} calls {getattr(n.target, '__name__', n.target)} on a Python "
                     "object whose state is read live on each call")

@@ -56,6 +56,15 @@ class TraceResult:
     num_user_outputs: int = 0  # the program's outputs (then the inputs it wrote with history)
     # Per input: the tangents (0-based) its gradient reads; None where it gets no gradient.
     grad_tangents: list = field(default_factory=list)
+    grad_mode_after: bool | None = None  # the grad mode the program leaves, if it changed it
+    grad_mode_before: bool = True  # the grad mode the program was traced (and is run) in
+
+    @property
+    def switches_grad(self) -> bool:
+        """Whether the graph switches grad mode (it holds `_set_grad_enabled` nodes)."""
+        return any(getattr(n.target, "__name__", "") == "_set_grad_enabled"
+                   and getattr(n.target, "side_effect", False)
+                   for n in self.module.graph.nodes)
 
 
 def _tangents_read(node) -> frozenset:
@@ -146,7 +155,7 @@ def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:
         current = tracer.node_of(t)
         if current is not node:
             i = next(k for k, f in enumerate(fakes) if f is t)
-            if training and t.requires_grad:
+            if training and t.grad_fn is not None:  # written with history (grad mode on)
                 real = args[i]
                 if real.requires_grad and real.grad_fn is None:
                     raise AOTUnsupported("a leaf that requires grad is modified in place")
@@ -181,8 +190,19 @@ def _start(args, decompositions, known_constants, prefix: str):
 def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
     """Run the program under the tracer: its outputs, how they were returned, what the
     runtime must know of them, their nodes, and the inputs it wrote."""
-    with set_grad_enabled(training or is_grad_enabled()), tracer:
-        outs, structure = _flat_outputs(fn(*fakes))
+    with set_grad_enabled(is_grad_enabled()), tracer:  # the caller's mode comes back after
+        # The program starts in the caller's grad mode; its switches are recorded (and take
+        # effect in the trace, so what it computes under no_grad has no gradient); the mode
+        # it ends in is kept.
+        start = tracer.grad_mode = is_grad_enabled()
+        try:
+            outs, structure = _flat_outputs(fn(*fakes))
+            tracer.sync_grad_mode()
+            end = tracer.grad_mode
+        finally:
+            tracer.grad_mode = None
+    tracer.grad_mode_after = None if end == start else end
+    tracer.grad_mode_before = start
     tracer.check_no_hooks()
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
@@ -201,8 +221,8 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     targets = [fakes[i]._shallow_copy() for i in grad_inputs]
     outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, True)
     n_user = len(outs)
-    for i in mutated:  # a written input with history is an output of the node too
-        if fakes[i].requires_grad:
+    for i in mutated:  # an input written with history is an output of the node too
+        if fakes[i].grad_fn is not None:  # (not one written under no_grad)
             outs += (fakes[i],)
             infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
             fw_nodes.append(tracer.node_of(fakes[i]))
@@ -228,7 +248,7 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     module = _finish(tracer, fw_nodes + grads, "GraphModule")
     reads = [None if g is None else _tangents_read(g) for g in grads]
     return TraceResult(module, infos, len(fw_nodes), grad_inputs, mutated, structure, n_user,
-                       reads)
+                       reads, tracer.grad_mode_after, tracer.grad_mode_before)
 
 
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
@@ -236,4 +256,6 @@ def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceR
     tracer, fakes = _start(args, decompositions, known_constants, "arg")
     outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False)
     module = _finish(tracer, fw_nodes, "GraphModule")
-    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs))
+    return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs),
+                       grad_mode_after=tracer.grad_mode_after,
+                       grad_mode_before=tracer.grad_mode_before)

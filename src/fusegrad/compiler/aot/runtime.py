@@ -11,8 +11,9 @@ node from the real inputs, so they alias as in eager mode.
 from __future__ import annotations
 
 from ..._tensor import Tensor
+from ..._thread_state import set_grad_enabled
 from ...autograd.function import Function
-from ...autograd.grad_mode import is_grad_enabled
+from ...autograd.grad_mode import enable_grad, is_grad_enabled
 from ...ops._util import contiguous_strides
 from .joint import TraceResult
 
@@ -38,6 +39,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
     state = {"bw": None}
+    switches = trace.switches_grad
 
     class CompiledFunction(Function):
         """A forward graph and its backward graph as one autograd node."""
@@ -45,7 +47,10 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
         @staticmethod
         def forward(ctx, *args):
             """Run the forward graph; keep what it saves for the backward graph."""
-            result = fw(*args)
+            # The graph's grad-mode switches would make its ops record history on the inputs
+            # (this node records it): it computes on aliases without history.
+            result = fw(*[a.detach() if isinstance(a, Tensor) else a for a in args]) \
+                if switches else fw(*args)
             # An input the graph wrote (and that has history) is returned as itself, marked
             # dirty: it takes this node as its grad_fn, as an in-place op would give it.
             outs = [result[k] if infos[k].mutated_input is None else args[infos[k].mutated_input]
@@ -125,13 +130,19 @@ class AOTRunner:
 
     def __call__(self, *args):
         if self.training:
-            outs = self.fn.apply(*args)
+            if self.trace.grad_mode_before:
+                outs = self.fn.apply(*args)
+            else:  # the program switches grad mode on: the node records its history
+                with enable_grad():
+                    outs = self.fn.apply(*args)
             outs = outs if isinstance(outs, tuple) else (outs,)
             full = [None] * self.trace.num_fwd_outputs
             for k, o in zip(self.returned, outs):
                 full[k] = o
         else:
             full = list(self.fw(*args))
+        if self.trace.grad_mode_after is not None:  # the program leaves grad mode switched
+            set_grad_enabled(self.trace.grad_mode_after)
         return finish_outputs(self.trace, args, full)
 
 

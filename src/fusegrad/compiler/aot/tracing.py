@@ -24,10 +24,19 @@ import numpy as np
 from ... import _dispatch
 from ..._fake import FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
-from ...autograd.grad_mode import no_grad
+from ..._thread_state import set_grad_enabled as _set_mode
+from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph
 from ...ops.overloads import aten, overload_of
 from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
+
+
+def _set_grad_enabled(mode: bool) -> None:
+    """Graph node target: switch grad mode (a `no_grad` / `enable_grad` block's edge)."""
+    _set_mode(mode)
+
+
+_set_grad_enabled.side_effect = True  # dead-code elimination keeps it
 
 
 def _geometry(t) -> tuple:
@@ -64,6 +73,8 @@ class Tracer(_dispatch.DispatchMode):
         self._const_roots: set[int] = set()
         self.inputs: list[tuple] = []  # (tensor, placeholder node)
         self._fake_mode = FakeTensorMode()
+        # The grad mode the graph has at its end so far; None: switches are not recorded.
+        self.grad_mode: bool | None = None
 
     # ------------------------------------------------------------ tensors and nodes
 
@@ -183,14 +194,26 @@ class Tracer(_dispatch.DispatchMode):
 
     # ------------------------------------------------------------ the dispatch mode
 
+    def sync_grad_mode(self) -> None:
+        """Record a switch of grad mode made since the last op (the program's `no_grad`
+        block): the graph then computes each op in the mode the program ran it in."""
+        if self.grad_mode is not None and is_grad_enabled() != self.grad_mode:
+            self.grad_mode = is_grad_enabled()
+            self.emit(_set_grad_enabled, (self.grad_mode,))
+
     def __fusegrad_dispatch__(self, op, args):
+        self.sync_grad_mode()
         fn = self.decomp.get(op)
         if fn is not None:
             # Run the decomposition under this mode: its ops are recorded instead of `op`.
             # Autograd records `op` itself afterwards (as PyTorch, which decomposes below
-            # autograd), so the inner calls record nothing.
-            with self, no_grad():
-                return fn(*args)
+            # autograd), so the inner calls record nothing (nor their grad mode).
+            mode, self.grad_mode = self.grad_mode, None
+            try:
+                with self, no_grad():
+                    return fn(*args)
+            finally:
+                self.grad_mode = mode
         if self.functional and op.inplace:
             return self._functional_inplace(op, args)
         if self.functional and op.name == "native_batch_norm" and args[5] and \
@@ -286,6 +309,7 @@ class Tracer(_dispatch.DispatchMode):
     def record_call(self, fn, args: tuple) -> None:
         """Record a call of Python function `fn` made for its effect (a tensor assertion):
         run with the graph, kept by dead-code elimination (`fn.side_effect`)."""
+        self.sync_grad_mode()
         self.emit(fn, self._map(args))
 
     def note_snapshot(self, t: Tensor, original: Tensor) -> None:
@@ -297,6 +321,7 @@ class Tracer(_dispatch.DispatchMode):
         """A factory's result: its values become a graph constant."""
         if random and self.strict:
             raise AOTUnsupported("a random factory (rand, randn, ...) is called while tracing")
+        self.sync_grad_mode()
         real = Tensor._make(np.asarray(fill(dtype.np)), dtype)
         node = self._constant(real)
         if not self.functional:  # the graph may write into it: each run gets its own copy
