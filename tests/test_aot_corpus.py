@@ -10,7 +10,6 @@ sees that AOT compiled the graphs itself rather than falling back to running the
 from __future__ import annotations
 
 import os
-import textwrap
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -19,8 +18,7 @@ import pytest  # noqa: E402
 from compile_constructs import PROGRAMS, run, same  # noqa: E402
 from test_compile_corpus import CORPUS  # noqa: E402
 from test_compile_corpus import _run as corpus_run  # noqa: E402
-from test_compile_random import CAPTURES, make_program  # noqa: E402
-from test_compile_random import _run as random_run  # noqa: E402
+from test_compile_random import CAPTURES, check_chunk  # noqa: E402
 
 import fusegrad  # noqa: E402
 from fusegrad.compiler.aot.api import aot_eager  # noqa: E402
@@ -73,26 +71,16 @@ def test_corpus_aot_eager_equals_eager(prog):
     assert backend.fallbacks() == []
 
 
+def _exactly_as_eager(compiled, eager) -> None:
+    """A gradient where eager has one (None where it has none), equal within 1e-12."""
+    assert (compiled is None) == (eager is None)
+    if compiled is not None:
+        np.testing.assert_allclose(compiled, eager, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("chunk", range(4))
 def test_random_programs_aot_eager_equal_eager(chunk):
     backend = AOTCounter()
-    for seed in range(chunk * 50, chunk * 50 + 50):
-        src = make_program(seed)
-        namespace: dict = {}
-        exec(compile(src, f"<random program {seed}>", "exec"), namespace)
-        f = namespace["f"]
-        rng = np.random.default_rng(seed)
-        arrays = [rng.standard_normal((4, 4)).astype(np.float64) for _ in range(2)]
-        eager = random_run(f, arrays)
-        compiled = random_run(fusegrad.compile(f, backend=backend), arrays)
-        try:
-            np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-12, atol=1e-12)
-            for g1, g2 in zip(compiled[1], eager[1]):
-                assert (g1 is None) == (g2 is None)
-                if g1 is not None:
-                    np.testing.assert_allclose(g1, g2, rtol=1e-12, atol=1e-12)
-        except AssertionError:
-            pytest.fail(f"program {seed} differs under aot_eager vs eager:\n"
-                        f"{textwrap.indent(src, '    ')}")
+    check_chunk(chunk, backend, _exactly_as_eager, tol=1e-12, label="under aot_eager")
     assert backend.fallbacks() == []
     assert (backend.graphs > 0) == CAPTURES

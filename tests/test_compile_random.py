@@ -106,9 +106,9 @@ if test_backend() != "inductor":
     RUNS.append((0, "inductor"))
 
 
-@pytest.mark.parametrize(("chunk", "inner"), RUNS)
-def test_random_programs_compiled_equal_eager(chunk, inner):
-    counter = Counter(inner)
+def check_chunk(chunk: int, backend, same_grad, tol: float = 1e-10, label: str = "compiled"):
+    """Run the 50 programs of `chunk` eagerly and compiled with `backend`; values must agree
+    within `tol` and each pair of input gradients must pass `same_grad(compiled, eager)`."""
     for seed in range(chunk * 50, chunk * 50 + 50):
         src = make_program(seed)
         namespace: dict = {}
@@ -117,14 +117,20 @@ def test_random_programs_compiled_equal_eager(chunk, inner):
         rng = np.random.default_rng(seed)
         arrays = [rng.standard_normal((4, 4)).astype(np.float64) for _ in range(2)]
         eager = _run(f, arrays)
-        compiled = _run(fusegrad.compile(f, backend=counter), arrays)
+        compiled = _run(fusegrad.compile(f, backend=backend), arrays)
         try:
-            np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(compiled[0], eager[0], rtol=tol, atol=tol)
             for g1, g2 in zip(compiled[1], eager[1]):
-                _same_grad(g1, g2, counter.inner != "eager")
+                same_grad(g1, g2)
         except AssertionError:
-            pytest.fail(f"program {seed} differs compiled vs eager:\n"
+            pytest.fail(f"program {seed} differs {label} vs eager:\n"
                         f"{textwrap.indent(src, '    ')}")
+
+
+@pytest.mark.parametrize(("chunk", "inner"), RUNS)
+def test_random_programs_compiled_equal_eager(chunk, inner):
+    counter = Counter(inner)
+    check_chunk(chunk, counter, lambda g1, g2: _same_grad(g1, g2, counter.inner != "eager"))
     assert counter.graphs == (CHUNK_GRAPHS[chunk] if CAPTURES else 0), counter.graphs
 
 
