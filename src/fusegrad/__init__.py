@@ -39,7 +39,7 @@ from ._creation import (
     zeros,
     zeros_like,
 )
-from ._device import cuda, device
+from ._device import device
 from ._distributions import bernoulli, multinomial, poisson
 from ._dtype import (
     bfloat16,
@@ -113,9 +113,9 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "datasets", "distributed",
-    "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx", "optim",
-    "serialization", "viz",
+    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "cuda", "datasets",
+    "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx",
+    "optim", "serialization", "viz",
 })
 _LAZY_NAMES = {"compile": "compiler", "load": "serialization", "save": "serialization"}
 

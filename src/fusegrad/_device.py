@@ -53,35 +53,3 @@ class device:
 
 
 cpu = device("cpu")
-
-
-class _Cuda:
-    """`fusegrad.cuda`: reports that no CUDA device is available."""
-
-    @staticmethod
-    def is_available() -> bool:
-        """False: there is no CUDA backend yet."""
-        return False
-
-    @staticmethod
-    def device_count() -> int:
-        """0 devices."""
-        return 0
-
-    @staticmethod
-    def manual_seed(seed: int) -> None:
-        """Accepted and ignored (no CUDA generator exists)."""
-
-    manual_seed_all = manual_seed
-
-    @staticmethod
-    def synchronize(device=None) -> None:
-        """Nothing to wait for on the CPU."""
-
-    @staticmethod
-    def is_bf16_supported() -> bool:
-        """False without CUDA."""
-        return False
-
-
-cuda = _Cuda()
