@@ -8,6 +8,7 @@ import numpy as _np
 
 from . import (
     _functions,  # noqa: F401  (attaches the Tensor methods)
+    _legacy_types,
     autograd,
     ops,
     utils,
@@ -105,6 +106,9 @@ def result_type(tensor1, tensor2) -> dtype:
 def detach(input):
     """`input.detach()`."""
     return input.detach()
+
+# `FloatTensor`, `LongTensor`, ...: legacy constructors and dtype tests of old code.
+globals().update(_legacy_types.TYPES)
 
 from . import _out  # noqa: E402
 

@@ -37,6 +37,38 @@ def _sizes(size, caller: str = "empty") -> tuple:
     return tuple(out)
 
 
+_RANDOM_SIGNATURES = (
+    " * (tuple of ints size, *, torch.Generator generator, Tensor out = None, torch.dtype dtype "
+    "= None, torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
+    "bool requires_grad = False)\n"
+    " * (tuple of ints size, *, Tensor out = None, torch.dtype dtype = None, torch.layout "
+    "layout = None, torch.device device = None, bool pin_memory = False, bool requires_grad = "
+    "False)\n")
+
+
+def _size_arg(sizes: tuple, size, caller: str, signatures: str = "") -> tuple:
+    """The shape a factory was given, as `zeros(2, 3)`, `zeros((2, 3))` or `zeros(size=...)`.
+
+    `signatures`: PyTorch's overload list for the factories (rand, randn) whose argument
+    errors name it instead of the missing or repeated argument.
+    """
+    if (size is None and sizes) or (size is not None and not sizes
+                                    and isinstance(size, (tuple, list))):
+        return _sizes(sizes or (size,), caller)
+    if signatures:
+        got = [type(s).__name__ for s in sizes]
+        if size is not None:
+            got.append(f"size={type(size).__name__}")
+        raise TypeError(f"{caller}() received an invalid combination of arguments - got "
+                        f"({', '.join(got)}), but expected one of:\n{signatures}")
+    if size is None:
+        raise TypeError(f'{caller}() missing 1 required positional arguments: "size"')
+    if sizes:
+        raise TypeError(f"{caller}() got multiple values for argument 'size'")
+    raise TypeError(f"{caller}(): argument 'size' must be tuple of ints, not "
+                    f"{type(size).__name__}")
+
+
 def _check_device(device) -> None:
     if device is not None:
         _device_cls(device)._check_available()
@@ -160,12 +192,11 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def legacy_tensor_init(t: Tensor, *args, **kwargs) -> None:
-    """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy)."""
-    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
-        data = _to_array(args[0], np.dtype(np.float32))
-    else:
-        data = np.empty(_sizes(args), dtype=np.float32)
-    src = Tensor._make(data)
+    """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy), as
+    `FloatTensor(...)` makes them."""
+    from ._legacy_types import legacy_new
+
+    src = legacy_new(_dtype.float32, args, kwargs, any_dtype=True)
     for slot in Tensor.__slots__[:-1]:
         setattr(t, slot, getattr(src, slot))
 
@@ -178,24 +209,25 @@ def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Te
 # ---------------------------------------------------------------- constant fills
 
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of zeros."""
     _check_device(device)
-    shape = _sizes(size, "zeros")
+    shape = _size_arg(sizes, size, "zeros")
     return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.zeros(shape, dt))
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of ones."""
     _check_device(device)
-    shape = _sizes(size, "ones")
+    shape = _size_arg(sizes, size, "ones")
     return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.ones(shape, dt))
 
 
-def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-          memory_format=None, pin_memory=False):
+def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, memory_format=None, pin_memory=False):
     """An uninitialised tensor (filled with zeros here, so results are reproducible)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    shape = _size_arg(sizes, size, "empty")
+    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
@@ -303,20 +335,20 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None
 # ---------------------------------------------------------------- random
 
 
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
     _check_device(device)
-    shape = _sizes(size)
+    shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _rng(generator).random(shape).astype(dt), random=True)
 
 
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal random values."""
     _check_device(device)
-    shape = _sizes(size)
+    shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _rng(generator).standard_normal(shape).astype(dt), random=True)
 

@@ -438,6 +438,8 @@ class Tensor:
         if isinstance(dtype, str):
             name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
             dtype = next(d for d in _dtype.ALL if d.legacy == name)
+        elif isinstance(dtype, type):  # a typed class such as `fusegrad.DoubleTensor`
+            dtype = dtype.dtype
         return self.to(dtype)
 
     def type_as(self, other):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import builtins
 import numbers
 
+import numpy as np
+
 from .. import _dtype
 from .._dispatch import call
 from .._symbolic import SymInt
@@ -43,7 +45,7 @@ def _normalize_index(index) -> tuple:
 def _is_advanced(i) -> bool:
     if isinstance(i, Tensor):
         return not (i.ndim == 0 and i.dtype.category == _dtype.INT)
-    return isinstance(i, list) or (hasattr(i, "__array__") and hasattr(i, "dtype")
+    return isinstance(i, (list, range)) or (hasattr(i, "__array__") and hasattr(i, "dtype")
                                    and getattr(i, "ndim", 0) > 0)
 
 
@@ -54,7 +56,11 @@ def _advanced(input, index):
 
     items = []
     for i in index:
-        if isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
+        if isinstance(i, (list, range)) and not len(i):  # no positions: an empty long index
+            i = Tensor._make(np.zeros(0, np.int64))
+        elif isinstance(i, range):  # a sequence of positions, as a list is
+            i = _tensor(list(i))
+        elif isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
             i = _tensor(i)
             if i.dtype.category == _dtype.FLOAT:
                 raise IndexError(
