@@ -204,7 +204,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 for hook in list(extras.post_hooks.values()):
                     r = hook(tuple(grad_inputs), tuple(grads))
                     if r is not None:
-                        grad_inputs = r
+                        grad_inputs = _checked_values(hook, r, grad_inputs)
             if not retain_graph:
                 node.release()
             for (child, nr), g in zip(node.next_functions, grad_inputs):
@@ -289,7 +289,7 @@ def _call_tensor_hooks(node, grads):
                     continue
                 r = fn(grads[nr])
                 if r is not None:
-                    grads[nr] = r
+                    grads[nr] = _checked_value(fn, r, grads[nr])
     if keep:
         for nr, ref in keep.items():
             t = ref()
@@ -302,8 +302,43 @@ def _call_pre_hooks(node, grads):
     for hook in list(node._x.pre_hooks.values()):
         r = hook(tuple(grads))
         if r is not None:
-            grads = list(r)
+            grads = _checked_values(hook, r, grads)
     return grads
+
+
+def _hook_name(hook) -> str:
+    return getattr(hook, "__name__", type(hook).__name__)
+
+
+def _checked_values(hook, result, before) -> list:
+    """A node hook's returned gradients, checked as PyTorch checks them: a tuple with one
+    entry (a tensor of the same size and dtype, or None) per value it replaces."""
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != len(before):
+        raise RuntimeError(
+            f"hook '{_hook_name(hook)}' has returned an incorrect number of values (got "
+            f"{len(result)}, but expected {len(before)})")
+    return [_checked_value(hook, r, b) for r, b in zip(result, before)]
+
+
+def _checked_value(hook, value, before):
+    """One gradient a hook returned in place of `before`: a tensor of the same size and
+    dtype (or None, where a tuple allows it)."""
+    if value is None:
+        return None
+    from .._tensor import Tensor
+
+    if not isinstance(value, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(value).__name__}'")
+    if before is not None:
+        if value.shape != before.shape:
+            raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
+        if value.dtype != before.dtype:
+            raise RuntimeError(
+                f"hook '{_hook_name(hook)}' has changed the type of value (was "
+                f"{before.type()} got {value.type()})")
+    return value
 
 
 def _release(node, retain_graph):

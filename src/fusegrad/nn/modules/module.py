@@ -134,7 +134,7 @@ class _BackwardHook:
                 stacklevel=2)
             for hook in list(self.module._backward_hooks.values()):
                 hook(self.module, (None,) * max(self.n_inputs, 1), self.grad_outputs)
-        return [full[i] for i in self.out_idx]
+        return tuple(full[i] for i in self.out_idx)
 
     def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple):
         full = [None] * self.n_inputs
