@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _tie_order
 from ._util import Spec, rand_array
 from .reductions import (
     _all_samples,
@@ -20,6 +21,73 @@ from .reductions import (
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- sorting and selection
+
+# Rows longer than this take NumPy's order for ties: replaying PyTorch's algorithms one
+# comparison at a time in Python would take seconds.
+_REPLAY_LIMIT = 1 << 16
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise equality in which NaN equals NaN (PyTorch's comparators tie NaNs)."""
+    eq = x == y
+    if x.dtype.kind == "f":
+        eq |= np.isnan(x) & np.isnan(y)
+    return eq
+
+
+def _replay(a: np.ndarray, d: int, rows: np.ndarray, order: np.ndarray, width: int,
+            row_order) -> np.ndarray:
+    """`order` (int64 positions along `d`, `width` of them per row) with the rows where
+    `rows` is true recomputed by `row_order(values)`, PyTorch's algorithm for ties."""
+    if not rows.any() or a.shape[d] > _REPLAY_LIMIT:
+        return order
+    x = np.moveaxis(a, d, -1).reshape(-1, a.shape[d])
+    out = np.moveaxis(order, d, -1).copy()
+    flat = out.reshape(-1, width)
+    for r in np.flatnonzero(rows.reshape(-1)):
+        flat[r] = row_order(x[r])
+    return np.moveaxis(out, -1, d)
+
+
+def _has_ties(ordered: np.ndarray, d: int, upto: int) -> np.ndarray:
+    """Per row (the reduced shape): do two of the first `upto` sorted values along `d` tie?"""
+    head = np.moveaxis(ordered, d, -1)[..., :upto]
+    return _same(head[..., 1:], head[..., :-1]).any(axis=-1)
+
+
+def _sort_row(descending: bool):
+    def row_order(row):
+        keys, idx = _tie_order.ranks(row), list(range(row.shape[0]))
+        before = (lambda x, y: x > y) if descending else (lambda x, y: x < y)
+        _tie_order.sort(keys, idx, 0, len(keys), before)
+        return idx
+
+    return row_order
+
+
+def _topk_row(k: int, largest: bool, sorted: bool):
+    def row_order(row):
+        keys, idx = _tie_order.ranks(row), list(range(row.shape[0]))
+        before = (lambda x, y: x > y) if largest else (lambda x, y: x < y)
+        if k * 64 <= len(keys):
+            _tie_order.partial_sort(keys, idx, k, before)
+        else:
+            _tie_order.nth_element(keys, idx, k - 1, before)
+            if sorted:
+                _tie_order.sort(keys, idx, 0, k - 1, before)
+        return idx[:k]
+
+    return row_order
+
+
+def _kth_row(k: int):
+    def row_order(row):
+        keys, idx = _tie_order.ranks(row), list(range(row.shape[0]))
+        _tie_order.quickselect(keys, idx, k, lambda x, y: x > y)
+        return [idx[k]]
+
+    return row_order
+
 
 
 def _median_all_kernel(a):
@@ -94,7 +162,29 @@ def _mode_kernel(a, dim=-1, keepdim=False):
     idx = np.max(np.where(x == vals, pos, -1), axis=-1, keepdims=True)
     vals = np.moveaxis(vals, -1, d)
     idx = np.moveaxis(idx, -1, d).astype(np.int64)
+    replay = (_same(a, vals).sum(axis=d, keepdims=True) > 1)
+    if a.dtype.kind == "f":
+        replay |= np.isnan(a).any(axis=d, keepdims=True)
+    idx = _replay(a, d, replay, idx, 1, _mode_row)
+    vals = np.take_along_axis(a, idx, d)
     return _keep(vals, d, keepdim), _keep(idx, d, keepdim)
+
+
+def _mode_row(row) -> list:
+    """PyTorch's mode: std::sort the (value, index) pairs by value, then the last pair of the
+    first longest run of equal values gives the index. Its comparisons are plain `<` and
+    `!=`, so the values themselves are the keys (a NaN ties with everything in the sort and
+    ends every run)."""
+    keys, idx = row.tolist(), list(range(row.shape[0]))
+    _tie_order.sort(keys, idx, 0, len(keys), lambda x, y: x < y)
+    best, best_at, run = 0, 0, 0
+    for i in range(len(keys)):
+        run += 1
+        if i == len(keys) - 1 or keys[i] != keys[i + 1]:
+            if run > best:
+                best, best_at = run, i
+            run = 0
+    return [idx[best_at]]
 
 
 def _mode_samples(rng, dtype):
@@ -120,6 +210,9 @@ def _kthvalue_kernel(a, k, dim=-1, keepdim=False):
     if not 1 <= k <= a.shape[d]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     v, i = _kth(a, d, k - 1)
+    ties = (_same(a, v).sum(axis=d, keepdims=True) > 1)
+    i = _replay(a, d, ties, i, 1, _kth_row(k - 1))
+    v = np.take_along_axis(a, i, d)
     return _keep(v, d, keepdim), _keep(i, d, keepdim)
 
 
@@ -158,13 +251,18 @@ def _sort_order(a, d, descending, stable=True):
     return np.argsort(a, axis=d, kind="stable")
 
 
-def _sort_kernel(a, dim=-1, descending=False):
+def _sort_kernel(a, dim=-1, descending=False, stable=True):
     if a.ndim == 0:
         _dim1(dim, 0)
         return a.copy(), np.zeros((), np.int64)
     d = _dim1(dim, a.ndim)
-    order = _sort_order(a, d, descending)
-    return np.take_along_axis(a, order, d), order.astype(np.int64)
+    order = _sort_order(a, d, descending).astype(np.int64)
+    values = np.take_along_axis(a, order, d)
+    if not stable and a.shape[d] > 1:  # ties in PyTorch's introsort order
+        order = _replay(a, d, _has_ties(values, d, a.shape[d]), order, a.shape[d],
+                        _sort_row(descending))
+        values = np.take_along_axis(a, order, d)
+    return values, order
 
 
 def _sort_meta(a, dim=-1, descending=False):
@@ -186,13 +284,14 @@ def _sort_samples(rng, dtype):
 
 
 sort = register(
-    "sort", kernel=_sort_kernel, meta=_sort_meta, node="SortBackward0",
+    "sort", kernel=lambda a, dim=-1, descending=False: _sort_kernel(a, dim, descending, False),
+    meta=_sort_meta, node="SortBackward0",
     derivative=_sort_derivative,
     save=lambda out, a, dim=-1, descending=False: (a.shape, dim, out[1]),
     samples=_sort_samples)
 sort_stable = register(
     "sort.stable", kernel=lambda a, stable, dim=-1, descending=False: _sort_kernel(
-        a, dim, descending),
+        a, dim, descending, bool(stable)),
     meta=lambda a, stable, dim=-1, descending=False: _sort_meta(a, dim, descending),
     node="SortBackward1",
     derivative=lambda grads, shape, dim, idx: (_sort_derivative(grads, shape, dim, idx)[0],
@@ -201,7 +300,8 @@ sort_stable = register(
     samples=lambda rng, dt: [Sample((s.args[0], True) + s.args[1:], name=s.name)
                              for s in _sort_samples(rng, dt)], public="sort")
 argsort = register(
-    "argsort", kernel=lambda a, dim=-1, descending=False: _sort_kernel(a, dim, descending)[1],
+    "argsort", kernel=lambda a, dim=-1, descending=False: _sort_kernel(
+        a, dim, descending, False)[1],
     meta=lambda a, dim=-1, descending=False: _sort_meta(a, dim, descending)[1],
     differentiable=False, samples=_sort_samples)
 
@@ -215,9 +315,26 @@ def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
     d = _dim1(dim, a.ndim)
     if not 0 <= k <= a.shape[d]:
         raise RuntimeError("selected index k out of range")
-    order = _sort_order(a, d, largest)
-    idx = np.take(order, np.arange(k), axis=d)
-    return np.take_along_axis(a, idx, d), idx.astype(np.int64)
+    n = a.shape[d]
+    m = min(k + 1, n)  # one past the cut, to see ties across it
+    if m < n and not (a.dtype.kind == "f" and np.isnan(a).any()):
+        # The m best by partition, then ordered: not a sort of the whole row.
+        part = np.argpartition(a, n - m if largest else m - 1, axis=d)
+        cand = np.take(part, np.arange(n - m, n) if largest else np.arange(m), axis=d)
+        cand_order = np.take_along_axis(cand, _sort_order(np.take_along_axis(a, cand, d), d,
+                                                          largest), d)
+    else:
+        cand_order = np.take(_sort_order(a, d, largest), np.arange(m), axis=d)
+    idx = np.take(cand_order, np.arange(k), axis=d).astype(np.int64)
+    if k:
+        # Ties among the chosen values or across the cut, and the unsorted order of
+        # introselect, come out as PyTorch's selection algorithms leave them.
+        ordered = np.take_along_axis(a, cand_order, d)
+        rows = _has_ties(ordered, d, k + 1)
+        if not sorted and k * 64 > a.shape[d] and k > 2:
+            rows = np.ones_like(rows)
+        idx = _replay(a, d, rows, idx, k, _topk_row(k, largest, sorted))
+    return np.take_along_axis(a, idx, d), idx
 
 
 def _topk_meta(a, k, dim=-1, largest=True, sorted=True):
