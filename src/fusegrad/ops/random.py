@@ -161,6 +161,13 @@ def _multinomial_meta(a, num_samples, replacement=False, generator=None) -> Spec
 def _multinomial(a, num_samples, replacement=False, generator=None):
     _multinomial_meta(a, num_samples, replacement)
     weights = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    if replacement and num_samples > 1:  # PyTorch checks this case entry by entry
+        if not (weights >= 0).all():
+            raise RuntimeError(
+                "invalid multinomial distribution (encountering probability entry < 0)")
+        if np.isinf(weights).any():
+            raise RuntimeError("invalid multinomial distribution (encountering probability "
+                               "entry = infinity or NaN)")
     if (weights < 0).any() or not np.isfinite(weights).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if (weights.sum(-1) <= 0).any():

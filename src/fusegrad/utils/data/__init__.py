@@ -18,9 +18,10 @@ from .sampler import (
     Sampler,
     SequentialSampler,
     SubsetRandomSampler,
+    WeightedRandomSampler,
 )
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "ConcatDataset", "Dataset",
            "IterableDataset", "Subset", "TensorDataset", "random_split", "BatchSampler",
            "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
-           "WorkerInfo", "get_worker_info", "DistributedSampler"]
+           "WeightedRandomSampler", "WorkerInfo", "get_worker_info", "DistributedSampler"]

@@ -30,18 +30,42 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+def _positive_samples(num_samples) -> None:
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+        raise ValueError("num_samples should be a positive integer value, but got "
+                         f"num_samples={num_samples}")
+
+
+def _epoch_generator(generator):
+    """The generator one pass draws from: the caller's, or (as PyTorch) a fresh one seeded
+    by a single draw from the default generator, so a pass advances the default stream by
+    one number however many indices it yields."""
+    if generator is not None:
+        return generator
+    from ..._random import Generator
+
+    fresh = Generator()
+    fresh.manual_seed(int(_rng(None).integers(0, 2 ** 63 - 1)))
+    return fresh
+
+
 class RandomSampler(Sampler):
-    """A random permutation (or draws with replacement), from `generator` when given."""
+    """A random permutation (or draws with replacement), from `generator` when given.
+
+    Indices are drawn as the iteration asks for them (32 at a time with replacement, one
+    permutation at a time without), so `num_samples` may be far larger than memory.
+    """
 
     def __init__(self, data_source: Sized, replacement: bool = False,
                  num_samples: int | None = None, generator=None) -> None:
+        if not isinstance(replacement, bool):
+            raise TypeError("replacement should be a boolean value, but got "
+                            f"replacement={replacement}")
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
-        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError("num_samples should be a positive integer value, but got "
-                             f"num_samples={self.num_samples}")
+        _positive_samples(self.num_samples)
 
     @property
     def num_samples(self) -> int:
@@ -50,13 +74,15 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
-        r = _rng(self.generator)
+        r = _rng(_epoch_generator(self.generator))
+        total = self.num_samples
         if self.replacement:
-            return iter(r.integers(0, n, self.num_samples).tolist())
-        out = []
-        while len(out) < self.num_samples:
-            out += r.permutation(n).tolist()
-        return iter(out[:self.num_samples])
+            for start in range(0, total, 32):
+                yield from r.integers(0, n, min(32, total - start)).tolist()
+            return
+        for _ in range(total // n):
+            yield from r.permutation(n).tolist()
+        yield from r.permutation(n)[:total % n].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -70,11 +96,43 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        perm = _rng(self.generator).permutation(len(self.indices))
-        return iter([self.indices[i] for i in perm])
+        for i in _rng(self.generator).permutation(len(self.indices)).tolist():
+            yield self.indices[i]
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """`num_samples` indices drawn with probabilities proportional to `weights`."""
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True,
+                 generator=None) -> None:
+        _positive_samples(num_samples)
+        if not isinstance(replacement, bool):
+            raise ValueError("replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        from ..._creation import as_tensor
+        from ..._dtype import float64
+
+        weights_tensor = as_tensor(weights, dtype=float64)
+        if len(weights_tensor.shape) != 1:
+            raise ValueError("weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights_tensor.shape)}")
+        self.weights = weights_tensor
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        from ..._distributions import multinomial
+
+        drawn = multinomial(self.weights, self.num_samples, self.replacement,
+                            generator=self.generator)
+        yield from drawn.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
 
 
 class BatchSampler(Sampler):
