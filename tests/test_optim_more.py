@@ -343,7 +343,10 @@ def test_swa_errors_match_torch(make):
 
 
 def test_lbfgs_float32_mlp_matches_torch():
-    x = RNG.standard_normal((6, 4)).astype(np.float32)
+    # Its own data, not the shared stream (which depends on the tests run before it): on
+    # some inputs (2 of 12 seeds tried) float32 rounding sends the strong-Wolfe search down
+    # another branch in one library, and the losses part after a few steps.
+    x = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
 
     def mlp(nn):
         return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))

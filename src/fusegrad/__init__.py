@@ -110,6 +110,12 @@ def detach(input):
 # `FloatTensor`, `LongTensor`, ...: legacy constructors and dtype tests of old code.
 globals().update(_legacy_types.TYPES)
 
+# The core classes belong to the top-level namespace, as PyTorch's do: reprs and pickles
+# name them `fusegrad.Tensor`, `fusegrad.dtype`, ...
+for _cls in (Tensor, Size, device, dtype, finfo, iinfo):
+    _cls.__module__ = "fusegrad"
+del _cls
+
 from . import _out  # noqa: E402
 
 # Subpackages and names loaded on first use (PEP 562), as PyTorch's own lazy submodules:

@@ -19,7 +19,8 @@ from .proxy import Attribute, Proxy, TraceError
 
 _LAZY = {
     "GraphModule": "graph_module", "Interpreter": "interpreter", "Transformer": "interpreter",
-    "Tracer": "tracer", "symbolic_trace": "tracer", "wrap": "tracer", "passes": None,
+    "Tracer": "_symbolic_trace", "symbolic_trace": "_symbolic_trace",
+    "wrap": "_symbolic_trace", "passes": None,
     "replace_pattern": "subgraph_rewriter", "subgraph_rewriter": None,
 }
 

@@ -26,7 +26,7 @@ class Match(NamedTuple):
 
 
 def _trace(fn: Any) -> Graph:
-    from .tracer import symbolic_trace
+    from ._symbolic_trace import symbolic_trace
 
     if isinstance(fn, Graph):
         return fn

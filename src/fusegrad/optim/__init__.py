@@ -2,14 +2,16 @@
 
 from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
-from .adam import Adam, AdamW
+from .adagrad import Adagrad
+from .adam import Adam
 from .adamax import Adamax
+from .adamw import AdamW
 from .asgd import ASGD
 from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
-from .rmsprop import Adagrad, RMSprop
+from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
 from .sparse_adam import SparseAdam

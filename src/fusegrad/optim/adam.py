@@ -1,4 +1,4 @@
-"""Adam and AdamW (with amsgrad and maximize), PyTorch's single-tensor update."""
+"""Adam (with amsgrad and maximize), PyTorch's single-tensor update."""
 
 from __future__ import annotations
 
@@ -98,14 +98,3 @@ class Adam(Optimizer):
         data += -(lr / bc1) * (m / denom)
 
 
-class AdamW(Adam):
-    """Adam with decoupled weight decay (default 1e-2)."""
-
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False, foreach=None, capturable: bool = False,
-                 differentiable: bool = False, fused=None) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
-                         maximize=maximize, capturable=capturable,
-                         differentiable=differentiable, fused=fused,
-                         decoupled_weight_decay=True)

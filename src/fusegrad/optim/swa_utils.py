@@ -117,7 +117,7 @@ def update_bn(loader: Iterable, model: Module, device=None) -> None:
     """Recompute every BatchNorm's running statistics with one pass over `loader` (cumulative
     averages), leaving momenta and the training flag as they were."""
     from ..autograd import no_grad
-    from ..nn.modules.normalization import _BatchNorm
+    from ..nn.modules.batchnorm import _BatchNorm
 
     momenta = {}
     for module in model.modules():

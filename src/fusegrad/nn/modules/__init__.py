@@ -1,46 +1,100 @@
-"""The layers of `fusegrad.nn`."""
+"""The layers of `fusegrad.nn`, one module per family as PyTorch arranges them."""
 
 from .activation import (
+    CELU,
     ELU,
     GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
     Hardtanh,
     LeakyReLU,
+    LogSigmoid,
     LogSoftmax,
+    Mish,
+    PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
+    Softmin,
     Softplus,
+    Softshrink,
+    Softsign,
     Tanh,
+    Tanhshrink,
+    Threshold,
 )
-from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
+from .attention import MultiheadAttention
+from .batchnorm import BatchNorm1d, BatchNorm2d
+from .channelshuffle import ChannelShuffle
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
-from .extra import Bilinear, GroupNorm, HuberLoss, Upsample
-from .linear import Identity, Linear
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .linear import Bilinear, Identity, Linear, NonDynamicallyQuantizableLinear
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
     CrossEntropyLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
     KLDivLoss,
     L1Loss,
+    MarginRankingLoss,
     MSELoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
     NLLLoss,
+    PoissonNLLLoss,
     SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
 )
-from .misc import Dropout, Embedding, Flatten, Unflatten
 from .module import Module
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from .normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
     MaxPool1d,
     MaxPool2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer,
     TransformerDecoder,
@@ -48,89 +102,28 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from .upsampling import Upsample
 
 __all__ = [
-    "ELU", "GELU", "Hardtanh", "LeakyReLU", "LogSoftmax", "ReLU", "ReLU6", "Sigmoid", "SiLU",
-    "Softmax", "Softplus", "Tanh", "ModuleDict", "ModuleList", "ParameterDict",
-    "ParameterList", "Sequential", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
-    "Identity", "Linear", "BCELoss",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
-    "SmoothL1Loss", "Dropout", "Embedding", "Flatten", "Unflatten", "Module", "BatchNorm1d",
-    "BatchNorm2d", "LayerNorm", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d",
-    "AvgPool2d", "MaxPool1d", "MaxPool2d",
-    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
-    "MultiheadAttention", "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer",
-    "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
-]
-__all__ += ["Bilinear", "GroupNorm", "HuberLoss", "Upsample"]
-
-from . import padding as _padding  # noqa: E402
-from .padding import *  # noqa: E402, F403
-
-__all__ += _padding.__all__
-
-# Activations, losses and layers added with the nn coverage work.
-from .activation import (  # noqa: E402
-    CELU,
-    GLU,
-    SELU,
-    Hardshrink,
-    Hardsigmoid,
-    Hardswish,
-    LogSigmoid,
-    Mish,
-    PReLU,
-    RReLU,
-    Softmax2d,
-    Softmin,
-    Softshrink,
-    Softsign,
-    Tanhshrink,
-    Threshold,
-)
-from .distance import CosineSimilarity, PairwiseDistance  # noqa: E402
-from .instancenorm import (  # noqa: E402
-    InstanceNorm1d,
-    InstanceNorm2d,
-    InstanceNorm3d,
-    LocalResponseNorm,
-    RMSNorm,
-)
-from .loss import (  # noqa: E402
-    CosineEmbeddingLoss,
-    CTCLoss,
-    GaussianNLLLoss,
-    HingeEmbeddingLoss,
-    MarginRankingLoss,
-    MultiLabelMarginLoss,
-    MultiLabelSoftMarginLoss,
-    MultiMarginLoss,
-    PoissonNLLLoss,
-    SoftMarginLoss,
-    TripletMarginLoss,
-)
-from .shuffle import (  # noqa: E402
-    AdaptiveMaxPool1d,
-    AdaptiveMaxPool2d,
-    ChannelShuffle,
-    Dropout1d,
-    Dropout2d,
-    Dropout3d,
-    Fold,
-    PixelShuffle,
-    PixelUnshuffle,
-    Unfold,
-)
-from .sparse import EmbeddingBag  # noqa: E402
-
-__all__ += [
-    "CELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "LogSigmoid", "Mish",
-    "PReLU", "RReLU", "Softmax2d", "Softmin", "Softshrink", "Softsign", "Tanhshrink",
-    "Threshold", "CosineSimilarity", "PairwiseDistance", "InstanceNorm1d", "InstanceNorm2d",
-    "InstanceNorm3d", "LocalResponseNorm", "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss",
-    "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelMarginLoss",
-    "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
-    "TripletMarginLoss", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ChannelShuffle",
-    "Dropout1d", "Dropout2d", "Dropout3d", "Fold", "PixelShuffle", "PixelUnshuffle", "Unfold",
-    "EmbeddingBag", "CTCLoss",
+    "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
+    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "RReLU", "ReLU", "ReLU6", "SELU",
+    "SiLU", "Sigmoid", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign",
+    "Tanh", "Tanhshrink", "Threshold", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d",
+    "ChannelShuffle", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential",
+    "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
+    "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Flatten", "Unflatten",
+    "Fold", "Unfold", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Bilinear", "Identity",
+    "Linear", "NonDynamicallyQuantizableLinear", "BCELoss", "BCEWithLogitsLoss", "CTCLoss",
+    "CosineEmbeddingLoss", "CrossEntropyLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
+    "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss", "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss", "MultiMarginLoss", "NLLLoss", "PoissonNLLLoss", "SmoothL1Loss",
+    "SoftMarginLoss", "TripletMarginLoss", "Module", "GroupNorm", "LayerNorm", "LocalResponseNorm",
+    "RMSNorm", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d",
+    "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
+    "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "PixelShuffle",
+    "PixelUnshuffle", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "GRU", "GRUCell",
+    "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "Embedding", "EmbeddingBag",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "Upsample"
 ]

@@ -376,3 +376,7 @@ class Softmax2d(Module):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
                              "instead")
         return F.softmax(input, -3, _stacklevel=5)
+
+
+# Defined beside its helpers in `attention`; PyTorch's module for it is this one.
+from .attention import MultiheadAttention  # noqa: E402, F401

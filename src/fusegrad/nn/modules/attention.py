@@ -12,12 +12,8 @@ from ..._functions import cat as _cat
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """A plain Linear under the name PyTorch gives MultiheadAttention's output projection."""
 
 
 def _pad_last(mask):
@@ -46,6 +42,10 @@ class MultiheadAttention(Module):
     average_attn_weights=True, is_causal=False) returns (output, weights or None).  Boolean
     masks mark positions that may NOT be attended (True = masked out); float masks are added.
     """
+
+    # PyTorch defines it in `nn.modules.activation`: pickles and `isinstance` checks name
+    # that module, which re-exports it from here.
+    __module__ = "fusegrad.nn.modules.activation"
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
@@ -252,4 +252,4 @@ def _split_packed(proj, n: int, e: int) -> tuple:
     return tuple(parts[i] for i in range(n))
 
 
-__all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear"]
+__all__ = ["MultiheadAttention"]

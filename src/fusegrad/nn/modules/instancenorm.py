@@ -1,13 +1,9 @@
-"""InstanceNorm1d/2d/3d, LocalResponseNorm and RMSNorm."""
+"""InstanceNorm1d/2d/3d."""
 
 from __future__ import annotations
 
-import numbers
-
 from ... import _creation
 from .. import functional as F
-from .. import init
-from ..parameter import Parameter
 from .module import Module
 from .normalization import add_affine_parameters
 
@@ -78,51 +74,5 @@ class InstanceNorm3d(_InstanceNorm):
     _spatial = 3
 
 
-class LocalResponseNorm(Module):
-    """Normalise each channel by its neighbours' mean square."""
-
-    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
-                 k: float = 1.0) -> None:
-        super().__init__()
-        self.size = size
-        self.alpha = alpha
-        self.beta = beta
-        self.k = k
-
-    def forward(self, input):
-        """local_response_norm(input)."""
-        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
-
-    def extra_repr(self) -> str:
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-class RMSNorm(Module):
-    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape`, times a weight."""
-
-    def __init__(self, normalized_shape, eps: float | None = None,
-                 elementwise_affine: bool = True, device=None, dtype=None) -> None:
-        super().__init__()
-        if isinstance(normalized_shape, numbers.Integral):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_creation.empty(self.normalized_shape, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Weight 1."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-
-    def forward(self, x):
-        """rms_norm(x)."""
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")

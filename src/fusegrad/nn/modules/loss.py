@@ -270,3 +270,15 @@ class CTCLoss(_Loss):
         """ctc_loss(log_probs, targets, input_lengths, target_lengths)."""
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
+
+
+class HuberLoss(_Loss):
+    """Quadratic for errors below `delta`, linear (slope `delta`) above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        """huber_loss(input, target)."""
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)

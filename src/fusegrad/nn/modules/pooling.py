@@ -1,4 +1,4 @@
-"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d."""
+"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d."""
 
 from __future__ import annotations
 
@@ -107,3 +107,29 @@ class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
     def forward(self, input):
         """Means over adaptive windows."""
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max over adaptive windows of (N, C, L) input."""
+
+    def forward(self, input):
+        """adaptive_max_pool1d(input)."""
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max over adaptive windows of (N, C, H, W) input."""
+
+    def forward(self, input):
+        """adaptive_max_pool2d(input)."""
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)

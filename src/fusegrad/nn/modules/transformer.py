@@ -18,8 +18,8 @@ from .. import functional as F
 from .. import init
 from .attention import MultiheadAttention, _check_masks
 from .container import ModuleList
+from .dropout import Dropout
 from .linear import Linear
-from .misc import Dropout
 from .module import Module
 from .normalization import LayerNorm
 

@@ -1,0 +1,21 @@
+"""ChannelShuffle."""
+
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+
+class ChannelShuffle(Module):
+    """Interleave the channels of `groups` groups."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        """channel_shuffle(input)."""
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"

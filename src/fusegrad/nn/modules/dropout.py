@@ -1,0 +1,48 @@
+"""Dropout layers: elementwise (Dropout) and channel-wise (Dropout1d/2d/3d)."""
+
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+
+class Dropout(Module):
+    """Zero elements with probability p while training; identity in eval mode."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input):
+        """Dropout of `input` (training mode only)."""
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zero whole channels of (N, C, L) input while training."""
+
+    def forward(self, input):
+        """dropout1d(input)."""
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of (N, C, H, W) input while training."""
+
+    def forward(self, input):
+        """dropout2d(input)."""
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    """Zero whole channels of (N, C, D, H, W) input while training."""
+
+    def forward(self, input):
+        """dropout3d(input)."""
+        return F.dropout3d(input, self.p, self.training, self.inplace)

@@ -1,0 +1,53 @@
+"""Adagrad: per-parameter steps scaled by the accumulated squared gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from .optimizer import Optimizer
+from .rmsprop import _scalar_state
+
+
+class Adagrad(Optimizer):
+    """Per-coordinate rates scaled by the root of the summed squared gradients."""
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
+                 maximize: bool = False, differentiable: bool = False, fused=None) -> None:
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError("Invalid initial_accumulator_value value: "
+                             f"{initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state[p]
+                st["step"] = _scalar_state()
+                st["sum"] = Tensor._make(np.full_like(p._data, initial_accumulator_value))
+
+    def _check_group(self, group: dict) -> None:
+        group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
+
+    def _update(self, p, grad, group, state) -> None:
+        data = p._data
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        if group["maximize"]:
+            grad = -grad
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * data
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        acc = state["sum"]._data
+        acc += grad * grad
+        data += -clr * (grad / (np.sqrt(acc) + group["eps"]))
