@@ -2,10 +2,11 @@
 
 The seed program's AMP loop (`GradScaler` + `autocast` + backward + step + update) runs
 unchanged, in its deprecated `cuda.amp` spelling (off without CUDA: float32, as in PyTorch)
-and with `autocast("cpu", dtype=bfloat16)`, with and without `amp.GradScaler("cpu")`; an MLP
-and a small CNN, started from PyTorch's weights, give PyTorch's per-module output dtypes and
-its losses within bfloat16's rounding. `GradScaler` itself is checked step by step against
-PyTorch's on the same gradients: scale, skipped steps, growth tracker, errors, state_dict.
+and with `autocast("cpu", dtype=bfloat16 or float16)`, with and without
+`amp.GradScaler("cpu")`; an MLP and a small CNN, started from PyTorch's weights, give
+PyTorch's per-module output dtypes and its losses within bfloat16's rounding. `GradScaler`
+itself is checked step by step against PyTorch's on the same gradients: scale, skipped
+steps, growth tracker, errors, state_dict.
 """
 
 from __future__ import annotations
@@ -82,15 +83,16 @@ def seed_loop(lib, model, dataset):
     return losses, loss.dtype
 
 
-def cpu_loop(lib, model, dataset, scaled: bool):
-    """The same loop with CPU bfloat16 autocast (and `amp.GradScaler("cpu")` if `scaled`)."""
+def cpu_loop(lib, model, dataset, scaled: bool, dtype: str = "bfloat16"):
+    """The same loop with CPU autocast to `dtype` (and `amp.GradScaler("cpu")` if
+    `scaled`)."""
     optimizer = lib.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = lib.nn.CrossEntropyLoss()
     scaler = lib.amp.GradScaler("cpu", enabled=scaled)
     losses = []
     for data, target in dataset:
         optimizer.zero_grad()
-        with lib.autocast("cpu", dtype=lib.bfloat16):
+        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
             output = model(data)
             loss = loss_fn(output, target)
         scaler.scale(loss).backward()
@@ -116,18 +118,19 @@ def test_seed_amp_loop_runs_unchanged(name):
     np.testing.assert_allclose(fl, tl, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("scaled", [False, True], ids=["autocast", "gradscaler"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_bfloat16_loop_matches_torch(name, scaled):
+def test_autocast_loop_matches_torch(name, scaled, dtype):
     tm, fm, shape = _models(name)
     data = _data(shape)
     t_dtypes, f_dtypes = _record_dtypes(torch, tm), _record_dtypes(fusegrad, fm)
-    tl, tdt, tscale = cpu_loop(torch, tm, _tensors(torch, data), scaled)
-    fl, fdt, fscale = cpu_loop(fusegrad, fm, _tensors(fusegrad, data), scaled)
-    assert f_dtypes == t_dtypes and "torch.bfloat16" in t_dtypes
+    tl, tdt, tscale = cpu_loop(torch, tm, _tensors(torch, data), scaled, dtype)
+    fl, fdt, fscale = cpu_loop(fusegrad, fm, _tensors(fusegrad, data), scaled, dtype)
+    assert f_dtypes == t_dtypes and f"torch.{dtype}" in t_dtypes
     assert str(fdt) == str(tdt)
     assert fscale == tscale
-    # Within bfloat16's rounding (8 bits) after six steps of drift.
+    # Within bfloat16's rounding (8 bits; float16 keeps 11) after six steps of drift.
     np.testing.assert_allclose(fl, tl, rtol=2 ** -8, atol=2 ** -8)
     for (k, tv), fv in zip(tm.state_dict().items(), fm.state_dict().values()):
         np.testing.assert_allclose(fv.numpy(), tv.numpy(), rtol=2 ** -5, atol=2 ** -7, err_msg=k)
