@@ -287,3 +287,18 @@ def test_cuda_amp_spellings_are_off_without_cuda():
                 scaler.state_dict(), type(scaler).__mro__[1].__name__]
 
     same(body)
+
+
+def test_compiled_function_guards_on_autocast():
+    """A graph captured under autocast is not reused outside it (or the other way round)."""
+    def body(lib):
+        compiled = lib.compile(lambda x, w: (x @ w).relu().sum(),
+                               **({"backend": "aot_eager"} if lib is torch else {}))
+        a, b = _mats(lib)
+        out = []
+        for on in (True, False, True):
+            with lib.autocast("cpu", enabled=on):
+                out.append(compiled(a, b).dtype)
+        return out
+
+    same(body)

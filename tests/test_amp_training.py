@@ -157,7 +157,7 @@ def scaler_trace(lib, **kwargs):
         if i % 2:
             scaler.unscale_(opt)
         ret = scaler.step(opt)
-        out.append((float(scaled), ret, p.detach().numpy().tolist(),
+        out.append((scaled.item(), ret, p.detach().numpy().tolist(),
                     p.grad.numpy().tolist()))
         scaler.update()
         out.append((scaler.get_scale(), scaler._get_growth_tracker(), scaler.state_dict()))
