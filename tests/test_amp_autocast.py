@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
+import fusegrad.cuda.amp  # noqa: E402, F401  (whatever imported fusegrad.cuda before)
 from fusegrad import _thread_state  # noqa: E402
 
 LIBS = [torch, fusegrad]

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -22,6 +26,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
+import fusegrad.cuda.amp  # noqa: E402, F401  (whatever imported fusegrad.cuda before)
 
 LIBS = (torch, fusegrad)
 
@@ -116,6 +121,27 @@ def test_seed_amp_loop_runs_unchanged(name):
                                 seed_loop(fusegrad, fm, _tensors(fusegrad, data)))
     assert str(fdt) == str(tdt) == "torch.float32"
     np.testing.assert_allclose(fl, tl, rtol=1e-4, atol=1e-5)
+
+
+def test_seed_spelling_in_a_fresh_program():
+    """`torch.cuda.amp.GradScaler()` right after `import torch`, as the seed writes it."""
+    code = textwrap.dedent("""
+        import warnings
+        import fusegrad as torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scaler = torch.cuda.amp.GradScaler()
+            with torch.cuda.amp.autocast():
+                on = torch.is_autocast_enabled("cuda")
+        print(scaler.is_enabled(), on, [w.category.__name__ for w in caught])
+    """)
+    src = str(Path(fusegrad.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=src)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == (
+        "False False ['FutureWarning', 'UserWarning', 'FutureWarning', 'UserWarning']")
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
