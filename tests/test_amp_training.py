@@ -70,34 +70,15 @@ def _record_dtypes(lib, model):
     return seen
 
 
-def seed_loop(lib, model, dataset):
-    """The seed's loop, as written there (the `cuda.amp` spelling)."""
+def amp_loop(lib, model, dataset, scaler, autocast):
+    """The seed's AMP loop, as written there, with `scaler` and the `autocast()` region
+    given: returns the losses, the last loss's dtype and the final scale."""
     optimizer = lib.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = lib.nn.CrossEntropyLoss()
-    scaler = lib.cuda.amp.GradScaler()
     losses = []
     for data, target in dataset:
         optimizer.zero_grad()
-        with lib.cuda.amp.autocast():
-            output = model(data)
-            loss = loss_fn(output, target)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        losses.append(loss.item())
-    return losses, loss.dtype
-
-
-def cpu_loop(lib, model, dataset, scaled: bool, dtype: str = "bfloat16"):
-    """The same loop with CPU autocast to `dtype` (and `amp.GradScaler("cpu")` if
-    `scaled`)."""
-    optimizer = lib.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loss_fn = lib.nn.CrossEntropyLoss()
-    scaler = lib.amp.GradScaler("cpu", enabled=scaled)
-    losses = []
-    for data, target in dataset:
-        optimizer.zero_grad()
-        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
+        with autocast():
             output = model(data)
             loss = loss_fn(output, target)
         scaler.scale(loss).backward()
@@ -105,6 +86,18 @@ def cpu_loop(lib, model, dataset, scaled: bool, dtype: str = "bfloat16"):
         scaler.update()
         losses.append(loss.item())
     return losses, loss.dtype, scaler.get_scale()
+
+
+def seed_loop(lib, model, dataset):
+    """The seed's spelling: `cuda.amp.GradScaler()` and `cuda.amp.autocast()`."""
+    return amp_loop(lib, model, dataset, lib.cuda.amp.GradScaler(), lib.cuda.amp.autocast)
+
+
+def cpu_loop(lib, model, dataset, scaled: bool, dtype: str = "bfloat16"):
+    """The same loop with CPU autocast to `dtype` (and `amp.GradScaler("cpu")` if
+    `scaled`)."""
+    return amp_loop(lib, model, dataset, lib.amp.GradScaler("cpu", enabled=scaled),
+                    lambda: lib.autocast("cpu", dtype=getattr(lib, dtype)))
 
 
 def _tensors(lib, dataset):
@@ -117,8 +110,8 @@ def test_seed_amp_loop_runs_unchanged(name):
     data = _data(shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        (tl, tdt), (fl, fdt) = (seed_loop(torch, tm, _tensors(torch, data)),
-                                seed_loop(fusegrad, fm, _tensors(fusegrad, data)))
+        (tl, tdt, _), (fl, fdt, _) = (seed_loop(torch, tm, _tensors(torch, data)),
+                                      seed_loop(fusegrad, fm, _tensors(fusegrad, data)))
     assert str(fdt) == str(tdt) == "torch.float32"
     np.testing.assert_allclose(fl, tl, rtol=1e-4, atol=1e-5)
 
