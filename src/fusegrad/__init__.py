@@ -13,6 +13,23 @@ from . import (
     ops,
     utils,
 )
+from ._autocast import (
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+    set_autocast_gpu_dtype,
+)
 from ._creation import (
     arange,
     as_tensor,
@@ -123,11 +140,12 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "cuda", "datasets",
+    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cuda", "datasets",
     "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx",
     "optim", "serialization", "viz",
 })
-_LAZY_NAMES = {"compile": "compiler", "load": "serialization", "save": "serialization"}
+_LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
+               "save": "serialization"}
 
 
 def __getattr__(name: str):
@@ -135,7 +153,10 @@ def __getattr__(name: str):
     import importlib
 
     if name in _LAZY_MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
+        module = importlib.import_module(f"{__name__}.{name}")
+        if name == "cuda":  # `torch.cuda.amp` works without importing it, as in PyTorch
+            importlib.import_module(f"{__name__}.cuda.amp")
+        return module
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -481,6 +481,10 @@ def _call_slow(op, args):
         if isinstance(a, _np_scalar):
             args = python_scalars(args)
             break
+    if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys
+        from ._autocast import dispatch
+
+        return dispatch(op, args)
     modes = _local.modes
     if modes:
         _local.modes = modes[:-1]

@@ -41,6 +41,18 @@ class ThreadState(threading.local):
     saved_hooks = ()  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
     hooks_disabled = ()  # error messages of disable_saved_tensors_hooks, innermost last
     restricted_passes = ()  # backward passes running: True for grad()/backward(inputs=)
+    # Autocast (`_autocast`): the device types with autocast on, the dtypes set for them
+    # ({type: dtype}, replaced rather than changed; None: the defaults), the weight cache
+    # switch and the nesting depth of autocast contexts. `autocast` is the dtype CPU ops
+    # autocast to while CPU autocast is on; it is None while off or while autocast's own
+    # calls run (PyTorch's autocast keys excluded), and a marker sits on `modes` while it is
+    # set, so that ops take dispatch's slow path only then.
+    autocast = None
+    autocast_enabled = frozenset()
+    autocast_dtypes = None
+    autocast_cache_enabled = True
+    autocast_nesting = 0
+    autocast_cache = None  # {id(weight): (weakref, cast)}, made on first use
 
 
 class _Active:

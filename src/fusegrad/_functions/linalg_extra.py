@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from ..linalg import RETURN_TYPES as _LINALG_RETURN_TYPES
@@ -55,6 +56,7 @@ def det(input: Tensor) -> Tensor:
     return _det(input)
 
 
+@composite("fp32")
 def inverse(input: Tensor, *, out=None) -> Tensor:
     """The matrix inverse (`linalg.inv`)."""
     return _inv(input)
@@ -72,11 +74,13 @@ def logdet(input: Tensor) -> Tensor:
     return where(sign == -1, math.nan, logabs)
 
 
+@composite("fp32")
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """The pseudo-inverse, dropping singular values below `rcond` times the largest."""
     return call(V.linalg_pinv, input, None, rcond, False)
 
 
+@composite("fp32")
 def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
     """(U, S, V) with A = U diag(S) V^T (V, not Vh); reduced unless `some` is False. Without
     `compute_uv`, U and V are zero-filled, as in PyTorch."""
@@ -89,6 +93,7 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
     return _SVD(u, s, vh.mT)
 
 
+@composite("fp32")
 def qr(input: Tensor, some: bool = True, *, out=None):
     """(Q, R); reduced unless `some` is False."""
     return _QR(*call(D.linalg_qr, input, "reduced" if some else "complete"))
@@ -127,6 +132,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # n
     return _LU_UNPACK(*call(LUO.lu_unpack, LU_data, LU_pivots, unpack_data, unpack_pivots))
 
 
+@composite("fp32")
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tensor:  # noqa: N803
     """The older `torch.lu_solve(b, LU, pivots)`."""
     return _lu_solve(LU_data, LU_pivots, b)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import builtins
 import numbers
 
+from .. import _autocast
+from .._autocast import active as _autocast_active
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import linalg as L
@@ -45,6 +47,8 @@ def matmul(input, other, *, out=None):
     if input.__class__ is Tensor and other.__class__ is Tensor and \
             input._data.ndim == 2 and other._data.ndim == 2:
         return call(L.mm, input, other)  # the common case, `a @ b` of two matrices
+    if _autocast_active():  # autocast casts matmul's operands (mm's own casts did above)
+        return _autocast.call_composite(matmul, "lower", (input, other), {})
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         from .._dispatch import handle_function
 

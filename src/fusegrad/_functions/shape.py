@@ -8,6 +8,7 @@ import builtins
 import numbers
 
 from .. import _dtype
+from .._autocast import composite
 from .._dispatch import call
 from .._symbolic import size_int
 from ..ops import rnn as RN
@@ -317,6 +318,7 @@ def diag(input, diagonal=0, *, out=None):
 diagonal_fn = diagonal
 
 
+@composite("fp32")
 def trace(input):
     """Sum of the main diagonal."""
     return sum(diagonal(input))

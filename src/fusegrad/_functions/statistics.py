@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
 from .._tensor import Tensor
@@ -167,12 +168,14 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
 
 
+@composite("fp32")
 def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
              interpolation: str = "linear", out=None) -> Tensor:
     """The q-th quantiles of `input` (NaN where a row holds NaN)."""
     return _quantile(input, q, dim, keepdim, interpolation, False)
 
 
+@composite("fp32")
 def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
                 interpolation: str = "linear", out=None) -> Tensor:
     """The q-th quantiles of the non-NaN elements of `input`."""
@@ -266,6 +269,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None,  # noqa: A002
 # ---------------------------------------------------------------- distances
 
 
+@composite("fp32")
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """p-norm distances between each row of `x1` and each row of `x2` (batched).

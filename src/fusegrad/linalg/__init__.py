@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from .._autocast import composite
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
@@ -69,6 +70,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False, out=None):
     return _INV_EX(*call(V.linalg_inv_ex, A, check_errors))
 
 
+@composite("fp32")
 def inv(A: Tensor, *, out=None) -> Tensor:
     """The inverse of square matrices; a singular matrix raises LinAlgError."""
     return call(V.linalg_inv_ex, A, True)[0]
@@ -137,6 +139,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, o
     return _CHOLESKY_EX(*call(D.linalg_cholesky_ex, A, upper, check_errors))
 
 
+@composite("fp32")
 def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     """The Cholesky factor of symmetric positive-definite matrices (lower by default)."""
     return call(D.linalg_cholesky_ex, A, upper, True)[0]
@@ -147,22 +150,26 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None):
     return _QR(*call(D.linalg_qr, A, mode))
 
 
+@composite("fp32")
 def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None):
     """The singular value decomposition A = U diag(S) Vh (signs of the vectors may differ
     from PyTorch's LAPACK)."""
     return _SVD(*call(D.linalg_svd, A, full_matrices, True, driver))
 
 
+@composite("fp32")
 def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
     """The singular values, in descending order."""
     return call(D.linalg_svd, A, False, _needs_grad(A), driver)[1]
 
 
+@composite("fp32")
 def eigh(A: Tensor, UPLO: str = "L", *, out=None):  # noqa: N803 (PyTorch's name)
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, from one triangle."""
     return _EIGH(*call(D.linalg_eigh, A, UPLO, True))
 
 
+@composite("fp32")
 def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
     """Eigenvalues (ascending) of symmetric matrices."""
     return call(D.linalg_eigh, A, UPLO, _needs_grad(A))[0]
@@ -217,6 +224,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     return _SOLVE_EX(*call(V.linalg_solve_ex, A, B, left, check_errors))
 
 
+@composite("fp32")
 def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     """The solution of AX = B (XA = B when not `left`); a singular A raises LinAlgError."""
     return call(V.linalg_solve_ex, A, B, left, True)[0]
@@ -234,6 +242,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     return _LSTSQ(*call(V.linalg_lstsq, A, B, rcond, driver))
 
 
+@composite("fp32")
 def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     """The inverse of A for `tensordot` over its first `ind` dims."""
     if ind <= 0:
@@ -247,6 +256,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     return inv(A.reshape(rows, rows)).reshape(tail + head)
 
 
+@composite("fp32")
 def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
     """X such that tensordot(A, X, X.ndim) == B."""
     if dims is not None:
@@ -327,6 +337,7 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
     return _vector_norm(A, ord, dim, keepdim, dtype=dtype)
 
 
+@composite("fp32")
 def cond(A: Tensor, p=None, *, out=None) -> Tensor:
     """The condition number in the norm `p` (the 2-norm by default)."""
     if A.ndim < 2:
@@ -341,6 +352,7 @@ def cond(A: Tensor, p=None, *, out=None) -> Tensor:
     return r.nan_to_num(math.inf, math.inf)
 
 
+@composite("fp32")
 def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None,
                 out=None) -> Tensor:
     """The number of singular values above max(atol, rtol * largest) (int64)."""
@@ -371,6 +383,7 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1, out=None) -> Tensor:
     return call(P.linalg_cross, input, other, dim)
 
 
+@composite("lower")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     """The dot product of vectors along `dim` (broadcast)."""
     if x.ndim == 1 and y.ndim == 1 and dim in (0, -1):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._autocast import composite
 from .._dispatch import call
 from .._random import rng as _rng
 from .._tensor import Tensor
@@ -137,6 +138,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return call(K.glu, input, dim)
 
 
+@composite("lower")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
     if weight.dim() > 1:

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -78,6 +79,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(loss, reduction)
 
 
+@composite("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """KL divergence of `target` from log-probabilities `input` (xlogy(t, t) - t * input)."""
@@ -108,6 +110,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return call(LS.soft_margin_loss, input, target, REDUCTION_ENUM[reduction])
 
 
+@composite("fp32")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """max(0, -target * (input1 - input2) + margin)."""
@@ -120,6 +123,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce(call(SC.clamp_min, raw, 0), reduction)
 
 
+@composite("fp32")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where it is -1."""
@@ -130,6 +134,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     return _reduce(loss, reduction)
 
 
+@composite("fp32")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1."""
@@ -162,6 +167,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return call(SP.norm_dim, call(SC.add_scalar, x1 - x2, eps), p, [max(dim, 0)], keepdim)
 
 
+@composite("fp32")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
                         margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None,
@@ -181,6 +187,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     return _reduce(loss, reduction)
 
 
+@composite("fp32")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
                      size_average=None, eps: float = 1e-8, reduce=None,
                      reduction: str = "mean") -> Tensor:
@@ -235,6 +242,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                 REDUCTION_ENUM[reduction])
 
 
+@composite("fp32")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """Hinge loss between each listed target class and every class not listed."""
@@ -271,6 +279,7 @@ def _lengths(x) -> list:
     return [int(v) for v in x]
 
 
+@composite("fp32")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss of (T, N, C) log-probabilities (one
@@ -295,6 +304,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
     return res.squeeze(0) if unbatched else res
 
 
+@composite("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average=None, ignore_index: int = -100, reduce=None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:

@@ -10,6 +10,7 @@ import math
 import numbers
 import warnings
 
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import REGISTRY
@@ -124,6 +125,7 @@ def _op(name: str):
 # ---------------------------------------------------------------- linear and convolution
 
 
+@composite("lower")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias (one `addmm` for 2-D input, as PyTorch records)."""
     if bias is None:
@@ -184,11 +186,13 @@ def _pad_list(pairs) -> list:
     return flat
 
 
+@composite("lower")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """1-D convolution (cross-correlation) over (N, C, L) input."""
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1)
 
 
+@composite("lower")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """2-D convolution (cross-correlation) over (N, C, H, W) input."""
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
@@ -209,6 +213,7 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     return out.squeeze(0) if unbatched else out
 
 
+@composite("lower")
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1) -> Tensor:
     """1-D transposed convolution (the adjoint of conv1d)."""
@@ -216,6 +221,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            dilation, 1)
 
 
+@composite("lower")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1) -> Tensor:
     """2-D transposed convolution (the adjoint of conv2d)."""
@@ -456,6 +462,7 @@ def _apply_reduction(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
+@composite("fp32")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean") -> Tensor:
     """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
@@ -504,6 +511,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",
     return call(N.mse_loss, input, target, REDUCTION_ENUM[reduction])
 
 
+@composite("fp32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
             weight=None) -> Tensor:
     """Mean absolute error."""
@@ -618,6 +626,7 @@ def _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool
     return attn_mask is None or (attn_mask.dim() in (2, 4) and not attn_mask.requires_grad)
 
 
+@composite("lower")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False) -> Tensor:
     """softmax(Q K^T * scale + mask) V over the last two dims.

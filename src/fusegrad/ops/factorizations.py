@@ -115,7 +115,7 @@ def _spd_samples(extra=()):
 
 
 linalg_cholesky_ex = register(
-    "linalg_cholesky_ex", kernel=_chol_ex_kernel, meta=_chol_ex_meta,
+    "linalg_cholesky_ex", autocast="fp32", kernel=_chol_ex_kernel, meta=_chol_ex_meta,
     node="LinalgCholeskyExBackward0",
     derivative=lambda grads, out, upper: (cholesky_backward(grads[0], out, upper), None, None),
     save=lambda out, a, upper=False, check_errors=False: (out[0], upper),
@@ -130,7 +130,7 @@ def _chol_kernel(a, upper=False):
 
 
 cholesky = register(
-    "cholesky", kernel=_chol_kernel,
+    "cholesky", autocast="fp32", kernel=_chol_kernel,
     meta=lambda a, upper=False: (check_square_float("cholesky", a),
                                  Spec(tuple(a.shape), a.dtype))[1],
     node="CholeskyBackward0",
@@ -235,7 +235,7 @@ def _qr_samples(rng, dt):
 
 
 linalg_qr = register(
-    "linalg_qr", kernel=_qr_kernel, meta=_qr_meta, node="LinalgQrBackward0",
+    "linalg_qr", autocast="fp32", kernel=_qr_kernel, meta=_qr_meta, node="LinalgQrBackward0",
     derivative=_qr_derivative,
     save=lambda out, a, mode="reduced": (out[0], out[1], mode), samples=_qr_samples,
     saved_names=("Q", "R", "mode"))

@@ -79,7 +79,8 @@ def _cat_derivative(g, shapes, dim):
 
 
 cat = register(
-    "cat", kernel=_cat_kernel, meta=_cat_meta, list_arg=True, node="CatBackward0",
+    "cat", autocast="promote",
+    kernel=_cat_kernel, meta=_cat_meta, list_arg=True, node="CatBackward0",
     derivative=_cat_derivative, save=lambda out, ts, dim=0: ([t.shape for t in ts], dim),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for s in ss], d)) for ss, d in (
         (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
@@ -202,7 +203,8 @@ def _stack_kernel(arrays, dim=0):
 
 
 stack = register(
-    "stack", kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    "stack", autocast="promote",
+    kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
     decomposition=lambda ts, dim=0: _call(cat, [t.unsqueeze(wrap_dim(dim, len(ts[0].shape) + 1))
                                                 for t in ts], dim),
     derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),

@@ -234,7 +234,7 @@ def _ap3_derivative(g, shape, k):
 
 
 avg_pool3d = register(
-    "avg_pool3d", kernel=_ap3_kernel, meta=_ap3_meta, node="AvgPool3DBackward0",
+    "avg_pool3d", autocast="fp32", kernel=_ap3_kernel, meta=_ap3_meta, node="AvgPool3DBackward0",
     derivative=_ap3_derivative,
     save=lambda out, a, kernel_size, *rest: (tuple(a.shape), list(kernel_size) * (
         3 if len(kernel_size) == 1 else 1)),

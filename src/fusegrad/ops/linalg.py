@@ -92,7 +92,7 @@ def mm_mat2_backward(g, m1, m2):
 
 
 mm = register(
-    "mm", kernel=_mm_kernel,
+    "mm", autocast="lower", kernel=_mm_kernel,
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
     derivative=lambda g, a, b: (mm_mat1_backward(g, a, b) if b is not None else None,
@@ -120,7 +120,7 @@ def _bmm_kernel(a, b):
 
 
 bmm = register(
-    "bmm", kernel=_bmm_kernel,
+    "bmm", autocast="lower", kernel=_bmm_kernel,
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
@@ -213,7 +213,8 @@ def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
 
 
 baddbmm = register(
-    "baddbmm", kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
+    "baddbmm", autocast="lower",
+    kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
     derivative=lambda g, b1, b2, beta, alpha: (
         _scaled(g, beta) if beta != 0 else None,
         _scaled(g.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
@@ -331,7 +332,7 @@ def _addbmm_derivative(g, b1, b2, beta, alpha, nb):
 
 
 addbmm = register(
-    "addbmm", kernel=_addbmm_kernel, meta=_addbmm_meta, node="AddbmmBackward0",
+    "addbmm", autocast="lower", kernel=_addbmm_kernel, meta=_addbmm_meta, node="AddbmmBackward0",
     derivative=_addbmm_derivative,
     save=lambda out, s, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
                                                   b2 if b1._rg else None, beta, alpha,

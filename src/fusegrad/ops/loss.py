@@ -72,7 +72,7 @@ def _with_param(param):
 
 
 smooth_l1_loss = register(
-    "smooth_l1_loss", kernel=_smooth_l1_kernel, meta=float_loss_meta("smooth_l1"),
+    "smooth_l1_loss", autocast="fp32", kernel=_smooth_l1_kernel, meta=float_loss_meta("smooth_l1"),
     node="SmoothL1LossBackward0",
     derivative=_smooth_l1_derivative,
     save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
@@ -105,7 +105,8 @@ def _huber_derivative(g, x, t, reduction, delta):
 
 
 huber_loss = register(
-    "huber_loss", kernel=_huber_kernel, meta=float_loss_meta("huber", _huber_out_check),
+    "huber_loss", autocast="fp32",
+    kernel=_huber_kernel, meta=float_loss_meta("huber", _huber_out_check),
     node="HuberLossBackward0",
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
@@ -142,7 +143,7 @@ def _soft_margin_samples(rng, dt):
 
 
 soft_margin_loss = register(
-    "soft_margin_loss", kernel=_soft_margin_kernel,
+    "soft_margin_loss", autocast="fp32", kernel=_soft_margin_kernel,
     meta=lambda x, t, reduction=1: Spec(tuple(x.shape) if reduction == 0 else (), x.dtype),
     node="SoftMarginLossBackward0", derivative=_soft_margin_derivative,
     save=lambda out, x, t, reduction=1: (x, t, reduction), samples=_soft_margin_samples,
@@ -241,7 +242,8 @@ def _mm_samples(rng, dt):
 
 
 multi_margin_loss = register(
-    "multi_margin_loss", kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
+    "multi_margin_loss", autocast="fp32",
+    kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
     derivative=_mm_derivative, save=_mm_save, samples=_mm_samples,
     optional_tensor_args=(4,),
     saved_names=("self", "target", "", "p", "margin", "reduction"))
@@ -318,7 +320,7 @@ def _mlm_samples(rng, dt):
 
 
 multilabel_margin_loss = _register_multi(
-    "multilabel_margin_loss_forward", kernel=_mlm_kernel, meta=_mlm_meta,
+    "multilabel_margin_loss_forward", autocast="fp32", kernel=_mlm_kernel, meta=_mlm_meta,
     node="MultilabelMarginLossBackward0", derivative=_mlm_derivative, save=_mlm_save,
     samples=_mlm_samples, nondiff_outputs=(1,), public="multilabel_margin_loss",
     saved_names=("self", "is_target", "reduction"))

@@ -126,7 +126,7 @@ def _addmm_onnx(b, inputs, args, kwargs, opset):
 
 
 addmm = register(
-    "addmm", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
+    "addmm", autocast="lower", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
     derivative=_addmm_derivative,
     save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha,
                                                   (m1._rg, m2._rg)),
@@ -339,7 +339,8 @@ def _loss_samples(rng, dt, domain=None, extra=()):
 
 
 mse_loss = register(
-    "mse_loss", kernel=_mse_kernel, meta=float_loss_meta("mse"), node="MseLossBackward0",
+    "mse_loss", autocast="fp32",
+    kernel=_mse_kernel, meta=float_loss_meta("mse"), node="MseLossBackward0",
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
     samples=_loss_samples, public="mse_loss",
     decomposition=lambda x, t, reduction=1: reduced((x - t) * (x - t), reduction),
@@ -384,7 +385,7 @@ def _bce_decomposition(x, t, weight=None, reduction=1):
 
 
 binary_cross_entropy = register(
-    "binary_cross_entropy", kernel=_bce_kernel, meta=_bce_meta,
+    "binary_cross_entropy", autocast="fp32", kernel=_bce_kernel, meta=_bce_meta,
     node="BinaryCrossEntropyBackward0", derivative=_bce_derivative,
     save=lambda out, x, t, weight=None, reduction=1: (x, t, weight, reduction),
     nondiff_args=(2,), decomposition=_bce_decomposition,
@@ -438,7 +439,7 @@ def _bcel_decomposition(x, t, weight=None, pos_weight=None, reduction=1):
 
 
 binary_cross_entropy_with_logits = register(
-    "binary_cross_entropy_with_logits", kernel=_bcel_kernel,
+    "binary_cross_entropy_with_logits", autocast="fp32", kernel=_bcel_kernel,
     meta=lambda x, t, w=None, pw=None, reduction=1: _loss_meta(x, t, reduction),
     node="BinaryCrossEntropyWithLogitsBackward0", derivative=_bcel_derivative,
     save=lambda out, x, t, weight=None, pos_weight=None, reduction=1: (

@@ -23,6 +23,22 @@ from .registry import Sample, register
 # ---------------------------------------------------------------- normalisation
 
 
+def _stat_np(dt, *params):
+    """The saved statistics' NumPy dtype: the input's, or float32 where a half input meets a
+    float32 parameter (PyTorch's mixed-dtype CPU kernels)."""
+    if dt in HALF and any(p is not None and p.dtype == F32 for p in params):
+        return F32
+    return dt
+
+
+def _stat_dtype(x, *params):
+    """`_stat_np` for tensors or fakes (fusegrad dtypes), for the metas."""
+    half = (_dtype.float16, _dtype.bfloat16)
+    if x.dtype in half and any(p is not None and p.dtype is _dtype.float32 for p in params):
+        return _dtype.float32
+    return x.dtype
+
+
 def _bn_shape(ndim: int, c: int) -> tuple:
     return (1, c) + (1,) * (ndim - 2)
 
@@ -61,7 +77,7 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     scale = use_invstd if w is None else use_invstd * _work(w)
     shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
     out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
-    sdt = F32 if dt in HALF else dt
+    sdt = _stat_np(dt, w, b, rm, rv)
     return out, mean.astype(sdt, copy=False), invstd.astype(sdt, copy=False)
 
 
@@ -70,7 +86,7 @@ def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
     c = x.shape[1] if len(x.shape) > 1 else 0
     if len(x.shape) < 2:
         raise ValueError(f"expected 2D or 3D input (got {len(x.shape)}D input)")
-    sdt = _dtype.float32 if x.dtype in (_dtype.float16, _dtype.bfloat16) else x.dtype
+    sdt = _stat_dtype(x, w, b, rm, rv)
     stat = (c,) if training else (0,)
     return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
@@ -227,7 +243,7 @@ def _ln_kernel(x, normalized_shape, w, b, eps):
         out = out * _work(w)
     if b is not None:
         out = out + _work(b)
-    sdt = F32 if dt in HALF else dt
+    sdt = _stat_np(dt, w, b)
     return out.astype(dt, copy=False), mean.astype(sdt), rstd.astype(sdt)
 
 
@@ -240,7 +256,7 @@ def _ln_meta(x, normalized_shape, w, b, eps):
             f"Given normalized_shape={size_str(ns)}, expected input with shape "
             f"[*, {', '.join(map(str, ns))}], but got input of size{size_str(shape)}")
     stat = shape[:len(shape) - len(ns)] + (1,) * len(ns)
-    sdt = _dtype.float32 if x.dtype in (_dtype.float16, _dtype.bfloat16) else x.dtype
+    sdt = _stat_dtype(x, w, b)
     return [Spec(shape, x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
 
@@ -342,16 +358,17 @@ def _gn_kernel(x, w, b, n, c, hxw, group, eps):
         out = out * (w.astype(F32) if w.dtype in HALF else w).reshape(1, c, 1)
     if b is not None:
         out = out + (b.astype(F32) if b.dtype in HALF else b).reshape(1, c, 1)
-    return (out.reshape(x.shape).astype(dt, copy=False), mean.reshape(n, group).astype(dt),
-            rstd.reshape(n, group).astype(dt))
+    sdt = _stat_np(dt, w, b)
+    return (out.reshape(x.shape).astype(dt, copy=False), mean.reshape(n, group).astype(sdt),
+            rstd.reshape(n, group).astype(sdt))
 
 
 def _gn_meta(x, w, b, n, c, hxw, group, eps):
     _check_float(x)
     _check_norm_dtypes(x, w, b)
     _check_gn(tuple(x.shape), w, b, n, c, hxw, group)
-    return [Spec(tuple(x.shape), x.dtype), Spec((n, group), x.dtype),
-            Spec((n, group), x.dtype)]
+    sdt = _stat_dtype(x, w, b)
+    return [Spec(tuple(x.shape), x.dtype), Spec((n, group), sdt), Spec((n, group), sdt)]
 
 
 def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):

@@ -277,7 +277,9 @@ def _register_pads(prefix: str, node: str, mode: str) -> dict:
             node=f"{node}{k}DBackward0",
             derivative=lambda g, a, padding, b=bwd: (_call(b, g, a, padding), None),
             save=lambda out, a, padding: (a.detach(), list(padding)),
-            samples=_pad_samples(k, mode), public=fwd_name)
+            samples=_pad_samples(k, mode), public=fwd_name,
+            # PyTorch's CPU autocast runs these in float32, all but reflection_pad3d.
+            autocast=None if fwd_name == "reflection_pad3d" else "fp32")
         holder["fwd"] = fwd
         ops[fwd_name], ops[bwd_name] = fwd, bwd
     return ops

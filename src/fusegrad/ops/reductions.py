@@ -539,13 +539,14 @@ def _prod_dim_derivative(g, a, dim, keepdim):
 
 
 prod = register(
-    "prod", kernel=_prod_all_kernel, meta=lambda a, dtype=None: _prod_meta(a, None, False, dtype),
+    "prod", autocast="fp32",
+    kernel=_prod_all_kernel, meta=lambda a, dtype=None: _prod_meta(a, None, False, dtype),
     node="ProdBackward0", derivative=_prod_all_derivative, save=lambda out, a, dtype=None: (a,),
     lowering=lambda v, a, dtype=None: v.reduce("prod", a, None, False, dtype),
     samples=lambda rng, dt: _full_samples(rng, dt) + [
         Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")])
 prod_dim = register(
-    "prod.dim_int", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
+    "prod.dim_int", autocast="fp32", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
     lowering=lambda v, a, dim, keepdim=False, dtype=None: v.reduce("prod", a, dim, keepdim,
                                                                     dtype),
     derivative=_prod_dim_derivative,

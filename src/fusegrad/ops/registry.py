@@ -10,7 +10,8 @@ backward node, and the OpInfo-style fields the oracle tests read (`samples`, `do
 code generator: a function `lowering(v, *args)` that builds the op's loop IR with the
 expression builder `v` (`v.add(a, b)`, `v.unary("exp", a)`, `v.reduce("sum", a, dims,
 keepdim)`, `v.permute(a, dims)`, ...; see `compiler/codegen/lower.py`), or None / "extern"
-for ops whose NumPy kernel is called between generated kernels. Nothing else in fusegrad
+for ops whose NumPy kernel is called between generated kernels. `autocast` says how CPU
+autocast casts its arguments (see `_autocast`). Nothing else in fusegrad
 keeps its own list of ops.
 """
 
@@ -51,6 +52,7 @@ class OpDef:
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "__weakref__")
+    __slots__ += ("autocast",)
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -63,8 +65,14 @@ class OpDef:
                  public: str | None = None, tensor_args: tuple = (),
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
                  optional_tensor_args: tuple = (), random: bool = False,
-                 saved_names: tuple = ()):
+                 saved_names: tuple = (),
+                 autocast: str | None = None):
         self.name = name
+        # How CPU autocast casts the floating arguments: "lower" (to the autocast dtype),
+        # "fp32", "promote" (to the widest), None (not at all); see `_autocast`.
+        if autocast is not None and autocast not in ("lower", "fp32", "promote"):
+            raise ValueError(f"op {name!r}: unknown autocast policy {autocast!r}")
+        self.autocast = autocast
         # ATen's names for the entries of `save`'s tuple ("" for an entry PyTorch does not
         # save): the node shows them as `_saved_<name>` attributes, as PyTorch's nodes do.
         self.saved_names = tuple(saved_names)

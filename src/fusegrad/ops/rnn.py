@@ -215,7 +215,7 @@ def lstm_layer_sample_args(rng, dt, steps=3, batch=2, n_in=3, hsz=4, reverse=Fal
 # tests/test_nn_recurrent.py checks it against ATen (float32, first three outputs, with the
 # arguments the LSTM module passes), with gradcheck and gradgradcheck (float64) and fakes.
 mkldnn_rnn_layer = register(
-    "mkldnn_rnn_layer", kernel=_lstm_layer_kernel, meta=_lstm_layer_meta,
+    "mkldnn_rnn_layer", autocast="lower", kernel=_lstm_layer_kernel, meta=_lstm_layer_meta,
     node="MkldnnRnnLayerBackward0", derivative=_lstm_layer_derivative,
     save=lambda out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, *rest: (
         x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, rest[4]),

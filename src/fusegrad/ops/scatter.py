@@ -227,7 +227,7 @@ def _index_copy_samples(rng, dt):
 
 
 index_copy = register(
-    "index_copy", kernel=_index_copy_kernel,
+    "index_copy", autocast="promote", kernel=_index_copy_kernel,
     meta=lambda a, dim, index, source: (_index_copy_check(a, dim, index), _same(a))[1],
     node="IndexCopyBackward0", derivative=_index_copy_derivative,
     save=lambda out, a, dim, index, source: (dim, index), saved_names=("dim", "index"),

@@ -70,7 +70,7 @@ def _inv_kernel(a, check_errors=False):
 
 
 linalg_inv_ex = register(
-    "linalg_inv_ex", kernel=_inv_kernel,
+    "linalg_inv_ex", autocast="fp32", kernel=_inv_kernel,
     meta=lambda a, check_errors=False: (check_square_float("linalg.inv", a), (
         Spec(tuple(a.shape), a.dtype), Spec(_batch(a), I32)))[1],
     node="LinalgInvExBackward0",
@@ -357,7 +357,8 @@ def _ts_derivative(grads, a, x, upper, transpose, unit):
 
 
 triangular_solve = register(
-    "triangular_solve", kernel=_ts_kernel, meta=_ts_meta, node="TriangularSolveBackward0",
+    "triangular_solve", autocast="fp32",
+    kernel=_ts_kernel, meta=_ts_meta, node="TriangularSolveBackward0",
     derivative=_ts_derivative,
     save=lambda out, b, a, upper=True, transpose=False, unitriangular=False: (
         a, out[0], upper, transpose, unitriangular),
@@ -401,7 +402,8 @@ def _tri_factor(rng, shape, dt, upper):
 
 
 cholesky_solve = register(
-    "cholesky_solve", kernel=_cs_kernel, meta=_cs_meta, node="CholeskySolveBackward0",
+    "cholesky_solve", autocast="fp32",
+    kernel=_cs_kernel, meta=_cs_meta, node="CholeskySolveBackward0",
     derivative=_cs_derivative,
     save=lambda out, b, low, upper=False: (low, out, upper),
     samples=lambda rng, dt: [
@@ -425,7 +427,7 @@ def _ci_derivative(g, low, out, upper):
 
 
 cholesky_inverse = register(
-    "cholesky_inverse", kernel=_ci_kernel,
+    "cholesky_inverse", autocast="fp32", kernel=_ci_kernel,
     meta=lambda low, upper=False: (check_square_float("cholesky_inverse", low),
                                    Spec(tuple(low.shape), low.dtype))[1],
     node="CholeskyInverseBackward0", derivative=_ci_derivative,
@@ -573,7 +575,8 @@ def _lstsq_derivative(grads, a, b, vector):
 
 
 linalg_lstsq = register(
-    "linalg_lstsq", kernel=_lstsq_kernel, meta=_lstsq_meta, node="LinalgLstsqBackward0",
+    "linalg_lstsq", autocast="fp32",
+    kernel=_lstsq_kernel, meta=_lstsq_meta, node="LinalgLstsqBackward0",
     derivative=_lstsq_derivative,
     save=lambda out, a, b, rcond=None, driver=None: (a, b, len(a.shape) == len(b.shape) + 1),
     samples=lambda rng, dt: [

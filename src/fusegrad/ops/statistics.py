@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, float_np, rand_array, wrap_dim
 from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
 from .registry import Sample, inplace_variant, register
 
@@ -168,8 +168,9 @@ def _logcumsumexp_kernel(a, dim):
     d = wrap_dim(dim, a.ndim)
     if a.ndim == 0:
         return a.copy()
-    dt = a.dtype if a.dtype.kind == "f" else _dtype.defaults.float.np
-    return np.logaddexp.accumulate(a.astype(dt), axis=d).astype(dt)
+    dt = float_np(a.dtype)
+    work = F32 if dt in HALF else dt  # half types accumulate in float32, as PyTorch's
+    return np.logaddexp.accumulate(a.astype(work), axis=d).astype(dt)
 
 
 def _logcumsumexp_derivative(g, a, out, dim):

@@ -179,10 +179,13 @@ class GuardSet:
         self.add(f"len({source}) == {n}")
 
     def global_state(self) -> None:
-        """Guard grad mode and the default dtype, which change what ops record or return."""
+        """Guard grad mode, the default dtype and CPU autocast's dtype (None while off),
+        which change what ops record or return."""
         self.add(f"___grad_enabled() == {_thread_local.grad_enabled}")
         self.values["___default"] = _dtype.defaults.float
         self.add("___default_dtype() is ___default")
+        self.values["___autocast_dtype"] = _thread_local.autocast
+        self.add("___autocast() is ___autocast_dtype")
 
     def lines(self) -> list[str]:
         """Every guard as readable Python."""
@@ -318,6 +321,7 @@ def _items(container) -> list:
 def _helpers() -> dict:
     """The functions guard expressions call."""
     return {"___grad_enabled": lambda: _thread_local.grad_enabled,
+            "___autocast": lambda: _thread_local.autocast,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
             "___module_call_is": _module_call_is, "___copysign": math.copysign,
             "___same_data": _same_data, "___distinct_storage": _distinct_storage}
