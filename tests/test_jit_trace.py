@@ -66,14 +66,24 @@ def test_trace_falls_back_to_a_run_on_the_example_inputs():
         close(got, want)
 
 
-def test_trace_rejects_value_dependent_control_flow():
+def test_trace_records_the_branch_taken_with_a_tracer_warning():
+    import torch
+
     def f(x):
         if x.sum() > 0:
             return x * 2
         return x
 
-    with pytest.raises(RuntimeError, match="could not trace"):
-        fusegrad.jit.trace(f, fusegrad.ones(3))
+    with pytest.warns(fusegrad.jit.TracerWarning) as got:
+        traced = fusegrad.jit.trace(f, fusegrad.ones(3))
+    with pytest.warns(torch.jit.TracerWarning) as want:
+        torch.jit.trace(f, torch.ones(3))
+    mine = [str(w.message) for w in got if w.category is fusegrad.jit.TracerWarning]
+    theirs = [str(w.message) for w in want if w.category is torch.jit.TracerWarning]
+    assert mine[0] == theirs[0]
+    assert got[-1].lineno == want[-1].lineno  # the line of the `if`
+    # the branch taken on the example is kept, whatever the new input
+    close(traced(-fusegrad.ones(3)), -fusegrad.ones(3) * 2)
 
 
 def test_script_still_there():
