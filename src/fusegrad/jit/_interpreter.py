@@ -144,7 +144,6 @@ class Interpreter:
 
     def __init__(self, unit):
         self.unit = unit
-        self.impl: dict[int, Any] = {}
 
     def run(self, graph: Graph, args: list) -> Any:
         """Run `graph` on `args` (its parameters in order); its single result."""
@@ -186,12 +185,11 @@ class Interpreter:
         return carried
 
     def _call(self, node: Node, args: list) -> Any:
-        fn = self.impl.get(id(node))
+        fn = node.impl
         if fn is None:
-            fn = resolve(node.kind, node.attrs)
+            fn = node.impl = resolve(node.kind, node.attrs)
             if fn is None:
                 raise Error(f"unknown operation {node.kind}")
-            self.impl[id(node)] = fn
         names = node.attrs.get("kwargs") or []
         if names:
             npos = len(args) - len(names)

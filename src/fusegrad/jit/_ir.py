@@ -36,7 +36,7 @@ class Node:
     """One operation: `kind` ("aten::mul", "prim::If"), inputs, outputs, nested blocks,
     attributes (JSON values) and the source position it came from ("file:line:col")."""
 
-    __slots__ = ("kind", "inputs", "outputs", "blocks", "attrs", "source")
+    __slots__ = ("kind", "inputs", "outputs", "blocks", "attrs", "source", "impl")
 
     def __init__(self, kind: str, inputs: list[Value], attrs: dict | None = None,
                  source: str | None = None):
@@ -46,6 +46,7 @@ class Node:
         self.blocks: list[Block] = []
         self.attrs = dict(attrs or {})
         self.source = source
+        self.impl = None  # what an `aten::` node runs, found on first use
 
 
 class Block:

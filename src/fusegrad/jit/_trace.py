@@ -62,6 +62,9 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
                     f"failed ({symbolic_error}) and so did recording a run on the example "
                     f"inputs ({e})") from e
     if check_trace:
+        # PyTorch checks by tracing again, which warns again
+        again = "trace_method" if hasattr(func, "named_parameters") else "trace"
+        warnings.warn(_DEPRECATED.format(again), DeprecationWarning, stacklevel=1)
         for check in [args, *(check_inputs or ())]:
             check = check if isinstance(check, tuple) else (check,)
             _check_same(func(*check), traced(*check), check_tolerance, func)

@@ -1,0 +1,108 @@
+# ruff: noqa: UP006, UP035, UP045  (TorchScript reads typing.List/Optional/Tuple)
+"""Programs scripted by both fusegrad.jit.script and torch.jit.script in test_jit_script.py.
+
+The file is imported twice: as-is (with `torch` being PyTorch) and with `import torch`
+replaced by `import fusegrad as torch`, so both compilers read the same source.
+"""
+
+from typing import List, Optional, Tuple
+
+import torch
+
+
+def fast_function(x):
+    return x * 2 + 1
+
+
+def branchy(x, n: int):
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = x - 1
+    for i in range(n):
+        y = y + i
+    while y.sum() < 10:
+        y = y * 2
+    return y
+
+
+def early_return(x):
+    if x.sum() > 0:
+        return x
+    y = x * 2
+    return y + 1
+
+
+def helper(x, k: float):
+    return torch.relu(x) * k
+
+
+def calls_helper(x, y):
+    z = helper(x, 0.5) + helper(y, 2.0)
+    if bool(z.max() > 1):
+        z = z - 1
+    return z
+
+
+def loops_over_values(x, sizes: List[int]):
+    total = 0
+    for s in sizes:
+        total += s
+    acc = torch.zeros_like(x[0])
+    for row in x:
+        if row.sum() > 0:
+            acc = acc + row
+        else:
+            acc = acc - row * 0.5
+    return acc * total, total
+
+
+def optional_and_tuple(x, w: Optional[torch.Tensor], scale: float = 1.5) -> Tuple[torch.Tensor,
+                                                                                    int]:
+    if w is not None:
+        x = x * w
+    n = x.dim() + len(x.shape)
+    out = x[1:, 0] * scale if x.size(0) > 1 else x[0]
+    return out.tanh(), n
+
+
+def bool_logic(x, flag: bool):
+    if flag and x.mean() > 0 or not flag:
+        return x.exp()
+    return -x if x.min() < -1 else x.abs()
+
+
+class Gate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.alt = torch.nn.Linear(4, 3)
+        self.scale = 2.0
+        self.steps = 2
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = self.lin(x) * self.scale
+        else:
+            y = self.alt(x)
+        for _ in range(self.steps):
+            y = torch.tanh(y)
+        return y
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(),
+                                        torch.nn.Linear(5, 2))
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
+
+    def forward(self, x):
+        x = self.body(x)
+        for layer in self.layers:
+            x = layer(x) + x
+        return self.norm(x)
+
+    @torch.jit.export
+    def norm(self, x):
+        return x / (x.norm() + 1)
