@@ -106,3 +106,19 @@ class Stack(torch.nn.Module):
     @torch.jit.export
     def norm(self, x):
         return x / (x.norm() + 1)
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 6, 3), torch.nn.AvgPool2d(2))
+        self.head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(0.5),
+                                        torch.nn.Linear(6, 3), torch.nn.LogSoftmax(dim=1))
+
+    def forward(self, x):
+        y = self.head(self.features(x))
+        if y.max() > -0.5:
+            y = y * 0.5
+        return y

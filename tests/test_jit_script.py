@@ -199,6 +199,21 @@ def test_sequential_modulelist_and_exported_method(programs):
     assert not fg.body.training
 
 
+def test_cnn_of_library_layers(programs):
+    fg_mod, th_mod = programs[0].SmallCNN().eval(), programs[1].SmallCNN().eval()
+    copy_weights(fg_mod, th_mod)
+    fg, th = quiet_script(fusegrad, fg_mod), quiet_script(torch, th_mod)
+    data = np.random.default_rng(0).standard_normal((2, 1, 8, 8)).astype(np.float32)
+    (x, tx) = pair(data, grad=True)
+    out, tout = fg(x), th(tx)
+    same(out, tout)
+    out.sum().backward()
+    tout.sum().backward()
+    same(x.grad, tx.grad)
+    for p, q in zip(fg.parameters(), th.parameters()):
+        same(p.grad, q.grad)
+
+
 # ------------------------------------------------------------------------------------------
 # errors and warnings
 

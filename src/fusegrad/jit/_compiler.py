@@ -574,6 +574,8 @@ class FunctionCompiler:
             kinds = {v.type for v in items}
             type_ = f"List[{kinds.pop() if len(kinds) == 1 else 'Tensor'}]"
             return self.emit("prim::ListConstruct", items, [type_], e).outputs[0]
+        if isinstance(e, ast.JoinedStr):
+            return self.fstring(e, env)
         if isinstance(e, ast.Subscript):
             obj = self.expr(e.value, env)
             if obj.type.startswith("__torch__.") and isinstance(e.slice, ast.Constant):
@@ -586,6 +588,20 @@ class FunctionCompiler:
             return self.op("__getitem__", "operator", [obj, index], e,
                            type_=element_type(obj.type, const_index))
         raise unsupported(self.src, e)
+
+    def fstring(self, e: ast.JoinedStr, env: dict) -> Value:
+        """An f-string as `aten::format` of a "{}" template, as TorchScript compiles it."""
+        template, args = "", []
+        for part in e.values:
+            if isinstance(part, ast.Constant):
+                template += str(part.value).replace("{", "{{").replace("}", "}}")
+            elif part.conversion == -1 and part.format_spec is None:
+                template += "{}"
+                args.append(self.expr(part.value, env))
+            else:
+                raise self.error(part, "f-string conversions and format specifications "
+                                       "aren't supported", NotSupportedError)
+        return self.op("format", "operator", [self.const(template), *args], e, type_="str")
 
     def index(self, s: ast.expr, env: dict) -> Value:
         """An index expression as a value (slices become `prim::SliceConstruct`)."""
@@ -639,6 +655,10 @@ class FunctionCompiler:
         if base.type.startswith("__torch__."):
             module = self.unit.module_of(base.type)
             type_ = module.jit_attr_type(e.attr)
+            if type_ is None:
+                found, value = module.jit_class_constant(e.attr)
+                if found:
+                    return self.const(tuple(value) if isinstance(value, list) else value, e)
             if type_ is None:
                 raise self.error(e, f"Module '{module.jit_class_name()}' has no attribute "
                                     f"'{e.attr}'")

@@ -38,6 +38,29 @@ def _append(lst, value):
     return lst
 
 
+def _format(template: str, *args) -> str:
+    """`template` with each "{}" replaced by the next argument ("{{" and "}}" are braces).
+    Not `str.format`: a template read from a file must not reach attributes of the values."""
+    out, i, k = [], 0, 0
+    while i < len(template):
+        pair = template[i:i + 2]
+        if pair in ("{{", "}}"):
+            out.append(pair[0])
+            i += 2
+        elif pair == "{}":
+            if k >= len(args):
+                raise Error("format(): too few arguments")
+            out.append(str(args[k]))
+            k += 1
+            i += 2
+        elif template[i] in "{}":
+            raise Error("format(): only {} placeholders are supported")
+        else:
+            out.append(template[i])
+            i += 1
+    return "".join(out)
+
+
 def _range_length(lo: int, hi: int, step: int) -> int:
     if step == 0:
         raise Error("range() arg 3 must not be zero")
@@ -58,7 +81,7 @@ OPERATORS: dict[str, Any] = {
     "add_": operator.iadd, "sub_": operator.isub, "mul_": operator.imul,
     "div_": operator.itruediv, "floordiv_": operator.ifloordiv, "pow_": operator.ipow,
     "Bool": bool, "Int": int, "Float": float, "len": len, "abs": abs, "min": min,
-    "max": max, "append": _append, "__range_length": _range_length,
+    "max": max, "append": _append, "format": _format, "__range_length": _range_length,
     "__derive_index": lambda i, lo, step: lo + i * step,
 }
 

@@ -18,6 +18,8 @@ import ast
 import inspect
 import weakref
 
+import fusegrad
+
 from ..nn.modules.module import Module
 from ._codegen import graph_code
 from ._compiler import FunctionCompiler
@@ -57,7 +59,7 @@ class Unit:
         if isinstance(fn, ScriptFunction):
             self.functions.setdefault(fn.qualified_name, fn)
             return "prim::CallFunction", fn.qualified_name, fn.return_type
-        if not inspect.isfunction(fn) or (fn.__module__ or "").startswith("fusegrad"):
+        if not inspect.isfunction(fn) or _public_op(fn):
             return None
         if getattr(fn, IGNORE, False) or getattr(fn, UNUSED, False):
             name = fn.__qualname__
@@ -68,6 +70,18 @@ class Unit:
         if compiled is None:
             compiled = compile_function(fn, self)
         return "prim::CallFunction", compiled.qualified_name, compiled.return_type
+
+
+def _public_op(fn) -> bool:
+    """Whether `fn` is a function of `fusegrad` or `fusegrad.nn.functional`, which scripted
+    code calls as an operation (fusegrad's other functions are compiled like the user's)."""
+    import fusegrad
+    import fusegrad.nn.functional as F
+
+    if not (fn.__module__ or "").startswith("fusegrad"):
+        return False
+    name = fn.__name__
+    return getattr(fusegrad, name, None) is fn or getattr(F, name, None) is fn
 
 
 def _unused(name: str):
@@ -274,6 +288,23 @@ def _sequential_forward(self, input):
     return input
 
 
+def _flatten_forward(self, input):
+    return fusegrad.flatten(input, self.start_dim, self.end_dim)
+
+
+def _library_forward(cls: type):
+    """The source scripted for a fusegrad module whose own `forward` is written with Python
+    the compiler does not take (it computes the same thing)."""
+    from ..nn.modules.container import Sequential
+    from ..nn.modules.misc import Flatten
+
+    if issubclass(cls, Sequential) and cls.forward is Sequential.forward:
+        return _sequential_forward
+    if issubclass(cls, Flatten) and cls.forward is Flatten.forward:
+        return _flatten_forward
+    return None
+
+
 class ScriptModule(Module):
     """A compiled module: its methods run through the interpreter; parameters, buffers and
     submodules are ordinary module state. `.graph`/`.code` show `forward`."""
@@ -312,6 +343,14 @@ class ScriptModule(Module):
             return "bool"
         return None
 
+    def jit_class_constant(self, name: str):
+        """(True, value) for a plain constant of the module's class (`_spatial = 2`)."""
+        origin = self._jit_origin
+        if origin is None or not hasattr(origin, name) or name in self._jit_consts:
+            return False, None
+        value = getattr(origin, name)
+        return (True, value) if _constant_ok(value) and not callable(value) else (False, None)
+
     def jit_method_type(self, name: str) -> str | None:
         method = self._jit_methods.get(name)
         if method is None:
@@ -344,9 +383,9 @@ class ScriptModule(Module):
 
     def _compile_method(self, name: str) -> Method | None:
         origin = self._jit_origin
-        if name == "forward" and origin is not None and _is_sequential(origin) and \
-                _is_default_sequential_forward(origin):
-            fn = _sequential_forward
+        library = _library_forward(origin) if name == "forward" and origin else None
+        if library is not None:
+            fn = library
         else:
             fn = getattr(origin, name, None) if origin is not None else None
         if fn is None or not inspect.isfunction(fn):
@@ -403,12 +442,6 @@ def _is_sequential(cls: type) -> bool:
     from ..nn.modules.container import Sequential
 
     return issubclass(cls, Sequential)
-
-
-def _is_default_sequential_forward(cls: type) -> bool:
-    from ..nn.modules.container import Sequential
-
-    return cls.forward is Sequential.forward
 
 
 def script_module(module: Module, unit: Unit = UNIT,
