@@ -535,6 +535,9 @@ class FunctionCompiler:
             return self.op(name, "operator", [self.expr(e.left, env),
                                               self.expr(e.right, env)], e)
         if isinstance(e, ast.UnaryOp):
+            if isinstance(e.op, ast.USub) and isinstance(e.operand, ast.Constant) and \
+                    type(e.operand.value) in (int, float):
+                return self.const(-e.operand.value, e)  # `-1` is a constant, as in Python
             value = self.expr(e.operand, env)
             if isinstance(e.op, ast.UAdd):
                 return value

@@ -251,11 +251,19 @@ class ScriptFunction:
 
 def compile_function(fn, unit: Unit = UNIT) -> ScriptFunction:
     """Compile a Python function (and the functions it calls) into `unit`."""
+    cached = unit.by_function.get(fn)
+    if cached is not None:
+        return cached
     source = Source(fn)
     schema = function_schema(fn, source, skip_self=False)
-    qual = "__torch__." + (fn.__module__ or "").replace("__main__", "").strip(".")
-    qual = f"{qual}.{fn.__qualname__.replace('<locals>.', '')}".replace("__torch__..",
-                                                                        "__torch__.")
+    module = (fn.__module__ or "").replace("__main__", "").strip(".")
+    name = fn.__qualname__.replace("<locals>.", "").replace("<lambda>", "_lambda")
+    qual = f"__torch__.{module}.{name}" if module else f"__torch__.{name}"
+    k, base = 0, qual
+    while qual in unit.functions:  # another function of the same name (a closure, say)
+        k += 1
+        prefix, _, last = base.rpartition(".")
+        qual = f"{prefix}.___torch_mangle_{k}.{last}"
     graph = _compile_graph(fn, unit, source, schema)
     result = ScriptFunction(fn.__name__, qual, graph, schema, unit)
     unit.functions[qual] = result
