@@ -200,6 +200,11 @@ class _Printer:
         self.block(body, indent + "  ", lines)
         if is_for:
             self.assign(node.outputs, body.returns[1:], indent + "  ", lines)
+            go_on = body.returns[0]
+            if not (go_on.node is not None and go_on.node.kind == "prim::Constant" and
+                    go_on.node.attrs.get("value") is True):  # the body may break
+                lines.append(f"{indent}  if not {self.ref(go_on)}:")
+                lines.append(f"{indent}    break")
         else:
             targets = [flag] + [self.name(o) for o in node.outputs]
             values = [self.ref(v) for v in body.returns]

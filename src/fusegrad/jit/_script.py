@@ -365,6 +365,10 @@ class ScriptModule(Module):
             method = self._compile_method(name)
         return method.schema.return_type if method is not None else None
 
+    def jit_method_schema(self, name: str) -> Schema | None:
+        method = self._jit_methods.get(name)
+        return method.schema if method is not None else None
+
     def jit_getattr(self, name: str):
         if name == "training":
             return self.training

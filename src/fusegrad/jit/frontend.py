@@ -31,7 +31,6 @@ _CONSTRUCT_NAMES = {"Try": "try blocks", "TryStar": "try blocks", "Lambda": "Lam
                     "DictComp": "dict comprehensions", "SetComp": "set comprehensions",
                     "Set": "set literals", "Dict": "dict literals", "JoinedStr": "f-strings",
                     "NamedExpr": "assignment expressions", "Starred": "starred expressions",
-                    "Break": "break statements", "Continue": "continue statements",
                     "Match": "match statements", "Import": "import statements",
                     "ImportFrom": "import statements"}
 
