@@ -122,3 +122,43 @@ class SmallCNN(torch.nn.Module):
         if y.max() > -0.5:
             y = y * 0.5
         return y
+
+
+def break_continue(x, n: int):
+    total = x * 0
+    for i in range(n):
+        if i == 1:
+            continue
+        total = total + x * i
+        if total.sum() > 20:
+            break
+        total = total + 1
+    k = 0
+    while k < 100:
+        k += 3
+        if k % 2 == 0:
+            continue
+        if k > 10:
+            break
+        total = total - 0.5
+    for j in range(3):
+        for m in range(3):
+            if m > j:
+                break
+            total = total + m
+    return total, k
+
+
+def shifted(x, by: float = 1.0, times: int = 2):
+    return (x + by) * times
+
+
+def comprehensions(x, ws: List[float]):
+    out = [shifted(x, times=3) * w for w in ws]
+    acc = torch.zeros_like(x)
+    for i, t in enumerate(out):
+        acc = acc + t * i
+    for a, b in zip(out, ws):
+        acc = acc + a * b
+    squares = [i * i for i in range(4)]
+    return acc + shifted(x, by=0.5), squares

@@ -128,6 +128,18 @@ def test_loops_over_lists_and_tensor_rows(programs):
     same(x.grad, tx.grad)
 
 
+@pytest.mark.parametrize("n", [0, 1, 3, 8])
+def test_break_continue_enumerate_zip_and_comprehensions(programs, n):
+    for name, extra in [("break_continue", (n,)), ("comprehensions", ([0.5, -1.0, 2.0][:n],))]:
+        fg, th = both(programs, name)
+        (x, tx) = pair([1.0, 2.0], grad=True)
+        out, tout = fg(x, *extra), th(tx, *extra)
+        same(out, tout)
+        out[0].sum().backward()
+        tout[0].sum().backward()
+        same(x.grad, tx.grad)
+
+
 def test_optional_tuple_and_defaults(programs):
     fg, th = both(programs, "optional_and_tuple")
     (x, tx), (w, tw) = pair([[1.0, 2.0], [3.0, -1.0], [0.5, 0.2]]), pair([[2.0, 1.0]] * 3)

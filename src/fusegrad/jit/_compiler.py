@@ -369,42 +369,90 @@ class FunctionCompiler(ExpressionCompiler):
         if s.orelse:
             raise self.error(s, "else branches of for loops aren't supported",
                              NotSupportedError)
-        if not isinstance(s.target, ast.Name):
-            raise self.error(s.target, "only a single variable can be the target of a for "
-                                       "loop", NotSupportedError)
         it = s.iter
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and \
-                it.func.id == "range" and it.func.id not in env and not it.keywords:
-            args = [self.expr(a, env) for a in it.args]
-            if not 1 <= len(args) <= 3:
-                raise self.error(it, "range expected 1 to 3 arguments")
-            if len(args) == 1:
-                trip, lo, step = args[0], None, None
+        builtin = it.func.id if isinstance(it, ast.Call) and isinstance(
+            it.func, ast.Name) and it.func.id in ("range", "enumerate", "zip") and \
+            it.func.id not in env and it.func.id not in self.scope and not it.keywords \
+            else None
+        if builtin == "range":
+            self.range_for(s, it, env)
+            return
+        if builtin is not None:
+            seqs = [self.expr(a, env) for a in it.args[:1 if builtin == "enumerate" else None]]
+            start = self.expr(it.args[1], env) if builtin == "enumerate" and \
+                len(it.args) > 1 else None
+            width = 2 if builtin == "enumerate" else len(seqs)
+            if not seqs or not isinstance(s.target, ast.Tuple) or len(s.target.elts) != width:
+                raise self.error(s.target, f"expected {width} loop variables to unpack "
+                                           f"{builtin}()", NotSupportedError)
+        else:
+            seqs = [self.expr(it, env)]
+            if seqs[0].type.startswith("__torch__."):
+                self.unrolled_for(s, seqs[0], env)
+                return
+        trip = self.op("len", "operator", [seqs[0]], it)
+        for seq in seqs[1:]:  # zip stops at the shortest
+            trip = self.op("min", "operator", [trip, self.op("len", "operator", [seq], it)],
+                           it, type_="int")
+
+        def bind(index, body_env):
+            items = [self.op("__getitem__", "operator", [seq, index], it,
+                             type_=element_type(seq.type)) for seq in seqs]
+            if builtin == "enumerate":
+                count = index if start is None else self.op("add", "operator",
+                                                            [index, start], it)
+                items = [count, items[0]]
+            if builtin is None:
+                self.assign(s.target, items[0], body_env, s)
             else:
-                lo = args[0]
-                step = args[2] if len(args) == 3 else self.const(1)
-                trip = self.op("__range_length", "operator", [lo, args[1], step], it)
+                for target, item in zip(s.target.elts, items):
+                    self.assign(target, item, body_env, s)
 
-            def bind(index, body_env):
-                value = index if lo is None else self.op("__derive_index", "operator",
-                                                         [index, lo, step], it)
-                self.assign(s.target, value, body_env, s)
+        self.loop(s, trip, self.const(True), env, bind, None)
 
-            self.loop(s, trip, self.const(True), env, bind, None,
-                      s.target.id if lo is None else None)
-            return
-        seq = self.expr(it, env)
-        if seq.type.startswith("__torch__."):
-            self.unrolled_for(s, seq, env)
-            return
-        trip = self.op("len", "operator", [seq], it)
+    def range_for(self, s: ast.For, it: ast.Call, env: dict) -> None:
+        """`for i in range(...)`: the trip count and the index's value computed once."""
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s.target, "the loop variable of a range() loop must be a name",
+                             NotSupportedError)
+        args = [self.expr(a, env) for a in it.args]
+        if not 1 <= len(args) <= 3:
+            raise self.error(it, "range expected 1 to 3 arguments")
+        if len(args) == 1:
+            trip, lo, step = args[0], None, None
+        else:
+            lo = args[0]
+            step = args[2] if len(args) == 3 else self.const(1)
+            trip = self.op("__range_length", "operator", [lo, args[1], step], it)
 
-        def bind_item(index, body_env):
-            item = self.op("__getitem__", "operator", [seq, index], it,
-                           type_=element_type(seq.type))
-            self.assign(s.target, item, body_env, s)
+        def bind(index, body_env):
+            value = index if lo is None else self.op("__derive_index", "operator",
+                                                     [index, lo, step], it)
+            self.assign(s.target, value, body_env, s)
 
-        self.loop(s, trip, self.const(True), env, bind_item, None)
+        self.loop(s, trip, self.const(True), env, bind, None,
+                  s.target.id if lo is None else None)
+
+    def list_comprehension(self, e: ast.ListComp, env: dict) -> Value:
+        """`[f(x) for x in xs]`: a list filled by a loop, as TorchScript compiles it (one
+        `for`, no `if`; the loop variable stays inside)."""
+        if len(e.generators) != 1 or e.generators[0].is_async:
+            raise self.error(e, "Only a single generator is currently supported",
+                             NotSupportedError)
+        gen = e.generators[0]
+        if gen.ifs:
+            raise self.error(e, "Comprehension ifs are not supported yet", NotSupportedError)
+        result = self.emit("prim::ListConstruct", [], ["List[Tensor]"], e).outputs[0]
+        scope = dict(env)
+        scope["$comprehension"] = result
+        append = ast.Expr(ast.Call(
+            func=ast.Attribute(ast.Name("$comprehension", ast.Load()), "append", ast.Load()),
+            args=[e.elt], keywords=[]))
+        loop = ast.For(target=gen.target, iter=gen.iter, body=[append], orelse=[])
+        for node in ast.walk(loop):
+            ast.copy_location(node, e) if not hasattr(node, "lineno") else None
+        self.for_stmt(loop, scope)
+        return result
 
     def unrolled_for(self, s: ast.For, seq: Value, env: dict) -> None:
         """`for m in self.layers:` over a ModuleList or Sequential: one copy per module."""

@@ -197,6 +197,8 @@ class ExpressionCompiler:
             kinds = {v.type for v in items}
             type_ = f"List[{kinds.pop() if len(kinds) == 1 else 'Tensor'}]"
             return self.emit("prim::ListConstruct", items, [type_], e).outputs[0]
+        if isinstance(e, ast.ListComp):
+            return self.list_comprehension(e, env)
         if isinstance(e, ast.JoinedStr):
             return self.fstring(e, env)
         if isinstance(e, ast.Subscript):
@@ -317,6 +319,9 @@ class ExpressionCompiler:
             if base.type.startswith("__torch__."):
                 return self.module_call(e, base, func.attr, env)
             args, names = self.arguments(e, env)
+            if func.attr == "append" and args and base.node is not None and \
+                    base.node.kind == "prim::ListConstruct" and not base.node.inputs:
+                base.type = f"List[{args[0].type}]"  # an empty list takes its items' type
             return self.op(func.attr, "method", [base, *args], e, names)
         if isinstance(func, ast.Name) and func.id in env:
             callee = env[func.id]
