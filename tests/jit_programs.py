@@ -162,3 +162,18 @@ def comprehensions(x, ws: List[float]):
         acc = acc + a * b
     squares = [i * i for i in range(4)]
     return acc + shifted(x, by=0.5), squares
+
+
+def optional_state(x, n: int, k: float):
+    steps: List[int] = []
+    best: Optional[torch.Tensor] = None
+    for i in range(n):
+        steps.append(i)
+        if best is None:
+            best = x * i
+        else:
+            best = best + x * k
+    assert n < 10, "too many steps"
+    if best is None:
+        raise ValueError("no steps")
+    return best, steps

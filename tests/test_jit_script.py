@@ -140,6 +140,24 @@ def test_break_continue_enumerate_zip_and_comprehensions(programs, n):
         same(x.grad, tx.grad)
 
 
+def test_optional_state_raise_assert_and_argument_conversion(programs):
+    fg, th = both(programs, "optional_state")
+    (x, tx) = pair([1.0, -2.0], grad=True)
+    # an int for a float and a one-element tensor for an int convert as in TorchScript
+    out, tout = fg(x, fusegrad.tensor(3), 2), th(tx, torch.tensor(3), 2)
+    same(out, tout)
+    out[0].sum().backward()
+    tout[0].sum().backward()
+    same(x.grad, tx.grad)
+    for n in (0, 12):
+        with pytest.raises(torch.jit.Error) as want:
+            th(tx, n, 1.0)
+        with pytest.raises(fusegrad.jit.Error) as got:
+            fg(x, n, 1.0)
+        message = "no steps" if n == 0 else "too many steps"
+        assert message in str(want.value) and message in str(got.value)
+
+
 def test_optional_tuple_and_defaults(programs):
     fg, th = both(programs, "optional_and_tuple")
     (x, tx), (w, tw) = pair([[1.0, 2.0], [3.0, -1.0], [0.5, 0.2]]), pair([[2.0, 1.0]] * 3)

@@ -126,6 +126,8 @@ class FunctionCompiler(ExpressionCompiler):
             ast.copy_location(end, body[-1] if body else self.src.fdef)
             body.append(end)
         result = self.stmts(body, env)
+        if result is None:  # the body only raises
+            result = self.const(None)
         self.graph.returns = [result]
         return self.graph
 
@@ -179,14 +181,15 @@ class FunctionCompiler(ExpressionCompiler):
         elif isinstance(s, ast.AnnAssign):
             declared = annotation_type(s.annotation)
             value = self.expr(s.value, env) if s.value is not None else self.const(None)
-            if declared and join(declared, value.type) not in (declared,):
+            empty_list = value.node is not None and value.node.kind == \
+                "prim::ListConstruct" and not value.node.inputs
+            if declared and not empty_list and join(declared, value.type) != declared and \
+                    value.type != "Any":
                 raise self.error(s, f"Variable '{getattr(s.target, 'id', '?')}' is annotated "
                                     f"with type {declared} but is being assigned to a value "
                                     f"of type {value.type}")
             if declared:
-                value.type = declared if value.type in ("Any", "NoneType") or \
-                    declared.startswith("Optional") and value.node is not None and \
-                    value.node.kind != "prim::Constant" else value.type
+                value = self.retype(value, declared, s)
             self.assign(s.target, value, env, s.value)
         elif isinstance(s, ast.AugAssign):
             self.aug_assign(s, env)
@@ -356,12 +359,13 @@ class FunctionCompiler(ExpressionCompiler):
                 check.outputs.append(again)
         block.returns = [again]
         for n in carried:
-            if join(env[n].type, body_env[n].type) != env[n].type:
-                raise self.error(s, f"Variable '{n}' previously had type {env[n].type} but "
-                                    f"is now being assigned to a value of type "
-                                    f"{body_env[n].type}")
+            before, after = env[n].type, body_env[n].type
+            joined = join(before, after)
+            if joined is None or joined != before and before != "Any":
+                raise self.error(s, f"Variable '{n}' previously had type {before} but is now "
+                                    f"being assigned to a value of type {after}")
             block.returns.append(body_env[n])
-            out = self.graph.fresh(n, env[n].type, node)
+            out = self.graph.fresh(n, joined, node)
             node.outputs.append(out)
             env[n] = out
 

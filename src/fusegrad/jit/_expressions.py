@@ -64,6 +64,26 @@ class ExpressionCompiler:
         self.consts[key] = node.outputs[0]
         return node.outputs[0]
 
+    def retype(self, value: Value, type_: str, at: ast.AST) -> Value:
+        """`value` seen as the annotated `type_` (`x: Optional[Tensor] = None`): a constant
+        of its own, or an unchecked cast; shared values keep their type."""
+        node = value.node
+        if value.type == type_:
+            return value
+        if node is not None and node.kind == "prim::ListConstruct" and not node.inputs:
+            value.type = type_  # an empty list literal: its type is its annotation's
+            return value
+        if join(type_, value.type) != type_ and value.type != "Any":
+            raise self.error(at, f"Expected a value of type '{type_}' but found a value of "
+                                 f"type '{value.type}'")
+        if node is not None and node.kind == "prim::Constant":
+            copy = Node("prim::Constant", [], dict(node.attrs), node.source)
+            copy.outputs.append(self.graph.fresh(None, type_, copy))
+            self.graph.nodes.insert(self.const_at, copy)
+            self.const_at += 1
+            return copy.outputs[0]
+        return self.emit("prim::unchecked_cast", [value], [type_], at).outputs[0]
+
     def op(self, name: str, form: str, inputs: list[Value], at: ast.AST,
            kwargs: list[str] | None = None, type_: str | None = None) -> Value:
         attrs: dict = {"form": form}
@@ -394,9 +414,7 @@ class ExpressionCompiler:
         if fn is _markers.annotate:
             declared = annotation_type(e.args[0]) if e.args else None
             value = self.expr(e.args[1], env)
-            if declared:
-                value.type = declared
-            return value
+            return self.retype(value, declared, e) if declared else value
         if fn is _markers.is_scripting:
             return self.const(True, e)
         try:

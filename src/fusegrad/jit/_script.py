@@ -26,7 +26,7 @@ from ._compiler import FunctionCompiler
 from ._interpreter import Interpreter
 from ._ir import Graph, graph_type
 from ._markers import EXPORT, IGNORE, UNUSED
-from ._types import accepts, annotation_type, value_type
+from ._types import NO, annotation_type, convert, value_type
 from .frontend import NotSupportedError, Source, fail
 
 
@@ -136,7 +136,9 @@ class Schema:
                                f"'{next(iter(kwargs))}'. Declaration: "
                                f"{self.declaration(name)}")
         for pos, ((pname, ptype), value) in enumerate(zip(params, values)):
-            if not accepts(ptype, value):
+            converted = convert(ptype, value)
+            values[pos] = converted
+            if converted is NO:
                 inferred = ptype == "Tensor" and pname in self.inferred
                 shown = "Tensor (inferred)" if inferred else graph_type(ptype)
                 note = (f"\nInferred '{pname}' to be of type 'Tensor' because it was not "

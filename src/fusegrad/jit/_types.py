@@ -79,31 +79,47 @@ def value_type(value) -> str:
     return "Any"
 
 
-def accepts(declared: str, value) -> bool:
-    """Whether an argument `value` fits a parameter of type `declared`."""
+_NO = object()
+
+
+def convert(declared: str, value):
+    """`value` as an argument of type `declared`, converted as TorchScript's argument
+    parsing converts (an int or a one-element tensor for a float, a tuple for a list), or
+    `NO` when it does not fit."""
     from .._tensor import Tensor
 
     head, args = parse_generic(declared)
     if declared == "Tensor":
-        return isinstance(value, Tensor)
-    if declared == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if declared == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if declared == "bool":
-        return isinstance(value, bool)
+        return value if isinstance(value, Tensor) else _NO
+    if declared in ("int", "float", "bool"):
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                return _NO
+            value = value.item()
+        kind = {"int": (int,), "float": (int, float), "bool": (bool,)}[declared]
+        if not isinstance(value, kind):
+            return _NO
+        return float(value) if declared == "float" else value
     if declared == "str":
-        return isinstance(value, str)
+        return value if isinstance(value, str) else _NO
     if declared == "NoneType":
-        return value is None
+        return value if value is None else _NO
     if head == "Optional":
-        return value is None or accepts(args[0], value)
+        return None if value is None else convert(args[0], value)
     if head == "List":
-        return isinstance(value, list) and all(accepts(args[0], v) for v in value)
+        if not isinstance(value, (list, tuple)):
+            return _NO
+        items = [convert(args[0], v) for v in value]
+        return _NO if any(v is _NO for v in items) else items
     if head == "Tuple":
-        return isinstance(value, tuple) and len(value) == len(args) and all(
-            accepts(a, v) for a, v in zip(args, value))
-    return True
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            return _NO
+        items = [convert(a, v) for a, v in zip(args, value)]
+        return _NO if any(v is _NO for v in items) else tuple(items)
+    return value
+
+
+NO = _NO
 
 
 def join(a: str, b: str) -> str | None:
@@ -162,6 +178,9 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
         return "int" if nargs > 1 else "List[int]"
     if name == "append":
         return types[0]
+    if form == "method" and types and types[0].startswith("List["):
+        return element_type(types[0]) if name == "pop" else "int" if name in (
+            "index", "count") else "NoneType"
     if name in _LISTS:
         return "List[Tensor]"
     if name in _PAIRS and (nargs > 1 or name in ("sort", "std_mean", "var_mean", "aminmax",
