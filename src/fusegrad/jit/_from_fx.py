@@ -97,35 +97,34 @@ class _Builder:
         return self.emit(kind, args, out_type, attrs)
 
 
-def program_from_trace(traced, func, args: tuple):
-    """A ScriptFunction (or ScriptModule, for a traced module) computing what `traced` does."""
+def program_from_trace(traced):
+    """A ScriptFunction (or ScriptModule, for a traced module) computing what `traced` (a
+    GraphModule made by `jit.trace`) does; it shares the trace's parameters."""
     from ..compiler.aot.make_fx import make_fx
-    from ..nn.modules.module import Module
-    from ._trace import _parameter_names
 
+    is_module, name, args = traced._jit_trace
     gm = make_fx(traced)(*args)
     unit = Unit()
     graph = Graph()
-    is_module = isinstance(func, Module)
     names = {}
     self_value = None
     root = None
     if is_module:
-        root = script_module(func, unit, compile_methods=False)
+        root = script_module(traced, unit, compile_methods=False)
         self_value = graph.fresh("self", root._jit_type)
         graph.params.append(self_value)
-        for qual, t in [*func.named_parameters(), *func.named_buffers()]:
+        for qual, t in [*traced.named_parameters(), *traced.named_buffers()]:
             names.setdefault(id(t), qual)
     builder = _Builder(unit, graph, self_value, names)
     params = []
-    arg_names = iter(_parameter_names(func, len(args)))
+    arg_names = iter(n.target for n in traced.graph.nodes if n.op == "placeholder")
     arg_values = iter(args)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            name, value = next(arg_names), next(arg_values)
-            v = graph.fresh(name, value_type(value))
+            pname, value = next(arg_names), next(arg_values)
+            v = graph.fresh(pname, value_type(value))
             graph.params.append(v)
-            params.append((name, v.type))
+            params.append((pname, v.type))
             builder.env[node] = v
         elif node.op == "get_attr":
             builder.env[node] = builder.tensor(getattr(gm, node.target), node.target)
@@ -142,8 +141,8 @@ def program_from_trace(traced, func, args: tuple):
                     graph.returns[0].type)
     if is_module:
         root._jit_methods["forward"] = Method("forward", graph, schema, unit)
+        root.__dict__["original_name"] = name
         return root
-    name = getattr(func, "__name__", "forward")
     fn = ScriptFunction(name, f"__torch__.{name}", graph, schema, unit)
     unit.functions[fn.qualified_name] = fn
     return fn

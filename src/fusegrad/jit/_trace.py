@@ -71,7 +71,10 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
         if example_kwarg_inputs is not None:
             _check_same(func(**example_kwarg_inputs), traced(**example_kwarg_inputs),
                         check_tolerance, func)
-    traced.__dict__["save"] = _saver(traced, func, args)
+    # what `save` needs, kept picklable; `save` goes on the trace's own class
+    traced.__dict__["_jit_trace"] = (hasattr(func, "named_parameters"), _name(func),
+                                     tuple(args))
+    type(traced).save = _save_trace
     return traced
 
 
@@ -234,12 +237,8 @@ def _trace_by_recording(func, args):
                        if hasattr(func, "named_parameters") else "GraphModule")
 
 
-def _saver(traced, func, args):
-    """`traced.save(path)`: the trace as a script program (see `jit.load`)."""
-    def save(f) -> None:
-        """Write the trace in the script format, to be read by `fusegrad.jit.load`."""
-        from ._from_fx import program_from_trace
+def _save_trace(self, f) -> None:
+    """Write the trace in the script format, to be read by `fusegrad.jit.load`."""
+    from ._from_fx import program_from_trace
 
-        program_from_trace(traced, func, args).save(f)
-
-    return save
+    program_from_trace(self).save(f)
