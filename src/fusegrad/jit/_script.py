@@ -416,21 +416,25 @@ class ScriptModule(Module):
 
     # Python-side use
 
+    def _forward(self) -> Method:
+        method = self._jit_methods.get("forward")
+        if method is None:
+            raise RuntimeError(f"Method 'forward' is not defined on '{self.original_name}'")
+        return method
+
     @property
     def graph(self) -> Graph:
         """`forward`'s IR."""
-        return self._jit_methods["forward"].graph
+        return self._forward().graph
 
     @property
     def code(self) -> str:
         """`forward` as readable source."""
-        return self._jit_methods["forward"].code()
+        return self._forward().code()
 
     def forward(self, *args, **kwargs):
         """Run the compiled `forward`."""
-        method = self._jit_methods.get("forward")
-        if method is None:
-            raise RuntimeError(f"Module '{self.original_name}' has no forward method")
+        method = self._forward()
         values = method.schema.bind("forward", args, dict(kwargs), skip=1)
         return method.call_graph([self, *values])
 
