@@ -94,7 +94,9 @@ class _Printer:
                 return f"{_CALL_NAMES[op]}({args[0]})"
             return f"torch.{op}({', '.join(args)})"
         if kind == "prim::GetAttr":
-            return f"{args[0]}.{attrs['name']}"
+            name = attrs["name"]
+            return f"{args[0]}.{name}" if name.isidentifier() else \
+                f'getattr({args[0]}, "{name}")'  # a Sequential's "0"
         if kind == "prim::CallMethod":
             return f"({args[0]}).{attrs['name']}({', '.join(args[1:])})"
         if kind in ("prim::CallFunction", "prim::PythonOp"):
