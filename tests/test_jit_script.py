@@ -339,6 +339,13 @@ def test_module_save_load_round_trip_keeps_outputs_and_gradients(programs, tmp_p
     loaded(fusegrad.ones(1, 4)).sum().backward()
     assert loaded.lin.weight.grad is not None and loaded.lin.weight.requires_grad
     assert sorted(dict(loaded.named_parameters())) == sorted(dict(fg.named_parameters()))
+    cnn = quiet_script(fusegrad, programs[0].SmallCNN().eval())
+    cnn.save(tmp_path / "cnn.pt")
+    cnn_again = fusegrad.jit.load(tmp_path / "cnn.pt")
+    assert not cnn_again.training and not cnn_again.features[1].training
+    image = fusegrad.randn(2, 1, 8, 8)
+    same(cnn_again(image), torch.tensor(cnn(image).detach().numpy()))
+    same(cnn_again.features[1].running_var, torch.tensor(cnn.features[1].running_var.numpy()))
     stack = quiet_script(fusegrad, programs[0].Stack())
     stack.save(tmp_path / "s.pt")
     again = fusegrad.jit.load(tmp_path / "s.pt")

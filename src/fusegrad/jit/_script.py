@@ -445,12 +445,33 @@ class ScriptModule(Module):
         save(self, f)
 
     def _bind_methods(self) -> None:
+        """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
+        and names the module class itself has stay reachable from scripted code only."""
         for name, method in self._jit_methods.items():
-            if name != "forward":
+            if not name.startswith("_") and not hasattr(type(self), name) and \
+                    name not in self.__dict__:
                 def call(*args, _m=method, _n=name, **kwargs):
                     values = _m.schema.bind(_n, args, dict(kwargs), skip=1)
                     return _m.call_graph([self, *values])
                 self.__dict__[name] = call
+
+    def _children(self) -> list:
+        if self._jit_children is None:
+            raise TypeError(f"'{self.original_name}' object is not subscriptable")
+        return self._jit_children
+
+    def __getitem__(self, index):
+        """A Sequential's or ModuleList's module by position."""
+        return self._modules[self._children()[index]]
+
+    def __len__(self) -> int:
+        return len(self._children())
+
+    def __iter__(self):
+        return iter(self._modules[n] for n in self._children())
+
+    def __bool__(self) -> bool:
+        return self._jit_children is None or bool(self._jit_children)
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"

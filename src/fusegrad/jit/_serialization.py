@@ -268,8 +268,7 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
     for name, child in spec.get("modules", {}).items():
         sm._modules[name] = None if child is None else _module(child, tensors, unit, shared)
     for name, m in spec.get("methods", {}).items():
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or \
-                (name != "forward" and hasattr(ScriptModule, name)):
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
             raise IRFormatError(f"bad method name {name!r}")
         graph = graph_from_json(m["graph"], allowed_kind)
         _check_calls(graph, unit)
