@@ -90,6 +90,8 @@ class _Printer:
             op = kind[len("aten::"):]
             if op == "__getitem__" and attrs.get("form") == "operator":
                 return f"{args[0]}[{args[1]}]"
+            if attrs.get("form") == "attribute":
+                return f"{args[0]}.{op}"
             if op in _CALL_NAMES and attrs.get("form") == "operator":
                 return f"{_CALL_NAMES[op]}({args[0]})"
             return f"torch.{op}({', '.join(args)})"

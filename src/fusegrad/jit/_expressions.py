@@ -25,6 +25,11 @@ _COMPARES = {ast.Lt: "lt", ast.Gt: "gt", ast.LtE: "le", ast.GtE: "ge", ast.Eq: "
 _BUILTINS = {len: "len", int: "Int", float: "Float", bool: "Bool", abs: "abs", min: "min",
              max: "max"}
 _TENSOR_ATTRS = {"shape": ("size", "List[int]"), "ndim": ("dim", "int")}
+# tensor properties read as they are (`form="attribute"`), with their script types
+TENSOR_PROPERTIES = {"T": "Tensor", "mT": "Tensor", "H": "Tensor", "mH": "Tensor",
+                     "real": "Tensor", "imag": "Tensor", "data": "Tensor",
+                     "grad": "Optional[Tensor]", "requires_grad": "bool", "is_leaf": "bool",
+                     "is_cuda": "bool", "dtype": "ScalarType", "device": "Device"}
 
 class ExpressionCompiler:
     """Emits nodes into `self.block` of `self.graph` for the function `self.src`."""
@@ -312,9 +317,8 @@ class ExpressionCompiler:
         if e.attr in _TENSOR_ATTRS:
             name, type_ = _TENSOR_ATTRS[e.attr]
             return self.op(name, "method", [base], e, type_=type_)
-        if e.attr in ("T", "mT", "H", "mH", "real", "imag", "grad", "data"):
-            raise self.error(e, f"Tensor attribute '{e.attr}' isn't supported in script",
-                             NotSupportedError)
+        if e.attr in TENSOR_PROPERTIES:
+            return self.op(e.attr, "attribute", [base], e, type_=TENSOR_PROPERTIES[e.attr])
         raise self.error(e, f"unknown attribute '{e.attr}' of a value of type {base.type}")
 
     def arguments(self, e: ast.Call, env: dict) -> tuple[list[Value], list[str]]:

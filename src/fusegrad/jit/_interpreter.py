@@ -8,6 +8,7 @@ An `aten::` node names what it runs by its `form` attribute:
     function    a function of the `fusegrad` namespace (`aten::relu` is `fusegrad.relu`)
     functional  a function of `fusegrad.nn.functional` (`aten::linear`)
     method      a method of its first input (`aten::sum` from `x.sum(dim=1)`)
+    attribute   a tensor property (`aten::T` from `x.T`, `aten::requires_grad`)
     overload    a registry entry (`aten::mul` with `overload="Tensor"`), as traced graphs
                 record them
 
@@ -124,6 +125,10 @@ def resolve(kind: str, attrs: dict):
                 "append", "pop", "insert", "extend", "index", "count")):
             return None
         return _method(name)
+    if form == "attribute":
+        from ._expressions import TENSOR_PROPERTIES
+
+        return _property(name) if name in TENSOR_PROPERTIES else None
     if form == "overload":
         from ..ops import REGISTRY, aten
 
@@ -133,6 +138,18 @@ def resolve(kind: str, attrs: dict):
             return None
         return getattr(getattr(aten, name), overload)
     return None
+
+
+def _property(name: str):
+    def read(obj):
+        import fusegrad
+
+        if not isinstance(obj, fusegrad.Tensor):
+            raise Error(f"attribute {name} read from a {type(obj).__name__}")
+        return getattr(obj, name)
+
+    read.__name__ = name
+    return read
 
 
 def _method(name: str):
