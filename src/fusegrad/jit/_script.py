@@ -505,7 +505,7 @@ def script_module(module: Module, unit: Unit = UNIT,
     for name, value in vars(module).items():
         if name.startswith("_") or name == "training":
             continue
-        if _constant_ok(value):
+        if _constant_ok(value) or isinstance(value, fusegrad.Tensor):
             sm._jit_consts[name] = value
             sm.__dict__[name] = value
     if not compile_methods:

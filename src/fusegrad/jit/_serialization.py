@@ -20,6 +20,7 @@ import json
 import os
 import zipfile
 
+from .._tensor import Tensor
 from ..nn.parameter import Parameter
 from ..serialization import _looks_like_safetensors, _safetensors_from_bytes, save_safetensors
 from ._interpreter import allowed_kind
@@ -124,7 +125,8 @@ class _Writer:
             buffers[name] = None if b is None else self.tensor(b, prefix + name)
         return {"type": sm._jit_type, "name": sm.original_name, "training": sm.training,
                 "parameters": params, "requires_grad": grads, "buffers": buffers,
-                "constants": {k: _json_value(v) for k, v in sm._jit_consts.items()},
+                "constants": {k: {"tensor": self.tensor(v, prefix + k)} if isinstance(
+                    v, Tensor) else _json_value(v) for k, v in sm._jit_consts.items()},
                 "children": sm._jit_children,
                 "modules": {k: None if m is None else self.module(m, f"{prefix}{k}.")
                             for k, m in sm._modules.items()},
@@ -263,7 +265,10 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or \
                 hasattr(ScriptModule, name):
             raise IRFormatError(f"bad attribute name {name!r}")
-        sm._jit_consts[name] = _from_json_value(value)
+        if isinstance(value, dict) and set(value) == {"tensor"}:  # a plain tensor attribute
+            sm._jit_consts[name] = _tensor(tensors, value["tensor"], shared)
+        else:
+            sm._jit_consts[name] = _from_json_value(value)
         sm.__dict__[name] = sm._jit_consts[name]
     for name, child in spec.get("modules", {}).items():
         sm._modules[name] = None if child is None else _module(child, tensors, unit, shared)
