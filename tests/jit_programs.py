@@ -5,6 +5,7 @@ The file is imported twice: as-is (with `torch` being PyTorch) and with `import 
 replaced by `import fusegrad as torch`, so both compilers read the same source.
 """
 
+import math
 from typing import List, Optional, Tuple
 
 import torch
@@ -185,3 +186,8 @@ def tensor_properties(x):
     if x.requires_grad:
         y = y * 2
     return y.to(x.dtype) + x.ndim + x.shape[-1]
+
+
+def with_math(x, k: float):
+    n = math.floor(k * 2.5)
+    return x * math.sqrt(k) + n * math.pi

@@ -102,7 +102,7 @@ def test_fast_function_outputs_gradients_graph_and_code(programs):
 def test_value_branches_loops_and_early_returns(programs, sign):
     data = [0.5 * sign, 1.5 * sign, -0.25 * sign]
     for name, extra in [("branchy", (3,)), ("early_return", ()), ("calls_helper", None),
-                        ("tensor_properties", ()),
+                        ("tensor_properties", ()), ("with_math", (2.0,)),
                         ("bool_logic", (True,)), ("bool_logic", (False,))]:
         fg, th = both(programs, name)
         (x, tx) = pair(data, grad=True)

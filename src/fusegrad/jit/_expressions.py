@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
-import math
 
 from ._ir import Block, Node, Value
 from ._types import annotation_type, element_type, join, result_type
@@ -24,6 +23,11 @@ _COMPARES = {ast.Lt: "lt", ast.Gt: "gt", ast.LtE: "le", ast.GtE: "ge", ast.Eq: "
              ast.In: "__contains__"}
 _BUILTINS = {len: "len", int: "Int", float: "Float", bool: "Bool", abs: "abs", min: "min",
              max: "max"}
+# math functions on numbers, with their result types (`aten::math_floor` runs `math.floor`)
+_MATH = {"floor": "int", "ceil": "int", "trunc": "int", "sqrt": "float", "exp": "float",
+         "log": "float", "sin": "float", "cos": "float", "tan": "float", "tanh": "float",
+         "fabs": "float", "pow": "float", "isnan": "bool", "isinf": "bool",
+         "isfinite": "bool"}
 _TENSOR_ATTRS = {"shape": ("size", "List[int]"), "ndim": ("dim", "int")}
 # tensor properties read as they are (`form="attribute"`), with their script types
 TENSOR_PROPERTIES = {"T": "Tensor", "mT": "Tensor", "H": "Tensor", "mH": "Tensor",
@@ -427,11 +431,11 @@ class ExpressionCompiler:
             name = None
         if name is not None:
             args, names = self.arguments(e, env)
-            type_ = {"min": None, "max": None, "abs": None}.get(name)
-            return self.op(name, "operator", args, e, names, type_)
-        if fn in (math.floor, math.ceil, math.sqrt, math.exp, math.log):
-            raise self.error(e, f"math.{fn.__name__} isn't supported in script",
-                             NotSupportedError)
+            return self.op(name, "operator", args, e, names)
+        if getattr(fn, "__module__", None) == "math" and fn.__name__ in _MATH:
+            args, names = self.arguments(e, env)
+            return self.op(f"math_{fn.__name__}", "operator", args, e, names,
+                           type_=_MATH[fn.__name__])
         target = self.unit.callee(fn)
         if target is not None:
             kind, name, ret = target

@@ -85,6 +85,9 @@ OPERATORS: dict[str, Any] = {
     "max": max, "append": _append, "format": _format, "__range_length": _range_length,
     "__derive_index": lambda i, lo, step: lo + i * step,
 }
+OPERATORS.update({f"math_{name}": getattr(math, name) for name in (
+    "floor", "ceil", "trunc", "sqrt", "exp", "log", "sin", "cos", "tan", "tanh", "fabs", "pow",
+    "isnan", "isinf", "isfinite")})
 
 # fusegrad functions that change process state or touch files: never callable from a graph.
 _NOT_OPS = {"save", "load", "compile", "manual_seed", "seed", "initial_seed",
