@@ -123,3 +123,27 @@ def test_trace_argument_errors():
         fusegrad.jit.trace(lambda x: x, example_kwarg_inputs=[fusegrad.ones(1)])
     with pytest.raises(TypeError, match="do not fit"):
         fusegrad.jit.trace(lambda x: x, example_kwarg_inputs={"z": fusegrad.ones(1)})
+
+
+def test_trace_module_with_a_value_branch_shares_parameters_and_saves(tmp_path):
+    class Branchy(fnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = fnn.Linear(3, 3)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                return self.lin(x).relu()
+            return x
+
+    m = Branchy()
+    with pytest.warns(fusegrad.jit.TracerWarning):
+        traced = fusegrad.jit.trace(m, fusegrad.ones(2, 3))
+    x = fusegrad.randn(4, 3)
+    close(traced(x), m.lin(x).relu())  # the branch the example took, on any input
+    traced(x).sum().backward()
+    assert m.lin.weight.grad is not None  # through the module's own parameters
+    traced.save(tmp_path / "t.pt")
+    loaded = fusegrad.jit.load(tmp_path / "t.pt")
+    close(loaded(x), m.lin(x).relu())
+    assert sorted(k for k, _ in loaded.named_parameters()) == ["lin.bias", "lin.weight"]
