@@ -226,7 +226,24 @@ def _build(program: dict, tensors: dict):
 
 
 def _check_calls(graph, unit: Unit) -> None:
+    """The checks a graph's shape needs beyond definitions before use: callees exist, and
+    each If and Loop has the blocks, parameters and results its outputs need."""
+    if len(graph.returns) != 1:
+        raise IRFormatError("a graph returns one value")
     for node in _walk(graph):
+        if node.kind == "prim::If" and (len(node.blocks) != 2 or len(node.inputs) != 1 or any(
+                b.params or len(b.returns) != len(node.outputs) for b in node.blocks)):
+            raise IRFormatError("prim::If needs a condition and two blocks yielding its "
+                                "outputs")
+        if node.kind == "prim::Loop":
+            carried = len(node.inputs) - 2
+            body = node.blocks[0] if len(node.blocks) == 1 else None
+            if carried < 0 or body is None or len(body.params) != carried + 1 or \
+                    len(body.returns) != carried + 1 or len(node.outputs) != carried:
+                raise IRFormatError("prim::Loop needs a trip count, a condition and one "
+                                    "body carrying its outputs")
+        elif node.blocks and node.kind != "prim::If":
+            raise IRFormatError(f"{node.kind} has no blocks")
         if node.kind == "prim::CallFunction" and node.attrs.get("name") not in unit.functions:
             raise IRFormatError(f"call of unknown function {node.attrs.get('name')!r}")
         if node.kind in ("prim::GetAttr", "prim::SetAttr", "prim::CallMethod") and \
