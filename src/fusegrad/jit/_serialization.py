@@ -251,7 +251,7 @@ def _check_calls(graph, unit: Unit) -> None:
             raise IRFormatError(f"{node.kind} without a name")
 
 
-def _tensor(tensors: dict, key, shared: dict):
+def _tensor(tensors: dict, key):
     if key is None:
         return None
     if not isinstance(key, str) or key not in tensors:
@@ -270,20 +270,20 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
     sm.training = bool(spec.get("training", True))
     grads = spec.get("requires_grad", {})
     for name, key in spec.get("parameters", {}).items():
-        t = _tensor(tensors, key, shared)
+        t = _tensor(tensors, key)
         if t is not None:
             if key not in shared:
                 shared[key] = Parameter(t, requires_grad=bool(grads.get(name, True)))
             t = shared[key]
         sm._parameters[name] = t
     for name, key in spec.get("buffers", {}).items():
-        sm._buffers[name] = _tensor(tensors, key, shared)
+        sm._buffers[name] = _tensor(tensors, key)
     for name, value in spec.get("constants", {}).items():
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or \
                 hasattr(ScriptModule, name):
             raise IRFormatError(f"bad attribute name {name!r}")
         if isinstance(value, dict) and set(value) == {"tensor"}:  # a plain tensor attribute
-            sm._jit_consts[name] = _tensor(tensors, value["tensor"], shared)
+            sm._jit_consts[name] = _tensor(tensors, value["tensor"])
         else:
             sm._jit_consts[name] = _from_json_value(value)
         sm.__dict__[name] = sm._jit_consts[name]
