@@ -278,11 +278,16 @@ def test_logs_report_breaks_recompiles_and_guards(caplog):
     assert "def forward" in text
 
 
-def test_jit_script_is_fullgraph():
-    scripted = fusegrad.jit.script(lambda x: x.relu() * 2)
+def test_jit_script_compiles_the_data_dependent_branch():
+    def relu_twice(x):
+        return x.relu() * 2
+
+    scripted = fusegrad.jit.script(relu_twice)
     np.testing.assert_allclose(scripted(fusegrad.tensor([-1.0, 2.0])).numpy(), [0.0, 4.0])
-    with pytest.raises(Exception, match="data-dependent"):
-        fusegrad.jit.script(toy_example)(fusegrad.ones(2), fusegrad.ones(2))
+    scripted = fusegrad.jit.script(toy_example)  # the branch compile() breaks on
+    for b in (fusegrad.ones(2), -fusegrad.ones(2)):
+        a = fusegrad.tensor([1.0, -3.0])
+        np.testing.assert_allclose(scripted(a, b).numpy(), toy_example(a, b).numpy())
 
 
 def _mlp(seed: int):

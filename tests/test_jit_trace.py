@@ -66,14 +66,24 @@ def test_trace_falls_back_to_a_run_on_the_example_inputs():
         close(got, want)
 
 
-def test_trace_rejects_value_dependent_control_flow():
+def test_trace_records_the_branch_taken_with_a_tracer_warning():
+    import torch
+
     def f(x):
         if x.sum() > 0:
             return x * 2
         return x
 
-    with pytest.raises(RuntimeError, match="could not trace"):
-        fusegrad.jit.trace(f, fusegrad.ones(3))
+    with pytest.warns(fusegrad.jit.TracerWarning) as got:
+        traced = fusegrad.jit.trace(f, fusegrad.ones(3))
+    with pytest.warns(torch.jit.TracerWarning) as want:
+        torch.jit.trace(f, torch.ones(3))
+    mine = [w for w in got if w.category is fusegrad.jit.TracerWarning]
+    theirs = [w for w in want if w.category is torch.jit.TracerWarning]
+    assert str(mine[0].message) == str(theirs[0].message)
+    assert (mine[0].filename, mine[0].lineno) == (theirs[0].filename, theirs[0].lineno)
+    # the branch taken on the example is kept, whatever the new input
+    close(traced(-fusegrad.ones(3)), -fusegrad.ones(3) * 2)
 
 
 def test_script_still_there():
@@ -113,3 +123,27 @@ def test_trace_argument_errors():
         fusegrad.jit.trace(lambda x: x, example_kwarg_inputs=[fusegrad.ones(1)])
     with pytest.raises(TypeError, match="do not fit"):
         fusegrad.jit.trace(lambda x: x, example_kwarg_inputs={"z": fusegrad.ones(1)})
+
+
+def test_trace_module_with_a_value_branch_shares_parameters_and_saves(tmp_path):
+    class Branchy(fnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = fnn.Linear(3, 3)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                return self.lin(x).relu()
+            return x
+
+    m = Branchy()
+    with pytest.warns(fusegrad.jit.TracerWarning):
+        traced = fusegrad.jit.trace(m, fusegrad.ones(2, 3))
+    x = fusegrad.randn(4, 3)
+    close(traced(x), m.lin(x).relu())  # the branch the example took, on any input
+    traced(x).sum().backward()
+    assert m.lin.weight.grad is not None  # through the module's own parameters
+    traced.save(tmp_path / "t.pt")
+    loaded = fusegrad.jit.load(tmp_path / "t.pt")
+    close(loaded(x), m.lin(x).relu())
+    assert sorted(k for k, _ in loaded.named_parameters()) == ["lin.bias", "lin.weight"]

@@ -54,6 +54,17 @@ class Size(tuple):
         return Size(tuple.__add__(self, tuple(other)))
 
 
+# Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
+# "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through it. The
+# list is empty except while a trace runs, so a conversion pays one truth test.
+CONVERSION_HOOKS: list = []
+
+
+def _converted(kind: str) -> None:
+    for hook in list(CONVERSION_HOOKS):
+        hook(kind)
+
+
 class Tensor:
     """A multi-dimensional array that records operations for automatic differentiation."""
 
@@ -293,6 +304,11 @@ class Tensor:
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
+        if CONVERSION_HOOKS:
+            _converted("number")
+        return self._item()
+
+    def _item(self):
         data = self._data_dependent("item")
         if data.size != 1:
             raise RuntimeError(
@@ -302,6 +318,8 @@ class Tensor:
 
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
+        if CONVERSION_HOOKS:
+            _converted("list")
         data = self._data_dependent("tolist")
         if self._dtype.name == "bfloat16":
             data = data.astype(np.float32)
@@ -313,6 +331,8 @@ class Tensor:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.")
+        if CONVERSION_HOOKS:
+            _converted("NumPy array")
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
@@ -338,6 +358,8 @@ class Tensor:
         return iter(self.unbind(0))
 
     def __bool__(self) -> bool:
+        if CONVERSION_HOOKS:
+            _converted("boolean")
         data = self._data_dependent("bool")
         if data.size != 1:
             what = "no values" if data.size == 0 else "more than one value"
@@ -347,19 +369,25 @@ class Tensor:
     def _scalar(self):
         if self.numel() != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
-        return self.item()
+        return self._item()
 
     def __float__(self) -> float:
+        if CONVERSION_HOOKS:
+            _converted("float")
         return float(self._scalar())
 
     def __int__(self) -> int:
+        if CONVERSION_HOOKS:
+            _converted("integer")
         return int(self._scalar())
 
     def __index__(self) -> int:
         if self._dtype.category != _dtype.INT or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
-        return int(self.item())
+        if CONVERSION_HOOKS:
+            _converted("integer")
+        return int(self._item())
 
     def __complex__(self) -> complex:
         return complex(self._scalar())

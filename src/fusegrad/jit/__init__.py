@@ -1,161 +1,52 @@
-"""`fusegrad.jit`: `script(fn)` is `compile(fn, fullgraph=True)` (no TorchScript format);
-`trace(fn, example_inputs)` records a function or module as an FX `GraphModule`."""
+"""`fusegrad.jit`: TorchScript's interface on fusegrad's own script compiler.
+
+`script(fn_or_module)` compiles Python source (control flow on tensor values included) into
+an SSA graph run by an interpreter over fusegrad's ops; `trace(fn, example_inputs)` records
+one run as an FX `GraphModule`. Both results have `.save(path)`; `load(path)` reads them back
+from fusegrad's own file format (graphs as data and weights as safetensors, never code).
+"""
 
 from __future__ import annotations
 
-import inspect
+import warnings
+
+from ._interpreter import Error
+from ._markers import Final, annotate, export, ignore, is_scripting, unused
+from ._script import ScriptFunction, ScriptModule
+from ._serialization import load
+from ._trace import _DEPRECATED, TracerWarning, trace
+from .frontend import FrontendError, NotSupportedError, UnsupportedNodeError
 
 
 def script(obj, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=None):
-    """Capture `obj` (a function or module) whole: a graph break is an error."""
-    from ..compiler import compile as _compile
+    """Compile a function or an `nn.Module` (its `forward` and exported methods, and its
+    submodules) into a ScriptFunction or ScriptModule. Unsupported Python raises a
+    `NotSupportedError` showing the line; `optimize` and `example_inputs` are accepted and
+    ignored, as the compiler reads types from annotations."""
+    from ..nn.modules.module import Module
+    from ._script import compile_function, script_module
 
-    return _compile(obj, fullgraph=True)
-
-
-def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inputs=None,
-          check_tolerance=1e-5, strict=True, example_kwarg_inputs=None, **unused):
-    """Record `func` (a function or Module) as a `fusegrad.fx.GraphModule`.
-
-    The result has `.graph` (the FX graph), `.code` (the Python source of its `forward`) and
-    is called like `func`. It is made with `fusegrad.fx.symbolic_trace`; where symbolic
-    tracing fails (control flow on a shape, say), `func` is run on `example_inputs` under the
-    compiler's bytecode capture instead, which, like PyTorch's tracer, fixes the branches the
-    example inputs take (the module's parameters and buffers stay live attributes). A branch
-    on a tensor's values can be captured by neither: that is a RuntimeError.
-
-    example_inputs: a tensor or a tuple of positional arguments; or `example_kwarg_inputs`, a
-    dict of arguments by name (the traced result then takes them by name or position). With
-    `check_trace`, the result is run on them (and on each tuple of `check_inputs`) and must
-    agree with `func` within `check_tolerance`. `optimizer`, `strict` and other PyTorch
-    arguments are accepted and ignored.
-    """
-    from ..fx import TraceError, symbolic_trace
-
-    args = _example_args(func, example_inputs, example_kwarg_inputs)
-    try:
-        traced = symbolic_trace(func)
-    except (TraceError, NotImplementedError, TypeError, AttributeError) as symbolic_error:
-        try:
-            traced = _trace_by_running(func, args)
-        except Exception as e:
-            raise RuntimeError(
-                f"fusegrad.jit.trace could not trace {_name(func)}: symbolic tracing failed "
-                f"({symbolic_error}) and so did capturing a run on the example inputs ({e})"
-            ) from e
-    if check_trace:
-        for check in [args, *(check_inputs or ())]:
-            check = check if isinstance(check, tuple) else (check,)
-            _check_same(func(*check), traced(*check), check_tolerance, func)
-        if example_kwarg_inputs is not None:
-            _check_same(func(**example_kwarg_inputs), traced(**example_kwarg_inputs),
-                        check_tolerance, func)
-    return traced
+    warnings.warn(_DEPRECATED.format("script"), DeprecationWarning, stacklevel=1)
+    if isinstance(obj, (ScriptModule, ScriptFunction)):
+        return obj
+    if isinstance(obj, Module):
+        return script_module(obj)
+    if isinstance(obj, type):
+        raise NotSupportedError(f"fusegrad.jit.script compiles functions and module "
+                                f"instances, not the class {obj.__name__}")
+    if not callable(obj) or not hasattr(obj, "__code__"):
+        raise RuntimeError(f"fusegrad.jit.script cannot compile a {type(obj).__name__}")
+    return compile_function(obj)
 
 
-def _example_args(func, example_inputs, example_kwarg_inputs) -> tuple:
-    """The example inputs as positional arguments in `func`'s parameter order."""
-    if example_kwarg_inputs is None:
-        if example_inputs is None:
-            raise TypeError("fusegrad.jit.trace: give example_inputs (a tensor or a tuple) or "
-                            "example_kwarg_inputs (a dict)")
-        return example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
-    if not isinstance(example_kwarg_inputs, dict):
-        raise TypeError("fusegrad.jit.trace: example_kwarg_inputs must be a dict of arguments "
-                        f"by name, not {type(example_kwarg_inputs).__name__}")
-    target = func.forward if hasattr(func, "named_parameters") else func
-    try:
-        bound = inspect.signature(target).bind(**example_kwarg_inputs)
-    except TypeError as e:
-        raise TypeError(f"fusegrad.jit.trace: example_kwarg_inputs do not fit {_name(func)}: "
-                        f"{e}") from None
-    return tuple(bound.args)
+def save(m, f, _extra_files=None) -> None:
+    """Write a ScriptModule or ScriptFunction (or a trace) to `f` (as `m.save(f)`)."""
+    if not hasattr(m, "save"):
+        raise TypeError(f"fusegrad.jit.save expects a ScriptModule or ScriptFunction, got "
+                        f"{type(m).__name__}")
+    m.save(f)
 
 
-def _parameter_names(func, count: int) -> list[str]:
-    """Names for the traced graph's inputs: `func`'s own, so it can be called by keyword."""
-    target = func.forward if hasattr(func, "named_parameters") else func
-    try:
-        names = [p.name for p in inspect.signature(target).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        names = []
-    if len(names) >= count:
-        return names[:count]
-    return [f"input_{i}" if count > 1 else "input" for i in range(count)]
-
-
-def _name(func) -> str:
-    return getattr(func, "__qualname__", None) or type(func).__name__
-
-
-def _check_same(expected, got, tol, func) -> None:
-    """Raise when the traced result differs from `func`'s (a tensor or nested tuples/lists)."""
-    import numpy as np
-
-    from .._tensor import Tensor
-
-    if isinstance(expected, (tuple, list)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            raise RuntimeError(f"trace of {_name(func)} returns a different structure")
-        for e, g in zip(expected, got):
-            _check_same(e, g, tol, func)
-    elif isinstance(expected, Tensor):
-        if not isinstance(got, Tensor) or tuple(got.shape) != tuple(expected.shape) or \
-                not np.allclose(got.detach().numpy(), expected.detach().numpy(), rtol=tol,
-                                atol=tol, equal_nan=True):
-            raise RuntimeError(
-                f"trace of {_name(func)} disagrees with it on the example inputs (was there "
-                "control flow on tensor values or randomness?)")
-
-
-def _trace_by_running(func, args):
-    """Run `func` on `args` under the compiler's whole-function capture and turn the captured
-    graph into a GraphModule whose placeholders are `func`'s positional arguments."""
-    from ..compiler import compile as _compile
-    from ..fx import Graph, GraphModule
-
-    captured = []
-
-    def backend(gm, example_values):
-        captured.append((gm, list(example_values)))
-        return gm.forward
-
-    result = _compile(func, backend=backend, fullgraph=True)(*args)
-    if len(captured) != 1:
-        raise RuntimeError(f"expected one captured graph, got {len(captured)}")
-    gm, values = captured[0]
-
-    names = {}  # id(tensor) -> attribute name, for the module's own parameters and buffers
-    if hasattr(func, "named_parameters"):
-        for qual, t in [*func.named_parameters(), *func.named_buffers()]:
-            names.setdefault(id(t), qual)
-    graph, attrs, env = Graph(), {}, {}
-    inputs = [graph.placeholder(n) for n in _parameter_names(func, len(args))]
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, value in zip(placeholders, values):
-        k = next((i for i, a in enumerate(args) if a is value), None)
-        if k is not None:
-            env[node] = inputs[k]
-        else:  # a tensor the function reads (a parameter, buffer or global)
-            qual = names.get(id(value), f"_tensor_constant{len(attrs)}")
-            attrs[qual] = value
-            env[node] = graph.get_attr(qual)
-    for node in gm.graph.nodes:  # attributes the captured graph reads itself
-        if node.op == "get_attr":
-            obj = gm
-            for part in node.target.split("."):
-                obj = getattr(obj, part)
-            attrs[node.target] = obj
-    out = graph.graph_copy(gm.graph, env)
-    if not isinstance(result, (tuple, list)):
-        if isinstance(out, (tuple, list)) and len(out) == 1:
-            out = out[0]
-    elif isinstance(result, list):
-        out = list(out)
-    graph.output(out)
-    return GraphModule(attrs, graph, class_name=type(func).__name__
-                       if hasattr(func, "named_parameters") else "GraphModule")
-
-
-__all__ = ["script", "trace"]
+__all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "ScriptFunction",
+           "ScriptModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export",
+           "ignore", "is_scripting", "load", "save", "script", "trace", "unused"]

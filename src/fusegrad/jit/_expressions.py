@@ -1,0 +1,455 @@
+"""Compiling expressions into graph nodes (`ExpressionCompiler`, the half of the function
+compiler that emits values): constants are made once at the top of the graph, operators and
+calls become `aten::` nodes with their `form`, module attributes `prim::GetAttr`, calls of
+modules and scripted functions `prim::CallMethod`/`prim::CallFunction`, `and`/`or`/`x if c
+else y` short-circuit through `prim::If`."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+
+from ._ir import Block, Node, Value
+from ._types import annotation_type, element_type, join, result_type
+from .frontend import FrontendError, NotSupportedError, fail, unsupported
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+           ast.FloorDiv: "floordiv", ast.Mod: "remainder", ast.Pow: "pow",
+           ast.MatMult: "matmul", ast.BitAnd: "__and__", ast.BitOr: "__or__",
+           ast.BitXor: "__xor__", ast.LShift: "__lshift__", ast.RShift: "__rshift__"}
+_COMPARES = {ast.Lt: "lt", ast.Gt: "gt", ast.LtE: "le", ast.GtE: "ge", ast.Eq: "eq",
+             ast.NotEq: "ne", ast.Is: "__is__", ast.IsNot: "__isnot__",
+             ast.In: "__contains__"}
+_BUILTINS = {len: "len", int: "Int", float: "Float", bool: "Bool", abs: "abs", min: "min",
+             max: "max"}
+# math functions on numbers, with their result types (`aten::math_floor` runs `math.floor`)
+_MATH = {"floor": "int", "ceil": "int", "trunc": "int", "sqrt": "float", "exp": "float",
+         "log": "float", "sin": "float", "cos": "float", "tan": "float", "tanh": "float",
+         "fabs": "float", "pow": "float", "isnan": "bool", "isinf": "bool",
+         "isfinite": "bool"}
+_TENSOR_ATTRS = {"shape": ("size", "List[int]"), "ndim": ("dim", "int")}
+# tensor properties read as they are (`form="attribute"`), with their script types
+TENSOR_PROPERTIES = {"T": "Tensor", "mT": "Tensor", "H": "Tensor", "mH": "Tensor",
+                     "real": "Tensor", "imag": "Tensor", "data": "Tensor",
+                     "grad": "Optional[Tensor]", "requires_grad": "bool", "is_leaf": "bool",
+                     "is_cuda": "bool", "dtype": "ScalarType", "device": "Device"}
+
+class ExpressionCompiler:
+    """Emits nodes into `self.block` of `self.graph` for the function `self.src`."""
+
+    # -- emitting ------------------------------------------------------------------------
+
+    def emit(self, kind: str, inputs: list[Value], out_types: list[str], at: ast.AST | None,
+             attrs: dict | None = None, hints: list | None = None) -> Node:
+        node = Node(kind, inputs, attrs, self.src.where(at) if at is not None else None)
+        for i, t in enumerate(out_types):
+            hint = hints[i] if hints else None
+            node.outputs.append(self.graph.fresh(hint, t, node))
+        self.block.nodes.append(node)
+        return node
+
+    def const(self, value, at: ast.AST | None = None, **attrs) -> Value:
+        """A constant, made once per graph at its top (so every block sees it)."""
+        key = (type(value).__name__, repr(value), tuple(sorted(attrs.items())))
+        if key in self.consts:
+            return self.consts[key]
+        if attrs.get("dtype"):
+            type_ = "ScalarType"
+        elif isinstance(value, tuple):
+            type_ = "Tuple[" + ", ".join(type(v).__name__ for v in value) + "]"
+            attrs = {**attrs, "tuple": True}
+            value = list(value)
+        else:
+            type_ = {bool: "bool", int: "int", float: "float", str: "str",
+                     type(None): "NoneType"}[type(value)]
+        node_attrs = dict(attrs)
+        if value is not None or isinstance(value, list):
+            node_attrs["value"] = value
+        node = Node("prim::Constant", [], node_attrs, self.src.where(at) if at else None)
+        node.outputs.append(self.graph.fresh(None, type_, node))
+        self.graph.nodes.insert(self.const_at, node)
+        self.const_at += 1
+        self.consts[key] = node.outputs[0]
+        return node.outputs[0]
+
+    def retype(self, value: Value, type_: str, at: ast.AST) -> Value:
+        """`value` seen as the annotated `type_` (`x: Optional[Tensor] = None`): a constant
+        of its own, or an unchecked cast; shared values keep their type."""
+        node = value.node
+        if value.type == type_:
+            return value
+        if node is not None and node.kind == "prim::ListConstruct" and not node.inputs:
+            value.type = type_  # an empty list literal: its type is its annotation's
+            return value
+        if join(type_, value.type) != type_ and value.type != "Any":
+            raise self.error(at, f"Expected a value of type '{type_}' but found a value of "
+                                 f"type '{value.type}'")
+        if node is not None and node.kind == "prim::Constant":
+            copy = Node("prim::Constant", [], dict(node.attrs), node.source)
+            copy.outputs.append(self.graph.fresh(None, type_, copy))
+            self.graph.nodes.insert(self.const_at, copy)
+            self.const_at += 1
+            return copy.outputs[0]
+        return self.emit("prim::unchecked_cast", [value], [type_], at).outputs[0]
+
+    def op(self, name: str, form: str, inputs: list[Value], at: ast.AST,
+           kwargs: list[str] | None = None, type_: str | None = None) -> Value:
+        attrs: dict = {"form": form}
+        if kwargs:
+            attrs["kwargs"] = list(kwargs)
+        if type_ is None:
+            type_ = result_type(name, form, [v.type for v in inputs], len(inputs))
+        return self.emit(f"aten::{name}", inputs, [type_], at, attrs).outputs[0]
+
+    def in_block(self, block: Block):
+        compiler = self
+
+        class _Scope:
+            def __enter__(self):
+                self.saved = compiler.block
+                compiler.block = block
+
+            def __exit__(self, *exc):
+                compiler.block = self.saved
+
+        return _Scope()
+
+    def error(self, node: ast.AST, message: str, cls=FrontendError):
+        return fail(cls, self.src, node, message)
+
+    def cond(self, test: ast.expr, env: dict) -> Value:
+        """A condition as a bool value (a tensor goes through `aten::Bool`)."""
+        value = self.expr(test, env)
+        if value.type != "bool":
+            value = self.op("Bool", "operator", [value], test)
+        return value
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def lookup(self, node: ast.Name, env: dict) -> Value:
+        if node.id in env:
+            return env[node.id]
+        return self.python_value(self.python_object(node), node)
+
+    def python_object(self, node: ast.AST):
+        """The Python object a name or dotted name outside the variables refers to."""
+        if isinstance(node, ast.Name):
+            if node.id in self.scope:
+                return self.scope[node.id]
+            if hasattr(builtins, node.id):
+                return getattr(builtins, node.id)
+            raise self.error(node, f"undefined value {node.id}")
+        if isinstance(node, ast.Attribute):
+            base = self.python_object(node.value)
+            if not hasattr(base, node.attr):
+                raise self.error(node, f"Module '{getattr(base, '__name__', base)}' has no "
+                                       f"attribute '{node.attr}'")
+            return getattr(base, node.attr)
+        raise self.error(node, "expected a name")
+
+    def python_value(self, obj, at: ast.AST) -> Value:
+        import fusegrad
+
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return self.const(obj, at)
+        if isinstance(obj, fusegrad.dtype):
+            return self.const(None, at, dtype=str(obj).split(".")[-1])
+        raise self.error(at, f"python value of type '{type(obj).__name__}' cannot be used as "
+                             "a value. Perhaps it is a closed over global variable? If so, "
+                             "please consider passing it in as an argument or use a local "
+                             "varible instead")
+
+    def is_python_path(self, node: ast.AST, env: dict) -> bool:
+        """Whether `node` (a name or dotted name) is not a variable but a Python object."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id not in env
+
+    def expr(self, e: ast.expr, env: dict, statement: bool = False) -> Value:
+        if isinstance(e, ast.Constant):
+            if e.value is Ellipsis or isinstance(e.value, (bytes, complex)):
+                raise unsupported(self.src, e)
+            return self.const(e.value, e)
+        if isinstance(e, ast.Name):
+            return self.lookup(e, env)
+        if isinstance(e, ast.Attribute):
+            return self.attribute(e, env)
+        if isinstance(e, ast.Call):
+            return self.call(e, env, statement)
+        if isinstance(e, ast.BinOp):
+            name = _BINOPS.get(type(e.op))
+            if name is None:
+                raise unsupported(self.src, e)
+            return self.op(name, "operator", [self.expr(e.left, env),
+                                              self.expr(e.right, env)], e)
+        if isinstance(e, ast.UnaryOp):
+            if isinstance(e.op, ast.USub) and isinstance(e.operand, ast.Constant) and \
+                    type(e.operand.value) in (int, float):
+                return self.const(-e.operand.value, e)  # `-1` is a constant, as in Python
+            value = self.expr(e.operand, env)
+            if isinstance(e.op, ast.UAdd):
+                return value
+            if isinstance(e.op, ast.Not):
+                if value.type != "bool":
+                    value = self.op("Bool", "operator", [value], e)
+                return self.op("__not__", "operator", [value], e)
+            name = "neg" if isinstance(e.op, ast.USub) else "bitwise_not"
+            return self.op(name, "operator", [value], e)
+        if isinstance(e, ast.Compare):
+            return self.compare(e, env)
+        if isinstance(e, ast.BoolOp):
+            return self.bool_op(e, env)
+        if isinstance(e, ast.IfExp):
+            cond = self.cond(e.test, env)
+            node = self.emit("prim::If", [cond], [], e)
+            values = []
+            for branch in (e.body, e.orelse):
+                block = Block()
+                node.blocks.append(block)
+                with self.in_block(block):
+                    values.append(self.expr(branch, env))
+                block.returns = [values[-1]]
+            joined = join(values[0].type, values[1].type)
+            if joined is None:
+                raise self.error(e, f"Type mismatch: the true branch is of type "
+                                    f"{values[0].type} and the false branch of type "
+                                    f"{values[1].type}")
+            out = self.graph.fresh(None, joined, node)
+            node.outputs.append(out)
+            return out
+        if isinstance(e, (ast.Tuple, ast.List)):
+            items = [self.expr(x, env) for x in e.elts]
+            if isinstance(e, ast.Tuple):
+                type_ = "Tuple[" + ", ".join(v.type for v in items) + "]"
+                return self.emit("prim::TupleConstruct", items, [type_], e).outputs[0]
+            kinds = {v.type for v in items}
+            type_ = f"List[{kinds.pop() if len(kinds) == 1 else 'Tensor'}]"
+            return self.emit("prim::ListConstruct", items, [type_], e).outputs[0]
+        if isinstance(e, ast.ListComp):
+            return self.list_comprehension(e, env)
+        if isinstance(e, ast.JoinedStr):
+            return self.fstring(e, env)
+        if isinstance(e, ast.Subscript):
+            obj = self.expr(e.value, env)
+            if obj.type.startswith("__torch__.") and isinstance(e.slice, ast.Constant):
+                module = self.unit.module_of(obj.type)
+                name = str(e.slice.value)
+                return self.emit("prim::GetAttr", [obj], [module.jit_attr_type(name)], e,
+                                 {"name": name}).outputs[0]
+            index = self.index(e.slice, env)
+            const_index = e.slice.value if isinstance(e.slice, ast.Constant) else None
+            return self.op("__getitem__", "operator", [obj, index], e,
+                           type_=element_type(obj.type, const_index))
+        raise unsupported(self.src, e)
+
+    def fstring(self, e: ast.JoinedStr, env: dict) -> Value:
+        """An f-string as `aten::format` of a "{}" template, as TorchScript compiles it."""
+        template, args = "", []
+        for part in e.values:
+            if isinstance(part, ast.Constant):
+                template += str(part.value).replace("{", "{{").replace("}", "}}")
+            elif part.conversion == -1 and part.format_spec is None:
+                template += "{}"
+                args.append(self.expr(part.value, env))
+            else:
+                raise self.error(part, "f-string conversions and format specifications "
+                                       "aren't supported", NotSupportedError)
+        return self.op("format", "operator", [self.const(template), *args], e, type_="str")
+
+    def index(self, s: ast.expr, env: dict) -> Value:
+        """An index expression as a value (slices become `prim::SliceConstruct`)."""
+        if isinstance(s, ast.Slice):
+            parts = [self.expr(p, env) if p is not None else self.const(None)
+                     for p in (s.lower, s.upper, s.step)]
+            return self.emit("prim::SliceConstruct", parts, ["Any"], s).outputs[0]
+        if isinstance(s, ast.Tuple):
+            items = [self.index(x, env) for x in s.elts]
+            type_ = "Tuple[" + ", ".join(v.type for v in items) + "]"
+            return self.emit("prim::TupleConstruct", items, [type_], s).outputs[0]
+        return self.expr(s, env)
+
+    def compare(self, e: ast.Compare, env: dict) -> Value:
+        left = self.expr(e.left, env)
+        result = None
+        for op, right_ast in zip(e.ops, e.comparators):
+            right = self.expr(right_ast, env)
+            if isinstance(op, ast.NotIn):
+                value = self.op("__contains__", "operator", [right, left], e)
+                value = self.op("__not__", "operator", [value], e)
+            elif isinstance(op, ast.In):
+                value = self.op("__contains__", "operator", [right, left], e)
+            else:
+                value = self.op(_COMPARES[type(op)], "operator", [left, right], e)
+            result = value if result is None else self.op("__and__", "operator",
+                                                          [result, value], e)
+            left = right
+        return result
+
+    def bool_op(self, e: ast.BoolOp, env: dict) -> Value:
+        """`a and b` / `a or b`, short-circuiting through `prim::If` as TorchScript does."""
+        value = self.cond(e.values[0], env)
+        for rhs in e.values[1:]:
+            node = self.emit("prim::If", [value], [], e)
+            then, other = Block(), Block()
+            node.blocks += [then, other]
+            evaluated = then if isinstance(e.op, ast.And) else other
+            shortcut = other if isinstance(e.op, ast.And) else then
+            with self.in_block(evaluated):
+                evaluated.returns = [self.cond(rhs, env)]
+            shortcut.returns = [self.const(isinstance(e.op, ast.Or))]
+            value = self.graph.fresh(None, "bool", node)
+            node.outputs.append(value)
+        return value
+
+    def attribute(self, e: ast.Attribute, env: dict) -> Value:
+        if self.is_python_path(e, env):
+            return self.python_value(self.python_object(e), e)
+        base = self.expr(e.value, env)
+        if base.type.startswith("__torch__."):
+            module = self.unit.module_of(base.type)
+            type_ = module.jit_attr_type(e.attr)
+            if type_ is None:
+                found, value = module.jit_class_constant(e.attr)
+                if found:
+                    return self.const(tuple(value) if isinstance(value, list) else value, e)
+            if type_ is None:
+                raise self.error(e, f"Module '{module.jit_class_name()}' has no attribute "
+                                    f"'{e.attr}'")
+            return self.emit("prim::GetAttr", [base], [type_], e, {"name": e.attr},
+                             hints=[e.attr]).outputs[0]
+        if e.attr in _TENSOR_ATTRS:
+            name, type_ = _TENSOR_ATTRS[e.attr]
+            return self.op(name, "method", [base], e, type_=type_)
+        if e.attr in TENSOR_PROPERTIES:
+            return self.op(e.attr, "attribute", [base], e, type_=TENSOR_PROPERTIES[e.attr])
+        raise self.error(e, f"unknown attribute '{e.attr}' of a value of type {base.type}")
+
+    def arguments(self, e: ast.Call, env: dict) -> tuple[list[Value], list[str]]:
+        values = []
+        for a in e.args:
+            if isinstance(a, ast.Starred):
+                raise unsupported(self.src, a)
+            values.append(self.expr(a, env))
+        names = []
+        for k in e.keywords:
+            if k.arg is None:
+                raise self.error(k.value, "keyword argument unpacking isn't supported",
+                                 NotSupportedError)
+            values.append(self.expr(k.value, env))
+            names.append(k.arg)
+        return values, names
+
+    def call(self, e: ast.Call, env: dict, statement: bool = False) -> Value:
+        func = e.func
+        if isinstance(func, ast.Attribute) and not self.is_python_path(func, env):
+            base = self.expr(func.value, env)
+            if base.type.startswith("__torch__."):
+                return self.module_call(e, base, func.attr, env)
+            args, names = self.arguments(e, env)
+            if func.attr == "append" and args and base.node is not None and \
+                    base.node.kind == "prim::ListConstruct" and not base.node.inputs:
+                base.type = f"List[{args[0].type}]"  # an empty list takes its items' type
+            return self.op(func.attr, "method", [base, *args], e, names)
+        if isinstance(func, ast.Name) and func.id in env:
+            callee = env[func.id]
+            if callee.type.startswith("__torch__."):
+                return self.module_call(e, callee, None, env)
+            raise self.error(e, f"'{callee.type}' object is not callable")
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            raise self.error(e, "only calls of named functions are supported",
+                             NotSupportedError)
+        return self.python_call(e, self.python_object(func), env)
+
+    def module_call(self, e: ast.Call, obj: Value, attr: str | None, env: dict) -> Value:
+        module = self.unit.module_of(obj.type)
+        if attr is not None:
+            attr_type = module.jit_attr_type(attr)
+            if attr_type is not None and attr_type.startswith("__torch__."):
+                obj = self.emit("prim::GetAttr", [obj], [attr_type], e.func,
+                                {"name": attr}, hints=[attr]).outputs[0]
+                module, attr = self.unit.module_of(attr_type), None
+        method = attr or "forward"
+        ret = module.jit_method_type(method)
+        if ret is None:
+            raise self.error(e, f"Module '{module.jit_class_name()}' has no method '{method}'")
+        args, names = self.arguments(e, env)
+        args = self.bind(e, method, module.jit_method_schema(method), args, names, skip=1)
+        return self.emit("prim::CallMethod", [obj, *args], [ret], e,
+                         {"name": method}).outputs[0]
+
+    def bind(self, e: ast.Call, name: str, schema, args: list[Value], names: list[str],
+             skip: int = 0) -> list[Value]:
+        """A call's arguments in the callee's parameter order, its defaults filled in."""
+        if schema is None:
+            if names:
+                raise self.error(e, f"keyword arguments to {name}() aren't supported",
+                                 NotSupportedError)
+            return args
+        params = schema.params[skip:]
+        npos = len(args) - len(names)
+        if npos > len(params):
+            raise self.error(e, f"{name}() expected at most {len(params)} argument(s) but "
+                                f"received {npos} argument(s)")
+        out, given = list(args[:npos]), dict(zip(names, args[npos:]))
+        for pname, _ in params[npos:]:
+            if pname in given:
+                out.append(given.pop(pname))
+            elif pname in schema.defaults:
+                default = schema.defaults[pname]
+                out.append(self.const(tuple(default) if isinstance(default, list)
+                                      else default, e))
+            else:
+                raise self.error(e, f"Argument {pname} not provided")
+        if given:
+            raise self.error(e, f"{name}() got an unexpected keyword argument "
+                                f"'{next(iter(given))}'")
+        return out
+
+    def python_call(self, e: ast.Call, fn, env: dict) -> Value:
+        import fusegrad
+        import fusegrad.nn.functional as F
+
+        from . import _markers
+
+        if fn is range:
+            raise self.error(e, "range() can only be used as the iterable of a for loop",
+                             NotSupportedError)
+        if fn is print:
+            args, _ = self.arguments(e, env)
+            self.emit("prim::Print", args, [], e)
+            return self.const(None)
+        if fn is _markers.annotate:
+            declared = annotation_type(e.args[0]) if e.args else None
+            value = self.expr(e.args[1], env)
+            return self.retype(value, declared, e) if declared else value
+        if fn is _markers.is_scripting:
+            return self.const(True, e)
+        try:
+            name = _BUILTINS.get(fn)
+        except TypeError:  # an unhashable callable
+            name = None
+        if name is not None:
+            args, names = self.arguments(e, env)
+            return self.op(name, "operator", args, e, names)
+        if getattr(fn, "__module__", None) == "math" and fn.__name__ in _MATH:
+            args, names = self.arguments(e, env)
+            return self.op(f"math_{fn.__name__}", "operator", args, e, names,
+                           type_=_MATH[fn.__name__])
+        target = self.unit.callee(fn)
+        if target is not None:
+            kind, name, ret = target
+            args, names = self.arguments(e, env)
+            schema = self.unit.functions[name].schema if kind == "prim::CallFunction" \
+                else None
+            args = self.bind(e, name.rsplit(".", 1)[-1], schema, args, names)
+            return self.emit(kind, args, [ret], e, {"name": name}).outputs[0]
+        name = getattr(fn, "__name__", None)
+        for namespace, form in ((fusegrad, "function"), (F, "functional")):
+            if name and getattr(namespace, name, None) is fn:
+                args, names = self.arguments(e, env)
+                return self.op(name, form, args, e, names)
+        raise self.error(e, f"Python builtin {fn!r} is currently not supported in "
+                            "Torchscript" if inspect.isbuiltin(fn) else
+                         f"Python value {fn!r} cannot be called in script",
+                         NotSupportedError)

@@ -1,0 +1,47 @@
+"""Decorators and helpers scripted code uses: `ignore`, `unused`, `export`, `is_scripting`,
+`annotate`, `Final`. Each marks a function with an attribute the script compiler reads."""
+
+from __future__ import annotations
+
+from typing import Any, Final  # noqa: F401  (re-exported: `fusegrad.jit.Final`)
+
+IGNORE = "_fusegrad_jit_ignore"
+UNUSED = "_fusegrad_jit_unused"
+EXPORT = "_fusegrad_jit_export"
+
+
+def ignore(drop=False, **kwargs):
+    """Leave a function to Python: scripted code calls it through the interpreter instead of
+    compiling it (such a program cannot be saved). With `drop=True` it is `unused`."""
+    if callable(drop):
+        setattr(drop, IGNORE, True)
+        return drop
+
+    def decorate(fn):
+        setattr(fn, UNUSED if drop else IGNORE, True)
+        return fn
+
+    return decorate
+
+
+def unused(fn):
+    """Leave a function uncompiled; calling it from scripted code raises."""
+    setattr(fn, UNUSED, True)
+    return fn
+
+
+def export(fn):
+    """Compile a module method when the module is scripted, even if `forward` does not
+    call it."""
+    setattr(fn, EXPORT, True)
+    return fn
+
+
+def is_scripting() -> bool:
+    """True in scripted code, False in Python."""
+    return False
+
+
+def annotate(the_type: Any, the_value: Any) -> Any:
+    """Give `the_value` the type `the_type` in scripted code; in Python, `the_value`."""
+    return the_value

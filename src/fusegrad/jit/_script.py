@@ -1,0 +1,530 @@
+"""`ScriptFunction`, `ScriptModule` and `script`: compiled programs run by the interpreter.
+
+A `Unit` (TorchScript's compilation unit) holds a program's functions by qualified name,
+its tensor constants, the Python functions it leaves to Python (`jit.ignore`), and the
+script modules it knows by type name. `script` compiles into one process-wide unit; a loaded
+file gets a unit of its own.
+
+A scripted module shares its parameters and buffers with the module it was made from (as
+TorchScript's do); its submodules are scripted in turn; its plain attributes (numbers,
+strings, None, tuples of them) become attributes of the script module. `forward`, the
+methods marked `jit.export` and the methods they call are compiled; each module instance is
+its own type (`__torch__.Net`), so its attribute types are known exactly.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import weakref
+
+import fusegrad
+
+from ..nn.modules.module import Module
+from ._codegen import graph_code
+from ._compiler import FunctionCompiler
+from ._interpreter import Interpreter
+from ._ir import Graph, graph_type
+from ._markers import EXPORT, IGNORE, UNUSED
+from ._types import NO, annotation_type, convert, value_type
+from .frontend import NotSupportedError, Source, fail
+
+
+class Unit:
+    """A program's functions, tensor constants and module types."""
+
+    def __init__(self):
+        self.functions: dict[str, ScriptFunction] = {}
+        self.tensors: dict = {}
+        self.python_ops: dict = {}
+        self.modules: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self.by_function: dict = {}
+        self.compiling: set = set()
+        self.interpreter = Interpreter(self)
+
+    def module_of(self, type_name: str) -> ScriptModule:
+        return self.modules[type_name]
+
+    def type_name(self, cls_name: str) -> str:
+        name = f"__torch__.{cls_name}"
+        k = 0
+        while name in self.modules:
+            k += 1
+            name = f"__torch__.___torch_mangle_{k}.{cls_name}"
+        return name
+
+    def callee(self, fn):
+        """How scripted code calls the Python object `fn`: (node kind, name, result type),
+        or None when `fn` is not a function to compile (a fusegrad function, a builtin)."""
+        if isinstance(fn, ScriptFunction):
+            self.functions.setdefault(fn.qualified_name, fn)
+            return "prim::CallFunction", fn.qualified_name, fn.return_type
+        if not inspect.isfunction(fn) or _public_op(fn):
+            return None
+        if getattr(fn, IGNORE, False) or getattr(fn, UNUSED, False):
+            name = fn.__qualname__
+            self.python_ops[name] = fn if getattr(fn, IGNORE, False) else _unused(name)
+            ret = annotation_type(_return_annotation(fn)) or "Tensor"
+            return "prim::PythonOp", name, ret
+        compiled = self.by_function.get(fn)
+        if compiled is None:
+            compiled = compile_function(fn, self)
+        return "prim::CallFunction", compiled.qualified_name, compiled.return_type
+
+
+def _public_op(fn) -> bool:
+    """Whether `fn` is a function of `fusegrad` or `fusegrad.nn.functional`, which scripted
+    code calls as an operation (fusegrad's other functions are compiled like the user's)."""
+    import fusegrad
+    import fusegrad.nn.functional as F
+
+    if not (fn.__module__ or "").startswith("fusegrad"):
+        return False
+    name = fn.__name__
+    return getattr(fusegrad, name, None) is fn or getattr(F, name, None) is fn
+
+
+def _unused(name: str):
+    def fail_call(*args):
+        raise RuntimeError(f"Tried to execute {name}, which is marked jit.unused")
+    return fail_call
+
+
+def _return_annotation(fn):
+    try:
+        return Source(fn).fdef.returns
+    except (OSError, NotSupportedError):
+        return None
+
+
+UNIT = Unit()
+
+
+class Schema:
+    """A compiled function's parameters (name, type), defaults and result type."""
+
+    def __init__(self, params: list[tuple[str, str]], defaults: dict, return_type: str):
+        self.params = params
+        self.defaults = defaults
+        self.return_type = return_type
+
+    def declaration(self, name: str) -> str:
+        args = []
+        for n, t in self.params:
+            d = f"={self.defaults[n]!r}" if n in self.defaults else ""
+            args.append(f"{graph_type(t)} {n}{d}")
+        return f"{name}({', '.join(args)}) -> ({graph_type(self.return_type)})"
+
+    def bind(self, name: str, args: tuple, kwargs: dict, skip: int = 0) -> list:
+        """The argument values in parameter order, checked against the types."""
+        params = self.params[skip:]
+        if len(args) > len(params):
+            raise RuntimeError(f"{name}() expected at most {len(params)} argument(s) but "
+                               f"received {len(args) + len(kwargs)} argument(s). "
+                               f"Declaration: {self.declaration(name)}")
+        values = list(args)
+        for pname, _ in params[len(args):]:
+            if pname in kwargs:
+                values.append(kwargs.pop(pname))
+            elif pname in self.defaults:
+                values.append(self.defaults[pname])
+            else:
+                raise RuntimeError(f"{name}() missing value for argument '{pname}'. "
+                                   f"Declaration: {self.declaration(name)}")
+        if kwargs:
+            raise RuntimeError(f"{name}() got an unexpected keyword argument "
+                               f"'{next(iter(kwargs))}'. Declaration: "
+                               f"{self.declaration(name)}")
+        for pos, ((pname, ptype), value) in enumerate(zip(params, values)):
+            converted = convert(ptype, value)
+            values[pos] = converted
+            if converted is NO:
+                inferred = ptype == "Tensor" and pname in self.inferred
+                shown = "Tensor (inferred)" if inferred else graph_type(ptype)
+                note = (f"\nInferred '{pname}' to be of type 'Tensor' because it was not "
+                        "annotated with an explicit type.") if inferred else ""
+                raise RuntimeError(
+                    f"{name}() Expected a value of type '{shown}' for argument '{pname}' but "
+                    f"instead found type '{type(value).__name__}'.{note}\nPosition: "
+                    f"{pos + skip}\nValue: {value!r}\nDeclaration: {self.declaration(name)}")
+        return values
+
+    inferred: frozenset = frozenset()
+
+
+def function_schema(fn, source: Source, skip_self: bool) -> Schema:
+    """Parameter types from the annotations (Tensor when there is none), as TorchScript."""
+    a = source.fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs:
+        node = a.vararg or a.kwarg or a.kwonlyargs[0]
+        raise fail(NotSupportedError, source, node, "Compiled functions can't take variable "
+                   "number of arguments or use keyword-only arguments with defaults")
+    params, inferred = [], set()
+    for i, arg in enumerate([*a.posonlyargs, *a.args]):
+        if i == 0 and skip_self:
+            params.append((arg.arg, "self"))
+            continue
+        type_ = annotation_type(arg.annotation)
+        if arg.annotation is not None and type_ is None:
+            raise fail(NotSupportedError, source, arg.annotation,
+                       f"Unknown type annotation: '{ast.unparse(arg.annotation)}'")
+        if type_ is None:
+            inferred.add(arg.arg)
+        params.append((arg.arg, type_ or "Tensor"))
+    defaults = {}
+    names = [p for p, _ in params]
+    for pname, value in zip(names[len(names) - len(fn.__defaults__ or ()):],
+                            fn.__defaults__ or ()):
+        if isinstance(value, (list, dict, set)):
+            raise fail(RuntimeError, source, source.fdef, "\nMutable default parameters are "
+                       "not supported because Python binds them to the function and they "
+                       "persist across function calls.\n As a workaround, make the default "
+                       "None and instantiate the default parameter within the body of the "
+                       f"function. Found {type(value)} on parameter {pname}")
+        defaults[pname] = value
+    schema = Schema(params, defaults, annotation_type(source.fdef.returns) or "")
+    schema.inferred = frozenset(inferred)
+    return schema
+
+
+def _compile_graph(fn, unit: Unit, source: Source, schema: Schema, self_type=None) -> Graph:
+    if fn in unit.compiling:
+        raise fail(NotSupportedError, source, source.fdef,
+                   "recursive calls aren't supported in script")
+    unit.compiling.add(fn)
+    try:
+        params = [(n, self_type if t == "self" else t) for n, t in schema.params]
+        compiler = FunctionCompiler(unit, fn, source, self_type)
+        graph = compiler.compile(params)
+    finally:
+        unit.compiling.discard(fn)
+    inferred = graph.returns[0].type
+    if not schema.return_type:
+        schema.return_type = inferred
+    return graph
+
+
+class ScriptFunction:
+    """A compiled function: call it like the original; `.graph`, `.code`, `.save(path)`."""
+
+    def __init__(self, name: str, qualified_name: str, graph: Graph, schema: Schema,
+                 unit: Unit):
+        self.name = name
+        self.__name__ = name
+        self.qualified_name = qualified_name
+        self._graph = graph
+        self.schema = schema
+        self.unit = unit
+
+    @property
+    def graph(self) -> Graph:
+        """The function's IR (prints as TorchScript's graphs)."""
+        return self._graph
+
+    @property
+    def code(self) -> str:
+        """The compiled function as readable source."""
+        return graph_code(self._graph, self.name, defaults=self.schema.defaults)
+
+    @property
+    def return_type(self) -> str:
+        return self.schema.return_type
+
+    def __call__(self, *args, **kwargs):
+        """Run the compiled graph on the arguments (checked against the parameter types)."""
+        values = self.schema.bind(self.name, args, dict(kwargs))
+        return self.unit.interpreter.run(self._graph, values)
+
+    def call_graph(self, args: list):
+        """Run with positional arguments from scripted code (missing ones defaulted)."""
+        for pname, _ in self.schema.params[len(args):]:
+            args.append(self.schema.defaults[pname])
+        return self.unit.interpreter.run(self._graph, args)
+
+    def save(self, f) -> None:
+        """Write the program to `f` in fusegrad's script format (see `fusegrad.jit.load`)."""
+        from ._serialization import save
+
+        save(self, f)
+
+    def __repr__(self) -> str:
+        return f"<fusegrad.jit.ScriptFunction object {self.qualified_name}>"
+
+
+def compile_function(fn, unit: Unit = UNIT) -> ScriptFunction:
+    """Compile a Python function (and the functions it calls) into `unit`."""
+    cached = unit.by_function.get(fn)
+    if cached is not None:
+        return cached
+    source = Source(fn)
+    schema = function_schema(fn, source, skip_self=False)
+    module = (fn.__module__ or "").replace("__main__", "").strip(".")
+    name = fn.__qualname__.replace("<locals>.", "").replace("<lambda>", "_lambda")
+    qual = f"__torch__.{module}.{name}" if module else f"__torch__.{name}"
+    k, base = 0, qual
+    while qual in unit.functions:  # another function of the same name (a closure, say)
+        k += 1
+        prefix, _, last = base.rpartition(".")
+        qual = f"{prefix}.___torch_mangle_{k}.{last}"
+    graph = _compile_graph(fn, unit, source, schema)
+    result = ScriptFunction(fn.__name__, qual, graph, schema, unit)
+    unit.functions[qual] = result
+    unit.by_function[fn] = result
+    return result
+
+
+class Method:
+    """A compiled module method: its graph (parameter 0 is the module) and schema."""
+
+    def __init__(self, name: str, graph: Graph, schema: Schema, unit: Unit):
+        self.name = name
+        self.graph = graph
+        self.schema = schema
+        self.unit = unit
+
+    def call_graph(self, args: list):
+        for pname, _ in self.schema.params[len(args):]:
+            args.append(self.schema.defaults[pname])
+        return self.unit.interpreter.run(self.graph, args)
+
+    def code(self) -> str:
+        return graph_code(self.graph, self.name, self_name=self.schema.params[0][0],
+                          defaults=self.schema.defaults)
+
+
+def _sequential_forward(self, input):
+    for module in self:
+        input = module(input)
+    return input
+
+
+def _flatten_forward(self, input):
+    return fusegrad.flatten(input, self.start_dim, self.end_dim)
+
+
+def _library_forward(cls: type):
+    """The source scripted for a fusegrad module whose own `forward` is written with Python
+    the compiler does not take (it computes the same thing)."""
+    from ..nn.modules.container import Sequential
+    from ..nn.modules.misc import Flatten
+
+    if issubclass(cls, Sequential) and cls.forward is Sequential.forward:
+        return _sequential_forward
+    if issubclass(cls, Flatten) and cls.forward is Flatten.forward:
+        return _flatten_forward
+    return None
+
+
+class ScriptModule(Module):
+    """A compiled module: its methods run through the interpreter; parameters, buffers and
+    submodules are ordinary module state. `.graph`/`.code` show `forward`."""
+
+    def __init__(self, type_name: str, original_name: str, unit: Unit,
+                 origin: type | None = None, children: list | None = None):
+        super().__init__()
+        d = self.__dict__
+        d["_jit_type"] = type_name
+        d["original_name"] = original_name
+        d["_jit_unit"] = unit
+        d["_jit_origin"] = origin
+        d["_jit_methods"] = {}
+        d["_jit_consts"] = {}
+        d["_jit_children"] = children
+        unit.modules[type_name] = self
+
+    # the interface the compiler and the interpreter use
+
+    def jit_class_name(self) -> str:
+        return self.original_name
+
+    def jit_children(self) -> list | None:
+        return self._jit_children
+
+    def jit_attr_type(self, name: str) -> str | None:
+        if name in self._parameters or name in self._buffers:
+            t = self._parameters.get(name, self._buffers.get(name))
+            return "Tensor" if t is not None else "NoneType"
+        if name in self._modules:
+            child = self._modules[name]
+            return child._jit_type if child is not None else "NoneType"
+        if name in self._jit_consts:
+            return value_type(self._jit_consts[name])
+        if name == "training":
+            return "bool"
+        return None
+
+    def jit_class_constant(self, name: str):
+        """(True, value) for a plain constant of the module's class (`_spatial = 2`)."""
+        origin = self._jit_origin
+        if origin is None or not hasattr(origin, name) or name in self._jit_consts:
+            return False, None
+        value = getattr(origin, name)
+        return (True, value) if _constant_ok(value) and not callable(value) else (False, None)
+
+    def jit_method_type(self, name: str) -> str | None:
+        method = self._jit_methods.get(name)
+        if method is None:
+            method = self._compile_method(name)
+        return method.schema.return_type if method is not None else None
+
+    def jit_method_schema(self, name: str) -> Schema | None:
+        method = self._jit_methods.get(name)
+        return method.schema if method is not None else None
+
+    def jit_getattr(self, name: str):
+        if name == "training":
+            return self.training
+        for table in (self._parameters, self._buffers, self._modules, self._jit_consts):
+            if name in table:
+                return table[name]
+        raise RuntimeError(f"Module '{self.original_name}' has no attribute '{name}'")
+
+    def jit_setattr(self, name: str, value) -> None:
+        if name in self._jit_consts:
+            self._jit_consts[name] = value
+            self.__dict__[name] = value
+        elif name in self._buffers:
+            self._buffers[name] = value
+        else:
+            raise RuntimeError(f"Module '{self.original_name}' attribute '{name}' cannot be "
+                               "assigned")
+
+    def jit_call(self, name: str, args: list):
+        method = self._jit_methods.get(name)
+        if method is None:
+            raise RuntimeError(f"Module '{self.original_name}' has no method '{name}'")
+        return method.call_graph([self, *args])
+
+    def _compile_method(self, name: str) -> Method | None:
+        origin = self._jit_origin
+        library = _library_forward(origin) if name == "forward" and origin else None
+        if library is not None:
+            fn = library
+        else:
+            fn = getattr(origin, name, None) if origin is not None else None
+        if fn is None or not inspect.isfunction(fn):
+            return None
+        if getattr(fn, UNUSED, False) or getattr(fn, IGNORE, False):
+            raise RuntimeError(f"method '{name}' of '{self.original_name}' is left to Python "
+                               "and cannot be called from scripted code")
+        source = Source(fn)
+        schema = function_schema(fn, source, skip_self=True)
+        graph = _compile_graph(fn, self._jit_unit, source, schema, self._jit_type)
+        method = Method(name, graph, schema, self._jit_unit)
+        self._jit_methods[name] = method
+        return method
+
+    # Python-side use
+
+    def _forward(self) -> Method:
+        method = self._jit_methods.get("forward")
+        if method is None:
+            raise RuntimeError(f"Method 'forward' is not defined on '{self.original_name}'")
+        return method
+
+    @property
+    def graph(self) -> Graph:
+        """`forward`'s IR."""
+        return self._forward().graph
+
+    @property
+    def code(self) -> str:
+        """`forward` as readable source."""
+        return self._forward().code()
+
+    def forward(self, *args, **kwargs):
+        """Run the compiled `forward`."""
+        method = self._forward()
+        values = method.schema.bind("forward", args, dict(kwargs), skip=1)
+        return method.call_graph([self, *values])
+
+    def save(self, f) -> None:
+        """Write the module (methods and weights) in fusegrad's script format."""
+        from ._serialization import save
+
+        save(self, f)
+
+    def _bind_methods(self) -> None:
+        """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
+        and names the module class itself has stay reachable from scripted code only."""
+        for name, method in self._jit_methods.items():
+            if not name.startswith("_") and not hasattr(type(self), name) and \
+                    name not in self.__dict__:
+                def call(*args, _m=method, _n=name, **kwargs):
+                    values = _m.schema.bind(_n, args, dict(kwargs), skip=1)
+                    return _m.call_graph([self, *values])
+                self.__dict__[name] = call
+
+    def _children(self) -> list:
+        if self._jit_children is None:
+            raise TypeError(f"'{self.original_name}' object is not subscriptable")
+        return self._jit_children
+
+    def __getitem__(self, index):
+        """A Sequential's or ModuleList's module by position."""
+        return self._modules[self._children()[index]]
+
+    def __len__(self) -> int:
+        return len(self._children())
+
+    def __iter__(self):
+        return iter(self._modules[n] for n in self._children())
+
+    def __bool__(self) -> bool:
+        return self._jit_children is None or bool(self._jit_children)
+
+    def extra_repr(self) -> str:
+        return f"original_name={self.original_name}"
+
+
+def _is_sequential(cls: type) -> bool:
+    from ..nn.modules.container import Sequential
+
+    return issubclass(cls, Sequential)
+
+
+def script_module(module: Module, unit: Unit = UNIT,
+                  compile_methods: bool = True) -> ScriptModule:
+    """Script `module` and its submodules, sharing their parameters and buffers (without
+    `compile_methods`, only their state: a trace supplies the methods)."""
+    from ..nn.modules.container import ModuleList, Sequential
+
+    if isinstance(module, ScriptModule):
+        return module
+    cls = type(module)
+    children = list(module._modules) if isinstance(module, (Sequential, ModuleList)) else None
+    sm = ScriptModule(unit.type_name(cls.__name__), cls.__name__, unit, cls, children)
+    sm.training = module.training
+    for name, p in module._parameters.items():
+        sm._parameters[name] = p
+    for name, b in module._buffers.items():
+        sm._buffers[name] = b
+    for name, child in module._modules.items():
+        sm._modules[name] = script_module(child, unit, compile_methods) \
+            if child is not None else None
+    for name, value in vars(module).items():
+        if name.startswith("_") or name == "training":
+            continue
+        if _constant_ok(value) or isinstance(value, fusegrad.Tensor):
+            sm._jit_consts[name] = value
+            sm.__dict__[name] = value
+    if not compile_methods:
+        return sm
+    if children is None or _is_sequential(cls):
+        forward = getattr(cls, "forward", None)
+        if forward is not None and not getattr(forward, UNUSED, False) and (
+                children is not None or forward is not Module.forward):
+            sm._compile_method("forward")
+    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        if getattr(fn, EXPORT, False) and name not in sm._jit_methods:
+            sm._compile_method(name)
+    sm._bind_methods()
+    return sm
+
+
+def _constant_ok(value, depth: int = 0) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (tuple, list)) and depth < 2:
+        return all(_constant_ok(v, depth + 1) for v in value)
+    return False

@@ -1,0 +1,201 @@
+"""Script types: reading annotations as TorchScript does, result types of operations, and
+joining the types two branches give one variable."""
+
+from __future__ import annotations
+
+import ast
+
+from ._ir import parse_generic
+
+_NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "Tensor": "Tensor",
+          "None": "NoneType", "NoneType": "NoneType", "Any": "Any", "number": "float"}
+_GENERICS = {"List": "List", "list": "List", "Optional": "Optional", "Tuple": "Tuple",
+             "tuple": "Tuple", "Final": "Final"}
+
+
+def annotation_type(node: ast.AST | None) -> str | None:
+    """The type an annotation's AST names, None when it names none we know. `Tensor` and
+    `torch.Tensor` are the tensor type; `List[int]`, `Optional[Tensor]`, `Tuple[...]`,
+    lower-case `list[...]`/`tuple[...]` and string annotations are read too."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return "NoneType"
+        if isinstance(node.value, str):
+            try:
+                return annotation_type(ast.parse(node.value, mode="eval").body)
+            except SyntaxError:
+                return None
+        return None
+    if isinstance(node, ast.Name):
+        return _NAMES.get(node.id)
+    if isinstance(node, ast.Attribute):
+        return _NAMES.get(node.attr)
+    if isinstance(node, ast.Subscript):
+        head = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(
+            node.value, "id", None)
+        head = _GENERICS.get(head)
+        if head is None:
+            return None
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        args = [annotation_type(e) for e in elts]
+        if any(a is None for a in args):
+            return None
+        if head == "Final":
+            return args[0]
+        return f"{head}[{', '.join(args)}]"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # `Tensor | None`
+        left, right = annotation_type(node.left), annotation_type(node.right)
+        if left and right == "NoneType":
+            return f"Optional[{left}]"
+        if right and left == "NoneType":
+            return f"Optional[{right}]"
+    return None
+
+
+def value_type(value) -> str:
+    """The script type of a Python value (an argument or a module attribute)."""
+    from .._tensor import Tensor
+
+    if isinstance(value, Tensor):
+        return "Tensor"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if value is None:
+        return "NoneType"
+    if isinstance(value, (list, tuple)):
+        inner = [value_type(v) for v in value]
+        if isinstance(value, tuple):
+            return f"Tuple[{', '.join(inner)}]"
+        return f"List[{inner[0] if inner and len(set(inner)) == 1 else 'Any'}]" if inner \
+            else "List[Tensor]"
+    return "Any"
+
+
+_NO = object()
+
+
+def convert(declared: str, value):
+    """`value` as an argument of type `declared`, converted as TorchScript's argument
+    parsing converts (an int or a one-element tensor for a float, a tuple for a list), or
+    `NO` when it does not fit."""
+    from .._tensor import Tensor
+
+    head, args = parse_generic(declared)
+    if declared == "Tensor":
+        return value if isinstance(value, Tensor) else _NO
+    if declared in ("int", "float", "bool"):
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                return _NO
+            value = value.item()
+        kind = {"int": (int,), "float": (int, float), "bool": (bool,)}[declared]
+        if not isinstance(value, kind):
+            return _NO
+        return float(value) if declared == "float" else value
+    if declared == "str":
+        return value if isinstance(value, str) else _NO
+    if declared == "NoneType":
+        return value if value is None else _NO
+    if head == "Optional":
+        return None if value is None else convert(args[0], value)
+    if head == "List":
+        if not isinstance(value, (list, tuple)):
+            return _NO
+        items = [convert(args[0], v) for v in value]
+        return _NO if any(v is _NO for v in items) else items
+    if head == "Tuple":
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            return _NO
+        items = [convert(a, v) for a, v in zip(args, value)]
+        return _NO if any(v is _NO for v in items) else tuple(items)
+    return value
+
+
+NO = _NO
+
+
+def join(a: str, b: str) -> str | None:
+    """The one type for a variable that is `a` on one path and `b` on another, or None."""
+    if a == b:
+        return a
+    if "Any" in (a, b):
+        return a if b == "Any" else b
+    if a == "NoneType":
+        return b if b.startswith("Optional[") else f"Optional[{b}]"
+    if b == "NoneType":
+        return a if a.startswith("Optional[") else f"Optional[{a}]"
+    if a == f"Optional[{b}]":
+        return a
+    if b == f"Optional[{a}]":
+        return b
+    return None
+
+
+def element_type(container: str, index=None) -> str:
+    """The type of `container[index]`."""
+    head, args = parse_generic(container)
+    if container == "Tensor":
+        return "Tensor"
+    if head == "List" and args:
+        return args[0]
+    if head == "Tuple" and args and isinstance(index, int) and -len(args) <= index < len(args):
+        return args[index]
+    return "Any"
+
+
+_COMPARE = {"lt", "gt", "le", "ge", "eq", "ne"}
+_BOOL = {"__is__", "__isnot__", "__not__", "__contains__", "Bool", "is_floating_point",
+         "is_contiguous", "is_complex", "equal", "allclose", "is_tensor", "is_nonzero",
+         "is_same_size", "is_signed"}
+_INT = {"Int", "len", "__range_length", "__derive_index", "dim", "numel", "ndimension",
+        "nelement", "element_size", "get_device"}
+_LISTS = {"split", "chunk", "unbind", "tensor_split", "split_with_sizes", "hsplit",
+          "vsplit", "dsplit", "meshgrid", "broadcast_tensors"}
+_PAIRS = {"max", "min", "sort", "topk", "kthvalue", "median", "mode", "std_mean",
+          "var_mean", "aminmax", "cummax", "cummin", "slogdet", "frexp"}
+
+
+def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
+    """The type of an operation's result from its name and its inputs' types."""
+    tensor = "Tensor" in types
+    if name in _COMPARE:
+        return "Tensor" if tensor else "bool"
+    if name in _BOOL:
+        return "bool"
+    if name in _INT:
+        return "int"
+    if name == "Float" or (name == "item" and form == "method"):
+        return "float"
+    if name == "size":
+        return "int" if nargs > 1 else "List[int]"
+    if name == "append":
+        return types[0]
+    if form == "method" and types and types[0].startswith("List["):
+        return element_type(types[0]) if name == "pop" else "int" if name in (
+            "index", "count") else "NoneType"
+    if name in _LISTS:
+        return "List[Tensor]"
+    if name in _PAIRS and (nargs > 1 or name in ("sort", "std_mean", "var_mean", "aminmax",
+                                                   "slogdet", "frexp")):
+        return "Tuple[Tensor, Tensor]"
+    if form == "operator":
+        if tensor:
+            return "Tensor"
+        if name == "div":
+            return "float"
+        if name in ("abs", "min", "max", "neg"):
+            return types[0] if types else "Any"
+        if "float" in types:
+            return "float"
+        if all(t in ("int", "bool") for t in types):
+            return "int"
+        return "Any"
+    return "Tensor"
