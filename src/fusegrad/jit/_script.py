@@ -306,7 +306,7 @@ def _library_forward(cls: type):
     """The source scripted for a fusegrad module whose own `forward` is written with Python
     the compiler does not take (it computes the same thing)."""
     from ..nn.modules.container import Sequential
-    from ..nn.modules.misc import Flatten
+    from ..nn.modules.flatten import Flatten
 
     if issubclass(cls, Sequential) and cls.forward is Sequential.forward:
         return _sequential_forward
