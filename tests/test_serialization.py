@@ -88,8 +88,8 @@ def test_round_trip_file_object_and_state_dict():
 def test_atomic_write_keeps_old_file_on_failure(tmp_path):
     path = tmp_path / "ck.pt"
     fusegrad.save({"a": fusegrad.ones(1)}, path)
-    with pytest.raises(pickle.PicklingError):
-        fusegrad.save({"a": object()}, path)
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        fusegrad.save({"a": lambda: 0}, path)  # a local function: not picklable
     assert fusegrad.load(path)["a"].tolist() == [1.0]
     assert os.listdir(tmp_path) == ["ck.pt"]
 

@@ -185,6 +185,77 @@ for _dt in _dtype.ALL:
     ALLOWED[("torch", _dt.name)] = _dt
 
 
+def compat_name(proto: int, module: str, name: str) -> tuple[str, str]:
+    """A global's Python 3 name (protocol-2 pickles may spell builtins the Python 2 way)."""
+    if proto < 3:
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+    return module, name
+
+
+# The user's allowlist (`serialization.add_safe_globals`): process-wide, as PyTorch's.
+SAFE_GLOBALS: list = []
+
+
+def global_name(entry) -> str:
+    """The dotted name a safe-globals entry allows: given, or the object's own."""
+    if isinstance(entry, tuple):
+        return entry[1]
+    return f"{entry.__module__}.{entry.__qualname__}"
+
+
+def user_allowed(module: str, name: str):
+    """The allowlisted object the global `module.name` names (a PyTorch path counts for the
+    fusegrad object at the same path), or None."""
+    wanted = {f"{module}.{name}"}
+    if module == "torch" or module.startswith("torch."):
+        wanted.add(f"fusegrad{module[len('torch'):]}.{name}")
+    for entry in SAFE_GLOBALS:
+        if global_name(entry) in wanted:
+            return entry[0] if isinstance(entry, tuple) else entry
+    return None
+
+
+_WEIGHTS_ONLY_HELP = (
+    "Weights only load failed. This file can still be loaded, to do so you have two options, "
+    "\x1b[1mdo those steps only if you trust the source of the checkpoint\x1b[0m. \n\t(1) In "
+    "PyTorch 2.6, we changed the default value of the `weights_only` argument in `torch.load` "
+    "from `False` to `True`. Re-running `torch.load` with `weights_only` set to `False` will "
+    "likely succeed, but it can result in arbitrary code execution. Do it only if you got the "
+    "file from a trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please "
+    "check the recommended steps in the following error message.\n\tWeightsUnpickler error: "
+    "{}\n\nCheck the documentation of torch.load to learn more about types accepted by "
+    "default with weights_only https://pytorch.org/docs/stable/generated/torch.load.html.")
+
+
+def unsupported_global(module: str, name: str) -> pickle.UnpicklingError:
+    """PyTorch's error for a global outside the weights-only allowlist."""
+    full = f"{module}.{name}"
+    return pickle.UnpicklingError(_WEIGHTS_ONLY_HELP.format(
+        f"Unsupported global: GLOBAL {full} was not an allowed global by default. Please use "
+        f"`torch.serialization.add_safe_globals([{full}])` or the "
+        f"`torch.serialization.safe_globals([{full}])` context manager to allowlist this "
+        f"global if you trust this class/function."))
+
+
+def storage_for(pid, archive: zipfile.ZipFile, root: str, loaded: dict):
+    """The storage a pickle's persistent id names, read once from the archive (`loaded`
+    caches it by key)."""
+    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+            and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
+            and isinstance(pid[4], int) and pid[4] >= 0):
+        raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
+    _, kind, key, _location, numel = pid
+    dt = None if kind.dtype_name is None else _dtype.BY_NAME[kind.dtype_name]
+    nbytes = numel * (1 if dt is None else dt.itemsize)
+    got = loaded.get(key)
+    if got is None:
+        got = loaded[key] = (nbytes, read_storage(archive, root, key, nbytes))
+    elif got[0] != nbytes:
+        raise RuntimeError(f"storage {key} is declared with {got[0]} and {nbytes} bytes")
+    return _Storage(got[1]) if dt is None else _TypedStorage(got[1], dt)
+
+
 class _Charged:
     """The pickle stream, each byte charged to the unpickler's budget before it is read."""
 
@@ -254,8 +325,13 @@ class SafeUnpickler(pickle._Unpickler):
     dispatch = dict(pickle._Unpickler.dispatch)
 
     def load_build(self):
+        inst = self.stack[-2]
+        if type(inst) in self.allowlisted:  # the user trusts this class: its own setstate
+            state = self.stack[-1]
+            self.charge(_SLOT * (len(state) if isinstance(state, (dict, tuple)) else 1))
+            pickle._Unpickler.load_build(self)
+            return
         state = self.stack.pop()
-        inst = self.stack[-1]
         if type(inst) is not OrderedDict or not isinstance(state, dict) or any(
                 not isinstance(k, str) or k.startswith("__") for k in state):
             raise pickle.UnpicklingError("fusegrad.load refuses to set the state of "
@@ -291,6 +367,7 @@ class SafeUnpickler(pickle._Unpickler):
         self.left = budget
         self.budget = budget
         self.loaded: dict[str, tuple[int, np.ndarray]] = {}
+        self.allowlisted: set = set()
 
     def charge(self, n: int) -> None:
         """Account `n` more bytes of memory; refuse the file when the budget runs out."""
@@ -311,30 +388,18 @@ class SafeUnpickler(pickle._Unpickler):
             if isinstance(a, (list, tuple, dict, set, frozenset, str, bytes)))))
 
     def find_class(self, module: str, name: str):
-        if self.proto < 3:
-            module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
-            module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        module, name = compat_name(self.proto, module, name)
         found = ALLOWED.get((module, name))
         if found is None:
-            raise pickle.UnpicklingError(
-                f"fusegrad.load refuses the global {module}.{name}: a checkpoint may hold "
-                "only tensors, storages and containers")
+            found = user_allowed(module, name)
+            if found is None:
+                raise unsupported_global(module, name)
+            if isinstance(found, type):
+                self.allowlisted.add(found)
         return found
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
-                and isinstance(pid[4], int) and pid[4] >= 0):
-            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
-        _, kind, key, _location, numel = pid
-        dt = None if kind.dtype_name is None else _dtype.BY_NAME[kind.dtype_name]
-        nbytes = numel * (1 if dt is None else dt.itemsize)
-        got = self.loaded.get(key)
-        if got is None:
-            got = self.loaded[key] = (nbytes, read_storage(self.archive, self.root, key, nbytes))
-        elif got[0] != nbytes:
-            raise RuntimeError(f"storage {key} is declared with {got[0]} and {nbytes} bytes")
-        return _Storage(got[1]) if dt is None else _TypedStorage(got[1], dt)
+        return storage_for(pid, self.archive, self.root, self.loaded)
 
 
 def read_storage(archive: zipfile.ZipFile, root: str, key: str, nbytes: int) -> np.ndarray:
@@ -363,18 +428,31 @@ def read_storage(archive: zipfile.ZipFile, root: str, key: str, nbytes: int) -> 
     return raw
 
 
-def read_zip_checkpoint(z: zipfile.ZipFile, file_size: int) -> Any:
-    """Unpickle the checkpoint in the open archive `z`, a file of `file_size` bytes."""
+def read_zip_checkpoint(z: zipfile.ZipFile, file_size: int, weights_only: bool = True) -> Any:
+    """Unpickle the checkpoint in the open archive `z`, a file of `file_size` bytes: safely,
+    or (`weights_only=False`) with any global the file names (see `_object_pickle`)."""
+    pkl = data_pickle(z)
+    root = pkl.filename.split("/", 1)[0]
+    with z.open(pkl) as stream:
+        if not weights_only:
+            from ._object_pickle import ObjectUnpickler
+
+            return ObjectUnpickler(stream, z, root).load()
+        # (the header's compressed size may lie; the file's own size may not)
+        budget = PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE * min(pkl.compress_size,
+                                                                      file_size)
+        return SafeUnpickler(stream, z, root, budget).load()
+
+
+def data_pickle(z: zipfile.ZipFile) -> zipfile.ZipInfo:
+    """The archive's `<root>/data.pkl` entry."""
     pkl = next((i for i in z.infolist()
                 if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1), None)
     if pkl is None:
         raise RuntimeError("PytorchStreamReader failed locating file data.pkl: file not found")
-    root = pkl.filename.split("/", 1)[0]
-    # (the header's compressed size may lie; the file's own size may not)
-    budget = PICKLE_BUDGET_FLOOR + PICKLE_BUDGET_PER_BYTE * min(pkl.compress_size, file_size)
-    with z.open(pkl) as stream:
-        return SafeUnpickler(stream, z, root, budget).load()
+    return pkl
 
 
-__all__ = ["ALLOWED", "STORAGE_BY_DTYPE", "SafeUnpickler", "read_storage",
-           "read_zip_checkpoint"]
+__all__ = ["ALLOWED", "SAFE_GLOBALS", "STORAGE_BY_DTYPE", "SafeUnpickler", "compat_name",
+           "data_pickle", "read_storage", "read_zip_checkpoint", "storage_for",
+           "unsupported_global", "user_allowed"]

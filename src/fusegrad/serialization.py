@@ -19,11 +19,11 @@ accepts a safetensors file and returns its dict of tensors.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import os
-import pickle
 import struct
 import zipfile
 from collections import OrderedDict
@@ -33,11 +33,23 @@ import numpy as np
 
 from . import _dtype
 from ._atomic_write import write_atomically
-from ._checkpoint_read import STORAGE_BY_DTYPE, read_zip_checkpoint
+from ._checkpoint_read import (
+    ALLOWED,
+    SAFE_GLOBALS,
+    STORAGE_BY_DTYPE,
+    compat_name,
+    data_pickle,
+    read_zip_checkpoint,
+    user_allowed,
+)
 from ._device import device
 from ._tensor import Size, Tensor
 
 # ---------------------------------------------------------------- writing
+
+
+class _NotPlain(Exception):
+    """An object the plain writer does not lay out: the whole-object pickler takes over."""
 
 
 class _PickleWriter:
@@ -121,9 +133,7 @@ class _PickleWriter:
         elif isinstance(x, np.generic):
             self.obj(x.item())
         else:
-            raise pickle.PicklingError(
-                f"fusegrad.save can only write tensors and containers of tensors, numbers and "
-                f"strings, not {type(x).__name__}")
+            raise _NotPlain(type(x).__name__)
 
     def call(self, module: str, name: str, args: tuple) -> None:
         self.global_(module, name)
@@ -237,7 +247,16 @@ def _contiguous_strides(shape) -> tuple:
 
 def _write_zip(f: IO[bytes], obj: Any) -> None:
     writer = _PickleWriter()
-    data = writer.dump(obj)
+    try:
+        data = writer.dump(obj)
+    except _NotPlain:
+        # Modules, optimizers, ...: pickled by reference (see `_object_pickle`).
+        from ._object_pickle import ObjectPickler
+
+        writer = _PickleWriter()
+        out = io.BytesIO()
+        ObjectPickler(out, writer).dump(obj)
+        data = out.getvalue()
     root = "archive"
     with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr(f"{root}/data.pkl", data)
@@ -251,8 +270,10 @@ def _write_zip(f: IO[bytes], obj: Any) -> None:
 
 def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
          _use_new_zipfile_serialization: bool = True) -> None:
-    """Write `obj` (tensors, Parameters, state_dicts, nested containers) to `f` (a path or a
-    binary file) in PyTorch's checkpoint format. Paths are written atomically."""
+    """Write `obj` to `f` (a path or a binary file) in PyTorch's checkpoint format. Tensors,
+    state_dicts and containers of them read back with the default `load`; other objects
+    (whole modules, optimizers) are pickled by reference and read back only with
+    `load(f, weights_only=False)`. Paths are written atomically."""
     if isinstance(f, (str, os.PathLike)):
         write_atomically(f, lambda out: _write_zip(out, obj))
     else:
@@ -265,17 +286,23 @@ def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
 def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool | None = None,
          mmap: bool | None = None, **pickle_load_args) -> Any:
     """Read a checkpoint written by `fusegrad.save` or `torch.save` (zip format), or a
-    safetensors file, without running any code from it and without reading more than the
-    storages it declares."""
+    safetensors file.
+
+    By default (`weights_only=True`, as PyTorch's default) no code from the file runs: only
+    tensors, containers and the globals allowed by `add_safe_globals` are rebuilt, and no
+    more is read than the storages the file declares. `weights_only=False` unpickles whole
+    objects (modules, optimizers), running the code the file names: only for trusted files.
+    """
+    trusted = weights_only is False
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return _load_file(fh)
+            return _load_file(fh, trusted)
     if not (hasattr(f, "seekable") and f.seekable()):
         f = io.BytesIO(f.read())
-    return _load_file(f)
+    return _load_file(f, trusted)
 
 
-def _load_file(f: IO[bytes]) -> Any:
+def _load_file(f: IO[bytes], trusted: bool = False) -> Any:
     start = f.tell()
     head = f.read(9)
     size = f.seek(0, os.SEEK_END) - start
@@ -288,7 +315,66 @@ def _load_file(f: IO[bytes]) -> Any:
         raise RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
                            "default since PyTorch 1.6)") from None
     with z:
-        return read_zip_checkpoint(z, size)
+        return read_zip_checkpoint(z, size, weights_only=not trusted)
+
+
+# ---------------------------------------------------------------- the weights-only allowlist
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Let weights-only loads rebuild these classes and functions (or `(obj, "dotted.name")`
+    pairs, for an object saved under another name). Process-wide, as in PyTorch."""
+    SAFE_GLOBALS.extend(safe_globals)
+
+
+def get_safe_globals() -> list:
+    """The objects `add_safe_globals` allowed."""
+    return list(SAFE_GLOBALS)
+
+
+def clear_safe_globals() -> None:
+    """Forget every object `add_safe_globals` allowed."""
+    SAFE_GLOBALS.clear()
+
+
+class safe_globals:
+    """`with safe_globals([...]):` allows these objects for the block's weights-only loads."""
+
+    def __init__(self, safe_globals: list) -> None:
+        self.safe_globals = safe_globals
+
+    def __enter__(self) -> None:
+        self._before = list(SAFE_GLOBALS)
+        SAFE_GLOBALS.extend(self.safe_globals)
+
+    def __exit__(self, *exc) -> None:
+        SAFE_GLOBALS[:] = self._before
+
+
+def get_unsafe_globals_in_checkpoint(f) -> list[str]:
+    """The dotted names of the globals in checkpoint `f` that a weights-only load refuses
+    (read from the pickle's opcodes; nothing in the file runs)."""
+    import pickletools
+
+    with (open(f, "rb") if isinstance(f, (str, os.PathLike)) else contextlib.nullcontext(f)) as fh:
+        with zipfile.ZipFile(fh) as z:
+            data = z.read(data_pickle(z))
+    names, strings = [], []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL":
+            names.append(tuple(arg.split(" ", 1)))
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            names.append((strings[-2], strings[-1]))
+        elif isinstance(arg, str):
+            strings.append(arg)
+    unsafe = []
+    for module, name in names:
+        module, name = compat_name(2, module, name)
+        full = f"{module}.{name}"
+        if (module, name) not in ALLOWED and user_allowed(module, name) is None \
+                and full not in unsafe:
+            unsafe.append(full)
+    return unsafe
 
 
 # ---------------------------------------------------------------- safetensors

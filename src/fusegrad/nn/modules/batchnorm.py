@@ -20,7 +20,6 @@ class _BatchNorm(Module):
         self.eps = eps
         self.momentum = momentum
         self.affine = affine
-        self.bias_enabled = affine and bias
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(_creation.empty(num_features, dtype=dtype))
@@ -89,7 +88,7 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias_enabled}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
                 f"track_running_stats={self.track_running_stats}")
 
 

@@ -403,6 +403,9 @@ class Module:
         return sorted(set(keys))
 
     def __setstate__(self, state: dict) -> None:
+        # A fresh module's bookkeeping first (a pickle from PyTorch, or from an older
+        # fusegrad, may lack some of it), then the saved attributes over it.
+        Module.__init__(self)
         self.__dict__.update(state)
 
     # ------------------------------------------------------------ traversal
