@@ -50,7 +50,7 @@ class OpDef:
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
-                 "saved_names", "plain_args", "__weakref__")
+                 "saved_names", "plain_args", "data_dependent", "permutes", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -63,7 +63,8 @@ class OpDef:
                  public: str | None = None, tensor_args: tuple = (),
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
                  optional_tensor_args: tuple = (), random: bool = False,
-                 saved_names: tuple = ()):
+                 saved_names: tuple = (), data_dependent: bool = False,
+                 permutes: bool = False):
         self.name = name
         # ATen's names for the entries of `save`'s tuple ("" for an entry PyTorch does not
         # save): the node shows them as `_saved_<name>` attributes, as PyTorch's nodes do.
@@ -101,6 +102,12 @@ class OpDef:
         self.optional_tensor_args = optional_tensor_args
         # Samples from a distribution: the oracle compares distributions, not values.
         self.random = random
+        # The output's shape depends on the input's values (nonzero): capture cannot trace it
+        # with fake tensors and breaks the graph (PyTorch's `data_dependent_output` tag).
+        self.data_dependent = data_dependent
+        # The output is the input with its dims permuted (t, transpose, permute): ONNX export
+        # keeps a folded weight's transpose visible to the MatMul/Gemm that reads it.
+        self.permutes = permutes
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
         # No list, non-differentiable or optional tensor arguments: dispatch records the
