@@ -8,8 +8,8 @@ record the same nodes PyTorch records.
 The package holds one module per family: `pointwise` (arithmetic and elementwise math),
 `comparison` (comparisons, logical and bitwise ops, searching), `reduction`,
 `linear_algebra`, `shape` (shapes and views), `indexing`, `inplace` (in-place functions and
-copies) and `activation`; `methods` attaches them to `Tensor`, in the order the assignments
-override each other, when the package is imported.
+copies) and `activation`; once all are imported, `methods.attach` attaches the Tensor
+methods and operators `ops/spellings.py` lists, in one loop.
 """
 
 from . import methods
@@ -99,7 +99,6 @@ from .linear_algebra import (
     tensordot,
 )
 from .pointwise import (
-    _UNARY_MORE,
     abs,
     absolute,
     acos,
@@ -285,7 +284,10 @@ __all__ = [
     "unsqueeze", "squeeze", "unbind", "cat", "concat", "concatenate", "select", "narrow",
     "as_strided",
     "clone", "contiguous_format", "preserve_format", "channels_last",
-    *_UNARY_MORE, "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix",
+    "exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos", "atan", "sinh",
+    "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc", "frac", "sgn",
+    "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "arcsin", "arccos", "arctan",
+    "arcsinh", "arccosh", "arctanh", "fix",
     "square", "round", "nan_to_num", "nan_to_num_", "atan2", "arctan2", "floor_divide",
     "remainder", "fmod", "minimum", "fmax", "lerp", "addcmul", "addcdiv", "logical_and",
     "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
@@ -305,3 +307,10 @@ __all__ = [
 __all__ += [*math_extra.__all__, *nn_aliases.__all__, *shape_extra.__all__,
             *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
+
+# isort: split
+# The in-place methods PyTorch also spells as functions, then every Tensor method, once the
+# namespace holds all the public functions the table names.
+globals().update(methods.function_forms())
+__all__ += methods.INPLACE_FUNCTIONS
+methods.attach(globals())

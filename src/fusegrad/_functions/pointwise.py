@@ -126,15 +126,6 @@ def where(condition, input=None, other=None, *, out=None):
     return call(P.where, condition, input, other)
 # ---------------------------------------------------------------- more pointwise
 
-_UNARY_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
-               "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
-               "ceil", "trunc", "frac", "sgn", "isnan", "isinf", "isfinite", "logical_not",
-               "bitwise_not")
-_INPLACE_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
-                 "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
-                 "ceil", "trunc", "frac", "exp", "tanh", "sigmoid", "sqrt", "log", "sin", "cos",
-                 "abs", "neg", "reciprocal", "relu", "sign", "logical_not", "bitwise_not",
-                 "round")
 exp2 = _unary(P.exp2, "exp2")
 expm1 = _unary(P.expm1, "expm1")
 log2 = _unary(P.log2, "log2")
