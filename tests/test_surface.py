@@ -12,11 +12,16 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import ast  # noqa: E402
+import pathlib  # noqa: E402
+
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
 from fusegrad.ops import REGISTRY, OpDef  # noqa: E402
+from fusegrad.ops import spellings as SP  # noqa: E402
 from fusegrad.ops import surface as S  # noqa: E402
 
 
@@ -134,3 +139,201 @@ def test_capture_keeps_unread_inplace_composites():
     got = fusegrad.compile(f, backend="eager")(fx)
     assert float(got) == float(want)
     assert fx.tolist() == t.tolist()
+
+
+# ---------------------------------------------------------------- the generated surface
+
+
+def _namespace_functions():
+    """The public functions of `fusegrad` (classes, dtypes and lazy subpackages aside)."""
+    lazy = fusegrad._LAZY_MODULES | set(fusegrad._LAZY_NAMES)
+    return {name: getattr(fusegrad, name) for name in dir(fusegrad)
+            if not name.startswith("_") and name not in lazy
+            and callable(getattr(fusegrad, name))
+            and not isinstance(getattr(fusegrad, name), type)}
+
+
+def _tensor_methods():
+    """Tensor's public methods, operators, protocols and generated properties."""
+    out = {}
+    for name, value in vars(fusegrad.Tensor).items():
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+            continue
+        if callable(value) or name in SP.METHODS:
+            out[name] = value
+    return out
+
+
+def test_every_public_function_is_an_op_or_a_composite():
+    """Each public function of fusegrad is a registry op's spelling, an alias of one, or a
+    named composite."""
+    unknown = sorted(n for n in _namespace_functions() if S.kind_of(n) is None)
+    assert not unknown, f"public functions neither op nor composite: {unknown}"
+
+
+def test_every_tensor_method_and_operator_is_an_op_or_a_composite():
+    """Each Tensor method and operator is a registry op's spelling, an alias, or a named
+    composite; a method made from a registry op names ops that exist."""
+    unknown = []
+    for name in _tensor_methods():
+        entry = SP.METHODS.get(name)
+        if entry is None or entry[0] in ("method", "property"):
+            if S.kind_of(name) is None:
+                unknown.append(name)
+        elif entry[0] == "function":
+            if S.kind_of(entry[1]) is None:
+                unknown.append(f"{name} -> {entry[1]}")
+        else:
+            missing = [op for op in entry[1:] if op not in REGISTRY]
+            assert not missing, (name, missing)
+    assert not unknown, f"Tensor methods neither op nor composite: {unknown}"
+
+
+def test_table_is_what_tensor_has():
+    """Every entry of the spelling table is attached as declared, and PyTorch has each
+    method: a table entry torch.Tensor lacks would be a spelling PyTorch does not have
+    (`slice`, which derivatives and `OpDef.public` of `slice.Tensor` use, aside)."""
+    F = fusegrad._functions
+    for name, (form, *what) in SP.METHODS.items():
+        attached = vars(fusegrad.Tensor)[name]
+        if form == "function":
+            assert attached is getattr(F, what[0]), name
+        elif form == "property":
+            assert isinstance(attached, property), name
+        else:
+            assert callable(attached), name
+        assert hasattr(torch.Tensor, name) or name == "slice", name
+
+
+def test_aliases_are_the_ops_own_functions_and_methods():
+    """An alias is the same function (and method) as the op it names, as in PyTorch, where
+    `torch.arcsin` behaves as `torch.asin`."""
+    F = fusegrad._functions
+    publics = {op.public for op in REGISTRY.values()}
+    for alias, name in SP.ALIASES.items():
+        assert name in publics, (alias, name)
+        assert hasattr(torch, alias), alias
+        assert getattr(F, alias) is getattr(F, name), alias
+        if alias in vars(fusegrad.Tensor):
+            assert vars(fusegrad.Tensor)[alias] is vars(fusegrad.Tensor)[name], alias
+
+
+def test_inplace_functions_call_the_methods():
+    """`fusegrad.relu_(x)` is `x.relu_()`, as torch.relu_ is."""
+    for name in SP.INPLACE_FUNCTIONS:
+        assert name in vars(fusegrad.Tensor), name
+        assert SP.METHODS.get(name, ("",))[0] != "function" or \
+            SP.METHODS[name][1] not in SP.INPLACE_FUNCTIONS  # no method calling itself
+    x, t = fusegrad.tensor([-1.0, 2.0]), torch.tensor([-1.0, 2.0])
+    assert fusegrad.relu_(x) is x and x.tolist() == torch.relu_(t).tolist()
+
+
+@pytest.mark.parametrize("name", ["__add__", "__rsub__", "__iadd__", "exp_", "eq_", "__eq__",
+                                  "bitwise_and_", "hypot_", "__rtruediv__", "lerp_"])
+def test_generated_methods_record_pytorchs_nodes(name):
+    """A method made from the table records PyTorch's node and gives PyTorch's values."""
+    args = {"__add__": (2.0,), "__rsub__": (2.0,), "__iadd__": (1.5,), "exp_": (),
+            "eq_": (0.5,), "__eq__": (0.5,), "hypot_": ("y",), "__rtruediv__": (3.0,),
+            "lerp_": ("y", 0.25)}
+    results = []
+    for lib in (torch, fusegrad):
+        data = [[0.5, -1.25], [2.0, 3.0]]
+        if name == "bitwise_and_":
+            x = lib.tensor([[3, 5], [6, 7]])
+            call_args = (6,)
+        else:
+            leaf = lib.tensor(data, requires_grad=True)
+            x = leaf * 1.0
+            call_args = tuple(lib.tensor([[1.0, 2.0], [0.5, 0.25]]) if a == "y" else a
+                              for a in args[name])
+        out = getattr(x, name)(*call_args)
+        node = type(out.grad_fn).__name__ if out.grad_fn is not None else None
+        results.append((np.asarray(out.tolist(), dtype=float), node))
+    (want, want_node), (got, got_node) = results
+    assert got_node == want_node
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- no second list of ops
+
+# Lists of names that are not the registry's op names although they share spellings: the
+# code generator's loop IR (its own small language of unary, binary and reduction kinds),
+# Python's `operator` and `math` functions, embedding_bag's mode names, and the
+# functionalization rules, one branch per view op, which invert each view (file: count).
+_OTHER_VOCABULARIES = {
+    "compiler/codegen/c.py": 2, "compiler/codegen/ir.py": 1, "compiler/codegen/lower.py": 1,
+    "compiler/codegen/mathlib.py": 2, "compiler/capture/builder.py": 1,
+    "compiler/capture/calls.py": 2, "compiler/capture/translator.py": 1, "fx/node.py": 1,
+    "fx/proxy.py": 2, "nn/_functional_layers.py": 1, "compiler/aot/functionalize.py": 1,
+}
+
+
+def _string_collections(tree):
+    """The string elements of each literal collection (and `"a b c".split()`) in `tree`,
+    leaving out `__all__`, which lists a module's exports."""
+    exports = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            exports.update(id(n) for n in ast.walk(node.value))
+    for node in ast.walk(tree):
+        if id(node) in exports:
+            continue
+        if isinstance(node, (ast.Set, ast.List, ast.Tuple)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "split" and isinstance(node.func.value, ast.Constant) and \
+                isinstance(node.func.value.value, str):
+            yield node.lineno, node.func.value.value.split()
+            continue
+        else:
+            continue
+        yield node.lineno, [i.value for i in items
+                            if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def _op_name_lists(source: str, names: set) -> list:
+    """(line, names) of each collection in `source` holding three or more op names."""
+    found = []
+    for line, strings in _string_collections(ast.parse(source)):
+        hits = [s for s in strings if s in names]
+        if len(hits) >= 3:
+            found.append((line, hits))
+    return found
+
+
+def _op_names() -> set:
+    return {op.public for op in REGISTRY.values()} | set(REGISTRY) | set(SP.ALIASES)
+
+
+def test_no_op_name_list_outside_the_registry():
+    """Outside `fusegrad/ops` no module keeps a collection of op names: what a layer needs to
+    know of an op is a registry flag or an entry of the spelling table."""
+    root = pathlib.Path(fusegrad.__file__).parent
+    names = _op_names()
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("ops/"):
+            continue
+        lists = _op_name_lists(path.read_text(encoding="utf-8"), names)
+        if len(lists) != _OTHER_VOCABULARIES.get(rel, 0):
+            found[rel] = lists
+    assert not found, f"op-name lists outside the registry: {found}"
+
+
+def test_op_name_list_detector_finds_the_old_lists():
+    """The detector flags the kinds of lists the layers used to keep (capture's factories and
+    data-dependent methods, fx's predicates, a `"a b c".split()` table)."""
+    names = _op_names()
+    source = (
+        'DATA_DEPENDENT = {"item", "tolist", "nonzero", "unique", "masked_select"}\n'
+        'INPLACE = ("exp_", "log_", "relu_")\n'
+        'TABLE = frozenset("abs neg exp sigmoid".split())\n'
+        'METHODS = {"sum": 1, "mean": 2, "amax": 3}\n'
+        '__all__ = ["add", "sub", "mul"]\n'
+        'OTHER = ("alpha", "beta", "gamma")\n')
+    assert sorted(line for line, _ in _op_name_lists(source, names)) == [1, 2, 3, 4]

@@ -42,6 +42,24 @@ class Sample:
     name: str = ""
 
 
+# Ops cheap enough to recompute in the backward rather than save (AOT's min-cut partitioner
+# reads `OpDef.recomputable`), by ATen base name: elementwise arithmetic,
+# comparisons, activations and casts. Everything else (matmul, convolution, reductions,
+# normalisation layers, random ops, gathers and scatters) is computed once, in the forward.
+_RECOMPUTABLE = frozenset("""
+abs neg exp exp2 expm1 log log1p log2 log10 sqrt rsqrt reciprocal square sign sgn
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh erf erfc erfinv
+sigmoid relu relu6 gelu silu mish elu celu selu softplus hardtanh hardsigmoid hardswish
+leaky_relu threshold log_sigmoid logit floor ceil round trunc frac
+add sub rsub mul div true_divide pow maximum minimum fmax fmin clamp clamp_min clamp_max
+where masked_fill lerp addcmul addcdiv atan2 hypot remainder fmod copysign
+eq ne lt le gt ge logical_and logical_or logical_xor logical_not isnan isinf
+bitwise_and bitwise_or bitwise_xor bitwise_not
+gelu_backward sigmoid_backward tanh_backward threshold_backward silu_backward
+_to_copy clone alias detach lift_fresh_copy scalar_tensor
+""".split())
+
+
 class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
@@ -50,7 +68,8 @@ class OpDef:
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
-                 "saved_names", "plain_args", "data_dependent", "permutes", "__weakref__")
+                 "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
+                 "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -108,6 +127,9 @@ class OpDef:
         # The output is the input with its dims permuted (t, transpose, permute): ONNX export
         # keeps a folded weight's transpose visible to the MatMul/Gemm that reads it.
         self.permutes = permutes
+        # Cheap enough for AOT's min-cut partitioner to recompute in the backward (the table
+        # below; in-place and random ops never are).
+        self.recomputable = name.partition(".")[0] in _RECOMPUTABLE
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
         # No list, non-differentiable or optional tensor arguments: dispatch records the
