@@ -452,8 +452,6 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layo
     return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 
-Tensor.new_zeros = _new(zeros)
-Tensor.new_ones = _new(ones)
-Tensor.new_empty = _new(empty)
-Tensor.new_full = new_full
-Tensor.new_tensor = new_tensor
+new_zeros = _new(zeros)
+new_ones = _new(ones)
+new_empty = _new(empty)

@@ -130,8 +130,3 @@ def _no_extra(name: str, kwargs: dict) -> None:
         raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
 
 
-for _fn in (uniform_, normal_, log_normal_, cauchy_, exponential_, geometric_, bernoulli_,
-            random_):
-    setattr(Tensor, _fn.__name__, _fn)
-Tensor.bernoulli = bernoulli
-Tensor.multinomial = multinomial

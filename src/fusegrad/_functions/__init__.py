@@ -8,10 +8,11 @@ record the same nodes PyTorch records.
 The package holds one module per family: `pointwise` (arithmetic and elementwise math),
 `comparison` (comparisons, logical and bitwise ops, searching), `reduction`,
 `linear_algebra`, `shape` (shapes and views), `indexing`, `inplace` (in-place functions and
-copies) and `activation`; `methods` attaches them to `Tensor`, in the order the assignments
-override each other, when the package is imported.
+copies) and `activation`; once all are imported, `methods.attach` attaches the Tensor
+methods and operators `ops/spellings.py` lists, in one loop.
 """
 
+from ..ops.spellings import ALIASES
 from . import methods
 from .activation import (
     elu,
@@ -37,19 +38,14 @@ from .comparison import (
     eq,
     equal,
     ge,
-    greater,
-    greater_equal,
     gt,
     isclose,
     le,
-    less,
-    less_equal,
     logical_and,
     logical_or,
     logical_xor,
     lt,
     ne,
-    not_equal,
     searchsorted,
     unique,
 )
@@ -99,21 +95,12 @@ from .linear_algebra import (
     tensordot,
 )
 from .pointwise import (
-    _UNARY_MORE,
     abs,
-    absolute,
     acos,
     acosh,
     add,
     addcdiv,
     addcmul,
-    arccos,
-    arccosh,
-    arcsin,
-    arcsinh,
-    arctan,
-    arctan2,
-    arctanh,
     asin,
     asinh,
     atan,
@@ -122,17 +109,14 @@ from .pointwise import (
     bitwise_not,
     ceil,
     clamp,
-    clip,
     cos,
     cosh,
     div,
-    divide,
     erf,
     erfc,
     exp,
     exp2,
     expm1,
-    fix,
     floor,
     floor_divide,
     fmax,
@@ -150,11 +134,9 @@ from .pointwise import (
     maximum,
     minimum,
     mul,
-    multiply,
     nan_to_num,
     nan_to_num_,
     neg,
-    negative,
     pow,
     reciprocal,
     relu,
@@ -171,10 +153,8 @@ from .pointwise import (
     sqrt,
     square,
     sub,
-    subtract,
     tan,
     tanh,
-    true_divide,
     trunc,
     where,
 )
@@ -218,8 +198,6 @@ from .shape import (
     broadcast_to,
     cat,
     chunk,
-    concat,
-    concatenate,
     diag,
     diag_embed,
     diagonal,
@@ -242,8 +220,6 @@ from .shape import (
     split,
     squeeze,
     stack,
-    swapaxes,
-    swapdims,
     t,
     tensor_split,
     tile,
@@ -276,32 +252,39 @@ from . import linalg_extra  # det, inverse, svd, qr, ... (after linear_algebra; 
 from .linalg_extra import *  # noqa: F403
 
 __all__ = [
-    "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
-    "neg", "negative", "reciprocal", "pow", "exp", "log", "sin", "cos", "tanh", "sigmoid",
-    "sqrt", "abs", "absolute", "relu", "sign", "maximum", "clamp", "clip", "where", "eq", "ne",
-    "not_equal", "lt", "less", "le", "less_equal", "gt", "greater", "ge", "greater_equal",
-    "sum", "mean", "amax", "softmax", "log_softmax", "mm", "bmm", "mv", "dot", "matmul",
-    "view", "reshape", "permute", "transpose", "swapaxes", "swapdims", "t", "expand",
-    "unsqueeze", "squeeze", "unbind", "cat", "concat", "concatenate", "select", "narrow",
-    "as_strided",
-    "clone", "contiguous_format", "preserve_format", "channels_last",
-    *_UNARY_MORE, "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix",
-    "square", "round", "nan_to_num", "nan_to_num_", "atan2", "arctan2", "floor_divide",
+    "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "pow", "exp", "log", "sin", "cos",
+    "tanh", "sigmoid", "sqrt", "abs", "relu", "sign", "maximum", "clamp", "where", "eq", "ne",
+    "lt", "le", "gt", "ge", "sum", "mean", "amax", "softmax", "log_softmax", "mm", "bmm", "mv",
+    "dot", "matmul", "view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze",
+    "squeeze", "unbind", "cat", "select", "narrow", "as_strided", "clone", "contiguous_format",
+    "preserve_format", "channels_last", "exp2", "expm1", "log2", "log10", "log1p", "rsqrt",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
+    "floor", "ceil", "trunc", "frac", "sgn", "isnan", "isinf", "isfinite", "logical_not",
+    "bitwise_not", "square", "round", "nan_to_num", "nan_to_num_", "atan2", "floor_divide",
     "remainder", "fmod", "minimum", "fmax", "lerp", "addcmul", "addcdiv", "logical_and",
-    "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "var_mean", "std_mean",
-    "norm", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "all", "any",
-    "count_nonzero", "median", "mode", "kthvalue", "topk", "sort", "argsort", "msort",
-    "return_types", "flatten", "unflatten", "movedim", "moveaxis", "broadcast_to",
-    "broadcast_tensors", "repeat", "tile", "stack", "hstack", "vstack", "split", "chunk",
-    "unsafe_split", "unsafe_chunk",
+    "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "amin", "max",
+    "min", "argmax", "argmin", "prod", "var", "std", "var_mean", "std_mean", "norm",
+    "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "all", "any", "count_nonzero",
+    "median", "mode", "kthvalue", "topk", "sort", "argsort", "msort", "return_types", "flatten",
+    "unflatten", "movedim", "moveaxis", "broadcast_to", "broadcast_tensors", "repeat", "tile",
+    "stack", "hstack", "vstack", "split", "chunk", "unsafe_split", "unsafe_chunk",
     "tensor_split", "flip", "fliplr", "flipud", "roll", "tril", "triu", "diagonal",
     "diag_embed", "diag", "trace", "index_select", "gather", "take_along_dim", "scatter",
     "scatter_add", "index_add", "masked_fill", "masked_select", "nonzero", "argwhere",
-    "index_put", "outer", "ger", "addmm", "baddbmm", "addmv", "tensordot", "einsum",
-    "selu", "searchsorted", "bucketize", "bincount", "unique", "isclose",
-    "allclose", "equal", "meshgrid",
+    "index_put", "outer", "ger", "addmm", "baddbmm", "addmv", "tensordot", "einsum", "selu",
+    "searchsorted", "bucketize", "bincount", "unique", "isclose", "allclose", "equal",
+    "meshgrid",
 ]
 __all__ += [*math_extra.__all__, *nn_aliases.__all__, *shape_extra.__all__,
             *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
+
+# isort: split
+# PyTorch's other names of ops (`arcsin`), the in-place methods PyTorch also spells as
+# functions, then every Tensor method, once the namespace holds all the public functions the
+# table names.
+globals().update({alias: globals()[name] for alias, name in ALIASES.items()})
+globals().update(methods.function_forms())
+__all__ += [alias for alias in ALIASES if alias not in __all__]
+__all__ += methods.INPLACE_FUNCTIONS
+methods.attach(globals())

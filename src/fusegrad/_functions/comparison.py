@@ -24,11 +24,11 @@ def _compare(op, name):
 
 
 eq = _compare(P.eq, "eq")
-ne = not_equal = _compare(P.ne, "ne")
-lt = less = _compare(P.lt, "lt")
-le = less_equal = _compare(P.le, "le")
-gt = greater = _compare(P.gt, "gt")
-ge = greater_equal = _compare(P.ge, "ge")
+ne = _compare(P.ne, "ne")
+lt = _compare(P.lt, "lt")
+le = _compare(P.le, "le")
+gt = _compare(P.gt, "gt")
+ge = _compare(P.ge, "ge")
 
 
 # ---------------------------------------------------------------- logical and bitwise

@@ -208,17 +208,3 @@ def _addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tens
 def _addbmm_(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """In place: self = beta * self + alpha * sum_i batch1[i] @ batch2[i]."""
     return call(P.addbmm_, self, batch1, batch2, beta, alpha)
-
-
-def _attach() -> None:
-    """Tensor methods for the functions above (PyTorch's method names)."""
-    for name in ("det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
-                 "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power",
-                 "matrix_exp", "cross", "inner", "vdot", "addr", "addbmm", "kron", "lu_solve",
-                 "lu"):
-        setattr(Tensor, name, globals()[name])
-    Tensor.addr_ = _addr_
-    Tensor.addbmm_ = _addbmm_
-
-
-_attach()

@@ -126,16 +126,6 @@ def clamp_max(input: Tensor, max, *, out=None) -> Tensor:  # noqa: A002
 # ---------------------------------------------------------------- in-place forms
 
 
-def _inplace(name: str):
-    def fn(self, *args):
-        return call(REGISTRY[name], self, *args)
-
-    base = name.split(".")[0]
-    fn.__name__ = fn.__qualname__ = base
-    fn.__doc__ = f"In-place {base.rstrip('_')}."
-    return fn
-
-
 def xlogy_(self: Tensor, other) -> Tensor:
     """In-place xlogy."""
     if isinstance(other, Tensor):
@@ -174,23 +164,6 @@ def logit_(self: Tensor, eps: float | None = None) -> Tensor:
     return call(M.logit_, self) if eps is None else call(M.logit_, self, eps)
 
 
-_INPLACE_OPS = ("lgamma_", "digamma_", "erfinv_", "i0_", "sinc_", "rad2deg_", "deg2rad_",
-                "hypot_", "nextafter_", "heaviside_", "gcd_", "lcm_")
-
-# Top-level in-place functions PyTorch exposes (`torch.relu_(x)`): the Tensor methods.
-_TORCH_INPLACE = (
-    "relu_", "sigmoid_", "exp_", "tanh_", "sqrt_", "abs_", "neg_", "log_", "sin_", "cos_",
-    "ceil_", "floor_", "round_", "trunc_", "rsqrt_", "exp2_", "erf_", "erfc_", "expm1_",
-    "log1p_", "log2_", "log10_", "frac_", "reciprocal_", "sinh_", "cosh_", "tan_", "atan_",
-    "asin_", "acos_", "asinh_", "acosh_", "atanh_", "square_", "fix_", "clamp_", "clip_",
-    "fill_", "zero_", "negative_", "arcsin_", "arccos_", "arctan_", "arcsinh_", "arccosh_",
-    "arctanh_", "absolute_", "arctan2_", "atan2_", "lerp_", "addcmul_", "addcdiv_",
-    "fmod_", "remainder_", "nan_to_num_", "logical_not_", "bitwise_not_", "sgn_",
-    "clamp_min_", "clamp_max_", "logit_", "xlogy_", "i0_", "sinc_", "rad2deg_", "deg2rad_",
-    "lgamma_", "digamma_", "erfinv_", "hypot_", "copysign_", "ldexp_", "gcd_", "lcm_",
-)
-
-
 def ldexp_(self: Tensor, other: Tensor) -> Tensor:
     """In-place ldexp: self * 2 ** other written into `self`."""
     return self.mul_(other.to(self.dtype).exp2() if isinstance(other, Tensor) else 2.0 ** other)
@@ -206,51 +179,9 @@ def float_power_(self: Tensor, exponent) -> Tensor:
     return call(REGISTRY["pow_.Scalar"], self, exponent)
 
 
-def _method_form(name: str):
-    def fn(input, *args, **kwargs):
-        return getattr(input, name)(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"`input.{name}(...)`."
-    return fn
-
-
-_METHODS = {
-    "lgamma": lgamma, "digamma": digamma, "erfinv": erfinv, "i0": i0,
-    "sinc": sinc, "rad2deg": rad2deg, "deg2rad": deg2rad,
-    "signbit": signbit, "isneginf": isneginf, "isposinf": isposinf, "isreal": isreal,
-    "polygamma": lambda self, n: polygamma(n, self), "logit": logit, "hypot": hypot,
-    "logaddexp": logaddexp, "logaddexp2": logaddexp2, "nextafter": nextafter,
-    "heaviside": heaviside, "fmin": fmin, "gcd": gcd, "lcm": lcm, "xlogy": xlogy,
-    "copysign": copysign, "ldexp": ldexp, "frexp": frexp, "float_power": float_power,
-    "clamp_min": clamp_min, "clamp_max": clamp_max, "xlogy_": xlogy_, "copysign_": copysign_,
-    "clamp_min_": clamp_min_, "clamp_max_": clamp_max_, "polygamma_": polygamma_,
-    "logit_": logit_, "ldexp_": ldexp_, "float_power_": float_power_,
-    **{name: _inplace(name) for name in _INPLACE_OPS},
-}
-
-
-def _attach() -> None:
-    for name, fn in _METHODS.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
-    if not hasattr(Tensor, "fix_") and hasattr(Tensor, "trunc_"):
-        Tensor.fix_ = Tensor.trunc_  # PyTorch's alias
-    # fmax was `maximum` under another name (MaximumBackward0, NaN-propagating): the
-    # registry's `fmax` ignores NaN and records FmaxBackward0, as PyTorch does.
-    Tensor.fmax = fmax
-
-
-_attach()
-
-for _name in _TORCH_INPLACE:
-    if hasattr(Tensor, _name):
-        globals()[_name] = _method_form(_name)
-
 __all__ = [
     "lgamma", "digamma", "polygamma", "erfinv", "i0", "sinc", "logit", "xlogy", "hypot",
     "logaddexp", "logaddexp2", "copysign", "nextafter", "heaviside", "ldexp", "frexp",
     "fmin", "fmax", "gcd", "lcm", "deg2rad", "rad2deg", "float_power", "signbit",
     "isneginf", "isposinf", "isreal", "clamp_min", "clamp_max",
-    *[n for n in _TORCH_INPLACE if n in globals()],
 ]

@@ -1,11 +1,15 @@
-"""Tensor methods and operators: attaches the functions of this package to `Tensor`
-(`x.sum()`, `x + y`, `x[i]`, the in-place forms `x.exp_()`, ...).
+"""Tensor methods and operators: attaches `ops/spellings.py`'s table to `Tensor` (`x.sum()`,
+`x + y`, `x[i]`, the in-place forms `x.exp_()`, ...) in one loop, `attach`, once the public
+functions exist; the function forms of in-place methods (`fusegrad.relu_`) are made here too.
 
-Later assignments override earlier ones, so the order of this file is the order of attachment.
+This module holds what the table names beyond the public functions: the makers of the forms
+generated from a registry op (an operator, an in-place method) and the methods whose
+signature differs from their function's (`x.where(cond, y)`, `x.lerp_(end, weight)`).
 """
 
 from __future__ import annotations
 
+import importlib
 import numbers
 
 import numpy as np
@@ -18,176 +22,31 @@ from ..ops import indexing as X
 from ..ops import pointwise as P
 from ..ops import reduction as R
 from ..ops import shape as S
-from . import pointwise as _pointwise
-from .comparison import (
-    allclose,
-    bincount,
-    bitwise_and,
-    bitwise_or,
-    bitwise_xor,
-    eq,
-    equal,
-    ge,
-    gt,
-    isclose,
-    le,
-    logical_and,
-    logical_or,
-    logical_xor,
-    lt,
-    ne,
-    unique,
-)
-from .indexing import (
-    argwhere,
-    gather,
-    getitem,
-    index_add,
-    index_put,
-    index_select,
-    masked_fill,
-    masked_select,
-    nonzero,
-    scatter,
-    scatter_add,
-    setitem,
-    take_along_dim,
-)
-from .inplace import add_, clone, contiguous, copy_, div_, fill_, mul_, sub_, zero_
-from .linear_algebra import addmm, addmv, baddbmm, bmm, dot, ger, matmul, mm, mv, outer
-from .pointwise import (
-    _INPLACE_MORE,
-    _UNARY_MORE,
-    abs,
-    acos,
-    acosh,
-    add,
-    addcdiv,
-    addcmul,
-    arccos,
-    arccosh,
-    arcsin,
-    arcsinh,
-    arctan,
-    arctan2,
-    arctanh,
-    asin,
-    asinh,
-    atan,
-    atan2,
-    atanh,
-    bitwise_not,
-    clamp,
-    cos,
-    div,
-    exp,
-    fix,
-    floor_divide,
-    fmax,
-    fmod,
-    lerp,
-    log,
-    maximum,
-    minimum,
-    mul,
-    nan_to_num,
-    nan_to_num_,
-    neg,
-    pow,
-    reciprocal,
-    relu,
-    remainder,
-    round,
-    sigmoid,
-    sign,
-    sin,
-    sqrt,
-    square,
-    sub,
-    tanh,
-    trunc,
-    where,
-)
-from .reduction import (
-    all,
-    amax,
-    amin,
-    any,
-    argmax,
-    argmin,
-    argsort,
-    count_nonzero,
-    cummax,
-    cummin,
-    cumprod,
-    cumsum,
-    kthvalue,
-    log_softmax,
-    logsumexp,
-    max,
-    mean,
-    median,
-    min,
-    mode,
-    msort,
-    norm,
-    prod,
-    softmax,
-    sort,
-    std,
-    sum,
-    topk,
-    var,
-)
-from .shape import (
-    as_strided,
-    broadcast_to,
-    chunk,
-    diag,
-    diag_embed,
-    diagonal,
-    expand,
-    flatten,
-    flip,
-    fliplr,
-    flipud,
-    moveaxis,
-    movedim,
-    narrow,
-    permute,
-    repeat,
-    reshape,
-    roll,
-    select,
-    split,
-    squeeze,
-    t,
-    tensor_split,
-    tile,
-    trace,
-    transpose,
-    transpose_,
-    tril,
-    triu,
-    unbind,
-    unflatten,
-    unsafe_chunk,
-    unsafe_split,
-    unsqueeze,
-    view,
-)
+from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
+from .comparison import unique
+from .inplace import copy_
+from .linear_algebra import matmul
+from .pointwise import floor_divide, pow, remainder, where
+from .shape import expand, reshape, tril, triu, view
 
-# ---------------------------------------------------------------- method makers
+# ---------------------------------------------------------------- forms made from an op
 
 
-def _inplace_unary(name):
-    op = REGISTRY[name + "_"]
-
+def _inplace_unary(op):
     def fn(self):
         return call(op, self)
 
-    fn.__name__ = fn.__qualname__ = name + "_"
-    fn.__doc__ = f"In-place {name}."
+    fn.__name__ = fn.__qualname__ = op.name.split(".")[0]
+    fn.__doc__ = f"In-place {fn.__name__[:-1]}."
+    return fn
+
+
+def _inplace_args(op):
+    def fn(self, *args):
+        return call(op, self, *args)
+
+    fn.__name__ = fn.__qualname__ = op.name.split(".")[0]
+    fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
     return fn
 
 
@@ -214,41 +73,6 @@ def _scalar_as_tensor(op):
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
     return fn
 
-
-# ---------------------------------------------------------------- Tensor methods
-
-_METHODS = dict(
-    add=add, sub=sub, subtract=sub, mul=mul, multiply=mul, div=div, divide=div,
-    true_divide=div, neg=neg, negative=neg, reciprocal=reciprocal, pow=pow, exp=exp, log=log,
-    sin=sin, cos=cos, tanh=tanh, sigmoid=sigmoid, sqrt=sqrt, abs=abs, absolute=abs, relu=relu,
-    sign=sign, maximum=maximum, clamp=clamp, clip=clamp, eq=eq, ne=ne, lt=lt, le=le, gt=gt,
-    ge=ge, sum=sum, mean=mean, amax=amax, softmax=softmax, log_softmax=log_softmax, mm=mm,
-    bmm=bmm, mv=mv, dot=dot, matmul=matmul, view=view, reshape=reshape, permute=permute,
-    transpose=transpose, swapaxes=transpose, swapdims=transpose, t=t, expand=expand,
-    unsqueeze=unsqueeze, squeeze=squeeze, unbind=unbind, select=select, narrow=narrow,
-    as_strided=as_strided,
-    clone=clone, contiguous=contiguous, add_=add_, sub_=sub_, mul_=mul_, div_=div_,
-    zero_=zero_, fill_=fill_, copy_=copy_, __getitem__=getitem, __setitem__=setitem,
-    greater=gt, less=lt, greater_equal=ge, less_equal=le, not_equal=ne,
-)
-for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
-
-
-def _where_method(self, condition, other):
-    """`where(condition, self, other)`."""
-    return where(condition, self, other)
-
-
-def _slice_method(self, dim=0, start=None, end=None, step=1):
-    return call(S.slice_, self, dim, start, end, step)
-
-
-Tensor.where = _where_method
-Tensor.slice = _slice_method
-Tensor.view_as = lambda self, other: view(self, tuple(other.shape))
-Tensor.reshape_as = lambda self, other: reshape(self, tuple(other.shape))
-Tensor.expand_as = lambda self, other: expand(self, tuple(other.shape))
 
 # Operators. `2 - x` is rsub.Scalar and `2 / x` is `reciprocal(x) * 2`, as in PyTorch.
 # An operand that is neither a tensor nor a number gives NotImplemented, so Python asks the
@@ -277,6 +101,28 @@ def _operator(op):
     return method
 
 
+def _cmp(op):
+    equality = op is P.eq
+
+    def method(self, other):
+        if other is None or not isinstance(other, (Tensor, numbers.Number, np.generic)):
+            # `x == array` is elementwise; `x != array` (NotImplemented) is Python's identity
+            # test, True, as in PyTorch.
+            if equality and isinstance(other, np.ndarray):
+                return call(op, self, Tensor._make(np.asarray(other)))
+            return NotImplemented
+        return call(op, self, other)
+
+    return method
+
+
+_MAKERS = {"inplace": _inplace_unary, "inplace_args": _inplace_args, "operator": _operator,
+           "compare": _cmp, "binary_inplace": _binary_inplace,
+           "scalar_as_tensor": _scalar_as_tensor}
+
+# ---------------------------------------------------------------- methods of their own
+
+
 def _rtruediv(self, other):
     if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
         if isinstance(other, np.ndarray):  # `reciprocal(x) * array`, which NumPy computes
@@ -297,86 +143,83 @@ def _rpow(self, other):
     return call(P.pow_scalar_base, other, self)
 
 
-Tensor.__add__ = Tensor.__radd__ = _operator(P.add)
-Tensor.__iadd__ = _operator(P.add_)
-Tensor.__sub__ = _operator(P.sub)
-Tensor.__rsub__ = _operator(P.rsub)
-Tensor.__isub__ = _operator(P.sub_)
-Tensor.__mul__ = Tensor.__rmul__ = _operator(P.mul)
-Tensor.__imul__ = _operator(P.mul_)
-Tensor.__truediv__ = _operator(P.div)
-Tensor.__rtruediv__ = _rtruediv
-Tensor.__itruediv__ = _operator(P.div_)
-Tensor.__pow__ = _pow
-Tensor.__rpow__ = _rpow
-Tensor.__neg__ = neg
-Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = abs
-Tensor.__matmul__ = matmul
-Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+def _pos(self):
+    """`+x` is `x` itself."""
+    return self
 
 
-def _cmp(op):
-    equality = op is P.eq
-
-    def method(self, other):
-        if other is None or not isinstance(other, (Tensor, numbers.Number, np.generic)):
-            # `x == array` is elementwise; `x != array` (NotImplemented) is Python's identity
-            # test, True, as in PyTorch.
-            if equality and isinstance(other, np.ndarray):
-                return call(op, self, Tensor._make(np.asarray(other)))
-            return NotImplemented
-        return call(op, self, other)
-
-    return method
+def _rmatmul(self, other):
+    """`other @ self`."""
+    return matmul(other, self)
 
 
-def _compare_inplace(name):
-    scalar_op, tensor_op = P.COMPARE_INPLACE[name]
-
-    def method(self, other):
-        return call(tensor_op if isinstance(other, Tensor) else scalar_op, self, other)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"In-place comparison: self becomes `{name[:-1]}(self, other)` (0 or 1)."
-    return method
+def _rfloordiv(self, other):
+    """`other // self`."""
+    return floor_divide(other, self)
 
 
-for _name in P.COMPARE_INPLACE:
-    setattr(Tensor, _name, _compare_inplace(_name))
+def _rmod(self, other):
+    """`other % self`."""
+    return remainder(other, self)
 
-Tensor.__eq__ = _cmp(P.eq)
-Tensor.__ne__ = _cmp(P.ne)
-Tensor.__lt__ = _cmp(P.lt)
-Tensor.__le__ = _cmp(P.le)
-Tensor.__gt__ = _cmp(P.gt)
-Tensor.__ge__ = _cmp(P.ge)
-Tensor.__hash__ = lambda self: id(self)
 
-for _name in _UNARY_MORE:
-    setattr(Tensor, _name, getattr(_pointwise, _name))
-for _name in _INPLACE_MORE:
-    setattr(Tensor, _name + "_", _inplace_unary(_name))
-for _fn in (arcsin, arccos, arctan, arcsinh, arccosh, arctanh, fix, square, round, nan_to_num,
-            nan_to_num_, atan2, arctan2, floor_divide, remainder, fmod, minimum, fmax, lerp,
-            addcmul, addcdiv, logical_and, logical_or, logical_xor, bitwise_and, bitwise_or,
-            bitwise_xor):
-    setattr(Tensor, _fn.__name__, _fn)
-Tensor.arcsin, Tensor.arccos, Tensor.arctan = asin, acos, atan
-Tensor.arcsinh, Tensor.arccosh, Tensor.arctanh, Tensor.arctan2 = asinh, acosh, atanh, atan2
-Tensor.fix = trunc
-Tensor.floor_divide_ = _binary_inplace(P.floor_divide_)
-Tensor.remainder_ = _binary_inplace(P.remainder_, P.remainder_scalar_)
-Tensor.fmod_ = _binary_inplace(P.fmod_, P.fmod_scalar_)
-Tensor.atan2_ = Tensor.arctan2_ = _binary_inplace(P.atan2_)
-Tensor.lerp_ = lambda self, end, weight: call(
-    P.lerp_tensor_ if isinstance(weight, Tensor) else P.lerp_, self, end, weight)
-Tensor.addcmul_ = lambda self, t1, t2, *, value=1: call(P.addcmul_, self, t1, t2, value)
-Tensor.addcdiv_ = lambda self, t1, t2, *, value=1: call(P.addcdiv_, self, t1, t2, value)
-Tensor.square_ = lambda self: call(P.pow_, self, 2)
-Tensor.pow_ = lambda self, exponent: call(P.pow_, self, exponent)
-Tensor.sgn_ = lambda self: call(P.sgn_, self)
-Tensor.moveaxis = movedim
+def _hash(self):
+    """Tensors hash by identity, as in PyTorch."""
+    return id(self)
+
+
+def _where_method(self, condition, other):
+    """`where(condition, self, other)`."""
+    return where(condition, self, other)
+
+
+def _slice_method(self, dim=0, start=None, end=None, step=1):
+    return call(S.slice_, self, dim, start, end, step)
+
+
+def _view_as(self, other):
+    """`self.view(other.shape)`."""
+    return view(self, tuple(other.shape))
+
+
+def _reshape_as(self, other):
+    """`self.reshape(other.shape)`."""
+    return reshape(self, tuple(other.shape))
+
+
+def _expand_as(self, other):
+    """`self.expand(other.shape)`."""
+    return expand(self, tuple(other.shape))
+
+
+def _lerp_(self, end, weight):
+    """In-place lerp (a tensor or a number as the weight)."""
+    return call(P.lerp_tensor_ if isinstance(weight, Tensor) else P.lerp_, self, end, weight)
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    """In-place addcmul."""
+    return call(P.addcmul_, self, tensor1, tensor2, value)
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    """In-place addcdiv."""
+    return call(P.addcdiv_, self, tensor1, tensor2, value)
+
+
+def _square_(self):
+    """In-place square (recorded as pow_(self, 2), as PyTorch does)."""
+    return call(P.pow_, self, 2)
+
+
+def _pow_(self, exponent):
+    """In-place pow."""
+    return call(P.pow_, self, exponent)
+
+
+def _sgn_(self):
+    """In-place sgn."""
+    return call(P.sgn_, self)
 
 
 def _clamp_(self, min=None, max=None):  # noqa: A002
@@ -385,40 +228,19 @@ def _clamp_(self, min=None, max=None):  # noqa: A002
     return call(P.clamp_, self, min, max)
 
 
-Tensor.clamp_ = Tensor.clip_ = _clamp_
-for _name in ("logical_and", "logical_or", "logical_xor"):
-    setattr(Tensor, _name + "_", _binary_inplace(REGISTRY[_name + "_"]))
-for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-    setattr(Tensor, _name + "_", _scalar_as_tensor(REGISTRY[_name + "_.Tensor"]))
-Tensor.__floordiv__ = floor_divide
-Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
-Tensor.__ifloordiv__ = Tensor.floor_divide_
-Tensor.__mod__ = remainder
-Tensor.__rmod__ = lambda self, other: remainder(other, self)
-Tensor.__imod__ = Tensor.remainder_
-Tensor.__and__ = Tensor.__rand__ = bitwise_and
-Tensor.__or__ = Tensor.__ror__ = bitwise_or
-Tensor.__xor__ = Tensor.__rxor__ = bitwise_xor
-Tensor.__iand__ = Tensor.bitwise_and_
-Tensor.__ior__ = Tensor.bitwise_or_
-Tensor.__ixor__ = Tensor.bitwise_xor_
-Tensor.__invert__ = bitwise_not
+def _cumsum_(self, dim, *, dtype=None):
+    """In-place cumsum."""
+    return call(R.cumsum_, self, dim)
 
-for _fn in (amin, max, min, argmax, argmin, prod, var, std, norm, logsumexp, cumsum, cumprod,
-            cummax, cummin, all, any, count_nonzero, median, mode, kthvalue, topk, sort,
-            argsort, msort):
-    setattr(Tensor, _fn.__name__, _fn)
-Tensor.cumsum_ = lambda self, dim, *, dtype=None: call(R.cumsum_, self, dim)
 
-for _fn in (flatten, unflatten, movedim, moveaxis, broadcast_to, repeat, tile, split, chunk,
-            unsafe_split, unsafe_chunk, transpose_, tensor_split, flip, fliplr, flipud, roll, tril,
-            triu, diagonal, diag_embed, diag,
-            trace, index_select, gather, take_along_dim, scatter, scatter_add, index_add,
-            masked_fill, masked_select, nonzero, argwhere, index_put):
-    setattr(Tensor, _fn.__name__, _fn)
-Tensor.expand_as = lambda self, other: expand(self, tuple(other.shape))
-Tensor.tril_ = lambda self, diagonal=0: copy_(self, tril(self, diagonal))
-Tensor.triu_ = lambda self, diagonal=0: copy_(self, triu(self, diagonal))
+def _tril_(self, diagonal=0):
+    """In place: the lower triangle kept, the rest zero."""
+    return copy_(self, tril(self, diagonal))
+
+
+def _triu_(self, diagonal=0):
+    """In place: the upper triangle kept, the rest zero."""
+    return copy_(self, triu(self, diagonal))
 
 
 def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
@@ -429,24 +251,73 @@ def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
     return call(X.scatter_value_, self, dim, index, src)
 
 
+def _scatter_add_(self, dim, index, src):
+    """In-place scatter_add."""
+    return call(X.scatter_add_, self, dim, index, src)
+
+
+def _index_add_(self, dim, index, source, *, alpha=1):
+    """In-place index_add."""
+    return call(X.index_add_, self, dim, index, source, alpha)
+
+
 def _masked_fill_(self, mask, value):
     if isinstance(value, Tensor):
         return call(X.masked_fill_tensor_, self, mask, value)
     return call(X.masked_fill_, self, mask, value)
 
 
-Tensor.scatter_ = _scatter_
-Tensor.scatter_add_ = lambda self, dim, index, src: call(X.scatter_add_, self, dim, index, src)
-Tensor.index_add_ = lambda self, dim, index, source, *, alpha=1: call(
-    X.index_add_, self, dim, index, source, alpha)
-Tensor.masked_fill_ = _masked_fill_
-Tensor.index_put_ = lambda self, indices, values, accumulate=False: call(
-    X.index_put_, self, list(indices), values, accumulate)
+def _index_put_(self, indices, values, accumulate=False):
+    """In-place index_put."""
+    return call(X.index_put_, self, list(indices), values, accumulate)
 
-for _fn in (outer, ger, addmm, baddbmm, addmv):
-    setattr(Tensor, _fn.__name__, _fn)
 
-for _fn in (bincount, isclose, allclose, equal):
-    setattr(Tensor, _fn.__name__, _fn)
-Tensor.unique = lambda self, sorted=True, return_inverse=False, return_counts=False, dim=None: \
-    unique(self, sorted, return_inverse, return_counts, dim)
+def _unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """`unique(self, ...)` with the method's positional order."""
+    return unique(self, sorted, return_inverse, return_counts, dim)
+
+
+def _polygamma(self, n):
+    """`polygamma(n, self)`: the method takes the order second."""
+    from .math_extra import polygamma
+
+    return polygamma(n, self)
+
+
+# ---------------------------------------------------------------- attaching
+
+
+def _resolve(path: str):
+    """The object at `module.name` under fusegrad (`_functions.inplace.zero_`)."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(f"fusegrad.{module}"), name)
+
+
+def attach(functions: dict) -> None:
+    """Attach every entry of `spellings.METHODS` to Tensor; `functions` is the namespace of
+    the public functions (the "function" form's names)."""
+    for name, (form, *what) in METHODS.items():
+        if form == "function":
+            value = functions[what[0]]
+        elif form == "method":
+            value = _resolve(what[0])
+        elif form == "property":
+            value = property(_resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
+        else:
+            value = _MAKERS[form](*(REGISTRY[op] for op in what))
+        setattr(Tensor, name, value)
+
+
+def _function_form(name: str):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"`input.{name}(...)`."
+    return fn
+
+
+def function_forms() -> dict:
+    """The top-level functions of `spellings.INPLACE_FUNCTIONS` (`fusegrad.relu_(x)` is
+    `x.relu_()`), by name."""
+    return {name: _function_form(name) for name in INPLACE_FUNCTIONS}

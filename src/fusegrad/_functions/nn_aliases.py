@@ -162,7 +162,6 @@ def channel_shuffle(input, groups: int) -> Tensor:
     return _F().channel_shuffle(input, groups)
 
 
-native_channel_shuffle = channel_shuffle
 
 
 def prelu(input, weight) -> Tensor:
@@ -268,7 +267,7 @@ __all__ = [
     "feature_dropout", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
     "embedding", "embedding_bag", "max_pool1d", "max_pool2d", "avg_pool1d",
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "pixel_shuffle", "pixel_unshuffle",
-    "channel_shuffle", "native_channel_shuffle", "prelu", "selu_", "celu", "celu_",
+    "channel_shuffle", "prelu", "selu_", "celu", "celu_",
     "threshold", "threshold_", "hardshrink", "rrelu", "cosine_similarity",
     "pairwise_distance", "kl_div", "bilinear", "hinge_embedding_loss", "margin_ranking_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss",

@@ -1,6 +1,6 @@
 """Arithmetic and elementwise math: add, sub, mul, div, pow, the unary functions (exp, log,
-sin, ..., erf, floor), clamp, where, remainder, lerp, addcmul and their aliases (`multiply`,
-`arcsin`, `clip`).
+sin, ..., erf, floor), clamp, where, remainder, lerp, addcmul (their aliases, `multiply`,
+`arcsin`, `clip`, are `ops/spellings.py`'s `ALIASES`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,6 @@ def sub(input, other, *, alpha=1, out=None):
     return call(P.sub, input, other)
 
 
-subtract = sub
-
-
 def rsub(input, other, alpha=1):
     """other - alpha * input."""
     return call(P.rsub, input, other, alpha) if alpha != 1 else call(P.rsub, input, other)
@@ -43,17 +40,11 @@ def mul(input, other, *, out=None):
     return call(P.mul, input, other)
 
 
-multiply = mul
-
-
 def div(input, other, *, rounding_mode=None, out=None):
     """Elementwise true division."""
     if rounding_mode is not None:
         raise ValueError(f"div: rounding_mode {rounding_mode!r} is not supported yet")
     return call(P.div, input, other)
-
-
-divide = true_divide = div
 
 
 def neg(input, *, out=None):
@@ -63,9 +54,6 @@ def neg(input, *, out=None):
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
             "to invert a mask, use the `~` or `logical_not()` operator instead.")
     return call(P.neg, input)
-
-
-negative = neg
 
 
 def reciprocal(input, *, out=None):
@@ -99,7 +87,6 @@ tanh = _unary(P.tanh, "tanh")
 sigmoid = _unary(P.sigmoid, "sigmoid")
 sqrt = _unary(P.sqrt, "sqrt")
 abs = _unary(P.abs_, "abs")  # noqa: A001
-absolute = abs
 relu = _unary(P.relu, "relu")
 sign = _unary(P.sign, "sign")
 
@@ -116,9 +103,6 @@ def clamp(input, min=None, max=None, *, out=None):  # noqa: A002
     return call(P.clamp, input, min, max)
 
 
-clip = clamp
-
-
 def where(condition, input=None, other=None, *, out=None):
     """Elements of `input` where `condition` holds, else of `other`."""
     if input is None and other is None:
@@ -126,15 +110,6 @@ def where(condition, input=None, other=None, *, out=None):
     return call(P.where, condition, input, other)
 # ---------------------------------------------------------------- more pointwise
 
-_UNARY_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
-               "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
-               "ceil", "trunc", "frac", "sgn", "isnan", "isinf", "isfinite", "logical_not",
-               "bitwise_not")
-_INPLACE_MORE = ("exp2", "expm1", "log2", "log10", "log1p", "rsqrt", "tan", "asin", "acos",
-                 "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "floor",
-                 "ceil", "trunc", "frac", "exp", "tanh", "sigmoid", "sqrt", "log", "sin", "cos",
-                 "abs", "neg", "reciprocal", "relu", "sign", "logical_not", "bitwise_not",
-                 "round")
 exp2 = _unary(P.exp2, "exp2")
 expm1 = _unary(P.expm1, "expm1")
 log2 = _unary(P.log2, "log2")
@@ -162,8 +137,6 @@ isinf = _unary(P.isinf, "isinf")
 isfinite = _unary(P.isfinite, "isfinite")
 logical_not = _unary(P.logical_not, "logical_not")
 bitwise_not = _unary(P.bitwise_not, "bitwise_not")
-arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
-fix = trunc
 special_erf = erf
 
 
@@ -192,9 +165,6 @@ def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
 def atan2(input, other, *, out=None):
     """Elementwise arctangent of input / other, with the quadrant."""
     return call(P.atan2, input, other)
-
-
-arctan2 = atan2
 
 
 def floor_divide(input, other, *, out=None):

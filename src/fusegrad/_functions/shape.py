@@ -58,9 +58,6 @@ def transpose(input, dim0, dim1):
     return call(S.transpose, input, dim0, dim1)
 
 
-swapaxes = swapdims = transpose
-
-
 def t(input):
     """Transpose of a tensor of at most 2 dimensions."""
     return call(S.t, input)
@@ -95,9 +92,6 @@ def cat(tensors, dim=0, *, out=None):
 def unbind(input, dim=0):
     """The slices along `dim`, as a tuple of views."""
     return call(S.unbind, input, dim)
-
-
-concat = concatenate = cat
 
 
 def select(input, dim, index):

@@ -346,21 +346,6 @@ def isin(elements, test_elements, *, assume_unique: bool = False,
     return call(SC.isin, elements, test_elements, assume_unique, invert)
 
 
-_METHODS = {
-    "diff": diff, "rot90": rot90, "repeat_interleave": repeat_interleave, "take": take,
-    "put": put, "put_": put_, "index_fill": index_fill, "index_fill_": index_fill_,
-    "index_copy": index_copy, "index_copy_": index_copy_, "masked_scatter": masked_scatter,
-    "masked_scatter_": masked_scatter_, "scatter_reduce": scatter_reduce,
-    "scatter_reduce_": scatter_reduce_, "diagonal_scatter": diagonal_scatter,
-    "select_scatter": select_scatter, "slice_scatter": slice_scatter,
-    "unique_consecutive": unique_consecutive, "split_with_sizes": split_with_sizes,
-    "narrow_copy": narrow_copy, "diagflat": diagflat, "hsplit": hsplit,
-    "vsplit": vsplit, "dsplit": dsplit,
-}
-for _name, _fn in _METHODS.items():
-    if not hasattr(Tensor, _name):
-        setattr(Tensor, _name, _fn)
-
 __all__ = [
     "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "row_stack", "dstack",
     "hsplit", "vsplit", "dsplit", "diff", "rot90", "cartesian_prod", "combinations",

@@ -373,16 +373,6 @@ def cumulative_trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor
     return _mul_scalar(pair, dx / 2.0).cumsum(d)
 
 
-_METHODS = {
-    "nansum": nansum, "nanmean": nanmean, "nanmedian": nanmedian, "quantile": quantile,
-    "nanquantile": nanquantile, "cov": cov, "corrcoef": corrcoef, "histc": histc,
-    "histogram": histogram, "aminmax": aminmax, "logcumsumexp": logcumsumexp, "dist": dist,
-    "renorm": renorm, "renorm_": renorm_,
-}
-for _name, _fn in _METHODS.items():
-    if not hasattr(Tensor, _name):
-        setattr(Tensor, _name, _fn)
-
 __all__ = [
     "nansum", "nanmean", "nanmedian", "quantile", "nanquantile", "cov", "corrcoef", "histc",
     "histogram", "aminmax", "logcumsumexp", "cdist", "pdist", "dist", "renorm", "trapezoid",

@@ -406,45 +406,37 @@ def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
     return call(SX.unfold, self, dimension, size, step)
 
 
-def _attach() -> None:
-    """Attach the Tensor methods and properties defined here (never replacing one that
-    another module already defines)."""
-    props = {
-        "nbytes": lambda self: self._data.size * self._dtype.itemsize,
-        "itemsize": lambda self: self._dtype.itemsize,
-        "is_cpu": lambda self: True,
-        "is_meta": lambda self: False,
-        "is_sparse": lambda self: False,
-        "is_quantized": lambda self: False,
-        "is_mkldnn": lambda self: False,
-        # Device and layout predicates of the backends fusegrad does not have.
-        **{name: (lambda self: False) for name in (
-            "is_xpu", "is_mps", "is_ipu", "is_maia", "is_mtia", "is_xla", "is_vulkan",
-            "is_nested", "is_sparse_csr")},
-    }
-    for name, fget in props.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, property(fget, doc=f"`{name}`, as PyTorch reports it."))
-    methods = {
-        "data_ptr": data_ptr, "untyped_storage": untyped_storage, "new": new, "ravel": ravel,
-        "resize_": resize_, "resize_as_": resize_as_, "squeeze_": squeeze_,
-        "unsqueeze_": unsqueeze_, "t_": t_, "swapaxes_": swapaxes_, "swapdims_": swapdims_,
-        "unfold": unfold, "is_signed": lambda self: self.dtype.is_signed,
-        "is_nonzero": is_nonzero, "is_same_size": is_same_size,
-        # Tensors made under inference_mode are not marked: fusegrad keeps no such flag.
-        "is_inference": lambda self: False, "get_device": lambda self: -1,
-        # No pinned, shared, conjugated-view or negated-view tensors exist in fusegrad.
-        "is_pinned": lambda self, device=None: False, "is_shared": lambda self: False,
-        "is_conj": lambda self: False, "is_neg": lambda self: False,
-        "is_distributed": lambda self: False, "is_set_to": is_set_to,
-        "is_coalesced": is_coalesced,
-    }
-    for name, fn in methods.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
+# Tensor predicates and properties with fixed answers in fusegrad (the table in
+# ops/spellings.py attaches them): no pinned, shared, conjugated-view, negated-view,
+# distributed or inference tensors, and no device but the CPU.
 
 
-_attach()
+def _nbytes(self: Tensor) -> int:
+    return self._data.size * self._dtype.itemsize
+
+
+def _itemsize(self: Tensor) -> int:
+    return self._dtype.itemsize
+
+
+def _always(self: Tensor) -> bool:
+    return True
+
+
+def _never(self: Tensor) -> bool:
+    return False
+
+
+def _is_pinned(self: Tensor, device=None) -> bool:
+    return False
+
+
+def _is_signed(self: Tensor) -> bool:
+    return self.dtype.is_signed
+
+
+def _get_device(self: Tensor) -> int:
+    return -1
 
 __all__ = [
     "set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads",

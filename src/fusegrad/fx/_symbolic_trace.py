@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..ops.surface import UNTRACED, has_flag
 from ._module import Module, is_module, named_modules, named_tensors
 from .graph import Graph
 from .graph_module import GraphModule
@@ -119,8 +120,6 @@ class _Patcher:
 # nn.functional functions that torch.fx traces into rather than records (they only call a
 # Tensor method, so the method call is what appears in the graph).
 _FUNCTIONAL_TRACED_THROUGH = frozenset({"sigmoid", "tanh"})
-# Plain-Python predicates that answer about the object itself (`is_tensor(proxy)` is False).
-_NOT_RECORDED = frozenset({"is_tensor", "is_grad_enabled"})
 
 
 def _public_functions() -> list[tuple[Any, str, Callable]]:
@@ -145,7 +144,7 @@ def _public_functions() -> list[tuple[Any, str, Callable]]:
                 continue
             if listed is not None and name not in listed:
                 continue
-            if name in _NOT_RECORDED or (space is functional
+            if has_flag(name, UNTRACED) or (space is functional
                                          and name in _FUNCTIONAL_TRACED_THROUGH):
                 continue
             module = getattr(obj, "__module__", "") or ""

@@ -186,7 +186,7 @@ class _Exporter:
     def _folded(self, op: Any, inputs: list, r: Any) -> Const:
         c = Const(np.array(r._data))
         src = inputs[0] if inputs else None
-        if (op.name in ("t", "transpose.int", "permute") and isinstance(src, Const)
+        if (op.permutes and isinstance(src, Const)
                 and src.array.ndim == 2 and c.array.shape == src.array.shape[::-1]):
             c.transpose_of = src
         return c

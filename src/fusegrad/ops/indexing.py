@@ -382,7 +382,7 @@ def _masked_select_meta(a, mask):
 
 
 masked_select = register(
-    "masked_select", kernel=_masked_select_kernel, meta=_masked_select_meta,
+    "masked_select", kernel=_masked_select_kernel, meta=_masked_select_meta, data_dependent=True,
     node="MaskedSelectBackward0",
     derivative=lambda g, shape, mask: (_masked_select_backward(g, shape, mask), None),
     save=lambda out, a, mask: (broadcast_shapes(tuple(a.shape), tuple(mask.shape)), mask),
@@ -402,7 +402,7 @@ def _nonzero_meta(a):
 
 nonzero = register(
     "nonzero", kernel=lambda a: np.argwhere(a).astype(np.int64), meta=_nonzero_meta,
-    differentiable=False,
+    differentiable=False, data_dependent=True,
     samples=lambda rng, dt: [Sample((_mask(rng, s).astype(dt),))
                              for s in ((3, 4), (5,), (), (0, 2), (2, 2, 2))])
 

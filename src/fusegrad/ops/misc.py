@@ -141,7 +141,7 @@ def _unique_meta(a, *args):
 unique = register(
     "_unique2", kernel=_unique_kernel, meta=_unique_meta, node="Unique2Backward0",
     derivative=_unique_derivative, gradcheck=False,
-    public="unique",
+    public="unique", data_dependent=True,
     samples=lambda rng, dt: [
         Sample((rng.integers(0, 4, (3, 4)).astype(dt), True, True, True), name="all"),
         Sample((rng.integers(0, 4, (6,)).astype(dt), True, False, True), name="counts"),

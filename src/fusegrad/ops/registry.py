@@ -43,6 +43,24 @@ class Sample:
     name: str = ""
 
 
+# Ops cheap enough to recompute in the backward rather than save (AOT's min-cut partitioner
+# reads `OpDef.recomputable`), by ATen base name: elementwise arithmetic,
+# comparisons, activations and casts. Everything else (matmul, convolution, reductions,
+# normalisation layers, random ops, gathers and scatters) is computed once, in the forward.
+_RECOMPUTABLE = frozenset("""
+abs neg exp exp2 expm1 log log1p log2 log10 sqrt rsqrt reciprocal square sign sgn
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh erf erfc erfinv
+sigmoid relu relu6 gelu silu mish elu celu selu softplus hardtanh hardsigmoid hardswish
+leaky_relu threshold log_sigmoid logit floor ceil round trunc frac
+add sub rsub mul div true_divide pow maximum minimum fmax fmin clamp clamp_min clamp_max
+where masked_fill lerp addcmul addcdiv atan2 hypot remainder fmod copysign
+eq ne lt le gt ge logical_and logical_or logical_xor logical_not isnan isinf
+bitwise_and bitwise_or bitwise_xor bitwise_not
+gelu_backward sigmoid_backward tanh_backward threshold_backward silu_backward
+_to_copy clone alias detach lift_fresh_copy scalar_tensor
+""".split())
+
+
 class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
@@ -51,8 +69,8 @@ class OpDef:
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
-                 "saved_names", "plain_args", "__weakref__")
-    __slots__ += ("autocast",)
+                 "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
+                 "autocast", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -65,8 +83,8 @@ class OpDef:
                  public: str | None = None, tensor_args: tuple = (),
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
                  optional_tensor_args: tuple = (), random: bool = False,
-                 saved_names: tuple = (),
-                 autocast: str | None = None):
+                 saved_names: tuple = (), data_dependent: bool = False,
+                 permutes: bool = False, autocast: str | None = None):
         self.name = name
         # How CPU autocast casts the floating arguments: "lower" (to the autocast dtype),
         # "fp32", "promote" (to the widest), None (not at all); see `_autocast`.
@@ -109,6 +127,15 @@ class OpDef:
         self.optional_tensor_args = optional_tensor_args
         # Samples from a distribution: the oracle compares distributions, not values.
         self.random = random
+        # The output's shape depends on the input's values (nonzero): capture cannot trace it
+        # with fake tensors and breaks the graph (PyTorch's `data_dependent_output` tag).
+        self.data_dependent = data_dependent
+        # The output is the input with its dims permuted (t, transpose, permute): ONNX export
+        # keeps a folded weight's transpose visible to the MatMul/Gemm that reads it.
+        self.permutes = permutes
+        # Cheap enough for AOT's min-cut partitioner to recompute in the backward (the table
+        # below; in-place and random ops never are).
+        self.recomputable = name.partition(".")[0] in _RECOMPUTABLE
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
         # No list, non-differentiable or optional tensor arguments: dispatch records the

@@ -193,7 +193,7 @@ def _swap_onnx(b, inputs, args, kwargs, opset):
 
 permute = register(
     "permute", kernel=lambda a, dims: a.transpose(_permute_check(a.ndim, dims)),
-    meta=_permute_meta, view=True, node="PermuteBackward0",
+    meta=_permute_meta, view=True, permutes=True, node="PermuteBackward0",
     lowering=lambda v, a, dims: v.permute(a, dims),
     derivative=lambda g, dims: (g.permute(tuple(np.argsort(_permute_check(g.dim(), dims)))),
                                 None),
@@ -228,7 +228,7 @@ def _transpose_kernel(a, d0, d1):
 
 
 transpose = register(
-    "transpose.int", kernel=_transpose_kernel, meta=_transpose_meta, view=True,
+    "transpose.int", kernel=_transpose_kernel, meta=_transpose_meta, view=True, permutes=True,
     lowering=lambda v, a, d0, d1: v.transpose(a, d0, d1),
     node="TransposeBackward0",
     derivative=lambda g, d0, d1: (g.transpose(d0, d1), None, None),
@@ -272,7 +272,7 @@ def _t_meta(a):
 
 
 t = register(
-    "t", kernel=_t_kernel, meta=_t_meta, view=True, node="TBackward0",
+    "t", kernel=_t_kernel, meta=_t_meta, view=True, permutes=True, node="TBackward0",
     lowering=lambda v, a: v.transpose(a, 0, -1),
     derivative=lambda g: (g.t(),),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],

@@ -25,24 +25,13 @@ from __future__ import annotations
 import operator
 
 from ...ops.overloads import OpOverload
+from ...ops.registry import REGISTRY
 from .. import logs
 from .joint import is_impure
 
-# Ops cheap enough to recompute in the backward (ATen base names): elementwise arithmetic,
-# comparisons, activations and casts. Everything else (matmul, convolution, reductions,
-# normalisation layers, random ops, gathers and scatters) is computed once, in the forward.
-RECOMPUTABLE = frozenset("""
-abs neg exp exp2 expm1 log log1p log2 log10 sqrt rsqrt reciprocal square sign sgn
-sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh erf erfc erfinv
-sigmoid relu relu6 gelu silu mish elu celu selu softplus hardtanh hardsigmoid hardswish
-leaky_relu threshold log_sigmoid logit floor ceil round trunc frac
-add sub rsub mul div true_divide pow maximum minimum fmax fmin clamp clamp_min clamp_max
-where masked_fill lerp addcmul addcdiv atan2 hypot remainder fmod copysign
-eq ne lt le gt ge logical_and logical_or logical_xor logical_not isnan isinf
-bitwise_and bitwise_or bitwise_xor bitwise_not
-gelu_backward sigmoid_backward tanh_backward threshold_backward silu_backward
-_to_copy clone alias detach lift_fresh_copy scalar_tensor
-""".split())
+# The ATen base names of the ops cheap enough to recompute (`OpDef.recomputable`).
+RECOMPUTABLE = frozenset(op.name.partition(".")[0] for op in REGISTRY.values()
+                         if op.recomputable)
 
 _reported: list = []
 
@@ -57,7 +46,7 @@ def recomputable(node) -> bool:
     op = target.op
     if op.inplace or op.random or is_impure(node):
         return False
-    return op.view or op.name.partition(".")[0] in RECOMPUTABLE
+    return op.view or op.recomputable
 
 
 def value_bytes(node) -> float:

@@ -19,6 +19,7 @@ from ..._dtype import python_scalar
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
+from ...ops.surface import INPLACE, has_flag
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .variables import (
     CellVariable,
@@ -447,8 +448,7 @@ def _is_inplace(name: str) -> bool:
     """True for an op that writes into its first argument (`add_`, `iadd`, `__setitem__`)."""
     if name.startswith("_") and not name.startswith("__"):
         return False  # private helpers (`_assert_async`) are not in-place ops
-    return (name.endswith("_") and not name.endswith("__")) or name.strip("_") in \
-        _INPLACE_OPERATORS
+    return has_flag(name, INPLACE) or name.strip("_") in _INPLACE_OPERATORS
 
 
 def _target_name(target) -> str:

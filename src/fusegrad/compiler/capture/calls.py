@@ -20,10 +20,10 @@ import types
 
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
+from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from .exceptions import make_exception
 from .guards import _is_plain_data
 from .translator import (
-    DATA_DEPENDENT,
     PURE_BUILTINS,
     Return,
     Translator,
@@ -46,11 +46,6 @@ from .variables import (
     Variable,
 )
 
-GRAPH_FACTORIES = {"zeros", "ones", "full", "empty", "arange", "linspace", "eye", "tensor",
-                   "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like",
-                   "full_like", "empty_like", "rand_like", "randn_like", "as_tensor"}
-PURE_FUSEGRAD = {"is_grad_enabled", "get_default_dtype", "is_tensor", "promote_types",
-                 "result_type", "can_cast", "is_floating_point", "numel"}
 MAX_INLINE_DEPTH = 32
 _HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.")
 
@@ -152,9 +147,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f.__func__, [self_var] + args, kwargs)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
-        if _has_tensor(args) or _has_tensor(kwargs.values()) or name in GRAPH_FACTORIES:
+        if _has_tensor(args) or _has_tensor(kwargs.values()) or has_flag(name, FACTORY):
             return tr.builder.call("call_function", f, tuple(args), kwargs)
-        if name in PURE_FUSEGRAD or f in _TENSOR_OPERATORS:
+        if has_flag(name, PURE) or f in _TENSOR_OPERATORS:
             return _evaluate(tr, f, args, kwargs)
         if isinstance(f, types.FunctionType) and \
                 (getattr(f, "__module__", "") or "").startswith(_HELPER_MODULES):
@@ -333,7 +328,7 @@ def _is_data(v: Variable) -> bool:
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     obj, name = fn.obj, fn.name
     if isinstance(obj, TensorVariable):
-        if name in DATA_DEPENDENT:
+        if has_flag(name, DATA_DEPENDENT):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
                     "element_size", "nelement", "ndimension"):

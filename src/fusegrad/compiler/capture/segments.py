@@ -22,6 +22,7 @@ from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
+from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
 from .dynamic import DynamicPolicy
@@ -579,7 +580,12 @@ def _store_back(tr: Translator, L: dict, S: list) -> None:
     S[:] = [NULL if isinstance(v, NullVariable) else v.value for v in tr.stack]
 
 
-_INPLACE_TARGETS = {"__setitem__", "set_grad_enabled", "_assert_async"} | _INPLACE_OPERATORS
+def _keeps(name: str) -> bool:
+    """Whether a node with target `name` stays although nothing reads it: it writes into an
+    argument (`add_`, `iadd`) or has effects elsewhere (`set_grad_enabled`). A protocol
+    method (`__setitem__`, `__iadd__`, ...) may write into its object, so it stays too."""
+    return has_flag(name, INPLACE) or has_flag(name, SIDE_EFFECT) or \
+        name.strip("_") in _INPLACE_OPERATORS or (name.startswith("__") and name.endswith("__"))
 
 
 def _eliminate_dead_code(graph, keep) -> None:
@@ -595,8 +601,7 @@ def _eliminate_dead_code(graph, keep) -> None:
             continue
         name = node.target if isinstance(node.target, str) else getattr(
             node.target, "__name__", "")
-        if name.endswith("_") or name in _INPLACE_TARGETS or \
-                node.kwargs.get("inplace") is True:
+        if _keeps(name) or node.kwargs.get("inplace") is True:
             continue  # in-place ops change their inputs: keep them
         graph.erase_node(node)
 

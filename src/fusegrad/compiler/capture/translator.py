@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from ..._tensor import Tensor
+from ...ops.surface import DATA_DEPENDENT, has_flag
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
@@ -67,10 +68,6 @@ BINARY_OPS = {
 }
 COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
                ">": operator.gt, ">=": operator.ge}
-# Tensor methods whose result needs the tensor's values.
-DATA_DEPENDENT = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
-                  "nonzero", "unique", "masked_select", "backward", "register_hook",
-                  "retain_grad", "__array__"}
 # Builtins that are pure functions of their (constant) arguments.
 PURE_BUILTINS = {len, range, isinstance, issubclass, int, float, bool, str, abs, min, max,
                  tuple, list, dict, enumerate, zip, getattr, hasattr, round, sorted, reversed,
@@ -457,7 +454,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
         if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
-        if name in DATA_DEPENDENT:
+        if has_flag(name, DATA_DEPENDENT):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         return MethodVariable(t, name)
 

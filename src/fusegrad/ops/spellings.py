@@ -1,0 +1,230 @@
+"""The public spellings of the registry's ops and of the composites: which Tensor methods and
+operators exist and what each one is, and which in-place methods are also functions (PyTorch
+keeps the same facts in native_functions.yaml's `variants`).
+
+The table is declarative (names only): the public layer (`fusegrad._functions.methods`)
+attaches every entry to `Tensor` in one loop, and the tests check each entry against the
+registry and `ops/surface.py`'s composites. A method that is the public function of the same
+name (`x.exp()` is `fusegrad.exp(x)`) is listed by name; the in-place and operator forms
+are made from the registry op they name, so they record the same node as the function.
+"""
+
+from __future__ import annotations
+
+# Other names of registry ops, as PyTorch spells them (`torch.arcsin` is `torch.asin`): the
+# alias and the op's public name are the same function and the same method.
+ALIASES: dict[str, str] = {
+    "absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin",
+    "arcsinh": "asinh", "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh",
+    "clip": "clamp", "concat": "cat", "concatenate": "cat", "divide": "div", "fix": "trunc",
+    "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+    "multiply": "mul", "native_channel_shuffle": "channel_shuffle", "negative": "neg",
+    "not_equal": "ne", "subtract": "sub", "swapaxes": "transpose", "swapdims": "transpose",
+    "true_divide": "div",
+}
+
+# Tensor methods that are the public function of the same name: `x.exp()` is `fusegrad.exp(x)`
+_SAME_AS_FUNCTION = """
+add sub subtract mul multiply div divide true_divide neg negative reciprocal pow exp log sin cos
+tanh sigmoid sqrt abs absolute relu sign maximum clamp clip eq ne lt le gt ge sum mean amax
+softmax log_softmax mm bmm mv dot matmul view reshape permute transpose swapaxes swapdims t
+expand unsqueeze squeeze unbind select narrow as_strided clone contiguous add_ sub_ mul_ div_
+copy_ greater less greater_equal less_equal not_equal exp2 expm1 log2 log10 log1p rsqrt tan asin
+acos atan sinh cosh asinh acosh atanh erf erfc floor ceil trunc frac sgn isnan isinf isfinite
+logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmod minimum fmax
+lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
+arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix moveaxis amin max min argmax argmin
+prod var std norm logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode
+kthvalue topk sort argsort msort flatten unflatten movedim broadcast_to repeat tile split chunk
+unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
+diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
+masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv bincount isclose
+allclose equal lgamma digamma erfinv i0 sinc rad2deg deg2rad signbit isneginf isposinf isreal
+logit hypot logaddexp logaddexp2 nextafter heaviside fmin gcd lcm xlogy copysign ldexp frexp
+float_power clamp_min clamp_max diff rot90 repeat_interleave take put index_fill index_copy
+masked_scatter scatter_reduce diagonal_scatter select_scatter slice_scatter unique_consecutive
+split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmedian quantile
+nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
+is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
+triangular_solve matrix_power matrix_exp cross inner vdot addr addbmm kron lu_solve lu
+""".split()
+
+# Tensor methods that are the in-place op of the same name, on `self` alone (`x.exp_()`)
+_INPLACE = """
+exp2_ expm1_ log2_ log10_ log1p_ rsqrt_ tan_ asin_ acos_ atan_ sinh_ cosh_ asinh_ acosh_ atanh_
+erf_ erfc_ floor_ ceil_ trunc_ frac_ exp_ tanh_ sigmoid_ sqrt_ log_ sin_ cos_ abs_ neg_
+reciprocal_ relu_ sign_ logical_not_ bitwise_not_ round_
+""".split()
+
+# ... and on `self` and the arguments given (`x.hypot_(y)`)
+_INPLACE_ARGS = """
+lgamma_ digamma_ erfinv_ i0_ sinc_ rad2deg_ deg2rad_ hypot_ nextafter_ heaviside_ gcd_ lcm_
+""".split()
+
+# Every Tensor method and operator the public layer attaches: name -> (form, what).
+# Forms: "function" (the public function named), "inplace" / "inplace_args" (the registry
+# op named, on `self` alone / with the arguments given), "operator" and "compare" (the
+# registry op, NotImplemented for an operand of a foreign type), "binary_inplace" (the
+# Tensor overload, or the Scalar one for a number), "scalar_as_tensor" (the op, a number
+# made a tensor first), "method" and "property" (a function of the public layer named by
+# its module under fusegrad, for a method-only signature).
+METHODS: dict[str, tuple[str, ...]] = {
+    **{name: ("function", name) for name in _SAME_AS_FUNCTION},
+    **{name: ("inplace", name) for name in _INPLACE},
+    **{name: ("inplace_args", name) for name in _INPLACE_ARGS},
+    # operators and aliases: the public function spelled otherwise
+    "__getitem__": ("function", "getitem"), "__setitem__": ("function", "setitem"),
+    "__neg__": ("function", "neg"), "__abs__": ("function", "abs"),
+    "__matmul__": ("function", "matmul"), "__floordiv__": ("function", "floor_divide"),
+    "__mod__": ("function", "remainder"), "__and__": ("function", "bitwise_and"),
+    "__rand__": ("function", "bitwise_and"), "__or__": ("function", "bitwise_or"),
+    "__ror__": ("function", "bitwise_or"), "__xor__": ("function", "bitwise_xor"),
+    "__rxor__": ("function", "bitwise_xor"), "__invert__": ("function", "bitwise_not"),
+    "fix_": ("inplace", "trunc_"),
+    # arithmetic operators: NotImplemented for an operand of a foreign type
+    "__add__": ("operator", "add.Tensor"), "__radd__": ("operator", "add.Tensor"),
+    "__iadd__": ("operator", "add_.Tensor"), "__sub__": ("operator", "sub.Tensor"),
+    "__rsub__": ("operator", "rsub.Scalar"), "__isub__": ("operator", "sub_.Tensor"),
+    "__mul__": ("operator", "mul.Tensor"), "__rmul__": ("operator", "mul.Tensor"),
+    "__imul__": ("operator", "mul_.Tensor"), "__truediv__": ("operator", "div.Tensor"),
+    "__itruediv__": ("operator", "div_.Tensor"),
+    # comparison operators
+    "__eq__": ("compare", "eq.Tensor"), "__ne__": ("compare", "ne.Tensor"),
+    "__lt__": ("compare", "lt.Tensor"), "__le__": ("compare", "le.Tensor"),
+    "__gt__": ("compare", "gt.Tensor"), "__ge__": ("compare", "ge.Tensor"),
+    # in place, the Scalar overload for a number (the second op) or the Tensor one
+    "eq_": ("binary_inplace", "eq_.Tensor", "eq_.Scalar"),
+    "ne_": ("binary_inplace", "ne_.Tensor", "ne_.Scalar"),
+    "lt_": ("binary_inplace", "lt_.Tensor", "lt_.Scalar"),
+    "le_": ("binary_inplace", "le_.Tensor", "le_.Scalar"),
+    "gt_": ("binary_inplace", "gt_.Tensor", "gt_.Scalar"),
+    "ge_": ("binary_inplace", "ge_.Tensor", "ge_.Scalar"),
+    "floor_divide_": ("binary_inplace", "floor_divide_.Tensor"),
+    "remainder_": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
+    "fmod_": ("binary_inplace", "fmod_.Tensor", "fmod_.Scalar"),
+    "atan2_": ("binary_inplace", "atan2_"), "arctan2_": ("binary_inplace", "atan2_"),
+    "logical_and_": ("binary_inplace", "logical_and_"),
+    "logical_or_": ("binary_inplace", "logical_or_"),
+    "logical_xor_": ("binary_inplace", "logical_xor_"),
+    "__ifloordiv__": ("binary_inplace", "floor_divide_.Tensor"),
+    "__imod__": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
+    # in place, a number made a tensor of the promoted dtype first
+    "bitwise_and_": ("scalar_as_tensor", "bitwise_and_.Tensor"),
+    "bitwise_or_": ("scalar_as_tensor", "bitwise_or_.Tensor"),
+    "bitwise_xor_": ("scalar_as_tensor", "bitwise_xor_.Tensor"),
+    "__iand__": ("scalar_as_tensor", "bitwise_and_.Tensor"),
+    "__ior__": ("scalar_as_tensor", "bitwise_or_.Tensor"),
+    "__ixor__": ("scalar_as_tensor", "bitwise_xor_.Tensor"),
+    # methods with a signature of their own: `module.function` under fusegrad
+    "zero_": ("method", "_functions.inplace.zero_"),
+    "fill_": ("method", "_functions.inplace.fill_"),
+    "where": ("method", "_functions.methods._where_method"),
+    "slice": ("method", "_functions.methods._slice_method"),
+    "__rtruediv__": ("method", "_functions.methods._rtruediv"),
+    "__pow__": ("method", "_functions.methods._pow"),
+    "__rpow__": ("method", "_functions.methods._rpow"),
+    "nan_to_num_": ("method", "_functions.pointwise.nan_to_num_"),
+    "clamp_": ("method", "_functions.methods._clamp_"),
+    "clip_": ("method", "_functions.methods._clamp_"),
+    "scatter_": ("method", "_functions.methods._scatter_"),
+    "masked_fill_": ("method", "_functions.methods._masked_fill_"),
+    "polygamma_": ("method", "_functions.math_extra.polygamma_"),
+    "float_power_": ("method", "_functions.math_extra.float_power_"),
+    "new_full": ("method", "_creation.new_full"), "new_tensor": ("method", "_creation.new_tensor"),
+    "put_": ("method", "_functions.shape_extra.put_"),
+    "index_fill_": ("method", "_functions.shape_extra.index_fill_"),
+    "index_copy_": ("method", "_functions.shape_extra.index_copy_"),
+    "masked_scatter_": ("method", "_functions.shape_extra.masked_scatter_"),
+    "scatter_reduce_": ("method", "_functions.shape_extra.scatter_reduce_"),
+    "renorm_": ("method", "_functions.statistics.renorm_"),
+    "data_ptr": ("method", "_functions.utilities.data_ptr"),
+    "untyped_storage": ("method", "_functions.utilities.untyped_storage"),
+    "new": ("method", "_functions.utilities.new"),
+    "resize_": ("method", "_functions.utilities.resize_"),
+    "resize_as_": ("method", "_functions.utilities.resize_as_"),
+    "squeeze_": ("method", "_functions.utilities.squeeze_"),
+    "unsqueeze_": ("method", "_functions.utilities.unsqueeze_"),
+    "t_": ("method", "_functions.utilities.t_"),
+    "swapaxes_": ("method", "_functions.utilities.swapaxes_"),
+    "swapdims_": ("method", "_functions.utilities.swapdims_"),
+    "unfold": ("method", "_functions.utilities.unfold"),
+    "is_set_to": ("method", "_functions.utilities.is_set_to"),
+    "is_coalesced": ("method", "_functions.utilities.is_coalesced"),
+    "addr_": ("method", "_functions.linalg_extra._addr_"),
+    "addbmm_": ("method", "_functions.linalg_extra._addbmm_"),
+    "uniform_": ("method", "_distributions.uniform_"),
+    "normal_": ("method", "_distributions.normal_"),
+    "log_normal_": ("method", "_distributions.log_normal_"),
+    "cauchy_": ("method", "_distributions.cauchy_"),
+    "exponential_": ("method", "_distributions.exponential_"),
+    "geometric_": ("method", "_distributions.geometric_"),
+    "bernoulli_": ("method", "_distributions.bernoulli_"),
+    "random_": ("method", "_distributions.random_"),
+    "bernoulli": ("method", "_distributions.bernoulli"),
+    "multinomial": ("method", "_distributions.multinomial"),
+    "__hash__": ("method", "_functions.methods._hash"),
+    "view_as": ("method", "_functions.methods._view_as"),
+    "reshape_as": ("method", "_functions.methods._reshape_as"),
+    "expand_as": ("method", "_functions.methods._expand_as"),
+    "__pos__": ("method", "_functions.methods._pos"),
+    "__rmatmul__": ("method", "_functions.methods._rmatmul"),
+    "lerp_": ("method", "_functions.methods._lerp_"),
+    "addcmul_": ("method", "_functions.methods._addcmul_"),
+    "addcdiv_": ("method", "_functions.methods._addcdiv_"),
+    "square_": ("method", "_functions.methods._square_"),
+    "pow_": ("method", "_functions.methods._pow_"), "sgn_": ("method", "_functions.methods._sgn_"),
+    "__rfloordiv__": ("method", "_functions.methods._rfloordiv"),
+    "__rmod__": ("method", "_functions.methods._rmod"),
+    "cumsum_": ("method", "_functions.methods._cumsum_"),
+    "tril_": ("method", "_functions.methods._tril_"),
+    "triu_": ("method", "_functions.methods._triu_"),
+    "scatter_add_": ("method", "_functions.methods._scatter_add_"),
+    "index_add_": ("method", "_functions.methods._index_add_"),
+    "index_put_": ("method", "_functions.methods._index_put_"),
+    "unique": ("method", "_functions.methods._unique"),
+    "polygamma": ("method", "_functions.methods._polygamma"),
+    "xlogy_": ("method", "_functions.math_extra.xlogy_"),
+    "copysign_": ("method", "_functions.math_extra.copysign_"),
+    "clamp_min_": ("method", "_functions.math_extra.clamp_min_"),
+    "clamp_max_": ("method", "_functions.math_extra.clamp_max_"),
+    "logit_": ("method", "_functions.math_extra.logit_"),
+    "ldexp_": ("method", "_functions.math_extra.ldexp_"),
+    "new_zeros": ("method", "_creation.new_zeros"), "new_ones": ("method", "_creation.new_ones"),
+    "new_empty": ("method", "_creation.new_empty"),
+    "is_signed": ("method", "_functions.utilities._is_signed"),
+    "is_inference": ("method", "_functions.utilities._never"),
+    "get_device": ("method", "_functions.utilities._get_device"),
+    "is_pinned": ("method", "_functions.utilities._is_pinned"),
+    "is_shared": ("method", "_functions.utilities._never"),
+    "is_conj": ("method", "_functions.utilities._never"),
+    "is_neg": ("method", "_functions.utilities._never"),
+    "is_distributed": ("method", "_functions.utilities._never"),
+    # properties: `module.getter` under fusegrad
+    "nbytes": ("property", "_functions.utilities._nbytes"),
+    "itemsize": ("property", "_functions.utilities._itemsize"),
+    "is_cpu": ("property", "_functions.utilities._always"),
+    "is_meta": ("property", "_functions.utilities._never"),
+    "is_sparse": ("property", "_functions.utilities._never"),
+    "is_quantized": ("property", "_functions.utilities._never"),
+    "is_mkldnn": ("property", "_functions.utilities._never"),
+    "is_xpu": ("property", "_functions.utilities._never"),
+    "is_mps": ("property", "_functions.utilities._never"),
+    "is_ipu": ("property", "_functions.utilities._never"),
+    "is_maia": ("property", "_functions.utilities._never"),
+    "is_mtia": ("property", "_functions.utilities._never"),
+    "is_xla": ("property", "_functions.utilities._never"),
+    "is_vulkan": ("property", "_functions.utilities._never"),
+    "is_nested": ("property", "_functions.utilities._never"),
+    "is_sparse_csr": ("property", "_functions.utilities._never"),
+}
+
+
+# The in-place methods PyTorch also spells as functions (`torch.relu_(x)` is `x.relu_()`).
+INPLACE_FUNCTIONS = """
+relu_ sigmoid_ exp_ tanh_ sqrt_ abs_ neg_ log_ sin_ cos_ ceil_ floor_ round_ trunc_ rsqrt_ exp2_
+erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ asin_ acos_
+asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ arctan2_ atan2_ lerp_ addcmul_
+addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ clamp_max_
+logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
+lcm_
+""".split()
