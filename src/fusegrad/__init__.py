@@ -124,6 +124,14 @@ def detach(input):
     """`input.detach()`."""
     return input.detach()
 
+from ._windows import (  # noqa: E402
+    bartlett_window,
+    blackman_window,
+    hamming_window,
+    hann_window,
+    kaiser_window,
+)
+
 # `FloatTensor`, `LongTensor`, ...: legacy constructors and dtype tests of old code.
 globals().update(_legacy_types.TYPES)
 

@@ -1,4 +1,5 @@
-"""More of `torch.nn.functional`: group_norm and interpolate.
+"""More of `torch.nn.functional`: group_norm, interpolate (and its deprecated upsample
+spellings), normalize and gumbel_softmax.
 
 group_norm and interpolate run one registry op each (`native_group_norm`, `upsample_*`), so
 their graphs carry PyTorch's node names. (bilinear and huber_loss live in
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 from .._dispatch import call
 from .._tensor import Tensor
@@ -180,3 +182,50 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                                   "supported")
     raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
                               f"{ndim}D) for the modes: {_MODES} (got {mode})")
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    """`input` divided by its `p`-norm over `dim` (at least `eps`), as PyTorch composes it:
+    vector norm, clamp_min, expand_as, div."""
+    if out is not None:
+        raise RuntimeError("normalize: out= is not supported")
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    return input / denom
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """A sample from the Gumbel-softmax distribution over `dim`: soft, or (`hard`) one-hot
+    in the forward with the soft sample's gradient (straight-through)."""
+    gumbels = -logits.new_empty(logits.shape).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = logits.new_zeros(logits.shape).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def _deprecated_upsample(name: str) -> None:
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
+                  "instead.", stacklevel=3)
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+             align_corners=None) -> Tensor:
+    """Deprecated spelling of `interpolate`."""
+    _deprecated_upsample("upsample")
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: `interpolate(..., mode="nearest")`."""
+    _deprecated_upsample("upsample_nearest")
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: `interpolate(..., mode="bilinear", align_corners=True)`."""
+    _deprecated_upsample("upsample_bilinear")
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

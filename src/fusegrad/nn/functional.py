@@ -51,7 +51,15 @@ from ._functional_activation import (  # noqa: F401
     threshold,
     threshold_,
 )
-from ._functional_extra import group_norm, interpolate  # noqa: F401
+from ._functional_extra import (  # noqa: F401
+    group_norm,
+    gumbel_softmax,
+    interpolate,
+    normalize,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
+)
 from ._functional_layers import (  # noqa: F401
     adaptive_max_pool1d,
     adaptive_max_pool2d,

@@ -84,7 +84,8 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "linspace": {_F}, "eye": {_F}, "tensor": {_F}, "as_tensor": {_F}, "rand": {_F},
     "randn": {_F}, "randint": {_F}, "randperm": {_F}, "normal": {_F}, "zeros_like": {_F},
     "ones_like": {_F}, "full_like": {_F}, "empty_like": {_F}, "rand_like": {_F},
-    "randn_like": {_F},
+    "randn_like": {_F}, "hann_window": {_F}, "hamming_window": {_F},
+    "blackman_window": {_F}, "bartlett_window": {_F}, "kaiser_window": {_F},
     # questions answered from metadata, dtypes or the session
     "is_grad_enabled": {_P, _U}, "is_tensor": {_P, _U}, "get_default_dtype": {_P},
     "promote_types": {_P}, "result_type": {_P}, "can_cast": {_P}, "is_floating_point": {_P},

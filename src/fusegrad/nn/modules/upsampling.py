@@ -1,4 +1,4 @@
-"""Upsample."""
+"""Upsample, UpsamplingNearest2d and UpsamplingBilinear2d."""
 
 from __future__ import annotations
 
@@ -32,3 +32,18 @@ class Upsample(Module):
         else:
             info = f"size={self.size!r}"
         return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of 4-D input (an `Upsample` with mode 'nearest')."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of 4-D input with corners aligned (an `Upsample` with mode
+    'bilinear' and align_corners=True)."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
