@@ -65,6 +65,12 @@ class Tensor:
     _plain = True
     __array_priority__ = 1000
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from ._torch_function import note_subclass
+
+        note_subclass(cls)
+
     def __init__(self, *args, **kwargs):
         # `torch.Tensor(2, 3)` (uninitialised float tensor) and `torch.Tensor([1, 2])` (data).
         from ._creation import legacy_tensor_init
@@ -333,7 +339,7 @@ class Tensor:
         return self._data.shape[0]
 
     def __iter__(self):
-        if self.ndim == 0:
+        if self.dim() == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
@@ -373,8 +379,10 @@ class Tensor:
             suffixes.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
         elif self._rg:
             suffixes.append("requires_grad=True")
+        cls = type(self)
+        prefix = "tensor(" if cls in TENSOR_REPR_CLASSES else f"{cls.__name__}("
         return format_tensor(self._data, self._dtype.name, _dtype.defaults.float.name,
-                             suffixes)
+                             suffixes, prefix)
 
     __str__ = __repr__
 
@@ -570,6 +578,8 @@ class Tensor:
 
 
 _FROM_NP = _dtype.FROM_NP
+# Classes whose repr opens with `tensor(`; other subclasses print their own name, as PyTorch.
+TENSOR_REPR_CLASSES = {Tensor}
 
 
 def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:

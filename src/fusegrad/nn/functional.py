@@ -684,3 +684,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 __all__ += ["scaled_dot_product_attention"]
+
+# Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
+from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
+
+_wrap_torch_function(globals(), "torch.nn.functional", python_level=True)

@@ -1,0 +1,621 @@
+"""The `__torch_function__` protocol: tensor subclasses and tensor-likes override public calls.
+
+Every public function (`fusegrad.*`, `nn.functional.*`, `linalg.*`), Tensor method, operator
+and property is installed as a thin wrapper around its implementation (`wrap_namespace`,
+`wrap_tensor`, run once per namespace when it is built). The wrapper's only work for plain
+arguments is one set lookup per argument: `Tensor`, the Python scalars and the other classes
+in `_fast` (tensor subclasses whose `__torch_function__` is `_disabled_torch_function_impl`,
+such as Parameter) go straight to the implementation. Anything else (a subclass, a
+tensor-like, a list) takes `_slow`, which looks for overloaded arguments and, when it finds
+some (or a `TorchFunctionMode` is active), calls their `__torch_function__` with the public
+object the user called (`fusegrad.add`, `Tensor.add`, `Tensor.shape.__get__`). While a mode is
+active anywhere, `_fast` is emptied so every call takes `_slow`.
+
+Dispatch never sees the protocol: by the time an op reaches it, the subclass has chosen what
+to run (`Tensor.__torch_function__`, the default, runs the call with subclass dispatch off and
+re-wraps tensor results into the subclass with `as_subclass`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import types
+import warnings
+
+from ._device import device as _device_cls
+from ._dtype import dtype as _dtype_cls
+from ._tensor import Size, Tensor
+
+# ---------------------------------------------------------------- state
+
+_ENABLED, _SUBCLASSES_DISABLED, _ALL_DISABLED = 0, 1, 2
+
+
+class _State(threading.local):
+    """The calling thread's protocol state: what is disabled, and its mode stack."""
+
+    level = _ENABLED
+    modes = ()  # TorchFunctionMode objects, innermost last
+
+
+_state = _State()
+# Classes never overloaded: an argument of one of these exact classes needs no look-up.
+_FAST_CLASSES = {Tensor, int, float, bool, complex, str, bytes, type(None), slice,
+                 type(Ellipsis), Size, _dtype_cls, _device_cls}
+_fast = set(_FAST_CLASSES)  # the live set the wrappers read: empty while a mode is active
+_mode_count: list = []  # modes active over all threads (one None each)
+
+
+class _DisabledImpl:
+    """`_disabled_torch_function_impl`: a class whose `__torch_function__` is this object opts
+    out of the protocol (its instances act as plain Tensors). Calling it runs `func` with
+    subclass dispatch off. A callable object, not a function, so a class attribute set to it
+    does not bind to instances."""
+
+    __slots__ = ()
+    __name__ = __qualname__ = "_disabled_torch_function_impl"
+
+    def __call__(self, func, types, args=(), kwargs=None):
+        with DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+    def __repr__(self) -> str:
+        return "<built-in function _disabled_torch_function_impl>"
+
+
+_disabled_torch_function_impl = _DisabledImpl()
+
+
+class _Disable:
+    """Base of the two context managers that turn (part of) the protocol off in this thread."""
+
+    _level = _ALL_DISABLED
+
+    def __enter__(self):
+        self._saved = _state.level
+        _state.level = max(self._saved, self._level)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.level = self._saved
+
+
+class DisableTorchFunctionSubclass(_Disable):
+    """Within the block, tensor subclasses' `__torch_function__` is not called (modes are)."""
+
+    _level = _SUBCLASSES_DISABLED
+
+
+class DisableTorchFunction(_Disable):
+    """Within the block, neither subclasses nor modes see calls."""
+
+    _level = _ALL_DISABLED
+
+
+def is_torch_function_enabled() -> bool:
+    """Whether subclasses' `__torch_function__` is honoured in this thread."""
+    return _state.level == _ENABLED
+
+
+def is_torch_function_mode_enabled() -> bool:
+    """Whether a TorchFunctionMode would see calls made now in this thread."""
+    return bool(_state.modes) and _state.level != _ALL_DISABLED
+
+
+def push_mode(mode) -> None:
+    """Make `mode` this thread's innermost TorchFunctionMode."""
+    _mode_count.append(None)
+    _fast.clear()
+    _state.modes = _state.modes + (mode,)
+
+
+def pop_mode(mode=None):
+    """Remove this thread's innermost mode (which must be `mode`, when given); return it."""
+    modes = _state.modes
+    if not modes or (mode is not None and modes[-1] is not mode):
+        raise RuntimeError("Tried to exit a TorchFunctionMode that is not the innermost one")
+    _state.modes = modes[:-1]
+    _mode_count.pop()
+    if not _mode_count:
+        _fast.update(_FAST_CLASSES)
+    return modes[-1]
+
+
+def note_subclass(cls: type) -> None:
+    """Called for each new Tensor subclass: one that opted out of the protocol is as fast as
+    Tensor itself (Parameter, FakeTensor)."""
+    if cls.__dict__.get("__torch_function__") is _disabled_torch_function_impl or (
+            getattr(cls, "__torch_function__", None) is _disabled_torch_function_impl):
+        _FAST_CLASSES.add(cls)
+        if not _mode_count:
+            _fast.add(cls)
+    else:
+        _FAST_CLASSES.discard(cls)
+        _fast.discard(cls)
+
+
+# ---------------------------------------------------------------- finding overloaded arguments
+
+
+def _overloaded(cls) -> bool:
+    impl = getattr(cls, "__torch_function__", None)
+    return impl is not None and impl is not _disabled_torch_function_impl
+
+
+def _add_overloaded(found: list, arg) -> None:
+    """Insert `arg` if its class overrides and is new: after the arguments of the same class
+    family met before, but ahead of any whose class it subclasses."""
+    cls = type(arg)
+    if cls in _FAST_CLASSES or not _overloaded(cls):
+        return
+    for a in found:
+        if type(a) is cls:
+            return
+    for i, a in enumerate(found):
+        if issubclass(cls, type(a)):
+            found.insert(i, arg)
+            return
+    found.append(arg)
+
+
+def overloaded_args(values) -> list:
+    """The arguments among `values` (and inside lists and tuples among them) whose type
+    overrides `__torch_function__`, in the order they are asked."""
+    found: list = []
+    for v in values:
+        if v.__class__ is list or v.__class__ is tuple:
+            for e in v:
+                _add_overloaded(found, e)
+        else:
+            _add_overloaded(found, v)
+    return found
+
+
+def _call_overloaded(args: tuple, kwargs: dict) -> list:
+    found = overloaded_args(args)
+    if kwargs:
+        for v in overloaded_args(kwargs.values()):
+            _add_overloaded(found, v)
+    return found
+
+
+# ---------------------------------------------------------------- calling the overrides
+
+
+class _NoOverride(Exception):
+    """Every handler declined (returned NotImplemented)."""
+
+
+def _run_handlers(public, overloaded: list, args: tuple, kwargs: dict):
+    """The innermost active mode, then each overloaded argument's `__torch_function__`; the
+    first result other than NotImplemented wins."""
+    types_ = tuple(type(a) for a in overloaded)
+    if _state.modes and _state.level != _ALL_DISABLED:
+        mode = pop_mode()
+        try:
+            result = mode.__torch_function__(public, types_, args, kwargs)
+        finally:
+            push_mode(mode)
+        if result is not NotImplemented:
+            return result
+    if _state.level == _ENABLED:
+        for arg in overloaded:
+            impl = arg.__torch_function__
+            if getattr(impl, "__self__", None) is arg:
+                warnings.warn(
+                    "Defining your `__torch_function__` as a plain method is deprecated and "
+                    "will be an error in future, please define it as a classmethod.",
+                    DeprecationWarning, stacklevel=3)
+            result = impl(public, types_, args, kwargs)
+            if result is not NotImplemented:
+                return result
+    raise _NoOverride(types_)
+
+
+def _not_implemented_error(label: str, types_: tuple, python_level: bool) -> TypeError:
+    """PyTorch's TypeError when every handler returned NotImplemented."""
+    if python_level:
+        return TypeError(f"no implementation found for '{label}' on types that implement "
+                         f"__torch_function__: {list(types_)}")
+    listed = "".join(f"  - tensor subclass {t}\n" for t in types_)
+    return TypeError(f"Multiple dispatch failed for '{label}'; all __torch_function__ "
+                     f"handlers returned NotImplemented:\n\n{listed}\nFor more information, "
+                     "try re-running with TORCH_LOGS=not_implemented")
+
+
+def _slow(info, args: tuple, kwargs: dict):
+    """A call with an argument outside `_fast`: run the overrides if any apply, else `fn`."""
+    public, fn, label, flags = info
+    level = _state.level
+    if level == _ALL_DISABLED:
+        return fn(*args, **kwargs)
+    found = _call_overloaded(args, kwargs) if level == _ENABLED else []
+    if not found and not _state.modes:
+        return fn(*args, **kwargs)
+    if flags & _PYTHON_LEVEL:
+        args, kwargs = _normalize(fn, args, kwargs)
+        if level == _ENABLED:  # PyTorch's Python-level functions count plain Tensors too
+            for a in _flat_values(args, kwargs):
+                if a.__class__ is Tensor:
+                    found.append(a)
+                    break
+    try:
+        return _run_handlers(public, found, args, kwargs)
+    except _NoOverride as e:
+        if flags & _OPERATOR:  # Python then asks the other operand, as PyTorch's operators
+            return NotImplemented
+        raise _not_implemented_error(label, e.args[0], bool(flags & _PYTHON_LEVEL)) from None
+
+
+_OPERATOR, _PYTHON_LEVEL = 1, 2
+
+
+def _flat_values(args: tuple, kwargs: dict):
+    for v in (*args, *kwargs.values()):
+        if v.__class__ is list or v.__class__ is tuple:
+            yield from v
+        else:
+            yield v
+
+
+_SIGNATURES: dict = {}
+
+
+def _normalize(fn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments as PyTorch's Python-level functions hand them to the protocol: required
+    parameters by position, every parameter with a default by keyword (defaults filled in)."""
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        try:
+            sig = _SIGNATURES[fn] = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return args, kwargs
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    bound.apply_defaults()
+    positional: list = []
+    keywords: dict = {}
+    for name, value in bound.arguments.items():
+        p = sig.parameters[name]
+        if p.kind is p.VAR_POSITIONAL:
+            positional.extend(value)
+        elif p.kind is p.VAR_KEYWORD:
+            keywords.update(value)
+        elif p.default is p.empty and p.kind is not p.KEYWORD_ONLY:
+            positional.append(value)
+        else:
+            keywords[name] = value
+    return tuple(positional), keywords
+
+
+def handle_torch_function(public, relevant_args, *args, **kwargs):
+    """Call the overrides of `relevant_args` (and the active mode) for `public(*args,
+    **kwargs)`; the error PyTorch raises when all return NotImplemented."""
+    found = overloaded_args(relevant_args) if _state.level == _ENABLED else []
+    try:
+        return _run_handlers(public, found, args, kwargs)
+    except _NoOverride as e:
+        module = getattr(public, "__module__", None) or ""
+        name = getattr(public, "__name__", "")
+        label = f"{module.replace('fusegrad', 'torch', 1)}.{name}" if module else name
+        raise _not_implemented_error(label, e.args[0], True) from None
+
+
+def has_torch_function(relevant_args) -> bool:
+    """Whether a call with `relevant_args` would go to an override (or an active mode)."""
+    if _state.level == _ALL_DISABLED:
+        return False
+    if _state.modes:
+        return True
+    return _state.level == _ENABLED and bool(overloaded_args(relevant_args))
+
+
+# ---------------------------------------------------------------- wrappers
+
+
+def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
+    """`fn` behind the protocol check; `public_holder[0]` is the object handlers receive as
+    `func` (filled in by the caller once the public object exists)."""
+    fast = _fast
+    info = [None, fn, label, flags]
+
+    def wrapper(*args, **kwargs):
+        for a in args:
+            if a.__class__ not in fast:
+                if a.__class__ is tuple or a.__class__ is list:
+                    for b in a:
+                        if b.__class__ not in fast:
+                            return _slow(info, args, kwargs)
+                else:
+                    return _slow(info, args, kwargs)
+        if kwargs:
+            for a in kwargs.values():
+                if a.__class__ not in fast:
+                    return _slow(info, args, kwargs)
+            return fn(*args, **kwargs)
+        return fn(*args)
+
+    functools.update_wrapper(wrapper, fn)
+    wrapper._torch_function_info = info
+    info[0] = public_holder
+    return wrapper
+
+
+def _bind_public(wrapper, public) -> None:
+    wrapper._torch_function_info[0] = public
+
+
+def _is_wrapped(obj) -> bool:
+    return hasattr(obj, "_torch_function_info")
+
+
+def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
+                   python_level: bool | frozenset = False) -> None:
+    """Put every public function of `namespace` (a module's globals) behind the protocol,
+    except the names in `skip` and helpers imported from dispatch or the registry. `label` is
+    PyTorch's module name used in error messages (`torch`, `torch.nn.functional`).
+    `python_level`: True, or the names, of the functions PyTorch writes in Python (their
+    arguments reach handlers normalised, and their errors read "no implementation found");
+    a name in `C_LEVEL` is not, even when `python_level` is True."""
+    done: dict = {}
+    for name, fn in list(namespace.items()):
+        if name.startswith("_") or name in skip or not isinstance(fn, types.FunctionType):
+            continue
+        if _is_wrapped(fn):
+            continue
+        module = getattr(fn, "__module__", "") or ""
+        if not module.startswith("fusegrad") or module.startswith(_INTERNAL_MODULES):
+            continue
+        if fn not in done:
+            python = python_level is True and name not in C_LEVEL or (
+                python_level is not True and python_level and name in python_level)
+            where = TORCH_FUNCTIONAL if python and label == "torch" else label
+            wrapper = _wrap_function(fn, None, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
+            _bind_public(wrapper, wrapper)
+            done[fn] = wrapper
+            _OVERRIDABLE.setdefault(label, []).append(wrapper)
+        namespace[name] = done[fn]
+
+
+# nn.functional's functions that PyTorch implements in C (the rest are Python-level).
+C_LEVEL = frozenset({
+    "adaptive_avg_pool1d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "bilinear", "celu_",
+    "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "cosine_similarity", "elu_", "gelu",
+    "hardshrink", "hardtanh_", "leaky_relu_", "linear", "logsigmoid",
+    "native_channel_shuffle", "one_hot", "pairwise_distance", "pdist", "pixel_shuffle",
+    "pixel_unshuffle", "prelu", "rrelu_", "scaled_dot_product_attention", "selu_",
+    "softplus", "softshrink", "threshold_",
+})
+# Top-level functions PyTorch writes in Python (`torch.functional`).
+TORCH_FUNCTIONAL = "torch.functional"
+TOP_LEVEL_PYTHON = frozenset({
+    "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "broadcast_tensors",
+    "cartesian_prod", "cdist", "chain_matmul", "einsum", "lu", "meshgrid", "norm", "split",
+    "stft", "istft", "tensordot", "unique", "unique_consecutive", "unravel_index",
+})
+# Tensor methods PyTorch writes in Python that hand their defaults to handlers by keyword.
+TENSOR_PYTHON = frozenset({
+    "__repr__", "__format__", "__len__", "__deepcopy__", "__reduce_ex__", "__array__",
+    "split", "backward", "norm", "unique", "unique_consecutive", "lu", "unflatten",
+    "register_hook", "register_post_accumulate_grad_hook", "is_shared",
+})
+# Top-level helpers PyTorch does not route (configuration, seeding, predicates on objects).
+TOP_LEVEL_NOT_ROUTED = frozenset({
+    "is_tensor", "is_storage", "manual_seed", "seed", "initial_seed", "get_rng_state",
+    "set_rng_state", "get_default_dtype", "set_default_dtype", "set_default_device",
+    "broadcast_shapes", "is_grad_enabled", "is_inference_mode_enabled", "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled", "set_printoptions", "get_printoptions", "from_numpy",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "set_num_threads", "get_num_threads",
+    "set_num_interop_threads", "get_num_interop_threads", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "compile", "load", "save",
+})
+_INTERNAL_MODULES = ("fusegrad._dispatch", "fusegrad.ops", "fusegrad.autograd",
+                     "fusegrad._thread_state", "fusegrad._torch_function")
+_OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
+
+# Tensor attributes PyTorch does not route through the protocol (object machinery, hashing,
+# iteration, which calls the routed `dim`, `unbind` and `__len__`).
+_TENSOR_SKIP = frozenset({
+    "__init__", "__new__", "__init_subclass__", "__torch_function__", "__hash__", "__iter__",
+    "__getattribute__", "__setattr__", "__delattr__", "__dir__", "__sizeof__", "__reduce__",
+    "__subclasshook__", "__class__", "__getstate__", "__setstate__", "__str__",
+    "__array_wrap__", "as_subclass", "_make_subclass", "_make",
+})
+# Operators report the method PyTorch's operator calls (`x + 1` and `1 + x`: `Tensor.add`).
+_OPERATOR_REPORTS = {
+    "__abs__": "abs", "__add__": "add", "__radd__": "add", "__ne__": "ne", "__ge__": "ge",
+    "__gt__": "gt", "__le__": "le", "__lt__": "lt", "__iadd__": "add_",
+    "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__imul__": "mul_",
+    "__isub__": "sub_", "__itruediv__": "div_", "__matmul__": "matmul", "__mod__": "remainder",
+    "__mul__": "mul", "__rmul__": "mul", "__neg__": "neg", "__pos__": "positive",
+    "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
+    "__rtruediv__": "__rdiv__", "__sub__": "sub", "__truediv__": "div",
+}
+_TENSOR_NAMES = {"__pow__": "pow"}  # PyTorch's `Tensor.__pow__` is named `pow`
+_BINARY_OPERATORS = frozenset({
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+    "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _is_operator(name: str) -> bool:
+    if not (name.startswith("__") and name.endswith("__")):
+        return False
+    core = name[2:-2]
+    for prefix in ("r", "i"):
+        if core.startswith(prefix) and core[1:] in _BINARY_OPERATORS:
+            return True
+    return core in _BINARY_OPERATORS
+
+
+def _wrap_property(name: str, prop: property) -> property:
+    fget, fset = prop.fget, prop.fset
+    fast = _fast
+    get_info = [None, fget, f"torch.Tensor.{name}.__get__", 0]
+    set_info = [None, fset, f"torch.Tensor.{name}.__set__", 0]
+
+    def getter(self):
+        if self.__class__ in fast:
+            return fget(self)
+        return _slow(get_info, (self,), {})
+
+    functools.update_wrapper(getter, fget)
+    setter = None
+    if fset is not None:
+        def setter(self, value):
+            if self.__class__ in fast and value.__class__ in fast:
+                return fset(self, value)
+            return _slow(set_info, (self, value), {})
+
+        functools.update_wrapper(setter, fset)
+    new = property(getter, setter, prop.fdel, prop.__doc__)
+    get_info[0] = new.__get__
+    set_info[0] = new.__set__
+    getter._torch_function_info = get_info
+    return new
+
+
+def wrap_tensor() -> None:
+    """Put Tensor's methods, operators and properties behind the protocol (idempotent: an
+    attribute attached later is wrapped by calling this again)."""
+    if "__rdiv__" not in Tensor.__dict__ and "__rtruediv__" in Tensor.__dict__:
+        Tensor.__rdiv__ = Tensor.__rtruediv__
+    if "positive" not in Tensor.__dict__ and "__pos__" in Tensor.__dict__:
+        Tensor.positive = Tensor.__pos__
+    made: dict = {}
+    for name, value in list(Tensor.__dict__.items()):
+        if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
+            continue
+        if isinstance(value, property):
+            if not _is_wrapped(value.fget):
+                setattr(Tensor, name, _wrap_property(name, value))
+                _TENSOR_PROPERTIES.append(getattr(Tensor, name))
+            continue
+        if not isinstance(value, types.FunctionType) or _is_wrapped(value):
+            continue
+        flags = _OPERATOR if _is_operator(name) else 0
+        if name in TENSOR_PYTHON:
+            flags |= _PYTHON_LEVEL
+        label = f"torch.Tensor.{name}"
+        wrapper = _wrap_function(value, None, label, flags)
+        wrapper.__name__ = _TENSOR_NAMES.get(name, name)
+        wrapper.__qualname__ = f"Tensor.{name}"
+        made[name] = wrapper
+        setattr(Tensor, name, wrapper)
+    for name, wrapper in made.items():
+        report = Tensor.__dict__.get(_OPERATOR_REPORTS.get(name, name), wrapper)
+        _bind_public(wrapper, report)
+        if report is wrapper:
+            _TENSOR_METHODS.append(wrapper)
+    Tensor.__str__ = Tensor.__repr__  # str() reports `__repr__`, as object.__str__ calls it
+
+
+_TENSOR_METHODS: list = []
+_TENSOR_PROPERTIES: list = []
+
+
+# ---------------------------------------------------------------- the default override
+
+
+def default_nowrap_functions() -> set:
+    """Public objects whose results the default `__torch_function__` returns unconverted."""
+    return {Tensor.grad.__get__}
+
+
+def _convert(value, cls):
+    """`value` with each Tensor in it (tuples and lists included) as a `cls` instance."""
+    if cls is Tensor:
+        return value
+    if isinstance(value, Tensor):
+        return value if isinstance(value, cls) else value.as_subclass(cls)
+    if isinstance(value, (tuple, list)):
+        converted = [_convert(v, cls) for v in value]
+        if hasattr(value, "_fields"):  # named tuples (return_types)
+            return type(value)(*converted)
+        if type(value) not in (tuple, list):
+            return type(value)(converted)
+        return type(value)(converted)
+    return value
+
+
+def tensor_torch_function(cls, func, types_, args=(), kwargs=None):
+    """Tensor's `__torch_function__`: run `func` with subclass dispatch off; its tensor
+    results become `cls` instances. Declines (NotImplemented) when some overloaded type is
+    not a superclass of `cls`, leaving the call to that type."""
+    if kwargs is None:
+        kwargs = {}
+    for t in types_:
+        if not issubclass(cls, t):
+            return NotImplemented
+    with DisableTorchFunctionSubclass():
+        result = func(*args, **kwargs)
+        if func in default_nowrap_functions():
+            return result
+        return _convert(result, cls)
+
+
+def as_subclass(self, cls):
+    """This tensor as a `cls` instance sharing its data (an alias in the autograd graph)."""
+    if not isinstance(cls, type):
+        raise TypeError(f"cls must be a type (got {type(cls).__name__})")
+    if not issubclass(cls, Tensor):
+        raise TypeError("Creating a Tensor subclass from a class that does not inherit from "
+                        "Tensor is not possible. Make sure your class inherits from Tensor.")
+    from ._dispatch import call
+    from .ops import REGISTRY
+
+    with DisableTorchFunction():
+        alias = call(REGISTRY["alias"], self)
+    return _retype(alias, cls)
+
+
+def _retype(t, cls):
+    """A `cls` object with `t`'s state (slots only: a subclass's `__dict__` starts empty)."""
+    if type(t) is cls:
+        return t
+    new = object.__new__(cls)
+    for slot in Tensor.__slots__[:-1]:
+        object.__setattr__(new, slot, getattr(t, slot))
+    if new._retains:  # the retained-grad entry points at `t`
+        new._retains = False
+    return new
+
+
+def make_subclass(cls, data, require_grad: bool = False):
+    """A new leaf `cls` instance sharing `data`'s storage and version counter."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError("Creating a Tensor subclass from a class that does not inherit from "
+                        "Tensor is not possible. Make sure your class inherits from Tensor.")
+    with DisableTorchFunction():
+        t = data.detach()
+    t = _retype(t, cls)
+    if require_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def overridable_functions() -> dict:
+    """Namespace -> list of the public objects the protocol routes."""
+    import sys
+
+    out: dict = {}
+    for label, fns in _OVERRIDABLE.items():
+        module = sys.modules.get(label.replace("torch", "fusegrad", 1))
+        out.setdefault(module if module is not None else label, []).extend(fns)
+    out[Tensor] = list(_TENSOR_METHODS) + [p.__get__ for p in _TENSOR_PROPERTIES]
+    return out
+
+
+def is_tensor_method_or_property(func) -> bool:
+    """Whether `func` is a routed Tensor method or property getter."""
+    return func in _TENSOR_METHODS or any(func == p.__get__ for p in _TENSOR_PROPERTIES)
+
+
+Tensor.__torch_function__ = classmethod(tensor_torch_function)
+Tensor.as_subclass = as_subclass
+Tensor._make_subclass = staticmethod(make_subclass)
