@@ -108,6 +108,9 @@ def push_mode(mode) -> None:
     """Make `mode` this thread's innermost TorchFunctionMode."""
     _mode_count.append(None)
     _fast.clear()
+    if len(_mode_count) == 1:  # modes see property reads of plain tensors too
+        for name, wrapped in _SUBCLASS_PROPERTIES.items():
+            setattr(Tensor, name, wrapped)
     _state.modes = _state.modes + (mode,)
 
 
@@ -120,6 +123,8 @@ def pop_mode(mode=None):
     _mode_count.pop()
     if not _mode_count:
         _fast.update(_FAST_CLASSES)
+        for name, prop in _RAW_PROPERTIES.items():
+            setattr(Tensor, name, prop)
     return modes[-1]
 
 
@@ -134,6 +139,7 @@ def note_subclass(cls: type) -> None:
     else:
         _FAST_CLASSES.discard(cls)
         _fast.discard(cls)
+        _install_properties(cls)
 
 
 # ---------------------------------------------------------------- finding overloaded arguments
@@ -454,10 +460,12 @@ def _is_operator(name: str) -> bool:
 
 
 def _wrap_property(name: str, prop: property) -> property:
+    """The property a protocol subclass gets in place of Tensor's `prop`: plain tensors keep
+    Tensor's own property (no cost), and handlers receive `Tensor.<name>.__get__`."""
     fget, fset = prop.fget, prop.fset
     fast = _fast
-    get_info = [None, fget, f"torch.Tensor.{name}.__get__", 0]
-    set_info = [None, fset, f"torch.Tensor.{name}.__set__", 0]
+    get_info = [prop.__get__, fget, f"torch.Tensor.{name}.__get__", 0]
+    set_info = [prop.__set__, fset, f"torch.Tensor.{name}.__set__", 0]
 
     def getter(self):
         if self.__class__ in fast:
@@ -473,16 +481,85 @@ def _wrap_property(name: str, prop: property) -> property:
             return _slow(set_info, (self, value), {})
 
         functools.update_wrapper(setter, fset)
-    new = property(getter, setter, prop.fdel, prop.__doc__)
-    get_info[0] = new.__get__
-    set_info[0] = new.__set__
     getter._torch_function_info = get_info
-    return new
+    return property(getter, setter, prop.fdel, prop.__doc__)
+
+
+_SUBCLASS_PROPERTIES: dict = {}  # name -> the wrapped property protocol subclasses get
+_RAW_PROPERTIES: dict = {}  # name -> Tensor's own property
+
+
+def _install_properties(cls: type) -> None:
+    """Give protocol subclass `cls` the wrapped properties it does not define itself."""
+    for name, wrapped in _SUBCLASS_PROPERTIES.items():
+        for klass in cls.__mro__:
+            if klass is Tensor:
+                setattr(cls, name, wrapped)
+                break
+            if name in klass.__dict__:
+                break
+
+
+_EXACT_CODE: dict = {}
+
+
+def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
+    """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
+    one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
+    skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
+    params = ["self", "other"] if binary else ["self"]
+    kw = "".join(f", {k}=_MISSING" for k in keywords)
+    star = ", *" if keywords else ""
+    check = "self.__class__ in fast" + (" and other.__class__ in fast" if binary else "")
+    check += "".join(f" and {k} is _MISSING" for k in keywords)
+    passed = ", ".join(params)
+    given = "".join(f"\n    if {k} is not _MISSING:\n        kwargs[{k!r}] = {k}"
+                    for k in keywords)
+    fallback = ""
+    if binary and not keywords:  # an index tuple `x[0, 1]`, a list operand: plain items pass
+        fallback = ("\n    if self.__class__ in fast and (other.__class__ is tuple or "
+                    "other.__class__ is list):\n        for b in other:\n"
+                    "            if b.__class__ not in fast:\n                break\n"
+                    "        else:\n            return fn(self, other)")
+    source = (f"def wrapper({passed}{star}{kw}):\n"
+              f"    if {check}:\n        return fn({passed})"
+              f"{fallback}\n    kwargs = {{}}{given}\n"
+              f"    return _slow(info, ({passed},), kwargs)\n")
+    code = _EXACT_CODE.get(source)
+    if code is None:
+        code = _EXACT_CODE[source] = compile(source, "<torch function wrapper>", "exec")
+    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
+                 "_MISSING": _MISSING}
+    exec(code, namespace)  # noqa: S102
+    return namespace["wrapper"]
+
+
+_MISSING = object()
+
+
+def _method_shape(name: str, fn) -> tuple | None:
+    """(binary, keyword-only names) when method `fn` can take an exact wrapper, else None.
+    Read from the code object (a signature per method would cost milliseconds at import)."""
+    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return None
+    code = fn.__code__
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or fn.__defaults__:
+        return None
+    n, k = code.co_argcount, code.co_kwonlyargcount
+    keywords = code.co_varnames[n:n + k]
+    if k and len(fn.__kwdefaults__ or ()) != k:  # a required keyword-only parameter
+        return None
+    if n == 1:
+        return False, keywords
+    if n == 2 and (_is_operator(name) or name == "__getitem__") and code.co_posonlyargcount < 2:
+        return True, keywords
+    return None
 
 
 def wrap_tensor() -> None:
-    """Put Tensor's methods, operators and properties behind the protocol (idempotent: an
-    attribute attached later is wrapped by calling this again)."""
+    """Put Tensor's methods and operators behind the protocol, and make the properties that
+    protocol subclasses get (idempotent: an attribute attached later is wrapped by calling
+    this again)."""
     if "__rdiv__" not in Tensor.__dict__ and "__rtruediv__" in Tensor.__dict__:
         Tensor.__rdiv__ = Tensor.__rtruediv__
     if "positive" not in Tensor.__dict__ and "__pos__" in Tensor.__dict__:
@@ -492,9 +569,10 @@ def wrap_tensor() -> None:
         if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
             continue
         if isinstance(value, property):
-            if not _is_wrapped(value.fget):
-                setattr(Tensor, name, _wrap_property(name, value))
-                _TENSOR_PROPERTIES.append(getattr(Tensor, name))
+            if name not in _SUBCLASS_PROPERTIES:
+                _SUBCLASS_PROPERTIES[name] = _wrap_property(name, value)
+                _RAW_PROPERTIES[name] = value
+                _TENSOR_PROPERTIES.append(value)
             continue
         if not isinstance(value, types.FunctionType) or _is_wrapped(value):
             continue
@@ -502,7 +580,14 @@ def wrap_tensor() -> None:
         if name in TENSOR_PYTHON:
             flags |= _PYTHON_LEVEL
         label = f"torch.Tensor.{name}"
-        wrapper = _wrap_function(value, None, label, flags)
+        shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
+        if shape is None:
+            wrapper = _wrap_function(value, None, label, flags)
+        else:
+            info = [None, value, label, flags]
+            wrapper = _exact_wrapper(value, info, *shape)
+            functools.update_wrapper(wrapper, value)
+            wrapper._torch_function_info = info
         wrapper.__name__ = _TENSOR_NAMES.get(name, name)
         wrapper.__qualname__ = f"Tensor.{name}"
         made[name] = wrapper
