@@ -446,3 +446,49 @@ def test_as_subclass_errors():
         return out
 
     _both(scenario)
+
+
+def test_subclass_own_attributes_win_and_inheritance_logs():
+    """A subclass's own methods and properties are used as written (no protocol call), a
+    grandchild inherits its parent's handler, and str() follows a subclass's own repr."""
+
+    def scenario(T):
+        LoggingTensor, log = _logging_tensor(T)
+
+        class Own(LoggingTensor):
+            def exp(self):
+                return "own exp"
+
+            @property
+            def ndim(self):
+                return -1
+
+            def __repr__(self):
+                return "Own!"
+
+        class Grandchild(LoggingTensor):
+            pass
+
+        own = T.ones(2).as_subclass(Own)
+        grand = T.ones(2).as_subclass(Grandchild)
+        del log[:]
+        out = [own.exp(), own.ndim, str(own), repr(own), list(log)]
+        del log[:]
+        out += [type(grand.exp()).__name__, type(grand + 1).__name__, grand.shape[0],
+                str(grand), list(log)]
+        return out
+
+    _both(scenario)
+
+
+def test_methods_called_through_the_class_and_plain_self_with_subclass_argument():
+    def scenario(T):
+        LoggingTensor, log = _logging_tensor(T)
+        x = T.tensor(DATA, dtype=T.float32)
+        sub = x.as_subclass(LoggingTensor)
+        del log[:]
+        results = [x + sub, x.add(sub), T.add(x, sub), x.matmul(sub.T), x[sub > 0],
+                   T.where(sub > 0, x, sub)]
+        return [_values(T, r) for r in results], [entry[:2] for entry in log]
+
+    _both(scenario)

@@ -384,7 +384,7 @@ class Tensor:
         return format_tensor(self._data, self._dtype.name, _dtype.defaults.float.name,
                              suffixes, prefix)
 
-    __str__ = __repr__
+    # No `__str__`: `object.__str__` calls the class's `__repr__`, a subclass's own included.
 
     def __format__(self, spec: str) -> str:
         if self.ndim == 0:

@@ -108,9 +108,8 @@ def push_mode(mode) -> None:
     """Make `mode` this thread's innermost TorchFunctionMode."""
     _mode_count.append(None)
     _fast.clear()
-    if len(_mode_count) == 1:  # modes see property reads of plain tensors too
-        for name, wrapped in _SUBCLASS_PROPERTIES.items():
-            setattr(Tensor, name, wrapped)
+    if len(_mode_count) == 1:  # modes see plain tensors' properties and methods too
+        _set_tensor_attributes(True)
     _state.modes = _state.modes + (mode,)
 
 
@@ -123,8 +122,7 @@ def pop_mode(mode=None):
     _mode_count.pop()
     if not _mode_count:
         _fast.update(_FAST_CLASSES)
-        for name, prop in _RAW_PROPERTIES.items():
-            setattr(Tensor, name, prop)
+        _set_tensor_attributes(False)
     return modes[-1]
 
 
@@ -328,6 +326,13 @@ def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
     `func` (filled in by the caller once the public object exists)."""
     fast = _fast
     info = [None, fn, label, flags]
+    slots = _positional_slots(fn)
+    if slots is not None:
+        wrapper = _prefix_wrapper(fn, info, slots)
+        functools.update_wrapper(wrapper, fn)
+        wrapper._torch_function_info = info
+        info[0] = public_holder
+        return wrapper
 
     def wrapper(*args, **kwargs):
         for a in args:
@@ -343,6 +348,14 @@ def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
                 if a.__class__ not in fast:
                     return _slow(info, args, kwargs)
             return fn(*args, **kwargs)
+        # Spelled out: a plain call runs in this interpreter loop; `fn(*args)` does not.
+        n = len(args)
+        if n == 1:
+            return fn(args[0])
+        if n == 2:
+            return fn(args[0], args[1])
+        if n == 3:
+            return fn(args[0], args[1], args[2])
         return fn(*args)
 
     functools.update_wrapper(wrapper, fn)
@@ -430,7 +443,7 @@ _OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
 _TENSOR_SKIP = frozenset({
     "__init__", "__new__", "__init_subclass__", "__torch_function__", "__hash__", "__iter__",
     "__getattribute__", "__setattr__", "__delattr__", "__dir__", "__sizeof__", "__reduce__",
-    "__subclasshook__", "__class__", "__getstate__", "__setstate__", "__str__",
+    "__subclasshook__", "__class__", "__getstate__", "__setstate__",
     "__array_wrap__", "as_subclass", "_make_subclass", "_make",
 })
 # Operators report the method PyTorch's operator calls (`x + 1` and `1 + x`: `Tensor.add`).
@@ -443,6 +456,37 @@ _OPERATOR_REPORTS = {
     "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
     "__rtruediv__": "__rdiv__", "__sub__": "sub", "__truediv__": "div",
 }
+# Methods whose arguments other than self are never tensors (PyTorch's schemas): plain
+# tensors keep Tensor's own function, at no cost; each protocol subclass is given the
+# checking wrapper (as for properties), and Tensor itself while a mode is active.
+SELF_ONLY = frozenset("""
+abs abs_ absolute acos acos_ acosh acosh_ all amax amin any arccos arccosh arcsin arcsinh
+arctan arctanh argmax argmin argsort argwhere as_strided asin asin_ asinh asinh_ atan atan_
+atanh atanh_ bitwise_not bitwise_not_ broadcast_to cauchy_ ceil ceil_ cholesky
+cholesky_inverse chunk clone contiguous corrcoef cos cos_ cosh cosh_ count_nonzero cpu cuda
+cummax cummin cumprod cumsum cumsum_ deg2rad deg2rad_ det detach detach_ diag diag_embed
+diagflat diagonal digamma digamma_ dim dsplit element_size erf erf_ erfc erfc_ erfinv
+erfinv_ exp exp2 exp2_ exp_ expand expm1 expm1_ exponential_ fix fix_ flatten flip fliplr
+flipud floor floor_ frac frac_ geometric_ get_device histc hsplit i0 i0_ inverse
+is_coalesced is_complex is_conj is_contiguous is_distributed is_floating_point is_inference
+is_neg is_nonzero is_pinned is_signed isfinite isinf isnan isneginf isposinf isreal item
+kthvalue lgamma lgamma_ log log10 log10_ log1p log1p_ log2 log2_ log_ log_normal_
+log_softmax logcumsumexp logdet logical_not logical_not_ logit logit_ logsumexp matrix_exp
+matrix_power mean median mode moveaxis movedim msort multinomial nan_to_num nan_to_num_
+nanmean nanmedian nansum narrow_copy neg neg_ negative new_empty new_full new_ones new_zeros
+nonzero norm normal_ numel permute pinverse polygamma_ positive prod rad2deg rad2deg_
+random_ ravel reciprocal reciprocal_ relu relu_ renorm renorm_ repeat requires_grad_
+reshape resize_ retain_grad roll rot90 round round_ rsqrt rsqrt_ select sgn sgn_ sigmoid
+sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice softmax sort split
+split_with_sizes sqrt sqrt_ square square_ squeeze squeeze_ std storage_offset stride sum
+swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk trace transpose
+transpose_ tril tril_ triu triu_ trunc trunc_ unbind unflatten unfold uniform_
+unique_consecutive unsafe_chunk unsafe_split unsqueeze unsqueeze_ var view vsplit zero_
+bfloat16 bool byte char double float half int long short data_ptr ndimension nelement
+numpy tolist type is_shared register_hook register_post_accumulate_grad_hook unique
+__neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ __complex__
+__repr__ __format__ __array__ __deepcopy__ __reduce_ex__
+""".split())
 _TENSOR_NAMES = {"__pow__": "pow"}  # PyTorch's `Tensor.__pow__` is named `pow`
 _BINARY_OPERATORS = frozenset({
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
@@ -487,17 +531,29 @@ def _wrap_property(name: str, prop: property) -> property:
 
 _SUBCLASS_PROPERTIES: dict = {}  # name -> the wrapped property protocol subclasses get
 _RAW_PROPERTIES: dict = {}  # name -> Tensor's own property
+_SUBCLASS_METHODS: dict = {}  # name -> the wrapper of a self-only method
+_RAW_METHODS: dict = {}  # name -> Tensor's own self-only method
 
 
 def _install_properties(cls: type) -> None:
-    """Give protocol subclass `cls` the wrapped properties it does not define itself."""
-    for name, wrapped in _SUBCLASS_PROPERTIES.items():
-        for klass in cls.__mro__:
-            if klass is Tensor:
-                setattr(cls, name, wrapped)
-                break
-            if name in klass.__dict__:
-                break
+    """Give protocol subclass `cls` the wrapped properties and self-only methods it does not
+    define itself (nor inherit from a class between it and Tensor)."""
+    for table in (_SUBCLASS_PROPERTIES, _SUBCLASS_METHODS):
+        for name, wrapped in table.items():
+            for klass in cls.__mro__:
+                if klass is Tensor:
+                    setattr(cls, name, wrapped)
+                    break
+                if name in klass.__dict__:
+                    break
+
+
+def _set_tensor_attributes(wrapped: bool) -> None:
+    """Tensor's own attributes (no mode active) or the checking ones (a mode is active)."""
+    for name in _SUBCLASS_PROPERTIES:
+        setattr(Tensor, name, (_SUBCLASS_PROPERTIES if wrapped else _RAW_PROPERTIES)[name])
+    for name in _SUBCLASS_METHODS:
+        setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
 
 
 _EXACT_CODE: dict = {}
@@ -535,6 +591,79 @@ def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
 
 
 _MISSING = object()
+_VARARG_SLOTS = 4  # positional slots a `*shape` method gets before packing the rest
+
+
+def _plain_items(seq) -> bool:
+    """Whether every item of list/tuple `seq` is of a class in `_fast`."""
+    fast = _fast
+    for b in seq:
+        if b.__class__ not in fast:
+            return False
+    return True
+
+
+def _positional_slots(fn) -> int | None:
+    """How many positional slots a prefix wrapper of `fn` needs (None: not applicable)."""
+    raw = inspect.unwrap(fn)
+    code = getattr(raw, "__code__", None)
+    if code is None or hasattr(raw, "__signature__"):
+        return None
+    n = code.co_argcount
+    if code.co_flags & inspect.CO_VARARGS:
+        n += _VARARG_SLOTS
+    return n if 1 <= n <= 12 else None
+
+
+def _prefix_wrapper(fn, info, slots: int):
+    """A wrapper taking `slots` positional-only arguments, the rest packed: a call passing
+    plain arguments by position reaches `fn` with the same arguments and no packing, and
+    a call passing keywords checks their values and passes them on. Arguments reach
+    handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
+    names = [f"a{i}" for i in range(slots)]
+    listed = ", ".join(names)
+    lines = [f"def wrapper({', '.join(n + '=_MISSING' for n in names)}, /, *rest, **kwargs):",
+             "    if rest:",
+             f"        return _slow(info, _given(({listed},)) + rest, kwargs)",
+             "    if kwargs:",
+             "        for v in kwargs.values():",
+             "            if v.__class__ not in fast:",
+             f"                return _slow(info, _given(({listed},)), kwargs)"]
+
+    def call(count: int, indent: str) -> list:
+        given = ", ".join(names[:count])
+        sep = ", " if given else ""
+        return [f"{indent}if kwargs:", f"{indent}    return fn({given}{sep}**kwargs)",
+                f"{indent}return fn({given})"]
+
+    # A present argument costs one class test; the first empty slot ends the call.
+    tail: list = []
+    for i in range(slots - 1, -1, -1):
+        name = names[i]
+        indent = "    " * (i + 1)
+        body = tail if tail else call(slots, indent + "    ")
+        tail = ([f"{indent}if {name}.__class__ in fast or (({name}.__class__ is tuple or "
+                 f"{name}.__class__ is list) and _plain_items({name})):"] + body
+                + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
+    lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
+    source = "\n".join(lines) + "\n"
+    code = _EXACT_CODE.get(source)
+    if code is None:
+        code = _EXACT_CODE[source] = compile(source, "<torch function wrapper>", "exec")
+    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow, "_given": _given,
+                 "_plain_items": _plain_items, "_MISSING": _MISSING}
+    exec(code, namespace)  # noqa: S102
+    return namespace["wrapper"]
+
+
+def _given(values: tuple) -> tuple:
+    """The positional arguments actually passed (the slots before the first empty one)."""
+    for i, v in enumerate(values):
+        if v is _MISSING:
+            return values[:i]
+    return values
+
+
 
 
 def _method_shape(name: str, fn) -> tuple | None:
@@ -552,7 +681,7 @@ def _method_shape(name: str, fn) -> tuple | None:
     if n == 1:
         return False, keywords
     if n == 2 and (_is_operator(name) or name == "__getitem__") and code.co_posonlyargcount < 2:
-        return True, keywords
+        return True, ()  # the interpreter passes an operator's operand alone
     return None
 
 
@@ -574,8 +703,12 @@ def wrap_tensor() -> None:
                 _RAW_PROPERTIES[name] = value
                 _TENSOR_PROPERTIES.append(value)
             continue
-        if not isinstance(value, types.FunctionType) or _is_wrapped(value):
+        if not isinstance(value, types.FunctionType) or _is_wrapped(value) or \
+                name in _SUBCLASS_METHODS:
             continue
+        if value.__name__ == "<lambda>":  # handlers read `func.__name__`
+            value.__name__ = "positive" if name == "__pos__" else name
+            value.__qualname__ = f"Tensor.{value.__name__}"
         flags = _OPERATOR if _is_operator(name) else 0
         if name in TENSOR_PYTHON:
             flags |= _PYTHON_LEVEL
@@ -590,6 +723,12 @@ def wrap_tensor() -> None:
             wrapper._torch_function_info = info
         wrapper.__name__ = _TENSOR_NAMES.get(name, name)
         wrapper.__qualname__ = f"Tensor.{name}"
+        if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
+            _SUBCLASS_METHODS[name] = wrapper
+            _RAW_METHODS[name] = value
+            _bind_public(wrapper, value)
+            _TENSOR_METHODS.append(value)
+            continue
         made[name] = wrapper
         setattr(Tensor, name, wrapper)
     for name, wrapper in made.items():
@@ -597,7 +736,6 @@ def wrap_tensor() -> None:
         _bind_public(wrapper, report)
         if report is wrapper:
             _TENSOR_METHODS.append(wrapper)
-    Tensor.__str__ = Tensor.__repr__  # str() reports `__repr__`, as object.__str__ calls it
 
 
 _TENSOR_METHODS: list = []
