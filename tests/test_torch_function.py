@@ -492,3 +492,15 @@ def test_methods_called_through_the_class_and_plain_self_with_subclass_argument(
         return [_values(T, r) for r in results], [entry[:2] for entry in log]
 
     _both(scenario)
+
+
+def test_public_functions_pickle_by_reference():
+    """The wrapped public functions are found under their public names, as PyTorch's are."""
+    import pickle
+
+    def scenario(T):
+        functions = (T.add, T.relu, T.stack, T.nn.functional.cross_entropy, T.Tensor.add,
+                     T.linalg.norm)
+        return [pickle.loads(pickle.dumps(f)) is f for f in functions]
+
+    assert all(_both(scenario))

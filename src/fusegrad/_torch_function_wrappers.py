@@ -90,6 +90,9 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
                 python_level is not True and python_level and name in python_level)
             where = TORCH_FUNCTIONAL if python and label == "torch" else label
             wrapper = _wrap_function(fn, None, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
+            # Named where it is found, so pickle (by reference) finds this object.
+            wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
+            wrapper.__qualname__ = name
             _bind_public(wrapper, wrapper)
             done[fn] = wrapper
             _OVERRIDABLE.setdefault(label, []).append(wrapper)
