@@ -504,3 +504,19 @@ def test_public_functions_pickle_by_reference():
         return [pickle.loads(pickle.dumps(f)) is f for f in functions]
 
     assert all(_both(scenario))
+
+
+def test_warnings_name_the_callers_line_through_the_wrappers():
+    import warnings
+
+    def scenario(T):
+        out = []
+        for call in (lambda: T.tensor(T.ones(2)),
+                     lambda: T.nn.functional.mse_loss(T.ones(2, 1), T.ones(2))):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                call()
+            out.append([(w.category.__name__, w.filename == __file__) for w in caught])
+        return out
+
+    assert _both(scenario) == [[("UserWarning", True)], [("UserWarning", True)]]

@@ -21,6 +21,7 @@ re-wraps tensor results into the subclass with `as_subclass`).
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 import warnings
 
@@ -401,6 +402,26 @@ def make_subclass(cls, data, require_grad: bool = False):
 Tensor.__torch_function__ = classmethod(tensor_torch_function)
 Tensor.as_subclass = as_subclass
 Tensor._make_subclass = staticmethod(make_subclass)
+
+# Where the wrappers' code lives: generated code, and the closures of the wrappers module.
+_WRAPPER_FILES = frozenset({"<torch function wrapper>",
+                            __file__[:-len("_torch_function.py")] + "_torch_function_wrappers.py"})
+
+
+def warning_stacklevel(level: int) -> int:
+    """The `stacklevel` for a warning raised `level` frames below the user's code when the
+    protocol's wrapper frames in between are not counted: the warning names the user's line,
+    as PyTorch's do."""
+    frame = sys._getframe(1)  # the function that warns
+    actual, counted = 1, 1
+    while counted < level and frame.f_back is not None:
+        frame = frame.f_back
+        actual += 1
+        code = frame.f_code
+        if code.co_filename not in _WRAPPER_FILES:
+            counted += 1
+    return actual
+
 
 # The wrappers round the public surface (they read `_fast` and call `_slow`).
 from . import _torch_function_wrappers as _wrappers  # noqa: E402

@@ -12,6 +12,7 @@ import warnings
 
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -111,7 +112,7 @@ def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
     reduce = True if reduce is None else reduce
     warnings.warn("size_average and reduce args will be deprecated, please use reduction="
                   f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
-                  "instead.", UserWarning, stacklevel=3)
+                  "instead.", UserWarning, stacklevel=_warning_stacklevel(3))
     if not reduce:
         return "none"
     return "mean" if size_average else "sum"
@@ -486,7 +487,8 @@ def _check_sizes_warn(input, target) -> None:
         warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to "
-            "broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+            "broadcasting. Please ensure they have the same size.",
+            UserWarning, stacklevel=_warning_stacklevel(3))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",
