@@ -520,3 +520,27 @@ def test_warnings_name_the_callers_line_through_the_wrappers():
         return out
 
     assert _both(scenario) == [[("UserWarning", True)], [("UserWarning", True)]]
+
+
+class _Picklable(torch.Tensor):
+    """Module-level subclasses (pickle finds classes by name)."""
+
+
+class _PicklableFg(fg.Tensor):
+    pass
+
+
+def test_pickle_keeps_the_subclass_and_its_attributes():
+    import pickle
+
+    def scenario(T):
+        cls = _Picklable if T is torch else _PicklableFg
+        x = T.tensor([1.0, 2.0]).as_subclass(cls)
+        x.unit = "m"
+        y = pickle.loads(pickle.dumps(x))
+        leaf = T.Tensor._make_subclass(cls, T.ones(2), True)
+        z = pickle.loads(pickle.dumps(leaf))
+        return (type(y) is cls, y.unit, _values(T, y)[2], type(z) is cls, z.requires_grad,
+                z.is_leaf)
+
+    _both(scenario)

@@ -394,7 +394,12 @@ class Tensor:
     def __reduce_ex__(self, protocol):
         from ._creation import rebuild_tensor
 
-        return (rebuild_tensor, (np.array(self._data), self._dtype.name, self._rg))
+        args = (np.array(self._data), self._dtype.name, self._rg)
+        if type(self) is Tensor:
+            return (rebuild_tensor, args)
+        from ._torch_function import rebuild_subclass  # the class and its attributes too
+
+        return (rebuild_subclass, (type(self), args, dict(getattr(self, "__dict__", {}))))
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:

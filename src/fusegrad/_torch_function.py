@@ -386,6 +386,20 @@ def _retype(t, cls):
     return new
 
 
+def rebuild_subclass(cls, args: tuple, state: dict):
+    """Unpickle a Tensor subclass instance written by `Tensor.__reduce_ex__`: the tensor, as
+    `cls` (an alias, as PyTorch rebuilds it), with its instance attributes."""
+    from ._creation import rebuild_tensor
+
+    with DisableTorchFunction():
+        t = rebuild_tensor(*args)
+        if type(t) is not cls:
+            t = as_subclass(t, cls)
+    if state:
+        t.__dict__.update(state)
+    return t
+
+
 def make_subclass(cls, data, require_grad: bool = False):
     """A new leaf `cls` instance sharing `data`'s storage and version counter."""
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
