@@ -544,3 +544,27 @@ def test_pickle_keeps_the_subclass_and_its_attributes():
                 z.is_leaf)
 
     _both(scenario)
+
+
+def test_wrap_torch_function_and_ignored_functions():
+    def scenario(T):
+        overrides = T.overrides
+
+        @overrides.wrap_torch_function(lambda x, scale=1.0: (x,))
+        def scaled(x, scale=1.0):
+            return x * scale
+
+        log = []
+
+        class Tracked(T.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                log.append(func.__name__)
+                return super().__torch_function__(func, types, args, kwargs)
+
+        y = scaled(T.ones(2).as_subclass(Tracked), scale=3.0)
+        ignored = overrides.get_ignored_functions()
+        return (_values(T, y), log, T.manual_seed in ignored, T.is_tensor in ignored,
+                T.add in ignored)
+
+    _both(scenario)

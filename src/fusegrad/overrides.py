@@ -3,6 +3,8 @@ protocol and `TorchFunctionMode`. The protocol itself lives in `fusegrad._torch_
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,8 @@ from ._torch_function import (
     push_mode,
 )
 
-__all__ = ["get_default_nowrap_functions", "get_overridable_functions",
+__all__ = ["get_default_nowrap_functions", "get_ignored_functions",
+           "get_overridable_functions", "wrap_torch_function",
            "handle_torch_function", "has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
            "TorchFunctionMode"]
@@ -43,6 +46,31 @@ def get_overridable_functions() -> dict:
     """Namespace (module, or `Tensor`) -> the public functions `__torch_function__` can
     override there."""
     return overridable_functions()
+
+
+def get_ignored_functions() -> set:
+    """The public functions of `fusegrad` that `__torch_function__` does not reach."""
+    from . import _torch_function_wrappers as wrappers
+
+    top = sys.modules["fusegrad"]
+    return {getattr(top, name) for name in wrappers.TOP_LEVEL_NOT_ROUTED if hasattr(top, name)}
+
+
+def wrap_torch_function(dispatcher: Callable) -> Callable:
+    """Decorator: the decorated function honours `__torch_function__` for the arguments
+    `dispatcher(*args, **kwargs)` returns."""
+
+    def inner(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapped(*args: Any, **kwargs: Any):
+            relevant = dispatcher(*args, **kwargs)
+            if has_torch_function(relevant):
+                return handle_torch_function(wrapped, relevant, *args, **kwargs)
+            return func(*args, **kwargs)
+
+        return wrapped
+
+    return inner
 
 
 def get_default_nowrap_functions() -> set:
