@@ -568,3 +568,31 @@ def test_wrap_torch_function_and_ignored_functions():
                 T.add in ignored)
 
     _both(scenario)
+
+
+def test_nested_modes_see_methods_and_properties_in_order():
+    def scenario(T):
+        log = []
+        precomputed = T.Tensor.sum
+
+        class Recorder(T.overrides.TorchFunctionMode):
+            def __init__(self, tag):
+                self.tag = tag
+
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                # `precomputed` (read outside any mode) is what a single mode receives;
+                # inside nested modes the inner one gets the checking method instead.
+                same = func is precomputed if self.tag == "single" else None
+                log.append((self.tag, func.__name__, func is T.Tensor.sum, same))
+                return func(*args, **(kwargs or {}))
+
+        x = T.ones(2, 2)
+        with Recorder("outer"), Recorder("inner"):
+            total = x.sum()
+            rows = x.shape[0]
+            y = x + 1
+        with Recorder("single"):
+            x.sum()
+        return log, _values(T, total), rows, _values(T, y)
+
+    _both(scenario)

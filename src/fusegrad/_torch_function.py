@@ -193,6 +193,23 @@ class _NoOverride(Exception):
     """Every handler declined (returned NotImplemented)."""
 
 
+class CurrentTensorAttribute:
+    """The public object of a method or property that Tensor carries only while a mode is
+    active: handlers get whatever `Tensor.<name>` is when they run (Tensor's own function,
+    or the checking one inside an outer mode), so `func is Tensor.<name>` holds and calling
+    `func` reaches the modes below."""
+
+    __slots__ = ("name", "accessor")
+
+    def __init__(self, name: str, accessor: str | None = None):
+        self.name = name
+        self.accessor = accessor  # "__get__"/"__set__" for properties
+
+    def resolve(self):
+        value = Tensor.__dict__[self.name]
+        return value if self.accessor is None else getattr(value, self.accessor)
+
+
 def _run_handlers(public, overloaded: list, args: tuple, kwargs: dict):
     """The innermost active mode, then each overloaded argument's `__torch_function__`; the
     first result other than NotImplemented wins."""
@@ -200,12 +217,15 @@ def _run_handlers(public, overloaded: list, args: tuple, kwargs: dict):
     if _state.modes and _state.level != _ALL_DISABLED:
         mode = pop_mode()
         try:
-            result = mode.__torch_function__(public, types_, args, kwargs)
+            func = public.resolve() if public.__class__ is CurrentTensorAttribute else public
+            result = mode.__torch_function__(func, types_, args, kwargs)
         finally:
             push_mode(mode)
         if result is not NotImplemented:
             return result
     if _state.level == _ENABLED:
+        if public.__class__ is CurrentTensorAttribute:
+            public = public.resolve()
         for arg in overloaded:
             impl = arg.__torch_function__
             if getattr(impl, "__self__", None) is arg:

@@ -14,7 +14,7 @@ import sys
 import types
 
 from ._tensor import Tensor
-from ._torch_function import _OPERATOR, _PYTHON_LEVEL, _fast, _slow
+from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 
 
 def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
@@ -207,8 +207,10 @@ def _wrap_property(name: str, prop: property) -> property:
     Tensor's own property (no cost), and handlers receive `Tensor.<name>.__get__`."""
     fget, fset = prop.fget, prop.fset
     fast = _fast
-    get_info = [prop.__get__, fget, f"torch.Tensor.{name}.__get__", 0]
-    set_info = [prop.__set__, fset, f"torch.Tensor.{name}.__set__", 0]
+    get_info = [CurrentTensorAttribute(name, "__get__"), fget,
+                f"torch.Tensor.{name}.__get__", 0]
+    set_info = [CurrentTensorAttribute(name, "__set__"), fset,
+                f"torch.Tensor.{name}.__set__", 0]
 
     def getter(self):
         if self.__class__ in fast:
@@ -425,7 +427,7 @@ def wrap_tensor() -> None:
         if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
             _SUBCLASS_METHODS[name] = wrapper
             _RAW_METHODS[name] = value
-            _bind_public(wrapper, value)
+            _bind_public(wrapper, CurrentTensorAttribute(name))
             _TENSOR_METHODS.append(value)
             continue
         made[name] = wrapper
