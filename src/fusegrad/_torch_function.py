@@ -357,8 +357,6 @@ def _convert(value, cls):
         converted = [_convert(v, cls) for v in value]
         if hasattr(value, "_fields"):  # named tuples (return_types)
             return type(value)(*converted)
-        if type(value) not in (tuple, list):
-            return type(value)(converted)
         return type(value)(converted)
     return value
 

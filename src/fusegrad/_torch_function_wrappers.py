@@ -17,17 +17,17 @@ from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 
 
-def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
-    """`fn` behind the protocol check; `public_holder[0]` is the object handlers receive as
-    `func` (filled in by the caller once the public object exists)."""
+def _wrap_function(fn, label: str, flags: int = 0):
+    """`fn` behind the protocol check. The wrapper's `_torch_function_info` is [the object
+    handlers receive as `func` (bound by the caller once it exists), fn, the name in error
+    messages, flags]."""
     fast = _fast
     info = [None, fn, label, flags]
     slots = _positional_slots(fn)
-    if slots is not None:
+    if slots is not None:  # the usual case: no `*args, **kwargs` frame
         wrapper = _prefix_wrapper(fn, info, slots)
         functools.update_wrapper(wrapper, fn)
         wrapper._torch_function_info = info
-        info[0] = public_holder
         return wrapper
 
     def wrapper(*args, **kwargs):
@@ -44,19 +44,10 @@ def _wrap_function(fn, public_holder: list, label: str, flags: int = 0):
                 if a.__class__ not in fast:
                     return _slow(info, args, kwargs)
             return fn(*args, **kwargs)
-        # Spelled out: a plain call runs in this interpreter loop; `fn(*args)` does not.
-        n = len(args)
-        if n == 1:
-            return fn(args[0])
-        if n == 2:
-            return fn(args[0], args[1])
-        if n == 3:
-            return fn(args[0], args[1], args[2])
         return fn(*args)
 
     functools.update_wrapper(wrapper, fn)
     wrapper._torch_function_info = info
-    info[0] = public_holder
     return wrapper
 
 
@@ -89,7 +80,7 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
             python = python_level is True and name not in C_LEVEL or (
                 python_level is not True and python_level and name in python_level)
             where = TORCH_FUNCTIONAL if python and label == "torch" else label
-            wrapper = _wrap_function(fn, None, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
+            wrapper = _wrap_function(fn, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
             # Named where it is found, so pickle (by reference) finds this object.
             wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
             wrapper.__qualname__ = name
@@ -416,7 +407,7 @@ def wrap_tensor() -> None:
         label = f"torch.Tensor.{name}"
         shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
         if shape is None:
-            wrapper = _wrap_function(value, None, label, flags)
+            wrapper = _wrap_function(value, label, flags)
         else:
             info = [None, value, label, flags]
             wrapper = _exact_wrapper(value, info, *shape)
