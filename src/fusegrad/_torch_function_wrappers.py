@@ -248,13 +248,16 @@ def set_tensor_attributes(wrapped: bool) -> None:
         setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
 
 
-_EXACT_CODE: dict = {}
-
-
 def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
     """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
     one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
     skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
+    return _instantiate(("exact", binary, keywords), lambda: _exact_source(binary, keywords),
+                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
+                         "_MISSING": _MISSING})
+
+
+def _exact_source(binary: bool, keywords: tuple) -> str:
     params = ["self", "other"] if binary else ["self"]
     kw = "".join(f", {k}=_MISSING" for k in keywords)
     star = ", *" if keywords else ""
@@ -269,17 +272,29 @@ def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
                     "other.__class__ is list):\n        for b in other:\n"
                     "            if b.__class__ not in fast:\n                break\n"
                     "        else:\n            return fn(self, other)")
-    source = (f"def wrapper({passed}{star}{kw}):\n"
-              f"    if {check}:\n        return fn({passed})"
-              f"{fallback}\n    kwargs = {{}}{given}\n"
-              f"    return _slow(info, ({passed},), kwargs)\n")
-    code = _EXACT_CODE.get(source)
-    if code is None:
-        code = _EXACT_CODE[source] = compile(source, "<torch function wrapper>", "exec")
-    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
-                 "_MISSING": _MISSING}
-    exec(code, namespace)  # noqa: S102
-    return namespace["wrapper"]
+    return (f"def wrapper({passed}{star}{kw}):\n"
+            f"    if {check}:\n        return fn({passed})"
+            f"{fallback}\n    kwargs = {{}}{given}\n"
+            f"    return _slow(info, ({passed},), kwargs)\n")
+
+
+_CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
+
+
+def _instantiate(key, source, namespace: dict):
+    """A new wrapper function of shape `key` over `namespace` (its globals: `fn`, `info`,
+    ...). Each shape's source is compiled once; every wrapper of that shape shares the code
+    object (making one costs a dict and a function object, not a compile)."""
+    made = _CODE.get(key)
+    if made is None:
+        scratch = dict(namespace)
+        exec(compile(source(), "<torch function wrapper>", "exec"), scratch)  # noqa: S102
+        f = scratch["wrapper"]
+        made = _CODE[key] = (f.__code__, f.__defaults__, f.__kwdefaults__)
+    code, defaults, kwdefaults = made
+    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper.__kwdefaults__ = kwdefaults
+    return wrapper
 
 
 _MISSING = object()
@@ -312,6 +327,13 @@ def _prefix_wrapper(fn, info, slots: int):
     plain arguments by position reaches `fn` with the same arguments and no packing, and
     a call passing keywords checks their values and passes them on. Arguments reach
     handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
+    return _instantiate(("prefix", slots), lambda: _prefix_source(slots),
+                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
+                         "_given": _given, "_plain_items": _plain_items,
+                         "_MISSING": _MISSING})
+
+
+def _prefix_source(slots: int) -> str:
     names = [f"a{i}" for i in range(slots)]
     listed = ", ".join(names)
     lines = [f"def wrapper({', '.join(n + '=_MISSING' for n in names)}, /, *rest, **kwargs):",
@@ -338,14 +360,7 @@ def _prefix_wrapper(fn, info, slots: int):
                  f"{name}.__class__ is list) and _plain_items({name})):"] + body
                 + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
     lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
-    source = "\n".join(lines) + "\n"
-    code = _EXACT_CODE.get(source)
-    if code is None:
-        code = _EXACT_CODE[source] = compile(source, "<torch function wrapper>", "exec")
-    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow, "_given": _given,
-                 "_plain_items": _plain_items, "_MISSING": _MISSING}
-    exec(code, namespace)  # noqa: S102
-    return namespace["wrapper"]
+    return "\n".join(lines) + "\n"
 
 
 def _given(values: tuple) -> tuple:
