@@ -25,7 +25,7 @@ def _wrap_function(fn, label: str, flags: int = 0):
     info = [None, fn, label, flags]
     slots = _positional_slots(fn)
     if slots is not None:  # the usual case: no `*args, **kwargs` frame
-        wrapper = _prefix_wrapper(fn, info, slots)
+        wrapper = _prefix_wrapper(fn, info, slots, _without_out_guard(fn))
         functools.update_wrapper(wrapper, fn)
         wrapper._torch_function_info = info
         return wrapper
@@ -322,13 +322,27 @@ def _positional_slots(fn) -> int | None:
     return n if 1 <= n <= 12 else None
 
 
-def _prefix_wrapper(fn, info, slots: int):
+def _without_out_guard(fn):
+    """What a call without keywords may run: the function inside `fn`'s `out=` guard when
+    `out` is keyword-only there (so such a call cannot pass it), else `fn` itself."""
+    if not getattr(fn, "rejects_out", False):
+        return fn
+    inner = fn.__wrapped__
+    code = getattr(inner, "__code__", None)
+    if code is None or "out" in code.co_varnames[:code.co_argcount]:
+        return fn
+    return inner
+
+
+def _prefix_wrapper(fn, info, slots: int, positional_fn=None):
     """A wrapper taking `slots` positional-only arguments, the rest packed: a call passing
-    plain arguments by position reaches `fn` with the same arguments and no packing, and
-    a call passing keywords checks their values and passes them on. Arguments reach
+    plain arguments by position reaches `fn` (or `positional_fn`, the same function without
+    its `out=` guard) with the same arguments and no packing, and a call passing keywords
+    checks their values and passes them on to `fn`. Arguments reach
     handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
     return _instantiate(("prefix", slots), lambda: _prefix_source(slots),
-                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
+                        {"fn": fn, "fn0": positional_fn or fn, "info": info, "fast": _fast,
+                         "_slow": _slow,
                          "_given": _given, "_plain_items": _plain_items,
                          "_MISSING": _MISSING})
 
@@ -348,7 +362,7 @@ def _prefix_source(slots: int) -> str:
         given = ", ".join(names[:count])
         sep = ", " if given else ""
         return [f"{indent}if kwargs:", f"{indent}    return fn({given}{sep}**kwargs)",
-                f"{indent}return fn({given})"]
+                f"{indent}return fn0({given})"]
 
     # A present argument costs one class test; the first empty slot ends the call.
     tail: list = []
