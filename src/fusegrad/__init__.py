@@ -150,7 +150,7 @@ from . import _out  # noqa: E402
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cuda", "datasets",
     "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx",
-    "optim", "serialization", "viz",
+    "optim", "overrides", "serialization", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization"}
@@ -181,4 +181,12 @@ def __dir__() -> list[str]:
 # Last, once the namespace is complete: an `out` tensor that a function cannot write into
 # raises rather than being ignored (bernoulli and multinomial write into it).
 _out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial"}))
+
+# Then every public function and Tensor method honours `__torch_function__` (subclasses and
+# tensor-likes); the configuration helpers PyTorch does not route stay as they are.
+from . import _C, _torch_function  # noqa: E402
+
+_torch_function.wrap_namespace(globals(), "torch", _torch_function.TOP_LEVEL_NOT_ROUTED,
+                               _torch_function.TOP_LEVEL_PYTHON)
+_torch_function.wrap_tensor()
 

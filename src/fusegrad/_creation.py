@@ -19,6 +19,7 @@ from ._symbolic import size_int
 from ._tensor import Tensor
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
+from ._torch_function import warning_stacklevel as _warning_stacklevel
 
 
 def _sizes(size, caller: str = "empty") -> tuple:
@@ -149,7 +150,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         warnings.warn(
             "To copy construct from a tensor, it is recommended to use "
             "sourceTensor.detach().clone() or sourceTensor.detach().clone().requires_grad_(True), "
-            "rather than torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
+            "rather than torch.tensor(sourceTensor).",
+            UserWarning, stacklevel=_warning_stacklevel(2))
         if not data._plain:
             return data.detach().to(dt).clone()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import _dispatch, _thread_state
 from ._tensor import Size, Tensor
+from ._torch_function import _disabled_torch_function_impl
 from .ops._util import contiguous_strides
 
 
@@ -23,6 +24,7 @@ class FakeTensor(Tensor):
 
     __slots__ = ("_fshape", "_fstrides", "_foffset")
     _plain = False
+    __torch_function__ = _disabled_torch_function_impl
 
     @classmethod
     def _make_fake(cls, shape, dtype, strides=None, offset: int = 0) -> FakeTensor:

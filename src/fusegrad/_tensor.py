@@ -76,6 +76,12 @@ class Tensor:
     _plain = True
     __array_priority__ = 1000
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from ._torch_function import note_subclass
+
+        note_subclass(cls)
+
     def __init__(self, *args, **kwargs):
         # `torch.Tensor(2, 3)` (uninitialised float tensor) and `torch.Tensor([1, 2])` (data).
         from ._creation import legacy_tensor_init
@@ -353,7 +359,7 @@ class Tensor:
         return self._data.shape[0]
 
     def __iter__(self):
-        if self.ndim == 0:
+        if self.dim() == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
@@ -401,10 +407,12 @@ class Tensor:
             suffixes.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
         elif self._rg:
             suffixes.append("requires_grad=True")
+        cls = type(self)
+        prefix = "tensor(" if cls in TENSOR_REPR_CLASSES else f"{cls.__name__}("
         return format_tensor(self._data, self._dtype.name, _dtype.defaults.float.name,
-                             suffixes)
+                             suffixes, prefix)
 
-    __str__ = __repr__
+    # No `__str__`: `object.__str__` calls the class's `__repr__`, a subclass's own included.
 
     def __format__(self, spec: str) -> str:
         if self.ndim == 0:
@@ -414,7 +422,12 @@ class Tensor:
     def __reduce_ex__(self, protocol):
         from ._creation import rebuild_tensor
 
-        return (rebuild_tensor, (np.array(self._data), self._dtype.name, self._rg))
+        args = (np.array(self._data), self._dtype.name, self._rg)
+        if type(self) is Tensor:
+            return (rebuild_tensor, args)
+        from ._torch_function import rebuild_subclass  # the class and its attributes too
+
+        return (rebuild_subclass, (type(self), args, dict(getattr(self, "__dict__", {}))))
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
@@ -600,6 +613,8 @@ class Tensor:
 
 
 _FROM_NP = _dtype.FROM_NP
+# Classes whose repr opens with `tensor(`; other subclasses print their own name, as PyTorch.
+TENSOR_REPR_CLASSES = {Tensor}
 
 
 def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:

@@ -11,6 +11,7 @@ from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call
 from .._symbolic import size_int
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
@@ -325,7 +326,7 @@ def meshgrid(*tensors, indexing=None):
 
         warnings.warn(
             "torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
-            "argument.", UserWarning, stacklevel=2)
+            "argument.", UserWarning, stacklevel=_warning_stacklevel(2))
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '

@@ -18,6 +18,7 @@ from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import scalar as SCL
 from ..ops import statistics as ST
 from ..ops._util import wrap_dim
@@ -219,7 +220,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
         norm = w_sum - correction
     if float(norm.item()) <= 0:
         warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
-                      "than the number of observations.", UserWarning, stacklevel=2)
+                      "than the number of observations.",
+                      UserWarning, stacklevel=_warning_stacklevel(2))
         norm = norm * 0
     x = x - avg.unsqueeze(1)
     c = mm(x, (x * w if w is not None else x).t())

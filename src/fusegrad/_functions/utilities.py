@@ -19,6 +19,7 @@ from .._creation import from_numpy, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._tensor import Size, Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
@@ -116,7 +117,7 @@ def set_float32_matmul_precision(precision: str) -> None:
 
         warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current"
                       f"setFloat32MatmulPrecision call has no effect.", UserWarning,
-                      stacklevel=2)
+                      stacklevel=_warning_stacklevel(2))
         return
     _settings.matmul_precision = precision
 

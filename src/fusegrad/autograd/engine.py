@@ -116,7 +116,19 @@ def _needed_nodes(roots, targets):
 
 def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                  accumulate=True, allow_unused=False):
-    """Backpropagate from `tensors`; accumulate into leaves, or return grads of `inputs`."""
+    """Backpropagate from `tensors`; accumulate into leaves, or return grads of `inputs`.
+
+    Derivatives run outside `__torch_function__`: saved inputs may be tensor subclasses, and
+    their gradients are plain computations (PyTorch's derivatives are not Python calls)."""
+    from .._torch_function import DisableTorchFunction
+
+    with DisableTorchFunction():
+        return _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs,
+                             accumulate, allow_unused)
+
+
+def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, accumulate,
+                  allow_unused):
     if not tensors:
         raise RuntimeError("backward called with an empty list of tensors") if accumulate else \
             RuntimeError("grad requires non-empty inputs.")

@@ -16,6 +16,7 @@ from .. import _dtype
 from .._dispatch import call
 from .._random import rng as _rng
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad
 from ..ops import conv as CV
 from ..ops import layers as LY
@@ -138,7 +139,7 @@ def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
             f"this warning, please use dropout instead. Note that {name} exists to provide "
             f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
             f"dimension, and an optional batch dimension (i.e. {batched - 1}D or {batched}D "
-            "inputs).", UserWarning, stacklevel=3)
+            "inputs).", UserWarning, stacklevel=_warning_stacklevel(3))
     unbatched = input.dim() == batched - 1 and spatial != 2
     if unbatched:
         out = _feature_dropout(input.unsqueeze(0), p, training, inplace)

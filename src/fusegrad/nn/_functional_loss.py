@@ -13,6 +13,7 @@ import numpy as np
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad
 from ..ops import loss as LS
 from ..ops import scalar as SC
@@ -42,7 +43,7 @@ def _broadcast_pair(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     warnings.warn(
         f"Using a target size ({target.shape}) that is different to the input size "
         f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
-        "Please ensure they have the same size.", UserWarning, stacklevel=3)
+        "Please ensure they have the same size.", UserWarning, stacklevel=_warning_stacklevel(3))
     from ..ops._util import broadcast_shapes
 
     shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
@@ -91,7 +92,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
             "reduction: 'mean' divides the total loss by both the batch size and the support "
             "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
             "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
-            "major release.", UserWarning, stacklevel=2)
+            "major release.", UserWarning, stacklevel=_warning_stacklevel(2))
     if log_target:
         loss = target.exp() * (target - input)
     else:

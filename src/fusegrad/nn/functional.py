@@ -13,6 +13,7 @@ import warnings
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -120,7 +121,7 @@ def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
     reduce = True if reduce is None else reduce
     warnings.warn("size_average and reduce args will be deprecated, please use reduction="
                   f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
-                  "instead.", UserWarning, stacklevel=3)
+                  "instead.", UserWarning, stacklevel=_warning_stacklevel(3))
     if not reduce:
         return "none"
     return "mean" if size_average else "sum"
@@ -501,7 +502,8 @@ def _check_sizes_warn(input, target) -> None:
         warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to "
-            "broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+            "broadcasting. Please ensure they have the same size.",
+            UserWarning, stacklevel=_warning_stacklevel(3))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",
@@ -701,3 +703,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 __all__ += ["scaled_dot_product_attention"]
+
+# Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
+from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
+
+_wrap_torch_function(globals(), "torch.nn.functional", python_level=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._tensor import Tensor
+from .._tensor import TENSOR_REPR_CLASSES, Tensor
+from .._torch_function import _disabled_torch_function_impl
 
 
 class Parameter(Tensor):
@@ -16,6 +17,8 @@ class Parameter(Tensor):
     """
 
     __slots__ = ()
+    # Ops on parameters give plain Tensors and do not consult the protocol, as in PyTorch.
+    __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
@@ -44,6 +47,9 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol):
         return (_rebuild_parameter, (np.array(self._data), self._dtype.name, self._rg))
+
+
+TENSOR_REPR_CLASSES.add(Parameter)
 
 
 def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Parameter:

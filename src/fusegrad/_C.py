@@ -1,0 +1,18 @@
+"""`fusegrad._C`: the spellings PyTorch's extension module gives the `__torch_function__`
+machinery (`_disabled_torch_function_impl`, the two disabling context managers)."""
+
+from __future__ import annotations
+
+from ._torch_function import (
+    DisableTorchFunction,
+    DisableTorchFunctionSubclass,
+    _disabled_torch_function_impl,
+)
+from ._torch_function import is_torch_function_enabled as _is_torch_function_enabled
+from ._torch_function import (
+    is_torch_function_mode_enabled as _is_torch_function_mode_enabled,
+)
+
+__all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass",
+           "_disabled_torch_function_impl", "_is_torch_function_enabled",
+           "_is_torch_function_mode_enabled"]

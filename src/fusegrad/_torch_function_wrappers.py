@@ -1,0 +1,478 @@
+"""The wrappers that put the public surface behind the `__torch_function__` protocol.
+
+`wrap_namespace` (each public namespace, once built) and `wrap_tensor` (Tensor's methods,
+operators and properties) replace functions by wrappers generated for their parameter
+lists; the protocol they call into (`_slow`, the `_fast` classes) is `_torch_function`.
+Which names are routed and how PyTorch reports them are the tables below.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+
+from ._tensor import Tensor
+from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
+
+
+def _wrap_function(fn, label: str, flags: int = 0):
+    """`fn` behind the protocol check. The wrapper's `_torch_function_info` is [the object
+    handlers receive as `func` (bound by the caller once it exists), fn, the name in error
+    messages, flags]."""
+    fast = _fast
+    info = [None, fn, label, flags]
+    slots = _positional_slots(fn)
+    if slots is not None:  # the usual case: no `*args, **kwargs` frame
+        wrapper = _prefix_wrapper(fn, info, slots, _without_out_guard(fn))
+        functools.update_wrapper(wrapper, fn)
+        wrapper._torch_function_info = info
+        return wrapper
+
+    def wrapper(*args, **kwargs):
+        for a in args:
+            if a.__class__ not in fast:
+                if a.__class__ is tuple or a.__class__ is list:
+                    for b in a:
+                        if b.__class__ not in fast:
+                            return _slow(info, args, kwargs)
+                else:
+                    return _slow(info, args, kwargs)
+        if kwargs:
+            for a in kwargs.values():
+                if a.__class__ not in fast:
+                    return _slow(info, args, kwargs)
+            return fn(*args, **kwargs)
+        return fn(*args)
+
+    functools.update_wrapper(wrapper, fn)
+    wrapper._torch_function_info = info
+    return wrapper
+
+
+def _bind_public(wrapper, public) -> None:
+    wrapper._torch_function_info[0] = public
+
+
+def _is_wrapped(obj) -> bool:
+    return hasattr(obj, "_torch_function_info")
+
+
+def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
+                   python_level: bool | frozenset = False) -> None:
+    """Put every public function of `namespace` (a module's globals) behind the protocol,
+    except the names in `skip` and helpers imported from dispatch or the registry. `label` is
+    PyTorch's module name used in error messages (`torch`, `torch.nn.functional`).
+    `python_level`: True, or the names, of the functions PyTorch writes in Python (their
+    arguments reach handlers normalised, and their errors read "no implementation found");
+    a name in `C_LEVEL` is not, even when `python_level` is True."""
+    done: dict = {}
+    for name, fn in list(namespace.items()):
+        if name.startswith("_") or name in skip or not isinstance(fn, types.FunctionType):
+            continue
+        if _is_wrapped(fn):
+            continue
+        module = getattr(fn, "__module__", "") or ""
+        if not module.startswith("fusegrad") or module.startswith(_INTERNAL_MODULES):
+            continue
+        if fn not in done:
+            python = python_level is True and name not in C_LEVEL or (
+                python_level is not True and python_level and name in python_level)
+            where = TORCH_FUNCTIONAL if python and label == "torch" else label
+            wrapper = _wrap_function(fn, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
+            # Named where it is found, so pickle (by reference) finds this object.
+            wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
+            wrapper.__qualname__ = name
+            _bind_public(wrapper, wrapper)
+            done[fn] = wrapper
+            _OVERRIDABLE.setdefault(label, []).append(wrapper)
+        namespace[name] = done[fn]
+
+
+# nn.functional's functions that PyTorch implements in C (the rest are Python-level).
+C_LEVEL = frozenset({
+    "adaptive_avg_pool1d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "bilinear", "celu_",
+    "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "cosine_similarity", "elu_", "gelu",
+    "hardshrink", "hardtanh_", "leaky_relu_", "linear", "logsigmoid",
+    "native_channel_shuffle", "one_hot", "pairwise_distance", "pdist", "pixel_shuffle",
+    "pixel_unshuffle", "prelu", "rrelu_", "scaled_dot_product_attention", "selu_",
+    "softplus", "softshrink", "threshold_",
+})
+# Top-level functions PyTorch writes in Python (`torch.functional`).
+TORCH_FUNCTIONAL = "torch.functional"
+TOP_LEVEL_PYTHON = frozenset({
+    "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "broadcast_tensors",
+    "cartesian_prod", "cdist", "chain_matmul", "einsum", "lu", "meshgrid", "norm", "split",
+    "stft", "istft", "tensordot", "unique", "unique_consecutive", "unravel_index",
+})
+# Tensor methods PyTorch writes in Python that hand their defaults to handlers by keyword.
+TENSOR_PYTHON = frozenset({
+    "__repr__", "__format__", "__len__", "__deepcopy__", "__reduce_ex__", "__array__",
+    "split", "backward", "norm", "unique", "unique_consecutive", "lu", "unflatten",
+    "register_hook", "register_post_accumulate_grad_hook", "is_shared",
+})
+# Top-level helpers PyTorch does not route (configuration, seeding, predicates on objects).
+TOP_LEVEL_NOT_ROUTED = frozenset({
+    "is_tensor", "is_storage", "manual_seed", "seed", "initial_seed", "get_rng_state",
+    "set_rng_state", "get_default_dtype", "set_default_dtype", "set_default_device",
+    "broadcast_shapes", "is_grad_enabled", "is_inference_mode_enabled", "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled", "set_printoptions", "get_printoptions", "from_numpy",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "set_num_threads", "get_num_threads",
+    "set_num_interop_threads", "get_num_interop_threads", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "compile", "load", "save",
+})
+_INTERNAL_MODULES = ("fusegrad._dispatch", "fusegrad.ops", "fusegrad.autograd",
+                     "fusegrad._thread_state", "fusegrad._torch_function")
+_OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
+
+# Tensor attributes PyTorch does not route through the protocol (object machinery, hashing,
+# iteration, which calls the routed `dim`, `unbind` and `__len__`).
+_TENSOR_SKIP = frozenset({
+    "__init__", "__new__", "__init_subclass__", "__torch_function__", "__hash__", "__iter__",
+    "__getattribute__", "__setattr__", "__delattr__", "__dir__", "__sizeof__", "__reduce__",
+    "__subclasshook__", "__class__", "__getstate__", "__setstate__",
+    "__array_wrap__", "as_subclass", "_make_subclass", "_make",
+})
+# Operators report the method PyTorch's operator calls (`x + 1` and `1 + x`: `Tensor.add`).
+_OPERATOR_REPORTS = {
+    "__abs__": "abs", "__add__": "add", "__radd__": "add", "__ne__": "ne", "__ge__": "ge",
+    "__gt__": "gt", "__le__": "le", "__lt__": "lt", "__iadd__": "add_",
+    "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__imul__": "mul_",
+    "__isub__": "sub_", "__itruediv__": "div_", "__matmul__": "matmul", "__mod__": "remainder",
+    "__mul__": "mul", "__rmul__": "mul", "__neg__": "neg", "__pos__": "positive",
+    "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
+    "__rtruediv__": "__rdiv__", "__sub__": "sub", "__truediv__": "div",
+}
+# Methods whose arguments other than self are never tensors (PyTorch's schemas): plain
+# tensors keep Tensor's own function, at no cost; each protocol subclass is given the
+# checking wrapper (as for properties), and Tensor itself while a mode is active.
+SELF_ONLY = frozenset("""
+abs abs_ absolute acos acos_ acosh acosh_ all amax amin any arccos arccosh arcsin arcsinh
+arctan arctanh argmax argmin argsort argwhere as_strided asin asin_ asinh asinh_ atan atan_
+atanh atanh_ bitwise_not bitwise_not_ broadcast_to cauchy_ ceil ceil_ cholesky
+cholesky_inverse chunk clone contiguous corrcoef cos cos_ cosh cosh_ count_nonzero cpu cuda
+cummax cummin cumprod cumsum cumsum_ deg2rad deg2rad_ det detach detach_ diag diag_embed
+diagflat diagonal digamma digamma_ dim dsplit element_size erf erf_ erfc erfc_ erfinv
+erfinv_ exp exp2 exp2_ exp_ expand expm1 expm1_ exponential_ fix fix_ flatten flip fliplr
+flipud floor floor_ frac frac_ geometric_ get_device histc hsplit i0 i0_ inverse
+is_coalesced is_complex is_conj is_contiguous is_distributed is_floating_point is_inference
+is_neg is_nonzero is_pinned is_signed isfinite isinf isnan isneginf isposinf isreal item
+kthvalue lgamma lgamma_ log log10 log10_ log1p log1p_ log2 log2_ log_ log_normal_
+log_softmax logcumsumexp logdet logical_not logical_not_ logit logit_ logsumexp matrix_exp
+matrix_power mean median mode moveaxis movedim msort multinomial nan_to_num nan_to_num_
+nanmean nanmedian nansum narrow_copy neg neg_ negative new_empty new_full new_ones new_zeros
+nonzero norm normal_ numel permute pinverse polygamma_ positive prod rad2deg rad2deg_
+random_ ravel reciprocal reciprocal_ relu relu_ renorm renorm_ repeat requires_grad_
+reshape resize_ retain_grad roll rot90 round round_ rsqrt rsqrt_ select sgn sgn_ sigmoid
+sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice softmax sort split
+split_with_sizes sqrt sqrt_ square square_ squeeze squeeze_ std storage_offset stride sum
+swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk trace transpose
+transpose_ tril tril_ triu triu_ trunc trunc_ unbind unflatten unfold uniform_
+unique_consecutive unsafe_chunk unsafe_split unsqueeze unsqueeze_ var view vsplit zero_
+bfloat16 bool byte char double float half int long short data_ptr ndimension nelement
+numpy tolist type is_shared register_hook register_post_accumulate_grad_hook unique
+__neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ __complex__
+__repr__ __format__ __array__ __deepcopy__ __reduce_ex__
+""".split())
+_TENSOR_NAMES = {"__pow__": "pow"}  # PyTorch's `Tensor.__pow__` is named `pow`
+_BINARY_OPERATORS = frozenset({
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+    "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _is_operator(name: str) -> bool:
+    if not (name.startswith("__") and name.endswith("__")):
+        return False
+    core = name[2:-2]
+    for prefix in ("r", "i"):
+        if core.startswith(prefix) and core[1:] in _BINARY_OPERATORS:
+            return True
+    return core in _BINARY_OPERATORS
+
+
+def _wrap_property(name: str, prop: property) -> property:
+    """The property a protocol subclass gets in place of Tensor's `prop`: plain tensors keep
+    Tensor's own property (no cost), and handlers receive `Tensor.<name>.__get__`."""
+    fget, fset = prop.fget, prop.fset
+    fast = _fast
+    get_info = [CurrentTensorAttribute(name, "__get__"), fget,
+                f"torch.Tensor.{name}.__get__", 0]
+    set_info = [CurrentTensorAttribute(name, "__set__"), fset,
+                f"torch.Tensor.{name}.__set__", 0]
+
+    def getter(self):
+        if self.__class__ in fast:
+            return fget(self)
+        return _slow(get_info, (self,), {})
+
+    functools.update_wrapper(getter, fget)
+    setter = None
+    if fset is not None:
+        def setter(self, value):
+            if self.__class__ in fast and value.__class__ in fast:
+                return fset(self, value)
+            return _slow(set_info, (self, value), {})
+
+        functools.update_wrapper(setter, fset)
+    getter._torch_function_info = get_info
+    return property(getter, setter, prop.fdel, prop.__doc__)
+
+
+_SUBCLASS_PROPERTIES: dict = {}  # name -> the wrapped property protocol subclasses get
+_RAW_PROPERTIES: dict = {}  # name -> Tensor's own property
+_SUBCLASS_METHODS: dict = {}  # name -> the wrapper of a self-only method
+_RAW_METHODS: dict = {}  # name -> Tensor's own self-only method
+
+
+def install_on_subclass(cls: type) -> None:
+    """Give protocol subclass `cls` the wrapped properties and self-only methods it does not
+    define itself (nor inherit from a class between it and Tensor)."""
+    for table in (_SUBCLASS_PROPERTIES, _SUBCLASS_METHODS):
+        for name, wrapped in table.items():
+            for klass in cls.__mro__:
+                if klass is Tensor:
+                    setattr(cls, name, wrapped)
+                    break
+                if name in klass.__dict__:
+                    break
+
+
+def set_tensor_attributes(wrapped: bool) -> None:
+    """Tensor's own attributes (no mode active) or the checking ones (a mode is active)."""
+    for name in _SUBCLASS_PROPERTIES:
+        setattr(Tensor, name, (_SUBCLASS_PROPERTIES if wrapped else _RAW_PROPERTIES)[name])
+    for name in _SUBCLASS_METHODS:
+        setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
+
+
+def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
+    """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
+    one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
+    skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
+    return _instantiate(("exact", binary, keywords), lambda: _exact_source(binary, keywords),
+                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
+                         "_MISSING": _MISSING})
+
+
+def _exact_source(binary: bool, keywords: tuple) -> str:
+    params = ["self", "other"] if binary else ["self"]
+    kw = "".join(f", {k}=_MISSING" for k in keywords)
+    star = ", *" if keywords else ""
+    check = "self.__class__ in fast" + (" and other.__class__ in fast" if binary else "")
+    check += "".join(f" and {k} is _MISSING" for k in keywords)
+    passed = ", ".join(params)
+    given = "".join(f"\n    if {k} is not _MISSING:\n        kwargs[{k!r}] = {k}"
+                    for k in keywords)
+    fallback = ""
+    if binary and not keywords:  # an index tuple `x[0, 1]`, a list operand: plain items pass
+        fallback = ("\n    if self.__class__ in fast and (other.__class__ is tuple or "
+                    "other.__class__ is list):\n        for b in other:\n"
+                    "            if b.__class__ not in fast:\n                break\n"
+                    "        else:\n            return fn(self, other)")
+    return (f"def wrapper({passed}{star}{kw}):\n"
+            f"    if {check}:\n        return fn({passed})"
+            f"{fallback}\n    kwargs = {{}}{given}\n"
+            f"    return _slow(info, ({passed},), kwargs)\n")
+
+
+_CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
+
+
+def _instantiate(key, source, namespace: dict):
+    """A new wrapper function of shape `key` over `namespace` (its globals: `fn`, `info`,
+    ...). Each shape's source is compiled once; every wrapper of that shape shares the code
+    object (making one costs a dict and a function object, not a compile)."""
+    made = _CODE.get(key)
+    if made is None:
+        scratch = dict(namespace)
+        exec(compile(source(), "<torch function wrapper>", "exec"), scratch)  # noqa: S102
+        f = scratch["wrapper"]
+        made = _CODE[key] = (f.__code__, f.__defaults__, f.__kwdefaults__)
+    code, defaults, kwdefaults = made
+    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper.__kwdefaults__ = kwdefaults
+    return wrapper
+
+
+_MISSING = object()
+_VARARG_SLOTS = 4  # positional slots a `*shape` method gets before packing the rest
+
+
+def _plain_items(seq) -> bool:
+    """Whether every item of list/tuple `seq` is of a class in `_fast`."""
+    fast = _fast
+    for b in seq:
+        if b.__class__ not in fast:
+            return False
+    return True
+
+
+def _positional_slots(fn) -> int | None:
+    """How many positional slots a prefix wrapper of `fn` needs (None: not applicable)."""
+    raw = inspect.unwrap(fn)
+    code = getattr(raw, "__code__", None)
+    if code is None or hasattr(raw, "__signature__"):
+        return None
+    n = code.co_argcount
+    if code.co_flags & inspect.CO_VARARGS:
+        n += _VARARG_SLOTS
+    return n if 1 <= n <= 12 else None
+
+
+def _without_out_guard(fn):
+    """What a call without keywords may run: the function inside `fn`'s `out=` guard when
+    `out` is keyword-only there (so such a call cannot pass it), else `fn` itself."""
+    if not getattr(fn, "rejects_out", False):
+        return fn
+    inner = fn.__wrapped__
+    code = getattr(inner, "__code__", None)
+    if code is None or "out" in code.co_varnames[:code.co_argcount]:
+        return fn
+    return inner
+
+
+def _prefix_wrapper(fn, info, slots: int, positional_fn=None):
+    """A wrapper taking `slots` positional-only arguments, the rest packed: a call passing
+    plain arguments by position reaches `fn` (or `positional_fn`, the same function without
+    its `out=` guard) with the same arguments and no packing, and a call passing keywords
+    checks their values and passes them on to `fn`. Arguments reach
+    handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
+    return _instantiate(("prefix", slots), lambda: _prefix_source(slots),
+                        {"fn": fn, "fn0": positional_fn or fn, "info": info, "fast": _fast,
+                         "_slow": _slow,
+                         "_given": _given, "_plain_items": _plain_items,
+                         "_MISSING": _MISSING})
+
+
+def _prefix_source(slots: int) -> str:
+    names = [f"a{i}" for i in range(slots)]
+    listed = ", ".join(names)
+    lines = [f"def wrapper({', '.join(n + '=_MISSING' for n in names)}, /, *rest, **kwargs):",
+             "    if rest:",
+             f"        return _slow(info, _given(({listed},)) + rest, kwargs)",
+             "    if kwargs:",
+             "        for v in kwargs.values():",
+             "            if v.__class__ not in fast:",
+             f"                return _slow(info, _given(({listed},)), kwargs)"]
+
+    def call(count: int, indent: str) -> list:
+        given = ", ".join(names[:count])
+        sep = ", " if given else ""
+        return [f"{indent}if kwargs:", f"{indent}    return fn({given}{sep}**kwargs)",
+                f"{indent}return fn0({given})"]
+
+    # A present argument costs one class test; the first empty slot ends the call.
+    tail: list = []
+    for i in range(slots - 1, -1, -1):
+        name = names[i]
+        indent = "    " * (i + 1)
+        body = tail if tail else call(slots, indent + "    ")
+        tail = ([f"{indent}if {name}.__class__ in fast or (({name}.__class__ is tuple or "
+                 f"{name}.__class__ is list) and _plain_items({name})):"] + body
+                + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
+    lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
+    return "\n".join(lines) + "\n"
+
+
+def _given(values: tuple) -> tuple:
+    """The positional arguments actually passed (the slots before the first empty one)."""
+    for i, v in enumerate(values):
+        if v is _MISSING:
+            return values[:i]
+    return values
+
+
+
+
+def _method_shape(name: str, fn) -> tuple | None:
+    """(binary, keyword-only names) when method `fn` can take an exact wrapper, else None.
+    Read from the code object (a signature per method would cost milliseconds at import)."""
+    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return None
+    code = fn.__code__
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or fn.__defaults__:
+        return None
+    n, k = code.co_argcount, code.co_kwonlyargcount
+    keywords = code.co_varnames[n:n + k]
+    if k and len(fn.__kwdefaults__ or ()) != k:  # a required keyword-only parameter
+        return None
+    if n == 1:
+        return False, keywords
+    if n == 2 and (_is_operator(name) or name == "__getitem__") and code.co_posonlyargcount < 2:
+        return True, ()  # the interpreter passes an operator's operand alone
+    return None
+
+
+def wrap_tensor() -> None:
+    """Put Tensor's methods and operators behind the protocol, and make the properties that
+    protocol subclasses get (idempotent: an attribute attached later is wrapped by calling
+    this again)."""
+    if "__rdiv__" not in Tensor.__dict__ and "__rtruediv__" in Tensor.__dict__:
+        Tensor.__rdiv__ = Tensor.__rtruediv__
+    if "positive" not in Tensor.__dict__ and "__pos__" in Tensor.__dict__:
+        Tensor.positive = Tensor.__pos__
+    made: dict = {}
+    for name, value in list(Tensor.__dict__.items()):
+        if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
+            continue
+        if isinstance(value, property):
+            if name not in _SUBCLASS_PROPERTIES:
+                _SUBCLASS_PROPERTIES[name] = _wrap_property(name, value)
+                _RAW_PROPERTIES[name] = value
+                _TENSOR_PROPERTIES.append(value)
+            continue
+        if not isinstance(value, types.FunctionType) or _is_wrapped(value) or \
+                name in _SUBCLASS_METHODS:
+            continue
+        if value.__name__ == "<lambda>":  # handlers read `func.__name__`
+            value.__name__ = "positive" if name == "__pos__" else name
+            value.__qualname__ = f"Tensor.{value.__name__}"
+        flags = _OPERATOR if _is_operator(name) else 0
+        if name in TENSOR_PYTHON:
+            flags |= _PYTHON_LEVEL
+        label = f"torch.Tensor.{name}"
+        shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
+        if shape is None:
+            wrapper = _wrap_function(value, label, flags)
+        else:
+            info = [None, value, label, flags]
+            wrapper = _exact_wrapper(value, info, *shape)
+            functools.update_wrapper(wrapper, value)
+            wrapper._torch_function_info = info
+        wrapper.__name__ = _TENSOR_NAMES.get(name, name)
+        wrapper.__qualname__ = f"Tensor.{name}"
+        if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
+            _SUBCLASS_METHODS[name] = wrapper
+            _RAW_METHODS[name] = value
+            _bind_public(wrapper, CurrentTensorAttribute(name))
+            _TENSOR_METHODS.append(value)
+            continue
+        made[name] = wrapper
+        setattr(Tensor, name, wrapper)
+    for name, wrapper in made.items():
+        report = Tensor.__dict__.get(_OPERATOR_REPORTS.get(name, name), wrapper)
+        _bind_public(wrapper, report)
+        if report is wrapper:
+            _TENSOR_METHODS.append(wrapper)
+
+
+_TENSOR_METHODS: list = []
+_TENSOR_PROPERTIES: list = []
+
+
+def overridable_functions() -> dict:
+    """Namespace -> list of the public objects the protocol routes."""
+    out: dict = {}
+    for label, fns in _OVERRIDABLE.items():
+        module = sys.modules.get(label.replace("torch", "fusegrad", 1))
+        out.setdefault(module if module is not None else label, []).extend(fns)
+    out[Tensor] = list(_TENSOR_METHODS) + [p.__get__ for p in _TENSOR_PROPERTIES]
+    return out
+
+
+def is_tensor_method_or_property(func) -> bool:
+    """Whether `func` is a routed Tensor method or property getter."""
+    return func in _TENSOR_METHODS or any(func == p.__get__ for p in _TENSOR_PROPERTIES)
