@@ -27,9 +27,10 @@ class _CodegenOrFx:
     batch norm's running statistics): those values become extra outputs, copied into the
     inputs after the kernels ran."""
 
-    def __init__(self, gm: Any, debug: bool = False):
+    def __init__(self, gm: Any, options: dict):
         self.gm = gm
-        self.debug = debug
+        self.options = options
+        self.debug = options.get("debug", False)
         self.lifted, self.constants, self.writes = _for_codegen(gm)
         self.compiled = None
         self.failed: set = set()
@@ -45,7 +46,8 @@ class _CodegenOrFx:
             try:
                 with _output_code(self.debug):
                     if compiled is None:
-                        compiled = self.compiled = compile_graph(self.lifted, list(full))
+                        compiled = self.compiled = compile_graph(self.lifted, list(full),
+                                                                      self.options)
                     fn = compiled._prepare(list(full))
             except Exception as e:  # noqa: BLE001
                 self.failed.add(key)
@@ -144,7 +146,7 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
     options = config.resolve(None, None) if config_patches is None else config_patches
 
     def compiler(g: Any, example: list) -> Any:
-        return _CodegenOrFx(g, debug=options["debug"])
+        return _CodegenOrFx(g, options)
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=compiler,
                                  bw_compiler=compiler,
