@@ -100,7 +100,8 @@ class CompiledGraph:
         art = entry["artifact"]
         if not self.from_cache:
             if self._flags()[2] and autotune.tunable(art):
-                libs["serial"] = build.build(entry["c_source"], "serial")
+                libs["serial"] = build.build(entry["c_source"], "serial", build.split(
+                    mathlib.source(), [src for _, src in entry["kernels"]]))
                 autotune.tune(art, libs, tuple(args))
             if key:
                 graph_cache.store(key, entry)
@@ -148,7 +149,8 @@ def _libraries(entry: dict) -> dict:
     variants = {r[2] for r in entry["artifact"].refs.values() if r[0] == "kernel"}
     if not entry["c_source"]:
         return {}
-    return {v: build.build(entry["c_source"], v) for v in variants | {"default"}}
+    units = build.split(mathlib.source(), [src for _, src in entry["kernels"]])
+    return {v: build.build(entry["c_source"], v, units) for v in variants | {"default"}}
 
 
 def _write_debug(root: str, key: str | None, entry: dict) -> None:
