@@ -25,7 +25,8 @@ class _CodegenOrFx:
     The code generator sees the graph with its constants as inputs and without the
     `copy_` nodes that write the new value of an input (functionalization's write-backs,
     batch norm's running statistics): those values become extra outputs, copied into the
-    inputs after the kernels ran."""
+    inputs after the kernels ran. `options`: the backend's resolved options (mode and
+    `options=`), handed to the code generator (`CompiledGraph`)."""
 
     def __init__(self, gm: Any, options: dict):
         self.gm = gm
@@ -46,8 +47,8 @@ class _CodegenOrFx:
             try:
                 with _output_code(self.debug):
                     if compiled is None:
-                        compiled = self.compiled = compile_graph(self.lifted, list(full),
-                                                                      self.options)
+                        compiled = compile_graph(self.lifted, list(full), self.options)
+                        self.compiled = compiled
                     fn = compiled._prepare(list(full))
             except Exception as e:  # noqa: BLE001
                 self.failed.add(key)
