@@ -4,17 +4,27 @@
 - row softmax on 4096x4096 (`exp(x - amax) / sum(exp(x - amax))`);
 - LayerNorm over the rows of 4096x4096 (no affine; torch.compile of `F.layer_norm`);
 - compiled training steps (forward + cross-entropy + backward + SGD with momentum) of the
-  MLP 784-1024-1024-10 (batch 256) and LeNet-5 (batch 64) of benchmarks/train_step.py,
-  each model through `fusegrad.compile` (the default backend: AOT autograd, then generated C)
-  beside `torch.compile` of its torch twin with the same initial weights.
+  MLP 784-1024-1024-10 (batch 256), LeNet-5 (batch 64) and ResNet-18 (3x32x32, batch 32) of
+  benchmarks/train_step.py and a 2-layer GPT (nanoGPT's shape from tests/model_zoo.py:
+  d=128, 4 heads, sequence 64, vocabulary 256, batch 16), each model through
+  `fusegrad.compile` (the default backend: AOT autograd, then generated C) beside
+  `torch.compile` of its torch twin with the same initial weights; the number of graphs
+  each library captured is printed beside (fusegrad's should not exceed torch's);
+- compile latency in a fresh process (the first compiled call less one eager call, imports
+  excluded): the 10M chain with an empty cache and again with the cache the first process
+  left (FUSEGRAD_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR), and the first compiled training step
+  of LeNet-5 (batch 64) with an empty cache.
 
 The kernels' side is a registry-level graph compiled by `fusegrad.compiler.codegen.
 compile_graph`. Times are the best of `--repeat` calls after a warm-up, alternating the two
 libraries; the ratio is fusegrad's time over torch.compile's. Also checks that NaN/Inf inputs
 give eager's results, and that the compiled training steps give the same losses as eager.
 
-Run: `OMP_NUM_THREADS=1 python benchmarks/compiled.py` (add `--quick` for a short run,
-`--only train` for the training steps).
+Each figure is measured with 1 and with 2 threads (`--threads 1,2`: one process per count,
+OMP_NUM_THREADS set before NumPy and torch load; torch.set_num_threads too).
+
+Run: `python benchmarks/compiled.py` (add `--quick` for a short run, `--only train` for the
+training steps, `--only latency` for the compile latencies, `--threads 1`).
 """
 
 from __future__ import annotations
@@ -139,13 +149,10 @@ def _eager(gm, x):
     return None
 
 
-def measure_training(case, repeat: int) -> tuple:
-    """(fusegrad s, torch.compile s, fusegrad first-step s, torch first-step s) per training
-    step of `case` (a train_step.Case), both models compiled; checks the compiled fusegrad
-    steps' losses against eager steps of a copy of the model."""
-    import copy
-
-    from train_step import copy_weights, make_step, torch_twin
+def _classifier(case):
+    """(fusegrad model, torch model, fusegrad inputs, torch inputs, loss) of a
+    train_step.Case: cross-entropy of the model's logits."""
+    from train_step import copy_weights, torch_twin
 
     import fusegrad.models as fm
     from fusegrad.models import resnet, simple
@@ -154,40 +161,174 @@ def measure_training(case, repeat: int) -> tuple:
     fg_model, th_model = case.build(fm, {"simple": torch_twin(simple),
                                          "resnet": torch_twin(resnet)})
     copy_weights(fg_model, th_model)
-    eager_model = copy.deepcopy(fg_model)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
     y = rng.integers(0, 10, case.batch)
-    xf, yf = fusegrad.from_numpy(x), fusegrad.from_numpy(y)
-    fg_step = make_step(fusegrad, fusegrad.compile(fg_model), xf, yf)
-    eager_step = make_step(fusegrad, eager_model, xf, yf)
-    tc_step = make_step(torch, torch.compile(th_model), torch.from_numpy(x),
-                        torch.from_numpy(y))
-    t = time.perf_counter()
-    first = [float(fg_step())]
-    fg_first = time.perf_counter() - t
-    t = time.perf_counter()
+
+    def loss(lib, model, x, y):
+        return lib.nn.functional.cross_entropy(model(x), y)
+
+    return (fg_model, th_model, (fusegrad.from_numpy(x), fusegrad.from_numpy(y)),
+            (torch.from_numpy(x), torch.from_numpy(y)), loss)
+
+
+GPT_SHAPE = dict(block_size=64, vocab_size=256, n_layer=2, n_head=4, n_embd=128,
+                 dropout=0.0, bias=True)
+
+
+def _gpt(batch: int = 16):
+    """The 2-layer GPT (nanoGPT's model of tests/model_zoo.py) in both libraries, equal
+    weights; its loss is the model's own cross-entropy over next tokens."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "tests"))
+    from model_zoo import GPTConfig, definitions
+
+    torch.manual_seed(0)
+    th_model = definitions(torch).GPT(GPTConfig(**GPT_SHAPE))
+    fg_model = definitions(fusegrad).GPT(GPTConfig(**GPT_SHAPE))
+    fg_model.load_state_dict({k: fusegrad.tensor(v.detach().numpy().copy())
+                              for k, v in th_model.state_dict().items()})
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, GPT_SHAPE["vocab_size"], (batch, GPT_SHAPE["block_size"]))
+    targets = np.roll(idx, -1, axis=1)
+
+    def loss(lib, model, idx, targets):
+        return model(idx, targets)[1]
+
+    return (fg_model, th_model, (fusegrad.from_numpy(idx), fusegrad.from_numpy(targets)),
+            (torch.from_numpy(idx), torch.from_numpy(targets)), loss)
+
+
+def _train_step(lib, model, inputs, loss_of):
+    """One SGD-with-momentum training step of `model` per call; returns the loss."""
+    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model.train()
+
+    def step():
+        opt.zero_grad()
+        loss = loss_of(lib, model, *inputs)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def counting_backend(lib):
+    """(backend, count): the library's inductor backend, counting the graphs it gets."""
+    if lib is fusegrad:
+        from fusegrad._inductor import compile_fx
+    else:
+        from torch._inductor.compile_fx import compile_fx
+    count = [0]
+
+    def backend(gm, example_inputs):
+        count[0] += 1
+        return compile_fx(gm, example_inputs)
+
+    return backend, count
+
+
+def measure_training(setup, repeat: int) -> tuple:
+    """(fusegrad s, torch.compile s, fusegrad graphs, torch graphs) per training step of the
+    model `setup()` builds, both compiled; checks the compiled fusegrad steps' losses
+    against eager steps of a copy of the model."""
+    import copy
+
+    fg_model, th_model, fg_in, th_in, loss_of = setup()
+    eager_model = copy.deepcopy(fg_model)
+    fg_backend, fg_graphs = counting_backend(fusegrad)
+    th_backend, th_graphs = counting_backend(torch)
+    fg_step = _train_step(fusegrad, fusegrad.compile(fg_model, backend=fg_backend), fg_in,
+                          loss_of)
+    eager_step = _train_step(fusegrad, eager_model, fg_in, loss_of)
+    tc_step = _train_step(torch, torch.compile(th_model, backend=th_backend), th_in, loss_of)
+    first = [float(fg_step()), float(fg_step())]
     tc_step()
-    tc_first = time.perf_counter() - t
-    first.append(float(fg_step()))
     want = [float(eager_step()), float(eager_step())]
     np.testing.assert_allclose(first, want, rtol=1e-4)
     fg_times, tc_times = [], []
     for _ in range(repeat):
         fg_times.append(_best(fg_step, 1))
         tc_times.append(_best(tc_step, 1))
-    return min(fg_times), min(tc_times), fg_first, tc_first
+    return min(fg_times), min(tc_times), fg_graphs[0], th_graphs[0]
 
 
-def main() -> None:
-    """Print each figure with its ratio to torch.compile."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", default="", help="run the figures whose name contains this")
-    args = p.parse_args()
+_LATENCY_CHILD = """
+import os, sys, time
+sys.path.insert(0, {bench!r})
+lib_name, kind = sys.argv[1], sys.argv[2]
+import numpy as np
+import compiled as bench
+lib = bench.fusegrad if lib_name == "fusegrad" else bench.torch
+lib.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+if kind == "chain":
+    data = np.random.default_rng(0).standard_normal(10_000_000).astype(np.float32)
+    x = lib.from_numpy(data)
+    fn = bench.chain_torch if lib is bench.torch else bench.chain_fusegrad
+    fn(x)  # warm-up: page faults and lazily loaded kernels count for neither side
+    t = time.perf_counter(); fn(x); eager = time.perf_counter() - t
+    compiled = lib.compile(fn)
+    t = time.perf_counter(); compiled(x); first = time.perf_counter() - t
+    t = time.perf_counter(); compiled(x); second = time.perf_counter() - t
+else:
+    import copy
+    from train_step import CASES
+    fg_model, th_model, fg_in, th_in, loss_of = bench._classifier(CASES[1])
+    model, inputs = (fg_model, fg_in) if lib is bench.fusegrad else (th_model, th_in)
+    eager_step = bench._train_step(lib, copy.deepcopy(model), inputs, loss_of)
+    eager_step()
+    t = time.perf_counter(); eager_step(); eager = time.perf_counter() - t
+    step = bench._train_step(lib, lib.compile(model), inputs, loss_of)
+    t = time.perf_counter(); step(); first = time.perf_counter() - t
+    t = time.perf_counter(); step(); second = time.perf_counter() - t
+print(first - eager, first - second)
+"""
+
+
+def chain_fusegrad(x):
+    """The chain in fusegrad (the function fusegrad.compile captures)."""
+    return (fusegrad.sin(x) * fusegrad.exp(-x * x) + 0.5 * x) / (1 + fusegrad.abs(x))
+
+
+def compile_latency(lib: str, kind: str, cache_dir: str) -> tuple:
+    """Seconds of the first compiled call over one eager call (after an eager warm-up
+    call), and over the second compiled call, in a fresh process whose compiler caches
+    live in `cache_dir`."""
+    import subprocess
+
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=os.path.join(cache_dir, "fusegrad"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"))
+    code = _LATENCY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code, lib, kind], env=env,
+                         capture_output=True, text=True, check=True, timeout=900)
+    return tuple(float(v) for v in out.stdout.strip().splitlines()[-1].split())
+
+
+def latencies() -> None:
+    """Print the compile latencies, fusegrad beside torch.compile."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="fg-latency-") as tmp:
+        rows = {}
+        for lib in ("fusegrad", "torch"):
+            cold = compile_latency(lib, "chain", os.path.join(tmp, "chain"))
+            warm = compile_latency(lib, "chain", os.path.join(tmp, "chain"))
+            lenet = compile_latency(lib, "lenet", os.path.join(tmp, "lenet"))
+            rows[lib] = (cold, warm, lenet)
+    for i, name in enumerate(("latency chain cold", "latency chain warm",
+                              "latency LeNet-5 step")):
+        (fg, fg2), (tc, tc2) = rows["fusegrad"][i], rows["torch"][i]
+        print(f"{name:24s} fusegrad {fg:8.2f} s    torch.compile {tc:8.2f} s    "
+              f"ratio {fg / tc:5.2f}x   (first compiled call less the second: fusegrad "
+              f"{fg2:.2f} s, torch.compile {tc2:.2f} s)", flush=True)
+
+
+def run(args) -> None:
+    """Every figure at the thread count of this process."""
     repeat = 3 if args.quick else 10
     print(f"threads: {os.environ.get('OMP_NUM_THREADS')} (fusegrad and torch), "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}", flush=True)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     for name, build, tfn, shape in (
             ("chain 10M", chain_graph, chain_torch, (10_000_000,)),
@@ -196,18 +337,40 @@ def main() -> None:
         if args.only not in name:
             continue
         fg, tc = measure(name, build, tfn, shape, repeat)
-        print(f"{name:20s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
-              f"ratio {fg / tc:5.2f}x   (NaN/Inf inputs: eager's results)")
+        print(f"{name:24s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
+              f"ratio {fg / tc:5.2f}x   (NaN/Inf inputs: eager's results)", flush=True)
     from train_step import CASES
 
-    for case in CASES[:2]:
-        name = f"train {case.name} b{case.batch}"
+    setups = [(f"train {c.name.split(' ')[0]} b{c.batch}", lambda c=c: _classifier(c))
+              for c in CASES] + [("train GPT-2L d128 b16", _gpt)]
+    for name, setup in setups:
         if args.only not in name:
             continue
-        fg, tc, fg_first, tc_first = measure_training(case, repeat)
-        print(f"{name:20s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
-              f"ratio {fg / tc:5.2f}x   (first step: fusegrad {fg_first:.2f} s, "
-              f"torch.compile {tc_first:.2f} s; losses equal eager's)")
+        fg, tc, fg_graphs, tc_graphs = measure_training(setup, repeat)
+        print(f"{name:24s} fusegrad {fg * 1e3:8.2f} ms   torch.compile {tc * 1e3:8.2f} ms   "
+              f"ratio {fg / tc:5.2f}x   (graphs: fusegrad {fg_graphs}, torch.compile "
+              f"{tc_graphs}; losses equal eager's)", flush=True)
+    if args.only in "latency":
+        latencies()
+
+
+def main() -> None:
+    """Print each figure with its ratio to torch.compile, per thread count."""
+    import subprocess
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", default="", help="run the figures whose name contains this")
+    p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    args = p.parse_args()
+    counts = [t.strip() for t in args.threads.split(",") if t.strip()]
+    if counts == [os.environ.get("OMP_NUM_THREADS")]:
+        run(args)
+        return
+    for t in counts:
+        argv = [sys.executable, os.path.abspath(__file__), "--threads", t, "--only", args.only]
+        subprocess.run(argv + (["--quick"] if args.quick else []), check=True,
+                       env=dict(os.environ, OMP_NUM_THREADS=t))
 
 
 if __name__ == "__main__":

@@ -85,3 +85,19 @@ def test_demo_autograd_walkthrough(capsys):
     out = capsys.readouterr().out
     assert "import fusegrad as torch" in out and "The backward graph of z:" in out
     assert "Epoch" not in out
+
+
+def test_demo_compile_prints_compile_time_beside_eager(capsys):
+    """`demo --compile`: Compile Time, then the compiled epochs and the eager ones from the
+    same seed, with the same accuracies (the compiled model computes eager's values)."""
+    assert main(["demo", "--compile", "--epochs", "1", "--model", "mlp", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^Compile Time: \d+\.\d\ds$", out, re.M), out
+    compiled, eager = out.split("# eager")
+    assert compiled.startswith("# compiled")
+    rows = []
+    for part in (compiled, eager):
+        lines = [EPOCH_LINE.match(x) for x in part.splitlines() if x.startswith("Epoch")]
+        assert len(lines) == 1 and lines[0], part
+        rows.append([float(v) for v in lines[0].groups()[3:]])
+    np.testing.assert_allclose(rows[0], rows[1], atol=0.5)

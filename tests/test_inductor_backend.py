@@ -113,7 +113,7 @@ def test_default_backend_runs_fused_kernels_forward_and_backward(output_code):
 def test_graph_the_code_generator_rejects_runs_as_fx_code(output_code, monkeypatch):
     from fusegrad.compiler import codegen
 
-    def refuse(gm, example_inputs):
+    def refuse(gm, example_inputs, options=None):
         raise NotImplementedError("no lowering for this test")
 
     monkeypatch.setattr(codegen, "compile_graph", refuse)

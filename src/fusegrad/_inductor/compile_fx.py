@@ -25,11 +25,13 @@ class _CodegenOrFx:
     The code generator sees the graph with its constants as inputs and without the
     `copy_` nodes that write the new value of an input (functionalization's write-backs,
     batch norm's running statistics): those values become extra outputs, copied into the
-    inputs after the kernels ran."""
+    inputs after the kernels ran. `options`: the backend's resolved options (mode and
+    `options=`), handed to the code generator (`CompiledGraph`)."""
 
-    def __init__(self, gm: Any, debug: bool = False):
+    def __init__(self, gm: Any, options: dict):
         self.gm = gm
-        self.debug = debug
+        self.options = options
+        self.debug = options.get("debug", False)
         self.lifted, self.constants, self.writes = _for_codegen(gm)
         self.compiled = None
         self.failed: set = set()
@@ -45,7 +47,8 @@ class _CodegenOrFx:
             try:
                 with _output_code(self.debug):
                     if compiled is None:
-                        compiled = self.compiled = compile_graph(self.lifted, list(full))
+                        compiled = compile_graph(self.lifted, list(full), self.options)
+                        self.compiled = compiled
                     fn = compiled._prepare(list(full))
             except Exception as e:  # noqa: BLE001
                 self.failed.add(key)
@@ -144,7 +147,7 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
     options = config.resolve(None, None) if config_patches is None else config_patches
 
     def compiler(g: Any, example: list) -> Any:
-        return _CodegenOrFx(g, debug=options["debug"])
+        return _CodegenOrFx(g, options)
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=compiler,
                                  bw_compiler=compiler,

@@ -1,20 +1,35 @@
 """The wrapper: generated Python `call(args)` that runs one compiled graph.
 
-It binds the inputs' addresses into the pointer table, allocates the outputs (intermediate
-buffers are allocated once and reused: nothing outside reads them), calls the kernels with
-the prepared `P` and `K` tables (ctypes arrays built once) and the extern kernels with NumPy
-arrays, and returns fusegrad Tensors. `FUSEGRAD_LOGS=output_code` prints it with the kernels'
-C source.
+`generate` plans the graph's buffers and writes `call` as an `Artifact`: the Python source
+and a description of every object the source names (kernels by symbol, extern kernels by
+registry name, dtypes, constants, preallocated buffers), all picklable, so the graph-level
+cache (`graph_cache.py`) can keep it on disk and `load` can rebuild the callable in another
+process without lowering the graph again.
+
+`call` binds the inputs' addresses into the pointer table `P`, allocates outputs, calls the
+kernels with the prepared `P` and `K` tables (ctypes arrays built once) and the extern
+kernels with NumPy arrays, and returns fusegrad Tensors.
+
+Buffers: outputs are new arrays on every call (a returned tensor is never written by a later
+call). An intermediate buffer whose last reader has run gives its memory to a later
+intermediate of the same dtype and number of elements (`allow_buffer_reuse`); an extern's
+results count as possible views of its inputs, so an input of an extern lives as long as
+the extern's results. By default intermediates are allocated on each call; with `persistent`
+(mode "reduce-overhead") they are allocated once, when the wrapper is loaded, and an input's
+address is written into `P` only when its array is not the one of the previous call.
 """
 
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .c import Slots
 from .ir import Buffer, Extern, Pointwise
+
+_LIVE_TO_END = 1 << 60
 
 
 def _array_address(a: np.ndarray) -> int:
@@ -28,34 +43,135 @@ def _contiguous(a, dtype) -> np.ndarray:
     return np.array(a, dtype=dtype, order="C")
 
 
-class WrapperCode:
-    """Writes the Python source of `call` and the objects it refers to."""
+def _own(a: np.ndarray, kept: tuple) -> np.ndarray:
+    """`a`, copied when it shares memory with one of the wrapper's preallocated buffers
+    (an extern returning a view of its input), so the caller's tensor is never overwritten
+    by a later call."""
+    for b in kept:
+        if np.may_share_memory(a, b):
+            return a.copy()
+    return a
 
+
+@dataclass
+class Artifact:
+    """A generated wrapper, picklable: `source` defines `call(args)`; `refs` maps each name
+    the source uses to what it stands for: ("dtype", numpy dtype), ("extern", registry op
+    name), ("value", a Python value), ("kernel", symbol, build variant); `persistent` lists
+    the preallocated buffers (name, shape, numpy dtype, P slot, root buffer name or None)."""
+
+    source: str
+    refs: dict
+    persistent: list
+    n_slots: int
+    ints: list
+    # kernel symbol -> [(P slot, number of bytes)] of the buffers it writes (autotuning
+    # compares the variants' results through them)
+    writes: dict = field(default_factory=dict)
+    n_inputs: int = 0
+
+
+class _Writer:
     def __init__(self, slots: Slots):
         self.slots = slots
         self.lines: list[str] = []
-        self.scope: dict = {"_addr": _array_address, "_empty": np.empty,
-                            "_contig": _contiguous}
-        self.names: dict = {}  # Buffer -> Python variable name
+        self.refs: dict = {}
+        self.names: dict = {}  # Buffer -> Python expression of its array
 
     def emit(self, line: str) -> None:
-        """Add a line to `call`'s body."""
         self.lines.append("    " + line)
 
-    def source(self) -> str:
-        """The wrapper's Python source."""
-        return "def call(args):\n" + "\n".join(self.lines) + "\n"
+    def dtype(self, np_dtype) -> str:
+        name = f"_dt_{np.dtype(np_dtype).name}"
+        self.refs[name] = ("dtype", np.dtype(np_dtype))
+        return name
 
 
-def generate(g, computations: list, kernels: dict, lib, slots: Slots) -> tuple:
-    """(call function, its source) for the lowered graph `g`."""
-    from ... import _dispatch
+def _buffer_args(args) -> list:
+    """The buffers among an extern's (nested) arguments."""
+    out = []
+    for a in args:
+        if isinstance(a, Pointwise):
+            a = a.buffer
+        if isinstance(a, Buffer):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += _buffer_args(a)
+    return out
 
-    w = WrapperCode(slots)
-    w.scope["_wrap"] = _dispatch._wrap
-    names = [f"arg{i}" for i in range(len(g.inputs))]
-    w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "pass")
-    P = None  # built after all slots are known
+
+def _steps(g, computations: list, kernels: dict) -> list:
+    """(kind, item, reads, writes) per step: ("extern", Extern, ...) or ("kernel",
+    (symbol, members), ...)."""
+    from .schedule import _reads
+
+    steps = []
+    for c in computations:
+        if isinstance(c, Extern):
+            steps.append(("extern", c, _buffer_args(list(c.args) + list(c.kwargs.values())),
+                          list(c.outputs)))
+        elif kernels[c] is not None:
+            kname, members = kernels[c]
+            reads = [ld.buffer for m in members for ld in _reads(m)]
+            steps.append(("kernel", (kname, members), reads, [g.buffers[m] for m in members]))
+    return steps
+
+
+def _lifetimes(steps: list, outputs: set) -> dict:
+    """Buffer -> index of the last step that needs its memory (outputs: never ends)."""
+    end: dict = {}
+    for i, (_, _, reads, writes) in enumerate(steps):
+        for b in writes:
+            end[b] = _LIVE_TO_END if b in outputs else i
+        for b in reads:
+            if b in end:
+                end[b] = max(end[b], i)
+    # An extern's results may be views of its inputs: those live while the results do.
+    for i in range(len(steps) - 1, -1, -1):
+        kind, _, reads, writes = steps[i]
+        if kind == "extern":
+            last = max((end.get(b, i) for b in writes), default=i)
+            for b in reads:
+                if b in end:
+                    end[b] = max(end[b], last)
+    return end
+
+
+def _plan(steps: list, outputs: set, reuse: bool) -> dict:
+    """Intermediate kernel buffer -> the buffer whose memory it takes (itself when new)."""
+    end = _lifetimes(steps, outputs)
+    root: dict = {}
+    free: dict = {}  # (dtype, numel) -> roots whose buffers have all ended
+    holders: dict = {}  # root -> buffers using it, still alive
+    for i, (kind, _, _, writes) in enumerate(steps):
+        for r, users in list(holders.items()):
+            if users and all(end[b] < i for b in users):
+                free.setdefault((r.dtype, _numel(r.shape)), []).append(r)
+                holders[r] = []
+        if kind != "kernel":
+            continue
+        for b in writes:
+            if b in outputs:
+                continue
+            pool = free.get((b.dtype, _numel(b.shape))) if reuse else None
+            r = pool.pop() if pool else b
+            root[b] = r
+            holders.setdefault(r, []).append(b)
+    return root
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = True,
+             persistent: bool = False) -> Artifact:
+    """The wrapper of the lowered graph `g` (see the module's docstring for `reuse` and
+    `persistent`)."""
+    w = _Writer(slots)
     outputs = set()
     for o in g.outputs:
         v = g.env.get(o, o) if not isinstance(o, (int, float)) else o
@@ -63,31 +179,56 @@ def generate(g, computations: list, kernels: dict, lib, slots: Slots) -> tuple:
             v = v.buffer
         if isinstance(v, Buffer):
             outputs.add(v)
-    for name, inp in zip(names, g.inputs):
+    names = [f"arg{i}" for i in range(len(g.inputs))]
+    if names:
+        w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    for i, (name, inp) in enumerate(zip(names, g.inputs)):
         if isinstance(inp, Buffer):
             w.names[inp] = f"{name}._data"
-            w.emit(f"P[{slots.buffer(inp)}] = _addr({name}._data)")
-    persistent = []
-    for i, c in enumerate(computations):
-        if isinstance(c, Extern):
-            _extern(w, c, i)
+            slot = slots.buffer(inp)
+            if persistent:
+                # The same array as last call: its address is in P already.
+                w.emit(f"d = {name}._data")
+                w.emit(f"if d is not _last[{i}]:")
+                w.emit(f"    P[{slot}] = _addr(d)")
+                w.emit(f"    _last[{i}] = d")
+            else:
+                w.emit(f"P[{slot}] = _addr({name}._data)")
+    steps = _steps(g, computations, kernels)
+    root = _plan(steps, outputs, reuse)
+    kept: list = []  # Python names of preallocated buffers
+    plan_persistent: list = []
+    writes: dict = {}
+    for kind, item, _, outs in steps:
+        if kind == "extern":
+            _extern(w, item, outputs, kept)
             continue
-        if kernels[c] is None:
-            continue  # computed by an earlier kernel of its group
-        kname, members = kernels[c]
-        for m in members:
-            out = g.buffers[m]
+        kname, members = item
+        writes[kname] = []
+        for out in outs:
             var = out.name
             w.names[out] = var
-            dt = f"_dt_{var}"
-            w.scope[dt] = out.dtype.np
+            slot = slots.buffer(out)
+            writes[kname].append((slot, _numel(out.shape) * out.dtype.np.itemsize))
+            dt = w.dtype(out.dtype.np)
             if out in outputs:
                 w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
-                w.emit(f"P[{slots.buffer(out)}] = _addr({var})")
+                w.emit(f"P[{slot}] = _addr({var})")
+                continue
+            r = root[out]
+            if persistent:
+                plan_persistent.append((var, tuple(out.shape), out.dtype.np, slot,
+                                        None if r is out else r.name))
+                kept.append(var)
+            elif r is out:
+                w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
+                w.emit(f"P[{slot}] = _addr({var})")
             else:
-                persistent.append(out)
-                w.scope[var] = np.empty(out.shape, out.dtype.np)
-        w.scope[kname] = getattr(lib, kname)
+                reshape = "" if tuple(r.shape) == tuple(out.shape) else \
+                    f".reshape({tuple(out.shape)!r})"
+                w.emit(f"{var} = {r.name}{reshape}  # reuses {r.name}'s memory")
+                w.emit(f"P[{slot}] = P[{slots.buffer(r)}]")
+        w.refs[kname] = ("kernel", kname, "default")
         w.emit(f"{kname}(P, K)")
     rets = []
     for o in g.outputs:
@@ -100,24 +241,19 @@ def generate(g, computations: list, kernels: dict, lib, slots: Slots) -> tuple:
             else:
                 rets.append(f"_wrap({w.names[v]})")
         else:
-            w.scope[f"_const{len(rets)}"] = v
-            rets.append(f"_const{len(rets)}")
+            name = f"_const{len(rets)}"
+            w.refs[name] = ("value", v)
+            rets.append(name)
     w.emit(f"return ({', '.join(rets)}{',' if len(rets) == 1 else ''})")
-    P = (ctypes.c_void_p * max(len(slots.buffers), 1))()
-    for buf in persistent:
-        if buf in slots.buffers:
-            P[slots.buffer(buf)] = _array_address(w.scope[buf.name])
-    K = (ctypes.c_int64 * max(len(slots.ints), 1))(*slots.ints)
-    w.scope["P"], w.scope["K"] = P, K
-    src = w.source()
-    exec(compile(src, "<fusegrad wrapper>", "exec"), w.scope)
-    return w.scope["call"], src
+    src = "def call(args):\n" + "\n".join(w.lines) + "\n"
+    return Artifact(src, w.refs, plan_persistent, max(len(slots.buffers), 1),
+                    list(slots.ints), writes, len(names))
 
 
-def _extern(w: WrapperCode, c: Extern, i: int) -> None:
+def _extern(w: _Writer, c: Extern, outputs: set, kept: list) -> None:
     """Emit a call of a registry kernel on NumPy arrays."""
-    op_name = f"_extern{i}"
-    w.scope[op_name] = c.op.kernel
+    op_name = f"_extern_{c.op.name.replace('.', '_')}"
+    w.refs[op_name] = ("extern", c.op.name)
 
     def arg(a):
         if isinstance(a, Pointwise):
@@ -127,21 +263,49 @@ def _extern(w: WrapperCode, c: Extern, i: int) -> None:
         if isinstance(a, (list, tuple)):
             inner = ", ".join(arg(x) for x in a)
             return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
-        key = f"_c{i}_{len(w.scope)}"
-        w.scope[key] = a
+        key = f"_c{len(w.refs)}"
+        w.refs[key] = ("value", a)
         return key
 
     args = ", ".join(arg(a) for a in c.args)
     kwargs = "".join(f", {k}={arg(v)}" for k, v in c.kwargs.items())
     outs = [b.name for b in c.outputs]
-    target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-    if len(outs) == 1:
-        w.emit(f"{outs[0]} = {op_name}({args}{kwargs})")
-    else:
-        w.emit(f"{target} = {op_name}({args}{kwargs})")
+    target = outs[0] if len(outs) == 1 else ", ".join(outs)
+    w.emit(f"{target} = {op_name}({args}{kwargs})")
     for b in c.outputs:
         w.names[b] = b.name
-        dt = f"_dt_{b.name}"
-        w.scope[dt] = b.dtype.np
-        w.emit(f"{b.name} = _contig({b.name}, {dt})")
+        w.emit(f"{b.name} = _contig({b.name}, {w.dtype(b.dtype.np)})")
+        if b in outputs and kept:
+            w.emit(f"{b.name} = _own({b.name}, ({', '.join(kept)},))")
         w.emit(f"P[{w.slots.buffer(b)}] = _addr({b.name})")
+
+
+def load(art: Artifact, libs: dict):
+    """The `call` function of `art`, its kernels taken from `libs` (build variant ->
+    loaded shared object)."""
+    from ... import _dispatch
+    from ...ops import REGISTRY
+
+    P = (ctypes.c_void_p * art.n_slots)()
+    K = (ctypes.c_int64 * max(len(art.ints), 1))(*art.ints)
+    scope: dict = {"_empty": np.empty, "_contig": _contiguous, "_own": _own,
+                   "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
+                   "_last": [None] * art.n_inputs}
+    for name, ref in art.refs.items():
+        kind = ref[0]
+        if kind == "dtype":
+            scope[name] = ref[1]
+        elif kind == "extern":
+            scope[name] = REGISTRY[ref[1]].kernel
+        elif kind == "kernel":
+            scope[name] = getattr(libs[ref[2]], ref[1])
+        else:
+            scope[name] = ref[1]
+    for var, shape, dtype, slot, root in art.persistent:
+        arr = np.empty(shape, dtype) if root is None else scope[root].reshape(shape)
+        scope[var] = arr
+        P[slot] = _array_address(arr)
+    exec(compile(art.source, "<fusegrad wrapper>", "exec"), scope)
+    call = scope["call"]
+    call.scope = scope
+    return call
