@@ -20,6 +20,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
+from fusegrad._torch_function_wrappers import implementation  # noqa: E402
 from fusegrad.ops import REGISTRY, OpDef  # noqa: E402
 from fusegrad.ops import spellings as SP  # noqa: E402
 from fusegrad.ops import surface as S  # noqa: E402
@@ -192,10 +193,11 @@ def test_every_tensor_method_and_operator_is_an_op_or_a_composite():
 def test_table_is_what_tensor_has():
     """Every entry of the spelling table is attached as declared, and PyTorch has each
     method: a table entry torch.Tensor lacks would be a spelling PyTorch does not have
-    (`slice`, which derivatives and `OpDef.public` of `slice.Tensor` use, aside)."""
+    (`slice`, which derivatives and `OpDef.public` of `slice.Tensor` use, aside). The
+    `__torch_function__` wrappers are seen through."""
     F = fusegrad._functions
     for name, (form, *what) in SP.METHODS.items():
-        attached = vars(fusegrad.Tensor)[name]
+        attached = implementation(vars(fusegrad.Tensor)[name])
         if form == "function":
             assert attached is getattr(F, what[0]), name
         elif form == "property":
@@ -207,15 +209,19 @@ def test_table_is_what_tensor_has():
 
 def test_aliases_are_the_ops_own_functions_and_methods():
     """An alias is the same function (and method) as the op it names, as in PyTorch, where
-    `torch.arcsin` behaves as `torch.asin`."""
+    `torch.arcsin` behaves as `torch.asin` (beneath the `__torch_function__` wrappers, which
+    report each spelling as called)."""
     F = fusegrad._functions
     publics = {op.public for op in REGISTRY.values()}
     for alias, name in SP.ALIASES.items():
         assert name in publics, (alias, name)
         assert hasattr(torch, alias), alias
         assert getattr(F, alias) is getattr(F, name), alias
+        assert implementation(getattr(fusegrad, alias)) is \
+            implementation(getattr(fusegrad, name)), alias
         if alias in vars(fusegrad.Tensor):
-            assert vars(fusegrad.Tensor)[alias] is vars(fusegrad.Tensor)[name], alias
+            method = implementation(vars(fusegrad.Tensor)[alias])
+            assert method is implementation(vars(fusegrad.Tensor)[name]), alias
 
 
 def test_inplace_functions_call_the_methods():
@@ -270,6 +276,8 @@ _OTHER_VOCABULARIES = {
     # calls give a bool, an int, a list or a pair), until the registry carries return kinds.
     "jit/_compiler.py": 1, "jit/_expressions.py": 1, "jit/_interpreter.py": 2,
     "jit/_types.py": 5,
+    # Python's binary operator names, the cores of `__add__`, `__radd__` and `__iadd__`.
+    "_torch_function_wrappers.py": 1,
 }
 
 

@@ -15,6 +15,8 @@ import types
 
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
+from .ops import surface as _surface
+from .ops.spellings import OPERATOR_REPORTS
 
 
 def _wrap_function(fn, label: str, flags: int = 0):
@@ -59,6 +61,14 @@ def _is_wrapped(obj) -> bool:
     return hasattr(obj, "_torch_function_info")
 
 
+def implementation(obj):
+    """The function behind `obj`'s protocol wrapper (`obj` itself when it has none): what
+    the public layer attached, so `Tensor.arctan2` and `Tensor.atan2` are one function
+    beneath their wrappers."""
+    info = getattr(obj, "_torch_function_info", None)
+    return obj if info is None else info[1]
+
+
 def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
                    python_level: bool | frozenset = False) -> None:
     """Put every public function of `namespace` (a module's globals) behind the protocol,
@@ -90,40 +100,15 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
         namespace[name] = done[fn]
 
 
-# nn.functional's functions that PyTorch implements in C (the rest are Python-level).
-C_LEVEL = frozenset({
-    "adaptive_avg_pool1d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "bilinear", "celu_",
-    "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
-    "conv_transpose2d", "conv_transpose3d", "cosine_similarity", "elu_", "gelu",
-    "hardshrink", "hardtanh_", "leaky_relu_", "linear", "logsigmoid",
-    "native_channel_shuffle", "one_hot", "pairwise_distance", "pdist", "pixel_shuffle",
-    "pixel_unshuffle", "prelu", "rrelu_", "scaled_dot_product_attention", "selu_",
-    "softplus", "softshrink", "threshold_",
-})
+# The protocol's facts about public names, read from the surface tables (fusegrad.ops).
+C_LEVEL = _surface.names_with(_surface.C_FUNCTIONAL)  # nn.functional's functions in C
 # Top-level functions PyTorch writes in Python (`torch.functional`).
 TORCH_FUNCTIONAL = "torch.functional"
-TOP_LEVEL_PYTHON = frozenset({
-    "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "broadcast_tensors",
-    "cartesian_prod", "cdist", "chain_matmul", "einsum", "lu", "meshgrid", "norm", "split",
-    "stft", "istft", "tensordot", "unique", "unique_consecutive", "unravel_index",
-})
+TOP_LEVEL_PYTHON = _surface.names_with(_surface.PYTHON_FUNCTION)
 # Tensor methods PyTorch writes in Python that hand their defaults to handlers by keyword.
-TENSOR_PYTHON = frozenset({
-    "__repr__", "__format__", "__len__", "__deepcopy__", "__reduce_ex__", "__array__",
-    "split", "backward", "norm", "unique", "unique_consecutive", "lu", "unflatten",
-    "register_hook", "register_post_accumulate_grad_hook", "is_shared",
-})
+TENSOR_PYTHON = _surface.names_with(_surface.PYTHON_METHOD)
 # Top-level helpers PyTorch does not route (configuration, seeding, predicates on objects).
-TOP_LEVEL_NOT_ROUTED = frozenset({
-    "is_tensor", "is_storage", "manual_seed", "seed", "initial_seed", "get_rng_state",
-    "set_rng_state", "get_default_dtype", "set_default_dtype", "set_default_device",
-    "broadcast_shapes", "is_grad_enabled", "is_inference_mode_enabled", "is_anomaly_enabled",
-    "is_anomaly_check_nan_enabled", "set_printoptions", "get_printoptions", "from_numpy",
-    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "is_deterministic_algorithms_warn_only_enabled", "set_num_threads", "get_num_threads",
-    "set_num_interop_threads", "get_num_interop_threads", "set_float32_matmul_precision",
-    "get_float32_matmul_precision", "compile", "load", "save",
-})
+TOP_LEVEL_NOT_ROUTED = _surface.names_with(_surface.NOT_ROUTED)
 _INTERNAL_MODULES = ("fusegrad._dispatch", "fusegrad.ops", "fusegrad.autograd",
                      "fusegrad._thread_state", "fusegrad._torch_function")
 _OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
@@ -136,48 +121,12 @@ _TENSOR_SKIP = frozenset({
     "__subclasshook__", "__class__", "__getstate__", "__setstate__",
     "__array_wrap__", "as_subclass", "_make_subclass", "_make",
 })
-# Operators report the method PyTorch's operator calls (`x + 1` and `1 + x`: `Tensor.add`).
-_OPERATOR_REPORTS = {
-    "__abs__": "abs", "__add__": "add", "__radd__": "add", "__ne__": "ne", "__ge__": "ge",
-    "__gt__": "gt", "__le__": "le", "__lt__": "lt", "__iadd__": "add_",
-    "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__imul__": "mul_",
-    "__isub__": "sub_", "__itruediv__": "div_", "__matmul__": "matmul", "__mod__": "remainder",
-    "__mul__": "mul", "__rmul__": "mul", "__neg__": "neg", "__pos__": "positive",
-    "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
-    "__rtruediv__": "__rdiv__", "__sub__": "sub", "__truediv__": "div",
-}
 # Methods whose arguments other than self are never tensors (PyTorch's schemas): plain
 # tensors keep Tensor's own function, at no cost; each protocol subclass is given the
 # checking wrapper (as for properties), and Tensor itself while a mode is active.
-SELF_ONLY = frozenset("""
-abs abs_ absolute acos acos_ acosh acosh_ all amax amin any arccos arccosh arcsin arcsinh
-arctan arctanh argmax argmin argsort argwhere as_strided asin asin_ asinh asinh_ atan atan_
-atanh atanh_ bitwise_not bitwise_not_ broadcast_to cauchy_ ceil ceil_ cholesky
-cholesky_inverse chunk clone contiguous corrcoef cos cos_ cosh cosh_ count_nonzero cpu cuda
-cummax cummin cumprod cumsum cumsum_ deg2rad deg2rad_ det detach detach_ diag diag_embed
-diagflat diagonal digamma digamma_ dim dsplit element_size erf erf_ erfc erfc_ erfinv
-erfinv_ exp exp2 exp2_ exp_ expand expm1 expm1_ exponential_ fix fix_ flatten flip fliplr
-flipud floor floor_ frac frac_ geometric_ get_device histc hsplit i0 i0_ inverse
-is_coalesced is_complex is_conj is_contiguous is_distributed is_floating_point is_inference
-is_neg is_nonzero is_pinned is_signed isfinite isinf isnan isneginf isposinf isreal item
-kthvalue lgamma lgamma_ log log10 log10_ log1p log1p_ log2 log2_ log_ log_normal_
-log_softmax logcumsumexp logdet logical_not logical_not_ logit logit_ logsumexp matrix_exp
-matrix_power mean median mode moveaxis movedim msort multinomial nan_to_num nan_to_num_
-nanmean nanmedian nansum narrow_copy neg neg_ negative new_empty new_full new_ones new_zeros
-nonzero norm normal_ numel permute pinverse polygamma_ positive prod rad2deg rad2deg_
-random_ ravel reciprocal reciprocal_ relu relu_ renorm renorm_ repeat requires_grad_
-reshape resize_ retain_grad roll rot90 round round_ rsqrt rsqrt_ select sgn sgn_ sigmoid
-sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice softmax sort split
-split_with_sizes sqrt sqrt_ square square_ squeeze squeeze_ std storage_offset stride sum
-swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk trace transpose
-transpose_ tril tril_ triu triu_ trunc trunc_ unbind unflatten unfold uniform_
-unique_consecutive unsafe_chunk unsafe_split unsqueeze unsqueeze_ var view vsplit zero_
-bfloat16 bool byte char double float half int long short data_ptr ndimension nelement
-numpy tolist type is_shared register_hook register_post_accumulate_grad_hook unique
-__neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ __complex__
-__repr__ __format__ __array__ __deepcopy__ __reduce_ex__
-""".split())
+SELF_ONLY = _surface.names_with(_surface.SELF_ONLY)
 _TENSOR_NAMES = {"__pow__": "pow"}  # PyTorch's `Tensor.__pow__` is named `pow`
+# Python's binary operators (`__add__`, `__radd__`, `__iadd__` share the core `add`).
 _BINARY_OPERATORS = frozenset({
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
     "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge"})
@@ -410,10 +359,6 @@ def wrap_tensor() -> None:
     """Put Tensor's methods and operators behind the protocol, and make the properties that
     protocol subclasses get (idempotent: an attribute attached later is wrapped by calling
     this again)."""
-    if "__rdiv__" not in Tensor.__dict__ and "__rtruediv__" in Tensor.__dict__:
-        Tensor.__rdiv__ = Tensor.__rtruediv__
-    if "positive" not in Tensor.__dict__ and "__pos__" in Tensor.__dict__:
-        Tensor.positive = Tensor.__pos__
     made: dict = {}
     for name, value in list(Tensor.__dict__.items()):
         if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
@@ -453,7 +398,7 @@ def wrap_tensor() -> None:
         made[name] = wrapper
         setattr(Tensor, name, wrapper)
     for name, wrapper in made.items():
-        report = Tensor.__dict__.get(_OPERATOR_REPORTS.get(name, name), wrapper)
+        report = Tensor.__dict__.get(OPERATOR_REPORTS.get(name, name), wrapper)
         _bind_public(wrapper, report)
         if report is wrapper:
             _TENSOR_METHODS.append(wrapper)

@@ -121,6 +121,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "where": ("method", "_functions.methods._where_method"),
     "slice": ("method", "_functions.methods._slice_method"),
     "__rtruediv__": ("method", "_functions.methods._rtruediv"),
+    "__rdiv__": ("method", "_functions.methods._rtruediv"),  # PyTorch's `1 / x` reports it
     "__pow__": ("method", "_functions.methods._pow"),
     "__rpow__": ("method", "_functions.methods._rpow"),
     "nan_to_num_": ("method", "_functions.pointwise.nan_to_num_"),
@@ -167,6 +168,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "reshape_as": ("method", "_functions.methods._reshape_as"),
     "expand_as": ("method", "_functions.methods._expand_as"),
     "__pos__": ("method", "_functions.methods._pos"),
+    "positive": ("method", "_functions.methods._pos"),  # PyTorch's `+x` reports it
     "__rmatmul__": ("method", "_functions.methods._rmatmul"),
     "lerp_": ("method", "_functions.methods._lerp_"),
     "addcmul_": ("method", "_functions.methods._addcmul_"),
@@ -228,3 +230,16 @@ addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ 
 logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
 lcm_
 """.split()
+
+
+# The method each operator reports to `__torch_function__` handlers, as PyTorch's operators
+# do (`x + 1` and `1 + x` report `Tensor.add`); an operator not listed reports itself.
+OPERATOR_REPORTS: dict[str, str] = {
+    "__abs__": "abs", "__add__": "add", "__radd__": "add", "__ne__": "ne", "__ge__": "ge",
+    "__gt__": "gt", "__le__": "le", "__lt__": "lt", "__iadd__": "add_",
+    "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__imul__": "mul_",
+    "__isub__": "sub_", "__itruediv__": "div_", "__matmul__": "matmul", "__mod__": "remainder",
+    "__mul__": "mul", "__rmul__": "mul", "__neg__": "neg", "__pos__": "positive",
+    "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
+    "__rtruediv__": "__rdiv__", "__sub__": "sub", "__truediv__": "div",
+}

@@ -7,6 +7,9 @@ written over ops or about state rather than one op: `matmul`, a factory (`zeros`
 about the session (`is_grad_enabled`), an in-place helper (`nn.init.zeros_`). Registry ops
 carry their flags on their `OpDef`; composites carry theirs in `COMPOSITES`, the one table
 of such names. `names_with(flag)` joins the two; `kind_of(name)` says which a name is.
+`PROTOCOL` holds what `__torch_function__` needs to know of a name, op or composite alike
+(which methods take no other tensor, which functions PyTorch writes in Python, which helpers
+it does not route), read through `names_with` as the other flags are.
 """
 
 from __future__ import annotations
@@ -29,6 +32,20 @@ SIDE_EFFECT = "side_effect"
 # Answers about the Python object or the session itself (`is_tensor(proxy)` is False):
 # fx calls it while tracing rather than recording it.
 UNTRACED = "untraced"
+
+# What the `__torch_function__` protocol needs to know of a public name (`PROTOCOL`, below).
+# A Tensor method whose arguments other than self are never tensors (PyTorch's schemas):
+# plain tensors keep Tensor's own function, with no check.
+SELF_ONLY = "self_only"
+# A Tensor method PyTorch writes in Python: handlers get its defaults by keyword.
+PYTHON_METHOD = "python_method"
+# A top-level function PyTorch writes in Python (`torch.functional`): its errors read "no
+# implementation found" under that module's name.
+PYTHON_FUNCTION = "python_function"
+# A function of nn.functional PyTorch implements in C (the others are written in Python).
+C_FUNCTIONAL = "c_functional"
+# A top-level helper PyTorch does not route (configuration, seeding, predicates on objects).
+NOT_ROUTED = "not_routed"
 
 _OP_FLAGS = (INPLACE, DATA_DEPENDENT)  # the flags an OpDef carries as attributes
 
@@ -75,9 +92,14 @@ stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deep
 __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
 """.split()
 
+# Tensor methods that are spellings of others, named by the protocol: the methods PyTorch's
+# operators report (`+x` is `positive`, `1 / x` is `__rdiv__`), and the subclass conversion.
+_REPORTED_METHODS = "__rdiv__ as_subclass positive".split()
+
 # Public names that are no registry op, with their flags: the one table of composites.
 COMPOSITES: dict[str, frozenset[str]] = {
     **{name: frozenset() for name in (*_FUNCTIONS, *_METHODS)},
+    **{name: frozenset() for name in _REPORTED_METHODS},
     **{name: frozenset(flags) for name, flags in {
     # factories (fusegrad._creation, fusegrad._random)
     "zeros": {_F}, "ones": {_F}, "full": {_F}, "empty": {_F}, "arange": {_F},
@@ -109,6 +131,59 @@ COMPOSITES: dict[str, frozenset[str]] = {
     }.items()},
 }
 
+# The protocol's facts, flag -> public names (registry ops and composites alike; PyTorch's
+# schemas and sources are the reference).
+PROTOCOL: dict[str, frozenset[str]] = {flag: frozenset(names.split()) for flag, names in {
+    SELF_ONLY: """
+abs abs_ absolute acos acos_ acosh acosh_ all amax amin any arccos arccosh arcsin arcsinh
+arctan arctanh argmax argmin argsort argwhere as_strided asin asin_ asinh asinh_ atan atan_
+atanh atanh_ bitwise_not bitwise_not_ broadcast_to cauchy_ ceil ceil_ cholesky
+cholesky_inverse chunk clone contiguous corrcoef cos cos_ cosh cosh_ count_nonzero cpu cuda
+cummax cummin cumprod cumsum cumsum_ deg2rad deg2rad_ det detach detach_ diag diag_embed
+diagflat diagonal digamma digamma_ dim dsplit element_size erf erf_ erfc erfc_ erfinv
+erfinv_ exp exp2 exp2_ exp_ expand expm1 expm1_ exponential_ fix fix_ flatten flip fliplr
+flipud floor floor_ frac frac_ geometric_ get_device histc hsplit i0 i0_ inverse
+is_coalesced is_complex is_conj is_contiguous is_distributed is_floating_point is_inference
+is_neg is_nonzero is_pinned is_signed isfinite isinf isnan isneginf isposinf isreal item
+kthvalue lgamma lgamma_ log log10 log10_ log1p log1p_ log2 log2_ log_ log_normal_
+log_softmax logcumsumexp logdet logical_not logical_not_ logit logit_ logsumexp matrix_exp
+matrix_power mean median mode moveaxis movedim msort multinomial nan_to_num nan_to_num_
+nanmean nanmedian nansum narrow_copy neg neg_ negative new_empty new_full new_ones new_zeros
+nonzero norm normal_ numel permute pinverse polygamma_ positive prod rad2deg rad2deg_
+random_ ravel reciprocal reciprocal_ relu relu_ renorm renorm_ repeat requires_grad_
+reshape resize_ retain_grad roll rot90 round round_ rsqrt rsqrt_ select sgn sgn_ sigmoid
+sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice softmax sort split
+split_with_sizes sqrt sqrt_ square square_ squeeze squeeze_ std storage_offset stride sum
+swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk trace transpose
+transpose_ tril tril_ triu triu_ trunc trunc_ unbind unflatten unfold uniform_
+unique_consecutive unsafe_chunk unsafe_split unsqueeze unsqueeze_ var view vsplit zero_
+bfloat16 bool byte char double float half int long short data_ptr ndimension nelement
+numpy tolist type is_shared register_hook register_post_accumulate_grad_hook unique
+__neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ __complex__
+__repr__ __format__ __array__ __deepcopy__ __reduce_ex__""",
+    PYTHON_METHOD: """
+__repr__ __format__ __len__ __deepcopy__ __reduce_ex__ __array__ split backward norm unique
+unique_consecutive lu unflatten register_hook register_post_accumulate_grad_hook is_shared""",
+    PYTHON_FUNCTION: """
+atleast_1d atleast_2d atleast_3d block_diag broadcast_tensors cartesian_prod cdist
+chain_matmul einsum lu meshgrid norm split stft istft tensordot unique unique_consecutive
+unravel_index""",
+    C_FUNCTIONAL: """
+adaptive_avg_pool1d avg_pool1d avg_pool2d avg_pool3d bilinear celu_ channel_shuffle conv1d
+conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d cosine_similarity
+elu_ gelu hardshrink hardtanh_ leaky_relu_ linear logsigmoid native_channel_shuffle one_hot
+pairwise_distance pdist pixel_shuffle pixel_unshuffle prelu rrelu_
+scaled_dot_product_attention selu_ softplus softshrink threshold_""",
+    NOT_ROUTED: """
+is_tensor is_storage manual_seed seed initial_seed get_rng_state set_rng_state
+get_default_dtype set_default_dtype set_default_device broadcast_shapes is_grad_enabled
+is_inference_mode_enabled is_anomaly_enabled is_anomaly_check_nan_enabled set_printoptions
+get_printoptions from_numpy use_deterministic_algorithms are_deterministic_algorithms_enabled
+is_deterministic_algorithms_warn_only_enabled set_num_threads get_num_threads
+set_num_interop_threads get_num_interop_threads set_float32_matmul_precision
+get_float32_matmul_precision compile load save""",
+}.items()}
+
 _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 
 
@@ -118,6 +193,7 @@ def names_with(flag: str) -> frozenset[str]:
     if hit is not None and hit[0] == len(REGISTRY):
         return hit[1]
     names = {name for name, flags in COMPOSITES.items() if flag in flags}
+    names.update(PROTOCOL.get(flag, ()))
     if flag in _OP_FLAGS:
         names.update(op.public for op in REGISTRY.values() if getattr(op, flag))
     found = frozenset(names)
