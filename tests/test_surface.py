@@ -13,11 +13,13 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ast  # noqa: E402
+import inspect  # noqa: E402
 import pathlib  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as TF  # noqa: E402
 
 import fusegrad  # noqa: E402
 from fusegrad._torch_function_wrappers import implementation  # noqa: E402
@@ -350,3 +352,79 @@ def test_op_name_list_detector_finds_the_old_lists():
         '__all__ = ["add", "sub", "mul"]\n'
         'OTHER = ("alpha", "beta", "gamma")\n')
     assert sorted(line for line, _ in _op_name_lists(source, names)) == [1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------- the protocol's facts
+
+
+def _wrapped(space) -> list:
+    """The names of `space` behind a `__torch_function__` wrapper."""
+    return [n for n in dir(space) if hasattr(getattr(space, n), "_torch_function_info")]
+
+
+def test_protocol_python_and_c_flags_are_pytorchs():
+    """The functions flagged as written in Python are PyTorch's Python functions (and every
+    routed one of `torch.functional` is flagged); the nn.functional functions flagged C are
+    PyTorch's builtins (and every routed builtin is flagged), as are the Tensor methods."""
+    import fusegrad.nn.functional as F
+
+    python = S.names_with(S.PYTHON_FUNCTION)
+    assert python and all(inspect.isfunction(getattr(torch, n)) for n in python), \
+        sorted(n for n in python if not inspect.isfunction(getattr(torch, n)))
+    assert not [n for n in _wrapped(fusegrad) if n not in python and
+                getattr(getattr(torch, n, None), "__module__", None) == "torch.functional"]
+    c_level = S.names_with(S.C_FUNCTIONAL)
+    assert c_level and not [n for n in c_level if inspect.isfunction(getattr(TF, n))]
+    assert not [n for n in _wrapped(F) if hasattr(TF, n) and n not in c_level and
+                not inspect.isfunction(getattr(TF, n))]
+    methods = S.names_with(S.PYTHON_METHOD)
+    assert methods and all(inspect.isfunction(getattr(torch.Tensor, n)) for n in methods)
+
+
+def test_protocol_unrouted_helpers_are_none_pytorch_overrides():
+    """A helper flagged unrouted is left unwrapped and is none of the functions PyTorch lets
+    a handler override; every public function PyTorch lets it override is routed."""
+    overridable = torch.overrides.get_testing_overrides()
+    unrouted = S.names_with(S.NOT_ROUTED)
+    assert not [n for n in unrouted if getattr(torch, n, None) in overridable]
+    assert not [n for n in unrouted if n in _wrapped(fusegrad)]
+    assert not [n for n, fn in _namespace_functions().items()
+                if getattr(torch, n, None) in overridable and n not in _wrapped(fusegrad)]
+
+
+def test_protocol_self_only_methods_take_no_other_tensor():
+    """A method flagged self-only (plain tensors call it unchecked) takes no tensor but self
+    in any of its ATen schemas, and PyTorch's Tensor has it (`slice`, the method of
+    `slice.Tensor`'s public spelling, aside)."""
+    for name in sorted(S.names_with(S.SELF_ONLY)):
+        assert hasattr(torch.Tensor, name) or name == "slice", name
+        for schema in torch._C._jit_get_schemas_for_operator(f"aten::{name}"):
+            others = [a for a in schema.arguments[1:] if "Tensor" in str(a.type) and
+                      not (a.alias_info and a.alias_info.is_write)]  # `out=` aside
+            assert not others, (name, str(schema))
+
+
+def _reporting_subclass(lib, method: str, reported: list) -> type:
+    """A subclass of `lib.Tensor` whose handler notes whether it got `lib.Tensor.<method>`."""
+    class Logged(lib.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            reported.append((func is getattr(lib.Tensor, method), func.__name__))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    return Logged
+
+
+@pytest.mark.parametrize("expr, method", [(lambda x: +x, "positive"),
+                                          (lambda x: 1 / x, "__rdiv__"),
+                                          (lambda x: x + 1, "add"), (lambda x: -x, "neg")])
+def test_operators_report_pytorchs_methods(expr, method):
+    """An operator on a subclass reports the method PyTorch's does (`+x`: `positive`, `1 / x`:
+    `__rdiv__`), which both libraries' Tensor have."""
+    want = expr(torch.tensor([1.0, 2.0])).tolist()
+    for lib in (torch, fusegrad):
+        reported: list = []
+        x = lib.tensor([1.0, 2.0]).as_subclass(_reporting_subclass(lib, method, reported))
+        got = expr(x)
+        assert reported[0] == (True, method), lib
+        assert got.tolist() == want

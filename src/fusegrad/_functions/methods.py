@@ -148,6 +148,9 @@ def _pos(self):
     return self
 
 
+_pos.__name__ = _pos.__qualname__ = "positive"  # PyTorch's name for `+x` and `x.positive()`
+
+
 def _rmatmul(self, other):
     """`other @ self`."""
     return matmul(other, self)

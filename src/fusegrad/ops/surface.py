@@ -166,7 +166,7 @@ __repr__ __format__ __len__ __deepcopy__ __reduce_ex__ __array__ split backward 
 unique_consecutive lu unflatten register_hook register_post_accumulate_grad_hook is_shared""",
     PYTHON_FUNCTION: """
 atleast_1d atleast_2d atleast_3d block_diag broadcast_tensors cartesian_prod cdist
-chain_matmul einsum lu meshgrid norm split stft istft tensordot unique unique_consecutive
+chain_matmul einsum lu meshgrid norm split stft tensordot unique unique_consecutive
 unravel_index""",
     C_FUNCTIONAL: """
 adaptive_avg_pool1d avg_pool1d avg_pool2d avg_pool3d bilinear celu_ channel_shuffle conv1d
