@@ -3,7 +3,8 @@
 `wrap_namespace` (each public namespace, once built) and `wrap_tensor` (Tensor's methods,
 operators and properties) replace functions by wrappers generated for their parameter
 lists; the protocol they call into (`_slow`, the `_fast` classes) is `_torch_function`.
-Which names are routed and how PyTorch reports them are the tables below.
+Which names are routed and how PyTorch reports them are flags of the surface tables
+(`ops/surface.py`'s `PROTOCOL`, `ops/spellings.py`'s `OPERATOR_REPORTS`), read once here.
 """
 
 from __future__ import annotations
