@@ -113,9 +113,9 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "cuda", "datasets",
+    "_dynamo", "_inductor", "accelerator", "backends", "compiler", "cpu", "cuda", "datasets",
     "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx",
-    "optim", "serialization", "viz",
+    "optim", "profiler", "serialization", "viz",
 })
 _LAZY_NAMES = {"compile": "compiler", "load": "serialization", "save": "serialization"}
 
