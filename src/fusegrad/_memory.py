@@ -53,15 +53,24 @@ stats = _Stats()
 _live: dict[int, _StorageRef] = {}  # id(storage) -> its weak reference
 _permanent = False  # enabled for good (a memory query was made)
 _holders = 0  # profilers that enabled accounting for their run
-# Called with (nbytes, total) on every counted allocation (+) and free (-) while a profiler
-# records memory; None otherwise.
+# Called with (nbytes, total, storage id) on every counted allocation (+) and free (-) while a
+# profiler records memory; None otherwise.
 listener = None
 
 
 def _storage(data: np.ndarray) -> np.ndarray:
-    """The array owning `data`'s memory (`data` itself when its base is not an array)."""
+    """The array owning `data`'s memory. NumPy's strided views (`broadcast_to`,
+    `as_strided`) keep their source behind a helper object with a `base`; a buffer from
+    outside NumPy (bytes, mmap) is stood for by the outermost array over it."""
     base = data.base
-    return base if base.__class__ is _ndarray or isinstance(base, _ndarray) else data
+    while base is not None:
+        if not isinstance(base, _ndarray):
+            base = getattr(base, "base", None)
+            if not isinstance(base, _ndarray):
+                return data
+        data = base
+        base = data.base
+    return data
 
 
 def _freed(ref: _StorageRef) -> None:
@@ -77,7 +86,7 @@ def _freed(ref: _StorageRef) -> None:
         total = stats.current
     hook = listener
     if hook is not None:
-        hook(-n, total)
+        hook(-n, total, ref.key)
 
 
 def account(data: np.ndarray) -> None:
@@ -109,7 +118,7 @@ def account(data: np.ndarray) -> None:
         total = stats.current
     hook = listener
     if hook is not None:
-        hook(n, total)
+        hook(n, total, key)
 
 
 def _install(on: bool) -> None:

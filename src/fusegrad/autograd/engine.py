@@ -18,7 +18,7 @@ import heapq
 
 import numpy as np
 
-from .. import _thread_state
+from .. import _dispatch, _thread_state
 from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
@@ -159,6 +159,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         # such as a tracer, must see every op).
         fast_add = not create_graph and not (_thread_state.active.modes and _local.modes)
         anomaly = _anomaly_state.enabled
+        observer = _dispatch.observer()  # a profiler recording this thread, or None
         from .._tensor import make_plain
 
         add = np.add
@@ -188,7 +189,11 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 if extras is not None and extras.pre_hooks:
                     grads = _call_pre_hooks(node, grads)
                 if accumulate and grads[0] is not None:
-                    _accumulate(node, grads[0], create_graph)
+                    if observer is None:
+                        _accumulate(node, grads[0], create_graph)
+                    else:
+                        observer.__fusegrad_observe_node__(
+                            node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
                 if extras is not None and extras.post_hooks:
                     for hook in list(extras.post_hooks.values()):
                         hook((), tuple(grads))
@@ -199,7 +204,12 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 grads = _materialize(node, grads)
             if extras is not None and extras.pre_hooks:
                 grads = _call_pre_hooks(node, grads)
-            grad_inputs = node.apply(grads) if not anomaly else _anomaly_run_node(node, grads)
+            if observer is None:
+                grad_inputs = node.apply(grads) if not anomaly else \
+                    _anomaly_run_node(node, grads)
+            else:  # the profiler times the node
+                grad_inputs = observer.__fusegrad_observe_node__(
+                    node, grads, _anomaly_run_node if anomaly else _apply)
             if extras is not None and extras.post_hooks:
                 for hook in list(extras.post_hooks.values()):
                     r = hook(tuple(grad_inputs), tuple(grads))
@@ -244,6 +254,10 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 f"The differentiated Tensor at index {k} appears to not have been used in the "
                 "graph. Set allow_unused=True if this is the desired behavior.")
     return tuple(results)
+
+
+def _apply(node, grads):
+    return node.apply(grads)
 
 
 def _add_to_buffer(buffers, node, nr, g):
