@@ -132,7 +132,9 @@ def _count_live_tensors() -> None:
     from ._tensor import Tensor
 
     for obj in gc.get_objects():
-        if isinstance(obj, Tensor):
+        # type(), not isinstance: isinstance reads `__class__`, which some module proxies
+        # answer with a deprecation warning.
+        if issubclass(type(obj), Tensor):
             data = obj._data
             if data.__class__ is _ndarray or isinstance(data, _ndarray):
                 account(data)

@@ -64,6 +64,21 @@ class _Formatted:
         return format_time(self.self_cpu_time_total)
 
     @property
+    def device_time_str(self) -> str:
+        """Average device time, formatted (0 without a device)."""
+        return format_time(self.device_time)
+
+    @property
+    def device_time_total_str(self) -> str:
+        """Total device time, formatted."""
+        return format_time(self.device_time_total)
+
+    @property
+    def self_device_time_total_str(self) -> str:
+        """Self device time, formatted."""
+        return format_time(self.self_device_time_total)
+
+    @property
     def cpu_time(self) -> float:
         """Average time per call (us)."""
         return 0.0 if self.count == 0 else self.cpu_time_total / self.count
@@ -76,34 +91,49 @@ class _Formatted:
     flops = 0
     is_legacy = False
     is_remote = False
-    node_id = -1
     use_device = None
     is_async = False
 
 
 class FunctionEvent(_Formatted):
-    """One recorded call: an op, a backward node, or a `record_function` block."""
+    """One recorded call: an op, a backward node, or a `record_function` block. Built as
+    PyTorch's (`cpu_memory_usage`: the bytes gained while it ran, children included)."""
 
-    def __init__(self, id: int, name: str, thread: int, start_us: float,
+    def __init__(self, id: int, name: str, thread: int, start_us: float, end_us: float,
+                 overload_name: str | None = None, fwd_thread: int | None = None,
                  input_shapes: list | None = None, stack: list | None = None,
-                 sequence_nr: int = -1, is_user_annotation: bool = False) -> None:
+                 scope: int = 0, use_device: str | None = None, cpu_memory_usage: int = 0,
+                 device_memory_usage: int = 0, is_async: bool = False,
+                 is_remote: bool = False, sequence_nr: int = -1, node_id: int = -1,
+                 trace_name: str | None = None, is_user_annotation: bool = False,
+                 **kwargs: Any) -> None:
         self.id = id
         self.name = name
         self.thread = thread
+        self.fwd_thread = fwd_thread
         self.start_us = start_us
-        self.end_us = start_us
-        self.input_shapes = input_shapes if input_shapes is not None else []
+        self.end_us = end_us
+        self.overload_name = overload_name or ""
+        self.input_shapes = input_shapes
         self.stack = stack if stack is not None else []
+        self.scope = scope
+        self.cpu_memory_usage = cpu_memory_usage
         self.sequence_nr = sequence_nr
+        self.node_id = node_id
+        self.trace_name = trace_name if trace_name is not None else name
         self.is_user_annotation = is_user_annotation
         self.cpu_children: list[FunctionEvent] = []
         self.cpu_parent: FunctionEvent | None = None
-        self.self_cpu_memory_usage = 0
         self.count = 1
-        self.overload_name = ""
-        self.trace_name = name  # the name in the Chrome trace (`ProfilerStep#3`)
         self.device_type = "CPU"
-        self.scope = 0
+
+    def append_cpu_child(self, child: FunctionEvent) -> None:
+        """Make `child` (an event inside this one) a child."""
+        self.cpu_children.append(child)
+
+    def set_cpu_parent(self, parent: FunctionEvent) -> None:
+        """Make `parent` this event's parent."""
+        self.cpu_parent = parent
 
     @property
     def key(self) -> str:
@@ -121,9 +151,9 @@ class FunctionEvent(_Formatted):
         return self.cpu_time_total - sum(c.cpu_time_total for c in self.cpu_children)
 
     @property
-    def cpu_memory_usage(self) -> int:
-        """Bytes gained while it ran, children included."""
-        return self.self_cpu_memory_usage + sum(c.cpu_memory_usage for c in self.cpu_children)
+    def self_cpu_memory_usage(self) -> int:
+        """Bytes gained while it ran, less those its children gained."""
+        return self.cpu_memory_usage - sum(c.cpu_memory_usage for c in self.cpu_children)
 
     def __repr__(self) -> str:
         return (f"<FunctionEvent id={self.id} name={self.name} "
@@ -138,6 +168,7 @@ class FunctionEventAvg(_Formatted):
 
     def __init__(self) -> None:
         self.key: str | None = None
+        self.node_id = -1
         self.count = 0
         self.cpu_time_total = 0.0
         self.self_cpu_time_total = 0.0
@@ -176,7 +207,7 @@ class FunctionEventAvg(_Formatted):
     def __repr__(self) -> str:
         return (f"<FunctionEventAvg key={self.key} self_cpu_time={self.self_cpu_time_total_str}"
                 f" cpu_time={self.cpu_time_str}  self_cuda_time=0.000us cuda_time=0.000us "
-                f"input_shapes={self.input_shapes or ''} "
+                f"input_shapes={self.input_shapes} "
                 f"cpu_memory_usage={self.cpu_memory_usage} cuda_memory_usage=0>")
 
 

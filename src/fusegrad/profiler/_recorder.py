@@ -81,6 +81,11 @@ class Recorder(_dispatch.CallObserver):
         for event in self._open:
             event.end_us = now
         self._open = []
+        # Each event held its own bytes; children start after their parent, so in reverse
+        # order every child's total is ready before its parent adds it.
+        for event in reversed(self.events):
+            for child in event.cpu_children:
+                event.cpu_memory_usage += child.cpu_memory_usage
         if self.profile_memory:
             _memory.listener = self._previous_listener
             _memory.release()
@@ -95,8 +100,12 @@ class Recorder(_dispatch.CallObserver):
               annotation: bool = False) -> FunctionEvent:
         """Open an event (a child of the innermost open one)."""
         stack = _user_stack() if self.with_stack else None
-        event = FunctionEvent(len(self.events), name, self.thread, self.now(),
-                              input_shapes, stack, sequence_nr, annotation)
+        if input_shapes is None and self.record_shapes:
+            input_shapes = []
+        now = self.now()
+        event = FunctionEvent(len(self.events), name, self.thread, now, now,
+                              input_shapes=input_shapes, stack=stack,
+                              sequence_nr=sequence_nr, is_user_annotation=annotation)
         if self._open:
             parent = self._open[-1]
             event.cpu_parent = parent
@@ -114,8 +123,8 @@ class Recorder(_dispatch.CallObserver):
 
     def _on_memory(self, nbytes: int, total: int, storage: int) -> None:
         if threading.get_native_id() == self.thread:
-            if self._open:
-                self._open[-1].self_cpu_memory_usage += nbytes
+            if self._open:  # the innermost event's own share; totals add up at the end
+                self._open[-1].cpu_memory_usage += nbytes
             self.memory.append((self.now(), nbytes, total, storage))
         if self._previous_listener is not None:
             self._previous_listener(nbytes, total, storage)
@@ -142,7 +151,7 @@ class Recorder(_dispatch.CallObserver):
         """Time a backward node's evaluation, `run(node, grads)`."""
         name = node.name()
         seq = getattr(node, "_seq", -1)
-        outer = self.begin(_EVALUATE + name, [] if self.record_shapes else None, seq)
+        outer = self.begin(_EVALUATE + name, None, seq)
         inner = self.begin(name, [_shape_of(g) for g in grads] if self.record_shapes else None,
                            seq)
         try:
