@@ -70,6 +70,16 @@ def test_peak_and_totals():
     del b, c
 
 
+def test_fake_tensors_hold_no_memory():
+    mem = fusegrad.cpu
+    gc.collect()
+    before = mem.memory_allocated()
+    with fusegrad.FakeTensorMode():
+        fake = fusegrad.ones(1000) * 2
+    assert type(fake).__name__ == "FakeTensor"
+    assert mem.memory_allocated() == before
+
+
 def test_tensors_made_before_the_first_query_are_counted():
     """Counting starts at the first query; the tensors alive then are found and counted."""
     code = (
@@ -81,6 +91,33 @@ def test_tensors_made_before_the_first_query_are_counted():
         "assert fusegrad.cpu.memory_allocated() == n - 1000000\n"
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_storages_freed_by_the_collector_inside_accounting():
+    """A garbage collection can run inside the accounting itself (any allocation may start
+    one) and free counted storages there: that must neither deadlock nor miscount. The
+    collector is made to run at almost every allocation while cycles holding tensors die,
+    under a profiler recording memory (whose listener folds the figures on every event)."""
+    code = (
+        "import gc, fusegrad\n"
+        "from fusegrad.profiler import profile\n"
+        "class Cycle:\n"
+        "    def __init__(self):\n"
+        "        self.me = self\n"
+        "        self.t = fusegrad.ones(64)\n"
+        "base = fusegrad.cpu.memory_allocated()\n"
+        "with profile(profile_memory=True) as prof:\n"
+        "    gc.set_threshold(1, 1, 1)\n"
+        "    for _ in range(400):\n"
+        "        Cycle()\n"
+        "        fusegrad.ones(8) * 2\n"
+        "    gc.set_threshold(700, 10, 10)\n"
+        "gc.collect()\n"
+        "assert fusegrad.cpu.memory_allocated() == base, fusegrad.cpu.memory_allocated()\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
     assert out.stdout.strip() == "ok", out.stderr
 
 

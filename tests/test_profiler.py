@@ -318,3 +318,41 @@ def test_with_stack_groups_by_source():
     assert event.stack and __file__ in event.stack[0]
     table = prof.key_averages(group_by_stack_n=2).table()
     assert "Source Location" in table.splitlines()[1]
+
+
+def _lenet_grads(profiled: bool):
+    fusegrad.manual_seed(0)
+    model = _lenet(fusegrad)
+    x = fusegrad.randn(2, 1, 28, 28)
+    with profile(profile_memory=True) if profiled else _null():
+        fusegrad.nn.functional.cross_entropy(model(x), fusegrad.tensor([0, 1])).backward()
+    return [p.grad.numpy().copy() for p in model.parameters()]
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_profiling_changes_no_result_and_no_path():
+    """The profiler only watches: same gradients bit for bit, and code that takes another
+    path under a computing mode (NumPy backward kernels, fake factories) does not switch."""
+    import numpy as np
+
+    for ours, plain in zip(_lenet_grads(True), _lenet_grads(False)):
+        np.testing.assert_array_equal(ours, plain)
+    from fusegrad._fake import FakeTensor
+
+    with profile() as prof:
+        x = FakeTensor.from_tensor(fusegrad.zeros(3, 4, requires_grad=True))
+        (x * 2).sum().backward()
+        assert isinstance(x.grad, FakeTensor)
+        a = fusegrad.ones(1, 1, 6, 6, requires_grad=True)
+        fusegrad.nn.functional.max_pool2d(a, 2).sum().backward()
+    names = {e.name for e in prof.events()}
+    # the NumPy backward of max pooling runs as without a profiler: no ops inside its node
+    node = next(e for e in prof.events() if e.name == "MaxPool2DWithIndicesBackward0")
+    assert node.cpu_children == [] and "aten::mul" in names

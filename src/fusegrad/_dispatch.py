@@ -70,6 +70,16 @@ def observer():
     return None
 
 
+def computing_mode() -> bool:
+    """Whether this thread has a mode that computes ops itself (observers only watch: code
+    that takes a shortcut when no mode is active may take it under a profiler too)."""
+    if _active.modes and _local.modes:
+        for mode in _local.modes:
+            if not isinstance(mode, CallObserver):
+                return True
+    return False
+
+
 class _Plain:
     """Set by fusegrad._tensor: the Tensor class and how to build results quickly."""
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
+from collections import deque
 
 import numpy as np
 
 _ndarray = np.ndarray
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 class _StorageRef(weakref.ref):
@@ -51,6 +52,11 @@ class _Stats:
 
 stats = _Stats()
 _live: dict[int, _StorageRef] = {}  # id(storage) -> its weak reference
+# Allocations (n >= 0) and frees (~n < 0) not yet applied to `stats`, in order: appending
+# and popping are atomic, so counting takes no lock; `fold` applies them (queries, or every
+# 4096 entries).
+_log: deque[int] = deque()
+_folding = False  # a fold is running (in the thread holding `_lock`)
 _permanent = False  # enabled for good (a memory query was made)
 _holders = 0  # profilers that enabled accounting for their run
 # Called with (nbytes, total, storage id) on every counted allocation (+) and free (-) while a
@@ -75,24 +81,20 @@ def _storage(data: np.ndarray) -> np.ndarray:
 
 def _freed(ref: _StorageRef) -> None:
     """Weak-reference callback: the storage's buffer is being freed."""
-    with _lock:
-        if _live.pop(ref.key, None) is None:
-            return
-        n = ref.nbytes
-        stats.current -= n
-        stats.freed_bytes += n
-        stats.count -= 1
-        stats.frees += 1
-        total = stats.current
-    hook = listener
-    if hook is not None:
-        hook(-n, total, ref.key)
+    if _live.pop(ref.key, None) is not None:
+        _log.append(~ref.nbytes)
+        if listener is not None:
+            _notify(-ref.nbytes, ref.key)
 
 
 def account(data: np.ndarray) -> None:
     """Count the storage under `data` if it is not counted yet (`make_plain` calls this
     while accounting is enabled)."""
-    storage = data if data.base is None else _storage(data)
+    try:
+        base = data.base
+    except AttributeError:  # a fake tensor holds no data
+        return
+    storage = data if base is None else _storage(data)
     key = id(storage)
     if key in _live:
         return
@@ -100,25 +102,60 @@ def account(data: np.ndarray) -> None:
         ref = _StorageRef(storage, _freed)
     except TypeError:  # an array type without weak references: not counted
         return
-    n = storage.nbytes
     ref.key = key
-    ref.nbytes = n
+    ref.nbytes = n = storage.nbytes
+    # setdefault is atomic: of two threads counting one storage, one wins (the loser's
+    # reference dies unused, its callback with it).
+    if _live.setdefault(key, ref) is ref:
+        _log.append(n)
+        if listener is not None:
+            _notify(n, key)
+        elif len(_log) > 4096:
+            fold()
+
+
+def fold() -> _Stats:
+    """Apply the logged allocations and frees to `stats`, in order, and return it.
+
+    A fold can be re-entered in its own thread: a garbage collection inside it frees
+    storages, whose callbacks log and, under a profiler, fold. The lock is reentrant and
+    the inner call returns at once (the outer loop applies what was logged, to the last
+    entry), so nothing is applied twice and no thread waits on itself."""
+    global _folding
     with _lock:
-        if key in _live:
-            return
-        _live[key] = ref
-        stats.current += n
-        stats.allocated_bytes += n
-        stats.count += 1
-        stats.allocations += 1
-        if stats.current > stats.peak:
-            stats.peak = stats.current
-        if stats.count > stats.count_peak:
-            stats.count_peak = stats.count
-        total = stats.current
+        s = stats
+        if _folding:
+            return s
+        _folding = True
+        try:
+            current, peak, count, count_peak = s.current, s.peak, s.count, s.count_peak
+            popleft = _log.popleft
+            while _log:
+                b = popleft()
+                if b >= 0:
+                    current += b
+                    count += 1
+                    s.allocated_bytes += b
+                    s.allocations += 1
+                    if current > peak:
+                        peak = current
+                    if count > count_peak:
+                        count_peak = count
+                else:
+                    current -= ~b
+                    count -= 1
+                    s.freed_bytes += ~b
+                    s.frees += 1
+            s.current, s.peak, s.count, s.count_peak = current, peak, count, count_peak
+        finally:
+            _folding = False
+        return s
+
+
+def _notify(nbytes: int, key: int) -> None:
     hook = listener
     if hook is not None:
-        hook(n, total, key)
+        hook(nbytes, fold().current, key)
 
 
 def _install(on: bool) -> None:
@@ -154,8 +191,7 @@ def enable_permanently() -> None:
     _permanent = True
     _install(True)
     _count_live_tensors()
-    stats.peak = stats.current
-    stats.count_peak = stats.count
+    reset_peak()
 
 
 def hold() -> None:
@@ -179,6 +215,7 @@ def release() -> None:
 
 def reset_peak() -> None:
     """Make the peaks the current figures."""
+    s = fold()
     with _lock:
-        stats.peak = stats.current
-        stats.count_peak = stats.count
+        s.peak = s.current
+        s.count_peak = s.count

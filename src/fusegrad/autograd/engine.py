@@ -157,7 +157,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         heappop, heappush = heapq.heappop, heapq.heappush
         # Gradients need no history: add their arrays directly (not while a dispatch mode,
         # such as a tracer, must see every op).
-        fast_add = not create_graph and not (_thread_state.active.modes and _local.modes)
+        fast_add = not create_graph and not _dispatch.computing_mode()
         anomaly = _anomaly_state.enabled
         observer = _dispatch.observer()  # a profiler recording this thread, or None
         from .._tensor import make_plain

@@ -116,13 +116,13 @@ def stream(stream: Stream | None) -> StreamContext:
 def memory_allocated(device: Any = None) -> int:
     """Bytes held by the storages of live tensors."""
     _memory.enable_permanently()
-    return _memory.stats.current
+    return _memory.fold().current
 
 
 def max_memory_allocated(device: Any = None) -> int:
     """The most bytes held at once since the start (or `reset_peak_memory_stats`)."""
     _memory.enable_permanently()
-    return _memory.stats.peak
+    return _memory.fold().peak
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
@@ -135,7 +135,7 @@ def memory_stats(device: Any = None) -> OrderedDict:
     """The counters under PyTorch's `torch.cuda.memory_stats()` key names: bytes and
     storages, each current, peak, allocated (in total) and freed (in total)."""
     _memory.enable_permanently()
-    s = _memory.stats
+    s = _memory.fold()
     items = [
         ("allocated_bytes.all.allocated", s.allocated_bytes),
         ("allocated_bytes.all.current", s.current),
