@@ -148,9 +148,9 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cuda", "datasets",
-    "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn", "onnx",
-    "optim", "overrides", "serialization", "viz",
+    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda",
+    "datasets", "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn",
+    "onnx", "optim", "overrides", "profiler", "serialization", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization"}

@@ -140,7 +140,8 @@ class FakeTensor(Tensor):
         from . import _creation
 
         shape = _creation._sizes(size)
-        if _thread_state.local.modes:  # a mode makes factory results (a tracer keeps their values)
+        # A mode makes factory results (a tracer keeps their values); a profiler only watches.
+        if _thread_state.local.modes and _dispatch.computing_mode():
             return getattr(_creation, factory)(shape, dtype=dtype or self._dtype)
         return FakeTensor._make_fake(shape, dtype or self._dtype)
 

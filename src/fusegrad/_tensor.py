@@ -634,9 +634,12 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
     t._hooks = None
     t._grad_acc = None
     t._post_acc_hooks = None
+    if _account is not None:  # storage accounting is on (fusegrad._memory)
+        _account(data)
     return t
 
 
+_account = None  # fusegrad._memory.account while storage accounting is enabled
 _dispatch.plain.Tensor = _dispatch.Tensor = Tensor
 _graph._tensor_class[0] = Tensor
 _dispatch.plain.make = _dispatch._make = make_plain

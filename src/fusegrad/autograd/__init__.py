@@ -76,3 +76,12 @@ __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enab
            "functional", "once_differentiable", "inference_mode", "is_inference_mode_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled"]
+
+
+def __getattr__(name: str):
+    """`fusegrad.autograd.profiler` loads on first use (as `fusegrad.profiler` does)."""
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.profiler")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ import heapq
 
 import numpy as np
 
-from .. import _thread_state
+from .. import _dispatch, _thread_state
 from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
@@ -169,8 +169,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         heappop, heappush = heapq.heappop, heapq.heappush
         # Gradients need no history: add their arrays directly (not while a dispatch mode,
         # such as a tracer, must see every op).
-        fast_add = not create_graph and not (_thread_state.active.modes and _local.modes)
+        fast_add = not create_graph and not _dispatch.computing_mode()
         anomaly = _anomaly_state.enabled
+        observer = _dispatch.observer()  # a profiler recording this thread, or None
         from .._tensor import make_plain
 
         add = np.add
@@ -200,7 +201,11 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if extras is not None and extras.pre_hooks:
                     grads = _call_pre_hooks(node, grads)
                 if accumulate and grads[0] is not None:
-                    _accumulate(node, grads[0], create_graph)
+                    if observer is None:
+                        _accumulate(node, grads[0], create_graph)
+                    else:
+                        observer.__fusegrad_observe_node__(
+                            node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
                 if extras is not None and extras.post_hooks:
                     for hook in list(extras.post_hooks.values()):
                         hook((), tuple(grads))
@@ -211,7 +216,12 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 grads = _materialize(node, grads)
             if extras is not None and extras.pre_hooks:
                 grads = _call_pre_hooks(node, grads)
-            grad_inputs = node.apply(grads) if not anomaly else _anomaly_run_node(node, grads)
+            if observer is None:
+                grad_inputs = node.apply(grads) if not anomaly else \
+                    _anomaly_run_node(node, grads)
+            else:  # the profiler times the node
+                grad_inputs = observer.__fusegrad_observe_node__(
+                    node, grads, _anomaly_run_node if anomaly else _apply)
             if extras is not None and extras.post_hooks:
                 for hook in list(extras.post_hooks.values()):
                     r = hook(tuple(grad_inputs), tuple(grads))
@@ -256,6 +266,10 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 f"The differentiated Tensor at index {k} appears to not have been used in the "
                 "graph. Set allow_unused=True if this is the desired behavior.")
     return tuple(results)
+
+
+def _apply(node, grads):
+    return node.apply(grads)
 
 
 def _add_to_buffer(buffers, node, nr, g):

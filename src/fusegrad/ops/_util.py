@@ -106,8 +106,13 @@ def numpy_backward(*ts) -> bool:
     recorded (backward without create_graph runs with grad mode off), no dispatch mode is
     active, and every tensor is a plain float32/float64 one. Otherwise derivatives use the
     fusegrad ops that double backward and modes need."""
-    if (not _active.grad_off or _local.grad_enabled) or (_active.modes and _local.modes):
+    if not _active.grad_off or _local.grad_enabled:
         return False
+    if _active.modes and _local.modes:
+        from .._dispatch import computing_mode
+
+        if computing_mode():  # a profiler alone does not change the path
+            return False
     for t in ts:
         if t is not None and (not t._plain or t._data is None or t._data.dtype not in _FLOATS):
             return False

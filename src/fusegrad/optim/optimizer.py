@@ -7,12 +7,14 @@ autograd, as PyTorch's optimizers run under no_grad.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
+from .. import _thread_state
 from .._tensor import Tensor
 
 
@@ -33,8 +35,31 @@ def _new_state(like: np.ndarray) -> Tensor:
     return Tensor._make(np.zeros_like(like))
 
 
+def _profiled(kind: str, fn: Callable) -> Callable:
+    """`fn` (an optimizer's step or zero_grad) as one `Optimizer.step#SGD.step` block in a
+    running profile, as PyTorch labels it; without a profiler, one count check."""
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        if _thread_state.active.modes:
+            from ..profiler import record_function
+
+            with record_function(f"Optimizer.{kind}#{type(self).__name__}.{kind}"):
+                return fn(self, *args, **kwargs)
+        return fn(self, *args, **kwargs)
+
+    method._profiled = True
+    return method
+
+
 class Optimizer:
     """Base class: holds `param_groups` (dicts with 'params' and options) and `state`."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for kind in ("step", "zero_grad"):
+            fn = cls.__dict__.get(kind)
+            if fn is not None and not getattr(fn, "_profiled", False):
+                setattr(cls, kind, _profiled(kind, fn))
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -172,3 +197,7 @@ class Optimizer:
         if isinstance(value, Tensor) and name != "step" and value.is_floating_point():
             return value.to(p.dtype) if value.dtype is not p.dtype else value
         return value
+
+
+Optimizer.step = _profiled("step", Optimizer.step)
+Optimizer.zero_grad = _profiled("zero_grad", Optimizer.zero_grad)

@@ -1,0 +1,185 @@
+"""Recording: the dispatch observer that times every op call, backward node and
+`record_function` block of the thread that started it, and the memory it gains.
+
+The recorder is a `CallObserver` on the thread's mode stack: while it is there every op
+takes dispatch's slow path, which hands it the call; with no recorder the fast path is
+untouched. Backward nodes reach it through the engine, which asks once per backward pass
+whether the thread has one. Op events are named as PyTorch's: `aten::` and the overload's
+base name (`add.Tensor` -> `aten::add`); a node's evaluation makes two nested events,
+`autograd::engine::evaluate_function: MmBackward0` around `MmBackward0`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from contextlib import ContextDecorator
+from typing import Any
+
+from .. import _dispatch, _memory
+from ._events import FunctionEvent
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EVALUATE = "autograd::engine::evaluate_function: "
+
+
+def _shape_of(a: Any) -> list:
+    data = getattr(a, "_data", None)
+    if data is not None and hasattr(data, "shape"):
+        return list(data.shape)
+    return []
+
+
+def _user_stack() -> list[str]:
+    """The calling Python frames outside fusegrad, innermost first, as
+    `path(line): function`."""
+    frames = traceback.extract_stack()
+    return [f"{f.filename}({f.lineno}): {f.name}" for f in reversed(frames)
+            if not f.filename.startswith(_PACKAGE)]
+
+
+class Recorder(_dispatch.CallObserver):
+    """One recording session: the events in start order and the memory samples."""
+
+    def __init__(self, record_shapes: bool = False, profile_memory: bool = False,
+                 with_stack: bool = False) -> None:
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.events: list[FunctionEvent] = []
+        self.memory: list[tuple[float, int, int, int]] = []  # (time, bytes, total, storage)
+        self._open: list[FunctionEvent] = []
+        self._names: dict[Any, str] = {}
+        self._previous_listener = None
+        self.thread = threading.get_native_id()
+        self.base_ns = 0
+        self.wall_ns = 0
+        self.running = False
+
+    # ------------------------------------------------------------------ session
+
+    def start(self) -> None:
+        """Begin recording the calling thread."""
+        self.wall_ns = time.time_ns()
+        self.base_ns = time.perf_counter_ns()
+        if self.profile_memory:
+            _memory.hold()
+            self._previous_listener = _memory.listener
+            _memory.listener = self._on_memory
+        self.__enter__()
+        self.running = True
+
+    def stop(self) -> None:
+        """Stop recording; blocks still open end now."""
+        if not self.running:
+            return
+        self.running = False
+        self.__exit__(None, None, None)
+        now = self.now()
+        for event in self._open:
+            event.end_us = now
+        self._open = []
+        # Each event held its own bytes; children start after their parent, so in reverse
+        # order every child's total is ready before its parent adds it.
+        for event in reversed(self.events):
+            for child in event.cpu_children:
+                event.cpu_memory_usage += child.cpu_memory_usage
+        if self.profile_memory:
+            _memory.listener = self._previous_listener
+            _memory.release()
+
+    def now(self) -> float:
+        """Microseconds since the start."""
+        return (time.perf_counter_ns() - self.base_ns) / 1000.0
+
+    # ------------------------------------------------------------------ events
+
+    def begin(self, name: str, input_shapes: list | None = None, sequence_nr: int = -1,
+              annotation: bool = False) -> FunctionEvent:
+        """Open an event (a child of the innermost open one)."""
+        stack = _user_stack() if self.with_stack else None
+        if input_shapes is None and self.record_shapes:
+            input_shapes = []
+        now = self.now()
+        event = FunctionEvent(len(self.events), name, self.thread, now, now,
+                              input_shapes=input_shapes, stack=stack,
+                              sequence_nr=sequence_nr, is_user_annotation=annotation)
+        if self._open:
+            parent = self._open[-1]
+            event.cpu_parent = parent
+            parent.cpu_children.append(event)
+        self.events.append(event)
+        self._open.append(event)
+        return event
+
+    def end(self, event: FunctionEvent) -> None:
+        """Close `event` (and any event left open inside it)."""
+        event.end_us = self.now()
+        while self._open:
+            if self._open.pop() is event:
+                break
+
+    def _on_memory(self, nbytes: int, total: int, storage: int) -> None:
+        if threading.get_native_id() == self.thread:
+            if self._open:  # the innermost event's own share; totals add up at the end
+                self._open[-1].cpu_memory_usage += nbytes
+            self.memory.append((self.now(), nbytes, total, storage))
+        if self._previous_listener is not None:
+            self._previous_listener(nbytes, total, storage)
+
+    def _op_name(self, op: Any) -> str:
+        name = self._names.get(op)
+        if name is None:
+            name = self._names[op] = "aten::" + op.name.split(".")[0]
+        return name
+
+    # ------------------------------------------------------------------ observer hooks
+
+    def __fusegrad_observe__(self, op: Any, args: tuple) -> Any:
+        shapes = None
+        if self.record_shapes:
+            shapes = [_shape_of(a) for a in args]
+        event = self.begin(self._op_name(op), shapes)
+        try:
+            return _dispatch.call(op, *args)
+        finally:
+            self.end(event)
+
+    def __fusegrad_observe_node__(self, node: Any, grads: list, run: Any) -> Any:
+        """Time a backward node's evaluation, `run(node, grads)`."""
+        name = node.name()
+        seq = getattr(node, "_seq", -1)
+        outer = self.begin(_EVALUATE + name, None, seq)
+        inner = self.begin(name, [_shape_of(g) for g in grads] if self.record_shapes else None,
+                           seq)
+        try:
+            return run(node, grads)
+        finally:
+            self.end(inner)
+            self.end(outer)
+
+
+class record_function(ContextDecorator):
+    """Mark a block (or, as a decorator, a function) as one named event in the profile of
+    the calling thread; nothing is recorded when no profiler runs."""
+
+    def __init__(self, name: str, args: str | None = None) -> None:
+        self.name = name
+        self.args = args
+        self._entered: list[tuple[Recorder, FunctionEvent] | None] = []
+
+    def __enter__(self) -> record_function:
+        recorder = _dispatch.observer()
+        if isinstance(recorder, Recorder):
+            self._entered.append((recorder, recorder.begin(self.name, annotation=True)))
+        else:
+            self._entered.append(None)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        entry = self._entered.pop() if self._entered else None
+        if entry is not None:
+            entry[0].end(entry[1])
+        return False
