@@ -67,6 +67,26 @@ def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
     return _F().dropout2d(input, p, train)
 
 
+def alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """Alpha dropout (ATen's form: `p` and `train` are required)."""
+    return _F().alpha_dropout(input, p, train)
+
+
+def alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    """In-place alpha dropout."""
+    return _F().alpha_dropout(input, p, train, inplace=True)
+
+
+def feature_alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """Alpha dropout of whole channels."""
+    return _F().feature_alpha_dropout(input, p, train)
+
+
+def feature_alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    """In-place alpha dropout of whole channels."""
+    return _F().feature_alpha_dropout(input, p, train, inplace=True)
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
                cudnn_enable: bool = True) -> Tensor:
     """Layer normalisation over the trailing `normalized_shape` dims."""
@@ -265,7 +285,8 @@ def poisson_nll_loss(input, target, log_input: bool, full: bool, eps: float,
 
 __all__ = [
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "dropout", "dropout_",
-    "feature_dropout", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
+    "feature_dropout", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
+    "feature_alpha_dropout_", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
     "embedding", "embedding_bag", "max_pool1d", "max_pool2d", "avg_pool1d",
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "pixel_shuffle", "pixel_unshuffle",
     "channel_shuffle", "native_channel_shuffle", "prelu", "selu_", "celu", "celu_",

@@ -113,13 +113,60 @@ def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool) -> 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _noise_dropout(input, p, training, inplace, True, False)
+
+
+# SELU's alpha * scale: dropped units are set to SELU's negative saturation value.
+_SELU_SATURATION = 1.7580993408473766
+
+
+def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, feature: bool,
+                   alpha: bool) -> Tensor:
+    """Dropout by one drawn noise tensor (per channel when `feature`): scaled by 1/(1-p), or
+    for `alpha` an affine map that keeps zero mean and unit variance (dropped units at
+    SELU's saturation value), as `input * noise (+ shift)`, recorded as PyTorch records it."""
     if not training or p == 0.0 or input.numel() == 0:
         return input
-    shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    if feature and input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    np_dtype = input.dtype.np
+    if p == 1.0:
+        zero = Tensor._make(np.zeros((), dtype=np_dtype))
+        return input.mul_(zero) if inplace else input * zero
+    shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
+             else tuple(input.shape))
     keep = _rng(None).random(shape) >= p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    noise = Tensor._make((keep * scale).astype(input.dtype.np))
-    return input.mul_(noise) if inplace else input * noise
+    if not alpha:
+        noise = Tensor._make((keep / (1.0 - p)).astype(np_dtype))
+        return input.mul_(noise) if inplace else input * noise
+    a = 1.0 / math.sqrt((_SELU_SATURATION ** 2 * p + 1) * (1 - p))
+    # Each step rounds in the input's dtype, as PyTorch's float32 noise does.
+    step = np_dtype.type if np_dtype.itemsize >= 4 else np.float32
+    shift = (keep.astype(np_dtype) - step(1)) * step(_SELU_SATURATION * a)
+    shift = Tensor._make((shift + step(_SELU_SATURATION * a * p)).astype(np_dtype))
+    noise = Tensor._make((keep * step(a)).astype(np_dtype))
+    out = input.mul_(noise) if inplace else input * noise
+    return out.add_(shift)
+
+
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks: dropped units take SELU's saturation value and the result
+    is rescaled to keep the input's mean and variance."""
+    _check_p(p)
+    return _noise_dropout(input, p, training, inplace, False, True)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """alpha_dropout of whole channels (dims from 2 on share one draw)."""
+    _check_p(p)
+    return _noise_dropout(input, p, training, inplace, True, True)
 
 
 def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
@@ -344,5 +391,5 @@ __all__ = [
     "bilinear", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
     "native_channel_shuffle", "adaptive_max_pool1d", "adaptive_max_pool2d", "dropout1d",
     "dropout2d", "dropout3d", "cosine_similarity", "instance_norm", "local_response_norm",
-    "rms_norm", "unfold", "fold", "embedding_bag",
+    "rms_norm", "unfold", "fold", "embedding_bag", "alpha_dropout", "feature_alpha_dropout",
 ]

@@ -55,6 +55,7 @@ from ._functional_extra import group_norm, interpolate  # noqa: F401
 from ._functional_layers import (  # noqa: F401
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    alpha_dropout,
     bilinear,
     channel_shuffle,
     cosine_similarity,
@@ -62,6 +63,7 @@ from ._functional_layers import (  # noqa: F401
     dropout2d,
     dropout3d,
     embedding_bag,
+    feature_alpha_dropout,
     fold,
     instance_norm,
     local_response_norm,

@@ -36,7 +36,7 @@ from .channelshuffle import ChannelShuffle
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -111,7 +111,8 @@ __all__ = [
     "Tanh", "Tanhshrink", "Threshold", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d",
     "ChannelShuffle", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential",
     "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
-    "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Flatten", "Unflatten",
+    "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+    "FeatureAlphaDropout", "Flatten", "Unflatten",
     "Fold", "Unfold", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Bilinear", "Identity",
     "Linear", "NonDynamicallyQuantizableLinear", "BCELoss", "BCEWithLogitsLoss", "CTCLoss",
     "CosineEmbeddingLoss", "CrossEntropyLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
