@@ -138,6 +138,16 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq: bool = False, mo
                 sparse, per_sample_weights, include_last_offset, pad)
 
 
+def embedding_renorm_(input: Tensor, indices: Tensor, max_norm: float,
+                      norm_type: float) -> Tensor:
+    """Rescale, in place, the rows of `input` named in `indices` whose norm exceeds
+    `max_norm` (what `embedding(max_norm=...)` does to its weight)."""
+    from .._dispatch import call
+    from ..ops import embedding
+
+    return call(embedding.embedding_renorm_, input, indices, max_norm, norm_type)
+
+
 def max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
     """1-D max pooling (an empty stride means the kernel size)."""
@@ -287,7 +297,7 @@ __all__ = [
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "dropout", "dropout_",
     "feature_dropout", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
     "feature_alpha_dropout_", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
-    "embedding", "embedding_bag", "max_pool1d", "max_pool2d", "avg_pool1d",
+    "embedding", "embedding_bag", "embedding_renorm_", "max_pool1d", "max_pool2d", "avg_pool1d",
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "pixel_shuffle", "pixel_unshuffle",
     "channel_shuffle", "native_channel_shuffle", "prelu", "selu_", "celu", "celu_",
     "threshold", "threshold_", "hardshrink", "rrelu", "cosine_similarity",

@@ -18,6 +18,7 @@ from .._random import rng as _rng
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ..ops import conv as CV
+from ..ops import embedding as EB
 from ..ops import layers as LY
 from ..ops import normalization as NL
 from ..ops import scalar as SC
@@ -369,8 +370,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                          f"{input.dim()}")
     if mode not in _MODES:
         raise ValueError("mode has to be one of sum, mean or max")
-    if max_norm is not None:
-        raise NotImplementedError("embedding_bag: max_norm is not supported yet")
+    if max_norm is not None:  # the bags' rows of the weight rescaled in place, untracked
+        with no_grad():
+            call(EB.embedding_renorm_, weight, input, max_norm, norm_type)
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
                                   "per_sample_weights is only supported for mode='sum' (got "

@@ -13,6 +13,7 @@ import warnings
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad as _no_grad
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -387,7 +388,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     else:
         padding_idx = -1
     if max_norm is not None:
-        raise NotImplementedError("embedding max_norm is not supported yet")
+        # The looked-up rows of the weight are rescaled in place, outside the graph.
+        input = input.contiguous()
+        with _no_grad():
+            call(EB.embedding_renorm_, weight, input, max_norm, norm_type)
     return call(EB.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 
