@@ -14,6 +14,7 @@ from .._symbolic import size_int
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
+from ..ops.views import view_dtype, view_dtype_check
 from .inplace import clone, contiguous_format
 from .reduction import sum
 
@@ -36,7 +37,8 @@ def _shape_args(shape) -> tuple:
 def view(input, *shape):
     """A view with a new shape (no copy; an error if the strides do not allow one)."""
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
-        raise NotImplementedError("view(dtype) is not supported yet")
+        view_dtype_check(input, shape[0])
+        return call(view_dtype, input, shape[0])
     return call(S.view, input, _shape_args(shape))
 
 
