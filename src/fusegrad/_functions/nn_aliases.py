@@ -35,6 +35,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return _F().conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution."""
+    return _F().conv3d(input, weight, bias, stride, padding, dilation, groups)
+
+
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1) -> Tensor:
     """1-D transposed convolution."""
@@ -46,6 +51,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      groups=1, dilation=1) -> Tensor:
     """2-D transposed convolution."""
     return _F().conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
+                                 dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """3-D transposed convolution."""
+    return _F().conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups,
                                  dilation)
 
 
@@ -294,7 +306,8 @@ def poisson_nll_loss(input, target, log_input: bool, full: bool, eps: float,
 
 
 __all__ = [
-    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "dropout", "dropout_",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "dropout", "dropout_",
     "feature_dropout", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
     "feature_alpha_dropout_", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
     "embedding", "embedding_bag", "embedding_renorm_", "max_pool1d", "max_pool2d", "avg_pool1d",

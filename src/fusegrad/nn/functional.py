@@ -201,6 +201,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+@composite("lower")
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution (cross-correlation) over (N, C, D, H, W) input."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
 def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
                     spatial: int):
     if input.dim() not in (spatial + 1, spatial + 2):
@@ -230,6 +236,14 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """2-D transposed convolution (the adjoint of conv2d)."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 2)
+
+
+@composite("lower")
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """3-D transposed convolution (the adjoint of conv3d)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3)
 
 
 def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = None) -> Tensor:
@@ -554,7 +568,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 
 __all__ = [
-    "linear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "pad", "max_pool1d",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "pad", "max_pool1d",
     "max_pool2d", "avg_pool1d",
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "layer_norm",
     "dropout", "embedding", "one_hot", "relu", "relu6", "hardtanh", "leaky_relu", "elu",

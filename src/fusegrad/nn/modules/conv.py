@@ -1,4 +1,4 @@
-"""Conv1d and Conv2d (one `convolution` op each call)."""
+"""Conv1d/2d/3d and ConvTranspose1d/2d/3d (one `convolution` op each call)."""
 
 from __future__ import annotations
 
@@ -133,6 +133,16 @@ class Conv2d(_ConvNd):
         return self._conv_forward(input, F.conv2d)
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W) or (C, D, H, W) input."""
+
+    _spatial = 3
+
+    def forward(self, input):
+        """The convolution of `input` with this layer's weight (and bias)."""
+        return self._conv_forward(input, F.conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
@@ -185,5 +195,17 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input, output_size=None):
         """The transposed convolution of `input`."""
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The transpose (adjoint) of Conv3d, as used for learned upsampling of volumes."""
+
+    _spatial = 3
+
+    def forward(self, input, output_size=None):
+        """The transposed convolution of `input`."""
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
