@@ -63,6 +63,8 @@ TRANSPOSED = [
     ((1, 3, 3, 3, 3), dict(kernel_size=3, stride=2, padding=1),
      dict(output_size=(6, 5, 6))),
     ((1, 2, 3, 3, 2), dict(kernel_size=2, stride=1, dilation=3), {}),
+    ((1, 2, 3, 3, 2), dict(kernel_size=2, stride=1, dilation=3, output_padding=(2, 0, 1)),
+     {}),
 ]
 
 

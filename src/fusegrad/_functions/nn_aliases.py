@@ -184,6 +184,12 @@ def adaptive_avg_pool1d(input, output_size) -> Tensor:
     return _F().adaptive_avg_pool1d(input, output_size)
 
 
+def max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1,
+               ceil_mode: bool = False) -> Tensor:
+    """3-D max pooling (an empty stride means the kernel size)."""
+    return _F().max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
 def adaptive_max_pool1d(input, output_size):
     """1-D adaptive max pooling: (values, indices), as ATen returns them."""
     return _F().adaptive_max_pool1d(input, output_size, return_indices=True)
@@ -310,7 +316,8 @@ __all__ = [
     "dropout", "dropout_",
     "feature_dropout", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
     "feature_alpha_dropout_", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
-    "embedding", "embedding_bag", "embedding_renorm_", "max_pool1d", "max_pool2d", "avg_pool1d",
+    "embedding", "embedding_bag", "embedding_renorm_", "max_pool1d", "max_pool2d", "max_pool3d",
+    "avg_pool1d",
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "pixel_shuffle", "pixel_unshuffle",
     "channel_shuffle", "native_channel_shuffle", "prelu", "selu_", "celu", "celu_",
     "threshold", "threshold_", "hardshrink", "rrelu", "cosine_similarity",

@@ -21,6 +21,7 @@ from ..ops import conv as CV
 from ..ops import embedding as EB
 from ..ops import layers as LY
 from ..ops import normalization as NL
+from ..ops import pooling as PL
 from ..ops import scalar as SC
 from ..ops.norms import vector_norm
 
@@ -286,7 +287,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         sizes = tuple(input.shape)
         div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
         div = pad(div, [0, 0, 0, 0, size // 2, (size - 1) // 2])
-        div = call(LY.avg_pool3d, div, [size, 1, 1], [1, 1, 1]).squeeze(1)
+        div = call(PL.avg_pool3d, div, [size, 1, 1], [1, 1, 1]).squeeze(1)
         div = div.view(sizes)
     div = div.mul(alpha).add(k).pow(beta)
     return input / div

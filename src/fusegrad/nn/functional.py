@@ -289,10 +289,22 @@ def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """2-D max pooling; with `return_indices` also the flat positions of the maxima."""
-    k = _ntuple(kernel_size, 2)
-    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    out, idx = call(PL.max_pool2d_with_indices, input, k, s, _ntuple(padding, 2),
-                    _ntuple(dilation, 2), ceil_mode)
+    return _max_pool(PL.max_pool2d_with_indices, 2, input, kernel_size, stride, padding,
+                     dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling; with `return_indices` also the flat positions of the maxima."""
+    return _max_pool(PL.max_pool3d_with_indices, 3, input, kernel_size, stride, padding,
+                     dilation, ceil_mode, return_indices)
+
+
+def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    k = _ntuple(kernel_size, nd)
+    s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
+    out, idx = call(op, input, k, s, _ntuple(padding, nd), _ntuple(dilation, nd), ceil_mode)
     return (out, idx) if return_indices else out
 
 
@@ -320,6 +332,15 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                 divisor_override)
 
 
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-D average pooling."""
+    k = _ntuple(kernel_size, 3)
+    s = _ntuple(stride, 3) if stride not in (None, [], ()) else k
+    return call(PL.avg_pool3d, input, k, s, _ntuple(padding, 3), ceil_mode, count_include_pad,
+                divisor_override)
+
+
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """1-D average pooling (as a height-1 2-D pooling)."""
@@ -338,6 +359,17 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     if size == [1, 1]:
         return input.mean((-1, -2), keepdim=True)
     return call(PL.adaptive_avg_pool2d, input, size)
+
+
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    """3-D average pooling to a fixed output size (None keeps the input's size)."""
+    size = _ntuple(output_size, 3) if not isinstance(output_size, (tuple, list)) else [
+        input.shape[-3 + i] if v is None else int(v) for i, v in enumerate(output_size)]
+    if len(size) == 1:
+        size = size * 3
+    if list(size) == [1, 1, 1]:
+        return input.mean((-1, -2, -3), keepdim=True)
+    return call(PL.adaptive_avg_pool3d, input, list(size))
 
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
@@ -570,7 +602,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 __all__ = [
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "pad", "max_pool1d",
-    "max_pool2d", "avg_pool1d",
+    "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool3d",
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "layer_norm",
     "dropout", "embedding", "one_hot", "relu", "relu6", "hardtanh", "leaky_relu", "elu",
     "sigmoid", "tanh", "gelu", "silu", "softplus", "softmax", "log_softmax", "nll_loss",
