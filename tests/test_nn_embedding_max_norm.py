@@ -76,6 +76,9 @@ BAG_CASES = [
     dict(mode="mean", padding_idx=3, include_last_offset=True),
     dict(mode="max", include_last_offset=True),
     dict(mode="sum", per_sample_weights=True, max_norm=1.0, include_last_offset=True),
+    dict(mode="sum", scale_grad_by_freq=True),
+    dict(mode="mean", scale_grad_by_freq=True, padding_idx=3),
+    dict(mode="sum", scale_grad_by_freq=True, per_sample_weights=True),
 ]
 
 
@@ -104,6 +107,38 @@ def test_embedding_bag_options(case):
     np.testing.assert_allclose(wf.grad.numpy(), wt.grad.numpy(), rtol=1e-12, atol=1e-12)
     if psw_t is not None:
         np.testing.assert_allclose(psw_f.grad.numpy(), psw_t.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("seed", range(6))
+def test_embedding_bag_scale_grad_by_freq(mode, seed):
+    """The gradient divisors PyTorch's CPU backward uses, on random bags with repeats."""
+    rng = np.random.default_rng(seed)
+    wt, wf = _pair((9, 2), seed=seed)
+    idx = rng.integers(0, 9, 14)
+    offsets = np.sort(rng.choice(np.arange(1, 14), 3, replace=False))
+    offsets = np.concatenate([[0], offsets])
+    yt = torch.nn.functional.embedding_bag(torch.tensor(idx), wt, torch.tensor(offsets),
+                                           mode=mode, scale_grad_by_freq=True)
+    yf = fusegrad.nn.functional.embedding_bag(fusegrad.tensor(idx), wf,
+                                              fusegrad.tensor(offsets), mode=mode,
+                                              scale_grad_by_freq=True)
+    g = rng.standard_normal(tuple(yt.shape))
+    yt.backward(torch.tensor(g))
+    yf.backward(fusegrad.tensor(g))
+    np.testing.assert_allclose(wf.grad.numpy(), wt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_bag_max_mode_refuses_scale_grad_by_freq():
+    with pytest.raises(ValueError) as e:
+        torch.nn.functional.embedding_bag(torch.tensor([0, 1]), torch.zeros(3, 2),
+                                          torch.tensor([0]), mode="max",
+                                          scale_grad_by_freq=True)
+    with pytest.raises(ValueError) as err:
+        fusegrad.nn.functional.embedding_bag(fusegrad.tensor([0, 1]), fusegrad.zeros(3, 2),
+                                             fusegrad.tensor([0]), mode="max",
+                                             scale_grad_by_freq=True)
+    assert str(err.value) == str(e.value)
 
 
 def test_embedding_bag_module_max_norm():

@@ -261,8 +261,6 @@ def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int) -> bool:
 
 def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
     w = _work(weight)
     idx = np.asarray(indices, np.int64).reshape(-1)
     n = w.shape[0]
@@ -303,9 +301,6 @@ def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=
              per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     from .. import _dtype
 
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
-
     if len(indices.shape) != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{len(indices.shape)}")
@@ -332,12 +327,25 @@ def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     scale = keep.astype(weight._data.dtype)
     if mode == _MEAN:
         scale = scale / np.maximum(count, 1)[bag]
+    if scale_grad_by_freq and mode != _MAX:
+        scale = scale / _bag_frequencies(idx)
     need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
     return (tuple(weight.shape), _const(idx), _const(bag), _const(scale), mode,
             out[3] if mode == _MAX else None,
             _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
             per_sample_weights,
             weight if need_psw else None)
+
+
+def _bag_frequencies(idx: np.ndarray) -> np.ndarray:
+    """The divisor of each index's gradient under scale_grad_by_freq, as PyTorch's CPU
+    backward of embedding_bag computes it: the k-th distinct index (in sorted order) is
+    divided by the number of occurrences of the index at the k-th position of the sorted
+    indices (not always its own count)."""
+    ordered = np.sort(idx)
+    distinct, occurrences = np.unique(ordered, return_counts=True)
+    at_position = np.repeat(occurrences, occurrences)  # occurrences of ordered[i]
+    return at_position[np.searchsorted(distinct, idx)]
 
 
 def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight):
