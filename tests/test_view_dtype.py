@@ -60,6 +60,11 @@ def test_view_dtype_shares_memory_and_has_no_history():
         assert x._version == y._version == 1
 
 
+def test_view_dtype_keyword():
+    for mod in (torch, fusegrad):
+        assert tuple(mod.ones(2, 4).view(dtype=mod.float64).shape) == (2, 2)
+
+
 def test_view_dtype_under_fake_tensors_and_bool_bits():
     from fusegrad._fake import FakeTensor
 

@@ -34,8 +34,11 @@ def _shape_args(shape) -> tuple:
     return tuple(map(size_int, shape))
 
 
-def view(input, *shape):
-    """A view with a new shape (no copy; an error if the strides do not allow one)."""
+def view(input, *shape, dtype=None):
+    """A view with a new shape (no copy; an error if the strides do not allow one), or of the
+    same bytes as another dtype (`view(dtype)`)."""
+    if dtype is not None and not shape:
+        shape = (dtype,)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         view_dtype_check(input, shape[0])
         return call(view_dtype, input, shape[0])
