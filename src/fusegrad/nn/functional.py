@@ -326,19 +326,23 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling."""
-    k = _ntuple(kernel_size, 2)
-    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    return call(PL.avg_pool2d, input, k, s, _ntuple(padding, 2), ceil_mode, count_include_pad,
+    return _avg_pool(PL.avg_pool2d, 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _avg_pool(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    k = _ntuple(kernel_size, nd)
+    s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
+    return call(op, input, k, s, _ntuple(padding, nd), ceil_mode, count_include_pad,
                 divisor_override)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-D average pooling."""
-    k = _ntuple(kernel_size, 3)
-    s = _ntuple(stride, 3) if stride not in (None, [], ()) else k
-    return call(PL.avg_pool3d, input, k, s, _ntuple(padding, 3), ceil_mode, count_include_pad,
-                divisor_override)
+    return _avg_pool(PL.avg_pool3d, 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
