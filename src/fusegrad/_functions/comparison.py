@@ -93,8 +93,10 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False,  # noq
            dim=None):
     """The sorted unique elements, with the inverse indices and counts when asked."""
     if dim is not None:
-        raise NotImplementedError("unique(dim=...) is not supported yet")
-    values, inverse, counts = call(M.unique, input, sorted, return_inverse, return_counts)
+        values, inverse, counts = call(M.unique_dim, input, dim, sorted, return_inverse,
+                                       return_counts)
+    else:
+        values, inverse, counts = call(M.unique, input, sorted, return_inverse, return_counts)
     extra = ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
     return (values,) + extra if extra else values
 

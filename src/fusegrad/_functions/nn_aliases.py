@@ -35,6 +35,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return _F().conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution."""
+    return _F().conv3d(input, weight, bias, stride, padding, dilation, groups)
+
+
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1) -> Tensor:
     """1-D transposed convolution."""
@@ -46,6 +51,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      groups=1, dilation=1) -> Tensor:
     """2-D transposed convolution."""
     return _F().conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
+                                 dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """3-D transposed convolution."""
+    return _F().conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups,
                                  dilation)
 
 
@@ -65,6 +77,26 @@ def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
         return _F().dropout1d(input, p, train) if input.ndim in (2, 3) else \
             _F().dropout(input, p, train)
     return _F().dropout2d(input, p, train)
+
+
+def alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """Alpha dropout (ATen's form: `p` and `train` are required)."""
+    return _F().alpha_dropout(input, p, train)
+
+
+def alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    """In-place alpha dropout."""
+    return _F().alpha_dropout(input, p, train, inplace=True)
+
+
+def feature_alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """Alpha dropout of whole channels."""
+    return _F().feature_alpha_dropout(input, p, train)
+
+
+def feature_alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    """In-place alpha dropout of whole channels."""
+    return _F().feature_alpha_dropout(input, p, train, inplace=True)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
@@ -118,6 +150,16 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq: bool = False, mo
                 sparse, per_sample_weights, include_last_offset, pad)
 
 
+def embedding_renorm_(input: Tensor, indices: Tensor, max_norm: float,
+                      norm_type: float) -> Tensor:
+    """Rescale, in place, the rows of `input` named in `indices` whose norm exceeds
+    `max_norm` (what `embedding(max_norm=...)` does to its weight)."""
+    from .._dispatch import call
+    from ..ops import embedding
+
+    return call(embedding.embedding_renorm_, input, indices, max_norm, norm_type)
+
+
 def max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
     """1-D max pooling (an empty stride means the kernel size)."""
@@ -140,6 +182,12 @@ def avg_pool1d(input, kernel_size, stride=(), padding=0, ceil_mode: bool = False
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
     """1-D adaptive average pooling."""
     return _F().adaptive_avg_pool1d(input, output_size)
+
+
+def max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1,
+               ceil_mode: bool = False) -> Tensor:
+    """3-D max pooling (an empty stride means the kernel size)."""
+    return _F().max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
 def adaptive_max_pool1d(input, output_size):
@@ -263,9 +311,12 @@ def poisson_nll_loss(input, target, log_input: bool, full: bool, eps: float,
 
 
 __all__ = [
-    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "dropout", "dropout_",
-    "feature_dropout", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
-    "embedding", "embedding_bag", "max_pool1d", "max_pool2d", "avg_pool1d",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "dropout", "dropout_",
+    "feature_dropout", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
+    "feature_alpha_dropout_", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm",
+    "embedding", "embedding_bag", "embedding_renorm_", "max_pool1d", "max_pool2d", "max_pool3d",
+    "avg_pool1d",
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "pixel_shuffle", "pixel_unshuffle",
     "channel_shuffle", "prelu", "selu_", "celu", "celu_",
     "threshold", "threshold_", "hardshrink", "rrelu", "cosine_similarity",

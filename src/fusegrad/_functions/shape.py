@@ -15,6 +15,7 @@ from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
+from ..ops.views import view_dtype, view_dtype_check
 from .inplace import clone, contiguous_format
 from .reduction import sum
 
@@ -34,10 +35,14 @@ def _shape_args(shape) -> tuple:
     return tuple(map(size_int, shape))
 
 
-def view(input, *shape):
-    """A view with a new shape (no copy; an error if the strides do not allow one)."""
+def view(input, *shape, dtype=None):
+    """A view with a new shape (no copy; an error if the strides do not allow one), or of the
+    same bytes as another dtype (`view(dtype)`)."""
+    if dtype is not None and not shape:
+        shape = (dtype,)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
-        raise NotImplementedError("view(dtype) is not supported yet")
+        view_dtype_check(input, shape[0])
+        return call(view_dtype, input, shape[0])
     return call(S.view, input, _shape_args(shape))
 
 

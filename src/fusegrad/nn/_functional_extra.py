@@ -89,6 +89,7 @@ _NEAREST = {"nearest": (U.upsample_nearest1d, U.upsample_nearest2d, U.upsample_n
 _INTERPOLATING = {"linear": (3, U.upsample_linear1d), "bilinear": (4, U.upsample_bilinear2d),
                   "bicubic": (4, U.upsample_bicubic2d),
                   "trilinear": (5, U.upsample_trilinear3d)}
+_ANTIALIASED = {"bilinear": U.upsample_bilinear2d_aa, "bicubic": U.upsample_bicubic2d_aa}
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 
 
@@ -171,8 +172,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         need, op = _INTERPOLATING[mode]
         if ndim == need:
             if antialias:
-                raise NotImplementedError(f"interpolate: antialias=True is not supported "
-                                          f"(mode {mode!r})")
+                op = _ANTIALIASED[mode]
             return call(op, input, sizes, bool(align_corners), *scales)
         if mode != "bicubic":
             raise NotImplementedError(f"Got {ndim}D input, but {mode} mode needs {need}D "

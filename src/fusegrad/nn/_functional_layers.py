@@ -19,8 +19,10 @@ from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad
 from ..ops import conv as CV
+from ..ops import embedding as EB
 from ..ops import layers as LY
 from ..ops import normalization as NL
+from ..ops import pooling as PL
 from ..ops import scalar as SC
 from ..ops.norms import vector_norm
 
@@ -114,13 +116,60 @@ def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool) -> 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _noise_dropout(input, p, training, inplace, True, False)
+
+
+# SELU's alpha * scale: dropped units are set to SELU's negative saturation value.
+_SELU_SATURATION = 1.7580993408473766
+
+
+def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, feature: bool,
+                   alpha: bool) -> Tensor:
+    """Dropout by one drawn noise tensor (per channel when `feature`): scaled by 1/(1-p), or
+    for `alpha` an affine map that keeps zero mean and unit variance (dropped units at
+    SELU's saturation value), as `input * noise (+ shift)`, recorded as PyTorch records it."""
     if not training or p == 0.0 or input.numel() == 0:
         return input
-    shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    if feature and input.dim() < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    np_dtype = input.dtype.np
+    if p == 1.0:
+        zero = Tensor._make(np.zeros((), dtype=np_dtype))
+        return input.mul_(zero) if inplace else input * zero
+    shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
+             else tuple(input.shape))
     keep = _rng(None).random(shape) >= p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    noise = Tensor._make((keep * scale).astype(input.dtype.np))
-    return input.mul_(noise) if inplace else input * noise
+    if not alpha:
+        noise = Tensor._make((keep / (1.0 - p)).astype(np_dtype))
+        return input.mul_(noise) if inplace else input * noise
+    a = 1.0 / math.sqrt((_SELU_SATURATION ** 2 * p + 1) * (1 - p))
+    # Each step rounds in the input's dtype, as PyTorch's float32 noise does.
+    step = np_dtype.type if np_dtype.itemsize >= 4 else np.float32
+    shift = (keep.astype(np_dtype) - step(1)) * step(_SELU_SATURATION * a)
+    shift = Tensor._make((shift + step(_SELU_SATURATION * a * p)).astype(np_dtype))
+    noise = Tensor._make((keep * step(a)).astype(np_dtype))
+    out = input.mul_(noise) if inplace else input * noise
+    return out.add_(shift)
+
+
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks: dropped units take SELU's saturation value and the result
+    is rescaled to keep the input's mean and variance."""
+    _check_p(p)
+    return _noise_dropout(input, p, training, inplace, False, True)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """alpha_dropout of whole channels (dims from 2 on share one draw)."""
+    _check_p(p)
+    return _noise_dropout(input, p, training, inplace, True, True)
 
 
 def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
@@ -239,7 +288,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         sizes = tuple(input.shape)
         div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
         div = pad(div, [0, 0, 0, 0, size // 2, (size - 1) // 2])
-        div = call(LY.avg_pool3d, div, [size, 1, 1], [1, 1, 1]).squeeze(1)
+        div = call(PL.avg_pool3d, div, [size, 1, 1], [1, 1, 1]).squeeze(1)
         div = div.view(sizes)
     div = div.mul(alpha).add(k).pow(beta)
     return input / div
@@ -323,8 +372,11 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                          f"{input.dim()}")
     if mode not in _MODES:
         raise ValueError("mode has to be one of sum, mean or max")
-    if max_norm is not None:
-        raise NotImplementedError("embedding_bag: max_norm is not supported yet")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if max_norm is not None:  # the bags' rows of the weight rescaled in place, untracked
+        with no_grad():
+            call(EB.embedding_renorm_, weight, input, max_norm, norm_type)
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
                                   "per_sample_weights is only supported for mode='sum' (got "
@@ -345,5 +397,5 @@ __all__ = [
     "bilinear", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
     "native_channel_shuffle", "adaptive_max_pool1d", "adaptive_max_pool2d", "dropout1d",
     "dropout2d", "dropout3d", "cosine_similarity", "instance_norm", "local_response_norm",
-    "rms_norm", "unfold", "fold", "embedding_bag",
+    "rms_norm", "unfold", "fold", "embedding_bag", "alpha_dropout", "feature_alpha_dropout",
 ]

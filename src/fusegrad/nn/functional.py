@@ -14,6 +14,7 @@ from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from ..autograd.grad_mode import no_grad as _no_grad
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -64,6 +65,7 @@ from ._functional_extra import (  # noqa: F401
 from ._functional_layers import (  # noqa: F401
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    alpha_dropout,
     bilinear,
     channel_shuffle,
     cosine_similarity,
@@ -71,6 +73,7 @@ from ._functional_layers import (  # noqa: F401
     dropout2d,
     dropout3d,
     embedding_bag,
+    feature_alpha_dropout,
     fold,
     instance_norm,
     local_response_norm,
@@ -207,6 +210,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+@composite("lower")
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution (cross-correlation) over (N, C, D, H, W) input."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
 def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
                     spatial: int):
     if input.dim() not in (spatial + 1, spatial + 2):
@@ -236,6 +245,14 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """2-D transposed convolution (the adjoint of conv2d)."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 2)
+
+
+@composite("lower")
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1) -> Tensor:
+    """3-D transposed convolution (the adjoint of conv3d)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3)
 
 
 def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = None) -> Tensor:
@@ -281,10 +298,22 @@ def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """2-D max pooling; with `return_indices` also the flat positions of the maxima."""
-    k = _ntuple(kernel_size, 2)
-    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    out, idx = call(PL.max_pool2d_with_indices, input, k, s, _ntuple(padding, 2),
-                    _ntuple(dilation, 2), ceil_mode)
+    return _max_pool(PL.max_pool2d_with_indices, 2, input, kernel_size, stride, padding,
+                     dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling; with `return_indices` also the flat positions of the maxima."""
+    return _max_pool(PL.max_pool3d_with_indices, 3, input, kernel_size, stride, padding,
+                     dilation, ceil_mode, return_indices)
+
+
+def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    k = _ntuple(kernel_size, nd)
+    s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
+    out, idx = call(op, input, k, s, _ntuple(padding, nd), _ntuple(dilation, nd), ceil_mode)
     return (out, idx) if return_indices else out
 
 
@@ -306,10 +335,23 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling."""
-    k = _ntuple(kernel_size, 2)
-    s = _ntuple(stride, 2) if stride not in (None, [], ()) else k
-    return call(PL.avg_pool2d, input, k, s, _ntuple(padding, 2), ceil_mode, count_include_pad,
+    return _avg_pool(PL.avg_pool2d, 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _avg_pool(op, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    k = _ntuple(kernel_size, nd)
+    s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
+    return call(op, input, k, s, _ntuple(padding, nd), ceil_mode, count_include_pad,
                 divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-D average pooling."""
+    return _avg_pool(PL.avg_pool3d, 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -330,6 +372,17 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     if size == [1, 1]:
         return input.mean((-1, -2), keepdim=True)
     return call(PL.adaptive_avg_pool2d, input, size)
+
+
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    """3-D average pooling to a fixed output size (None keeps the input's size)."""
+    size = _ntuple(output_size, 3) if not isinstance(output_size, (tuple, list)) else [
+        input.shape[-3 + i] if v is None else int(v) for i, v in enumerate(output_size)]
+    if len(size) == 1:
+        size = size * 3
+    if list(size) == [1, 1, 1]:
+        return input.mean((-1, -2, -3), keepdim=True)
+    return call(PL.adaptive_avg_pool3d, input, list(size))
 
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
@@ -394,7 +447,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     else:
         padding_idx = -1
     if max_norm is not None:
-        raise NotImplementedError("embedding max_norm is not supported yet")
+        # The looked-up rows of the weight are rescaled in place, outside the graph.
+        input = input.contiguous()
+        with _no_grad():
+            call(EB.embedding_renorm_, weight, input, max_norm, norm_type)
     return call(EB.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 
@@ -558,8 +614,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 
 __all__ = [
-    "linear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "pad", "max_pool1d",
-    "max_pool2d", "avg_pool1d",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "pad", "max_pool1d",
+    "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool3d",
     "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "batch_norm", "layer_norm",
     "dropout", "embedding", "one_hot", "relu", "relu6", "hardtanh", "leaky_relu", "elu",
     "sigmoid", "tanh", "gelu", "silu", "softplus", "softmax", "log_softmax", "nll_loss",

@@ -33,23 +33,25 @@ def _out_size(size, k, s, p, d, ceil=False) -> int:
 
 
 def _windows(x, k, s, p, d, fill=0.0, ceil=False):
-    """A strided view (N, C, kh, kw, oh, ow) of the windows of 4-D `x` (padded with `fill`)."""
-    oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0], ceil)
-    ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1], ceil)
-    need_h = (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1
-    need_w = (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1
-    extra_h = max(need_h - x.shape[2] - 2 * p[0], 0)
-    extra_w = max(need_w - x.shape[3] - 2 * p[1], 0)
-    if p[0] or p[1] or extra_h or extra_w:
-        n, c, h, w = x.shape
-        padded = np.full((n, c, h + 2 * p[0] + extra_h, w + 2 * p[1] + extra_w), fill,
-                         dtype=x.dtype)
-        _parallel.copyto(padded[:, :, p[0]:p[0] + h, p[1]:p[1] + w], x)
+    """A strided view (N, C, *k, *out) of the windows of `x` (N, C, *spatial), padded with
+    `fill`: (N, C, kh, kw, oh, ow) for an image, (N, C, kd, kh, kw, od, oh, ow) for a
+    volume."""
+    nd = x.ndim - 2
+    size = x.shape[2:]
+    out = [_out_size(size[i], k[i], s[i], p[i], d[i], ceil) for i in range(nd)]
+    # Ceil mode may place a last window past the padded input: pad that far too.
+    extra = [max((out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - size[i] - 2 * p[i], 0)
+             for i in range(nd)]
+    if any(p[:nd]) or any(extra):
+        padded = np.full(x.shape[:2] + tuple(size[i] + 2 * p[i] + extra[i] for i in range(nd)),
+                         fill, dtype=x.dtype)
+        _parallel.copyto(padded[(slice(None),) * 2 + tuple(
+            slice(p[i], p[i] + size[i]) for i in range(nd))], x)
         x = padded
-    n, c = x.shape[:2]
-    sn, sc, sh, sw = x.strides
-    return as_strided(x, (n, c, k[0], k[1], max(oh, 0), max(ow, 0)),
-                      (sn, sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1]), writeable=False)
+    st = x.strides
+    return as_strided(x, x.shape[:2] + tuple(k[:nd]) + tuple(max(o, 0) for o in out),
+                      st[:2] + tuple(st[2 + i] * d[i] for i in range(nd))
+                      + tuple(st[2 + i] * s[i] for i in range(nd)), writeable=False)
 
 
 def _as4d(a):
@@ -113,20 +115,27 @@ def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
     if oh * ow != length:  # ceil-mode pooling windows: as many as the columns say
         ow = _out_size(w, kw, stride[1], padding[1], dilation[1], True)
         oh = length // max(ow, 1)
-    cols = cols.reshape(n, c, kh, kw, oh, ow)
-    full_h = max(h + 2 * padding[0], (oh - 1) * stride[0] + dilation[0] * (kh - 1) + 1)
-    full_w = max(w + 2 * padding[1], (ow - 1) * stride[1] + dilation[1] * (kw - 1) + 1)
-    out = np.zeros((n, c, full_h, full_w), dtype=np.result_type(cols.dtype, F32)
-                   if cols.dtype in HALF else cols.dtype)
-    for i in range(kh):  # a loop over kernel offsets, each one strided add of all pixels
-        hi = i * dilation[0]
-        for j in range(kw):
-            wj = j * dilation[1]
-            out[:, :, hi:hi + (oh - 1) * stride[0] + 1:stride[0],
-                wj:wj + (ow - 1) * stride[1] + 1:stride[1]] += cols[:, :, i, j]
-    out = out[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w].astype(
-        a.dtype, copy=False)
+    out = _col2im_nd(cols.reshape(n, c, kh, kw, oh, ow), (h, w), kernel_size, dilation,
+                     padding, stride)
     return out[0] if unbatched else out
+
+
+def _col2im_nd(cols, size, k, d, p, s):
+    """Windows (N, C, *k, *out) summed back into an (N, C, *size) input (the adjoint of
+    `_windows`): one strided add per kernel offset, over all windows at once."""
+    nd = len(size)
+    n, c = cols.shape[:2]
+    out_sz = cols.shape[2 + nd:]
+    full = [max(size[i] + 2 * p[i], (out_sz[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1)
+            for i in range(nd)]
+    out = np.zeros((n, c) + tuple(full), dtype=np.result_type(cols.dtype, F32)
+                   if cols.dtype in HALF else cols.dtype)
+    for offset in np.ndindex(*k[:nd]):
+        target = tuple(slice(o * d[i], o * d[i] + (out_sz[i] - 1) * s[i] + 1, s[i])
+                       for i, o in enumerate(offset))
+        out[(slice(None),) * 2 + target] += cols[(slice(None),) * 2 + offset]
+    inner = out[(slice(None),) * 2 + tuple(slice(p[i], p[i] + size[i]) for i in range(nd))]
+    return inner.astype(cols.dtype, copy=False)
 
 
 def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
@@ -313,6 +322,49 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     return out.astype(dt, copy=False)
 
 
+def _conv_nd_kernel(x, w, b, s, p, d, groups):
+    """A convolution over any number of spatial dims (volumes): im2col of each sample's
+    windows, then one batched GEMM per group."""
+    n = x.shape[0]
+    o, cg = w.shape[:2]
+    k = w.shape[2:]
+    win = _windows(x, k, s, p, d)
+    out_sz = win.shape[2 + len(k):]
+    ckk = cg * int(np.prod(k))
+    cols = np.empty(win.shape, dtype=win.dtype)
+    _parallel.copyto(cols, win)  # im2col, a block of samples per thread
+    cols = cols.reshape(n, groups, ckk, int(np.prod(out_sz)))
+    out = np.matmul(w.reshape(groups, o // groups, ckk), cols).reshape((n, o) + out_sz)
+    if b is not None:
+        out += b.reshape((1, o) + (1,) * len(k))
+    return out
+
+
+def _conv_transposed_nd_kernel(x, w, b, s, p, d, output_padding, groups):
+    """A transposed convolution over any number of spatial dims: weight columns times
+    input pixels, summed back into the output (col2im) on the windows' whole canvas, then
+    cropped by the padding and cut or zero-extended to the output's size."""
+    n, cin = x.shape[:2]
+    cog = w.shape[1]
+    k = w.shape[2:]
+    sp = x.shape[2:]
+    nd = len(k)
+    wm = w.reshape(groups, cin // groups, cog * int(np.prod(k))).transpose(0, 2, 1)
+    cols = np.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
+    cols = cols.reshape((n, groups * cog) + tuple(k) + tuple(sp))
+    size = [(sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + output_padding[i] + 1
+            for i in range(nd)]
+    canvas = [(sp[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i in range(nd)]
+    full = _col2im_nd(cols, canvas, k, d, [0] * nd, s)
+    out = np.zeros((n, groups * cog) + tuple(size), dtype=full.dtype)
+    keep = [min(size[i], canvas[i] - p[i]) for i in range(nd)]
+    out[(slice(None),) * 2 + tuple(slice(0, v) for v in keep)] = full[
+        (slice(None),) * 2 + tuple(slice(p[i], p[i] + keep[i]) for i in range(nd))]
+    if b is not None:
+        out += b.reshape((1, -1) + (1,) * nd)
+    return out
+
+
 _C_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half",
             "BFloat16": "c10::BFloat16", "Long": "long int", "Int": "int", "Short": "short int",
             "Char": "signed char", "Byte": "unsigned char", "Bool": "bool"}
@@ -330,6 +382,11 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype):
         _check_conv_dtypes(x, w, b)
     _conv_shape(x.shape, w.shape, stride, padding, dilation, transposed, output_padding, groups)
+    if x.ndim > 4:  # volumes: the general kernels
+        args = (_work(x), _work(w), None if b is None else _work(b), stride, padding, dilation)
+        out = (_conv_transposed_nd_kernel(*args, output_padding, groups) if transposed
+               else _conv_nd_kernel(*args, groups))
+        return out.astype(x.dtype, copy=False)
     if transposed:
         return _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
                                        groups)
@@ -469,10 +526,60 @@ def _fold_batch(t, batch_last: bool = False):
         groups, rows, n * cols)
 
 
+def _conv_weight_grad_nd(x, g, k, s, p, d, groups):
+    """The weight gradient of `y = conv(x, w)` for output gradient `g`, as a convolution of
+    the input (batch as channels) with `g` (stride and dilation swapped), per group; the
+    result is cropped to the kernel's size `k`."""
+    nd = len(k)
+    cg = x.shape[1] // groups
+    og = g.shape[1] // groups
+    parts = []
+    for j in range(groups):
+        xj = x.narrow(1, j * cg, cg).transpose(0, 1)   # (cg, n, *spatial)
+        gj = g.narrow(1, j * og, og).transpose(0, 1)   # (og, n, *out)
+        part = _call(convolution, xj, gj, None, list(d), list(p), list(s), False, [0] * nd, 1)
+        for i in range(nd):
+            part = part.narrow(2 + i, 0, k[i])
+        parts.append(part.transpose(0, 1))             # (og, cg, *k)
+    if groups == 1:
+        return parts[0]
+    from .joins import cat
+
+    return _call(cat, parts, 0)
+
+
+def _conv_derivative_nd(g, x, w, has_bias, s, p, d, transposed, groups, mask):
+    """Gradients of a convolution over volumes, written as convolutions (so they can be
+    differentiated again): the input's is the transposed (or plain) convolution of g, the
+    weight's pairs the input with g's windows."""
+    nd = x.dim() - 2
+    k = list(w.shape[2:])
+    gb = g.sum([0] + list(range(2, g.dim()))) if has_bias else None
+    gi = gw = None
+    if transposed:
+        if mask[0]:
+            gi = _call(convolution, g, w, None, s, p, d, False, [0] * nd, groups)
+            for i in range(nd):  # a dilation above the stride can leave extra positions
+                gi = gi.narrow(2 + i, 0, x.shape[2 + i])
+        if mask[1]:
+            gw = _conv_weight_grad_nd(g, x, k, s, p, d, groups)
+    else:
+        if mask[0]:
+            op = [x.shape[2 + i] - ((g.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1)
+                                    + 1) for i in range(nd)]
+            gi = _call(convolution, g, w, None, s, p, d, True, op, groups)
+        if mask[1]:
+            gw = _conv_weight_grad_nd(x, g, k, s, p, d, groups)
+    return (gi, gw, gb, None, None, None, None, None, None)
+
+
 def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, groups,
                      mask=(True, True)):
     # `mask`: whether input and weight required grad when the node was recorded (a network's
     # first convolution needs no input gradient: that is a GEMM and a col2im saved).
+    if x.dim() > 4:
+        return _conv_derivative_nd(g, x, w, has_bias, list(stride), list(padding),
+                                   list(dilation), transposed, groups, mask)
     one_d = x.dim() == 3
     s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
     if not transposed and numpy_backward(g, x, w):
@@ -547,12 +654,18 @@ def _conv_samples(rng, dt):
              ((2, 2, 5, 5), (3, 2, 1, 1), False, [1, 1], [0, 0], [1, 1], 1),
              ((2, 3, 9), (4, 3, 3), True, [2], [1], [1], 1),
              ((1, 4, 8), (4, 1, 2), False, [1], [0], [3], 4)]
+    cases += [((2, 4, 5, 4, 6), (6, 2, 3, 2, 3), True, [1, 2, 1], [1, 0, 2], [1, 1, 2], 2),
+              ((1, 2, 3, 4, 3), (3, 2, 2, 2, 1), False, [1, 1, 1], [0, 1, 0], [1, 1, 1], 1)]
     out = []
     for xs, ws, bias, s, p, d, g in cases:
         b = rand_array(rng, (ws[0],), dt) if bias else None
         out.append(Sample((rand_array(rng, xs, dt), rand_array(rng, ws, dt), b, s, p, d, False,
                            [0] * len(s), g), name=f"{xs} {ws} g={g}"))
     transposed = [((2, 3, 4, 5), (3, 2, 3, 3), True, [2, 1], [1, 0], [1, 1], [1, 0], 1),
+                  ((1, 4, 3, 2, 3), (4, 2, 2, 3, 2), True, [2, 1, 3], [1, 0, 1], [1, 2, 1],
+                   [1, 0, 2], 2),
+                  ((2, 2, 2, 3, 2), (2, 3, 3, 1, 2), False, [1, 2, 1], [0, 0, 1], [3, 1, 1],
+                   [0, 1, 0], 1),
                   ((1, 4, 3, 3), (4, 1, 2, 3), False, [2, 2], [0, 1], [2, 1], [1, 1], 2),
                   ((2, 2, 5), (2, 3, 3), True, [3], [1], [1], [2], 1)]
     for xs, ws, bias, s, p, d, op, g in transposed:

@@ -97,3 +97,67 @@ embedding = register(
         for s in ((4,), (2, 3), ())],
     onnx=_embedding_onnx, public="embedding",
     saved_names=("indices", "", "padding_idx", "scale_grad_by_freq"))
+
+
+# ---------------------------------------------------------------- embedding_renorm_
+
+
+def _renorm_check(w, idx) -> None:
+    """embedding_renorm_'s argument errors (kernel and meta alike)."""
+    dt = idx.dtype if isinstance(idx.dtype, _dtype.dtype) else _dtype.from_numpy_dtype(
+        idx.dtype)  # a fake's dtype, or an array's
+    if dt.name not in ("int64", "int32"):
+        legacy = dt.legacy
+        raise RuntimeError(
+            "Expected tensor for argument #2 'indices' to have one of the following scalar "
+            f"types: Long, Int; but got torch.{legacy}Tensor instead (while checking arguments "
+            "for embedding_renorm_)")
+    if len(w.shape) != 2:
+        raise RuntimeError(f"Expected 2-dimensional tensor, but got {len(w.shape)}-dimensional "
+                           "tensor for argument #1 'self' (while checking arguments for "
+                           "embedding_renorm_)")
+
+
+def _renorm_kernel(w, idx, max_norm, norm_type):
+    """The rows of `w` named in `idx` whose `norm_type`-norm exceeds `max_norm`, scaled to
+    `max_norm` (with PyTorch's 1e-7 guard in the divisor); the other rows as they are."""
+    _renorm_check(w, idx)
+    rows = np.unique(idx.reshape(-1).astype(np.int64))
+    if rows.size and (rows[-1] >= w.shape[0] or rows[0] < -w.shape[0]):
+        bad = rows[-1] if rows[-1] >= w.shape[0] else rows[0]
+        raise IndexError(f"select(): index {bad} out of range for tensor of size "
+                         f"[{w.shape[0]}, {w.shape[1]}] at dimension 0")
+    out = w.copy()
+    sel = _work(w[rows])
+    p = float(norm_type)
+    if p == float("inf"):
+        norms = np.abs(sel).max(axis=1, initial=0.0)
+    elif p == 0:
+        norms = (sel != 0).sum(axis=1).astype(sel.dtype)
+    else:
+        norms = (np.abs(sel) ** p).sum(axis=1) ** (1.0 / p)
+    big = norms > max_norm
+    scale = max_norm / (norms[big] + 1e-7)
+    out[rows[big]] = (sel[big] * scale[:, None].astype(sel.dtype)).astype(w.dtype)
+    return out
+
+
+def _renorm_meta(w, idx, max_norm, norm_type):
+    _renorm_check(w, idx)
+    return Spec(tuple(w.shape), w.dtype)
+
+
+def _renorm_derivative(g, *rest):
+    raise NotImplementedError("the derivative for 'embedding_renorm' is not implemented.")
+
+
+embedding_renorm_ = register(
+    "embedding_renorm_", kernel=_renorm_kernel, meta=_renorm_meta, inplace=True,
+    node="EmbeddingRenormBackward0", derivative=_renorm_derivative,
+    save=lambda out, w, idx, max_norm, norm_type: (), nondiff_args=(1,), gradcheck=False,
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, (6, 4), dt, (-2, 2)), rng.integers(0, 6, s), m, p),
+               name=f"{s} max_norm={m} p={p}")
+        for s, m, p in (((4,), 1.0, 2.0), ((2, 3), 0.5, 1.0), ((5,), 1.5, 3.0),
+                        ((3,), 1.0, float("inf")), ((0,), 1.0, 2.0))],
+    public="embedding_renorm_")

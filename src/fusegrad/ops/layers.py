@@ -1,13 +1,11 @@
 """Layer ops PyTorch records as one node: pixel_shuffle / pixel_unshuffle, channel_shuffle,
-adaptive_max_pool2d, avg_pool3d (stride-1 windows, what local_response_norm uses),
-`_embedding_bag` and `_trilinear` (bilinear's product). Kernels are NumPy; derivatives are
-fusegrad ops (each shuffle is the other's adjoint).
+adaptive_max_pool2d, `_embedding_bag` and `_trilinear` (bilinear's product). Kernels are
+NumPy; derivatives are fusegrad ops (each shuffle is the other's adjoint).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ._util import Spec, index_out_of_range, rand_array, size_str
 from .nn import _call, _const, _register_multi, _work
@@ -177,72 +175,6 @@ adaptive_max_pool2d = _register_multi(
                                           ((3, 6, 6), [6, 2]), ((1, 1, 4, 4), [1, 1]))],
     nondiff_outputs=(1,), saved_names=("", "result1"))
 
-# ---------------------------------------------------------------- avg_pool3d (stride 1)
-
-
-def _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
-               divisor_override):
-    k = [int(v) for v in kernel_size] * (3 if len(kernel_size) == 1 else 1)
-    s = [int(v) for v in stride] * (3 if len(stride) == 1 else 1) if stride else k
-    p = [int(v) for v in (padding if isinstance(padding, (list, tuple)) else [padding])]
-    if 0 in s:
-        raise RuntimeError("stride should not be zero")
-    if min(k) <= 0:
-        raise RuntimeError("kernel size should be greater than zero, but got kT: "
-                           f"{k[0]} kH: {k[1]} kW: {k[2]}")
-    if any(v != 1 for v in s) or any(p) or ceil_mode or divisor_override is not None:
-        raise NotImplementedError("avg_pool3d: only stride 1 without padding is supported")
-    if len(a.shape) not in (4, 5):
-        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
-    if any(size < kk for size, kk in zip(a.shape[-3:], k)):
-        t, h, w = a.shape[-3:]
-        raise RuntimeError(f"input image (T: {t} H: {h} W: {w}) smaller than kernel size "
-                           f"(kT: {k[0]} kH: {k[1]} kW: {k[2]})")
-    return k
-
-
-def _ap3_meta(a, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    k = _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                   divisor_override)
-    out = tuple(n - kk + 1 for n, kk in zip(a.shape[-3:], k))
-    return Spec(tuple(a.shape[:-3]) + out, a.dtype)
-
-
-def _ap3_kernel(a, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
-    k = _ap3_check(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                   divisor_override)
-    win = sliding_window_view(_work(a), k, axis=(-3, -2, -1))
-    return win.mean(axis=(-3, -2, -1)).astype(a.dtype, copy=False)
-
-
-def _ap3_derivative(g, shape, k):
-    from .padding import constant_pad_nd
-
-    d, h, w = shape[-3:]
-    od, oh, ow = g.shape[-3:]
-    scaled = g / (k[0] * k[1] * k[2])
-    total = None
-    for i in range(k[0]):  # every window offset adds the gradient, shifted into place
-        for j in range(k[1]):
-            for m in range(k[2]):
-                part = _call(constant_pad_nd, scaled, [m, w - ow - m, j, h - oh - j,
-                                                       i, d - od - i], 0)
-                total = part if total is None else total + part
-    return (total, None, None, None, None, None, None)
-
-
-avg_pool3d = register(
-    "avg_pool3d", autocast="fp32", kernel=_ap3_kernel, meta=_ap3_meta, node="AvgPool3DBackward0",
-    derivative=_ap3_derivative,
-    save=lambda out, a, kernel_size, *rest: (tuple(a.shape), list(kernel_size) * (
-        3 if len(kernel_size) == 1 else 1)),
-    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k, [1, 1, 1]), name=f"{s} {k}")
-                             for s, k in (((2, 1, 5, 3, 4), [2, 1, 1]),
-                                          ((1, 2, 4, 4, 4), [2, 2, 3]),
-                                          ((2, 3, 3, 3), [3, 1, 2]))])
-
 # ---------------------------------------------------------------- _trilinear
 
 
@@ -329,8 +261,6 @@ def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int) -> bool:
 
 def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
     w = _work(weight)
     idx = np.asarray(indices, np.int64).reshape(-1)
     n = w.shape[0]
@@ -371,9 +301,6 @@ def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=
              per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     from .. import _dtype
 
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq is not supported yet")
-
     if len(indices.shape) != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{len(indices.shape)}")
@@ -400,12 +327,25 @@ def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     scale = keep.astype(weight._data.dtype)
     if mode == _MEAN:
         scale = scale / np.maximum(count, 1)[bag]
+    if scale_grad_by_freq and mode != _MAX:
+        scale = scale / _bag_frequencies(idx)
     need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
     return (tuple(weight.shape), _const(idx), _const(bag), _const(scale), mode,
             out[3] if mode == _MAX else None,
             _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
             per_sample_weights,
             weight if need_psw else None)
+
+
+def _bag_frequencies(idx: np.ndarray) -> np.ndarray:
+    """The divisor of each index's gradient under scale_grad_by_freq, as PyTorch's CPU
+    backward of embedding_bag computes it: the k-th distinct index (in sorted order) is
+    divided by the number of occurrences of the index at the k-th position of the sorted
+    indices (not always its own count)."""
+    ordered = np.sort(idx)
+    distinct, occurrences = np.unique(ordered, return_counts=True)
+    at_position = np.repeat(occurrences, occurrences)  # occurrences of ordered[i]
+    return at_position[np.searchsorted(distinct, idx)]
 
 
 def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight):

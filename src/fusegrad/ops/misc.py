@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, broadcast_shapes, rand_array
+from ._util import Spec, broadcast_shapes, rand_array, wrap_dim
 from .indexing import _data_dependent
 from .registry import Sample, register
 
@@ -147,6 +147,76 @@ unique = register(
         Sample((rng.integers(0, 4, (6,)).astype(dt), True, False, True), name="counts"),
         Sample((rng.integers(0, 4, (6,)), True, True, False), name="int inverse"),
     ])
+
+
+def unique_dim_check(shape: tuple, dim: int) -> int:
+    """`dim` wrapped, with PyTorch's errors for unique along a dim (kernels and metas)."""
+    if not shape:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    d = wrap_dim(dim, len(shape))
+    zero_dims = sum(s == 0 for s in shape)
+    if zero_dims > 1:
+        raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot "
+                           "be applied ")
+    if zero_dims and shape[d] != 0:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
+    return d
+
+
+def unique_slices(a, dim: int, sort: bool):
+    """(values, inverse, counts) of the distinct slices of `a` along `dim`, compared
+    elementwise (so 0.0 equals -0.0 and a NaN equals nothing): lexicographically sorted when
+    `sort`, else runs of equal neighbours collapsed (unique_consecutive)."""
+    d = unique_dim_check(tuple(a.shape), dim)
+    rows = np.moveaxis(a, d, 0)
+    n = rows.shape[0]
+    flat = rows.reshape(n, int(np.prod(rows.shape[1:])))
+    order = np.lexsort(flat.T[::-1]) if sort and n else np.arange(n)
+    ranked = flat[order]
+    starts = np.ones(n, bool)
+    if n:
+        starts[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    inverse = np.empty(n, np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, n)).astype(np.int64)
+    values = np.moveaxis(rows[order[first]], 0, d)
+    return np.ascontiguousarray(values), inverse, counts
+
+
+def _unique_dim_kernel(a, dim, sorted=True, return_inverse=False, return_counts=False):
+    return unique_slices(a, dim, True)  # PyTorch sorts whatever `sorted` says
+
+
+def _unique_dim_derivative(g, *rest):
+    raise NotImplementedError("the derivative for 'unique_dim' is not implemented.")
+
+
+_unique_dim_derivative.not_implemented = True
+
+
+def _unique_dim_samples(rng, dt):
+    rows = rng.integers(0, 2, (3, 2)).astype(dt)
+    picks = rng.integers(0, 3, 7)
+    return [Sample((rows[picks], 0, True, True, True), name="rows"),
+            Sample((rows[picks].T.copy(), 1, False, True, False), name="columns"),
+            Sample((rng.integers(0, 2, (2, 5, 2)).astype(dt), -2), name="3-d"),
+            Sample((np.array([[-0.0, 1.0], [0.0, 1.0], [np.nan, 1.0], [np.nan, 1.0]], dt), 0,
+                    True, True, True), name="signed zero and nan"),
+            Sample((rng.integers(0, 3, (6, 2)), 0, True, True, True), name="int"),
+            Sample((np.zeros((0, 3), dt), 0, True, True, True), name="empty")]
+
+
+def _unique_dim_meta(a, dim, *args):
+    unique_dim_check(tuple(a.shape), dim)
+    _data_dependent("unique_dim")
+
+
+unique_dim = register(
+    "unique_dim", kernel=_unique_dim_kernel, meta=_unique_dim_meta, node="UniqueDimBackward0",
+    derivative=_unique_dim_derivative, gradcheck=False, nondiff_outputs=(1, 2),
+    save=lambda out, a, *args: (), public="unique", samples=_unique_dim_samples)
 
 
 def _isclose_kernel(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -6,26 +6,37 @@ _adaptive_avg_pool2d (`MaxPool2DWithIndicesBackward0`, `AvgPool2DBackward0`,
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _dtype
 from . import _parallel
 from ._onnx import batched
 from ._util import HALF, Spec, numpy_backward, rand_array, wrap_grad
-from .conv import _as4d, _out_size, _windows, col2im
+from .conv import _out_size, _windows, col2im, convolution
 from .nn import _call, _const, _work
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- pooling
 
 
-def _pool_args(kernel_size, stride, padding, dilation=(1, 1)):
-    k = list(kernel_size) * (2 if len(kernel_size) == 1 else 1)
-    s = list(stride) if stride else list(k)
-    s = s * (2 if len(s) == 1 else 1)
-    p = list(padding) * (2 if len(padding) == 1 else 1)
-    d = list(dilation) * (2 if len(dilation) == 1 else 1)
-    return k, s, p, d
+def _pool_args(kernel_size, stride, padding, dilation=(1,), nd=2):
+    """Kernel, stride (the kernel's when empty), padding and dilation as `nd`-long lists (a
+    one-element list stands for every dim)."""
+    def full(v):
+        return list(v) * (nd if len(v) == 1 else 1)
+
+    k = full(kernel_size)
+    return k, full(stride) if stride else list(k), full(padding), full(dilation)
+
+
+_DIM_NAMES = {2: ("H", "W"), 3: ("T", "H", "W")}
+
+
+def _per_dim(prefix: str, values, sep: str = " ") -> str:
+    """PyTorch's per-dim listing in pooling messages: 'kH: 2 kW: 3', 'dT: 1 dH: 1 dW: 1'."""
+    return sep.join(f"{prefix}{n}: {v}" for n, v in zip(_DIM_NAMES[len(values)], values))
 
 
 def _half(v: int) -> int:
@@ -34,11 +45,15 @@ def _half(v: int) -> int:
 
 
 def pool_shape(shape, k, s, p, d, ceil_mode) -> tuple:
-    """The output shape of 2-D pooling over `shape` (3-D or 4-D), with PyTorch's errors for
-    a zero or negative stride, kernel or dilation, padding beyond half the (dilated) kernel
-    and windows that do not fit (shared by max and average pooling, kernels and metas)."""
+    """The output shape of pooling over the last len(k) dims of `shape` (with or without a
+    batch dim), with PyTorch's errors for a zero or negative stride, kernel or dilation,
+    padding beyond half the (dilated) kernel and windows that do not fit (shared by max and
+    average pooling, kernels and metas)."""
+    nd = len(k)
+    if nd == 3 and len(shape) not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
     out = []
-    for i in range(2):
+    for i in range(nd):
         if s[i] == 0:
             raise RuntimeError("stride should not be zero")
         if p[i] < 0:
@@ -46,20 +61,20 @@ def pool_shape(shape, k, s, p, d, ceil_mode) -> tuple:
         if p[i] > _half((k[i] - 1) * d[i] + 1):
             raise RuntimeError("pad should be at most half of effective kernel size, but got "
                                f"pad={p[i]}, kernel_size={k[i]} and dilation={d[i]}")
-        out.append(_out_size(shape[-2 + i], k[i], s[i], p[i], d[i], ceil_mode))
-    if k[0] <= 0 or k[1] <= 0:
-        raise RuntimeError("kernel size should be greater than zero, but got kH: "
-                           f"{k[0]} kW: {k[1]}")
-    if s[0] <= 0 or s[1] <= 0:
-        raise RuntimeError(f"stride should be greater than zero, but got dH: {s[0]} dW: {s[1]}")
-    if d[0] <= 0 or d[1] <= 0:
-        raise RuntimeError("dilation should be greater than zero, but got dilationH: "
-                           f"{d[0]} dilationW: {d[1]}")
-    if out[0] < 1 or out[1] < 1:
-        c, h, w = shape[-3:]
-        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
-                           f"({c}x{out[0]}x{out[1]}). Output size is too small")
-    return tuple(shape[:-2]) + tuple(out)
+        out.append(_out_size(shape[-nd + i], k[i], s[i], p[i], d[i], ceil_mode))
+    if min(k) <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got {_per_dim('k', k)}")
+    if min(s) <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got {_per_dim('d', s)}")
+    if min(d) <= 0:
+        raise RuntimeError("dilation should be greater than zero, but got "
+                           f"{_per_dim('dilation', d)}")
+    if min(out) < 1:
+        c = shape[-nd - 1]
+        size = "x".join(map(str, shape[-nd:]))
+        raise RuntimeError(f"Given input size: ({c}x{size}). Calculated output size: "
+                           f"({c}x{'x'.join(map(str, out))}). Output size is too small")
+    return tuple(shape[:-nd]) + tuple(out)
 
 
 def check_max_pool1d(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> None:
@@ -80,25 +95,34 @@ def check_max_pool1d(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool)
         raise RuntimeError(f"max_pool1d() Invalid computed output size: {n}")
 
 
-def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+def _as_batched(a, nd: int):
+    """(array with a batch dim, whether one was added): pooling's unbatched input gains one."""
+    return (a[None], True) if a.ndim == nd + 1 else (a, False)
+
+
+def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False,
+                    nd=2):
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     pool_shape(a.shape, k, s, p, d, ceil_mode)
-    x, unbatched = _as4d(a)
+    x, unbatched = _as_batched(a, nd)
     fill = -np.inf if x.dtype.kind == "f" or x.dtype in HALF else np.iinfo(x.dtype).min
     win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
-    n, c, kh, kw, oh, ow = win.shape
-    # A running maximum over the kh*kw window offsets, each step one vectorised pass over all
+    n, c = win.shape[:2]
+    osz = win.shape[2 + nd:]
+    kk = int(np.prod(k))
+    # A running maximum over the window offsets, each step one vectorised pass over all
     # windows (no argmax along a strided axis, no take_along_axis). As PyTorch's kernel: the
     # first of equal maxima wins, and a NaN wins over any number. The windows are first
-    # copied offset-major, so that every pass runs over one contiguous row (a strided 4-D
+    # copied offset-major, so that every pass runs over one contiguous row (a strided
     # view gives NumPy inner loops of only `ow` values). Masked copies, np.where and
     # boolean-mask stores are each several times slower here than the arithmetic update of
     # `arg` and np.maximum (which propagates NaN as the kernel must).
     # Each window is independent: with several threads, each runs the loop on its own
     # columns (the same operations in the same order, so the same result).
-    flat = np.empty((kh, kw, n, c, oh, ow), dtype=win.dtype)
-    _parallel.copyto(flat, win.transpose(2, 3, 0, 1, 4, 5))
-    flat = flat.reshape(kh * kw, -1)
+    flat = np.empty(tuple(k) + (n, c) + osz, dtype=win.dtype)
+    _parallel.copyto(flat, win.transpose(tuple(range(2, 2 + nd)) + (0, 1)
+                                         + tuple(range(2 + nd, 2 + 2 * nd))))
+    flat = flat.reshape(kk, -1)
     best = np.empty(flat.shape[1], dtype=flat.dtype)
     arg = np.zeros(best.shape, dtype=np.intp)
     floating = best.dtype.kind == "f"
@@ -106,7 +130,7 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     def columns(a: int, b: int) -> None:
         top, at = best[a:b], arg[a:b]
         top[...] = flat[0, a:b]
-        for t in range(1, kh * kw):
+        for t in range(1, kk):
             v = flat[t, a:b]
             upd = v > top
             if floating:
@@ -115,14 +139,15 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
             np.maximum(top, v, out=top)
 
     _parallel.for_chunks(columns, best.shape[0], flat.size)
-    out = best.reshape(n, c, oh, ow).astype(a.dtype, copy=False)
-    arg = arg.reshape(n, c, oh, ow)
-    # Flat input index: the window's top-left corner plus the winning offset's displacement.
-    w_in = x.shape[3]
-    corner = ((np.arange(oh, dtype=np.int64) * s[0] - p[0])[:, None] * w_in
-              + (np.arange(ow, dtype=np.int64) * s[1] - p[1])[None, :])
-    offs = np.arange(kh * kw, dtype=np.int64)
-    delta = (offs // kw) * d[0] * w_in + (offs % kw) * d[1]
+    out = best.reshape((n, c) + osz).astype(a.dtype, copy=False)
+    arg = arg.reshape((n, c) + osz)
+    # Flat input index: the window's first corner plus the winning offset's displacement.
+    size = x.shape[2:]
+    step = [int(np.prod(size[i + 1:])) for i in range(nd)]  # row-major strides of the input
+    corner = sum(((np.arange(osz[i], dtype=np.int64) * s[i] - p[i]) * step[i]).reshape(
+        (-1,) + (1,) * (nd - 1 - i)) for i in range(nd))
+    offs = np.indices(k, dtype=np.int64).reshape(nd, -1)
+    delta = sum(offs[i] * d[i] * step[i] for i in range(nd))
     idx = delta[arg]
     idx += corner
     if unbatched:
@@ -130,25 +155,26 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     return out, idx
 
 
-def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False,
+                  nd=2):
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     out = pool_shape(tuple(a.shape), k, s, p, d, ceil_mode)
     return [Spec(out, a.dtype), Spec(out, _dtype.int64)]
 
 
 def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
-                  ceil_mode=False):
-    k, s, _, d = _pool_args(kernel_size, stride, padding, dilation)
+                  ceil_mode=False, nd=2):
+    k, s, _, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     # Windows that cannot overlap send each input position at most one gradient.
     disjoint = all(si >= (ki - 1) * di + 1 for ki, si, di in zip(k, s, d))
-    return (out[1], tuple(a.shape), disjoint)
+    return (out[1], tuple(a.shape), disjoint, nd)
 
 
-def _maxpool_backward_np(g, idx, shape, disjoint):
+def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     """Max-pool input gradient as an array: each output's gradient lands at the flat input
     position its index names; a plain store when windows are disjoint, else np.add.at."""
-    rows = int(np.prod(shape[:-2], dtype=np.int64))
-    hw = shape[-2] * shape[-1]
+    rows = int(np.prod(shape[:-nd], dtype=np.int64))
+    hw = int(np.prod(shape[-nd:], dtype=np.int64))
     pos = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * hw)[:, None]
     vals = g.reshape(rows, -1)
     if disjoint:
@@ -166,35 +192,45 @@ def _maxpool_backward_np(g, idx, shape, disjoint):
     return out.reshape(shape)
 
 
-def _maxpool_derivative(grads, idx, shape, disjoint=False):
+def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2):
     # Each output's gradient goes to the input position its index names (scatter_add).
     g = grads[0] if isinstance(grads, list) else grads
     if numpy_backward(g) and idx._plain and idx._data is not None:
-        gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint)
+        gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint, nd)
         return (wrap_grad(gi), None, None, None, None, None)
-    lead = tuple(shape[:-2])
+    lead = tuple(shape[:-nd])
     flat_g = g.reshape(lead + (-1,))
     flat_i = idx.reshape(lead + (-1,))
-    gi = g.new_zeros(lead + (shape[-2] * shape[-1],)).scatter_add(-1, flat_i, flat_g)
+    hw = int(np.prod(shape[-nd:], dtype=np.int64))
+    gi = g.new_zeros(lead + (hw,)).scatter_add(-1, flat_i, flat_g)
     return (gi.reshape(shape), None, None, None, None, None)
 
 
-def _pool_samples(rng, dt):
-    cases = [((2, 3, 6, 6), [2, 2], [], [0, 0], [1, 1], False),
-             ((1, 2, 7, 5), [3, 2], [2, 1], [1, 1], [1, 1], False),
-             ((2, 5, 5), [3, 3], [2, 2], [1, 1], [1, 1], False),
-             ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [2, 1], False),
-             ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [1, 1], True)]
+_POOL_CASES = {  # (input shape, kernel, stride, padding, dilation, ceil_mode)
+    2: [((2, 3, 6, 6), [2, 2], [], [0, 0], [1, 1], False),
+        ((1, 2, 7, 5), [3, 2], [2, 1], [1, 1], [1, 1], False),
+        ((2, 5, 5), [3, 3], [2, 2], [1, 1], [1, 1], False),
+        ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [2, 1], False),
+        ((1, 2, 7, 7), [2, 2], [2, 2], [0, 0], [1, 1], True)],
+    3: [((2, 2, 4, 4, 4), [2, 2, 2], [], [0, 0, 0], [1, 1, 1], False),
+        ((1, 2, 5, 6, 4), [3, 2, 2], [2, 1, 2], [1, 1, 0], [1, 1, 1], False),
+        ((2, 5, 5, 3), [3, 3, 2], [2, 2, 1], [1, 0, 1], [1, 1, 1], False),
+        ((1, 2, 7, 5, 6), [2, 2, 3], [2, 2, 2], [0, 1, 1], [2, 1, 1], False),
+        ((1, 2, 7, 6, 5), [2, 3, 2], [2, 2, 2], [1, 0, 0], [1, 1, 1], True)],
+}
+
+
+def _pool_samples(rng, dt, nd=2):
     return [Sample((rng.permutation(np.prod(xs)).reshape(xs).astype(dt) / 10, k, s, p, d, c),
                    name=f"{xs} k={k} s={s} p={p} d={d} ceil={c}")
-            for xs, k, s, p, d, c in cases]
+            for xs, k, s, p, d, c in _POOL_CASES[nd]]
 
 
-def _maxpool_onnx(b, inputs, args, kwargs, opset):
+def _maxpool_onnx(b, inputs, args, kwargs, opset, nd=2):
     """MaxPool; the indices output is not mapped."""
-    k, s, p, d = _pool_args(*args[1:5])
+    k, s, p, d = _pool_args(*args[1:5], nd=nd)
     ceil = bool(args[5]) if len(args) > 5 else False
-    return [batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+    return [batched(b, inputs[0], args[0].dim() == nd + 1, lambda x: b.emit(
         "MaxPool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
         dilations=list(d), ceil_mode=int(ceil))), None]
 
@@ -203,30 +239,47 @@ max_pool2d_with_indices = register(
     "max_pool2d_with_indices", kernel=_maxpool_kernel, meta=_maxpool_meta,
     node="MaxPool2DWithIndicesBackward0", derivative=_maxpool_derivative, save=_maxpool_save,
     samples=_pool_samples, onnx=_maxpool_onnx, public="max_pool2d_with_indices",
-    saved_names=("result1", "", ""))
+    saved_names=("result1", "", "", ""))
+
+
+def _volume(fn):
+    """`fn` (a pooling kernel, meta or save) over three spatial dims."""
+    return functools.partial(fn, nd=3)
+
+
+max_pool3d_with_indices = register(
+    "max_pool3d_with_indices", kernel=_volume(_maxpool_kernel), meta=_volume(_maxpool_meta),
+    node="MaxPool3DWithIndicesBackward0", derivative=_maxpool_derivative,
+    save=_volume(_maxpool_save), samples=_volume(_pool_samples), onnx=_volume(_maxpool_onnx),
+    public="max_pool3d_with_indices", saved_names=("result1", "", "", ""))
 
 
 def _avg_divisor(shape, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
-    """The divisor of each output position: a number, or an (oh, ow) array."""
+    """The divisor of each output position: a number, or an array over the output's
+    spatial positions."""
     if divisor_override:
         return divisor_override
-    h, w = shape[-2:]
-    ones = np.ones((1, 1, h, w), dtype=dtype)
+    nd = len(k)
+    ones = np.ones((1, 1) + tuple(shape[-nd:]), dtype=dtype)
+    kernel_axes = tuple(range(2, 2 + nd))
     if count_include_pad:
         if not ceil_mode:
-            return k[0] * k[1]
-        # Windows are clipped to the padded input (ceil mode may reach past it).
-        ones = np.pad(ones, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=1)
-        return _windows(ones, k, s, [0, 0], [1, 1], 0.0, ceil_mode).sum((2, 3))[0, 0]
-    return _windows(ones, k, s, p, [1, 1], 0.0, ceil_mode).sum((2, 3))[0, 0]
+            return int(np.prod(k))
+        # Windows are clipped to the padded input (ceil mode may reach past it). The padded
+        # input may fit one more ceil-mode window than the input with its padding: cut it.
+        ones = np.pad(ones, ((0, 0), (0, 0)) + tuple((v, v) for v in p), constant_values=1)
+        out = [_out_size(shape[-nd + i], k[i], s[i], p[i], 1, True) for i in range(nd)]
+        div = _windows(ones, k, s, [0] * nd, [1] * nd, 0.0, ceil_mode).sum(kernel_axes)[0, 0]
+        return div[tuple(slice(0, v) for v in out)]
+    return _windows(ones, k, s, p, [1] * nd, 0.0, ceil_mode).sum(kernel_axes)[0, 0]
 
 
 def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
-                    count_include_pad=True, divisor_override=None):
-    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+                    count_include_pad=True, divisor_override=None, nd=2):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
     _avgpool_check(a.shape, k, s, p, ceil_mode, divisor_override)
-    x, unbatched = _as4d(_work(a))
-    total = _windows(x, k, s, p, [1, 1], 0.0, ceil_mode).sum((2, 3))
+    x, unbatched = _as_batched(_work(a), nd)
+    total = _windows(x, k, s, p, [1] * nd, 0.0, ceil_mode).sum(tuple(range(2, 2 + nd)))
     div = _avg_divisor(x.shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
                        x.dtype)
     out = (total / div).astype(a.dtype, copy=False)
@@ -234,20 +287,27 @@ def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 
 
 def _avgpool_meta(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
-                  count_include_pad=True, divisor_override=None):
-    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+                  count_include_pad=True, divisor_override=None, nd=2):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
     return Spec(_avgpool_check(tuple(a.shape), k, s, p, ceil_mode, divisor_override), a.dtype)
 
 
 def _avgpool_check(shape, k, s, p, ceil_mode, divisor_override) -> tuple:
+    nd = len(k)
+    if nd == 3:
+        if len(shape) not in (4, 5):
+            raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+        if any(shape[-3 + i] < k[i] for i in range(3)):
+            raise RuntimeError(f"input image ({_per_dim('', shape[-3:])}) smaller than kernel "
+                               f"size ({_per_dim('k', k)})")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    return pool_shape(shape, k, s, p, [1, 1], ceil_mode)
+    return pool_shape(shape, k, s, p, [1] * nd, ceil_mode)
 
 
 def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
-                  count_include_pad=True, divisor_override=None):
-    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+                  count_include_pad=True, divisor_override=None, nd=2):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
     div = _avg_divisor(tuple(a.shape), k, s, p, ceil_mode, count_include_pad,
                        divisor_override, np.float64)
     if isinstance(div, np.ndarray):
@@ -256,32 +316,59 @@ def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 
 
 def _avgpool_derivative(g, shape, k, s, p, div):
-    unbatched = len(shape) == 3
+    nd = len(k)
+    unbatched = len(shape) == nd + 1
     if unbatched:
         g = g.unsqueeze(0)
-    n, c, oh, ow = g.shape
-    kk = k[0] * k[1]
-    g = (g / div).reshape(n, c, 1, oh * ow).expand(n, c, kk, oh * ow).reshape(
-        n, c * kk, oh * ow)
-    gi = _call(col2im, g, list(shape[-2:]), k, [1, 1], p, s)
+    if nd == 2:
+        n, c, oh, ow = g.shape
+        kk = k[0] * k[1]
+        g = (g / div).reshape(n, c, 1, oh * ow).expand(n, c, kk, oh * ow).reshape(
+            n, c * kk, oh * ow)
+        gi = _call(col2im, g, list(shape[-2:]), k, [1, 1], p, s)
+    else:
+        gi = _spread_windows(g / div, tuple(shape[-nd:]), k, s, p)
     return (gi.squeeze(0) if unbatched else gi, None, None, None, None, None, None)
 
 
-def _avg_samples(rng, dt):
+def _spread_windows(g, size, k, s, p):
+    """Each output's value added over its window of an input of `size` (volumes): a
+    transposed convolution with a kernel of ones on the windows' whole canvas, then cropped
+    by the padding and cut or zero-extended to the input's size."""
+    from .padding import constant_pad_nd
+
+    nd = len(k)
+    n, c = g.shape[:2]
+    flat = g.reshape((n * c, 1) + tuple(g.shape[2:]))
+    full = _call(convolution, flat, g.new_ones((1, 1) + tuple(k)), None, list(s), [0] * nd,
+                 [1] * nd, True, [0] * nd, 1)
+    short = []
+    for i in range(nd):
+        keep = min(size[i], full.shape[2 + i] - p[i])
+        full = full.narrow(2 + i, p[i], keep)
+        short.append(size[i] - keep)
+    if any(short):
+        pads = [v for i in reversed(range(nd)) for v in (0, short[i])]
+        full = _call(constant_pad_nd, full, pads, 0.0)
+    return full.reshape((n, c) + tuple(size))
+
+
+def _avg_samples(rng, dt, nd=2):
+    ones = [1] * nd
     return [Sample(s.args[:4] + (s.args[5], inc, None), name=s.name + f" inc={inc}")
-            for s in _pool_samples(rng, dt) if s.args[4] == [1, 1]
+            for s in _pool_samples(rng, dt, nd) if s.args[4] == ones
             for inc in (True, False)] + [
-        Sample((rand_array(rng, (1, 2, 5, 5), dt), [2, 2], [2, 2], [1, 1], False, True, 3),
-               name="divisor")]
+        Sample((rand_array(rng, (1, 2) + (5,) * nd, dt), [2] * nd, [2] * nd, ones, False, True,
+                3), name="divisor")]
 
 
-def _avgpool_onnx(b, inputs, args, kwargs, opset):
+def _avgpool_onnx(b, inputs, args, kwargs, opset, nd=2):
     """AveragePool (a divisor_override has no ONNX form)."""
-    k, s, p, _ = _pool_args(*args[1:4])
+    k, s, p, _ = _pool_args(*args[1:4], nd=nd)
     ceil, include, divisor = (list(args[4:7]) + [False, True, None][len(args) - 4:])[:3]
     if divisor is not None:
         b.fail("with divisor_override")
-    return batched(b, inputs[0], args[0].dim() == 3, lambda x: b.emit(
+    return batched(b, inputs[0], args[0].dim() == nd + 1, lambda x: b.emit(
         "AveragePool", [x], kernel_shape=list(k), strides=list(s), pads=list(p) * 2,
         ceil_mode=int(bool(ceil)), count_include_pad=int(bool(include))))
 
@@ -290,6 +377,11 @@ avg_pool2d = register(
     "avg_pool2d", kernel=_avgpool_kernel, meta=_avgpool_meta, node="AvgPool2DBackward0",
     derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
     onnx=_avgpool_onnx, public="avg_pool2d")
+avg_pool3d = register(
+    "avg_pool3d", kernel=_volume(_avgpool_kernel), meta=_volume(_avgpool_meta),
+    node="AvgPool3DBackward0", derivative=_avgpool_derivative, save=_volume(_avgpool_save),
+    samples=_volume(_avg_samples), onnx=_volume(_avgpool_onnx), public="avg_pool3d",
+    autocast="fp32")
 
 
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
@@ -347,3 +439,51 @@ adaptive_avg_pool2d = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5), [3, 2]), ((1, 2, 4, 4), [2, 2]), ((3, 6, 6), [4, 5]))],
     onnx=_adaptive_onnx, public="adaptive_avg_pool2d")
+
+
+def _adaptive3d_check(shape, output_size) -> None:
+    if len(shape) not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
+                           f"{list(shape)}")
+    if min(output_size) < 0:
+        a, b, c = output_size
+        raise RuntimeError("adaptive_avg_pool3d: elements of output_size must be greater than "
+                           f"or equal to 0 but received {{{a}, {b},{c}}}")
+
+
+def _adaptive3d_matrices(shape, output_size, dtype) -> list:
+    return [_adaptive_matrix(shape[-3 + i], output_size[i]).astype(dtype) for i in range(3)]
+
+
+def _along(x, m, axis: int):
+    """`m` (rows, size) applied along `axis` of x: arrays and tensors alike."""
+    return (x.swapaxes(axis, -1) @ m).swapaxes(axis, -1)
+
+
+def _adaptive3d_kernel(a, output_size):
+    _adaptive3d_check(a.shape, output_size)
+    x = _work(a)
+    for i, m in enumerate(_adaptive3d_matrices(x.shape, output_size, x.dtype)):
+        x = _along(x, m.T, i - 3)
+    return x.astype(a.dtype, copy=False)
+
+
+def _adaptive3d_meta(a, output_size):
+    _adaptive3d_check(tuple(a.shape), output_size)
+    return Spec(tuple(a.shape)[:-3] + tuple(output_size), a.dtype)
+
+
+def _adaptive3d_derivative(g, *mats):
+    for i, m in enumerate(mats):
+        g = _along(g, m, i - 3)
+    return (g, None)
+
+
+adaptive_avg_pool3d = register(
+    "_adaptive_avg_pool3d", kernel=_adaptive3d_kernel, meta=_adaptive3d_meta,
+    node="AdaptiveAvgPool3DBackward0", derivative=_adaptive3d_derivative,
+    save=lambda out, a, output_size: tuple(
+        _const(m) for m in _adaptive3d_matrices(tuple(a.shape), output_size, a.dtype.np)),
+    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
+        ((2, 3, 7, 5, 4), [3, 2, 4]), ((1, 2, 4, 4, 6), [2, 2, 3]), ((3, 5, 6, 2), [4, 5, 1]))],
+    public="adaptive_avg_pool3d")

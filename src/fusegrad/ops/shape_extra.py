@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import Spec, rand_array, wrap_dim
+from .misc import unique_dim_check, unique_slices
 from .registry import Sample, register
 from .views import (
     _squeeze_kernel,
@@ -246,7 +247,7 @@ narrow_copy = register(
 
 def _unique_consecutive_kernel(a, return_inverse=False, return_counts=False, dim=None):
     if dim is not None:
-        raise NotImplementedError("unique_consecutive(dim=...) is not supported yet")
+        return unique_slices(a, dim, False)
     flat = a.reshape(-1)
     starts = np.ones(flat.size, bool)
     if flat.size:
@@ -258,8 +259,11 @@ def _unique_consecutive_kernel(a, return_inverse=False, return_counts=False, dim
             counts if return_counts else empty)
 
 
-def _unique_consecutive_meta(a, *args):
+def _unique_consecutive_meta(a, return_inverse=False, return_counts=False, dim=None):
     from .._fake import DataDependentOutputError
+
+    if dim is not None:
+        unique_dim_check(tuple(a.shape), dim)
 
     raise DataDependentOutputError(
         "unique_consecutive: the output shape depends on the input values (data-dependent "
@@ -279,4 +283,7 @@ unique_consecutive = register(
     samples=lambda rng, dt: [
         Sample((rng.integers(0, 3, (8,)).astype(dt), True, True), name="all"),
         Sample((rng.integers(0, 3, (2, 4)).astype(dt), False, True), name="counts"),
-        Sample((rng.integers(0, 3, (5,)), True, False), name="int inverse")])
+        Sample((rng.integers(0, 3, (5,)), True, False), name="int inverse"),
+        Sample((rng.integers(0, 2, (6, 2)).astype(dt), True, True, 0), name="dim 0"),
+        Sample((rng.integers(0, 2, (2, 3, 6)).astype(dt), False, True, -1), name="dim -1"),
+        Sample((np.array([[-0.0, np.nan], [0.0, np.nan]], dt), True, True, 0), name="-0, nan")])

@@ -1,6 +1,7 @@
 """Upsampling ops, as ATen names them: `upsample_nearest{1,2,3}d`,
 `_upsample_nearest_exact{1,2,3}d`, `upsample_linear1d`, `upsample_bilinear2d`,
-`upsample_bicubic2d` and `upsample_trilinear3d`, each with its `*_backward` op.
+`upsample_bicubic2d`, `upsample_trilinear3d` and the antialiased `_upsample_bilinear2d_aa` and
+`_upsample_bicubic2d_aa`, each with its `*_backward` op.
 
 Every mode is separable: along each spatial axis, output position j is a weighted sum of a
 few input positions (1 for nearest, 2 for linear, 4 for cubic), so a kernel is one gather
@@ -104,6 +105,71 @@ def _cubic_taps(n_in: int, n_out: int, align_corners: bool, scale, dt):
     return idx, _cubic_weights(t)
 
 
+def _aa_filter(x: np.ndarray, cubic: bool) -> np.ndarray:
+    """The antialiasing filters: a triangle, or the cubic convolution kernel with a = -0.5
+    (as PIL's resampling)."""
+    x = np.abs(x)
+    if not cubic:
+        return np.maximum(1 - x, 0).astype(x.dtype)
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = (((x - 5) * x + 8) * x - 4) * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0)).astype(x.dtype)
+
+
+def _aa_taps(n_in: int, n_out: int, align_corners: bool, scale, dt, cubic: bool,
+             antialias: bool = True):
+    """Filter taps: each output position averages the input positions under the filter
+    (stretched by the downscaling factor when `antialias`, so that every input contributes
+    when shrinking), weights normalised to sum to 1; padded to one tap count with zero
+    weights. Without `antialias` these are the plain bilinear taps as PyTorch's uint8 kernels
+    compute them (corners aligned by a half-pixel shift)."""
+    if align_corners:
+        s = dt.type((n_in - 1) / (n_out - 1)) if n_out > 1 else dt.type(0)
+    else:
+        s = _inv_scale(n_in, n_out, scale, dt)
+    shift = dt.type(0.5 if align_corners and not antialias else 0.0)
+    half = 2.0 if cubic else 1.0  # half the filter's width
+    stretch = antialias and s >= 1
+    support = dt.type(half * s) if stretch else dt.type(half)
+    inv = dt.type(1 / s) if stretch else dt.type(1)
+    center = (s * (np.arange(n_out) + 0.5 - shift)).astype(dt)
+    first = np.maximum(np.trunc(center - support + dt.type(0.5) + shift).astype(np.int64), 0)
+    count = np.minimum(np.trunc(center + support + dt.type(0.5) + shift).astype(np.int64),
+                       n_in) - first
+    j = np.arange(max(int(count.max(initial=1)), 1))[:, None]
+    w = _aa_filter(((j + first).astype(dt) - center + dt.type(0.5) - shift) * inv, cubic)
+    w = np.where(j < count, w, dt.type(0))
+    total = w.sum(0)
+    w = np.where(total != 0, w / np.where(total != 0, total, 1), w).astype(dt)
+    return np.clip(first + j, 0, n_in - 1), w
+
+
+def _fixed_point_resample(x, output_size, align_corners: bool, scales, antialias: bool):
+    """Bilinear resizing of uint8 images as PyTorch's CPU kernels compute it: separable
+    passes (width, then height, each only if the size changes), each in fixed point with
+    int16 weights as precise as the largest weight allows, rounded half up and clamped,
+    the intermediate image stored as uint8."""
+    out = x
+    for axis in (3, 2):
+        n_in, n_out = x.shape[axis], output_size[axis - 2]
+        if n_in == n_out:
+            continue
+        idx, w = _aa_taps(n_in, n_out, align_corners, scales[axis - 2], F64, False, antialias)
+        bits = 0  # one bit more while twice the largest weight still fits in int16's range
+        while bits < 16 and int(0.5 + w.max() * (1 << (bits + 1))) < (1 << 15):
+            bits += 1
+        wi = np.trunc(w * (1 << bits) + np.where(w < 0, -0.5, 0.5)).astype(np.int64)
+        shape = [1] * 4
+        shape[axis] = n_out
+        acc = np.full(out.shape[:axis] + (n_out,) + out.shape[axis + 1:], 1 << (bits - 1),
+                      dtype=np.int64)
+        for t in range(idx.shape[0]):
+            acc += np.take(out, idx[t], axis=axis).astype(np.int64) * wi[t].reshape(shape)
+        out = np.clip(acc >> bits, 0, 255).astype(np.uint8)
+    return out
+
+
 def _taps(kind: str, in_sizes, out_sizes, align_corners, scales, dt,
           backward: bool = False) -> list:
     """Per spatial axis, (idx, weights) of the mode `kind` (weights None: a plain gather)."""
@@ -115,6 +181,8 @@ def _taps(kind: str, in_sizes, out_sizes, align_corners, scales, dt,
                          None))
         elif kind == "linear":
             taps.append(_linear_taps(n_in, n_out, align_corners, s, dt))
+        elif kind.endswith("_aa"):
+            taps.append(_aa_taps(n_in, n_out, align_corners, s, dt, kind == "cubic_aa"))
         else:
             taps.append(_cubic_taps(n_in, n_out, align_corners, s, dt))
     return taps
@@ -164,11 +232,20 @@ def _check_dtype(x, kind: str, k: int) -> None:
         return
     if name == "Byte" and kind in ("nearest", "exact"):
         return
+    if name == "Byte" and k == 2 and kind in ("linear", "linear_aa"):
+        return
     if name == "Byte" and k == 2:
         # PyTorch computes these in fixed point (its own rounding): not reproduced.
         mode = "bilinear" if kind == "linear" else "bicubic"
         raise NotImplementedError(f"fusegrad: {mode} interpolation of uint8 tensors is not "
                                   "supported")
+    if kind == "cubic_aa" and name == "Byte":
+        # PyTorch computes these in fixed point, with its own rounding: not reproduced.
+        raise NotImplementedError("fusegrad: antialiased bicubic interpolation of uint8 "
+                                  "tensors is not supported")
+    if kind.endswith("_aa"):
+        raise NotImplementedError(
+            f'"compute_index_ranges_weights" not implemented for \'{name}\'')
     if k == 2 and kind != "cubic":
         kernel = f"upsample_{'nearest' if kind in ('nearest', 'exact') else 'bilinear'}2d" \
                  "_channels_last"
@@ -195,6 +272,8 @@ def _forward_kernel(kind: str, k: int):
         _check(k, x.shape, output_size)
         _check_dtype(x, kind, k)
         align, scales = _split(kind, rest, k)
+        if x.dtype == np.uint8 and kind in ("linear", "linear_aa"):
+            return _fixed_point_resample(x, output_size, align, scales, kind == "linear_aa")
         cdt = _compute_dtype(x.dtype)
         xw = x.astype(F32) if x.dtype in HALF else x
         taps = _taps(kind, x.shape[2:], output_size, align, scales, cdt)
@@ -258,6 +337,9 @@ def _cases(kind: str, k: int) -> list:
         base = [(s, o, sc) for s, o, sc in base
                 if not any(n in (i, 2 * i) and v not in (None, n / i)
                            for i, n, v in zip(s[2:], o, sc))]
+    if kind.endswith("_aa"):  # shrinking is where antialiasing differs
+        base = base + [((1, 2, 9, 8), [4, 5], [None, None]), ((2, 1, 7, 11), [3, 2], [0.5, 0.2]),
+                       ((1, 1, 5, 6), [5, 2], [None, None])]
     if kind in ("nearest", "exact"):
         return [(s, o, None, sc) for s, o, sc in base]
     out = []
@@ -291,18 +373,22 @@ _OPS = [("upsample_nearest", "UpsampleNearest", "nearest", (1, 2, 3)),
         ("upsample_linear", "UpsampleLinear", "linear", (1,)),
         ("upsample_bilinear", "UpsampleBilinear", "linear", (2,)),
         ("upsample_bicubic", "UpsampleBicubic", "cubic", (2,)),
-        ("upsample_trilinear", "UpsampleTrilinear", "linear", (3,))]
+        ("upsample_trilinear", "UpsampleTrilinear", "linear", (3,)),
+        ("_upsample_bilinear", "UpsampleBilinear", "linear_aa", (2,)),
+        ("_upsample_bicubic", "UpsampleBicubic", "cubic_aa", (2,))]
 
 UPSAMPLE: dict = {}
 
 
 def _register(prefix: str, stem: str, kind: str, k: int) -> None:
-    name = f"{prefix}{k}d"
+    aa = kind.endswith("_aa")
+    name = f"{prefix}{k}d{'_aa' if aa else ''}"
+    stem = f"{stem}{k}D{'Aa' if aa else ''}"
     n_rest = k + (0 if kind in ("nearest", "exact") else 1)
     holder: dict = {}
     bwd = register(
         f"{name}_backward", kernel=_backward_kernel(kind, k), meta=_backward_meta(kind, k),
-        node=f"{stem}{k}DBackwardBackward0",
+        node=f"{stem}BackwardBackward0",
         # The adjoint's adjoint is the upsampling again.
         derivative=lambda gg, osize, rest, h=holder: (
             (_call(h["fwd"], gg, osize, *rest),) + (None,) * (2 + n_rest)),
@@ -311,7 +397,7 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
     fwd = register(
         name, kernel=_forward_kernel(kind, k),
         meta=_forward_meta(kind, k),
-        node=f"{stem}{k}DBackward0",
+        node=f"{stem}Backward0",
         derivative=lambda g, osize, isize, rest: (
             (_call(bwd, g, osize, isize, *rest),) + (None,) * (1 + n_rest)),
         save=lambda out, x, osize, *rest: (list(osize), list(x.shape), tuple(rest)),
@@ -335,3 +421,5 @@ upsample_linear1d = UPSAMPLE["upsample_linear1d"]
 upsample_bilinear2d = UPSAMPLE["upsample_bilinear2d"]
 upsample_bicubic2d = UPSAMPLE["upsample_bicubic2d"]
 upsample_trilinear3d = UPSAMPLE["upsample_trilinear3d"]
+upsample_bilinear2d_aa = UPSAMPLE["_upsample_bilinear2d_aa"]
+upsample_bicubic2d_aa = UPSAMPLE["_upsample_bicubic2d_aa"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from .._dispatch import call
 from .._symbolic import size_int
 from ._onnx import INT64_MAX, identity, norm_dim
@@ -699,3 +700,79 @@ squeeze_inplace = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
         ((3, 1, 4), 1), ((1,), 0), ((1, 3), -1))],
     public="squeeze_", metadata_only=True)
+
+
+# ---------------------------------------------------------------- view(dtype)
+
+
+def _view_dtype_geometry(shape, strides, offset, old, new):
+    """(shape, strides, offset) of a view of the same bytes as dtype `new` (fusegrad dtypes),
+    with PyTorch's errors when the element sizes differ and the geometry does not allow it."""
+    a, b = old.itemsize, new.itemsize
+    if a == b:
+        return tuple(shape), tuple(strides), offset
+    what = f"to view {old.legacy} as {new.legacy} (different element sizes)"
+    if not shape:
+        raise RuntimeError(f"self.dim() cannot be 0 {what}")
+    shape, strides = list(shape), list(strides)
+    if b > a:  # fewer, larger elements: everything but the last stride shrinks by the ratio
+        r = b // a
+        if shape[-1] % r:
+            raise RuntimeError(f"self.size(-1) must be divisible by {r} {what}, but got "
+                               f"{shape[-1]}")
+        if offset % r:
+            raise RuntimeError(f"self.storage_offset() must be divisible by {r} {what}, but "
+                               f"got {offset}")
+        if strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+        for i, s in enumerate(strides[:-1]):
+            if s % r:
+                raise RuntimeError(f"self.stride({i}) must be divisible by {r} {what}, but "
+                                   f"got {s}")
+        shape[-1] //= r
+        return tuple(shape), tuple(s // r for s in strides[:-1]) + (1,), offset // r
+    r = a // b  # more, smaller elements
+    if strides[-1] != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+    shape[-1] *= r
+    return tuple(shape), tuple(s * r for s in strides[:-1]) + (1,), offset * r
+
+
+def _view_dtype_kernel(a, dtype):
+    old = _dtype.from_numpy_dtype(a.dtype)
+    # The storage offset's divisibility, read from the address: storages are aligned to more
+    # than any element size, and an array made by as_strided does not know its storage.
+    # (`view_dtype_check` has raised with the tensor's real offset before this runs.)
+    address = a.__array_interface__["data"][0] // max(a.itemsize, 1)
+    _view_dtype_geometry(a.shape, elem_strides(a), address, old, dtype)
+    if a.ndim and a.shape[-1] == 1 and a.itemsize != dtype.itemsize:
+        # NumPy wants a contiguous last axis; a length-1 axis is, whatever its stride says.
+        a = np.lib.stride_tricks.as_strided(a, a.shape, a.strides[:-1] + (a.itemsize,))
+    return a.view(dtype.np)
+
+
+def _view_dtype_meta(a, dtype):
+    shape, strides, offset = _view_dtype_geometry(tuple(a.shape), tuple(a.stride()),
+                                                  a.storage_offset(), a.dtype, dtype)
+    return Spec(shape, dtype, strides, offset - a.storage_offset())
+
+
+def view_dtype_check(a, dtype) -> None:
+    """PyTorch's errors for viewing tensor `a` as `dtype`, from its real storage offset."""
+    if a.dtype.itemsize != dtype.itemsize:
+        _view_dtype_meta(a, dtype)
+
+
+def _view_dtype_samples(rng, dt):
+    x = rand_array(rng, (3, 4), dt)
+    return [Sample((x, d), name=d.name) for d in (
+        _dtype.float32, _dtype.float64, _dtype.int32, _dtype.int16, _dtype.uint8,
+        _dtype.bool_, _dtype.int64, _dtype.float16, _dtype.bfloat16)] + [
+        Sample((rand_array(rng, (), dt), _dtype.int32 if dt == np.float32 else _dtype.int64),
+               name="0-d"),
+        Sample((rand_array(rng, (2, 1, 8), dt), _dtype.int8), name="3-d")]
+
+
+view_dtype = register(
+    "view.dtype", kernel=_view_dtype_kernel, meta=_view_dtype_meta, view=True,
+    samples=_view_dtype_samples, public="view")

@@ -31,12 +31,12 @@ from .activation import (
     Threshold,
 )
 from .attention import MultiheadAttention
-from .batchnorm import BatchNorm1d, BatchNorm2d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .channelshuffle import ChannelShuffle
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -86,12 +86,15 @@ from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding, EmbeddingBag
@@ -109,9 +112,12 @@ __all__ = [
     "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "RReLU", "ReLU", "ReLU6", "SELU",
     "SiLU", "Sigmoid", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign",
     "Tanh", "Tanhshrink", "Threshold", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d",
+    "BatchNorm3d",
     "ChannelShuffle", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential",
-    "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
-    "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Flatten", "Unflatten",
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "CosineSimilarity",
+    "PairwiseDistance", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+    "FeatureAlphaDropout", "Flatten", "Unflatten",
     "Fold", "Unfold", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Bilinear", "Identity",
     "Linear", "NonDynamicallyQuantizableLinear", "BCELoss", "BCEWithLogitsLoss", "CTCLoss",
     "CosineEmbeddingLoss", "CrossEntropyLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
@@ -122,7 +128,8 @@ __all__ = [
     "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
     "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "PixelShuffle",
     "PixelUnshuffle", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
-    "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "GRU", "GRUCell",
+    "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "AdaptiveAvgPool3d",
+    "AvgPool3d", "MaxPool3d", "GRU", "GRUCell",
     "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "Embedding", "EmbeddingBag",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",

@@ -1,4 +1,4 @@
-"""Conv1d and Conv2d (one `convolution` op each call)."""
+"""Conv1d/2d/3d and ConvTranspose1d/2d/3d (one `convolution` op each call)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,10 @@ class _ConvNd(Module):
                                  "{'valid', 'same'}")
             if padding == "same" and any(s != 1 for s in _tuple(stride, n)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode {padding_mode!r} is not supported yet")
+        modes = {"zeros", "reflect", "replicate", "circular"}  # a set: PyTorch shows its repr
+        if padding_mode not in modes:
+            raise ValueError(f"padding_mode must be one of {modes}, but got "
+                             f"padding_mode='{padding_mode}'")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _tuple(kernel_size, n)
@@ -51,6 +53,7 @@ class _ConvNd(Module):
         self.output_padding = _tuple(output_padding, n)
         self.groups = groups
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = self._pad_pairs(self.padding, self.dilation)
         shape = ((in_channels, out_channels // groups) if self.transposed
                  else (out_channels, in_channels // groups))
         self.weight = Parameter(_creation.empty(shape + self.kernel_size, dtype=dtype))
@@ -59,6 +62,30 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pad_pairs(self, padding, dilation) -> list:
+        """F.pad's list for a non-zero `padding_mode`: (before, after) per spatial dim, last
+        dim first; 'same' puts the odd element of the total after."""
+        out = []
+        for i in reversed(range(self._spatial)):
+            if padding == "valid":
+                out += [0, 0]
+            elif padding == "same":
+                total = dilation[i] * (self.kernel_size[i] - 1)
+                out += [total // 2, total - total // 2]
+            else:
+                out += [padding[i], padding[i]]
+        return out
+
+    def _conv_forward(self, input, conv):
+        """`conv` (F.conv1d / 2d / 3d) of `input`, padded first unless `padding_mode` is
+        'zeros' (the convolution then pads nothing itself)."""
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+        padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+        return conv(padded, self.weight, self.bias, self.stride, (0,) * self._spatial,
+                    self.dilation, self.groups)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weights, U(+-1/sqrt(fan_in)) bias."""
@@ -93,8 +120,7 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         """The convolution of `input` with this layer's weight (and bias)."""
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv_forward(input, F.conv1d)
 
 
 class Conv2d(_ConvNd):
@@ -104,8 +130,17 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         """The convolution of `input` with this layer's weight (and bias)."""
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv_forward(input, F.conv2d)
+
+
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W) or (C, D, H, W) input."""
+
+    _spatial = 3
+
+    def forward(self, input):
+        """The convolution of `input` with this layer's weight (and bias)."""
+        return self._conv_forward(input, F.conv3d)
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -116,6 +151,9 @@ class _ConvTransposeNd(_ConvNd):
                  padding_mode: str = "zeros", device=None, dtype=None) -> None:
         if isinstance(padding, str):
             raise ValueError("padding strings are not supported for transposed convolutions")
+        if padding_mode != "zeros":
+            raise ValueError('Only "zeros" padding mode is supported for '
+                             f"{type(self).__name__}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype, output_padding)
 
@@ -157,5 +195,17 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input, output_size=None):
         """The transposed convolution of `input`."""
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The transpose (adjoint) of Conv3d, as used for learned upsampling of volumes."""
+
+    _spatial = 3
+
+    def forward(self, input, output_size=None):
+        """The transposed convolution of `input`."""
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)

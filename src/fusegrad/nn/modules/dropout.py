@@ -1,4 +1,5 @@
-"""Dropout layers: elementwise (Dropout) and channel-wise (Dropout1d/2d/3d)."""
+"""Dropout layers: elementwise (Dropout, AlphaDropout) and channel-wise (Dropout1d/2d/3d,
+FeatureAlphaDropout)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ class Dropout3d(Dropout):
     def forward(self, input):
         """dropout3d(input)."""
         return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(Dropout):
+    """Dropout for SELU networks (keeps zero mean and unit variance) while training."""
+
+    def forward(self, input):
+        """alpha_dropout(input)."""
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    """Alpha dropout of whole channels while training."""
+
+    def forward(self, input):
+        """feature_alpha_dropout(input)."""
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)

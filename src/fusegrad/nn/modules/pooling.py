@@ -1,4 +1,5 @@
-"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d."""
+"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
+AdaptiveMaxPool1d/2d."""
 
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ class MaxPool1d(MaxPool2d):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
+class MaxPool3d(MaxPool2d):
+    """3-D max pooling."""
+
+    def forward(self, input):
+        """Maxima over the windows."""
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
 class AvgPool2d(Module):
     """2-D average pooling."""
 
@@ -59,6 +69,15 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool3d(AvgPool2d):
+    """3-D average pooling."""
+
+    def forward(self, input):
+        """Means over the windows."""
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
 
 class AvgPool1d(Module):
@@ -107,6 +126,14 @@ class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
     def forward(self, input):
         """Means over adaptive windows."""
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    """3-D average pooling to a fixed output size."""
+
+    def forward(self, input):
+        """Means over adaptive windows."""
+        return F.adaptive_avg_pool3d(input, self.output_size)
 
 
 class _AdaptiveMaxPoolNd(Module):
