@@ -166,10 +166,19 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         deps_get = deps.get
         buffers_get = buffers.get
         buffers_pop = buffers.pop
-        while ready:
+        # `handoff`: the node to run next when it became ready in the last step and no node
+        # on the heap comes before it (a chain's next node), passed on without the heap.
+        handoff = None
+        while True:
             if state != node_state:  # a hook or custom backward changed it: undo that
                 restore(node_state)
-            node = heappop(ready)[2]
+            if handoff is not None:
+                node = handoff
+                handoff = None
+            elif ready:
+                node = heappop(ready)[2]
+            else:
+                break
             grads = buffers_pop(node, None) or [None]
             extras = node._x
             is_acc = node.__class__ is AccumulateGrad
@@ -226,8 +235,15 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     else:
                         buf[nr] = prev + g
                 if n == 1:
-                    heappush(ready, (-child._seq, id(child), child))
+                    if handoff is None:
+                        handoff = child
+                    else:
+                        heappush(ready, (-child._seq, id(child), child))
                 deps[child] = n - 1
+            if handoff is not None and ready and ready[0][0] <= -handoff._seq:
+                # A node on the heap runs first (or ties with it: the heap orders those).
+                heappush(ready, (-handoff._seq, id(handoff), handoff))
+                handoff = None
     finally:
         restore(caller)
 
