@@ -121,3 +121,17 @@ def test_long_chain_backward_matches_torch():
         y.sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-4)
+
+
+@pytest.mark.parametrize("expr", ["x.sum()", "x.sum(1)", "x.view(6)", "x[0]", "x.mean()",
+                                  "x.reshape(3, 2)", "x.select(1, 2)", "x.expand(4, 2, 3)"])
+def test_saved_sizes_are_tuples(expr):
+    # A node's saved size reads as PyTorch's: a plain tuple of ints, not a Size.
+    got = eval(expr, {"x": fusegrad.ones(2, 3, requires_grad=True)}).grad_fn
+    want = eval(expr, {"x": torch.ones(2, 3, requires_grad=True)}).grad_fn
+    names = [n for n in dir(want) if n.startswith("_saved_") and n.endswith("sizes")]
+    assert names, expr
+    for name in names:
+        w = getattr(want, name)
+        g = getattr(got, name)
+        assert type(g) is type(w) and g == w, (name, g, w)

@@ -328,7 +328,12 @@ def _saved_attribute(i: int) -> property:
     """Entry `i` of a node's saved values (tensors version-checked, as for backward)."""
 
     def get(self):
-        return unpack_saved(self, self._saved, self._versions)[i]
+        from .._tensor import Size  # the graph module is imported before the Tensor's
+
+        value = unpack_saved(self, self._saved, self._versions)[i]
+        if value.__class__ is Size:
+            return tuple(value)  # a saved size reads as a tuple of ints, as in PyTorch
+        return value
 
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
 
