@@ -165,6 +165,10 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         asarray = np.asarray
         deps_get = deps.get
         buffers_get = buffers.get
+        # The sums this loop made itself (child -> tensor): nothing else holds them, so the
+        # next gradient for the same input adds into them in place.
+        own = {}
+        own_get = own.get
         buffers_pop = buffers.pop
         # `handoff`: the node to run next when it became ready in the last step and no node
         # on the heap comes before it (a chain's next node), passed on without the heap.
@@ -231,7 +235,13 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     if prev is None:
                         buf[nr] = g
                     elif fast_add and prev._data is not None and g._data is not None:
-                        buf[nr] = make_plain(asarray(add(prev._data, g._data)), prev._dtype)
+                        pd = prev._data
+                        gd = g._data
+                        if own_get(child) is prev and pd.dtype is gd.dtype and \
+                                pd.shape == gd.shape:
+                            add(pd, gd, out=pd)
+                        else:
+                            buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
                     else:
                         buf[nr] = prev + g
                 if n == 1:
