@@ -135,3 +135,31 @@ def test_saved_sizes_are_tuples(expr):
         w = getattr(want, name)
         g = getattr(got, name)
         assert type(g) is type(w) and g == w, (name, g, w)
+
+
+def _many_uses(lib):
+    """A leaf used by many ops (its gradient summed over them), with a node hook keeping
+    the gradients one node passed on."""
+    x = lib.tensor([0.5, -1.25, 2.0], requires_grad=True)
+    kept = []
+    y = x * 3
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: kept.append(grad_inputs))
+    total = y + x + x
+    for i in range(5):
+        total = total + x * (i + 1) + y
+    total.sum().backward()
+    return x.grad, [[None if g is None else g.clone() for g in k] for k in kept], kept
+
+
+def test_repeated_gradients_sum_as_torch_and_leave_passed_grads_alone():
+    grad, kept_copy, kept = _many_uses(fusegrad)
+    want, want_kept, _ = _many_uses(torch)
+    np.testing.assert_allclose(grad.numpy(), want.numpy(), rtol=1e-6)
+    assert len(kept) == len(want_kept) == 1
+    assert len(kept[0]) == len(want_kept[0])
+    for got, copy, exp in zip(kept[0], kept_copy[0], want_kept[0]):
+        assert (got is None) == (exp is None)
+        if got is None:
+            continue
+        np.testing.assert_array_equal(got.numpy(), copy.numpy())  # not added into since
+        np.testing.assert_allclose(got.numpy(), exp.numpy(), rtol=1e-6)
