@@ -21,8 +21,13 @@ goes over every row, so a row's samples are spread over the whole run; each figu
 the figure least disturbed by other processes. The garbage collector is off while a loop is
 timed, as `timeit` does.
 
+On a loaded machine a timed region longer than the scheduler's time slice (a chain of 1000
+ops takes 2-30 ms) includes the time other processes held the CPU, in every sample; with
+`--clock cpu` each figure is the calling thread's CPU time instead (`time.thread_time`), which
+leaves that out (both frameworks compute in the calling thread at one intra-op thread).
+
 Run from the repository root: `python benchmarks/eager_overhead.py` (under a minute),
-`--quick` (under ten seconds), `--markdown` for GitHub tables.
+`--quick` (under ten seconds), `--markdown` for GitHub tables, `--clock cpu` under load.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ class Settings:
     chain_n: int
     chain_repeats: int
     stat: str
+    clock: object = time.perf_counter  # what a figure measures: wall or this thread's CPU time
 
 
 @dataclass
@@ -186,7 +192,8 @@ def _check(case: OpCase, namespaces: dict, requires_grad: bool) -> dict:
     return problems
 
 
-def forward_series(mods, requires_grad: bool, problems: list) -> list[Series]:
+def forward_series(mods, requires_grad: bool, problems: list,
+                   clock=time.perf_counter) -> list[Series]:
     """One Series per OpCase and size; cases a framework fails are left out and noted."""
     series = []
     for n in SIZES:
@@ -206,7 +213,7 @@ def forward_series(mods, requires_grad: bool, problems: list) -> list[Series]:
                 if fw in bad or (requires_grad and fw == "numpy"):
                     continue
                 stmt = case.np_stmt if fw == "numpy" else case.stmt
-                timers[fw] = timeit.Timer(stmt, globals=namespaces[fw])
+                timers[fw] = timeit.Timer(stmt, timer=clock, globals=namespaces[fw])
             series.append(Series(label, timers))
     return series
 
@@ -245,16 +252,16 @@ CHAINS = (("y = y * 1.0001", _scalar_chain), ("y = y * c", _const_chain),
           ("y = x * y", _leaf_chain))
 
 
-def _chain_once(make_leaf, build, n: int) -> tuple[float, float]:
+def _chain_once(make_leaf, build, n: int, clock=time.perf_counter) -> tuple[float, float]:
     """Build a chain of `n` ops and backpropagate through it: (forward s, backward s)."""
     x = make_leaf()
     gc.disable()
     try:
-        t0 = time.perf_counter()
+        t0 = clock()
         y = build(x, n)
-        t1 = time.perf_counter()
+        t1 = clock()
         y.sum().backward()
-        t2 = time.perf_counter()
+        t2 = clock()
     finally:
         gc.enable()
     del y  # the graph is freed here, outside the timed region
@@ -293,7 +300,7 @@ def bench_chains(mods, cfg: Settings) -> list[Row]:
             keys = list(leaves)
             shift = r % len(keys)
             for fw in keys[shift:] + keys[:shift]:
-                tf, tb = _chain_once(leaves[fw], build, n_ops)
+                tf, tb = _chain_once(leaves[fw], build, n_ops, cfg.clock)
                 fwd[tag, fw].append(tf / n_ops)
                 bwd[tag, fw].append(tb / n_ops)
     rows = []
@@ -378,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stat", choices=("min", "median"), default="min",
                         help="summary of the repeats (default: min)")
     parser.add_argument("--markdown", action="store_true", help="print GitHub tables")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="time each figure by the wall clock (default) or by this "
+                             "thread's CPU time, which leaves out the time other processes "
+                             "hold the CPU (for a loaded machine)")
     args = parser.parse_args(argv)
 
     np, torch, fg = _import_frameworks()
@@ -387,15 +398,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cfg = Settings(repeats=20, target_s=0.007, chain_n=1000, chain_repeats=25,
                        stat=args.stat)
+    cfg.clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     start = time.perf_counter()
     print(f"# eager per-op overhead: {environment(mods)}")
     print(f"# {cfg.stat} of {cfg.repeats} round-robin repeats of ~{cfg.target_s * 1e3:g} ms "
-          f"loops; chains of {cfg.chain_n} ops, {cfg.chain_repeats} repeats; "
-          "[n] = elements per input")
+          f"loops; chains of {cfg.chain_n} ops, {cfg.chain_repeats} repeats; {args.clock} "
+          "clock; [n] = elements per input")
     problems: list[str] = []
-    no_grad = forward_series(mods, False, problems)
-    with_grad = forward_series(mods, True, problems)
+    no_grad = forward_series(mods, False, problems, cfg.clock)
+    with_grad = forward_series(mods, True, problems, cfg.clock)
     measure_round_robin(no_grad + with_grad, cfg)
     chains = bench_chains(mods, cfg)
     headline = [r for r in chains if r.case.endswith("fwd+bwd/op")]

@@ -158,6 +158,21 @@ def call(op, *args):
     return _call_list(op, args, raw, needs_grad)
 
 
+def call2(op, a, b):
+    """`call(op, a, b)` for the binary operators (`a * b`, `a + 2`), without building the
+    argument tuple: the same tests as `call`, for the one call shape (a test added to the
+    top of `call` belongs here too)."""
+    if _active.modes and _local.modes:
+        return _call_slow(op, (a, b))
+    if a.__class__ is Tensor and not op.inplace:
+        cls = b.__class__
+        if cls is Tensor:
+            return _call_tensors(op, a, b)
+        if cls is float or cls is int:
+            return _call_binary(op, a, b)
+    return call(op, a, b)
+
+
 # The recorders `call` picks by call shape (`_call_unary`, `_call_tensors`, `_call_binary`,
 # `_call_ints`, `_call_list`): generated from one template, see `_recorders`.
 _recorders.install(globals())

@@ -14,7 +14,6 @@ symbol to the graph as an integer input, as PyTorch's Dynamo does.
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import operator
 import re
@@ -45,6 +44,8 @@ class ShapeEnv:
         if sym is not None:
             self.equalities.append(f"{source} == {self.sources[sym.expr]}")
             return sym, False
+        import hashlib  # only while capturing dynamic shapes: OpenSSL costs ~2 ms at import
+
         n = int(hashlib.sha256(source.encode()).hexdigest(), 16) % 100
         while f"s{n}" in self.sources:  # the name PyTorch gives it, probing past collisions
             n += 1

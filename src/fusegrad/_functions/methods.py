@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call
+from .._dispatch import call, call2
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import indexing as X
@@ -96,7 +96,7 @@ def _operator(op):
     def method(self, other):
         if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
             return NotImplemented
-        return call(op, self, other)
+        return call2(op, self, other)
 
     return method
 
@@ -128,7 +128,7 @@ def _rtruediv(self, other):
         if isinstance(other, np.ndarray):  # `reciprocal(x) * array`, which NumPy computes
             return call(P.reciprocal, self) * other
         return NotImplemented
-    return call(P.mul, call(P.reciprocal, self), other)
+    return call2(P.mul, call(P.reciprocal, self), other)
 
 
 def _pow(self, other):

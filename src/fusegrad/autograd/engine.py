@@ -178,11 +178,24 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         asarray = np.asarray
         deps_get = deps.get
         buffers_get = buffers.get
+        # The sums this loop made itself (child -> tensor): nothing else holds them, so the
+        # next gradient for the same input adds into them in place.
+        own = {}
+        own_get = own.get
         buffers_pop = buffers.pop
-        while ready:
+        # `handoff`: the node to run next when it became ready in the last step and no node
+        # on the heap comes before it (a chain's next node), passed on without the heap.
+        handoff = None
+        while True:
             if state != node_state:  # a hook or custom backward changed it: undo that
                 restore(node_state)
-            node = heappop(ready)[2]
+            if handoff is not None:
+                node = handoff
+                handoff = None
+            elif ready:
+                node = heappop(ready)[2]
+            else:
+                break
             grads = buffers_pop(node, None) or [None]
             extras = node._x
             is_acc = node.__class__ is AccumulateGrad
@@ -244,12 +257,25 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     if prev is None:
                         buf[nr] = g
                     elif fast_add and prev._data is not None and g._data is not None:
-                        buf[nr] = make_plain(asarray(add(prev._data, g._data)), prev._dtype)
+                        pd = prev._data
+                        gd = g._data
+                        if own_get(child) is prev and pd.dtype is gd.dtype and \
+                                pd.shape == gd.shape:
+                            add(pd, gd, out=pd)
+                        else:
+                            buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
                     else:
                         buf[nr] = prev + g
                 if n == 1:
-                    heappush(ready, (-child._seq, id(child), child))
+                    if handoff is None:
+                        handoff = child
+                    else:
+                        heappush(ready, (-child._seq, id(child), child))
                 deps[child] = n - 1
+            if handoff is not None and ready and ready[0][0] <= -handoff._seq:
+                # A node on the heap runs first (or ties with it: the heap orders those).
+                heappush(ready, (-handoff._seq, id(handoff), handoff))
+                handoff = None
     finally:
         restore(caller)
 

@@ -146,12 +146,10 @@ class SavedOutput:
 
     def unpack(self, node):
         """The output as a tensor; RuntimeError if it was modified in place since."""
-        from .._tensor import Tensor
-
         if self.fake is not None:
             t = self.fake._shallow_copy()
         else:
-            t = Tensor._make(self.data, self.dtype)
+            t = _tensor_class[0]._make(self.data, self.dtype)
             t._vc = self.vc
         t._output_nr = self.output_nr
         if self.requires_grad:
@@ -184,17 +182,24 @@ def save_values(saved, result):
         return _save_hooked(saved, result)
     versions = None
     Tensor = _tensor_class[0]
-    for i, s in enumerate(saved):
-        if isinstance(s, Tensor):
-            if versions is None:
-                versions = [None] * len(saved)
-                saved = list(saved)
-            if s is result or (result.__class__ is tuple and _contains(result, s)):
-                saved[i] = _saved_output(s)
-                versions[i] = -1
-            else:
-                versions[i] = s._vc[0]
+    i = -1
+    for s in saved:
+        i += 1
+        # None and numbers (most saved entries that are not tensors) skip `isinstance`.
+        if s is None or s.__class__ in _SCALARS or not isinstance(s, Tensor):
+            continue
+        if versions is None:
+            versions = [None] * len(saved)
+            saved = list(saved)
+        if s is result or (result.__class__ is tuple and _contains(result, s)):
+            saved[i] = _saved_output(s)
+            versions[i] = -1
+        else:
+            versions[i] = s._vc[0]
     return saved, versions
+
+
+_SCALARS = frozenset({int, float, bool, str})
 
 
 def _contains(items, x) -> bool:
@@ -220,20 +225,25 @@ def _modified_message(t, expected: int) -> str:
 
 
 def unpack_saved(node, saved, versions):
-    """The saved values with tensors version-checked and outputs rebuilt."""
+    """The saved values with tensors version-checked and outputs rebuilt (`saved` itself
+    when no output is among them)."""
     if saved is None:
         raise RuntimeError(_FREED)
     if versions is None:
         return saved
-    out = list(saved)
-    for i, v in enumerate(versions):
+    out = None
+    i = -1
+    for v in versions:
+        i += 1
         if v is not None:
             s = saved[i]
             if v < 0:
+                if out is None:
+                    out = list(saved)
                 out[i] = s.unpack(node)
             elif s._vc[0] != v:
                 raise RuntimeError(_modified_message(s, v))
-    return out
+    return saved if out is None else out
 
 
 class AccumulateGrad(Node):
@@ -318,7 +328,12 @@ def _saved_attribute(i: int) -> property:
     """Entry `i` of a node's saved values (tensors version-checked, as for backward)."""
 
     def get(self):
-        return unpack_saved(self, self._saved, self._versions)[i]
+        from .._tensor import Size  # the graph module is imported before the Tensor's
+
+        value = unpack_saved(self, self._saved, self._versions)[i]
+        if value.__class__ is Size:
+            return tuple(value)  # a saved size reads as a tuple of ints, as in PyTorch
+        return value
 
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
 

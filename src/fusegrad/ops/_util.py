@@ -164,6 +164,14 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(out)
 
 
+def saved_shape(t) -> tuple:
+    """A tensor's shape as a plain tuple of ints, as PyTorch's nodes keep a saved size
+    (`_saved_self_sym_sizes` is a tuple); the array's own shape, without building a `Size`,
+    when the tensor has data (every eager op that records a node pays for this)."""
+    data = t._data
+    return data.shape if data is not None else tuple(t.shape)
+
+
 def shape_of(x) -> tuple:
     """Shape of a tensor, fake or array; () for Python numbers."""
     return tuple(x.shape) if hasattr(x, "shape") else ()

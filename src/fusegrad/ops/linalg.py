@@ -50,7 +50,13 @@ def _mm_kernel(a, b):
     dt = a.dtype
     if (dt is _F32 or dt is _F64) and b.dtype is dt and a.ndim == 2 and b.ndim == 2 and \
             a.shape[1] == b.shape[0]:
-        return np.matmul(a, b)  # the common case, which none of the checks refuse
+        # The common case, which none of the checks refuse. For C- or F-contiguous operands
+        # `ndarray.dot` makes the same BLAS call as `np.matmul`, bit for bit, without the
+        # ufunc machinery (half the time on small matrices); a 1x1 operand is the exception
+        # (`dot` multiplies it as a scalar, which keeps a -0.0 that the GEMM makes +0.0).
+        if a.flags.forc and b.flags.forc and a.size != 1 and b.size != 1:
+            return a.dot(b)
+        return np.matmul(a, b)
     _mm_check(a, b)
     return _matmul(a, b)
 

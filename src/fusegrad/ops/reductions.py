@@ -12,7 +12,17 @@ from .. import _dtype
 from .._dispatch import call
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
-from ._util import F32, HALF, Spec, dtype_of, numel, rand_array, wrap_dim, wrap_dims
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    dtype_of,
+    numel,
+    rand_array,
+    saved_shape,
+    wrap_dim,
+    wrap_dims,
+)
 from .registry import Sample, register
 
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
@@ -82,14 +92,15 @@ def _full_samples(rng, dtype):
 sum_ = register(
     "sum", kernel=_sum_all_kernel,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
-    derivative=lambda g, shape: (g.expand(shape),), save=lambda out, a, dtype=None: (a.shape,),
+    derivative=lambda g, shape: (g.expand(shape),),
+    save=lambda out, a, dtype=None: (saved_shape(a),),
     samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
     lowering=lambda v, a, dtype=None: v.reduce("sum", a, None, False, dtype),
     saved_names=("self_sym_sizes",))
 sum_dim = register(
     "sum.dim_IntList", kernel=_sum_kernel, meta=_sum_meta, node="SumBackward1",
     derivative=lambda g, shape, dims, keepdim: (expand_reduced(g, shape, dims, keepdim),),
-    save=lambda out, a, dims, keepdim=False, dtype=None: (a.shape, dims, keepdim),
+    save=lambda out, a, dims, keepdim=False, dtype=None: (saved_shape(a), dims, keepdim),
     samples=_reduce_samples, onnx=reduce_onnx("ReduceSum"), public="sum",
     lowering=lambda v, a, dims, keepdim=False, dtype=None: v.reduce("sum", a, dims, keepdim,
                                                                       dtype),

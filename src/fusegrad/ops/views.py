@@ -19,6 +19,7 @@ from ._util import (
     contiguous_strides,
     numel,
     rand_array,
+    saved_shape,
     size_str,
     wrap_dim,
 )
@@ -142,7 +143,7 @@ def _view_samples(rng, dtype):
 
 view = register(
     "view", kernel=_view_kernel, meta=_view_meta, view=True, node="ViewBackward0",
-    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
+    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (saved_shape(a),),
     samples=_view_samples, onnx=reshape_onnx,
     lowering=lambda v, a, shape: v.reshape(a, shape),
     saved_names=("self_sym_sizes",))
@@ -150,7 +151,7 @@ unsafe_view = register(
     "_unsafe_view", kernel=lambda a, shape: np.reshape(a, infer_size(shape, a.size)),
     meta=lambda a, shape: Spec(infer_size(shape, numel(a.shape)), a.dtype),
     node="UnsafeViewBackward0",
-    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (a.shape,),
+    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (saved_shape(a),),
     samples=_view_samples, onnx=reshape_onnx, public="reshape",
     decomposition=lambda a, shape: a.view(shape),
     lowering=lambda v, a, shape: v.reshape(a, shape),
@@ -477,7 +478,7 @@ select = register(
     lowering=lambda v, a, dim, index: v.select(a, dim, index),
     derivative=lambda g, shape, dim, index: (select_backward_fn(g, shape, dim, index), None,
                                              None),
-    save=lambda out, a, dim, index: (a.shape, dim, index),
+    save=lambda out, a, dim, index: (saved_shape(a), dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, i)) for s, d, i in (
         ((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), 2, 0), ((5,), 0, 4))],
     public="select", onnx=_select_onnx,
