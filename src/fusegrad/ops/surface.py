@@ -73,6 +73,7 @@ set_default_dtype set_float32_matmul_precision set_num_interop_threads set_num_t
 set_printoptions set_rng_state setitem split_with_sizes square take_along_dim tensor_split
 tensordot tile trace trapezoid trapz tril_indices triplet_margin_loss triu_indices unflatten
 unravel_index use_deterministic_algorithms vsplit vstack
+alpha_dropout feature_alpha_dropout conv3d conv_transpose3d max_pool3d
 autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
 get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype is_autocast_cache_enabled
 is_autocast_cpu_enabled is_autocast_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
@@ -120,7 +121,8 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "arctan2_": {_I}, "clip_": {_I}, "fix_": {_I}, "square_": {_I}, "float_power_": {_I},
     "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
     "resize_": {_I}, "resize_as_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
-    "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I},
+    "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I}, "alpha_dropout_": {_I},
+    "feature_alpha_dropout_": {_I},
     # nn.init and nn.utils write into the tensors they are given
     "constant_": {_I}, "zeros_": {_I}, "ones_": {_I}, "eye_": {_I}, "orthogonal_": {_I},
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},
