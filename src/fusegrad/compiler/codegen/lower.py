@@ -7,7 +7,8 @@ as the graph gave them. It returns an IR value built with `v`'s methods, e.g.
 `lambda v, x, dim, keepdim=False, dtype=None: v.reduce("sum", x, dim, keepdim, dtype)`.
 An entry whose `lowering` is None or `"extern"`, or whose lowering raises `NotLowered` for
 the arguments it got (a half dtype, a shape it does not handle), runs its NumPy kernel as an
-`Extern` call between kernels.
+`Extern` call between kernels. A graph target that is a plain Python function (no registry
+op) may carry a `lowering` attribute of the same form.
 
 Graph targets: `resolve_op` accepts an `OpDef` or any object leading to one through an `op`
 or `opdef` attribute (the printable `fusegrad.ops.aten.<name>.<overload>` handles).
@@ -28,6 +29,7 @@ from .ir import (
     IVar,
     Op,
     Pointwise,
+    PythonCall,
     Reduction,
     contiguous_strides,
     is_float,
@@ -155,6 +157,11 @@ class LoweringOps:
         if dt is None or not is_float(dt):
             return self.to(x, _dtype.defaults.float)
         return x
+
+    def effect(self, fn, *args) -> None:
+        """Call `fn(*args)` between kernels for its effect (tensors as NumPy arrays), in graph
+        order: a check that raises as eager does. No value."""
+        self.graph.extern(PythonCall(getattr(fn, "__name__", "call"), fn), args, {}, [])
 
     def unsupported(self, why: str):
         """Give up on this node: it runs as an extern call of its NumPy kernel."""
@@ -530,6 +537,11 @@ class GraphLowering:
             return n.target(*args)
         op = resolve_op(n.target)
         if op is None:
+            # A Python function the graph calls (a grad-mode switch, a tensor assert) lowers
+            # through the `lowering` it carries, as a registry entry's.
+            low = getattr(n.target, "lowering", None)
+            if callable(low):
+                return low(self.ops, *args, **kwargs)
             raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
         meta = _meta(op, args, kwargs)
         low = op.lowering

@@ -135,7 +135,9 @@ def _extern(w: WrapperCode, c: Extern, i: int) -> None:
     kwargs = "".join(f", {k}={arg(v)}" for k, v in c.kwargs.items())
     outs = [b.name for b in c.outputs]
     target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-    if len(outs) == 1:
+    if not outs:  # called for its effect (a runtime check)
+        w.emit(f"{op_name}({args}{kwargs})")
+    elif len(outs) == 1:
         w.emit(f"{outs[0]} = {op_name}({args}{kwargs})")
     else:
         w.emit(f"{target} = {op_name}({args}{kwargs})")
