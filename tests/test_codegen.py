@@ -5,6 +5,7 @@ carrying an `op` attribute, which `resolve_op` follows to the registry entry).""
 
 from __future__ import annotations
 
+import operator
 import os
 import subprocess
 import sys
@@ -117,9 +118,10 @@ def test_every_lowering_matches_its_kernel(name, dtype):
                     want = call(op, *tensors)
             except Exception:
                 continue  # eager refuses these arguments; so would the graph
-            if s.kwargs or not isinstance(want, fusegrad.Tensor):
+            wants = tuple(want) if isinstance(want, (tuple, list)) else (want,)
+            if s.kwargs or not all(isinstance(w, fusegrad.Tensor) for w in wants):
                 continue
-            cases.append((tensors, want))
+            cases.append((tensors, wants))
     if not cases:
         pytest.skip("no sample eager accepts in this dtype")
     r = Recorder()
@@ -132,15 +134,22 @@ def test_every_lowering_matches_its_kernel(name, dtype):
                 inputs.append(t)
             else:
                 nodes.append(t)
-        outs.append(r.op(name, *nodes))
-    compiled = compile_graph(r.module(outs), inputs)
-    got = compiled(*inputs)
+        node = r.op(name, *nodes)
+        outs.append(node)
+    results = []  # one graph output per result of each case (getitem for several)
+    for node, (_, wants) in zip(outs, cases):
+        results += [node] if len(wants) == 1 else [
+            r.graph.call_function(operator.getitem, (node, i)) for i in range(len(wants))]
+    compiled = compile_graph(r.module(results), inputs)
+    got = iter(compiled(*inputs))
     if dtype is not np.int64:  # the lowering ran (not only its extern fallback)
         assert "void cpp_fused_" in compiled.source, name
-    for (tensors, want), g in zip(cases, got):
-        assert _close(g.numpy(), want.numpy(), dtype), (name, [
-            t.numpy() if isinstance(t, fusegrad.Tensor) else t for t in tensors],
-            g.numpy(), want.numpy())
+    for tensors, wants in cases:
+        for want in wants:
+            g = next(got)
+            assert _close(g.numpy(), want.numpy(), dtype), (name, [
+                t.numpy() if isinstance(t, fusegrad.Tensor) else t for t in tensors],
+                g.numpy(), want.numpy())
 
 
 def _chain(r, x):
