@@ -1,22 +1,23 @@
 """C source of the float32 transcendental functions kernels call: `fg_expf`, `fg_logf`,
-`fg_sinf`, `fg_cosf`, `fg_tanhf`, `fg_sigmoidf`.
+`fg_sinf`, `fg_cosf` (and their `_fast` forms), `fg_tanhf`, `fg_sigmoidf`, `fg_erff`,
+`fg_erfcf`.
 
 Why our own: gcc vectorises libm's `expf`/`sinf` only under `-ffast-math`, whose
 finite-math-only assumption breaks NaN/Inf. These are branch-free (every special case is a
 select), so gcc vectorises loops calling them under plain `-O3 -fno-math-errno
 -fno-trapping-math`, and they keep IEEE results for NaN, +-Inf, -0.0 and denormals.
 
-Each rounds to float once, from a double: exp's 2^n scaling then needs no care near
-overflow or in the denormal range (the double result rounds to float's inf or denormal
-correctly), log's input is never denormal as a double. exp and the fast sin/cos evaluate
-their polynomials in float (16 lanes per AVX-512 vector rather than 8) and only the terms
-that decide the last bit in double; log, tanh and sigmoid compute in double.
+exp and the fast sin/cos compute in float only (16 lanes per AVX-512 vector; conversions to
+double and back cost more than the arithmetic): they carry the rounding errors that decide the
+last bit (2Sum, Fast2Sum, fma) so that the result is rounded to float once. log, tanh,
+sigmoid, erf and erfc compute in double and round once (log's input is never denormal as a
+double; erf's tail needs e^(-x^2) far below float's range).
 
-sin/cos reduce |x| < 2^50 by a three-part pi/2 (Cody-Waite with fma). Larger finite |x| need
-2/pi's bits scaled by the exponent (a table, as Payne-Hanek): a gather that would slow every
-call, so kernels call the `_fast` forms, OR `fg_trig_large` of each argument into a flag, and
-when it is set run again with `fg_sinf`/`fg_cosf`, which reduce every float argument exactly
-enough for float results.
+The fast sin/cos reduce |x| < 512 in float. Larger finite |x| need the double reduction
+(three-part pi/2 with fma, |x| < 2^50) and beyond that 2/pi's bits scaled by the exponent (a
+table, as Payne-Hanek): a gather that would slow every call. So kernels call the `_fast`
+forms, OR `fg_trig_large` of each argument into a flag, and when it is set run again with
+`fg_sinf`/`fg_cosf`, which reduce every float argument exactly enough for float results.
 """
 
 from __future__ import annotations
