@@ -27,12 +27,17 @@ def _count(gm, name: str) -> int:
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_backward_graph_holds_convolution_backward_as_torch():
     """One `convolution_backward` node per convolution, where PyTorch's graph has it, and
-    none of the im2col / col2im ops the derivative is written with."""
+    none of the im2col / col2im ops the derivative is written with (tests/test_aot_graphs.py
+    checks these graphs' gradients against PyTorch's, the test below against eager's)."""
     _, _, _, _, theirs, ours, _ = _compile_both("lenet5", True)
     name = "aten.convolution_backward.default"
     assert _count(ours["bw"], name) == _count(theirs["bw"], name) == 2
     text = ours["bw"].code
     assert "im2col" not in text and "col2im" not in text
+    # LeNet's 2x2 stride-2 pools have disjoint windows: their gradient is a plain scatter
+    # (a store), not scatter_add's accumulation.
+    assert _count(ours["bw"], "aten.scatter.src") == 2
+    assert "scatter_add" not in text
 
 
 @needs_cc
