@@ -100,3 +100,18 @@ def test_compiled_program_with_assert_and_no_grad_gets_kernels(output_code):
     text = output_code.text
     assert "cpp_fused_" in text
     assert "runs as FX code" not in text
+
+
+def test_without_a_compiler_the_python_calls_run_as_eager(monkeypatch):
+    """The NumPy fallback (no C compiler) calls the graph's Python functions itself."""
+    from fusegrad.compiler import codegen
+
+    monkeypatch.setattr(codegen, "_warned_no_compiler", [True])  # warned already
+    monkeypatch.setattr(build, "compiler", lambda: None)
+    gm = _assert_graph("x must be positive")
+    x = fusegrad.tensor([0.5, 1.0, 2.0])
+    compiled = compile_graph(gm, [x])
+    np.testing.assert_allclose(compiled(x)[0].numpy(), (x.exp() * 2).numpy(), rtol=1e-6)
+    with pytest.raises(AssertionError, match="^x must be positive$"):
+        compiled(fusegrad.tensor([0.5, -1.0, 2.0]))
+    assert fusegrad.is_grad_enabled()

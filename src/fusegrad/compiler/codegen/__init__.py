@@ -123,10 +123,13 @@ def _eager_runner(gm: Any):
                     env[n] = next(it)
                 elif n.op == "call_function":
                     a = val(n.args)
+                    op = resolve_op(n.target)
                     if n.target is operator.getitem:
                         env[n] = a[0][a[1]]
+                    elif op is None:  # a Python function (grad-mode switch, tensor assert)
+                        env[n] = n.target(*a, **{k: val(v) for k, v in n.kwargs.items()})
                     else:
-                        env[n] = _dispatch.call(resolve_op(n.target), *a)
+                        env[n] = _dispatch.call(op, *a)
                 elif n.op == "output":
                     out = val(n.args[0])
                     return tuple(out) if isinstance(out, (list, tuple)) else (out,)
