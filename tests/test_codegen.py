@@ -281,6 +281,16 @@ def test_math_ulp_error_over_the_float_range(fn):
         assert (np.signbit(got[zeros]) == np.signbit(x[zeros])).all()
 
 
+def test_erfc_tail_coefficients_are_the_fit():
+    """The erfc tail's stored coefficients are what `fit_erfc_tail` computes (to rounding)."""
+    from fusegrad.compiler.codegen import mathlib
+
+    fit = mathlib.fit_erfc_tail()
+    t = np.linspace(-1, 1, 1001)
+    stored, fresh = (np.polynomial.polynomial.polyval(t, c) for c in (mathlib.ERFC_TAIL, fit))
+    assert np.max(np.abs(stored / fresh - 1)) < 1e-13
+
+
 @pytest.mark.parametrize("fn", ["sin", "cos"])
 def test_fast_sin_cos_below_512(fn):
     """sin/cos's float reduction (|x| < 512, where no argument sends the kernel to the

@@ -317,7 +317,8 @@ static inline float fg_cosf_fast(float x) {
 /* erf and erfc, in double, rounded once. |x| < 1: erf's Taylor series (13 terms, alternating,
    truncation below 1e-11). |x| >= 1: erfc(a) = e^(-a^2) g(1/a) / a with g(u) = x e^(x^2) erfc(x)
    at x = 1/u, smooth on [1/10.5, 1], as a degree-16 polynomial fitted at Chebyshev nodes
-   (relative error below 2e-11); a is clamped to 10.5, past which erfc is 0 in float. */
+   (`fit_erfc_tail`; relative error below 2e-11); a is clamped to 10.5, past which erfc is 0
+   in float. */
 static inline double fg_erf_series(double x) {
   double x2 = x * x;
   double p = %(erf_series)s;
@@ -396,21 +397,37 @@ def _horner(coefficients: list, var: str) -> str:
 # erfc's tail is fitted in u = 1/x over [1/10.5, 1], mapped onto t in [-1, 1].
 _ERFC_U = (1 / 10.5, 1.0)
 
+# `fit_erfc_tail()`'s coefficients (t^0 first), kept here because fitting takes a quarter of a
+# second (tests/test_codegen.py checks that the fit still gives them).
+ERFC_TAIL = tuple(float.fromhex(c) for c in (
+    "0x1.01698439c3879p-1", "-0x1.3ae258042cdcfp-4", "-0x1.1a95891f8cf52p-8",
+    "0x1.2d2f2986bbd18p-7", "-0x1.0be7bce437fbfp-8", "0x1.eec9b29a42007p-11",
+    "0x1.cbb50b180589cp-14", "-0x1.06c9f2a1efb1ep-12", "0x1.43d3f37bee77cp-13",
+    "-0x1.e672758ffdd54p-15", "0x1.53ab94b45860ep-17", "0x1.cb7bcd4f5382ep-20",
+    "-0x1.694c23dbd4d8cp-18", "0x1.1a817f8d53228p-17", "-0x1.06e833459ab74p-18",
+    "-0x1.68d9a8697515dp-20", "0x1.200a789d93966p-20"))
 
-@cache
-def _erf_constants() -> dict:
-    """erf's series and erfc's fitted tail, as C expressions."""
+
+def fit_erfc_tail() -> list[float]:
+    """g(u) = x e^(x^2) erfc(x) at x = 1/u, u in `_ERFC_U` mapped onto t in [-1, 1]: the
+    least-squares degree-16 polynomial in t at 2000 Chebyshev nodes (t^0 first)."""
     from numpy.polynomial import chebyshev
 
-    two_over_sqrt_pi = 2 / math.sqrt(math.pi)
-    series = [two_over_sqrt_pi * (-1) ** k / (math.factorial(k) * (2 * k + 1))
-              for k in range(13)]
     lo, hi = _ERFC_U
     t = np.cos(np.pi * (np.arange(2000) + 0.5) / 2000)
     x = 2 / (t * (hi - lo) + (hi + lo))
     g = [xi * math.erfc(xi) * math.exp(xi * xi) for xi in x]
-    poly = chebyshev.cheb2poly(chebyshev.chebfit(t, g, 16))
-    return dict(erf_series=_horner(series, "x2"), erfc_poly=_horner(list(poly), "t"),
+    return [float(c) for c in chebyshev.cheb2poly(chebyshev.chebfit(t, g, 16))]
+
+
+@cache
+def _erf_constants() -> dict:
+    """erf's series and erfc's fitted tail, as C expressions."""
+    two_over_sqrt_pi = 2 / math.sqrt(math.pi)
+    series = [two_over_sqrt_pi * (-1) ** k / (math.factorial(k) * (2 * k + 1))
+              for k in range(13)]
+    lo, hi = _ERFC_U
+    return dict(erf_series=_horner(series, "x2"), erfc_poly=_horner(list(ERFC_TAIL), "t"),
                 erfc_scale=(2 / (hi - lo)).hex(), erfc_shift=(-(hi + lo) / (hi - lo)).hex())
 
 
