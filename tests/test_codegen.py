@@ -5,6 +5,7 @@ carrying an `op` attribute, which `resolve_op` follows to the registry entry).""
 
 from __future__ import annotations
 
+import operator
 import os
 import subprocess
 import sys
@@ -117,9 +118,10 @@ def test_every_lowering_matches_its_kernel(name, dtype):
                     want = call(op, *tensors)
             except Exception:
                 continue  # eager refuses these arguments; so would the graph
-            if s.kwargs or not isinstance(want, fusegrad.Tensor):
+            wants = tuple(want) if isinstance(want, (tuple, list)) else (want,)
+            if s.kwargs or not all(isinstance(w, fusegrad.Tensor) for w in wants):
                 continue
-            cases.append((tensors, want))
+            cases.append((tensors, wants))
     if not cases:
         pytest.skip("no sample eager accepts in this dtype")
     r = Recorder()
@@ -132,15 +134,22 @@ def test_every_lowering_matches_its_kernel(name, dtype):
                 inputs.append(t)
             else:
                 nodes.append(t)
-        outs.append(r.op(name, *nodes))
-    compiled = compile_graph(r.module(outs), inputs)
-    got = compiled(*inputs)
+        node = r.op(name, *nodes)
+        outs.append(node)
+    results = []  # one graph output per result of each case (getitem for several)
+    for node, (_, wants) in zip(outs, cases):
+        results += [node] if len(wants) == 1 else [
+            r.graph.call_function(operator.getitem, (node, i)) for i in range(len(wants))]
+    compiled = compile_graph(r.module(results), inputs)
+    got = iter(compiled(*inputs))
     if dtype is not np.int64:  # the lowering ran (not only its extern fallback)
         assert "void cpp_fused_" in compiled.source, name
-    for (tensors, want), g in zip(cases, got):
-        assert _close(g.numpy(), want.numpy(), dtype), (name, [
-            t.numpy() if isinstance(t, fusegrad.Tensor) else t for t in tensors],
-            g.numpy(), want.numpy())
+    for tensors, wants in cases:
+        for want in wants:
+            g = next(got)
+            assert _close(g.numpy(), want.numpy(), dtype), (name, [
+                t.numpy() if isinstance(t, fusegrad.Tensor) else t for t in tensors],
+                g.numpy(), want.numpy())
 
 
 def _chain(r, x):
@@ -228,10 +237,32 @@ def test_fusion_log_says_why(caplog):
     assert "fusing div_tensor into the loop nest of amax" in text
 
 
-@pytest.mark.parametrize("fn", ["exp", "log", "sin", "cos", "tanh", "sigmoid"])
+def _reference64(fn):
+    """The float64 function the float32 kernels are measured against."""
+    import math
+
+    if fn == "sigmoid":
+        return lambda a: 1 / (1 + np.exp(-a))
+    if fn in ("erf", "erfc"):
+        return np.vectorize(getattr(math, fn), otypes=[np.float64])
+    return getattr(np, fn)
+
+
+def _ulp_error(got: np.ndarray, x: np.ndarray, fn: str) -> np.ndarray:
+    """|got - f(x)| in units of the last place of f(x) rounded to float (0 where equal)."""
+    with np.errstate(all="ignore"):
+        want64 = _reference64(fn)(x.astype(np.float64))
+        want = want64.astype(np.float32)
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        ulp = np.spacing(np.abs(want)).astype(np.float64)
+        assert np.isnan(got).sum() == np.isnan(want).sum()
+        return np.where(same, 0.0, np.abs(got.astype(np.float64) - want64) / ulp)
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "sin", "cos", "tanh", "sigmoid", "erf", "erfc"])
 def test_math_ulp_error_over_the_float_range(fn):
-    """Our vectorised float32 math against NumPy's float64 results, rounded: within 1 ulp
-    over random bit patterns (every exponent) and the special values."""
+    """Our vectorised float32 math against float64 results (NumPy; math for erf, erfc),
+    rounded: within 1 ulp over random bit patterns (every exponent) and the special values."""
     rng = np.random.default_rng(7)
     x = rng.integers(0, 2**32, 400_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
     x = np.concatenate([x, SPECIALS.astype(np.float32),
@@ -240,19 +271,47 @@ def test_math_ulp_error_over_the_float_range(fn):
     p = r.input()
     gm = r.module([r.op(fn, p)])
     xt = fusegrad.from_numpy(x)
-    got = compile_graph(gm, [xt])(xt)[0].numpy()
-    ref64 = (lambda a: 1 / (1 + np.exp(-a))) if fn == "sigmoid" else getattr(np, fn)
-    with np.errstate(all="ignore"):
-        want64 = ref64(x.astype(np.float64))
-        want = want64.astype(np.float32)
-        same = (got == want) | (np.isnan(got) & np.isnan(want))
-        ulp = np.spacing(np.abs(want)).astype(np.float64)
-        err = np.where(same, 0.0, np.abs(got.astype(np.float64) - want64) / ulp)
-    assert np.isnan(got).sum() == np.isnan(want).sum()
+    compiled = compile_graph(gm, [xt])
+    got = compiled(xt)[0].numpy()
+    assert "void cpp_fused_" in compiled.source  # a kernel, not the NumPy fallback
+    err = _ulp_error(got, x, fn)
     assert err.max() <= 1.0, (fn, x[np.argmax(err)], err.max())
     zeros = x == 0
-    if fn in ("sin", "tanh"):
+    if fn in ("sin", "tanh", "erf"):
         assert (np.signbit(got[zeros]) == np.signbit(x[zeros])).all()
+
+
+def test_erfc_tail_coefficients_are_the_fit():
+    """The erfc tail's stored coefficients are what `fit_erfc_tail` computes (to rounding)."""
+    from fusegrad.compiler.codegen import mathlib
+
+    fit = mathlib.fit_erfc_tail()
+    t = np.linspace(-1, 1, 1001)
+    stored, fresh = (np.polynomial.polynomial.polyval(t, c) for c in (mathlib.ERFC_TAIL, fit))
+    assert np.max(np.abs(stored / fresh - 1)) < 1e-13
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+def test_fast_sin_cos_below_512(fn):
+    """sin/cos's float reduction (|x| < 512, where no argument sends the kernel to the
+    exact rerun) within 1 ulp: all floats of [0.5, 1) and [256, 512), and the floats
+    nearest each multiple of pi/2 with their neighbours (where the reduction cancels)."""
+    def floats(lo, hi):
+        return np.arange(lo, hi, 7, dtype=np.int64).astype(np.int32).view(np.float32)
+
+    k = np.arange(1, 330)
+    nearest = (k * (np.pi / 2)).astype(np.float32).view(np.int32)
+    near = (nearest[:, None] + np.arange(-300, 300)[None, :]).astype(np.int32)
+    x = np.concatenate([floats(0x3F000000, 0x3F800000), floats(0x43800000, 0x44000000),
+                        near.ravel().view(np.float32)])
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) < 512]
+    r = Recorder()
+    p = r.input()
+    compiled = compile_graph(r.module([r.op(fn, p)]), [fusegrad.from_numpy(x)])
+    got = compiled(fusegrad.from_numpy(x))[0].numpy()
+    err = _ulp_error(got, x, fn)
+    assert err.max() <= 1.0, (fn, x[np.argmax(err)], err.max())
 
 
 def test_no_compiler_warns_once_and_runs_eagerly(monkeypatch):

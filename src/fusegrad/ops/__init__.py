@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     attention,
     comparison,
     conv,
+    conv_backward,
     embedding,
     factorizations,
     indexing,

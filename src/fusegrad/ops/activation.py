@@ -92,9 +92,11 @@ def _gelu_decomposition(x, approximate="none"):
 
 
 def _gelu_lowering(v, x, approximate="none"):
-    """The tanh form as loop IR; the erf form stays with the NumPy kernel."""
+    """Both forms as loop IR, in the kernel's order of operations."""
+    if approximate == "none":
+        return v.mul(v.mul(x, 0.5), v.add(v.unary("erf", v.mul(x, _SQRT_HALF)), 1))
     if approximate != "tanh":
-        return v.unsupported("gelu's erf form has no vectorised erf yet")
+        return v.unsupported("gelu's approximate must be none or tanh")
     cube = v.mul(v.mul(x, x), x)
     inner = v.mul(v.add(x, v.mul(cube, 0.044715)), _SQRT_2_OVER_PI)
     return v.mul(v.mul(x, 0.5), v.add(v.unary("tanh", inner), 1))

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
+from ..autograd.grad_mode import is_grad_enabled
 from . import _parallel
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
@@ -580,21 +581,62 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
     if x.dim() > 4:
         return _conv_derivative_nd(g, x, w, has_bias, list(stride), list(padding),
                                    list(dilation), transposed, groups, mask)
-    one_d = x.dim() == 3
-    s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
     if not transposed and numpy_backward(g, x, w):
-        ga, xa, wa = g._data, x._data, w._data
-        if one_d:
-            ga, xa, wa = ga[:, :, None], xa[:, :, None], wa[:, :, None]
-        gi, gw = _conv_backward_np(ga, xa, wa, mask[0], mask[1], s, p, d, groups)
-        if one_d:
-            gi = gi[:, :, 0] if gi is not None else None
-            gw = gw[:, :, 0] if gw is not None else None
-        gb = None
-        if has_bias:  # summed over the contiguous spatial axis first (pairwise, fast)
-            gb = ga.reshape(ga.shape[0], ga.shape[1], ga.shape[2] * ga.shape[3]).sum(2).sum(0)
+        gi, gw, gb = _conv_backward_arrays(g._data, x._data, w._data, mask[0], mask[1],
+                                           has_bias, stride, padding, dilation, groups)
         return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None,
                 None)
+    if not is_grad_enabled():
+        # No graph of this backward is recorded (a dispatch mode traces it): one
+        # `convolution_backward` node, as PyTorch records.
+        from .conv_backward import convolution_backward
+
+        out = _call(convolution_backward, g, x, w, [_bias_size(w, transposed, groups)]
+                    if has_bias else None, stride, padding, dilation, transposed,
+                    _output_padding(g, x, w, stride, padding, dilation, transposed),
+                    groups, [mask[0], mask[1], has_bias])
+        return (out[0] if mask[0] else None, out[1] if mask[1] else None,
+                out[2] if has_bias else None, None, None, None, None, None, None)
+    return _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, transposed,
+                                    groups, mask) + (None,) * 6
+
+
+def _bias_size(w, transposed: bool, groups: int) -> int:
+    """The number of output channels (the bias's size)."""
+    return w.shape[1] * groups if transposed else w.shape[0]
+
+
+def _output_padding(g, x, w, stride, padding, dilation, transposed: bool) -> list:
+    """A transposed convolution's output padding, read off the shapes (0 otherwise)."""
+    nd = x.dim() - 2
+    if not transposed:
+        return [0] * nd
+    return [g.shape[2 + i] - ((x.shape[2 + i] - 1) * stride[i] - 2 * padding[i]
+                              + dilation[i] * (w.shape[2 + i] - 1) + 1) for i in range(nd)]
+
+
+def _conv_backward_arrays(ga, xa, wa, need_x, need_w, need_b, stride, padding, dilation,
+                          groups) -> tuple:
+    """(gi, gw, gb) arrays of a (not transposed) float convolution: the NumPy fast path."""
+    one_d = xa.ndim == 3
+    s, p, d = _conv_2d_args(xa.ndim, stride, padding, dilation)
+    if one_d:
+        ga, xa, wa = ga[:, :, None], xa[:, :, None], wa[:, :, None]
+    gi, gw = _conv_backward_np(ga, xa, wa, need_x, need_w, s, p, d, groups)
+    if one_d:
+        gi = gi[:, :, 0] if gi is not None else None
+        gw = gw[:, :, 0] if gw is not None else None
+    gb = None
+    if need_b:  # summed over the contiguous spatial axis first (pairwise, fast)
+        gb = ga.reshape(ga.shape[0], ga.shape[1], ga.shape[2] * ga.shape[3]).sum(2).sum(0)
+    return gi, gw, gb
+
+
+def _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, transposed, groups,
+                             mask=(True, True)) -> tuple:
+    """(gi, gw, gb) with fusegrad ops (differentiable again; None where not needed)."""
+    one_d = x.dim() == 3
+    s, p, d = _conv_2d_args(x.dim(), stride, padding, dilation)
     if one_d:
         g, x, w = g.unsqueeze(2), x.unsqueeze(2), w.unsqueeze(2)
     k = [w.shape[2], w.shape[3]]
@@ -645,7 +687,7 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None
         gw = gw.squeeze(2) if gw is not None else None
-    return (gi, gw, gb, None, None, None, None, None, None)
+    return (gi, gw, gb)
 
 
 def _conv_samples(rng, dt):

@@ -145,14 +145,18 @@ var_mean = register(
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, False),
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out[0], dims, correction, keepdim),
-    samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False))
+    samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False),
+    lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
+        a, dims, correction, keepdim))
 std_mean = register(
     "std_mean.correction", kernel=_var_mean_kernel(True), meta=_var_mean_meta,
     node="StdMeanBackward0",
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, True),
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out[0], dims, correction, keepdim),
-    samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True))
+    samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True),
+    lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
+        a, dims, correction, keepdim, sqrt=True))
 
 # ---------------------------------------------------------------- norms, logsumexp
 

@@ -202,7 +202,11 @@ def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2):
     flat_g = g.reshape(lead + (-1,))
     flat_i = idx.reshape(lead + (-1,))
     hw = int(np.prod(shape[-nd:], dtype=np.int64))
-    gi = g.new_zeros(lead + (hw,)).scatter_add(-1, flat_i, flat_g)
+    zeros = g.new_zeros(lead + (hw,))
+    # Disjoint windows send each input position at most one gradient: a plain scatter (a
+    # store, about twice as fast as scatter_add's accumulation) gives the same values.
+    gi = zeros.scatter(-1, flat_i, flat_g) if disjoint else zeros.scatter_add(-1, flat_i,
+                                                                              flat_g)
     return (gi.reshape(shape), None, None, None, None, None)
 
 

@@ -186,9 +186,11 @@ acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
 atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
                      domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
 erf = _unary_entry("erf", _erf_ufunc, "ErfBackward0",
-                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(), onnx="Erf")
+                   lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(), onnx="Erf",
+                   lowering=lambda v, a: v.unary("erf", a))
 erfc = _unary_entry("erfc", _erfc_ufunc, "ErfcBackward0",
-                    lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp())
+                    lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(),
+                    lowering=lambda v, a: v.unary("erfc", a))
 # Existing entries get their in-place forms too.
 for _op in (exp, tanh, sigmoid, sqrt):
     inplace_variant(_op, _op.name + "_")

@@ -37,6 +37,10 @@ def _set_grad_enabled(mode: bool) -> None:
 
 
 _set_grad_enabled.side_effect = True  # dead-code elimination keeps it
+# Compiled code computes without autograd whatever the mode (kernels and extern calls of
+# NumPy kernels record nothing), and the runtime sets the mode the program leaves after the
+# graph ran: in generated code the switch is a no-op.
+_set_grad_enabled.lowering = lambda v, mode: None
 
 
 def _geometry(t) -> tuple:

@@ -116,6 +116,9 @@ def assert_async(condition, message=None) -> None:
 
 assert_async.__name__ = "_assert_async"
 assert_async.side_effect = True  # graph passes keep its nodes although nothing reads them
+# Generated code calls it between kernels on the condition's value, so it raises as here.
+assert_async.lowering = lambda v, condition, message=None: v.effect(assert_async, condition,
+                                                                     message)
 
 
 class ExceptionOpcodes:

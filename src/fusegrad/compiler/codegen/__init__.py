@@ -206,8 +206,9 @@ def _eager_runner(gm: Any):
                     op = resolve_op(n.target)
                     if n.target is operator.getitem:
                         env[n] = a[0][a[1]]
-                    elif op is None:  # size arithmetic (`s0 * 4`)
-                        env[n] = n.target(*a)
+                    elif op is None:  # size arithmetic (`s0 * 4`), a Python function
+                        # (grad-mode switch, tensor assert)
+                        env[n] = n.target(*a, **{k: val(v) for k, v in n.kwargs.items()})
                     else:
                         env[n] = _dispatch.call(op, *a)
                 elif n.op == "output":

@@ -234,6 +234,16 @@ class Extern:
     origins: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PythonCall:
+    """The `op` of an `Extern` that is no registry op: a Python function the graph calls
+    for its effect (a runtime check that raises as eager), run between kernels on the
+    NumPy values of its arguments; it has no outputs."""
+
+    name: str
+    kernel: Callable
+
+
 def numel(shape) -> int:
     """The number of elements of `shape`."""
     n = 1

@@ -7,7 +7,8 @@ as the graph gave them. It returns an IR value built with `v`'s methods, e.g.
 `lambda v, x, dim, keepdim=False, dtype=None: v.reduce("sum", x, dim, keepdim, dtype)`.
 An entry whose `lowering` is None or `"extern"`, or whose lowering raises `NotLowered` for
 the arguments it got (a half dtype, a shape it does not handle), runs its NumPy kernel as an
-`Extern` call between kernels.
+`Extern` call between kernels. A graph target that is a plain Python function (no registry
+op) may carry a `lowering` attribute of the same form.
 
 Graph targets: `resolve_op` accepts an `OpDef` or any object leading to one through an `op`
 or `opdef` attribute (the printable `fusegrad.ops.aten.<name>.<overload>` handles).
@@ -28,6 +29,7 @@ from .ir import (
     IVar,
     Op,
     Pointwise,
+    PythonCall,
     Reduction,
     contiguous_strides,
     is_float,
@@ -155,6 +157,11 @@ class LoweringOps:
         if dt is None or not is_float(dt):
             return self.to(x, _dtype.defaults.float)
         return x
+
+    def effect(self, fn, *args) -> None:
+        """Call `fn(*args)` between kernels for its effect (tensors as NumPy arrays), in graph
+        order: a check that raises as eager does. No value."""
+        self.graph.extern(PythonCall(getattr(fn, "__name__", "call"), fn), args, {}, [])
 
     def unsupported(self, why: str):
         """Give up on this node: it runs as an extern call of its NumPy kernel."""
@@ -301,8 +308,14 @@ class LoweringOps:
         return self.to(self.truediv(total, self.count(x, dims)), dt)
 
     def var(self, x, dims=None, correction=None, keepdim: bool = False, sqrt: bool = False):
-        """Variance (two passes: the mean, then the sum of squared deviations) divided by
-        `count - correction` (1 when None); its square root with `sqrt`."""
+        """Variance (two passes: the mean, then the sum of squared deviations, so no
+        cancellation as in E[x^2] - E[x]^2) divided by `count - correction` (1 when None);
+        its square root with `sqrt`. Both reductions run in one loop nest per row."""
+        return self.var_mean(x, dims, correction, keepdim, sqrt)[0]
+
+    def var_mean(self, x, dims=None, correction=None, keepdim: bool = False,
+                 sqrt: bool = False) -> tuple:
+        """(var or std, mean) as `var`, the mean being its first pass."""
         if not is_float(x.dtype):
             raise NotLowered("var of an integer tensor")
         dims = dims if dims else None
@@ -313,7 +326,14 @@ class LoweringOps:
         d = self.sub(x, mean)
         ss = self.reduce("sum", self.mul(d, d), dims, keepdim)
         out = self.truediv(ss, max(n - (1.0 if correction is None else correction), 0))
-        return self.unary("sqrt", out) if sqrt else out
+        if not keepdim:
+            nd = len(x.shape)
+            axes = {_wrap(a, max(nd, 1)) for a in ([dims] if isinstance(dims, int) else dims)} \
+                if dims is not None else set(range(nd))
+            kept = [a for a in range(nd) if a not in axes]
+            mean = self.view_index(mean, tuple(x.shape[a] for a in kept), lambda idx: tuple(
+                idx[kept.index(a)] if a in kept else IInt(0) for a in range(nd)))
+        return (self.unary("sqrt", out) if sqrt else out), mean
 
     def softmax(self, x, dim: int, log: bool = False):
         """softmax (or log_softmax) along `dim`: max, sum of exp, then the division."""
@@ -530,6 +550,11 @@ class GraphLowering:
             return n.target(*args)
         op = resolve_op(n.target)
         if op is None:
+            # A Python function the graph calls (a grad-mode switch, a tensor assert) lowers
+            # through the `lowering` it carries, as a registry entry's.
+            low = getattr(n.target, "lowering", None)
+            if callable(low):
+                return low(self.ops, *args, **kwargs)
             raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
         meta = _meta(op, args, kwargs)
         low = op.lowering
@@ -542,6 +567,11 @@ class GraphLowering:
         return self.extern(op, args, kwargs, meta)
 
     def _check(self, value, meta, op):
+        if isinstance(meta, list):  # several results: each checked as one
+            if not isinstance(value, (tuple, list)) or len(value) != len(meta):
+                raise NotImplementedError(f"lowering of {op.name} gave {len(value)} results, "
+                                          f"its meta says {len(meta)}")
+            return [self._check(v, m, op) for v, m in zip(value, meta)]
         shape, dtype = meta
         if not is_tensor(value) or tuple(value.shape) != tuple(shape):
             raise NotImplementedError(

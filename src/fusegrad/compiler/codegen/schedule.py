@@ -46,7 +46,46 @@ def schedule(g: GraphLowering) -> list:
     def position(c):
         return min((order.get(o, 0) for o in c.origins), default=0)
 
-    return sorted(g.computations, key=position)
+    return _after_producers(g, sorted(g.computations, key=position))
+
+
+def _after_producers(g: GraphLowering, computations: list) -> list:
+    """`computations` reordered (stably) so that each runs after those whose buffers it
+    reads: a value realised late (a graph output that an earlier loop nest of the same node
+    reads through its buffer) moves before its readers."""
+    producer = {}
+    for c in computations:
+        for b in (c.outputs if isinstance(c, Extern) else [g.buffers[c]]):
+            producer[b] = c
+    placed: set = set()
+    out: list = []
+
+    def place(c) -> None:
+        if c in placed:
+            return
+        placed.add(c)
+        if isinstance(c, Extern):
+            reads = [a.buffer if isinstance(a, Pointwise) else a
+                     for a in _flat(c.args) if isinstance(a, (Buffer, Pointwise))]
+        else:
+            reads = [ld.buffer for ld in _reads(c)]
+        for b in reads:
+            p = producer.get(b)
+            if p is not None and p is not c:
+                place(p)
+        out.append(c)
+
+    for c in computations:
+        place(c)
+    return out
+
+
+def _flat(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
 
 
 def _log_boundaries(g: GraphLowering, computations: list, kernel_of: dict) -> None:
@@ -89,8 +128,8 @@ def _reads(c) -> list:
 def group(g: GraphLowering, computations: list) -> list:
     """Kernels: lists of computations sharing one outer loop (see `c.render_group`), and
     externs. A group starts at a reduction; a later computation joins while its leading
-    dims equal the group's output shape, it reads the members only at the current outer
-    index, and (for a reduction) its output has that same shape."""
+    dims equal the group's output shape, it reads the members only in the current outer
+    row, and (for a reduction) its output has that same shape."""
 
     out: list = []
     current: list = []
@@ -134,7 +173,9 @@ def _joins(g: GraphLowering, members: list, c) -> bool:
     mine = {g.buffers[m] for m in members}
     row = tuple(IVar(f"x{i}") for i in range(k))
     for ld in _reads(c):
-        if ld.buffer in mine and tuple(ld.index) != row:
+        # A member computes its whole row (all of its dims after the outer ones) in the
+        # current outer iteration: any element of the current row is ready.
+        if ld.buffer in mine and tuple(ld.index[:k]) != row:
             return False
     return True
 

@@ -270,8 +270,10 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list) -> None:
     args = ", ".join(arg(a) for a in c.args)
     kwargs = "".join(f", {k}={arg(v)}" for k, v in c.kwargs.items())
     outs = [b.name for b in c.outputs]
-    target = outs[0] if len(outs) == 1 else ", ".join(outs)
-    w.emit(f"{target} = {op_name}({args}{kwargs})")
+    if not outs:  # called for its effect (a runtime check)
+        w.emit(f"{op_name}({args}{kwargs})")
+    else:
+        w.emit(f"{', '.join(outs)} = {op_name}({args}{kwargs})")
     for b in c.outputs:
         w.names[b] = b.name
         w.emit(f"{b.name} = _contig({b.name}, {w.dtype(b.dtype.np)})")
