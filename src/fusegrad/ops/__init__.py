@@ -34,6 +34,7 @@ from . import (  # noqa: F401
     shrink,
     solvers,
     sorting,
+    sparse,
     special,
     statistics,
     unary,

@@ -1,0 +1,431 @@
+"""Sparse COO ops: the ops that make and read sparse tensors, and the sparse twins of
+registry ops (`mm`, `add`, `mul`, `div`, `sum`) that dispatch runs when an operand is sparse.
+
+These are `OpDef`s outside `REGISTRY`: the registry's entries and its oracle walk speak
+strided NumPy arrays (samples, metas, lowerings, ONNX), which sparse operands are not.
+Each carries what a registry entry carries for autograd: a kernel (on Tensors: sparse
+operands are `SparseTensor`s, whose index and value arrays it reads), a derivative written
+in fusegrad ops (index_select, index_add, the constructor below), and PyTorch's node name.
+`run(op, *args)` computes one and records it as dispatch records any op.
+
+Products go through a sparse-dense kernel on the arrays: each stored entry's row of the
+dense operand, scaled by its value, summed into its output row (a segment sum by
+`np.add.reduceat` over coalesced, row-sorted entries; `np.add.at` otherwise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dispatch, _dtype, _sparse
+from .._sparse import SparseTensor, backend_error
+from .._tensor import Tensor
+from .registry import REGISTRY, OpDef
+
+
+def _no_meta(*args):
+    raise backend_error("meta", "Meta")
+
+
+def run(op: OpDef, *args):
+    """Compute sparse op `op` on `args` and record it for autograd."""
+    return _dispatch._finish(op, args, op.kernel(*args))
+
+
+def _tensor(a: np.ndarray, dtype=None) -> Tensor:
+    return Tensor._make(a, dtype)
+
+
+# ---------------------------------------------------------------- array helpers
+
+
+def coalesce_arrays(idx: np.ndarray, val: np.ndarray, shape) -> tuple:
+    """Sorted, duplicate-free (indices, values): duplicates' values are summed."""
+    sd = idx.shape[0]
+    if idx.shape[1] == 0 or sd == 0:
+        if sd == 0 and idx.shape[1] > 1:
+            return idx[:, :1], val.sum(axis=0, keepdims=True)
+        return idx, val
+    lin = np.ravel_multi_index(tuple(idx), tuple(shape[:sd]))
+    order = np.argsort(lin, kind="stable")
+    lin = lin[order]
+    starts = np.flatnonzero(np.concatenate(([True], lin[1:] != lin[:-1])))
+    new_val = np.add.reduceat(val[order], starts, axis=0) if len(starts) else val[order]
+    return idx[:, order[starts]], new_val.astype(val.dtype, copy=False)
+
+
+def _coalesced(s: SparseTensor) -> tuple:
+    return (s._idx, s._val) if s._coal else coalesce_arrays(s._idx, s._val, s._sshape)
+
+
+def dense_array(s: SparseTensor) -> np.ndarray:
+    """The strided array of sparse tensor `s` (duplicates summed)."""
+    out = np.zeros(s._sshape, dtype=s._val.dtype)
+    if s._idx.shape[1]:
+        np.add.at(out, tuple(s._idx), s._val)
+    return out
+
+
+def _linear(idx: np.ndarray, shape) -> np.ndarray:
+    """Row-major positions of the entries in the sparse dims of `shape`."""
+    if idx.shape[0] == 0:
+        return np.zeros(idx.shape[1], dtype=np.int64)
+    return np.ravel_multi_index(tuple(idx), tuple(shape[:idx.shape[0]])).astype(np.int64)
+
+
+def _spmm_array(s: SparseTensor, d: np.ndarray) -> np.ndarray:
+    """`s @ d` for a 2-D sparse `s` and a 2-D array `d`: each entry adds its value times
+    row `col` of `d` into output row `row`."""
+    rows, cols = s._idx
+    out = np.zeros((s._sshape[0], d.shape[1]), dtype=np.result_type(s._val, d))
+    if not len(rows):
+        return out
+    parts = s._val[:, None] * d[cols]
+    if s._coal:  # sorted by row: one segment sum per stored row
+        starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+        out[rows[starts]] = np.add.reduceat(parts, starts, axis=0)
+    else:
+        np.add.at(out, rows, parts)
+    return out
+
+
+def _check_mm(s, d) -> None:
+    if s.dim() != 2 or d.dim() != 2:
+        bad = s if s.dim() != 2 else d
+        raise RuntimeError(f"{'self' if bad is s else 'mat2'} must be a matrix")
+    if s.shape[1] != d.shape[0]:
+        raise RuntimeError(f"addmm: Argument #3 (dense): Expected dim 0 size {s.shape[1]}, "
+                           f"got {d.shape[0]}")
+
+
+def _need_2d_sparse(s) -> None:
+    if s.sparse_dim() != 2 or s.dense_dim() != 0:
+        raise RuntimeError(
+            f"addmm: matrices expected, got {s.sparse_dim()}D tensor")
+
+
+# ---------------------------------------------------------------- derivative helpers
+
+
+def _gather(g, idx: np.ndarray, shape):
+    """The entries of gradient `g` (dense or sparse) at the positions `idx` of a sparse
+    tensor of `shape`: its values' gradient, shape (nnz, *dense sizes)."""
+    if isinstance(g, SparseTensor):
+        g = run(to_dense_op, g)
+    sd = idx.shape[0]
+    flat = g.reshape((-1,) + tuple(shape[sd:]))
+    return flat.index_select(0, _tensor(_linear(idx, shape)))
+
+
+def _masked(g, s_idx: np.ndarray, shape):
+    """Gradient `g` restricted to the (coalesced) pattern `s_idx`: a sparse tensor."""
+    return run(coo_new, _tensor(s_idx), _gather(g, s_idx, shape), tuple(shape), True)
+
+
+def _sparse_t_mm(s_idx, s_val, k: int, g):
+    """`s.T @ g` for the entries (s_idx, s_val) of a 2-D sparse `s` with k columns."""
+    rows, cols = _tensor(s_idx[0]), _tensor(s_idx[1])
+    parts = g.index_select(0, rows) * _tensor(s_val)[:, None]
+    out = g.new_zeros((k, g.shape[1]))
+    return out.index_add(0, cols, parts)
+
+
+# ---------------------------------------------------------------- the constructor
+
+
+def _coo_kernel(indices, values, size, coalesced):
+    return _sparse.make(indices._data, values._data, size, coalesced, values._dtype)
+
+
+coo_new = OpDef(
+    "_sparse_coo_tensor_with_dims_and_tensors", kernel=_coo_kernel, meta=_no_meta,
+    node="SparseCooTensorWithDimsAndTensorsBackward0", nondiff_args=(0,),
+    derivative=lambda g, idx, size: (None, _gather(g, idx, size), None, None),
+    save=lambda out, indices, values, size, coalesced: (indices._data, size))
+
+
+# ---------------------------------------------------------------- layout conversions
+
+
+def _to_dense_kernel(s):
+    return Tensor._make(dense_array(s), s._dtype)
+
+
+to_dense_op = OpDef(
+    "_to_dense", kernel=_to_dense_kernel, meta=_no_meta, node="ToDenseBackward0",
+    derivative=lambda g, idx, shape: (_masked(g, idx, shape),),
+    save=lambda out, s: (_coalesced(s)[0], s._sshape))
+
+
+def _to_sparse_arrays(a: np.ndarray, sparse_dim: int) -> tuple:
+    lead = a.shape[:sparse_dim]
+    flat = a.reshape((int(np.prod(lead, dtype=np.int64)),) + a.shape[sparse_dim:])
+    keep = np.flatnonzero(flat.reshape(flat.shape[0], -1).any(axis=1)) if flat.size else \
+        np.zeros(0, dtype=np.int64)
+    idx = np.array(np.unravel_index(keep, lead), dtype=np.int64).reshape(sparse_dim, -1)
+    return idx, np.ascontiguousarray(flat[keep])
+
+
+def _to_sparse_kernel(a, sparse_dim=None):
+    k = a.dim() if sparse_dim is None else sparse_dim
+    if not 0 <= k <= a.dim():
+        raise RuntimeError(f"dense_to_sparse: sparse_dim argument must be in [0,{a.dim()}] "
+                           f"range, but {k} is given")
+    idx, val = _to_sparse_arrays(a._data, k)
+    return _sparse.make(idx, val, a.shape, True, a._dtype)
+
+
+to_sparse_op = OpDef(
+    "_to_sparse", kernel=_to_sparse_kernel, meta=_no_meta, node="ToSparseBackward1",
+    derivative=lambda g: (run(to_dense_op, g),), save=lambda out, a: ())
+to_sparse_dim_op = OpDef(
+    "_to_sparse.sparse_dim", kernel=_to_sparse_kernel, meta=_no_meta, node="ToSparseBackward0",
+    derivative=lambda g: (run(to_dense_op, g), None), save=lambda out, a, k: ())
+
+
+def _coalesce_kernel(s):
+    idx, val = coalesce_arrays(s._idx, s._val, s._sshape)
+    return _sparse.make(idx, val, s._sshape, True, s._dtype)
+
+
+coalesce_op = OpDef("_coalesce", kernel=_coalesce_kernel, meta=_no_meta,
+                    node="CoalesceBackward0", derivative=lambda g: (g,))
+
+
+def _values_kernel(s):
+    if not s._coal:
+        raise RuntimeError(
+            "Cannot get values on an uncoalesced tensor, please call .coalesce() first")
+    return Tensor._make(s._val, s._dtype)
+
+
+values_op = OpDef(
+    "values", kernel=_values_kernel, meta=_no_meta, node="ValuesBackward0",
+    derivative=lambda g, idx, shape: (run(coo_new, _tensor(idx), g, shape, True),),
+    save=lambda out, s: (s._idx, s._sshape))
+
+
+# ---------------------------------------------------------------- products
+
+
+def _addmm_kernel(bias, s, d, beta=1, alpha=1):
+    _need_2d_sparse(s)
+    _check_mm(s, d)
+    prod = _spmm_array(s, d._data)
+    if alpha != 1:
+        prod = prod * alpha
+    b = bias._data if not isinstance(bias, SparseTensor) else dense_array(bias)
+    out = prod if beta == 0 else prod + (b * beta if beta != 1 else b)
+    return Tensor._make(np.asarray(np.broadcast_to(out, prod.shape), dtype=prod.dtype).copy())
+
+
+def _addmm_grads(g, s_idx, s_val, shape, d, beta, alpha):
+    gs = None
+    if d is not None:
+        rows, cols = _tensor(s_idx[0]), _tensor(s_idx[1])
+        vals = (g.index_select(0, rows) * d.index_select(0, cols)).sum(1)
+        if alpha != 1:
+            vals = vals * alpha
+        gs = run(coo_new, _tensor(s_idx), vals, tuple(shape), True)
+    gd = _sparse_t_mm(s_idx, s_val, shape[1], g)
+    if alpha != 1:
+        gd = gd * alpha
+    return (g * beta if beta != 1 else g), gs, gd, None, None
+
+
+addmm_op = OpDef(
+    "_sparse_addmm", kernel=_addmm_kernel, meta=_no_meta, node="SparseAddmmBackward0",
+    derivative=_addmm_grads,
+    save=lambda out, bias, s, d, beta=1, alpha=1: (*_coalesced(s), s._sshape,
+                                                   d if s._rg else None, beta, alpha))
+
+
+def _mm_kernel(a, b):
+    if isinstance(a, SparseTensor) and not isinstance(b, SparseTensor):
+        _need_2d_sparse(a)
+        _check_mm(a, b)
+        return Tensor._make(_spmm_array(a, b._data))
+    if isinstance(b, SparseTensor) and not isinstance(a, SparseTensor):
+        _need_2d_sparse(b)
+        if a.dim() != 2 or a.shape[1] != b.shape[0]:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
+                               f"{a.shape[-1]} and {b.shape[0]}x{b.shape[1]})")
+        bt = _sparse.make(b._idx[::-1].copy(), b._val, (b.shape[1], b.shape[0]), False)
+        return Tensor._make(np.ascontiguousarray(_spmm_array(bt, a._data.T).T))
+    _need_2d_sparse(a)
+    _need_2d_sparse(b)
+    _check_mm(a, b)
+    dense = _spmm_array(a, dense_array(b))
+    idx, val = _to_sparse_arrays(dense, 2)
+    return _sparse.make(idx, val, dense.shape, True, a._dtype)
+
+
+def _mm_grads(g, a, b):
+    ga = gb = None
+    if isinstance(a, SparseTensor) and not isinstance(b, SparseTensor):
+        idx, val = _coalesced(a)
+        if a._rg:
+            ga = g.mm(b.t())
+        gb = _sparse_t_mm(idx, val, a.shape[1], g)
+    elif isinstance(b, SparseTensor) and not isinstance(a, SparseTensor):
+        idx, val = _coalesced(b)
+        bt_idx = idx[::-1]
+        ga = _sparse_t_mm(bt_idx, val, b.shape[0], g.t()).t()  # g @ b.T
+        if b._rg:
+            gb = a.t().mm(g)
+    else:
+        raise backend_error("mm_backward")
+    return ga, gb
+
+
+mm_twin = OpDef("mm", kernel=_mm_kernel, meta=_no_meta, node="MmBackward0",
+                derivative=_mm_grads, save=lambda out, a, b: (a, b))
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+def _add_kernel(a, b, alpha=1):
+    sa, sb = isinstance(a, SparseTensor), isinstance(b, SparseTensor)
+    if sa and not sb:
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                           "instead.")
+    if not isinstance(b, Tensor):
+        raise backend_error("add")
+    if tuple(a.shape) != tuple(b.shape):
+        raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has "
+                           f"size {list(a.shape)} but other has size {list(b.shape)}")
+    bval = b._val * alpha if alpha != 1 else b._val
+    if not sa:
+        return Tensor._make(a._data + dense_array(_sparse.make(b._idx, bval, b._sshape,
+                                                               False)))
+    dt = _dtype.promote_types(a._dtype, b._dtype)
+    if a._idx.shape == b._idx.shape and np.array_equal(a._idx, b._idx):
+        val = (a._val + bval).astype(dt.np, copy=False)
+        return _sparse.make(a._idx, val, a._sshape, a._coal and b._coal, dt)
+    idx = np.concatenate([a._idx, b._idx], axis=1)
+    val = np.concatenate([a._val, bval]).astype(dt.np, copy=False)
+    idx, val = coalesce_arrays(idx, val, a._sshape)
+    return _sparse.make(idx, val, a._sshape, True, dt)
+
+
+def _sub_kernel(a, b, alpha=1):
+    if isinstance(a, SparseTensor) and not isinstance(b, SparseTensor):
+        raise RuntimeError("sub(sparse, dense) is not supported. Use sub(dense, sparse) "
+                           "instead.")
+    return _add_kernel(a, b, -alpha)
+
+
+def _neg_kernel(a):
+    return _sparse.make(a._idx, -a._val, a._sshape, a._coal, a._dtype)
+
+
+neg_twin = OpDef("neg", kernel=_neg_kernel, meta=_no_meta, node="NegBackward0",
+                 derivative=lambda g: (-g,))
+sub_twin = OpDef(
+    "sub.Tensor", kernel=_sub_kernel, meta=_no_meta, node="SubBackward0",
+    derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
+    save=lambda out, a, b, alpha=1: (alpha,), tensor_args=(0, 1))
+add_twin = OpDef(
+    "add.Tensor", kernel=_add_kernel, meta=_no_meta, node="AddBackward0",
+    derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
+    save=lambda out, a, b, alpha=1: (alpha,), tensor_args=(0, 1))
+
+
+def _scalar_twin(name: str, np_fn, node: str, derivative, save):
+    def kernel(a, b):
+        if not isinstance(a, SparseTensor) or isinstance(b, Tensor) and b.dim() != 0:
+            raise backend_error(name.split(".")[0])
+        scalar = b if not isinstance(b, Tensor) else b.item()
+        val = np.asarray(np_fn(a._val, scalar))
+        if val.dtype == np.float64 and a._val.dtype != np.float64 and \
+                isinstance(scalar, float):
+            val = val.astype(a._val.dtype if a._val.dtype.kind == "f" else
+                             _dtype.defaults.float.np)
+        return _sparse.make(a._idx, val, a._sshape, a._coal)
+
+    return OpDef(name, kernel=kernel, meta=_no_meta, node=node, derivative=derivative,
+                 save=save, tensor_args=(0, 1))
+
+
+mul_twin = _scalar_twin("mul.Tensor", np.multiply, "MulBackward0",
+                        lambda g, b: (g * b, None), lambda out, a, b: (b,))
+div_twin = _scalar_twin("div.Tensor", np.true_divide, "DivBackward0",
+                        lambda g, b: (g / b, None), lambda out, a, b: (b,))
+
+
+# ---------------------------------------------------------------- sums
+
+
+def _sum_all_kernel(s, dtype=None):
+    val = s._val
+    out = val.sum(dtype=np.int64 if val.dtype.kind in "biu" else val.dtype)
+    return Tensor._make(np.asarray(out))
+
+
+def _sum_all_grad(g, idx, shape, dense):
+    vals = g.expand((idx.shape[1],) + tuple(dense))
+    return (run(coo_new, _tensor(idx), vals, tuple(shape), True),)
+
+
+sum_twin = OpDef(
+    "sum", kernel=_sum_all_kernel, meta=_no_meta, node="SumBackward0",
+    derivative=_sum_all_grad,
+    save=lambda out, s, dtype=None: (_coalesced(s)[0], s._sshape, s._val.shape[1:]))
+
+
+def _sum_dims(s, dim) -> tuple:
+    from ._util import wrap_dims
+
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted(set(wrap_dims(dims, s.dim()))))
+
+
+def _sparse_sum_kernel(s, dim, keepdim=False, dtype=None):
+    if keepdim:
+        raise backend_error("sum")
+    dims = _sum_dims(s, dim)
+    sd = s.sparse_dim()
+    keep = [d for d in range(sd) if d not in dims]
+    dense_axes = tuple(1 + d - sd for d in dims if d >= sd)
+    val = s._val.sum(axis=dense_axes) if dense_axes else s._val
+    shape = [n for d, n in enumerate(s._sshape) if d not in dims]
+    if not keep:
+        return Tensor._make(np.asarray(val.sum(axis=0)), s._dtype)
+    idx, val = coalesce_arrays(s._idx[keep], val, shape)
+    return _sparse.make(idx, val, shape, True, s._dtype)
+
+
+def _sparse_sum_grad(g, idx, shape, dims):
+    sd = idx.shape[0]
+    keep = [d for d in range(sd) if d not in dims]
+    out_shape = [n for d, n in enumerate(shape) if d not in dims]
+    vals = _gather(g, idx[keep], out_shape) if keep else \
+        (g.to_dense() if isinstance(g, SparseTensor) else g).unsqueeze(0).expand(
+            (idx.shape[1],) + tuple(g.shape))
+    for d in dims:  # summed dense dims come back as broadcast copies
+        if d >= sd:
+            vals = vals.unsqueeze(1 + d - sd)
+    vals = vals.expand((idx.shape[1],) + tuple(shape[sd:]))
+    return (run(coo_new, _tensor(idx), vals, tuple(shape), True), None, None, None)
+
+
+def _sum_dim_save(out, s, dim, keepdim=False, dtype=None):
+    return (_coalesced(s)[0], s._sshape, _sum_dims(s, dim))
+
+
+sparse_sum_op = OpDef("_sparse_sum.dim", kernel=_sparse_sum_kernel, meta=_no_meta,
+                      node="SparseSumBackward0", derivative=_sparse_sum_grad,
+                      save=_sum_dim_save)
+sum_dim_twin = OpDef("sum.dim_IntList", kernel=_sparse_sum_kernel, meta=_no_meta,
+                     node="SumBackward1", derivative=_sparse_sum_grad, save=_sum_dim_save)
+
+
+def _check_twins() -> None:
+    """Each twin stands for a registry op of its name."""
+    for twin in (mm_twin, add_twin, sub_twin, neg_twin, mul_twin, div_twin, sum_twin, sum_dim_twin):
+        assert twin.name in REGISTRY, twin.name
+        _sparse.TWINS[twin.name] = twin
+
+
+_check_twins()
