@@ -204,6 +204,10 @@ class SparseTensor(Tensor):
             raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return bool(self.to_dense())
 
+    def reshape(self, *shape):
+        """Not available for sparse tensors, as in PyTorch."""
+        raise RuntimeError("reshape is not implemented for sparse tensors")
+
     # ------------------------------------------------------------ components
 
     def _indices(self) -> Tensor:

@@ -119,7 +119,8 @@ def _gather(g, idx: np.ndarray, shape):
 
 def _masked(g, s_idx: np.ndarray, shape):
     """Gradient `g` restricted to the (coalesced) pattern `s_idx`: a sparse tensor."""
-    return run(coo_new, _tensor(s_idx), _gather(g, s_idx, shape), tuple(shape), True)
+    # PyTorch marks these masked gradients uncoalesced although their entries are unique
+    return run(coo_new, _tensor(s_idx), _gather(g, s_idx, shape), tuple(shape), False)
 
 
 def _sparse_t_mm(s_idx, s_val, k: int, g):
@@ -226,7 +227,7 @@ def _addmm_grads(g, s_idx, s_val, shape, d, beta, alpha):
         vals = (g.index_select(0, rows) * d.index_select(0, cols)).sum(1)
         if alpha != 1:
             vals = vals * alpha
-        gs = run(coo_new, _tensor(s_idx), vals, tuple(shape), True)
+        gs = run(coo_new, _tensor(s_idx), vals, tuple(shape), False)
     gd = _sparse_t_mm(s_idx, s_val, shape[1], g)
     if alpha != 1:
         gd = gd * alpha
@@ -303,15 +304,45 @@ def _add_kernel(a, b, alpha=1):
     if a._idx.shape == b._idx.shape and np.array_equal(a._idx, b._idx):
         val = (a._val + bval).astype(dt.np, copy=False)
         return _sparse.make(a._idx, val, a._sshape, a._coal and b._coal, dt)
-    idx = np.concatenate([a._idx, b._idx], axis=1)
-    val = np.concatenate([a._val, bval]).astype(dt.np, copy=False)
-    idx, val = coalesce_arrays(idx, val, a._sshape)
-    return _sparse.make(idx, val, a._sshape, True, dt)
+    if a._coal and b._coal:  # merging two sorted lists is concatenating and coalescing
+        idx = np.concatenate([a._idx, b._idx], axis=1)
+        val = np.concatenate([a._val, bval]).astype(dt.np, copy=False)
+        idx, val = coalesce_arrays(idx, val, a._sshape)
+        return _sparse.make(idx, val, a._sshape, True, dt)
+    idx, val = _merge(a._idx, a._val, b._idx, bval, a._sshape)
+    return _sparse.make(idx, val.astype(dt.np, copy=False), a._sshape, False, dt)
+
+
+def _merge(a_idx, a_val, b_idx, b_val, shape) -> tuple:
+    """PyTorch's merge of two entry lists in their stored order: equal positions met at the
+    same step are added, others are kept as they come (an uncoalesced operand keeps its
+    duplicates)."""
+    la, lb = _linear(a_idx, shape).tolist(), _linear(b_idx, shape).tolist()
+    i = j = 0
+    take = []  # (source, position, other position or -1)
+    while i < len(la) and j < len(lb):
+        if la[i] == lb[j]:
+            take.append((0, i, j))
+            i += 1
+            j += 1
+        elif la[i] < lb[j]:
+            take.append((0, i, -1))
+            i += 1
+        else:
+            take.append((1, j, -1))
+            j += 1
+    take += [(0, k, -1) for k in range(i, len(la))] + [(1, k, -1) for k in range(j, len(lb))]
+    idx = np.empty((a_idx.shape[0], len(take)), dtype=np.int64)
+    val = np.empty((len(take),) + a_val.shape[1:], dtype=np.result_type(a_val, b_val))
+    for n, (src, k, other) in enumerate(take):
+        idx[:, n] = (a_idx if src == 0 else b_idx)[:, k]
+        val[n] = (a_val if src == 0 else b_val)[k] + (b_val[other] if other >= 0 else 0)
+    return idx, val
 
 
 def _sub_kernel(a, b, alpha=1):
     if isinstance(a, SparseTensor) and not isinstance(b, SparseTensor):
-        raise RuntimeError("sub(sparse, dense) is not supported. Use sub(dense, sparse) "
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     return _add_kernel(a, b, -alpha)
 
@@ -332,26 +363,142 @@ add_twin = OpDef(
     save=lambda out, a, b, alpha=1: (alpha,), tensor_args=(0, 1))
 
 
-def _scalar_twin(name: str, np_fn, node: str, derivative, save):
-    def kernel(a, b):
-        if not isinstance(a, SparseTensor) or isinstance(b, Tensor) and b.dim() != 0:
-            raise backend_error(name.split(".")[0])
-        scalar = b if not isinstance(b, Tensor) else b.item()
-        val = np.asarray(np_fn(a._val, scalar))
-        if val.dtype == np.float64 and a._val.dtype != np.float64 and \
-                isinstance(scalar, float):
-            val = val.astype(a._val.dtype if a._val.dtype.kind == "f" else
-                             _dtype.defaults.float.np)
-        return _sparse.make(a._idx, val, a._sshape, a._coal)
-
-    return OpDef(name, kernel=kernel, meta=_no_meta, node=node, derivative=derivative,
-                 save=save, tensor_args=(0, 1))
+def _scalar_of(b):
+    return b if not isinstance(b, Tensor) else b.item()
 
 
-mul_twin = _scalar_twin("mul.Tensor", np.multiply, "MulBackward0",
-                        lambda g, b: (g * b, None), lambda out, a, b: (b,))
-div_twin = _scalar_twin("div.Tensor", np.true_divide, "DivBackward0",
-                        lambda g, b: (g / b, None), lambda out, a, b: (b,))
+def _mul_kernel(a, b):
+    if not isinstance(a, SparseTensor):
+        a, b = b, a
+    if isinstance(b, Tensor) and b.dim() != 0:
+        if tuple(a.shape) != tuple(b.shape):
+            raise backend_error("mul")
+        other = dense_array(b) if isinstance(b, SparseTensor) else b._data
+        if isinstance(b, SparseTensor):  # both sparse: the product on the common pattern
+            idx, val = _to_sparse_arrays(dense_array(a) * other, a.sparse_dim())
+            return _sparse.make(idx, val, a._sshape, True)
+        gathered = other[tuple(a._idx)]
+        return _sparse.make(a._idx, a._val * gathered, a._sshape, a._coal)
+    val = _scaled(a._val, _scalar_of(b), np.multiply)
+    return _sparse.make(a._idx, val, a._sshape, a._coal)
+
+
+def _scaled(val: np.ndarray, scalar, np_fn) -> np.ndarray:
+    """`np_fn(val, scalar)` in PyTorch's result dtype (a Python number does not widen)."""
+    out = np.asarray(np_fn(val, scalar))
+    if out.dtype != val.dtype:
+        if val.dtype.kind == "f":
+            out = out.astype(val.dtype)
+        elif isinstance(scalar, float) or out.dtype.kind == "f":
+            out = out.astype(_dtype.defaults.float.np)
+    return out
+
+
+def _mul_grads(g, a, b):
+    ga = g * b if b is not None else None
+    gb = None
+    if a is not None and isinstance(b, Tensor) and b._rg:
+        if not isinstance(b, SparseTensor) and b.dim():
+            raise backend_error("as_strided")  # PyTorch's backward fails here too
+        gb = g * a
+        if not isinstance(b, SparseTensor) and isinstance(gb, SparseTensor):
+            gb = run(to_dense_op, gb)
+    return ga, gb
+
+
+mul_twin = OpDef("mul.Tensor", kernel=_mul_kernel, meta=_no_meta, node="MulBackward0",
+                 derivative=_mul_grads, save=lambda out, a, b: (a, b), tensor_args=(0, 1))
+
+
+def _div_kernel(a, b):
+    if not isinstance(a, SparseTensor) or isinstance(b, Tensor) and b.dim() != 0:
+        raise backend_error("div")
+    return _sparse.make(a._idx, _scaled(a._val, _scalar_of(b), np.true_divide), a._sshape,
+                        a._coal)
+
+
+div_twin = OpDef("div.Tensor", kernel=_div_kernel, meta=_no_meta, node="DivBackward0",
+                 derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
+                 tensor_args=(0, 1))
+
+
+# ---------------------------------------------------------------- copies and views
+
+
+def _same_pattern(fn):
+    def kernel(a, *rest):
+        return _sparse.make(a._idx.copy(), fn(a._val, *rest), a._sshape, a._coal)
+    return kernel
+
+
+clone_twin = OpDef("clone", kernel=_same_pattern(lambda v, memory_format=None: v.copy()),
+                   meta=_no_meta, node="CloneBackward0", derivative=lambda g: (g, None))
+to_copy_twin = OpDef(
+    "_to_copy", kernel=lambda a, dtype: _sparse.make(a._idx.copy(), a._val.astype(dtype.np),
+                                                     a._sshape, a._coal, dtype),
+    meta=_no_meta, node="ToCopyBackward0",
+    derivative=lambda g, dt: (g.to(dt), None), save=lambda out, a, dtype: (a._dtype,))
+
+
+def _t_kernel(a):
+    if a.dim() > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a.dim()}D")
+    if a.dim() < 2:
+        return a
+    return _sparse.make(a._idx[::-1].copy(), a._val, a._sshape[::-1], False, a._dtype)
+
+
+t_twin = OpDef("t", kernel=_t_kernel, meta=_no_meta, node="TBackward0",
+               derivative=lambda g: (g.t(),))
+
+
+def _select_kernel(a, dim, index):
+    from ._util import wrap_dim
+
+    dim = wrap_dim(dim, a.dim())
+    size = a._sshape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"index {index} out of range for tensor of size "
+                         f"{list(a._sshape)} at dimension {dim}")
+    index %= size
+    shape = a._sshape[:dim] + a._sshape[dim + 1:]
+    sd = a.sparse_dim()
+    if dim >= sd:  # a dense dim: every value loses it
+        return _sparse.make(a._idx, np.take(a._val, index, axis=1 + dim - sd), shape, a._coal,
+                            a._dtype)
+    keep = a._idx[dim] == index
+    idx = np.delete(a._idx[:, keep], dim, axis=0)
+    if sd == 1:  # no sparse dim left: the (summed) dense values
+        return Tensor._make(a._val[keep].sum(axis=0), a._dtype)
+    return _sparse.make(idx, a._val[keep], shape, a._coal, a._dtype)
+
+
+def _select_grad(g, shape, dim, index):
+    raise backend_error("select_backward")  # PyTorch has no sparse select backward
+
+
+select_twin = OpDef("select.int", kernel=_select_kernel, meta=_no_meta, node="SelectBackward0",
+                    derivative=_select_grad,
+                    save=lambda out, a, dim, index: (a._sshape, dim, index))
+
+
+def _mv_kernel(a, v):
+    _need_2d_sparse(a)
+    if v.dim() != 1 or v.shape[0] != a.shape[1]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x"
+                           f"{a.shape[1]}), vec ({v.shape[0]})")
+    return Tensor._make(_spmm_array(a, v._data[:, None])[:, 0])
+
+
+def _mv_grads(g, a, v):
+    idx, val = _coalesced(a)
+    gv = _sparse_t_mm(idx, val, a.shape[1], g[:, None])[:, 0]
+    ga = g[:, None].mm(v[None, :]) if a._rg else None
+    return ga, gv
+
+
+mv_twin = OpDef("mv", kernel=_mv_kernel, meta=_no_meta, node="MvBackward0",
+                derivative=_mv_grads, save=lambda out, a, v: (a, v))
 
 
 # ---------------------------------------------------------------- sums
@@ -407,7 +554,7 @@ def _sparse_sum_grad(g, idx, shape, dims):
         if d >= sd:
             vals = vals.unsqueeze(1 + d - sd)
     vals = vals.expand((idx.shape[1],) + tuple(shape[sd:]))
-    return (run(coo_new, _tensor(idx), vals, tuple(shape), True), None, None, None)
+    return (run(coo_new, _tensor(idx), vals, tuple(shape), False), None, None, None)
 
 
 def _sum_dim_save(out, s, dim, keepdim=False, dtype=None):
@@ -417,13 +564,20 @@ def _sum_dim_save(out, s, dim, keepdim=False, dtype=None):
 sparse_sum_op = OpDef("_sparse_sum.dim", kernel=_sparse_sum_kernel, meta=_no_meta,
                       node="SparseSumBackward0", derivative=_sparse_sum_grad,
                       save=_sum_dim_save)
+
+
+def _sum_dim_grad(*args):
+    raise RuntimeError("expand is unsupported for Sparse tensors")  # as PyTorch's backward
+
+
 sum_dim_twin = OpDef("sum.dim_IntList", kernel=_sparse_sum_kernel, meta=_no_meta,
-                     node="SumBackward1", derivative=_sparse_sum_grad, save=_sum_dim_save)
+                     node="SumBackward1", derivative=_sum_dim_grad, save=_sum_dim_save)
 
 
 def _check_twins() -> None:
     """Each twin stands for a registry op of its name."""
-    for twin in (mm_twin, add_twin, sub_twin, neg_twin, mul_twin, div_twin, sum_twin, sum_dim_twin):
+    for twin in (mm_twin, mv_twin, add_twin, sub_twin, neg_twin, mul_twin, div_twin, sum_twin,
+                 sum_dim_twin, clone_twin, to_copy_twin, t_twin, select_twin):
         assert twin.name in REGISTRY, twin.name
         _sparse.TWINS[twin.name] = twin
 
