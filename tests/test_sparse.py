@@ -364,3 +364,30 @@ def test_gcn_trains_as_torch():
     assert want[0][-1] < want[0][0]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+@pytest.mark.parametrize("writer", LIBS, ids=["torch", "fusegrad"])
+def test_weights_only_checkpoint_round_trip(writer, tmp_path):
+    """Sparse tensors in a checkpoint load with weights_only (the default) both ways:
+    PyTorch's `_rebuild_sparse_tensor` form, coalesced flag kept."""
+    path = str(tmp_path / "sparse.pt")
+    s, _ = _sparse(writer)
+    writer.save({"a": s, "b": s.coalesce(), "w": writer.ones(2)}, path)
+    want = None
+    for reader in LIBS:
+        loaded = reader.load(path, weights_only=True)
+        got = [_addresses(repr(loaded[k])) for k in ("a", "b", "w")]
+        assert loaded["b"].is_coalesced() and not loaded["a"].is_coalesced()
+        want = want or got
+        assert got == want
+
+
+def test_loaded_sparse_tensor_is_not_checked(tmp_path):
+    """As PyTorch, a loaded sparse tensor's indices are not checked against its size."""
+    path = str(tmp_path / "bad.pt")
+    torch.save(torch.sparse_coo_tensor(torch.tensor([[0, 3]]), torch.tensor([1.0, 2.0]), (2,)),
+               path)
+    assert repr(fusegrad.load(path)) == repr(torch.load(path))
