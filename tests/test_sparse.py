@@ -391,3 +391,42 @@ def test_loaded_sparse_tensor_is_not_checked(tmp_path):
     torch.save(torch.sparse_coo_tensor(torch.tensor([[0, 3]]), torch.tensor([1.0, 2.0]), (2,)),
                path)
     assert repr(fusegrad.load(path)) == repr(torch.load(path))
+
+
+HYBRID = {
+    "to_dense": lambda T, h: h.to_dense(),
+    "coalesce values": lambda T, h: h.coalesce().values(),
+    "sum": lambda T, h: h.sum(),
+    "sparse.sum sparse dim": lambda T, h: T.sparse.sum(h, 0),
+    "sparse.sum dense dim": lambda T, h: T.sparse.sum(h, 1),
+    "sparse + sparse": lambda T, h: (h + h.coalesce()).to_dense(),
+    "scale": lambda T, h: (h * 3).to_dense(),
+}
+
+
+@pytest.mark.parametrize("name", HYBRID)
+def test_hybrid_sparse_dense_dims(name):
+    """A tensor with a sparse and a dense dimension (values are rows): values and the
+    gradient of the values."""
+    def prog(T):
+        v = T.tensor([[1.0, 2.0], [3.0, -4.0], [0.5, 6.0]], requires_grad=True)
+        h = T.sparse_coo_tensor(T.tensor([[2, 0, 2]]), v, (3, 2))
+        out = HYBRID[name](T, h)
+        dense = out.to_dense() if out.is_sparse else out
+        (dense * T.arange(float(dense.numel())).reshape(tuple(dense.shape))).sum().backward()
+        return out, v.grad
+    _check(prog)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_function_of_sparse_gives_eager_values(backend):
+    """A compiled function given a sparse tensor computes what eager computes."""
+    s, _ = _sparse(fusegrad)
+    d = fusegrad.tensor(D, dtype=fusegrad.float32)
+
+    def f(s, d):
+        return (fusegrad.sparse.mm(s, d) + 1).relu() + s @ d
+
+    fusegrad._dynamo.reset()
+    got = fusegrad.compile(f, backend=backend)(s, d)
+    np.testing.assert_allclose(got.numpy(), f(s, d).numpy(), rtol=1e-6)
