@@ -452,6 +452,52 @@ t_twin = OpDef("t", kernel=_t_kernel, meta=_no_meta, node="TBackward0",
                derivative=lambda g: (g.t(),))
 
 
+def _permute_kernel(a, dims):
+    from ._util import wrap_dims
+
+    dims = wrap_dims(tuple(dims), a.dim())
+    if sorted(dims) != list(range(a.dim())):
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
+                           "not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {a.dim()} is not equal to len(dims) = {len(dims)}")
+    sd = a.sparse_dim()
+    if any(d >= sd for d in dims[:sd]):
+        raise RuntimeError("permute(sparse_coo): transpositions between sparse and dense "
+                           "dimensions are not allowed. Only transpositions within sparse and "
+                           "dense dimensions are allowed.")
+    val = a._val.transpose((0,) + tuple(1 + d - sd for d in dims[sd:]))
+    shape = tuple(a._sshape[d] for d in dims)
+    coal = a._coal and tuple(dims[:sd]) == tuple(range(sd))
+    return _sparse.make(a._idx[list(dims[:sd])], np.ascontiguousarray(val), shape, coal,
+                        a._dtype)
+
+
+def _inverse(dims) -> tuple:
+    return tuple(int(i) for i in np.argsort(dims))
+
+
+permute_twin = OpDef(
+    "permute", kernel=_permute_kernel, meta=_no_meta, node="PermuteBackward0",
+    derivative=lambda g, dims: (g.permute(_inverse(dims)), None),
+    save=lambda out, a, dims: (tuple(d % a.dim() for d in dims),))
+
+
+def _transpose_dims(a, d0, d1) -> list:
+    from ._util import wrap_dim
+
+    dims = list(range(a.dim()))
+    d0, d1 = wrap_dim(d0, a.dim()), wrap_dim(d1, a.dim())
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return dims
+
+
+transpose_twin = OpDef(
+    "transpose.int", kernel=lambda a, d0, d1: _permute_kernel(a, _transpose_dims(a, d0, d1)),
+    meta=_no_meta, node="TransposeBackward0",
+    derivative=lambda g, d0, d1: (g.transpose(d0, d1), None, None),
+    save=lambda out, a, d0, d1: (d0, d1))
+
+
 def _select_kernel(a, dim, index):
     from ._util import wrap_dim
 
@@ -577,7 +623,8 @@ sum_dim_twin = OpDef("sum.dim_IntList", kernel=_sparse_sum_kernel, meta=_no_meta
 def _check_twins() -> None:
     """Each twin stands for a registry op of its name."""
     for twin in (mm_twin, mv_twin, add_twin, sub_twin, neg_twin, mul_twin, div_twin, sum_twin,
-                 sum_dim_twin, clone_twin, to_copy_twin, t_twin, select_twin):
+                 sum_dim_twin, clone_twin, to_copy_twin, t_twin, select_twin, permute_twin,
+                 transpose_twin):
         assert twin.name in REGISTRY, twin.name
         _sparse.TWINS[twin.name] = twin
 
