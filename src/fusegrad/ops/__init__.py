@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     solvers,
     sorting,
     sparse,
+    sparse_twins,
     special,
     statistics,
     unary,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .._sparse import SparseTensor
 from .._tensor import Tensor
 from ..ops import sparse as _ops
+from ..ops.sparse_twins import sparse_sum_op
 
 __all__ = ["addmm", "mm", "sum"]
 
@@ -36,4 +37,4 @@ def sum(input: Tensor, dim=None, dtype=None) -> Tensor:  # noqa: A001
         input = input.to(dtype)
     if dim is None:
         return input.sum()
-    return _ops.run(_ops.sparse_sum_op, input, dim)
+    return _ops.run(sparse_sum_op, input, dim)
