@@ -72,7 +72,7 @@ def _warn_checks_disabled() -> None:
         "Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will "
         "occur when operating on a sparse tensor which violates the invariants, but checks "
         "incur performance overhead. To silence this warning, explicitly opt in or out. See "
-        "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance. ",
+        "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.",
         UserWarning, stacklevel=3)
 
 
