@@ -80,8 +80,10 @@ from ._dtype import bool_ as bool  # noqa: A004
 from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ._functions import *  # noqa: F403
 from ._functions import abs, pow, sum  # noqa: A004
+from ._functions.sparse import sparse_coo_tensor, spmm
 from ._printing import get_printoptions, set_printoptions
 from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from ._sparse import layout, sparse_coo, strided
 from ._tensor import Size, Tensor
 from ._type_info import finfo, iinfo
 from .autograd import (
@@ -150,7 +152,7 @@ from . import _out  # noqa: E402
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda",
     "datasets", "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn",
-    "onnx", "optim", "overrides", "profiler", "serialization", "viz",
+    "onnx", "optim", "overrides", "profiler", "serialization", "sparse", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization"}

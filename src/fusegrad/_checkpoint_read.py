@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _dtype
 from ._device import device
+from ._sparse import layout, sparse_coo, strided
 from ._tensor import Size, Tensor
 
 PICKLE_BUDGET_FLOOR = 16 << 20
@@ -123,6 +124,28 @@ class _TypedStorage(_Storage):
         self.kind = kind
 
 
+def _get_layout(name) -> layout:
+    """A layout pickled by its name (`"torch.sparse_coo"`)."""
+    found = {"torch.strided": strided, "torch.sparse_coo": sparse_coo}.get(name)
+    if found is None:
+        raise pickle.UnpicklingError(f"fusegrad.load: unsupported layout {name!r}")
+    return found
+
+
+def _rebuild_sparse_tensor(layout, data):
+    """A sparse COO tensor saved as (indices, values, size[, is_coalesced]), rebuilt as
+    PyTorch rebuilds it: unchecked unless invariant checks are on (an index out of range
+    fails later, as a NumPy IndexError, never as a memory error)."""
+    from ._functions.sparse import sparse_coo_tensor
+
+    if layout is not sparse_coo or not isinstance(data, tuple) or len(data) not in (3, 4):
+        raise pickle.UnpicklingError(f"fusegrad.load: unsupported sparse layout {layout}")
+    indices, values, size = data[:3]
+    coalesced = bool(data[3]) if len(data) == 4 else None
+    return sparse_coo_tensor(indices, values, size, check_invariants=False,
+                             is_coalesced=coalesced)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks=None):
     from .nn.parameter import Parameter
 
@@ -178,6 +201,8 @@ ALLOWED: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
     ("torch.storage", "UntypedStorage"): _StorageType(None),
+    ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+    ("torch.serialization", "_get_layout"): _get_layout,
 }
 for _name, _dt in _DTYPE_BY_STORAGE.items():
     ALLOWED[("torch", _name)] = _StorageType(_dt)

@@ -551,7 +551,11 @@ def _call_slow(op, args):
             return handle_function(op.public_function(), args, {})
     for a in _flat(args):
         if isinstance(a, Tensor) and not a._plain:
-            return _finish(op, args, type(a)._compute(op, args))
+            cls = type(a)
+            op_for = getattr(cls, "_op_for", None)  # a layout of its own runs its twin op
+            if op_for is not None:
+                op = op_for(op)
+            return _finish(op, args, cls._compute(op, args))
     raise TypeError(f"{op.public}(): unsupported argument types "
                     f"{tuple(type(a).__name__ for a in args)}")
 

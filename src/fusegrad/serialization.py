@@ -43,6 +43,7 @@ from ._checkpoint_read import (
     user_allowed,
 )
 from ._device import device
+from ._sparse import SparseTensor
 from ._tensor import Size, Tensor
 
 # ---------------------------------------------------------------- writing
@@ -97,6 +98,12 @@ class _PickleWriter:
             self.tensor(x)
             self.obj(bool(x.requires_grad))
             self.ordered_dict({})
+            self.w(b"tR")
+        elif isinstance(x, SparseTensor):  # PyTorch's form: layout, indices, values, size
+            self.global_("torch._utils", "_rebuild_sparse_tensor")
+            self.w(b"(")
+            self.call("torch.serialization", "_get_layout", ("torch.sparse_coo",))
+            self.obj((x._indices(), x._values(), x.shape, x.is_coalesced()))
             self.w(b"tR")
         elif isinstance(x, Tensor):
             self.tensor(x)

@@ -35,6 +35,8 @@ from . import (  # noqa: F401
     shrink,
     solvers,
     sorting,
+    sparse,
+    sparse_twins,
     special,
     statistics,
     unary,

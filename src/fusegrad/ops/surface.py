@@ -70,7 +70,8 @@ matrix_power max_pool1d max_pool2d meshgrid moveaxis movedim msort nanmean nanqu
 outer pairwise_distance pinverse poisson_nll_loss qr quantile randint_like ravel
 repeat_interleave rms_norm row_stack scalar_tensor seed selu set_default_device
 set_default_dtype set_float32_matmul_precision set_num_interop_threads set_num_threads
-set_printoptions set_rng_state setitem split_with_sizes square take_along_dim tensor_split
+set_printoptions set_rng_state setitem sparse_coo_tensor split_with_sizes spmm square
+take_along_dim tensor_split
 tensordot tile trace trapezoid trapz tril_indices triplet_margin_loss triu_indices unflatten
 unravel_index use_deterministic_algorithms vsplit vstack
 alpha_dropout feature_alpha_dropout conv3d conv_transpose3d max_pool3d
@@ -87,7 +88,8 @@ __pos__ __pow__ __rfloordiv__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ bfloat1
 cpu cuda data_ptr dim double element_size expand_as float get_device half int is_coalesced
 is_conj is_contiguous is_cpu is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
 is_mtia is_neg is_nested is_pinned is_quantized is_set_to is_shared is_sparse is_sparse_csr
-is_vulkan is_xla is_xpu itemsize long nbytes ndimension nelement new new_empty new_full new_ones
+is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim to_dense
+to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
 __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
