@@ -31,10 +31,15 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
                  groups, output_mask):
     from .._tensor import Tensor
     from ..autograd.grad_mode import no_grad
-    from .conv import _conv_backward_arrays, _conv_backward_composite
+    from .conv import _conv_backward_arrays, _conv_backward_composite, _conv_derivative_nd
 
     need_x, need_w, need_b = (bool(m) for m in output_mask)
-    if not transposed and all(a.dtype in (F32, F64) for a in (g, x, w)) and \
+    if x.ndim > 4:  # volumes: the gradients written as convolutions
+        with no_grad():
+            gi, gw, gb = (None if t is None else t._data for t in _conv_derivative_nd(
+                Tensor._make(g), Tensor._make(x), Tensor._make(w), need_b, list(stride),
+                list(padding), list(dilation), transposed, groups, (need_x, need_w))[:3])
+    elif not transposed and all(a.dtype in (F32, F64) for a in (g, x, w)) and \
             g.dtype == x.dtype == w.dtype:
         gi, gw, gb = _conv_backward_arrays(g, x, w, need_x, need_w, need_b, stride, padding,
                                            dilation, groups)
@@ -56,11 +61,23 @@ def _conv_meta(g, x, w, bias_sizes, stride, padding, dilation, transposed, outpu
     return [Spec(tuple(x.shape), dt), Spec(tuple(w.shape), dt), Spec(nb, dt)]
 
 
+def _grads(g, x, w, stride, padding, dilation, transposed, groups, mask) -> tuple:
+    """(gi, gw) of a convolution written in fusegrad ops (differentiable again): the 1-d/2-d
+    composite, or for volumes the gradients as convolutions."""
+    from .conv import _conv_backward_composite, _conv_derivative_nd
+
+    if x.dim() > 4:
+        return _conv_derivative_nd(g, x, w, False, list(stride), list(padding), list(dilation),
+                                   transposed, groups, mask)[:2]
+    return _conv_backward_composite(g, x, w, False, stride, padding, dilation, transposed,
+                                    groups, mask)[:2]
+
+
 def _derivative(grads, g, x, w, stride, padding, dilation, transposed, output_padding,
                 groups):
     """Cotangents (ggi, ggw, ggb) of (gi, gw, gb) -> gradients of (g, x, w). Each output is
     bilinear: gi in (g, w), gw in (g, x), gb linear in g."""
-    from .conv import _conv_backward_composite, convolution
+    from .conv import convolution
     from .nn import _call
 
     ggi, ggw, ggb = (list(grads) + [None] * 3)[:3]
@@ -68,14 +85,14 @@ def _derivative(grads, g, x, w, stride, padding, dilation, transposed, output_pa
     if ggi is not None:  # gi = the input gradient of conv(., w) at g
         dg = _call(convolution, ggi, w, None, stride, padding, dilation, transposed,
                    output_padding, groups)
-        dw = _conv_backward_composite(g, ggi, w, False, stride, padding, dilation, transposed,
-                                      groups, (False, True))[1]
+        dw = _grads(g, ggi, w, stride, padding, dilation, transposed, groups,
+                    (False, True))[1]
     if ggw is not None:  # gw = the weight gradient of conv(x, .) at g
         t = _call(convolution, x, ggw, None, stride, padding, dilation, transposed,
                   output_padding, groups)
         dg = t if dg is None else dg + t
-        dx = _conv_backward_composite(g, x, ggw, False, stride, padding, dilation, transposed,
-                                      groups, (True, False))[0]
+        dx = _grads(g, x, ggw, stride, padding, dilation, transposed, groups,
+                    (True, False))[0]
     if ggb is not None:
         t = ggb.reshape((1, -1) + (1,) * (g.dim() - 2)).expand(g.shape)
         dg = t if dg is None else dg + t
