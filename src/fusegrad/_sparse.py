@@ -19,6 +19,7 @@ import numpy as np
 from . import _dtype
 from ._printing import _OPTIONS, _data_text
 from ._tensor import Size, Tensor
+from ._torch_function import _disabled_torch_function_impl
 
 
 class layout:  # noqa: N801 - PyTorch's class name
@@ -84,6 +85,9 @@ class SparseTensor(Tensor):
 
     __slots__ = ("_sshape", "_idx", "_val", "_coal")
     _plain = False
+    # Ops dispatch a sparse tensor to its sparse twins; the protocol's default handler
+    # would re-wrap dense results as (empty) sparse tensors.
+    __torch_function__ = _disabled_torch_function_impl
 
     @classmethod
     def _new(cls, idx: np.ndarray, val: np.ndarray, shape, coalesced: bool,

@@ -503,9 +503,12 @@ def script_module(module: Module, unit: Unit = UNIT,
         sm._modules[name] = script_module(child, unit, compile_methods) \
             if child is not None else None
     for name, value in vars(module).items():
-        if name.startswith("_") or name == "training":
+        if name == "training" or name.startswith("__"):
             continue
-        if _constant_ok(value) or isinstance(value, fusegrad.Tensor):
+        # Private attributes count when they are constants (a layer's precomputed padding):
+        # the Module's own bookkeeping (hook dicts, sets) is not.
+        if _constant_ok(value) or (isinstance(value, fusegrad.Tensor)
+                                   and not name.startswith("_")):
             sm._jit_consts[name] = value
             sm.__dict__[name] = value
     if not compile_methods:

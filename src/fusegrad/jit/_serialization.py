@@ -278,9 +278,10 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
         sm._parameters[name] = t
     for name, key in spec.get("buffers", {}).items():
         sm._buffers[name] = _tensor(tensors, key)
+    reserved = set(vars(sm))  # the module's own bookkeeping (parameters, hooks, methods)
     for name, value in spec.get("constants", {}).items():
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or \
-                hasattr(ScriptModule, name):
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__") or \
+                name.startswith("_jit") or name in reserved or hasattr(ScriptModule, name):
             raise IRFormatError(f"bad attribute name {name!r}")
         if isinstance(value, dict) and set(value) == {"tensor"}:  # a plain tensor attribute
             sm._jit_consts[name] = _tensor(tensors, value["tensor"])

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .c import Slots
-from .ir import Buffer, Extern, Pointwise
+from .ir import Buffer, Extern, Pointwise, PythonCall
 
 _LIVE_TO_END = 1 << 60
 
@@ -253,7 +253,10 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
 def _extern(w: _Writer, c: Extern, outputs: set, kept: list) -> None:
     """Emit a call of a registry kernel on NumPy arrays."""
     op_name = f"_extern_{c.op.name.replace('.', '_')}"
-    w.refs[op_name] = ("extern", c.op.name)
+    if isinstance(c.op, PythonCall):  # a Python function the graph calls (a runtime check)
+        w.refs[op_name] = ("value", c.op.kernel)
+    else:
+        w.refs[op_name] = ("extern", c.op.name)
 
     def arg(a):
         if isinstance(a, Pointwise):

@@ -77,15 +77,10 @@ class _ConvNd(Module):
                 out += [padding[i], padding[i]]
         return out
 
-    def _conv_forward(self, input, conv):
-        """`conv` (F.conv1d / 2d / 3d) of `input`, padded first unless `padding_mode` is
-        'zeros' (the convolution then pads nothing itself)."""
-        if self.padding_mode == "zeros":
-            return conv(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
-        padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-        return conv(padded, self.weight, self.bias, self.stride, (0,) * self._spatial,
-                    self.dilation, self.groups)
+    def _pad(self, input):
+        """`input` padded as a `padding_mode` other than 'zeros' asks (the convolution then
+        pads nothing itself)."""
+        return F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weights, U(+-1/sqrt(fan_in)) bias."""
@@ -120,7 +115,11 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         """The convolution of `input` with this layer's weight (and bias)."""
-        return self._conv_forward(input, F.conv1d)
+        if self.padding_mode != "zeros":
+            return F.conv1d(self._pad(input), self.weight, self.bias, self.stride, 0,
+                             self.dilation, self.groups)
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -130,7 +129,11 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         """The convolution of `input` with this layer's weight (and bias)."""
-        return self._conv_forward(input, F.conv2d)
+        if self.padding_mode != "zeros":
+            return F.conv2d(self._pad(input), self.weight, self.bias, self.stride, 0,
+                             self.dilation, self.groups)
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups)
 
 
 class Conv3d(_ConvNd):
@@ -140,7 +143,11 @@ class Conv3d(_ConvNd):
 
     def forward(self, input):
         """The convolution of `input` with this layer's weight (and bias)."""
-        return self._conv_forward(input, F.conv3d)
+        if self.padding_mode != "zeros":
+            return F.conv3d(self._pad(input), self.weight, self.bias, self.stride, 0,
+                             self.dilation, self.groups)
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
