@@ -189,8 +189,8 @@ class Tensor:
         return self._dtype.category == _dtype.FLOAT
 
     def is_complex(self) -> bool:
-        """Always False (no complex dtypes yet)."""
-        return False
+        """True for complex dtypes."""
+        return self._dtype.category == _dtype.COMPLEX
 
     @property
     def is_leaf(self) -> bool:
@@ -227,7 +227,7 @@ class Tensor:
                     "use a computed variable in a subgraph that doesn't require differentiation "
                     "use var_no_grad = var.detach().")
             return
-        if value and self._dtype.category != _dtype.FLOAT:
+        if value and self._dtype.category < _dtype.FLOAT:
             raise RuntimeError(message)
         self._rg = value
 

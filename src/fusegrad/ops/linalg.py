@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
-from ._util import F32, HALF, Spec, broadcast_shapes, dtype_of, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
 from ._util import c_type_name as _cname
 from .registry import Sample, inplace_variant, register
 
@@ -95,8 +95,8 @@ mm = register(
     "mm", autocast="lower", kernel=_mm_kernel,
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
-    derivative=lambda g, a, b: (mm_mat1_backward(g, a, b) if b is not None else None,
-                                mm_mat2_backward(g, a, b) if a is not None else None),
+    derivative=lambda g, a, b: (mm_mat1_backward(g, a, cj(b)) if b is not None else None,
+                                mm_mat2_backward(g, cj(a), b) if a is not None else None),
     save=_save_partners,
     samples=_mm_samples, onnx="MatMul", lowering="extern",
     saved_names=("self", "mat2"))
@@ -124,8 +124,8 @@ bmm = register(
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
-    derivative=lambda g, a, b: (g.bmm(b.transpose(1, 2)) if b is not None else None,
-                                a.transpose(1, 2).bmm(g) if a is not None else None),
+    derivative=lambda g, a, b: (g.bmm(cj(b).transpose(1, 2)) if b is not None else None,
+                                cj(a).transpose(1, 2).bmm(g) if a is not None else None),
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
                              for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],

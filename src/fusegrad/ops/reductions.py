@@ -99,7 +99,7 @@ sum_dim = register(
 def _mean_check(a, dtype):
     dt = dtype if dtype is not None else _dtype.FROM_NP[a.dtype] if hasattr(
         a.dtype, "kind") else a.dtype
-    if dt.category != _dtype.FLOAT:
+    if dt.category < _dtype.FLOAT:
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {dt.legacy}")

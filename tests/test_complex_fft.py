@@ -1,0 +1,289 @@
+"""Complex tensors and `fusegrad.fft` against PyTorch: creation, printing, type promotion,
+the complex ops' values and gradients, every fft function's values, dtype, recorded nodes
+and gradients (a real loss through complex intermediates), and the errors of ops that
+take no complex input."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fusegrad  # noqa: E402
+
+RNG = np.random.default_rng(0)
+REAL = RNG.standard_normal((4, 6))
+CPLX = REAL + 1j * RNG.standard_normal((4, 6))
+
+
+def _both(expr: str):
+    """`expr` evaluated with `t` bound to torch and to fusegrad: (torch's, fusegrad's)."""
+    return eval(expr, {"t": torch, "np": np}), eval(expr, {"t": fusegrad, "np": np})
+
+
+def _chain(t) -> list:
+    """The node names along the first edges from `t`'s grad_fn down to a leaf."""
+    out, node = [], t.grad_fn
+    while node is not None and type(node).__name__ != "AccumulateGrad":
+        out.append(type(node).__name__)
+        node = node.next_functions[0][0]
+    return out
+
+
+def _numpy(t) -> np.ndarray:
+    if isinstance(t, torch.Tensor):
+        t = t.resolve_conj()
+    return t.detach().numpy()
+
+
+def _same(th, fg, tol) -> None:
+    assert str(fg.dtype) == str(th.dtype)
+    assert tuple(fg.shape) == tuple(th.shape)
+    np.testing.assert_allclose(_numpy(fg), _numpy(th), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------- creation and printing
+
+PRINTED = [
+    "t.tensor([1+2j, 3])", "t.tensor([1.5+2j, -3e-5j])", "t.tensor([1e10+1j])",
+    "t.tensor([[1-2j, 2.25+0.5j], [3j, -4]])", "t.tensor([1+1j, float('nan')+2j])",
+    "t.tensor([1+2j, 3], dtype=t.complex128)", "t.tensor(2+3j)", "t.zeros(2, dtype=t.cfloat)",
+    "t.ones(2, dtype=t.cdouble)", "t.full((2,), 1+1j)", "t.tensor(np.array([1+1j]))",
+    "t.from_numpy(np.array([1j], dtype=np.complex64))", "t.tensor(np.complex64(1j))",
+    "t.as_tensor([1j, 2])", "t.complex(t.tensor([1., 2]), t.tensor([3., 4]))",
+    "t.polar(t.tensor([1., 2], dtype=t.float64), t.tensor([0., 1.], dtype=t.float64))",
+    "t.tensor([1+2j], requires_grad=True).abs()", "t.tensor([1+2j, 3-4j]) * 2",
+    "t.view_as_real(t.tensor([1+2j, 3-4j]))", "t.tensor([1, 2]) * 1j",
+    "t.tensor([True]) * 1j", "t.tensor([1+2j, 0]).angle()", "t.tensor([-1., 2]).angle()",
+    "t.tensor([-1, 2]).angle()", "t.tensor([1j, 1]).mean()", "t.tensor([[1j, 1]]).sum(0)",
+]
+
+
+@pytest.mark.parametrize("expr", PRINTED)
+def test_creation_and_printing(expr):
+    th, fg = _both(expr)
+    assert repr(fg) == repr(th)
+
+
+def test_python_values():
+    th, fg = _both("t.tensor([1+2j, 3])")
+    assert fg.tolist() == th.tolist()
+    assert fg[0].item() == th[0].item()
+    assert complex(fg[0]) == complex(th[0])
+    assert fg.is_complex() and fusegrad.is_complex(fg) and not fusegrad.ones(1).is_complex()
+    assert fusegrad.cfloat is fusegrad.complex64 and fusegrad.cdouble is fusegrad.complex128
+    assert fusegrad.complex64.is_complex and fusegrad.complex128.to_real() is fusegrad.float64
+    assert fusegrad.float32.to_complex() is fusegrad.complex64
+    assert fusegrad.finfo(fusegrad.complex64).eps == torch.finfo(torch.complex64).eps
+
+
+DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64",
+          "complex64", "complex128"]
+
+
+def test_promote_types_and_can_cast():
+    for a in DTYPES:
+        for b in DTYPES:
+            ta, tb = getattr(torch, a), getattr(torch, b)
+            fa, fb = getattr(fusegrad, a), getattr(fusegrad, b)
+            assert str(fusegrad.promote_types(fa, fb)) == str(torch.promote_types(ta, tb))
+            assert fusegrad.can_cast(fa, fb) == torch.can_cast(ta, tb), (a, b)
+
+
+@pytest.mark.parametrize("expr", [
+    "t.ones(2, dtype=t.float64) * 1j", "t.ones(2) * t.tensor(1j, dtype=t.complex128)",
+    "t.ones(2, dtype=t.float64) * t.ones(2, dtype=t.complex64)",
+    "t.ones(2, dtype=t.float64) * t.tensor(1j)",
+    "t.ones(2, dtype=t.complex64) * t.tensor(1., dtype=t.float64)",
+    "t.ones(2, dtype=t.complex64) * 2.5", "t.ones(2, dtype=t.int64) * t.tensor(1j)",
+    "t.tensor(True) + 1j", "t.ones(2) * np.complex128(1j)", "t.ones(2, dtype=t.int32) + 1j",
+])
+def test_promotion_in_arithmetic(expr):
+    th, fg = _both(expr)
+    assert str(fg.dtype) == str(th.dtype)
+    np.testing.assert_allclose(_numpy(fg), _numpy(th))
+
+
+def test_random_complex_factories_draw_both_parts():
+    x = fusegrad.randn(2000, dtype=fusegrad.complex64)
+    assert x.dtype is fusegrad.complex64
+    parts = fusegrad.view_as_real(x).numpy()
+    # A standard complex normal: each part has variance 1/2.
+    assert abs(parts.var(axis=0) - 0.5).max() < 0.1
+    u = fusegrad.view_as_real(fusegrad.rand(2000, dtype=fusegrad.complex128)).numpy()
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean(axis=0) - 0.5).max() < 0.05
+
+
+# ---------------------------------------------------------------- complex ops and gradients
+
+UNARY = [
+    "x.abs()", "x.angle()", "x.real", "x.imag", "x.conj()", "x.conj_physical()", "x.sgn()",
+    "t.view_as_real(x)", "t.view_as_complex(t.view_as_real(x))", "x.exp()", "x.log()",
+    "x.sin()", "x.cos()", "x.tanh()", "x.sqrt()", "x.pow(2)", "x ** 3", "x * x",
+    "x / (x + 3)", "1 / x", "x @ x.T", "x.sum()", "x.mean()", "x.sum(0)", "x.mean(1)",
+    "x - 1j", "x * 2.5", "x.reshape(-1)", "x.t()", "x[0]", "t.cat([x, x])", "x.exp().abs()",
+    "x.to(t.complex128)", "t.bmm(x[None], x.T[None])",
+]
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("expr", UNARY)
+def test_complex_op_values_and_gradients(expr, dtype):
+    tol = 1e-5 if dtype == "complex64" else 1e-10
+    tx = torch.tensor(CPLX, dtype=getattr(torch, dtype), requires_grad=True)
+    fx = fusegrad.tensor(CPLX, dtype=getattr(fusegrad, dtype), requires_grad=True)
+    th = eval(expr, {"x": tx, "t": torch})
+    fg = eval(expr, {"x": fx, "t": fusegrad})
+    _same(th, fg, tol)
+    assert type(fg.grad_fn).__name__ == type(th.grad_fn).__name__
+    # A real loss of the (maybe complex) result: both parts weighted differently.
+    w = RNG.standard_normal(tuple(th.shape) + ((2,) if th.is_complex() else ()))
+    tw, fw = torch.tensor(w, dtype=tx.real.dtype), fusegrad.tensor(w, dtype=fx.real.dtype)
+    (torch.view_as_real(th.resolve_conj()) if th.is_complex() else th).mul(tw).sum().backward()
+    (fusegrad.view_as_real(fg) if fg.is_complex() else fg).mul(fw).sum().backward()
+    _same(tx.grad, fx.grad, tol * 10)
+
+
+@pytest.mark.parametrize("expr", [
+    "t.complex(r, s)", "t.polar(r.abs(), s)", "r * (1 + 2j)", "(r * (1 + 1j)).abs()",
+    "r + t.complex(s, r)", "t.complex(r, s).angle()", "r.to(t.complex64) * r",
+])
+def test_gradients_reach_real_inputs(expr):
+    tr = torch.tensor(REAL, dtype=torch.float32, requires_grad=True)
+    ts = torch.tensor(REAL[::-1].copy(), dtype=torch.float32, requires_grad=True)
+    fr = fusegrad.tensor(REAL, dtype=fusegrad.float32, requires_grad=True)
+    fs = fusegrad.tensor(REAL[::-1].copy(), dtype=fusegrad.float32, requires_grad=True)
+    th = eval(expr, {"r": tr, "s": ts, "t": torch})
+    fg = eval(expr, {"r": fr, "s": fs, "t": fusegrad})
+    _same(th, fg, 1e-5)
+    assert _chain(fg) == _chain(th)
+    (th.abs() if th.is_complex() else th).pow(2).sum().backward()
+    (fg.abs() if fg.is_complex() else fg).pow(2).sum().backward()
+    for a, b in ((tr, fr), (ts, fs)):
+        if a.grad is None:
+            assert b.grad is None
+        else:
+            _same(a.grad, b.grad, 1e-4)
+
+
+def test_real_and_imag_are_views():
+    x = fusegrad.tensor([1 + 2j, 3 - 4j])
+    x.real[0] = 5.0
+    x.imag.mul_(2)
+    assert x.tolist() == [5 + 4j, 3 - 8j]
+    r = fusegrad.ones(3)
+    assert r.real is r and r.conj() is r
+
+
+# ---------------------------------------------------------------- fft
+
+FFT_CASES = [
+    ("fft", {}, "r"), ("fft", {}, "c"), ("ifft", {}, "r"), ("ifft", {}, "c"),
+    ("rfft", {}, "r"), ("irfft", {}, "c"), ("hfft", {}, "c"), ("ihfft", {}, "r"),
+    ("fft", {"n": 3}, "r"), ("fft", {"n": 9, "norm": "ortho"}, "c"),
+    ("ifft", {"n": 9, "norm": "forward"}, "r"), ("rfft", {"n": 5, "dim": 0}, "r"),
+    ("irfft", {"n": 9}, "c"), ("irfft", {"n": 4, "norm": "ortho"}, "c"),
+    ("hfft", {"n": 7, "norm": "forward"}, "c"), ("ihfft", {"n": 5}, "r"),
+    ("fft", {"dim": 0, "norm": "forward"}, "r"), ("irfft", {}, "r"),
+    ("fft2", {}, "r"), ("fft2", {}, "c"), ("ifft2", {"s": (3, 8)}, "c"), ("rfft2", {}, "r"),
+    ("irfft2", {}, "c"), ("fftn", {}, "r"), ("ifftn", {"norm": "ortho"}, "c"),
+    ("rfftn", {"s": (3, 5)}, "r"), ("irfftn", {"s": (3, 5)}, "c"),
+    ("irfftn", {"s": (3, -1)}, "c"), ("fftn", {"s": (3, -1)}, "r"), ("fftn", {"dim": 0}, "c"),
+    ("ifftn", {"dim": (1, 0), "s": (5, 2)}, "r"), ("rfftn", {"dim": (0,)}, "r"),
+    ("fftshift", {}, "r"), ("ifftshift", {"dim": 1}, "r"), ("fftshift", {"dim": (0, 1)}, "c"),
+    ("ifftshift", {}, "c"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kwargs,kind", FFT_CASES,
+                         ids=[f"{n}-{k}-{kind}" for n, k, kind in FFT_CASES])
+def test_fft_matches_torch(name, kwargs, kind, dtype):
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    if kind == "r":
+        data = REAL.astype(dtype)
+    else:
+        data = CPLX.astype("complex64" if dtype == "float32" else "complex128")
+    tx = torch.tensor(data, requires_grad=True)
+    fx = fusegrad.tensor(data, requires_grad=True)
+    th = getattr(torch.fft, name)(tx, **kwargs)
+    fg = getattr(fusegrad.fft, name)(fx, **kwargs)
+    _same(th, fg, tol)
+    assert _chain(fg) == _chain(th)
+    # A real loss through the complex result.
+    (th.abs() if th.is_complex() else th).pow(2).sum().backward()
+    (fg.abs() if fg.is_complex() else fg).pow(2).sum().backward()
+    _same(tx.grad, fx.grad, tol * 10)
+
+
+def test_rfft_abs_sum_backward():
+    x = RNG.standard_normal(16)
+    tx = torch.tensor(x, requires_grad=True)
+    fx = fusegrad.tensor(x, requires_grad=True)
+    torch.fft.rfft(tx).abs().sum().backward()
+    fusegrad.fft.rfft(fx).abs().sum().backward()
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_fft_integer_and_bool_inputs():
+    for expr in ("t.fft.fft(t.tensor([1, 2, 3]))", "t.fft.fft(t.tensor([True, False]))",
+                 "t.fft.rfft(t.arange(5))", "t.fft.fftn(t.tensor(1.))",
+                 "t.fft.irfft(t.tensor([1., 2, 3]))", "t.fft.hfft(t.tensor([1., 2, 3]))"):
+        th, fg = _both(expr)
+        _same(th, fg, 1e-5)
+
+
+@pytest.mark.parametrize("expr", [
+    "t.fft.fftfreq(5)", "t.fft.fftfreq(4, dtype=t.float64)", "t.fft.fftfreq(6, d=0.3)",
+    "t.fft.rfftfreq(6, d=0.5)", "t.fft.rfftfreq(7)", "t.fft.fftfreq(0)",
+    "t.fft.rfftfreq(5, 2, dtype=t.float64, requires_grad=True)",
+])
+def test_fft_frequencies(expr):
+    th, fg = _both(expr)
+    assert repr(fg) == repr(th)
+    assert fg.requires_grad == th.requires_grad
+
+
+def test_fusegrad_fft_is_lazy():
+    import subprocess
+    import sys
+
+    code = ("import sys, fusegrad; assert 'fusegrad.fft' not in sys.modules; "
+            "fusegrad.fft.fft; assert 'fusegrad.fft' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- errors
+
+ERRORS = [
+    "t.relu(t.tensor([1j]))", "t.nn.functional.relu(t.tensor([1j]))",
+    "t.tensor([1j]) < t.tensor([1j])", "t.tensor([1j]) > 1", "t.tensor([1j]) <= 1",
+    "t.tensor([1j], dtype=t.complex128) >= 0", "t.tensor([1j]).sign()",
+    "t.view_as_real(t.ones(2))", "t.view_as_complex(t.zeros(3))",
+    "t.view_as_complex(t.zeros(3, 2, dtype=t.int64))",
+    "t.view_as_complex(t.zeros(2, 4)[:, ::2])",
+    "t.complex(t.ones(2, dtype=t.float64), t.ones(2))",
+    "t.complex(t.ones(2, dtype=t.int32), t.ones(2, dtype=t.int32))",
+    "t.polar(t.ones(2, dtype=t.int32), t.ones(2, dtype=t.int32))", "t.ones(2).imag",
+    "t.tensor([1+2j], requires_grad=True).sum().backward()",
+    "t.fft.fft(t.ones(4, 6), dim=5)", "t.fft.irfft(t.ones(4), n=0)",
+    "t.fft.fft(t.ones(4), norm='bad')", "t.fft.rfft(t.ones(4, dtype=t.complex64))",
+    "t.fft.fft(t.ones(4), n=-1)", "t.fft.fftn(t.ones(4, 6), s=(3,), dim=(0, 1))",
+    "t.fft.fft(t.ones(3, dtype=t.float16))", "t.fft.fft(t.tensor(1.))",
+    "t.fft.rfftn(t.ones(3, dtype=t.complex64))", "t.fft.ihfft(t.ones(3, dtype=t.complex64))",
+    "t.fft.fftn(t.ones(4, 6), dim=(0, 0))", "t.fft.fft(t.ones(3), dim=(0,))",
+    "t.fft.fft(t.ones(3, dtype=t.bfloat16))",
+]
+
+
+@pytest.mark.parametrize("expr", ERRORS)
+def test_errors_match_torch(expr):
+    with pytest.raises(Exception) as th:
+        eval(expr, {"t": torch})
+    with pytest.raises(type(th.value)) as fg:
+        eval(expr, {"t": fusegrad})
+    assert str(fg.value) == str(th.value)
