@@ -246,11 +246,12 @@ def python_scalar(value: np.generic):
     """The Python value PyTorch reads a NumPy scalar as where it takes a number (a Scalar;
     its bool and int arguments take no np.bool_): np.integer an int, np.floating a float
     whatever its width (np.longdouble too), np.bool_ a float (`mask + np.bool_(True)` and
-    `full((2,), np.bool_(True))` are float32), a complex scalar a complex. Never a NumPy type
-    again."""
+    `full((2,), np.bool_(True))` are float32), np.complex128 (a subclass of Python's complex)
+    a complex, the other complex scalars their real part (NumPy warns that the imaginary part
+    is dropped), as PyTorch reads them. Never a NumPy type again."""
     if isinstance(value, np.integer):
         return int(value)
-    if isinstance(value, np.complexfloating):
+    if isinstance(value, complex):
         return complex(value)
     if isinstance(value, (np.bool_, np.number)):
         return float(value)

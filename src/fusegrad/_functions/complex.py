@@ -68,6 +68,13 @@ def conj_physical(input: Tensor, *, out=None) -> Tensor:
     return call(C.conj_physical, input)
 
 
+def conj_physical_(input: Tensor) -> Tensor:
+    """Conjugate `input` in place (nothing to do for a real tensor)."""
+    if not input.is_complex():
+        return input
+    return call(C.conj_physical_, input)
+
+
 def resolve_conj(input: Tensor) -> Tensor:
     """`input` (fusegrad keeps no lazy conjugate bit)."""
     return input
@@ -94,8 +101,8 @@ def _attach() -> None:
     """Attach the Tensor methods and the `real` / `imag` properties."""
     Tensor.real = property(real, _set_part(real), doc="The real part (a view).")
     Tensor.imag = property(imag, _set_part(imag), doc="The imaginary part (a view).")
-    for fn in (view_as_real, view_as_complex, angle, conj, conj_physical, resolve_conj,
-               resolve_neg):
+    for fn in (view_as_real, view_as_complex, angle, conj, conj_physical, conj_physical_,
+               resolve_conj, resolve_neg):
         if not hasattr(Tensor, fn.__name__):
             setattr(Tensor, fn.__name__, fn)
 

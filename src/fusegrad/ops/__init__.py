@@ -45,4 +45,6 @@ from . import (  # noqa: F401
 from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register
 
+complex.forbid_complex(REGISTRY)  # after every module registered its ops
+
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]

@@ -13,12 +13,14 @@ input's dtype through `_dtype`'s rule, see `autograd.graph`).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _dtype
 from .._dtype import COMPLEX, FLOAT, FROM_NP
-from ._util import Spec, broadcast_shapes, rand_array, shape_of
-from .registry import Sample, register
+from ._util import Spec, broadcast_shapes, float_np, rand_array, shape_of
+from .registry import Sample, inplace_variant, register
 
 
 def complex_np(dt: np.dtype) -> np.dtype:
@@ -109,6 +111,7 @@ def _view_as_complex_meta(a):
 view_as_complex = register(
     "view_as_complex", kernel=_view_as_complex_kernel, meta=_view_as_complex_meta, view=True,
     node="ViewAsComplexBackward0", derivative=lambda g: (call_op(view_as_real, g),),
+    autocast="fp32",  # CPU autocast makes a bfloat16 pair a complex64
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),), name=str(s))
                              for s in ((3, 2), (4, 3, 2), (2,))])
 
@@ -177,7 +180,7 @@ def _polar_derivative(g, r, theta):
 
 polar = register(
     "polar", kernel=_polar_kernel, meta=_pair_meta, node="PolarBackward0",
-    derivative=_polar_derivative, save=lambda out, r, theta: (r, theta),
+    derivative=_polar_derivative, save=lambda out, r, theta: (r, theta), autocast="fp32",
     samples=lambda rng, dt: [Sample((b, a)) for a, b in
                              (s.args for s in _pair_samples(rng, dt))],
     saved_names=("abs", "angle"))
@@ -189,7 +192,7 @@ polar = register(
 def _angle_kernel(a):
     if a.dtype.kind == "c":
         return np.angle(a).astype(a.real.dtype, copy=False)
-    dt = a.dtype if a.dtype.kind == "f" else _dtype.defaults.float.np
+    dt = float_np(a.dtype)
     # A real number's angle is 0, or pi for negative ones; NaN stays NaN.
     return np.where(a < 0, np.pi, np.where(np.isnan(a), a, 0)).astype(dt)
 
@@ -231,6 +234,7 @@ conj = register(
 conj_physical = register(
     "conj_physical", kernel=np.conj, meta=_same_dtype_meta, node="ConjPhysicalBackward0",
     derivative=lambda g: (call_op(conj_physical, g),), samples=_complex_unary_samples())
+conj_physical_ = inplace_variant(conj_physical, "conj_physical_", node="ConjPhysicalBackward1")
 
 
 def sgn_complex(a):
@@ -247,3 +251,75 @@ def sgn_complex_derivative(g, a):
     s = a / safe
     proj = (g * s.conj_physical()).real
     return ((g - proj * s) / safe * (r != 0),)
+
+
+# ---------------------------------------------------------------- ops without complex kernels
+
+_NOT_IMPL = '"{}" not implemented for \'{{}}\''
+# PyTorch's error for each op (and its in-place forms) that has no complex kernel: the
+# type and message it raises for a complex operand (`{}`: the dtype's legacy name).
+# Without these, NumPy would order complex numbers lexicographically and return values.
+REAL_ONLY = {
+    ("clamp", "clamp.Tensor", "clamp_", "clamp_.Tensor"): (
+        NotImplementedError, "clamp is not supported for complex types"),
+    ("maximum",): (RuntimeError, "maximum not implemented for complex tensors."),
+    ("minimum",): (RuntimeError, "minimum not implemented for complex tensors."),
+    ("floor", "floor_"): (NotImplementedError, "floor is not supported for complex inputs"),
+    ("ceil", "ceil_"): (NotImplementedError, "ceil is not supported for complex inputs"),
+    ("trunc", "trunc_"): (NotImplementedError, "trunc is not supported for complex inputs"),
+    ("round", "round_", "round.decimals"): (NotImplementedError, _NOT_IMPL.format("round_vml_cpu")),
+    ("max",): (NotImplementedError, _NOT_IMPL.format("max_all")),
+    ("min",): (NotImplementedError, _NOT_IMPL.format("min_all")),
+    ("max.dim",): (RuntimeError, "max(): does not support complex input"),
+    ("min.dim",): (RuntimeError, "min(): does not support complex input"),
+    ("argmax",): (RuntimeError, "argmax(): does not support complex input"),
+    ("argmin",): (RuntimeError, "argmin(): does not support complex input"),
+    ("amax",): (NotImplementedError, _NOT_IMPL.format("max_values_cpu")),
+    ("amin",): (NotImplementedError, _NOT_IMPL.format("min_values_cpu")),
+    ("sort", "sort.stable", "argsort"): (
+        RuntimeError, " Sort does not support complex dtypes on CPU"),
+    ("topk",): (RuntimeError, " topk does not support complex dtypes on CPU"),
+    ("median", "median.dim"): (NotImplementedError, _NOT_IMPL.format("median_cpu")),
+    ("remainder.Tensor", "remainder.Scalar", "remainder_.Tensor", "remainder_.Scalar"): (
+        NotImplementedError, _NOT_IMPL.format("remainder_cpu")),
+    ("floor_divide", "floor_divide.Scalar", "floor_divide_.Tensor"): (
+        NotImplementedError, _NOT_IMPL.format("div_floor_cpu")),
+    ("erf", "erf_"): (NotImplementedError, _NOT_IMPL.format("erf_vml_cpu")),
+    ("atan2", "atan2_"): (NotImplementedError, _NOT_IMPL.format("atan2_cpu")),
+    ("gelu",): (NotImplementedError, _NOT_IMPL.format("GeluKernelImpl")),
+    ("leaky_relu", "leaky_relu_"): (NotImplementedError, _NOT_IMPL.format("leaky_relu_cpu")),
+    ("heaviside", "heaviside_"): (
+        RuntimeError, "heaviside is not yet implemented for complex tensors."),
+}
+
+
+def _is_complex(x) -> bool:
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt.kind == "c"
+    return isinstance(dt, _dtype.dtype) and dt.category == COMPLEX
+
+
+def _real_only(fn, error, message: str):
+    """`fn` (a kernel or meta) raising `error` for a complex tensor argument."""
+
+    @functools.wraps(fn)  # the kernel's name and module, as layers that read them expect
+    def checked(*args, **kwargs):
+        for x in args:
+            if _is_complex(x):
+                dt = x.dtype
+                raise error(message.format((FROM_NP[dt] if isinstance(dt, np.dtype)
+                                            else dt).legacy))
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+def forbid_complex(registry) -> None:
+    """Give the entries of `REAL_ONLY` PyTorch's error for complex inputs (run once all
+    ops are registered)."""
+    for names, (error, message) in REAL_ONLY.items():
+        for name in names:
+            op = registry[name]
+            op.kernel = _real_only(op.kernel, error, message)
+            op.meta = _real_only(op.meta, error, message)

@@ -27,7 +27,7 @@ from .arithmetic import (
     pow_scalar,
     reciprocal,
 )
-from .complex import complex_samples_array, sgn_complex, sgn_complex_derivative
+from .complex import sgn_complex, sgn_complex_derivative
 from .registry import Sample, inplace_variant, register
 
 # ---------------------------------------------------------------- unary math
@@ -60,13 +60,15 @@ sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),
 
 
 def _sigmoid(a):
+    if a.dtype.kind == "c":  # no ordering to branch on: the formula itself
+        return 1 / (1 + np.exp(-a))
     # Two branches keep exp from overflowing for large |a|.
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
-                 lambda g, out: (g * out * (1 - out),), lambda out, a: (out,),
+                 lambda g, out: (g * cj(out * (1 - out)),), lambda out, a: (out,),
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
 def _abs_meta(a):
@@ -246,16 +248,12 @@ def _sgn_derivative(g, a):
     return sgn_complex_derivative(g, a) if a.is_complex() else (g * 0,)
 
 
-def _sgn_samples(rng, dtype):
-    return unary_samples()(rng, dtype) + [
-        Sample((complex_samples_array(rng, s, dtype),), name=f"complex {s}")
-        for s in ((3, 4), ())]
-
-
 sgn = register(
     "sgn", kernel=_sgn_kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
-    derivative=_sgn_derivative, save=lambda out, a: (a,), samples=_sgn_samples,
-    decomposition=lambda a: a.sign())  # real tensors only: sgn is sign
+    # Real samples (the decomposition suite's losses are real); tests/test_complex_fft.py
+    # checks complex sgn against PyTorch.
+    derivative=_sgn_derivative, save=lambda out, a: (a,), samples=unary_samples(),
+    decomposition=lambda a: a.sign() if not a.is_complex() else a / (a.abs() + (a == 0)))
 sign_ = inplace_variant(sign, "sign_")
 sgn_ = inplace_variant(sgn, "sgn_", saves_self=True)
 
