@@ -60,6 +60,7 @@ PRINTED = [
     "t.view_as_real(t.tensor([1+2j, 3-4j]))", "t.tensor([1, 2]) * 1j",
     "t.tensor([True]) * 1j", "t.tensor([1+2j, 0]).angle()", "t.tensor([-1., 2]).angle()",
     "t.tensor([-1, 2]).angle()", "t.tensor([1j, 1]).mean()", "t.tensor([[1j, 1]]).sum(0)",
+    "t.ones(2).cfloat()", "t.tensor([1, 2]).cdouble()", "t.tensor([1+2j]).to(t.complex128)",
 ]
 
 
@@ -296,3 +297,28 @@ def test_errors_match_torch(expr):
         eval(expr, {"t": fusegrad,
                     "c": fusegrad.tensor([1 + 2j, 3 - 1j], dtype=fusegrad.complex128)})
     assert str(fg.value) == str(th.value)
+
+
+def test_save_and_load_both_ways():
+    import io
+
+    data = {"a": [1 + 2j, 3 - 1j], "b": [[0.5j, 2]]}
+    for saver, loader in ((torch, fusegrad), (fusegrad, torch), (fusegrad, fusegrad)):
+        buf = io.BytesIO()
+        saver.save({"x": saver.tensor(data["a"]),
+                    "y": saver.tensor(data["b"], dtype=saver.complex128)}, buf)
+        buf.seek(0)
+        got = loader.load(buf)
+        assert str(got["x"].dtype).endswith("complex64")
+        assert str(got["y"].dtype).endswith("complex128")
+        assert got["x"].tolist() == data["a"] and got["y"].tolist() == data["b"]
+
+
+def test_compiled_function_with_complex_tensors():
+    def fn(a, b):
+        return (a * b + a).abs() * 2 + fusegrad.fft.fft(a).real
+
+    a = fusegrad.tensor(CPLX[0])
+    b = fusegrad.tensor(CPLX[1])
+    np.testing.assert_allclose(fusegrad.compile(fn)(a, b).numpy(), fn(a, b).numpy(),
+                               rtol=1e-6)

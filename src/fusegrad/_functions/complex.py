@@ -8,6 +8,7 @@ fusegrad keeps no lazy conjugate or negative bits: `conj` computes the conjugate
 
 from __future__ import annotations
 
+from .. import _dtype
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import complex as C
@@ -90,6 +91,16 @@ def is_conj(input: Tensor) -> bool:
     return False
 
 
+def cfloat(self: Tensor, memory_format=None) -> Tensor:
+    """Converted to complex64."""
+    return self.to(_dtype.complex64)
+
+
+def cdouble(self: Tensor, memory_format=None) -> Tensor:
+    """Converted to complex128."""
+    return self.to(_dtype.complex128)
+
+
 def _set_part(part):
     def setter(self, value) -> None:
         part(self).copy_(value)
@@ -102,7 +113,7 @@ def _attach() -> None:
     Tensor.real = property(real, _set_part(real), doc="The real part (a view).")
     Tensor.imag = property(imag, _set_part(imag), doc="The imaginary part (a view).")
     for fn in (view_as_real, view_as_complex, angle, conj, conj_physical, conj_physical_,
-               resolve_conj, resolve_neg):
+               resolve_conj, resolve_neg, cfloat, cdouble):
         if not hasattr(Tensor, fn.__name__):
             setattr(Tensor, fn.__name__, fn)
 
