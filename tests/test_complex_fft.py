@@ -61,6 +61,7 @@ PRINTED = [
     "t.tensor([True]) * 1j", "t.tensor([1+2j, 0]).angle()", "t.tensor([-1., 2]).angle()",
     "t.tensor([-1, 2]).angle()", "t.tensor([1j, 1]).mean()", "t.tensor([[1j, 1]]).sum(0)",
     "t.ones(2).cfloat()", "t.tensor([1, 2]).cdouble()", "t.tensor([1+2j]).to(t.complex128)",
+    "t.tensor([1j, 0, 2]).bool()", "t.tensor([1.5+2j, -2.5j]).long()",
 ]
 
 
@@ -128,7 +129,11 @@ UNARY = [
     "x / (x + 3)", "1 / x", "x @ x.T", "x.sum()", "x.mean()", "x.sum(0)", "x.mean(1)",
     "x - 1j", "x * 2.5", "x.reshape(-1)", "x.t()", "x[0]", "t.cat([x, x])", "x.exp().abs()",
     "x.to(t.complex128)", "t.bmm(x[None], x.T[None])", "x.sigmoid()",
-    "t.vdot(x.reshape(-1), x.reshape(-1).flip(0))",
+    "t.vdot(x.reshape(-1), x.reshape(-1).flip(0))", "x.norm()", "x.norm(dim=1)",
+    "t.linalg.vector_norm(x, 1, dim=1)", "t.linalg.vector_norm(x, float('inf'))",
+    "t.linalg.vector_norm(x, 3, dim=0, keepdim=True)", "x.var()", "x.std(1)",
+    "x.var(0, correction=0, keepdim=True)", "t.var_mean(x, 1)[0]", "t.var_mean(x, 1)[1]",
+    "t.std_mean(x)[0]",
 ]
 
 

@@ -68,7 +68,8 @@ clone = register(
 
 
 def _to_copy_kernel(a, dtype):
-    if a.dtype.kind == "c" and dtype.category != _dtype.COMPLEX:
+    if a.dtype.kind == "c" and dtype.category > _dtype.BOOL and dtype.category != _dtype.COMPLEX:
+        # To bool a complex is its test for nonzero (NumPy's too); to a number, its real part.
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=2)
         a = a.real
