@@ -133,7 +133,9 @@ UNARY = [
     "t.linalg.vector_norm(x, 1, dim=1)", "t.linalg.vector_norm(x, float('inf'))",
     "t.linalg.vector_norm(x, 3, dim=0, keepdim=True)", "x.var()", "x.std(1)",
     "x.var(0, correction=0, keepdim=True)", "t.var_mean(x, 1)[0]", "t.var_mean(x, 1)[1]",
-    "t.std_mean(x)[0]",
+    "t.std_mean(x)[0]", "x.exp2()", "x.expm1()", "x.log2()", "x.log10()", "x.log1p()",
+    "x.rsqrt()", "x.tan()", "x.asin()", "x.acos()", "x.atan()", "x.sinh()", "x.cosh()",
+    "x.asinh()", "x.acosh()", "x.atanh()", "x.square()", "x.neg()",
 ]
 
 

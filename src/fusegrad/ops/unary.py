@@ -155,12 +155,26 @@ def _no_inplace_derivative(name):
     return derivative
 
 
+def _holomorphic(fn):
+    """`fn(g, x)`, written as `g * f'`, as the conjugate Wirtinger gradient `g * conj(f')`
+    of a holomorphic op when the gradient is complex: `conj(fn(conj(g), x))`."""
+
+    def grad(g, x):
+        if g._dtype.category == _dtype.COMPLEX:
+            return fn(g.conj(), x).conj()
+        return fn(g, x)
+
+    return grad
+
+
 def _from_out(fn):
-    return (lambda g, out: (fn(g, out),)), (lambda out, a: (out,))
+    grad = _holomorphic(fn)
+    return (lambda g, out: (grad(g, out),)), (lambda out, a: (out,))
 
 
 def _from_in(fn):
-    return (lambda g, a: (fn(g, a),)), (lambda out, a: (a,))
+    grad = _holomorphic(fn)
+    return (lambda g, a: (grad(g, a),)), (lambda out, a: (a,))
 
 
 def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=None, **kw):
@@ -200,7 +214,9 @@ asinh = _unary_entry("asinh", np.arcsinh, "AsinhBackward0",
                      lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1",
                      onnx="Asinh")
 acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
-                     lambda g, a: g * (a * a - 1).rsqrt(), domain=(1.2, 3.0),
+                     # complex: the factored form keeps PyTorch's branch of the root
+                     lambda g, a: g * ((a - 1).rsqrt() * (a + 1).rsqrt() if a.is_complex()
+                                       else (a * a - 1).rsqrt()), domain=(1.2, 3.0),
                      inplace_node="AcoshBackward1", onnx="Acosh")
 atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
                      domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
