@@ -76,6 +76,8 @@ def test_python_values():
     assert fg.tolist() == th.tolist()
     assert fg[0].item() == th[0].item()
     assert complex(fg[0]) == complex(th[0])
+    assert float(fusegrad.tensor(1 + 0j)) == float(torch.tensor(1 + 0j)) == 1.0
+    assert int(fusegrad.tensor(2 + 0j)) == int(torch.tensor(2 + 0j)) == 2
     assert fg.is_complex() and fusegrad.is_complex(fg) and not fusegrad.ones(1).is_complex()
     assert fusegrad.cfloat is fusegrad.complex64 and fusegrad.cdouble is fusegrad.complex128
     assert fusegrad.complex64.is_complex and fusegrad.complex128.to_real() is fusegrad.float64
@@ -292,7 +294,7 @@ ERRORS = [
     "c.min()", "c.max(0)", "t.argmax(c)", "t.argmin(c)", "c.sort()", "c.argsort()",
     "t.topk(c, 1)", "c.amax()", "c % 2", "c // 2", "t.erf(c)", "t.atan2(c, c)",
     "t.nn.functional.gelu(c)", "t.nn.functional.leaky_relu(c)", "c.median()",
-    "c.heaviside(c)", "t.ones(2) < c",
+    "c.heaviside(c)", "t.ones(2) < c", "float(t.tensor(1j))", "int(t.tensor(2 + 1j))",
 ]
 
 
@@ -329,3 +331,19 @@ def test_compiled_function_with_complex_tensors():
     b = fusegrad.tensor(CPLX[1])
     np.testing.assert_allclose(fusegrad.compile(fn)(a, b).numpy(), fn(a, b).numpy(),
                                rtol=1e-6)
+
+
+def _sgd_on_complex_parameter(t):
+    p = t.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+    opt = t.optim.SGD([p], lr=0.1, momentum=0.9)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = (p * p.conj()).real.sum() + p.abs().sum() + p.angle().sum()
+        loss.backward()
+        opt.step()
+    return p
+
+
+def test_sgd_steps_a_complex_parameter():
+    np.testing.assert_allclose(_numpy(_sgd_on_complex_parameter(fusegrad)),
+                               _numpy(_sgd_on_complex_parameter(torch)), rtol=1e-6)
