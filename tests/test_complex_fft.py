@@ -205,6 +205,9 @@ FFT_CASES = [
     ("rfftn", {"s": (3, 5)}, "r"), ("irfftn", {"s": (3, 5)}, "c"),
     ("irfftn", {"s": (3, -1)}, "c"), ("fftn", {"s": (3, -1)}, "r"), ("fftn", {"dim": 0}, "c"),
     ("ifftn", {"dim": (1, 0), "s": (5, 2)}, "r"), ("rfftn", {"dim": (0,)}, "r"),
+    ("hfft2", {}, "c"), ("hfftn", {"s": (3, 7), "norm": "ortho"}, "c"),
+    ("hfftn", {"dim": 0}, "c"), ("ihfft2", {}, "r"), ("ihfftn", {"s": (3, 5)}, "r"),
+    ("ihfftn", {"dim": (1,), "norm": "forward"}, "r"), ("hfft2", {"norm": "forward"}, "r"),
     ("fftshift", {}, "r"), ("ifftshift", {"dim": 1}, "r"), ("fftshift", {"dim": (0, 1)}, "c"),
     ("ifftshift", {}, "c"),
 ]
@@ -287,6 +290,7 @@ ERRORS = [
     "t.fft.fft(t.ones(3, dtype=t.float16))", "t.fft.fft(t.tensor(1.))",
     "t.fft.rfftn(t.ones(3, dtype=t.complex64))", "t.fft.ihfft(t.ones(3, dtype=t.complex64))",
     "t.fft.fftn(t.ones(4, 6), dim=(0, 0))", "t.fft.fft(t.ones(3), dim=(0,))",
+    "t.fft.ihfft2(t.ones(3, 3, dtype=t.complex64))",
     "t.fft.fft(t.ones(3, dtype=t.bfloat16))",
     # Ops without complex kernels: PyTorch's error, not NumPy's lexicographic order.
     "t.clamp(c, 0, 1)", "c.clamp(min=0)", "c.clone().clamp_(max=1)", "t.maximum(c, c)",

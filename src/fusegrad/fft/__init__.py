@@ -24,7 +24,8 @@ from ..ops import fft as _F
 from ..ops._util import wrap_dim
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
-           "fftn", "ifftn", "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq",
+           "rfftfreq", "fftshift", "ifftshift"]
 
 _NORMS = {"backward": 0, "ortho": 1, "forward": 2}
 
@@ -247,6 +248,54 @@ def irfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None
 def irfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
     """The inverse of `rfft2`."""
     return irfftn(input, s, dim, norm)
+
+
+def hfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
+    """The n-dimensional `hfft`: the real transform of a Hermitian-symmetric signal given by
+    its first half along the last of `dim` (s[-1] points, default 2 * (m - 1))."""
+    return _hfftn(input, s, dim, norm, True)
+
+
+def hfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
+    """The two-dimensional `hfft`."""
+    return _hfftn(input, s, dim, norm, False)
+
+
+def _hfftn(input: Tensor, s, dim, norm, default_all: bool) -> Tensor:
+    dims, sizes = _many_dims(input, s, dim, default_all)
+    last = dims[-1]
+    n = sizes[-1] if sizes[-1] != -1 else 2 * (input.shape[last] - 1)
+    _check_n(n)
+    x = _resize(_floating(input, complex_out=True), dims, sizes[:-1] + [n // 2 + 1])
+    code = _norm(norm, True)
+    if len(dims) > 1:  # the other dims first, forward, then the Hermitian last one
+        x = call(_F.fft_c2c, x, dims[:-1], code, True)
+    return call(_F.fft_c2r, x.conj(), [last], code, n)
+
+
+def ihfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
+    """The inverse of `hfftn`: the onesided inverse transform of a real signal."""
+    return _ihfftn(input, s, dim, norm, True)
+
+
+def ihfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *,
+           out=None) -> Tensor:
+    """The inverse of `hfft2`."""
+    return _ihfftn(input, s, dim, norm, False)
+
+
+def _ihfftn(input: Tensor, s, dim, norm, default_all: bool) -> Tensor:
+    if input.is_complex():
+        raise RuntimeError(f"Only supports floating-point dtypes, but found: "
+                           f"{input.dtype.legacy}")
+    dims, sizes = _many_dims(input, s, dim, default_all)
+    x = _resize(_floating(input), dims, sizes)
+    code = _norm(norm, False)
+    # A real signal's inverse transform along the last dim is its conjugated forward one.
+    y = call(_F.fft_r2c, x, [dims[-1]], code, True)
+    if len(dims) == 1:
+        return y.conj()
+    return call(_F.fft_c2c, y.conj_physical(), dims[:-1], code, False)
 
 
 # ---------------------------------------------------------------- helpers
