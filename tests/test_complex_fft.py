@@ -351,3 +351,27 @@ def _sgd_on_complex_parameter(t):
 def test_sgd_steps_a_complex_parameter():
     np.testing.assert_allclose(_numpy(_sgd_on_complex_parameter(fusegrad)),
                                _numpy(_sgd_on_complex_parameter(torch)), rtol=1e-6)
+
+
+OPERANDS = ["bool", "uint8", "int32", "int64", "float16", "float32", "float64", "complex64",
+            "complex128"]
+
+
+def test_result_dtype_of_every_operand_rank():
+    """Dimensioned tensors, 0-d tensors and Python numbers of every kind, mixed pairwise."""
+
+    def operands(t):
+        out = [t.ones(2, dtype=getattr(t, d)) for d in OPERANDS]
+        out += [t.ones((), dtype=getattr(t, d)) for d in OPERANDS]
+        return out + [True, 2, 2.5, 1j]
+
+    ours, theirs = operands(fusegrad), operands(torch)
+    for i, (fa, ta) in enumerate(zip(ours, theirs)):
+        for fb, tb in zip(ours, theirs):
+            if not isinstance(fa, fusegrad.Tensor):
+                continue
+            if str(torch.result_type(ta, tb)) == "torch.complex32":
+                continue  # float16 with a lower-ranked complex: fusegrad has no complex32
+            assert str(fusegrad.result_type(fa, fb)) == str(torch.result_type(ta, tb)), (
+                i, fa.dtype, fb)
+            assert str((fa * fb).dtype) == str((ta * tb).dtype), (i, fa.dtype, fb)
