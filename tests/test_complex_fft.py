@@ -375,3 +375,28 @@ def test_result_dtype_of_every_operand_rank():
             assert str(fusegrad.result_type(fa, fb)) == str(torch.result_type(ta, tb)), (
                 i, fa.dtype, fb)
             assert str((fa * fb).dtype) == str((ta * tb).dtype), (i, fa.dtype, fb)
+
+
+@pytest.mark.parametrize("expr", UNARY + ["x.prod()", "x.cumsum(0)", "x.cumprod(1)",
+                                          "t.fft.rfft(x.real)", "t.fft.hfft(x)"])
+def test_fake_tensors_agree_with_eager(expr):
+    """The metas of complex ops (what capture and AOT see) give eager's shapes and dtypes."""
+    from fusegrad._fake import FakeTensorMode
+
+    eager = eval(expr, {"x": fusegrad.tensor(CPLX, dtype=fusegrad.complex64), "t": fusegrad})
+    with FakeTensorMode():
+        fake = eval(expr, {"x": fusegrad.ones(CPLX.shape, dtype=fusegrad.complex64),
+                           "t": fusegrad})
+    assert (tuple(fake.shape), fake.dtype) == (tuple(eager.shape), eager.dtype)
+
+
+def test_compiled_complex_programs():
+    a = fusegrad.tensor(CPLX[0])
+    r = fusegrad.tensor(REAL[0], dtype=fusegrad.float32)
+    for fn in (lambda a: a * a + 1, lambda a: (a * 2).exp() - a, lambda a: a.sum() * a,
+               lambda a: (a * a).abs().sin(), lambda a: a.real * 2 + a.imag,
+               lambda a: (r * 1j + a).abs().sum(),
+               lambda a: fusegrad.fft.ifft(fusegrad.fft.fft(a) * 2).real.sum(0)):
+        got, want = fusegrad.compile(fn)(a), fn(a)
+        assert got.dtype is want.dtype
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

@@ -56,7 +56,7 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
 
 def _sum_meta(a, dims=None, keepdim=False, dtype=None):
     dt = dtype if dtype is not None else (
-        _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
+        _dtype.int64 if a.dtype.category < _dtype.FLOAT else a.dtype)
     axes = _axes(dims, len(a.shape))
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
 
