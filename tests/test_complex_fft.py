@@ -400,3 +400,31 @@ def test_compiled_complex_programs():
         got, want = fusegrad.compile(fn)(a), fn(a)
         assert got.dtype is want.dtype
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_trace_records_fft_functions():
+    class M(fusegrad.nn.Module):
+        def forward(self, x):
+            return fusegrad.fft.rfft(x, norm="ortho").abs() + fusegrad.real(
+                fusegrad.fft.fft(x)).sum()
+
+    gm = fusegrad.fx.symbolic_trace(M())
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert fusegrad.fft.rfft in targets and fusegrad.fft.fft in targets
+    x = fusegrad.randn(8)
+    np.testing.assert_allclose(gm(x).numpy(), M()(x).numpy(), rtol=1e-6)
+
+
+def test_fft_program_compiles_in_one_graph_with_gradients():
+    def f(x):
+        return (fusegrad.fft.rfft(x, norm="ortho").abs().sum()
+                + fusegrad.fft.irfft(fusegrad.fft.rfft(x), n=8).pow(2).sum())
+
+    x = fusegrad.tensor(REAL[0, :6], requires_grad=True)
+    y = fusegrad.compile(f, fullgraph=True)(x)
+    y.backward()
+    got = x.grad.clone()
+    x.grad = None
+    f(x).backward()
+    np.testing.assert_allclose(y.item(), f(x).item(), rtol=1e-6)
+    np.testing.assert_allclose(got.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
