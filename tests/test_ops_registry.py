@@ -3,6 +3,11 @@
 For each entry and each of its samples, in float32 and float64: forward values and dtype,
 the grad_fn class name, every float input's gradient for a random cotangent, gradcheck in
 float64 where the entry declares it, and the fake-mode meta against the kernel.
+
+Samples of complex ops hold complex arrays whose components have the walk's dtype
+(complex64 in the float32 pass). Complex values are compared as their real and imaginary
+parts; a complex output's cotangent is a random complex tensor (the loss is the real inner
+product of the two), so the gradients compared are PyTorch's conjugate Wirtinger ones.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def _entries():
 def _to_torch(x, requires_grad):
     if isinstance(x, np.ndarray):
         t = torch.from_numpy(x.copy())
-        return t.requires_grad_(requires_grad and t.is_floating_point())
+        return t.requires_grad_(requires_grad and (t.is_floating_point() or t.is_complex()))
     if isinstance(x, list):
         return [_to_torch(v, requires_grad) for v in x]
     if isinstance(x, fusegrad.dtype):
@@ -50,7 +55,7 @@ def _to_torch(x, requires_grad):
 def _to_fg(x, requires_grad):
     if isinstance(x, np.ndarray):
         t = fusegrad.from_numpy(x.copy())
-        return t.requires_grad_(requires_grad and t.is_floating_point())
+        return t.requires_grad_(requires_grad and (t.is_floating_point() or t.is_complex()))
     if isinstance(x, list):
         return [_to_fg(v, requires_grad) for v in x]
     return x
@@ -96,6 +101,12 @@ def _tol(op, dtype):
 
 
 def _close(fg, th, tol, what):
+    if th.is_complex() or fg.is_complex():
+        a = np.asarray(fg.detach().numpy(), dtype=np.complex128)
+        b = th.detach().resolve_conj().to(torch.complex128).numpy(force=True)
+        assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=what, equal_nan=True)
+        return
     a = np.asarray(fg.detach().numpy(), dtype=np.float64)
     b = th.detach().to(torch.float64).numpy(force=True)  # force: ZeroTensor grads
     assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
@@ -141,12 +152,14 @@ def check_sample(op, sample, dtype, k=0) -> None:
         fg_name = type(fg_out.grad_fn).__name__ if fg_out.grad_fn is not None else None
         assert fg_name == th_name, f"{what}: grad_fn {fg_name} != {th_name}"
     pairs = [(f, t) for f, t in zip(fg_outs, th_outs)
-             if t.grad_fn is not None and t.is_floating_point()]
+             if t.grad_fn is not None and (t.is_floating_point() or t.is_complex())]
     if not pairs:
         return
     rng = np.random.default_rng(k)
     th_loss = fg_loss = 0
     for f, t in pairs:
+        if t.is_complex():  # Re <cot, out>: the real and imaginary parts' cotangents
+            t, f = torch.view_as_real(t.resolve_conj()), fusegrad.view_as_real(f)
         cot = rng.standard_normal(tuple(t.shape)).astype(dtype)
         th_loss = th_loss + (t * torch.from_numpy(cot)).sum()
         fg_loss = fg_loss + (f * fusegrad.from_numpy(cot)).sum()
@@ -180,11 +193,31 @@ def test_gradcheck(name):
         leaves = _leaves(args)
         if not leaves or any(x.numel() == 0 for x in leaves):
             continue
+        if any(x.is_complex() for x in leaves) or any(
+                o.is_complex() for o in _as_tuple(_dispatch.call(op, *args))):
+            _gradcheck_realified(op, args)
+            continue
         if op.list_arg:  # gradcheck sees the list's tensors as separate inputs
             fusegrad.autograd.gradcheck(
                 lambda *xs, rest=args[1:]: _dispatch.call(op, list(xs), *rest), tuple(args[0]))
         else:
             fusegrad.autograd.gradcheck(lambda *xs: _dispatch.call(op, *xs), args)
+
+
+def _gradcheck_realified(op, args) -> None:
+    """gradcheck of an op with complex inputs or outputs, seen as a real function: each
+    complex input is given as its `view_as_real` pairs, each complex output returned so
+    (the gradient this checks is then the conjugate Wirtinger one, as PyTorch's)."""
+    cplx = [isinstance(a, fusegrad.Tensor) and a.is_complex() for a in args]
+    reals = tuple(fusegrad.view_as_real(a.detach()).clone().requires_grad_() if c else a
+                  for a, c in zip(args, cplx))
+
+    def fn(*xs):
+        full = [fusegrad.view_as_complex(x) if c else x for x, c in zip(xs, cplx)]
+        outs = _as_tuple(_dispatch.call(op, *full))
+        return tuple(fusegrad.view_as_real(o) if o.is_complex() else o for o in outs)
+
+    fusegrad.autograd.gradcheck(fn, reals)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])

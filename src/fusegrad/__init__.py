@@ -62,6 +62,8 @@ from ._distributions import bernoulli, multinomial, poisson
 from ._dtype import (
     bfloat16,
     can_cast,
+    complex64,
+    complex128,
     dtype,
     float16,
     float32,
@@ -98,6 +100,7 @@ from .autograd import (
 )
 
 half, float, double = float16, float32, float64  # noqa: A001
+cfloat, cdouble = complex64, complex128
 short, int, long = int16, int32, int64  # noqa: A001
 __version__ = "0.1.0"
 
@@ -151,8 +154,8 @@ from . import _out  # noqa: E402
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda",
-    "datasets", "distributed", "distributions", "fx", "hub", "jit", "linalg", "models", "nn",
-    "onnx", "optim", "overrides", "profiler", "serialization", "sparse", "viz",
+    "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
+    "nn", "onnx", "optim", "overrides", "profiler", "serialization", "sparse", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization"}

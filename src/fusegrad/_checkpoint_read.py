@@ -37,7 +37,8 @@ STORAGE_BY_DTYPE = {
     "float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
     "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
     "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
-    "bool": "BoolStorage",
+    "bool": "BoolStorage", "complex64": "ComplexFloatStorage",
+    "complex128": "ComplexDoubleStorage",
 }
 _DTYPE_BY_STORAGE = {v: k for k, v in STORAGE_BY_DTYPE.items()}
 _MISSING = ("PytorchStreamReader failed locating file {}: file not found. This is an internal "

@@ -114,6 +114,8 @@ def _infer_dtype(data):
         return _dtype.int64
     if isinstance(data, numbers.Real):
         return _dtype.defaults.float
+    if isinstance(data, numbers.Complex):
+        return _dtype.defaults.float.to_complex()
     if isinstance(data, (list, tuple)):
         kinds = [_infer_dtype(x) for x in data]
         if not kinds:
@@ -343,7 +345,17 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
     _check_device(device)
     shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).random(shape).astype(dt), random=True)
+                    lambda dt: _draw_real_or_complex(
+                        lambda s: _rng(generator).random(s), shape, dt, 1.0), random=True)
+
+
+def _draw_real_or_complex(draw, shape, dt: np.dtype, scale: float) -> np.ndarray:
+    """`draw(shape)` in `dt`; for a complex dtype, real and imaginary parts drawn apart and
+    scaled by `scale` (randn's complex normal has variance 1 in all, 1/2 per part)."""
+    if dt.kind != "c":
+        return draw(shape).astype(dt)
+    parts = draw((2,) + shape) * scale
+    return (parts[0] + 1j * parts[1]).astype(dt)
 
 
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -352,7 +364,9 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     _check_device(device)
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).standard_normal(shape).astype(dt), random=True)
+                    lambda dt: _draw_real_or_complex(
+                        lambda s: _rng(generator).standard_normal(s), shape, dt, 0.5 ** 0.5),
+                    random=True)
 
 
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,

@@ -332,14 +332,14 @@ def _record(op, args, result):
         # outside the graph, as in PyTorch.
         skip = op.nondiff_outputs
         for i, r in enumerate(result):
-            if r._dtype.category == _dtype.FLOAT and i not in skip:
+            if r._dtype.category >= _dtype.FLOAT and i not in skip:
                 r._rg = True
                 r._grad_fn = node
         node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
         return node
     node = _new_node(op, args, result)
     dt = result._dtype
-    if dt.category == _FLOAT:
+    if dt.category >= _FLOAT:  # floating or complex
         result._rg = True
         result._grad_fn = node
     data = result._data

@@ -3,8 +3,8 @@
 A `dtype` wraps the NumPy dtype that stores its values. Promotion follows PyTorch, not NumPy:
 operands are ranked by kind (dimensioned tensors, then 0-d tensors, then Python numbers) and a
 lower-ranked operand only changes the result when it belongs to a higher category
-(bool < integer < floating). So `int64 tensor * 2.5` is float32 and `float32 tensor + float64
-0-d tensor` stays float32.
+(bool < integer < floating < complex). So `int64 tensor * 2.5` is float32 and `float32 tensor
++ float64 0-d tensor` stays float32.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import sys
 
 import numpy as np
 
-BOOL, INT, FLOAT = 0, 1, 2
+BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
+# Categories at or above FLOAT are differentiable (`category >= FLOAT`: one comparison on the
+# recording path whether the tensor is real or complex).
 
 
 class dtype:
@@ -36,12 +38,22 @@ class dtype:
 
     @property
     def is_complex(self) -> bool:
-        """Always False: complex dtypes are not supported yet."""
-        return False
+        """True for complex64 and complex128."""
+        return self.category == COMPLEX
 
     def to_real(self) -> dtype:
-        """The dtype itself (no complex dtypes exist)."""
-        return self
+        """The real dtype of a complex one's components; any other dtype itself."""
+        return _TO_REAL.get(self, self)
+
+    def to_complex(self) -> dtype:
+        """The complex dtype whose components have this floating dtype (float32 ->
+        complex64); a complex dtype itself."""
+        if self.category == COMPLEX:
+            return self
+        try:
+            return _TO_COMPLEX[self]
+        except KeyError:
+            raise RuntimeError(f"Unsupported dtype {self.legacy}") from None
 
     def __repr__(self) -> str:
         return "torch." + self.name
@@ -91,12 +103,17 @@ uint8 = dtype("uint8", np.uint8, INT, "Byte")
 # it exists here so checkpoints holding uint16 tensors load.
 uint16 = dtype("uint16", np.uint16, INT, "UInt16")
 bool_ = dtype("bool", np.bool_, BOOL, "Bool")
+complex64 = dtype("complex64", np.complex64, COMPLEX, "ComplexFloat")
+complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDouble")
 
-ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, bool_,
+       complex64, complex128)
+_TO_REAL = {complex64: float32, complex128: float64}
+_TO_COMPLEX = {float32: complex64, float64: complex128}
 BY_NAME = {d.name: d for d in ALL}
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
-           "int": int32, "long": int64}
+           "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128}
 
 
 _EXTENSION = (bfloat16,)
@@ -181,9 +198,15 @@ def _promote_uncached(a: dtype, b: dtype) -> dtype:
         raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, "
                            f"attempted to promote {a.legacy} and {b.legacy}")
     if a.category != b.category:
-        return a if a.category > b.category else b
+        hi, lo = (a, b) if a.category > b.category else (b, a)
+        if hi.category == COMPLEX and lo.category == FLOAT:  # float64 with complex64
+            return promote_types(hi.to_real(), lo).to_complex()
+        return hi
     if a.category == BOOL:
         return a
+    if a.category == COMPLEX or b.category == COMPLEX:
+        # The complex dtype whose components hold both operands' real types.
+        return promote_types(a.to_real(), b.to_real()).to_complex()
     if a.category == FLOAT:
         if {a, b} == {float16, bfloat16}:
             return float32
@@ -214,6 +237,8 @@ def scalar_dtype(value) -> dtype:
         return bool_
     if isinstance(value, int):
         return int64
+    if isinstance(value, complex):
+        return defaults.float.to_complex()
     return defaults.float
 
 
@@ -221,10 +246,13 @@ def python_scalar(value: np.generic):
     """The Python value PyTorch reads a NumPy scalar as where it takes a number (a Scalar;
     its bool and int arguments take no np.bool_): np.integer an int, np.floating a float
     whatever its width (np.longdouble too), np.bool_ a float (`mask + np.bool_(True)` and
-    `full((2,), np.bool_(True))` are float32), a complex scalar its real part (NumPy warns
-    that the imaginary part is dropped, as with PyTorch). Never a NumPy type again."""
+    `full((2,), np.bool_(True))` are float32), np.complex128 (a subclass of Python's complex)
+    a complex, the other complex scalars their real part (NumPy warns that the imaginary part
+    is dropped), as PyTorch reads them. Never a NumPy type again."""
     if isinstance(value, np.integer):
         return int(value)
+    if isinstance(value, complex):
+        return complex(value)
     if isinstance(value, (np.bool_, np.number)):
         return float(value)
     return value.item()  # str_, bytes_, datetime64: their Python forms
@@ -234,11 +262,12 @@ def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
     """Merge two ranks of operands: `lower` only matters if its category is higher."""
     if higher is None:
         return lower
-    if lower is None or higher.category == FLOAT:
+    if lower is None or higher.category >= lower.category:
         return higher
-    if higher.category == BOOL or lower.category == FLOAT:
-        return promote_types(higher, lower)
-    return higher
+    if lower.category == COMPLEX and higher.category == FLOAT:
+        # A complex number with a float64 tensor: complex128, the tensor's width kept.
+        return higher.to_complex()
+    return promote_types(higher, lower)
 
 
 def result_type(*operands) -> dtype:
@@ -270,6 +299,6 @@ def default_np(category: int):
 
 def can_cast(src: dtype, dst: dtype) -> bool:
     """PyTorch's `can_cast`: no float to integer, and nothing but bool to bool."""
-    if src.category == FLOAT and dst.category != FLOAT:
+    if src.category > dst.category and src.category >= FLOAT:
         return False
     return not (dst.category == BOOL and src.category != BOOL)

@@ -86,7 +86,7 @@ SHORT_RECORD = '''\
         if _anomaly_state.enabled:
             _record_traceback(node)
         dt = result._dtype
-        if dt.category == _FLOAT:
+        if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
         node._out_meta = ((result._data.shape, dt),)

@@ -65,6 +65,16 @@ def _converted(kind: str) -> None:
         hook(kind)
 
 
+def _real_value(value, c_type: str):
+    """A complex scalar as the real number it equals (PyTorch's error if it has an
+    imaginary part); any other value as it is."""
+    if value.__class__ is complex:
+        if value.imag:
+            raise RuntimeError(f"value cannot be converted to type {c_type} without overflow")
+        return value.real
+    return value
+
+
 class Tensor:
     """A multi-dimensional array that records operations for automatic differentiation."""
 
@@ -195,8 +205,8 @@ class Tensor:
         return self._dtype.category == _dtype.FLOAT
 
     def is_complex(self) -> bool:
-        """Always False (no complex dtypes yet)."""
-        return False
+        """True for complex dtypes."""
+        return self._dtype.category == _dtype.COMPLEX
 
     @property
     def is_leaf(self) -> bool:
@@ -233,7 +243,7 @@ class Tensor:
                     "use a computed variable in a subgraph that doesn't require differentiation "
                     "use var_no_grad = var.detach().")
             return
-        if value and self._dtype.category != _dtype.FLOAT:
+        if value and self._dtype.category < _dtype.FLOAT:
             raise RuntimeError(message)
         self._rg = value
 
@@ -380,12 +390,12 @@ class Tensor:
     def __float__(self) -> float:
         if CONVERSION_HOOKS:
             _converted("float")
-        return float(self._scalar())
+        return float(_real_value(self._scalar(), "double"))
 
     def __int__(self) -> int:
         if CONVERSION_HOOKS:
             _converted("integer")
-        return int(self._scalar())
+        return int(_real_value(self._scalar(), "int64_t"))
 
     def __index__(self) -> int:
         if self._dtype.category != _dtype.INT or self.numel() != 1:

@@ -26,6 +26,8 @@ class finfo:
         if not isinstance(d, _dtype.dtype):
             raise TypeError(f"finfo(): argument 'type' (position 1) must be torch.dtype, "
                             f"not {d.__class__.__name__}")
+        d = d.to_real()  # a complex dtype's limits are its components'
+
         if not d.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use "
                             "torch.iinfo to handle 'torch.finfo'")

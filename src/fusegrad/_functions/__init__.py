@@ -240,7 +240,9 @@ from .shape import (
 # isort: split
 # Families added alongside the core ones; each module attaches its own Tensor methods when
 # imported (math_extra's `fmax` replaces pointwise's, which was `maximum` under that name).
+from . import complex as complex_numbers
 from . import math_extra, nn_aliases, shape_extra, statistics, utilities
+from .complex import *  # noqa: F403
 from .math_extra import *  # noqa: F403
 from .nn_aliases import *  # noqa: F403
 from .shape_extra import *  # noqa: F403
@@ -275,8 +277,8 @@ __all__ = [
     "searchsorted", "bucketize", "bincount", "unique", "isclose", "allclose", "equal",
     "meshgrid",
 ]
-__all__ += [*math_extra.__all__, *nn_aliases.__all__, *shape_extra.__all__,
-            *statistics.__all__, *utilities.__all__]
+__all__ += [*complex_numbers.__all__, *math_extra.__all__, *nn_aliases.__all__,
+            *shape_extra.__all__, *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
 
 # isort: split

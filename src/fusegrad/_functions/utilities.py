@@ -154,9 +154,9 @@ def is_floating_point(input: Tensor) -> bool:
 
 
 def is_complex(input: Tensor) -> bool:
-    """Always False: fusegrad has no complex dtypes."""
+    """True for complex dtypes."""
     _need_tensor("is_complex", input)
-    return False
+    return input.is_complex()
 
 
 def is_signed(input: Tensor) -> bool:

@@ -12,6 +12,8 @@ import os
 import traceback
 import warnings
 
+from .._dtype import FLOAT
+
 
 class _AnomalyState:
     __slots__ = ("enabled", "check_nan")
@@ -62,7 +64,7 @@ def run_node(node, grads):
         out = node.apply(grads)
         if state.check_nan:
             for i, g in enumerate(out):
-                if g is not None and g._dtype.is_floating_point and _has_nan(g):
+                if g is not None and g._dtype.category >= FLOAT and _has_nan(g):
                     raise RuntimeError(
                         f"Function '{type(node).__name__}' returned nan values in its {i}th "
                         "output.")

@@ -52,6 +52,9 @@ def _root_grad(t, g, i):
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if t.dtype.is_complex:
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs but "
+                               f"got {t.dtype}")
         return t.new_ones(t.shape)
     if not isinstance(g, Tensor):
         raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")

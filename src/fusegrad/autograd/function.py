@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from .. import _dtype
 from .._thread_state import local as _thread_local
 from . import graph as _graph
 from .grad_mode import no_grad
@@ -135,8 +136,8 @@ class BackwardCFunction(_graph.Node, FunctionCtx):
                         f"{_size_str(g.shape)} but expected shape compatible with "
                         f"{_size_str(shape)}")
                 out[k] = g = _graph._sum_to(g, shape)
-            if g._dtype is not dt and dt.is_floating_point:
-                out[k] = g.to(dt)
+            if g._dtype is not dt and dt.category >= _dtype.FLOAT:
+                out[k] = _graph.cast_grad(g, dt)
         return out
 
 
@@ -275,7 +276,7 @@ def _apply(cls, args, kwargs):
             o = _alias(o)
         meta.append((tuple(o.shape), o._dtype))
         o._output_nr = i
-        if id(outs[i]) not in non_diff and o._dtype.is_floating_point:
+        if id(outs[i]) not in non_diff and o._dtype.category >= _dtype.FLOAT:
             o._rg = True
             o._grad_fn = node
         results.append(o)
@@ -377,7 +378,7 @@ def once_differentiable(fn):
         outs = (outputs,) if single else outputs
         wrapped = []
         for i, o in enumerate(outs):
-            if isinstance(o, Tensor) and o._dtype.is_floating_point:
+            if isinstance(o, Tensor) and o._dtype.category >= _dtype.FLOAT:
                 o = o._shallow_copy()
                 o._rg = True
                 o._grad_fn = err

@@ -12,6 +12,7 @@ import itertools
 import re
 
 from .. import _thread_state
+from .._dtype import COMPLEX as _COMPLEX
 from .._dtype import FLOAT as _FLOAT
 from .._thread_state import active as _active
 from .._thread_state import local as _local
@@ -141,7 +142,7 @@ class SavedOutput:
         self.version = t._vc[0]
         self.output_nr = t._output_nr
         # Saved before dispatch marks the output; a floating output will require grad.
-        self.requires_grad = t._dtype.is_floating_point
+        self.requires_grad = t._dtype.category >= _FLOAT
         self.fake = None if t._plain else t
 
     def unpack(self, node):
@@ -169,7 +170,7 @@ def _saved_output(t) -> SavedOutput:
     vc = s.vc = t._vc
     s.version = vc[0]
     s.output_nr = t._output_nr
-    s.requires_grad = dt.category == _FLOAT
+    s.requires_grad = dt.category >= _FLOAT
     s.fake = None if t._plain else t
     return s
 
@@ -307,7 +308,7 @@ class FunctionNode(Node):
                 elif data.shape != shape:
                     g = _sum_to(g, shape)
                 if g._dtype is not dt:
-                    g = g.to(dt)
+                    g = cast_grad(g, dt)
             else:
                 g = None
             out.append(g)
@@ -316,6 +317,16 @@ class FunctionNode(Node):
     def release(self) -> None:
         if self._versions is not None:  # only saved tensors are freed
             self._saved = None
+
+
+def cast_grad(g, dt):
+    """A gradient in its input's dtype: a real input of a complex computation gets the real
+    part (the conjugate Wirtinger gradient restricted to real directions), as in PyTorch."""
+    if g._dtype.category == _COMPLEX and dt.category != _COMPLEX:
+        g = g.real
+        if g._dtype is dt:
+            return g
+    return g.to(dt)
 
 
 def _sum_to(g, shape):
@@ -408,7 +419,7 @@ class SavedHooked:
         self.output_nr = t._output_nr
         if is_output:
             self.grad_fn = None
-            self.requires_grad = t._dtype.is_floating_point
+            self.requires_grad = t._dtype.category >= _FLOAT
             self.acc = None
         else:
             self.grad_fn = t._grad_fn
@@ -443,7 +454,7 @@ def _save_hooked(saved, result):
             if versions is None:
                 versions = [None] * len(saved)
             is_output = s is result or (result.__class__ is tuple and _contains(result, s))
-            if is_output and s._grad_fn is None and s._dtype.is_floating_point:
+            if is_output and s._grad_fn is None and s._dtype.category >= _FLOAT:
                 s._rg = True  # about to be marked by dispatch; the pack hook sees it so
             out[i] = SavedHooked(s, pack, unpack, is_output)
             versions[i] = -1

@@ -124,21 +124,24 @@ _FUNCTIONAL_TRACED_THROUGH = frozenset({"sigmoid", "tanh"})
 
 def _public_functions() -> list[tuple[Any, str, Callable]]:
     """(namespace, name, function) for the public functions of fusegrad,
-    fusegrad.nn.functional (when loaded) and fusegrad.linalg, which torch.fx records as
-    call_function."""
+    fusegrad.nn.functional, fusegrad.linalg and fusegrad.fft (when loaded), which torch.fx
+    records as call_function."""
     import fusegrad
 
     spaces = [fusegrad]
     functional = sys.modules.get("fusegrad.nn.functional")
     if functional is not None:
         spaces.append(functional)
-    linalg = sys.modules.get("fusegrad.linalg")
-    if linalg is not None:
-        spaces.append(linalg)
+    # These also hold the helpers they import: only their `__all__` is public. fft is small
+    # and lazily loaded: loaded here, so code reaching it first inside the trace records it.
+    import fusegrad.fft  # noqa: F401
+
+    only_all = [m for m in map(sys.modules.get, ("fusegrad.linalg", "fusegrad.fft"))
+                if m is not None]
+    spaces += only_all
     out = []
     for space in spaces:
-        # fusegrad.linalg also holds the helpers it imports: only its `__all__` is public.
-        listed = set(space.__all__) if space is linalg else None
+        listed = set(space.__all__) if space in only_all else None
         for name, obj in vars(space).items():
             if name.startswith("_") or not inspect.isfunction(obj):
                 continue

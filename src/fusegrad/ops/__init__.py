@@ -6,10 +6,12 @@ from . import (  # noqa: F401
     arithmetic,
     attention,
     comparison,
+    complex,
     conv,
     conv_backward,
     embedding,
     factorizations,
+    fft,
     indexing,
     inplace,
     joins,
@@ -45,5 +47,7 @@ from . import (  # noqa: F401
 )
 from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register
+
+complex.forbid_complex(REGISTRY)  # after every module registered its ops
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]

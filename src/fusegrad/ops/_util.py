@@ -44,8 +44,9 @@ def as_dtype(x, dt: np.dtype):
 
 
 def float_np(dt: np.dtype) -> np.dtype:
-    """`dt` if floating, else the default float dtype (what `exp(int tensor)` gives)."""
-    return dt if dt.kind == "f" or dt in HALF else _dtype.defaults.float.np
+    """`dt` if floating or complex, else the default float dtype (what `exp(int tensor)`
+    gives)."""
+    return dt if dt.kind in "fc" or dt in HALF else _dtype.defaults.float.np
 
 
 def _in_f32(fn, args, dt):
@@ -53,8 +54,17 @@ def _in_f32(fn, args, dt):
     return fn(*[as_dtype(a, F32) for a in args]).astype(dt)
 
 
-def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False):
-    """A kernel for a broadcasting binary op with PyTorch's promotion."""
+def complex_unsupported(kernel_name: str, dt) -> None:
+    """PyTorch's NotImplementedError for a kernel without a complex form (`lt` on complex)."""
+    if dt.kind == "c" if isinstance(dt, np.dtype) else dt.category == _dtype.COMPLEX:
+        legacy = (FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
+        raise NotImplementedError(f'"{kernel_name}" not implemented for \'{legacy}\'')
+
+
+def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
+                  real_only: str | None = None):
+    """A kernel for a broadcasting binary op with PyTorch's promotion; `real_only` names
+    the kernel in the error for complex operands."""
 
     def kernel(a, b):
         # Fast paths: same float dtype, or a float array with a Python number.
@@ -72,6 +82,8 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False):
             dt = result_np(a, b)
         if to_float:
             dt = float_np(dt)
+        if real_only is not None:  # complex operands never take the fast paths above
+            complex_unsupported(real_only, dt)
         if dt in HALF and not compare:
             return _in_f32(ufunc, (a, b), dt)
         try:
@@ -96,6 +108,18 @@ def unary_kernel(ufunc, *, to_float: bool = True):
         return ufunc(a if a.dtype is dt else a.astype(dt))
 
     return kernel
+
+
+def cj(x):
+    """`x` conjugated when it is complex, else `x` itself: derivatives multiply the incoming
+    gradient by the conjugate of a partner (the conjugate Wirtinger rule of PyTorch's complex
+    autograd), which for real values is the value."""
+    if x.__class__ is complex:
+        return x.conjugate()
+    dt = getattr(x, "_dtype", None)
+    if dt is not None and dt.category == _dtype.COMPLEX:
+        return x.conj()
+    return x
 
 
 # ---------------------------------------------------------------- NumPy backward fast paths
@@ -184,13 +208,15 @@ def dtype_of(x) -> _dtype.dtype:
     return x.dtype
 
 
-def binary_meta(to_float: bool = False, out_bool: bool = False):
+def binary_meta(to_float: bool = False, out_bool: bool = False, real_only: str | None = None):
     """Meta of a broadcasting binary op."""
 
     def meta(a, b):
         shape = broadcast_shapes(shape_of(a), shape_of(b))
         dt = _dtype.result_type(a, b)
-        if to_float and dt.category != FLOAT:
+        if real_only is not None:
+            complex_unsupported(real_only, dt)
+        if to_float and dt.category < FLOAT:
             dt = _dtype.defaults.float
         return Spec(shape, _dtype.bool_ if out_bool else dt)
 
@@ -202,7 +228,7 @@ def unary_meta(to_float: bool = True):
 
     def meta(a):
         dt = a.dtype
-        if to_float and dt.category != FLOAT:
+        if to_float and dt.category < FLOAT:
             dt = _dtype.defaults.float
         return Spec(tuple(a.shape), dt)
 
@@ -294,6 +320,9 @@ def rand_array(rng, shape, dtype, domain=None):
         return rng.random(shape) > 0.5
     if np.dtype(dtype).kind in "iu":
         return rng.integers(max(lo, -5), min(hi, 6) + 1, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        parts = rng.uniform(lo, hi, size=(2,) + tuple(shape))
+        return np.asarray(parts[0] + 1j * parts[1]).astype(dtype)  # 0-d stays an array
     return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from .._dtype import COMPLEX as _COMPLEX
 from ._onnx import add_like
 from ._util import (
     Spec,
@@ -20,6 +21,7 @@ from ._util import (
     binary_samples,
     broadcast_shapes,
     c_type_name,
+    cj,
     dtype_of,
     float_np,
     rand_array,
@@ -105,17 +107,28 @@ rsub = register(
     onnx=add_like("Sub", swap=True),
     decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
     lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
+def _mul_derivative(g, a, b):
+    if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
+        a, b = cj(a), cj(b)
+    return (g * b if b is not None else None, g * a if a is not None else None)
+
+
+def _div_derivative(g, a, b):
+    if g._dtype.category == _COMPLEX:
+        return (g / cj(b), -g * cj(a / (b * b)) if _t(b) else None)
+    return (g / b, -g * a / (b * b) if _t(b) else None)
+
+
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
-    derivative=lambda g, a, b: (g * b if b is not None else None,
-                                g * a if a is not None else None),
+    derivative=_mul_derivative,
     save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
-    derivative=lambda g, a, b: (g / b, -g * a / (b * b) if _t(b) else None),
+    derivative=_div_derivative,
     save=lambda out, a, b: (a if _t(b) else None, b),
     samples=binary_samples(domain=(0.5, 2.0)), lowering=lambda v, a, b: v.truediv(a, b),
     tensor_args=(0, 1), onnx="Div",
@@ -125,7 +138,7 @@ neg = register(
     derivative=lambda g: (-g,), samples=unary_samples(), lowering=lambda v, a: v.neg(a), onnx="Neg")
 reciprocal = register(
     "reciprocal", kernel=unary_kernel(np.reciprocal), meta=unary_meta(), node="ReciprocalBackward0",
-    derivative=lambda g, out: (-g * out * out,), save=lambda out, a: (out,),
+    derivative=lambda g, out: (-g * cj(out * out),), save=lambda out, a: (out,),
     samples=unary_samples(domain=(0.5, 2.0)), lowering=lambda v, a: v.truediv(1, a),
     onnx="Reciprocal",
     saved_names=("result",))
@@ -161,7 +174,7 @@ def _pow_ts_meta(a, e):
 def _pow_ts_derivative(g, a, e):
     if e == 0:
         return (g * 0, None)
-    return (g * e * a.pow(e - 1), None)
+    return (g * cj(e * a.pow(e - 1)), None)
 
 
 def _pow_onnx(b, inputs, args, kwargs, opset):

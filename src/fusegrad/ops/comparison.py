@@ -32,9 +32,11 @@ from .registry import Sample, inplace_variant, register
 # ---------------------------------------------------------------- comparisons
 
 
-def _compare(name, ufunc, onnx: str, negate: bool = False):
-    return register(name, kernel=binary_kernel(ufunc, compare=True),
-                    meta=binary_meta(out_bool=True), differentiable=False,
+def _compare(name, ufunc, onnx: str, negate: bool = False, ordered: bool = False):
+    # Ordering comparisons have no complex kernel (PyTorch names its CPU kernel).
+    real_only = name.split(".")[0] + "_cpu" if ordered else None
+    return register(name, kernel=binary_kernel(ufunc, compare=True, real_only=real_only),
+                    meta=binary_meta(out_bool=True, real_only=real_only), differentiable=False,
                     samples=binary_samples(), onnx=compare(onnx, negate),
                     public=name.split(".")[0],
                     lowering=lambda v, a, b: v.compare(name.split(".")[0], a, b))
@@ -42,10 +44,10 @@ def _compare(name, ufunc, onnx: str, negate: bool = False):
 
 eq = _compare("eq.Tensor", np.equal, "Equal")
 ne = _compare("ne.Tensor", np.not_equal, "Equal", negate=True)
-lt = _compare("lt.Tensor", np.less, "Less")
-le = _compare("le.Tensor", np.less_equal, "LessOrEqual")
-gt = _compare("gt.Tensor", np.greater, "Greater")
-ge = _compare("ge.Tensor", np.greater_equal, "GreaterOrEqual")
+lt = _compare("lt.Tensor", np.less, "Less", ordered=True)
+le = _compare("le.Tensor", np.less_equal, "LessOrEqual", ordered=True)
+gt = _compare("gt.Tensor", np.greater, "Greater", ordered=True)
+ge = _compare("ge.Tensor", np.greater_equal, "GreaterOrEqual", ordered=True)
 
 
 def _compare_inplace(op, scalar: bool):

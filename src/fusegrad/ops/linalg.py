@@ -7,7 +7,8 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
-from ._util import F32, HALF, Spec, broadcast_shapes, dtype_of, rand_array, wrap_dim
+from .._dtype import COMPLEX as _COMPLEX
+from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
 from ._util import c_type_name as _cname
 from .registry import Sample, inplace_variant, register
 
@@ -97,12 +98,18 @@ def mm_mat2_backward(g, m1, m2):
     return m1.t().mm(g)
 
 
+def _mm_derivative(g, a, b):
+    if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
+        a, b = cj(a), cj(b)
+    return (mm_mat1_backward(g, a, b) if b is not None else None,
+            mm_mat2_backward(g, a, b) if a is not None else None)
+
+
 mm = register(
     "mm", autocast="lower", kernel=_mm_kernel,
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
-    derivative=lambda g, a, b: (mm_mat1_backward(g, a, b) if b is not None else None,
-                                mm_mat2_backward(g, a, b) if a is not None else None),
+    derivative=_mm_derivative,
     save=_save_partners,
     samples=_mm_samples, onnx="MatMul", lowering="extern",
     saved_names=("self", "mat2"))
@@ -130,8 +137,8 @@ bmm = register(
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
-    derivative=lambda g, a, b: (g.bmm(b.transpose(1, 2)) if b is not None else None,
-                                a.transpose(1, 2).bmm(g) if a is not None else None),
+    derivative=lambda g, a, b: (g.bmm(cj(b).transpose(1, 2)) if b is not None else None,
+                                cj(a).transpose(1, 2).bmm(g) if a is not None else None),
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, r, dt)))
                              for s, r in (((2, 2, 3), (2, 3, 4)), ((1, 0, 2), (1, 2, 3)))],
@@ -270,9 +277,11 @@ linalg_cross = register(
 
 vdot = register(
     "vdot",
-    kernel=lambda a, b: (_dot_check(a, b, "vdot"), np.asarray(np.dot(a, b)).astype(a.dtype))[1],
+    kernel=lambda a, b: (_dot_check(a, b, "vdot"),
+                         np.asarray(np.vdot(a, b)).astype(a.dtype))[1],  # conjugates a
     meta=lambda a, b: (_dot_check(a, b, "vdot"), Spec((), a.dtype))[1], node="VdotBackward0",
-    derivative=lambda g, a, b: (g * b if b is not None else None,
+    # sum(conj(a) b): a's gradient is conj(g) b, b's is g a.
+    derivative=lambda g, a, b: (cj(g) * b if b is not None else None,
                                 g * a if a is not None else None),
     save=lambda out, a, b: (a if b._rg else None, b if a._rg else None),
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt)))],

@@ -29,7 +29,7 @@ def _correction(correction) -> float:
 
 def _var_check(a):
     dt = a.dtype if hasattr(a.dtype, "category") else _dtype.FROM_NP[a.dtype]
-    if dt.category != _dtype.FLOAT:
+    if dt.category < _dtype.FLOAT:
         raise RuntimeError(
             "std and var only support floating point and complex dtypes")
 
@@ -40,14 +40,17 @@ def _var_kernel(a, dims=None, correction=None, keepdim=False):
     n = _count(a.shape, axes) if a.ndim else 1
     x = a.astype(F32) if a.dtype in HALF else a
     mean = np.mean(x, axis=axes, keepdims=True) if x.size else np.zeros_like(x)
-    ss = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim)
-    return (ss / max(n - _correction(correction), 0)).astype(a.dtype, copy=False)
+    d = x - mean
+    if d.dtype.kind == "c":  # squared moduli: a complex tensor's variance is real
+        d = np.abs(d)
+    ss = np.sum(d ** 2, axis=axes, keepdims=keepdim)
+    return (ss / max(n - _correction(correction), 0)).astype(a.real.dtype, copy=False)
 
 
 def _var_meta(a, dims=None, correction=None, keepdim=False):
     _var_check(a)
     axes = _axes(_all_if_empty(dims), len(a.shape))
-    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype)
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), a.dtype.to_real())
 
 
 def _centered(g, a, dims, keepdim):
@@ -126,7 +129,7 @@ def _var_mean_kernel(sqrt):
 
 def _var_mean_meta(a, dims=None, correction=None, keepdim=False):
     spec = _var_meta(a, dims, correction, keepdim)
-    return [spec, Spec(spec.shape, spec.dtype)]
+    return [spec, Spec(spec.shape, a.dtype)]
 
 
 def _var_mean_derivative(grads, a, out, dims, correction, keepdim, sqrt):
@@ -162,11 +165,13 @@ std_mean = register(
 
 
 def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
-    if a.dtype.kind not in "f" and a.dtype not in HALF:
+    if a.dtype.kind not in "fc" and a.dtype not in HALF:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
             f"{_dtype.FROM_NP[a.dtype].legacy}")
     dt = dtype.np if dtype is not None else a.dtype
+    if dt.kind == "c":  # the moduli, then a real norm
+        a, dt = np.abs(a.astype(dt)), a.real.dtype
     x = np.abs(a.astype(F32 if dt in HALF else dt))
     axes = _axes(_all_if_empty(dims), a.ndim)
     if ord == float("inf"):
@@ -185,12 +190,12 @@ def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
 
 
 def _norm_meta(a, ord=2, dims=None, keepdim=False, dtype=None):
-    if a.dtype.category != _dtype.FLOAT:
+    if a.dtype.category < _dtype.FLOAT:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
             f"{a.dtype.legacy}")
     axes = _axes(_all_if_empty(dims), len(a.shape))
-    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dtype or a.dtype)
+    return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), (dtype or a.dtype).to_real())
 
 
 def _norm_derivative(g, a, out, ord, dims, keepdim):
@@ -199,13 +204,14 @@ def _norm_derivative(g, a, out, ord, dims, keepdim):
     out = expand_reduced(out, a.shape, dims, keepdim)
     if ord == 0:
         return (g * 0, None, None, None, None)
+    sign = a.sgn() if a.is_complex() else a.sign()
     if ord == 1:
-        return (g * a.sign(), None, None, None, None)
+        return (g * sign, None, None, None, None)
     if ord in (float("inf"), float("-inf")):
         mask = a.abs() == out
         count = mask.sum(list(dims) if dims is not None else list(range(a.dim())),
                          keepdim=True) if a.dim() else mask
-        return (g * a.sign() * mask / count, None, None, None, None)
+        return (g * sign * mask / count, None, None, None, None)
     if ord == 2:
         safe = out.where(out != 0, out.new_ones(()))
         return (g * a / safe * (out != 0), None, None, None, None)

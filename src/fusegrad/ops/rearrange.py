@@ -4,6 +4,8 @@ tril/triu, diagonal (and its backward), diag_embed.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _dtype
@@ -66,12 +68,24 @@ clone = register(
 
 
 def _to_copy_kernel(a, dtype):
+    if a.dtype.kind == "c" and dtype.category > _dtype.BOOL and dtype.category != _dtype.COMPLEX:
+        # To bool a complex is its test for nonzero (NumPy's too); to a number, its real part.
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=2)
+        a = a.real
     return a.astype(dtype.np)
+
+
+def _to_copy_derivative(g, dtype):
+    # A real input of a complex result gets the gradient's real part.
+    if g.is_complex() and dtype.category != _dtype.COMPLEX:
+        g = g.real
+    return (g.to(dtype), None)
 
 
 to_copy = register(
     "_to_copy", kernel=_to_copy_kernel, meta=lambda a, dtype: Spec(tuple(a.shape), dtype),
-    node="ToCopyBackward0", derivative=lambda g, dtype: (g.to(dtype), None),
+    node="ToCopyBackward0", derivative=_to_copy_derivative,
     save=lambda out, a, dtype: (a.dtype,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), _dtype.float64))],
     gradcheck=False, onnx=cast, lowering=lambda v, a, dtype: v.to(a, dtype))

@@ -66,7 +66,7 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
 
 def _sum_meta(a, dims=None, keepdim=False, dtype=None):
     dt = dtype if dtype is not None else (
-        _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
+        _dtype.int64 if a.dtype.category < _dtype.FLOAT else a.dtype)
     axes = _axes(dims, len(a.shape))
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
 
@@ -110,7 +110,7 @@ sum_dim = register(
 def _mean_check(a, dtype):
     dt = dtype if dtype is not None else _dtype.FROM_NP[a.dtype] if hasattr(
         a.dtype, "kind") else a.dtype
-    if dt.category != _dtype.FLOAT:
+    if dt.category < _dtype.FLOAT:
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {dt.legacy}")

@@ -30,7 +30,7 @@ def _cum_kernel(fn):
 def _cum_meta(a, dim, dtype=None):
     _dim1(dim, len(a.shape))
     dt = dtype if dtype is not None else (
-        _dtype.int64 if a.dtype.category != _dtype.FLOAT else a.dtype)
+        _dtype.int64 if a.dtype.category < _dtype.FLOAT else a.dtype)
     return Spec(tuple(a.shape), dt)
 
 

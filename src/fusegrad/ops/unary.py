@@ -14,6 +14,7 @@ from ._util import (
     F32,
     HALF,
     Spec,
+    cj,
     numpy_backward,
     rand_array,
     unary_kernel,
@@ -26,54 +27,65 @@ from .arithmetic import (
     pow_scalar,
     reciprocal,
 )
+from .complex import sgn_complex, sgn_complex_derivative
 from .registry import Sample, inplace_variant, register
 
 # ---------------------------------------------------------------- unary math
 
 
-def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, **kw):
+def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, meta=None, **kw):
     return register(name, kernel=unary_kernel(ufunc, to_float=to_float),
-                    meta=unary_meta(to_float), node=node, derivative=derivative, save=save,
-                    samples=unary_samples(domain), domain=domain, **kw)
+                    meta=meta or unary_meta(to_float), node=node, derivative=derivative,
+                    save=save, samples=unary_samples(domain), domain=domain, **kw)
 
 
-exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * out,),
+exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * cj(out),),
              lambda out, a: (out,), lowering=lambda v, a: v.unary("exp", a), onnx="Exp",
     saved_names=("result",))
-log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / a,), lambda out, a: (a,),
+log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / cj(a),), lambda out, a: (a,),
              domain=(0.1, 3.0), lowering=lambda v, a: v.unary("log", a), onnx="Log",
     saved_names=("self",))
-sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * a.cos(),), lambda out, a: (a,),
+sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * cj(a.cos()),),
+             lambda out, a: (a,),
              lowering=lambda v, a: v.unary("sin", a), onnx="Sin")
-cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * a.sin(),),
+cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * cj(a.sin()),),
              lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos")
-tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * (1 - out * out),),
+tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * cj(1 - out * out),),
               lambda out, a: (out,), lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
     saved_names=("result",))
-sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / (2 * out),),
+sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),),
               lambda out, a: (out,), domain=(0.1, 3.0), lowering=lambda v, a: v.unary("sqrt", a),
               onnx="Sqrt",
     saved_names=("result",))
 
 
 def _sigmoid(a):
+    if a.dtype.kind == "c":  # no ordering to branch on: the formula itself
+        return 1 / (1 + np.exp(-a))
     # Two branches keep exp from overflowing for large |a|.
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
-                 lambda g, out: (g * out * (1 - out),), lambda out, a: (out,),
+                 lambda g, out: (g * cj(out * (1 - out)),), lambda out, a: (out,),
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
-abs_ = _unary("abs", np.abs, "AbsBackward0", lambda g, a: (g * a.sign(),),
+def _abs_meta(a):
+    return Spec(tuple(a.shape), a.dtype.to_real())  # |complex| is real
+
+
+abs_ = _unary("abs", np.abs, "AbsBackward0",
+              lambda g, a: (g * (a.sgn() if a.is_complex() else a.sign()),),
               lambda out, a: (a,), to_float=False, lowering=lambda v, a: v.abs(a), onnx="Abs",
-    saved_names=("self",))
+              saved_names=("self",), meta=_abs_meta)
 
 
 def _relu_check(dt) -> None:
     if dt == np.bool_ or dt is _dtype.bool_:
         raise RuntimeError("Boolean inputs not supported for relu")
+    if dt == np.complex64 or dt == np.complex128 or dt in _dtype._TO_REAL:
+        raise NotImplementedError("clamp is not supported for complex types")
 
 
 # A 0-d zero per float dtype: `np.maximum(a, zero)` with an array of `a`'s own dtype skips
@@ -86,7 +98,7 @@ def _relu_kernel(a):
     zero = _RELU_ZERO.get(dt)
     if zero is not None:
         return np.maximum(a, zero)
-    if dt.kind == "b":  # `dt == np.bool_` converts the type on every call: test the kind
+    if dt.kind in "bc":  # `dt == np.bool_` converts the type on every call: test the kind
         _relu_check(dt)
     out = np.maximum(a, 0)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
     return out if out.dtype is dt else out.astype(dt)
@@ -108,9 +120,24 @@ relu = register(
     derivative=_relu_derivative, save=lambda out, a: (out,),
     samples=unary_samples(), lowering=lambda v, a: v.maximum(a, 0), onnx="Relu",
     saved_names=("result",))
+_SIGN_COMPLEX = ("Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                 "use torch.sgn instead.")
+
+
+def _sign_kernel(a):
+    if a.dtype.kind == "c":
+        raise NotImplementedError(_SIGN_COMPLEX)
+    return np.sign(a).astype(a.dtype, copy=False)
+
+
+def _sign_meta(a):
+    if a.dtype.is_complex:
+        raise NotImplementedError(_SIGN_COMPLEX)
+    return Spec(tuple(a.shape), a.dtype)
+
+
 sign = register(
-    "sign", kernel=lambda a: np.sign(a).astype(a.dtype, copy=False),
-    meta=unary_meta(to_float=False), node="SignBackward0",
+    "sign", kernel=_sign_kernel, meta=_sign_meta, node="SignBackward0",
     derivative=lambda g: (g * 0,), zero_grad=True, samples=unary_samples(), onnx="Sign")
 
 # ---------------------------------------------------------------- more unary math
@@ -136,12 +163,26 @@ def _no_inplace_derivative(name):
     return derivative
 
 
+def _holomorphic(fn):
+    """`fn(g, x)`, written as `g * f'`, as the conjugate Wirtinger gradient `g * conj(f')`
+    of a holomorphic op when the gradient is complex: `conj(fn(conj(g), x))`."""
+
+    def grad(g, x):
+        if g._dtype.category == _dtype.COMPLEX:
+            return fn(g.conj(), x).conj()
+        return fn(g, x)
+
+    return grad
+
+
 def _from_out(fn):
-    return (lambda g, out: (fn(g, out),)), (lambda out, a: (out,))
+    grad = _holomorphic(fn)
+    return (lambda g, out: (grad(g, out),)), (lambda out, a: (out,))
 
 
 def _from_in(fn):
-    return (lambda g, a: (fn(g, a),)), (lambda out, a: (a,))
+    grad = _holomorphic(fn)
+    return (lambda g, a: (grad(g, a),)), (lambda out, a: (a,))
 
 
 def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=None, **kw):
@@ -181,7 +222,9 @@ asinh = _unary_entry("asinh", np.arcsinh, "AsinhBackward0",
                      lambda g, a: g * (a * a + 1).rsqrt(), inplace_node="AsinhBackward1",
                      onnx="Asinh")
 acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
-                     lambda g, a: g * (a * a - 1).rsqrt(), domain=(1.2, 3.0),
+                     # complex: the factored form keeps PyTorch's branch of the root
+                     lambda g, a: g * ((a - 1).rsqrt() * (a + 1).rsqrt() if a.is_complex()
+                                       else (a * a - 1).rsqrt()), domain=(1.2, 3.0),
                      inplace_node="AcoshBackward1", onnx="Acosh")
 atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
                      domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
@@ -223,12 +266,22 @@ floor = _rounding("floor", np.floor, "FloorBackward0", onnx="Floor")
 ceil = _rounding("ceil", np.ceil, "CeilBackward0", onnx="Ceil")
 round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both half to even
 trunc = _rounding("trunc", np.trunc, "TruncBackward0")
+def _sgn_kernel(a):
+    return sgn_complex(a) if a.dtype.kind == "c" else np.sign(a).astype(a.dtype, copy=False)
+
+
+def _sgn_derivative(g, a):
+    return sgn_complex_derivative(g, a) if a.is_complex() else (g * 0,)
+
+
 sgn = register(
-    "sgn", kernel=sign.kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
-    derivative=_zero, zero_grad=True, samples=unary_samples(),
-    decomposition=lambda a: a.sign())  # real tensors only: sgn is sign
+    "sgn", kernel=_sgn_kernel, meta=unary_meta(to_float=False), node="SgnBackward0",
+    # Real samples (the decomposition suite's losses are real); tests/test_complex_fft.py
+    # checks complex sgn against PyTorch.
+    derivative=_sgn_derivative, save=lambda out, a: (a,), samples=unary_samples(),
+    decomposition=lambda a: a.sign() if not a.is_complex() else a / (a.abs() + (a == 0)))
 sign_ = inplace_variant(sign, "sign_")
-sgn_ = inplace_variant(sgn, "sgn_")
+sgn_ = inplace_variant(sgn, "sgn_", saves_self=True)
 
 
 def _round_decimals_kernel(a, decimals):
