@@ -75,6 +75,7 @@ take_along_dim tensor_split
 tensordot tile trace trapezoid trapz tril_indices triplet_margin_loss triu_indices unflatten
 unravel_index use_deterministic_algorithms vsplit vstack
 alpha_dropout feature_alpha_dropout conv3d conv_transpose3d max_pool3d
+real imag resolve_conj resolve_neg
 autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
 get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype is_autocast_cache_enabled
 is_autocast_cpu_enabled is_autocast_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
@@ -93,6 +94,7 @@ to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
 __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
+resolve_conj resolve_neg cfloat cdouble
 """.split()
 
 # Tensor methods that are spellings of others, named by the protocol: the methods PyTorch's
