@@ -199,6 +199,33 @@ METHODS: dict[str, tuple[str, ...]] = {
     "is_conj": ("method", "_functions.utilities._never"),
     "is_neg": ("method", "_functions.utilities._never"),
     "is_distributed": ("method", "_functions.utilities._never"),
+    # older spellings of in-place ops, and methods kept for older code
+    **{f"arc{n}_": ("inplace", f"a{n}_") for n in ("cos", "cosh", "sin", "sinh", "tan", "tanh")},
+    "absolute_": ("inplace", "abs_"), "negative_": ("inplace", "neg_"),
+    "greater_": ("binary_inplace", "gt_.Tensor", "gt_.Scalar"),
+    "greater_equal_": ("binary_inplace", "ge_.Tensor", "ge_.Scalar"),
+    "less_": ("binary_inplace", "lt_.Tensor", "lt_.Scalar"),
+    "less_equal_": ("binary_inplace", "le_.Tensor", "le_.Scalar"),
+    "not_equal_": ("binary_inplace", "ne_.Tensor", "ne_.Scalar"),
+    "multiply_": ("function", "mul_"), "divide_": ("function", "div_"),
+    "true_divide_": ("function", "div_"), "subtract_": ("function", "sub_"),
+    "ger": ("function", "ger"), "hardshrink": ("function", "hardshrink"),
+    "prelu": ("function", "prelu"),
+    "addmm_": ("method", "_functions.methods_more._addmm_"),
+    "baddbmm_": ("method", "_functions.methods_more._baddbmm_"),
+    "addmv_": ("method", "_functions.methods_more._addmv_"),
+    "cumprod_": ("method", "_functions.methods_more._cumprod_"),
+    "fill_diagonal_": ("method", "_functions.methods_more._fill_diagonal_"),
+    "sum_to_size": ("method", "_functions.methods_more._sum_to_size"),
+    "apply_": ("method", "_functions.methods_more._apply_"),
+    "map_": ("method", "_functions.methods_more._map_"),
+    "map2_": ("method", "_functions.methods_more._map2_"),
+    "new_empty_strided": ("method", "_functions.methods_more._new_empty_strided"),
+    "resize": ("method", "_functions.methods_more._resize"),
+    "resize_as": ("method", "_functions.methods_more._resize_as"),
+    "dim_order": ("method", "_functions.methods_more._dim_order"),
+    "const_data_ptr": ("method", "_functions.methods_more._const_data_ptr"),
+    "module_load": ("method", "_functions.methods_more._module_load"),
     # properties: `module.getter` under fusegrad
     "nbytes": ("property", "_functions.utilities._nbytes"),
     "itemsize": ("property", "_functions.utilities._itemsize"),
@@ -226,5 +253,5 @@ erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ a
 asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ arctan2_ atan2_ lerp_ addcmul_
 addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ clamp_max_
 logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
-lcm_
+lcm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ negative_
 """.split()

@@ -72,6 +72,7 @@ is_mtia is_neg is_nested is_pinned is_quantized is_set_to is_shared is_sparse is
 is_vulkan is_xla is_xpu itemsize long nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
+sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
 """.split()
 
@@ -99,6 +100,11 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
     "resize_": {_I}, "resize_as_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
     "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I},
+    **{name: {_I} for name in (
+        "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "absolute_",
+        "negative_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_",
+        "multiply_", "divide_", "true_divide_", "subtract_", "addmv_", "fill_diagonal_",
+        "apply_", "map_", "map2_")},
     # nn.init and nn.utils write into the tensors they are given
     "constant_": {_I}, "zeros_": {_I}, "ones_": {_I}, "eye_": {_I}, "orthogonal_": {_I},
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},
