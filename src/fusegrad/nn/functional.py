@@ -704,6 +704,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 __all__ += ["scaled_dot_product_attention"]
 
+from . import _functional_pooling  # noqa: E402
+from ._functional_pooling import (  # noqa: E402, F401
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    affine_grid,
+    assert_int_or_pair,
+    boolean_dispatch,
+    grid_sample,
+    lp_pool1d,
+    lp_pool2d,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_unpool1d,
+    max_unpool2d,
+    pdist,
+    relu_,
+    triplet_margin_with_distance_loss,
+)
+
+__all__ += _functional_pooling.__all__
+
 # Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
 from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
 

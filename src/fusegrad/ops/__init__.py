@@ -37,6 +37,7 @@ from . import (  # noqa: F401
     special,
     statistics,
     unary,
+    unpool,
     upsample,
     views,
 )

@@ -1,0 +1,184 @@
+"""The `*_with_indices` spellings, lp pooling, max unpooling, affine_grid, grid_sample, the
+distance-function triplet loss and the namespace helpers of `nn.functional`: values,
+gradients, node names and errors against PyTorch."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fusegrad  # noqa: E402
+
+RNG = np.random.default_rng(7)
+X4 = RNG.standard_normal((2, 3, 6, 5))
+X3 = RNG.standard_normal((2, 3, 7))
+
+
+def _both(fn, *arrays, node=True, tol=1e-10):
+    """fn(lib, *tensors) in both libraries: values, leaf gradients and node names equal."""
+    outs = []
+    for lib in (torch, fusegrad):
+        leaves = [lib.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(lib, *leaves)
+        first = out[0] if isinstance(out, tuple) else out
+        weights = lib.tensor(np.linspace(0.5, 1.5, first.numel()).reshape(tuple(first.shape)))
+        if first.requires_grad:
+            (first * weights).sum().backward()
+        outs.append((out, [x.grad for x in leaves], type(first.grad_fn).__name__))
+    (want, wgrads, wnode), (got, ggrads, gnode) = outs
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for w, g in zip(want, got):
+        assert g.dtype == getattr(fusegrad, str(w.dtype).split(".")[1])
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=tol, atol=tol)
+    for w, g in zip(wgrads, ggrads):
+        assert (w is None) == (g is None)
+        if w is not None:
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol)
+    if node:
+        assert gnode == wnode
+
+
+def test_relu_and_pdist():
+    _both(lambda lib, x: lib.nn.functional.relu_(x * 1.0), X3)
+    _both(lambda lib, x: lib.nn.functional.pdist(x, 1.5), X3[0])
+
+
+@pytest.mark.parametrize("name, args", [
+    ("max_pool1d_with_indices", (X3, 2)), ("max_pool2d_with_indices", (X4, (2, 3), 1)),
+    ("adaptive_max_pool1d_with_indices", (X3, 3)),
+    ("adaptive_max_pool2d_with_indices", (X4, (2, 3))),
+])
+def test_with_indices(name, args):
+    _both(lambda lib, x: getattr(lib.nn.functional, name)(x, *args[1:]), args[0])
+
+
+@pytest.mark.parametrize("p", [2.0, 3, 1.5, float("inf")])
+def test_lp_pool(p):
+    pos = np.abs(X4) + 0.1  # PyTorch's formula takes a fractional power of the input
+    _both(lambda lib, x: lib.nn.functional.lp_pool2d(x, p, (2, 2)), pos, node=False)
+    _both(lambda lib, x: lib.nn.functional.lp_pool2d(x, p, 3, stride=2, ceil_mode=True),
+          pos, node=False)
+    _both(lambda lib, x: lib.nn.functional.lp_pool1d(x, p, 3, 2), np.abs(X3) + 0.1,
+          node=False)
+    _both(lambda lib, x: lib.nn.LPPool2d(p, 2)(x), pos, node=False)
+    _both(lambda lib, x: lib.nn.LPPool1d(p, 2)(x), np.abs(X3) + 0.1, node=False)
+
+
+@pytest.mark.parametrize("spatial", [1, 2])
+def test_max_unpool(spatial):
+    x = X3 if spatial == 1 else X4
+    size = None if spatial == 1 else [6, 5]
+
+    def fn(lib, x):
+        F = lib.nn.functional
+        pool = F.max_pool1d if spatial == 1 else F.max_pool2d
+        unpool = F.max_unpool1d if spatial == 1 else F.max_unpool2d
+        out, idx = pool(x, 2, return_indices=True)
+        mod = (lib.nn.MaxUnpool1d if spatial == 1 else lib.nn.MaxUnpool2d)(2)
+        return unpool(out, idx, 2, output_size=size) + mod(out, idx, output_size=size)
+
+    _both(fn, x, node=False)
+    _both(lambda lib, x: lib.nn.functional.max_unpool2d(
+        *lib.nn.functional.max_pool2d(x, 2, return_indices=True), 2), X4[..., :4])
+
+
+def test_max_unpool_errors():
+    for lib in (torch, fusegrad):
+        out, idx = lib.nn.functional.max_pool2d(lib.tensor(X4), 2, return_indices=True)
+        with pytest.raises(ValueError, match=r"invalid output_size \"\[9, 9\]\" \(dim 0 must be "
+                           r"between 4 and 8\)"):
+            lib.nn.functional.max_unpool2d(out, idx, 2, output_size=[9, 9])
+        with pytest.raises(RuntimeError, match="Found an invalid max index: 300"):
+            lib.nn.functional.max_unpool2d(out, idx * 0 + 300, 2)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_triplet_margin_with_distance_loss(swap, reduction):
+    a, p, n = (RNG.standard_normal((4, 5)) for _ in range(3))
+    for dist in (None, "cos"):
+        def fn(lib, a, p, n, dist=dist):
+            d = None if dist is None else (
+                lambda x, y: 1.0 - lib.nn.functional.cosine_similarity(x, y))
+            loss = lib.nn.functional.triplet_margin_with_distance_loss(
+                a, p, n, distance_function=d, margin=0.5, swap=swap, reduction=reduction)
+            mod = lib.nn.TripletMarginWithDistanceLoss(distance_function=d, margin=0.5,
+                                                       swap=swap, reduction=reduction)
+            return loss + mod(a, p, n)
+
+        _both(fn, a, p, n, node=False)
+    for lib in (torch, fusegrad):
+        t = lib.ones(2, 3)
+        with pytest.raises(ValueError, match="margin must be greater than 0, got 0"):
+            lib.nn.functional.triplet_margin_with_distance_loss(t, t, t, margin=0)
+        with pytest.raises(RuntimeError, match="anchor 2D, positive 1D, and negative 2D"):
+            lib.nn.functional.triplet_margin_with_distance_loss(t, t[0], t)
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_affine_grid(align):
+    theta = RNG.standard_normal((2, 2, 3))
+    _both(lambda lib, t: lib.nn.functional.affine_grid(t, [2, 3, 4, 5], align_corners=align),
+          theta, node=False)
+    _both(lambda lib, t: lib.nn.functional.affine_grid(t, (2, 1, 1, 3), align_corners=align),
+          theta, node=False)
+    for lib in (torch, fusegrad):
+        with pytest.raises(ValueError, match="Expected a batch of 2D affine matrices"):
+            lib.nn.functional.affine_grid(lib.ones(2, 3, 3), [2, 3, 4, 5], False)
+        with pytest.warns(UserWarning, match="Default grid_sample and affine_grid"):
+            lib.nn.functional.affine_grid(lib.ones(2, 2, 3), [2, 3, 4, 5])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample(mode, padding_mode, align):
+    x = RNG.standard_normal((2, 3, 5, 4))
+    # positions inside, outside and far outside [-1, 1], away from pixel centres and edges
+    grid = RNG.uniform(-2.7, 2.7, (2, 6, 7, 2)) + 0.013
+    _both(lambda lib, x, g: lib.nn.functional.grid_sample(
+        x, g, mode=mode, padding_mode=padding_mode, align_corners=align), x, grid,
+        node=False, tol=1e-9)
+
+
+def test_grid_sample_errors():
+    for lib in (torch, fusegrad):
+        x, g = lib.ones(1, 1, 2, 2), lib.zeros(1, 1, 1, 2)
+        with pytest.raises(ValueError, match="expected mode to be 'bilinear', 'nearest' or "
+                           "'bicubic', but got: 'area'"):
+            lib.nn.functional.grid_sample(x, g, mode="area")
+        with pytest.raises(ValueError, match="but got: 'wrap'"):
+            lib.nn.functional.grid_sample(x, g, padding_mode="wrap")
+        with pytest.warns(UserWarning, match="Default grid_sample"):
+            lib.nn.functional.grid_sample(x, g)
+
+
+def test_namespace_helpers():
+    for lib in (torch, fusegrad):
+        F = lib.nn.functional
+        F.assert_int_or_pair(3, "k", "{} bad")
+        F.assert_int_or_pair((1, 2), "k", "{} bad")
+        with pytest.raises(AssertionError, match="kernel bad"):
+            F.assert_int_or_pair((1, 2, 3), "kernel", "{} bad")
+
+        def yes(a, flag=False):
+            """Doc."""
+            return ("yes", a)
+
+        def no(a, flag=False):
+            return ("no", a)
+
+        fn = F.boolean_dispatch("flag", 1, False, yes, no, "m", "pick")
+        assert fn(1) == ("no", 1) and fn(1, True) == ("yes", 1)
+        assert fn(2, flag=True) == ("yes", 2)
+        assert fn.__doc__ == "Doc." and no.__doc__ == "Doc." and fn.__name__ == "pick"
