@@ -31,16 +31,33 @@ from .activation import (
     Threshold,
 )
 from .attention import MultiheadAttention
-from .batchnorm import BatchNorm1d, BatchNorm2d
+from .batchnorm import BatchNorm1d, BatchNorm2d, LazyBatchNorm1d, LazyBatchNorm2d, SyncBatchNorm
 from .channelshuffle import ChannelShuffle
-from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .container import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import (
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+)
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
-from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
-from .linear import Bilinear, Identity, Linear, NonDynamicallyQuantizableLinear
+from .instancenorm import (
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+)
+from .lazy import LazyModuleMixin
+from .linear import Bilinear, Identity, LazyLinear, Linear, NonDynamicallyQuantizableLinear
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -133,5 +150,8 @@ __all__ = [
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
     "NLLLoss2d", "TripletMarginWithDistanceLoss", "LPPool1d", "LPPool2d", "MaxUnpool1d",
-    "MaxUnpool2d",
+    "MaxUnpool2d", "InstanceNorm1d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "SyncBatchNorm", "Container",
 ]
