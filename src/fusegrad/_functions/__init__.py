@@ -248,8 +248,12 @@ from .statistics import *  # noqa: F403
 from .utilities import *  # noqa: F403
 
 # isort: split
-from . import linalg_extra  # det, inverse, svd, qr, ... (after linear_algebra; methods)
+from . import (
+    linalg_extra,  # det, inverse, svd, qr, ... (after linear_algebra; methods)
+    view_copies,  # the `*_copy` forms of the views
+)
 from .linalg_extra import *  # noqa: F403
+from .view_copies import *  # noqa: F403
 
 __all__ = [
     "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "pow", "exp", "log", "sin", "cos",
@@ -278,6 +282,7 @@ __all__ = [
 __all__ += [*math_extra.__all__, *nn_aliases.__all__, *shape_extra.__all__,
             *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
+__all__ += view_copies.__all__
 
 # isort: split
 # PyTorch's other names of ops (`arcsin`), the in-place methods PyTorch also spells as

@@ -39,6 +39,7 @@ from . import (  # noqa: F401
     unary,
     unpool,
     upsample,
+    view_copies,
     views,
 )
 from .overloads import aten

@@ -60,6 +60,7 @@ autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
 get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype is_autocast_cache_enabled
 is_autocast_cpu_enabled is_autocast_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
 set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
+detach_copy
 """.split()
 # Tensor methods that are no registry op: conversions, sizes and autograd entry points Tensor
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
