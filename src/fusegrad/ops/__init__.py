@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     scans,
     scatter,
     shape_extra,
+    shifts,
     shrink,
     solvers,
     sorting,

@@ -226,6 +226,18 @@ METHODS: dict[str, tuple[str, ...]] = {
     "dim_order": ("method", "_functions.methods_more._dim_order"),
     "const_data_ptr": ("method", "_functions.methods_more._const_data_ptr"),
     "module_load": ("method", "_functions.methods_more._module_load"),
+    "bitwise_left_shift": ("function", "bitwise_left_shift"),
+    "bitwise_right_shift": ("function", "bitwise_right_shift"),
+    "__lshift__": ("function", "bitwise_left_shift"),
+    "__rshift__": ("function", "bitwise_right_shift"),
+    "bitwise_left_shift_": ("scalar_as_tensor", "bitwise_left_shift_.Tensor"),
+    "bitwise_right_shift_": ("scalar_as_tensor", "bitwise_right_shift_.Tensor"),
+    "__ilshift__": ("scalar_as_tensor", "bitwise_left_shift_.Tensor"),
+    "__irshift__": ("scalar_as_tensor", "bitwise_right_shift_.Tensor"),
+    "__rlshift__": ("method", "_functions.shifts._rlshift"),
+    "mvlgamma": ("function", "mvlgamma"),
+    "mvlgamma_": ("method", "_functions.compat_more._mvlgamma_"),
+    "__rrshift__": ("method", "_functions.shifts._rrshift"),
     # properties: `module.getter` under fusegrad
     "nbytes": ("property", "_functions.utilities._nbytes"),
     "itemsize": ("property", "_functions.utilities._itemsize"),
@@ -253,5 +265,6 @@ erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ a
 asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ arctan2_ atan2_ lerp_ addcmul_
 addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ clamp_max_
 logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
-lcm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ negative_
+lcm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ negative_ detach_ resize_as_ index_put_
+addmv_
 """.split()
