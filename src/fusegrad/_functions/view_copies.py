@@ -71,6 +71,13 @@ def split_with_sizes_copy(input: Tensor, split_sizes, dim: int = 0) -> tuple:
     return tuple(call(C["split_with_sizes_copy"], input, [int(s) for s in split_sizes], dim))
 
 
+def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    """The pieces of `input.split(split_sizes, dim)` as independent tensors (copies)."""
+    from ..ops.view_copies import unsafe_split_with_sizes as op
+
+    return tuple(call(op, input, [int(s) for s in split_sizes], dim))
+
+
 def unbind_copy(input: Tensor, dim: int = 0) -> tuple:
     """Copies of the slices of `input.unbind(dim)`."""
     return tuple(call(C["unbind_copy.int"], input, dim))
@@ -103,6 +110,7 @@ def as_strided_copy(input: Tensor, size, stride, storage_offset=None) -> Tensor:
 __all__ = [
     "permute_copy", "t_copy", "view_copy", "alias_copy", "detach_copy", "expand_copy",
     "select_copy", "slice_copy", "unfold_copy", "diagonal_copy", "split_copy",
-    "split_with_sizes_copy", "unbind_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy",
+    "split_with_sizes_copy", "unsafe_split_with_sizes",
+    "unbind_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy",
     "as_strided_copy",
 ]

@@ -185,10 +185,10 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     return new
 
 
-def copy_variant(op: OpDef, name: str) -> OpDef:
+def copy_variant(op: OpDef, name: str, node: str | None = None) -> OpDef:
     """Register `name` (e.g. `permute_copy`) as the copying form of view op `op`: the same
     result in fresh memory, differentiated as the view (node `<view node>_copy`, as ATen's
-    generated copy variants name theirs)."""
+    generated copy variants name theirs, unless `node` is given)."""
     import numpy as np
 
     def kernel(*args, **kwargs):
@@ -198,7 +198,7 @@ def copy_variant(op: OpDef, name: str) -> OpDef:
         return np.array(out, copy=True, order="C")
 
     return register(name, kernel=kernel, meta=op.meta, derivative=op.derivative, save=op.save,
-                    node=f"{op.node}_copy" if op.node else None,
+                    node=node or (f"{op.node}_copy" if op.node else None),
                     differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                     samples=op.samples, domain=op.domain, tolerance=op.tolerance,
                     gradcheck=op.gradcheck, tensor_args=op.tensor_args,

@@ -236,6 +236,12 @@ METHODS: dict[str, tuple[str, ...]] = {
     "__irshift__": ("scalar_as_tensor", "bitwise_right_shift_.Tensor"),
     "__rlshift__": ("method", "_functions.shifts._rlshift"),
     "mvlgamma": ("function", "mvlgamma"),
+    "adjoint": ("function", "adjoint"),
+    "as_strided_scatter": ("function", "as_strided_scatter"),
+    "index_reduce": ("function", "index_reduce"),
+    "index_reduce_": ("method", "_functions.compat_layers._index_reduce_"),
+    "nonzero_static": ("function", "nonzero_static"),
+    "unsafe_split_with_sizes": ("function", "unsafe_split_with_sizes"),
     "mvlgamma_": ("method", "_functions.compat_more._mvlgamma_"),
     "__rrshift__": ("method", "_functions.shifts._rrshift"),
     # properties: `module.getter` under fusegrad

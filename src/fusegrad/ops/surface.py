@@ -63,7 +63,9 @@ set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gp
 detach_copy typename set_warn_always is_warn_always_enabled set_deterministic_debug_mode
 get_deterministic_debug_mode set_flush_denormal set_default_tensor_type get_device is_storage
 is_inference set_anomaly_enabled positive fill vander mvlgamma frobenius_norm nuclear_norm
-max_pool1d_with_indices nonzero_static frombuffer
+max_pool1d_with_indices nonzero_static frombuffer rnn_tanh_cell rnn_relu_cell lstm_cell gru_cell
+lstm gru rnn_tanh rnn_relu grid_sampler grid_sampler_2d affine_grid_generator conv_tbc adjoint
+as_strided_scatter index_reduce norm_except_dim range cond while_loop
 """.split()
 # Tensor methods that are no registry op: conversions, sizes and autograd entry points Tensor
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
@@ -109,7 +111,8 @@ COMPOSITES: dict[str, frozenset[str]] = {
         "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "absolute_",
         "negative_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_",
         "multiply_", "divide_", "true_divide_", "subtract_", "addmv_", "fill_diagonal_",
-        "apply_", "map_", "map2_", "embedding_renorm_", "mvlgamma_")},
+        "apply_", "map_", "map2_", "embedding_renorm_", "mvlgamma_", "index_reduce_",
+        "feature_dropout_")},
     # nn.init and nn.utils write into the tensors they are given
     "constant_": {_I}, "zeros_": {_I}, "ones_": {_I}, "eye_": {_I}, "orthogonal_": {_I},
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},

@@ -17,3 +17,7 @@ _VIEWS = {
 }
 
 COPIES = {copy: copy_variant(REGISTRY[view], copy) for view, copy in _VIEWS.items()}
+
+# split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split
+unsafe_split_with_sizes = copy_variant(REGISTRY["split_with_sizes"], "unsafe_split_with_sizes",
+                                       node="UnsafeSplitWithSizesBackward0")
