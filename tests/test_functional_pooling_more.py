@@ -182,3 +182,34 @@ def test_namespace_helpers():
         assert fn(1) == ("no", 1) and fn(1, True) == ("yes", 1)
         assert fn(2, flag=True) == ("yes", 2)
         assert fn.__doc__ == "Doc." and no.__doc__ == "Doc." and fn.__name__ == "pick"
+
+
+@pytest.mark.parametrize("separate", [False, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("extras", [False, True])
+def test_multi_head_attention_forward(separate, need_weights, extras):
+    e, heads = 6, 2
+    q, k = RNG.standard_normal((4, 2, e)), RNG.standard_normal((5, 2, e))
+    w_in, b_in = RNG.standard_normal((3 * e, e)) * 0.4, RNG.standard_normal(3 * e) * 0.1
+    w_out, b_out = RNG.standard_normal((e, e)) * 0.4, RNG.standard_normal(e) * 0.1
+    bk, bv = RNG.standard_normal((1, 1, e)), RNG.standard_normal((1, 1, e))
+    mask = RNG.standard_normal((4, 5)) * 0.1
+
+    def fn(lib, q, k, w_in, b_in, w_out, b_out, bk, bv, mask):
+        F = lib.nn.functional
+        kw = dict(need_weights=need_weights, attn_mask=mask, training=False)
+        if separate:
+            kw.update(use_separate_proj_weight=True, q_proj_weight=w_in[:e],
+                      k_proj_weight=w_in[e:2 * e], v_proj_weight=w_in[2 * e:])
+        out = F.multi_head_attention_forward(
+            q, k, k, e, heads, None if separate else w_in, b_in,
+            bk if extras else None, bv if extras else None, extras, 0.0, w_out, b_out, **kw)
+        return out if need_weights else out[0]
+
+    _both(fn, q, k, w_in, b_in, w_out, b_out, bk, bv, mask, node=False, tol=1e-9)
+
+
+def test_conv_tbc_in_functional():
+    _both(lambda lib, x, w, b: lib.nn.functional.conv_tbc(x, w, b, 1),
+          RNG.standard_normal((6, 2, 3)), RNG.standard_normal((2, 3, 4)),
+          RNG.standard_normal(4), node=False)

@@ -20,6 +20,20 @@ def _F():
     return functional
 
 
+def multi_head_attention_forward(*args, **kwargs):
+    """MultiheadAttention's forward over loose weights (see `nn.MultiheadAttention`)."""
+    from .modules.attention import multi_head_attention_forward as forward
+
+    return forward(*args, **kwargs)
+
+
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """1-D convolution of time-batch-channel input."""
+    import fusegrad
+
+    return fusegrad.conv_tbc(input, weight, bias, pad)
+
+
 def relu_(input: Tensor) -> Tensor:
     """In-place ReLU."""
     return input.relu_()
@@ -310,4 +324,5 @@ __all__ = [
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "lp_pool1d",
     "lp_pool2d", "max_unpool1d", "max_unpool2d", "triplet_margin_with_distance_loss",
     "assert_int_or_pair", "boolean_dispatch", "affine_grid", "grid_sample",
+    "multi_head_attention_forward", "conv_tbc",
 ]
