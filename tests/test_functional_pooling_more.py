@@ -213,3 +213,42 @@ def test_conv_tbc_in_functional():
     _both(lambda lib, x, w, b: lib.nn.functional.conv_tbc(x, w, b, 1),
           RNG.standard_normal((6, 2, 3)), RNG.standard_normal((2, 3, 4)),
           RNG.standard_normal(4), node=False)
+
+
+@pytest.mark.parametrize("kernel, size, ratio", [(2, (4, 5), None), ((3, 2), 3, None),
+                                                 (2, None, (0.5, 0.5)), (3, (2, 6), None)])
+def test_fractional_max_pool2d_with_samples(kernel, size, ratio):
+    """Given the same random samples, PyTorch's windows, values, indices and gradients."""
+    x = RNG.standard_normal((2, 3, 9, 11))
+    samples = RNG.uniform(0, 1, (2, 3, 2))
+
+    def fn(lib, x):
+        return lib.nn.functional.fractional_max_pool2d(
+            x, kernel, output_size=size, output_ratio=ratio, return_indices=True,
+            _random_samples=lib.tensor(samples))
+
+    _both(fn, x, node=False)
+    _both(lambda lib, x: lib.nn.FractionalMaxPool2d(
+        kernel, size, ratio, _random_samples=lib.tensor(samples[:1]))(x[0]), x, node=False)
+
+
+def test_fractional_max_pool2d_random():
+    """Drawn samples: the windows still cover the input in order; each output is the max of
+    a kernel-sized window and its index points at that value."""
+    x = fusegrad.tensor(RNG.standard_normal((2, 3, 10, 10)))
+    out, idx = fusegrad.nn.FractionalMaxPool2d(2, output_ratio=0.5, return_indices=True)(x)
+    assert out.shape == (2, 3, 5, 5) and idx.dtype == fusegrad.int64
+    flat = x.flatten(-2)
+    assert fusegrad.equal(flat.gather(-1, idx.flatten(-2)).view(out.shape), out)
+    rows, cols = idx // 10, idx % 10
+    assert bool((rows[..., 1:, :] > rows[..., :-1, :]).all())
+    assert bool((cols[..., 1:] > cols[..., :-1]).all())
+    for lib in (torch, fusegrad):
+        with pytest.raises(ValueError, match="requires specifying either an output size"):
+            lib.nn.FractionalMaxPool2d(2)
+        with pytest.raises(ValueError, match=r"output_ratio must be between 0 and 1 \(got "
+                           r"1.5\)"):
+            lib.nn.FractionalMaxPool2d(2, output_ratio=1.5)
+        with pytest.raises(RuntimeError, match="pool height 3 too large relative to input "
+                           "height 4"):
+            lib.nn.functional.fractional_max_pool2d(lib.ones(1, 1, 4, 4), 3, output_size=3)

@@ -727,6 +727,14 @@ from ._functional_pooling import (  # noqa: E402, F401
 
 __all__ += _functional_pooling.__all__
 
+from . import _functional_fractional  # noqa: E402
+from ._functional_fractional import (  # noqa: E402, F401
+    fractional_max_pool2d,
+    fractional_max_pool2d_with_indices,
+)
+
+__all__ += _functional_fractional.__all__
+
 # Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
 from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
 

@@ -109,6 +109,7 @@ from .pooling import (
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    FractionalMaxPool2d,
     LPPool1d,
     LPPool2d,
     MaxPool1d,
@@ -153,5 +154,5 @@ __all__ = [
     "MaxUnpool2d", "InstanceNorm1d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
     "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
-    "SyncBatchNorm", "Container",
+    "SyncBatchNorm", "Container", "FractionalMaxPool2d",
 ]

@@ -1,4 +1,5 @@
-"""Pooling layers: max, average, adaptive, power-average (LPPool) and max unpooling."""
+"""Pooling layers: max, average, adaptive, power-average (LPPool), fractional max and max
+unpooling."""
 
 from __future__ import annotations
 
@@ -202,3 +203,35 @@ class MaxUnpool2d(_MaxUnpoolNd):
         """max_unpool2d(input, indices)."""
         return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
+
+
+class FractionalMaxPool2d(Module):
+    """Max pooling over windows at pseudo-random offsets, to `output_size` or
+    `output_ratio` of the input's size."""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None,
+                 return_indices: bool = False, _random_samples=None) -> None:
+        super().__init__()
+
+        def pair(v):
+            return (v, v) if not isinstance(v, (tuple, list)) else tuple(v)
+
+        self.kernel_size = pair(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = pair(output_size) if output_size is not None else None
+        self.output_ratio = pair(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool2d requires specifying either an output size, "
+                             "or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not (
+                0 < self.output_ratio[0] < 1 and 0 < self.output_ratio[1] < 1):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        """fractional_max_pool2d(input)."""
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)
