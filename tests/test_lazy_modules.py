@@ -144,3 +144,22 @@ def test_sync_batchnorm_on_one_process():
     assert outs[1][0] == outs[0][0]
     for w, g in zip(outs[0][1:], outs[1][1:]):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("size, channels", [(1, 4), (2, 5), (3, 7), (4, 3), (5, 8), (9, 4)])
+def test_cross_map_lrn2d(size, channels):
+    """Values as PyTorch's; gradients those of the forward, by finite differences (PyTorch's
+    hand-written backward of this legacy layer fails gradcheck)."""
+    x = RNG.standard_normal((2, channels, 3, 2))
+    outs = []
+    for lib in (torch, fusegrad):
+        m = lib.nn.CrossMapLRN2d(size, 1e-2, 0.6, 2.0)
+        outs.append((repr(m), m(lib.tensor(x)).numpy()))
+        with pytest.raises(ValueError, match="CrossMapLRN2d: Expected input to be 4D, got 3D "
+                           "instead."):
+            m(lib.ones(2, 3, 4))
+    assert outs[1][0] == outs[0][0]
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-10, atol=1e-12)
+    m = fusegrad.nn.CrossMapLRN2d(size, 1e-2, 0.6, 2.0)
+    leaf = fusegrad.tensor(x[:1, :, :2, :1], requires_grad=True)
+    assert fusegrad.autograd.gradcheck(lambda t: m(t), (leaf,))

@@ -83,7 +83,7 @@ from .loss import (
     TripletMarginWithDistanceLoss,
 )
 from .module import Module
-from .normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from .normalization import CrossMapLRN2d, GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 from .padding import (
     CircularPad1d,
     CircularPad2d,
@@ -154,5 +154,5 @@ __all__ = [
     "MaxUnpool2d", "InstanceNorm1d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
     "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
-    "SyncBatchNorm", "Container", "FractionalMaxPool2d",
+    "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
 ]
