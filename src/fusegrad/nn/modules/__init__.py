@@ -30,6 +30,7 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, LazyBatchNorm1d, LazyBatchNorm2d, SyncBatchNorm
 from .channelshuffle import ChannelShuffle
@@ -155,4 +156,5 @@ __all__ = [
     "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
+    "AdaptiveLogSoftmaxWithLoss",
 ]
