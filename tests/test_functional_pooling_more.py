@@ -252,3 +252,25 @@ def test_fractional_max_pool2d_random():
         with pytest.raises(RuntimeError, match="pool height 3 too large relative to input "
                            "height 4"):
             lib.nn.functional.fractional_max_pool2d(lib.ones(1, 1, 4, 4), 3, output_size=3)
+
+
+def test_max_unpool3d():
+    x = RNG.standard_normal((2, 2, 4, 6, 4))
+    _, t_idx = torch.nn.functional.max_pool3d(torch.tensor(x), 2, return_indices=True)
+    pooled = RNG.standard_normal(tuple(t_idx.shape))
+
+    def fn(lib, v):
+        idx = lib.tensor(t_idx.numpy())
+        return lib.nn.functional.max_unpool3d(v, idx, 2) + lib.nn.MaxUnpool3d(2)(
+            v, idx, output_size=[4, 6, 4])
+
+    _both(fn, pooled, node=False)
+    _both(lambda lib, v: lib.nn.functional.max_unpool3d(v[0], lib.tensor(t_idx[0].numpy()),
+                                                        2), pooled)
+    for lib in (torch, fusegrad):
+        assert repr(lib.nn.MaxUnpool3d(2)) == \
+            "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0))"
+        with pytest.raises(RuntimeError, match=r"Found an invalid max index: 6300 \(output "
+                           r"volumes are of size 4x6x4"):
+            lib.nn.functional.max_unpool3d(lib.tensor(pooled), lib.tensor(
+                t_idx.numpy()) * 0 + 6300, 2)

@@ -145,6 +145,16 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     return call(UP.max_unpool2d, input, indices, size)
 
 
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
+                 output_size=None) -> Tensor:
+    """Put each value back at its max-pooling position in a volume of zeros."""
+    k = _tuple(kernel_size, 3)
+    s = _tuple(stride, 3) if stride is not None else k
+    p = _tuple(padding, 3)
+    size = _unpool_output_size(input, k, s, p, output_size)
+    return call(UP.max_unpool3d, input, indices, list(size), s, p)
+
+
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
                                       distance_function=None, margin: float = 1.0,
                                       swap: bool = False, reduction: str = "mean") -> Tensor:
@@ -322,7 +332,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
 __all__ = [
     "relu_", "pdist", "max_pool1d_with_indices", "max_pool2d_with_indices",
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "lp_pool1d",
-    "lp_pool2d", "max_unpool1d", "max_unpool2d", "triplet_margin_with_distance_loss",
+    "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "triplet_margin_with_distance_loss",
     "assert_int_or_pair", "boolean_dispatch", "affine_grid", "grid_sample",
     "multi_head_attention_forward", "conv_tbc",
 ]

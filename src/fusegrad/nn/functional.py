@@ -719,6 +719,7 @@ from ._functional_pooling import (  # noqa: E402, F401
     max_pool2d_with_indices,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
     multi_head_attention_forward,
     pdist,
     relu_,

@@ -117,6 +117,7 @@ from .pooling import (
     MaxPool2d,
     MaxUnpool1d,
     MaxUnpool2d,
+    MaxUnpool3d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding, EmbeddingBag
@@ -156,5 +157,5 @@ __all__ = [
     "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
-    "AdaptiveLogSoftmaxWithLoss",
+    "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d",
 ]

@@ -205,6 +205,17 @@ class MaxUnpool2d(_MaxUnpoolNd):
                               output_size)
 
 
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool3d: values back at their indices, zeros elsewhere."""
+
+    _n = 3
+
+    def forward(self, input, indices, output_size=None):
+        """max_unpool3d(input, indices)."""
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
 class FractionalMaxPool2d(Module):
     """Max pooling over windows at pseudo-random offsets, to `output_size` or
     `output_ratio` of the input's size."""
