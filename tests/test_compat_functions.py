@@ -195,3 +195,26 @@ def test_settings_and_type_questions():
         lib.set_anomaly_enabled(False)
         assert not lib.is_anomaly_enabled()
         assert isinstance(lib.set_flush_denormal(False), bool)
+
+
+@pytest.mark.parametrize("device", ["ipu", "xla"])
+def test_deprecated_autocast_device_spellings(device):
+    for lib in (torch, fusegrad):
+        before = (lib.is_autocast_enabled(device), lib.get_autocast_dtype(device))
+        try:
+            with pytest.warns(DeprecationWarning, match=rf"torch.set_autocast_{device}_enabled"
+                              rf"\(enabled\) is deprecated. Please use torch.set_autocast_"
+                              rf"enabled\('{device}', enabled\) instead"):
+                getattr(lib, f"set_autocast_{device}_enabled")(True)
+            with pytest.warns(DeprecationWarning, match=rf"get_autocast_{device}_dtype\(\) is "
+                              "deprecated"):
+                assert getattr(lib, f"get_autocast_{device}_dtype")() == before[1]
+            with pytest.warns(DeprecationWarning):
+                getattr(lib, f"set_autocast_{device}_dtype")(lib.float16)
+            assert lib.is_autocast_enabled(device)
+            assert lib.get_autocast_dtype(device) == lib.float16
+            with pytest.warns(DeprecationWarning):
+                assert getattr(lib, f"is_autocast_{device}_enabled")()
+        finally:
+            lib.set_autocast_enabled(device, before[0])
+            lib.set_autocast_dtype(device, before[1])
