@@ -1,6 +1,7 @@
 """Numeric helpers of PyTorch's namespace built over existing ops: `gradient` (central
 differences, uniform or by coordinates), `histogramdd`, `binomial` sampling, `vmap` (run
-per example and stacked), and DLPack exchange (`from_dlpack`, `to_dlpack`).
+per example and stacked), DLPack exchange (`from_dlpack`, `to_dlpack`), and the public
+spellings of the incomplete gamma ops (`igamma`, `igammac`).
 """
 
 from __future__ import annotations
@@ -187,4 +188,24 @@ def to_dlpack(tensor: Tensor):
     return tensor.detach().numpy().__dlpack__()
 
 
-__all__ = ["gradient", "histogramdd", "binomial", "vmap", "from_dlpack", "to_dlpack"]
+# ---------------------------------------------------------------- incomplete gamma
+
+
+def igamma(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """The regularized lower incomplete gamma function P(input, other)."""
+    from .._dispatch import call
+    from ..ops import incomplete_gamma as IG
+
+    return call(IG.igamma, input, other)
+
+
+def igammac(input: Tensor, other: Tensor, *, out=None) -> Tensor:
+    """The regularized upper incomplete gamma function Q(input, other) = 1 - P."""
+    from .._dispatch import call
+    from ..ops import incomplete_gamma as IG
+
+    return call(IG.igammac, input, other)
+
+
+__all__ = ["gradient", "histogramdd", "binomial", "vmap", "from_dlpack", "to_dlpack",
+           "igamma", "igammac"]

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     conv,
     embedding,
     factorizations,
+    incomplete_gamma,
     indexing,
     inplace,
     joins,

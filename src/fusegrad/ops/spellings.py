@@ -237,6 +237,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "__rlshift__": ("method", "_functions.shifts._rlshift"),
     "mvlgamma": ("function", "mvlgamma"),
     "adjoint": ("function", "adjoint"),
+    "igamma": ("function", "igamma"), "igammac": ("function", "igammac"),
+    "igamma_": ("inplace_args", "igamma_"), "igammac_": ("inplace_args", "igammac_"),
     "as_strided_scatter": ("function", "as_strided_scatter"),
     "index_reduce": ("function", "index_reduce"),
     "index_reduce_": ("method", "_functions.compat_layers._index_reduce_"),
