@@ -103,3 +103,44 @@ def test_dlpack():
     assert from_torch.tolist() == [1.5, 2.5]
     to_torch = torch.from_dlpack(fusegrad.to_dlpack(fusegrad.tensor([4.0, 5.0])))
     assert to_torch.tolist() == [4.0, 5.0]
+
+
+@pytest.mark.parametrize("fn", ["svd_lowrank", "pca_lowrank"])
+def test_low_rank(fn):
+    """On an exactly rank-3 matrix PyTorch's randomized result is exact too: the same
+    singular values, subspaces and reconstruction."""
+    base = RNG.standard_normal((8, 3)) @ RNG.standard_normal((3, 6))
+    results = []
+    for lib in (torch, fusegrad):
+        torch.manual_seed(0)
+        u, s, v = getattr(lib, fn)(lib.tensor(base), q=3)
+        results.append((u.numpy(), s.numpy(), v.numpy()))
+    (tu, ts, tv), (fu, fs, fv) = results
+    assert fu.shape == tu.shape and fs.shape == ts.shape and fv.shape == tv.shape
+    np.testing.assert_allclose(fs, ts, rtol=1e-8)
+    np.testing.assert_allclose((fu * fs) @ fv.T, (tu * ts) @ tv.T, atol=1e-8)
+    np.testing.assert_allclose(np.abs(fu.T @ tu), np.eye(3), atol=1e-8)  # same vectors
+    for lib in (torch, fusegrad):
+        with pytest.raises(ValueError, match=r"q\(=5\) must be non-negative integer and not "
+                           r"greater than min\(m, n\)=3"):
+            lib.pca_lowrank(lib.ones(3, 4), q=5)
+
+
+def test_fork_wait_classproperty_file_path():
+    for lib in (torch, fusegrad):
+        fut = lib.jit.fork(lambda a, b=1: a + b, lib.ones(2), b=2) if lib is torch else \
+            lib.fork(lambda a, b=1: a + b, lib.ones(2), b=2)
+        assert fut.done() and lib.wait(fut).tolist() == [3.0, 3.0]
+
+        class K:
+            scale = 3
+
+            @lib.classproperty
+            def doubled(cls):
+                return cls.scale * 2
+
+        assert K.doubled == 6 and K().doubled == 6
+    assert fusegrad.get_file_path("fusegrad", "nn") == \
+        os.path.join(os.path.dirname(os.path.dirname(fusegrad.__file__)), "fusegrad", "nn")
+    assert torch.get_file_path("torch", "nn") == \
+        os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "torch", "nn")

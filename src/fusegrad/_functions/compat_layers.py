@@ -281,7 +281,65 @@ def while_loop(cond_fn, body_fn, carried_inputs):
     return carried
 
 
+class _CompletedFuture:
+    """The result of `fork`: already computed, since eager code runs it at once (as
+    TorchScript's fork does outside a scripted function)."""
+
+    def __init__(self, value) -> None:
+        self._value = value
+
+    def done(self) -> bool:
+        """Always True."""
+        return True
+
+    def wait(self):
+        """The forked call's result."""
+        return self._value
+
+    def value(self):
+        """The forked call's result."""
+        return self._value
+
+    def then(self, callback):
+        """A future of `callback(self)`."""
+        return _CompletedFuture(callback(self))
+
+
+def fork(func, *args, **kwargs) -> _CompletedFuture:
+    """Run `func(*args, **kwargs)` and return a completed future of its result."""
+    return _CompletedFuture(func(*args, **kwargs))
+
+
+def wait(future):
+    """The result of a future from `fork`."""
+    return future.wait()
+
+
+def classproperty(func):
+    """A read-only property of the class (the getter receives the class)."""
+    if not isinstance(func, (classmethod, staticmethod)):
+        func = classmethod(func)
+    return _ClassProperty(func)
+
+
+class _ClassProperty:
+    def __init__(self, getter) -> None:
+        self.getter = getter
+
+    def __get__(self, instance, owner=None):
+        return self.getter.__get__(instance, owner if owner is not None else type(instance))()
+
+
+def get_file_path(*path_components: str) -> str:
+    """A path under the directory that holds the package."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(os.path.dirname(root), *path_components)
+
+
 __all__ = [
+    "fork", "wait", "classproperty", "get_file_path",
     "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell", "lstm", "gru", "rnn_tanh",
     "rnn_relu", "grid_sampler", "grid_sampler_2d", "affine_grid_generator", "ctc_loss",
     "conv_tbc", "feature_dropout_", "adjoint", "as_strided_scatter", "index_reduce",

@@ -188,6 +188,35 @@ def to_dlpack(tensor: Tensor):
     return tensor.detach().numpy().__dlpack__()
 
 
+# ---------------------------------------------------------------- low-rank SVD and PCA
+
+
+def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2, M: Tensor | None = None) -> tuple:
+    """The leading `q` singular triplets (U, S, V) of A - M. PyTorch approximates them by
+    randomized subspace iteration; this computes them exactly (the same result up to the
+    approximation and the signs of singular vectors)."""
+    import fusegrad
+
+    matrix = A if M is None else A - M
+    m, n = matrix.shape[-2:]
+    k = min(6 if q is None else q, m, n)
+    u, s, vh = fusegrad.linalg.svd(matrix, full_matrices=False)
+    return u[..., :k], s[..., :k], vh[..., :k, :].transpose(-2, -1)
+
+
+def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int = 2) -> tuple:
+    """Principal components of the rows of A: (U, S, V) of the column-centred matrix."""
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not 0 <= q <= min(m, n):
+        raise ValueError(f"q(={q}) must be non-negative integer and not greater than min(m, "
+                         f"n)={min(m, n)}")
+    if niter < 0:
+        raise ValueError(f"niter(={niter}) must be non-negative integer")
+    centred = A - A.mean(dim=-2, keepdim=True) if center else A
+    return svd_lowrank(centred, q, niter)
+
+
 # ---------------------------------------------------------------- incomplete gamma
 
 
@@ -208,4 +237,4 @@ def igammac(input: Tensor, other: Tensor, *, out=None) -> Tensor:
 
 
 __all__ = ["gradient", "histogramdd", "binomial", "vmap", "from_dlpack", "to_dlpack",
-           "igamma", "igammac"]
+           "igamma", "igammac", "svd_lowrank", "pca_lowrank"]
