@@ -1,4 +1,4 @@
-"""AdaptiveLogSoftmaxWithLoss against PyTorch's, given the same parameters: per-row target
+"""AdaptiveLogSoftmaxWithLoss and LinearCrossEntropyLoss (with F.linear_cross_entropy) against
 log-probabilities, loss, gradients, log_prob, predict, structure and errors."""
 
 from __future__ import annotations
@@ -64,3 +64,57 @@ def test_errors():
             m(lib.ones(2, 4), lib.tensor([1]))
         with pytest.raises(RuntimeError, match="0D or 1D target tensor expected"):
             m(lib.ones(2, 4), lib.ones(2, 1, dtype=lib.int64))
+
+
+@pytest.mark.parametrize("config", [
+    {}, {"bias": True}, {"out_features": (3,), "bias": True},
+    {"reduction": "none", "ignore_index": 2}, {"label_smoothing": 0.1, "reduction": "sum"},
+    {"weight": True}, {"options": True}, {"unbatched": True}, {"probabilities": True}])
+def test_linear_cross_entropy(config):
+    """LinearCrossEntropyLoss and F.linear_cross_entropy against PyTorch's, given the same
+    layer: loss values and the gradients of input and layer."""
+    cfg = dict(config)
+    unbatched, probs = cfg.pop("unbatched", False), cfg.pop("probabilities", False)
+    x = RNG.standard_normal((6, 4)) if not unbatched else RNG.standard_normal(4)
+    out = cfg.get("out_features", ())
+    if probs:
+        target = RNG.dirichlet(np.ones(5), 6)
+    else:
+        target = RNG.integers(0, 5, (6, *out)) if not unbatched else np.array(3)
+    class_weight = RNG.uniform(0.5, 2, 5)
+    results = []
+    for lib in (torch, fusegrad):
+        kw = dict(cfg)
+        if kw.pop("weight", False):
+            kw["weight"] = lib.tensor(class_weight)
+        if kw.pop("options", False):
+            kw["options"] = lib.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+        m = lib.nn.LinearCrossEntropyLoss(4, 5, dtype=lib.float64, **kw)
+        if lib is torch:
+            state = {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+        else:
+            m.load_state_dict({k: fusegrad.tensor(v) for k, v in state.items()})
+        leaf = lib.tensor(x, requires_grad=True)
+        loss = m(leaf, lib.tensor(target))
+        loss.sum().backward()
+        direct = lib.nn.functional.linear_cross_entropy(
+            leaf.detach(), m.linear.weight.detach().view(5, *out, 4), lib.tensor(target),
+            reduction="sum")
+        results.append((repr(m), loss.detach().numpy(), leaf.grad.numpy(),
+                        m.linear.weight.grad.numpy(), direct.item()))
+    assert results[1][0] == results[0][0]
+    for w, g in zip(results[0][1:], results[1][1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_linear_cross_entropy_errors():
+    for lib in (torch, fusegrad):
+        F = lib.nn.functional
+        with pytest.raises(RuntimeError, match="expected input with dimensionality 1 or 2, "
+                           "got 3"):
+            F.linear_cross_entropy(lib.ones(2, 2, 4), lib.ones(5, 4), lib.zeros(2))
+        with pytest.raises(RuntimeError, match="expected equal input and linear_weight last "
+                           "dimensions"):
+            F.linear_cross_entropy(lib.ones(2, 3), lib.ones(5, 4), lib.zeros(2))
+        with pytest.raises(RuntimeError, match="requires batched input"):
+            F.linear_cross_entropy(lib.ones(4), lib.ones(5, 2, 4), lib.zeros(2))

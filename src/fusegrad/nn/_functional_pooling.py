@@ -182,6 +182,44 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     return fusegrad.mean(loss) if reduction == "mean" else loss
 
 
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias: Tensor | None = None, weight: Tensor | None = None,
+                         reduction: str = "mean", ignore_index: int | None = None,
+                         label_smoothing: float = 0.0, options=None) -> Tensor:
+    """cross_entropy of the logits input @ linear_weight^T (+ linear_bias); linear_weight is
+    (C, *out_features, in_features) for a K-dimensional loss. `options` tune only how PyTorch
+    chunks the work, never the result, and are accepted as given."""
+    if input.dim() < 1 or input.dim() > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise RuntimeError(f"expected linear_weight with dimensionality at least 2, got "
+                           f"{linear_weight.dim()}")
+    batch, in_features = tuple(input.shape[:-1]), input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError("expected equal input and linear_weight last dimensions "
+                           f"(in_features), got {input.shape[-1]} and "
+                           f"{linear_weight.shape[-1]}, respectively")
+    classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise RuntimeError(f"expected linear_bias shape {(classes, *out_features)}, got "
+                           f"{tuple(linear_bias.shape)}")
+    if out_features and not batch:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape "
+                           f"{tuple(linear_weight.shape)} requires batched input, (N, "
+                           f"{in_features}), got unbatched input with shape "
+                           f"{tuple(input.shape)}")
+    logits_shape = (*batch, classes, *out_features)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains "
+                           "probabilities")
+    flat_bias = None if linear_bias is None else linear_bias.reshape(-1)
+    logits = _F().linear(input, linear_weight.reshape(-1, in_features), flat_bias)
+    logits = logits.view(logits_shape)
+    return _F().cross_entropy(logits, target, weight,
+                              ignore_index=-100 if ignore_index is None else ignore_index,
+                              reduction=reduction, label_smoothing=label_smoothing)
+
+
 def assert_int_or_pair(arg, arg_name: str, message: str) -> None:
     """Raise AssertionError(message naming `arg_name`) unless `arg` is an int or a pair."""
     if not (isinstance(arg, int) or len(arg) == 2):
@@ -335,5 +373,5 @@ __all__ = [
     "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
     "triplet_margin_with_distance_loss",
     "assert_int_or_pair", "boolean_dispatch", "affine_grid", "grid_sample",
-    "multi_head_attention_forward", "conv_tbc",
+    "multi_head_attention_forward", "conv_tbc", "linear_cross_entropy",
 ]

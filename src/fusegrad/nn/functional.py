@@ -713,6 +713,7 @@ from ._functional_pooling import (  # noqa: E402, F401
     boolean_dispatch,
     conv_tbc,
     grid_sample,
+    linear_cross_entropy,
     lp_pool1d,
     lp_pool2d,
     max_pool1d_with_indices,

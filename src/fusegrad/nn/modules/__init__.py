@@ -59,6 +59,7 @@ from .instancenorm import (
 )
 from .lazy import LazyModuleMixin
 from .linear import Bilinear, Identity, LazyLinear, Linear, NonDynamicallyQuantizableLinear
+from .linear_cross_entropy_options import LinearCrossEntropyOptions
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -70,6 +71,7 @@ from .loss import (
     HuberLoss,
     KLDivLoss,
     L1Loss,
+    LinearCrossEntropyLoss,
     MarginRankingLoss,
     MSELoss,
     MultiLabelMarginLoss,
@@ -157,5 +159,6 @@ __all__ = [
     "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear", "LazyConv1d", "LazyConv2d",
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
-    "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d",
+    "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d", "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
 ]

@@ -226,6 +226,46 @@ class TripletMarginWithDistanceLoss(_Loss):
             margin=self.margin, swap=self.swap, reduction=self.reduction)
 
 
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """Cross entropy of a linear layer's logits, the layer held as `self.linear` (weight
+    stored flat, (C * prod(out_features), in_features))."""
+
+    def __init__(self, in_features: int, num_classes: int, *, out_features=(),
+                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
+                 weight=None, ignore_index: int | None = None, label_smoothing: float = 0.0,
+                 options=None) -> None:
+        super().__init__(weight, None, None, reduction)
+        from .linear import Linear
+
+        self.in_features = in_features
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.bias = bias
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.options = options
+        width = num_classes
+        for size in self.out_features:
+            width *= size
+        self.linear = Linear(in_features, width, bias=bias, dtype=dtype)
+
+    def forward(self, input, target):
+        """linear_cross_entropy(input, the layer's weight, target)."""
+        shape = (self.num_classes, *self.out_features)
+        bias = self.linear.bias
+        return F.linear_cross_entropy(
+            input, self.linear.weight.view(*shape, self.in_features), target,
+            linear_bias=None if bias is None else bias.view(shape), weight=self.weight,
+            reduction=self.reduction, ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.bias}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
+
+
 class PoissonNLLLoss(_Loss):
     """Poisson negative log-likelihood."""
 
