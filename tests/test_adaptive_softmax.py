@@ -1,5 +1,6 @@
 """AdaptiveLogSoftmaxWithLoss and LinearCrossEntropyLoss (with F.linear_cross_entropy) against
-log-probabilities, loss, gradients, log_prob, predict, structure and errors."""
+PyTorch's, given the same parameters: per-row target log-probabilities, losses, gradients,
+log_prob, predict, structure and errors."""
 
 from __future__ import annotations
 
