@@ -274,3 +274,25 @@ def test_max_unpool3d():
                            r"volumes are of size 4x6x4"):
             lib.nn.functional.max_unpool3d(lib.tensor(pooled), lib.tensor(
                 t_idx.numpy()) * 0 + 6300, 2)
+
+
+@pytest.mark.parametrize("kernel, size, ratio", [(2, (4, 5, 3), None), ((3, 2, 2), 3, None),
+                                                 (2, None, (0.5, 0.5, 0.4))])
+def test_fractional_max_pool3d_with_samples(kernel, size, ratio):
+    x = RNG.standard_normal((2, 3, 7, 8, 9))
+    samples = RNG.uniform(0, 1, (2, 3, 3))
+
+    def fn(lib, x):
+        return lib.nn.functional.fractional_max_pool3d(
+            x, kernel, output_size=size, output_ratio=ratio, return_indices=True,
+            _random_samples=lib.tensor(samples))
+
+    _both(fn, x, node=False)
+    _both(lambda lib, x: lib.nn.FractionalMaxPool3d(
+        kernel, size, ratio, _random_samples=lib.tensor(samples[:1]))(x[0]), x, node=False)
+    for lib in (torch, fusegrad):
+        with pytest.raises(ValueError, match="FractionalMaxPool3d requires specifying either"):
+            lib.nn.FractionalMaxPool3d(2)
+        with pytest.raises(RuntimeError, match=r"fractional_max_pool3d_out\(\): pool time 3 "
+                           "too large relative to input time 4"):
+            lib.nn.functional.fractional_max_pool3d(lib.ones(1, 1, 4, 4, 4), 3, output_size=3)

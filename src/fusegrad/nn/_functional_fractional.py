@@ -1,4 +1,4 @@
-"""Fractional max pooling (`fractional_max_pool2d`): max over windows placed at
+"""Fractional max pooling (`fractional_max_pool2d/3d`): max over windows placed at
 pseudo-random, increasing offsets, one sequence of offsets per plane and dimension drawn
 from `_random_samples` in [0, 1) (PyTorch's interval formula), so a given sample reproduces
 PyTorch's windows and indices exactly."""
@@ -24,51 +24,79 @@ def _starts(sample: float, input_size: int, output_size: int, pool: int) -> np.n
     return out
 
 
-def _pair(v) -> tuple:
-    return (v, v) if isinstance(v, numbers.Number) else tuple(v)
+def _tuple(v, n: int) -> tuple:
+    return (v,) * n if isinstance(v, numbers.Number) else tuple(v)
+
+
+def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, n: int,
+                order: tuple, name: str) -> tuple:
+    """Fractional max pooling over the last `n` dimensions; `order[i]` is the entry of each
+    plane's sample that places dimension i's windows (PyTorch's assignment)."""
+    import fusegrad
+
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an "
+                         f"output_ratio")
+    kernel = tuple(int(k) for k in _tuple(kernel_size, n))
+    sizes = tuple(input.shape[-n:])
+    if output_size is None:
+        ratio = _tuple(output_ratio, n)
+        output_size = tuple(int(s * r) for s, r in zip(sizes, ratio))
+    out = tuple(int(s) for s in _tuple(output_size, n))
+    words = ("height", "width") if n == 2 else ("time", "height", "width")
+    for k, s, o, word in zip(kernel, sizes, out, words):
+        if o + k - 1 > s:
+            where = name if n == 2 else f"{name}_out"  # PyTorch's kernels' own names
+            raise RuntimeError(f"{where}(): pool {word} {k} too large relative to input "
+                               f"{word} {s}")
+    batched = input.dim() == n + 2
+    x = input if batched else input.unsqueeze(0)
+    lead = tuple(x.shape[:2])
+    planes = lead[0] * lead[1]
+    if samples is None:
+        samples = fusegrad.rand(lead[0], lead[1], n, dtype=input.dtype)
+    draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
+    values = x.detach().numpy().reshape((planes,) + sizes)
+    strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
+    index = np.empty((planes,) + out, dtype=np.int64)
+    for plane in range(planes):
+        # per dimension: window starts (out_i,) and the cells of each window (out_i, k_i)
+        cells = [_starts(draws[plane, order[i]], sizes[i], out[i], kernel[i])[:, None]
+                 + np.arange(kernel[i]) for i in range(n)]
+        grids = np.ix_(*[c.reshape(-1) for c in cells])
+        block = values[plane][grids]  # (out_0 * k_0, out_1 * k_1, ...)
+        block = block.reshape(sum(((o, k) for o, k in zip(out, kernel)), ()))
+        axes = list(range(0, 2 * n, 2)) + list(range(1, 2 * n, 2))
+        windows = block.transpose(axes).reshape(out + (-1,))
+        best = np.array(np.unravel_index(windows.argmax(-1), kernel))
+        flat = np.zeros(out, dtype=np.int64)
+        for i in range(n):
+            shape = [1] * n
+            shape[i] = out[i]
+            flat += (cells[i][:, 0].reshape(shape) + best[i]) * strides[i]
+        index[plane] = flat
+    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
+    # The maxima gathered from the input: the gradient flows back to the chosen positions.
+    result = x.flatten(-n).gather(-1, idx.flatten(-n)).view(lead + out)
+    if not batched:
+        result, idx = result.squeeze(0), idx.squeeze(0)
+    return result, idx
 
 
 def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None,
                                        output_ratio=None, return_indices: bool = False,
                                        _random_samples=None) -> tuple:
     """Fractional max pooling of (N, C, H, W) or (C, H, W) input: (values, flat indices)."""
-    import fusegrad
+    return _fractional(input, kernel_size, output_size, output_ratio, _random_samples, 2,
+                       (1, 0), "fractional_max_pool2d")
 
-    if output_size is None and output_ratio is None:
-        raise ValueError("fractional_max_pool2d requires specifying either an output_size or "
-                         "an output_ratio")
-    kh, kw = (int(k) for k in _pair(kernel_size))
-    h, w = input.shape[-2:]
-    if output_size is None:
-        ratio = _pair(output_ratio)
-        output_size = (int(h * ratio[0]), int(w * ratio[1]))
-    oh, ow = (int(s) for s in _pair(output_size))
-    if oh + kh - 1 > h:
-        raise RuntimeError(f"fractional_max_pool2d(): pool height {kh} too large relative to "
-                           f"input height {h}")
-    if ow + kw - 1 > w:
-        raise RuntimeError(f"fractional_max_pool2d(): pool width {kw} too large relative to "
-                           f"input width {w}")
-    batched = input.dim() == 4
-    x = input if batched else input.unsqueeze(0)
-    n, c = x.shape[:2]
-    if _random_samples is None:
-        _random_samples = fusegrad.rand(n, c, 2, dtype=input.dtype)
-    samples = _random_samples.detach().numpy().astype(np.float64).reshape(n * c, 2)
-    values = x.detach().numpy().reshape(n * c, h, w)
-    index = np.empty((n * c, oh, ow), dtype=np.int64)
-    for plane in range(n * c):
-        rows = _starts(samples[plane, 1], h, oh, kh)[:, None] + np.arange(kh)
-        cols = _starts(samples[plane, 0], w, ow, kw)[:, None] + np.arange(kw)
-        windows = values[plane][rows[:, None, :, None], cols[None, :, None, :]]
-        best = windows.reshape(oh, ow, kh * kw).argmax(-1)
-        index[plane] = (rows[:, None, 0] + best // kw) * w + cols[None, :, 0] + best % kw
-    idx = Tensor._make(index.reshape(n, c, oh, ow), _dtype.int64)
-    # The maxima gathered from the input: the gradient flows back to the chosen positions.
-    out = x.flatten(-2).gather(-1, idx.flatten(-2)).view(n, c, oh, ow)
-    if not batched:
-        out, idx = out.squeeze(0), idx.squeeze(0)
-    return out, idx
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices: bool = False,
+                                       _random_samples=None) -> tuple:
+    """Fractional max pooling of (N, C, T, H, W) or (C, T, H, W) input."""
+    return _fractional(input, kernel_size, output_size, output_ratio, _random_samples, 3,
+                       (0, 1, 2), "fractional_max_pool3d")
 
 
 def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
@@ -79,4 +107,13 @@ def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_r
     return (out, idx) if return_indices else out
 
 
-__all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices"]
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """3-D fractional max pooling; with `return_indices` also the positions of the maxima."""
+    out, idx = fractional_max_pool3d_with_indices(input, kernel_size, output_size,
+                                                  output_ratio, True, _random_samples)
+    return (out, idx) if return_indices else out
+
+
+__all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]

@@ -733,6 +733,8 @@ from . import _functional_fractional  # noqa: E402
 from ._functional_fractional import (  # noqa: E402, F401
     fractional_max_pool2d,
     fractional_max_pool2d_with_indices,
+    fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
 )
 
 __all__ += _functional_fractional.__all__

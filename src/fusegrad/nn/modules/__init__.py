@@ -113,6 +113,7 @@ from .pooling import (
     AvgPool1d,
     AvgPool2d,
     FractionalMaxPool2d,
+    FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
     MaxPool1d,
@@ -160,5 +161,5 @@ __all__ = [
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
     "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d", "LinearCrossEntropyLoss",
-    "LinearCrossEntropyOptions",
+    "LinearCrossEntropyOptions", "FractionalMaxPool3d",
 ]

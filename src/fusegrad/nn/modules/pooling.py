@@ -216,33 +216,49 @@ class MaxUnpool3d(_MaxUnpoolNd):
                               output_size)
 
 
-class FractionalMaxPool2d(Module):
-    """Max pooling over windows at pseudo-random offsets, to `output_size` or
-    `output_ratio` of the input's size."""
+class _FractionalMaxPoolNd(Module):
+    _n = 2
 
     def __init__(self, kernel_size, output_size=None, output_ratio=None,
                  return_indices: bool = False, _random_samples=None) -> None:
         super().__init__()
 
-        def pair(v):
-            return (v, v) if not isinstance(v, (tuple, list)) else tuple(v)
+        def tup(v):
+            return (v,) * self._n if not isinstance(v, (tuple, list)) else tuple(v)
 
-        self.kernel_size = pair(kernel_size)
+        self.kernel_size = tup(kernel_size)
         self.return_indices = return_indices
         self.register_buffer("_random_samples", _random_samples)
-        self.output_size = pair(output_size) if output_size is not None else None
-        self.output_ratio = pair(output_ratio) if output_ratio is not None else None
+        self.output_size = tup(output_size) if output_size is not None else None
+        self.output_ratio = tup(output_ratio) if output_ratio is not None else None
+        name = type(self).__name__
         if output_size is None and output_ratio is None:
-            raise ValueError("FractionalMaxPool2d requires specifying either an output size, "
-                             "or a pooling ratio")
+            raise ValueError(f"{name} requires specifying either an output size, or a "
+                             f"pooling ratio")
         if output_size is not None and output_ratio is not None:
             raise ValueError("only one of output_size and output_ratio may be specified")
-        if self.output_ratio is not None and not (
-                0 < self.output_ratio[0] < 1 and 0 < self.output_ratio[1] < 1):
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
             raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max pooling over windows at pseudo-random offsets, to `output_size` or
+    `output_ratio` of the input's size."""
 
     def forward(self, input):
         """fractional_max_pool2d(input)."""
         return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """3-D max pooling over windows at pseudo-random offsets."""
+
+    _n = 3
+
+    def forward(self, input):
+        """fractional_max_pool3d(input)."""
+        return F.fractional_max_pool3d(input, self.kernel_size, self.output_size,
                                        self.output_ratio, self.return_indices,
                                        _random_samples=self._random_samples)
