@@ -296,3 +296,18 @@ def test_fractional_max_pool3d_with_samples(kernel, size, ratio):
         with pytest.raises(RuntimeError, match=r"fractional_max_pool3d_out\(\): pool time 3 "
                            "too large relative to input time 4"):
             lib.nn.functional.fractional_max_pool3d(lib.ones(1, 1, 4, 4, 4), 3, output_size=3)
+
+
+@pytest.mark.parametrize("size", [2, (2, None, 3), (3, 5, 4), 1])
+def test_adaptive_max_pool3d(size):
+    x = RNG.standard_normal((2, 3, 5, 7, 6))
+    _both(lambda lib, x: lib.nn.functional.adaptive_max_pool3d_with_indices(x, size), x,
+          node=False)
+    _both(lambda lib, x: lib.nn.AdaptiveMaxPool3d(size, return_indices=True)(x[0]), x,
+          node=False)
+    _both(lambda lib, x: lib.nn.functional.adaptive_max_pool3d(x, size), x, node=False)
+    for lib in (torch, fusegrad):
+        assert repr(lib.nn.AdaptiveMaxPool3d(size)) == f"AdaptiveMaxPool3d(output_size={size})"
+        with pytest.raises(RuntimeError, match=r"adaptive_max_pool3d\(\): Expected 4D or 5D "
+                           r"tensor, but got: \[2, 3\]"):
+            lib.nn.functional.adaptive_max_pool3d(lib.ones(2, 3), 2)

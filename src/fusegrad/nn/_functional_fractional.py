@@ -1,7 +1,9 @@
-"""Fractional max pooling (`fractional_max_pool2d/3d`): max over windows placed at
+"""Max pooling over windows computed per plane, by index: fractional max pooling
+(`fractional_max_pool2d/3d`), max over windows placed at
 pseudo-random, increasing offsets, one sequence of offsets per plane and dimension drawn
 from `_random_samples` in [0, 1) (PyTorch's interval formula), so a given sample reproduces
-PyTorch's windows and indices exactly."""
+PyTorch's windows and indices exactly; and 3-D adaptive max pooling. The values are gathered
+from the input at the chosen positions, which is also their gradient's path."""
 
 from __future__ import annotations
 
@@ -115,5 +117,41 @@ def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_r
     return (out, idx) if return_indices else out
 
 
-__all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices",
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """Max over adaptive windows of (N, C, D, H, W) or (C, D, H, W) input to `output_size`
+    (None keeps a size): (values, flat indices into each input volume)."""
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: "
+                           f"{list(input.shape)}")
+    sizes = tuple(input.shape[-3:])
+    out = tuple(s if o is None else int(o) for s, o in zip(sizes, _tuple(output_size, 3)))
+    batched = input.dim() == 5
+    x = input if batched else input.unsqueeze(0)
+    lead = tuple(x.shape[:2])
+    values = x.detach().numpy().reshape((-1,) + sizes)
+    # window i of a dimension spans [floor(i * size / out), ceil((i + 1) * size / out))
+    bounds = [[(i * s // o, -(-(i + 1) * s // o)) for i in range(o)]
+              for s, o in zip(sizes, out)]
+    index = np.empty((values.shape[0],) + out, dtype=np.int64)
+    for cell in np.ndindex(*out):
+        (t0, t1), (h0, h1), (w0, w1) = (bounds[i][cell[i]] for i in range(3))
+        window = values[:, t0:t1, h0:h1, w0:w1]
+        t, h, w = np.unravel_index(window.reshape(window.shape[0], -1).argmax(1),
+                                   window.shape[1:])
+        index[(slice(None),) + cell] = ((t + t0) * sizes[1] + h + h0) * sizes[2] + w + w0
+    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
+    result = x.flatten(-3).gather(-1, idx.flatten(-3)).view(lead + out)
+    if not batched:
+        result, idx = result.squeeze(0), idx.squeeze(0)
+    return result, idx
+
+
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """3-D adaptive max pooling; with `return_indices` also the positions of the maxima."""
+    out, idx = adaptive_max_pool3d_with_indices(input, output_size)
+    return (out, idx) if return_indices else out
+
+
+__all__ = ["adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "fractional_max_pool2d",
+           "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]

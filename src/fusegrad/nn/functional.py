@@ -731,6 +731,8 @@ __all__ += _functional_pooling.__all__
 
 from . import _functional_fractional  # noqa: E402
 from ._functional_fractional import (  # noqa: E402, F401
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
     fractional_max_pool2d,
     fractional_max_pool2d_with_indices,
     fractional_max_pool3d,

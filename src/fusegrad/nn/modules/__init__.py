@@ -110,6 +110,7 @@ from .pooling import (
     AdaptiveAvgPool2d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
     FractionalMaxPool2d,
@@ -161,5 +162,5 @@ __all__ = [
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
     "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d", "LinearCrossEntropyLoss",
-    "LinearCrossEntropyOptions", "FractionalMaxPool3d",
+    "LinearCrossEntropyOptions", "FractionalMaxPool3d", "AdaptiveMaxPool3d",
 ]

@@ -136,6 +136,14 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over adaptive windows of (N, C, D, H, W) input."""
+
+    def forward(self, input):
+        """adaptive_max_pool3d(input)."""
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
 class _LPPoolNd(Module):
     def __init__(self, norm_type: float, kernel_size, stride=None,
                  ceil_mode: bool = False) -> None:
