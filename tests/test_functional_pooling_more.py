@@ -311,3 +311,23 @@ def test_adaptive_max_pool3d(size):
         with pytest.raises(RuntimeError, match=r"adaptive_max_pool3d\(\): Expected 4D or 5D "
                            r"tensor, but got: \[2, 3\]"):
             lib.nn.functional.adaptive_max_pool3d(lib.ones(2, 3), 2)
+
+
+@pytest.mark.parametrize("case", ["2x3", "3x3", "2x2", "3x2"])
+def test_grouped_mm(case):
+    offs = {"2x3": [2, 4, 6], "2x2": [2, 6, 8], "3x2": [4, 12, 16]}
+    shapes = {"2x3": ((6, 8), (3, 8, 8)), "3x3": ((3, 2, 8), (3, 8, 8)),
+              "2x2": ((4, 8), (8, 12)), "3x2": ((3, 4, 8), (8, 16))}
+    a_shape, b_shape = shapes[case]
+    a, b = RNG.standard_normal(a_shape), RNG.standard_normal(b_shape)
+
+    def fn(lib, a, b):
+        o = offs.get(case)
+        return lib.nn.functional.grouped_mm(
+            a.float(), b.float(), offs=None if o is None else lib.tensor(o, dtype=lib.int32))
+
+    _both(fn, a, b, node=False, tol=1e-5)
+    for lib in (torch, fusegrad):
+        with pytest.raises(RuntimeError, match="strides should be multiple of 16 bytes"):
+            lib.nn.functional.grouped_mm(lib.ones(6, 4), lib.ones(3, 4, 5),
+                                         offs=lib.tensor([2, 4, 6], dtype=lib.int32))

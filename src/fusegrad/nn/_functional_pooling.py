@@ -220,6 +220,42 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                               reduction=reduction, label_smoothing=label_smoothing)
 
 
+def _check_grouped_strides(t: Tensor) -> None:
+    """PyTorch's grouped matmul reads its operands in 16-byte aligned rows."""
+    size = t.element_size()
+    if any(st * size % 16 for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1) or \
+            (t.dim() and t.shape[-1] > 1 and t.stride()[-1] * size % 16 and
+             t.stride()[-1] != 1):
+        raise RuntimeError("strides should be multiple of 16 bytes")
+
+
+def grouped_mm(mat_a: Tensor, mat_b: Tensor, *, offs: Tensor | None = None,
+               bias: Tensor | None = None, out_dtype=None) -> Tensor:
+    """Matrix products of groups: 2-D x 3-D with `offs` splitting A's rows, 3-D x 2-D with
+    `offs` splitting B's columns, 2-D x 2-D with `offs` splitting the shared dimension (one
+    product per group), or 3-D x 3-D batched; `offs` holds the groups' cumulative ends."""
+    import fusegrad
+
+    _check_grouped_strides(mat_a)
+    _check_grouped_strides(mat_b)
+    ends = [] if offs is None else [int(v) for v in offs.tolist()]
+    starts = [0] + ends[:-1]
+    a3, b3 = mat_a.dim() == 3, mat_b.dim() == 3
+    if a3 and b3:
+        out = mat_a.bmm(mat_b)
+    elif not a3 and b3:
+        out = fusegrad.cat([mat_a[s:e].matmul(mat_b[g]) for g, (s, e)
+                            in enumerate(zip(starts, ends))], 0)
+    elif a3 and not b3:
+        out = fusegrad.cat([mat_a[g].matmul(mat_b[:, s:e]) for g, (s, e)
+                            in enumerate(zip(starts, ends))], 1)
+    else:
+        out = fusegrad.stack([mat_a[:, s:e].matmul(mat_b[s:e]) for s, e in zip(starts, ends)])
+    if bias is not None:
+        out = out + bias
+    return out if out_dtype is None else out.to(out_dtype)
+
+
 def assert_int_or_pair(arg, arg_name: str, message: str) -> None:
     """Raise AssertionError(message naming `arg_name`) unless `arg` is an int or a pair."""
     if not (isinstance(arg, int) or len(arg) == 2):
@@ -373,5 +409,5 @@ __all__ = [
     "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
     "triplet_margin_with_distance_loss",
     "assert_int_or_pair", "boolean_dispatch", "affine_grid", "grid_sample",
-    "multi_head_attention_forward", "conv_tbc", "linear_cross_entropy",
+    "multi_head_attention_forward", "conv_tbc", "linear_cross_entropy", "grouped_mm",
 ]

@@ -713,6 +713,7 @@ from ._functional_pooling import (  # noqa: E402, F401
     boolean_dispatch,
     conv_tbc,
     grid_sample,
+    grouped_mm,
     linear_cross_entropy,
     lp_pool1d,
     lp_pool2d,
