@@ -331,3 +331,11 @@ def test_grouped_mm(case):
         with pytest.raises(RuntimeError, match="strides should be multiple of 16 bytes"):
             lib.nn.functional.grouped_mm(lib.ones(6, 4), lib.ones(3, 4, 5),
                                          offs=lib.tensor([2, 4, 6], dtype=lib.int32))
+
+
+@pytest.mark.parametrize("p", [2.0, 1.5, float("inf"), -float("inf")])
+@pytest.mark.parametrize("kernel, stride", [(2, None), ((2, 3, 2), (1, 2, 2))])
+def test_lp_pool3d(p, kernel, stride):
+    x = np.abs(RNG.standard_normal((2, 3, 5, 6, 5))) + 0.1
+    _both(lambda lib, t: lib.nn.functional.lp_pool3d(t, p, kernel, stride), x, node=False)
+    _both(lambda lib, t: lib.nn.LPPool3d(p, kernel, stride)(t[0]), x, node=False)

@@ -99,6 +99,28 @@ def lp_pool2d(input: Tensor, norm_type, kernel_size, stride=None,
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
 
 
+def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """(sum over each window of x ** p) ** (1 / p), over the last three dimensions (windows
+    taken with `unfold`; partial windows of `ceil_mode` are not supported)."""
+    if ceil_mode:
+        raise NotImplementedError("lp_pool3d: ceil_mode=True is not supported yet")  # ours
+    k = _tuple(kernel_size, 3)
+    st = _tuple(stride, 3) if stride is not None else k
+    first = input.dim() - 3
+
+    def windows(x):
+        for i in range(3):
+            x = x.unfold(first + i, k[i], st[i])
+        return x
+
+    if isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf"):
+        sign = 1 if norm_type > 0 else -1
+        return windows(input.abs() * sign).amax((-3, -2, -1)) * sign
+    out = windows(input.pow(norm_type)).mean((-3, -2, -1))
+    return (out.sign() * _F().relu(out.abs())).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
+
+
 def _tuple(x, n: int) -> list:
     if isinstance(x, numbers.Integral):
         return [int(x)] * n
@@ -406,7 +428,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
 __all__ = [
     "relu_", "pdist", "max_pool1d_with_indices", "max_pool2d_with_indices",
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "lp_pool1d",
-    "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
     "triplet_margin_with_distance_loss",
     "assert_int_or_pair", "boolean_dispatch", "affine_grid", "grid_sample",
     "multi_head_attention_forward", "conv_tbc", "linear_cross_entropy", "grouped_mm",

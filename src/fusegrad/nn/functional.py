@@ -717,6 +717,7 @@ from ._functional_pooling import (  # noqa: E402, F401
     linear_cross_entropy,
     lp_pool1d,
     lp_pool2d,
+    lp_pool3d,
     max_pool1d_with_indices,
     max_pool2d_with_indices,
     max_unpool1d,

@@ -117,6 +117,7 @@ from .pooling import (
     FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
+    LPPool3d,
     MaxPool1d,
     MaxPool2d,
     MaxUnpool1d,
@@ -163,4 +164,5 @@ __all__ = [
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
     "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d", "LinearCrossEntropyLoss",
     "LinearCrossEntropyOptions", "FractionalMaxPool3d", "AdaptiveMaxPool3d",
+    "LPPool3d",
 ]

@@ -176,6 +176,15 @@ class LPPool2d(_LPPoolNd):
                            self.ceil_mode)
 
 
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over (N, C, D, H, W) input."""
+
+    def forward(self, input):
+        """lp_pool3d(input)."""
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
 class _MaxUnpoolNd(Module):
     _n = 1
 
