@@ -280,6 +280,8 @@ _OTHER_VOCABULARIES = {
     "jit/_types.py": 5,
     # Python's binary operator names, the cores of `__add__`, `__radd__` and `__iadd__`.
     "_torch_function_wrappers.py": 1,
+    # index_reduce's reduction modes (prod, mean, amax, amin), a vocabulary of its own
+    "_functions/compat_layers.py": 1,
 }
 
 

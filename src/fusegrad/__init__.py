@@ -13,6 +13,7 @@ from . import (
     ops,
     utils,
 )
+from ._autocast import DEVICE_SPELLINGS as _AUTOCAST_DEVICE_SPELLINGS
 from ._autocast import (
     autocast_decrement_nesting,
     autocast_increment_nesting,
@@ -139,6 +140,8 @@ from ._windows import (  # noqa: E402
 
 # `FloatTensor`, `LongTensor`, ...: legacy constructors and dtype tests of old code.
 globals().update(_legacy_types.TYPES)
+# The deprecated per-device autocast settings (`set_autocast_ipu_enabled`, ...).
+globals().update(_AUTOCAST_DEVICE_SPELLINGS)
 
 # The core classes belong to the top-level namespace, as PyTorch's do: reprs and pickles
 # name them `fusegrad.Tensor`, `fusegrad.dtype`, ...

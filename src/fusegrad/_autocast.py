@@ -181,10 +181,13 @@ def autocast_decrement_nesting() -> int:
 
 
 def _deprecated(old: str, new: str, fn):
+    # PyTorch names a setter's argument in the message: `set_autocast_cpu_dtype(dtype)`
+    arg = new[new.index(", ") + 2:-1] if ", " in new else ""
+
     def wrapper(*args):
         import warnings
 
-        warnings.warn(f"torch.{old}() is deprecated. Please use torch.{new} instead.",
+        warnings.warn(f"torch.{old}({arg}) is deprecated. Please use torch.{new} instead.",
                       DeprecationWarning, stacklevel=2)
         return fn(*args)
 
@@ -209,6 +212,28 @@ get_autocast_gpu_dtype = _deprecated(
 set_autocast_gpu_dtype = _deprecated(
     "set_autocast_gpu_dtype", "set_autocast_dtype('cuda', dtype)",
     lambda dtype: set_autocast_dtype("cuda", dtype))
+
+
+def _device_spellings(device: str) -> dict:
+    """The deprecated per-device spellings of one autocast device (`is_autocast_ipu_enabled`,
+    ...), by name."""
+    return {
+        f"is_autocast_{device}_enabled": _deprecated(
+            f"is_autocast_{device}_enabled", f"is_autocast_enabled('{device}')",
+            lambda: is_autocast_enabled(device)),
+        f"set_autocast_{device}_enabled": _deprecated(
+            f"set_autocast_{device}_enabled", f"set_autocast_enabled('{device}', enabled)",
+            lambda enabled: set_autocast_enabled(device, enabled)),
+        f"get_autocast_{device}_dtype": _deprecated(
+            f"get_autocast_{device}_dtype", f"get_autocast_dtype('{device}')",
+            lambda: get_autocast_dtype(device)),
+        f"set_autocast_{device}_dtype": _deprecated(
+            f"set_autocast_{device}_dtype", f"set_autocast_dtype('{device}', dtype)",
+            lambda dtype: set_autocast_dtype(device, dtype)),
+    }
+
+
+DEVICE_SPELLINGS = {**_device_spellings("ipu"), **_device_spellings("xla")}
 
 
 # ---------------------------------------------------------------- casts

@@ -250,8 +250,20 @@ from .statistics import *  # noqa: F403
 from .utilities import *  # noqa: F403
 
 # isort: split
-from . import linalg_extra  # det, inverse, svd, qr, ... (after linear_algebra; methods)
+from . import (
+    compat_layers,  # ATen's functional spellings: recurrent layers, samplers, scatters
+    compat_more,  # settings, type questions, ATen's spellings of layers, small helpers
+    linalg_extra,  # det, inverse, svd, qr, ... (after linear_algebra; methods)
+    numeric_more,  # gradient, histogramdd, binomial, vmap, DLPack
+    shifts,  # bitwise_left_shift, bitwise_right_shift
+    view_copies,  # the `*_copy` forms of the views
+)
+from .compat_layers import *  # noqa: F403
+from .compat_more import *  # noqa: F403
 from .linalg_extra import *  # noqa: F403
+from .numeric_more import *  # noqa: F403
+from .shifts import *  # noqa: F403
+from .view_copies import *  # noqa: F403
 
 __all__ = [
     "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "pow", "exp", "log", "sin", "cos",
@@ -280,6 +292,8 @@ __all__ = [
 __all__ += [*complex_numbers.__all__, *math_extra.__all__, *nn_aliases.__all__,
             *shape_extra.__all__, *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
+__all__ += view_copies.__all__ + shifts.__all__ + compat_more.__all__ + compat_layers.__all__
+__all__ += numeric_more.__all__
 
 # isort: split
 # PyTorch's other names of ops (`arcsin`), the in-place methods PyTorch also spells as

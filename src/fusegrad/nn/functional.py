@@ -761,6 +761,45 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 __all__ += ["scaled_dot_product_attention"]
 
+from . import _functional_pooling  # noqa: E402
+from ._functional_pooling import (  # noqa: E402, F401
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    affine_grid,
+    assert_int_or_pair,
+    boolean_dispatch,
+    conv_tbc,
+    grid_sample,
+    grouped_mm,
+    linear_cross_entropy,
+    lp_pool1d,
+    lp_pool2d,
+    lp_pool3d,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+    multi_head_attention_forward,
+    pdist,
+    relu_,
+    triplet_margin_with_distance_loss,
+)
+
+__all__ += _functional_pooling.__all__
+
+from . import _functional_fractional  # noqa: E402
+from ._functional_fractional import (  # noqa: E402, F401
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
+    fractional_max_pool2d,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
+
+__all__ += _functional_fractional.__all__
+
 # Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
 from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
 

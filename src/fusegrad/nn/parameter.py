@@ -58,5 +58,104 @@ def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -
 
 
 def is_lazy(param) -> bool:
-    """Always False: no lazy modules exist."""
-    return False
+    """Whether `param` is an uninitialised parameter or buffer of a lazy module."""
+    return isinstance(param, UninitializedTensorMixin)
+
+
+class UninitializedTensorMixin:
+    """A placeholder whose shape is not known yet: `materialize(shape)` gives it storage and
+    turns it into `cls_to_become` (a Parameter or a plain Tensor) in place."""
+
+    __slots__ = ()
+    cls_to_become: type = Tensor
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Give the placeholder an (uninitialised) array of `shape` and its final class."""
+        if isinstance(shape, int):
+            shape = (shape,)
+        dt = dtype if dtype is not None else self._dtype
+        self._data = np.empty(tuple(int(s) for s in shape), dtype=dt.np)
+        self._dtype = dt
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError(
+            "Can't access the shape of an uninitialized parameter or buffer. This error "
+            "usually happens in `load_state_dict` when trying to load an uninitialized "
+            "parameter into an initialized one. Call `forward` to initialize the parameters "
+            "before accessing their attributes.")
+
+    def share_memory_(self):
+        raise RuntimeError(
+            "Can't share memory on an uninitialized parameter or buffer. Call `forward` to "
+            "initialize the parameters before calling `module.share_memory()`.")
+
+    def __repr__(self) -> str:
+        return f"<{self.__class__.__name__}>"
+
+    def __reduce_ex__(self, proto):
+        return (self.__class__, (self._rg,))
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter of a lazy module before its first call; it becomes a Parameter."""
+
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        dt = dtype if dtype is not None else _dtype.defaults.float
+        data = Tensor._make(np.empty((0,), dtype=dt.np), dt)
+        return Parameter.__new__(cls, data, requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
+        pass
+
+    def __deepcopy__(self, memo):
+        return type(self)(self._rg, dtype=self._dtype)
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer of a lazy module before its first call; it becomes a plain Tensor."""
+
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
+        dt = dtype if dtype is not None else _dtype.defaults.float
+        return cls._make(np.empty((0,), dtype=dt.np), dt)
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None):
+        pass
+
+
+class Buffer(Tensor):
+    """A tensor that, assigned to a Module attribute, registers itself as a buffer
+    (persistent or not); the module keeps it as a plain Tensor, as PyTorch does."""
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True):
+        if data is None:
+            data = Tensor._make(np.empty((0,), dtype=_dtype.defaults.float.np))
+        b = cls._make(data._data, data._dtype)
+        b._vc = data._vc
+        b.persistent = persistent
+        if data.requires_grad:
+            b.requires_grad_(True)
+        return b
+
+    def __init__(self, data: Tensor | None = None, *, persistent: bool = True):
+        pass
+
+    def _as_tensor(self) -> Tensor:
+        """The plain tensor a module registers (same data and version counter)."""
+        t = Tensor._make(self._data, self._dtype)
+        t._vc = self._vc
+        if self._rg:
+            t.requires_grad_(True)
+        return t
+
+
+TENSOR_REPR_CLASSES.add(Buffer)

@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     embedding,
     factorizations,
     fft,
+    incomplete_gamma,
     indexing,
     inplace,
     joins,
@@ -34,6 +35,7 @@ from . import (  # noqa: F401
     scans,
     scatter,
     shape_extra,
+    shifts,
     shrink,
     solvers,
     sorting,
@@ -42,7 +44,9 @@ from . import (  # noqa: F401
     special,
     statistics,
     unary,
+    unpool,
     upsample,
+    view_copies,
     views,
 )
 from .overloads import aten

@@ -240,6 +240,11 @@ baddbmm = register(
     lowering="extern",
     decomposition=lambda a, b1, b2, beta=1, alpha=1: _plus_scaled(
         call(bmm, b1, b2), alpha, a, beta))
+baddbmm_ = inplace_variant(
+    baddbmm, "baddbmm_",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (2, 2, 4), dt), rand_array(rng, (2, 2, 3), dt),
+                                     rand_array(rng, (2, 3, 4), dt), b, al), name=f"{b} {al}")
+                             for b, al in ((1, 1), (0.5, 2), (0, -1))])
 
 
 # ---------------------------------------------------------------- cross, vdot, addr, addbmm

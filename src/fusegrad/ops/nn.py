@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from ._util import F32, HALF, Spec, rand_array
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
-from .registry import OpDef, Sample, register
+from .registry import OpDef, Sample, inplace_variant, register
 
 
 def _register_multi(name: str, nondiff_outputs: tuple = (), optional: tuple = (),
@@ -133,6 +133,15 @@ addmm = register(
     samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
     decomposition=_addmm_decomposition,
     saved_names=("mat1", "mat2", "beta", "alpha", ""))
+
+
+def _addmm_inplace_samples(rng, dt):
+    return [Sample((rand_array(rng, (3, 5), dt), rand_array(rng, (3, 4), dt),
+                    rand_array(rng, (4, 5), dt)) + extra, name=str(extra))
+            for extra in ((), (0.5, 2.0), (0.0, 1.0))]
+
+
+addmm_ = inplace_variant(addmm, "addmm_", samples=_addmm_inplace_samples)
 
 
 # ---------------------------------------------------------------- losses

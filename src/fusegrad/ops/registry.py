@@ -185,6 +185,26 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
     return new
 
 
+def copy_variant(op: OpDef, name: str, node: str | None = None) -> OpDef:
+    """Register `name` (e.g. `permute_copy`) as the copying form of view op `op`: the same
+    result in fresh memory, differentiated as the view (node `<view node>_copy`, as ATen's
+    generated copy variants name theirs, unless `node` is given)."""
+    import numpy as np
+
+    def kernel(*args, **kwargs):
+        out = op.kernel(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(np.array(o, copy=True, order="C") for o in out)
+        return np.array(out, copy=True, order="C")
+
+    return register(name, kernel=kernel, meta=op.meta, derivative=op.derivative, save=op.save,
+                    node=node or (f"{op.node}_copy" if op.node else None),
+                    differentiable=op.differentiable, nondiff_args=op.nondiff_args,
+                    samples=op.samples, domain=op.domain, tolerance=op.tolerance,
+                    gradcheck=op.gradcheck, tensor_args=op.tensor_args,
+                    saved_names=op.saved_names, list_arg=op.list_arg)
+
+
 def _inplace_samples(samples):
     """The samples of an out-of-place op whose first argument can hold the result."""
     import numpy as np

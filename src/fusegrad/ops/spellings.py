@@ -201,6 +201,53 @@ METHODS: dict[str, tuple[str, ...]] = {
     "is_conj": ("method", "_functions.utilities._never"),
     "is_neg": ("method", "_functions.utilities._never"),
     "is_distributed": ("method", "_functions.utilities._never"),
+    # older spellings of in-place ops, and methods kept for older code
+    **{f"arc{n}_": ("inplace", f"a{n}_") for n in ("cos", "cosh", "sin", "sinh", "tan", "tanh")},
+    "absolute_": ("inplace", "abs_"), "negative_": ("inplace", "neg_"),
+    "greater_": ("binary_inplace", "gt_.Tensor", "gt_.Scalar"),
+    "greater_equal_": ("binary_inplace", "ge_.Tensor", "ge_.Scalar"),
+    "less_": ("binary_inplace", "lt_.Tensor", "lt_.Scalar"),
+    "less_equal_": ("binary_inplace", "le_.Tensor", "le_.Scalar"),
+    "not_equal_": ("binary_inplace", "ne_.Tensor", "ne_.Scalar"),
+    "multiply_": ("function", "mul_"), "divide_": ("function", "div_"),
+    "true_divide_": ("function", "div_"), "subtract_": ("function", "sub_"),
+    "ger": ("function", "ger"), "hardshrink": ("function", "hardshrink"),
+    "prelu": ("function", "prelu"),
+    "addmm_": ("method", "_functions.methods_more._addmm_"),
+    "baddbmm_": ("method", "_functions.methods_more._baddbmm_"),
+    "addmv_": ("method", "_functions.methods_more._addmv_"),
+    "cumprod_": ("method", "_functions.methods_more._cumprod_"),
+    "fill_diagonal_": ("method", "_functions.methods_more._fill_diagonal_"),
+    "sum_to_size": ("method", "_functions.methods_more._sum_to_size"),
+    "apply_": ("method", "_functions.methods_more._apply_"),
+    "map_": ("method", "_functions.methods_more._map_"),
+    "map2_": ("method", "_functions.methods_more._map2_"),
+    "new_empty_strided": ("method", "_functions.methods_more._new_empty_strided"),
+    "resize": ("method", "_functions.methods_more._resize"),
+    "resize_as": ("method", "_functions.methods_more._resize_as"),
+    "dim_order": ("method", "_functions.methods_more._dim_order"),
+    "const_data_ptr": ("method", "_functions.methods_more._const_data_ptr"),
+    "module_load": ("method", "_functions.methods_more._module_load"),
+    "bitwise_left_shift": ("function", "bitwise_left_shift"),
+    "bitwise_right_shift": ("function", "bitwise_right_shift"),
+    "__lshift__": ("function", "bitwise_left_shift"),
+    "__rshift__": ("function", "bitwise_right_shift"),
+    "bitwise_left_shift_": ("scalar_as_tensor", "bitwise_left_shift_.Tensor"),
+    "bitwise_right_shift_": ("scalar_as_tensor", "bitwise_right_shift_.Tensor"),
+    "__ilshift__": ("scalar_as_tensor", "bitwise_left_shift_.Tensor"),
+    "__irshift__": ("scalar_as_tensor", "bitwise_right_shift_.Tensor"),
+    "__rlshift__": ("method", "_functions.shifts._rlshift"),
+    "mvlgamma": ("function", "mvlgamma"),
+    "adjoint": ("function", "adjoint"),
+    "igamma": ("function", "igamma"), "igammac": ("function", "igammac"),
+    "igamma_": ("inplace_args", "igamma_"), "igammac_": ("inplace_args", "igammac_"),
+    "as_strided_scatter": ("function", "as_strided_scatter"),
+    "index_reduce": ("function", "index_reduce"),
+    "index_reduce_": ("method", "_functions.compat_layers._index_reduce_"),
+    "nonzero_static": ("function", "nonzero_static"),
+    "unsafe_split_with_sizes": ("function", "unsafe_split_with_sizes"),
+    "mvlgamma_": ("method", "_functions.compat_more._mvlgamma_"),
+    "__rrshift__": ("method", "_functions.shifts._rrshift"),
     # properties: `module.getter` under fusegrad
     "nbytes": ("property", "_functions.utilities._nbytes"),
     "itemsize": ("property", "_functions.utilities._itemsize"),
@@ -228,7 +275,8 @@ erf_ erfc_ expm1_ log1p_ log2_ log10_ frac_ reciprocal_ sinh_ cosh_ tan_ atan_ a
 asinh_ acosh_ atanh_ square_ fix_ clamp_ clip_ fill_ zero_ arctan2_ atan2_ lerp_ addcmul_
 addcdiv_ fmod_ remainder_ nan_to_num_ logical_not_ bitwise_not_ sgn_ clamp_min_ clamp_max_
 logit_ xlogy_ i0_ sinc_ rad2deg_ deg2rad_ lgamma_ digamma_ erfinv_ hypot_ copysign_ ldexp_ gcd_
-lcm_
+lcm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ negative_ detach_ resize_as_ index_put_
+addmv_
 """.split()
 
 

@@ -80,6 +80,15 @@ autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
 get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype is_autocast_cache_enabled
 is_autocast_cpu_enabled is_autocast_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
 set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
+is_autocast_ipu_enabled set_autocast_ipu_enabled get_autocast_ipu_dtype set_autocast_ipu_dtype
+is_autocast_xla_enabled set_autocast_xla_enabled get_autocast_xla_dtype set_autocast_xla_dtype
+detach_copy typename set_warn_always is_warn_always_enabled set_deterministic_debug_mode
+get_deterministic_debug_mode set_flush_denormal set_default_tensor_type get_device is_storage
+is_inference set_anomaly_enabled positive fill vander mvlgamma frobenius_norm nuclear_norm
+max_pool1d_with_indices nonzero_static frombuffer rnn_tanh_cell rnn_relu_cell lstm_cell gru_cell
+lstm gru rnn_tanh rnn_relu grid_sampler grid_sampler_2d affine_grid_generator conv_tbc adjoint
+as_strided_scatter index_reduce norm_except_dim range cond while_loop gradient histogramdd
+vmap from_dlpack to_dlpack binomial svd_lowrank pca_lowrank fork wait classproperty get_file_path
 """.split()
 # Tensor methods that are no registry op: conversions, sizes and autograd entry points Tensor
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
@@ -93,6 +102,8 @@ is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim to_d
 to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
+sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
+__rlshift__ __rrshift__
 __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
 resolve_conj resolve_neg cfloat cdouble
 """.split()
@@ -111,7 +122,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "linspace": {_F}, "eye": {_F}, "tensor": {_F}, "as_tensor": {_F}, "rand": {_F},
     "randn": {_F}, "randint": {_F}, "randperm": {_F}, "normal": {_F}, "zeros_like": {_F},
     "ones_like": {_F}, "full_like": {_F}, "empty_like": {_F}, "rand_like": {_F},
-    "randn_like": {_F}, "hann_window": {_F}, "hamming_window": {_F},
+    "randn_like": {_F}, "empty_permuted": {_F}, "hann_window": {_F}, "hamming_window": {_F},
     "blackman_window": {_F}, "bartlett_window": {_F}, "kaiser_window": {_F},
     # questions answered from metadata, dtypes or the session
     "is_grad_enabled": {_P, _U}, "is_tensor": {_P, _U}, "get_default_dtype": {_P},
@@ -127,6 +138,12 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "resize_": {_I}, "resize_as_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
     "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I}, "alpha_dropout_": {_I},
     "feature_alpha_dropout_": {_I},
+    **{name: {_I} for name in (
+        "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "absolute_",
+        "negative_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_",
+        "multiply_", "divide_", "true_divide_", "subtract_", "addmv_", "fill_diagonal_",
+        "apply_", "map_", "map2_", "mvlgamma_", "index_reduce_",
+        "feature_dropout_")},
     # nn.init and nn.utils write into the tensors they are given
     "constant_": {_I}, "zeros_": {_I}, "ones_": {_I}, "eye_": {_I}, "orthogonal_": {_I},
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},

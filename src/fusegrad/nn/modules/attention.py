@@ -252,4 +252,45 @@ def _split_packed(proj, n: int, e: int) -> tuple:
     return tuple(parts[i] for i in range(n))
 
 
+class _Weights:
+    """The attributes of MultiheadAttention that its forward reads, from loose tensors."""
+
+    batch_first = False
+    _project = MultiheadAttention._project
+
+    def __init__(self, **fields) -> None:
+        self.__dict__.update(fields)
+
+
+def multi_head_attention_forward(
+        query, key, value, embed_dim_to_check: int, num_heads: int, in_proj_weight,
+        in_proj_bias, bias_k, bias_v, add_zero_attn: bool, dropout_p: float, out_proj_weight,
+        out_proj_bias, training: bool = True, key_padding_mask=None, need_weights: bool = True,
+        attn_mask=None, use_separate_proj_weight: bool = False, q_proj_weight=None,
+        k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+        average_attn_weights: bool = True, is_causal: bool = False):
+    """MultiheadAttention's forward over loose weights, sequence-first (L, N, E) inputs or
+    unbatched (L, E): (output, weights or None)."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not "
+                                  "supported yet")  # ours
+    embed_dim = query.shape[-1]
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, "
+                             f"but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    weights = _Weights(
+        embed_dim=embed_dim, num_heads=num_heads, head_dim=head_dim,
+        in_proj_weight=None if use_separate_proj_weight else in_proj_weight,
+        in_proj_bias=in_proj_bias, bias_k=bias_k, bias_v=bias_v, add_zero_attn=add_zero_attn,
+        dropout=dropout_p, training=training,
+        out_proj=lambda x: F.linear(x, out_proj_weight, out_proj_bias),
+        _qkv_same_embed_dim=not use_separate_proj_weight, q_proj_weight=q_proj_weight,
+        k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight)
+    return MultiheadAttention.forward(weights, query, key, value, key_padding_mask,
+                                      need_weights, attn_mask, average_attn_weights, is_causal)
+
+
 __all__ = ["MultiheadAttention"]

@@ -1,13 +1,27 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Container (deprecated), Sequential, ModuleList, ModuleDict, ParameterList,
+ParameterDict."""
 
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..parameter import Parameter
 from .module import Module, _addindent
+
+
+class Container(Module):
+    """The deprecated module holding the submodules given as keywords."""
+
+    def __init__(self, **kwargs) -> None:
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now "
+                      "implemented in `nn.Module`. Subclass that instead.", FutureWarning,
+                      stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

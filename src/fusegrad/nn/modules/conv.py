@@ -7,7 +7,8 @@ import math
 from ... import _creation
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter
+from .lazy import LazyModuleMixin
 from .module import Module
 
 
@@ -216,3 +217,88 @@ class ConvTranspose3d(_ConvTransposeNd):
         return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
+
+class _LazyConvXdMixin(LazyModuleMixin):
+    """in_channels from the first input (dim 1, or 0 unbatched); then the weight and bias."""
+
+    def reset_parameters(self) -> None:
+        """The convolution's initialisation, once the shapes are known."""
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs) -> None:
+        """Materialise the weight (and bias) for the input's channel count."""
+        if not self.has_uninitialized_params():
+            return
+        batched = input.dim() == self._spatial + 2
+        self.in_channels = input.shape[1] if batched else input.shape[0]
+        if self.in_channels % self.groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if self.transposed:
+            shape = (self.in_channels, self.out_channels // self.groups)
+        else:
+            shape = (self.out_channels, self.in_channels // self.groups)
+        self.weight.materialize(shape + tuple(self.kernel_size))
+        if self.bias is not None:
+            self.bias.materialize((self.out_channels,))
+        self.reset_parameters()
+
+
+def _lazy_conv():
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None,
+                 dtype=None) -> None:
+        LazyModuleMixin.__init__(self, 0, 0, kernel_size, stride, padding, dilation, groups,
+                                 False, padding_mode)
+        self._lazy_placeholders(out_channels, bias, dtype)
+
+    return __init__
+
+
+def _lazy_conv_transpose():
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros",
+                 device=None, dtype=None) -> None:
+        LazyModuleMixin.__init__(self, 0, 0, kernel_size, stride, padding, output_padding,
+                                 groups, False, dilation, padding_mode)
+        self._lazy_placeholders(out_channels, bias, dtype)
+
+    return __init__
+
+
+def _lazy_placeholders(self, out_channels: int, bias: bool, dtype) -> None:
+    self.weight = UninitializedParameter(dtype=dtype)
+    self.out_channels = out_channels
+    if bias:
+        self.bias = UninitializedParameter(dtype=dtype)
+
+
+_LazyConvXdMixin._lazy_placeholders = _lazy_placeholders
+
+
+class LazyConv1d(_LazyConvXdMixin, Conv1d):
+    """A Conv1d whose in_channels is read from its first input."""
+
+    cls_to_become = Conv1d
+    __init__ = _lazy_conv()
+
+
+class LazyConv2d(_LazyConvXdMixin, Conv2d):
+    """A Conv2d whose in_channels is read from its first input."""
+
+    cls_to_become = Conv2d
+    __init__ = _lazy_conv()
+
+
+class LazyConvTranspose1d(_LazyConvXdMixin, ConvTranspose1d):
+    """A ConvTranspose1d whose in_channels is read from its first input."""
+
+    cls_to_become = ConvTranspose1d
+    __init__ = _lazy_conv_transpose()
+
+
+class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
+    """A ConvTranspose2d whose in_channels is read from its first input."""
+
+    cls_to_become = ConvTranspose2d
+    __init__ = _lazy_conv_transpose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import _creation
 from .. import functional as F
+from .batchnorm import _LazyNormBase
 from .module import Module
 from .normalization import add_affine_parameters
 
@@ -76,3 +77,23 @@ class InstanceNorm3d(_InstanceNorm):
 
 
 
+
+
+
+class LazyInstanceNorm1d(_LazyNormBase, InstanceNorm1d):
+    """An InstanceNorm1d whose num_features is read from its first input (the lazy forms
+    keep batch norm's defaults, affine and tracking, as PyTorch's do)."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyNormBase, InstanceNorm2d):
+    """An InstanceNorm2d whose num_features is read from its first input."""
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyNormBase, InstanceNorm3d):
+    """An InstanceNorm3d whose num_features is read from its first input."""
+
+    cls_to_become = InstanceNorm3d

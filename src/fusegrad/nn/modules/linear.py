@@ -7,7 +7,8 @@ import math
 from ... import _creation
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter
+from .lazy import LazyModuleMixin
 from .module import Module
 
 
@@ -89,3 +90,30 @@ class Bilinear(Module):
 
 class NonDynamicallyQuantizableLinear(Linear):
     """A plain Linear under the name PyTorch gives MultiheadAttention's output projection."""
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A Linear whose `in_features` is the last size of its first input."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        """Linear's initialisation, once the shapes are known."""
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input) -> None:
+        """in_features from the input; the weight and bias materialised and reset."""
+        if self.has_uninitialized_params():
+            self.in_features = input.shape[-1]
+            self.weight.materialize((self.out_features, self.in_features))
+            if self.bias is not None:
+                self.bias.materialize((self.out_features,))
+            self.reset_parameters()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from .. import functional as F
 from .module import Module
 
@@ -62,6 +64,17 @@ class NLLLoss(_WeightedLoss):
         """nll_loss(input, target)."""
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """The deprecated name of NLLLoss (for inputs with two spatial dimensions)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean") -> None:
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement and see https://pytorch.org/docs/main/nn.html"
+                      "#torch.nn.NLLLoss for more details.", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class CrossEntropyLoss(_WeightedLoss):
@@ -187,6 +200,70 @@ class TripletMarginLoss(_Loss):
         """triplet_margin_loss(anchor, positive, negative)."""
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
                                      eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(0, margin + d(a, p) - d(a, n)) for a distance function d (PairwiseDistance by
+    default, held as a submodule as PyTorch does)."""
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average=None, reduce=None, reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        from .distance import PairwiseDistance
+
+        self.distance_function = distance_function if distance_function is not None \
+            else PairwiseDistance()
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        """triplet_margin_with_distance_loss(anchor, positive, negative)."""
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """Cross entropy of a linear layer's logits, the layer held as `self.linear` (weight
+    stored flat, (C * prod(out_features), in_features))."""
+
+    def __init__(self, in_features: int, num_classes: int, *, out_features=(),
+                 bias: bool = False, device=None, dtype=None, reduction: str = "mean",
+                 weight=None, ignore_index: int | None = None, label_smoothing: float = 0.0,
+                 options=None) -> None:
+        super().__init__(weight, None, None, reduction)
+        from .linear import Linear
+
+        self.in_features = in_features
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.bias = bias
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.options = options
+        width = num_classes
+        for size in self.out_features:
+            width *= size
+        self.linear = Linear(in_features, width, bias=bias, dtype=dtype)
+
+    def forward(self, input, target):
+        """linear_cross_entropy(input, the layer's weight, target)."""
+        shape = (self.num_classes, *self.out_features)
+        bias = self.linear.bias
+        return F.linear_cross_entropy(
+            input, self.linear.weight.view(*shape, self.in_features), target,
+            linear_bias=None if bias is None else bias.view(shape), weight=self.weight,
+            reduction=self.reduction, ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.bias}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
 
 
 class PoissonNLLLoss(_Loss):

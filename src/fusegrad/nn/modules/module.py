@@ -13,7 +13,7 @@ from ..._device import device as _device_cls
 from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -362,6 +362,12 @@ class Module:
             modules[name] = None
             return
         buffers = d.get("_buffers")
+        if isinstance(value, Buffer):  # registers itself, kept as a plain tensor
+            if buffers is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            self._drop(name, d, keep="_buffers")
+            self.register_buffer(name, value._as_tensor(), value.persistent)
+            return
         if buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as buffer "

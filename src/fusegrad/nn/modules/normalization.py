@@ -111,6 +111,49 @@ class LocalResponseNorm(Module):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
+def _cross_map_window(channels: int, size: int):
+    """The (C, C) 0/1 matrix whose row c marks the channels summed into channel c's scale:
+    the legacy cross-map window, which reaches (size - 1) / 2 + 1 channels forward and one
+    channel less backward."""
+    import numpy as np
+
+    pre_pad = int((size - 1) / 2 + 1)
+    window = np.zeros((channels, channels))
+    window[0, :min(pre_pad, channels)] = 1
+    for c in range(1, channels):
+        window[c] = window[c - 1]
+        if c < channels - pre_pad + 1:
+            window[c, c + pre_pad - 1] += 1
+        if c > pre_pad:
+            window[c, c - pre_pad] -= 1
+    return window
+
+
+class CrossMapLRN2d(Module):
+    """The legacy cross-channel local response normalisation of (N, C, H, W) input:
+    x * (k + alpha / size * sum of squares over the channel window) ** -beta."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        """The normalised input."""
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
+                             f"instead.")
+        window = _creation.tensor(_cross_map_window(input.shape[1], self.size),
+                                  dtype=input.dtype)
+        scale = (input * input).movedim(1, -1).matmul(window.t()).movedim(-1, 1)
+        return input * (scale * (self.alpha / self.size) + self.k).pow(-self.beta)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
 class RMSNorm(Module):
     """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape`, times a weight."""
 

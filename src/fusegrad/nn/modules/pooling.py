@@ -1,5 +1,5 @@
-"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
-AdaptiveMaxPool1d/2d."""
+"""Pooling layers: max, average, adaptive (average and max), power-average (LPPool),
+fractional max and max unpooling, over 1, 2 and 3 dims."""
 
 from __future__ import annotations
 
@@ -160,3 +160,148 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         """adaptive_max_pool2d(input)."""
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over adaptive windows of (N, C, D, H, W) input."""
+
+    def forward(self, input):
+        """adaptive_max_pool3d(input)."""
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _LPPoolNd(Module):
+    def __init__(self, norm_type: float, kernel_size, stride=None,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling over (N, C, L) input."""
+
+    def forward(self, input):
+        """lp_pool1d(input)."""
+        return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling over (N, C, H, W) input."""
+
+    def forward(self, input):
+        """lp_pool2d(input)."""
+        return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over (N, C, D, H, W) input."""
+
+    def forward(self, input):
+        """lp_pool3d(input)."""
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
+class _MaxUnpoolNd(Module):
+    _n = 1
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+
+        def tup(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._n
+
+        self.kernel_size = tup(kernel_size)
+        self.stride = tup(stride if stride is not None else kernel_size)
+        self.padding = tup(padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool1d: values back at their indices, zeros elsewhere."""
+
+    def forward(self, input, indices, output_size=None):
+        """max_unpool1d(input, indices)."""
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool2d: values back at their indices, zeros elsewhere."""
+
+    _n = 2
+
+    def forward(self, input, indices, output_size=None):
+        """max_unpool2d(input, indices)."""
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool3d: values back at their indices, zeros elsewhere."""
+
+    _n = 3
+
+    def forward(self, input, indices, output_size=None):
+        """max_unpool3d(input, indices)."""
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class _FractionalMaxPoolNd(Module):
+    _n = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None,
+                 return_indices: bool = False, _random_samples=None) -> None:
+        super().__init__()
+
+        def tup(v):
+            return (v,) * self._n if not isinstance(v, (tuple, list)) else tuple(v)
+
+        self.kernel_size = tup(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = tup(output_size) if output_size is not None else None
+        self.output_ratio = tup(output_ratio) if output_ratio is not None else None
+        name = type(self).__name__
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a "
+                             f"pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max pooling over windows at pseudo-random offsets, to `output_size` or
+    `output_ratio` of the input's size."""
+
+    def forward(self, input):
+        """fractional_max_pool2d(input)."""
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """3-D max pooling over windows at pseudo-random offsets."""
+
+    _n = 3
+
+    def forward(self, input):
+        """fractional_max_pool3d(input)."""
+        return F.fractional_max_pool3d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)

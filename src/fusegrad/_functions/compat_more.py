@@ -1,0 +1,328 @@
+"""Top-level functions of PyTorch's namespace that older or lower-level code calls: session
+settings (`set_warn_always`, the deterministic debug mode, `set_default_tensor_type`), type
+questions (`typename`, `is_storage`), ATen's functional spellings of layers
+(`constant_pad_nd`, `convolution`, `max_pool1d_with_indices`,
+`binary_cross_entropy_with_logits`), and small numeric helpers (`vander`, `mvlgamma`,
+`frobenius_norm`, `nuclear_norm`, `nonzero_static`, `frombuffer`, `embedding_renorm_`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .. import _dtype
+from .._tensor import Tensor
+
+_WARN_ALWAYS = [False]
+_WARNED: set = set()
+
+
+def _warn_once(message: str) -> None:
+    """A UserWarning given once per process (every time under `set_warn_always(True)`), as
+    PyTorch's warnings raised from its C++ core are."""
+    if _WARN_ALWAYS[0] or message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _F():
+    from ..nn import functional
+
+    return functional
+
+
+def typename(obj) -> str:
+    """The type of `obj` as a string: a tensor's legacy type name, else `module.qualname`."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    module = getattr(obj, "__module__", "") or ""
+    if hasattr(obj, "__qualname__"):
+        qualname = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        qualname = obj.__name__
+    else:
+        module = obj.__class__.__module__ or ""
+        qualname = obj.__class__.__qualname__
+    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
+
+
+def set_warn_always(b: bool) -> None:
+    """Whether warnings PyTorch gives once per process are given every time."""
+    _WARN_ALWAYS[0] = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    """The setting of `set_warn_always`."""
+    return _WARN_ALWAYS[0]
+
+
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """0/"default": off; 1/"warn": deterministic algorithms, warning otherwise;
+    2/"error": deterministic algorithms, raising otherwise."""
+    from .utilities import use_deterministic_algorithms
+
+    if not isinstance(debug_mode, (int, str)):
+        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode)}")
+    if isinstance(debug_mode, str):
+        names = ("default", "warn", "error")
+        if debug_mode not in names:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, "
+                               f"`warn`, `error`, but got {debug_mode}")
+        debug_mode = names.index(debug_mode)
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got "
+                           f"{debug_mode}")
+    if debug_mode == 0:
+        use_deterministic_algorithms(False)
+    else:
+        use_deterministic_algorithms(True, warn_only=debug_mode == 1)
+
+
+
+def get_deterministic_debug_mode() -> int:
+    """The mode `set_deterministic_debug_mode` set (0, 1 or 2)."""
+    from .utilities import (
+        are_deterministic_algorithms_enabled,
+        is_deterministic_algorithms_warn_only_enabled,
+    )
+
+    if not are_deterministic_algorithms_enabled():
+        return 0
+    return 1 if is_deterministic_algorithms_warn_only_enabled() else 2
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """Whether flushing denormal floats to zero is supported: NumPy gives no control over
+    the floating-point unit, so it is not, and nothing changes (False, as PyTorch answers on
+    such a machine)."""
+    return False
+
+
+def set_default_tensor_type(t) -> None:
+    """The deprecated way to set the default floating dtype: by typed class or its name."""
+    import fusegrad
+
+    _warn_once("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+               "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
+    if isinstance(t, str):
+        t = getattr(fusegrad, t.split(".", 1)[1] if t.startswith("torch.") else t)
+    dtype = getattr(t, "dtype", None)
+    if not isinstance(dtype, _dtype.dtype) or not dtype.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    fusegrad.set_default_dtype(dtype)
+
+
+def get_device(input: Tensor) -> int:
+    """-1: tensors live on the CPU."""
+    return input.get_device()
+
+
+def is_storage(obj) -> bool:
+    """Whether `obj` is a storage object."""
+    from .utilities import UntypedStorage
+
+    return isinstance(obj, UntypedStorage)
+
+
+def is_inference(input: Tensor) -> bool:
+    """Whether `input` was made in inference mode."""
+    return input.is_inference()
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    """Turn anomaly detection on or off for the session."""
+    from ..autograd import set_detect_anomaly
+
+    set_detect_anomaly(enabled, check_nan)
+
+
+def positive(input: Tensor) -> Tensor:
+    """`input` itself (unary plus); an error for bool tensors."""
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def fill(input: Tensor, value) -> Tensor:
+    """A tensor like `input` filled with `value` (gradient zero for `input`)."""
+    return input.clone().fill_(value)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of `x`: columns x**(N-1), ..., x**0 (or increasing)."""
+    import fusegrad
+
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    x = x.to(_dtype.promote_types(x.dtype, _dtype.int64))
+    ones = fusegrad.ones(x.shape[0], 1, dtype=x.dtype)
+    if n <= 1:
+        result = ones[:, :n]
+    else:
+        result = fusegrad.cat([ones, x.unsqueeze(1).expand(x.shape[0], n - 1).cumprod(1)], 1)
+    return result if increasing else result.flip(1)
+
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """The multivariate log-gamma of dimension `p`, elementwise."""
+    import fusegrad
+
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if not input.is_floating_point():
+        input = input.to(_dtype.get_default_dtype())
+    steps = fusegrad.arange(p, dtype=input.dtype) / 2
+    return (input.unsqueeze(-1) - steps).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def _mvlgamma_(self: Tensor, p: int) -> Tensor:
+    """In-place multivariate log-gamma."""
+    return self.copy_(mvlgamma(self, p))
+
+
+def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """The deprecated 2-norm over `dim` (recorded as the legacy `norm`, as PyTorch does)."""
+    from .._dispatch import call
+    from ..ops import special
+
+    _warn_once("at::frobenius_norm is deprecated and it is just left for JIT compatibility. It "
+               "will be removed in a future PyTorch release. Please use "
+               "`linalg.vector_norm(A, 2., dim, keepdim)` instead")
+    return call(special.norm_dim, input, 2, list(dim), keepdim)
+
+
+def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """The deprecated nuclear norm (sum of singular values) over two dimensions."""
+    import fusegrad
+
+    _warn_once("at::nuclear_norm is deprecated and it is just left for JIT compatibility. It "
+               "will be removed in a future PyTorch release. Please use "
+               "`linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead")
+    if isinstance(dim, bool):
+        dim, keepdim = None, dim
+    return fusegrad.linalg.matrix_norm(input, "nuc", tuple(dim) if dim is not None
+                                       else (-2, -1), keepdim)
+
+
+def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
+    """`input` padded with `value` (pairs of sizes from the last dimension back)."""
+    return _F().pad(input, list(pad), "constant", value)
+
+
+def convolution(input, weight, bias, stride, padding, dilation, transposed: bool,
+                output_padding, groups: int) -> Tensor:
+    """ATen's general convolution (any spatial rank, transposed or not)."""
+    from .._dispatch import call
+    from ..ops import conv as CV
+
+    return call(CV.convolution, input, weight, bias, list(stride), list(padding),
+                list(dilation), transposed, list(output_padding), groups)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
+                            ceil_mode: bool = False) -> tuple:
+    """1-D max pooling and the positions of the maxima."""
+    return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode,
+                           True)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,
+                                     reduction: int = 1) -> Tensor:
+    """ATen's form of the logits BCE: `reduction` 0 none, 1 mean, 2 sum."""
+    name = {0: "none", 1: "mean", 2: "sum"}[int(reduction)]
+    return _F().binary_cross_entropy_with_logits(input, target, weight, reduction=name,
+                                                 pos_weight=pos_weight)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A tensor of `size` whose dimensions lie in memory in `physical_layout` order
+    (outermost first); its elements are zero here."""
+    import fusegrad
+
+    size, order = [int(s) for s in size], [int(d) for d in physical_layout]
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the "
+                           f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
+                           f"len(physical_layout) = {len(order)}")
+    phys = fusegrad.zeros([size[d] for d in order], dtype=dtype, device=device)
+    out = phys.permute(list(np.argsort(order)))
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The first `size` rows of `nonzero(input)`, padded with `fill_value`."""
+    import fusegrad
+
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
+                           f"size: {size}")
+    found = fusegrad.nonzero(input)[:size]
+    if found.shape[0] == size:
+        return found
+    pad = fusegrad.full((size - found.shape[0], input.dim()), fill_value, dtype=_dtype.int64)
+    return fusegrad.cat([found, pad], 0)
+
+
+def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
+               requires_grad: bool = False) -> Tensor:
+    """A 1-D tensor over the memory of a Python buffer (shared, not copied)."""
+    view = memoryview(buffer)
+    size = dtype.itemsize
+    length = view.nbytes
+    if length == 0 and count in (-1, 0):
+        raise ValueError(f"both buffer length ({length}) and count ({count}) must not be 0")
+    if not 0 <= offset < length:
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than "
+                         f"buffer length ({length} bytes) minus 1")
+    if count < 0 and (length - offset) % size != 0:
+        raise ValueError(f"buffer length ({length - offset} bytes) after offset ({offset} "
+                         f"bytes) must be a multiple of element size ({size})")
+    if view.readonly:
+        _warn_once("The given buffer is not writable, and PyTorch does not support "
+                   "non-writable tensors. This means you can write to the underlying "
+                   "(supposedly non-writable) buffer using the tensor. You may want to copy "
+                   "the buffer to protect its data or make it writable before converting it "
+                   "to a tensor. This type of warning will be suppressed for the rest of this "
+                   "program.")
+    data = np.frombuffer(buffer, dtype=dtype.np, count=count, offset=offset)
+    if view.readonly:
+        data = data.view()
+        data.flags.writeable = False
+    out = Tensor._make(data, dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def embedding_renorm_(input: Tensor, indices: Tensor, max_norm: float,
+                      norm_type: float) -> Tensor:
+    """In place: each row of `input` named in `indices` whose `norm_type`-norm exceeds
+    `max_norm` is scaled down to it (not recorded by autograd)."""
+    weights = input.detach().numpy()
+    for row in np.unique(indices.detach().numpy().reshape(-1)):
+        norm = float(np.sum(np.abs(weights[row].astype(np.float64)) ** norm_type)
+                     ** (1.0 / norm_type))
+        if norm > max_norm:
+            weights[row] *= max_norm / (norm + 1e-7)
+    return input
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False, generator=None) -> Tensor:
+    """In-place randomized leaky ReLU."""
+    return _F().rrelu_(input, lower, upper, training)
+
+
+__all__ = [
+    "typename", "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",
+    "get_deterministic_debug_mode", "set_flush_denormal", "set_default_tensor_type",
+    "get_device", "is_storage", "is_inference", "set_anomaly_enabled", "positive", "fill",
+    "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "constant_pad_nd", "convolution",
+    "max_pool1d_with_indices", "binary_cross_entropy_with_logits", "empty_permuted",
+    "nonzero_static", "frombuffer", "embedding_renorm_", "rrelu_",
+]

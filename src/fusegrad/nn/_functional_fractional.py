@@ -1,0 +1,157 @@
+"""Max pooling over windows computed per plane, by index: fractional max pooling
+(`fractional_max_pool2d/3d`), max over windows placed at
+pseudo-random, increasing offsets, one sequence of offsets per plane and dimension drawn
+from `_random_samples` in [0, 1) (PyTorch's interval formula), so a given sample reproduces
+PyTorch's windows and indices exactly; and 3-D adaptive max pooling. The values are gathered
+from the input at the chosen positions, which is also their gradient's path."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import _dtype
+from .._tensor import Tensor
+
+
+def _starts(sample: float, input_size: int, output_size: int, pool: int) -> np.ndarray:
+    """The window starts of one dimension for one plane."""
+    out = np.empty(output_size, dtype=np.int64)
+    if output_size > 1:
+        alpha = (input_size - pool) / (output_size - 1)
+        for i in range(output_size - 1):
+            out[i] = int((i + sample) * alpha) - int(sample * alpha)
+    out[output_size - 1] = input_size - pool
+    return out
+
+
+def _tuple(v, n: int) -> tuple:
+    return (v,) * n if isinstance(v, numbers.Number) else tuple(v)
+
+
+def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, n: int,
+                order: tuple, name: str) -> tuple:
+    """Fractional max pooling over the last `n` dimensions; `order[i]` is the entry of each
+    plane's sample that places dimension i's windows (PyTorch's assignment)."""
+    import fusegrad
+
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an "
+                         f"output_ratio")
+    kernel = tuple(int(k) for k in _tuple(kernel_size, n))
+    sizes = tuple(input.shape[-n:])
+    if output_size is None:
+        ratio = _tuple(output_ratio, n)
+        output_size = tuple(int(s * r) for s, r in zip(sizes, ratio))
+    out = tuple(int(s) for s in _tuple(output_size, n))
+    words = ("height", "width") if n == 2 else ("time", "height", "width")
+    for k, s, o, word in zip(kernel, sizes, out, words):
+        if o + k - 1 > s:
+            where = name if n == 2 else f"{name}_out"  # PyTorch's kernels' own names
+            raise RuntimeError(f"{where}(): pool {word} {k} too large relative to input "
+                               f"{word} {s}")
+    batched = input.dim() == n + 2
+    x = input if batched else input.unsqueeze(0)
+    lead = tuple(x.shape[:2])
+    planes = lead[0] * lead[1]
+    if samples is None:
+        samples = fusegrad.rand(lead[0], lead[1], n, dtype=input.dtype)
+    draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
+    values = x.detach().numpy().reshape((planes,) + sizes)
+    strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
+    index = np.empty((planes,) + out, dtype=np.int64)
+    for plane in range(planes):
+        # per dimension: window starts (out_i,) and the cells of each window (out_i, k_i)
+        cells = [_starts(draws[plane, order[i]], sizes[i], out[i], kernel[i])[:, None]
+                 + np.arange(kernel[i]) for i in range(n)]
+        grids = np.ix_(*[c.reshape(-1) for c in cells])
+        block = values[plane][grids]  # (out_0 * k_0, out_1 * k_1, ...)
+        block = block.reshape(sum(((o, k) for o, k in zip(out, kernel)), ()))
+        axes = list(range(0, 2 * n, 2)) + list(range(1, 2 * n, 2))
+        windows = block.transpose(axes).reshape(out + (-1,))
+        best = np.array(np.unravel_index(windows.argmax(-1), kernel))
+        flat = np.zeros(out, dtype=np.int64)
+        for i in range(n):
+            shape = [1] * n
+            shape[i] = out[i]
+            flat += (cells[i][:, 0].reshape(shape) + best[i]) * strides[i]
+        index[plane] = flat
+    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
+    # The maxima gathered from the input: the gradient flows back to the chosen positions.
+    result = x.flatten(-n).gather(-1, idx.flatten(-n)).view(lead + out)
+    if not batched:
+        result, idx = result.squeeze(0), idx.squeeze(0)
+    return result, idx
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices: bool = False,
+                                       _random_samples=None) -> tuple:
+    """Fractional max pooling of (N, C, H, W) or (C, H, W) input: (values, flat indices)."""
+    return _fractional(input, kernel_size, output_size, output_ratio, _random_samples, 2,
+                       (1, 0), "fractional_max_pool2d")
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices: bool = False,
+                                       _random_samples=None) -> tuple:
+    """Fractional max pooling of (N, C, T, H, W) or (C, T, H, W) input."""
+    return _fractional(input, kernel_size, output_size, output_ratio, _random_samples, 3,
+                       (0, 1, 2), "fractional_max_pool3d")
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Fractional max pooling; with `return_indices` also the flat positions of the maxima."""
+    out, idx = fractional_max_pool2d_with_indices(input, kernel_size, output_size,
+                                                  output_ratio, True, _random_samples)
+    return (out, idx) if return_indices else out
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """3-D fractional max pooling; with `return_indices` also the positions of the maxima."""
+    out, idx = fractional_max_pool3d_with_indices(input, kernel_size, output_size,
+                                                  output_ratio, True, _random_samples)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """Max over adaptive windows of (N, C, D, H, W) or (C, D, H, W) input to `output_size`
+    (None keeps a size): (values, flat indices into each input volume)."""
+    if input.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: "
+                           f"{list(input.shape)}")
+    sizes = tuple(input.shape[-3:])
+    out = tuple(s if o is None else int(o) for s, o in zip(sizes, _tuple(output_size, 3)))
+    batched = input.dim() == 5
+    x = input if batched else input.unsqueeze(0)
+    lead = tuple(x.shape[:2])
+    values = x.detach().numpy().reshape((-1,) + sizes)
+    # window i of a dimension spans [floor(i * size / out), ceil((i + 1) * size / out))
+    bounds = [[(i * s // o, -(-(i + 1) * s // o)) for i in range(o)]
+              for s, o in zip(sizes, out)]
+    index = np.empty((values.shape[0],) + out, dtype=np.int64)
+    for cell in np.ndindex(*out):
+        (t0, t1), (h0, h1), (w0, w1) = (bounds[i][cell[i]] for i in range(3))
+        window = values[:, t0:t1, h0:h1, w0:w1]
+        t, h, w = np.unravel_index(window.reshape(window.shape[0], -1).argmax(1),
+                                   window.shape[1:])
+        index[(slice(None),) + cell] = ((t + t0) * sizes[1] + h + h0) * sizes[2] + w + w0
+    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
+    result = x.flatten(-3).gather(-1, idx.flatten(-3)).view(lead + out)
+    if not batched:
+        result, idx = result.squeeze(0), idx.squeeze(0)
+    return result, idx
+
+
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """3-D adaptive max pooling; with `return_indices` also the positions of the maxima."""
+    out, idx = adaptive_max_pool3d_with_indices(input, output_size)
+    return (out, idx) if return_indices else out
+
+
+__all__ = ["adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "fractional_max_pool2d",
+           "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]

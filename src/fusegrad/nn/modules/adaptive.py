@@ -1,0 +1,115 @@
+"""AdaptiveLogSoftmaxWithLoss: a softmax over many classes as a head (the frequent classes
+and one entry per cluster) plus one smaller projection and softmax per cluster of rarer
+classes."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import functional as F
+from .container import ModuleList, Sequential
+from .linear import Linear
+from .module import Module
+
+_ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
+
+
+class AdaptiveLogSoftmaxWithLoss(Module):
+    """Efficient softmax for large vocabularies: `cutoffs` split the classes into a
+    shortlist and clusters; cluster i projects to in_features // div_value ** (i + 1)."""
+
+    def __init__(self, in_features: int, n_classes: int, cutoffs, div_value: float = 4.0,
+                 head_bias: bool = False, device=None, dtype=None) -> None:
+        super().__init__()
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError("cutoffs should be a sequence of length larger than 0")
+        if cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1 \
+                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs):
+            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted "
+                             "in an increasing order, where each value is between 1 and "
+                             "n_classes-1")
+        self.in_features = in_features
+        self.n_classes = n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value = div_value
+        self.head_bias = head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+        self.head = Linear(in_features, self.head_size, bias=head_bias, dtype=dtype)
+        self.tail = ModuleList()
+        for i in range(self.n_clusters):
+            hidden = int(in_features // (div_value ** (i + 1)))
+            width = self.cutoffs[i + 1] - self.cutoffs[i]
+            self.tail.append(Sequential(Linear(in_features, hidden, bias=False, dtype=dtype),
+                                        Linear(hidden, width, bias=False, dtype=dtype)))
+
+    def reset_parameters(self) -> None:
+        """Every projection re-initialised."""
+        self.head.reset_parameters()
+        for first, second in self.tail:
+            first.reset_parameters()
+            second.reset_parameters()
+
+    def _check(self, input, target) -> None:
+        if target.dim() == 1:
+            if input.shape[0] != target.shape[0]:
+                raise RuntimeError("Input and target should have the same size in the batch "
+                                   "dimension.")
+            if input.dim() != 2:
+                raise RuntimeError(f"1D target tensor expects 2D input tensors, but found "
+                                   f"inputs with size {input.size()}")
+        elif target.dim() == 0:
+            if input.dim() != 1:
+                raise RuntimeError(f"0D target tensor expects 1D input tensors, but found "
+                                   f"inputs with size {input.size()}")
+        else:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+
+    def forward(self, input_, target_):
+        """(log-probability of each row's target, mean negative log-likelihood)."""
+        import fusegrad
+
+        self._check(input_, target_)
+        batched = target_.dim() > 0
+        input = input_ if batched else input_.unsqueeze(0)
+        target = target_ if batched else target_.unsqueeze(0)
+        low, high = (int(target.min()), int(target.max())) if target.numel() else (0, 0)
+        if low < 0 or high >= self.n_classes:
+            raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but "
+                               f"values in range [{low}, {high}] were found. ")
+        head = F.log_softmax(self.head(input), dim=1)
+        # Each row's column of the head: its class in the shortlist, else its cluster's entry.
+        cluster = fusegrad.bucketize(target, fusegrad.tensor(self.cutoffs[:-1]), right=True)
+        column = fusegrad.where(cluster == 0, target, self.shortlist_size + cluster - 1)
+        output = head.gather(1, column.unsqueeze(1)).squeeze(1)
+        for i, module in enumerate(self.tail):
+            rows = (cluster == i + 1).nonzero().flatten()
+            if rows.numel() == 0:
+                continue
+            logprob = F.log_softmax(module(input.index_select(0, rows)), dim=1)
+            within = (target.index_select(0, rows) - self.cutoffs[i]).unsqueeze(1)
+            output = output.index_add(0, rows, logprob.gather(1, within).squeeze(1))
+        loss = (-output).mean()
+        return _ASMoutput(output if batched else output.squeeze(0), loss)
+
+    def log_prob(self, input):
+        """The log-probability of every class, (N, n_classes)."""
+        import fusegrad
+
+        head = F.log_softmax(self.head(input), dim=1)
+        parts = [head[:, :self.shortlist_size]]
+        for i, module in enumerate(self.tail):
+            entry = head[:, self.shortlist_size + i].unsqueeze(1)
+            parts.append(F.log_softmax(module(input), dim=1) + entry)
+        return fusegrad.cat(parts, 1)
+
+    def predict(self, input):
+        """The most likely class of each row."""
+        import fusegrad
+
+        return fusegrad.argmax(self.log_prob(input), dim=1)
+
+
+__all__ = ["AdaptiveLogSoftmaxWithLoss"]

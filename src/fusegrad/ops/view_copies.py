@@ -1,0 +1,23 @@
+"""The copying forms of the view ops (`permute_copy`, `select_copy.int`, ...): ATen's
+`*_copy` variants, which give the view's values in new memory and the view's gradient."""
+
+from __future__ import annotations
+
+from .registry import REGISTRY, copy_variant
+
+# view op -> its copying form, by ATen's overload names
+_VIEWS = {
+    "permute": "permute_copy", "t": "t_copy", "view": "view_copy", "alias": "alias_copy",
+    "expand": "expand_copy", "select.int": "select_copy.int", "slice.Tensor": "slice_copy.Tensor",
+    "unfold": "unfold_copy", "diagonal": "diagonal_copy", "split.Tensor": "split_copy.Tensor",
+    "split_with_sizes": "split_with_sizes_copy", "unbind.int": "unbind_copy.int",
+    "squeeze": "squeeze_copy", "squeeze.dim": "squeeze_copy.dim",
+    "squeeze.dims": "squeeze_copy.dims", "unsqueeze": "unsqueeze_copy",
+    "transpose.int": "transpose_copy.int", "as_strided": "as_strided_copy",
+}
+
+COPIES = {copy: copy_variant(REGISTRY[view], copy) for view, copy in _VIEWS.items()}
+
+# split_with_sizes whose pieces are independent tensors (no view bookkeeping), as unsafe_split
+unsafe_split_with_sizes = copy_variant(REGISTRY["split_with_sizes"], "unsafe_split_with_sizes",
+                                       node="UnsafeSplitWithSizesBackward0")
