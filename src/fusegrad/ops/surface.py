@@ -195,7 +195,7 @@ unravel_index""",
 adaptive_avg_pool1d avg_pool1d avg_pool2d avg_pool3d bilinear celu_ channel_shuffle conv1d
 conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d cosine_similarity
 elu_ gelu hardshrink hardtanh_ leaky_relu_ linear logsigmoid native_channel_shuffle one_hot
-pairwise_distance pdist pixel_shuffle pixel_unshuffle prelu rrelu_
+pairwise_distance pdist pixel_shuffle pixel_unshuffle prelu relu_ rrelu_
 scaled_dot_product_attention selu_ softplus softshrink threshold_""",
     NOT_ROUTED: """
 is_tensor is_storage manual_seed seed initial_seed get_rng_state set_rng_state
