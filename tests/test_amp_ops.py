@@ -27,7 +27,11 @@ from fusegrad.ops import REGISTRY  # noqa: E402
 # backward node, so no cast is recorded): one op here, run in the inputs' dtype. Public code
 # reaches them through `cdist` and `pinverse`, which autocast runs in float32 in both.
 KNOWN = {"linalg_pinv.atol_rtol_float": "an fp32 SVD + bf16 matmul in PyTorch",
-         "_euclidean_dist": "fp32 sums + a bf16 matmul in PyTorch"}
+         "_euclidean_dist": "fp32 sums + a bf16 matmul in PyTorch",
+         # fusegrad marks igamma's first argument non-differentiable; PyTorch records an
+         # edge to it whose backward raises (its derivative in `a` is not implemented).
+         **dict.fromkeys(["igamma", "igamma_", "igammac", "igammac_"],
+                         "no graph edge to the first argument (PyTorch's raises)")}
 
 
 def _convert(x, lib, dtype, requires_grad):

@@ -3,7 +3,7 @@ settings (`set_warn_always`, the deterministic debug mode, `set_default_tensor_t
 questions (`typename`, `is_storage`), ATen's functional spellings of layers
 (`constant_pad_nd`, `convolution`, `max_pool1d_with_indices`,
 `binary_cross_entropy_with_logits`), and small numeric helpers (`vander`, `mvlgamma`,
-`frobenius_norm`, `nuclear_norm`, `nonzero_static`, `frombuffer`, `embedding_renorm_`).
+`frobenius_norm`, `nuclear_norm`, `nonzero_static`, `frombuffer`).
 """
 
 from __future__ import annotations
@@ -299,19 +299,6 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
     return out.requires_grad_(True) if requires_grad else out
 
 
-def embedding_renorm_(input: Tensor, indices: Tensor, max_norm: float,
-                      norm_type: float) -> Tensor:
-    """In place: each row of `input` named in `indices` whose `norm_type`-norm exceeds
-    `max_norm` is scaled down to it (not recorded by autograd)."""
-    weights = input.detach().numpy()
-    for row in np.unique(indices.detach().numpy().reshape(-1)):
-        norm = float(np.sum(np.abs(weights[row].astype(np.float64)) ** norm_type)
-                     ** (1.0 / norm_type))
-        if norm > max_norm:
-            weights[row] *= max_norm / (norm + 1e-7)
-    return input
-
-
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
            training: bool = False, generator=None) -> Tensor:
     """In-place randomized leaky ReLU."""
@@ -324,5 +311,5 @@ __all__ = [
     "get_device", "is_storage", "is_inference", "set_anomaly_enabled", "positive", "fill",
     "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "constant_pad_nd", "convolution",
     "max_pool1d_with_indices", "binary_cross_entropy_with_logits", "empty_permuted",
-    "nonzero_static", "frombuffer", "embedding_renorm_", "rrelu_",
+    "nonzero_static", "frombuffer", "rrelu_",
 ]

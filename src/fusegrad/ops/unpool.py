@@ -59,7 +59,7 @@ max_unpool2d = register(
     "max_unpool2d", kernel=_unpool_kernel, meta=_unpool_meta, node="MaxUnpool2DBackward0",
     derivative=_unpool_derivative,
     save=lambda out, a, indices, output_size: (tuple(a.shape), indices),
-    samples=_unpool_samples, nondiff_args=(1,), saved_names=("", "indices"))
+    samples=_unpool_samples, nondiff_args=(1,), saved_names=("", "indices"), autocast="fp32")
 
 
 # ---------------------------------------------------------------- 3-D
@@ -115,4 +115,5 @@ max_unpool3d = register(
     "max_unpool3d", kernel=_unpool3d_kernel, meta=_unpool3d_meta, node="MaxUnpool3DBackward0",
     derivative=_unpool3d_derivative,
     save=lambda out, a, indices, *rest: (tuple(a.shape), indices),
-    samples=_unpool3d_samples, nondiff_args=(1,), saved_names=("", "indices"))
+    samples=_unpool3d_samples, nondiff_args=(1,), saved_names=("", "indices"),
+    autocast="fp32")
