@@ -55,8 +55,12 @@ def mul_(self, other):
     return call(P.mul_, self, other)
 
 
-def div_(self, other):
-    """In-place divide."""
+def div_(self, other, *, rounding_mode=None):
+    """In-place divide (true, or rounded as `div`'s `rounding_mode` says)."""
+    if rounding_mode is not None:
+        from ..ops import arithmetic as A
+
+        return call(A.div_mode_, self, other, rounding_mode)
     return call(P.div_, self, other)
 
 

@@ -10,6 +10,7 @@ import numpy as _np
 from .. import _dtype
 from .._dispatch import call
 from .._tensor import Tensor
+from ..ops import arithmetic as A
 from ..ops import pointwise as P
 from .indexing import nonzero
 
@@ -41,9 +42,10 @@ def mul(input, other, *, out=None):
 
 
 def div(input, other, *, rounding_mode=None, out=None):
-    """Elementwise true division."""
+    """Elementwise division: true division, or rounded toward minus infinity
+    (`rounding_mode="floor"`) or zero (`"trunc"`) in the operands' dtype."""
     if rounding_mode is not None:
-        raise ValueError(f"div: rounding_mode {rounding_mode!r} is not supported yet")
+        return call(A.div_mode, input, other, rounding_mode)
     return call(P.div, input, other)
 
 

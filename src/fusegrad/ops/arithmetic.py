@@ -269,6 +269,38 @@ floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
                                 derivative=_not_implemented("floor_divide_"))
 
 
+def _div_mode(a, b, rounding_mode):
+    """Division rounded toward minus infinity ('floor') or zero ('trunc'), in the operands'
+    promoted dtype (integers stay integers), as `torch.div(..., rounding_mode=)`."""
+    if rounding_mode not in ("floor", "trunc"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    dt = result_np(a, b)
+    if dt.kind == "b":
+        raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
+    if rounding_mode == "floor":
+        return _floor_divide(a, b)
+    if dt.kind in "iu":
+        a, b = as_dtype(a, dt), as_dtype(b, dt)
+        if np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        q = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -q, q).astype(dt, copy=False)
+    return binary_kernel(lambda x, y: np.trunc(np.true_divide(x, y)))(a, b)
+
+
+div_mode = register(
+    "div.Tensor_mode", kernel=_div_mode,
+    meta=lambda a, b, rounding_mode: binary_meta()(a, b), node="DivBackward2",
+    derivative=lambda g, b_is_tensor: (g * 0, g * 0 if b_is_tensor else None),
+    save=lambda out, a, b, rounding_mode: (_t(b),), saved_names=("",), zero_grad=True,
+    gradcheck=False, public="div", tensor_args=(0, 1), nondiff_args=(2,),
+    samples=lambda rng, dt: [Sample(s.args + (mode,), name=f"{s.name} {mode}")
+                             for s in _binary_samples_nonzero(scalars=(1.5, -2))(rng, dt)
+                             for mode in ("floor", "trunc")])
+div_mode_ = inplace_variant(div_mode, "div_.Tensor_mode", public="div_")
+
+
 def _remainder(ufunc):
     def kernel(a, b):
         dt = result_np(a, b)
