@@ -17,8 +17,7 @@ NAMESPACES = [
     "torch.utils.data", "torch.utils.checkpoint", "torch.autograd", "torch.distributions",
     "torch.fx", "torch.distributed",
 ]
-# PyTorch defines its Generator in the C extension (`torch._C`), which fusegrad has not.
-NOT_MIRRORED = {"Generator"}
+NOT_MIRRORED: set = set()
 
 
 def _shared_classes():

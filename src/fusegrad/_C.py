@@ -1,8 +1,10 @@
 """`fusegrad._C`: the spellings PyTorch's extension module gives the `__torch_function__`
-machinery (`_disabled_torch_function_impl`, the two disabling context managers)."""
+machinery (`_disabled_torch_function_impl`, the two disabling context managers) and the
+`Generator` class, which PyTorch defines there (pickles name it `torch._C.Generator`)."""
 
 from __future__ import annotations
 
+from ._random import Generator
 from ._torch_function import (
     DisableTorchFunction,
     DisableTorchFunctionSubclass,
@@ -13,6 +15,8 @@ from ._torch_function import (
     is_torch_function_mode_enabled as _is_torch_function_mode_enabled,
 )
 
-__all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass",
+Generator.__module__ = __name__
+
+__all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass", "Generator",
            "_disabled_torch_function_impl", "_is_torch_function_enabled",
            "_is_torch_function_mode_enabled"]
