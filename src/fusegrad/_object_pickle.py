@@ -48,9 +48,8 @@ class _StorageRef:
 
 # The objects the reader rebuilds tensors with, by the PyTorch names the file must give them.
 _SPELLING = {id(obj): key for key, obj in ALLOWED.items() if key[0].startswith("torch")}
-_BY_NAME = {key: obj for key, obj in ALLOWED.items()}
-_STORAGE_TYPES = {name: _BY_NAME[("torch", kind)] for name, kind in STORAGE_BY_DTYPE.items()}
-_UNTYPED = _BY_NAME[("torch.storage", "UntypedStorage")]
+_STORAGE_TYPES = {name: ALLOWED[("torch", kind)] for name, kind in STORAGE_BY_DTYPE.items()}
+_UNTYPED = ALLOWED[("torch.storage", "UntypedStorage")]
 
 
 class ObjectPickler(pickle._Pickler):
