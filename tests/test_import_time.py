@@ -174,3 +174,47 @@ def test_ml_dtypes_imported_first_is_used_at_once():
     """)
     t = torch.tensor([0.5], dtype=torch.bfloat16)
     assert out == [repr(t.dtype), repr((t * 3).dtype)]
+
+
+def test_first_calls_of_protocol_wrappers_behave_as_later_calls():
+    # A wrapper's code is compiled on its first call: the first call of each public function,
+    # method and operator must already route subclasses and name the user's line in warnings.
+    code = """
+        import json, warnings
+        import fusegrad
+
+        class Logged(fusegrad.Tensor):
+            seen = []
+
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                cls.seen.append(func.__name__)
+                return super().__torch_function__(func, types, args, kwargs or {})
+
+        x = fusegrad.arange(3.0).as_subclass(Logged)
+        Logged.seen.clear()
+        y = fusegrad.add(x, 1, alpha=2) * x + x.exp().sum()
+        seen = list(Logged.seen)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fusegrad.meshgrid(fusegrad.arange(2.0), fusegrad.arange(2.0))  # warns
+        print(json.dumps([seen, type(y).__name__, y.tolist(),
+                          [w.lineno for w in caught], [w.filename for w in caught]]))
+    """
+    out = run_fresh(code)
+    warns = [i for i, line in enumerate(textwrap.dedent(code).splitlines(), 1) if "# warns" in line]
+    seen, kind, values, lines, files = out
+
+    class Logged(torch.Tensor):
+        seen = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.seen.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = torch.arange(3.0).as_subclass(Logged)
+    Logged.seen.clear()
+    y = torch.add(x, 1, alpha=2) * x + x.exp().sum()
+    assert seen == Logged.seen and kind == "Logged" and values == y.tolist()
+    assert lines == warns and files == ["<string>"]

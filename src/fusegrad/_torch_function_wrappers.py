@@ -233,8 +233,37 @@ _CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
 
 def _instantiate(key, source, namespace: dict):
     """A new wrapper function of shape `key` over `namespace` (its globals: `fn`, `info`,
-    ...). Each shape's source is compiled once; every wrapper of that shape shares the code
-    object (making one costs a dict and a function object, not a compile)."""
+    ...). Every wrapper of a shape shares one code object (making one costs a dict and a
+    function object). A shape's source is compiled on the first call of a wrapper of that
+    shape, not here: compiling the twenty-odd shapes the public surface has took longer
+    than the rest of `import fusegrad`'s wrapping, and most programs call a few."""
+    made = _CODE.get(key)
+    if made is None:
+        namespace["_shape_"] = (key, source)
+        namespace["_specialise_"] = _specialise
+        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, "wrapper")
+        return wrapper
+    code, defaults, kwdefaults = made
+    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper.__kwdefaults__ = kwdefaults
+    return wrapper
+
+
+def _first_call(*args, **kwargs):
+    # The code a wrapper starts with when its shape is not compiled yet; its globals are the
+    # wrapper's namespace, which names the wrapper itself (`_self_`).
+    _specialise_(_self_)  # noqa: F821
+    return _self_(*args, **kwargs)  # noqa: F821
+
+
+_FIRST_CALL = _first_call.__code__.replace(co_name="wrapper")
+
+
+def _specialise(wrapper) -> None:
+    """Give `wrapper` its shape's compiled code (compiling the shape if no wrapper has yet):
+    the function object stays the same, so every name bound to it gets the compiled form."""
+    namespace = wrapper.__globals__
+    key, source = namespace["_shape_"]
     made = _CODE.get(key)
     if made is None:
         scratch = dict(namespace)
@@ -242,9 +271,9 @@ def _instantiate(key, source, namespace: dict):
         f = scratch["wrapper"]
         made = _CODE[key] = (f.__code__, f.__defaults__, f.__kwdefaults__)
     code, defaults, kwdefaults = made
-    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper.__defaults__ = defaults
     wrapper.__kwdefaults__ = kwdefaults
-    return wrapper
+    wrapper.__code__ = code
 
 
 _MISSING = object()
