@@ -26,7 +26,7 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit",
         "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
-        "fusegrad.utils.checkpoint", "hashlib")
+        "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback")
 
 
 def run_fresh(code: str):

@@ -23,7 +23,6 @@ How PyTorch lays a tensor out, in short:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -33,15 +32,17 @@ import numpy as np
 __all__ = ["format_tensor", "get_printoptions", "set_printoptions"]
 
 
-@dataclasses.dataclass
 class _PrintOptions:
-    """The mutable, process-wide printing settings (same fields and order as PyTorch)."""
+    """The mutable, process-wide printing settings (same fields and order as PyTorch).
 
-    precision: int = 4
-    threshold: float = 1000
-    edgeitems: int = 3
-    linewidth: int = 80
-    sci_mode: bool | None = None
+    A plain class: importing `dataclasses` for it cost `import fusegrad` a millisecond."""
+
+    def __init__(self) -> None:
+        self.precision: int = 4
+        self.threshold: float = 1000
+        self.edgeitems: int = 3
+        self.linewidth: int = 80
+        self.sci_mode: bool | None = None
 
 
 _OPTIONS = _PrintOptions()
@@ -103,7 +104,7 @@ def set_printoptions(
 
 def get_printoptions() -> dict[str, Any]:
     """Return the current print options as a dict accepted by :func:`set_printoptions`."""
-    return dataclasses.asdict(_OPTIONS)
+    return dict(vars(_OPTIONS))  # the fields in their declared order
 
 
 def _canonical_dtype(name: str) -> str:

@@ -29,10 +29,12 @@ around every node it runs (`snapshot`, `restore`).
 
 from __future__ import annotations
 
-import threading
+# `threading.local` is this class; importing `threading` for it would cost `import fusegrad`
+# most of a millisecond.
+from _thread import _local as _thread_local
 
 
-class ThreadState(threading.local):
+class ThreadState(_thread_local):
     """The calling thread's state; the class attributes are a new thread's values."""
 
     grad_enabled = True

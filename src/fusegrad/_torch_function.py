@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-import threading
 import warnings
+from _thread import _local as _thread_local  # threading.local, without importing threading
 
 from ._device import device as _device_cls
 from ._dtype import dtype as _dtype_cls
@@ -34,7 +34,7 @@ from ._tensor import Size, Tensor
 _ENABLED, _SUBCLASSES_DISABLED, _ALL_DISABLED = 0, 1, 2
 
 
-class _State(threading.local):
+class _State(_thread_local):
     """The calling thread's protocol state: what is disabled, and its mode stack."""
 
     level = _ENABLED

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import traceback
 import warnings
 
 from .._dtype import FLOAT
@@ -39,6 +38,8 @@ def is_anomaly_check_nan_enabled() -> bool:
 
 def record_traceback(node) -> None:
     """Keep the user's part of the current stack in the node's metadata."""
+    import traceback  # only under anomaly mode: not loaded by `import fusegrad`
+
     frames = traceback.extract_stack()
     while frames and frames[-1].filename.startswith(_PACKAGE_DIR):
         frames.pop()

@@ -18,29 +18,54 @@ keeps its own list of ops.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..autograd.graph import node_class
 
 
-@dataclass
-class Spec:
+# Spec and Sample are plain classes with a dataclass's constructor, equality and repr:
+# `dataclasses` and the code it compiles per class cost `import fusegrad` milliseconds.
+class _Record:
+    """Equality and repr over the fields `__match_args__` names, as a dataclass's."""
+
+    __match_args__: tuple = ()
+    __hash__ = None  # mutable, as a dataclass without `frozen`
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self.__match_args__)
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__match_args__)
+        return f"{type(self).__qualname__}({fields})"
+
+
+class Spec(_Record):
     """What a meta function says of one output: shape, dtype and (for views) strides."""
 
-    shape: tuple
-    dtype: Any
-    strides: tuple | None = None
-    offset: int = 0  # for views: storage offset relative to the input's
+    __match_args__ = ("shape", "dtype", "strides", "offset")
+
+    def __init__(self, shape: tuple, dtype: Any, strides: tuple | None = None,
+                 offset: int = 0) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.strides = strides
+        self.offset = offset  # for views: storage offset relative to the input's
 
 
-@dataclass
-class Sample:
+class Sample(_Record):
     """One input for the oracle tests: positional args (NumPy arrays stand for tensors)."""
 
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    name: str = ""
+    __match_args__ = ("args", "kwargs", "name")
+
+    def __init__(self, args: tuple, kwargs: dict | None = None, name: str = "") -> None:
+        self.args = args
+        self.kwargs = {} if kwargs is None else kwargs
+        self.name = name
 
 
 # Ops cheap enough to recompute in the backward rather than save (AOT's min-cut partitioner
