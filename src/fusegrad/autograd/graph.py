@@ -335,8 +335,19 @@ def _sum_to(g, shape):
     return sum_to_shape(g, shape)
 
 
+_SAVED_ATTRIBUTES: list = []  # index -> its property, shared by every node class
+
+
 def _saved_attribute(i: int) -> property:
-    """Entry `i` of a node's saved values (tensors version-checked, as for backward)."""
+    """Entry `i` of a node's saved values (tensors version-checked, as for backward). One
+    property per index serves every node class (a property per op and name cost import
+    time)."""
+    while len(_SAVED_ATTRIBUTES) <= i:
+        _SAVED_ATTRIBUTES.append(_make_saved_attribute(len(_SAVED_ATTRIBUTES)))
+    return _SAVED_ATTRIBUTES[i]
+
+
+def _make_saved_attribute(i: int) -> property:
 
     def get(self):
         from .._tensor import Size  # the graph module is imported before the Tensor's
