@@ -26,7 +26,8 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.compiler", "fusegrad._dynamo", "fusegrad.onnx", "fusegrad.fx", "fusegrad.jit",
         "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
-        "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback")
+        "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
+        "fusegrad.linalg")
 
 
 def run_fresh(code: str):
@@ -218,3 +219,23 @@ def test_first_calls_of_protocol_wrappers_behave_as_later_calls():
     y = torch.add(x, 1, alpha=2) * x + x.exp().sum()
     assert seen == Logged.seen and kind == "Logged" and values == y.tolist()
     assert lines == warns and files == ["<string>"]
+
+
+def test_linalg_loads_on_first_use_and_is_listed_as_overridable():
+    out = run_fresh("""
+        import json, sys
+        import fusegrad
+        before = "fusegrad.linalg" in sys.modules
+        x = fusegrad.tensor([[2.0, 1.0], [1.0, 3.0]])
+        values = [fusegrad.det(x).item(), fusegrad.matrix_power(x, 3).tolist(),
+                  fusegrad.return_types.linalg_qr.__name__]
+        listed = fusegrad.overrides.get_overridable_functions()
+        ours = listed[fusegrad.linalg]
+        print(json.dumps([before, values, fusegrad.linalg.det in ours,
+                          fusegrad.linalg.solve in ours]))
+    """)
+    x = torch.tensor([[2.0, 1.0], [1.0, 3.0]])
+    listed = torch.overrides.get_overridable_functions()[torch.linalg]
+    assert out == [False, [pytest.approx(torch.det(x).item()), torch.matrix_power(x, 3).tolist(),
+                           torch.return_types.linalg_qr.__name__],
+                   torch.linalg.det in listed, torch.linalg.solve in listed]

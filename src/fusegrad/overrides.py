@@ -45,6 +45,9 @@ def is_tensor_like(inp: Any) -> bool:
 def get_overridable_functions() -> dict:
     """Namespace (module, or `Tensor`) -> the public functions `__torch_function__` can
     override there."""
+    import importlib
+
+    importlib.import_module("fusegrad.linalg")  # loaded lazily; its functions are listed too
     return overridable_functions()
 
 

@@ -14,14 +14,6 @@ import math
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
-from ..linalg import RETURN_TYPES as _LINALG_RETURN_TYPES
-from ..linalg import det as _det
-from ..linalg import inv as _inv
-from ..linalg import lu_solve as _lu_solve
-from ..linalg import matrix_exp as _matrix_exp
-from ..linalg import matrix_power as _matrix_power
-from ..linalg import multi_dot as _multi_dot
-from ..linalg import svdvals as _svdvals
 from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
@@ -47,19 +39,42 @@ _TRIANGULAR_SOLVE = _named_tuple("triangular_solve", ("solution", "cloned_coeffi
 _LU_UNPACK = _named_tuple("lu_unpack", ("P", "L", "U"))
 
 # `fusegrad.return_types.<name>`, as torch.return_types lists them.
-for _cls in (_SLOGDET, _SVD, _QR, _TRIANGULAR_SOLVE, _LU_UNPACK, *_LINALG_RETURN_TYPES.values()):
+# `torch.linalg`'s named tuples (`fusegrad.linalg` uses them), made here so that
+# `fusegrad.return_types` lists them while `fusegrad.linalg` is not loaded yet.
+LINALG_RETURN_TYPES = {cls.__name__: cls for cls in (
+    _named_tuple("linalg_inv_ex", ("inverse", "info")),
+    _named_tuple("linalg_cholesky_ex", ("L", "info")),
+    _named_tuple("linalg_slogdet", ("sign", "logabsdet")),
+    _named_tuple("linalg_solve_ex", ("result", "info")),
+    _named_tuple("linalg_qr", ("Q", "R")),
+    _named_tuple("linalg_svd", ("U", "S", "Vh")),
+    _named_tuple("linalg_eigh", ("eigenvalues", "eigenvectors")),
+    _named_tuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values")),
+    _named_tuple("linalg_lu_factor", ("LU", "pivots")),
+    _named_tuple("linalg_lu_factor_ex", ("LU", "pivots", "info")),
+    _named_tuple("linalg_lu", ("P", "L", "U")))}
+
+for _cls in (_SLOGDET, _SVD, _QR, _TRIANGULAR_SOLVE, _LU_UNPACK, *LINALG_RETURN_TYPES.values()):
     setattr(_return_types, _cls.__name__, _cls)
+
+
+def _linalg():
+    """`fusegrad.linalg`, imported on first use: `import fusegrad` leaves it unloaded (the
+    functions here that are `torch.linalg`'s under another name call its public ones)."""
+    from .. import linalg
+
+    return linalg
 
 
 def det(input: Tensor) -> Tensor:
     """The determinant (`linalg.det`)."""
-    return _det(input)
+    return _linalg().det(input)
 
 
 @composite("fp32")
 def inverse(input: Tensor, *, out=None) -> Tensor:
     """The matrix inverse (`linalg.inv`)."""
-    return _inv(input)
+    return _linalg().inv(input)
 
 
 def slogdet(input: Tensor):
@@ -85,7 +100,7 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
     """(U, S, V) with A = U diag(S) V^T (V, not Vh); reduced unless `some` is False. Without
     `compute_uv`, U and V are zero-filled, as in PyTorch."""
     if not compute_uv:
-        s = _svdvals(input)
+        s = _linalg().svdvals(input)
         m, n = input.shape[-2:]
         batch = tuple(input.shape[:-2])
         return _SVD(input.new_zeros(batch + (m, m)), s, input.new_zeros(batch + (n, n)))
@@ -135,17 +150,17 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # n
 @composite("fp32")
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tensor:  # noqa: N803
     """The older `torch.lu_solve(b, LU, pivots)`."""
-    return _lu_solve(LU_data, LU_pivots, b)
+    return _linalg().lu_solve(LU_data, LU_pivots, b)
 
 
 def matrix_power(input: Tensor, n: int) -> Tensor:
     """`linalg.matrix_power`."""
-    return _matrix_power(input, n)
+    return _linalg().matrix_power(input, n)
 
 
 def matrix_exp(input: Tensor) -> Tensor:
     """`linalg.matrix_exp`."""
-    return _matrix_exp(input)
+    return _linalg().matrix_exp(input)
 
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None, *, out=None) -> Tensor:
@@ -197,7 +212,7 @@ def chain_matmul(*matrices, out=None) -> Tensor:
     """The product of a chain of 2-D matrices (`linalg.multi_dot`)."""
     if len(matrices) == 1:
         return matrices[0].clone()
-    return _multi_dot(matrices)
+    return _linalg().multi_dot(matrices)
 
 
 def _addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:

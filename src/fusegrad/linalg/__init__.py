@@ -18,6 +18,7 @@ import numpy as np
 
 from .._autocast import composite
 from .._dispatch import call
+from .._functions.linalg_extra import LINALG_RETURN_TYPES as RETURN_TYPES
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
 from .._out import guard_namespace as _guard_out
@@ -29,7 +30,6 @@ from ..ops import lu as LUO
 from ..ops import solvers as V
 from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
 from ..ops.joins import cat as _cat_op
-from ..ops.reductions import _named_tuple
 
 __all__ = [
     "LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
@@ -40,20 +40,10 @@ __all__ = [
     "vector_norm",
 ]
 
-_INV_EX = _named_tuple("linalg_inv_ex", ("inverse", "info"))
-_CHOLESKY_EX = _named_tuple("linalg_cholesky_ex", ("L", "info"))
-_SLOGDET = _named_tuple("linalg_slogdet", ("sign", "logabsdet"))
-_SOLVE_EX = _named_tuple("linalg_solve_ex", ("result", "info"))
-_QR = _named_tuple("linalg_qr", ("Q", "R"))
-_SVD = _named_tuple("linalg_svd", ("U", "S", "Vh"))
-_EIGH = _named_tuple("linalg_eigh", ("eigenvalues", "eigenvectors"))
-_LSTSQ = _named_tuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
-_LU_FACTOR = _named_tuple("linalg_lu_factor", ("LU", "pivots"))
-_LU_FACTOR_EX = _named_tuple("linalg_lu_factor_ex", ("LU", "pivots", "info"))
-_LU = _named_tuple("linalg_lu", ("P", "L", "U"))
-RETURN_TYPES = {cls.__name__: cls for cls in (
-    _INV_EX, _CHOLESKY_EX, _SLOGDET, _SOLVE_EX, _QR, _SVD, _EIGH, _LSTSQ, _LU_FACTOR,
-    _LU_FACTOR_EX, _LU)}
+# The named tuples are made with `torch.return_types`' others (`_functions.linalg_extra`), so
+# `fusegrad.return_types` lists them before this namespace is loaded.
+_INV_EX, _CHOLESKY_EX, _SLOGDET, _SOLVE_EX, _QR, _SVD, _EIGH, _LSTSQ, _LU_FACTOR, \
+    _LU_FACTOR_EX, _LU = RETURN_TYPES.values()
 
 
 def _needs_grad(a: Tensor) -> bool:
