@@ -84,7 +84,6 @@ from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ._functions import *  # noqa: F403
 from ._functions import abs, pow, sum  # noqa: A004
 from ._functions.sparse import sparse_coo_tensor, spmm
-from ._printing import get_printoptions, set_printoptions
 from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ._sparse import layout, sparse_coo, strided
 from ._tensor import Size, Tensor
@@ -161,7 +160,8 @@ _LAZY_MODULES = frozenset({
     "nn", "onnx", "optim", "overrides", "profiler", "serialization", "sparse", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
-               "save": "serialization"}
+               "save": "serialization", "get_printoptions": "_printing",
+               "set_printoptions": "_printing"}
 
 
 def __getattr__(name: str):

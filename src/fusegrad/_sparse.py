@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtype
-from ._printing import _OPTIONS, _data_text
 from ._tensor import Size, Tensor
 from ._torch_function import _disabled_torch_function_impl
 
@@ -280,6 +279,8 @@ class SparseTensor(Tensor):
             items.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
         elif self._rg:
             items.append("requires_grad=True")
+        from ._printing import _OPTIONS  # loaded on the first repr, not by the import
+
         return _close_forced(text, items, indent, _OPTIONS.linewidth)
 
     __str__ = __repr__
@@ -289,6 +290,8 @@ def _component_text(array: np.ndarray, dtype_name: str, indent: int) -> str:
     """An index or value array as PyTorch prints it inside a sparse tensor's repr."""
     if array.size == 0:
         return f"[], size={tuple(array.shape)}"
+    from ._printing import _OPTIONS, _data_text
+
     return _data_text(array, dtype_name, indent, _OPTIONS)
 
 

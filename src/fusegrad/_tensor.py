@@ -16,7 +16,6 @@ import numpy as np
 from . import _dispatch, _dtype
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
-from ._printing import format_tensor
 from .autograd import graph as _graph
 
 _ndarray = np.ndarray
@@ -419,6 +418,8 @@ class Tensor:
             suffixes.append("requires_grad=True")
         cls = type(self)
         prefix = "tensor(" if cls in TENSOR_REPR_CLASSES else f"{cls.__name__}("
+        from ._printing import format_tensor  # loaded on the first repr, not by the import
+
         return format_tensor(self._data, self._dtype.name, _dtype.defaults.float.name,
                              suffixes, prefix)
 
