@@ -34,11 +34,15 @@ def _takes_out(fn: types.FunctionType) -> bool:
     return "out" in code.co_varnames[:count]
 
 
-# The wrapper each function gets at import: on its first call it turns itself into the
-# wrapper generated for that function's own parameter list (see `reject_out`).
-_TRAMPOLINE = compile("def guarded(*args, **kwargs):\n"
-                      "    _specialise_(_self_)\n"
-                      "    return _self_(*args, **kwargs)\n", "<out guard>", "exec")
+def _guarded(*args, **kwargs):
+    # The code each wrapper starts with (its globals are the wrapper's own namespace, which
+    # names the wrapper `_self_`): on the first call it becomes the wrapper generated for
+    # that function's own parameter list (see `reject_out`).
+    _specialise_(_self_)  # noqa: F821
+    return _self_(*args, **kwargs)  # noqa: F821
+
+
+_TRAMPOLINE = _guarded.__code__.replace(co_name="guarded")
 
 
 def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
@@ -53,8 +57,7 @@ def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
     throughout, so names bound earlier get the fast form too)."""
     namespace = {"_fn_": fn, "_error_": unsupported_out, "_qualname_": qualname,
                  "_specialise_": _specialise}
-    exec(_TRAMPOLINE, namespace)  # noqa: S102
-    wrapper = namespace["_self_"] = namespace["guarded"]
+    wrapper = namespace["_self_"] = types.FunctionType(_TRAMPOLINE, namespace, "guarded")
     wrapper = functools.update_wrapper(wrapper, fn)
     wrapper.rejects_out = True
     return wrapper

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import numbers
+import sys
 
 import numpy as np
 
@@ -293,7 +294,10 @@ def _polygamma(self, n):
 def _resolve(path: str):
     """The object at `module.name` under fusegrad (`_functions.inplace.zero_`)."""
     module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(f"fusegrad.{module}"), name)
+    module = f"fusegrad.{module}"
+    # Nearly always imported already: a dict look-up, not the import machinery's.
+    loaded = sys.modules.get(module)
+    return getattr(loaded if loaded is not None else importlib.import_module(module), name)
 
 
 def attach(functions: dict) -> None:
