@@ -202,7 +202,7 @@ def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
     """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
     one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
     skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
-    return _instantiate(("exact", binary, keywords), lambda: _exact_source(binary, keywords),
+    return _instantiate(("exact", binary, keywords),
                         {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
                          "_MISSING": _MISSING})
 
@@ -231,15 +231,16 @@ def _exact_source(binary: bool, keywords: tuple) -> str:
 _CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
 
 
-def _instantiate(key, source, namespace: dict):
-    """A new wrapper function of shape `key` over `namespace` (its globals: `fn`, `info`,
-    ...). Every wrapper of a shape shares one code object (making one costs a dict and a
-    function object). A shape's source is compiled on the first call of a wrapper of that
+def _instantiate(key: tuple, namespace: dict):
+    """A new wrapper function of shape `key` (its kind, then the arguments `_SOURCES[kind]`
+    writes its source from) over `namespace` (its globals: `fn`, `info`, ...). Every wrapper
+    of a shape shares one code object (making one costs a dict and a function object).
+    A shape's source is compiled on the first call of a wrapper of that
     shape, not here: compiling the twenty-odd shapes the public surface has took longer
     than the rest of `import fusegrad`'s wrapping, and most programs call a few."""
     made = _CODE.get(key)
     if made is None:
-        namespace["_shape_"] = (key, source)
+        namespace["_shape_"] = key  # the source is made from the key (`_SOURCES`) when needed
         namespace["_specialise_"] = _specialise
         wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, "wrapper")
         return wrapper
@@ -263,11 +264,12 @@ def _specialise(wrapper) -> None:
     """Give `wrapper` its shape's compiled code (compiling the shape if no wrapper has yet):
     the function object stays the same, so every name bound to it gets the compiled form."""
     namespace = wrapper.__globals__
-    key, source = namespace["_shape_"]
+    key = namespace["_shape_"]
     made = _CODE.get(key)
     if made is None:
         scratch = dict(namespace)
-        exec(compile(source(), "<torch function wrapper>", "exec"), scratch)  # noqa: S102
+        source = _SOURCES[key[0]](*key[1:])
+        exec(compile(source, "<torch function wrapper>", "exec"), scratch)  # noqa: S102
         f = scratch["wrapper"]
         made = _CODE[key] = (f.__code__, f.__defaults__, f.__kwdefaults__)
     code, defaults, kwdefaults = made
@@ -319,7 +321,7 @@ def _prefix_wrapper(fn, info, slots: int, positional_fn=None):
     its `out=` guard) with the same arguments and no packing, and a call passing keywords
     checks their values and passes them on to `fn`. Arguments reach
     handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
-    return _instantiate(("prefix", slots), lambda: _prefix_source(slots),
+    return _instantiate(("prefix", slots),
                         {"fn": fn, "fn0": positional_fn or fn, "info": info, "fast": _fast,
                          "_slow": _slow,
                          "_given": _given, "_plain_items": _plain_items,
@@ -354,6 +356,10 @@ def _prefix_source(slots: int) -> str:
                 + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
     lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
     return "\n".join(lines) + "\n"
+
+
+# Wrapper shape kind -> the function writing a shape's source from the rest of its key.
+_SOURCES = {"exact": _exact_source, "prefix": _prefix_source}
 
 
 def _given(values: tuple) -> tuple:
