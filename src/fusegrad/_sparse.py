@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _dtype
 from ._printing import _OPTIONS, _data_text
+from ._shapes import wrap_dim
 from ._tensor import Size, Tensor
 from ._torch_function import _disabled_torch_function_impl
 
@@ -122,8 +123,6 @@ class SparseTensor(Tensor):
     def size(self, dim=None):
         if dim is None:
             return Size(self._sshape)
-        from .ops._util import wrap_dim
-
         return self._sshape[wrap_dim(dim, len(self._sshape))]
 
     @property
@@ -179,8 +178,6 @@ class SparseTensor(Tensor):
         strides = (0,) * len(self._sshape)
         if dim is None:
             return strides
-        from .ops._util import wrap_dim
-
         return strides[wrap_dim(dim, len(strides))]
 
     def is_contiguous(self, memory_format=None) -> bool:

@@ -13,10 +13,11 @@ import weakref
 
 import numpy as np
 
-from . import _dispatch, _dtype
+from . import _dtype
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._printing import format_tensor
+from ._shapes import Size, contiguous_strides, elem_strides, storage_offset, wrap_dim
 from .autograd import graph as _graph
 
 _ndarray = np.ndarray
@@ -31,27 +32,6 @@ _NONLEAF_GRAD_WARNING = (
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
-class Size(tuple):
-    """A tensor's shape: a tuple of ints, printed as `torch.Size([2, 3])`."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"torch.Size({list(self)})"
-
-    def numel(self) -> int:
-        """Product of the sizes."""
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-    def __getitem__(self, key):
-        r = tuple.__getitem__(self, key)
-        return Size(r) if isinstance(key, slice) else r
-
-    def __add__(self, other):
-        return Size(tuple.__add__(self, tuple(other)))
 
 
 # Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
@@ -129,8 +109,6 @@ class Tensor:
         """The shape, or the size of dimension `dim`."""
         if dim is None:
             return Size(self._data.shape)
-        from .ops._util import wrap_dim
-
         if not self._data.ndim:
             raise IndexError(f"dimension specified as {dim} but tensor has no dimensions")
         return self._data.shape[wrap_dim(dim, self._data.ndim)]
@@ -173,19 +151,13 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         """Strides in elements, as PyTorch reports them."""
-        from .ops.views import elem_strides
-
         st = elem_strides(self._data)
         if dim is None:
             return st
-        from .ops._util import wrap_dim
-
         return st[wrap_dim(dim, len(st))]
 
     def storage_offset(self) -> int:
         """Offset of the first element in the underlying storage, in elements."""
-        from .ops.views import storage_offset
-
         base = self._base
         if base is None or base._data is None:
             return storage_offset(self._data)
@@ -195,8 +167,6 @@ class Tensor:
 
     def is_contiguous(self, memory_format=None) -> bool:
         """True when the elements are laid out row-major without gaps."""
-        from .ops._util import contiguous_strides
-
         expected = contiguous_strides(self.shape)
         return all(s == 1 or a == b for s, a, b in zip(self.shape, self.stride(), expected))
 
@@ -212,21 +182,21 @@ class Tensor:
     def is_leaf(self) -> bool:
         """True for tensors not produced by a recorded operation."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._grad_fn is None
 
     @property
     def grad_fn(self):
         """The Node that produced this tensor, or None for leaves."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._grad_fn
 
     @property
     def requires_grad(self) -> bool:
         """Whether gradients are computed for this tensor."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._rg
 
     @requires_grad.setter
@@ -650,6 +620,14 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
 
 
 _account = None  # fusegrad._memory.account while storage accounting is enabled
-_dispatch.plain.Tensor = _dispatch.Tensor = Tensor
-_graph._tensor_class[0] = Tensor
-_dispatch.plain.make = _dispatch._make = make_plain
+_sync_view = None  # fusegrad._dispatch.sync_view, given by `use_view_sync`
+
+
+def use_view_sync(sync_view) -> None:
+    """Registration by fusegrad._dispatch, which sits above Tensor: the function that gives a
+    view whose base changed in place its new history (the history properties call it)."""
+    global _sync_view
+    _sync_view = sync_view
+
+
+_graph.register_tensor_class(Tensor)

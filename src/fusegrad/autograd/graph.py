@@ -20,6 +20,13 @@ from .._thread_state import local as _local
 SEQUENCE = itertools.count()
 _new_object = object.__new__
 _tensor_class = [None]  # set by fusegrad._tensor (the graph module is imported first)
+
+
+def register_tensor_class(cls) -> None:
+    """Registration by fusegrad._tensor, which sits above the graph: the class saved values
+    are rebuilt as."""
+    _tensor_class[0] = cls
+
 # Accumulators run before any other ready node, as PyTorch's do.
 ACCUMULATE_SEQ = 1 << 62
 
@@ -339,7 +346,7 @@ def _saved_attribute(i: int) -> property:
     """Entry `i` of a node's saved values (tensors version-checked, as for backward)."""
 
     def get(self):
-        from .._tensor import Size  # the graph module is imported before the Tensor's
+        from .._shapes import Size
 
         value = unpack_saved(self, self._saved, self._versions)[i]
         if value.__class__ is Size:

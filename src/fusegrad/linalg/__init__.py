@@ -471,6 +471,6 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 # Last, once every function exists: an `out` tensor none of them writes into yet raises.
 _guard_out(globals(), "fusegrad.linalg")
 # Then every public function honours `__torch_function__` (see fusegrad._torch_function).
-from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
+from .._torch_function_wrappers import wrap_namespace as _wrap_torch_function  # noqa: E402
 
 _wrap_torch_function(globals(), "torch.linalg")
