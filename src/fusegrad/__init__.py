@@ -192,8 +192,7 @@ _out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial
 
 # Then every public function and Tensor method honours `__torch_function__` (subclasses and
 # tensor-likes); the configuration helpers PyTorch does not route stay as they are.
-from . import _C  # noqa: E402, F401
-from . import _torch_function_wrappers  # noqa: E402
+from . import _C, _torch_function_wrappers  # noqa: E402, F401
 
 _torch_function_wrappers.wrap_namespace(globals(), "torch",
                                         _torch_function_wrappers.TOP_LEVEL_NOT_ROUTED,

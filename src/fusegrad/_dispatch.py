@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtype, _recorders, _tensor, _thread_state
+from ._autocast import dispatch as _autocast_dispatch
 from ._tensor import Tensor
 from ._tensor import make_plain as _make
 from ._thread_state import active as _active
@@ -530,9 +531,7 @@ def _call_slow(op, args):
             args = python_scalars(args)
             break
     if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys
-        from ._autocast import dispatch
-
-        return dispatch(op, args)
+        return _autocast_dispatch(op, args, call)
     modes = _local.modes
     if modes:
         _local.modes = modes[:-1]

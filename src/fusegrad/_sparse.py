@@ -253,7 +253,7 @@ class SparseTensor(Tensor):
         return t
 
     def __reduce_ex__(self, protocol):
-        from ._creation import rebuild_tensor
+        from ._tensor import rebuild_tensor
 
         return (_rebuild_sparse, (rebuild_tensor(np.array(self._idx), "int64", False),
                                   rebuild_tensor(np.array(self._val), self._dtype.name, False),

@@ -74,7 +74,7 @@ class Tensor:
 
     def __init__(self, *args, **kwargs):
         # `torch.Tensor(2, 3)` (uninitialised float tensor) and `torch.Tensor([1, 2])` (data).
-        from ._creation import legacy_tensor_init
+        from ._legacy_types import legacy_tensor_init
 
         legacy_tensor_init(self, *args, **kwargs)
 
@@ -400,8 +400,6 @@ class Tensor:
         return object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol):
-        from ._creation import rebuild_tensor
-
         args = (np.array(self._data), self._dtype.name, self._rg)
         if type(self) is Tensor:
             return (rebuild_tensor, args)
@@ -616,6 +614,15 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
     t._post_acc_hooks = None
     if _account is not None:  # storage accounting is on (fusegrad._memory)
         _account(data)
+    return t
+
+
+def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    """Unpickle a tensor written by `Tensor.__reduce_ex__`."""
+    t = Tensor._make(data, _dtype.BY_NAME[dtype_name])
+    if requires_grad:
+        t._set_requires_grad(
+            True, "Only Tensors of floating point and complex dtype can require gradients")
     return t
 
 

@@ -426,7 +426,7 @@ def _retype(t, cls):
 def rebuild_subclass(cls, args: tuple, state: dict):
     """Unpickle a Tensor subclass instance written by `Tensor.__reduce_ex__`: the tensor, as
     `cls` (an alias, as PyTorch rebuilds it), with its instance attributes."""
-    from ._creation import rebuild_tensor
+    from ._tensor import rebuild_tensor
 
     with DisableTorchFunction():
         t = rebuild_tensor(*args)

@@ -14,14 +14,14 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import FLOAT, FROM_NP
-from .._thread_state import active as _active
-from .._thread_state import local as _local
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     broadcast_shapes,
     contiguous_strides,
     size_str,
     wrap_dim,
 )
+from .._thread_state import active as _active
+from .._thread_state import local as _local
 from .registry import Sample, Spec
 
 _nd = np.ndarray

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
 from .._symbolic import size_int
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
@@ -23,10 +24,7 @@ from ._util import (
     size_str,
     wrap_dim,
 )
-from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
 from .registry import REGISTRY, Sample, register
-
-
 
 
 def infer_size(shape, n: int) -> tuple:
