@@ -162,6 +162,9 @@ _LAZY_MODULES = frozenset({
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization"}
+# ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
+_LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),
+                                 "nn._aten_aliases"))
 
 
 def __getattr__(name: str):

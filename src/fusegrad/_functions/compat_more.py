@@ -30,12 +30,6 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
 
 
-def _F():
-    from ..nn import functional
-
-    return functional
-
-
 def typename(obj) -> str:
     """The type of `obj` as a string: a tensor's legacy type name, else `module.qualname`."""
     if isinstance(obj, Tensor):
@@ -208,9 +202,6 @@ def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
                                        else (-2, -1), keepdim)
 
 
-def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
-    """`input` padded with `value` (pairs of sizes from the last dimension back)."""
-    return _F().pad(input, list(pad), "constant", value)
 
 
 def convolution(input, weight, bias, stride, padding, dilation, transposed: bool,
@@ -223,19 +214,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed: bool
                 list(dilation), transposed, list(output_padding), groups)
 
 
-def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode: bool = False) -> tuple:
-    """1-D max pooling and the positions of the maxima."""
-    return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode,
-                           True)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,
-                                     reduction: int = 1) -> Tensor:
-    """ATen's form of the logits BCE: `reduction` 0 none, 1 mean, 2 sum."""
-    name = {0: "none", 1: "mean", 2: "sum"}[int(reduction)]
-    return _F().binary_cross_entropy_with_logits(input, target, weight, reduction=name,
-                                                 pos_weight=pos_weight)
 
 
 def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
@@ -293,17 +273,13 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
     return out.requires_grad_(True) if requires_grad else out
 
 
-def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-           training: bool = False, generator=None) -> Tensor:
-    """In-place randomized leaky ReLU."""
-    return _F().rrelu_(input, lower, upper, training)
 
 
 __all__ = [
     "typename", "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",
     "get_deterministic_debug_mode", "set_flush_denormal", "set_default_tensor_type",
     "get_device", "is_storage", "is_inference", "set_anomaly_enabled", "positive", "fill",
-    "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "constant_pad_nd", "convolution",
-    "max_pool1d_with_indices", "binary_cross_entropy_with_logits", "empty_permuted",
-    "nonzero_static", "frombuffer", "rrelu_",
+    "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "convolution",
+    "empty_permuted",
+    "nonzero_static", "frombuffer",
 ]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._autocast import composite
 from .._dispatch import call
+from .._functions.activation import hardshrink, prelu  # noqa: F401  (torch's own)
 from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import activation as A
@@ -118,9 +118,6 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return call(K.softshrink, input, lambd)
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """x where |x| > lambd, else 0."""
-    return call(K.hardshrink, input, lambd)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
@@ -138,21 +135,6 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return call(K.glu, input, dim)
 
 
-@composite("lower")
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
-    if weight.dim() > 1:
-        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
-                           f"ndim = {weight.dim()}")
-    n = weight.numel()
-    channels = input.shape[1] if input.dim() >= 2 else 1
-    if n != 1 and n != channels:
-        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
-                           f"parameter numbers = {n} and channel size = {channels}.")
-    shape = [1] * input.dim()
-    if n != 1:
-        shape[1] = n
-    return call(K.prelu_kernel, input, weight.view(shape))
 
 
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
