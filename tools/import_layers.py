@@ -2,10 +2,15 @@
 
 Every `import` and `from ... import` naming a fusegrad module is an edge, found with `ast`:
 those at module level run at import, those inside a function run when it is called; both
-count. Each module belongs to one layer (LAYERS, bottom first); an edge that runs from a lower
-layer to a higher one is upward and fails `tests/test_import_layers.py`, unless ALLOWED names
-it with the reason it must stay. Within the core layers no group of modules may import each
-other in a loop.
+count. Importing `fusegrad.a.b.c` also runs the `__init__` of the packages `fusegrad.a` and
+`fusegrad.a.b` first, so such an import is an edge to them too (the package `fusegrad` itself
+is the entry point and always runs first). A package's PEP 562 lazy attributes, loaded with
+`importlib` on first use, are no import statement and no edge.
+
+Each module belongs to one layer (LAYERS, bottom first); an edge that runs from a lower layer
+to a higher one is upward and fails `tests/test_import_layers.py`, unless ALLOWED names it
+with the reason it must stay. Within the core layers no group of modules may import each other
+in a loop.
 
 Run from the repository root:
     python tools/import_layers.py           # layers, upward edges and loops
@@ -35,7 +40,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "_dtype", "_device", "_thread_state", "_atomic_write", "_type_info", "_symbolic",
         "_shapes", "_recorders", "_out")),
     ("records", "what Tensor and dispatch record with: grad and anomaly modes, the Nodes", (
-        "autograd.grad_mode", "autograd.anomaly_mode", "autograd.graph")),
+        "autograd.__init__", "autograd.grad_mode", "autograd.anomaly_mode", "autograd.graph")),
     ("tensor", "the Tensor class, its printing and memory figures", (
         "_tensor", "_printing", "_memory")),
     ("dispatch", "call(op, ...): recording, modes, fakes, __torch_function__, autocast", (
@@ -46,7 +51,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("public", "the torch namespace: public functions, linalg, fft, autograd's API", (
         "", "_functions", "_torch_function_wrappers", "_C", "_legacy_types", "_windows",
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "overrides",
-        "autograd.__init__", "autograd.functional", "autograd.gradcheck", "accelerator",
+        "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library",
         "func", "utils.__init__")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
@@ -69,7 +74,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fusegrad._tensor", "fusegrad._torch_function"):
         "`__init_subclass__` tells the protocol of a subclass; unpickling a subclass",
     ("fusegrad._tensor", "fusegrad._functions"): "`Tensor.to` copies through `to_copy`",
-    ("fusegrad._tensor", "fusegrad.autograd"): "`Tensor.backward` runs the engine",
+    ("fusegrad._tensor", "fusegrad.autograd._grad"): "`Tensor.backward` runs the engine",
     # Dispatch records a view whose base changed in place as `as_strided` of the base: an op.
     ("fusegrad._dispatch", "fusegrad.ops.views"): "a stale view's history is `as_strided`",
     ("fusegrad._torch_function", "fusegrad.ops"): "`as_subclass` records the `alias` op",
@@ -96,6 +101,12 @@ class Edge:
     target: str
     line: int
     in_function: bool
+    named: str = ""  # for an edge to a package: the module the statement names in it
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        """(source, the module the statement names): the key of ALLOWED."""
+        return self.source, self.named or self.target
 
 
 @functools.cache
@@ -157,6 +168,12 @@ def import_edges(package: Path = PACKAGE) -> list[Edge]:
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     for target in _targets(module, is_package, child, files):
                         edges.append(Edge(module, target, child.lineno, in_function))
+                        parts = target.split(".")
+                        for n in range(2, len(parts)):
+                            package = ".".join(parts[:n])
+                            if package != module and not module.startswith(package + "."):
+                                edges.append(Edge(module, package, child.lineno, in_function,
+                                                  target))
                 walk(child, in_function or isinstance(
                     child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
@@ -183,31 +200,33 @@ def layer_of(module: str) -> int:
 def upward(edges: list[Edge]) -> list[Edge]:
     """The edges that import a higher layer and are not in ALLOWED."""
     return [e for e in edges if layer_of(e.target) > layer_of(e.source)
-            and (e.source, e.target) not in ALLOWED]
+            and e.pair not in ALLOWED]
 
 
 def stale_allowances(edges: list[Edge]) -> list[str]:
     """ALLOWED entries that are no longer an import, or that run at module level."""
-    found = {(e.source, e.target): e for e in edges}
+    found = {e.pair for e in edges if not e.named}
     bad = []
     for pair in ALLOWED:
         if pair not in found:
             bad.append(f"{pair[0]} -> {pair[1]}: no such import")
-        elif any(not x.in_function for x in edges if (x.source, x.target) == pair):
+        elif any(not x.in_function for x in edges if x.pair == pair and not x.named):
             bad.append(f"{pair[0]} -> {pair[1]}: imported at module level")
     return bad
 
 
 def core_loops(edges: list[Edge]) -> list[list[str]]:
-    """Strongly connected components of more than one core module (ALLOWED edges left out)."""
+    """Strongly connected components of more than one core module, over the import statements
+    (ALLOWED ones left out). Edges to a package's `__init__` that only say it runs first are
+    left out too: they order execution, they add no dependency (the upward check counts
+    them)."""
     core = {LAYERS.index(next(x for x in LAYERS if x[0] == name)) for name in CORE}
     nodes = sorted({m for e in edges for m in (e.source, e.target) if layer_of(m) in core})
     adjacency = defaultdict(set)
     for e in edges:
-        if e.source in adjacency or True:
-            if layer_of(e.source) in core and layer_of(e.target) in core and \
-                    (e.source, e.target) not in ALLOWED:
-                adjacency[e.source].add(e.target)
+        if not e.named and layer_of(e.source) in core and layer_of(e.target) in core and \
+                e.pair not in ALLOWED:
+            adjacency[e.source].add(e.target)
     # Tarjan's algorithm, iterative (the graph is deep enough to hit the recursion limit).
     index, low, on_stack, stack, result = {}, {}, set(), [], []
     counter = 0
@@ -255,7 +274,7 @@ def diagram(edges: list[Edge]) -> str:
     between = Counter()
     for e in edges:
         a, b = layer_of(e.source), layer_of(e.target)
-        if a != b and (e.source, e.target) not in ALLOWED:
+        if a != b and not e.named and e.pair not in ALLOWED:
             between[(a, b)] += 1
     lines = [BEGIN, "", "```mermaid", "graph TD"]
     for i, (name, what, _) in enumerate(LAYERS):
@@ -303,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{i}. {name:9} {counts[i]:4} modules  {what}")
     bad = upward(edges)
     for e in sorted(set(bad), key=lambda e: (e.source, e.target, e.line)):
-        where = "function" if e.in_function else "module"
+        where = ("function" if e.in_function else "module") + (
+            f", the package of {e.named}" if e.named else "")
         print(f"upward ({where} level): {e.source}:{e.line} -> {e.target} "
               f"({LAYERS[layer_of(e.source)][0]} -> {LAYERS[layer_of(e.target)][0]})")
     for problem in stale_allowances(edges):

@@ -585,7 +585,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. the graph leaves."""
-        from .autograd import backward
+        from .autograd._grad import backward
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 

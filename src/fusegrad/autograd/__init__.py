@@ -1,19 +1,23 @@
 """Automatic differentiation: `backward`, `grad`, grad and inference modes, the graph, custom
-Functions, `functional` (jacobian, hessian, vjp, jvp, hvp), anomaly detection, gradcheck."""
+Functions, `functional` (jacobian, hessian, vjp, jvp, hvp), anomaly detection, gradcheck.
+
+The package holds two layers (docs/architecture.md, "Import layers"): grad mode, anomaly mode
+and the graph's Nodes, which Tensor and dispatch record with, sit below them and load with
+the package; the engine, `Function`, `functional` and `gradcheck` sit above the ops and load
+on first use (PEP 562), so that importing the graph does not import what is built on the
+ops."""
 
 from __future__ import annotations
 
-from . import function, functional, graph
-from ._grad import backward, grad
+import importlib
+
+from . import graph
 from .anomaly_mode import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     set_detect_anomaly,
 )
-from .engine import checkpoint_valid as _is_checkpoint_valid
-from .engine import run_backward  # noqa: F401
-from .function import Function, once_differentiable
 from .grad_mode import (
     enable_grad,
     inference_mode,
@@ -22,7 +26,6 @@ from .grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from .gradcheck import gradcheck, gradgradcheck
 
 __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "gradcheck", "gradgradcheck", "Function", "function",
@@ -30,11 +33,30 @@ __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enab
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled"]
 
+# name -> (submodule, attribute; None for the submodule itself), loaded on first use.
+_LAZY = {
+    "backward": ("_grad", "backward"), "grad": ("_grad", "grad"),
+    "run_backward": ("engine", "run_backward"),
+    "_is_checkpoint_valid": ("engine", "checkpoint_valid"),
+    "Function": ("function", "Function"),
+    "once_differentiable": ("function", "once_differentiable"),
+    "gradcheck": ("gradcheck", "gradcheck"), "gradgradcheck": ("gradcheck", "gradgradcheck"),
+    **{name: (name, None) for name in ("engine", "function", "functional", "profiler")},
+}
+
 
 def __getattr__(name: str):
-    """`fusegrad.autograd.profiler` loads on first use (as `fusegrad.profiler` does)."""
-    if name == "profiler":
-        import importlib
+    """The engine, `Function`, `functional`, `gradcheck` and `profiler`, loaded on first use."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{where[0]}")
+    value = module if where[1] is None else getattr(module, where[1])
+    # Set after the import, which binds the submodule's own name (`gradcheck`) here first.
+    globals()[name] = value
+    return value
 
-        return importlib.import_module(f"{__name__}.profiler")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    """The namespace including the names not loaded yet."""
+    return sorted(set(globals()) | set(_LAZY))
