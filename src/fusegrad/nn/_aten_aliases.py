@@ -153,11 +153,6 @@ def max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1,
     return F.max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
-def avg_pool1d(input, kernel_size, stride=(), padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
-    """1-D average pooling."""
-    return F.avg_pool1d(input, kernel_size, stride or None, padding, ceil_mode,
-                           count_include_pad)
 
 
 
@@ -183,9 +178,6 @@ def adaptive_max_pool1d(input, output_size):
 
 
 
-def selu_(input) -> Tensor:
-    """In-place SELU."""
-    return F.selu(input, inplace=True)
 
 
 def celu(input, alpha=1.0) -> Tensor:
@@ -193,9 +185,6 @@ def celu(input, alpha=1.0) -> Tensor:
     return F.celu(input, alpha)
 
 
-def celu_(input, alpha=1.0) -> Tensor:
-    """In-place CELU."""
-    return F.celu(input, alpha, inplace=True)
 
 
 def threshold(input, threshold, value) -> Tensor:  # noqa: A002
@@ -203,9 +192,6 @@ def threshold(input, threshold, value) -> Tensor:  # noqa: A002
     return F.threshold(input, threshold, value)
 
 
-def threshold_(input, threshold, value) -> Tensor:  # noqa: A002
-    """In-place threshold."""
-    return F.threshold(input, threshold, value, inplace=True)
 
 
 
@@ -390,18 +376,6 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
                          _REDUCTIONS[int(reduction)], zero_infinity)
 
 
-def conv_tbc(input, weight, bias, pad: int = 0) -> Tensor:
-    """1-D convolution of time-batch-channel input (T, B, C_in) with weight
-    (K, C_in, C_out): (T', B, C_out)."""
-    if input.dim() != 3:
-        raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
-    if weight.dim() != 3:
-        raise RuntimeError("Weight tensor must have 3 dims: kernel_width, in_channels, "
-                           "out_channels.")
-    if bias.dim() != 1:
-        raise RuntimeError("Bias must be 1-D")
-    out = F.conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
-    return out.permute(2, 0, 1)
 
 
 def feature_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
@@ -432,14 +406,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
                                                  pos_weight=pos_weight)
 
 
-def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-           training: bool = False, generator=None) -> Tensor:
-    """In-place randomized leaky ReLU."""
-    return F.rrelu_(input, lower, upper, training)
 
 
 # PyTorch's top-level function is nn.functional's own.
 conv1d = F.conv1d
+conv_tbc = F.conv_tbc
 conv2d = F.conv2d
 conv3d = F.conv3d
 conv_transpose1d = F.conv_transpose1d
@@ -452,6 +423,11 @@ channel_shuffle = F.channel_shuffle
 cosine_similarity = F.cosine_similarity
 pairwise_distance = F.pairwise_distance
 bilinear = F.bilinear
+rrelu_ = F.rrelu_
+threshold_ = F.threshold_
+celu_ = F.celu_
+selu_ = F.selu_
+avg_pool1d = F.avg_pool1d
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",

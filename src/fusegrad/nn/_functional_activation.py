@@ -9,11 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
-from .._functions.activation import hardshrink, prelu  # noqa: F401  (torch's own)
 from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import activation as A
 from ..ops import shrink as K
+
+# torch.hardshrink and torch.prelu themselves (PyTorch's nn.functional names the same objects).
+from .. import hardshrink, prelu  # noqa: E402, F401  isort: skip
 
 
 def _pick(op, op_, inplace: bool):
@@ -154,7 +156,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-           training: bool = False) -> Tensor:
+           training: bool = False, generator=None) -> Tensor:
     """In-place rrelu."""
     return rrelu(input, lower, upper, training, True)
 
