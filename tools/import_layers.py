@@ -23,6 +23,7 @@ import argparse
 import ast
 import functools
 import sys
+import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,12 +284,15 @@ def diagram(edges: list[Edge]) -> str:
         arrow = "-->" if b < a else "-.->"  # an upward arrow would be a test failure
         lines.append(f"    L{a} {arrow}|{n}| L{b}")
     lines += ["```", ""]
-    lines.append("Arrows point from the importing layer to the imported one, labelled with "
-                 "the number of import statements (module level and inside functions).")
+    lines += textwrap.wrap(
+        "Arrows point from the importing layer to the imported one, labelled with the number "
+        "of import statements (module level and inside functions); none points upward.", 95)
     if ALLOWED:
-        lines += ["", "Upward imports allowed inside a function (`ALLOWED` in the script):", ""]
+        lines += ["", "Imports allowed inside a function although they run upward or close a",
+                  "loop (`ALLOWED` in the script):", ""]
         for (a, b), why in sorted(ALLOWED.items()):
-            lines.append(f"- `{a}` -> `{b}`: {why}")
+            lines += textwrap.wrap(f"`{a}` -> `{b}`: {why}", 93, initial_indent="- ",
+                                   subsequent_indent="  ")
     loops = core_loops(edges)
     lines += ["", f"Import loops among the core modules: {len(loops) or 'none'}.", "", END]
     return "\n".join(lines)
