@@ -32,8 +32,6 @@ _NONLEAF_GRAD_WARNING = (
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
-
-
 # Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
 # "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through it. The
 # list is empty except while a trace runs, so a conversion pays one truth test.
