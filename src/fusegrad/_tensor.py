@@ -624,7 +624,16 @@ def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Te
     return t
 
 
-_account = None  # fusegrad._memory.account while storage accounting is enabled
+_account = None  # fusegrad._memory.account while storage accounting is enabled (registered)
+
+
+def use_storage_accounting(account) -> None:
+    """Registration by fusegrad._memory: the function each new storage is counted with while
+    accounting is on, or None."""
+    global _account
+    _account = account
+
+
 _sync_view = None  # fusegrad._dispatch.sync_view, given by `use_view_sync`
 
 
