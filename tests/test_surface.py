@@ -214,11 +214,15 @@ def test_aliases_are_the_ops_own_functions_and_methods():
     `torch.arcsin` behaves as `torch.asin` (beneath the `__torch_function__` wrappers, which
     report each spelling as called)."""
     F = fusegrad._functions
+    import fusegrad.nn._aten_aliases as NNA
+    from fusegrad.ops.surface import NN_SPELLING, has_flag
+
     publics = {op.public for op in REGISTRY.values()}
     for alias, name in SP.ALIASES.items():
         assert name in publics, (alias, name)
         assert hasattr(torch, alias), alias
-        assert getattr(F, alias) is getattr(F, name), alias
+        home = NNA if has_flag(name, NN_SPELLING) else F  # ATen's layer spellings live in nn
+        assert getattr(home, alias) is getattr(home, name), alias
         assert implementation(getattr(fusegrad, alias)) is \
             implementation(getattr(fusegrad, name)), alias
         if alias in vars(fusegrad.Tensor):

@@ -162,6 +162,9 @@ _LAZY_MODULES = frozenset({
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization", "get_printoptions": "_printing",
                "set_printoptions": "_printing"}
+# ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
+_LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),
+                                 "nn._aten_aliases"))
 
 
 def __getattr__(name: str):
@@ -192,9 +195,10 @@ _out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial
 
 # Then every public function and Tensor method honours `__torch_function__` (subclasses and
 # tensor-likes); the configuration helpers PyTorch does not route stay as they are.
-from . import _C, _torch_function  # noqa: E402
+from . import _C, _torch_function_wrappers  # noqa: E402, F401
 
-_torch_function.wrap_namespace(globals(), "torch", _torch_function.TOP_LEVEL_NOT_ROUTED,
-                               _torch_function.TOP_LEVEL_PYTHON)
-_torch_function.wrap_tensor()
+_torch_function_wrappers.wrap_namespace(globals(), "torch",
+                                        _torch_function_wrappers.TOP_LEVEL_NOT_ROUTED,
+                                        _torch_function_wrappers.TOP_LEVEL_PYTHON)
+_torch_function_wrappers.wrap_tensor()
 

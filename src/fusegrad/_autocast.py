@@ -322,10 +322,9 @@ class _SetAside:
         _local.autocast = self.dtype
 
 
-def dispatch(op, args):
-    """Run registry op `op` under CPU autocast: cast as its policy says, then run it."""
-    from ._dispatch import call
-
+def dispatch(op, args, call):
+    """Run registry op `op` under CPU autocast: cast as its policy says, then run it with
+    `call` (dispatch's, which calls this: autocast sits below dispatch)."""
     with _SetAside() as lower:
         policy = op.autocast
         if policy is not None:

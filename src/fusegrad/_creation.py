@@ -16,7 +16,10 @@ from . import _dtype
 from ._device import device as _device_cls
 from ._random import rng as _rng
 from ._symbolic import size_int
-from ._tensor import Tensor
+from ._tensor import (
+    Tensor,
+    rebuild_tensor,  # noqa: F401  (pickles written before it moved name it here)
+)
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
 from ._torch_function import warning_stacklevel as _warning_stacklevel
@@ -193,21 +196,6 @@ def from_numpy(array: np.ndarray) -> Tensor:
             "negative strides are not currently supported. (You can probably work around this "
             "by making a copy of your array  with array.copy().) ")
     return Tensor._make(array, _dtype.from_numpy_dtype(array.dtype))
-
-
-def legacy_tensor_init(t: Tensor, *args, **kwargs) -> None:
-    """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy), as
-    `FloatTensor(...)` makes them."""
-    from ._legacy_types import legacy_new
-
-    src = legacy_new(_dtype.float32, args, kwargs, any_dtype=True)
-    for slot in Tensor.__slots__[:-1]:
-        setattr(t, slot, getattr(src, slot))
-
-
-def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
-    """Unpickle a tensor written by `Tensor.__reduce_ex__`."""
-    return _finish(data, _dtype.BY_NAME[dtype_name], requires_grad)
 
 
 # ---------------------------------------------------------------- constant fills

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype, _recorders, _thread_state
+from . import _dtype, _recorders, _tensor, _thread_state
+from ._autocast import dispatch as _autocast_dispatch
+from ._tensor import Tensor
+from ._tensor import make_plain as _make
 from ._thread_state import active as _active
 from ._thread_state import local as _local
 from .autograd import graph as _graph
@@ -81,16 +84,15 @@ def computing_mode() -> bool:
 
 
 class _Plain:
-    """Set by fusegrad._tensor: the Tensor class and how to build results quickly."""
+    """The Tensor class and how to build results quickly, for the ops that read them here."""
 
     Tensor = None
     make = None
 
 
 plain = _Plain()
-# Module globals for the hot path (set by fusegrad._tensor when the class exists).
-Tensor = None
-_make = None
+plain.Tensor = Tensor
+plain.make = _make
 _new = object.__new__
 _SIMPLE = frozenset({int, float, bool, type(None), str})
 _np_scalar = np.generic
@@ -213,6 +215,9 @@ def sync_view(t) -> None:
         size, stride, offset = _geometry(t)
         t._output_nr = 0
         _record(as_strided, (base, size, stride, offset), t)
+
+
+_tensor.use_view_sync(sync_view)
 
 
 def _requires_grad(op, args) -> bool:
@@ -435,7 +440,7 @@ def _inplace_metadata(op, args, raw, new=None):
 
 def _inplace_shape_error(shape, self_shape) -> None:
     """PyTorch's error when an in-place result does not fit `self` (no-op if it does)."""
-    from .ops._util import broadcast_shapes, size_str
+    from ._shapes import broadcast_shapes, size_str
 
     full = broadcast_shapes(tuple(self_shape), tuple(shape))
     if full != tuple(self_shape):
@@ -526,9 +531,7 @@ def _call_slow(op, args):
             args = python_scalars(args)
             break
     if _local.autocast is not None:  # before the modes, as PyTorch's autocast keys
-        from ._autocast import dispatch
-
-        return dispatch(op, args)
+        return _autocast_dispatch(op, args, call)
     modes = _local.modes
     if modes:
         _local.modes = modes[:-1]

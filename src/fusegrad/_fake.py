@@ -10,9 +10,9 @@ as fakes of the same geometry. Anything whose result depends on the data (`item`
 from __future__ import annotations
 
 from . import _dispatch, _thread_state
+from ._shapes import contiguous_strides, wrap_dim
 from ._tensor import Size, Tensor
 from ._torch_function import _disabled_torch_function_impl
-from .ops._util import contiguous_strides
 
 
 class DataDependentOutputError(RuntimeError):
@@ -84,8 +84,6 @@ class FakeTensor(Tensor):
     def size(self, dim=None):
         if dim is None:
             return Size(self._fshape)
-        from .ops._util import wrap_dim
-
         return self._fshape[wrap_dim(dim, len(self._fshape))]
 
     @property
@@ -104,8 +102,6 @@ class FakeTensor(Tensor):
     def stride(self, dim=None):
         if dim is None:
             return self._fstrides
-        from .ops._util import wrap_dim
-
         return self._fstrides[wrap_dim(dim, len(self._fstrides))]
 
     def storage_offset(self) -> int:

@@ -89,6 +89,14 @@ def _is_size(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def legacy_tensor_init(t: Tensor, *args, **kwargs) -> None:
+    """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy), as
+    `FloatTensor(...)` makes them."""
+    src = legacy_new(_dtype.float32, args, kwargs, any_dtype=True)
+    for slot in Tensor.__slots__[:-1]:
+        setattr(t, slot, getattr(src, slot))
+
+
 def legacy_new(dt: _dtype.dtype, args: tuple, kwargs: dict, any_dtype: bool = False) -> Tensor:
     """What `<Type>Tensor(*args, **kwargs)` returns for the dtype `dt`.
 

@@ -162,7 +162,7 @@ def _notify(nbytes: int, key: int) -> None:
 def _install(on: bool) -> None:
     from . import _tensor
 
-    _tensor._account = account if on else None
+    _tensor.use_storage_accounting(account if on else None)
 
 
 def _count_live_tensors() -> None:

@@ -49,10 +49,11 @@ class Generator:
         """The generator state as a uint8 tensor (restore with `set_state`)."""
         import pickle
 
-        from . import _creation
+        from . import _dtype
+        from ._tensor import Tensor
 
         raw = np.frombuffer(pickle.dumps(self._rng.bit_generator.state), dtype=np.uint8)
-        return _creation.from_numpy(raw.copy())
+        return Tensor._make(raw.copy(), _dtype.uint8)
 
     def set_state(self, state) -> None:
         """Restore a state returned by `get_state`."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtype
+from ._shapes import wrap_dim
 from ._tensor import Size, Tensor
 from ._torch_function import _disabled_torch_function_impl
 
@@ -121,8 +122,6 @@ class SparseTensor(Tensor):
     def size(self, dim=None):
         if dim is None:
             return Size(self._sshape)
-        from .ops._util import wrap_dim
-
         return self._sshape[wrap_dim(dim, len(self._sshape))]
 
     @property
@@ -178,8 +177,6 @@ class SparseTensor(Tensor):
         strides = (0,) * len(self._sshape)
         if dim is None:
             return strides
-        from .ops._util import wrap_dim
-
         return strides[wrap_dim(dim, len(strides))]
 
     def is_contiguous(self, memory_format=None) -> bool:
@@ -255,7 +252,7 @@ class SparseTensor(Tensor):
         return t
 
     def __reduce_ex__(self, protocol):
-        from ._creation import rebuild_tensor
+        from ._tensor import rebuild_tensor
 
         return (_rebuild_sparse, (rebuild_tensor(np.array(self._idx), "int64", False),
                                   rebuild_tensor(np.array(self._val), self._dtype.name, False),

@@ -13,9 +13,10 @@ import weakref
 
 import numpy as np
 
-from . import _dispatch, _dtype
+from . import _dtype
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
+from ._shapes import Size, contiguous_strides, elem_strides, storage_offset, wrap_dim
 from .autograd import graph as _graph
 
 _ndarray = np.ndarray
@@ -28,29 +29,6 @@ _NONLEAF_GRAD_WARNING = (
     "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
-
-
-class Size(tuple):
-    """A tensor's shape: a tuple of ints, printed as `torch.Size([2, 3])`."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"torch.Size({list(self)})"
-
-    def numel(self) -> int:
-        """Product of the sizes."""
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-    def __getitem__(self, key):
-        r = tuple.__getitem__(self, key)
-        return Size(r) if isinstance(key, slice) else r
-
-    def __add__(self, other):
-        return Size(tuple.__add__(self, tuple(other)))
 
 
 # Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
@@ -93,7 +71,7 @@ class Tensor:
 
     def __init__(self, *args, **kwargs):
         # `torch.Tensor(2, 3)` (uninitialised float tensor) and `torch.Tensor([1, 2])` (data).
-        from ._creation import legacy_tensor_init
+        from ._legacy_types import legacy_tensor_init
 
         legacy_tensor_init(self, *args, **kwargs)
 
@@ -128,8 +106,6 @@ class Tensor:
         """The shape, or the size of dimension `dim`."""
         if dim is None:
             return Size(self._data.shape)
-        from .ops._util import wrap_dim
-
         if not self._data.ndim:
             raise IndexError(f"dimension specified as {dim} but tensor has no dimensions")
         return self._data.shape[wrap_dim(dim, self._data.ndim)]
@@ -172,19 +148,13 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         """Strides in elements, as PyTorch reports them."""
-        from .ops.views import elem_strides
-
         st = elem_strides(self._data)
         if dim is None:
             return st
-        from .ops._util import wrap_dim
-
         return st[wrap_dim(dim, len(st))]
 
     def storage_offset(self) -> int:
         """Offset of the first element in the underlying storage, in elements."""
-        from .ops.views import storage_offset
-
         base = self._base
         if base is None or base._data is None:
             return storage_offset(self._data)
@@ -194,8 +164,6 @@ class Tensor:
 
     def is_contiguous(self, memory_format=None) -> bool:
         """True when the elements are laid out row-major without gaps."""
-        from .ops._util import contiguous_strides
-
         expected = contiguous_strides(self.shape)
         return all(s == 1 or a == b for s, a, b in zip(self.shape, self.stride(), expected))
 
@@ -211,21 +179,21 @@ class Tensor:
     def is_leaf(self) -> bool:
         """True for tensors not produced by a recorded operation."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._grad_fn is None
 
     @property
     def grad_fn(self):
         """The Node that produced this tensor, or None for leaves."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._grad_fn
 
     @property
     def requires_grad(self) -> bool:
         """Whether gradients are computed for this tensor."""
         if self._base is not None:
-            _dispatch.sync_view(self)
+            _sync_view(self)
         return self._rg
 
     @requires_grad.setter
@@ -431,8 +399,6 @@ class Tensor:
         return object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol):
-        from ._creation import rebuild_tensor
-
         args = (np.array(self._data), self._dtype.name, self._rg)
         if type(self) is Tensor:
             return (rebuild_tensor, args)
@@ -618,7 +584,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. the graph leaves."""
-        from .autograd import backward
+        from .autograd._grad import backward
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
@@ -650,7 +616,33 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
     return t
 
 
-_account = None  # fusegrad._memory.account while storage accounting is enabled
-_dispatch.plain.Tensor = _dispatch.Tensor = Tensor
-_graph._tensor_class[0] = Tensor
-_dispatch.plain.make = _dispatch._make = make_plain
+def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    """Unpickle a tensor written by `Tensor.__reduce_ex__`."""
+    t = Tensor._make(data, _dtype.BY_NAME[dtype_name])
+    if requires_grad:
+        t._set_requires_grad(
+            True, "Only Tensors of floating point and complex dtype can require gradients")
+    return t
+
+
+_account = None  # fusegrad._memory.account while storage accounting is enabled (registered)
+
+
+def use_storage_accounting(account) -> None:
+    """Registration by fusegrad._memory: the function each new storage is counted with while
+    accounting is on, or None."""
+    global _account
+    _account = account
+
+
+_sync_view = None  # fusegrad._dispatch.sync_view, given by `use_view_sync`
+
+
+def use_view_sync(sync_view) -> None:
+    """Registration by fusegrad._dispatch, which sits above Tensor: the function that gives a
+    view whose base changed in place its new history (the history properties call it)."""
+    global _sync_view
+    _sync_view = sync_view
+
+
+_graph.register_tensor_class(Tensor)

@@ -47,6 +47,22 @@ _FAST_CLASSES = {Tensor, int, float, bool, complex, str, bytes, type(None), slic
                  type(Ellipsis), Size, _dtype_cls, _device_cls}
 _fast = set(_FAST_CLASSES)  # the live set the wrappers read: empty while a mode is active
 _mode_count: list = []  # modes active over all threads (one None each)
+# The wrappers round the public surface (`_torch_function_wrappers`, which reads `_fast` and
+# calls `_slow`) sit above the protocol and register here at their import (`use_wrappers`);
+# subclasses made before then wait in `_unwrapped_subclasses`.
+_wrappers = None
+_unwrapped_subclasses: list = []
+
+
+def use_wrappers(wrappers) -> None:
+    """Registration by `_torch_function_wrappers`: the module that switches Tensor's
+    attributes to their protocol wrappers while a mode is active and installs them on
+    protocol subclasses."""
+    global _wrappers
+    _wrappers = wrappers
+    for cls in _unwrapped_subclasses:
+        wrappers.install_on_subclass(cls)
+    _unwrapped_subclasses.clear()
 
 
 class _DisabledImpl:
@@ -138,7 +154,10 @@ def note_subclass(cls: type) -> None:
     else:
         _FAST_CLASSES.discard(cls)
         _fast.discard(cls)
-        _wrappers.install_on_subclass(cls)
+        if _wrappers is None:
+            _unwrapped_subclasses.append(cls)
+        else:
+            _wrappers.install_on_subclass(cls)
 
 
 # ---------------------------------------------------------------- finding overloaded arguments
@@ -407,7 +426,7 @@ def _retype(t, cls):
 def rebuild_subclass(cls, args: tuple, state: dict):
     """Unpickle a Tensor subclass instance written by `Tensor.__reduce_ex__`: the tensor, as
     `cls` (an alias, as PyTorch rebuilds it), with its instance attributes."""
-    from ._creation import rebuild_tensor
+    from ._tensor import rebuild_tensor
 
     with DisableTorchFunction():
         t = rebuild_tensor(*args)
@@ -453,15 +472,3 @@ def warning_stacklevel(level: int) -> int:
         if code.co_filename not in _WRAPPER_FILES:
             counted += 1
     return actual
-
-
-# The wrappers round the public surface (they read `_fast` and call `_slow`).
-from . import _torch_function_wrappers as _wrappers  # noqa: E402
-from ._torch_function_wrappers import (  # noqa: E402, F401
-    TOP_LEVEL_NOT_ROUTED,
-    TOP_LEVEL_PYTHON,
-    is_tensor_method_or_property,
-    overridable_functions,
-    wrap_namespace,
-    wrap_tensor,
-)

@@ -14,6 +14,7 @@ import inspect
 import sys
 import types
 
+from . import _torch_function
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 from .ops import surface as _surface
@@ -472,3 +473,6 @@ def overridable_functions() -> dict:
 def is_tensor_method_or_property(func) -> bool:
     """Whether `func` is a routed Tensor method or property getter."""
     return func in _TENSOR_METHODS or any(func == p.__get__ for p in _TENSOR_PROPERTIES)
+
+
+_torch_function.use_wrappers(sys.modules[__name__])

@@ -14,11 +14,10 @@ from ._torch_function import (
     default_nowrap_functions,
     handle_torch_function,
     has_torch_function,
-    is_tensor_method_or_property,
-    overridable_functions,
     pop_mode,
     push_mode,
 )
+from ._torch_function_wrappers import is_tensor_method_or_property, overridable_functions
 
 __all__ = ["get_default_nowrap_functions", "get_ignored_functions",
            "get_overridable_functions", "wrap_torch_function",
@@ -53,10 +52,10 @@ def get_overridable_functions() -> dict:
 
 def get_ignored_functions() -> set:
     """The public functions of `fusegrad` that `__torch_function__` does not reach."""
-    from . import _torch_function_wrappers as wrappers
+    from ._torch_function_wrappers import TOP_LEVEL_NOT_ROUTED
 
     top = sys.modules["fusegrad"]
-    return {getattr(top, name) for name in wrappers.TOP_LEVEL_NOT_ROUTED if hasattr(top, name)}
+    return {getattr(top, name) for name in TOP_LEVEL_NOT_ROUTED if hasattr(top, name)}
 
 
 def wrap_torch_function(dispatcher: Callable) -> Callable:

@@ -13,16 +13,19 @@ methods and operators `ops/spellings.py` lists, in one loop.
 """
 
 from ..ops.spellings import ALIASES
+from ..ops.surface import NN_SPELLING, has_flag
 from . import methods
 from .activation import (
     elu,
     gelu,
+    hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
     leaky_relu,
     logsigmoid,
     mish,
+    prelu,
     relu6,
     selu,
     silu,
@@ -241,10 +244,9 @@ from .shape import (
 # Families added alongside the core ones; each module attaches its own Tensor methods when
 # imported (math_extra's `fmax` replaces pointwise's, which was `maximum` under that name).
 from . import complex as complex_numbers
-from . import math_extra, nn_aliases, shape_extra, statistics, utilities
+from . import math_extra, shape_extra, statistics, utilities
 from .complex import *  # noqa: F403
 from .math_extra import *  # noqa: F403
-from .nn_aliases import *  # noqa: F403
 from .shape_extra import *  # noqa: F403
 from .statistics import *  # noqa: F403
 from .utilities import *  # noqa: F403
@@ -289,7 +291,7 @@ __all__ = [
     "searchsorted", "bucketize", "bincount", "unique", "isclose", "allclose", "equal",
     "meshgrid",
 ]
-__all__ += [*complex_numbers.__all__, *math_extra.__all__, *nn_aliases.__all__,
+__all__ += [*complex_numbers.__all__, *math_extra.__all__, "hardshrink", "prelu",
             *shape_extra.__all__, *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
 __all__ += view_copies.__all__ + shifts.__all__ + compat_more.__all__ + compat_layers.__all__
@@ -299,8 +301,10 @@ __all__ += numeric_more.__all__
 # PyTorch's other names of ops (`arcsin`), the in-place methods PyTorch also spells as
 # functions, then every Tensor method, once the namespace holds all the public functions the
 # table names.
-globals().update({alias: globals()[name] for alias, name in ALIASES.items()})
+_ALIASES = {alias: name for alias, name in ALIASES.items()  # those of nn's spellings are nn's
+            if not has_flag(name, NN_SPELLING)}
+globals().update({alias: globals()[name] for alias, name in _ALIASES.items()})
 globals().update(methods.function_forms())
-__all__ += [alias for alias in ALIASES if alias not in __all__]
+__all__ += [alias for alias in _ALIASES if alias not in __all__]
 __all__ += methods.INPLACE_FUNCTIONS
 methods.attach(globals())

@@ -1,11 +1,16 @@
 """Activation functions in the functional forms nn.functional uses: gelu, silu, mish,
-softplus, leaky_relu, elu, selu, hardtanh, relu6, logsigmoid, ...
+softplus, leaky_relu, elu, selu, hardtanh, relu6, logsigmoid, ...; and hardshrink and prelu,
+which are PyTorch's top-level functions and Tensor methods (nn.functional names the same
+objects).
 """
 
 from __future__ import annotations
 
+from .._autocast import composite
 from .._dispatch import call
+from .._tensor import Tensor
 from ..ops import activation as A
+from ..ops import shrink as K
 
 # ---------------------------------------------------------------- activations
 # The functional forms nn.functional uses (`gelu(x, approximate=...)`, `elu(x, alpha, inplace)`).
@@ -66,3 +71,25 @@ def relu6(input, inplace=False):
 def logsigmoid(input):
     """log(sigmoid(x)), computed stably."""
     return call(A.log_sigmoid, input)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
+    return call(K.hardshrink, input, lambd)
+
+
+@composite("lower")
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
+    if weight.dim() > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.dim()}")
+    n = weight.numel()
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {n} and channel size = {channels}.")
+    shape = [1] * input.dim()
+    if n != 1:
+        shape[1] = n
+    return call(K.prelu_kernel, input, weight.view(shape))

@@ -13,8 +13,10 @@ import warnings
 
 import numpy as np
 
-from .. import _dtype
+from .. import _creation, _dtype
 from .._tensor import Tensor
+from .indexing import nonzero
+from .shape import cat
 
 _WARN_ALWAYS = [False]
 _WARNED: set = set()
@@ -26,12 +28,6 @@ def _warn_once(message: str) -> None:
     if _WARN_ALWAYS[0] or message not in _WARNED:
         _WARNED.add(message)
         warnings.warn(message, UserWarning, stacklevel=3)
-
-
-def _F():
-    from ..nn import functional
-
-    return functional
 
 
 def typename(obj) -> str:
@@ -103,7 +99,7 @@ def set_flush_denormal(mode: bool) -> bool:
 
 def set_default_tensor_type(t) -> None:
     """The deprecated way to set the default floating dtype: by typed class or its name."""
-    import fusegrad
+    import fusegrad  # the name is looked up in the namespace, as PyTorch looks it up in torch
 
     _warn_once("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
                "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
@@ -112,7 +108,7 @@ def set_default_tensor_type(t) -> None:
     dtype = getattr(t, "dtype", None)
     if not isinstance(dtype, _dtype.dtype) or not dtype.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
-    fusegrad.set_default_dtype(dtype)
+    _dtype.set_default_dtype(dtype)
 
 
 def get_device(input: Tensor) -> int:
@@ -134,7 +130,7 @@ def is_inference(input: Tensor) -> bool:
 
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
     """Turn anomaly detection on or off for the session."""
-    from ..autograd import set_detect_anomaly
+    from ..autograd.anomaly_mode import set_detect_anomaly
 
     set_detect_anomaly(enabled, check_nan)
 
@@ -153,31 +149,27 @@ def fill(input: Tensor, value) -> Tensor:
 
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     """The Vandermonde matrix of `x`: columns x**(N-1), ..., x**0 (or increasing)."""
-    import fusegrad
-
     if x.dim() != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
     n = x.shape[0] if N is None else N
     if n < 0:
         raise RuntimeError("N must be non-negative.")
     x = x.to(_dtype.promote_types(x.dtype, _dtype.int64))
-    ones = fusegrad.ones(x.shape[0], 1, dtype=x.dtype)
+    ones = _creation.ones(x.shape[0], 1, dtype=x.dtype)
     if n <= 1:
         result = ones[:, :n]
     else:
-        result = fusegrad.cat([ones, x.unsqueeze(1).expand(x.shape[0], n - 1).cumprod(1)], 1)
+        result = cat([ones, x.unsqueeze(1).expand(x.shape[0], n - 1).cumprod(1)], 1)
     return result if increasing else result.flip(1)
 
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     """The multivariate log-gamma of dimension `p`, elementwise."""
-    import fusegrad
-
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     if not input.is_floating_point():
         input = input.to(_dtype.get_default_dtype())
-    steps = fusegrad.arange(p, dtype=input.dtype) / 2
+    steps = _creation.arange(p, dtype=input.dtype) / 2
     return (input.unsqueeze(-1) - steps).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
 
@@ -199,20 +191,17 @@ def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
 
 def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """The deprecated nuclear norm (sum of singular values) over two dimensions."""
-    import fusegrad
+    from ..linalg import matrix_norm
 
     _warn_once("at::nuclear_norm is deprecated and it is just left for JIT compatibility. It "
                "will be removed in a future PyTorch release. Please use "
                "`linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead")
     if isinstance(dim, bool):
         dim, keepdim = None, dim
-    return fusegrad.linalg.matrix_norm(input, "nuc", tuple(dim) if dim is not None
+    return matrix_norm(input, "nuc", tuple(dim) if dim is not None
                                        else (-2, -1), keepdim)
 
 
-def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
-    """`input` padded with `value` (pairs of sizes from the last dimension back)."""
-    return _F().pad(input, list(pad), "constant", value)
 
 
 def convolution(input, weight, bias, stride, padding, dilation, transposed: bool,
@@ -225,49 +214,34 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed: bool
                 list(dilation), transposed, list(output_padding), groups)
 
 
-def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode: bool = False) -> tuple:
-    """1-D max pooling and the positions of the maxima."""
-    return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode,
-                           True)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,
-                                     reduction: int = 1) -> Tensor:
-    """ATen's form of the logits BCE: `reduction` 0 none, 1 mean, 2 sum."""
-    name = {0: "none", 1: "mean", 2: "sum"}[int(reduction)]
-    return _F().binary_cross_entropy_with_logits(input, target, weight, reduction=name,
-                                                 pos_weight=pos_weight)
 
 
 def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
                    requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A tensor of `size` whose dimensions lie in memory in `physical_layout` order
     (outermost first); its elements are zero here."""
-    import fusegrad
-
     size, order = [int(s) for s in size], [int(d) for d in physical_layout]
     if sorted(order) != list(range(len(size))):
         raise RuntimeError(f"Number of dimensions in size does not match the length of the "
                            f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
                            f"len(physical_layout) = {len(order)}")
-    phys = fusegrad.zeros([size[d] for d in order], dtype=dtype, device=device)
+    phys = _creation.zeros([size[d] for d in order], dtype=dtype, device=device)
     out = phys.permute(list(np.argsort(order)))
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     """The first `size` rows of `nonzero(input)`, padded with `fill_value`."""
-    import fusegrad
-
     if size < 0:
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
                            f"size: {size}")
-    found = fusegrad.nonzero(input)[:size]
+    found = nonzero(input)[:size]
     if found.shape[0] == size:
         return found
-    pad = fusegrad.full((size - found.shape[0], input.dim()), fill_value, dtype=_dtype.int64)
-    return fusegrad.cat([found, pad], 0)
+    pad = _creation.full((size - found.shape[0], input.dim()), fill_value, dtype=_dtype.int64)
+    return cat([found, pad], 0)
 
 
 def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
@@ -299,17 +273,13 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
     return out.requires_grad_(True) if requires_grad else out
 
 
-def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-           training: bool = False, generator=None) -> Tensor:
-    """In-place randomized leaky ReLU."""
-    return _F().rrelu_(input, lower, upper, training)
 
 
 __all__ = [
     "typename", "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",
     "get_deterministic_debug_mode", "set_flush_denormal", "set_default_tensor_type",
     "get_device", "is_storage", "is_inference", "set_anomaly_enabled", "positive", "fill",
-    "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "constant_pad_nd", "convolution",
-    "max_pool1d_with_indices", "binary_cross_entropy_with_logits", "empty_permuted",
-    "nonzero_static", "frombuffer", "rrelu_",
+    "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "convolution",
+    "empty_permuted",
+    "nonzero_static", "frombuffer",
 ]

@@ -18,6 +18,7 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
+from ..ops._linalg_common import LINALG_RETURN_TYPES
 from ..ops.factorizations import check_square_float
 from ..ops.reductions import _named_tuple
 from ..ops.views import unsafe_view as _unsafe_view_op
@@ -39,21 +40,6 @@ _TRIANGULAR_SOLVE = _named_tuple("triangular_solve", ("solution", "cloned_coeffi
 _LU_UNPACK = _named_tuple("lu_unpack", ("P", "L", "U"))
 
 # `fusegrad.return_types.<name>`, as torch.return_types lists them.
-# `torch.linalg`'s named tuples (`fusegrad.linalg` uses them), made here so that
-# `fusegrad.return_types` lists them while `fusegrad.linalg` is not loaded yet.
-LINALG_RETURN_TYPES = {cls.__name__: cls for cls in (
-    _named_tuple("linalg_inv_ex", ("inverse", "info")),
-    _named_tuple("linalg_cholesky_ex", ("L", "info")),
-    _named_tuple("linalg_slogdet", ("sign", "logabsdet")),
-    _named_tuple("linalg_solve_ex", ("result", "info")),
-    _named_tuple("linalg_qr", ("Q", "R")),
-    _named_tuple("linalg_svd", ("U", "S", "Vh")),
-    _named_tuple("linalg_eigh", ("eigenvalues", "eigenvectors")),
-    _named_tuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values")),
-    _named_tuple("linalg_lu_factor", ("LU", "pivots")),
-    _named_tuple("linalg_lu_factor_ex", ("LU", "pivots", "info")),
-    _named_tuple("linalg_lu", ("P", "L", "U")))}
-
 for _cls in (_SLOGDET, _SVD, _QR, _TRIANGULAR_SOLVE, _LU_UNPACK, *LINALG_RETURN_TYPES.values()):
     setattr(_return_types, _cls.__name__, _cls)
 

@@ -15,6 +15,7 @@ from .. import _dtype
 from .._tensor import Tensor
 from ..ops.reductions import _named_tuple
 from .reduction import return_types
+from .shape import cat, stack
 
 _HISTOGRAMDD = _named_tuple("histogramdd", ("hist", "bin_edges"))
 return_types.histogramdd = _HISTOGRAMDD  # `torch.return_types.histogramdd`
@@ -26,8 +27,6 @@ return_types.histogramdd = _HISTOGRAMDD  # `torch.return_types.histogramdd`
 def _gradient_one(f: Tensor, d: int, space, edge_order: int) -> Tensor:
     """The derivative estimate of `f` along dimension `d` for one spacing: a number (uniform
     step) or a 1-D tensor of coordinates."""
-    import fusegrad
-
     n = f.shape[d]
 
     def part(start, stop):
@@ -42,7 +41,7 @@ def _gradient_one(f: Tensor, d: int, space, edge_order: int) -> Tensor:
         else:
             first = (part(0, 1) * -1.5 + part(1, 2) * 2 - part(2, 3) * 0.5) / h
             last = (part(n - 3, n - 2) * 0.5 - part(n - 2, n - 1) * 2 + part(n - 1, n) * 1.5) / h
-        return fusegrad.cat([first, interior, last], d)
+        return cat([first, interior, last], d)
     shape = [1] * f.dim()
     shape[d] = -1
     x = space.to(f.dtype) if f.is_floating_point() else space
@@ -66,7 +65,7 @@ def _gradient_one(f: Tensor, d: int, space, edge_order: int) -> Tensor:
         last = (part(n - 3, n - 2) * (b2 / (b1 * (b1 + b2)))
                 + part(n - 2, n - 1) * (-(b2 + b1) / (b1 * b2))
                 + part(n - 1, n) * ((2 * b2 + b1) / (b2 * (b1 + b2))))
-    return fusegrad.cat([first, interior, last], d)
+    return cat([first, interior, last], d)
 
 
 def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
@@ -131,8 +130,6 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
 def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
     """`func` mapped over a batch dimension of its tensor arguments: run once per example
     and the results stacked along `out_dims` (a loop, not a batching transform)."""
-    import fusegrad
-
     def mapped(*args):
         dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
         if len(dims) != len(args):
@@ -151,9 +148,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
         if isinstance(results[0], tuple):
             outs = out_dims if isinstance(out_dims, (tuple, list)) else \
                 (out_dims,) * len(results[0])
-            return tuple(fusegrad.stack([r[k] for r in results], outs[k])
+            return tuple(stack([r[k] for r in results], outs[k])
                          for k in range(len(results[0])))
-        return fusegrad.stack(results, out_dims)
+        return stack(results, out_dims)
 
     return mapped
 
@@ -195,12 +192,12 @@ def svd_lowrank(A: Tensor, q: int | None = 6, niter: int = 2, M: Tensor | None =
     """The leading `q` singular triplets (U, S, V) of A - M. PyTorch approximates them by
     randomized subspace iteration; this computes them exactly (the same result up to the
     approximation and the signs of singular vectors)."""
-    import fusegrad
+    from ..linalg import svd
 
     matrix = A if M is None else A - M
     m, n = matrix.shape[-2:]
     k = min(6 if q is None else q, m, n)
-    u, s, vh = fusegrad.linalg.svd(matrix, full_matrices=False)
+    u, s, vh = svd(matrix, full_matrices=False)
     return u[..., :k], s[..., :k], vh[..., :k, :].transpose(-2, -1)
 
 

@@ -82,7 +82,7 @@ def _finish(items, create_graph: bool, is_tuple: bool):
 
 def _grads(outputs, inputs, grad_outputs, create_graph: bool, retain_graph: bool = True):
     """Gradients of `outputs` w.r.t. `inputs`, zeros where an input is unused."""
-    from . import grad
+    from ._grad import grad
 
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
@@ -150,7 +150,7 @@ def _jac_blocks(outputs, inputs, create_graph: bool):
         rows = [[] for _ in inputs]
         for k in range(flat.numel()):
             if out.requires_grad:
-                from . import grad
+                from ._grad import grad
 
                 got = grad(flat[k], inputs, retain_graph=True, create_graph=create_graph,
                            allow_unused=True)

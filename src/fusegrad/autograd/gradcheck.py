@@ -35,7 +35,7 @@ def _numerical(func, inputs, k, eps):
 
 
 def _analytical(func, inputs, diff):
-    from . import grad as autograd_grad
+    from ._grad import grad as autograd_grad
 
     outs = _outputs(func, inputs)
     rows = []  # rows[j][e] = list over diff inputs of the gradient of output j, element e
@@ -97,7 +97,7 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
 
 def gradgradcheck(func, inputs, grad_outputs=None, **kwargs) -> bool:
     """gradcheck of the gradient of `func` (second derivatives), with random grad_outputs."""
-    from . import grad as autograd_grad
+    from ._grad import grad as autograd_grad
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     outs = _outputs(func, inputs)

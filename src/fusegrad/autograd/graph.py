@@ -19,7 +19,15 @@ from .._thread_state import local as _local
 
 SEQUENCE = itertools.count()
 _new_object = object.__new__
-_tensor_class = [None]  # set by fusegrad._tensor (the graph module is imported first)
+_tensor_class = [None]  # given by fusegrad._tensor (`register_tensor_class`)
+
+
+def register_tensor_class(cls) -> None:
+    """Registration by fusegrad._tensor, which sits above the graph: the class saved values
+    are rebuilt as."""
+    _tensor_class[0] = cls
+
+
 # Accumulators run before any other ready node, as PyTorch's do.
 ACCUMULATE_SEQ = 1 << 62
 
@@ -350,7 +358,7 @@ def _saved_attribute(i: int) -> property:
 def _make_saved_attribute(i: int) -> property:
 
     def get(self):
-        from .._tensor import Size  # the graph module is imported before the Tensor's
+        from .._shapes import Size
 
         value = unpack_saved(self, self._saved, self._versions)[i]
         if value.__class__ is Size:

@@ -19,7 +19,8 @@ def is_available() -> bool:
 def flags(enabled=False, deterministic=False, allow_tf32=True,
           fp32_precision="none") -> Iterator[None]:
     """Set `enabled`/`deterministic` for the block, restoring them after it."""
-    from . import _flag_context, mkldnn
+    from . import mkldnn
+    from ._flags import flag_context
 
-    with _flag_context(mkldnn, enabled=enabled, deterministic=deterministic):
+    with flag_context(mkldnn, enabled=enabled, deterministic=deterministic):
         yield

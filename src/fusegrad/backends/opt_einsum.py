@@ -30,7 +30,8 @@ def get_opt_einsum():
 @contextlib.contextmanager
 def flags(enabled=None, strategy=None) -> Iterator[None]:
     """Set `enabled`/`strategy` for the block, restoring them after it."""
-    from . import _flag_context, opt_einsum
+    from . import opt_einsum
+    from ._flags import flag_context
 
-    with _flag_context(opt_einsum, enabled=enabled, strategy=strategy):
+    with flag_context(opt_einsum, enabled=enabled, strategy=strategy):
         yield

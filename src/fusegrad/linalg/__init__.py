@@ -18,7 +18,6 @@ import numpy as np
 
 from .._autocast import composite
 from .._dispatch import call
-from .._functions.linalg_extra import LINALG_RETURN_TYPES as RETURN_TYPES
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
 from .._out import guard_namespace as _guard_out
@@ -28,6 +27,7 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
+from ..ops._linalg_common import LINALG_RETURN_TYPES as RETURN_TYPES
 from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
 from ..ops.joins import cat as _cat_op
 
@@ -40,7 +40,7 @@ __all__ = [
     "vector_norm",
 ]
 
-# The named tuples are made with `torch.return_types`' others (`_functions.linalg_extra`), so
+# The named tuples are made with the ops (`ops._linalg_common`), so
 # `fusegrad.return_types` lists them before this namespace is loaded.
 _INV_EX, _CHOLESKY_EX, _SLOGDET, _SOLVE_EX, _QR, _SVD, _EIGH, _LSTSQ, _LU_FACTOR, \
     _LU_FACTOR_EX, _LU = RETURN_TYPES.values()
@@ -461,6 +461,6 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 # Last, once every function exists: an `out` tensor none of them writes into yet raises.
 _guard_out(globals(), "fusegrad.linalg")
 # Then every public function honours `__torch_function__` (see fusegrad._torch_function).
-from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
+from .._torch_function_wrappers import wrap_namespace as _wrap_torch_function  # noqa: E402
 
 _wrap_torch_function(globals(), "torch.linalg")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._autocast import composite
 from .._dispatch import call
 from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import activation as A
 from ..ops import shrink as K
+
+# torch.hardshrink and torch.prelu themselves (PyTorch's nn.functional names the same objects).
+from .. import hardshrink, prelu  # noqa: E402, F401  isort: skip
 
 
 def _pick(op, op_, inplace: bool):
@@ -118,9 +120,6 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return call(K.softshrink, input, lambd)
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """x where |x| > lambd, else 0."""
-    return call(K.hardshrink, input, lambd)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
@@ -138,21 +137,6 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return call(K.glu, input, dim)
 
 
-@composite("lower")
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
-    if weight.dim() > 1:
-        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
-                           f"ndim = {weight.dim()}")
-    n = weight.numel()
-    channels = input.shape[1] if input.dim() >= 2 else 1
-    if n != 1 and n != channels:
-        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
-                           f"parameter numbers = {n} and channel size = {channels}.")
-    shape = [1] * input.dim()
-    if n != 1:
-        shape[1] = n
-    return call(K.prelu_kernel, input, weight.view(shape))
 
 
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
@@ -172,7 +156,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-           training: bool = False) -> Tensor:
+           training: bool = False, generator=None) -> Tensor:
     """In-place rrelu."""
     return rrelu(input, lower, upper, training, True)
 

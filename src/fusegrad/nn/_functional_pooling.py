@@ -28,10 +28,19 @@ def multi_head_attention_forward(*args, **kwargs):
 
 
 def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
-    """1-D convolution of time-batch-channel input."""
-    import fusegrad
+    """1-D convolution of time-batch-channel input (T, B, C_in) with weight
+    (K, C_in, C_out): (T', B, C_out). (`torch.conv_tbc` is this function.)"""
+    from .functional import conv1d
 
-    return fusegrad.conv_tbc(input, weight, bias, pad)
+    if input.dim() != 3:
+        raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
+    if weight.dim() != 3:
+        raise RuntimeError("Weight tensor must have 3 dims: kernel_width, in_channels, "
+                           "out_channels.")
+    if bias.dim() != 1:
+        raise RuntimeError("Bias must be 1-D")
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
 
 
 def relu_(input: Tensor) -> Tensor:

@@ -801,6 +801,6 @@ from ._functional_fractional import (  # noqa: E402, F401
 __all__ += _functional_fractional.__all__
 
 # Last: every public function honours `__torch_function__` (see fusegrad._torch_function).
-from .._torch_function import wrap_namespace as _wrap_torch_function  # noqa: E402
+from .._torch_function_wrappers import wrap_namespace as _wrap_torch_function  # noqa: E402
 
 _wrap_torch_function(globals(), "torch.nn.functional", python_level=True)

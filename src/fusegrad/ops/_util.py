@@ -14,6 +14,12 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import FLOAT, FROM_NP
+from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
+    broadcast_shapes,
+    contiguous_strides,
+    size_str,
+    wrap_dim,
+)
 from .._thread_state import active as _active
 from .._thread_state import local as _local
 from .registry import Sample, Spec
@@ -158,34 +164,8 @@ def wrap_grad(a):
 # ---------------------------------------------------------------- meta helpers
 
 
-def contiguous_strides(shape) -> tuple:
-    """Row-major strides in elements, as PyTorch computes them (size-1 dims too)."""
-    strides = []
-    acc = 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(strides))
 
 
-def broadcast_shapes(*shapes) -> tuple:
-    """The broadcast of `shapes`, with PyTorch's error for incompatible sizes."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for shape in shapes:
-        offset = ndim - len(shape)
-        for i, size in enumerate(shape):
-            j = offset + i
-            if size == out[j] or size == 1:
-                continue
-            if out[j] == 1:
-                out[j] = size
-                continue
-            # Name the operands as PyTorch does: the earlier shape is `a`.
-            raise RuntimeError(
-                f"The size of tensor a ({out[j]}) must match the size of tensor b ({size}) at "
-                f"non-singleton dimension {j}")
-    return tuple(out)
 
 
 def saved_shape(t) -> tuple:
@@ -235,13 +215,6 @@ def unary_meta(to_float: bool = True):
     return meta
 
 
-def wrap_dim(dim: int, ndim: int) -> int:
-    """`dim` made non-negative, with PyTorch's error when out of range."""
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(
-            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return dim + n if dim < 0 else dim
 
 
 def wrap_dims(dims, ndim: int) -> tuple:
@@ -300,9 +273,6 @@ def c_type_name(d) -> str:
     return _C_TYPE_NAMES[d.name]
 
 
-def size_str(shape) -> str:
-    """`[2, 3]`, as PyTorch prints sizes in messages."""
-    return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
 def numel(shape) -> int:

@@ -18,7 +18,7 @@ from . import _parallel
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
-from .registry import Sample, register
+from .registry import REGISTRY, Sample, register
 
 # ---------------------------------------------------------------- windows (im2col)
 
@@ -589,7 +589,8 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
     if not is_grad_enabled():
         # No graph of this backward is recorded (a dispatch mode traces it): one
         # `convolution_backward` node, as PyTorch records.
-        from .conv_backward import convolution_backward
+        # By name: conv_backward.py imports this file, not the reverse.
+        convolution_backward = REGISTRY["convolution_backward"]
 
         out = _call(convolution_backward, g, x, w, [_bias_size(w, transposed, groups)]
                     if has_bias else None, stride, padding, dilation, transposed,

@@ -25,7 +25,7 @@ from ._linalg_common import (
     first_failure,
 )
 from ._util import F32, F64, Spec, dtype_of, rand_array
-from .registry import Sample, register
+from .registry import REGISTRY, Sample, register
 
 I32 = _dtype.int32
 
@@ -80,7 +80,7 @@ def cholesky_np(a: np.ndarray, upper: bool, name: str, check: bool):
 def cholesky_backward(g, factor, upper):
     """PyTorch's gradient of A = L L^T: A's gradient is L^{-T} Phi(L^T gL) L^{-1}, symmetrized,
     with Phi taking the lower triangle and halving its diagonal."""
-    from .solvers import solve_triangular
+    solve_triangular = REGISTRY["linalg_solve_triangular"]  # by name: solvers.py imports us
 
     low, gl = (factor.mT, g.mT) if upper else (factor, g)
     phi = low.mT.matmul(gl).tril()
@@ -193,7 +193,7 @@ def _copyltu(m):
 
 def _qr_backward_tall(gq, gr, q, r):
     """A = QR with Q m x n, R n x n: (gQ + Q copyltu(M)) R^{-T}, M = R gR^T - gQ^T Q."""
-    from .solvers import solve_triangular
+    solve_triangular = REGISTRY["linalg_solve_triangular"]  # by name: solvers.py imports us
 
     m = r.matmul(gr.mT) - gq.mT.matmul(q)
     b = gq + q.matmul(_copyltu(m))

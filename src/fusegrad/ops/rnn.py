@@ -153,7 +153,8 @@ def _lstm_layer_meta(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mo
 
 def _lstm_layer_derivative(grads, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, has_biases):
     """Backpropagation through time, in fusegrad ops (so it is differentiable again)."""
-    from .._functions import cat, stack
+    from .._dispatch import call
+    from .joins import cat, stack
 
     g_out, g_hy, g_cy = grads[0], grads[1], grads[2]
     steps, batch, n_in = x.shape
@@ -185,13 +186,13 @@ def _lstm_layer_derivative(grads, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, ha
         dh = dh + g_out[t]
         d_o = dh * tc
         dct = dc + dh * o * (1 - tc * tc)
-        dgt = cat([dct * g * i * (1 - i), dct * c_prev * f * (1 - f), dct * i * (1 - g * g),
-                   d_o * o * (1 - o)], 1)
+        dgt = call(cat, [dct * g * i * (1 - i), dct * c_prev * f * (1 - f),
+                         dct * i * (1 - g * g), d_o * o * (1 - o)], 1)
         dc = dct * f
         dh = dgt.mm(w_hh)
         d_gates[t] = dgt
-    dg2 = stack(d_gates).reshape(steps * batch, 4 * hsz)
-    h_prevs = stack([cache[t][0] for t in range(steps)]).reshape(steps * batch, hsz)
+    dg2 = call(stack, d_gates, 0).reshape(steps * batch, 4 * hsz)
+    h_prevs = call(stack, [cache[t][0] for t in range(steps)], 0).reshape(steps * batch, hsz)
     dx = dg2.mm(w_ih).reshape(steps, batch, n_in)
     dw_ih = dg2.t().mm(x2)
     dw_hh = dg2.t().mm(h_prevs)
@@ -285,8 +286,9 @@ def _pack_index(lengths, batch, steps, batch_first) -> np.ndarray:
 
 def _pack_derivative(grads, in_shape, lengths, batch_first):
     from .._creation import zeros
-    from .._functions import cat
+    from .._dispatch import call
     from .._tensor import Tensor
+    from .joins import cat
 
     g = grads[0] if isinstance(grads, list) else grads
     lead = in_shape[0] * in_shape[1]
@@ -296,7 +298,7 @@ def _pack_derivative(grads, in_shape, lengths, batch_first):
     # Each padded position takes its packed row, or the appended zero row.
     where = np.full(lead, g.shape[0], np.int64)
     where[src] = np.arange(src.size)
-    g_ext = cat([g, zeros((1,) + rest, dtype=g.dtype)], 0)
+    g_ext = call(cat, [g, zeros((1,) + rest, dtype=g.dtype)], 0)
     full = g_ext.index_select(0, Tensor._make(where))
     return (full.reshape(tuple(in_shape)), None, None)
 

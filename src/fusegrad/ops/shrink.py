@@ -137,11 +137,12 @@ def _glu_decomposition(x, dim=-1):
 
 
 def _glu_derivative(g, x, dim):
-    from .._functions import cat
+    from .._dispatch import call
+    from .joins import cat
 
     first, second = x.chunk(2, dim)
     s = second.sigmoid()
-    return (cat([g * s, g * first * s * (1 - s)], dim), None)
+    return (call(cat, [g * s, g * first * s * (1 - s)], dim), None)
 
 
 glu = register(

@@ -47,6 +47,12 @@ C_FUNCTIONAL = "c_functional"
 # A top-level helper PyTorch does not route (configuration, seeding, predicates on objects).
 NOT_ROUTED = "not_routed"
 
+# Where a top-level name is written, when not in the public layer: ATen's spellings of layers
+# (`torch.conv2d`, `torch.dropout(input, p, train)`, `torch.lstm`) are written in nn, over
+# nn.functional (nn/_aten_aliases.py), and `fusegrad` loads them with nn
+# on first use.
+NN_SPELLING = "nn_spelling"
+
 _OP_FLAGS = (INPLACE, DATA_DEPENDENT)  # the flags an OpDef carries as attributes
 
 _F, _P, _D, _I, _S, _U = FACTORY, PURE, DATA_DEPENDENT, INPLACE, SIDE_EFFECT, UNTRACED
@@ -207,6 +213,19 @@ set_num_interop_threads get_num_interop_threads set_float32_matmul_precision
 get_float32_matmul_precision compile load save""",
 }.items()}
 
+# Where names are written, flag -> public names (as PROTOCOL).
+PLACES: dict[str, frozenset[str]] = {NN_SPELLING: frozenset("""
+adaptive_avg_pool1d adaptive_max_pool1d affine_grid_generator alpha_dropout alpha_dropout_
+avg_pool1d batch_norm bilinear binary_cross_entropy_with_logits celu celu_ channel_shuffle
+constant_pad_nd conv1d conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d
+conv_transpose3d cosine_embedding_loss cosine_similarity ctc_loss dropout dropout_ embedding
+embedding_bag embedding_renorm_ feature_alpha_dropout feature_alpha_dropout_ feature_dropout
+feature_dropout_ grid_sampler grid_sampler_2d group_norm gru gru_cell hinge_embedding_loss
+instance_norm kl_div layer_norm lstm lstm_cell margin_ranking_loss max_pool1d
+max_pool1d_with_indices max_pool2d max_pool3d native_channel_shuffle pairwise_distance
+pixel_shuffle pixel_unshuffle poisson_nll_loss rms_norm rnn_relu rnn_relu_cell rnn_tanh
+rnn_tanh_cell rrelu rrelu_ selu_ threshold threshold_ triplet_margin_loss""".split())}
+
 _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 
 
@@ -217,6 +236,7 @@ def names_with(flag: str) -> frozenset[str]:
         return hit[1]
     names = {name for name, flags in COMPOSITES.items() if flag in flags}
     names.update(PROTOCOL.get(flag, ()))
+    names.update(PLACES.get(flag, ()))
     if flag in _OP_FLAGS:
         names.update(op.public for op in REGISTRY.values() if getattr(op, flag))
     found = frozenset(names)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
 from .._symbolic import size_int
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
@@ -24,15 +25,6 @@ from ._util import (
     wrap_dim,
 )
 from .registry import REGISTRY, Sample, register
-
-
-def elem_strides(a) -> tuple:
-    """Strides of an array or tensor in elements."""
-    if isinstance(a, np.ndarray):
-        if a.size == 0:  # NumPy reports arbitrary strides for empty arrays
-            return contiguous_strides(a.shape)
-        return tuple(s // a.itemsize for s in a.strides)
-    return tuple(a.stride())
 
 
 def infer_size(shape, n: int) -> tuple:
@@ -622,13 +614,6 @@ def as_strided_kernel(a, size, stride, offset=None):
         writeable=True)
 
 
-def storage_offset(a: np.ndarray) -> int:
-    """Offset in elements of `a`'s first element in its storage."""
-    storage = a
-    while isinstance(storage.base, np.ndarray):
-        storage = storage.base
-    return (a.__array_interface__["data"][0]
-            - storage.__array_interface__["data"][0]) // max(a.itemsize, 1)
 
 
 def _as_strided_derivative(g, shape, strides, offset, size, stride, out_offset):

@@ -47,7 +47,8 @@ from .variables import (
 )
 
 MAX_INLINE_DEPTH = 32
-_HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.")
+# Helpers of layers and ops, and the shape arithmetic below Tensor (`wrap_dim`).
+_HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.", "fusegrad._shapes")
 
 
 def _is_fusegrad_function(f) -> bool:

@@ -1,0 +1,94 @@
+"""Shape and stride arithmetic on plain tuples and arrays: dims wrapped, sizes broadcast and
+printed, strides and storage offsets, `Size`; with PyTorch's error messages.
+
+These sit below Tensor and dispatch (which need them) and are re-exported by the ops'
+helpers (`ops/_util.py`, `ops/views.py`), where the op entries use them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, printed as `torch.Size([2, 3])`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+    def numel(self) -> int:
+        """Product of the sizes."""
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, key):
+        r = tuple.__getitem__(self, key)
+        return Size(r) if isinstance(key, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides in elements, as PyTorch computes them (size-1 dims too)."""
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The broadcast of `shapes`, with PyTorch's error for incompatible sizes."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        offset = ndim - len(shape)
+        for i, size in enumerate(shape):
+            j = offset + i
+            if size == out[j] or size == 1:
+                continue
+            if out[j] == 1:
+                out[j] = size
+                continue
+            # Name the operands as PyTorch does: the earlier shape is `a`.
+            raise RuntimeError(
+                f"The size of tensor a ({out[j]}) must match the size of tensor b ({size}) at "
+                f"non-singleton dimension {j}")
+    return tuple(out)
+
+
+def wrap_dim(dim: int, ndim: int) -> int:
+    """`dim` made non-negative, with PyTorch's error when out of range."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def size_str(shape) -> str:
+    """`[2, 3]`, as PyTorch prints sizes in messages."""
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def elem_strides(a) -> tuple:
+    """Strides of an array or tensor in elements."""
+    if isinstance(a, np.ndarray):
+        if a.size == 0:  # NumPy reports arbitrary strides for empty arrays
+            return contiguous_strides(a.shape)
+        return tuple(s // a.itemsize for s in a.strides)
+    return tuple(a.stride())
+
+
+def storage_offset(a: np.ndarray) -> int:
+    """Offset in elements of `a`'s first element in its storage."""
+    storage = a
+    while isinstance(storage.base, np.ndarray):
+        storage = storage.base
+    return (a.__array_interface__["data"][0]
+            - storage.__array_interface__["data"][0]) // max(a.itemsize, 1)
