@@ -244,3 +244,20 @@ def test_linalg_loads_on_first_use_and_is_listed_as_overridable():
     """)
     assert out == [False, [pytest.approx(torch.det(x).item()), torch.matrix_power(x, 3).tolist(),
                            torch.return_types.linalg_qr.__name__], *listed]
+
+
+@pytest.mark.parametrize("disabled_first", [False, True])
+def test_import_leaves_the_garbage_collector_as_it_found_it(disabled_first):
+    """The core loads with the collector held off, and the import hands it back as it was:
+    on, or still off for a program that turned it off (as `import torch` does)."""
+    code = f"""
+        import gc, json
+        if {disabled_first}:
+            gc.disable()
+        import {{name}}
+        x = {{name}}.ones(2) * 2
+        print(json.dumps(gc.isenabled()))
+    """
+    ours = run_fresh(code.format(name="fusegrad"))
+    theirs = run_fresh(code.format(name="torch"))
+    assert ours == theirs == (not disabled_first)

@@ -6,98 +6,101 @@ nn, optim, data, fx and compile.
 
 import numpy as _np
 
-from . import (
-    _functions,  # noqa: F401  (attaches the Tensor methods)
-    _legacy_types,
-    autograd,
-    ops,
-    utils,
-)
-from ._autocast import DEVICE_SPELLINGS as _AUTOCAST_DEVICE_SPELLINGS
-from ._autocast import (
-    autocast_decrement_nesting,
-    autocast_increment_nesting,
-    clear_autocast_cache,
-    get_autocast_cpu_dtype,
-    get_autocast_dtype,
-    get_autocast_gpu_dtype,
-    is_autocast_cache_enabled,
-    is_autocast_cpu_enabled,
-    is_autocast_enabled,
-    set_autocast_cache_enabled,
-    set_autocast_cpu_dtype,
-    set_autocast_cpu_enabled,
-    set_autocast_dtype,
-    set_autocast_enabled,
-    set_autocast_gpu_dtype,
-)
-from ._creation import (
-    arange,
-    as_tensor,
-    empty,
-    empty_like,
-    eye,
-    from_numpy,
-    full,
-    full_like,
-    linspace,
-    logspace,
-    normal,
-    ones,
-    ones_like,
-    rand,
-    rand_like,
-    randint,
-    randint_like,
-    randn,
-    randn_like,
-    randperm,
-    tensor,
-    tril_indices,
-    triu_indices,
-    zeros,
-    zeros_like,
-)
-from ._device import device
-from ._distributions import bernoulli, multinomial, poisson
-from ._dtype import (
-    bfloat16,
-    can_cast,
-    complex64,
-    complex128,
-    dtype,
-    float16,
-    float32,
-    float64,
-    get_default_dtype,
-    int8,
-    int16,
-    int32,
-    int64,
-    promote_types,
-    set_default_dtype,
-    uint8,
-    uint16,
-)
-from ._dtype import bool_ as bool  # noqa: A004
-from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
-from ._functions import *  # noqa: F403
-from ._functions import abs, pow, sum  # noqa: A004
-from ._functions.sparse import sparse_coo_tensor, spmm
-from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from ._sparse import layout, sparse_coo, strided
-from ._tensor import Size, Tensor
-from ._type_info import finfo, iinfo
-from .autograd import (
-    enable_grad,
-    inference_mode,
-    is_anomaly_check_nan_enabled,
-    is_anomaly_enabled,
-    is_grad_enabled,
-    is_inference_mode_enabled,
-    no_grad,
-    set_grad_enabled,
-)
+from ._collector import CollectorPaused as _CollectorPaused
+
+with _CollectorPaused():
+    from . import (
+        _functions,  # noqa: F401  (attaches the Tensor methods)
+        _legacy_types,
+        autograd,
+        ops,
+        utils,
+    )
+    from ._autocast import DEVICE_SPELLINGS as _AUTOCAST_DEVICE_SPELLINGS
+    from ._autocast import (
+        autocast_decrement_nesting,
+        autocast_increment_nesting,
+        clear_autocast_cache,
+        get_autocast_cpu_dtype,
+        get_autocast_dtype,
+        get_autocast_gpu_dtype,
+        is_autocast_cache_enabled,
+        is_autocast_cpu_enabled,
+        is_autocast_enabled,
+        set_autocast_cache_enabled,
+        set_autocast_cpu_dtype,
+        set_autocast_cpu_enabled,
+        set_autocast_dtype,
+        set_autocast_enabled,
+        set_autocast_gpu_dtype,
+    )
+    from ._creation import (
+        arange,
+        as_tensor,
+        empty,
+        empty_like,
+        eye,
+        from_numpy,
+        full,
+        full_like,
+        linspace,
+        logspace,
+        normal,
+        ones,
+        ones_like,
+        rand,
+        rand_like,
+        randint,
+        randint_like,
+        randn,
+        randn_like,
+        randperm,
+        tensor,
+        tril_indices,
+        triu_indices,
+        zeros,
+        zeros_like,
+    )
+    from ._device import device
+    from ._distributions import bernoulli, multinomial, poisson
+    from ._dtype import (
+        bfloat16,
+        can_cast,
+        complex64,
+        complex128,
+        dtype,
+        float16,
+        float32,
+        float64,
+        get_default_dtype,
+        int8,
+        int16,
+        int32,
+        int64,
+        promote_types,
+        set_default_dtype,
+        uint8,
+        uint16,
+    )
+    from ._dtype import bool_ as bool  # noqa: A004
+    from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+    from ._functions import *  # noqa: F403
+    from ._functions import abs, pow, sum  # noqa: A004
+    from ._functions.sparse import sparse_coo_tensor, spmm
+    from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+    from ._sparse import layout, sparse_coo, strided
+    from ._tensor import Size, Tensor
+    from ._type_info import finfo, iinfo
+    from .autograd import (
+        enable_grad,
+        inference_mode,
+        is_anomaly_check_nan_enabled,
+        is_anomaly_enabled,
+        is_grad_enabled,
+        is_inference_mode_enabled,
+        no_grad,
+        set_grad_enabled,
+    )
 
 half, float, double = float16, float32, float64  # noqa: A001
 cfloat, cdouble = complex64, complex128
@@ -191,14 +194,14 @@ def __dir__() -> list[str]:
 
 # Last, once the namespace is complete: an `out` tensor that a function cannot write into
 # raises rather than being ignored (bernoulli and multinomial write into it).
-_out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial"}))
+with _CollectorPaused():
+    _out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial"}))
 
-# Then every public function and Tensor method honours `__torch_function__` (subclasses and
-# tensor-likes); the configuration helpers PyTorch does not route stay as they are.
-from . import _C, _torch_function_wrappers  # noqa: E402, F401
+    # Then every public function and Tensor method honours `__torch_function__` (subclasses
+    # and tensor-likes); the configuration helpers PyTorch does not route stay as they are.
+    from . import _C, _torch_function_wrappers  # noqa: F401
 
-_torch_function_wrappers.wrap_namespace(globals(), "torch",
-                                        _torch_function_wrappers.TOP_LEVEL_NOT_ROUTED,
-                                        _torch_function_wrappers.TOP_LEVEL_PYTHON)
-_torch_function_wrappers.wrap_tensor()
-
+    _torch_function_wrappers.wrap_namespace(globals(), "torch",
+                                            _torch_function_wrappers.TOP_LEVEL_NOT_ROUTED,
+                                            _torch_function_wrappers.TOP_LEVEL_PYTHON)
+    _torch_function_wrappers.wrap_tensor()
