@@ -113,8 +113,11 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
 
 def contiguous(src: np.ndarray) -> np.ndarray:
     """`np.ascontiguousarray(src)`, the copy shared between threads."""
-    if src.flags.c_contiguous:
-        return src
+    return src if src.flags.c_contiguous else copy(src)
+
+
+def copy(src: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `src` (always a new array), the copy shared between threads."""
     dst = np.empty(src.shape, dtype=src.dtype)
     copyto(dst, src)
     return dst

@@ -15,7 +15,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import no_grad
-from ._util import F32, HALF, Spec, rand_array, size_str
+from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _legacy, _register_multi, _work
 from .reductions import sum_dim
 from .registry import Sample, register
@@ -59,10 +59,15 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     xw = _work(x)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = _bn_shape(x.ndim, x.shape[1])
-    if training:
+    centred = None
+    if training and x.size:
+        mean, centred, var = _moments_np(xw)
+        invstd = 1.0 / np.sqrt(var + eps)
+    elif training:  # no values: NumPy's empty-mean warnings and NaN statistics
         mean = xw.mean(axes)
         var = xw.var(axes)
         invstd = 1.0 / np.sqrt(var + eps)
+    if training:
         if rm is not None:
             n = x.size // x.shape[1]
             rm *= 1 - momentum
@@ -75,8 +80,14 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
         use_invstd = 1.0 / np.sqrt(_work(rv) + eps)
         mean = invstd = np.zeros((0,), dtype=xw.dtype)
     scale = use_invstd if w is None else use_invstd * _work(w)
-    shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
-    out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
+    if centred is not None:  # (x - mean) * scale + b, in place in the centred values
+        np.multiply(centred, scale[:, None], out=centred)
+        if b is not None:
+            centred += _work(b)[:, None]
+        out = centred.reshape(x.shape).astype(dt, copy=False)
+    else:
+        shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
+        out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
     sdt = _stat_np(dt, w, b, rm, rv)
     return out, mean.astype(sdt, copy=False), invstd.astype(sdt, copy=False)
 
@@ -91,8 +102,55 @@ def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
     return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
 
+def _channel_sum(a3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of an (N, C, L) array: over the batch first (whole rows at a time),
+    then along each channel's contiguous values (NumPy is slow reducing the axes (0, 2) in
+    one call when L is small)."""
+    return a3.sum(0).sum(1)
+
+
+def _channel_dot(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of `a3 * b3` for (N, C, L) arrays."""
+    if a3.shape[2] >= 64:  # long rows: one pass, no product array
+        return np.einsum("ncl,ncl->c", a3, b3)
+    return _channel_sum(a3 * b3)
+
+
+def _moments_np(x: np.ndarray) -> tuple:
+    """(mean, x - mean as (N, C, L), biased variance) per channel of a non-empty (N, C, ...)
+    array, in its dtype; the variance from the centred values (two passes, no cancellation)."""
+    x3 = x.reshape(x.shape[0], x.shape[1], -1)
+    m = x3.shape[0] * x3.shape[2]
+    mean = _channel_sum(x3) / m
+    centred = x3 - mean[:, None]
+    return mean, centred, _channel_dot(centred, centred) / m
+
+
+def _bn_backward_np(g: np.ndarray, x: np.ndarray, w, eps: float) -> tuple:
+    """(gi, gw, gb) arrays of training-mode batch norm (gw None without a weight): the
+    statistics recomputed, then two per-channel sums and one fused input-gradient pass."""
+    mean, centred, var = _moments_np(x)
+    invstd = 1.0 / np.sqrt(var + eps)
+    m = centred.shape[0] * centred.shape[2]
+    g3 = g.reshape(centred.shape)
+    gb = _channel_sum(g3)
+    dot = _channel_dot(g3, centred)  # sum of g * (x - mean)
+    gw = None if w is None else dot * invstd
+    scale = invstd if w is None else invstd * w
+    # gi = scale * (g - mean(g) - xhat * mean(g * xhat)), as g * k1 + (x - mean) * k2 + k3.
+    gi = np.multiply(g3, scale[:, None])
+    np.multiply(centred, (-scale * invstd * invstd * dot / m)[:, None], out=centred)
+    gi += centred
+    gi -= (scale * gb / m)[:, None]
+    return gi.reshape(x.shape), gw, gb
+
+
 def _bn_derivative(grads, x, w, rm, rv, training, eps):
     g = grads[0] if isinstance(grads, list) else grads
+    if training and x.numel() and numpy_backward(g, x, w) and g._data.dtype == x._data.dtype \
+            and (w is None or w._data.dtype == x._data.dtype):
+        gi, gw, gb = _bn_backward_np(g._data, x._data, None if w is None else w._data, eps)
+        return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None)
     axes = (0,) + tuple(range(2, x.dim()))
     shape = _bn_shape(x.dim(), x.shape[1])
     if training:
