@@ -479,7 +479,7 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
             _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         win = _windows(x4, (kh, kw), s, p, d)
-        cols = np.empty(win.shape, dtype=win.dtype)
+        cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
         _parallel.copyto(cols, win)  # im2col, a block of samples per thread
         cols = cols.reshape(n, groups, ckk, oh * ow)
         out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
