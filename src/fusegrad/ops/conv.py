@@ -325,7 +325,7 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     if need_w:
         cols, _, _ = _cols(x, (kh, kw), s, p, d, bl, taps)
         cols = cols.reshape(groups, ckk, oh * ow * n)
-        gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cg, r1 - r0, c1 - c0)
+        gw = _parallel.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cg, r1 - r0, c1 - c0)
         if gw.shape != w.shape:  # offsets that read only padding get no gradient
             full = np.zeros(w.shape, dtype=gw.dtype)
             full[:, :, r0:r1, c0:c1] = gw
@@ -333,7 +333,7 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     if need_x:
         wm = _tap_weight(w, taps).reshape(groups, og, ckk).transpose(0, 2, 1)
         gcols = _workspace.scratch("conv.gcols", (groups, ckk, oh * ow * n), g.dtype)
-        np.matmul(wm, gt, out=gcols)
+        _parallel.matmul(wm, gt, out=gcols)
         gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl, taps)
     return gi, gw
 
@@ -360,7 +360,7 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     n, cin, h, wd = x4.shape
     _, cog, kh, kw = w4.shape
     wm = w4.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1)
-    cols = np.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
+    cols = _parallel.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
     cols = cols.reshape(n, groups * cog * kh * kw, h * wd)
     size = [(h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1,
             (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1]
@@ -393,7 +393,8 @@ def _conv_nd_kernel(x, w, b, s, p, d, groups):
     cols = np.empty(win.shape, dtype=win.dtype)
     _parallel.copyto(cols, win)  # im2col, a block of samples per thread
     cols = cols.reshape(n, groups, ckk, int(np.prod(out_sz)))
-    out = np.matmul(w.reshape(groups, o // groups, ckk), cols).reshape((n, o) + out_sz)
+    out = _parallel.matmul(w.reshape(groups, o // groups, ckk), cols).reshape(
+        (n, o) + out_sz)
     if b is not None:
         out += b.reshape((1, o) + (1,) * len(k))
     return out
@@ -409,7 +410,7 @@ def _conv_transposed_nd_kernel(x, w, b, s, p, d, output_padding, groups):
     sp = x.shape[2:]
     nd = len(k)
     wm = w.reshape(groups, cin // groups, cog * int(np.prod(k))).transpose(0, 2, 1)
-    cols = np.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
+    cols = _parallel.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
     cols = cols.reshape((n, groups * cog) + tuple(k) + tuple(sp))
     size = [(sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + output_padding[i] + 1
             for i in range(nd)]
@@ -466,7 +467,7 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True, taps)
         ckk = cols.shape[0] // groups
         out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
-        np.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
+        _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                   cols.reshape(groups, ckk, oh * ow * n), out=out_t)
         out_t = out_t.reshape(o, oh, ow, n)
         out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
@@ -482,7 +483,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
         _parallel.copyto(cols, win)  # im2col, a block of samples per thread
         cols = cols.reshape(n, groups, ckk, oh * ow)
-        out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
+        out = _parallel.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(
+            n, o, oh, ow)
         if b is not None:
             out += _work(b).reshape(1, o, 1, 1)
     if one_d:

@@ -15,7 +15,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import no_grad
-from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
+from ._util import F32, HALF, Spec, rand_array, size_str
 from .nn import _legacy, _register_multi, _work
 from .reductions import sum_dim
 from .registry import Sample, register
@@ -126,31 +126,8 @@ def _moments_np(x: np.ndarray) -> tuple:
     return mean, centred, _channel_dot(centred, centred) / m
 
 
-def _bn_backward_np(g: np.ndarray, x: np.ndarray, w, eps: float) -> tuple:
-    """(gi, gw, gb) arrays of training-mode batch norm (gw None without a weight): the
-    statistics recomputed, then two per-channel sums and one fused input-gradient pass."""
-    mean, centred, var = _moments_np(x)
-    invstd = 1.0 / np.sqrt(var + eps)
-    m = centred.shape[0] * centred.shape[2]
-    g3 = g.reshape(centred.shape)
-    gb = _channel_sum(g3)
-    dot = _channel_dot(g3, centred)  # sum of g * (x - mean)
-    gw = None if w is None else dot * invstd
-    scale = invstd if w is None else invstd * w
-    # gi = scale * (g - mean(g) - xhat * mean(g * xhat)), as g * k1 + (x - mean) * k2 + k3.
-    gi = np.multiply(g3, scale[:, None])
-    np.multiply(centred, (-scale * invstd * invstd * dot / m)[:, None], out=centred)
-    gi += centred
-    gi -= (scale * gb / m)[:, None]
-    return gi.reshape(x.shape), gw, gb
-
-
 def _bn_derivative(grads, x, w, rm, rv, training, eps):
     g = grads[0] if isinstance(grads, list) else grads
-    if training and x.numel() and numpy_backward(g, x, w) and g._data.dtype == x._data.dtype \
-            and (w is None or w._data.dtype == x._data.dtype):
-        gi, gw, gb = _bn_backward_np(g._data, x._data, None if w is None else w._data, eps)
-        return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None)
     axes = (0,) + tuple(range(2, x.dim()))
     shape = _bn_shape(x.dim(), x.shape[1])
     if training:
@@ -162,12 +139,15 @@ def _bn_derivative(grads, x, w, rm, rv, training, eps):
         invstd = ((rv + eps) ** -0.5).reshape(shape)
         centred = x - rm.reshape(shape)
     xhat = centred * invstd
-    gw = (g * xhat).sum(axes) if w is not None else None
     gb = g.sum(axes)
+    # The per-channel sums serve the parameters' gradients and the input's alike (the
+    # input's needs their means: one reduction each, not two).
+    gxhat = (g * xhat).sum(axes) if w is not None or training else None
+    gw = gxhat if w is not None else None
     scale = invstd if w is None else invstd * w.reshape(shape)
     if training:
-        gi = scale * (g - g.mean(axes, keepdim=True) - xhat * (g * xhat).mean(axes,
-                                                                                keepdim=True))
+        m = x.numel() // x.shape[1]
+        gi = scale * (g - (gb / m).reshape(shape) - xhat * (gxhat / m).reshape(shape))
     else:
         gi = g * scale
     return (gi, gw, gb, None, None, None, None, None)

@@ -1,6 +1,6 @@
-"""Training-mode batch norm's NumPy statistics and backward (the path a plain `backward()`
-takes) against PyTorch: with and without affine parameters, every input rank, both float
-dtypes, a large mean (no cancellation in the variance) and the running statistics."""
+"""Training-mode batch norm against PyTorch: the NumPy statistics of the forward kernel and
+the derivative, with and without affine parameters, every input rank, both float dtypes, a
+large mean (no cancellation in the variance) and the running statistics."""
 
 from __future__ import annotations
 
