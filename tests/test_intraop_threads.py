@@ -158,7 +158,8 @@ def test_gemm_pieces_depend_on_shapes_only(threads):
     cut = [_parallel._gemm_pieces(1, 256, 1024, 784)]
     fusegrad.set_num_threads(2)
     cut.append(_parallel._gemm_pieces(1, 256, 1024, 784))
-    assert cut[0] == cut[1] == (2, _parallel.MAX_GEMM_PIECES)  # columns: the smaller repack
+    pieces = _parallel.MAX_GEMM_PIECES
+    assert cut[0] == cut[1] == ((2, pieces) if pieces > 1 else (0, 1))  # columns: smaller repack
     assert _parallel._gemm_pieces(1, 64, 120, 400) == (0, 1)     # too small to cut
     if _blas.available():  # OpenBLAS is back at its own count after each GEMM
         before = _blas.get_threads()

@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 
 # Below this many elements per thread, handing a chunk to a thread costs more than it saves.
 MIN_CHUNK = 1 << 15
-# A large GEMM is cut into at most this many pieces of at least this many multiply-adds
-# (tens of microseconds each, which pays for handing a piece to a thread; each piece packs
-# one operand again, which caps their number).
+# A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
+# each, which pays for handing a piece to a thread), at most one per CPU and four: each
+# piece packs one operand again, a cost the one-thread path pays too (the cut must not
+# depend on the thread count). The CPU count is the machine's, fixed for the process.
 GEMM_PIECE = 1 << 22
-MAX_GEMM_PIECES = 4
+MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
 
 
 class _State:
