@@ -165,3 +165,21 @@ def test_gemm_pieces_depend_on_shapes_only(threads):
         before = _blas.get_threads()
         _parallel.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
         assert _blas.get_threads() == before
+
+
+def test_sgd_momentum_with_two_threads_is_bit_identical_to_one_and_matches_torch(threads):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((512, 256)).astype(np.float32)
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
+    results = []
+    for lib, n in ((fusegrad, 1), (fusegrad, 2), (torch, 1)):
+        if lib is fusegrad:
+            fusegrad.set_num_threads(n)
+        p = lib.nn.Parameter(lib.tensor(w0.copy()))
+        opt = lib.optim.SGD([p], lr=0.01, momentum=0.9)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        results.append(np.array(p.detach().numpy()))
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[1], results[2], rtol=1e-6, atol=1e-7)
