@@ -112,3 +112,74 @@ def test_max_pool_with_two_threads_is_bit_identical_to_one(threads, kw):
         np.testing.assert_array_equal(a, c)
     for a, r in zip(two, step(torch)):
         np.testing.assert_allclose(a, r, rtol=1e-6)
+
+
+_LINEAR = """
+import sys
+import numpy as np
+import fusegrad
+rows, inner, cols = (int(v) for v in sys.argv[1:4])
+rng = np.random.default_rng(0)
+x = fusegrad.tensor(rng.standard_normal((rows, inner)).astype(np.float32), requires_grad=True)
+w = fusegrad.tensor(rng.standard_normal((cols, inner)).astype(np.float32), requires_grad=True)
+y = fusegrad.nn.functional.linear(x, w)
+(y * y).sum().backward()
+np.savez(sys.argv[4], y=y.detach().numpy(), gx=x.grad.numpy(), gw=w.grad.numpy())
+"""
+
+
+@pytest.mark.parametrize("rows, inner, cols", [(256, 784, 1024), (64, 400, 120), (8, 2048, 64)])
+def test_gemm_results_do_not_depend_on_omp_num_threads(tmp_path, rows, inner, cols):
+    """A linear layer's output and gradients have the same bits in a process started with
+    one thread and one started with two: GEMMs run on the intra-op pool in pieces cut by
+    shape alone, never on OpenBLAS's own threads (whose sums depend on their count)."""
+    got = []
+    for omp in ("1", "2"):
+        env = dict(os.environ, PYTHONPATH=SRC, OMP_NUM_THREADS=omp)
+        env.pop("OPENBLAS_NUM_THREADS", None)
+        out = tmp_path / f"omp{omp}.npz"
+        subprocess.run([sys.executable, "-c", _LINEAR, str(rows), str(inner), str(cols),
+                        str(out)], env=env, check=True)
+        got.append(np.load(out))
+    for key in ("y", "gx", "gw"):
+        np.testing.assert_array_equal(got[0][key], got[1][key], err_msg=key)
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal((rows, inner)).astype(np.float32), requires_grad=True)
+    w = torch.tensor(rng.standard_normal((cols, inner)).astype(np.float32), requires_grad=True)
+    y = torch.nn.functional.linear(x, w)
+    (y * y).sum().backward()
+    for key, r in (("y", y), ("gx", x.grad), ("gw", w.grad)):
+        r = r.detach().numpy()
+        np.testing.assert_allclose(got[1][key], r, rtol=1e-4, atol=1e-5 * np.abs(r).max())
+
+def test_gemm_pieces_depend_on_shapes_only(threads):
+    from fusegrad.ops import _blas
+
+    cut = [_parallel._gemm_pieces(1, 256, 1024, 784)]
+    fusegrad.set_num_threads(2)
+    cut.append(_parallel._gemm_pieces(1, 256, 1024, 784))
+    pieces = _parallel.MAX_GEMM_PIECES
+    assert cut[0] == cut[1] == ((2, pieces) if pieces > 1 else (0, 1))  # columns: smaller repack
+    assert _parallel._gemm_pieces(1, 64, 120, 400) == (0, 1)     # too small to cut
+    if _blas.available():  # OpenBLAS is back at its own count after each GEMM
+        before = _blas.get_threads()
+        _parallel.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
+        assert _blas.get_threads() == before
+
+
+def test_sgd_momentum_with_two_threads_is_bit_identical_to_one_and_matches_torch(threads):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((512, 256)).astype(np.float32)
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
+    results = []
+    for lib, n in ((fusegrad, 1), (fusegrad, 2), (torch, 1)):
+        if lib is fusegrad:
+            fusegrad.set_num_threads(n)
+        p = lib.nn.Parameter(lib.tensor(w0.copy()))
+        opt = lib.optim.SGD([p], lr=0.01, momentum=0.9)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        results.append(np.array(p.detach().numpy()))
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[1], results[2], rtol=1e-6, atol=1e-7)

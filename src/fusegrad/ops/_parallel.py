@@ -1,11 +1,12 @@
-"""Intra-op threads for the NumPy work around the GEMMs (im2col and col2im copies, layout
-changes, bias adds).
+"""Intra-op threads: one pool for the GEMMs and the NumPy work around them (im2col and
+col2im copies, layout changes, bias adds).
 
-NumPy's BLAS already runs a GEMM on every thread it is allowed, but the copies and adds
-between GEMMs run on the calling thread. NumPy releases the GIL inside copies and ufunc
-loops, so splitting one such operation into a chunk per thread on a small pool uses the
-other cores as PyTorch's kernels do. Each chunk writes its own part of the output with the
-same operations in the same order, so results are bit-identical to the one-thread path.
+NumPy releases the GIL inside BLAS calls, copies and ufunc loops, so splitting one such
+operation into a chunk per thread on a small pool uses the other cores as PyTorch's kernels
+do. Each chunk writes its own part of the output with the same operations in the same order,
+so results are bit-identical to the one-thread path. A large GEMM is split the same way
+(`matmul`), with OpenBLAS held to one thread meanwhile: OpenBLAS's own threads busy-wait
+between calls and would take the cores this pool needs (see `_blas`).
 
 The thread count is PyTorch's: `set_num_threads`, else `OMP_NUM_THREADS` (at most the CPUs),
 else the CPUs.
@@ -19,11 +20,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import _blas
+
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 # Below this many elements per thread, handing a chunk to a thread costs more than it saves.
 MIN_CHUNK = 1 << 15
+# A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
+# each, which pays for handing a piece to a thread), at most one per CPU and four: each
+# piece packs one operand again, a cost the one-thread path pays too (the cut must not
+# depend on the thread count). The CPU count is the machine's, fixed for the process.
+GEMM_PIECE = 1 << 22
+MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
 
 
 class _State:
@@ -80,11 +89,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def for_chunks(fn: Callable[[int, int], None], total: int, work: int) -> None:
+def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
+               grain: int = MIN_CHUNK) -> None:
     """Call `fn(start, stop)` over `range(total)` split into one chunk per thread (the
-    calling thread takes the first), or once over everything when `work` (elements) is too
-    small to share or one thread is set."""
-    t = min(num_threads(), total, work // MIN_CHUNK)
+    calling thread takes the first), or once over everything when `work` (elements, or
+    whatever unit `grain` counts) is too small to share or one thread is set."""
+    t = min(num_threads(), total, work // grain)
     if t <= 1:
         fn(0, total)
         return
@@ -113,8 +123,73 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
 
 def contiguous(src: np.ndarray) -> np.ndarray:
     """`np.ascontiguousarray(src)`, the copy shared between threads."""
-    if src.flags.c_contiguous:
-        return src
+    return src if src.flags.c_contiguous else copy(src)
+
+
+def copy(src: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `src` (always a new array), the copy shared between threads."""
     dst = np.empty(src.shape, dtype=src.dtype)
     copyto(dst, src)
     return dst
+
+
+def _gemm_pieces(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """(axis, pieces) a product is cut into: axis 0 the stack, 1 the rows, 2 the columns.
+    The cut depends on the shapes only, never on the thread count, so every thread count
+    sums each element in the same order. Rows are cut when the right operand is the smaller
+    one (each piece packs the whole of the other operand again), else columns."""
+    pieces = min(MAX_GEMM_PIECES, stack * m * n * k // GEMM_PIECE)
+    if pieces <= 1:
+        return 0, 1
+    if stack >= pieces:
+        return 0, pieces
+    if m >= n:
+        return 1, min(pieces, m)
+    return 2, min(pieces, n)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """`np.matmul(a, b, out=out)` on the intra-op pool, with OpenBLAS held to one thread: a
+    large product is cut into pieces by `_gemm_pieces` (a GEMM of each piece, the pieces
+    shared between threads), so results do not depend on the thread count. Without a
+    settable OpenBLAS, a plain call (the BLAS threads it itself)."""
+    if a.ndim < 2 or b.ndim < 2 or not _blas.available():
+        return np.matmul(a, b, out=out)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    stack = int(np.prod(lead[:1], dtype=np.int64))
+    axis, pieces = _gemm_pieces(stack, m, n, k)
+    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK:  # OpenBLAS runs it on this thread
+        return np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
+
+    def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
+        # An operand's part of the result's leading axis (a broadcast operand is whole).
+        return x[i:j] if x.ndim == out.ndim and x.shape[0] == out.shape[0] else x
+
+    size = (stack, m, n)[axis]
+
+    def run(first: int, last: int) -> None:
+        for piece in range(first, last):
+            i, j = size * piece // pieces, size * (piece + 1) // pieces
+            if axis == 0:
+                np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
+            elif axis == 1:
+                np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
+            else:
+                np.matmul(a, b[..., i:j], out=out[..., i:j])
+
+    before = _blas.get_threads()
+    if before != 1:
+        _blas.set_threads(1)
+    try:
+        if pieces == 1:
+            np.matmul(a, b, out=out)
+        else:
+            for_chunks(run, pieces, pieces, 1)
+    finally:
+        if before != 1:
+            _blas.set_threads(before)
+    return out

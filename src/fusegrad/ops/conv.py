@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
 from ..autograd.grad_mode import is_grad_enabled
-from . import _parallel
+from . import _parallel, _workspace
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
@@ -201,82 +201,140 @@ def _batch_last(oh: int, ow: int) -> bool:
     return oh * ow <= BATCH_LAST_PIXELS
 
 
-def _cols(x, k, s, p, d, batch_last):
+def _live_taps(size: int, k: int, s: int, p: int, d: int, out: int) -> tuple[int, int]:
+    """The kernel offsets [lo, hi) along one axis that meet the input at some output
+    position: an offset outside it reads only padding (a 3x3 kernel over a 1x1 image with
+    padding 1 has one live offset per axis), so its columns are zeros and its weights' part
+    of the GEMM can be left out without changing a sum."""
+    live = []
+    for i in range(k):
+        first = max(0, -(-(p - i * d) // s))        # first output row reading row >= 0
+        last = min(out - 1, (size - 1 + p - i * d) // s)  # last one reading row < size
+        if first <= last:
+            live.append(i)
+    return (live[0], live[-1] + 1) if live else (0, k)
+
+
+def _taps(x_shape, k, s, p, d, oh: int, ow: int) -> tuple:
+    """The kernel offsets ((row lo, hi), (col lo, hi)) a 2-D convolution's GEMMs use: the
+    live ones when at most a third of the kernel is live, else all. Leaving offsets out
+    costs a gather of the weight's live part (runs of a few values, slow per byte), which
+    only pays when it cuts most of the GEMMs' work."""
+    rows = _live_taps(x_shape[2], k[0], s[0], p[0], d[0], oh)
+    cols = _live_taps(x_shape[3], k[1], s[1], p[1], d[1], ow)
+    if 3 * (rows[1] - rows[0]) * (cols[1] - cols[0]) > k[0] * k[1]:
+        return (0, k[0]), (0, k[1])
+    return rows, cols
+
+
+def _tap_weight(w, taps):
+    """The weight's live offsets as an (o, cg * taps) matrix, contiguous."""
+    (r0, r1), (c0, c1) = taps
+    if (r1 - r0, c1 - c0) == w.shape[2:]:
+        return w.reshape(w.shape[0], -1)
+    return np.ascontiguousarray(w[:, :, r0:r1, c0:c1]).reshape(w.shape[0], -1)
+
+
+def _padded_batch_last(x, p):
+    """`x` (n, c, h, w) as (c, h + 2 p0, w + 2 p1, n) with a zero border, in a work buffer."""
+    n, c, h, w = x.shape
+    xt = _workspace.scratch("conv.pad", (c, h + 2 * p[0], w + 2 * p[1], n), x.dtype)
+    if p[0]:
+        xt[:, :p[0]] = 0
+        xt[:, h + p[0]:] = 0
+    if p[1]:
+        xt[:, p[0]:h + p[0], :p[1]] = 0
+        xt[:, p[0]:h + p[0], w + p[1]:] = 0
+    _parallel.copyto(xt[:, p[0]:p[0] + h, p[1]:p[1] + w], x.transpose(1, 2, 3, 0))
+    return xt
+
+
+def _cols(x, k, s, p, d, batch_last, taps=None):
     """im2col of 4-D `x` for one GEMM over the whole batch: (c*kh*kw, columns), columns
-    ordered (oh, ow, n) when `batch_last`, else (n, oh, ow); with oh and ow."""
+    ordered (oh, ow, n) when `batch_last`, else (n, oh, ow); with oh and ow. With `taps`
+    (see `_taps`), only those kernel offsets' rows. The columns live in a work buffer."""
+    (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     if not batch_last:
-        win = _windows(x, k, s, p, d)
+        win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         n, c, kh, kw, oh, ow = win.shape
-        cols = np.empty((c, kh, kw, n, oh, ow), dtype=win.dtype)
+        cols = _workspace.scratch("conv.cols", (c, kh, kw, n, oh, ow), win.dtype)
         _parallel.copyto(cols, win.transpose(1, 2, 3, 0, 4, 5))
         return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
     n, c, h, w = x.shape
     oh = _out_size(h, k[0], s[0], p[0], d[0])
     ow = _out_size(w, k[1], s[1], p[1], d[1])
-    if p[0] or p[1]:
-        xt = np.zeros((c, h + 2 * p[0], w + 2 * p[1], n), dtype=x.dtype)
-        _parallel.copyto(xt[:, p[0]:p[0] + h, p[1]:p[1] + w], x.transpose(1, 2, 3, 0))
-    else:
-        xt = _parallel.contiguous(x.transpose(1, 2, 3, 0))
+    xt = _padded_batch_last(x, p)
     sc, sh, sw, sn = xt.strides
-    win = as_strided(xt, (c, k[0], k[1], oh, ow, n),
+    win = as_strided(xt[:, r0 * d[0]:, c0 * d[1]:], (c, r1 - r0, c1 - c0, oh, ow, n),
                      (sc, sh * d[0], sw * d[1], sh * s[0], sw * s[1], sn), writeable=False)
-    cols = np.empty(win.shape, dtype=x.dtype)
+    cols = _workspace.scratch("conv.cols", win.shape, x.dtype)
     _parallel.copyto(cols, win)  # the im2col copy, a chunk of channels (or rows) per thread
-    return cols.reshape(c * k[0] * k[1], oh * ow * n), oh, ow
+    return cols.reshape(c * (r1 - r0) * (c1 - c0), oh * ow * n), oh, ow
 
 
-def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last):
+def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
     """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, one strided add per
     kernel offset over all channels and samples (kh*kw vectorised adds, not per pixel)."""
+    (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     h, w = size
     full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
     full_w = max(w + 2 * p[1], (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1)
     if batch_last:
-        acc = np.zeros((c, full_h, full_w, n), dtype=cols.dtype)
-        c6 = cols.reshape(c, k[0], k[1], oh, ow, n)
+        acc = _workspace.zeros("conv.acc", (c, full_h, full_w, n), cols.dtype)
+        c6 = cols.reshape(c, r1 - r0, c1 - c0, oh, ow, n)
     else:  # channels first, so that each add runs over aligned (n, rows, cols) blocks
-        acc = np.zeros((c, n, full_h, full_w), dtype=cols.dtype)
-        c6 = cols.reshape(c, k[0], k[1], n, oh, ow)
+        acc = _workspace.zeros("conv.acc", (c, n, full_h, full_w), cols.dtype)
+        c6 = cols.reshape(c, r1 - r0, c1 - c0, n, oh, ow)
     pix = acc if batch_last else acc.transpose(0, 2, 3, 1)  # (c, H, W, n) either way
 
     def channels(a: int, b: int) -> None:
         # Channels never overlap: each thread sums its own, in the one-thread order.
-        for i in range(k[0]):
+        for i in range(r0, r1):
             hi = i * d[0]
             hs = slice(hi, hi + (oh - 1) * s[0] + 1, s[0])
-            for j in range(k[1]):
+            for j in range(c0, c1):
                 wj = j * d[1]
                 ws = slice(wj, wj + (ow - 1) * s[1] + 1, s[1])
                 if batch_last:
-                    pix[a:b, hs, ws] += c6[a:b, i, j]
+                    pix[a:b, hs, ws] += c6[a:b, i - r0, j - c0]
                 else:
-                    acc[a:b, :, hs, ws] += c6[a:b, i, j]
+                    acc[a:b, :, hs, ws] += c6[a:b, i - r0, j - c0]
 
     _parallel.for_chunks(channels, c, cols.size)
     inner = pix[:, p[0]:p[0] + h, p[1]:p[1] + w]  # (c, h, w, n)
-    return _parallel.contiguous(inner.transpose(3, 0, 1, 2))
+    return _parallel.copy(inner.transpose(3, 0, 1, 2))  # out of the work buffer
 
 
 def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     """(gi, gw) of a 2-D convolution as arrays (None where not needed): one GEMM per group
-    over the whole batch for each (the batch folded into the GEMM's columns)."""
+    over the whole batch for each (the batch folded into the GEMM's columns), over the
+    kernel offsets that meet the input only."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     og = o // groups
-    ckk = cg * kh * kw
     oh, ow = g.shape[2], g.shape[3]
+    taps = _taps(x.shape, (kh, kw), s, p, d, oh, ow)
+    (r0, r1), (c0, c1) = taps
+    ckk = cg * (r1 - r0) * (c1 - c0)
     bl = _batch_last(oh, ow)
-    gt = _parallel.contiguous(g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3))
+    src = g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3)
+    gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
+    _parallel.copyto(gt, src)
     gt = gt.reshape(groups, og, oh * ow * n)
     gi = gw = None
     if need_w:
-        cols, _, _ = _cols(x, (kh, kw), s, p, d, bl)
+        cols, _, _ = _cols(x, (kh, kw), s, p, d, bl, taps)
         cols = cols.reshape(groups, ckk, oh * ow * n)
-        gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(w.shape)
+        gw = _parallel.matmul(gt, cols.transpose(0, 2, 1)).reshape(o, cg, r1 - r0, c1 - c0)
+        if gw.shape != w.shape:  # offsets that read only padding get no gradient
+            full = np.zeros(w.shape, dtype=gw.dtype)
+            full[:, :, r0:r1, c0:c1] = gw
+            gw = full
     if need_x:
-        gcols = np.matmul(w.reshape(groups, og, ckk).transpose(0, 2, 1), gt)
-        gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl)
+        wm = _tap_weight(w, taps).reshape(groups, og, ckk).transpose(0, 2, 1)
+        gcols = _workspace.scratch("conv.gcols", (groups, ckk, oh * ow * n), g.dtype)
+        _parallel.matmul(wm, gt, out=gcols)
+        gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl, taps)
     return gi, gw
 
 
@@ -302,7 +360,7 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     n, cin, h, wd = x4.shape
     _, cog, kh, kw = w4.shape
     wm = w4.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1)
-    cols = np.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
+    cols = _parallel.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
     cols = cols.reshape(n, groups * cog * kh * kw, h * wd)
     size = [(h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1,
             (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1]
@@ -335,7 +393,8 @@ def _conv_nd_kernel(x, w, b, s, p, d, groups):
     cols = np.empty(win.shape, dtype=win.dtype)
     _parallel.copyto(cols, win)  # im2col, a block of samples per thread
     cols = cols.reshape(n, groups, ckk, int(np.prod(out_sz)))
-    out = np.matmul(w.reshape(groups, o // groups, ckk), cols).reshape((n, o) + out_sz)
+    out = _parallel.matmul(w.reshape(groups, o // groups, ckk), cols).reshape(
+        (n, o) + out_sz)
     if b is not None:
         out += b.reshape((1, o) + (1,) * len(k))
     return out
@@ -351,7 +410,7 @@ def _conv_transposed_nd_kernel(x, w, b, s, p, d, output_padding, groups):
     sp = x.shape[2:]
     nd = len(k)
     wm = w.reshape(groups, cin // groups, cog * int(np.prod(k))).transpose(0, 2, 1)
-    cols = np.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
+    cols = _parallel.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
     cols = cols.reshape((n, groups * cog) + tuple(k) + tuple(sp))
     size = [(sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + output_padding[i] + 1
             for i in range(nd)]
@@ -404,9 +463,13 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     ow = _out_size(x4.shape[3], kw, s[1], p[1], d[1])
     ckk = cg * kh * kw
     if _batch_last(oh, ow):
-        cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True)
-        out_t = np.matmul(w4.reshape(groups, o // groups, ckk),
-                          cols.reshape(groups, ckk, oh * ow * n)).reshape(o, oh, ow, n)
+        taps = _taps(x4.shape, (kh, kw), s, p, d, oh, ow)
+        cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True, taps)
+        ckk = cols.shape[0] // groups
+        out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
+        _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
+                  cols.reshape(groups, ckk, oh * ow * n), out=out_t)
+        out_t = out_t.reshape(o, oh, ow, n)
         out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
         if b is not None:
             bias = _work(b).reshape(1, o, 1, 1)
@@ -417,10 +480,11 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
             _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         win = _windows(x4, (kh, kw), s, p, d)
-        cols = np.empty(win.shape, dtype=win.dtype)
+        cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
         _parallel.copyto(cols, win)  # im2col, a block of samples per thread
         cols = cols.reshape(n, groups, ckk, oh * ow)
-        out = np.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
+        out = _parallel.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(
+            n, o, oh, ow)
         if b is not None:
             out += _work(b).reshape(1, o, 1, 1)
     if one_d:

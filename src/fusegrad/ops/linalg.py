@@ -8,6 +8,8 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from .._dtype import COMPLEX as _COMPLEX
+from . import _parallel
+from ._blas import SERIAL_MNK as _SERIAL_MNK
 from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
 from ._util import c_type_name as _cname
 from .registry import Sample, inplace_variant, register
@@ -56,6 +58,8 @@ def _mm_kernel(a, b):
         # ufunc machinery (half the time on small matrices); a 1x1 operand is the exception
         # (`dot` multiplies it as a scalar, which keeps a -0.0 that the GEMM makes +0.0).
         if a.flags.forc and b.flags.forc and a.size != 1 and b.size != 1:
+            if a.shape[0] * a.shape[1] * b.shape[1] > _SERIAL_MNK:  # BLAS would thread it
+                return _parallel.matmul(a, b)
             return a.dot(b)
         return np.matmul(a, b)
     _mm_check(a, b)

@@ -59,10 +59,15 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     xw = _work(x)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = _bn_shape(x.ndim, x.shape[1])
-    if training:
+    centred = None
+    if training and x.size:
+        mean, centred, var = _moments_np(xw)
+        invstd = 1.0 / np.sqrt(var + eps)
+    elif training:  # no values: NumPy's empty-mean warnings and NaN statistics
         mean = xw.mean(axes)
         var = xw.var(axes)
         invstd = 1.0 / np.sqrt(var + eps)
+    if training:
         if rm is not None:
             n = x.size // x.shape[1]
             rm *= 1 - momentum
@@ -75,8 +80,14 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
         use_invstd = 1.0 / np.sqrt(_work(rv) + eps)
         mean = invstd = np.zeros((0,), dtype=xw.dtype)
     scale = use_invstd if w is None else use_invstd * _work(w)
-    shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
-    out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
+    if centred is not None:  # (x - mean) * scale + b, in place in the centred values
+        np.multiply(centred, scale[:, None], out=centred)
+        if b is not None:
+            centred += _work(b)[:, None]
+        out = centred.reshape(x.shape).astype(dt, copy=False)
+    else:
+        shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
+        out = (xw * scale.reshape(shape) + shift.reshape(shape)).astype(dt, copy=False)
     sdt = _stat_np(dt, w, b, rm, rv)
     return out, mean.astype(sdt, copy=False), invstd.astype(sdt, copy=False)
 
@@ -89,6 +100,30 @@ def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
     sdt = _stat_dtype(x, w, b, rm, rv)
     stat = (c,) if training else (0,)
     return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
+
+
+def _channel_sum(a3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of an (N, C, L) array: over the batch first (whole rows at a time),
+    then along each channel's contiguous values (NumPy is slow reducing the axes (0, 2) in
+    one call when L is small)."""
+    return a3.sum(0).sum(1)
+
+
+def _channel_dot(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of `a3 * b3` for (N, C, L) arrays."""
+    if a3.shape[2] >= 64:  # long rows: one pass, no product array
+        return np.einsum("ncl,ncl->c", a3, b3)
+    return _channel_sum(a3 * b3)
+
+
+def _moments_np(x: np.ndarray) -> tuple:
+    """(mean, x - mean as (N, C, L), biased variance) per channel of a non-empty (N, C, ...)
+    array, in its dtype; the variance from the centred values (two passes, no cancellation)."""
+    x3 = x.reshape(x.shape[0], x.shape[1], -1)
+    m = x3.shape[0] * x3.shape[2]
+    mean = _channel_sum(x3) / m
+    centred = x3 - mean[:, None]
+    return mean, centred, _channel_dot(centred, centred) / m
 
 
 def _bn_derivative(grads, x, w, rm, rv, training, eps):
@@ -104,12 +139,15 @@ def _bn_derivative(grads, x, w, rm, rv, training, eps):
         invstd = ((rv + eps) ** -0.5).reshape(shape)
         centred = x - rm.reshape(shape)
     xhat = centred * invstd
-    gw = (g * xhat).sum(axes) if w is not None else None
     gb = g.sum(axes)
+    # The per-channel sums serve the parameters' gradients and the input's alike (the
+    # input's needs their means: one reduction each, not two).
+    gxhat = (g * xhat).sum(axes) if w is not None or training else None
+    gw = gxhat if w is not None else None
     scale = invstd if w is None else invstd * w.reshape(shape)
     if training:
-        gi = scale * (g - g.mean(axes, keepdim=True) - xhat * (g * xhat).mean(axes,
-                                                                                keepdim=True))
+        m = x.numel() // x.shape[1]
+        gi = scale * (g - (gb / m).reshape(shape) - xhat * (gxhat / m).reshape(shape))
     else:
         gi = g * scale
     return (gi, gw, gb, None, None, None, None, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
+from ..ops import _parallel
 from .optimizer import Optimizer
 
 
@@ -45,9 +46,12 @@ class SGD(Optimizer):
                 buf = Tensor._make(np.array(d_p, copy=True))
                 state["momentum_buffer"] = buf
             else:
+                damp = 1 - group["dampening"]
+                if not group["nesterov"] and self._fused_momentum(data, d_p, buf._data,
+                                                                  momentum, damp, group["lr"]):
+                    return
                 b = buf._data
                 b *= momentum
-                damp = 1 - group["dampening"]
                 if damp == 1:  # 1.0 * d_p is d_p exactly: skip the temporary
                     b += d_p
                 else:
@@ -63,6 +67,32 @@ class SGD(Optimizer):
             data -= step
         else:
             data -= lr * d_p
+
+    def _fused_momentum(self, data: np.ndarray, d_p: np.ndarray, buf: np.ndarray,
+                        momentum: float, damp: float, lr: float) -> bool:
+        """`buf = momentum * buf + damp * d_p; data -= lr * buf` for a large parameter, a
+        block of elements per intra-op thread (the one-thread operations in the one-thread
+        order on each element, so the same bits). False, doing nothing, with dampening or
+        when the arrays are small, of mixed dtype or not contiguous (the caller's loop
+        handles those)."""
+        if damp != 1 or data.size < 2 * _parallel.MIN_CHUNK or _parallel.num_threads() == 1:
+            return False
+        if not (data.dtype == d_p.dtype == buf.dtype and data.shape == d_p.shape == buf.shape
+                and data.flags.c_contiguous and d_p.flags.c_contiguous
+                and buf.flags.c_contiguous):
+            return False
+        flat_p, flat_g, flat_b = data.reshape(-1), d_p.reshape(-1), buf.reshape(-1)
+        step = self._scratch(data).reshape(-1)
+
+        def block(i: int, j: int) -> None:
+            b = flat_b[i:j]
+            b *= momentum
+            b += flat_g[i:j]
+            np.multiply(b, lr, out=step[i:j])
+            flat_p[i:j] -= step[i:j]
+
+        _parallel.for_chunks(block, data.size, data.size)
+        return True
 
     def _scratch(self, like: np.ndarray) -> np.ndarray:
         """A work array shaped as `like`: a view of one flat buffer shared by all parameters

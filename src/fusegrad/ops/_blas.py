@@ -1,0 +1,92 @@
+"""NumPy's OpenBLAS thread count, read and set through the library's own functions.
+
+OpenBLAS runs a large GEMM on its own pthreads, and after each such call those threads
+busy-wait for the next one (about 0.1 s, yielding between checks) rather than sleep. Beside
+fusegrad's intra-op pool that is one thread too many per core: on two cores the BLAS spinner,
+the calling thread and a pool thread take turns, and a LeNet-5 step took twice as long with
+two threads as with one. So fusegrad runs its GEMMs with OpenBLAS held to one thread and
+splits a large GEMM over its own pool (`_parallel.matmul`): one pool, as PyTorch's OpenMP
+pool serves both its BLAS and its kernels, and no thread ever spins.
+
+The library is found among the loaded shared objects (NumPy's wheels bundle it as
+`scipy_openblas`); with another BLAS (MKL, Accelerate) `available()` is False and GEMMs keep
+the BLAS's own threading.
+"""
+
+from __future__ import annotations
+
+import os
+
+# OpenBLAS itself runs a GEMM of at most this many multiply-adds (M * N * K) on the calling
+# thread (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD): such a call wakes no BLAS thread.
+SERIAL_MNK = 65536 * 4
+
+
+class _Lib:
+    loaded = False
+    get = None
+    set = None
+
+
+_lib = _Lib()
+
+_NAMES = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+          ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+          ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+          ("openblas_get_num_threads", "openblas_set_num_threads"))
+
+
+def _openblas_paths() -> list[str]:
+    """Paths of the loaded shared objects whose name mentions OpenBLAS (Linux)."""
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    paths = []
+    for line in lines:
+        parts = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
+        path = parts[5] if len(parts) == 6 else ""
+        name = os.path.basename(path).lower()
+        if "openblas" in name and ".so" in name and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def _load() -> None:
+    _lib.loaded = True
+    import ctypes  # on the first large GEMM, not at import
+
+    import numpy  # noqa: F401  (NumPy loads its BLAS; fusegrad has imported it already)
+
+    for path in _openblas_paths():
+        try:
+            dll = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get_name, set_name in _NAMES:
+            get, put = getattr(dll, get_name, None), getattr(dll, set_name, None)
+            if get is not None and put is not None:
+                get.restype = ctypes.c_int
+                get.argtypes = []
+                put.restype = None
+                put.argtypes = [ctypes.c_int]
+                _lib.get, _lib.set = get, put
+                return
+
+
+def available() -> bool:
+    """Whether NumPy's BLAS is an OpenBLAS whose thread count can be set."""
+    if not _lib.loaded:
+        _load()
+    return _lib.set is not None
+
+
+def get_threads() -> int:
+    """OpenBLAS's current thread count (call only when `available()`)."""
+    return int(_lib.get())
+
+
+def set_threads(n: int) -> None:
+    """Set OpenBLAS's thread count (call only when `available()`)."""
+    _lib.set(int(n))

@@ -1,0 +1,55 @@
+"""Reused work arrays for kernels' temporaries (im2col columns, padded inputs, layout copies
+around a GEMM, col2im accumulators).
+
+A fresh multi-megabyte NumPy array is new memory: the system maps it page by page on first
+write, and a convolution's columns are written once and read once, so those page faults can
+cost as much as the copy itself (and a large share of a small GEMM). Each thread keeps one
+buffer per named slot instead, grown to the largest request and reused by the next call.
+
+A slot's array is valid until the same thread asks for that slot again: it must never escape
+the kernel (be returned, saved for backward or cached). Requests above `MAX_BYTES` get a fresh
+array, so a huge layer does not pin its memory for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+# Each slot keeps at most this much; larger temporaries are allocated per call.
+MAX_BYTES = 1 << 24
+
+
+class _Buffers(threading.local):
+    def __init__(self) -> None:
+        self.slots: dict[str, np.ndarray] = {}
+
+
+_local = _Buffers()
+
+
+def scratch(slot: str, shape: tuple, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of `shape` and `dtype`, held in this thread's
+    buffer `slot` (valid until the next request for `slot` on this thread)."""
+    dtype = np.dtype(dtype)
+    size = 1
+    for v in shape:
+        size *= int(v)
+    nbytes = size * dtype.itemsize
+    if nbytes > MAX_BYTES:
+        return np.empty(shape, dtype=dtype)
+    buf = _local.slots.get(slot)
+    if buf is None or buf.nbytes < nbytes:
+        # Doubling past the last size: a growing sequence of requests allocates O(log) times.
+        cap = max(nbytes, min(2 * (0 if buf is None else buf.nbytes), MAX_BYTES), 64)
+        buf = np.empty(cap, dtype=np.uint8)
+        _local.slots[slot] = buf
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def zeros(slot: str, shape: tuple, dtype) -> np.ndarray:
+    """`scratch` filled with zeros (an in-cache pass instead of fresh zeroed pages)."""
+    out = scratch(slot, shape, dtype)
+    out.fill(0)
+    return out

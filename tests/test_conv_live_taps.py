@@ -1,0 +1,82 @@
+"""Convolutions over images so small that some kernel offsets read only padding (ResNet's
+last stage: 3x3 kernels over 1x1 maps). The GEMMs leave those offsets out; values and
+gradients must still be PyTorch's, the left-out weights' gradients exactly zero, and two
+threads must give one thread's bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad
+from fusegrad.ops import conv as conv_ops
+
+
+def _step(lib, x, w, b, **kw):
+    xt = lib.tensor(x, requires_grad=True)
+    wt = lib.tensor(w, requires_grad=True)
+    bt = lib.tensor(b, requires_grad=True)
+    y = lib.nn.functional.conv2d(xt, wt, bt, **kw)
+    gy = np.linspace(-1.0, 1.0, int(np.prod(y.shape)), dtype=np.float32).reshape(y.shape)
+    y.backward(lib.tensor(gy))
+    return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad)]
+
+
+CASES = [  # (input shape, weight shape, conv2d keywords)
+    ((8, 16, 1, 1), (24, 16, 3, 3), {"padding": 1}),                    # one live offset
+    ((4, 6, 1, 5), (8, 6, 3, 3), {"padding": 1}),                       # a row of pixels
+    ((5, 8, 1, 1), (8, 2, 5, 5), {"padding": 2, "groups": 4}),
+    ((3, 4, 2, 2), (6, 4, 3, 3), {"padding": 2, "dilation": 2}),
+    ((6, 4, 1, 1), (10, 4, 3, 3), {"padding": 1, "stride": 2}),
+    ((2, 3, 1, 4), (5, 3, 3, 3), {"padding": (1, 0), "stride": (1, 2)}),
+    ((4, 3, 4, 4), (5, 3, 3, 3), {"padding": 1}),                       # every offset live
+]
+
+
+@pytest.mark.parametrize("xs, ws, kw", CASES)
+def test_convolution_with_padding_only_offsets_matches_torch(xs, ws, kw):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    got = _step(fusegrad, x, w, b, **kw)
+    ref = _step(torch, x, w, b, **kw)
+    for a, r in zip(got, ref):
+        assert a.shape == r.shape
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5 * max(np.abs(r).max(), 1.0))
+    dead = ref[2] == 0  # offsets that only ever meet padding
+    assert np.all(got[2][dead] == 0)
+
+
+@pytest.mark.parametrize("size, k, s, p, d, out, live", [
+    (1, 3, 1, 1, 1, 1, (1, 2)),
+    (2, 3, 2, 1, 1, 1, (1, 3)),
+    (5, 3, 1, 1, 1, 5, (0, 3)),
+    (1, 5, 1, 2, 1, 1, (2, 3)),
+    (2, 3, 1, 2, 2, 2, (1, 2)),
+    (1, 3, 2, 1, 1, 1, (1, 2)),
+])
+def test_live_offsets_are_those_some_window_reads_inside_the_input(size, k, s, p, d, out,
+                                                                    live):
+    assert conv_ops._live_taps(size, k, s, p, d, out) == live
+    # The oracle: enumerate every (offset, output position) pair.
+    brute = [i for i in range(k) if any(0 <= i * d + y * s - p < size for y in range(out))]
+    assert (brute[0], brute[-1] + 1) == live
+
+
+def test_padding_only_offsets_with_two_threads_are_bit_identical_to_one():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((256, 256, 1, 1)).astype(np.float32)
+    w = rng.standard_normal((128, 256, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    before = fusegrad.get_num_threads()
+    try:
+        fusegrad.set_num_threads(1)
+        one = _step(fusegrad, x, w, b, padding=1)
+        fusegrad.set_num_threads(2)
+        two = _step(fusegrad, x, w, b, padding=1)
+    finally:
+        fusegrad.set_num_threads(before)
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)
