@@ -22,7 +22,7 @@ from .. import _dispatch, _thread_state
 from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .graph import AccumulateGrad
+from .graph import AccumulateGrad, fit_grad, unpack_saved
 
 
 def checkpoint_valid() -> bool:
@@ -175,6 +175,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         fast_add = not create_graph and not _dispatch.computing_mode()
         anomaly = _anomaly_state.enabled
         observer = _dispatch.observer()  # a profiler recording this thread, or None
+        # A registry node without hooks (nearly every node) runs inline, below, unless the
+        # pass captures gradients or a profiler or anomaly mode watches each node.
+        inline = captures is None and observer is None and not anomaly
         from .._tensor import make_plain
 
         add = np.add
@@ -201,56 +204,95 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 break
             grads = buffers_pop(node, None) or [None]
             extras = node._x
-            is_acc = node.__class__ is AccumulateGrad
-            if extras is not None or is_acc:
-                grads = _call_tensor_hooks(node, grads)
-            if captures is not None:
-                for nr, g in enumerate(grads):
-                    k = captures.get((node, nr))
-                    if k is not None:
-                        results[k] = g if results[k] is None or g is None else results[k] + g
-                if node in targets and not is_acc and \
-                        not any(c in needed for c, _ in node.next_functions if c is not None):
-                    _release(node, retain_graph)
+            op = node._op
+            edges = node.next_functions
+            if op is not None and extras is None and inline:
+                # `FunctionNode.apply` written out: the derivative's entries are fitted to
+                # their inputs only for the edges that need them (in the loop below), with
+                # no list of results in between, and the saved values released here.
+                if len(grads) == 1:
+                    g = grads[0]
+                    if g is None:
+                        g = _materialize(node, grads)[0]
+                else:
+                    g = _materialize(node, grads) if _any_none(grads) else grads
+                saved = node._saved
+                versions = node._versions
+                if versions is not None or saved is None:
+                    saved = unpack_saved(node, saved, versions)
+                raw = op.derivative(g, *saved)
+                if versions is not None and not retain_graph:
+                    node._saved = None
+                pos = node._pos
+                in_meta = node._in_meta
+            else:
+                raw = None
+                is_acc = node.__class__ is AccumulateGrad
+                if extras is not None or is_acc:
+                    grads = _call_tensor_hooks(node, grads)
+                if captures is not None:
+                    for nr, g in enumerate(grads):
+                        k = captures.get((node, nr))
+                        if k is not None:
+                            results[k] = g if results[k] is None or g is None else \
+                                results[k] + g
+                    if node in targets and not is_acc and \
+                            not any(c in needed for c, _ in edges if c is not None):
+                        _release(node, retain_graph)
+                        continue
+                if is_acc:
+                    if extras is not None and extras.pre_hooks:
+                        grads = _call_pre_hooks(node, grads)
+                    if accumulate and grads[0] is not None:
+                        if observer is None:
+                            _accumulate(node, grads[0], create_graph)
+                        else:
+                            observer.__fusegrad_observe_node__(
+                                node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
+                    if extras is not None and extras.post_hooks:
+                        for hook in list(extras.post_hooks.values()):
+                            hook((), tuple(grads))
                     continue
-            if is_acc:
+                # Identity tests, not `None in grads`: that compares each tensor with `==`,
+                # which runs Tensor.__eq__ for every node.
+                if grads[0] is None if len(grads) == 1 else _any_none(grads):
+                    grads = _materialize(node, grads)
                 if extras is not None and extras.pre_hooks:
                     grads = _call_pre_hooks(node, grads)
-                if accumulate and grads[0] is not None:
-                    if observer is None:
-                        _accumulate(node, grads[0], create_graph)
-                    else:
-                        observer.__fusegrad_observe_node__(
-                            node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
+                if observer is None:
+                    grad_inputs = node.apply(grads) if not anomaly else \
+                        _anomaly_run_node(node, grads)
+                else:  # the profiler times the node
+                    grad_inputs = observer.__fusegrad_observe_node__(
+                        node, grads, _anomaly_run_node if anomaly else _apply)
                 if extras is not None and extras.post_hooks:
                     for hook in list(extras.post_hooks.values()):
-                        hook((), tuple(grads))
-                continue
-            # Identity tests, not `None in grads`: that compares each tensor with `==`,
-            # which runs Tensor.__eq__ for every node.
-            if grads[0] is None if len(grads) == 1 else _any_none(grads):
-                grads = _materialize(node, grads)
-            if extras is not None and extras.pre_hooks:
-                grads = _call_pre_hooks(node, grads)
-            if observer is None:
-                grad_inputs = node.apply(grads) if not anomaly else \
-                    _anomaly_run_node(node, grads)
-            else:  # the profiler times the node
-                grad_inputs = observer.__fusegrad_observe_node__(
-                    node, grads, _anomaly_run_node if anomaly else _apply)
-            if extras is not None and extras.post_hooks:
-                for hook in list(extras.post_hooks.values()):
-                    r = hook(tuple(grad_inputs), tuple(grads))
-                    if r is not None:
-                        grad_inputs = _checked_values(hook, r, grad_inputs)
-            if not retain_graph:
-                node.release()
-            for (child, nr), g in zip(node.next_functions, grad_inputs):
+                        r = hook(tuple(grad_inputs), tuple(grads))
+                        if r is not None:
+                            grad_inputs = _checked_values(hook, r, grad_inputs)
+                if not retain_graph:
+                    node.release()
+                if len(grad_inputs) < len(edges):  # edges without a gradient stay waiting
+                    edges = edges[:len(grad_inputs)]
+            i = -1
+            for child, nr in edges:
+                i += 1
                 if child is None:
                     continue
                 n = deps_get(child)
                 if n is None:
                     continue
+                if raw is None:
+                    g = grad_inputs[i]
+                else:  # the derivative's entry for input i, in its shape and dtype
+                    p, sub = pos[i]
+                    g = raw[p] if sub < 0 else raw[p][sub]
+                    if g is not None:
+                        shape, dt = in_meta[i]
+                        data = g._data
+                        if (data.shape if data is not None else g.shape) != shape or \
+                                g._dtype is not dt:
+                            g = fit_grad(g, shape, dt) if shape is not None else None
                 if g is not None:
                     buf = buffers_get(child)
                     if buf is None:
