@@ -218,8 +218,17 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     g = _materialize(node, grads) if _any_none(grads) else grads
                 saved = node._saved
                 versions = node._versions
-                if versions is not None or saved is None:
-                    saved = unpack_saved(node, saved, versions)
+                if saved is None:
+                    unpack_saved(node, saved, versions)  # raises: freed by an earlier pass
+                if versions is not None:
+                    # Saved inputs unchanged since (the usual case) are used as they are;
+                    # an output to rebuild, or a version to report, takes `unpack_saved`.
+                    k = 0
+                    for v in versions:
+                        if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                            saved = unpack_saved(node, saved, versions)
+                            break
+                        k += 1
                 raw = op.derivative(g, *saved)
                 if versions is not None and not retain_graph:
                     node._saved = None
@@ -301,12 +310,14 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     prev = buf[nr]
                     if prev is None:
                         buf[nr] = g
-                    elif fast_add and prev._data is not None and g._data is not None:
+                    elif fast_add:
                         pd = prev._data
                         gd = g._data
-                        if own_get(child) is prev and pd.dtype is gd.dtype and \
+                        if pd is None or gd is None:
+                            buf[nr] = prev + g
+                        elif own_get(child) is prev and pd.dtype is gd.dtype and \
                                 pd.shape == gd.shape:
-                            add(pd, gd, out=pd)
+                            add(pd, gd, pd)  # `out` positionally: no keyword to parse
                         else:
                             buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
                     else:
