@@ -191,18 +191,22 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         buffers_pop = buffers.pop
         # `handoff`: the node to run next when it became ready in the last step and no node
         # on the heap comes before it (a chain's next node), passed on without the heap.
-        handoff = None
+        # When that step gave it its only gradient, `hgrad` (for output `hnr`) is that
+        # gradient, passed on without a buffer, and `grads` reads None below.
+        handoff = hgrad = None
+        hnr = 0
         while True:
             if state != node_state:  # a hook or custom backward changed it: undo that
                 restore(node_state)
             if handoff is not None:
                 node = handoff
                 handoff = None
+                grads = buffers_pop(node, None) or [None] if hgrad is None else None
             elif ready:
                 node = heappop(ready)[2]
+                grads = buffers_pop(node, None) or [None]
             else:
                 break
-            grads = buffers_pop(node, None) or [None]
             extras = node._x
             op = node._op
             edges = node.next_functions
@@ -210,7 +214,13 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 # `FunctionNode.apply` written out: the derivative's entries are fitted to
                 # their inputs only for the edges that need them (in the loop below), with
                 # no list of results in between, and the saved values released here.
-                if len(grads) == 1:
+                if grads is None:
+                    if hnr == 0 and len(node._out_meta) == 1:
+                        g = hgrad
+                    else:
+                        g = _materialize(node, _spread(node, hgrad, hnr))
+                    hgrad = None
+                elif len(grads) == 1:
                     g = grads[0]
                     if g is None:
                         g = _materialize(node, grads)[0]
@@ -236,6 +246,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 in_meta = node._in_meta
             else:
                 raw = None
+                if grads is None:
+                    grads = _spread(node, hgrad, hnr)
+                    hgrad = None
                 is_acc = node.__class__ is AccumulateGrad
                 if extras is not None or is_acc:
                     grads = _call_tensor_hooks(node, grads)
@@ -305,6 +318,12 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if g is not None:
                     buf = buffers_get(child)
                     if buf is None:
+                        if n == 1 and handoff is None:  # its only gradient: runs next
+                            handoff = child
+                            hgrad = g
+                            hnr = nr
+                            deps[child] = 0
+                            continue
                         out_meta = child._out_meta
                         buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
                     prev = buf[nr]
@@ -330,6 +349,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 deps[child] = n - 1
             if handoff is not None and ready and ready[0][0] <= -handoff._seq:
                 # A node on the heap runs first (or ties with it: the heap orders those).
+                if hgrad is not None:
+                    buffers[handoff] = _spread(handoff, hgrad, hnr)
+                    hgrad = None
                 heappush(ready, (-handoff._seq, id(handoff), handoff))
                 handoff = None
     finally:
@@ -360,6 +382,14 @@ def _add_to_buffer(buffers, node, nr, g):
         n = len(node._out_meta) if node._out_meta else 1
         buf = buffers[node] = [None] * n
     buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def _spread(node, g, nr) -> list:
+    """The gradients of `node`'s outputs when `g`, for output `nr`, is the only one."""
+    out_meta = node._out_meta
+    grads = [None] * (len(out_meta) if out_meta else 1)
+    grads[nr] = g
+    return grads
 
 
 def _any_none(grads) -> bool:
