@@ -134,3 +134,25 @@ def test_random_graphs_match_torch(seed):
         if g is not None:
             np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-4,
                                        atol=1e-5)
+
+
+def _custom_function_with_op_attribute(lib):
+    class Scale(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx._op = "scale"  # the user's attribute on ctx, which is also the node
+            ctx._pos = (3.0,)
+            return x * 3.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx._pos[0]
+
+    x = lib.tensor(DATA, requires_grad=True)
+    (Scale.apply(x * 2) * x).sum().backward()
+    return x.grad
+
+
+def test_custom_function_ctx_attributes_do_not_steer_the_engine():
+    np.testing.assert_allclose(_custom_function_with_op_attribute(fusegrad).numpy(),
+                               _custom_function_with_op_attribute(torch).numpy(), rtol=1e-6)

@@ -208,7 +208,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
             else:
                 break
             extras = node._x
-            op = node._op
+            # The class's `_op`: a custom Function's node is also its ctx, whose attributes
+            # (`ctx._op` among them) are the user's.
+            op = type(node)._op
             edges = node.next_functions
             if op is not None and extras is None and inline:
                 # `FunctionNode.apply` written out: the derivative's entries are fitted to

@@ -110,6 +110,7 @@ rsub = register(
 def _mul_derivative(g, a, b):
     if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
         a, b = cj(a), cj(b)
+    # `call2`: the op that `g * b` reaches through the operator and its protocol wrapper.
     return (call2(mul, g, b) if b is not None else None,
             call2(mul, g, a) if a is not None else None)
 
