@@ -22,7 +22,7 @@ from .. import _dispatch, _thread_state
 from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .graph import AccumulateGrad
+from .graph import AccumulateGrad, fit_grad, unpack_saved
 
 
 def checkpoint_valid() -> bool:
@@ -175,6 +175,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         fast_add = not create_graph and not _dispatch.computing_mode()
         anomaly = _anomaly_state.enabled
         observer = _dispatch.observer()  # a profiler recording this thread, or None
+        # A registry node without hooks (nearly every node) runs inline, below, unless the
+        # pass captures gradients or a profiler or anomaly mode watches each node.
+        inline = captures is None and observer is None and not anomaly
         from .._tensor import make_plain
 
         add = np.add
@@ -188,83 +191,154 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         buffers_pop = buffers.pop
         # `handoff`: the node to run next when it became ready in the last step and no node
         # on the heap comes before it (a chain's next node), passed on without the heap.
-        handoff = None
+        # When that step gave it its only gradient, `hgrad` (for output `hnr`) is that
+        # gradient, passed on without a buffer, and `grads` reads None below.
+        handoff = hgrad = None
+        hnr = 0
         while True:
             if state != node_state:  # a hook or custom backward changed it: undo that
                 restore(node_state)
             if handoff is not None:
                 node = handoff
                 handoff = None
+                grads = buffers_pop(node, None) or [None] if hgrad is None else None
             elif ready:
                 node = heappop(ready)[2]
+                grads = buffers_pop(node, None) or [None]
             else:
                 break
-            grads = buffers_pop(node, None) or [None]
             extras = node._x
-            is_acc = node.__class__ is AccumulateGrad
-            if extras is not None or is_acc:
-                grads = _call_tensor_hooks(node, grads)
-            if captures is not None:
-                for nr, g in enumerate(grads):
-                    k = captures.get((node, nr))
-                    if k is not None:
-                        results[k] = g if results[k] is None or g is None else results[k] + g
-                if node in targets and not is_acc and \
-                        not any(c in needed for c, _ in node.next_functions if c is not None):
-                    _release(node, retain_graph)
+            # The class's `_op`: a custom Function's node is also its ctx, whose attributes
+            # (`ctx._op` among them) are the user's.
+            op = type(node)._op
+            edges = node.next_functions
+            if op is not None and extras is None and inline:
+                # `FunctionNode.apply` written out: the derivative's entries are fitted to
+                # their inputs only for the edges that need them (in the loop below), with
+                # no list of results in between, and the saved values released here.
+                if grads is None:
+                    if hnr == 0 and len(node._out_meta) == 1:
+                        g = hgrad
+                    else:
+                        g = _materialize(node, _spread(node, hgrad, hnr))
+                    hgrad = None
+                elif len(grads) == 1:
+                    g = grads[0]
+                    if g is None:
+                        g = _materialize(node, grads)[0]
+                else:
+                    g = _materialize(node, grads) if _any_none(grads) else grads
+                saved = node._saved
+                versions = node._versions
+                if saved is None:
+                    unpack_saved(node, saved, versions)  # raises: freed by an earlier pass
+                if versions is not None:
+                    # Saved inputs unchanged since (the usual case) are used as they are;
+                    # an output to rebuild, or a version to report, takes `unpack_saved`.
+                    k = 0
+                    for v in versions:
+                        if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                            saved = unpack_saved(node, saved, versions)
+                            break
+                        k += 1
+                raw = op.derivative(g, *saved)
+                if versions is not None and not retain_graph:
+                    node._saved = None
+                pos = node._pos
+                in_meta = node._in_meta
+            else:
+                raw = None
+                if grads is None:
+                    grads = _spread(node, hgrad, hnr)
+                    hgrad = None
+                is_acc = node.__class__ is AccumulateGrad
+                if extras is not None or is_acc:
+                    grads = _call_tensor_hooks(node, grads)
+                if captures is not None:
+                    for nr, g in enumerate(grads):
+                        k = captures.get((node, nr))
+                        if k is not None:
+                            results[k] = g if results[k] is None or g is None else \
+                                results[k] + g
+                    if node in targets and not is_acc and \
+                            not any(c in needed for c, _ in edges if c is not None):
+                        _release(node, retain_graph)
+                        continue
+                if is_acc:
+                    if extras is not None and extras.pre_hooks:
+                        grads = _call_pre_hooks(node, grads)
+                    if accumulate and grads[0] is not None:
+                        if observer is None:
+                            _accumulate(node, grads[0], create_graph)
+                        else:
+                            observer.__fusegrad_observe_node__(
+                                node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
+                    if extras is not None and extras.post_hooks:
+                        for hook in list(extras.post_hooks.values()):
+                            hook((), tuple(grads))
                     continue
-            if is_acc:
+                # Identity tests, not `None in grads`: that compares each tensor with `==`,
+                # which runs Tensor.__eq__ for every node.
+                if grads[0] is None if len(grads) == 1 else _any_none(grads):
+                    grads = _materialize(node, grads)
                 if extras is not None and extras.pre_hooks:
                     grads = _call_pre_hooks(node, grads)
-                if accumulate and grads[0] is not None:
-                    if observer is None:
-                        _accumulate(node, grads[0], create_graph)
-                    else:
-                        observer.__fusegrad_observe_node__(
-                            node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
+                if observer is None:
+                    grad_inputs = node.apply(grads) if not anomaly else \
+                        _anomaly_run_node(node, grads)
+                else:  # the profiler times the node
+                    grad_inputs = observer.__fusegrad_observe_node__(
+                        node, grads, _anomaly_run_node if anomaly else _apply)
                 if extras is not None and extras.post_hooks:
                     for hook in list(extras.post_hooks.values()):
-                        hook((), tuple(grads))
-                continue
-            # Identity tests, not `None in grads`: that compares each tensor with `==`,
-            # which runs Tensor.__eq__ for every node.
-            if grads[0] is None if len(grads) == 1 else _any_none(grads):
-                grads = _materialize(node, grads)
-            if extras is not None and extras.pre_hooks:
-                grads = _call_pre_hooks(node, grads)
-            if observer is None:
-                grad_inputs = node.apply(grads) if not anomaly else \
-                    _anomaly_run_node(node, grads)
-            else:  # the profiler times the node
-                grad_inputs = observer.__fusegrad_observe_node__(
-                    node, grads, _anomaly_run_node if anomaly else _apply)
-            if extras is not None and extras.post_hooks:
-                for hook in list(extras.post_hooks.values()):
-                    r = hook(tuple(grad_inputs), tuple(grads))
-                    if r is not None:
-                        grad_inputs = _checked_values(hook, r, grad_inputs)
-            if not retain_graph:
-                node.release()
-            for (child, nr), g in zip(node.next_functions, grad_inputs):
+                        r = hook(tuple(grad_inputs), tuple(grads))
+                        if r is not None:
+                            grad_inputs = _checked_values(hook, r, grad_inputs)
+                if not retain_graph:
+                    node.release()
+                if len(grad_inputs) < len(edges):  # edges without a gradient stay waiting
+                    edges = edges[:len(grad_inputs)]
+            i = -1
+            for child, nr in edges:
+                i += 1
                 if child is None:
                     continue
                 n = deps_get(child)
                 if n is None:
                     continue
+                if raw is None:
+                    g = grad_inputs[i]
+                else:  # the derivative's entry for input i, in its shape and dtype
+                    p, sub = pos[i]
+                    g = raw[p] if sub < 0 else raw[p][sub]
+                    if g is not None:
+                        shape, dt = in_meta[i]
+                        data = g._data
+                        if (data.shape if data is not None else g.shape) != shape or \
+                                g._dtype is not dt:
+                            g = fit_grad(g, shape, dt) if shape is not None else None
                 if g is not None:
                     buf = buffers_get(child)
                     if buf is None:
+                        if n == 1 and handoff is None:  # its only gradient: runs next
+                            handoff = child
+                            hgrad = g
+                            hnr = nr
+                            deps[child] = 0
+                            continue
                         out_meta = child._out_meta
                         buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
                     prev = buf[nr]
                     if prev is None:
                         buf[nr] = g
-                    elif fast_add and prev._data is not None and g._data is not None:
+                    elif fast_add:
                         pd = prev._data
                         gd = g._data
-                        if own_get(child) is prev and pd.dtype is gd.dtype and \
+                        if pd is None or gd is None:
+                            buf[nr] = prev + g
+                        elif own_get(child) is prev and pd.dtype is gd.dtype and \
                                 pd.shape == gd.shape:
-                            add(pd, gd, out=pd)
+                            add(pd, gd, pd)  # `out` positionally: no keyword to parse
                         else:
                             buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
                     else:
@@ -277,6 +351,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 deps[child] = n - 1
             if handoff is not None and ready and ready[0][0] <= -handoff._seq:
                 # A node on the heap runs first (or ties with it: the heap orders those).
+                if hgrad is not None:
+                    buffers[handoff] = _spread(handoff, hgrad, hnr)
+                    hgrad = None
                 heappush(ready, (-handoff._seq, id(handoff), handoff))
                 handoff = None
     finally:
@@ -307,6 +384,14 @@ def _add_to_buffer(buffers, node, nr, g):
         n = len(node._out_meta) if node._out_meta else 1
         buf = buffers[node] = [None] * n
     buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def _spread(node, g, nr) -> list:
+    """The gradients of `node`'s outputs when `g`, for output `nr`, is the only one."""
+    out_meta = node._out_meta
+    grads = [None] * (len(out_meta) if out_meta else 1)
+    grads[nr] = g
+    return grads
 
 
 def _any_none(grads) -> bool:

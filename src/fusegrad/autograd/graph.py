@@ -58,6 +58,7 @@ class Node:
 
     # `_x` holds a NodeExtras once a hook or metadata is attached; most nodes never need one.
     __slots__ = ("next_functions", "_seq", "_saved", "_x", "_out_meta", "__weakref__")
+    _op = None  # the registry op of a FunctionNode (the engine runs those inline)
 
     def __init__(self):
         self.next_functions = ()
@@ -310,13 +311,9 @@ class FunctionNode(Node):
                 # Identity checks first: the gradient nearly always has its input's shape
                 # and dtype already, and then needs neither a sum nor a cast.
                 data = g._data
-                if data is None:
-                    if g.shape != shape:
-                        g = _sum_to(g, shape)
-                elif data.shape != shape:
-                    g = _sum_to(g, shape)
-                if g._dtype is not dt:
-                    g = cast_grad(g, dt)
+                if (data.shape if data is not None else g.shape) != shape or \
+                        g._dtype is not dt:
+                    g = fit_grad(g, shape, dt)
             else:
                 g = None
             out.append(g)
@@ -325,6 +322,16 @@ class FunctionNode(Node):
     def release(self) -> None:
         if self._versions is not None:  # only saved tensors are freed
             self._saved = None
+
+
+def fit_grad(g, shape: tuple, dt):
+    """Gradient `g` of an input of `shape` and dtype `dt`: a broadcast gradient summed back
+    to the input's shape, then cast to its dtype (callers test for a match first)."""
+    if (g._data.shape if g._data is not None else g.shape) != shape:
+        g = _sum_to(g, shape)
+    if g._dtype is not dt:
+        g = cast_grad(g, dt)
+    return g
 
 
 def cast_grad(g, dt):

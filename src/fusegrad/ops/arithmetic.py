@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import plain
+from .._dispatch import call2, plain
 from .._dtype import COMPLEX as _COMPLEX
 from ._onnx import add_like
 from ._util import (
@@ -110,7 +110,9 @@ rsub = register(
 def _mul_derivative(g, a, b):
     if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
         a, b = cj(a), cj(b)
-    return (g * b if b is not None else None, g * a if a is not None else None)
+    # `call2`: the op that `g * b` reaches through the operator and its protocol wrapper.
+    return (call2(mul, g, b) if b is not None else None,
+            call2(mul, g, a) if a is not None else None)
 
 
 def _div_derivative(g, a, b):
