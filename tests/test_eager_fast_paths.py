@@ -223,3 +223,34 @@ def test_view_single_size_matches_torch():
     leaf = fusegrad.ones(2, 3, requires_grad=True)
     assert leaf.view(6).grad_fn.name() == torch.ones(2, 3, requires_grad=True).view(6) \
         .grad_fn.name()
+
+
+def _select(mod, x, how: str, i: int):
+    if how == "select":
+        return mod.select(x, 0, i)
+    return x[np.int64(i)] if how == "numpy index" else x[i]
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (4,), ()])
+def test_select_dim0_int_matches_torch(shape):
+    # `x[i]` and `select(x, 0, i)` index the array directly: views, values and PyTorch's
+    # errors for indices out of range (a 0-d input: "invalid index" for 0 only), with and
+    # without grad.
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    for rg in (False, True):
+        fa = fusegrad.from_numpy(a.copy()).requires_grad_(rg)
+        ta = torch.from_numpy(a.copy()).requires_grad_(rg)
+        for i in (0, 3, -1, -4, 4, -5):
+            for how in ("index", "numpy index", "select"):
+                try:
+                    want = _select(torch, ta, how, i)
+                except IndexError as e:
+                    with pytest.raises(IndexError) as mine:
+                        _select(fusegrad, fa, how, i)
+                    assert str(mine.value) == str(e)
+                    continue
+                got = _select(fusegrad, fa, how, i)
+                _same_bits(got, want)
+                assert got._base is fa and got.stride() == want.stride()
+                if rg:
+                    assert got.grad_fn.name() == want.grad_fn.name()
