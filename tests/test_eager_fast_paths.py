@@ -254,3 +254,34 @@ def test_select_dim0_int_matches_torch(shape):
                 assert got._base is fa and got.stride() == want.stride()
                 if rg:
                     assert got.grad_fn.name() == want.grad_fn.name()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_sub_fast_path_matches_torch(dtype):
+    # add and sub take their float fast path in the kernel itself: same values, dtypes and
+    # errors as PyTorch for tensor, float, int and bool operands, with and without alpha.
+    a = np.array([[1.5, -2.0], [0.25, 3.0]], dtype)
+    fa, ta = _pair(a)
+    others = [(fusegrad.from_numpy(a * 2), torch.from_numpy(a * 2)),
+              (fusegrad.from_numpy(a.astype(np.float16)), torch.from_numpy(a.astype(np.float16))),
+              (fusegrad.tensor([1, 2]), torch.tensor([1, 2])), (2.5, 2.5), (3, 3), (True, True)]
+    calls = [(lambda m, x, y: m.add(x, y), {}), (lambda m, x, y: m.sub(x, y), {}),
+             (lambda m, x, y, **k: m.add(x, y, **k), {"alpha": 2}),
+             (lambda m, x, y, **k: m.sub(x, y, **k), {"alpha": 2}),
+             (lambda m, x, y, **k: m.add(x, y, **k), {"alpha": 1}),
+             (lambda m, x, y: x + y, {}), (lambda m, x, y: x - y, {})]
+    for fo, to in others:
+        for f, kwargs in calls:
+            try:
+                want = f(torch, ta, to, **kwargs)
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError) as mine:
+                    f(fusegrad, fa, fo, **kwargs)
+                assert str(mine.value) == str(e)
+                continue
+            _same_bits(f(fusegrad, fa, fo, **kwargs), want)
+    with pytest.raises(RuntimeError) as mine:
+        fusegrad.sub(fusegrad.tensor([True]), fusegrad.tensor([False]))
+    with pytest.raises(RuntimeError) as theirs:
+        torch.sub(torch.tensor([True]), torch.tensor([False]))
+    assert str(mine.value) == str(theirs.value)
