@@ -163,3 +163,125 @@ def test_repeated_gradients_sum_as_torch_and_leave_passed_grads_alone():
             continue
         np.testing.assert_array_equal(got.numpy(), copy.numpy())  # not added into since
         np.testing.assert_allclose(got.numpy(), exp.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mm_one_by_one_specials_match_torch(dtype):
+    # 1x1 @ 1x1 takes its own path: every pair of special values, bit for bit (signed zeros,
+    # infinities, NaN), as PyTorch's GEMM gives; the result is a fresh tensor each time.
+    for x in SPECIAL:
+        for y in SPECIAL:
+            fa, ta = _pair(np.full((1, 1), x, dtype))
+            fb, tb = _pair(np.full((1, 1), y, dtype))
+            got = fa @ fb
+            _same_bits(got, ta @ tb)
+            _same_bits(fusegrad.mm(fa, fb), torch.mm(ta, tb))
+            got.add_(1.0)
+            assert fa.item() == x or np.isnan(x)
+            assert fb.item() == y or np.isnan(y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+def test_sum_all_matches_torch(dtype):
+    # The full sum of a float array is a fresh 0-d tensor of the input's dtype, with grad.
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal((4, 6)) * 10).astype(dtype)
+    for x in (base, base[:, ::2], base.T, base[0, 0], np.zeros((0, 3), dtype), base[:1, :1]):
+        fx, tx = _pair(np.asarray(x))
+        got, want = fx.sum(), tx.sum()
+        assert got.dtype == fusegrad.from_numpy(np.asarray(want.numpy())).dtype
+        assert tuple(got.shape) == () and got.stride() == ()
+        tol = 0.1 if dtype == np.float16 else 1e-4  # summation order: differences near 0
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
+        got.add_(1)  # its own storage: the input is left alone
+        np.testing.assert_array_equal(fx.numpy(), np.asarray(x))
+    leaf = fusegrad.from_numpy(base.astype(np.float32)).requires_grad_()
+    tleaf = torch.from_numpy(base.astype(np.float32)).requires_grad_()
+    out, tout = leaf.sum(), tleaf.sum()
+    assert out.grad_fn.name() == tout.grad_fn.name()
+    (out * 2).backward()
+    (tout * 2).backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), tleaf.grad.numpy())
+
+
+def test_view_single_size_matches_torch():
+    # `x.view(n)` takes a short path: sizes, -1, views sharing storage and version, errors.
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fa, ta = _pair(a)
+    for n in (12, -1):
+        got, want = fa.view(n), ta.view(n)
+        assert tuple(got.shape) == tuple(want.shape) and got._base is fa
+        got[0] = 7.0
+        assert fa[0, 0].item() == 7.0 and fa._version == got._version
+        fa[0, 0] = 0.0
+    for x, tx, n in ((fa, ta, 5), (fa, ta, -2), (fa.T, ta.T, 12)):
+        with pytest.raises(RuntimeError) as theirs:
+            tx.view(n)
+        with pytest.raises(RuntimeError) as mine:
+            x.view(n)
+        assert str(mine.value) == str(theirs.value)
+    leaf = fusegrad.ones(2, 3, requires_grad=True)
+    assert leaf.view(6).grad_fn.name() == torch.ones(2, 3, requires_grad=True).view(6) \
+        .grad_fn.name()
+
+
+def _select(mod, x, how: str, i: int):
+    if how == "select":
+        return mod.select(x, 0, i)
+    return x[np.int64(i)] if how == "numpy index" else x[i]
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (4,), ()])
+def test_select_dim0_int_matches_torch(shape):
+    # `x[i]` and `select(x, 0, i)` index the array directly: views, values and PyTorch's
+    # errors for indices out of range (a 0-d input: "invalid index" for 0 only), with and
+    # without grad.
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    for rg in (False, True):
+        fa = fusegrad.from_numpy(a.copy()).requires_grad_(rg)
+        ta = torch.from_numpy(a.copy()).requires_grad_(rg)
+        for i in (0, 3, -1, -4, 4, -5):
+            for how in ("index", "numpy index", "select"):
+                try:
+                    want = _select(torch, ta, how, i)
+                except IndexError as e:
+                    with pytest.raises(IndexError) as mine:
+                        _select(fusegrad, fa, how, i)
+                    assert str(mine.value) == str(e)
+                    continue
+                got = _select(fusegrad, fa, how, i)
+                _same_bits(got, want)
+                assert got._base is fa and got.stride() == want.stride()
+                if rg:
+                    assert got.grad_fn.name() == want.grad_fn.name()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_sub_fast_path_matches_torch(dtype):
+    # add and sub take their float fast path in the kernel itself: same values, dtypes and
+    # errors as PyTorch for tensor, float, int and bool operands, with and without alpha.
+    a = np.array([[1.5, -2.0], [0.25, 3.0]], dtype)
+    fa, ta = _pair(a)
+    others = [(fusegrad.from_numpy(a * 2), torch.from_numpy(a * 2)),
+              (fusegrad.from_numpy(a.astype(np.float16)), torch.from_numpy(a.astype(np.float16))),
+              (fusegrad.tensor([1, 2]), torch.tensor([1, 2])), (2.5, 2.5), (3, 3), (True, True)]
+    calls = [(lambda m, x, y: m.add(x, y), {}), (lambda m, x, y: m.sub(x, y), {}),
+             (lambda m, x, y, **k: m.add(x, y, **k), {"alpha": 2}),
+             (lambda m, x, y, **k: m.sub(x, y, **k), {"alpha": 2}),
+             (lambda m, x, y, **k: m.add(x, y, **k), {"alpha": 1}),
+             (lambda m, x, y: x + y, {}), (lambda m, x, y: x - y, {})]
+    for fo, to in others:
+        for f, kwargs in calls:
+            try:
+                want = f(torch, ta, to, **kwargs)
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError) as mine:
+                    f(fusegrad, fa, fo, **kwargs)
+                assert str(mine.value) == str(e)
+                continue
+            _same_bits(f(fusegrad, fa, fo, **kwargs), want)
+    with pytest.raises(RuntimeError) as mine:
+        fusegrad.sub(fusegrad.tensor([True]), fusegrad.tensor([False]))
+    with pytest.raises(RuntimeError) as theirs:
+        torch.sub(torch.tensor([True]), torch.tensor([False]))
+    assert str(mine.value) == str(theirs.value)

@@ -124,6 +124,8 @@ def getitem(input, index):
         return call(X.index, result, indices)
     single_slice = isinstance(index, slice)
     if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
+        if index != 0:  # PyTorch tests the bounds (a 0-d tensor's dim 0 has size 0) first
+            raise IndexError(f"index {int(index)} is out of bounds for dimension 0 with size 0")
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     index = _normalize_index(index)

@@ -9,7 +9,7 @@ import numbers
 
 from .. import _autocast
 from .._autocast import active as _autocast_active
-from .._dispatch import call
+from .._dispatch import call, call2
 from .._tensor import Tensor
 from ..ops import linalg as L
 from ..ops import pointwise as P
@@ -46,7 +46,7 @@ def matmul(input, other, *, out=None):
     """Matrix product with PyTorch's rules for 1-D, 2-D and batched operands."""
     if input.__class__ is Tensor and other.__class__ is Tensor and \
             input._data.ndim == 2 and other._data.ndim == 2:
-        return call(L.mm, input, other)  # the common case, `a @ b` of two matrices
+        return call2(L.mm, input, other)  # the common case, `a @ b` of two matrices
     if _autocast_active():  # autocast casts matmul's operands (mm's own casts did above)
         return _autocast.call_composite(matmul, "lower", (input, other), {})
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):

@@ -38,7 +38,10 @@ def _shape_args(shape) -> tuple:
 def view(input, *shape, dtype=None):
     """A view with a new shape (no copy; an error if the strides do not allow one), or of the
     same bytes as another dtype (`view(dtype)`)."""
-    if dtype is not None and not shape:
+    if dtype is None:
+        if len(shape) == 1 and shape[0].__class__ is int:  # `x.view(n)`: `shape` is the size
+            return call(S.view, input, shape)
+    elif not shape:
         shape = (dtype,)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         view_dtype_check(input, shape[0])

@@ -60,14 +60,28 @@ def _check_sub(a, b) -> None:
                            "operator instead.")
 
 
+_ndarray = np.ndarray
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def _add_kernel(ufunc):
     base = binary_kernel(ufunc)
+    subtract = ufunc is np.subtract
 
     def kernel(a, b, alpha=1):
-        if ufunc is np.subtract:
+        # `binary_kernel`'s fast path (a float array with one of its dtype or a Python
+        # number; never a bool, so sub's check cannot refuse it), tested here so that every
+        # eager `a + b` does not pay a second Python call.
+        if alpha == 1 and a.__class__ is _ndarray:
+            dt = a.dtype
+            if dt is _F32 or dt is _F64:
+                cls = b.__class__
+                if (cls is _ndarray and b.dtype is dt) or cls is float or cls is int:
+                    return ufunc(a, b)
+        if subtract:
             _check_sub(a, b)
         if alpha != 1:
-            b = b * alpha if b.__class__ is np.ndarray else b * alpha
+            b = b * alpha
         return base(a, b)
 
     return kernel

@@ -49,19 +49,30 @@ def _mm_check(a, b):
     _same_dtype(a, b)
 
 
+_ONE_BY_ONE = (1, 1)
+
+
 def _mm_kernel(a, b):
     dt = a.dtype
-    if (dt is _F32 or dt is _F64) and b.dtype is dt and a.ndim == 2 and b.ndim == 2 and \
-            a.shape[1] == b.shape[0]:
-        # The common case, which none of the checks refuse. For C- or F-contiguous operands
-        # `ndarray.dot` makes the same BLAS call as `np.matmul`, bit for bit, without the
-        # ufunc machinery (half the time on small matrices); a 1x1 operand is the exception
-        # (`dot` multiplies it as a scalar, which keeps a -0.0 that the GEMM makes +0.0).
-        if a.flags.forc and b.flags.forc and a.size != 1 and b.size != 1:
-            if a.shape[0] * a.shape[1] * b.shape[1] > _SERIAL_MNK:  # BLAS would thread it
-                return _parallel.matmul(a, b)
-            return a.dot(b)
-        return np.matmul(a, b)
+    if (dt is _F32 or dt is _F64) and b.dtype is dt:
+        sa, sb = a.shape, b.shape  # two tuples read once: `ndim` and `size` cost as much
+        if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
+            # The common case, which none of the checks refuse. For C- or F-contiguous
+            # operands `ndarray.dot` makes the same BLAS call as `np.matmul`, bit for bit,
+            # without the ufunc machinery (half the time on small matrices). A 1x1 operand
+            # is the exception: `dot` multiplies it as a scalar, which keeps a -0.0 that the
+            # GEMM's sum (starting at +0.0) makes +0.0.
+            if sa != _ONE_BY_ONE and sb != _ONE_BY_ONE:
+                if a.flags.forc and b.flags.forc:
+                    if sa[0] * sa[1] * sb[1] > _SERIAL_MNK:  # BLAS would thread it
+                        return _parallel.matmul(a, b)
+                    return a.dot(b)
+            elif sa == sb:  # 1x1 @ 1x1: one product, whose -0.0 the GEMM's sum makes +0.0
+                out = a.dot(b)
+                if out.item() == 0.0:
+                    out[0, 0] = 0.0
+                return out
+            return np.matmul(a, b)
     _mm_check(a, b)
     return _matmul(a, b)
 

@@ -48,13 +48,30 @@ def _reduce_shape(shape, dims, keepdim) -> tuple:
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-_F = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def _sum_all_kernel(a, dtype=None):
-    if dtype is None and (a.dtype is _F[0] or a.dtype is _F[1]):
-        return np.add.reduce(a, axis=None)
-    return _sum_kernel(a, None, False, dtype)
+def _array_out_supported() -> bool:
+    """Whether ufuncs take `out=...` (NumPy 2.3 on): a reduction to one element then returns
+    a 0-d array instead of a NumPy scalar that dispatch would have to wrap again."""
+    try:
+        return np.add.reduce(np.zeros(1, np.float32), None, out=...).__class__ is np.ndarray
+    except (TypeError, ValueError):
+        return False
+
+
+if _array_out_supported():
+    def _sum_all_kernel(a, dtype=None):
+        dt = a.dtype
+        if (dt is _F32 or dt is _F64) and dtype is None:
+            return np.add.reduce(a, None, out=...)  # positional axis: no keyword to parse
+        return _sum_kernel(a, None, False, dtype)
+else:  # pragma: no cover - NumPy before 2.3
+    def _sum_all_kernel(a, dtype=None):
+        dt = a.dtype
+        if (dt is _F32 or dt is _F64) and dtype is None:
+            return np.add.reduce(a, None)
+        return _sum_kernel(a, None, False, dtype)
 
 
 def _sum_kernel(a, dims, keepdim=False, dtype=None):

@@ -445,9 +445,9 @@ def _select_check(shape, dim, index):
 
 def _select_kernel(a, dim, index):
     if dim == 0 and index.__class__ is int:  # `x[i]`: plain indexing, no tuple to build
-        shape = a.shape
-        if shape and -shape[0] <= index < shape[0]:
-            return a[index] if len(shape) > 1 else a[index, ...]  # `...`: a 0-d view
+        # NumPy wraps a negative index as PyTorch does, and raises IndexError for one out of
+        # range (or a 0-d array), which dispatch answers with the meta's message.
+        return a[index] if a.ndim > 1 else a[index, ...]  # `...`: a 0-d view
     d, i = _select_check(a.shape, dim, index)
     return a[(slice(None),) * d + (i, Ellipsis)]  # the Ellipsis keeps a 0-d result a view
 
