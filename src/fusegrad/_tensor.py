@@ -651,5 +651,5 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
 
 _account = None  # fusegrad._memory.account while storage accounting is enabled
 _dispatch.plain.Tensor = _dispatch.Tensor = Tensor
-_graph._tensor_class[0] = Tensor
+_graph._tensor_class[0] = _graph._Tensor = Tensor
 _dispatch.plain.make = _dispatch._make = make_plain

@@ -181,13 +181,56 @@ def save_values(saved, result):
     nothing saved is a tensor."""
     if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
         return _save_hooked(saved, result)
+    # Most ops save one or two values (an input, the output, a number or a shape): those are
+    # written out, which costs a third of the loop below; anything else takes the loop.
+    n = len(saved)
+    if n == 2 and result.__class__ is not tuple:
+        s0, s1 = saved
+        cls = s0.__class__
+        if cls is _Tensor:
+            v0 = -1 if s0 is result else s0._vc[0]
+        elif cls in _PLAIN:
+            v0 = None
+        else:
+            return _save_loop(saved, result)
+        cls = s1.__class__
+        if cls is _Tensor:
+            v1 = -1 if s1 is result else s1._vc[0]
+        elif cls in _PLAIN:
+            v1 = None
+        else:
+            return _save_loop(saved, result)
+        if v0 is None:
+            if v1 is None:
+                return saved, None
+            if v1 == -1:
+                return (s0, _saved_output(s1)), (None, -1)
+        elif v0 == -1:
+            return (_saved_output(s0), _saved_output(s1) if v1 == -1 else s1), (-1, v1)
+        elif v1 == -1:
+            return (s0, _saved_output(s1)), (v0, -1)
+        return saved, (v0, v1)
+    if n == 1 and result.__class__ is not tuple:
+        s0 = saved[0]
+        cls = s0.__class__
+        if cls is _Tensor:
+            if s0 is result:
+                return (_saved_output(s0),), _OUTPUT_VERSIONS
+            return saved, (s0._vc[0],)
+        if cls in _PLAIN:
+            return saved, None
+    return _save_loop(saved, result)
+
+
+def _save_loop(saved, result):
+    """`save_values` for any number and kind of values (tensor subclasses, tuple results)."""
     versions = None
     Tensor = _tensor_class[0]
     i = -1
     for s in saved:
         i += 1
         # None and numbers (most saved entries that are not tensors) skip `isinstance`.
-        if s is None or s.__class__ in _SCALARS or not isinstance(s, Tensor):
+        if s.__class__ in _PLAIN or not isinstance(s, Tensor):
             continue
         if versions is None:
             versions = [None] * len(saved)
@@ -200,7 +243,10 @@ def save_values(saved, result):
     return saved, versions
 
 
-_SCALARS = frozenset({int, float, bool, str})
+# Values that are never tensors (a saved tuple or list is a shape or a list of numbers).
+_PLAIN = frozenset({type(None), int, float, bool, str, tuple, list})
+_OUTPUT_VERSIONS = (-1,)  # the versions of a node that saved only its own output
+_Tensor = None  # the Tensor class, set by fusegrad._tensor (imported after this module)
 
 
 def _contains(items, x) -> bool:
