@@ -29,6 +29,7 @@ with `linecache`, so tracebacks and debuggers show them.
 from __future__ import annotations
 
 import linecache
+import textwrap
 
 # Which function each call shape becomes (`_dispatch.call` picks one by its arguments).
 SHAPES = {
@@ -54,7 +55,8 @@ def {name}(op, {params}):
     elif cls is tuple:
         result = tuple([_wrap(o) for o in out])
     else:
-        result = _make(np.asarray(out))
+        out = np.asarray(out)
+        result = _make(out)
     if op.view:
         if cls is tuple:
             _mark_view(result, {first})
@@ -79,7 +81,7 @@ SHORT_RECORD = '''\
 {edges}
         save = op.save
         if save is not None:
-            node._saved, node._versions = _save_values(save(result, {meta_args}), result)
+            _save_into(node, save(result, {meta_args}), result)
         else:
             node._saved = ()
             node._versions = None
@@ -89,18 +91,31 @@ SHORT_RECORD = '''\
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
-        node._out_meta = ((result._data.shape, dt),)
+        node._out_meta = ((out.shape, dt),)  # `out` is result's array here
 '''
 
-# The edge of Tensor `{t}` into variable `{e}`: a view whose base changed in place first
-# takes its new history (`sync_view`), then the edge is its grad_fn or its leaf accumulator.
-EDGE = '''\
+# The edge of Tensor `{t}` into variable `{e}` and its shape and dtype into `{m}`: a view
+# whose base changed in place first takes its new history (`sync_view`), then the edge is its
+# grad_fn or its leaf accumulator. An input without grad gets no gradient (as in PyTorch,
+# where hooks see None for it), so its shape is not kept.
+SYNC_VIEW = '''\
         if {t}._base is not None:
             sync_view({t})
-        if {no_grad}:
+'''
+EDGE = '''\
+        if not {t}._rg:
             {e} = _NO_EDGE
-        elif {t}._grad_fn is not None:
+            {m} = _NO_META
+        else:
+{has_grad}'''
+
+# The edge and meta of a Tensor input that requires grad.
+EDGE_GRAD = '''\
+        {m} = ({t}._data.shape, {t}._dtype)
+        if {t}._grad_fn is not None:
             {e} = ({t}._grad_fn, {t}._output_nr)
+        elif {t}._grad_acc is not None and (acc := {t}._grad_acc()) is not None:
+            {e} = (acc, 0)  # the leaf's live accumulator, without the method call
         else:
             {e} = ({t}._grad_accumulator(), 0)
 '''
@@ -141,13 +156,13 @@ def _shape_source(shape: str, name: str) -> str:
     for i, (p, kind) in enumerate(zip(params, shape)):
         if kind == "T":
             # With one tensor input, `needs_grad` already said it requires grad.
-            no_grad = "False" if len(tensors) == 1 else f"not {p}._rg"
-            edge = EDGE.format(t=p, e=f"e{i}", no_grad=no_grad)
-            if no_grad == "False":  # drop the branch that cannot run
-                edge = edge.replace(f"        if False:\n            e{i} = _NO_EDGE\n"
-                                    f"        elif", "        if")
-            edges.append(edge)
-            entries.append((f"e{i}", f"({p}._data.shape, {p}._dtype)", i))
+            has_grad = EDGE_GRAD.format(t=p, e=f"e{i}", m=f"m{i}")
+            if len(tensors) == 1:  # `needs_grad` already said that it requires grad
+                edges.append(SYNC_VIEW.format(t=p) + has_grad)
+            else:
+                edges.append(SYNC_VIEW.format(t=p) + EDGE.format(
+                    e=f"e{i}", m=f"m{i}", t=p, has_grad=textwrap.indent(has_grad, "    ")))
+            entries.append((f"e{i}", f"m{i}", i))
     if "N" in shape:
         i = shape.index("N")
         p = params[i]

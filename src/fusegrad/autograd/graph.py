@@ -175,12 +175,13 @@ def _saved_output(t) -> SavedOutput:
     return s
 
 
-def save_values(saved, result):
-    """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
-    op's own outputs (kept as SavedOutput), None for other values; versions is None when
-    nothing saved is a tensor."""
+def save_into(node, saved, result) -> None:
+    """Set `node._saved` and `node._versions`: the saved values, with the op's own outputs
+    kept as SavedOutput, and each saved input tensor's version at saving (-1 for an output,
+    None for other values; `_versions` is None when nothing saved is a tensor)."""
     if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
-        return _save_hooked(saved, result)
+        node._saved, node._versions = _save_hooked(saved, result)
+        return
     # Most ops save one or two values (an input, the output, a number or a shape): those are
     # written out, which costs a third of the loop below; anything else takes the loop.
     n = len(saved)
@@ -192,38 +193,51 @@ def save_values(saved, result):
         elif cls in _PLAIN:
             v0 = None
         else:
-            return _save_loop(saved, result)
+            node._saved, node._versions = _save_loop(saved, result)
+            return
         cls = s1.__class__
         if cls is _Tensor:
             v1 = -1 if s1 is result else s1._vc[0]
         elif cls in _PLAIN:
             v1 = None
         else:
-            return _save_loop(saved, result)
+            node._saved, node._versions = _save_loop(saved, result)
+            return
         if v0 is None:
             if v1 is None:
-                return saved, None
+                node._saved = saved
+                node._versions = None
+                return
             if v1 == -1:
-                return (s0, _saved_output(s1)), (None, -1)
+                saved = (s0, _saved_output(s1))
         elif v0 == -1:
-            return (_saved_output(s0), _saved_output(s1) if v1 == -1 else s1), (-1, v1)
+            saved = (_saved_output(s0), _saved_output(s1) if v1 == -1 else s1)
         elif v1 == -1:
-            return (s0, _saved_output(s1)), (v0, -1)
-        return saved, (v0, v1)
+            saved = (s0, _saved_output(s1))
+        node._saved = saved
+        node._versions = (v0, v1)
+        return
     if n == 1 and result.__class__ is not tuple:
         s0 = saved[0]
         cls = s0.__class__
         if cls is _Tensor:
             if s0 is result:
-                return (_saved_output(s0),), _OUTPUT_VERSIONS
-            return saved, (s0._vc[0],)
+                node._saved = (_saved_output(s0),)
+                node._versions = _OUTPUT_VERSIONS
+            else:
+                node._saved = saved
+                node._versions = (s0._vc[0],)
+            return
         if cls in _PLAIN:
-            return saved, None
-    return _save_loop(saved, result)
+            node._saved = saved
+            node._versions = None
+            return
+    node._saved, node._versions = _save_loop(saved, result)
 
 
 def _save_loop(saved, result):
-    """`save_values` for any number and kind of values (tensor subclasses, tuple results)."""
+    """(saved, versions) as `save_into` sets them, for any number and kind of values (tensor
+    subclasses, tuple results)."""
     versions = None
     Tensor = _tensor_class[0]
     i = -1
