@@ -253,6 +253,10 @@ _NO_META = (None, None)  # the shape and dtype of a number in a Tensor slot
 _POS = tuple((i, -1) for i in range(32))
 _FLOAT = _dtype.FLOAT
 _save_into = _graph.save_into
+_saved_output = _graph.saved_output
+_PLAIN = _graph.PLAIN
+_OUTPUT_VERSIONS = _graph.OUTPUT_VERSIONS
+_OTHER = object()  # a saved value the recorders' short form leaves to `_save_into`
 
 
 def _new_node(op, args, result):

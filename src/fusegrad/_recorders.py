@@ -80,11 +80,11 @@ SHORT_RECORD = '''\
         node._x = None
 {edges}
         save = op.save
-        if save is not None:
-            _save_into(node, save(result, {meta_args}), result)
-        else:
+        if save is None:
             node._saved = ()
             node._versions = None
+        else:
+{save}
         if _anomaly_state.enabled:
             _record_traceback(node)
         dt = result._dtype
@@ -125,6 +125,62 @@ NODE_INPUTS = '''\
 {indent}node._in_meta = ({metas})
 {indent}node._pos = ({positions})
 '''
+
+# The saved values, for the commonest saves: one or two entries, each an input of the call,
+# the result (one entry only), None or a number or shape; `_save_into` does the same for any
+# values (and with saved-tensor hooks), but the entries are told apart here by identity with
+# the call's own tensors, which costs half as much.
+SAVE = '''\
+            saved = save(result, {meta_args})
+            n = len(saved)
+            if n == 2 and not _active.saved_hooks:
+                s0, s1 = saved
+{versions}
+                if v0 is _OTHER or v1 is _OTHER:
+                    _save_into(node, saved, result)
+                else:
+                    node._saved = saved
+                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+            elif n == 1 and not _active.saved_hooks:
+                s0 = saved[0]
+                if s0 is result:
+                    node._saved = (_saved_output(result),)
+                    node._versions = _OUTPUT_VERSIONS
+{single}
+                elif s0.__class__ in _PLAIN:
+                    node._saved = saved
+                    node._versions = None
+                else:
+                    _save_into(node, saved, result)
+            else:
+                _save_into(node, saved, result)'''
+
+# The version of entry `{s}` of a two-entry save, into `{v}` (`_OTHER`: not handled here).
+SAVED_VERSION = '''\
+                if {s} is None:
+                    {v} = None
+{inputs}
+                elif {s}.__class__ in _PLAIN:
+                    {v} = None
+                else:
+                    {v} = _OTHER'''
+
+
+_IN16 = " " * 16  # the indent of the saved-value branches
+
+
+def _save_source(params: list[str], tensors: list[str]) -> str:
+    """The code that sets a node's saved values and their versions (`SAVE`)."""
+    versions = []
+    for i in range(2):
+        inputs = "\n".join(f"{_IN16}elif s{i} is {t}:\n{_IN16}    v{i} = {t}._vc[0]"
+                           for t in tensors)
+        versions.append(SAVED_VERSION.format(s=f"s{i}", v=f"v{i}", inputs=inputs))
+    single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
+                       f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
+    return SAVE.format(meta_args=", ".join(params), versions="\n".join(versions),
+                       single=single)
+
 
 _NAMES = "abcdefgh"
 
@@ -176,7 +232,7 @@ def _shape_source(shape: str, name: str) -> str:
         edges.append(_node_inputs(entries, " " * 8))
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
-        edges="".join(edges).rstrip("\n"))
+        edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors))
     return TEMPLATE.format(
         name=name, shape=shape, params=", ".join(params), kernel_args=", ".join(kernel_args),
         meta_args=", ".join(params), first=params[0],

@@ -161,7 +161,7 @@ class SavedOutput:
         return t
 
 
-def _saved_output(t) -> SavedOutput:
+def saved_output(t) -> SavedOutput:
     """`SavedOutput(t)` without the class call and its __init__ frame (once per op that
     saves its own output: exp, sigmoid, tanh, ...)."""
     s = _new_object(SavedOutput)
@@ -190,7 +190,7 @@ def save_into(node, saved, result) -> None:
         cls = s0.__class__
         if cls is _Tensor:
             v0 = -1 if s0 is result else s0._vc[0]
-        elif cls in _PLAIN:
+        elif cls in PLAIN:
             v0 = None
         else:
             node._saved, node._versions = _save_loop(saved, result)
@@ -198,7 +198,7 @@ def save_into(node, saved, result) -> None:
         cls = s1.__class__
         if cls is _Tensor:
             v1 = -1 if s1 is result else s1._vc[0]
-        elif cls in _PLAIN:
+        elif cls in PLAIN:
             v1 = None
         else:
             node._saved, node._versions = _save_loop(saved, result)
@@ -209,11 +209,11 @@ def save_into(node, saved, result) -> None:
                 node._versions = None
                 return
             if v1 == -1:
-                saved = (s0, _saved_output(s1))
+                saved = (s0, saved_output(s1))
         elif v0 == -1:
-            saved = (_saved_output(s0), _saved_output(s1) if v1 == -1 else s1)
+            saved = (saved_output(s0), saved_output(s1) if v1 == -1 else s1)
         elif v1 == -1:
-            saved = (s0, _saved_output(s1))
+            saved = (s0, saved_output(s1))
         node._saved = saved
         node._versions = (v0, v1)
         return
@@ -222,13 +222,13 @@ def save_into(node, saved, result) -> None:
         cls = s0.__class__
         if cls is _Tensor:
             if s0 is result:
-                node._saved = (_saved_output(s0),)
-                node._versions = _OUTPUT_VERSIONS
+                node._saved = (saved_output(s0),)
+                node._versions = OUTPUT_VERSIONS
             else:
                 node._saved = saved
                 node._versions = (s0._vc[0],)
             return
-        if cls in _PLAIN:
+        if cls in PLAIN:
             node._saved = saved
             node._versions = None
             return
@@ -244,13 +244,13 @@ def _save_loop(saved, result):
     for s in saved:
         i += 1
         # None and numbers (most saved entries that are not tensors) skip `isinstance`.
-        if s.__class__ in _PLAIN or not isinstance(s, Tensor):
+        if s.__class__ in PLAIN or not isinstance(s, Tensor):
             continue
         if versions is None:
             versions = [None] * len(saved)
             saved = list(saved)
         if s is result or (result.__class__ is tuple and _contains(result, s)):
-            saved[i] = _saved_output(s)
+            saved[i] = saved_output(s)
             versions[i] = -1
         else:
             versions[i] = s._vc[0]
@@ -258,8 +258,8 @@ def _save_loop(saved, result):
 
 
 # Values that are never tensors (a saved tuple or list is a shape or a list of numbers).
-_PLAIN = frozenset({type(None), int, float, bool, str, tuple, list})
-_OUTPUT_VERSIONS = (-1,)  # the versions of a node that saved only its own output
+PLAIN = frozenset({type(None), int, float, bool, str, tuple, list})
+OUTPUT_VERSIONS = (-1,)  # the versions of a node that saved only its own output
 _Tensor = None  # the Tensor class, set by fusegrad._tensor (imported after this module)
 
 
