@@ -133,7 +133,9 @@ NODE_INPUTS = '''\
 SAVE = '''\
             saved = save(result, {meta_args})
             n = len(saved)
-            if n == 2 and not _active.saved_hooks:
+            if _active.saved_hooks:  # hooks in some thread: `_save_into` asks this one's
+                _save_into(node, saved, result)
+            elif n == 2:
                 s0, s1 = saved
 {versions}
                 if v0 is _OTHER or v1 is _OTHER:
@@ -141,7 +143,7 @@ SAVE = '''\
                 else:
                     node._saved = saved
                     node._versions = None if v0 is None and v1 is None else (v0, v1)
-            elif n == 1 and not _active.saved_hooks:
+            elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
                     node._saved = (_saved_output(result),)
@@ -153,7 +155,7 @@ SAVE = '''\
                 else:
                     _save_into(node, saved, result)
             else:
-                _save_into(node, saved, result)'''
+                node._saved, node._versions = _save_loop(saved, result)'''
 
 # The version of entry `{s}` of a two-entry save, into `{v}` (`_OTHER`: not handled here).
 SAVED_VERSION = '''\

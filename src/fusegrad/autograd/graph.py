@@ -193,7 +193,7 @@ def save_into(node, saved, result) -> None:
         elif cls in PLAIN:
             v0 = None
         else:
-            node._saved, node._versions = _save_loop(saved, result)
+            node._saved, node._versions = save_loop(saved, result)
             return
         cls = s1.__class__
         if cls is _Tensor:
@@ -201,7 +201,7 @@ def save_into(node, saved, result) -> None:
         elif cls in PLAIN:
             v1 = None
         else:
-            node._saved, node._versions = _save_loop(saved, result)
+            node._saved, node._versions = save_loop(saved, result)
             return
         if v0 is None:
             if v1 is None:
@@ -232,10 +232,10 @@ def save_into(node, saved, result) -> None:
             node._saved = saved
             node._versions = None
             return
-    node._saved, node._versions = _save_loop(saved, result)
+    node._saved, node._versions = save_loop(saved, result)
 
 
-def _save_loop(saved, result):
+def save_loop(saved, result):
     """(saved, versions) as `save_into` sets them, for any number and kind of values (tensor
     subclasses, tuple results)."""
     versions = None
