@@ -253,6 +253,7 @@ _NO_META = (None, None)  # the shape and dtype of a number in a Tensor slot
 _POS = tuple((i, -1) for i in range(32))
 _FLOAT = _dtype.FLOAT
 _save_into = _graph.save_into
+_new_accumulator = _graph.new_accumulator
 _save_loop = _graph.save_loop
 _saved_output = _graph.saved_output
 _PLAIN = _graph.PLAIN

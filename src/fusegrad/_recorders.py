@@ -116,8 +116,8 @@ EDGE_GRAD = '''\
             {e} = ({t}._grad_fn, {t}._output_nr)
         elif {t}._grad_acc is not None and (acc := {t}._grad_acc()) is not None:
             {e} = (acc, 0)  # the leaf's live accumulator, without the method call
-        else:
-            {e} = ({t}._grad_accumulator(), 0)
+        else:  # a new one: the leaf's last accumulator died with its graph
+            {e} = (_new_accumulator({t}), 0)
 '''
 
 NODE_INPUTS = '''\

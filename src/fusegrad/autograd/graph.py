@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 
 from .. import _thread_state
 from .._dtype import COMPLEX as _COMPLEX
@@ -19,6 +20,7 @@ from .._thread_state import local as _local
 
 SEQUENCE = itertools.count()
 _new_object = object.__new__
+_weakref = weakref.ref
 _tensor_class = [None]  # set by fusegrad._tensor (the graph module is imported first)
 # Accumulators run before any other ready node, as PyTorch's do.
 ACCUMULATE_SEQ = 1 << 62
@@ -317,25 +319,27 @@ class AccumulateGrad(Node):
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
 
-    @classmethod
-    def _new(cls, variable):
-        """`cls(variable)` without the __init__ chain: a leaf gets a new accumulator for
-        every graph it joins (the old one dies with its graph), so this is on the hot path."""
-        node = _new_object(cls)
-        node.next_functions = ()
-        node._seq = ACCUMULATE_SEQ
-        node._saved = ()
-        node._x = None
-        node._out_meta = None
-        node.variable = variable
-        return node
-
     def release(self) -> None:
         pass
 
     def name(self) -> str:
         """PyTorch's C++ name of the node."""
         return "torch::autograd::AccumulateGrad"
+
+
+def new_accumulator(variable) -> AccumulateGrad:
+    """A new AccumulateGrad for leaf `variable`, which refers to it weakly (the graph holds
+    it): `AccumulateGrad(variable)` without the __init__ chain, since a leaf gets a new
+    accumulator for every graph it joins (the old one dies with its graph)."""
+    node = _new_object(AccumulateGrad)
+    node.next_functions = ()
+    node._seq = ACCUMULATE_SEQ
+    node._saved = ()
+    node._x = None
+    node._out_meta = None
+    node.variable = variable
+    variable._grad_acc = _weakref(node)
+    return node
 
 
 class FunctionNode(Node):
