@@ -257,7 +257,13 @@ _NO_META = (None, None)  # the shape and dtype of a number in a Tensor slot
 # Shared `(position, -1)` entries of a node's `_pos` (a tensor argument, not a list element).
 _POS = tuple((i, -1) for i in range(32))
 _FLOAT = _dtype.FLOAT
-_save_values = _graph.save_values
+_save_into = _graph.save_into
+_new_accumulator = _graph.new_accumulator
+_save_loop = _graph.save_loop
+_saved_output = _graph.saved_output
+_PLAIN = _graph.PLAIN
+_OUTPUT_VERSIONS = _graph.OUTPUT_VERSIONS
+_OTHER = object()  # a saved value the recorders' short form leaves to `_save_into`
 
 
 def _new_node(op, args, result):
@@ -282,18 +288,21 @@ def _new_node(op, args, result):
         if cls is Tensor or (cls not in _SIMPLE and isinstance(a, Tensor)):
             if a._base is not None:
                 sync_view(a)
-            if not a._rg:
+            if not a._rg:  # no gradient flows to it (hooks see None): its shape is not kept
                 edges.append(_NO_EDGE)
-            elif a._grad_fn is not None:
-                edges.append((a._grad_fn, a._output_nr))
+                meta.append(_NO_META)
             else:
-                edges.append((a._grad_accumulator(), 0))
-            data = a._data
-            meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
+                if a._grad_fn is not None:
+                    edges.append((a._grad_fn, a._output_nr))
+                else:
+                    edges.append((a._grad_accumulator(), 0))
+                data = a._data
+                meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
             pos.append(_POS[i] if i < 32 else (i, -1))
         elif cls is list or cls is tuple:
             if op.list_arg:
                 for k, t in enumerate(a):
+                    # PyTorch computes every element's gradient of a list argument.
                     edges.append(_edge(t))
                     meta.append((_shape(t), t._dtype))
                     pos.append((i, k))
@@ -311,7 +320,7 @@ def _new_node(op, args, result):
     node._pos = tuple(pos)
     save = op.save
     if save is not None:
-        node._saved, node._versions = _save_values(save(result, *args), result)
+        _save_into(node, save(result, *args), result)
     else:
         node._saved = ()
         node._versions = None

@@ -29,6 +29,7 @@ with `linecache`, so tracebacks and debuggers show them.
 from __future__ import annotations
 
 import linecache
+import textwrap
 
 # Which function each call shape becomes (`_dispatch.call` picks one by its arguments).
 SHAPES = {
@@ -54,7 +55,8 @@ def {name}(op, {params}):
     elif cls is tuple:
         result = tuple([_wrap(o) for o in out])
     else:
-        result = _make(np.asarray(out))
+        out = np.asarray(out)
+        result = _make(out)
     if op.view:
         if cls is tuple:
             _mark_view(result, {first})
@@ -78,31 +80,44 @@ SHORT_RECORD = '''\
         node._x = None
 {edges}
         save = op.save
-        if save is not None:
-            node._saved, node._versions = _save_values(save(result, {meta_args}), result)
-        else:
+        if save is None:
             node._saved = ()
             node._versions = None
+        else:
+{save}
         if _anomaly_state.enabled:
             _record_traceback(node)
         dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
-        node._out_meta = ((result._data.shape, dt),)
+        node._out_meta = ((out.shape, dt),)  # `out` is result's array here
 '''
 
-# The edge of Tensor `{t}` into variable `{e}`: a view whose base changed in place first
-# takes its new history (`sync_view`), then the edge is its grad_fn or its leaf accumulator.
-EDGE = '''\
+# The edge of Tensor `{t}` into variable `{e}` and its shape and dtype into `{m}`: a view
+# whose base changed in place first takes its new history (`sync_view`), then the edge is its
+# grad_fn or its leaf accumulator. An input without grad gets no gradient (as in PyTorch,
+# where hooks see None for it), so its shape is not kept.
+SYNC_VIEW = '''\
         if {t}._base is not None:
             sync_view({t})
-        if {no_grad}:
+'''
+EDGE = '''\
+        if not {t}._rg:
             {e} = _NO_EDGE
-        elif {t}._grad_fn is not None:
-            {e} = ({t}._grad_fn, {t}._output_nr)
+            {m} = _NO_META
         else:
-            {e} = ({t}._grad_accumulator(), 0)
+{has_grad}'''
+
+# The edge and meta of a Tensor input that requires grad.
+EDGE_GRAD = '''\
+        {m} = ({t}._data.shape, {t}._dtype)
+        if {t}._grad_fn is not None:
+            {e} = ({t}._grad_fn, {t}._output_nr)
+        elif {t}._grad_acc is not None and (acc := {t}._grad_acc()) is not None:
+            {e} = (acc, 0)  # the leaf's live accumulator, without the method call
+        else:  # a new one: the leaf's last accumulator died with its graph
+            {e} = (_new_accumulator({t}), 0)
 '''
 
 NODE_INPUTS = '''\
@@ -110,6 +125,64 @@ NODE_INPUTS = '''\
 {indent}node._in_meta = ({metas})
 {indent}node._pos = ({positions})
 '''
+
+# The saved values, for the commonest saves: one or two entries, each an input of the call,
+# the result (one entry only), None or a number or shape; `_save_into` does the same for any
+# values (and with saved-tensor hooks), but the entries are told apart here by identity with
+# the call's own tensors, which costs half as much.
+SAVE = '''\
+            saved = save(result, {meta_args})
+            n = len(saved)
+            if _active.saved_hooks:  # hooks in some thread: `_save_into` asks this one's
+                _save_into(node, saved, result)
+            elif n == 2:
+                s0, s1 = saved
+{versions}
+                if v0 is _OTHER or v1 is _OTHER:
+                    _save_into(node, saved, result)
+                else:
+                    node._saved = saved
+                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+            elif n == 1:
+                s0 = saved[0]
+                if s0 is result:
+                    node._saved = (_saved_output(result),)
+                    node._versions = _OUTPUT_VERSIONS
+{single}
+                elif s0.__class__ in _PLAIN:
+                    node._saved = saved
+                    node._versions = None
+                else:
+                    _save_into(node, saved, result)
+            else:
+                node._saved, node._versions = _save_loop(saved, result)'''
+
+# The version of entry `{s}` of a two-entry save, into `{v}` (`_OTHER`: not handled here).
+SAVED_VERSION = '''\
+                if {s} is None:
+                    {v} = None
+{inputs}
+                elif {s}.__class__ in _PLAIN:
+                    {v} = None
+                else:
+                    {v} = _OTHER'''
+
+
+_IN16 = " " * 16  # the indent of the saved-value branches
+
+
+def _save_source(params: list[str], tensors: list[str]) -> str:
+    """The code that sets a node's saved values and their versions (`SAVE`)."""
+    versions = []
+    for i in range(2):
+        inputs = "\n".join(f"{_IN16}elif s{i} is {t}:\n{_IN16}    v{i} = {t}._vc[0]"
+                           for t in tensors)
+        versions.append(SAVED_VERSION.format(s=f"s{i}", v=f"v{i}", inputs=inputs))
+    single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
+                       f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
+    return SAVE.format(meta_args=", ".join(params), versions="\n".join(versions),
+                       single=single)
+
 
 _NAMES = "abcdefgh"
 
@@ -141,13 +214,13 @@ def _shape_source(shape: str, name: str) -> str:
     for i, (p, kind) in enumerate(zip(params, shape)):
         if kind == "T":
             # With one tensor input, `needs_grad` already said it requires grad.
-            no_grad = "False" if len(tensors) == 1 else f"not {p}._rg"
-            edge = EDGE.format(t=p, e=f"e{i}", no_grad=no_grad)
-            if no_grad == "False":  # drop the branch that cannot run
-                edge = edge.replace(f"        if False:\n            e{i} = _NO_EDGE\n"
-                                    f"        elif", "        if")
-            edges.append(edge)
-            entries.append((f"e{i}", f"({p}._data.shape, {p}._dtype)", i))
+            has_grad = EDGE_GRAD.format(t=p, e=f"e{i}", m=f"m{i}")
+            if len(tensors) == 1:  # `needs_grad` already said that it requires grad
+                edges.append(SYNC_VIEW.format(t=p) + has_grad)
+            else:
+                edges.append(SYNC_VIEW.format(t=p) + EDGE.format(
+                    e=f"e{i}", m=f"m{i}", t=p, has_grad=textwrap.indent(has_grad, "    ")))
+            entries.append((f"e{i}", f"m{i}", i))
     if "N" in shape:
         i = shape.index("N")
         p = params[i]
@@ -161,7 +234,7 @@ def _shape_source(shape: str, name: str) -> str:
         edges.append(_node_inputs(entries, " " * 8))
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
-        edges="".join(edges).rstrip("\n"))
+        edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors))
     return TEMPLATE.format(
         name=name, shape=shape, params=", ".join(params), kernel_args=", ".join(kernel_args),
         meta_args=", ".join(params), first=params[0],

@@ -21,7 +21,6 @@ from .autograd import graph as _graph
 
 _ndarray = np.ndarray
 _new = object.__new__
-_weakref = weakref.ref
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -578,8 +577,7 @@ class Tensor:
         ref = self._grad_acc
         node = ref() if ref is not None else None
         if node is None:
-            node = _graph.AccumulateGrad._new(self)
-            self._grad_acc = _weakref(node)
+            node = _graph.new_accumulator(self)
         return node
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -283,7 +283,7 @@ def _apply(cls, args, kwargs):
     node._out_meta = tuple(meta)
     node._non_diff_nrs = tuple(i for i, o in enumerate(outs) if id(o) in non_diff)
     if node._to_save is not None:
-        node._saved, node._versions = _graph.save_values(node._to_save, tuple(results))
+        _graph.save_into(node, node._to_save, tuple(results))
     else:
         node._saved = ()
     node._to_save = None

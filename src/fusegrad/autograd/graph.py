@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 
 from .. import _thread_state
 from .._dtype import COMPLEX as _COMPLEX
@@ -19,13 +20,15 @@ from .._thread_state import local as _local
 
 SEQUENCE = itertools.count()
 _new_object = object.__new__
+_weakref = weakref.ref
 _tensor_class = [None]  # given by fusegrad._tensor (`register_tensor_class`)
 
 
 def register_tensor_class(cls) -> None:
     """Registration by fusegrad._tensor, which sits above the graph: the class saved values
-    are rebuilt as."""
-    _tensor_class[0] = cls
+    are rebuilt as, and the class the recorders' inline tests compare with."""
+    global _Tensor
+    _tensor_class[0] = _Tensor = cls
 
 
 # Accumulators run before any other ready node, as PyTorch's do.
@@ -170,7 +173,7 @@ class SavedOutput:
         return t
 
 
-def _saved_output(t) -> SavedOutput:
+def saved_output(t) -> SavedOutput:
     """`SavedOutput(t)` without the class call and its __init__ frame (once per op that
     saves its own output: exp, sigmoid, tanh, ...)."""
     s = _new_object(SavedOutput)
@@ -184,32 +187,92 @@ def _saved_output(t) -> SavedOutput:
     return s
 
 
-def save_values(saved, result):
-    """(saved values, versions) for a node: each input tensor's version when saved, -1 for the
-    op's own outputs (kept as SavedOutput), None for other values; versions is None when
-    nothing saved is a tensor."""
+def save_into(node, saved, result) -> None:
+    """Set `node._saved` and `node._versions`: the saved values, with the op's own outputs
+    kept as SavedOutput, and each saved input tensor's version at saving (-1 for an output,
+    None for other values; `_versions` is None when nothing saved is a tensor)."""
     if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
-        return _save_hooked(saved, result)
+        node._saved, node._versions = _save_hooked(saved, result)
+        return
+    # Most ops save one or two values (an input, the output, a number or a shape): those are
+    # written out, which costs a third of the loop below; anything else takes the loop.
+    n = len(saved)
+    if n == 2 and result.__class__ is not tuple:
+        s0, s1 = saved
+        cls = s0.__class__
+        if cls is _Tensor:
+            v0 = -1 if s0 is result else s0._vc[0]
+        elif cls in PLAIN:
+            v0 = None
+        else:
+            node._saved, node._versions = save_loop(saved, result)
+            return
+        cls = s1.__class__
+        if cls is _Tensor:
+            v1 = -1 if s1 is result else s1._vc[0]
+        elif cls in PLAIN:
+            v1 = None
+        else:
+            node._saved, node._versions = save_loop(saved, result)
+            return
+        if v0 is None:
+            if v1 is None:
+                node._saved = saved
+                node._versions = None
+                return
+            if v1 == -1:
+                saved = (s0, saved_output(s1))
+        elif v0 == -1:
+            saved = (saved_output(s0), saved_output(s1) if v1 == -1 else s1)
+        elif v1 == -1:
+            saved = (s0, saved_output(s1))
+        node._saved = saved
+        node._versions = (v0, v1)
+        return
+    if n == 1 and result.__class__ is not tuple:
+        s0 = saved[0]
+        cls = s0.__class__
+        if cls is _Tensor:
+            if s0 is result:
+                node._saved = (saved_output(s0),)
+                node._versions = OUTPUT_VERSIONS
+            else:
+                node._saved = saved
+                node._versions = (s0._vc[0],)
+            return
+        if cls in PLAIN:
+            node._saved = saved
+            node._versions = None
+            return
+    node._saved, node._versions = save_loop(saved, result)
+
+
+def save_loop(saved, result):
+    """(saved, versions) as `save_into` sets them, for any number and kind of values (tensor
+    subclasses, tuple results)."""
     versions = None
     Tensor = _tensor_class[0]
     i = -1
     for s in saved:
         i += 1
         # None and numbers (most saved entries that are not tensors) skip `isinstance`.
-        if s is None or s.__class__ in _SCALARS or not isinstance(s, Tensor):
+        if s.__class__ in PLAIN or not isinstance(s, Tensor):
             continue
         if versions is None:
             versions = [None] * len(saved)
             saved = list(saved)
         if s is result or (result.__class__ is tuple and _contains(result, s)):
-            saved[i] = _saved_output(s)
+            saved[i] = saved_output(s)
             versions[i] = -1
         else:
             versions[i] = s._vc[0]
     return saved, versions
 
 
-_SCALARS = frozenset({int, float, bool, str})
+# Values that are never tensors (a saved tuple or list is a shape or a list of numbers).
+PLAIN = frozenset({type(None), int, float, bool, str, tuple, list})
+OUTPUT_VERSIONS = (-1,)  # the versions of a node that saved only its own output
+_Tensor = None  # the Tensor class, given by fusegrad._tensor (`register_tensor_class`)
 
 
 def _contains(items, x) -> bool:
@@ -266,25 +329,27 @@ class AccumulateGrad(Node):
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
 
-    @classmethod
-    def _new(cls, variable):
-        """`cls(variable)` without the __init__ chain: a leaf gets a new accumulator for
-        every graph it joins (the old one dies with its graph), so this is on the hot path."""
-        node = _new_object(cls)
-        node.next_functions = ()
-        node._seq = ACCUMULATE_SEQ
-        node._saved = ()
-        node._x = None
-        node._out_meta = None
-        node.variable = variable
-        return node
-
     def release(self) -> None:
         pass
 
     def name(self) -> str:
         """PyTorch's C++ name of the node."""
         return "torch::autograd::AccumulateGrad"
+
+
+def new_accumulator(variable) -> AccumulateGrad:
+    """A new AccumulateGrad for leaf `variable`, which refers to it weakly (the graph holds
+    it): `AccumulateGrad(variable)` without the __init__ chain, since a leaf gets a new
+    accumulator for every graph it joins (the old one dies with its graph)."""
+    node = _new_object(AccumulateGrad)
+    node.next_functions = ()
+    node._seq = ACCUMULATE_SEQ
+    node._saved = ()
+    node._x = None
+    node._out_meta = None
+    node.variable = variable
+    variable._grad_acc = _weakref(node)
+    return node
 
 
 class FunctionNode(Node):

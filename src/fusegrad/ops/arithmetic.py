@@ -130,22 +130,25 @@ def _mul_derivative(g, a, b):
 
 
 def _div_derivative(g, a, b):
+    # `a` is saved only when `b` requires grad (as PyTorch saves `self`).
     if g._dtype.category == _COMPLEX:
-        return (g / cj(b), -g * cj(a / (b * b)) if _t(b) else None)
-    return (g / b, -g * a / (b * b) if _t(b) else None)
+        return (g / cj(b), -g * cj(a / (b * b)) if a is not None else None)
+    return (g / b, -g * a / (b * b) if a is not None else None)
 
 
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
-    save=lambda out, a, b: (a if needs(b) else None, b if needs(a) else None),
+    # `needs` written out (a tensor's `_rg`; False for a number): mul is recorded most often.
+    save=lambda out, a, b: (a if getattr(b, "_rg", False) else None,
+                            b if getattr(a, "_rg", False) else None),
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
     "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=_div_derivative,
-    save=lambda out, a, b: (a if _t(b) else None, b),
+    save=lambda out, a, b: (a if getattr(b, "_rg", False) else None, b),
     samples=binary_samples(domain=(0.5, 2.0)), lowering=lambda v, a, b: v.truediv(a, b),
     tensor_args=(0, 1), onnx="Div",
     saved_names=("self", "other"))
