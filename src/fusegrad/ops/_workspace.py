@@ -13,7 +13,7 @@ array, so a huge layer does not pin its memory for the rest of the process.
 
 from __future__ import annotations
 
-import threading
+from _thread import _local as _ThreadLocal  # `threading.local`, without importing threading
 
 import numpy as np
 
@@ -21,7 +21,7 @@ import numpy as np
 MAX_BYTES = 1 << 24
 
 
-class _Buffers(threading.local):
+class _Buffers(_ThreadLocal):
     def __init__(self) -> None:
         self.slots: dict[str, np.ndarray] = {}
 
