@@ -259,7 +259,7 @@ def test_every_entry_is_complete():
         if op.node is not None:
             assert op.derivative is not None, name
         if op.differentiable:
-            assert op.node_cls.__name__ == op.node, name
+            assert op.node_class_of().__name__ == op.node, name
 
 
 def test_ops_doc_lists_every_entry():

@@ -270,7 +270,7 @@ def _new_node(op, args, result):
     """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, and per
     missing optional tensor, as PyTorch's wrapped numbers), each input's shape and dtype, the
     argument positions of the inputs, and what the derivative needs saved."""
-    node = _new(op.node_cls)
+    node = _new(op.node_cls or op.node_class_of())
     node._seq = next(_seq)
     node._x = None
     edges = []

@@ -75,7 +75,7 @@ SHORT_RECORD = '''\
         if {general}:
             _record(op, {args_tuple}, result)
             return result
-        node = _new(op.node_cls)
+        node = _new(op.node_cls or op.node_class_of())
         node._seq = next(_seq)
         node._x = None
 {edges}

@@ -125,7 +125,9 @@ class OpDef:
         self.save = save
         self.node = node
         self.differentiable = differentiable and derivative is not None
-        self.node_cls = node_class(node, self) if self.differentiable else None
+        # The Node subclass is made when the op is first recorded (`node_class_of`): making
+        # ~525 classes was a fifth of `import fusegrad`.
+        self.node_cls = None
         self.nondiff_args = nondiff_args
         self.inplace = inplace
         self.view = view
@@ -169,6 +171,14 @@ class OpDef:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+    def node_class_of(self) -> type | None:
+        """The op's Node subclass (PyTorch's backward name), made on first use; None for an
+        op that records no node."""
+        cls = self.node_cls
+        if cls is None and self.differentiable:
+            cls = self.node_cls = node_class(self.node, self)
+        return cls
 
     def public_function(self):
         """The public fusegrad function that runs this op (for `__fusegrad_function__`)."""
