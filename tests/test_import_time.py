@@ -261,3 +261,26 @@ def test_import_leaves_the_garbage_collector_as_it_found_it(disabled_first):
     ours = run_fresh(code.format(name="fusegrad"))
     theirs = run_fresh(code.format(name="torch"))
     assert ours == theirs == (not disabled_first)
+
+
+def test_node_classes_are_made_when_an_op_is_first_recorded():
+    """`import fusegrad` makes no Node subclass; recording an op makes its own, named as
+    PyTorch names the op's backward node, with the `_saved_*` attributes PyTorch's has."""
+    ours = run_fresh("""
+        import json
+        import fusegrad
+        from fusegrad.autograd.graph import FunctionNode
+        made_at_import = len(FunctionNode.__subclasses__())
+        x = fusegrad.ones(3, requires_grad=True)
+        y = (x * 2).exp()
+        print(json.dumps([made_at_import, len(FunctionNode.__subclasses__()),
+                          type(y.grad_fn).__name__,
+                          type(y.grad_fn.next_functions[0][0]).__name__,
+                          float(y.grad_fn._saved_result.sum())]))
+    """)
+    x = torch.ones(3, requires_grad=True)
+    y = (x * 2).exp()
+    assert ours[0] == 0
+    assert ours[1] == 2
+    assert ours[2:4] == [type(y.grad_fn).__name__, type(y.grad_fn.next_functions[0][0]).__name__]
+    assert ours[4] == pytest.approx(float(y.grad_fn._saved_result.sum()))
