@@ -48,7 +48,10 @@ def broadcast_shapes(*shapes) -> tuple:
     out = [1] * ndim
     for shape in shapes:
         offset = ndim - len(shape)
-        for i, size in enumerate(shape):
+        # From the last dimension, as ATen checks: with several mismatches the message names
+        # the rightmost.
+        for i in range(len(shape) - 1, -1, -1):
+            size = shape[i]
             j = offset + i
             if size == out[j] or size == 1:
                 continue
