@@ -5,6 +5,8 @@ from __future__ import annotations
 from ..compiler import compile as _compile
 from ..compiler import config, disable, list_backends, reset
 from ..compiler.capture.dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
+from ..compiler.markers import allow_in_graph, assume_constant_result, is_compiling
+from ..compiler.stance import set_stance
 from . import exc
 from .explain import explain
 
@@ -19,4 +21,5 @@ def optimize(backend="inductor", *, nopython: bool = False, dynamic=None, disabl
 
 
 __all__ = ["optimize", "reset", "explain", "config", "disable", "list_backends", "exc",
-           "mark_dynamic", "mark_static", "maybe_mark_dynamic"]
+           "mark_dynamic", "mark_static", "maybe_mark_dynamic", "allow_in_graph",
+           "assume_constant_result", "is_compiling", "set_stance"]

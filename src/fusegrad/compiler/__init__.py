@@ -14,6 +14,7 @@ import inspect
 import weakref
 
 from . import logs
+from . import stance as _stance
 from .capture.segments import FrameRunner, _History, _line_of
 from .capture.translator import instructions_of, unsupported_opcodes
 from .exc import Unsupported
@@ -102,11 +103,15 @@ _RUNNERS: weakref.WeakSet = weakref.WeakSet()
 class CompiledFunction:
     """A function whose calls run through captured graphs (what `compile(fn)` returns)."""
 
-    def __init__(self, fn, backend="inductor", fullgraph: bool = False, dynamic=None):
+    def __init__(self, fn, backend="inductor", fullgraph: bool = False, dynamic=None,
+                 recompile_limit: int | None = None):
         self._orig = fn
         self._dynamic = dynamic
         self._backend = lookup_backend(backend)
         self._fullgraph = fullgraph
+        self._recompile_limit = recompile_limit
+        self._called = False  # for the "..._then_compile" stances
+        self._forced: dict = {}  # backend -> FrameRunner, under `set_stance(force_backend=)`
         self._signature = inspect.signature(fn, follow_wrapped=False)
         self._defaults = (fn.__defaults__, fn.__kwdefaults__)
         code = fn.__code__
@@ -142,12 +147,45 @@ class CompiledFunction:
 
     def _get_runner(self) -> FrameRunner:
         if self._runner is None:
-            self._runner = FrameRunner(self._orig, self._backend, config, self._fullgraph,
-                                       self._dynamic)
-            _RUNNERS.add(self._runner)
+            self._runner = self._new_runner(self._backend)
         return self._runner
 
+    def _new_runner(self, backend) -> FrameRunner:
+        runner = FrameRunner(self._orig, backend, config, self._fullgraph, self._dynamic,
+                             self._recompile_limit)
+        _RUNNERS.add(runner)
+        return runner
+
+    def _runner_under_stance(self, stance):
+        """The runner a call uses under a stance other than the default one, or None when
+        the call runs eagerly."""
+        if stance.stance == "force_eager":
+            return None
+        if stance.stance.endswith("_then_compile") and not self._called:
+            self._called = True
+            if stance.stance == "eager_then_compile":
+                return None
+            return self._forced_runner("aot_eager")
+        self._called = True
+        if stance.backend is not None:
+            return self._forced_runner(stance.backend)
+        return self._get_runner()
+
+    def _forced_runner(self, backend) -> FrameRunner:
+        backend = lookup_backend(backend)
+        runner = self._forced.get(backend)
+        if runner is None:
+            runner = self._forced[backend] = self._new_runner(backend)
+        return runner
+
     def __call__(self, *args, **kwargs):
+        if _stance.current is not _stance.DEFAULT:
+            runner = self._runner_under_stance(_stance.current)
+            if runner is None:
+                return self._orig(*args, **kwargs)
+        else:
+            runner = self._runner or self._get_runner()
+            self._called = True
         if self._eager_reason:
             if self._eager_report is None or _History.listener is not None:
                 self._report_eager()
@@ -165,7 +203,7 @@ class CompiledFunction:
             bound.apply_defaults()
             L = dict(bound.arguments)
         L["___args"], L["___kwargs"] = args, kwargs
-        return self._get_runner()(L)
+        return runner(L)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -174,6 +212,7 @@ class CompiledFunction:
 
     def _reset(self) -> None:
         self._runner = None
+        self._forced.clear()
 
 
 _CALLEES: dict = {}
@@ -189,12 +228,18 @@ def compile_callee(fn, backend, dynamic=None):
     return wrapped
 
 
-def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="inductor",  # noqa: A001
-            mode=None, options=None, disable: bool = False):
-    """Compile a function or module: as `compile(fn)`, `@compile` or `@compile(...)`."""
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None,  # noqa: A001
+            mode=None, options=None, disable: bool = False,
+            recompile_limit: int | None = None):
+    """Compile a function or module: as `compile(fn)`, `@compile` or `@compile(...)`.
+    `backend=None` is the default backend (`set_default_backend`); `recompile_limit`
+    replaces `config.recompile_limit` for this function."""
+    if backend is None:
+        backend = _default_backend
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                 mode=mode, options=options, disable=disable)
+                                 mode=mode, options=options, disable=disable,
+                                 recompile_limit=recompile_limit)
     backend = _backend_with_options(backend, mode, options)
     if disable:
         return model
@@ -203,11 +248,28 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
         from .optimized_module import OptimizedModule
 
         return OptimizedModule(model, CompiledFunction(type(model).forward, backend,
-                                                       fullgraph, dynamic))
+                                                       fullgraph, dynamic, recompile_limit))
     if not callable(model):
         raise RuntimeError("torch.compile() expects a function or a module, got "
                            f"{type(model).__name__}")
-    return CompiledFunction(model, backend, fullgraph, dynamic)
+    return CompiledFunction(model, backend, fullgraph, dynamic, recompile_limit)
+
+
+_default_backend = "inductor"
+
+
+def get_default_backend():
+    """The backend `compile` uses when none is given ("inductor" unless set)."""
+    return _default_backend
+
+
+def set_default_backend(backend) -> None:
+    """Make `backend` (a name or a callable) the one `compile` uses when none is given;
+    None restores "inductor"."""
+    global _default_backend
+    if backend is not None:
+        lookup_backend(backend)  # an unknown name fails here, not at the next compile
+    _default_backend = "inductor" if backend is None else backend
 
 
 def _backend_with_options(backend, mode, options):
@@ -272,5 +334,17 @@ def last_graphs(fn) -> list:
     return [detail for event, detail in runner.history if event == "graph"]
 
 
+from .markers import (  # noqa: E402 - the user-facing marks, after the stage's own names
+    allow_in_graph,
+    assume_constant_result,
+    cudagraph_mark_step_begin,
+    is_compiling,
+    is_dynamo_compiling,
+    is_exporting,
+)
+from .stance import set_stance  # noqa: E402
+
 __all__ = ["compile", "config", "disable", "list_backends", "register_backend", "reset",
-           "last_graphs", "CompiledFunction"]
+           "last_graphs", "CompiledFunction", "allow_in_graph", "assume_constant_result",
+           "cudagraph_mark_step_begin", "is_compiling", "is_dynamo_compiling", "is_exporting",
+           "set_stance", "get_default_backend", "set_default_backend"]

@@ -21,6 +21,7 @@ import types
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
+from ..markers import COMPILE_TIME_ANSWERS
 from .exceptions import make_exception
 from .guards import _is_plain_data
 from .translator import (
@@ -124,6 +125,12 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     f = fn.value
     if getattr(f, "_fusegrad_disabled", False):
         raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked compiler.disable")
+    if f in COMPILE_TIME_ANSWERS and not args and not kwargs:  # is_compiling()
+        return ConstantVariable(COMPILE_TIME_ANSWERS[f])
+    if getattr(f, "_fusegrad_constant_result", False):  # assume_constant_result
+        return _evaluate(tr, f, args, kwargs)
+    if getattr(f, "_fusegrad_allow_in_graph", False):  # one call in the graph, traced later
+        return tr.builder.call("call_function", f, tuple(args), kwargs)
     if isinstance(f, GradExit):  # leaving a with block that began before this segment
         tr.builder.set_grad_enabled(f.mode)
         return ConstantVariable(None)

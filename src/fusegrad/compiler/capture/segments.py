@@ -24,6 +24,7 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
+from .. import stance as _stance
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
@@ -79,8 +80,10 @@ class Segment:
 class FrameRunner:
     """The segments of one code object under one backend, and how to run them."""
 
-    def __init__(self, fn, backend, config, fullgraph: bool = False, dynamic=None):
+    def __init__(self, fn, backend, config, fullgraph: bool = False, dynamic=None,
+                 recompile_limit: int | None = None):
         self.fn = fn
+        self.recompile_limit = recompile_limit  # None: `config.recompile_limit`
         self.dynamic = DynamicPolicy(dynamic, config)
         self.code = fn.__code__
         self.backend = backend
@@ -97,6 +100,13 @@ class FrameRunner:
         self.warned = False
         self._state = None  # (translator, builder) while capturing
         self.history = _History()  # (event, detail) for explain and logs
+
+    @property
+    def limit(self) -> int:
+        """How many graphs one start offset may hold (`compile(recompile_limit=)`, else the
+        config's)."""
+        return self.config.recompile_limit if self.recompile_limit is None else \
+            self.recompile_limit
 
     # ---------------------------------------------------------------- running
 
@@ -133,11 +143,20 @@ class FrameRunner:
         # The limit holds at every start offset: a resume point after a graph break has its
         # own cache (as Dynamo's resume functions do), and values that are new objects on
         # every call (a generator, a function made before the break) fail identity guards.
-        if len(entries) >= self.config.recompile_limit:
+        if len(entries) >= self.limit:
             self._limit_hit(offset, entries, L, S)
             return None
         if entries:
             reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+            if _stance.current.stance == "eager_on_recompile":
+                return None  # the rest of this call runs eagerly, nothing is recorded
+            if _stance.current.stance == "fail_on_recompile":
+                line = _line_of(self.code, offset) if offset else self.code.co_firstlineno
+                raise RuntimeError(
+                    "Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+                    f"filename: '{self.code.co_filename}', function name: "
+                    f"'{self.code.co_name}', line number: {line}\n    triggered by the "
+                    f"following guard failure(s):\n    - {reason}")
             self.history.append(("recompile", reason))
             where = "" if offset == 0 else f" at offset {offset}"
             logs.emit("recompiles", f"Recompiling function {self.code.co_name}{where} in "
@@ -158,7 +177,7 @@ class FrameRunner:
         last = entries[-1].guards.failure(L, S, G) if entries and entries[-1].guards else ""
         where = "" if offset == 0 else f" (resuming at offset {offset})"
         line = _line_of(self.code, offset) if offset else self.code.co_firstlineno
-        reason = f"hit config.recompile_limit ({self.config.recompile_limit})"
+        reason = f"hit config.recompile_limit ({self.limit})"
         if last:
             reason += f"; last failed guard: {last}"
         if self.fullgraph:
