@@ -204,3 +204,26 @@ def test_environment_variable_turns_on_break_logs(tmp_path):
                           env=env, timeout=120, check=True)
     assert done.stdout.strip() == "[2.0, 2.0]"
     assert f"Eager fallback in f at {script}:3" in done.stderr
+
+
+def test_relative_import_in_a_fresh_interpreter_is_captured(tmp_path):
+    """A function-level relative import inside library code (`nn.Sequential.forward`) is a
+    lookup during translation, also where nothing has loaded `importlib.util` yet."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import sys\n"
+        "import fusegrad\n"
+        "fresh = 'importlib.util' not in sys.modules\n"
+        "m = fusegrad.nn.Sequential(fusegrad.nn.Flatten(), fusegrad.nn.Linear(12, 3))\n"
+        "x = fusegrad.ones(2, 3, 4)\n"
+        "out = fusegrad._dynamo.explain(m)(x)\n"
+        "same = fusegrad.compile(m, backend='eager')(x).tolist() == m(x).tolist()\n"
+        "print(fresh, out.graph_count, len(out.break_reasons), same)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    assert done.stdout.split()[1:] == ["1", "0", "True"], done.stdout + done.stderr

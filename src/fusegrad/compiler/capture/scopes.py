@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dis
 import importlib
+import importlib.util
 import sys
 import types
 import weakref
