@@ -31,6 +31,7 @@ from .normalization import (
     _channel_dot,
     _channel_sum,
     _check_norm_dtypes,
+    _spread,
     _stat_dtype,
     _stat_np,
 )
@@ -52,29 +53,31 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:  # no values: zero sums, an empty input gradient
         return np.zeros(x.shape, dt), np.zeros((c,), sdt), np.zeros((c,), sdt)
-    g3 = _work(g).reshape(n, c, -1)
-    m = n * g3.shape[2]
+    # Computed on (N, C * L) rows, per-channel factors spread along them (`_spread`).
+    g2 = _work(g).reshape(n, -1)
+    length = g2.shape[1] // c
+    m = n * length
     if train:
         mean, invstd = _work(save_mean), _work(save_invstd)
     else:
         mean, invstd = _work(rm), 1.0 / np.sqrt(_work(rv) + eps)
-    gb = _channel_sum(g3) if need_b or (train and need_i) else None
+    gb = _channel_sum(g2.reshape(n, c, length)) if need_b or (train and need_i) else None
     centred = gw = None
     if need_w or (train and need_i):
         # Centred once: the per-channel dot product and the input's gradient share it.
-        centred = _work(x).reshape(n, c, -1) - mean[:, None]
-        gw = _channel_dot(g3, centred) * invstd
+        centred = _work(x).reshape(n, -1) - _spread(mean, length)
+        gw = _channel_dot(g2.reshape(n, c, length), centred.reshape(n, c, length)) * invstd
     gi = None
     if need_i:
         scale = invstd if w is None else invstd * _work(w)
         if train:
             # g - (sum(g) + centred * invstd * sum(g * xhat)) / m, written in `centred`.
-            np.multiply(centred, (gw * invstd / m)[:, None], out=centred)
-            centred += (gb / m)[:, None]
-            gi = np.subtract(g3, centred, out=centred)
-            gi *= scale[:, None]
+            np.multiply(centred, _spread(gw * invstd / m, length), out=centred)
+            centred += _spread(gb / m, length)
+            gi = np.subtract(g2, centred, out=centred)
+            gi *= _spread(scale, length)
         else:
-            gi = g3 * scale[:, None]
+            gi = g2 * _spread(scale, length)
         gi = gi.reshape(x.shape).astype(dt, copy=False)
     return (np.zeros(x.shape, dt) if gi is None else gi,
             np.zeros((c,), sdt) if gw is None or not need_w else gw.astype(sdt, copy=False),

@@ -83,9 +83,11 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
         mean = invstd = np.zeros((0,), dtype=xw.dtype)
     scale = use_invstd if w is None else use_invstd * _work(w)
     if centred is not None:  # (x - mean) * scale + b, in place in the centred values
-        np.multiply(centred, scale[:, None], out=centred)
+        rows = centred.reshape(centred.shape[0], -1)
+        length = centred.shape[2]
+        np.multiply(rows, _spread(scale, length), out=rows)
         if b is not None:
-            centred += _work(b)[:, None]
+            rows += _spread(_work(b), length)
         out = centred.reshape(x.shape).astype(dt, copy=False)
     else:
         shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
@@ -118,13 +120,21 @@ def _channel_dot(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
     return _channel_sum(a3 * b3)
 
 
+def _spread(v: np.ndarray, length: int) -> np.ndarray:
+    """A per-channel vector repeated over each channel's `length` positions, to broadcast
+    over the rows of an (N, C * L) array: NumPy's inner loop then runs along whole rows
+    (3-7x faster than broadcasting (C, 1) over (N, C, L) when L is small)."""
+    return v if length == 1 else np.repeat(v, length)
+
+
 def _moments_np(x: np.ndarray) -> tuple:
     """(mean, x - mean as (N, C, L), biased variance) per channel of a non-empty (N, C, ...)
     array, in its dtype; the variance from the centred values (two passes, no cancellation)."""
-    x3 = x.reshape(x.shape[0], x.shape[1], -1)
-    m = x3.shape[0] * x3.shape[2]
+    n, c = x.shape[0], x.shape[1]
+    x3 = x.reshape(n, c, -1)
+    m = n * x3.shape[2]
     mean = _channel_sum(x3) / m
-    centred = x3 - mean[:, None]
+    centred = (x3.reshape(n, -1) - _spread(mean, x3.shape[2])).reshape(x3.shape)
     return mean, centred, _channel_dot(centred, centred) / m
 
 
