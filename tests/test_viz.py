@@ -145,9 +145,8 @@ def run_small_conv_net(m, x, F):
 
 
 # What fusegrad does not keep where PyTorch does (its derivatives recompute or do not need
-# these): max pooling's input, batch norm's saved statistics, nll_loss's input.
+# these): max pooling's input, nll_loss's input.
 NOT_SAVED = {"MaxPool2DWithIndicesBackward0": {"self"},
-             "NativeBatchNormBackward0": {"result1", "result2"},
              "NllLossBackward0": {"self"}, "AdaptiveAvgPool2DBackward0": {"self"}}
 
 

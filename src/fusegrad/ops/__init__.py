@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     activation,
     arithmetic,
     attention,
+    batch_norm_backward,
     comparison,
     complex,
     conv,
