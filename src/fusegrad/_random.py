@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 # Called with the generator before each draw, innermost last: vmap's randomness rules
 # (`fusegrad.func`) refuse or replay draws. Empty outside vmap, so a draw pays one test.
 DRAW_CHECKS: list = []

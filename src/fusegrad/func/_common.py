@@ -14,8 +14,8 @@ called; otherwise it is handed back detached, a plain tensor as PyTorch's.
 from __future__ import annotations
 
 from .._tensor import Tensor
-from ..autograd.graph import AccumulateGrad
 from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.graph import AccumulateGrad
 from . import _pytree
 
 

@@ -9,7 +9,8 @@ own, since the transforms' error messages show them.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class TreeSpec:

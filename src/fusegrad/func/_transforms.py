@@ -207,7 +207,7 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
                 f"{list(t.shape)}.")
     lin = _Linear(func, primals, has_aux, where)
     if strict and lin.independent():
-        raise RuntimeError(f"jvp(f, primals, tangents, strict=True): The output of f is "
+        raise RuntimeError("jvp(f, primals, tangents, strict=True): The output of f is "
                            "independent of the inputs. This is not allowed with strict=True.")
     tangent_out = _pytree.tree_unflatten(lin.tangent_out(t_leaves), lin.out_spec)
     out = _pytree.tree_unflatten(lin.outs, lin.out_spec)

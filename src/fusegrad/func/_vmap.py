@@ -85,7 +85,8 @@ def _check_chunk_size(chunk_size) -> None:
 
 
 def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
-    """(flattened args, their in_dims, batch size, the args' spec), checked as PyTorch checks them."""
+    """(flattened args, their in_dims, batch size, the args' spec), checked as PyTorch
+    checks them."""
     where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
     if not (isinstance(in_dims, tuple) or
             (isinstance(in_dims, int) and not isinstance(in_dims, bool))):
