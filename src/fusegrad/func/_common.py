@@ -13,6 +13,8 @@ called; otherwise it is handed back detached, a plain tensor as PyTorch's.
 
 from __future__ import annotations
 
+import weakref
+
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.graph import AccumulateGrad
@@ -77,54 +79,73 @@ def lift(x: Tensor) -> Tensor:
     return x.detach().requires_grad_(True)
 
 
+# The leaves each transform made, by id: id -> (a weak reference to the leaf, its Level).
+# The entry goes when the leaf dies, so an id is never mistaken for a later tensor's.
+_MADE: dict[int, tuple] = {}
+
+
+def _register(leaf: Tensor, level: Level) -> None:
+    key = id(leaf)
+    _MADE[key] = (weakref.ref(leaf, lambda _ref, key=key: _MADE.pop(key, None)), level)
+
+
 class Level:
-    """One application of a transform: the leaves it made, and whether grad mode was on when
-    it was called (off: its results never carry history out)."""
+    """One application of a transform: the leaves it made, whether it is still running its
+    function (`open`), and whether grad mode was on when it was called (off: its results
+    never carry history out)."""
 
     def __init__(self) -> None:
         self.outer_grad = is_grad_enabled()
-        self.own: set[int] = set()
+        self.open = True
 
     def lift(self, x: Tensor) -> Tensor:
         """`lift(x)`, remembering a fresh leaf as this level's own."""
         y = lift(x)
         if y.grad_fn is None:
-            self.own.add(id(y))
+            _register(y, self)
         return y
 
     def leaf(self, like: Tensor) -> Tensor:
         """A fresh zero leaf shaped as `like`, this level's own (a dummy cotangent)."""
         y = like.new_zeros(like.shape).requires_grad_(True)
-        self.own.add(id(y))
+        _register(y, self)
         return y
+
+    def close(self) -> None:
+        """The function has run: this level's leaves no longer count as another level's
+        outside (an enclosing transform's result does not depend on them)."""
+        self.open = False
 
     def finish(self, tree):
         """The pytree `tree` as the transform hands it back: each tensor detached unless it
         depends on a tensor outside this level that requires grad."""
+        self.close()
         leaves, spec = _pytree.tree_flatten(tree)
         leaves = [x.detach() if isinstance(x, Tensor) and x.requires_grad and not (
-            self.outer_grad and self._reaches_outside([x])) else x for x in leaves]
+            self.outer_grad and self._reaches_outside(x)) else x for x in leaves]
         return _pytree.tree_unflatten(leaves, spec)
 
-    def _reaches_outside(self, leaves) -> bool:
-        """Whether the graph behind `leaves` ends in a leaf tensor this level did not make."""
+    def _outside(self, leaf: Tensor) -> bool:
+        """Whether leaf tensor `leaf` is from outside this level: the caller's, or made by
+        an enclosing transform still running (not by this one or one that has finished)."""
+        entry = _MADE.get(id(leaf))
+        if entry is None or entry[0]() is not leaf:
+            return True
+        return entry[1] is not self and entry[1].open
+
+    def _reaches_outside(self, x: Tensor) -> bool:
+        """Whether the graph behind `x` ends in a leaf from outside this level."""
+        if x.grad_fn is None:
+            return self._outside(x)
         seen: set[int] = set()
-        stack = []
-        for x in leaves:
-            if not isinstance(x, Tensor) or not x.requires_grad:
-                continue
-            if x.grad_fn is None:
-                if id(x) not in self.own:
-                    return True
-                continue
-            stack.append(x.grad_fn)
+        stack = [x.grad_fn]
         while stack:
             node = stack.pop()
             if id(node) in seen:
                 continue
             seen.add(id(node))
             if isinstance(node, AccumulateGrad):
-                if id(node.variable) not in self.own:
+                if self._outside(node.variable):
                     return True
                 continue
             for edge in node.next_functions:

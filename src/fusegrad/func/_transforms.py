@@ -110,6 +110,7 @@ def vjp(func, *primals, has_aux: bool = False):
         out = func(*_pytree.tree_unflatten(lifted, spec))
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
         outs, out_spec = _outputs(out, "vjp(f, *primals)", "f(*primals)")
+    level.close()
 
     def vjp_fn(cotangents, retain_graph: bool = True, create_graph: bool | None = None):
         """The vector-Jacobian product for `cotangents` (shaped as the output)."""
@@ -157,6 +158,7 @@ class _Linear:
                             for o in self.outs]
             used = [(o, u) for o, u in zip(self.outs, self.dummies) if u is not None]
             self.transposed = grads([o for o, _ in used], self.lifted, [u for _, u in used])
+        level.close()
 
     def independent(self) -> bool:
         """Whether no output depends on the inputs."""
