@@ -499,6 +499,20 @@ def test_vmap_randomness_same_and_different(lib):
     assert not lib.equal(different[0], different[1])
 
 
+@pytest.mark.parametrize("lib", LIBS)
+def test_vmap_randomness_with_a_generator_and_the_rng_state(lib):
+    """An explicit generator follows the rules as the default one; reading the generator
+    state is no draw."""
+    x = lib.zeros(3, 2)
+    gen = lib.Generator()
+    kept = lib.func.vmap(lambda a: a + lib.get_rng_state().float().sum() * 0)(x)
+    assert kept.shape == (3, 2)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        lib.func.vmap(lambda a: a + lib.rand(2, generator=gen))(x)
+    rows = lib.func.vmap(lambda a: a + lib.rand(2, generator=gen), randomness="same")(x)
+    assert all(lib.equal(row, rows[0]) for row in rows)
+
+
 def test_vmap_same_randomness_draws_once_from_the_generator():
     """After a "same" vmap the generator stands where one example's draws left it."""
     fusegrad.manual_seed(7)

@@ -18,7 +18,7 @@ class Generator:
     def __init__(self, device="cpu"):
         self.device = device
         self._seed = 67280421310721
-        self._numpy_rng = None  # made from the seed on first use (see `_rng`)
+        self._numpy_rng = None  # made from the seed on first use (see `_numpy`)
 
     @property
     def _rng(self) -> np.random.Generator:
