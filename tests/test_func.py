@@ -513,6 +513,26 @@ def test_vmap_randomness_with_a_generator_and_the_rng_state(lib):
     assert all(lib.equal(row, rows[0]) for row in rows)
 
 
+def test_vmap_randomness_rules_are_the_calling_threads():
+    """Another thread draws freely while a vmap in "error" mode runs (PyTorch's transform
+    stack is per thread too)."""
+    import threading
+
+    drawn = []
+
+    def other():
+        drawn.append(fusegrad.rand(2).shape)
+
+    def f(a):
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+        return a * 2
+
+    fusegrad.func.vmap(f)(fusegrad.zeros(2, 3))
+    assert drawn == [(2,), (2,)]
+
+
 def test_vmap_same_randomness_draws_once_from_the_generator():
     """After a "same" vmap the generator stands where one example's draws left it."""
     fusegrad.manual_seed(7)
