@@ -27,7 +27,7 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
         "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
-        "fusegrad.linalg", "fusegrad._printing")
+        "fusegrad.linalg", "fusegrad._printing", "fusegrad.func")
 
 
 def run_fresh(code: str):

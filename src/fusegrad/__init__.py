@@ -158,13 +158,13 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda",
+    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda", "func",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
     "nn", "onnx", "optim", "overrides", "profiler", "serialization", "sparse", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization", "get_printoptions": "_printing",
-               "set_printoptions": "_printing"}
+               "set_printoptions": "_printing", "vmap": "func"}
 # ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
 _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),
                                  "nn._aten_aliases"))

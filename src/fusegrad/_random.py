@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# Called with the generator before each draw, innermost last: vmap's randomness rules
+# (`fusegrad.func`) refuse or replay draws. Empty outside vmap, so a draw pays one test.
+DRAW_CHECKS: list = []
+
 
 class Generator:
     """A random number generator with its own state (`manual_seed`, `get_state`...)."""
@@ -14,11 +18,19 @@ class Generator:
     def __init__(self, device="cpu"):
         self.device = device
         self._seed = 67280421310721
-        self._numpy_rng = None  # made from the seed on first use (see `_rng`)
+        self._numpy_rng = None  # made from the seed on first use (see `_numpy`)
 
     @property
     def _rng(self) -> np.random.Generator:
-        """The NumPy generator that draws the values. It is made on the first draw, not
+        """The NumPy generator that draws the values, for a draw: the checks in
+        `DRAW_CHECKS` run first."""
+        if DRAW_CHECKS:
+            for check in tuple(DRAW_CHECKS):
+                check(self)
+        return self._numpy()
+
+    def _numpy(self) -> np.random.Generator:
+        """The NumPy generator behind this one. It is made on the first draw, not
         when the seed is set: `import fusegrad` then need not import numpy.random for the
         default generator, and the stream is the same either way."""
         rng = self._numpy_rng
@@ -52,13 +64,13 @@ class Generator:
         from . import _dtype
         from ._tensor import Tensor
 
-        raw = np.frombuffer(pickle.dumps(self._rng.bit_generator.state), dtype=np.uint8)
+        raw = np.frombuffer(pickle.dumps(self._numpy().bit_generator.state), dtype=np.uint8)
         return Tensor._make(raw.copy(), _dtype.uint8)
 
     def set_state(self, state) -> None:
         """Restore a state returned by `get_state`."""
         raw = bytes(np.asarray(state._data, dtype=np.uint8))
-        self._rng.bit_generator.state = _load_state(raw)
+        self._numpy().bit_generator.state = _load_state(raw)
 
 
 def _load_state(raw: bytes):

@@ -256,7 +256,7 @@ from . import (
     compat_layers,  # ATen's functional spellings: recurrent layers, samplers, scatters
     compat_more,  # settings, type questions, ATen's spellings of layers, small helpers
     linalg_extra,  # det, inverse, svd, qr, ... (after linear_algebra; methods)
-    numeric_more,  # gradient, histogramdd, binomial, vmap, DLPack
+    numeric_more,  # gradient, histogramdd, binomial, DLPack
     shifts,  # bitwise_left_shift, bitwise_right_shift
     view_copies,  # the `*_copy` forms of the views
 )

@@ -1,7 +1,7 @@
 """Numeric helpers of PyTorch's namespace built over existing ops: `gradient` (central
-differences, uniform or by coordinates), `histogramdd`, `binomial` sampling, `vmap` (run
-per example and stacked), DLPack exchange (`from_dlpack`, `to_dlpack`), and the public
-spellings of the incomplete gamma ops (`igamma`, `igammac`).
+differences, uniform or by coordinates), `histogramdd`, `binomial` sampling, DLPack exchange
+(`from_dlpack`, `to_dlpack`), and the public spellings of the incomplete gamma ops (`igamma`,
+`igammac`). (`vmap` is `fusegrad.func`'s.)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .. import _dtype
 from .._tensor import Tensor
 from ..ops.reductions import _named_tuple
 from .reduction import return_types
-from .shape import cat, stack
+from .shape import cat
 
 _HISTOGRAMDD = _named_tuple("histogramdd", ("hist", "bin_edges"))
 return_types.histogramdd = _HISTOGRAMDD  # `torch.return_types.histogramdd`
@@ -124,37 +124,6 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
     return Tensor._make(draws.astype(count.dtype.np), count.dtype)
 
 
-# ---------------------------------------------------------------- vmap
-
-
-def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
-    """`func` mapped over a batch dimension of its tensor arguments: run once per example
-    and the results stacked along `out_dims` (a loop, not a batching transform)."""
-    def mapped(*args):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
-            raise ValueError(f"vmap(func, in_dims={in_dims}, ...)(<inputs>): in_dims is not "
-                             f"compatible with the structure of `inputs`. in_dims has "
-                             f"structure {len(dims)} but inputs has structure {len(args)}.")
-        sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None}
-        if not sizes:
-            raise ValueError("vmap(func, in_dims=...)(<inputs>): at least one input must be "
-                             "mapped over (got no mapped inputs)")
-        if len(sizes) != 1:
-            raise ValueError("vmap: Expected all tensors to have the same size in the mapped "
-                             f"dimension, got sizes {sorted(sizes)} for the mapped dimension")
-        results = [func(*[a if d is None else a.select(d, i) for a, d in zip(args, dims)])
-                   for i in range(sizes.pop())]
-        if isinstance(results[0], tuple):
-            outs = out_dims if isinstance(out_dims, (tuple, list)) else \
-                (out_dims,) * len(results[0])
-            return tuple(stack([r[k] for r in results], outs[k])
-                         for k in range(len(results[0])))
-        return stack(results, out_dims)
-
-    return mapped
-
-
 # ---------------------------------------------------------------- DLPack
 
 
@@ -233,5 +202,5 @@ def igammac(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     return call(IG.igammac, input, other)
 
 
-__all__ = ["gradient", "histogramdd", "binomial", "vmap", "from_dlpack", "to_dlpack",
+__all__ = ["gradient", "histogramdd", "binomial", "from_dlpack", "to_dlpack",
            "igamma", "igammac", "svd_lowrank", "pca_lowrank"]

@@ -210,7 +210,7 @@ is_inference_mode_enabled is_anomaly_enabled is_anomaly_check_nan_enabled set_pr
 get_printoptions from_numpy use_deterministic_algorithms are_deterministic_algorithms_enabled
 is_deterministic_algorithms_warn_only_enabled set_num_threads get_num_threads
 set_num_interop_threads get_num_interop_threads set_float32_matmul_precision
-get_float32_matmul_precision compile load save""",
+get_float32_matmul_precision compile load save vmap""",
 }.items()}
 
 # Where names are written, flag -> public names (as PROTOCOL).

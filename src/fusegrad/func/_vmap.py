@@ -1,0 +1,205 @@
+"""`vmap`: `func` mapped over a dimension of its inputs, by running it once per example and
+stacking the results (a loop, not a batching transform).
+
+The arguments are checked as PyTorch checks them (`in_dims` and `out_dims` are pytrees that
+may be prefixes of the inputs' and outputs' structures). Random draws follow `randomness`:
+"error" refuses any draw from a generator while `func` runs, "different" lets each example
+draw its own values, and "same" replays each generator from where it stood when the first
+example first drew from it, so every example gets the same values.
+
+What the loop cannot honour: each example is an ordinary tensor, so `func` may branch on
+its values, call `.item()` or run ops with data-dependent shapes (PyTorch's batching refuses
+them); an output with `out_dims=None` is accepted when every example gave the same values
+(PyTorch asks whether it depends on a mapped input); an empty mapped dimension is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from _thread import get_ident
+
+from .. import _random
+from .._functions import stack
+from .._tensor import Tensor
+from ..autograd.grad_mode import no_grad
+from . import _pytree
+
+_RANDOMNESS = ("error", "different", "same")
+
+
+def check_randomness(randomness) -> None:
+    """`randomness` must be one of PyTorch's three values."""
+    if randomness not in _RANDOMNESS:
+        raise RuntimeError("Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+
+
+class _Draws:
+    """The randomness rule of one vmap call, checked before each draw of this thread."""
+
+    def __init__(self, randomness: str) -> None:
+        self.randomness = randomness
+        self.thread = get_ident()
+        self.states: dict = {}  # generator -> its state before the first example's draw
+
+    def __call__(self, generator) -> None:
+        if get_ident() != self.thread:
+            return
+        if self.randomness == "error":
+            raise RuntimeError(
+                "vmap: called random operation while in randomness error mode. Please either "
+                "use the 'same' or 'different' randomness flags on vmap or perform the "
+                "randomness operation out of vmap")
+        if self.randomness == "same" and generator not in self.states:
+            self.states[generator] = generator._numpy().bit_generator.state
+
+    def next_example(self) -> None:
+        """Put each generator drawn from back where the first example found it ("same")."""
+        for generator, state in self.states.items():
+            generator._numpy().bit_generator.state = state
+
+
+@contextlib.contextmanager
+def random_guard(randomness: str):
+    """Apply `randomness` to the draws made inside the block; yields the rule."""
+    rule = _Draws(randomness)
+    _random.DRAW_CHECKS.append(rule)
+    try:
+        yield rule
+    finally:
+        _random.DRAW_CHECKS.remove(rule)
+
+
+def _name(func) -> str:
+    return getattr(func, "__name__", repr(func))
+
+
+def _check_chunk_size(chunk_size) -> None:
+    if chunk_size is not None and not isinstance(chunk_size, int):
+        raise TypeError(f"can't multiply sequence by non-int of type "
+                        f"'{type(chunk_size).__name__}'")
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got "
+                         f"{chunk_size})")
+
+
+def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
+    """(flattened args, their in_dims, batch size, the args' spec), checked as PyTorch
+    checks them."""
+    where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+    if not (isinstance(in_dims, tuple) or
+            (isinstance(in_dims, int) and not isinstance(in_dims, bool))):
+        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) "
+                         f"tuple matching the structure of inputs, got: {type(in_dims)}.")
+    if not args:
+        raise ValueError(f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add "
+                         "inputs, or you are trying to vmap over a function with no inputs. "
+                         "The latter is unsupported.")
+    flat, spec = _pytree.tree_flatten(args)
+    dims_spec = _pytree.tree_flatten(in_dims)[1]
+    dims = _pytree.broadcast_prefix(in_dims, args, dims_spec, spec)
+    if dims is None:
+        raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. "
+                         f"in_dims has structure {dims_spec!r} but inputs has structure "
+                         f"{spec!r}.")
+    sizes = []
+    norm = []
+    for arg, dim in zip(flat, dims):
+        if dim is None:
+            norm.append(None)
+            continue
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise ValueError(f"{where}: Got in_dim={dim} for an input but in_dim must be "
+                             "either an integer dimension or None.")
+        if not isinstance(arg, Tensor):
+            raise ValueError(f"{where}: Got in_dim={dim} for an input but the input is of "
+                             f"type {type(arg)}. We cannot vmap over non-Tensor arguments, "
+                             "please use None as the respective in_dim")
+        ndim = arg.dim()
+        if not -ndim <= dim < ndim:
+            raise ValueError(f"{where}: Got in_dim={dim} for some input, but that input is a "
+                             f"Tensor of dimensionality {ndim} so expected in_dim to satisfy "
+                             f"-{ndim} <= in_dim < {ndim}.")
+        norm.append(dim % ndim)
+        sizes.append(arg.shape[dim])
+    if not sizes:
+        raise ValueError("vmap: Expected at least one Tensor to vmap over")
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError("vmap: Expected all tensors to have the same size in the mapped "
+                         f"dimension, got sizes {sizes} for the mapped dimension")
+    if sizes[0] == 0:
+        raise ValueError("vmap: the mapped dimension has size 0; the per-example loop needs "
+                         "at least one example")
+    return flat, norm, sizes[0], spec
+
+
+def _stack_outputs(name: str, out_dims, results: list):
+    """The per-example results stacked along `out_dims` (a pytree prefix of the output)."""
+    flat0, spec = _pytree.tree_flatten(results[0])
+    per_leaf = [flat0] + [_pytree.tree_flatten(r)[0] for r in results[1:]]
+    dims_spec = _pytree.tree_flatten(out_dims)[1]
+    for leaf in _pytree.tree_flatten(out_dims)[0]:
+        if leaf is not None and (not isinstance(leaf, int) or isinstance(leaf, bool)):
+            raise ValueError(
+                f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
+                "python collection of ints representing where in the outputs the vmapped "
+                "dimension should appear.")
+    dims = _pytree.broadcast_prefix(out_dims, results[0], dims_spec, spec)
+    if dims is None:
+        raise ValueError(
+            f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible "
+            f"with the structure of `outputs`. out_dims has structure {dims_spec!r} but "
+            f"outputs has structure {spec!r}.")
+    out = []
+    for k, dim in enumerate(dims):
+        values = [leaves[k] for leaves in per_leaf]
+        if dim is None:
+            out.append(_unmapped(name, values))
+            continue
+        for v in values:
+            if not isinstance(v, Tensor):
+                raise ValueError(
+                    f"vmap({name}, ...): `{name}` must only return Tensors, got type "
+                    f"{type(v)}. Did you mean to set out_dims= to None for output?")
+        out.append(stack(values, dim))
+    return _pytree.tree_unflatten(out, spec)
+
+
+def _unmapped(name: str, values: list):
+    """An output with `out_dims=None`: the same for every example, returned once."""
+    first = values[0]
+    if isinstance(first, Tensor):
+        with no_grad():
+            same = all(isinstance(v, Tensor) and v.shape == first.shape and
+                       bool((v == first).all()) for v in values[1:])
+        if not same:
+            raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
+                             "when out_dim is None")
+    return first
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
+    """`func` mapped over dimension `in_dims` of its inputs (an int, or a pytree prefix of
+    the positional arguments with None for an argument not mapped), the results stacked along
+    `out_dims`. Keyword arguments are passed to every call unmapped. `randomness`: "error",
+    "different" or "same" (see the module docstring); `chunk_size` is accepted and checked
+    (the examples run one at a time)."""
+    check_randomness(randomness)
+    _check_chunk_size(chunk_size)
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        name = _name(func)
+        flat, dims, size, spec = _mapped_inputs(name, in_dims, args)
+        results = []
+        with random_guard(randomness) as rule:
+            for i in range(size):
+                if i:
+                    rule.next_example()
+                example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
+                results.append(func(*_pytree.tree_unflatten(example, spec), **kwargs))
+        return _stack_outputs(name, out_dims, results)
+
+    return wrapped
+
