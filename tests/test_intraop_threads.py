@@ -89,6 +89,41 @@ def test_for_chunks_covers_every_index_once_and_reraises(threads):
         _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
 
 
+def test_for_chunks_does_not_wait_for_a_busy_pool_thread(threads):
+    """A pool thread that is busy (or not scheduled) leaves its pieces to the caller: the
+    call finishes on the calling thread alone, with every index covered once."""
+    import threading
+
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()  # one pool thread, occupied below
+    release, entered = threading.Event(), threading.Semaphore(0)
+
+    def hold(a, b):
+        entered.release()
+        release.wait(30)
+
+    holder = threading.Thread(target=_parallel.for_chunks,
+                              args=(hold, 2, 2 * _parallel.MIN_CHUNK))
+    holder.start()
+    try:
+        # Both pieces running: the holder's thread has one, the pool thread the other.
+        assert entered.acquire(timeout=30) and entered.acquire(timeout=30)
+        seen = np.zeros(8, dtype=np.int64)
+
+        def mark(a, b):
+            seen[a:b] += 1
+
+        caller = threading.Thread(target=_parallel.for_chunks,
+                                  args=(mark, 8, 8 * _parallel.MIN_CHUNK))
+        caller.start()
+        caller.join(10)
+        assert not caller.is_alive()
+        assert seen.tolist() == [1] * 8
+    finally:
+        release.set()
+        holder.join(30)
+
+
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
                                                      "padding": 1}])
 def test_max_pool_with_two_threads_is_bit_identical_to_one(threads, kw):
