@@ -218,3 +218,32 @@ def test_sgd_momentum_with_two_threads_is_bit_identical_to_one_and_matches_torch
         results.append(np.array(p.detach().numpy()))
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_allclose(results[1], results[2], rtol=1e-6, atol=1e-7)
+
+
+def test_sgd_momentum_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(threads):
+    """A parameter of several update blocks: the blocked momentum update (at one and two
+    threads) gives the bits of the plain whole-array formula, and PyTorch's values."""
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((1300, 700)).astype(np.float32)  # 3.5 blocks of 2**18
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
+    p_ref, buf = w0.copy(), None
+    for g in grads:  # PyTorch's rule, one NumPy pass per operation
+        if buf is None:
+            buf = g.copy()
+        else:
+            buf *= np.float32(0.9)
+            buf += g
+        p_ref -= buf * np.float32(0.01)
+    results = []
+    for lib, n in ((fusegrad, 1), (fusegrad, 2), (torch, 1)):
+        if lib is fusegrad:
+            fusegrad.set_num_threads(n)
+        p = lib.nn.Parameter(lib.tensor(w0.copy()))
+        opt = lib.optim.SGD([p], lr=0.01, momentum=0.9)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        results.append(np.array(p.detach().numpy()))
+    np.testing.assert_array_equal(results[0], p_ref)
+    np.testing.assert_array_equal(results[1], p_ref)
+    np.testing.assert_allclose(results[2], p_ref, rtol=1e-6, atol=1e-7)
