@@ -197,12 +197,18 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         return np.matmul(a, b, out=out)
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    stack = int(np.prod(lead[:1], dtype=np.int64))
+    # The result's first leading size (its stack), read off the shapes without building
+    # the broadcast shape: this runs before every GEMM, most of them small.
+    ra, rb = a.ndim, b.ndim
+    if ra == rb:
+        stack = 1 if ra == 2 else (b.shape[0] if a.shape[0] == 1 else a.shape[0])
+    else:
+        stack = a.shape[0] if ra > rb else b.shape[0]
     axis, pieces = _gemm_pieces(stack, m, n, k)
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK:  # OpenBLAS runs it on this thread
         return np.matmul(a, b, out=out)
     if out is None:
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
 
     def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
