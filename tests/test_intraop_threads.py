@@ -52,6 +52,7 @@ def _conv_step(lib, x, w, b, **kw):
     ((32, 6, 14, 14), {}),                        # small images: batch-last columns
     ((64, 3, 12, 12), {"padding": 1, "stride": 2}),
     ((4, 5, 24, 24), {"padding": 2}),             # large images: per-sample GEMMs
+    ((16, 64, 8, 8), {"padding": 2}),             # 16 KiB per sample: copies in runs
 ])
 def test_conv_with_two_threads_is_bit_identical_to_one(threads, shape, kw):
     rng = np.random.default_rng(0)
@@ -122,6 +123,19 @@ def test_for_chunks_does_not_wait_for_a_busy_pool_thread(threads):
     finally:
         release.set()
         holder.join(30)
+
+
+@pytest.mark.parametrize("shape", [(32, 64, 8, 8), (20, 16, 8, 8), (3, 1024), (9, 2, 512)])
+def test_copyto_moving_the_first_axis_last_is_exact(threads, shape):
+    """Sources that step by 4 KiB along the copied axis are copied in runs: same values."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    order = tuple(range(1, len(shape))) + (0,)
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        dst = np.empty(x.transpose(order).shape, np.float32)
+        _parallel.copyto(dst, x.transpose(order))
+        np.testing.assert_array_equal(dst, np.transpose(x, order))
 
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,

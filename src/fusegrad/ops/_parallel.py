@@ -31,6 +31,9 @@ MIN_CHUNK = 1 << 15
 # depend on the thread count). The CPU count is the machine's, fixed for the process.
 GEMM_PIECE = 1 << 22
 MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
+# A copy whose source strides by a multiple of 4 KiB along the last axis runs this many values
+# of that axis at a time (see `copyto`): 32 bytes of float32 per destination run.
+ALIAS_RUN = 8
 
 
 class _Pool:
@@ -149,14 +152,24 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
 
 def copyto(dst: np.ndarray, src: np.ndarray) -> None:
     """`np.copyto(dst, src)` for same-shape arrays, split over the first of the two leading
-    axes that has a chunk for every thread."""
+    axes that has a chunk for every thread.
+
+    When the source steps through memory by a multiple of 4 KiB along the last axis (moving
+    a power-of-two batch of power-of-two images last, as the batch-last convolution does),
+    the copy runs `ALIAS_RUN` values of that axis at a time: read whole, every value of the
+    inner loop maps to the same set of the L1 cache and they evict each other (a 32x64x8x8
+    float32 batch took 0.20 ms whole and 0.10 ms in runs of 8; 256x64x8x8, 2.4 and 0.5)."""
     axis = 0 if dst.ndim < 2 or dst.shape[0] >= num_threads() else 1
+    step = src.strides[-1] if src.ndim else 0
+    runs = dst.ndim >= 2 and dst.shape[-1] > ALIAS_RUN and step and step % 4096 == 0
 
     def part(a: int, b: int) -> None:
-        if axis == 0:
-            np.copyto(dst[a:b], src[a:b])
+        d, s = (dst[a:b], src[a:b]) if axis == 0 else (dst[:, a:b], src[:, a:b])
+        if runs:
+            for i in range(0, d.shape[-1], ALIAS_RUN):
+                np.copyto(d[..., i:i + ALIAS_RUN], s[..., i:i + ALIAS_RUN])
         else:
-            np.copyto(dst[:, a:b], src[:, a:b])
+            np.copyto(d, s)
 
     for_chunks(part, dst.shape[axis], dst.size)
 
