@@ -261,3 +261,18 @@ def test_sgd_momentum_of_a_large_parameter_in_cache_blocks_matches_the_plain_upd
     np.testing.assert_array_equal(results[0], p_ref)
     np.testing.assert_array_equal(results[1], p_ref)
     np.testing.assert_allclose(results[2], p_ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 kernel names")
+def test_openblas_core_name_follows_openblas_coretype():
+    """The kernels NumPy's OpenBLAS runs, as the benchmarks report them: the ones
+    OPENBLAS_CORETYPE names when it is set before NumPy loads."""
+    from fusegrad.ops import _blas
+
+    if not _blas.available() or _blas.core_name() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS that names its kernels")
+    env = dict(os.environ, PYTHONPATH=SRC, OPENBLAS_CORETYPE="Sandybridge")
+    code = "from fusegrad.ops import _blas; print(_blas.core_name())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert out.lower() == "sandybridge"
