@@ -81,26 +81,30 @@ class SGD(Optimizer):
         operations in their order, so the same bits at every block size and thread count.
         False, doing nothing, with dampening or when the arrays are small, of mixed dtype or
         not contiguous (the caller's loop handles those)."""
-        if damp != 1 or data.size < 2 * _BLOCK:
+        if damp != 1 or data.size < 2 * _parallel.MIN_CHUNK:
             return False
         if not (data.dtype == d_p.dtype == buf.dtype and data.shape == d_p.shape == buf.shape
                 and data.flags.c_contiguous and d_p.flags.c_contiguous
                 and buf.flags.c_contiguous):
             return False
         flat_p, flat_g, flat_b = data.reshape(-1), d_p.reshape(-1), buf.reshape(-1)
+        # At most `_BLOCK`, and a block per thread for a parameter of fewer blocks.
+        size = min(_BLOCK, -(-data.size // _parallel.num_threads()))
+
+        work = self._scratch(data).reshape(-1)
 
         def blocks(first: int, last: int) -> None:
-            step = np.empty(_BLOCK, dtype=data.dtype)  # this thread's, reused per block
-            for i in range(first * _BLOCK, min(last * _BLOCK, data.size), _BLOCK):
-                j = min(i + _BLOCK, data.size)
+            # This chunk's block-sized part of the work buffer, reused for each of its blocks.
+            step = work[first * size:first * size + size]
+            for i in range(first * size, min(last * size, data.size), size):
+                j = min(i + size, data.size)
                 b, st = flat_b[i:j], step[:j - i]
                 b *= momentum
                 b += flat_g[i:j]
                 np.multiply(b, lr, out=st)
                 flat_p[i:j] -= st
 
-        n_blocks = -(-data.size // _BLOCK)
-        _parallel.for_chunks(blocks, n_blocks, data.size)
+        _parallel.for_chunks(blocks, -(-data.size // size), data.size)
         return True
 
     def _scratch(self, like: np.ndarray) -> np.ndarray:
