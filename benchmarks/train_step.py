@@ -250,11 +250,16 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
 
 
 def machine_line() -> str:
-    """Python, NumPy and torch versions, CPU count and OMP_NUM_THREADS."""
+    """Python, NumPy and torch versions, NumPy's OpenBLAS kernels (and OPENBLAS_CORETYPE,
+    which chooses them), CPU count, OMP_NUM_THREADS and the load average."""
     import torch
 
+    from fusegrad.ops import _blas
+
     return (f"Python {platform.python_version()}, NumPy {np.__version__}, "
-            f"torch {torch.__version__}, {os.cpu_count()} CPUs, "
+            f"torch {torch.__version__}, OpenBLAS kernels {_blas.core_name()} "
+            f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}), "
+            f"{os.cpu_count()} CPUs, "
             f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
             f"load average {os.getloadavg()[0]:.1f}")
 

@@ -52,6 +52,7 @@ def _conv_step(lib, x, w, b, **kw):
     ((32, 6, 14, 14), {}),                        # small images: batch-last columns
     ((64, 3, 12, 12), {"padding": 1, "stride": 2}),
     ((4, 5, 24, 24), {"padding": 2}),             # large images: per-sample GEMMs
+    ((16, 64, 8, 8), {"padding": 2}),             # 16 KiB per sample: copies in runs
 ])
 def test_conv_with_two_threads_is_bit_identical_to_one(threads, shape, kw):
     rng = np.random.default_rng(0)
@@ -87,6 +88,54 @@ def test_for_chunks_covers_every_index_once_and_reraises(threads):
 
     with pytest.raises(ValueError, match="chunk failed"):
         _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
+
+
+def test_for_chunks_does_not_wait_for_a_busy_pool_thread(threads):
+    """A pool thread that is busy (or not scheduled) leaves its pieces to the caller: the
+    call finishes on the calling thread alone, with every index covered once."""
+    import threading
+
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()  # one pool thread, occupied below
+    release, entered = threading.Event(), threading.Semaphore(0)
+
+    def hold(a, b):
+        entered.release()
+        release.wait(30)
+
+    holder = threading.Thread(target=_parallel.for_chunks,
+                              args=(hold, 2, 2 * _parallel.MIN_CHUNK))
+    holder.start()
+    try:
+        # Both pieces running: the holder's thread has one, the pool thread the other.
+        assert entered.acquire(timeout=30) and entered.acquire(timeout=30)
+        seen = np.zeros(8, dtype=np.int64)
+
+        def mark(a, b):
+            seen[a:b] += 1
+
+        caller = threading.Thread(target=_parallel.for_chunks,
+                                  args=(mark, 8, 8 * _parallel.MIN_CHUNK))
+        caller.start()
+        caller.join(10)
+        assert not caller.is_alive()
+        assert seen.tolist() == [1] * 8
+    finally:
+        release.set()
+        holder.join(30)
+
+
+@pytest.mark.parametrize("shape", [(32, 64, 8, 8), (20, 16, 8, 8), (3, 1024), (9, 2, 512)])
+def test_copyto_moving_the_first_axis_last_is_exact(threads, shape):
+    """Sources that step by 4 KiB along the copied axis are copied in runs: same values."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    order = tuple(range(1, len(shape))) + (0,)
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        dst = np.empty(x.transpose(order).shape, np.float32)
+        _parallel.copyto(dst, x.transpose(order))
+        np.testing.assert_array_equal(dst, np.transpose(x, order))
 
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
@@ -183,3 +232,47 @@ def test_sgd_momentum_with_two_threads_is_bit_identical_to_one_and_matches_torch
         results.append(np.array(p.detach().numpy()))
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_allclose(results[1], results[2], rtol=1e-6, atol=1e-7)
+
+
+def test_sgd_momentum_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(threads):
+    """A parameter of several update blocks: the blocked momentum update (at one and two
+    threads) gives the bits of the plain whole-array formula, and PyTorch's values."""
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((1300, 700)).astype(np.float32)  # 3.5 blocks of 2**18
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
+    p_ref, buf = w0.copy(), None
+    for g in grads:  # PyTorch's rule, one NumPy pass per operation
+        if buf is None:
+            buf = g.copy()
+        else:
+            buf *= np.float32(0.9)
+            buf += g
+        p_ref -= buf * np.float32(0.01)
+    results = []
+    for lib, n in ((fusegrad, 1), (fusegrad, 2), (torch, 1)):
+        if lib is fusegrad:
+            fusegrad.set_num_threads(n)
+        p = lib.nn.Parameter(lib.tensor(w0.copy()))
+        opt = lib.optim.SGD([p], lr=0.01, momentum=0.9)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        results.append(np.array(p.detach().numpy()))
+    np.testing.assert_array_equal(results[0], p_ref)
+    np.testing.assert_array_equal(results[1], p_ref)
+    np.testing.assert_allclose(results[2], p_ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86 kernel names")
+def test_openblas_core_name_follows_openblas_coretype():
+    """The kernels NumPy's OpenBLAS runs, as the benchmarks report them: the ones
+    OPENBLAS_CORETYPE names when it is set before NumPy loads."""
+    from fusegrad.ops import _blas
+
+    if not _blas.available() or _blas.core_name() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS that names its kernels")
+    env = dict(os.environ, PYTHONPATH=SRC, OPENBLAS_CORETYPE="Sandybridge")
+    code = "from fusegrad.ops import _blas; print(_blas.core_name())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert out.lower() == "sandybridge"

@@ -26,6 +26,7 @@ class _Lib:
     loaded = False
     get = None
     set = None
+    corename = None
 
 
 _lib = _Lib()
@@ -72,6 +73,11 @@ def _load() -> None:
                 put.restype = None
                 put.argtypes = [ctypes.c_int]
                 _lib.get, _lib.set = get, put
+                core = getattr(dll, get_name.replace("num_threads", "corename"), None)
+                if core is not None:
+                    core.restype = ctypes.c_char_p
+                    core.argtypes = []
+                    _lib.corename = core
                 return
 
 
@@ -90,3 +96,12 @@ def get_threads() -> int:
 def set_threads(n: int) -> None:
     """Set OpenBLAS's thread count (call only when `available()`)."""
     _lib.set(int(n))
+
+
+def core_name() -> str | None:
+    """The kernel family OpenBLAS chose for this CPU (`Haswell`, `SkylakeX`, ...; the
+    `OPENBLAS_CORETYPE` environment variable, read when NumPy loads, overrides its choice),
+    or None without a settable OpenBLAS."""
+    if not available() or _lib.corename is None:
+        return None
+    return _lib.corename().decode()
