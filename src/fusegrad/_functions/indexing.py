@@ -164,6 +164,14 @@ def getitem(input, index):
     return result
 
 
+# `x[i]` of a plain tensor, an int in bounds, run in the protocol wrapper's own frame
+# (`_exact_source`): one Python frame between the expression and dispatch.
+getitem.plain_path = ("other.__class__ is int and self.__class__ is Tensor and "
+                      "(shape := self._data.shape) and -shape[0] <= other < shape[0]",
+                      "call(select, self, 0, other)",
+                      {"Tensor": Tensor, "call": call, "select": S.select})
+
+
 def _index_int(v):
     """A slice bound as an int; like Python's slices, only integers (`__index__`) or None."""
     if v is None or v.__class__ is int or v.__class__ is SymInt:

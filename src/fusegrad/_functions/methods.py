@@ -99,6 +99,10 @@ def _operator(op):
             return NotImplemented
         return call2(op, self, other)
 
+    # The protocol's wrapper runs the common case in its own frame (a plain tensor and a
+    # tensor or Python number): one Python frame between `a * b` and dispatch.
+    method.plain_path = ("other.__class__ in operands", "call2(op, self, other)",
+                         {"operands": _OPERAND_CLASSES, "call2": call2, "op": op})
     return method
 
 
