@@ -118,6 +118,8 @@ def _cmp(op):
             return NotImplemented
         return call(op, self, other)
 
+    method.plain_path = ("other.__class__ in operands", "call(op, self, other)",
+                         {"operands": _OPERAND_CLASSES, "call": call, "op": op})
     return method
 
 
