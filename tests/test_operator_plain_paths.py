@@ -57,7 +57,8 @@ def test_indexing_zero_dim_and_parameter():
 
 @pytest.mark.parametrize("expr", ["x * y", "x * 2", "2.5 * x", "x + True", "x - y", "x / y",
                                   "x @ y", "x @ v", "x == y", "x < 0.5", "x != 1", "p * x",
-                                  "p @ y", "x * p", "x[1] * y[2]"])
+                                  "p @ y", "x * p", "x[1] * y[2]", "x ** 2", "2 ** x",
+                                  "1 / x", "x.abs() ** y", "2.5 / x"])
 def test_operators_values_and_nodes(expr):
     def scenario(T):
         x = T.tensor(OTHER, dtype=T.float32, requires_grad=True)
@@ -82,7 +83,7 @@ def test_mode_sees_plain_operators_and_indexing():
 
         x = T.tensor(OTHER, dtype=T.float32)
         with Recorder():
-            results = [x * x, x * 2, x @ x, x == x, x[0], x[1:3], x[0, 1]]
+            results = [x * x, x * 2, x @ x, x == x, x[0], x[1:3], x[0, 1], x ** 2, 2 / x]
         after = x * x
         return log, [r.numpy().astype(float).round(4).tolist() for r in results + [after]]
 

@@ -150,6 +150,18 @@ def _rpow(self, other):
     return call(P.pow_scalar_base, other, self)
 
 
+# Their common case (a tensor or Python number operand), run in the protocol wrapper's frame.
+_rtruediv.plain_path = ("other.__class__ in operands",
+                        "call2(mul, call(reciprocal, self), other)",
+                        {"operands": _OPERAND_CLASSES, "call": call, "call2": call2,
+                         "mul": P.mul, "reciprocal": P.reciprocal})
+_pow.plain_path = ("other.__class__ in operands", "pow(self, other)",
+                   {"operands": _OPERAND_CLASSES, "pow": pow})
+_rpow.plain_path = ("other.__class__ in operands", "call(pow_scalar_base, other, self)",
+                    {"operands": _OPERAND_CLASSES, "call": call,
+                     "pow_scalar_base": P.pow_scalar_base})
+
+
 def _pos(self):
     """`+x` is `x` itself."""
     return self
