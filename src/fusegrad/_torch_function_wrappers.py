@@ -215,27 +215,47 @@ def set_tensor_attributes(wrapped: bool) -> None:
 def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
     """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
     one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
-    skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
-    return _instantiate(("exact", binary, keywords),
-                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
-                         "_MISSING": _MISSING})
+    skips packing `*args, **kwargs`, and the handlers still get the call as it was made.
+    A binary method that declares a `plain_path` gets it inlined (see `_exact_source`)."""
+    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING}
+    path = getattr(fn, "plain_path", None) if binary and not keywords else None
+    if path is None:
+        return _instantiate(("exact", binary, keywords), namespace)
+    guard, expression, names = path
+    namespace.update(names)
+    return _instantiate(("exact", binary, keywords, guard, expression), namespace)
 
 
-def _exact_source(binary: bool, keywords: tuple) -> str:
+def _exact_source(binary: bool, keywords: tuple, guard: str | None = None,
+                  expression: str | None = None) -> str:
+    """The source of an exact wrapper. `guard` and `expression`, a binary method's
+    `plain_path` (Python source over `self`, `other` and the names it brings), are
+    evaluated in the wrapper's own frame once `self` is plain: where `guard` holds, the
+    method's result is `expression`, so the common call (`a * b`, `a[0]`) reaches dispatch
+    without a second Python frame. A guard holds only for arguments the protocol lets
+    through (its classes are in `_fast`)."""
     params = ["self", "other"] if binary else ["self"]
     kw = "".join(f", {k}=_MISSING" for k in keywords)
     star = ", *" if keywords else ""
-    check = "self.__class__ in fast" + (" and other.__class__ in fast" if binary else "")
-    check += "".join(f" and {k} is _MISSING" for k in keywords)
     passed = ", ".join(params)
     given = "".join(f"\n    if {k} is not _MISSING:\n        kwargs[{k!r}] = {k}"
                     for k in keywords)
+    # An index tuple `x[0, 1]`, a list operand: plain items pass.
+    items = ("if other.__class__ is tuple or other.__class__ is list:\n"
+             "        for b in other:\n            if b.__class__ not in fast:\n"
+             "                break\n        else:\n            return fn(self, other)")
+    if guard is not None:
+        return (f"def wrapper(self, other):\n    if self.__class__ in fast:\n"
+                f"        if {guard}:\n            return {expression}\n"
+                f"        if other.__class__ in fast:\n            return fn(self, other)\n"
+                f"        {items.replace(chr(10), chr(10) + '    ')}\n"
+                f"    return _slow(info, (self, other), {{}})\n")
+    check = "self.__class__ in fast" + (" and other.__class__ in fast" if binary else "")
+    check += "".join(f" and {k} is _MISSING" for k in keywords)
     fallback = ""
-    if binary and not keywords:  # an index tuple `x[0, 1]`, a list operand: plain items pass
-        fallback = ("\n    if self.__class__ in fast and (other.__class__ is tuple or "
-                    "other.__class__ is list):\n        for b in other:\n"
-                    "            if b.__class__ not in fast:\n                break\n"
-                    "        else:\n            return fn(self, other)")
+    if binary and not keywords:
+        fallback = "\n    if self.__class__ in fast:\n        " + items.replace(
+            "\n", "\n    ")
     return (f"def wrapper({passed}{star}{kw}):\n"
             f"    if {check}:\n        return fn({passed})"
             f"{fallback}\n    kwargs = {{}}{given}\n"

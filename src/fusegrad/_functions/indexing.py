@@ -118,6 +118,12 @@ def getitem(input, index):
                 raise IndexError(
                     f"index {index} is out of bounds for dimension 0 with size {size}")
             return call(S.select, input, 0, index)
+    elif index.__class__ is slice:  # `x[i:j]`, `x[::k]`: a slice of dim 0, even a full one
+        start, stop, step = index.start, index.stop, index.step
+        if (start is None or start.__class__ is int) and (
+                stop is None or stop.__class__ is int) and (
+                step is None or step.__class__ is int) and input.ndim:
+            return call(S.slice_, input, 0, start, stop, 1 if step is None else step)
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
@@ -162,6 +168,14 @@ def getitem(input, index):
     if result is input:
         result = call(S.alias, input)
     return result
+
+
+# `x[i]` of a plain tensor, an int in bounds, run in the protocol wrapper's own frame
+# (`_exact_source`): one Python frame between the expression and dispatch.
+getitem.plain_path = ("other.__class__ is int and self.__class__ is Tensor and "
+                      "(shape := self._data.shape) and -shape[0] <= other < shape[0]",
+                      "call(select, self, 0, other)",
+                      {"Tensor": Tensor, "call": call, "select": S.select})
 
 
 def _index_int(v):

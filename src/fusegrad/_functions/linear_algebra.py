@@ -97,6 +97,13 @@ def matmul(input, other, *, out=None):
     b3 = reshape(b.expand(batch + (k, m)), (-1, k, m))
     shape = batch + ((n,) if da > 1 else ()) + ((m,) if db > 1 else ())
     return call(S.unsafe_view, bmm(a3, b3), shape)
+
+
+# `a @ b` of two plain matrices, run in the protocol wrapper's own frame (`_exact_source`).
+matmul.plain_path = ("self.__class__ is Tensor and other.__class__ is Tensor and "
+                     "self._data.ndim == 2 and other._data.ndim == 2",
+                     "call2(mm, self, other)", {"Tensor": Tensor, "call2": call2, "mm": L.mm})
+
 # ---------------------------------------------------------------- more linear algebra
 
 

@@ -99,6 +99,10 @@ def _operator(op):
             return NotImplemented
         return call2(op, self, other)
 
+    # The protocol's wrapper runs the common case in its own frame (a plain tensor and a
+    # tensor or Python number): one Python frame between `a * b` and dispatch.
+    method.plain_path = ("other.__class__ in operands", "call2(op, self, other)",
+                         {"operands": _OPERAND_CLASSES, "call2": call2, "op": op})
     return method
 
 
@@ -114,6 +118,8 @@ def _cmp(op):
             return NotImplemented
         return call(op, self, other)
 
+    method.plain_path = ("other.__class__ in operands", "call(op, self, other)",
+                         {"operands": _OPERAND_CLASSES, "call": call, "op": op})
     return method
 
 
@@ -142,6 +148,18 @@ def _rpow(self, other):
     if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
         return NotImplemented
     return call(P.pow_scalar_base, other, self)
+
+
+# Their common case (a tensor or Python number operand), run in the protocol wrapper's frame.
+_rtruediv.plain_path = ("other.__class__ in operands",
+                        "call2(mul, call(reciprocal, self), other)",
+                        {"operands": _OPERAND_CLASSES, "call": call, "call2": call2,
+                         "mul": P.mul, "reciprocal": P.reciprocal})
+_pow.plain_path = ("other.__class__ in operands", "pow(self, other)",
+                   {"operands": _OPERAND_CLASSES, "pow": pow})
+_rpow.plain_path = ("other.__class__ in operands", "call(pow_scalar_base, other, self)",
+                    {"operands": _OPERAND_CLASSES, "call": call,
+                     "pow_scalar_base": P.pow_scalar_base})
 
 
 def _pos(self):
