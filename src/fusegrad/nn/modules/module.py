@@ -238,8 +238,9 @@ class Module:
             result = backward.setup_outputs(result)
         return result
 
-    def _new_handle(self, hooks: OrderedDict, hook, prepend: bool) -> RemovableHandle:
-        handle = RemovableHandle(hooks)
+    def _new_handle(self, hooks: OrderedDict, hook, prepend: bool,
+                    extra: list | None = None) -> RemovableHandle:
+        handle = RemovableHandle(hooks, extra_dict=extra)
         hooks[handle.id] = hook
         if prepend:
             hooks.move_to_end(handle.id, last=False)
@@ -248,7 +249,8 @@ class Module:
     def register_forward_pre_hook(self, hook, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
         """Call `hook(module, args)` before forward; it may return new args."""
-        handle = self._new_handle(self._forward_pre_hooks, hook, prepend)
+        handle = self._new_handle(self._forward_pre_hooks, hook, prepend,
+                                  [self._forward_pre_hooks_with_kwargs])
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs[handle.id] = True
         return handle
@@ -256,7 +258,9 @@ class Module:
     def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
                               always_call: bool = False) -> RemovableHandle:
         """Call `hook(module, args, output)` after forward; it may return a new output."""
-        handle = self._new_handle(self._forward_hooks, hook, prepend)
+        handle = self._new_handle(
+            self._forward_hooks, hook, prepend,
+            [self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
         if always_call:
