@@ -1,9 +1,23 @@
-"""`fusegrad.nn.utils`: gradient clipping, parameter vector helpers and `rnn` (packed
-sequences)."""
+"""`fusegrad.nn.utils`: gradient clipping, parameter vector helpers, `rnn` (packed
+sequences), `skip_init`, and the submodules `parametrize`, `parametrizations`, `prune` and
+`fusion`, which load on first use."""
+
+import warnings
 
 from . import rnn
-from .clip_grad import clip_grad_norm_, clip_grad_value_
+from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert import parameters_to_vector, vector_to_parameters
+from .init import skip_init
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
-           "vector_to_parameters", "rnn"]
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
+           "get_total_norm", "parameters_to_vector", "vector_to_parameters", "rnn",
+           "skip_init"]
+
+
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None):
+    """Deprecated spelling of `clip_grad_norm_` (warns as PyTorch does)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`torch.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
