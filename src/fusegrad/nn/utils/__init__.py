@@ -21,6 +21,23 @@ __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_
            "fuse_linear_bn_weights"]
 
 
+_LAZY_MODULES = frozenset({"parametrize", "parametrizations", "prune"})
+
+
+def __getattr__(name: str):
+    """Import `parametrize`, `parametrizations` or `prune` on first access."""
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The namespace including the submodules not loaded yet."""
+    return sorted(set(globals()) | _LAZY_MODULES)
+
+
 def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0,
                    error_if_nonfinite: bool = False, foreach: bool | None = None):
     """Deprecated spelling of `clip_grad_norm_` (warns as PyTorch does)."""
