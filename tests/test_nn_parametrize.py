@@ -153,3 +153,46 @@ def test_lazy_submodules():
     ours = fusegrad.nn.utils.parametrize
     public = [n for n in theirs.__all__ if n != "transfer_parametrizations_and_params"]
     assert [n for n in public if not hasattr(ours, n)] == []
+
+
+def test_submodules_load_on_first_use():
+    """`import fusegrad.nn` leaves parametrize, parametrizations and prune unloaded (fusion,
+    small, loads with nn.utils as PyTorch's does); the attribute imports them."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(fusegrad.__file__).resolve().parent.parent)
+    code = (
+        "import json, sys, fusegrad.nn\n"
+        "names = ['parametrize', 'parametrizations', 'prune']\n"
+        "before = [n for n in names if 'fusegrad.nn.utils.' + n in sys.modules]\n"
+        "mods = [getattr(fusegrad.nn.utils, n).__name__ for n in names]\n"
+        "print(json.dumps([before, mods, 'prune' in dir(fusegrad.nn.utils)]))\n")
+    env = dict(os.environ, PYTHONPATH=src)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    before, mods, listed = json.loads(proc.stdout.splitlines()[-1])
+    assert before == [] and listed
+    assert mods == ["fusegrad.nn.utils.parametrize", "fusegrad.nn.utils.parametrizations",
+                    "fusegrad.nn.utils.prune"]
+
+
+def _transfer(lib):
+    P = importlib.import_module(lib.__name__ + ".nn.utils.parametrize")
+    PZ = importlib.import_module(lib.__name__ + ".nn.utils.parametrizations")
+    src = lib.nn.Linear(3, 2)
+    src.weight.data = lib.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    PZ.weight_norm(src)
+    dst = lib.nn.Linear(3, 2)
+    P.transfer_parametrizations_and_params(src, dst)
+    bare = lib.nn.Module()
+    P.transfer_parametrizations_and_params(src, bare, "weight")
+    return [(type(m).__name__, sorted(m.state_dict()), _rounded(m.weight.tolist()))
+            for m in (dst, bare)]
+
+
+def test_transfer_parametrizations_and_params():
+    assert _transfer(fusegrad) == _transfer(torch)
