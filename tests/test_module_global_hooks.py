@@ -152,3 +152,25 @@ def test_removal_restores_the_plain_call():
     assert fusegrad.nn.Module.__call__ is plain
     lin(fusegrad.ones(1, 2))
     assert seen == [2]
+
+
+def _own_always_call(lib) -> list:
+    seen = []
+
+    class Bad(lib.nn.Module):
+        def forward(self, x, flag=True):
+            raise ValueError("boom")
+
+    bad = Bad()
+    bad.register_forward_hook(lambda m, a, k, o: seen.append(("kw", sorted(k), o)),
+                              with_kwargs=True, always_call=True)
+    bad.register_forward_hook(lambda m, a, o: seen.append(("plain", o)), always_call=True)
+    try:
+        bad(lib.ones(1), flag=False)
+    except ValueError as e:
+        seen.append(str(e))
+    return seen
+
+
+def test_module_always_call_hook_gets_kwargs_on_failure():
+    assert _own_always_call(fusegrad) == _own_always_call(torch)
