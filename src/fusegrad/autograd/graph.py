@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import weakref
+from typing import Any
 
 from .. import _thread_state
 from .._dtype import COMPLEX as _COMPLEX
@@ -112,24 +113,46 @@ class Node:
 
 
 class RemovableHandle:
-    """Returned by every `register_*hook`; `remove()` unregisters the hook."""
+    """Unregisters one hook: `remove()` takes its entry out of the hook dict (and out of
+    `extra_dict`, the per-hook flag dicts such as a module's `with_kwargs` set); usable as a
+    context manager that removes on exit. `id` is the key of the hook in those dicts.
 
-    __slots__ = ("_hooks", "id")
+    Public as `fusegrad.utils.hooks.RemovableHandle`; it lives here, below Tensor, which
+    returns it from `register_hook`."""
+
+    __slots__ = ("_hooks", "_extra", "id")
     _ids = itertools.count()
 
-    def __init__(self, hooks: dict):
-        self._hooks = hooks
+    def __init__(self, hooks_dict: Any, *, extra_dict: Any = None) -> None:
+        self._hooks = hooks_dict
         self.id = next(RemovableHandle._ids)
+        if extra_dict is None:
+            self._extra = ()
+        elif isinstance(extra_dict, list):
+            self._extra = tuple(extra_dict)
+        else:
+            self._extra = (extra_dict,)
 
     def remove(self) -> None:
         """Unregister the hook (a second call does nothing)."""
         self._hooks.pop(self.id, None)
+        for extra in self._extra:
+            extra.pop(self.id, None)
 
-    def __enter__(self):
+    def __getstate__(self) -> tuple:
+        return (self._hooks, self.id, self._extra)
+
+    def __setstate__(self, state: tuple) -> None:
+        self._hooks, self.id, self._extra = state
+
+    def __enter__(self) -> RemovableHandle:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.remove()
+
+
+RemovableHandle.__module__ = "fusegrad.utils.hooks"
 
 
 def _add_hook(hooks: dict, fn) -> RemovableHandle:

@@ -14,6 +14,25 @@ from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
 from ..parameter import Buffer, Parameter
+from . import _global_hooks as _G
+from ._global_hooks import (  # noqa: F401  (PyTorch's home of these names)
+    _global_backward_hooks,
+    _global_backward_pre_hooks,
+    _global_buffer_registration_hooks,
+    _global_forward_hooks,
+    _global_forward_hooks_always_called,
+    _global_forward_hooks_with_kwargs,
+    _global_forward_pre_hooks,
+    _global_module_registration_hooks,
+    _global_parameter_registration_hooks,
+    register_module_buffer_registration_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+)
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -114,7 +133,9 @@ class _BackwardHook:
         full = [None] * self.n_outputs
         for i, g in zip(self.out_idx, grads):
             full[i] = g
-        for hook in list(self.module._backward_pre_hooks.values()):
+        hooks = [*_G._global_backward_pre_hooks.values(),
+                 *self.module._backward_pre_hooks.values()]
+        for hook in hooks:
             res = hook(self.module, tuple(full))
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)
@@ -124,7 +145,8 @@ class _BackwardHook:
                                        f"{len(full)}")
                 full = list(res)
         self.grad_outputs = tuple(full)
-        if self.input_node is None and self.module._backward_hooks:
+        if self.input_node is None and (_G._global_backward_hooks
+                                        or self.module._backward_hooks):
             # No input needs a gradient: the hooks run now, with PyTorch's warning.
             warnings.warn(
                 "Full backward hook is firing when gradients are computed with respect to "
@@ -132,15 +154,18 @@ class _BackwardHook:
                 "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn."
                 "Module.register_full_backward_hook for more details.", UserWarning,
                 stacklevel=2)
-            for hook in list(self.module._backward_hooks.values()):
+            for hook in self._hooks():
                 hook(self.module, (None,) * max(self.n_inputs, 1), self.grad_outputs)
         return tuple(full[i] for i in self.out_idx)
+
+    def _hooks(self) -> list:
+        return [*_G._global_backward_hooks.values(), *self.module._backward_hooks.values()]
 
     def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple):
         full = [None] * self.n_inputs
         for i, g in zip(self.in_idx, grad_inputs):
             full[i] = g
-        for hook in list(self.module._backward_hooks.values()):
+        for hook in self._hooks():
             res = hook(self.module, tuple(full), self.grad_outputs)
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)
@@ -193,17 +218,28 @@ class Module:
     # ------------------------------------------------------------ calling
 
     def __call__(self, *args, **kwargs):
+        # While a global hook exists, `_global_hooks` makes `_call_with_global_hooks` the
+        # class's __call__: this path reads the module's own tables only.
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
+    _call_plain = __call__
+
+    def _call_with_global_hooks(self, *args, **kwargs):
+        return self._call_with_hooks(args, kwargs)
+
     def _call_with_hooks(self, args, kwargs):
         backward = None
-        if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
+        if (self._backward_hooks or self._backward_pre_hooks or _G._global_backward_hooks
+                or _G._global_backward_pre_hooks) and is_grad_enabled():
             backward = _BackwardHook(self)
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
+        pre_hooks = [(hook, False) for hook in _G._global_forward_pre_hooks.values()]
+        pre_hooks += [(hook, hid in self._forward_pre_hooks_with_kwargs)
+                      for hid, hook in self._forward_pre_hooks.items()]
+        for hook, with_kwargs in pre_hooks:
+            if with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
                     if not (isinstance(res, tuple) and len(res) == 2):
@@ -217,18 +253,29 @@ class Module:
                     args = res if isinstance(res, tuple) else (res,)
         if backward is not None:
             args = backward.setup_inputs(args)
+        g_hooks = _G._global_forward_hooks
+        hooks = [(hook, hid in _G._global_forward_hooks_with_kwargs,
+                  hid in _G._global_forward_hooks_always_called, True)
+                 for hid, hook in g_hooks.items()] if g_hooks else []
+        hooks += [(hook, hid in self._forward_hooks_with_kwargs,
+                   hid in self._forward_hooks_always_called, False)
+                  for hid, hook in self._forward_hooks.items()]
         try:
             result = self.forward(*args, **kwargs)
         except Exception:
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid in self._forward_hooks_always_called:
+            for hook, with_kwargs, always, is_global in hooks:
+                if always:
                     try:
-                        hook(self, args, None)
+                        # PyTorch passes kwargs here to a module's own hooks only
+                        if with_kwargs and not is_global:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
                     except Exception:  # noqa: BLE001  (the forward's error is reported)
                         pass
             raise
-        for hid, hook in list(self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
+        for hook, with_kwargs, _, _ in hooks:
+            if with_kwargs:
                 res = hook(self, args, kwargs, result)
             else:
                 res = hook(self, args, result)
@@ -238,8 +285,9 @@ class Module:
             result = backward.setup_outputs(result)
         return result
 
-    def _new_handle(self, hooks: OrderedDict, hook, prepend: bool) -> RemovableHandle:
-        handle = RemovableHandle(hooks)
+    def _new_handle(self, hooks: OrderedDict, hook, prepend: bool,
+                    extra: list | None = None) -> RemovableHandle:
+        handle = RemovableHandle(hooks, extra_dict=extra)
         hooks[handle.id] = hook
         if prepend:
             hooks.move_to_end(handle.id, last=False)
@@ -248,7 +296,8 @@ class Module:
     def register_forward_pre_hook(self, hook, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
         """Call `hook(module, args)` before forward; it may return new args."""
-        handle = self._new_handle(self._forward_pre_hooks, hook, prepend)
+        handle = self._new_handle(self._forward_pre_hooks, hook, prepend,
+                                  [self._forward_pre_hooks_with_kwargs])
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs[handle.id] = True
         return handle
@@ -256,7 +305,9 @@ class Module:
     def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
                               always_call: bool = False) -> RemovableHandle:
         """Call `hook(module, args, output)` after forward; it may return a new output."""
-        handle = self._new_handle(self._forward_hooks, hook, prepend)
+        handle = self._new_handle(
+            self._forward_hooks, hook, prepend,
+            [self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
         if always_call:
@@ -293,6 +344,9 @@ class Module:
                 "be created explicitly. To express '{name}' as a function of another Tensor, "
                 "compute the value in the forward() method.".replace("{name}", name))
         else:
+            if _G._global_parameter_registration_hooks:
+                param = _G._registered(_G._global_parameter_registration_hooks, self, name,
+                                       param)
             self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -307,6 +361,8 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_tensor_type_name(tensor)}' object to buffer "
                             f"'{name}' (torch Tensor or None required)")
+        if _G._global_buffer_registration_hooks:
+            tensor = _G._registered(_G._global_buffer_registration_hooks, self, name, tensor)
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -322,6 +378,8 @@ class Module:
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         self._check_name(name, "module")
+        if _G._global_module_registration_hooks:
+            module = _G._registered(_G._global_module_registration_hooks, self, name, module)
         self._modules[name] = module
 
     register_module = add_module
@@ -353,13 +411,17 @@ class Module:
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._drop(name, d, keep="_modules")
+            if _G._global_module_registration_hooks:
+                value = _G._registered(_G._global_module_registration_hooks, self, name, value)
             modules[name] = value
             return
         if modules is not None and name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as child module "
                                 f"'{name}' (torch.nn.Module or None expected)")
-            modules[name] = None
+            if _G._global_module_registration_hooks:
+                value = _G._registered(_G._global_module_registration_hooks, self, name, value)
+            modules[name] = value
             return
         buffers = d.get("_buffers")
         if isinstance(value, Buffer):  # registers itself, kept as a plain tensor
@@ -372,6 +434,8 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as buffer "
                                 f"'{name}' (torch.Tensor or None expected)")
+            if _G._global_buffer_registration_hooks:
+                value = _G._registered(_G._global_buffer_registration_hooks, self, name, value)
             buffers[name] = value
             return
         object.__setattr__(self, name, value)

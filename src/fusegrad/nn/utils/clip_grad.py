@@ -1,58 +1,73 @@
-"""Gradient clipping by total norm or by value (in place, outside autograd)."""
+"""Gradient clipping: the total norm of a group of tensors (`get_total_norm`), scaling
+gradients by a given norm (`clip_grads_with_norm_`), and `clip_grad_norm_`, which is the one
+followed by the other; clipping by value."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
-import numpy as np
-
 from ..._tensor import Tensor
+from ...autograd.grad_mode import no_grad
 
 
-def _grads(parameters) -> list:
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    return [p.grad for p in parameters if p.grad is not None]
+def _as_list(tensors) -> list:
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
 
 
-def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float,
-                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                    foreach: bool | None = None) -> Tensor:
-    """Scale all gradients so that their joint norm is at most `max_norm`; returns the norm
-    before clipping."""
-    grads = _grads(parameters)
-    max_norm = float(max_norm)
+def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """The `norm_type`-norm of all `tensors` together: the norm of their norms, each taken in
+    its own dtype (as PyTorch does, so the figures agree to the last bit)."""
+    from ... import stack, tensor
+    from ...linalg import vector_norm
+
+    tensors = _as_list(tensors)
     norm_type = float(norm_type)
-    if not grads:
-        return Tensor._make(np.array(0.0, dtype=np.float32))
-    if math.isinf(norm_type):
-        norms = [np.abs(g._data).max() if g.numel() else 0.0 for g in grads]
-        total = max(float(n) for n in norms)
-    else:
-        acc = 0.0
-        for g in grads:
-            acc += float(np.sum(np.abs(g._data.astype(np.float64)) ** norm_type))
-        total = acc ** (1.0 / norm_type)
-    total_dt = grads[0]._data.dtype
-    total_t = Tensor._make(np.array(total, dtype=total_dt))
-    if error_if_nonfinite and not math.isfinite(total):
+    if not tensors:
+        return tensor(0.0)
+    with no_grad():
+        total = vector_norm(stack([vector_norm(t, norm_type) for t in tensors]), norm_type)
+    if error_if_nonfinite and bool(total.isnan() | total.isinf()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is "
             "non-finite, so it cannot be clipped. To disable this error and scale the "
             "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
-    coef = max_norm / (float(np.array(total, dtype=total_dt)) + 1e-6)
-    if coef < 1.0:
+    return total
+
+
+def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                          total_norm: Tensor, foreach: bool | None = None) -> None:
+    """Scale the gradients of `parameters` in place by `max_norm / (total_norm + 1e-6)`
+    when that is below 1 (by 1 otherwise, as PyTorch multiplies every time)."""
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        return
+    with no_grad():
+        coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
-            g._data *= np.asarray(coef, dtype=g._data.dtype)
-            g._vc[0] += 1
-    return total_t
+            g.mul_(coef.to(g.dtype))
+
+
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: bool | None = None) -> Tensor:
+    """Scale all gradients so that their joint norm is at most `max_norm`; returns the norm
+    before clipping."""
+    parameters = _as_list(parameters)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total, foreach)
+    return total
 
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
                      foreach: bool | None = None) -> None:
     """Clamp every gradient element into [-clip_value, clip_value]."""
+    import numpy as np
+
     clip_value = float(clip_value)
-    for g in _grads(parameters):
-        np.clip(g._data, -clip_value, clip_value, out=g._data)
-        g._vc[0] += 1
+    for p in _as_list(parameters):
+        g = p.grad
+        if g is not None:
+            np.clip(g._data, -clip_value, clip_value, out=g._data)
+            g._vc[0] += 1
