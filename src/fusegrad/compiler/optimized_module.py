@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..nn import Module
+from ..nn.modules._global_hooks import any_call_hooks
 
 
 class OptimizedModule(Module):
@@ -16,9 +17,9 @@ class OptimizedModule(Module):
     def forward(self, *args, **kwargs):
         mod = self._orig_mod
         if mod._forward_pre_hooks or mod._forward_hooks or mod._backward_hooks or \
-                mod._backward_pre_hooks or "forward" in mod.__dict__:
-            # `mod(...)` would run its hooks or an instance's own forward, which the compiled
-            # class forward does not: run exactly that, eagerly.
+                mod._backward_pre_hooks or "forward" in mod.__dict__ or any_call_hooks():
+            # `mod(...)` would run its hooks (its own or every module's) or an instance's own
+            # forward, which the compiled class forward does not: run exactly that, eagerly.
             return mod(*args, **kwargs)
         return self._compiled_forward(mod, *args, **kwargs)
 

@@ -125,8 +125,9 @@ class _WithState:
     """`mod` called with its parameters and buffers passed in front of the inputs (so they
     are graph inputs: the parameters get gradients, written buffers are written back)."""
 
-    def __init__(self, mod, names: list):
+    def __init__(self, mod, names: list, call=None):
         self.mod = mod
+        self.call = mod if call is None else call
         self.names = names
         self.__qualname__ = type(mod).__qualname__
 
@@ -140,7 +141,7 @@ class _WithState:
             slots.append((table, attr, table[attr]))
             table[attr] = value
         try:
-            return self.mod(*args[n:])
+            return self.call(*args[n:])
         finally:
             for table, attr, old in slots:
                 table[attr] = old
@@ -173,7 +174,10 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     named = list(mod.named_parameters(remove_duplicate=False)) + \
         list(mod.named_buffers(remove_duplicate=False))
     state = [t for _, t in named]
-    fn = _WithState(mod, [n for n, _ in named]) if named else mod
+    # A captured graph is traced through its forward: hooks registered for every module are
+    # the program's, run where its modules are called, not around fusegrad's graph.
+    call = mod.forward if _is_graph_module(mod) else mod
+    fn = _WithState(mod, [n for n, _ in named], call) if named else call
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
                            inference_compiler, known_constants=_module_constants(mod))
     if hasattr(mod, "graph") and graph_is_dynamic(mod):
@@ -185,6 +189,12 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     runner = _ModuleRunner(compiled, state)
     compiled.compile_for(tuple(state) + tuple(args))
     return runner
+
+
+def _is_graph_module(mod) -> bool:
+    from ...fx import GraphModule
+
+    return isinstance(mod, GraphModule)
 
 
 def _user_object(a) -> bool:

@@ -185,6 +185,12 @@ _TENSOR_OPERATORS = {getattr(operator, n) for n in (
     "getitem", "lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert")}
 
 
+def _global_hooks_registered() -> bool:
+    from ...nn.modules._global_hooks import any_call_hooks
+
+    return any_call_hooks()
+
+
 _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
                 "_backward_pre_hooks")
 
@@ -196,6 +202,10 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
     src = tr.guard_root(fn)
     if any(getattr(mod, t, None) for t in _HOOK_TABLES):
         raise Unsupported("a module with hooks")
+    if _global_hooks_registered():
+        raise Unsupported("module hooks registered for every module")
+    # A graph that inlined a forward is valid only while no global hook would run around it.
+    tr.builder.guards.add("___no_global_module_hooks()")
     forward = mod.forward
     if isinstance(forward, types.MethodType) and forward.__self__ is mod:
         func, args = forward.__func__, [fn] + args
@@ -526,6 +536,7 @@ def _captured_callee(wrap, f, values: list) -> tuple:
             not getattr(f.__func__, "_fusegrad_disabled", False):
         return wrap(f.__func__), [f.__self__] + values
     if _is_module(f) and not any(getattr(f, t, None) for t in _HOOK_TABLES) and \
-            not hasattr(f, "_compiled_forward"):  # an OptimizedModule is compiled already
+            not hasattr(f, "_compiled_forward") and not _global_hooks_registered():
+        # (an OptimizedModule is compiled already; global hooks run through `__call__`)
         return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
     return f, values

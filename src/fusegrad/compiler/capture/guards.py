@@ -318,13 +318,21 @@ def _items(container) -> list:
     return list(container)
 
 
+def _no_global_module_hooks() -> bool:
+    """No forward or backward hook is registered for every module."""
+    from ...nn.modules._global_hooks import any_call_hooks
+
+    return not any_call_hooks()
+
+
 def _helpers() -> dict:
     """The functions guard expressions call."""
     return {"___grad_enabled": lambda: _thread_local.grad_enabled,
             "___autocast": lambda: _thread_local.autocast,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
             "___module_call_is": _module_call_is, "___copysign": math.copysign,
-            "___same_data": _same_data, "___distinct_storage": _distinct_storage}
+            "___same_data": _same_data, "___distinct_storage": _distinct_storage,
+            "___no_global_module_hooks": _no_global_module_hooks}
 
 
 _BUILTIN_DATA = (bool, int, float, str, complex, bytes, tuple, frozenset, type(None),

@@ -61,6 +61,12 @@ _CALL_TABLES = (_global_forward_pre_hooks, _global_forward_hooks, _global_backwa
                 _global_backward_hooks)
 
 
+def any_call_hooks() -> bool:
+    """True while a global forward or backward hook is registered (what the compiler asks
+    before it inlines a module's forward)."""
+    return any(_CALL_TABLES)
+
+
 def _sync_call() -> None:
     from .module import Module
 
