@@ -15,24 +15,35 @@ import sys
 import types
 
 from . import _torch_function
+from ._metadata import copy_metadata
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 from .ops import surface as _surface
 from .ops.spellings import OPERATOR_REPORTS
 
 
-def _wrap_function(fn, label: str, flags: int = 0):
-    """`fn` behind the protocol check. The wrapper's `_torch_function_info` is [the object
-    handlers receive as `func` (bound by the caller once it exists), fn, the name in error
-    messages, flags]."""
-    fast = _fast
+def _wrap_function(fn, label: str, flags: int = 0, module: str | None = None,
+                   name: str | None = None, qualname: str | None = None):
+    """`fn` behind the protocol check, named `module`, `name` and `qualname` (by default
+    `fn`'s). The wrapper's `_torch_function_info` is [the object handlers receive as `func`
+    (bound by the caller once it exists), fn, the name in error messages, flags]."""
     info = [None, fn, label, flags]
     slots = _positional_slots(fn)
     if slots is not None:  # the usual case: no `*args, **kwargs` frame
-        wrapper = _prefix_wrapper(fn, info, slots, _without_out_guard(fn))
-        _copy_metadata(wrapper, fn)
-        wrapper._torch_function_info = info
-        return wrapper
+        wrapper = _instantiate(("prefix", slots), _prefix_globals(fn, info, fn.__module__),
+                               name or fn.__name__)
+    else:
+        wrapper = _packing_wrapper(fn, info)
+        wrapper.__name__ = name or fn.__name__
+    if module is not None:
+        wrapper.__module__ = module
+    _copy_metadata(wrapper, fn, info, qualname)
+    return wrapper
+
+
+def _packing_wrapper(fn, info):
+    """The wrapper of a function that no prefix wrapper fits: `*args, **kwargs`."""
+    fast = _fast
 
     def wrapper(*args, **kwargs):
         for a in args:
@@ -50,26 +61,13 @@ def _wrap_function(fn, label: str, flags: int = 0):
             return fn(*args, **kwargs)
         return fn(*args)
 
-    _copy_metadata(wrapper, fn)
-    wrapper._torch_function_info = info
+    wrapper.__module__ = fn.__module__
     return wrapper
 
 
-def _copy_metadata(wrapper, fn) -> None:
-    """`functools.update_wrapper(wrapper, fn)` for a plain function `fn` (whose attributes all
-    exist): the same assignments without the generic loop, for the ~1,100 wrappers made at
-    import."""
-    wrapper.__module__ = fn.__module__
-    wrapper.__name__ = fn.__name__
-    wrapper.__qualname__ = fn.__qualname__
-    wrapper.__doc__ = fn.__doc__
-    wrapper.__annotations__ = fn.__annotations__
-    wrapper.__dict__.update(fn.__dict__)
-    wrapper.__wrapped__ = fn
-
-
-def _bind_public(wrapper, public) -> None:
-    wrapper._torch_function_info[0] = public
+def _copy_metadata(wrapper, fn, info: list, qualname: str | None = None) -> None:
+    """`functools.update_wrapper(wrapper, fn)` and the protocol's `_torch_function_info`."""
+    copy_metadata(wrapper, fn, {"_torch_function_info": info}, qualname)
 
 
 def _is_wrapped(obj) -> bool:
@@ -93,26 +91,33 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
     arguments reach handlers normalised, and their errors read "no implementation found");
     a name in `C_LEVEL` is not, even when `python_level` is True."""
     done: dict = {}
+    where_name = namespace.get("__name__")
+    overridable = _OVERRIDABLE.setdefault(label, [])
+    function = types.FunctionType
     for name, fn in list(namespace.items()):
-        if name.startswith("_") or name in skip or not isinstance(fn, types.FunctionType):
+        if fn.__class__ is not function or name[0] == "_" or name in skip:
             continue
-        if _is_wrapped(fn):
-            continue
-        module = getattr(fn, "__module__", "") or ""
-        if not module.startswith("fusegrad") or module.startswith(_INTERNAL_MODULES):
-            continue
-        if fn not in done:
+        wrapper = done.get(fn)
+        if wrapper is None:
+            if hasattr(fn, "_torch_function_info"):  # wrapped already
+                continue
+            routed = _ROUTED_MODULES.get(fn.__module__)
+            if routed is None:
+                module = fn.__module__ or ""
+                routed = _ROUTED_MODULES[fn.__module__] = module.startswith("fusegrad") and \
+                    not module.startswith(_INTERNAL_MODULES)
+            if not routed:
+                continue
             python = python_level is True and name not in C_LEVEL or (
                 python_level is not True and python_level and name in python_level)
             where = TORCH_FUNCTIONAL if python and label == "torch" else label
-            wrapper = _wrap_function(fn, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
             # Named where it is found, so pickle (by reference) finds this object.
-            wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
-            wrapper.__qualname__ = name
-            _bind_public(wrapper, wrapper)
-            done[fn] = wrapper
-            _OVERRIDABLE.setdefault(label, []).append(wrapper)
-        namespace[name] = done[fn]
+            wrapper = done[fn] = _wrap_function(fn, f"{where}.{name}",
+                                                _PYTHON_LEVEL if python else 0, where_name,
+                                                None, name)
+            wrapper._torch_function_info[0] = wrapper
+            overridable.append(wrapper)
+        namespace[name] = wrapper
 
 
 # The protocol's facts about public names, read from the surface tables (fusegrad.ops).
@@ -127,6 +132,7 @@ TOP_LEVEL_NOT_ROUTED = _surface.names_with(_surface.NOT_ROUTED)
 _INTERNAL_MODULES = ("fusegrad._dispatch", "fusegrad.ops", "fusegrad.autograd",
                      "fusegrad._thread_state", "fusegrad._torch_function")
 _OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
+_ROUTED_MODULES: dict = {}  # module name -> whether its public functions are routed
 
 # Tensor attributes PyTorch does not route through the protocol (object machinery, hashing,
 # iteration, which calls the routed `dim`, `unbind` and `__len__`).
@@ -147,14 +153,13 @@ _BINARY_OPERATORS = frozenset({
     "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge"})
 
 
+# Their dunder names: `__add__`, the reflected `__radd__` and the in-place `__iadd__`.
+_OPERATOR_NAMES = frozenset(f"__{prefix}{core}__" for core in _BINARY_OPERATORS
+                            for prefix in ("", "r", "i"))
+
+
 def _is_operator(name: str) -> bool:
-    if not (name.startswith("__") and name.endswith("__")):
-        return False
-    core = name[2:-2]
-    for prefix in ("r", "i"):
-        if core.startswith(prefix) and core[1:] in _BINARY_OPERATORS:
-            return True
-    return core in _BINARY_OPERATORS
+    return name in _OPERATOR_NAMES
 
 
 def _wrap_property(name: str, prop: property) -> property:
@@ -212,13 +217,16 @@ def set_tensor_attributes(wrapped: bool) -> None:
         setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
 
 
-def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
-    """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
-    one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
-    skips packing `*args, **kwargs`, and the handlers still get the call as it was made."""
-    return _instantiate(("exact", binary, keywords),
-                        {"fn": fn, "info": info, "fast": _fast, "_slow": _slow,
-                         "_MISSING": _MISSING})
+def _exact_wrapper(fn, info, binary: bool, keywords: tuple, name: str):
+    """A wrapper named `name` with `fn`'s own parameter list, for methods whose arguments can
+    arrive only one way (self alone, or a binary operator's operand, plus keyword-only
+    parameters): it skips packing `*args, **kwargs`, and the handlers still get the call as
+    it was made."""
+    namespace = _EXACT_GLOBALS.copy()
+    namespace["fn"] = fn
+    namespace["info"] = info
+    namespace["__name__"] = fn.__module__
+    return _instantiate(("exact", binary, keywords), namespace, name)
 
 
 def _exact_source(binary: bool, keywords: tuple) -> str:
@@ -245,21 +253,21 @@ def _exact_source(binary: bool, keywords: tuple) -> str:
 _CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
 
 
-def _instantiate(key: tuple, namespace: dict):
+def _instantiate(key: tuple, namespace: dict, name: str = "wrapper"):
     """A new wrapper function of shape `key` (its kind, then the arguments `_SOURCES[kind]`
     writes its source from) over `namespace` (its globals: `fn`, `info`, ...). Every wrapper
     of a shape shares one code object (making one costs a dict and a function object).
     A shape's source is compiled on the first call of a wrapper of that
     shape, not here: compiling the twenty-odd shapes the public surface has took longer
-    than the rest of `import fusegrad`'s wrapping, and most programs call a few."""
+    than the rest of `import fusegrad`'s wrapping, and most programs call a few.
+    The wrapper is named `name`, and its `__module__` is `namespace["__name__"]`."""
     made = _CODE.get(key)
     if made is None:
         namespace["_shape_"] = key  # the source is made from the key (`_SOURCES`) when needed
-        namespace["_specialise_"] = _specialise
-        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, "wrapper")
+        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, name)
         return wrapper
     code, defaults, kwdefaults = made
-    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper = types.FunctionType(code, namespace, name, defaults)
     wrapper.__kwdefaults__ = kwdefaults
     return wrapper
 
@@ -331,17 +339,19 @@ def _without_out_guard(fn):
     return inner
 
 
-def _prefix_wrapper(fn, info, slots: int, positional_fn=None):
-    """A wrapper taking `slots` positional-only arguments, the rest packed: a call passing
-    plain arguments by position reaches `fn` (or `positional_fn`, the same function without
-    its `out=` guard) with the same arguments and no packing, and a call passing keywords
-    checks their values and passes them on to `fn`. Arguments reach
-    handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
-    return _instantiate(("prefix", slots),
-                        {"fn": fn, "fn0": positional_fn or fn, "info": info, "fast": _fast,
-                         "_slow": _slow,
-                         "_given": _given, "_plain_items": _plain_items,
-                         "_MISSING": _MISSING})
+def _prefix_globals(fn, info, module: str) -> dict:
+    """The globals of a prefix wrapper of `fn` (whose `__module__` is `module`): a wrapper
+    taking `slots` positional-only arguments, the rest packed (`_prefix_source`). A call
+    passing plain arguments by position reaches `fn` (or `fn0`, the same function without its
+    `out=` guard) with the same arguments and no packing, and a call passing keywords checks
+    their values and passes them on to `fn`. Arguments reach handlers exactly as given
+    (positional ones stay positional, keywords stay keywords)."""
+    namespace = _PREFIX_GLOBALS.copy()  # copying the shared entries beats a display of them
+    namespace["fn"] = fn
+    namespace["fn0"] = _without_out_guard(fn)
+    namespace["info"] = info
+    namespace["__name__"] = module
+    return namespace
 
 
 def _prefix_source(slots: int) -> str:
@@ -386,6 +396,14 @@ def _given(values: tuple) -> tuple:
     return values
 
 
+# The globals wrappers share; each wrapper's are a copy with its own entries filled in (the
+# keys all present already, so filling them in never grows the copy).
+_OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
+_PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
+                   "_plain_items": _plain_items, "_MISSING": _MISSING,
+                   "_specialise_": _specialise}
+_EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
+                  "_specialise_": _specialise}
 
 
 def _method_shape(name: str, fn) -> tuple | None:
@@ -431,27 +449,27 @@ def wrap_tensor() -> None:
         if name in TENSOR_PYTHON:
             flags |= _PYTHON_LEVEL
         label = f"torch.Tensor.{name}"
+        public_name = _TENSOR_NAMES.get(name, name)
+        qualname = f"Tensor.{name}"
         shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
         if shape is None:
-            wrapper = _wrap_function(value, label, flags)
+            wrapper = _wrap_function(value, label, flags, None, public_name, qualname)
         else:
             info = [None, value, label, flags]
-            wrapper = _exact_wrapper(value, info, *shape)
-            _copy_metadata(wrapper, value)
-            wrapper._torch_function_info = info
-        wrapper.__name__ = _TENSOR_NAMES.get(name, name)
-        wrapper.__qualname__ = f"Tensor.{name}"
+            wrapper = _exact_wrapper(value, info, *shape, public_name)
+            _copy_metadata(wrapper, value, info, qualname)
         if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
             _SUBCLASS_METHODS[name] = wrapper
             _RAW_METHODS[name] = value
-            _bind_public(wrapper, CurrentTensorAttribute(name))
+            wrapper._torch_function_info[0] = CurrentTensorAttribute(name)
             _TENSOR_METHODS.append(value)
             continue
         made[name] = wrapper
         setattr(Tensor, name, wrapper)
+    attributes = Tensor.__dict__
     for name, wrapper in made.items():
-        report = Tensor.__dict__.get(OPERATOR_REPORTS.get(name, name), wrapper)
-        _bind_public(wrapper, report)
+        report = attributes.get(OPERATOR_REPORTS.get(name, name), wrapper)
+        wrapper._torch_function_info[0] = report
         if report is wrapper:
             _TENSOR_METHODS.append(wrapper)
 
