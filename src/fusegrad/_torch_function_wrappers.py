@@ -190,15 +190,34 @@ def _wrap_property(name: str, prop: property) -> property:
     return property(getter, setter, prop.fdel, prop.__doc__)
 
 
+# Tensor's own properties and self-only methods, and the checking forms protocol subclasses
+# (and Tensor, while a mode is active) get instead. Most programs never need the checking
+# forms, so they are made when first needed (`_subclass_attributes`), not by `wrap_tensor`.
 _SUBCLASS_PROPERTIES: dict = {}  # name -> the wrapped property protocol subclasses get
 _RAW_PROPERTIES: dict = {}  # name -> Tensor's own property
 _SUBCLASS_METHODS: dict = {}  # name -> the wrapper of a self-only method
 _RAW_METHODS: dict = {}  # name -> Tensor's own self-only method
 
 
+def _subclass_attributes() -> None:
+    """Make the wrapped properties and self-only methods not made yet."""
+    if len(_SUBCLASS_PROPERTIES) < len(_RAW_PROPERTIES):
+        for name, prop in list(_RAW_PROPERTIES.items()):
+            if name not in _SUBCLASS_PROPERTIES:
+                _SUBCLASS_PROPERTIES.setdefault(name, _wrap_property(name, prop))
+    if len(_SUBCLASS_METHODS) < len(_RAW_METHODS):
+        for name, fn in list(_RAW_METHODS.items()):
+            if name not in _SUBCLASS_METHODS:
+                wrapper = _method_wrapper(name, fn)
+                # Handlers get Tensor's own function, which stays in place on Tensor.
+                wrapper._torch_function_info[0] = CurrentTensorAttribute(name)
+                _SUBCLASS_METHODS.setdefault(name, wrapper)
+
+
 def install_on_subclass(cls: type) -> None:
     """Give protocol subclass `cls` the wrapped properties and self-only methods it does not
     define itself (nor inherit from a class between it and Tensor)."""
+    _subclass_attributes()
     for table in (_SUBCLASS_PROPERTIES, _SUBCLASS_METHODS):
         for name, wrapped in table.items():
             for klass in cls.__mro__:
@@ -211,6 +230,7 @@ def install_on_subclass(cls: type) -> None:
 
 def set_tensor_attributes(wrapped: bool) -> None:
     """Tensor's own attributes (no mode active) or the checking ones (a mode is active)."""
+    _subclass_attributes()
     for name in _SUBCLASS_PROPERTIES:
         setattr(Tensor, name, (_SUBCLASS_PROPERTIES if wrapped else _RAW_PROPERTIES)[name])
     for name in _SUBCLASS_METHODS:
@@ -425,46 +445,47 @@ def _method_shape(name: str, fn) -> tuple | None:
     return None
 
 
+def _method_wrapper(name: str, value):
+    """The protocol wrapper of Tensor method `value`, attached as `name`."""
+    flags = _OPERATOR if _is_operator(name) else 0
+    if name in TENSOR_PYTHON:
+        flags |= _PYTHON_LEVEL
+    label = f"torch.Tensor.{name}"
+    public_name = _TENSOR_NAMES.get(name, name)
+    qualname = f"Tensor.{name}"
+    shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
+    if shape is None:
+        return _wrap_function(value, label, flags, None, public_name, qualname)
+    info = [None, value, label, flags]
+    wrapper = _exact_wrapper(value, info, *shape, public_name)
+    _copy_metadata(wrapper, value, info, qualname)
+    return wrapper
+
+
 def wrap_tensor() -> None:
-    """Put Tensor's methods and operators behind the protocol, and make the properties that
-    protocol subclasses get (idempotent: an attribute attached later is wrapped by calling
-    this again)."""
+    """Put Tensor's methods and operators behind the protocol, and note the properties and
+    self-only methods whose checking forms protocol subclasses get (idempotent: an attribute
+    attached later is wrapped by calling this again)."""
     made: dict = {}
     for name, value in list(Tensor.__dict__.items()):
         if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
             continue
         if isinstance(value, property):
-            if name not in _SUBCLASS_PROPERTIES:
-                _SUBCLASS_PROPERTIES[name] = _wrap_property(name, value)
+            if name not in _RAW_PROPERTIES:  # its wrapped form: `_subclass_attributes`
                 _RAW_PROPERTIES[name] = value
                 _TENSOR_PROPERTIES.append(value)
             continue
         if not isinstance(value, types.FunctionType) or _is_wrapped(value) or \
-                name in _SUBCLASS_METHODS:
+                name in _RAW_METHODS:
             continue
         if value.__name__ == "<lambda>":  # handlers read `func.__name__`
             value.__name__ = "positive" if name == "__pos__" else name
             value.__qualname__ = f"Tensor.{value.__name__}"
-        flags = _OPERATOR if _is_operator(name) else 0
-        if name in TENSOR_PYTHON:
-            flags |= _PYTHON_LEVEL
-        label = f"torch.Tensor.{name}"
-        public_name = _TENSOR_NAMES.get(name, name)
-        qualname = f"Tensor.{name}"
-        shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
-        if shape is None:
-            wrapper = _wrap_function(value, label, flags, None, public_name, qualname)
-        else:
-            info = [None, value, label, flags]
-            wrapper = _exact_wrapper(value, info, *shape, public_name)
-            _copy_metadata(wrapper, value, info, qualname)
-        if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
-            _SUBCLASS_METHODS[name] = wrapper
+        if name in SELF_ONLY:  # Tensor keeps its own; the wrapper: `_subclass_attributes`
             _RAW_METHODS[name] = value
-            wrapper._torch_function_info[0] = CurrentTensorAttribute(name)
             _TENSOR_METHODS.append(value)
             continue
-        made[name] = wrapper
+        wrapper = made[name] = _method_wrapper(name, value)
         setattr(Tensor, name, wrapper)
     attributes = Tensor.__dict__
     for name, wrapper in made.items():
