@@ -7,7 +7,7 @@ pickle and unpickle by reference (`fusegrad.return_types.max`), and they print a
 Which names exist and their fields are facts of the ops (`ops/named_results.py`).
 
 A class is made the first time its name is looked up (PEP 562 `__getattr__`): making the
-forty-odd classes costs as much as a tenth of `import fusegrad`, and most programs use a few.
+forty-odd classes at import cost a twentieth of `import fusegrad`, and most programs use a few.
 """
 
 from __future__ import annotations
