@@ -263,6 +263,28 @@ def test_import_leaves_the_garbage_collector_as_it_found_it(disabled_first):
     assert ours == theirs == (not disabled_first)
 
 
+def test_import_keeps_a_programs_frozen_objects_frozen():
+    """Objects a program froze (`gc.freeze`) before the import stay frozen after it, as they
+    do across `import torch`; cyclic garbage made after the import is still collected."""
+    code = """
+        import gc, json
+        kept = [[i] for i in range(100)]
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        import {name}
+        after = gc.get_freeze_count()
+        gc.unfreeze()
+        cycle = []
+        cycle.append(cycle)
+        del cycle
+        # (a few frozen objects may be freed meanwhile)
+        print(json.dumps([frozen > 0, after > frozen // 2, gc.collect() >= 1]))
+    """
+    ours = run_fresh(code.format(name="fusegrad"))
+    theirs = run_fresh(code.format(name="torch"))
+    assert ours == theirs == [True, True, True]
+
+
 def test_node_classes_are_made_when_an_op_is_first_recorded():
     """`import fusegrad` makes no Node subclass; recording an op makes its own, named as
     PyTorch names the op's backward node, with the `_saved_*` attributes PyTorch's has."""

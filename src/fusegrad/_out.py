@@ -8,9 +8,10 @@ few functions that do write into `out` are listed by the caller and left as they
 
 from __future__ import annotations
 
-import functools
 import inspect
 import types
+
+from ._metadata import copy_metadata
 
 
 def unsupported_out(qualname: str) -> NotImplementedError:
@@ -24,11 +25,20 @@ _COMPILED: dict[str, types.CodeType] = {}
 def _takes_out(fn: types.FunctionType) -> bool:
     """Whether `fn` has an `out` parameter. A plain function's parameters are the first names
     of its code (positional, keyword-only, then `*args` and `**kwargs`), read without
-    building a signature; a wrapper (`__wrapped__`, which `inspect.signature` follows) or a
-    function with an explicit `__signature__` is asked through `inspect`."""
-    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+    building a signature; for a wrapper, those of the function it wraps (`__wrapped__`, which
+    `inspect.signature` follows). Anything with an explicit `__signature__` on the way, or not
+    a plain function at its end, is asked through `inspect`."""
+    raw = fn
+    while not hasattr(raw, "__signature__"):
+        inner = getattr(raw, "__wrapped__", None)
+        if inner is None:
+            break
+        raw = inner
+    else:
         return "out" in inspect.signature(fn).parameters
-    code = fn.__code__
+    if raw.__class__ is not types.FunctionType:
+        return "out" in inspect.signature(fn).parameters
+    code = raw.__code__
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
     return "out" in code.co_varnames[:count]
@@ -56,11 +66,13 @@ def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
     starts as a generic trampoline and replaces its own code on its first call (one object
     throughout, so names bound earlier get the fast form too)."""
     namespace = {"_fn_": fn, "_error_": unsupported_out, "_qualname_": qualname,
-                 "_specialise_": _specialise}
-    wrapper = namespace["_self_"] = types.FunctionType(_TRAMPOLINE, namespace, "guarded")
-    wrapper = functools.update_wrapper(wrapper, fn)
-    wrapper.rejects_out = True
+                 "_specialise_": _specialise, "__name__": fn.__module__}
+    wrapper = namespace["_self_"] = types.FunctionType(_TRAMPOLINE, namespace, fn.__name__)
+    copy_metadata(wrapper, fn, _REJECTS_OUT)
     return wrapper
+
+
+_REJECTS_OUT = {"rejects_out": True}
 
 
 def _specialise(wrapper: types.FunctionType) -> None:

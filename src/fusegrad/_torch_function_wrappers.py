@@ -15,24 +15,35 @@ import sys
 import types
 
 from . import _torch_function
+from ._metadata import copy_metadata
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 from .ops import surface as _surface
 from .ops.spellings import OPERATOR_REPORTS
 
 
-def _wrap_function(fn, label: str, flags: int = 0):
-    """`fn` behind the protocol check. The wrapper's `_torch_function_info` is [the object
-    handlers receive as `func` (bound by the caller once it exists), fn, the name in error
-    messages, flags]."""
-    fast = _fast
+def _wrap_function(fn, label: str, flags: int = 0, module: str | None = None,
+                   name: str | None = None, qualname: str | None = None):
+    """`fn` behind the protocol check, named `module`, `name` and `qualname` (by default
+    `fn`'s). The wrapper's `_torch_function_info` is [the object handlers receive as `func`
+    (bound by the caller once it exists), fn, the name in error messages, flags]."""
     info = [None, fn, label, flags]
     slots = _positional_slots(fn)
     if slots is not None:  # the usual case: no `*args, **kwargs` frame
-        wrapper = _prefix_wrapper(fn, info, slots, _without_out_guard(fn))
-        _copy_metadata(wrapper, fn)
-        wrapper._torch_function_info = info
-        return wrapper
+        wrapper = _instantiate(("prefix", slots), _prefix_globals(fn, info, fn.__module__),
+                               name or fn.__name__)
+    else:
+        wrapper = _packing_wrapper(fn, info)
+        wrapper.__name__ = name or fn.__name__
+    if module is not None:
+        wrapper.__module__ = module
+    _copy_metadata(wrapper, fn, info, qualname)
+    return wrapper
+
+
+def _packing_wrapper(fn, info):
+    """The wrapper of a function that no prefix wrapper fits: `*args, **kwargs`."""
+    fast = _fast
 
     def wrapper(*args, **kwargs):
         for a in args:
@@ -50,26 +61,13 @@ def _wrap_function(fn, label: str, flags: int = 0):
             return fn(*args, **kwargs)
         return fn(*args)
 
-    _copy_metadata(wrapper, fn)
-    wrapper._torch_function_info = info
+    wrapper.__module__ = fn.__module__
     return wrapper
 
 
-def _copy_metadata(wrapper, fn) -> None:
-    """`functools.update_wrapper(wrapper, fn)` for a plain function `fn` (whose attributes all
-    exist): the same assignments without the generic loop, for the ~1,100 wrappers made at
-    import."""
-    wrapper.__module__ = fn.__module__
-    wrapper.__name__ = fn.__name__
-    wrapper.__qualname__ = fn.__qualname__
-    wrapper.__doc__ = fn.__doc__
-    wrapper.__annotations__ = fn.__annotations__
-    wrapper.__dict__.update(fn.__dict__)
-    wrapper.__wrapped__ = fn
-
-
-def _bind_public(wrapper, public) -> None:
-    wrapper._torch_function_info[0] = public
+def _copy_metadata(wrapper, fn, info: list, qualname: str | None = None) -> None:
+    """`functools.update_wrapper(wrapper, fn)` and the protocol's `_torch_function_info`."""
+    copy_metadata(wrapper, fn, {"_torch_function_info": info}, qualname)
 
 
 def _is_wrapped(obj) -> bool:
@@ -93,26 +91,33 @@ def wrap_namespace(namespace: dict, label: str, skip: frozenset = frozenset(),
     arguments reach handlers normalised, and their errors read "no implementation found");
     a name in `C_LEVEL` is not, even when `python_level` is True."""
     done: dict = {}
+    where_name = namespace.get("__name__")
+    overridable = _OVERRIDABLE.setdefault(label, [])
+    function = types.FunctionType
     for name, fn in list(namespace.items()):
-        if name.startswith("_") or name in skip or not isinstance(fn, types.FunctionType):
+        if fn.__class__ is not function or name[0] == "_" or name in skip:
             continue
-        if _is_wrapped(fn):
-            continue
-        module = getattr(fn, "__module__", "") or ""
-        if not module.startswith("fusegrad") or module.startswith(_INTERNAL_MODULES):
-            continue
-        if fn not in done:
+        wrapper = done.get(fn)
+        if wrapper is None:
+            if hasattr(fn, "_torch_function_info"):  # wrapped already
+                continue
+            routed = _ROUTED_MODULES.get(fn.__module__)
+            if routed is None:
+                module = fn.__module__ or ""
+                routed = _ROUTED_MODULES[fn.__module__] = module.startswith("fusegrad") and \
+                    not module.startswith(_INTERNAL_MODULES)
+            if not routed:
+                continue
             python = python_level is True and name not in C_LEVEL or (
                 python_level is not True and python_level and name in python_level)
             where = TORCH_FUNCTIONAL if python and label == "torch" else label
-            wrapper = _wrap_function(fn, f"{where}.{name}", _PYTHON_LEVEL if python else 0)
             # Named where it is found, so pickle (by reference) finds this object.
-            wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
-            wrapper.__qualname__ = name
-            _bind_public(wrapper, wrapper)
-            done[fn] = wrapper
-            _OVERRIDABLE.setdefault(label, []).append(wrapper)
-        namespace[name] = done[fn]
+            wrapper = done[fn] = _wrap_function(fn, f"{where}.{name}",
+                                                _PYTHON_LEVEL if python else 0, where_name,
+                                                None, name)
+            wrapper._torch_function_info[0] = wrapper
+            overridable.append(wrapper)
+        namespace[name] = wrapper
 
 
 # The protocol's facts about public names, read from the surface tables (fusegrad.ops).
@@ -127,6 +132,7 @@ TOP_LEVEL_NOT_ROUTED = _surface.names_with(_surface.NOT_ROUTED)
 _INTERNAL_MODULES = ("fusegrad._dispatch", "fusegrad.ops", "fusegrad.autograd",
                      "fusegrad._thread_state", "fusegrad._torch_function")
 _OVERRIDABLE: dict = {}  # PyTorch module name -> the wrapped public functions
+_ROUTED_MODULES: dict = {}  # module name -> whether its public functions are routed
 
 # Tensor attributes PyTorch does not route through the protocol (object machinery, hashing,
 # iteration, which calls the routed `dim`, `unbind` and `__len__`).
@@ -147,14 +153,13 @@ _BINARY_OPERATORS = frozenset({
     "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge"})
 
 
+# Their dunder names: `__add__`, the reflected `__radd__` and the in-place `__iadd__`.
+_OPERATOR_NAMES = frozenset(f"__{prefix}{core}__" for core in _BINARY_OPERATORS
+                            for prefix in ("", "r", "i"))
+
+
 def _is_operator(name: str) -> bool:
-    if not (name.startswith("__") and name.endswith("__")):
-        return False
-    core = name[2:-2]
-    for prefix in ("r", "i"):
-        if core.startswith(prefix) and core[1:] in _BINARY_OPERATORS:
-            return True
-    return core in _BINARY_OPERATORS
+    return name in _OPERATOR_NAMES
 
 
 def _wrap_property(name: str, prop: property) -> property:
@@ -185,15 +190,34 @@ def _wrap_property(name: str, prop: property) -> property:
     return property(getter, setter, prop.fdel, prop.__doc__)
 
 
+# Tensor's own properties and self-only methods, and the checking forms protocol subclasses
+# (and Tensor, while a mode is active) get instead. Most programs never need the checking
+# forms, so they are made when first needed (`_subclass_attributes`), not by `wrap_tensor`.
 _SUBCLASS_PROPERTIES: dict = {}  # name -> the wrapped property protocol subclasses get
 _RAW_PROPERTIES: dict = {}  # name -> Tensor's own property
 _SUBCLASS_METHODS: dict = {}  # name -> the wrapper of a self-only method
 _RAW_METHODS: dict = {}  # name -> Tensor's own self-only method
 
 
+def _subclass_attributes() -> None:
+    """Make the wrapped properties and self-only methods not made yet."""
+    if len(_SUBCLASS_PROPERTIES) < len(_RAW_PROPERTIES):
+        for name, prop in list(_RAW_PROPERTIES.items()):
+            if name not in _SUBCLASS_PROPERTIES:
+                _SUBCLASS_PROPERTIES.setdefault(name, _wrap_property(name, prop))
+    if len(_SUBCLASS_METHODS) < len(_RAW_METHODS):
+        for name, fn in list(_RAW_METHODS.items()):
+            if name not in _SUBCLASS_METHODS:
+                wrapper = _method_wrapper(name, fn)
+                # Handlers get Tensor's own function, which stays in place on Tensor.
+                wrapper._torch_function_info[0] = CurrentTensorAttribute(name)
+                _SUBCLASS_METHODS.setdefault(name, wrapper)
+
+
 def install_on_subclass(cls: type) -> None:
     """Give protocol subclass `cls` the wrapped properties and self-only methods it does not
     define itself (nor inherit from a class between it and Tensor)."""
+    _subclass_attributes()
     for table in (_SUBCLASS_PROPERTIES, _SUBCLASS_METHODS):
         for name, wrapped in table.items():
             for klass in cls.__mro__:
@@ -206,24 +230,29 @@ def install_on_subclass(cls: type) -> None:
 
 def set_tensor_attributes(wrapped: bool) -> None:
     """Tensor's own attributes (no mode active) or the checking ones (a mode is active)."""
+    _subclass_attributes()
     for name in _SUBCLASS_PROPERTIES:
         setattr(Tensor, name, (_SUBCLASS_PROPERTIES if wrapped else _RAW_PROPERTIES)[name])
     for name in _SUBCLASS_METHODS:
         setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
 
 
-def _exact_wrapper(fn, info, binary: bool, keywords: tuple):
-    """A wrapper with `fn`'s own parameter list, for methods whose arguments can arrive only
-    one way (self alone, or a binary operator's operand, plus keyword-only parameters): it
-    skips packing `*args, **kwargs`, and the handlers still get the call as it was made.
-    A binary method that declares a `plain_path` gets it inlined (see `_exact_source`)."""
-    namespace = {"fn": fn, "info": info, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING}
+def _exact_wrapper(fn, info, binary: bool, keywords: tuple, name: str):
+    """A wrapper named `name` with `fn`'s own parameter list, for methods whose arguments can
+    arrive only one way (self alone, or a binary operator's operand, plus keyword-only
+    parameters): it skips packing `*args, **kwargs`, and the handlers still get the call as
+    it was made. A binary method that declares a `plain_path` gets it inlined (see
+    `_exact_source`)."""
+    namespace = _EXACT_GLOBALS.copy()
+    namespace["fn"] = fn
+    namespace["info"] = info
+    namespace["__name__"] = fn.__module__
     path = getattr(fn, "plain_path", None) if binary and not keywords else None
     if path is None:
-        return _instantiate(("exact", binary, keywords), namespace)
+        return _instantiate(("exact", binary, keywords), namespace, name)
     guard, expression, names = path
     namespace.update(names)
-    return _instantiate(("exact", binary, keywords, guard, expression), namespace)
+    return _instantiate(("exact", binary, keywords, guard, expression), namespace, name)
 
 
 def _exact_source(binary: bool, keywords: tuple, guard: str | None = None,
@@ -265,21 +294,21 @@ def _exact_source(binary: bool, keywords: tuple, guard: str | None = None,
 _CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
 
 
-def _instantiate(key: tuple, namespace: dict):
+def _instantiate(key: tuple, namespace: dict, name: str = "wrapper"):
     """A new wrapper function of shape `key` (its kind, then the arguments `_SOURCES[kind]`
     writes its source from) over `namespace` (its globals: `fn`, `info`, ...). Every wrapper
     of a shape shares one code object (making one costs a dict and a function object).
     A shape's source is compiled on the first call of a wrapper of that
     shape, not here: compiling the twenty-odd shapes the public surface has took longer
-    than the rest of `import fusegrad`'s wrapping, and most programs call a few."""
+    than the rest of `import fusegrad`'s wrapping, and most programs call a few.
+    The wrapper is named `name`, and its `__module__` is `namespace["__name__"]`."""
     made = _CODE.get(key)
     if made is None:
         namespace["_shape_"] = key  # the source is made from the key (`_SOURCES`) when needed
-        namespace["_specialise_"] = _specialise
-        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, "wrapper")
+        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, name)
         return wrapper
     code, defaults, kwdefaults = made
-    wrapper = types.FunctionType(code, namespace, "wrapper", defaults)
+    wrapper = types.FunctionType(code, namespace, name, defaults)
     wrapper.__kwdefaults__ = kwdefaults
     return wrapper
 
@@ -351,17 +380,19 @@ def _without_out_guard(fn):
     return inner
 
 
-def _prefix_wrapper(fn, info, slots: int, positional_fn=None):
-    """A wrapper taking `slots` positional-only arguments, the rest packed: a call passing
-    plain arguments by position reaches `fn` (or `positional_fn`, the same function without
-    its `out=` guard) with the same arguments and no packing, and a call passing keywords
-    checks their values and passes them on to `fn`. Arguments reach
-    handlers exactly as given (positional ones stay positional, keywords stay keywords)."""
-    return _instantiate(("prefix", slots),
-                        {"fn": fn, "fn0": positional_fn or fn, "info": info, "fast": _fast,
-                         "_slow": _slow,
-                         "_given": _given, "_plain_items": _plain_items,
-                         "_MISSING": _MISSING})
+def _prefix_globals(fn, info, module: str) -> dict:
+    """The globals of a prefix wrapper of `fn` (whose `__module__` is `module`): a wrapper
+    taking `slots` positional-only arguments, the rest packed (`_prefix_source`). A call
+    passing plain arguments by position reaches `fn` (or `fn0`, the same function without its
+    `out=` guard) with the same arguments and no packing, and a call passing keywords checks
+    their values and passes them on to `fn`. Arguments reach handlers exactly as given
+    (positional ones stay positional, keywords stay keywords)."""
+    namespace = _PREFIX_GLOBALS.copy()  # copying the shared entries beats a display of them
+    namespace["fn"] = fn
+    namespace["fn0"] = _without_out_guard(fn)
+    namespace["info"] = info
+    namespace["__name__"] = module
+    return namespace
 
 
 def _prefix_source(slots: int) -> str:
@@ -406,6 +437,14 @@ def _given(values: tuple) -> tuple:
     return values
 
 
+# The globals wrappers share; each wrapper's are a copy with its own entries filled in (the
+# keys all present already, so filling them in never grows the copy).
+_OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
+_PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
+                   "_plain_items": _plain_items, "_MISSING": _MISSING,
+                   "_specialise_": _specialise}
+_EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
+                  "_specialise_": _specialise}
 
 
 def _method_shape(name: str, fn) -> tuple | None:
@@ -427,51 +466,52 @@ def _method_shape(name: str, fn) -> tuple | None:
     return None
 
 
+def _method_wrapper(name: str, value):
+    """The protocol wrapper of Tensor method `value`, attached as `name`."""
+    flags = _OPERATOR if _is_operator(name) else 0
+    if name in TENSOR_PYTHON:
+        flags |= _PYTHON_LEVEL
+    label = f"torch.Tensor.{name}"
+    public_name = _TENSOR_NAMES.get(name, name)
+    qualname = f"Tensor.{name}"
+    shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
+    if shape is None:
+        return _wrap_function(value, label, flags, None, public_name, qualname)
+    info = [None, value, label, flags]
+    wrapper = _exact_wrapper(value, info, *shape, public_name)
+    _copy_metadata(wrapper, value, info, qualname)
+    return wrapper
+
+
 def wrap_tensor() -> None:
-    """Put Tensor's methods and operators behind the protocol, and make the properties that
-    protocol subclasses get (idempotent: an attribute attached later is wrapped by calling
-    this again)."""
+    """Put Tensor's methods and operators behind the protocol, and note the properties and
+    self-only methods whose checking forms protocol subclasses get (idempotent: an attribute
+    attached later is wrapped by calling this again)."""
     made: dict = {}
     for name, value in list(Tensor.__dict__.items()):
         if name in _TENSOR_SKIP or (name.startswith("_") and not name.startswith("__")):
             continue
         if isinstance(value, property):
-            if name not in _SUBCLASS_PROPERTIES:
-                _SUBCLASS_PROPERTIES[name] = _wrap_property(name, value)
+            if name not in _RAW_PROPERTIES:  # its wrapped form: `_subclass_attributes`
                 _RAW_PROPERTIES[name] = value
                 _TENSOR_PROPERTIES.append(value)
             continue
         if not isinstance(value, types.FunctionType) or _is_wrapped(value) or \
-                name in _SUBCLASS_METHODS:
+                name in _RAW_METHODS:
             continue
         if value.__name__ == "<lambda>":  # handlers read `func.__name__`
             value.__name__ = "positive" if name == "__pos__" else name
             value.__qualname__ = f"Tensor.{value.__name__}"
-        flags = _OPERATOR if _is_operator(name) else 0
-        if name in TENSOR_PYTHON:
-            flags |= _PYTHON_LEVEL
-        label = f"torch.Tensor.{name}"
-        shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
-        if shape is None:
-            wrapper = _wrap_function(value, label, flags)
-        else:
-            info = [None, value, label, flags]
-            wrapper = _exact_wrapper(value, info, *shape)
-            _copy_metadata(wrapper, value)
-            wrapper._torch_function_info = info
-        wrapper.__name__ = _TENSOR_NAMES.get(name, name)
-        wrapper.__qualname__ = f"Tensor.{name}"
-        if name in SELF_ONLY:  # handlers get Tensor's own function, which stays in place
-            _SUBCLASS_METHODS[name] = wrapper
+        if name in SELF_ONLY:  # Tensor keeps its own; the wrapper: `_subclass_attributes`
             _RAW_METHODS[name] = value
-            _bind_public(wrapper, CurrentTensorAttribute(name))
             _TENSOR_METHODS.append(value)
             continue
-        made[name] = wrapper
+        wrapper = made[name] = _method_wrapper(name, value)
         setattr(Tensor, name, wrapper)
+    attributes = Tensor.__dict__
     for name, wrapper in made.items():
-        report = Tensor.__dict__.get(OPERATOR_REPORTS.get(name, name), wrapper)
-        _bind_public(wrapper, report)
+        report = attributes.get(OPERATOR_REPORTS.get(name, name), wrapper)
+        wrapper._torch_function_info[0] = report
         if report is wrapper:
             _TENSOR_METHODS.append(wrapper)
 

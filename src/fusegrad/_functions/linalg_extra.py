@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from .. import return_types
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
@@ -18,13 +19,10 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops._linalg_common import LINALG_RETURN_TYPES
 from ..ops.factorizations import check_square_float
-from ..ops.reductions import _named_tuple
 from ..ops.views import unsafe_view as _unsafe_view_op
 from .linear_algebra import tensordot
 from .pointwise import where
-from .reduction import return_types as _return_types
 
 __all__ = [
     "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
@@ -32,16 +30,6 @@ __all__ = [
     "cross", "inner", "vdot", "addr", "addbmm", "kron", "chain_matmul", "lu_solve", "lu",
     "lu_unpack",
 ]
-
-_SLOGDET = _named_tuple("slogdet", ("sign", "logabsdet"))
-_SVD = _named_tuple("svd", ("U", "S", "V"))
-_QR = _named_tuple("qr", ("Q", "R"))
-_TRIANGULAR_SOLVE = _named_tuple("triangular_solve", ("solution", "cloned_coefficient"))
-_LU_UNPACK = _named_tuple("lu_unpack", ("P", "L", "U"))
-
-# `fusegrad.return_types.<name>`, as torch.return_types lists them.
-for _cls in (_SLOGDET, _SVD, _QR, _TRIANGULAR_SOLVE, _LU_UNPACK, *LINALG_RETURN_TYPES.values()):
-    setattr(_return_types, _cls.__name__, _cls)
 
 
 def _linalg():
@@ -65,7 +53,7 @@ def inverse(input: Tensor, *, out=None) -> Tensor:
 
 def slogdet(input: Tensor):
     """(sign, log |det|), as `linalg.slogdet`."""
-    return _SLOGDET(*call(V.linalg_slogdet, input))
+    return return_types.slogdet(*call(V.linalg_slogdet, input))
 
 
 def logdet(input: Tensor) -> Tensor:
@@ -89,15 +77,15 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
         s = _linalg().svdvals(input)
         m, n = input.shape[-2:]
         batch = tuple(input.shape[:-2])
-        return _SVD(input.new_zeros(batch + (m, m)), s, input.new_zeros(batch + (n, n)))
+        return return_types.svd(input.new_zeros(batch + (m, m)), s, input.new_zeros(batch + (n, n)))
     u, s, vh = call(D.linalg_svd, input, not some, True, None)
-    return _SVD(u, s, vh.mT)
+    return return_types.svd(u, s, vh.mT)
 
 
 @composite("fp32")
 def qr(input: Tensor, some: bool = True, *, out=None):
     """(Q, R); reduced unless `some` is False."""
-    return _QR(*call(D.linalg_qr, input, "reduced" if some else "complete"))
+    return return_types.qr(*call(D.linalg_qr, input, "reduced" if some else "complete"))
 
 
 def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
@@ -118,7 +106,8 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
 def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,  # noqa: N803
                      unitriangular: bool = False, *, out=None):
     """(solution, cloned_coefficient) of a triangular system A X = b."""
-    return _TRIANGULAR_SOLVE(*call(V.triangular_solve, b, A, upper, transpose, unitriangular))
+    return return_types.triangular_solve(*call(V.triangular_solve, b, A, upper, transpose,
+                                               unitriangular))
 
 
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):  # noqa: N803
@@ -130,7 +119,8 @@ def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):  # noq
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # noqa: N803
               unpack_pivots: bool = True, *, out=None):
     """(P, L, U) from a packed LU factorization (empty where not unpacked)."""
-    return _LU_UNPACK(*call(LUO.lu_unpack, LU_data, LU_pivots, unpack_data, unpack_pivots))
+    return return_types.lu_unpack(*call(LUO.lu_unpack, LU_data, LU_pivots, unpack_data,
+                                        unpack_pivots))
 
 
 @composite("fp32")

@@ -6,20 +6,14 @@ also exposes at the top level (`torch.relu_`, `torch.exp_`, ...)."""
 
 from __future__ import annotations
 
-from .. import _dtype
+from .. import _dtype, return_types
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import math_special as M
 from ..ops import scalar as SC
 from ..ops import special as SP
-from ..ops.reductions import _named_tuple
 from .pointwise import _unary
-from .reduction import return_types
-
-_FREXP = _named_tuple("frexp", ("mantissa", "exponent"))
-return_types.frexp = _FREXP  # `torch.return_types.frexp`
-
 
 lgamma = _unary(M.lgamma, "lgamma")
 digamma = _unary(M.digamma, "digamma")
@@ -88,7 +82,7 @@ def ldexp(input: Tensor, other: Tensor, *, out=None) -> Tensor:
 def frexp(input: Tensor, *, out=None):
     """(mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)."""
     mantissa, exponent = call(M.frexp, input)
-    return _FREXP(mantissa, exponent)
+    return return_types.frexp(mantissa, exponent)
 
 
 def float_power(input, exponent, *, out=None) -> Tensor:

@@ -11,15 +11,9 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype
+from .. import _dtype, return_types
 from .._tensor import Tensor
-from ..ops.reductions import _named_tuple
-from .reduction import return_types
 from .shape import cat
-
-_HISTOGRAMDD = _named_tuple("histogramdd", ("hist", "bin_edges"))
-return_types.histogramdd = _HISTOGRAMDD  # `torch.return_types.histogramdd`
-
 
 # ---------------------------------------------------------------- gradient
 
@@ -107,7 +101,7 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight=None,  # noqa: A00
     w = None if weight is None else weight.detach().numpy().reshape(-1)
     hist, edges = np.histogramdd(data, bins=bins, range=pairs, weights=w, density=density)
     dt = input.dtype
-    return _HISTOGRAMDD(Tensor._make(hist.astype(dt.np), dt),
+    return return_types.histogramdd(Tensor._make(hist.astype(dt.np), dt),
                         tuple(Tensor._make(e.astype(dt.np), dt) for e in edges))
 
 

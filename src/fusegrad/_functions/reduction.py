@@ -1,13 +1,13 @@
 """Reductions: sum, mean, amax/amin, max/min, argmax, prod, var/std, norm, logsumexp, the
-cumulative ops, all/any, median, mode, topk, sort; softmax and log_softmax; `return_types`.
+cumulative ops, all/any, median, mode, topk, sort; softmax and log_softmax.
 """
 
 from __future__ import annotations
 
 import builtins
 import numbers
-import types
 
+from .. import return_types
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import REGISTRY
@@ -58,11 +58,8 @@ def log_softmax(input, dim, dtype=None, *, _stacklevel=3):
     return call(R.log_softmax, input, dim, False)
 # ---------------------------------------------------------------- more reductions
 
-return_types = types.SimpleNamespace(**R.RETURN_TYPES)
-
-
 def _rt(name, pair):
-    return R.RETURN_TYPES[name](*pair)
+    return getattr(return_types, name)(*pair)
 
 
 def amin(input, dim=(), keepdim=False, *, out=None):

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from .. import return_types
 from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
@@ -22,13 +23,8 @@ from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import scalar as SCL
 from ..ops import statistics as ST
 from ..ops._util import wrap_dim
-from ..ops.reductions import _named_tuple
 from .linear_algebra import mm
-from .reduction import return_types
 from .shape import narrow, select, view
-
-_HISTOGRAM = _named_tuple("histogram", ("hist", "bin_edges"))
-return_types.histogram = _HISTOGRAM  # `torch.return_types.histogram`
 
 
 def _dims(dim):
@@ -253,7 +249,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None,  # noqa: A002
     """(hist, bin_edges): counts (or densities) of `input` in the given bins."""
     if not isinstance(bins, Tensor):
         hist, edges = call(ST.histogram, input, int(bins), range, weight, density)
-        return _HISTOGRAM(hist, edges)
+        return return_types.histogram(hist, edges)
     # Explicit bin edges: computed directly (no grad_fn either way).
     if not input.dtype.is_floating_point or bins.dtype is not input.dtype:
         raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
@@ -264,7 +260,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None,  # noqa: A002
     hist, bin_edges = np.histogram(data, bins=bins._data.astype(np.float64), weights=wts,
                                    density=density)
     dt = input.dtype
-    return _HISTOGRAM(Tensor._make(hist.astype(dt.np), dt),
+    return return_types.histogram(Tensor._make(hist.astype(dt.np), dt),
                       Tensor._make(bin_edges.astype(dt.np), dt))
 
 

@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from .. import return_types
 from .._autocast import composite
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
@@ -27,7 +28,6 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops._linalg_common import LINALG_RETURN_TYPES as RETURN_TYPES
 from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
 from ..ops.joins import cat as _cat_op
 
@@ -39,11 +39,6 @@ __all__ = [
     "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
     "vector_norm",
 ]
-
-# The named tuples are made with the ops (`ops._linalg_common`), so
-# `fusegrad.return_types` lists them before this namespace is loaded.
-_INV_EX, _CHOLESKY_EX, _SLOGDET, _SOLVE_EX, _QR, _SVD, _EIGH, _LSTSQ, _LU_FACTOR, \
-    _LU_FACTOR_EX, _LU = RETURN_TYPES.values()
 
 
 def _needs_grad(a: Tensor) -> bool:
@@ -57,7 +52,7 @@ def _needs_grad(a: Tensor) -> bool:
 
 def inv_ex(A: Tensor, *, check_errors: bool = False, out=None):
     """The inverse of square matrices and LAPACK's `info` (nonzero where singular)."""
-    return _INV_EX(*call(V.linalg_inv_ex, A, check_errors))
+    return return_types.linalg_inv_ex(*call(V.linalg_inv_ex, A, check_errors))
 
 
 @composite("fp32")
@@ -73,7 +68,7 @@ def det(A: Tensor, *, out=None) -> Tensor:
 
 def slogdet(A: Tensor, *, out=None):
     """(sign, log |det|) of square matrices."""
-    return _SLOGDET(*call(V.linalg_slogdet, A))
+    return return_types.linalg_slogdet(*call(V.linalg_slogdet, A))
 
 
 def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None,
@@ -126,7 +121,7 @@ def matrix_exp(A: Tensor) -> Tensor:
 
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, out=None):
     """The Cholesky factor and LAPACK's `info` (the order of the first non-positive minor)."""
-    return _CHOLESKY_EX(*call(D.linalg_cholesky_ex, A, upper, check_errors))
+    return return_types.linalg_cholesky_ex(*call(D.linalg_cholesky_ex, A, upper, check_errors))
 
 
 @composite("fp32")
@@ -137,14 +132,14 @@ def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
 
 def qr(A: Tensor, mode: str = "reduced", *, out=None):
     """The QR decomposition; mode 'reduced', 'complete' or 'r'."""
-    return _QR(*call(D.linalg_qr, A, mode))
+    return return_types.linalg_qr(*call(D.linalg_qr, A, mode))
 
 
 @composite("fp32")
 def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None):
     """The singular value decomposition A = U diag(S) Vh (signs of the vectors may differ
     from PyTorch's LAPACK)."""
-    return _SVD(*call(D.linalg_svd, A, full_matrices, True, driver))
+    return return_types.linalg_svd(*call(D.linalg_svd, A, full_matrices, True, driver))
 
 
 @composite("fp32")
@@ -156,7 +151,7 @@ def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
 @composite("fp32")
 def eigh(A: Tensor, UPLO: str = "L", *, out=None):  # noqa: N803 (PyTorch's name)
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, from one triangle."""
-    return _EIGH(*call(D.linalg_eigh, A, UPLO, True))
+    return return_types.linalg_eigh(*call(D.linalg_eigh, A, UPLO, True))
 
 
 @composite("fp32")
@@ -184,19 +179,19 @@ def eigvals(A: Tensor, *, out=None):
 
 def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, out=None):
     """The packed LU factorization with partial pivoting, its pivots and LAPACK's `info`."""
-    return _LU_FACTOR_EX(*call(LUO.linalg_lu_factor_ex, A, pivot, check_errors))
+    return return_types.linalg_lu_factor_ex(*call(LUO.linalg_lu_factor_ex, A, pivot, check_errors))
 
 
 def lu_factor(A: Tensor, *, pivot: bool = True, out=None):
     """The packed LU factorization and pivots; an exactly singular U raises."""
     lu_, piv, info = call(LUO.linalg_lu_factor_ex, A, pivot, False)
     LUO.lu_factor_error("torch.linalg.lu_factor", info.numpy())
-    return _LU_FACTOR(lu_, piv)
+    return return_types.linalg_lu_factor(lu_, piv)
 
 
 def lu(A: Tensor, *, pivot: bool = True, out=None):
     """A = P L U with P a permutation, L unit lower and U upper triangular."""
-    return _LU(*call(LUO.linalg_lu, A, pivot))
+    return return_types.linalg_lu(*call(LUO.linalg_lu, A, pivot))
 
 
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,  # noqa: N803
@@ -211,7 +206,7 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,  # noq
 def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False,
              out=None):
     """The solution of AX = B (XA = B when not `left`) and LAPACK's `info`."""
-    return _SOLVE_EX(*call(V.linalg_solve_ex, A, B, left, check_errors))
+    return return_types.linalg_solve_ex(*call(V.linalg_solve_ex, A, B, left, check_errors))
 
 
 @composite("fp32")
@@ -229,7 +224,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     """Least-squares solution of AX = B, with residuals, rank and singular values as the
     `driver` (default 'gelsy') reports them."""
-    return _LSTSQ(*call(V.linalg_lstsq, A, B, rcond, driver))
+    return return_types.linalg_lstsq(*call(V.linalg_lstsq, A, B, rcond, driver))
 
 
 @composite("fp32")

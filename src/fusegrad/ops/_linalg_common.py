@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import F32, F64, HALF, dtype_of
-from .reductions import _named_tuple
 
 
 class LinAlgError(RuntimeError):
@@ -115,19 +114,3 @@ def eye_like(a, n: int | None = None):
 
     n = a.shape[-1] if n is None else n
     return Tensor._make(np.eye(n, dtype=a.dtype.np))
-
-
-# `torch.linalg`'s named tuples: `fusegrad.linalg` returns them, and `fusegrad.return_types`
-# lists them while `fusegrad.linalg` is not loaded yet.
-LINALG_RETURN_TYPES = {cls.__name__: cls for cls in (
-    _named_tuple("linalg_inv_ex", ("inverse", "info")),
-    _named_tuple("linalg_cholesky_ex", ("L", "info")),
-    _named_tuple("linalg_slogdet", ("sign", "logabsdet")),
-    _named_tuple("linalg_solve_ex", ("result", "info")),
-    _named_tuple("linalg_qr", ("Q", "R")),
-    _named_tuple("linalg_svd", ("U", "S", "Vh")),
-    _named_tuple("linalg_eigh", ("eigenvalues", "eigenvectors")),
-    _named_tuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values")),
-    _named_tuple("linalg_lu_factor", ("LU", "pivots")),
-    _named_tuple("linalg_lu_factor_ex", ("LU", "pivots", "info")),
-    _named_tuple("linalg_lu", ("P", "L", "U")))}

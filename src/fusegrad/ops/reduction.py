@@ -14,7 +14,6 @@ from .norms import (
     vector_norm,
 )
 from .reductions import (
-    RETURN_TYPES,
     amax,
     amin,
     argmax,
@@ -53,7 +52,6 @@ from .sorting import (
 )
 
 __all__ = [
-    "RETURN_TYPES",
     "amax",
     "amin",
     "argmax",

@@ -1,10 +1,8 @@
 """Reductions (sum, mean, amax, amin, max/min, argmax/argmin, prod, all/any,
-count_nonzero), the softmax family, and the named-tuple return types.
+count_nonzero) and the softmax family.
 """
 
 from __future__ import annotations
-
-import collections
 
 import numpy as np
 
@@ -306,27 +304,6 @@ log_softmax = register(
     decomposition=_log_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
     saved_names=("result", "dim"))
-
-# ---------------------------------------------------------------- named tuples
-
-
-def _named_tuple(name: str, fields=("values", "indices")):
-    """A `torch.return_types.<name>`-like named tuple class."""
-    cls = collections.namedtuple(name, fields)
-    cls.__module__ = "fusegrad.return_types"
-    cls.__repr__ = _return_type_repr
-    return cls
-
-
-def _return_type_repr(self) -> str:
-    parts = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
-    return f"torch.return_types.{type(self).__name__}(\n{parts})"
-
-
-RETURN_TYPES = {n: _named_tuple(n) for n in (
-    "max", "min", "median", "mode", "topk", "sort", "kthvalue", "cummax", "cummin",
-    "nanmedian", "aminmax")}
-RETURN_TYPES["aminmax"] = _named_tuple("aminmax", ("min", "max"))
 
 # ---------------------------------------------------------------- helpers
 
