@@ -161,7 +161,7 @@ _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
     "nn", "onnx", "optim", "overrides", "profiler", "serialization", "signal", "sparse",
-    "testing", "viz",
+    "special", "testing", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization", "get_printoptions": "_printing",

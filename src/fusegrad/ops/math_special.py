@@ -126,6 +126,15 @@ special_i1 = _unary("special_i1", _sp.i1, "SpecialI1Backward0", _i1_derivative,
                     domain=(-3, 3), inplace=False)
 
 
+def _erfcx_derivative(g, a):
+    # erfcx'(x) = 2 x erfcx(x) - 2 / sqrt(pi)
+    return (g * (2 * a * call(special_erfcx, a) - 2 / math.sqrt(math.pi)),)
+
+
+special_erfcx = _unary("special_erfcx", _sp.erfcx, "SpecialErfcxBackward0", _erfcx_derivative,
+                       domain=(-3, 3), inplace=False)
+
+
 def _sinc_np(a):
     return np.sinc(a).astype(a.dtype, copy=False)
 
