@@ -49,6 +49,28 @@ def test_erfcx_gradient_and_node_as_torch():
                                        (fusegrad.tensor(data[:6], requires_grad=True),))
 
 
+@pytest.mark.parametrize("name,data", [
+    ("entr", [-1.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan, 1e-300]),
+    ("log_ndtr", [-40.0, -5.0, -1.0, -0.99, 0.0, 1.0, 6.0, 40.0, np.inf, -np.inf, np.nan])])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_entr_and_log_ndtr_values_and_gradients_are_torchs(name, data, dtype):
+    out = []
+    for lib in (torch, fusegrad):
+        x = lib.tensor(np.array(data, dtype=dtype), requires_grad=True)
+        y = getattr(lib.special, name)(x)
+        y.backward(lib.ones_like(y))
+        out.append((y.detach().numpy(), x.grad.numpy(), type(y.grad_fn).__name__))
+    (want, want_g, want_node), (got, got_g, got_node) = out
+    assert got_node == want_node
+    rtol = 1e-12 if dtype == "float64" else 2e-6
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0]))
+    np.testing.assert_allclose(got_g, want_g, rtol=rtol * 10, atol=1e-300)
+    ints = getattr(fusegrad.special, name)(fusegrad.tensor([0, 1, 2]))
+    np.testing.assert_allclose(ints.numpy(), getattr(torch.special, name)(
+        torch.tensor([0, 1, 2])).numpy(), rtol=1e-6)
+
+
 CALLS = {
     "ndtr": lambda S, x, y: S.ndtr(x), "expit": lambda S, x, y: S.expit(x),
     "gammaln": lambda S, x, y: S.gammaln(y), "psi": lambda S, x, y: S.psi(y),
