@@ -111,3 +111,7 @@ class Adafactor(Optimizer):
         update *= grad
         denom = max(1.0, _norm(update) / ((update.size ** 0.5) * d))
         data += data.dtype.type(-alpha / denom) * update
+
+
+# PyTorch's Adafactor belongs to `torch.optim` itself (pickles and safe-global lists name it so).
+Adafactor.__module__ = "fusegrad.optim"
