@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("autograd", "the engine and custom Functions", ("autograd",)),
     ("public", "the torch namespace: public functions, linalg, fft, autograd's API", (
         "", "_functions", "_torch_function_wrappers", "_C", "_legacy_types", "_windows",
-        "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "overrides",
+        "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library",
         "func", "utils.__init__")),

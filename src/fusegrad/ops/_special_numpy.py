@@ -107,9 +107,9 @@ def _erf_small(x: np.ndarray) -> np.ndarray:
     return x * _horner(_ERF_SMALL, 8 * (x * x) - 1)
 
 
-def _erfc_positive(a: np.ndarray) -> np.ndarray:
-    """erfc(a) for a >= 1/2 (nan stays nan; a may be +inf)."""
-    a = np.minimum(a, _ERFC_ZERO)
+def _erfcx_positive(a: np.ndarray) -> np.ndarray:
+    """exp(a*a) erfc(a) for a >= 1/2 (nan stays nan; a may be +inf): a polynomial per piece
+    of [1/2, 4], and one in (4/a)^2 over a beyond."""
     last = len(_ERFCX_BREAKS) - 1
     piece = np.minimum(np.searchsorted(_ERFCX_BREAKS, a, side="right") - 1, last)
     inner = piece < last
@@ -117,8 +117,14 @@ def _erfc_positive(a: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(inner, (a - lo) * (2 / np.diff(_ERFCX_BREAKS)).take(
             np.minimum(piece, last - 1)) - 1, 2 * (_ERFCX_BREAKS[-1] / a) ** 2 - 1)
-    series = _horner_pieces(_ERFCX_COLUMNS, piece, t)
-    erfcx = np.where(inner, series, series / a)
+        series = _horner_pieces(_ERFCX_COLUMNS, piece, t)
+        return np.where(inner, series, series / a)
+
+
+def _erfc_positive(a: np.ndarray) -> np.ndarray:
+    """erfc(a) for a >= 1/2 (nan stays nan; a may be +inf)."""
+    a = np.minimum(a, _ERFC_ZERO)
+    erfcx = _erfcx_positive(a)
     # exp(-a*a) to full precision: a = m + d with m a multiple of 1/512, so m*m is exact (28
     # bits) and a*a - m*m = d (a + m) is below 0.11, so its rounding costs exp little;
     # rounding a*a itself would cost up to 1e-13 at a = 27.
@@ -130,6 +136,32 @@ def _erfc_positive(a: np.ndarray) -> np.ndarray:
     deep = m2 > 600
     out *= np.exp(np.where(deep, 64 - m2, -m2))
     return np.where(deep, out * math.exp(-64), out)
+
+
+def _exp_square(v: np.ndarray) -> np.ndarray:
+    """exp(v*v) without the rounding of v*v (split as in `_erfc_positive`)."""
+    finite = np.where(np.isinf(v), 0.0, v)
+    m = np.trunc(finite * 512) / 512
+    with np.errstate(over="ignore"):
+        return np.where(np.isinf(v), np.inf, np.exp((finite - m) * (finite + m)) * np.exp(m * m))
+
+
+def _erfcx64(v: np.ndarray) -> np.ndarray:
+    """exp(v*v) erfc(v): the series near 0, the pieces for v >= 1/2, and
+    2 exp(v*v) - erfcx(-v) below -1/2 (overflowing to inf past v ~ -26.6)."""
+    a = np.abs(v)
+    small = a <= 0.5
+    near = _exp_square(np.where(small, v, 0.0)) * (1 - _erf_small(np.where(small, v, 0.0)))
+    tail = _erfcx_positive(np.where(small, 0.5, a))
+    with np.errstate(over="ignore", invalid="ignore"):
+        below = 2 * _exp_square(np.where(v < -0.5, v, 0.0)) - tail
+    return np.where(small, near, np.where(v < 0, below, tail))
+
+
+def erfcx(x) -> np.ndarray:
+    """The scaled complementary error function exp(x^2) erfc(x), without overflow for large
+    x (where it falls as 1 / (x sqrt(pi)))."""
+    return _float_call(_erfcx64, x)
 
 
 def _float_call(fn, x) -> np.ndarray:

@@ -126,6 +126,47 @@ special_i1 = _unary("special_i1", _sp.i1, "SpecialI1Backward0", _i1_derivative,
                     domain=(-3, 3), inplace=False)
 
 
+def _erfcx_derivative(g, a):
+    # erfcx'(x) = 2 x erfcx(x) - 2 / sqrt(pi)
+    return (g * (2 * a * call(special_erfcx, a) - 2 / math.sqrt(math.pi)),)
+
+
+special_erfcx = _unary("special_erfcx", _sp.erfcx, "SpecialErfcxBackward0", _erfcx_derivative,
+                       domain=(-3, 3), inplace=False)
+
+
+def _entr_np(a):
+    # -x log x for x > 0, 0 at 0, -inf below; NaN stays NaN.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(a > 0, -a * np.log(np.where(a > 0, a, 1)), np.where(a == 0, 0, -np.inf))
+    return np.where(np.isnan(a), a, out).astype(a.dtype, copy=False)
+
+
+special_entr = _unary("special_entr", _entr_np, "SpecialEntrBackward0",
+                      lambda g, a: (g * -(a.log() + 1),), domain=(0.1, 3), inplace=False)
+
+_SQRT_HALF = math.sqrt(0.5)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _log_ndtr_np(a):
+    # log Phi(x): log1p(-erfc(x / sqrt 2) / 2) where Phi is near 1; below -1, where Phi is
+    # small, log(erfcx(-x / sqrt 2) / 2) - x^2 / 2, which neither underflows nor cancels.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        upper = np.log1p(-_sp.erfc(a * _SQRT_HALF) / 2)
+        lower = np.log(_sp.erfcx(-a * _SQRT_HALF) / 2) - a * a / 2
+    return np.where(a < -1, lower, upper).astype(a.dtype, copy=False)
+
+
+def _log_ndtr_derivative(g, a):
+    # Phi'(x) / Phi(x) = exp(-x^2 / 2 - log Phi(x)) / sqrt(2 pi)
+    return (g * (-(a * a) / 2 - call(special_log_ndtr, a) - _LOG_SQRT_2PI).exp(),)
+
+
+special_log_ndtr = _unary("special_log_ndtr", _log_ndtr_np, "SpecialLogNdtrBackward0",
+                          _log_ndtr_derivative, domain=(-4, 4), inplace=False)
+
+
 def _sinc_np(a):
     return np.sinc(a).astype(a.dtype, copy=False)
 

@@ -1,10 +1,13 @@
 """Learning-rate schedulers: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
-LambdaLR, LinearLR, OneCycleLR, SequentialLR and ReduceLROnPlateau. Each computes the new
-rate from the current one as PyTorch does, so the float values agree step for step."""
+LambdaLR, MultiplicativeLR, ConstantLR, LinearLR, PolynomialLR, OneCycleLR, SequentialLR,
+ChainedScheduler and ReduceLROnPlateau here; CyclicLR and CosineAnnealingWarmRestarts in
+`_cyclic_lr.py`. Each computes the new rate from the current one as PyTorch does, so the
+float values agree step for step."""
 
 from __future__ import annotations
 
 import math
+import types
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
@@ -73,22 +76,109 @@ class LRScheduler:
 _LRScheduler = LRScheduler
 
 
-class LambdaLR(LRScheduler):
+class _RateFunctions:
+    """state_dict for schedulers driven by per-group rate functions: functions and lambdas
+    are saved as None, callable objects as a copy of their attributes."""
+
+    def state_dict(self) -> dict:
+        """The scheduler's state with `lr_lambdas` as saved entries."""
+        state = LRScheduler.state_dict(self)
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else
+                               fn.__dict__.copy() for fn in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`; saved attributes go back onto this scheduler's callable
+        objects (the entry is taken out of `state_dict`, as PyTorch does)."""
+        saved = state_dict.pop("lr_lambdas")
+        LRScheduler.load_state_dict(self, state_dict)
+        state_dict["lr_lambdas"] = saved
+        for fn, attributes in zip(self.lr_lambdas, saved):
+            if attributes is not None:
+                fn.__dict__.update(attributes)
+
+
+class LambdaLR(_RateFunctions, LRScheduler):
     """lr = initial_lr * lr_lambda(epoch)."""
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list,
                  last_epoch: int = -1) -> None:
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_RateFunctions, LRScheduler):
+    """Multiply the rate by `lr_lambda(epoch)` every epoch after the first."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list,
+                 last_epoch: int = -1) -> None:
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch > 0:
+            return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas, groups)]
+        return [g["lr"] for g in groups]
+
+
+def _lambdas(optimizer: Optimizer, lr_lambda) -> list:
+    """One rate function per param group: the one given, or a list checked for length."""
+    n = len(optimizer.param_groups)
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != n:
+            raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        return list(lr_lambda)
+    return [lr_lambda] * n
+
+
+class ConstantLR(LRScheduler):
+    """Scale the initial rate by `factor` for the first `total_iters` epochs."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1) -> None:
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [g["lr"] * self.factor for g in groups]
+        if self.last_epoch != self.total_iters:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * (1.0 / self.factor) for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        scale = self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)
+        return [base * scale for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the initial rate to zero over `total_iters` epochs as (1 - t / total) ** power."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return [g["lr"] for g in groups]
+        decay = ((1.0 - self.last_epoch / self.total_iters)
+                 / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [g["lr"] * decay for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        left = (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+        return [base * left for base in self.base_lrs]
 
 
 class StepLR(LRScheduler):
@@ -401,6 +491,48 @@ class SequentialLR(LRScheduler):
             s.load_state_dict(sd)
 
 
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler of `schedulers` at each `step()`, so their changes compose."""
+
+    def __init__(self, schedulers, optimizer: Optimizer | None = None) -> None:
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
+                             "chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {i} should have "
+                                "`optimizer` as its attribute.")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support "
+                                 "`ReduceLROnPlateau` scheduler as it requires additional "
+                                 "kwargs to be specified when calling `step`, but got one at "
+                                 f"index {i} in the given schedulers sequence.")
+            if sched.optimizer is not optimizer:
+                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
+                                 f"the same optimizer, but got scheduler "
+                                 f"{type(sched).__name__} at index {i} has "
+                                 f"{sched.optimizer}, which is different from "
+                                 f"{type(optimizer).__name__}.")
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step each chained scheduler in turn."""
+        for sched in self._schedulers:
+            sched.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def state_dict(self) -> dict:
+        """Own state plus each chained scheduler's `state_dict`."""
+        return SequentialLR.state_dict(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`, the chained schedulers' included."""
+        SequentialLR.load_state_dict(self, state_dict)
+
+
 class ReduceLROnPlateau(LRScheduler):
     """Multiply the rate by `factor` once the metric passed to `step` has not improved for
     more than `patience` epochs (then wait `cooldown` epochs before counting again)."""
@@ -471,3 +603,12 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+# The cyclic family is written over the base class above.
+from ._cyclic_lr import CosineAnnealingWarmRestarts, CyclicLR  # noqa: E402
+
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+           "LinearLR", "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
+           "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+           "PolynomialLR"]
