@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -13,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
-from fusegrad import _dispatch, _recorders  # noqa: E402
+from fusegrad import _dispatch, _recorded_calls, _recorders  # noqa: E402
 from fusegrad.ops import REGISTRY  # noqa: E402
 
 DATA = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4) / 7
@@ -100,7 +101,7 @@ def test_a_view_whose_base_changed_in_place_records_from_its_new_history():
 def test_recorders_are_generated_from_the_template():
     for name in _recorders.SHAPES.values():
         fn = getattr(_dispatch, name)
-        assert fn.__code__.co_filename == _recorders.FILENAME
+        assert fn.__code__.co_filename == _recorded_calls.__file__
         assert f"def {name}(op, " in _recorders.SOURCE
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
@@ -108,6 +109,22 @@ def test_recorders_are_generated_from_the_template():
     assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) - 1
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
+
+
+def test_checked_in_recorders_are_what_the_template_generates():
+    """`_recorded_calls.py` is the template's output (regenerate it with
+    `python src/fusegrad/_recorders.py --write` after changing the template)."""
+    assert Path(_recorded_calls.__file__).read_text() == _recorders.source()
+    assert _recorders.main(["--check"]) == 0
+
+
+def test_a_recorder_error_points_at_its_generated_line():
+    x = fusegrad.ones(2, 3)
+    with pytest.raises(RuntimeError) as info:
+        _dispatch._call_tensors(REGISTRY["mm"], x, x)
+    frame = next(f for f in info.traceback if f.path == Path(_recorded_calls.__file__))
+    statement = str(frame.statement)  # the kernel's call or the meta's, as the file has it
+    assert "op.kernel(a._data, b._data)" in statement or "op.meta(a, b)" in statement
 
 
 def _outcome(expr, names):
