@@ -66,6 +66,28 @@ def test_short_recorder_builds_the_general_recorders_node(shape, name, build):
     assert short._base is general._base
 
 
+@pytest.mark.parametrize("shape,name,build", CASES,
+                         ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("grad", [True, False])
+def test_recorders_make_the_result_make_plain_makes(shape, name, build, grad):
+    """The recorders write Tensor construction out: every slot is set as `make_plain` (and
+    a view's as `_mark_view`) sets it, before recording."""
+    op = REGISTRY[name]
+    with fusegrad.set_grad_enabled(grad):
+        x, c = _leaf(fusegrad, requires_grad=False), _leaf(fusegrad, requires_grad=False)
+        args = build(x, c)
+        short = SHAPE_OF[shape](op, *args)
+        plain = fusegrad._tensor.make_plain(short._data)
+        if op.view:
+            _dispatch._mark_view(plain, args[0])
+    for slot in fusegrad.Tensor.__slots__[:-1]:  # all but __weakref__
+        mine, theirs = getattr(short, slot), getattr(plain, slot)
+        if slot == "_vc" and not op.view:
+            assert mine == theirs and mine is not theirs  # a counter of its own
+        else:
+            assert mine is theirs or mine == theirs, slot
+
+
 @pytest.mark.parametrize("expr", [
     "x.exp()", "x.relu()", "x.sum()", "x * c", "c * x", "x * x", "x @ c.t()", "x * 2.0",
     "x.view(4, 3)", "x[1:].view(8)", "x.transpose(0, 1)", "x[1]", "x.select(1, 2)",

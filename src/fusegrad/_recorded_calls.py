@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _tensor
 from ._recording import (
     _FLOAT,
+    _FROM_NP,
     _NO_EDGE,
     _NO_META,
     _OTHER,
@@ -18,7 +20,6 @@ from ._recording import (
     _active,
     _anomaly_state,
     _local,
-    _make,
     _mark_view,
     _ndarray,
     _new,
@@ -32,6 +33,7 @@ from ._recording import (
     _wrap,
     sync_view,
 )
+from ._tensor import Tensor
 
 
 def _call_unary(op, a):
@@ -42,37 +44,55 @@ def _call_unary(op, a):
         op.meta(a)  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, a)
-        else:  # _mark_view, for the single view
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = dt = _FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a,), result)
             return result
-        node = _new(op.node_cls or op.node_class_of())
+        node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
         node._seq = next(_seq)
         node._x = None
         if a._base is not None:
             sync_view(a)
-        m0 = (a._data.shape, a._dtype)
-        if a._grad_fn is not None:
-            e0 = (a._grad_fn, a._output_nr)
-        elif a._grad_acc is not None and (acc := a._grad_acc()) is not None:
-            e0 = (acc, 0)  # the leaf's live accumulator, without the method call
-        else:  # a new one: the leaf's last accumulator died with its graph
-            e0 = (_new_accumulator(a), 0)
+        fn = a._grad_fn
+        if fn is not None:
+            nr = a._output_nr
+            e0 = (fn, nr)
+            m0 = fn._out_meta[nr]
+        else:
+            m0 = (a._data.shape, a._dtype)
+            acc = a._grad_acc
+            if acc is None or (acc := acc()) is None:
+                acc = _new_accumulator(a)
+            e0 = (acc, 0)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)
@@ -125,7 +145,6 @@ def _call_unary(op, a):
                 node._saved, node._versions = _save_loop(saved, result)
         if _anomaly_state.enabled:
             _record_traceback(node)
-        dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
@@ -141,26 +160,40 @@ def _call_tensors(op, a, b):
         op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, a)
-        else:  # _mark_view, for the single view
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = dt = _FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)
     if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
-        node = _new(op.node_cls or op.node_class_of())
+        node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
         node._seq = next(_seq)
         node._x = None
         if a._base is not None:
@@ -169,26 +202,34 @@ def _call_tensors(op, a, b):
             e0 = _NO_EDGE
             m0 = _NO_META
         else:
-            m0 = (a._data.shape, a._dtype)
-            if a._grad_fn is not None:
-                e0 = (a._grad_fn, a._output_nr)
-            elif a._grad_acc is not None and (acc := a._grad_acc()) is not None:
-                e0 = (acc, 0)  # the leaf's live accumulator, without the method call
-            else:  # a new one: the leaf's last accumulator died with its graph
-                e0 = (_new_accumulator(a), 0)
+            fn = a._grad_fn
+            if fn is not None:
+                nr = a._output_nr
+                e0 = (fn, nr)
+                m0 = fn._out_meta[nr]
+            else:
+                m0 = (a._data.shape, a._dtype)
+                acc = a._grad_acc
+                if acc is None or (acc := acc()) is None:
+                    acc = _new_accumulator(a)
+                e0 = (acc, 0)
         if b._base is not None:
             sync_view(b)
         if not b._rg:
             e1 = _NO_EDGE
             m1 = _NO_META
         else:
-            m1 = (b._data.shape, b._dtype)
-            if b._grad_fn is not None:
-                e1 = (b._grad_fn, b._output_nr)
-            elif b._grad_acc is not None and (acc := b._grad_acc()) is not None:
-                e1 = (acc, 0)  # the leaf's live accumulator, without the method call
-            else:  # a new one: the leaf's last accumulator died with its graph
-                e1 = (_new_accumulator(b), 0)
+            fn = b._grad_fn
+            if fn is not None:
+                nr = b._output_nr
+                e1 = (fn, nr)
+                m1 = fn._out_meta[nr]
+            else:
+                m1 = (b._data.shape, b._dtype)
+                acc = b._grad_acc
+                if acc is None or (acc := acc()) is None:
+                    acc = _new_accumulator(b)
+                e1 = (acc, 0)
         node.next_functions = (e0, e1)
         node._in_meta = (m0, m1)
         node._pos = ((0, -1), (1, -1))
@@ -248,7 +289,6 @@ def _call_tensors(op, a, b):
                 node._saved, node._versions = _save_loop(saved, result)
         if _anomaly_state.enabled:
             _record_traceback(node)
-        dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
@@ -264,37 +304,55 @@ def _call_binary(op, a, b):
         op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, a)
-        else:  # _mark_view, for the single view
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = dt = _FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
-        node = _new(op.node_cls or op.node_class_of())
+        node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
         node._seq = next(_seq)
         node._x = None
         if a._base is not None:
             sync_view(a)
-        m0 = (a._data.shape, a._dtype)
-        if a._grad_fn is not None:
-            e0 = (a._grad_fn, a._output_nr)
-        elif a._grad_acc is not None and (acc := a._grad_acc()) is not None:
-            e0 = (acc, 0)  # the leaf's live accumulator, without the method call
-        else:  # a new one: the leaf's last accumulator died with its graph
-            e0 = (_new_accumulator(a), 0)
+        fn = a._grad_fn
+        if fn is not None:
+            nr = a._output_nr
+            e0 = (fn, nr)
+            m0 = fn._out_meta[nr]
+        else:
+            m0 = (a._data.shape, a._dtype)
+            acc = a._grad_acc
+            if acc is None or (acc := acc()) is None:
+                acc = _new_accumulator(a)
+            e0 = (acc, 0)
         if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
             node.next_functions = (e0, _NO_EDGE)
             node._in_meta = (m0, _NO_META)
@@ -352,7 +410,6 @@ def _call_binary(op, a, b):
                 node._saved, node._versions = _save_loop(saved, result)
         if _anomaly_state.enabled:
             _record_traceback(node)
-        dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
@@ -368,37 +425,55 @@ def _call_ints(op, a, b, c):
         op.meta(a, b, c)  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, a)
-        else:  # _mark_view, for the single view
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = dt = _FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         if cls is tuple or not op.plain_args or op.tensor_args:
             _record(op, (a, b, c), result)
             return result
-        node = _new(op.node_cls or op.node_class_of())
+        node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
         node._seq = next(_seq)
         node._x = None
         if a._base is not None:
             sync_view(a)
-        m0 = (a._data.shape, a._dtype)
-        if a._grad_fn is not None:
-            e0 = (a._grad_fn, a._output_nr)
-        elif a._grad_acc is not None and (acc := a._grad_acc()) is not None:
-            e0 = (acc, 0)  # the leaf's live accumulator, without the method call
-        else:  # a new one: the leaf's last accumulator died with its graph
-            e0 = (_new_accumulator(a), 0)
+        fn = a._grad_fn
+        if fn is not None:
+            nr = a._output_nr
+            e0 = (fn, nr)
+            m0 = fn._out_meta[nr]
+        else:
+            m0 = (a._data.shape, a._dtype)
+            acc = a._grad_acc
+            if acc is None or (acc := acc()) is None:
+                acc = _new_accumulator(a)
+            e0 = (acc, 0)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)
@@ -451,7 +526,6 @@ def _call_ints(op, a, b, c):
                 node._saved, node._versions = _save_loop(saved, result)
         if _anomaly_state.enabled:
             _record_traceback(node)
-        dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
@@ -467,21 +541,35 @@ def _call_list(op, args, raw, needs_grad):
         op.meta(*args)  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, args[0])
-        else:  # _mark_view, for the single view
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = _FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
             base = args[0]
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)
     if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
         _record(op, args, result)
     return result

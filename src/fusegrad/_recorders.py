@@ -57,8 +57,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _tensor
 from ._recording import (
     _FLOAT,
+    _FROM_NP,
     _NO_EDGE,
     _NO_META,
     _OTHER,
@@ -67,7 +69,6 @@ from ._recording import (
     _active,
     _anomaly_state,
     _local,
-    _make,
     _mark_view,
     _ndarray,
     _new,
@@ -81,6 +82,7 @@ from ._recording import (
     _wrap,
     sync_view,
 )
+from ._tensor import Tensor
 '''
 
 TEMPLATE = '''
@@ -93,32 +95,52 @@ def {name}(op, {params}):
         op.meta({meta_args})  # the meta owns PyTorch's message for bad shapes and types
         raise
     cls = out.__class__
-    if cls is _ndarray:
-        result = _make(out)
-    elif cls is tuple:
+    if cls is tuple:
         result = tuple([_wrap(o) for o in out])
-    else:
-        out = np.asarray(out)
-        result = _make(out)
-    if op.view:
-        if cls is tuple:
+        if op.view:
             _mark_view(result, {first})
-        else:  # _mark_view, for the single view
-            base = {first}
-            vc = result._vc = base._vc
-            result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+    else:
+        if cls is not _ndarray:
+            out = np.asarray(out)
+{make}
     if {needs_grad} and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
 {record}
     return result
 '''
+
+# `make_plain(out)` written out (every op makes one Tensor; the call cost a tenth of an op),
+# with a view's base and version counter set at once (`_mark_view`, for the single view).
+# tests/test_recorders.py checks that it sets every slot `make_plain` sets.
+MAKE = '''\
+        result = _new(Tensor)
+        result._data = out
+        result._dtype = {dt}_FROM_NP[out.dtype]
+        result._rg = False
+        result._grad_fn = None
+        result._grad = None
+        if op.view:
+            base = {first}
+            vc = result._vc = base._vc
+            result._base = base if base._base is None else base._base
+            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+        else:
+            result._vc = [0]
+            result._base = None
+            result._view_ver = None
+        result._output_nr = 0
+        result._retains = False
+        result._hooks = None
+        result._grad_acc = None
+        result._post_acc_hooks = None
+        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+            _tensor._account(out)'''
 
 # The short form of the recording: the Node written out for the shape's inputs.
 SHORT_RECORD = '''\
         if {general}:
             _record(op, {args_tuple}, result)
             return result
-        node = _new(op.node_cls or op.node_class_of())
+        node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
         node._seq = next(_seq)
         node._x = None
 {edges}
@@ -130,7 +152,6 @@ SHORT_RECORD = '''\
 {save}
         if _anomaly_state.enabled:
             _record_traceback(node)
-        dt = result._dtype
         if dt.category >= _FLOAT:
             result._rg = True
             result._grad_fn = node
@@ -152,15 +173,21 @@ EDGE = '''\
         else:
 {has_grad}'''
 
-# The edge and meta of a Tensor input that requires grad.
+# The edge and meta of a Tensor input that requires grad. An input with a grad_fn has the
+# shape and dtype its node recorded for that output (one tuple, shared, not a new one per
+# use); a leaf's edge is its live accumulator, or a new one when the last died with its graph.
 EDGE_GRAD = '''\
-        {m} = ({t}._data.shape, {t}._dtype)
-        if {t}._grad_fn is not None:
-            {e} = ({t}._grad_fn, {t}._output_nr)
-        elif {t}._grad_acc is not None and (acc := {t}._grad_acc()) is not None:
-            {e} = (acc, 0)  # the leaf's live accumulator, without the method call
-        else:  # a new one: the leaf's last accumulator died with its graph
-            {e} = (_new_accumulator({t}), 0)
+        fn = {t}._grad_fn
+        if fn is not None:
+            nr = {t}._output_nr
+            {e} = (fn, nr)
+            {m} = fn._out_meta[nr]
+        else:
+            {m} = ({t}._data.shape, {t}._dtype)
+            acc = {t}._grad_acc
+            if acc is None or (acc := acc()) is None:
+                acc = _new_accumulator({t})
+            {e} = (acc, 0)
 '''
 
 NODE_INPUTS = '''\
@@ -280,7 +307,7 @@ def _shape_source(shape: str, name: str) -> str:
         edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors))
     return TEMPLATE.format(
         name=name, shape=shape, params=", ".join(params), kernel_args=", ".join(kernel_args),
-        meta_args=", ".join(params), first=params[0],
+        meta_args=", ".join(params), first=params[0], make=MAKE.format(first=params[0], dt="dt = "),
         needs_grad=tensors[0] + "._rg" if len(tensors) == 1
         else " or ".join(t + "._rg" for t in tensors).join("()"),
         record=record.rstrip("\n"))
@@ -291,7 +318,8 @@ def _general_source(name: str) -> str:
     one requires grad; the Node is built by the general loop, `_recording._new_node`."""
     return TEMPLATE.format(
         name=name, shape="*", params="args, raw, needs_grad", kernel_args="*raw",
-        meta_args="*args", first="args[0]", needs_grad="needs_grad",
+        meta_args="*args", first="args[0]", make=MAKE.format(first="args[0]", dt=""),
+        needs_grad="needs_grad",
         record="        _record(op, args, result)")
 
 

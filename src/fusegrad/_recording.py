@@ -23,6 +23,7 @@ from .autograd import graph as _graph
 from .autograd.anomaly_mode import state as _anomaly_state
 
 _ndarray = np.ndarray
+_FROM_NP = _dtype.FROM_NP
 _new = object.__new__
 _SIMPLE = frozenset({int, float, bool, type(None), str})
 _seq = _graph.SEQUENCE
@@ -100,7 +101,7 @@ def _new_node(op, args, result):
     """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, and per
     missing optional tensor, as PyTorch's wrapped numbers), each input's shape and dtype, the
     argument positions of the inputs, and what the derivative needs saved."""
-    node = _new(op.node_cls or op.node_class_of())
+    node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
     node._seq = next(_seq)
     node._x = None
     edges = []
@@ -122,12 +123,15 @@ def _new_node(op, args, result):
                 edges.append(_NO_EDGE)
                 meta.append(_NO_META)
             else:
-                if a._grad_fn is not None:
-                    edges.append((a._grad_fn, a._output_nr))
+                fn = a._grad_fn
+                if fn is not None:  # its shape and dtype as its node recorded them
+                    nr = a._output_nr
+                    edges.append((fn, nr))
+                    meta.append(fn._out_meta[nr])
                 else:
                     edges.append((a._grad_accumulator(), 0))
-                data = a._data
-                meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
+                    data = a._data
+                    meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
             pos.append(_POS[i] if i < 32 else (i, -1))
         elif cls is list or cls is tuple:
             if op.list_arg:

@@ -363,6 +363,9 @@ class FunctionNode(Node):
 
     __slots__ = ("_versions", "_in_meta", "_pos")
     _op = None
+    # Made only by the recorders, which set every slot themselves: `cls()` then runs no
+    # Python `__init__` (and is cheaper than `object.__new__(cls)`), once per recorded op.
+    __init__ = object.__init__
 
     def apply(self, grads: list) -> list:
         saved = self._saved
