@@ -180,3 +180,23 @@ def test_entry_point_fast_paths_match_pytorch(expr):
         assert ours[1:] == theirs[1:]
         np.testing.assert_allclose(ours[0].astype(np.float64), theirs[0].astype(np.float64),
                                    rtol=1e-3)
+
+
+def test_a_leaf_whose_data_was_replaced_records_its_new_dtype():
+    """The recorders read a leaf's shape and dtype from its accumulator while the leaf keeps
+    the array the accumulator saw; `.data = ...` gives the next edge the new dtype."""
+    results = {}
+    for mod in (fusegrad, torch):
+        x = _leaf(mod)
+        y = x * 2.0
+        x.data = mod.ones(3, 4, dtype=mod.float64)
+        z = x * c_of(mod)
+        (z.sum() + y.sum()).backward()
+        results[mod.__name__] = (str(x.grad.dtype), x.grad.numpy().copy())
+    assert results["fusegrad"][0] == results["torch"][0] == "torch.float64"
+    np.testing.assert_allclose(results["fusegrad"][1], results["torch"][1])
+
+
+def c_of(mod):
+    """A float64 tensor that does not require grad."""
+    return mod.tensor(DATA.astype(np.float64))

@@ -88,11 +88,11 @@ def _call_unary(op, a):
             e0 = (fn, nr)
             m0 = fn._out_meta[nr]
         else:
-            m0 = (a._data.shape, a._dtype)
             acc = a._grad_acc
             if acc is None or (acc := acc()) is None:
                 acc = _new_accumulator(a)
             e0 = (acc, 0)
+            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)
@@ -208,11 +208,11 @@ def _call_tensors(op, a, b):
                 e0 = (fn, nr)
                 m0 = fn._out_meta[nr]
             else:
-                m0 = (a._data.shape, a._dtype)
                 acc = a._grad_acc
                 if acc is None or (acc := acc()) is None:
                     acc = _new_accumulator(a)
                 e0 = (acc, 0)
+                m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
         if b._base is not None:
             sync_view(b)
         if not b._rg:
@@ -225,11 +225,11 @@ def _call_tensors(op, a, b):
                 e1 = (fn, nr)
                 m1 = fn._out_meta[nr]
             else:
-                m1 = (b._data.shape, b._dtype)
                 acc = b._grad_acc
                 if acc is None or (acc := acc()) is None:
                     acc = _new_accumulator(b)
                 e1 = (acc, 0)
+                m1 = acc._meta if acc._meta_of is b._data else (b._data.shape, b._dtype)
         node.next_functions = (e0, e1)
         node._in_meta = (m0, m1)
         node._pos = ((0, -1), (1, -1))
@@ -348,11 +348,11 @@ def _call_binary(op, a, b):
             e0 = (fn, nr)
             m0 = fn._out_meta[nr]
         else:
-            m0 = (a._data.shape, a._dtype)
             acc = a._grad_acc
             if acc is None or (acc := acc()) is None:
                 acc = _new_accumulator(a)
             e0 = (acc, 0)
+            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
         if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
             node.next_functions = (e0, _NO_EDGE)
             node._in_meta = (m0, _NO_META)
@@ -469,11 +469,11 @@ def _call_ints(op, a, b, c):
             e0 = (fn, nr)
             m0 = fn._out_meta[nr]
         else:
-            m0 = (a._data.shape, a._dtype)
             acc = a._grad_acc
             if acc is None or (acc := acc()) is None:
                 acc = _new_accumulator(a)
             e0 = (acc, 0)
+            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)

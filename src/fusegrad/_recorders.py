@@ -174,8 +174,9 @@ EDGE = '''\
 {has_grad}'''
 
 # The edge and meta of a Tensor input that requires grad. An input with a grad_fn has the
-# shape and dtype its node recorded for that output (one tuple, shared, not a new one per
-# use); a leaf's edge is its live accumulator, or a new one when the last died with its graph.
+# shape and dtype its node recorded for that output, and a leaf those its accumulator noted
+# while its array is the same (one tuple, shared, not a new one per use); a leaf's edge is
+# its live accumulator, or a new one when the last died with its graph.
 EDGE_GRAD = '''\
         fn = {t}._grad_fn
         if fn is not None:
@@ -183,11 +184,11 @@ EDGE_GRAD = '''\
             {e} = (fn, nr)
             {m} = fn._out_meta[nr]
         else:
-            {m} = ({t}._data.shape, {t}._dtype)
             acc = {t}._grad_acc
             if acc is None or (acc := acc()) is None:
                 acc = _new_accumulator({t})
             {e} = (acc, 0)
+            {m} = acc._meta if acc._meta_of is {t}._data else ({t}._data.shape, {t}._dtype)
 '''
 
 NODE_INPUTS = '''\

@@ -320,14 +320,20 @@ def unpack_saved(node, saved, versions):
 
 
 class AccumulateGrad(Node):
-    """The node that adds incoming gradient into a leaf tensor's `.grad`."""
+    """The node that adds incoming gradient into a leaf tensor's `.grad`.
 
-    __slots__ = ("variable",)
+    `_meta` is the leaf's (shape, dtype) for the edges recorded into it, valid while the
+    leaf's array is still `_meta_of` (the recorders read it instead of making the pair again
+    on every op; a leaf whose `.data` was replaced gets its pair made afresh).
+    """
+
+    __slots__ = ("variable", "_meta", "_meta_of")
 
     def __init__(self, variable):
         super().__init__()
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
+        _note_meta(self, variable)
 
     def release(self) -> None:
         pass
@@ -348,8 +354,14 @@ def new_accumulator(variable) -> AccumulateGrad:
     node._x = None
     node._out_meta = None
     node.variable = variable
+    _note_meta(node, variable)
     variable._grad_acc = _weakref(node)
     return node
+
+
+def _note_meta(node, variable) -> None:
+    data = node._meta_of = variable._data
+    node._meta = (data.shape if data is not None else tuple(variable.shape), variable._dtype)
 
 
 class FunctionNode(Node):
