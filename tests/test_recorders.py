@@ -183,12 +183,12 @@ def test_entry_point_fast_paths_match_pytorch(expr):
 
 
 def test_a_leaf_whose_data_was_replaced_records_its_new_dtype():
-    """The recorders read a leaf's shape and dtype from its accumulator while the leaf keeps
-    the array the accumulator saw; `.data = ...` gives the next edge the new dtype."""
+    """The recorders read a leaf's shape and dtype from its live accumulator while the leaf
+    keeps the array they were noted for; `.data = ...` gives the next edge the new dtype."""
     results = {}
     for mod in (fusegrad, torch):
         x = _leaf(mod)
-        y = x * 2.0
+        y = x * 2.0 + x * 3.0  # the second edge into the accumulator notes x's shape, dtype
         x.data = mod.ones(3, 4, dtype=mod.float64)
         z = x * c_of(mod)
         (z.sum() + y.sum()).backward()

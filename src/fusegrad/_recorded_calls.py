@@ -89,10 +89,16 @@ def _call_unary(op, a):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is None or (acc := acc()) is None:
-                acc = _new_accumulator(a)
-            e0 = (acc, 0)
-            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
+            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                e0 = (acc, 0)
+                if acc._meta_of is a._data:
+                    m0 = acc._meta
+                else:
+                    m0 = acc._meta = (a._data.shape, a._dtype)
+                    acc._meta_of = a._data
+            else:
+                e0 = (_new_accumulator(a), 0)
+                m0 = (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)
@@ -209,10 +215,16 @@ def _call_tensors(op, a, b):
                 m0 = fn._out_meta[nr]
             else:
                 acc = a._grad_acc
-                if acc is None or (acc := acc()) is None:
-                    acc = _new_accumulator(a)
-                e0 = (acc, 0)
-                m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
+                if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                    e0 = (acc, 0)
+                    if acc._meta_of is a._data:
+                        m0 = acc._meta
+                    else:
+                        m0 = acc._meta = (a._data.shape, a._dtype)
+                        acc._meta_of = a._data
+                else:
+                    e0 = (_new_accumulator(a), 0)
+                    m0 = (a._data.shape, a._dtype)
         if b._base is not None:
             sync_view(b)
         if not b._rg:
@@ -226,10 +238,16 @@ def _call_tensors(op, a, b):
                 m1 = fn._out_meta[nr]
             else:
                 acc = b._grad_acc
-                if acc is None or (acc := acc()) is None:
-                    acc = _new_accumulator(b)
-                e1 = (acc, 0)
-                m1 = acc._meta if acc._meta_of is b._data else (b._data.shape, b._dtype)
+                if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                    e1 = (acc, 0)
+                    if acc._meta_of is b._data:
+                        m1 = acc._meta
+                    else:
+                        m1 = acc._meta = (b._data.shape, b._dtype)
+                        acc._meta_of = b._data
+                else:
+                    e1 = (_new_accumulator(b), 0)
+                    m1 = (b._data.shape, b._dtype)
         node.next_functions = (e0, e1)
         node._in_meta = (m0, m1)
         node._pos = ((0, -1), (1, -1))
@@ -349,10 +367,16 @@ def _call_binary(op, a, b):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is None or (acc := acc()) is None:
-                acc = _new_accumulator(a)
-            e0 = (acc, 0)
-            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
+            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                e0 = (acc, 0)
+                if acc._meta_of is a._data:
+                    m0 = acc._meta
+                else:
+                    m0 = acc._meta = (a._data.shape, a._dtype)
+                    acc._meta_of = a._data
+            else:
+                e0 = (_new_accumulator(a), 0)
+                m0 = (a._data.shape, a._dtype)
         if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
             node.next_functions = (e0, _NO_EDGE)
             node._in_meta = (m0, _NO_META)
@@ -470,10 +494,16 @@ def _call_ints(op, a, b, c):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is None or (acc := acc()) is None:
-                acc = _new_accumulator(a)
-            e0 = (acc, 0)
-            m0 = acc._meta if acc._meta_of is a._data else (a._data.shape, a._dtype)
+            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                e0 = (acc, 0)
+                if acc._meta_of is a._data:
+                    m0 = acc._meta
+                else:
+                    m0 = acc._meta = (a._data.shape, a._dtype)
+                    acc._meta_of = a._data
+            else:
+                e0 = (_new_accumulator(a), 0)
+                m0 = (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
         node._pos = ((0, -1),)

@@ -174,9 +174,9 @@ EDGE = '''\
 {has_grad}'''
 
 # The edge and meta of a Tensor input that requires grad. An input with a grad_fn has the
-# shape and dtype its node recorded for that output, and a leaf those its accumulator noted
-# while its array is the same (one tuple, shared, not a new one per use); a leaf's edge is
-# its live accumulator, or a new one when the last died with its graph.
+# shape and dtype its node recorded for that output, and a leaf met again those its
+# accumulator noted while its array is the same (one tuple, shared, not a new one per use);
+# a leaf's edge is its live accumulator, or a new one when the last died with its graph.
 EDGE_GRAD = '''\
         fn = {t}._grad_fn
         if fn is not None:
@@ -185,10 +185,16 @@ EDGE_GRAD = '''\
             {m} = fn._out_meta[nr]
         else:
             acc = {t}._grad_acc
-            if acc is None or (acc := acc()) is None:
-                acc = _new_accumulator({t})
-            {e} = (acc, 0)
-            {m} = acc._meta if acc._meta_of is {t}._data else ({t}._data.shape, {t}._dtype)
+            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                {e} = (acc, 0)
+                if acc._meta_of is {t}._data:
+                    {m} = acc._meta
+                else:
+                    {m} = acc._meta = ({t}._data.shape, {t}._dtype)
+                    acc._meta_of = {t}._data
+            else:
+                {e} = (_new_accumulator({t}), 0)
+                {m} = ({t}._data.shape, {t}._dtype)
 '''
 
 NODE_INPUTS = '''\

@@ -128,12 +128,10 @@ def _new_node(op, args, result):
                     nr = a._output_nr
                     edges.append((fn, nr))
                     meta.append(fn._out_meta[nr])
-                else:  # a leaf: as its accumulator noted them, while its array is the same
-                    acc = a._grad_accumulator()
-                    edges.append((acc, 0))
+                else:
+                    edges.append((a._grad_accumulator(), 0))
                     data = a._data
-                    meta.append(acc._meta if acc._meta_of is data else (
-                        data.shape if data is not None else tuple(a.shape), a._dtype))
+                    meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
             pos.append(_POS[i] if i < 32 else (i, -1))
         elif cls is list or cls is tuple:
             if op.list_arg:

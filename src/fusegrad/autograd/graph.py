@@ -323,8 +323,10 @@ class AccumulateGrad(Node):
     """The node that adds incoming gradient into a leaf tensor's `.grad`.
 
     `_meta` is the leaf's (shape, dtype) for the edges recorded into it, valid while the
-    leaf's array is still `_meta_of` (the recorders read it instead of making the pair again
-    on every op; a leaf whose `.data` was replaced gets its pair made afresh).
+    leaf's array is still `_meta_of` (None: not noted). The recorders note it when a leaf
+    meets its live accumulator again and read it from then on, instead of making the pair
+    on every op; a leaf used once per graph (most parameters) pays nothing for it, and a
+    leaf whose `.data` was replaced gets its pair made afresh.
     """
 
     __slots__ = ("variable", "_meta", "_meta_of")
@@ -333,7 +335,7 @@ class AccumulateGrad(Node):
         super().__init__()
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
-        _note_meta(self, variable)
+        self._meta_of = None
 
     def release(self) -> None:
         pass
@@ -354,14 +356,9 @@ def new_accumulator(variable) -> AccumulateGrad:
     node._x = None
     node._out_meta = None
     node.variable = variable
-    _note_meta(node, variable)
+    node._meta_of = None
     variable._grad_acc = _weakref(node)
     return node
-
-
-def _note_meta(node, variable) -> None:
-    data = node._meta_of = variable._data
-    node._meta = (data.shape if data is not None else tuple(variable.shape), variable._dtype)
 
 
 class FunctionNode(Node):
