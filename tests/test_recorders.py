@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -13,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fusegrad  # noqa: E402
-from fusegrad import _dispatch, _recorders  # noqa: E402
+from fusegrad import _dispatch, _recorded_calls, _recorders  # noqa: E402
 from fusegrad.ops import REGISTRY  # noqa: E402
 
 DATA = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4) / 7
@@ -65,6 +66,28 @@ def test_short_recorder_builds_the_general_recorders_node(shape, name, build):
     assert short._base is general._base
 
 
+@pytest.mark.parametrize("shape,name,build", CASES,
+                         ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("grad", [True, False])
+def test_recorders_make_the_result_make_plain_makes(shape, name, build, grad):
+    """The recorders write Tensor construction out: every slot is set as `make_plain` (and
+    a view's as `_mark_view`) sets it, before recording."""
+    op = REGISTRY[name]
+    with fusegrad.set_grad_enabled(grad):
+        x, c = _leaf(fusegrad, requires_grad=False), _leaf(fusegrad, requires_grad=False)
+        args = build(x, c)
+        short = SHAPE_OF[shape](op, *args)
+        plain = fusegrad._tensor.make_plain(short._data)
+        if op.view:
+            _dispatch._mark_view(plain, args[0])
+    for slot in fusegrad.Tensor.__slots__[:-1]:  # all but __weakref__
+        mine, theirs = getattr(short, slot), getattr(plain, slot)
+        if slot == "_vc" and not op.view:
+            assert mine == theirs and mine is not theirs  # a counter of its own
+        else:
+            assert mine is theirs or mine == theirs, slot
+
+
 @pytest.mark.parametrize("expr", [
     "x.exp()", "x.relu()", "x.sum()", "x * c", "c * x", "x * x", "x @ c.t()", "x * 2.0",
     "x.view(4, 3)", "x[1:].view(8)", "x.transpose(0, 1)", "x[1]", "x.select(1, 2)",
@@ -100,7 +123,7 @@ def test_a_view_whose_base_changed_in_place_records_from_its_new_history():
 def test_recorders_are_generated_from_the_template():
     for name in _recorders.SHAPES.values():
         fn = getattr(_dispatch, name)
-        assert fn.__code__.co_filename == _recorders.FILENAME
+        assert fn.__code__.co_filename == _recorded_calls.__file__
         assert f"def {name}(op, " in _recorders.SOURCE
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
@@ -108,6 +131,22 @@ def test_recorders_are_generated_from_the_template():
     assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) - 1
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
+
+
+def test_checked_in_recorders_are_what_the_template_generates():
+    """`_recorded_calls.py` is the template's output (regenerate it with
+    `python src/fusegrad/_recorders.py --write` after changing the template)."""
+    assert Path(_recorded_calls.__file__).read_text() == _recorders.source()
+    assert _recorders.main(["--check"]) == 0
+
+
+def test_a_recorder_error_points_at_its_generated_line():
+    x = fusegrad.ones(2, 3)
+    with pytest.raises(RuntimeError) as info:
+        _dispatch._call_tensors(REGISTRY["mm"], x, x)
+    frame = next(f for f in info.traceback if f.path == Path(_recorded_calls.__file__))
+    statement = str(frame.statement)  # the kernel's call or the meta's, as the file has it
+    assert "op.kernel(a._data, b._data)" in statement or "op.meta(a, b)" in statement
 
 
 def _outcome(expr, names):
@@ -141,3 +180,23 @@ def test_entry_point_fast_paths_match_pytorch(expr):
         assert ours[1:] == theirs[1:]
         np.testing.assert_allclose(ours[0].astype(np.float64), theirs[0].astype(np.float64),
                                    rtol=1e-3)
+
+
+def test_a_leaf_whose_data_was_replaced_records_its_new_dtype():
+    """The recorders read a leaf's shape and dtype from its live accumulator while the leaf
+    keeps the array they were noted for; `.data = ...` gives the next edge the new dtype."""
+    results = {}
+    for mod in (fusegrad, torch):
+        x = _leaf(mod)
+        y = x * 2.0 + x * 3.0  # the second edge into the accumulator notes x's shape, dtype
+        x.data = mod.ones(3, 4, dtype=mod.float64)
+        z = x * c_of(mod)
+        (z.sum() + y.sum()).backward()
+        results[mod.__name__] = (str(x.grad.dtype), x.grad.numpy().copy())
+    assert results["fusegrad"][0] == results["torch"][0] == "torch.float64"
+    np.testing.assert_allclose(results["fusegrad"][1], results["torch"][1])
+
+
+def c_of(mod):
+    """A float64 tensor that does not require grad."""
+    return mod.tensor(DATA.astype(np.float64))

@@ -45,7 +45,8 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("tensor", "the Tensor class, its printing and memory figures", (
         "_tensor", "_printing", "_memory")),
     ("dispatch", "call(op, ...): recording, modes, fakes, __torch_function__, autocast", (
-        "_dispatch", "_fake", "_torch_function", "_autocast", "_sparse")),
+        "_dispatch", "_recording", "_recorded_calls", "_fake", "_torch_function", "_autocast",
+        "_sparse")),
     ("factories", "tensors from data, shapes and generators", ("_creation", "_random")),
     ("ops", "the registry: each op's kernel, meta, derivative and spellings", ("ops",)),
     ("autograd", "the engine and custom Functions", ("autograd",)),
@@ -77,7 +78,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fusegrad._tensor", "fusegrad._functions"): "`Tensor.to` copies through `to_copy`",
     ("fusegrad._tensor", "fusegrad.autograd._grad"): "`Tensor.backward` runs the engine",
     # Dispatch records a view whose base changed in place as `as_strided` of the base: an op.
-    ("fusegrad._dispatch", "fusegrad.ops.views"): "a stale view's history is `as_strided`",
+    ("fusegrad._dispatch", "fusegrad.ops.views"):
+        "an in-place op on a view leaves the view `as_strided` of its base's new history",
+    ("fusegrad._recording", "fusegrad.ops.views"): "a stale view's history is `as_strided`",
     ("fusegrad._torch_function", "fusegrad.ops"): "`as_subclass` records the `alias` op",
     ("fusegrad._fake", "fusegrad._creation"):
         "a fake's `new_zeros`/`new_ones` under a mode call the factory the mode intercepts",

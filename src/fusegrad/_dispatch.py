@@ -23,16 +23,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype, _recorders, _tensor, _thread_state
+from . import _dtype, _thread_state
 from ._autocast import dispatch as _autocast_dispatch
+
+# The recorders `call` picks by call shape, generated from one template (`_recorders`).
+from ._recorded_calls import _call_binary, _call_ints, _call_list, _call_tensors, _call_unary
+from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `_mark_view`: read by other modules
+    _SIMPLE,
+    _edge,
+    _geometry,
+    _make,
+    _mark_view,
+    _ndarray,
+    _new_node,
+    _record,
+    _shape,
+    _wrap,
+    sync_view,
+)
 from ._tensor import Tensor
-from ._tensor import make_plain as _make
 from ._thread_state import active as _active
 from ._thread_state import local as _local
 from .autograd import graph as _graph
-from .autograd.anomaly_mode import state as _anomaly_state
-
-_ndarray = np.ndarray
 
 
 class DispatchMode:
@@ -93,10 +105,7 @@ class _Plain:
 plain = _Plain()
 plain.Tensor = Tensor
 plain.make = _make
-_new = object.__new__
-_SIMPLE = frozenset({int, float, bool, type(None), str})
 _np_scalar = np.generic
-_seq = _graph.SEQUENCE
 
 
 def call(op, *args):
@@ -175,51 +184,6 @@ def call2(op, a, b):
     return call(op, a, b)
 
 
-# The recorders `call` picks by call shape (`_call_unary`, `_call_tensors`, `_call_binary`,
-# `_call_ints`, `_call_list`): generated from one template, see `_recorders`.
-_recorders.install(globals())
-_call_unary, _call_tensors, _call_binary, _call_ints, _call_list = (  # named for readers
-    globals()[name] for name in _recorders.SHAPES.values())
-
-
-def _wrap(out):
-    if out.__class__ is not _ndarray:
-        out = np.asarray(out)
-    return _make(out)
-
-
-def _mark_view(result, base):
-    if result.__class__ is tuple:
-        for r in result:
-            _mark_view(r, base)
-        return
-    result._base = base if base._base is None else base._base
-    result._vc = base._vc
-    result._view_ver = base._vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
-
-
-def sync_view(t) -> None:
-    """Give view `t` a fresh history if its base was modified in place since it was made.
-
-    A view's grad_fn describes how it was computed from its base's history at the time; once
-    the base changes in place, the view is `as_strided` of the base's new history (PyTorch
-    regenerates it the same way, on access)."""
-    ver = t._view_ver
-    if ver is None or ver < 0 or ver == t._vc[0]:
-        return
-    t._view_ver = t._vc[0]
-    base = t._base
-    if base._rg:
-        from .ops.views import as_strided
-
-        size, stride, offset = _geometry(t)
-        t._output_nr = 0
-        _record(as_strided, (base, size, stride, offset), t)
-
-
-_tensor.use_view_sync(sync_view)
-
-
 def _requires_grad(op, args) -> bool:
     """Whether any input of `op` that gets an edge requires grad."""
     nondiff = op.nondiff_args
@@ -234,131 +198,6 @@ def _requires_grad(op, args) -> bool:
                 if t._rg:
                     return True
     return False
-
-
-def _shape(t) -> tuple:
-    data = t._data
-    return data.shape if data is not None else tuple(t.shape)
-
-
-def _edge(t):
-    if t._base is not None:
-        sync_view(t)
-    if not t._rg:
-        return (None, 0)
-    fn = t._grad_fn
-    if fn is not None:
-        return (fn, t._output_nr)
-    return (t._grad_accumulator(), 0)
-
-
-_NO_EDGE = (None, 0)  # the edge of an input without grad, or of a number in a Tensor slot
-_NO_META = (None, None)  # the shape and dtype of a number in a Tensor slot
-# Shared `(position, -1)` entries of a node's `_pos` (a tensor argument, not a list element).
-_POS = tuple((i, -1) for i in range(32))
-_FLOAT = _dtype.FLOAT
-_save_into = _graph.save_into
-_new_accumulator = _graph.new_accumulator
-_save_loop = _graph.save_loop
-_saved_output = _graph.saved_output
-_PLAIN = _graph.PLAIN
-_OUTPUT_VERSIONS = _graph.OUTPUT_VERSIONS
-_OTHER = object()  # a saved value the recorders' short form leaves to `_save_into`
-
-
-def _new_node(op, args, result):
-    """`op`'s Node: one edge per tensor input (and per number in a Tensor slot, and per
-    missing optional tensor, as PyTorch's wrapped numbers), each input's shape and dtype, the
-    argument positions of the inputs, and what the derivative needs saved."""
-    node = _new(op.node_cls or op.node_class_of())
-    node._seq = next(_seq)
-    node._x = None
-    edges = []
-    meta = []
-    pos = []
-    nondiff = op.nondiff_args
-    tensor_args = op.tensor_args
-    i = -1
-    for a in args:
-        i += 1
-        if nondiff and i in nondiff:
-            continue
-        cls = a.__class__
-        # Numbers (the common non-tensor argument) skip the isinstance call.
-        if cls is Tensor or (cls not in _SIMPLE and isinstance(a, Tensor)):
-            if a._base is not None:
-                sync_view(a)
-            if not a._rg:  # no gradient flows to it (hooks see None): its shape is not kept
-                edges.append(_NO_EDGE)
-                meta.append(_NO_META)
-            else:
-                if a._grad_fn is not None:
-                    edges.append((a._grad_fn, a._output_nr))
-                else:
-                    edges.append((a._grad_accumulator(), 0))
-                data = a._data
-                meta.append((data.shape if data is not None else tuple(a.shape), a._dtype))
-            pos.append(_POS[i] if i < 32 else (i, -1))
-        elif cls is list or cls is tuple:
-            if op.list_arg:
-                for k, t in enumerate(a):
-                    # PyTorch computes every element's gradient of a list argument.
-                    edges.append(_edge(t))
-                    meta.append((_shape(t), t._dtype))
-                    pos.append((i, k))
-        elif a is None:
-            if i in op.optional_tensor_args:
-                edges.append(_NO_EDGE)
-                meta.append(_NO_META)
-                pos.append(_POS[i] if i < 32 else (i, -1))
-        elif tensor_args and i in tensor_args and cls in _SIMPLE:
-            edges.append(_NO_EDGE)
-            meta.append(_NO_META)
-            pos.append(_POS[i] if i < 32 else (i, -1))
-    node.next_functions = tuple(edges)
-    node._in_meta = tuple(meta)
-    node._pos = tuple(pos)
-    save = op.save
-    if save is not None:
-        _save_into(node, save(result, *args), result)
-    else:
-        node._saved = ()
-        node._versions = None
-    if _anomaly_state.enabled:
-        _record_traceback(node)
-    return node
-
-
-def _record_traceback(node) -> None:
-    """Anomaly mode: keep the forward traceback of the op that made `node`."""
-    from .autograd.anomaly_mode import record_traceback
-
-    record_traceback(node)
-
-
-def _record(op, args, result):
-    """Make `op`'s Node and make it the grad_fn of the (floating) results."""
-    if result.__class__ is tuple:
-        for i, r in enumerate(result):
-            r._output_nr = i
-        node = _new_node(op, args, result)
-        # Outputs an op declares non-differentiable (batch norm's saved statistics) stay
-        # outside the graph, as in PyTorch.
-        skip = op.nondiff_outputs
-        for i, r in enumerate(result):
-            if r._dtype.category >= _dtype.FLOAT and i not in skip:
-                r._rg = True
-                r._grad_fn = node
-        node._out_meta = tuple([(_shape(r), r._dtype) for r in result])
-        return node
-    node = _new_node(op, args, result)
-    dt = result._dtype
-    if dt.category >= _FLOAT:  # floating or complex
-        result._rg = True
-        result._grad_fn = node
-    data = result._data
-    node._out_meta = ((data.shape if data is not None else tuple(result.shape), dt),)
-    return node
 
 
 def check_inplace_allowed(self, record: bool = True) -> None:
@@ -470,10 +309,6 @@ def _record_inplace(op, args, self, bump=False):
     node._out_meta = ((_shape(self), self._dtype),)
     if self._retains:
         _move_retained(self, old, old_nr)
-
-
-def _geometry(t) -> tuple:
-    return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
 def _bump_after_save(t, node) -> None:

@@ -343,14 +343,22 @@ def unpack_saved(node, saved, versions):
 
 
 class AccumulateGrad(Node):
-    """The node that adds incoming gradient into a leaf tensor's `.grad`."""
+    """The node that adds incoming gradient into a leaf tensor's `.grad`.
 
-    __slots__ = ("variable",)
+    `_meta` is the leaf's (shape, dtype) for the edges recorded into it, valid while the
+    leaf's array is still `_meta_of` (None: not noted). The recorders note it when a leaf
+    meets its live accumulator again and read it from then on, instead of making the pair
+    on every op; a leaf used once per graph (most parameters) pays nothing for it, and a
+    leaf whose `.data` was replaced gets its pair made afresh.
+    """
+
+    __slots__ = ("variable", "_meta", "_meta_of")
 
     def __init__(self, variable):
         super().__init__()
         self._seq = ACCUMULATE_SEQ
         self.variable = variable
+        self._meta_of = None
 
     def release(self) -> None:
         pass
@@ -371,6 +379,7 @@ def new_accumulator(variable) -> AccumulateGrad:
     node._x = None
     node._out_meta = None
     node.variable = variable
+    node._meta_of = None
     variable._grad_acc = _weakref(node)
     return node
 
@@ -386,6 +395,9 @@ class FunctionNode(Node):
 
     __slots__ = ("_versions", "_in_meta", "_pos")
     _op = None
+    # Made only by the recorders, which set every slot themselves: `cls()` then runs no
+    # Python `__init__` (and is cheaper than `object.__new__(cls)`), once per recorded op.
+    __init__ = object.__init__
 
     def apply(self, grads: list) -> list:
         saved = self._saved
