@@ -203,6 +203,21 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _unstructured_mask(amount, default_mask: Tensor, scores, largest: bool) -> Tensor:
+    """`default_mask` with the `amount` entries of highest (`largest`) or lowest `scores()`
+    zeroed; the scores are drawn only when something is pruned."""
+    from ... import topk
+
+    size = default_mask.nelement()
+    k = _count(amount, size)
+    _check_count(k, size)
+    mask = default_mask.clone()
+    if k:
+        picked = topk(scores().view(-1), k=k, largest=largest).indices
+        mask.view(-1)[picked] = 0
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prunes `amount` (a fraction or a count) of the entries, chosen at random."""
 
@@ -214,16 +229,9 @@ class RandomUnstructured(BasePruningMethod):
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         """Zero the entries with the largest of uniform random draws."""
-        from ... import rand_like, topk
+        from ... import rand_like
 
-        size = t.nelement()
-        k = _count(self.amount, size)
-        _check_count(k, size)
-        mask = default_mask.clone()
-        if k:
-            picked = topk(rand_like(t).view(-1), k=k).indices
-            mask.view(-1)[picked] = 0
-        return mask
+        return _unstructured_mask(self.amount, default_mask, lambda: rand_like(t), True)
 
     @classmethod
     def apply(cls, module, name: str, amount):
@@ -242,16 +250,7 @@ class L1Unstructured(BasePruningMethod):
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         """Zero the `amount` smallest |t|."""
-        from ... import topk
-
-        size = t.nelement()
-        k = _count(self.amount, size)
-        _check_count(k, size)
-        mask = default_mask.clone()
-        if k:
-            picked = topk(t.abs().view(-1), k=k, largest=False).indices
-            mask.view(-1)[picked] = 0
-        return mask
+        return _unstructured_mask(self.amount, default_mask, t.abs, False)
 
     @classmethod
     def apply(cls, module, name: str, amount, importance_scores: Tensor | None = None):
