@@ -8,7 +8,7 @@ import math
 import types
 from collections.abc import Callable
 
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, uses_beta1
 from .optimizer import Optimizer
 
 __all__ = ["CyclicLR", "CosineAnnealingWarmRestarts"]
@@ -56,11 +56,7 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            defaults = optimizer.defaults
-            if "momentum" not in defaults and "betas" not in defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in defaults
+            self.use_beta1 = uses_beta1(optimizer)
             self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
             self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
             if last_epoch == -1:

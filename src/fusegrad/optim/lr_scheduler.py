@@ -301,6 +301,16 @@ class LinearLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+def uses_beta1(optimizer) -> bool:
+    """Whether a cycled momentum is the optimizer's `betas[0]` (else its `momentum`); an
+    optimizer with neither cannot cycle it."""
+    defaults = optimizer.defaults
+    if "momentum" not in defaults and "betas" not in defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                         "option enabled")
+    return "betas" in defaults
+
+
 def _per_group(name: str, optimizer: Optimizer, value) -> list:
     """`value` repeated for every param group, or checked to have one entry per group."""
     n = len(optimizer.param_groups)
@@ -368,11 +378,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            defaults = optimizer.defaults
-            if "momentum" not in defaults and "betas" not in defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in defaults
+            self.use_beta1 = uses_beta1(optimizer)
             highs = _per_group("max_momentum", optimizer, max_momentum)
             lows = _per_group("base_momentum", optimizer, base_momentum)
             if last_epoch == -1:

@@ -203,6 +203,16 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _structured_count(t: Tensor, dim: int, amount) -> tuple:
+    """The number of channels of `t` along `dim` and how many of them `amount` prunes,
+    both checked."""
+    _check_structured(t, dim)
+    size = t.shape[dim]
+    k = _count(amount, size)
+    _check_count(k, size)
+    return size, k
+
+
 def _unstructured_mask(amount, default_mask: Tensor, scores, largest: bool) -> Tensor:
     """`default_mask` with the `amount` entries of highest (`largest`) or lowest `scores()`
     zeroed; the scores are drawn only when something is pruned."""
@@ -272,10 +282,7 @@ class RandomStructured(BasePruningMethod):
         """Keep the channels whose random draw is above the k-th smallest."""
         from ... import kthvalue, rand
 
-        _check_structured(t, self.dim)
-        size = t.shape[self.dim]
-        k = _count(self.amount, size)
-        _check_count(k, size)
+        size, k = _structured_count(t, self.dim, self.amount)
         if not k:
             return default_mask
         draws = rand(size)
@@ -303,10 +310,7 @@ class LnStructured(BasePruningMethod):
         """Keep the channels with the largest norms."""
         from ... import norm, topk
 
-        _check_structured(t, self.dim)
-        size = t.shape[self.dim]
-        k = _count(self.amount, size)
-        _check_count(k, size)
+        size, k = _structured_count(t, self.dim, self.amount)
         dims = list(range(t.dim()))
         dims.remove(dims[self.dim])
         kept = topk(norm(t, p=self.n, dim=dims), k=size - k, largest=True).indices
