@@ -192,6 +192,10 @@ ERRORS = [
     lambda T, o: T.optim.lr_scheduler.CyclicLR(o, [0.01, 0.02, 0.03], 0.1),
     lambda T, o: T.optim.lr_scheduler.CyclicLR(o, 0.01, [0.1]),
     lambda T, o: T.optim.lr_scheduler.CyclicLR(_opt(T, "adagrad"), 0.01, 0.1),
+    lambda T, o: T.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, base_momentum=[0.8] * 3),
+    lambda T, o: T.optim.lr_scheduler.OneCycleLR(o, [0.1, 0.2, 0.3], total_steps=10),
+    lambda T, o: T.optim.lr_scheduler.OneCycleLR(o, 0.1, total_steps=10,
+                                                 max_momentum=[0.9] * 3),
     lambda T, o: T.optim.lr_scheduler.ChainedScheduler([]),
     lambda T, o: T.optim.lr_scheduler.ChainedScheduler([
         T.optim.lr_scheduler.ReduceLROnPlateau(o)]),

@@ -8,21 +8,10 @@ import math
 import types
 from collections.abc import Callable
 
-from .lr_scheduler import LRScheduler, uses_beta1
+from .lr_scheduler import LRScheduler, _per_group, uses_beta1
 from .optimizer import Optimizer
 
 __all__ = ["CyclicLR", "CosineAnnealingWarmRestarts"]
-
-
-def _per_group(name: str, optimizer: Optimizer, value) -> list:
-    """`value` for every param group, or a list checked to have one entry per group."""
-    n = len(optimizer.param_groups)
-    if isinstance(value, (list, tuple)):
-        if len(value) != n:
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
-                             f"{name} has {len(value)} values, param_groups has {n}.")
-        return list(value)
-    return [value] * n
 
 
 class CyclicLR(LRScheduler):

@@ -317,8 +317,7 @@ def _per_group(name: str, optimizer: Optimizer, value) -> list:
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
-                             f"optimizer.param_groups has {n} values, {name} has "
-                             f"{len(value)} values.")
+                             f"{name} has {len(value)} values, param_groups has {n}.")
         return list(value)
     return [value] * n
 
