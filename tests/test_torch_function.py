@@ -596,3 +596,13 @@ def test_nested_modes_see_methods_and_properties_in_order():
         return log, _values(T, total), rows, _values(T, y)
 
     _both(scenario)
+
+
+def test_pytorch_function_given_a_fusegrad_tensor_fails_clearly():
+    """PyTorch's own functions honour the protocol: a fusegrad Tensor handed to one must make
+    PyTorch report the unsupported call (a TypeError naming it), not recurse without end."""
+    with pytest.raises(TypeError, match="'torch.relu'"):
+        torch.relu(fg.ones(2))
+    # fusegrad's own dispatch through the same method still runs the call
+    assert fg.Tensor.__torch_function__(fg.relu, (fg.Tensor,),
+                                              (fg.tensor([-1.0, 2.0]),)).tolist() == [0, 2]

@@ -39,6 +39,7 @@ class _State(_thread_local):
 
     level = _ENABLED
     modes = ()  # TorchFunctionMode objects, innermost last
+    running = None  # the function Tensor's own `__torch_function__` is running
 
 
 _state = _State()
@@ -389,11 +390,22 @@ def tensor_torch_function(cls, func, types_, args=(), kwargs=None):
     for t in types_:
         if not issubclass(cls, t):
             return NotImplemented
-    with DisableTorchFunctionSubclass():
-        result = func(*args, **kwargs)
-        if func in default_nowrap_functions():
-            return result
-        return _convert(result, cls)
+    outer = _state.running
+    if outer is func:
+        # Re-entered for the call it is running: `func` belongs to another library that honours
+        # the protocol but not fusegrad's switch (PyTorch's own functions given a fusegrad
+        # Tensor). Declining lets that library report the unsupported call instead of
+        # recursing until the stack runs out.
+        return NotImplemented
+    _state.running = func
+    try:
+        with DisableTorchFunctionSubclass():
+            result = func(*args, **kwargs)
+            if func in default_nowrap_functions():
+                return result
+            return _convert(result, cls)
+    finally:
+        _state.running = outer
 
 
 def as_subclass(self, cls):
