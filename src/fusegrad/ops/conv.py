@@ -239,12 +239,14 @@ def _padded(x, p):
     return xp
 
 
-def _sample_cols(x, k, s, p, d, wide: bool, taps=None):
+def _sample_cols(x, k, s, p, d, wide: bool, taps=None, ones_row: bool = False):
     """Per-sample im2col of 4-D `x` in a work buffer: (n, c * kh * kw, oh * width), with
     `width` == ow, or, when `wide` (stride 1 only), the padded input's width: each offset's
     column is then one run of the flattened padded image, and the positions past `ow` in
     each row of `width` are not outputs (their values are finite, to be dropped). With
-    `taps` (see `_taps`), only those kernel offsets' rows. Returns (cols, oh, ow, width)."""
+    `taps` (see `_taps`), only those kernel offsets' rows; with `ones_row` (wide only), a
+    last row of ones, which a bias column in the weight turns into the bias, added inside
+    the GEMM instead of in a pass of its own. Returns (cols, oh, ow, width)."""
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     n, c = x.shape[:2]
     if not wide:
@@ -261,10 +263,14 @@ def _sample_cols(x, k, s, p, d, wide: bool, taps=None):
     sn, sc, sh, sw = xp.strides
     win = as_strided(xp[:, :, r0 * d[0]:, c0 * d[1]:], (n, c, r1 - r0, c1 - c0, span),
                      (sn, sc, sh * d[0], sw * d[1], sw), writeable=False)
-    cols = _workspace.scratch("conv.cols", (n, c, r1 - r0, c1 - c0, oh * wp), x.dtype)
+    rows = c * (r1 - r0) * (c1 - c0)
+    buf = _workspace.scratch("conv.cols", (n, rows + ones_row, oh * wp), x.dtype)
+    if ones_row:
+        buf[:, rows] = 1
+    cols = buf[:, :rows].reshape(n, c, r1 - r0, c1 - c0, oh * wp)
     cols[..., span:] = 0  # the last row's positions past the image's end
     _parallel.copyto(cols[..., :span], win)
-    return cols.reshape(n, -1, oh * wp), oh, ow, wp
+    return buf, oh, ow, wp
 
 
 def _live_taps(size: int, k: int, s: int, p: int, d: int, out: int) -> tuple[int, int]:
@@ -592,29 +598,42 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         else:
             _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
-        wide = _wide(x4.shape, (kh, kw), s, p, d, oh, ow)
-        cols, oh, ow, width = _sample_cols(x4, (kh, kw), s, p, d, wide)
-        cols = cols.reshape(n, groups, ckk, oh * width)
-        wm = w4.reshape(groups, o // groups, ckk)
-        if not wide:
-            out = _parallel.matmul(wm, cols).reshape(n, o, oh, ow)
+        if _wide(x4.shape, (kh, kw), s, p, d, oh, ow):
+            out = _conv_wide(x4, w4, None if b is None else _work(b), s, p, d, groups)
+        else:
+            cols = _sample_cols(x4, (kh, kw), s, p, d, False)[0]
+            cols = cols.reshape(n, groups, ckk, oh * ow)
+            out = _parallel.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(
+                n, o, oh, ow)
             if b is not None:
                 out += _work(b).reshape(1, o, 1, 1)
-        else:  # the wrapped-around positions dropped in the pass that adds the bias
-            prod = _workspace.scratch("conv.out", (n, groups, o // groups, oh * width),
-                                      cols.dtype)
-            _parallel.matmul(wm, cols, out=prod)
-            src = prod.reshape(n, o, oh, width)[..., :ow]
-            out = np.empty((n, o, oh, ow), dtype=prod.dtype)
-            if b is not None:
-                bias = _work(b).reshape(1, o, 1, 1)
-                _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n,
-                                     out.size)
-            else:
-                _parallel.copyto(out, src)
     if one_d:
         out = out[:, :, 0]
     return out.astype(dt, copy=False)
+
+
+def _conv_wide(x, w, b, s, p, d, groups):
+    """A stride-1 convolution over wide per-sample columns (`WIDE_MIN_SHARE`), the
+    wrapped-around positions dropped in a copy; without groups, the bias is a column of the
+    weight times a row of ones in the columns (a pass fewer)."""
+    n = x.shape[0]
+    o = w.shape[0]
+    og = o // groups
+    with_bias = b is not None and groups == 1
+    cols, oh, ow, width = _sample_cols(x, w.shape[2:], s, p, d, True, ones_row=with_bias)
+    wm = w.reshape(groups, og, -1)
+    if with_bias:
+        wm = np.concatenate([wm, b.reshape(1, o, 1).astype(wm.dtype, copy=False)], axis=2)
+    prod = _workspace.scratch("conv.out", (n, groups, og, oh * width), cols.dtype)
+    _parallel.matmul(wm, cols.reshape(n, groups, -1, oh * width), out=prod)
+    src = prod.reshape(n, o, oh, width)[..., :ow]
+    out = np.empty((n, o, oh, ow), dtype=prod.dtype)
+    if b is not None and not with_bias:
+        bias = b.reshape(1, o, 1, 1)
+        _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n, out.size)
+    else:
+        _parallel.copyto(out, src)
+    return out
 
 
 def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
