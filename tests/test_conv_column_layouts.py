@@ -85,3 +85,19 @@ def test_wide_columns_ignore_values_past_the_image_edge():
     got = fusegrad.nn.functional.conv2d(fusegrad.tensor(x), fusegrad.tensor(w)).numpy()
     ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w)).numpy()
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("kernel, stride", [(2, 2), (3, 1), (12, 4), (16, 16)])
+def test_max_pool_offsets_in_small_integers_match_torch(kernel, stride):
+    """Max pooling keeps each window's winning offset in the smallest integer type that holds
+    the kernel's size (int8 up to 127 offsets, int16 beyond: 12x12 and 16x16 here): values
+    and indices (ties and NaN included) match PyTorch's."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 5, (2, 3, 33, 35)).astype(np.float32)  # many ties
+    x[0, 1, 20, 30] = np.nan
+    got = fusegrad.nn.functional.max_pool2d(fusegrad.tensor(x, requires_grad=True), kernel,
+                                            stride, return_indices=True)
+    ref = torch.nn.functional.max_pool2d(torch.tensor(x, requires_grad=True), kernel, stride,
+                                         return_indices=True)
+    np.testing.assert_array_equal(got[0].detach().numpy(), ref[0].detach().numpy())
+    np.testing.assert_array_equal(got[1].numpy(), ref[1].numpy())
