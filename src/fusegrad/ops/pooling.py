@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from .. import _dtype
-from . import _parallel
+from . import _parallel, _workspace
 from ._onnx import batched
 from ._util import HALF, Spec, numpy_backward, rand_array, wrap_grad
 from .conv import _out_size, _windows, col2im, convolution
@@ -119,12 +119,16 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     # `arg` and np.maximum (which propagates NaN as the kernel must).
     # Each window is independent: with several threads, each runs the loop on its own
     # columns (the same operations in the same order, so the same result).
-    flat = np.empty(tuple(k) + (n, c) + osz, dtype=win.dtype)
+    # The window copy and the winning offsets are temporaries: work buffers, not fresh
+    # pages (a fresh megabyte is mapped page by page on first write); the offsets in the
+    # smallest integer type that holds them (a quarter to an eighth of the traffic of intp).
+    flat = _workspace.scratch("pool.windows", tuple(k) + (n, c) + osz, win.dtype)
     _parallel.copyto(flat, win.transpose(tuple(range(2, 2 + nd)) + (0, 1)
                                          + tuple(range(2 + nd, 2 + 2 * nd))))
     flat = flat.reshape(kk, -1)
     best = np.empty(flat.shape[1], dtype=flat.dtype)
-    arg = np.zeros(best.shape, dtype=np.intp)
+    small = np.int8 if kk <= 127 else np.int16 if kk <= 32767 else np.intp
+    arg = _workspace.zeros("pool.arg", best.shape, small)
     floating = best.dtype.kind == "f"
 
     def columns(a: int, b: int) -> None:
@@ -175,7 +179,9 @@ def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     position its index names; a plain store when windows are disjoint, else np.add.at."""
     rows = int(np.prod(shape[:-nd], dtype=np.int64))
     hw = int(np.prod(shape[-nd:], dtype=np.int64))
-    pos = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * hw)[:, None]
+    flat_idx = idx.reshape(rows, -1)
+    pos = _workspace.scratch("pool.pos", flat_idx.shape, np.int64)  # a temporary
+    np.add(flat_idx, (np.arange(rows, dtype=np.int64) * hw)[:, None], out=pos)
     vals = g.reshape(rows, -1)
     if disjoint:
         out = np.zeros(rows * hw, dtype=g.dtype)
