@@ -7,6 +7,7 @@ _adaptive_avg_pool2d (`MaxPool2DWithIndicesBackward0`, `AvgPool2DBackward0`,
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
     n, c = win.shape[:2]
     osz = win.shape[2 + nd:]
-    kk = int(np.prod(k))
+    kk = math.prod(k)
     # A running maximum over the window offsets, each step one vectorised pass over all
     # windows (no argmax along a strided axis, no take_along_axis). As PyTorch's kernel: the
     # first of equal maxima wins, and a NaN wins over any number. The windows are first
@@ -145,18 +146,28 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     _parallel.for_chunks(columns, best.shape[0], flat.size)
     out = best.reshape((n, c) + osz).astype(a.dtype, copy=False)
     arg = arg.reshape((n, c) + osz)
-    # Flat input index: the window's first corner plus the winning offset's displacement.
-    size = x.shape[2:]
-    step = [int(np.prod(size[i + 1:])) for i in range(nd)]  # row-major strides of the input
-    corner = sum(((np.arange(osz[i], dtype=np.int64) * s[i] - p[i]) * step[i]).reshape(
-        (-1,) + (1,) * (nd - 1 - i)) for i in range(nd))
-    offs = np.indices(k, dtype=np.int64).reshape(nd, -1)
-    delta = sum(offs[i] * d[i] * step[i] for i in range(nd))
+    delta, corner = _index_geometry(x.shape[2:], osz, tuple(k), tuple(s), tuple(p), tuple(d))
     idx = delta[arg]
     idx += corner
     if unbatched:
         return out[0], idx[0]
     return out, idx
+
+
+@functools.lru_cache(maxsize=64)
+def _index_geometry(size: tuple, osz: tuple, k: tuple, s: tuple, p: tuple, d: tuple) -> tuple:
+    """(displacement of each window offset, first corner of each window) as flat indices into
+    one input plane: a max-pool index is `delta[winning offset] + corner`. Cached per shape and
+    arguments (read-only arrays): a training loop pools the same shapes every step, and
+    building them is most of a small pool's cost."""
+    nd = len(k)
+    step = [math.prod(size[i + 1:]) for i in range(nd)]  # row-major strides of the input
+    corner = sum(((np.arange(osz[i], dtype=np.int64) * s[i] - p[i]) * step[i]).reshape(
+        (-1,) + (1,) * (nd - 1 - i)) for i in range(nd))
+    offs = np.indices(k, dtype=np.int64).reshape(nd, -1)
+    delta = sum(offs[i] * d[i] * step[i] for i in range(nd))
+    corner.flags.writeable = delta.flags.writeable = False
+    return delta, corner
 
 
 def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False,
