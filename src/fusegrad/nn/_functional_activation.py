@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _random_draws as _draws
 from .._dispatch import call
-from .._random import rng as _rng
 from .._tensor import Tensor
 from ..ops import activation as A
 from ..ops import shrink as K
@@ -149,8 +149,11 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     # the noise holds each element's slope (1 where x >= 0); eval mode does not read it
     noise = Tensor._make(np.zeros(shape, dt))
     if training:
-        slopes = Tensor._make(_rng(None).uniform(lower, upper, size=shape).astype(dt))
-        noise = slopes.where(input.detach() < 0, noise.new_ones(()))
+        # PyTorch draws a double slope for each element <= 0, in order; others keep 1
+        drawn = input.detach()._data <= 0
+        slopes = np.ones(shape, np.float64)
+        slopes[drawn] = _draws.uniform(None, int(drawn.sum()), np.float64, lower, upper)
+        noise = Tensor._make(slopes.astype(dt))
     op = K.rrelu_with_noise_ if inplace else K.rrelu_with_noise
     return call(op, input, noise, lower, upper, bool(training))
 

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from .._random import rng as _rng
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 
@@ -75,14 +74,18 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator=None) -> Tensor:
-    """Fill with N(mean, std^2) truncated to [a, b] (by resampling)."""
-    r = _rng(generator)
-    n = tensor.numel()
-    out = np.empty(0)
-    while out.size < n:
-        draw = r.normal(mean, std, max(2 * (n - out.size), 16))
-        out = np.concatenate([out, draw[(draw >= a) & (draw <= b)]])
-    return _fill(tensor, out[:n].reshape(tuple(tensor.shape)))
+    """Fill with N(mean, std^2) truncated to [a, b]: uniforms between the bounds' CDF values
+    mapped back through the inverse error function (PyTorch's draws and steps)."""
+    def cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    low, high = cdf((a - mean) / std), cdf((b - mean) / std)
+    with no_grad():
+        tensor.uniform_(2 * low - 1, 2 * high - 1, generator=generator)
+        tensor.erfinv_()
+        tensor.mul_(std * math.sqrt(2.0))
+        tensor.add_(mean)
+        return tensor.clamp_(min=a, max=b)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -147,7 +150,9 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).standard_normal((rows, cols))
+    # PyTorch's draw: a (rows, cols) normal_ in the tensor's dtype, then QR in float64 here
+    flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator)._data
+    flat = flat.astype(np.float64)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
