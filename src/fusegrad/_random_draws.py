@@ -53,10 +53,10 @@ def uniform(generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np
     gen = _gen(generator)
     if _is_double(dtype):
         x = unit_double(gen, n)
-        return x if (low, high) == (0.0, 1.0) else x * (high - low) + low
+        return x if (low, high) == (0.0, 1.0) else _fma64(x, high - low, low)
     x = unit_float(gen, n)
-    if (low, high) != (0.0, 1.0):
-        x = x * (_F32(high) - _F32(low)) + _F32(low)
+    if (low, high) != (0.0, 1.0):  # PyTorch's build fuses x * (to - from) + from
+        x = _fma32(x, _F32(high) - _F32(low), _F32(low))
     if np.dtype(dtype) == np.float32:
         return x
     # Narrower floats: a value that rounds up to `high` becomes `low`, as in PyTorch.

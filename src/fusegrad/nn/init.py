@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -74,18 +75,47 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator=None) -> Tensor:
-    """Fill with N(mean, std^2) truncated to [a, b]: uniforms between the bounds' CDF values
-    mapped back through the inverse error function (PyTorch's draws and steps)."""
+    """Fill with N(mean, std^2) truncated to [a, b], drawing as PyTorch does: when the
+    bounds keep more than 30% of the mass, whole-tensor normal draws replace the values still
+    outside; otherwise uniform candidates on [a, b], each accepted against one more uniform
+    (log u <= the candidate's log density relative to the peak)."""
     def cdf(x: float) -> float:
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
-    low, high = cdf((a - mean) / std), cdf((b - mean) / std)
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
     with no_grad():
-        tensor.uniform_(2 * low - 1, 2 * high - 1, generator=generator)
-        tensor.erfinv_()
-        tensor.mul_(std * math.sqrt(2.0))
-        tensor.add_(mean)
-        return tensor.clamp_(min=a, max=b)
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            # the bounds as the tensor's dtype holds them, so the test matches its values
+            lo, hi = tensor.new_tensor(a).item(), tensor.new_tensor(b).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            outside = (result < lo) | (result > hi)
+            while outside.any():
+                fresh = tensor.new_empty(tuple(tensor.shape)).normal_(mean, std,
+                                                                       generator=generator)
+                result = fresh.where(outside, result)
+                outside = (result < lo) | (result > hi)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def rejected(candidates: Tensor) -> Tensor:
+            log_pdf = candidates.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return tensor.new_empty(tuple(tensor.shape)).uniform_(
+                generator=generator).log_().gt(log_pdf)
+
+        result = tensor.uniform_(a, b, generator=generator)
+        pending = rejected(result)
+        while pending.any():
+            candidates = tensor.new_empty(tuple(tensor.shape)).uniform_(a, b,
+                                                                        generator=generator)
+            result = candidates.where(pending, result)
+            pending = rejected(candidates).where(pending, pending)
+        if result is not tensor:
+            tensor.copy_(result)
+        return tensor
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:

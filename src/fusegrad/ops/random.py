@@ -2,7 +2,8 @@
 `bernoulli`, `poisson`, `multinomial`, and `native_dropout` (a bernoulli mask).
 
 Values come from `_random_draws`, which reproduces PyTorch's CPU draws bit for bit (poisson
-excepted: its sampler is NumPy's, seeded from the stream). The gradient of every sample with respect to its input is zero, as in PyTorch, but the ops still
+excepted: its sampler is NumPy's, seeded from the stream). The gradient of every sample with
+respect to its input is zero, as in PyTorch, but the ops still
 record a node so that a later backward knows the old values were overwritten.
 """
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .. import _random_draws as draws
-from .._random import rng
+from .._random import generator_or_default, rng
 from ._util import Spec, rand_array
 from .registry import Sample, register
 
@@ -174,14 +175,22 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if (weights.sum(-1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    r = rng(generator)
-    rows = []
-    for w in weights:
-        if replacement:
-            rows.append(r.choice(len(w), num_samples, replace=True, p=w / w.sum()))
-        else:  # Gumbel top-k: weighted sampling without replacement, one vectorised draw
-            keys = np.log(w) - np.log(-np.log(r.random(len(w))))
-            rows.append(np.argsort(-keys, kind="stable")[:num_samples])
+    probs = np.atleast_2d(np.asarray(a))
+    if replacement:
+        # Each row's normalised running sum (in the input's dtype), searched for one double
+        # uniform per sample: row by row, as PyTorch's CPU kernel draws them.
+        rows = []
+        for w in probs:
+            cum = np.cumsum(w)
+            cum = cum / cum[-1]
+            cum[-1] = 1
+            rows.append(np.searchsorted(cum, draws.unit_double(
+                generator_or_default(generator), num_samples), side="left"))
+    else:
+        # PyTorch's trick: the largest p / q for q ~ Exp(1) drawn over the whole input.
+        q = draws.exponential(generator, probs.size, 1.0).astype(probs.dtype)
+        keys = probs / q.reshape(probs.shape)
+        rows = list(np.argsort(-keys, axis=1, kind="stable")[:, :num_samples])
     out = np.stack(rows).astype(np.int64)
     return out if np.ndim(a) == 2 else out[0]
 
