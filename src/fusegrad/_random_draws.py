@@ -68,15 +68,18 @@ def uniform(generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np
 
 # ---------------------------------------------------------------- normal
 
-_LOG_POLY = (7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
-             1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
-             3.3333331174E-1)
+_LOG_POLY = tuple(_F32(c) for c in (
+    7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+    -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1))
 
 
 def _fma32(a, b, c) -> np.ndarray:
-    """a * b + c rounded once to float32 (the float64 product of two floats is exact)."""
-    return (np.asarray(a, _F32).astype(np.float64) * np.asarray(b, _F32)
-            + np.asarray(c, _F32)).astype(_F32)
+    """a * b + c rounded to float32, for float32 a, b and c (constants too): the float64
+    product of two floats is exact, so only the rare double rounding of the sum can differ
+    from a fused multiply-add."""
+    t = np.multiply(a, b, dtype=np.float64)
+    t += c
+    return t.astype(_F32)
 
 
 def _log_avx(u: np.ndarray) -> np.ndarray:
@@ -89,7 +92,7 @@ def _log_avx(u: np.ndarray) -> np.ndarray:
     m = np.where(low, m + m, m) - _F32(1)  # 2m - 1 is exact for m in [0.5, 0.71)
     e -= low.astype(_F32)
     z = m * m
-    y = np.full_like(m, _F32(_LOG_POLY[0]))
+    y = np.full_like(m, _LOG_POLY[0])
     for c in _LOG_POLY[1:]:
         y = _fma32(y, m, c)
     y = _fma32(y * m, z, e * _F32(-2.12194440e-4))
@@ -141,13 +144,23 @@ def _libm(fn, x: np.ndarray) -> np.ndarray:
     return np.fromiter(map(fn, x.tolist()), np.float64, count=x.size)
 
 
+_CHUNK = 2048  # blocks of 16 per pass: the temporaries stay in cache
+
+
 def _box_muller16_float(u: np.ndarray, mean: float, std: float) -> np.ndarray:
     blocks = u.reshape(-1, 16)
-    radius = np.sqrt(_F32(-2) * _log_avx(_F32(1) - blocks[:, :8]))
-    sin, cos = _sincos_avx(_F32(2.0 * math.pi) * blocks[:, 8:])
     out = np.empty_like(blocks)
-    out[:, :8] = _fma32(radius * cos, _F32(std), _F32(mean))
-    out[:, 8:] = _fma32(radius * sin, _F32(std), _F32(mean))
+    std32, mean32 = _F32(std), _F32(mean)
+    for start in range(0, len(blocks), _CHUNK):
+        part = blocks[start:start + _CHUNK]
+        radius = np.sqrt(_F32(-2) * _log_avx(_F32(1) - part[:, :8]))
+        sin, cos = _sincos_avx(_F32(2.0 * math.pi) * part[:, 8:])
+        cos *= radius
+        sin *= radius
+        if (mean, std) != (0.0, 1.0):
+            cos, sin = _fma32(cos, std32, mean32), _fma32(sin, std32, mean32)
+        out[start:start + _CHUNK, :8] = cos
+        out[start:start + _CHUNK, 8:] = sin
     return out.reshape(-1)
 
 

@@ -30,7 +30,7 @@ def _same(a, *args) -> Spec:
 def _float_only(a, kernel_name: str) -> None:
     """Continuous distributions are defined for floating tensors only (PyTorch's wording)."""
     dt = np.dtype(a.dtype)
-    if dt.kind not in _FLOAT_KINDS:
+    if dt.kind not in _FLOAT_KINDS and dt.name != "bfloat16":
         raise NotImplementedError(
             f'"{kernel_name}" not implemented for \'{_INT_LEGACY.get(dt, str(dt))}\'')
 
