@@ -56,7 +56,7 @@ def uniform(generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np
         return x if (low, high) == (0.0, 1.0) else _fma64(x, high - low, low)
     x = unit_float(gen, n)
     if (low, high) != (0.0, 1.0):  # PyTorch's build fuses x * (to - from) + from
-        x = _fma32(x, _F32(high) - _F32(low), _F32(low))
+        x = _fused(_wide(x), _F32(high) - _F32(low), _F32(low))
     if np.dtype(dtype) == np.float32:
         return x
     # Narrower floats: a value that rounds up to `high` becomes `low`, as in PyTorch.
@@ -73,52 +73,66 @@ _LOG_POLY = tuple(_F32(c) for c in (
     -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1))
 
 
-def _fma32(a, b, c) -> np.ndarray:
-    """a * b + c rounded to float32, for float32 a, b and c (constants too): the float64
-    product of two floats is exact, so only the rare double rounding of the sum can differ
-    from a fused multiply-add."""
-    t = np.multiply(a, b, dtype=np.float64)
+# Float32 arithmetic is done as float64 rounded back where it helps speed: for +, - and * of
+# floats that rounding is exact (53 >= 2 * 24 + 2 bits), and a float64 a * b + c rounded once
+# to float32 is the fused multiply-add PyTorch's build emits, but for the rare double rounding
+# of the sum (never seen in tens of millions of draws).
+_F64 = np.float64
+
+
+def _fused(a64: np.ndarray, b, c) -> np.ndarray:
+    """float32 fma(a, b, c) for float64 `a64` (and `b`, `c`) holding float32 values."""
+    t = a64 * b
     t += c
     return t.astype(_F32)
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    return x.astype(_F64)
 
 
 def _log_avx(u: np.ndarray) -> np.ndarray:
     """PyTorch's AVX2 float logarithm (Cephes coefficients, fused as its build fuses them)
     for u in (0, 1]."""
     bits = u.view(np.int32)
-    e = ((bits >> 23) - 0x7F).astype(_F32) + _F32(1)
-    m = ((bits & ~0x7F800000) | 0x3F000000).view(_F32)
-    low = m < _F32(0.707106781186547524)
-    m = np.where(low, m + m, m) - _F32(1)  # 2m - 1 is exact for m in [0.5, 0.71)
-    e -= low.astype(_F32)
+    e = ((bits >> 23) - 0x7E).astype(_F32)  # the exponent, plus one
+    m = ((bits & 0x007FFFFF) | 0x3F000000).view(_F32)  # the mantissa in [0.5, 1)
+    low = (m < _F32(0.707106781186547524)).view(np.uint8).astype(_F32)
+    m = m * (low + _F32(1)) - _F32(1)  # 2m - 1 below sqrt(1/2), else m - 1: both exact
+    e -= low
     z = m * m
-    y = np.full_like(m, _LOG_POLY[0])
-    for c in _LOG_POLY[1:]:
-        y = _fma32(y, m, c)
-    y = _fma32(y * m, z, e * _F32(-2.12194440e-4))
-    y = _fma32(z, _F32(-0.5), y)
-    return _fma32(e, _F32(0.693359375), m + y)
+    m64 = _wide(m)
+    y = _fused(m64, _LOG_POLY[0], _LOG_POLY[1])
+    for c in _LOG_POLY[2:]:
+        y = _fused(_wide(y), m64, c)
+    y = _fused(_wide(y * m), _wide(z), _wide(e * _F32(-2.12194440e-4)))
+    y = y - z * _F32(0.5)  # z / 2 is exact, so the fused and plain forms agree
+    return (m + y) + e * _F32(0.693359375)  # e * 0.693359375 is exact too
 
 
 def _sincos_avx(x: np.ndarray) -> tuple:
-    """PyTorch's AVX2 float sine and cosine (Cephes) of x >= 0."""
+    """PyTorch's AVX2 float sine and cosine (Cephes) of x in [0, 2 pi)."""
     j = ((x * _F32(1.27323954473516)).astype(np.int32) + 1) & ~1
     y = j.astype(_F32)
-    x = _fma32(y, _F32(-0.78515625), x)
-    x = _fma32(y, _F32(-2.4187564849853515625e-4), x)
-    x = _fma32(y, _F32(-3.77489497744594108e-8), x)
+    # y * DP1 and y * DP2 are exact for the small octants here; DP3's product is not
+    x = (x + y * _F32(-0.78515625)) + y * _F32(-2.4187564849853515625e-4)
+    x = _fused(_wide(y), _F32(-3.77489497744594108e-8), _wide(x))
     z = x * x
-    c = _fma32(_fma32(z, _F32(2.443315711809948E-005), _F32(-1.388731625493765E-003)), z,
-               _F32(4.166664568298827E-002))
-    c = _fma32(c * z, z, -(z * _F32(0.5))) + _F32(1)
-    s = _fma32(_fma32(z, _F32(-1.9515295891E-4), _F32(8.3321608736E-3)), z,
+    z64 = _wide(z)
+    c = _fused(_wide(_fused(z64, _F32(2.443315711809948E-005), _F32(-1.388731625493765E-003))),
+               z64, _F32(4.166664568298827E-002))
+    c = _fused(_wide(c * z), z64, _wide(-(z * _F32(0.5)))) + _F32(1)
+    s = _fused(_wide(_fused(z64, _F32(-1.9515295891E-4), _F32(8.3321608736E-3))), z64,
                _F32(-1.6666654611E-1))
-    s = _fma32(s * z, x, x)
-    first = (j & 2) == 0  # which polynomial is the sine
-    sin = np.where(first, s, c)
-    cos = np.where(first, c, s)
-    np.negative(sin, out=sin, where=(j & 4) != 0)
-    np.negative(cos, out=cos, where=((j - 2) & 4) == 0)
+    x64 = _wide(x)
+    s = _fused(_wide(s * z), x64, x64)
+    # Which polynomial is the sine, and the signs, by arithmetic (masked selects are slow)
+    first = ((j & 2) == 0).view(np.uint8).astype(_F32)
+    other = _F32(1) - first
+    sin_sign = _F32(1) - ((j >> 1) & 2).astype(_F32)
+    cos_sign = ((j - 2) & 4).astype(_F32) * _F32(0.5) - _F32(1)
+    sin = (s * first + c * other) * sin_sign
+    cos = (c * first + s * other) * cos_sign
     return sin, cos
 
 
@@ -144,7 +158,7 @@ def _libm(fn, x: np.ndarray) -> np.ndarray:
     return np.fromiter(map(fn, x.tolist()), np.float64, count=x.size)
 
 
-_CHUNK = 2048  # blocks of 16 per pass: the temporaries stay in cache
+_CHUNK = 4096  # blocks of 16 per pass: the temporaries stay in cache
 
 
 def _box_muller16_float(u: np.ndarray, mean: float, std: float) -> np.ndarray:
@@ -158,7 +172,7 @@ def _box_muller16_float(u: np.ndarray, mean: float, std: float) -> np.ndarray:
         cos *= radius
         sin *= radius
         if (mean, std) != (0.0, 1.0):
-            cos, sin = _fma32(cos, std32, mean32), _fma32(sin, std32, mean32)
+            cos, sin = _fused(_wide(cos), std32, mean32), _fused(_wide(sin), std32, mean32)
         out[start:start + _CHUNK, :8] = cos
         out[start:start + _CHUNK, 8:] = sin
     return out.reshape(-1)
