@@ -354,8 +354,8 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
 
     def fill(dt):
-        # a complex normal has variance 1 in all, 1/2 per part
-        std = 0.5 ** 0.5 if dt.kind == "c" else 1.0
+        # a complex normal has variance 1 in all, 1/2 per part (std 1 / sqrt(2), as divided)
+        std = 1.0 / math.sqrt(2.0) if dt.kind == "c" else 1.0
         return _drawn(lambda n, d: _draws.normal(generator, n, d, 0.0, std), shape, dt)
 
     return _factory(shape, _float_dtype(dtype), requires_grad, fill, random=True)

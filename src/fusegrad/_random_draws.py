@@ -194,8 +194,11 @@ def normal(generator, n: int, dtype, mean: float = 0.0, std: float = 1.0,
            contiguous: bool = True) -> np.ndarray:
     """`normal_(mean, std)` on `n` elements of `dtype` (1-D, in the tensor's memory order)."""
     gen = _gen(generator)
-    if n < 16 or not contiguous:
-        return (normal_doubles(gen, n) * std + mean).astype(dtype)
+    if n < 16 or not contiguous:  # PyTorch's build fuses value * std + mean here too
+        values = normal_doubles(gen, n)
+        if (mean, std) != (0.0, 1.0):
+            values = _fma64(values, std, mean)
+        return values.astype(dtype)
     whole = n - n % 16
     if _is_double(dtype):
         u = unit_double(gen, n)
@@ -322,5 +325,4 @@ def cauchy(generator, n: int, median: float, sigma: float) -> np.ndarray:
 
 def log_normal(generator, n: int, mean: float, std: float) -> np.ndarray:
     """`log_normal_(mean, std)`: exp of the scalar double normal path."""
-    z = normal_doubles(_gen(generator), n) * std + mean
-    return _libm(math.exp, z)
+    return _libm(math.exp, _fma64(normal_doubles(_gen(generator), n), std, mean))
