@@ -124,6 +124,8 @@ def test_bad_seeds_raise_torchs_errors():
     for t in (torch, fg):
         with pytest.raises(RuntimeError, match="manual_seed expected a long, but got float"):
             t.Generator().manual_seed(1.5)
+        with pytest.raises(RuntimeError, match="manual_seed expected a long, but got bool"):
+            t.Generator().manual_seed(True)
         with pytest.raises(ValueError, match="Overflow when unpacking long long"):
             t.Generator().manual_seed(2 ** 64)
 

@@ -77,12 +77,8 @@ class Generator:
 
     def manual_seed(self, seed: int):
         """Reset the generator with `seed`; returns self."""
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            if isinstance(seed, bool):
-                seed = int(seed)
-            else:
-                raise RuntimeError(f"manual_seed expected a long, but got "
-                                   f"{type(seed).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
         seed = int(seed)
         if not -(1 << 63) <= seed <= _U64:
             raise ValueError("Overflow when unpacking long long")

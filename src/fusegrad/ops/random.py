@@ -3,8 +3,8 @@
 
 Values come from `_random_draws`, which reproduces PyTorch's CPU draws bit for bit (poisson
 excepted: its sampler is NumPy's, seeded from the stream). The gradient of every sample with
-respect to its input is zero, as in PyTorch, but the ops still
-record a node so that a later backward knows the old values were overwritten.
+respect to its input is zero, as in PyTorch, but the ops still record a node so that a later
+backward knows the old values were overwritten.
 """
 
 from __future__ import annotations
