@@ -47,14 +47,15 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("dispatch", "call(op, ...): recording, modes, fakes, __torch_function__, autocast", (
         "_dispatch", "_recording", "_recorded_calls", "_fake", "_torch_function", "_autocast",
         "_sparse")),
-    ("factories", "tensors from data, shapes and generators", ("_creation", "_random")),
+    ("factories", "tensors from data, shapes and generators", (
+        "_creation", "_random", "_random_draws")),
     ("ops", "the registry: each op's kernel, meta, derivative and spellings", ("ops",)),
     ("autograd", "the engine and custom Functions", ("autograd",)),
     ("public", "the torch namespace: public functions, linalg, fft, autograd's API", (
         "", "_functions", "_torch_function_wrappers", "_C", "_legacy_types", "_windows",
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
-        "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library",
+        "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library", "random",
         "func", "utils.__init__")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",

@@ -160,8 +160,8 @@ from . import _out  # noqa: E402
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda", "func",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
-    "nn", "onnx", "optim", "overrides", "profiler", "serialization", "signal", "sparse",
-    "special", "testing", "viz",
+    "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization", "signal",
+    "sparse", "special", "testing", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
                "save": "serialization", "get_printoptions": "_printing",

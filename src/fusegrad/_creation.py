@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 
 from . import _dtype
+from . import _random_draws as _draws
 from ._device import device as _device_cls
-from ._random import rng as _rng
 from ._symbolic import size_int
 from ._tensor import (
     Tensor,
@@ -327,23 +327,24 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None
 # ---------------------------------------------------------------- random
 
 
+def _drawn(draw, shape, dt: np.dtype) -> np.ndarray:
+    """`draw(n, real_dtype)` laid out in `shape`. A complex dtype draws its parts interleaved
+    (real, imaginary, real...), as PyTorch fills the tensor's real view."""
+    n = math.prod(shape)
+    if dt.kind != "c":
+        return draw(n, dt).reshape(shape)
+    part = np.float32 if dt == np.complex64 else np.float64
+    return draw(2 * n, part).view(dt).reshape(shape)
+
+
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
     _check_device(device)
     shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _draw_real_or_complex(
-                        lambda s: _rng(generator).random(s), shape, dt, 1.0), random=True)
-
-
-def _draw_real_or_complex(draw, shape, dt: np.dtype, scale: float) -> np.ndarray:
-    """`draw(shape)` in `dt`; for a complex dtype, real and imaginary parts drawn apart and
-    scaled by `scale` (randn's complex normal has variance 1 in all, 1/2 per part)."""
-    if dt.kind != "c":
-        return draw(shape).astype(dt)
-    parts = draw((2,) + shape) * scale
-    return (parts[0] + 1j * parts[1]).astype(dt)
+                    lambda dt: _drawn(lambda n, d: _draws.uniform(generator, n, d), shape, dt),
+                    random=True)
 
 
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -351,10 +352,13 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     """Standard normal random values."""
     _check_device(device)
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
-    return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _draw_real_or_complex(
-                        lambda s: _rng(generator).standard_normal(s), shape, dt, 0.5 ** 0.5),
-                    random=True)
+
+    def fill(dt):
+        # a complex normal has variance 1 in all, 1/2 per part (std 1 / sqrt(2), as divided)
+        std = 1.0 / math.sqrt(2.0) if dt.kind == "c" else 1.0
+        return _drawn(lambda n, d: _draws.normal(generator, n, d, 0.0, std), shape, dt)
+
+    return _factory(shape, _float_dtype(dtype), requires_grad, fill, random=True)
 
 
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
@@ -368,7 +372,8 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     shape = _sizes((size,))
     return _factory(shape, dtype or _dtype.int64, requires_grad,
-                    lambda dt: _rng(generator).integers(low, high, shape).astype(dt), random=True)
+                    lambda dt: _draws.integers(generator, math.prod(shape), int(low), int(high))
+                    .astype(dt).reshape(shape), random=True)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
@@ -380,14 +385,23 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         if isinstance(std, Tensor) and (std._data < 0).any():
             raise RuntimeError("normal expects all elements of std >= 0.0")
         ref = mean if isinstance(mean, Tensor) else std
+        dt = ref.dtype.np
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
-        data = _rng(generator).normal(m, s, shape).astype(ref.dtype.np)
+        n = math.prod(shape)
+        # PyTorch draws N(0, std) for a number std, else N(0, 1) scaled by the tensor
+        # after; then adds the mean, each step rounding in the output's dtype.
+        if isinstance(std, Tensor):
+            data = _draws.normal(generator, n, dt).reshape(shape) * s.astype(dt)
+        else:
+            data = _draws.normal(generator, n, dt, 0.0, std).reshape(shape)
+        data = (data + np.asarray(m).astype(dt)).astype(dt)
         return Tensor._make(data, ref.dtype)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     shape = _sizes((size,)) if size is not None else ()
     return _factory(shape, _float_dtype(dtype), requires_grad,
-                    lambda dt: _rng(generator).normal(mean, std, shape).astype(dt), random=True)
+                    lambda dt: _drawn(lambda n, d: _draws.normal(generator, n, d, mean, std),
+                                      shape, dt), random=True)
 
 
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -395,7 +409,7 @@ def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, devic
     """A random permutation of 0..n-1."""
     _check_device(device)
     return _factory((n,), dtype or _dtype.int64, requires_grad,
-                    lambda dt: _rng(generator).permutation(n).astype(dt), random=True)
+                    lambda dt: _draws.randperm(generator, n).astype(dt), random=True)
 
 
 # ---------------------------------------------------------------- *_like and new_*

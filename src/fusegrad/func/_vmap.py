@@ -52,12 +52,12 @@ class _Draws:
                 "use the 'same' or 'different' randomness flags on vmap or perform the "
                 "randomness operation out of vmap")
         if self.randomness == "same" and generator not in self.states:
-            self.states[generator] = generator._numpy().bit_generator.state
+            self.states[generator] = generator._snapshot()
 
     def next_example(self) -> None:
         """Put each generator drawn from back where the first example found it ("same")."""
         for generator, state in self.states.items():
-            generator._numpy().bit_generator.state = state
+            generator._restore(state)
 
 
 @contextlib.contextmanager

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _random_draws as _draws
 from .._dispatch import call
-from .._random import rng as _rng
+from .._random import generator_or_default as _generator_or_default
 from .._tensor import Tensor
 from ..ops import activation as A
 from ..ops import shrink as K
@@ -149,8 +150,15 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     # the noise holds each element's slope (1 where x >= 0); eval mode does not read it
     noise = Tensor._make(np.zeros(shape, dt))
     if training:
-        slopes = Tensor._make(_rng(None).uniform(lower, upper, size=shape).astype(dt))
-        noise = slopes.where(input.detach() < 0, noise.new_ones(()))
+        # PyTorch draws a double slope for each element <= 0, in order, between the bounds
+        # as the input's dtype holds them (float for narrower dtypes); the others keep 1
+        bound = np.float64 if dt == np.float64 else np.float32
+        low, high = float(bound(lower)), float(bound(upper))
+        drawn = input.detach()._data <= 0
+        slopes = np.ones(shape, np.float64)
+        u = _draws.unit_double(_generator_or_default(None), int(drawn.sum()))
+        slopes[drawn] = u * (high - low) + low
+        noise = Tensor._make(slopes.astype(dt))
     op = K.rrelu_with_noise_ if inplace else K.rrelu_with_noise
     return call(op, input, noise, lower, upper, bool(training))
 

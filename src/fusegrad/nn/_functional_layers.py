@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from .. import _random_draws as _draws
 from .._dispatch import call
-from .._random import rng as _rng
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad
@@ -138,7 +138,8 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
         return input.mul_(zero) if inplace else input * zero
     shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
              else tuple(input.shape))
-    keep = _rng(None).random(shape) >= p
+    # PyTorch's noise: bernoulli_(1 - p) on a tensor of the noise's shape
+    keep = _draws.bernoulli_scalar(None, math.prod(shape), 1.0 - p).reshape(shape)
     if not alpha:
         noise = Tensor._make((keep / (1.0 - p)).astype(np_dtype))
         return input.mul_(noise) if inplace else input * noise

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
-from .._random import rng as _rng
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 
@@ -75,14 +75,47 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator=None) -> Tensor:
-    """Fill with N(mean, std^2) truncated to [a, b] (by resampling)."""
-    r = _rng(generator)
-    n = tensor.numel()
-    out = np.empty(0)
-    while out.size < n:
-        draw = r.normal(mean, std, max(2 * (n - out.size), 16))
-        out = np.concatenate([out, draw[(draw >= a) & (draw <= b)]])
-    return _fill(tensor, out[:n].reshape(tuple(tensor.shape)))
+    """Fill with N(mean, std^2) truncated to [a, b], drawing as PyTorch does: when the
+    bounds keep more than 30% of the mass, whole-tensor normal draws replace the values still
+    outside; otherwise uniform candidates on [a, b], each accepted against one more uniform
+    (log u <= the candidate's log density relative to the peak)."""
+    def cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    with no_grad():
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            # the bounds as the tensor's dtype holds them, so the test matches its values
+            lo, hi = tensor.new_tensor(a).item(), tensor.new_tensor(b).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            outside = (result < lo) | (result > hi)
+            while outside.any():
+                fresh = tensor.new_empty(tuple(tensor.shape)).normal_(mean, std,
+                                                                       generator=generator)
+                result = fresh.where(outside, result)
+                outside = (result < lo) | (result > hi)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def rejected(candidates: Tensor) -> Tensor:
+            log_pdf = candidates.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return tensor.new_empty(tuple(tensor.shape)).uniform_(
+                generator=generator).log_().gt(log_pdf)
+
+        result = tensor.uniform_(a, b, generator=generator)
+        pending = rejected(result)
+        while pending.any():
+            candidates = tensor.new_empty(tuple(tensor.shape)).uniform_(a, b,
+                                                                        generator=generator)
+            result = candidates.where(pending, result)
+            pending = rejected(candidates).where(pending, pending)
+        if result is not tensor:
+            tensor.copy_(result)
+        return tensor
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -147,7 +180,9 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).standard_normal((rows, cols))
+    # PyTorch's draw: a (rows, cols) normal_ in the tensor's dtype, then QR in float64 here
+    flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator)._data
+    flat = flat.astype(np.float64)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)

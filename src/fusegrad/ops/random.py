@@ -1,10 +1,10 @@
 """Random sampling ops: the in-place fillers (`uniform_`, `normal_`, `bernoulli_`, ...) and
 `bernoulli`, `poisson`, `multinomial`, and `native_dropout` (a bernoulli mask).
 
-Values come from fusegrad's generators (NumPy's PCG64 streams), so they differ from PyTorch's
-draws; the oracle tests compare distributions, dtypes, node names and (zero) gradients. The
-gradient of every sample with respect to its input is zero, as in PyTorch, but the ops still
-record a node so that a later backward knows the old values were overwritten.
+Values come from `_random_draws`, which reproduces PyTorch's CPU draws bit for bit (poisson
+excepted: its sampler is NumPy's, seeded from the stream). The gradient of every sample with
+respect to its input is zero, as in PyTorch, but the ops still record a node so that a later
+backward knows the old values were overwritten.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._random import rng
+from .. import _random_draws as draws
+from .._random import generator_or_default, rng
 from ._util import Spec, rand_array
 from .registry import Sample, register
 
@@ -29,14 +30,16 @@ def _same(a, *args) -> Spec:
 def _float_only(a, kernel_name: str) -> None:
     """Continuous distributions are defined for floating tensors only (PyTorch's wording)."""
     dt = np.dtype(a.dtype)
-    if dt.kind not in _FLOAT_KINDS:
+    if dt.kind not in _FLOAT_KINDS and dt.name != "bfloat16":
         raise NotImplementedError(
             f'"{kernel_name}" not implemented for \'{_INT_LEGACY.get(dt, str(dt))}\'')
 
 
-def _draw_dtype(a):
-    """Draw in float64 for float64 tensors; float32 is enough for narrower ones."""
-    return np.float64 if np.dtype(a.dtype) == np.float64 else np.float32
+def _laid_out(a, flat: np.ndarray) -> np.ndarray:
+    """Values drawn in `a`'s memory order (PyTorch fills a transposed tensor along its
+    storage), in `a`'s shape."""
+    order = "F" if a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+    return flat.reshape(a.shape, order=order)
 
 
 def _uniform(a, low=0.0, high=1.0, generator=None):
@@ -44,48 +47,48 @@ def _uniform(a, low=0.0, high=1.0, generator=None):
     if low > high:
         raise RuntimeError("uniform_ expects to return a [from, to) range, but found "
                            f"from={low:g} > to={high:g}")
-    u = rng(generator).random(a.shape, dtype=_draw_dtype(a))
-    return u * (high - low) + low
+    return _laid_out(a, draws.uniform(generator, a.size, a.dtype, low, high))
 
 
 def _normal(a, mean=0.0, std=1.0, generator=None):
     _float_only(a, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    return rng(generator).standard_normal(a.shape, dtype=_draw_dtype(a)) * std + mean
+    return _laid_out(a, draws.normal(generator, a.size, a.dtype, mean, std,
+                                     a.flags.c_contiguous))
 
 
 def _log_normal(a, mean=1.0, std=2.0, generator=None):
     _float_only(a, "log_normal_cpu")
     if std <= 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
-    return np.exp(rng(generator).standard_normal(a.shape) * std + mean)
+    return _laid_out(a, draws.log_normal(generator, a.size, mean, std))
 
 
 def _cauchy(a, median=0.0, sigma=1.0, generator=None):
     _float_only(a, "cauchy_cpu")
     if sigma <= 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
-    return rng(generator).standard_cauchy(a.shape) * sigma + median
+    return _laid_out(a, draws.cauchy(generator, a.size, median, sigma))
 
 
 def _exponential(a, lambd=1.0, generator=None):
     _float_only(a, "exponential_cpu")
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
-    return rng(generator).standard_exponential(a.shape, dtype=_draw_dtype(a)) / lambd
+    return _laid_out(a, draws.exponential(generator, a.size, lambd))
 
 
 def _geometric(a, p, generator=None):
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
-    return rng(generator).geometric(p, a.shape)
+    return _laid_out(a, draws.geometric(generator, a.size, p))
 
 
 def _bernoulli_scalar(a, p=0.5, generator=None):
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
-    return rng(generator).random(a.shape) < p
+    return _laid_out(a, draws.bernoulli_scalar(generator, a.size, p))
 
 
 def _probabilities(p, name: str):
@@ -97,13 +100,13 @@ def _probabilities(p, name: str):
 
 def _bernoulli_tensor(a, p, generator=None):
     p = np.broadcast_to(_probabilities(p, "bernoulli_"), a.shape)
-    return rng(generator).random(a.shape) < p
+    return draws.bernoulli_tensor(generator, p)
 
 
 def _bernoulli(a, generator=None):
     _float_only(a, "bernoulli_tensor_cpu_self_")
     p = _probabilities(a, "bernoulli")
-    return (rng(generator).random(a.shape) < p).astype(a.dtype)
+    return draws.bernoulli_tensor(generator, p).astype(a.dtype)
 
 
 def _poisson(a, generator=None):
@@ -122,7 +125,7 @@ def _integers(a, low: int, high: int, generator) -> np.ndarray:
     if low >= high:
         raise RuntimeError("random_ expects 'from' to be less than 'to', but got "
                            f"from={low:g} >= to={high:g}")
-    return rng(generator).integers(low, high, a.shape, dtype=np.int64, endpoint=False)
+    return _laid_out(a, draws.integers(generator, a.size, low, high))
 
 
 def _top(a) -> int:
@@ -136,7 +139,7 @@ def _top(a) -> int:
 
 
 def _random_default(a, generator=None):
-    return _integers(a, 0, _top(a) + 1, generator)
+    return _laid_out(a, draws.random_bits(generator, a.size, a.dtype))
 
 
 def _random_to(a, to, generator=None):
@@ -172,14 +175,22 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if (weights.sum(-1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    r = rng(generator)
-    rows = []
-    for w in weights:
-        if replacement:
-            rows.append(r.choice(len(w), num_samples, replace=True, p=w / w.sum()))
-        else:  # Gumbel top-k: weighted sampling without replacement, one vectorised draw
-            keys = np.log(w) - np.log(-np.log(r.random(len(w))))
-            rows.append(np.argsort(-keys, kind="stable")[:num_samples])
+    probs = np.atleast_2d(np.asarray(a))
+    if replacement:
+        # Each row's normalised running sum (in the input's dtype), searched for one double
+        # uniform per sample: row by row, as PyTorch's CPU kernel draws them.
+        rows = []
+        for w in probs:
+            cum = np.cumsum(w)
+            cum = cum / cum[-1]
+            cum[-1] = 1
+            rows.append(np.searchsorted(cum, draws.unit_double(
+                generator_or_default(generator), num_samples), side="left"))
+    else:
+        # PyTorch's trick: the largest p / q for q ~ Exp(1) drawn over the whole input.
+        q = draws.exponential(generator, probs.size, 1.0).astype(probs.dtype)
+        keys = probs / q.reshape(probs.shape)
+        rows = list(np.argsort(-keys, axis=1, kind="stable")[:, :num_samples])
     out = np.stack(rows).astype(np.int64)
     return out if np.ndim(a) == 2 else out[0]
 

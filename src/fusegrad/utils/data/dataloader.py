@@ -133,8 +133,8 @@ class DataLoader:
     def _base_seed(self) -> int:
         """A seed for the workers (worker w uses base + w), drawn from the loader's generator
         or the global one."""
-        from ..._random import rng
-        return int(rng(self.generator).integers(0, 2 ** 62))
+        from ... import _random_draws
+        return int(_random_draws.random_bits(self.generator, 1, "int64")[0])
 
     def __iter__(self):
         # Drawn whether or not there are workers (as PyTorch does), so that a shuffled order

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..._random import rng as _rng
+from ... import _random_draws as _draws
 from ..._tensor import Tensor
 
 
@@ -100,7 +100,7 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float], generator=Non
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    perm = _rng(generator).permutation(n).tolist()
+    perm = _draws.randperm(generator, n).tolist()
     out, offset = [], 0
     for length in lengths:
         out.append(Subset(dataset, perm[offset:offset + length]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sized
 
-from ..._random import rng as _rng
+from ... import _random_draws as _draws
 
 
 class Sampler:
@@ -45,7 +45,7 @@ def _epoch_generator(generator):
     from ..._random import Generator
 
     fresh = Generator()
-    fresh.manual_seed(int(_rng(None).integers(0, 2 ** 63 - 1)))
+    fresh.manual_seed(int(_draws.random_bits(None, 1, "int64")[0]))
     return fresh
 
 
@@ -74,15 +74,18 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
-        r = _rng(_epoch_generator(self.generator))
+        r = _epoch_generator(self.generator)
         total = self.num_samples
+        # PyTorch's chunks: 32 indices per draw with replacement, then the remainder; whole
+        # permutations without, then one more cut short (drawn even when nothing is left).
         if self.replacement:
-            for start in range(0, total, 32):
-                yield from r.integers(0, n, min(32, total - start)).tolist()
+            for _ in range(total // 32):
+                yield from _draws.integers(r, 32, 0, n).tolist()
+            yield from _draws.integers(r, total % 32, 0, n).tolist()
             return
         for _ in range(total // n):
-            yield from r.permutation(n).tolist()
-        yield from r.permutation(n)[:total % n].tolist()
+            yield from _draws.randperm(r, n).tolist()
+        yield from _draws.randperm(r, n)[:total % n].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -96,7 +99,7 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        for i in _rng(self.generator).permutation(len(self.indices)).tolist():
+        for i in _draws.randperm(self.generator, len(self.indices)).tolist():
             yield self.indices[i]
 
     def __len__(self) -> int:
