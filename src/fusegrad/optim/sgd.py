@@ -11,6 +11,8 @@ from .optimizer import Optimizer
 # Elements per block of the momentum update: four float32 blocks (parameter, gradient,
 # momentum buffer, step) take 512 KiB, which stays in a core's L2 cache between passes.
 _BLOCK = 1 << 18
+# Parameters of fewer elements take the plain loop (four whole-array passes).
+_FUSED_MIN = 1 << 16
 
 
 class SGD(Optimizer):
@@ -81,7 +83,7 @@ class SGD(Optimizer):
         operations in their order, so the same bits at every block size and thread count.
         False, doing nothing, with dampening or when the arrays are small, of mixed dtype or
         not contiguous (the caller's loop handles those)."""
-        if damp != 1 or data.size < 2 * _parallel.MIN_CHUNK:
+        if damp != 1 or data.size < _FUSED_MIN:
             return False
         if not (data.dtype == d_p.dtype == buf.dtype and data.shape == d_p.shape == buf.shape
                 and data.flags.c_contiguous and d_p.flags.c_contiguous
