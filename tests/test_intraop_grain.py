@@ -32,7 +32,6 @@ def threads():
 def shared(threads, monkeypatch):
     """Share every piece of work the cost threshold would keep on the calling thread."""
     monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
-    monkeypatch.setattr(_parallel, "WAKE_FACTOR", 0.0)
 
 
 def _calls(fn):
@@ -59,10 +58,9 @@ def test_cheap_work_stays_on_the_calling_thread(threads):
     assert out.tolist() == [1.0] * 64
 
 
-def test_dear_work_is_cut_into_pieces_covering_every_index_once(threads, monkeypatch):
-    """A kernel measured at milliseconds per call is cut into pieces of at least
+def test_dear_work_is_cut_into_pieces_covering_every_index_once(threads):
+    """A kernel measured at a millisecond per call is cut into pieces of at least
     MIN_PIECE_NS each (at most PIECES_PER_THREAD per thread), each index run once."""
-    monkeypatch.setattr(_parallel, "WAKE_FACTOR", 0.0)  # however late the pool thread
     fusegrad.set_num_threads(2)
     hits = np.zeros(40, dtype=np.int64)
 
@@ -77,31 +75,6 @@ def test_dear_work_is_cut_into_pieces_covering_every_index_once(threads, monkeyp
     assert 2 <= len(seen) <= 2 * _parallel.PIECES_PER_THREAD
     assert sorted((a, b) for a, b, _ in seen)[0][0] == 0
     assert hits.tolist() == [3] * 40
-
-
-def test_work_stays_whole_while_pool_threads_wake_late(threads, monkeypatch):
-    """While woken pool threads have lately taken longer to start than a piece would take
-    (a busy machine), the caller runs the work whole; once that is long past, it shares."""
-    fusegrad.set_num_threads(2)
-    monkeypatch.setattr(_parallel, "WAKE_HALF_LIFE_NS", 50_000_000)
-    hits = np.zeros(8, dtype=np.int64)
-
-    def slow(a, b):
-        time.sleep(4e-3 * (b - a) / 8)
-        hits[a:b] += 1
-
-    record, seen = _calls(slow)
-    _parallel.for_chunks(record, 8, 1 << 20)  # measured: 4 ms
-    monkeypatch.setattr(_parallel._wake, "ns", 1e9)  # a second's wait, just now
-    monkeypatch.setattr(_parallel._wake, "at", time.perf_counter_ns())
-    seen.clear()
-    _parallel.for_chunks(record, 8, 1 << 20)
-    assert [(a, b) for a, b, _ in seen] == [(0, 8)]
-    time.sleep(1.5)  # 30 half-lives: the wait is forgotten
-    seen.clear()
-    _parallel.for_chunks(record, 8, 1 << 20)
-    assert len(seen) >= 2
-    assert hits.tolist() == [3] * 8
 
 
 def test_matmul_cuts_a_deep_product_along_its_shared_dimension():

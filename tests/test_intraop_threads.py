@@ -44,7 +44,6 @@ def shared(threads, monkeypatch):
     """Share every piece of work the cost threshold would keep on the calling thread (the
     tests' arrays are small), so that the split paths run."""
     monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
-    monkeypatch.setattr(_parallel, "WAKE_FACTOR", 0.0)
 
 
 def _conv_step(lib, x, w, b, **kw):

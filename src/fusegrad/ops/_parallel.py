@@ -34,16 +34,9 @@ from . import _blas
 # Work of fewer units (elements, multiply-adds) is never split nor timed: no kernel is dear
 # enough per unit for it to pay a hand-off.
 MIN_CHUNK = 1 << 14
-# A piece handed to another thread must be expected to take at least this long, and at
-# least `WAKE_FACTOR` times the recent wait for a woken pool thread to start (`_wake`):
-# waking a halted virtual CPU and passing the GIL there and back takes tens of microseconds
-# on an idle machine, and a time slice or more when the CPUs are busy with other work, when
-# sharing would only make the caller wait (or do every piece itself after all).
-MIN_PIECE_NS = 50_000
-WAKE_FACTOR = 2.0
-# The remembered wait halves every this many nanoseconds without a new observation, so that
-# work is shared again (and the wait measured afresh) once a busy spell is over.
-WAKE_HALF_LIFE_NS = 500_000_000
+# A piece handed to another thread must be expected to take at least this long: waking a
+# halted virtual CPU and passing the GIL to the woken thread and back took 20-60 us here.
+MIN_PIECE_NS = 100_000
 # Large work is cut into up to this many pieces per thread, claimed in turn, so that a thread
 # the scheduler runs late holds up at most a small piece.
 PIECES_PER_THREAD = 4
@@ -91,28 +84,7 @@ class _State:
     pool: _Pool | None = None
 
 
-class _Wake:
-    """How long a woken pool thread took to start its first piece, lately (a running mean
-    of the last few, and when the last was seen)."""
-
-    ns: float = 0.0
-    at: int = 0
-
-
 _state = _State()
-_wake = _Wake()
-
-
-def _note_wake(ns: int) -> None:
-    _wake.ns = _wake_ns() * 0.75 + ns * 0.25
-    _wake.at = perf_counter_ns()
-
-
-def _wake_ns() -> float:
-    """The remembered wake-up wait, decayed by the time since it was last seen."""
-    if not _wake.ns:
-        return 0.0
-    return _wake.ns * 0.5 ** ((perf_counter_ns() - _wake.at) / WAKE_HALF_LIFE_NS)
 # Least nanoseconds per unit of work seen for each (kernel, shape) key.
 _costs: dict[Hashable, float] = {}
 
@@ -190,18 +162,16 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
 def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
                   key: Hashable) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
-    are each expected to take at least `MIN_PIECE_NS` and `WAKE_FACTOR` times the recent
-    wake-up wait of a pool thread, at most `PIECES_PER_THREAD` per thread, by the least
-    time per unit seen for `key` (a kernel and its shape; a copy's cost also depends on its
-    strides); run whole on the calling thread when that makes one piece. Every call times
-    its pieces and keeps the least time per unit for `key`."""
+    are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
+    thread, by the least time per unit seen for `key` (a kernel and its shape; a copy's
+    cost also depends on its strides); run whole on the calling thread when that makes one
+    piece. Every call times its pieces and keeps the least time per unit for `key`."""
     threads = num_threads()
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
         return
     ns = _costs.get(key, GUESS_NS)
-    least = max(MIN_PIECE_NS, WAKE_FACTOR * _wake_ns())
-    pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work // least))
+    pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
     if pieces <= 1:
         t0 = perf_counter_ns()
         fn(0, total)
@@ -242,14 +212,9 @@ def _share(fn: Callable[[int, int], None], total: int, pieces: int, claimers: in
             if finish() == pieces:
                 done.release()
 
-    def join() -> None:  # a pool thread's start: note how long it took to get here
-        _note_wake(clock() - woken)
-        take()
-
     put = _pool(claimers - 1).jobs.put
-    woken = clock()
     for _ in range(claimers - 1):
-        put(join)
+        put(take)
     take()
     done.acquire()  # immediate when this thread finished the last piece
     if errors:
@@ -278,11 +243,9 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
         else:
             np.copyto(d, s)
 
-    if num_threads() <= 1 or dst.size < MIN_CHUNK:
-        part(0, dst.shape[axis])
-    else:  # a copy's cost per value depends on the layouts: 0.1 ns contiguous, ~2 strided
-        share_by_cost(part, dst.shape[axis], dst.size,
-                      ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
+    # A copy's cost per value depends on the layouts: 0.1 ns contiguous, ~2 ns strided.
+    share_by_cost(part, dst.shape[axis], dst.size,
+                  ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
 
 
 def contiguous(src: np.ndarray) -> np.ndarray:
@@ -376,16 +339,13 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if before != 1:
         _blas.set_threads(1)
     try:
-        if pieces == 1 and not by_stack:
+        key = ("matmul", a.shape, b.shape, a.strides, b.strides)
+        if by_stack:
+            share_by_cost(stack_part, stack, work, key)
+        elif pieces == 1:
             np.matmul(a, b, out=out)
-        elif threads <= 1:
-            run(0, pieces)
         else:
-            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
-            if by_stack:
-                share_by_cost(stack_part, stack, work, key)
-            else:
-                share_by_cost(run, pieces, work, key)
+            share_by_cost(run, pieces, work, key)
     finally:
         if before != 1:
             _blas.set_threads(before)
