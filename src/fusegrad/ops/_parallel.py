@@ -243,9 +243,11 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
         else:
             np.copyto(d, s)
 
-    # A copy's cost per value depends on the layouts: 0.1 ns contiguous, ~2 ns strided.
-    share_by_cost(part, dst.shape[axis], dst.size,
-                  ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
+    if num_threads() <= 1 or dst.size < MIN_CHUNK:
+        part(0, dst.shape[axis])
+    else:  # a copy's cost per value depends on the layouts: 0.1 ns contiguous, ~2 strided
+        share_by_cost(part, dst.shape[axis], dst.size,
+                      ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
 
 
 def contiguous(src: np.ndarray) -> np.ndarray:
@@ -269,6 +271,8 @@ def _gemm_pieces(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
     rows are cut when the right operand is the smaller one (each piece packs the whole of
     the other operand again), else columns."""
     work = stack * m * n * k
+    if work < GEMM_PIECE:  # most products: one piece, decided at once
+        return 0, 1
     pieces = min(MAX_GEMM_PIECES, work // GEMM_PIECE)
     if stack > 1 and stack >= pieces:
         return 0, max(pieces, 1)
@@ -304,10 +308,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         stack = a.shape[0] if ra > rb else b.shape[0]
     axis, pieces = _gemm_pieces(stack, m, n, k)
     work = stack * m * n * k
-    threads = num_threads()
-    by_stack = axis == 0 and stack > 1 and threads > 1 and work >= MIN_CHUNK
-    if pieces == 1 and not by_stack and m * n * k <= _blas.SERIAL_MNK:
+    # (The common small product leaves at the first two tests.)
+    by_stack = stack > 1 and axis == 0 and work >= MIN_CHUNK and num_threads() > 1
+    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
+    threads = num_threads()
     if out is None:
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
@@ -339,13 +344,16 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if before != 1:
         _blas.set_threads(1)
     try:
-        key = ("matmul", a.shape, b.shape, a.strides, b.strides)
-        if by_stack:
-            share_by_cost(stack_part, stack, work, key)
-        elif pieces == 1:
+        if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
+        elif threads <= 1:
+            run(0, pieces)
         else:
-            share_by_cost(run, pieces, work, key)
+            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
+            if by_stack:
+                share_by_cost(stack_part, stack, work, key)
+            else:
+                share_by_cost(run, pieces, work, key)
     finally:
         if before != 1:
             _blas.set_threads(before)
