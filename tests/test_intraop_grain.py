@@ -3,6 +3,7 @@ and `set_num_threads` governing NumPy's OpenBLAS as well as fusegrad's own pool.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -147,3 +148,43 @@ def test_set_num_threads_sets_numpys_openblas_threads_too():
     out = subprocess.run([sys.executable, "-c", _THREADS], env=env, check=True,
                          capture_output=True, text=True).stdout.strip()
     assert out == str([(1, 1, 1), (3, 3, 3), (2, 2, 2)])
+
+
+@pytest.mark.parametrize("cls, kw", [
+    ("Adam", {}),
+    ("Adam", {"weight_decay": 0.1, "maximize": True}),
+    ("AdamW", {"weight_decay": 0.05}),
+])
+def test_adam_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(threads, cls, kw):
+    """A parameter of several update blocks: Adam's blocked update (at one and two threads)
+    gives the bits of the whole-array formula, and PyTorch's values."""
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((1300, 700)).astype(np.float32)  # 3.5 blocks of 2**18
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
+    lr, (b1, b2), eps = 0.01, (0.9, 0.999), 1e-8
+    wd, decoupled = kw.get("weight_decay", 0.0), cls == "AdamW"
+    p_ref, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for step, g in enumerate(grads, 1):  # PyTorch's rule, one NumPy pass per operation
+        g = -g if kw.get("maximize") else g
+        if decoupled:
+            p_ref *= 1 - lr * wd
+        elif wd:
+            g = g + wd * p_ref
+        m += (g - m) * (1 - b1)
+        v *= b2
+        v += (1 - b2) * g * g
+        denom = np.sqrt(v) / math.sqrt(1 - b2 ** step) + eps
+        p_ref += -(lr / (1 - b1 ** step)) * (m / denom)
+    results = []
+    for lib, n in ((fusegrad, 1), (fusegrad, 2), (torch, 1)):
+        if lib is fusegrad:
+            fusegrad.set_num_threads(n)
+        p = lib.nn.Parameter(lib.tensor(w0.copy()))
+        opt = getattr(lib.optim, cls)([p], lr=lr, **kw)
+        for g in grads:
+            p.grad = lib.tensor(g.copy())
+            opt.step()
+        results.append(np.array(p.detach().numpy()))
+    np.testing.assert_array_equal(results[0], p_ref)
+    np.testing.assert_array_equal(results[1], p_ref)
+    np.testing.assert_allclose(results[2], p_ref, rtol=1e-5, atol=1e-6)
