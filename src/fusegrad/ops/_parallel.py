@@ -11,9 +11,11 @@ between calls and would take the cores this pool needs (see `_blas`).
 Whether work is split is decided by its measured cost, not its size: handing a piece to a
 pool thread (waking it, and passing the GIL there and back) costs tens of microseconds on a
 virtual machine whose idle CPUs halt, while a kernel's cost per element ranges from a tenth
-of a nanosecond (a contiguous copy) to tens (a scattered store). Each kernel's least time per
+of a nanosecond (a contiguous copy) to tens (a scattered store). Each kernel's recent time per
 unit of work is remembered per call site and shape (`_costs`), and work is split only into
-pieces expected to take at least `MIN_PIECE_NS` each.
+pieces expected to take at least `MIN_PIECE_NS` each. On a busy machine pieces take longer,
+so more work is shared: two runnable threads get a larger share of CPUs that other
+processes also want.
 
 The thread count is PyTorch's: `set_num_threads`, else `OMP_NUM_THREADS` (at most the CPUs),
 else the CPUs.
@@ -42,6 +44,8 @@ MIN_PIECE_NS = 100_000
 PIECES_PER_THREAD = 4
 # The cost per unit assumed for a kernel not yet timed (a strided copy's, in ns).
 GUESS_NS = 1.0
+# Each timing's weight in a kernel's running cost per unit.
+COST_WEIGHT = 0.25
 # Entries of the cost table (call site and shape): cleared when full, re-measured on use.
 MAX_COSTS = 4096
 # A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
@@ -85,7 +89,7 @@ class _State:
 
 
 _state = _State()
-# Least nanoseconds per unit of work seen for each (kernel, shape) key.
+# Recent nanoseconds per unit of work for each (kernel, shape) key (a running mean).
 _costs: dict[Hashable, float] = {}
 
 
@@ -163,9 +167,10 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
                   key: Hashable) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
     are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
-    thread, by the least time per unit seen for `key` (a kernel and its shape; a copy's
-    cost also depends on its strides); run whole on the calling thread when that makes one
-    piece. Every call times its pieces and keeps the least time per unit for `key`."""
+    thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
+    also depends on its strides); run whole on the calling thread when that makes one
+    piece. Every call times its pieces and moves the cost of `key` a quarter of the way
+    (`COST_WEIGHT`) to what they took."""
     threads = num_threads()
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
@@ -179,7 +184,9 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     else:
         spent = _share(fn, total, pieces, min(threads, pieces))
     per = spent / work
-    if per < ns or key not in _costs:
+    if key in _costs:
+        _costs[key] = ns + (per - ns) * COST_WEIGHT
+    else:
         if len(_costs) >= MAX_COSTS:
             _costs.clear()
         _costs[key] = per
