@@ -188,3 +188,34 @@ def test_adam_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(thre
     np.testing.assert_array_equal(results[0], p_ref)
     np.testing.assert_array_equal(results[1], p_ref)
     np.testing.assert_allclose(results[2], p_ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("build, shape", [
+    (lambda m: m.LeNet5(), (16, 1, 32, 32)),
+    (lambda m: m.resnet18(num_classes=10), (4, 3, 32, 32)),
+])
+def test_training_steps_give_the_same_bits_at_one_and_two_threads(shared, build, shape):
+    """Two SGD steps of a model with every piece of work shared between two threads leave
+    the parameters (and batch norm's running statistics) of the one-thread run, bit for
+    bit."""
+    import fusegrad.models as fm
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.integers(0, 10, shape[0])
+    fusegrad.manual_seed(0)
+    init = {k: np.array(v.numpy(), copy=True) for k, v in build(fm).state_dict().items()}
+    got = []
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        model = build(fm)
+        model.load_state_dict({k: fusegrad.tensor(v) for k, v in init.items()})
+        opt = fusegrad.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            fusegrad.nn.functional.cross_entropy(model(fusegrad.tensor(x)),
+                                                 fusegrad.tensor(y)).backward()
+            opt.step()
+        got.append({k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+    for k in got[0]:
+        np.testing.assert_array_equal(got[0][k], got[1][k], err_msg=k)
