@@ -46,6 +46,8 @@ PIECES_PER_THREAD = 4
 GUESS_NS = 1.0
 # Each timing's weight in a kernel's running cost per unit.
 COST_WEIGHT = 0.25
+# Work expected to take less than this runs untimed (its cost stays as last measured).
+CHEAP_NS = MIN_PIECE_NS // 4
 # Entries of the cost table (call site and shape): cleared when full, re-measured on use.
 MAX_COSTS = 4096
 # A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
@@ -154,7 +156,8 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
     work) then costs only the wake-up: the calling thread runs the pieces itself instead of
     waiting for it. Which thread runs a piece never changes what the piece computes."""
     if grain is None:
-        share_by_cost(fn, total, work, (getattr(fn, "__code__", fn), total, work))
+        # By the code's identity: hashing a code object hashes its bytecode and constants.
+        share_by_cost(fn, total, work, (id(getattr(fn, "__code__", fn)), total, work))
         return
     pieces = min(num_threads(), total, work // max(grain, 1))
     if pieces <= 1:
@@ -176,6 +179,9 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
         fn(0, total)
         return
     ns = _costs.get(key, GUESS_NS)
+    if ns * work < CHEAP_NS:  # far from worth sharing: not worth timing either
+        fn(0, total)
+        return
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
     if pieces <= 1:
         t0 = perf_counter_ns()
