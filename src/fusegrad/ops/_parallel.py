@@ -1,5 +1,5 @@
 """Intra-op threads: one pool for the GEMMs and the NumPy work around them (im2col and
-col2im copies, layout changes, bias adds, batch norm, the optimizer's update loop).
+col2im copies, layout changes, bias adds, max pooling, the optimizers' update loops).
 
 NumPy releases the GIL inside BLAS calls, copies and ufunc loops, so splitting one such
 operation into pieces shared by a small pool uses the other cores as PyTorch's kernels do.
@@ -37,7 +37,8 @@ from . import _blas
 # enough per unit for it to pay a hand-off.
 MIN_CHUNK = 1 << 14
 # A piece handed to another thread must be expected to take at least this long: waking a
-# halted virtual CPU and passing the GIL to the woken thread and back took 20-60 us here.
+# halted virtual CPU and passing the GIL to the woken thread and back takes tens of
+# microseconds (10-60 us over a split region's whole time, measured under load here).
 MIN_PIECE_NS = 100_000
 # Large work is cut into up to this many pieces per thread, claimed in turn, so that a thread
 # the scheduler runs late holds up at most a small piece.
