@@ -22,6 +22,11 @@ build the same model and are told in turns to time a round, so only one computes
 Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
 (a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table, `--phases` for
 the forward / backward / optimizer-step split (one thread only), `--threads 2` for both cores.
+
+On a shared machine, `--undisturbed` keeps only the rounds during which no thread of the
+timed process waited for a CPU (Linux's per-thread run-queue wait, read from
+/proc/self/task/*/schedstat), so that other people's work does not enter the figures; the
+table then says how many rounds qualified. More `--rounds` give it more to choose from.
 """
 
 from __future__ import annotations
@@ -127,25 +132,61 @@ def make_phases(lib, model, x, y) -> Callable[[], tuple[float, float, float]]:
     return step
 
 
-def time_steps(step: Callable, n: int) -> float:
-    """Milliseconds per step over `n` consecutive steps, garbage collector off."""
+def run_queue_ns() -> int | None:
+    """Nanoseconds this process's threads have spent runnable but waiting for a CPU (Linux
+    schedstat), or None where the kernel does not say."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total
+
+
+def time_steps(step: Callable, n: int) -> tuple[float, float]:
+    """(milliseconds per step, milliseconds the process's threads waited for a CPU in all)
+    over `n` consecutive steps, garbage collector off."""
     gc_was = gc.isenabled()
     gc.disable()
     try:
+        q0 = run_queue_ns()
         t0 = time.perf_counter()
         for _ in range(n):
             step()
-        return (time.perf_counter() - t0) * 1e3 / n
+        ms = (time.perf_counter() - t0) * 1e3 / n
+        # A pool thread woken during the last step and not yet run has its wait counted
+        # only once it runs: give it the moment.
+        time.sleep(0.005)
+        q1 = run_queue_ns()
+        waited = (q1 - q0) / 1e6 if q0 is not None and q1 is not None else float("nan")
+        return ms, waited
     finally:
         if gc_was:
             gc.enable()
 
 
+def aggregate(samples: list[tuple[float, float]], stat: str, undisturbed: bool,
+              steps: int) -> tuple[float, int]:
+    """(the figure of a framework's rounds, how many rounds it is taken over): the minimum
+    or median ms per step; with `undisturbed`, of the rounds whose threads waited for a CPU
+    under 1% of the round (NaN when none did)."""
+    if undisturbed:
+        samples = [s for s in samples if s[1] <= 0.01 * s[0] * steps]
+    agg = min if stat == "min" else statistics.median
+    return (agg(s[0] for s in samples) if samples else float("nan")), len(samples)
+
+
 def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
-             phases: bool = False) -> dict:
-    """Time fusegrad and torch on one model; returns the two figures in ms per step (with
-    `phases`, each figure is a (forward, backward, step) triple: the minimum of each phase
-    over rounds * steps single steps)."""
+             phases: bool = False, undisturbed: bool = False) -> dict:
+    """Time fusegrad and torch on one model; returns each framework's (ms per step, rounds
+    it is taken over) (with `phases`, each figure is a (forward, backward, step) triple: the
+    minimum of each phase over rounds * steps single steps)."""
     steps_by = build_steps(case, ("fusegrad", "torch"), phases)
     for step in steps_by.values():
         for _ in range(warmup):
@@ -158,13 +199,12 @@ def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
                 t = steps_by[name]()
                 best[name] = tuple(min(a, b * 1e3) for a, b in zip(best[name], t))
         return best
-    samples: dict[str, list[float]] = {k: [] for k in steps_by}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in steps_by}
     order = list(steps_by)
     for r in range(rounds):
         for name in order if r % 2 == 0 else order[::-1]:
             samples[name].append(time_steps(steps_by[name], steps))
-    agg = min if stat == "min" else statistics.median
-    return {k: agg(v) for k, v in samples.items()}
+    return {k: aggregate(v, stat, undisturbed, steps) for k, v in samples.items()}
 
 
 def build_steps(case: Case, frameworks: tuple[str, ...], phases: bool = False) -> dict:
@@ -215,11 +255,12 @@ def worker(framework: str, case_index: int, threads: int, steps: int, warmup: in
     for line in sys.stdin:
         if line.strip() != "round":
             break
-        print(f"{time_steps(step, steps):.6f}", flush=True)
+        ms, waited = time_steps(step, steps)
+        print(f"{ms:.6f} {waited:.6f}", flush=True)
 
 
 def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: str,
-                      threads: int) -> dict:
+                      threads: int, undisturbed: bool = False) -> dict:
     """`run_case` with each framework in its own worker process, alternating rounds."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads))
@@ -233,20 +274,20 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if procs[name].stdout.readline().strip() != "ready":
             raise RuntimeError(f"{name} worker failed to start")
-    samples: dict[str, list[float]] = {k: [] for k in procs}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in procs}
     order = list(procs)
     try:
         for r in range(rounds):
             for name in order if r % 2 == 0 else order[::-1]:
                 procs[name].stdin.write("round\n")
                 procs[name].stdin.flush()
-                samples[name].append(float(procs[name].stdout.readline()))
+                ms, waited = procs[name].stdout.readline().split()
+                samples[name].append((float(ms), float(waited)))
     finally:
         for proc in procs.values():
             proc.stdin.close()
             proc.wait()
-    agg = min if stat == "min" else statistics.median
-    return {k: agg(v) for k, v in samples.items()}
+    return {k: aggregate(v, stat, undisturbed, steps) for k, v in samples.items()}
 
 
 def machine_line() -> str:
@@ -277,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="forward / backward / optimizer step split (minimum per phase)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)),
                    help="intra-op threads of both frameworks (above 1: one process each)")
+    p.add_argument("--undisturbed", action="store_true",
+                   help="only rounds in which no thread of the timed process waited for a CPU")
+    p.add_argument("--rounds", type=int, default=0, help="rounds per framework (default 7, "
+                   "3 with --quick)")
     p.add_argument("--worker", choices=("fusegrad", "torch"), help=argparse.SUPPRESS)
     p.add_argument("--case-index", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=3, help=argparse.SUPPRESS)
@@ -286,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.worker, args.case_index, args.threads, args.steps, args.warmup)
         return 0
     rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
+    rounds = args.rounds or rounds
     if args.phases and args.threads > 1:
         p.error("--phases times both frameworks in one process: use it with --threads 1")
     if args.threads == 1:
@@ -311,17 +357,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.only.lower() not in case.name.lower():
             continue
         if args.threads > 1:
-            res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads)
+            res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads,
+                                    args.undisturbed)
         else:
-            res = run_case(case, rounds, steps, warmup, args.stat)
-        ratio = res["fusegrad"] / res["torch"]
-        rows.append([case.name, case.batch, f"{res['fusegrad']:.1f}", f"{res['torch']:.1f}",
-                     f"{ratio:.2f}x"])
+            res = run_case(case, rounds, steps, warmup, args.stat,
+                           undisturbed=args.undisturbed)
+        (fg, fg_n), (th, th_n) = res["fusegrad"], res["torch"]
+        row = [case.name, case.batch, f"{fg:.1f}", f"{th:.1f}", f"{fg / th:.2f}x"]
+        rows.append(row + [f"{fg_n}/{rounds}, {th_n}/{rounds}"] if args.undisturbed else row)
         print(f"  {case.name}: done", file=sys.stderr, flush=True)
     headers = ["model", "batch", "fusegrad (ms/step)", "torch (ms/step)", "fusegrad/torch"]
+    if args.undisturbed:
+        headers.append("undisturbed rounds")
     print(machine_line())
     print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple",
-                   colalign=("left", "right", "right", "right", "right")))
+                   colalign=("left", "right", "right", "right", "right", "right")[
+                       :len(headers)]))
     return 0
 
 

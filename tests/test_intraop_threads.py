@@ -39,6 +39,13 @@ def threads():
     fusegrad.set_num_threads(before)
 
 
+@pytest.fixture
+def shared(threads, monkeypatch):
+    """Share every piece of work the cost threshold would keep on the calling thread (the
+    tests' arrays are small), so that the split paths run."""
+    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
+
+
 def _conv_step(lib, x, w, b, **kw):
     xt = lib.tensor(x, requires_grad=True)
     wt = lib.tensor(w, requires_grad=True)
@@ -54,7 +61,7 @@ def _conv_step(lib, x, w, b, **kw):
     ((4, 5, 24, 24), {"padding": 2}),             # large images: per-sample GEMMs
     ((16, 64, 8, 8), {"padding": 2}),             # 16 KiB per sample: copies in runs
 ])
-def test_conv_with_two_threads_is_bit_identical_to_one(threads, shape, kw):
+def test_conv_with_two_threads_is_bit_identical_to_one(shared, shape, kw):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((16, shape[1], 5, 5)).astype(np.float32)
@@ -72,7 +79,7 @@ def test_conv_with_two_threads_is_bit_identical_to_one(threads, shape, kw):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5 * np.abs(r).max())
 
 
-def test_for_chunks_covers_every_index_once_and_reraises(threads):
+def test_for_chunks_covers_every_index_once_and_reraises(shared):
     fusegrad.set_num_threads(3)
     seen = np.zeros(10, dtype=np.int64)
 
@@ -90,7 +97,7 @@ def test_for_chunks_covers_every_index_once_and_reraises(threads):
         _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
 
 
-def test_for_chunks_does_not_wait_for_a_busy_pool_thread(threads):
+def test_for_chunks_does_not_wait_for_a_busy_pool_thread(shared):
     """A pool thread that is busy (or not scheduled) leaves its pieces to the caller: the
     call finishes on the calling thread alone, with every index covered once."""
     import threading
@@ -140,7 +147,7 @@ def test_copyto_moving_the_first_axis_last_is_exact(threads, shape):
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
                                                      "padding": 1}])
-def test_max_pool_with_two_threads_is_bit_identical_to_one(threads, kw):
+def test_max_pool_with_two_threads_is_bit_identical_to_one(shared, kw):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((32, 6, 28, 28)).astype(np.float32)
     x[0, 0, 0, :4] = np.nan  # NaN wins, as in PyTorch's kernel

@@ -1,12 +1,21 @@
 """Intra-op threads: one pool for the GEMMs and the NumPy work around them (im2col and
-col2im copies, layout changes, bias adds).
+col2im copies, layout changes, bias adds, max pooling, the optimizers' update loops).
 
 NumPy releases the GIL inside BLAS calls, copies and ufunc loops, so splitting one such
-operation into a chunk per thread on a small pool uses the other cores as PyTorch's kernels
-do. Each chunk writes its own part of the output with the same operations in the same order,
+operation into pieces shared by a small pool uses the other cores as PyTorch's kernels do.
+Each piece writes its own part of the output with the same operations in the same order,
 so results are bit-identical to the one-thread path. A large GEMM is split the same way
 (`matmul`), with OpenBLAS held to one thread meanwhile: OpenBLAS's own threads busy-wait
 between calls and would take the cores this pool needs (see `_blas`).
+
+Whether work is split is decided by its measured cost, not its size: handing a piece to a
+pool thread (waking it, and passing the GIL there and back) costs tens of microseconds on a
+virtual machine whose idle CPUs halt, while a kernel's cost per element ranges from a tenth
+of a nanosecond (a contiguous copy) to tens (a scattered store). Each kernel's recent time per
+unit of work is remembered per call site and shape (`_costs`), and work is split only into
+pieces expected to take at least `MIN_PIECE_NS` each. On a busy machine pieces take longer,
+so more work is shared: two runnable threads get a larger share of CPUs that other
+processes also want.
 
 The thread count is PyTorch's: `set_num_threads`, else `OMP_NUM_THREADS` (at most the CPUs),
 else the CPUs.
@@ -16,21 +25,41 @@ from __future__ import annotations
 
 import os
 from _thread import allocate_lock
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from itertools import count
+from time import perf_counter_ns
 
 import numpy as np
 
 from . import _blas
 
-# Below this many elements per thread, handing a chunk to a thread costs more than it saves.
-MIN_CHUNK = 1 << 15
+# Work of fewer units (elements, multiply-adds) is never split nor timed: no kernel is dear
+# enough per unit for it to pay a hand-off.
+MIN_CHUNK = 1 << 14
+# A piece handed to another thread must be expected to take at least this long: waking a
+# halted virtual CPU and passing the GIL to the woken thread and back takes tens of
+# microseconds (10-60 us over a split region's whole time, measured under load here).
+MIN_PIECE_NS = 100_000
+# Large work is cut into up to this many pieces per thread, claimed in turn, so that a thread
+# the scheduler runs late holds up at most a small piece.
+PIECES_PER_THREAD = 4
+# The cost per unit assumed for a kernel not yet timed (a strided copy's, in ns).
+GUESS_NS = 1.0
+# Each timing's weight in a kernel's running cost per unit.
+COST_WEIGHT = 0.25
+# Work expected to take less than this runs untimed (its cost stays as last measured).
+CHEAP_NS = MIN_PIECE_NS // 4
+# Entries of the cost table (call site and shape): cleared when full, re-measured on use.
+MAX_COSTS = 4096
 # A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
 # each, which pays for handing a piece to a thread), at most one per CPU and four: each
 # piece packs one operand again, a cost the one-thread path pays too (the cut must not
 # depend on the thread count). The CPU count is the machine's, fixed for the process.
 GEMM_PIECE = 1 << 22
 MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
+# A product whose shared dimension is at least this many times its larger other dimension
+# (a convolution's weight gradient: few outputs, a batch of pixels deep) is cut along it.
+DEEP_GEMM = 4
 # A copy whose source strides by a multiple of 4 KiB along the last axis runs this many values
 # of that axis at a time (see `copyto`): 32 bytes of float32 per destination run.
 ALIAS_RUN = 8
@@ -39,7 +68,7 @@ ALIAS_RUN = 8
 class _Pool:
     """Worker threads that take jobs (no-argument callables) from one queue, started on
     first use. Lighter than a `ThreadPoolExecutor`: no future or work item per job, a job's
-    result and errors are its own business (`for_chunks` collects them)."""
+    result and errors are its own business (`_share` collects them)."""
 
     def __init__(self, workers: int) -> None:
         import threading  # only once a pool is needed
@@ -63,6 +92,8 @@ class _State:
 
 
 _state = _State()
+# Recent nanoseconds per unit of work for each (kernel, shape) key (a running mean).
+_costs: dict[Hashable, float] = {}
 
 
 def default_threads() -> int:
@@ -85,8 +116,11 @@ def num_threads() -> int:
 
 
 def set_threads(n: int) -> None:
-    """Use `n` threads from now on (the pool grows on its next use)."""
+    """Use `n` threads from now on (the pool grows on its next use), NumPy's OpenBLAS
+    included (`_blas`), so that a GEMM outside `matmul` uses the same count."""
     _state.threads = n
+    if _blas.available():
+        _blas.set_threads(n)
 
 
 def _pool(workers: int) -> _Pool:
@@ -108,46 +142,98 @@ if hasattr(os, "register_at_fork"):
 
 
 def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
-               grain: int = MIN_CHUNK) -> None:
-    """Call `fn(start, stop)` over `range(total)` cut into pieces of at least `grain` units
-    of `work` (elements, or whatever unit `grain` counts), at most one per thread, or once
-    over everything when `work` is too small to share or one thread is set.
+               grain: int | None = None) -> None:
+    """Call `fn(start, stop)` over `range(total)` cut into pieces shared between threads,
+    or once over everything when one thread is set or the work is too cheap to share.
+
+    `work` is the size of the job in units (elements, or whatever `fn` counts). By default
+    the pieces are sized by measured cost (`share_by_cost`, keyed by the code of `fn` and
+    the sizes). With `grain`, the caller sizes them instead: at most one per thread, each of
+    at least `grain` units.
 
     The pieces are claimed, not assigned: the calling thread and the woken pool threads
     each take the next unclaimed piece until none is left, and the call returns once every
     piece is done. A pool thread that is slow to be scheduled (the CPUs busy with other
     work) then costs only the wake-up: the calling thread runs the pieces itself instead of
     waiting for it. Which thread runs a piece never changes what the piece computes."""
-    t = min(num_threads(), total, work // grain)
-    if t <= 1:
+    if grain is None:
+        # By the code's identity: hashing a code object hashes its bytecode and constants.
+        share_by_cost(fn, total, work, (id(getattr(fn, "__code__", fn)), total, work))
+        return
+    pieces = min(num_threads(), total, work // max(grain, 1))
+    if pieces <= 1:
+        fn(0, total)
+    else:
+        _share(fn, total, pieces, pieces)
+
+
+def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
+                  key: Hashable) -> None:
+    """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
+    are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
+    thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
+    also depends on its strides); run whole on the calling thread when that makes one
+    piece. Every call times its pieces and moves the cost of `key` a quarter of the way
+    (`COST_WEIGHT`) to what they took."""
+    threads = num_threads()
+    if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
         return
-    bounds = [total * i // t for i in range(t + 1)]
+    ns = _costs.get(key, GUESS_NS)
+    if ns * work < CHEAP_NS:  # far from worth sharing: not worth timing either
+        fn(0, total)
+        return
+    pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
+    if pieces <= 1:
+        t0 = perf_counter_ns()
+        fn(0, total)
+        spent = perf_counter_ns() - t0
+    else:
+        spent = _share(fn, total, pieces, min(threads, pieces))
+    per = spent / work
+    if key in _costs:
+        _costs[key] = ns + (per - ns) * COST_WEIGHT
+    else:
+        if len(_costs) >= MAX_COSTS:
+            _costs.clear()
+        _costs[key] = per
+
+
+def _share(fn: Callable[[int, int], None], total: int, pieces: int, claimers: int) -> int:
+    """Run `fn` over `range(total)` cut into `pieces` equal parts, claimed in turn by the
+    calling thread and `claimers - 1` pool threads; returns the nanoseconds the pieces took
+    together, and re-raises the first error of any piece on the calling thread."""
+    bounds = [total * i // pieces for i in range(pieces + 1)]
     claim = count().__next__
     finish = count(1).__next__
     done = allocate_lock()
     done.acquire()
     errors: list[BaseException] = []
+    spent: list[int] = []
+    clock = perf_counter_ns
 
     def take() -> None:
         while True:
             i = claim()  # atomic: a C iterator's step holds the GIL
-            if i >= t:
+            if i >= pieces:
                 return
+            t0 = clock()
             try:
                 fn(bounds[i], bounds[i + 1])
             except BaseException as e:  # re-raised on the calling thread
                 errors.append(e)
-            if finish() == t:
+            spent.append(clock() - t0)
+            if finish() == pieces:
                 done.release()
 
-    put = _pool(t - 1).jobs.put
-    for _ in range(t - 1):
+    put = _pool(claimers - 1).jobs.put
+    for _ in range(claimers - 1):
         put(take)
     take()
     done.acquire()  # immediate when this thread finished the last piece
     if errors:
         raise errors[0]
+    return sum(spent)
 
 
 def copyto(dst: np.ndarray, src: np.ndarray) -> None:
@@ -171,7 +257,11 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
         else:
             np.copyto(d, s)
 
-    for_chunks(part, dst.shape[axis], dst.size)
+    if num_threads() <= 1 or dst.size < MIN_CHUNK:
+        part(0, dst.shape[axis])
+    else:  # a copy's cost per value depends on the layouts: 0.1 ns contiguous, ~2 strided
+        share_by_cost(part, dst.shape[axis], dst.size,
+                      ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
 
 
 def contiguous(src: np.ndarray) -> np.ndarray:
@@ -187,15 +277,26 @@ def copy(src: np.ndarray) -> np.ndarray:
 
 
 def _gemm_pieces(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
-    """(axis, pieces) a product is cut into: axis 0 the stack, 1 the rows, 2 the columns.
-    The cut depends on the shapes only, never on the thread count, so every thread count
-    sums each element in the same order. Rows are cut when the right operand is the smaller
-    one (each piece packs the whole of the other operand again), else columns."""
-    pieces = min(MAX_GEMM_PIECES, stack * m * n * k // GEMM_PIECE)
+    """(axis, pieces) a product is cut into: axis 0 the stack, 1 the rows, 2 the columns, 3
+    the shared dimension. The cut depends on the shapes only, never on the thread count, so
+    every thread count sums each element in the same order. A deep product (the shared
+    dimension `DEEP_GEMM` times the larger other one or more) is cut along it, its parts'
+    products summed in order: each piece packs only its own slices of both operands. Else
+    rows are cut when the right operand is the smaller one (each piece packs the whole of
+    the other operand again), else columns."""
+    work = stack * m * n * k
+    if work < GEMM_PIECE:  # most products: one piece, decided at once
+        return 0, 1
+    pieces = min(MAX_GEMM_PIECES, work // GEMM_PIECE)
+    if stack > 1 and stack >= pieces:
+        return 0, max(pieces, 1)
+    deep = k >= DEEP_GEMM * max(m, n)
+    if deep:  # skinny products run far below the GEMM rate: a piece of half the work pays
+        pieces = min(MAX_GEMM_PIECES, 2 * work // GEMM_PIECE, k)
     if pieces <= 1:
         return 0, 1
-    if stack >= pieces:
-        return 0, pieces
+    if deep:
+        return 3, pieces
     if m >= n:
         return 1, min(pieces, m)
     return 2, min(pieces, n)
@@ -204,8 +305,10 @@ def _gemm_pieces(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """`np.matmul(a, b, out=out)` on the intra-op pool, with OpenBLAS held to one thread: a
     large product is cut into pieces by `_gemm_pieces` (a GEMM of each piece, the pieces
-    shared between threads), so results do not depend on the thread count. Without a
-    settable OpenBLAS, a plain call (the BLAS threads it itself)."""
+    shared between threads), so results do not depend on the thread count. The matrices of
+    a stack are separate GEMMs: at two threads or more they are shared by measured cost,
+    however small each is. Without a settable OpenBLAS, a plain call (the BLAS threads it
+    itself)."""
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
         return np.matmul(a, b, out=out)
     m, k = a.shape[-2:]
@@ -218,37 +321,57 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     else:
         stack = a.shape[0] if ra > rb else b.shape[0]
     axis, pieces = _gemm_pieces(stack, m, n, k)
-    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK:  # OpenBLAS runs it on this thread
-        return np.matmul(a, b, out=out)
+    work = stack * m * n * k
+    # (The common small product leaves at the first two tests.)
+    by_stack = stack > 1 and axis == 0 and work >= MIN_CHUNK and num_threads() > 1
+    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
+        return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
+    threads = num_threads()
     if out is None:
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
+    # A deep product's pieces after the first go to their own arrays, summed in at the end.
+    parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
 
     def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
         # An operand's part of the result's leading axis (a broadcast operand is whole).
         return x[i:j] if x.ndim == out.ndim and x.shape[0] == out.shape[0] else x
 
-    size = (stack, m, n)[axis]
+    def stack_part(i: int, j: int) -> None:  # matrices i..j of the stack
+        np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
+
+    size = (stack, m, n, k)[axis]
 
     def run(first: int, last: int) -> None:
         for piece in range(first, last):
             i, j = size * piece // pieces, size * (piece + 1) // pieces
             if axis == 0:
-                np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
+                stack_part(i, j)
             elif axis == 1:
                 np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
-            else:
+            elif axis == 2:
                 np.matmul(a, b[..., i:j], out=out[..., i:j])
+            else:
+                np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
 
     before = _blas.get_threads()
     if before != 1:
         _blas.set_threads(1)
     try:
-        if pieces == 1:
+        if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
+        elif threads <= 1:
+            run(0, pieces)
         else:
-            for_chunks(run, pieces, pieces, 1)
+            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
+            if by_stack:
+                share_by_cost(stack_part, stack, work, key)
+            else:
+                share_by_cost(run, pieces, work, key)
     finally:
         if before != 1:
             _blas.set_threads(before)
+    if parts is not None:
+        for p in parts[1:]:
+            out += p
     return out

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .._tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import BLOCKED_MIN, Optimizer
 
 
 def adam_state(data: np.ndarray) -> dict:
@@ -86,9 +86,12 @@ class Adam(Optimizer):
         step_t._data += 1
         step = float(step_t._data)
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
-        m, v = update_moments(state, grad, beta1, beta2)
         bc1 = 1 - beta1 ** step
         bc2_sqrt = math.sqrt(1 - beta2 ** step)
+        if not group["amsgrad"] and self._blocked_adam(data, grad, state, beta1, beta2,
+                                                       lr / bc1, bc2_sqrt, group["eps"]):
+            return
+        m, v = update_moments(state, grad, beta1, beta2)
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]._data
             np.maximum(vmax, v, out=vmax)
@@ -97,4 +100,38 @@ class Adam(Optimizer):
             denom = np.sqrt(v) / bc2_sqrt + group["eps"]
         data += -(lr / bc1) * (m / denom)
 
+    def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,
+                      beta2: float, step_size: float, bc2_sqrt: float, eps: float) -> bool:
+        """The moment updates and the step of a large parameter (no amsgrad) in cache-sized
+        blocks shared between intra-op threads (`Optimizer._blocked`): each element gets
+        the whole-array operations of `update_moments` and `_update` in their order, through
+        one work block instead of a fresh parameter-sized temporary per operation, so the
+        same bits at every thread count. False, doing nothing, when the arrays are small,
+        of mixed dtype or not contiguous."""
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+        if data.size < BLOCKED_MIN or not (
+                data.dtype == grad.dtype == m.dtype == v.dtype
+                and data.shape == grad.shape == m.shape == v.shape
+                and data.dtype.kind == "f" and data.flags.c_contiguous
+                and grad.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
+            return False
+        fp, fg, fm, fv = (a.reshape(-1) for a in (data, grad, m, v))
 
+        def update(i: int, j: int, t: np.ndarray) -> None:
+            g, mb, vb = fg[i:j], fm[i:j], fv[i:j]
+            np.subtract(g, mb, out=t)           # m += (grad - m) * (1 - beta1)
+            t *= 1 - beta1
+            mb += t
+            vb *= beta2                         # v = v * beta2 + (1 - beta2) * grad * grad
+            np.multiply(g, 1 - beta2, out=t)
+            t *= g
+            vb += t
+            np.sqrt(vb, out=t)                  # denom = sqrt(v) / bc2_sqrt + eps
+            t /= bc2_sqrt
+            t += eps
+            np.divide(mb, t, out=t)             # data += -(lr / bc1) * (m / denom)
+            t *= -step_size
+            fp[i:j] += t
+
+        self._blocked(data, update)
+        return True

@@ -16,6 +16,13 @@ import numpy as np
 
 from .. import _thread_state
 from .._tensor import Tensor
+from ..ops import _parallel
+
+# Elements per block of a blocked update (`Optimizer._blocked`): a few float32 blocks (a
+# parameter, its gradient, its state, a work block) stay in a core's L2 cache between passes.
+BLOCK = 1 << 18
+# Parameters of fewer elements take an optimizer's plain whole-array passes.
+BLOCKED_MIN = 1 << 16
 
 
 class _RequiredParameter:
@@ -150,6 +157,36 @@ class Optimizer:
 
     def _update(self, p: Tensor, grad: np.ndarray, group: dict, state: dict) -> None:
         raise NotImplementedError
+
+    def _blocked(self, like: np.ndarray, update: Callable) -> None:
+        """Call `update(i, j, tmp)` for the flat element ranges [i, j) of `like`'s size, one
+        cache-sized block after another (an update's passes over a block run while it is in
+        cache, instead of each pass over the whole parameter through memory), the blocks
+        shared between intra-op threads; `tmp` is a work array of j - i elements, the
+        block's own. Elementwise passes give each element the whole-array operations in
+        their order: the same bits at every block size and thread count."""
+        n = like.size
+        # At most `BLOCK`, and a block per thread for a parameter of fewer blocks.
+        size = min(BLOCK, -(-n // _parallel.num_threads()))
+        work = self._scratch(like).reshape(-1)
+
+        def blocks(first: int, last: int) -> None:
+            # This chunk's block-sized part of the work buffer, reused for each of its blocks.
+            tmp = work[first * size:first * size + size]
+            for i in range(first * size, min(last * size, n), size):
+                j = min(i + size, n)
+                update(i, j, tmp[:j - i])
+
+        _parallel.for_chunks(blocks, -(-n // size), n)
+
+    def _scratch(self, like: np.ndarray) -> np.ndarray:
+        """A work array shaped as `like`: a view of one flat buffer shared by all parameters
+        (as large as the largest), kept outside `state` so state_dict does not see it."""
+        flat = self.__dict__.get("_scratch_buf")
+        if flat is None or flat.dtype != like.dtype or flat.size < like.size:
+            flat = np.empty(like.size, dtype=like.dtype)
+            self.__dict__["_scratch_buf"] = flat
+        return flat[:like.size].reshape(like.shape)
 
     def state_dict(self) -> dict:
         """{'state': {index: {...}}, 'param_groups': [{options, 'params': [indices]}]}."""

@@ -5,12 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from ..ops import _parallel
-from .optimizer import Optimizer
-
-# Elements per block of the momentum update: four float32 blocks (parameter, gradient,
-# momentum buffer, step) take 512 KiB, which stays in a core's L2 cache between passes.
-_BLOCK = 1 << 18
+from .optimizer import BLOCKED_MIN, Optimizer
 
 
 class SGD(Optimizer):
@@ -81,37 +76,20 @@ class SGD(Optimizer):
         operations in their order, so the same bits at every block size and thread count.
         False, doing nothing, with dampening or when the arrays are small, of mixed dtype or
         not contiguous (the caller's loop handles those)."""
-        if damp != 1 or data.size < 2 * _parallel.MIN_CHUNK:
+        if damp != 1 or data.size < BLOCKED_MIN:
             return False
         if not (data.dtype == d_p.dtype == buf.dtype and data.shape == d_p.shape == buf.shape
                 and data.flags.c_contiguous and d_p.flags.c_contiguous
                 and buf.flags.c_contiguous):
             return False
         flat_p, flat_g, flat_b = data.reshape(-1), d_p.reshape(-1), buf.reshape(-1)
-        # At most `_BLOCK`, and a block per thread for a parameter of fewer blocks.
-        size = min(_BLOCK, -(-data.size // _parallel.num_threads()))
 
-        work = self._scratch(data).reshape(-1)
+        def update(i: int, j: int, step: np.ndarray) -> None:
+            b = flat_b[i:j]
+            b *= momentum
+            b += flat_g[i:j]
+            np.multiply(b, lr, out=step)
+            flat_p[i:j] -= step
 
-        def blocks(first: int, last: int) -> None:
-            # This chunk's block-sized part of the work buffer, reused for each of its blocks.
-            step = work[first * size:first * size + size]
-            for i in range(first * size, min(last * size, data.size), size):
-                j = min(i + size, data.size)
-                b, st = flat_b[i:j], step[:j - i]
-                b *= momentum
-                b += flat_g[i:j]
-                np.multiply(b, lr, out=st)
-                flat_p[i:j] -= st
-
-        _parallel.for_chunks(blocks, -(-data.size // size), data.size)
+        self._blocked(data, update)
         return True
-
-    def _scratch(self, like: np.ndarray) -> np.ndarray:
-        """A work array shaped as `like`: a view of one flat buffer shared by all parameters
-        (as large as the largest), kept outside `state` so state_dict does not see it."""
-        flat = self.__dict__.get("_scratch_buf")
-        if flat is None or flat.dtype != like.dtype or flat.size < like.size:
-            flat = np.empty(like.size, dtype=like.dtype)
-            self.__dict__["_scratch_buf"] = flat
-        return flat[:like.size].reshape(like.shape)
