@@ -66,6 +66,28 @@ def test_short_recorder_builds_the_general_recorders_node(shape, name, build):
     assert short._base is general._base
 
 
+# call2's second argument is a tensor or a Python number (a shape goes through `call`).
+@pytest.mark.parametrize("shape,name,build",
+                         [c for c in CASES if c[0] == "TT" or c[:2] == ("TN", "mul.Tensor")])
+def test_call2_builds_the_short_recorders_node(shape, name, build):
+    """`call2` has the recorders of shapes TT and TN written in: the same Node, result and
+    view links as the shape's own recorder."""
+    op = REGISTRY[name]
+    x, c = _leaf(fusegrad), _leaf(fusegrad, requires_grad=False)
+    args = build(x, c)
+    ours = _dispatch.call2(op, *args)
+    short = SHAPE_OF[shape](op, *args)
+    assert _node_facts(ours.grad_fn) == _node_facts(short.grad_fn)
+    assert ours.grad_fn.next_functions == short.grad_fn.next_functions
+    assert ours.grad_fn._saved == short.grad_fn._saved
+    assert ours.grad_fn._versions == short.grad_fn._versions
+    np.testing.assert_array_equal(ours.detach().numpy(), short.detach().numpy())
+    assert ours._base is short._base
+    for slot in fusegrad.Tensor.__slots__[:-1]:  # all but __weakref__
+        if slot not in ("_data", "_grad_fn", "_vc"):
+            assert getattr(ours, slot) == getattr(short, slot), slot
+
+
 @pytest.mark.parametrize("shape,name,build", CASES,
                          ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
 @pytest.mark.parametrize("grad", [True, False])
@@ -127,8 +149,10 @@ def test_recorders_are_generated_from_the_template():
         assert f"def {name}(op, " in _recorders.SOURCE
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
-    # Each piece of the recording path is written once, in the template.
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) - 1
+    # Each piece of the recording path is written once, in the template (the short
+    # recorders, and `call2`'s copies of shapes TT and TN).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 1
+    assert _dispatch.call2.__code__.co_filename == _recorded_calls.__file__
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
 

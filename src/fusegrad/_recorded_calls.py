@@ -61,7 +61,7 @@ def _call_unary(op, a):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
         else:
             result._vc = [0]
             result._base = None
@@ -73,7 +73,8 @@ def _call_unary(op, a):
         result._post_acc_hooks = None
         if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
             _tensor._account(out)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
+    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
+            op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a,), result)
             return result
@@ -89,7 +90,7 @@ def _call_unary(op, a):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+            if acc is not None and (acc := acc()) is not None:  # seen in this graph
                 e0 = (acc, 0)
                 if acc._meta_of is a._data:
                     m0 = acc._meta
@@ -183,7 +184,7 @@ def _call_tensors(op, a, b):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
         else:
             result._vc = [0]
             result._base = None
@@ -195,7 +196,8 @@ def _call_tensors(op, a, b):
         result._post_acc_hooks = None
         if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
             _tensor._account(out)
-    if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
+    if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
+            op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
@@ -215,7 +217,7 @@ def _call_tensors(op, a, b):
                 m0 = fn._out_meta[nr]
             else:
                 acc = a._grad_acc
-                if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                if acc is not None and (acc := acc()) is not None:  # seen in this graph
                     e0 = (acc, 0)
                     if acc._meta_of is a._data:
                         m0 = acc._meta
@@ -238,7 +240,7 @@ def _call_tensors(op, a, b):
                 m1 = fn._out_meta[nr]
             else:
                 acc = b._grad_acc
-                if acc is not None and (acc := acc()) is not None:  # met again in this graph
+                if acc is not None and (acc := acc()) is not None:  # seen in this graph
                     e1 = (acc, 0)
                     if acc._meta_of is b._data:
                         m1 = acc._meta
@@ -339,7 +341,7 @@ def _call_binary(op, a, b):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
         else:
             result._vc = [0]
             result._base = None
@@ -351,7 +353,8 @@ def _call_binary(op, a, b):
         result._post_acc_hooks = None
         if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
             _tensor._account(out)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
+    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
+            op.differentiable:
         if cls is tuple or not op.plain_args:
             _record(op, (a, b), result)
             return result
@@ -367,7 +370,7 @@ def _call_binary(op, a, b):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+            if acc is not None and (acc := acc()) is not None:  # seen in this graph
                 e0 = (acc, 0)
                 if acc._meta_of is a._data:
                     m0 = acc._meta
@@ -466,7 +469,7 @@ def _call_ints(op, a, b, c):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
         else:
             result._vc = [0]
             result._base = None
@@ -478,7 +481,8 @@ def _call_ints(op, a, b, c):
         result._post_acc_hooks = None
         if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
             _tensor._account(out)
-    if a._rg and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
+    if a._rg and (not _active.grad_off or _local.grad_enabled) and \
+            op.differentiable:
         if cls is tuple or not op.plain_args or op.tensor_args:
             _record(op, (a, b, c), result)
             return result
@@ -494,7 +498,7 @@ def _call_ints(op, a, b, c):
             m0 = fn._out_meta[nr]
         else:
             acc = a._grad_acc
-            if acc is not None and (acc := acc()) is not None:  # met again in this graph
+            if acc is not None and (acc := acc()) is not None:  # seen in this graph
                 e0 = (acc, 0)
                 if acc._meta_of is a._data:
                     m0 = acc._meta
@@ -588,7 +592,7 @@ def _call_list(op, args, raw, needs_grad):
             base = args[0]
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
         else:
             result._vc = [0]
             result._base = None
@@ -600,6 +604,304 @@ def _call_list(op, args, raw, needs_grad):
         result._post_acc_hooks = None
         if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
             _tensor._account(out)
-    if needs_grad and (not _active.grad_off or _local.grad_enabled) and op.differentiable:
+    if needs_grad and (not _active.grad_off or _local.grad_enabled) and \
+            op.differentiable:
         _record(op, args, result)
     return result
+
+
+def make_call2(call, call_slow):
+    """`call2(op, a, b)`, which is `call(op, a, b)` without the argument tuple, over
+    dispatch's `call` and its slow path (generated by fusegrad._recorders)."""
+
+    def call2(op, a, b):
+        """`call(op, a, b)` for the binary operators (`a * b`, `a + 2`): the same tests as
+        `call` makes, for the one call shape (a test added to the top of `call` belongs here
+        too), and the recorders of call shapes 'TT' and 'TN' written in."""
+        if _active.modes and _local.modes:
+            return call_slow(op, (a, b))
+        cls = b.__class__
+        if a.__class__ is not Tensor or op.inplace or (
+                cls is not Tensor and cls is not float and cls is not int):
+            return call(op, a, b)
+        if cls is Tensor:
+            try:
+                out = op.kernel(a._data, b._data)
+            except (ValueError, IndexError, TypeError):
+                op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+                raise
+            cls = out.__class__
+            if cls is tuple:
+                result = tuple([_wrap(o) for o in out])
+                if op.view:
+                    _mark_view(result, a)
+            else:
+                if cls is not _ndarray:
+                    out = np.asarray(out)
+                result = _new(Tensor)
+                result._data = out
+                result._dtype = dt = _FROM_NP[out.dtype]
+                result._rg = False
+                result._grad_fn = None
+                result._grad = None
+                if op.view:
+                    base = a
+                    vc = result._vc = base._vc
+                    result._base = base if base._base is None else base._base
+                    result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+                else:
+                    result._vc = [0]
+                    result._base = None
+                    result._view_ver = None
+                result._output_nr = 0
+                result._retains = False
+                result._hooks = None
+                result._grad_acc = None
+                result._post_acc_hooks = None
+                if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+                    _tensor._account(out)
+            if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
+                    op.differentiable:
+                if cls is tuple or not op.plain_args:
+                    _record(op, (a, b), result)
+                    return result
+                node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
+                node._seq = next(_seq)
+                node._x = None
+                if a._base is not None:
+                    sync_view(a)
+                if not a._rg:
+                    e0 = _NO_EDGE
+                    m0 = _NO_META
+                else:
+                    fn = a._grad_fn
+                    if fn is not None:
+                        nr = a._output_nr
+                        e0 = (fn, nr)
+                        m0 = fn._out_meta[nr]
+                    else:
+                        acc = a._grad_acc
+                        if acc is not None and (acc := acc()) is not None:  # seen in this graph
+                            e0 = (acc, 0)
+                            if acc._meta_of is a._data:
+                                m0 = acc._meta
+                            else:
+                                m0 = acc._meta = (a._data.shape, a._dtype)
+                                acc._meta_of = a._data
+                        else:
+                            e0 = (_new_accumulator(a), 0)
+                            m0 = (a._data.shape, a._dtype)
+                if b._base is not None:
+                    sync_view(b)
+                if not b._rg:
+                    e1 = _NO_EDGE
+                    m1 = _NO_META
+                else:
+                    fn = b._grad_fn
+                    if fn is not None:
+                        nr = b._output_nr
+                        e1 = (fn, nr)
+                        m1 = fn._out_meta[nr]
+                    else:
+                        acc = b._grad_acc
+                        if acc is not None and (acc := acc()) is not None:  # seen in this graph
+                            e1 = (acc, 0)
+                            if acc._meta_of is b._data:
+                                m1 = acc._meta
+                            else:
+                                m1 = acc._meta = (b._data.shape, b._dtype)
+                                acc._meta_of = b._data
+                        else:
+                            e1 = (_new_accumulator(b), 0)
+                            m1 = (b._data.shape, b._dtype)
+                node.next_functions = (e0, e1)
+                node._in_meta = (m0, m1)
+                node._pos = ((0, -1), (1, -1))
+                save = op.save
+                if save is None:
+                    node._saved = ()
+                    node._versions = None
+                else:
+                    saved = save(result, a, b)
+                    n = len(saved)
+                    if _active.saved_hooks:  # hooks in some thread: `_save_into` asks this one's
+                        _save_into(node, saved, result)
+                    elif n == 2:
+                        s0, s1 = saved
+                        if s0 is None:
+                            v0 = None
+                        elif s0 is a:
+                            v0 = a._vc[0]
+                        elif s0 is b:
+                            v0 = b._vc[0]
+                        elif s0.__class__ in _PLAIN:
+                            v0 = None
+                        else:
+                            v0 = _OTHER
+                        if s1 is None:
+                            v1 = None
+                        elif s1 is a:
+                            v1 = a._vc[0]
+                        elif s1 is b:
+                            v1 = b._vc[0]
+                        elif s1.__class__ in _PLAIN:
+                            v1 = None
+                        else:
+                            v1 = _OTHER
+                        if v0 is _OTHER or v1 is _OTHER:
+                            _save_into(node, saved, result)
+                        else:
+                            node._saved = saved
+                            node._versions = None if v0 is None and v1 is None else (v0, v1)
+                    elif n == 1:
+                        s0 = saved[0]
+                        if s0 is result:
+                            node._saved = (_saved_output(result),)
+                            node._versions = _OUTPUT_VERSIONS
+                        elif s0 is a:
+                            node._saved = saved
+                            node._versions = (a._vc[0],)
+                        elif s0 is b:
+                            node._saved = saved
+                            node._versions = (b._vc[0],)
+                        elif s0.__class__ in _PLAIN:
+                            node._saved = saved
+                            node._versions = None
+                        else:
+                            _save_into(node, saved, result)
+                    else:
+                        node._saved, node._versions = _save_loop(saved, result)
+                if _anomaly_state.enabled:
+                    _record_traceback(node)
+                if dt.category >= _FLOAT:
+                    result._rg = True
+                    result._grad_fn = node
+                node._out_meta = ((out.shape, dt),)  # `out` is result's array here
+            return result
+        # A Python number.
+        try:
+            out = op.kernel(a._data, b)
+        except (ValueError, IndexError, TypeError):
+            op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+            raise
+        cls = out.__class__
+        if cls is tuple:
+            result = tuple([_wrap(o) for o in out])
+            if op.view:
+                _mark_view(result, a)
+        else:
+            if cls is not _ndarray:
+                out = np.asarray(out)
+            result = _new(Tensor)
+            result._data = out
+            result._dtype = dt = _FROM_NP[out.dtype]
+            result._rg = False
+            result._grad_fn = None
+            result._grad = None
+            if op.view:
+                base = a
+                vc = result._vc = base._vc
+                result._base = base if base._base is None else base._base
+                result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            else:
+                result._vc = [0]
+                result._base = None
+                result._view_ver = None
+            result._output_nr = 0
+            result._retains = False
+            result._hooks = None
+            result._grad_acc = None
+            result._post_acc_hooks = None
+            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
+                _tensor._account(out)
+        if a._rg and (not _active.grad_off or _local.grad_enabled) and \
+                op.differentiable:
+            if cls is tuple or not op.plain_args:
+                _record(op, (a, b), result)
+                return result
+            node = (op.node_cls or op.node_class_of())()  # FunctionNode: no __init__ runs
+            node._seq = next(_seq)
+            node._x = None
+            if a._base is not None:
+                sync_view(a)
+            fn = a._grad_fn
+            if fn is not None:
+                nr = a._output_nr
+                e0 = (fn, nr)
+                m0 = fn._out_meta[nr]
+            else:
+                acc = a._grad_acc
+                if acc is not None and (acc := acc()) is not None:  # seen in this graph
+                    e0 = (acc, 0)
+                    if acc._meta_of is a._data:
+                        m0 = acc._meta
+                    else:
+                        m0 = acc._meta = (a._data.shape, a._dtype)
+                        acc._meta_of = a._data
+                else:
+                    e0 = (_new_accumulator(a), 0)
+                    m0 = (a._data.shape, a._dtype)
+            if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
+                node.next_functions = (e0, _NO_EDGE)
+                node._in_meta = (m0, _NO_META)
+                node._pos = ((0, -1), (1, -1))
+            else:
+                node.next_functions = (e0,)
+                node._in_meta = (m0,)
+                node._pos = ((0, -1),)
+            save = op.save
+            if save is None:
+                node._saved = ()
+                node._versions = None
+            else:
+                saved = save(result, a, b)
+                n = len(saved)
+                if _active.saved_hooks:  # hooks in some thread: `_save_into` asks this one's
+                    _save_into(node, saved, result)
+                elif n == 2:
+                    s0, s1 = saved
+                    if s0 is None:
+                        v0 = None
+                    elif s0 is a:
+                        v0 = a._vc[0]
+                    elif s0.__class__ in _PLAIN:
+                        v0 = None
+                    else:
+                        v0 = _OTHER
+                    if s1 is None:
+                        v1 = None
+                    elif s1 is a:
+                        v1 = a._vc[0]
+                    elif s1.__class__ in _PLAIN:
+                        v1 = None
+                    else:
+                        v1 = _OTHER
+                    if v0 is _OTHER or v1 is _OTHER:
+                        _save_into(node, saved, result)
+                    else:
+                        node._saved = saved
+                        node._versions = None if v0 is None and v1 is None else (v0, v1)
+                elif n == 1:
+                    s0 = saved[0]
+                    if s0 is result:
+                        node._saved = (_saved_output(result),)
+                        node._versions = _OUTPUT_VERSIONS
+                    elif s0 is a:
+                        node._saved = saved
+                        node._versions = (a._vc[0],)
+                    elif s0.__class__ in _PLAIN:
+                        node._saved = saved
+                        node._versions = None
+                    else:
+                        _save_into(node, saved, result)
+                else:
+                    node._saved, node._versions = _save_loop(saved, result)
+            if _anomaly_state.enabled:
+                _record_traceback(node)
+            if dt.category >= _FLOAT:
+                result._rg = True
+                result._grad_fn = node
+            node._out_meta = ((out.shape, dt),)  # `out` is result's array here
+        return result
+
+    return call2

@@ -33,6 +33,8 @@ from ._util import (
 )
 from .registry import Sample, inplace_variant, register
 
+_Tensor = plain.Tensor
+
 
 def _t(x) -> bool:
     return isinstance(x, plain.Tensor)
@@ -129,6 +131,13 @@ def _mul_derivative(g, a, b):
             call2(mul, g, a) if a is not None else None)
 
 
+def _mul_save(out, a, b):
+    # Each factor is saved when the other requires grad. mul is recorded most often: a plain
+    # Tensor's `_rg` is read directly (no `getattr` call), a number has none.
+    return (a if (b._rg if b.__class__ is _Tensor else getattr(b, "_rg", False)) else None,
+            b if (a._rg if a.__class__ is _Tensor else getattr(a, "_rg", False)) else None)
+
+
 def _div_derivative(g, a, b):
     # `a` is saved only when `b` requires grad (as PyTorch saves `self`).
     if g._dtype.category == _COMPLEX:
@@ -139,9 +148,7 @@ def _div_derivative(g, a, b):
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
-    # `needs` written out (a tensor's `_rg`; False for a number): mul is recorded most often.
-    save=lambda out, a, b: (a if getattr(b, "_rg", False) else None,
-                            b if getattr(a, "_rg", False) else None),
+    save=_mul_save,
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
