@@ -35,7 +35,7 @@ from ._recorded_calls import (
     _call_unary,
     make_call2,
 )
-from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `_mark_view`: read by other modules
+from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: read by others
     _SIMPLE,
     _edge,
     _geometry,
@@ -46,6 +46,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `_mark_view`: read b
     _record,
     _shape,
     _wrap,
+    save_partners,
     sync_view,
 )
 from ._tensor import Tensor

@@ -59,6 +59,8 @@ import numpy as np
 
 from . import _tensor
 from ._recording import (
+    _F32,
+    _F64,
     _FLOAT,
     _FROM_NP,
     _NO_EDGE,
@@ -77,6 +79,7 @@ from ._recording import (
     _record_traceback,
     _save_into,
     _save_loop,
+    _save_partners,
     _saved_output,
     _seq,
     _wrap,
@@ -95,7 +98,7 @@ def {name}(op, {params}):
 # What a recorder does, at the indent of a function body.
 BODY = '''\
     try:
-        out = op.kernel({kernel_args})
+{kernel_call}
     except (ValueError, IndexError, TypeError):
         op.meta({meta_args})  # the meta owns PyTorch's message for bad shapes and types
         raise
@@ -182,7 +185,7 @@ SHORT_RECORD = '''\
         if save is None:
             node._saved = ()
             node._versions = None
-        else:
+{partners}        else:
 {save}
         if _anomaly_state.enabled:
             _record_traceback(node)
@@ -268,6 +271,30 @@ SAVE = '''\
             else:
                 node._saved, node._versions = _save_loop(saved, result)'''
 
+# A product's saved values (`_recording.save_partners`, mul's `save`), written out for two
+# operands: each factor when the other requires grad (one of them does, or no Node is made),
+# with its version; a number is saved as it is.
+PARTNERS = {
+    "TT": '''\
+        elif save is _save_partners and not _active.saved_hooks:
+            if b._rg:
+                if a._rg:
+                    node._saved = (a, b)
+                    node._versions = (a._vc[0], b._vc[0])
+                else:
+                    node._saved = (a, None)
+                    node._versions = (a._vc[0], None)
+            else:
+                node._saved = (None, b)
+                node._versions = (None, b._vc[0])
+''',
+    "TN": '''\
+        elif save is _save_partners and not _active.saved_hooks:
+            node._saved = (None, b)
+            node._versions = None
+''',
+}
+
 # The version of entry `{s}` of a two-entry save, into `{v}` (`_OTHER`: not handled here).
 SAVED_VERSION = '''\
                 if {s} is None:
@@ -278,6 +305,39 @@ SAVED_VERSION = '''\
                 else:
                     {v} = _OTHER'''
 
+
+# The kernel's call. An op whose kernel applies a NumPy ufunc as it is to float32/float64
+# arrays of one dtype (and such an array and a Python number) names it (`op.ufunc`): the
+# recorders of shapes T, TT and TN call it themselves then, a Python frame less per op.
+KERNEL = '''\
+        out = op.kernel({kernel_args})'''
+UFUNC = {
+    "T": '''\
+        ad = a._data
+        uf = op.ufunc
+        if uf is not None and ((nt := ad.dtype) is _F32 or nt is _F64):
+            out = uf(ad)
+        else:
+            out = op.kernel(ad)''',
+    "TT": '''\
+        ad = a._data
+        bd = b._data
+        uf = op.ufunc
+        if uf is not None and ad.__class__ is _ndarray and bd.__class__ is _ndarray and \\
+                ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
+            out = uf(ad, bd)
+        else:
+            out = op.kernel(ad, bd)''',
+    "TN": '''\
+        ad = a._data
+        uf = op.ufunc
+        if uf is not None and ad.__class__ is _ndarray and \\
+                ((nt := ad.dtype) is _F32 or nt is _F64) and \\
+                (b.__class__ is float or b.__class__ is int):
+            out = uf(ad, b)
+        else:
+            out = op.kernel(ad, b)''',
+}
 
 _IN16 = " " * 16  # the indent of the saved-value branches
 
@@ -345,9 +405,12 @@ def _shape_body(shape: str) -> str:
         edges.append(_node_inputs(entries, " " * 8))
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
-        edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors))
+        edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors),
+        partners=PARTNERS.get(shape, ""))
+    kernel_call = UFUNC[shape] if shape in UFUNC else KERNEL.format(
+        kernel_args=", ".join(kernel_args))
     return BODY.format(
-        kernel_args=", ".join(kernel_args), meta_args=", ".join(params), first=params[0],
+        kernel_call=kernel_call, meta_args=", ".join(params), first=params[0],
         make=MAKE.format(first=params[0], dt="dt = "),
         needs_grad=tensors[0] + "._rg" if len(tensors) == 1
         else " or ".join(t + "._rg" for t in tensors).join("()"),
@@ -365,7 +428,7 @@ def _general_source(name: str) -> str:
     """The recorder for any arguments: `call` has unwrapped them into `raw` and noted whether
     one requires grad; the Node is built by the general loop, `_recording._new_node`."""
     body = BODY.format(
-        kernel_args="*raw", meta_args="*args", first="args[0]",
+        kernel_call=KERNEL.format(kernel_args="*raw"), meta_args="*args", first="args[0]",
         make=MAKE.format(first="args[0]", dt=""), needs_grad="needs_grad",
         record="        _record(op, args, result)")
     return TEMPLATE.format(name=name, shape="*", params="args, raw, needs_grad", body=body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call2, plain
+from .._dispatch import call2, plain, save_partners
 from .._dtype import COMPLEX as _COMPLEX
 from ._onnx import add_like
 from ._util import (
@@ -32,8 +32,6 @@ from ._util import (
     unary_samples,
 )
 from .registry import Sample, inplace_variant, register
-
-_Tensor = plain.Tensor
 
 
 def _t(x) -> bool:
@@ -86,6 +84,7 @@ def _add_kernel(ufunc):
             b = b * alpha
         return base(a, b)
 
+    kernel.ufunc = ufunc  # its fast path (alpha 1), which dispatch's recorders take themselves
     return kernel
 
 
@@ -131,13 +130,6 @@ def _mul_derivative(g, a, b):
             call2(mul, g, a) if a is not None else None)
 
 
-def _mul_save(out, a, b):
-    # Each factor is saved when the other requires grad. mul is recorded most often: a plain
-    # Tensor's `_rg` is read directly (no `getattr` call), a number has none.
-    return (a if (b._rg if b.__class__ is _Tensor else getattr(b, "_rg", False)) else None,
-            b if (a._rg if a.__class__ is _Tensor else getattr(a, "_rg", False)) else None)
-
-
 def _div_derivative(g, a, b):
     # `a` is saved only when `b` requires grad (as PyTorch saves `self`).
     if g._dtype.category == _COMPLEX:
@@ -148,7 +140,8 @@ def _div_derivative(g, a, b):
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
-    save=_mul_save,
+    # Each factor when the other requires grad: the recorders write this save out.
+    save=save_partners,
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
