@@ -313,25 +313,28 @@ KERNEL = '''\
         out = op.kernel({kernel_args})'''
 UFUNC = {
     "T": '''\
-        ad = a._data
         uf = op.ufunc
-        if uf is not None and ((nt := ad.dtype) is _F32 or nt is _F64):
+        if uf is None:
+            out = op.kernel(a._data)
+        elif (nt := (ad := a._data).dtype) is _F32 or nt is _F64:
             out = uf(ad)
         else:
             out = op.kernel(ad)''',
     "TT": '''\
-        ad = a._data
-        bd = b._data
         uf = op.ufunc
-        if uf is not None and ad.__class__ is _ndarray and bd.__class__ is _ndarray and \\
+        if uf is None:
+            out = op.kernel(a._data, b._data)
+        elif (ad := a._data).__class__ is _ndarray and \\
+                (bd := b._data).__class__ is _ndarray and \\
                 ((nt := ad.dtype) is _F32 or nt is _F64) and bd.dtype is nt:
             out = uf(ad, bd)
         else:
-            out = op.kernel(ad, bd)''',
+            out = op.kernel(a._data, b._data)''',
     "TN": '''\
-        ad = a._data
         uf = op.ufunc
-        if uf is not None and ad.__class__ is _ndarray and \\
+        if uf is None:
+            out = op.kernel(a._data, b)
+        elif (ad := a._data).__class__ is _ndarray and \\
                 ((nt := ad.dtype) is _F32 or nt is _F64) and \\
                 (b.__class__ is float or b.__class__ is int):
             out = uf(ad, b)
