@@ -21,6 +21,9 @@ and `*` is the general shape: any arguments, unwrapped by `call` into `raw`, rec
 optional or non-differentiable tensor arguments, `tensor_args` met by an `I`) take the
 general recorder from any shape.
 
+`call2`, dispatch's entry for the binary operators and the derivatives' products, is
+generated with the recorders of `TT` and `TN` written into it (`CALL2`, `make_call2`).
+
 The generated code is checked in as the module `fusegrad._recorded_calls` (so that it is
 compiled once and its bytecode cached, like any module, and tracebacks show its lines):
 after changing the template, run `python src/fusegrad/_recorders.py --write` (it imports

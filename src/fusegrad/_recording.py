@@ -6,7 +6,8 @@ the argument positions of the inputs and the values its derivative needs saved. 
 commonest call shapes have their own recorders, generated from one template
 (`_recorders`, written to `_recorded_calls`); this module holds the general recorder
 (`_record`, `_new_node`: any arguments, tuple results), view linking (`_mark_view`,
-`sync_view`) and the constants the generated recorders read. Dispatch (`_dispatch`) picks a
+`sync_view`), mul's save (`save_partners`, which the two-operand recorders write out) and
+the constants the generated recorders read. Dispatch (`_dispatch`) picks a
 recorder and handles modes, in-place ops and tensor subclasses.
 """
 
