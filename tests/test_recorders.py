@@ -62,8 +62,39 @@ def test_short_recorder_builds_the_general_recorders_node(shape, name, build):
     general = _dispatch._call_list(op, args, raw, True)
     assert _node_facts(short.grad_fn) == _node_facts(general.grad_fn)
     assert short.grad_fn.next_functions == general.grad_fn.next_functions
+    # The same values saved (a saved output stands for each one's own result), with the
+    # same versions.
+    assert [type(v) for v in short.grad_fn._saved] == [type(v) for v in general.grad_fn._saved]
+    for v, w in zip(short.grad_fn._saved, general.grad_fn._saved):
+        if isinstance(v, fusegrad.Tensor):
+            assert v is w
+        elif type(v) is not fusegrad.autograd.graph.SavedOutput:
+            assert v == w
+    assert short.grad_fn._versions == general.grad_fn._versions
     np.testing.assert_array_equal(short.detach().numpy(), general.detach().numpy())
     assert short._base is general._base
+
+
+# call2's second argument is a tensor or a Python number (a shape goes through `call`).
+@pytest.mark.parametrize("shape,name,build",
+                         [c for c in CASES if c[0] == "TT" or c[:2] == ("TN", "mul.Tensor")])
+def test_call2_builds_the_short_recorders_node(shape, name, build):
+    """`call2` has the recorders of shapes TT and TN written in: the same Node, result and
+    view links as the shape's own recorder."""
+    op = REGISTRY[name]
+    x, c = _leaf(fusegrad), _leaf(fusegrad, requires_grad=False)
+    args = build(x, c)
+    ours = _dispatch.call2(op, *args)
+    short = SHAPE_OF[shape](op, *args)
+    assert _node_facts(ours.grad_fn) == _node_facts(short.grad_fn)
+    assert ours.grad_fn.next_functions == short.grad_fn.next_functions
+    assert ours.grad_fn._saved == short.grad_fn._saved
+    assert ours.grad_fn._versions == short.grad_fn._versions
+    np.testing.assert_array_equal(ours.detach().numpy(), short.detach().numpy())
+    assert ours._base is short._base
+    for slot in fusegrad.Tensor.__slots__[:-1]:  # all but __weakref__
+        if slot not in ("_data", "_grad_fn", "_vc"):
+            assert getattr(ours, slot) == getattr(short, slot), slot
 
 
 @pytest.mark.parametrize("shape,name,build", CASES,
@@ -127,8 +158,10 @@ def test_recorders_are_generated_from_the_template():
         assert f"def {name}(op, " in _recorders.SOURCE
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
-    # Each piece of the recording path is written once, in the template.
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) - 1
+    # Each piece of the recording path is written once, in the template (the short
+    # recorders, and `call2`'s copies of shapes TT and TN).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 1
+    assert _dispatch.call2.__code__.co_filename == _recorded_calls.__file__
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
 
@@ -200,3 +233,24 @@ def test_a_leaf_whose_data_was_replaced_records_its_new_dtype():
 def c_of(mod):
     """A float64 tensor that does not require grad."""
     return mod.tensor(DATA.astype(np.float64))
+
+
+def test_an_ops_ufunc_is_what_its_kernel_applies_to_float_arrays():
+    """The recorders call `op.ufunc` themselves for float32/float64 operands of one dtype (or
+    such an array and a Python number): each op that names one must compute exactly what its
+    kernel computes for them."""
+    rng = np.random.default_rng(0)
+    ops = [op for op in REGISTRY.values() if op.ufunc is not None and not op.inplace]
+    assert {"mul.Tensor", "add.Tensor", "exp", "div.Tensor"} <= {op.name for op in ops}
+    for op in ops:
+        for dt in (np.float32, np.float64):
+            a = rng.uniform(0.2, 0.9, (3, 4)).astype(dt)
+            b = rng.uniform(0.2, 0.9, (3, 4)).astype(dt)
+            params = inspect.signature(op.kernel).parameters.values()  # through wrappers
+            arity = sum(p.default is inspect.Parameter.empty for p in params)
+            cases = [(a,)] if arity == 1 else [(a, b), (a, 0.5), (a, 2)]
+            for args in cases:
+                with np.errstate(all="ignore"):
+                    expected, got = op.kernel(*args), op.ufunc(*args)
+                assert np.asarray(got).dtype == np.asarray(expected).dtype, op.name
+                np.testing.assert_array_equal(got, expected, err_msg=op.name)

@@ -27,8 +27,15 @@ from . import _dtype, _thread_state
 from ._autocast import dispatch as _autocast_dispatch
 
 # The recorders `call` picks by call shape, generated from one template (`_recorders`).
-from ._recorded_calls import _call_binary, _call_ints, _call_list, _call_tensors, _call_unary
-from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `_mark_view`: read by other modules
+from ._recorded_calls import (
+    _call_binary,
+    _call_ints,
+    _call_list,
+    _call_tensors,
+    _call_unary,
+    make_call2,
+)
+from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: read by others
     _SIMPLE,
     _edge,
     _geometry,
@@ -39,6 +46,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `_mark_view`: read b
     _record,
     _shape,
     _wrap,
+    save_partners,
     sync_view,
 )
 from ._tensor import Tensor
@@ -167,21 +175,6 @@ def call(op, *args):
     if op.inplace:
         return _inplace(op, args, raw)
     return _call_list(op, args, raw, needs_grad)
-
-
-def call2(op, a, b):
-    """`call(op, a, b)` for the binary operators (`a * b`, `a + 2`), without building the
-    argument tuple: the same tests as `call`, for the one call shape (a test added to the
-    top of `call` belongs here too)."""
-    if _active.modes and _local.modes:
-        return _call_slow(op, (a, b))
-    if a.__class__ is Tensor and not op.inplace:
-        cls = b.__class__
-        if cls is Tensor:
-            return _call_tensors(op, a, b)
-        if cls is float or cls is int:
-            return _call_binary(op, a, b)
-    return call(op, a, b)
 
 
 def _requires_grad(op, args) -> bool:
@@ -438,6 +431,11 @@ def _finish(op, args, result, original=None):
             _requires_grad(op, args):
         _record(op, args, result)
     return result
+
+
+# `call(op, a, b)` for the binary operators and the derivatives' products, without the
+# argument tuple and with the recorders of its two call shapes written in (generated).
+call2 = make_call2(call, _call_slow)
 
 
 def _flat(args):

@@ -6,7 +6,8 @@ the argument positions of the inputs and the values its derivative needs saved. 
 commonest call shapes have their own recorders, generated from one template
 (`_recorders`, written to `_recorded_calls`); this module holds the general recorder
 (`_record`, `_new_node`: any arguments, tuple results), view linking (`_mark_view`,
-`sync_view`) and the constants the generated recorders read. Dispatch (`_dispatch`) picks a
+`sync_view`), mul's save (`save_partners`, which the two-operand recorders write out) and
+the constants the generated recorders read. Dispatch (`_dispatch`) picks a
 recorder and handles modes, in-place ops and tensor subclasses.
 """
 
@@ -24,9 +25,20 @@ from .autograd.anomaly_mode import state as _anomaly_state
 
 _ndarray = np.ndarray
 _FROM_NP = _dtype.FROM_NP
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of `op.ufunc`'s calls
 _new = object.__new__
 _SIMPLE = frozenset({int, float, bool, type(None), str})
 _seq = _graph.SEQUENCE
+
+
+def save_partners(out, a, b):
+    """The values a product's derivative needs (mul's `save`): each factor when the other
+    requires grad. The recorders of two operands know it by identity and write it out."""
+    return (a if (b._rg if b.__class__ is Tensor else getattr(b, "_rg", False)) else None,
+            b if (a._rg if a.__class__ is Tensor else getattr(a, "_rg", False)) else None)
+
+
+_save_partners = save_partners
 
 
 def _wrap(out):

@@ -195,9 +195,15 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # gradient, passed on without a buffer, and `grads` reads None below.
         handoff = hgrad = None
         hnr = 0
+        # Whether the last node ran code that may change this thread's state (hooks, a
+        # custom backward, the general path): a registry derivative run inline changes
+        # nothing, so after one the state needs no comparing.
+        dirty = False
         while True:
-            if state != node_state:  # a hook or custom backward changed it: undo that
-                restore(node_state)
+            if dirty:
+                dirty = False
+                if state != node_state:  # a hook or custom backward changed it: undo that
+                    restore(node_state)
             if handoff is not None:
                 node = handoff
                 handoff = None
@@ -248,6 +254,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 in_meta = node._in_meta
             else:
                 raw = None
+                dirty = True
                 if grads is None:
                     grads = _spread(node, hgrad, hnr)
                     hgrad = None

@@ -97,6 +97,7 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
         except OverflowError:  # a Python int that the dtype cannot hold wraps, as in PyTorch
             return ufunc(np.asarray(a).astype(dt), np.asarray(b).astype(dt))
 
+    kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves
     return kernel
 
 
@@ -113,6 +114,7 @@ def unary_kernel(ufunc, *, to_float: bool = True):
             return _in_f32(ufunc, (a,), dt)
         return ufunc(a if a.dtype is dt else a.astype(dt))
 
+    kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves
     return kernel
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call2, plain
+from .._dispatch import call2, plain, save_partners
 from .._dtype import COMPLEX as _COMPLEX
 from ._onnx import add_like
 from ._util import (
@@ -84,6 +84,7 @@ def _add_kernel(ufunc):
             b = b * alpha
         return base(a, b)
 
+    kernel.ufunc = ufunc  # its fast path (alpha 1), which dispatch's recorders take themselves
     return kernel
 
 
@@ -139,9 +140,8 @@ def _div_derivative(g, a, b):
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
-    # `needs` written out (a tensor's `_rg`; False for a number): mul is recorded most often.
-    save=lambda out, a, b: (a if getattr(b, "_rg", False) else None,
-                            b if getattr(a, "_rg", False) else None),
+    # Each factor when the other requires grad: the recorders write this save out.
+    save=save_partners,
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(

@@ -89,7 +89,7 @@ _to_copy clone alias detach lift_fresh_copy scalar_tensor
 class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
-    __slots__ = ("name", "kernel", "meta", "derivative", "save", "node", "node_cls",
+    __slots__ = ("name", "kernel", "ufunc", "meta", "derivative", "save", "node", "node_cls",
                  "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
@@ -120,6 +120,10 @@ class OpDef:
         # save): the node shows them as `_saved_<name>` attributes, as PyTorch's nodes do.
         self.saved_names = tuple(saved_names)
         self.kernel = kernel
+        # The NumPy ufunc `kernel` applies as it is to float32/float64 arrays of one dtype,
+        # and to such an array and a Python number (`binary_kernel`, `unary_kernel`): the
+        # recorders call it directly for those operands, a Python frame less per op.
+        self.ufunc = getattr(kernel, "ufunc", None)
         self.meta = meta
         self.derivative = derivative
         self.save = save
