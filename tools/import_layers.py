@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library",
-        "func", "utils.__init__")),
+        "func", "utils.__init__", "utils._pytree")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",
         "profiler", "autograd.profiler", "serialization", "_object_pickle", "_checkpoint_read",
