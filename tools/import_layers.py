@@ -88,6 +88,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # strided copies are ops.
     ("fusegrad.autograd.graph", "fusegrad.ops.views"):
         "Node.apply's shape fix-ups (`sum_to_shape`, `strided_transfer_fn`)",
+    ("fusegrad.autograd.graph", "fusegrad.autograd._mutation_on_saved"):
+        "`allow_mutation_on_saved_tensors` runs a dispatch mode, above the graph's Nodes",
     # Names looked up in the namespace by string, as PyTorch looks them up in `torch`.
     ("fusegrad._functions.compat_more", "fusegrad"):
         "`set_default_tensor_type('torch.FloatTensor')` finds the type by its name",
