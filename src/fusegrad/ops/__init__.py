@@ -43,6 +43,7 @@ from . import (  # noqa: F401
     sparse,
     sparse_twins,
     special,
+    special_functions,
     statistics,
     unary,
     unpool,
