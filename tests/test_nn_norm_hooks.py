@@ -58,6 +58,7 @@ def test_weight_norm_matches_torch(layer, dim):
     for name in ("weight_g", "weight_v", "weight"):
         _same(getattr(mf, name), getattr(mt, name))
     assert not isinstance(mf.weight, fg.nn.Parameter)
+    assert type(mf.weight.grad_fn).__name__ == type(mt.weight.grad_fn).__name__
     x = _input(mt)
     yt, yf = mt(torch.tensor(x)), mf(fg.tensor(x))
     _same(yf, yt, 1e-5)
@@ -182,6 +183,7 @@ def test_old_weight_norm_checkpoint_loads_into_parametrization():
     assert list(new_f.state_dict()) == list(new_t.state_dict())
     _same(new_f.weight, new_t.weight, 1e-6)
     _same(new_f.weight, mt_old.weight, 1e-6)
+    assert type(new_f.weight.grad_fn).__name__ == type(new_t.weight.grad_fn).__name__
 
 
 def _model(T):
@@ -231,3 +233,24 @@ def test_load_state_dict_pre_hook_with_module_and_bad_post_hook():
         model.register_load_state_dict_post_hook(lambda module, keys: keys)
         return lambda: (model.load_state_dict(model.state_dict()), seen)
     assert_same_error(run(fg), run(torch), full=True)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 3, -1])
+def test_weight_norm_function_matches_torch(dim):
+    """`torch._weight_norm`: the fused interface for the first or last dim, else the
+    composite; values, node names and gradients (twice differentiable)."""
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal((4, 3, 2, 2))
+    g_shape = [1] * 4 if dim == -1 else [v.shape[d] if d == dim else 1 for d in range(4)]
+    g = rng.standard_normal(g_shape)
+    res = []
+    for T in (fg, torch):
+        vt, gt = T.tensor(v, requires_grad=True), T.tensor(g, requires_grad=True)
+        w = T._weight_norm(vt, gt, dim)
+        gv, gg = T.autograd.grad((w * w.detach()).sum(), (vt, gt), create_graph=True)
+        second = T.autograd.grad((gv.sum() + gg.sum()), (vt, gt))
+        res.append((type(w.grad_fn).__name__, values(w), values(gv), values(gg),
+                    values(second[0]), values(second[1])))
+    assert res[0][0] == res[1][0]
+    for a, b in zip(res[0][1:], res[1][1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -50,6 +50,7 @@ from . import (  # noqa: F401
     upsample,
     view_copies,
     views,
+    weight_norm,
 )
 from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register

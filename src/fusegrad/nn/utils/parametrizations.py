@@ -8,12 +8,12 @@ from __future__ import annotations
 import functools
 from enum import Enum, auto
 
+from ..._functions.compat_layers import _weight_norm
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
-from .weight_norm import _weight_norm
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 

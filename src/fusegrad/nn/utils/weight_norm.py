@@ -8,18 +8,11 @@ from __future__ import annotations
 import warnings
 from typing import Any, TypeVar
 
-from ..._tensor import Tensor
+from ..._functions.compat_layers import _weight_norm
 from ..modules.module import Module
 from ..parameter import Parameter, UninitializedParameter
 
 __all__ = ["WeightNorm", "remove_weight_norm", "weight_norm"]
-
-
-def _weight_norm(v: Tensor, g: Tensor, dim: int) -> Tensor:
-    """`g * v / ||v||`, the norm taken over every dimension but `dim` (all for -1)."""
-    from ... import norm_except_dim
-
-    return v * (g / norm_except_dim(v, 2, dim))
 
 
 class WeightNorm:
