@@ -12,7 +12,6 @@ integer, nan for x < 1 or for a negative non-integer q with a non-integer x.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from . import _special_numpy as _np_special
 
 __all__ = ["zeta", "ndtri", "i0e", "i1e", "j0", "j1", "spherical_j0", "xlog1py"]
 
-_EPS = np.finfo(np.float64).eps / 2
+_EPS = 2.0 ** -53  # half an ulp of 1.0 in float64
 
 
 def _as_float(x) -> tuple[np.ndarray, np.dtype]:
@@ -40,11 +39,10 @@ def _horner(coefficients, t: np.ndarray) -> np.ndarray:
 # zeta(x, q) = sum_k (q + k)^-x: terms summed directly until q + k passes 9 (at least nine of
 # them), then the Euler-Maclaurin tail, whose j-th term is x (x+1) ... (x+2j-2) B_2j / (2j)!
 # times w^(-x-2j+1) at w = q + k; both stop once a term is below half an ulp of the sum.
-_BERNOULLI = (Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30),
-              Fraction(5, 66), Fraction(-691, 2730), Fraction(7, 6), Fraction(-3617, 510),
-              Fraction(43867, 798), Fraction(-174611, 330), Fraction(854513, 138),
-              Fraction(-236364091, 2730))
-_TAIL = tuple(float(b / math.factorial(2 * j)) for j, b in enumerate(_BERNOULLI, start=1))
+# B_2j as (numerator, denominator), j = 1..12; int / int divides with one rounding.
+_BERNOULLI = ((1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6), (-3617, 510),
+              (43867, 798), (-174611, 330), (854513, 138), (-236364091, 2730))
+_TAIL = tuple(n / (d * math.factorial(2 * j)) for j, (n, d) in enumerate(_BERNOULLI, start=1))
 
 
 def _zeta64(x: np.ndarray, q: np.ndarray) -> np.ndarray:
