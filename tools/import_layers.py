@@ -56,7 +56,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library", "random",
-        "func", "utils.__init__")),
+        "func", "utils.__init__", "utils._pytree")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",
         "profiler", "autograd.profiler", "serialization", "_object_pickle", "_checkpoint_read",
@@ -89,6 +89,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # strided copies are ops.
     ("fusegrad.autograd.graph", "fusegrad.ops.views"):
         "Node.apply's shape fix-ups (`sum_to_shape`, `strided_transfer_fn`)",
+    ("fusegrad.autograd.graph", "fusegrad.autograd._mutation_on_saved"):
+        "`allow_mutation_on_saved_tensors` runs a dispatch mode, above the graph's Nodes",
     # Names looked up in the namespace by string, as PyTorch looks them up in `torch`.
     ("fusegrad._functions.compat_more", "fusegrad"):
         "`set_default_tensor_type('torch.FloatTensor')` finds the type by its name",

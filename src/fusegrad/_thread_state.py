@@ -43,6 +43,9 @@ class ThreadState(_thread_local):
     saved_hooks = ()  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
     hooks_disabled = ()  # error messages of disable_saved_tensors_hooks, innermost last
     restricted_passes = ()  # backward passes running: True for grad()/backward(inputs=)
+    # The same passes as (task id, {node that runs: ...}, restricted), for the hooks that ask
+    # which nodes the pass in progress runs (`autograd.graph.register_multi_grad_hook`).
+    graph_tasks = ()
     # Autocast (`_autocast`): the device types with autocast on, the dtypes set for them
     # ({type: dtype}, replaced rather than changed; None: the defaults), the weight cache
     # switch and the nesting depth of autocast contexts. `autocast` is the dtype CPU ops

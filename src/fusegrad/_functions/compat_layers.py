@@ -1,7 +1,7 @@
 """ATen's functional spellings that programs and exported code call from `torch.*`: index
-and strided scatters (`index_reduce`, `as_strided_scatter`), `adjoint`, `norm_except_dim`, the
-deprecated `range`, and eager `cond` / `while_loop`. (The spellings of recurrent layers,
-samplers and losses are written in nn: `nn/_aten_compat.py`.)
+and strided scatters (`index_reduce`, `as_strided_scatter`), `adjoint`, `norm_except_dim` and
+`_weight_norm`, the deprecated `range`, and eager `cond` / `while_loop`. (The spellings of
+recurrent layers, samplers and losses are written in nn: `nn/_aten_compat.py`.)
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import builtins
 import warnings
 
 from .. import _creation, _dtype
+from .._dispatch import call
 from .._tensor import Tensor
+from ..ops import weight_norm as WN
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -74,6 +76,14 @@ def norm_except_dim(v: Tensor, pow: float = 2, dim: int = 0) -> Tensor:  # noqa:
         return v.norm(pow)
     others = [d for d in builtins.range(v.dim()) if d != dim]
     return v.norm(pow, others, keepdim=True)
+
+
+def _weight_norm(v: Tensor, g: Tensor, dim: int = 0) -> Tensor:
+    """v * g / ||v||, the norm over every dimension but `dim` (all for -1): the fused
+    `_weight_norm_interface` for the first or last dim, as PyTorch runs it."""
+    if dim == 0 or dim == v.dim() - 1:
+        return call(WN.weight_norm_interface, v, g, dim)[0]
+    return v * (g / norm_except_dim(v, 2, dim))
 
 
 def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,  # noqa: A001
@@ -172,5 +182,5 @@ def get_file_path(*path_components: str) -> str:
 __all__ = [
     "fork", "wait", "classproperty", "get_file_path",
     "adjoint", "as_strided_scatter", "index_reduce",
-    "norm_except_dim", "range", "cond", "while_loop",
+    "norm_except_dim", "range", "cond", "while_loop", "_weight_norm",
 ]

@@ -33,11 +33,6 @@ def _normalize_index(index) -> tuple:
             else:
                 raise IndexError(
                     "indexing with tensors (advanced indexing) is not supported yet")
-        elif isinstance(i, (list, builtins.bool)) or (hasattr(i, "__index__") and
-                                                      not isinstance(i, numbers.Integral)
-                                                      and not isinstance(i, slice)):
-            if isinstance(i, builtins.bool) or isinstance(i, list):
-                raise IndexError("indexing with lists or bools is not supported yet")
         out.append(i)
     return tuple(out)
 
@@ -45,8 +40,9 @@ def _normalize_index(index) -> tuple:
 def _is_advanced(i) -> bool:
     if isinstance(i, Tensor):
         return not (i.ndim == 0 and i.dtype.category == _dtype.INT)
-    return isinstance(i, (list, range)) or (hasattr(i, "__array__") and hasattr(i, "dtype")
-                                   and getattr(i, "ndim", 0) > 0)
+    # A Python bool indexes as a 0-d bool tensor does (a new dim of size 1 or 0).
+    return isinstance(i, (list, range, builtins.bool)) or (
+        hasattr(i, "__array__") and hasattr(i, "dtype") and getattr(i, "ndim", 0) > 0)
 
 
 def _advanced(input, index):
@@ -60,6 +56,8 @@ def _advanced(input, index):
             i = Tensor._make(np.zeros(0, np.int64))
         elif isinstance(i, range):  # a sequence of positions, as a list is
             i = _tensor(list(i))
+        elif isinstance(i, builtins.bool):
+            i = _tensor(i)
         elif isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
             i = _tensor(i)
             if i.dtype.category == _dtype.FLOAT:
@@ -129,6 +127,8 @@ def getitem(input, index):
         result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
         return call(X.index, result, indices)
     single_slice = isinstance(index, slice)
+    if single_slice and input.ndim == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
         if index != 0:  # PyTorch tests the bounds (a 0-d tensor's dim 0 has size 0) first
             raise IndexError(f"index {int(index)} is out of bounds for dimension 0 with size 0")
@@ -194,6 +194,8 @@ def _int_index(i) -> int:
         return i
     if isinstance(i, Tensor):
         return int(i.item())
+    if isinstance(i, str):  # a sequence to PyTorch, whose elements make no tensor
+        raise TypeError("new(): invalid data type 'str'")
     if not hasattr(i, "__index__"):
         cls = type(i)
         name = cls.__qualname__ if cls.__module__ == "builtins" else \

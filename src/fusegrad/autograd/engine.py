@@ -15,6 +15,7 @@ engine does around each node it runs).
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from .._thread_state import local as _local
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
 from .graph import AccumulateGrad, fit_grad, unpack_saved
+
+_task_ids = itertools.count()
 
 
 def checkpoint_valid() -> bool:
@@ -165,6 +168,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     _thread_state.set_grad_enabled(create_graph)
     # One entry per pass in progress in this thread, innermost last (`checkpoint_valid`).
     _local.restricted_passes = _local.restricted_passes + (inputs is not None,)
+    _local.graph_tasks = _local.graph_tasks + ((next(_task_ids), deps, inputs is not None),)
     state = _local.__dict__  # this thread's live state (the same dict for its lifetime)
     node_state = dict(state)
     restore = _thread_state.restore

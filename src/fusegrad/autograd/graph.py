@@ -632,3 +632,106 @@ def increment_version(tensor) -> None:
     """Bump the version counter of `tensor` (or of each tensor in a list)."""
     for t in tensor if isinstance(tensor, (list, tuple)) else (tensor,):
         t._vc[0] += 1
+
+
+def _current_graph_task():
+    """(id, {node that runs: ...}, restricted) of the backward pass running in this thread
+    (the innermost); hooks that need it run only inside one."""
+    tasks = _local.graph_tasks
+    if not tasks:
+        raise AssertionError("expected this hook to be called inside a backward call")
+    return tasks[-1]
+
+
+def _will_engine_execute_node(node) -> bool:
+    """Whether the backward pass now running runs `node`."""
+    _, runs, restricted = _current_graph_task()
+    if restricted and isinstance(node, AccumulateGrad):
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not "
+                           "supported.")
+    return node in runs
+
+
+class _MultiHandle(RemovableHandle):
+    """The handles of one multi-tensor hook, removed together."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: tuple) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        """Unregister the hook from every tensor."""
+        for handle in self.handles:
+            handle.remove()
+
+    def __getstate__(self) -> tuple:
+        return self.handles
+
+    def __setstate__(self, state: tuple) -> None:
+        self.handles = state
+
+
+def _grad_node(t):
+    # The node whose gradient for `t` the engine computes: its grad_fn, or the accumulator
+    # of a leaf (held here, so that later graphs use the same one).
+    if t.requires_grad and t.grad_fn is None:
+        return t._grad_accumulator()
+    if t.grad_fn is None:
+        raise AssertionError("Expected gradient function to be set")
+    return t.grad_fn
+
+
+def register_multi_grad_hook(tensors, fn, *, mode: str = "all") -> RemovableHandle:
+    """Call `fn` once per backward pass over several tensors. mode "all": after the
+    gradients of all of them that the pass computes, with the list of gradients (None for
+    those it does not compute); mode "any": with the first gradient computed among them."""
+    import functools
+    import threading
+
+    modes = ("all", "any")
+    if mode not in modes:
+        raise ValueError(f"Expects mode to be one of {modes} but got {mode}")
+    lock = threading.Lock()
+    if mode == "any":
+        fired: dict = {}
+
+        @functools.wraps(fn)
+        def first_only(grad) -> None:
+            task = _current_graph_task()[0]
+            with lock:
+                seen = fired.get(task, False)
+                fired[task] = True
+            if not seen:
+                fn(grad)
+        return _MultiHandle(tuple(t.register_hook(first_only) for t in tensors
+                                  if t.requires_grad))
+    nodes = [_grad_node(t) for t in tensors]
+    pending: dict = {}  # task id -> [gradients so far, number still expected]
+
+    def collector(i: int):
+        def hook(grad) -> None:
+            task = _current_graph_task()[0]
+            with lock:
+                entry = pending.get(task)
+                if entry is None:
+                    expected = sum(map(_will_engine_execute_node, nodes))
+                    entry = pending[task] = [[None] * len(nodes), expected]
+                entry[0][i] = grad
+                entry[1] -= 1
+                done = entry[1] == 0
+                if done:
+                    del pending[task]
+            if done:
+                fn(entry[0])
+        return hook
+    return _MultiHandle(tuple(t.register_hook(collector(i)) for i, t in enumerate(tensors)))
+
+
+def allow_mutation_on_saved_tensors():
+    """Context manager: tensors saved for backward inside it may be changed in place
+    (the saved value is copied before the first write); it yields the context's record."""
+    from ._mutation_on_saved import allow_mutation_on_saved_tensors as allow
+
+    return allow()

@@ -18,7 +18,7 @@ import weakref
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.graph import AccumulateGrad
-from . import _pytree
+from ..utils import _pytree
 
 
 def check_argnums(argnums, num_args: int):

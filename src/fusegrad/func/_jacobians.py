@@ -13,7 +13,7 @@ import functools
 
 from ..autograd.functional import _jac_blocks
 from ..autograd.grad_mode import enable_grad
-from . import _pytree
+from ..utils import _pytree
 from ._common import Level, check_tensors, replace_selected, selected
 from ._transforms import _outputs, _split_aux
 from ._vmap import check_randomness, random_guard

@@ -12,7 +12,7 @@ import functools
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
-from . import _pytree
+from ..utils import _pytree
 from ._common import Level, check_tensors, grads, replace_selected, selected
 
 
@@ -118,8 +118,9 @@ def vjp(func, *primals, has_aux: bool = False):
         if cot_spec != out_spec:
             raise RuntimeError(
                 "Expected pytree structure of cotangents to be the same as pytree structure "
-                f"of outputs to the function. cotangents: {cot_spec.pprint()}, primal "
-                f"output: {out_spec.pprint()}")
+                "of outputs to the function. cotangents: "
+                f"{_pytree.treespec_pprint(cot_spec)}, primal output: "
+                f"{_pytree.treespec_pprint(out_spec)}")
         for i, (c, o) in enumerate(zip(cots, outs)):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "

@@ -23,7 +23,7 @@ from .. import _random
 from .._functions import stack
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
-from . import _pytree
+from ..utils import _pytree
 
 _RANDOMNESS = ("error", "different", "same")
 
@@ -98,7 +98,7 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
                          "The latter is unsupported.")
     flat, spec = _pytree.tree_flatten(args)
     dims_spec = _pytree.tree_flatten(in_dims)[1]
-    dims = _pytree.broadcast_prefix(in_dims, args, dims_spec, spec)
+    dims = _broadcast_prefix(in_dims, args, dims_spec, spec)
     if dims is None:
         raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. "
                          f"in_dims has structure {dims_spec!r} but inputs has structure "
@@ -145,7 +145,7 @@ def _stack_outputs(name: str, out_dims, results: list):
                 f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
                 "python collection of ints representing where in the outputs the vmapped "
                 "dimension should appear.")
-    dims = _pytree.broadcast_prefix(out_dims, results[0], dims_spec, spec)
+    dims = _broadcast_prefix(out_dims, results[0], dims_spec, spec)
     if dims is None:
         raise ValueError(
             f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible "
@@ -203,3 +203,23 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
 
     return wrapped
 
+
+
+def _broadcast_prefix(prefix, tree, prefix_spec, spec) -> list | None:
+    """The leaves of `prefix` repeated over the leaves of `tree` where `prefix`'s structure
+    is a prefix of `tree`'s (a leaf of `prefix` covers a whole subtree, as `in_dims` and
+    `out_dims` do); None when it is not a prefix."""
+    out: list = []
+    if not _broadcast(prefix_spec, spec, iter(_pytree.tree_leaves(prefix)), out):
+        return None
+    return out
+
+
+def _broadcast(pspec, spec, leaves, out: list) -> bool:
+    if pspec.is_leaf():
+        out.extend([next(leaves)] * spec.num_leaves)
+        return True
+    if pspec.type != spec.type or pspec.context != spec.context or \
+            pspec.num_children != spec.num_children:
+        return False
+    return all(_broadcast(p, s, leaves, out) for p, s in zip(pspec.children(), spec.children()))

@@ -43,12 +43,14 @@ from . import (  # noqa: F401
     sparse,
     sparse_twins,
     special,
+    special_functions,
     statistics,
     unary,
     unpool,
     upsample,
     view_copies,
     views,
+    weight_norm,
 )
 from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register

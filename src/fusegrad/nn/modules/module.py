@@ -3,7 +3,9 @@ state_dict and conversions, as PyTorch's `nn.Module` behaves."""
 
 from __future__ import annotations
 
+import functools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -61,6 +63,14 @@ def _tensor_type_name(value) -> str:
 
 
 _HOOK_FN: list = []
+
+
+def _call_with_module(module_ref: weakref.ref, hook: Callable, *args):
+    """A hook registered `with_module`: called with the module (held weakly) first."""
+    module = module_ref()
+    if module is None:
+        raise RuntimeError("You are trying to call the hook of a dead Module!")
+    return hook(module, *args)
 
 
 def _hook_function():
@@ -206,6 +216,7 @@ class Module:
         setattr_(self, "_backward_pre_hooks", OrderedDict())
         setattr_(self, "_state_dict_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
+        setattr_(self, "_load_state_dict_post_hooks", OrderedDict())
 
     forward: Callable[..., Any]
 
@@ -723,21 +734,55 @@ class Module:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
         meta = getattr(destination, "_metadata", None)
+        local_metadata = {"version": self._version}
         if meta is not None:
-            meta[prefix[:-1]] = {"version": self._version}
+            meta[prefix[:-1]] = local_metadata
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".",
                              keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
-            res = hook(self, destination, prefix, {})
+            res = hook(self, destination, prefix, local_metadata)
             if res is not None:
                 destination = res
         return destination
 
+    def _register_state_dict_hook(self, hook) -> RemovableHandle:
+        """Call `hook(module, state_dict, prefix, local_metadata)` after this module's
+        `state_dict` is written; it may return a replacement."""
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module: bool = False
+                                           ) -> RemovableHandle:
+        """Call `hook(state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)` (the module first when `with_module`) before this
+        module loads its entries; it may rewrite `state_dict` (old checkpoints' names)."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = (
+            functools.partial(_call_with_module, weakref.ref(self), hook) if with_module
+            else hook)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook) -> RemovableHandle:
+        """Call `hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)` before this module loads its entries."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook) -> RemovableHandle:
+        """Call `hook(module, incompatible_keys)` after `load_state_dict` loaded this module
+        and its children; it may edit the missing/unexpected key lists in place."""
+        handle = RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
+        return handle
+
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs) -> None:
+        for hook in self._load_state_dict_pre_hooks.values():
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                 error_msgs)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
         local = {k: v for k, v in list(self._parameters.items()) + list(persistent.items())
@@ -786,19 +831,29 @@ class Module:
         metadata = getattr(state_dict, "_metadata", None)
         state_dict = OrderedDict(state_dict)
 
-        def load(module, prefix=""):
+        def load(module, local_state, prefix=""):
             local_meta = {} if metadata is None else metadata.get(prefix[:-1], {})
             module.__dict__["_assign_on_load"] = assign
             try:
-                module._load_from_state_dict(state_dict, prefix, local_meta, True, missing,
+                module._load_from_state_dict(local_state, prefix, local_meta, True, missing,
                                              unexpected, errors)
             finally:
                 del module.__dict__["_assign_on_load"]
             for name, child in module._modules.items():
                 if child is not None:
-                    load(child, prefix + name + ".")
+                    # Each child gets its own entries: what its pre hooks rename stays its.
+                    child_prefix = prefix + name + "."
+                    load(child, {k: v for k, v in local_state.items()
+                                 if k.startswith(child_prefix)}, child_prefix)
+            keys = _IncompatibleKeys(missing, unexpected)
+            for hook in module._load_state_dict_post_hooks.values():
+                if hook(module, keys) is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace.")
 
-        load(self)
+        load(self, state_dict)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(

@@ -1,6 +1,7 @@
 """`fusegrad.nn.utils`: gradient clipping, parameter vector helpers, `rnn` (packed
-sequences), `stateless` (the deprecated `functional_call`), `skip_init`, `fusion`, and the
-submodules `parametrize`, `parametrizations` and `prune`, which load on first use."""
+sequences), `stateless` (the deprecated `functional_call`), `skip_init`, `fusion`, the
+hook-based `weight_norm` and `spectral_norm`, and the submodules `parametrize`,
+`parametrizations` and `prune`, which load on first use."""
 
 import warnings
 
@@ -14,11 +15,14 @@ from .fusion import (
     fuse_linear_bn_weights,
 )
 from .init import skip_init
+from .spectral_norm import remove_spectral_norm, spectral_norm
+from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
            "get_total_norm", "parameters_to_vector", "vector_to_parameters", "rnn",
            "skip_init", "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval",
-           "fuse_linear_bn_weights", "stateless"]
+           "fuse_linear_bn_weights", "stateless", "weight_norm", "remove_weight_norm",
+           "spectral_norm", "remove_spectral_norm"]
 
 
 _LAZY_MODULES = frozenset({"parametrize", "parametrizations", "prune"})

@@ -5,8 +5,10 @@ orthogonal through the matrix exponential, the Cayley map or Householder reflect
 
 from __future__ import annotations
 
+import functools
 from enum import Enum, auto
 
+from ..._functions.compat_layers import _weight_norm
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from .. import functional as F
@@ -25,9 +27,7 @@ class _WeightNorm(Module):
 
     def forward(self, weight_g: Tensor, weight_v: Tensor) -> Tensor:
         """The weight from its magnitude `weight_g` and direction `weight_v`."""
-        from ... import norm_except_dim
-
-        return weight_v * (weight_g / norm_except_dim(weight_v, 2, self.dim))
+        return _weight_norm(weight_v, weight_g, self.dim)
 
     def right_inverse(self, weight: Tensor) -> tuple[Tensor, Tensor]:
         """(magnitude, direction) of `weight`."""
@@ -40,7 +40,19 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     """Reparametrize `module.name` by magnitude (`original0`) and direction (`original1`),
     the magnitude per slice along `dim` (None: one for the whole tensor)."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    module._register_load_state_dict_pre_hook(functools.partial(_weight_norm_compat, name))
     return module
+
+
+def _weight_norm_compat(name: str, state_dict, prefix, local_metadata, strict, missing_keys,
+                        unexpected_keys, error_msgs) -> None:
+    """Load the hook-based `weight_norm`'s `<name>_g`/`<name>_v` entries as the
+    parametrization's `original0`/`original1`."""
+    g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+    if g_key in state_dict and v_key in state_dict:
+        base = f"{prefix}parametrizations.{name}."
+        state_dict[base + "original0"] = state_dict.pop(g_key)
+        state_dict[base + "original1"] = state_dict.pop(v_key)
 
 
 class _SpectralNorm(Module):
