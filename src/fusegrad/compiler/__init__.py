@@ -29,6 +29,8 @@ class Config:
         self.verbose = False
         # After a recompile caused by a size change, make that size symbolic.
         self.automatic_dynamic_shapes = True
+        # False: a float input that changed between captures becomes a graph input.
+        self.specialize_float = False
 
     @property
     def cache_size_limit(self) -> int:

@@ -30,9 +30,40 @@ def _key(args, grad: bool) -> tuple:
         if isinstance(a, Tensor):
             parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
                           a.requires_grad, a.grad_fn is None, a._base is not None))
+        elif type(a) is float:  # a float input: one trace serves every value
+            parts.append(float)
         else:
             parts.append((type(a), repr(a)))
     return tuple(parts)
+
+
+def _other_floats(args) -> tuple:
+    """`args` with every float input changed: tracing them again tells whether the trace
+    kept a float's value somewhere (then it cannot serve other values)."""
+    return tuple((a * 0.5 + 0.125 if a != 0.25 else 0.375) if type(a) is float else a
+                 for a in args)
+
+
+def _same_trace(a, b) -> bool:
+    """Whether two traces of one program are the same graph with the same constants."""
+    if a.module.code != b.module.code:
+        return False
+    for n in a.module.graph.nodes:
+        if n.op == "get_attr":
+            x, y = getattr(a.module, n.target), getattr(b.module, n.target)
+            if x.dtype != y.dtype or tuple(x.shape) != tuple(y.shape) or \
+                    x._data.tobytes() != y._data.tobytes():
+                return False
+    return True
+
+
+def _check_float_inputs(trace_fn, fn, args, trace, *rest):
+    """A trace of a program with float inputs must not depend on their values (a float
+    read by Python code the trace does not see, `math.sqrt(p)`): traced again with other
+    values, the graph must be the same."""
+    if any(type(a) is float for a in args) and \
+            not _same_trace(trace, trace_fn(fn, _other_floats(args), *rest)):
+        raise AOTUnsupported("the trace depends on the value of a float input")
 
 
 def _needs_joint(trace, args) -> bool:
@@ -81,6 +112,8 @@ class AOTCompiled:
             if not grad:
                 trace = trace_inference(self.fn, args, self.decompositions,
                                         self.known_constants)
+                _check_float_inputs(trace_inference, self.fn, args, trace, self.decompositions,
+                                    self.known_constants)
                 if not _needs_joint(trace, args):
                     logs.emit("aot_graphs", "Inference graph:\n" + trace.module.code)
                     fw = self.inference_compiler(trace.module, example_values(trace.module))
@@ -88,6 +121,8 @@ class AOTCompiled:
             # Grad mode on, or switched on inside the program: the joint graph, traced from
             # the mode the program starts in.
             trace = trace_joint(self.fn, args, self.decompositions, self.known_constants)
+            _check_float_inputs(trace_joint, self.fn, args, trace, self.decompositions,
+                                self.known_constants)
             logs.emit("aot_joint_graph", "Joint graph:\n" + trace.module.code)
             fw_module, bw_module = self.partition_fn(
                 trace.module, list(args), num_fwd_outputs=trace.num_fwd_outputs)

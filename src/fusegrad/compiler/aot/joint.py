@@ -19,6 +19,7 @@ from ...autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from ...ops.overloads import OpOverload, aten
 from .functionalize import AOTUnsupported
 from .make_fx import graph_module
+from .traced_float import TracedFloat
 from .tracing import Tracer
 
 
@@ -95,6 +96,10 @@ def _fake_inputs(tracer: Tracer, args, prefix: str) -> list:
             f = FakeTensor.from_tensor(a)
             tracer.placeholder(f, name)
             fakes.append(f)
+        elif type(a) is float:  # a dynamic float of capture: an input of the graph too
+            node = tracer.graph.placeholder(name)
+            node.meta["val"] = a
+            fakes.append(TracedFloat(a, node, tracer))
         else:
             tracer.graph.placeholder(name)
             fakes.append(a)

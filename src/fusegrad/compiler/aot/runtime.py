@@ -56,7 +56,10 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             outs = [result[k] if infos[k].mutated_input is None else args[infos[k].mutated_input]
                     for k in returned]
             ctx.mark_dirty(*[args[i] for i in written])
-            ctx.save_for_backward(*result[num_out:])
+            saved = result[num_out:]
+            # Float inputs the backward reads (a dynamic float) are kept beside the tensors.
+            ctx._floats = {i: v for i, v in enumerate(saved) if not isinstance(v, Tensor)}
+            ctx.save_for_backward(*[v for v in saved if isinstance(v, Tensor)])
             # Gradients of unused outputs arrive as None: the backward tells them apart.
             ctx.set_materialize_grads(False)
             ctx._shapes = [(tuple(result[k].shape), result[k].dtype) for k in diff]
@@ -80,7 +83,10 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                 elif tuple(g.stride()) != contiguous_strides(tuple(g.shape)):
                     g = g.contiguous()
                 tangents.append(g)
-            out = list(state["bw"](*ctx.saved_tensors, *tangents))
+            saved = list(ctx.saved_tensors)
+            for i, v in sorted(ctx._floats.items()):
+                saved.insert(i, v)
+            out = list(state["bw"](*saved, *tangents))
             # An input reached only through outputs nobody used gets no gradient (None), as
             # in eager mode, rather than the zeros computed from materialised tangents.
             for i, reads in enumerate(trace.grad_tangents):

@@ -29,6 +29,7 @@ from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph
 from ...ops.overloads import aten, overload_of
 from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
+from .traced_float import TracedFloat, plain
 
 
 def _set_grad_enabled(mode: bool) -> None:
@@ -170,6 +171,8 @@ class Tracer(_dispatch.DispatchMode):
     def _map(self, a):
         if isinstance(a, Tensor):
             return self.node_of(a)
+        if isinstance(a, TracedFloat):
+            return a.node
         if a.__class__ is list or a.__class__ is tuple:
             return a.__class__(self._map(x) for x in a)
         return a
@@ -190,6 +193,8 @@ class Tracer(_dispatch.DispatchMode):
     def _map_output(self, r):
         if isinstance(r, Tensor):
             return self.node_of(r)
+        if isinstance(r, TracedFloat):
+            return r.node
         if isinstance(r, (list, tuple)):
             return type(r)(self._map_output(x) for x in r)
         if isinstance(r, dict):
@@ -229,6 +234,7 @@ class Tracer(_dispatch.DispatchMode):
         return out
 
     def _compute(self, op, args):
+        args = plain(args)  # a float input computes with its example value
         if self.fake:
             fakeify = self._fake_mode._fakeify
             return FakeTensor._compute(op, tuple(fakeify(a) for a in args))
@@ -272,7 +278,7 @@ class Tracer(_dispatch.DispatchMode):
             return out
         if func is not None:
             new = self.emit(overload_of(func), mapped)
-            spec = func.meta(*args)
+            spec = func.meta(*plain(args))
             if spec.dtype != target.dtype:  # add_(float64) on float32 keeps float32
                 new = self.emit(aten._to_copy.default, (new, target.dtype))
         else:  # no out-of-place entry: write into a fresh copy

@@ -21,6 +21,15 @@ from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from ...ops.surface import INPLACE, has_flag
 from .guards import GuardSet, _is_plain_data, _shares_memory
+from .symfloat import (
+    SymFloat,
+    SymText,
+    has_symfloat,
+    hints,
+    is_frame_input,
+    perturbed,
+    specialize_all,
+)
 from .variables import (
     CellVariable,
     ConstantVariable,
@@ -71,6 +80,8 @@ class GraphBuilder:
         # symbolic (None: all static); each symbol is an integer input of the graph.
         self.dynamic_dims = None
         self.dynamic_ints = None  # `(source, int) -> bool`: an integer input made symbolic
+        self.dynamic_floats = None  # `(source, float) -> bool`: a float input (symfloat.py)
+        self.float_nodes: dict = {}  # source -> placeholder of a dynamic float
         # Equal sizes share a symbol under `dynamic=True`, as in PyTorch; sizes made dynamic
         # automatically (after a change) each get their own.
         self.duck_sizing = False
@@ -120,6 +131,9 @@ class GraphBuilder:
         if type(value) is int and self.dynamic_ints is not None and \
                 self.dynamic_ints(source, value):
             return self._int_input(value, source)
+        if type(value) is float and self.dynamic_floats is not None and \
+                is_frame_input(source) and self.dynamic_floats(source, value):
+            return self._float_input(value, source)
         if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
             self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
                             f"{len(value)}")
@@ -250,6 +264,23 @@ class GraphBuilder:
             self.symbol_values[source] = value
         return ConstantVariable(sym)
 
+    def _float_input(self, value: float, source: str) -> ConstantVariable:
+        """A float read from the frame that changed between captures: a float input of the
+        graph (a placeholder named after its source), a SymFloat while translating."""
+        if source not in self.float_nodes:
+            self.guards.add(f"type({source}) is float")
+            first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+            if first is not None:
+                with self.graph.inserting_before(first):
+                    p = self.graph.placeholder(placeholder_name(source))
+            else:
+                p = self.graph.placeholder(placeholder_name(source))
+            p.meta.update(example_value=value, source=source, float_input=True)
+            self.created.append(p)
+            self.float_nodes[source] = p
+            self.symbol_values[source] = value
+        return ConstantVariable(SymFloat(value, self, leaf=source))
+
     def guards_with_sizes(self) -> GuardSet:
         """The guard set with what the symbolic sizes assumed (their ranges, the branches
         taken on them) added, as Python over sources."""
@@ -265,6 +296,12 @@ class GraphBuilder:
 
     def call(self, kind: str, target, args: tuple, kwargs: dict) -> Variable:
         """Record a call_function / call_method node and compute its fake example."""
+        if any(_holds_symfloat(a) for a in (*args, *kwargs.values())) and \
+                self._depends_on_float(kind, target, args, kwargs):
+            # The result's shape or dtype follows a float's value (`arange(v)`): the value
+            # is fixed for this graph.
+            args = tuple(_specialize_var(a) for a in args)
+            kwargs = {k: _specialize_var(v) for k, v in kwargs.items()}
         node_args = _map(args, self.as_node)
         node_kwargs = {k: _map(v, self.as_node) for k, v in kwargs.items()}
         fake_args = _map(args, _as_example)
@@ -300,6 +337,38 @@ class GraphBuilder:
                 node.meta["inplace_of"] = node_args[0]
         return self.wrap_result(node, example)
 
+    def _depends_on_float(self, kind, target, args, kwargs) -> bool:
+        """Whether a call's result (shape, dtype) changes with the value of a dynamic float
+        among its arguments: computed again with other values, on fake tensors."""
+        def run(a, kw):
+            with self.fake_mode:
+                if kind == "call_function":
+                    return target(*a, **kw)
+                return getattr(a[0], target)(*a[1:], **kw)
+
+        def shapes(r):
+            if isinstance(r, Tensor):
+                return (tuple(r.shape), r.dtype)
+            if isinstance(r, (tuple, list)):
+                return tuple(shapes(x) for x in r)
+            return type(r)
+
+        def example(numbers):
+            return run(tuple(_as_example(a, numbers) for a in args),
+                       {k: _as_example(v, numbers) for k, v in kwargs.items()})
+
+        try:
+            first = shapes(example(hints))
+        except Exception:  # noqa: BLE001 (the call below raises it as capture does)
+            return False
+        for k in (0, 1):
+            try:
+                if shapes(example(lambda v, k=k: perturbed(v, k))) != first:
+                    return True
+            except Exception:  # noqa: BLE001, S112 (a value the op refuses: it raises
+                continue  # that error when the graph runs, as eager does)
+        return False
+
     def _refuse_aliasing(self, value: Tensor) -> None:
         """A graph break if `value` shares memory with another tensor input (the in-place op
         then runs for real, and what follows sees its effect through every alias)."""
@@ -325,6 +394,9 @@ class GraphBuilder:
         for node in reversed(self.created[mark:]):
             if node.op == "placeholder":
                 source = node.meta["source"]
+                if node.meta.get("float_input"):
+                    self.float_nodes.pop(source, None)
+                    self.symbol_values.pop(source, None)
                 if node.meta.get("symbol"):
                     name = node.meta["example_value"].expr
                     self.shape_env.forget(name)
@@ -404,7 +476,7 @@ def _as_node(v, builder=None):
 
 
 def _has_symbol(value) -> bool:
-    if isinstance(value, SymInt):
+    if isinstance(value, (SymInt, SymFloat, SymText)):
         return True
     if isinstance(value, slice):
         return any(isinstance(v, SymInt) for v in (value.start, value.stop, value.step))
@@ -416,6 +488,10 @@ def _size_nodes(value, builder):
     integer inputs, expressions over them operator nodes (`s77 * 4`)."""
     if isinstance(value, SymInt):
         return value.node(builder.graph, builder.symbol_nodes, builder.created)
+    if isinstance(value, SymFloat):
+        return value.node()
+    if isinstance(value, SymText):
+        return value.text()
     if isinstance(value, slice):
         return slice(*(_size_nodes(v, builder) for v in (value.start, value.stop, value.step)))
     if not isinstance(value, (tuple, list)):
@@ -424,18 +500,39 @@ def _size_nodes(value, builder):
     return items if isinstance(value, list) else tuple(items)
 
 
-def _as_example(v):
+def _as_example(v, numbers=hints):
+    """The example (fake) argument for variable `v`; dynamic floats become `numbers(...)`
+    of them (their hints)."""
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
-        return v.value
+        return numbers(v.value)
     if isinstance(v, SliceVariable):
-        return slice(_as_example(v.start), _as_example(v.stop), _as_example(v.step))
+        return slice(*(_as_example(i, numbers) for i in (v.start, v.stop, v.step)))
     if isinstance(v, ListVariable):
-        return [_as_example(i) for i in v.items]
+        return [_as_example(i, numbers) for i in v.items]
     if isinstance(v, TupleVariable):
-        return tuple(_as_example(i) for i in v.items)
+        return tuple(_as_example(i, numbers) for i in v.items)
     raise Unsupported(f"argument of type {type(v).__name__} in a graph call")
+
+
+def _holds_symfloat(v) -> bool:
+    if isinstance(v, ConstantVariable):
+        return has_symfloat(v.value)
+    if isinstance(v, (ListVariable, TupleVariable)):
+        return any(_holds_symfloat(i) for i in v.items)
+    return False
+
+
+def _specialize_var(v):
+    """Variable `v` with its dynamic floats fixed to their values (guarded)."""
+    if isinstance(v, ConstantVariable) and has_symfloat(v.value):
+        return ConstantVariable(specialize_all(v.value))
+    if isinstance(v, ListVariable) and _holds_symfloat(v):
+        return ListVariable([_specialize_var(i) for i in v.items])
+    if isinstance(v, TupleVariable) and _holds_symfloat(v):
+        return TupleVariable([_specialize_var(i) for i in v.items])
+    return v
 
 
 def _map(value, fn):

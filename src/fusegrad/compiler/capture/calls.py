@@ -24,6 +24,7 @@ from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
 from .exceptions import make_exception
 from .guards import _is_plain_data
+from .symfloat import SymFloat, format_lazily
 from .translator import (
     PURE_BUILTINS,
     Return,
@@ -259,6 +260,17 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             if src is not None:  # the container may grow or shrink between calls
                 tr.builder.guards.length(src, n)
             return ConstantVariable(n)
+    if f in (isinstance, type, float, str, repr) and len(args) <= 2 and \
+            isinstance(args[0], ConstantVariable) and isinstance(args[0].value, SymFloat):
+        # A dynamic float is a float when the graph runs; float() of it is itself, its text
+        # is formatted where it is used (symfloat.SymText).
+        if f in (str, repr) and len(args) == 1:
+            return ConstantVariable(format_lazily(args[0].value, f.__name__, ""))
+        if f is float:
+            return args[0] if len(args) == 1 else ConstantVariable(float(*args))
+        if f is type:
+            return ConstantVariable(float)
+        return ConstantVariable(isinstance(args[0].value.hint, tr.as_python(args[1])))
     if f in (isinstance, type) and isinstance(args[0], ConstantVariable) and \
             isinstance(args[0].value, SymInt):
         # A symbolic size is an int when the graph runs.

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..._tensor import Tensor
 from .guards import _is_plain_data
+from .symfloat import SymFloat, SymText, format_lazily
 from .variables import (
     ConstantVariable,
     DictVariable,
@@ -205,6 +206,8 @@ class ContainerOpcodes:
 
     def converted(self, v: ConstantVariable, conv) -> Variable:
         """`str(v)`, `repr(v)` or `ascii(v)`; an object's text can change between calls."""
+        if not self.concrete and isinstance(v.value, (SymFloat, SymText)):
+            return self.const(format_lazily(v.value, conv.__name__, ""))
         text = conv(v.value)
         self._guard_text(v, f"{conv.__name__}({{}})", text)
         return self.const(text)
@@ -221,12 +224,20 @@ class ContainerOpcodes:
             raise Unsupported("formatting a tensor")
         if not self.concrete and isinstance(v.value, Tensor):
             raise Unsupported("formatting a tensor")
+        if not self.concrete and isinstance(v.value, (SymFloat, SymText)):
+            return self.const(format_lazily(v.value, None, spec.value))
         text = format(v.value, spec.value)
         self._guard_text(v, f"format({{}}, {spec.value!r})", text)
         return self.const(text)
 
     def BUILD_STRING(self, inst):  # noqa: N802
         parts = self.popn(inst.arg)
+        if any(isinstance(p.value, SymText) for p in parts):
+            text = SymText([])
+            for p in parts:
+                text = text + p.value
+            self.push(self.const(text))
+            return
         self.push(self.const("".join(p.value for p in parts)))
 
     def BUILD_SET(self, inst):  # noqa: N802

@@ -7,6 +7,8 @@
   reuses the second graph).
 - `dynamic=False`: all static, whatever was marked.
 - Integer inputs (a local int after a graph break, an int argument) follow the same rules.
+- Float inputs (a float argument, a `loss.item()` on the stack after a break) too, unless
+  `config.specialize_float` (symfloat.py): PyTorch's `specialize_float = False`.
 - `mark_dynamic(t, dim)` / `maybe_mark_dynamic(t, dim)` make a dimension symbolic from the
   first capture; `mark_static(t, dim)` keeps it static.
 
@@ -97,6 +99,25 @@ class DynamicPolicy:
         key = (start, source)
         before = self.seen.get(key, value)
         self.seen[key] = None if before is None or before != value else value
+        return self.seen[key] is None
+
+    def float_for_capture(self, start: int):
+        """The `dynamic_floats(source, value)` callable for a capture from offset `start`."""
+        return lambda source, value: self.is_dynamic_float(start, source, value)
+
+    def is_dynamic_float(self, start: int, source: str, value: float) -> bool:
+        """Whether float input `value` (read from `source`) is a graph input: with
+        `dynamic=True`, or once it changed between captures (automatic dynamic)."""
+        if self.dynamic is False or getattr(self.config, "specialize_float", False):
+            return False
+        if self.dynamic is True:
+            return True
+        if not self.config.automatic_dynamic_shapes:
+            return False
+        key = (start, source, float)
+        before = self.seen.get(key, value)
+        # repr tells -0.0 from 0.0 and finds NaN equal to NaN, as value guards do.
+        self.seen[key] = None if before is None or repr(before) != repr(value) else value
         return self.seen[key] is None
 
     def dims(self, start: int, source: str, value: Tensor) -> tuple:

@@ -18,6 +18,7 @@ from ..._dispatch import sync_view as _sync_view
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
+from .symfloat import SymFloat
 
 
 def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
@@ -343,8 +344,8 @@ def _is_plain_data(value) -> bool:
     """Immutable data compared by value: numbers, strings, and tuples/frozensets of them
     (subclasses too: a NumPy scalar, an IntEnum member)."""
     if value is None or isinstance(value, (bool, int, float, str, complex, bytes, type(...),
-                                           SymInt)):
-        return True  # a SymInt (a symbolic size) only exists while translating
+                                           SymInt, SymFloat)):
+        return True  # a SymInt or SymFloat (dynamic inputs) only exists while translating
     if isinstance(value, (tuple, frozenset)):
         return all(_is_plain_data(v) for v in value)
     return False

@@ -76,6 +76,11 @@ def spec_code(spec, consts: dict) -> str:
         return f"{name}({', '.join(spec_code(s, consts) for s in spec[2])})"
     if kind == "truth":
         return f"bool({spec_code(spec[1], consts)})"
+    if kind == "text":  # an f-string of dynamic floats, formatted with this call's values
+        pieces = [repr(p) if isinstance(p, str) else
+                  f"format({p[1] or ''}({spec_code(p[0], consts)}), {p[2]!r})"
+                  for p in spec[1]]
+        return f"({' + '.join(pieces) or repr('')})"
     if kind == "dict":
         items = ", ".join(f"{k!r}: {spec_code(s, consts)}" for k, s in spec[1].items())
         return "{" + items + "}"

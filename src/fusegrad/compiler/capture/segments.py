@@ -30,6 +30,7 @@ from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
 from .guards import fast_sizes
 from .segment_code import NULL, branch_test, compile_segment, segment_source
+from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
     CellVariable,
@@ -276,6 +277,7 @@ class FrameRunner:
         builder = GraphBuilder()
         builder.dynamic_dims = self.dynamic.for_capture(start)
         builder.dynamic_ints = self.dynamic.int_for_capture(start)
+        builder.dynamic_floats = self.dynamic.float_for_capture(start)
         builder.duck_sizing = self.dynamic.dynamic is True
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
@@ -584,13 +586,21 @@ def _spec_value(v, outputs: _Outputs):
 def _size_spec(value, outputs: _Outputs):
     """A size computed from symbols, live after the graph: a symbol is read again from its
     source, an expression is a graph output; a shape holding them is specialised (guarded)."""
+    if isinstance(value, SymText):  # formatted from the floats' values of the call
+        return ("text", [p if isinstance(p, str) else (_size_spec(p[0], outputs), p[1], p[2])
+                         for p in value.parts])
+    if isinstance(value, SymFloat):  # a dynamic float: its input, or computed by the graph
+        if value.leaf is not None:
+            return ("source", value.leaf)
+        return ("out", outputs.add(value.node()))
     if isinstance(value, SymInt):
         builder = outputs.builder
         if value._is_symbol():
             return ("source", builder.shape_env.sources[value.expr])
         return ("out", outputs.add(value.node(builder.graph, builder.symbol_nodes,
                                               builder.created)))
-    return ("const", type(value)(int(v) for v in value))
+    return ("const", type(value)(float(v) if isinstance(v, SymFloat) else int(v)
+                                 for v in value))
 
 
 def _store_back(tr: Translator, L: dict, S: list) -> None:

@@ -53,7 +53,10 @@ class CompiledGraph:
         sig = []
         for a in args:
             d = getattr(a, "_data", None)
-            sig.append((d.shape, d.strides, d.dtype) if d is not None else (type(a), a))
+            if d is not None:
+                sig.append((d.shape, d.strides, d.dtype))
+            else:  # a float input is a kernel argument: one variant serves every value
+                sig.append((float, "a float input") if type(a) is float else (type(a), a))
         return tuple(sig)
 
     def _prepare(self, args: list):

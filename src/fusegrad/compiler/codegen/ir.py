@@ -174,6 +174,15 @@ class Buffer:
         return f"{self.name}: {self.dtype!r}{list(self.shape)}"
 
 
+@dataclass(eq=False)
+class ScalarInput(Buffer):
+    """A float input of the graph (a dynamic float of capture): kernels read it from a 0-d
+    float64 buffer the wrapper fills on each call, so no value is compiled in. It is weak,
+    as a Python number: it takes the dtype of the tensors it meets."""
+
+    weak = True
+
+
 def contiguous_strides(shape) -> tuple:
     """Row-major strides (in elements) of `shape`."""
     strides, acc = [], 1

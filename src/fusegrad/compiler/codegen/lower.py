@@ -31,6 +31,7 @@ from .ir import (
     Pointwise,
     PythonCall,
     Reduction,
+    ScalarInput,
     contiguous_strides,
     is_float,
     numel,
@@ -113,9 +114,13 @@ class LoweringOps:
         return x.dtype if is_tensor(x) else None
 
     def promote(self, *xs):
-        """Eager's result dtype of combining `xs` (tensors and Python numbers)."""
-        ops = [_DtypeShim(x.dtype, len(x.shape)) if is_tensor(x) else x for x in xs
-               if x is not None]
+        """Eager's result dtype of combining `xs` (tensors and Python numbers; a float input
+        of the graph is a Python float, and numbers alone compute in double, as Python)."""
+        xs = [x for x in xs if x is not None]
+        if any(_is_weak(x) for x in xs) and all(_is_weak(x) or not is_tensor(x) for x in xs):
+            return _dtype.float64
+        ops = [0.5 if _is_weak(x) else _DtypeShim(x.dtype, len(x.shape)) if is_tensor(x)
+               else x for x in xs]
         return _dtype.result_type(*ops)
 
     def pointwise(self, name: str, *args, dtype=None, compute=None) -> Pointwise:
@@ -132,7 +137,11 @@ class LoweringOps:
             operands = [self._element(a, index, shape, compute) for a in args]
             return Op(name, tuple(operands), dtype)
 
-        return Pointwise(shape, dtype, fn)
+        out = Pointwise(shape, dtype, fn)
+        if dtype is _dtype.float64 and any(_is_weak(a) for a in args) and \
+                all(_is_weak(a) or not is_tensor(a) for a in args):
+            out.weak = True  # arithmetic on float inputs alone: still a Python float
+        return out
 
     def _element(self, a, index, shape, dtype):
         if not is_tensor(a):
@@ -508,7 +517,11 @@ class GraphLowering:
         graph = self.gm.graph
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         for i, (n, t) in enumerate(zip(placeholders, self.example_inputs)):
-            if isinstance(t, _tensor.Tensor):
+            if type(t) is float:  # a float input: read by kernels, never compiled in
+                buf = ScalarInput(f"in_ptr{i}", (), _dtype.float64, ())
+                self.inputs.append(buf)
+                self.env[n] = buf
+            elif isinstance(t, _tensor.Tensor):
                 a = t._data
                 strides = tuple(s // a.itemsize for s in a.strides) if a.size else \
                     contiguous_strides(a.shape)
@@ -548,6 +561,14 @@ class GraphLowering:
             # Arithmetic on size inputs (`s77 * 4` of a dynamic graph): the graph is lowered
             # per input signature, so sizes are known here.
             return n.target(*args)
+        if n.target in _FLOAT_ARITHMETIC and any(isinstance(a, ScalarInput) for a in args):
+            # Python arithmetic on float inputs (`1 - p`): computed by Python between
+            # kernels, exactly as the program computes it; the result is a float input too.
+            out = ScalarInput(self.new_name(), (), _dtype.float64, ())
+            ext = Extern(PythonCall(n.target.__name__, n.target), args, {}, [out])
+            ext.origins.append(n)
+            self.computations.append(ext)
+            return out
         op = resolve_op(n.target)
         if op is None:
             # A Python function the graph calls (a grad-mode switch, a tensor assert) lowers
@@ -559,11 +580,18 @@ class GraphLowering:
         meta = _meta(op, args, kwargs)
         low = op.lowering
         if callable(low) and not op.inplace and not op.random:
+            scalar = any(isinstance(a, ScalarInput) for a in _iter_values(
+                list(args) + list(kwargs.values())))
             try:
                 value = low(self.ops, *args, **kwargs)
                 return self._check(value, meta, op)
             except NotLowered:
                 pass
+            except (TypeError, AttributeError, ValueError):
+                if not scalar:
+                    raise
+                # A lowering that needs a Python number where a float input came: the
+                # NumPy kernel gets the number.
         return self.extern(op, args, kwargs, meta)
 
     def _check(self, value, meta, op):
@@ -612,6 +640,8 @@ def _meta(op, args, kwargs):
     from ... import _fake
 
     def fake(x):
+        if isinstance(x, ScalarInput):
+            return 0.5  # a Python float (any value: its result's shape does not depend on it)
         if isinstance(x, (Buffer, Pointwise)):
             return _fake.FakeTensor._make_fake(tuple(x.shape), x.dtype)
         if isinstance(x, (list, tuple)):
@@ -638,6 +668,16 @@ def _iter_values(args):
 
 _SIZE_ARITHMETIC = frozenset([operator.add, operator.sub, operator.mul, operator.floordiv,
                               operator.mod])
+
+
+_FLOAT_ARITHMETIC = frozenset([operator.add, operator.sub, operator.mul, operator.truediv,
+                               operator.floordiv, operator.mod, operator.pow, operator.neg,
+                               operator.abs])
+
+
+def _is_weak(x) -> bool:
+    """A float input of the graph, or arithmetic on such inputs alone (a Python float)."""
+    return getattr(x, "weak", False)
 
 
 def _flatten_output(out):

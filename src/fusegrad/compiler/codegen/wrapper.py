@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .c import Slots
-from .ir import Buffer, Extern, Pointwise, PythonCall
+from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput
 
 _LIVE_TO_END = 1 << 60
 
@@ -41,6 +41,11 @@ def _contiguous(a, dtype) -> np.ndarray:
     if a.__class__ is np.ndarray and a.dtype == dtype and a.flags.c_contiguous:
         return a
     return np.array(a, dtype=dtype, order="C")
+
+
+def _scalar(value: float) -> np.ndarray:
+    """A float input as the 0-d double array kernels read."""
+    return np.array(value, dtype=np.float64)
 
 
 def _own(a: np.ndarray, kept: tuple) -> np.ndarray:
@@ -183,7 +188,13 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
     if names:
         w.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
     for i, (name, inp) in enumerate(zip(names, g.inputs)):
-        if isinstance(inp, Buffer):
+        if isinstance(inp, ScalarInput):
+            # A float input: the Python float for externs, a 0-d double array for kernels
+            # (kept alive by its name until the call returns).
+            w.names[inp] = name
+            w.emit(f"{inp.name} = _scalar({name})")
+            w.emit(f"P[{slots.buffer(inp)}] = _addr({inp.name})")
+        elif isinstance(inp, Buffer):
             w.names[inp] = f"{name}._data"
             slot = slots.buffer(inp)
             if persistent:
@@ -201,7 +212,7 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
     writes: dict = {}
     for kind, item, _, outs in steps:
         if kind == "extern":
-            _extern(w, item, outputs, kept)
+            _extern(w, item, outputs, kept, g.inputs)
             continue
         kname, members = item
         writes[kname] = []
@@ -235,7 +246,9 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
         v = g.env.get(o, o) if hasattr(o, "op") else o
         if isinstance(v, Pointwise):
             v = v.buffer
-        if isinstance(v, Buffer):
+        if isinstance(v, ScalarInput):  # a float input, or Python arithmetic on them
+            rets.append(w.names[v] if v in g.inputs else f"float({w.names[v]})")
+        elif isinstance(v, Buffer):
             if v in g.inputs:
                 rets.append(w.names[v].rsplit("._data", 1)[0])
             else:
@@ -250,8 +263,8 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                     list(slots.ints), writes, len(names))
 
 
-def _extern(w: _Writer, c: Extern, outputs: set, kept: list) -> None:
-    """Emit a call of a registry kernel on NumPy arrays."""
+def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
+    """Emit a call of a registry kernel on NumPy arrays (`inputs`: the graph's inputs)."""
     op_name = f"_extern_{c.op.name.replace('.', '_')}"
     if isinstance(c.op, PythonCall):  # a Python function the graph calls (a runtime check)
         w.refs[op_name] = ("value", c.op.kernel)
@@ -261,6 +274,8 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list) -> None:
     def arg(a):
         if isinstance(a, Pointwise):
             a = a.buffer
+        if isinstance(a, ScalarInput):  # kernels of NumPy take the Python float
+            return w.names[a] if a in inputs else f"float({w.names[a]})"
         if isinstance(a, Buffer):
             return w.names[a]
         if isinstance(a, (list, tuple)):
@@ -294,6 +309,7 @@ def load(art: Artifact, libs: dict):
     P = (ctypes.c_void_p * art.n_slots)()
     K = (ctypes.c_int64 * max(len(art.ints), 1))(*art.ints)
     scope: dict = {"_empty": np.empty, "_contig": _contiguous, "_own": _own,
+                   "_scalar": _scalar,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}
     for name, ref in art.refs.items():
