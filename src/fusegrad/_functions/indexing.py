@@ -128,6 +128,24 @@ def getitem(input, index):
                 raise IndexError(
                     f"index {index} is out of bounds for dimension 0 with size {size}")
             return call(S.select, input, 0, index)
+    elif index.__class__ is tuple and input.__class__ is Tensor:
+        # `x[i, j]` with ints within their dims: a select of dim 0 per int, as the general
+        # walk below makes them, each in one frame.
+        data = input._data
+        shape = data.shape
+        if len(index) <= len(shape):
+            k = 0
+            for i in index:
+                if i.__class__ is not int or not -shape[k] <= i < shape[k]:
+                    break
+                k += 1
+            else:
+                result = input
+                for i in index:
+                    result = select_first(result, i, data, shape)
+                    data = result._data
+                    shape = data.shape
+                return result
     elif index.__class__ is slice:  # `x[i:j]`, `x[::k]`: a slice of dim 0, even a full one
         start, stop, step = index.start, index.stop, index.step
         if (start is None or start.__class__ is int) and (
