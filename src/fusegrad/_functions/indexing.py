@@ -17,6 +17,7 @@ from .._tensor import Tensor
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
 from ..ops import shape as S
+from ..ops._view_calls import select_first
 from .shape import reshape
 
 # ---------------------------------------------------------------- indexing
@@ -45,6 +46,17 @@ def _is_advanced(i) -> bool:
         hasattr(i, "__array__") and hasattr(i, "dtype") and getattr(i, "ndim", 0) > 0)
 
 
+def _expand_ellipsis(items: list, fill: int) -> tuple[list, list]:
+    """`items` with its ellipsis (if any) replaced by `fill` full slices, and each item's
+    position in the index as written, which PyTorch's out-of-bounds message names as the
+    dimension (`x[0, 9]`: dimension 1, though the 9 selects from dimension 0 of `x[0]`)."""
+    if Ellipsis not in items:
+        return items, list(range(len(items)))
+    k = items.index(Ellipsis)
+    return (items[:k] + [slice(None)] * fill + items[k + 1:],
+            list(range(k)) + [k] * fill + list(range(k + 1, len(items))))
+
+
 def _advanced(input, index):
     """Split an index with tensors into basic indexing (views, as PyTorch applies first) and
     the list of index tensors for `index.Tensor` / `index_put` on that view."""
@@ -71,13 +83,11 @@ def _advanced(input, index):
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > input.ndim:
         raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-    if Ellipsis in items:
-        k = items.index(Ellipsis)
-        items[k:k + 1] = [slice(None)] * (input.ndim - consumed)
+    items, where = _expand_ellipsis(items, input.ndim - consumed)
     result = input
     dim = 0
     indices = []
-    for i in items:
+    for i, position in zip(items, where):
         if i is None:
             result = call(S.unsqueeze, result, dim)
             indices.append(None)
@@ -98,7 +108,7 @@ def _advanced(input, index):
             size = result.shape[dim]
             if not -size <= i < size:
                 raise IndexError(
-                    f"index {i} is out of bounds for dimension {dim} with size {size}")
+                    f"index {i} is out of bounds for dimension {position} with size {size}")
             result = call(S.select, result, dim, i)
     while indices and indices[-1] is None:
         indices.pop()
@@ -116,6 +126,24 @@ def getitem(input, index):
                 raise IndexError(
                     f"index {index} is out of bounds for dimension 0 with size {size}")
             return call(S.select, input, 0, index)
+    elif index.__class__ is tuple and input.__class__ is Tensor:
+        # `x[i, j]` with ints within their dims: a select of dim 0 per int, as the general
+        # walk below makes them, each in one frame.
+        data = input._data
+        shape = data.shape
+        if len(index) <= len(shape):
+            k = 0
+            for i in index:
+                if i.__class__ is not int or not -shape[k] <= i < shape[k]:
+                    break
+                k += 1
+            else:
+                result = input
+                for i in index:
+                    result = select_first(result, i, data, shape)
+                    data = result._data
+                    shape = data.shape
+                return result
     elif index.__class__ is slice:  # `x[i:j]`, `x[::k]`: a slice of dim 0, even a full one
         start, stop, step = index.start, index.stop, index.step
         if (start is None or start.__class__ is int) and (
@@ -141,12 +169,10 @@ def getitem(input, index):
     consumed = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
     if consumed > input.ndim:
         raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-    if n_ell:
-        k = index.index(Ellipsis)
-        index = index[:k] + (slice(None),) * (input.ndim - consumed) + index[k + 1:]
+    index, where = _expand_ellipsis(list(index), input.ndim - consumed)
     result = input
     dim = 0
-    for i in index:
+    for i, position in zip(index, where):
         if i is None:
             result = call(S.unsqueeze, result, dim)
             dim += 1
@@ -163,7 +189,7 @@ def getitem(input, index):
             size = result.shape[dim]
             if not -size <= i < size:
                 raise IndexError(
-                    f"index {i} is out of bounds for dimension {dim} with size {size}")
+                    f"index {i} is out of bounds for dimension {position} with size {size}")
             result = call(S.select, result, dim, i)
     if result is input:
         result = call(S.alias, input)
@@ -171,11 +197,12 @@ def getitem(input, index):
 
 
 # `x[i]` of a plain tensor, an int in bounds, run in the protocol wrapper's own frame
-# (`_exact_source`): one Python frame between the expression and dispatch.
+# (`_exact_source`): the view and its Node made by one function (`select_first`) between the
+# expression and the result.
 getitem.plain_path = ("other.__class__ is int and self.__class__ is Tensor and "
-                      "(shape := self._data.shape) and -shape[0] <= other < shape[0]",
-                      "call(select, self, 0, other)",
-                      {"Tensor": Tensor, "call": call, "select": S.select})
+                      "(shape := (data := self._data).shape) and -shape[0] <= other < shape[0]",
+                      "select_first(self, other, data, shape)",
+                      {"Tensor": Tensor, "select_first": select_first})
 
 
 def _index_int(v):

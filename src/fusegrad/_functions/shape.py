@@ -11,10 +11,12 @@ from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call
 from .._symbolic import size_int
+from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops._util import wrap_dim
+from ..ops._view_calls import view_shape
 from ..ops.views import view_dtype, view_dtype_check
 from .inplace import clone, contiguous_format
 from .reduction import sum
@@ -40,12 +42,16 @@ def view(input, *shape, dtype=None):
     same bytes as another dtype (`view(dtype)`)."""
     if dtype is None:
         if len(shape) == 1 and shape[0].__class__ is int:  # `x.view(n)`: `shape` is the size
+            if input.__class__ is Tensor:  # the view and its Node in one frame
+                return view_shape(input, shape)
             return call(S.view, input, shape)
     elif not shape:
         shape = (dtype,)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         view_dtype_check(input, shape[0])
         return call(view_dtype, input, shape[0])
+    if input.__class__ is Tensor:
+        return view_shape(input, _shape_args(shape))
     return call(S.view, input, _shape_args(shape))
 
 
