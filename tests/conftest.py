@@ -22,3 +22,22 @@ def _codegen_cache(tmp_path_factory):
     os.environ["FUSEGRAD_CACHE_DIR"] = str(path)
     yield
     os.environ.pop("FUSEGRAD_CACHE_DIR", None)
+
+
+@pytest.fixture
+def threads():
+    """Run a test at a given thread count, restoring the count afterwards."""
+    import fusegrad
+
+    before = fusegrad.get_num_threads()
+    yield
+    fusegrad.set_num_threads(before)
+
+
+@pytest.fixture
+def shared(threads, monkeypatch):
+    """Share every piece of work the cost threshold would keep on the calling thread (tests'
+    arrays are small), so that the split paths run."""
+    from fusegrad.ops import _parallel
+
+    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)

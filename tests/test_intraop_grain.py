@@ -21,18 +21,7 @@ from fusegrad.ops import _blas, _parallel
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 
 
-@pytest.fixture
-def threads():
-    """Run a test at a given thread count, restoring the count afterwards."""
-    before = fusegrad.get_num_threads()
-    yield
-    fusegrad.set_num_threads(before)
-
-
-@pytest.fixture
-def shared(threads, monkeypatch):
-    """Share every piece of work the cost threshold would keep on the calling thread."""
-    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
+# `threads` and `shared` are fixtures of tests/conftest.py.
 
 
 def _calls(fn):

@@ -31,19 +31,7 @@ def test_default_thread_count_follows_omp_num_threads_as_torch(omp):
     assert got[0] == got[1]
 
 
-@pytest.fixture
-def threads():
-    """Run a test at a given thread count, restoring the count and pool afterwards."""
-    before = fusegrad.get_num_threads()
-    yield
-    fusegrad.set_num_threads(before)
-
-
-@pytest.fixture
-def shared(threads, monkeypatch):
-    """Share every piece of work the cost threshold would keep on the calling thread (the
-    tests' arrays are small), so that the split paths run."""
-    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
+# `threads` and `shared` are fixtures of tests/conftest.py.
 
 
 def _conv_step(lib, x, w, b, **kw):
