@@ -7,6 +7,9 @@ nn, optim, data, fx and compile.
 import numpy as _np
 
 from ._collector import CollectorPaused as _CollectorPaused
+from ._heap import keep_freed_memory as _keep_freed_memory
+
+_keep_freed_memory()  # training steps reuse freed buffers without page faults (_heap)
 
 with _CollectorPaused():
     from . import (
