@@ -14,14 +14,17 @@ torch model gets fusegrad's initial weights. Both frameworks are timed in turns 
 framework alternates between rounds) so that machine noise hits both alike; each figure is
 the minimum (or `--stat median`) over the rounds, each round timing a few steps after warm-up.
 
-With one thread both frameworks share one process. With `--threads N` above 1 each
-framework runs in a process of its own (two frameworks' thread pools in one process slow
-each other down): two worker processes, each with `OMP_NUM_THREADS=N` and `set_num_threads(N)`,
-build the same model and are told in turns to time a round, so only one computes at a time.
+Each framework runs in a process of its own (two frameworks in one process share its
+thread pools and its C heap: fusegrad tunes glibc's malloc at import, `fusegrad._heap`, which
+would speed up PyTorch beside it): two worker processes, each with `OMP_NUM_THREADS=N` and
+`set_num_threads(N)`, build the same model and are told in turns to time a round, so only one
+computes at a time. The PyTorch worker never imports fusegrad: it reads the model sources as
+files and the initial weights from a file the fusegrad worker wrote.
 
 Run from the repository root: `OMP_NUM_THREADS=1 python benchmarks/train_step.py`
 (a few minutes), `--quick` (under a minute), `--markdown` for a GitHub table, `--phases` for
-the forward / backward / optimizer-step split (one thread only), `--threads 2` for both cores.
+the forward / backward / optimizer-step split (one thread, both frameworks in one process),
+`--threads 2` for both cores.
 
 On a shared machine, `--undisturbed` keeps only the rounds during which no thread of the
 timed process waited for a CPU (Linux's per-thread run-queue wait, read from
@@ -33,66 +36,88 @@ from __future__ import annotations
 
 import argparse
 import gc
-import inspect
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
 
-def torch_twin(module) -> dict:
-    """Execute a fusegrad model module's source with torch.nn in place of fusegrad.nn."""
-    src = inspect.getsource(module).replace("from .. import nn", "from torch import nn")
+def torch_twin(name: str) -> dict:
+    """Execute fusegrad model module `name`'s source with torch.nn in place of fusegrad.nn,
+    read as a file: the PyTorch worker does not import fusegrad."""
+    from importlib.util import find_spec
+
+    root = find_spec("fusegrad").submodule_search_locations[0]  # finds, does not import
+    path = os.path.join(root, "models", f"{name}.py")
+    with open(path) as f:
+        src = f.read().replace("from .. import nn", "from torch import nn")
     ns: dict = {"__name__": "twin"}
-    exec(compile(src, module.__name__, "exec"), ns)
+    exec(compile(src, path, "exec"), ns)
     return ns
 
 
 @dataclass
 class Case:
-    """One model: how to build the fusegrad model, its input shape and batch size."""
+    """One model: how to build it from a models namespace (`fusegrad.models` or the torch
+    twins), its input shape and batch size."""
 
     name: str
-    build: Callable  # (fusegrad_models, torch_twins) -> (fusegrad module, torch module)
+    build: Callable  # (models namespace) -> module
     input_shape: tuple[int, ...]
     batch: int
     limit: str  # what bounds the ratio (for the docs)
 
 
-def _mlp(fm, twins):
-    fg = fm.MLP(784, (1024, 1024), 10)
-    th = twins["simple"]["MLP"](784, (1024, 1024), 10)
-    return fg, th
-
-
-def _lenet(fm, twins):
-    return fm.LeNet5(), twins["simple"]["LeNet5"]()
-
-
-def _resnet18(fm, twins):
-    return fm.resnet18(num_classes=10), twins["resnet"]["resnet18"](num_classes=10)
-
-
 CASES = (
-    Case("MLP 784-1024-1024-10", _mlp, (784,), 256, "sgemm (BLAS)"),
-    Case("LeNet-5", _lenet, (1, 32, 32), 64, "im2col/col2im copies"),
-    Case("ResNet-18 (3x32x32)", _resnet18, (3, 32, 32), 32, "conv GEMMs"),
+    Case("MLP 784-1024-1024-10", lambda m: m.MLP(784, (1024, 1024), 10), (784,), 256,
+         "sgemm (BLAS)"),
+    Case("LeNet-5", lambda m: m.LeNet5(), (1, 32, 32), 64, "im2col/col2im copies"),
+    Case("ResNet-18 (3x32x32)", lambda m: m.resnet18(num_classes=10), (3, 32, 32), 32,
+         "conv GEMMs"),
 )
 
 
-def copy_weights(fg, th) -> None:
-    """Give the torch model the fusegrad model's parameters and buffers."""
+def build_model(case: Case, framework: str):
+    """`case`'s model in `framework` ("fusegrad" or "torch"), seeded alike."""
+    if framework == "fusegrad":
+        import fusegrad
+        import fusegrad.models
+
+        fusegrad.manual_seed(0)
+        return case.build(fusegrad.models)
     import torch
 
-    state = {k: torch.from_numpy(np.array(v.numpy(), copy=True))
-             for k, v in fg.state_dict().items()}
-    th.load_state_dict(state)
+    torch.manual_seed(0)
+    twins = {**torch_twin("simple"), **torch_twin("resnet")}
+    return case.build(SimpleNamespace(**twins))
+
+
+def state_arrays(model) -> dict[str, np.ndarray]:
+    """A model's parameters and buffers as NumPy arrays (copies)."""
+    return {k: np.array(v.numpy(), copy=True) for k, v in model.state_dict().items()}
+
+
+def load_arrays(model, arrays: dict[str, np.ndarray]) -> None:
+    """Give a torch model the parameters and buffers in `arrays`."""
+    import torch
+
+    model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in arrays.items()})
+
+
+def inputs(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """The batch both frameworks train on: images (or vectors) and class labels."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
+    return xs, rng.integers(0, 10, case.batch)
 
 
 def make_step(lib, model, x, y) -> Callable[[], float]:
@@ -182,73 +207,49 @@ def aggregate(samples: list[tuple[float, float]], stat: str, undisturbed: bool,
     return (agg(s[0] for s in samples) if samples else float("nan")), len(samples)
 
 
-def run_case(case: Case, rounds: int, steps: int, warmup: int, stat: str,
-             phases: bool = False, undisturbed: bool = False) -> dict:
-    """Time fusegrad and torch on one model; returns each framework's (ms per step, rounds
-    it is taken over) (with `phases`, each figure is a (forward, backward, step) triple: the
-    minimum of each phase over rounds * steps single steps)."""
-    steps_by = build_steps(case, ("fusegrad", "torch"), phases)
+def run_phases(case: Case, rounds: int, steps: int, warmup: int) -> dict:
+    """Both frameworks in this process, one thread: each framework's (forward, backward,
+    step) milliseconds, the minimum of each phase over rounds * steps single steps."""
+    steps_by = {}
+    xs, ys = inputs(case)
+    weights = None
+    for name in ("fusegrad", "torch"):
+        lib = __import__(name)
+        lib.set_num_threads(1)
+        model = build_model(case, name)
+        if weights is None:
+            weights = state_arrays(model)
+        else:
+            load_arrays(model, weights)
+        steps_by[name] = make_phases(lib, model, lib.tensor(xs), lib.tensor(ys))
     for step in steps_by.values():
         for _ in range(warmup):
             step()
-    if phases:
-        best = {k: (float("inf"),) * 3 for k in steps_by}
-        order = list(steps_by)
-        for r in range(rounds * steps):
-            for name in order if r % 2 == 0 else order[::-1]:
-                t = steps_by[name]()
-                best[name] = tuple(min(a, b * 1e3) for a, b in zip(best[name], t))
-        return best
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in steps_by}
+    best = {k: (float("inf"),) * 3 for k in steps_by}
     order = list(steps_by)
-    for r in range(rounds):
+    for r in range(rounds * steps):
         for name in order if r % 2 == 0 else order[::-1]:
-            samples[name].append(time_steps(steps_by[name], steps))
-    return {k: aggregate(v, stat, undisturbed, steps) for k, v in samples.items()}
+            t = steps_by[name]()
+            best[name] = tuple(min(a, b * 1e3) for a, b in zip(best[name], t))
+    return best
 
 
-def build_steps(case: Case, frameworks: tuple[str, ...], phases: bool = False) -> dict:
-    """The step closures of `case` for `frameworks` (fusegrad's initial weights on both)."""
-    import torch
-
-    import fusegrad
-    import fusegrad.models as fm
-    from fusegrad.models import resnet as fresnet
-    from fusegrad.models import simple as fsimple
-
-    fusegrad.manual_seed(0)
-    torch.manual_seed(0)
-    twins = {"simple": torch_twin(fsimple), "resnet": torch_twin(fresnet)}
-    fg_model, th_model = case.build(fm, twins)
-    copy_weights(fg_model, th_model)
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
-    ys = rng.integers(0, 10, case.batch)
-    make = make_phases if phases else make_step
-    steps_by = {}
-    if "fusegrad" in frameworks:
-        steps_by["fusegrad"] = make(fusegrad, fg_model, fusegrad.tensor(xs),
-                                    fusegrad.tensor(ys))
-    if "torch" in frameworks:
-        steps_by["torch"] = make(torch, th_model, torch.from_numpy(xs), torch.from_numpy(ys))
-    return steps_by
-
-
-def set_threads(threads: int) -> None:
-    """Both frameworks' intra-op thread count (NumPy's BLAS through fusegrad)."""
-    import torch
-
-    import fusegrad
-
-    torch.set_num_threads(threads)
-    fusegrad.set_num_threads(threads)
-
-
-def worker(framework: str, case_index: int, threads: int, steps: int, warmup: int) -> None:
-    """One framework in a process of its own: read a command per line on stdin ("round"
-    times `steps` steps and prints the ms per step; "quit" ends)."""
-    set_threads(threads)
-    step = build_steps(CASES[case_index], (framework,))[framework]
+def worker(framework: str, case_index: int, threads: int, steps: int, warmup: int,
+           weights: str) -> None:
+    """One framework in a process of its own: the fusegrad worker writes its initial weights
+    to `weights` (an .npz file), the torch worker reads them; then each reads a command per
+    line on stdin ("round" times `steps` steps and prints the ms per step; "quit" ends)."""
+    lib = __import__(framework)
+    lib.set_num_threads(threads)
+    case = CASES[case_index]
+    model = build_model(case, framework)
+    if framework == "fusegrad":
+        np.savez(weights, **state_arrays(model))
+    else:
+        with np.load(weights) as f:
+            load_arrays(model, dict(f))
+    xs, ys = inputs(case)
+    step = make_step(lib, model, lib.tensor(xs), lib.tensor(ys))
     for _ in range(warmup):
         step()
     print("ready", flush=True)
@@ -261,7 +262,9 @@ def worker(framework: str, case_index: int, threads: int, steps: int, warmup: in
 
 def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: str,
                       threads: int, undisturbed: bool = False) -> dict:
-    """`run_case` with each framework in its own worker process, alternating rounds."""
+    """Time fusegrad and torch on one model, each framework in its own worker process,
+    alternating rounds; returns each framework's (ms per step, rounds it is taken over)."""
+    weights = os.path.join(tempfile.mkdtemp(prefix="train_step_"), "weights.npz")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads))
     procs = {}
@@ -270,7 +273,7 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
         procs[name] = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", name,
              "--case-index", str(CASES.index(case)), "--threads", str(threads),
-             "--steps", str(steps), "--warmup", str(warmup)],
+             "--steps", str(steps), "--warmup", str(warmup), "--weights", weights],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if procs[name].stdout.readline().strip() != "ready":
             raise RuntimeError(f"{name} worker failed to start")
@@ -287,6 +290,7 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
         for proc in procs.values():
             proc.stdin.close()
             proc.wait()
+        shutil.rmtree(os.path.dirname(weights), ignore_errors=True)
     return {k: aggregate(v, stat, undisturbed, steps) for k, v in samples.items()}
 
 
@@ -317,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phases", action="store_true",
                    help="forward / backward / optimizer step split (minimum per phase)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)),
-                   help="intra-op threads of both frameworks (above 1: one process each)")
+                   help="intra-op threads of both frameworks")
     p.add_argument("--undisturbed", action="store_true",
                    help="only rounds in which no thread of the timed process waited for a CPU")
     p.add_argument("--rounds", type=int, default=0, help="rounds per framework (default 7, "
@@ -326,22 +330,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case-index", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=3, help=argparse.SUPPRESS)
     p.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("--weights", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.case_index, args.threads, args.steps, args.warmup)
+        worker(args.worker, args.case_index, args.threads, args.steps, args.warmup,
+               args.weights)
         return 0
     rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
     rounds = args.rounds or rounds
     if args.phases and args.threads > 1:
         p.error("--phases times both frameworks in one process: use it with --threads 1")
-    if args.threads == 1:
-        set_threads(1)
     rows = []
     if args.phases:
         for case in CASES:
             if args.only.lower() not in case.name.lower():
                 continue
-            res = run_case(case, rounds, steps, warmup, args.stat, phases=True)
+            res = run_phases(case, rounds, steps, warmup)
             fg, th = res["fusegrad"], res["torch"]
             for i, phase in enumerate(("forward", "backward", "step")):
                 rows.append([case.name, phase, f"{fg[i]:.2f}", f"{th[i]:.2f}",
@@ -356,12 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if args.only.lower() not in case.name.lower():
             continue
-        if args.threads > 1:
-            res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads,
-                                    args.undisturbed)
-        else:
-            res = run_case(case, rounds, steps, warmup, args.stat,
-                           undisturbed=args.undisturbed)
+        res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads,
+                                args.undisturbed)
         (fg, fg_n), (th, th_n) = res["fusegrad"], res["torch"]
         row = [case.name, case.batch, f"{fg:.1f}", f"{th:.1f}", f"{fg / th:.2f}x"]
         rows.append(row + [f"{fg_n}/{rounds}, {th_n}/{rounds}"] if args.undisturbed else row)
