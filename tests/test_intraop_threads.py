@@ -158,6 +158,35 @@ def test_max_pool_with_two_threads_is_bit_identical_to_one(shared, kw):
         np.testing.assert_allclose(a, r, rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(32, 64, 16, 16), (8, 128, 6, 6), (256, 512)])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_with_two_threads_is_bit_identical_to_one(shared, shape, training):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    c = shape[1]
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+
+    def step(lib):
+        xt = lib.tensor(x, requires_grad=True)
+        wt, bt = lib.tensor(w, requires_grad=True), lib.tensor(b, requires_grad=True)
+        rm, rv = lib.zeros(c), lib.ones(c)
+        y = lib.nn.functional.batch_norm(xt, rm, rv, wt, bt, training=training)
+        y.backward(lib.tensor(g))
+        return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad, rm, rv)]
+
+    fusegrad.set_num_threads(1)
+    one = step(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = step(fusegrad)
+    assert _parallel._state.pool is not None  # the passes were shared between threads
+    for a, r in zip(one, two):
+        np.testing.assert_array_equal(a, r)
+    for a, r in zip(two, step(torch)):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4 * np.abs(r).max())
+
+
 _LINEAR = """
 import sys
 import numpy as np

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
+from . import _parallel
 from ._util import Spec, rand_array
 from .nn import _legacy, _register_multi, _work
 from .normalization import (
@@ -34,6 +35,7 @@ from .normalization import (
     _spread,
     _stat_dtype,
     _stat_np,
+    rowwise,
 )
 from .reductions import sum_dim
 from .registry import Sample
@@ -61,23 +63,30 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
         mean, invstd = _work(save_mean), _work(save_invstd)
     else:
         mean, invstd = _work(rm), 1.0 / np.sqrt(_work(rv) + eps)
-    gb = _channel_sum(g2.reshape(n, c, length)) if need_b or (train and need_i) else None
+    gb = _channel_sum(g2, c) if need_b or (train and need_i) else None
     centred = gw = None
     if need_w or (train and need_i):
         # Centred once: the per-channel dot product and the input's gradient share it.
-        centred = _work(x).reshape(n, -1) - _spread(mean, length)
-        gw = _channel_dot(g2.reshape(n, c, length), centred.reshape(n, c, length)) * invstd
+        centred = rowwise(np.subtract, _work(x).reshape(n, -1), _spread(mean, length))
+        gw = _channel_dot(g2, centred, c) * invstd
     gi = None
     if need_i:
-        scale = invstd if w is None else invstd * _work(w)
+        scale = _spread(invstd if w is None else invstd * _work(w), length)
         if train:
-            # g - (sum(g) + centred * invstd * sum(g * xhat)) / m, written in `centred`.
-            np.multiply(centred, _spread(gw * invstd / m, length), out=centred)
-            centred += _spread(gb / m, length)
-            gi = np.subtract(g2, centred, out=centred)
-            gi *= _spread(scale, length)
+            # (g - (sum(g) + centred * invstd * sum(g * xhat)) / m) * scale, in `centred`.
+            k_centred, k_sum = _spread(gw * invstd / m, length), _spread(gb / m, length)
+
+            def part(i: int, j: int) -> None:
+                rows = centred[i:j]
+                np.multiply(rows, k_centred, out=rows)
+                np.add(rows, k_sum, out=rows)
+                np.subtract(g2[i:j], rows, out=rows)
+                np.multiply(rows, scale, out=rows)
+
+            _parallel.for_chunks(part, n, centred.size)
+            gi = centred
         else:
-            gi = g2 * _spread(scale, length)
+            gi = rowwise(np.multiply, g2, scale)
         gi = gi.reshape(x.shape).astype(dt, copy=False)
     return (np.zeros(x.shape, dt) if gi is None else gi,
             np.zeros((c,), sdt) if gw is None or not need_w else gw.astype(sdt, copy=False),

@@ -17,6 +17,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import no_grad
+from . import _parallel
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _legacy, _register_multi, _work
 from .reductions import sum_dim
@@ -63,7 +64,7 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     shape = _bn_shape(x.ndim, x.shape[1])
     centred = None
     if training and x.size:
-        mean, centred, var = _moments_np(xw)
+        mean, centred, var = _moments_np(xw)  # centred: (N, C * L)
         invstd = 1.0 / np.sqrt(var + eps)
     elif training:  # no values: NumPy's empty-mean warnings and NaN statistics
         mean = xw.mean(axes)
@@ -83,11 +84,17 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
         mean = invstd = np.zeros((0,), dtype=xw.dtype)
     scale = use_invstd if w is None else use_invstd * _work(w)
     if centred is not None:  # (x - mean) * scale + b, in place in the centred values
-        rows = centred.reshape(centred.shape[0], -1)
-        length = centred.shape[2]
-        np.multiply(rows, _spread(scale, length), out=rows)
-        if b is not None:
-            rows += _spread(_work(b), length)
+        length = centred.shape[1] // x.shape[1]
+        factor = _spread(scale, length)
+        shift = None if b is None else _spread(_work(b), length)
+
+        def affine(i: int, j: int) -> None:
+            rows = centred[i:j]
+            np.multiply(rows, factor, out=rows)
+            if shift is not None:
+                np.add(rows, shift, out=rows)
+
+        _parallel.for_chunks(affine, centred.shape[0], centred.size)
         out = centred.reshape(x.shape).astype(dt, copy=False)
     else:
         shift = -use_mean * scale if b is None else _work(b) - use_mean * scale
@@ -106,18 +113,49 @@ def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
     return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
 
-def _channel_sum(a3: np.ndarray) -> np.ndarray:
-    """Per-channel sums of an (N, C, L) array: over the batch first (whole rows at a time),
-    then along each channel's contiguous values (NumPy is slow reducing the axes (0, 2) in
-    one call when L is small)."""
-    return a3.sum(0).sum(1)
+def _channel_sum(a2: np.ndarray, c: int) -> np.ndarray:
+    """Per-channel sums of an (N, C * L) array: its columns summed over the batch (whole rows
+    at a time; NumPy is slow reducing the axes (0, 2) of (N, C, L) in one call when L is
+    small), then each channel's L column sums. Columns are shared between threads: each
+    column's sum runs over the rows in order whatever the cut, so the bits do not depend on
+    the thread count."""
+    cols = np.empty(a2.shape[1], a2.dtype)
+
+    def part(i: int, j: int) -> None:
+        np.sum(a2[:, i:j], axis=0, out=cols[i:j])
+
+    _parallel.for_chunks(part, a2.shape[1], a2.size)
+    return cols.reshape(c, -1).sum(1)
 
 
-def _channel_dot(a3: np.ndarray, b3: np.ndarray) -> np.ndarray:
-    """Per-channel sums of `a3 * b3` for (N, C, L) arrays."""
-    if a3.shape[2] >= 64:  # long rows: one pass, no product array
-        return np.einsum("ncl,ncl->c", a3, b3)
-    return _channel_sum(a3 * b3)
+def _channel_dot(a2: np.ndarray, b2: np.ndarray, c: int) -> np.ndarray:
+    """Per-channel sums of `a2 * b2` for (N, C * L) arrays, channels shared between threads."""
+    n = a2.shape[0]
+    a3, b3 = a2.reshape(n, c, -1), b2.reshape(n, c, -1)
+    if a3.shape[2] < 64:  # short rows: the product, then its sums
+        return _channel_sum(rowwise(np.multiply, a2, b2), c)
+    dots = np.empty(c, np.result_type(a2, b2))
+
+    def part(i: int, j: int) -> None:  # long rows: one pass, no product array
+        np.einsum("ncl,ncl->c", a3[:, i:j], b3[:, i:j], out=dots[i:j])
+
+    _parallel.for_chunks(part, c, a2.size)
+    return dots
+
+
+def rowwise(ufunc: np.ufunc, a2: np.ndarray, b: np.ndarray,
+            out: np.ndarray | None = None) -> np.ndarray:
+    """`ufunc(a2, b)` for an (N, K) array and an (N, K) or (K,) one, rows shared between
+    threads."""
+    if out is None:
+        out = np.empty(a2.shape, np.result_type(a2, b))
+    whole = b.ndim == 2
+
+    def part(i: int, j: int) -> None:
+        ufunc(a2[i:j], b[i:j] if whole else b, out=out[i:j])
+
+    _parallel.for_chunks(part, a2.shape[0], a2.size)
+    return out
 
 
 def _spread(v: np.ndarray, length: int) -> np.ndarray:
@@ -128,14 +166,15 @@ def _spread(v: np.ndarray, length: int) -> np.ndarray:
 
 
 def _moments_np(x: np.ndarray) -> tuple:
-    """(mean, x - mean as (N, C, L), biased variance) per channel of a non-empty (N, C, ...)
-    array, in its dtype; the variance from the centred values (two passes, no cancellation)."""
+    """(mean, x - mean as (N, C * L), biased variance) per channel of a non-empty
+    (N, C, ...) array, in its dtype; the variance from the centred values (two passes, no
+    cancellation)."""
     n, c = x.shape[0], x.shape[1]
-    x3 = x.reshape(n, c, -1)
-    m = n * x3.shape[2]
-    mean = _channel_sum(x3) / m
-    centred = (x3.reshape(n, -1) - _spread(mean, x3.shape[2])).reshape(x3.shape)
-    return mean, centred, _channel_dot(centred, centred) / m
+    x2 = x.reshape(n, -1)
+    m = x2.size // c
+    mean = _channel_sum(x2, c) / m
+    centred = rowwise(np.subtract, x2, _spread(mean, x2.shape[1] // c))
+    return mean, centred, _channel_dot(centred, centred, c) / m
 
 
 def _bn_derivative(grads, x, w, rm, rv, save_mean, save_invstd, training, eps):
