@@ -304,3 +304,24 @@ def test_inductor_kernel_takes_the_float_as_an_argument():
     dynamic = handler.lines[1]
     assert "_scalar(arg1)" in dynamic and "const double *restrict" in dynamic
     assert "0x1.0000000000000p-2" not in dynamic and "0x1.0000000000000p-3" not in dynamic
+
+
+def _table_lookup(x, v):
+    return x * {0.5: 1.0, 0.25: 2.0}.get(v, 7.0) + (1.0 if v in {0.5, 0.125} else 5.0)
+
+
+def _equality_decisions(x, v):
+    return x * (1.0 if v == v else 2.0) * (3.0 if str(v) == "0.5" else 4.0)
+
+
+@pytest.mark.parametrize("fn", [_table_lookup, _equality_decisions])
+def test_lookups_and_equality_on_a_dynamic_float_match_eager(fn):
+    # A dict or set lookup that misses compares nothing: hashing the float must guard its
+    # value, or a later value that is a key would reuse the graph of the miss.
+    values = [0.1, 0.2, 0.5, 0.25, 0.125, float("nan"), 0.5]
+    compiled = fusegrad.compile(fn, backend=Counter())
+    x = fusegrad.ones(3)
+    for v in values:
+        _close(compiled(x, v), fn(x, v))
+        t = torch.ones(3)
+        _close(compiled(x, v), torch.compile(fn, backend="eager")(t, v))

@@ -217,7 +217,7 @@ class SymFloat:
         return result
 
     def __hash__(self) -> int:
-        return hash(self.hint)  # a dict lookup then compares with `==`, which guards
+        return hash(self.specialize())  # a missed lookup compares nothing: no other guard
 
     def _needs_value(self, *_args):
         # `int(v)`, `math.sqrt(v)`, `round(v)`: a graph break, and the result (on the stack
