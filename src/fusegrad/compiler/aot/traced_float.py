@@ -103,8 +103,9 @@ class TracedFloat(float):
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _read
     __bool__ = __int__ = __float__ = __index__ = __trunc__ = __floor__ = __ceil__ = _read
-    __round__ = __format__ = __str__ = _read
-    __hash__ = float.__hash__
+    # Hashing reads the value too: a dict lookup that misses compares nothing, and would fix
+    # the miss into the graph.
+    __round__ = __format__ = __str__ = __hash__ = _read
 
     def __repr__(self) -> str:
         return f"TracedFloat({_plain(self)!r})"
