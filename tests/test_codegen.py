@@ -463,3 +463,19 @@ def test_graph_with_size_inputs():
         got = compiled(b, fusegrad.tensor(x_np))[0].numpy()
         np.testing.assert_allclose(got, np.exp(x_np.reshape(b * 4, -1)) * 2, rtol=1e-6)
     assert len(compiled.variants) == 3
+
+
+def test_multiply_add_rounds_twice_as_eager_and_torch_compile():
+    # A fused kernel computing x * y + y rounds the product before the sum, as eager does
+    # and as torch.compile's kernels do (an FMA rounds once: last-bit differences).
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(20000).astype(np.float32) for _ in range(2)]
+
+    def fn(x, y):
+        return x * y + y
+
+    x, y = (fusegrad.tensor(a) for a in xs)
+    got = fusegrad.compile(fn)(x, y).numpy()
+    np.testing.assert_array_equal(got, fn(x, y).numpy())
+    tx, ty = (torch.from_numpy(a) for a in xs)
+    np.testing.assert_array_equal(got, torch.compile(fn)(tx, ty).numpy())
