@@ -328,7 +328,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
     threads = num_threads()
     if out is None:
-        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        lead = a.shape[:-2]
+        if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
+            lead = np.broadcast_shapes(lead, b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
     parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
