@@ -260,14 +260,22 @@ def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
     return (out[1], tuple(a.shape), disjoint, nd)
 
 
+@functools.lru_cache(maxsize=64)
+def _plane_starts(rows: int, hw: int) -> np.ndarray:
+    """(rows, 1): where each plane of `hw` values starts in the flat input (read-only)."""
+    starts = (np.arange(rows, dtype=np.int64) * hw)[:, None]
+    starts.flags.writeable = False
+    return starts
+
+
 def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     """Max-pool input gradient as an array: each output's gradient lands at the flat input
     position its index names; a plain store when windows are disjoint, else np.add.at."""
-    rows = int(np.prod(shape[:-nd], dtype=np.int64))
-    hw = int(np.prod(shape[-nd:], dtype=np.int64))
+    rows = math.prod(shape[:-nd])
+    hw = math.prod(shape[-nd:])
     flat_idx = idx.reshape(rows, -1)
     pos = _workspace.scratch("pool.pos", flat_idx.shape, np.int64)  # a temporary
-    np.add(flat_idx, (np.arange(rows, dtype=np.int64) * hw)[:, None], out=pos)
+    np.add(flat_idx, _plane_starts(rows, hw), out=pos)
     vals = g.reshape(rows, -1)
     if disjoint:
         out = np.zeros(rows * hw, dtype=g.dtype)
