@@ -102,8 +102,10 @@ RELU_SIMD_MIN = 1024
 _RELU_ZEROS = {dt: np.zeros(RELU_ZERO_BLOCK, dt) for dt in _RELU_ZERO}
 for _z in _RELU_ZEROS.values():
     _z.flags.writeable = False
-# Float gradients masked through their bits (see `_relu_derivative`).
-_SAME_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+# Per float dtype: the integer type of the same width, in which `_relu_grad_array` masks a
+# gradient's bits, and the zero its mask compares with.
+_RELU_BITS = {dt: (np.int32 if dt.itemsize == 4 else np.int64, zero)
+              for dt, zero in _RELU_ZERO.items()}
 
 
 def _relu_kernel(a):
@@ -141,13 +143,13 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     `not out <= 0`. The gradient's bits are multiplied by the 0/1 mask as integers: a float
     multiply would give -0 for a negative gradient and NaN for an infinite one; np.where and
     masked stores branch per value (ten times slower on a random mask)."""
-    ints = _SAME_BITS.get(g.dtype)
-    zero = _RELU_ZERO[out.dtype]
+    bits = _RELU_BITS.get(out.dtype)
+    if bits is None or g.dtype != out.dtype:
+        return np.where(np.not_equal(out, 0), g, np.zeros((), g.dtype))
+    ints, zero = bits
     # A large mask is a temporary in a work buffer, not fresh pages.
     keep = (np.not_equal(out, zero) if out.size < RELU_ZERO_BLOCK else
             np.not_equal(out, zero, out=_workspace.scratch("relu.mask", out.shape, np.bool_)))
-    if ints is None or g.dtype != out.dtype:
-        return np.where(keep, g, np.zeros((), g.dtype))
     return np.multiply(g.view(ints), keep).view(g.dtype)
 
 
