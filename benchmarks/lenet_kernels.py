@@ -1,9 +1,10 @@
-"""LeNet-5's convolution and max-pool kernels, fusegrad beside PyTorch, on the training step's
-shapes (batch 64).
+"""LeNet-5's convolution, ReLU and max-pool kernels, fusegrad beside PyTorch, on the training
+step's shapes (batch 64).
 
-Each row times fusegrad's kernel on NumPy arrays (`ops.conv`, `ops.pooling`) and PyTorch's
-ATen call on the same arrays (`aten.convolution`, `aten.convolution_backward`,
-`aten.max_pool2d_with_indices` and its backward), in the same process, alternating per row.
+Each row times fusegrad's kernel on NumPy arrays (`ops.conv`, `ops.unary`, `ops.pooling`) and
+PyTorch's ATen call on the same arrays (`aten.convolution`, `aten.convolution_backward`,
+`aten.relu`, `aten.threshold_backward`, `aten.max_pool2d_with_indices` and its backward), in
+the same process, alternating per row.
 Figures are milliseconds of thread CPU time (time spent descheduled on a loaded machine does
 not count): the minimum and the median of `--calls` calls after three warm-up calls.
 
@@ -36,7 +37,7 @@ def rows() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     """(name, fusegrad call, torch call) for each kernel of a LeNet-5 training step."""
     import torch
 
-    from fusegrad.ops import conv, pooling
+    from fusegrad.ops import conv, pooling, unary
 
     rng = np.random.default_rng(0)
 
@@ -62,6 +63,13 @@ def rows() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
          lambda: aten.convolution_backward(t(g2), t(x2), t(w2), [16], one, zero, one, False,
                                            zero, 1, [True, True, True])),
     ]
+    for i, y in ((1, g1), (2, g2)):
+        act = unary._relu_kernel(y)
+        gy = arr(*y.shape)
+        out.append((f"relu {i} forward", lambda y=y: unary._relu_kernel(y),
+                    lambda y=y: aten.relu(t(y))))
+        out.append((f"relu {i} backward", lambda gy=gy, act=act: unary._relu_grad_array(gy, act),
+                    lambda gy=gy, act=act: aten.threshold_backward(t(gy), t(act), 0)))
     k = [2, 2]
     for i, x in ((1, g1), (2, g2)):
         vals, idx = pooling._maxpool_kernel(x, k, k, zero, one, False)

@@ -106,6 +106,8 @@ from ._functional_loss import (  # noqa: F401
 
 
 def _ntuple(x, n: int, name: str = "") -> list:
+    if type(x) is int:  # the common case, without the ABC check below (a few us per layer)
+        return [x] * n
     if isinstance(x, numbers.Integral):
         return [int(x)] * n
     x = [int(v) for v in x]

@@ -21,17 +21,30 @@ import numpy as np
 MAX_BYTES = 1 << 24
 
 
+# Views remembered per thread (by slot, shape and dtype): cleared when this many are held.
+MAX_VIEWS = 256
+
+
 class _Buffers(_ThreadLocal):
     def __init__(self) -> None:
         self.slots: dict[str, np.ndarray] = {}
+        # The shaped view of a slot's buffer last handed out for (slot, shape, dtype): a
+        # training loop asks for the same few every step, and building one (dtype, size,
+        # slice, view, reshape) costs more than a small kernel's arithmetic.
+        self.views: dict[tuple, np.ndarray] = {}
 
 
 _local = _Buffers()
 
 
 def scratch(slot: str, shape: tuple, dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array of `shape` and `dtype`, held in this thread's
-    buffer `slot` (valid until the next request for `slot` on this thread)."""
+    """An uninitialised C-contiguous array of `shape` (a tuple) and `dtype`, held in this
+    thread's buffer `slot` (valid until the next request for `slot` on this thread)."""
+    local = _local
+    key = (slot, shape, dtype)
+    view = local.views.get(key)
+    if view is not None:
+        return view
     dtype = np.dtype(dtype)
     size = 1
     for v in shape:
@@ -39,13 +52,19 @@ def scratch(slot: str, shape: tuple, dtype) -> np.ndarray:
     nbytes = size * dtype.itemsize
     if nbytes > MAX_BYTES:
         return np.empty(shape, dtype=dtype)
-    buf = _local.slots.get(slot)
+    buf = local.slots.get(slot)
     if buf is None or buf.nbytes < nbytes:
         # Doubling past the last size: a growing sequence of requests allocates O(log) times.
         cap = max(nbytes, min(2 * (0 if buf is None else buf.nbytes), MAX_BYTES), 64)
         buf = np.empty(cap, dtype=np.uint8)
-        _local.slots[slot] = buf
-    return buf[:nbytes].view(dtype).reshape(shape)
+        local.slots[slot] = buf
+        # Views of the old buffer must not be handed out again (nor keep it alive).
+        local.views = {k: v for k, v in local.views.items() if k[0] != slot}
+    view = buf[:nbytes].view(dtype).reshape(shape)
+    if len(local.views) >= MAX_VIEWS:
+        local.views.clear()
+    local.views[key] = view
+    return view
 
 
 def zeros(slot: str, shape: tuple, dtype) -> np.ndarray:

@@ -9,6 +9,8 @@ can be differentiated again; a plain `backward()` takes the NumPy fast paths her
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -292,8 +294,17 @@ def _taps(x_shape, k, s, p, d, oh: int, ow: int) -> tuple:
     live ones when at most a third of the kernel is live, else all. Leaving offsets out
     costs a gather of the weight's live part (runs of a few values, slow per byte), which
     only pays when it cuts most of the GEMMs' work."""
-    rows = _live_taps(x_shape[2], k[0], s[0], p[0], d[0], oh)
-    cols = _live_taps(x_shape[3], k[1], s[1], p[1], d[1], ow)
+    return _taps_of(x_shape[2], x_shape[3], k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1],
+                    oh, ow)
+
+
+@functools.lru_cache(maxsize=256)
+def _taps_of(h: int, w: int, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int,
+             dw: int, oh: int, ow: int) -> tuple:
+    """`_taps` by plain numbers, cached: every training step asks again for each layer."""
+    k = (kh, kw)
+    rows = _live_taps(h, kh, sh, ph, dh, oh)
+    cols = _live_taps(w, kw, sw, pw, dw, ow)
     if 3 * (rows[1] - rows[0]) * (cols[1] - cols[0]) > k[0] * k[1]:
         return (0, k[0]), (0, k[1])
     return rows, cols
@@ -560,7 +571,8 @@ def _check_conv_dtypes(x, w, b) -> None:
 def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype):
         _check_conv_dtypes(x, w, b)
-    _conv_shape(x.shape, w.shape, stride, padding, dilation, transposed, output_padding, groups)
+    _checked_shape(x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation),
+                   transposed, tuple(output_padding), groups)
     if x.ndim > 4:  # volumes: the general kernels
         args = (_work(x), _work(w), None if b is None else _work(b), stride, padding, dilation)
         out = (_conv_transposed_nd_kernel(*args, output_padding, groups) if transposed
@@ -696,6 +708,11 @@ def _conv_shape(xs, ws, stride, padding, dilation, transposed, output_padding,
     if 0 in dilation:
         raise RuntimeError(f"dilation should be greater than zero, but got {d2}")
     return (xs[0], ws[0]) + tuple(spatial)
+
+
+# The kernel's checks by shapes and arguments (tuples), cached: a failed check caches
+# nothing and raises again, a passed one costs a lookup on the next step.
+_checked_shape = functools.lru_cache(maxsize=256)(_conv_shape)
 
 
 def _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding, groups):

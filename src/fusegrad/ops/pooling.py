@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from . import _parallel, _workspace
 from ._onnx import batched
-from ._util import HALF, Spec, numpy_backward, rand_array, wrap_grad
+from ._util import Spec, numpy_backward, rand_array, wrap_grad
 from .conv import _out_size, _windows, col2im, convolution
 from .nn import _call, _const, _work
 from .registry import Sample, register
@@ -101,55 +101,131 @@ def _as_batched(a, nd: int):
     return (a[None], True) if a.ndim == nd + 1 else (a, False)
 
 
+class _MaxPlan:
+    """What a max pooling of one input shape, dtype and set of arguments needs besides the
+    data, worked out once (`_max_plan`): a training loop pools the same shapes every step,
+    and the arithmetic on shapes is most of a small pool's cost."""
+
+    __slots__ = ("k", "s", "p", "d", "ceil", "batched", "unbatched", "osz", "kk", "blocks",
+                 "order", "small", "shifts", "corner", "delta")
+
+    def __init__(self, shape: tuple, k: list, s: list, p: list, d: list, ceil: bool,
+                 nd: int) -> None:
+        self.k, self.s, self.p, self.d, self.ceil = k, s, p, d, ceil
+        self.unbatched = len(shape) == nd + 1
+        self.batched = (1,) + shape if self.unbatched else shape
+        size = self.batched[2:]
+        self.osz = tuple(_out_size(size[i], k[i], s[i], p[i], d[i], ceil) for i in range(nd))
+        self.kk = math.prod(k)
+        # Windows that tile the input (stride = kernel, no padding or dilation, the last
+        # partial windows dropped): the windows are a reshape of the input, no strided view.
+        self.blocks = s == k and not any(p) and all(v == 1 for v in d) and all(
+            o * kv <= v for o, kv, v in zip(self.osz, k, size))
+        # The window copy's axes: kernel offsets first, then (n, c, *out).
+        if self.blocks:
+            self.order = (tuple(3 + 2 * i for i in range(nd)) + (0, 1)
+                          + tuple(2 + 2 * i for i in range(nd)))
+        else:
+            self.order = tuple(range(2, 2 + nd)) + (0, 1) + tuple(range(2 + nd, 2 + 2 * nd))
+        self.delta, self.corner = _index_geometry(tuple(size), self.osz, tuple(k), tuple(s),
+                                                  tuple(p), tuple(d))
+        # When the offsets' displacements grow with the offset (no window wider than a
+        # row), the running maximum keeps the winner's displacement itself, as int32, and
+        # the index is one add; else the winner's offset, in the smallest integer type.
+        plane = math.prod(size)
+        grows = bool((np.diff(self.delta) > 0).all()) and plane < 2 ** 31
+        self.shifts = [np.int32(v) for v in self.delta] if grows else None
+        kk = self.kk
+        self.small = np.int8 if kk <= 127 else np.int16 if kk <= 32767 else np.intp
+
+    def windows(self, x: np.ndarray, fill) -> np.ndarray:
+        """The (n, c, *k, *out) windows of the batched input, or its (n, c, o0, k0, ...)
+        blocks; either goes to `order` for the offset-major copy."""
+        if not self.blocks:
+            return _windows(x, self.k, self.s, self.p, self.d, fill, self.ceil)
+        n, c = x.shape[:2]
+        crop = x[(slice(None),) * 2 + tuple(slice(0, o * kv) for o, kv in zip(self.osz,
+                                                                             self.k))]
+        return crop.reshape((n, c) + tuple(v for o, kv in zip(self.osz, self.k)
+                                           for v in (o, kv)))
+
+
+@functools.lru_cache(maxsize=256)
+def _max_plan(shape: tuple, kernel_size: tuple, stride: tuple, padding: tuple,
+              dilation: tuple, ceil_mode: bool, nd: int) -> _MaxPlan:
+    """The checked plan of a max pooling (PyTorch's errors for invalid arguments are raised
+    on each call: a failed call caches nothing)."""
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, nd)
+    pool_shape(shape, k, s, p, d, ceil_mode)
+    return _MaxPlan(shape, k, s, p, d, ceil_mode, nd)
+
+
 def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False,
                     nd=2):
-    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, nd)
-    pool_shape(a.shape, k, s, p, d, ceil_mode)
-    x, unbatched = _as_batched(a, nd)
-    fill = -np.inf if x.dtype.kind == "f" or x.dtype in HALF else np.iinfo(x.dtype).min
-    win = _windows(_work(x), k, s, p, d, fill, ceil_mode)
-    n, c = win.shape[:2]
-    osz = win.shape[2 + nd:]
-    kk = math.prod(k)
+    plan = _max_plan(a.shape, tuple(kernel_size), tuple(stride), tuple(padding),
+                     tuple(dilation), bool(ceil_mode), nd)
+    x = _work(a)
+    if plan.unbatched:
+        x = x[None]
+    floating = x.dtype.kind == "f"
+    fill = -np.inf if floating else np.iinfo(x.dtype).min
+    n, c = x.shape[:2]
+    osz = plan.osz
+    kk = plan.kk
     # A running maximum over the window offsets, each step one vectorised pass over all
     # windows (no argmax along a strided axis, no take_along_axis). As PyTorch's kernel: the
     # first of equal maxima wins, and a NaN wins over any number. The windows are first
     # copied offset-major, so that every pass runs over one contiguous row (a strided
     # view gives NumPy inner loops of only `ow` values). Masked copies, np.where and
-    # boolean-mask stores are each several times slower here than the arithmetic update of
-    # `arg` and np.maximum (which propagates NaN as the kernel must).
+    # boolean-mask stores branch per value, several times slower here than the arithmetic
+    # update of the winner and np.maximum (which propagates NaN as the kernel must).
     # Each window is independent: with several threads, each runs the loop on its own
     # columns (the same operations in the same order, so the same result).
-    # The window copy and the winning offsets are temporaries: work buffers, not fresh
-    # pages (a fresh megabyte is mapped page by page on first write); the offsets in the
-    # smallest integer type that holds them (a quarter to an eighth of the traffic of intp).
-    flat = _workspace.scratch("pool.windows", tuple(k) + (n, c) + osz, win.dtype)
-    _parallel.copyto(flat, win.transpose(tuple(range(2, 2 + nd)) + (0, 1)
-                                         + tuple(range(2 + nd, 2 + 2 * nd))))
+    # The window copy, the winners and the masks are temporaries: work buffers, not fresh
+    # pages (a fresh megabyte is mapped page by page on first write).
+    flat = _workspace.scratch("pool.windows", tuple(plan.k) + (n, c) + osz, x.dtype)
+    _parallel.copyto(flat, plan.windows(x, fill).transpose(plan.order))
     flat = flat.reshape(kk, -1)
-    best = np.empty(flat.shape[1], dtype=flat.dtype)
-    small = np.int8 if kk <= 127 else np.int16 if kk <= 32767 else np.intp
-    arg = _workspace.zeros("pool.arg", best.shape, small)
-    floating = best.dtype.kind == "f"
+    m = flat.shape[1]
+    best = np.empty(m, dtype=flat.dtype)
+    shifts = plan.shifts
+    at_all = _workspace.scratch("pool.arg", (m,), np.int32 if shifts else plan.small)
+    upd_all = _workspace.scratch("pool.upd", (2, m), np.bool_)
+    step_all = _workspace.scratch("pool.step", (m,), at_all.dtype) if shifts else None
 
-    def columns(a: int, b: int) -> None:
-        top, at = best[a:b], arg[a:b]
-        top[...] = flat[0, a:b]
-        for t in range(1, kk):
-            v = flat[t, a:b]
-            upd = v > top
-            if floating:
-                upd |= v != v
-            at += upd * (t - at)
-            np.maximum(top, v, out=top)
+    def running_max(nan: bool) -> None:
+        def columns(lo: int, hi: int) -> None:
+            top, at = best[lo:hi], at_all[lo:hi]
+            upd, isnan = upd_all[0, lo:hi], upd_all[1, lo:hi]
+            np.copyto(top, flat[0, lo:hi])
+            at.fill(0)
+            for t in range(1, kk):
+                v = flat[t, lo:hi]
+                np.greater(v, top, out=upd)
+                if nan:
+                    np.logical_or(upd, np.not_equal(v, v, out=isnan), out=upd)
+                if shifts:  # displacements grow with t: the latest update is the largest
+                    step = step_all[lo:hi]
+                    np.maximum(at, np.multiply(upd, shifts[t], out=step), out=at)
+                else:
+                    at += upd * (t - at)
+                np.maximum(top, v, out=top)
 
-    _parallel.for_chunks(columns, best.shape[0], flat.size)
+        _parallel.for_chunks(columns, m, flat.size)
+
+    # The maxima propagate NaN: only when one came out do the winners need the NaN test
+    # (two passes per offset), and the loop runs again with it.
+    running_max(False)
+    if floating and m and np.isnan(np.maximum.reduce(best)):
+        running_max(True)
     out = best.reshape((n, c) + osz).astype(a.dtype, copy=False)
-    arg = arg.reshape((n, c) + osz)
-    delta, corner = _index_geometry(x.shape[2:], osz, tuple(k), tuple(s), tuple(p), tuple(d))
-    idx = delta[arg]
-    idx += corner
-    if unbatched:
+    at = at_all.reshape((n, c) + osz)
+    if shifts:
+        idx = np.add(at, plan.corner, dtype=np.int64)
+    else:
+        idx = plan.delta[at]
+        idx += plan.corner
+    if plan.unbatched:
         return out[0], idx[0]
     return out, idx
 
@@ -157,9 +233,8 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
 @functools.lru_cache(maxsize=64)
 def _index_geometry(size: tuple, osz: tuple, k: tuple, s: tuple, p: tuple, d: tuple) -> tuple:
     """(displacement of each window offset, first corner of each window) as flat indices into
-    one input plane: a max-pool index is `delta[winning offset] + corner`. Cached per shape and
-    arguments (read-only arrays): a training loop pools the same shapes every step, and
-    building them is most of a small pool's cost."""
+    one input plane: a max-pool index is `delta[winning offset] + corner` (read-only arrays,
+    cached per shape and arguments)."""
     nd = len(k)
     step = [math.prod(size[i + 1:]) for i in range(nd)]  # row-major strides of the input
     corner = sum(((np.arange(osz[i], dtype=np.int64) * s[i] - p[i]) * step[i]).reshape(
@@ -185,14 +260,22 @@ def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
     return (out[1], tuple(a.shape), disjoint, nd)
 
 
+@functools.lru_cache(maxsize=64)
+def _plane_starts(rows: int, hw: int) -> np.ndarray:
+    """(rows, 1): where each plane of `hw` values starts in the flat input (read-only)."""
+    starts = (np.arange(rows, dtype=np.int64) * hw)[:, None]
+    starts.flags.writeable = False
+    return starts
+
+
 def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     """Max-pool input gradient as an array: each output's gradient lands at the flat input
     position its index names; a plain store when windows are disjoint, else np.add.at."""
-    rows = int(np.prod(shape[:-nd], dtype=np.int64))
-    hw = int(np.prod(shape[-nd:], dtype=np.int64))
+    rows = math.prod(shape[:-nd])
+    hw = math.prod(shape[-nd:])
     flat_idx = idx.reshape(rows, -1)
     pos = _workspace.scratch("pool.pos", flat_idx.shape, np.int64)  # a temporary
-    np.add(flat_idx, (np.arange(rows, dtype=np.int64) * hw)[:, None], out=pos)
+    np.add(flat_idx, _plane_starts(rows, hw), out=pos)
     vals = g.reshape(rows, -1)
     if disjoint:
         out = np.zeros(rows * hw, dtype=g.dtype)

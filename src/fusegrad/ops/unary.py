@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _workspace
 from ._util import (
     F32,
     HALF,
@@ -91,13 +92,40 @@ def _relu_check(dt) -> None:
 # A 0-d zero per float dtype: `np.maximum(a, zero)` with an array of `a`'s own dtype skips
 # converting a Python 0 on every call (half the cost of the call on a small tensor).
 _RELU_ZERO = {np.dtype(t): np.zeros((), t) for t in (np.float32, np.float64)}
+# Against a 0-d zero `np.maximum` runs a scalar loop; against an array of zeros that steps
+# through memory as the input does, its SIMD loop, three times faster (301k float32 values,
+# LeNet's first activation: 0.11 -> 0.035 ms). A block of zeros serves any large input, as
+# rows of this many values (the zeros stay in cache); below `RELU_SIMD_MIN` values the
+# scalar loop is as fast as slicing the block.
+RELU_ZERO_BLOCK = 1 << 14
+RELU_SIMD_MIN = 1024
+_RELU_ZEROS = {dt: np.zeros(RELU_ZERO_BLOCK, dt) for dt in _RELU_ZERO}
+for _z in _RELU_ZEROS.values():
+    _z.flags.writeable = False
+# Per float dtype: the integer type of the same width, in which `_relu_grad_array` masks a
+# gradient's bits, and the zero its mask compares with.
+_RELU_BITS = {dt: (np.int32 if dt.itemsize == 4 else np.int64, zero)
+              for dt, zero in _RELU_ZERO.items()}
 
 
 def _relu_kernel(a):
     dt = a.dtype
     zero = _RELU_ZERO.get(dt)
     if zero is not None:
-        return np.maximum(a, zero)
+        n = a.size
+        if n < RELU_SIMD_MIN or not a.flags.c_contiguous:
+            return np.maximum(a, zero)
+        zeros = _RELU_ZEROS[dt]
+        if n <= RELU_ZERO_BLOCK:
+            return np.maximum(a, zeros[:n].reshape(a.shape))
+        out = np.empty(a.shape, dt)
+        flat, dst = a.reshape(-1), out.reshape(-1)
+        whole = n - n % RELU_ZERO_BLOCK
+        np.maximum(flat[:whole].reshape(-1, RELU_ZERO_BLOCK), zeros,
+                   out=dst[:whole].reshape(-1, RELU_ZERO_BLOCK))
+        if whole < n:
+            np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
+        return out
     if dt.kind in "bc":  # `dt == np.bool_` converts the type on every call: test the kind
         _relu_check(dt)
     out = np.maximum(a, 0)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
@@ -109,9 +137,25 @@ def _relu_meta(a):
     return unary_meta(to_float=False)(a)
 
 
+def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`g` where relu's output is not zero, else +0 (PyTorch's `threshold_backward`: a NaN
+    output passes the gradient on). The output is never negative, so `out != 0` is
+    `not out <= 0`. The gradient's bits are multiplied by the 0/1 mask as integers: a float
+    multiply would give -0 for a negative gradient and NaN for an infinite one; np.where and
+    masked stores branch per value (ten times slower on a random mask)."""
+    bits = _RELU_BITS.get(out.dtype)
+    if bits is None or g.dtype != out.dtype:
+        return np.where(np.not_equal(out, 0), g, np.zeros((), g.dtype))
+    ints, zero = bits
+    # A large mask is a temporary in a work buffer, not fresh pages.
+    keep = (np.not_equal(out, zero) if out.size < RELU_ZERO_BLOCK else
+            np.not_equal(out, zero, out=_workspace.scratch("relu.mask", out.shape, np.bool_)))
+    return np.multiply(g.view(ints), keep).view(g.dtype)
+
+
 def _relu_derivative(g, out):
-    if numpy_backward(g, out):  # one mask and one multiply, no dispatch or bool->float copy
-        return (wrap_grad(np.multiply(g._data, out._data > 0)),)
+    if numpy_backward(g, out):  # no dispatch or bool->float copy
+        return (wrap_grad(_relu_grad_array(g._data, out._data)),)
     return (g * (out > 0),)
 
 
