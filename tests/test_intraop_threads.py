@@ -300,3 +300,42 @@ def test_openblas_core_name_follows_openblas_coretype():
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                          capture_output=True, text=True).stdout.strip()
     assert out.lower() == "sandybridge"
+
+
+@pytest.mark.parametrize("ufunc, scalar", [(np.maximum, 0.0), (np.add, None),
+                                           (np.multiply, 2.5)])
+def test_elementwise_with_two_threads_is_bit_identical_to_the_plain_ufunc(shared, ufunc,
+                                                                          scalar):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 6, 28, 28)).astype(np.float32)
+    b = np.float32(scalar) if scalar is not None else rng.standard_normal(a.shape).astype(
+        np.float32)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    got = _parallel.elementwise(ufunc, np.empty_like(a), a, b)
+    assert _parallel._state.pool is not None
+    np.testing.assert_array_equal(got, ufunc(a, b))
+
+
+def test_relu_with_two_threads_is_bit_identical_to_one(shared):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 6, 28, 28)).astype(np.float32)
+    x[0, 0, 0, :3] = (np.nan, 0.0, -0.0)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+
+    def step(lib):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.relu(xt)
+        y.backward(lib.tensor(g))
+        return [np.array(t.detach().numpy()) for t in (y, xt.grad)]
+
+    fusegrad.set_num_threads(1)
+    one = step(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = step(fusegrad)
+    assert _parallel._state.pool is not None
+    for a, r in zip(one, two):
+        np.testing.assert_array_equal(a, r)
+    for a, r in zip(two, step(torch)):
+        np.testing.assert_array_equal(a[~np.isnan(a)], r[~np.isnan(r)])

@@ -264,6 +264,26 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
                       ("copy", dst.shape, dst.strides, src.strides, dst.dtype))
 
 
+def elementwise(ufunc: np.ufunc, out: np.ndarray, *args) -> np.ndarray:
+    """`ufunc(*args, out=out)` for C-contiguous arrays of `out`'s shape and scalars (Python
+    numbers, 0-d arrays), its elements shared between threads; returns `out`. Each element is
+    computed by the same loop whatever the cut, so the bits do not depend on the thread
+    count."""
+    n = out.size
+    if n < MIN_CHUNK or num_threads() <= 1:
+        ufunc(*args, out=out)
+        return out
+    dst = out.reshape(-1)
+    flat = [a.reshape(-1) if a.__class__ is np.ndarray and a.ndim else a for a in args]
+    cut = [a.__class__ is np.ndarray and a.ndim > 0 for a in flat]
+
+    def part(i: int, j: int) -> None:
+        ufunc(*[a[i:j] if c else a for a, c in zip(flat, cut)], out=dst[i:j])
+
+    share_by_cost(part, n, n, ("elementwise", ufunc, n, out.dtype))
+    return out
+
+
 def contiguous(src: np.ndarray) -> np.ndarray:
     """`np.ascontiguousarray(src)`, the copy shared between threads."""
     return src if src.flags.c_contiguous else copy(src)

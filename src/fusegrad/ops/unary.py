@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from . import _workspace
+from . import _parallel, _workspace
 from ._util import (
     F32,
     HALF,
@@ -120,9 +120,15 @@ def _relu_kernel(a):
             return np.maximum(a, zeros[:n].reshape(a.shape))
         out = np.empty(a.shape, dt)
         flat, dst = a.reshape(-1), out.reshape(-1)
-        whole = n - n % RELU_ZERO_BLOCK
-        np.maximum(flat[:whole].reshape(-1, RELU_ZERO_BLOCK), zeros,
-                   out=dst[:whole].reshape(-1, RELU_ZERO_BLOCK))
+        rows = n // RELU_ZERO_BLOCK
+        whole = rows * RELU_ZERO_BLOCK
+        src_rows = flat[:whole].reshape(rows, RELU_ZERO_BLOCK)
+        dst_rows = dst[:whole].reshape(rows, RELU_ZERO_BLOCK)
+
+        def part(i: int, j: int) -> None:  # rows shared between threads
+            np.maximum(src_rows[i:j], zeros, out=dst_rows[i:j])
+
+        _parallel.for_chunks(part, rows, whole)
         if whole < n:
             np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
         return out
@@ -147,10 +153,22 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     if bits is None or g.dtype != out.dtype:
         return np.where(np.not_equal(out, 0), g, np.zeros((), g.dtype))
     ints, zero = bits
+    n = out.size
+    if n < RELU_ZERO_BLOCK:
+        return np.multiply(g.view(ints), np.not_equal(out, zero)).view(g.dtype)
     # A large mask is a temporary in a work buffer, not fresh pages.
-    keep = (np.not_equal(out, zero) if out.size < RELU_ZERO_BLOCK else
-            np.not_equal(out, zero, out=_workspace.scratch("relu.mask", out.shape, np.bool_)))
-    return np.multiply(g.view(ints), keep).view(g.dtype)
+    keep = _workspace.scratch("relu.mask", out.shape, np.bool_)
+    if g.shape != out.shape or not (g.flags.c_contiguous and out.flags.c_contiguous):
+        return np.multiply(g.view(ints), np.not_equal(out, zero, out=keep)).view(g.dtype)
+    res = np.empty(n, ints)
+    g_bits, values, mask = g.reshape(-1).view(ints), out.reshape(-1), keep.reshape(-1)
+
+    def part(i: int, j: int) -> None:  # elements shared between threads
+        np.not_equal(values[i:j], zero, out=mask[i:j])
+        np.multiply(g_bits[i:j], mask[i:j], out=res[i:j])
+
+    _parallel.for_chunks(part, n, n)
+    return res.view(g.dtype).reshape(g.shape)
 
 
 def _relu_derivative(g, out):
