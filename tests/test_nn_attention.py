@@ -530,3 +530,33 @@ def test_multihead_attention_packed_self_attention_nodes():
                                                     "MulBackward0"}
     assert graph_names(fg(x, x, x, need_weights=False)[0]) == common | {
         "PermuteBackward0", FLASH}
+
+
+def _mha_outcome(lib, query_shape, key_shape, **masks):
+    lib.manual_seed(0)
+    m = lib.nn.MultiheadAttention(8, 2, batch_first=True)
+    q, k = lib.zeros(*query_shape), lib.zeros(*key_shape)
+    masks = {name: lib.zeros(*shape, dtype=lib.bool) for name, shape in masks.items()}
+    try:
+        out, w = m(q, k, k, **masks)
+    except (AssertionError, RuntimeError) as e:
+        return type(e).__name__, str(e)
+    return tuple(out.shape), tuple(w.shape)
+
+
+@pytest.mark.parametrize("query_shape,key_shape,masks", [
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (3, 3)}),
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (3, 5, 5)}),
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (2, 2, 5, 5)}),
+    ((2, 5, 8), (2, 5, 8), {"key_padding_mask": (2, 5, 1)}),
+    ((5, 8), (5, 8), {"attn_mask": (3, 5, 5)}),
+    ((5, 8), (5, 8), {"attn_mask": (2, 5, 5)}),
+    ((5, 8), (5, 8), {"key_padding_mask": (2, 5)}),
+    ((5, 8), (5, 8), {"key_padding_mask": (5,)}),
+    ((1, 2, 5, 8), (1, 2, 5, 8), {}),
+    ((2, 5, 8), (5, 8), {}),
+    ((5, 8), (2, 5, 8), {}),
+])
+def test_multihead_attention_rank_checks(query_shape, key_shape, masks):
+    assert _mha_outcome(fusegrad, query_shape, key_shape, **masks) == \
+        _mha_outcome(torch, query_shape, key_shape, **masks)
