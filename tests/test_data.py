@@ -149,3 +149,18 @@ def test_samplers_and_errors():
         fud.DataLoader(fg, sampler=fud.SequentialSampler(fg), shuffle=True)
     loader = fud.DataLoader(fg, batch_sampler=bs)
     assert len(loader) == 3
+
+
+P = namedtuple("P", "a b")
+
+
+@pytest.mark.parametrize("batch", [
+    [(1.5, "x"), (2.5, "y")],
+    [["a", 1], ["b", 2]],
+    [P("s", 1), P("t", 2)],
+    [{"k": "u", "n": (1, "z")}, {"k": "v", "n": (2, "w")}],
+    ["p", "q"],
+], ids=repr)
+def test_collate_keeps_string_fields_as_tuples(batch):
+    got = repr(fud.default_collate(batch)).replace("fusegrad", "torch")
+    assert got == repr(tud.default_collate(batch))

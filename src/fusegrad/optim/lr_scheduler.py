@@ -6,13 +6,52 @@ float values agree step for step."""
 
 from __future__ import annotations
 
+import functools
 import math
 import types
+import warnings
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 
 from .optimizer import Optimizer
+
+_ORDER_WARNING = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+    "later, you should call them in the opposite order: `optimizer.step()` before "
+    "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+    "value of the learning rate schedule. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+_EPOCH_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
+    "where possible. Please use `scheduler.step()` to step the scheduler. During the "
+    "deprecation, if epoch is different from None, the closed form is used instead of the new "
+    "chainable form, where available. Please open an issue if you are unable to replicate "
+    "your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
+_REPLACED_STEP_WARNING = (
+    "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+    "initialization. Please, make sure to call `optimizer.step()` before "
+    "`lr_scheduler.step()`. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+
+
+def _track_step_calls(optimizer: Optimizer) -> None:
+    """Make `optimizer.step` note (`_opt_called`) that it ran, so a scheduler's first step
+    can tell whether it came first, as PyTorch warns (once per optimizer)."""
+    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):
+        return
+    owner = weakref.ref(optimizer)  # the wrapper lives on the optimizer: no cycle
+    step = optimizer.step.__func__
+
+    @functools.wraps(step)
+    def wrapper(*args, **kwargs):
+        opt = owner()
+        opt._opt_called = True
+        return step.__get__(opt, opt.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    optimizer.step = wrapper
 
 
 class LRScheduler:
@@ -36,6 +75,7 @@ class LRScheduler:
                                    "a fresh training run (not recommended)")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_step_calls(optimizer)
         self._step_count = 0
         self._is_initial = True
         self.step()
@@ -51,11 +91,17 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch and set the groups' learning rates."""
+        if self._step_count == 1:  # the first step after the one construction made
+            if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
+                warnings.warn(_REPLACED_STEP_WARNING, UserWarning, stacklevel=2)
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
@@ -590,6 +636,8 @@ class ReduceLROnPlateau(LRScheduler):
     def step(self, metrics, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record this epoch's metric and reduce the rates when it has plateaued."""
         current = float(metrics)
+        if epoch is not None:
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._is_better(current, self.best):
             self.best = current
