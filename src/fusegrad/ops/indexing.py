@@ -112,6 +112,7 @@ def _index_select_derivative(g, shape, dim, index):
 
 index_select = register(
     "index_select", kernel=_index_select_kernel, meta=_index_select_meta,
+    nondiff_args=(2,),
     node="IndexSelectBackward0", derivative=_index_select_derivative,
     save=lambda out, a, dim, index: (a.shape, dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, n, s[d])),
@@ -167,6 +168,7 @@ def _gather_samples(rng, dt):
 
 gather = register(
     "gather", kernel=_gather_kernel, meta=_gather_meta, node="GatherBackward0",
+    nondiff_args=(2,),
     derivative=lambda g, shape, dim, index: (
         g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
     save=lambda out, a, dim, index, sparse_grad=False: (a.shape, dim, index),
@@ -236,17 +238,20 @@ def _zero_at(g, dim, index):
 
 scatter = register(
     "scatter.src", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward0",
+    nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None,
                                       g.gather(dim, index)),
     save=lambda out, a, dim, index, src: (dim, index), samples=_unique_index_samples,
     public="scatter")
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
+    nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index),
     samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter")
 scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
+    nondiff_args=(2,),
     meta=_scatter_meta, node="ScatterAddBackward0",
     derivative=lambda g, dim, index: (g, None, None, g.gather(dim, index)),
     save=lambda out, a, dim, index, src: (dim, index), samples=_scatter_add_samples)
@@ -299,6 +304,7 @@ def _index_add_derivative(g, dim, index, alpha, src_ndim):
 
 index_add = register(
     "index_add", kernel=_index_add_kernel, meta=_index_add_meta, node="IndexAddBackward0",
+    nondiff_args=(2,),
     derivative=_index_add_derivative,
     save=lambda out, a, dim, index, source, alpha=1: (dim, index, alpha, len(source.shape)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[d]),
@@ -355,12 +361,14 @@ def _mask_samples(value):
 
 masked_fill = register(
     "masked_fill.Scalar", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    nondiff_args=(1,),
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
     public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    nondiff_args=(1,),
     node="MaskedFillBackward1",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
@@ -383,6 +391,7 @@ def _masked_select_meta(a, mask):
 
 masked_select = register(
     "masked_select", kernel=_masked_select_kernel, meta=_masked_select_meta, data_dependent=True,
+    nondiff_args=(1,),
     node="MaskedSelectBackward0",
     derivative=lambda g, shape, mask: (_masked_select_backward(g, shape, mask), None),
     save=lambda out, a, mask: (broadcast_shapes(tuple(a.shape), tuple(mask.shape)), mask),

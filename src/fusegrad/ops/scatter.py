@@ -67,6 +67,7 @@ def _take_derivative(g, shape, index):
 
 take = register(
     "take", kernel=_take_kernel,
+    nondiff_args=(1,),
     meta=lambda a, index: (_long_index(index, "take"), Spec(tuple(index.shape), a.dtype))[1],
     node="TakeBackward0", derivative=_take_derivative,
     save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
@@ -107,6 +108,7 @@ def _put_samples(rng, dt):
 
 put = register(
     "put", kernel=_put_kernel,
+    nondiff_args=(1,),
     meta=lambda a, index, source, accumulate=False: (_long_index(index, "put_"), _same(a))[1],
     node="PutBackward0", derivative=_put_derivative,
     save=lambda out, a, index, source, accumulate=False: (index, tuple(source.shape),
@@ -181,12 +183,14 @@ def _index_fill_samples(value):
 
 index_fill = register(
     "index_fill.int_Scalar", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    nondiff_args=(2,),
     node="IndexFillBackward0",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
     samples=_index_fill_samples(lambda rng, dt: -1.5), public="index_fill")
 index_fill_tensor = register(
     "index_fill.int_Tensor", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    nondiff_args=(2,),
     node="IndexFillBackward1",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None,
                                       (g - g.index_fill(dim, index, 0.0)).sum()),
@@ -228,6 +232,7 @@ def _index_copy_samples(rng, dt):
 
 index_copy = register(
     "index_copy", autocast="promote", kernel=_index_copy_kernel,
+    nondiff_args=(2,),
     meta=lambda a, dim, index, source: (_index_copy_check(a, dim, index), _same(a))[1],
     node="IndexCopyBackward0", derivative=_index_copy_derivative,
     save=lambda out, a, dim, index, source: (dim, index), saved_names=("dim", "index"),
@@ -272,6 +277,7 @@ def _masked_scatter_derivative(g, mask, src_shape):
 
 masked_scatter = register(
     "masked_scatter", kernel=_masked_scatter_kernel, meta=_masked_scatter_meta,
+    nondiff_args=(1,),
     node="MaskedScatterBackward0", derivative=_masked_scatter_derivative,
     save=lambda out, a, mask, source: (mask, tuple(source.shape)),
     saved_names=("mask", "source_sym_sizes"),
@@ -397,6 +403,7 @@ def _scatter_reduce_samples(rng, dt):
 
 scatter_reduce = register(
     "scatter_reduce.two", kernel=_scatter_reduce_kernel, meta=_scatter_reduce_meta,
+    nondiff_args=(2,),
     node="ScatterReduceBackward0", derivative=_scatter_reduce_derivative,
     save=lambda out, a, dim, index, src, reduce, include_self=True: (
         a, dim, index, src, reduce, include_self, out),
