@@ -296,6 +296,18 @@ CASES = {
                                                         alpha=-0.1),
     "Adagrad negative lr_decay": lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(2))],
                                                            lr_decay=-0.1),
+    # ---------------------------------------------------------------- source dtypes
+    "index_add long source": lambda m: m.zeros(3).index_add_(0, _t(m, [0]), _t(m, [1])),
+    "index_add double source": lambda m: m.zeros(3).index_add(
+        0, _t(m, [0]), _t(m, [1.0], dtype=m.float64)),
+    "index_copy long source": lambda m: m.zeros(3).index_copy(0, _t(m, [0]), _t(m, [1])),
+    "scatter long src": lambda m: m.zeros(3).scatter(0, _t(m, [0]), _t(m, [1])),
+    "scatter_add long src": lambda m: m.zeros(3).scatter_add_(0, _t(m, [0]), _t(m, [1])),
+    "scatter_reduce long src": lambda m: m.zeros(3).scatter_reduce(
+        0, _t(m, [0]), _t(m, [1]), "sum"),
+    "masked_scatter long source": lambda m: m.zeros(3).masked_scatter(
+        _t(m, [True, False, False]), _t(m, [1])),
+    "put long source": lambda m: m.zeros(3).put_(_t(m, [0]), _t(m, [1])),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both

@@ -18,6 +18,7 @@ from ._util import (
     broadcast_shapes,
     dtype_of,
     index_out_of_range,
+    mismatched_source,
     numel,
     rand_array,
     size_str,
@@ -185,6 +186,8 @@ def _scatter_check(a, dim, index, src, name="scatter"):
     d = _gather_check(a, dim, index, name)
     if hasattr(src, "shape") and len(src.shape) != len(index.shape) and len(index.shape):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if mismatched_source(a, src):
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     return d
 
 
@@ -262,7 +265,7 @@ scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
 # ---------------------------------------------------------------- index_add
 
 
-def _index_add_check(a, dim, index) -> int:
+def _index_add_check(a, dim, index, source) -> int:
     if len(index.shape) > 1:
         raise IndexError(
             "index_add_(): Index is supposed to be a vector, but got dim: "
@@ -271,11 +274,15 @@ def _index_add_check(a, dim, index) -> int:
     bad = bad_index_dtype(index)
     if bad:
         raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {bad}")
+    names = mismatched_source(a, source)
+    if names:
+        raise RuntimeError(f"index_add_(): self ({names[0]}) and source ({names[1]}) must have "
+                           "the same scalar type")
     return wrap_dim(dim, len(a.shape))
 
 
 def _index_add_kernel(a, dim, index, source, alpha=1):
-    d = _index_add_check(a, dim, index)
+    d = _index_add_check(a, dim, index, source)
     check_gather_index(a.shape, d, index)
     out = a.copy()
     if a.ndim == 0:
@@ -289,7 +296,7 @@ def _index_add_kernel(a, dim, index, source, alpha=1):
 
 
 def _index_add_meta(a, dim, index, source, alpha=1):
-    _index_add_check(a, dim, index)
+    _index_add_check(a, dim, index, source)
     return Spec(tuple(a.shape), a.dtype)
 
 
