@@ -308,6 +308,24 @@ CASES = {
     "masked_scatter long source": lambda m: m.zeros(3).masked_scatter(
         _t(m, [True, False, False]), _t(m, [1])),
     "put long source": lambda m: m.zeros(3).put_(_t(m, [0]), _t(m, [1])),
+    # ---------------------------------------------------------------- einsum equations
+    "einsum ij,jk->ik": lambda m: m.einsum("ij,jk->ik", *[m.ones(s) for s in ((2, 3), (2, 3))]),
+    "einsum ij,jk": lambda m: m.einsum("ij,jk", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum ij->k": lambda m: m.einsum("ij->k", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i,i": lambda m: m.einsum("i,i", *[m.ones(s) for s in ((2,), (3,))]),
+    "einsum ij": lambda m: m.einsum("ij", *[m.ones(s) for s in ((2, 3, 4),)]),
+    "einsum ij->ii": lambda m: m.einsum("ij->ii", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i1->i": lambda m: m.einsum("i1->i", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i,j": lambda m: m.einsum("i,j", *[m.ones(s) for s in ((2,), (3,), (4,))]),
+    "einsum i->i->i": lambda m: m.einsum("i->i->i", *[m.ones(s) for s in ((2,),)]),
+    "einsum ...i,...i->...": lambda m: m.einsum("...i,...i->...", m.ones(2, 3), m.ones(4, 3)),
+    "einsum i.j": lambda m: m.einsum("i.j", *[m.ones(s) for s in ((2, 2),)]),
+    "einsum ii->i": lambda m: m.einsum("ii->i", *[m.ones(s) for s in ((3, 2),)]),
+    "einsum i......": lambda m: m.einsum("i......", *[m.ones(s) for s in ((2,),)]),
+    "einsum ab,ab->ab..": lambda m: m.einsum("ab,ab->ab..", *[m.ones(s) for s in ((2, 2), (2, 2))]),
+    "einsum i->......": lambda m: m.einsum("i->......", *[m.ones(s) for s in ((2,),)]),
+    "einsum ij,kl->": lambda m: m.einsum("ij,kl->", *[m.ones(s) for s in ((2,), (3,))]),
+    "einsum ijk": lambda m: m.einsum("ijk", *[m.ones(s) for s in ((2, 3),)]),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
