@@ -1031,3 +1031,24 @@ def test_tensor_of_tensor_warns():
         return T.tensor(T.ones(2))
     check(prog)
     assert_same_warnings(lambda: prog(fg), lambda: prog(torch))
+
+
+def _set_data(lib, new):
+    """What assigning `.data` does to a parameter and its AccumulateGrad node."""
+    w = lib.nn.Parameter(lib.ones(3))
+    first = (w * 1).grad_fn.next_functions[0][0]
+    try:
+        w.data = new(lib)
+    except (TypeError, RuntimeError) as e:
+        return type(e).__name__, str(e), w.dtype == lib.float32
+    again = (w * 1).grad_fn.next_functions[0][0]
+    (w * 3).sum().backward()
+    return first is again, str(w.dtype), w.grad.tolist()
+
+
+@pytest.mark.parametrize("new", [
+    lambda t: t.zeros(3), lambda t: t.zeros(3, dtype=t.float64), lambda t: [1, 2],
+    lambda t: 5, lambda t: t.zeros(3, dtype=t.long),
+], ids=["same_dtype", "float64", "list", "int", "long"])
+def test_setting_data_matches_torch(new):
+    assert _set_data(fg, new) == _set_data(torch, new)
