@@ -352,3 +352,26 @@ def test_public_post_hook_cannot_be_registered_privately():
         with pytest.raises(RuntimeError, match="previously registered via "
                                                "register_state_dict_post_hook"):
             m._register_state_dict_hook(hook)
+
+
+def _parameter_containers(lib):
+    """Reprs and key orders of ParameterList and ParameterDict built the usual ways."""
+    from collections import OrderedDict
+
+    def p(*shape, dtype=None):
+        return lib.nn.Parameter(lib.ones(*shape, dtype=dtype))
+
+    d = lib.nn.ParameterDict({"w": p(2), "v": p(2, 3, dtype=lib.float64)})
+    out = [repr(d), list(d.keys())]
+    d.update({"z": p(1), "c": p(1)})
+    d.update(OrderedDict([("y", p(1)), ("x", p(1))]))
+    d.update([("q", p(1)), ("b", p(1))])
+    out.append(list(d.keys()))
+    out.append(list(lib.nn.ParameterDict(lib.nn.ParameterDict({"k": p(1), "j": p(1)}))))
+    out.append(repr(lib.nn.ParameterList([p(2, dtype=lib.float16), lib.zeros(3)])))
+    out.append(repr(lib.nn.ParameterDict({"a": p(1)})))
+    return [s.replace("fusegrad", "torch") if isinstance(s, str) else s for s in out]
+
+
+def test_parameter_containers_print_and_order_as_torch():
+    assert _parameter_containers(fusegrad) == _parameter_containers(torch)
