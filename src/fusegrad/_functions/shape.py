@@ -283,8 +283,47 @@ def transpose_(self, dim0, dim1):
     return call(RN.transpose_, self, dim0, dim1)
 
 
-def tensor_split(input, indices_or_sections, dim=0):
-    """Views split at the given indices, or into `n` nearly equal parts."""
+_TENSOR_SPLIT_FORMS = (" * (tuple of ints indices, int dim = 0)",
+                       " * (Tensor tensor_indices_or_sections, int dim = 0)",
+                       " * (int sections, int dim = 0)")
+
+
+def _tensor_split_keyword(given: tuple, keywords: dict):
+    """The one split argument of `tensor_split` passed by one of PyTorch's keywords
+    (`sections`, `indices`, `tensor_indices_or_sections`), or PyTorch's error."""
+    ok = len(keywords) == 1 and not given
+    if ok:
+        (name, value), = keywords.items()
+        ok = (isinstance(value, numbers.Integral) if name == "sections" else
+              isinstance(value, Tensor) if name == "tensor_indices_or_sections" else
+              isinstance(value, (list, tuple)))
+    if ok:
+        return value
+    got = [type(g).__name__ for g in given] + [f"{k}={type(v).__name__}"
+                                                 for k, v in keywords.items()]
+    got_text = ", ".join(got) if given else "".join(g + ", " for g in got)
+    lines = []
+    for form in _TENSOR_SPLIT_FORMS:
+        lines.append(form)
+        if given:  # a positional argument as well: PyTorch says which keywords did not fit
+            lines.append("      didn't match because some of the keywords were incorrect: "
+                         + ", ".join(keywords))
+    raise TypeError(f"tensor_split() received an invalid combination of arguments - got "
+                    f"({got_text}), but expected one of:\n" + "\n".join(lines) + "\n")
+
+
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+                 tensor_indices_or_sections=None):
+    """Views split at the given indices, or into `n` nearly equal parts (a 0-d tensor is a
+    count, a 1-d one indices)."""
+    keywords = {k: v for k, v in (("sections", sections), ("indices", indices),
+                                  ("tensor_indices_or_sections", tensor_indices_or_sections))
+                if v is not None}
+    if keywords:
+        given = () if indices_or_sections is None else (indices_or_sections,)
+        indices_or_sections = _tensor_split_keyword(given, keywords)
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
     d = wrap_dim(dim, input.ndim)
     size = input.shape[d]
     if isinstance(indices_or_sections, numbers.Integral):
