@@ -326,6 +326,14 @@ CASES = {
     "einsum i->......": lambda m: m.einsum("i->......", *[m.ones(s) for s in ((2,),)]),
     "einsum ij,kl->": lambda m: m.einsum("ij,kl->", *[m.ones(s) for s in ((2,), (3,))]),
     "einsum ijk": lambda m: m.einsum("ijk", *[m.ones(s) for s in ((2, 3),)]),
+    # ---------------------------------------------------------------- setitem values
+    "setitem row too short": lambda m: m.zeros(2, 3).__setitem__(0, m.ones(2)),
+    "setitem column too long": lambda m: m.zeros(2, 3).__setitem__((slice(None), 0), m.ones(3)),
+    "setitem more dims": lambda m: m.zeros(3).__setitem__(slice(0, 2), m.ones(2, 2)),
+    "setitem index value": lambda m: m.zeros(2, 3).__setitem__(_t(m, [0]), m.ones(2)),
+    "setitem mask value": lambda m: m.zeros(3, 4).__setitem__(m.zeros(3, 4) > 0.5, m.ones(2)),
+    "index_put accumulate value": lambda m: m.zeros(3, 4).index_put_(
+        (_t(m, [0, 1]),), m.ones(3), accumulate=True),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -336,6 +344,7 @@ KEYS: dict[str, str] = {}
 # Checks that read values (index ranges, classes, targets) or need real data (module weight
 # initialisation, optimizer steps): fake tensors, which have no data, skip them.
 NEEDS_DATA = {
+    "setitem index value", "setitem mask value", "index_put accumulate value",
     "embedding negative", "embedding too large", "embedding int32 negative",
     "index_select negative", "index_select too large", "index_select dim 1",
     "index_select 3-d last dim", "index_select empty dim", "index_select scalar self",

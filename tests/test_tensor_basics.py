@@ -1052,3 +1052,23 @@ def _set_data(lib, new):
 ], ids=["same_dtype", "float64", "list", "int", "long"])
 def test_setting_data_matches_torch(new):
     assert _set_data(fg, new) == _set_data(torch, new)
+
+
+def _setitem(lib, shape, index, value_shape):
+    """`x[index] = value` with a value of leading size-1 dims: the result and the grads."""
+    base = lib.zeros(shape, dtype=lib.float64, requires_grad=True)
+    x = base * 1
+    value = lib.arange(float(np.prod(value_shape)), dtype=lib.float64).reshape(value_shape)
+    value.requires_grad_()
+    x[index] = value
+    (x * lib.arange(float(x.numel()), dtype=lib.float64).reshape(shape)).sum().backward()
+    # The class name: PyTorch's CopyBackwards names itself `torch::autograd::CopyBackwards`.
+    return x.tolist(), base.grad.tolist(), value.grad.tolist(), type(x.grad_fn).__name__
+
+
+@pytest.mark.parametrize("shape,index,value_shape", [
+    ((2, 3), 0, (1, 3)), ((2, 3), 0, (1, 1, 3)), ((2, 3), 0, (1, 1)), ((3,), slice(0, 2), (1, 2)),
+    ((2, 3), (slice(None), 1), (1, 2)), ((2, 3), Ellipsis, (1, 2, 3)), ((), Ellipsis, (1, 1)),
+])
+def test_setitem_drops_the_values_leading_unit_dims(shape, index, value_shape):
+    assert _setitem(fg, shape, index, value_shape) == _setitem(torch, shape, index, value_shape)

@@ -542,10 +542,17 @@ def _index_put_kernel(a, indices, values, accumulate=False):
     out = a.copy()
     idx = np_indices(indices, a.ndim, a.shape)
     v = np.asarray(_raw(values)).astype(a.dtype, copy=False)
-    if accumulate:
-        np.add.at(out, idx, v)
-    else:
-        out[idx] = v
+    try:
+        if accumulate:
+            np.add.at(out, idx, v)
+        else:
+            out[idx] = v
+    except ValueError as e:
+        if "broadcast" not in str(e) and "cannot assign" not in str(e):
+            raise
+        raise RuntimeError(f"shape mismatch: value tensor of shape {size_str(v.shape)} cannot "
+                           "be broadcast to indexing result of shape "
+                           f"{size_str(out[idx].shape)}") from None
     return out
 
 
