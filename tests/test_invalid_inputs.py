@@ -334,6 +334,13 @@ CASES = {
     "setitem mask value": lambda m: m.zeros(3, 4).__setitem__(m.zeros(3, 4) > 0.5, m.ones(2)),
     "index_put accumulate value": lambda m: m.zeros(3, 4).index_put_(
         (_t(m, [0, 1]),), m.ones(3), accumulate=True),
+    # ---------------------------------------------------------------- weights requiring grad
+    "nll_loss weight requires grad": lambda m: m.nn.functional.nll_loss(
+        m.zeros(2, 3), _t(m, [0, 1]), weight=m.ones(3, requires_grad=True)),
+    "nll_loss2d weight requires grad": lambda m: m.nn.functional.nll_loss(
+        m.zeros(2, 3, 4), m.zeros(2, 4, dtype=m.long), weight=m.ones(3, requires_grad=True)),
+    "cross_entropy weight requires grad": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3, requires_grad=True), _t(m, [0, 1]), weight=m.ones(3, requires_grad=True)),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -469,3 +476,13 @@ def test_fake_tensors_raise_the_same_errors(name):
     with fusegrad.FakeTensorMode():
         got = _outcome(fusegrad, CASES[name])
     assert expected[0] is not None and got == expected
+
+
+def test_weights_requiring_grad_are_accepted_under_no_grad():
+    def run(m):
+        w = m.ones(3, requires_grad=True)
+        with m.no_grad():
+            return [m.nn.functional.nll_loss(m.zeros(2, 3), _t(m, [0, 1]), weight=w).item(),
+                    m.nn.functional.multi_margin_loss(m.zeros(2, 3), _t(m, [0, 1]),
+                                                      weight=w).item()]
+    assert run(fusegrad) == run(torch)

@@ -540,6 +540,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if dim != 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
+    _functional_loss._not_differentiable(
+        "nll_loss_forward" if dim <= 2 else "nll_loss2d_forward", "weight", weight)
     if dim <= 2:
         return call(N.nll_loss, input, target, weight, red, ignore_index)[0]
     if dim == 4:
