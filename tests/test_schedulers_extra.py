@@ -183,3 +183,26 @@ def test_scheduled_optimizer_still_copies_and_saves():
     for o in (copied, loaded):
         assert not hasattr(o.step, "_wrapped_by_lr_sched")
         o.step()
+
+
+@pytest.mark.parametrize("make", [
+    lambda s, o: s.StepLR(o, 2, 0.5), lambda s, o: s.ExponentialLR(o, 0.5),
+    lambda s, o: s.CosineAnnealingLR(o, 4), lambda s, o: s.LinearLR(o, 0.5, total_iters=2),
+    lambda s, o: s.OneCycleLR(o, 1.0, total_steps=5), lambda s, o: s.MultiStepLR(o, [1, 2]),
+    lambda s, o: s.CosineAnnealingWarmRestarts(o, 2), lambda s, o: s.CyclicLR(o, 0.1, 1.0),
+], ids=["step", "exponential", "cosine", "linear", "one_cycle", "multistep", "warm_restarts",
+        "cyclic"])
+def test_get_lr_outside_step_warns_and_state_keys_match_torch(make):
+    def run(lib):
+        model = lib.nn.Linear(1, 1)
+        opt = lib.optim.SGD(model.parameters(), lr=1.0, momentum=0.9)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            sched = make(lib.optim.lr_scheduler, opt)
+            rates = []
+            for _ in range(3):
+                opt.step()
+                sched.step()
+                rates.append([round(r, 6) for r in sched.get_lr() + sched.get_last_lr()])
+        return [str(w.message) for w in seen], rates, list(sched.state_dict())
+    assert run(fusegrad) == run(torch)

@@ -54,8 +54,28 @@ def _track_step_calls(optimizer: Optimizer) -> None:
     optimizer.step = wrapper
 
 
+def _warn_outside_step(get_lr: Callable) -> Callable:
+    """`get_lr` warning when called other than from `step`."""
+    @functools.wraps(get_lr)
+    def checked(self):
+        if not getattr(self, "_get_lr_called_within_step", True):
+            warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                          "`get_last_lr()`.", UserWarning, stacklevel=1)  # the library, as PyTorch
+        return get_lr(self)
+
+    return checked
+
+
 class LRScheduler:
     """Base: sets each group's lr from `get_lr()` at every `step()`."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # The schedulers here warn, as PyTorch's do, when `get_lr` is called outside
+        # `step` (where it is not the rate in use); user subclasses are left as written.
+        super().__init_subclass__(**kwargs)
+        get_lr = cls.__dict__.get("get_lr")
+        if get_lr is not None and cls.__module__.startswith(__name__.rpartition(".")[0]):
+            cls.get_lr = _warn_outside_step(get_lr)
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
@@ -78,6 +98,7 @@ class LRScheduler:
         _track_step_calls(optimizer)
         self._step_count = 0
         self._is_initial = True
+        self._get_lr_called_within_step = False
         self.step()
         self._is_initial = False
 
@@ -97,14 +118,18 @@ class LRScheduler:
             elif not getattr(self.optimizer, "_opt_called", False):
                 warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -402,7 +427,6 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
-        self._anneal_cos = anneal_strategy == "cos"
         n = self.total_steps
         first_end = float(pct_start * n) - 1
         if three_phase:
@@ -415,6 +439,7 @@ class OneCycleLR(LRScheduler):
             self._schedule_phases = [
                 (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        self._anneal_func_type = anneal_strategy  # PyTorch's state_dict entry, in its place
         max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
             for top, group in zip(max_lrs, optimizer.param_groups):
@@ -437,7 +462,7 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self._anneal_cos:
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
