@@ -355,3 +355,28 @@ def test_disabled_function_runs_eagerly_between_graphs():
     fn = fusegrad.compile(lambda x: log_value(x * 2) + 1, backend=counter)
     np.testing.assert_allclose(fn(fusegrad.ones(2)).numpy(), [3.0, 3.0])
     assert calls == ["Tensor"] and counter.graphs == 2
+
+
+def test_placeholders_are_named_after_their_sources_as_dynamo():
+    """Each input's placeholder targets its source's name (`L_a_`, `L_xs_0_`,
+    `L_mod_parameters_weight_`) and the node is that name in lower case, as in torch."""
+    def run(T):
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.append([(n.name, n.target) for n in gm.graph.nodes if n.op == "placeholder"])
+            seen.append(gm.code.splitlines()[3:8])
+            return gm.forward
+
+        T.manual_seed(0)
+        mod = T.nn.Linear(2, 2)
+
+        def f(a, xs, m):
+            return m(a) + xs[0] * a.abs()
+
+        T.compile(f, backend=backend)(T.ones(2), [T.ones(2)], mod)
+        return seen
+
+    got, want = run(fusegrad), run(torch)
+    assert got[0] == want[0]
+    assert got[1][1:] == want[1][1:]  # the aliasing lines; torch annotates the signature

@@ -149,3 +149,55 @@ def test_samplers_and_errors():
         fud.DataLoader(fg, sampler=fud.SequentialSampler(fg), shuffle=True)
     loader = fud.DataLoader(fg, batch_sampler=bs)
     assert len(loader) == 3
+
+
+P = namedtuple("P", "a b")
+
+
+@pytest.mark.parametrize("batch", [
+    [(1.5, "x"), (2.5, "y")],
+    [["a", 1], ["b", 2]],
+    [P("s", 1), P("t", 2)],
+    [{"k": "u", "n": (1, "z")}, {"k": "v", "n": (2, "w")}],
+    ["p", "q"],
+], ids=repr)
+def test_collate_keeps_string_fields_as_tuples(batch):
+    got = repr(fud.default_collate(batch)).replace("fusegrad", "torch")
+    assert got == repr(tud.default_collate(batch))
+
+
+class _Count:
+    """An iterable dataset of `range(n)` for both libraries."""
+
+    def __init__(self, lib, n):
+        base = lib.utils.data.IterableDataset
+        self.ds = type("Count", (base,), {"__iter__": lambda s: iter(range(n)),
+                                          "__len__": lambda s: n})()
+
+
+def _chain_and_stack(lib):
+    d = lib.utils.data
+    out = []
+    for make in (
+        lambda: list(d.ChainDataset([_Count(lib, 2).ds, _Count(lib, 3).ds])),
+        lambda: len(d.ChainDataset([_Count(lib, 2).ds, _Count(lib, 3).ds])),
+        lambda: len(d.ChainDataset([_Count(lib, 2).ds, d.TensorDataset(lib.ones(2))])),
+        lambda: d.StackDataset(d.TensorDataset(lib.arange(3)), lib.arange(3) * 2)[1],
+        lambda: d.StackDataset(a=lib.arange(3), b=lib.arange(3) * 2)[2],
+        lambda: len(d.StackDataset(a=lib.arange(3), b=lib.arange(3))),
+        lambda: d.StackDataset(lib.arange(3), lib.arange(4)),
+        lambda: d.StackDataset(lib.arange(3), b=lib.arange(3)),
+        lambda: d.StackDataset(),
+        lambda: d.ConcatDataset([_Count(lib, 2).ds]),
+        lambda: next(iter(d.DataLoader(d.StackDataset(x=lib.arange(4.0), y=lib.arange(4)),
+                                       batch_size=2))),
+    ):
+        try:
+            out.append(repr(make()).replace("fusegrad", "torch"))
+        except (ValueError, AssertionError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_chain_and_stack_datasets_match_torch():
+    assert _chain_and_stack(fusegrad) == _chain_and_stack(torch)

@@ -296,6 +296,51 @@ CASES = {
                                                         alpha=-0.1),
     "Adagrad negative lr_decay": lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(2))],
                                                            lr_decay=-0.1),
+    # ---------------------------------------------------------------- source dtypes
+    "index_add long source": lambda m: m.zeros(3).index_add_(0, _t(m, [0]), _t(m, [1])),
+    "index_add double source": lambda m: m.zeros(3).index_add(
+        0, _t(m, [0]), _t(m, [1.0], dtype=m.float64)),
+    "index_copy long source": lambda m: m.zeros(3).index_copy(0, _t(m, [0]), _t(m, [1])),
+    "scatter long src": lambda m: m.zeros(3).scatter(0, _t(m, [0]), _t(m, [1])),
+    "scatter_add long src": lambda m: m.zeros(3).scatter_add_(0, _t(m, [0]), _t(m, [1])),
+    "scatter_reduce long src": lambda m: m.zeros(3).scatter_reduce(
+        0, _t(m, [0]), _t(m, [1]), "sum"),
+    "masked_scatter long source": lambda m: m.zeros(3).masked_scatter(
+        _t(m, [True, False, False]), _t(m, [1])),
+    "put long source": lambda m: m.zeros(3).put_(_t(m, [0]), _t(m, [1])),
+    # ---------------------------------------------------------------- einsum equations
+    "einsum ij,jk->ik": lambda m: m.einsum("ij,jk->ik", *[m.ones(s) for s in ((2, 3), (2, 3))]),
+    "einsum ij,jk": lambda m: m.einsum("ij,jk", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum ij->k": lambda m: m.einsum("ij->k", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i,i": lambda m: m.einsum("i,i", *[m.ones(s) for s in ((2,), (3,))]),
+    "einsum ij": lambda m: m.einsum("ij", *[m.ones(s) for s in ((2, 3, 4),)]),
+    "einsum ij->ii": lambda m: m.einsum("ij->ii", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i1->i": lambda m: m.einsum("i1->i", *[m.ones(s) for s in ((2, 3),)]),
+    "einsum i,j": lambda m: m.einsum("i,j", *[m.ones(s) for s in ((2,), (3,), (4,))]),
+    "einsum i->i->i": lambda m: m.einsum("i->i->i", *[m.ones(s) for s in ((2,),)]),
+    "einsum ...i,...i->...": lambda m: m.einsum("...i,...i->...", m.ones(2, 3), m.ones(4, 3)),
+    "einsum i.j": lambda m: m.einsum("i.j", *[m.ones(s) for s in ((2, 2),)]),
+    "einsum ii->i": lambda m: m.einsum("ii->i", *[m.ones(s) for s in ((3, 2),)]),
+    "einsum i......": lambda m: m.einsum("i......", *[m.ones(s) for s in ((2,),)]),
+    "einsum ab,ab->ab..": lambda m: m.einsum("ab,ab->ab..", *[m.ones(s) for s in ((2, 2), (2, 2))]),
+    "einsum i->......": lambda m: m.einsum("i->......", *[m.ones(s) for s in ((2,),)]),
+    "einsum ij,kl->": lambda m: m.einsum("ij,kl->", *[m.ones(s) for s in ((2,), (3,))]),
+    "einsum ijk": lambda m: m.einsum("ijk", *[m.ones(s) for s in ((2, 3),)]),
+    # ---------------------------------------------------------------- setitem values
+    "setitem row too short": lambda m: m.zeros(2, 3).__setitem__(0, m.ones(2)),
+    "setitem column too long": lambda m: m.zeros(2, 3).__setitem__((slice(None), 0), m.ones(3)),
+    "setitem more dims": lambda m: m.zeros(3).__setitem__(slice(0, 2), m.ones(2, 2)),
+    "setitem index value": lambda m: m.zeros(2, 3).__setitem__(_t(m, [0]), m.ones(2)),
+    "setitem mask value": lambda m: m.zeros(3, 4).__setitem__(m.zeros(3, 4) > 0.5, m.ones(2)),
+    "index_put accumulate value": lambda m: m.zeros(3, 4).index_put_(
+        (_t(m, [0, 1]),), m.ones(3), accumulate=True),
+    # ---------------------------------------------------------------- weights requiring grad
+    "nll_loss weight requires grad": lambda m: m.nn.functional.nll_loss(
+        m.zeros(2, 3), _t(m, [0, 1]), weight=m.ones(3, requires_grad=True)),
+    "nll_loss2d weight requires grad": lambda m: m.nn.functional.nll_loss(
+        m.zeros(2, 3, 4), m.zeros(2, 4, dtype=m.long), weight=m.ones(3, requires_grad=True)),
+    "cross_entropy weight requires grad": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(2, 3, requires_grad=True), _t(m, [0, 1]), weight=m.ones(3, requires_grad=True)),
 }
 
 # Cases where torch words its message with details fusegrad does not reproduce: both
@@ -306,6 +351,7 @@ KEYS: dict[str, str] = {}
 # Checks that read values (index ranges, classes, targets) or need real data (module weight
 # initialisation, optimizer steps): fake tensors, which have no data, skip them.
 NEEDS_DATA = {
+    "setitem index value", "setitem mask value", "index_put accumulate value",
     "embedding negative", "embedding too large", "embedding int32 negative",
     "index_select negative", "index_select too large", "index_select dim 1",
     "index_select 3-d last dim", "index_select empty dim", "index_select scalar self",
@@ -430,3 +476,13 @@ def test_fake_tensors_raise_the_same_errors(name):
     with fusegrad.FakeTensorMode():
         got = _outcome(fusegrad, CASES[name])
     assert expected[0] is not None and got == expected
+
+
+def test_weights_requiring_grad_are_accepted_under_no_grad():
+    def run(m):
+        w = m.ones(3, requires_grad=True)
+        with m.no_grad():
+            return [m.nn.functional.nll_loss(m.zeros(2, 3), _t(m, [0, 1]), weight=w).item(),
+                    m.nn.functional.multi_margin_loss(m.zeros(2, 3), _t(m, [0, 1]),
+                                                      weight=w).item()]
+    assert run(fusegrad) == run(torch)

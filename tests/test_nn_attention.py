@@ -530,3 +530,69 @@ def test_multihead_attention_packed_self_attention_nodes():
                                                     "MulBackward0"}
     assert graph_names(fg(x, x, x, need_weights=False)[0]) == common | {
         "PermuteBackward0", FLASH}
+
+
+def _mha_outcome(lib, query_shape, key_shape, **masks):
+    lib.manual_seed(0)
+    m = lib.nn.MultiheadAttention(8, 2, batch_first=True)
+    q, k = lib.zeros(*query_shape), lib.zeros(*key_shape)
+    masks = {name: lib.zeros(*shape, dtype=lib.bool) for name, shape in masks.items()}
+    try:
+        out, w = m(q, k, k, **masks)
+    except (AssertionError, RuntimeError) as e:
+        return type(e).__name__, str(e)
+    return tuple(out.shape), tuple(w.shape)
+
+
+@pytest.mark.parametrize("query_shape,key_shape,masks", [
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (3, 3)}),
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (3, 5, 5)}),
+    ((2, 5, 8), (2, 5, 8), {"attn_mask": (2, 2, 5, 5)}),
+    ((2, 5, 8), (2, 5, 8), {"key_padding_mask": (2, 5, 1)}),
+    ((5, 8), (5, 8), {"attn_mask": (3, 5, 5)}),
+    ((5, 8), (5, 8), {"attn_mask": (2, 5, 5)}),
+    ((5, 8), (5, 8), {"key_padding_mask": (2, 5)}),
+    ((5, 8), (5, 8), {"key_padding_mask": (5,)}),
+    ((1, 2, 5, 8), (1, 2, 5, 8), {}),
+    ((2, 5, 8), (5, 8), {}),
+    ((5, 8), (2, 5, 8), {}),
+])
+def test_multihead_attention_rank_checks(query_shape, key_shape, masks):
+    assert _mha_outcome(fusegrad, query_shape, key_shape, **masks) == \
+        _mha_outcome(torch, query_shape, key_shape, **masks)
+
+
+def _sdpa_kernel_run(lib):
+    from importlib import import_module
+
+    attention = import_module(lib.__name__ + ".nn.attention")
+    backend, kernel = attention.SDPBackend, attention.sdpa_kernel
+    cuda = lib.backends.cuda
+    q = lib.ones(1, 1, 3, 4, requires_grad=True)
+    sdpa = lib.nn.functional.scaled_dot_product_attention
+    out = [str(backend.MATH), repr(backend.FLASH_ATTENTION), int(backend.CUDNN_ATTENTION),
+           list(backend.__members__)]
+
+    def switches():
+        return (cuda.flash_sdp_enabled(), cuda.math_sdp_enabled(),
+                cuda.mem_efficient_sdp_enabled(), cuda.cudnn_sdp_enabled())
+
+    for chosen, kwargs in [(backend.MATH, {}), ([backend.FLASH_ATTENTION, backend.MATH], {}),
+                           (backend.EFFICIENT_ATTENTION, {}), (backend.FLASH_ATTENTION, {}),
+                           ([backend.CUDNN_ATTENTION], {}), ("math", {}),
+                           (backend.FLASH_ATTENTION, {"dropout_p": 0.5})]:
+        try:
+            with kernel(chosen) as got:
+                out.append((got, switches(), sdpa(q, q, q, **kwargs).grad_fn.name()))
+        except (RuntimeError, AssertionError) as e:
+            out.append((type(e).__name__, str(e)))
+        out.append(switches())
+    return out
+
+
+def test_sdpa_kernel_chooses_and_restores_as_torch():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's reasons for not using a kernel
+        assert _sdpa_kernel_run(fusegrad) == _sdpa_kernel_run(torch)

@@ -313,3 +313,65 @@ def test_load_state_dict_assign_and_old_batchnorm_checkpoints():
         bn = nn.BatchNorm1d(2)
         sd = {k: v for k, v in bn.state_dict().items() if k != "num_batches_tracked"}
         assert repr(bn.load_state_dict(sd)) == "<All keys matched successfully>"
+
+
+def _state_dict_hooks(lib, returns):
+    """The keys and hook calls of state_dict with public pre and post hooks on a child."""
+    model = lib.nn.Sequential(lib.nn.Linear(2, 2), lib.nn.ReLU())
+    calls = []
+    model[0].register_state_dict_pre_hook(
+        lambda mod, prefix, keep_vars: calls.append(("pre", prefix, keep_vars)))
+
+    def post(mod, sd, prefix, local_metadata):
+        calls.append(("post", prefix, sorted(sd)))
+        sd[prefix + "extra"] = lib.ones(1)
+        return sd if returns else None
+
+    handle = model[0].register_state_dict_post_hook(post)
+    try:
+        keys = list(model.state_dict(keep_vars=True))
+    except RuntimeError as e:
+        return str(e), calls
+    handle.remove()
+    return keys, list(model.state_dict()), calls
+
+
+@pytest.mark.parametrize("returns", [False, True])
+def test_public_state_dict_hooks_match_torch(returns):
+    assert _state_dict_hooks(fusegrad, returns) == _state_dict_hooks(torch, returns)
+
+
+def test_public_post_hook_cannot_be_registered_privately():
+    for lib in (torch, fusegrad):
+        m = lib.nn.Linear(1, 1)
+
+        def hook(*args):
+            return None
+
+        m.register_state_dict_post_hook(hook)
+        with pytest.raises(RuntimeError, match="previously registered via "
+                                               "register_state_dict_post_hook"):
+            m._register_state_dict_hook(hook)
+
+
+def _parameter_containers(lib):
+    """Reprs and key orders of ParameterList and ParameterDict built the usual ways."""
+    from collections import OrderedDict
+
+    def p(*shape, dtype=None):
+        return lib.nn.Parameter(lib.ones(*shape, dtype=dtype))
+
+    d = lib.nn.ParameterDict({"w": p(2), "v": p(2, 3, dtype=lib.float64)})
+    out = [repr(d), list(d.keys())]
+    d.update({"z": p(1), "c": p(1)})
+    d.update(OrderedDict([("y", p(1)), ("x", p(1))]))
+    d.update([("q", p(1)), ("b", p(1))])
+    out.append(list(d.keys()))
+    out.append(list(lib.nn.ParameterDict(lib.nn.ParameterDict({"k": p(1), "j": p(1)}))))
+    out.append(repr(lib.nn.ParameterList([p(2, dtype=lib.float16), lib.zeros(3)])))
+    out.append(repr(lib.nn.ParameterDict({"a": p(1)})))
+    return [s.replace("fusegrad", "torch") if isinstance(s, str) else s for s in out]
+
+
+def test_parameter_containers_print_and_order_as_torch():
+    assert _parameter_containers(fusegrad) == _parameter_containers(torch)

@@ -400,3 +400,24 @@ def test_inplace_writes_into_views(tmp_path):
         np.testing.assert_allclose(got, expected.numpy())
     with pytest.raises(UnsupportedOperatorError, match="writes into a view"):
         torch.onnx.export(Written(), x, str(tmp_path / "w.onnx"))
+
+
+def test_dynamo_false_exports_with_pytorchs_legacy_warning():
+    import warnings
+
+    import torch as real
+
+    def run(lib):
+        lib.manual_seed(0)
+        model = lib.nn.Linear(3, 2).eval()
+        buffer = io.BytesIO()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            lib.onnx.export(model, (lib.ones(1, 3),), buffer, input_names=["input"],
+                            output_names=["output"], dynamo=False)
+        proto = onnx.load_from_string(buffer.getvalue())
+        legacy = [str(w.message) for w in seen if w.category is DeprecationWarning
+                  and "legacy TorchScript-based ONNX export" in str(w.message)]
+        return legacy, [i.name for i in proto.graph.input], [o.name for o in proto.graph.output]
+
+    assert run(torch) == run(real)

@@ -167,3 +167,62 @@ def test_tensors_are_leaves_and_func_shares_the_module():
     from fusegrad.func import _vmap
     assert _vmap._pytree is fp
     assert fusegrad.utils._pytree is fp
+
+
+def _paths(p, tree, **kw):
+    """Key paths as (repr, keystr) pairs and the leaves they reach, for comparing."""
+    pairs = p.tree_leaves_with_path(tree, **kw)
+    return [(repr(k), p.keystr(k), p.key_get(tree, k) == v, v) for k, v in pairs]
+
+
+@pytest.mark.parametrize("tree", _trees(), ids=repr)
+def test_key_paths_name_every_leaf(tree):
+    assert _paths(fp, tree) == _paths(tp, tree)
+    pairs_t, spec_t = tp.tree_flatten_with_path(tree)
+    pairs_f, spec_f = fp.tree_flatten_with_path(tree)
+    assert repr(pairs_f) == repr(pairs_t) and repr(spec_f) == repr(spec_t)
+    assert fp.tree_map_with_path(lambda k, v: fp.keystr(k), tree) == \
+        tp.tree_map_with_path(lambda k, v: tp.keystr(k), tree)
+
+
+def test_key_entries_behave_as_torch():
+    for name in ("SequenceKey", "MappingKey", "GetAttrKey"):
+        kt, kf = getattr(tp, name)(1), getattr(fp, name)(1)
+        assert repr(kf) == repr(kt).replace("torch", "fusegrad") and str(kf) == str(kt)
+        assert kf == getattr(fp, name)(1) and hash(kf) == hash(getattr(fp, name)(1))
+    tree = {"m": torch.max(torch.ones(2, 2), 0), "t": [NT(1, (2,))]}
+    tree_f = {"m": fusegrad.max(fusegrad.ones(2, 2), 0), "t": [NT(1, (2,))]}
+    assert [repr(p) for p, _ in fp.tree_leaves_with_path(tree_f)] == \
+        [repr(p) for p, _ in tp.tree_leaves_with_path(tree)]
+    assert _paths(fp, [1, (2, 3)], is_leaf=lambda x: isinstance(x, tuple)) == \
+        _paths(tp, [1, (2, 3)], is_leaf=lambda x: isinstance(x, tuple))
+    case = lambda p: p.tree_map_with_path(  # noqa: E731
+        lambda k, a, b: (p.keystr(k), a + b), {"a": 1, "b": [2]}, {"a": 10, "b": [20]})
+    assert _run(fp, case) == _run(tp, case)
+    case = lambda p: p.tree_map_with_path(lambda k, a, b: a, (1, 2), (1, 2, 3))  # noqa: E731
+    assert _run(fp, case) == _run(tp, case)
+
+
+def test_key_paths_of_custom_nodes():
+    for p in (tp, fp):
+        p.register_pytree_node(Point, lambda pt: ([pt.x, pt.y], None),
+                               lambda v, c: Point(*v),
+                               flatten_with_keys_fn=lambda pt, p=p: (
+                                   [(p.GetAttrKey("x"), pt.x), (p.GetAttrKey("y"), pt.y)],
+                                   None))
+    try:
+        tree = {"p": [Point(1, (2, 3))]}
+        assert _paths(fp, tree) == _paths(tp, tree)
+    finally:
+        tp._deregister_pytree_node(Point)
+        del fp.SUPPORTED_NODES[Point]
+    for p in (tp, fp):
+        p.register_pytree_node(Point, lambda pt: ([pt.x, pt.y], None), lambda v, c: Point(*v))
+    try:
+        case = lambda p: p.tree_leaves_with_path([Point(1, 2)])  # noqa: E731
+        got, want = _run(fp, case), _run(tp, case)
+        assert got[0] is want[0] is ValueError
+        assert got[1] == want[1].replace("torch", "fusegrad")
+    finally:
+        tp._deregister_pytree_node(Point)
+        del fp.SUPPORTED_NODES[Point]

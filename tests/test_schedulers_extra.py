@@ -134,3 +134,75 @@ def test_reduce_lr_on_plateau_tensor_metric_and_errors():
     assert sched.get_last_lr() == [0.1 * 0.1, 0.3 * 0.1]
     with pytest.raises(ValueError, match="Factor should be < 1.0"):
         m.ReduceLROnPlateau(o, factor=1.0)
+
+
+def _warnings_of(lib, steps):
+    """The warning messages a scheduler's life gives: `steps` names what runs, in order."""
+    model = lib.nn.Linear(2, 1)
+    opt = lib.optim.SGD(model.parameters(), lr=1.0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        sched = lib.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+        plateau = lib.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        for step in steps:
+            if step == "opt":
+                opt.step()
+            elif step == "sched":
+                sched.step()
+            elif step == "sched_epoch":
+                sched.step(3)
+            elif step == "plateau_epoch":
+                plateau.step(1.0, 2)
+            elif step == "replace":
+                opt.step = lambda closure=None: None
+    return [str(w.message) for w in seen], opt.param_groups[0]["lr"]
+
+
+@pytest.mark.parametrize("steps", [
+    ["sched"], ["opt", "sched"], ["sched", "opt", "sched"], ["opt", "sched", "sched"],
+    ["replace", "sched"], ["opt", "sched_epoch"], ["plateau_epoch"],
+], ids="-".join)
+def test_scheduler_warnings_match_torch(steps):
+    assert _warnings_of(fusegrad, steps) == _warnings_of(torch, steps)
+
+
+def test_scheduled_optimizer_still_copies_and_saves():
+    import copy
+    import io
+    model = fusegrad.nn.Linear(2, 1)
+    opt = fusegrad.optim.SGD(model.parameters(), lr=1.0)
+    fusegrad.optim.lr_scheduler.StepLR(opt, 1)
+    fusegrad.optim.lr_scheduler.ExponentialLR(opt, 0.5)  # the step is wrapped once
+    assert opt.step.__wrapped__.__name__ == "step"
+    assert not hasattr(opt.step.__wrapped__, "_wrapped_by_lr_sched")
+    copied = copy.deepcopy(opt)
+    buffer = io.BytesIO()
+    fusegrad.save(opt, buffer)
+    buffer.seek(0)
+    loaded = fusegrad.load(buffer, weights_only=False)
+    for o in (copied, loaded):
+        assert not hasattr(o.step, "_wrapped_by_lr_sched")
+        o.step()
+
+
+@pytest.mark.parametrize("make", [
+    lambda s, o: s.StepLR(o, 2, 0.5), lambda s, o: s.ExponentialLR(o, 0.5),
+    lambda s, o: s.CosineAnnealingLR(o, 4), lambda s, o: s.LinearLR(o, 0.5, total_iters=2),
+    lambda s, o: s.OneCycleLR(o, 1.0, total_steps=5), lambda s, o: s.MultiStepLR(o, [1, 2]),
+    lambda s, o: s.CosineAnnealingWarmRestarts(o, 2), lambda s, o: s.CyclicLR(o, 0.1, 1.0),
+], ids=["step", "exponential", "cosine", "linear", "one_cycle", "multistep", "warm_restarts",
+        "cyclic"])
+def test_get_lr_outside_step_warns_and_state_keys_match_torch(make):
+    def run(lib):
+        model = lib.nn.Linear(1, 1)
+        opt = lib.optim.SGD(model.parameters(), lr=1.0, momentum=0.9)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            sched = make(lib.optim.lr_scheduler, opt)
+            rates = []
+            for _ in range(3):
+                opt.step()
+                sched.step()
+                rates.append([round(r, 6) for r in sched.get_lr() + sched.get_last_lr()])
+        return [str(w.message) for w in seen], rates, list(sched.state_dict())
+    assert run(fusegrad) == run(torch)

@@ -1031,3 +1031,44 @@ def test_tensor_of_tensor_warns():
         return T.tensor(T.ones(2))
     check(prog)
     assert_same_warnings(lambda: prog(fg), lambda: prog(torch))
+
+
+def _set_data(lib, new):
+    """What assigning `.data` does to a parameter and its AccumulateGrad node."""
+    w = lib.nn.Parameter(lib.ones(3))
+    first = (w * 1).grad_fn.next_functions[0][0]
+    try:
+        w.data = new(lib)
+    except (TypeError, RuntimeError) as e:
+        return type(e).__name__, str(e), w.dtype == lib.float32
+    again = (w * 1).grad_fn.next_functions[0][0]
+    (w * 3).sum().backward()
+    return first is again, str(w.dtype), w.grad.tolist()
+
+
+@pytest.mark.parametrize("new", [
+    lambda t: t.zeros(3), lambda t: t.zeros(3, dtype=t.float64), lambda t: [1, 2],
+    lambda t: 5, lambda t: t.zeros(3, dtype=t.long),
+], ids=["same_dtype", "float64", "list", "int", "long"])
+def test_setting_data_matches_torch(new):
+    assert _set_data(fg, new) == _set_data(torch, new)
+
+
+def _setitem(lib, shape, index, value_shape):
+    """`x[index] = value` with a value of leading size-1 dims: the result and the grads."""
+    base = lib.zeros(shape, dtype=lib.float64, requires_grad=True)
+    x = base * 1
+    value = lib.arange(float(np.prod(value_shape)), dtype=lib.float64).reshape(value_shape)
+    value.requires_grad_()
+    x[index] = value
+    (x * lib.arange(float(x.numel()), dtype=lib.float64).reshape(shape)).sum().backward()
+    # The class name: PyTorch's CopyBackwards names itself `torch::autograd::CopyBackwards`.
+    return x.tolist(), base.grad.tolist(), value.grad.tolist(), type(x.grad_fn).__name__
+
+
+@pytest.mark.parametrize("shape,index,value_shape", [
+    ((2, 3), 0, (1, 3)), ((2, 3), 0, (1, 1, 3)), ((2, 3), 0, (1, 1)), ((3,), slice(0, 2), (1, 2)),
+    ((2, 3), (slice(None), 1), (1, 2)), ((2, 3), Ellipsis, (1, 2, 3)), ((), Ellipsis, (1, 1)),
+])
+def test_setitem_drops_the_values_leading_unit_dims(shape, index, value_shape):
+    assert _setitem(fg, shape, index, value_shape) == _setitem(torch, shape, index, value_shape)

@@ -449,9 +449,10 @@ def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
 
 
 def _new(fn):
-    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
-        return fn(*size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+    def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
+               layout=None, pin_memory=False):
+        return fn(*sizes, size=size, dtype=dtype or self.dtype, device=device,
+                  requires_grad=requires_grad)
 
     method.__name__ = "new_" + fn.__name__
     method.__doc__ = f"`{fn.__name__}` with this tensor's dtype by default."

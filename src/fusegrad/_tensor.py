@@ -252,6 +252,15 @@ class Tensor:
 
     @data.setter
     def data(self, value) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self._rg and not (value._dtype.is_floating_point or value._dtype.is_complex):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
+        if value._dtype is not self._dtype:
+            # Another dtype: the next use makes a new AccumulateGrad, as PyTorch's does (a
+            # new shape keeps it, and its recorded shape, also as in PyTorch).
+            self._grad_acc = None
         self._data = value._data
         self._dtype = value._dtype
 

@@ -58,7 +58,12 @@ def _packing_wrapper(fn, info):
             for a in kwargs.values():
                 if a.__class__ not in fast:
                     return _slow(info, args, kwargs)
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except TypeError:
+                if (renamed := _numpy_keywords(info, kwargs, len(args))) is None:
+                    raise
+            return fn(*args, **renamed)
         return fn(*args)
 
     wrapper.__module__ = fn.__module__
@@ -409,7 +414,14 @@ def _prefix_source(slots: int) -> str:
     def call(count: int, indent: str) -> list:
         given = ", ".join(names[:count])
         sep = ", " if given else ""
-        return [f"{indent}if kwargs:", f"{indent}    return fn({given}{sep}**kwargs)",
+        # A keyword only NumPy spells (`axis=`) fails binding, and is renamed and retried
+        # after the `except`, so the successful call pays nothing for it.
+        return [f"{indent}if kwargs:", f"{indent}    try:",
+                f"{indent}        return fn({given}{sep}**kwargs)",
+                f"{indent}    except TypeError:",
+                f"{indent}        if (kwargs := _numpy_keywords(info, kwargs, {count})) is None:",
+                f"{indent}            raise",
+                f"{indent}    return fn({given}{sep}**kwargs)",
                 f"{indent}return fn0({given})"]
 
     # A present argument costs one class test; the first empty slot ends the call.
@@ -429,6 +441,60 @@ def _prefix_source(slots: int) -> str:
 _SOURCES = {"exact": _exact_source, "prefix": _prefix_source}
 
 
+# The NumPy names PyTorch's C-level argument parser takes for four parameters (its functions
+# written in Python take only their own names).
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input",
+                "x1": "input", "x2": "other"}
+# function -> its parameter names in order, and how many of them positional ones fill
+# (None: it takes **kwargs).
+_PARAMETERS: dict = {}
+
+
+def _parameters(fn) -> tuple[tuple, int] | None:
+    params = _PARAMETERS.get(fn, ())
+    if params == ():
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        kinds = [p.kind for p in sig.parameters.values()] if sig is not None else []
+        if sig is None or inspect.Parameter.VAR_KEYWORD in kinds:
+            params = None
+        else:
+            positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
+                                   inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
+            # Positional arguments past a `*sizes` fill no named parameter.
+            names = tuple(n for n, p in sig.parameters.items()
+                          if p.kind is not p.VAR_POSITIONAL)
+            params = (names, positional)
+        _PARAMETERS[fn] = params
+    return params
+
+
+def _numpy_keywords(info: list, kwargs: dict, given: int) -> dict | None:
+    """`kwargs` with NumPy's names (`axis`, `keepdims`, ...) given PyTorch's (`dim`,
+    `keepdim`), for a C-level function (`info[3]`) that has the PyTorch name, lacks the NumPy
+    one and was not passed both (by keyword, or among the `given` positional arguments);
+    None when nothing is renamed. Called only once a call with `kwargs` raised TypeError: a
+    renamed keyword could not have bound, so the error came from binding, before the
+    function's body ran, and the call may be made again."""
+    if info[3] & _PYTHON_LEVEL or not kwargs.keys() & _NUMPY_NAMES.keys():
+        return None
+    found = _parameters(info[1])
+    if found is None:
+        return None
+    names, positional = found
+    filled = names[:min(given, positional)]
+    renamed: dict = {}
+    for key, value in kwargs.items():
+        own = _NUMPY_NAMES.get(key)
+        if own is not None and key not in names and own in names and own not in kwargs \
+                and own not in filled:
+            key = own
+        renamed[key] = value
+    return None if renamed.keys() == kwargs.keys() else renamed
+
+
 def _given(values: tuple) -> tuple:
     """The positional arguments actually passed (the slots before the first empty one)."""
     for i, v in enumerate(values):
@@ -442,7 +508,7 @@ def _given(values: tuple) -> tuple:
 _OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
 _PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
                    "_plain_items": _plain_items, "_MISSING": _MISSING,
-                   "_specialise_": _specialise}
+                   "_specialise_": _specialise, "_numpy_keywords": _numpy_keywords}
 _EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
                   "_specialise_": _specialise}
 

@@ -18,6 +18,7 @@ from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
 from ..ops import shape as S
 from ..ops._view_calls import select_first
+from ..ops.views import _expand_shape
 from .shape import reshape
 
 # ---------------------------------------------------------------- indexing
@@ -244,11 +245,27 @@ def setitem(input, index, value) -> None:
             value = _tensor(value, dtype=target.dtype)
         call(X.index_put_, target, indices, value, False)
         return
-    target = getitem(input, index)
+    # `x[...] = v` writes into `x` itself (CopyBackwards), any other index into a view of it.
+    target = input if index is Ellipsis else getitem(input, index)
     if isinstance(value, Tensor):
+        shape = tuple(target.shape)
+        if tuple(value.shape) != shape:
+            value = _fit_value(value, shape)
         call(I.copy_, target, value)
     else:
         call(I.fill_scalar, target, value)
+
+
+def _fit_value(value: Tensor, shape: tuple) -> Tensor:
+    """`value` as `x[i] = value` writes it into a result of `shape`, as PyTorch does: its
+    leading size-1 dims dropped (`x[0] = row[None]`), then expanded to `shape` (its error
+    if that fails; copy_ broadcasts the rest)."""
+    have = tuple(value.shape)
+    k = 0
+    while k < len(have) and have[k] == 1:
+        k += 1
+    _expand_shape(have[k:], shape)
+    return reshape(value, have[k:]) if k else value
 # ---------------------------------------------------------------- indexing ops
 
 

@@ -170,13 +170,10 @@ def einsum(equation, *operands):
     """Einstein summation, contracting operands pairwise with batched matrix products."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    _einsum_check(equation, operands)
     eq = equation.replace(" ", "")
     lhs, arrow, out_spec = eq.partition("->")
     specs = lhs.split(",")
-    if len(specs) != len(operands):
-        raise ValueError("einsum(): more operands were provided than specified in the equation"
-                         if len(operands) > len(specs) else
-                         "einsum(): fewer operands were provided than specified in the equation")
     width = _max_ellipsis(specs, operands)
     specs = [_expand_ellipsis(s, t.ndim, width) for s, t in zip(specs, operands)]
     if not arrow:
@@ -208,6 +205,101 @@ def einsum(equation, *operands):
     if s != out_spec:
         t = permute(t, [s.index(c) for c in out_spec])
     return t
+
+
+def _einsum_subscripts(text: str, start: int, where: str) -> list:
+    """The subscripts of one operand's (or the output's) part of an einsum equation, with
+    "..." kept as one entry; `start` is the part's index in the equation, for messages."""
+    out: list = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == ".":
+            if text[i:i + 3] != "...":
+                raise RuntimeError(f"einsum(): found '.' for {where} that is not part of any "
+                                   "ellipsis" + (" (...)" if where == "output" else ""))
+            if "..." in out:
+                raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) was "
+                                   "already found" if where == "output" else
+                                   f"einsum(): found '.' for {where} for which an ellipsis was "
+                                   "already found")
+            out.append("...")
+            i += 3
+            continue
+        if not (c.isascii() and c.isalpha()) and c != " ":
+            raise RuntimeError(f"einsum(): invalid subscript given at index {start + i} in the "
+                               "equation string, subscripts must be in [a-zA-Z]")
+        if c != " ":
+            out.append(c)
+        i += 1
+    return out
+
+
+def _einsum_check(equation: str, operands: tuple) -> None:
+    """PyTorch's checks of an einsum equation against its operands, with its messages: the
+    characters, the number of operands, each operand's rank, the output's subscripts and
+    that the sizes a subscript (or the ellipsis) stands for broadcast."""
+    lhs, arrow, rhs = equation.partition("->")
+    specs, start = [], 0
+    for k, part in enumerate(lhs.split(",")):
+        specs.append(_einsum_subscripts(part, start, f"operand {k}"))
+        start += len(part) + 1
+    output = _einsum_subscripts(rhs, len(lhs) + 2, "output") if arrow else None
+    if len(specs) != len(operands):
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                           "equation" if len(operands) > len(specs) else
+                           "einsum(): fewer operands were provided than specified in the "
+                           "equation")
+    for k, (spec, t) in enumerate(zip(specs, operands)):
+        letters = len(spec) - ("..." in spec)
+        if "..." not in spec and letters != t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({letters}) "
+                               f"does not match the number of dimensions ({t.ndim}) for "
+                               f"operand {k} and no ellipsis was given")
+        if letters > t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({letters}) "
+                               f"is more than the number of dimensions ({t.ndim}) for "
+                               f"operand {k}")
+    for i, c in enumerate(output or ()):
+        if c != "..." and c in output[:i]:
+            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the "
+                               "output")
+        if c != "..." and not any(c in spec for spec in specs):
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the "
+                               "equation for any input operand")
+    sizes: dict = {}
+    ellipsis: list = []  # the broadcast sizes the ellipsis stands for, last dim last
+    for k, (spec, t) in enumerate(zip(specs, operands)):
+        shape = tuple(t.shape)
+        letters = len(spec) - ("..." in spec)
+        dim, own = 0, {}
+        for c in spec:
+            if c == "...":
+                span = shape[dim:dim + len(shape) - letters]
+                dim += len(span)
+                pad = len(span) - len(ellipsis)
+                if pad > 0:
+                    ellipsis[:0] = [1] * pad
+                for j, n in enumerate(span):
+                    i = len(ellipsis) - len(span) + j
+                    if n != ellipsis[i] and 1 not in (n, ellipsis[i]):
+                        raise RuntimeError(
+                            f"einsum(): dimension {j} covered by ellipsis in operand {k}has "
+                            f"size {n} which does not broadcast with previously seen ellipsis "
+                            f"with size {ellipsis[i]} for the respective dimension")
+                    ellipsis[i] = builtins.max(n, ellipsis[i])
+                continue
+            n = shape[dim]
+            dim += 1
+            if c in own and own[c] != n:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but "
+                                   f"the sizes don't match, {n} != {own[c]}")
+            own[c] = n
+            seen = sizes.get(c)
+            if seen is not None and n != seen and 1 not in (n, seen):
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which "
+                                   f"does not broadcast with previously seen size {seen}")
+            sizes[c] = n if seen is None or seen == 1 else seen
 
 
 def _max_ellipsis(specs, operands):

@@ -346,3 +346,16 @@ def function_forms() -> dict:
     """The top-level functions of `spellings.INPLACE_FUNCTIONS` (`fusegrad.relu_(x)` is
     `x.relu_()`), by name."""
     return {name: _function_form(name) for name in INPLACE_FUNCTIONS}
+
+
+def _split_method(self, split_size, dim=0):
+    """`Tensor.split`: PyTorch's method names its size argument `split_size` (the function
+    `torch.split` names it `split_size_or_sections`)."""
+    from .shape import split
+
+    return split(self, split_size, dim)
+
+
+# Named as PyTorch's method, which its argument errors quote (`Tensor.split() got ...`).
+_split_method.__name__ = "split"
+_split_method.__qualname__ = "Tensor.split"

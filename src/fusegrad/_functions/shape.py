@@ -37,16 +37,35 @@ def _shape_args(shape) -> tuple:
     return tuple(map(size_int, shape))
 
 
-def view(input, *shape, dtype=None):
+def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
+    """The sizes of a method taking them either spread or as one sequence by position
+    (`x.view(2, 3)`, `x.view((2, 3))`) or by PyTorch's keyword (`x.view(size=(2, 3))`)."""
+    if given:
+        raise TypeError(f"{caller}() got multiple values for argument '{name}'")
+    return (keyword,)
+
+
+def view(input, *shape, dtype=None, size=None):
     """A view with a new shape (no copy; an error if the strides do not allow one), or of the
     same bytes as another dtype (`view(dtype)`)."""
     if dtype is None:
-        if len(shape) == 1 and shape[0].__class__ is int:  # `x.view(n)`: `shape` is the size
+        if len(shape) == 1 and shape[0].__class__ is int and size is None:  # `x.view(n)`
             if input.__class__ is Tensor:  # the view and its Node in one frame
                 return view_shape(input, shape)
             return call(S.view, input, shape)
-    elif not shape:
+    elif not shape and size is None:
         shape = (dtype,)
+    if size is not None:
+        if shape or dtype is not None:  # PyTorch's two overloads take one argument each
+            keywords = ([] if dtype is None else ["dtype=torch.dtype"]) + [
+                "size=" + type(size).__name__]
+            # PyTorch's listing ends in ", " when only keywords were given.
+            got = ", ".join([type(s).__name__ for s in shape] + keywords) if shape else \
+                "".join(k + ", " for k in keywords)
+            raise TypeError(f"view() received an invalid combination of arguments - got "
+                            f"({got}), but expected one of:\n"
+                            " * (torch.dtype dtype)\n * (tuple of ints size)\n")
+        shape = (size,)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         view_dtype_check(input, shape[0])
         return call(view_dtype, input, shape[0])
@@ -55,17 +74,21 @@ def view(input, *shape, dtype=None):
     return call(S.view, input, _shape_args(shape))
 
 
-def reshape(input, *shape):
+def reshape(input, *sizes, shape=None):
     """A view with a new shape when the strides allow, otherwise a copy."""
-    shape = S.infer_size(_shape_args(shape), input.numel())
+    if shape is not None:
+        sizes = _keyword_shape("reshape", "shape", sizes, shape)
+    shape = S.infer_size(_shape_args(sizes), input.numel())
     if S.view_strides(tuple(input.shape), input.stride(), shape) is not None:
         return call(S.view, input, shape)
     return call(S.unsafe_view, clone(input, memory_format=contiguous_format), shape)
 
 
-def permute(input, *dims):
+def permute(input, *order, dims=None):
     """A view with the dimensions reordered."""
-    return call(S.permute, input, _shape_args(dims))
+    if dims is not None:
+        order = _keyword_shape("permute", "dims", order, dims)
+    return call(S.permute, input, _shape_args(order))
 
 
 def transpose(input, dim0, dim1):
@@ -78,8 +101,10 @@ def t(input):
     return call(S.t, input)
 
 
-def expand(input, *sizes):
+def expand(input, *sizes, size=None):
     """A broadcast view with the given sizes (-1 keeps a size)."""
+    if size is not None:
+        sizes = _keyword_shape("expand", "size", sizes, size)
     return call(S.expand, input, _shape_args(sizes))
 
 
@@ -195,9 +220,11 @@ def broadcast_tensors(*tensors):
     return tuple(expand(t, shape) for t in tensors)
 
 
-def repeat(input, *repeats):
+def repeat(input, *times, repeats=None):
     """The tensor tiled `repeats` times along each dim."""
-    return call(S.repeat, input, _shape_args(repeats))
+    if repeats is not None:
+        times = _keyword_shape("repeat", "repeats", times, repeats)
+    return call(S.repeat, input, _shape_args(times))
 
 
 def tile(input, dims):
@@ -256,8 +283,47 @@ def transpose_(self, dim0, dim1):
     return call(RN.transpose_, self, dim0, dim1)
 
 
-def tensor_split(input, indices_or_sections, dim=0):
-    """Views split at the given indices, or into `n` nearly equal parts."""
+_TENSOR_SPLIT_FORMS = (" * (tuple of ints indices, int dim = 0)",
+                       " * (Tensor tensor_indices_or_sections, int dim = 0)",
+                       " * (int sections, int dim = 0)")
+
+
+def _tensor_split_keyword(given: tuple, keywords: dict):
+    """The one split argument of `tensor_split` passed by one of PyTorch's keywords
+    (`sections`, `indices`, `tensor_indices_or_sections`), or PyTorch's error."""
+    ok = len(keywords) == 1 and not given
+    if ok:
+        (name, value), = keywords.items()
+        ok = (isinstance(value, numbers.Integral) if name == "sections" else
+              isinstance(value, Tensor) if name == "tensor_indices_or_sections" else
+              isinstance(value, (list, tuple)))
+    if ok:
+        return value
+    got = [type(g).__name__ for g in given] + [f"{k}={type(v).__name__}"
+                                                 for k, v in keywords.items()]
+    got_text = ", ".join(got) if given else "".join(g + ", " for g in got)
+    lines = []
+    for form in _TENSOR_SPLIT_FORMS:
+        lines.append(form)
+        if given:  # a positional argument as well: PyTorch says which keywords did not fit
+            lines.append("      didn't match because some of the keywords were incorrect: "
+                         + ", ".join(keywords))
+    raise TypeError(f"tensor_split() received an invalid combination of arguments - got "
+                    f"({got_text}), but expected one of:\n" + "\n".join(lines) + "\n")
+
+
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+                 tensor_indices_or_sections=None):
+    """Views split at the given indices, or into `n` nearly equal parts (a 0-d tensor is a
+    count, a 1-d one indices)."""
+    keywords = {k: v for k, v in (("sections", sections), ("indices", indices),
+                                  ("tensor_indices_or_sections", tensor_indices_or_sections))
+                if v is not None}
+    if keywords:
+        given = () if indices_or_sections is None else (indices_or_sections,)
+        indices_or_sections = _tensor_split_keyword(given, keywords)
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
     d = wrap_dim(dim, input.ndim)
     size = input.shape[d]
     if isinstance(indices_or_sections, numbers.Integral):

@@ -343,9 +343,13 @@ def ravel(input: Tensor) -> Tensor:
     return view(contiguous(input), (-1,))
 
 
-def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
+def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
     """Give `self` a new shape in place, keeping the leading elements; new elements are zero
     (PyTorch leaves them uninitialised). Not recorded by autograd."""
+    if size is not None:
+        if sizes:
+            raise TypeError("resize_() got multiple values for argument 'size'")
+        sizes = (size,)
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Size)):
         sizes = tuple(sizes[0])
     shape = tuple(int(s) for s in sizes)

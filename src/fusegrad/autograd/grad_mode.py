@@ -8,6 +8,8 @@ requiring grad, so dispatch reads it from `_thread_state` directly.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 
 from .._thread_state import local as _local
 from .._thread_state import set_grad_enabled as _set_grad
@@ -16,6 +18,42 @@ from .._thread_state import set_grad_enabled as _set_grad
 def is_grad_enabled() -> bool:
     """True when operations record history for backward (in the calling thread)."""
     return _local.grad_enabled
+
+
+def _decorate(factory, fn):
+    """`fn` run under a fresh context from `factory()` at each call; a generator function's
+    body runs under it at each resumption, and its caller's code between items outside."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with factory():
+                    item = gen.send(None)
+                while True:
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        with factory():
+                            gen.close()
+                        raise
+                    except BaseException:
+                        with factory():
+                            item = gen.throw(*sys.exc_info())
+                    else:
+                        with factory():
+                            item = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with factory():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 class _GradModeContext:
@@ -31,12 +69,7 @@ class _GradModeContext:
         _set_grad(self._prev)
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(self.__class__, fn)
 
     def clone(self):
         """A fresh context manager of the same kind (PyTorch's API)."""
@@ -82,14 +115,7 @@ class set_grad_enabled(_GradModeContext):
     def __call__(self, fn):
         # Used as a decorator: the constructor already switched the mode; undo that.
         _set_grad(self._prev)
-        mode = self._target
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(functools.partial(set_grad_enabled, self._target), fn)
 
     def clone(self):
         """A fresh context manager with the same mode."""
@@ -131,14 +157,7 @@ class inference_mode(_GradModeContext):
         _local.inference = self._prev_inf
 
     def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(functools.partial(inference_mode, self.mode), fn)
 
     def clone(self):
         """A fresh context manager with the same mode."""

@@ -14,7 +14,7 @@ from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..ops import loss as LS
 from ..ops import scalar as SC
 from ..ops import special as SP
@@ -51,7 +51,9 @@ def _broadcast_pair(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _not_differentiable(fn: str, arg: str, t: Tensor | None) -> None:
-    if t is not None and t.requires_grad:
+    """PyTorch's error for an argument ATen does not differentiate that requires grad while
+    grad mode is on."""
+    if t is not None and t.requires_grad and is_grad_enabled():
         raise RuntimeError(f"The function '{fn}' is not differentiable with respect to "
                            f"argument '{arg}'. This input cannot have requires_grad True.")
 

@@ -15,6 +15,7 @@ from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad as _no_grad
+from ..backends import cuda as _cuda_backend
 from ..ops import REGISTRY
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -541,6 +542,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if dim != 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
+    _functional_loss._not_differentiable(
+        "nll_loss_forward" if dim <= 2 else "nll_loss2d_forward", "weight", weight)
     if dim <= 2:
         return call(N.nll_loss, input, target, weight, red, ignore_index)[0]
     if dim == 4:
@@ -714,11 +717,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         # PyTorch turns a "may attend" mask into an additive one of the query's dtype first.
         keep = attn_mask
         attn_mask = _float_mask(keep.logical_not(), query.dtype)
-    if _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa):
+    switches = _cuda_backend._sdp  # PyTorch's attention switches (`nn.attention.sdpa_kernel`)
+    if switches["flash"] and _sdpa_use_flash(query, key, value, attn_mask, dropout_p,
+                                             enable_gqa):
         from ..ops.attention import flash_attention
 
         return call(flash_attention, query, key, value, float(dropout_p), bool(is_causal),
                     attn_mask, scale)[0]
+    if not switches["math"]:  # PyTorch also warns why the flash kernel did not fit
+        raise RuntimeError("No available kernel.  Aborting execution." if switches["flash"]
+                           else "No viable backend for scaled_dot_product_attention was "
+                           "found. This is likely due to turning off both the math kernel "
+                           "and the fused kernels.")
     # The composite path, structured as PyTorch's: both operands scaled by sqrt(scale) before
     # the product (a negative scale flips the query's sign), a float mask added, a softmax
     # that gives zeros for fully masked rows.

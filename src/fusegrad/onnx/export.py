@@ -11,6 +11,7 @@ inputs are all constants is folded (its example result becomes a constant). The
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import numpy as np
@@ -281,10 +282,18 @@ def _flatten_outputs(out: Any) -> list:
     return [out]
 
 
+_LEGACY_WARNING = (
+    "You are using the legacy TorchScript-based ONNX export. Starting in PyTorch 2.9, the new "
+    "torch.export-based ONNX exporter has become the default. Learn more about the new export "
+    "logic: https://docs.pytorch.org/docs/stable/onnx_export.html. For exporting control "
+    "flow: https://pytorch.org/tutorials/beginner/onnx/export_control_flow_model_to_onnx_"
+    "tutorial.html")
+
+
 def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_version: int = 17,
            do_constant_folding: bool = True, input_names: list[str] | None = None,
            output_names: list[str] | None = None, dynamic_axes: dict | None = None,
-           verbose: bool = False) -> Any:
+           verbose: bool = False, *, dynamo: bool = True) -> Any:
     """Export `model` called on example `args` (a tensor or a tuple) to ONNX file `f`.
 
     Mirrors `torch.onnx.export`: the model runs in eval mode during export; parameters and
@@ -292,8 +301,11 @@ def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_vers
     `export_params` is False); `dynamic_axes` maps an input or output name to
     `{axis: "dim_name"}` (or a list of axes) to make those dimensions symbolic. Raises
     `UnsupportedOperatorError` naming any operator without an ONNX mapping. Returns the
-    `onnx.ModelProto` that was written.
+    `onnx.ModelProto` that was written. `dynamo` chooses between PyTorch's two exporters;
+    there is one here, and `dynamo=False` only brings PyTorch's warning about the old one.
     """
+    if not dynamo:
+        warnings.warn(_LEGACY_WARNING, DeprecationWarning, stacklevel=2)
     onnx = _import_onnx()
     proto = capture(model, args, opset_version, do_constant_folding, export_params,
                     input_names, output_names, dynamic_axes)[0]

@@ -255,6 +255,16 @@ def index_out_of_range(index: np.ndarray, size: int, negative: bool = False) -> 
     return int(flat[(flat < lo) | (flat >= size)][0])
 
 
+def mismatched_source(a, source) -> tuple[str, str] | None:
+    """(`a`'s, `source`'s) legacy dtype names (`Float`, `Long`) when `source`, a tensor
+    (array or fake) to be written into `a`, has another dtype: PyTorch's scatter-like ops
+    refuse to convert it. None when they agree or `source` is a number."""
+    if isinstance(source, (int, float, complex, bool, np.generic)):
+        return None
+    mine, theirs = dtype_of(a), dtype_of(source)
+    return None if mine is theirs else (mine.legacy, theirs.legacy)
+
+
 def bad_index_dtype(index, long_only: bool = False) -> str | None:
     """None when `index` (array or fake tensor) has an index dtype (int64, or int32 unless
     `long_only`); else its dtype's legacy name (`Float`), which the ops' errors quote."""

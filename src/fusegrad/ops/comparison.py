@@ -221,7 +221,7 @@ clamp_tensor = register(
     derivative=_clamp_t_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt) - 1,
                                      rand_array(rng, (3, 1), dt) + 1))],
-    public="clamp", onnx=_clamp_t_onnx)
+    public="clamp", onnx=_clamp_t_onnx, optional_tensor_args=(1, 2))
 
 
 def _minimum_derivative(g, a, b):

@@ -89,6 +89,7 @@ def _embedding_onnx(b, inputs, args, kwargs, opset):
 
 embedding = register(
     "embedding", kernel=_embedding_kernel, meta=_embedding_meta, node="EmbeddingBackward0",
+    nondiff_args=(1,),
     derivative=_embedding_derivative,
     save=lambda out, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False: (
         idx, w.shape[0], padding_idx, scale_grad_by_freq),

@@ -18,6 +18,7 @@ from ._util import (
     broadcast_shapes,
     dtype_of,
     index_out_of_range,
+    mismatched_source,
     numel,
     rand_array,
     size_str,
@@ -112,6 +113,7 @@ def _index_select_derivative(g, shape, dim, index):
 
 index_select = register(
     "index_select", kernel=_index_select_kernel, meta=_index_select_meta,
+    nondiff_args=(2,),
     node="IndexSelectBackward0", derivative=_index_select_derivative,
     save=lambda out, a, dim, index: (a.shape, dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, n, s[d])),
@@ -167,6 +169,7 @@ def _gather_samples(rng, dt):
 
 gather = register(
     "gather", kernel=_gather_kernel, meta=_gather_meta, node="GatherBackward0",
+    nondiff_args=(2,),
     derivative=lambda g, shape, dim, index: (
         g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
     save=lambda out, a, dim, index, sparse_grad=False: (a.shape, dim, index),
@@ -183,6 +186,8 @@ def _scatter_check(a, dim, index, src, name="scatter"):
     d = _gather_check(a, dim, index, name)
     if hasattr(src, "shape") and len(src.shape) != len(index.shape) and len(index.shape):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if mismatched_source(a, src):
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     return d
 
 
@@ -236,17 +241,20 @@ def _zero_at(g, dim, index):
 
 scatter = register(
     "scatter.src", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward0",
+    nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None,
                                       g.gather(dim, index)),
     save=lambda out, a, dim, index, src: (dim, index), samples=_unique_index_samples,
     public="scatter")
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
+    nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index),
     samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter")
 scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
+    nondiff_args=(2,),
     meta=_scatter_meta, node="ScatterAddBackward0",
     derivative=lambda g, dim, index: (g, None, None, g.gather(dim, index)),
     save=lambda out, a, dim, index, src: (dim, index), samples=_scatter_add_samples)
@@ -257,7 +265,7 @@ scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
 # ---------------------------------------------------------------- index_add
 
 
-def _index_add_check(a, dim, index) -> int:
+def _index_add_check(a, dim, index, source) -> int:
     if len(index.shape) > 1:
         raise IndexError(
             "index_add_(): Index is supposed to be a vector, but got dim: "
@@ -266,11 +274,15 @@ def _index_add_check(a, dim, index) -> int:
     bad = bad_index_dtype(index)
     if bad:
         raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {bad}")
+    names = mismatched_source(a, source)
+    if names:
+        raise RuntimeError(f"index_add_(): self ({names[0]}) and source ({names[1]}) must have "
+                           "the same scalar type")
     return wrap_dim(dim, len(a.shape))
 
 
 def _index_add_kernel(a, dim, index, source, alpha=1):
-    d = _index_add_check(a, dim, index)
+    d = _index_add_check(a, dim, index, source)
     check_gather_index(a.shape, d, index)
     out = a.copy()
     if a.ndim == 0:
@@ -284,7 +296,7 @@ def _index_add_kernel(a, dim, index, source, alpha=1):
 
 
 def _index_add_meta(a, dim, index, source, alpha=1):
-    _index_add_check(a, dim, index)
+    _index_add_check(a, dim, index, source)
     return Spec(tuple(a.shape), a.dtype)
 
 
@@ -299,6 +311,7 @@ def _index_add_derivative(g, dim, index, alpha, src_ndim):
 
 index_add = register(
     "index_add", kernel=_index_add_kernel, meta=_index_add_meta, node="IndexAddBackward0",
+    nondiff_args=(2,),
     derivative=_index_add_derivative,
     save=lambda out, a, dim, index, source, alpha=1: (dim, index, alpha, len(source.shape)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[d]),
@@ -355,12 +368,14 @@ def _mask_samples(value):
 
 masked_fill = register(
     "masked_fill.Scalar", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    nondiff_args=(1,),
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
     public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
+    nondiff_args=(1,),
     node="MaskedFillBackward1",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
@@ -383,6 +398,7 @@ def _masked_select_meta(a, mask):
 
 masked_select = register(
     "masked_select", kernel=_masked_select_kernel, meta=_masked_select_meta, data_dependent=True,
+    nondiff_args=(1,),
     node="MaskedSelectBackward0",
     derivative=lambda g, shape, mask: (_masked_select_backward(g, shape, mask), None),
     save=lambda out, a, mask: (broadcast_shapes(tuple(a.shape), tuple(mask.shape)), mask),
@@ -526,10 +542,17 @@ def _index_put_kernel(a, indices, values, accumulate=False):
     out = a.copy()
     idx = np_indices(indices, a.ndim, a.shape)
     v = np.asarray(_raw(values)).astype(a.dtype, copy=False)
-    if accumulate:
-        np.add.at(out, idx, v)
-    else:
-        out[idx] = v
+    try:
+        if accumulate:
+            np.add.at(out, idx, v)
+        else:
+            out[idx] = v
+    except ValueError as e:
+        if "broadcast" not in str(e) and "cannot assign" not in str(e):
+            raise
+        raise RuntimeError(f"shape mismatch: value tensor of shape {size_str(v.shape)} cannot "
+                           "be broadcast to indexing result of shape "
+                           f"{size_str(out[idx].shape)}") from None
     return out
 
 

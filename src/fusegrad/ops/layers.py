@@ -385,6 +385,6 @@ def _eb_samples(rng, dt):
 embedding_bag = _register_multi(
     "_embedding_bag", kernel=_eb_kernel, meta=_eb_meta, node="EmbeddingBagBackward0",
     derivative=_eb_derivative, save=_eb_save, samples=_eb_samples,
-    nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag",
+    nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag", nondiff_args=(1, 2),
     saved_names=("", "indices", "offset2bag", "", "mode", "maximum_indices", "",
                  "per_sample_weights", ""))

@@ -245,7 +245,7 @@ multi_margin_loss = register(
     "multi_margin_loss", autocast="fp32",
     kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
     derivative=_mm_derivative, save=_mm_save, samples=_mm_samples,
-    optional_tensor_args=(4,),
+    nondiff_args=(1, 4),
     saved_names=("self", "target", "", "p", "margin", "reduction"))
 
 # ---------------------------------------------------------------- multilabel margin

@@ -274,7 +274,7 @@ nll_loss = _register_multi(
     "nll_loss_forward", (1,), kernel=_nll_kernel, meta=_nll_meta, node="NllLossBackward0",
     derivative=_nll_derivative, save=_nll_save, samples=_nll_samples, public="nll_loss",
     decomposition=_nll_decomposition,
-    nondiff_args=(2,), gradcheck=False,
+    nondiff_args=(1, 2), gradcheck=False,
     saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight"))
 
 
@@ -285,7 +285,7 @@ def _nll2d_kernel(x, t, weight, reduction, ignore_index):
 nll_loss2d = _register_multi(
     "nll_loss2d_forward", (1,), kernel=_nll2d_kernel,
     meta=lambda x, t, w, r, i: _nll_meta(x, t, w, r, i, True), node="NllLoss2DBackward0",
-    derivative=_nll_derivative, save=_nll_save, public="nll_loss2d", nondiff_args=(2,),
+    derivative=_nll_derivative, save=_nll_save, public="nll_loss2d", nondiff_args=(1, 2),
     decomposition=_nll_decomposition,
     gradcheck=False,
     samples=lambda rng, dt: [

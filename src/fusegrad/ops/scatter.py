@@ -15,6 +15,7 @@ from ._util import (
     Spec,
     bad_index_dtype,
     index_out_of_range,
+    mismatched_source,
     rand_array,
     shape_of,
     size_str,
@@ -67,6 +68,7 @@ def _take_derivative(g, shape, index):
 
 take = register(
     "take", kernel=_take_kernel,
+    nondiff_args=(1,),
     meta=lambda a, index: (_long_index(index, "take"), Spec(tuple(index.shape), a.dtype))[1],
     node="TakeBackward0", derivative=_take_derivative,
     save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
@@ -74,7 +76,16 @@ take = register(
                              for s, i in (((3, 4), (5,)), ((12,), (2, 3)), ((2, 6), ()))])
 
 
+def _put_check(a, index, source) -> None:
+    _long_index(index, "put_")
+    names = mismatched_source(a, source)
+    if names:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {names[0]} and source.dtype = {names[1]}")
+
+
 def _put_kernel(a, index, source, accumulate=False):
+    _put_check(a, index, source)
     out = a.copy()
     flat = out.reshape(-1)
     idx = _flat_index(index, a.size, "put_").reshape(-1)
@@ -107,7 +118,8 @@ def _put_samples(rng, dt):
 
 put = register(
     "put", kernel=_put_kernel,
-    meta=lambda a, index, source, accumulate=False: (_long_index(index, "put_"), _same(a))[1],
+    nondiff_args=(1,),
+    meta=lambda a, index, source, accumulate=False: (_put_check(a, index, source), _same(a))[1],
     node="PutBackward0", derivative=_put_derivative,
     save=lambda out, a, index, source, accumulate=False: (index, tuple(source.shape),
                                                           accumulate),
@@ -127,7 +139,7 @@ def _index_fill_check(a, dim, index):
     return d
 
 
-def _index_copy_check(a, dim, index):
+def _index_copy_check(a, dim, index, source):
     """index_copy's checks on the index (arrays and fakes alike); the wrapped dim."""
     d = wrap_dim(dim, len(a.shape))
     if len(index.shape) > 1:
@@ -136,6 +148,10 @@ def _index_copy_check(a, dim, index):
     bad = bad_index_dtype(index, long_only=True)
     if bad:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {bad}")
+    names = mismatched_source(a, source)
+    if names:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {names[0]} and (source) {names[1]}")
     return d
 
 
@@ -181,12 +197,14 @@ def _index_fill_samples(value):
 
 index_fill = register(
     "index_fill.int_Scalar", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    nondiff_args=(2,),
     node="IndexFillBackward0",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
     samples=_index_fill_samples(lambda rng, dt: -1.5), public="index_fill")
 index_fill_tensor = register(
     "index_fill.int_Tensor", kernel=_index_fill_kernel, meta=_index_fill_meta,
+    nondiff_args=(2,),
     node="IndexFillBackward1",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None,
                                       (g - g.index_fill(dim, index, 0.0)).sum()),
@@ -198,7 +216,7 @@ index_fill_tensor_ = inplace_variant(index_fill_tensor, "index_fill_.int_Tensor"
 
 
 def _index_copy_kernel(a, dim, index, source):
-    d = _index_copy_check(a, dim, index)
+    d = _index_copy_check(a, dim, index, source)
     _index_range(a, d, index, negative=False, prefix="index_copy_(): ")
     out = a.copy()
     idx = np.asarray(index, np.int64).reshape(-1)
@@ -228,7 +246,8 @@ def _index_copy_samples(rng, dt):
 
 index_copy = register(
     "index_copy", autocast="promote", kernel=_index_copy_kernel,
-    meta=lambda a, dim, index, source: (_index_copy_check(a, dim, index), _same(a))[1],
+    nondiff_args=(2,),
+    meta=lambda a, dim, index, source: (_index_copy_check(a, dim, index, source), _same(a))[1],
     node="IndexCopyBackward0", derivative=_index_copy_derivative,
     save=lambda out, a, dim, index, source: (dim, index), saved_names=("dim", "index"),
     samples=_index_copy_samples)
@@ -237,7 +256,15 @@ index_copy_ = inplace_variant(index_copy, "index_copy_")
 # ---------------------------------------------------------------- masked_scatter
 
 
+def _masked_scatter_source(a, source) -> None:
+    names = mismatched_source(a, source)
+    if names:  # PyTorch's message has no space before the names
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got{names[0]} and {names[1]}")
+
+
 def _masked_scatter_kernel(a, mask, source):
+    _masked_scatter_source(a, source)
     m = np.broadcast_to(mask, np.broadcast_shapes(a.shape, mask.shape))
     out = np.broadcast_to(a, m.shape).copy()
     n = int(m.sum())
@@ -250,6 +277,7 @@ def _masked_scatter_kernel(a, mask, source):
 
 
 def _masked_scatter_meta(a, mask, source):
+    _masked_scatter_source(a, source)
     if mask.dtype is not _dtype.bool_:
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
                            f"dtype {mask.dtype.legacy}")
@@ -272,6 +300,7 @@ def _masked_scatter_derivative(g, mask, src_shape):
 
 masked_scatter = register(
     "masked_scatter", kernel=_masked_scatter_kernel, meta=_masked_scatter_meta,
+    nondiff_args=(1,),
     node="MaskedScatterBackward0", derivative=_masked_scatter_derivative,
     save=lambda out, a, mask, source: (mask, tuple(source.shape)),
     saved_names=("mask", "source_sym_sizes"),
@@ -294,7 +323,7 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
-    d = _scatter_reduce_check(a, dim, index)
+    d = _scatter_reduce_check(a, dim, index, src)
     check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
     # Positions of every src element that takes part (index's shape, not src's).
@@ -365,15 +394,17 @@ def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out)
     return (ga, None, None, gs, None, None)
 
 
-def _scatter_reduce_check(a, dim, index) -> int:
+def _scatter_reduce_check(a, dim, index, src) -> int:
     d = wrap_dim(dim, len(a.shape))
     if bad_index_dtype(index):
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if mismatched_source(a, src):
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     return d
 
 
 def _scatter_reduce_meta(a, dim, index, src, reduce, include_self=True):
-    _scatter_reduce_check(a, dim, index)
+    _scatter_reduce_check(a, dim, index, src)
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
@@ -397,6 +428,7 @@ def _scatter_reduce_samples(rng, dt):
 
 scatter_reduce = register(
     "scatter_reduce.two", kernel=_scatter_reduce_kernel, meta=_scatter_reduce_meta,
+    nondiff_args=(2,),
     node="ScatterReduceBackward0", derivative=_scatter_reduce_derivative,
     save=lambda out, a, dim, index, src, reduce, include_self=True: (
         a, dim, index, src, reduce, include_self, out),

@@ -120,6 +120,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "fill_": ("method", "_functions.inplace.fill_"),
     "where": ("method", "_functions.methods._where_method"),
     "slice": ("method", "_functions.methods._slice_method"),
+    "split": ("method", "_functions.methods._split_method"),
     "__rtruediv__": ("method", "_functions.methods._rtruediv"),
     "__rdiv__": ("method", "_functions.methods._rtruediv"),  # PyTorch's `1 / x` reports it
     "__pow__": ("method", "_functions.methods._pow"),

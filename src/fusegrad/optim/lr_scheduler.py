@@ -6,17 +6,76 @@ float values agree step for step."""
 
 from __future__ import annotations
 
+import functools
 import math
 import types
+import warnings
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 
 from .optimizer import Optimizer
 
+_ORDER_WARNING = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+    "later, you should call them in the opposite order: `optimizer.step()` before "
+    "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+    "value of the learning rate schedule. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+_EPOCH_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
+    "where possible. Please use `scheduler.step()` to step the scheduler. During the "
+    "deprecation, if epoch is different from None, the closed form is used instead of the new "
+    "chainable form, where available. Please open an issue if you are unable to replicate "
+    "your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
+_REPLACED_STEP_WARNING = (
+    "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+    "initialization. Please, make sure to call `optimizer.step()` before "
+    "`lr_scheduler.step()`. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+
+
+def _track_step_calls(optimizer: Optimizer) -> None:
+    """Make `optimizer.step` note (`_opt_called`) that it ran, so a scheduler's first step
+    can tell whether it came first, as PyTorch warns (once per optimizer)."""
+    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):
+        return
+    owner = weakref.ref(optimizer)  # the wrapper lives on the optimizer: no cycle
+    step = optimizer.step.__func__
+
+    @functools.wraps(step)
+    def wrapper(*args, **kwargs):
+        opt = owner()
+        opt._opt_called = True
+        return step.__get__(opt, opt.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    optimizer.step = wrapper
+
+
+def _warn_outside_step(get_lr: Callable) -> Callable:
+    """`get_lr` warning when called other than from `step`."""
+    @functools.wraps(get_lr)
+    def checked(self):
+        if not getattr(self, "_get_lr_called_within_step", True):
+            warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                          "`get_last_lr()`.", UserWarning, stacklevel=1)  # the library, as PyTorch
+        return get_lr(self)
+
+    return checked
+
 
 class LRScheduler:
     """Base: sets each group's lr from `get_lr()` at every `step()`."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # The schedulers here warn, as PyTorch's do, when `get_lr` is called outside
+        # `step` (where it is not the rate in use); user subclasses are left as written.
+        super().__init_subclass__(**kwargs)
+        get_lr = cls.__dict__.get("get_lr")
+        if get_lr is not None and cls.__module__.startswith(__name__.rpartition(".")[0]):
+            cls.get_lr = _warn_outside_step(get_lr)
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
@@ -36,8 +95,10 @@ class LRScheduler:
                                    "a fresh training run (not recommended)")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_step_calls(optimizer)
         self._step_count = 0
         self._is_initial = True
+        self._get_lr_called_within_step = False
         self.step()
         self._is_initial = False
 
@@ -51,14 +112,24 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch and set the groups' learning rates."""
+        if self._step_count == 1:  # the first step after the one construction made
+            if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
+                warnings.warn(_REPLACED_STEP_WARNING, UserWarning, stacklevel=2)
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -356,7 +427,6 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
-        self._anneal_cos = anneal_strategy == "cos"
         n = self.total_steps
         first_end = float(pct_start * n) - 1
         if three_phase:
@@ -369,6 +439,7 @@ class OneCycleLR(LRScheduler):
             self._schedule_phases = [
                 (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        self._anneal_func_type = anneal_strategy  # PyTorch's state_dict entry, in its place
         max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
             for top, group in zip(max_lrs, optimizer.param_groups):
@@ -391,7 +462,7 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self._anneal_cos:
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
@@ -590,6 +661,8 @@ class ReduceLROnPlateau(LRScheduler):
     def step(self, metrics, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record this epoch's metric and reduce the rates when it has plateaued."""
         current = float(metrics)
+        if epoch is not None:
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._is_better(current, self.best):
             self.best = current

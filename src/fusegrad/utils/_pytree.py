@@ -17,11 +17,23 @@ from collections import OrderedDict, defaultdict, deque, namedtuple
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from ._pytree_keys import (
+    GetAttrKey,
+    MappingKey,
+    SequenceKey,
+    defaultdict_flatten_with_keys,
+    deque_flatten_with_keys,
+    mapping_flatten_with_keys,
+    namedtuple_flatten_with_keys,
+    sequence_flatten_with_keys,
+)
+
 __all__ = [
     "PyTree", "Context", "FlattenFunc", "UnflattenFunc", "TreeSpec", "LeafSpec",
     "register_pytree_node", "tree_flatten", "tree_unflatten", "tree_iter", "tree_leaves",
     "tree_structure", "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_all",
     "tree_any", "tree_all_only", "tree_any_only", "tree_is_leaf", "treespec_pprint",
+    "keystr", "key_get", "tree_flatten_with_path", "tree_leaves_with_path", "tree_map_with_path",
     "treespec_leaf", "treespec_tuple", "is_namedtuple", "is_namedtuple_class",
     "is_namedtuple_instance",
 ]
@@ -30,6 +42,8 @@ PyTree = Any
 Context = Any
 FlattenFunc = Callable[[PyTree], tuple[list, Context]]
 UnflattenFunc = Callable[[Iterable, Context], PyTree]
+KeyEntry = SequenceKey | MappingKey | GetAttrKey | Any
+KeyPath = tuple
 
 
 class NodeDef(NamedTuple):
@@ -74,8 +88,10 @@ def _register_pytree_node(cls: type, flatten_fn: FlattenFunc, unflatten_fn: Unfl
                          flatten_with_keys_fn=flatten_with_keys_fn)
 
 
-def _builtin(cls, flatten_fn: FlattenFunc, unflatten_fn: UnflattenFunc) -> None:
-    register_pytree_node(cls, flatten_fn, unflatten_fn)
+def _builtin(cls, flatten_fn: FlattenFunc, unflatten_fn: UnflattenFunc,
+             flatten_with_keys_fn: Callable) -> None:
+    register_pytree_node(cls, flatten_fn, unflatten_fn,
+                         flatten_with_keys_fn=flatten_with_keys_fn)
     BUILTIN_TYPES.add(cls)
 
 
@@ -94,13 +110,17 @@ def _defaultdict_unflatten(values: Iterable, context: list) -> defaultdict:
     return defaultdict(factory, zip(keys, values))
 
 
-_builtin(tuple, lambda t: (list(t), None), lambda v, c: tuple(v))
-_builtin(list, lambda t: (list(t), None), lambda v, c: list(v))
-_builtin(dict, _dict_flatten, lambda v, keys: dict(zip(keys, v)))
-_builtin(namedtuple, lambda t: (list(t), type(t)), lambda v, cls: cls(*v))
-_builtin(OrderedDict, _dict_flatten, lambda v, keys: OrderedDict(zip(keys, v)))
-_builtin(defaultdict, _defaultdict_flatten, _defaultdict_unflatten)
-_builtin(deque, lambda d: (list(d), d.maxlen), lambda v, maxlen: deque(v, maxlen=maxlen))
+_builtin(tuple, lambda t: (list(t), None), lambda v, c: tuple(v), sequence_flatten_with_keys)
+_builtin(list, lambda t: (list(t), None), lambda v, c: list(v), sequence_flatten_with_keys)
+_builtin(dict, _dict_flatten, lambda v, keys: dict(zip(keys, v)), mapping_flatten_with_keys)
+_builtin(namedtuple, lambda t: (list(t), type(t)), lambda v, cls: cls(*v),
+         namedtuple_flatten_with_keys)
+_builtin(OrderedDict, _dict_flatten, lambda v, keys: OrderedDict(zip(keys, v)),
+         mapping_flatten_with_keys)
+_builtin(defaultdict, _defaultdict_flatten, _defaultdict_unflatten,
+         defaultdict_flatten_with_keys)
+_builtin(deque, lambda d: (list(d), d.maxlen), lambda v, maxlen: deque(v, maxlen=maxlen),
+         deque_flatten_with_keys)
 
 
 def is_namedtuple_class(cls: type) -> bool:
@@ -124,7 +144,8 @@ def _return_type_node(cls: type) -> None:
     # PyTorch's `torch.return_types` classes are struct sequences registered one by one, so
     # their specs name the class itself; fusegrad's are named tuples, registered on first
     # sight to print and compare the same way.
-    register_pytree_node(cls, lambda t: (list(t), None), lambda v, c: cls(*v))
+    register_pytree_node(cls, lambda t: (list(t), None), lambda v, c: cls(*v),
+                         flatten_with_keys_fn=sequence_flatten_with_keys)
 
 
 def _node_type(tree: Any) -> Any:
@@ -341,6 +362,59 @@ def tree_flatten(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None
     """(the leaves of `tree` in order, its spec)."""
     leaves: list = []
     return leaves, _flatten(tree, leaves, is_leaf)
+
+
+def _key_paths(path: tuple, tree: PyTree, is_leaf: Callable | None, out: list) -> None:
+    if is_leaf is not None and is_leaf(tree):
+        out.append((path, tree))
+        return
+    cls = _node_type(tree)
+    node = SUPPORTED_NODES.get(cls)
+    if node is None:
+        out.append((path, tree))
+        return
+    if node.flatten_with_keys_fn is None:
+        raise ValueError(f"Did not find a flatten_with_keys_fn for type: {cls}. Please pass "
+                         "a flatten_with_keys_fn argument to register_pytree_node.")
+    for key, child in node.flatten_with_keys_fn(tree)[0]:
+        _key_paths((*path, key), child, is_leaf, out)
+
+
+def tree_leaves_with_path(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None
+                          ) -> list[tuple[KeyPath, Any]]:
+    """[(key path, leaf)] for the leaves of `tree` in order; a registered node type needs a
+    `flatten_with_keys_fn` to name its children."""
+    out: list = []
+    _key_paths((), tree, is_leaf, out)
+    return out
+
+
+def tree_flatten_with_path(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None
+                           ) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
+    """([(key path, leaf)] in order, the spec of `tree`)."""
+    spec = tree_flatten(tree, is_leaf)[1]
+    return tree_leaves_with_path(tree, is_leaf), spec
+
+
+def tree_map_with_path(func: Callable[..., Any], tree: PyTree, *rests: PyTree,
+                       is_leaf: Callable[[PyTree], bool] | None = None) -> PyTree:
+    """`tree_map` whose `func` takes each leaf's key path first: `func(path, leaf, *xs)`."""
+    pairs, spec = tree_flatten_with_path(tree, is_leaf)
+    columns = [[p for p, _ in pairs], [v for _, v in pairs]]
+    columns += [spec.flatten_up_to(r) for r in rests]
+    return spec.unflatten(map(func, *columns))
+
+
+def keystr(kp: KeyPath) -> str:
+    """A key path as the Python that reaches the leaf: `['a'][0].x`."""
+    return "".join(str(k) for k in kp)
+
+
+def key_get(obj: Any, kp: KeyPath) -> Any:
+    """The value reached from `obj` by following key path `kp`."""
+    for k in kp:
+        obj = k.get(obj)
+    return obj
 
 
 def tree_unflatten(leaves: Iterable, treespec: TreeSpec) -> PyTree:

@@ -44,8 +44,9 @@ from .variables import (
 
 
 def placeholder_name(source: str) -> str:
-    """`L['x']` -> `l_x_`, `L['xs'][0]` -> `l_xs_0_`, as Dynamo names its inputs."""
-    return re.sub(r"[^0-9a-zA-Z]+", "_", source).lower()
+    """`L['x']` -> `L_x_`, `L['xs'][0]` -> `L_xs_0_`: the placeholder's target, as Dynamo
+    names its inputs (the graph names the node in lower case, `l_x_`)."""
+    return re.sub(r"[^0-9a-zA-Z]+", "_", source)
 
 
 class GraphBuilder:

@@ -35,6 +35,34 @@ def _check_masks(mask, name: str, other=None, other_name: str = "") -> None:
                       f"type for both instead.", UserWarning, stacklevel=3)
 
 
+def _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> None:
+    """PyTorch's rank checks of attention's inputs: a 3-D (batched) or 2-D (unbatched)
+    query, key and value of its rank, a padding mask of one rank less and a 2-D or 3-D
+    attention mask (an unbatched query's 3-D mask one per head)."""
+    rank = query.dim()
+    if rank not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received "
+                             f"{rank}-D query tensor")
+    kind = "batched (3-D)" if rank == 3 else "unbatched (2-D)"
+    if key.dim() != rank or value.dim() != rank:
+        raise AssertionError(f"For {kind} `query`, expected `key` and `value` to be {rank}-D "
+                             f"but found {key.dim()}-D and {value.dim()}-D tensors "
+                             "respectively")
+    if key_padding_mask is not None and key_padding_mask.dim() != rank - 1:
+        raise AssertionError(f"For {kind} `query`, expected `key_padding_mask` to be `None` "
+                             f"or {rank - 1}-D but found {key_padding_mask.dim()}-D tensor "
+                             "instead")
+    if attn_mask is not None:
+        if attn_mask.dim() not in (2, 3):
+            raise AssertionError(f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D "
+                                 f"or 3-D but found {attn_mask.dim()}-D tensor instead")
+        if rank == 2 and attn_mask.dim() == 3:
+            expected = (num_heads, query.shape[0], key.shape[0])
+            if tuple(attn_mask.shape) != expected:
+                raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got "
+                                     f"{attn_mask.shape}")
+
+
 class MultiheadAttention(Module):
     """Attention of `num_heads` heads, each over embed_dim // num_heads features.
 
@@ -132,6 +160,7 @@ class MultiheadAttention(Module):
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
         """(attention output, head-averaged or per-head weights, or None)."""
         _check_masks(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask")
+        _check_shapes(query, key, value, key_padding_mask, attn_mask, self.num_heads)
         batched = query.dim() == 3
         if self.batch_first and batched:
             # One transpose per distinct tensor, so that self-attention stays recognisable.
@@ -170,13 +199,13 @@ class MultiheadAttention(Module):
             if attn_mask.dim() == 2:
                 if tuple(attn_mask.shape) != (tgt_len, key.shape[0]):
                     raise RuntimeError(f"The shape of the 2D attn_mask is "
-                                       f"{tuple(attn_mask.shape)}, but should be "
+                                       f"{attn_mask.shape}, but should be "
                                        f"{(tgt_len, key.shape[0])}.")
                 attn_mask = attn_mask.unsqueeze(0)
             elif attn_mask.dim() == 3:
                 if tuple(attn_mask.shape) != (bsz * heads, tgt_len, key.shape[0]):
                     raise RuntimeError(f"The shape of the 3D attn_mask is "
-                                       f"{tuple(attn_mask.shape)}, but should be "
+                                       f"{attn_mask.shape}, but should be "
                                        f"{(bsz * heads, tgt_len, key.shape[0])}.")
             else:
                 raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")

@@ -297,12 +297,15 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self) -> str:
-        lines = []
-        for k, p in enumerate(self):
-            size = "x".join(str(s) for s in p.size())
-            lines.append(f"  ({k}): Parameter containing: [torch.{p.dtype.legacy}Tensor of "
-                         f"size {size}]")
-        return "\n".join(lines)
+        # PyTorch names the dtype here (`torch.float32`), the tensor type in ParameterDict's.
+        return "\n".join(_entry_line(k, p, str(p.dtype)) for k, p in enumerate(self))
+
+
+def _entry_line(key, p, kind: str) -> str:
+    """One entry of ParameterList's or ParameterDict's repr, as PyTorch prints it."""
+    size = "x".join(str(s) for s in p.size())
+    return f"  ({key}): {'Parameter' if isinstance(p, Parameter) else 'Tensor'} containing: " \
+        f"[{kind} of size {size}]"
 
 
 class ParameterDict(Module):
@@ -311,9 +314,20 @@ class ParameterDict(Module):
     def __init__(self, parameters=None) -> None:
         super().__init__()
         if parameters is not None:
-            items = parameters.items() if isinstance(parameters, Mapping) else parameters
-            for k, v in items:
-                self[k] = v
+            self.update(parameters)
+
+    def update(self, parameters) -> None:
+        """Add parameters from a mapping or an iterable of (key, value) pairs. A plain dict's
+        entries go in sorted by key (PyTorch's rule); an OrderedDict's or a ParameterDict's,
+        and a sequence's, in their order."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
+        for k, v in items:
+            self[k] = v
 
     def __getitem__(self, key: str):
         return self._parameters[key]
@@ -340,3 +354,6 @@ class ParameterDict(Module):
     def values(self):
         """The parameters."""
         return self._parameters.values()
+
+    def extra_repr(self) -> str:
+        return "\n".join(_entry_line(k, p, p.type()) for k, p in self.items())

@@ -215,6 +215,7 @@ class Module:
         setattr_(self, "_backward_hooks", OrderedDict())
         setattr_(self, "_backward_pre_hooks", OrderedDict())
         setattr_(self, "_state_dict_hooks", OrderedDict())
+        setattr_(self, "_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_post_hooks", OrderedDict())
 
@@ -737,6 +738,8 @@ class Module:
         local_metadata = {"version": self._version}
         if meta is not None:
             meta[prefix[:-1]] = local_metadata
+        for hook in self._state_dict_pre_hooks.values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
@@ -744,15 +747,37 @@ class Module:
                              keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
             res = hook(self, destination, prefix, local_metadata)
-            if res is not None:
+            if getattr(hook, "_from_public_api", False):
+                if res is not None:  # the public hooks edit in place only
+                    raise RuntimeError("state_dict post-hook must return None")
+            elif res is not None:
                 destination = res
         return destination
 
     def _register_state_dict_hook(self, hook) -> RemovableHandle:
         """Call `hook(module, state_dict, prefix, local_metadata)` after this module's
         `state_dict` is written; it may return a replacement."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError("Cannot register the same function as the state dict post hook "
+                               "that was previously registered via "
+                               "register_state_dict_post_hook")
         handle = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook) -> RemovableHandle:
+        """Call `hook(module, state_dict, prefix, local_metadata)` after this module's
+        `state_dict` is written; it edits the dict in place (returning anything is an
+        error)."""
+        hook._from_public_api = True  # PyTorch's mark, read by `state_dict`
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_pre_hook(self, hook) -> RemovableHandle:
+        """Call `hook(module, prefix, keep_vars)` before this module writes its entries."""
+        handle = RemovableHandle(self._state_dict_pre_hooks)
+        self._state_dict_pre_hooks[handle.id] = hook
         return handle
 
     def _register_load_state_dict_pre_hook(self, hook, with_module: bool = False

@@ -4,9 +4,11 @@ from . import distributed
 from ._worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader, default_collate, default_convert
 from .dataset import (
+    ChainDataset,
     ConcatDataset,
     Dataset,
     IterableDataset,
+    StackDataset,
     Subset,
     TensorDataset,
     random_split,
@@ -21,7 +23,8 @@ from .sampler import (
     WeightedRandomSampler,
 )
 
-__all__ = ["DataLoader", "default_collate", "default_convert", "ConcatDataset", "Dataset",
+__all__ = ["DataLoader", "default_collate", "default_convert", "ChainDataset", "ConcatDataset",
+           "Dataset", "StackDataset",
            "IterableDataset", "Subset", "TensorDataset", "random_split", "BatchSampler",
            "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "WorkerInfo", "get_worker_info", "DistributedSampler"]

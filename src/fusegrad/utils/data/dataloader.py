@@ -57,12 +57,14 @@ def default_collate(batch: list) -> Any:
     if isinstance(elem, collections.abc.Mapping):
         return type(elem)({k: default_collate([d[k] for d in batch]) for k in elem}) if type(
             elem) is not dict else {k: default_collate([d[k] for d in batch]) for k in elem}
+    # A field's samples go on as the tuple `zip` makes, so a field of strings is collated to
+    # a tuple of them, as in PyTorch.
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         if any(len(b) != len(elem) for b in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
+        return [default_collate(s) for s in zip(*batch)]
     raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, "
                     f"dicts or lists; found {type(elem)}")
 

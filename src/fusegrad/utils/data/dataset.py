@@ -1,4 +1,5 @@
-"""Datasets: Dataset, IterableDataset, TensorDataset, Subset, ConcatDataset, random_split."""
+"""Datasets: Dataset, IterableDataset, TensorDataset, StackDataset, Subset, ConcatDataset,
+ChainDataset, random_split."""
 
 from __future__ import annotations
 
@@ -43,6 +44,31 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
 
+class StackDataset(Dataset):
+    """Samples of several datasets of one length side by side: tuples (datasets given by
+    position) or dicts (given by keyword)."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset) -> None:
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        parts = list(args) if args else list(kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self) -> int:
+        return self._length
+
+
 class Subset(Dataset):
     """The samples of `dataset` at `indices`."""
 
@@ -66,6 +92,8 @@ class ConcatDataset(Dataset):
         self.datasets = list(datasets)
         if not self.datasets:
             raise AssertionError("datasets should not be an empty iterable")
+        if any(isinstance(d, IterableDataset) for d in self.datasets):
+            raise AssertionError("ConcatDataset does not support IterableDataset")
         self.cumulative_sizes = []
         total = 0
         for d in self.datasets:
@@ -83,6 +111,29 @@ class ConcatDataset(Dataset):
         k = bisect.bisect_right(self.cumulative_sizes, idx)
         start = self.cumulative_sizes[k - 1] if k else 0
         return self.datasets[k][idx - start]
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets one after the other, chained as they are iterated."""
+
+    def __init__(self, datasets) -> None:
+        self.datasets = datasets
+
+    def _check(self, d) -> None:
+        if not isinstance(d, IterableDataset):
+            raise AssertionError("ChainDataset only supports IterableDataset")
+
+    def __iter__(self):
+        for d in self.datasets:
+            self._check(d)
+            yield from d
+
+    def __len__(self) -> int:
+        total = 0
+        for d in self.datasets:
+            self._check(d)
+            total += len(d)
+        return total
 
 
 def random_split(dataset: Dataset, lengths: Sequence[int | float], generator=None) -> list:
