@@ -351,6 +351,7 @@ def test_lbfgs_float32_mlp_matches_torch():
     def mlp(nn):
         return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
 
+    torch.manual_seed(0)  # its own weights too (copied to fusegrad's model)
     mt, mf = mlp(torch.nn), mlp(fnn)
     sync(mt, mf)
     losses = {}
@@ -380,3 +381,20 @@ def test_new_classes_live_in_pytorchs_module_paths():
         ours = getattr(fusegrad.optim.swa_utils, name)
         theirs = getattr(torch.optim.swa_utils, name)
         assert ours.__module__ == theirs.__module__.replace("torch.", "fusegrad.", 1), name
+
+
+def test_duplicate_parameters_in_a_group_warn_as_torch():
+    import warnings
+
+    import torch
+
+    import fusegrad
+
+    def message(lib):
+        w = lib.zeros(2, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lib.optim.SGD([w, w], lr=0.1)
+        return [str(c.message) for c in caught if "duplicate" in str(c.message)]
+
+    assert message(fusegrad) == message(torch) != []

@@ -355,3 +355,15 @@ def test_samplers():
         np.array(list(t.utils.data.WeightedRandomSampler([0.1, 0.5, 0.4, 0.2], 3,
                                                           replacement=False))),
         t.rand(2)])
+
+
+def test_default_generator_starts_from_fresh_entropy_as_torch():
+    # Unseeded, PyTorch draws other numbers on each run; a new Generator() does not.
+    import subprocess
+    import sys
+
+    code = "import {0}; print({0}.initial_seed(), {0}.rand(2).tolist())"
+    for lib in ("torch", "fusegrad"):
+        runs = {subprocess.run([sys.executable, "-c", code.format(lib)], capture_output=True,
+                               text=True, check=True).stdout for _ in range(2)}
+        assert len(runs) == 2, lib

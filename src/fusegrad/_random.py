@@ -11,6 +11,8 @@ layout, so states cross-load both ways. How each op turns words into values live
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 # Called with the generator before each draw, innermost last: vmap's randomness rules
@@ -167,6 +169,9 @@ class Generator:
 
 
 default_generator = Generator()
+# As PyTorch's, the default generator starts from a seed of fresh entropy: an unseeded
+# program draws other numbers on each run (a new `Generator()` starts from DEFAULT_SEED).
+default_generator._seed = int.from_bytes(os.urandom(8), "little")
 
 
 def manual_seed(seed: int) -> Generator:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -123,6 +124,11 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required "
                                  f"optimization parameter {name}")
             param_group.setdefault(name, default)
+        if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in param_group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
