@@ -90,7 +90,8 @@ class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
     __slots__ = ("name", "kernel", "ufunc", "meta", "derivative", "on_arrays", "save", "node",
-                 "node_cls", "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
+                 "node_cls", "differentiable", "nondiff_args", "inplace", "view", "list_arg",
+                 "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
