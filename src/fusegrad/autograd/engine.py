@@ -255,12 +255,19 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if versions is not None:
                     # Saved inputs unchanged since (the usual case) are used as they are;
                     # an output to rebuild, or a version to report, takes `unpack_saved`.
-                    k = 0
-                    for v in versions:
-                        if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                    # Two entries (a binary op's inputs) are tested without a loop.
+                    if len(versions) == 2:
+                        v, w = versions
+                        if (v is not None and (v < 0 or saved[0]._vc[0] != v)) or \
+                                (w is not None and (w < 0 or saved[1]._vc[0] != w)):
                             saved = unpack_saved(node, saved, versions)
-                            break
-                        k += 1
+                    else:
+                        k = 0
+                        for v in versions:
+                            if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                                saved = unpack_saved(node, saved, versions)
+                                break
+                            k += 1
                 # `arr`: the derivative ran on arrays and its entries are arrays.
                 arr = False
                 if g.__class__ is _ndarray:
