@@ -156,36 +156,25 @@ def _factor_array(x, dt):
 
 def _mul_on_arrays(g, a, b):
     """`_mul_derivative` on arrays (`g` the gradient's), where the recorders' ufunc fast path
-    would compute the same products: a float32/float64 gradient and factors of its dtype or
-    Python numbers. None for any other operands (complex ones, a cast, a subclass)."""
+    would compute the same products: a float32/float64 gradient of one dimension or more
+    (a 0-dim product is a NumPy scalar) and factors of its dtype or Python numbers. None for
+    any other operands (complex ones, a cast, a subclass)."""
     dt = g.dtype
-    if dt is not _F32 and dt is not _F64:
+    if (dt is not _F32 and dt is not _F64) or not g.ndim:
         return None
     # A plain Tensor of the gradient's dtype (the commonest factor) is tested here, anything
     # else by `_factor_array`: a call less per factor.
-    if b is None:
-        gb = None
-    else:
+    if b is not None:
         if b.__class__ is not _Tensor or (bd := b._data).__class__ is not _ndarray or \
                 bd.dtype is not dt:
-            bd = _factor_array(b, dt)
-            if bd is None:
+            if (bd := _factor_array(b, dt)) is None:
                 return None
-        gb = _multiply(g, bd)
-        if gb.__class__ is not _ndarray:  # a 0-dim product is a NumPy scalar
-            gb = np.asarray(gb)
-    if a is None:
-        ga = None
-    else:
+    if a is not None:
         if a.__class__ is not _Tensor or (ad := a._data).__class__ is not _ndarray or \
                 ad.dtype is not dt:
-            ad = _factor_array(a, dt)
-            if ad is None:
+            if (ad := _factor_array(a, dt)) is None:
                 return None
-        ga = _multiply(g, ad)
-        if ga.__class__ is not _ndarray:
-            ga = np.asarray(ga)
-    return (gb, ga)
+    return (None if b is None else _multiply(g, bd), None if a is None else _multiply(g, ad))
 
 
 _mul_derivative.on_arrays = _mul_on_arrays
