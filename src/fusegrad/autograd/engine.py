@@ -196,7 +196,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         deps_get = deps.get
         buffers_get = buffers.get
         # The sums this loop made itself (child -> tensor): nothing else holds them, so the
-        # next gradient for the same input adds into them in place.
+        # next gradient for the same input adds into them in place. Not one of one element:
+        # NumPy adds into a one-element array in place at twice the cost of a new one.
         own = {}
         own_get = own.get
         buffers_pop = buffers.pop
@@ -382,7 +383,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         if g.__class__ is _ndarray:
                             # An array derivative's entry: a new array that nothing else
                             # holds, so later gradients are added into it (`own` at once).
-                            g = own[child] = make_plain(g)
+                            g = make_plain(g)
+                            if g._data.size != 1:
+                                own[child] = g
                         buf[nr] = g
                     elif fast_add:  # (an array entry implies it, as `arrays_ok` does)
                         pd = prev._data
@@ -393,7 +396,9 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                                 pd.shape == gd.shape:
                             add(pd, gd, pd)  # `out` positionally: no keyword to parse
                         else:
-                            buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
+                            buf[nr] = g = make_plain(asarray(add(pd, gd)), prev._dtype)
+                            if pd.size != 1:
+                                own[child] = g
                     else:
                         buf[nr] = prev + g
                 if n == 1:
