@@ -26,6 +26,7 @@ from .anomaly_mode import state as _anomaly_state
 from .graph import AccumulateGrad, fit_grad, unpack_saved
 
 _task_ids = itertools.count()
+_ndarray = np.ndarray
 
 
 def checkpoint_valid() -> bool:
@@ -182,21 +183,29 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # A registry node without hooks (nearly every node) runs inline, below, unless the
         # pass captures gradients or a profiler or anomaly mode watches each node.
         inline = captures is None and observer is None and not anomaly
-        from .._tensor import make_plain
+        # Grad mode and the modes read once for the whole pass: while they record nothing and
+        # change nothing, a registry op with a derivative on arrays (`OpDef.on_arrays`: mul)
+        # runs it on the gradient's array and its saved arrays, with no Tensor made, no
+        # dispatch and no grad-mode test per product; its entries stay arrays until a node
+        # or a buffer needs a Tensor.
+        arrays_ok = fast_add and inline
+        from .._tensor import Tensor, make_plain
 
         add = np.add
         asarray = np.asarray
         deps_get = deps.get
         buffers_get = buffers.get
         # The sums this loop made itself (child -> tensor): nothing else holds them, so the
-        # next gradient for the same input adds into them in place.
+        # next gradient for the same input adds into them in place. Not one of one element:
+        # NumPy adds into a one-element array in place at twice the cost of a new one.
         own = {}
         own_get = own.get
         buffers_pop = buffers.pop
         # `handoff`: the node to run next when it became ready in the last step and no node
         # on the heap comes before it (a chain's next node), passed on without the heap.
         # When that step gave it its only gradient, `hgrad` (for output `hnr`) is that
-        # gradient, passed on without a buffer, and `grads` reads None below.
+        # gradient, passed on without a buffer, and `grads` reads None below; `hgrad` is an
+        # array when an array derivative made it (wrapped when a Tensor is needed).
         handoff = hgrad = None
         hnr = 0
         # Whether the last node ran code that may change this thread's state (hooks, a
@@ -230,6 +239,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     if hnr == 0 and len(node._out_meta) == 1:
                         g = hgrad
                     else:
+                        if hgrad.__class__ is _ndarray:
+                            hgrad = make_plain(hgrad)
                         g = _materialize(node, _spread(node, hgrad, hnr))
                     hgrad = None
                 elif len(grads) == 1:
@@ -245,13 +256,32 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if versions is not None:
                     # Saved inputs unchanged since (the usual case) are used as they are;
                     # an output to rebuild, or a version to report, takes `unpack_saved`.
-                    k = 0
-                    for v in versions:
-                        if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                    # Two entries (a binary op's inputs) are tested without a loop.
+                    if len(versions) == 2:
+                        v, w = versions
+                        if (v is not None and (v < 0 or saved[0]._vc[0] != v)) or \
+                                (w is not None and (w < 0 or saved[1]._vc[0] != w)):
                             saved = unpack_saved(node, saved, versions)
-                            break
-                        k += 1
-                raw = op.derivative(g, *saved)
+                    else:
+                        k = 0
+                        for v in versions:
+                            if v is not None and (v < 0 or saved[k]._vc[0] != v):
+                                saved = unpack_saved(node, saved, versions)
+                                break
+                            k += 1
+                # `arr`: the derivative ran on arrays and its entries are arrays.
+                arr = False
+                if g.__class__ is _ndarray:
+                    if op.on_arrays is not None:
+                        raw = op.on_arrays(g, *saved)
+                        arr = raw is not None
+                    if not arr:
+                        g = make_plain(g)
+                elif arrays_ok and op.on_arrays is not None and g.__class__ is Tensor:
+                    raw = op.on_arrays(g._data, *saved)
+                    arr = raw is not None
+                if not arr:
+                    raw = op.derivative(g, *saved)
                 if versions is not None and not retain_graph:
                     node._saved = None
                 pos = node._pos
@@ -260,6 +290,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 raw = None
                 dirty = True
                 if grads is None:
+                    if hgrad.__class__ is _ndarray:
+                        hgrad = make_plain(hgrad)
                     grads = _spread(node, hgrad, hnr)
                     hgrad = None
                 is_acc = node.__class__ is AccumulateGrad
@@ -322,7 +354,14 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 else:  # the derivative's entry for input i, in its shape and dtype
                     p, sub = pos[i]
                     g = raw[p] if sub < 0 else raw[p][sub]
-                    if g is not None:
+                    if g is None:
+                        pass
+                    elif arr:  # an array: wrapped only when it must be fitted
+                        shape, dt = in_meta[i]
+                        if g.shape != shape or g.dtype is not dt.np:
+                            g = fit_grad(make_plain(g), shape, dt) if shape is not None \
+                                else None
+                    else:
                         shape, dt = in_meta[i]
                         data = g._data
                         if (data.shape if data is not None else g.shape) != shape or \
@@ -341,17 +380,25 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         buf = buffers[child] = [None] * (len(out_meta) if out_meta else 1)
                     prev = buf[nr]
                     if prev is None:
+                        if g.__class__ is _ndarray:
+                            # An array derivative's entry: a new array that nothing else
+                            # holds, so later gradients are added into it (`own` at once).
+                            g = make_plain(g)
+                            if g._data.size != 1:
+                                own[child] = g
                         buf[nr] = g
-                    elif fast_add:
+                    elif fast_add:  # (an array entry implies it, as `arrays_ok` does)
                         pd = prev._data
-                        gd = g._data
+                        gd = g if g.__class__ is _ndarray else g._data
                         if pd is None or gd is None:
-                            buf[nr] = prev + g
+                            buf[nr] = prev + (make_plain(g) if gd is g else g)
                         elif own_get(child) is prev and pd.dtype is gd.dtype and \
                                 pd.shape == gd.shape:
                             add(pd, gd, pd)  # `out` positionally: no keyword to parse
                         else:
-                            buf[nr] = own[child] = make_plain(asarray(add(pd, gd)), prev._dtype)
+                            buf[nr] = g = make_plain(asarray(add(pd, gd)), prev._dtype)
+                            if pd.size != 1:
+                                own[child] = g
                     else:
                         buf[nr] = prev + g
                 if n == 1:
@@ -363,6 +410,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
             if handoff is not None and ready and ready[0][0] <= -handoff._seq:
                 # A node on the heap runs first (or ties with it: the heap orders those).
                 if hgrad is not None:
+                    if hgrad.__class__ is _ndarray:
+                        hgrad = make_plain(hgrad)
                     buffers[handoff] = _spread(handoff, hgrad, hnr)
                     hgrad = None
                 heappush(ready, (-handoff._seq, id(handoff), handoff))

@@ -137,6 +137,48 @@ def _div_derivative(g, a, b):
     return (g / b, -g * a / (b * b) if a is not None else None)
 
 
+_multiply = np.multiply
+_Tensor = plain.Tensor  # set before any op module is imported
+
+
+def _factor_array(x, dt):
+    """A saved factor as the ufunc takes it: a Python number, or the array of a plain tensor
+    of dtype `dt`; None (not handled on arrays) for anything else."""
+    cls = x.__class__
+    if cls is float or cls is int:
+        return x
+    if cls is plain.Tensor or (isinstance(x, plain.Tensor) and x._plain):
+        data = x._data
+        if data.__class__ is _ndarray and data.dtype is dt:
+            return data
+    return None
+
+
+def _mul_on_arrays(g, a, b):
+    """`_mul_derivative` on arrays (`g` the gradient's), where the recorders' ufunc fast path
+    would compute the same products: a float32/float64 gradient of one dimension or more
+    (a 0-dim product is a NumPy scalar) and factors of its dtype or Python numbers. None for
+    any other operands (complex ones, a cast, a subclass)."""
+    dt = g.dtype
+    if (dt is not _F32 and dt is not _F64) or not g.ndim:
+        return None
+    # A plain Tensor of the gradient's dtype (the commonest factor) is tested here, anything
+    # else by `_factor_array`: a call less per factor.
+    if b is not None:
+        if b.__class__ is not _Tensor or (bd := b._data).__class__ is not _ndarray or \
+                bd.dtype is not dt:
+            if (bd := _factor_array(b, dt)) is None:
+                return None
+    if a is not None:
+        if a.__class__ is not _Tensor or (ad := a._data).__class__ is not _ndarray or \
+                ad.dtype is not dt:
+            if (ad := _factor_array(a, dt)) is None:
+                return None
+    return (None if b is None else _multiply(g, bd), None if a is None else _multiply(g, ad))
+
+
+_mul_derivative.on_arrays = _mul_on_arrays
+
 mul = register(
     "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,

@@ -89,8 +89,9 @@ _to_copy clone alias detach lift_fresh_copy scalar_tensor
 class OpDef:
     """A registry entry. Call `fusegrad._dispatch.call(op, *args)` to run it."""
 
-    __slots__ = ("name", "kernel", "ufunc", "meta", "derivative", "save", "node", "node_cls",
-                 "differentiable", "nondiff_args", "inplace", "view", "list_arg", "samples",
+    __slots__ = ("name", "kernel", "ufunc", "meta", "derivative", "on_arrays", "save", "node",
+                 "node_cls", "differentiable", "nondiff_args", "inplace", "view", "list_arg",
+                 "samples",
                  "domain", "tolerance", "gradcheck", "lowering", "onnx", "decomposition",
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
@@ -126,6 +127,10 @@ class OpDef:
         self.ufunc = getattr(kernel, "ufunc", None)
         self.meta = meta
         self.derivative = derivative
+        # The derivative on NumPy arrays (`derivative.on_arrays`), which a backward pass that
+        # records nothing runs instead where it can: `(g_array, *saved)` gives one new array
+        # (or None) per entry, or None to leave the operands to `derivative` (autograd.engine).
+        self.on_arrays = getattr(derivative, "on_arrays", None)
         self.save = save
         self.node = node
         self.differentiable = differentiable and derivative is not None
