@@ -339,3 +339,26 @@ def test_relu_with_two_threads_is_bit_identical_to_one(shared):
         np.testing.assert_array_equal(a, r)
     for a, r in zip(two, step(torch)):
         np.testing.assert_array_equal(a[~np.isnan(a)], r[~np.isnan(r)])
+
+
+def test_leaf_gradients_with_two_threads_are_bit_identical_to_one(shared):
+    # The first gradient of a large leaf is copied into .grad, later ones added, both
+    # shared between threads.
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((256, 300)).astype(np.float32)
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+
+    def grads(lib):
+        w = lib.tensor(w0, requires_grad=True)
+        for _ in range(3):
+            (lib.tensor(x) @ w.t()).tanh().sum().backward()
+        return w.grad.numpy().copy()
+
+    fusegrad.set_num_threads(1)
+    one = grads(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = grads(fusegrad)
+    assert _parallel._state.pool is not None
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, grads(torch), rtol=1e-5, atol=1e-4)

@@ -20,7 +20,9 @@ import itertools
 import numpy as np
 
 from .. import _dispatch, _thread_state
+from .._tensor import Tensor
 from .._thread_state import local as _local
+from ..ops import _parallel
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
 from .graph import AccumulateGrad, fit_grad, unpack_saved
@@ -549,7 +551,13 @@ def _release(node, retain_graph):
 def _set_grad(t, g, create_graph):
     """Add `g` into `t.grad` (a private copy the first time, in place afterwards)."""
     if t._grad is None:
-        t._grad = g if create_graph else g._detached_copy()
+        if create_graph:
+            t._grad = g
+        elif g._plain and (data := g._data).__class__ is np.ndarray and \
+                data.size >= _parallel.MIN_CHUNK:  # a large copy: shared between threads
+            t._grad = Tensor._make(_parallel.copy(data), g._dtype)
+        else:
+            t._grad = g._detached_copy()
     elif create_graph or t._grad.requires_grad or not t._grad._plain:
         t._grad = t._grad + g
     else:
@@ -557,7 +565,11 @@ def _set_grad(t, g, create_graph):
         src = g._data
         if src.dtype != dst.dtype:
             src = src.astype(dst.dtype)
-        np.add(dst, src, out=dst, casting="unsafe")
+        if src.shape == dst.shape and dst.size >= _parallel.MIN_CHUNK and \
+                src.flags.c_contiguous and dst.flags.c_contiguous:
+            _parallel.elementwise(np.add, dst, dst, src)
+        else:
+            np.add(dst, src, out=dst, casting="unsafe")
         t._grad._vc[0] += 1
 
 
