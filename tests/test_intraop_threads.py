@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -362,3 +363,27 @@ def test_leaf_gradients_with_two_threads_are_bit_identical_to_one(shared):
     assert _parallel._state.pool is not None
     np.testing.assert_array_equal(one, two)
     np.testing.assert_allclose(two, grads(torch), rtol=1e-5, atol=1e-4)
+
+
+def test_work_that_runs_slower_shared_runs_whole_and_is_probed_again(threads, monkeypatch):
+    # Sharing is kept only where it measured faster than running whole: a piece that makes
+    # many small NumPy calls passes the GIL back and forth and runs slower on two threads.
+    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
+    monkeypatch.setattr(_parallel, "_walls", {})
+    fusegrad.set_num_threads(2)
+    calls = []
+
+    def fn(i, j):
+        calls.append((i, j))
+        time.sleep(0.002 if (i, j) != (0, 64) else 0.001)  # a piece: slower than the whole
+
+    ways = []
+    for _ in range(2 * _parallel.PROBE_EVERY):
+        calls.clear()
+        _parallel.share_by_cost(fn, 64, 1 << 20, "sleepy")
+        ways.append("whole" if calls == [(0, 64)] else "shared")
+    assert ways[:2] == ["shared", "whole"]  # each way timed once
+    # Then whole, the other way probed again once every PROBE_EVERY calls.
+    assert [i for i, w in enumerate(ways) if w == "shared"] == [0, _parallel.PROBE_EVERY]
+    whole, shared, _ = _parallel._walls["sleepy"]
+    assert whole < shared

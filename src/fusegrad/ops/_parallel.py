@@ -51,6 +51,9 @@ COST_WEIGHT = 0.25
 CHEAP_NS = MIN_PIECE_NS // 4
 # Entries of the cost table (call site and shape): cleared when full, re-measured on use.
 MAX_COSTS = 4096
+# Work that could be shared runs the slower of its two ways (whole, shared) once in this
+# many calls, to notice when that one has become the faster.
+PROBE_EVERY = 32
 # A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
 # each, which pays for handing a piece to a thread), at most one per CPU and four: each
 # piece packs one operand again, a cost the one-thread path pays too (the cut must not
@@ -94,6 +97,9 @@ class _State:
 _state = _State()
 # Recent nanoseconds per unit of work for each (kernel, shape) key (a running mean).
 _costs: dict[Hashable, float] = {}
+# For work that could be shared, per key: recent wall nanoseconds per unit run whole and run
+# shared (running means; 0.0 until timed) and the count of calls (`_split_pays`).
+_walls: dict[Hashable, list] = {}
 
 
 def default_threads() -> int:
@@ -174,7 +180,12 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
     also depends on its strides); run whole on the calling thread when that makes one
     piece. Every call times its pieces and moves the cost of `key` a quarter of the way
-    (`COST_WEIGHT`) to what they took."""
+    (`COST_WEIGHT`) to what they took.
+
+    Whether sharing pays is measured too (`_split_pays`): work whose pieces make many small
+    NumPy calls spends its time passing the GIL between threads, and ran 1.2-2.5x slower
+    shared than whole (a convolution's col2im: 3.4 -> 8.7 ms per ResNet-18 step); a GEMM
+    piece is one long call and runs twice as fast on two threads."""
     threads = num_threads()
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
@@ -184,12 +195,22 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
         fn(0, total)
         return
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
+    walls = None
+    if pieces > 1:
+        walls = _walls.get(key)
+        if walls is None:
+            if len(_walls) >= MAX_COSTS:
+                _walls.clear()
+            walls = _walls[key] = [0.0, 0.0, 0]
+        if not _split_pays(walls):
+            pieces = 1
+    t0 = perf_counter_ns()
     if pieces <= 1:
-        t0 = perf_counter_ns()
         fn(0, total)
-        spent = perf_counter_ns() - t0
+        spent = wall = perf_counter_ns() - t0
     else:
         spent = _share(fn, total, pieces, min(threads, pieces))
+        wall = perf_counter_ns() - t0
     per = spent / work
     if key in _costs:
         _costs[key] = ns + (per - ns) * COST_WEIGHT
@@ -197,6 +218,25 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
         if len(_costs) >= MAX_COSTS:
             _costs.clear()
         _costs[key] = per
+    if walls is not None:  # the wall time per unit of the way it ran, whole or shared
+        i = 0 if pieces <= 1 else 1
+        seen = walls[i]
+        walls[i] = wall / work if not seen else seen + (wall / work - seen) * COST_WEIGHT
+
+
+def _split_pays(walls: list) -> bool:
+    """Whether to share work whose recent wall times per unit, run whole and shared, are
+    `walls[:2]` (0: not yet timed); `walls[2]` counts the calls. Each way is timed once
+    first, then the faster runs, and the other again every `PROBE_EVERY` calls, so a change
+    (the machine's load) is noticed."""
+    whole, shared, calls = walls
+    walls[2] = calls + 1
+    if not shared:
+        return True
+    if not whole:
+        return False
+    faster = shared < whole
+    return faster != (calls % PROBE_EVERY == 0)
 
 
 def _share(fn: Callable[[int, int], None], total: int, pieces: int, claimers: int) -> int:
