@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _parallel
-from ._util import F32, HALF, Spec, rand_array
+from ._util import F32, HALF, Spec, numpy_backward, rand_array, wrap_grad
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, inplace_variant, register
 
@@ -224,6 +224,11 @@ def _nll_save(out, x, t, weight, reduction, ignore_index):
 def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     # -w[t] * grad at each target position (scatter), zero for ignored targets.
     g = grads[0] if isinstance(grads, list) else grads
+    if numpy_backward(g, weight, total) and t._plain and t._data is not None:
+        # The same steps on the arrays: a dozen dispatched ops cost ~130 us a call.
+        gi = _nll_grad_array(g._data, shape, t._data, None if weight is None else
+                             weight._data, reduction, ignore_index, total._data)
+        return (wrap_grad(gi), None, None, None, None)
     one = len(shape) == 1
     if one:
         t, g = t.unsqueeze(0), g.unsqueeze(0) if reduction == 0 else g
@@ -240,6 +245,28 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = g.new_zeros(full).scatter(1, safe.unsqueeze(1), vals.unsqueeze(1))
     return (gi.squeeze(0) if one else gi, None, None, None, None)
+
+
+def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
+    """`_nll_derivative`'s input gradient on arrays, step for step (the same bits)."""
+    one = len(shape) == 1
+    if one:
+        t = t[None]
+        if reduction == 0:
+            g = g[None]
+    t = t.astype(np.int64, copy=False)
+    valid = t != ignore_index
+    safe = t * valid
+    w = valid.astype(g.dtype)
+    if weight is not None:
+        w = w * weight[safe.reshape(-1)].reshape(safe.shape)
+    if reduction == 1:
+        w = w / (total + (total == 0).astype(total.dtype))
+    vals = -(g * w) if reduction == 0 else -(w * g)
+    full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
+    gi = np.zeros(full, g.dtype)
+    np.put_along_axis(gi, safe[:, None], np.broadcast_to(vals, safe.shape)[:, None], 1)
+    return gi[0] if one else gi
 
 
 def _nll_decomposition(x, t, weight=None, reduction=1, ignore_index=-100):
