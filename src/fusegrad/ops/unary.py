@@ -109,12 +109,14 @@ _RELU_BITS = {dt: (np.int32 if dt.itemsize == 4 else np.int64, zero)
 
 
 def _relu_kernel(a):
-    dt = a.dtype
-    zero = _RELU_ZERO.get(dt)
+    zero = _RELU_ZERO.get(a.dtype)
     if zero is not None:
-        n = a.size
-        if n < RELU_SIMD_MIN or not a.flags.c_contiguous:
+        # (No local for the dtype or size before the common small case: each costs ~20 ns
+        # of a ~1 us call.)
+        if a.size < RELU_SIMD_MIN or not a.flags.c_contiguous:
             return np.maximum(a, zero)
+        dt = a.dtype
+        n = a.size
         zeros = _RELU_ZEROS[dt]
         if n <= RELU_ZERO_BLOCK:
             return np.maximum(a, zeros[:n].reshape(a.shape))
@@ -132,6 +134,7 @@ def _relu_kernel(a):
         if whole < n:
             np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
         return out
+    dt = a.dtype
     if dt.kind in "bc":  # `dt == np.bool_` converts the type on every call: test the kind
         _relu_check(dt)
     out = np.maximum(a, 0)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
