@@ -35,6 +35,20 @@ def test_default_thread_count_follows_omp_num_threads_as_torch(omp):
 # `threads` and `shared` are fixtures of tests/conftest.py.
 
 
+def _one_and_two_threads(step):
+    """`step(fusegrad)` at one thread, then at two with a fresh pool, which must have been
+    used; asserts the results are bit-identical and returns the two-thread ones."""
+    fusegrad.set_num_threads(1)
+    one = step(fusegrad)
+    fusegrad.set_num_threads(2)
+    _parallel._forget_pool()
+    two = step(fusegrad)
+    assert _parallel._state.pool is not None  # the work was shared between threads
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    return two
+
+
 def _conv_step(lib, x, w, b, **kw):
     xt = lib.tensor(x, requires_grad=True)
     wt = lib.tensor(w, requires_grad=True)
@@ -55,14 +69,7 @@ def test_conv_with_two_threads_is_bit_identical_to_one(shared, shape, kw):
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((16, shape[1], 5, 5)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    fusegrad.set_num_threads(1)
-    one = _conv_step(fusegrad, x, w, b, **kw)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = _conv_step(fusegrad, x, w, b, **kw)
-    assert _parallel._state.pool is not None  # the copies were shared between threads
-    for a, c in zip(one, two):
-        np.testing.assert_array_equal(a, c)
+    two = _one_and_two_threads(lambda lib: _conv_step(lib, x, w, b, **kw))
     ref = _conv_step(torch, x, w, b, **kw)
     for a, r in zip(two, ref):  # float32 sums of thousands of terms: scale the tolerance
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5 * np.abs(r).max())
@@ -147,14 +154,7 @@ def test_max_pool_with_two_threads_is_bit_identical_to_one(shared, kw):
         (y * y).nansum().backward()
         return [np.array(t.detach().numpy()) for t in (y, idx, xt.grad)]
 
-    fusegrad.set_num_threads(1)
-    one = step(fusegrad)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = step(fusegrad)
-    assert _parallel._state.pool is not None
-    for a, c in zip(one, two):
-        np.testing.assert_array_equal(a, c)
+    two = _one_and_two_threads(step)
     for a, r in zip(two, step(torch)):
         np.testing.assert_allclose(a, r, rtol=1e-6)
 
@@ -176,14 +176,7 @@ def test_batch_norm_with_two_threads_is_bit_identical_to_one(shared, shape, trai
         y.backward(lib.tensor(g))
         return [np.array(t.detach().numpy()) for t in (y, xt.grad, wt.grad, bt.grad, rm, rv)]
 
-    fusegrad.set_num_threads(1)
-    one = step(fusegrad)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = step(fusegrad)
-    assert _parallel._state.pool is not None  # the passes were shared between threads
-    for a, r in zip(one, two):
-        np.testing.assert_array_equal(a, r)
+    two = _one_and_two_threads(step)
     for a, r in zip(two, step(torch)):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4 * np.abs(r).max())
 
@@ -330,14 +323,7 @@ def test_relu_with_two_threads_is_bit_identical_to_one(shared):
         y.backward(lib.tensor(g))
         return [np.array(t.detach().numpy()) for t in (y, xt.grad)]
 
-    fusegrad.set_num_threads(1)
-    one = step(fusegrad)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = step(fusegrad)
-    assert _parallel._state.pool is not None
-    for a, r in zip(one, two):
-        np.testing.assert_array_equal(a, r)
+    two = _one_and_two_threads(step)
     for a, r in zip(two, step(torch)):
         np.testing.assert_array_equal(a[~np.isnan(a)], r[~np.isnan(r)])
 
@@ -355,13 +341,7 @@ def test_leaf_gradients_with_two_threads_are_bit_identical_to_one(shared):
             (lib.tensor(x) @ w.t()).tanh().sum().backward()
         return w.grad.numpy().copy()
 
-    fusegrad.set_num_threads(1)
-    one = grads(fusegrad)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = grads(fusegrad)
-    assert _parallel._state.pool is not None
-    np.testing.assert_array_equal(one, two)
+    (two,) = _one_and_two_threads(lambda lib: [grads(lib)])
     np.testing.assert_allclose(two, grads(torch), rtol=1e-5, atol=1e-4)
 
 
