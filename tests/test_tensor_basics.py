@@ -1072,3 +1072,13 @@ def _setitem(lib, shape, index, value_shape):
 ])
 def test_setitem_drops_the_values_leading_unit_dims(shape, index, value_shape):
     assert _setitem(fg, shape, index, value_shape) == _setitem(torch, shape, index, value_shape)
+
+
+def test_copy_node_names_itself_as_torch():
+    # CopyBackwards is written by hand in PyTorch: its name() is the C++ qualified name.
+    def names(lib):
+        x = lib.zeros(3, requires_grad=True).clone()
+        y = x.copy_(lib.ones(3, requires_grad=True))
+        return y.grad_fn.name(), type(y.grad_fn).__name__, (x * 2).grad_fn.name()
+
+    assert names(fg) == names(torch)

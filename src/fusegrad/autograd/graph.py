@@ -475,6 +475,16 @@ def _make_saved_attribute(i: int) -> property:
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
 
 
+# Nodes PyTorch writes by hand rather than generating from its derivative formulas: their
+# `name()` is the C++ class's qualified name, as AccumulateGrad's and CopySlices' are.
+_HAND_WRITTEN = frozenset({"CopyBackwards"})
+
+
+def _qualified_name(self) -> str:
+    """PyTorch's C++ name of the node."""
+    return "torch::autograd::" + type(self).__name__
+
+
 def node_class(name: str, op=None, base: type = FunctionNode) -> type:
     """A new Node subclass called `name` (PyTorch's backward name) for registry op `op`.
 
@@ -483,6 +493,8 @@ def node_class(name: str, op=None, base: type = FunctionNode) -> type:
     for i, saved in enumerate(getattr(op, "saved_names", ())):
         if saved:
             attrs["_saved_" + saved] = _saved_attribute(i)
+    if name in _HAND_WRITTEN:
+        attrs["name"] = _qualified_name
     cls = type(name, (base,), attrs)
     cls.__module__ = "fusegrad.autograd.graph"
     return cls
