@@ -509,3 +509,34 @@ def test_addc_inplace_saves_only_what_backward_needs(method, grads):
         assert (ours is None) == (theirs is None)
         if ours is not None:
             np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def _no_grad_views(lib):
+    """A view made under no_grad of a tensor that requires grad: it requires grad too, has no
+    history and no edge, and an in-place write with grad mode on is refused."""
+    x = lib.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    with lib.no_grad():
+        views = [x[0], x.view(12), x.t(), x[1:], x.unsqueeze(0), x[0, 1], x.reshape(12),
+                 x[0].expand(2, 4)]
+    out = [(v.requires_grad, v.grad_fn is None, v.is_leaf) for v in views]
+    a = views[0]
+    m = a * 2
+    out.append([(None if f is None else f.name(), n) for f, n in m.grad_fn.next_functions])
+    m.sum().backward()
+    out.append((x.grad, a.grad))
+    with pytest.raises(RuntimeError) as err:
+        a.mul_(2)
+    out.append(str(err.value))
+    with lib.no_grad():
+        a.mul_(2)
+    z = lib.zeros(3)
+    with lib.no_grad():
+        zv = z[0]
+    zv.requires_grad_()
+    (zv * 3).backward()
+    out.append((zv.requires_grad, zv.grad.item()))
+    return out
+
+
+def test_views_made_under_no_grad_require_grad_without_history_as_torch():
+    assert _no_grad_views(fusegrad) == _no_grad_views(torch)

@@ -200,17 +200,18 @@ def check_inplace_allowed(self, record: bool = True) -> None:
         return
     base = self._base
     if base is not None:
-        if base._rg and base._grad_fn is None:
-            raise RuntimeError(
-                "a view of a leaf Variable that requires grad is being used in an in-place "
-                "operation.")
-        if self._view_ver == -1 and (record or base._rg):
+        # (-1: a view made under no_grad; -2: one that requires grad as its base did)
+        if (self._view_ver == -1 or self._view_ver == -2) and (record or base._rg):
             raise RuntimeError(
                 "A view was created in no_grad mode and is being modified inplace with grad "
                 "mode enabled. Given that this use case is ambiguous and error-prone, it is "
                 "forbidden. You can clarify your code by moving both the view and the inplace "
                 "either both inside the no_grad block (if you don't want the inplace to be "
                 "tracked) or both outside (if you want the inplace to be tracked).")
+        if base._rg and base._grad_fn is None:
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation.")
     elif self._rg and self._grad_fn is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")

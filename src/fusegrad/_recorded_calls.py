@@ -70,7 +70,11 @@ def _call_unary(op, a):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None
@@ -201,7 +205,11 @@ def _call_tensors(op, a, b):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None
@@ -377,7 +385,11 @@ def _call_binary(op, a, b):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None
@@ -508,7 +520,11 @@ def _call_ints(op, a, b, c):
             base = a
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None
@@ -631,7 +647,11 @@ def _call_list(op, args, raw, needs_grad):
             base = args[0]
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None
@@ -695,7 +715,11 @@ def make_call2(call, call_slow):
                     base = a
                     vc = result._vc = base._vc
                     result._base = base if base._base is None else base._base
-                    result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+                    if not _active.grad_off or _local.grad_enabled:
+                        result._view_ver = vc[0]
+                    else:  # made under no_grad: requires grad as its base does, with no history
+                        result._view_ver = -2 if base._rg else -1
+                        result._rg = base._rg
                 else:
                     result._vc = [0]
                     result._base = None
@@ -868,7 +892,11 @@ def make_call2(call, call_slow):
                 base = a
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
-                result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+                if not _active.grad_off or _local.grad_enabled:
+                    result._view_ver = vc[0]
+                else:  # made under no_grad: requires grad as its base does, with no history
+                    result._view_ver = -2 if base._rg else -1
+                    result._rg = base._rg
             else:
                 result._vc = [0]
                 result._base = None

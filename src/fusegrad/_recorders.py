@@ -162,7 +162,11 @@ MAKE = '''\
             base = {first}
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
-            result._view_ver = vc[0] if not _active.grad_off or _local.grad_enabled else -1
+            if not _active.grad_off or _local.grad_enabled:
+                result._view_ver = vc[0]
+            else:  # made under no_grad: requires grad as its base does, with no history
+                result._view_ver = -2 if base._rg else -1
+                result._rg = base._rg
         else:
             result._vc = [0]
             result._base = None

@@ -54,7 +54,11 @@ def _mark_view(result, base):
         return
     result._base = base if base._base is None else base._base
     result._vc = base._vc
-    result._view_ver = base._vc[0] if (not _active.grad_off or _local.grad_enabled) else -1
+    if not _active.grad_off or _local.grad_enabled:
+        result._view_ver = base._vc[0]
+    else:  # made under no_grad: requires grad as its base does, with no history
+        result._view_ver = -2 if base._rg else -1
+        result._rg = base._rg
 
 
 def sync_view(t) -> None:

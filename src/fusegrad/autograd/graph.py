@@ -368,10 +368,14 @@ class AccumulateGrad(Node):
         return "torch::autograd::AccumulateGrad"
 
 
-def new_accumulator(variable) -> AccumulateGrad:
+def new_accumulator(variable) -> AccumulateGrad | None:
     """A new AccumulateGrad for leaf `variable`, which refers to it weakly (the graph holds
     it): `AccumulateGrad(variable)` without the __init__ chain, since a leaf gets a new
-    accumulator for every graph it joins (the old one dies with its graph)."""
+    accumulator for every graph it joins (the old one dies with its graph). A view made under
+    no_grad of a tensor that requires grad requires grad too but has none (None, as in
+    PyTorch: its edges lead nowhere)."""
+    if getattr(variable, "_view_ver", None) == -2:
+        return None
     node = _new_object(AccumulateGrad)
     node.next_functions = ()
     node._seq = ACCUMULATE_SEQ

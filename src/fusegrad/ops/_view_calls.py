@@ -54,7 +54,11 @@ def select_first(a, index: int, data, shape: tuple):
     base = a._base
     result._base = a if base is None else base
     grad = not _active.grad_off or _local.grad_enabled
-    result._view_ver = vc[0] if grad else -1
+    if grad:
+        result._view_ver = vc[0]
+    else:  # made under no_grad: requires grad as `a` does, with no history
+        result._view_ver = -2 if a._rg else -1
+        result._rg = a._rg
     result._output_nr = 0
     result._retains = False
     result._hooks = None
@@ -95,7 +99,11 @@ def view_shape(a, shape: tuple):
     base = a._base
     result._base = a if base is None else base
     grad = not _active.grad_off or _local.grad_enabled
-    result._view_ver = vc[0] if grad else -1
+    if grad:
+        result._view_ver = vc[0]
+    else:  # made under no_grad: requires grad as `a` does, with no history
+        result._view_ver = -2 if a._rg else -1
+        result._rg = a._rg
     result._output_nr = 0
     result._retains = False
     result._hooks = None
