@@ -540,3 +540,27 @@ def _no_grad_views(lib):
 
 def test_views_made_under_no_grad_require_grad_without_history_as_torch():
     assert _no_grad_views(fusegrad) == _no_grad_views(torch)
+
+
+def _multi_output_writes(lib):
+    out = []
+    for split in (lambda t: t.unbind(), lambda t: t.split(1), lambda t: t.chunk(2),
+                  lambda t: t.unsafe_split(1), lambda t: t.split([1, 1])):
+        for leaf in (False, True):
+            t = lib.ones(2, 3, requires_grad=True)
+            view = split(t if leaf else t * 1)[1]
+            try:
+                view.mul_(2)
+                out.append("allowed")
+            except RuntimeError as e:
+                out.append(str(e))
+    plain = lib.ones(2, 3).unbind()[0]
+    plain.mul_(2)
+    t = lib.ones(2, 3, requires_grad=True) * 1
+    with lib.no_grad():
+        t.unbind()[0].mul_(2)
+    return out, plain.tolist(), t.tolist()
+
+
+def test_in_place_write_into_one_of_several_output_views_is_refused_as_torch():
+    assert _multi_output_writes(fusegrad) == _multi_output_writes(torch)

@@ -200,6 +200,16 @@ def check_inplace_allowed(self, record: bool = True) -> None:
         return
     base = self._base
     if base is not None:
+        fn = self._grad_fn
+        if fn is not None and fn._op is not None and fn._op.view and \
+                fn._out_meta is not None and len(fn._out_meta) > 1:
+            name = fn.name()
+            raise RuntimeError(
+                f"Output {self._output_nr} of "
+                f"{name[:-9] if name.endswith('Backward0') else name} is a view and is being "
+                "modified inplace. This view is the output of a function that returns "
+                "multiple views. Such functions do not allow the output views to be modified "
+                "inplace. You should replace the inplace operation by an out-of-place one.")
         # (-1: a view made under no_grad; -2: one that requires grad as its base did)
         if (self._view_ver == -1 or self._view_ver == -2) and (record or base._rg):
             raise RuntimeError(
