@@ -1082,3 +1082,27 @@ def test_copy_node_names_itself_as_torch():
         return y.grad_fn.name(), type(y.grad_fn).__name__, (x * 2).grad_fn.name()
 
     assert names(fg) == names(torch)
+
+
+def _tensor_split_parts(lib):
+    t = lib.arange(10.)
+    out = [[p.tolist() for p in t.tensor_split(arg)]
+           for arg in ([3, 1, 7], [-3, 20], 3, 4, [0], [], [10, 2], (2, 5), 1)]
+    m = lib.arange(12.).reshape(3, 4)
+    out.append([p.tolist() for p in m.tensor_split(3, dim=1)])
+    out.append([p.tolist() for p in lib.tensor_split(m, lib.tensor([1, 2]), dim=1)])
+    out.append([p.tolist() for p in lib.tensor_split(m, lib.tensor(2))])
+    x = lib.arange(4., requires_grad=True) * 1
+    parts = x.tensor_split(2)
+    out.append([p.grad_fn.name() for p in parts])
+    parts[0].mul_(2)  # each part is a slice of its own: writable
+    out.append(x.tolist())
+    with pytest.raises(RuntimeError) as err:
+        t.tensor_split(0)
+    out.append(str(err.value))
+    return out
+
+
+def test_tensor_split_parts_are_slices_as_torch():
+    # Indices out of order give an empty part and a part from the smaller index on.
+    assert _tensor_split_parts(fg) == _tensor_split_parts(torch)

@@ -5,6 +5,7 @@ flatten, movedim, repeat, flip, roll, tril/triu, diagonal, meshgrid and their al
 from __future__ import annotations
 
 import builtins
+import itertools
 import numbers
 
 from .. import _dtype
@@ -15,6 +16,7 @@ from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import rnn as RN
 from ..ops import shape as S
+from ..ops import views as V
 from ..ops._util import wrap_dim
 from ..ops._view_calls import view_shape
 from ..ops.views import view_dtype, view_dtype_check
@@ -328,12 +330,18 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     size = input.shape[d]
     if isinstance(indices_or_sections, numbers.Integral):
         n = int(indices_or_sections)
-        sizes = [size // n + (1 if i < size % n else 0) for i in range(n)]
+        if n <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+        ends = list(itertools.accumulate(size // n + (1 if i < size % n else 0)
+                                         for i in range(n)))
+        starts = [0] + ends[:-1]
     else:
-        bounds = [0] + [builtins.min(builtins.max(int(i), 0), size)
-                        for i in indices_or_sections] + [size]
-        sizes = [builtins.max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
-    return call(S.split_with_sizes, input, sizes, d)
+        # Each part is its own slice (SliceBackward0, as PyTorch composes it), between the
+        # index before and this one, as slice reads them (negative from the end, clamped;
+        # an end before its start gives an empty part).
+        ends = [int(i) for i in indices_or_sections] + [size]
+        starts = [0] + ends[:-1]
+    return tuple(call(V.slice_, input, d, a, b, 1) for a, b in zip(starts, ends))
 
 
 def flip(input, dims):
