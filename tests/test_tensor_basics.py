@@ -1106,3 +1106,27 @@ def _tensor_split_parts(lib):
 def test_tensor_split_parts_are_slices_as_torch():
     # Indices out of order give an empty part and a part from the smaller index on.
     assert _tensor_split_parts(fg) == _tensor_split_parts(torch)
+
+
+def _take_along_dim_cases(lib):
+    out = []
+    for idx, dim in [([[0], [1], [2]], 1), ([[0, 1]], 0), ([0, 2], None), ([[[0]]], 2),
+                     ([[-1]], 1), ([[0, 3]], 1), ([[0], [2]], 0), ([[1, 0, 2, 3]], -1)]:
+        x = lib.arange(12.).reshape(3, 4).requires_grad_()
+        try:
+            y = lib.take_along_dim(x, lib.tensor(idx), dim)
+        except RuntimeError as e:
+            out.append(str(e))
+            continue
+        fn, chain = y.grad_fn, []
+        while fn is not None and fn.name() != "torch::autograd::AccumulateGrad":
+            chain.append(fn.name())
+            fn = fn.next_functions[0][0]
+        y.sum().backward()
+        out.append((y.tolist(), chain, x.grad.tolist()))
+    return out
+
+
+def test_take_along_dim_broadcasts_input_and_indices_as_torch():
+    # Indices of one row serve every row (and the input's expand is in the graph).
+    assert _take_along_dim_cases(fg) == _take_along_dim_cases(torch)

@@ -12,6 +12,8 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._shapes import broadcast_shapes as _broadcast_shapes
+from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from ..ops import indexing as X
@@ -287,11 +289,24 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                            f"{indices.dtype.legacy}")
     if dim is None:
         return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    if input.ndim != indices.ndim:
+        raise RuntimeError(
+            "torch.take_along_dim(): input and indices should have the same number of "
+            f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
+            "dimensions for indices")
+    d = _wrap_dim(dim, input.ndim)
+    # Both broadcast against each other except along `dim` (the input's expand is in the
+    # graph, ExpandBackward0, as PyTorch records it).
+    sizes = list(input.shape)
+    sizes[d] = indices.shape[d]
+    shape = list(_broadcast_shapes(tuple(sizes), tuple(indices.shape)))
+    indices = indices.expand(shape)
+    shape[d] = input.shape[d]
+    input = input.expand(shape)
     data = indices._data
     if data is not None and data.size and data.min() < 0:  # gather itself takes no negatives
-        size = input.shape[dim]
-        indices = indices.where(indices >= 0, indices + size)
-    return gather(input, dim, indices)
+        indices = indices.where(indices >= 0, indices + input.shape[d])
+    return gather(input, d, indices)
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
