@@ -349,7 +349,7 @@ def test_work_that_runs_slower_shared_runs_whole_and_is_probed_again(threads, mo
     # Sharing is kept only where it measured faster than running whole: a piece that makes
     # many small NumPy calls passes the GIL back and forth and runs slower on two threads.
     monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
-    monkeypatch.setattr(_parallel, "_walls", {})
+    monkeypatch.setattr(_parallel, "_costs", {})
     fusegrad.set_num_threads(2)
     calls = []
 
@@ -365,5 +365,5 @@ def test_work_that_runs_slower_shared_runs_whole_and_is_probed_again(threads, mo
     assert ways[:2] == ["shared", "whole"]  # each way timed once
     # Then whole, the other way probed again once every PROBE_EVERY calls.
     assert [i for i, w in enumerate(ways) if w == "shared"] == [0, _parallel.PROBE_EVERY]
-    whole, shared, _ = _parallel._walls["sleepy"]
+    _, whole, shared, _ = _parallel._costs["sleepy"]
     assert whole < shared

@@ -95,11 +95,10 @@ class _State:
 
 
 _state = _State()
-# Recent nanoseconds per unit of work for each (kernel, shape) key (a running mean).
-_costs: dict[Hashable, float] = {}
-# For work that could be shared, per key: recent wall nanoseconds per unit run whole and run
-# shared (running means; 0.0 until timed) and the count of calls (`_split_pays`).
-_walls: dict[Hashable, list] = {}
+# Per (kernel, shape) key: recent nanoseconds per unit of work (time in its pieces), and
+# for work that could be shared the recent wall nanoseconds per unit run whole and run
+# shared, and the count of calls (`_split_pays`); running means, 0.0 until measured.
+_costs: dict[Hashable, list] = {}
 
 
 def default_threads() -> int:
@@ -190,20 +189,19 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
         return
-    ns = _costs.get(key, GUESS_NS)
+    entry = _costs.get(key)
+    ns = (entry[0] if entry is not None else 0.0) or GUESS_NS  # 0.0: a run that raised
     if ns * work < CHEAP_NS:  # far from worth sharing: not worth timing either
         fn(0, total)
         return
+    if entry is None:
+        if len(_costs) >= MAX_COSTS:
+            _costs.clear()
+        entry = _costs[key] = [0.0, 0.0, 0.0, 0]
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
-    walls = None
-    if pieces > 1:
-        walls = _walls.get(key)
-        if walls is None:
-            if len(_walls) >= MAX_COSTS:
-                _walls.clear()
-            walls = _walls[key] = [0.0, 0.0, 0]
-        if not _split_pays(walls):
-            pieces = 1
+    shareable = pieces > 1
+    if shareable and not _split_pays(entry):
+        pieces = 1
     t0 = perf_counter_ns()
     if pieces <= 1:
         fn(0, total)
@@ -211,32 +209,29 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     else:
         spent = _share(fn, total, pieces, min(threads, pieces))
         wall = perf_counter_ns() - t0
-    per = spent / work
-    if key in _costs:
-        _costs[key] = ns + (per - ns) * COST_WEIGHT
-    else:
-        if len(_costs) >= MAX_COSTS:
-            _costs.clear()
-        _costs[key] = per
-    if walls is not None:  # the wall time per unit of the way it ran, whole or shared
-        i = 0 if pieces <= 1 else 1
-        seen = walls[i]
-        walls[i] = wall / work if not seen else seen + (wall / work - seen) * COST_WEIGHT
+    entry[0] = _moved(entry[0], spent / work)
+    if shareable:  # the wall time per unit of the way it ran, whole or shared
+        i = 1 if pieces <= 1 else 2
+        entry[i] = _moved(entry[i], wall / work)
 
 
-def _split_pays(walls: list) -> bool:
-    """Whether to share work whose recent wall times per unit, run whole and shared, are
-    `walls[:2]` (0: not yet timed); `walls[2]` counts the calls. Each way is timed once
-    first, then the faster runs, and the other again every `PROBE_EVERY` calls, so a change
-    (the machine's load) is noticed."""
-    whole, shared, calls = walls
-    walls[2] = calls + 1
+def _moved(seen: float, now: float) -> float:
+    """A running mean `seen` (0.0: none yet) moved `COST_WEIGHT` of the way to `now`."""
+    return now if not seen else seen + (now - seen) * COST_WEIGHT
+
+
+def _split_pays(entry: list) -> bool:
+    """Whether to share work whose `_costs` entry is `entry`: its recent wall times per unit
+    run whole and shared are `entry[1:3]` (0.0: not yet timed), `entry[3]` counts the
+    calls. Each way is timed once first, then the faster runs, and the other again every
+    `PROBE_EVERY` calls, so a change (the machine's load) is noticed."""
+    _, whole, shared, calls = entry
+    entry[3] = calls + 1
     if not shared:
         return True
     if not whole:
         return False
-    faster = shared < whole
-    return faster != (calls % PROBE_EVERY == 0)
+    return (shared < whole) != (calls % PROBE_EVERY == 0)
 
 
 def _share(fn: Callable[[int, int], None], total: int, pieces: int, claimers: int) -> int:
