@@ -1,0 +1,116 @@
+"""Eager kernels written in C, for loops that NumPy runs as many passes or many small calls.
+
+A kernel family is one C file in `ops/native/` (`conv.c`, ...), compiled by the system C
+compiler on first use, kept in the build cache (`fusegrad._cbuild`: once per machine, source
+and CPU) and loaded with ctypes. Two reasons to write a loop in C rather than NumPy:
+
+- one pass instead of several: NumPy builds a batch norm, an im2col or a momentum update out
+  of whole-array passes and temporaries; a C loop reads each input once;
+- both cores: ctypes releases the GIL for the whole call, so the pieces of one kernel handed
+  to the intra-op pool (`_parallel.share_by_cost`, each piece a call over a range of rows or
+  channels) run at once, where NumPy pieces made of many small calls take turns on the GIL.
+
+Every function takes its arrays as addresses and its sizes as 64-bit integers, and computes
+each output element in an order that does not depend on the range it is given, so results
+are the same at every thread count. Floating-point contraction is off, as in generated code.
+
+Without a C compiler, when a build fails, or with `FUSEGRAD_NATIVE=0` in the environment,
+`function` returns None and callers keep their NumPy path; the tests run both
+(`native_kernels(False)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import warnings
+from _thread import allocate_lock
+from collections.abc import Iterator
+
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
+         "-ffp-contract=off", "-fPIC", "-shared")
+HERE = os.path.join(os.path.dirname(__file__), "native")
+# Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
+_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double,
+          "f": ctypes.c_float}
+
+
+class _State:
+    on = os.environ.get("FUSEGRAD_NATIVE", "1") != "0"
+
+
+_state = _State()
+_libraries: dict[str, ctypes.CDLL | None] = {}
+_functions: dict[tuple, object] = {}
+_lock = allocate_lock()
+
+
+def library(family: str) -> ctypes.CDLL | None:
+    """Kernel family `family` (`ops/native/<family>.c`) built and loaded, or None when
+    native kernels are off or cannot be built (a warning says why, once per family)."""
+    if family in _libraries:
+        return _libraries[family]
+    with _lock:
+        if family not in _libraries:
+            _libraries[family] = _build(family)
+    return _libraries[family]
+
+
+def _build(family: str) -> ctypes.CDLL | None:
+    from .. import _cbuild
+
+    cc = _cbuild.compiler()
+    if cc is None:
+        return None  # no compiler: the NumPy kernels serve, as they did before
+    with open(os.path.join(HERE, f"{family}.c")) as f:
+        source = f.read()
+    try:
+        path = _cbuild.shared_object(cc, [source], FLAGS,
+                                     _cbuild.source_key(source, cc, FLAGS))
+        return ctypes.CDLL(path)
+    except (OSError, _cbuild.CompileError) as e:
+        warnings.warn(f"fusegrad: the C kernels '{family}' could not be built, NumPy runs "
+                      f"them instead: {e}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def function(family: str, name: str, args: str):
+    """C function `name` of kernel family `family`, its arguments typed by the codes in
+    `args` ("p" address, "i" int64, "d" double, "f" float), returning nothing; None when
+    native kernels are off or the family could not be built."""
+    if not _state.on:
+        return None
+    key = (family, name)
+    fn = _functions.get(key)
+    if fn is None:
+        lib = library(family)
+        if lib is None:
+            return None
+        fn = getattr(lib, name)
+        fn.argtypes = [_TYPES[c] for c in args]
+        fn.restype = None
+        _functions[key] = fn
+    return fn
+
+
+def enabled() -> bool:
+    """Whether kernels may run in C (see `native_kernels`)."""
+    return _state.on
+
+
+@contextlib.contextmanager
+def native_kernels(on: bool) -> Iterator[None]:
+    """Run the block with the C kernels on or off (off: every caller's NumPy path), for
+    tests that compare the two and for timing them."""
+    before = _state.on
+    _state.on = on
+    try:
+        yield
+    finally:
+        _state.on = before
+
+
+def address(a) -> int:
+    """The address of NumPy array `a`'s first element."""
+    return a.ctypes.data
