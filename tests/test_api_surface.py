@@ -520,6 +520,18 @@ def test_scatter_variants():
     errors_match(lambda m: m.diagonal_scatter(m.zeros(3, 4), m.zeros(2)))
 
 
+def test_narrow_with_a_tensor_start_reads_it_as_an_int():
+    """A 0-dim integer tensor start is a number: the view's node has one edge, as PyTorch's
+    (the start and end are no inputs of the graph); any other tensor is refused."""
+    check(lambda m, x: m.narrow(x, 0, m.tensor(1), 2), rand(5, 3))
+    check(lambda m, x: x.narrow(1, m.tensor(-2), 2), rand(5, 3))
+    for lib in (torch, fusegrad):
+        x = lib.ones(5, 3, requires_grad=True)
+        assert len(x.narrow(0, lib.tensor(1), 2).grad_fn.next_functions) == 1
+    for start in ("m.tensor([1])", "m.tensor(1.0)", "m.tensor(True)"):
+        errors_match(lambda m, start=start: m.ones(5, 3).narrow(0, eval(start), 2))
+
+
 def test_narrow_copy_unique_consecutive_unravel_isin():
     check(lambda m, x: m.narrow_copy(x, 1, 1, 2), rand(3, 4))
     # PyTorch's backward of a negative start fails (it narrows at the raw start): values only.

@@ -142,7 +142,13 @@ def select(input, dim, index):
 
 
 def narrow(input, dim, start, length):
-    """The view of `length` elements of dimension `dim` from `start`."""
+    """The view of `length` elements of dimension `dim` from `start` (an int, or a 0-dim
+    integer tensor read as one)."""
+    if isinstance(start, Tensor):
+        if start.ndim != 0 or start.dtype.is_floating_point or start.dtype.is_complex or \
+                start.dtype is _dtype.bool_:
+            raise RuntimeError("start must be an 0-dim integral Tensor.")
+        start = int(start.item())
     size = input.shape[wrap_dim(dim, input.ndim)]
     if start < 0:
         start += size
