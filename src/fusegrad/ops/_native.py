@@ -75,10 +75,11 @@ def _build(family: str) -> ctypes.CDLL | None:
         return None
 
 
-def function(family: str, name: str, args: str):
+def function(family: str, name: str, args: str, result: str | None = None):
     """C function `name` of kernel family `family`, its arguments typed by the codes in
-    `args` ("p" address, "i" int64, "d" double, "f" float), returning nothing; None when
-    native kernels are off or the family could not be built."""
+    `args` ("p" address, "i" int64, "d" double, "f" float) and its result by `result`
+    (None: it returns nothing); None when native kernels are off or the family could not
+    be built."""
     if not _state.on:
         return None
     key = (family, name)
@@ -89,7 +90,7 @@ def function(family: str, name: str, args: str):
             return None
         fn = getattr(lib, name)
         fn.argtypes = [_TYPES[c] for c in args]
-        fn.restype = None
+        fn.restype = None if result is None else _TYPES[result]
         _functions[key] = fn
     return fn
 
