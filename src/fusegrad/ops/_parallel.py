@@ -200,7 +200,7 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
 
 
 def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
-                  key: Hashable) -> None:
+                  key: Hashable, gil_free: bool = False) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
     are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
     thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
@@ -211,7 +211,11 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     Whether sharing pays is measured too (`_split_pays`): work whose pieces make many small
     NumPy calls spends its time passing the GIL between threads, and ran 1.2-2.5x slower
     shared than whole (a convolution's col2im: 3.4 -> 8.7 ms per ResNet-18 step); a GEMM
-    piece is one long call and runs twice as fast on two threads."""
+    piece is one long call and runs twice as fast on two threads. With `gil_free` (each
+    piece is one call that releases the GIL: a GEMM, a C kernel) work cut into several
+    pieces is always shared: the calling thread claims every piece a busy or late pool
+    thread leaves, so sharing costs it at most a hand-off, and timing both ways would run
+    the slower one every `PROBE_EVERY` calls for nothing."""
     threads = num_threads()
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
@@ -226,7 +230,7 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
             _costs.clear()
         entry = _costs[key] = [0.0, 0.0, 0.0, 0]
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
-    shareable = pieces > 1
+    shareable = pieces > 1 and not gil_free
     if shareable and not _split_pays(entry):
         pieces = 1
     t0 = perf_counter_ns()
@@ -449,9 +453,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         else:
             key = ("matmul", a.shape, b.shape, a.strides, b.strides)
             if by_stack:
-                share_by_cost(stack_part, stack, work, key)
+                share_by_cost(stack_part, stack, work, key, gil_free=True)
             else:
-                share_by_cost(run, pieces, work, key)
+                share_by_cost(run, pieces, work, key, gil_free=True)
     finally:
         if before != 1:
             _blas.set_threads(before)
