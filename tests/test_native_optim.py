@@ -106,3 +106,57 @@ def test_sgd_with_a_tensor_learning_rate_in_the_group_matches_torch():
             opt.step()
         results.append(np.array(p.detach().numpy()))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-6)
+
+
+ADAM_OPTIONS = [
+    dict(lr=0.01),
+    dict(lr=0.003, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.01),
+    dict(lr=0.01, amsgrad=True, maximize=True),
+    dict(lr=0.02, betas=(0.3, 0.9), weight_decay=0.05, amsgrad=True),  # lerp's other end
+]
+
+
+def _run_adam(lib, cls, w0, grads, options):
+    p = lib.nn.Parameter(lib.tensor(w0.copy()))
+    opt = getattr(lib.optim, cls)([p], **options)
+    for g in grads:
+        p.grad = lib.tensor(g.copy())
+        opt.step()
+    st = opt.state[p]
+    return [np.array(t.detach().numpy()) for t in
+            (p, st["exp_avg"], st["exp_avg_sq"], st.get("max_exp_avg_sq", st["exp_avg_sq"]))]
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(33, 5), (130, 150)])
+@pytest.mark.parametrize("cls", ["Adam", "AdamW"])
+@pytest.mark.parametrize("options", ADAM_OPTIONS, ids=lambda o: "-".join(o))
+def test_adam_matches_torch(native, dtype, shape, cls, options):
+    """PyTorch's values; the moments bit for bit where the C kernel runs (PyTorch's
+    vectorised square root is not always correctly rounded, so the parameter within
+    rounding)."""
+    w0, grads = _data(shape, dtype, steps=4, seed=8)
+    want = _run_adam(torch, cls, w0, grads, options)
+    with _native.native_kernels(native):
+        got = _run_adam(fusegrad, cls, w0, grads, options)
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # The moments do not depend on the parameter (unless Adam's L2 decay feeds it back).
+    l2 = cls == "Adam" and options.get("weight_decay")
+    if native and HAVE_CC and not l2:
+        np.testing.assert_array_equal(got[1], want[1])  # exp_avg: lerp as PyTorch's
+        np.testing.assert_array_equal(got[2], want[2])  # exp_avg_sq: mul, then addcmul
+
+
+@pytest.mark.parametrize("cls", ["Adam", "AdamW"])
+def test_adam_of_a_large_parameter_is_bit_identical_at_one_and_two_threads(shared, cls):
+    w0, grads = _data((300, 1000), np.float32, seed=9)
+    results = []
+    for n in (1, 2):
+        fusegrad.set_num_threads(n)
+        results.append(_run_adam(fusegrad, cls, w0, grads, ADAM_OPTIONS[1]))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
