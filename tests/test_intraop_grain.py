@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fusegrad
-from fusegrad.ops import _blas, _parallel
+from fusegrad.ops import _blas, _native, _parallel
 
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 
@@ -147,8 +147,9 @@ def test_set_num_threads_sets_numpys_openblas_threads_too():
     ("AdamW", {"weight_decay": 0.05}),
 ])
 def test_adam_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(threads, cls, kw):
-    """A parameter of several update blocks: Adam's blocked update (at one and two threads)
-    gives the bits of the whole-array formula, and PyTorch's values."""
+    """A parameter of several update blocks: Adam's blocked NumPy update (at one and two
+    threads; the C update is tested in test_native_optim) gives the bits of the
+    whole-array formula, and PyTorch's values."""
     rng = np.random.default_rng(3)
     w0 = rng.standard_normal((1300, 700)).astype(np.float32)  # 3.5 blocks of 2**18
     grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(3)]
@@ -172,9 +173,10 @@ def test_adam_of_a_large_parameter_in_cache_blocks_matches_the_plain_update(thre
             fusegrad.set_num_threads(n)
         p = lib.nn.Parameter(lib.tensor(w0.copy()))
         opt = getattr(lib.optim, cls)([p], lr=lr, **kw)
-        for g in grads:
-            p.grad = lib.tensor(g.copy())
-            opt.step()
+        with _native.native_kernels(False):
+            for g in grads:
+                p.grad = lib.tensor(g.copy())
+                opt.step()
         results.append(np.array(p.detach().numpy()))
     np.testing.assert_array_equal(results[0], p_ref)
     np.testing.assert_array_equal(results[1], p_ref)

