@@ -1,0 +1,45 @@
+/* The layout work of a 2-D convolution around its GEMMs: batch-last im2col (columns
+   ordered kernel offset, output pixel, sample). Each function works on a range [start, stop) of channels; every
+   value is computed the same way whatever the range. */
+#include <stdint.h>
+#include <string.h>
+
+/* im2col, batch last: x (n, c, h, w) -> cols (c, r1 - r0, q1 - q0, oh, ow, n) for kernel
+   rows [r0, r1) and columns [q0, q1), channels [start, stop), the zero padding included.
+   Each channel is first moved batch last into `t`, a (h + 2 ph, w + 2 pw, n) scratch with a
+   zero border (zeroed here, once per call): every window row is then one run of ow * n
+   values (stride 1), or ow runs of n. */
+#define IM2COL_BL(T, NAME)                                                                 \
+void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,           \
+          int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
+          int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
+          int64_t start, int64_t stop) {                                                   \
+    const int64_t hw = h * w, chw = c * hw, wp = w + 2 * pw, hp = h + 2 * ph;              \
+    const int64_t run = ow * n, per = (r1 - r0) * (q1 - q0) * oh * run;                    \
+    memset(t, 0, sizeof(T) * hp * wp * n);                                                 \
+    for (int64_t ci = start; ci < stop; ci++) {                                            \
+        const T *xc = x + ci * hw;                                                         \
+        for (int64_t y = 0; y < h; y++) {                                                  \
+            T *row = t + ((y + ph) * wp + pw) * n;                                         \
+            for (int64_t b = 0; b < n; b++) {                                              \
+                const T *src = xc + b * chw + y * w;                                       \
+                for (int64_t xx = 0; xx < w; xx++) row[xx * n + b] = src[xx];              \
+            }                                                                              \
+        }                                                                                  \
+        T *out = cols + ci * per;                                                          \
+        for (int64_t i = r0; i < r1; i++)                                                  \
+        for (int64_t j = q0; j < q1; j++)                                                  \
+        for (int64_t oy = 0; oy < oh; oy++) {                                              \
+            const T *src = t + ((oy * sh + i * dh) * wp + j * dw) * n;                     \
+            if (sw == 1) {                                                                 \
+                memcpy(out, src, sizeof(T) * run);                                         \
+            } else {                                                                       \
+                for (int64_t ox = 0; ox < ow; ox++)                                        \
+                    memcpy(out + ox * n, src + ox * sw * n, sizeof(T) * n);                \
+            }                                                                              \
+            out += run;                                                                    \
+        }                                                                                  \
+    }                                                                                      \
+}
+IM2COL_BL(float, im2col_bl_f32)
+IM2COL_BL(double, im2col_bl_f64)
