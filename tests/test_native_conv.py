@@ -1,7 +1,7 @@
-"""A 2-D convolution's layout work in C (`ops/native/conv.c`: batch-last im2col):
-forward and backward match PyTorch with the C kernels on and off, the C kernels give the
-NumPy path's bits where both compute the same sums, and two threads give one thread's
-bits."""
+"""A 2-D convolution's layout work in C (`ops/native/conv.c`: batch-last im2col, the batch
+axis moved first or last): forward and backward match PyTorch with the C kernels on and off,
+the C kernels give the NumPy path's bits where both compute the same sums, and two threads
+give one thread's bits."""
 
 from __future__ import annotations
 
@@ -103,8 +103,17 @@ def test_conv2d_in_c_with_two_threads_is_bit_identical_to_one(shared, monkeypatc
 def test_c_kernels_decline_what_they_do_not_cover():
     x = np.ones((2, 3, 4, 4), np.float16)
     assert _conv_native.im2col(x, (1, 1), (1, 1), (1, 1), 4, 4, ((0, 3), (0, 3))) is None
-    t = np.ones((2, 3, 8, 8), np.float32).transpose(0, 1, 3, 2)  # not C-contiguous
-    assert _conv_native.im2col(t, (1, 1), (1, 1), (1, 1), 8, 8, ((0, 3), (0, 3))) is None
+    g = np.ones((4, 2, 6), np.float32).transpose(1, 0, 2)  # not C-contiguous
+    assert _conv_native.batch_last(g, "conv.test") is None
     with _native.native_kernels(False):
-        assert _conv_native.im2col(t.copy(), (1, 1), (1, 1), (1, 1), 8, 8,
-                                   ((0, 3), (0, 3))) is None
+        assert _conv_native.batch_first(np.ones((2, 3, 4), np.float32), None) is None
+
+
+@needs_cc
+def test_negative_zero_passes_the_batch_moves_without_a_bias():
+    """Without a bias nothing is added (an add of +0 would turn -0 into +0)."""
+    t = np.full((3, 4, 5), -0.0, np.float32)
+    out = _conv_native.batch_first(t, None)
+    assert np.signbit(out).all() and out.shape == (5, 3, 4)
+    back = _conv_native.batch_last(out, "conv.test")
+    assert np.signbit(back).all() and back.shape == (3, 4, 5)

@@ -1,12 +1,13 @@
 """The layout work of a batch-last 2-D convolution in C (`ops/native/conv.c`): im2col
 straight from the (n, c, h, w) input into columns ordered (channel, kernel offset, output
-pixel, sample).
+pixel, sample), and the moves of the batch axis between first and last (with the bias add
+on the way out of the GEMM).
 
-NumPy builds it from two passes (a padded batch-last copy, then a strided copy), which share
-the GIL when split between threads; here it is one C call per range of channels, run on the
-intra-op pool without the GIL (`_parallel.share_by_cost`). Every function returns None when
-the C kernels are off or unavailable, or the arrays are not float32 / float64 and
-C-contiguous: the caller then takes its NumPy path.
+NumPy builds these from several passes (a padded batch-last copy, then a strided copy; a
+transposing add), which share the GIL when split between threads; here each is one C call
+per range of channels, run on the intra-op pool without the GIL (`_parallel.share_by_cost`).
+Every function returns None when the C kernels are off or unavailable, or the arrays are not
+float32 / float64 and C-contiguous: the caller then takes its NumPy path.
 """
 
 from __future__ import annotations
@@ -48,3 +49,40 @@ def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
 
     _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape))
     return cols
+
+
+def batch_first(t: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """(o, pixels, n) `t` as a new (n, o, pixels) array, plus `bias` (o,) when given; None
+    without C."""
+    fn = (_kernel("transpose", "pppiiiiiii", t) if bias is None
+          else _kernel("transpose", "pppiiiiiii", t, bias))
+    if fn is None:
+        return None
+    o, pixels, n = t.shape
+    rows = o * pixels
+    out = np.empty((n, o, pixels), dtype=t.dtype)
+    ta, oa = _native.address(t), _native.address(out)
+    ba = None if bias is None else _native.address(bias)
+
+    def channels(a: int, b: int) -> None:  # t as (o * pixels, n): rows of channels a..b
+        fn(ta, oa, ba, rows, n, pixels, a * pixels, b * pixels, 0, n)
+
+    _parallel.share_by_cost(channels, o, t.size, ("conv.batch_first", t.shape))
+    return out
+
+
+def batch_last(g: np.ndarray, slot: str) -> np.ndarray | None:
+    """(n, o, pixels) `g` as (o, pixels, n) in the work buffer `slot`; None without C."""
+    fn = _kernel("transpose", "pppiiiiiii", g)
+    if fn is None:
+        return None
+    n, o, pixels = g.shape
+    cols = o * pixels
+    out = _workspace.scratch(slot, (o, pixels, n), g.dtype)
+    ga, oa = _native.address(g), _native.address(out)
+
+    def channels(a: int, b: int) -> None:  # g as (n, o * pixels): columns of channels a..b
+        fn(ga, oa, None, n, cols, 1, 0, n, a * pixels, b * pixels)
+
+    _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape))
+    return out

@@ -427,9 +427,12 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     gi = gw = None
     gt = None
     if need_x or not per_sample:
-        src = g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3)
-        gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
-        _parallel.copyto(gt, src)
+        gt = (_conv_native.batch_last(g.reshape(n, o, oh * ow), "conv.gt")
+              if bl and g.flags.c_contiguous else None)
+        if gt is None:
+            src = g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3)
+            gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
+            _parallel.copyto(gt, src)
         gt = gt.reshape(groups, og, oh * ow * n)
     if need_w:
         if per_sample:
@@ -603,15 +606,21 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
         _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                   cols.reshape(groups, ckk, oh * ow * n), out=out_t)
-        out_t = out_t.reshape(o, oh, ow, n)
-        out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
-        if b is not None:
-            bias = _work(b).reshape(1, o, 1, 1)
-            src = out_t.transpose(3, 0, 1, 2)
+        bias = None if b is None else _work(b)
+        # In C with a bias: the batch moved first and the bias added in one pass (a plain
+        # move is as fast in NumPy's copy).
+        out = (None if bias is None
+               else _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias))
+        if out is not None:
+            out = out.reshape(n, o, oh, ow)
+        elif b is not None:
+            out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
+            bias = bias.reshape(1, o, 1, 1)
+            src = out_t.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
             _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n,
                                  out.size)
         else:
-            _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
+            out = _parallel.copy(out_t.reshape(o, oh, ow, n).transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         if _wide(x4.shape, (kh, kw), s, p, d, oh, ow):
             out = _conv_wide(x4, w4, None if b is None else _work(b), s, p, d, groups)

@@ -1,5 +1,6 @@
 /* The layout work of a 2-D convolution around its GEMMs: batch-last im2col (columns
-   ordered kernel offset, output pixel, sample). Each function works on a range [start, stop) of channels; every
+   ordered kernel offset, output pixel, sample) and the moves of the batch axis between
+   first and last. Each function works on a range [start, stop) of channels; every
    value is computed the same way whatever the range. */
 #include <stdint.h>
 #include <string.h>
@@ -43,3 +44,32 @@ void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,
 }
 IM2COL_BL(float, im2col_bl_f32)
 IM2COL_BL(double, im2col_bl_f64)
+
+/* A transpose: src (rows, cols) -> dst (cols, rows), over source rows [r0, r1) and columns
+   [q0, q1); with `bias` (not NULL), bias[r / per] is added to row r's values (no add
+   otherwise, so a -0 stays -0). In 8 x 8 tiles, so both sides touch few cache lines at a
+   time. */
+#define TRANSPOSE(T, NAME)                                                                 \
+void NAME(const T *src, T *dst, const T *bias, int64_t rows, int64_t cols, int64_t per,    \
+          int64_t r0, int64_t r1, int64_t q0, int64_t q1) {                                \
+    for (int64_t ra = r0; ra < r1; ra += 8) {                                              \
+        const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                                      \
+        T bv[8];                                                                           \
+        if (bias)                                                                          \
+            for (int64_t r = ra; r < rb; r++) bv[r - ra] = bias[r / per];                  \
+        for (int64_t qa = q0; qa < q1; qa += 8) {                                          \
+            const int64_t qb = qa + 8 < q1 ? qa + 8 : q1;                                  \
+            if (bias) {                                                                    \
+                for (int64_t q = qa; q < qb; q++)                                          \
+                    for (int64_t r = ra; r < rb; r++)                                      \
+                        dst[q * rows + r] = src[r * cols + q] + bv[r - ra];                \
+            } else {                                                                       \
+                for (int64_t q = qa; q < qb; q++)                                          \
+                    for (int64_t r = ra; r < rb; r++)                                      \
+                        dst[q * rows + r] = src[r * cols + q];                             \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}
+TRANSPOSE(float, transpose_f32)
+TRANSPOSE(double, transpose_f64)
