@@ -1,7 +1,7 @@
-"""A 2-D convolution's layout work in C (`ops/native/conv.c`: batch-last im2col, the batch
-axis moved first or last): forward and backward match PyTorch with the C kernels on and off,
-the C kernels give the NumPy path's bits where both compute the same sums, and two threads
-give one thread's bits."""
+"""A 2-D convolution's layout work in C (`ops/native/conv.c`: batch-last im2col and col2im,
+the batch axis moved first or last): forward and backward match PyTorch with the C kernels
+on and off, the C kernels give the NumPy path's bits where both compute the same sums, and
+two threads give one thread's bits."""
 
 from __future__ import annotations
 

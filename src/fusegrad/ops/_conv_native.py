@@ -1,13 +1,14 @@
 """The layout work of a batch-last 2-D convolution in C (`ops/native/conv.c`): im2col
 straight from the (n, c, h, w) input into columns ordered (channel, kernel offset, output
-pixel, sample), and the moves of the batch axis between first and last (with the bias add
-on the way out of the GEMM).
+pixel, sample), col2im straight back into an (n, c, h, w) gradient, and the moves of the
+batch axis between first and last (with the bias add on the way out of the GEMM).
 
-NumPy builds these from several passes (a padded batch-last copy, then a strided copy; a
-transposing add), which share the GIL when split between threads; here each is one C call
-per range of channels, run on the intra-op pool without the GIL (`_parallel.share_by_cost`).
-Every function returns None when the C kernels are off or unavailable, or the arrays are not
-float32 / float64 and C-contiguous: the caller then takes its NumPy path.
+NumPy builds each of these from several passes (a padded batch-last copy, then a strided
+copy; kh * kw strided adds into an accumulator, then a transposing copy), which share the
+GIL when split between threads; here each is one C call per range of channels, run on the
+intra-op pool without the GIL (`_parallel.share_by_cost`). Every function returns None when
+the C kernels are off or unavailable, or the arrays are not float32 / float64 and
+C-contiguous: the caller then takes its NumPy path.
 """
 
 from __future__ import annotations
@@ -49,6 +50,30 @@ def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
 
     _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape))
     return cols
+
+
+def col2im(cols: np.ndarray, size, s, p, d, oh: int, ow: int, n: int, full,
+           taps) -> np.ndarray | None:
+    """The adjoint of `im2col`: batch-last columns (c * taps, oh * ow * n) summed into a new
+    (n, c, h, w) array, each pixel's offsets added in order (kernel row, then column) from
+    zero; `full` is the (height, width) of the canvas the windows cover. None without C."""
+    fn = _kernel("col2im_bl", "pppiiiiiiiiiiiiiiiiiiii", cols)
+    if fn is None:
+        return None
+    (r0, r1), (q0, q1) = taps
+    c = cols.size // ((r1 - r0) * (q1 - q0) * oh * ow * n)
+    h, w = size
+    gi = np.empty((n, c, h, w), dtype=cols.dtype)
+    ca, ga = _native.address(cols), _native.address(gi)
+    canvas = (full[0] * full[1] * n,)
+
+    def channels(a: int, b: int) -> None:
+        acc = _workspace.scratch("conv.acc", canvas, cols.dtype)  # this thread's own
+        fn(ca, ga, _native.address(acc), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
+           oh, ow, r0, r1, q0, q1, full[0], full[1], a, b)
+
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape))
+    return gi
 
 
 def batch_first(t: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:

@@ -1,6 +1,6 @@
-/* The layout work of a 2-D convolution around its GEMMs: batch-last im2col (columns
-   ordered kernel offset, output pixel, sample) and the moves of the batch axis between
-   first and last. Each function works on a range [start, stop) of channels; every
+/* The layout work of a 2-D convolution around its GEMMs: batch-last im2col and col2im
+   (columns ordered kernel offset, output pixel, sample) and the moves of the batch axis
+   between first and last. Each function works on a range [start, stop) of channels; every
    value is computed the same way whatever the range. */
 #include <stdint.h>
 #include <string.h>
@@ -44,6 +44,48 @@ void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,
 }
 IM2COL_BL(float, im2col_bl_f32)
 IM2COL_BL(double, im2col_bl_f64)
+
+/* col2im, batch last: the adjoint of im2col_bl. cols (c, r1 - r0, q1 - q0, oh, ow, n)
+   summed into gi (n, c, h, w), channels [start, stop). Per channel the offsets are added in
+   order (kernel row, then column) into `acc`, an (fh, fw, n) scratch zeroed first (fh, fw:
+   the padded canvas the windows cover), whose inner (h, w) is then moved batch first. */
+#define COL2IM_BL(T, NAME)                                                                 \
+void NAME(const T *cols, T *gi, T *acc, int64_t n, int64_t c, int64_t h, int64_t w,        \
+          int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
+          int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
+          int64_t fh, int64_t fw, int64_t start, int64_t stop) {                           \
+    const int64_t hw = h * w, chw = c * hw, run = ow * n;                                  \
+    const int64_t per = (r1 - r0) * (q1 - q0) * oh * run;                                  \
+    for (int64_t ci = start; ci < stop; ci++) {                                            \
+        memset(acc, 0, sizeof(T) * fh * fw * n);                                           \
+        const T *src = cols + ci * per;                                                    \
+        for (int64_t i = r0; i < r1; i++)                                                  \
+        for (int64_t j = q0; j < q1; j++)                                                  \
+        for (int64_t oy = 0; oy < oh; oy++) {                                              \
+            T *dst = acc + ((oy * sh + i * dh) * fw + j * dw) * n;                         \
+            if (sw == 1) {                                                                 \
+                for (int64_t e = 0; e < run; e++) dst[e] += src[e];                        \
+            } else {                                                                       \
+                for (int64_t ox = 0; ox < ow; ox++) {                                      \
+                    T *d = dst + ox * sw * n;                                              \
+                    const T *s = src + ox * n;                                             \
+                    for (int64_t b = 0; b < n; b++) d[b] += s[b];                          \
+                }                                                                          \
+            }                                                                              \
+            src += run;                                                                    \
+        }                                                                                  \
+        T *gc = gi + ci * hw;                                                              \
+        for (int64_t y = 0; y < h; y++) {                                                  \
+            const T *row = acc + ((y + ph) * fw + pw) * n;                                 \
+            for (int64_t b = 0; b < n; b++) {                                              \
+                T *dst = gc + b * chw + y * w;                                             \
+                for (int64_t xx = 0; xx < w; xx++) dst[xx] = row[xx * n + b];              \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}
+COL2IM_BL(float, col2im_bl_f32)
+COL2IM_BL(double, col2im_bl_f64)
 
 /* A transpose: src (rows, cols) -> dst (cols, rows), over source rows [r0, r1) and columns
    [q0, q1); with `bias` (not NULL), bias[r / per] is added to row r's values (no add
