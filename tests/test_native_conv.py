@@ -1,5 +1,5 @@
-"""A 2-D convolution's layout work in C (`ops/native/conv.c`: batch-last im2col and col2im,
-the batch axis moved first or last): forward and backward match PyTorch with the C kernels
+"""A 2-D convolution's layout work in C (`ops/native/conv.c`: im2col, batch-last col2im, the
+batch axis moved first or last): forward and backward match PyTorch with the C kernels
 on and off, the C kernels give the NumPy path's bits where both compute the same sums, and
 two threads give one thread's bits."""
 
@@ -27,6 +27,9 @@ CASES = [  # (input shape, weight shape, conv2d keywords)
     ((6, 6, 10, 12), (8, 6, 4, 4), {"padding": 1}),                     # kernel >= 4 wide
     ((3, 2, 20, 18), (4, 2, 3, 3), {"padding": 1, "stride": 1}),        # large images
     ((2, 3, 12, 12), (5, 3, 5, 5), {"stride": 2}),
+    ((2, 3, 23, 23), (12, 3, 7, 7), {"padding": 3, "stride": 2}),      # pixels last
+    ((2, 4, 16, 30), (10, 2, 3, 3), {"padding": (2, 0), "stride": (2, 1), "dilation": (1, 3),
+                                     "groups": 2}),
 ]
 
 

@@ -52,6 +52,35 @@ def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
     return cols
 
 
+def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
+                       batch_first: bool) -> np.ndarray | None:
+    """Columns of 4-D `x` for kernel offsets `taps`, the pixels last: (n, c, r1 - r0,
+    q1 - q0, oh, ow) when `batch_first`, else (c, r1 - r0, q1 - q0, n, oh, ow), in the work
+    buffer "conv.cols"; None without C."""
+    fn = _kernel("im2col_pl", "pppiiiiiiiiiiiiiiiiiiiii", x)
+    if fn is None:
+        return None
+    n, c, h, w = x.shape
+    (r0, r1), (q0, q1) = taps
+    kk = (r1 - r0) * (q1 - q0)
+    pix = oh * ow
+    if batch_first:
+        shape, cs, bs, ts = (n, c, r1 - r0, q1 - q0, oh, ow), kk * pix, c * kk * pix, pix
+    else:
+        shape, cs, bs, ts = (c, r1 - r0, q1 - q0, n, oh, ow), kk * n * pix, pix, n * pix
+    cols = _workspace.scratch("conv.cols", shape, x.dtype)
+    xa, ca = _native.address(x), _native.address(cols)
+    padded = ((h + 2 * p[0]) * -(-(w + 2 * p[1]) // s[1]) * s[1],)
+
+    def channels(a: int, b: int) -> None:
+        t = _workspace.scratch("conv.im2col_t", padded, x.dtype)  # this thread's own
+        fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1], oh,
+           ow, r0, r1, q0, q1, cs, bs, ts, a, b)
+
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col_pl", x.shape, shape))
+    return cols
+
+
 def col2im(cols: np.ndarray, size, s, p, d, oh: int, ow: int, n: int, full,
            taps) -> np.ndarray | None:
     """The adjoint of `im2col`: batch-last columns (c * taps, oh * ow * n) summed into a new

@@ -252,6 +252,11 @@ def _sample_cols(x, k, s, p, d, wide: bool, taps=None, ones_row: bool = False):
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     n, c = x.shape[:2]
     if not wide:
+        oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0])
+        ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1])
+        cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)), True)
+        if cols is not None:  # in C: read straight from x, no padded copy
+            return cols.reshape(n, -1, oh * ow), oh, ow, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         oh, ow = win.shape[4:]
         cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
@@ -338,6 +343,12 @@ def _cols(x, k, s, p, d, batch_last, taps=None):
     (see `_taps`), only those kernel offsets' rows. The columns live in a work buffer."""
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     if not batch_last:
+        oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0])
+        ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1])
+        cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)),
+                                               False)
+        if cols is not None:  # in C: read straight from x, no padded copy
+            return cols.reshape(-1, x.shape[0] * oh * ow), oh, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         n, c, kh, kw, oh, ow = win.shape
         cols = _workspace.scratch("conv.cols", (c, kh, kw, n, oh, ow), win.dtype)

@@ -45,6 +45,53 @@ void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,
 IM2COL_BL(float, im2col_bl_f32)
 IM2COL_BL(double, im2col_bl_f64)
 
+/* im2col, pixels last: x (n, c, h, w) -> for each channel ci, sample b and kernel offset
+   (i, j) in [r0, r1) x [q0, q1), one (oh, ow) block of columns at
+   cols + ci * cs + b * bs + tap * ts (tap counted from (r0, q0), row-major), padding as
+   zeros; channels [start, stop). (cs, bs, ts) give the layout: (c, taps, n, oh, ow) or
+   (n, c, taps, oh, ow). Each image is first laid out padded in `t`, its columns split by
+   their remainder modulo the stride (sw phases of pw2 = ceil((w + 2 pw) / sw) values per
+   row, hp = h + 2 ph rows, zeroed here): every window row is then one run of ow values. */
+#define IM2COL_PL(T, NAME)                                                                 \
+void NAME(const T *x, T *cols, T *t, int64_t n, int64_t c, int64_t h, int64_t w,           \
+          int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
+          int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
+          int64_t cs, int64_t bs, int64_t ts, int64_t start, int64_t stop) {               \
+    const int64_t hw = h * w, nq = q1 - q0, hp = h + 2 * ph;                               \
+    const int64_t pw2 = (w + 2 * pw + sw - 1) / sw, rowlen = sw * pw2;                     \
+    memset(t, 0, sizeof(T) * hp * rowlen);                                                 \
+    for (int64_t ci = start; ci < stop; ci++)                                              \
+    for (int64_t b = 0; b < n; b++) {                                                      \
+        const T *xc = x + (b * c + ci) * hw;                                               \
+        for (int64_t y = 0; y < h; y++) {                                                  \
+            T *__restrict row = t + (y + ph) * rowlen;                                     \
+            const T *__restrict src = xc + y * w;                                          \
+            if (sw == 1) {                                                                 \
+                memcpy(row + pw, src, sizeof(T) * w);                                      \
+                continue;                                                                  \
+            }                                                                              \
+            for (int64_t q = 0; q < sw; q++) {  /* the padded columns X = q (mod sw) */    \
+                const int64_t x0 = pw + ((q - pw) % sw + sw) % sw;                         \
+                T *__restrict d = row + q * pw2 + x0 / sw;                                 \
+                const T *__restrict s = src + x0 - pw;                                     \
+                const int64_t count = x0 < pw + w ? (pw + w - 1 - x0) / sw + 1 : 0;        \
+                for (int64_t k = 0; k < count; k++) d[k] = s[k * sw];                      \
+            }                                                                              \
+        }                                                                                  \
+        for (int64_t i = r0; i < r1; i++)                                                  \
+        for (int64_t j = q0; j < q1; j++) {                                                \
+            T *__restrict out = cols + ci * cs + b * bs + ((i - r0) * nq + (j - q0)) * ts; \
+            const int64_t X = j * dw, col = (X % sw) * pw2 + X / sw;                       \
+            for (int64_t oy = 0; oy < oh; oy++, out += ow) {                               \
+                const T *__restrict src = t + (oy * sh + i * dh) * rowlen + col;           \
+                for (int64_t ox = 0; ox < ow; ox++) out[ox] = src[ox];                     \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}
+IM2COL_PL(float, im2col_pl_f32)
+IM2COL_PL(double, im2col_pl_f64)
+
 /* col2im, batch last: the adjoint of im2col_bl. cols (c, r1 - r0, q1 - q0, oh, ow, n)
    summed into gi (n, c, h, w), channels [start, stop). Per channel the offsets are added in
    order (kernel row, then column) into `acc`, an (fh, fw, n) scratch zeroed first (fh, fw:
