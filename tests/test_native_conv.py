@@ -27,6 +27,7 @@ CASES = [  # (input shape, weight shape, conv2d keywords)
     ((6, 6, 10, 12), (8, 6, 4, 4), {"padding": 1}),                     # kernel >= 4 wide
     ((3, 2, 20, 18), (4, 2, 3, 3), {"padding": 1, "stride": 1}),        # large images
     ((2, 3, 12, 12), (5, 3, 5, 5), {"stride": 2}),
+    ((4, 64, 6, 6), (64, 64, 3, 3), {"padding": 1}),                    # weight grad moved
     ((2, 3, 23, 23), (12, 3, 7, 7), {"padding": 3, "stride": 2}),      # pixels last
     ((2, 4, 16, 30), (10, 2, 3, 3), {"padding": (2, 0), "stride": (2, 1), "dilation": (1, 3),
                                      "groups": 2}),
@@ -120,3 +121,11 @@ def test_negative_zero_passes_the_batch_moves_without_a_bias():
     assert np.signbit(out).all() and out.shape == (5, 3, 4)
     back = _conv_native.batch_last(out, "conv.test")
     assert np.signbit(back).all() and back.shape == (3, 4, 5)
+
+
+@needs_cc
+@pytest.mark.parametrize("shape", [(576, 64), (130, 135), (7, 5000)])
+def test_a_transpose_in_c_matches_numpys(shape):
+    a = np.random.default_rng(0).standard_normal(shape)
+    np.testing.assert_array_equal(_conv_native.transposed(a), a.T)
+    assert _conv_native.transposed(a[:4, :4].copy()) is None  # small: NumPy's copy is faster

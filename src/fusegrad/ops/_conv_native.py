@@ -140,3 +140,25 @@ def batch_last(g: np.ndarray, slot: str) -> np.ndarray | None:
 
     _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape))
     return out
+
+
+# Below this many values NumPy's transposing copy is faster than a call into C (whose
+# fixed cost is a few microseconds).
+SMALL = 1 << 14
+
+
+def transposed(a: np.ndarray) -> np.ndarray | None:
+    """A new C-contiguous array holding the transpose of 2-D `a`; None without C or when
+    `a` is small (`SMALL`)."""
+    fn = _kernel("transpose", "pppiiiiiii", a) if a.size >= SMALL else None
+    if fn is None:
+        return None
+    rows, cols = a.shape
+    out = np.empty((cols, rows), dtype=a.dtype)
+    aa, oa = _native.address(a), _native.address(out)
+
+    def part(i: int, j: int) -> None:  # source rows i..j
+        fn(aa, oa, None, rows, cols, 1, i, j, 0, cols)
+
+    _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape))
+    return out

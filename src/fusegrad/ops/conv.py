@@ -487,8 +487,11 @@ def _weight_grad_gemm(gt, cols):
     faster orientation for the shapes (the result C-contiguous either way)."""
     og, ckk = gt.shape[1], cols.shape[1]
     if ckk >= og and og <= ROWS_FIRST_MAX_OUT:
-        return np.ascontiguousarray(
-            _parallel.matmul(cols, gt.transpose(0, 2, 1)).transpose(0, 2, 1))
+        prod = _parallel.matmul(cols, gt.transpose(0, 2, 1))
+        out = _conv_native.transposed(prod[0]) if prod.shape[0] == 1 else None
+        if out is not None:  # in C, in tiles
+            return out[None]
+        return np.ascontiguousarray(prod.transpose(0, 2, 1))
     return _parallel.matmul(gt, cols.transpose(0, 2, 1))
 
 
@@ -625,10 +628,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                   cols.reshape(groups, ckk, oh * ow * n), out=out_t)
         bias = None if b is None else _work(b)
-        # In C with a bias: the batch moved first and the bias added in one pass (a plain
-        # move is as fast in NumPy's copy).
-        out = (None if bias is None
-               else _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias))
+        # In C: the batch moved first and the bias added in one pass.
+        out = _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias)
         if out is not None:
             out = out.reshape(n, o, oh, ow)
         elif b is not None:

@@ -136,26 +136,53 @@ COL2IM_BL(double, col2im_bl_f64)
 
 /* A transpose: src (rows, cols) -> dst (cols, rows), over source rows [r0, r1) and columns
    [q0, q1); with `bias` (not NULL), bias[r / per] is added to row r's values (no add
-   otherwise, so a -0 stays -0). In 8 x 8 tiles, so both sides touch few cache lines at a
-   time. */
+   otherwise, so a -0 stays -0). In 8 x 8 tiles, the outer loop over the shorter side, so
+   that the long side is read or written as 8 streams at once (not a few values from each
+   of many rows a power of two apart, which evict each other from the cache). */
+#define TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)                 \
+    if ((rb) - (ra) == 8 && (qb) - (qa) == 8) {  /* a whole tile: fixed bounds */          \
+        const T *__restrict s_ = (src) + (ra) * (cols) + (qa);                             \
+        T *__restrict d_ = (dst) + (qa) * (rows) + (ra);                                   \
+        T tile[8][8];                                                                      \
+        for (int r = 0; r < 8; r++)                                                        \
+            for (int q = 0; q < 8; q++) tile[q][r] = s_[r * (cols) + q];                   \
+        if (bias) {                                                                        \
+            T bv[8];                                                                       \
+            for (int r = 0; r < 8; r++) bv[r] = (bias)[((ra) + r) / (per)];                \
+            for (int q = 0; q < 8; q++)                                                    \
+                for (int r = 0; r < 8; r++) d_[q * (rows) + r] = tile[q][r] + bv[r];       \
+        } else {                                                                           \
+            for (int q = 0; q < 8; q++)                                                    \
+                for (int r = 0; r < 8; r++) d_[q * (rows) + r] = tile[q][r];               \
+        }                                                                                  \
+    } else if (bias) {                                                                     \
+        for (int64_t r = (ra); r < (rb); r++) {                                            \
+            const T bv = (bias)[r / (per)];                                                \
+            for (int64_t q = (qa); q < (qb); q++)                                          \
+                (dst)[q * (rows) + r] = (src)[r * (cols) + q] + bv;                        \
+        }                                                                                  \
+    } else {                                                                               \
+        for (int64_t q = (qa); q < (qb); q++)                                              \
+            for (int64_t r = (ra); r < (rb); r++)                                          \
+                (dst)[q * (rows) + r] = (src)[r * (cols) + q];                             \
+    }
 #define TRANSPOSE(T, NAME)                                                                 \
 void NAME(const T *src, T *dst, const T *bias, int64_t rows, int64_t cols, int64_t per,    \
           int64_t r0, int64_t r1, int64_t q0, int64_t q1) {                                \
-    for (int64_t ra = r0; ra < r1; ra += 8) {                                              \
-        const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                                      \
-        T bv[8];                                                                           \
-        if (bias)                                                                          \
-            for (int64_t r = ra; r < rb; r++) bv[r - ra] = bias[r / per];                  \
+    if (r1 - r0 <= q1 - q0) {                                                              \
+        for (int64_t ra = r0; ra < r1; ra += 8) {                                          \
+            const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                                  \
+            for (int64_t qa = q0; qa < q1; qa += 8) {                                      \
+                const int64_t qb = qa + 8 < q1 ? qa + 8 : q1;                              \
+                TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)         \
+            }                                                                              \
+        }                                                                                  \
+    } else {                                                                               \
         for (int64_t qa = q0; qa < q1; qa += 8) {                                          \
             const int64_t qb = qa + 8 < q1 ? qa + 8 : q1;                                  \
-            if (bias) {                                                                    \
-                for (int64_t q = qa; q < qb; q++)                                          \
-                    for (int64_t r = ra; r < rb; r++)                                      \
-                        dst[q * rows + r] = src[r * cols + q] + bv[r - ra];                \
-            } else {                                                                       \
-                for (int64_t q = qa; q < qb; q++)                                          \
-                    for (int64_t r = ra; r < rb; r++)                                      \
-                        dst[q * rows + r] = src[r * cols + q];                             \
+            for (int64_t ra = r0; ra < r1; ra += 8) {                                      \
+                const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                              \
+                TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)         \
             }                                                                              \
         }                                                                                  \
     }                                                                                      \
