@@ -169,22 +169,13 @@ COL2IM_BL(double, col2im_bl_f64)
 #define TRANSPOSE(T, NAME)                                                                 \
 void NAME(const T *src, T *dst, const T *bias, int64_t rows, int64_t cols, int64_t per,    \
           int64_t r0, int64_t r1, int64_t q0, int64_t q1) {                                \
-    if (r1 - r0 <= q1 - q0) {                                                              \
-        for (int64_t ra = r0; ra < r1; ra += 8) {                                          \
-            const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                                  \
-            for (int64_t qa = q0; qa < q1; qa += 8) {                                      \
-                const int64_t qb = qa + 8 < q1 ? qa + 8 : q1;                              \
-                TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)         \
-            }                                                                              \
-        }                                                                                  \
-    } else {                                                                               \
-        for (int64_t qa = q0; qa < q1; qa += 8) {                                          \
-            const int64_t qb = qa + 8 < q1 ? qa + 8 : q1;                                  \
-            for (int64_t ra = r0; ra < r1; ra += 8) {                                      \
-                const int64_t rb = ra + 8 < r1 ? ra + 8 : r1;                              \
-                TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)         \
-            }                                                                              \
-        }                                                                                  \
+    const int64_t nr = (r1 - r0 + 7) / 8, nq = (q1 - q0 + 7) / 8;                          \
+    const int rows_outer = r1 - r0 <= q1 - q0;                                             \
+    for (int64_t u = 0; u < (rows_outer ? nr : nq); u++)                                   \
+    for (int64_t v = 0; v < (rows_outer ? nq : nr); v++) {                                 \
+        const int64_t ra = r0 + 8 * (rows_outer ? u : v), qa = q0 + 8 * (rows_outer ? v : u); \
+        const int64_t rb = ra + 8 < r1 ? ra + 8 : r1, qb = qa + 8 < q1 ? qa + 8 : q1;      \
+        TRANSPOSE_TILE(T, src, dst, bias, rows, cols, per, ra, qa, rb, qb)                 \
     }                                                                                      \
 }
 TRANSPOSE(float, transpose_f32)
