@@ -129,3 +129,19 @@ def test_a_transpose_in_c_matches_numpys(shape):
     a = np.random.default_rng(0).standard_normal(shape)
     np.testing.assert_array_equal(_conv_native.transposed(a), a.T)
     assert _conv_native.transposed(a[:4, :4].copy()) is None  # small: NumPy's copy is faster
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C", "NumPy"])
+@pytest.mark.parametrize("xs, ws, kw", [
+    ((0, 3, 8, 8), (4, 3, 3, 3), {"padding": 1}),                       # batch last
+    ((0, 3, 20, 20), (4, 3, 3, 3), {"padding": 1}),                     # wide columns
+    ((0, 3, 23, 23), (12, 3, 7, 7), {"padding": 3, "stride": 2}),       # pixels last
+    ((0, 4, 1, 1), (8, 4, 3, 3), {"padding": 1}),                       # live taps only
+])
+def test_an_empty_batch_gives_torchs_empty_output_and_zero_gradients(xs, ws, kw, native):
+    x, w, b = _data(xs, ws, np.float32)
+    with _native.native_kernels(native):
+        got = _step(fusegrad, x, w, b, **kw)
+    for a, r in zip(got, _step(torch, x, w, b, **kw)):
+        assert a.shape == r.shape
+        np.testing.assert_array_equal(a, r)

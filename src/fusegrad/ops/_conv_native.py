@@ -81,7 +81,7 @@ def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
     return cols
 
 
-def col2im(cols: np.ndarray, size, s, p, d, oh: int, ow: int, n: int, full,
+def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, full,
            taps) -> np.ndarray | None:
     """The adjoint of `im2col`: batch-last columns (c * taps, oh * ow * n) summed into a new
     (n, c, h, w) array, each pixel's offsets added in order (kernel row, then column) from
@@ -90,7 +90,6 @@ def col2im(cols: np.ndarray, size, s, p, d, oh: int, ow: int, n: int, full,
     if fn is None:
         return None
     (r0, r1), (q0, q1) = taps
-    c = cols.size // ((r1 - r0) * (q1 - q0) * oh * ow * n)
     h, w = size
     gi = np.empty((n, c, h, w), dtype=cols.dtype)
     ca, ga = _native.address(cols), _native.address(gi)

@@ -255,13 +255,14 @@ def _sample_cols(x, k, s, p, d, wide: bool, taps=None, ones_row: bool = False):
         oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0])
         ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1])
         cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)), True)
+        rows = c * (r1 - r0) * (c1 - c0)  # (an empty batch cannot reshape with -1)
         if cols is not None:  # in C: read straight from x, no padded copy
-            return cols.reshape(n, -1, oh * ow), oh, ow, ow
+            return cols.reshape(n, rows, oh * ow), oh, ow, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         oh, ow = win.shape[4:]
         cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
         _parallel.copyto(cols, win)  # im2col, a block of samples per thread
-        return cols.reshape(n, -1, oh * ow), oh, ow, ow
+        return cols.reshape(n, rows, oh * ow), oh, ow, ow
     xp = _padded(x, p)
     hp, wp = xp.shape[2:]
     oh = hp - d[0] * (k[0] - 1)
@@ -348,7 +349,7 @@ def _cols(x, k, s, p, d, batch_last, taps=None):
         cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)),
                                                False)
         if cols is not None:  # in C: read straight from x, no padded copy
-            return cols.reshape(-1, x.shape[0] * oh * ow), oh, ow
+            return cols.reshape(x.shape[1] * (r1 - r0) * (c1 - c0), x.shape[0] * oh * ow), oh, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         n, c, kh, kw, oh, ow = win.shape
         cols = _workspace.scratch("conv.cols", (c, kh, kw, n, oh, ow), win.dtype)
@@ -386,7 +387,7 @@ def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
     if batch_last and h * w > 1:
         # In C: each channel's sums and move out in one pass, without the GIL (over 1x1
         # images NumPy's three passes are as fast: the move out is a scattered store).
-        gi = _conv_native.col2im(cols, size, s, p, d, oh, ow, n, (full_h, full_w),
+        gi = _conv_native.col2im(cols, c, size, s, p, d, oh, ow, n, (full_h, full_w),
                                  ((r0, r1), (c0, c1)))
         if gi is not None:
             return gi
@@ -668,7 +669,7 @@ def _conv_wide(x, w, b, s, p, d, groups):
     if with_bias:
         wm = np.concatenate([wm, b.reshape(1, o, 1).astype(wm.dtype, copy=False)], axis=2)
     prod = _workspace.scratch("conv.out", (n, groups, og, oh * width), cols.dtype)
-    _parallel.matmul(wm, cols.reshape(n, groups, -1, oh * width), out=prod)
+    _parallel.matmul(wm, cols.reshape(n, groups, cols.shape[1] // groups, oh * width), out=prod)
     src = prod.reshape(n, o, oh, width)[..., :ow]
     out = np.empty((n, o, oh, ow), dtype=prod.dtype)
     if b is not None and not with_bias:
