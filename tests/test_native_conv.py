@@ -1,4 +1,4 @@
-"""A 2-D convolution's layout work in C (`ops/native/conv.c`: im2col, batch-last col2im, the
+"""A 2-D convolution's layout work in C (`ops/native/conv.c`: im2col and col2im, the
 batch axis moved first or last): forward and backward match PyTorch with the C kernels
 on and off, the C kernels give the NumPy path's bits where both compute the same sums, and
 two threads give one thread's bits."""

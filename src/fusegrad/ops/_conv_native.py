@@ -82,25 +82,27 @@ def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
 
 
 def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, full,
-           taps) -> np.ndarray | None:
-    """The adjoint of `im2col`: batch-last columns (c * taps, oh * ow * n) summed into a new
-    (n, c, h, w) array, each pixel's offsets added in order (kernel row, then column) from
-    zero; `full` is the (height, width) of the canvas the windows cover. None without C."""
-    fn = _kernel("col2im_bl", "pppiiiiiiiiiiiiiiiiiiii", cols)
+           taps, batch_last: bool = True) -> np.ndarray | None:
+    """The adjoint of `im2col` (`batch_last`) or `im2col_pixels_last`'s (c, taps, n, oh, ow)
+    columns: columns (c * taps, oh * ow * n) summed into a new (n, c, h, w) array, each
+    pixel's offsets added in order (kernel row, then column) from zero; `full` is the
+    (height, width) of the canvas the windows cover. None without C."""
+    fn = _kernel("col2im_bl" if batch_last else "col2im_pl", "pppiiiiiiiiiiiiiiiiiiii", cols)
     if fn is None:
         return None
     (r0, r1), (q0, q1) = taps
     h, w = size
     gi = np.empty((n, c, h, w), dtype=cols.dtype)
     ca, ga = _native.address(cols), _native.address(gi)
-    canvas = (full[0] * full[1] * n,)
+    canvas = (full[0] * full[1] * (n if batch_last else 1),)
 
     def channels(a: int, b: int) -> None:
         acc = _workspace.scratch("conv.acc", canvas, cols.dtype)  # this thread's own
         fn(ca, ga, _native.address(acc), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
            oh, ow, r0, r1, q0, q1, full[0], full[1], a, b)
 
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape))
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape,
+                                                     batch_last))
     return gi
 
 

@@ -384,11 +384,11 @@ def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
     h, w = size
     full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
     full_w = max(w + 2 * p[1], (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1)
-    if batch_last and h * w > 1:
+    if h * w > 1 or not batch_last:
         # In C: each channel's sums and move out in one pass, without the GIL (over 1x1
         # images NumPy's three passes are as fast: the move out is a scattered store).
         gi = _conv_native.col2im(cols, c, size, s, p, d, oh, ow, n, (full_h, full_w),
-                                 ((r0, r1), (c0, c1)))
+                                 ((r0, r1), (c0, c1)), batch_last)
         if gi is not None:
             return gi
     two_stage = batch_last and c1 - c0 >= TWO_STAGE_MIN_WIDTH

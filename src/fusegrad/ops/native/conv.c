@@ -134,6 +134,37 @@ void NAME(const T *cols, T *gi, T *acc, int64_t n, int64_t c, int64_t h, int64_t
 COL2IM_BL(float, col2im_bl_f32)
 COL2IM_BL(double, col2im_bl_f64)
 
+/* col2im, pixels last: the adjoint of im2col_pl's (c, taps, n, oh, ow) layout. cols summed
+   into gi (n, c, h, w), channels [start, stop). Per channel and sample the offsets are added
+   in order (kernel row, then column) into `acc`, an (fh, fw) scratch zeroed first (the
+   padded canvas the windows cover), whose inner (h, w) is then copied out. */
+#define COL2IM_PL(T, NAME)                                                                 \
+void NAME(const T *cols, T *gi, T *acc, int64_t n, int64_t c, int64_t h, int64_t w,        \
+          int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,          \
+          int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,          \
+          int64_t fh, int64_t fw, int64_t start, int64_t stop) {                           \
+    const int64_t pix = oh * ow, taps = (r1 - r0) * (q1 - q0);                             \
+    for (int64_t ci = start; ci < stop; ci++)                                              \
+    for (int64_t b = 0; b < n; b++) {                                                      \
+        memset(acc, 0, sizeof(T) * fh * fw);                                               \
+        const T *src = cols + (ci * taps * n + b) * pix;                                   \
+        for (int64_t i = r0; i < r1; i++)                                                  \
+        for (int64_t j = q0; j < q1; j++, src += n * pix) {                                \
+            const T *__restrict s = src;                                                   \
+            for (int64_t oy = 0; oy < oh; oy++, s += ow) {                                 \
+                T *__restrict d = acc + (oy * sh + i * dh) * fw + j * dw;                  \
+                if (sw == 1) for (int64_t ox = 0; ox < ow; ox++) d[ox] += s[ox];           \
+                else for (int64_t ox = 0; ox < ow; ox++) d[ox * sw] += s[ox];              \
+            }                                                                              \
+        }                                                                                  \
+        T *out = gi + (b * c + ci) * h * w;                                                \
+        for (int64_t y = 0; y < h; y++)                                                    \
+            memcpy(out + y * w, acc + (y + ph) * fw + pw, sizeof(T) * w);                  \
+    }                                                                                      \
+}
+COL2IM_PL(float, col2im_pl_f32)
+COL2IM_PL(double, col2im_pl_f64)
+
 /* A transpose: src (rows, cols) -> dst (cols, rows), over source rows [r0, r1) and columns
    [q0, q1); with `bias` (not NULL), bias[r / per] is added to row r's values (no add
    otherwise, so a -0 stays -0). In 8 x 8 tiles, the outer loop over the shorter side, so
