@@ -377,9 +377,10 @@ TWO_STAGE_MIN_WIDTH = 4
 
 
 def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
-    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, one strided add per
-    kernel offset over all channels and samples (kh*kw vectorised adds, not per pixel), or
-    per kernel row and column (`TWO_STAGE_MIN_WIDTH`)."""
+    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, in C per channel
+    (`_conv_native.col2im`) or else one strided add per kernel offset over all channels and
+    samples (kh*kw vectorised adds, not per pixel), or per kernel row and column
+    (`TWO_STAGE_MIN_WIDTH`)."""
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     h, w = size
     full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
