@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
 from ..autograd.grad_mode import is_grad_enabled
-from . import _parallel, _workspace
+from . import _conv_native, _parallel, _workspace
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
@@ -252,11 +252,17 @@ def _sample_cols(x, k, s, p, d, wide: bool, taps=None, ones_row: bool = False):
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     n, c = x.shape[:2]
     if not wide:
+        oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0])
+        ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1])
+        cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)), True)
+        rows = c * (r1 - r0) * (c1 - c0)  # (an empty batch cannot reshape with -1)
+        if cols is not None:  # in C: read straight from x, no padded copy
+            return cols.reshape(n, rows, oh * ow), oh, ow, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         oh, ow = win.shape[4:]
         cols = _workspace.scratch("conv.cols", win.shape, win.dtype)
         _parallel.copyto(cols, win)  # im2col, a block of samples per thread
-        return cols.reshape(n, -1, oh * ow), oh, ow, ow
+        return cols.reshape(n, rows, oh * ow), oh, ow, ow
     xp = _padded(x, p)
     hp, wp = xp.shape[2:]
     oh = hp - d[0] * (k[0] - 1)
@@ -338,6 +344,12 @@ def _cols(x, k, s, p, d, batch_last, taps=None):
     (see `_taps`), only those kernel offsets' rows. The columns live in a work buffer."""
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     if not batch_last:
+        oh = _out_size(x.shape[2], k[0], s[0], p[0], d[0])
+        ow = _out_size(x.shape[3], k[1], s[1], p[1], d[1])
+        cols = _conv_native.im2col_pixels_last(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)),
+                                               False)
+        if cols is not None:  # in C: read straight from x, no padded copy
+            return cols.reshape(x.shape[1] * (r1 - r0) * (c1 - c0), x.shape[0] * oh * ow), oh, ow
         win = _windows(x, k, s, p, d)[:, :, r0:r1, c0:c1]
         n, c, kh, kw, oh, ow = win.shape
         cols = _workspace.scratch("conv.cols", (c, kh, kw, n, oh, ow), win.dtype)
@@ -346,6 +358,9 @@ def _cols(x, k, s, p, d, batch_last, taps=None):
     n, c, h, w = x.shape
     oh = _out_size(h, k[0], s[0], p[0], d[0])
     ow = _out_size(w, k[1], s[1], p[1], d[1])
+    cols = _conv_native.im2col(x, s, p, d, oh, ow, ((r0, r1), (c0, c1)))
+    if cols is not None:  # in C: one pass per channel, shared without the GIL
+        return cols.reshape(c * (r1 - r0) * (c1 - c0), oh * ow * n), oh, ow
     xt = _padded_batch_last(x, p)
     sc, sh, sw, sn = xt.strides
     win = as_strided(xt[:, r0 * d[0]:, c0 * d[1]:], (c, r1 - r0, c1 - c0, oh, ow, n),
@@ -362,13 +377,21 @@ TWO_STAGE_MIN_WIDTH = 4
 
 
 def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
-    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, one strided add per
-    kernel offset over all channels and samples (kh*kw vectorised adds, not per pixel), or
-    per kernel row and column (`TWO_STAGE_MIN_WIDTH`)."""
+    """The adjoint of `_cols`: columns summed into an (n, c, h, w) image, in C per channel
+    (`_conv_native.col2im`) or else one strided add per kernel offset over all channels and
+    samples (kh*kw vectorised adds, not per pixel), or per kernel row and column
+    (`TWO_STAGE_MIN_WIDTH`)."""
     (r0, r1), (c0, c1) = taps if taps is not None else ((0, k[0]), (0, k[1]))
     h, w = size
     full_h = max(h + 2 * p[0], (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1)
     full_w = max(w + 2 * p[1], (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1)
+    if h * w > 1 or not batch_last:
+        # In C: each channel's sums and move out in one pass, without the GIL (over 1x1
+        # images NumPy's three passes are as fast: the move out is a scattered store).
+        gi = _conv_native.col2im(cols, c, size, s, p, d, oh, ow, n, (full_h, full_w),
+                                 ((r0, r1), (c0, c1)), batch_last)
+        if gi is not None:
+            return gi
     two_stage = batch_last and c1 - c0 >= TWO_STAGE_MIN_WIDTH
     if batch_last:
         acc = _workspace.zeros("conv.acc", (c, full_h, full_w, n), cols.dtype)
@@ -424,9 +447,12 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     gi = gw = None
     gt = None
     if need_x or not per_sample:
-        src = g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3)
-        gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
-        _parallel.copyto(gt, src)
+        gt = (_conv_native.batch_last(g.reshape(n, o, oh * ow), "conv.gt")
+              if bl and g.flags.c_contiguous else None)
+        if gt is None:
+            src = g.transpose(1, 2, 3, 0) if bl else g.transpose(1, 0, 2, 3)
+            gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
+            _parallel.copyto(gt, src)
         gt = gt.reshape(groups, og, oh * ow * n)
     if need_w:
         if per_sample:
@@ -463,8 +489,11 @@ def _weight_grad_gemm(gt, cols):
     faster orientation for the shapes (the result C-contiguous either way)."""
     og, ckk = gt.shape[1], cols.shape[1]
     if ckk >= og and og <= ROWS_FIRST_MAX_OUT:
-        return np.ascontiguousarray(
-            _parallel.matmul(cols, gt.transpose(0, 2, 1)).transpose(0, 2, 1))
+        prod = _parallel.matmul(cols, gt.transpose(0, 2, 1))
+        out = _conv_native.transposed(prod[0]) if prod.shape[0] == 1 else None
+        if out is not None:  # in C, in tiles
+            return out[None]
+        return np.ascontiguousarray(prod.transpose(0, 2, 1))
     return _parallel.matmul(gt, cols.transpose(0, 2, 1))
 
 
@@ -600,15 +629,19 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
         _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                   cols.reshape(groups, ckk, oh * ow * n), out=out_t)
-        out_t = out_t.reshape(o, oh, ow, n)
-        out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
-        if b is not None:
-            bias = _work(b).reshape(1, o, 1, 1)
-            src = out_t.transpose(3, 0, 1, 2)
+        bias = None if b is None else _work(b)
+        # In C: the batch moved first and the bias added in one pass.
+        out = _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias)
+        if out is not None:
+            out = out.reshape(n, o, oh, ow)
+        elif b is not None:
+            out = np.empty((n, o, oh, ow), dtype=out_t.dtype)
+            bias = bias.reshape(1, o, 1, 1)
+            src = out_t.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
             _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n,
                                  out.size)
         else:
-            _parallel.copyto(out, out_t.transpose(3, 0, 1, 2))
+            out = _parallel.copy(out_t.reshape(o, oh, ow, n).transpose(3, 0, 1, 2))
     else:  # large images: per-sample GEMMs are big enough, and need no output transpose
         if _wide(x4.shape, (kh, kw), s, p, d, oh, ow):
             out = _conv_wide(x4, w4, None if b is None else _work(b), s, p, d, groups)
@@ -637,7 +670,7 @@ def _conv_wide(x, w, b, s, p, d, groups):
     if with_bias:
         wm = np.concatenate([wm, b.reshape(1, o, 1).astype(wm.dtype, copy=False)], axis=2)
     prod = _workspace.scratch("conv.out", (n, groups, og, oh * width), cols.dtype)
-    _parallel.matmul(wm, cols.reshape(n, groups, -1, oh * width), out=prod)
+    _parallel.matmul(wm, cols.reshape(n, groups, cols.shape[1] // groups, oh * width), out=prod)
     src = prod.reshape(n, o, oh, width)[..., :ow]
     out = np.empty((n, o, oh, ow), dtype=prod.dtype)
     if b is not None and not with_bias:

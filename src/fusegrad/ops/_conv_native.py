@@ -1,0 +1,165 @@
+"""The layout work of a batch-last 2-D convolution in C (`ops/native/conv.c`): im2col
+straight from the (n, c, h, w) input into columns ordered (channel, kernel offset, output
+pixel, sample), col2im straight back into an (n, c, h, w) gradient, and the moves of the
+batch axis between first and last (with the bias add on the way out of the GEMM).
+
+NumPy builds each of these from several passes (a padded batch-last copy, then a strided
+copy; kh * kw strided adds into an accumulator, then a transposing copy), which share the
+GIL when split between threads; here each is one C call per range of channels, run on the
+intra-op pool without the GIL (`_parallel.share_by_cost`). Every function returns None when
+the C kernels are off or unavailable, or the arrays are not float32 / float64 and
+C-contiguous: the caller then takes its NumPy path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _native, _parallel, _workspace
+
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+
+
+def _kernel(name: str, args: str, *arrays: np.ndarray):
+    """C function `name` for the dtype of `arrays` (all of it, C-contiguous), else None."""
+    suffix = _SUFFIX.get(arrays[0].dtype)
+    if suffix is None or not _native.enabled():
+        return None
+    for a in arrays:
+        if a.dtype != arrays[0].dtype or not a.flags.c_contiguous:
+            return None
+    return _native.function("conv", f"{name}_{suffix}", args)
+
+
+def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
+    """Batch-last columns of 4-D `x` for kernel offsets `taps` ((r0, r1), (q0, q1)):
+    (c, r1 - r0, q1 - q0, oh, ow, n) in the work buffer "conv.cols"; None without C."""
+    fn = _kernel("im2col_bl", "pppiiiiiiiiiiiiiiiiii", x)
+    if fn is None:
+        return None
+    n, c, h, w = x.shape
+    (r0, r1), (q0, q1) = taps
+    cols = _workspace.scratch("conv.cols", (c, r1 - r0, q1 - q0, oh, ow, n), x.dtype)
+    xa, ca = _native.address(x), _native.address(cols)
+    padded = ((h + 2 * p[0]) * (w + 2 * p[1]) * n,)
+
+    def channels(a: int, b: int) -> None:
+        t = _workspace.scratch("conv.im2col_t", padded, x.dtype)  # this thread's own
+        fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
+           oh, ow, r0, r1, q0, q1, a, b)
+
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape))
+    return cols
+
+
+def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
+                       batch_first: bool) -> np.ndarray | None:
+    """Columns of 4-D `x` for kernel offsets `taps`, the pixels last: (n, c, r1 - r0,
+    q1 - q0, oh, ow) when `batch_first`, else (c, r1 - r0, q1 - q0, n, oh, ow), in the work
+    buffer "conv.cols"; None without C."""
+    fn = _kernel("im2col_pl", "pppiiiiiiiiiiiiiiiiiiiii", x)
+    if fn is None:
+        return None
+    n, c, h, w = x.shape
+    (r0, r1), (q0, q1) = taps
+    kk = (r1 - r0) * (q1 - q0)
+    pix = oh * ow
+    if batch_first:
+        shape, cs, bs, ts = (n, c, r1 - r0, q1 - q0, oh, ow), kk * pix, c * kk * pix, pix
+    else:
+        shape, cs, bs, ts = (c, r1 - r0, q1 - q0, n, oh, ow), kk * n * pix, pix, n * pix
+    cols = _workspace.scratch("conv.cols", shape, x.dtype)
+    xa, ca = _native.address(x), _native.address(cols)
+    padded = ((h + 2 * p[0]) * -(-(w + 2 * p[1]) // s[1]) * s[1],)
+
+    def channels(a: int, b: int) -> None:
+        t = _workspace.scratch("conv.im2col_t", padded, x.dtype)  # this thread's own
+        fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1], oh,
+           ow, r0, r1, q0, q1, cs, bs, ts, a, b)
+
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col_pl", x.shape, shape))
+    return cols
+
+
+def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, full,
+           taps, batch_last: bool = True) -> np.ndarray | None:
+    """The adjoint of `im2col` (`batch_last`) or `im2col_pixels_last`'s (c, taps, n, oh, ow)
+    columns: columns (c * taps, oh * ow * n) summed into a new (n, c, h, w) array, each
+    pixel's offsets added in order (kernel row, then column) from zero; `full` is the
+    (height, width) of the canvas the windows cover. None without C."""
+    fn = _kernel("col2im_bl" if batch_last else "col2im_pl", "pppiiiiiiiiiiiiiiiiiiii", cols)
+    if fn is None:
+        return None
+    (r0, r1), (q0, q1) = taps
+    h, w = size
+    gi = np.empty((n, c, h, w), dtype=cols.dtype)
+    ca, ga = _native.address(cols), _native.address(gi)
+    canvas = (full[0] * full[1] * (n if batch_last else 1),)
+
+    def channels(a: int, b: int) -> None:
+        acc = _workspace.scratch("conv.acc", canvas, cols.dtype)  # this thread's own
+        fn(ca, ga, _native.address(acc), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
+           oh, ow, r0, r1, q0, q1, full[0], full[1], a, b)
+
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape,
+                                                     batch_last))
+    return gi
+
+
+def batch_first(t: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """(o, pixels, n) `t` as a new (n, o, pixels) array, plus `bias` (o,) when given; None
+    without C."""
+    fn = (_kernel("transpose", "pppiiiiiii", t) if bias is None
+          else _kernel("transpose", "pppiiiiiii", t, bias))
+    if fn is None:
+        return None
+    o, pixels, n = t.shape
+    rows = o * pixels
+    out = np.empty((n, o, pixels), dtype=t.dtype)
+    ta, oa = _native.address(t), _native.address(out)
+    ba = None if bias is None else _native.address(bias)
+
+    def channels(a: int, b: int) -> None:  # t as (o * pixels, n): rows of channels a..b
+        fn(ta, oa, ba, rows, n, pixels, a * pixels, b * pixels, 0, n)
+
+    _parallel.share_by_cost(channels, o, t.size, ("conv.batch_first", t.shape))
+    return out
+
+
+def batch_last(g: np.ndarray, slot: str) -> np.ndarray | None:
+    """(n, o, pixels) `g` as (o, pixels, n) in the work buffer `slot`; None without C."""
+    fn = _kernel("transpose", "pppiiiiiii", g)
+    if fn is None:
+        return None
+    n, o, pixels = g.shape
+    cols = o * pixels
+    out = _workspace.scratch(slot, (o, pixels, n), g.dtype)
+    ga, oa = _native.address(g), _native.address(out)
+
+    def channels(a: int, b: int) -> None:  # g as (n, o * pixels): columns of channels a..b
+        fn(ga, oa, None, n, cols, 1, 0, n, a * pixels, b * pixels)
+
+    _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape))
+    return out
+
+
+# Below this many values NumPy's transposing copy is faster than a call into C (whose
+# fixed cost is a few microseconds).
+SMALL = 1 << 14
+
+
+def transposed(a: np.ndarray) -> np.ndarray | None:
+    """A new C-contiguous array holding the transpose of 2-D `a`; None without C or when
+    `a` is small (`SMALL`)."""
+    fn = _kernel("transpose", "pppiiiiiii", a) if a.size >= SMALL else None
+    if fn is None:
+        return None
+    rows, cols = a.shape
+    out = np.empty((cols, rows), dtype=a.dtype)
+    aa, oa = _native.address(a), _native.address(out)
+
+    def part(i: int, j: int) -> None:  # source rows i..j
+        fn(aa, oa, None, rows, cols, 1, i, j, 0, cols)
+
+    _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape))
+    return out
