@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
-from . import _parallel
+from . import _native, _parallel
 from ._util import Spec, rand_array
 from .nn import _legacy, _register_multi, _work
 from .normalization import (
@@ -35,7 +35,9 @@ from .normalization import (
     _spread,
     _stat_dtype,
     _stat_np,
+    native_layout,
     rowwise,
+    vector,
 )
 from .reductions import sum_dim
 from .registry import Sample
@@ -55,6 +57,12 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:  # no values: zero sums, an empty input gradient
         return np.zeros(x.shape, dt), np.zeros((c,), sdt), np.zeros((c,), sdt)
+    native = _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, need_i)
+    if native is not None:
+        gi, sums, invstd = native
+        return (np.zeros(x.shape, dt) if gi is None else gi,
+                (sums[1] * invstd).astype(sdt) if need_w else np.zeros((c,), sdt),
+                sums[0].astype(sdt) if need_b else np.zeros((c,), sdt))
     # Computed on (N, C * L) rows, per-channel factors spread along them (`_spread`).
     g2 = _work(g).reshape(n, -1)
     length = g2.shape[1] // c
@@ -91,6 +99,41 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     return (np.zeros(x.shape, dt) if gi is None else gi,
             np.zeros((c,), sdt) if gw is None or not need_w else gw.astype(sdt, copy=False),
             np.zeros((c,), sdt) if gb is None or not need_b else gb.astype(sdt, copy=False))
+
+
+def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, need_i):
+    """The kernel's sums and input gradient in C (ops/native/norm.c), channels shared between
+    threads: (grad_input or None, sums (2, C): sum(g) and sum(g * (x - mean)) per channel,
+    invstd in double). None where the NumPy path runs: other dtypes or layouts, a gradient
+    that is not C-contiguous, or native kernels off."""
+    layout = native_layout(x)
+    if layout is None or g.shape != x.shape or not g.flags.c_contiguous or \
+            (train and (save_mean is None or save_invstd is None)) or \
+            (not train and (rm is None or rv is None)):
+        return None
+    n, c, length, sfx = layout
+    fn = _native.function("norm", "bn_backward_" + sfx, "pppppppiiiiii")
+    if fn is None:
+        return None
+    if train:
+        mean, invstd = (np.ascontiguousarray(a, np.float64) for a in (save_mean, save_invstd))
+    else:
+        mean = np.ascontiguousarray(rm, np.float64)
+        invstd = 1.0 / np.sqrt(np.asarray(rv, np.float64) + eps)
+    gi = np.empty(x.shape, x.dtype) if need_i else None
+    sums = np.empty((2, c))
+    w = vector(w, x.dtype)
+    address = _native.address
+    ptrs = (address(g), address(x), address(mean), address(invstd),
+            None if w is None else address(w), None if gi is None else address(gi),
+            address(sums))
+
+    def part(i: int, j: int) -> None:
+        fn(*ptrs, int(train), n, c, length, i, j)
+
+    _parallel.share_by_cost(part, c, 2 * x.size, ("bn_backward", train, need_i, x.shape,
+                                                   x.dtype))
+    return gi, sums, invstd
 
 
 def _meta(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
