@@ -133,53 +133,44 @@ def _ptr(a: np.ndarray | None) -> int | None:
 
 
 def _bn_native(x, w, b, rm, rv, training, momentum, eps):
-    """`_bn_kernel` in C (ops/native/norm.c): training, each channel's statistics in double
-    and the normalized output in one call; evaluation, one affine pass. Channels are shared
-    between threads. None where the NumPy path runs (see `native_layout`)."""
+    """`_bn_kernel` in C (ops/native/norm.c): training, each channel's statistics in double,
+    the normalized output and the running statistics' update in one call; evaluation, one
+    affine pass. Channels are shared between threads. None where the NumPy path runs (see
+    `native_layout`; running statistics that are not contiguous)."""
     layout = native_layout(x)
-    if layout is None or (not training and (rm is None or rv is None
-                                            or x.size < EVAL_NATIVE_MIN)):
+    if layout is None:
+        return None
+    if training:
+        if rm is not None and not (rm.flags.c_contiguous and rv.flags.c_contiguous
+                                   and rm.flags.writeable and rv.flags.writeable):
+            return None  # (the NumPy path writes them through their strides)
+    elif rm is None or rv is None or x.size < EVAL_NATIVE_MIN:
         return None
     n, c, length, sfx = layout
     if training:
-        fn = _native.function("norm", "bn_forward_" + sfx, "pppppdiiiii")
+        fn = _native.function("norm", "bn_forward_" + sfx, "ppppppppddiiiii")
     else:
-        fn = _native.function("norm", "bn_affine_" + sfx, "pppppiiiii")
+        fn = _native.function("norm", "bn_affine_" + sfx, "ppppppdiiiii")
     if fn is None:
         return None
     dt = x.dtype
     out = np.empty(x.shape, dt)
-    px, po = _native.address(x), _native.address(out)
+    w, b = vector(w, dt), vector(b, dt)
     if training:
-        stats = np.empty((3, c))
-        pw, pb, ps = _ptr(vector(w, dt)), _ptr(vector(b, dt)), _native.address(stats)
+        mean, invstd = np.empty(c, dt), np.empty(c, dt)
+        ptrs = tuple(map(_ptr, (x, w, b, out, mean, invstd, rm, rv)))
 
         def part(i: int, j: int) -> None:
-            fn(px, pw, pb, po, ps, eps, n, c, length, i, j)
+            fn(*ptrs, eps, momentum, n, c, length, i, j)
     else:
-        mean = np.asarray(rm, np.float64)
-        invstd = 1.0 / np.sqrt(np.asarray(rv, np.float64) + eps)
-        scale = np.ascontiguousarray(invstd if w is None else invstd * w)
-        shift = np.zeros(c) if b is None else np.asarray(b, np.float64)
-        keep = (np.ascontiguousarray(mean), scale, np.ascontiguousarray(shift))
-        pm, pc, ph = (_native.address(a) for a in keep)
+        mean = invstd = np.zeros((0,), dt)
+        ptrs = tuple(map(_ptr, (x, vector(rm, dt), vector(rv, dt), w, b, out)))
 
         def part(i: int, j: int) -> None:
-            fn(px, pm, pc, ph, po, n, c, length, i, j)
+            fn(*ptrs, eps, n, c, length, i, j)
 
     _parallel.share_by_cost(part, c, x.size, ("bn_forward", training, x.shape, dt))
-    sdt = _stat_np(dt, w, b, rm, rv)
-    if not training:
-        empty = np.zeros((0,), dt)
-        return out, empty, empty.astype(sdt, copy=False)
-    mean, var, invstd = stats
-    if rm is not None:  # the running statistics as the NumPy path updates them
-        m = n * length
-        rm *= 1 - momentum
-        rm += (momentum * mean).astype(rm.dtype)
-        rv *= 1 - momentum
-        rv += (momentum * var * m / max(m - 1, 1)).astype(rv.dtype)
-    return out, mean.astype(sdt), invstd.astype(sdt)
+    return out, mean, invstd
 
 
 def _bn_meta(x, w, b, rm, rv, training, momentum, eps):

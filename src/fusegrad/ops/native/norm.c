@@ -193,20 +193,20 @@ static void put_##SFX(T *mu, T *sc, T *sh, int64_t len, int64_t h, T m, T s, T b
         mu[h * len + j] = m, sc[h * len + j] = s, sh[h * len + j] = b;                    \
 }                                                                                         \
                                                                                           \
-/* Training forward: stats[ch] = mean, stats[c + ch] = biased variance, stats[2c + ch] =  \
-   1 / sqrt(variance + eps) (double), and out = (x - mean) * invstd * w + b (w, b: NULL   \
-   for none). */                                                                          \
-void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, double *stats,          \
-                      double eps, int64_t n, int64_t c, int64_t len, int64_t start,       \
-                      int64_t stop) {                                                     \
+/* Training forward: per channel its mean and 1 / sqrt(biased variance + eps) (computed in \
+   double, saved in save_mean and save_invstd), out = (x - mean) * invstd * w + b (w, b:    \
+   NULL for none), and the running statistics rm, rv (NULL for none) moved `momentum` of    \
+   the way to the mean and the unbiased variance. */                                       \
+void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean,           \
+                      T *save_invstd, T *rm, T *rv, double eps, double momentum,          \
+                      int64_t n, int64_t c, int64_t len, int64_t start, int64_t stop) {   \
     int64_t row = c * len;                                                                \
-    double m = (double)(n * len);                                                         \
-    double acc[SUMS], mq[SUMS], tot[SUMS];                                                \
+    double m = (double)(n * len), unbiased = m / (m > 1 ? m - 1 : 1);                     \
+    double acc[SUMS], mq[SUMS], tot[SUMS], mean[SUMS];                                    \
     T mu[SUMS], sc[SUMS], sh[SUMS];                                                       \
     for (int64_t ch0 = start; ch0 < stop;) {                                              \
         int64_t k = block(n, len, sizeof(T), 2, ch0, stop);                               \
         const T *xb = x + ch0 * len;                                                      \
-        double *mean = stats + ch0, *var = stats + c + ch0, *inv = stats + 2 * c + ch0;   \
         sum_##SFX(xb, n, row, len, k, acc);                                               \
         totals(acc, k, len, tot);                                                         \
         for (int64_t h = 0; h < k; h++) mean[h] = tot[h] / m;                             \
@@ -216,62 +216,77 @@ void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, double *stats,
         totals(acc, k, len, tot);                                                         \
         for (int64_t h = 0; h < k; h++) {                                                 \
             int64_t ch = ch0 + h;                                                         \
-            var[h] = tot[h] / m;                                                          \
-            inv[h] = 1.0 / sqrt(var[h] + eps);                                            \
-            put_##SFX(mu, sc, sh, len, h, (T)mean[h],                                     \
-                      (T)(w ? inv[h] * (double)w[ch] : inv[h]), b ? b[ch] : (T)0);        \
+            double var = tot[h] / m, inv = 1.0 / sqrt(var + eps);                         \
+            save_mean[ch] = (T)mean[h];                                                   \
+            save_invstd[ch] = (T)inv;                                                     \
+            if (rm) {                                                                     \
+                rm[ch] = (T)((double)rm[ch] * (1 - momentum) + momentum * mean[h]);       \
+                rv[ch] = (T)((double)rv[ch] * (1 - momentum) + momentum * var * unbiased); \
+            }                                                                             \
+            put_##SFX(mu, sc, sh, len, h, (T)mean[h], (T)(w ? inv * (double)w[ch] : inv), \
+                      b ? b[ch] : (T)0);                                                  \
         }                                                                                 \
         affine_##SFX(xb, out + ch0 * len, mu, sc, sh, n, row, len, k);                    \
         ch0 += k;                                                                         \
     }                                                                                     \
 }                                                                                         \
                                                                                           \
-/* out = (x - mean) * scale + shift, per-channel factors in double (evaluation mode). */  \
-void bn_affine_##SFX(const T *x, const double *mean, const double *scale,                 \
-                     const double *shift, T *out, int64_t n, int64_t c, int64_t len,     \
-                     int64_t start, int64_t stop) {                                       \
+/* Evaluation forward: out = (x - rm) / sqrt(rv + eps) * w + b, the factors per channel in \
+   double. */                                                                             \
+void bn_affine_##SFX(const T *x, const T *rm, const T *rv, const T *w, const T *b, T *out, \
+                     double eps, int64_t n, int64_t c, int64_t len, int64_t start,        \
+                     int64_t stop) {                                                      \
     T mu[SUMS], sc[SUMS], sh[SUMS];                                                       \
     for (int64_t ch0 = start; ch0 < stop;) {                                              \
         int64_t k = block(n, len, sizeof(T), 2, ch0, stop);                               \
-        for (int64_t h = 0; h < k; h++)                                                   \
-            put_##SFX(mu, sc, sh, len, h, (T)mean[ch0 + h], (T)scale[ch0 + h],            \
-                      (T)shift[ch0 + h]);                                                 \
+        for (int64_t h = 0; h < k; h++) {                                                 \
+            int64_t ch = ch0 + h;                                                         \
+            double inv = 1.0 / sqrt((double)rv[ch] + eps);                                \
+            put_##SFX(mu, sc, sh, len, h, rm[ch], (T)(w ? inv * (double)w[ch] : inv),     \
+                      b ? b[ch] : (T)0);                                                  \
+        }                                                                                 \
         affine_##SFX(x + ch0 * len, out + ch0 * len, mu, sc, sh, n, c * len, len, k);     \
         ch0 += k;                                                                         \
     }                                                                                     \
 }                                                                                         \
                                                                                           \
-/* Backward: sums[ch] = sum(g), sums[c + ch] = sum(g * (x - mean)) (double); with gi not  \
-   NULL, the input's gradient: training, (g - sum(g) / m - (x - mean) * invstd^2 *         \
-   sum(g * (x - mean)) / m) * invstd * w; evaluation, g * invstd * w (w NULL: 1), written  \
-   as ((g - gm) - (x - mu) * kc) * sc with per-channel factors. */                        \
-void bn_backward_##SFX(const T *g, const T *x, const double *mean, const double *invstd,  \
-                       const T *w, T *gi, double *sums, int64_t train, int64_t n,         \
-                       int64_t c, int64_t len, int64_t start, int64_t stop) {             \
+/* Backward over the statistics the forward used: training, the saved mean and invstd;   \
+   evaluation, the running mean (as `mean`) and 1 / sqrt(rv + eps). Per channel, in        \
+   double, sum(g) and sum(g * (x - mean)): gb = sum(g) and gw = invstd * sum(g * (x -      \
+   mean)) where not NULL; with gi not NULL, the input's gradient: training, (g - sum(g) / \
+   m - (x - mean) * invstd^2 * sum(g * (x - mean)) / m) * invstd * w, evaluation,          \
+   g * invstd * w (w NULL: 1), as ((g - gm) - (x - mu) * kc) * sc. */                      \
+void bn_backward_##SFX(const T *g, const T *x, const T *mean, const T *invstd,            \
+                       const T *rv, const T *w, T *gi, T *gw, T *gb, int64_t train,       \
+                       double eps, int64_t n, int64_t c, int64_t len, int64_t start,      \
+                       int64_t stop) {                                                    \
     int64_t row = c * len;                                                                \
     double m = (double)(n * len);                                                         \
-    double acc[SUMS], accx[SUMS], mq[SUMS];                                               \
+    double acc[SUMS], accx[SUMS], mq[SUMS], md[SUMS], sg[SUMS], sgc[SUMS];                \
     T mu[SUMS], sc[SUMS], kc[SUMS], gm[SUMS];                                             \
     for (int64_t ch0 = start; ch0 < stop;) {                                              \
         int64_t k = block(n, len, sizeof(T), 3, ch0, stop);                               \
-        const T *gb = g + ch0 * len, *xb = x + ch0 * len;                                 \
+        const T *gb_ = g + ch0 * len, *xb = x + ch0 * len;                                \
+        for (int64_t h = 0; h < k; h++) md[h] = (double)mean[ch0 + h];                    \
         if (len < LANES)                                                                  \
-            for (int64_t q = 0; q < k * len; q++) mq[q] = mean[ch0 + q / len];            \
-        dot_##SFX(gb, xb, mean + ch0, mq, n, row, len, k, acc, accx);                     \
-        totals(acc, k, len, sums + ch0);                                                  \
-        totals(accx, k, len, sums + c + ch0);                                             \
-        if (gi) {                                                                         \
-            for (int64_t h = 0; h < k; h++) {                                             \
-                int64_t ch = ch0 + h;                                                     \
-                double is = invstd[ch];                                                   \
-                T f_sc = (T)(w ? is * (double)w[ch] : is);                                \
-                T f_kc = train ? (T)(is * is * sums[c + ch] / m) : (T)0;                  \
-                T f_gm = train ? (T)(sums[ch] / m) : (T)0;                                \
-                put_##SFX(mu, sc, kc, len, h, (T)mean[ch], f_sc, f_kc);                   \
-                put_##SFX(gm, gm, gm, len, h, f_gm, f_gm, f_gm);                          \
-            }                                                                             \
+            for (int64_t q = 0; q < k * len; q++) mq[q] = md[q / len];                    \
+        dot_##SFX(gb_, xb, md, mq, n, row, len, k, acc, accx);                            \
+        totals(acc, k, len, sg);                                                          \
+        totals(accx, k, len, sgc);                                                        \
+        for (int64_t h = 0; h < k; h++) {                                                 \
+            int64_t ch = ch0 + h;                                                         \
+            double is = train ? (double)invstd[ch] : 1.0 / sqrt((double)rv[ch] + eps);    \
+            if (gb) gb[ch] = (T)sg[h];                                                    \
+            if (gw) gw[ch] = (T)(sgc[h] * is);                                            \
+            T f_sc = (T)(w ? is * (double)w[ch] : is);                                    \
+            T f_kc = train ? (T)(is * is * sgc[h] / m) : (T)0;                            \
+            T f_gm = train ? (T)(sg[h] / m) : (T)0;                                       \
+            put_##SFX(mu, sc, kc, len, h, mean[ch], f_sc, f_kc);                          \
+            put_##SFX(gm, gm, gm, len, h, f_gm, f_gm, f_gm);                              \
+        }                                                                                 \
+        if (gi)                                                                           \
             for (int64_t i = 0; i < n; i++) {                                             \
-                const T *p = gb + i * row, *r = xb + i * row;                             \
+                const T *p = gb_ + i * row, *r = xb + i * row;                            \
                 T *o = gi + ch0 * len + i * row;                                          \
                 if (len < LANES && train)                                                 \
                     for (int64_t q = 0; q < k * len; q++)                                 \
@@ -290,7 +305,6 @@ void bn_backward_##SFX(const T *g, const T *x, const double *mean, const double 
                             for (int64_t j = 0; j < len; j++) oh[j] = ph[j] * s;          \
                     }                                                                     \
             }                                                                             \
-        }                                                                                 \
         ch0 += k;                                                                         \
     }                                                                                     \
 }
