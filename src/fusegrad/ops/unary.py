@@ -222,6 +222,8 @@ def _relu_derivative(g, out):
     return (g * (out > 0),)
 
 
+# (The lowering's zero comes first too: the generated maximum returns its second argument
+# where the two are equal, so -0.0 stays -0.0.)
 relu = register(
     "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
     derivative=_relu_derivative, save=lambda out, a: (out,),
