@@ -205,7 +205,8 @@ static void put_##SFX(T *mu, T *sc, T *sh, int64_t len, int64_t h, T m, T s, T b
 /* Training forward: per channel its mean and 1 / sqrt(biased variance + eps) (computed in \
    double, saved in save_mean and save_invstd), out = (x - mean) * invstd * w + b (w, b:  \
    NULL for none), and the running statistics rm, rv (NULL for none) moved `momentum` of  \
-   the way to the mean and the unbiased variance. */                                      \
+   the way to the mean (in T, from the saved mean: PyTorch's rounding) and the unbiased   \
+   variance. */                                                                           \
 void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean,           \
                       T *save_invstd, T *rm, T *rv, double eps, double momentum,          \
                       int64_t n, int64_t c, int64_t len, int64_t start, int64_t stop) {   \
@@ -229,7 +230,7 @@ void bn_forward_##SFX(const T *x, const T *w, const T *b, T *out, T *save_mean, 
             save_mean[ch] = (T)mean[h];                                                   \
             save_invstd[ch] = (T)inv;                                                     \
             if (rm) {                                                                     \
-                rm[ch] = (T)((double)rm[ch] * (1 - momentum) + momentum * mean[h]);       \
+                rm[ch] = (T)momentum * (T)mean[h] + (T)(1 - momentum) * rm[ch];           \
                 rv[ch] = (T)((double)rv[ch] * (1 - momentum) + momentum * var * unbiased); \
             }                                                                             \
             put_##SFX(mu, sc, sh, len, h, (T)mean[h], (T)(w ? inv * (double)w[ch] : inv), \
