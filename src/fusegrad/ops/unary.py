@@ -122,7 +122,8 @@ def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
     fn = _native.function("pointwise", "relu_" + _RELU_SUFFIX[a.dtype], "ppii")
     if fn is None:
         return False
-    src, dst = _native.address(a), _native.address(out)
+    src = _native.address(a)
+    dst = src if out is a else _native.address(out)
     n = a.size
     _parallel.share_by_cost(lambda i, j: fn(src, dst, i, j), n, n, ("relu", n, a.dtype))
     return True
