@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
-from . import _parallel
+from . import _native, _parallel
 from ._util import Spec, rand_array
 from .nn import _legacy, _register_multi, _work
 from .normalization import (
@@ -35,7 +35,9 @@ from .normalization import (
     _spread,
     _stat_dtype,
     _stat_np,
+    native_layout,
     rowwise,
+    vector,
 )
 from .reductions import sum_dim
 from .registry import Sample
@@ -55,6 +57,15 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:  # no values: zero sums, an empty input gradient
         return np.zeros(x.shape, dt), np.zeros((c,), sdt), np.zeros((c,), sdt)
+    native = None
+    if sdt == dt:  # (a half input meeting float32 statistics runs in NumPy)
+        native = _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps,
+                                (need_i, need_w, need_b))
+    if native is not None:
+        gi, gw, gb = native
+        return (np.zeros(x.shape, dt) if gi is None else gi,
+                np.zeros((c,), sdt) if gw is None else gw,
+                np.zeros((c,), sdt) if gb is None else gb)
     # Computed on (N, C * L) rows, per-channel factors spread along them (`_spread`).
     g2 = _work(g).reshape(n, -1)
     length = g2.shape[1] // c
@@ -91,6 +102,39 @@ def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     return (np.zeros(x.shape, dt) if gi is None else gi,
             np.zeros((c,), sdt) if gw is None or not need_w else gw.astype(sdt, copy=False),
             np.zeros((c,), sdt) if gb is None or not need_b else gb.astype(sdt, copy=False))
+
+
+def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
+    """The kernel in C (ops/native/norm.c), channels shared between threads: the gradients
+    `mask` asks for, None for the others. None where the NumPy path runs: other dtypes or
+    layouts, a gradient that is not C-contiguous, or native kernels off."""
+    layout = native_layout(x)
+    if layout is None or g.shape != x.shape or not g.flags.c_contiguous or \
+            (train and (save_mean is None or save_invstd is None)) or \
+            (not train and (rm is None or rv is None)):
+        return None
+    n, c, length, sfx = layout
+    fn = _native.function("norm", "bn_backward_" + sfx, "pppppppppidiiiii")
+    if fn is None:
+        return None
+    dt = x.dtype
+    need_i, need_w, need_b = mask
+    gi = np.empty(x.shape, dt) if need_i else None
+    gw = np.empty(c, dt) if need_w else None
+    gb = np.empty(c, dt) if need_b else None
+    if train:
+        stats = (vector(save_mean, dt), vector(save_invstd, dt), None)
+    else:
+        stats = (vector(rm, dt), None, vector(rv, dt))
+    ptrs = tuple(None if a is None else _native.address(a)
+                 for a in (g, x) + stats + (vector(w, dt), gi, gw, gb))
+    flag = int(train)
+
+    def part(i: int, j: int) -> None:
+        fn(*ptrs, flag, eps, n, c, length, i, j)
+
+    _parallel.share_by_cost(part, c, 2 * x.size, ("bn_backward", train, need_i, x.shape, dt))
+    return gi, gw, gb
 
 
 def _meta(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):

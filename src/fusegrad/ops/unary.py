@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from . import _parallel, _workspace
+from . import _native, _parallel, _workspace
 from ._util import (
     F32,
     HALF,
@@ -108,19 +108,43 @@ _RELU_BITS = {dt: (np.int32 if dt.itemsize == 4 else np.int64, zero)
               for dt, zero in _RELU_ZERO.items()}
 
 
+# Contiguous float inputs of at least this many values run relu and its gradient in C
+# (ops/native/pointwise.c), in one pass shared between threads, relu_ in place; below it the
+# ctypes call costs more than NumPy's loop.
+RELU_NATIVE_MIN = 1 << 15
+# The C functions' suffix per dtype.
+_RELU_SUFFIX = {dt: "f32" if dt.itemsize == 4 else "f64" for dt in _RELU_ZERO}
+
+
+def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
+    """relu of contiguous float32/float64 `a` into `out` (`a` itself for relu_) in C,
+    elements shared between threads; False (nothing written) when native kernels are off."""
+    fn = _native.function("pointwise", "relu_" + _RELU_SUFFIX[a.dtype], "ppii")
+    if fn is None:
+        return False
+    src = _native.address(a)
+    dst = src if out is a else _native.address(out)
+    n = a.size
+    _parallel.share_by_cost(lambda i, j: fn(src, dst, i, j), n, n, ("relu", n, a.dtype))
+    return True
+
+
 def _relu_kernel(a):
     zero = _RELU_ZERO.get(a.dtype)
     if zero is not None:
         # (No local for the dtype or size before the common small case: each costs ~20 ns
-        # of a ~1 us call.)
+        # of a ~1 us call.) The zero comes first: NumPy's maximum returns its second
+        # argument where the two are equal, so -0.0 stays -0.0, as PyTorch's relu keeps it.
         if a.size < RELU_SIMD_MIN or not a.flags.c_contiguous:
-            return np.maximum(a, zero)
+            return np.maximum(zero, a)
         dt = a.dtype
         n = a.size
         zeros = _RELU_ZEROS[dt]
         if n <= RELU_ZERO_BLOCK:
-            return np.maximum(a, zeros[:n].reshape(a.shape))
+            return np.maximum(zeros[:n].reshape(a.shape), a)
         out = np.empty(a.shape, dt)
+        if n >= RELU_NATIVE_MIN and _relu_native(a, out):
+            return out
         flat, dst = a.reshape(-1), out.reshape(-1)
         rows = n // RELU_ZERO_BLOCK
         whole = rows * RELU_ZERO_BLOCK
@@ -128,17 +152,27 @@ def _relu_kernel(a):
         dst_rows = dst[:whole].reshape(rows, RELU_ZERO_BLOCK)
 
         def part(i: int, j: int) -> None:  # rows shared between threads
-            np.maximum(src_rows[i:j], zeros, out=dst_rows[i:j])
+            np.maximum(zeros, src_rows[i:j], out=dst_rows[i:j])
 
         _parallel.for_chunks(part, rows, whole)
         if whole < n:
-            np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
+            np.maximum(zeros[:n - whole], flat[whole:], out=dst[whole:])
         return out
     dt = a.dtype
     if dt.kind in "bc":  # `dt == np.bool_` converts the type on every call: test the kind
         _relu_check(dt)
-    out = np.maximum(a, 0)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
+    out = np.maximum(0, a)  # a Python 0 keeps the array's dtype (NumPy 2's promotion)
     return out if out.dtype is dt else out.astype(dt)
+
+
+def _relu_inplace_kernel(a):
+    """relu_'s kernel: a large contiguous float32/float64 input is written in place by the
+    C kernel and returned (dispatch's copy of an array onto itself is free); anything else
+    is computed as relu's and copied in by dispatch."""
+    if a.size >= RELU_NATIVE_MIN and a.dtype in _RELU_SUFFIX and a.flags.c_contiguous and \
+            a.flags.writeable and _relu_native(a, a):
+        return a
+    return _relu_kernel(a)
 
 
 def _relu_meta(a):
@@ -157,6 +191,15 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
         return np.where(np.not_equal(out, 0), g, np.zeros((), g.dtype))
     ints, zero = bits
     n = out.size
+    if n >= RELU_NATIVE_MIN and g.shape == out.shape and g.flags.c_contiguous and \
+            out.flags.c_contiguous:
+        fn = _native.function("pointwise", "relu_grad_" + _RELU_SUFFIX[out.dtype], "pppii")
+        if fn is not None:
+            res = np.empty(out.shape, out.dtype)
+            pg, po, pr = _native.address(g), _native.address(out), _native.address(res)
+            _parallel.share_by_cost(lambda i, j: fn(pg, po, pr, i, j), n, 2 * n,
+                                    ("relu_grad", n, out.dtype))
+            return res
     if n < RELU_ZERO_BLOCK:
         return np.multiply(g.view(ints), np.not_equal(out, zero)).view(g.dtype)
     # A large mask is a temporary in a work buffer, not fresh pages.
@@ -180,10 +223,12 @@ def _relu_derivative(g, out):
     return (g * (out > 0),)
 
 
+# (The lowering's zero comes first too: the generated maximum returns its second argument
+# where the two are equal, so -0.0 stays -0.0.)
 relu = register(
     "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
     derivative=_relu_derivative, save=lambda out, a: (out,),
-    samples=unary_samples(), lowering=lambda v, a: v.maximum(a, 0), onnx="Relu",
+    samples=unary_samples(), lowering=lambda v, a: v.maximum(0, a), onnx="Relu",
     saved_names=("result",))
 _SIGN_COMPLEX = ("Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
                  "use torch.sgn instead.")
@@ -307,7 +352,7 @@ for _op in (log, sin, cos, abs_):
 neg_ = inplace_variant(neg, "neg_")
 pow_ = inplace_variant(pow_scalar, "pow_.Scalar", saves_self=True)
 reciprocal_ = inplace_variant(reciprocal, "reciprocal_")
-relu_ = inplace_variant(relu, "relu_")
+relu_ = inplace_variant(relu, "relu_", kernel=_relu_inplace_kernel)
 
 
 def _zero(g, *rest):

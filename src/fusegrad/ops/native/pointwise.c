@@ -2,12 +2,13 @@
 #include <stdint.h>
 #include <string.h>
 
-/* relu: out = a where a > 0, +0 where a <= 0, NaN where a is NaN (torch's relu). */
+/* relu: out = +0 where a < 0, else a: zeros keep their sign and NaNs pass unchanged
+   (torch's relu; out may be a itself). */
 #define RELU(T, NAME)                                                                    \
 void NAME(const T *a, T *out, int64_t start, int64_t stop) {                             \
     for (int64_t i = start; i < stop; i++) {                                             \
         T v = a[i];                                                                      \
-        out[i] = (v <= 0) ? (T)0 : v;                                                    \
+        out[i] = (v < 0) ? (T)0 : v;                                                     \
     }                                                                                    \
 }
 RELU(float, relu_f32)
