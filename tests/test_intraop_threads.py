@@ -93,31 +93,6 @@ def test_for_chunks_covers_every_index_once_and_reraises(shared):
         _parallel.for_chunks(fail, 10, 10 * _parallel.MIN_CHUNK)
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_pool_takes_jobs_posted_while_it_watches_and_after_it_sleeps(shared, native):
-    """A pool thread watches the count of posted jobs for a while after each job (in C;
-    without the C kernels it only sleeps), then sleeps on the queue: jobs posted at once,
-    and after its watch has ended, all run."""
-    import threading
-    import time
-
-    from fusegrad.ops import _native
-
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    with _native.native_kernels(native):  # read as the pool starts
-        pool = _parallel._pool(1)
-    assert (pool.wait is not None) == (native and _native.library("runtime") is not None)
-    ran: list = []
-    for pause in (0.0, 0.0, 5 * _parallel.SPIN_NS / 1e9, 0.0, 0.05):
-        time.sleep(pause)
-        done = threading.Event()
-        pool.post(lambda done=done: (ran.append(threading.current_thread().name), done.set()))
-        assert done.wait(30)
-    assert ran == ["fusegrad-intraop-0"] * 5
-    assert int(pool.posted[0]) == 5
-
-
 def test_for_chunks_does_not_wait_for_a_busy_pool_thread(shared):
     """A pool thread that is busy (or not scheduled) leaves its pieces to the caller: the
     call finishes on the calling thread alone, with every index covered once."""

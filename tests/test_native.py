@@ -43,3 +43,11 @@ def test_without_a_compiler_there_are_no_native_kernels(monkeypatch):
     monkeypatch.setattr(_native, "_libraries", {})
     monkeypatch.setattr(_native, "_functions", {})
     assert _native.function("pointwise", "relu_f32", "ppii") is None
+
+
+def test_address_is_the_first_element_of_any_array():
+    base = np.arange(100, dtype=np.float32)
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    for a in (base, base[10:20], base.reshape(10, 10).T, readonly, base[:0], base[::2]):
+        assert _native.address(a) == a.ctypes.data

@@ -31,7 +31,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from . import _blas, _native
+from . import _blas
 
 # Work of fewer units (elements, multiply-adds) is never split nor timed: no kernel is dear
 # enough per unit for it to pay a hand-off.
@@ -63,10 +63,6 @@ MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
 # A product whose shared dimension is at least this many times its larger other dimension
 # (a convolution's weight gradient: few outputs, a batch of pixels deep) is cut along it.
 DEEP_GEMM = 4
-# A pool thread that finishes a job watches for the next one this long (in C, without the
-# GIL) before it sleeps: waking a sleeping thread on a halted virtual CPU costs 50-80 us,
-# paid again by every parallel region of a training step (hundreds per step).
-SPIN_NS = 200_000
 # A copy whose source strides by a multiple of 4 KiB along the last axis runs this many values
 # of that axis at a time (see `copyto`): 32 bytes of float32 per destination run.
 ALIAS_RUN = 8
@@ -75,45 +71,22 @@ ALIAS_RUN = 8
 class _Pool:
     """Worker threads that take jobs (no-argument callables) from one queue, started on
     first use. Lighter than a `ThreadPoolExecutor`: no future or work item per job, a job's
-    result and errors are its own business (`_share` collects them). A worker out of jobs
-    watches the count of posted jobs for `SPIN_NS` (a C loop that holds no GIL, when the C
-    kernels are built) before it sleeps on the queue."""
+    result and errors are its own business (`_share` collects them)."""
 
     def __init__(self, workers: int) -> None:
         import threading  # only once a pool is needed
         from queue import SimpleQueue
 
         self.jobs: SimpleQueue = SimpleQueue()
-        self.posted = np.zeros(1, np.int64)  # jobs posted so far, read by waiting workers
-        self.wait = _native.function("runtime", "wait_for_change", "pii", "i")
         self.size = workers
         for i in range(workers):
             threading.Thread(target=self._serve, name=f"fusegrad-intraop-{i}",
                              daemon=True).start()
 
-    def post(self, job: Callable[[], None]) -> None:
-        """Queue `job` for the first free worker."""
-        self.jobs.put(job)
-        self.posted[0] += 1  # after the put: a worker that sees the new count finds the job
-
     def _serve(self) -> None:
-        from queue import Empty
-
-        get, get_nowait = self.jobs.get, self.jobs.get_nowait
-        wait, posted = self.wait, self.posted
-        where = _native.address(posted)
+        get = self.jobs.get
         while True:
-            if wait is None:
-                get()()
-                continue
-            seen = int(posted[0])
-            try:
-                job = get_nowait()
-            except Empty:
-                if wait(where, seen, SPIN_NS):
-                    continue  # something was posted: take it (or see it taken) at once
-                job = get()
-            job()
+            get()()
 
 
 class _State:
@@ -292,9 +265,9 @@ def _share(fn: Callable[[int, int], None], total: int, pieces: int, claimers: in
             if finish() == pieces:
                 done.release()
 
-    post = _pool(claimers - 1).post
+    put = _pool(claimers - 1).jobs.put
     for _ in range(claimers - 1):
-        post(take)
+        put(take)
     take()
     done.acquire()  # immediate when this thread finished the last piece
     if errors:
