@@ -370,27 +370,3 @@ def test_work_that_runs_slower_shared_runs_whole_and_is_probed_again(threads, mo
     _, whole, shared, _ = _parallel._costs["sleepy"]
     assert whole < shared
 
-
-def test_gil_free_work_is_always_shared(threads, monkeypatch):
-    # One call per piece that releases the GIL (a GEMM, a C kernel): shared whenever it is
-    # cut into pieces, with no whole-against-shared probing; every index covered once.
-    monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
-    monkeypatch.setattr(_parallel, "_costs", {})
-    monkeypatch.setattr(_parallel, "_split_pays", lambda entry: False)  # as if slower
-    fusegrad.set_num_threads(2)
-    seen = np.zeros(64, dtype=np.int64)
-    calls = []
-
-    def fn(i, j):
-        calls.append((i, j))
-        time.sleep(0.001)  # releases the GIL, as a C call does
-        seen[i:j] += 1
-
-    for _ in range(3):
-        calls.clear()
-        _parallel.share_by_cost(fn, 64, 1 << 20, "free", gil_free=True)
-        assert len(calls) > 1
-    assert seen.tolist() == [3] * 64
-    calls.clear()
-    _parallel.share_by_cost(fn, 64, 1 << 20, "held")  # the same work, GIL-bound: whole
-    assert calls == [(0, 64)]

@@ -48,8 +48,7 @@ def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:
         fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1],
            oh, ow, r0, r1, q0, q1, a, b)
 
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape),
-                            gil_free=True)
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col", x.shape, cols.shape))
     return cols
 
 
@@ -78,8 +77,7 @@ def im2col_pixels_last(x: np.ndarray, s, p, d, oh: int, ow: int, taps,
         fn(xa, ca, _native.address(t), n, c, h, w, s[0], s[1], p[0], p[1], d[0], d[1], oh,
            ow, r0, r1, q0, q1, cs, bs, ts, a, b)
 
-    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col_pl", x.shape, shape),
-                            gil_free=True)
+    _parallel.share_by_cost(channels, c, cols.size, ("conv.im2col_pl", x.shape, shape))
     return cols
 
 
@@ -104,7 +102,7 @@ def col2im(cols: np.ndarray, c: int, size, s, p, d, oh: int, ow: int, n: int, fu
            oh, ow, r0, r1, q0, q1, full[0], full[1], a, b)
 
     _parallel.share_by_cost(channels, c, cols.size, ("conv.col2im", cols.shape, gi.shape,
-                                                     batch_last), gil_free=True)
+                                                     batch_last))
     return gi
 
 
@@ -124,7 +122,7 @@ def batch_first(t: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
     def channels(a: int, b: int) -> None:  # t as (o * pixels, n): rows of channels a..b
         fn(ta, oa, ba, rows, n, pixels, a * pixels, b * pixels, 0, n)
 
-    _parallel.share_by_cost(channels, o, t.size, ("conv.batch_first", t.shape), gil_free=True)
+    _parallel.share_by_cost(channels, o, t.size, ("conv.batch_first", t.shape))
     return out
 
 
@@ -141,7 +139,7 @@ def batch_last(g: np.ndarray, slot: str) -> np.ndarray | None:
     def channels(a: int, b: int) -> None:  # g as (n, o * pixels): columns of channels a..b
         fn(ga, oa, None, n, cols, 1, 0, n, a * pixels, b * pixels)
 
-    _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape), gil_free=True)
+    _parallel.share_by_cost(channels, o, g.size, ("conv.batch_last", g.shape))
     return out
 
 
@@ -163,5 +161,5 @@ def transposed(a: np.ndarray) -> np.ndarray | None:
     def part(i: int, j: int) -> None:  # source rows i..j
         fn(aa, oa, None, rows, cols, 1, i, j, 0, cols)
 
-    _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape), gil_free=True)
+    _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape))
     return out

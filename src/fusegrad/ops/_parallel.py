@@ -173,7 +173,7 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
 
 
 def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
-                  key: Hashable, gil_free: bool = False) -> None:
+                  key: Hashable) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
     are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
     thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
@@ -184,11 +184,9 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     Whether sharing pays is measured too (`_split_pays`): work whose pieces make many small
     NumPy calls spends its time passing the GIL between threads, and ran 1.2-2.5x slower
     shared than whole (a convolution's col2im: 3.4 -> 8.7 ms per ResNet-18 step); a GEMM
-    piece is one long call and runs twice as fast on two threads. With `gil_free` (each
-    piece is one call that releases the GIL: a GEMM, a C kernel) work cut into several
-    pieces is always shared: the calling thread claims every piece a busy or late pool
-    thread leaves, so sharing costs it at most a hand-off, and timing both ways would run
-    the slower one every `PROBE_EVERY` calls for nothing."""
+    piece is one long call and runs twice as fast on two threads. Work in C (one call per
+    piece, no GIL) is measured too: a piece of a few hundred microseconds ran slower on the
+    other core (its wake-up, and the data in this core's cache) than whole on this one."""
     threads = num_threads()
     if threads <= 1 or total <= 1 or work < MIN_CHUNK:
         fn(0, total)
@@ -203,7 +201,7 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
             _costs.clear()
         entry = _costs[key] = [0.0, 0.0, 0.0, 0]
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
-    shareable = pieces > 1 and not gil_free
+    shareable = pieces > 1
     if shareable and not _split_pays(entry):
         pieces = 1
     t0 = perf_counter_ns()
@@ -426,9 +424,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         else:
             key = ("matmul", a.shape, b.shape, a.strides, b.strides)
             if by_stack:
-                share_by_cost(stack_part, stack, work, key, gil_free=True)
+                share_by_cost(stack_part, stack, work, key)
             else:
-                share_by_cost(run, pieces, work, key, gil_free=True)
+                share_by_cost(run, pieces, work, key)
     finally:
         if before != 1:
             _blas.set_threads(before)

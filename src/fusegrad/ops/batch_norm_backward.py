@@ -133,8 +133,7 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
     def part(i: int, j: int) -> None:
         fn(*ptrs, flag, eps, n, c, length, i, j)
 
-    _parallel.share_by_cost(part, c, 2 * x.size, ("bn_backward", train, need_i, x.shape, dt),
-                            gil_free=True)
+    _parallel.share_by_cost(part, c, 2 * x.size, ("bn_backward", train, need_i, x.shape, dt))
     return gi, gw, gb
 
 

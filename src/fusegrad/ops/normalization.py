@@ -169,7 +169,7 @@ def _bn_native(x, w, b, rm, rv, training, momentum, eps):
         def part(i: int, j: int) -> None:
             fn(*ptrs, eps, n, c, length, i, j)
 
-    _parallel.share_by_cost(part, c, x.size, ("bn_forward", training, x.shape, dt), gil_free=True)
+    _parallel.share_by_cost(part, c, x.size, ("bn_forward", training, x.shape, dt))
     return out, mean, invstd
 
 

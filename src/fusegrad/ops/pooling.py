@@ -283,7 +283,7 @@ def _maxpool2d_native(x: np.ndarray, plan: _MaxPlan) -> tuple | None:
         fn(*arrays, start, stop, *geometry)
 
     _parallel.share_by_cost(planes, n * c, out.size * plan.kk,
-                            ("maxpool2d", x.shape, x.dtype, geometry), gil_free=True)
+                            ("maxpool2d", x.shape, x.dtype, geometry))
     return out, idx
 
 
@@ -309,7 +309,7 @@ def _maxpool2d_grad_native(g: np.ndarray, idx: np.ndarray, shape: tuple) -> np.n
         fn(*arrays, start, stop, hw, ohw)
 
     _parallel.share_by_cost(planes, rows, rows * (hw + ohw),
-                            ("maxpool2d_grad", tuple(shape), g.shape, g.dtype), gil_free=True)
+                            ("maxpool2d_grad", tuple(shape), g.shape, g.dtype))
     return out
 
 

@@ -125,8 +125,7 @@ def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
     src = _native.address(a)
     dst = src if out is a else _native.address(out)
     n = a.size
-    _parallel.share_by_cost(lambda i, j: fn(src, dst, i, j), n, n, ("relu", n, a.dtype),
-                            gil_free=True)
+    _parallel.share_by_cost(lambda i, j: fn(src, dst, i, j), n, n, ("relu", n, a.dtype))
     return True
 
 
@@ -199,7 +198,7 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
             res = np.empty(out.shape, out.dtype)
             pg, po, pr = _native.address(g), _native.address(out), _native.address(res)
             _parallel.share_by_cost(lambda i, j: fn(pg, po, pr, i, j), n, 2 * n,
-                                    ("relu_grad", n, out.dtype), gil_free=True)
+                                    ("relu_grad", n, out.dtype))
             return res
     if n < RELU_ZERO_BLOCK:
         return np.multiply(g.view(ints), np.not_equal(out, zero)).view(g.dtype)

@@ -150,7 +150,7 @@ class Adam(Optimizer):
         def part(start: int, stop: int) -> None:
             fn(*addresses, start, stop, *consts)
 
-        _parallel.share_by_cost(part, n, n, ("adam", n, flags, name), gil_free=True)
+        _parallel.share_by_cost(part, n, n, ("adam", n, flags, name))
         return True
 
     def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,

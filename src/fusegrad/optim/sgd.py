@@ -122,7 +122,7 @@ class SGD(Optimizer):
         def part(start: int, stop: int) -> None:
             fn(*args, start, stop, *consts)
 
-        _parallel.share_by_cost(part, n, n, ("sgd", n, flags, name), gil_free=True)
+        _parallel.share_by_cost(part, n, n, ("sgd", n, flags, name))
         if flags & _FIRST:
             state["momentum_buffer"] = Tensor._make(buf)
         return True
