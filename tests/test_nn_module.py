@@ -53,6 +53,7 @@ def test_names_and_traversal():
 
 
 def test_forward_backward_and_steps_match():
+    torch.manual_seed(0)  # PyTorch's default generator starts from fresh entropy
     th, fg = build(torch.nn), build(fnn)
     sync(th, fg)
     x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
