@@ -115,9 +115,12 @@ def test_layer_compiles_to_one_graph(name, train):
         got = _step(fusegrad, compiled, x, kind, step)
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
+        # atol 1e-5: a norm's weight gradient under `sum()` is zero but for float32 rounding
+        # (~1e-6, which PyTorch's own kernels show too), and the C and decomposed kernels
+        # round it differently.
         for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
             np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), err_msg=k, rtol=1e-5,
-                                       atol=1e-5 if test_backend() == "inductor" else 1e-6)
+                                       atol=1e-5)
         for (k, b), c in zip(eager.named_buffers(), compiled_mod.buffers()):
             if test_backend() == "inductor":  # running statistics from fused kernels
                 np.testing.assert_allclose(c.numpy(), b.numpy(), err_msg=k,
@@ -242,9 +245,12 @@ def test_gpt_is_one_graph(train):
                                    atol=1e-6)
         want.sum().backward()
         got.sum().backward()
+        # atol 1e-5: a norm's weight gradient under `sum()` is zero but for float32 rounding
+        # (~1e-6, which PyTorch's own kernels show too), and the C and decomposed kernels
+        # round it differently.
         for (k, p), q in zip(eager.named_parameters(), compiled_mod.parameters()):
             np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), err_msg=k, rtol=1e-5,
-                                       atol=1e-5 if test_backend() == "inductor" else 1e-6)
+                                       atol=1e-5)
     with pytest.raises(AssertionError, match="Cannot forward sequence of length 9"):
         compiled(fusegrad.zeros(1, 9, dtype=fusegrad.long))
     assert counter.graphs == 1
