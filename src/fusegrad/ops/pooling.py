@@ -366,7 +366,8 @@ def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
         out = np.zeros(rows * hw, dtype=g.dtype)
 
         def store(a: int, b: int) -> None:  # rows own disjoint parts of `out`
-            out[pos[a:b].ravel()] = vals[a:b].ravel()
+            # + 0.0: PyTorch adds each gradient to a zero, which turns -0.0 into +0.0.
+            out[pos[a:b].ravel()] = vals[a:b].ravel() + 0.0
 
         _parallel.for_chunks(store, rows, vals.size)
     else:
