@@ -17,18 +17,16 @@ import numpy as np
 
 from . import _native, _parallel, _workspace
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-
 
 def _kernel(name: str, args: str, *arrays: np.ndarray):
     """C function `name` for the dtype of `arrays` (all of it, C-contiguous), else None."""
-    suffix = _SUFFIX.get(arrays[0].dtype)
-    if suffix is None or not _native.enabled():
+    dt = arrays[0].dtype
+    if dt not in _native.SUFFIX or not _native.enabled():
         return None
     for a in arrays:
-        if a.dtype != arrays[0].dtype or not a.flags.c_contiguous:
+        if a.dtype != dt or not a.flags.c_contiguous:
             return None
-    return _native.function("conv", f"{name}_{suffix}", args)
+    return _native.typed("conv", name, dt, args)
 
 
 def im2col(x: np.ndarray, s, p, d, oh: int, ow: int, taps) -> np.ndarray | None:

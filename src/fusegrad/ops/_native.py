@@ -28,9 +28,13 @@ import warnings
 from _thread import allocate_lock
 from collections.abc import Iterator
 
+import numpy as np
+
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
          "-ffp-contract=off", "-fPIC", "-shared")
 HERE = os.path.join(os.path.dirname(__file__), "native")
+# The dtypes the kernels are written for, and the suffix of each one's C function.
+SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
 _TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double,
           "f": ctypes.c_float}
@@ -92,6 +96,13 @@ def function(family: str, name: str, args: str):
         fn.restype = None
         _functions[key] = fn
     return fn
+
+
+def typed(family: str, name: str, dtype, args: str):
+    """`function(family, name + "_" + suffix, args)` for `dtype`'s C function (`SUFFIX`);
+    None for another dtype, or as `function` gives."""
+    suffix = SUFFIX.get(dtype)
+    return None if suffix is None else function(family, f"{name}_{suffix}", args)
 
 
 def enabled() -> bool:

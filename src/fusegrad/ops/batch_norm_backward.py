@@ -113,8 +113,8 @@ def _native_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, mask):
             (train and (save_mean is None or save_invstd is None)) or \
             (not train and (rm is None or rv is None)):
         return None
-    n, c, length, sfx = layout
-    fn = _native.function("norm", "bn_backward_" + sfx, "pppppppppidiiiii")
+    n, c, length = layout
+    fn = _native.typed("norm", "bn_backward", x.dtype, "pppppppppidiiiii")
     if fn is None:
         return None
     dt = x.dtype

@@ -106,21 +106,20 @@ def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     return out, mean.astype(sdt, copy=False), invstd.astype(sdt, copy=False)
 
 
-# The C kernels' suffix per dtype (ops/native/norm.c); other dtypes run in NumPy.
-NATIVE_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Evaluation mode runs in C from this many values: below, NumPy's one broadcast expression
 # costs less than preparing the per-channel factors and the call (~11 us either way at 16k).
 EVAL_NATIVE_MIN = 1 << 15
 
 
 def native_layout(x: np.ndarray) -> tuple | None:
-    """(n, c, len, suffix) of an input batch norm's C kernels take: a non-empty
-    C-contiguous float32/float64 array of two or more dimensions; None otherwise."""
-    sfx = NATIVE_SUFFIX.get(x.dtype)
-    if sfx is None or x.ndim < 2 or not x.size or not x.flags.c_contiguous:
+    """(n, c, len) of an input batch norm's C kernels take (ops/native/norm.c): a
+    non-empty C-contiguous float32/float64 array of two or more dimensions; None otherwise
+    (NumPy runs it)."""
+    if x.dtype not in _native.SUFFIX or x.ndim < 2 or not x.size or \
+            not x.flags.c_contiguous:
         return None
     n, c = x.shape[0], x.shape[1]
-    return n, c, x.size // (n * c), sfx
+    return n, c, x.size // (n * c)
 
 
 def vector(a: np.ndarray | None, dt: np.dtype) -> np.ndarray | None:
@@ -146,11 +145,11 @@ def _bn_native(x, w, b, rm, rv, training, momentum, eps):
             return None  # (the NumPy path writes them through their strides)
     elif rm is None or rv is None or x.size < EVAL_NATIVE_MIN:
         return None
-    n, c, length, sfx = layout
+    n, c, length = layout
     if training:
-        fn = _native.function("norm", "bn_forward_" + sfx, "ppppppppddiiiii")
+        fn = _native.typed("norm", "bn_forward", x.dtype, "ppppppppddiiiii")
     else:
-        fn = _native.function("norm", "bn_affine_" + sfx, "ppppppdiiiii")
+        fn = _native.typed("norm", "bn_affine", x.dtype, "ppppppdiiiii")
     if fn is None:
         return None
     dt = x.dtype

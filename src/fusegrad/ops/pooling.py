@@ -257,18 +257,13 @@ def _first_inside(size: tuple, osz: tuple, k: tuple, s: tuple, p: tuple, d: tupl
     return first
 
 
-# The C kernels' type suffixes (ops/native/pool.c); other dtypes take the NumPy kernels.
-_NATIVE_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 
 def _maxpool2d_native(x: np.ndarray, plan: _MaxPlan) -> tuple | None:
     """(maxima, int64 indices) of the batched 2-D input `x` by the C kernel, its (n, c)
     planes shared between threads (each plane computed alone: the same bits at any thread
     count); None without the kernels or for another dtype."""
-    suffix = _NATIVE_SUFFIX.get(x.dtype)
-    if suffix is None:
-        return None
-    fn = _native.function("pool", "maxpool2d_" + suffix, "pppii" + "i" * 12)
+    fn = _native.typed("pool", "maxpool2d", x.dtype, "pppii" + "i" * 12)
     if fn is None:
         return None
     x = np.ascontiguousarray(x)
@@ -291,10 +286,9 @@ def _maxpool2d_grad_native(g: np.ndarray, idx: np.ndarray, shape: tuple) -> np.n
     """The 2-D max-pool input gradient by the C kernel (each plane zeroed, then the output
     gradients added at their indices in output order, as PyTorch sums them), its planes
     shared between threads; None without the kernels or for another dtype."""
-    suffix = _NATIVE_SUFFIX.get(g.dtype)
-    if suffix is None or idx.dtype != np.int64:
+    if idx.dtype != np.int64:
         return None
-    fn = _native.function("pool", "maxpool2d_grad_" + suffix, "pppiiii")
+    fn = _native.typed("pool", "maxpool2d_grad", g.dtype, "pppiiii")
     if fn is None:
         return None
     g = np.ascontiguousarray(g)

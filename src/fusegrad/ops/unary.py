@@ -115,14 +115,12 @@ _maximum = np.maximum
 # (ops/native/pointwise.c), in one pass shared between threads, relu_ in place; below it the
 # ctypes call costs more than NumPy's loop.
 RELU_NATIVE_MIN = 1 << 15
-# The C functions' suffix per dtype.
-_RELU_SUFFIX = {dt: "f32" if dt.itemsize == 4 else "f64" for dt in _RELU_ZERO}
 
 
 def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
     """relu of contiguous float32/float64 `a` into `out` (`a` itself for relu_) in C,
     elements shared between threads; False (nothing written) when native kernels are off."""
-    fn = _native.function("pointwise", "relu_" + _RELU_SUFFIX[a.dtype], "ppii")
+    fn = _native.typed("pointwise", "relu", a.dtype, "ppii")
     if fn is None:
         return False
     src = _native.address(a)
@@ -172,7 +170,7 @@ def _relu_inplace_kernel(a):
     """relu_'s kernel: a large contiguous float32/float64 input is written in place by the
     C kernel and returned (dispatch's copy of an array onto itself is free); anything else
     is computed as relu's and copied in by dispatch."""
-    if a.size >= RELU_NATIVE_MIN and a.dtype in _RELU_SUFFIX and a.flags.c_contiguous and \
+    if a.size >= RELU_NATIVE_MIN and a.dtype in _native.SUFFIX and a.flags.c_contiguous and \
             a.flags.writeable and _relu_native(a, a):
         return a
     return _relu_kernel(a)
@@ -196,7 +194,7 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     n = out.size
     if n >= RELU_NATIVE_MIN and g.shape == out.shape and g.flags.c_contiguous and \
             out.flags.c_contiguous:
-        fn = _native.function("pointwise", "relu_grad_" + _RELU_SUFFIX[out.dtype], "pppii")
+        fn = _native.typed("pointwise", "relu_grad", out.dtype, "pppii")
         if fn is not None:
             res = np.empty(out.shape, out.dtype)
             pg, po, pr = _native.address(g), _native.address(out), _native.address(res)

@@ -12,7 +12,6 @@ from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
 _MAXIMIZE, _DECOUPLED, _L2, _AMSGRAD = 1, 2, 4, 8
-_KERNELS = {np.dtype(np.float32): "adam_f32", np.dtype(np.float64): "adam_f64"}
 
 
 def adam_state(data: np.ndarray) -> dict:
@@ -119,16 +118,15 @@ class Adam(Optimizer):
         without the C kernels, for arrays of another dtype or layout, or hyperparameters
         that are not numbers."""
         n = data.size
-        name = _KERNELS.get(data.dtype)
         m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         arrays = [data, grad, m, v]
         amsgrad = group["amsgrad"]
         if amsgrad:
             arrays.append(state["max_exp_avg_sq"]._data)
-        if name is None or not all(a.dtype == data.dtype and a.shape == data.shape
+        if not all(a.dtype == data.dtype and a.shape == data.shape
                                    and a.flags.c_contiguous for a in arrays):
             return False
-        fn = _native.function("optim", name, "pppppii" + "d" * 8 + "i")
+        fn = _native.typed("optim", "adam", data.dtype, "pppppii" + "d" * 8 + "i")
         if fn is None:
             return False
         (beta1, beta2), lr, wd, eps = group["betas"], group["lr"], group["weight_decay"], \
@@ -150,7 +148,7 @@ class Adam(Optimizer):
         def part(start: int, stop: int) -> None:
             fn(*addresses, start, stop, *consts)
 
-        _parallel.share_by_cost(part, n, n, ("adam", n, flags, name))
+        _parallel.share_by_cost(part, n, n, ("adam", n, flags, data.dtype))
         return True
 
     def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,

@@ -10,7 +10,6 @@ from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
 _MAXIMIZE, _NESTEROV, _MOMENTUM, _FIRST = 1, 2, 4, 8
-_KERNELS = {np.dtype(np.float32): "sgd_f32", np.dtype(np.float64): "sgd_f64"}
 # Parameters of fewer elements keep the NumPy passes: a C call and its three addresses cost
 # more than the passes save (measured per parameter: 6 against 4 us at 2400 elements, 9.6
 # against 10.9 at 30000).
@@ -89,11 +88,10 @@ class SGD(Optimizer):
         n = data.size
         if n < NATIVE_MIN:
             return False
-        name = _KERNELS.get(data.dtype)
-        if name is None or grad.dtype != data.dtype or grad.shape != data.shape or \
+        if grad.dtype != data.dtype or grad.shape != data.shape or \
                 not (data.flags.c_contiguous and grad.flags.c_contiguous):
             return False
-        fn = _native.function("optim", name, "pppiiddddi")
+        fn = _native.typed("optim", "sgd", data.dtype, "pppiiddddi")
         if fn is None:
             return False
         momentum = group["momentum"]
@@ -122,7 +120,7 @@ class SGD(Optimizer):
         def part(start: int, stop: int) -> None:
             fn(*args, start, stop, *consts)
 
-        _parallel.share_by_cost(part, n, n, ("sgd", n, flags, name))
+        _parallel.share_by_cost(part, n, n, ("sgd", n, flags, data.dtype))
         if flags & _FIRST:
             state["momentum_buffer"] = Tensor._make(buf)
         return True
