@@ -119,6 +119,46 @@ def test_recorders_make_the_result_make_plain_makes(shape, name, build, grad):
             assert mine is theirs or mine == theirs, slot
 
 
+def _slots(obj) -> dict:
+    """Every slot of `obj` and its value ("unset" for one left unset)."""
+    names = [n for cls in type(obj).__mro__ for n in getattr(cls, "__slots__", ())
+             if n != "__weakref__"]
+    return {n: getattr(obj, n, "unset") for n in names}
+
+
+@pytest.mark.parametrize("shape,name,build", CASES,
+                         ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
+def test_recorders_make_accumulators_and_saved_outputs_as_graph_does(shape, name, build):
+    """The recorders write `graph.new_accumulator` and `graph.saved_output` out: every slot
+    is set as those functions set it."""
+    graph = fusegrad.autograd.graph
+    op = REGISTRY[name]
+    x, c = _leaf(fusegrad), _leaf(fusegrad, requires_grad=False)
+    args = build(x, c)
+    node = SHAPE_OF[shape](op, *args).grad_fn
+    made = [fn for fn, _ in node.next_functions if isinstance(fn, graph.AccumulateGrad)]
+    # Each use of the leaf itself has an edge to its one accumulator (a view of it, to the
+    # view's node).
+    assert len(made) == sum(a is x for a in args)
+    if made:
+        assert all(fn is made[0] for fn in made) and x._grad_acc() is made[0]
+        mine = _slots(made[0])
+        theirs = _slots(graph.new_accumulator(x))
+        if len(made) > 1:  # met twice: the second edge noted the leaf's shape and dtype
+            assert mine.pop("_meta") == (x._data.shape, x._dtype)
+            assert mine.pop("_meta_of") is x._data
+            theirs.pop("_meta"), theirs.pop("_meta_of")
+        assert mine.keys() == theirs.keys()
+        assert all(mine[k] is theirs[k] for k in mine), (mine, theirs)
+    for v in node._saved:
+        if isinstance(v, graph.SavedOutput):
+            result = SHAPE_OF[shape](op, *build(x, c))
+            mine, theirs = _slots(v), _slots(graph.saved_output(result))
+            assert mine.keys() == theirs.keys()
+            assert all(mine[k] is theirs[k] or mine[k] == theirs[k]
+                       for k in mine if k not in ("data", "vc")), (mine, theirs)
+
+
 @pytest.mark.parametrize("expr", [
     "x.exp()", "x.relu()", "x.sum()", "x * c", "c * x", "x * x", "x @ c.t()", "x * 2.0",
     "x.view(4, 3)", "x[1:].view(8)", "x.transpose(0, 1)", "x[1]", "x.select(1, 2)",

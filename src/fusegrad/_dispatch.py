@@ -47,6 +47,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: 
     _shape,
     _wrap,
     save_partners,
+    save_result,
     sync_view,
 )
 from ._tensor import Tensor

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _tensor
 from ._recording import (
+    _ACCUMULATE_SEQ,
     _F32,
     _F64,
     _FLOAT,
@@ -19,20 +20,23 @@ from ._recording import (
     _OTHER,
     _OUTPUT_VERSIONS,
     _PLAIN,
+    _AccumulateGrad,
     _active,
     _anomaly_state,
     _local,
     _mark_view,
     _ndarray,
     _new,
-    _new_accumulator,
     _record,
     _record_traceback,
     _save_into,
     _save_loop,
     _save_partners,
+    _save_result,
     _saved_output,
+    _SavedOutput,
     _seq,
+    _weakref,
     _wrap,
     sync_view,
 )
@@ -110,8 +114,20 @@ def _call_unary(op, a):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            else:
-                e0 = (_new_accumulator(a), 0)
+            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                acc = _new(_AccumulateGrad)
+                acc.next_functions = ()
+                acc._seq = _ACCUMULATE_SEQ
+                acc._saved = ()
+                acc._x = None
+                acc._out_meta = None
+                acc.variable = a
+                acc._meta_of = None
+                a._grad_acc = _weakref(acc)
+                e0 = (acc, 0)
+                m0 = (a._data.shape, a._dtype)
+            else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                e0 = _NO_EDGE
                 m0 = (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
@@ -120,6 +136,17 @@ def _call_unary(op, a):
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_result and not _active.saved_hooks:
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)
+            node._versions = _OUTPUT_VERSIONS
         else:
             saved = save(result, a)
             n = len(saved)
@@ -249,8 +276,20 @@ def _call_tensors(op, a, b):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                else:
-                    e0 = (_new_accumulator(a), 0)
+                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                    acc = _new(_AccumulateGrad)
+                    acc.next_functions = ()
+                    acc._seq = _ACCUMULATE_SEQ
+                    acc._saved = ()
+                    acc._x = None
+                    acc._out_meta = None
+                    acc.variable = a
+                    acc._meta_of = None
+                    a._grad_acc = _weakref(acc)
+                    e0 = (acc, 0)
+                    m0 = (a._data.shape, a._dtype)
+                else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                    e0 = _NO_EDGE
                     m0 = (a._data.shape, a._dtype)
         if b._base is not None:
             sync_view(b)
@@ -272,8 +311,20 @@ def _call_tensors(op, a, b):
                     else:
                         m1 = acc._meta = (b._data.shape, b._dtype)
                         acc._meta_of = b._data
-                else:
-                    e1 = (_new_accumulator(b), 0)
+                elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                    acc = _new(_AccumulateGrad)
+                    acc.next_functions = ()
+                    acc._seq = _ACCUMULATE_SEQ
+                    acc._saved = ()
+                    acc._x = None
+                    acc._out_meta = None
+                    acc.variable = b
+                    acc._meta_of = None
+                    b._grad_acc = _weakref(acc)
+                    e1 = (acc, 0)
+                    m1 = (b._data.shape, b._dtype)
+                else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                    e1 = _NO_EDGE
                     m1 = (b._data.shape, b._dtype)
         node.next_functions = (e0, e1)
         node._in_meta = (m0, m1)
@@ -282,6 +333,17 @@ def _call_tensors(op, a, b):
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_result and not _active.saved_hooks:
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)
+            node._versions = _OUTPUT_VERSIONS
         elif save is _save_partners and not _active.saved_hooks:
             if b._rg:
                 if a._rg:
@@ -425,8 +487,20 @@ def _call_binary(op, a, b):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            else:
-                e0 = (_new_accumulator(a), 0)
+            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                acc = _new(_AccumulateGrad)
+                acc.next_functions = ()
+                acc._seq = _ACCUMULATE_SEQ
+                acc._saved = ()
+                acc._x = None
+                acc._out_meta = None
+                acc.variable = a
+                acc._meta_of = None
+                a._grad_acc = _weakref(acc)
+                e0 = (acc, 0)
+                m0 = (a._data.shape, a._dtype)
+            else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                e0 = _NO_EDGE
                 m0 = (a._data.shape, a._dtype)
         if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
             node.next_functions = (e0, _NO_EDGE)
@@ -440,6 +514,17 @@ def _call_binary(op, a, b):
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_result and not _active.saved_hooks:
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)
+            node._versions = _OUTPUT_VERSIONS
         elif save is _save_partners and not _active.saved_hooks:
             node._saved = (None, b)
             node._versions = None
@@ -560,8 +645,20 @@ def _call_ints(op, a, b, c):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            else:
-                e0 = (_new_accumulator(a), 0)
+            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                acc = _new(_AccumulateGrad)
+                acc.next_functions = ()
+                acc._seq = _ACCUMULATE_SEQ
+                acc._saved = ()
+                acc._x = None
+                acc._out_meta = None
+                acc.variable = a
+                acc._meta_of = None
+                a._grad_acc = _weakref(acc)
+                e0 = (acc, 0)
+                m0 = (a._data.shape, a._dtype)
+            else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                e0 = _NO_EDGE
                 m0 = (a._data.shape, a._dtype)
         node.next_functions = (e0,)
         node._in_meta = (m0,)
@@ -570,6 +667,17 @@ def _call_ints(op, a, b, c):
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_result and not _active.saved_hooks:
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)
+            node._versions = _OUTPUT_VERSIONS
         else:
             saved = save(result, a, b, c)
             n = len(saved)
@@ -759,8 +867,20 @@ def make_call2(call, call_slow):
                             else:
                                 m0 = acc._meta = (a._data.shape, a._dtype)
                                 acc._meta_of = a._data
-                        else:
-                            e0 = (_new_accumulator(a), 0)
+                        elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                            acc = _new(_AccumulateGrad)
+                            acc.next_functions = ()
+                            acc._seq = _ACCUMULATE_SEQ
+                            acc._saved = ()
+                            acc._x = None
+                            acc._out_meta = None
+                            acc.variable = a
+                            acc._meta_of = None
+                            a._grad_acc = _weakref(acc)
+                            e0 = (acc, 0)
+                            m0 = (a._data.shape, a._dtype)
+                        else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                            e0 = _NO_EDGE
                             m0 = (a._data.shape, a._dtype)
                 if b._base is not None:
                     sync_view(b)
@@ -782,8 +902,20 @@ def make_call2(call, call_slow):
                             else:
                                 m1 = acc._meta = (b._data.shape, b._dtype)
                                 acc._meta_of = b._data
-                        else:
-                            e1 = (_new_accumulator(b), 0)
+                        elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                            acc = _new(_AccumulateGrad)
+                            acc.next_functions = ()
+                            acc._seq = _ACCUMULATE_SEQ
+                            acc._saved = ()
+                            acc._x = None
+                            acc._out_meta = None
+                            acc.variable = b
+                            acc._meta_of = None
+                            b._grad_acc = _weakref(acc)
+                            e1 = (acc, 0)
+                            m1 = (b._data.shape, b._dtype)
+                        else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                            e1 = _NO_EDGE
                             m1 = (b._data.shape, b._dtype)
                 node.next_functions = (e0, e1)
                 node._in_meta = (m0, m1)
@@ -792,6 +924,17 @@ def make_call2(call, call_slow):
                 if save is None:
                     node._saved = ()
                     node._versions = None
+                elif save is _save_result and not _active.saved_hooks:
+                    s = _new(_SavedOutput)
+                    s.data = out
+                    s.dtype = dt
+                    vc = s.vc = result._vc
+                    s.version = vc[0]
+                    s.output_nr = 0
+                    s.requires_grad = dt.category >= _FLOAT
+                    s.fake = None
+                    node._saved = (s,)
+                    node._versions = _OUTPUT_VERSIONS
                 elif save is _save_partners and not _active.saved_hooks:
                     if b._rg:
                         if a._rg:
@@ -932,8 +1075,20 @@ def make_call2(call, call_slow):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                else:
-                    e0 = (_new_accumulator(a), 0)
+                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                    acc = _new(_AccumulateGrad)
+                    acc.next_functions = ()
+                    acc._seq = _ACCUMULATE_SEQ
+                    acc._saved = ()
+                    acc._x = None
+                    acc._out_meta = None
+                    acc.variable = a
+                    acc._meta_of = None
+                    a._grad_acc = _weakref(acc)
+                    e0 = (acc, 0)
+                    m0 = (a._data.shape, a._dtype)
+                else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                    e0 = _NO_EDGE
                     m0 = (a._data.shape, a._dtype)
             if op.tensor_args and 1 in op.tensor_args and b.__class__ is not tuple:
                 node.next_functions = (e0, _NO_EDGE)
@@ -947,6 +1102,17 @@ def make_call2(call, call_slow):
             if save is None:
                 node._saved = ()
                 node._versions = None
+            elif save is _save_result and not _active.saved_hooks:
+                s = _new(_SavedOutput)
+                s.data = out
+                s.dtype = dt
+                vc = s.vc = result._vc
+                s.version = vc[0]
+                s.output_nr = 0
+                s.requires_grad = dt.category >= _FLOAT
+                s.fake = None
+                node._saved = (s,)
+                node._versions = _OUTPUT_VERSIONS
             elif save is _save_partners and not _active.saved_hooks:
                 node._saved = (None, b)
                 node._versions = None

@@ -62,6 +62,7 @@ import numpy as np
 
 from . import _tensor
 from ._recording import (
+    _ACCUMULATE_SEQ,
     _F32,
     _F64,
     _FLOAT,
@@ -71,20 +72,23 @@ from ._recording import (
     _OTHER,
     _OUTPUT_VERSIONS,
     _PLAIN,
+    _AccumulateGrad,
     _active,
     _anomaly_state,
     _local,
     _mark_view,
     _ndarray,
     _new,
-    _new_accumulator,
     _record,
     _record_traceback,
     _save_into,
     _save_loop,
     _save_partners,
+    _save_result,
     _saved_output,
+    _SavedOutput,
     _seq,
+    _weakref,
     _wrap,
     sync_view,
 )
@@ -192,6 +196,9 @@ SHORT_RECORD = '''\
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_result and not _active.saved_hooks:
+{saved_result}
+            node._versions = _OUTPUT_VERSIONS
 {partners}        else:
 {save}
         if _anomaly_state.enabled:
@@ -236,8 +243,20 @@ EDGE_GRAD = '''\
                 else:
                     {m} = acc._meta = ({t}._data.shape, {t}._dtype)
                     acc._meta_of = {t}._data
-            else:
-                {e} = (_new_accumulator({t}), 0)
+            elif {t}._view_ver != -2:  # `_graph.new_accumulator({t})` written out
+                acc = _new(_AccumulateGrad)
+                acc.next_functions = ()
+                acc._seq = _ACCUMULATE_SEQ
+                acc._saved = ()
+                acc._x = None
+                acc._out_meta = None
+                acc.variable = {t}
+                acc._meta_of = None
+                {t}._grad_acc = _weakref(acc)
+                {e} = (acc, 0)
+                {m} = ({t}._data.shape, {t}._dtype)
+            else:  # a view made under no_grad of a leaf requiring grad: no accumulator
+                {e} = _NO_EDGE
                 {m} = ({t}._data.shape, {t}._dtype)
 '''
 
@@ -277,6 +296,21 @@ SAVE = '''\
                     _save_into(node, saved, result)
             else:
                 node._saved, node._versions = _save_loop(saved, result)'''
+
+# The op's own output saved (`_recording.save_result`: exp, tanh, relu), as
+# `_graph.saved_output(result)` makes it, written out: `result` is a plain Tensor, its own
+# first output, and `dt` its dtype. tests/test_recorders.py checks that every slot of
+# SavedOutput is set.
+SAVED_RESULT = '''\
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)'''
 
 # A product's saved values (`_recording.save_partners`, mul's `save`), written out for two
 # operands: each factor when the other requires grad (one of them does, or no Node is made),
@@ -416,6 +450,7 @@ def _shape_body(shape: str) -> str:
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
         edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors),
+        saved_result=SAVED_RESULT,
         partners=PARTNERS.get(shape, ""))
     kernel_call = UFUNC[shape] if shape in UFUNC else KERNEL.format(
         kernel_args=", ".join(kernel_args))

@@ -6,12 +6,14 @@ the argument positions of the inputs and the values its derivative needs saved. 
 commonest call shapes have their own recorders, generated from one template
 (`_recorders`, written to `_recorded_calls`); this module holds the general recorder
 (`_record`, `_new_node`: any arguments, tuple results), view linking (`_mark_view`,
-`sync_view`), mul's save (`save_partners`, which the two-operand recorders write out) and
+`sync_view`), the saves the recorders write out (mul's `save_partners`, and `save_result`) and
 the constants the generated recorders read. Dispatch (`_dispatch`) picks a
 recorder and handles modes, in-place ops and tensor subclasses.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -39,6 +41,15 @@ def save_partners(out, a, b):
 
 
 _save_partners = save_partners
+
+
+def save_result(out, *args):
+    """The op's own output, the one value its derivative needs (exp, tanh, relu: their
+    `save`). The recorders know it by identity and keep it as a SavedOutput themselves."""
+    return (out,)
+
+
+_save_result = save_result
 
 
 def _wrap(out):
@@ -110,6 +121,12 @@ _save_loop = _graph.save_loop
 _saved_output = _graph.saved_output
 _PLAIN = _graph.PLAIN
 _OUTPUT_VERSIONS = _graph.OUTPUT_VERSIONS
+# What the recorders need to make a leaf's accumulator and a SavedOutput themselves
+# (`_graph.new_accumulator` and `_graph.saved_output` written out, a call less per op).
+_AccumulateGrad = _graph.AccumulateGrad
+_ACCUMULATE_SEQ = _graph.ACCUMULATE_SEQ
+_SavedOutput = _graph.SavedOutput
+_weakref = weakref.ref
 _OTHER = object()  # a saved value the recorders' short form leaves to `_save_into`
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call2, plain, save_partners
+from .._dispatch import call2, plain, save_partners, save_result
 from .._dtype import COMPLEX as _COMPLEX
 from ._onnx import add_like
 from ._util import (
@@ -199,7 +199,7 @@ neg = register(
     derivative=lambda g: (-g,), samples=unary_samples(), lowering=lambda v, a: v.neg(a), onnx="Neg")
 reciprocal = register(
     "reciprocal", kernel=unary_kernel(np.reciprocal), meta=unary_meta(), node="ReciprocalBackward0",
-    derivative=lambda g, out: (-g * cj(out * out),), save=lambda out, a: (out,),
+    derivative=lambda g, out: (-g * cj(out * out),), save=save_result,
     samples=unary_samples(domain=(0.5, 2.0)), lowering=lambda v, a: v.truediv(1, a),
     onnx="Reciprocal",
     saved_names=("result",))

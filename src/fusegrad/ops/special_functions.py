@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call
+from .._dispatch import call, save_result
 from . import _bessel_zeta_numpy as _B
 from ._util import (
     HALF,
@@ -115,7 +115,7 @@ special_ndtri = register(
     "special_ndtri", **_no_half("ndtri", unary_meta(), unary_kernel(_B.ndtri)),
     node="SpecialNdtriBackward0",
     derivative=lambda g, out: (g * _SQRT_2PI * (out.square() / 2).exp(),),
-    save=lambda out, a: (out,), saved_names=("result",),
+    save=save_result, saved_names=("result",),
     samples=unary_samples((0.02, 0.98)), domain=(0.02, 0.98))
 
 

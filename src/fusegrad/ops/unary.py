@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import save_result
 from . import _native, _parallel, _workspace
 from ._util import (
     F32,
@@ -41,7 +42,7 @@ def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, meta
 
 
 exp = _unary("exp", np.exp, "ExpBackward0", lambda g, out: (g * cj(out),),
-             lambda out, a: (out,), lowering=lambda v, a: v.unary("exp", a), onnx="Exp",
+             save_result, lowering=lambda v, a: v.unary("exp", a), onnx="Exp",
     saved_names=("result",))
 log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / cj(a),), lambda out, a: (a,),
              domain=(0.1, 3.0), lowering=lambda v, a: v.unary("log", a), onnx="Log",
@@ -52,10 +53,10 @@ sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * cj(a.cos()),),
 cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * cj(a.sin()),),
              lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos")
 tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * cj(1 - out * out),),
-              lambda out, a: (out,), lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
+              save_result, lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
     saved_names=("result",))
 sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),),
-              lambda out, a: (out,), domain=(0.1, 3.0), lowering=lambda v, a: v.unary("sqrt", a),
+              save_result, domain=(0.1, 3.0), lowering=lambda v, a: v.unary("sqrt", a),
               onnx="Sqrt",
     saved_names=("result",))
 
@@ -69,7 +70,7 @@ def _sigmoid(a):
 
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
-                 lambda g, out: (g * cj(out * (1 - out)),), lambda out, a: (out,),
+                 lambda g, out: (g * cj(out * (1 - out)),), save_result,
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
 def _abs_meta(a):
@@ -228,7 +229,7 @@ def _relu_derivative(g, out):
 # where the two are equal, so -0.0 stays -0.0.)
 relu = register(
     "relu", kernel=_relu_kernel, meta=_relu_meta, node="ReluBackward0",
-    derivative=_relu_derivative, save=lambda out, a: (out,),
+    derivative=_relu_derivative, save=save_result,
     samples=unary_samples(), lowering=lambda v, a: v.maximum(0, a), onnx="Relu",
     saved_names=("result",))
 _SIGN_COMPLEX = ("Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
@@ -288,7 +289,7 @@ def _holomorphic(fn):
 
 def _from_out(fn):
     grad = _holomorphic(fn)
-    return (lambda g, out: (grad(g, out),)), (lambda out, a: (out,))
+    return (lambda g, out: (grad(g, out),)), save_result
 
 
 def _from_in(fn):
