@@ -370,3 +370,40 @@ def test_work_that_runs_slower_shared_runs_whole_and_is_probed_again(threads, mo
     _, whole, shared, _ = _parallel._costs["sleepy"]
     assert whole < shared
 
+
+
+def test_concurrent_tasks_run_side_by_side_whole_and_reraise(shared):
+    """`concurrently` runs independent tasks each on a thread of its own, returns their
+    results in order, shares no work inside them meanwhile, and re-raises a task's error."""
+    import threading
+
+    fusegrad.set_num_threads(3)  # a pool thread left over, which a task must not use
+    _parallel._forget_pool()
+    met = threading.Barrier(2, timeout=30)  # both tasks must be running at once
+    pieces = {}
+
+    def task(name):
+        def run():
+            met.wait()
+            seen = []
+            _parallel.for_chunks(lambda a, b: seen.append(threading.get_ident()), 8,
+                                 8 * _parallel.MIN_CHUNK)
+            pieces[name] = (seen, threading.get_ident())
+            return name
+        return run
+
+    before = _parallel._blas.get_threads() if _parallel._blas.available() else None
+    assert _parallel.concurrently([task("w"), task("x")], 1 << 30, "test.tasks") == ["w", "x"]
+    assert pieces["w"][1] != pieces["x"][1]  # two threads
+    for seen, ident in pieces.values():  # each task's work whole, on its own thread
+        assert seen == [ident]
+    assert not _parallel._state.solo
+    if before is not None:
+        assert _parallel._blas.get_threads() == before
+
+    def fail():
+        raise ValueError("task failed")
+
+    with pytest.raises(ValueError, match="task failed"):
+        _parallel.concurrently([lambda: 1, fail], 1 << 30, "test.tasks.fail")
+    assert not _parallel._state.solo

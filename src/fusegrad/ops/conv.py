@@ -454,7 +454,8 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
             gt = _workspace.scratch("conv.gt", src.shape, g.dtype)
             _parallel.copyto(gt, src)
         gt = gt.reshape(groups, og, oh * ow * n)
-    if need_w:
+
+    def weight_grad():
         if per_sample:
             cols = _sample_cols(x, (kh, kw), s, p, d, False, taps)[0]
             cols = cols.reshape(n, groups, ckk, oh * ow)
@@ -468,11 +469,24 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
             full = np.zeros(w.shape, dtype=gw.dtype)
             full[:, :, r0:r1, c0:c1] = gw
             gw = full
-    if need_x:
+        return gw
+
+    def input_grad():
         wm = _tap_weight(w, taps).reshape(groups, og, ckk).transpose(0, 2, 1)
         gcols = _workspace.scratch("conv.gcols", (groups, ckk, oh * ow * n), g.dtype)
         _parallel.matmul(wm, gt, out=gcols)
-        gi = _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl, taps)
+        return _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl, taps)
+
+    if need_w and need_x:
+        # Independent: side by side on two threads where that pays (each GEMM's work, the
+        # columns and the col2im included in what is timed).
+        gemm = n * oh * ow * o * ckk
+        gw, gi = _parallel.concurrently([weight_grad, input_grad], 2 * gemm,
+                                        ("conv.backward", x.shape, w.shape, g.strides))
+    elif need_w:
+        gw = weight_grad()
+    elif need_x:
+        gi = input_grad()
     return gi, gw
 
 
