@@ -48,6 +48,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: 
     _wrap,
     save_partners,
     save_result,
+    save_shape,
     sync_view,
 )
 from ._tensor import Tensor

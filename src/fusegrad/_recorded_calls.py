@@ -33,6 +33,7 @@ from ._recording import (
     _save_loop,
     _save_partners,
     _save_result,
+    _save_shape,
     _saved_output,
     _SavedOutput,
     _seq,
@@ -147,6 +148,10 @@ def _call_unary(op, a):
             s.fake = None
             node._saved = (s,)
             node._versions = _OUTPUT_VERSIONS
+        elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+            d = a._data
+            node._saved = (d.shape if d is not None else tuple(a.shape),)
+            node._versions = None
         else:
             saved = save(result, a)
             n = len(saved)
@@ -333,17 +338,6 @@ def _call_tensors(op, a, b):
         if save is None:
             node._saved = ()
             node._versions = None
-        elif save is _save_result and not _active.saved_hooks:
-            s = _new(_SavedOutput)
-            s.data = out
-            s.dtype = dt
-            vc = s.vc = result._vc
-            s.version = vc[0]
-            s.output_nr = 0
-            s.requires_grad = dt.category >= _FLOAT
-            s.fake = None
-            node._saved = (s,)
-            node._versions = _OUTPUT_VERSIONS
         elif save is _save_partners and not _active.saved_hooks:
             if b._rg:
                 if a._rg:
@@ -355,6 +349,21 @@ def _call_tensors(op, a, b):
             else:
                 node._saved = (None, b)
                 node._versions = (None, b._vc[0])
+        elif save is _save_result and not _active.saved_hooks:
+            s = _new(_SavedOutput)
+            s.data = out
+            s.dtype = dt
+            vc = s.vc = result._vc
+            s.version = vc[0]
+            s.output_nr = 0
+            s.requires_grad = dt.category >= _FLOAT
+            s.fake = None
+            node._saved = (s,)
+            node._versions = _OUTPUT_VERSIONS
+        elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+            d = a._data
+            node._saved = (d.shape if d is not None else tuple(a.shape),)
+            node._versions = None
         else:
             saved = save(result, a, b)
             n = len(saved)
@@ -514,6 +523,9 @@ def _call_binary(op, a, b):
         if save is None:
             node._saved = ()
             node._versions = None
+        elif save is _save_partners and not _active.saved_hooks:
+            node._saved = (None, b)
+            node._versions = None
         elif save is _save_result and not _active.saved_hooks:
             s = _new(_SavedOutput)
             s.data = out
@@ -525,8 +537,9 @@ def _call_binary(op, a, b):
             s.fake = None
             node._saved = (s,)
             node._versions = _OUTPUT_VERSIONS
-        elif save is _save_partners and not _active.saved_hooks:
-            node._saved = (None, b)
+        elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+            d = a._data
+            node._saved = (d.shape if d is not None else tuple(a.shape),)
             node._versions = None
         else:
             saved = save(result, a, b)
@@ -678,6 +691,10 @@ def _call_ints(op, a, b, c):
             s.fake = None
             node._saved = (s,)
             node._versions = _OUTPUT_VERSIONS
+        elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+            d = a._data
+            node._saved = (d.shape if d is not None else tuple(a.shape),)
+            node._versions = None
         else:
             saved = save(result, a, b, c)
             n = len(saved)
@@ -924,17 +941,6 @@ def make_call2(call, call_slow):
                 if save is None:
                     node._saved = ()
                     node._versions = None
-                elif save is _save_result and not _active.saved_hooks:
-                    s = _new(_SavedOutput)
-                    s.data = out
-                    s.dtype = dt
-                    vc = s.vc = result._vc
-                    s.version = vc[0]
-                    s.output_nr = 0
-                    s.requires_grad = dt.category >= _FLOAT
-                    s.fake = None
-                    node._saved = (s,)
-                    node._versions = _OUTPUT_VERSIONS
                 elif save is _save_partners and not _active.saved_hooks:
                     if b._rg:
                         if a._rg:
@@ -946,6 +952,21 @@ def make_call2(call, call_slow):
                     else:
                         node._saved = (None, b)
                         node._versions = (None, b._vc[0])
+                elif save is _save_result and not _active.saved_hooks:
+                    s = _new(_SavedOutput)
+                    s.data = out
+                    s.dtype = dt
+                    vc = s.vc = result._vc
+                    s.version = vc[0]
+                    s.output_nr = 0
+                    s.requires_grad = dt.category >= _FLOAT
+                    s.fake = None
+                    node._saved = (s,)
+                    node._versions = _OUTPUT_VERSIONS
+                elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+                    d = a._data
+                    node._saved = (d.shape if d is not None else tuple(a.shape),)
+                    node._versions = None
                 else:
                     saved = save(result, a, b)
                     n = len(saved)
@@ -1102,6 +1123,9 @@ def make_call2(call, call_slow):
             if save is None:
                 node._saved = ()
                 node._versions = None
+            elif save is _save_partners and not _active.saved_hooks:
+                node._saved = (None, b)
+                node._versions = None
             elif save is _save_result and not _active.saved_hooks:
                 s = _new(_SavedOutput)
                 s.data = out
@@ -1113,8 +1137,9 @@ def make_call2(call, call_slow):
                 s.fake = None
                 node._saved = (s,)
                 node._versions = _OUTPUT_VERSIONS
-            elif save is _save_partners and not _active.saved_hooks:
-                node._saved = (None, b)
+            elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+                d = a._data
+                node._saved = (d.shape if d is not None else tuple(a.shape),)
                 node._versions = None
             else:
                 saved = save(result, a, b)

@@ -85,6 +85,7 @@ from ._recording import (
     _save_loop,
     _save_partners,
     _save_result,
+    _save_shape,
     _saved_output,
     _SavedOutput,
     _seq,
@@ -196,10 +197,14 @@ SHORT_RECORD = '''\
         if save is None:
             node._saved = ()
             node._versions = None
-        elif save is _save_result and not _active.saved_hooks:
+{partners}        elif save is _save_result and not _active.saved_hooks:
 {saved_result}
             node._versions = _OUTPUT_VERSIONS
-{partners}        else:
+        elif save is _save_shape:  # a shape: no tensor for saved-tensor hooks
+            d = {first}._data
+            node._saved = (d.shape if d is not None else tuple({first}.shape),)
+            node._versions = None
+        else:
 {save}
         if _anomaly_state.enabled:
             _record_traceback(node)
@@ -450,7 +455,7 @@ def _shape_body(shape: str) -> str:
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
         edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors),
-        saved_result=SAVED_RESULT,
+        saved_result=SAVED_RESULT, first=params[0],
         partners=PARTNERS.get(shape, ""))
     kernel_call = UFUNC[shape] if shape in UFUNC else KERNEL.format(
         kernel_args=", ".join(kernel_args))

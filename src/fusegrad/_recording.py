@@ -6,9 +6,9 @@ the argument positions of the inputs and the values its derivative needs saved. 
 commonest call shapes have their own recorders, generated from one template
 (`_recorders`, written to `_recorded_calls`); this module holds the general recorder
 (`_record`, `_new_node`: any arguments, tuple results), view linking (`_mark_view`,
-`sync_view`), the saves the recorders write out (mul's `save_partners`, and `save_result`) and
-the constants the generated recorders read. Dispatch (`_dispatch`) picks a
-recorder and handles modes, in-place ops and tensor subclasses.
+`sync_view`), the saves the recorders write out (mul's `save_partners`, `save_result`,
+`save_shape`) and the constants the generated recorders read. Dispatch (`_dispatch`) picks
+a recorder and handles modes, in-place ops and tensor subclasses.
 """
 
 from __future__ import annotations
@@ -50,6 +50,23 @@ def save_result(out, *args):
 
 
 _save_result = save_result
+
+
+def saved_shape(t) -> tuple:
+    """A tensor's shape as a plain tuple of ints, as PyTorch's nodes keep a saved size
+    (`_saved_self_sym_sizes` is a tuple); the array's own shape, without building a `Size`,
+    when the tensor has data (every eager op that records a node pays for this)."""
+    data = t._data
+    return data.shape if data is not None else tuple(t.shape)
+
+
+def save_shape(out, a, *args):
+    """The first input's shape, the one value its derivative needs (sum, view, reshape:
+    their `save`). The recorders know it by identity and save the shape themselves."""
+    return (saved_shape(a),)
+
+
+_save_shape = save_shape
 
 
 def _wrap(out):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import FLOAT, FROM_NP
+from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here)
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     broadcast_shapes,
     contiguous_strides,
@@ -168,14 +169,6 @@ def wrap_grad(a):
 
 
 
-
-
-def saved_shape(t) -> tuple:
-    """A tensor's shape as a plain tuple of ints, as PyTorch's nodes keep a saved size
-    (`_saved_self_sym_sizes` is a tuple); the array's own shape, without building a `Size`,
-    when the tensor has data (every eager op that records a node pays for this)."""
-    data = t._data
-    return data.shape if data is not None else tuple(t.shape)
 
 
 def shape_of(x) -> tuple:

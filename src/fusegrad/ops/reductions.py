@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call
+from .._dispatch import call, save_shape
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
 from ._util import (
@@ -108,7 +108,7 @@ sum_ = register(
     "sum", kernel=_sum_all_kernel,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
     derivative=lambda g, shape: (g.expand(shape),),
-    save=lambda out, a, dtype=None: (saved_shape(a),),
+    save=save_shape,
     samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
     lowering=lambda v, a, dtype=None: v.reduce("sum", a, None, False, dtype),
     saved_names=("self_sym_sizes",))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import call
+from .._dispatch import call, save_shape
 from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
 from .._symbolic import size_int
 from ._onnx import INT64_MAX, identity, norm_dim
@@ -135,7 +135,7 @@ def _view_samples(rng, dtype):
 
 view = register(
     "view", kernel=_view_kernel, meta=_view_meta, view=True, node="ViewBackward0",
-    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (saved_shape(a),),
+    derivative=lambda g, shape: (g.reshape(shape), None), save=save_shape,
     samples=_view_samples, onnx=reshape_onnx,
     lowering=lambda v, a, shape: v.reshape(a, shape),
     saved_names=("self_sym_sizes",))
@@ -143,7 +143,7 @@ unsafe_view = register(
     "_unsafe_view", kernel=lambda a, shape: np.reshape(a, infer_size(shape, a.size)),
     meta=lambda a, shape: Spec(infer_size(shape, numel(a.shape)), a.dtype),
     node="UnsafeViewBackward0",
-    derivative=lambda g, shape: (g.reshape(shape), None), save=lambda out, a, s: (saved_shape(a),),
+    derivative=lambda g, shape: (g.reshape(shape), None), save=save_shape,
     samples=_view_samples, onnx=reshape_onnx, public="reshape",
     decomposition=lambda a, shape: a.view(shape),
     lowering=lambda v, a, shape: v.reshape(a, shape),
