@@ -252,15 +252,25 @@ def concurrently(tasks: list[Callable[[], object]], work: int, key: Hashable) ->
 
     # OpenBLAS held to one thread for the whole region: a GEMM in a task must not change
     # the count under its twin's (`matmul` leaves a count of one as it is).
-    before = _blas.get_threads() if _blas.available() else 1
-    if before != 1:
-        _blas.set_threads(1)
-    try:
+    with _OneBlasThread():
         share_by_cost(run, len(tasks), work, key)
-    finally:
-        if before != 1:
-            _blas.set_threads(before)
     return results
+
+
+class _OneBlasThread:
+    """OpenBLAS held to one thread over a block, its count restored after (nothing to do
+    without a settable OpenBLAS, or when the count is one already)."""
+
+    __slots__ = ("before",)
+
+    def __enter__(self) -> None:
+        self.before = before = _blas.get_threads() if _blas.available() else 1
+        if before != 1:
+            _blas.set_threads(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.before != 1:
+            _blas.set_threads(self.before)
 
 
 def _moved(seen: float, now: float) -> float:
@@ -459,10 +469,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
             else:
                 np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
 
-    before = _blas.get_threads()
-    if before != 1:
-        _blas.set_threads(1)
-    try:
+    with _OneBlasThread():
         if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
         elif threads <= 1:
@@ -473,9 +480,6 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
                 share_by_cost(stack_part, stack, work, key)
             else:
                 share_by_cost(run, pieces, work, key)
-    finally:
-        if before != 1:
-            _blas.set_threads(before)
     if parts is not None:
         for p in parts[1:]:
             out += p
