@@ -42,3 +42,28 @@ def shared(threads, monkeypatch):
 
     monkeypatch.setattr(_parallel, "MIN_PIECE_NS", 1)
     monkeypatch.setattr(_parallel, "_split_pays", lambda walls: True)
+
+
+@pytest.fixture
+def same_at_two_threads(shared, monkeypatch):
+    """A check that `run()` (a list of arrays) gives one thread's bits at two threads, with
+    even small arrays shared, and that work was shared."""
+    import numpy as np
+
+    import fusegrad
+    from fusegrad.ops import _parallel
+
+    monkeypatch.setattr(_parallel, "MIN_CHUNK", 1)
+    monkeypatch.setattr(_parallel, "CHEAP_NS", 0)
+
+    def check(run) -> None:
+        fusegrad.set_num_threads(1)
+        one = run()
+        fusegrad.set_num_threads(2)
+        _parallel._forget_pool()
+        two = run()
+        assert _parallel._state.pool is not None  # the work was shared between threads
+        for a, r in zip(one, two, strict=True):
+            np.testing.assert_array_equal(a, r)
+
+    return check

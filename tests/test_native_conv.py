@@ -11,7 +11,7 @@ import torch
 
 import fusegrad
 from fusegrad import _cbuild
-from fusegrad.ops import _conv_native, _native, _parallel
+from fusegrad.ops import _conv_native, _native
 from fusegrad.ops import conv as conv_ops
 
 needs_cc = pytest.mark.skipif(_cbuild.compiler() is None, reason="needs a C compiler")
@@ -68,18 +68,26 @@ def test_conv2d_forward_and_backward_match_torch(xs, ws, kw, dt, native):
 @needs_cc
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("xs, ws, kw", CASES)
-def test_c_kernels_give_the_numpy_paths_bits(xs, ws, kw, dt):
+def test_c_kernels_give_the_numpy_paths_bits(monkeypatch, xs, ws, kw, dt):
     """im2col and the batch moves are copies and the bias one add, and col2im sums each
     pixel's offsets in the NumPy path's order (below `TWO_STAGE_MIN_WIDTH`): the same
-    bits with C on and off."""
+    bits with C on and off, except where the convolution runs direct (`_direct`)."""
     x, w, b = _data(xs, ws, dt)
+    direct_runs = []
+    forward = _conv_native.direct_forward
+    monkeypatch.setattr(_conv_native, "direct_forward",
+                        lambda *a: direct_runs.append(1) or forward(*a))
     with _native.native_kernels(True):
         on = _step(fusegrad, x, w, b, **kw)
     with _native.native_kernels(False):
         off = _step(fusegrad, x, w, b, **kw)
     two_stage = ws[3] >= conv_ops.TWO_STAGE_MIN_WIDTH
+    direct = bool(direct_runs)
     for i, (a, r) in enumerate(zip(on, off)):
-        if i == 1 and two_stage:  # a different order of the same sums
+        if direct and i < 3:  # a direct convolution (in C only) sums in another order
+            tol = 1e-5 if dt == np.float32 else 1e-12
+            np.testing.assert_allclose(a, r, rtol=tol, atol=tol * np.abs(r).max())
+        elif i == 1 and two_stage:  # a different order of the same sums
             tol = 1e-5 if dt == np.float32 else 1e-12
             np.testing.assert_allclose(a, r, rtol=tol, atol=tol * np.abs(r).max())
         else:
@@ -88,19 +96,10 @@ def test_c_kernels_give_the_numpy_paths_bits(xs, ws, kw, dt):
 
 @needs_cc
 @pytest.mark.parametrize("xs, ws, kw", CASES)
-def test_conv2d_in_c_with_two_threads_is_bit_identical_to_one(shared, monkeypatch, xs, ws,
+def test_conv2d_in_c_with_two_threads_is_bit_identical_to_one(same_at_two_threads, xs, ws,
                                                                kw):
-    monkeypatch.setattr(_parallel, "MIN_CHUNK", 1)  # share even these small arrays
-    monkeypatch.setattr(_parallel, "CHEAP_NS", 0)
     x, w, b = _data(xs, ws, np.float32)
-    fusegrad.set_num_threads(1)
-    one = _step(fusegrad, x, w, b, **kw)
-    fusegrad.set_num_threads(2)
-    _parallel._forget_pool()
-    two = _step(fusegrad, x, w, b, **kw)
-    assert _parallel._state.pool is not None  # the work was shared between threads
-    for a, r in zip(one, two):
-        np.testing.assert_array_equal(a, r)
+    same_at_two_threads(lambda: _step(fusegrad, x, w, b, **kw))
 
 
 @needs_cc

@@ -13,6 +13,8 @@ C-contiguous: the caller then takes its NumPy path.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from . import _native, _parallel, _workspace
@@ -161,3 +163,145 @@ def transposed(a: np.ndarray) -> np.ndarray | None:
 
     _parallel.share_by_cost(part, rows, a.size, ("conv.transposed", a.shape))
     return out
+
+
+# ---------------------------------------------------------------- direct convolution
+# (`ops/native/conv_direct.c`): the samples are the vector lanes, no im2col. Its kernels
+# run on the C workers (`ops/native/workers.c`), one piece per thread: a piece starts on
+# them within microseconds, where the intra-op pool's Python threads take tens, as long as
+# a small network's layer.
+
+# The batch axis of the direct kernels' arrays is padded to a multiple of this many values
+# (`LANES` in conv_direct.c), and channels go in blocks of `BLOCK` (`CB` there).
+LANES = 16
+BLOCK = 4
+# The kernels' numbers in `conv_direct_run` (float32; float64 follow).
+_KERNELS = ("pack", "unpack", "forward", "input_grad", "weight_grad")
+
+
+def _available(*arrays: np.ndarray) -> bool:
+    """Whether the direct kernels take `arrays` (one float dtype, C-contiguous)."""
+    dt = arrays[0].dtype
+    return (dt in _native.SUFFIX and _native.enabled()
+            and all(a.dtype == dt and a.flags.c_contiguous for a in arrays)
+            and _native.function("conv_direct", "conv_direct_run", "ipii") is not None)
+
+
+def _run(kernel: str, dtype, args: list, units: int, work: int) -> None:
+    """Direct kernel `kernel` for `dtype` with `args` (addresses and sizes, its arguments
+    but the unit range) over `units` units (`work` multiply-adds or values in all), shared
+    by the C workers at the intra-op thread count (alone inside a side-by-side task, or
+    when the work is small)."""
+    run = _native.function("conv_direct", "conv_direct_run", "ipii")
+    index = _KERNELS.index(kernel) + (len(_KERNELS) if dtype == np.float64 else 0)
+    block = (ctypes.c_int64 * len(args))(*[0 if v is None else v for v in args])
+    threads = 1 if _parallel._state.solo or work < _parallel.MIN_CHUNK else (
+        _parallel.num_threads())
+    run(index, ctypes.addressof(block), units, threads)
+
+
+def lanes(n: int) -> int:
+    """The batch `n` padded to the direct kernels' lanes."""
+    return -(-n // LANES) * LANES
+
+
+def _pack(x: np.ndarray, p, slot: str) -> np.ndarray:
+    """(n, c, h, w) `x` as (c, h + 2 p0, w + 2 p1, lanes(n)) in work buffer `slot`: the
+    batch last, a zero border of `p`, the padding lanes zero."""
+    n, c, h, w = x.shape
+    npad = lanes(n)
+    xt = _workspace.scratch(slot, (c, h + 2 * p[0], w + 2 * p[1], npad), x.dtype)
+    _run("pack", x.dtype, [_native.address(x), _native.address(xt), n, c, h, w, p[0], p[1],
+                           npad], c, xt.size)
+    return xt
+
+
+def _unpack(t: np.ndarray, n: int, bias: np.ndarray | None) -> np.ndarray:
+    """(c, pixels..., lanes) `t` as a new (n, c, pixels...) array, plus `bias` (c,)."""
+    c, npad = t.shape[0], t.shape[-1]
+    pixels = t.size // (c * npad)
+    out = np.empty((n, c, *t.shape[1:-1]), dtype=t.dtype)
+    _run("unpack", t.dtype, [_native.address(t), _native.address(out),
+                             None if bias is None else _native.address(bias), n, c, pixels,
+                             npad], c, out.size)
+    return out
+
+
+def _blocks(w: np.ndarray, axis: int) -> int:
+    return -(-w.shape[axis] // BLOCK)
+
+
+def direct_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s, p, d, oh: int,
+                   ow: int, taps) -> np.ndarray | None:
+    """The (n, o, oh, ow) convolution of 4-D `x` with `w` (plus `b`) by the direct kernel,
+    over kernel offsets `taps` ((r0, r1), (q0, q1)); None without C."""
+    if not _available(*((x, w) if b is None else (x, w, b))):
+        return None
+    n, c = x.shape[:2]
+    o, _, kh, kw = w.shape
+    (r0, r1), (q0, q1) = taps
+    xt = _pack(x, p, "conv.xt")
+    hp, wp, npad = xt.shape[1:]
+    ob = _blocks(w, 0)
+    # The weight in blocks of output channels, each block's channels last (the kernel
+    # broadcasts them in turn); the last block's missing channels zero.
+    wb = np.zeros((ob * BLOCK, c, kh, kw), dtype=w.dtype)
+    wb[:o] = w
+    wb = np.ascontiguousarray(wb.reshape(ob, BLOCK, c, kh, kw).transpose(0, 2, 3, 4, 1))
+    out_t = _workspace.scratch("conv.out", (o, oh, ow, npad), x.dtype)
+    macs = o * oh * ow * npad * c * (r1 - r0) * (q1 - q0)
+    _run("forward", x.dtype, [_native.address(xt), _native.address(wb),
+                              _native.address(out_t), c, hp, wp, npad, o, kh, kw, s[0], s[1],
+                              d[0], d[1], oh, ow, r0, r1, q0, q1], ob * oh, macs)
+    return _unpack(out_t, n, b)
+
+
+def direct_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, need_x: bool,
+                    need_w: bool, s, p, d, taps) -> tuple | None:
+    """(gi, gw) of the convolution of 4-D `x` with `w` for output gradient `g` (None where
+    not needed) by the direct kernels, over kernel offsets `taps` (the others get zero
+    weight gradient); None without C."""
+    if not _available(g, x, w):
+        return None
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = g.shape[2:]
+    (r0, r1), (q0, q1) = taps
+    gt = _pack(g, (0, 0), "conv.gt")
+    npad = gt.shape[-1]
+    ga = _native.address(gt)
+
+    def weight_grad() -> np.ndarray:
+        xt = _pack(x, p, "conv.xt")
+        hp, wp = xt.shape[1:3]
+        full = (r1 - r0, q1 - q0) == (kh, kw)
+        gw = (np.empty if full else np.zeros)(w.shape, dtype=w.dtype)
+        # Units: (block of output channels, input channel, kernel row).
+        _run("weight_grad", x.dtype, [ga, _native.address(xt), _native.address(gw), o, c, hp,
+                                      wp, npad, kh, kw, s[0], s[1], d[0], d[1], oh, ow, r0,
+                                      r1, q0, q1], _blocks(w, 0) * c * (r1 - r0), macs_w)
+        return gw
+
+    def input_grad() -> np.ndarray:
+        cb = _blocks(w, 1)
+        # The weight as (blocks of input channels, kh, kw, o, the block's channels).
+        wb = np.zeros((o, cb * BLOCK, kh, kw), dtype=w.dtype)
+        wb[:, :c] = w
+        wb = np.ascontiguousarray(wb.reshape(o, cb, BLOCK, kh, kw).transpose(1, 3, 4, 0, 2))
+        din = _workspace.scratch("conv.din", (c, h, wd, npad), x.dtype)
+        # Units: (block of input channels, input row).
+        _run("input_grad", x.dtype, [ga, _native.address(wb), _native.address(din), o, c, h,
+                                     wd, npad, kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], oh,
+                                     ow], cb * h, macs_x)
+        return _unpack(din, n, None)
+
+    macs_w = o * oh * ow * npad * c * (r1 - r0) * (q1 - q0)
+    macs_x = o * oh * ow * npad * c * kh * kw
+    if need_w and need_x:
+        # Independent once g is packed: side by side on two threads where that is measured
+        # to pay, each with its own work buffers (they are per thread).
+        gw, gi = _parallel.concurrently([weight_grad, input_grad], macs_w + macs_x,
+                                        ("conv.direct_wx", x.shape, w.shape, tuple(s),
+                                         tuple(p), tuple(d)))
+        return gi, gw
+    return (input_grad() if need_x else None), (weight_grad() if need_w else None)

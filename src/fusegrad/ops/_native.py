@@ -12,7 +12,10 @@ and CPU) and loaded with ctypes. Two reasons to write a loop in C rather than Nu
 
 Every function takes its arrays as addresses and its sizes as 64-bit integers, and computes
 each output element in an order that does not depend on the range it is given, so results
-are the same at every thread count. Floating-point contraction is off, as in generated code.
+are the same at every thread count. Floating-point contraction is off, as in generated code
+(the direct convolutions turn it on for themselves: their sums follow no NumPy order). A
+family may be linked with other sources of `native/` (`WITH`): the C workers that run a
+kernel's pieces on several threads without a Python hand-off (`native/workers.c`).
 
 Without a C compiler, when a build fails, or with `FUSEGRAD_NATIVE=0` in the environment,
 `function` returns None and callers keep their NumPy path; the tests run both
@@ -33,6 +36,9 @@ import numpy as np
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
          "-ffp-contract=off", "-fPIC", "-shared")
 HERE = os.path.join(os.path.dirname(__file__), "native")
+# Families built together with other sources (translation units of `native/`): the C
+# workers that run a kernel's pieces on several threads (`workers.c`).
+WITH = {"conv_direct": ("workers",)}
 # The dtypes the kernels are written for, and the suffix of each one's C function.
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
@@ -67,11 +73,14 @@ def _build(family: str) -> ctypes.CDLL | None:
     cc = _cbuild.compiler()
     if cc is None:
         return None  # no compiler: the NumPy kernels serve, as they did before
-    with open(os.path.join(HERE, f"{family}.c")) as f:
-        source = f.read()
+    units = []
+    for name in (family, *WITH.get(family, ())):
+        with open(os.path.join(HERE, f"{name}.c")) as f:
+            units.append(f.read())
+    flags = FLAGS + ("-pthread",) if len(units) > 1 else FLAGS
     try:
-        path = _cbuild.shared_object(cc, [source], FLAGS,
-                                     _cbuild.source_key(source, cc, FLAGS))
+        path = _cbuild.shared_object(cc, units, flags,
+                                     _cbuild.source_key("\n".join(units), cc, flags))
         return ctypes.CDLL(path)
     except (OSError, _cbuild.CompileError) as e:
         warnings.warn(f"fusegrad: the C kernels '{family}' could not be built, NumPy runs "

@@ -1,0 +1,371 @@
+/* Direct 2-D convolution on batch-last arrays: a convolution, its weight gradient and its
+   input gradient computed in place of im2col + GEMM, with the samples as the vector lanes.
+
+   Layouts: an image array (n, c, h, w) is packed as (c, h + 2 ph, w + 2 pw, np), the batch
+   last and padded to np lanes (a multiple of LANES, the extra lanes zero), with a zero
+   border of the convolution's padding; an output gradient likewise (o, oh, ow, np) without
+   a border. Each output pixel's np values are then a run of whole vectors, and every
+   multiply-add of the convolution is a vector one, with no copy of the input per kernel
+   offset (im2col's columns are kh * kw times the input). Blocks of 4 output (or input)
+   channels share each loaded vector; the accumulators stay in registers.
+
+   Vectors are GCC's generic vector extension (vector_size), which the compiler lowers to the
+   machine's own (AVX-512, AVX2, NEON). Multiply-adds contract to FMAs here: a sum over
+   kernel offsets and channels has no fixed order to reproduce elsewhere, and each function
+   below adds its terms in one order whatever range of work it is given, so results are the
+   same at every thread count.
+
+   Work is cut into units; each function does units [start, stop):
+   - conv_forward: (output channel block, output row) pairs;
+   - conv_input_grad: (input channel block, input row) pairs;
+   - conv_weight_grad: (output channel block, input channel, kernel row) triples. */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#elif defined(__clang__)
+#pragma clang fp contract(fast)
+#endif
+
+#if defined(__AVX512F__)
+#define VBYTES 64
+#define MAXV 4
+#elif defined(__AVX__)
+#define VBYTES 32
+#define MAXV 3
+#else
+#define VBYTES 16
+#define MAXV 3
+#endif
+#define CB 4 /* channels per block */
+#define QB 4 /* kernel columns per block (weight gradient) */
+/* The batch is padded to a multiple of this many values (of any dtype): every vector width
+   above divides it. */
+#define LANES 16
+
+/* Registers, and the same vectors at any address of their element type (for loads). */
+typedef float vf32 __attribute__((vector_size(VBYTES)));
+typedef double vf64 __attribute__((vector_size(VBYTES)));
+typedef float uvf32 __attribute__((vector_size(VBYTES), aligned(4)));
+typedef double uvf64 __attribute__((vector_size(VBYTES), aligned(8)));
+/* A loaded vector kept in a register: without it GCC folds each use into a multiply-add
+   that reads memory again, and the loads, not the multiply-adds, then bound the loop. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define KEEP(v) __asm__("" : "+v"(v))
+#else
+#define KEEP(v) ((void)0)
+#endif
+#define LOAD(V, p) (*(const u##V *)(p))
+#define STORE(V, p, v) (*(u##V *)(p) = (v))
+
+int64_t conv_direct_lanes(void) { return LANES; }
+
+/* x (n, c, h, w) -> xt (c, h + 2 ph, w + 2 pw, np) for channels [start, stop): the zero
+   border and the lanes past n zeroed. */
+#define PACK(T, S)                                                                         \
+void conv_pack_##S(const T *x, T *xt, int64_t n, int64_t c, int64_t h, int64_t w,          \
+                   int64_t ph, int64_t pw, int64_t np, int64_t start, int64_t stop) {      \
+    const int64_t hp = h + 2 * ph, wp = w + 2 * pw, hw = h * w;                            \
+    for (int64_t ci = start; ci < stop; ci++) {                                            \
+        T *base = xt + ci * hp * wp * np;                                                  \
+        memset(base, 0, sizeof(T) * ph * wp * np);                                         \
+        memset(base + (ph + h) * wp * np, 0, sizeof(T) * ph * wp * np);                    \
+        for (int64_t y = 0; y < h; y++) {                                                  \
+            T *row = base + (y + ph) * wp * np;                                            \
+            memset(row, 0, sizeof(T) * pw * np);                                           \
+            memset(row + (pw + w) * np, 0, sizeof(T) * pw * np);                           \
+            row += pw * np;                                                                \
+            for (int64_t b = 0; b < n; b++) {                                              \
+                const T *src = x + (b * c + ci) * hw + y * w;                              \
+                for (int64_t xx = 0; xx < w; xx++) row[xx * np + b] = src[xx];             \
+            }                                                                              \
+            if (np > n)                                                                    \
+                for (int64_t xx = 0; xx < w; xx++)                                         \
+                    memset(row + xx * np + n, 0, sizeof(T) * (np - n));                    \
+        }                                                                                  \
+    }                                                                                      \
+}
+PACK(float, f32)
+PACK(double, f64)
+
+/* t (c, pixels, np) -> out (n, c, pixels), plus bias[ci] when bias is not NULL, for
+   channels [start, stop); 16 pixels at a time, so that the lines read stay in cache. */
+#define UNPACK(T, S)                                                                       \
+void conv_unpack_##S(const T *t, T *out, const T *bias, int64_t n, int64_t c,              \
+                     int64_t pixels, int64_t np, int64_t start, int64_t stop) {            \
+    for (int64_t ci = start; ci < stop; ci++) {                                            \
+        const T add = bias ? bias[ci] : (T)0;                                              \
+        const T *src = t + ci * pixels * np;                                               \
+        for (int64_t p0 = 0; p0 < pixels; p0 += 16) {                                      \
+            const int64_t p1 = p0 + 16 < pixels ? p0 + 16 : pixels;                        \
+            for (int64_t b = 0; b < n; b++) {                                              \
+                T *dst = out + (b * c + ci) * pixels;                                      \
+                if (bias)                                                                  \
+                    for (int64_t p = p0; p < p1; p++) dst[p] = src[p * np + b] + add;      \
+                else                                                                       \
+                    for (int64_t p = p0; p < p1; p++) dst[p] = src[p * np + b];            \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}
+UNPACK(float, f32)
+UNPACK(double, f64)
+
+/* One output row y of the output channels of block `blk` (ob <= CB of them), lanes
+   [nb, nb + NV vectors): out[o, y, x] = sum over ci, kernel rows [r0, r1), columns [q0, q1)
+   of w[o, ci, r, q] * xt[ci, y sh + r dh, x sw + q dw]. `wb` is the weight in blocks,
+   (blocks, c, kh, kw, CB), the last block's missing channels zero. */
+#define FORWARD_ROW(T, S, V, NV)                                                           \
+static void forward_row_##S##_##NV(const T *xt, const T *wb, T *out, int64_t c,            \
+    int64_t hp, int64_t wp, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,    \
+    int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0,    \
+    int64_t q1, int64_t blk, int64_t ob, int64_t y, int64_t nb) {                          \
+    const T *wblk = wb + blk * c * kh * kw * CB;                                           \
+    for (int64_t x = 0; x < ow; x++) {                                                     \
+        V acc[CB][NV];                                                                     \
+        for (int b = 0; b < CB; b++)                                                       \
+            for (int j = 0; j < NV; j++) acc[b][j] = (V){0};                               \
+        for (int64_t ci = 0; ci < c; ci++)                                                 \
+        for (int64_t r = r0; r < r1; r++) {                                                \
+            const T *row = xt + ((ci * hp + y * sh + r * dh) * wp + x * sw) * np + nb;     \
+            const T *wr = wblk + ((ci * kh + r) * kw) * CB;                                \
+            for (int64_t q = q0; q < q1; q++) {                                            \
+                V v[NV];                                                                   \
+                for (int j = 0; j < NV; j++) {                                            \
+                    v[j] = LOAD(V, row + q * dw * np + j * (int64_t)(sizeof(V) / sizeof(T))); \
+                    KEEP(v[j]);                                                        \
+                }                                                                      \
+                for (int b = 0; b < CB; b++) {                                             \
+                    const T wv = wr[q * CB + b];                                           \
+                    for (int j = 0; j < NV; j++) acc[b][j] += wv * v[j];                   \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        for (int b = 0; b < ob; b++) {                                                     \
+            T *dst = out + (((blk * CB + b) * oh + y) * ow + x) * np + nb;                 \
+            for (int j = 0; j < NV; j++)                                                   \
+                STORE(V, dst + j * (int64_t)(sizeof(V) / sizeof(T)), acc[b][j]);           \
+        }                                                                                  \
+    }                                                                                      \
+}
+
+/* One input row Y (unpadded) of the input channels of block `blk` (cb <= CB), lanes
+   [nb, ...): din[ci, Y, X] = sum over kernel rows, columns and output channels of
+   w[o, ci, r, q] * gt[o, y, x] where y sh + r dh == Y + ph and x sw + q dw == X + pw.
+   `wb` is the weight as (blocks of CB input channels, kh, kw, o, CB). */
+#define INPUT_ROW(T, S, V, NV)                                                             \
+static void input_row_##S##_##NV(const T *gt, const T *wb, T *din, int64_t o, int64_t c,   \
+    int64_t h, int64_t w, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,      \
+    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t blk,   \
+    int64_t cb, int64_t Y, int64_t nb) {                                                   \
+    const int64_t plane = oh * ow * np, lanes = sizeof(V) / sizeof(T);                     \
+    const T *wblk = wb + blk * kh * kw * o * CB;                                           \
+    for (int64_t X = 0; X < w; X++) {                                                      \
+        V acc[CB][NV];                                                                     \
+        for (int b = 0; b < CB; b++)                                                       \
+            for (int j = 0; j < NV; j++) acc[b][j] = (V){0};                               \
+        for (int64_t r = 0; r < kh; r++) {                                                 \
+            const int64_t yr = Y + ph - r * dh;                                            \
+            if (yr < 0 || yr % sh) continue;                                               \
+            const int64_t y = yr / sh;                                                     \
+            if (y >= oh) continue;                                                         \
+            for (int64_t q = 0; q < kw; q++) {                                             \
+                const int64_t xq = X + pw - q * dw;                                        \
+                if (xq < 0 || xq % sw) continue;                                           \
+                const int64_t x = xq / sw;                                                 \
+                if (x >= ow) continue;                                                     \
+                const T *gp = gt + (y * ow + x) * np + nb;                                 \
+                const T *wq = wblk + (r * kw + q) * o * CB;                                \
+                for (int64_t oi = 0; oi < o; oi++) {                                       \
+                    V v[NV];                                                               \
+                    for (int j = 0; j < NV; j++) {                                        \
+                        v[j] = LOAD(V, gp + oi * plane + j * lanes);                   \
+                        KEEP(v[j]);                                                    \
+                    }                                                                  \
+                    for (int b = 0; b < CB; b++) {                                         \
+                        const T wv = wq[oi * CB + b];                                      \
+                        for (int j = 0; j < NV; j++) acc[b][j] += wv * v[j];               \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        for (int b = 0; b < cb; b++) {                                                     \
+            T *dst = din + (((blk * CB + b) * h + Y) * w + X) * np + nb;                   \
+            for (int j = 0; j < NV; j++) STORE(V, dst + j * lanes, acc[b][j]);             \
+        }                                                                                  \
+    }                                                                                      \
+}
+
+/* The gradient of the weights of output channel block `blk` (ob <= CB) x input channel ci x
+   kernel row r, kernel columns [qa, qa + NQ): sum over output pixels and lanes of
+   gt[o, y, x] * xt[ci, y sh + r dh, x sw + q dw]; each lane summed in pixel order, then the
+   lanes in order. With stride 1 along the width, a row's (x, lane) values run contiguous in
+   both arrays and are walked as one run. */
+#define WEIGHT_TILE(T, S, V, NQ)                                                           \
+static void weight_tile_##S##_##NQ(const T *gt, const T *xt, T *gw, int64_t o, int64_t c,  \
+    int64_t hp, int64_t wp, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,    \
+    int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t blk, int64_t ob, int64_t ci,   \
+    int64_t r, int64_t qa) {                                                               \
+    const int64_t plane = oh * ow * np, lanes = sizeof(V) / sizeof(T);                     \
+    V acc[CB][NQ];                                                                         \
+    for (int b = 0; b < CB; b++)                                                           \
+        for (int k = 0; k < NQ; k++) acc[b][k] = (V){0};                                   \
+    const T *gb[CB];                                                                       \
+    for (int b = 0; b < CB; b++) gb[b] = gt + (blk * CB + (b < ob ? b : 0)) * plane;       \
+    const int64_t run = sw == 1 ? ow * np : np, runs = sw == 1 ? 1 : ow;                   \
+    for (int64_t y = 0; y < oh; y++)                                                       \
+    for (int64_t x = 0; x < runs; x++) {                                                   \
+        const T *xp = xt + ((ci * hp + y * sh + r * dh) * wp + x * sw + qa * dw) * np;     \
+        const int64_t at = (y * ow + x) * np;                                              \
+        for (int64_t m = 0; m < run; m += lanes) {                                         \
+            V g[CB], v[NQ];                                                                \
+            for (int b = 0; b < CB; b++) { g[b] = LOAD(V, gb[b] + at + m); KEEP(g[b]); }  \
+            for (int k = 0; k < NQ; k++) { v[k] = LOAD(V, xp + k * dw * np + m); KEEP(v[k]); } \
+            for (int b = 0; b < CB; b++)                                                   \
+                for (int k = 0; k < NQ; k++) acc[b][k] += g[b] * v[k];                     \
+        }                                                                                  \
+    }                                                                                      \
+    for (int b = 0; b < ob; b++)                                                           \
+        for (int k = 0; k < NQ; k++) {                                                     \
+            T s = 0;                                                                       \
+            for (int l = 0; l < lanes; l++) s += acc[b][k][l];                             \
+            gw[(((blk * CB + b) * c + ci) * kh + r) * kw + qa + k] = s;                    \
+        }                                                                                  \
+}
+
+#define ROW_VARIANTS(M, T, S, V) M(T, S, V, 1) M(T, S, V, 2) M(T, S, V, 3) M(T, S, V, 4)
+
+#define DIRECT(T, S, V)                                                                    \
+ROW_VARIANTS(FORWARD_ROW, T, S, V)                                                         \
+ROW_VARIANTS(INPUT_ROW, T, S, V)                                                           \
+ROW_VARIANTS(WEIGHT_TILE, T, S, V)                                                         \
+                                                                                           \
+/* out (o, oh, ow, np) = the convolution of xt (c, hp, wp, np) with w (o, c, kh, kw),       \
+   kernel offsets [r0, r1) x [q0, q1) only (the others read only padding); units are       \
+   (block of CB output channels, output row). */                                           \
+void conv_forward_##S(const T *xt, const T *w, T *out, int64_t c, int64_t hp, int64_t wp,  \
+    int64_t np, int64_t o, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,     \
+    int64_t dw, int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0, int64_t q1,    \
+    int64_t start, int64_t stop) {                                                         \
+    const int64_t lanes = sizeof(V) / sizeof(T);                                           \
+    for (int64_t u = start; u < stop; u++) {                                               \
+        const int64_t blk = u / oh, y = u % oh, ob = o - blk * CB < CB ? o - blk * CB : CB;        \
+        for (int64_t nb = 0; nb < np;) {                                                   \
+            int64_t nv = (np - nb) / lanes;                                                \
+            nv = nv > MAXV ? MAXV : nv;                                                    \
+            switch (nv) {                                                                  \
+            case 4: forward_row_##S##_4(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
+            case 3: forward_row_##S##_3(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
+            case 2: forward_row_##S##_2(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
+            default: forward_row_##S##_1(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh,    \
+                        dw, oh, ow, r0, r1, q0, q1, blk, ob, y, nb); nv = 1;                \
+            }                                                                              \
+            nb += nv * lanes;                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}                                                                                          \
+                                                                                           \
+/* din (c, h, w, np) = the gradient of the convolution's input (unpadded) from gt          \
+   (o, oh, ow, np) and wt, the weight as (c, kh, kw, o); units are (block of CB input       \
+   channels, input row). */                                                                \
+void conv_input_grad_##S(const T *gt, const T *wt, T *din, int64_t o, int64_t c, int64_t h, \
+    int64_t w, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,     \
+    int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t start,             \
+    int64_t stop) {                                                                        \
+    const int64_t lanes = sizeof(V) / sizeof(T);                                           \
+    for (int64_t u = start; u < stop; u++) {                                               \
+        const int64_t blk = u / h, Y = u % h, cb = c - blk * CB < CB ? c - blk * CB : CB;          \
+        for (int64_t nb = 0; nb < np;) {                                                   \
+            int64_t nv = (np - nb) / lanes;                                                \
+            nv = nv > MAXV ? MAXV : nv;                                                    \
+            switch (nv) {                                                                  \
+            case 4: input_row_##S##_4(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
+                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
+            case 3: input_row_##S##_3(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
+                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
+            case 2: input_row_##S##_2(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
+                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
+            default: input_row_##S##_1(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph,    \
+                        pw, dh, dw, oh, ow, blk, cb, Y, nb); nv = 1;                        \
+            }                                                                              \
+            nb += nv * lanes;                                                              \
+        }                                                                                  \
+    }                                                                                      \
+}                                                                                          \
+                                                                                           \
+/* gw (o, c, kh, kw) = the gradient of the weight from gt (o, oh, ow, np) and xt           \
+   (c, hp, wp, np), kernel offsets [r0, r1) x [q0, q1) only (the others are left as they   \
+   are); units are (block of CB output channels, input channel, kernel row in [r0, r1)). */ \
+void conv_weight_grad_##S(const T *gt, const T *xt, T *gw, int64_t o, int64_t c,           \
+    int64_t hp, int64_t wp, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,    \
+    int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0,    \
+    int64_t q1, int64_t start, int64_t stop) {                                             \
+    const int64_t nr = r1 - r0;                                                            \
+    for (int64_t u = start; u < stop; u++) {                                               \
+        const int64_t blk = u / (c * nr), ci = u / nr % c, r = r0 + u % nr;                 \
+        const int64_t ob = o - blk * CB < CB ? o - blk * CB : CB;                                      \
+        for (int64_t qa = q0; qa < q1;) {                                                  \
+            const int64_t nq = q1 - qa < QB ? q1 - qa : QB;                                \
+            switch (nq) {                                                                  \
+            case 4: weight_tile_##S##_4(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, blk, ob, ci, r, qa); break;                                 \
+            case 3: weight_tile_##S##_3(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, blk, ob, ci, r, qa); break;                                 \
+            case 2: weight_tile_##S##_2(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
+                        oh, ow, blk, ob, ci, r, qa); break;                                 \
+            default: weight_tile_##S##_1(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh,    \
+                        dw, oh, ow, blk, ob, ci, r, qa);                                    \
+            }                                                                              \
+            qa += nq;                                                                      \
+        }                                                                                  \
+    }                                                                                      \
+}
+
+DIRECT(float, f32, vf32)
+DIRECT(double, f64, vf64)
+
+/* Each function above run by the C workers (`workers.c`): `conv_direct_run(kernel, args,
+   units, threads)` calls kernel number `kernel` (below) with the pointers and integers in
+   `args` (its arguments but the unit range, in order) over units [0, units), cut into one
+   piece per thread. */
+void fg_workers_run(void (*fn)(const int64_t *, int64_t, int64_t), const int64_t *args,
+                    int64_t units, int64_t pieces, int64_t threads);
+
+#define P(k, T) ((T *)(intptr_t)a[k])
+#define I4(k) a[k], a[k + 1], a[k + 2], a[k + 3]
+#define I15(k) I4(k), I4(k + 4), I4(k + 8), a[k + 12], a[k + 13], a[k + 14]
+#define I17(k) I15(k), a[k + 15], a[k + 16]
+#define JOBS(T, S)                                                                         \
+static void pack_job_##S(const int64_t *a, int64_t start, int64_t stop) {                  \
+    conv_pack_##S(P(0, const T), P(1, T), I4(2), a[6], a[7], a[8], start, stop);           \
+}                                                                                          \
+static void unpack_job_##S(const int64_t *a, int64_t start, int64_t stop) {                \
+    conv_unpack_##S(P(0, const T), P(1, T), P(2, const T), I4(3), start, stop);            \
+}                                                                                          \
+static void forward_job_##S(const int64_t *a, int64_t start, int64_t stop) {               \
+    conv_forward_##S(P(0, const T), P(1, const T), P(2, T), I17(3), start, stop);          \
+}                                                                                          \
+static void input_grad_job_##S(const int64_t *a, int64_t start, int64_t stop) {            \
+    conv_input_grad_##S(P(0, const T), P(1, const T), P(2, T), I15(3), start, stop);       \
+}                                                                                          \
+static void weight_grad_job_##S(const int64_t *a, int64_t start, int64_t stop) {           \
+    conv_weight_grad_##S(P(0, const T), P(1, const T), P(2, T), I17(3), start, stop);      \
+}
+JOBS(float, f32)
+JOBS(double, f64)
+
+static void (*const jobs[])(const int64_t *, int64_t, int64_t) = {
+    pack_job_f32, unpack_job_f32, forward_job_f32, input_grad_job_f32, weight_grad_job_f32,
+    pack_job_f64, unpack_job_f64, forward_job_f64, input_grad_job_f64, weight_grad_job_f64,
+};
+
+void conv_direct_run(int64_t kernel, const int64_t *args, int64_t units, int64_t threads) {
+    fg_workers_run(jobs[kernel], args, units, threads, threads);
+}
+
+int64_t fg_workers_started(void);
+int64_t conv_direct_workers(void) { return fg_workers_started(); }

@@ -1,0 +1,133 @@
+/* Worker threads for the C kernels: one kernel call cut into pieces that the calling thread
+   and these workers run at once, with no Python and no GIL on the way.
+
+   Why not the intra-op pool (`ops/_parallel.py`): a Python thread woken while the caller
+   computes starts its piece 30-180 us later on a virtual machine, as long as a whole
+   convolution layer of a small network takes, so sharing such a kernel there ran slower
+   than running it whole. These workers watch for the next job for a while after each one
+   (`WATCH_NS`, as OpenMP's threads do, yielding the CPU while they watch) before they
+   sleep, so that within a training step a job starts on them in about a microsecond.
+
+   A job is a function `fn(args, start, stop)` over units [0, units), cut into `pieces`
+   ranges of equal size. Pieces are claimed, not assigned: the caller and each worker take
+   the next unclaimed piece until none is left, so a worker that is slow to wake costs
+   nothing but its wake-up (the caller runs its pieces). Which thread runs a piece never
+   changes what it computes. One job runs at a time; a caller that finds the workers busy
+   (another Python thread's job) runs its job whole itself. After fork() the child starts
+   without workers. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef void (*fg_job)(const int64_t *args, int64_t start, int64_t stop);
+
+#define MAX_WORKERS 63
+/* How long an idle worker watches for the next job before it sleeps. */
+#define WATCH_NS 2000000
+
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;  /* one job at a time */
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int started;                   /* workers running (under run_lock) */
+static atomic_int sleepers;
+/* The job's number << 32 | its pieces << 16 | the next piece to claim: one word, so that a
+   worker late for one job can never claim a piece of the next by an old count. */
+static _Atomic uint64_t claim;
+static atomic_int done_pieces;
+static fg_job job_fn;
+static const int64_t *job_args;
+static int64_t job_units;
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Claim and run pieces of job `job` until none is left (or another job has begun). */
+static void run_pieces(uint64_t job) {
+    uint64_t c = atomic_load(&claim);
+    for (;;) {
+        const uint64_t pieces = (c >> 16) & 0xffff, i = c & 0xffff;
+        if ((c >> 32) != job || i >= pieces) return;
+        if (!atomic_compare_exchange_weak(&claim, &c, c + 1)) continue;
+        job_fn(job_args, job_units * (int64_t)i / (int64_t)pieces,
+               job_units * (int64_t)(i + 1) / (int64_t)pieces);
+        atomic_fetch_add(&done_pieces, 1);
+        c = atomic_load(&claim);
+    }
+}
+
+static void *worker(void *unused) {
+    (void)unused;
+    uint64_t seen = atomic_load(&claim) >> 32;
+    for (;;) {
+        const int64_t until = now_ns() + WATCH_NS;
+        int spins = 0;
+        while (atomic_load(&claim) >> 32 == seen) {
+            if (++spins % 64 == 0 && now_ns() > until) {
+                pthread_mutex_lock(&sleep_lock);
+                atomic_fetch_add(&sleepers, 1);
+                while (atomic_load(&claim) >> 32 == seen) pthread_cond_wait(&wake, &sleep_lock);
+                atomic_fetch_sub(&sleepers, 1);
+                pthread_mutex_unlock(&sleep_lock);
+                break;
+            }
+            sched_yield();  /* another thread wanting this CPU gets it */
+        }
+        seen = atomic_load(&claim) >> 32;
+        run_pieces(seen);
+    }
+    return NULL;
+}
+
+static void forget_workers(void) {  /* in a forked child: no worker exists there */
+    started = 0;
+    pthread_mutex_init(&run_lock, NULL);
+    pthread_mutex_init(&sleep_lock, NULL);
+    pthread_cond_init(&wake, NULL);
+    atomic_store(&sleepers, 0);
+}
+
+/* Run `fn` over units [0, units) in `pieces` pieces on up to `threads` threads (the caller
+   one of them); returns once every piece is done. */
+void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t pieces,
+                    int64_t threads) {
+    if (pieces > units) pieces = units;
+    if (pieces > 0xffff) pieces = 0xffff;
+    if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
+    if (threads <= 1 || pieces <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
+        fn(args, 0, units);
+        return;
+    }
+    static int at_fork;
+    if (!at_fork) {
+        pthread_atfork(NULL, NULL, forget_workers);
+        at_fork = 1;
+    }
+    while (started < threads - 1) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL) != 0) break;
+        pthread_detach(t);
+        started++;
+    }
+    job_fn = fn;
+    job_args = args;
+    job_units = units;
+    atomic_store(&done_pieces, 0);
+    const uint64_t job = ((atomic_load(&claim) >> 32) + 1) & 0xffffffffu;
+    atomic_store(&claim, job << 32 | (uint64_t)pieces << 16);
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&sleep_lock);
+        pthread_cond_broadcast(&wake);
+        pthread_mutex_unlock(&sleep_lock);
+    }
+    run_pieces(job);
+    while (atomic_load(&done_pieces) < pieces) sched_yield();
+    pthread_mutex_unlock(&run_lock);
+}
+
+/* How many workers have been started in this process (for tests). */
+int64_t fg_workers_started(void) { return started; }
