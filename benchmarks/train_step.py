@@ -50,6 +50,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+# Seconds between one worker's round and the next one's (see `run_case_separate`).
+SETTLE_S = 0.2
+
 
 def torch_twin(name: str) -> dict:
     """Execute fusegrad model module `name`'s source with torch.nn in place of fusegrad.nn,
@@ -282,6 +285,10 @@ def run_case_separate(case: Case, rounds: int, steps: int, warmup: int, stat: st
     try:
         for r in range(rounds):
             for name in order if r % 2 == 0 else order[::-1]:
+                # The other worker's threads may still be spinning for work after its round
+                # (OpenMP's and OpenBLAS's watch for tens of milliseconds): let them settle,
+                # so that only one framework computes at a time.
+                time.sleep(SETTLE_S)
                 procs[name].stdin.write("round\n")
                 procs[name].stdin.flush()
                 ms, waited = procs[name].stdout.readline().split()
