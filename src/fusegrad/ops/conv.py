@@ -985,7 +985,8 @@ def _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, trans
         wmat = w.reshape(groups, o // groups, cg * kk)
         # One matmul per group over the whole batch (batch folded into the columns), not one
         # small matmul per sample. The columns come in the NumPy path's order, so the traced
-        # derivative (AOT autograd) computes eager's gradients to the last bit.
+        # derivative (AOT autograd) computes eager's gradients to the last bit where eager
+        # takes the GEMM path (a direct convolution, `_direct`, sums in another order).
         bl = _batch_last(g.shape[2], g.shape[3])
         gi = None
         if mask[0]:
