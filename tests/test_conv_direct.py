@@ -123,14 +123,9 @@ def test_direct_convolutions_are_chosen_where_measured_faster(n, c, o, k, size, 
 @pytest.fixture
 def workers_started():
     """The number of C workers started in this process so far."""
-    import ctypes
-
     from fusegrad.ops import _native
 
-    lib = _native.library("conv_direct")
-    fn = lib.conv_direct_workers
-    fn.restype, fn.argtypes = ctypes.c_int64, []
-    return fn
+    return _native.workers_started
 
 
 def test_direct_kernels_run_on_the_c_workers_at_two_threads(direct, workers_started):
@@ -193,3 +188,14 @@ def test_a_forked_child_runs_direct_kernels_at_two_threads(direct, workers_start
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         fusegrad.set_num_threads(1)
+
+
+def test_without_the_c_workers_the_intra_op_pool_shares_the_pieces(direct, monkeypatch,
+                                                                   same_at_two_threads):
+    from fusegrad.ops import _native
+
+    function = _native.function
+    monkeypatch.setattr(_native, "function", lambda family, *a: None if family == "workers"
+                        else function(family, *a))
+    x, w, b = _data((32, 8, 10, 10), (6, 8, 3, 3), np.float32)
+    same_at_two_threads(lambda: _step(fusegrad, x, w, b, padding=1))

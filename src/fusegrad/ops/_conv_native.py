@@ -13,8 +13,6 @@ C-contiguous: the caller then takes its NumPy path.
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from . import _native, _parallel, _workspace
@@ -175,8 +173,11 @@ def transposed(a: np.ndarray) -> np.ndarray | None:
 # (`LANES` in conv_direct.c), and channels go in blocks of `BLOCK` (`CB` there).
 LANES = 16
 BLOCK = 4
-# The kernels' numbers in `conv_direct_run` (float32; float64 follow).
-_KERNELS = ("pack", "unpack", "forward", "input_grad", "weight_grad")
+
+
+# Each direct kernel's argument codes (`_native.function`).
+_SIGNATURES = {"pack": "pp" + "i" * 9, "unpack": "ppp" + "i" * 6, "forward": "ppp" + "i" * 19,
+               "input_grad": "ppp" + "i" * 17, "weight_grad": "ppp" + "i" * 19}
 
 
 def _available(*arrays: np.ndarray) -> bool:
@@ -184,20 +185,15 @@ def _available(*arrays: np.ndarray) -> bool:
     dt = arrays[0].dtype
     return (dt in _native.SUFFIX and _native.enabled()
             and all(a.dtype == dt and a.flags.c_contiguous for a in arrays)
-            and _native.function("conv_direct", "conv_direct_run", "ipii") is not None)
+            and _native.library("conv_direct") is not None)
 
 
-def _run(kernel: str, dtype, args: list, units: int, work: int) -> None:
-    """Direct kernel `kernel` for `dtype` with `args` (addresses and sizes, its arguments
-    but the unit range) over `units` units (`work` multiply-adds or values in all), shared
-    by the C workers at the intra-op thread count (alone inside a side-by-side task, or
-    when the work is small)."""
-    run = _native.function("conv_direct", "conv_direct_run", "ipii")
-    index = _KERNELS.index(kernel) + (len(_KERNELS) if dtype == np.float64 else 0)
-    block = (ctypes.c_int64 * len(args))(*[0 if v is None else v for v in args])
-    threads = 1 if _parallel._state.solo or work < _parallel.MIN_CHUNK else (
-        _parallel.num_threads())
-    run(index, ctypes.addressof(block), units, threads)
+def _run(kernel: str, dtype, args: tuple, units: int, work: int) -> None:
+    """Direct kernel `kernel` for `dtype` with `args` (its arguments but the unit range,
+    which comes last) over `units` units (`work` multiply-adds or values in all), on the C
+    workers (`_native.run_pieces`)."""
+    fn = _native.typed("conv_direct", f"conv_{kernel}", dtype, _SIGNATURES[kernel])
+    _native.run_pieces(fn, args, (), units, work)
 
 
 def lanes(n: int) -> int:
@@ -211,8 +207,8 @@ def _pack(x: np.ndarray, p, slot: str) -> np.ndarray:
     n, c, h, w = x.shape
     npad = lanes(n)
     xt = _workspace.scratch(slot, (c, h + 2 * p[0], w + 2 * p[1], npad), x.dtype)
-    _run("pack", x.dtype, [_native.address(x), _native.address(xt), n, c, h, w, p[0], p[1],
-                           npad], c, xt.size)
+    _run("pack", x.dtype, (_native.address(x), _native.address(xt), n, c, h, w, p[0], p[1],
+                           npad), c, xt.size)
     return xt
 
 
@@ -221,9 +217,9 @@ def _unpack(t: np.ndarray, n: int, bias: np.ndarray | None) -> np.ndarray:
     c, npad = t.shape[0], t.shape[-1]
     pixels = t.size // (c * npad)
     out = np.empty((n, c, *t.shape[1:-1]), dtype=t.dtype)
-    _run("unpack", t.dtype, [_native.address(t), _native.address(out),
+    _run("unpack", t.dtype, (_native.address(t), _native.address(out),
                              None if bias is None else _native.address(bias), n, c, pixels,
-                             npad], c, out.size)
+                             npad), c, out.size)
     return out
 
 
@@ -250,9 +246,9 @@ def direct_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s, p, d, 
     wb = np.ascontiguousarray(wb.reshape(ob, BLOCK, c, kh, kw).transpose(0, 2, 3, 4, 1))
     out_t = _workspace.scratch("conv.out", (o, oh, ow, npad), x.dtype)
     macs = o * oh * ow * npad * c * (r1 - r0) * (q1 - q0)
-    _run("forward", x.dtype, [_native.address(xt), _native.address(wb),
+    _run("forward", x.dtype, (_native.address(xt), _native.address(wb),
                               _native.address(out_t), c, hp, wp, npad, o, kh, kw, s[0], s[1],
-                              d[0], d[1], oh, ow, r0, r1, q0, q1], ob * oh, macs)
+                              d[0], d[1], oh, ow, r0, r1, q0, q1), ob * oh, macs)
     return _unpack(out_t, n, b)
 
 
@@ -277,9 +273,9 @@ def direct_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, need_x: bool,
         full = (r1 - r0, q1 - q0) == (kh, kw)
         gw = (np.empty if full else np.zeros)(w.shape, dtype=w.dtype)
         # Units: (block of output channels, input channel, kernel row).
-        _run("weight_grad", x.dtype, [ga, _native.address(xt), _native.address(gw), o, c, hp,
+        _run("weight_grad", x.dtype, (ga, _native.address(xt), _native.address(gw), o, c, hp,
                                       wp, npad, kh, kw, s[0], s[1], d[0], d[1], oh, ow, r0,
-                                      r1, q0, q1], _blocks(w, 0) * c * (r1 - r0), macs_w)
+                                      r1, q0, q1), _blocks(w, 0) * c * (r1 - r0), macs_w)
         return gw
 
     def input_grad() -> np.ndarray:
@@ -290,9 +286,9 @@ def direct_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, need_x: bool,
         wb = np.ascontiguousarray(wb.reshape(o, cb, BLOCK, kh, kw).transpose(1, 3, 4, 0, 2))
         din = _workspace.scratch("conv.din", (c, h, wd, npad), x.dtype)
         # Units: (block of input channels, input row).
-        _run("input_grad", x.dtype, [ga, _native.address(wb), _native.address(din), o, c, h,
+        _run("input_grad", x.dtype, (ga, _native.address(wb), _native.address(din), o, c, h,
                                      wd, npad, kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], oh,
-                                     ow], cb * h, macs_x)
+                                     ow), cb * h, macs_x)
         return _unpack(din, n, None)
 
     macs_w = o * oh * ow * npad * c * (r1 - r0) * (q1 - q0)

@@ -13,9 +13,11 @@ and CPU) and loaded with ctypes. Two reasons to write a loop in C rather than Nu
 Every function takes its arrays as addresses and its sizes as 64-bit integers, and computes
 each output element in an order that does not depend on the range it is given, so results
 are the same at every thread count. Floating-point contraction is off, as in generated code
-(the direct convolutions turn it on for themselves: their sums follow no NumPy order). A
-family may be linked with other sources of `native/` (`WITH`): the C workers that run a
-kernel's pieces on several threads without a Python hand-off (`native/workers.c`).
+(the direct convolutions turn it on for themselves: their sums follow no NumPy order).
+
+`run_pieces` runs such a function's range on the C workers (`native/workers.c`): threads
+that start a piece within microseconds of the call, where the intra-op pool's Python
+threads take tens (see docs/architecture.md).
 
 Without a C compiler, when a build fails, or with `FUSEGRAD_NATIVE=0` in the environment,
 `function` returns None and callers keep their NumPy path; the tests run both
@@ -36,9 +38,8 @@ import numpy as np
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
          "-ffp-contract=off", "-fPIC", "-shared")
 HERE = os.path.join(os.path.dirname(__file__), "native")
-# Families built together with other sources (translation units of `native/`): the C
-# workers that run a kernel's pieces on several threads (`workers.c`).
-WITH = {"conv_direct": ("workers",)}
+# Flags some families add: the C workers' threads (`workers.c`).
+EXTRA_FLAGS = {"workers": ("-pthread",)}
 # The dtypes the kernels are written for, and the suffix of each one's C function.
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
@@ -73,14 +74,11 @@ def _build(family: str) -> ctypes.CDLL | None:
     cc = _cbuild.compiler()
     if cc is None:
         return None  # no compiler: the NumPy kernels serve, as they did before
-    units = []
-    for name in (family, *WITH.get(family, ())):
-        with open(os.path.join(HERE, f"{name}.c")) as f:
-            units.append(f.read())
-    flags = FLAGS + ("-pthread",) if len(units) > 1 else FLAGS
+    with open(os.path.join(HERE, f"{family}.c")) as f:
+        source = f.read()
+    flags = FLAGS + EXTRA_FLAGS.get(family, ())
     try:
-        path = _cbuild.shared_object(cc, units, flags,
-                                     _cbuild.source_key("\n".join(units), cc, flags))
+        path = _cbuild.shared_object(cc, [source], flags, _cbuild.source_key(source, cc, flags))
         return ctypes.CDLL(path)
     except (OSError, _cbuild.CompileError) as e:
         warnings.warn(f"fusegrad: the C kernels '{family}' could not be built, NumPy runs "
@@ -143,3 +141,44 @@ def address(a) -> int:
         return _addressof(_char.from_buffer(a))
     except (TypeError, ValueError, BufferError):
         return a.ctypes.data
+
+
+_addresses: dict[int, int] = {}
+
+
+def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
+    """C function `fn` (from `function`; its arguments all addresses and 64-bit integers,
+    None for a null pointer) called as `fn(*before, start, stop, *after)` over units
+    [0, units) (`work` units of work in all): one piece per intra-op thread on the C
+    workers; run whole here at one thread, inside a side-by-side task
+    (`_parallel.concurrently`) or when the work is small; without the workers, shared on the
+    intra-op pool by measured cost."""
+    from . import _parallel
+
+    call = function("workers", "fg_workers_call", "ppiiii")
+    threads = _parallel.num_threads()
+    if threads <= 1 or _parallel._state.solo or work < _parallel.MIN_CHUNK:
+        fn(*before, 0, units, *after)
+        return
+    if call is None:
+        def piece(start: int, stop: int) -> None:
+            fn(*before, start, stop, *after)
+
+        _parallel.share_by_cost(piece, units, work, (id(fn), *after, units))
+        return
+    address = _addresses.get(id(fn))
+    if address is None:
+        address = _addresses[id(fn)] = ctypes.cast(fn, ctypes.c_void_p).value
+    args = (*before, 0, 0, *after)
+    block = (ctypes.c_int64 * len(args))(*[0 if v is None else v for v in args])
+    call(address, ctypes.addressof(block), len(args), len(before), units, threads)
+
+
+def workers_started() -> int:
+    """How many C workers this process has started (0 without them)."""
+    lib = library("workers")
+    if lib is None:
+        return 0
+    fn = lib.fg_workers_started
+    fn.restype, fn.argtypes = ctypes.c_int64, []
+    return fn()

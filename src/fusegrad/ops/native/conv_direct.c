@@ -15,7 +15,8 @@
    below adds its terms in one order whatever range of work it is given, so results are the
    same at every thread count.
 
-   Work is cut into units; each function does units [start, stop):
+   Work is cut into units; each function does units [start, stop) (the C workers,
+   `workers.c`, run the pieces of a call on several threads):
    - conv_forward: (output channel block, output row) pairs;
    - conv_input_grad: (input channel block, input row) pairs;
    - conv_weight_grad: (output channel block, input channel, kernel row) triples. */
@@ -328,44 +329,3 @@ void conv_weight_grad_##S(const T *gt, const T *xt, T *gw, int64_t o, int64_t c,
 DIRECT(float, f32, vf32)
 DIRECT(double, f64, vf64)
 
-/* Each function above run by the C workers (`workers.c`): `conv_direct_run(kernel, args,
-   units, threads)` calls kernel number `kernel` (below) with the pointers and integers in
-   `args` (its arguments but the unit range, in order) over units [0, units), cut into one
-   piece per thread. */
-void fg_workers_run(void (*fn)(const int64_t *, int64_t, int64_t), const int64_t *args,
-                    int64_t units, int64_t pieces, int64_t threads);
-
-#define P(k, T) ((T *)(intptr_t)a[k])
-#define I4(k) a[k], a[k + 1], a[k + 2], a[k + 3]
-#define I15(k) I4(k), I4(k + 4), I4(k + 8), a[k + 12], a[k + 13], a[k + 14]
-#define I17(k) I15(k), a[k + 15], a[k + 16]
-#define JOBS(T, S)                                                                         \
-static void pack_job_##S(const int64_t *a, int64_t start, int64_t stop) {                  \
-    conv_pack_##S(P(0, const T), P(1, T), I4(2), a[6], a[7], a[8], start, stop);           \
-}                                                                                          \
-static void unpack_job_##S(const int64_t *a, int64_t start, int64_t stop) {                \
-    conv_unpack_##S(P(0, const T), P(1, T), P(2, const T), I4(3), start, stop);            \
-}                                                                                          \
-static void forward_job_##S(const int64_t *a, int64_t start, int64_t stop) {               \
-    conv_forward_##S(P(0, const T), P(1, const T), P(2, T), I17(3), start, stop);          \
-}                                                                                          \
-static void input_grad_job_##S(const int64_t *a, int64_t start, int64_t stop) {            \
-    conv_input_grad_##S(P(0, const T), P(1, const T), P(2, T), I15(3), start, stop);       \
-}                                                                                          \
-static void weight_grad_job_##S(const int64_t *a, int64_t start, int64_t stop) {           \
-    conv_weight_grad_##S(P(0, const T), P(1, const T), P(2, T), I17(3), start, stop);      \
-}
-JOBS(float, f32)
-JOBS(double, f64)
-
-static void (*const jobs[])(const int64_t *, int64_t, int64_t) = {
-    pack_job_f32, unpack_job_f32, forward_job_f32, input_grad_job_f32, weight_grad_job_f32,
-    pack_job_f64, unpack_job_f64, forward_job_f64, input_grad_job_f64, weight_grad_job_f64,
-};
-
-void conv_direct_run(int64_t kernel, const int64_t *args, int64_t units, int64_t threads) {
-    fg_workers_run(jobs[kernel], args, units, threads, threads);
-}
-
-int64_t fg_workers_started(void);
-int64_t conv_direct_workers(void) { return fg_workers_started(); }

@@ -131,3 +131,39 @@ void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t piece
 
 /* How many workers have been started in this process (for tests). */
 int64_t fg_workers_started(void) { return started; }
+
+/* Any kernel whose arguments are all pointers and 64-bit integers, with its unit range at
+   argument `at` and `at + 1`, run by the workers: the kernel is called through a prototype
+   of MAX_ARGS integers (pointers and 64-bit integers travel alike in the x86-64 and
+   AArch64 calling conventions, and the caller removes what the callee does not read). */
+#define MAX_ARGS 24
+typedef void (*fg_kernel)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t);
+struct fg_call {
+    int64_t args[MAX_ARGS];
+    fg_kernel fn;
+    int64_t at;
+};
+
+static void call_job(const int64_t *block, int64_t start, int64_t stop) {
+    const struct fg_call *c = (const struct fg_call *)block;
+    int64_t v[MAX_ARGS];
+    for (int i = 0; i < MAX_ARGS; i++) v[i] = c->args[i];
+    v[c->at] = start;
+    v[c->at + 1] = stop;
+    c->fn(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
+          v[13], v[14], v[15], v[16], v[17], v[18], v[19], v[20], v[21], v[22], v[23]);
+}
+
+/* Kernel `fn` with its `nargs` arguments `args` (the unit range at `at` left as any value)
+   over units [0, units), one piece per thread on up to `threads` threads. */
+void fg_workers_call(void *fn, const int64_t *args, int64_t nargs, int64_t at, int64_t units,
+                     int64_t threads) {
+    struct fg_call c;
+    for (int i = 0; i < MAX_ARGS; i++) c.args[i] = i < nargs ? args[i] : 0;
+    c.fn = (fg_kernel)fn;
+    c.at = at;
+    fg_workers_run(call_job, (const int64_t *)&c, units, threads, threads);
+}
