@@ -111,7 +111,10 @@ def test_direct_convolution_takes_any_strides_of_its_inputs(direct):
     (32, 64, 64, 3, 8, True),    # ResNet-18's first stage on 32x32 images
     (32, 128, 128, 3, 4, False),  # more channels: the GEMMs are faster
     (32, 256, 256, 3, 2, False),
-    (32, 3, 64, 3, 32, False),   # large outputs: im2col costs less than moving them
+    (32, 8, 16, 3, 32, True),    # 32x32 images, few channels
+    (32, 3, 64, 7, 16, True),    # ResNet-18's first convolution on 32x32 images
+    (128, 1, 32, 3, 28, False),  # few products per output: moving the output costs more
+    (32, 3, 64, 3, 64, False),   # large outputs
     (8, 6, 16, 5, 10, False),    # a batch too small for the lanes
     (20, 6, 16, 5, 10, False),   # 20 -> 32 lanes: too much padding
 ])

@@ -221,17 +221,23 @@ PER_SAMPLE_WEIGHT_GRAD_ROWS = 8
 
 # Convolutions with few channels over small images run as direct convolutions in C, the
 # samples as vector lanes (`_conv_native.direct_forward`, `direct_backward`): no im2col, and
-# every multiply-add a vector one. Measured against im2col + GEMM at one thread (float32):
-# LeNet-5's second convolution 0.35 against 0.62 ms forward, 0.82 against 1.36 backward;
-# 64 channels 3x3 over 8x8, batch 32: 1.9 / 2.1 forward, 3.2 / 4.8 backward. GEMMs win with
-# more channels, fewer pixels (each weight-gradient tile then sums a short run and pays its
-# reduction across lanes) or large outputs (the layout moves cost more than im2col's). So:
-# at most this many output channels, this many values per sample's output, this many
-# products per output, and at least this many (pixel, sample) pairs per output channel; the
-# batch padded to the kernels' lanes by at most a quarter.
+# every multiply-add a vector one. Measured against im2col + GEMM at one thread (float32,
+# forward / weight gradient / input gradient, ms): LeNet-5's second convolution 0.35 / 0.82
+# (both gradients) against 0.62 / 1.36; 8 -> 16 channels 3x3 over 32x32, batch 32,
+# 1.6 / 1.3 / 1.5 against 3.5 / 3.3 / 4.5; 64 channels 3x3 over 8x8, batch 32, 1.9 / 3.2
+# (both) against 2.1 / 4.8. GEMMs win with more channels, fewer pixels (each
+# weight-gradient tile then sums a short run and pays its reduction across lanes), few
+# products per output (1 -> 32 channels 3x3 over 28x28, batch 128: 5.6 / 8.4 / 11.5
+# against 4.1 / 5.7 / 5.5: the output's moves cost more than im2col) or large outputs. So:
+# at most this many output channels, values per sample's output and products per output,
+# at least this many products per output and (pixel, sample) pairs per output channel; the
+# batch padded to the kernels' lanes by at most a quarter. An input gradient over fewer
+# input channels than a block (`_conv_native.BLOCK`) wastes lanes of its accumulators and
+# keeps the GEMM path (3 channels 3x3 over 32x32, batch 64: 9.0 against 6.2).
 DIRECT_MAX_OUT = 64
-DIRECT_MAX_OUTPUT = 8192
+DIRECT_MAX_OUTPUT = 32768
 DIRECT_MAX_PRODUCTS = 1024
+DIRECT_MIN_PRODUCTS = 16
 DIRECT_MIN_SPAN = 2048
 
 
@@ -240,7 +246,8 @@ def _direct(n: int, c: int, o: int, kh: int, kw: int, oh: int, ow: int, groups: 
     padded = _conv_native.lanes(n)
     return (groups == 1 and n >= _conv_native.LANES and 4 * (padded - n) <= n
             and o <= DIRECT_MAX_OUT and o * oh * ow <= DIRECT_MAX_OUTPUT
-            and c * kh * kw <= DIRECT_MAX_PRODUCTS and oh * ow * n >= DIRECT_MIN_SPAN)
+            and DIRECT_MIN_PRODUCTS <= c * kh * kw <= DIRECT_MAX_PRODUCTS
+            and oh * ow * n >= DIRECT_MIN_SPAN)
 
 
 def _wide(x_shape, k, s, p, d, oh: int, ow: int) -> bool:
@@ -454,7 +461,7 @@ def _col2im_cols(cols, c, size, k, s, p, d, oh, ow, n, batch_last, taps=None):
     return _parallel.copy(inner.transpose(3, 0, 1, 2))  # out of the work buffer
 
 
-def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
+def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups, direct: bool = True):
     """(gi, gw) of a 2-D convolution as arrays (None where not needed): one GEMM per group
     over the whole batch for each (the batch folded into the GEMM's columns), over the
     kernel offsets that meet the input only; a small weight gradient sums one GEMM per
@@ -464,12 +471,16 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups):
     og = o // groups
     oh, ow = g.shape[2], g.shape[3]
     taps = _taps(x.shape, (kh, kw), s, p, d, oh, ow)
-    if _direct(n, c, o, kh, kw, oh, ow, groups):
+    if direct and _direct(n, c, o, kh, kw, oh, ow, groups):
+        direct_x = need_x and c >= _conv_native.BLOCK
         both = _conv_native.direct_backward(np.ascontiguousarray(g), np.ascontiguousarray(x),
-                                            np.ascontiguousarray(w), need_x, need_w, s, p, d,
+                                            np.ascontiguousarray(w), direct_x, need_w, s, p, d,
                                             taps)
         if both is not None:
-            return both
+            gi, gw = both
+            if need_x and not direct_x:
+                gi = _conv_backward_np(g, x, w, True, False, s, p, d, groups, False)[0]
+            return gi, gw
     (r0, r1), (c0, c1) = taps
     ckk = cg * (r1 - r0) * (c1 - c0)
     bl = _batch_last(oh, ow)
