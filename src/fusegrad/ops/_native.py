@@ -156,8 +156,8 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     from . import _parallel
 
     call = function("workers", "fg_workers_call", "ppiiii")
-    threads = _parallel.num_threads()
-    if threads <= 1 or _parallel._state.solo or work < _parallel.MIN_CHUNK:
+    threads = _parallel.sharing_threads(work)
+    if threads <= 1:
         fn(*before, 0, units, *after)
         return
     if call is None:

@@ -180,6 +180,14 @@ def for_chunks(fn: Callable[[int, int], None], total: int, work: int,
         _share(fn, total, pieces, pieces)
 
 
+def sharing_threads(work: int) -> int:
+    """How many threads work of `work` units may be shared among now: the thread count, or
+    one for small work (under `MIN_CHUNK`) and inside a side-by-side task
+    (`concurrently`)."""
+    threads = num_threads()
+    return 1 if threads <= 1 or work < MIN_CHUNK or _state.solo else threads
+
+
 def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
                   key: Hashable) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
@@ -195,8 +203,8 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     piece is one long call and runs twice as fast on two threads. Work in C (one call per
     piece, no GIL) is measured too: a piece of a few hundred microseconds ran slower on the
     other core (its wake-up, and the data in this core's cache) than whole on this one."""
-    threads = num_threads()
-    if threads <= 1 or total <= 1 or work < MIN_CHUNK or _state.solo:
+    threads = sharing_threads(work)
+    if threads <= 1 or total <= 1:
         fn(0, total)
         return
     entry = _costs.get(key)

@@ -670,13 +670,13 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     s, p, d = _conv_2d_args(x.ndim, stride, padding, dilation)
     x4 = _work(x)[:, :, None] if one_d else _work(x)
     w4 = _work(w)[:, :, None] if one_d else _work(w)
-    o, cg, kh, kw = w4.shape
-    n = x4.shape[0]
+    n, c = x4.shape[:2]
+    o, _, kh, kw = w4.shape
     oh = _out_size(x4.shape[2], kh, s[0], p[0], d[0])
     ow = _out_size(x4.shape[3], kw, s[1], p[1], d[1])
     bias = None if b is None else _work(b)
     out = None
-    if _direct(n, x4.shape[1], o, kh, kw, oh, ow, groups):
+    if _direct(n, c, o, kh, kw, oh, ow, groups):
         taps = _taps(x4.shape, (kh, kw), s, p, d, oh, ow)
         out = _conv_native.direct_forward(np.ascontiguousarray(x4), np.ascontiguousarray(w4),
                                           bias, s, p, d, oh, ow, taps)

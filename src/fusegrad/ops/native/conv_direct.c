@@ -123,6 +123,7 @@ static void forward_row_##S##_##NV(const T *xt, const T *wb, T *out, int64_t c, 
     int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t r0, int64_t r1, int64_t q0,    \
     int64_t q1, int64_t blk, int64_t ob, int64_t y, int64_t nb) {                          \
     const T *wblk = wb + blk * c * kh * kw * CB;                                           \
+    const int64_t lanes = sizeof(V) / sizeof(T);                                           \
     for (int64_t x = 0; x < ow; x++) {                                                     \
         V acc[CB][NV];                                                                     \
         for (int b = 0; b < CB; b++)                                                       \
@@ -133,10 +134,10 @@ static void forward_row_##S##_##NV(const T *xt, const T *wb, T *out, int64_t c, 
             const T *wr = wblk + ((ci * kh + r) * kw) * CB;                                \
             for (int64_t q = q0; q < q1; q++) {                                            \
                 V v[NV];                                                                   \
-                for (int j = 0; j < NV; j++) {                                            \
-                    v[j] = LOAD(V, row + q * dw * np + j * (int64_t)(sizeof(V) / sizeof(T))); \
-                    KEEP(v[j]);                                                        \
-                }                                                                      \
+                for (int j = 0; j < NV; j++) {                                             \
+                    v[j] = LOAD(V, row + q * dw * np + j * lanes);                         \
+                    KEEP(v[j]);                                                            \
+                }                                                                          \
                 for (int b = 0; b < CB; b++) {                                             \
                     const T wv = wr[q * CB + b];                                           \
                     for (int j = 0; j < NV; j++) acc[b][j] += wv * v[j];                   \
@@ -146,7 +147,7 @@ static void forward_row_##S##_##NV(const T *xt, const T *wb, T *out, int64_t c, 
         for (int b = 0; b < ob; b++) {                                                     \
             T *dst = out + (((blk * CB + b) * oh + y) * ow + x) * np + nb;                 \
             for (int j = 0; j < NV; j++)                                                   \
-                STORE(V, dst + j * (int64_t)(sizeof(V) / sizeof(T)), acc[b][j]);           \
+                STORE(V, dst + j * lanes, acc[b][j]);                                      \
         }                                                                                  \
     }                                                                                      \
 }
@@ -156,10 +157,10 @@ static void forward_row_##S##_##NV(const T *xt, const T *wb, T *out, int64_t c, 
    w[o, ci, r, q] * gt[o, y, x] where y sh + r dh == Y + ph and x sw + q dw == X + pw.
    `wb` is the weight as (blocks of CB input channels, kh, kw, o, CB). */
 #define INPUT_ROW(T, S, V, NV)                                                             \
-static void input_row_##S##_##NV(const T *gt, const T *wb, T *din, int64_t o, int64_t c,   \
-    int64_t h, int64_t w, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,      \
-    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t blk,   \
-    int64_t cb, int64_t Y, int64_t nb) {                                                   \
+static void input_row_##S##_##NV(const T *gt, const T *wb, T *din, int64_t o, int64_t h,   \
+    int64_t w, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,     \
+    int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t blk, int64_t cb,   \
+    int64_t Y, int64_t nb) {                                                               \
     const int64_t plane = oh * ow * np, lanes = sizeof(V) / sizeof(T);                     \
     const T *wblk = wb + blk * kh * kw * o * CB;                                           \
     for (int64_t X = 0; X < w; X++) {                                                      \
@@ -204,7 +205,7 @@ static void input_row_##S##_##NV(const T *gt, const T *wb, T *din, int64_t o, in
    lanes in order. With stride 1 along the width, a row's (x, lane) values run contiguous in
    both arrays and are walked as one run. */
 #define WEIGHT_TILE(T, S, V, NQ)                                                           \
-static void weight_tile_##S##_##NQ(const T *gt, const T *xt, T *gw, int64_t o, int64_t c,  \
+static void weight_tile_##S##_##NQ(const T *gt, const T *xt, T *gw, int64_t c,             \
     int64_t hp, int64_t wp, int64_t np, int64_t kh, int64_t kw, int64_t sh, int64_t sw,    \
     int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t blk, int64_t ob, int64_t ci,   \
     int64_t r, int64_t qa) {                                                               \
@@ -236,11 +237,24 @@ static void weight_tile_##S##_##NQ(const T *gt, const T *xt, T *gw, int64_t o, i
 }
 
 #define ROW_VARIANTS(M, T, S, V) M(T, S, V, 1) M(T, S, V, 2) M(T, S, V, 3) M(T, S, V, 4)
+#define VARIANTS(name, S) {name##_##S##_1, name##_##S##_2, name##_##S##_3, name##_##S##_4}
+
+/* How many vectors of lanes the next chunk of the batch at `nb` takes (at most MAXV). */
+static inline int64_t chunk_vectors(int64_t np, int64_t nb, int64_t lanes) {
+    const int64_t nv = (np - nb) / lanes;
+    return nv > MAXV ? MAXV : nv;
+}
 
 #define DIRECT(T, S, V)                                                                    \
 ROW_VARIANTS(FORWARD_ROW, T, S, V)                                                         \
 ROW_VARIANTS(INPUT_ROW, T, S, V)                                                           \
 ROW_VARIANTS(WEIGHT_TILE, T, S, V)                                                         \
+/* Each row kernel's variants by vectors (or kernel columns) per chunk, 1 to 4. */         \
+static __typeof__(&forward_row_##S##_1) const forward_rows_##S[] =                         \
+    VARIANTS(forward_row, S);                                                              \
+static __typeof__(&input_row_##S##_1) const input_rows_##S[] = VARIANTS(input_row, S);     \
+static __typeof__(&weight_tile_##S##_1) const weight_tiles_##S[] =                         \
+    VARIANTS(weight_tile, S);                                                              \
                                                                                            \
 /* out (o, oh, ow, np) = the convolution of xt (c, hp, wp, np) with w (o, c, kh, kw),       \
    kernel offsets [r0, r1) x [q0, q1) only (the others read only padding); units are       \
@@ -251,21 +265,12 @@ void conv_forward_##S(const T *xt, const T *w, T *out, int64_t c, int64_t hp, in
     int64_t start, int64_t stop) {                                                         \
     const int64_t lanes = sizeof(V) / sizeof(T);                                           \
     for (int64_t u = start; u < stop; u++) {                                               \
-        const int64_t blk = u / oh, y = u % oh, ob = o - blk * CB < CB ? o - blk * CB : CB;        \
-        for (int64_t nb = 0; nb < np;) {                                                   \
-            int64_t nv = (np - nb) / lanes;                                                \
-            nv = nv > MAXV ? MAXV : nv;                                                    \
-            switch (nv) {                                                                  \
-            case 4: forward_row_##S##_4(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
-            case 3: forward_row_##S##_3(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
-            case 2: forward_row_##S##_2(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, r0, r1, q0, q1, blk, ob, y, nb); break;                     \
-            default: forward_row_##S##_1(xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh,    \
-                        dw, oh, ow, r0, r1, q0, q1, blk, ob, y, nb); nv = 1;                \
-            }                                                                              \
-            nb += nv * lanes;                                                              \
+        const int64_t blk = u / oh, y = u % oh;                                            \
+        const int64_t ob = o - blk * CB < CB ? o - blk * CB : CB;                          \
+        for (int64_t nb = 0, nv; nb < np; nb += nv * lanes) {                              \
+            nv = chunk_vectors(np, nb, lanes);                                             \
+            forward_rows_##S[nv - 1](xt, w, out, c, hp, wp, np, kh, kw, sh, sw, dh, dw,    \
+                                     oh, ow, r0, r1, q0, q1, blk, ob, y, nb);              \
         }                                                                                  \
     }                                                                                      \
 }                                                                                          \
@@ -279,21 +284,12 @@ void conv_input_grad_##S(const T *gt, const T *wt, T *din, int64_t o, int64_t c,
     int64_t stop) {                                                                        \
     const int64_t lanes = sizeof(V) / sizeof(T);                                           \
     for (int64_t u = start; u < stop; u++) {                                               \
-        const int64_t blk = u / h, Y = u % h, cb = c - blk * CB < CB ? c - blk * CB : CB;          \
-        for (int64_t nb = 0; nb < np;) {                                                   \
-            int64_t nv = (np - nb) / lanes;                                                \
-            nv = nv > MAXV ? MAXV : nv;                                                    \
-            switch (nv) {                                                                  \
-            case 4: input_row_##S##_4(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
-                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
-            case 3: input_row_##S##_3(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
-                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
-            case 2: input_row_##S##_2(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph, pw, \
-                        dh, dw, oh, ow, blk, cb, Y, nb); break;                             \
-            default: input_row_##S##_1(gt, wt, din, o, c, h, w, np, kh, kw, sh, sw, ph,    \
-                        pw, dh, dw, oh, ow, blk, cb, Y, nb); nv = 1;                        \
-            }                                                                              \
-            nb += nv * lanes;                                                              \
+        const int64_t blk = u / h, Y = u % h;                                              \
+        const int64_t cb = c - blk * CB < CB ? c - blk * CB : CB;                          \
+        for (int64_t nb = 0, nv; nb < np; nb += nv * lanes) {                              \
+            nv = chunk_vectors(np, nb, lanes);                                             \
+            input_rows_##S[nv - 1](gt, wt, din, o, h, w, np, kh, kw, sh, sw, ph, pw, dh,   \
+                                   dw, oh, ow, blk, cb, Y, nb);                            \
         }                                                                                  \
     }                                                                                      \
 }                                                                                          \
@@ -307,25 +303,15 @@ void conv_weight_grad_##S(const T *gt, const T *xt, T *gw, int64_t o, int64_t c,
     int64_t q1, int64_t start, int64_t stop) {                                             \
     const int64_t nr = r1 - r0;                                                            \
     for (int64_t u = start; u < stop; u++) {                                               \
-        const int64_t blk = u / (c * nr), ci = u / nr % c, r = r0 + u % nr;                 \
-        const int64_t ob = o - blk * CB < CB ? o - blk * CB : CB;                                      \
-        for (int64_t qa = q0; qa < q1;) {                                                  \
-            const int64_t nq = q1 - qa < QB ? q1 - qa : QB;                                \
-            switch (nq) {                                                                  \
-            case 4: weight_tile_##S##_4(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, blk, ob, ci, r, qa); break;                                 \
-            case 3: weight_tile_##S##_3(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, blk, ob, ci, r, qa); break;                                 \
-            case 2: weight_tile_##S##_2(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh, dw, \
-                        oh, ow, blk, ob, ci, r, qa); break;                                 \
-            default: weight_tile_##S##_1(gt, xt, gw, o, c, hp, wp, np, kh, kw, sh, sw, dh,    \
-                        dw, oh, ow, blk, ob, ci, r, qa);                                    \
-            }                                                                              \
-            qa += nq;                                                                      \
+        const int64_t blk = u / (c * nr), ci = u / nr % c, r = r0 + u % nr;                \
+        const int64_t ob = o - blk * CB < CB ? o - blk * CB : CB;                          \
+        for (int64_t qa = q0, nq; qa < q1; qa += nq) {                                     \
+            nq = q1 - qa < QB ? q1 - qa : QB;                                              \
+            weight_tiles_##S[nq - 1](gt, xt, gw, c, hp, wp, np, kh, kw, sh, sw, dh, dw,    \
+                                     oh, ow, blk, ob, ci, r, qa);                          \
         }                                                                                  \
     }                                                                                      \
 }
 
 DIRECT(float, f32, vf32)
 DIRECT(double, f64, vf64)
-

@@ -8,9 +8,9 @@
    (`WATCH_NS`, as OpenMP's threads do, yielding the CPU while they watch) before they
    sleep, so that within a training step a job starts on them in about a microsecond.
 
-   A job is a function `fn(args, start, stop)` over units [0, units), cut into `pieces`
-   ranges of equal size. Pieces are claimed, not assigned: the caller and each worker take
-   the next unclaimed piece until none is left, so a worker that is slow to wake costs
+   A job is a function `fn(args, start, stop)` over units [0, units), cut into one range
+   of equal size per thread. Pieces are claimed, not assigned: the caller and each worker
+   take the next unclaimed piece until none is left, so a worker that is slow to wake costs
    nothing but its wake-up (the caller runs its pieces). Which thread runs a piece never
    changes what it computes. One job runs at a time; a caller that finds the workers busy
    (another Python thread's job) runs its job whole itself. After fork() the child starts
@@ -47,7 +47,7 @@ static int64_t now_ns(void) {
 }
 
 /* Claim and run pieces of job `job` until none is left (or another job has begun). */
-static void run_pieces(uint64_t job) {
+static void claim_pieces(uint64_t job) {
     uint64_t c = atomic_load(&claim);
     for (;;) {
         const uint64_t pieces = (c >> 16) & 0xffff, i = c & 0xffff;
@@ -78,7 +78,7 @@ static void *worker(void *unused) {
             sched_yield();  /* another thread wanting this CPU gets it */
         }
         seen = atomic_load(&claim) >> 32;
-        run_pieces(seen);
+        claim_pieces(seen);
     }
     return NULL;
 }
@@ -91,13 +91,11 @@ static void forget_workers(void) {  /* in a forked child: no worker exists there
     atomic_store(&sleepers, 0);
 }
 
-/* Run `fn` over units [0, units) in `pieces` pieces on up to `threads` threads (the caller
-   one of them); returns once every piece is done. */
-void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t pieces,
-                    int64_t threads) {
-    if (pieces > units) pieces = units;
-    if (pieces > 0xffff) pieces = 0xffff;
+/* Run `fn` over units [0, units) in one piece per thread on up to `threads` threads (the
+   caller one of them); returns once every piece is done. */
+static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t threads) {
     if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
+    const int64_t pieces = threads < units ? threads : units;
     if (threads <= 1 || pieces <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
         fn(args, 0, units);
         return;
@@ -124,7 +122,7 @@ void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_t piece
         pthread_cond_broadcast(&wake);
         pthread_mutex_unlock(&sleep_lock);
     }
-    run_pieces(job);
+    claim_pieces(job);
     while (atomic_load(&done_pieces) < pieces) sched_yield();
     pthread_mutex_unlock(&run_lock);
 }
@@ -165,5 +163,5 @@ void fg_workers_call(void *fn, const int64_t *args, int64_t nargs, int64_t at, i
     for (int i = 0; i < MAX_ARGS; i++) c.args[i] = i < nargs ? args[i] : 0;
     c.fn = (fg_kernel)fn;
     c.at = at;
-    fg_workers_run(call_job, (const int64_t *)&c, units, threads, threads);
+    fg_workers_run(call_job, (const int64_t *)&c, units, threads);
 }
