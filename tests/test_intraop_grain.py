@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fusegrad
-from fusegrad.ops import _blas, _native, _parallel
+from fusegrad.ops import _blas, _gemm, _native, _parallel
 
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 
@@ -72,12 +72,12 @@ def test_dear_work_is_cut_into_pieces_covering_every_index_once(threads, monkeyp
 def test_matmul_cuts_a_deep_product_along_its_shared_dimension():
     """A convolution's weight gradient (few rows and columns, a batch of pixels deep) is cut
     along the shared dimension, whatever the thread count; a wide product by columns."""
-    pieces = _parallel.MAX_GEMM_PIECES
+    pieces = _gemm.MAX_GEMM_PIECES
     if pieces < 2:
         pytest.skip("one CPU: no product is cut")
-    assert _parallel._gemm_pieces(1, 6, 25, 50176) == (3, pieces)
-    assert _parallel._gemm_pieces(1, 16, 150, 6400) == (3, pieces)
-    assert _parallel._gemm_pieces(1, 16, 6400, 150)[0] == 2
+    assert _gemm.cut(1, 6, 25, 50176) == (3, pieces)
+    assert _gemm.cut(1, 16, 150, 6400) == (3, pieces)
+    assert _gemm.cut(1, 16, 6400, 150)[0] == 2
 
 
 @pytest.mark.parametrize("a_shape, b_shape, a_t", [
@@ -95,7 +95,7 @@ def test_matmul_pieces_give_the_same_bits_at_one_and_two_threads(shared, a_shape
     got = []
     for n in (1, 2):
         fusegrad.set_num_threads(n)
-        got.append(_parallel.matmul(a, b))
+        got.append(_gemm.matmul(a, b))
     np.testing.assert_array_equal(got[0], got[1])
     ref = torch.matmul(torch.from_numpy(np.ascontiguousarray(a)).double(),
                        torch.from_numpy(b).double()).numpy()

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import fusegrad
-from fusegrad.ops import _native, _parallel
+from fusegrad.ops import _gemm, _native, _parallel
 
 SRC = str(Path(fusegrad.__file__).resolve().parent.parent)
 
@@ -222,15 +222,15 @@ def test_gemm_results_do_not_depend_on_omp_num_threads(tmp_path, rows, inner, co
 def test_gemm_pieces_depend_on_shapes_only(threads):
     from fusegrad.ops import _blas
 
-    cut = [_parallel._gemm_pieces(1, 256, 1024, 784)]
+    cut = [_gemm.cut(1, 256, 1024, 784)]
     fusegrad.set_num_threads(2)
-    cut.append(_parallel._gemm_pieces(1, 256, 1024, 784))
-    pieces = _parallel.MAX_GEMM_PIECES
+    cut.append(_gemm.cut(1, 256, 1024, 784))
+    pieces = _gemm.MAX_GEMM_PIECES
     assert cut[0] == cut[1] == ((2, pieces) if pieces > 1 else (0, 1))  # columns: smaller repack
-    assert _parallel._gemm_pieces(1, 64, 120, 400) == (0, 1)     # too small to cut
+    assert _gemm.cut(1, 64, 120, 400) == (0, 1)     # too small to cut
     if _blas.available():  # OpenBLAS is back at its own count after each GEMM
         before = _blas.get_threads()
-        _parallel.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
+        _gemm.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
         assert _blas.get_threads() == before
 
 

@@ -5,7 +5,7 @@ busy-wait for the next one (about 0.1 s, yielding between checks) rather than sl
 fusegrad's intra-op pool that is one thread too many per core: on two cores the BLAS spinner,
 the calling thread and a pool thread take turns, and a LeNet-5 step took twice as long with
 two threads as with one. So fusegrad runs its GEMMs with OpenBLAS held to one thread and
-splits a large GEMM over its own pool (`_parallel.matmul`): one pool, as PyTorch's OpenMP
+splits a large GEMM over its own pool (`_gemm.matmul`): one pool, as PyTorch's OpenMP
 pool serves both its BLAS and its kernels, and no thread ever spins.
 
 The library is found among the loaded shared objects (NumPy's wheels bundle it as
@@ -27,6 +27,9 @@ class _Lib:
     get = None
     set = None
     corename = None
+    # Per dtype character ("f", "d"): (address of CBLAS's GEMM, whether its integers are
+    # 64-bit), for the GEMM pieces run in C (`native/gemm.c`).
+    gemms: dict = {}
 
 
 _lib = _Lib()
@@ -35,6 +38,11 @@ _NAMES = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads6
           ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
           ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
           ("openblas_get_num_threads", "openblas_set_num_threads"))
+# CBLAS GEMMs whose integer width the name tells: NumPy's wheels bundle scipy-openblas64
+# (64-bit integers, the `64_` suffix); scipy-openblas32 has no suffix. A plain
+# `cblas_sgemm` may take either width, so it is not used.
+_GEMM_NAMES = (("scipy_cblas_{}gemm64_", True), ("cblas_{}gemm64_", True),
+               ("scipy_cblas_{}gemm", False))
 
 
 def _openblas_paths() -> list[str]:
@@ -78,7 +86,20 @@ def _load() -> None:
                     core.restype = ctypes.c_char_p
                     core.argtypes = []
                     _lib.corename = core
+                _find_gemms(dll)
                 return
+
+
+def _find_gemms(dll) -> None:
+    import ctypes
+
+    for kind in "fd":
+        letter = "s" if kind == "f" else "d"
+        for pattern, wide in _GEMM_NAMES:
+            fn = getattr(dll, pattern.format(letter), None)
+            if fn is not None:
+                _lib.gemms[kind] = (ctypes.cast(fn, ctypes.c_void_p).value, wide)
+                break
 
 
 def available() -> bool:
@@ -105,3 +126,11 @@ def core_name() -> str | None:
     if not available() or _lib.corename is None:
         return None
     return _lib.corename().decode()
+
+
+def gemm(kind: str) -> tuple[int, bool] | None:
+    """(address, 64-bit integers?) of the settable OpenBLAS's CBLAS GEMM for dtype
+    character `kind` ("f" float32, "d" float64), or None."""
+    if not available():
+        return None
+    return _lib.gemms.get(kind)

@@ -4,8 +4,8 @@ col2im copies, layout changes, bias adds, max pooling, the optimizers' update lo
 NumPy releases the GIL inside BLAS calls, copies and ufunc loops, so splitting one such
 operation into pieces shared by a small pool uses the other cores as PyTorch's kernels do.
 Each piece writes its own part of the output with the same operations in the same order,
-so results are bit-identical to the one-thread path. A large GEMM is split the same way
-(`matmul`), with OpenBLAS held to one thread meanwhile: OpenBLAS's own threads busy-wait
+so results are bit-identical to the one-thread path. A large GEMM is cut too (`_gemm`), with
+OpenBLAS held to one thread meanwhile (`OneBlasThread`): OpenBLAS's own threads busy-wait
 between calls and would take the cores this pool needs (see `_blas`).
 
 Independent kernels (a convolution's weight and input gradients) can instead run side by
@@ -50,6 +50,11 @@ PIECES_PER_THREAD = 4
 GUESS_NS = 1.0
 # Each timing's weight in a kernel's running cost per unit.
 COST_WEIGHT = 0.25
+# A timing enters a running cost as at most this many times the cost so far: one call that
+# the scheduler held up (a preempted piece took 3-5x its usual time) must not flip a
+# GEMM to running whole for the next `PROBE_EVERY` calls, while a lasting change in the
+# machine's load still moves the cost, by up to 25% per call.
+OUTLIER = 2.0
 # Work expected to take less than this runs untimed (its cost stays as last measured).
 CHEAP_NS = MIN_PIECE_NS // 4
 # Entries of the cost table (call site and shape): cleared when full, re-measured on use.
@@ -57,15 +62,6 @@ MAX_COSTS = 4096
 # Work that could be shared runs the slower of its two ways (whole, shared) once in this
 # many calls, to notice when that one has become the faster.
 PROBE_EVERY = 32
-# A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
-# each, which pays for handing a piece to a thread), at most one per CPU and four: each
-# piece packs one operand again, a cost the one-thread path pays too (the cut must not
-# depend on the thread count). The CPU count is the machine's, fixed for the process.
-GEMM_PIECE = 1 << 22
-MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
-# A product whose shared dimension is at least this many times its larger other dimension
-# (a convolution's weight gradient: few outputs, a batch of pixels deep) is cut along it.
-DEEP_GEMM = 4
 # A copy whose source strides by a multiple of 4 KiB along the last axis runs this many values
 # of that axis at a time (see `copyto`): 32 bytes of float32 per destination run.
 ALIAS_RUN = 8
@@ -128,7 +124,7 @@ def num_threads() -> int:
 
 def set_threads(n: int) -> None:
     """Use `n` threads from now on (the pool grows on its next use), NumPy's OpenBLAS
-    included (`_blas`), so that a GEMM outside `matmul` uses the same count."""
+    included (`_blas`), so that a GEMM outside `_gemm.matmul` uses the same count."""
     _state.threads = n
     if _blas.available():
         _blas.set_threads(n)
@@ -189,7 +185,7 @@ def sharing_threads(work: int) -> int:
 
 
 def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
-                  key: Hashable) -> None:
+                  key: Hashable, trial: bool = True) -> None:
     """`fn(start, stop)` over `range(total)` (`work` units in all), cut into pieces that
     are each expected to take at least `MIN_PIECE_NS`, at most `PIECES_PER_THREAD` per
     thread, by the recent time per unit for `key` (a kernel and its shape; a copy's cost
@@ -202,7 +198,10 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
     shared than whole (a convolution's col2im: 3.4 -> 8.7 ms per ResNet-18 step); a GEMM
     piece is one long call and runs twice as fast on two threads. Work in C (one call per
     piece, no GIL) is measured too: a piece of a few hundred microseconds ran slower on the
-    other core (its wake-up, and the data in this core's cache) than whole on this one."""
+    other core (its wake-up, and the data in this core's cache) than whole on this one.
+    `trial=False` skips that measurement for work known to gain from sharing (a GEMM's
+    pieces, each one BLAS call): on a busy machine one slow shared call made a GEMM run
+    whole, at half speed, until the next probe."""
     threads = sharing_threads(work)
     if threads <= 1 or total <= 1:
         fn(0, total)
@@ -217,7 +216,7 @@ def share_by_cost(fn: Callable[[int, int], None], total: int, work: int,
             _costs.clear()
         entry = _costs[key] = [0.0, 0.0, 0.0, 0]
     pieces = min(total, threads * PIECES_PER_THREAD, int(ns * work) // MIN_PIECE_NS)
-    shareable = pieces > 1
+    shareable = pieces > 1 and trial
     if shareable and not _split_pays(entry):
         pieces = 1
     t0 = perf_counter_ns()
@@ -260,12 +259,12 @@ def concurrently(tasks: list[Callable[[], object]], work: int, key: Hashable) ->
 
     # OpenBLAS held to one thread for the whole region: a GEMM in a task must not change
     # the count under its twin's (`matmul` leaves a count of one as it is).
-    with _OneBlasThread():
+    with OneBlasThread():
         share_by_cost(run, len(tasks), work, key)
     return results
 
 
-class _OneBlasThread:
+class OneBlasThread:
     """OpenBLAS held to one thread over a block, its count restored after (nothing to do
     without a settable OpenBLAS, or when the count is one already)."""
 
@@ -282,8 +281,9 @@ class _OneBlasThread:
 
 
 def _moved(seen: float, now: float) -> float:
-    """A running mean `seen` (0.0: none yet) moved `COST_WEIGHT` of the way to `now`."""
-    return now if not seen else seen + (now - seen) * COST_WEIGHT
+    """A running mean `seen` (0.0: none yet) moved `COST_WEIGHT` of the way to `now`, taken
+    as at most `OUTLIER` times `seen`."""
+    return now if not seen else seen + (min(now, OUTLIER * seen) - seen) * COST_WEIGHT
 
 
 def _split_pays(entry: list) -> bool:
@@ -395,100 +395,3 @@ def copy(src: np.ndarray) -> np.ndarray:
     dst = np.empty(src.shape, dtype=src.dtype)
     copyto(dst, src)
     return dst
-
-
-def _gemm_pieces(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
-    """(axis, pieces) a product is cut into: axis 0 the stack, 1 the rows, 2 the columns, 3
-    the shared dimension. The cut depends on the shapes only, never on the thread count, so
-    every thread count sums each element in the same order. A deep product (the shared
-    dimension `DEEP_GEMM` times the larger other one or more) is cut along it, its parts'
-    products summed in order: each piece packs only its own slices of both operands. Else
-    rows are cut when the right operand is the smaller one (each piece packs the whole of
-    the other operand again), else columns."""
-    work = stack * m * n * k
-    if work < GEMM_PIECE:  # most products: one piece, decided at once
-        return 0, 1
-    pieces = min(MAX_GEMM_PIECES, work // GEMM_PIECE)
-    if stack > 1 and stack >= pieces:
-        return 0, max(pieces, 1)
-    deep = k >= DEEP_GEMM * max(m, n)
-    if deep:  # skinny products run far below the GEMM rate: a piece of half the work pays
-        pieces = min(MAX_GEMM_PIECES, 2 * work // GEMM_PIECE, k)
-    if pieces <= 1:
-        return 0, 1
-    if deep:
-        return 3, pieces
-    if m >= n:
-        return 1, min(pieces, m)
-    return 2, min(pieces, n)
-
-
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """`np.matmul(a, b, out=out)` on the intra-op pool, with OpenBLAS held to one thread: a
-    large product is cut into pieces by `_gemm_pieces` (a GEMM of each piece, the pieces
-    shared between threads), so results do not depend on the thread count. The matrices of
-    a stack are separate GEMMs: at two threads or more they are shared by measured cost,
-    however small each is. Without a settable OpenBLAS, a plain call (the BLAS threads it
-    itself)."""
-    if a.ndim < 2 or b.ndim < 2 or not _blas.available():
-        return np.matmul(a, b, out=out)
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    # The result's first leading size (its stack), read off the shapes without building
-    # the broadcast shape: this runs before every GEMM, most of them small.
-    ra, rb = a.ndim, b.ndim
-    if ra == rb:
-        stack = 1 if ra == 2 else (b.shape[0] if a.shape[0] == 1 else a.shape[0])
-    else:
-        stack = a.shape[0] if ra > rb else b.shape[0]
-    axis, pieces = _gemm_pieces(stack, m, n, k)
-    work = stack * m * n * k
-    # (The common small product leaves at the first two tests.)
-    by_stack = stack > 1 and axis == 0 and work >= MIN_CHUNK and num_threads() > 1
-    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
-        return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
-    threads = 1 if _state.solo else num_threads()
-    if out is None:
-        lead = a.shape[:-2]
-        if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
-            lead = np.broadcast_shapes(lead, b.shape[:-2])
-        out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
-    # A deep product's pieces after the first go to their own arrays, summed in at the end.
-    parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
-
-    def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
-        # An operand's part of the result's leading axis (a broadcast operand is whole).
-        return x[i:j] if x.ndim == out.ndim and x.shape[0] == out.shape[0] else x
-
-    def stack_part(i: int, j: int) -> None:  # matrices i..j of the stack
-        np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
-
-    size = (stack, m, n, k)[axis]
-
-    def run(first: int, last: int) -> None:
-        for piece in range(first, last):
-            i, j = size * piece // pieces, size * (piece + 1) // pieces
-            if axis == 0:
-                stack_part(i, j)
-            elif axis == 1:
-                np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
-            elif axis == 2:
-                np.matmul(a, b[..., i:j], out=out[..., i:j])
-            else:
-                np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
-
-    with _OneBlasThread():
-        if pieces == 1 and not by_stack:
-            np.matmul(a, b, out=out)
-        elif threads <= 1:
-            run(0, pieces)
-        else:
-            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
-            if by_stack:
-                share_by_cost(stack_part, stack, work, key)
-            else:
-                share_by_cost(run, pieces, work, key)
-    if parts is not None:
-        for p in parts[1:]:
-            out += p
-    return out

@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
 from ..autograd.grad_mode import is_grad_enabled
-from . import _conv_native, _parallel, _workspace
+from . import _conv_native, _gemm, _parallel, _workspace
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
@@ -500,7 +500,7 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups, direct: bool = T
         if per_sample:
             cols = _sample_cols(x, (kh, kw), s, p, d, False, taps)[0]
             cols = cols.reshape(n, groups, ckk, oh * ow)
-            per = _parallel.matmul(g.reshape(n, groups, og, oh * ow), cols.transpose(0, 1, 3, 2))
+            per = _gemm.matmul(g.reshape(n, groups, og, oh * ow), cols.transpose(0, 1, 3, 2))
             gw = per.sum(0)
         else:
             cols, _, _ = _cols(x, (kh, kw), s, p, d, bl, taps)
@@ -515,7 +515,7 @@ def _conv_backward_np(g, x, w, need_x, need_w, s, p, d, groups, direct: bool = T
     def input_grad():
         wm = _tap_weight(w, taps).reshape(groups, og, ckk).transpose(0, 2, 1)
         gcols = _workspace.scratch("conv.gcols", (groups, ckk, oh * ow * n), g.dtype)
-        _parallel.matmul(wm, gt, out=gcols)
+        _gemm.matmul(wm, gt, out=gcols)
         return _col2im_cols(gcols, c, (h, wd), (kh, kw), s, p, d, oh, ow, n, bl, taps)
 
     if need_w and need_x:
@@ -544,12 +544,12 @@ def _weight_grad_gemm(gt, cols):
     faster orientation for the shapes (the result C-contiguous either way)."""
     og, ckk = gt.shape[1], cols.shape[1]
     if ckk >= og and og <= ROWS_FIRST_MAX_OUT:
-        prod = _parallel.matmul(cols, gt.transpose(0, 2, 1))
+        prod = _gemm.matmul(cols, gt.transpose(0, 2, 1))
         out = _conv_native.transposed(prod[0]) if prod.shape[0] == 1 else None
         if out is not None:  # in C, in tiles
             return out[None]
         return np.ascontiguousarray(prod.transpose(0, 2, 1))
-    return _parallel.matmul(gt, cols.transpose(0, 2, 1))
+    return _gemm.matmul(gt, cols.transpose(0, 2, 1))
 
 
 # ---------------------------------------------------------------- convolution
@@ -574,7 +574,7 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     n, cin, h, wd = x4.shape
     _, cog, kh, kw = w4.shape
     wm = w4.reshape(groups, cin // groups, cog * kh * kw).transpose(0, 2, 1)
-    cols = _parallel.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
+    cols = _gemm.matmul(wm, x4.reshape(n, groups, cin // groups, h * wd))
     cols = cols.reshape(n, groups * cog * kh * kw, h * wd)
     size = [(h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1,
             (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1]
@@ -607,7 +607,7 @@ def _conv_nd_kernel(x, w, b, s, p, d, groups):
     cols = np.empty(win.shape, dtype=win.dtype)
     _parallel.copyto(cols, win)  # im2col, a block of samples per thread
     cols = cols.reshape(n, groups, ckk, int(np.prod(out_sz)))
-    out = _parallel.matmul(w.reshape(groups, o // groups, ckk), cols).reshape(
+    out = _gemm.matmul(w.reshape(groups, o // groups, ckk), cols).reshape(
         (n, o) + out_sz)
     if b is not None:
         out += b.reshape((1, o) + (1,) * len(k))
@@ -624,7 +624,7 @@ def _conv_transposed_nd_kernel(x, w, b, s, p, d, output_padding, groups):
     sp = x.shape[2:]
     nd = len(k)
     wm = w.reshape(groups, cin // groups, cog * int(np.prod(k))).transpose(0, 2, 1)
-    cols = _parallel.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
+    cols = _gemm.matmul(wm, x.reshape(n, groups, cin // groups, int(np.prod(sp))))
     cols = cols.reshape((n, groups * cog) + tuple(k) + tuple(sp))
     size = [(sp[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + output_padding[i] + 1
             for i in range(nd)]
@@ -701,7 +701,7 @@ def _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow):
         cols, oh, ow = _cols(x4, (kh, kw), s, p, d, True, taps)
         ckk = cols.shape[0] // groups
         out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
-        _parallel.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
+        _gemm.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                          cols.reshape(groups, ckk, oh * ow * n), out=out_t)
         # In C: the batch moved first and the bias added in one pass.
         out = _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias)
@@ -719,7 +719,7 @@ def _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow):
         return _conv_wide(x4, w4, bias, s, p, d, groups)
     cols = _sample_cols(x4, (kh, kw), s, p, d, False)[0]
     cols = cols.reshape(n, groups, ckk, oh * ow)
-    out = _parallel.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
+    out = _gemm.matmul(w4.reshape(groups, o // groups, ckk), cols).reshape(n, o, oh, ow)
     if bias is not None:
         out += bias.reshape(1, o, 1, 1)
     return out
@@ -738,7 +738,7 @@ def _conv_wide(x, w, b, s, p, d, groups):
     if with_bias:
         wm = np.concatenate([wm, b.reshape(1, o, 1).astype(wm.dtype, copy=False)], axis=2)
     prod = _workspace.scratch("conv.out", (n, groups, og, oh * width), cols.dtype)
-    _parallel.matmul(wm, cols.reshape(n, groups, cols.shape[1] // groups, oh * width), out=prod)
+    _gemm.matmul(wm, cols.reshape(n, groups, cols.shape[1] // groups, oh * width), out=prod)
     src = prod.reshape(n, o, oh, width)[..., :ow]
     out = np.empty((n, o, oh, ow), dtype=prod.dtype)
     if b is not None and not with_bias:

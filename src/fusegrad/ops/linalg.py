@@ -8,7 +8,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from .._dtype import COMPLEX as _COMPLEX
-from . import _parallel
+from . import _gemm
 from ._blas import SERIAL_MNK as _SERIAL_MNK
 from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
 from ._util import c_type_name as _cname
@@ -67,7 +67,7 @@ def _mm_kernel(a, b):
                 # `base` costs a tenth of building the `flags` object, asked only of views.
                 if (a.base is None or a.flags.forc) and (b.base is None or b.flags.forc):
                     if sa[0] * sa[1] * sb[1] > _SERIAL_MNK:  # BLAS would thread it
-                        return _parallel.matmul(a, b)
+                        return _gemm.matmul(a, b)
                     return a.dot(b)
             elif sa == sb:  # 1x1 @ 1x1: one product, whose -0.0 the GEMM's sum makes +0.0
                 out = a.dot(b)

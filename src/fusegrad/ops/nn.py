@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from . import _parallel
+from . import _gemm
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, wrap_grad
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, inplace_variant, register
@@ -63,7 +63,7 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     if not (bias.dtype == m1.dtype == m2.dtype):
         _check_addmm(bias, m1, m2)
     dt = m1.dtype
-    prod = _parallel.matmul(_work(m1), _work(m2))  # the intra-op pool, not BLAS threads
+    prod = _gemm.matmul(_work(m1), _work(m2))  # the intra-op pool, not BLAS threads
     if alpha != 1:
         prod = prod * alpha
     # The product is a fresh array: add a float bias of its row's (or its own) shape into it

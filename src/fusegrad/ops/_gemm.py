@@ -1,0 +1,181 @@
+"""Matrix products on the intra-op threads: a large GEMM cut into pieces by its shapes
+(`cut`), each piece one call of NumPy's OpenBLAS held to one thread, the pieces shared
+between threads.
+
+Where the C kernels are built, the pieces of a product of two matrices run on the C workers
+(`native/gemm.c` calls OpenBLAS's CBLAS GEMM through its address): workers that watch for the
+next job between the products of a step start a piece at once, where a sleeping Python pool
+thread on a virtual machine started its piece 1-8 ms late under load (the thread counted
+as runnable, waiting for its halted CPU, all that while). Stacks of matrices, operands
+that BLAS cannot read in place and machines without a C compiler take the intra-op pool
+(`_parallel.share_by_cost`). Which way a product takes depends on its operands, never on
+the thread count, and each way runs the same pieces at any count, so results do not depend
+on the thread count.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import _blas, _native, _parallel
+
+# A large GEMM is cut into pieces of at least this many multiply-adds (tens of microseconds
+# each, which pays for handing a piece to a thread), at most one per CPU and four: each
+# piece packs one operand again, a cost the one-thread path pays too (the cut must not
+# depend on the thread count). The CPU count is the machine's, fixed for the process.
+GEMM_PIECE = 1 << 22
+MAX_GEMM_PIECES = max(1, min(4, os.cpu_count() or 1))
+# A product whose shared dimension is at least this many times its larger other dimension
+# (a convolution's weight gradient: few outputs, a batch of pixels deep) is cut along it.
+DEEP_GEMM = 4
+
+
+def cut(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """(axis, pieces) a product is cut into: axis 0 the stack, 1 the rows, 2 the columns, 3
+    the shared dimension. The cut depends on the shapes only, never on the thread count, so
+    every thread count sums each element in the same order. A deep product (the shared
+    dimension `DEEP_GEMM` times the larger other one or more) is cut along it, its parts'
+    products summed in order: each piece packs only its own slices of both operands. Else
+    rows are cut when the right operand is the smaller one (each piece packs the whole of
+    the other operand again), else columns."""
+    work = stack * m * n * k
+    if work < GEMM_PIECE:  # most products: one piece, decided at once
+        return 0, 1
+    pieces = min(MAX_GEMM_PIECES, work // GEMM_PIECE)
+    if stack > 1 and stack >= pieces:
+        return 0, max(pieces, 1)
+    deep = k >= DEEP_GEMM * max(m, n)
+    if deep:  # skinny products run far below the GEMM rate: a piece of half the work pays
+        pieces = min(MAX_GEMM_PIECES, 2 * work // GEMM_PIECE, k)
+    if pieces <= 1:
+        return 0, 1
+    if deep:
+        return 3, pieces
+    if m >= n:
+        return 1, min(pieces, m)
+    return 2, min(pieces, n)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """`np.matmul(a, b, out=out)` on the intra-op threads, with OpenBLAS held to one thread:
+    a large product is cut into pieces by `cut` (a GEMM of each piece, the pieces shared
+    between threads: on the C workers where `_in_c` can, else on the intra-op pool), so
+    results do not depend on the thread count. The matrices of a stack are separate GEMMs:
+    at two threads or more they are shared by measured cost, however small each is.
+    Without a settable OpenBLAS, a plain call (the BLAS threads it itself)."""
+    if a.ndim < 2 or b.ndim < 2 or not _blas.available():
+        return np.matmul(a, b, out=out)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    # The result's first leading size (its stack), read off the shapes without building
+    # the broadcast shape: this runs before every GEMM, most of them small.
+    ra, rb = a.ndim, b.ndim
+    if ra == rb:
+        stack = 1 if ra == 2 else (b.shape[0] if a.shape[0] == 1 else a.shape[0])
+    else:
+        stack = a.shape[0] if ra > rb else b.shape[0]
+    axis, pieces = cut(stack, m, n, k)
+    work = stack * m * n * k
+    # (The common small product leaves at the first two tests.)
+    by_stack = (stack > 1 and axis == 0 and work >= _parallel.MIN_CHUNK
+                and _parallel.num_threads() > 1)
+    if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
+        return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
+    threads = 1 if _parallel._state.solo else _parallel.num_threads()
+    if out is None:
+        lead = a.shape[:-2]
+        if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
+            lead = np.broadcast_shapes(lead, b.shape[:-2])
+        out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
+    if axis and ra == rb == 2 and _in_c(a, b, out, axis, pieces, work):
+        return out
+    # A deep product's pieces after the first go to their own arrays, summed in at the end.
+    parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
+
+    def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
+        # An operand's part of the result's leading axis (a broadcast operand is whole).
+        return x[i:j] if x.ndim == out.ndim and x.shape[0] == out.shape[0] else x
+
+    def stack_part(i: int, j: int) -> None:  # matrices i..j of the stack
+        np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
+
+    size = (stack, m, n, k)[axis]
+
+    def run(first: int, last: int) -> None:
+        for piece in range(first, last):
+            i, j = size * piece // pieces, size * (piece + 1) // pieces
+            if axis == 0:
+                stack_part(i, j)
+            elif axis == 1:
+                np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
+            elif axis == 2:
+                np.matmul(a, b[..., i:j], out=out[..., i:j])
+            else:
+                np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
+
+    with _parallel.OneBlasThread():
+        if pieces == 1 and not by_stack:
+            np.matmul(a, b, out=out)
+        elif threads <= 1:
+            run(0, pieces)
+        else:
+            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
+            if by_stack:
+                _parallel.share_by_cost(stack_part, stack, work, key)
+            else:
+                _parallel.share_by_cost(run, pieces, work, key, trial=False)
+    if parts is not None:
+        for p in parts[1:]:
+            out += p
+    return out
+
+
+# `fg_gemm_pieces_*`'s argument codes (`native/gemm.c`).
+_SIGNATURE = "pipppp" + "i" * 12
+# The largest size a 32-bit BLAS integer holds.
+_NARROW = (1 << 31) - 1
+
+
+def _blas_layout(x: np.ndarray) -> tuple[int, int] | None:
+    """(stored transposed?, leading dimension) of matrix `x` as CBLAS reads a row-major
+    operand, or None when BLAS cannot read it in place (no unit stride, a negative or
+    overlapping one)."""
+    (r, c), (s0, s1), size = x.shape, x.strides, x.itemsize
+    if s1 == size and s0 % size == 0 and s0 // size >= max(c, 1):
+        return 0, s0 // size
+    if s0 == size and s1 % size == 0 and s1 // size >= max(r, 1):
+        return 1, s1 // size
+    return None
+
+
+def _in_c(a: np.ndarray, b: np.ndarray, out: np.ndarray, axis: int, pieces: int,
+          work: int) -> bool:
+    """Run the product of matrices `a` and `b` into C-contiguous `out`, cut as `cut` said
+    (`axis` 1-3, `pieces`), on the C workers (`native/gemm.c`); False, having done nothing,
+    when the C kernels, OpenBLAS's CBLAS GEMM or the operands' layout do not allow it."""
+    dt = out.dtype
+    if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous:
+        return False
+    gemm = _blas.gemm(dt.char)
+    la, lb = _blas_layout(a), _blas_layout(b)
+    if gemm is None or la is None or lb is None:
+        return False
+    address, wide = gemm
+    (m, k), n = a.shape, b.shape[1]
+    if not wide and max(m, n, k, la[1], lb[1]) > _NARROW:
+        return False
+    fn = _native.typed("gemm", "fg_gemm_pieces", dt, _SIGNATURE)
+    if fn is None:
+        return False
+    rest = np.empty((pieces - 1, m, n), dt) if axis == 3 else None
+    args = (address, int(wide), _native.address(a), _native.address(b), _native.address(out),
+            None if rest is None else _native.address(rest), m, n, k, la[1], lb[1], n, la[0],
+            lb[0], axis, pieces)
+    with _parallel.OneBlasThread():
+        _native.run_pieces(fn, args, (), pieces, work)
+    if rest is not None:
+        for part in rest:  # in order, as the pool's way sums them
+            out += part
+    return True

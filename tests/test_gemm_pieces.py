@@ -1,0 +1,122 @@
+"""Large matrix products cut into pieces (`ops/_gemm.py`): the pieces run on the C workers
+(`native/gemm.c`, OpenBLAS's CBLAS GEMM called from C) where they can, on the intra-op pool
+where they cannot; either way the bits do not depend on the thread count, and both ways give
+the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad
+from fusegrad import _cbuild
+from fusegrad.ops import _blas, _gemm, _native
+
+pytestmark = pytest.mark.skipif(
+    _gemm.MAX_GEMM_PIECES < 2 or not _blas.available(),
+    reason="one CPU or no settable OpenBLAS: no product is cut")
+
+# (m, k, n) of products cut along rows, columns and the shared dimension (`_gemm.cut`).
+SHAPES = {"rows": (512, 256, 128), "columns": (128, 256, 512), "deep": (16, 8192, 64)}
+
+
+def _operand(rng, rows: int, cols: int, dtype, transposed: bool) -> np.ndarray:
+    """A `rows` x `cols` matrix, stored row-major or as the transpose of a row-major one."""
+    if transposed:
+        return rng.standard_normal((cols, rows)).astype(dtype).T
+    return rng.standard_normal((rows, cols)).astype(dtype)
+
+
+@pytest.fixture
+def in_c(monkeypatch):
+    """A list of the results of each `_gemm._in_c` call (whether the C workers ran it)."""
+    seen: list[bool] = []
+    real = _gemm._in_c
+
+    def spy(*args, **kwargs):
+        done = real(*args, **kwargs)
+        seen.append(done)
+        return done
+
+    monkeypatch.setattr(_gemm, "_in_c", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("cut", list(SHAPES))
+def test_pieces_give_one_threads_bits_at_two_and_the_pools_bits(threads, in_c, cut, tb, ta,
+                                                                 dtype):
+    m, k, n = SHAPES[cut]
+    assert _gemm.cut(1, m, n, k)[0] == {"rows": 1, "columns": 2, "deep": 3}[cut]
+    rng = np.random.default_rng(0)
+    a = _operand(rng, m, k, dtype, ta)
+    b = _operand(rng, k, n, dtype, tb)
+    got = []
+    for n_threads in (1, 2):
+        fusegrad.set_num_threads(n_threads)
+        got.append(_gemm.matmul(a, b))
+    with _native.native_kernels(False):  # the intra-op pool's way
+        pool = _gemm.matmul(a, b)
+    if _cbuild.compiler() is not None:
+        assert in_c[:2] == [True, True]
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], pool)
+    ref = torch.from_numpy(a.astype(np.float64)) @ torch.from_numpy(b.astype(np.float64))
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[0], ref.numpy(), rtol=tol, atol=tol * np.sqrt(k))
+
+
+def test_operands_blas_cannot_read_take_the_pool(threads, in_c):
+    """A strided operand (every other column) or a result that is not C-contiguous: the
+    pool's way, with the same result."""
+    fusegrad.set_num_threads(2)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((512, 512)).astype(np.float32)[:, ::2]
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    got = _gemm.matmul(a, b)
+    out = np.empty((128, 512), np.float32).T
+    _gemm.matmul(np.ascontiguousarray(a), b, out=out)
+    assert in_c == [False, False]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-4)
+    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=1e-4)
+
+
+def test_blas_layout():
+    """How CBLAS reads a row-major operand in place: (stored transposed, leading
+    dimension), None where it cannot."""
+    x = np.zeros((6, 10), np.float32)
+    assert _gemm._blas_layout(x) == (0, 10)
+    assert _gemm._blas_layout(x.T) == (1, 10)
+    assert _gemm._blas_layout(x[:, 2:7]) == (0, 10)
+    assert _gemm._blas_layout(x[:, ::2]) is None
+    assert _gemm._blas_layout(x[::-1]) is None
+    assert _gemm._blas_layout(np.broadcast_to(x[:1], (6, 10))) is None
+
+
+def test_a_linear_layer_at_two_threads_matches_torch_and_one_thread(threads):
+    """The products of a training step's linear layer (forward, both gradients) through the
+    public API: one thread's bits at two, and PyTorch's values."""
+    rng = np.random.default_rng(2)
+    x0 = rng.standard_normal((256, 784)).astype(np.float32)
+    w0 = rng.standard_normal((1024, 784)).astype(np.float32) * 0.03
+    got = []
+    for n_threads in (1, 2):
+        fusegrad.set_num_threads(n_threads)
+        x = fusegrad.tensor(x0, requires_grad=True)
+        w = fusegrad.tensor(w0, requires_grad=True)
+        y = fusegrad.nn.functional.linear(x, w)
+        (y * y).sum().backward()
+        got.append([y.detach().numpy(), x.grad.numpy(), w.grad.numpy()])
+    for one, two in zip(*got, strict=True):
+        np.testing.assert_array_equal(one, two)
+    x = torch.tensor(x0, requires_grad=True)
+    w = torch.tensor(w0, requires_grad=True)
+    y = torch.nn.functional.linear(x, w)
+    (y * y).sum().backward()
+    for ours, theirs in zip(got[0], (y, x.grad, w.grad), strict=True):
+        theirs = theirs.detach().numpy()
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
