@@ -120,3 +120,19 @@ def test_a_linear_layer_at_two_threads_matches_torch_and_one_thread(threads):
     for ours, theirs in zip(got[0], (y, x.grad, w.grad), strict=True):
         theirs = theirs.detach().numpy()
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
+
+
+def test_a_single_group_stack_takes_the_c_workers(threads, in_c):
+    """A convolution's GEMM of one group, (1, m, k) @ (1, k, n): one matrix product, cut and
+    run as the 2-D one (the same bits), with the stack axis kept in the result."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 256, 512)).astype(np.float32)
+    b = rng.standard_normal((1, 512, 128)).astype(np.float32)
+    fusegrad.set_num_threads(2)
+    got = _gemm.matmul(a, b)
+    flat = _gemm.matmul(a[0], b[0])
+    assert got.shape == (1, 256, 128)
+    if _cbuild.compiler() is not None:
+        assert in_c == [True, True]
+    np.testing.assert_array_equal(got[0], flat)
+    np.testing.assert_allclose(got[0], a[0].astype(np.float64) @ b[0], rtol=2e-5, atol=2e-4)

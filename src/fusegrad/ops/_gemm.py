@@ -89,7 +89,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
             lead = np.broadcast_shapes(lead, b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
-    if axis and ra == rb == 2 and _in_c(a, b, out, axis, pieces, work):
+    # (A result of one matrix: its operands' leading axes, if any, are all of size 1.)
+    if axis and out.size == m * n and _in_c(_matrix(a), _matrix(b), _matrix(out), axis,
+                                            pieces, work):
         return out
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
     parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
@@ -136,6 +138,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 _SIGNATURE = "pipppp" + "i" * 12
 # The largest size a 32-bit BLAS integer holds.
 _NARROW = (1 << 31) - 1
+
+
+def _matrix(x: np.ndarray) -> np.ndarray:
+    """`x` without its leading axes, all of size 1 (a convolution's single group): a view."""
+    return x if x.ndim == 2 else x.reshape(x.shape[-2:])
 
 
 def _blas_layout(x: np.ndarray) -> tuple[int, int] | None:
