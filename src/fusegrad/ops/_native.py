@@ -49,6 +49,8 @@ _TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double,
 
 class _State:
     on = os.environ.get("FUSEGRAD_NATIVE", "1") != "0"
+    # Whether the C workers have been told their CPUs (`_parallel.helper_cpus`).
+    placed = False
 
 
 _state = _State()
@@ -166,12 +168,21 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
 
         _parallel.share_by_cost(piece, units, work, (id(fn), *after, units))
         return
+    if not _state.placed:
+        _place_workers(_parallel.helper_cpus())
     address = _addresses.get(id(fn))
     if address is None:
         address = _addresses[id(fn)] = ctypes.cast(fn, ctypes.c_void_p).value
     args = (*before, 0, 0, *after)
     block = (ctypes.c_int64 * len(args))(*[0 if v is None else v for v in args])
     call(address, ctypes.addressof(block), len(args), len(before), units, threads)
+
+
+def _place_workers(cpus: list[int]) -> None:
+    """Tell the C workers, before the first starts, the CPU each keeps to (by index)."""
+    _state.placed = True
+    block = (ctypes.c_int64 * max(len(cpus), 1))(*cpus)
+    function("workers", "fg_workers_cpus", "pi")(ctypes.addressof(block), len(cpus))
 
 
 def workers_started() -> int:

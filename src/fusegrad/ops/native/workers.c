@@ -15,6 +15,7 @@
    changes what it computes. One job runs at a time; a caller that finds the workers busy
    (another Python thread's job) runs its job whole itself. After fork() the child starts
    without workers. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -39,6 +40,9 @@ static atomic_int done_pieces;
 static fg_job job_fn;
 static const int64_t *job_args;
 static int64_t job_units;
+/* The CPU each worker keeps to, by index (-1: none), as `fg_workers_cpus` set them. */
+static int64_t worker_cpu[MAX_WORKERS];
+static int cpus_known;
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -109,6 +113,15 @@ static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_
         pthread_t t;
         if (pthread_create(&t, NULL, worker, NULL) != 0) break;
         pthread_detach(t);
+#ifdef __linux__
+        pthread_setname_np(t, "fusegrad-worker"); /* as `top -H` and /proc show it */
+        if (started < cpus_known && worker_cpu[started] >= 0 && worker_cpu[started] < CPU_SETSIZE) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET((int)worker_cpu[started], &one);
+            pthread_setaffinity_np(t, sizeof one, &one); /* a refusal leaves it free */
+        }
+#endif
         started++;
     }
     job_fn = fn;
@@ -124,6 +137,15 @@ static void fg_workers_run(fg_job fn, const int64_t *args, int64_t units, int64_
     }
     claim_pieces(job);
     while (atomic_load(&done_pieces) < pieces) sched_yield();
+    pthread_mutex_unlock(&run_lock);
+}
+
+/* The CPUs workers started from now on keep to, by index (`_parallel.helper_cpus`: each
+   worker beside the intra-op pool's thread of the same index); `n` 0: none. */
+void fg_workers_cpus(const int64_t *cpus, int64_t n) {
+    pthread_mutex_lock(&run_lock);
+    cpus_known = n < MAX_WORKERS ? (int)n : MAX_WORKERS;
+    for (int i = 0; i < cpus_known; i++) worker_cpu[i] = cpus[i];
     pthread_mutex_unlock(&run_lock);
 }
 
