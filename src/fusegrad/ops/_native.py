@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import struct
 import warnings
 from _thread import allocate_lock
 from collections.abc import Iterator
@@ -146,6 +147,15 @@ def address(a) -> int:
 
 
 _addresses: dict[int, int] = {}
+_pack_double = struct.Struct("<d").pack
+_unpack_int = struct.Struct("<q").unpack
+
+
+def double_bits(x: float) -> int:
+    """The bits of `x` as a double, read as a 64-bit integer: how a kernel run by the C
+    workers (which pass integers only) takes a floating-point scalar."""
+    return _unpack_int(_pack_double(float(x)))[0]
+
 
 
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:

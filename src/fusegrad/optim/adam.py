@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .._tensor import Tensor
-from ..ops import _native, _parallel
+from ..ops import _native
 from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
@@ -111,7 +111,7 @@ class Adam(Optimizer):
                        step: float) -> bool:
         """The whole update of step `step` in one C pass over the parameter (gradient,
         moments and parameter read once, moments and parameter written), its element ranges
-        shared between intra-op threads, with PyTorch's operations in its order (`lerp_`
+        shared between the C workers, with PyTorch's operations in its order (`lerp_`
         and `addcmul_` as the fused multiply-adds of its CPU kernels). At every size: the
         one call costs less than Adam's dozen NumPy passes even for a small parameter (13.7
         against 14.5 us at 256 elements, 9.6 against 12.9 at 2400). False, doing nothing,
@@ -126,7 +126,7 @@ class Adam(Optimizer):
         if not all(a.dtype == data.dtype and a.shape == data.shape
                                    and a.flags.c_contiguous for a in arrays):
             return False
-        fn = _native.typed("optim", "adam", data.dtype, "pppppii" + "d" * 8 + "i")
+        fn = _native.typed("optim", "adam", data.dtype, "ppppp" + "i" * 11)
         if fn is None:
             return False
         (beta1, beta2), lr, wd, eps = group["betas"], group["lr"], group["weight_decay"], \
@@ -139,16 +139,14 @@ class Adam(Optimizer):
         if wd != 0:
             flags |= _DECOUPLED if decoupled else _L2
         bc1 = 1 - beta1 ** step
-        consts = (1 - lr * wd, wd, 1 - beta1, beta2, 1 - beta2, -(lr / bc1),
-                  math.sqrt(1 - beta2 ** step), eps, flags)
+        consts = [_native.double_bits(c) for c in (
+            1 - lr * wd, wd, 1 - beta1, beta2, 1 - beta2, -(lr / bc1),
+            math.sqrt(1 - beta2 ** step), eps)]
         addresses = [_native.address(a) for a in arrays]
         if not amsgrad:
             addresses.append(None)
-
-        def part(start: int, stop: int) -> None:
-            fn(*addresses, start, stop, *consts)
-
-        _parallel.share_by_cost(part, n, n, ("adam", n, flags, data.dtype))
+        # Element ranges on the C workers.
+        _native.run_pieces(fn, (*addresses, *consts, flags), (), n, n)
         return True
 
     def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,

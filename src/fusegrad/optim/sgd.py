@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from ..ops import _native, _parallel
+from ..ops import _native
 from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
@@ -81,7 +81,7 @@ class SGD(Optimizer):
     def _native_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict) -> bool:
         """The whole update in one C pass over the parameter (reading its gradient and
         momentum buffer, writing the buffer and the parameter), its element ranges shared
-        between intra-op threads; PyTorch's operations in its order, each `add` with an
+        between the C workers; PyTorch's operations in its order, each `add` with an
         alpha one fused multiply-add as in its CPU kernels, so PyTorch's bits. False, doing
         nothing, for a parameter under `NATIVE_MIN` elements (the NumPy passes cost less
         than the call), without the C kernels or for arrays of another dtype or layout."""
@@ -91,7 +91,7 @@ class SGD(Optimizer):
         if grad.dtype != data.dtype or grad.shape != data.shape or \
                 not (data.flags.c_contiguous and grad.flags.c_contiguous):
             return False
-        fn = _native.typed("optim", "sgd", data.dtype, "pppiiddddi")
+        fn = _native.typed("optim", "sgd", data.dtype, "ppp" + "i" * 7)
         if fn is None:
             return False
         momentum = group["momentum"]
@@ -113,14 +113,11 @@ class SGD(Optimizer):
                 if buf.dtype != data.dtype or buf.shape != data.shape or \
                         not buf.flags.c_contiguous:
                     return False
+        bits = _native.double_bits
         args = (_native.address(data), _native.address(grad),
-                _native.address(buf) if buf is not None else None)
-        consts = (-lr, momentum, 1 - damp, wd, flags)
-
-        def part(start: int, stop: int) -> None:
-            fn(*args, start, stop, *consts)
-
-        _parallel.share_by_cost(part, n, n, ("sgd", n, flags, data.dtype))
+                _native.address(buf) if buf is not None else None, bits(-lr), bits(momentum),
+                bits(1 - damp), bits(wd), flags)
+        _native.run_pieces(fn, args, (), n, n)  # element ranges on the C workers
         if flags & _FIRST:
             state["momentum_buffer"] = Tensor._make(buf)
         return True

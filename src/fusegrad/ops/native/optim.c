@@ -6,6 +6,16 @@
    with the scalars rounded to the tensor's type first. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
+
+/* The exported updates take their scalars as the bits of doubles in 64-bit integers, and
+   their element range last, so that the C workers (`workers.c`), which pass integers only,
+   can run them in pieces. */
+static inline double as_double(int64_t bits) {
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
 
 /* Bits of `flags`. */
 #define SGD_MAXIMIZE 1
@@ -34,8 +44,10 @@ static inline void NAME##_run(T *p, const T *g, T *buf,                         
         p[i] = FMA(d, lr, p[i]);                                                          \
     }                                                                                     \
 }                                                                                         \
-void NAME(T *p, const T *g, T *buf, int64_t start, int64_t stop, double neg_lr,          \
-          double mom, double damp1, double wd, int64_t flags) {                           \
+void NAME(T *p, const T *g, T *buf, int64_t neg_lr_bits, int64_t mom_bits,               \
+          int64_t damp1_bits, int64_t wd_bits, int64_t flags, int64_t start, int64_t stop) {  \
+    const double neg_lr = as_double(neg_lr_bits), mom = as_double(mom_bits);              \
+    const double damp1 = as_double(damp1_bits), wd = as_double(wd_bits);                  \
     /* The common cases as their own loops, so each vectorises without tests inside. */   \
     const int wdecay = wd != 0;                                                           \
     if (flags == SGD_MOMENTUM && !wdecay)                                                 \
@@ -92,9 +104,14 @@ static inline void NAME##_run(T *p, const T *g, T *m, T *v, T *vmax, int64_t sta
         p[i] = pi + (neg_step * mi) / denom;                                              \
     }                                                                                     \
 }                                                                                         \
-void NAME(T *p, const T *g, T *m, T *v, T *vmax, int64_t start, int64_t stop,            \
-          double decay, double wd, double w1, double beta2, double c2, double neg_step,    \
-          double bc2_sqrt, double eps, int64_t flags) {                                   \
+void NAME(T *p, const T *g, T *m, T *v, T *vmax, int64_t decay_bits, int64_t wd_bits,    \
+          int64_t w1_bits, int64_t beta2_bits, int64_t c2_bits, int64_t neg_step_bits,     \
+          int64_t bc2_sqrt_bits, int64_t eps_bits, int64_t flags, int64_t start,           \
+          int64_t stop) {                                                                 \
+    const double decay = as_double(decay_bits), wd = as_double(wd_bits);                  \
+    const double w1 = as_double(w1_bits), beta2 = as_double(beta2_bits);                  \
+    const double c2 = as_double(c2_bits), neg_step = as_double(neg_step_bits);            \
+    const double bc2_sqrt = as_double(bc2_sqrt_bits), eps = as_double(eps_bits);          \
     if (flags == 0) /* plain Adam: its own loop, without tests inside */                  \
         NAME##_run(p, g, m, v, vmax, start, stop, (T)decay, (T)wd, (T)w1, (T)beta2,       \
                    (T)c2, (T)neg_step, (T)bc2_sqrt, (T)eps, 0);                           \
