@@ -136,3 +136,20 @@ def test_a_single_group_stack_takes_the_c_workers(threads, in_c):
         assert in_c == [True, True]
     np.testing.assert_array_equal(got[0], flat)
     np.testing.assert_allclose(got[0], a[0].astype(np.float64) @ b[0], rtol=2e-5, atol=2e-4)
+
+
+def test_a_result_written_over_an_operand_is_computed_from_the_operands(threads, in_c):
+    """`out` the same memory as an operand, in a product cut by rows or by columns: each
+    piece reads the operands as they were (the product goes to a new array first)."""
+    fusegrad.set_num_threads(2)
+    rng = np.random.default_rng(4)
+    for rows, cols in ((512, 256), (256, 512)):
+        a = rng.standard_normal((rows, 256)).astype(np.float32)
+        b = rng.standard_normal((256, cols)).astype(np.float32)
+        want = a.astype(np.float64) @ b
+        out = np.zeros((rows + cols) * 256, np.float32)[:rows * cols].reshape(rows, cols)
+        a_over = out.reshape(-1)[:a.size].reshape(a.shape)  # `a` lives in `out`'s memory
+        a_over[...] = a
+        got = _gemm.matmul(a_over, b, out=out)
+        assert got is out
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-4)

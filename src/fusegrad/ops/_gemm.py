@@ -83,6 +83,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
                 and _parallel.num_threads() > 1)
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
+    if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        # A piece must not read what another wrote: the product goes to a new array first.
+        out[...] = matmul(a, b)
+        return out
     threads = 1 if _parallel._state.solo else _parallel.num_threads()
     if out is None:
         lead = a.shape[:-2]
@@ -142,7 +146,7 @@ _NARROW = (1 << 31) - 1
 
 def _matrix(x: np.ndarray) -> np.ndarray:
     """`x` without its leading axes, all of size 1 (a convolution's single group): a view."""
-    return x if x.ndim == 2 else x.reshape(x.shape[-2:])
+    return x if x.ndim == 2 else x[(0,) * (x.ndim - 2)]
 
 
 def _blas_layout(x: np.ndarray) -> tuple[int, int] | None:
