@@ -223,3 +223,30 @@ def test_nll_gradient_on_arrays_equals_the_recorded_formula_and_torch(shape, red
     on_arrays = grad(fusegrad)
     np.testing.assert_array_equal(on_arrays, grad(fusegrad, create_graph=True))
     np.testing.assert_allclose(on_arrays, grad(torch), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_of_plain_labels_gives_the_bits_of_the_masked_path(dtype, reduction):
+    """A batch of in-range labels without weights takes a short path (no mask, no bounds
+    check): its loss and input gradient have the bits of the general path, which a weight
+    of ones takes, and PyTorch's values."""
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((64, 10)).astype(dtype)
+    t0 = rng.integers(0, 10, 64)
+    got = []
+    for weight in (None, np.ones(10, dtype)):
+        x = fusegrad.tensor(x0, requires_grad=True)
+        w = None if weight is None else fusegrad.tensor(weight)
+        loss = fusegrad.nn.functional.cross_entropy(x, fusegrad.tensor(t0), weight=w,
+                                                    reduction=reduction)
+        loss.sum().backward()
+        got.append((loss.detach().numpy(), x.grad.numpy()))
+    for fast, general in zip(*got, strict=True):
+        np.testing.assert_array_equal(fast, general)
+    x = torch.tensor(x0, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(x, torch.tensor(t0), reduction=reduction)
+    loss.sum().backward()
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got[0][0], loss.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[0][1], x.grad.numpy(), rtol=tol, atol=tol)

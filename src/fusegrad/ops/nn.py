@@ -177,6 +177,16 @@ def _nll_pick(x, t, weight, ignore_index):
     return picked, wt.astype(x.dtype, copy=False)
 
 
+def _all_classes(t: np.ndarray, c: int, ignore_index: int) -> bool:
+    """Whether target `t` (1-D integers) holds class indices in [0, `c`) only and can hold no
+    `ignore_index`: then no mask and no bounds check is needed (the common case, a batch of
+    labels: two reductions instead of a dozen NumPy calls)."""
+    if t.ndim != 1 or not t.size or t.dtype.kind not in "iu":
+        return False
+    lo, hi = int(t.min()), int(t.max())
+    return 0 <= lo and hi < c and not lo <= ignore_index <= hi
+
+
 def _nll_target_check(t, two_d: bool) -> None:
     """nll_loss's checks of the target (array or fake): one class index per sample, held
     in int64 or uint8."""
@@ -192,9 +202,16 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
-    picked, wt = _nll_pick(xw, tt, None if weight is None else _work(weight), ignore_index)
-    losses = -picked * wt
-    total = wt.sum()
+    if weight is None and not one and xw.ndim == 2 and _all_classes(tt, xw.shape[1],
+                                                                     ignore_index):
+        # Every weight is one: `-picked * wt` is `-picked` and their sum the count, exactly.
+        losses = -xw[np.arange(tt.shape[0]), tt]
+        total = xw.dtype.type(tt.shape[0])
+    else:
+        picked, wt = _nll_pick(xw, tt, None if weight is None else _work(weight),
+                               ignore_index)
+        losses = -picked * wt
+        total = wt.sum()
     if reduction == 0:
         if one:  # a single sample reports its weight; a batch reports 0
             return losses[0].astype(x.dtype), np.asarray(total).astype(x.dtype)
@@ -250,6 +267,16 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
 def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
     """`_nll_derivative`'s input gradient on arrays, step for step (the same bits)."""
     one = len(shape) == 1
+    if weight is None and not one and reduction and len(shape) == 2 and \
+            _all_classes(t, shape[1], ignore_index):
+        # Every weight is one: the same steps on a single value (0-d arrays, the same
+        # arithmetic), stored at each target.
+        w = np.ones((), g.dtype)
+        if reduction == 1:
+            w = w / (total + (total == 0).astype(total.dtype))
+        gi = np.zeros(shape, g.dtype)
+        gi[np.arange(shape[0]), t] = -(w * g)
+        return gi
     if one:
         t = t[None]
         if reduction == 0:
