@@ -5,8 +5,8 @@ busy-wait for the next one (about 0.1 s, yielding between checks) rather than sl
 fusegrad's intra-op pool that is one thread too many per core: on two cores the BLAS spinner,
 the calling thread and a pool thread take turns, and a LeNet-5 step took twice as long with
 two threads as with one. So fusegrad runs its GEMMs with OpenBLAS held to one thread and
-splits a large GEMM over its own pool (`_gemm.matmul`): one pool, as PyTorch's OpenMP
-pool serves both its BLAS and its kernels, and no thread ever spins.
+splits a large GEMM over its own threads (`_gemm.matmul`): one set of helper threads, as
+PyTorch's OpenMP pool serves both its BLAS and its kernels, and no BLAS thread spins.
 
 The library is found among the loaded shared objects (NumPy's wheels bundle it as
 `scipy_openblas`); with another BLAS (MKL, Accelerate) `available()` is False and GEMMs keep

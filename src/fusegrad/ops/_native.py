@@ -157,7 +157,6 @@ def double_bits(x: float) -> int:
     return _unpack_int(_pack_double(float(x)))[0]
 
 
-
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     """C function `fn` (from `function`; its arguments all addresses and 64-bit integers,
     None for a null pointer) called as `fn(*before, start, stop, *after)` over units
