@@ -218,3 +218,30 @@ def test_deprecated_autocast_device_spellings(device):
         finally:
             lib.set_autocast_enabled(device, before[0])
             lib.set_autocast_dtype(device, before[1])
+
+
+@pytest.mark.parametrize("convert", ["float", "complex", "math.sqrt", "int", "item", "bool"])
+def test_scalar_of_a_tensor_requiring_grad_warns_as_torch(convert):
+    """float() and complex() (and so the math module) of a tensor that requires grad give
+    PyTorch's warning, at the caller's line; int(), item() and bool() do not; nor does a
+    tensor without grad."""
+    import math
+
+    how = {"float": float, "complex": complex, "math.sqrt": math.sqrt, "int": int,
+           "item": lambda t: t.item(), "bool": bool}[convert]
+    given = []
+    for lib in (torch, fusegrad):
+        lib.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                how(lib.tensor(2.0, requires_grad=True) * 1)
+                how(lib.tensor(2.0))
+        finally:
+            lib.set_warn_always(False)
+        given.append([(str(w.message).split(" (Triggered")[0], w.category, w.filename)
+                      for w in seen])
+    assert given[0] == given[1]
+    assert len(given[0]) == (1 if convert in ("float", "complex", "math.sqrt") else 0)
+    if given[0]:
+        assert given[1][0][2] == __file__

@@ -77,7 +77,8 @@ def test_launcher_runs_the_seed_snippets():
     assert rc == 0, out
     envs = sorted(line.split()[1:] for line in out.splitlines() if line.startswith("env "))
     assert envs == [["0", "0", "2", "127.0.0.1", "29500"], ["1", "1", "2", "127.0.0.1", "29500"]]
-    sums = {line.split()[-1] for line in out.splitlines() if " checksum " in line}
+    sums = {line.split()[-1] for line in out.splitlines()
+            if line.startswith("rank ") and " checksum " in line}
     assert len(sums) == 1, out
 
 

@@ -17,7 +17,14 @@ from . import _dtype
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._shapes import Size, contiguous_strides, elem_strides, storage_offset, wrap_dim
+from ._warn import warn_once
 from .autograd import graph as _graph
+
+# PyTorch's warning (once per process) when `float()` or `complex()`, and so the math
+# module's functions, take the value of a tensor that requires grad (`item()` and `int()`
+# do not warn).
+SCALAR_OF_GRAD = ("Converting a tensor with requires_grad=True to a scalar may lead to "
+                  "unexpected behavior.\nConsider using tensor.detach() first.")
 
 _ndarray = np.ndarray
 _new = object.__new__
@@ -365,6 +372,8 @@ class Tensor:
     def __float__(self) -> float:
         if CONVERSION_HOOKS:
             _converted("float")
+        if self.requires_grad:
+            warn_once(SCALAR_OF_GRAD)
         return float(_real_value(self._scalar(), "double"))
 
     def __int__(self) -> int:
@@ -381,6 +390,8 @@ class Tensor:
         return int(self._item())
 
     def __complex__(self) -> complex:
+        if self.requires_grad:
+            warn_once(SCALAR_OF_GRAD)
         return complex(self._scalar())
 
     def __hash__(self) -> int:

@@ -9,25 +9,19 @@ questions (`typename`, `is_storage`), ATen's functional spellings of layers
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
 from .. import _creation, _dtype
 from .._tensor import Tensor
+from .._warn import is_warn_always_enabled, set_warn_always, warn_once
 from .indexing import nonzero
 from .shape import cat
 
-_WARN_ALWAYS = [False]
-_WARNED: set = set()
-
 
 def _warn_once(message: str) -> None:
-    """A UserWarning given once per process (every time under `set_warn_always(True)`), as
-    PyTorch's warnings raised from its C++ core are."""
-    if _WARN_ALWAYS[0] or message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
+    """A UserWarning given once per process, pointing at the caller's caller (`_warn`)."""
+    warn_once(message, stacklevel=4)
 
 
 def typename(obj) -> str:
@@ -43,16 +37,6 @@ def typename(obj) -> str:
         module = obj.__class__.__module__ or ""
         qualname = obj.__class__.__qualname__
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
-
-
-def set_warn_always(b: bool) -> None:
-    """Whether warnings PyTorch gives once per process are given every time."""
-    _WARN_ALWAYS[0] = bool(b)
-
-
-def is_warn_always_enabled() -> bool:
-    """The setting of `set_warn_always`."""
-    return _WARN_ALWAYS[0]
 
 
 def set_deterministic_debug_mode(debug_mode) -> None:

@@ -1,0 +1,32 @@
+"""Warnings given once per process, as PyTorch gives those raised from its C++ core
+(`TORCH_WARN_ONCE`), or every time under `torch.set_warn_always(True)`."""
+
+from __future__ import annotations
+
+import warnings
+
+
+class _State:
+    always = False
+    given: set = set()
+
+
+_state = _State()
+
+
+def warn_once(message: str, stacklevel: int = 3) -> None:
+    """`message` as a UserWarning, the first time only unless `set_warn_always(True)`;
+    `stacklevel` counts as `warnings.warn`'s does, from this function's caller."""
+    if _state.always or message not in _state.given:
+        _state.given.add(message)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def set_warn_always(b: bool) -> None:
+    """Whether warnings PyTorch gives once per process are given every time."""
+    _state.always = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    """The setting of `set_warn_always`."""
+    return _state.always
