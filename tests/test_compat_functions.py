@@ -220,6 +220,25 @@ def test_deprecated_autocast_device_spellings(device):
             lib.set_autocast_dtype(device, before[1])
 
 
+def _warnings_always(run) -> list[list[tuple]]:
+    """The (message, category, file) of each warning `run(lib)` gives under
+    `set_warn_always(True)`, for torch and for fusegrad, checked equal (PyTorch's
+    "(Triggered internally at ...)" suffix left out)."""
+    given = []
+    for lib in (torch, fusegrad):
+        lib.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                run(lib)
+        finally:
+            lib.set_warn_always(False)
+        given.append([(str(w.message).split(" (Triggered")[0], w.category, w.filename)
+                      for w in seen])
+    assert given[0] == given[1]
+    return given
+
+
 @pytest.mark.parametrize("convert", ["float", "complex", "math.sqrt", "int", "item", "bool"])
 def test_scalar_of_a_tensor_requiring_grad_warns_as_torch(convert):
     """float() and complex() (and so the math module) of a tensor that requires grad give
@@ -229,19 +248,24 @@ def test_scalar_of_a_tensor_requiring_grad_warns_as_torch(convert):
 
     how = {"float": float, "complex": complex, "math.sqrt": math.sqrt, "int": int,
            "item": lambda t: t.item(), "bool": bool}[convert]
-    given = []
-    for lib in (torch, fusegrad):
-        lib.set_warn_always(True)
-        try:
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                how(lib.tensor(2.0, requires_grad=True) * 1)
-                how(lib.tensor(2.0))
-        finally:
-            lib.set_warn_always(False)
-        given.append([(str(w.message).split(" (Triggered")[0], w.category, w.filename)
-                      for w in seen])
-    assert given[0] == given[1]
+    def run(lib):
+        how(lib.tensor(2.0, requires_grad=True) * 1)
+        how(lib.tensor(2.0))
+
+    given = _warnings_always(run)
     assert len(given[0]) == (1 if convert in ("float", "complex", "math.sqrt") else 0)
     if given[0]:
         assert given[1][0][2] == __file__
+
+
+def test_index_reduce_beta_warning_as_torch():
+    """index_reduce's beta warning: once per process as PyTorch gives it, every time under
+    `set_warn_always(True)`, pointing at the caller's line, for the function and the
+    in-place method alike."""
+    def run(lib):
+        x, s, i = lib.zeros(3), lib.ones(2), lib.tensor([0, 1])
+        lib.index_reduce(x, 0, i, s, "prod")
+        x.index_reduce_(0, i, s, "amax")
+
+    given = _warnings_always(run)
+    assert len(given[1]) == 2 and all(w[2] == __file__ for w in given[1])

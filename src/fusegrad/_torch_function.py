@@ -28,6 +28,7 @@ from _thread import _local as _thread_local  # threading.local, without importin
 from ._device import device as _device_cls
 from ._dtype import dtype as _dtype_cls
 from ._tensor import Size, Tensor
+from ._warn import warn_once
 
 # ---------------------------------------------------------------- state
 
@@ -484,3 +485,11 @@ def warning_stacklevel(level: int) -> int:
         if code.co_filename not in _WRAPPER_FILES:
             counted += 1
     return actual
+
+
+def warn_once_at(level: int, message: str) -> None:
+    """`_warn.warn_once(message)` for a warning raised `level` frames below the user's code
+    (the warning function itself is 1), naming the user's line past the protocol's
+    wrappers."""
+    # +1 on both sides: this function's own frame, and warn_once's below it.
+    warn_once(message, stacklevel=warning_stacklevel(level + 1) + 1)

@@ -12,6 +12,7 @@ import warnings
 from .. import _creation, _dtype
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warn_once_at
 from ..ops import weight_norm as WN
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -37,17 +38,11 @@ def as_strided_scatter(input: Tensor, src: Tensor, size, stride,
     return out
 
 
-_WARNED_INDEX_REDUCE = []
-
-
 def _index_reduce_args(input, dim, index, source, reduce):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
-    if not _WARNED_INDEX_REDUCE:
-        _WARNED_INDEX_REDUCE.append(True)
-        warnings.warn("index_reduce() is in beta and the API may change at any time.",
-                      UserWarning, stacklevel=3)
+    warn_once_at(3, "index_reduce() is in beta and the API may change at any time.")
     d = dim % max(source.dim(), 1)
     shape = [1] * source.dim()
     shape[d] = -1

@@ -14,14 +14,10 @@ import numpy as np
 
 from .. import _creation, _dtype
 from .._tensor import Tensor
-from .._warn import is_warn_always_enabled, set_warn_always, warn_once
+from .._torch_function import warn_once_at
+from .._warn import is_warn_always_enabled, set_warn_always
 from .indexing import nonzero
 from .shape import cat
-
-
-def _warn_once(message: str) -> None:
-    """A UserWarning given once per process, pointing at the caller's caller (`_warn`)."""
-    warn_once(message, stacklevel=4)
 
 
 def typename(obj) -> str:
@@ -85,8 +81,8 @@ def set_default_tensor_type(t) -> None:
     """The deprecated way to set the default floating dtype: by typed class or its name."""
     import fusegrad  # the name is looked up in the namespace, as PyTorch looks it up in torch
 
-    _warn_once("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
-               "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
+    warn_once_at(2, "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.")
     if isinstance(t, str):
         t = getattr(fusegrad, t.split(".", 1)[1] if t.startswith("torch.") else t)
     dtype = getattr(t, "dtype", None)
@@ -167,9 +163,9 @@ def frobenius_norm(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     from .._dispatch import call
     from ..ops import special
 
-    _warn_once("at::frobenius_norm is deprecated and it is just left for JIT compatibility. It "
-               "will be removed in a future PyTorch release. Please use "
-               "`linalg.vector_norm(A, 2., dim, keepdim)` instead")
+    warn_once_at(2, "at::frobenius_norm is deprecated and it is just left for JIT compatibility. "
+                  "It will be removed in a future PyTorch release. Please use "
+                  "`linalg.vector_norm(A, 2., dim, keepdim)` instead")
     return call(special.norm_dim, input, 2, list(dim), keepdim)
 
 
@@ -177,9 +173,9 @@ def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """The deprecated nuclear norm (sum of singular values) over two dimensions."""
     from ..linalg import matrix_norm
 
-    _warn_once("at::nuclear_norm is deprecated and it is just left for JIT compatibility. It "
-               "will be removed in a future PyTorch release. Please use "
-               "`linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead")
+    warn_once_at(2, "at::nuclear_norm is deprecated and it is just left for JIT compatibility. "
+                  "It will be removed in a future PyTorch release. Please use "
+                  "`linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead")
     if isinstance(dim, bool):
         dim, keepdim = None, dim
     return matrix_norm(input, "nuc", tuple(dim) if dim is not None
@@ -243,12 +239,12 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
         raise ValueError(f"buffer length ({length - offset} bytes) after offset ({offset} "
                          f"bytes) must be a multiple of element size ({size})")
     if view.readonly:
-        _warn_once("The given buffer is not writable, and PyTorch does not support "
-                   "non-writable tensors. This means you can write to the underlying "
-                   "(supposedly non-writable) buffer using the tensor. You may want to copy "
-                   "the buffer to protect its data or make it writable before converting it "
-                   "to a tensor. This type of warning will be suppressed for the rest of this "
-                   "program.")
+        warn_once_at(2, "The given buffer is not writable, and PyTorch does not support "
+                      "non-writable tensors. This means you can write to the underlying "
+                      "(supposedly non-writable) buffer using the tensor. You may want to copy "
+                      "the buffer to protect its data or make it writable before converting it "
+                      "to a tensor. This type of warning will be suppressed for the rest of this "
+                      "program.")
     data = np.frombuffer(buffer, dtype=dtype.np, count=count, offset=offset)
     if view.readonly:
         data = data.view()
