@@ -79,15 +79,13 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     axis, pieces = cut(stack, m, n, k)
     work = stack * m * n * k
     # (The common small product leaves at the first two tests.)
-    by_stack = (stack > 1 and axis == 0 and work >= _parallel.MIN_CHUNK
-                and _parallel.num_threads() > 1)
+    by_stack = stack > 1 and axis == 0 and _parallel.sharing_threads(work) > 1
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
     if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         # A piece must not read what another wrote: the product goes to a new array first.
         out[...] = matmul(a, b)
         return out
-    threads = 1 if _parallel._state.solo else _parallel.num_threads()
     if out is None:
         lead = a.shape[:-2]
         if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
@@ -124,9 +122,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     with _parallel.OneBlasThread():
         if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
-        elif threads <= 1:
-            run(0, pieces)
-        else:
+        else:  # (at one thread, or inside a side-by-side task, the pieces run in turn here)
             key = ("matmul", a.shape, b.shape, a.strides, b.strides)
             if by_stack:
                 _parallel.share_by_cost(stack_part, stack, work, key)

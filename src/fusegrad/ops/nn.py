@@ -63,7 +63,7 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     if not (bias.dtype == m1.dtype == m2.dtype):
         _check_addmm(bias, m1, m2)
     dt = m1.dtype
-    prod = _gemm.matmul(_work(m1), _work(m2))  # the intra-op pool, not BLAS threads
+    prod = _gemm.matmul(_work(m1), _work(m2))  # our intra-op threads, not BLAS threads
     if alpha != 1:
         prod = prod * alpha
     # The product is a fresh array: add a float bias of its row's (or its own) shape into it
