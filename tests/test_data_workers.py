@@ -282,14 +282,20 @@ def _env_with_fusegrad():
     return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
 
 
+# PyTorch's two reports of a killed worker: which one it gives is a race between its SIGCHLD
+# handler (the second) and its queue's timeout check (the first); on a busy machine either.
+_TORCH_KILLED_MESSAGES = ("DataLoader worker (pid(s) {pid}) exited unexpectedly",
+                          "DataLoader worker (pid {pid}) is killed by signal: Killed.")
+
+
 def test_killed_worker_reported_within_a_second_as_torch():
     text, elapsed = _kill_second_worker(fud.DataLoader)
     assert elapsed < 1.5, elapsed
     torch_run = subprocess.run(
         [sys.executable, "-c", _TORCH_KILLED_WORKER, os.path.dirname(os.path.abspath(__file__))],
         capture_output=True, text=True, env=_env_with_fusegrad(), timeout=120)
-    assert torch_run.stdout.strip() == text
-    assert text == "DataLoader worker (pid(s) {pid}) exited unexpectedly"
+    assert torch_run.stdout.strip() in _TORCH_KILLED_MESSAGES, torch_run.stdout
+    assert text == _TORCH_KILLED_MESSAGES[0]
 
 
 _KILLED_MAIN = textwrap.dedent("""
