@@ -27,7 +27,8 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.optim", "fusegrad.datasets", "fusegrad.distributed", "fusegrad.models",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
         "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
-        "fusegrad.linalg", "fusegrad._printing", "fusegrad.func")
+        "fusegrad.linalg", "fusegrad._printing", "fusegrad.func", "scipy",
+        "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy")
 
 
 def run_fresh(code: str):

@@ -41,6 +41,9 @@ FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwra
 HERE = os.path.join(os.path.dirname(__file__), "native")
 # Flags some families add: the C workers' threads (`workers.c`).
 EXTRA_FLAGS = {"workers": ("-pthread",)}
+# Families whose file is compiled after the float32 math functions the code generator uses
+# (`_mathlib.source()`), so that eager and generated kernels compute them alike.
+WITH_MATHLIB = frozenset({"special"})
 # The dtypes the kernels are written for, and the suffix of each one's C function.
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
@@ -79,6 +82,10 @@ def _build(family: str) -> ctypes.CDLL | None:
         return None  # no compiler: the NumPy kernels serve, as they did before
     with open(os.path.join(HERE, f"{family}.c")) as f:
         source = f.read()
+    if family in WITH_MATHLIB:
+        from . import _mathlib
+
+        source = _mathlib.source() + "\n" + source
     flags = FLAGS + EXTRA_FLAGS.get(family, ())
     try:
         path = _cbuild.shared_object(cc, [source], flags, _cbuild.source_key(source, cc, flags))

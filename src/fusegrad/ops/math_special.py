@@ -14,13 +14,9 @@ import math
 
 import numpy as np
 
-try:  # SciPy's special functions when installed; otherwise NumPy versions (same results).
-    from scipy import special as _sp
-except ImportError:  # pragma: no cover - depends on the environment
-    from . import _special_numpy as _sp
-
 from .. import _dtype
 from .._dispatch import call
+from . import _special_kernels as _sp
 from ._util import (
     HALF,
     Spec,

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_result
-from . import _bessel_zeta_numpy as _B
+from . import _special_kernels as _B
 from ._util import (
     HALF,
     binary_meta,

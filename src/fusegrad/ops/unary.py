@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import save_result
-from . import _native, _parallel, _workspace
+from . import _native, _parallel, _special_kernels, _workspace
 from ._util import (
     F32,
     HALF,
@@ -258,13 +258,6 @@ _LN2 = float(np.log(2.0))
 _LN10 = float(np.log(10.0))
 _TWO_OVER_SQRT_PI = float(2.0 / np.sqrt(np.pi))
 
-try:  # SciPy's erf is exact to the last bit; without it, the vectorised NumPy versions.
-    from scipy.special import erf as _erf_ufunc
-    from scipy.special import erfc as _erfc_ufunc
-except ImportError:  # pragma: no cover - depends on the environment
-    from ._special_numpy import erf as _erf_ufunc
-    from ._special_numpy import erfc as _erfc_ufunc
-
 
 def _no_inplace_derivative(name):
     def derivative(g, *saved):
@@ -340,10 +333,10 @@ acosh = _unary_entry("acosh", np.arccosh, "AcoshBackward0",
                      inplace_node="AcoshBackward1", onnx="Acosh")
 atanh = _unary_entry("atanh", np.arctanh, "AtanhBackward0", lambda g, a: g / (1 - a * a),
                      domain=(-0.9, 0.9), inplace_node="AtanhBackward1", onnx="Atanh")
-erf = _unary_entry("erf", _erf_ufunc, "ErfBackward0",
+erf = _unary_entry("erf", _special_kernels.erf, "ErfBackward0",
                    lambda g, a: g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(), onnx="Erf",
                    lowering=lambda v, a: v.unary("erf", a))
-erfc = _unary_entry("erfc", _erfc_ufunc, "ErfcBackward0",
+erfc = _unary_entry("erfc", _special_kernels.erfc, "ErfcBackward0",
                     lambda g, a: -g * _TWO_OVER_SQRT_PI * (-(a * a)).exp(),
                     lowering=lambda v, a: v.unary("erfc", a))
 # Existing entries get their in-place forms too.

@@ -19,8 +19,9 @@ import os
 import warnings
 from typing import Any
 
+from ...ops import _mathlib as mathlib
 from .. import logs
-from . import build, c, graph_cache, mathlib
+from . import build, c, graph_cache
 from .ir import Extern, describe
 from .lower import GraphLowering, resolve_op
 from .schedule import group, schedule

@@ -14,7 +14,7 @@ import math
 import re
 
 from ... import _dtype
-from . import mathlib
+from ...ops import _mathlib as mathlib
 from .ir import Buffer, Const, IBin, IInt, IVar, Load, Op, Pointwise, Reduction
 
 CTYPES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int64: "int64_t",
