@@ -43,7 +43,7 @@ HERE = os.path.join(os.path.dirname(__file__), "native")
 EXTRA_FLAGS = {"workers": ("-pthread",)}
 # Families whose file is compiled after the float32 math functions the code generator uses
 # (`_mathlib.source()`), so that eager and generated kernels compute them alike.
-WITH_MATHLIB = frozenset({"special"})
+WITH_MATHLIB = frozenset({"math"})
 # The dtypes the kernels are written for, and the suffix of each one's C function.
 SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # Argument codes of `function`: an array's address, a 64-bit integer, a double, a float.
@@ -162,6 +162,37 @@ def double_bits(x: float) -> int:
     """The bits of `x` as a double, read as a 64-bit integer: how a kernel run by the C
     workers (which pass integers only) takes a floating-point scalar."""
     return _unpack_int(_pack_double(float(x)))[0]
+
+
+def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
+                cost: int = 4) -> np.ndarray | None:
+    """Elementwise C kernel `name` of `family` (its `_f32`/`_f64` function, called as
+    `fn(*arrays, out, start, stop, *scalars)` over flat ranges, scalars passed as the bits of
+    doubles) over same-shaped arrays of one float dtype, into a new array of that shape,
+    element ranges shared by the C workers (`cost` units of work per value); None where it
+    does not apply (another dtype, shapes that differ, no C kernels)."""
+    a = arrays[-1]
+    for other in arrays[:-1]:
+        if other.dtype != a.dtype or other.shape != a.shape:
+            return None
+    fn = typed(family, name, a.dtype, "p" * (len(arrays) + 1) + "ii" + "i" * len(scalars))
+    if fn is None:
+        return None
+    # The result is laid out as NumPy lays out a ufunc's (and PyTorch an elementwise op's):
+    # dense, in the order of the last array's strides. The kernel runs over that order.
+    out = np.empty_like(a)
+    n = a.size
+    if n:
+        order = None
+        if not out.flags.c_contiguous:
+            order = sorted(range(out.ndim), key=lambda d: -out.strides[d])
+        # (The contiguous copies are held here until the kernel has run.)
+        sources = [x if order is None and x.flags.c_contiguous else
+                   np.ascontiguousarray(x if order is None else x.transpose(order))
+                   for x in arrays]
+        run_pieces(fn, (*map(address, sources), address(out)),
+                   tuple(double_bits(v) for v in scalars), n, n * cost)
+    return out
 
 
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:

@@ -1,11 +1,10 @@
-"""The kernels of the special functions: erf, erfc and the exact gelu in C, the others
-imported at their first call.
+"""The kernels of the special functions: erf and erfc in C, the others imported at their
+first call.
 
-`erf`, `erfc`, `gelu` and `gelu_grad` run the C kernels of `native/special.c` on float32 and
-float64 arrays: one vectorised pass, shared between threads, the float32 functions those of
-generated code (`_mathlib.py`). NumPy has no erf, and the NumPy versions below took ~75 ns per
-value (a gelu of 196,608 values: 15 ms, PyTorch 0.08 ms). Without a C compiler they fall back
-to the kernels below.
+`erf` and `erfc` run the C kernels of `native/math.c` on float32 and float64 arrays (one
+vectorised pass, shared between threads; float32 with the generated code's functions,
+`_mathlib.py`). NumPy has no erf, and the NumPy versions below took ~75 ns a value. Without a
+C compiler they fall back to the kernels below.
 
 The gamma family, the error functions and the Bessel `i0`/`i1` come from SciPy's `special`
 when SciPy is installed (exact to the last bit) and from `_special_numpy` otherwise; the
@@ -84,37 +83,13 @@ xlog1py = LazyKernel(_numpy_bessel_zeta, "xlog1py")
 
 # ---------------------------------------------------------------- in C
 
-# Cost per value of each C kernel, in the units by which work is shared between threads
-# (`_parallel.MIN_CHUNK`): a vectorised erf costs a few nanoseconds a value.
-_WORK_PER_VALUE = 4
-
-
-def _elementwise(name: str, *arrays: np.ndarray) -> np.ndarray | None:
-    """C kernel `name` of `native/special.c` over same-shaped arrays of one float dtype,
-    into a new array of that shape; None when it does not apply (another dtype, shapes that
-    differ, no C kernels)."""
-    a = arrays[-1]
-    for other in arrays[:-1]:
-        if other.dtype != a.dtype or other.shape != a.shape:
-            return None
-    fn = _native.typed("special", name, a.dtype, "p" * (len(arrays) + 1) + "ii")
-    if fn is None:
-        return None
-    sources = [x if x.flags.c_contiguous else np.ascontiguousarray(x) for x in arrays]
-    out = np.empty(a.shape, a.dtype)
-    n = a.size
-    if n:
-        addresses = [_native.address(x) for x in sources]
-        _native.run_pieces(fn, (*addresses, _native.address(out)), (), n, n * _WORK_PER_VALUE)
-    return out
-
 
 def _in_c_or(name: str, fallback: LazyKernel):
     """Kernel `name` in C on float32/float64 arrays, `fallback` for anything else."""
 
     def kernel(x):
         if x.__class__ is np.ndarray:
-            out = _elementwise(name, x)
+            out = _native.elementwise("math", name, (x,))
             if out is not None:
                 return out
         return fallback(x)
@@ -127,15 +102,3 @@ def _in_c_or(name: str, fallback: LazyKernel):
 # SciPy's ufuncs' conventions (float dtypes kept).
 erf = _in_c_or("erf", _erf)
 erfc = _in_c_or("erfc", _erfc)
-
-
-def gelu(x: np.ndarray) -> np.ndarray | None:
-    """The exact gelu (x * 0.5) * (1 + erf(x * sqrt(1/2))) of a float32/float64 array in C;
-    None where the C kernel does not apply."""
-    return _elementwise("gelu", x)
-
-
-def gelu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray | None:
-    """The exact gelu's gradient g * (cdf(x) + x * pdf(x)) in C; None where the C kernel does
-    not apply (dtypes or shapes that differ included)."""
-    return _elementwise("gelu_grad", g, x)

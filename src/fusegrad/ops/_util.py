@@ -23,6 +23,7 @@ from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape 
 )
 from .._thread_state import active as _active
 from .._thread_state import local as _local
+from . import _native
 from .registry import Sample, Spec
 
 _nd = np.ndarray
@@ -153,6 +154,15 @@ def numpy_backward(*ts) -> bool:
 
 
 _FLOATS = (F32, F64)
+
+
+def c_gradient(name: str, g, saved, *scalars):
+    """The gradient by C kernel `name` of `native/math.c` from the incoming gradient and one
+    saved tensor, where NumPy gradients are taken (`numpy_backward`); None elsewhere (and
+    without C kernels), where the derivative records its formula."""
+    if not numpy_backward(g, saved):
+        return None
+    return wrap_grad(_native.elementwise("math", name, (g._data, saved._data), scalars))
 
 
 def wrap_grad(a):

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from . import _special_kernels
+from . import _native, _special_kernels
 from ._onnx import clip, gelu_formula, onnx_op
-from ._util import F32, HALF, numpy_backward, rand_array, unary_meta, unary_samples, wrap_grad
+from ._util import F32, HALF, c_gradient, rand_array, unary_meta, unary_samples
 from .registry import Sample, inplace_variant, register
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -33,6 +33,11 @@ def _float_kernel(fn):
         return np.asarray(fn(x, *params)).astype(a.dtype, copy=False)
 
     return kernel
+
+
+def _in_c(name: str, x: np.ndarray, *scalars):
+    """Kernel `name` of `native/math.c` over float32/float64 array x; None without it."""
+    return _native.elementwise("math", name, (x,), scalars)
 
 
 def _meta(a, *params):
@@ -59,25 +64,28 @@ def _sigmoid_np(x):
 
 def _gelu(x, approximate="none"):
     if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+        out = _in_c("gelu_tanh", x)
+        if out is not None:
+            return out
+        cube = x * x * x
+        return x * 0.5 * (np.tanh((x + cube * 0.044715) * _SQRT_2_OVER_PI) + 1)
     if approximate != "none":
         raise RuntimeError("approximate argument must be either none or tanh.")
-    out = _special_kernels.gelu(x)
+    out = _in_c("gelu", x)
     if out is not None:
         return out
     return 0.5 * x * (1 + _special_kernels.erf(x * _SQRT_HALF))
 
 
 def _gelu_derivative(g, x, approximate="none"):
+    grad = c_gradient("gelu_tanh_grad" if approximate == "tanh" else "gelu_grad", g, x)
+    if grad is not None:  # one C pass instead of ten recorded ops
+        return (grad, None)
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         t = inner.tanh()
         d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
         return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner), None)
-    if numpy_backward(g, x):  # one C pass instead of ten recorded ops
-        grad = _special_kernels.gelu_grad(g._data, x._data)
-        if grad is not None:
-            return (wrap_grad(grad), None)
     cdf = 0.5 * (1 + (x * _SQRT_HALF).erf())
     pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
     return (g * (cdf + x * pdf), None)
@@ -121,10 +129,14 @@ gelu = register(
 
 
 def _silu(x):
-    return x * _sigmoid_np(x)
+    out = _in_c("silu", x)
+    return x * _sigmoid_np(x) if out is None else out
 
 
 def _silu_derivative(g, x):
+    grad = c_gradient("silu_grad", g, x)
+    if grad is not None:
+        return (grad,)
     s = x.sigmoid()
     return (g * s * (1 + x * (1 - s)),)
 
@@ -192,12 +204,20 @@ mish_ = inplace_variant(mish, "mish_", saves_self=True)
 
 
 def _leaky(x, slope=0.01):
-    return np.where(x > 0, x, x * slope)
+    out = _in_c("leaky_relu", x, slope)
+    return np.where(x > 0, x, x * slope) if out is None else out
+
+
+def _leaky_derivative(g, x, slope):
+    grad = c_gradient("leaky_relu_grad", g, x, slope)
+    if grad is not None:
+        return (grad, None)
+    return (g * (x > 0).where(x > 0, x.new_full((), slope)), None)
 
 
 leaky_relu = register(
     "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
-    derivative=lambda g, x, slope: (g * (x > 0).where(x > 0, x.new_full((), slope)), None),
+    derivative=_leaky_derivative,
     save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
     decomposition=lambda x, slope=0.01: x.where(x > 0, x * slope),
     lowering=lambda v, a, slope=0.01: v.where(v.compare("gt", a, 0), a, v.mul(a, slope)),

@@ -16,6 +16,7 @@ from ._util import (
     F32,
     HALF,
     Spec,
+    c_gradient,
     cj,
     numpy_backward,
     rand_array,
@@ -62,6 +63,9 @@ sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),
 
 
 def _sigmoid(a):
+    out = _native.elementwise("math", "sigmoid", (a,))  # float32 / float64 in one C pass
+    if out is not None:
+        return out
     if a.dtype.kind == "c":  # no ordering to branch on: the formula itself
         return 1 / (1 + np.exp(-a))
     # Two branches keep exp from overflowing for large |a|.
@@ -69,8 +73,12 @@ def _sigmoid(a):
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
-sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0",
-                 lambda g, out: (g * cj(out * (1 - out)),), save_result,
+def _sigmoid_derivative(g, out):
+    grad = c_gradient("sigmoid_grad", g, out)
+    return (g * cj(out * (1 - out)),) if grad is None else (grad,)
+
+
+sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0", _sigmoid_derivative, save_result,
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
 def _abs_meta(a):

@@ -1,0 +1,115 @@
+/* erf, erfc, sigmoid, and the activations made of them (silu, both gelus, leaky_relu
+   beside them) with their gradients, elementwise over [start, stop) of flat, contiguous
+   arrays; a scalar parameter comes last, as the bits of a double. The build puts
+   `_mathlib.py`'s functions before this file: float32 uses its fg_erff, fg_erfcf, fg_expf,
+   fg_tanhf and fg_sigmoidf (computed in double or with carried errors, rounded once, and
+   vectorised by gcc), the very functions generated kernels call, so eager and compiled
+   results are the same bits; float64 uses the C library's erf, erfc, exp and tanh.
+
+   Each formula keeps the order of operations of the one it replaces (the NumPy kernel or the
+   recorded derivative in activation.py / unary.py, which the code generator's lowering
+   follows too); with contraction off each operation is rounded as NumPy rounds it. */
+
+/* As activation.py computes them in Python: sqrt(0.5) and 1 / sqrt(2 pi), each operation
+   rounded to double (gcc folds them with the same roundings). */
+#define SQRT_HALF sqrt(0.5)
+#define INV_SQRT_2PI (1.0 / sqrt(2.0 * 3.14159265358979323846))
+
+#define UNARY(T, NAME, EXPR)                                                             \
+void NAME(const T *a, T *out, int64_t start, int64_t stop) {                             \
+    for (int64_t i = start; i < stop; i++) {                                             \
+        T x = a[i];                                                                      \
+        out[i] = EXPR;                                                                   \
+    }                                                                                    \
+}
+UNARY(float, erf_f32, fg_erff(x))
+UNARY(double, erf_f64, erf(x))
+UNARY(float, erfc_f32, fg_erfcf(x))
+UNARY(double, erfc_f64, erfc(x))
+UNARY(float, gelu_f32, (x * 0.5f) * (1.0f + fg_erff(x * (float)SQRT_HALF)))
+UNARY(double, gelu_f64, (x * 0.5) * (1.0 + erf(x * SQRT_HALF)))
+
+#define GELU_GRAD(T, NAME, ERF, EXP)                                                     \
+void NAME(const T *g, const T *a, T *out, int64_t start, int64_t stop) {                 \
+    for (int64_t i = start; i < stop; i++) {                                             \
+        T x = a[i];                                                                      \
+        T cdf = (T)0.5 * ((T)1 + ERF(x * (T)SQRT_HALF));                                 \
+        T pdf = EXP((x * (T)-0.5) * x) * (T)INV_SQRT_2PI;                                \
+        out[i] = g[i] * (cdf + x * pdf);                                                 \
+    }                                                                                    \
+}
+GELU_GRAD(float, gelu_grad_f32, fg_erff, fg_expf)
+GELU_GRAD(double, gelu_grad_f64, erf, exp)
+
+/* sigmoid: float32 the generated code's; float64 NumPy's two branches (exp never overflows). */
+static inline double fg_sigmoid_d(double x) {
+    double e = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+UNARY(float, sigmoid_f32, fg_sigmoidf(x))
+UNARY(double, sigmoid_f64, fg_sigmoid_d(x))
+UNARY(float, silu_f32, x * fg_sigmoidf(x))
+UNARY(double, silu_f64, x * fg_sigmoid_d(x))
+
+/* gelu's tanh form: (x * 0.5) * (tanh((x + (x * x * x) * 0.044715) * sqrt(2 / pi)) + 1). */
+#define SQRT_2_OVER_PI sqrt(2.0 / 3.14159265358979323846)
+#define GELU_TANH(T, TANH) \
+    (x * (T)0.5) * (TANH((x + ((x * x) * x) * (T)0.044715) * (T)SQRT_2_OVER_PI) + (T)1)
+UNARY(float, gelu_tanh_f32, GELU_TANH(float, fg_tanhf))
+UNARY(double, gelu_tanh_f64, GELU_TANH(double, tanh))
+
+/* Gradients from the incoming gradient g and one saved array (the input x, or the result y
+   where the derivative reads it). */
+#define GRAD(T, NAME, V, EXPR)                                                           \
+void NAME(const T *g, const T *saved, T *out, int64_t start, int64_t stop) {             \
+    for (int64_t i = start; i < stop; i++) {                                             \
+        T V = saved[i];                                                                  \
+        out[i] = EXPR;                                                                   \
+    }                                                                                    \
+}
+GRAD(float, sigmoid_grad_f32, y, g[i] * (y * (1.0f - y)))
+GRAD(double, sigmoid_grad_f64, y, g[i] * (y * (1.0 - y)))
+
+static inline float fg_silu_grad_f(float g, float x) {
+    float s = fg_sigmoidf(x);
+    return (g * s) * (1.0f + x * (1.0f - s));
+}
+static inline double fg_silu_grad_d(double g, double x) {
+    double s = fg_sigmoid_d(x);
+    return (g * s) * (1.0 + x * (1.0 - s));
+}
+GRAD(float, silu_grad_f32, x, fg_silu_grad_f(g[i], x))
+GRAD(double, silu_grad_f64, x, fg_silu_grad_d(g[i], x))
+
+/* t = tanh(sqrt(2/pi) * (x + ((x * 0.044715) * x) * x)), the slope of the inner
+   sqrt(2/pi) * (1 + ((3 * 0.044715) * x) * x), and
+   g * ((t + 1) * 0.5 + ((x * 0.5) * (1 - t * t)) * slope). */
+#define GELU_TANH_GRAD(T, NAME, TANH)                                                    \
+static inline T NAME(T g, T x) {                                                         \
+    T t = TANH((x + ((x * (T)0.044715) * x) * x) * (T)SQRT_2_OVER_PI);                   \
+    T slope = ((T)1 + ((x * (T)(3 * 0.044715)) * x)) * (T)SQRT_2_OVER_PI;                \
+    return g * ((t + (T)1) * (T)0.5 + ((x * (T)0.5) * ((T)1 - t * t)) * slope);          \
+}
+GELU_TANH_GRAD(float, fg_gelu_tanh_grad_f, fg_tanhf)
+GELU_TANH_GRAD(double, fg_gelu_tanh_grad_d, tanh)
+GRAD(float, gelu_tanh_grad_f32, x, fg_gelu_tanh_grad_f(g[i], x))
+GRAD(double, gelu_tanh_grad_f64, x, fg_gelu_tanh_grad_d(g[i], x))
+
+/* leaky_relu: x where x > 0, else x * slope (NaN gives NaN); its gradient g where x > 0, else
+   g * slope. */
+#define LEAKY(T, NAME, NAME_GRAD)                                                        \
+void NAME(const T *a, T *out, int64_t start, int64_t stop, int64_t slope_bits) {         \
+    T slope = (T)fg_as_double((uint64_t)slope_bits);                                     \
+    for (int64_t i = start; i < stop; i++) {                                             \
+        T x = a[i];                                                                      \
+        out[i] = x > 0 ? x : x * slope;                                                  \
+    }                                                                                    \
+}                                                                                        \
+void NAME_GRAD(const T *g, const T *a, T *out, int64_t start, int64_t stop,              \
+               int64_t slope_bits) {                                                     \
+    T slope = (T)fg_as_double((uint64_t)slope_bits);                                     \
+    for (int64_t i = start; i < stop; i++)                                               \
+        out[i] = a[i] > 0 ? g[i] : g[i] * slope;                                         \
+}
+LEAKY(float, leaky_relu_f32, leaky_relu_grad_f32)
+LEAKY(double, leaky_relu_f64, leaky_relu_grad_f64)
