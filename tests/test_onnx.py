@@ -134,8 +134,9 @@ class Functional(nn.Module):
                          self.bn.bias, False, 0.1, 1e-5)
         y = F.hardtanh(F.max_pool2d(y, 2, 1), -0.5) + F.avg_pool2d(y, 3, 1, 1)[:, :, :-1, 1:]
         y = F.adaptive_avg_pool2d(y, 2).flatten(2).transpose(1, 2)   # (N, 4, 4)
-        y = F.layer_norm(y, 4)[..., :3]
-        return F.linear(F.leaky_relu(y, 0.1), self.fc.weight, self.fc.bias)  # 3-D: MatMul
+        y = F.layer_norm(y, 4)[..., :3]  # contiguous, as PyTorch's, then sliced
+        # 3-D and contiguous after leaky_relu: one addmm over the flattened rows (Gemm)
+        return F.linear(F.leaky_relu(y, 0.1), self.fc.weight, self.fc.bias)
 
 
 def test_functional_forms(tmp_path):
@@ -144,7 +145,7 @@ def test_functional_forms(tmp_path):
     path = tmp_path / "fn.onnx"
     proto = _export(model, torch.randn(2, 3, 7, 7), path)
     ops = {n.op_type for n in proto.graph.node}
-    assert {"Conv", "BatchNormalization", "Clip", "AveragePool", "MatMul"} <= ops
+    assert {"Conv", "BatchNormalization", "Clip", "AveragePool", "Gemm"} <= ops
     _compare(model, path, (3, 7, 7))
 
 

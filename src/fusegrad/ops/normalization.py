@@ -386,8 +386,69 @@ native_batch_norm_functional = _register_multi(
     tolerance={"float32": 1e-4},
     saved_names=native_batch_norm.saved_names)
 
+# Units of work per value of the layer norm's C kernels (`_parallel.MIN_CHUNK`'s units).
+_LN_COST = 4
+
+
+def _ln_in_c(x: np.ndarray, n: int, params: tuple) -> bool:
+    """Whether the layer norm of `x` over rows of `n` values runs in C
+    (`native/layer_norm.c`): float32/float64, parameters (None or arrays) of its dtype."""
+    return (x.dtype in _native.SUFFIX and n > 0 and x.size > 0 and _native.enabled()
+            and all(p is None or p.dtype == x.dtype for p in params))
+
+
+def _addresses(*arrays) -> tuple:
+    """Each array's address (None stays None, a null pointer), contiguous copies made where
+    needed; the copies are returned too, to be held while a kernel runs."""
+    held = [None if a is None else np.ascontiguousarray(a) for a in arrays]
+    return tuple(None if a is None else _native.address(a) for a in held), held
+
+
+def _ln_forward_c(x, n, w, b, eps):
+    """native_layer_norm's three results by the C kernel; None without it."""
+    dt = x.dtype
+    fn = _native.typed("layer_norm", "ln_forward", dt, "pppppp" + "iiii")
+    if fn is None:
+        return None
+    rows = x.size // n
+    out, mean, rstd = np.empty(x.shape, dt), np.empty(rows, dt), np.empty(rows, dt)
+    (px, pw, pb, po, pm, pr), held = _addresses(x, w, b, out, mean, rstd)
+    _native.run_pieces(fn, (px, pw, pb, po, pm, pr), (n, _native.double_bits(eps)), rows,
+                       rows * n * _LN_COST)
+    del held
+    return out, mean, rstd
+
+
+def _ln_backward_c(g, x, n, w, eps, want_w: bool, want_b: bool):
+    """The input's, weight's and bias's gradients (None where not wanted) by the C kernels;
+    None without them."""
+    dt = x.dtype
+    fn = _native.typed("layer_norm", "ln_backward", dt, "pppppp" + "iiii")
+    params = _native.typed("layer_norm", "ln_params", dt, "pppppp" + "iiii")
+    if fn is None or params is None:
+        return None
+    rows = x.size // n
+    gi = np.empty(x.shape, dt)
+    mean, rstd = np.empty(rows), np.empty(rows)
+    gw, gb = (np.empty(n) if want_w else None), (np.empty(n) if want_b else None)
+    (pg, px, pw, pi, pm, pr, pgw, pgb), held = _addresses(g, x, w, gi, mean, rstd, gw, gb)
+    _native.run_pieces(fn, (pg, px, pw, pi, pm, pr), (n, _native.double_bits(eps)), rows,
+                       rows * n * _LN_COST)
+    if want_w or want_b:  # columns shared: each column's sum runs over the rows in order
+        _native.run_pieces(params, (pg, px, pm, pr, pgw, pgb), (rows, n), n, rows * n)
+    del held
+    return (gi, None if gw is None else gw.astype(dt), None if gb is None else gb.astype(dt))
+
+
 def _ln_kernel(x, normalized_shape, w, b, eps):
     _check_norm_dtypes(x, w, b)
+    n = int(np.prod(normalized_shape, dtype=np.int64))
+    if _ln_in_c(x, n, (w, b)):
+        res = _ln_forward_c(x, n, w, b, eps)
+        if res is not None:
+            out, mean, rstd = res
+            stat = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
+            return out, mean.reshape(stat), rstd.reshape(stat)
     dt = x.dtype
     xw = _work(x)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -400,7 +461,8 @@ def _ln_kernel(x, normalized_shape, w, b, eps):
     if b is not None:
         out = out + _work(b)
     sdt = _stat_np(dt, w, b)
-    return out.astype(dt, copy=False), mean.astype(sdt), rstd.astype(sdt)
+    # Contiguous whatever the input's layout, as PyTorch's (and the C kernel's) result.
+    return np.ascontiguousarray(out.astype(dt, copy=False)), mean.astype(sdt), rstd.astype(sdt)
 
 
 def _ln_meta(x, normalized_shape, w, b, eps):
@@ -418,6 +480,16 @@ def _ln_meta(x, normalized_shape, w, b, eps):
 
 def _ln_derivative(grads, x, nshape, w, has_bias, eps):
     g = grads[0] if isinstance(grads, list) else grads
+    n = int(np.prod(nshape, dtype=np.int64))
+    if g is not None and numpy_backward(g, x, w) and tuple(g.shape) == tuple(x.shape) and \
+            _ln_in_c(x._data, n, (g._data, None if w is None else w._data)):
+        res = _ln_backward_c(g._data, x._data, n, None if w is None else w._data, eps,
+                             w is not None, has_bias)
+        if res is not None:
+            gi, gw, gb = res
+            shape = tuple(nshape)
+            return (wrap_grad(gi), None, None if gw is None else wrap_grad(gw.reshape(shape)),
+                    None if gb is None else wrap_grad(gb.reshape(shape)), None)
     k = len(nshape)
     axes = tuple(range(x.dim() - k, x.dim()))
     lead = tuple(range(x.dim() - k))
