@@ -307,3 +307,22 @@ def test_node_classes_are_made_when_an_op_is_first_recorded():
     assert ours[1] == 2
     assert ours[2:4] == [type(y.grad_fn).__name__, type(y.grad_fn.next_functions[0][0]).__name__]
     assert ours[4] == pytest.approx(float(y.grad_fn._saved_result.sum()))
+
+
+def test_gradcheck_stays_the_function_whichever_lazy_name_comes_first():
+    """`autograd.gradgradcheck` loads the `gradcheck` submodule, whose import binds its
+    name in `autograd`: the name must still be the function, as in PyTorch."""
+    out = run_fresh("""
+        import json
+        import fusegrad
+        second = fusegrad.autograd.gradgradcheck
+        import fusegrad.autograd.gradcheck as imported
+        from fusegrad.autograd import gradcheck
+        x = fusegrad.randn(3, dtype=fusegrad.float64, requires_grad=True)
+        print(json.dumps([type(fusegrad.autograd.gradcheck).__name__,
+                          type(imported).__name__, gradcheck(lambda v: v * v, (x,)),
+                          second(lambda v: v * v, (x,))]))
+    """)
+    want = [type(torch.autograd.gradcheck).__name__]
+    import torch.autograd.gradcheck as imported
+    assert out == want + [type(imported).__name__, True, True] == ["function"] * 2 + [True] * 2

@@ -52,8 +52,12 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = importlib.import_module(f"{__name__}.{where[0]}")
     value = module if where[1] is None else getattr(module, where[1])
-    # Set after the import, which binds the submodule's own name (`gradcheck`) here first.
+    # Set after the import, which binds the submodule's own name here first: where that name
+    # is a function's (`gradcheck`, reached first through `gradgradcheck`), the function.
     globals()[name] = value
+    shadowed = _LAZY.get(where[0])
+    if shadowed is not None and shadowed[0] == where[0] and shadowed[1] is not None:
+        globals()[where[0]] = getattr(module, shadowed[1])
     return value
 
 
