@@ -153,3 +153,30 @@ def test_a_result_written_over_an_operand_is_computed_from_the_operands(threads,
         got = _gemm.matmul(a_over, b, out=out)
         assert got is out
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cut", list(SHAPES))
+def test_a_row_of_biases_is_added_as_after_the_product(threads, in_c, cut, dtype):
+    """`bias=` (a linear layer's row of biases, added by each piece in C) gives the bits of
+    the product plus the bias added afterwards, at one and two threads and on the pool; a
+    bias of another shape is added whole."""
+    m, k, n = SHAPES[cut]
+    rng = np.random.default_rng(1)
+    a = _operand(rng, m, k, dtype, False)
+    b = _operand(rng, k, n, dtype, True)
+    row = rng.standard_normal(n).astype(dtype)
+    full = rng.standard_normal((m, n)).astype(dtype)
+    for bias in (row, full):
+        want = _gemm.matmul(a, b) + bias
+        for n_threads in (1, 2):
+            fusegrad.set_num_threads(n_threads)
+            np.testing.assert_array_equal(_gemm.matmul(a, b, bias=bias), want)
+        with _native.native_kernels(False):
+            np.testing.assert_array_equal(_gemm.matmul(a, b, bias=bias), want)
+    if _cbuild.compiler() is not None:
+        assert in_c[:3] == [True] * 3  # the product, then with the bias at 1 and 2 threads
+    lin_x = fusegrad.from_numpy(a)
+    out = fusegrad.nn.functional.linear(lin_x, fusegrad.from_numpy(b.T.copy()),
+                                        fusegrad.from_numpy(row))
+    np.testing.assert_array_equal(out.numpy(), _gemm.matmul(a, b) + row)

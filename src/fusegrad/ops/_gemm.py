@@ -58,15 +58,23 @@ def cut(stack: int, m: int, n: int, k: int) -> tuple[int, int]:
     return 2, min(pieces, n)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """`np.matmul(a, b, out=out)` on the intra-op threads, with OpenBLAS held to one thread:
+def _plus(out: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    if bias is not None:
+        out += bias
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
+           bias: np.ndarray | None = None) -> np.ndarray:
+    """`np.matmul(a, b, out=out)`, then `+= bias` if given (an array of the result's dtype
+    that broadcasts to it), on the intra-op threads, with OpenBLAS held to one thread:
     a large product is cut into pieces by `cut` (a GEMM of each piece, the pieces shared
     between threads: on the C workers where `_in_c` can, else on the intra-op pool), so
     results do not depend on the thread count. The matrices of a stack are separate GEMMs:
     at two threads or more they are shared by measured cost, however small each is.
     Without a settable OpenBLAS, a plain call (the BLAS threads it itself)."""
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
-        return np.matmul(a, b, out=out)
+        return _plus(np.matmul(a, b, out=out), bias)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     # The result's first leading size (its stack), read off the shapes without building
@@ -81,10 +89,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     # (The common small product leaves at the first two tests.)
     by_stack = stack > 1 and axis == 0 and _parallel.sharing_threads(work) > 1
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
-        return np.matmul(a, b, out=out)  # OpenBLAS runs it on this thread
+        return _plus(np.matmul(a, b, out=out), bias)  # OpenBLAS runs it on this thread
     if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         # A piece must not read what another wrote: the product goes to a new array first.
-        out[...] = matmul(a, b)
+        out[...] = matmul(a, b, bias=bias)
         return out
     if out is None:
         lead = a.shape[:-2]
@@ -93,7 +101,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
     # (A result of one matrix: its operands' leading axes, if any, are all of size 1.)
     if axis and out.size == m * n and _in_c(_matrix(a), _matrix(b), _matrix(out), axis,
-                                            pieces, work):
+                                            pieces, work, bias):
         return out
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
     parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
@@ -131,11 +139,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if parts is not None:
         for p in parts[1:]:
             out += p
-    return out
+    return _plus(out, bias)
 
 
 # `fg_gemm_pieces_*`'s argument codes (`native/gemm.c`).
-_SIGNATURE = "pipppp" + "i" * 12
+_SIGNATURE = "pippppp" + "i" * 12
 # The largest size a 32-bit BLAS integer holds.
 _NARROW = (1 << 31) - 1
 
@@ -158,10 +166,12 @@ def _blas_layout(x: np.ndarray) -> tuple[int, int] | None:
 
 
 def _in_c(a: np.ndarray, b: np.ndarray, out: np.ndarray, axis: int, pieces: int,
-          work: int) -> bool:
+          work: int, bias: np.ndarray | None = None) -> bool:
     """Run the product of matrices `a` and `b` into C-contiguous `out`, cut as `cut` said
-    (`axis` 1-3, `pieces`), on the C workers (`native/gemm.c`); False, having done nothing,
-    when the C kernels, OpenBLAS's CBLAS GEMM or the operands' layout do not allow it."""
+    (`axis` 1-3, `pieces`), on the C workers (`native/gemm.c`), plus `bias` if given (a row
+    of `out`'s width is added by each piece, another shape afterwards); False, having done
+    nothing, when the C kernels, OpenBLAS's CBLAS GEMM or the operands' layout do not allow
+    it."""
     dt = out.dtype
     if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous:
         return False
@@ -177,12 +187,17 @@ def _in_c(a: np.ndarray, b: np.ndarray, out: np.ndarray, axis: int, pieces: int,
     if fn is None:
         return False
     rest = np.empty((pieces - 1, m, n), dt) if axis == 3 else None
+    row = bias is not None and bias.shape == (n,) and bias.dtype == dt and \
+        bias.flags.c_contiguous and axis != 3
     args = (address, int(wide), _native.address(a), _native.address(b), _native.address(out),
-            None if rest is None else _native.address(rest), m, n, k, la[1], lb[1], n, la[0],
-            lb[0], axis, pieces)
+            None if rest is None else _native.address(rest),
+            _native.address(bias) if row else None, m, n, k, la[1], lb[1], n, la[0], lb[0],
+            axis, pieces)
     with _parallel.OneBlasThread():
         _native.run_pieces(fn, args, (), pieces, work)
     if rest is not None:
         for part in rest:  # in order, as the pool's way sums them
             out += part
+    if bias is not None and not row:
+        out += bias
     return True

@@ -63,6 +63,10 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     if not (bias.dtype == m1.dtype == m2.dtype):
         _check_addmm(bias, m1, m2)
     dt = m1.dtype
+    if alpha == 1 and beta == 1 and bias.ndim == 1 and bias.dtype == dt and \
+            dt.kind == "f" and dt not in HALF and bias.shape[0] == m2.shape[-1]:
+        # A linear layer's row of biases, added by each piece of the product (_gemm)
+        return _gemm.matmul(m1, m2, bias=np.ascontiguousarray(bias))
     prod = _gemm.matmul(_work(m1), _work(m2))  # our intra-op threads, not BLAS threads
     if alpha != 1:
         prod = prod * alpha

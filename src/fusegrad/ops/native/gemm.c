@@ -13,8 +13,11 @@
    on the thread count, so each element is summed in the same order at any thread count.
    Rows (axis 1) or columns (axis 2) of the result are cut; a deep product (axis 3) is cut
    along the shared dimension, piece 0 writing its product to `c`, piece p > 0 its own to
-   `rest + (p - 1) * m * ldc`, which the caller adds to `c` in order. Operands are row-major with leading dimensions `lda`,
-   `ldb` (`ta`, `tb` nonzero: stored transposed), the result row-major with `ldc`. */
+   `rest + (p - 1) * m * ldc`, which the caller adds to `c` in order. Operands are
+   row-major with leading dimensions `lda`, `ldb` (`ta`, `tb` nonzero: stored transposed),
+   the result row-major with `ldc`. A row of `n` values `bias` (or null) is added to each row
+   of a row or column piece's result once its product is written, while it is in the cache:
+   the product rounded, then the sum, as a separate addition would give. */
 #include <stdint.h>
 
 #define ROW_MAJOR 101
@@ -30,6 +33,7 @@ typedef void (*S##_narrow)(int, int, int, int32_t, int32_t, int32_t, T, const T 
 
 #define GEMM_PIECES(T, S)                                                                   \
 void fg_gemm_pieces_##S(void *gemm, int64_t wide, const T *a, const T *b, T *c, T *rest,   \
+                        const T *bias,                                                      \
                         int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,          \
                         int64_t ldc,                                                        \
                         int64_t ta, int64_t tb, int64_t axis, int64_t pieces,               \
@@ -62,6 +66,11 @@ void fg_gemm_pieces_##S(void *gemm, int64_t wide, const T *a, const T *b, T *c, 
             ((S##_narrow)gemm)(ROW_MAJOR, opa, opb, (int32_t)pm, (int32_t)pn, (int32_t)pk,  \
                                (T)1, pa, (int32_t)lda, pb, (int32_t)ldb, (T)0, pc,          \
                                (int32_t)ldc);                                               \
+        if (bias && axis != 3) {                                                            \
+            const T *pbias = axis == 2 ? bias + i : bias;                                   \
+            for (int64_t r = 0; r < pm; r++)                                                \
+                for (int64_t col = 0; col < pn; col++) pc[r * ldc + col] += pbias[col];     \
+        }                                                                                   \
     }                                                                                       \
 }
 
