@@ -211,3 +211,67 @@ def test_layout_of_the_result_as_torch(name):
         out.backward(fusegrad.from_numpy(g))
         want.backward(torch.from_numpy(g))
         _near(ours.grad.numpy(), theirs.grad.numpy(), 1 + np.abs(base), np.float32)
+
+
+# ---------------------------------------------------------------- softmax over rows
+
+
+def _softmax_case(dtype, shape=(33, 257)):
+    x = (RNG.standard_normal(shape) * 4).astype(dtype)
+    return x, RNG.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape,dim", [((33, 257), -1), ((4, 5, 300), 2), ((6, 40), 0),
+                                       ((1, 1), -1), ((3, 1000), 1)])
+def test_softmax_rows_as_torch(name, shape, dim, dtype):
+    x, g = _softmax_case(dtype, shape)
+    results = []
+    for lib in (fusegrad, torch):
+        t = lib.from_numpy(x.copy()).requires_grad_()
+        y = getattr(lib.nn.functional, name)(t, dim)
+        y.backward(lib.from_numpy(g.copy()))
+        results.append((y.detach().numpy(), t.grad.numpy(), type(y.grad_fn).__name__))
+    (y, gx, node), (want_y, want_gx, want_node) = results
+    assert node == want_node
+    rows = np.abs(g).sum(axis=dim, keepdims=True)  # the size of the sum the gradient takes
+    # (log_softmax is x - max - log(sum): the size of its terms)
+    _near(y, want_y, 1 + np.abs(x) + np.abs(x).max(axis=dim, keepdims=True), dtype)
+    _near(gx, want_gx, np.abs(g) + rows, dtype, units=16)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_gradient_in_c_equals_the_recorded_formula(name):
+    """The C gradient against the one recorded in fusegrad ops (create_graph keeps them)."""
+    x, g = _softmax_case(np.float32, (40, 300))
+    fn = getattr(fusegrad.nn.functional, name)
+    grads = []
+    for create_graph in (False, True):
+        t = fusegrad.from_numpy(x.copy()).requires_grad_()
+        (grad,) = fusegrad.autograd.grad(fn(t, -1), t, fusegrad.from_numpy(g),
+                                         create_graph=create_graph)
+        grads.append(grad.detach().numpy())
+    rows = np.abs(g).sum(axis=-1, keepdims=True)
+    _near(grads[0], grads[1], np.abs(g) + rows, np.float32, units=16)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_rows_same_bits_at_two_threads_and_double_backward(name):
+    x, g = _softmax_case(np.float32, (256, 512))
+    fn = getattr(fusegrad.nn.functional, name)
+    before = fusegrad.get_num_threads()
+    runs = []
+    try:
+        for n in (1, 2):
+            fusegrad.set_num_threads(n)
+            t = fusegrad.from_numpy(x.copy()).requires_grad_()
+            y = fn(t, -1)
+            y.backward(fusegrad.from_numpy(g))
+            runs.append((y.detach().numpy(), t.grad.numpy()))
+    finally:
+        fusegrad.set_num_threads(before)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+    v = fusegrad.randn(3, 7, dtype=fusegrad.float64, requires_grad=True)
+    assert fusegrad.autograd.gradgradcheck(lambda a: fn(a, -1), (v,))

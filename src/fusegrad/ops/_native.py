@@ -165,17 +165,20 @@ def double_bits(x: float) -> int:
 
 
 def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
-                cost: int = 4) -> np.ndarray | None:
+                cost: int = 4, row: int = 0) -> np.ndarray | None:
     """Elementwise C kernel `name` of `family` (its `_f32`/`_f64` function, called as
     `fn(*arrays, out, start, stop, *scalars)` over flat ranges, scalars passed as the bits of
     doubles) over same-shaped arrays of one float dtype, into a new array of that shape,
     element ranges shared by the C workers (`cost` units of work per value); None where it
-    does not apply (another dtype, shapes that differ, no C kernels)."""
+    does not apply (another dtype, shapes that differ, no C kernels). With `row`, a kernel
+    over rows of that many values, C-contiguous: `fn(*arrays, out, first, last, row,
+    *scalars)` over row ranges."""
     a = arrays[-1]
     for other in arrays[:-1]:
         if other.dtype != a.dtype or other.shape != a.shape:
             return None
-    fn = typed(family, name, a.dtype, "p" * (len(arrays) + 1) + "ii" + "i" * len(scalars))
+    fn = typed(family, name, a.dtype,
+               "p" * (len(arrays) + 1) + "ii" + "i" * (len(scalars) + (row > 0)))
     if fn is None:
         return None
     # The result is laid out as NumPy lays out a ufunc's (and PyTorch an elementwise op's):
@@ -190,8 +193,10 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
         sources = [x if order is None and x.flags.c_contiguous else
                    np.ascontiguousarray(x if order is None else x.transpose(order))
                    for x in arrays]
-        run_pieces(fn, (*map(address, sources), address(out)),
-                   tuple(double_bits(v) for v in scalars), n, n * cost)
+        after = tuple(double_bits(v) for v in scalars)
+        units = n // row if row else n
+        run_pieces(fn, (*map(address, sources), address(out)), (row, *after) if row else after,
+                   units, n * cost)
     return out
 
 

@@ -156,13 +156,15 @@ def numpy_backward(*ts) -> bool:
 _FLOATS = (F32, F64)
 
 
-def c_gradient(name: str, g, saved, *scalars):
+def c_gradient(name: str, g, saved, *scalars, row: int = 0):
     """The gradient by C kernel `name` of `native/math.c` from the incoming gradient and one
-    saved tensor, where NumPy gradients are taken (`numpy_backward`); None elsewhere (and
-    without C kernels), where the derivative records its formula."""
+    saved tensor (`row`: a kernel over rows of that many values, `_native.elementwise`),
+    where NumPy gradients are taken (`numpy_backward`); None elsewhere (and without C
+    kernels), where the derivative records its formula."""
     if not numpy_backward(g, saved):
         return None
-    return wrap_grad(_native.elementwise("math", name, (g._data, saved._data), scalars))
+    return wrap_grad(_native.elementwise("math", name, (g._data, saved._data), scalars,
+                                         row=row))
 
 
 def wrap_grad(a):

@@ -14,6 +14,7 @@ from ._util import (
     F32,
     HALF,
     Spec,
+    c_gradient,
     dtype_of,
     numel,
     rand_array,
@@ -286,10 +287,34 @@ def _log_softmax_decomposition(x, dim, half_to_float=False):
     return shifted - shifted.exp().sum([dim], True).log()
 
 
+def _row_gradient(name: str, g, out, dim):
+    """The (log_)softmax gradient over the last dimension of a contiguous result in C
+    (`c_gradient`); None elsewhere."""
+    y = out._data
+    if y is None or y.ndim == 0 or wrap_dims(dim, y.ndim)[0] != y.ndim - 1 or \
+            not y.flags.c_contiguous or tuple(g.shape) != y.shape:
+        return None
+    return c_gradient(name, g, out, row=y.shape[-1])
+
+
+def _softmax_derivative(g, out, dim):
+    grad = _row_gradient("softmax_grad", g, out, dim)
+    if grad is None:
+        grad = out * (g - (g * out).sum(dim, keepdim=True))
+    return (grad, None)
+
+
+def _log_softmax_derivative(g, out, dim):
+    grad = _row_gradient("log_softmax_grad", g, out, dim)
+    if grad is None:
+        grad = g - out.exp() * g.sum(dim, keepdim=True)
+    return (grad, None)
+
+
 softmax = register(
     "_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim),
     meta=_softmax_meta, node="SoftmaxBackward0",
-    derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None),
+    derivative=_softmax_derivative,
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("Softmax"), public="softmax", decomposition=_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim),
@@ -298,7 +323,7 @@ log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
     meta=lambda a, dim, half_to_float=False: _softmax_meta(a, dim, log=True),
     node="LogSoftmaxBackward0",
-    derivative=lambda g, out, dim: (g - out.exp() * g.sum(dim, keepdim=True), None),
+    derivative=_log_softmax_derivative,
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
     decomposition=_log_softmax_decomposition,

@@ -113,3 +113,49 @@ void NAME_GRAD(const T *g, const T *a, T *out, int64_t start, int64_t stop,     
 }
 LEAKY(float, leaky_relu_f32, leaky_relu_grad_f32)
 LEAKY(double, leaky_relu_f64, leaky_relu_grad_f64)
+
+/* The gradients of softmax and log_softmax over rows of n values (the last dimension), from
+   the result y: y * (g - sum(g * y)) and g - exp(y) * sum(g), each sum in double over LANES
+   running sums added in order, then rounded to the type (as NumPy's float sum is) before
+   it is used. (The forward passes stay NumPy's: its vectorised exp is cheaper than the
+   generated code's, which rounds once.) */
+#define LANES 16
+#define ROW_SUM(T, EXPR)                                                                 \
+    ({                                                                                   \
+        double acc[LANES] = {0};                                                         \
+        int64_t j = 0;                                                                   \
+        for (; j + LANES <= n; j += LANES)                                               \
+            for (int k = 0; k < LANES; k++) {                                            \
+                int64_t i = j + k;                                                       \
+                acc[k] += (double)(EXPR);                                                \
+            }                                                                            \
+        for (int k = 0; j < n; j++, k++) {                                               \
+            int64_t i = j;                                                               \
+            acc[k] += (double)(EXPR);                                                    \
+        }                                                                                \
+        double total = 0;                                                                \
+        for (int k = 0; k < LANES; k++) total += acc[k];                                 \
+        (T)total;                                                                        \
+    })
+
+#define SOFTMAX_GRADS(T, S, EXP)                                                         \
+void softmax_grad_##S(const T *g, const T *y, T *out, int64_t start, int64_t stop,       \
+                      int64_t n) {                                                       \
+    for (int64_t r = start; r < stop; r++) {                                             \
+        const T *gr = g + r * n, *yr = y + r * n;                                        \
+        T *o = out + r * n;                                                              \
+        T s = ROW_SUM(T, gr[i] * yr[i]);                                                 \
+        for (int64_t i = 0; i < n; i++) o[i] = yr[i] * (gr[i] - s);                      \
+    }                                                                                    \
+}                                                                                        \
+void log_softmax_grad_##S(const T *g, const T *y, T *out, int64_t start, int64_t stop,   \
+                          int64_t n) {                                                   \
+    for (int64_t r = start; r < stop; r++) {                                             \
+        const T *gr = g + r * n, *yr = y + r * n;                                        \
+        T *o = out + r * n;                                                              \
+        T s = ROW_SUM(T, gr[i]);                                                         \
+        for (int64_t i = 0; i < n; i++) o[i] = gr[i] - EXP(yr[i]) * s;                   \
+    }                                                                                    \
+}
+SOFTMAX_GRADS(float, f32, fg_expf)
+SOFTMAX_GRADS(double, f64, exp)
