@@ -82,6 +82,10 @@ ACTIVATIONS = {
     "leaky_relu": (lambda lib, x: lib.nn.functional.leaky_relu(x), "LeakyReluBackward0"),
     "leaky_relu_0.2": (lambda lib, x: lib.nn.functional.leaky_relu(x, 0.2),
                        "LeakyReluBackward0"),
+    "hardswish": (lambda lib, x: lib.nn.functional.hardswish(x), "HardswishBackward0"),
+    "hardsigmoid": (lambda lib, x: lib.nn.functional.hardsigmoid(x), "HardsigmoidBackward0"),
+    "hardtanh": (lambda lib, x: lib.nn.functional.hardtanh(x, -0.5, 2.0), "HardtanhBackward0"),
+    "relu6": (lambda lib, x: lib.nn.functional.relu6(x), "HardtanhBackward0"),
 }
 
 
@@ -275,3 +279,23 @@ def test_softmax_rows_same_bits_at_two_threads_and_double_backward(name):
         np.testing.assert_array_equal(a, b)
     v = fusegrad.randn(3, 7, dtype=fusegrad.float64, requires_grad=True)
     assert fusegrad.autograd.gradgradcheck(lambda a: fn(a, -1), (v,))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_hard_functions_at_their_corners_as_torch(native):
+    """hardswish's gradient is 0 up to -3 included and g from 3 on (and for NaN);
+    hardsigmoid is clip(x + 3, 0, 6) / 6, PyTorch's order of operations."""
+    values = [-3.0, 3.0, -3.0000002, 2.9999998, 0.0, np.nan, -5.0, 5.0, -0.0]
+    g = [-1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -7.0, 8.0, 9.0]
+    x = RNG.uniform(-5, 5, 1000).astype(np.float32)
+    with _native.native_kernels(native):
+        for name in ("hardswish", "hardsigmoid"):
+            got = []
+            for lib in (fusegrad, torch):
+                t = lib.tensor(values, requires_grad=True)
+                getattr(lib.nn.functional, name)(t).backward(lib.tensor(g))
+                got.append(t.grad.numpy())
+            np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
+            ours = getattr(fusegrad.nn.functional, name)(fusegrad.from_numpy(x)).numpy()
+            want = getattr(torch.nn.functional, name)(torch.from_numpy(x)).numpy()
+            np.testing.assert_array_equal(ours, want)

@@ -279,9 +279,14 @@ def _hardtanh(x, lo=-1.0, hi=1.0):
     return np.clip(x, lo, hi)
 
 
+def _hardtanh_derivative(g, x, lo, hi):
+    grad = c_gradient("hardtanh_grad", g, x, lo, hi)
+    return (g * ((x > lo) * (x < hi)) if grad is None else grad, None, None)
+
+
 hardtanh = register(
     "hardtanh", kernel=_float_kernel(_hardtanh), meta=_meta, node="HardtanhBackward0",
-    derivative=lambda g, x, lo, hi: (g * ((x > lo) * (x < hi)), None, None),
+    derivative=_hardtanh_derivative,
     save=lambda out, a, lo=-1.0, hi=1.0: (a, lo, hi),
     samples=_param_samples((-0.5, 2.0), (0.0, 6.0)),
     decomposition=lambda x, lo=-1.0, hi=1.0: x.clamp(lo, hi),
@@ -295,12 +300,18 @@ _SIXTH = float(np.float32(1 / 6))  # PyTorch's kernel multiplies by a float32 co
 
 
 def _hardsigmoid(x):
-    return np.clip(x / 6 + 0.5, 0, 1)
+    out = _in_c("hardsigmoid", x)
+    return np.clip(x + 3, 0, 6) / 6 if out is None else out  # PyTorch's order
+
+
+def _hardsigmoid_derivative(g, x):
+    grad = c_gradient("hardsigmoid_grad", g, x)
+    return (g * ((x > -3) * (x < 3)) * _SIXTH if grad is None else grad,)
 
 
 hardsigmoid = register(
     "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
-    derivative=lambda g, x: (g * ((x > -3) * (x < 3)) * _SIXTH,), save=lambda out, a: (a,),
+    derivative=_hardsigmoid_derivative, save=lambda out, a: (a,),
     decomposition=lambda x: (x + 3).clamp(0, 6) / 6,
     samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
                                             beta=(0, lambda _: 0.5)))
@@ -308,12 +319,16 @@ hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
 
 
 def _hardswish(x):
-    return x * np.clip(x + 3, 0, 6) / 6
+    out = _in_c("hardswish", x)
+    return x * np.clip(x + 3, 0, 6) / 6 if out is None else out
 
 
 def _hardswish_derivative(g, x):
-    mid = x / 3 + 0.5
-    grad = mid.where(x <= 3, x.new_ones(())).where(x >= -3, x.new_zeros(()))
+    grad = c_gradient("hardswish_grad", g, x)
+    if grad is not None:
+        return (grad,)
+    mid = x / 3 + 0.5  # PyTorch's: 0 up to -3 included, 1 from 3 on (and for NaN)
+    grad = mid.where(x < 3, x.new_ones(())).where(~(x <= -3), x.new_zeros(()))
     return (g * grad,)
 
 

@@ -159,3 +159,37 @@ void log_softmax_grad_##S(const T *g, const T *y, T *out, int64_t start, int64_t
 }
 SOFTMAX_GRADS(float, f32, fg_expf)
 SOFTMAX_GRADS(double, f64, exp)
+
+/* The hard functions, as PyTorch's CPU kernels compute them: hardswish (x * clip(x + 3, 0,
+   6)) / 6 and its gradient (0 where x <= -3, g * (x / 3 + 0.5) where x < 3, else g: a NaN
+   input passes g); hardsigmoid clip(x + 3, 0, 6) / 6 and its gradient (g * (-3 < x < 3)) *
+   float32(1/6); hardtanh's gradient g * (lo < x < hi) (a float mask: g * 0 keeps g's sign,
+   as NumPy's product). A NaN input clips to NaN. */
+static inline float fg_clip_f(float v, float lo, float hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+static inline double fg_clip_d(double v, double lo, double hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+UNARY(float, hardswish_f32, (x * fg_clip_f(x + 3.0f, 0.0f, 6.0f)) / 6.0f)
+UNARY(double, hardswish_f64, (x * fg_clip_d(x + 3.0, 0.0, 6.0)) / 6.0)
+UNARY(float, hardsigmoid_f32, fg_clip_f(x + 3.0f, 0.0f, 6.0f) / 6.0f)
+UNARY(double, hardsigmoid_f64, fg_clip_d(x + 3.0, 0.0, 6.0) / 6.0)
+GRAD(float, hardswish_grad_f32, x,
+     x <= -3.0f ? 0.0f : (x < 3.0f ? g[i] * (x / 3.0f + 0.5f) : g[i]))
+GRAD(double, hardswish_grad_f64, x,
+     x <= -3.0 ? 0.0 : (x < 3.0 ? g[i] * (x / 3.0 + 0.5) : g[i]))
+GRAD(float, hardsigmoid_grad_f32, x,
+     (g[i] * (float)(x > -3.0f && x < 3.0f)) * (float)(1.0 / 6.0))
+GRAD(double, hardsigmoid_grad_f64, x,
+     (g[i] * (double)(x > -3.0 && x < 3.0)) * (double)(float)(1.0 / 6.0))
+
+#define HARDTANH_GRAD(T, NAME)                                                           \
+void NAME(const T *g, const T *a, T *out, int64_t start, int64_t stop, int64_t lo_bits,   \
+          int64_t hi_bits) {                                                             \
+    T lo = (T)fg_as_double((uint64_t)lo_bits), hi = (T)fg_as_double((uint64_t)hi_bits);  \
+    for (int64_t i = start; i < stop; i++)                                               \
+        out[i] = g[i] * (T)(a[i] > lo && a[i] < hi);                                     \
+}
+HARDTANH_GRAD(float, hardtanh_grad_f32)
+HARDTANH_GRAD(double, hardtanh_grad_f64)
