@@ -177,6 +177,8 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     for other in arrays[:-1]:
         if other.dtype != a.dtype or other.shape != a.shape:
             return None
+    if row and not a.flags.c_contiguous:  # rows are the last dimension's runs
+        return None
     fn = typed(family, name, a.dtype,
                "p" * (len(arrays) + 1) + "ii" + "i" * (len(scalars) + (row > 0)))
     if fn is None:
