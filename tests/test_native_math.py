@@ -299,3 +299,15 @@ def test_hard_functions_at_their_corners_as_torch(native):
             ours = getattr(fusegrad.nn.functional, name)(fusegrad.from_numpy(x)).numpy()
             want = getattr(torch.nn.functional, name)(torch.from_numpy(x)).numpy()
             np.testing.assert_array_equal(ours, want)
+
+
+@pytest.mark.parametrize("size", [16, 4095, 4096, 50000])
+def test_leaky_relu_bits_as_torch_either_side_of_the_c_floor(size):
+    from fusegrad.ops import activation
+
+    x = RNG.standard_normal(size).astype(np.float32)
+    x[:3] = [np.nan, -0.0, 0.0]
+    got = fusegrad.nn.functional.leaky_relu(fusegrad.from_numpy(x), 0.2).numpy()
+    want = torch.nn.functional.leaky_relu(torch.from_numpy(x), 0.2).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert (size >= activation.LEAKY_C_MIN) == (size >= 4096)

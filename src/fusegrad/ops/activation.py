@@ -203,8 +203,14 @@ mish_ = inplace_variant(mish, "mish_", saves_self=True)
 # ---------------------------------------------------------------- leaky_relu, elu
 
 
+# Below this many values NumPy's leaky_relu (two passes) costs less than the C kernel's
+# ctypes call (measured alternately in one process: 16 values 7.4 against 10.0 us, 1,024
+# values 10.4 against 11.9, 4,096 values 9.9 against 7.5).
+LEAKY_C_MIN = 4096
+
+
 def _leaky(x, slope=0.01):
-    out = _in_c("leaky_relu", x, slope)
+    out = _in_c("leaky_relu", x, slope) if x.size >= LEAKY_C_MIN else None
     return np.where(x > 0, x, x * slope) if out is None else out
 
 
