@@ -13,7 +13,9 @@ from .. import _creation, _dtype
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
+from ..ops import normalization as NORM
 from ..ops import weight_norm as WN
+from ..ops.random import native_dropout as _native_dropout
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -174,7 +176,38 @@ def get_file_path(*path_components: str) -> str:
     return os.path.join(os.path.dirname(root), *path_components)
 
 
+# ---------------------------------------------------------------- ATen's normalisation ops
+
+
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None,
+                      bias: Tensor | None, eps: float) -> tuple:
+    """ATen's layer norm: (output, mean, rstd), the statistics keeping the normalised
+    dimensions as ones."""
+    return call(NORM.native_layer_norm, input, list(normalized_shape), weight, bias, eps)
+
+
+def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                      running_mean: Tensor | None, running_var: Tensor | None, training: bool,
+                      momentum: float, eps: float) -> tuple:
+    """ATen's batch norm: (output, saved mean, saved inverse standard deviation); in training
+    the running statistics are updated in place."""
+    return call(NORM.native_batch_norm, input, weight, bias, running_mean, running_var,
+                training, momentum, eps)
+
+
+def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int,
+                      C: int, HxW: int, group: int, eps: float) -> tuple:
+    """ATen's group norm: (output, mean, rstd), the statistics of shape (N, group)."""
+    return call(NORM.native_group_norm, input, weight, bias, N, C, HxW, group, eps)
+
+
+def native_dropout(input: Tensor, p: float, train: bool | None) -> tuple:
+    """ATen's dropout: (output, mask), the mask all True when not training."""
+    return call(_native_dropout, input, p, train)
+
+
 __all__ = [
+    "native_layer_norm", "native_batch_norm", "native_group_norm", "native_dropout",
     "fork", "wait", "classproperty", "get_file_path",
     "adjoint", "as_strided_scatter", "index_reduce",
     "norm_except_dim", "range", "cond", "while_loop", "_weight_norm",
