@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import rand_array, wrap_dim
-from .activation import _float_kernel, _meta, _param_samples
+from .activation import (
+    _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c)
 from .registry import Sample, Spec, inplace_variant, register
 
 
@@ -22,7 +23,16 @@ def _c_float(dt) -> str:
 
 
 def _celu(x, alpha=1.0):
-    return np.where(x > 0, x, alpha * np.expm1(x / alpha))
+    out = exp_family_in_c("celu", x, alpha)
+    return np.where(x > 0, x, alpha * np.expm1(x / alpha)) if out is None else out
+
+
+def _celu_derivative(g, x, alpha):
+    # elu's derivative with input_scale 1/alpha: exp(x / alpha) below zero
+    grad = exp_family_gradient("celu_grad", g, x, alpha)
+    if grad is not None:
+        return (grad, None)
+    return (g * x.new_ones(()).where(x > 0, (x / alpha).exp()), None)
 
 
 def _celu_meta(a, alpha=1.0):
@@ -33,9 +43,7 @@ def _celu_meta(a, alpha=1.0):
 
 celu = register(
     "celu", kernel=_float_kernel(_celu), meta=_celu_meta, node="CeluBackward0",
-    # elu's derivative with input_scale 1/alpha: exp(x / alpha) below zero
-    derivative=lambda g, x, alpha: (g * (x / alpha).exp().where(x <= 0, x.new_ones(())),
-                                    None),
+    derivative=_celu_derivative,
     save=lambda out, a, alpha=1.0: (a, alpha), samples=_param_samples((0.5,), (2.0,)),
     saved_names=("self", "alpha"),
     decomposition=lambda x, alpha=1.0: x.where(x > 0, (x / alpha).expm1() * alpha))

@@ -1,6 +1,7 @@
 /* erf, erfc, sigmoid, and the activations made of them (silu, both gelus, leaky_relu
-   beside them) with their gradients, elementwise over [start, stop) of flat, contiguous
-   arrays; a scalar parameter comes last, as the bits of a double. The build puts
+   beside them) with their gradients, and the exp-based ones (elu, celu, softplus, mish) at
+   the end, elementwise over [start, stop) of flat, contiguous arrays; a scalar parameter
+   comes last, as the bits of a double. The build puts
    `_mathlib.py`'s functions before this file: float32 uses its fg_erff, fg_erfcf, fg_expf,
    fg_tanhf and fg_sigmoidf (computed in double or with carried errors, rounded once, and
    vectorised by gcc), the very functions generated kernels call, so eager and compiled
@@ -193,3 +194,132 @@ void NAME(const T *g, const T *a, T *out, int64_t start, int64_t stop, int64_t l
 }
 HARDTANH_GRAD(float, hardtanh_grad_f32)
 HARDTANH_GRAD(double, hardtanh_grad_f64)
+
+/* The exp-based activations, float32 only: elu (selu's form), celu, softplus and mish, with
+   their gradients from the input. Each is computed in double from the generated code's
+   fg_exp_d and the two helpers below and rounded once, where NumPy's path (several float
+   passes) rounds at each step. (Float64 stays NumPy's: its vectorised exp and log1p cost less
+   than the C library's scalar ones.) The scalar parameters are converted to float as NumPy
+   converts a Python float beside a float32 array, once, after any product of parameters
+   in double, as activation.py writes them. */
+
+/* e^x - 1: its Taylor series to x^8 below 1/16 (where e^x - 1 would cancel), else
+   fg_exp_d's e^x less one. NaN stays NaN, -0.0 stays -0.0, -inf gives -1. */
+static inline double fg_expm1_d(double x) {
+    double p = 1.0 / 40320.0;
+    p = fma(p, x, 1.0 / 5040.0);
+    p = fma(p, x, 1.0 / 720.0);
+    p = fma(p, x, 1.0 / 120.0);
+    p = fma(p, x, 1.0 / 24.0);
+    p = fma(p, x, 1.0 / 6.0);
+    p = fma(p, x, 0.5);
+    double small = fma(x * x, p, x);
+    small = x == 0.0 ? x : small;  /* keeps -0.0 */
+    return fabs(x) < 0.0625 ? small : fg_exp_d(x) - 1.0;
+}
+
+/* log(1 + t) for t in [0, 1]: 2 atanh(f) with f = t / (2 + t), or, above 1 + t = sqrt 2,
+   ln 2 + 2 atanh(f) with f = (t - 1) / (t + 3) (the log of (1 + t) / 2); |f| <= 0.1716, so
+   the odd series to f^13 is exact to ~2e-12 of the result, and f keeps t's relative
+   precision however small t is. */
+static inline double fg_log1p_unit(double t) {
+    int big = t > 0x1.a827999fcef34p-2;  /* sqrt 2 - 1 */
+    double f = big ? (t - 1.0) / (t + 3.0) : t / (2.0 + t);
+    double f2 = f * f;
+    double p = 1.0 / 13.0;
+    p = fma(p, f2, 1.0 / 11.0);
+    p = fma(p, f2, 1.0 / 9.0);
+    p = fma(p, f2, 1.0 / 7.0);
+    p = fma(p, f2, 1.0 / 5.0);
+    p = fma(p, f2, 1.0 / 3.0);
+    double r = fma(2.0 * f, f2 * p, 2.0 * f);
+    return big ? r + 0x1.62e42fefa39efp-1 : r;
+}
+
+#define PARAM(BITS) fg_as_double((uint64_t)(BITS))
+
+/* elu: x * scale where x > 0, else expm1(x * input_scale) * (alpha * scale); its gradient g *
+   scale where x > 0, else g * (exp(x * input_scale) * (alpha * scale * input_scale)) (NaN
+   for a NaN input, as PyTorch's vectorised kernel). */
+void elu_f32(const float *a, float *out, int64_t start, int64_t stop, int64_t alpha_bits,
+             int64_t scale_bits, int64_t input_scale_bits) {
+    double alpha = PARAM(alpha_bits), scale = PARAM(scale_bits);
+    float pos = (float)scale, neg = (float)(scale * alpha);
+    float in = (float)PARAM(input_scale_bits);
+    for (int64_t i = start; i < stop; i++) {
+        float x = a[i];
+        out[i] = x > 0 ? x * pos : (float)fg_expm1_d(x * in) * neg;
+    }
+}
+void elu_grad_f32(const float *g, const float *a, float *out, int64_t start, int64_t stop,
+                  int64_t alpha_bits, int64_t scale_bits, int64_t input_scale_bits) {
+    double alpha = PARAM(alpha_bits), scale = PARAM(scale_bits);
+    double input_scale = PARAM(input_scale_bits);
+    float pos = (float)scale, neg = (float)(scale * alpha * input_scale);
+    float in = (float)input_scale;
+    for (int64_t i = start; i < stop; i++) {
+        float x = a[i];
+        out[i] = x > 0 ? g[i] * pos : g[i] * (fg_expf(x * in) * neg);
+    }
+}
+
+/* celu: x where x > 0, else alpha * expm1(x / alpha); its gradient g where x > 0, else
+   g * exp(x / alpha). */
+void celu_f32(const float *a, float *out, int64_t start, int64_t stop, int64_t alpha_bits) {
+    float alpha = (float)PARAM(alpha_bits);
+    for (int64_t i = start; i < stop; i++) {
+        float x = a[i];
+        out[i] = x > 0 ? x : alpha * (float)fg_expm1_d(x / alpha);
+    }
+}
+void celu_grad_f32(const float *g, const float *a, float *out, int64_t start, int64_t stop,
+                   int64_t alpha_bits) {
+    float alpha = (float)PARAM(alpha_bits);
+    for (int64_t i = start; i < stop; i++) {
+        float x = a[i];
+        out[i] = x > 0 ? g[i] * 1.0f : g[i] * fg_expf(x / alpha);
+    }
+}
+
+/* softplus: x where x * beta > threshold, else log(1 + e^(x * beta)) / beta, the log taken as
+   max(b, 0) + log(1 + e^-|b|) (no overflow at any b); its gradient g where x * beta >
+   threshold, else g * sigmoid(x * beta) (NaN for a NaN input, as PyTorch's). */
+void softplus_f32(const float *a, float *out, int64_t start, int64_t stop, int64_t beta_bits,
+                  int64_t threshold_bits) {
+    float beta = (float)PARAM(beta_bits), threshold = (float)PARAM(threshold_bits);
+    for (int64_t i = start; i < stop; i++) {
+        float x = a[i], b = x * beta;
+        double bd = b;
+        double soft = (bd > 0.0 ? bd : 0.0) + fg_log1p_unit(fg_exp_d(-fabs(bd)));
+        float res = (float)soft / beta;
+        out[i] = b > threshold ? x : (b != b ? b : res);
+    }
+}
+void softplus_grad_f32(const float *g, const float *a, float *out, int64_t start,
+                       int64_t stop, int64_t beta_bits, int64_t threshold_bits) {
+    float beta = (float)PARAM(beta_bits), threshold = (float)PARAM(threshold_bits);
+    for (int64_t i = start; i < stop; i++) {
+        float b = a[i] * beta;
+        out[i] = b > threshold ? g[i] * 1.0f : g[i] * fg_sigmoidf(b);
+    }
+}
+
+/* mish: x * tanh(softplus(x)). With u = e^x, e^softplus(x) = 1 + u, so tanh(softplus(x)) =
+   n / (n + 2) with n = u (u + 2), computed in double (u = 0 below -200, so that -inf gives
+   -inf * 0 = NaN as the composite does). Its gradient g * (t + x * sigmoid(x) * (1 - t * t))
+   with t = tanh(softplus(x)) and sigmoid(x) = u / (1 + u). */
+static inline float fg_mish_f(float xf) {
+    double x = xf;
+    double u = x < -200.0 ? 0.0 : fg_exp_d(x);
+    double n = u * (u + 2.0);
+    return (float)(x * (n / (n + 2.0)));
+}
+static inline float fg_mish_grad_f(float g, float xf) {
+    double x = xf;
+    double u = x < -200.0 ? 0.0 : fg_exp_d(x);
+    double n = u * (u + 2.0);
+    double t = n / (n + 2.0);
+    return g * (float)(t + x * (u / (1.0 + u)) * (1.0 - t * t));
+}
+UNARY(float, mish_f32, fg_mish_f(x))
+GRAD(float, mish_grad_f32, x, fg_mish_grad_f(g[i], x))
