@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import rand_array, wrap_dim
-from .activation import (
-    _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c)
+from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
 from .registry import Sample, Spec, inplace_variant, register
 
 
