@@ -101,3 +101,21 @@ def test_max_pool_offsets_in_small_integers_match_torch(kernel, stride):
                                          return_indices=True)
     np.testing.assert_array_equal(got[0].detach().numpy(), ref[0].detach().numpy())
     np.testing.assert_array_equal(got[1].numpy(), ref[1].numpy())
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_input_gradient_under_create_graph_is_contiguous_as_torch(transposed):
+    """A gradient penalty views the input's gradient (`grad.view(n, -1)`): the composite
+    backward's col2im gives a contiguous gradient, as PyTorch's."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    results = []
+    for lib in (fusegrad, torch):
+        t = lib.from_numpy(x.copy()).requires_grad_()
+        w = lib.ones(3, 4, 3, 3) if transposed else lib.ones(4, 3, 3, 3, requires_grad=True)
+        conv = lib.nn.functional.conv_transpose2d if transposed else lib.nn.functional.conv2d
+        y = conv(t, w, stride=2, padding=1)
+        (g,) = lib.autograd.grad((y * y).sum(), t, create_graph=True)
+        assert g.is_contiguous() and g.stride() == (192, 64, 8, 1)
+        penalty = (g.view(2, -1).norm(2, dim=1) - 1).pow(2).mean()
+        results.append(lib.autograd.grad(penalty, t)[0].numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-4, atol=1e-3)

@@ -138,7 +138,9 @@ def _col2im_nd(cols, size, k, d, p, s):
                        for i, o in enumerate(offset))
         out[(slice(None),) * 2 + target] += cols[(slice(None),) * 2 + offset]
     inner = out[(slice(None),) * 2 + tuple(slice(p[i], p[i] + size[i]) for i in range(nd))]
-    return inner.astype(cols.dtype, copy=False)
+    # Contiguous, as PyTorch's col2im: a gradient taken under create_graph is often viewed
+    # next (`grad.view(n, -1)` in a gradient penalty).
+    return np.ascontiguousarray(inner, dtype=cols.dtype)
 
 
 def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):

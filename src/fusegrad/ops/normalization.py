@@ -12,6 +12,8 @@ statistics.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype
@@ -56,8 +58,25 @@ def _check_norm_dtypes(x, *params) -> None:
     raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
 
 
+def _check_bn_features(x, w, b, rm, rv, training) -> None:
+    """Each statistic and parameter holds one value per channel (dim 1), PyTorch's checks in
+    its order: before a kernel reads past the end of a short one."""
+    if len(x.shape) < 2:
+        return  # (the meta's message)
+    c = x.shape[1]
+    for name, t in (("running_mean", rm), ("running_var", rv), ("weight", w), ("bias", b)):
+        if t is None:
+            if not training and name.startswith("running"):
+                raise RuntimeError(f"{name} must be defined in evaluation mode")
+            continue
+        n = math.prod(t.shape)
+        if n != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {n}")
+
+
 def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     _check_norm_dtypes(x, w, b, rm, rv)
+    _check_bn_features(x, w, b, rm, rv, training)
     dt = x.dtype
     native = _bn_native(x, w, b, rm, rv, training, momentum, eps)
     if native is not None:
@@ -174,6 +193,7 @@ def _bn_native(x, w, b, rm, rv, training, momentum, eps):
 
 def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
     _check_norm_dtypes(x, w, b, rm, rv)
+    _check_bn_features(x, w, b, rm, rv, training)
     c = x.shape[1] if len(x.shape) > 1 else 0
     if len(x.shape) < 2:
         raise ValueError(f"expected 2D or 3D input (got {len(x.shape)}D input)")
@@ -442,6 +462,7 @@ def _ln_backward_c(g, x, n, w, eps, want_w: bool, want_b: bool):
 
 def _ln_kernel(x, normalized_shape, w, b, eps):
     _check_norm_dtypes(x, w, b)
+    _check_ln_shapes(x, normalized_shape, w, b)
     n = int(np.prod(normalized_shape, dtype=np.int64))
     if _ln_in_c(x, n, (w, b)):
         res = _ln_forward_c(x, n, w, b, eps)
@@ -465,14 +486,31 @@ def _ln_kernel(x, normalized_shape, w, b, eps):
     return np.ascontiguousarray(out.astype(dt, copy=False)), mean.astype(sdt), rstd.astype(sdt)
 
 
-def _ln_meta(x, normalized_shape, w, b, eps):
-    _check_norm_dtypes(x, w, b)
+def _check_ln_shapes(x, normalized_shape, w, b) -> None:
+    """The input ends in `normalized_shape` and the weight and bias have it, with PyTorch's
+    messages: before a kernel reads past the end of a short parameter."""
     shape = tuple(x.shape)
     ns = tuple(normalized_shape)
+    if not ns:
+        raise RuntimeError(
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least "
+            "one element, but got normalized_shape = []")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and tuple(t.shape) != ns:
+            raise RuntimeError(
+                f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                f"shape {size_str(tuple(t.shape))} and normalized_shape = {size_str(ns)}")
     if shape[len(shape) - len(ns):] != ns:
         raise RuntimeError(
             f"Given normalized_shape={size_str(ns)}, expected input with shape "
             f"[*, {', '.join(map(str, ns))}], but got input of size{size_str(shape)}")
+
+
+def _ln_meta(x, normalized_shape, w, b, eps):
+    _check_norm_dtypes(x, w, b)
+    _check_ln_shapes(x, normalized_shape, w, b)
+    shape = tuple(x.shape)
+    ns = tuple(normalized_shape)
     stat = shape[:len(shape) - len(ns)] + (1,) * len(ns)
     sdt = _stat_dtype(x, w, b)
     return [Spec(shape, x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
