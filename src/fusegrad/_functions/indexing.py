@@ -16,8 +16,10 @@ from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
+from .._torch_function import warn_once_at
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
+from ..ops import scatter as SC
 from ..ops import shape as S
 from ..ops._view_calls import select_first
 from ..ops.views import _expand_shape
@@ -309,10 +311,36 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     return gather(input, d, indices)
 
 
+# `scatter`'s older `reduce` names, as `scatter_reduce`'s (which it runs, include_self).
+_SCATTER_REDUCES = {"add": "sum", "multiply": "prod"}
+
+
+def scatter_with_reduce(input, dim, index, src, reduce: str, inplace: bool):
+    """`scatter(..., reduce=)` (and `scatter_`): colliding values combined by "add" or
+    "multiply", as `scatter_reduce` with the input included; a number `src` is spread over
+    the index's shape. (PyTorch records no derivative for this form; this one has
+    `scatter_reduce`'s.)"""
+    mode = _SCATTER_REDUCES.get(reduce)
+    if mode is None:
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if isinstance(src, Tensor):
+        # (Level 3: the caller of `scatter` or `scatter_`, past the protocol's wrappers.)
+        warn_once_at(3, "The reduce argument of torch.scatter with Tensor src is deprecated and "
+                        "will be removed in a future PyTorch release. Use torch.scatter_reduce "
+                        "instead for more reduction options.")
+    else:
+        src = input.new_full(tuple(index.shape), src)
+    op = SC.scatter_reduce_ if inplace else SC.scatter_reduce
+    return call(op, input, dim, index, src, mode, True)
+
+
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
-    """A copy of `input` with `src` (or `value`) written at `index` along `dim`."""
+    """A copy of `input` with `src` (or `value`) written at `index` along `dim` (combined
+    with what is there by `reduce`, "add" or "multiply", where given)."""
     if src is None:
         src = value
+    if reduce is not None:
+        return scatter_with_reduce(input, dim, index, src, reduce, False)
     if isinstance(src, Tensor):
         return call(X.scatter, input, dim, index, src)
     return call(X.scatter_value, input, dim, index, src)

@@ -25,6 +25,7 @@ from ..ops import reduction as R
 from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
 from .comparison import unique
+from .indexing import scatter_with_reduce
 from .inplace import copy_
 from .linear_algebra import matmul
 from .pointwise import floor_divide, pow, remainder, where
@@ -268,6 +269,8 @@ def _triu_(self, diagonal=0):
 def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
     if src is None:
         src = value
+    if reduce is not None:
+        return scatter_with_reduce(self, dim, index, src, reduce, True)
     if isinstance(src, Tensor):
         return call(X.scatter_, self, dim, index, src)
     return call(X.scatter_value_, self, dim, index, src)
