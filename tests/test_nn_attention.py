@@ -596,3 +596,30 @@ def test_sdpa_kernel_chooses_and_restores_as_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PyTorch's reasons for not using a kernel
         assert _sdpa_kernel_run(fusegrad) == _sdpa_kernel_run(torch)
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_sdpa_mask_with_causal_on_the_flash_kernel_as_torch(mask_kind):
+    """Where PyTorch's CPU flash kernel takes the inputs (4-D, no dropout) it applies both
+    an explicit mask and the causal one; its math path refuses the pair (test above)."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(s).astype(np.float32)
+              for s in ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 4))]
+    mask = rng.random((3, 5)) > 0.3 if mask_kind == "bool" else \
+        rng.standard_normal((3, 5)).astype(np.float32)
+    results = []
+    for T in (fusegrad, torch):
+        q, k, v = (T.from_numpy(a.copy()).requires_grad_() for a in arrays)
+        out = T.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=T.from_numpy(mask.copy()), is_causal=True)
+        out.backward(T.ones_like(out))
+        results.append([out.detach().numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy(),
+                        type(out.grad_fn).__name__])
+    assert results[0][4] == results[1][4] == "ScaledDotProductFlashAttentionForCpuBackward0"
+    for a, b in zip(results[0][:4], results[1][:4]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for T in (fusegrad, torch):  # the math path (dropout) still refuses
+        x = T.ones(1, 2, 3, 4)
+        with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
+            T.nn.functional.scaled_dot_product_attention(
+                x, x, x, attn_mask=T.ones(3, 3, dtype=T.bool), is_causal=True, dropout_p=0.5)

@@ -710,9 +710,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     node, as in PyTorch; otherwise it is composed of matmul, softmax and dropout.
     """
     _sdpa_check_inputs(query, key, value, attn_mask)
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
-                           "set when is_causal=True")
     if attn_mask is not None and attn_mask.dtype.name == "bool":
         # PyTorch turns a "may attend" mask into an additive one of the query's dtype first.
         keep = attn_mask
@@ -729,6 +726,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                            else "No viable backend for scaled_dot_product_attention was "
                            "found. This is likely due to turning off both the math kernel "
                            "and the fused kernels.")
+    if is_causal and attn_mask is not None:  # (the flash kernel above applies both)
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
     # The composite path, structured as PyTorch's: both operands scaled by sqrt(scale) before
     # the product (a negative scale flips the query's sign), a float mask added, a softmax
     # that gives zeros for fully masked rows.
