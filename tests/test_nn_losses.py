@@ -250,3 +250,28 @@ def test_nll_of_plain_labels_gives_the_bits_of_the_masked_path(dtype, reduction)
     tol = 1e-6 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got[0][0], loss.detach().numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(got[0][1], x.grad.numpy(), rtol=tol, atol=tol)
+
+
+_BCE_CALLS = {
+    "bce": lambda L, t: L.nn.functional.binary_cross_entropy(L.full((4,), 0.3), t),
+    "bce weight": lambda L, t: L.nn.BCELoss(weight=L.ones(4))(L.full((4,), 0.3), t),
+    "logits": lambda L, t: L.nn.functional.binary_cross_entropy_with_logits(L.zeros(4), t),
+    "logits pos_weight": lambda L, t: L.nn.functional.binary_cross_entropy_with_logits(
+        L.full((4,), 0.5, dtype=L.float64), t, pos_weight=L.ones(4) * 2),
+}
+
+
+@pytest.mark.parametrize("target", ["int64", "int32", "bool", "float16", "float32", "float64"])
+@pytest.mark.parametrize("call", list(_BCE_CALLS))
+def test_bce_target_dtypes_as_torch(call, target):
+    """binary_cross_entropy wants the input's dtype in its target; the logits form gives the
+    target's float dtype and refuses integer and bool targets, with PyTorch's messages."""
+    got = []
+    for lib in (fusegrad, torch):
+        t = lib.ones(4, dtype=getattr(lib, target))
+        try:
+            out = _BCE_CALLS[call](lib, t)
+            got.append((str(out.dtype).split(".")[-1], round(float(out), 3)))
+        except RuntimeError as e:
+            got.append(str(e))
+    assert got[0] == got[1]

@@ -415,7 +415,14 @@ mse_loss = register(
     saved_names=("self", "target", "reduction"))
 
 
+def _check_bce_target(x, t) -> None:
+    """binary_cross_entropy's target has the input's dtype (PyTorch's kernel checks it)."""
+    if _legacy(t) != _legacy(x):
+        raise RuntimeError(f"Found dtype {_legacy(t)} but expected {_legacy(x)}")
+
+
 def _bce_kernel(x, t, weight=None, reduction=1):
+    _check_bce_target(x, t)
     dt = x.dtype
     xw, tw = _work(x), _work(t)
     if ((xw < 0) | (xw > 1)).any():
@@ -431,6 +438,7 @@ def _bce_meta(x, t, weight=None, reduction=1):
         raise ValueError(f"Using a target size ({_torch_size(t.shape)}) that is different to "
                          f"the input size ({_torch_size(x.shape)}) is deprecated. Please "
                          "ensure they have the same size.")
+    _check_bce_target(x, t)
     return Spec(tuple(x.shape) if reduction == 0 else (), x.dtype)
 
 
@@ -468,8 +476,21 @@ def _softplus_neg(x):
     return np.maximum(-x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
+def _bcel_dtype(x, t):
+    """binary_cross_entropy_with_logits' result dtype: the target's (PyTorch's kernel writes
+    into a tensor of the target's type), which must be a float type."""
+    target = _dtype.FROM_NP[t.dtype] if isinstance(t, np.ndarray) else t.dtype
+    if target is _dtype.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if not target.is_floating_point:
+        raise RuntimeError(f"result type {_legacy(x)} can't be cast to the desired output "
+                           f"type {target.legacy}")
+    return target
+
+
 def _bcel_kernel(x, t, weight=None, pos_weight=None, reduction=1):
-    dt = x.dtype
+    dt = _bcel_dtype(x, t).np
     xw, tw = _work(x), _work(t)
     sp = _softplus_neg(xw)
     if pos_weight is not None:
@@ -508,7 +529,8 @@ def _bcel_decomposition(x, t, weight=None, pos_weight=None, reduction=1):
 
 binary_cross_entropy_with_logits = register(
     "binary_cross_entropy_with_logits", autocast="fp32", kernel=_bcel_kernel,
-    meta=lambda x, t, w=None, pw=None, reduction=1: _loss_meta(x, t, reduction),
+    meta=lambda x, t, w=None, pw=None, reduction=1: Spec(
+        _loss_meta(x, t, reduction).shape, _bcel_dtype(x, t)),
     node="BinaryCrossEntropyWithLogitsBackward0", derivative=_bcel_derivative,
     save=lambda out, x, t, weight=None, pos_weight=None, reduction=1: (
         x, t, weight, pos_weight, reduction),
