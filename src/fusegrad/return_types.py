@@ -20,6 +20,23 @@ def _repr(self) -> str:
     return f"torch.return_types.{type(self).__name__}(\n{parts})"
 
 
+def _new(cls, *args, **kwargs):
+    """PyTorch's constructor, `cls(sequence)` (a dict may follow): `type(r)(list(r))`
+    rebuilds a result, as tree-mapping code does. Several positional values (fusegrad's
+    own calls, and unpickling) make the tuple field by field."""
+    if kwargs or not (len(args) == 1 or (len(args) == 2 and isinstance(args[1], dict))):
+        return cls._field_new(cls, *args, **kwargs)
+    name = f"torch.return_types.{cls.__name__}()"
+    try:
+        values = tuple(args[0])
+    except TypeError:
+        raise TypeError("constructor requires a sequence") from None
+    if len(values) != len(cls._fields):
+        raise TypeError(f"{name} takes a {len(cls._fields)}-sequence ({len(values)}-sequence "
+                        "given)")
+    return tuple.__new__(cls, values)
+
+
 def __getattr__(name: str):
     """Make the named tuple class `name` on its first look-up (and `all_return_types`)."""
     from .ops.named_results import FIELDS
@@ -31,6 +48,8 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     cls = collections.namedtuple(name, fields, module=__name__)
     cls.__repr__ = _repr
+    cls._field_new = cls.__new__
+    cls.__new__ = _new
     # Two threads may race here: the first class stored is the one everybody gets.
     return globals().setdefault(name, cls)
 

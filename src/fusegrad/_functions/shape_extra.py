@@ -192,7 +192,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
         dim = 0
     d = wrap_dim(dim, input.ndim)
     if isinstance(repeats, Tensor):
-        counts = np.broadcast_to(_repeat_counts(repeats).reshape(-1), (input.shape[d],))
+        counts = _repeat_counts(repeats).reshape(-1)
+        if counts.size == 1:  # one count serves every element
+            counts = np.broadcast_to(counts, (input.shape[d],))
         if counts.size != input.shape[d]:
             raise RuntimeError("repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {counts.size} and input.size({d}) = "

@@ -6,12 +6,15 @@ tanhshrink, softmin): each records PyTorch's nodes.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _random_draws as _draws
 from .._dispatch import call
 from .._random import generator_or_default as _generator_or_default
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel
 from ..ops import activation as A
 from ..ops import shrink as K
 
@@ -169,11 +172,23 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     return rrelu(input, lower, upper, training, True)
 
 
+def implicit_softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
+    """The dim a softmax-like function (`name`) called without one takes, PyTorch's legacy
+    choice (0 for 0-, 1- and 3-D inputs, else 1), with its deprecation warning `stacklevel`
+    frames up (the function's `_stacklevel`: this helper is 1, its caller 2; the protocol's
+    wrapper frames are not counted)."""
+    dim = 0 if ndim in (0, 1, 3) else 1
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  f"to include dim=X as an argument.", UserWarning,
+                  stacklevel=warning_stacklevel(stacklevel))
+    return dim
+
+
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype=None) -> Tensor:
     """softmax(-x) along `dim`."""
     if dim is None:
-        dim = 0 if input.dim() in (0, 1, 3) else 1
+        dim = implicit_softmax_dim("softmin", input.dim(), _stacklevel)
     neg = -input
     return neg.softmax(dim, dtype=dtype) if dtype is not None else neg.softmax(dim)
 

@@ -328,6 +328,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if tuple(target.shape) == tuple(input.shape) and target.is_floating_point():
         # Class probabilities; a float target of another shape is taken as class indices
         # (nll_loss then names its dtype).
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target

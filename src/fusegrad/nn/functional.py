@@ -501,21 +501,18 @@ def softplus(input, beta=1.0, threshold=20.0) -> Tensor:  # noqa: F811 (torch's 
     return input.where(bx > threshold, soft)
 
 
-def _softmax_dim(ndim: int) -> int:
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 def softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`."""
     if dim is None:
-        dim = _softmax_dim(input.dim())
+        dim = _functional_activation.implicit_softmax_dim("softmax", input.dim(), _stacklevel)
     return input.softmax(dim, dtype=dtype) if dtype is not None else input.softmax(dim)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     """log(softmax(x)) along `dim`."""
     if dim is None:
-        dim = _softmax_dim(input.dim())
+        dim = _functional_activation.implicit_softmax_dim("log_softmax", input.dim(),
+                                                          _stacklevel)
     return input.log_softmax(dim, dtype=dtype) if dtype is not None else input.log_softmax(dim)
 
 
@@ -551,7 +548,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     n, c = input.shape[:2]
     out_size = (n,) + tuple(input.shape[2:])
     if tuple(target.shape[1:]) != tuple(input.shape[2:]):
-        raise ValueError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
+        raise RuntimeError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
     x = input.contiguous().view(n, c, 1, -1)
     t = target.contiguous().view(n, 1, -1)
     out = call(N.nll_loss2d, x, t, weight, red, ignore_index)[0]

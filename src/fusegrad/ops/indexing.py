@@ -351,7 +351,8 @@ def _masked_fill_meta(a, mask, value):
         raise RuntimeError(
             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
             f"{len(value.shape)} dimension(s).")
-    return Spec(broadcast_shapes(tuple(a.shape), tuple(mask.shape)), a.dtype)
+    # (The mask first, as PyTorch broadcasts them: its message names the mask's size "a".)
+    return Spec(broadcast_shapes(tuple(mask.shape), tuple(a.shape)), a.dtype)
 
 
 def _mask_samples(value):

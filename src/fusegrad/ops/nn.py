@@ -234,6 +234,8 @@ def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
             raise ValueError(f"Expected input batch_size ({shape[0]}) to match target "
                              f"batch_size ({ts[0]}).")
     _nll_target_check(t, two_d)
+    if two_d and (len(ts) != 3 or ts[0] != shape[0] or ts[1:] != shape[2:]):
+        raise RuntimeError(f"size mismatch (got input: {list(shape)} , target: {list(ts)}")
     out = (ts if len(shape) > 1 else ()) if reduction == 0 else ()
     return [Spec(out, x.dtype), Spec((), x.dtype)]
 
