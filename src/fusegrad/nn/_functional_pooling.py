@@ -6,11 +6,13 @@ small helpers PyTorch keeps in the namespace (`assert_int_or_pair`, `boolean_dis
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel
 from ..ops import unpool as UP
 
 
@@ -324,7 +326,8 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
 
 
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
-    """The sampling grid (N, H, W, 2) of the 2-D affine maps `theta` (N, 2, 3)."""
+    """The sampling grid (N, H, W, 2) of the 2-D affine maps `theta` (N, 2, 3) for a 4-D
+    `size`, or (N, D, H, W, 3) of the 3-D maps (N, 3, 4) for a 5-D one."""
     import fusegrad
 
     if align_corners is None:
@@ -333,19 +336,21 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
     given, size = size, list(size)
-    if len(size) == 4:
-        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (2, 3):
-            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size "
-                             f"{given}. Got {theta.shape}.")
-    elif len(size) == 5:
-        raise NotImplementedError("affine_grid: 3-D affine transforms (5-D sizes) are not "
-                                  "supported yet")  # ours: only the 2-D form exists
-    else:
+    if len(size) not in (4, 5):
         raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D "
                                   f"affine transforms, respectively. Got size {given}.")
+    nd = len(size) - 2
+    if theta.dim() != 3 or tuple(theta.shape[-2:]) != (nd, nd + 1):
+        raise ValueError(f"Expected a batch of {nd}D affine matrices of shape Nx{nd}x{nd + 1} "
+                         f"for size {given}. Got {theta.shape}.")
     if min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {given}")
-    n, _, h, w = size
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size "
+                      "grids when align_corners=True. This is not an intended use case of "
+                      "affine_grid. See the documentation of affine_grid for details.",
+                      UserWarning, stacklevel=warning_stacklevel(2))
+    n, spatial = size[0], size[2:]  # slowest first; the grid's last dim lists x first
 
     def axis(steps):
         line = fusegrad.linspace(-1, 1, steps, dtype=theta.dtype)
@@ -353,11 +358,16 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
             line = line * ((steps - 1) / steps)
         return line if steps > 1 else fusegrad.zeros(1, dtype=theta.dtype)
 
-    xs = axis(w).view(1, w).expand(h, w)
-    ys = axis(h).view(h, 1).expand(h, w)
-    base = fusegrad.stack([xs, ys, fusegrad.ones(h, w, dtype=theta.dtype)], -1)
-    grid = base.view(1, h * w, 3).expand(n, h * w, 3).bmm(theta.transpose(1, 2))
-    return grid.view(n, h, w, 2)
+    columns = []
+    for d in reversed(range(nd)):  # x, y (, z): the last spatial dim first
+        shape = [1] * nd
+        shape[d] = spatial[d]
+        columns.append(axis(spatial[d]).view(shape).expand(spatial))
+    columns.append(fusegrad.ones(spatial, dtype=theta.dtype))
+    points = math.prod(spatial)
+    base = fusegrad.stack(columns, -1).view(1, points, nd + 1)
+    grid = base.expand(n, points, nd + 1).bmm(theta.transpose(1, 2))
+    return grid.view(n, *spatial, nd)
 
 
 def _unnormalize(coord: Tensor, size: int, align_corners: bool) -> Tensor:
@@ -390,19 +400,74 @@ def _source_index(coord, size, padding_mode, align_corners):
     return coord
 
 
-def _tap(flat: Tensor, yi: Tensor, xi: Tensor, h: int, w: int) -> Tensor:
-    """input[n, c, yi, xi] for integer coordinate tensors (N, Ho, Wo); 0 outside the input."""
+def _tap(flat: Tensor, coords: list, sizes: tuple) -> Tensor:
+    """input[n, c, *coords] for integer-valued coordinate tensors (N, *out), one per spatial
+    dim (slowest first); 0 outside the input."""
     n, c = flat.shape[:2]
-    inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
-    index = (yi.clamp(0, h - 1) * w + xi.clamp(0, w - 1)).long().view(n, 1, -1)
-    values = flat.gather(2, index.expand(n, c, index.shape[-1])).view(n, c, *yi.shape[1:])
+    inside = None
+    index = None
+    for ci, size in zip(coords, sizes):
+        ok = (ci >= 0) & (ci < size)
+        inside = ok if inside is None else inside & ok
+        ci = ci.clamp(0, size - 1)
+        index = ci if index is None else index * size + ci
+    index = index.long().view(n, 1, -1)
+    values = flat.gather(2, index.expand(n, c, index.shape[-1])).view(n, c, *coords[0].shape[1:])
     return values * inside.unsqueeze(1).to(flat.dtype)
+
+
+# Bicubic grid sampling's cubic convolution (its A, PyTorch's -0.75).
+_CUBIC_A = -0.75
+
+
+def _cubic_weights(t: Tensor) -> list:
+    """The four taps' weights at fraction t of the way from tap 1 to tap 2."""
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _bounded(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """An integer tap coordinate moved inside as the padding mode says (bicubic's taps)."""
+    if padding_mode == "border":
+        return coord.clamp(0, size - 1)
+    if padding_mode == "reflection":
+        coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else \
+            _reflect(coord, -1, 2 * size - 1)
+        return coord.clamp(0, size - 1)
+    return coord
+
+
+def _grid_sample_checks(input: Tensor, grid: Tensor, mode: str) -> None:
+    """PyTorch's checks, in its order: the grid's last size, the batch sizes, the dims."""
+    isz, gsz = list(input.shape), list(grid.shape)
+    if gsz[-1:] != [input.dim() - 2]:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in "
+                           f"last dimension, but got grid with sizes {gsz}")
+    if isz[0] != gsz[0]:
+        raise RuntimeError("grid_sampler(): expected grid and input to have same batch size, "
+                           f"but got input with sizes {isz} and grid with sizes {gsz}")
+    if input.dim() not in (4, 5) or grid.dim() != input.dim():
+        want = 4 if input.dim() == 4 else 5  # (any other input is taken for a volume)
+        raise RuntimeError(f"grid_sampler(): expected {want}D input and grid with same number "
+                           f"of dimensions, but got input with sizes {isz} and grid with sizes "
+                           f"{gsz}")
+    if mode == "bicubic" and input.dim() == 5:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
 
 
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Sample `input` (N, C, H, W) at the normalised positions `grid` (N, Ho, Wo, 2), in
-    [-1, 1] as (x, y), by bilinear or nearest interpolation, differentiable in both."""
+    [-1, 1] as (x, y), by bilinear, nearest or bicubic interpolation; or a volume (N, C, D,
+    H, W) at `grid` (N, Do, Ho, Wo, 3) as (x, y, z), trilinear ("bilinear") or nearest.
+    Differentiable in both."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
                          f"'nearest' or 'bicubic', but got: '{mode}'")
@@ -412,26 +477,43 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if align_corners is None:
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
         align_corners = False
-    if mode == "bicubic" or input.dim() != 4:
-        raise NotImplementedError("grid_sample: only 4-D input with bilinear or nearest "
-                                  "interpolation is supported")  # ours
-    if grid.dim() != 4 or grid.shape[0] != input.shape[0] or grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, "
-                           f"but got grid with sizes {list(grid.shape)}")
-    n, c, h, w = input.shape
-    ix = _source_index(grid[..., 0], w, padding_mode, align_corners)
-    iy = _source_index(grid[..., 1], h, padding_mode, align_corners)
-    flat = input.reshape(n, c, h * w)
+    _grid_sample_checks(input, grid, mode)
+    n, c = input.shape[:2]
+    sizes = tuple(input.shape[2:])  # slowest first; the grid lists x (fastest) first
+    nd = len(sizes)
+    flat = input.reshape(n, c, -1)
+    if mode == "bicubic":
+        coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners)
+                  for i, size in enumerate(sizes)]
+        starts = [ci.floor() for ci in coords]
+        (wy, wx) = [_cubic_weights(ci - s) for ci, s in zip(coords, starts)]
+        total = None
+        for i in range(4):
+            yi = _bounded(starts[0] + (i - 1), sizes[0], padding_mode, align_corners)
+            for j in range(4):
+                xi = _bounded(starts[1] + (j - 1), sizes[1], padding_mode, align_corners)
+                term = _tap(flat, [yi, xi], sizes) * (wy[i] * wx[j]).unsqueeze(1)
+                total = term if total is None else total + term
+        return total
+    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners)
+              for i, size in enumerate(sizes)]
     if mode == "nearest":
         # rounding has a zero derivative: the grid gets a zero gradient, as in PyTorch
-        rx, ry = ix.round(), iy.round()
-        return _tap(flat, ry, rx, h, w) + ((rx + ry) * 0).unsqueeze(1)
-    x0, y0 = ix.floor(), iy.floor()
-    wx1, wy1 = (ix - x0).unsqueeze(1), (iy - y0).unsqueeze(1)
-    wx0, wy0 = 1 - wx1, 1 - wy1
-    return (_tap(flat, y0, x0, h, w) * (wy0 * wx0) + _tap(flat, y0, x0 + 1, h, w) * (wy0 * wx1)
-            + _tap(flat, y0 + 1, x0, h, w) * (wy1 * wx0)
-            + _tap(flat, y0 + 1, x0 + 1, h, w) * (wy1 * wx1))
+        rounded = [ci.round() for ci in coords]
+        zero = sum(rounded[1:], rounded[0]) * 0
+        return _tap(flat, rounded, sizes) + zero.unsqueeze(1)
+    lows = [ci.floor() for ci in coords]
+    highs = [(ci - lo).unsqueeze(1) for ci, lo in zip(coords, lows)]  # weights of lo + 1
+    total = None
+    for corner in range(2 ** nd):  # each corner of the cell: lo or lo + 1 along each dim
+        picks = [(corner >> (nd - 1 - d)) & 1 for d in range(nd)]
+        weight = None
+        for d, pick in enumerate(picks):
+            w = highs[d] if pick else 1 - highs[d]
+            weight = w if weight is None else weight * w
+        term = _tap(flat, [lo + p for lo, p in zip(lows, picks)], sizes) * weight
+        total = term if total is None else total + term
+    return total
 
 
 __all__ = [
