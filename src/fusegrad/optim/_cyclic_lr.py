@@ -49,8 +49,13 @@ class CyclicLR(LRScheduler):
             self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
             self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
             if last_epoch == -1:
-                for m, group in zip(self.max_momentums, optimizer.param_groups):
-                    self._set_momentum(group, m)
+                # The bounds are also recorded in each group, as PyTorch does (they show in
+                # the optimizer's state_dict).
+                for high, low, group in zip(self.max_momentums, self.base_momentums,
+                                            optimizer.param_groups):
+                    self._set_momentum(group, high)
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -153,8 +158,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             else:
                 self.T_i = self.T_0
                 self.T_cur = epoch
+        # `_step_count` is left as construction set it (0), as in PyTorch: this step has no
+        # order check to feed.
         self.last_epoch = math.floor(epoch)
-        self._step_count += 1
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()

@@ -123,6 +123,12 @@ def _arr(value):
     return value
 
 
+def _loss_value(loss) -> float:
+    """The closure's loss as a float. PyTorch reads it under no_grad, where no warning about
+    converting a tensor that requires grad is given; the detached tensor gives none here."""
+    return float(loss.detach() if isinstance(loss, Tensor) else loss)
+
+
 def _tensor(value):
     if isinstance(value, np.ndarray):
         return Tensor._make(value.copy())
@@ -168,7 +174,7 @@ class LBFGS(Optimizer):
 
     def _directional_evaluate(self, closure, x, t, d):
         self._add_grad(t, d)
-        loss = float(closure())
+        loss = _loss_value(closure())
         flat_grad = self._flat_grad().copy()
         self._set_params(x)
         return loss, flat_grad
@@ -190,7 +196,7 @@ class LBFGS(Optimizer):
         state.setdefault("n_iter", 0)
 
         orig_loss = evaluate()
-        loss = float(orig_loss)
+        loss = _loss_value(orig_loss)
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._flat_grad().copy()
@@ -228,6 +234,10 @@ class LBFGS(Optimizer):
                     ro.append(1.0 / ys)
                     H_diag = ys / float(y @ y)
                 num_old = len(old_dirs)
+                if "al" not in state:
+                    # Entered now (the final list is stored at the end) so the state's keys
+                    # come in PyTorch's order.
+                    state["al"] = [None] * history_size
                 if len(al) < history_size:
                     al = al + [None] * (history_size - len(al))
                 q = -flat_grad
@@ -266,7 +276,7 @@ class LBFGS(Optimizer):
                 self._add_grad(t, d)
                 opt_cond = False
                 if n_iter != max_iter:
-                    loss = float(evaluate())
+                    loss = _loss_value(evaluate())
                     flat_grad = self._flat_grad().copy()
                     opt_cond = np.abs(flat_grad).max() <= tolerance_grad
                     ls_func_evals = 1

@@ -118,13 +118,20 @@ class LRScheduler:
             elif not getattr(self.optimizer, "_opt_called", False):
                 warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Set the groups' rates for the next epoch (or for `epoch`, by the closed form where
+        there is one), without the order checks, the step count or the deprecation warning
+        of `step`: what SequentialLR uses to restart a scheduler at a milestone."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
                 self.last_epoch += 1
                 values = self.get_lr()
             else:
-                warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
                 self.last_epoch = epoch
                 closed = getattr(self, "_get_closed_form_lr", None)
                 values = closed() if closed is not None else self.get_lr()
@@ -393,6 +400,14 @@ def _per_group(name: str, optimizer: Optimizer, value) -> list:
     return [value] * n
 
 
+def _phase(end_step: float, start_lr: str, end_lr: str, start_momentum: str,
+           end_momentum: str) -> dict:
+    """One phase of OneCycleLR's schedule: the step it ends at and the param-group keys of
+    the rates and momentums it anneals between (PyTorch's state_dict layout)."""
+    return {"end_step": end_step, "start_lr": start_lr, "end_lr": end_lr,
+            "start_momentum": start_momentum, "end_momentum": end_momentum}
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: warm up from `max_lr / div_factor` to `max_lr`, then anneal to
     `initial_lr / final_div_factor` (optionally in three phases), cycling momentum the
@@ -408,7 +423,8 @@ class OneCycleLR(LRScheduler):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         if total_steps is not None:
-            if not isinstance(total_steps, int) or total_steps <= 0:
+            # The sign is compared first, as in PyTorch (a string total_steps is a TypeError).
+            if total_steps <= 0 or not isinstance(total_steps, int):
                 raise ValueError(f"Expected positive integer total_steps, but got "
                                  f"{total_steps}")
             self.total_steps = total_steps
@@ -422,23 +438,26 @@ class OneCycleLR(LRScheduler):
         else:
             raise ValueError("You must define either total_steps OR "
                              "(epochs AND steps_per_epoch)")
+        # Built before pct_start is checked, as in PyTorch, so a bad pct_start fails the same
+        # way; saved in state_dict as PyTorch's list of dicts.
+        n = self.total_steps
+        if three_phase:
+            self._schedule_phases = [
+                _phase(float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum",
+                       "base_momentum"),
+                _phase(float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum",
+                       "max_momentum"),
+                _phase(n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._schedule_phases = [
+                _phase(float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum",
+                       "base_momentum"),
+                _phase(n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
-        n = self.total_steps
-        first_end = float(pct_start * n) - 1
-        if three_phase:
-            self._schedule_phases = [
-                (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum",
-                 "max_momentum"),
-                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
-        else:
-            self._schedule_phases = [
-                (first_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         self._anneal_func_type = anneal_strategy  # PyTorch's state_dict entry, in its place
         max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
@@ -464,7 +483,19 @@ class OneCycleLR(LRScheduler):
     def _anneal(self, start: float, end: float, pct: float) -> float:
         if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
-        return (end - start) * pct + start
+        if self._anneal_func_type == "linear":
+            return (end - start) * pct + start
+        # Only reachable through a loaded state_dict; PyTorch's error.
+        raise ValueError(f"Unknown _anneal_func_type: {self._anneal_func_type}")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`; phases saved as tuples (by earlier fusegrad versions) are
+        read into PyTorch's dict layout."""
+        super().load_state_dict(state_dict)
+        phases = self._schedule_phases
+        if not all(isinstance(phase, dict) for phase in phases):
+            self._schedule_phases = [phase if isinstance(phase, dict) else _phase(*phase)
+                                     for phase in phases]
 
     def get_lr(self) -> list[float]:
         step = self.last_epoch
@@ -475,12 +506,14 @@ class OneCycleLR(LRScheduler):
         last = len(self._schedule_phases) - 1
         for group in self.optimizer.param_groups:
             begin = 0.0
-            for i, (end, lr0, lr1, m0, m1) in enumerate(self._schedule_phases):
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
                 if step <= end or i == last:
                     pct = (step - begin) / (end - begin)
-                    lr = self._anneal(group[lr0], group[lr1], pct)
+                    lr = self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
                     if self.cycle_momentum:
-                        mom = self._anneal(group[m0], group[m1], pct)
+                        mom = self._anneal(group[phase["start_momentum"]],
+                                           group[phase["end_momentum"]], pct)
                     break
                 begin = end
             lrs.append(lr)
@@ -511,8 +544,10 @@ class SequentialLR(LRScheduler):
                                  f"index {i} in the given schedulers sequence.")
             if sched.optimizer is not optimizer:
                 raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
-                                 f"the same optimizer, but got scheduler at index {i} to be "
-                                 "different than the optimizer passed in.")
+                                 f"the same optimizer, but got scheduler "
+                                 f"{type(sched).__name__} at index {i} has "
+                                 f"{sched.optimizer}, which is different from "
+                                 f"{type(optimizer).__name__}.")
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to "
                              f"be one more than the number of milestone points, but got "
@@ -547,7 +582,9 @@ class SequentialLR(LRScheduler):
         idx = bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            sched.step(0)
+            # A restart at epoch 0, as PyTorch does it: neither a step of the count (the
+            # order check runs on the next real step) nor a deprecated `step(epoch)` call.
+            sched._update_lr(0)
         else:
             sched.step()
         self._last_lr = sched.get_last_lr()
@@ -616,30 +653,41 @@ class ReduceLROnPlateau(LRScheduler):
     def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
                  patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
                  cooldown: int = 0, min_lr=0, eps: float = 1e-8) -> None:
+        # Checks and attributes in PyTorch's order: the state_dict keys come out in it.
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
+        self.factor = factor
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"expected {n} min_lrs, got {len(min_lr)}")
+            # No single bound to extend to param groups added later.
+            self.default_min_lr = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr] * n
+        self.patience = patience
+        self.cooldown = cooldown
+        self.eps = eps
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        """Check and set the comparison options (and the worst value for `mode`)."""
         if mode not in ("min", "max"):
             raise ValueError("mode " + mode + " is unknown!")
         if threshold_mode not in ("rel", "abs"):
             raise ValueError("threshold mode " + threshold_mode + " is unknown!")
-        self.optimizer = optimizer
-        self.factor = factor
-        if isinstance(min_lr, (list, tuple)):
-            self.min_lrs = _per_group("min_lrs", optimizer, min_lr)
-        else:
-            self.min_lrs = [min_lr] * len(optimizer.param_groups)
-        self.patience = patience
-        self.cooldown = cooldown
-        self.eps = eps
+        self.mode_worse = math.inf if mode == "min" else -math.inf
         self.mode = mode
         self.threshold = threshold
         self.threshold_mode = threshold_mode
-        self.mode_worse = math.inf if mode == "min" else -math.inf
-        self.last_epoch = 0
-        self._last_lr = [g["lr"] for g in optimizer.param_groups]
-        self._reset()
 
     def _reset(self) -> None:
         self.best = self.mode_worse
@@ -673,14 +721,33 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for i, group in enumerate(self.optimizer.param_groups):
-                old = float(group["lr"])
-                new = max(old * self.factor, self.min_lrs[i])
-                if old - new > self.eps:
-                    group["lr"] = new
+            self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def _reduce_lr(self) -> None:
+        """Multiply each group's rate by `factor`, down to its `min_lrs` bound."""
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs "
+                    f"from when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), "
+                    "usually due to a new param group being added to the optimizer. Please "
+                    "modify the `min_lrs` field to match the length of the `optimizer` param "
+                    "groups.")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for i, group in enumerate(groups):
+            old = float(group["lr"])
+            new = max(old * self.factor, self.min_lrs[i])
+            if old - new > self.eps:
+                group["lr"] = new
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`, the comparison options checked and set again."""
+        super().load_state_dict(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
 # The cyclic family is written over the base class above.

@@ -34,11 +34,6 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-def _type_name(t) -> str:
-    return "torch.nn.parameter.Parameter" if type(t).__name__ == "Parameter" else (
-        f"torch.{t.dtype.legacy}Tensor")
-
-
 def _new_state(like: np.ndarray) -> Tensor:
     return Tensor._make(np.zeros_like(like))
 
@@ -74,8 +69,9 @@ class Optimizer:
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
         if isinstance(params, Tensor):
+            # Named by its tensor type (torch.FloatTensor), a Parameter's too, as PyTorch does.
             raise TypeError("params argument given to the optimizer should be an iterable of "
-                            f"Tensors or dicts, but got {_type_name(params)}")
+                            f"Tensors or dicts, but got {params.type()}")
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -103,7 +99,7 @@ class Optimizer:
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters with its own options (defaults fill the rest)."""
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             param_group["params"] = [params]
@@ -115,8 +111,11 @@ class Optimizer:
             param_group["params"] = list(params)
         for p in param_group["params"]:
             if not isinstance(p, Tensor):
+                # Named as `typename` names it (a builtin without its module), as PyTorch does.
+                from .._functions.compat_more import typename
+
                 raise TypeError("optimizer can only optimize Tensors, but one of the params "
-                                f"is {type(p).__module__}.{type(p).__name__}")
+                                f"is {typename(p)}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
@@ -150,11 +149,19 @@ class Optimizer:
                 loss = closure()
         for group in self.param_groups:
             self._check_group(group)
+            # A group that keeps no state gets a throwaway dict, so `self.state` (and
+            # state_dict) has no empty entry PyTorch would not have.
+            keeps = self._keeps_state(group)
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, p.grad._data, group, self.state[p])
+                    state = self.state[p] if keeps else {}
+                    self._update(p, p.grad._data, group, state)
                     p._vc[0] += 1
         return loss
+
+    def _keeps_state(self, group: dict) -> bool:
+        """Whether the update keeps per-parameter state under `group`'s options."""
+        return True
 
     def _check_group(self, group: dict) -> None:
         """Run, before any state changes, the first arithmetic the update does with the

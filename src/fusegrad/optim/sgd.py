@@ -40,6 +40,10 @@ class SGD(Optimizer):
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
 
+    def _keeps_state(self, group: dict) -> bool:
+        """Only a momentum buffer is kept: plain SGD leaves `state` empty, as in PyTorch."""
+        return group["momentum"] != 0
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if self._native_update(data, grad, group, state):

@@ -162,13 +162,28 @@ class SWALR(LRScheduler):
         if anneal_strategy not in ["cos", "linear"]:
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
-        self.anneal_func = (self._cosine_anneal if anneal_strategy == "cos"
-                            else self._linear_anneal)
+        self._set_anneal_func(anneal_strategy)
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
+
+    def _set_anneal_func(self, anneal_strategy: str) -> None:
+        # The strategy's name is what state_dict keeps (PyTorch's `_anneal_strategy`); the
+        # function is derived from it again on loading.
+        self._anneal_strategy = anneal_strategy
+        self.anneal_func = (self._cosine_anneal if anneal_strategy == "cos"
+                            else self._linear_anneal)
+
+    def state_dict(self) -> dict:
+        """The scheduler's state, without the optimizer and the annealing function."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "anneal_func")}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict`, the annealing function set from its strategy."""
+        self.__dict__.update(state_dict)
+        self._set_anneal_func(self._anneal_strategy)
 
     @staticmethod
     def _linear_anneal(t: float) -> float:
