@@ -303,8 +303,11 @@ def _binary_samples_nonzero(domain=(0.5, 2.0), scalars=(1.5,)):
 
 
 def _atan2_derivative(g, a, b):
+    # PyTorch's: times the reciprocal of a^2 + b^2, taken as 0 where that is 0 (at the
+    # origin, or where the squares underflow), so (0, 0) gets a zero gradient, not NaN.
     den = a * a + b * b
-    return (g * b / den, -g * a / den)
+    recip = den.reciprocal().masked_fill(den == 0, 0.0)
+    return (g * b * recip, g * -a * recip)
 
 
 atan2 = register(

@@ -68,9 +68,10 @@ def _var_derivative(g, a, dims, correction, keepdim):
 
 
 def _std_derivative(g, a, out, dims, correction, keepdim):
-    g, centered, n = _centered(g, a, dims, keepdim)
-    out = expand_reduced(out, a.shape, _all_if_empty(dims) if a.dim() else None, keepdim)
-    return (g * centered / (out * (n - _correction(correction))), None, None, None)
+    # var's derivative scaled by g / (2 std), taken as 0 where std is 0 (PyTorch's: constant
+    # values get a zero gradient, not 0 / 0).
+    scaled = (g / (out * 2)).masked_fill(out == 0, 0.0)
+    return _var_derivative(scaled, a, dims, correction, keepdim)
 
 
 def _var_samples(rng, dtype):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
+from ..autograd.grad_mode import is_grad_enabled
 from ._util import F32, HALF, Spec, rand_array
+from .joins import cat
 from .reductions import (
     _dim1,
     _sum_dtype,
@@ -50,10 +53,38 @@ cumsum = register(
 
 
 def _cumprod_derivative(g, a, out, dim):
-    # Inputs without zeros: sum over later positions of g * out, divided by the input.
+    """Before a slice's first zero: the sum over later positions of g * out, divided by the
+    input. At the first zero: the same sum of g times the products with that zero taken as
+    one. After it: zero (every later product holds the zero). Masks, not branches on the
+    values, so traced and double backward see one formula."""
     if a.dim() == 0 or a.numel() == 0:
         return (g, None)
-    return (_rev_cumsum(g * out, dim) / a, None)
+    if is_grad_enabled():  # create_graph: a formula whose own derivative is right at zeros
+        return (_cumprod_derivative_products(g, a, dim), None)
+    zeros = a == 0
+    seen = zeros.long().cumsum(dim)
+    before = seen == 0
+    first = zeros.logical_and(seen == 1)
+    early = _rev_cumsum(g * out, dim) / a.masked_fill(before.logical_not(), 1.0)
+    at_zero = _rev_cumsum(g * a.masked_fill(first, 1.0).cumprod(dim), dim)
+    return (early.masked_fill(before.logical_not(), 0.0)
+            + at_zero.masked_fill(first.logical_not(), 0.0), None)
+
+
+def _cumprod_derivative_products(g, a, dim):
+    """cumprod's input gradient without division, for double backward: at position m, the
+    product of the inputs before m times S_m = sum over j >= m of g_j times the inputs in
+    (m, j], by S_m = g_m + a_(m+1) S_(m+1) along the dim. Each zero input stays a factor,
+    so the second derivative at a zero is the product of the others, as it should be."""
+    d = dim % a.dim()
+    n = a.shape[d]
+    before = a.narrow(d, 0, n - 1).cumprod(d)
+    one = a.new_ones(tuple(a.shape[:d]) + (1,) + tuple(a.shape[d + 1:]))
+    exclusive = call(cat, [one, before], d)
+    sums = [g.narrow(d, n - 1, 1)]
+    for m in range(n - 2, -1, -1):
+        sums.append(g.narrow(d, m, 1) + a.narrow(d, m + 1, 1) * sums[-1])
+    return exclusive * call(cat, sums[::-1], d)
 
 
 cumprod = register(
