@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import weakref
 
 from . import logs
@@ -254,7 +255,27 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
     if not callable(model):
         raise RuntimeError("torch.compile() expects a function or a module, got "
                            f"{type(model).__name__}")
-    return CompiledFunction(model, backend, fullgraph, dynamic, recompile_limit)
+    return _compiled_callable(model, backend, fullgraph, dynamic, recompile_limit)
+
+
+def _compiled_callable(fn, backend, fullgraph, dynamic, recompile_limit):
+    """`fn` compiled: a plain function directly; a bound method, a `functools.partial` or an
+    object with `__call__` as its Python function with the bound object or arguments put
+    back around it; anything else (a builtin) unchanged, since it has no bytecode."""
+    if isinstance(fn, types.MethodType):
+        inner = _compiled_callable(fn.__func__, backend, fullgraph, dynamic, recompile_limit)
+        return functools.partial(inner, fn.__self__)
+    if isinstance(fn, functools.partial):
+        inner = _compiled_callable(fn.func, backend, fullgraph, dynamic, recompile_limit)
+        return functools.partial(inner, *fn.args, **fn.keywords)
+    if isinstance(fn, types.FunctionType):
+        return CompiledFunction(fn, backend, fullgraph, dynamic, recompile_limit)
+    call = next((c.__dict__["__call__"] for c in type(fn).__mro__ if "__call__" in c.__dict__),
+                None)
+    if isinstance(call, types.FunctionType):
+        inner = CompiledFunction(call, backend, fullgraph, dynamic, recompile_limit)
+        return functools.partial(inner, fn)
+    return fn
 
 
 _default_backend = "inductor"

@@ -32,6 +32,7 @@ class OutputInfo:
     alias_of_input: int | None = None  # the output is this input itself
     view_of_input: int | None = None  # the output is a view of this input ...
     view_steps: list = field(default_factory=list)  # ... made by these (op, args, index)
+    view_of_output: int | None = None  # the output is a view (view_steps) of an earlier one
     same_as: int | None = None  # the output is the same tensor as an earlier output
     mutated_input: int | None = None  # not the program's: the new value of this input
 
@@ -41,7 +42,8 @@ class OutputInfo:
         rebuilds it outside the compiled node (an input, a view of one, a repeat), since
         autograd then reaches the inputs through the rebuilt tensor itself."""
         return (self.is_tensor and self.requires_grad and self.same_as is None
-                and self.alias_of_input is None and self.view_of_input is None)
+                and self.alias_of_input is None and self.view_of_input is None
+                and self.view_of_output is None)
 
 
 @dataclass
@@ -113,8 +115,9 @@ def _flat_outputs(out) -> tuple:
     return (out,), None
 
 
-def _view_steps(tracer: Tracer, t: Tensor, fakes: list):
-    """(input index, [(op, args, index), ...]) if `t` is a view chain of an input, else None."""
+def _view_steps(tracer: Tracer, t: Tensor, bases: list):
+    """(index in `bases`, [(op, args, index), ...]) if `t` is a view chain of one of `bases`
+    (the inputs, or earlier outputs), else None."""
     steps = []
     while id(t) in tracer._recipes:
         op, rest, index, parent = tracer._recipes[id(t)]
@@ -122,9 +125,9 @@ def _view_steps(tracer: Tracer, t: Tensor, fakes: list):
             return None
         steps.append((op, rest, index))
         t = parent
-    for i, f in enumerate(fakes):
-        if f is t and steps:
-            return i, steps[::-1]
+        for i, b in enumerate(bases):
+            if b is t:
+                return i, steps[::-1]
     return None
 
 
@@ -142,15 +145,37 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
         for i, f in enumerate(fakes):
             if f is o:
                 info.alias_of_input = i
-        if info.alias_of_input is None:
+        if info.alias_of_input is None and info.same_as is None:
             found = _view_steps(tracer, o, fakes)
             if found is not None:
                 info.view_of_input, info.view_steps = found
             elif o._base is not None and any(o._base is f or o._base is f._base
                                              for f in fakes if isinstance(f, Tensor)):
                 raise AOTUnsupported("an output is a view of an input made outside dispatch")
+            else:
+                # A view of an earlier output is rebuilt from it at run time, so the two
+                # share memory as in eager mode (writing one shows in the other).
+                found = _view_steps(tracer, o, list(outs[:k]))
+                if found is not None:
+                    info.view_of_output, info.view_steps = found
         infos.append(info)
+    _check_output_aliases(outs, infos)
     return infos
+
+
+def _check_output_aliases(outs: tuple, infos: list) -> None:
+    """Outputs sharing memory must be rebuilt as views of the first of them (or be it):
+    any other aliasing would come back as separate copies, so it is not traced."""
+    first: dict = {}
+    for o, info in zip(outs, infos):
+        if not info.is_tensor or info.same_as is not None or info.alias_of_input is not None \
+                or info.view_of_input is not None:
+            continue
+        root = id(o._base if o._base is not None else o)
+        if root not in first:
+            first[root] = o
+        elif info.view_of_output is None:
+            raise AOTUnsupported("outputs that are views of one another")
 
 
 def _writebacks(tracer: Tracer, fakes: list, args, training: bool) -> list:

@@ -86,7 +86,13 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             saved = list(ctx.saved_tensors)
             for i, v in sorted(ctx._floats.items()):
                 saved.insert(i, v)
-            out = list(state["bw"](*saved, *tangents))
+            if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad
+                                         for v in (*saved, *tangents)):
+                # create_graph: the gradients record a node whose own backward refuses (the
+                # graph was traced without second-order terms), PyTorch's behaviour.
+                out = list(_BackwardOnce.apply(state["bw"], *saved, *tangents))
+            else:
+                out = list(state["bw"](*saved, *tangents))
             # An input reached only through outputs nobody used gets no gradient (None), as
             # in eager mode, rather than the zeros computed from materialised tangents.
             for i, reads in enumerate(trace.grad_tangents):
@@ -95,6 +101,22 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             return tuple(out)
 
     return CompiledFunction, returned
+
+
+class _BackwardOnce(Function):
+    """A compiled backward graph run under create_graph: its results have history (they
+    require grad as PyTorch's do), and differentiating them again raises."""
+
+    @staticmethod
+    def forward(ctx, bw, *args):
+        """The backward graph's gradients."""
+        return tuple(bw(*args))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        """Double backward through a compiled graph is not supported."""
+        raise RuntimeError("torch.compile with aot_autograd does not currently support double "
+                           "backward")
 
 
 def _replay_view(x: Tensor, steps):
@@ -117,6 +139,8 @@ def finish_outputs(trace: TraceResult, args, outs: list):
             final.append(args[info.alias_of_input])
         elif info.view_of_input is not None:
             final.append(_replay_view(args[info.view_of_input], info.view_steps))
+        elif info.view_of_output is not None:
+            final.append(_replay_view(final[info.view_of_output], info.view_steps))
         else:
             final.append(outs[k])
     if trace.structure is None:

@@ -156,6 +156,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f.__func__, [self_var] + args, kwargs)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
+        _refuse_new_leaf(kwargs)
         if _has_tensor(args) or _has_tensor(kwargs.values()) or has_flag(name, FACTORY):
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if has_flag(name, PURE) or f in _TENSOR_OPERATORS:
@@ -355,9 +356,21 @@ def _is_data(v: Variable) -> bool:
                                                 isinstance(v.value, range))
 
 
+def _refuse_new_leaf(kwargs) -> None:
+    """A tensor made to require grad inside the graph (`zeros(3, requires_grad=True)`) is a
+    new leaf, which the graph's outputs cannot be (they carry its node): a graph break."""
+    flag = kwargs.get("requires_grad")
+    if flag is not None and not (isinstance(flag, ConstantVariable) and not flag.value):
+        raise Unsupported("a tensor made to require grad inside the graph (a new leaf)")
+
+
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     obj, name = fn.obj, fn.name
     if isinstance(obj, TensorVariable):
+        _refuse_new_leaf(kwargs)
+        if name == "requires_grad_" and not (args and isinstance(args[0], ConstantVariable)
+                                             and not args[0].value):
+            raise Unsupported("Tensor.requires_grad_() inside the graph (a new leaf)")
         if has_flag(name, DATA_DEPENDENT):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
