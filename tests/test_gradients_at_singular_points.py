@@ -77,3 +77,24 @@ def test_atan2_at_the_origin_as_torch():
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64",
+                                   "uint8", "bool"])
+def test_sign_and_sgn_of_nan_and_signed_zero_as_torch(dtype):
+    values = {"bool": [True, False], "uint8": [3, 0, 4], "int64": [-3, 0, 4]}.get(
+        dtype, [float("nan"), -0.0, 0.0, 2.0, -1.0, float("inf")])
+    got = []
+    for lib in (fusegrad, torch):
+        x = lib.tensor(values, dtype=getattr(lib, dtype))
+        results = [lib.sign(x), lib.sgn(x)] if dtype != "bool" else [lib.sign(x)]
+        got.append([(r.float().numpy().tolist(), np.signbit(r.float().numpy()).tolist())
+                    for r in results])
+    assert got[0] == got[1]
+
+
+def test_digamma_at_signed_zeros_as_torch():
+    for dtype in ("float32", "float64"):
+        got = [lib.digamma(lib.tensor([-0.0, 0.0, -1.0], dtype=getattr(lib, dtype)))
+               .tolist() for lib in (fusegrad, torch)]
+        assert str(got[0]) == str(got[1]) == "[inf, -inf, nan]"

@@ -56,8 +56,10 @@ def _unary(name, fn, node, derivative, *, domain=None, inplace=True, saves_self=
 
 def _digamma_np(a):
     out = _sp.psi(a)
-    # PyTorch gives -inf at 0 (SciPy: nan only at the negative integers).
-    return np.where(a == 0, np.asarray(-np.inf, out.dtype), out).astype(out.dtype, copy=False)
+    # PyTorch gives -inf at +0.0 and +inf at -0.0, the limits from either side (SciPy: nan
+    # only at the negative integers).
+    pole = np.where(np.signbit(a), np.asarray(np.inf, out.dtype), np.asarray(-np.inf, out.dtype))
+    return np.where(a == 0, pole, out).astype(out.dtype, copy=False)
 
 
 lgamma = _unary("lgamma", _sp.gammaln, "LgammaBackward0", lambda g, a: (g * a.digamma(),),

@@ -244,10 +244,21 @@ _SIGN_COMPLEX = ("Unlike NumPy, torch.sign is not intended to support complex nu
                  "use torch.sgn instead.")
 
 
+def real_sign(a: np.ndarray) -> np.ndarray:
+    """sign of a real array as PyTorch computes it, (a > 0) - (a < 0): +0 for -0.0 and for
+    NaN (NumPy's sign keeps both)."""
+    kind = a.dtype.kind
+    if kind == "b":  # a bool is its own sign
+        return a.copy()
+    if kind in "iu":
+        return np.sign(a)
+    return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
+
+
 def _sign_kernel(a):
     if a.dtype.kind == "c":
         raise NotImplementedError(_SIGN_COMPLEX)
-    return np.sign(a).astype(a.dtype, copy=False)
+    return real_sign(a)
 
 
 def _sign_meta(a):
@@ -380,7 +391,7 @@ ceil = _rounding("ceil", np.ceil, "CeilBackward0", onnx="Ceil")
 round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both half to even
 trunc = _rounding("trunc", np.trunc, "TruncBackward0")
 def _sgn_kernel(a):
-    return sgn_complex(a) if a.dtype.kind == "c" else np.sign(a).astype(a.dtype, copy=False)
+    return sgn_complex(a) if a.dtype.kind == "c" else real_sign(a)
 
 
 def _sgn_derivative(g, a):
