@@ -31,7 +31,7 @@ __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enab
            "is_grad_enabled", "gradcheck", "gradgradcheck", "Function", "function",
            "functional", "once_differentiable", "inference_mode", "is_inference_mode_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled"]
+           "is_anomaly_check_nan_enabled", "Variable"]
 
 # name -> (submodule, attribute; None for the submodule itself), loaded on first use.
 _LAZY = {
@@ -41,7 +41,9 @@ _LAZY = {
     "Function": ("function", "Function"),
     "once_differentiable": ("function", "once_differentiable"),
     "gradcheck": ("gradcheck", "gradcheck"), "gradgradcheck": ("gradcheck", "gradgradcheck"),
-    **{name: (name, None) for name in ("engine", "function", "functional", "profiler")},
+    "Variable": ("variable", "Variable"),
+    **{name: (name, None) for name in ("engine", "function", "functional", "profiler",
+                                       "variable")},
 }
 
 

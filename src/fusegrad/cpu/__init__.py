@@ -147,3 +147,12 @@ def memory_stats(device: Any = None) -> OrderedDict:
         ("allocation.all.peak", s.count_peak),
     ]
     return OrderedDict(items)
+
+
+def __getattr__(name: str):
+    """`fusegrad.cpu.amp`, loaded on first use (also after a plain `import fusegrad.cpu`)."""
+    if name == "amp":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.amp")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,19 +8,12 @@ import warnings
 
 from ... import _dtype
 from ...amp import autocast_mode as _mode
+from ...amp._deprecated import autocast_for
 
 __all__ = ["autocast"]
 
 
-class autocast(_mode.autocast):  # noqa: N801  (PyTorch's spelling)
-    """Deprecated: `fusegrad.amp.autocast("cuda", ...)`."""
-
-    def __init__(self, enabled: bool = True, dtype=_dtype.float16,
-                 cache_enabled: bool = True) -> None:
-        warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
-                      "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning,
-                      stacklevel=2)
-        super().__init__("cuda", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+autocast = autocast_for("cuda", _dtype.float16, __name__)
 
 
 def custom_fwd(fwd=None, *, cast_inputs=None):
