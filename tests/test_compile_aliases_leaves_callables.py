@@ -105,3 +105,28 @@ def test_bound_methods_callable_objects_and_partials_compile():
     lin = fusegrad.nn.Linear(2, 2)
     np.testing.assert_allclose(fusegrad.compile(lin.forward)(x).detach().numpy(),
                                lin(x).detach().numpy(), rtol=1e-6)
+
+
+def test_module_compile_in_place():
+    """`module.compile()` compiles the forward in place: same values and gradients, the
+    module's type, state dict and hooks unchanged, compiling again compiles the original."""
+    fusegrad.manual_seed(0)
+    m = fusegrad.nn.Sequential(fusegrad.nn.Linear(4, 3), fusegrad.nn.ReLU(),
+                               fusegrad.nn.Linear(3, 2))
+    x = fusegrad.randn(5, 4)
+    ref = m(x)
+    ref.sum().backward()
+    want = m[0].weight.grad.clone()
+    m.zero_grad()
+    assert m.compile(backend="aot_eager") is None
+    out = m(x)
+    out.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(m[0].weight.grad.numpy(), want.numpy(), rtol=1e-6)
+    assert type(m) is fusegrad.nn.Sequential and list(m.state_dict()) == [
+        "0.weight", "0.bias", "2.weight", "2.bias"]
+    seen = []
+    m.register_forward_hook(lambda mod, i, o: seen.append(o.shape))
+    m.compile()
+    m(x)
+    assert seen == [fusegrad.Size([5, 2])]

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import numpy as np
 
+from .._creation import randperm
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 
 
-def _fill(tensor: Tensor, values) -> Tensor:
-    """Write `values` into `tensor` in place, outside autograd; returns `tensor`."""
+def _fill(tensor: Tensor, values, method: str = "fill_") -> Tensor:
+    """Write `values` into `tensor` in place, outside autograd; returns `tensor`. Anything
+    but a tensor fails as PyTorch's call of the tensor method `method` does."""
+    if not isinstance(tensor, Tensor):
+        raise AttributeError(f"'{type(tensor).__name__}' object has no attribute '{method}'")
     data = tensor._data
     data[...] = np.asarray(values).astype(data.dtype, copy=False) if np.ndim(values) else values
     tensor._vc[0] += 1
@@ -55,8 +60,9 @@ def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 
 def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     mode = mode.lower()
-    if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    valid = ["fan_in", "fan_out"]
+    if mode not in valid:
+        raise ValueError(f"Mode {mode} not supported, please use one of {valid}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -82,6 +88,8 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     def cdf(x: float) -> float:
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
+    if not isinstance(tensor, Tensor):  # PyTorch reads `.is_meta` of it first
+        raise AttributeError(f"'{type(tensor).__name__}' object has no attribute 'is_meta'")
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
@@ -130,14 +138,33 @@ def ones_(tensor: Tensor) -> Tensor:
 
 def zeros_(tensor: Tensor) -> Tensor:
     """Fill with zeros."""
-    return _fill(tensor, 0)
+    return _fill(tensor, 0, "zero_")
 
 
 def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity."""
-    if tensor.dim() != 2:
+    if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-D convolution weight with the Dirac delta: each of the `groups`
+    output groups passes its first input channels through unchanged (a 1 at the kernel's
+    centre), everything else zero."""
+    dims = tensor.ndimension()
+    if dims not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = sizes[0] // groups
+    values = np.zeros(sizes)
+    centre = tuple(s // 2 for s in sizes[2:])
+    for g in range(groups):
+        for d in range(min(per_group, sizes[1])):
+            values[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, values, "zero_")
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
@@ -154,10 +181,18 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return normal_(tensor, 0.0, std, generator)
 
 
+def _empty_noop(tensor: Tensor) -> bool:
+    """Whether `tensor` has no elements (PyTorch's He initialisations then warn and return)."""
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
+
+
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """He uniform: U(-b, b) with b = gain * sqrt(3 / fan)."""
-    if 0 in tuple(tensor.shape):
+    if _empty_noop(tensor):
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
@@ -167,7 +202,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """He normal: N(0, std^2) with std = gain / sqrt(fan)."""
-    if 0 in tuple(tensor.shape):
+    if _empty_noop(tensor):
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
@@ -176,8 +211,10 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a normal draw."""
-    if tensor.dim() < 2:
+    if tensor.ndimension() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:  # nothing to draw (PyTorch draws nothing either)
+        return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     # PyTorch's draw: a (rows, cols) normal_ in the tensor's dtype, then QR in float64 here
@@ -192,6 +229,53 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return _fill(tensor, (gain * q).reshape(tuple(tensor.shape)))
 
 
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """A 2-D tensor of N(0, std^2) values with the first ceil(sparsity * rows) rows of a
+    random permutation zeroed in each column (one normal draw, then one permutation per
+    column, as PyTorch draws them: `generator` feeds the normal draw only, the permutations
+    come from the default generator)."""
+    if tensor.ndimension() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tuple(tensor.shape)
+    zeros = int(math.ceil(sparsity * rows))
+    with no_grad():
+        tensor.normal_(0, std, generator=generator)
+        for col in range(cols):
+            # a slice, so a negative count keeps all but the last rows as Python slices do
+            picked = randperm(rows)[:zeros]
+            tensor[picked, col] = 0
+    return tensor
+
+
+def _deprecated(new_fn):
+    """The old name of an initialisation (no trailing underscore), which warns and calls
+    `new_fn`."""
+    old = new_fn.__name__[:-1]
+
+    @functools.wraps(new_fn)
+    def deprecated(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of "
+                      f"`nn.init.{new_fn.__name__}`.", FutureWarning, stacklevel=2)
+        return new_fn(*args, **kwargs)
+
+    deprecated.__name__ = deprecated.__qualname__ = old
+    deprecated.__doc__ = f"Deprecated: use `{new_fn.__name__}`."
+    return deprecated
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
+
+
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
-           "zeros_", "eye_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
-           "kaiming_normal_", "orthogonal_"]
+           "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+           "kaiming_normal_", "orthogonal_", "sparse_"]

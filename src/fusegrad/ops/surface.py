@@ -156,7 +156,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "constant_": {_I}, "zeros_": {_I}, "ones_": {_I}, "eye_": {_I}, "orthogonal_": {_I},
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},
     "kaiming_normal_": {_I}, "trunc_normal_": {_I}, "clip_grad_norm_": {_I},
-    "clip_grad_value_": {_I}, "clip_grads_with_norm_": {_I},
+    "clip_grad_value_": {_I}, "clip_grads_with_norm_": {_I}, "dirac_": {_I}, "sparse_": {_I},
     # graph targets capture itself records: a grad-mode switch, an assertion on a value
     "set_grad_enabled": {_S}, "_assert_async": {_S},
     }.items()},

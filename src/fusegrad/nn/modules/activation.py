@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import inplace_op, missing_attribute, tensor_arguments
 from .module import Module
 
 
@@ -376,6 +377,24 @@ class Softmax2d(Module):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
                              "instead")
         return F.softmax(input, -3, _stacklevel=5)
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+for _cls, _op in ((ReLU, inplace_op("relu")), (ReLU6, inplace_op("hardtanh")),
+                  (LeakyReLU, inplace_op("leaky_relu")), (Hardtanh, inplace_op("hardtanh")),
+                  (ELU, inplace_op("elu")), (Sigmoid, "sigmoid"), (Tanh, "tanh"),
+                  (GELU, "gelu"), (SiLU, inplace_op("silu")), (Softplus, "softplus"),
+                  (SELU, inplace_op("selu")), (CELU, inplace_op("celu")),
+                  (Mish, inplace_op("mish")), (Hardsigmoid, inplace_op("hardsigmoid")),
+                  (Hardswish, inplace_op("hardswish")), (LogSigmoid, "log_sigmoid"),
+                  (Softshrink, "softshrink"), (Hardshrink, "hardshrink"),
+                  (Threshold, inplace_op("threshold")), (PReLU, "prelu"),
+                  (RReLU, inplace_op("rrelu"))):
+    tensor_arguments(_cls, _op, "input")
+missing_attribute(GLU, "dim")
+missing_attribute(Softsign, "abs")
+missing_attribute(Tanhshrink, "tanh")
+del _cls, _op
 
 
 # Defined beside its helpers in `attention`; PyTorch's module for it is this one.

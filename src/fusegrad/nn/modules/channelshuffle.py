@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 
@@ -19,3 +20,7 @@ class ChannelShuffle(Module):
 
     def extra_repr(self) -> str:
         return f"groups={self.groups}"
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(ChannelShuffle, "channel_shuffle", "input")

@@ -8,6 +8,7 @@ from ... import _creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter, UninitializedParameter
+from ._arg_errors import missing_attribute, tensor_arguments
 from .lazy import LazyModuleMixin
 from .module import Module
 
@@ -302,3 +303,16 @@ class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
 
     cls_to_become = ConvTranspose2d
     __init__ = _lazy_conv_transpose()
+
+
+def _no_output_size(module, args, kwargs) -> bool:
+    return (args[1] if len(args) > 1 else kwargs.get("output_size")) is None
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`); given an output size,
+# PyTorch reads the input's `.dim()` first.
+for _n, _cls in ((1, ConvTranspose1d), (2, ConvTranspose2d), (3, ConvTranspose3d)):
+    tensor_arguments(_cls, f"conv_transpose{_n}d", "input", when=_no_output_size)
+    missing_attribute(_cls, "dim", when=lambda module, args, kwargs: not _no_output_size(
+        module, args, kwargs))
+del _n, _cls

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 
@@ -31,3 +32,8 @@ class PairwiseDistance(Module):
     def forward(self, x1, x2):
         """pairwise_distance(x1, x2)."""
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(CosineSimilarity, "cosine_similarity", "x1", "x2")
+tensor_arguments(PairwiseDistance, "pairwise_distance", "x1", "x2")

@@ -4,6 +4,7 @@ FeatureAlphaDropout)."""
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import inplace_op, tensor_arguments
 from .module import Module
 
 
@@ -63,3 +64,9 @@ class FeatureAlphaDropout(Dropout):
     def forward(self, input):
         """feature_alpha_dropout(input)."""
         return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(Dropout, inplace_op("dropout"), "input")
+tensor_arguments(AlphaDropout, "alpha_dropout", "input")
+tensor_arguments(FeatureAlphaDropout, "feature_alpha_dropout", "input")

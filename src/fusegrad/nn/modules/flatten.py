@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._arg_errors import missing_attribute
 from .module import Module
 
 
@@ -58,3 +59,8 @@ class Unflatten(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+# What PyTorch says of a non-tensor input (see `_arg_errors`).
+missing_attribute(Flatten, "flatten")
+missing_attribute(Unflatten, "unflatten")

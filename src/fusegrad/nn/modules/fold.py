@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 
@@ -44,3 +45,8 @@ class Unfold(Module):
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
                 f"padding={self.padding}, stride={self.stride}")
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(Fold, "col2im", "input")
+tensor_arguments(Unfold, "im2col", "input")

@@ -8,6 +8,7 @@ from ... import _creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter, UninitializedParameter
+from ._arg_errors import tensor_arguments
 from .lazy import LazyModuleMixin
 from .module import Module
 
@@ -117,3 +118,8 @@ class LazyLinear(LazyModuleMixin, Linear):
             if self.bias is not None:
                 self.bias.materialize((self.out_features,))
             self.reset_parameters()
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(Linear, "linear", "input")
+tensor_arguments(Bilinear, "bilinear", "input1", "input2")

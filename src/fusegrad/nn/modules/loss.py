@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 from .. import functional as F
+from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
 
 
@@ -359,3 +360,19 @@ class HuberLoss(_Loss):
     def forward(self, input, target):
         """huber_loss(input, target)."""
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+# What PyTorch says of a non-tensor argument (see `_arg_errors`).
+for _cls in (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss):
+    missing_attribute(_cls, "size", count=2)
+for _cls, _op in ((KLDivLoss, "kl_div"), (SoftMarginLoss, "soft_margin_loss"),
+                  (CrossEntropyLoss, "cross_entropy_loss"), (NLLLoss, "nll_loss_nd"),
+                  (MultiLabelMarginLoss, "multilabel_margin_loss"),
+                  (MultiMarginLoss, "multi_margin_loss"), (PoissonNLLLoss, "poisson_nll_loss"),
+                  (HingeEmbeddingLoss, "hinge_embedding_loss")):
+    tensor_arguments(_cls, _op, "input", "target")
+tensor_arguments(MultiLabelSoftMarginLoss, "log_sigmoid", "input")
+tensor_arguments(CosineEmbeddingLoss, "cosine_embedding_loss", "input1", "input2", "target")
+tensor_arguments(TripletMarginLoss, "triplet_margin_loss", "anchor", "positive", "negative")
+missing_attribute(MarginRankingLoss, "dim", count=3)
+del _cls, _op

@@ -16,6 +16,7 @@ from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
 from ..parameter import Buffer, Parameter
+from . import _arg_errors
 from . import _global_hooks as _G
 from ._global_hooks import (  # noqa: F401  (PyTorch's home of these names)
     _global_backward_hooks,
@@ -234,7 +235,15 @@ class Module:
         # class's __call__: this path reads the module's own tables only.
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
-            return self.forward(*args, **kwargs)
+            try:
+                return self.forward(*args, **kwargs)
+            except Exception as exc:
+                # a layer given a non-tensor: PyTorch's argument parser names the argument
+                # (checked here, after the failure, so that the tensor path pays nothing)
+                error = _arg_errors.reported_error(self, args, kwargs, exc)
+                if error is not None:
+                    raise error from None
+                raise
         return self._call_with_hooks(args, kwargs)
 
     _call_plain = __call__
@@ -274,7 +283,8 @@ class Module:
                   for hid, hook in self._forward_hooks.items()]
         try:
             result = self.forward(*args, **kwargs)
-        except Exception:
+        except Exception as exc:
+            error = _arg_errors.reported_error(self, args, kwargs, exc)
             for hook, with_kwargs, always, is_global in hooks:
                 if always:
                     try:
@@ -285,6 +295,8 @@ class Module:
                             hook(self, args, None)
                     except Exception:  # noqa: BLE001  (the forward's error is reported)
                         pass
+            if error is not None:
+                raise error from None
             raise
         for hook, with_kwargs, _, _ in hooks:
             if with_kwargs:
@@ -607,6 +619,18 @@ class Module:
     def eval(self) -> Module:
         """Evaluation mode (`train(False)`); returns self."""
         return self.train(False)
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's forward in place (`fusegrad.compile`'s arguments): later
+        calls run it through captured graphs, the hooks around it as before. (PyTorch
+        compiles its call implementation; the forward is what that captures.)"""
+        from ...compiler import compile as compile_fn
+
+        forward = self.__dict__.get("forward", self.forward)  # compiled again: the original
+        forward = getattr(forward, "_module_forward", forward)
+        compiled = compile_fn(forward, *args, **kwargs)
+        compiled._module_forward = forward
+        object.__setattr__(self, "forward", compiled)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Set `requires_grad` on every parameter; returns self."""

@@ -8,6 +8,7 @@ from ... import _creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 
@@ -183,3 +184,8 @@ class RMSNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(LayerNorm, "layer_norm", "input")
+tensor_arguments(RMSNorm, "rms_norm", "input")

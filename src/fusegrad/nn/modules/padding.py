@@ -6,6 +6,7 @@ from __future__ import annotations
 import numbers
 
 from .. import functional as F
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 __all__ = ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",
@@ -177,3 +178,8 @@ class CircularPad3d(_CircularPadNd):
     """Pad the last 3 dims periodically."""
 
     spatial = 3
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(_PadNd, "pad", "input")
+tensor_arguments(_ConstantPadNd, "pad", "input")

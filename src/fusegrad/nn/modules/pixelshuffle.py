@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import tensor_arguments
 from .module import Module
 
 
@@ -34,3 +35,8 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(PixelShuffle, "pixel_shuffle", "input")
+tensor_arguments(PixelUnshuffle, "pixel_unshuffle", "input")

@@ -4,6 +4,7 @@ fractional max and max unpooling, over 1, 2 and 3 dims."""
 from __future__ import annotations
 
 from .. import functional as F
+from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
 
 
@@ -305,3 +306,29 @@ class FractionalMaxPool3d(_FractionalMaxPoolNd):
         return F.fractional_max_pool3d(input, self.kernel_size, self.output_size,
                                        self.output_ratio, self.return_indices,
                                        _random_samples=self._random_samples)
+
+
+# What PyTorch's op says of a non-tensor input (see `_arg_errors`).
+tensor_arguments(MaxPool1d, lambda m: "max_pool1d_with_indices" if m.return_indices
+                 else "max_pool1d", "input")
+tensor_arguments(MaxPool2d, lambda m: "max_pool2d_with_indices" if m.return_indices
+                 else "max_pool2d", "input")
+# with indices, PyTorch reads `.is_cuda` first (a PackedSequence has one and reaches the op)
+missing_attribute(MaxPool3d, "is_cuda", when=lambda module, args, kwargs: (
+    module.return_indices and not hasattr(args[0] if args else kwargs.get("input"), "is_cuda")))
+tensor_arguments(MaxPool3d, lambda m: "max_pool3d_with_indices" if m.return_indices
+                 else "max_pool3d", "input")
+tensor_arguments(AvgPool1d, "avg_pool1d", "input")
+tensor_arguments(AvgPool2d, "avg_pool2d", "input")
+tensor_arguments(AvgPool3d, "avg_pool3d", "input")
+tensor_arguments(AdaptiveAvgPool1d, "adaptive_avg_pool1d", "input")
+tensor_arguments(AdaptiveMaxPool1d, "adaptive_max_pool1d", "input")
+for _cls in (AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool2d, AdaptiveMaxPool3d):
+    missing_attribute(_cls, "size")
+for _cls in (LPPool1d, LPPool2d, LPPool3d):
+    missing_attribute(_cls, "pow")
+for _cls in (MaxUnpool1d, MaxUnpool2d, MaxUnpool3d):
+    missing_attribute(_cls, "size")
+missing_attribute(FractionalMaxPool2d, "dim")
+missing_attribute(FractionalMaxPool3d, "dim")
+del _cls

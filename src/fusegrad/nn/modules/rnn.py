@@ -21,6 +21,8 @@ from ... import _creation
 from ..._dispatch import call
 from ..._functions import cat as _cat
 from ..._functions import stack as _stack
+from ..._tensor import Tensor
+from ..._thread_state import local as _thread_local
 from ...ops import rnn as _R
 from .. import functional as F
 from .. import init
@@ -28,6 +30,46 @@ from ..parameter import Parameter
 from .module import Module
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+# PyTorch's oneDNN LSTM (float32 input) and the errors it raises for a state or weight of
+# another dtype: the half types get no primitive, the rest no oneDNN type at all.
+_ONEDNN_HALF = ("float16", "bfloat16")
+_NO_ONEDNN_PRIMITIVE = ("could not create a primitive descriptor for the LSTM forward "
+                        "propagation primitive. Run workload with environment variable "
+                        "ONEDNN_VERBOSE=all to get additional diagnostic information.")
+_LSTM_OVERLOADS = (
+    " * (Tensor data, Tensor batch_sizes, tuple of Tensors hx, tuple of Tensors params, "
+    "bool has_biases, int num_layers, float dropout, bool train, bool bidirectional)\n"
+    "      didn't match because some of the arguments have invalid types: {0}\n"
+    " * (Tensor input, tuple of Tensors hx, tuple of Tensors params, bool has_biases, "
+    "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first)\n"
+    "      didn't match because some of the arguments have invalid types: {1}\n")
+
+
+def _lstm_hx_type_error(input, hx, weights: list, packed: bool) -> TypeError:
+    """PyTorch's argument-parser error for an LSTM given one tensor as its state: neither
+    `lstm` overload takes a tensor where the (h_0, c_0) tuple goes."""
+    x, h = type(input).__name__, type(hx).__name__
+    params = "list of [" + ", ".join(type(w).__name__ for w in weights) + "]"
+    if packed:
+        got = f"({x}, Tensor, {h}, list, bool, int, float, bool, bool)"
+        first = f"({x}, Tensor, !{h}!, !{params}!, bool, int, float, bool, bool)"
+        second = f"({x}, !Tensor!, !{h}!, !{params}!, !bool!, int, !float!, bool, bool)"
+    else:
+        got = f"({x}, {h}, list, bool, int, float, bool, bool, bool)"
+        first = f"({x}, {h}, !{params}!, !bool!, !int!, !float!, !bool!, bool, bool)"
+        second = f"({x}, !{h}!, !{params}!, bool, int, float, bool, bool, bool)"
+    return TypeError(f"lstm() received an invalid combination of arguments - got {got}, but "
+                     "expected one of:\n" + _LSTM_OVERLOADS.format(first, second))
+
+
+def _check_onednn_dtypes(tensors) -> None:
+    """The float32 oneDNN LSTM's error for any state or weight that is not float32."""
+    for t in tensors:
+        name = t.dtype.name
+        if name != "float32":
+            raise RuntimeError(_NO_ONEDNN_PRIMITIVE if name in _ONEDNN_HALF
+                               else "get_mkldnn_dtype: unsupported data type")
 
 
 # ---------------------------------------------------------------- one time step
@@ -227,19 +269,35 @@ class RNNBase(Module):
         return (self.num_layers * dirs, batch, size)
 
     def _check_hidden(self, hx, expected, msg: str = "Expected hidden size {}, got {}") -> None:
-        if tuple(hx.shape) != tuple(expected):
-            raise RuntimeError(msg.format(tuple(expected), list(hx.shape)))
+        size = hx.size()
+        if tuple(size) != tuple(expected):
+            raise RuntimeError(msg.format(tuple(expected), list(size)))
 
     def _check_states(self, states, batch: int) -> None:
         if self.mode == "LSTM":
-            if len(states) != 2:
-                raise RuntimeError("LSTM expects hx to be a tuple (h_0, c_0)")
             self._check_hidden(states[0], self._expected_hidden(batch),
                                "Expected hidden[0] size {}, got {}")
             self._check_hidden(states[1], self._expected_hidden(batch, cell=True),
                                "Expected hidden[1] size {}, got {}")
         else:
             self._check_hidden(states[0], self._expected_hidden(batch))
+
+    def _check_state_pair(self, input, hx, packed: bool) -> None:
+        """What PyTorch's `lstm` op rejects of a checked state: one tensor in place of the
+        (h_0, c_0) pair, or a sequence of another length."""
+        if isinstance(hx, Tensor):
+            raise _lstm_hx_type_error(input, hx, self._flat_weights, packed)
+        if len(hx) != 2:
+            raise RuntimeError("lstm expects two hidden states")
+
+    def _check_input_dtype(self, input) -> None:
+        """PyTorch's check that the input has the weights' dtype (skipped under autocast,
+        which casts them to one dtype)."""
+        weight = self._flat_weights[0]
+        if input.dtype != weight.dtype and not _thread_local.autocast_enabled:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({weight.dtype}). Convert input: input.to({weight.dtype}), or "
+                             f"convert model: model.to({input.dtype})")
 
     def _zero_states(self, batch: int, dtype) -> list:
         shapes = [self._expected_hidden(batch)]
@@ -248,25 +306,36 @@ class RNNBase(Module):
         return [_creation.zeros(s, dtype=dtype) for s in shapes]
 
     def _prepare(self, input, hx):
-        """(time-major batched input, full states list, unbatched flag)."""
-        name = "LSTM" if self.mode == "LSTM" else "GRU" if self.mode == "GRU" else "RNN"
-        if input.dim() not in (2, 3):
-            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
-                             "instead")
-        unbatched = input.dim() == 2
-        states = list(hx) if isinstance(hx, (tuple, list)) else ([hx] if hx is not None
-                                                                 else None)
-        if states is not None:
-            for s in states:
-                if unbatched and s.dim() != 2:
-                    raise RuntimeError("For unbatched 2-D input, hx should also be 2-D but "
-                                       f"got {s.dim()}-D tensor")
-                if not unbatched and s.dim() != 3:
-                    raise RuntimeError("For batched 3-D input, hx should also be 3-D but got "
-                                       f"{s.dim()}-D tensor")
+        """(time-major batched input, full states list, unbatched flag), after PyTorch's
+        checks of the input and the given state, in its order."""
+        lstm = self.mode == "LSTM"
+        dims = input.dim()
+        if dims not in (2, 3):
+            if self.mode.startswith("RNN"):
+                raise ValueError(f"RNN: Expected input to be 2D or 3D, got {dims}D tensor "
+                                 "instead")
+            raise ValueError(f"{self.mode}: Expected input to be 2D or 3D, got {dims}D instead")
+        unbatched = dims == 2
+        kind, want = ("unbatched 2-D", 2) if unbatched else ("batched 3-D", 3)
+        states = hx
+        if hx is not None:
+            if lstm:
+                # PyTorch indexes the state as a pair: a single tensor is indexed along its
+                # first dimension (so a (1, N, H) one fails with an IndexError)
+                h0, c0 = hx[0], hx[1]
+                if h0.dim() != want or c0.dim() != want:
+                    raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D "
+                                       f"but got ({h0.dim()}-D, {c0.dim()}-D) tensors")
+                if unbatched:
+                    states = [h0.unsqueeze(1), c0.unsqueeze(1)]
+            else:
+                if hx.dim() != want:
+                    raise RuntimeError(f"For {kind} input, hx should also be {want}-D but got "
+                                       f"{hx.dim()}-D tensor")
+                states = [hx.unsqueeze(1) if unbatched else hx]
+        self._check_input_dtype(input)
         if unbatched:
             input = input.unsqueeze(0 if self.batch_first else 1)
-            states = None if states is None else [s.unsqueeze(1) for s in states]
         if self.batch_first:
             input = input.transpose(0, 1)
         if input.shape[-1] != self.input_size:
@@ -277,6 +346,9 @@ class RNNBase(Module):
             states = self._zero_states(batch, input.dtype)
         else:
             self._check_states(states, batch)
+            if lstm:
+                self._check_state_pair(input, states, packed=False)
+            states = list(states)
         return input, states, unbatched
 
     def _uses_fused_lstm(self, x) -> bool:
@@ -293,6 +365,7 @@ class RNNBase(Module):
         """Float32 LSTM: one `mkldnn_rnn_layer` per layer and direction."""
         dirs = 2 if self.bidirectional else 1
         hx, cx = states
+        _check_onednn_dtypes(states)
         x = x.contiguous()
         hs, cs = [], []
         for layer in range(self.num_layers):
@@ -362,18 +435,31 @@ class RNNBase(Module):
 
         data, batch_sizes, sorted_indices, unsorted_indices = input
         sizes = [int(b) for b in batch_sizes.tolist()]
+        lstm = self.mode == "LSTM"
+        if not lstm:  # PyTorch's packed LSTM skips this check (it fails in the matmul)
+            self._check_input_dtype(data)
+        states = hx
+        if hx is not None:
+            if lstm:
+                if sorted_indices is not None:  # reordering makes a pair of any state
+                    states = (_permute(hx[0], sorted_indices), _permute(hx[1], sorted_indices))
+                else:
+                    self._check_state_pair(data, hx, packed=True)
+            else:
+                states = [_permute(hx, sorted_indices)]
         if data.dim() != 2:
             raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
         if data.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {data.shape[-1]}")
         batch = sizes[0] if sizes else 0
-        if hx is None:
+        if states is None:
             states = self._zero_states(batch, data.dtype)
         else:
-            states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
-            states = [_permute(s, sorted_indices) for s in states]
             self._check_states(states, batch)
+            states = list(states)
+        if lstm and self._uses_fused_lstm(data):
+            _check_onednn_dtypes(states + self._flat_weights)
         cell = _cell_fn(self.mode)
 
         def run(inp, st, p, rev):
@@ -489,32 +575,49 @@ class RNNCellBase(Module):
         for w in self.parameters():
             init.uniform_(w, -std, std)
 
-    def _prepare(self, input, hx, n_states: int):
-        name = type(self).__name__
+    _cell_name = "RNNCellBase"
+
+    def _check_input_rank(self, input) -> None:
         if input.dim() not in (1, 2):
-            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
-                             "instead")
-        states = None if hx is None else (list(hx) if n_states == 2 else [hx])
-        if states is not None:
-            for s in states:
-                if s.dim() not in (1, 2):
-                    raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got "
-                                     f"{s.dim()}D instead")
-        unbatched = input.dim() == 1
-        if unbatched:
-            input = input.unsqueeze(0)
-            states = None if states is None else [s.unsqueeze(0) for s in states]
-        if input.shape[1] != self.input_size:
-            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+            raise ValueError(f"{self._cell_name}: Expected input to be 1D or 2D, got "
+                             f"{input.dim()}D instead")
+
+    @staticmethod
+    def _batch_input(input):
+        """(the input as a batch, whether it was one)."""
+        batched = input.dim() == 2
+        return (input if batched else input.unsqueeze(0)), batched
+
+    def _zeros(self, input):
+        return _creation.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
+
+    def _check_step(self, input, states) -> None:
+        """PyTorch's checks of a cell step: the input's feature size, then each state's batch
+        and feature sizes (a 1-D state has no feature size to read: an IndexError)."""
+        if input.size(1) != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.size(1)} "
                                f"expected {self.input_size}")
-        if states is None:
-            states = [_creation.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
-                      for _ in range(n_states)]
-        for s in states:
-            if tuple(s.shape) != (input.shape[0], self.hidden_size):
-                raise RuntimeError(f"hidden size mismatch: expected "
-                                   f"{[input.shape[0], self.hidden_size]}, got {list(s.shape)}")
-        return input, states, unbatched
+        for i, h in enumerate(states):
+            if input.size(0) != h.size(0):
+                raise RuntimeError(f"Input batch size {input.size(0)} doesn't match hidden{i} "
+                                   f"batch size {h.size(0)}")
+            if h.size(1) != self.hidden_size:
+                raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {h.size(1)}, "
+                                   f"expected {self.hidden_size}")
+
+    def _one_state(self, input, hx):
+        """(batched input, [h], unbatched flag) of RNNCell and GRUCell, checked."""
+        self._check_input_rank(input)
+        if hx is not None and hx.dim() not in (1, 2):
+            raise ValueError(f"{self._cell_name}: Expected hidden to be 1D or 2D, got "
+                             f"{hx.dim()}D instead")
+        input, batched = self._batch_input(input)
+        if hx is None:
+            hx = self._zeros(input)
+        elif not batched:
+            hx = hx.unsqueeze(0)
+        self._check_step(input, [hx])
+        return input, [hx], not batched
 
     def _params(self) -> dict:
         return {"weight_ih": self.weight_ih, "weight_hh": self.weight_hh,
@@ -533,6 +636,8 @@ class RNNCellBase(Module):
 class RNNCell(RNNCellBase):
     """One Elman step: h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
 
+    _cell_name = "RNNCell"
+
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
                  nonlinearity: str = "tanh", device=None, dtype=None) -> None:
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
@@ -540,7 +645,7 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         """The next hidden state (hx defaults to zeros)."""
-        x, (h,), unbatched = self._prepare(input, hx, 1)
+        x, (h,), unbatched = self._one_state(input, hx)
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
         (h,) = _rnn_cell(self.nonlinearity, x, (h,), self._params(), False)
@@ -550,19 +655,40 @@ class RNNCell(RNNCellBase):
 class LSTMCell(RNNCellBase):
     """One LSTM step; forward(input, (h, c)=None) -> (h', c')."""
 
+    _cell_name = "LSTMCell"
+
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
                  dtype=None) -> None:
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
         """(h', c') (hx defaults to zeros)."""
-        x, (h, c), unbatched = self._prepare(input, hx, 2)
-        h, c = _lstm_cell(x, (h, c), self._params(), False)
-        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+        self._check_input_rank(input)
+        if hx is not None:
+            # PyTorch iterates the state: a single tensor's rows count as its states
+            for i, value in enumerate(hx):
+                if value.dim() not in (1, 2):
+                    raise ValueError(f"LSTMCell: Expected hx[{i}] to be 1D or 2D, got "
+                                     f"{value.dim()}D instead")
+        x, batched = self._batch_input(input)
+        if hx is None:
+            hx = (self._zeros(x), self._zeros(x))
+        elif not batched:
+            hx = (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
+        if isinstance(hx, Tensor):
+            raise TypeError("lstm_cell(): argument 'hx' (position 2) must be tuple of "
+                            f"Tensors, not {type(hx).__name__}")
+        if len(hx) != 2:
+            raise RuntimeError("lstm_cell expects two hidden states")
+        self._check_step(x, hx)
+        h, c = _lstm_cell(x, tuple(hx), self._params(), False)
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
 class GRUCell(RNNCellBase):
     """One GRU step; forward(input, hx=None) -> h'."""
+
+    _cell_name = "GRUCell"
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
                  dtype=None) -> None:
@@ -570,7 +696,7 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         """The next hidden state (hx defaults to zeros)."""
-        x, (h,), unbatched = self._prepare(input, hx, 1)
+        x, (h,), unbatched = self._one_state(input, hx)
         (h,) = _gru_cell(x, (h,), self._params(), False)
         return h.squeeze(0) if unbatched else h
 
