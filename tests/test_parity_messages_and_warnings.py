@@ -31,6 +31,8 @@ ERRORS = {
         L.zeros(2, 2, 3), (2, 3, 0, 5), align_corners=False),
     "return type sequence length": lambda L: type(L.ones(3, 4).topk(2))([1, 2, 3]),
     "return type not a sequence": lambda L: type(L.ones(3, 4).topk(2))(5),
+    "2-d embedding_bag with offsets": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([[0, 1], [2, 3]]), L.ones(4, 2), L.tensor([0])),
 }
 
 
@@ -51,6 +53,11 @@ VALUES = {
     "one repeat count": lambda L: L.repeat_interleave(L.tensor([1, 2]), L.tensor([2])),
     "mask widening the input": lambda L: L.ones(3).masked_fill(
         L.tensor([[True, False, False], [False, False, True]]), 0.0),
+    # one bag per row of a 2-D input, include_last_offset or not
+    **{f"2-d embedding_bag {mode} include_last_offset": (
+        lambda L, mode=mode: L.nn.functional.embedding_bag(
+            L.tensor([[0, 1, 2], [3, 4, 5]]), L.arange(12.0).view(6, 2), mode=mode,
+            include_last_offset=True)) for mode in ("sum", "mean", "max")},
 }
 
 

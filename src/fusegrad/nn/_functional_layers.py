@@ -340,6 +340,11 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 _MODES = {"sum": 0, "mean": 1, "max": 2}
 
 
+def _class_name(value) -> str:
+    """`type(value)` as PyTorch prints it (its tensors are `torch.Tensor`)."""
+    return "<class 'torch.Tensor'>" if isinstance(value, Tensor) else str(type(value))
+
+
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                   max_norm: float | None = None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
@@ -357,9 +362,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is "
                              "treated is a mini-batch of fixed length sequences. However, "
-                             f"found offsets of type {type(offsets)}")
+                             "found offsets of type "
+                             f"{_class_name(offsets)}")
         rows, cols = input.shape
-        offsets = Tensor._make(np.arange(0, rows * cols, cols, dtype=np.int64))
+        # One bag per row: with include_last_offset the offsets end with the last bag's end.
+        end = rows * cols + (cols if include_last_offset else 0)
+        offsets = Tensor._make(np.arange(0, end, cols, dtype=np.int64))
         input = input.reshape(-1)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
