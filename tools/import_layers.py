@@ -95,6 +95,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     # Names looked up in the namespace by string, as PyTorch looks them up in `torch`.
     ("fusegrad._functions.compat_more", "fusegrad"):
         "`set_default_tensor_type('torch.FloatTensor')` finds the type by its name",
+    # PyTorch's `Module.compile` compiles the module in place: the compiler is above nn.
+    ("fusegrad.nn.modules.module", "fusegrad.compiler"):
+        "`Module.compile()` runs `fusegrad.compile` on the module's forward",
     ("fusegrad.ops.registry", "fusegrad"):
         "`OpDef.public_function` looks the op's public function up by name (for protocol "
         "types), until the public surface is generated from the registry",
