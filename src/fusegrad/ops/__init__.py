@@ -3,6 +3,7 @@
 # Importing the modules registers their ops.
 from . import (  # noqa: F401
     activation,
+    activation_backward,
     arithmetic,
     attention,
     batch_norm_backward,

@@ -12,9 +12,12 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
+from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _special_kernels
 from ._onnx import clip, gelu_formula, onnx_op
 from ._util import F32, HALF, c_gradient, rand_array, unary_meta, unary_samples
+from .activation_backward import hardtanh_backward, leaky_relu_backward
 from .registry import Sample, inplace_variant, register
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -252,6 +255,8 @@ def _leaky_derivative(g, x, slope):
     grad = c_gradient("leaky_relu_grad", g, x, slope)
     if grad is not None:
         return (grad, None)
+    if is_grad_enabled():  # create_graph: PyTorch's node, through the input
+        return (call(leaky_relu_backward, g, x, slope, False), None)
     return (g * (x > 0).where(x > 0, x.new_full((), slope)), None)
 
 
@@ -328,6 +333,8 @@ def _hardtanh(x, lo=-1.0, hi=1.0):
 
 def _hardtanh_derivative(g, x, lo, hi):
     grad = c_gradient("hardtanh_grad", g, x, lo, hi)
+    if grad is None and is_grad_enabled():  # create_graph: PyTorch's node
+        return (call(hardtanh_backward, g, x, lo, hi), None, None)
     return (g * ((x > lo) * (x < hi)) if grad is None else grad, None, None)
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dispatch import call
+from ..autograd.grad_mode import is_grad_enabled
 from ._util import rand_array, wrap_dim
 from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
+from .activation_backward import threshold_backward
 from .registry import Sample, Spec, inplace_variant, register
 
 
@@ -107,7 +110,8 @@ def _threshold_kernel(a, threshold, value):
 threshold = register(
     "threshold", kernel=_threshold_kernel, meta=lambda a, t, v: Spec(tuple(a.shape), a.dtype),
     node="ThresholdBackward0",
-    derivative=lambda g, x, t: (g * (x > t), None, None),
+    derivative=lambda g, x, t: (call(threshold_backward, g, x, t) if is_grad_enabled()
+                                else g * (x > t), None, None),
     save=lambda out, a, t, v: (a, t),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), 0.1, 20.0), name=str(s))
                              for s in ((3, 4), (), (2, 0))],

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import save_result
+from .._dispatch import call, save_result
+from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _parallel, _special_kernels, _workspace
 from ._util import (
     F32,
@@ -25,6 +26,7 @@ from ._util import (
     unary_samples,
     wrap_grad,
 )
+from .activation_backward import threshold_backward
 from .arithmetic import (
     neg,
     pow_scalar,
@@ -230,6 +232,8 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
 def _relu_derivative(g, out):
     if numpy_backward(g, out):  # no dispatch or bool->float copy
         return (wrap_grad(_relu_grad_array(g._data, out._data)),)
+    if is_grad_enabled():  # create_graph: PyTorch's node, through the result
+        return (call(threshold_backward, g, out, 0.0),)
     return (g * (out > 0),)
 
 

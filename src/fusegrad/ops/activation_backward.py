@@ -1,0 +1,97 @@
+"""The backward ops of the piecewise-linear activations, `threshold_backward` (relu,
+threshold), `leaky_relu_backward` and `hardtanh_backward` (relu6), ops of their own as in
+ATen, so that a gradient taken with `create_graph=True` records them: it then requires grad
+through the saved input (`ThresholdBackwardBackward0` ...), whose own gradient is zero, as
+PyTorch's. (Without create_graph the derivatives compute on arrays and record nothing.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._dispatch import call
+from ._util import Spec, broadcast_shapes, rand_array
+from .registry import Sample, register
+
+
+def _zero(g: np.ndarray):
+    return np.zeros((), g.dtype)
+
+
+def _meta(g, x, *params):
+    return Spec(broadcast_shapes(tuple(g.shape), tuple(x.shape)), g.dtype)
+
+
+def _samples(*params):
+    def samples(rng, dt):
+        # inputs away from the kinks, where finite differences see the zero derivative
+        x = rand_array(rng, (3, 4), dt, (0.2, 2.0)) * np.where(
+            rng.random((3, 4)) < 0.5, -1, 1).astype(dt)
+        return [Sample((rand_array(rng, (3, 4), dt), x) + p, name=f"params {p}")
+                for p in params]
+
+    return samples
+
+
+def _zeros_like(x):
+    return x.new_zeros(tuple(x.shape))
+
+
+def _through(value, x):
+    """`value` unchanged, with a zero-gradient path to `x` (sign(x) * 0 is a finite zero),
+    so a decomposition's input gets the zero gradient the op's derivative gives it."""
+    return value + x.sign() * 0.0
+
+
+# ---------------------------------------------------------------- threshold
+
+
+def _threshold_backward_kernel(g, x, threshold):
+    return np.where(x <= threshold, _zero(g), g)  # a NaN input passes the gradient on
+
+
+threshold_backward = register(
+    "threshold_backward", kernel=_threshold_backward_kernel, meta=_meta,
+    node="ThresholdBackwardBackward0",
+    derivative=lambda gg, x, t: (call(threshold_backward, gg, x, t), _zeros_like(x), None),
+    save=lambda out, g, x, t: (x, t), samples=_samples((0.0,), (0.5,)),
+    public="threshold_backward",
+    decomposition=lambda g, x, t: _through(g.where((x <= t).logical_not(), 0.0), x),
+    saved_names=("self", "threshold"))
+
+
+# ---------------------------------------------------------------- leaky_relu
+
+
+def _leaky_relu_backward_kernel(g, x, slope, self_is_result=False):
+    return np.where(x > 0, g, g * slope)
+
+
+leaky_relu_backward = register(
+    "leaky_relu_backward", kernel=_leaky_relu_backward_kernel, meta=_meta,
+    node="LeakyReluBackwardBackward0",
+    derivative=lambda gg, x, slope, r: (call(leaky_relu_backward, gg, x, slope, False),
+                                        _zeros_like(x), None, None),
+    save=lambda out, g, x, slope, r=False: (x, slope, r),
+    samples=_samples((0.01, False), (0.2, False)), public="leaky_relu_backward",
+    decomposition=lambda g, x, slope, r=False: _through(g.where(x > 0, g * slope), x),
+    saved_names=("self", "negative_slope", "self_is_result"))
+
+
+# ---------------------------------------------------------------- hardtanh
+
+
+def _hardtanh_backward_kernel(g, x, lo, hi):
+    return np.where((x <= lo) | (x >= hi), _zero(g), g)
+
+
+hardtanh_backward = register(
+    "hardtanh_backward", kernel=_hardtanh_backward_kernel, meta=_meta,
+    node="HardtanhBackwardBackward0",
+    derivative=lambda gg, x, lo, hi: (call(hardtanh_backward, gg, x, lo, hi), _zeros_like(x),
+                                      None, None),
+    save=lambda out, g, x, lo, hi: (x, lo, hi), samples=_samples((-1.0, 1.0), (0.0, 6.0)),
+    public="hardtanh_backward",
+    decomposition=lambda g, x, lo, hi: _through(
+        g.where(((x <= lo) | (x >= hi)).logical_not(), 0.0), x),
+    saved_names=("self", "min_val", "max_val"))
