@@ -31,6 +31,10 @@ ERRORS = {
         L.zeros(2, 2, 3), (2, 3, 0, 5), align_corners=False),
     "return type sequence length": lambda L: type(L.ones(3, 4).topk(2))([1, 2, 3]),
     "return type not a sequence": lambda L: type(L.ones(3, 4).topk(2))(5),
+    **{f"embedding of {dt} indices": (lambda L, dt=dt: L.nn.functional.embedding(
+        L.tensor([1, 0]).to(getattr(L, dt)), L.ones(3, 2))) for dt in ("uint8", "int16", "bool")},
+    "embedding_bag of 2-d uint8 indices": lambda L: L.nn.functional.embedding_bag(
+        L.tensor([[1, 0]], dtype=L.uint8), L.ones(3, 2)),
     "2-d embedding_bag with offsets": lambda L: L.nn.functional.embedding_bag(
         L.tensor([[0, 1], [2, 3]]), L.ones(4, 2), L.tensor([0])),
 }

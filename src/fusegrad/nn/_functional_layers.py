@@ -338,11 +338,18 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 # ---------------------------------------------------------------- embedding_bag
 
 _MODES = {"sum": 0, "mean": 1, "max": 2}
+# dtypes PyTorch's CPU arange has no kernel for (a 2-D bag input's offsets are an arange of it)
+_NO_ARANGE = frozenset(("Bool", "ComplexFloat", "ComplexDouble", "UInt16"))
 
 
 def _class_name(value) -> str:
-    """`type(value)` as PyTorch prints it (its tensors are `torch.Tensor`)."""
-    return "<class 'torch.Tensor'>" if isinstance(value, Tensor) else str(type(value))
+    """`repr(type(value))` as PyTorch prints it: fusegrad's own classes under `torch`."""
+    cls = type(value)
+    module = cls.__module__
+    if module == "fusegrad" or module.startswith("fusegrad."):
+        module = "torch" + module[len("fusegrad"):]
+    name = cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+    return f"<class '{name}'>"
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
@@ -364,10 +371,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                              "treated is a mini-batch of fixed length sequences. However, "
                              "found offsets of type "
                              f"{_class_name(offsets)}")
+        if input.dtype.legacy in _NO_ARANGE:  # PyTorch makes the offsets in the input's type
+            raise NotImplementedError(
+                f'"arange_cpu" not implemented for \'{input.dtype.legacy}\'')
         rows, cols = input.shape
         # One bag per row: with include_last_offset the offsets end with the last bag's end.
         end = rows * cols + (cols if include_last_offset else 0)
-        offsets = Tensor._make(np.arange(0, end, cols, dtype=np.int64))
+        # (in the input's type, as PyTorch's arange: the bag op then checks that type)
+        offsets = Tensor._make(np.arange(0, end, cols, dtype=input.dtype.np))
         input = input.reshape(-1)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)

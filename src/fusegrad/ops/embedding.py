@@ -13,6 +13,23 @@ from .registry import Sample, register
 
 # ---------------------------------------------------------------- embedding
 
+# The scalar types that still have a legacy tensor class (`torch.FloatTensor`); PyTorch's
+# kernel checks name every other type by its dispatch name (`CPUBoolType`).
+_LEGACY_CLASSES = frozenset(("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double"))
+
+
+def check_index_dtype(dtype, position: int, op: str) -> None:
+    """PyTorch's error for a lookup's index tensor that is neither int64 nor int32 (`dtype`
+    a fusegrad dtype or a NumPy one), naming it as its kernel checks do."""
+    dt = dtype if isinstance(dtype, _dtype.dtype) else _dtype.from_numpy_dtype(dtype)
+    if dt.name in ("int64", "int32"):
+        return
+    legacy = dt.legacy
+    name = f"torch.{legacy}Tensor" if legacy in _LEGACY_CLASSES else f"CPU{legacy}Type"
+    raise RuntimeError(
+        f"Expected tensor for argument #{position} 'indices' to have one of the following "
+        f"scalar types: Long, Int; but got {name} instead (while checking arguments for {op})")
+
 
 def _check_indices(idx, n):
     if index_out_of_range(idx, n) is not None:  # negative rows are out of range too
@@ -20,11 +37,7 @@ def _check_indices(idx, n):
 
 
 def _embedding_kernel(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    if idx.dtype.kind not in "iu":
-        raise RuntimeError(
-            "Expected tensor for argument #1 'indices' to have one of the following scalar "
-            f"types: Long, Int; but got torch.{_dtype.FROM_NP[idx.dtype].legacy}Tensor instead "
-            "(while checking arguments for embedding)")
+    check_index_dtype(idx.dtype, 1, "embedding")
     _check_indices(idx, w.shape[0])
     return w[idx]
 
@@ -105,14 +118,7 @@ embedding = register(
 
 def _renorm_check(w, idx) -> None:
     """embedding_renorm_'s argument errors (kernel and meta alike)."""
-    dt = idx.dtype if isinstance(idx.dtype, _dtype.dtype) else _dtype.from_numpy_dtype(
-        idx.dtype)  # a fake's dtype, or an array's
-    if dt.name not in ("int64", "int32"):
-        legacy = dt.legacy
-        raise RuntimeError(
-            "Expected tensor for argument #2 'indices' to have one of the following scalar "
-            f"types: Long, Int; but got torch.{legacy}Tensor instead (while checking arguments "
-            "for embedding_renorm_)")
+    check_index_dtype(idx.dtype, 2, "embedding_renorm_")  # a fake's dtype, or an array's
     if len(w.shape) != 2:
         raise RuntimeError(f"Expected 2-dimensional tensor, but got {len(w.shape)}-dimensional "
                            "tensor for argument #1 'self' (while checking arguments for "

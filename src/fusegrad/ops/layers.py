@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from ._util import Spec, index_out_of_range, rand_array, size_str
+from .embedding import check_index_dtype
 from .nn import _call, _const, _register_multi, _work
 from .registry import Sample, register
 
@@ -261,6 +263,9 @@ def _no_offset2bag(dt: np.dtype, mode: int, padding_idx: int) -> bool:
 
 def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    # the kernel takes the indices and offsets in their common type, int64 or int32 only
+    check_index_dtype(_dtype.promote_types(*map(_dtype.from_numpy_dtype, (
+        indices.dtype, offsets.dtype))), 1, "embedding_bag")
     w = _work(weight)
     idx = np.asarray(indices, np.int64).reshape(-1)
     n = w.shape[0]

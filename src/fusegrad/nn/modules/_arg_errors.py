@@ -16,26 +16,7 @@ import inspect
 
 from ..._tensor import Tensor
 
-# The scalar types that still have a legacy tensor class (`torch.FloatTensor`); PyTorch's
-# kernel checks name every other type by its dispatch name (`CPUBoolType`).
-_LEGACY_CLASSES = frozenset(("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double"))
-
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
-
-
-def scalar_type_name(dtype) -> str:
-    """How PyTorch's kernel checks name a CPU tensor of `dtype` (`torch.ByteTensor`,
-    `CPUBoolType`)."""
-    legacy = dtype.legacy
-    return f"torch.{legacy}Tensor" if legacy in _LEGACY_CLASSES else f"CPU{legacy}Type"
-
-
-def index_dtype_error(dtype, position: int, op: str) -> RuntimeError:
-    """PyTorch's error for an index tensor that is neither int64 nor int32."""
-    return RuntimeError(
-        f"Expected tensor for argument #{position} 'indices' to have one of the following "
-        f"scalar types: Long, Int; but got {scalar_type_name(dtype)} instead (while checking "
-        f"arguments for {op})")
 
 
 def python_type_name(value) -> str:
@@ -45,17 +26,6 @@ def python_type_name(value) -> str:
     if cls.__flags__ & _HEAP_TYPE or cls.__module__ == "builtins":
         return cls.__name__
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def class_repr(value) -> str:
-    """`repr(type(value))` as PyTorch prints it: fusegrad's own classes under `torch`."""
-    cls = type(value)
-    module = cls.__module__
-    if module == "fusegrad" or module.startswith("fusegrad."):
-        module = "torch" + module[len("fusegrad"):]
-    if module == "builtins":
-        return f"<class '{cls.__qualname__}'>"
-    return f"<class '{module}.{cls.__qualname__}'>"
 
 
 # ---------------------------------------------------------------- the table for Module.__call__

@@ -1,49 +1,14 @@
-"""Embedding and EmbeddingBag: rows of a weight table looked up by index.
-
-PyTorch's lookup kernels take int64 or int32 indices only; fusegrad's accept any integer type,
-so each layer checks its indices first, as PyTorch's kernel would (same error, same order
-relative to the functional's own checks). The check runs in the forward, which names the plain
-forward as the function it wraps (`__wrapped__`): `fusegrad.jit.script` reads the source of
-that one (`inspect` follows `__wrapped__`), so scripted code is unchanged.
-"""
+"""Embedding and EmbeddingBag: rows of a weight table looked up by index."""
 
 from __future__ import annotations
 
-from ... import _creation, _dtype
+from ... import _creation
 from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
-from .._functional_layers import _MODES as _BAG_MODES
 from ..parameter import Parameter
-from ._arg_errors import class_repr, index_dtype_error, missing_attribute, tensor_arguments
+from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
-
-_INDEX_DTYPES = frozenset((_dtype.int64, _dtype.int32))
-# dtypes PyTorch's CPU arange has no kernel for (a 2-D bag input's offsets are an arange of it)
-_NO_ARANGE = frozenset(("Bool", "ComplexFloat", "ComplexDouble", "UInt16"))
-
-
-def _bag_forward(self, input: Tensor, offsets: Tensor | None = None,
-                 per_sample_weights: Tensor | None = None) -> Tensor:
-    """embedding_bag(input, weight, offsets, ...)."""
-    return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.mode, self.sparse,
-                           per_sample_weights, self.include_last_offset, self.padding_idx)
-
-
-def _embedding_forward(self, input):
-    """The rows at `input`."""
-    return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
-                       self.norm_type, self.scale_grad_by_freq, self.sparse)
-
-
-def _scripted_as(plain):
-    """Mark a forward as `plain` plus eager-only checks: what reads source (jit.script,
-    inspect) sees `plain`, while calls run the checked forward."""
-    def mark(forward):
-        forward.__wrapped__ = plain
-        return forward
-    return mark
 
 
 class EmbeddingBag(Module):
@@ -89,42 +54,12 @@ class EmbeddingBag(Module):
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
-    @_scripted_as(_bag_forward)
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
         """embedding_bag(input, weight, offsets, ...)."""
-        self._check_indices(input, offsets, per_sample_weights)
-        return _bag_forward(self, input, offsets, per_sample_weights)
-
-    def _check_indices(self, input, offsets, per_sample_weights) -> None:
-        """Raise PyTorch's error for offsets given with a 2-D input or for index types its
-        kernels reject, where the functional's earlier checks pass (else they raise)."""
-        if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(
-                input.shape):
-            return
-        dims = input.dim()
-        if dims == 2:
-            if offsets is not None:
-                raise ValueError("if input is 2D, then offsets has to be None, as input is "
-                                 "treated is a mini-batch of fixed length sequences. However, "
-                                 f"found offsets of type {class_repr(offsets)}")
-            dtype = input.dtype
-            if dtype.legacy in _NO_ARANGE:
-                raise NotImplementedError(f'"arange_cpu" not implemented for \'{dtype.legacy}\'')
-        elif dims == 1 and isinstance(offsets, Tensor) and offsets.dim() == 1:
-            # the kernel takes the indices and offsets in their common type
-            dtype = _dtype.promote_types(input.dtype, offsets.dtype)
-        else:
-            return
-        mode = self.mode
-        if mode not in _BAG_MODES or (mode == "max" and self.scale_grad_by_freq):
-            return
-        if self.max_norm is not None and input.dtype not in _INDEX_DTYPES:
-            raise index_dtype_error(input.dtype, 2, "embedding_renorm_")
-        if per_sample_weights is not None and mode != "sum":
-            return
-        if dtype not in _INDEX_DTYPES:
-            raise index_dtype_error(dtype, 1, "embedding_bag")
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.mode, self.sparse,
+                               per_sample_weights, self.include_last_offset, self.padding_idx)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -191,16 +126,10 @@ class Embedding(Module):
         if self.padding_idx is not None:
             self.weight._data[self.padding_idx] = 0
 
-    @_scripted_as(_embedding_forward)
     def forward(self, input):
         """The rows at `input`."""
-        dtype = input.dtype
-        if dtype not in _INDEX_DTYPES:
-            # with max_norm, PyTorch's renorm kernel meets the indices first
-            if self.max_norm is not None:
-                raise index_dtype_error(dtype, 2, "embedding_renorm_")
-            raise index_dtype_error(dtype, 1, "embedding")
-        return _embedding_forward(self, input)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
+                           self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
