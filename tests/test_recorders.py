@@ -75,25 +75,33 @@ def test_short_recorder_builds_the_general_recorders_node(shape, name, build):
     assert short._base is general._base
 
 
-# call2's second argument is a tensor or a Python number (a shape goes through `call`).
+# The entries by argument count: call2's second argument is a tensor or a Python number (a
+# shape goes through `call`).
+ENTRY_OF = {"T": "call1", "TT": "call2", "TN": "call2", "TII": "call3"}
+
+
 @pytest.mark.parametrize("shape,name,build",
-                         [c for c in CASES if c[0] == "TT" or c[:2] == ("TN", "mul.Tensor")])
-def test_call2_builds_the_short_recorders_node(shape, name, build):
-    """`call2` has the recorders of shapes TT and TN written in: the same Node, result and
-    view links as the shape's own recorder."""
+                         [c for c in CASES if c[0] != "TN" or c[1] == "mul.Tensor"])
+def test_entries_build_the_short_recorders_node(shape, name, build):
+    """`call1`, `call2` and `call3` have the recorders of their shapes written in: the same
+    Node, result and view links as the shape's own recorder."""
     op = REGISTRY[name]
     x, c = _leaf(fusegrad), _leaf(fusegrad, requires_grad=False)
     args = build(x, c)
-    ours = _dispatch.call2(op, *args)
+    ours = getattr(_dispatch, ENTRY_OF[shape])(op, *args)
     short = SHAPE_OF[shape](op, *args)
     assert _node_facts(ours.grad_fn) == _node_facts(short.grad_fn)
     assert ours.grad_fn.next_functions == short.grad_fn.next_functions
-    assert ours.grad_fn._saved == short.grad_fn._saved
+    # The same values saved (a saved output stands for each one's own result).
+    assert [type(v) for v in ours.grad_fn._saved] == [type(v) for v in short.grad_fn._saved]
+    for v, w in zip(ours.grad_fn._saved, short.grad_fn._saved):
+        if type(v) is not fusegrad.autograd.graph.SavedOutput:
+            assert v is w or v == w
     assert ours.grad_fn._versions == short.grad_fn._versions
     np.testing.assert_array_equal(ours.detach().numpy(), short.detach().numpy())
     assert ours._base is short._base
     for slot in fusegrad.Tensor.__slots__[:-1]:  # all but __weakref__
-        if slot not in ("_data", "_grad_fn", "_vc"):
+        if slot not in ("_data", "_grad_fn", "_vc", "_base"):
             assert getattr(ours, slot) == getattr(short, slot), slot
 
 
@@ -199,9 +207,10 @@ def test_recorders_are_generated_from_the_template():
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
     # Each piece of the recording path is written once, in the template (the short
-    # recorders, and `call2`'s copies of shapes TT and TN).
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 1
-    assert _dispatch.call2.__code__.co_filename == _recorded_calls.__file__
+    # recorders, and the entries' copies: call1's of T, call2's of TT and TN, call3's of TII).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 3
+    for entry in (_dispatch.call1, _dispatch.call2, _dispatch.call3):
+        assert entry.__code__.co_filename == _recorded_calls.__file__
     with pytest.raises(ValueError, match="unsupported call shape"):
         _recorders._shape_source("NT", "_bad")
 

@@ -33,7 +33,7 @@ from ._recorded_calls import (
     _call_list,
     _call_tensors,
     _call_unary,
-    make_call2,
+    make_calls,
 )
 from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: read by others
     _SIMPLE,
@@ -446,9 +446,10 @@ def _finish(op, args, result, original=None):
     return result
 
 
-# `call(op, a, b)` for the binary operators and the derivatives' products, without the
-# argument tuple and with the recorders of its two call shapes written in (generated).
-call2 = make_call2(call, _call_slow)
+# `call(op, ...)` for the commonest call shapes (`exp(a)`; `a * b`, `a + 2` and the
+# derivatives' products; `transpose(a, 0, 1)`), without the argument tuple and with their
+# recorders written in (generated): what the public functions call for those shapes.
+call1, call2, call3 = make_calls(call, _call_slow)
 
 
 def _flat(args):

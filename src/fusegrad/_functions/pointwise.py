@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as _np
 
 from .. import _dtype
-from .._dispatch import call
+from .._dispatch import call, call1
 from .._tensor import Tensor
 from ..ops import arithmetic as A
 from ..ops import pointwise as P
@@ -55,12 +55,12 @@ def neg(input, *, out=None):
         raise RuntimeError(
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
             "to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return call(P.neg, input)
+    return call1(P.neg, input)
 
 
 def reciprocal(input, *, out=None):
     """1 / input."""
-    return call(P.reciprocal, input)
+    return call1(P.reciprocal, input)
 
 
 def pow(input, exponent, *, out=None):  # noqa: A001
@@ -74,7 +74,7 @@ def pow(input, exponent, *, out=None):  # noqa: A001
 
 def _unary(op, name):
     def fn(input, *, out=None):
-        return call(op, input)
+        return call1(op, input)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}."

@@ -8,7 +8,7 @@ import builtins
 import numbers
 
 from .. import return_types
-from .._dispatch import call
+from .._dispatch import call, call1
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import pointwise as P
@@ -28,14 +28,14 @@ def _dims(dim):
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa: A001
     """Sum of all elements, or over `dim`."""
     if dim is None:
-        return call(R.sum_, input, dtype) if dtype is not None else call(R.sum_, input)
+        return call(R.sum_, input, dtype) if dtype is not None else call1(R.sum_, input)
     return call(R.sum_dim, input, _dims(dim), keepdim, dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean of all elements, or over `dim`."""
     if dim is None:
-        return call(R.mean, input, dtype)
+        return call(R.mean, input, dtype) if dtype is not None else call1(R.mean, input)
     return call(R.mean_dim, input, _dims(dim), keepdim, dtype)
 
 

@@ -10,7 +10,7 @@ import numbers
 
 from .. import _dtype
 from .._autocast import composite
-from .._dispatch import call
+from .._dispatch import call, call1, call3
 from .._symbolic import size_int
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
@@ -95,12 +95,12 @@ def permute(input, *order, dims=None):
 
 def transpose(input, dim0, dim1):
     """A view with two dimensions swapped."""
-    return call(S.transpose, input, dim0, dim1)
+    return call3(S.transpose, input, dim0, dim1)
 
 
 def t(input):
     """Transpose of a tensor of at most 2 dimensions."""
-    return call(S.t, input)
+    return call1(S.t, input)
 
 
 def expand(input, *sizes, size=None):

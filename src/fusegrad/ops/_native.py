@@ -36,6 +36,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from . import _parallel
+
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
          "-ffp-contract=off", "-fPIC", "-shared")
 HERE = os.path.join(os.path.dirname(__file__), "native")
@@ -154,6 +156,8 @@ def address(a) -> int:
 
 
 _addresses: dict[int, int] = {}
+_elementwise_functions: dict[tuple, object] = {}  # see `elementwise`
+_UNKNOWN = object()
 _pack_double = struct.Struct("<d").pack
 _unpack_int = struct.Struct("<q").unpack
 
@@ -179,8 +183,16 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
             return None
     if row and not a.flags.c_contiguous:  # rows are the last dimension's runs
         return None
-    fn = typed(family, name, a.dtype,
-               "p" * (len(arrays) + 1) + "ii" + "i" * (len(scalars) + (row > 0)))
+    if not _state.on:
+        return None
+    # The function looked up once per signature: on a tensor of a few values the lookup
+    # (its name and argument codes formatted) cost as much as the kernel's call.
+    key = (family, name, a.dtype, len(arrays), len(scalars), row > 0)
+    fn = _elementwise_functions.get(key, _UNKNOWN)
+    if fn is _UNKNOWN:
+        fn = _elementwise_functions[key] = typed(
+            family, name, a.dtype,
+            "p" * (len(arrays) + 1) + "ii" + "i" * (len(scalars) + (row > 0)))
     if fn is None:
         return None
     # The result is laid out as NumPy lays out a ufunc's (and PyTorch an elementwise op's):
@@ -209,13 +221,11 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     workers; run whole here at one thread, inside a side-by-side task
     (`_parallel.concurrently`) or when the work is small; without the workers, shared on the
     intra-op pool by measured cost."""
-    from . import _parallel
-
-    call = function("workers", "fg_workers_call", "ppiiii")
     threads = _parallel.sharing_threads(work)
     if threads <= 1:
         fn(*before, 0, units, *after)
         return
+    call = function("workers", "fg_workers_call", "ppiiii")
     if call is None:
         def piece(start: int, stop: int) -> None:
             fn(*before, start, stop, *after)

@@ -134,11 +134,26 @@ def _mean_check(a, dtype):
 
 
 def _mean_kernel(a, dims=None, keepdim=False, dtype=None):
-    dt = _mean_check(a, dtype).np
-    axes = _axes(dims, a.ndim)
-    acc = F32 if dt in HALF else dt
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.mean(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
+    # The sum, then one division by the count in the sum's type: `np.mean`'s value (it
+    # divides in double and rounds once, the same float) without its Python layers and
+    # error-state switch (8 us of a tiny tensor's 9), and without its warning on no values.
+    nt = a.dtype
+    if (nt is _F32 or nt is _F64) and dtype is None:
+        dt = acc = None
+    else:
+        dt = _mean_check(a, dtype).np
+        acc = F32 if dt in HALF else dt
+    total = np.add.reduce(a, _axes(dims, a.ndim) if dims is not None else None, acc, None,
+                          keepdim)
+    if total.__class__ is not np.ndarray:
+        total = np.asarray(total)
+    count = a.size // total.size if total.size else 1
+    if count:
+        total = np.true_divide(total, count, out=total)
+    else:  # no values: nan, as PyTorch's, without NumPy's warning
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total = np.true_divide(total, count, out=total)
+    return total if dt is None else total.astype(dt, copy=False)
 
 
 def _mean_meta(a, dims=None, keepdim=False, dtype=None):
