@@ -57,9 +57,26 @@ def float_np(dt: np.dtype) -> np.dtype:
     return dt if dt.kind in "fc" or dt in HALF else _dtype.defaults.float.np
 
 
-def _in_f32(fn, args, dt):
-    """Compute in float32 and round to the half type `dt`, as PyTorch's CPU kernels do."""
-    return fn(*[as_dtype(a, F32) for a in args]).astype(dt)
+def _in_half_type(x, dt: np.dtype):
+    """`x` (array or Python number) rounded to the half type `dt`."""
+    if x.__class__ is _nd:
+        return x if x.dtype is dt else x.astype(dt)
+    return np.asarray(x).astype(dt)
+
+
+def in_float32(fn, args, dt, scalar_at_full_precision: bool = False):
+    """Compute in float32 and round to the half type `dt`, as PyTorch's CPU kernels do: each
+    operand is first cast to `dt` (its iterator's common dtype: `x + 1/3` adds the half
+    nearest 1/3), except that the kernels that read a scalar second operand at full
+    precision (mul, div: `scalar_at_full_precision`) take a Python number or 0-d array there
+    as a float32."""
+    if scalar_at_full_precision and len(args) == 2:
+        a, b = args
+        if b.__class__ is not _nd:  # a Python number: NumPy takes it as a float32 here
+            return fn(_in_half_type(a, dt).astype(F32), b).astype(dt)
+        if b.ndim == 0:
+            return fn(_in_half_type(a, dt).astype(F32), b.astype(F32)).astype(dt)
+    return fn(*[_in_half_type(a, dt).astype(F32) for a in args]).astype(dt)
 
 
 def complex_unsupported(kernel_name: str, dt) -> None:
@@ -70,9 +87,10 @@ def complex_unsupported(kernel_name: str, dt) -> None:
 
 
 def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
-                  real_only: str | None = None):
+                  real_only: str | None = None, scalar_at_full_precision: bool = False):
     """A kernel for a broadcasting binary op with PyTorch's promotion; `real_only` names
-    the kernel in the error for complex operands."""
+    the kernel in the error for complex operands; `scalar_at_full_precision`: on half types,
+    a scalar second operand is not rounded to the half type first (see `in_float32`)."""
 
     def kernel(a, b):
         # Fast paths: same float dtype, or a float array with a Python number.
@@ -93,7 +111,7 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
         if real_only is not None:  # complex operands never take the fast paths above
             complex_unsupported(real_only, dt)
         if dt in HALF and not compare:
-            return _in_f32(ufunc, (a, b), dt)
+            return in_float32(ufunc, (a, b), dt, scalar_at_full_precision)
         try:
             return ufunc(as_dtype(a, dt), as_dtype(b, dt))
         except OverflowError:  # a Python int that the dtype cannot hold wraps, as in PyTorch
@@ -113,7 +131,7 @@ def unary_kernel(ufunc, *, to_float: bool = True):
         if to_float:
             dt = float_np(dt)
         if dt in HALF:
-            return _in_f32(ufunc, (a,), dt)
+            return in_float32(ufunc, (a,), dt)
         return ufunc(a if a.dtype is dt else a.astype(dt))
 
     kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves

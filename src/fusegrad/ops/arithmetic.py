@@ -16,6 +16,7 @@ from ._onnx import add_like
 from ._util import (
     F32,
     F64,
+    HALF,
     Spec,
     as_dtype,
     binary_kernel,
@@ -26,6 +27,7 @@ from ._util import (
     cj,
     dtype_of,
     float_np,
+    in_float32,
     rand_array,
     result_np,
     shape_of,
@@ -83,6 +85,12 @@ def _add_kernel(ufunc):
         if subtract:
             _check_sub(a, b)
         if alpha != 1:
+            if a.__class__ is _ndarray and a.dtype in HALF or \
+                    b.__class__ is _ndarray and b.dtype in HALF:
+                dt = result_np(a, b)
+                if dt in HALF:  # a + alpha * b in float32, operands and alpha rounded to dt
+                    alpha = np.asarray(alpha).astype(dt).astype(F32)
+                    return in_float32(lambda x, y: ufunc(x, y * alpha), (a, b), dt)
             b = b * alpha
         return base(a, b)
 
@@ -182,14 +190,16 @@ def _mul_on_arrays(g, a, b):
 _mul_derivative.on_arrays = _mul_on_arrays
 
 mul = register(
-    "mul.Tensor", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward0",
+    "mul.Tensor", kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
+    meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
     # Each factor when the other requires grad: the recorders write this save out.
     save=save_partners,
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
-    "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True),
+    "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True,
+                                      scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=_div_derivative,
     save=lambda out, a, b: (a if getattr(b, "_rg", False) else None, b),
@@ -257,6 +267,22 @@ def _pow_onnx(b, inputs, args, kwargs, opset):
     return b.emit("Pow", [b.operand(inputs[0], b.out_dtype), b.operand(inputs[1], b.out_dtype)])
 
 
+def _pow_tt_derivative(g, a, b, out):
+    # 0 where the exponent is 0 (the base's) and where the base is 0 with a nonnegative
+    # exponent (the exponent's), where the formulas multiply 0 by an infinity, as PyTorch's.
+    return ((g * b * a.pow(b - 1)).masked_fill(b == 0, 0),
+            (g * out * a.log()).masked_fill((a == 0) & (b >= 0), 0))
+
+
+def _pow_scalar_base_derivative(g, s, out):
+    with np.errstate(divide="ignore"):
+        log_s = float(np.log(s))
+    grad = g * out * log_s
+    if s == 0:  # 0 ** e is finite exactly where e >= 0: a zero gradient there
+        grad = grad.masked_fill(out.isfinite(), 0)
+    return (None, grad)
+
+
 pow_scalar = register(
     "pow.Tensor_Scalar", kernel=_pow_ts_kernel, meta=_pow_ts_meta, node="PowBackward0",
     derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
@@ -267,13 +293,12 @@ pow_scalar = register(
 pow_tensor = register(
     "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),
     node="PowBackward1",
-    derivative=lambda g, a, b, out: (g * b * a.pow(b - 1), g * out * a.log()),
-    save=lambda out, a, b: (a, b, out),
+    derivative=_pow_tt_derivative, save=lambda out, a, b: (a, b, out),
     samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
 pow_scalar_base = register(
     "pow.Scalar", kernel=lambda s, e: binary_kernel(np.power)(s, e), meta=binary_meta(),
     node="PowBackward2",
-    derivative=lambda g, s, out: (None, g * out * float(np.log(s))),
+    derivative=_pow_scalar_base_derivative,
     save=lambda out, s, e: (s, out),
     samples=lambda rng, dt: [Sample((2.0, rand_array(rng, (3, 4), dt)))], onnx=_pow_onnx)
 
@@ -331,7 +356,7 @@ def _floor_divide(a, b):
         if np.any(np.asarray(b) == 0):
             raise RuntimeError("ZeroDivisionError")
         return np.floor_divide(as_dtype(a, dt), as_dtype(b, dt))
-    return binary_kernel(np.floor_divide)(a, b)
+    return binary_kernel(np.floor_divide, scalar_at_full_precision=True)(a, b)
 
 
 floor_divide = register(
@@ -364,7 +389,8 @@ def _div_mode(a, b, rounding_mode):
             raise RuntimeError("ZeroDivisionError")
         q = np.abs(a) // np.abs(b)
         return np.where((a < 0) != (b < 0), -q, q).astype(dt, copy=False)
-    return binary_kernel(lambda x, y: np.trunc(np.true_divide(x, y)))(a, b)
+    return binary_kernel(lambda x, y: np.trunc(np.true_divide(x, y)),
+                         scalar_at_full_precision=True)(a, b)
 
 
 div_mode = register(
@@ -438,9 +464,10 @@ def _lerp_check(a, end, w, kernel: str) -> None:
 def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
     _lerp_check(a, end, w, kernel)
     dt = a.dtype
-    a = as_dtype(a, dt)
-    end = as_dtype(end, dt)
-    w = as_dtype(w, dt)
+    work = F32 if dt in HALF else dt  # half types in float32, rounded once, as PyTorch's
+    a = as_dtype(a, work)
+    end = as_dtype(as_dtype(end, dt), work)
+    w = as_dtype(w, work)
     return np.where(np.abs(w) < 0.5, a + w * (end - a), end - (end - a) * (1 - w)).astype(
         dt, copy=False)
 
@@ -492,7 +519,9 @@ def _addc_kernel(ufunc):
                 "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
                 "tensor2) for float inputs. The future addcdiv behavior is just the latter "
                 "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
-        a, t1, t2 = (as_dtype(x, dt) for x in (a, t1, t2))
+        # Half types compute in float32 and round once, as PyTorch's kernels.
+        work = F32 if dt in HALF else dt
+        a, t1, t2 = (as_dtype(as_dtype(x, dt), work) for x in (a, t1, t2))
         return (a + value * ufunc(t1, t2)).astype(dt, copy=False)
 
     return kernel

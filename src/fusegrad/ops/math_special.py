@@ -322,7 +322,9 @@ nextafter_ = inplace_variant(nextafter, "nextafter_")
 
 def _heaviside_kernel(a, b):
     _same_float("heaviside")(a, b)
-    return np.heaviside(a, b).astype(a.dtype, copy=False)
+    # `values` where the input is 0, else whether it is positive: NaN gives 0, as PyTorch's
+    # (NumPy's heaviside passes NaN through).
+    return np.where(a == 0, b, a > 0).astype(a.dtype, copy=False)
 
 
 def _not_implemented(name):

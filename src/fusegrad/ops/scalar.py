@@ -38,13 +38,15 @@ sub_scalar = register(
     decomposition=lambda a, b, alpha=1: a - b * alpha,
     lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)))
 mul_scalar = register(
-    "mul.Scalar", kernel=binary_kernel(np.multiply), meta=binary_meta(), node="MulBackward1",
+    "mul.Scalar", kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
+    meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",),
     decomposition=lambda a, b: a * b,
     lowering=lambda v, a, b: v.mul(a, b))
 div_scalar = register(
-    "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True),
+    "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True,
+                                      scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward1",
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",),

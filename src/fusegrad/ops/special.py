@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import binary_kernel, binary_meta, rand_array
+from ._util import HALF, binary_kernel, binary_meta, float_np, rand_array, result_np
 from .norms import _norm_derivative, _norm_kernel, _norm_meta, _norm_samples
 from .registry import Sample, register
 
 
-def _xlogy_np(x, y):
+def _xlogy_np(x, y, log_type=None):
     with np.errstate(all="ignore"):
-        out = x * np.log(y)
+        log = np.log(y)
+        if log_type is not None:  # PyTorch's half kernel rounds log(y) before the product
+            log = log.astype(log_type).astype(log.dtype)
+        out = x * log
     # 0 where x is 0, unless y is NaN (PyTorch propagates NaN in y).
     return np.where((x == 0) & ~np.isnan(y), np.zeros((), out.dtype), out)
 
 
 def _xlogy_kernel(a, b):
+    dt = float_np(result_np(a, b))
+    if dt in HALF:
+        return binary_kernel(lambda x, y: _xlogy_np(x, y, dt), to_float=True)(a, b)
     return binary_kernel(_xlogy_np, to_float=True)(a, b)
 
 

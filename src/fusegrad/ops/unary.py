@@ -443,12 +443,18 @@ frac_ = inplace_variant(frac, "frac_")
 def _nan_to_num_kernel(a, nan=None, posinf=None, neginf=None):
     if a.dtype.kind in "biu":
         return a.copy()
-    info = np.finfo(F32 if a.dtype in HALF else a.dtype)
-    big = np.finfo(a.dtype) if a.dtype not in HALF else info
+    dt = a.dtype
+    if dt in HALF:  # replaced in float32 by the half type's own extremes, then rounded
+        import ml_dtypes  # loaded already: a half type exists
+
+        big = ml_dtypes.finfo(dt)
+        a = a.astype(F32)
+    else:
+        big = np.finfo(dt)
     out = np.nan_to_num(a, nan=0.0 if nan is None else nan,
-                        posinf=big.max if posinf is None else posinf,
-                        neginf=big.min if neginf is None else neginf)
-    return out.astype(a.dtype, copy=False)
+                        posinf=float(big.max) if posinf is None else posinf,
+                        neginf=float(big.min) if neginf is None else neginf)
+    return out.astype(dt, copy=False)
 
 
 def _nan_to_num_samples(rng, dtype):
