@@ -18,6 +18,8 @@ import math
 import operator
 import types
 
+import numpy as np
+
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
@@ -137,6 +139,14 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return ConstantVariable(None)
     grad_mode = _grad_context(f, args, tr)
     if grad_mode is not None:
+        from ...autograd.grad_mode import set_grad_enabled
+
+        if f is set_grad_enabled:  # the call itself switches the mode, as in eager
+            from ..._thread_state import local
+
+            before = local.grad_enabled
+            tr.builder.set_grad_enabled(grad_mode)
+            return GradModeVariable(grad_mode, before=before)
         return GradModeVariable(grad_mode)
     if f is super:
         return tr.make_super(args)
@@ -170,6 +180,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
     if _is_pure_numpy(f) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
+        if tr.builder.mutated and _reads_graph_memory(tr, (*args, *kwargs.values())):
+            # Evaluated now, it would read the array before the graph's in-place ops run.
+            raise Unsupported(f"NumPy's {f.__name__} on an array that a mutated tensor shares")
         return _evaluate(tr, f, args, kwargs)
     if _is_module(f):
         return _call_module(tr, fn, args, kwargs)
@@ -223,6 +236,15 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
 
 # Builtins that iterate over their argument: evaluated on a real iterator, they would consume it.
 _CONSUMERS = {sum, min, max, sorted, any, all, tuple, list, dict, enumerate, zip, reversed}
+
+
+def _reads_graph_memory(tr, args) -> bool:
+    """Whether an array among `args` may share memory with one of the graph's input
+    tensors."""
+    arrays = [a.value for a in args
+              if isinstance(a, ConstantVariable) and isinstance(a.value, np.ndarray)]
+    return any(np.may_share_memory(array, t._data) for array in arrays
+               for t in tr.builder.input_values.values() if isinstance(t, Tensor))
 
 
 def _evaluate(tr, f, args, kwargs) -> Variable:
@@ -280,9 +302,16 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         return ConstantVariable(isinstance(args[0].value.hint, tr.as_python(args[1])))
     if f is isinstance and len(args) == 2:
         cls = tr.as_python(args[1])
-        return ConstantVariable(issubclass(args[0].python_type(), cls)
-                                if not isinstance(args[0], ConstantVariable)
-                                else isinstance(args[0].value, cls))
+        a = args[0]
+        if isinstance(a, ConstantVariable):
+            return ConstantVariable(isinstance(a.value, cls))
+        kind = a.python_type()
+        if isinstance(a, TensorVariable) and a.source is not None:
+            # An input's own class (a Parameter, a subclass), which its guard checks exactly.
+            value = tr.builder.input_values.get(a.source)
+            if value is not None:
+                kind = type(value)
+        return ConstantVariable(issubclass(kind, cls))
     if f is hasattr and len(args) == 2 and isinstance(args[0], TensorVariable):
         name = tr.as_python(args[1])
         src = args[0].source

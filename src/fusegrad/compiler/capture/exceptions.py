@@ -264,7 +264,8 @@ class ExceptionOpcodes:
                 return
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
-        self.push(GradModeVariable(cm.mode, exit_to=local.grad_enabled))
+        self.push(GradModeVariable(
+            cm.mode, exit_to=local.grad_enabled if cm.before is None else cm.before))
         self.builder.set_grad_enabled(cm.mode)
         self.push(self.const(None))
 

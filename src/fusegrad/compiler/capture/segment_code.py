@@ -54,7 +54,9 @@ def spec_code(spec, consts: dict) -> str:
         return spec[1]
     if kind == "const":
         value = spec[1]
-        if value is None or isinstance(value, (bool, int, float, str)):
+        # Exact types: a NumPy float64 is a float whose repr names `np` (and which must
+        # come back as itself).
+        if value is None or type(value) in (bool, int, float, str):
             return repr(value)
         name = f"___c{len(consts)}"
         consts[name] = value

@@ -194,14 +194,17 @@ class NestedFunctionVariable(Variable):
 
 class GradModeVariable(Variable):
     """`no_grad()`, `enable_grad()` or `set_grad_enabled(mode)` used as a `with` context:
-    entering switches grad mode to `mode`; `exit` holds the mode to restore."""
+    entering switches grad mode to `mode`; `exit` holds the mode to restore. A
+    `set_grad_enabled(mode)` call switches the mode at once (a `with` block is optional):
+    `before` holds the mode it found, which its block restores."""
 
-    __slots__ = ("mode", "exit")
+    __slots__ = ("mode", "exit", "before")
 
-    def __init__(self, mode: bool, exit_to: bool | None = None):
+    def __init__(self, mode: bool, exit_to: bool | None = None, before: bool | None = None):
         super().__init__(None)
         self.mode = mode
         self.exit = exit_to
+        self.before = before
 
     def python_type(self) -> type:
         return object
