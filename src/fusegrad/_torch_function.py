@@ -468,7 +468,9 @@ Tensor.as_subclass = as_subclass
 Tensor._make_subclass = staticmethod(make_subclass)
 
 # Where the wrappers' code lives: generated code, and the closures of the wrappers module.
-_WRAPPER_FILES = frozenset({"<torch function wrapper>",
+# The protocol's frames between user code and a public function: its generated wrappers,
+# their module, and this one's slow path (`_slow`).
+_WRAPPER_FILES = frozenset({"<torch function wrapper>", __file__,
                             __file__[:-len("_torch_function.py")] + "_torch_function_wrappers.py"})
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import warnings
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
-from .._torch_function import warn_once_at
+from .._torch_function import warn_once_at, warning_stacklevel
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
 from ..ops import scatter as SC
@@ -75,6 +76,8 @@ def _advanced(input, index):
             i = _tensor(list(i))
         elif isinstance(i, builtins.bool):
             i = _tensor(i)
+        elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype.category == _dtype.INT:
+            i = int(i.item())  # a 0-d integer tensor selects, as an int does (PyTorch's rule)
         elif isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
             i = _tensor(i)
             if i.dtype.category == _dtype.FLOAT:
@@ -120,8 +123,29 @@ def _advanced(input, index):
     return result, indices
 
 
+_SEQUENCE_INDEX = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated and will be "
+    "changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will "
+    "be interpreted as tensor index, x[torch.tensor(seq)], which will result either in an "
+    "error or a different result")
+
+
+def _sequence_as_tuple(index) -> tuple | list:
+    """A list index as PyTorch reads it: a short list holding a sequence, a tensor, a slice,
+    None or Ellipsis stands for a tuple of indices (`x[[[0, 2], [1, 3]]]` is
+    `x[[0, 2], [1, 3]]`), with PyTorch's deprecation warning; any other list is itself."""
+    if len(index) < 32 and builtins.any(
+            isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None or
+            i is Ellipsis for i in index):
+        warnings.warn(_SEQUENCE_INDEX, UserWarning, stacklevel=warning_stacklevel(3))
+        return tuple(index)
+    return index
+
+
 def getitem(input, index):
     """Indexing: basic indices give a view; index tensors and lists use `index.Tensor`."""
+    if index.__class__ is list:
+        index = _sequence_as_tuple(index)
     if index.__class__ is int:  # the common `x[i]`
         # A plain tensor's array shape: `input.shape` would build a Size for one number.
         shape = input._data.shape if input.__class__ is Tensor else input.shape
@@ -240,6 +264,8 @@ def _int_index(i) -> int:
 def setitem(input, index, value) -> None:
     """`input[index] = value`: a copy into the indexed view, or `index_put_` for index
     tensors."""
+    if index.__class__ is list:
+        index = _sequence_as_tuple(index)
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         target, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
