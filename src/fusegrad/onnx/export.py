@@ -251,6 +251,59 @@ def _dynamic(dynamic_axes: dict | None, name: str) -> dict[int, str]:
     return {int(a): f"{name}_dynamic_axes_{i + 1}" for i, a in enumerate(spec)}
 
 
+def _grown_inputs(model: Any, args: tuple, input_names: list | None,
+                  dynamic_axes: dict) -> tuple | None:
+    """`args` with every dynamic axis of a tensor input one longer (its first slice
+    repeated at the end), or None when no input has a dynamic axis."""
+    Tensor = _tensor_cls()
+    names = list(input_names or [])
+    grown, changed = [], False
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            name = names[i] if i < len(names) else _arg_name(model, i)
+            data = a._data
+            for axis in _dynamic(dynamic_axes, name):
+                if data.shape[axis]:
+                    data = np.concatenate([data, data.take([0], axis)], axis)
+                    changed = True
+            if data is not a._data:
+                a = Tensor._make(data)
+        grown.append(a)
+    return tuple(grown) if changed else None
+
+
+def _check_dynamic_axes(proto: Any, model: Any, args: Any, opset: int, fold: bool,
+                        export_params: bool, input_names: list | None,
+                        output_names: list | None, dynamic_axes: dict | None) -> None:
+    """Refuse a graph that computes with the example's size of a dynamic axis (a size read
+    as a number: `x.sum(0) / x.shape[0]`, `x[-1]`, `arange(x.size(0))`), which would give
+    wrong results, silently, at other sizes: the model is captured again on inputs one
+    longer on each dynamic axis, and the two graphs must be the same."""
+    if not dynamic_axes:
+        return
+    grown = _grown_inputs(model, args if isinstance(args, tuple) else (args,), input_names,
+                          dynamic_axes)
+    if grown is None:
+        return
+    try:
+        other = capture(model, grown, opset, fold, export_params, input_names, output_names,
+                        dynamic_axes)[0]
+    except Exception:  # the model does not run at another size: nothing to compare
+        return
+
+    def content(p):
+        return ([n.SerializeToString() for n in p.graph.node],
+                [t.SerializeToString() for t in p.graph.initializer])
+
+    if content(other) != content(proto):
+        raise RuntimeError(
+            "torch.onnx.export: the exported graph depends on the example's size of a "
+            f"dynamic axis ({dynamic_axes}): the model reads a size as a number (such as "
+            "x.shape[0] in arithmetic, a negative index, or a factory of x.size(0)), which "
+            "the graph would keep as a constant and compute wrongly at other sizes; export "
+            "without those dynamic axes")
+
+
 def _save_atomic(onnx: Any, proto: Any, f: Any) -> None:
     """Write `proto` to path `f` through a temporary file in the same folder and a rename
     (or to a writable binary file object)."""
@@ -309,6 +362,8 @@ def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_vers
     onnx = _import_onnx()
     proto = capture(model, args, opset_version, do_constant_folding, export_params,
                     input_names, output_names, dynamic_axes)[0]
+    _check_dynamic_axes(proto, model, args, opset_version, do_constant_folding,
+                        export_params, input_names, output_names, dynamic_axes)
     onnx.checker.check_model(proto)
     if verbose:
         printer = getattr(onnx, "printer", None)
