@@ -328,12 +328,15 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         for hook in list(extras.post_hooks.values()):
                             hook((), tuple(grads))
                     continue
+                # Hooks see None for an output that received no gradient (as PyTorch's);
+                # the node's own backward gets zeros there.
+                if extras is not None and extras.pre_hooks:
+                    grads = _call_pre_hooks(node, grads)
+                seen = grads
                 # Identity tests, not `None in grads`: that compares each tensor with `==`,
                 # which runs Tensor.__eq__ for every node.
                 if grads[0] is None if len(grads) == 1 else _any_none(grads):
                     grads = _materialize(node, grads)
-                if extras is not None and extras.pre_hooks:
-                    grads = _call_pre_hooks(node, grads)
                 if observer is None:
                     grad_inputs = node.apply(grads) if not anomaly else \
                         _anomaly_run_node(node, grads)
@@ -342,7 +345,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         node, grads, _anomaly_run_node if anomaly else _apply)
                 if extras is not None and extras.post_hooks:
                     for hook in list(extras.post_hooks.values()):
-                        r = hook(tuple(grad_inputs), tuple(grads))
+                        r = hook(tuple(grad_inputs), tuple(seen))
                         if r is not None:
                             grad_inputs = _checked_values(hook, r, grad_inputs)
                 if not retain_graph:

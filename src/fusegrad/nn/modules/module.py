@@ -114,11 +114,14 @@ class _BackwardHook:
 
     def setup_inputs(self, args: tuple) -> tuple:
         self.n_inputs = len(args)
-        self.in_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-        if not self.in_idx:
+        # Every tensor input goes through the node once one requires grad: one without grad
+        # gets a zero grad_input, as in PyTorch.
+        self.in_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not any(args[i].requires_grad for i in self.in_idx):
+            self.in_idx = []
             return args
         outs = self._wrap([args[i] for i in self.in_idx])
-        self.input_node = outs[0].grad_fn
+        self.input_node = next(o.grad_fn for o in outs if o.grad_fn is not None)
         self.input_node.register_hook(self._input_hook)
         new = list(args)
         for i, o in zip(self.in_idx, outs):
