@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .._torch_function import _PYTHON_LEVEL, _normalize
 from ..ops.surface import UNTRACED, has_flag
 from ._module import Module, is_module, named_modules, named_tensors
 from .graph import Graph
@@ -73,11 +74,18 @@ def _find_proxy(args: tuple, kwargs: dict) -> Proxy | None:
 def _recording(fn: Callable) -> Callable:
     """`fn`, recording a call_function node instead when an argument is a Proxy."""
     fn = getattr(fn, "__fx_original__", fn)  # a trace inside a trace wraps only once
+    info = getattr(fn, "_torch_function_info", None)
+    # A function PyTorch writes in Python hands its arguments to the tracer normalised
+    # (required ones by position, the rest by keyword with defaults filled in): its node's
+    # args and kwargs read so.
+    python_level = info[1] if info is not None and info[3] & _PYTHON_LEVEL else None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         proxy = _find_proxy(args, kwargs)
         if proxy is not None:
+            if python_level is not None:
+                args, kwargs = _normalize(python_level, args, kwargs)
             return proxy.tracer.create_proxy("call_function", fn, args, kwargs)
         return fn(*args, **kwargs)
 
