@@ -55,7 +55,7 @@ def _states():
 
 def _facts(t, general=False):
     """Everything a result and its Node hold, nodes by type and identity of what is shared."""
-    slots = {s: getattr(t, s) for s in fusegrad.Tensor.__slots__[:-1]}
+    slots = {s: getattr(t, s) for s in fusegrad._tensor.STATE_SLOTS}
     data = slots.pop("_data")
     fn = slots.pop("_grad_fn")
     facts = [data.shape, data.strides, data.dtype, np.shares_memory(data, t._base._data)

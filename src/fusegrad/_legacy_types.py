@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from . import _dtype
-from ._tensor import Size, Tensor
+from ._tensor import STATE_SLOTS, Size, Tensor
 
 # The C++ element type names PyTorch prints in a legacy constructor's dtype mismatch.
 _CPP_NAMES = {
@@ -93,7 +93,7 @@ def legacy_tensor_init(t: Tensor, *args, **kwargs) -> None:
     """`Tensor(2, 3)` (uninitialised float32) or `Tensor(data)` (float32 copy), as
     `FloatTensor(...)` makes them."""
     src = legacy_new(_dtype.float32, args, kwargs, any_dtype=True)
-    for slot in Tensor.__slots__[:-1]:
+    for slot in STATE_SLOTS:
         setattr(t, slot, getattr(src, slot))
 
 

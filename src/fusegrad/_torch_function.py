@@ -27,7 +27,7 @@ from _thread import _local as _thread_local  # threading.local, without importin
 
 from ._device import device as _device_cls
 from ._dtype import dtype as _dtype_cls
-from ._tensor import Size, Tensor
+from ._tensor import STATE_SLOTS, Size, Tensor
 from ._warn import warn_once
 
 # ---------------------------------------------------------------- state
@@ -429,7 +429,7 @@ def _retype(t, cls):
     if type(t) is cls:
         return t
     new = object.__new__(cls)
-    for slot in Tensor.__slots__[:-1]:
+    for slot in STATE_SLOTS:
         object.__setattr__(new, slot, getattr(t, slot))
     if new._retains:  # the retained-grad entry points at `t`
         new._retains = False

@@ -8,6 +8,8 @@ from .. import _dtype
 from .._tensor import TENSOR_REPR_CLASSES, Tensor
 from .._torch_function import _disabled_torch_function_impl
 
+_ATTRIBUTES: dict[int, dict] = {}  # id(parameter) -> the attributes set on it
+
 
 class Parameter(Tensor):
     """A leaf tensor that requires grad by default and registers itself on Modules.
@@ -16,9 +18,52 @@ class Parameter(Tensor):
     (`_plain` is inherited), it takes dispatch's fast path; op results are plain Tensors.
     """
 
-    __slots__ = ()
+    __slots__ = ()  # Tensor's layout: `swap_tensors` exchanges a parameter with a tensor
     # Ops on parameters give plain Tensors and do not consult the protocol, as in PyTorch.
     __torch_function__ = _disabled_torch_function_impl
+
+    # Attributes a program sets on a parameter (`p.no_decay = True`), as on PyTorch's, kept
+    # beside it (`_ATTRIBUTES`, by identity): an instance dict would change the layout, and
+    # on Tensor itself it slowed Python's method lookups on every tensor.
+    def __setattr__(self, name: str, value) -> None:
+        if hasattr(type(self), name):  # a slot or a property: the class's own
+            object.__setattr__(self, name, value)
+            return
+        own = _ATTRIBUTES.get(id(self))
+        if own is None:
+            own = _ATTRIBUTES[id(self)] = {}
+        own[name] = value
+
+    def __del__(self) -> None:
+        if _ATTRIBUTES:
+            _ATTRIBUTES.pop(id(self), None)
+
+    @staticmethod
+    def _exchange_attributes(t1, t2) -> None:
+        """`swap_tensors`: the attributes move with the contents, as the dicts of PyTorch's
+        tensors do."""
+        first, second = _ATTRIBUTES.pop(id(t1), None), _ATTRIBUTES.pop(id(t2), None)
+        if second is not None:
+            _ATTRIBUTES[id(t1)] = second
+        if first is not None:
+            _ATTRIBUTES[id(t2)] = first
+
+    def __getattr__(self, name: str):
+        own = _ATTRIBUTES.get(id(self))
+        if own is not None and name in own:
+            return own[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        own = _ATTRIBUTES.get(id(self))
+        if own is not None and name in own:
+            del own[name]
+        else:
+            object.__delattr__(self, name)
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
@@ -39,14 +84,17 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
+        # The data and requires_grad only, as PyTorch copies a parameter: no grad.
         p = Parameter(Tensor._make(self._data.copy(), self._dtype), self._rg)
-        if self._grad is not None:
-            p._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = p
         return p
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (np.array(self._data), self._dtype.name, self._rg))
+        args = (np.array(self._data), self._dtype.name, self._rg)
+        own = _ATTRIBUTES.get(id(self))
+        if own:  # the program's attributes travel with it, as PyTorch's
+            return (_rebuild_parameter, args, dict(own))
+        return (_rebuild_parameter, args)
 
 
 TENSOR_REPR_CLASSES.add(Parameter)

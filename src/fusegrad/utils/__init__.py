@@ -24,7 +24,7 @@ def __dir__() -> list[str]:
 def swap_tensors(t1, t2) -> None:
     """Exchange the contents of two tensor objects in place: data, dtype, autograd state,
     version counter and class, so that every reference to `t1` now sees what `t2` was."""
-    from .._tensor import Tensor
+    from .._tensor import STATE_SLOTS, Tensor
 
     for name, t in (("t1", t1), ("t2", t2)):
         if not isinstance(t, Tensor):
@@ -40,10 +40,14 @@ def swap_tensors(t1, t2) -> None:
         node = t._grad_acc() if t._grad_acc is not None else None
         if node is not None:
             node.register_prehook(_poisoned_accumulator)
-    for slot in Tensor.__slots__[:-1]:  # all but __weakref__
+    for slot in STATE_SLOTS:
         first, second = getattr(t1, slot), getattr(t2, slot)
         setattr(t1, slot, second)
         setattr(t2, slot, first)
+    exchange = getattr(t1, "_exchange_attributes", None) or \
+        getattr(t2, "_exchange_attributes", None)
+    if exchange is not None:  # a parameter's own attributes move with its contents
+        exchange(t1, t2)
     t1.__class__, t2.__class__ = t2.__class__, t1.__class__
 
 
