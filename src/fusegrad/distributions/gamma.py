@@ -28,8 +28,9 @@ def _numpy_draws(dtype):
 def standard_gamma_grad(x, alpha):
     """d x / d alpha of Gamma(alpha, 1) draws `x` (PyTorch's `_standard_gamma_grad(alpha, x)`
     takes the arguments the other way round)."""
-    return F.from_numpy(_special.standard_gamma_grad(x.detach().numpy(),
-                                                        alpha.detach().numpy())).to(x.dtype)
+    # np.asarray: with 0-d inputs NumPy's ufuncs return a scalar, which from_numpy refuses.
+    grad = _special.standard_gamma_grad(x.detach().numpy(), alpha.detach().numpy())
+    return F.from_numpy(np.asarray(grad)).to(x.dtype)
 
 
 def _gamma_draws(alpha):
@@ -38,7 +39,9 @@ def _gamma_draws(alpha):
     normal, uniform = _numpy_draws(alpha.dtype)
     draws = _special.sample_standard_gamma(alpha.detach().numpy(), normal, uniform)
     tiny = F.finfo(alpha.dtype).tiny
-    return F.from_numpy(np.maximum(draws, tiny)).to(alpha.dtype)
+    # np.asarray: for a 0-d alpha (scalar parameters) np.maximum returns a NumPy scalar,
+    # which from_numpy refuses.
+    return F.from_numpy(np.asarray(np.maximum(draws, tiny))).to(alpha.dtype)
 
 
 class StandardGamma(F.autograd.Function):

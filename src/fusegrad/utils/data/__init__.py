@@ -1,6 +1,6 @@
 """`fusegrad.utils.data`: datasets, samplers and the DataLoader."""
 
-from . import distributed
+from . import _utils, dataloader, dataset, distributed, sampler
 from ._worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader, default_collate, default_convert
 from .dataset import (

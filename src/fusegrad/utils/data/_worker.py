@@ -29,14 +29,17 @@ _CHECK_S = 0.1  # how often the waiting main process looks for dead workers
 _WATCH_S = 0.5  # how often an idle worker looks for its parent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerInfo:
-    """What `get_worker_info()` returns inside a worker process."""
+    """What `get_worker_info()` returns inside a worker process (`rng` and `worker_method`
+    keep PyTorch's defaults: process workers carry no RNG container)."""
 
     id: int
     num_workers: int
     seed: int
     dataset: Any
+    rng: Any = None
+    worker_method: str | None = "multiprocessing"
 
 
 def get_worker_info() -> WorkerInfo | None:
@@ -92,6 +95,7 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
     import numpy as np
 
     from ..._random import manual_seed
+    from ._utils.fetch import fetch_samples
 
     parent = os.getppid()
     random.seed(seed)
@@ -129,7 +133,7 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
                     exhausted = True
                     data = _Stop()
             elif fetch_kind == "batch":
-                data = collate_fn([dataset[i] for i in payload])
+                data = collate_fn(fetch_samples(dataset, payload))
             else:
                 data = collate_fn(dataset[payload])
         except Exception as exc:  # noqa: BLE001 - sent to the main process

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from .sampler import Sampler
+from .sampler import Sampler, T_co
 
 
-class DistributedSampler(Sampler):
+class DistributedSampler(Sampler[T_co]):
     """The indices of `dataset` that rank `rank` of `num_replicas` visits in an epoch.
 
     With `shuffle` the order is a permutation drawn from `seed + epoch` (call `set_epoch` every

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sized
+from typing import Generic, TypeVar
 
 from ... import _random_draws as _draws
 
+T_co = TypeVar("T_co", covariant=True)  # `Sampler[int]` works in annotations
 
-class Sampler:
+
+class Sampler(Generic[T_co]):
     """Base class: an iterable of dataset indices."""
 
     def __init__(self, data_source: Sized | None = None) -> None:
@@ -17,7 +20,7 @@ class Sampler:
         raise NotImplementedError
 
 
-class SequentialSampler(Sampler):
+class SequentialSampler(Sampler[int]):
     """0, 1, ..., len(data_source) - 1."""
 
     def __init__(self, data_source: Sized) -> None:
@@ -49,7 +52,7 @@ def _epoch_generator(generator):
     return fresh
 
 
-class RandomSampler(Sampler):
+class RandomSampler(Sampler[int]):
     """A random permutation (or draws with replacement), from `generator` when given.
 
     Indices are drawn as the iteration asks for them (32 at a time with replacement, one
@@ -91,7 +94,7 @@ class RandomSampler(Sampler):
         return self.num_samples
 
 
-class SubsetRandomSampler(Sampler):
+class SubsetRandomSampler(Sampler[int]):
     """The given indices in random order."""
 
     def __init__(self, indices, generator=None) -> None:
@@ -106,7 +109,7 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
-class WeightedRandomSampler(Sampler):
+class WeightedRandomSampler(Sampler[int]):
     """`num_samples` indices drawn with probabilities proportional to `weights`."""
 
     def __init__(self, weights, num_samples: int, replacement: bool = True,
@@ -138,7 +141,7 @@ class WeightedRandomSampler(Sampler):
         return self.num_samples
 
 
-class BatchSampler(Sampler):
+class BatchSampler(Sampler[list[int]]):
     """Groups another sampler's indices into lists of `batch_size`."""
 
     def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
