@@ -166,8 +166,8 @@ _LAZY_MODULES = frozenset({
     "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization", "signal",
     "sparse", "special", "testing", "viz",
 })
-_LAZY_NAMES = {"autocast": "amp", "compile": "compiler", "load": "serialization",
-               "save": "serialization", "get_printoptions": "_printing",
+_LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
+               "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
                "set_printoptions": "_printing", "vmap": "func"}
 # ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
 _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),

@@ -271,11 +271,16 @@ def _target(policy: str, tensors, lower):
         return lower
     if policy == "fp32":
         return _dtype.float32
+    # The widest of the floating types met, as PyTorch's `prioritize`: float64 tensors are
+    # ignored (left as they are), float32 wins, and the lower type alone stays; another
+    # half type beside the lower one is an error only without a float32 among them.
     widest = lower
     for t in tensors:
         dt = t._dtype
-        if dt is _dtype.float32:
-            widest = dt
+        if dt is _dtype.float64:
+            continue
+        if widest is _dtype.float32 or dt is _dtype.float32:
+            widest = _dtype.float32
         elif dt is not lower:
             raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
     return widest

@@ -265,10 +265,22 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
                                                   else np.int64) * step).astype(dt))
 
 
+def _bound_number(name: str, value, function: str):
+    """A `start`/`end` given as a 0-d tensor, as its number (PyTorch accepts those)."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"{function} only supports 0-dimensional start and end tensors, "
+                               f"but got {name} with {value.ndim} dimension(s).")
+        return value.item()
+    return value
+
+
 def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """`steps` evenly spaced values from `start` to `end` inclusive."""
     _check_device(device)
+    start = _bound_number("start", start, "linspace")
+    end = _bound_number("end", end, "linspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dtype = _float_dtype(dtype)
@@ -289,6 +301,8 @@ def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None
              device=None, requires_grad=False):
     """`base` to the powers linspace(start, end, steps)."""
     _check_device(device)
+    start = _bound_number("start", start, "logspace")
+    end = _bound_number("end", end, "logspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     dtype = _float_dtype(dtype)

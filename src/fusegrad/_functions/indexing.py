@@ -273,6 +273,11 @@ def setitem(input, index, value) -> None:
             from .._creation import tensor as _tensor
 
             value = _tensor(value, dtype=target.dtype)
+        elif value.dtype is not target.dtype and value.ndim == 0 and \
+                isinstance(index, Tensor) and index.dtype is _dtype.bool_:
+            # `x[mask] = v` of a 0-d value converts it, as PyTorch's does (other advanced
+            # assignments refuse another dtype, in index_put_'s words).
+            value = value.to(target.dtype)
         call(X.index_put_, target, indices, value, False)
         return
     # `x[...] = v` writes into `x` itself (CopyBackwards), any other index into a view of it.

@@ -166,8 +166,38 @@ def tensordot(a, b, dims=2, out=None):
         b.shape[d] for d in fb))
 
 
+def _subscripts(sublist) -> str:
+    """An einsum sublist (`[0, 1]`, `[Ellipsis, 2]`) as equation letters."""
+    letters = []
+    for i in sublist:
+        if i is Ellipsis:
+            letters.append("...")
+            continue
+        i = int(i)
+        if not 0 <= i < 52:
+            raise ValueError("einsum(): subscript in subscript list is not within the valid "
+                             "range [0, 52)")
+        letters.append(chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26))
+    return "".join(letters)
+
+
+def _sublist_form(args: tuple) -> tuple[str, tuple]:
+    """`einsum(op1, sublist1, op2, sublist2, ..., [out_sublist])` as an equation and its
+    operands."""
+    out = None
+    if len(args) % 2:
+        *args, out = args
+    operands = tuple(args[0::2])
+    equation = ",".join(_subscripts(s) for s in args[1::2])
+    if out is not None:
+        equation += "->" + _subscripts(out)
+    return equation, operands
+
+
 def einsum(equation, *operands):
     """Einstein summation, contracting operands pairwise with batched matrix products."""
+    if isinstance(equation, Tensor):  # the sublist form
+        equation, operands = _sublist_form((equation, *operands))
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     _einsum_check(equation, operands)

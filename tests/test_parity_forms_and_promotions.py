@@ -1,0 +1,86 @@
+"""Forms and promotions programs use, against torch: `x[mask] = 0-d tensor` of another dtype
+(converted; other advanced assignments refuse it), autocast's promote rule over float64 and
+mixed half types, `torch.GradScaler`, einsum's sublist form, 0-d tensors as linspace bounds."""
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad
+
+
+def _outcome(fn):
+    try:
+        out = fn()
+    except Exception as e:  # compared by type and message
+        return (type(e).__name__, str(e).split(" (Triggered")[0])
+    return out.dtype.__repr__().split(".")[-1], np.asarray(out.detach().double()).tolist()
+
+
+ASSIGNMENTS = [
+    ([0, 2], lambda L: L.tensor([1.0, 2.0], dtype=L.float64)),
+    ([0, 2], lambda L: L.tensor(1.0, dtype=L.float64)),
+    ("mask", lambda L: L.tensor([1, 2])),
+    ("mask", lambda L: L.tensor(1)),
+    ("mask", lambda L: L.tensor(1.0, dtype=L.float64, requires_grad=True)),
+    (slice(0, 2), lambda L: L.tensor([1.0, 2.0], dtype=L.float64)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ASSIGNMENTS)))
+def test_advanced_assignment_of_another_dtype_as_torch(case):
+    index, value = ASSIGNMENTS[case]
+
+    def run(lib):
+        x = lib.zeros(4)
+        idx = lib.tensor([True, False, True, False]) if index == "mask" else index
+        x[idx] = value(lib)
+        return x
+
+    assert _outcome(lambda: run(fusegrad)) == _outcome(lambda: run(torch))
+
+
+PROMOTE = [("float32", "bfloat16"), ("bfloat16", "float32"), ("float32", "float64"),
+           ("float16", "float16"), ("float64", "float16"), ("bfloat16", "float16"),
+           ("bfloat16", "float16", "float32")]
+
+
+@pytest.mark.parametrize("lower", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtypes", PROMOTE)
+def test_autocast_promote_rule_as_torch(lower, dtypes):
+    def run(lib):
+        args = [lib.ones(2, dtype=getattr(lib, d)) for d in dtypes]
+        with lib.autocast("cpu", dtype=getattr(lib, lower)):
+            return lib.cat(args)
+
+    assert _outcome(lambda: run(fusegrad)) == _outcome(lambda: run(torch))
+
+
+def test_grad_scaler_at_the_top_level():
+    assert fusegrad.GradScaler is fusegrad.amp.GradScaler
+
+
+EINSUM = [
+    lambda L, a, b: L.einsum(a, [0, 1], b, [1, 2], [0, 2]),
+    lambda L, a, b: L.einsum(a, [0, 1], b, [1, 2]),
+    lambda L, a, b: L.einsum(a, [Ellipsis, 1], [1, Ellipsis]),
+    lambda L, a, b: L.einsum(a, [27, 30], [30]),
+    lambda L, a, b: L.einsum(a, [0, 60]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(EINSUM)))
+def test_einsum_sublist_form_as_torch(case):
+    def run(lib):
+        return EINSUM[case](lib, lib.arange(6.0).reshape(2, 3), lib.arange(12.0).reshape(3, 4))
+
+    assert _outcome(lambda: run(fusegrad)) == _outcome(lambda: run(torch))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda L: L.linspace(L.tensor(0.0), L.tensor(1.0), 3),
+    lambda L: L.logspace(L.tensor(0), 2, 3),
+    lambda L: L.linspace(L.zeros(1), 1, 3),
+])
+def test_zero_dim_tensor_bounds_of_linspace_as_torch(fn):
+    assert _outcome(lambda: fn(fusegrad)) == _outcome(lambda: fn(torch))
