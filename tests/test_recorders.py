@@ -105,6 +105,22 @@ def test_entries_build_the_short_recorders_node(shape, name, build):
             assert getattr(ours, slot) == getattr(short, slot), slot
 
 
+@pytest.mark.parametrize("shape,name,build",
+                         [c for c in CASES if c[1] == "mul.Tensor"])
+def test_operator_methods_build_the_short_recorders_node(shape, name, build):
+    """Tensor's binary operator methods have call2's recorders written in: `a * b` makes
+    the Node and result the shape's own recorder makes."""
+    op = REGISTRY[name]
+    x, c = _leaf(fusegrad), _leaf(fusegrad, requires_grad=False)
+    a, b = build(x, c)
+    ours = a * b
+    short = SHAPE_OF[shape](op, a, b)
+    assert _node_facts(ours.grad_fn) == _node_facts(short.grad_fn)
+    assert ours.grad_fn.next_functions == short.grad_fn.next_functions
+    assert ours.grad_fn._versions == short.grad_fn._versions
+    np.testing.assert_array_equal(ours.detach().numpy(), short.detach().numpy())
+
+
 @pytest.mark.parametrize("shape,name,build", CASES,
                          ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
 @pytest.mark.parametrize("grad", [True, False])
@@ -207,8 +223,10 @@ def test_recorders_are_generated_from_the_template():
         # Readers and tracebacks see the generated lines.
         assert inspect.getsource(fn).startswith(f"def {name}(")
     # Each piece of the recording path is written once, in the template (the short
-    # recorders, and the entries' copies: call1's of T, call2's of TT and TN, call3's of TII).
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 3
+    # recorders, and the entries' copies: call1's of T, call2's of TT and TN, call3's of TII,
+    # and the binary operators' of TT and TN).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 5
+    assert fusegrad.Tensor.__mul__.__code__.co_filename == _recorded_calls.__file__
     for entry in (_dispatch.call1, _dispatch.call2, _dispatch.call3):
         assert entry.__code__.co_filename == _recorded_calls.__file__
     with pytest.raises(ValueError, match="unsupported call shape"):

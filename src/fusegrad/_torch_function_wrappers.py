@@ -16,6 +16,7 @@ import types
 
 from . import _torch_function
 from ._metadata import copy_metadata
+from ._recorded_calls import make_operator
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 from .ops import surface as _surface
@@ -545,6 +546,13 @@ def _method_wrapper(name: str, value):
         return _wrap_function(value, label, flags, None, public_name, qualname)
     info = [None, value, label, flags]
     wrapper = _exact_wrapper(value, info, *shape, public_name)
+    op = getattr(value, "binary_op", None)
+    if op is not None and not op.inplace:
+        # A binary operator (`__mul__`): dispatch's `call2` over `op` written into the
+        # method, the wrapper serving every call but a plain tensor's with a plain tensor or
+        # a Python number (one Python frame less on the commonest op of all).
+        wrapper = make_operator(op, wrapper, _fast)
+        wrapper.__name__ = public_name
     _copy_metadata(wrapper, value, info, qualname)
     return wrapper
 

@@ -104,6 +104,7 @@ def _operator(op):
     # tensor or Python number): one Python frame between `a * b` and dispatch.
     method.plain_path = ("other.__class__ in operands", "call2(op, self, other)",
                          {"operands": _OPERAND_CLASSES, "call2": call2, "op": op})
+    method.binary_op = op  # the protocol makes Tensor's method with call2 written in
     return method
 
 
