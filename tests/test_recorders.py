@@ -224,8 +224,8 @@ def test_recorders_are_generated_from_the_template():
         assert inspect.getsource(fn).startswith(f"def {name}(")
     # Each piece of the recording path is written once, in the template (the short
     # recorders, and the entries' copies: call1's of T, call2's of TT and TN, call3's of TII,
-    # and the binary operators' of TT and TN).
-    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 5
+    # the binary operators' of TT and TN, and the matrix operator's of TT).
+    assert _recorders.SOURCE.count("node._seq = next(_seq)") == len(_recorders.SHAPES) + 6
     assert fusegrad.Tensor.__mul__.__code__.co_filename == _recorded_calls.__file__
     for entry in (_dispatch.call1, _dispatch.call2, _dispatch.call3):
         assert entry.__code__.co_filename == _recorded_calls.__file__

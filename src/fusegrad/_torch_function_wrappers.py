@@ -16,7 +16,7 @@ import types
 
 from . import _torch_function
 from ._metadata import copy_metadata
-from ._recorded_calls import make_operator
+from ._recorded_calls import make_matrix_operator, make_operator
 from ._tensor import Tensor
 from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
 from .ops import surface as _surface
@@ -552,6 +552,9 @@ def _method_wrapper(name: str, value):
         # method, the wrapper serving every call but a plain tensor's with a plain tensor or
         # a Python number (one Python frame less on the commonest op of all).
         wrapper = make_operator(op, wrapper, _fast)
+        wrapper.__name__ = public_name
+    elif name == "__matmul__" and getattr(value, "matrix_op", None) is not None:
+        wrapper = make_matrix_operator(value.matrix_op, wrapper, _fast)  # `a @ b` of matrices
         wrapper.__name__ = public_name
     _copy_metadata(wrapper, value, info, qualname)
     return wrapper

@@ -103,6 +103,7 @@ def matmul(input, other, *, out=None):
 matmul.plain_path = ("self.__class__ is Tensor and other.__class__ is Tensor and "
                      "self._data.ndim == 2 and other._data.ndim == 2",
                      "call2(mm, self, other)", {"Tensor": Tensor, "call2": call2, "mm": L.mm})
+matmul.matrix_op = L.mm  # Tensor's `__matmul__` gets mm's recorder written in, for matrices
 
 # ---------------------------------------------------------------- more linear algebra
 
