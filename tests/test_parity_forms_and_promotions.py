@@ -84,3 +84,23 @@ def test_einsum_sublist_form_as_torch(case):
 ])
 def test_zero_dim_tensor_bounds_of_linspace_as_torch(fn):
     assert _outcome(lambda: fn(fusegrad)) == _outcome(lambda: fn(torch))
+
+
+NAN = float("nan")
+NAN_CASES = [
+    lambda L: 2 ** L.tensor([-1, 2, -3]),
+    lambda L: (-1) ** L.tensor([-1, -2, 3]),
+    lambda L: L.unique(L.tensor([NAN, 1.0, NAN]), return_inverse=True, return_counts=True)[0],
+    lambda L: L.unique(L.tensor([NAN, 1.0, NAN]), return_inverse=True, return_counts=True)[1],
+    lambda L: L.unique(L.tensor([NAN, 1.0, NAN]), return_inverse=True, return_counts=True)[2],
+    lambda L: L.searchsorted(L.tensor([1.0, NAN]), L.tensor([NAN, 2.0, 0.5])),
+    lambda L: L.searchsorted(L.tensor([1.0, 3.0, NAN]), L.tensor([NAN, 2.0, 5.0]), right=True),
+    lambda L: L.searchsorted(L.tensor([[1.0, NAN], [0.0, 2.0]]), L.tensor([[0.5], [NAN]])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(NAN_CASES)))
+def test_integer_powers_and_nan_handling_as_torch(case):
+    ours = _outcome(lambda: NAN_CASES[case](fusegrad))
+    theirs = _outcome(lambda: NAN_CASES[case](torch))
+    assert str(ours) == str(theirs)  # NaNs compare equal as text

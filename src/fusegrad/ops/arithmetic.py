@@ -296,7 +296,7 @@ pow_tensor = register(
     derivative=_pow_tt_derivative, save=lambda out, a, b: (a, b, out),
     samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
 pow_scalar_base = register(
-    "pow.Scalar", kernel=lambda s, e: binary_kernel(np.power)(s, e), meta=binary_meta(),
+    "pow.Scalar", kernel=binary_kernel(_int_power), meta=binary_meta(),
     node="PowBackward2",
     derivative=_pow_scalar_base_derivative,
     save=lambda out, s, e: (s, out),

@@ -26,13 +26,34 @@ def _side(right, side):
     return "right" if right else "left"
 
 
+def _bisect(seq, values, side: str):
+    """Positions of `values` in the 1-D sorted `seq`: NumPy's search, or where a NaN is
+    involved (NumPy orders NaN last, PyTorch's binary search compares it as it meets it)
+    PyTorch's own bisection, which moves right while `seq[mid] >= value` (`>` for the right
+    side) is false."""
+    if not (seq.dtype.kind in "fc" and (np.isnan(seq).any() or np.isnan(values).any())):
+        return np.searchsorted(seq, values, side=side)
+    lo = np.zeros(values.shape, np.int64)
+    hi = np.full(values.shape, seq.shape[-1], np.int64)
+    with np.errstate(invalid="ignore"):
+        while True:
+            active = lo < hi
+            if not active.any():
+                return lo
+            mid = (lo + hi) // 2
+            at = seq[np.minimum(mid, seq.shape[-1] - 1)]
+            right_of = ~(at > values) if side == "right" else ~(at >= values)
+            lo = np.where(active & right_of, mid + 1, lo)
+            hi = np.where(active & ~right_of, mid, hi)
+
+
 def _searchsorted_kernel(seq, values, out_int32=False, right=False, side=None, sorter=None):
     side = _side(right, side)
     values = np.asarray(values)
     if sorter is not None:
         seq = np.take_along_axis(seq, sorter, -1)
     if seq.ndim <= 1:
-        out = np.searchsorted(seq, values, side=side)
+        out = _bisect(seq, values, side)
     else:
         if seq.shape[:-1] != values.shape[:-1]:
             raise RuntimeError(
@@ -43,7 +64,7 @@ def _searchsorted_kernel(seq, values, out_int32=False, right=False, side=None, s
         flat_s = seq.reshape(-1, seq.shape[-1])
         flat_v = values.reshape(-1, values.shape[-1])
         # One search per row: offset each row into its own band of a global ordering.
-        out = np.stack([np.searchsorted(r, v, side=side) for r, v in zip(flat_s, flat_v)]
+        out = np.stack([_bisect(r, v, side) for r, v in zip(flat_s, flat_v)]
                        ).reshape(values.shape) if flat_s.shape[0] else np.zeros(values.shape)
     return out.astype(np.int32 if out_int32 else np.int64)
 
@@ -128,7 +149,9 @@ bincount = register(
 
 
 def _unique_kernel(a, sorted=True, return_inverse=False, return_counts=False):
-    values, inverse, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True)
+    # Each NaN is a value of its own, as in PyTorch (NumPy merges them by default).
+    values, inverse, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True,
+                                        equal_nan=False)
     inverse = inverse.reshape(a.shape).astype(np.int64)
     return (values, inverse if return_inverse else np.zeros(0, np.int64),
             counts.astype(np.int64) if return_counts else np.zeros(0, np.int64))
