@@ -293,9 +293,34 @@ class Tensor:
     @property
     def H(self):  # noqa: N802
         """Conjugate transpose of a matrix (the transpose, for real dtypes)."""
-        return self.t() if self.ndim == 2 else self.T
+        nd = self.ndim
+        if nd != 2 and nd != 0:
+            raise RuntimeError(
+                f"tensor.H is only supported on matrices (2-D tensors). Got {nd}-D tensor."
+                + (" For batches of matrices, consider using tensor.mH" if nd > 2 else ""))
+        return self._adjoint("Tensor.H")
 
-    mH = mT
+    @property
+    def mH(self):  # noqa: N802
+        """Conjugate transpose of the last two dimensions (the transpose, for real dtypes)."""
+        if self.ndim == 1:
+            raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. "
+                               "Got 1-D tensor.")
+        return self._adjoint("Tensor.mH")
+
+    def _adjoint(self, what: str):
+        """`transpose(-2, -1)` then `conj` (PyTorch records TransposeBackward0 and, for complex
+        dtypes only, ConjBackward0 over it); a 0-D tensor, which PyTorch still accepts with a
+        deprecation warning, is only conjugated. Callers have refused 1-D tensors."""
+        if self.ndim == 0:
+            from ._torch_function import warn_once_at
+
+            # Named at the user's line, past this method and the property or function.
+            warn_once_at(3, f"{what} is deprecated on 0-D tensors. Consider using x.conj().")
+            return self.conj()
+        t = self.transpose(-2, -1)
+        # A real tensor's conj is itself: only complex dtypes pay for the conjugate.
+        return t.conj() if self._dtype.is_complex else t
 
     # ------------------------------------------------------------ conversions
 

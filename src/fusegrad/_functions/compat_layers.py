@@ -25,10 +25,10 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 def adjoint(input: Tensor) -> Tensor:
     """The conjugate transpose of the last two dimensions (a view)."""
-    if input.dim() < 2:
-        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of "
-                           f"matrices. Got {input.dim()}-D tensor.")
-    return input.transpose(-2, -1)
+    if input.dim() == 1:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of "
+                           "matrices. Got 1-D tensor.")
+    return input._adjoint("adjoint()")  # conjugates complex dtypes, as `mH`
 
 
 def as_strided_scatter(input: Tensor, src: Tensor, size, stride,

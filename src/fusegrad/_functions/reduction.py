@@ -133,7 +133,15 @@ def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None)
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
-    """The vector p-norm (`fro` is 2) over `dim` or all elements."""
+    """The vector p-norm (`fro` is 2) over `dim` or all elements; a matrix norm
+    (`linalg.matrix_norm`) for `nuc`, or for `fro` over more than two dims."""
+    if isinstance(p, str) and not (p == "fro" and (
+            dim is None or isinstance(dim, int) or len(dim) <= 2)):
+        from ..linalg import matrix_norm  # fusegrad.linalg imports this module
+
+        dims = tuple(range(input.ndim)) if dim is None else (
+            (dim,) if isinstance(dim, int) else dim)
+        return matrix_norm(input, p, dims, keepdim, dtype=dtype)
     if p == "fro" or p is None:
         p = 2
     return _vector_norm(input, p, dim, keepdim, dtype=dtype)

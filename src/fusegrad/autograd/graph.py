@@ -494,6 +494,8 @@ def node_class(name: str, op=None, base: type = FunctionNode) -> type:
 
     Each named entry of the op's `saved_names` becomes a `_saved_<name>` attribute."""
     attrs = {"__slots__": (), "_op": op}
+    if getattr(op, "undefined_grads", False):  # the engine leaves missing gradients None
+        attrs["_materialize"] = False
     for i, saved in enumerate(getattr(op, "saved_names", ())):
         if saved:
             attrs["_saved_" + saved] = _saved_attribute(i)

@@ -16,19 +16,21 @@ import numbers
 
 import numpy as np
 
-from .. import return_types
+from .. import _dtype, return_types
 from .._autocast import composite
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
 from .._out import guard_namespace as _guard_out
+from .._shapes import wrap_dim as _wrap_dim
 from .._tensor import Tensor
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops._linalg_common import LinAlgError, check_floating, check_matrix, check_square_float
+from ..ops._linalg_common import LinAlgError, check_matrix, check_square_float
+from ..ops._util import HALF as _HALF_NP
 from ..ops.joins import cat as _cat_op
 
 __all__ = [
@@ -264,62 +266,101 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 
 
 def _amax_amin(x, dim, keepdim, smallest):
-    return x.amin(dim, keepdim) if smallest else x.amax(dim, keepdim)
+    if smallest:
+        return x.amin(dim, keepdim)
+    if x.shape[dim] == 0:  # an empty matrix's norm is 0 (amax itself refuses an empty dim)
+        return x.sum(dim, keepdim)
+    return x.amax(dim, keepdim)
+
+
+_SVD_ORDS = ("nuc", 2, -2)
+_MATRIX_ORDS = ("fro", "nuc", 2, -2, 1, -1, math.inf, -math.inf)
+
+
+def _matrix_norm_checks(A: Tensor, ord, dim, dtype) -> tuple:
+    """PyTorch's checks of matrix_norm's arguments, in its order and with its messages; the
+    two reduced dims, wrapped."""
+    name = "linalg.matrix_norm"
+    if not (ord in _MATRIX_ORDS if isinstance(ord, (str, numbers.Number)) else False):
+        raise RuntimeError(f"{name}: Order {ord} not supported.")
+    check_matrix(name, A)
+    dt = A.dtype
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {dt.legacy}")
+    if ord in _SVD_ORDS and dt.np in _HALF_NP:  # LAPACK has no half-precision SVD
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {dt.legacy}")
+    dim = tuple(dim)
+    if len(dim) != 2:
+        raise RuntimeError(f"{name}: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")
+    d0, d1 = (_wrap_dim(d, A.ndim) for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"{name}: dims must be different. Got ({d0}, {d1})")
+    if dtype is not None:
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise RuntimeError(f"{name}: dtype should be floating point or complex, but got "
+                               f"{dtype.legacy}")
+        if dt.is_complex != dtype.is_complex:
+            kind = "complex for complex" if dt.is_complex else "real for real"
+            raise RuntimeError(f"{name}: dtype should be {kind} inputs, but got {dtype.legacy}")
+        if _dtype.promote_types(dt, dtype) is not dtype:
+            raise RuntimeError(f"{name}: the dtype of the input ({dt.legacy}) should be "
+                               "convertible without narrowing to the specified dtype "
+                               f"({dtype.legacy})")
+    return d0, d1
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None,
                 out=None) -> Tensor:
     """Matrix norms: 'fro', 'nuc', 2, -2 (extreme singular values), 1, -1, inf, -inf."""
-    check_matrix("linalg.matrix_norm", A)
-    check_floating("linalg.matrix_norm", A)
+    d0, d1 = _matrix_norm_checks(A, ord, dim, dtype)
     if dtype is not None:
         A = A.to(dtype)
     nd = A.ndim
-    d0, d1 = (d % nd for d in dim)
     if ord == "fro":
         return _vector_norm(A, 2, (d0, d1), keepdim)
-    if ord == "nuc" or ord in (2, -2):
+    if ord in _SVD_ORDS:
         keep = [d for d in range(nd) if d not in (d0, d1)]
         perm = keep + [d0, d1]
         s = svdvals(A.permute(*perm))
         if ord == "nuc":
             r = s.sum(-1, keepdim)
+        elif ord == -2 and s.shape[-1] == 0:
+            # PyTorch's message names the dim as it reduces it (amin's own wraps it).
+            raise IndexError("amin(): Expected reduction dim -1 to have non-zero size.")
         else:
             r = _amax_amin(s, -1, keepdim, ord == -2)
         if keepdim:
             inverse = [perm.index(d) for d in range(nd)]
             r = r.unsqueeze(-1).permute(*inverse)
         return r
-    if ord in (1, -1, math.inf, -math.inf):
-        if abs(ord) == math.inf:
-            d0, d1 = d1, d0
-        if not keepdim and d0 < d1:
-            d1 -= 1
-        return _amax_amin(_vector_norm(A, 1, d0, keepdim), d1, keepdim, ord < 0)
-    raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    # 1, -1 (column sums), inf, -inf (row sums)
+    if abs(ord) == math.inf:
+        d0, d1 = d1, d0
+    if not keepdim and d0 < d1:
+        d1 -= 1
+    return _amax_amin(_vector_norm(A, 1, d0, keepdim), d1, keepdim, ord < 0)
 
 
 def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
          dtype=None) -> Tensor:
-    """Vector or matrix norm, chosen from `ord` and `dim` as PyTorch does."""
+    """Vector or matrix norm, chosen from `ord` and `dim` as PyTorch does: a matrix norm for
+    a string `ord`, or for a numeric one over two dims (two given, or a 2-D input's); else
+    the vector norm (the 2-norm when `ord` is None)."""
     if isinstance(dim, numbers.Integral):
         dim = (int(dim),)
     if dim is not None:
         dim = tuple(dim)
-    if ord is None:
-        if dim is not None and len(dim) == 2:
-            return matrix_norm(A, "fro", dim, keepdim, dtype=dtype)
-        return _vector_norm(A, 2, dim, keepdim, dtype=dtype)
-    if dim is None:
-        if A.ndim not in (1, 2):
-            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must "
-                               f"be 1D or 2D. Got {A.ndim}D.")
-        dim = tuple(range(A.ndim))
-    if len(dim) == 2:
-        return matrix_norm(A, ord, dim, keepdim, dtype=dtype)
-    if isinstance(ord, str):
-        raise RuntimeError(f"linalg.vector_norm: Expected a scalar ord, but got '{ord}'")
-    return _vector_norm(A, ord, dim, keepdim, dtype=dtype)
+        if len(dim) not in (1, 2):
+            raise RuntimeError("linalg.norm: If dim is specified, it must be of length 1 or 2. "
+                               f"Got {list(dim)}")
+    elif (ord is not None) and A.ndim not in (1, 2):
+        raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must "
+                           f"be 1D or 2D. Got {A.ndim}D.")
+    if isinstance(ord, str) or (ord is not None and (
+            len(dim) == 2 if dim is not None else A.ndim == 2)):
+        return matrix_norm(A, ord, (0, 1) if dim is None else dim, keepdim, dtype=dtype)
+    return _vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
 @composite("fp32")
@@ -370,10 +411,18 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1, out=None) -> Tensor:
 
 @composite("lower")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
-    """The dot product of vectors along `dim` (broadcast)."""
+    """The dot product of vectors along `dim` (broadcast), conjugating `x`: `sum(conj(x) y)`."""
+    dx, dy = x.dtype, y.dtype
+    if not (dx.is_floating_point or dx.is_complex):
+        raise RuntimeError("linalg.vecdot: Expected a floating point or complex tensor as input. "
+                           f"Got {dx.legacy}")
+    if dx is not dy:
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x "
+                           f"of type {dx.legacy} and y of type {dy.legacy} instead")
     if x.ndim == 1 and y.ndim == 1 and dim in (0, -1):
         return call(P.vdot, x, y)
-    return (x * y).sum(dim)
+    # A real x is its own conjugate: only complex dtypes record the ConjBackward0.
+    return ((x.conj() if dx.is_complex else x) * y).sum(dim)
 
 
 def multi_dot(tensors, *, out=None) -> Tensor:

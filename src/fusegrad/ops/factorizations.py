@@ -288,13 +288,21 @@ def _svd_meta(a, full_matrices=True, compute_uv=True, driver=None):
 
 
 def svd_backward(gu, gs, gvh, u, s, vh, full_matrices):
-    """PyTorch's SVD gradient (real case); gU/gVh may be None (only S used)."""
+    """PyTorch's SVD gradient (real case). Any of gU, gS, gVh may be None (an output that
+    received no gradient): with neither gU nor gVh it is the values-only form, which stays
+    finite at repeated singular values, where the full formula divides 0 by 0."""
     m, n = u.shape[-2], vh.shape[-1]
     k = s.shape[-1]
+    if gs is None:
+        gs = s.new_zeros(tuple(s.shape))
     if gu is None and gvh is None:
         if m >= n:
             return u.matmul(gs.unsqueeze(-1) * vh)
         return (u * gs.unsqueeze(-2)).matmul(vh)
+    if gu is None:
+        gu = u.new_zeros(tuple(u.shape))
+    if gvh is None:
+        gvh = vh.new_zeros(tuple(vh.shape))
     if full_matrices:  # only the first k singular vectors carry gradient
         u, vh = u[..., :, :k], vh[..., :k, :]
         gu, gvh = gu[..., :, :k], gvh[..., :k, :]
@@ -356,7 +364,10 @@ linalg_svd = register(
     samples=_svd_samples, public="svd", saved_names=("U", "S", "Vh", "full_matrices", ""),
     # Finite differences flip LAPACK's sign choices: tests/test_linalg.py gradchecks
     # sign-invariant functions of the outputs.
-    gradcheck=False)
+    gradcheck=False,
+    # `svdvals` or a norm over the singular values alone: gU and gVh stay None, and the
+    # derivative takes the values-only form (zeros would make 0 / 0 at repeated values).
+    undefined_grads=True)
 
 
 # ---------------------------------------------------------------- eigh
@@ -390,7 +401,11 @@ def _eigh_meta(a, UPLO="L", compute_v=True):  # noqa: N803
 
 def eigh_backward(gl, gv, w, v):
     """PyTorch's gradient of the symmetric eigendecomposition: V (skew(V^T gV)/2 / E +
-    diag(gL)) V^T, with E[i, j] = L[j] - L[i] (ones on the diagonal). Not symmetrized."""
+    diag(gL)) V^T, with E[i, j] = L[j] - L[i] (ones on the diagonal). Not symmetrized.
+    gL or gV may be None (an output that received no gradient): without gV it is the
+    values-only form, finite at repeated eigenvalues."""
+    if gl is None:
+        gl = w.new_zeros(tuple(w.shape))
     if gv is None:
         return v.matmul(gl.unsqueeze(-1) * v.mT)
     n = w.shape[-1]
@@ -420,4 +435,5 @@ linalg_eigh = register(
     derivative=_eigh_derivative,
     save=lambda out, a, UPLO="L", compute_v=True: (out[0], out[1], compute_v),
     samples=_eigh_samples, public="eigh", saved_names=("eigenvalues", "eigenvectors", ""),
-    gradcheck=False)  # signs and one triangle, as for the SVD
+    gradcheck=False,  # signs and one triangle, as for the SVD
+    undefined_grads=True)  # eigvalsh at repeated eigenvalues, as the SVD's values

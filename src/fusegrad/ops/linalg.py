@@ -174,11 +174,17 @@ def _mv_check(a, v):
     _same_dtype(a, v, "mat and vec")
 
 
+def _mv_derivative(g, a, v):
+    if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
+        a, v = cj(a), cj(v)
+    return (g.unsqueeze(1) * v if v is not None else None,
+            a.t().mv(g) if a is not None else None)
+
+
 mv = register(
     "mv", kernel=lambda a, v: (_mv_check(a, v), _matmul(a, v))[1],
     meta=lambda a, v: (_mv_check(a, v), Spec((a.shape[0],), a.dtype))[1], node="MvBackward0",
-    derivative=lambda g, a, v: (g.unsqueeze(1) * v if v is not None else None,
-                                a.t().mv(g) if a is not None else None),
+    derivative=_mv_derivative,
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0, 2), dt), rand_array(rng, (2,), dt)))],
@@ -202,11 +208,16 @@ def _dot_check(a, b, name: str = "dot"):
                            f"{da.legacy} and {db.legacy}")
 
 
+def _dot_derivative(g, a, b):
+    if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
+        a, b = cj(a), cj(b)
+    return (g * b if b is not None else None, g * a if a is not None else None)
+
+
 dot = register(
     "dot", kernel=lambda a, b: (_dot_check(a, b), np.asarray(_matmul(a, b)))[1],
     meta=lambda a, b: (_dot_check(a, b), Spec((), a.dtype))[1], node="DotBackward0",
-    derivative=lambda g, a, b: (g * b if b is not None else None,
-                                g * a if a is not None else None),
+    derivative=_dot_derivative,
     save=_save_partners,
     samples=lambda rng, dt: [Sample((rand_array(rng, (4,), dt), rand_array(rng, (4,), dt))),
                              Sample((rand_array(rng, (0,), dt), rand_array(rng, (0,), dt)))],
@@ -219,6 +230,12 @@ dot = register(
 
 def _scaled(g, s):
     return g if s == 1 else g * s
+
+
+def _scaled_back(g, s):
+    """The gradient through a scaling by `s`: the conjugate scale for a complex `s` (the
+    conjugate Wirtinger rule), `s` itself otherwise."""
+    return g if s == 1 else g * cj(s)
 
 
 def _plus_scaled(prod, alpha, s, beta):
@@ -242,13 +259,20 @@ def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
     return (a * beta + prod if beta != 1 else a + prod).astype(b1.dtype, copy=False)
 
 
+def _baddbmm_derivative(g, b1, b2, beta, alpha):
+    if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates
+        b1, b2 = cj(b1), cj(b2)
+    # beta 0 still gives the input a gradient (zeros), as PyTorch does.
+    return (_scaled_back(g, beta),
+            _scaled_back(g.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
+            _scaled_back(b1.transpose(1, 2).bmm(g), alpha) if b1 is not None else None,
+            None, None)
+
+
 baddbmm = register(
     "baddbmm", autocast="lower",
     kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
-    derivative=lambda g, b1, b2, beta, alpha: (
-        _scaled(g, beta) if beta != 0 else None,
-        _scaled(g.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
-        _scaled(b1.transpose(1, 2).bmm(g), alpha) if b1 is not None else None, None, None),
+    derivative=_baddbmm_derivative,
     save=lambda out, a, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
                                                    b2 if b1._rg else None, beta, alpha),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (2, 2, 3), dt),
@@ -286,8 +310,9 @@ def _cross_kernel(a, b, dim=-1):
 
 linalg_cross = register(
     "linalg_cross", kernel=_cross_kernel, meta=_cross_meta, node="LinalgCrossBackward0",
-    derivative=lambda g, a, b, dim: (call(linalg_cross, b, g, dim) if b is not None else None,
-                                     call(linalg_cross, g, a, dim) if a is not None else None,
+    # Bilinear: each operand's gradient crosses the incoming one with the other's conjugate.
+    derivative=lambda g, a, b, dim: (call(linalg_cross, cj(b), g, dim) if b is not None else None,
+                                     call(linalg_cross, g, cj(a), dim) if a is not None else None,
                                      None),
     save=lambda out, a, b, dim=-1: (a if b._rg else None, b if a._rg else None, dim),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), d),
@@ -329,8 +354,8 @@ def _addr_kernel(s, v1, v2, beta=1, alpha=1):
 addr = register(
     "addr", kernel=_addr_kernel, meta=_addr_meta, node="AddrBackward0",
     derivative=lambda g, v1, v2, beta, alpha: (
-        _scaled(g, beta), _scaled(g.mv(v2), alpha) if v2 is not None else None,
-        _scaled(g.t().mv(v1), alpha) if v1 is not None else None, None, None),
+        _scaled_back(g, beta), _scaled_back(g.mv(cj(v2)), alpha) if v2 is not None else None,
+        _scaled_back(g.t().mv(cj(v1)), alpha) if v1 is not None else None, None, None),
     save=lambda out, s, v1, v2, beta=1, alpha=1: (v1 if v2._rg else None,
                                                   v2 if v1._rg else None, beta, alpha),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), rand_array(rng, (3,), dt),
@@ -363,9 +388,11 @@ def _addbmm_kernel(s, b1, b2, beta=1, alpha=1):
 
 def _addbmm_derivative(g, b1, b2, beta, alpha, nb):
     ge = g.unsqueeze(0).expand(nb, *g.shape)
-    return (_scaled(g, beta),
-            _scaled(ge.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
-            _scaled(b1.transpose(1, 2).bmm(ge), alpha) if b1 is not None else None, None, None)
+    b1, b2 = cj(b1), cj(b2)  # a complex product: the partners' conjugates
+    return (_scaled_back(g, beta),
+            _scaled_back(ge.bmm(b2.transpose(1, 2)), alpha) if b2 is not None else None,
+            _scaled_back(b1.transpose(1, 2).bmm(ge), alpha) if b1 is not None else None,
+            None, None)
 
 
 addbmm = register(

@@ -23,6 +23,7 @@ from ._util import (
     binary_kernel,
     binary_meta,
     binary_samples,
+    cj,
     dtype_of,
     float_np,
     rand_array,
@@ -344,7 +345,8 @@ heaviside_ = inplace_variant(heaviside, "heaviside_", derivative=_not_implemente
 
 def _ldexp_kernel(a, e):
     dt = _dtype.result_type(a, e)
-    dt = dt.np if dt.category == _dtype.FLOAT else _dtype.defaults.float.np
+    # Floating and complex results keep their dtype; integer ones are the default float.
+    dt = dt.np if dt.category >= _dtype.FLOAT else _dtype.defaults.float.np
     return binary_kernel(lambda x, y: x * np.exp2(y), to_float=True)(a, e).astype(dt)
 
 
@@ -354,17 +356,30 @@ def _ldexp_samples(rng, dt):
 
 
 def _pow2(e, dt):
+    if not hasattr(e, "_dtype"):  # a Python number
+        return 2.0 ** e if e >= 0 or isinstance(e, float) else 0.0
     f = e.to(dt).exp2()
     # PyTorch raises 2 to an integer exponent in integers: negative exponents give 0.
-    return f if e.dtype.is_floating_point else f * (e >= 0)
+    return f if e.dtype.is_floating_point or e.dtype.is_complex else f * (e >= 0)
+
+
+def _ldexp_derivative(g, e, out, needs):
+    """out = a * 2**e: a's gradient is g * 2**e, e's is g * out * ln 2 (conjugated, the
+    conjugate Wirtinger rule, for complex values); `needs`: which operands required grad
+    when the node was recorded, so that the other product is not computed."""
+    ga = g * cj(_pow2(e, g.dtype)) if needs[0] else None
+    ge = g * cj(out) * _LN2 if needs[1] else None
+    return (ga, ge)
 
 
 ldexp = register(
     "ldexp.Tensor", kernel=_ldexp_kernel, meta=binary_meta(to_float=True), node="LdexpBackward0",
-    derivative=lambda g, a, e: (g * _pow2(e, g.dtype), None),
-    save=lambda out, a, e: (a, e), samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
+    derivative=_ldexp_derivative,
+    # PyTorch saves the exponent and the result (not self): e's gradient is out * ln 2.
+    save=lambda out, a, e: (e, out, (a._rg, getattr(e, "_rg", False))),
+    samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
     gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
-    saved_names=("self", "other"))
+    saved_names=("other", "result", ""))
 
 
 def _frexp_kernel(a):

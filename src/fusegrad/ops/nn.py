@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._dtype import COMPLEX as _COMPLEX
 from . import _gemm
-from ._util import F32, HALF, Spec, numpy_backward, rand_array, wrap_grad
+from ._util import F32, HALF, Spec, cj, numpy_backward, rand_array, wrap_grad
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, inplace_variant, register
 
@@ -94,6 +95,8 @@ def _addmm_meta(bias, m1, m2, beta=1, alpha=1):
 def _addmm_derivative(g, m1, m2, beta, alpha, mask=(True, True)):
     # `mask`: which of mat1 and mat2 required grad when the node was recorded; the other's
     # gradient (the input's, for a network's first layer) is a GEMM nobody would read.
+    if g._dtype.category == _COMPLEX:  # a complex product: the conjugate partners and scales
+        m1, m2, beta, alpha = cj(m1), cj(m2), cj(beta), cj(alpha)
     gb = g if beta == 1 else g * beta
     g1 = mm_mat1_backward(g, m1, m2) if m1 is not None and mask[0] else None
     g2 = mm_mat2_backward(g, m1, m2) if m2 is not None and mask[1] else None

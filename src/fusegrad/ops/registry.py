@@ -96,7 +96,7 @@ class OpDef:
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
-                 "autocast", "__weakref__")
+                 "autocast", "undefined_grads", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -110,8 +110,13 @@ class OpDef:
                  metadata_only: bool = False, nondiff_outputs: tuple = (),
                  optional_tensor_args: tuple = (), random: bool = False,
                  saved_names: tuple = (), data_dependent: bool = False,
-                 permutes: bool = False, autocast: str | None = None):
+                 permutes: bool = False, autocast: str | None = None,
+                 undefined_grads: bool = False):
         self.name = name
+        # The derivative takes None for an output that received no gradient (PyTorch's
+        # undefined gradient) instead of zeros: the SVD's values-only form, finite at
+        # repeated singular values where the full formula divides 0 by 0.
+        self.undefined_grads = undefined_grads
         # How CPU autocast casts the floating arguments: "lower" (to the autocast dtype),
         # "fp32", "promote" (to the widest), None (not at all); see `_autocast`.
         if autocast is not None and autocast not in ("lower", "fp32", "promote"):
