@@ -258,20 +258,67 @@ def _inplace(op, args, raw):
         original._vc = [0]
         original._base = None
         args = (original,) + args[1:]
+    for a in raw:
+        # Two arrays that own their memory (no base) cannot overlap: the common case costs
+        # two attribute reads.
+        if a is not dst and a.__class__ is _ndarray and (
+                a.base is not None or dst.base is not None) and _partial_overlap(dst, a):
+            raise RuntimeError(
+                "unsupported operation: some elements of the input tensor and the written-to "
+                "tensor refer to a single memory location. Please clone() the tensor before "
+                "performing the operation.")
     try:
         np.copyto(dst, value, casting="unsafe")
     except ValueError as e:
-        if not dst.flags.writeable:
+        if dst.flags.writeable:
+            raise RuntimeError(str(e)) from None
+        if _internal_overlap(dst):
             raise RuntimeError(
                 "unsupported operation: more than one element of the written-to tensor refers "
                 "to a single memory location. Please clone() the tensor before performing the "
                 "operation.") from None
-        raise RuntimeError(str(e)) from None
+        # A view without repeated elements of a read-only (broadcast) array: written through
+        # a writable alias of its memory, as PyTorch writes it.
+        np.copyto(_writable_alias(dst, self), value, casting="unsafe")
     if record:  # saved inputs keep the version they had before the write, as in PyTorch
         _record_inplace(op, args, self, bump=True)
     else:
         self._vc[0] += 1
     return self
+
+
+def _dense(a) -> bool:
+    """Whether array `a` covers its memory range exactly once (contiguous in some order)."""
+    flags = a.flags
+    return flags.c_contiguous or flags.f_contiguous
+
+
+def _partial_overlap(dst, src) -> bool:
+    """PyTorch's partial-overlap test of an in-place op's input against its output: two
+    dense arrays whose memory ranges meet without being the same view (arrays it cannot
+    judge, neither dense, pass)."""
+    if not np.may_share_memory(dst, src):
+        return False
+    if dst.shape == src.shape and dst.strides == src.strides and \
+            dst.__array_interface__["data"][0] == src.__array_interface__["data"][0]:
+        return False  # the same elements: the full overlap an in-place op allows
+    return _dense(dst) and _dense(src)
+
+
+def _internal_overlap(a) -> bool:
+    """Whether some elements of `a` share memory: a zero stride over more than one."""
+    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides))
+
+
+def _writable_alias(a, t):
+    """A writable array over read-only view `a` (tensor `t`'s elements, a view of a
+    broadcast array), over the memory of the writable array it was made from."""
+    root = t._base._data if t._base is not None else a
+    while not (root.flags.writeable and root.flags.c_contiguous) and \
+            isinstance(root.base, _ndarray):
+        root = root.base
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return np.ndarray(a.shape, a.dtype, buffer=root, offset=offset, strides=a.strides)
 
 
 def _inplace_metadata(op, args, raw, new=None):
