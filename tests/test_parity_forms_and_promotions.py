@@ -104,3 +104,15 @@ def test_integer_powers_and_nan_handling_as_torch(case):
     ours = _outcome(lambda: NAN_CASES[case](fusegrad))
     theirs = _outcome(lambda: NAN_CASES[case](torch))
     assert str(ours) == str(theirs)  # NaNs compare equal as text
+
+
+@pytest.mark.parametrize("fn", [
+    lambda L: L.tensor([L.tensor([1.0]), L.tensor([2.0])]),
+    lambda L: L.tensor([L.tensor(1.0), L.tensor(2)]),
+    lambda L: L.tensor([L.ones(2), L.ones(2)]),
+    lambda L: L.tensor([[L.tensor(1), 2], [3, L.tensor([[4]])]]),
+])
+def test_tensors_inside_data_are_numbers_as_in_torch(fn):
+    ours = _outcome(lambda: fn(fusegrad))
+    theirs = _outcome(lambda: fn(torch))
+    assert ours == theirs

@@ -130,12 +130,22 @@ def _infer_dtype(data):
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
+def _element(x, dt: np.dtype) -> np.ndarray:
+    """An element of a sequence given as data: a tensor there is a number, as PyTorch
+    reads it (a one-element tensor of any shape; more is an error)."""
+    if isinstance(x, Tensor):
+        if x.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return x._data.reshape(()).astype(dt)
+    return _to_array(x, dt)
+
+
 def _to_array(data, dt: np.dtype) -> np.ndarray:
     if isinstance(data, Tensor):
         return data._data.astype(dt)
     if isinstance(data, (list, tuple)) and any(isinstance(x, (Tensor, list, tuple))
                                                for x in data):
-        parts = [_to_array(x, dt) for x in data]
+        parts = [_element(x, dt) for x in data]
         shapes = {p.shape for p in parts}
         if len(shapes) > 1:
             first, last = parts[0], parts[-1]
