@@ -1,14 +1,21 @@
 """Spread and norm reductions: var, std, var_mean, std_mean, vector_norm (and the pieces
-the legacy `norm` reuses), logsumexp.
+the legacy `norm` reuses), logsumexp; and `norm_backward`, PyTorch's gradient of a p-norm,
+which `dist` and `renorm` share.
+
+Half types never accumulate in the half type (in bfloat16, 256 + 1 == 256): var, std and
+their means in float64 (PyTorch's Welford pass runs in double for them), norms and
+logsumexp in float32; each result is rounded once.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
-from ._util import F32, HALF, Spec, rand_array
+from ._util import F32, F64, HALF, Spec, rand_array, wrap_dims
 from .reductions import (
     _all_if_empty,
     _axes,
@@ -34,17 +41,22 @@ def _var_check(a):
             "std and var only support floating point and complex dtypes")
 
 
-def _var_kernel(a, dims=None, correction=None, keepdim=False):
+def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False):
     _var_check(a)
     axes = _axes(_all_if_empty(dims), a.ndim)
     n = _count(a.shape, axes) if a.ndim else 1
-    x = a.astype(F32) if a.dtype in HALF else a
+    # Half types are summed in float64, as PyTorch's CPU kernel for them (Welford's, in
+    # double) does: in the half type itself the sums stop growing (256 + 1 == 256 in bfloat16).
+    x = a.astype(F64) if a.dtype in HALF else a
     mean = np.mean(x, axis=axes, keepdims=True) if x.size else np.zeros_like(x)
     d = x - mean
     if d.dtype.kind == "c":  # squared moduli: a complex tensor's variance is real
         d = np.abs(d)
     ss = np.sum(d ** 2, axis=axes, keepdims=keepdim)
-    return (ss / max(n - _correction(correction), 0)).astype(a.real.dtype, copy=False)
+    out = ss / max(n - _correction(correction), 0)
+    if sqrt:  # before rounding to a half type: PyTorch rounds the std once
+        out = np.sqrt(out)
+    return out.astype(a.real.dtype, copy=False)
 
 
 def _var_meta(a, dims=None, correction=None, keepdim=False):
@@ -108,7 +120,7 @@ var = register(
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var(a, dims, correction,
                                                                            keepdim))
 std = register(
-    "std.correction", kernel=lambda *args: np.sqrt(_var_kernel(*args)), meta=_var_meta,
+    "std.correction", kernel=lambda *args: _var_kernel(*args, sqrt=True), meta=_var_meta,
     node="StdBackward0", derivative=_std_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out, dims, correction, keepdim),
@@ -120,10 +132,13 @@ std = register(
 
 def _var_mean_kernel(sqrt):
     def kernel(a, dims=None, correction=None, keepdim=False):
-        v = _var_kernel(a, dims, correction, keepdim)
+        v = _var_kernel(a, dims, correction, keepdim, sqrt)
         axes = _axes(_all_if_empty(dims), a.ndim)
-        m = np.mean(a, axis=axes, keepdims=keepdim).astype(a.dtype, copy=False)
-        return (np.sqrt(v) if sqrt else v), m
+        # The mean of a half type is summed in float64 too (the same Welford pass gives it):
+        # summed in the half type, 4096 bfloat16 ones have mean 0.0625.
+        x = a.astype(F64) if a.dtype in HALF else a
+        m = np.mean(x, axis=axes, keepdims=keepdim).astype(a.dtype, copy=False)
+        return v, m
 
     return kernel
 
@@ -165,14 +180,45 @@ std_mean = register(
 # ---------------------------------------------------------------- norms, logsumexp
 
 
-def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
-    if a.dtype.kind not in "fc" and a.dtype not in HALF:
+def _norm_check(shape, in_dt, ord, dims, dtype) -> None:
+    """linalg.vector_norm's argument checks, in PyTorch's order (its meta function's)."""
+    if in_dt.category < _dtype.FLOAT:
         raise RuntimeError(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-            f"{_dtype.FROM_NP[a.dtype].legacy}")
+            f"{in_dt.legacy}")
+    ord = float(ord)
+    if not all(shape) and (ord < 0 or ord == math.inf):
+        # no identity to start a max or a min from (`dims` as given: PyTorch prints them so)
+        if not dims:
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {ord:g} norm on an empty tensor "
+                "because the operation does not have an identity")
+        for d in ([dims] if isinstance(dims, int) else dims):
+            if shape[d] == 0:
+                raise RuntimeError(
+                    f"linalg.vector_norm cannot compute the {ord:g} norm on the dimension "
+                    f"{d}because this dimension is empty and the operation does not have an "
+                    "identity")
+    if dtype is not None:
+        if dtype.category < _dtype.FLOAT:
+            raise RuntimeError("linalg.vector_norm: dtype should be floating point or complex, "
+                               f"but got {dtype.legacy}")
+        kind = "complex" if in_dt.category == _dtype.COMPLEX else "real"
+        if (dtype.category == _dtype.COMPLEX) != (kind == "complex"):
+            raise RuntimeError(f"linalg.vector_norm: dtype should be {kind} for {kind} inputs, "
+                               f"but got {dtype.legacy}")
+        if _dtype.promote_types(in_dt, dtype) is not dtype:
+            raise RuntimeError(
+                f"linalg.vector_norm: the dtype of the input ({in_dt.legacy}) should be "
+                f"convertible without narrowing to the specified dtype ({dtype.legacy})")
+
+
+def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
+    _norm_check(a.shape, _dtype.FROM_NP[a.dtype], ord, dims, dtype)
     dt = dtype.np if dtype is not None else a.dtype
     if dt.kind == "c":  # the moduli, then a real norm
-        a, dt = np.abs(a.astype(dt)), a.real.dtype
+        a = np.abs(a.astype(dt))
+        dt = a.dtype
     x = np.abs(a.astype(F32 if dt in HALF else dt))
     axes = _axes(_all_if_empty(dims), a.ndim)
     if ord == float("inf"):
@@ -191,33 +237,44 @@ def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
 
 
 def _norm_meta(a, ord=2, dims=None, keepdim=False, dtype=None):
-    if a.dtype.category < _dtype.FLOAT:
-        raise RuntimeError(
-            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-            f"{a.dtype.legacy}")
+    _norm_check(tuple(a.shape), a.dtype, ord, dims, dtype)
     axes = _axes(_all_if_empty(dims), len(a.shape))
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), (dtype or a.dtype).to_real())
 
 
+def norm_backward(g, a, p, norm, dims=None, keepdim=True):
+    """PyTorch's `norm_backward`: the gradient through `norm`, the `p`-norm of `a` over `dims`
+    (None or empty: all), from the incoming gradient `g`. Written as PyTorch writes it, so
+    half types, zeros and ties round and resolve as there; None for p = 0 (PyTorch's
+    undefined gradient: the input gets none)."""
+    p = float(p)
+    if not keepdim and a.dim() and dims:
+        for d in sorted(wrap_dims(dims, a.dim())):
+            g, norm = g.unsqueeze(d), norm.unsqueeze(d)
+    if p == 0:
+        return None
+    if p == 1:
+        return a.sgn() * g
+    if p == 2:
+        return g * (a / norm).masked_fill(norm == 0, 0)
+    if math.isinf(p):
+        # amax's derivative shared among the maxima (NaNs count as maxima)
+        a_abs = a.abs()
+        mask = a_abs.eq(norm).logical_or(a_abs.isnan())
+        count = mask.sum(list(wrap_dims(_all_if_empty(dims), a.dim())), True) if a.dim() \
+            else mask.sum()
+        return a.sgn() * ((g / count) * mask)
+    if p < 1:
+        scaled = a.sgn() * a.abs().pow(p - 1).masked_fill(a == 0, 0)
+        return scaled * g * norm.pow(1 - p)
+    scale_v = (g / norm.pow(p - 1)).masked_fill(norm == 0, 0)
+    if p < 2:
+        return a.sgn() * a.abs().pow(p - 1) * scale_v
+    return a * a.abs().pow(p - 2) * scale_v
+
+
 def _norm_derivative(g, a, out, ord, dims, keepdim):
-    dims = _all_if_empty(dims) if a.dim() else None
-    g = expand_reduced(g, a.shape, dims, keepdim)
-    out = expand_reduced(out, a.shape, dims, keepdim)
-    if ord == 0:
-        return (g * 0, None, None, None, None)
-    sign = a.sgn() if a.is_complex() else a.sign()
-    if ord == 1:
-        return (g * sign, None, None, None, None)
-    if ord in (float("inf"), float("-inf")):
-        mask = a.abs() == out
-        count = mask.sum(list(dims) if dims is not None else list(range(a.dim())),
-                         keepdim=True) if a.dim() else mask
-        return (g * sign * mask / count, None, None, None, None)
-    if ord == 2:
-        safe = out.where(out != 0, out.new_ones(()))
-        return (g * a / safe * (out != 0), None, None, None, None)
-    scale = a * a.abs().pow(ord - 2) / out.pow(ord - 1)
-    return (g * scale.where(out != 0, scale.new_zeros(())), None, None, None, None)
+    return (norm_backward(g, a, ord, out, dims, keepdim), None, None, None, None)
 
 
 def _norm_samples(rng, dtype):

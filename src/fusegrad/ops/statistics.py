@@ -1,8 +1,12 @@
 """Statistics: `nansum`, `nanmedian` (all and per dim), `aminmax`, `logcumsumexp`,
 `histc`, the distances (`_cdist_forward`, `_pdist_forward`, `dist`) and `renorm`.
 
-Derivatives are written in fusegrad ops; the distance gradients use the p-norm's derivative
-d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1) (with its limits at p = 1, 2 and inf).
+Derivatives are written in fusegrad ops; cdist's and pdist's use the p-norm's derivative
+d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1) (with its limits at p = 1, 2 and inf) as their
+kernels do, `dist` and `renorm` PyTorch's `norm_backward` (`norms.py`).
+
+Half types: norms sum in float32 and round once, as PyTorch's kernels do (in the half type
+itself the sums stall: in bfloat16, 256 + 1 == 256); PyTorch has no half cdist or pdist.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
 from ._util import F32, HALF, Spec, float_np, rand_array, wrap_dim
+from .norms import norm_backward, vector_norm
 from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
 from .registry import Sample, inplace_variant, register
 
@@ -254,7 +260,9 @@ histogram = register(
 
 
 def _pnorm_grad(diff, dist, p):
-    """d dist / d diff for dist = ||diff||_p over the last dim (dist keeps that dim)."""
+    """d dist / d diff for dist = ||diff||_p over the last dim (dist keeps that dim), as
+    PyTorch's cdist and pdist backward kernels take it (ties of the inf-norm each get the
+    whole gradient there, unlike `norm_backward`'s)."""
     if p == 0:
         return diff * 0
     safe = dist.masked_fill(dist == 0, 1.0)
@@ -265,20 +273,27 @@ def _pnorm_grad(diff, dist, p):
     if math.isinf(p):
         return (diff.sign() * (diff.abs() == dist)).masked_fill(dist == 0, 0.0)
     term = diff.sign() * diff.abs().pow(p - 1) / safe.pow(p - 1)
+    if p < 1:  # |0|^(p-1) is infinite there (0 * inf: NaN); PyTorch's kernels give 0
+        term = term.masked_fill(diff == 0, 0.0)
     return term.masked_fill(dist == 0, 0.0)
 
 
 def _pnorm_np(diff, p, axis=-1):
-    ad = np.abs(diff)
+    """The p-norm of `diff` over `axis`, in `diff`'s dtype. Half types are summed in float32
+    and rounded once, as PyTorch's norm kernels do: summed in bfloat16, 4096 ones make 256."""
+    dt = diff.dtype
+    ad = np.abs(diff.astype(F32) if dt in HALF else diff)
     if p == 0:
-        return (ad != 0).sum(axis=axis).astype(diff.dtype)
-    if math.isinf(p):
-        return ad.max(axis=axis, initial=0).astype(diff.dtype)
-    if p == 1:
-        return ad.sum(axis=axis)
-    if p == 2:
-        return np.sqrt((ad * ad).sum(axis=axis))
-    return ((ad ** p).sum(axis=axis) ** (1.0 / p)).astype(diff.dtype)
+        out = (ad != 0).sum(axis=axis)
+    elif math.isinf(p):
+        out = ad.max(axis=axis, initial=0)
+    elif p == 1:
+        out = ad.sum(axis=axis)
+    elif p == 2:
+        out = np.sqrt((ad * ad).sum(axis=axis))
+    else:
+        out = (ad ** p).sum(axis=axis) ** (1.0 / p)
+    return np.asarray(out).astype(dt, copy=False)
 
 
 def _cdist_check(x1, x2, p):
@@ -297,8 +312,17 @@ def _cdist_check(x1, x2, p):
     return broadcast_shapes(s1[:-2], s2[:-2]) + (s1[-2], s2[-2])
 
 
+def _no_half_kernel(name: str, a) -> None:
+    """PyTorch's CPU cdist and pdist kernels exist for float32 and float64 only."""
+    if a.dtype in HALF:
+        raise NotImplementedError(
+            f'"{name}" not implemented for \'{_dtype.FROM_NP[a.dtype].legacy}\'')
+
+
 def _cdist_kernel(x1, x2, p, compute_mode=None):
-    _cdist_check(x1, x2, p)
+    shape = _cdist_check(x1, x2, p)
+    if all(shape) and x1.shape[-1]:  # empty inputs never reach PyTorch's kernel
+        _no_half_kernel("cdist", x1)
     diff = x1[..., :, None, :] - x2[..., None, :, :]
     return _pnorm_np(diff, p).astype(x1.dtype, copy=False)
 
@@ -356,6 +380,8 @@ def _pdist_pairs(n):
 def _pdist_kernel(a, p=2.0):
     if a.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {a.ndim}D")
+    if a.shape[0] > 1 and a.shape[1]:  # as in PyTorch: no kernel call for empty results
+        _no_half_kernel("pdist", a)
     i, j = _pdist_pairs(a.shape[0])
     return _pnorm_np(a[i] - a[j], p).astype(a.dtype, copy=False)
 
@@ -401,7 +427,10 @@ def _dist_meta(a, b, p=2):
 
 
 def _dist_derivative(g, a, b, out, p):
-    d = _pnorm_grad(a - b, out, float(p)) * g
+    # PyTorch's: norm_backward of a - b (None for p = 0, where PyTorch's is undefined).
+    d = norm_backward(g, a - b, p, out)
+    if d is None:
+        return (None, None, None)
     return (d, -d, None)
 
 
@@ -418,17 +447,24 @@ dist = register(
 
 
 def _renorm_check(shape, p, dim, maxnorm):
-    if p <= 0:
+    # PyTorch's order: p, maxnorm, the rank, and only then the dim.
+    if not p > 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
-    if maxnorm < 0:
-        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if not maxnorm >= 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {float(maxnorm):g}")
+    if len(shape) < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {len(shape)} "
+                           "dimensions")
     return wrap_dim(dim, len(shape))
 
 
 def _renorm_kernel(a, p, dim, maxnorm):
     d = _renorm_check(a.shape, p, dim, maxnorm)
     moved = np.moveaxis(a, d, 0).reshape(a.shape[d] if a.ndim else 1, -1)
-    norms = _pnorm_np(moved, float(p), axis=1)
+    # PyTorch takes a half type's norms in float32 and computes the scale from them there,
+    # rounding only the scale to the half type.
+    work = F32 if a.dtype in HALF else a.dtype
+    norms = _pnorm_np(moved.astype(work, copy=False), float(p), axis=1)
     scale = np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).astype(a.dtype)
     shape = [1] * a.ndim
     if a.ndim:
@@ -437,23 +473,24 @@ def _renorm_kernel(a, p, dim, maxnorm):
 
 
 def _renorm_derivative(g, a, p, dim, maxnorm):
-    p = float(p)
+    # PyTorch's renorm_backward: the norms and the sums in the CPU accumulation type (float32
+    # for half types, float64 for float32, complex128 for complex64), the result rounded back
+    # to the gradient's dtype.
     d = wrap_dim(dim, a.dim())
     dims = [i for i in range(a.dim()) if i != d]
-    if p == 2:
-        norm = (a * a).sum(dims, keepdim=True).sqrt()
-    elif math.isinf(p):
-        norm = a.abs().amax(dims, keepdim=True)
+    if a.is_complex():
+        acc, real_acc = _dtype.complex128, _dtype.float64
+        grad_output = (a.conj() * g).real  # the norm is real: so is its incoming gradient
     else:
-        norm = a.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p)
-    over = norm > maxnorm
-    denom = norm + 1e-7
-    scale = (maxnorm / denom).where(over, norm.new_ones(()))
-    # The scale depends on the norm where it is active: d scale / d norm = -maxnorm/denom².
-    inner = (g * a).sum(dims, keepdim=True)
-    dnorm = _pnorm_grad(a, norm, p)
-    extra = (inner * (-maxnorm) / (denom * denom)).where(over, norm.new_zeros(())) * dnorm
-    return (g * scale + extra, None, None, None)
+        acc = real_acc = _dtype.float32 if a.dtype in (_dtype.float16, _dtype.bfloat16) \
+            else _dtype.float64
+        grad_output = a * g
+    norm = call(vector_norm, a, p, dims, True, acc)
+    grad_output = grad_output.sum(dims, keepdim=True, dtype=real_acc)
+    nb = norm_backward(grad_output, a, p, norm, dims, True)
+    invnorm = (norm + 1e-7).reciprocal()
+    grad_norm = (maxnorm * invnorm * (g - invnorm * nb)).to(g.dtype)
+    return (grad_norm.where(norm > maxnorm, g), None, None, None)
 
 
 renorm = register(

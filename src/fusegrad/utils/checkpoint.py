@@ -5,6 +5,11 @@ hook keeps only a position number; the first unpack in backward re-runs `fn` (wi
 state it saw the first time) and hands back the tensors that run saved, in order.
 `use_reentrant=True` is the older design: a custom Function whose forward runs `fn` without
 recording and whose backward re-runs it with recording and calls backward inside backward.
+
+Either way the recomputation runs under the autocast state the forward saw (enabled, dtype,
+cache), for the inputs' device type and for the CPU, as PyTorch's does: backward usually runs
+outside the forward's `autocast` region, and a recomputation without it would save tensors
+of other dtypes (and give other values) than the forward's.
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-from .. import _random
+from .. import _autocast, _random
 from ..autograd import backward as _backward
 from ..autograd.engine import checkpoint_valid as _checkpoint_valid
 from ..autograd.function import Function
-from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..autograd.graph import saved_tensors_hooks
+from ._pytree import tree_leaves
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
 
@@ -57,6 +63,53 @@ def _tensor_cls():
     return Tensor
 
 
+def _infer_device_type(args) -> str:
+    """The device type whose autocast state checkpoint saves besides the CPU's: that of the
+    non-CPU tensors among `args` (nested ones too; "cuda" wins, else the first), or PyTorch's
+    default device type ("cpu": this build has no accelerator) when there are none."""
+    Tensor = _tensor_cls()
+    types = [t.device.type for t in tree_leaves(args)
+             if isinstance(t, Tensor) and t.device.type != "cpu"]
+    if not types:
+        return "cpu"
+    if len(set(types)) > 1:
+        warnings.warn(
+            "Tensor arguments, excluding CPU tensors, are detected on at least two types of "
+            "devices. Device state will only be saved for devices of a single device type, "
+            "and the remaining devices will be ignored. Consequently, if any checkpointed "
+            "functions involve randomness, this may result in incorrect gradients. (Note "
+            "that if CUDA devices are among the devices detected, it will be prioritized; "
+            "otherwise, the first device encountered will be selected.)\nDevice types: "
+            f"{sorted(set(types))} first device type: {types[0]}", stacklevel=2)
+    return "cuda" if "cuda" in types else types[0]
+
+
+def _get_autocast_kwargs(device_type: str) -> tuple:
+    """The thread's autocast state now, as `autocast` keyword arguments: for `device_type`
+    (None where it has no autocast) and for the CPU."""
+    cache = _autocast.is_autocast_cache_enabled()
+    device = None
+    if _autocast.is_autocast_available(device_type):
+        device = {"enabled": _autocast.is_autocast_enabled(device_type),
+                  "dtype": _autocast.get_autocast_dtype(device_type), "cache_enabled": cache}
+    cpu = {"enabled": _autocast.is_autocast_enabled("cpu"),
+           "dtype": _autocast.get_autocast_dtype("cpu"), "cache_enabled": cache}
+    return device, cpu
+
+
+def _autocast_context(device_type: str, device_kwargs, cpu_kwargs):
+    """A context that puts back the autocast state `_get_autocast_kwargs` saved (each part
+    an `autocast` region, as PyTorch's recomputation enters them: the device's, then the
+    CPU's)."""
+    from ..amp.autocast_mode import autocast
+
+    stack = contextlib.ExitStack()
+    if device_kwargs is not None:
+        stack.enter_context(autocast(device_type, **device_kwargs))
+    stack.enter_context(autocast("cpu", **cpu_kwargs))
+    return stack
+
+
 def _detach_like(x):
     Tensor = _tensor_cls()
     if not isinstance(x, Tensor):
@@ -79,6 +132,9 @@ class CheckpointFunction(Function):
                           UserWarning, stacklevel=2)
         ctx.run_function = run_function
         ctx.preserve_rng_state = preserve_rng_state
+        ctx.device_type = _infer_device_type(args)
+        ctx.device_autocast_kwargs, ctx.cpu_autocast_kwargs = _get_autocast_kwargs(
+            ctx.device_type)
         if preserve_rng_state:
             ctx.rng_state = _random.get_rng_state()
         ctx.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -99,7 +155,8 @@ class CheckpointFunction(Function):
         try:
             if current is not None:
                 _random.set_rng_state(ctx.rng_state)
-            with enable_grad():
+            with enable_grad(), _autocast_context(ctx.device_type, ctx.device_autocast_kwargs,
+                                                  ctx.cpu_autocast_kwargs):
                 outputs = ctx.run_function(*inputs)
         finally:
             if current is not None:
@@ -123,14 +180,15 @@ class CheckpointFunction(Function):
 class _Recompute:
     """State shared by one checkpointed call's pack and unpack hooks."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "context")
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "context", "autocast")
 
-    def __init__(self, fn, args, kwargs, rng_state, context):
+    def __init__(self, fn, args, kwargs, rng_state, context, autocast):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.rng_state = rng_state
         self.context = context
+        self.autocast = autocast  # (device type, its autocast kwargs, the CPU's)
         self.count = 0
         self.saved = None
 
@@ -163,13 +221,16 @@ class _Recompute:
         try:
             if current is not None:
                 _random.set_rng_state(self.rng_state)
-            with enable_grad(), self.context, saved_tensors_hooks(pack, unpack):
+            # PyTorch's order: grad mode, the forward's autocast state, then `context_fn`'s
+            # recompute context (which may change autocast again).
+            with enable_grad(), _autocast_context(*self.autocast), self.context, \
+                    saved_tensors_hooks(pack, unpack):
                 self.fn(*self.args, **self.kwargs)
         finally:
             if current is not None:
                 _random.set_rng_state(current)
         self.saved = saved
-        self.args = self.kwargs = self.context = None
+        self.args = self.kwargs = self.context = self.autocast = None
 
 
 def checkpoint(function, *args, use_reentrant: bool | None = None,
@@ -189,11 +250,25 @@ def checkpoint(function, *args, use_reentrant: bool | None = None,
             raise ValueError("Passing `context_fn` or `debug` is only supported when "
                              "use_reentrant=False.")
         return CheckpointFunction.apply(function, preserve, *args)
+    device_type = _infer_device_type(args)
     forward_context, recompute_context = context_fn()
-    state = _Recompute(function, args, kwargs,
-                       _random.get_rng_state() if preserve else None, recompute_context)
-    with forward_context, saved_tensors_hooks(state.pack, state.unpack):
+    if not is_grad_enabled():
+        # As in PyTorch: without grad mode nothing is saved, so the function runs as it is,
+        # without the hooks and without `forward_context`.
         return function(*args, **kwargs)
+    state = _Recompute(function, args, kwargs,
+                       _random.get_rng_state() if preserve else None, recompute_context,
+                       (device_type, *_get_autocast_kwargs(device_type)))
+    suppressed = True
+    with forward_context, saved_tensors_hooks(state.pack, state.unpack):
+        out = function(*args, **kwargs)
+        suppressed = False
+    if suppressed:  # the function raised and `forward_context` swallowed the exception
+        raise RuntimeError(
+            "torch.utils.checkpoint: the forward context provided by context_fn suppressed an "
+            "exception raised during the checkpointed forward. This is not supported because "
+            "checkpoint cannot return a value for a failed forward.")
+    return out
 
 
 def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool | None = None,
