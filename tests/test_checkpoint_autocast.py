@@ -248,3 +248,26 @@ def test_forward_context_suppressing_an_exception_raises():
                                                               contextlib.nullcontext()))
         msgs.append(str(info.value))
     assert msgs[0] == msgs[1]
+
+
+def _weight_grad_after_a_no_grad_forward(lib):
+    lib.manual_seed(0)
+    lin = lib.nn.Linear(4, 4)
+    x = lib.ones(2, 4)
+    with lib.autocast("cpu", dtype=lib.bfloat16):
+        with lib.no_grad():
+            lin(x)
+        out = lin(x)
+        out.float().sum().backward()
+    with lib.autocast("cpu", dtype=lib.bfloat16):
+        with lib.inference_mode():
+            lin(x)
+        lin(x).float().sum().backward()
+    return out.requires_grad, lin.weight.grad is not None
+
+
+def test_autocast_weight_cache_made_under_no_grad_keeps_the_gradient():
+    # The cached cast is made with grad on (and not cached under inference mode), as in
+    # PyTorch: a forward with grad after one under no_grad still reaches the weight.
+    assert _weight_grad_after_a_no_grad_forward(fg) == \
+        _weight_grad_after_a_no_grad_forward(torch) == (True, True)

@@ -34,6 +34,7 @@ import weakref
 from . import _dtype, _thread_state
 from ._thread_state import active as _active
 from ._thread_state import local as _local
+from ._thread_state import set_grad_enabled
 
 # Device types PyTorch knows (its error lists them), and the default autocast dtype of those
 # that have autocast.
@@ -253,14 +254,23 @@ def _cast(t, dtype, lower):
     if t._dtype is dtype:
         return t
     if dtype is lower and _local.autocast_cache_enabled and t._dtype is _dtype.float32 and \
-            t._rg and t._grad_fn is None and t._base is None:
+            t._rg and t._grad_fn is None and t._base is None and not _local.inference:
         cache = _local.autocast_cache
         if cache is None:
             cache = _local.autocast_cache = {}
         hit = cache.get(id(t))
         if hit is not None and hit[0]() is t and hit[1]._dtype is dtype:
             return hit[1]
-        out = t.to(dtype)
+        # Made with grad on, as PyTorch's cache makes it: a cast first made under no_grad
+        # and reused by a later forward with grad must still carry the weight's gradient.
+        if _local.grad_enabled:
+            out = t.to(dtype)
+        else:
+            set_grad_enabled(True)
+            try:
+                out = t.to(dtype)
+            finally:
+                set_grad_enabled(False)
         cache[id(t)] = (weakref.ref(t), out)
         return out
     return t.to(dtype)
