@@ -121,7 +121,8 @@ def _view_steps(tracer: Tracer, t: Tensor, bases: list):
     steps = []
     while id(t) in tracer._recipes:
         op, rest, index, parent = tracer._recipes[id(t)]
-        if op is None or any(isinstance(a, Tensor) for a in rest):
+        # op None: an alias made outside dispatch (`detach`), replayed as `detach()`.
+        if op is not None and any(isinstance(a, Tensor) for a in rest):
             return None
         steps.append((op, rest, index))
         t = parent
@@ -159,19 +160,29 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
                 if found is not None:
                     info.view_of_output, info.view_steps = found
         infos.append(info)
-    _check_output_aliases(outs, infos)
+    _check_output_aliases(tracer, outs, infos)
     return infos
 
 
-def _check_output_aliases(outs: tuple, infos: list) -> None:
+def _root(tracer: Tracer, t: Tensor) -> Tensor:
+    """The tensor `t` is a view or alias (`detach`) of, through the chains the tracer
+    recorded, up to one that is none."""
+    while id(t) in tracer._recipes:
+        t = tracer._recipes[id(t)][3]
+    return t
+
+
+def _check_output_aliases(tracer: Tracer, outs: tuple, infos: list) -> None:
     """Outputs sharing memory must be rebuilt as views of the first of them (or be it):
-    any other aliasing would come back as separate copies, so it is not traced."""
+    any other aliasing would come back as separate copies, or as one tensor where eager
+    returns two (`y.detach(), y`), so it is not traced."""
     first: dict = {}
     for o, info in zip(outs, infos):
         if not info.is_tensor or info.same_as is not None or info.alias_of_input is not None \
                 or info.view_of_input is not None:
             continue
-        root = id(o._base if o._base is not None else o)
+        root = _root(tracer, o)
+        root = id(root._base if root._base is not None else root)
         if root not in first:
             first[root] = o
         elif info.view_of_output is None:
@@ -234,9 +245,12 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
     tracer.grad_mode_after = None if end == start else end
     tracer.grad_mode_before = start
     tracer.check_no_hooks()
+    with tracer:
+        # Nodes first: an output made outside dispatch (`y.detach()`) is linked to the
+        # tensor it aliases only when its node is looked up, which `_output_infos` reads.
+        fw_nodes = [tracer._map_output(o) for o in outs]
     infos = _output_infos(tracer, outs, fakes)
     with tracer:
-        fw_nodes = [tracer._map_output(o) for o in outs]
         mutated = _writebacks(tracer, fakes, args, training)
     return outs, structure, infos, fw_nodes, mutated
 

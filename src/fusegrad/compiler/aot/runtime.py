@@ -32,9 +32,13 @@ def _zeros_like_output(info_shape, dtype):
 def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     """The autograd Function running compiled forward `fw` and backward `bw_module`."""
     infos = trace.outputs
-    # Outputs that are inputs themselves are handed back outside the node (as eager does).
+    # Outputs that are inputs, views or aliases of inputs or of earlier outputs, or repeats
+    # are rebuilt outside the node (as eager makes them): the graph's value for such a slot
+    # may be the very tensor of another output (`y, y.detach()`), which the node must not
+    # return twice, nor mark non-differentiable for the alias's sake.
     returned = [k for k, info in enumerate(infos)
-                if info.same_as is None and info.alias_of_input is None]
+                if info.same_as is None and info.alias_of_input is None
+                and info.view_of_input is None and info.view_of_output is None]
     diff = [k for k in returned if infos[k].takes_tangent]
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
@@ -123,6 +127,9 @@ def _replay_view(x: Tensor, steps):
     from ... import _dispatch
 
     for op, args, index in steps:
+        if op is None:  # an alias made outside dispatch: `detach()`
+            x = x.detach()
+            continue
         x = _dispatch.call(op, x, *args)
         if index is not None:
             x = x[index]

@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from ... import _dispatch
+from ... import _dispatch, _dtype
 from ..._fake import FakeTensor, FakeTensorMode
 from ..._tensor import Tensor
 from ..._thread_state import set_grad_enabled as _set_mode
@@ -46,6 +46,15 @@ _set_grad_enabled.lowering = lambda v, mode: None
 
 def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+
+
+def _check_cast(result, dest) -> None:
+    """Eager's error for an in-place op whose result type cannot be written into the
+    tensor (`int_tensor.add_(1.5)`): fake tensors compute no values, so the kernel's check
+    never runs while tracing; raising here lets the program run eagerly and raise there."""
+    if result != dest and not _dtype.can_cast(result, dest):
+        raise RuntimeError(f"result type {result.legacy} can't be cast to the desired output "
+                           f"type {dest.legacy}")
 
 
 class Tracer(_dispatch.DispatchMode):
@@ -236,8 +245,13 @@ class Tracer(_dispatch.DispatchMode):
     def _compute(self, op, args):
         args = plain(args)  # a float input computes with its example value
         if self.fake:
+            from ..codegen.layout import with_eager_layout
+
             fakeify = self._fake_mode._fakeify
-            return FakeTensor._compute(op, tuple(fakeify(a) for a in args))
+            fargs = tuple(fakeify(a) for a in args)
+            # Metas make results contiguous; eager's elementwise results follow their
+            # operands' layout, which the program can see (`contiguous()`, `view`).
+            return with_eager_layout(op, fargs, FakeTensor._compute(op, fargs))
         with no_grad():  # autograd records once, after the mode returns (dispatch._finish)
             return _dispatch.call(op, *args)
 
@@ -267,8 +281,10 @@ class Tracer(_dispatch.DispatchMode):
             raise AOTUnsupported(f"{op.name} on a non-tensor")
         chain = self._chain(target)  # values before the write
         mapped = self._map(args)
-        out = self._compute(op, args)
         func = functional_variant(op)
+        if func is not None and not op.metadata_only:
+            _check_cast(func.meta(*plain(args)).dtype, target.dtype)
+        out = self._compute(op, args)
         if op.metadata_only:
             if len(chain) > 1 or len(self._by_vc.get(id(target._vc), ())) > 1:
                 raise AOTUnsupported(f"{op.name} on a tensor that has views")

@@ -123,6 +123,7 @@ class CompiledGraph:
 
         g = GraphLowering(self.gm, args).run()
         computations = schedule(g)
+        g.plan_output_layouts()
         slots = c.Slots()
         kernels: dict = {}
         sources = []

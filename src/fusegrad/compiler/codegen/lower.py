@@ -495,6 +495,13 @@ class GraphLowering:
         self.ops = LoweringOps(self)
         self._count = 0
         self._current = None
+        # ids of the IR values earlier nodes (and the inputs) lowered to: a non-view op whose
+        # lowering simplifies to one of them (`y * 1`, `x.to(x.dtype)`) must still get memory
+        # of its own, or two outputs that are separate tensors in eager would share it.
+        self._taken: dict = {}
+        # Output buffer -> (strides, storage offset) eager gives it, where not contiguous
+        # (set by `plan_output_layouts` once the scheduler chose the buffers).
+        self.output_layouts: dict = {}
 
     def new_name(self) -> str:
         """A fresh buffer name."""
@@ -528,17 +535,48 @@ class GraphLowering:
                 buf = Buffer(f"in_ptr{i}", tuple(a.shape), t.dtype, strides)
                 self.inputs.append(buf)
                 self.env[n] = buf
+                self._taken[id(buf)] = buf
             else:
                 self.inputs.append(t)
                 self.env[n] = t
         for n in graph.nodes:
             if n.op == "call_function":
                 self._current = n
-                self.env[n] = self.lower_node(n)
+                self.env[n] = value = self.lower_node(n)
                 self._current = None
+                for v in _iter_values([value]):
+                    if is_tensor(v):
+                        self._taken[id(v)] = v
             elif n.op == "output":
                 self.outputs = list(_flatten_output(n.args[0]))
         return self
+
+    def plan_output_layouts(self) -> None:
+        """Give each output buffer eager's layout (see layout.py): a kernel then writes it
+        in that layout; an extern's result is copied into it when returned. A layout that
+        overlaps itself (an expanded view) keeps the contiguous buffer."""
+        from .layout import contiguous_strides as dense
+        from .layout import eager_layouts, non_overlapping
+
+        layouts = eager_layouts(self.gm, self.example_inputs)
+        kernel_buffers = set(self.buffers.values())
+        for o in self.outputs:
+            fake = layouts.get(o) if hasattr(o, "op") else None
+            v = self.env.get(o) if hasattr(o, "op") else None
+            if isinstance(v, Pointwise):
+                v = v.buffer
+            if fake is None or not isinstance(v, Buffer) or isinstance(v, ScalarInput) or \
+                    v in self.inputs or v in self.output_layouts:
+                continue
+            shape, strides = tuple(fake.shape), tuple(fake.stride())
+            offset = fake.storage_offset()
+            if shape != tuple(v.shape) or not numel(shape) or \
+                    (strides == dense(shape) and offset == 0) or \
+                    not non_overlapping(shape, strides):
+                continue
+            self.output_layouts[v] = (strides, offset)
+            if v in kernel_buffers:  # the kernel writes it in place (its strides)
+                v.strides = strides
 
     def _value(self, a):
         from ...fx.node import Node
@@ -607,7 +645,7 @@ class GraphLowering:
                 f"its meta says {tuple(shape)}")
         if value.dtype is not dtype:
             value = self.ops.to(value, dtype)
-        if not op.view and any(value is b for b in self.inputs):  # new, never an input
+        if not op.view and id(value) in self._taken:  # a new value, never an earlier one
             value = self.ops.view_index(value, value.shape, lambda idx: idx)
         if isinstance(value, Pointwise) and self._current is not None:
             value.origins.append(self._current)

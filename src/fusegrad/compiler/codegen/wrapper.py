@@ -223,7 +223,12 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
             writes[kname].append((slot, _numel(out.shape) * out.dtype.np.itemsize))
             dt = w.dtype(out.dtype.np)
             if out in outputs:
-                w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
+                layout = g.output_layouts.get(out)
+                if layout is None:
+                    w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
+                else:  # eager's layout: the kernel writes through the buffer's strides
+                    w.emit(f"{var} = _empty_strided({tuple(out.shape)!r}, {layout[0]!r}, "
+                           f"{layout[1]}, {dt})")
                 w.emit(f"P[{slot}] = _addr({var})")
                 continue
             r = root[out]
@@ -242,6 +247,10 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
         w.refs[kname] = ("kernel", kname, "default")
         w.emit(f"{kname}(P, K)")
     rets = []
+    # One tensor per buffer: a value the graph returns twice (a forward output that is also
+    # saved for the backward) must be one tensor with one version counter, so that writing
+    # the output in place is seen by the backward's check of its saved values.
+    wrapped: dict = {}
     for o in g.outputs:
         v = g.env.get(o, o) if hasattr(o, "op") else o
         if isinstance(v, Pointwise):
@@ -251,8 +260,18 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
         elif isinstance(v, Buffer):
             if v in g.inputs:
                 rets.append(w.names[v].rsplit("._data", 1)[0])
+            elif v in wrapped:
+                rets.append(wrapped[v])
             else:
-                rets.append(f"_wrap({w.names[v]})")
+                var = wrapped[v] = f"_out{len(wrapped)}"
+                layout = g.output_layouts.get(v)
+                if layout is not None and tuple(v.strides) != tuple(layout[0]):
+                    # An extern's result (contiguous): copied into eager's layout.
+                    w.emit(f"{var} = _wrap(_restrided({w.names[v]}, {tuple(v.shape)!r}, "
+                           f"{layout[0]!r}, {layout[1]}))")
+                else:
+                    w.emit(f"{var} = _wrap({w.names[v]})")
+                rets.append(var)
         else:
             name = f"_const{len(rets)}"
             w.refs[name] = ("value", v)
@@ -308,7 +327,10 @@ def load(art: Artifact, libs: dict):
 
     P = (ctypes.c_void_p * art.n_slots)()
     K = (ctypes.c_int64 * max(len(art.ints), 1))(*art.ints)
+    from .layout import empty_strided, restrided
+
     scope: dict = {"_empty": np.empty, "_contig": _contiguous, "_own": _own,
+                   "_empty_strided": empty_strided, "_restrided": restrided,
                    "_scalar": _scalar,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
                    "_last": [None] * art.n_inputs}

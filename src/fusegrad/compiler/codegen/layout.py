@@ -1,0 +1,186 @@
+"""Output layouts: the strides and storage offset eager mode gives each graph output.
+
+Kernels may write their outputs in any layout; eager's is the one users see (`stride()`,
+`is_contiguous()`, whether `view` works), so compiled outputs take it. Layouts are
+propagated through the graph from the real inputs: a view's geometry is its meta's (fakes
+model views exactly); an elementwise op's result (and `clone`'s, `_to_copy`'s) follows its
+operands' memory order as NumPy's order "K" allocation does, which is what eager's kernels
+get; any other op's result is contiguous, as the NumPy kernels eager runs allocate them.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ...ops.layouts import follows_operands, is_view_copy
+
+
+def contiguous_strides(shape) -> tuple:
+    """Row-major strides (in elements) of `shape`."""
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def k_order_strides(shape: tuple, operands: list) -> tuple:
+    """The strides NumPy's order "K" gives a new array of `shape` computed elementwise from
+    `operands` (tensors broadcast to `shape`): asked of NumPy's own iterator, on stand-ins
+    of one byte per element that share no memory of the operands (nothing is read)."""
+    shape = tuple(int(s) for s in shape)
+    if not shape or 0 in shape or not operands or all(
+            tuple(t.stride()) == contiguous_strides(tuple(t.shape)) for t in operands):
+        return contiguous_strides(shape)  # the common case, without asking NumPy
+    probe = np.zeros(1, np.uint8)
+    stand_ins = []
+    for t in operands:
+        lead = len(shape) - len(t.shape)
+        strides = [0] * lead + [0 if n == 1 and shape[lead + i] != 1 else int(s)
+                                for i, (n, s) in enumerate(zip(t.shape, t.stride()))]
+        stand_ins.append(np.lib.stride_tricks.as_strided(probe, shape, strides))
+    it = np.nditer(stand_ins + [None], flags=["zerosize_ok", "refs_ok"],
+                   op_flags=[["readonly"]] * len(stand_ins) + [["writeonly", "allocate"]],
+                   op_dtypes=[np.uint8] * (len(stand_ins) + 1), order="K")
+    return tuple(int(s) for s in it.operands[-1].strides)
+
+
+_UNKNOWN = object()  # a node whose layout is not known (its outputs stay contiguous)
+
+
+def _has_unknown(args) -> bool:
+    for a in args:
+        if a is _UNKNOWN or (isinstance(a, (list, tuple)) and _has_unknown(a)):
+            return True
+    return False
+
+
+def _tensors(args) -> list:
+    from ..._tensor import Tensor
+
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += _tensors(a)
+    return out
+
+
+def _fake(value: Any):
+    """A fake with `value`'s geometry (a real tensor input), the value itself otherwise."""
+    from ..._fake import FakeTensor
+    from ..._tensor import Tensor
+
+    if isinstance(value, Tensor) and not isinstance(value, FakeTensor):
+        return FakeTensor.from_tensor(value)
+    return value
+
+
+def eager_layouts(gm: Any, example_inputs: list) -> dict:
+    """Node -> fake tensor with eager's geometry (None where it is not known)."""
+    from ..._fake import FakeTensor
+    from ...fx.node import Node
+    from .lower import resolve_op
+
+    env: dict = {}
+
+    def val(a):
+        if isinstance(a, Node):
+            return env.get(a, _UNKNOWN)
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(x) for x in a)
+        return a
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n, t in zip(placeholders, example_inputs):
+        env[n] = _fake(t)
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        try:
+            env[n] = _layout_of(n, val(n.args), val(n.kwargs), resolve_op(n.target))
+        except Exception:  # noqa: BLE001 - an unknown layout stays contiguous
+            env[n] = _UNKNOWN
+    return {n: v for n, v in env.items() if isinstance(v, (FakeTensor, list, tuple))}
+
+
+def _layout_of(n, args, kwargs, op):
+    from ..._fake import FakeTensor
+
+    if n.target is operator.getitem:
+        return args[0][args[1]] if args[0] is not _UNKNOWN else _UNKNOWN
+    if op is None or kwargs or _has_unknown(args):
+        return _UNKNOWN
+    return with_eager_layout(op, args, FakeTensor._compute(op, tuple(args)))
+
+
+def with_eager_layout(op, args, out):
+    """`out` (the fake result of `op` on fake `args`, which a meta makes contiguous unless
+    `op` is a view) with the strides eager's kernel would give it."""
+    from ..._fake import FakeTensor
+    from ...ops.shape import preserve_format
+
+    if op.view or op.metadata_only or op.inplace or not isinstance(out, FakeTensor):
+        return out
+
+    base = op.name.partition(".")[0]
+    like = follows_operands(op)
+    if base == "clone" and len(args) > 1 and args[1] is not None and \
+            args[1] is not preserve_format:
+        like = False  # clone(memory_format=contiguous_format): `contiguous()`
+    if is_view_copy(base):  # metas give the view's strides
+        out._fstrides, out._foffset = contiguous_strides(tuple(out.shape)), 0
+    if not like:
+        return out
+    operands = [t for t in _tensors(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
+    strides = k_order_strides(tuple(out.shape), operands)
+    if strides != tuple(out.stride()):
+        out._fstrides = strides
+    return out
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    """Whether `shape` broadcasts to `to` (an operand the result is computed over)."""
+    if len(shape) > len(to):
+        return False
+    return all(n in (1, m) for n, m in zip(shape, to[len(to) - len(shape):]))
+
+
+def storage_size(shape, strides, offset: int) -> int:
+    """Elements a storage needs for a tensor of this geometry."""
+    if any(int(s) == 0 for s in shape):
+        return offset
+    return offset + sum((int(n) - 1) * int(s) for n, s in zip(shape, strides)) + 1
+
+
+def non_overlapping(shape, strides) -> bool:
+    """Whether no two elements of the geometry share a memory location."""
+    dims = sorted((int(s), int(n)) for n, s in zip(shape, strides) if int(n) > 1)
+    span = 1
+    for s, n in dims:
+        if s < span:
+            return False
+        span = s * n
+    return True
+
+
+def empty_strided(shape: tuple, strides: tuple, offset: int, dtype) -> np.ndarray:
+    """A new array of this geometry (strides and offset in elements) over a fresh storage
+    (zeroed where the geometry leaves gaps, so no stale memory is ever visible)."""
+    dtype = np.dtype(dtype)
+    n = storage_size(shape, strides, offset)
+    dense = n == int(np.prod(shape, dtype=np.int64)) if shape else n == 1
+    storage = np.empty(max(n, 1), dtype) if dense else np.zeros(max(n, 1), dtype)
+    return np.ndarray(shape, dtype, buffer=storage, offset=offset * dtype.itemsize,
+                      strides=tuple(int(s) * dtype.itemsize for s in strides))
+
+
+def restrided(a: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
+    """`a`'s values in a new array of the given geometry."""
+    out = empty_strided(shape, strides, offset, a.dtype)
+    np.copyto(out, a)
+    return out
