@@ -191,9 +191,9 @@ def test_export_params_false_and_verbose(tmp_path, capsys):
 def test_unmapped_op_raises_naming_it(tmp_path):
     class Cumulative(nn.Module):
         def forward(self, x):
-            return torch.cumsum(x, 1)
+            return torch.cumprod(x, 1)
 
-    message = "Exporting the operator 'aten::cumsum' to ONNX opset version 17 is not supported."
+    message = "Exporting the operator 'aten::cumprod' to ONNX opset version 17 is not supported."
     with pytest.raises(UnsupportedOperatorError) as info:
         torch.onnx.export(Cumulative(), torch.randn(2, 3), str(tmp_path / "c.onnx"))
     assert str(info.value) == message and isinstance(info.value, RuntimeError)
@@ -347,6 +347,8 @@ def test_registry_entries_match_onnxruntime(name, opset):
     op = REGISTRY[name]
     passed = 0
     samples = op.samples(np.random.default_rng(0), np.float32)
+    if not samples:  # (mkldnn_rnn_layer: float32-only, tested through nn.LSTM elsewhere)
+        pytest.skip(f"{name} has no registry samples")
     if name == "native_batch_norm":  # exported in eval mode only: add running statistics
         rng = np.random.default_rng(1)
         samples = [Sample(s.args[:3] + (rng.standard_normal(c).astype(np.float32),

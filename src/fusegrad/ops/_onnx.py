@@ -204,3 +204,771 @@ def clip(b, x, lo, hi):
     dtype = b.out_dtype
     return b.emit("Clip", [b.cast(x, dtype), None if lo is None else b.operand(lo, dtype),
                            None if hi is None else b.operand(hi, dtype)])
+
+
+# ---------------------------------------------------------------------- more mappings
+#
+# Entries for reductions with indices, sorting, scans, masks, padding, resizing, the
+# normalizations with batch statistics, recurrent layers and attention. Each is written
+# so the batch (and any other dim the op does not read as a number) stays dynamic.
+
+I64 = np.dtype(np.int64)
+F32 = np.dtype(np.float32)
+
+
+def _arg(args: tuple, i: int, default: Any) -> Any:
+    """Positional argument `i`, or `default` when the call left it out."""
+    return args[i] if i < len(args) else default
+
+
+def _numeric(b, x):
+    """Booleans as int32 (the arg and top-k kernels take numbers only)."""
+    from ..onnx._graph import dtype_of
+
+    return b.cast(x, np.int32) if dtype_of(x) == np.bool_ else x
+
+
+def _dim_size(b, x, d: int):
+    """The size of dim `d` of `x` as a 1-element int64 tensor read at run time."""
+    return b.shape(x, d, d + 1)
+
+
+def arg_reduce(op_type: str) -> Callable:
+    """argmax/argmin(self, dim=None, keepdim=False): ArgMax/ArgMin; with no dim over the
+    flattened tensor (kept as size-1 dims when `keepdim`)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        x, rank = _numeric(b, inputs[0]), args[0].dim()
+        dim, keep = _arg(args, 1, None), bool(_arg(args, 2, False))
+        if rank == 0:  # the only index of a scalar
+            return b.const(np.zeros((), np.int64))
+        if dim is None:
+            flat = b.emit("Reshape", [x, b.ints([-1])], dtype=x.dtype, rank=1)
+            out = b.emit(op_type, [flat], dtype=I64, rank=0, axis=0, keepdims=0)
+            return b.emit("Reshape", [out, b.ints([1] * rank)], dtype=I64) if keep else out
+        return b.emit(op_type, [x], dtype=I64, axis=norm_dim(int(dim), rank),
+                      keepdims=int(keep))
+
+    mapping.__doc__ = f"{op_type}, flattening when dim is None."
+    return mapping
+
+
+def value_and_index(reduce_type: str, arg_type: str) -> Callable:
+    """max.dim/min.dim(self, dim, keepdim): (Reduce{Max,Min}, Arg{Max,Min}) over one dim."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        x, rank = inputs[0], args[0].dim()
+        if rank == 0:
+            return [x, b.const(np.zeros((), np.int64))]
+        d, keep = norm_dim(int(args[1]), rank), bool(_arg(args, 2, False))
+        xn = _numeric(b, x)
+        values = b.reduce(reduce_type, xn, [d], keep, xn.dtype, b.out_rank)
+        index = b.emit(arg_type, [xn], dtype=I64, axis=d, keepdims=int(keep))
+        return [b.cast(values, b.out_dtype), index]
+
+    mapping.__doc__ = f"{reduce_type} and {arg_type} over one dim."
+    return mapping
+
+
+def reduce_all(op_type: str) -> Callable:
+    """max/min(self) over every element: one Reduce node without axes."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        if args[0].dim() == 0:
+            return inputs[0]
+        x = _numeric(b, inputs[0])
+        return b.cast(b.reduce(op_type, x, None, False, x.dtype, 0), b.out_dtype)
+
+    mapping.__doc__ = f"{op_type} over all elements."
+    return mapping
+
+
+def _topk(b, x, k, axis: int, largest: bool, rank: int, dtype):
+    """TopK's (values, indices) of `x` along `axis`, `k` a 1-element int64 tensor."""
+    xn = _numeric(b, x)
+    values, index = b.op("TopK", [xn, k], xn.dtype, rank, name=b.origin.split(".")[0],
+                         n_out=2, axis=axis, largest=int(largest), sorted=1)
+    index.dtype = I64
+    return [b.cast(values, dtype), index]
+
+
+def topk(b, inputs, args, kwargs, opset):
+    """topk(self, k, dim=-1, largest=True, sorted=True): TopK (always sorted: an unsorted
+    top-k's order is the implementation's)."""
+    x, rank = inputs[0], args[0].dim()
+    if rank == 0:
+        return [x, b.const(np.zeros((), np.int64))]
+    d = norm_dim(int(_arg(args, 2, -1)), rank)
+    return _topk(b, x, b.ints([int(args[1])]), d, bool(_arg(args, 3, True)), rank,
+                 b.out_dtype)
+
+
+def sort(b, inputs, args, kwargs, opset):
+    """sort(self, dim=-1, descending=False) (and sort.stable, argsort): TopK of every element
+    along dim, with k read from the input's shape (so the dim may be dynamic)."""
+    x, rank = inputs[0], args[0].dim()
+    stable = b.origin == "sort.stable"
+    first = 2 if stable else 1
+    if rank == 0:
+        out = [x, b.const(np.zeros((), np.int64))]
+    else:
+        d = norm_dim(int(_arg(args, first, -1)), rank)
+        desc = bool(_arg(args, first + 1, False))
+        out = _topk(b, x, _dim_size(b, x, d), d, desc, rank, args[0]._data.dtype)
+    return out[1] if b.origin == "argsort" else out
+
+
+def cumsum(b, inputs, args, kwargs, opset):
+    """cumsum(self, dim, dtype=None): CumSum in the result's dtype."""
+    x = b.cast(inputs[0], b.out_dtype)
+    if args[0].dim() == 0:
+        return x
+    axis = b.const(np.asarray(norm_dim(int(args[1]), args[0].dim()), np.int64))
+    return b.emit("CumSum", [x, axis])
+
+
+def _truthy(b, x):
+    """`x != 0` as booleans (NaN counts as true, as in PyTorch)."""
+    from ..onnx._graph import dtype_of
+
+    if dtype_of(x) == np.bool_:
+        return x
+    return b.emit("Not", [b.emit("Equal", [x, b.operand(0, dtype_of(x))], dtype=np.bool_)],
+                  dtype=np.bool_)
+
+
+def logical_reduce(every: bool) -> Callable:
+    """all/any(self[, dim(s), keepdim]): the count of true (`all`: of false) elements, so an
+    empty reduction gives any = False and all = True."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        rank = args[0].dim()
+        t = _truthy(b, inputs[0])
+        if every:
+            t = b.emit("Not", [t], dtype=np.bool_)
+        dims = _arg(args, 1, None)
+        if rank == 0:
+            hit = t
+        else:
+            keep = bool(_arg(args, 2, False))
+            if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+                axes = list(range(rank))
+            else:
+                axes = [norm_dim(d, rank) for d in ints(dims, 1)]
+            count = b.reduce("ReduceSum", b.cast(t, np.int64), axes, keep, I64, b.out_rank)
+            hit = b.cast(count, np.bool_)
+        if every:
+            hit = b.emit("Not", [hit], dtype=np.bool_)
+        return b.cast(hit, b.out_dtype)
+
+    mapping.__doc__ = "ReduceSum of the " + ("false" if every else "true") + " elements."
+    return mapping
+
+
+def float_predicate(kind: str) -> Callable:
+    """isnan/isinf/isfinite: IsNaN/IsInf on floats; integers are never NaN or infinite."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        from ..onnx._graph import dtype_of
+
+        x = inputs[0]
+        if dtype_of(x).kind != "f":
+            same = b.emit("Equal", [x, x], dtype=np.bool_)  # all true, in x's shape
+            return same if kind == "isfinite" else b.emit("Not", [same], dtype=np.bool_)
+        if kind == "isnan":
+            return b.emit("IsNaN", [x], dtype=np.bool_)
+        if kind == "isinf":
+            return b.emit("IsInf", [x], dtype=np.bool_)
+        bad = b.emit("Or", [b.emit("IsNaN", [x], dtype=np.bool_),
+                            b.emit("IsInf", [x], dtype=np.bool_)], dtype=np.bool_)
+        return b.emit("Not", [bad], dtype=np.bool_)
+
+    mapping.__doc__ = f"{kind} as IsNaN/IsInf."
+    return mapping
+
+
+def masked_fill(b, inputs, args, kwargs, opset):
+    """masked_fill(self, mask, value): Where(mask, value, self)."""
+    dtype = b.out_dtype
+    return b.emit("Where", [b.cast(inputs[1], np.bool_), b.operand(inputs[2], dtype),
+                            b.cast(inputs[0], dtype)])
+
+
+def trilu(upper: bool) -> Callable:
+    """triu/tril(self, diagonal=0): Trilu from opset 14; before, a Where on a constant
+    mask of the last two (fixed) dims."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        x, k = inputs[0], int(_arg(args, 1, 0))
+        if opset >= 14:
+            return b.emit("Trilu", [x, b.const(np.asarray(k, np.int64))], upper=int(upper))
+        rows, cols = args[0].shape[-2:]
+        keep = (np.triu if upper else np.tril)(np.ones((rows, cols), bool), k)
+        return b.emit("Where", [b.const(keep), x, b.operand(0, b.out_dtype)])
+
+    mapping.__doc__ = f"Trilu(upper={int(upper)})."
+    return mapping
+
+
+def flip(b, inputs, args, kwargs, opset):
+    """flip(self, dims): Slice with step -1 on each dim (any size)."""
+    rank = args[0].dim()
+    dims = sorted({norm_dim(int(d), rank) for d in args[1]}) if rank else []
+    if not dims:
+        return inputs[0]
+    n = len(dims)
+    return b.emit("Slice", [inputs[0], b.ints([-1] * n), b.ints([-INT64_MAX - 1] * n),
+                            b.ints(dims), b.ints([-1] * n)])
+
+
+def _slice(b, x, axis: int, start: int, end: int, step: int = 1):
+    return b.emit("Slice", [x, b.ints([start]), b.ints([end]), b.ints([axis]),
+                            b.ints([step])], dtype=x.dtype, rank=x.rank)
+
+
+def roll(b, inputs, args, kwargs, opset):
+    """roll(self, shifts, dims=()): per dim, the last `shift` elements then the rest
+    (Slice + Concat); with no dims, on the flattened tensor, reshaped back."""
+    x, shape = inputs[0], tuple(args[0].shape)
+    shifts = ints(args[1], 1)
+    dims = ints(_arg(args, 2, ()), 1) if _arg(args, 2, ()) not in ((), []) else []
+    if not dims:
+        flat = b.emit("Reshape", [x, b.ints([-1])], rank=1)
+        n = int(np.prod(shape))
+        out = _roll1(b, flat, 0, shifts[0], n)
+        return b.emit("Reshape", [out, b.shape(x)])
+    for s, d in zip(shifts, dims):
+        d = norm_dim(d, len(shape))
+        x = _roll1(b, x, d, s, shape[d])
+    return x
+
+
+def _roll1(b, x, d: int, shift: int, n: int):
+    s = shift % n if n else 0
+    if s == 0:
+        return x
+    return b.emit("Concat", [_slice(b, x, d, n - s, n), _slice(b, x, d, 0, n - s)],
+                  dtype=x.dtype, rank=x.rank, axis=d)
+
+
+def repeat(b, inputs, args, kwargs, opset):
+    """repeat(self, repeats): Tile, after leading size-1 dims when repeats has more."""
+    x, reps = inputs[0], [int(r) for r in args[1]]
+    extra = len(reps) - args[0].dim()
+    if extra > 0:
+        x = b.unsqueeze(x, list(range(extra)))
+    if all(r == 1 for r in reps):
+        return x
+    return b.emit("Tile", [x, b.ints(reps)])
+
+
+def one_hot(b, inputs, args, kwargs, opset):
+    """one_hot(self, num_classes=-1): OneHot with values (0, 1) as int64; without
+    num_classes, the depth is the largest index plus one, at run time."""
+    x, n = b.cast(inputs[0], np.int64), int(_arg(args, 1, -1))
+    scalar = args[0].dim() == 0
+    if scalar:  # OneHot needs indices of rank >= 1
+        x = b.unsqueeze(x, [0])
+    if n >= 0:
+        depth = b.const(np.asarray([n], np.int64))
+    else:
+        top = b.reduce("ReduceMax", x, None, True, I64, args[0].dim())
+        depth = b.emit("Add", [b.emit("Reshape", [top, b.ints([1])], dtype=I64, rank=1),
+                               b.ints([1])], dtype=I64, rank=1)
+    out = b.emit("OneHot", [x, depth, b.const(np.array([0, 1], np.int64))], axis=-1,
+                 rank=b.out_rank + int(scalar))
+    return b.squeeze(out, [0]) if scalar else out
+
+
+def _pads(rank: int, pad: list) -> list[int]:
+    """PyTorch's last-dim-first (before, after) pairs as ONNX's begins then ends."""
+    begin, end = [0] * rank, [0] * rank
+    for k in range(len(pad) // 2):
+        begin[rank - 1 - k], end[rank - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
+    return begin + end
+
+
+def constant_pad(b, inputs, args, kwargs, opset):
+    """constant_pad_nd(self, pad, value=0): Pad (negative pads crop)."""
+    x, rank = inputs[0], args[0].dim()
+    pads = _pads(rank, list(args[1]))
+    if not any(pads):
+        return x
+    return b.emit("Pad", [x, b.ints(pads), b.operand(_arg(args, 2, 0), b.out_dtype)],
+                  mode="constant")
+
+
+def mode_pad(mode: str) -> Callable:
+    """reflection_pad*/replication_pad*(self, padding): Pad in `mode` (reflect, edge)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        # PyTorch pads from the whole input, then crops (negative pads): ONNX's Pad crops
+        # first, so the two are separate nodes
+        pads = _pads(args[0].dim(), list(args[1]))
+        x = inputs[0]
+        if any(p > 0 for p in pads):
+            x = b.emit("Pad", [x, b.ints([max(p, 0) for p in pads])], mode=mode)
+        if any(p < 0 for p in pads):
+            x = b.emit("Pad", [x, b.ints([min(p, 0) for p in pads])], mode="constant")
+        return x
+
+    mapping.__doc__ = f"Pad(mode={mode})."
+    return mapping
+
+
+def resize(kind: str, k: int) -> Callable:
+    """upsample_*{k}d(self, output_size, [align_corners,] *scales): Resize over the last `k`
+    dims. With every scale given, Resize reads the scales (PyTorch divides by the given
+    scale, not by the size ratio); otherwise the sizes, N and C read from the input."""
+    linear = kind in ("linear", "cubic")
+
+    def mapping(b, inputs, args, kwargs, opset):
+        x = inputs[0]
+        rest = args[2:]
+        align = bool(rest[0]) if linear and rest else False
+        scales = list(rest[1:] if linear else rest)
+        scales = scales + [None] * (k - len(scales))
+        attrs: dict[str, Any] = {}
+        if kind == "nearest":
+            attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                         nearest_mode="floor")
+        elif kind == "exact":
+            attrs = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
+                         nearest_mode="round_prefer_ceil")
+        else:
+            attrs = dict(mode=kind, coordinate_transformation_mode="align_corners" if align
+                         else "pytorch_half_pixel")
+            if kind == "cubic":
+                attrs["cubic_coeff_a"] = -0.75
+        in_sizes, out_sizes = list(args[0].shape[2:]), [int(s) for s in args[1]]
+        given = all(s is not None and s > 0 for s in scales)
+        if kind in ("nearest", "exact") and given and any(
+                float(s) != o / i for s, o, i in zip(scales, out_sizes, in_sizes)):
+            # A scale that is not the size ratio: onnxruntime's Resize does not place the
+            # samples as PyTorch does; gather the rows it picks (the sizes are fixed).
+            from .upsample import _nearest_index
+
+            for axis, (i, o, s) in enumerate(zip(in_sizes, out_sizes, scales)):
+                idx = _nearest_index(i, o, s, kind == "exact", k == 2)
+                x = b.emit("Gather", [x, b.const(idx.astype(np.int64))], axis=axis + 2)
+            return x
+        if given and not align:
+            sc = b.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32))
+            return b.emit("Resize", [x, None, sc], **attrs)
+        sizes = b.shape_tensor([b.shape(x, 0, 2)] + out_sizes)
+        return b.emit("Resize", [x, None, None, sizes], **attrs)
+
+    mapping.__doc__ = f"Resize ({kind})."
+    return mapping
+
+
+def _spatial_ones(c: int, rank: int) -> list[int]:
+    return [c] + [1] * (rank - 2)
+
+
+def group_norm(b, inputs, args, kwargs, opset):
+    """native_group_norm(x, w, b, N, C, HxW, group, eps): the moments of each group of the
+    (N, group, -1) view (ReduceMean), then the per-channel affine; the saved statistics are
+    not mapped."""
+    x, w, bias = inputs[:3]
+    rank, c, group, eps = args[0].dim(), int(args[4]), int(args[6]), float(args[7])
+    dtype = b.out_dtype
+    xg = b.emit("Reshape", [x, b.ints([0, group, -1])], rank=3)
+    mean = b.reduce("ReduceMean", xg, [2], True, dtype, 3)
+    centred = b.emit("Sub", [xg, mean], rank=3)
+    var = b.reduce("ReduceMean", b.emit("Mul", [centred, centred], rank=3), [2], True, dtype,
+                   3)
+    std = b.emit("Sqrt", [b.emit("Add", [var, b.operand(eps, dtype)], rank=3)], rank=3)
+    out = b.emit("Reshape", [b.emit("Div", [centred, std], rank=3), b.shape(x)])
+    affine = _spatial_ones(c, rank)
+    if w is not None:
+        out = b.emit("Mul", [out, b.emit("Reshape", [b.cast(w, dtype), b.ints(affine)],
+                                         rank=len(affine))])
+    if bias is not None:
+        out = b.emit("Add", [out, b.emit("Reshape", [b.cast(bias, dtype), b.ints(affine)],
+                                         rank=len(affine))])
+    return [out, None, None]
+
+
+def batch_stats_norm(b, x, w, bias, rank: int, c: int, eps: float):
+    """Normalization with the batch's own statistics (batch norm in training mode, as
+    instance_norm calls it): moments over every dim but the channels."""
+    dtype = b.out_dtype
+    axes = [0] + list(range(2, rank))
+    mean = b.reduce("ReduceMean", x, axes, True, dtype, rank)
+    centred = b.emit("Sub", [x, mean])
+    var = b.reduce("ReduceMean", b.emit("Mul", [centred, centred]), axes, True, dtype, rank)
+    out = b.emit("Div", [centred, b.emit("Sqrt", [b.emit("Add", [var,
+                                                               b.operand(eps, dtype)])])])
+    shape = b.ints(_spatial_ones(c, rank))
+    if w is not None:
+        out = b.emit("Mul", [out, b.emit("Reshape", [b.cast(w, dtype), shape], rank=rank - 1)])
+    if bias is not None:
+        out = b.emit("Add", [out, b.emit("Reshape", [b.cast(bias, dtype), shape],
+                                         rank=rank - 1)])
+    return out
+
+
+def glu(b, inputs, args, kwargs, opset):
+    """glu(self, dim=-1): first half times the Sigmoid of the second (Split in two)."""
+    rank = args[0].dim()
+    d = norm_dim(int(_arg(args, 1, -1)), rank)
+    half = args[0].shape[d] // 2
+    a, g = b.emit("Split", [inputs[0], b.ints([half, half])], n_out=2, axis=d)
+    return b.emit("Mul", [a, b.emit("Sigmoid", [g])])
+
+
+def celu(b, inputs, args, kwargs, opset):
+    """celu(self, alpha=1.0): Celu."""
+    return b.emit("Celu", [b.cast(inputs[0], b.out_dtype)], alpha=float(_arg(args, 1, 1.0)))
+
+
+def log_sigmoid(b, inputs, args, kwargs, opset):
+    """log_sigmoid(x) = -softplus(-x), stable for large |x| (Log(Sigmoid) underflows)."""
+    x = inputs[0]
+    return b.emit("Neg", [b.emit("Softplus", [b.emit("Neg", [x])])])
+
+
+def mish(b, inputs, args, kwargs, opset):
+    """mish(x) = x tanh(softplus(x)): Mish from opset 18, its formula before."""
+    x = inputs[0]
+    if opset >= 18:
+        return b.emit("Mish", [x])
+    return b.emit("Mul", [x, b.emit("Tanh", [b.emit("Softplus", [x])])])
+
+
+def prelu(b, inputs, args, kwargs, opset):
+    """_prelu_kernel(self, weight): PRelu (the weight already shaped to broadcast)."""
+    return b.emit("PRelu", [inputs[0], b.operand(inputs[1], b.out_dtype)])
+
+
+def _promoted(b, inputs, args):
+    dtype = b.out_dtype
+    return b.operand(inputs[0], dtype), b.operand(inputs[1], dtype), dtype
+
+
+def _floor_mod(b, a, d, dtype):
+    """a - floor(a / d) * d with the divisor's sign: ONNX Mod (fmod=0) for integers; for
+    floats C's fmod, moved by one divisor where its sign differs from the divisor's."""
+    if dtype.kind in "iu":
+        return b.emit("Mod", [a, d], fmod=0)
+    r = b.emit("Mod", [a, d], fmod=1)
+    zero = b.operand(0, dtype)
+    nonzero = b.emit("Not", [b.emit("Equal", [r, zero], dtype=np.bool_)], dtype=np.bool_)
+    signs = b.emit("Xor", [b.emit("Less", [r, zero], dtype=np.bool_),
+                           b.emit("Less", [d, zero], dtype=np.bool_)], dtype=np.bool_)
+    fix = b.emit("And", [nonzero, signs], dtype=np.bool_)
+    return b.emit("Where", [fix, b.emit("Add", [r, d]), r])
+
+
+def remainder(b, inputs, args, kwargs, opset):
+    """remainder(self, other): Python's modulo (the result has the divisor's sign)."""
+    a, d, dtype = _promoted(b, inputs, args)
+    return _floor_mod(b, a, d, dtype)
+
+
+def floor_divide(b, inputs, args, kwargs, opset):
+    """floor_divide(self, other): (a - a mod d) / d, exact for integers (ONNX's integer Div
+    truncates toward zero), rounded to the integer it is for floats."""
+    a, d, dtype = _promoted(b, inputs, args)
+    q = b.emit("Div", [b.emit("Sub", [a, _floor_mod(b, a, d, dtype)]), d])
+    return q if dtype.kind in "iu" else b.emit("Round", [q])
+
+
+def fmod(b, inputs, args, kwargs, opset):
+    """fmod(self, other): C's fmod (the result has the dividend's sign): Mod(fmod=1)."""
+    a, d, dtype = _promoted(b, inputs, args)
+    return b.emit("Mod", [a, d], fmod=1)
+
+
+def div_mode(b, inputs, args, kwargs, opset):
+    """div(self, other, rounding_mode): floor as floor_divide; trunc as Div for integers
+    (ONNX truncates), and Div rounded toward zero for floats."""
+    if args[2] == "floor":
+        return floor_divide(b, inputs, args, kwargs, opset)
+    a, d, dtype = _promoted(b, inputs, args)
+    q = b.emit("Div", [a, d])
+    if dtype.kind in "iu":
+        return q
+    # trunc(q) = sign(q) * floor(|q|)
+    return b.emit("Mul", [b.emit("Sign", [q]), b.emit("Floor", [b.emit("Abs", [q])])])
+
+
+_POW2 = np.left_shift(np.int64(1), np.arange(63, dtype=np.int64))
+# The weight of each bit of an int64 in two's complement: the top one is -2**63.
+_BIT_WEIGHTS = np.append(_POW2, np.iinfo(np.int64).min)
+
+
+def _bit_planes(b, x):
+    """The 64 bits of integer `x` (as int64, two's complement) as 0/1 int64 values on a new
+    last axis. Bit i < 63 is floor(x / 2**i) mod 2 (Mod with the divisor's sign, Div exact
+    on a multiple); bit 63 is the sign."""
+    from ..onnx._graph import Const
+
+    if isinstance(x, Const):  # a number operand: its bits are known now
+        v = np.asarray(x.array).astype(np.int64).view(np.uint64)[..., None]
+        return b.const(((v >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int64))
+    x = b.cast(x, np.int64)
+    xe = b.unsqueeze(x, [-1])
+    pow2 = b.const(_POW2)
+    rest = b.emit("Mod", [xe, pow2], dtype=I64, rank=xe.rank, fmod=0)
+    q = b.emit("Div", [b.emit("Sub", [xe, rest], dtype=I64, rank=xe.rank), pow2], dtype=I64,
+               rank=xe.rank)
+    low = b.emit("Mod", [q, b.operand(2, I64)], dtype=I64, rank=xe.rank, fmod=0)
+    sign = b.cast(b.emit("Less", [xe, b.operand(0, I64)], dtype=np.bool_, rank=xe.rank), I64)
+    return b.emit("Concat", [low, sign], dtype=I64, rank=xe.rank, axis=-1)
+
+
+def _from_bit_planes(b, bits):
+    """The int64 whose two's complement bits are `bits` (0/1 on the last axis). Summed as
+    two parts below 2**52 (onnxruntime's int64 ReduceSum is not exact past a double's
+    mantissa), the high one scaled by 2**52 with an exact int64 Mul."""
+    rank = b.out_rank
+    parts = []
+    for lo, hi in ((0, 52), (52, 64)):
+        w = _BIT_WEIGHTS[lo:hi] >> lo if lo else _BIT_WEIGHTS[lo:hi]
+        plane = b.emit("Slice", [bits, b.ints([lo]), b.ints([hi]), b.ints([-1])], dtype=I64)
+        weighted = b.emit("Mul", [plane, b.const(w)], dtype=I64)
+        parts.append(b.reduce("ReduceSum", weighted, [-1], False, I64, rank))
+    high = b.emit("Mul", [parts[1], b.operand(1 << 52, I64)], dtype=I64, rank=rank)
+    return b.emit("Add", [parts[0], high], dtype=I64, rank=rank)
+
+
+def bitwise(op_type: str, bool_type: str) -> Callable:
+    """bitwise_and/or/xor/not: the logical op on booleans; Bitwise* on integers from opset
+    18, and before it the same arithmetic on the operands' 64 bit planes."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        operands = [b.operand(v, dtype) for v in inputs[:2] if v is not None]
+        if dtype == np.bool_:
+            return b.emit(bool_type, operands)
+        if opset >= 18:
+            return b.emit(op_type, operands)
+        planes = [_bit_planes(b, v) for v in operands]
+        u = I64
+        if bool_type == "Not":
+            bits = b.emit("Sub", [b.operand(1, u), planes[0]], dtype=u)
+        elif bool_type == "And":
+            bits = b.emit("Mul", planes, dtype=u)
+        elif bool_type == "Or":
+            bits = b.emit("Sub", [b.emit("Add", planes, dtype=u), b.emit("Mul", planes,
+                                                                          dtype=u)], dtype=u)
+        else:
+            bits = b.emit("Mod", [b.emit("Add", planes, dtype=u), b.operand(2, u)], dtype=u)
+        return b.cast(_from_bit_planes(b, bits), dtype)
+
+    mapping.__doc__ = f"{bool_type} on booleans, {op_type} on integers."
+    return mapping
+
+
+def im2col(b, inputs, args, kwargs, opset):
+    """im2col(self, kernel, dilation, padding, stride) (F.unfold): the input padded, one
+    strided Slice per kernel position, stacked channel-major as (N, C*kh*kw, L)."""
+    x, shape = inputs[0], tuple(args[0].shape)
+    if len(shape) == 3:
+        b.fail("of an unbatched input")
+    (kh, kw), (dh, dw) = ints(args[1], 2), ints(args[2], 2)
+    (ph, pw), (sh, sw) = ints(args[3], 2), ints(args[4], 2)
+    c, h, w = shape[1], shape[2] + 2 * ph, shape[3] + 2 * pw
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    if ph or pw:
+        x = b.emit("Pad", [x, b.ints([0, 0, ph, pw, 0, 0, ph, pw])], rank=4)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            start = [i * dh, j * dw]
+            end = [start[0] + sh * (oh - 1) + 1, start[1] + sw * (ow - 1) + 1]
+            tap = b.emit("Slice", [x, b.ints(start), b.ints(end), b.ints([2, 3]),
+                                   b.ints([sh, sw])], rank=4)
+            taps.append(b.unsqueeze(tap, [2]))
+    cols = b.emit("Concat", taps, rank=5, axis=2)  # (N, C, kh*kw, oh, ow)
+    return b.emit("Reshape", [cols, b.ints([0, c * kh * kw, oh * ow])])
+
+
+def unfold(b, inputs, args, kwargs, opset):
+    """Tensor.unfold(dim, size, step): one strided Slice per window offset, stacked on a new
+    last dim."""
+    x, shape = inputs[0], tuple(args[0].shape)
+    if not shape:
+        return b.unsqueeze(x, [0])
+    d = norm_dim(int(args[1]), len(shape))
+    size, step = int(args[2]), int(args[3])
+    count = (shape[d] - size) // step + 1
+    taps = [b.unsqueeze(_slice(b, x, d, j, j + step * (count - 1) + 1, step), [len(shape)])
+            for j in range(size)]
+    return taps[0] if size == 1 else b.emit("Concat", taps, axis=len(shape))
+
+
+def _bag_members(b, offsets, n: int, bags: int, dtype):
+    """The (bags, n) 0/1 matrix of which index belongs to which bag, from offsets known at
+    run time: an index's bag is the number of offsets at or before it, minus one (the last
+    bag runs to the end)."""
+    offs = b.cast(offsets, np.int64)
+    if offs.rank != 1:
+        offs = b.emit("Reshape", [offs, b.ints([-1])], dtype=I64, rank=1)
+    offs = _slice(b, offs, 0, 0, bags)
+    pos = b.const(np.arange(n, dtype=np.int64)[:, None])
+    after = b.emit("GreaterOrEqual", [pos, b.unsqueeze(offs, [0])], dtype=np.bool_, rank=2)
+    bag = b.reduce("ReduceSum", b.cast(after, np.int64), [1], False, I64, 1)
+    bag = b.emit("Sub", [bag, b.ints([1])], dtype=I64, rank=1)
+    rows = b.const(np.arange(bags, dtype=np.int64)[:, None])
+    return b.cast(b.emit("Equal", [rows, b.unsqueeze(bag, [0])], dtype=np.bool_, rank=2),
+                  dtype)
+
+
+def embedding_bag(b, inputs, args, kwargs, opset):
+    """_embedding_bag(weight, indices, offsets, scale_grad, mode, sparse, per_sample_weights,
+    include_last_offset, padding_idx): the rows gathered, then summed, averaged or maxed per
+    bag. Bags of one size (a 2-D input) are a Reshape and a Reduce, for any number of bags;
+    other bags a (bags, indices) 0/1 matrix product (constant when the offsets are)."""
+    from ..onnx._graph import Const
+
+    weight, idx = inputs[0], b.emit("Reshape", [inputs[1], b.ints([-1])], dtype=I64, rank=1)
+    offsets, mode = inputs[2], int(args[4])
+    psw = inputs[6] if len(inputs) > 6 else None
+    last, pad = bool(_arg(args, 7, False)), int(_arg(args, 8, -1))
+    dtype = b.out_dtype
+    n = int(np.prod(args[1].shape))
+    bags = int(np.prod(args[2].shape)) - (1 if last else 0)
+    rows = b.emit("Gather", [weight, idx], rank=2, axis=0)
+    if psw is not None:
+        rows = b.emit("Mul", [rows, b.unsqueeze(b.cast(psw, dtype), [1])], rank=2)
+    mask = None
+    if pad >= 0:  # rows of padding_idx count for nothing (and not in a mean's count)
+        keep = b.emit("Not", [b.emit("Equal", [idx, b.operand(pad, I64)], dtype=np.bool_)],
+                      dtype=np.bool_, rank=1)
+        mask = b.cast(keep, dtype)
+        rows = b.emit("Mul", [rows, b.unsqueeze(mask, [1])], rank=2)
+    size = 0
+    if isinstance(offsets, Const):
+        off = np.asarray(offsets.array, np.int64).reshape(-1)[:bags]
+        ends = np.append(off[1:], n)  # the last bag runs to the end (as the kernel's)
+        size = int(ends[0] - off[0]) if bags else 0
+        if not (size > 0 and np.array_equal(off, np.arange(bags) * size) and bags * size == n):
+            size = 0
+    if size:
+        grouped = b.emit("Reshape", [rows, b.ints([-1, size, int(args[0].shape[1])])], rank=3)
+        if mode == 2:
+            if pad >= 0:
+                b.fail("with mode='max' and padding_idx")
+            return [b.reduce("ReduceMax", grouped, [1], False, dtype, 2), None, None, None]
+        total = b.reduce("ReduceSum", grouped, [1], False, dtype, 2)
+        if mode == 0:
+            return [total, None, None, None]
+        if mask is None:
+            return [b.emit("Div", [total, b.operand(size, dtype)]), None, None, None]
+        count = b.reduce("ReduceSum", b.emit("Reshape", [mask, b.ints([-1, size])], rank=2),
+                         [1], True, dtype, 2)
+        count = b.emit("Max", [count, b.operand(1, dtype)], rank=2)
+        return [b.emit("Div", [total, count]), None, None, None]
+    if mode == 2:
+        b.fail("with mode='max' and bags of different sizes")
+    if isinstance(offsets, Const):
+        member = np.zeros((bags, n), np.float64)
+        for k in range(bags):
+            member[k, off[k]:ends[k]] = 1.0
+        members = b.const(member, dtype)
+    else:
+        members = _bag_members(b, offsets, n, bags, dtype)
+    total = b.emit("MatMul", [members, rows])
+    if mode == 0:
+        return [total, None, None, None]
+    counted = b.unsqueeze(mask, [1]) if mask is not None else b.const(np.ones((n, 1)), dtype)
+    count = b.emit("MatMul", [members, counted], rank=2)
+    count = b.emit("Max", [count, b.operand(1, dtype)], rank=2)
+    return [b.emit("Div", [total, count]), None, None, None]
+
+
+def adaptive_max_pool(b, inputs, args, kwargs, opset):
+    """adaptive_max_pool2d(self, output_size): MaxPool with kernel = stride = input /
+    output when the output size divides the input size (GlobalMaxPool for 1x1); the indices
+    are not mapped."""
+    shape = tuple(args[0].shape)
+    out = [int(s) for s in args[1]]
+    spatial = shape[-2:]
+    if any(o <= 0 or s % o for s, o in zip(spatial, out)):
+        b.fail("when the output size does not divide the input size")
+    kernel = [s // o for s, o in zip(spatial, out)]
+
+    def build(x):
+        if out == [1, 1]:
+            return b.emit("GlobalMaxPool", [x])
+        return b.emit("MaxPool", [x], kernel_shape=kernel, strides=kernel)
+
+    return [batched(b, inputs[0], len(shape) == 3, build), None]
+
+
+def transpose_inplace(b, inputs, args, kwargs, opset):
+    """transpose_(self, dim0, dim1): the same Transpose as transpose."""
+    rank = args[0].dim()
+    perm = list(range(rank))
+    if rank >= 2:
+        d0, d1 = norm_dim(int(args[1]), rank), norm_dim(int(args[2]), rank)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    if perm == list(range(rank)):
+        return inputs[0]
+    return b.emit("Transpose", [inputs[0]], perm=perm)
+
+
+def _gates(w: np.ndarray, order: list[int]) -> np.ndarray:
+    """The gate blocks of a stacked RNN weight (gates along dim 0) in `order`."""
+    return np.concatenate([np.split(w, len(order), 0)[g] for g in order], 0)
+
+
+def lstm_layer(b, inputs, args, kwargs, opset):
+    """mkldnn_rnn_layer (one LSTM layer and direction, time-major): an ONNX LSTM node.
+    PyTorch stacks the gates as (input, forget, cell, output); ONNX as (input, output,
+    forget, cell). Initial states that are constant zeros are left out (ONNX's default),
+    so the batch stays dynamic."""
+    from ..onnx._graph import Const
+
+    x, w_ih, w_hh, b_ih, b_hh, hx, cx = inputs[:7]
+    reverse, hidden, has_bias = bool(args[7]), int(args[10]), bool(args[12])
+    if not all(isinstance(w, Const) for w in (w_ih, w_hh)) or (
+            has_bias and not all(isinstance(v, Const) for v in (b_ih, b_hh))):
+        b.fail("with weights computed by the model")
+    dtype = b.out_dtype
+    order = [0, 3, 1, 2]
+    wx = b.const(_gates(w_ih.array, order)[None], dtype)
+    wh = b.const(_gates(w_hh.array, order)[None], dtype)
+    bias = None
+    if has_bias:
+        bias = b.const(np.concatenate([_gates(b_ih.array, order),
+                                       _gates(b_hh.array, order)])[None], dtype)
+
+    def state(v):
+        if isinstance(v, Const) and not np.any(v.array):
+            return None
+        return b.unsqueeze(b.cast(v, dtype), [0])
+
+    h0, c0 = state(hx), state(cx)
+    y, yh, yc = b.emit("LSTM", [x, wx, wh, bias, None, h0, c0], n_out=3, rank=4,
+                       hidden_size=hidden, direction="reverse" if reverse else "forward")
+    return [b.squeeze(y, [1]), b.squeeze(yh, [0]), b.squeeze(yc, [0]), None]
+
+
+def attention(b, inputs, args, kwargs, opset):
+    """_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal,
+    attn_mask, scale): softmax(q k^T * scale + mask) v with MatMul and Softmax (a causal
+    mask is a constant of the fixed sequence lengths); the log-sum-exp output is not
+    mapped. Rows whose every key is masked give NaN here (PyTorch: zeros)."""
+    q, k, v = inputs[:3]
+    is_causal, mask = bool(_arg(args, 4, False)), _arg(inputs, 5, None)
+    scale = _arg(args, 6, None)
+    qs, ks = tuple(args[0].shape), tuple(args[1].shape)
+    if ks[-3] != qs[-3]:
+        b.fail("with grouped-query attention")
+    dtype = b.out_dtype
+    rank = len(qs)
+    factor = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    s = b.emit("MatMul", [q, b.emit("Transpose", [k], perm=perm)])
+    s = b.emit("Mul", [s, b.operand(factor, dtype)])
+    if is_causal:
+        keep = np.tril(np.ones((qs[-2], ks[-2]), bool))
+        s = b.emit("Where", [b.const(keep), s, b.operand(-np.inf, dtype)])
+    if mask is not None:
+        s = b.emit("Add", [s, b.cast(mask, dtype)])
+    p = b.emit("Softmax", [s], axis=-1)
+    return [b.emit("MatMul", [p, v]), None]

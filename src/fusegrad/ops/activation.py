@@ -15,6 +15,7 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _special_kernels
+from . import _onnx as ox
 from ._onnx import clip, gelu_formula, onnx_op
 from ._util import F32, HALF, c_gradient, rand_array, unary_meta, unary_samples
 from .activation_backward import hardtanh_backward, leaky_relu_backward
@@ -234,7 +235,7 @@ def _mish_derivative(g, x):
 mish = register(
     "mish", kernel=_float_kernel(_mish), meta=_meta, node="MishBackward0",
     derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples(),
-    decomposition=lambda x: x * x.exp().log1p().tanh())
+    decomposition=lambda x: x * x.exp().log1p().tanh(), onnx=ox.mish)
 mish_ = inplace_variant(mish, "mish_", saves_self=True)
 
 # ---------------------------------------------------------------- leaky_relu, elu
@@ -406,5 +407,5 @@ def _log_sigmoid(x):
 log_sigmoid = register(
     "log_sigmoid", kernel=_float_kernel(_log_sigmoid), meta=_meta, node="LogSigmoidBackward0",
     derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
-    samples=unary_samples(),
+    samples=unary_samples(), onnx=ox.log_sigmoid,
     decomposition=lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p())

@@ -12,6 +12,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call2, plain, save_partners, save_result
 from .._dtype import COMPLEX as _COMPLEX
+from . import _onnx as ox
 from ._onnx import add_like
 from ._util import (
     F32,
@@ -362,12 +363,12 @@ def _floor_divide(a, b):
 floor_divide = register(
     "floor_divide", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False,
-    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1))
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide)
 floor_divide_scalar = register(
     "floor_divide.Scalar", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
-                             for c in (1.5, -2, 2)])
+                             for c in (1.5, -2, 2)], onnx=ox.floor_divide)
 floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
                                 derivative=_not_implemented("floor_divide_"))
 
@@ -401,7 +402,7 @@ div_mode = register(
     gradcheck=False, public="div", tensor_args=(0, 1), nondiff_args=(2,),
     samples=lambda rng, dt: [Sample(s.args + (mode,), name=f"{s.name} {mode}")
                              for s in _binary_samples_nonzero(scalars=(1.5, -2))(rng, dt)
-                             for mode in ("floor", "trunc")])
+                             for mode in ("floor", "trunc")], onnx=ox.div_mode)
 div_mode_ = inplace_variant(div_mode, "div_.Tensor_mode", public="div_")
 
 
@@ -425,24 +426,26 @@ remainder = register(
     node="RemainderBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
-    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder")
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder",
+    onnx=ox.remainder)
 remainder_scalar = register(
     "remainder.Scalar", kernel=_remainder(np.remainder), meta=binary_meta(),
     node="RemainderBackward0", derivative=lambda g: (g, None), samples=_scalar_samples,
-    public="remainder")
+    public="remainder", onnx=ox.remainder)
 remainder_rscalar = register(
     "remainder.Scalar_Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
     node="NotImplemented", derivative=_not_implemented("remainder"), gradcheck=False,
     samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
-    public="remainder")
+    public="remainder", onnx=ox.remainder)
 fmod = register(
     "fmod.Tensor", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
-    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod")
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod",
+    onnx=ox.fmod)
 fmod_scalar = register(
     "fmod.Scalar", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward0",
-    derivative=lambda g: (g, None), samples=_scalar_samples, public="fmod")
+    derivative=lambda g: (g, None), samples=_scalar_samples, public="fmod", onnx=ox.fmod)
 remainder_ = inplace_variant(remainder, "remainder_.Tensor", saves_self=True)
 remainder_scalar_ = inplace_variant(remainder_scalar, "remainder_.Scalar")
 fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import F32, HALF, Spec, rand_array, wrap_dims
 from .reductions import check_softmax_dtype
 from .registry import Sample, register
@@ -283,7 +284,8 @@ flash_attention = register(
     node="ScaledDotProductFlashAttentionForCpuBackward0", derivative=_flash_derivative,
     save=_flash_save, nondiff_outputs=(1,), nondiff_args=(5,), samples=_flash_samples,
     decomposition=_flash_decomposition,
-    public="_scaled_dot_product_flash_attention_for_cpu", tolerance={"float32": 1e-4})
+    public="_scaled_dot_product_flash_attention_for_cpu", tolerance={"float32": 1e-4},
+    onnx=ox.attention)
 
 flash_attention_backward = register(
     "_scaled_dot_product_flash_attention_for_cpu_backward", kernel=_backward_kernel,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from ._onnx import bitwise as bitwise_onnx
 from ._onnx import boolean, clip, compare
 from ._util import (
     Spec,
@@ -304,10 +305,13 @@ def _int_samples(rng, dtype):
 
 def _bitwise(name, ufunc):
     fname = name.split(".")[0]
+    word = fname.split("_")[1]
+    mapping = bitwise_onnx("Bitwise" + word.capitalize(), word.capitalize())
     op = register(name, kernel=_bitwise_kernel(ufunc, fname), meta=_bitwise_meta(fname),
-                  differentiable=False, samples=_int_samples, public=fname)
+                  differentiable=False, samples=_int_samples, public=fname, onnx=mapping)
     scalar = register(name.replace("Tensor", "Scalar"), kernel=_bitwise_kernel(ufunc, fname),
                       meta=_bitwise_meta(fname), differentiable=False, public=fname,
+                      onnx=mapping,
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 5))])
     inplace_variant(op, fname + "_.Tensor", differentiable=False)
     return op, scalar
@@ -332,6 +336,7 @@ def _bitwise_not_meta(a):
 
 bitwise_not = register(
     "bitwise_not", kernel=_bitwise_not_kernel, meta=_bitwise_not_meta, differentiable=False,
+    onnx=bitwise_onnx("BitwiseNot", "Not"),
     samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
                              Sample((rng.random((5,)) > 0.5,))])
 bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)

@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import _dtype
 from ..autograd.grad_mode import is_grad_enabled
-from . import _conv_native, _gemm, _parallel, _workspace
+from . import _conv_native, _gemm, _onnx, _parallel, _workspace
 from ._onnx import ints as onnx_ints
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
@@ -183,7 +183,7 @@ im2col = register(
     derivative=lambda g, size, k, d, p, s: (_call(col2im, g, size, k, d, p, s), None, None,
                                             None, None),
     save=lambda out, a, k, d, p, s: (list(a.shape[-2:]), k, d, p, s),
-    samples=_im2col_samples, public="im2col")
+    samples=_im2col_samples, public="im2col", onnx=_onnx.im2col)
 col2im = register(
     "col2im", kernel=_col2im_op_kernel, meta=_col2im_meta, node="Col2ImBackward0",
     derivative=lambda g, k, d, p, s: (_call(im2col, g, k, d, p, s), None, None, None, None,

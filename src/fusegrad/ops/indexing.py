@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from . import _onnx as ox
 from ._util import (
     Spec,
     bad_index_dtype,
@@ -373,7 +374,8 @@ masked_fill = register(
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
-    public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
+    public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
+    onnx=ox.masked_fill)
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
     nondiff_args=(1,),
@@ -381,7 +383,8 @@ masked_fill_tensor = register(
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
     samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill",
-    decomposition=lambda a, mask, value: a.where(mask.logical_not(), value))
+    decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
+    onnx=ox.masked_fill)
 masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar")
 masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor")
 
@@ -635,4 +638,4 @@ def _one_hot_meta(a, num_classes=-1):
 one_hot = register(
     "one_hot", kernel=_one_hot_kernel, meta=_one_hot_meta, differentiable=False,
     samples=lambda rng, dt: [Sample((_ints(rng, s, 4), n)) for s, n in (
-        ((5,), -1), ((2, 3), 6), ((), 4), ((0,), 3))])
+        ((5,), -1), ((2, 3), 6), ((), 4), ((0,), 3))], onnx=ox.one_hot)

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _dtype
 from .._symbolic import size_int
 from ._onnx import norm_dim
+from ._onnx import repeat as _onnx_repeat
 from ._util import (
     Spec,
     rand_array,
@@ -175,7 +176,8 @@ repeat = register(
     "repeat", kernel=_repeat_kernel, meta=_repeat_meta, node="RepeatBackward0",
     derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
-        ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))])
+        ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))],
+    onnx=_onnx_repeat)
 
 
 def _stack_meta(tensors, dim=0):

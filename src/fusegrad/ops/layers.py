@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import Spec, index_out_of_range, rand_array, size_str
 from .embedding import check_index_dtype
 from .nn import _call, _const, _register_multi, _work
@@ -175,7 +176,7 @@ adaptive_max_pool2d = _register_multi(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s} {o}")
                              for s, o in (((2, 3, 8, 8), [3, 3]), ((1, 2, 5, 7), [2, 4]),
                                           ((3, 6, 6), [6, 2]), ((1, 1, 4, 4), [1, 1]))],
-    nondiff_outputs=(1,), saved_names=("", "result1"))
+    nondiff_outputs=(1,), saved_names=("", "result1"), onnx=ox.adaptive_max_pool)
 
 # ---------------------------------------------------------------- _trilinear
 
@@ -392,4 +393,4 @@ embedding_bag = _register_multi(
     derivative=_eb_derivative, save=_eb_save, samples=_eb_samples,
     nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag", nondiff_args=(1, 2),
     saved_names=("", "indices", "offset2bag", "", "mode", "maximum_indices", "",
-                 "per_sample_weights", ""))
+                 "per_sample_weights", ""), onnx=ox.embedding_bag)

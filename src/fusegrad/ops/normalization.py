@@ -20,6 +20,7 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import no_grad
 from . import _native, _parallel
+from . import _onnx as ox
 from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _legacy, _register_multi, _work
 from .reductions import sum_dim
@@ -336,8 +337,9 @@ def _bn_onnx(b, inputs, args, kwargs, opset):
     outputs are not mapped."""
     x, w, bias, mean, var = inputs[:5]
     training, eps = args[5], args[7]
-    if training or mean is None:
-        b.fail("with batch statistics (training=True)")
+    if training or mean is None:  # instance_norm, F.batch_norm(training=True)
+        return [ox.batch_stats_norm(b, x, w, bias, args[0].dim(), args[0].shape[1], eps),
+                None, None]
     c = args[0].shape[1]
     w = w if w is not None else b.const(np.ones(c), b.out_dtype)
     bias = bias if bias is not None else b.const(np.zeros(c), b.out_dtype)
@@ -688,4 +690,4 @@ native_group_norm = register(
     # the statistics' gradients are used, as the oracle uses them.)
     samples=_gn_samples, public="native_group_norm",
     optional_tensor_args=(1, 2), tolerance={"float32": 1e-4},
-    decomposition=_gn_decomposition)
+    decomposition=_gn_decomposition, onnx=ox.group_norm)

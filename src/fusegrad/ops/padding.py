@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx as ox
 from ._util import F32, HALF, Spec, rand_array, size_str
 from .registry import Sample, register
 
@@ -153,7 +154,7 @@ constant_pad_nd = register(
     # Padding by p and cropping by -p are adjoint: the derivative is the op itself.
     derivative=lambda g, pad: (_call(constant_pad_nd, g, [-p for p in pad], 0), None, None),
     save=lambda out, a, pad, value=0: (list(pad),),
-    samples=_constant_pad_samples, public="constant_pad_nd")
+    samples=_constant_pad_samples, public="constant_pad_nd", onnx=ox.constant_pad)
 
 # ---------------------------------------------------------------- reflection and replication
 
@@ -278,6 +279,7 @@ def _register_pads(prefix: str, node: str, mode: str) -> dict:
             derivative=lambda g, a, padding, b=bwd: (_call(b, g, a, padding), None),
             save=lambda out, a, padding: (a.detach(), list(padding)),
             samples=_pad_samples(k, mode), public=fwd_name,
+            onnx=ox.mode_pad("reflect" if mode == "reflect" else "edge"),
             # PyTorch's CPU autocast runs these in float32, all but reflection_pad3d.
             autocast=None if fwd_name == "reflection_pad3d" else "fp32")
         holder["fwd"] = fwd

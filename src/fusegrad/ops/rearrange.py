@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._onnx import cast, identity
 from ._util import (
     Spec,
@@ -108,7 +109,7 @@ flip = register(
     save=lambda out, a, dims: (dims,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d), name=f"{s} {d}")
                              for s, d in (((3, 4), (0,)), ((3, 4), (0, 1)), ((2, 3, 4), (-1,)),
-                                          ((), ()), ((0, 2), (1,)))])
+                                          ((), ()), ((0, 2), (1,)))], onnx=ox.flip)
 
 
 def _roll_kernel(a, shifts, dims=()):
@@ -141,7 +142,8 @@ roll = register(
     derivative=_roll_derivative, save=lambda out, a, shifts, dims=(): (shifts, dims),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), sh, d), name=f"{s} {sh} {d}")
                              for s, sh, d in (((3, 4), (1,), (0,)), ((3, 4), (2, -1), (1, 0)),
-                                              ((3, 4), (5,), ()), ((5,), (-2,), (0,)))])
+                                              ((3, 4), (5,), ()), ((5,), (-2,), (0,)))],
+    onnx=ox.roll)
 
 
 def _tri_check(a, name):
@@ -161,7 +163,8 @@ def _tri(name, npfn):
         derivative=lambda g, k: (_call(op, g, k), None), save=lambda out, a, k=0: (k,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k), name=f"{s} {k}")
                                  for s, k in (((3, 4), 0), ((4, 3), 1), ((2, 3, 3), -1),
-                                              ((0, 2), 0))])
+                                              ((0, 2), 0))],
+        onnx=ox.trilu(name == "triu"))
     return op
 
 

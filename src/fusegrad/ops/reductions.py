@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_shape
+from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
 from ._util import (
@@ -427,11 +428,11 @@ def _all_samples(rng, dtype):
 max_all = register(
     "max", kernel=_max_all(np.max, "max")[0], meta=_max_all(np.max, "max")[1],
     node="MaxBackward1", derivative=lambda g, a, out: (_evenly(g, a, out),),
-    save=lambda out, a: (a, out), samples=_all_samples)
+    save=lambda out, a: (a, out), samples=_all_samples, onnx=ox.reduce_all("ReduceMax"))
 min_all = register(
     "min", kernel=_max_all(np.min, "min")[0], meta=_max_all(np.min, "min")[1],
     node="MinBackward1", derivative=lambda g, a, out: (_evenly(g, a, out),),
-    save=lambda out, a: (a, out), samples=_all_samples)
+    save=lambda out, a: (a, out), samples=_all_samples, onnx=ox.reduce_all("ReduceMin"))
 
 # ---------------------------------------------------------------- max.dim, min.dim, argmax
 
@@ -474,9 +475,11 @@ def _save_indices(out, a, dim, keepdim=False):
 
 def _register_index_reduce(name, argfn, node):
     kernel, meta = _index_reduce(name, argfn)
+    title = name.capitalize()
     return register(f"{name}.dim", kernel=kernel, meta=meta, node=node,
                     derivative=_value_select_derivative, save=_save_indices,
-                    samples=_dim_samples, public=name)
+                    samples=_dim_samples, public=name,
+                    onnx=ox.value_and_index(f"Reduce{title}", f"Arg{title}"))
 
 
 max_dim = _register_index_reduce("max", np.argmax, "MaxBackward0")
@@ -517,12 +520,12 @@ def _arg_samples(rng, dtype):
 
 argmax = register("argmax", kernel=_arg_kernel("argmax", np.argmax)[0],
                   meta=_arg_kernel("argmax", np.argmax)[1], differentiable=False,
-                  samples=_arg_samples,
+                  samples=_arg_samples, onnx=ox.arg_reduce("ArgMax"),
                   lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmax", a, dim,
                                                                           keepdim))
 argmin = register("argmin", kernel=_arg_kernel("argmin", np.argmin)[0],
                   meta=_arg_kernel("argmin", np.argmin)[1], differentiable=False,
-                  samples=_arg_samples,
+                  samples=_arg_samples, onnx=ox.arg_reduce("ArgMin"),
                   lowering=lambda v, a, dim=None, keepdim=False: v.reduce("argmin", a, dim,
                                                                           keepdim))
 
@@ -589,7 +592,8 @@ prod = register(
     node="ProdBackward0", derivative=_prod_all_derivative, save=lambda out, a, dtype=None: (a,),
     lowering=lambda v, a, dtype=None: v.reduce("prod", a, None, False, dtype),
     samples=lambda rng, dt: _full_samples(rng, dt) + [
-        Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")])
+        Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")],
+    onnx=reduce_onnx("ReduceProd", full=True))
 prod_dim = register(
     "prod.dim_int", autocast="fp32", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
     lowering=lambda v, a, dim, keepdim=False, dtype=None: v.reduce("prod", a, dim, keepdim,
@@ -598,7 +602,7 @@ prod_dim = register(
     save=lambda out, a, dim, keepdim=False, dtype=None: (a, dim, keepdim),
     samples=lambda rng, dt: _dim_samples(rng, dt) + [
         Sample((np.array([[1.5, 0.0, 2.0], [0, 1, 0]], dt), 1, False), name="zeros")],
-    public="prod")
+    public="prod", onnx=reduce_onnx("ReduceProd"))
 
 
 # ---------------------------------------------------------------- all, any, count_nonzero
@@ -637,15 +641,16 @@ def _logic_all_samples(rng, dtype):
 
 for _fn, _name in ((np.all, "all"), (np.any, "any")):
     register(_name, kernel=_logic_kernel(_fn), meta=_logic_meta, differentiable=False,
-             samples=_logic_all_samples)
+             samples=_logic_all_samples, onnx=ox.logical_reduce(_name == "all"))
     register(f"{_name}.dim", kernel=lambda a, dim, keepdim=False, f=_fn: _logic_kernel(f)(
                  a, (dim,), keepdim),
              meta=lambda a, dim, keepdim=False: _logic_meta(a, (dim,), keepdim),
-             differentiable=False, public=_name,
+             differentiable=False, public=_name, onnx=ox.logical_reduce(_name == "all"),
              samples=lambda rng, dt: [Sample((s.args[0], s.args[1][0], s.args[2]))
                                       for s in _logic_samples(rng, dt)])
     register(f"{_name}.dims", kernel=_logic_kernel(_fn), meta=_logic_meta,
-             differentiable=False, samples=_logic_samples, public=_name)
+             differentiable=False, samples=_logic_samples, public=_name,
+             onnx=ox.logical_reduce(_name == "all"))
 
 
 def _count_nonzero_kernel(a, dims=None):

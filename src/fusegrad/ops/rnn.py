@@ -16,8 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import Spec, rand_array, wrap_dim
-from .joins import _split_derivative, _split_sizes, _split_tensor_decomposition, _split_tensor_meta
+from .joins import (
+    _split_derivative,
+    _split_onnx,
+    _split_sizes,
+    _split_tensor_decomposition,
+    _split_tensor_meta,
+)
 from .registry import Sample, register
 from .views import _transpose_kernel, _transpose_meta
 
@@ -70,11 +77,19 @@ def _split_samples(rng, dt):
             for s, z, d in (((3, 8), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0), ((2, 12), 4, -1))]
 
 
+def _chunk_onnx(b, inputs, args, kwargs, opset):
+    """unsafe_chunk(self, chunks, dim=0): the Split of split.Tensor by the chunk size."""
+    dim = args[2] if len(args) > 2 else 0
+    size = _chunk_size(tuple(args[0].shape), args[1], dim)
+    return _split_onnx(b, inputs, (args[0], size, dim), kwargs, opset)
+
+
 unsafe_split = register(
     "unsafe_split.Tensor", kernel=_unsafe_split_kernel, meta=_unsafe_split_meta,
     node="UnsafeSplitBackward0", derivative=_unsafe_split_derivative,
     save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size),
-    samples=_split_samples, public="unsafe_split", decomposition=_unsafe_split_decomposition)
+    samples=_split_samples, public="unsafe_split", decomposition=_unsafe_split_decomposition,
+    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
 
 unsafe_chunk = register(
     "unsafe_chunk",
@@ -86,7 +101,7 @@ unsafe_chunk = register(
     save=lambda out, a, chunks, dim=0: (a.shape, dim, chunks),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c, d), name=f"{s} {c} {d}")
                              for s, c, d in (((3, 8), 4, 1), ((5,), 2, 0), ((2, 12), 3, -1))],
-    public="unsafe_chunk",
+    public="unsafe_chunk", onnx=_chunk_onnx,
     decomposition=lambda a, chunks, dim=0: _unsafe_split_decomposition(
         a, _chunk_size(tuple(a.shape), chunks, dim), dim))
 
@@ -98,7 +113,7 @@ transpose_ = register(
     "transpose_", kernel=_transpose_kernel, meta=_transpose_meta, inplace=True,
     metadata_only=True, node="TransposeBackward1",
     derivative=lambda g, d0, d1: (g.transpose(d0, d1), None, None),
-    save=lambda out, a, d0, d1: (d0, d1),
+    save=lambda out, a, d0, d1: (d0, d1), onnx=ox.transpose_inplace,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), i, j)) for s, i, j in (
         ((3, 4), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1))],
     public="transpose_")
@@ -222,7 +237,7 @@ mkldnn_rnn_layer = register(
         x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, rest[4]),
     nondiff_outputs=(3,), nondiff_args=(8,), public="mkldnn_rnn_layer",
     samples=lambda rng, dt: [],
-    tolerance={"float32": 1e-4})
+    tolerance={"float32": 1e-4}, onnx=ox.lstm_layer)
 
 
 # ---------------------------------------------------------------- _pack_padded_sequence

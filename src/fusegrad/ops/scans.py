@@ -7,6 +7,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
+from . import _onnx as ox
 from ._util import F32, HALF, Spec, rand_array
 from .joins import cat
 from .reductions import (
@@ -49,7 +50,7 @@ def _rev_cumsum(x, d):
 cumsum = register(
     "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta, node="CumsumBackward0",
     derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
-    save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples)
+    save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum)
 
 
 def _cumprod_derivative(g, a, out, dim):

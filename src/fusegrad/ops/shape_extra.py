@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx as ox
 from ._util import Spec, rand_array, wrap_dim
 from .misc import unique_dim_check, unique_slices
 from .registry import Sample, register
@@ -89,7 +90,7 @@ unfold = register(
     save=lambda out, a, dim, size, step: (tuple(a.shape), dim, size, step),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, n, k)) for s, d, n, k in (
         ((7,), 0, 3, 2), ((3, 8), 1, 2, 1), ((4, 5), 0, 4, 3), ((), 0, 1, 1), ((6, 2), -2, 2, 2))],
-    saved_names=("self_sym_sizes", "dimension", "size", "step"))
+    saved_names=("self_sym_sizes", "dimension", "size", "step"), onnx=ox.unfold)
 
 
 def _unfold_backward(g, shape, dim, size, step):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
+from . import _onnx as ox
 from ._util import rand_array, wrap_dim
 from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
 from .activation_backward import threshold_backward
@@ -47,7 +48,7 @@ celu = register(
     "celu", kernel=_float_kernel(_celu), meta=_celu_meta, node="CeluBackward0",
     derivative=_celu_derivative,
     save=lambda out, a, alpha=1.0: (a, alpha), samples=_param_samples((0.5,), (2.0,)),
-    saved_names=("self", "alpha"),
+    saved_names=("self", "alpha"), onnx=ox.celu,
     decomposition=lambda x, alpha=1.0: x.where(x > 0, (x / alpha).expm1() * alpha))
 celu_ = inplace_variant(
     celu, "celu_", node="CeluBackward1",
@@ -162,7 +163,7 @@ glu = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, (4, 6), dt, (-3, 3)), d), name=f"dim {d}")
                              for d in (-1, 0)] + [
         Sample((rand_array(rng, (2, 6, 2), dt), 1), name="3-d")],
-    saved_names=("self", "dim"), decomposition=_glu_decomposition)
+    saved_names=("self", "dim"), decomposition=_glu_decomposition, onnx=ox.glu)
 
 # ---------------------------------------------------------------- prelu
 
@@ -195,7 +196,8 @@ prelu_kernel = register(
                            x.dtype),
     node="PreluKernelBackward0", derivative=_prelu_derivative,
     save=lambda out, x, w: (x, w), samples=_prelu_samples, public="prelu",
-    saved_names=("self", "weight"), decomposition=lambda x, w: x.where(x > 0, w * x))
+    saved_names=("self", "weight"), decomposition=lambda x, w: x.where(x > 0, w * x),
+    onnx=ox.prelu)
 
 # ---------------------------------------------------------------- rrelu
 

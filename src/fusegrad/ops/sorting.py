@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from . import _tie_order
 from ._util import Spec, rand_array
 from .reductions import (
@@ -288,7 +289,7 @@ sort = register(
     meta=_sort_meta, node="SortBackward0",
     derivative=_sort_derivative,
     save=lambda out, a, dim=-1, descending=False: (a.shape, dim, out[1]),
-    samples=_sort_samples)
+    samples=_sort_samples, onnx=ox.sort)
 sort_stable = register(
     "sort.stable", kernel=lambda a, stable, dim=-1, descending=False: _sort_kernel(
         a, dim, descending, bool(stable)),
@@ -298,12 +299,12 @@ sort_stable = register(
                                                None, None, None),
     save=lambda out, a, stable, dim=-1, descending=False: (a.shape, dim, out[1]),
     samples=lambda rng, dt: [Sample((s.args[0], True) + s.args[1:], name=s.name)
-                             for s in _sort_samples(rng, dt)], public="sort")
+                             for s in _sort_samples(rng, dt)], public="sort", onnx=ox.sort)
 argsort = register(
     "argsort", kernel=lambda a, dim=-1, descending=False: _sort_kernel(
         a, dim, descending, False)[1],
     meta=lambda a, dim=-1, descending=False: _sort_meta(a, dim, descending)[1],
-    differentiable=False, samples=_sort_samples)
+    differentiable=False, samples=_sort_samples, onnx=ox.sort)
 
 
 def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
@@ -354,4 +355,4 @@ topk = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k, d, lg), name=f"{s} {k} {d}")
                              for s, k, d in (((3, 4), 2, -1), ((3, 4), 3, 0), ((5,), 5, 0),
                                              ((2, 3, 4), 0, 1), ((), 1, 0))
-                             for lg in (True, False)])
+                             for lg in (True, False)], onnx=ox.topk)

@@ -13,6 +13,7 @@ from .. import _dtype
 from .._dispatch import call, save_result
 from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _parallel, _special_kernels, _workspace
+from . import _onnx as ox
 from ._util import (
     F32,
     HALF,
@@ -485,7 +486,7 @@ def _predicate(name, ufunc):
                 Sample((np.arange(4),), name="int")]
 
     return register(name, kernel=kernel, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
-                    differentiable=False, samples=samples)
+                    differentiable=False, samples=samples, onnx=ox.float_predicate(name))
 
 
 isnan = _predicate("isnan", np.isnan)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import F32, F64, HALF, Spec, rand_array, size_str
 from .padding import gather_axes, scatter_axes
 from .registry import Sample, register
@@ -401,7 +402,8 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
         derivative=lambda g, osize, isize, rest: (
             (_call(bwd, g, osize, isize, *rest),) + (None,) * (1 + n_rest)),
         save=lambda out, x, osize, *rest: (list(osize), list(x.shape), tuple(rest)),
-        samples=_samples(kind, k), public=name)
+        samples=_samples(kind, k), public=name,
+        onnx=None if aa else ox.resize(kind, k))
     holder["fwd"] = fwd
     UPSAMPLE[name] = fwd
     UPSAMPLE[f"{name}_backward"] = bwd
