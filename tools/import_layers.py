@@ -98,6 +98,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     # PyTorch's `Module.compile` compiles the module in place: the compiler is above nn.
     ("fusegrad.nn.modules.module", "fusegrad.compiler"):
         "`Module.compile()` runs `fusegrad.compile` on the module's forward",
+    # The legacy `norm` is a matrix norm for 'nuc' (and 'fro' over more than two dims), as
+    # PyTorch's; linalg, which holds it, is built over the public functions.
+    ("fusegrad._functions.reduction", "fusegrad.linalg"):
+        "`norm(p='nuc')` is `linalg.matrix_norm`, whose module imports this one",
     ("fusegrad.ops.registry", "fusegrad"):
         "`OpDef.public_function` looks the op's public function up by name (for protocol "
         "types), until the public surface is generated from the registry",

@@ -46,6 +46,18 @@ class Const:
 class Builder:
     """Collects nodes and initializers and hands out unique value names."""
 
+    # What the registry's mappings (`ops/_onnx.py`, below this package) ask of values
+    # through the builder they are handed: a value's dtype, and whether it is a constant.
+    @staticmethod
+    def dtype_of(v) -> np.dtype:
+        """The NumPy dtype of a graph value or constant."""
+        return dtype_of(v)
+
+    @staticmethod
+    def is_const(v) -> bool:
+        """Whether `v` is a constant (its array known at export), not a graph value."""
+        return isinstance(v, Const)
+
     def __init__(self, onnx: Any, opset: int, fold: bool) -> None:
         self.onnx = onnx
         self.helper = onnx.helper

@@ -223,9 +223,7 @@ def _arg(args: tuple, i: int, default: Any) -> Any:
 
 def _numeric(b, x):
     """Booleans as int32 (the arg and top-k kernels take numbers only)."""
-    from ..onnx._graph import dtype_of
-
-    return b.cast(x, np.int32) if dtype_of(x) == np.bool_ else x
+    return b.cast(x, np.int32) if b.dtype_of(x) == np.bool_ else x
 
 
 def _dim_size(b, x, d: int):
@@ -329,11 +327,9 @@ def cumsum(b, inputs, args, kwargs, opset):
 
 def _truthy(b, x):
     """`x != 0` as booleans (NaN counts as true, as in PyTorch)."""
-    from ..onnx._graph import dtype_of
-
-    if dtype_of(x) == np.bool_:
+    if b.dtype_of(x) == np.bool_:
         return x
-    return b.emit("Not", [b.emit("Equal", [x, b.operand(0, dtype_of(x))], dtype=np.bool_)],
+    return b.emit("Not", [b.emit("Equal", [x, b.operand(0, b.dtype_of(x))], dtype=np.bool_)],
                   dtype=np.bool_)
 
 
@@ -369,10 +365,8 @@ def float_predicate(kind: str) -> Callable:
     """isnan/isinf/isfinite: IsNaN/IsInf on floats; integers are never NaN or infinite."""
 
     def mapping(b, inputs, args, kwargs, opset):
-        from ..onnx._graph import dtype_of
-
         x = inputs[0]
-        if dtype_of(x).kind != "f":
+        if b.dtype_of(x).kind != "f":
             same = b.emit("Equal", [x, x], dtype=np.bool_)  # all true, in x's shape
             return same if kind == "isfinite" else b.emit("Not", [same], dtype=np.bool_)
         if kind == "isnan":
@@ -516,10 +510,12 @@ def mode_pad(mode: str) -> Callable:
     return mapping
 
 
-def resize(kind: str, k: int) -> Callable:
+def resize(kind: str, k: int, nearest_index: Callable | None = None) -> Callable:
     """upsample_*{k}d(self, output_size, [align_corners,] *scales): Resize over the last `k`
     dims. With every scale given, Resize reads the scales (PyTorch divides by the given
-    scale, not by the size ratio); otherwise the sizes, N and C read from the input."""
+    scale, not by the size ratio); otherwise the sizes, N and C read from the input.
+    `nearest_index(n_in, n_out, scale, exact, shortcut)`: the rows the op's kernel copies,
+    gathered where Resize would pick others (the op module passes its own)."""
     linear = kind in ("linear", "cubic")
 
     def mapping(b, inputs, args, kwargs, opset):
@@ -546,10 +542,8 @@ def resize(kind: str, k: int) -> Callable:
                 float(s) != o / i for s, o, i in zip(scales, out_sizes, in_sizes)):
             # A scale that is not the size ratio: onnxruntime's Resize does not place the
             # samples as PyTorch does; gather the rows it picks (the sizes are fixed).
-            from .upsample import _nearest_index
-
             for axis, (i, o, s) in enumerate(zip(in_sizes, out_sizes, scales)):
-                idx = _nearest_index(i, o, s, kind == "exact", k == 2)
+                idx = nearest_index(i, o, s, kind == "exact", k == 2)
                 x = b.emit("Gather", [x, b.const(idx.astype(np.int64))], axis=axis + 2)
             return x
         if given and not align:
@@ -703,9 +697,7 @@ def _bit_planes(b, x):
     """The 64 bits of integer `x` (as int64, two's complement) as 0/1 int64 values on a new
     last axis. Bit i < 63 is floor(x / 2**i) mod 2 (Mod with the divisor's sign, Div exact
     on a multiple); bit 63 is the sign."""
-    from ..onnx._graph import Const
-
-    if isinstance(x, Const):  # a number operand: its bits are known now
+    if b.is_const(x):  # a number operand: its bits are known now
         v = np.asarray(x.array).astype(np.int64).view(np.uint64)[..., None]
         return b.const(((v >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int64))
     x = b.cast(x, np.int64)
@@ -822,8 +814,6 @@ def embedding_bag(b, inputs, args, kwargs, opset):
     include_last_offset, padding_idx): the rows gathered, then summed, averaged or maxed per
     bag. Bags of one size (a 2-D input) are a Reshape and a Reduce, for any number of bags;
     other bags a (bags, indices) 0/1 matrix product (constant when the offsets are)."""
-    from ..onnx._graph import Const
-
     weight, idx = inputs[0], b.emit("Reshape", [inputs[1], b.ints([-1])], dtype=I64, rank=1)
     offsets, mode = inputs[2], int(args[4])
     psw = inputs[6] if len(inputs) > 6 else None
@@ -841,7 +831,7 @@ def embedding_bag(b, inputs, args, kwargs, opset):
         mask = b.cast(keep, dtype)
         rows = b.emit("Mul", [rows, b.unsqueeze(mask, [1])], rank=2)
     size = 0
-    if isinstance(offsets, Const):
+    if b.is_const(offsets):
         off = np.asarray(offsets.array, np.int64).reshape(-1)[:bags]
         ends = np.append(off[1:], n)  # the last bag runs to the end (as the kernel's)
         size = int(ends[0] - off[0]) if bags else 0
@@ -864,7 +854,7 @@ def embedding_bag(b, inputs, args, kwargs, opset):
         return [b.emit("Div", [total, count]), None, None, None]
     if mode == 2:
         b.fail("with mode='max' and bags of different sizes")
-    if isinstance(offsets, Const):
+    if b.is_const(offsets):
         member = np.zeros((bags, n), np.float64)
         for k in range(bags):
             member[k, off[k]:ends[k]] = 1.0
@@ -921,12 +911,10 @@ def lstm_layer(b, inputs, args, kwargs, opset):
     PyTorch stacks the gates as (input, forget, cell, output); ONNX as (input, output,
     forget, cell). Initial states that are constant zeros are left out (ONNX's default),
     so the batch stays dynamic."""
-    from ..onnx._graph import Const
-
     x, w_ih, w_hh, b_ih, b_hh, hx, cx = inputs[:7]
     reverse, hidden, has_bias = bool(args[7]), int(args[10]), bool(args[12])
-    if not all(isinstance(w, Const) for w in (w_ih, w_hh)) or (
-            has_bias and not all(isinstance(v, Const) for v in (b_ih, b_hh))):
+    if not all(b.is_const(w) for w in (w_ih, w_hh)) or (
+            has_bias and not all(b.is_const(v) for v in (b_ih, b_hh))):
         b.fail("with weights computed by the model")
     dtype = b.out_dtype
     order = [0, 3, 1, 2]
@@ -938,7 +926,7 @@ def lstm_layer(b, inputs, args, kwargs, opset):
                                        _gates(b_hh.array, order)])[None], dtype)
 
     def state(v):
-        if isinstance(v, Const) and not np.any(v.array):
+        if b.is_const(v) and not np.any(v.array):
             return None
         return b.unsqueeze(b.cast(v, dtype), [0])
 

@@ -403,7 +403,7 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
             (_call(bwd, g, osize, isize, *rest),) + (None,) * (1 + n_rest)),
         save=lambda out, x, osize, *rest: (list(osize), list(x.shape), tuple(rest)),
         samples=_samples(kind, k), public=name,
-        onnx=None if aa else ox.resize(kind, k))
+        onnx=None if aa else ox.resize(kind, k, _nearest_index))
     holder["fwd"] = fwd
     UPSAMPLE[name] = fwd
     UPSAMPLE[f"{name}_backward"] = bwd

@@ -16,15 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...ops.layouts import follows_operands, is_view_copy
-
-
-def contiguous_strides(shape) -> tuple:
-    """Row-major strides (in elements) of `shape`."""
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
+from .ir import contiguous_strides
 
 
 def k_order_strides(shape: tuple, operands: list) -> tuple:

@@ -555,7 +555,6 @@ class GraphLowering:
         """Give each output buffer eager's layout (see layout.py): a kernel then writes it
         in that layout; an extern's result is copied into it when returned. A layout that
         overlaps itself (an expanded view) keeps the contiguous buffer."""
-        from .layout import contiguous_strides as dense
         from .layout import eager_layouts, non_overlapping
 
         layouts = eager_layouts(self.gm, self.example_inputs)
@@ -571,7 +570,7 @@ class GraphLowering:
             shape, strides = tuple(fake.shape), tuple(fake.stride())
             offset = fake.storage_offset()
             if shape != tuple(v.shape) or not numel(shape) or \
-                    (strides == dense(shape) and offset == 0) or \
+                    (strides == contiguous_strides(shape) and offset == 0) or \
                     not non_overlapping(shape, strides):
                 continue
             self.output_layouts[v] = (strides, offset)
