@@ -153,11 +153,12 @@ def cj(x):
 # ---------------------------------------------------------------- NumPy backward fast paths
 
 
-def numpy_backward(*ts) -> bool:
+def numpy_backward(*ts, halves: bool = False) -> bool:
     """Whether a derivative may compute its gradients with NumPy kernels: no graph is being
     recorded (backward without create_graph runs with grad mode off), no dispatch mode is
-    active, and every tensor is a plain float32/float64 one. Otherwise derivatives use the
-    fusegrad ops that double backward and modes need."""
+    active, and every tensor is a plain float32/float64 one (or a half type, with
+    `halves`). Otherwise derivatives use the fusegrad ops that double backward and modes
+    need."""
     if not _active.grad_off or _local.grad_enabled:
         return False
     if _active.modes and _local.modes:
@@ -166,7 +167,8 @@ def numpy_backward(*ts) -> bool:
         if computing_mode():  # a profiler alone does not change the path
             return False
     for t in ts:
-        if t is not None and (not t._plain or t._data is None or t._data.dtype not in _FLOATS):
+        if t is not None and (not t._plain or t._data is None or (
+                t._data.dtype not in _FLOATS and not (halves and t._data.dtype in HALF))):
             return False
     return True
 
@@ -179,10 +181,17 @@ def c_gradient(name: str, g, saved, *scalars, row: int = 0):
     saved tensor (`row`: a kernel over rows of that many values, `_native.elementwise`),
     where NumPy gradients are taken (`numpy_backward`); None elsewhere (and without C
     kernels), where the derivative records its formula."""
-    if not numpy_backward(g, saved):
+    if not numpy_backward(g, saved, halves=True):
         return None
-    return wrap_grad(_native.elementwise("math", name, (g._data, saved._data), scalars,
-                                         row=row))
+    gd, sd = g._data, saved._data
+    dt = sd.dtype
+    if dt in HALF and gd.dtype is dt:
+        # Half types in float32, rounded once, as PyTorch's kernels compute their gradients
+        # (a chain of half-precision ops left a third of the elements an ulp off).
+        out = _native.elementwise("math", name, (gd.astype(F32), sd.astype(F32)), scalars,
+                                  row=row)
+        return None if out is None else wrap_grad(out.astype(dt))
+    return wrap_grad(_native.elementwise("math", name, (gd, sd), scalars, row=row))
 
 
 def wrap_grad(a):

@@ -62,8 +62,9 @@ def exp_family_in_c(name: str, x: np.ndarray, *scalars):
 
 def exp_family_gradient(name: str, g, x, *scalars):
     """The C gradient `name` (`c_gradient`) of an exp-based activation at float32 input x
-    (at any size: the recorded formula it replaces is several ops); None elsewhere."""
-    if x.dtype is not _dtype.float32:
+    (at any size: the recorded formula it replaces is several ops), or at a half type's,
+    computed in float32 and rounded once as PyTorch's; None elsewhere."""
+    if x.dtype is not _dtype.float32 and (x._data is None or x._data.dtype not in HALF):
         return None
     return c_gradient(name, g, x, *scalars)
 

@@ -56,7 +56,17 @@ sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * cj(a.cos()),),
              lowering=lambda v, a: v.unary("sin", a), onnx="Sin")
 cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * cj(a.sin()),),
              lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos")
-tanh = _unary("tanh", np.tanh, "TanhBackward0", lambda g, out: (g * cj(1 - out * out),),
+def _tanh_derivative(g, out):
+    d = out._data
+    if d is not None and d.dtype in HALF and numpy_backward(g, out, halves=True) and \
+            g._data.dtype is d.dtype:
+        # A half type in float32, rounded once, as PyTorch's tanh_backward computes it.
+        y = d.astype(F32)
+        return (wrap_grad((g._data.astype(F32) * (1 - y * y)).astype(d.dtype)),)
+    return (g * cj(1 - out * out),)
+
+
+tanh = _unary("tanh", np.tanh, "TanhBackward0", _tanh_derivative,
               save_result, lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
     saved_names=("result",))
 sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),),
