@@ -44,3 +44,20 @@ def test_unknown_and_read_only_attributes_raise():
         p.missing  # noqa: B018
     with pytest.raises(AttributeError):
         p.shape = (1,)
+
+
+def test_saved_parameters_keep_their_attributes_both_ways(tmp_path):
+    ours = fusegrad.nn.Parameter(fusegrad.ones(2))
+    ours.no_decay, ours.n = True, 3
+    fusegrad.save(ours, tmp_path / "ours.pt")
+    read_by_torch = torch.load(tmp_path / "ours.pt")
+    assert (read_by_torch.no_decay, read_by_torch.n) == (True, 3)
+    theirs = torch.nn.Parameter(torch.ones(2))
+    theirs.no_decay = True
+    torch.save(theirs, tmp_path / "theirs.pt")
+    read_by_us = fusegrad.load(tmp_path / "theirs.pt")
+    assert isinstance(read_by_us, fusegrad.nn.Parameter) and read_by_us.no_decay is True
+    model = fusegrad.nn.Linear(2, 2)
+    model.weight.tag = [1, 2]
+    fusegrad.save(model, tmp_path / "model.pt")
+    assert fusegrad.load(tmp_path / "model.pt", weights_only=False).weight.tag == [1, 2]

@@ -156,7 +156,10 @@ def _rebuild_parameter(data, requires_grad, backward_hooks=None):
 
 
 def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    return _rebuild_parameter(data, requires_grad)
+    param = _rebuild_parameter(data, requires_grad)
+    for name, value in (state or {}).items():  # the attributes the program had set
+        setattr(param, name, value)
+    return param
 
 
 def _size(dims=()) -> Size:

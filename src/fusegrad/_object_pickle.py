@@ -26,6 +26,7 @@ from ._checkpoint_read import (
     ALLOWED,
     STORAGE_BY_DTYPE,
     _rebuild_parameter,
+    _rebuild_parameter_with_state,
     _rebuild_tensor_v2,
     _rebuild_tensor_v3,
     _size,
@@ -78,8 +79,12 @@ class ObjectPickler(pickle._Pickler):
             from .nn.parameter import Parameter
 
             if isinstance(obj, Parameter):
-                return _rebuild_parameter, (Tensor._make(obj._data, obj.dtype),
-                                            bool(obj.requires_grad), OrderedDict())
+                args = (Tensor._make(obj._data, obj.dtype), bool(obj.requires_grad),
+                        OrderedDict())
+                state = obj._attributes()
+                if state:  # the program's attributes, as PyTorch writes a parameter's dict
+                    return _rebuild_parameter_with_state, args + (state,)
+                return _rebuild_parameter, args
             return self._tensor(obj)
         return NotImplemented
 

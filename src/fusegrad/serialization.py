@@ -93,11 +93,15 @@ class _PickleWriter:
             data = x.encode("utf-8")
             self.w(b"X" + struct.pack("<I", len(data)) + data)
         elif isinstance(x, Parameter):
-            self.global_("torch._utils", "_rebuild_parameter")
+            state = x._attributes()  # the program's attributes, as PyTorch writes its dict
+            self.global_("torch._utils", "_rebuild_parameter_with_state" if state
+                         else "_rebuild_parameter")
             self.w(b"(")
             self.tensor(x)
             self.obj(bool(x.requires_grad))
             self.ordered_dict({})
+            if state:
+                self.obj(state)
             self.w(b"tR")
         elif isinstance(x, SparseTensor):  # PyTorch's form: layout, indices, values, size
             self.global_("torch._utils", "_rebuild_sparse_tensor")

@@ -61,6 +61,10 @@ class Parameter(Tensor):
         else:
             object.__delattr__(self, name)
 
+    def _attributes(self) -> dict:
+        """The attributes a program set on this parameter (a copy)."""
+        return dict(_ATTRIBUTES.get(id(self), ()))
+
     def __setstate__(self, state: dict) -> None:
         for name, value in state.items():
             setattr(self, name, value)
