@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from ._onnx import reduce as reduce_onnx
 from ._util import F32, F64, HALF, Spec, rand_array, wrap_dims
 from .reductions import (
     _all_if_empty,
@@ -329,4 +330,4 @@ logsumexp = register(
         None, None),
     save=lambda out, a, dims, keepdim=False: (a, out, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if s.args[1] is not None],
-    decomposition=_logsumexp_decomposition)
+    decomposition=_logsumexp_decomposition, onnx=reduce_onnx("ReduceLogSumExp"))
