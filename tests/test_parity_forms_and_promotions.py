@@ -116,3 +116,13 @@ def test_tensors_inside_data_are_numbers_as_in_torch(fn):
     ours = _outcome(lambda: fn(fusegrad))
     theirs = _outcome(lambda: fn(torch))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("data,dtype", [([1, 2 ** 63], None), ([-2 ** 63 - 1], None),
+                                        (2 ** 63, None), ([2 ** 63], "int32"),
+                                        ([300], "int8"), ([2 ** 63], "float32")])
+def test_integers_beyond_int64_as_torch(data, dtype):
+    def run(lib):
+        return lib.tensor(data, dtype=None if dtype is None else getattr(lib, dtype))
+
+    assert _outcome(lambda: run(fusegrad)) == _outcome(lambda: run(torch))

@@ -172,9 +172,22 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     try:
         array = _to_array(data, dt.np)
     except OverflowError:
+        if _beyond_int64(data):  # PyTorch reads each Python int as a C long long first
+            raise ValueError("Overflow when unpacking long long") from None
         raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow") \
             from None
     return _finish(array, dt, requires_grad)
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _beyond_int64(data) -> bool:
+    """Whether `data` (numbers, nested sequences) holds a Python int no int64 holds."""
+    if isinstance(data, (list, tuple)):
+        return any(_beyond_int64(x) for x in data)
+    return isinstance(data, int) and not isinstance(data, bool) and \
+        not _INT64.min <= data <= _INT64.max
 
 
 def literal(data) -> Tensor:
