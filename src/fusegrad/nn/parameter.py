@@ -95,9 +95,9 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol):
         args = (np.array(self._data), self._dtype.name, self._rg)
-        own = _ATTRIBUTES.get(id(self))
-        if own:  # the program's attributes travel with it, as PyTorch's
-            return (_rebuild_parameter, args, dict(own))
+        state = self._attributes()
+        if state:  # the program's attributes travel with it, as PyTorch's
+            return (_rebuild_parameter, args, state)
         return (_rebuild_parameter, args)
 
 
