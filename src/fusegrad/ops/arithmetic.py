@@ -363,12 +363,13 @@ def _floor_divide(a, b):
 floor_divide = register(
     "floor_divide", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False,
-    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide)
+    samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide,
+    result_order="operands")
 floor_divide_scalar = register(
     "floor_divide.Scalar", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
-                             for c in (1.5, -2, 2)], onnx=ox.floor_divide)
+                             for c in (1.5, -2, 2)], onnx=ox.floor_divide, result_order="operands")
 floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
                                 derivative=_not_implemented("floor_divide_"))
 

@@ -221,7 +221,7 @@ angle = register(
     derivative=_angle_derivative, save=lambda out, a: (a,),
     samples=lambda rng, dt: _complex_unary_samples()(rng, dt) + [
         Sample((rand_array(rng, (3, 4), dt),), name="real")],
-    saved_names=("self",))
+    saved_names=("self",), result_order="operands")
 
 
 def _same_dtype_meta(a):
@@ -230,10 +230,12 @@ def _same_dtype_meta(a):
 
 conj = register(
     "_conj", kernel=np.conj, meta=_same_dtype_meta, node="ConjBackward0",
-    derivative=lambda g: (call_op(conj, g),), samples=_complex_unary_samples(), public="conj")
+    derivative=lambda g: (call_op(conj, g),), samples=_complex_unary_samples(), public="conj",
+    result_order="operands")
 conj_physical = register(
     "conj_physical", kernel=np.conj, meta=_same_dtype_meta, node="ConjPhysicalBackward0",
-    derivative=lambda g: (call_op(conj_physical, g),), samples=_complex_unary_samples())
+    derivative=lambda g: (call_op(conj_physical, g),), samples=_complex_unary_samples(),
+    result_order="operands")
 conj_physical_ = inplace_variant(conj_physical, "conj_physical_", node="ConjPhysicalBackward1")
 
 

@@ -64,7 +64,7 @@ def _digamma_np(a):
 
 
 lgamma = _unary("lgamma", _sp.gammaln, "LgammaBackward0", lambda g, a: (g * a.digamma(),),
-                domain=(0.2, 4.0))
+                domain=(0.2, 4.0), result_order="contiguous")
 digamma = _unary("digamma", _digamma_np, "DigammaBackward0",
                  lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0))
 
@@ -131,7 +131,7 @@ def _erfcx_derivative(g, a):
 
 
 special_erfcx = _unary("special_erfcx", _sp.erfcx, "SpecialErfcxBackward0", _erfcx_derivative,
-                       domain=(-3, 3), inplace=False)
+                       domain=(-3, 3), inplace=False, result_order="contiguous")
 
 
 def _entr_np(a):
@@ -163,7 +163,8 @@ def _log_ndtr_derivative(g, a):
 
 
 special_log_ndtr = _unary("special_log_ndtr", _log_ndtr_np, "SpecialLogNdtrBackward0",
-                          _log_ndtr_derivative, domain=(-4, 4), inplace=False)
+                          _log_ndtr_derivative, domain=(-4, 4), inplace=False,
+                          result_order="contiguous")
 
 
 def _sinc_np(a):
@@ -317,7 +318,7 @@ def _nextafter_kernel(a, b):
 nextafter = register(
     "nextafter", kernel=_nextafter_kernel, meta=_same_float("nextafter"),
     node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
-    samples=binary_samples(scalars=()), gradcheck=False)
+    samples=binary_samples(scalars=()), gradcheck=False, result_order="operands")
 nextafter_ = inplace_variant(nextafter, "nextafter_")
 
 
@@ -339,7 +340,8 @@ def _not_implemented(name):
 heaviside = register(
     "heaviside", kernel=_heaviside_kernel, meta=_same_float("heaviside"),
     node="NotImplemented", derivative=_not_implemented("heaviside"),
-    save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False)
+    save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
+    result_order="operands")
 heaviside_ = inplace_variant(heaviside, "heaviside_", derivative=_not_implemented("heaviside_"))
 
 
@@ -379,7 +381,7 @@ ldexp = register(
     save=lambda out, a, e: (e, out, (a._rg, getattr(e, "_rg", False))),
     samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
     gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
-    saved_names=("other", "result", ""))
+    saved_names=("other", "result", ""), result_order="operands")
 
 
 def _frexp_kernel(a):
@@ -450,7 +452,7 @@ lcm_ = inplace_variant(lcm, "lcm_", differentiable=False)
 def _bool_unary(name, fn):
     return register(name, kernel=lambda a: fn(a), meta=lambda a: Spec(tuple(a.shape),
                                                                       _dtype.bool_),
-                    differentiable=False, samples=unary_samples())
+                    differentiable=False, samples=unary_samples(), result_order="operands")
 
 
 signbit = _bool_unary("signbit", np.signbit)
@@ -477,13 +479,14 @@ xlogy_scalar_other = register(
     node="XlogyBackward2", derivative=lambda g, b: (g * math.log(b) if b > 0 else g * math.nan,
                                                     None),
     save=lambda out, a, b: (b,), saved_names=("other",), public="xlogy",
-    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, 0.5)])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, 0.5)],
+    result_order="operands")
 xlogy_scalar_self = register(
     "xlogy.Scalar_Self", kernel=_xlogy_kernel, meta=binary_meta(to_float=True),
     node="XlogyBackward1", derivative=lambda g, a, b: (None, g * a / b),
     save=lambda out, a, b: (a, b), saved_names=("self", "other"), public="xlogy",
     samples=lambda rng, dt: [Sample((c, rand_array(rng, (3, 4), dt, (0.2, 3))))
-                             for c in (2.5, 0.0)])
+                             for c in (2.5, 0.0)], result_order="operands")
 xlogy_ = inplace_variant(xlogy, "xlogy_.Tensor", saves_self=True)
 xlogy_scalar_other_ = inplace_variant(xlogy_scalar_other, "xlogy_.Scalar_Other")
 

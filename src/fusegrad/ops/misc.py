@@ -261,4 +261,4 @@ isclose = register(
         Sample((np.array([1.0, 2.0, np.nan], dt), np.array([1.05, 2.0, np.nan], dt), 0.1, 0.0,
                 True), name="tolerances"),
         Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt)), name="broadcast"),
-    ])
+    ], result_order="operands")

@@ -334,7 +334,7 @@ softmax = register(
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("Softmax"), public="softmax", decomposition=_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim),
-    saved_names=("result", "dim"))
+    saved_names=("result", "dim"), result_order="operands")
 log_softmax = register(
     "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
     meta=lambda a, dim, half_to_float=False: _softmax_meta(a, dim, log=True),
@@ -344,7 +344,7 @@ log_softmax = register(
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
     decomposition=_log_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
-    saved_names=("result", "dim"))
+    saved_names=("result", "dim"), result_order="operands")
 
 # ---------------------------------------------------------------- helpers
 

@@ -96,7 +96,7 @@ class OpDef:
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
-                 "autocast", "undefined_grads", "__weakref__")
+                 "autocast", "undefined_grads", "result_order", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -111,7 +111,7 @@ class OpDef:
                  optional_tensor_args: tuple = (), random: bool = False,
                  saved_names: tuple = (), data_dependent: bool = False,
                  permutes: bool = False, autocast: str | None = None,
-                 undefined_grads: bool = False):
+                 undefined_grads: bool = False, result_order: str | None = None):
         self.name = name
         # The derivative takes None for an output that received no gradient (PyTorch's
         # undefined gradient) instead of zeros: the SVD's values-only form, finite at
@@ -177,6 +177,17 @@ class OpDef:
         # Cheap enough for AOT's min-cut partitioner to recompute in the backward (the table
         # below; in-place and random ops never are).
         self.recomputable = name.partition(".")[0] in _RECOMPUTABLE
+        # The memory order eager's kernel gives a new result (not a view's): "operands" (the
+        # order of its tensor operands, NumPy's order "K", as ufuncs and the kernels written
+        # over them do) or "contiguous". By default "operands" for ufuncs and the elementwise
+        # recomputable ops, "contiguous" for the rest; compiled code lays its outputs out the
+        # same way (`compiler/codegen/layout.py`).
+        if result_order is None:
+            result_order = "operands" if self.ufunc is not None or self.recomputable \
+                else "contiguous"
+        elif result_order not in ("operands", "contiguous"):
+            raise ValueError(f"op {name!r}: unknown result order {result_order!r}")
+        self.result_order = result_order
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
         # No list, non-differentiable or optional tensor arguments: dispatch records the
@@ -225,7 +236,7 @@ def inplace_variant(op: OpDef, name: str, *, saves_self: bool = False, **overrid
                   node=op.node, differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                   samples=_inplace_samples(op.samples), domain=op.domain, tolerance=op.tolerance,
                   gradcheck=op.gradcheck, zero_grad=op.zero_grad, tensor_args=op.tensor_args,
-                  onnx=op.onnx)
+                  onnx=op.onnx, result_order=op.result_order)
     if "save" not in overrides:  # the same saved values, so the same names
         fields["saved_names"] = op.saved_names
     fields.update(overrides)
@@ -251,7 +262,8 @@ def copy_variant(op: OpDef, name: str, node: str | None = None) -> OpDef:
                     differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                     samples=op.samples, domain=op.domain, tolerance=op.tolerance,
                     gradcheck=op.gradcheck, tensor_args=op.tensor_args,
-                    saved_names=op.saved_names, list_arg=op.list_arg)
+                    saved_names=op.saved_names, list_arg=op.list_arg,
+                    result_order="contiguous")
 
 
 def _inplace_samples(samples):

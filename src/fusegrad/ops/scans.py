@@ -50,7 +50,8 @@ def _rev_cumsum(x, d):
 cumsum = register(
     "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta, node="CumsumBackward0",
     derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
-    save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum)
+    save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum,
+    result_order="operands")
 
 
 def _cumprod_derivative(g, a, out, dim):
@@ -92,7 +93,8 @@ cumprod = register(
     "cumprod", kernel=_cum_kernel(np.cumprod), meta=_cum_meta, node="CumprodBackward0",
     derivative=_cumprod_derivative, save=lambda out, a, dim, dtype=None: (a, out, dim),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
-                             for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))])
+                             for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))],
+    result_order="operands")
 cumsum_ = inplace_variant(cumsum, "cumsum_")
 cumprod_ = inplace_variant(cumprod, "cumprod_", saves_self=True)
 

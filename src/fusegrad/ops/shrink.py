@@ -88,7 +88,7 @@ softshrink = register(
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
     decomposition=lambda x, lambd=0.5: (x - lambd).where(
-        x > lambd, (x + lambd).where(x < -lambd, x.new_zeros(()))))
+        x > lambd, (x + lambd).where(x < -lambd, x.new_zeros(()))), result_order="operands")
 
 
 def _hardshrink(x, lambd=0.5):
@@ -101,7 +101,8 @@ hardshrink = register(
     derivative=lambda g, x, lambd: (g * ((x > lambd) | (x < -lambd)), None),
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
-    decomposition=lambda x, lambd=0.5: x.where(x.abs() > lambd, x.new_zeros(())))
+    decomposition=lambda x, lambd=0.5: x.where(x.abs() > lambd, x.new_zeros(())),
+    result_order="operands")
 
 
 def _threshold_kernel(a, threshold, value):
@@ -197,7 +198,7 @@ prelu_kernel = register(
     node="PreluKernelBackward0", derivative=_prelu_derivative,
     save=lambda out, x, w: (x, w), samples=_prelu_samples, public="prelu",
     saved_names=("self", "weight"), decomposition=lambda x, w: x.where(x > 0, w * x),
-    onnx=ox.prelu)
+    onnx=ox.prelu, result_order="operands")
 
 # ---------------------------------------------------------------- rrelu
 
@@ -241,7 +242,7 @@ rrelu_with_noise = register(
     derivative=lambda g, x, noise, lo, hi, training: (
         g * _rrelu_slope(x, noise, lo, hi, training), None, None, None, None, None),
     save=_rrelu_save, samples=_rrelu_samples, nondiff_args=(1,), public="rrelu",
-    saved_names=("self", "noise", "lower", "upper", "training"))
+    saved_names=("self", "noise", "lower", "upper", "training"), result_order="operands")
 rrelu_with_noise_ = inplace_variant(
     rrelu_with_noise, "rrelu_with_noise_", node="RreluWithNoiseBackward1",
     derivative=lambda g, out, noise, lo, hi, training: (

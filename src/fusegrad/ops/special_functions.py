@@ -163,14 +163,14 @@ special_xlog1py = register(
     node="SpecialXlog1PyBackward0",
     derivative=lambda g, a, b: (_xlog1py_self_grad(g, a, b), g * a / (b + 1)),
     save=lambda out, a, b: (a, b), saved_names=("self", "other"), samples=_xlog1py_samples,
-    tensor_args=(0, 1))
+    tensor_args=(0, 1), result_order="operands")
 special_xlog1py_self_scalar = register(
     "special_xlog1py.self_scalar", kernel=_in_dtype(_B.xlog1py),
     meta=binary_meta(to_float=True), node="SpecialXlog1PyBackward1",
     derivative=lambda g, a, b: (None, g * a / (b + 1)),
     save=lambda out, a, b: (a, b), saved_names=("self", "other"), public="special_xlog1py",
     samples=lambda rng, dt: [Sample((c, rand_array(rng, (3, 4), dt, (-0.8, 3))))
-                             for c in (2.5, 0.0)])
+                             for c in (2.5, 0.0)], result_order="operands")
 
 
 def _xlog1py_other_scalar_derivative(g, a, b):
@@ -183,7 +183,8 @@ special_xlog1py_other_scalar = register(
     meta=binary_meta(to_float=True), node="SpecialXlog1PyBackward2",
     derivative=_xlog1py_other_scalar_derivative, save=lambda out, a, b: (a, b),
     saved_names=("self", "other"), public="special_xlog1py",
-    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, -0.5)])
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, -0.5)],
+    result_order="operands")
 
 # ---------------------------------------------------------------- Bessel j
 
@@ -197,8 +198,8 @@ def _no_grad_unary(name, fn, domain, **kw):
 # PyTorch's own float64 j0/j1 are off by up to 4e-7 between 5 and 10 (1e-8 below 5); these
 # are accurate to about 1e-16, and compared with PyTorch to what its error allows.
 special_bessel_j0 = _no_grad_unary("special_bessel_j0", _B.j0, (-12, 12),
-                                   tolerance={"float64": 1e-6})
+                                   tolerance={"float64": 1e-6}, result_order="operands")
 special_bessel_j1 = _no_grad_unary("special_bessel_j1", _B.j1, (-12, 12),
-                                   tolerance={"float64": 1e-6})
+                                   tolerance={"float64": 1e-6}, result_order="operands")
 special_spherical_bessel_j0 = _no_grad_unary("special_spherical_bessel_j0", _B.spherical_j0,
-                                             (-12, 12))
+                                             (-12, 12), result_order="operands")

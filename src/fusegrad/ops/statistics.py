@@ -193,7 +193,7 @@ logcumsumexp = register(
     node="LogcumsumexpBackward0", derivative=_logcumsumexp_derivative,
     save=lambda out, a, dim: (a, out, dim), saved_names=("self", "result", "dim"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
-        ((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0))])
+        ((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0))], result_order="operands")
 
 # ---------------------------------------------------------------- histc
 

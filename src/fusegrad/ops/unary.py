@@ -433,6 +433,7 @@ round_decimals = register(
     "round.decimals", kernel=_round_decimals_kernel,
     meta=lambda a, decimals: Spec(tuple(a.shape), a.dtype), node="RoundBackward1",
     derivative=lambda g: (g * 0, None), zero_grad=True, public="round",
+    result_order="contiguous",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
                              for s in ((3, 4), ()) for d in (1, 2, -1)])
 
@@ -479,7 +480,7 @@ nan_to_num = register(
     "nan_to_num", kernel=_nan_to_num_kernel,
     meta=lambda a, *r: Spec(tuple(a.shape), a.dtype), node="NanToNumBackward0",
     derivative=lambda g, a: (g * a.isfinite(), None, None, None),
-    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples)
+    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples, result_order="operands")
 nan_to_num_ = inplace_variant(nan_to_num, "nan_to_num_", saves_self=True)
 
 
@@ -496,7 +497,8 @@ def _predicate(name, ufunc):
                 Sample((np.arange(4),), name="int")]
 
     return register(name, kernel=kernel, meta=lambda a: Spec(tuple(a.shape), _dtype.bool_),
-                    differentiable=False, samples=samples, onnx=ox.float_predicate(name))
+                    differentiable=False, samples=samples, onnx=ox.float_predicate(name),
+                    result_order="operands")
 
 
 isnan = _predicate("isnan", np.isnan)
