@@ -15,6 +15,7 @@ import numpy as np
 from . import _dtype
 from . import _random_draws as _draws
 from ._device import device as _device_cls
+from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
 from ._symbolic import size_int
 from ._tensor import (
     Tensor,
@@ -23,6 +24,7 @@ from ._tensor import (
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
 from ._torch_function import warning_stacklevel as _warning_stacklevel
+from ._warn import warn_once
 
 
 def _sizes(size, caller: str = "empty") -> tuple:
@@ -160,6 +162,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
     _check_device(device)
+    if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
+        data = list(data)
     dt = dtype or _infer_dtype(data)
     if isinstance(data, Tensor):
         warnings.warn(
@@ -218,7 +222,20 @@ def from_numpy(array: np.ndarray) -> Tensor:
             "At least one stride in the given numpy array is negative, and tensors with "
             "negative strides are not currently supported. (You can probably work around this "
             "by making a copy of your array  with array.copy().) ")
-    return Tensor._make(array, _dtype.from_numpy_dtype(array.dtype))
+    dtype = _dtype.from_numpy_dtype(array.dtype)
+    if not array.flags.writeable:
+        # PyTorch shares the memory all the same and leaves writes undefined; here the tensor
+        # gets its own copy, so writing to it works (and leaves the array as it was).
+        warn_once(_NOT_WRITABLE, stacklevel=_warning_stacklevel(2))
+        array = array.copy()
+    return Tensor._make(array, dtype)
+
+
+_NOT_WRITABLE = (
+    "The given NumPy array is not writable, and PyTorch does not support non-writable tensors. "
+    "This means writing to this tensor will result in undefined behavior. You may want to copy "
+    "the array to protect its data or make it writable before converting it to a tensor. This "
+    "type of warning will be suppressed for the rest of this program.")
 
 
 # ---------------------------------------------------------------- constant fills
@@ -240,15 +257,22 @@ def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requ
 
 def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, memory_format=None, pin_memory=False):
-    """An uninitialised tensor (filled with zeros here, so results are reproducible)."""
+    """An uninitialised tensor (filled with zeros here, so results are reproducible), laid
+    out in `memory_format` (row-major by default)."""
     shape = _size_arg(sizes, size, "empty")
-    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    name = getattr(memory_format, "name", None)
+    if name not in FORMAT_ORDERS:
+        return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _in_order(zeros, shape, format_order(name, len(shape)), dtype=dtype, device=device,
+                     requires_grad=requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False):
     """A tensor filled with `fill_value`; the dtype follows the value's type."""
     _check_device(device)
+    if isinstance(fill_value, Tensor):  # a 0-d tensor fills as its number
+        fill_value = fill_value.item()
     dt = dtype or _dtype.scalar_dtype(fill_value)
     shape = _sizes((size,))
     return _factory(shape, dt, requires_grad, lambda nd: np.full(shape, fill_value, nd))
@@ -262,12 +286,20 @@ def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, devi
     return _factory((n, m), _float_dtype(dtype), requires_grad, lambda dt: np.eye(n, m, dtype=dt))
 
 
-def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False):
-    """Values from `start` to `end` (exclusive) by `step`."""
+    """Values from `start` to `end` (exclusive) by `step`: `arange(end)`, `arange(start,
+    end[, step])`, or by keyword (`arange(end=3)`)."""
     _check_device(device)
     if end is None:
+        if start is None:
+            raise TypeError("arange() received an invalid combination of arguments - got (), "
+                            "but expected one of:\n * (Number end, *, ...)\n"
+                            " * (Number start, Number end, *, ...)\n"
+                            " * (Number start, Number end, Number step, *, ...)")
         start, end = 0, start
+    elif start is None:
+        start = 0
     vals = [v.item() if isinstance(v, Tensor) else
             _dtype.python_scalar(v) if isinstance(v, np.generic) else v
             for v in (start, end, step)]
@@ -389,11 +421,17 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     """Standard normal random values."""
     _check_device(device)
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
+    return _normal_values(shape, generator, dtype, requires_grad, True)
 
+
+def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool) -> Tensor:
+    """Standard normals drawn for a tensor of `shape`; `contiguous`: the tensor they fill is
+    row-major (PyTorch draws in blocks of 16 only then)."""
     def fill(dt):
         # a complex normal has variance 1 in all, 1/2 per part (std 1 / sqrt(2), as divided)
         std = 1.0 / math.sqrt(2.0) if dt.kind == "c" else 1.0
-        return _drawn(lambda n, d: _draws.normal(generator, n, d, 0.0, std), shape, dt)
+        return _drawn(lambda n, d: _draws.normal(generator, n, d, 0.0, std, contiguous),
+                      shape, dt)
 
     return _factory(shape, _float_dtype(dtype), requires_grad, fill, random=True)
 
@@ -452,11 +490,33 @@ def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, devic
 # ---------------------------------------------------------------- *_like and new_*
 
 
+def _like_order(input: Tensor, memory_format) -> tuple | None:
+    """The memory order of dims a tensor made like `input` takes (None: row-major):
+    `preserve_format` (the default) keeps `input`'s order, as PyTorch's `empty_like` does."""
+    if memory_format is None or memory_format.name == "preserve_format":
+        return memory_order(input._data) if input._data is not None else None
+    if memory_format.name in FORMAT_ORDERS:
+        return format_order(memory_format.name, input.ndim)
+    return None
+
+
+def _in_order(fn, shape: tuple, order: tuple | None, *args, **kwargs) -> Tensor:
+    """`fn(shape, *args, **kwargs)` (a factory) with its dims in memory in `order`, its values
+    written in memory order (as PyTorch fills a new tensor: `rand_like` of a transposed
+    tensor holds the transpose of `rand` of the transposed shape)."""
+    if order is None or _active.modes:  # a tracing mode makes its own (row-major) results
+        return fn(shape, *args, **kwargs)
+    out = fn(tuple(shape[d] for d in order), *args, **kwargs)
+    out._data = in_memory_order(lambda s: out._data, shape, order)
+    return out
+
+
 def _like(fn, name):
     def like(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
              memory_format=None, **kwargs):
-        return fn(input.shape, *args, dtype=dtype or input.dtype, device=device,
-                  requires_grad=requires_grad, **kwargs)
+        return _in_order(fn, tuple(input.shape), _like_order(input, memory_format), *args,
+                         dtype=dtype or input.dtype, device=device, requires_grad=requires_grad,
+                         **kwargs)
 
     like.__name__ = name
     like.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `input`."
@@ -467,14 +527,24 @@ zeros_like = _like(zeros, "zeros_like")
 ones_like = _like(ones, "ones_like")
 empty_like = _like(empty, "empty_like")
 rand_like = _like(rand, "rand_like")
-randn_like = _like(randn, "randn_like")
+
+
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None, generator=None):
+    """`randn` with the shape (and by default dtype) and memory order of `input`."""
+    _check_device(device)
+    order = _like_order(input, memory_format)
+    return _in_order(lambda shape, **kw: _normal_values(shape, generator, contiguous=order is None,
+                                                        **kw),
+                     tuple(input.shape), order, dtype=dtype or input.dtype,
+                     requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """`full` with the shape (and by default dtype) of `input`."""
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device,
-                requires_grad=requires_grad)
+    return _in_order(full, tuple(input.shape), _like_order(input, memory_format), fill_value,
+                     dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
 
 
 def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
@@ -482,7 +552,8 @@ def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
     """`randint` with the shape (and by default dtype) of `input`."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype)
+    return _in_order(lambda shape, **kw: randint(low, high, shape, **kw), tuple(input.shape),
+                     _like_order(input, memory_format), dtype=dtype or input.dtype)
 
 
 def _new(fn):

@@ -42,6 +42,63 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
+# Each memory format's order of dims in memory, outermost first (channels_last: N, H, W, C),
+# by the format's name; the rank a tensor must have to take it.
+FORMAT_ORDERS = {"channels_last": (0, 2, 3, 1), "channels_last_3d": (0, 2, 3, 4, 1)}
+
+
+def format_order(name: str, ndim: int) -> tuple:
+    """The memory order of dims for memory format `name` on a tensor of `ndim` dims; PyTorch's
+    error for a rank the format does not fit."""
+    order = FORMAT_ORDERS[name]
+    if ndim != len(order):
+        raise RuntimeError(f"required rank {len(order)} tensor to use {name} format")
+    return order
+
+
+def is_format_contiguous(shape, strides, name: str) -> bool:
+    """Whether a tensor of `shape` and element `strides` is laid out densely in memory format
+    `name` (dims of size 1 may have any stride, as for `is_contiguous()`)."""
+    order = FORMAT_ORDERS[name]
+    if len(shape) != len(order):
+        return False
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
+def memory_order(a: np.ndarray) -> tuple | None:
+    """The order of `a`'s dims in memory, outermost first, when it is not row-major (None for
+    the common row-major case): the order a new tensor made "like" `a` with
+    `preserve_format` keeps. Dims of size 1 and broadcast dims (stride 0) keep their places;
+    the others are sorted by their strides."""
+    if a.flags.c_contiguous:
+        return None
+    shape, strides = a.shape, a.strides
+    moving = [d for d in range(a.ndim) if shape[d] != 1 and strides[d] != 0]
+    ordered = sorted(moving, key=lambda d: -abs(strides[d]))
+    order = list(range(a.ndim))
+    for slot, d in zip(moving, ordered):
+        order[slot] = d
+    return None if order == sorted(order) else tuple(order)
+
+
+def in_memory_order(make, shape: tuple, order: tuple | None) -> np.ndarray:
+    """`make(shape')` (a row-major array of `shape` with its dims in `order`, filled in that
+    order) seen with its dims back in `shape`'s order: an array of `shape` whose memory holds
+    the dims in `order`, its values written in memory order (as PyTorch fills a tensor)."""
+    if order is None:
+        return make(shape)
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return make(tuple(shape[d] for d in order)).transpose(inverse)
+
+
 def broadcast_shapes(*shapes) -> tuple:
     """The broadcast of `shapes`, with PyTorch's error for incompatible sizes."""
     ndim = max((len(s) for s in shapes), default=0)

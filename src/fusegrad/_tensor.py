@@ -16,7 +16,15 @@ import numpy as np
 from . import _dtype
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
-from ._shapes import Size, contiguous_strides, elem_strides, storage_offset, wrap_dim
+from ._shapes import (
+    FORMAT_ORDERS,
+    Size,
+    contiguous_strides,
+    elem_strides,
+    is_format_contiguous,
+    storage_offset,
+    wrap_dim,
+)
 from ._warn import warn_once
 from .autograd import graph as _graph
 
@@ -171,7 +179,11 @@ class Tensor:
         return delta // self._dtype.itemsize + storage_offset(base._data)
 
     def is_contiguous(self, memory_format=None) -> bool:
-        """True when the elements are laid out row-major without gaps."""
+        """True when the elements are laid out row-major without gaps (or densely in
+        `memory_format`'s order: `torch.channels_last` is N, H, W, C)."""
+        name = getattr(memory_format, "name", None)
+        if name in FORMAT_ORDERS:
+            return is_format_contiguous(self.shape, self.stride(), name)
         expected = contiguous_strides(self.shape)
         return all(s == 1 or a == b for s, a, b in zip(self.shape, self.stride(), expected))
 
@@ -364,7 +376,11 @@ class Tensor:
         if self._rg:
             self.numpy()  # raises PyTorch's error: NumPy may not read a tensor requiring grad
         data = self._data_dependent("__array__")
-        return data if dtype is None else data.astype(dtype)
+        if dtype is not None:
+            return data.astype(dtype)
+        # `np.array(t)` asks for a copy (NumPy 2 passes copy=True and trusts the answer);
+        # `np.asarray(t)` shares the memory, as with PyTorch's tensors.
+        return data.copy() if copy else data
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """NumPy's result of a ufunc on this tensor (`x * array` computed by NumPy), as a
@@ -474,7 +490,7 @@ class Tensor:
         device = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
         for a in args:
@@ -489,6 +505,15 @@ class Tensor:
                                 f"({type(a).__name__})")
         if device is not None:
             _device_cls(device)._check_available()
+        if memory_format is not None and getattr(memory_format, "name", "") != "preserve_format":
+            # A copy (or self) laid out in that format, converted as it is copied.
+            from ._functions import clone, to_copy
+
+            t = self if dtype is None or dtype is self._dtype else to_copy(self, dtype)
+            if t is self and (copy or not self.is_contiguous(memory_format=memory_format)):
+                return clone(self, memory_format=memory_format)
+            return t if t.is_contiguous(memory_format=memory_format) else \
+                clone(t, memory_format=memory_format)
         if dtype is None or dtype is self._dtype:
             return self.clone() if copy else self
         from ._functions import to_copy

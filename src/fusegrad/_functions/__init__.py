@@ -71,6 +71,7 @@ from .indexing import (
 from .inplace import (
     add_,
     channels_last,
+    channels_last_3d,
     clone,
     contiguous,
     contiguous_format,
@@ -275,7 +276,8 @@ __all__ = [
     "lt", "le", "gt", "ge", "sum", "mean", "amax", "softmax", "log_softmax", "mm", "bmm", "mv",
     "dot", "matmul", "view", "reshape", "permute", "transpose", "t", "expand", "unsqueeze",
     "squeeze", "unbind", "cat", "select", "narrow", "as_strided", "clone", "contiguous_format",
-    "preserve_format", "channels_last", "exp2", "expm1", "log2", "log10", "log1p", "rsqrt",
+    "preserve_format", "channels_last", "channels_last_3d", "exp2", "expm1", "log2", "log10",
+    "log1p", "rsqrt",
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
     "floor", "ceil", "trunc", "frac", "sgn", "isnan", "isinf", "isfinite", "logical_not",
     "bitwise_not", "square", "round", "nan_to_num", "nan_to_num_", "atan2", "floor_divide",

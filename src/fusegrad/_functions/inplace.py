@@ -16,6 +16,7 @@ from ..ops import shape as S
 contiguous_format = S.contiguous_format
 preserve_format = S.preserve_format
 channels_last = S.channels_last
+channels_last_3d = S.channels_last_3d
 
 
 def clone(input, *, memory_format=None):
@@ -26,10 +27,13 @@ def clone(input, *, memory_format=None):
 
 
 def contiguous(input, memory_format=None):
-    """Self if already contiguous, otherwise a contiguous copy."""
-    if input.is_contiguous():
+    """Self if already contiguous (in `memory_format`, row-major by default), otherwise a
+    copy that is."""
+    if memory_format is None or memory_format is preserve_format:
+        memory_format = contiguous_format
+    if input.is_contiguous(memory_format=memory_format):
         return input
-    return clone(input, memory_format=contiguous_format)
+    return clone(input, memory_format=memory_format)
 
 
 def to_copy(input, dtype):

@@ -11,6 +11,7 @@ import numbers
 import warnings
 
 from .._autocast import composite
+from .._creation import zeros_like
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
@@ -431,7 +432,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         # PyTorch's CPU composition (one MulBackward0): a bernoulli(1 - p) mask scaled by
         # 1 / (1 - p), drawn through the registry so that it traces; native_dropout's kernel
         # and decomposition draw the same mask for the same seed.
-        mask = input.new_zeros(tuple(input.shape)).bernoulli_(1 - p) * (1.0 / (1.0 - p))
+        # The mask is laid out as the input and drawn in memory order, as PyTorch's is (the
+        # same seed drops the same elements of a transposed input).
+        mask = zeros_like(input).bernoulli_(1 - p) * (1.0 / (1.0 - p))
     if inplace:
         return input.mul_(mask)
     return input * mask

@@ -18,6 +18,8 @@ from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     broadcast_shapes,
     contiguous_strides,
+    elem_strides,
+    is_format_contiguous,
     size_str,
     wrap_dim,
 )
@@ -119,6 +121,55 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
 
     kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves
     return kernel
+
+
+def c_contiguous(kernel):
+    """`kernel` with its array result laid out C-contiguous: for ops whose PyTorch kernel
+    allocates a contiguous result where the NumPy one follows its operands' memory order
+    (softmax, cumsum, masked_fill of a transposed tensor), so `view` works on it as there."""
+
+    def contiguous_kernel(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+
+    name = getattr(kernel, "__name__", "kernel")  # a partial has none
+    contiguous_kernel.__name__ = contiguous_kernel.__qualname__ = name
+    return contiguous_kernel
+
+
+def dense_format(kernel):
+    """`kernel` with its array result C-contiguous unless it is laid out channels-last (a 4-D
+    or 5-D result with the channels innermost): the two memory formats PyTorch's kernels
+    that keep their inputs' format (cat, constant padding) give their results."""
+
+    def format_kernel(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        if out.flags.c_contiguous or (out.ndim in (4, 5) and is_format_contiguous(
+                out.shape, elem_strides(out), "channels_last" if out.ndim == 4
+                else "channels_last_3d")):
+            return out
+        return np.ascontiguousarray(out)
+
+    name = getattr(kernel, "__name__", "kernel")  # a partial has none
+    format_kernel.__name__ = format_kernel.__qualname__ = name
+    return format_kernel
+
+
+def operand_order(fn):
+    """Unary array function `fn` with its result laid out in its operand's memory order
+    (NumPy's order "K"), as PyTorch's elementwise kernels lay theirs: for functions that
+    allocate a contiguous result whatever their operand's layout (series evaluations)."""
+
+    def in_operand_order(a):
+        out = fn(a)
+        if a.flags.c_contiguous or out.shape != a.shape:
+            return out
+        laid = np.empty_like(a, dtype=out.dtype)  # order "K"
+        np.copyto(laid, out)
+        return laid
+
+    in_operand_order.__name__ = in_operand_order.__qualname__ = fn.__name__
+    return in_operand_order
 
 
 def unary_kernel(ufunc, *, to_float: bool = True):

@@ -17,7 +17,7 @@ from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _special_kernels
 from . import _onnx as ox
 from ._onnx import clip, gelu_formula, onnx_op
-from ._util import F32, HALF, c_gradient, rand_array, unary_meta, unary_samples
+from ._util import F32, HALF, c_contiguous, c_gradient, rand_array, unary_meta, unary_samples
 from .activation_backward import hardtanh_backward, leaky_relu_backward
 from .registry import Sample, inplace_variant, register
 
@@ -406,7 +406,8 @@ def _log_sigmoid(x):
 # ATen's log_sigmoid_forward also returns a buffer that is not differentiable; fusegrad
 # registers the one-output composite, which records the same node.
 log_sigmoid = register(
-    "log_sigmoid", kernel=_float_kernel(_log_sigmoid), meta=_meta, node="LogSigmoidBackward0",
+    "log_sigmoid", kernel=c_contiguous(_float_kernel(_log_sigmoid)), meta=_meta,
+    node="LogSigmoidBackward0", result_order="contiguous",
     derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
     samples=unary_samples(), onnx=ox.log_sigmoid,
     decomposition=lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p())

@@ -75,7 +75,7 @@ leaky_relu_backward = register(
     save=lambda out, g, x, slope, r=False: (x, slope, r),
     samples=_samples((0.01, False), (0.2, False)), public="leaky_relu_backward",
     decomposition=lambda g, x, slope, r=False: _through(g.where(x > 0, g * slope), x),
-    saved_names=("self", "negative_slope", "self_is_result"))
+    saved_names=("self", "negative_slope", "self_is_result"), result_order="operands")
 
 
 # ---------------------------------------------------------------- hardtanh
@@ -94,4 +94,4 @@ hardtanh_backward = register(
     public="hardtanh_backward",
     decomposition=lambda g, x, lo, hi: _through(
         g.where(((x <= lo) | (x >= hi)).logical_not(), 0.0), x),
-    saved_names=("self", "min_val", "max_val"))
+    saved_names=("self", "min_val", "max_val"), result_order="operands")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, rand_array, wrap_dims
+from ._util import F32, HALF, Spec, c_contiguous, rand_array, wrap_dims
 from .reductions import check_softmax_dtype
 from .registry import Sample, register
 
@@ -331,10 +331,10 @@ def _safe_softmax_samples(rng, dt):
 
 
 safe_softmax = register(
-    "_safe_softmax", kernel=_safe_softmax_kernel, meta=_safe_softmax_meta,
+    "_safe_softmax", kernel=c_contiguous(_safe_softmax_kernel), meta=_safe_softmax_meta,
     node="SafeSoftmaxBackward0",
     derivative=lambda g, out, dim: (out * (g - (g * out).sum(dim, keepdim=True)), None, None),
     save=lambda out, a, dim, dtype=None: (out, dim), samples=_safe_softmax_samples,
     public="_safe_softmax",
     decomposition=lambda a, dim, dtype=None: _safe_probabilities(
-        a if dtype is None else a.to(dtype), dim)[0], result_order="operands")
+        a if dtype is None else a.to(dtype), dim)[0], result_order="contiguous")

@@ -18,7 +18,7 @@ from .. import _dtype
 from ..autograd.grad_mode import is_grad_enabled
 from . import _conv_native, _gemm, _onnx, _parallel, _workspace
 from ._onnx import ints as onnx_ints
-from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
+from ._util import F32, HALF, Spec, dense_format, numpy_backward, rand_array, size_str, wrap_grad
 from .nn import _call, _legacy, _register_multi, _work
 from .registry import REGISTRY, Sample, register
 
@@ -1068,7 +1068,8 @@ def _conv_onnx(b, inputs, args, kwargs, opset):
 
 
 convolution = _register_multi(
-    "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta, node="ConvolutionBackward0",
+    "convolution", (), (2,), kernel=dense_format(_conv_kernel), meta=_conv_meta,
+    node="ConvolutionBackward0",
     derivative=_conv_derivative,
     save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,
                                                   (x._rg, w._rg)),

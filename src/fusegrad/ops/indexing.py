@@ -17,6 +17,7 @@ from ._util import (
     Spec,
     bad_index_dtype,
     broadcast_shapes,
+    c_contiguous,
     dtype_of,
     index_out_of_range,
     mismatched_source,
@@ -169,7 +170,7 @@ def _gather_samples(rng, dt):
 
 
 gather = register(
-    "gather", kernel=_gather_kernel, meta=_gather_meta, node="GatherBackward0",
+    "gather", kernel=c_contiguous(_gather_kernel), meta=_gather_meta, node="GatherBackward0",
     nondiff_args=(2,),
     derivative=lambda g, shape, dim, index: (
         g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
@@ -369,16 +370,16 @@ def _mask_samples(value):
 
 
 masked_fill = register(
-    "masked_fill.Scalar", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
-    nondiff_args=(1,),
+    "masked_fill.Scalar", kernel=c_contiguous(_masked_fill_kernel), meta=_masked_fill_meta,
+    nondiff_args=(1,), result_order="contiguous",
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
     public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
     onnx=ox.masked_fill)
 masked_fill_tensor = register(
-    "masked_fill.Tensor", kernel=_masked_fill_kernel, meta=_masked_fill_meta,
-    nondiff_args=(1,),
+    "masked_fill.Tensor", kernel=c_contiguous(_masked_fill_kernel), meta=_masked_fill_meta,
+    nondiff_args=(1,), result_order="contiguous",
     node="MaskedFillBackward1",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, (g * mask).sum()),
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
@@ -526,7 +527,7 @@ def _index_derivative(g, shape, indices):
 
 
 index = register(
-    "index.Tensor", kernel=_index_kernel, meta=_index_meta, node="IndexBackward0",
+    "index.Tensor", kernel=c_contiguous(_index_kernel), meta=_index_meta, node="IndexBackward0",
     derivative=_index_derivative, save=lambda out, a, indices: (a.shape, list(indices)),
     samples=_index_samples, public="index")
 
@@ -636,6 +637,6 @@ def _one_hot_meta(a, num_classes=-1):
 
 
 one_hot = register(
-    "one_hot", kernel=_one_hot_kernel, meta=_one_hot_meta, differentiable=False,
+    "one_hot", kernel=c_contiguous(_one_hot_kernel), meta=_one_hot_meta, differentiable=False,
     samples=lambda rng, dt: [Sample((_ints(rng, s, 4), n)) for s, n in (
         ((5,), -1), ((2, 3), 6), ((), 4), ((0,), 3))], onnx=ox.one_hot)

@@ -10,6 +10,8 @@ from ._onnx import norm_dim
 from ._onnx import repeat as _onnx_repeat
 from ._util import (
     Spec,
+    c_contiguous,
+    dense_format,
     rand_array,
     result_np,
     size_str,
@@ -81,7 +83,7 @@ def _cat_derivative(g, shapes, dim):
 
 cat = register(
     "cat", autocast="promote",
-    kernel=_cat_kernel, meta=_cat_meta, list_arg=True, node="CatBackward0",
+    kernel=dense_format(_cat_kernel), meta=_cat_meta, list_arg=True, node="CatBackward0",
     derivative=_cat_derivative, save=lambda out, ts, dim=0: ([t.shape for t in ts], dim),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for s in ss], d)) for ss, d in (
         (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
@@ -173,7 +175,7 @@ def _repeat_derivative(g, shape, repeats):
 
 
 repeat = register(
-    "repeat", kernel=_repeat_kernel, meta=_repeat_meta, node="RepeatBackward0",
+    "repeat", kernel=c_contiguous(_repeat_kernel), meta=_repeat_meta, node="RepeatBackward0",
     derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
         ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))],
@@ -206,7 +208,7 @@ def _stack_kernel(arrays, dim=0):
 
 stack = register(
     "stack", autocast="promote",
-    kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
+    kernel=dense_format(_stack_kernel), meta=_stack_meta, list_arg=True, node="StackBackward0",
     decomposition=lambda ts, dim=0: _call(cat, [t.unsqueeze(wrap_dim(dim, len(ts[0].shape) + 1))
                                                 for t in ts], dim),
     derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),

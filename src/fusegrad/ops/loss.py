@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, dtype_of, rand_array, size_str
+from ._util import Spec, c_contiguous, dtype_of, rand_array, size_str
 from .nn import (
     _call,
     _const,
@@ -77,7 +77,7 @@ smooth_l1_loss = register(
     derivative=_smooth_l1_derivative,
     save=lambda out, x, t, reduction=1, beta=1.0: (x, t, reduction, beta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "beta"),
-    decomposition=_smooth_l1_decomposition)
+    decomposition=_smooth_l1_decomposition, result_order="operands")
 
 
 def _huber_kernel(x, t, reduction=1, delta=1.0):
@@ -111,7 +111,7 @@ huber_loss = register(
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"),
-    decomposition=_huber_decomposition)
+    decomposition=_huber_decomposition, result_order="operands")
 
 # ---------------------------------------------------------------- soft margin
 
@@ -148,7 +148,7 @@ soft_margin_loss = register(
     node="SoftMarginLossBackward0", derivative=_soft_margin_derivative,
     save=lambda out, x, t, reduction=1: (x, t, reduction), samples=_soft_margin_samples,
     nondiff_args=(1,), saved_names=("self", "target", "reduction"),
-    decomposition=_soft_margin_decomposition)
+    decomposition=_soft_margin_decomposition, result_order="operands")
 
 # ---------------------------------------------------------------- multi margin
 
@@ -484,7 +484,7 @@ def _ctc_double_backward(*args):
 
 # PyTorch gives the gradient a node whose own backward raises; so does fusegrad.
 ctc_loss_backward = register(
-    "_ctc_loss_backward", kernel=_ctc_backward_kernel, node="NotImplemented",
+    "_ctc_loss_backward", kernel=c_contiguous(_ctc_backward_kernel), node="NotImplemented",
     derivative=_ctc_double_backward, save=lambda out, *args: (), gradcheck=False,
     meta=lambda grad, lp, *rest: Spec(tuple(lp.shape), lp.dtype),
     samples=lambda rng, dt: [

@@ -26,6 +26,7 @@ from ._util import (
     cj,
     dtype_of,
     float_np,
+    operand_order,
     rand_array,
     result_np,
     unary_kernel,
@@ -63,8 +64,8 @@ def _digamma_np(a):
     return np.where(a == 0, pole, out).astype(out.dtype, copy=False)
 
 
-lgamma = _unary("lgamma", _sp.gammaln, "LgammaBackward0", lambda g, a: (g * a.digamma(),),
-                domain=(0.2, 4.0), result_order="contiguous")
+lgamma = _unary("lgamma", operand_order(_sp.gammaln), "LgammaBackward0",
+                lambda g, a: (g * a.digamma(),), domain=(0.2, 4.0))
 digamma = _unary("digamma", _digamma_np, "DigammaBackward0",
                  lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0))
 
@@ -130,8 +131,8 @@ def _erfcx_derivative(g, a):
     return (g * (2 * a * call(special_erfcx, a) - 2 / math.sqrt(math.pi)),)
 
 
-special_erfcx = _unary("special_erfcx", _sp.erfcx, "SpecialErfcxBackward0", _erfcx_derivative,
-                       domain=(-3, 3), inplace=False, result_order="contiguous")
+special_erfcx = _unary("special_erfcx", operand_order(_sp.erfcx), "SpecialErfcxBackward0",
+                       _erfcx_derivative, domain=(-3, 3), inplace=False)
 
 
 def _entr_np(a):
@@ -162,9 +163,9 @@ def _log_ndtr_derivative(g, a):
     return (g * (-(a * a) / 2 - call(special_log_ndtr, a) - _LOG_SQRT_2PI).exp(),)
 
 
-special_log_ndtr = _unary("special_log_ndtr", _log_ndtr_np, "SpecialLogNdtrBackward0",
-                          _log_ndtr_derivative, domain=(-4, 4), inplace=False,
-                          result_order="contiguous")
+special_log_ndtr = _unary("special_log_ndtr", operand_order(_log_ndtr_np),
+                          "SpecialLogNdtrBackward0", _log_ndtr_derivative, domain=(-4, 4),
+                          inplace=False)
 
 
 def _sinc_np(a):
@@ -437,7 +438,8 @@ def _int_only(name, ufunc):
         return [Sample((rng.integers(-12, 13, size=a), rng.integers(-12, 13, size=b)),
                        name=f"{a}x{b}") for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))]
 
-    return register(name, kernel=kernel, meta=meta, differentiable=False, samples=samples)
+    return register(name, kernel=kernel, meta=meta, differentiable=False, samples=samples,
+                    result_order="operands")
 
 
 gcd = _int_only("gcd", np.gcd)

@@ -417,7 +417,7 @@ mse_loss = register(
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
     samples=_loss_samples, public="mse_loss",
     decomposition=lambda x, t, reduction=1: reduced((x - t) * (x - t), reduction),
-    saved_names=("self", "target", "reduction"))
+    saved_names=("self", "target", "reduction"), result_order="operands")
 
 
 def _check_bce_target(x, t) -> None:
@@ -473,7 +473,7 @@ binary_cross_entropy = register(
     samples=lambda rng, dt: [
         Sample((s.args[0], s.args[1], None, s.args[2]), name=s.name)
         for s in _loss_samples(rng, dt, (0.05, 0.95))],
-    public="binary_cross_entropy")
+    public="binary_cross_entropy", result_order="operands")
 
 
 def _softplus_neg(x):
@@ -543,6 +543,6 @@ binary_cross_entropy_with_logits = register(
     samples=lambda rng, dt: [
         Sample((s.args[0], rand_array(rng, np.shape(s.args[0]), dt, (0.0, 1.0)), None, None,
                 s.args[2]), name=s.name) for s in _loss_samples(rng, dt)],
-    public="binary_cross_entropy_with_logits")
+    public="binary_cross_entropy_with_logits", result_order="operands")
 
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, rand_array, size_str
+from ._util import F32, HALF, Spec, dense_format, rand_array, size_str
 from .registry import Sample, register
 
 
@@ -149,7 +149,7 @@ def _constant_pad_samples(rng, dt):
 
 
 constant_pad_nd = register(
-    "constant_pad_nd", kernel=_constant_pad_kernel, meta=_constant_pad_meta,
+    "constant_pad_nd", kernel=dense_format(_constant_pad_kernel), meta=_constant_pad_meta,
     node="ConstantPadNdBackward0",
     # Padding by p and cropping by -p are adjoint: the derivative is the op itself.
     derivative=lambda g, pad: (_call(constant_pad_nd, g, [-p for p in pad], 0), None, None),

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from . import _native, _parallel, _workspace
 from ._onnx import batched
-from ._util import Spec, numpy_backward, rand_array, wrap_grad
+from ._util import Spec, dense_format, numpy_backward, rand_array, wrap_grad
 from .conv import _out_size, _windows, col2im, convolution
 from .nn import _call, _const, _work
 from .registry import Sample, register
@@ -558,11 +558,12 @@ def _avgpool_onnx(b, inputs, args, kwargs, opset, nd=2):
 
 
 avg_pool2d = register(
-    "avg_pool2d", kernel=_avgpool_kernel, meta=_avgpool_meta, node="AvgPool2DBackward0",
+    "avg_pool2d", kernel=dense_format(_avgpool_kernel), meta=_avgpool_meta,
+    node="AvgPool2DBackward0",
     derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
     onnx=_avgpool_onnx, public="avg_pool2d")
 avg_pool3d = register(
-    "avg_pool3d", kernel=_volume(_avgpool_kernel), meta=_volume(_avgpool_meta),
+    "avg_pool3d", kernel=dense_format(_volume(_avgpool_kernel)), meta=_volume(_avgpool_meta),
     node="AvgPool3DBackward0", derivative=_avgpool_derivative, save=_volume(_avgpool_save),
     samples=_volume(_avg_samples), onnx=_volume(_avgpool_onnx), public="avg_pool3d",
     autocast="fp32")
@@ -617,7 +618,7 @@ def _adaptive_onnx(b, inputs, args, kwargs, opset):
 
 
 adaptive_avg_pool2d = register(
-    "_adaptive_avg_pool2d", kernel=_adaptive_kernel, meta=_adaptive_meta,
+    "_adaptive_avg_pool2d", kernel=dense_format(_adaptive_kernel), meta=_adaptive_meta,
     node="AdaptiveAvgPool2DBackward0",
     derivative=lambda g, mh, mw: (mh.t() @ g @ mw, None), save=_adaptive_save,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
@@ -664,7 +665,7 @@ def _adaptive3d_derivative(g, *mats):
 
 
 adaptive_avg_pool3d = register(
-    "_adaptive_avg_pool3d", kernel=_adaptive3d_kernel, meta=_adaptive3d_meta,
+    "_adaptive_avg_pool3d", kernel=dense_format(_adaptive3d_kernel), meta=_adaptive3d_meta,
     node="AdaptiveAvgPool3DBackward0", derivative=_adaptive3d_derivative,
     save=lambda out, a, output_size: tuple(
         _const(m) for m in _adaptive3d_matrices(tuple(a.shape), output_size, a.dtype.np)),

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _dtype
 from .. import _random_draws as draws
 from .._random import generator_or_default, rng
+from .._shapes import in_memory_order, memory_order
 from ._util import Spec, rand_array
 from .registry import Sample, register
 
@@ -38,8 +39,9 @@ def _float_only(a, kernel_name: str) -> None:
 def _laid_out(a, flat: np.ndarray) -> np.ndarray:
     """Values drawn in `a`'s memory order (PyTorch fills a transposed tensor along its
     storage), in `a`'s shape."""
-    order = "F" if a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous else "C"
-    return flat.reshape(a.shape, order=order)
+    if a.flags.c_contiguous:
+        return flat.reshape(a.shape)
+    return in_memory_order(flat.reshape, a.shape, memory_order(a))
 
 
 def _uniform(a, low=0.0, high=1.0, generator=None):

@@ -9,10 +9,12 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from .._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
 from . import _onnx as ox
 from ._onnx import cast, identity
 from ._util import (
     Spec,
+    c_contiguous,
     numel,
     rand_array,
     wrap_dim,
@@ -51,18 +53,37 @@ class MemoryFormat:
 contiguous_format = MemoryFormat("contiguous_format")
 preserve_format = MemoryFormat("preserve_format")
 channels_last = MemoryFormat("channels_last")
+channels_last_3d = MemoryFormat("channels_last_3d")
 
 
 def _clone_kernel(a, memory_format=None):
     # PyTorch's preserve_format keeps the layout of dense tensors; otherwise row-major.
-    if memory_format is contiguous_format or not is_dense(a):
+    name = getattr(memory_format, "name", None)
+    if name in FORMAT_ORDERS:  # channels_last(_3d): the channels innermost
+        out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape,
+                              format_order(name, a.ndim))
+        np.copyto(out, a)
+        return out
+    if memory_format is contiguous_format:
         return np.array(a, order="C", copy=True)
-    return a.copy(order="K")
+    if is_dense(a):
+        return a.copy(order="K")
+    # Not dense (a slice, an expansion): a dense copy keeping the order of the dims in memory.
+    out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape, memory_order(a))
+    np.copyto(out, a)
+    return out
+
+
+def _clone_meta(a, memory_format=None):
+    name = getattr(memory_format, "name", None)
+    if name in FORMAT_ORDERS:
+        format_order(name, len(a.shape))  # PyTorch's error for another rank
+    return Spec(tuple(a.shape), a.dtype)
 
 
 clone = register(
     "clone", kernel=_clone_kernel,
-    meta=lambda a, memory_format=None: Spec(tuple(a.shape), a.dtype), node="CloneBackward0",
+    meta=_clone_meta, node="CloneBackward0",
     derivative=lambda g: (g, None),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (), (0, 2))],
     onnx=identity)
@@ -138,7 +159,7 @@ def _roll_derivative(g, shifts, dims):
 
 
 roll = register(
-    "roll", kernel=_roll_kernel, meta=_roll_meta, node="RollBackward0",
+    "roll", kernel=c_contiguous(_roll_kernel), meta=_roll_meta, node="RollBackward0",
     derivative=_roll_derivative, save=lambda out, a, shifts, dims=(): (shifts, dims),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), sh, d), name=f"{s} {sh} {d}")
                              for s, sh, d in (((3, 4), (1,), (0,)), ((3, 4), (2, -1), (1, 0)),
@@ -157,14 +178,14 @@ def _tri(name, npfn):
         return npfn(a, diagonal)
 
     op = register(
-        name, kernel=kernel,
+        name, kernel=c_contiguous(kernel),
         meta=lambda a, diagonal=0: (_tri_check(a, name), Spec(tuple(a.shape), a.dtype))[1],
         node=name.capitalize() + "Backward0",
         derivative=lambda g, k: (_call(op, g, k), None), save=lambda out, a, k=0: (k,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k), name=f"{s} {k}")
                                  for s, k in (((3, 4), 0), ((4, 3), 1), ((2, 3, 3), -1),
                                               ((0, 2), 0))],
-        onnx=ox.trilu(name == "triu"), result_order="operands")
+        onnx=ox.trilu(name == "triu"))
     return op
 
 

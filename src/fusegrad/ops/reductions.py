@@ -15,6 +15,7 @@ from ._util import (
     F32,
     HALF,
     Spec,
+    c_contiguous,
     c_gradient,
     dtype_of,
     numel,
@@ -328,15 +329,16 @@ def _log_softmax_derivative(g, out, dim):
 
 
 softmax = register(
-    "_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim),
+    "_softmax", kernel=c_contiguous(lambda a, dim, half_to_float=False: _softmax_kernel(a, dim)),
     meta=_softmax_meta, node="SoftmaxBackward0",
     derivative=_softmax_derivative,
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
     onnx=softmax_onnx("Softmax"), public="softmax", decomposition=_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim),
-    saved_names=("result", "dim"), result_order="operands")
+    saved_names=("result", "dim"), result_order="contiguous")
 log_softmax = register(
-    "_log_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True),
+    "_log_softmax",
+    kernel=c_contiguous(lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True)),
     meta=lambda a, dim, half_to_float=False: _softmax_meta(a, dim, log=True),
     node="LogSoftmaxBackward0",
     derivative=_log_softmax_derivative,
@@ -344,7 +346,7 @@ log_softmax = register(
     onnx=softmax_onnx("LogSoftmax"), public="log_softmax",
     decomposition=_log_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
-    saved_names=("result", "dim"), result_order="operands")
+    saved_names=("result", "dim"), result_order="contiguous")
 
 # ---------------------------------------------------------------- helpers
 
@@ -595,7 +597,8 @@ prod = register(
         Sample((np.array([1.5, 0.0, 2.0], dt),), name="zero")],
     onnx=reduce_onnx("ReduceProd", full=True))
 prod_dim = register(
-    "prod.dim_int", autocast="fp32", kernel=_prod_dim_kernel, meta=_prod_meta, node="ProdBackward1",
+    "prod.dim_int", autocast="fp32", kernel=c_contiguous(_prod_dim_kernel), meta=_prod_meta,
+    node="ProdBackward1",
     lowering=lambda v, a, dim, keepdim=False, dtype=None: v.reduce("prod", a, dim, keepdim,
                                                                     dtype),
     derivative=_prod_dim_derivative,
@@ -642,8 +645,8 @@ def _logic_all_samples(rng, dtype):
 for _fn, _name in ((np.all, "all"), (np.any, "any")):
     register(_name, kernel=_logic_kernel(_fn), meta=_logic_meta, differentiable=False,
              samples=_logic_all_samples, onnx=ox.logical_reduce(_name == "all"))
-    register(f"{_name}.dim", kernel=lambda a, dim, keepdim=False, f=_fn: _logic_kernel(f)(
-                 a, (dim,), keepdim),
+    register(f"{_name}.dim", kernel=c_contiguous(lambda a, dim, keepdim=False, f=_fn: _logic_kernel(
+                 f)(a, (dim,), keepdim)),
              meta=lambda a, dim, keepdim=False: _logic_meta(a, (dim,), keepdim),
              differentiable=False, public=_name, onnx=ox.logical_reduce(_name == "all"),
              samples=lambda rng, dt: [Sample((s.args[0], s.args[1][0], s.args[2]))

@@ -8,7 +8,7 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, rand_array
+from ._util import F32, HALF, Spec, c_contiguous, rand_array
 from .joins import cat
 from .reductions import (
     _dim1,
@@ -28,7 +28,7 @@ def _cum_kernel(fn):
         d = _dim1(dim, a.ndim)
         return fn(a, axis=d, dtype=F32 if dt in HALF else dt).astype(dt, copy=False)
 
-    return kernel
+    return c_contiguous(kernel)
 
 
 def _cum_meta(a, dim, dtype=None):
@@ -51,7 +51,7 @@ cumsum = register(
     "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta, node="CumsumBackward0",
     derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
     save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum,
-    result_order="operands")
+    result_order="contiguous")
 
 
 def _cumprod_derivative(g, a, out, dim):
@@ -94,7 +94,7 @@ cumprod = register(
     derivative=_cumprod_derivative, save=lambda out, a, dim, dtype=None: (a, out, dim),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
                              for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))],
-    result_order="operands")
+    result_order="contiguous")
 cumsum_ = inplace_variant(cumsum, "cumsum_")
 cumprod_ = inplace_variant(cumprod, "cumprod_", saves_self=True)
 

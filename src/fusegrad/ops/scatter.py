@@ -14,6 +14,7 @@ from .. import _dtype
 from ._util import (
     Spec,
     bad_index_dtype,
+    c_contiguous,
     index_out_of_range,
     mismatched_source,
     rand_array,
@@ -67,7 +68,7 @@ def _take_derivative(g, shape, index):
 
 
 take = register(
-    "take", kernel=_take_kernel,
+    "take", kernel=c_contiguous(_take_kernel),
     nondiff_args=(1,),
     meta=lambda a, index: (_long_index(index, "take"), Spec(tuple(index.shape), a.dtype))[1],
     node="TakeBackward0", derivative=_take_derivative,

@@ -15,6 +15,7 @@ from .joins import (
 )
 from .rearrange import (
     channels_last,
+    channels_last_3d,
     clone,
     contiguous_format,
     diag_embed,
@@ -51,6 +52,7 @@ __all__ = [
     "as_strided",
     "cat",
     "channels_last",
+    "channels_last_3d",
     "clone",
     "contiguous_format",
     "diag_embed",

@@ -41,9 +41,9 @@ def _samples(rng, dtype):
 def _register(name: str, left: bool, cpu_name: str):
     kernel = _shift_kernel(left, cpu_name)
     op = register(f"{name}.Tensor", kernel=kernel, meta=_bitwise_meta(cpu_name),
-                  differentiable=False, samples=_samples, public=name)
+                  differentiable=False, samples=_samples, public=name, result_order="operands")
     scalar = register(f"{name}.Tensor_Scalar", kernel=kernel, meta=_bitwise_meta(cpu_name),
-                      differentiable=False, public=name,
+                      differentiable=False, public=name, result_order="operands",
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 3))])
     inplace = inplace_variant(op, f"{name}_.Tensor", differentiable=False)
     return op, scalar, inplace

@@ -11,7 +11,7 @@ import numpy as np
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import rand_array, wrap_dim
+from ._util import c_contiguous, rand_array, wrap_dim
 from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
 from .activation_backward import threshold_backward
 from .registry import Sample, Spec, inplace_variant, register
@@ -237,12 +237,12 @@ def _rrelu_samples(rng, dt):
 
 
 rrelu_with_noise = register(
-    "rrelu_with_noise", kernel=_rrelu_kernel, meta=_rrelu_meta,
+    "rrelu_with_noise", kernel=c_contiguous(_rrelu_kernel), meta=_rrelu_meta,
     node="RreluWithNoiseBackward0",
     derivative=lambda g, x, noise, lo, hi, training: (
         g * _rrelu_slope(x, noise, lo, hi, training), None, None, None, None, None),
     save=_rrelu_save, samples=_rrelu_samples, nondiff_args=(1,), public="rrelu",
-    saved_names=("self", "noise", "lower", "upper", "training"), result_order="operands")
+    saved_names=("self", "noise", "lower", "upper", "training"), result_order="contiguous")
 rrelu_with_noise_ = inplace_variant(
     rrelu_with_noise, "rrelu_with_noise_", node="RreluWithNoiseBackward1",
     derivative=lambda g, out, noise, lo, hi, training: (

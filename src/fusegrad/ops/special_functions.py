@@ -20,6 +20,7 @@ from ._util import (
     HALF,
     binary_meta,
     float_np,
+    operand_order,
     rand_array,
     result_np,
     unary_kernel,
@@ -112,7 +113,8 @@ special_zeta_other_scalar = register(
 
 
 special_ndtri = register(
-    "special_ndtri", **_no_half("ndtri", unary_meta(), unary_kernel(_B.ndtri)),
+    "special_ndtri", **_no_half("ndtri", unary_meta(), unary_kernel(operand_order(_B.ndtri))),
+    result_order="operands",
     node="SpecialNdtriBackward0",
     derivative=lambda g, out: (g * _SQRT_2PI * (out.square() / 2).exp(),),
     save=save_result, saved_names=("result",),

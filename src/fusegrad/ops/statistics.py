@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
-from ._util import F32, HALF, Spec, float_np, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, c_contiguous, float_np, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
 from .registry import Sample, inplace_variant, register
@@ -188,12 +188,12 @@ def _logcumsumexp_derivative(g, a, out, dim):
 
 
 logcumsumexp = register(
-    "logcumsumexp", kernel=_logcumsumexp_kernel,
+    "logcumsumexp", kernel=c_contiguous(_logcumsumexp_kernel),
     meta=lambda a, dim: (wrap_dim(dim, len(a.shape)), Spec(tuple(a.shape), a.dtype))[1],
     node="LogcumsumexpBackward0", derivative=_logcumsumexp_derivative,
     save=lambda out, a, dim: (a, out, dim), saved_names=("self", "result", "dim"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (
-        ((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0))], result_order="operands")
+        ((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0))], result_order="contiguous")
 
 # ---------------------------------------------------------------- histc
 
@@ -334,7 +334,7 @@ def _cdist_derivative(g, x1, x2, out, p):
 
 
 cdist = register(
-    "_cdist_forward", kernel=_cdist_kernel,
+    "_cdist_forward", kernel=c_contiguous(_cdist_kernel),
     meta=lambda x1, x2, p, compute_mode=None: Spec(_cdist_check(x1, x2, p), x1.dtype),
     node="CdistBackward0", derivative=_cdist_derivative,
     save=lambda out, x1, x2, p, compute_mode=None: (x1, x2, out, p),
@@ -494,7 +494,7 @@ def _renorm_derivative(g, a, p, dim, maxnorm):
 
 
 renorm = register(
-    "renorm", kernel=_renorm_kernel,
+    "renorm", kernel=c_contiguous(_renorm_kernel),
     meta=lambda a, p, dim, maxnorm: (_renorm_check(tuple(a.shape), p, dim, maxnorm),
                                      Spec(tuple(a.shape), a.dtype))[1],
     node="RenormBackward0", derivative=_renorm_derivative,

@@ -433,7 +433,7 @@ round_decimals = register(
     "round.decimals", kernel=_round_decimals_kernel,
     meta=lambda a, decimals: Spec(tuple(a.shape), a.dtype), node="RoundBackward1",
     derivative=lambda g: (g * 0, None), zero_grad=True, public="round",
-    result_order="contiguous",
+    result_order="operands",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
                              for s in ((3, 4), ()) for d in (1, 2, -1)])
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import F32, F64, HALF, Spec, rand_array, size_str
+from ._util import F32, F64, HALF, Spec, dense_format, rand_array, size_str
 from .padding import gather_axes, scatter_axes
 from .registry import Sample, register
 
@@ -388,7 +388,8 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
     n_rest = k + (0 if kind in ("nearest", "exact") else 1)
     holder: dict = {}
     bwd = register(
-        f"{name}_backward", kernel=_backward_kernel(kind, k), meta=_backward_meta(kind, k),
+        f"{name}_backward", kernel=dense_format(_backward_kernel(kind, k)),
+        meta=_backward_meta(kind, k),
         node=f"{stem}BackwardBackward0",
         # The adjoint's adjoint is the upsampling again.
         derivative=lambda gg, osize, rest, h=holder: (

@@ -570,7 +570,7 @@ class GraphLowering:
             shape, strides = tuple(fake.shape), tuple(fake.stride())
             offset = fake.storage_offset()
             if shape != tuple(v.shape) or not numel(shape) or \
-                    (strides == contiguous_strides(shape) and offset == 0) or \
+                    (strides == tuple(v.strides) and offset == 0) or \
                     not non_overlapping(shape, strides):
                 continue
             self.output_layouts[v] = (strides, offset)
