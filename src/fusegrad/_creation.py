@@ -15,6 +15,7 @@ import numpy as np
 from . import _dtype
 from . import _random_draws as _draws
 from ._device import device as _device_cls
+from ._scalar_conversion import checked_scalar
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
 from ._symbolic import size_int
 from ._tensor import (
@@ -178,12 +179,32 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     except OverflowError:
         if _beyond_int64(data):  # PyTorch reads each Python int as a C long long first
             raise ValueError("Overflow when unpacking long long") from None
-        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow") \
-            from None
+        array = _wrapped_unsigned(data, dt)
+        if array is None:
+            raise RuntimeError(f"value cannot be converted to type {dt.name} without "
+                               "overflow") from None
     return _finish(array, dt, requires_grad)
 
 
 _INT64 = np.iinfo(np.int64)
+
+
+def _wrapped_unsigned(data, dt: _dtype.dtype) -> np.ndarray | None:
+    """Integer `data` for an unsigned dtype with negative values down to minus its maximum
+    as their two's complement (`tensor([-1], dtype=torch.uint8)` holds 255, as PyTorch's);
+    None if other values are out of range."""
+    if dt.np.kind != "u":
+        return None
+    try:
+        wide = np.array(data)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if wide.dtype.kind not in "iu":  # floats beyond the range are PyTorch's error
+        return None
+    top = np.iinfo(dt.np).max
+    if wide.size and (wide.min() < -top or wide.max() > top):
+        return None
+    return wide.astype(dt.np)
 
 
 def _beyond_int64(data) -> bool:
@@ -275,7 +296,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         fill_value = fill_value.item()
     dt = dtype or _dtype.scalar_dtype(fill_value)
     shape = _sizes((size,))
-    return _factory(shape, dt, requires_grad, lambda nd: np.full(shape, fill_value, nd))
+    return _factory(shape, dt, requires_grad,
+                    lambda nd: np.full(shape, checked_scalar(fill_value, nd), nd))
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,

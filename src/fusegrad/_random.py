@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from ._device import device as _device
+
 # Called with the generator before each draw, innermost last: vmap's randomness rules
 # (`fusegrad.func`) refuse or replay draws. Empty outside vmap, so a draw pays one test.
 DRAW_CHECKS: list = []
@@ -42,7 +44,7 @@ class Generator:
     """A random number generator with its own state (`manual_seed`, `get_state`...)."""
 
     def __init__(self, device="cpu"):
-        self.device = device
+        self.device = _device(device)  # a `torch.device`, as PyTorch's generators have
         self._seed = DEFAULT_SEED
         # Made from the seed on the first draw: `import fusegrad` then need not import
         # numpy.random for the default generator, and the stream is the same either way.

@@ -393,6 +393,13 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
+    def __contains__(self, element) -> bool:
+        """`element in t`: whether any entry equals the number or tensor `element`."""
+        if isinstance(element, (Tensor, int, float, complex)):  # bool is an int
+            return bool((self == element).any())
+        raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed "
+                           f"in a {type(element)}.")
+
     def __iter__(self):
         if self.dim() == 0:
             raise TypeError("iteration over a 0-d tensor")

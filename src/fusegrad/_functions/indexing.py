@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._scalar_conversion import checked_scalar
 from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
@@ -272,7 +273,7 @@ def setitem(input, index, value) -> None:
         if not isinstance(value, Tensor):
             from .._creation import tensor as _tensor
 
-            value = _tensor(value, dtype=target.dtype)
+            value = _tensor(_assigned_number(value, target.dtype), dtype=target.dtype)
         elif value.dtype is not target.dtype and value.ndim == 0 and \
                 isinstance(index, Tensor) and index.dtype is _dtype.bool_:
             # `x[mask] = v` of a 0-d value converts it, as PyTorch's does (other advanced
@@ -288,7 +289,20 @@ def setitem(input, index, value) -> None:
             value = _fit_value(value, shape)
         call(I.copy_, target, value)
     else:
-        call(I.fill_scalar, target, value)
+        call(I.fill_scalar, target, _assigned_number(value, target.dtype))
+
+
+def _assigned_number(value, dtype):
+    """A Python number assigned into a tensor of `dtype` (`x[i] = v`), as PyTorch converts it:
+    checked against the dtype's range as `fill_` checks it (uint8 takes -1 as 255), except
+    that a half type takes it rounded (2 ** 31 into float16 is inf, where `fill_` refuses it)."""
+    if value.__class__ is not int and value.__class__ is not float:
+        return value
+    dt = dtype.np
+    if dtype.is_floating_point and dt.itemsize == 2:
+        with np.errstate(over="ignore"):
+            return float(dt.type(value))
+    return checked_scalar(value, dt)
 
 
 def _fit_value(value: Tensor, shape: tuple) -> Tensor:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import _dtype
 from .._dtype import FLOAT, FROM_NP
 from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here)
+from .._scalar_conversion import checked_scalar  # noqa: F401  (the kernels' fill values)
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
     broadcast_shapes,
     contiguous_strides,

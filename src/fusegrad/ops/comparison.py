@@ -19,6 +19,7 @@ from ._util import (
     binary_meta,
     binary_samples,
     broadcast_shapes,
+    checked_scalar,
     dtype_of,
     rand_array,
     result_np,
@@ -141,6 +142,8 @@ def _bounds(lo, hi) -> list:
 
 def _clamp_kernel(a, lo=None, hi=None):
     dt = result_np(a, *_bounds(lo, hi))
+    if dt.kind in "iu":  # bounds out of an integer dtype's range: PyTorch's overflow error
+        lo, hi = checked_scalar(lo, dt), checked_scalar(hi, dt)
     out = a if a.dtype is dt else a.astype(dt)
     if lo is not None:
         out = np.maximum(out, as_dtype(lo, dt))

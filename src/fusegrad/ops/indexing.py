@@ -18,6 +18,7 @@ from ._util import (
     bad_index_dtype,
     broadcast_shapes,
     c_contiguous,
+    checked_scalar,
     dtype_of,
     index_out_of_range,
     mismatched_source,
@@ -339,7 +340,7 @@ def _mask_check(mask, name):
 
 def _masked_fill_kernel(a, mask, value):
     _mask_check(mask, "masked_fill_")
-    v = np.asarray(value)
+    v = np.asarray(checked_scalar(value, a.dtype))
     if v.ndim:
         raise RuntimeError(
             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "

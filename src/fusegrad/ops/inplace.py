@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import Spec, broadcast_shapes, rand_array, shape_of
+from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, shape_of
 from .registry import Sample, register
 
 
@@ -21,7 +21,7 @@ def _fill_meta(a, value):
 
 def _fill_kernel(a, value):
     _fill_meta(a, value)
-    return np.full(a.shape, value, dtype=a.dtype)
+    return np.full(a.shape, checked_scalar(value, a.dtype), dtype=a.dtype)
 
 
 def _samples(*others):

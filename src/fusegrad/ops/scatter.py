@@ -15,6 +15,7 @@ from ._util import (
     Spec,
     bad_index_dtype,
     c_contiguous,
+    checked_scalar,
     index_out_of_range,
     mismatched_source,
     rand_array,
@@ -170,6 +171,7 @@ def _index_fill_kernel(a, dim, index, value):
     d = _index_fill_check(a, dim, index)
     _index_range(a, d, index, negative=True)
     out = a.copy()
+    value = checked_scalar(value, a.dtype)
     if out.ndim:
         sl = [slice(None)] * out.ndim
         sl[d] = np.asarray(index, np.int64).reshape(-1)

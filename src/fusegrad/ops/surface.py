@@ -112,7 +112,7 @@ new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size st
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
 sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __rlshift__ __rrshift__
-__format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
+__contains__ __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
 resolve_conj resolve_neg cfloat cdouble
 """.split()
 
