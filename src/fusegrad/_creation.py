@@ -526,9 +526,14 @@ def _in_order(fn, shape: tuple, order: tuple | None, *args, **kwargs) -> Tensor:
     """`fn(shape, *args, **kwargs)` (a factory) with its dims in memory in `order`, its values
     written in memory order (as PyTorch fills a new tensor: `rand_like` of a transposed
     tensor holds the transpose of `rand` of the transposed shape)."""
-    if order is None or _active.modes:  # a tracing mode makes its own (row-major) results
+    if order is None:
         return fn(shape, *args, **kwargs)
     out = fn(tuple(shape[d] for d in order), *args, **kwargs)
+    if _active.modes:  # a mode's tensor (a tracer's, a fake): the same values, as a view
+        inverse = [0] * len(order)
+        for i, d in enumerate(order):
+            inverse[d] = i
+        return out.permute(*inverse)
     out._data = in_memory_order(lambda s: out._data, shape, order)
     return out
 
