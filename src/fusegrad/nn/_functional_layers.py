@@ -190,6 +190,14 @@ def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
             f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
             f"dimension, and an optional batch dimension (i.e. {batched - 1}D or {batched}D "
             "inputs).", UserWarning, stacklevel=_warning_stacklevel(3))
+    if spatial == 2 and input.dim() == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            UserWarning, stacklevel=_warning_stacklevel(3))
     unbatched = input.dim() == batched - 1 and spatial != 2
     if unbatched:
         out = _feature_dropout(input.unsqueeze(0), p, training, inplace)

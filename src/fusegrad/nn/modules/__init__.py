@@ -38,6 +38,7 @@ from .batchnorm import (
     BatchNorm3d,
     LazyBatchNorm1d,
     LazyBatchNorm2d,
+    LazyBatchNorm3d,
     SyncBatchNorm,
 )
 from .channelshuffle import ChannelShuffle
@@ -51,8 +52,10 @@ from .conv import (
     ConvTranspose3d,
     LazyConv1d,
     LazyConv2d,
+    LazyConv3d,
     LazyConvTranspose1d,
     LazyConvTranspose2d,
+    LazyConvTranspose3d,
 )
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
@@ -180,5 +183,5 @@ __all__ = [
     "SyncBatchNorm", "Container", "FractionalMaxPool2d", "CrossMapLRN2d",
     "AdaptiveLogSoftmaxWithLoss", "MaxUnpool3d", "LinearCrossEntropyLoss",
     "LinearCrossEntropyOptions", "FractionalMaxPool3d", "AdaptiveMaxPool3d",
-    "LPPool3d",
+    "LPPool3d", "LazyConv3d", "LazyConvTranspose3d", "LazyBatchNorm3d",
 ]

@@ -54,6 +54,9 @@ _global_forward_hooks_with_kwargs: dict = OrderedDict()
 _global_forward_hooks_always_called: dict = OrderedDict()
 _global_backward_pre_hooks: OrderedDict = _CallHooks()
 _global_backward_hooks: OrderedDict = _CallHooks()
+# None until a global backward hook is registered: True for full hooks, False for the
+# deprecated kind; the table holds one kind only, and the kind stays set (PyTorch's rule).
+_global_is_full_backward_hook: bool | None = None
 _global_buffer_registration_hooks: OrderedDict = OrderedDict()
 _global_module_registration_hooks: OrderedDict = OrderedDict()
 _global_parameter_registration_hooks: OrderedDict = OrderedDict()
@@ -109,9 +112,28 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
     return _add(_global_backward_pre_hooks, hook)
 
 
+_MIXED_GLOBAL_BACKWARD_HOOKS = (
+    "Cannot use both regular backward hooks and full backward hooks as a global Module hook. "
+    "Please use only one of them.")
+
+
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """Call `hook(module, grad_input, grad_output)` when the input gradients of every module
     are computed, before the module's own backward hooks; it may return new grad_input."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is False:
+        raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
+    _global_is_full_backward_hook = True
+    return _add(_global_backward_hooks, hook)
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """Deprecated (use `register_module_full_backward_hook`): every module's deprecated
+    backward hook (see `Module.register_backward_hook`), before the module's own."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is True:
+        raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
+    _global_is_full_backward_hook = False
     return _add(_global_backward_hooks, hook)
 
 

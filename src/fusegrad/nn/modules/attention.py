@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from types import SimpleNamespace
 
 from ... import _creation
 from ..._functions import baddbmm as _baddbmm
@@ -178,9 +179,6 @@ class MultiheadAttention(Module):
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         tgt_len, bsz, embed_dim = query.shape
-        if embed_dim != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, "
-                                 f"but got {embed_dim}")
         if is_causal and attn_mask is None:
             raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
                                "the Transformer module method `generate_square_subsequent_mask`"
@@ -193,6 +191,18 @@ class MultiheadAttention(Module):
             if key_padding_mask is not None:
                 use_causal = False
         key_padding_mask = F._float_mask(key_padding_mask, query.dtype)
+        if embed_dim != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, "
+                                 f"but got {embed_dim}")
+        # Separate projections may have other widths: only the sequence and batch dims of
+        # key and value must agree then.
+        if not self._qkv_same_embed_dim:
+            if key.shape[:2] != value.shape[:2]:
+                raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not "
+                                     f"match value's {value.shape[:2]}")
+        elif key.shape != value.shape:
+            raise AssertionError(f"key shape {key.shape} does not match value shape "
+                                 f"{value.shape}")
         heads, hd = self.num_heads, self.head_dim
         q, k, v = self._project(query, key, value)
         if attn_mask is not None:
@@ -242,7 +252,8 @@ class MultiheadAttention(Module):
                 weights = F.dropout(weights, p=p)
             out = _bmm(weights, v)
             out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-            out = self.out_proj(out)
+            # the out_proj module is not called (PyTorch reads its tensors): no hooks of it run
+            out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
             out = out.view(tgt_len, bsz, out.shape[1])
             weights = weights.view(bsz, heads, tgt_len, src_len)
             if average_attn_weights:
@@ -262,7 +273,8 @@ class MultiheadAttention(Module):
         v = v.view(bsz, heads, src_len, hd)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask, p, use_causal)
         out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
-        out = self.out_proj(out)
+        # the out_proj module is not called (PyTorch reads its tensors): no hooks of it run
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
         out = out.view(tgt_len, bsz, out.shape[1])
         if not batched:
             out = out.squeeze(1)
@@ -315,7 +327,7 @@ def multi_head_attention_forward(
         in_proj_weight=None if use_separate_proj_weight else in_proj_weight,
         in_proj_bias=in_proj_bias, bias_k=bias_k, bias_v=bias_v, add_zero_attn=add_zero_attn,
         dropout=dropout_p, training=training,
-        out_proj=lambda x: F.linear(x, out_proj_weight, out_proj_bias),
+        out_proj=SimpleNamespace(weight=out_proj_weight, bias=out_proj_bias),
         _qkv_same_embed_dim=not use_separate_proj_weight, q_proj_weight=q_proj_weight,
         k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight)
     return MultiheadAttention.forward(weights, query, key, value, key_padding_mask,

@@ -199,3 +199,9 @@ class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
     """A BatchNorm2d whose num_features is read from its first input."""
 
     cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    """A BatchNorm3d whose num_features is read from its first input."""
+
+    cls_to_become = BatchNorm3d

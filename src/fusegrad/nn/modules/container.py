@@ -8,8 +8,19 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
+from ..._tensor import Tensor
 from ..parameter import Parameter
 from .module import Module, _addindent
+
+
+def _type_repr(cls: type) -> str:
+    """`str(cls)` as PyTorch shows it: fusegrad's classes under torch's module names."""
+    module = cls.__module__
+    if module == "fusegrad" or module.startswith("fusegrad."):
+        module = "torch" + module[len("fusegrad"):]
+    if module == "builtins":
+        return f"<class '{cls.__qualname__}'>"
+    return f"<class '{module}.{cls.__qualname__}'>"
 
 
 class Container(Module):
@@ -74,11 +85,59 @@ class Sequential(Module):
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
             raise ValueError("add operator supports only objects of Sequential class, but "
-                             f"{type(other)} is given.")
+                             f"{_type_repr(type(other))} is given.")
         out = Sequential()
         for m in list(self) + list(other):
             out.append(m)
         return out
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{_type_repr(type(other))} is given.")
+        offset = len(self)
+        for i, m in enumerate(other):  # `s += s` fails as PyTorch's does (dict changed)
+            self.add_module(str(i + offset), m)
+        return self
+
+    def _check_factor(self, other) -> None:
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {_type_repr(type(self))} and "
+                            f"{_type_repr(type(other))}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for "
+                             f"{_type_repr(type(self))}")
+
+    def __mul__(self, other: int) -> Sequential:
+        """A new Sequential of these modules (the same objects) `other` times over."""
+        self._check_factor(other)
+        out = Sequential()
+        modules = list(self)
+        for i, m in enumerate(modules * other):
+            out.add_module(str(i), m)
+        return out
+
+    def __rmul__(self, other: int) -> Sequential:
+        return self.__mul__(other)
+
+    def __imul__(self, other: int) -> Sequential:
+        self._check_factor(other)
+        n = len(self)
+        # PyTorch repeats the entries under the keys "0".."n-1" (whatever the names are).
+        for k in range(1, other):
+            for i in range(n):
+                self.add_module(str(k * n + i), self._modules[str(i)])
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at `key` (a Sequential for a slice); the rest are
+        renumbered."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __dir__(self):
+        return [key for key in super().__dir__() if not key.isdigit()]
 
     def append(self, module: Module) -> Sequential:
         """Add `module` at the end; returns self."""
@@ -87,6 +146,8 @@ class Sequential(Module):
 
     def insert(self, index: int, module: Module) -> Sequential:
         """Insert `module` before position `index`; returns self."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {_type_repr(Module)}")
         items = list(self._modules.values())
         n = len(items)
         if not -n <= index <= n:
@@ -265,95 +326,215 @@ class ModuleDict(Module):
 
 
 class ParameterList(Module):
-    """A list of parameters, registered on the module."""
+    """A list of parameters, registered on the module (tensors become Parameters; other
+    values are kept as plain attributes, as in PyTorch)."""
 
     def __init__(self, values: Iterable | None = None) -> None:
         super().__init__()
         self._size = 0
         if values is not None:
-            for v in values:
-                self.append(v)
+            self += values
 
-    def __getitem__(self, idx: int):
-        idx = operator.index(idx) % max(self._size, 1)
-        return getattr(self, str(idx))
+    def _index(self, idx) -> str:
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx % len(self))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = self.__class__()
+            for i in range(*idx.indices(len(self))):
+                out.append(self[i])
+            return out
+        return getattr(self, self._index(idx))
 
     def __setitem__(self, idx: int, param) -> None:
-        idx = operator.index(idx) % max(self._size, 1)
-        if not isinstance(param, Parameter):
+        key = self._index(idx)
+        if isinstance(param, Tensor) and not isinstance(param, Parameter):
             param = Parameter(param)
-        setattr(self, str(idx), param)
+        setattr(self, key, param)
 
     def __len__(self) -> int:
         return self._size
 
     def __iter__(self):
-        return iter(self[i] for i in range(self._size))
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters: Iterable) -> ParameterList:
+        return self.extend(parameters)
+
+    def __dir__(self):
+        return [key for key in super().__dir__() if not key.isdigit()]
 
     def append(self, value) -> ParameterList:
-        """Add a parameter at the end; returns self."""
+        """Add a value (a tensor becomes a Parameter) at the end; returns self."""
+        new_idx = len(self)
         self._size += 1
-        self[self._size - 1] = value
+        self[new_idx] = value
+        return self
+
+    def extend(self, values: Iterable) -> ParameterList:
+        """Append each of `values` (an iterable, not a tensor); returns self."""
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got "
+                            + type(values).__name__)
+        for value in values:
+            self.append(value)
         return self
 
     def extra_repr(self) -> str:
         # PyTorch names the dtype here (`torch.float32`), the tensor type in ParameterDict's.
-        return "\n".join(_entry_line(k, p, str(p.dtype)) for k, p in enumerate(self))
+        return "\n".join(_entry_line(k, p, str(p.dtype) if isinstance(p, Tensor) else "")
+                         for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
 
 
 def _entry_line(key, p, kind: str) -> str:
     """One entry of ParameterList's or ParameterDict's repr, as PyTorch prints it."""
+    if not isinstance(p, Tensor):
+        return f"  ({key}): Object of type: {type(p).__name__}"
     size = "x".join(str(s) for s in p.size())
     return f"  ({key}): {'Parameter' if isinstance(p, Parameter) else 'Tensor'} containing: " \
         f"[{kind} of size {size}]"
 
 
 class ParameterDict(Module):
-    """A dict of parameters, registered on the module."""
+    """An ordered dict of parameters, registered on the module (tensors become Parameters;
+    other values are kept as plain attributes, as in PyTorch)."""
 
     def __init__(self, parameters=None) -> None:
         super().__init__()
+        self._keys: dict = {}
         if parameters is not None:
             self.update(parameters)
 
-    def update(self, parameters) -> None:
-        """Add parameters from a mapping or an iterable of (key, value) pairs. A plain dict's
-        entries go in sorted by key (PyTorch's rule); an OrderedDict's or a ParameterDict's,
-        and a sequence's, in their order."""
-        if isinstance(parameters, (OrderedDict, ParameterDict)):
-            items = parameters.items()
-        elif isinstance(parameters, Mapping):
-            items = sorted(parameters.items())
-        else:
-            items = parameters
-        for k, v in items:
-            self[k] = v
+    @staticmethod
+    def _key_to_attr(key) -> str:
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not "
+                            f"a string (type is '{type(key).__name__}'). Open an issue on "
+                            "github if you need non-string keys.")
+        return key
 
     def __getitem__(self, key: str):
-        return self._parameters[key]
+        return getattr(self, self._key_to_attr(key))
 
     def __setitem__(self, key: str, value) -> None:
-        if not isinstance(value, Parameter):
+        # The key is recorded first, even when it proves invalid (PyTorch's order).
+        self._keys[key] = None
+        attr = self._key_to_attr(key)
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
             value = Parameter(value)
-        self.register_parameter(key, value)
+        setattr(self, attr, value)
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[key]
+        delattr(self, self._key_to_attr(key))
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return len(self._keys)
 
     def __iter__(self):
-        return iter(self._parameters)
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(self._keys)
+
+    def __contains__(self, key) -> bool:
+        return key in self._keys
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same values."""
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def setdefault(self, key: str, default=None):
+        """The value under `key`, stored as `default` first if absent."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        for k in self._keys.copy():
+            del self[k]
+
+    def pop(self, key: str):
+        """Remove and return the value under `key`."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self) -> tuple:
+        """Remove and return the last inserted (key, value) pair."""
+        k, _ = self._keys.popitem()
+        self._keys[k] = None  # back for `del self[k]`, which removes the attribute too
+        val = self[k]
+        del self[k]
+        return k, val
+
+    def get(self, key: str, default=None):
+        """The value under `key`, or `default`."""
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys: Iterable[str], default=None) -> ParameterDict:
+        """A new ParameterDict with `keys`, each holding `default`."""
+        return ParameterDict((k, default) for k in keys)
 
     def keys(self):
-        """The keys."""
-        return self._parameters.keys()
+        """The keys, in insertion order."""
+        return self._keys.keys()
 
     def items(self):
-        """(key, parameter) pairs."""
-        return self._parameters.items()
+        """(key, value) pairs, in insertion order."""
+        return ((k, self[k]) for k in self._keys)
 
     def values(self):
-        """The parameters."""
-        return self._parameters.values()
+        """The values, in insertion order."""
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters) -> None:
+        """Add entries from a mapping or an iterable of (key, value) pairs. A plain dict's
+        entries go in sorted by key (PyTorch's rule); an OrderedDict's or a ParameterDict's,
+        and a sequence's, in their order."""
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of "
+                            "key/value pairs, but got " + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, value in parameters.items():
+                self[key] = value
+        elif isinstance(parameters, Mapping):
+            for key, value in sorted(parameters.items()):
+                self[key] = value
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be "
+                                    f"Iterable; is{type(p).__name__}")
+                if len(p) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length "
+                                     f"{len(p)}; 2 is required")
+                self[p[0]] = p[1]
 
     def extra_repr(self) -> str:
-        return "\n".join(_entry_line(k, p, p.type()) for k, p in self.items())
+        return "\n".join(_entry_line(k, p, p.type() if isinstance(p, Tensor) else "")
+                         for k, p in self.items())
+
+    def __call__(self, input):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other: ParameterDict) -> ParameterDict:
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other: ParameterDict) -> ParameterDict:
+        self.update(other)
+        return self

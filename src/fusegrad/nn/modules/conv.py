@@ -291,6 +291,13 @@ class LazyConv2d(_LazyConvXdMixin, Conv2d):
     __init__ = _lazy_conv()
 
 
+class LazyConv3d(_LazyConvXdMixin, Conv3d):
+    """A Conv3d whose in_channels is read from its first input."""
+
+    cls_to_become = Conv3d
+    __init__ = _lazy_conv()
+
+
 class LazyConvTranspose1d(_LazyConvXdMixin, ConvTranspose1d):
     """A ConvTranspose1d whose in_channels is read from its first input."""
 
@@ -302,6 +309,13 @@ class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
     """A ConvTranspose2d whose in_channels is read from its first input."""
 
     cls_to_become = ConvTranspose2d
+    __init__ = _lazy_conv_transpose()
+
+
+class LazyConvTranspose3d(_LazyConvXdMixin, ConvTranspose3d):
+    """A ConvTranspose3d whose in_channels is read from its first input."""
+
+    cls_to_become = ConvTranspose3d
     __init__ = _lazy_conv_transpose()
 
 

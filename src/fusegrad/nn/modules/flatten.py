@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._tensor import Tensor
 from ._arg_errors import missing_attribute
 from .module import Module
 
@@ -42,23 +43,55 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
-    """Split dim `dim` into `unflattened_size`."""
+    """Split dim `dim` into `unflattened_size` (a tuple or list of ints, kept as given)."""
 
     def __init__(self, dim: int, unflattened_size) -> None:
         super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for idx, elem in enumerate(unflattened_size):
+            if not isinstance(elem, int):
+                raise TypeError("unflattened_size must be tuple of ints, but found element of "
+                                f"type {type(elem).__name__} at pos {idx}")
         self.dim = dim
-        self.unflattened_size = tuple(unflattened_size)
+        self.unflattened_size = unflattened_size
 
     def forward(self, input):
         """The input with `dim` unflattened."""
-        from ...ops._util import wrap_dim
-
-        d = wrap_dim(self.dim, input.dim())
-        shape = tuple(input.shape)
-        return input.view(shape[:d] + self.unflattened_size + shape[d + 1:])
+        return _unflatten(input, self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+def _unflatten(input, dim, sizes):
+    """`input.unflatten(dim, sizes)` with the errors of PyTorch's op: a size that is not an
+    int, no sizes, and sizes that do not fit the dim (named after the op)."""
+    from ...ops._util import wrap_dim
+    from ...ops.views import infer_size
+
+    if not isinstance(input, Tensor) or isinstance(dim, str):
+        return input.unflatten(dim, sizes)  # a non-tensor's error; a named dim
+    for idx, elem in enumerate(sizes):
+        if isinstance(elem, bool) or not isinstance(elem, int):
+            raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
+                            f"but found element of type {type(elem).__name__} at pos {idx}")
+    if len(sizes) == 0:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    d = wrap_dim(dim, input.dim())
+    try:
+        if input.dim() == 0:
+            raise RuntimeError(f"Dimension specified as {d} but tensor has no dimensions")
+        infer_size(sizes, input.shape[d])
+    except RuntimeError as exc:
+        # PyTorch names the op, and says which sizes do not fit when the product is wrong.
+        if "is invalid for input of size" in str(exc):
+            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to "
+                               f"the size of dim {d} ({input.shape[d]}) in the input tensor"
+                               ) from None
+        raise RuntimeError(f"unflatten got an unexpected error:\n{exc}") from None
+    return input.unflatten(d, tuple(sizes))
 
 
 # What PyTorch says of a non-tensor input (see `_arg_errors`).
