@@ -290,3 +290,20 @@ def test_factory_argument_forms_as_torch():
         assert got.dtype.is_floating_point == want.dtype.is_floating_point
         assert str(got.dtype) == str(want.dtype)
         assert got.tolist() == want.tolist()
+
+
+def test_module_to_channels_last_as_torch():
+    """`model.to(memory_format=torch.channels_last)`: 4-D parameters take the format (values
+    unchanged, so the outputs are the same), others stay."""
+    def build(t):
+        t.manual_seed(0)
+        m = t.nn.Sequential(t.nn.Conv2d(3, 4, 3), t.nn.BatchNorm2d(4), t.nn.Flatten(),
+                            t.nn.Linear(64, 2))
+        return m.to(memory_format=t.channels_last)
+
+    want, got = _pair(build)
+    for w, g in zip(want.parameters(), got.parameters()):
+        assert tuple(g.stride()) == tuple(w.stride())
+    x = np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(got(fusegrad.from_numpy(x)).detach().numpy(),
+                               want(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)

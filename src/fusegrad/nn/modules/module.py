@@ -808,7 +808,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() received an invalid combination of arguments - got "
                             f"({', '.join(kwargs)})")
@@ -827,6 +827,15 @@ class Module:
                             f"got desired dtype={dtype}")
         if device is not None:
             _device_cls(device)._check_available()
+        if memory_format is not None:
+            # 4-D and 5-D parameters and buffers (convolution weights) take the format; the
+            # others stay as they are, as in PyTorch.
+            def convert(t):
+                if dtype is not None and t.is_floating_point():
+                    t = t.to(dtype)
+                return t.contiguous(memory_format=memory_format) if t.dim() in (4, 5) else t
+
+            return self._apply(convert)
         if dtype is None:
             return self
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
