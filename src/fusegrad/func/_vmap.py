@@ -19,7 +19,8 @@ import contextlib
 import functools
 from _thread import get_ident
 
-from .. import _random
+from .. import _dispatch, _random
+from .._dispatch import CallObserver
 from .._functions import stack
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -58,6 +59,55 @@ class _Draws:
         """Put each generator drawn from back where the first example found it ("same")."""
         for generator, state in self.states.items():
             generator._restore(state)
+
+
+class _InPlaceRule(CallObserver):
+    """In-place ops of one example, as PyTorch's batching treats them. A tensor is batched
+    when it is an example's slice of a mapped input or computed from one. Writing a batched
+    value into an unbatched tensor (an unmapped input, a tensor from outside) is PyTorch's
+    error; an in-place op with no batched argument on an unmapped input happens once in
+    PyTorch, so the loop runs it in the first example only (later examples find its result
+    already there)."""
+
+    def __init__(self, index: int, slices: list, unmapped: list) -> None:
+        self.first = index == 0
+        self.batched = {id(t): t for t in slices}  # id -> tensor (kept alive: ids stay unique)
+        self.unmapped = {id(t) for t in unmapped if isinstance(t, Tensor)}
+
+    def __fusegrad_observe__(self, op, args):
+        tensors = _tensors(args)
+        batched = self.batched
+        if op.inplace and tensors and id(args[0]) not in batched:
+            if any(id(t) in batched for t in tensors[1:]):
+                raise RuntimeError(
+                    "vmap: inplace arithmetic(self, *extra_args) is not possible because there "
+                    "exists a Tensor `other` in extra_args that has more elements than `self`. "
+                    "This happened due to `other` being vmapped over but `self` not being "
+                    "vmapped over in a vmap. Please try to use out-of-place operators instead "
+                    "of inplace arithmetic. If said operator is being called inside the PyTorch "
+                    "framework, please file a bug report instead.")
+            base = args[0]._base
+            if not self.first and id(args[0] if base is None else base) in self.unmapped:
+                return args[0]
+        out = _dispatch.call(op, *args)
+        if any(id(t) in batched for t in tensors):
+            for t in _tensors(out if isinstance(out, (tuple, list)) else (out,)):
+                batched[id(t)] = t
+        return out
+
+    def __fusegrad_observe_node__(self, node, grads: list, run):
+        """A backward node inside the example (`grad` under `vmap`) runs as it is."""
+        return run(node, grads)
+
+
+def _tensors(values) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            out += _tensors(v)
+    return out
 
 
 @contextlib.contextmanager
@@ -198,7 +248,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
                 if i:
                     rule.next_example()
                 example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
-                results.append(func(*_pytree.tree_unflatten(example, spec), **kwargs))
+                with _InPlaceRule(i, [e for e, d in zip(example, dims) if d is not None],
+                                  [a for a, d in zip(flat, dims) if d is None]):
+                    results.append(func(*_pytree.tree_unflatten(example, spec), **kwargs))
         return _stack_outputs(name, out_dims, results)
 
     return wrapped
