@@ -31,3 +31,11 @@ def check_weight_decay(weight_decay: float) -> None:
     """weight_decay >= 0."""
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def scalar_value(value):
+    """A hyperparameter as a number: a one-element tensor (a beta PyTorch's arithmetic takes
+    as a tensor) is read as a Python float of its value."""
+    if isinstance(value, Tensor):
+        return float(value.item())
+    return value

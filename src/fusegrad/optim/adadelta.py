@@ -13,6 +13,9 @@ from .rmsprop import _scalar_state
 class Adadelta(Optimizer):
     """Adadelta (PyTorch's single-tensor update)."""
 
+    _complex_as_real = True
+    _capturable_xla = (False, False)
+
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach=None, *, capturable: bool = False,
                  maximize: bool = False, differentiable: bool = False) -> None:
@@ -29,12 +32,15 @@ class Adadelta(Optimizer):
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        state["step"] = _scalar_state()
+        state["square_avg"] = Tensor._make(np.zeros_like(data))
+        state["acc_delta"] = Tensor._make(np.zeros_like(data))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            state["square_avg"] = Tensor._make(np.zeros_like(data))
-            state["acc_delta"] = Tensor._make(np.zeros_like(data))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1

@@ -12,6 +12,9 @@ from .rmsprop import _scalar_state
 class Adagrad(Optimizer):
     """Per-coordinate rates scaled by the root of the summed squared gradients."""
 
+    _complex_as_real = True
+    _fused_check_once = True
+
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
                  maximize: bool = False, differentiable: bool = False, fused=None) -> None:
@@ -30,17 +33,30 @@ class Adagrad(Optimizer):
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         for group in self.param_groups:
             for p in group["params"]:
-                st = self.state[p]
-                st["step"] = _scalar_state()
-                st["sum"] = Tensor._make(np.full_like(p._data, initial_accumulator_value))
+                self._init_state(p._data, None, group, self.state[p])
+
+    def _init_state(self, data, grad, group, state) -> None:
+        """Step 0 and the accumulator at `initial_accumulator_value` (of the optimizer's
+        defaults, as in PyTorch): in both parts of a complex parameter."""
+        value = self.defaults["initial_accumulator_value"]
+        state["step"] = _scalar_state()
+        fill = complex(value, value) if data.dtype.kind == "c" else value
+        state["sum"] = Tensor._make(np.full_like(data, fill))
 
     def _check_group(self, group: dict) -> None:
         group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
 
     def _update(self, p, grad, group, state) -> None:
         data = p._data
+        if not state:  # a parameter of a group added after construction
+            self._init_state(data, grad, group, state)
         state["step"]._data += 1
         step = float(state["step"]._data)
         if group["maximize"]:

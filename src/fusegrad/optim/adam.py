@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -12,6 +13,10 @@ from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
 _MAXIMIZE, _DECOUPLED, _L2, _AMSGRAD = 1, 2, 4, 8
+# The C update's eight scalars as the bits of doubles read as 64-bit integers (what
+# `_native.double_bits` gives each), in one pack and unpack: a call per scalar costs more.
+_DOUBLES = struct.Struct("<8d")
+_INT64S = struct.Struct("<8q")
 
 
 def adam_state(data: np.ndarray) -> dict:
@@ -44,8 +49,50 @@ def update_moments(state: dict, grad: np.ndarray, beta1: float,
     return m, v
 
 
+def _tensor_betas_check(betas, foreach, capturable) -> tuple:
+    """PyTorch's checks of Adam's betas (both floats or both one-element tensors) after the
+    range checks; the betas as a tuple, a tensor squeezed to a scalar."""
+    both_floats = isinstance(betas[0], float) and isinstance(betas[1], float)
+    if not (both_floats or isinstance(betas[0], Tensor) and isinstance(betas[1], Tensor)):
+        raise ValueError("betas must be either both floats or both Tensors")
+    for i in (0, 1):
+        if isinstance(betas[i], Tensor):
+            if not capturable and foreach:
+                raise ValueError(f"betas[{i}] as a Tensor is not supported for "
+                                 "capturable=False and foreach=True")
+            if betas[i].numel() != 1:
+                raise ValueError(f"Tensor betas[{i}] must be 1-element")
+    return tuple(b.squeeze() if isinstance(b, Tensor) and b.dim() != 0 else b for b in betas)
+
+
+def _beta_consts(beta1, beta2, step: float, lr: float, dtype: np.dtype) -> tuple:
+    """(1 - beta1, beta2, 1 - beta2, lr / (1 - beta1 ** step), sqrt(1 - beta2 ** step)) as
+    PyTorch's update forms them: in double precision from float betas; from a tensor beta
+    in the tensor's dtype (float32: 1 - beta1 in the parameter's dtype, the step size as
+    lr times the reciprocal, `beta ** 3` as two products), each the value its kernel
+    reads."""
+    if isinstance(beta1, Tensor):
+        b1 = beta1._data[()]
+        w1 = float(1 - b1.astype(dtype))
+        power = b1 * b1 * b1 if step == 3 else b1 ** b1.dtype.type(step)
+        bc1 = b1.dtype.type(1) - power
+        step_size = float((b1.dtype.type(1) / bc1) * b1.dtype.type(lr))
+    else:
+        w1 = 1 - beta1
+        step_size = lr / (1 - beta1 ** step)
+    if isinstance(beta2, Tensor):
+        b2 = beta2._data[()]
+        one = b2.dtype.type(1)
+        power = b2 * b2 * b2 if step == 3 else b2 ** b2.dtype.type(step)
+        return w1, float(b2), float(one - b2), step_size, float(np.sqrt(one - power))
+    return w1, beta2, 1 - beta2, step_size, math.sqrt(1 - beta2 ** step)
+
+
 class Adam(Optimizer):
     """Adam; `decoupled_weight_decay=True` is AdamW."""
+
+    _complex_as_real = True
+    _capturable_xla = (True, False)
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -53,6 +100,11 @@ class Adam(Optimizer):
                  differentiable: bool = False, fused=None,
                  decoupled_weight_decay: bool = False) -> None:
         if isinstance(lr, Tensor):
+            if foreach and not capturable:
+                raise ValueError("lr as a Tensor is not supported for capturable=False and "
+                                 "foreach=True")
+            if lr.numel() != 1:
+                raise ValueError("Tensor lr must be 1-element")
             lr = lr.item()
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
@@ -64,11 +116,22 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        betas = _tensor_betas_check(betas, foreach, capturable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+    def _init_state(self, data, grad, group, state) -> None:
+        state.update(adam_state(data))
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(data))
 
     def _check_group(self, group: dict) -> None:
         # The update's first uses of lr (see Optimizer._check_group).
@@ -79,44 +142,51 @@ class Adam(Optimizer):
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state.update(adam_state(data))
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(data))
+            self._init_state(data, grad, group, state)
         beta1, beta2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
         step_t = state["step"]
         step_t._data += 1
         step = float(step_t._data)
-        if self._native_update(data, grad, group, state, step):
+        if type(beta1) is float and type(beta2) is float:
+            # Float betas (the common case) inline: `_beta_consts` computes these the same.
+            consts = (1 - beta1, beta2, 1 - beta2, lr / (1 - beta1 ** step),
+                      math.sqrt(1 - beta2 ** step))
+        else:
+            consts = _beta_consts(beta1, beta2, step, lr, data.dtype)
+        if self._native_update(data, grad, group, state, consts):
             return
+        w1, b2, c2, step_size, bc2_sqrt = consts
         if group["maximize"]:
             grad = -grad
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
-        bc1 = 1 - beta1 ** step
-        bc2_sqrt = math.sqrt(1 - beta2 ** step)
-        if not group["amsgrad"] and self._blocked_adam(data, grad, state, beta1, beta2,
-                                                       lr / bc1, bc2_sqrt, group["eps"]):
+        if not group["amsgrad"] and self._blocked_adam(data, grad, state, consts,
+                                                       group["eps"]):
             return
-        m, v = update_moments(state, grad, beta1, beta2)
+        m = state["exp_avg"]._data
+        v = state["exp_avg_sq"]._data
+        m += (grad - m) * w1
+        v *= b2
+        v += c2 * grad * grad
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]._data
             np.maximum(vmax, v, out=vmax)
             denom = np.sqrt(vmax) / bc2_sqrt + group["eps"]
         else:
             denom = np.sqrt(v) / bc2_sqrt + group["eps"]
-        data += -(lr / bc1) * (m / denom)
+        data += -step_size * (m / denom)
 
     @staticmethod
     def _native_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict,
-                       step: float) -> bool:
-        """The whole update of step `step` in one C pass over the parameter (gradient,
-        moments and parameter read once, moments and parameter written), its element ranges
-        shared between the C workers, with PyTorch's operations in its order (`lerp_`
-        and `addcmul_` as the fused multiply-adds of its CPU kernels). At every size: the
-        one call costs less than Adam's dozen NumPy passes even for a small parameter (13.7
-        against 14.5 us at 256 elements, 9.6 against 12.9 at 2400). False, doing nothing,
-        without the C kernels, for arrays of another dtype or layout, or hyperparameters
-        that are not numbers."""
+                       consts: tuple) -> bool:
+        """The whole update, with the step's `consts` (`_beta_consts`), in one C pass over
+        the parameter (gradient, moments and parameter read once, moments and parameter
+        written), its element ranges shared between the C workers, with PyTorch's
+        operations in its order (`lerp_` and `addcmul_` as the fused multiply-adds of its
+        CPU kernels). At every size: the one call costs less than Adam's dozen NumPy passes
+        even for a small parameter (13.7 against 14.5 us at 256 elements, 9.6 against 12.9
+        at 2400). False, doing nothing, without the C kernels, for arrays of another dtype
+        or layout, or hyperparameters that are not numbers."""
         n = data.size
         m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         arrays = [data, grad, m, v]
@@ -129,28 +199,26 @@ class Adam(Optimizer):
         fn = _native.typed("optim", "adam", data.dtype, "ppppp" + "i" * 11)
         if fn is None:
             return False
-        (beta1, beta2), lr, wd, eps = group["betas"], group["lr"], group["weight_decay"], \
-            group["eps"]
-        for x in (beta1, beta2, lr, wd, eps):
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        for x in (lr, wd, eps):
             if type(x) is not float and type(x) is not int:
                 return False  # (a tensor learning rate, ...: the NumPy update serves)
         decoupled = group["decoupled_weight_decay"]
         flags = (_MAXIMIZE if group["maximize"] else 0) | (_AMSGRAD if amsgrad else 0)
         if wd != 0:
             flags |= _DECOUPLED if decoupled else _L2
-        bc1 = 1 - beta1 ** step
-        consts = [_native.double_bits(c) for c in (
-            1 - lr * wd, wd, 1 - beta1, beta2, 1 - beta2, -(lr / bc1),
-            math.sqrt(1 - beta2 ** step), eps)]
+        w1, b2, c2, step_size, bc2_sqrt = consts
+        bits = _INT64S.unpack(_DOUBLES.pack(1 - lr * wd, wd, w1, b2, c2, -step_size,
+                                            bc2_sqrt, eps))
         addresses = [_native.address(a) for a in arrays]
         if not amsgrad:
             addresses.append(None)
         # Element ranges on the C workers.
-        _native.run_pieces(fn, (*addresses, *consts, flags), (), n, n)
+        _native.run_pieces(fn, (*addresses, *bits, flags), (), n, n)
         return True
 
-    def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, beta1: float,
-                      beta2: float, step_size: float, bc2_sqrt: float, eps: float) -> bool:
+    def _blocked_adam(self, data: np.ndarray, grad: np.ndarray, state: dict, consts: tuple,
+                      eps: float) -> bool:
         """The moment updates and the step of a large parameter (no amsgrad) in cache-sized
         blocks shared between intra-op threads (`Optimizer._blocked`): each element gets
         the whole-array operations of `update_moments` and `_update` in their order, through
@@ -165,14 +233,15 @@ class Adam(Optimizer):
                 and grad.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
             return False
         fp, fg, fm, fv = (a.reshape(-1) for a in (data, grad, m, v))
+        w1, beta2, c2, step_size, bc2_sqrt = consts
 
         def update(i: int, j: int, t: np.ndarray) -> None:
             g, mb, vb = fg[i:j], fm[i:j], fv[i:j]
             np.subtract(g, mb, out=t)           # m += (grad - m) * (1 - beta1)
-            t *= 1 - beta1
+            t *= w1
             mb += t
             vb *= beta2                         # v = v * beta2 + (1 - beta2) * grad * grad
-            np.multiply(g, 1 - beta2, out=t)
+            np.multiply(g, c2, out=t)
             t *= g
             vb += t
             np.sqrt(vb, out=t)                  # denom = sqrt(v) / bc2_sqrt + eps

@@ -5,13 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scalar_value
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
 
 class Adamax(Optimizer):
     """Adamax (PyTorch's single-tensor update)."""
+
+    _complex_as_real = True
+    _capturable_xla = (True, False)
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach=None, *,
@@ -29,17 +32,20 @@ class Adamax(Optimizer):
     def _check_group(self, group: dict) -> None:
         group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        state["step"] = _scalar_state()
+        state["exp_avg"] = Tensor._make(np.zeros_like(data))
+        state["exp_inf"] = Tensor._make(np.zeros_like(data))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            state["exp_avg"] = Tensor._make(np.zeros_like(data))
-            state["exp_inf"] = Tensor._make(np.zeros_like(data))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1
         step = float(state["step"]._data)
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = map(scalar_value, group["betas"])
         if group["weight_decay"] != 0:
             grad = grad + group["weight_decay"] * data
         m = state["exp_avg"]._data

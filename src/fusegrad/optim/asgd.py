@@ -13,6 +13,10 @@ from .rmsprop import _scalar_state
 class ASGD(Optimizer):
     """Averaged SGD (PyTorch's single-tensor update); the average is `state['ax']`."""
 
+    _complex_as_real = True
+    _capturable_xla = (True, False)
+    _capturable_what = ("params, mus, etas, and state_steps",) * 2
+
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
                  t0: float = 1e6, weight_decay: float = 0, foreach=None,
                  maximize: bool = False, differentiable: bool = False,
@@ -27,14 +31,17 @@ class ASGD(Optimizer):
     def _check_group(self, group: dict) -> None:
         group["lr"] * 1.0  # noqa: B018 (the update's first use of lr)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        state["step"] = _scalar_state()
+        # eta and mu are float32 scalar tensors, so the rates used are float32-rounded.
+        state["eta"] = _scalar_state(group["lr"])
+        state["mu"] = _scalar_state(1.0)
+        state["ax"] = Tensor._make(np.zeros_like(data))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            # eta and mu are float32 scalar tensors, so the rates used are float32-rounded.
-            state["eta"] = _scalar_state(group["lr"])
-            state["mu"] = _scalar_state(1.0)
-            state["ax"] = Tensor._make(np.zeros_like(data))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _view_as_real
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
@@ -129,6 +129,11 @@ def _loss_value(loss) -> float:
     return float(loss.detach() if isinstance(loss, Tensor) else loss)
 
 
+def _real(a: np.ndarray) -> np.ndarray:
+    """A complex array as real (real, imaginary) pairs, sharing its memory; others as is."""
+    return _view_as_real(a) if a.dtype.kind == "c" else a
+
+
 def _tensor(value):
     if isinstance(value, np.ndarray):
         return Tensor._make(value.copy())
@@ -154,16 +159,22 @@ class LBFGS(Optimizer):
         self._params = self.param_groups[0]["params"]
 
     def _flat_grad(self) -> np.ndarray:
-        parts = [np.zeros(p._data.size, p._data.dtype) if p.grad is None
-                 else p.grad._data.reshape(-1) for p in self._params]
+        """All gradients as one real vector (zeros for a parameter without one), a complex
+        parameter's as its real and imaginary parts, as PyTorch flattens them."""
+        parts = []
+        for p in self._params:
+            data = _real(p._data)
+            parts.append(np.zeros(data.size, data.dtype) if p.grad is None
+                         else _real(p.grad._data).reshape(-1))
         return np.concatenate(parts)
 
     def _add_grad(self, step: float, update: np.ndarray) -> None:
         offset = 0
         for p in self._params:
-            n = p._data.size
-            p._data += (step * update[offset:offset + n]).reshape(p._data.shape).astype(
-                p._data.dtype, copy=False)
+            data = _real(p._data)  # a view: a complex parameter moves in both parts
+            n = data.size
+            data += (step * update[offset:offset + n]).reshape(data.shape).astype(
+                data.dtype, copy=False)
             p._vc[0] += 1
             offset += n
 

@@ -69,6 +69,10 @@ def _warn_outside_step(get_lr: Callable) -> Callable:
 class LRScheduler:
     """Base: sets each group's lr from `get_lr()` at every `step()`."""
 
+    # True only during the step construction makes: a scheduler resumed at `last_epoch`
+    # then keeps the rates it was given rather than moving them one epoch on.
+    _is_initial = False
+
     def __init_subclass__(cls, **kwargs) -> None:
         # The schedulers here warn, as PyTorch's do, when `get_lr` is called outside
         # `step` (where it is not the rate in use); user subclasses are left as written.
@@ -99,8 +103,10 @@ class LRScheduler:
         self._step_count = 0
         self._is_initial = True
         self._get_lr_called_within_step = False
-        self.step()
-        self._is_initial = False
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self) -> list[float]:
         """The rates for the current `last_epoch`."""
@@ -198,7 +204,7 @@ class MultiplicativeLR(_RateFunctions, LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas, groups)]
         return [g["lr"] for g in groups]
 
@@ -309,7 +315,7 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [g["lr"] for g in groups]
         return [g["lr"] * self.gamma for g in groups]
 
@@ -329,7 +335,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         e, t, lo = self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
+        if self._is_initial:
             return [g["lr"] for g in groups]
         if self._step_count == 1 and e > 0:
             return [lo + (base - lo) * (1 + math.cos(e * math.pi / t)) / 2

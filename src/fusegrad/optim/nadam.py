@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scalar_value
 from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
@@ -12,6 +12,11 @@ from .rmsprop import _scalar_state
 
 class NAdam(Optimizer):
     """NAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is NAdamW."""
+
+    _complex_as_real = True
+    _capturable_xla = (True, False)
+    _capturable_what = ("params, mu_products and state_steps",
+                        "params, mu_products, and state_steps")
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
@@ -33,20 +38,23 @@ class NAdam(Optimizer):
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        fresh = adam_state(data)
+        # PyTorch's key order: step, mu_product, exp_avg, exp_avg_sq.
+        state["step"] = fresh.pop("step")
+        state["mu_product"] = _scalar_state(1.0)
+        state.update(fresh)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            fresh = adam_state(data)
-            # PyTorch's key order: step, mu_product, exp_avg, exp_avg_sq.
-            state["step"] = fresh.pop("step")
-            state["mu_product"] = _scalar_state(1.0)
-            state.update(fresh)
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1
         step = float(state["step"]._data)
         lr, wd = group["lr"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = map(scalar_value, group["betas"])
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
         bias_correction2 = 1 - beta2 ** step
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import warnings
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,7 +18,10 @@ import numpy as np
 
 from .. import _thread_state
 from .._tensor import Tensor
+from ..autograd.graph import RemovableHandle
 from ..ops import _parallel
+
+__all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
 
 # Elements per block of a blocked update (`Optimizer._blocked`): a few float32 blocks (a
 # parameter, its gradient, its state, a work block) stay in a core's L2 cache between passes.
@@ -34,21 +38,113 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+# The devices PyTorch names in its errors for `fused=True` and `capturable=True` (every
+# tensor here is a CPU tensor: fused kernels accept it, capturable updates never do).
+_FUSED_DEVICES = "['mps', 'cuda', 'xpu', 'hpu', 'cpu', 'mtia', 'privateuseone']"
+_CAPTURABLE_DEVICES = "['cuda', 'xpu', 'hpu', 'privateuseone']"
+
+# Step hooks of every optimizer (`register_optimizer_step_pre_hook`), run before (pre) and
+# after (post) each instance's own.
+_global_optimizer_pre_hooks: OrderedDict = OrderedDict()
+_global_optimizer_post_hooks: OrderedDict = OrderedDict()
+_HOOK_DICTS = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
+               "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+               "_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks")
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """Register `hook(optimizer, args, kwargs)`, called before every optimizer's `step`; it
+    may return a new `(args, kwargs)` for the step. Returns a handle whose `remove()`
+    unregisters it."""
+    return _add_hook(_global_optimizer_pre_hooks, hook, False)
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """Register `hook(optimizer, args, kwargs)`, called after every optimizer's `step`.
+    Returns a handle whose `remove()` unregisters it."""
+    return _add_hook(_global_optimizer_post_hooks, hook, False)
+
+
+def _add_hook(hooks: OrderedDict, hook: Callable, prepend: bool) -> RemovableHandle:
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
 def _new_state(like: np.ndarray) -> Tensor:
     return Tensor._make(np.zeros_like(like))
 
 
+# Each complex dtype's component dtype and back (torch.view_as_real, torch.view_as_complex).
+_REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32),
+            np.dtype(np.complex128): np.dtype(np.float64)}
+_COMPLEX_OF = {v: k for k, v in _REAL_OF.items()}
+
+
+def _view_as_real(a: np.ndarray) -> np.ndarray:
+    """A complex array's real and imaginary parts as a trailing axis of 2, sharing its memory
+    (torch.view_as_real): the added axis of length 1 lets a strided array be viewed too."""
+    return a[..., None].view(_REAL_OF[a.dtype])
+
+
+def _view_as_complex(a: np.ndarray) -> np.ndarray:
+    """The inverse of `_view_as_real` for a (..., 2) real array (copied if not contiguous)."""
+    return np.ascontiguousarray(a).view(_COMPLEX_OF[a.dtype])[..., 0]
+
+
+def _step_name(opt: Optimizer, fn: Callable) -> str:
+    """`fn` as PyTorch names the step it wraps in a hook's error: the class whose own step it
+    is (every built-in optimizer has its own there, though several share `Optimizer.step`
+    here)."""
+    if fn is not _base_step:
+        return repr(fn)
+    for cls in type(opt).__mro__:
+        if "step" in cls.__dict__ or cls.__module__.startswith(__name__.rpartition(".")[0]):
+            return f"<function {cls.__name__}.step at {hex(id(fn))}>"
+    return repr(fn)
+
+
+def _hooked_step(fn: Callable, self: Optimizer, *args, **kwargs):
+    """`fn(self, *args, **kwargs)` between the global and the optimizer's step hooks: pre
+    hooks see (and may replace) the positional arguments, `self` first, and the keywords."""
+    args = (self, *args)
+    for hook in itertools.chain(_global_optimizer_pre_hooks.values(),
+                                self._optimizer_step_pre_hooks.values()):
+        result = hook(self, args, kwargs)
+        if result is not None:
+            if isinstance(result, tuple) and len(result) == 2:
+                args, kwargs = result
+            else:
+                raise RuntimeError(f"{_step_name(self, fn)} must return None or a tuple of "
+                                   f"(new_args, new_kwargs), but got {result}.")
+    out = fn(*args, **kwargs)
+    for hook in itertools.chain(self._optimizer_step_post_hooks.values(),
+                                _global_optimizer_post_hooks.values()):
+        hook(self, args, kwargs)
+    return out
+
+
 def _profiled(kind: str, fn: Callable) -> Callable:
     """`fn` (an optimizer's step or zero_grad) as one `Optimizer.step#SGD.step` block in a
-    running profile, as PyTorch labels it; without a profiler, one count check."""
+    running profile, as PyTorch labels it, a step with its hooks inside the block; without
+    a profiler or hooks, two checks."""
+    is_step = kind == "step"
+
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
+        run = fn
+        if is_step and (_global_optimizer_pre_hooks or _global_optimizer_post_hooks
+                        or self._optimizer_step_pre_hooks
+                        or self._optimizer_step_post_hooks):
+            run = functools.partial(_hooked_step, fn)
         if _thread_state.active.modes:
             from ..profiler import record_function
 
             with record_function(f"Optimizer.{kind}#{type(self).__name__}.{kind}"):
-                return fn(self, *args, **kwargs)
-        return fn(self, *args, **kwargs)
+                return run(self, *args, **kwargs)
+        return run(self, *args, **kwargs)
 
     method._profiled = True
     return method
@@ -56,6 +152,18 @@ def _profiled(kind: str, fn: Callable) -> Callable:
 
 class Optimizer:
     """Base class: holds `param_groups` (dicts with 'params' and options) and `state`."""
+
+    # Whether the update of a complex parameter treats it, its gradient and its state as
+    # real arrays of (real, imaginary) pairs, as PyTorch's does for the optimizers that set
+    # this (SGD's arithmetic is the same either way).
+    _complex_as_real = False
+    # Whether a `fused=True` group checks only the first parameter with a gradient, once per
+    # optimizer (PyTorch's SGD and Adagrad), rather than each parameter as its state is made.
+    _fused_check_once = False
+    # For optimizers with `capturable`: whether PyTorch's error lists 'xla' among the devices,
+    # and what it says must be on them (each for its single-tensor, then foreach update).
+    _capturable_xla: tuple[bool, bool] | None = None
+    _capturable_what = ("params and state_steps", "params and state_steps")
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -66,6 +174,8 @@ class Optimizer:
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
+        for name in _HOOK_DICTS:
+            setattr(self, name, OrderedDict())
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
         if isinstance(params, Tensor):
@@ -95,6 +205,10 @@ class Optimizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        # Hooks are not pickled (nor deep-copied): a restored optimizer starts without them.
+        for name in _HOOK_DICTS:
+            if name not in self.__dict__:
+                setattr(self, name, OrderedDict())
 
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters with its own options (defaults fill the rest)."""
@@ -147,17 +261,83 @@ class Optimizer:
 
             with enable_grad():
                 loss = closure()
+        as_real = self._complex_as_real
         for group in self.param_groups:
             self._check_group(group)
+            if group.get("fused") or group.get("capturable"):
+                self._check_flags(group)
             # A group that keeps no state gets a throwaway dict, so `self.state` (and
             # state_dict) has no empty entry PyTorch would not have.
             keeps = self._keeps_state(group)
             for p in group["params"]:
-                if p.grad is not None:
+                grad = p.grad
+                if grad is not None:
                     state = self.state[p] if keeps else {}
-                    self._update(p, p.grad._data, group, state)
+                    if as_real and p._data.dtype.kind == "c" and grad._data.dtype.kind == "c":
+                        self._update_as_real(p, grad._data, group, state)
+                    else:
+                        self._update(p, grad._data, group, state)
                     p._vc[0] += 1
         return loss
+
+    def _check_flags(self, group: dict) -> None:
+        """PyTorch's checks, before any update of the group, of `fused` (floating point
+        parameters only) and of `capturable` (never met: it needs an accelerator, and the
+        error comes once the group's state is made)."""
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return
+        if group.get("fused"):
+            # A fused update runs whether or not it is capturable.
+            if self._fused_check_once:
+                if self.__dict__.get("_need_device_dtype_check_for_fused", True):
+                    _check_fused(params[0])
+                    self._need_device_dtype_check_for_fused = False
+                return
+            for p in params:
+                state = self.state[p]
+                if not state:
+                    _check_fused(p)
+                    self._init_state(p._data, p.grad._data, group, state)
+            return
+        if self._capturable_xla is None:
+            return
+        for p in params:
+            state = self.state[p]
+            if not state:
+                self._init_state(p._data, p.grad._data, group, state)
+        which = 1 if group.get("foreach") else 0
+        devices = _CAPTURABLE_DEVICES
+        if self._capturable_xla[which]:
+            devices = devices[:-1] + ", 'xla']"
+        raise AssertionError(f"If capturable=True, {self._capturable_what[which]} must be on "
+                             f"supported devices: {devices}.")
+
+    def _init_state(self, data: np.ndarray, grad: np.ndarray, group: dict,
+                    state: dict) -> None:
+        """Fill the empty `state` of a parameter holding `data` (an optimizer whose update
+        keeps state defines it)."""
+        raise NotImplementedError
+
+    def _update_as_real(self, p: Tensor, grad: np.ndarray, group: dict, state: dict) -> None:
+        """The update of complex parameter `p` as PyTorch's: on real views of the parameter,
+        its gradient and its complex state (each element a pair of reals), the state made
+        complex, of the parameter's dtype, as PyTorch keeps it."""
+        if not state:
+            self._init_state(p._data, grad, group, state)
+        views = {k: Tensor._make(_view_as_real(v._data)) for k, v in state.items()
+                 if isinstance(v, Tensor) and v._data.dtype.kind == "c"}
+        real = {**state, **views}
+        self._update(Tensor._make(_view_as_real(p._data)), _view_as_real(grad), group, real)
+        # The views were updated in place; anything the update put in their place (or
+        # added) goes back, a parameter-shaped real array as a complex one.
+        shape = p._data.shape + (2,)
+        for k, v in real.items():
+            if v is views.get(k) or v is state.get(k):
+                continue
+            if isinstance(v, Tensor) and v._data.dtype in _COMPLEX_OF and v._data.shape == shape:
+                v = Tensor._make(_view_as_complex(v._data))
+            state[k] = v
 
     def _keeps_state(self, group: dict) -> bool:
         """Whether the update keeps per-parameter state under `group`'s options."""
@@ -202,52 +382,158 @@ class Optimizer:
         return flat[:like.size].reshape(like.shape)
 
     def state_dict(self) -> dict:
-        """{'state': {index: {...}}, 'param_groups': [{options, 'params': [indices]}]}."""
-        index = {}
+        """{'state': {index: {...}}, 'param_groups': [{options, 'params': [indices]}]}: the
+        state's own tensors, not copies. Pre hooks run first; a post hook may return a
+        dict to use instead."""
+        for hook in self._optimizer_state_dict_pre_hooks.values():
+            hook(self)
+        index: dict[int, int] = {}
         groups = []
         start = 0
         for g in self.param_groups:
             packed = {k: v for k, v in g.items() if k != "params"}
-            ids = list(range(start, start + len(g["params"])))
-            for i, p in zip(ids, g["params"]):
+            for i, p in enumerate(g["params"], start):
                 index.setdefault(id(p), i)
-            packed["params"] = ids
-            start += len(ids)
+            # A parameter listed twice has its first index both times, as in PyTorch.
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            start += len(packed["params"])
             groups.append(packed)
-        state = {index[id(p)]: v for p, v in self.state.items() if id(p) in index}
-        return {"state": state, "param_groups": groups}
+        state = {}
+        for p, v in self.state.items():
+            if not isinstance(p, Tensor):
+                state[p] = v
+            elif id(p) in index:
+                state[index[id(p)]] = v
+        state_dict = {"state": state, "param_groups": groups}
+        for hook in self._optimizer_state_dict_post_hooks.values():
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        return state_dict
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore options and state saved by `state_dict` (copies the tensors)."""
-        state_dict = copy.deepcopy(state_dict)
+        """Restore options and state saved by `state_dict`, as PyTorch does: the groups'
+        options are copies, the state's tensors are the saved ones themselves unless a cast
+        to the parameter's dtype makes new ones. Pre hooks may return a dict to load
+        instead; post hooks run last."""
+        state_dict = state_dict.copy()  # shallow: what pre hooks see and may change
+        for hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
         groups = self.param_groups
-        saved = state_dict["param_groups"]
+        saved = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved):
             raise ValueError("loaded state dict has a different number of parameter groups")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved)):
             raise ValueError("loaded state dict contains a parameter group that doesn't match "
                              "the size of optimizer's group")
         id_map = {}
+        # Whether the saved group of each saved index is fused or capturable (its `step`
+        # is then kept as float32); the first group listing an index decides.
+        step_float32: dict = {}
         for g, s in zip(groups, saved):
+            flag = bool(s.get("fused") or s.get("capturable"))
             for old, p in zip(s["params"], g["params"]):
                 id_map[old] = p
-        self.state = defaultdict(dict)
+                step_float32.setdefault(old, flag)
+        state: defaultdict = defaultdict(dict)
         for k, v in state_dict["state"].items():
             if k not in id_map:
+                state[k] = v
                 continue
             p = id_map[k]
-            self.state[p] = {name: self._cast_state(p, name, val) for name, val in v.items()}
+            state[p] = _cast_state(p, v, None, step_float32[k])
+        new_groups = []
         for g, s in zip(groups, saved):
-            for k, v in s.items():
-                if k != "params":
-                    g[k] = v
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            # Options an older state_dict lacks take the defaults (PyTorch's optimizers set
+            # theirs in `__setstate__`).
+            for name, default in self.defaults.items():
+                s.setdefault(name, default)
+            new_groups.append(s)
+        for v in state.values():
+            # A step saved as a number (by older versions) becomes the scalar tensor the
+            # updates count in.
+            step = v.get("step") if isinstance(v, dict) else None
+            if isinstance(step, (int, float)) and not isinstance(step, bool):
+                v["step"] = Tensor._make(np.array(float(step), dtype=np.float32))
+        self.__setstate__({"state": state, "param_groups": new_groups})
+        for hook in self._optimizer_load_state_dict_post_hooks.values():
+            hook(self)
 
-    @staticmethod
-    def _cast_state(p: Tensor, name: str, value):
-        if isinstance(value, Tensor) and name != "step" and value.is_floating_point():
-            return value.to(p.dtype) if value.dtype is not p.dtype else value
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Register `hook(optimizer, args, kwargs)`, called before this optimizer's `step`
+        (after the global pre hooks); `args` holds the optimizer first. It may return a new
+        `(args, kwargs)` for the step. Returns a handle whose `remove()` unregisters it."""
+        return _add_hook(self._optimizer_step_pre_hooks, hook, False)
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Register `hook(optimizer, args, kwargs)`, called after this optimizer's `step`
+        (before the global post hooks). Returns a handle whose `remove()` unregisters it."""
+        return _add_hook(self._optimizer_step_post_hooks, hook, False)
+
+    def register_state_dict_pre_hook(self, hook: Callable,
+                                     prepend: bool = False) -> RemovableHandle:
+        """Register `hook(optimizer)`, called as `state_dict` starts (first of those
+        registered when `prepend`). Returns a handle whose `remove()` unregisters it."""
+        return _add_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable,
+                                      prepend: bool = False) -> RemovableHandle:
+        """Register `hook(optimizer, state_dict)`, called on the dict `state_dict` made; it
+        may edit it or return another to use. Returns a handle whose `remove()` unregisters
+        it."""
+        return _add_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable,
+                                          prepend: bool = False) -> RemovableHandle:
+        """Register `hook(optimizer, state_dict)`, called with a shallow copy of the dict
+        passed to `load_state_dict`; it may edit it or return another to load. Returns a
+        handle whose `remove()` unregisters it."""
+        return _add_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable,
+                                           prepend: bool = False) -> RemovableHandle:
+        """Register `hook(optimizer)`, called once `load_state_dict` has loaded. Returns a
+        handle whose `remove()` unregisters it."""
+        return _add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
+
+def _check_fused(p: Tensor) -> None:
+    """PyTorch's refusal of a non-floating-point parameter under `fused=True`."""
+    if not p.is_floating_point():
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
+                           f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and cpu")
+
+
+def _cast_state(p: Tensor, value, key, step_to_float32: bool):
+    """A loaded state entry as PyTorch keeps it: tensors in dicts and sequences cast to a
+    floating-point parameter's dtype (only when it differs, else the same tensor), a
+    `step` left alone unless the group is fused or capturable (then float32)."""
+    if isinstance(value, Tensor):
+        if key == "step":
+            if step_to_float32 and value.dtype is not _float32():
+                return value.to(_float32())
+            return value
+        if p.is_floating_point() and value.dtype is not p.dtype:
+            return value.to(p.dtype)
         return value
+    if isinstance(value, dict):
+        return {k: _cast_state(p, v, k, step_to_float32) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_state(p, v, None, step_to_float32) for v in value)
+    return value
 
 
+def _float32():
+    from .. import float32
+
+    return float32
+
+
+_base_step = Optimizer.step
 Optimizer.step = _profiled("step", Optimizer.step)
 Optimizer.zero_grad = _profiled("zero_grad", Optimizer.zero_grad)

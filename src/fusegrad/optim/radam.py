@@ -6,13 +6,16 @@ import math
 
 import numpy as np
 
-from ._checks import check_betas, check_eps, check_lr, check_weight_decay
+from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scalar_value
 from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
 
 
 class RAdam(Optimizer):
     """RAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is RAdamW."""
+
+    _complex_as_real = True
+    _capturable_xla = (True, False)
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0,
@@ -32,16 +35,19 @@ class RAdam(Optimizer):
     def _check_group(self, group: dict) -> None:
         group["lr"] * 1.0  # noqa: B018 (the update's first use of lr)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        state.update(adam_state(data))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state.update(adam_state(data))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1
         step = float(state["step"]._data)
         lr, wd = group["lr"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = map(scalar_value, group["betas"])
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
         m, v = update_moments(state, grad, beta1, beta2)
         bias_correction1 = 1 - beta1 ** step

@@ -15,6 +15,9 @@ def _scalar_state(value: float = 0.0) -> Tensor:
 class RMSprop(Optimizer):
     """Divide the gradient by a running root-mean-square of recent gradients."""
 
+    _complex_as_real = True
+    _capturable_xla = (True, True)
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach=None, maximize: bool = False,
@@ -37,15 +40,18 @@ class RMSprop(Optimizer):
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        state["step"] = _scalar_state()
+        state["square_avg"] = Tensor._make(np.zeros_like(data))
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = Tensor._make(np.zeros_like(data))
+        if group["centered"]:
+            state["grad_avg"] = Tensor._make(np.zeros_like(data))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            state["square_avg"] = Tensor._make(np.zeros_like(data))
-            if group["momentum"] > 0:
-                state["momentum_buffer"] = Tensor._make(np.zeros_like(data))
-            if group["centered"]:
-                state["grad_avg"] = Tensor._make(np.zeros_like(data))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1

@@ -14,6 +14,9 @@ from .rmsprop import _scalar_state
 class Rprop(Optimizer):
     """Resilient backpropagation (PyTorch's single-tensor update)."""
 
+    _complex_as_real = True
+    _capturable_xla = (True, True)
+
     def __init__(self, params, lr: float = 1e-2, etas: tuple = (0.5, 1.2),
                  step_sizes: tuple = (1e-6, 50), *, capturable: bool = False, foreach=None,
                  maximize: bool = False, differentiable: bool = False) -> None:
@@ -25,12 +28,18 @@ class Rprop(Optimizer):
                         capturable=capturable)
         super().__init__(params, defaults)
 
+    def _init_state(self, data, grad, group, state) -> None:
+        lr = group["lr"]
+        state["step"] = _scalar_state()
+        state["prev"] = Tensor._make(np.zeros_like(data))
+        # A complex parameter's parts are two reals, each with the initial step size.
+        fill = complex(lr, lr) if grad.dtype.kind == "c" else lr
+        state["step_size"] = Tensor._make(np.full_like(grad, fill))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
-            state["step"] = _scalar_state()
-            state["prev"] = Tensor._make(np.zeros_like(data))
-            state["step_size"] = Tensor._make(np.full_like(grad, group["lr"]))
+            self._init_state(data, grad, group, state)
         if group["maximize"]:
             grad = -grad
         state["step"]._data += 1

@@ -19,6 +19,8 @@ NATIVE_MIN = 1 << 14
 class SGD(Optimizer):
     """Stochastic gradient descent (PyTorch's update rule, term for term)."""
 
+    _fused_check_once = True
+
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach=None, differentiable: bool = False, fused=None) -> None:
@@ -36,6 +38,11 @@ class SGD(Optimizer):
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                         foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)

@@ -6,7 +6,8 @@ refuses as PyTorch does.
 
 from __future__ import annotations
 
-from ._checks import check_betas, check_eps, check_lr
+from .._tensor import Tensor
+from ._checks import check_betas
 from .optimizer import Optimizer
 
 
@@ -15,16 +16,32 @@ class SparseAdam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, maximize: bool = False) -> None:
-        lr = check_lr(lr)
-        check_eps(eps)
+        if isinstance(lr, Tensor):
+            if lr.numel() != 1:
+                raise ValueError("Tensor lr must be 1-element")
+            lr = lr.item()
+        # Both strictly positive here, unlike the other optimizers' checks.
+        if not 0.0 < lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 < eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
         check_betas(betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, maximize=maximize)
         super().__init__(params, defaults)
-        sparse = [i for g in self.param_groups for i, p in enumerate(g["params"])
-                  if getattr(p, "is_sparse", False)]
+        # Each offender as [group index, index in the group], as PyTorch lists them.
+        sparse, complex_ = [], []
+        for i, group in enumerate(self.param_groups):
+            for j, p in enumerate(group["params"]):
+                if getattr(p, "is_sparse", False):
+                    sparse.append([i, j])
+                if p.is_complex():
+                    complex_.append([i, j])
         if sparse:
             raise ValueError(f"Sparse params at indices {sparse}: SparseAdam requires dense "
                              "parameter tensors")
+        if complex_:
+            raise ValueError(f"Complex params at indices {complex_}: SparseAdam does not "
+                             "support complex parameters")
 
     def _update(self, p, grad, group, state) -> None:
         raise RuntimeError("SparseAdam does not support dense gradients, please consider "
