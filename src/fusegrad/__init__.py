@@ -90,7 +90,15 @@ with _CollectorPaused():
     from ._functions import *  # noqa: F403
     from ._functions import abs, pow, sum  # noqa: A004
     from ._functions.sparse import sparse_coo_tensor, spmm
-    from ._random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+    from ._random import (
+        Generator,
+        default_generator,
+        get_rng_state,
+        initial_seed,
+        manual_seed,
+        seed,
+        set_rng_state,
+    )
     from ._sparse import layout, sparse_coo, strided
     from ._tensor import Size, Tensor
     from ._type_info import finfo, iinfo
@@ -108,7 +116,15 @@ with _CollectorPaused():
 half, float, double = float16, float32, float64  # noqa: A001
 cfloat, cdouble = complex64, complex128
 short, int, long = int16, int32, int64  # noqa: A001
-__version__ = "0.1.0"
+# PyTorch's constants: `torch.pi`, ..., and `torch.newaxis`, NumPy's None for a new dim.
+e, pi, inf, nan, newaxis = _np.e, _np.pi, _np.inf, _np.nan, None
+# The PyTorch version whose behaviour fusegrad reproduces, labelled with fusegrad's own
+# release ("2.13.0+fusegrad0.1.0"), so programs comparing `torch.__version__` take the paths
+# for that PyTorch; `version.fusegrad` is the package's own version (see `torch_version`).
+from . import version  # noqa: E402
+from .torch_version import TorchVersion as _TorchVersion  # noqa: E402
+
+__version__ = _TorchVersion(version.__version__)
 
 # As in PyTorch, overflow, division by zero and invalid operations give inf/nan silently.
 _np.seterr(all="ignore")

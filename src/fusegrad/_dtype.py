@@ -114,6 +114,18 @@ BY_NAME = {d.name: d for d in ALL}
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128}
+# Python's number types, which PyTorch takes wherever it takes a dtype (`dtype=float` is
+# float64, as NumPy reads it, not the default float dtype).
+PYTHON_TYPES = {float: float64, int: int64, bool: bool_, complex: complex128}
+
+
+def as_dtype(d):
+    """`d`, or the dtype a Python number type given for one stands for (`float`: float64,
+    `int`: int64, `bool`: bool, `complex`: complex128); anything else unchanged, for the
+    caller's own checks."""
+    if d.__class__ is type:
+        return PYTHON_TYPES.get(d, d)
+    return d
 
 
 _EXTENSION = (bfloat16,)
@@ -185,7 +197,10 @@ def get_default_dtype() -> dtype:
 
 def set_default_dtype(d: dtype) -> None:
     """Set the default floating dtype; only float16/bfloat16/float32/float64 are allowed."""
-    if not isinstance(d, dtype) or not d.is_floating_point:
+    if not isinstance(d, dtype):  # Python's `float` too: PyTorch takes no type object here
+        raise TypeError("invalid dtype object: only floating-point types are supported as "
+                        "the default type")
+    if not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
     defaults.float = d
 
@@ -200,13 +215,13 @@ def _promote_uncached(a: dtype, b: dtype) -> dtype:
     if a.category != b.category:
         hi, lo = (a, b) if a.category > b.category else (b, a)
         if hi.category == COMPLEX and lo.category == FLOAT:  # float64 with complex64
-            return promote_types(hi.to_real(), lo).to_complex()
+            return _promote(hi.to_real(), lo).to_complex()
         return hi
     if a.category == BOOL:
         return a
     if a.category == COMPLEX or b.category == COMPLEX:
         # The complex dtype whose components hold both operands' real types.
-        return promote_types(a.to_real(), b.to_real()).to_complex()
+        return _promote(a.to_real(), b.to_real()).to_complex()
     if a.category == FLOAT:
         if {a, b} == {float16, bfloat16}:
             return float32
@@ -218,14 +233,31 @@ def _promote_uncached(a: dtype, b: dtype) -> dtype:
     return signed if signed.itemsize > 1 else int16
 
 
-def promote_types(a: dtype, b: dtype) -> dtype:
-    """PyTorch's `promote_types`: the smallest dtype both `a` and `b` convert to safely."""
+def _promote(a: dtype, b: dtype) -> dtype:
+    """`promote_types` of two dtypes, cached: what the hot paths (`result_type`) call."""
     if a is b:
         return a
     r = _PROMOTE.get((a, b))
     if r is None:
         r = _PROMOTE[(a, b)] = _promote_uncached(a, b)
     return r
+
+
+def _dtype_argument(caller: str, name: str, position: int, d) -> dtype:
+    """`d` as a dtype (a Python number type read as one), or PyTorch's error."""
+    d = as_dtype(d)
+    if not isinstance(d, dtype):
+        raise TypeError(f"{caller}(): argument '{name}' (position {position}) must be "
+                        f"torch.dtype, not {type(d).__name__}")
+    return d
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's `promote_types`: the smallest dtype both `a` and `b` convert to safely."""
+    if a.__class__ is not dtype or b.__class__ is not dtype:  # bfloat16's class, `float`
+        a = _dtype_argument("promote_types", "type1", 1, a)
+        b = _dtype_argument("promote_types", "type2", 2, b)
+    return _promote(a, b)
 
 
 def scalar_dtype(value) -> dtype:
@@ -267,7 +299,7 @@ def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
     if lower.category == COMPLEX and higher.category == FLOAT:
         # A complex number with a float64 tensor: complex128, the tensor's width kept.
         return higher.to_complex()
-    return promote_types(higher, lower)
+    return _promote(higher, lower)
 
 
 def result_type(*operands) -> dtype:
@@ -280,12 +312,12 @@ def result_type(*operands) -> dtype:
             d = getattr(x, "_dtype", None)
         if d is not None:
             if x.ndim:
-                dim = d if dim is None else promote_types(dim, d)
+                dim = d if dim is None else _promote(dim, d)
             else:
-                zero = d if zero is None else promote_types(zero, d)
+                zero = d if zero is None else _promote(zero, d)
         elif x is not None:
             d = scalar_dtype(x)
-            wrapped = d if wrapped is None else promote_types(wrapped, d)
+            wrapped = d if wrapped is None else _promote(wrapped, d)
     r = _combine(dim, _combine(zero, wrapped))
     if r is None:
         raise TypeError("result_type needs at least one operand")
@@ -299,6 +331,8 @@ def default_np(category: int):
 
 def can_cast(src: dtype, dst: dtype) -> bool:
     """PyTorch's `can_cast`: no float to integer, and nothing but bool to bool."""
+    if src.__class__ is type or dst.__class__ is type:  # `can_cast(float, int)`
+        src, dst = as_dtype(src), as_dtype(dst)
     if src.category > dst.category and src.category >= FLOAT:
         return False
     return not (dst.category == BOOL and src.category != BOOL)

@@ -259,6 +259,7 @@ from . import (
     linalg_extra,  # det, inverse, svd, qr, ... (after linear_algebra; methods)
     numeric_more,  # gradient, histogramdd, binomial, DLPack
     shifts,  # bitwise_left_shift, bitwise_right_shift
+    spectral,  # stft, istft
     symbolic_numbers,  # sym_int, sym_max, ...: Python's number functions, spelled as torch's
     view_copies,  # the `*_copy` forms of the views
 )
@@ -267,6 +268,7 @@ from .compat_more import *  # noqa: F403
 from .linalg_extra import *  # noqa: F403
 from .numeric_more import *  # noqa: F403
 from .shifts import *  # noqa: F403
+from .spectral import *  # noqa: F403
 from .symbolic_numbers import *  # noqa: F403
 from .view_copies import *  # noqa: F403
 
@@ -299,7 +301,7 @@ __all__ += [*complex_numbers.__all__, *math_extra.__all__, "hardshrink", "prelu"
             *shape_extra.__all__, *statistics.__all__, *utilities.__all__]
 __all__ += linalg_extra.__all__
 __all__ += view_copies.__all__ + shifts.__all__ + compat_more.__all__ + compat_layers.__all__
-__all__ += numeric_more.__all__ + symbolic_numbers.__all__
+__all__ += numeric_more.__all__ + symbolic_numbers.__all__ + spectral.__all__
 
 # isort: split
 # PyTorch's other names of ops (`arcsin`), the in-place methods PyTorch also spells as

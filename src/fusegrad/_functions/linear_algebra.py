@@ -140,6 +140,8 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
 
 def tensordot(a, b, dims=2, out=None):
     """Sum over the paired dims of `a` and `b` (the last `dims` of a, first of b)."""
+    if isinstance(dims, Tensor) and not dims.ndim:  # a 0-d integer tensor is a count
+        dims = dims.__index__()
     if isinstance(dims, numbers.Integral):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")

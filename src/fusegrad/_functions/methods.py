@@ -24,6 +24,7 @@ from ..ops import pointwise as P
 from ..ops import reduction as R
 from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
+from ._args import required_dim
 from .comparison import unique
 from .indexing import scatter_with_reduce
 from .inplace import copy_
@@ -252,9 +253,9 @@ def _clamp_(self, min=None, max=None):  # noqa: A002
     return call(P.clamp_, self, min, max)
 
 
-def _cumsum_(self, dim, *, dtype=None):
+def _cumsum_(self, dim=None, *, dtype=None, axis=None):
     """In-place cumsum."""
-    return call(R.cumsum_, self, dim)
+    return call(R.cumsum_, self, required_dim("cumsum_", dim, axis))
 
 
 def _tril_(self, diagonal=0):

@@ -9,52 +9,77 @@ import numbers
 
 from .. import return_types
 from .._dispatch import call, call1
+from .._dtype import as_dtype
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import pointwise as P
 from ..ops import reduction as R
+from . import _args
+from ._args import dims as _dims
 
 # ---------------------------------------------------------------- reductions
 
 
-def _dims(dim):
-    if dim is None:
-        return None
-    if isinstance(dim, numbers.Integral):
-        return (int(dim),)
-    return tuple(dim)
+def _numpy(name, dim, keepdim, axis, keepdims, default=None):
+    """(dim, keepdim) once NumPy's `axis` and `keepdims` are read for them."""
+    return _args.axis(name, dim, axis, default), _args.keepdims(name, keepdim, keepdims)
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa: A001
-    """Sum of all elements, or over `dim`."""
-    if dim is None:
-        return call(R.sum_, input, dtype) if dtype is not None else call1(R.sum_, input)
-    return call(R.sum_dim, input, _dims(dim), keepdim, dtype)
+# The reductions take NumPy's `axis` and `keepdims` too, as PyTorch's parser does; checked
+# with `is not None` first, they cost the common call two comparisons.
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    """Mean of all elements, or over `dim`."""
-    if dim is None:
-        return call(R.mean, input, dtype) if dtype is not None else call1(R.mean, input)
-    return call(R.mean_dim, input, _dims(dim), keepdim, dtype)
+def sum(input, dim=None, keepdim=False, *, dtype=None, out=None,  # noqa: A001
+        axis=None, keepdims=None):
+    """Sum of all elements, or over `dim` (all dims for an empty list)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("sum", dim, keepdim, axis, keepdims)
+    if dim is None and not keepdim:
+        if dtype is None:
+            return call1(R.sum_, input)
+        return call(R.sum_, input, as_dtype(dtype))
+    if dtype is not None:
+        dtype = as_dtype(dtype)
+    return call(R.sum_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
+                keepdim, dtype)
 
 
-def amax(input, dim=(), keepdim=False, *, out=None):
+def mean(input, dim=None, keepdim=False, *, dtype=None, out=None, axis=None, keepdims=None):
+    """Mean of all elements, or over `dim` (all dims for an empty list)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("mean", dim, keepdim, axis, keepdims)
+    if dim is None and not keepdim:
+        if dtype is None:
+            return call1(R.mean, input)
+        return call(R.mean, input, as_dtype(dtype))
+    if dtype is not None:
+        dtype = as_dtype(dtype)
+    return call(R.mean_dim, input, (dim,) if dim.__class__ is int else _args.reduced_dims(dim),
+                keepdim, dtype)
+
+
+def amax(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     """Maximum over `dim` (all dims by default)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("amax", dim, keepdim, axis, keepdims, ())
     return call(R.amax, input, _dims(dim) or (), keepdim)
 
 
-def softmax(input, dim, dtype=None, *, _stacklevel=3):
+def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
     """exp(x) / sum(exp(x)) along `dim`."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _args.index(_args.required_dim("softmax", dim, axis))
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(as_dtype(dtype))
     return call(R.softmax, input, dim, False)
 
 
-def log_softmax(input, dim, dtype=None, *, _stacklevel=3):
+def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
     """log(softmax(x)) along `dim`, computed stably."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _args.index(_args.required_dim("log_softmax", dim, axis))
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(as_dtype(dtype))
     return call(R.log_softmax, input, dim, False)
 # ---------------------------------------------------------------- more reductions
 
@@ -62,8 +87,10 @@ def _rt(name, pair):
     return getattr(return_types, name)(*pair)
 
 
-def amin(input, dim=(), keepdim=False, *, out=None):
+def amin(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     """Minimum over `dim` (all dims by default)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("amin", dim, keepdim, axis, keepdims, ())
     return call(R.amin, input, _dims(dim) or (), keepdim)
 
 
@@ -85,18 +112,26 @@ max = _maxmin(R.max_all, R.max_dim, P.maximum, "max")  # noqa: A001
 min = _maxmin(R.min_all, R.min_dim, P.minimum, "min")  # noqa: A001
 
 
-def argmax(input, dim=None, keepdim=False):
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the maximum (of the flattened tensor without `dim`)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("argmax", dim, keepdim, axis, keepdims)
     return call(R.argmax, input, dim, keepdim)
 
 
-def argmin(input, dim=None, keepdim=False):
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the minimum (of the flattened tensor without `dim`)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("argmin", dim, keepdim, axis, keepdims)
     return call(R.argmin, input, dim, keepdim)
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Product of all elements, or along `dim`."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("prod", dim, keepdim, axis, keepdims)
+    if dtype is not None:
+        dtype = as_dtype(dtype)
     if dim is None:
         return call(R.prod, input, dtype) if dtype is not None else call(R.prod, input)
     return call(R.prod_dim, input, int(dim), keepdim, dtype)
@@ -111,7 +146,10 @@ def _var_args(dim, unbiased, correction):
 
 
 def _var_like(op, name):
-    def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None,
+           axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
         dims, correction = _var_args(dim, unbiased, correction)
         result = call(op, input, dims, correction, keepdim)
         return result
@@ -129,7 +167,8 @@ std_mean = _var_like(R.std_mean, "std_mean")
 
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The vector `ord`-norm over `dim` (all elements by default)."""
-    return call(R.vector_norm, input, ord, _dims(dim), keepdim, dtype)
+    return call(R.vector_norm, input, ord, _dims(dim), keepdim,
+                None if dtype is None else as_dtype(dtype))
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -147,42 +186,60 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     return _vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
-def logsumexp(input, dim, keepdim=False, *, out=None):
+def logsumexp(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
     """log(sum(exp(input))) over `dim`, computed stably."""
-    return call(R.logsumexp, input, _dims(dim), keepdim)
+    if axis is not None or keepdims is not None:
+        keepdim = _args.keepdims("logsumexp", keepdim, keepdims)
+    dims = _dims(_args.required_dim("logsumexp", dim, axis))
+    if not dims:
+        # PyTorch reduces over every dim, but writes the reduced (1, ..., 1) result into an
+        # output of the shape without them, which only keepdim (or no dims at all) fits.
+        if not keepdim and input.ndim and input.numel():
+            raise RuntimeError(f"output with shape [] doesn't match the broadcast shape "
+                               f"{[1] * input.ndim}")
+        dims = None
+    return call(R.logsumexp, input, dims, keepdim)
 
 
-def cumsum(input, dim, *, dtype=None, out=None):
+def cumsum(input, dim=None, *, dtype=None, out=None, axis=None):
     """Cumulative sum along `dim`."""
-    return call(R.cumsum, input, dim, dtype) if dtype is not None else call(R.cumsum, input, dim)
-
-
-def cumprod(input, dim, *, dtype=None, out=None):
-    """Cumulative product along `dim`."""
+    if dim is None or axis is not None:
+        dim = _args.required_dim("cumsum", dim, axis)
     if dtype is not None:
-        return call(R.cumprod, input, dim, dtype)
+        return call(R.cumsum, input, dim, as_dtype(dtype))
+    return call(R.cumsum, input, dim)
+
+
+def cumprod(input, dim=None, *, dtype=None, out=None, axis=None):
+    """Cumulative product along `dim`."""
+    if dim is None or axis is not None:
+        dim = _args.required_dim("cumprod", dim, axis)
+    if dtype is not None:
+        return call(R.cumprod, input, dim, as_dtype(dtype))
     return call(R.cumprod, input, dim)
 
 
-def cummax(input, dim, *, out=None):
+def cummax(input, dim=None, *, out=None, axis=None):
     """Running maximum and its index along `dim`."""
-    return _rt("cummax", call(R.cummax, input, dim))
+    return _rt("cummax", call(R.cummax, input, _args.required_dim("cummax", dim, axis)))
 
 
-def cummin(input, dim, *, out=None):
+def cummin(input, dim=None, *, out=None, axis=None):
     """Running minimum and its index along `dim`."""
-    return _rt("cummin", call(R.cummin, input, dim))
+    return _rt("cummin", call(R.cummin, input, _args.required_dim("cummin", dim, axis)))
 
 
 def _logic(name):
     op_all, op_dim, op_dims = (REGISTRY[name], REGISTRY[name + ".dim"],
                                REGISTRY[name + ".dims"])
 
-    def fn(input, dim=None, keepdim=False, *, out=None):
+    def fn(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _numpy(name, dim, keepdim, axis, keepdims)
         if dim is None:
             return call(op_all, input) if not keepdim else call(op_dims, input, None, True)
-        if isinstance(dim, numbers.Integral):
-            return call(op_dim, input, int(dim), keepdim)
+        if isinstance(dim, (numbers.Integral, Tensor)):  # a 0-d integer tensor: its int
+            return call(op_dim, input, dim.__index__(), keepdim)
         return call(op_dims, input, tuple(dim), keepdim)
 
     fn.__name__ = fn.__qualname__ = name
@@ -194,45 +251,73 @@ all = _logic("all")  # noqa: A001
 any = _logic("any")  # noqa: A001
 
 
-def count_nonzero(input, dim=None):
-    """Number of nonzero elements, overall or along `dim`."""
-    if dim is None or isinstance(dim, numbers.Integral):
-        return call(R.count_nonzero_all, input, dim) if dim is not None else call(
-            R.count_nonzero_all, input)
-    return call(R.count_nonzero, input, tuple(dim))
+def count_nonzero(input, *dims, dim=None, axis=None):
+    """Number of nonzero elements, overall or along `dim`. The method takes the dims spread
+    out too (`x.count_nonzero(0, 1)`), as PyTorch's does."""
+    if dims:
+        if dim is not None:
+            raise TypeError("count_nonzero() got multiple values for argument 'dim'")
+        dim = dims[0] if len(dims) == 1 else dims
+    dim = _args.axis("count_nonzero", dim, axis)
+    if isinstance(dim, Tensor):
+        dim = dim.__index__()
+    if dim is None:
+        return call(R.count_nonzero_all, input)
+    if isinstance(dim, numbers.Integral):
+        return call(R.count_nonzero_all, input, dim)
+    dim = tuple(dim)
+    # An empty list counts over every dim, as PyTorch's does.
+    return call(R.count_nonzero, input, dim) if dim else call(R.count_nonzero_all, input)
 
 
-def median(input, dim=None, keepdim=False, *, out=None):
+def median(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
     """Lower median of all elements, or (values, indices) along `dim`."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("median", dim, keepdim, axis, keepdims)
     if dim is None:
         return call(R.median, input)
     return _rt("median", call(R.median_dim, input, dim, keepdim))
 
 
-def mode(input, dim=-1, keepdim=False, *, out=None):
+def mode(input, dim=-1, keepdim=False, *, out=None, axis=None, keepdims=None):
     """Most frequent value (the smallest on ties) and its last index along `dim`."""
+    if axis is not None or keepdims is not None:
+        dim = _args.axis("mode", dim, axis, -1)
+        keepdim = _args.keepdims("mode", keepdim, keepdims)
     return _rt("mode", call(R.mode, input, dim, keepdim))
 
 
-def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
+def kthvalue(input, k, dim=-1, keepdim=False, *, out=None, axis=None, keepdims=None):
     """The k-th smallest value and its index along `dim`."""
+    if axis is not None or keepdims is not None:
+        dim = _args.axis("kthvalue", dim, axis, -1)
+        keepdim = _args.keepdims("kthvalue", keepdim, keepdims)
     return _rt("kthvalue", call(R.kthvalue, input, k, dim, keepdim))
 
 
-def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):  # noqa: A002
+def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None, axis=None):  # noqa: A002
     """The k largest (or smallest) values and their indices along `dim`."""
+    if axis is not None:
+        dim = _args.axis("topk", dim, axis, -1)
     return _rt("topk", call(R.topk, input, k, dim, largest, sorted))
 
 
-def sort(input, dim=-1, descending=False, *, stable=None, out=None):
+def sort(input, dim=-1, descending=False, *, stable=None, out=None, axis=None):
     """Values sorted along `dim`, and their original indices."""
+    if axis is not None:
+        dim = _args.axis("sort", dim, axis, -1)
     if stable is not None:
         return _rt("sort", call(R.sort_stable, input, stable, dim, descending))
     return _rt("sort", call(R.sort, input, dim, descending))
 
 
-def argsort(input, dim=-1, descending=False, *, stable=False):
-    """Indices that sort `input` along `dim`."""
+def argsort(input, dim=-1, descending=False, *, stable=False, axis=None):
+    """Indices that sort `input` along `dim` (equal elements keep their order when `stable`,
+    as `sort(stable=True)` orders them)."""
+    if axis is not None:
+        dim = _args.axis("argsort", dim, axis, -1)
+    if stable:
+        return call(R.sort_stable, input, True, dim, descending)[1]
     return call(R.argsort, input, dim, descending)
 
 

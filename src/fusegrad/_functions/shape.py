@@ -20,6 +20,7 @@ from ..ops import views as V
 from ..ops._util import wrap_dim
 from ..ops._view_calls import view_shape
 from ..ops.views import view_dtype, view_dtype_check
+from . import _args
 from .inplace import clone, contiguous_format
 from .reduction import sum
 
@@ -47,6 +48,15 @@ def _keyword_shape(caller: str, name: str, given: tuple, keyword) -> tuple:
     return (keyword,)
 
 
+def _spread(caller: str, name: str, given: tuple, keyword):
+    """The one list argument of a method PyTorch also takes spread out (`x.flip(0, 1)` is
+    `x.flip((0, 1))`; its C-level parser allows that for a leading list of ints): one value
+    given by position is the argument itself, several are the list."""
+    if keyword is not None:
+        raise TypeError(f"{caller}() got multiple values for argument '{name}'")
+    return given[0] if len(given) == 1 else given
+
+
 def view(input, *shape, dtype=None, size=None):
     """A view with a new shape (no copy; an error if the strides do not allow one), or of the
     same bytes as another dtype (`view(dtype)`)."""
@@ -56,7 +66,7 @@ def view(input, *shape, dtype=None, size=None):
                 return view_shape(input, shape)
             return call(S.view, input, shape)
     elif not shape and size is None:
-        shape = (dtype,)
+        shape = (_dtype.as_dtype(dtype),)
     if size is not None:
         if shape or dtype is not None:  # PyTorch's two overloads take one argument each
             keywords = ([] if dtype is None else ["dtype=torch.dtype"]) + [
@@ -68,6 +78,8 @@ def view(input, *shape, dtype=None, size=None):
                             f"({got}), but expected one of:\n"
                             " * (torch.dtype dtype)\n * (tuple of ints size)\n")
         shape = (size,)
+    if len(shape) == 1 and shape[0].__class__ is type:  # `x.view(int)`: Python's int64
+        shape = (_dtype.as_dtype(shape[0]),)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         view_dtype_check(input, shape[0])
         return call(view_dtype, input, shape[0])
@@ -110,17 +122,24 @@ def expand(input, *sizes, size=None):
     return call(S.expand, input, _shape_args(sizes))
 
 
-def unsqueeze(input, dim):
+def unsqueeze(input, dim=None, *, axis=None):
     """A view with a size-1 dimension inserted at `dim`."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _args.index(_args.required_dim("unsqueeze", dim, axis))
     return call(S.unsqueeze, input, dim)
 
 
-def squeeze(input, dim=None):
-    """A view without size-1 dimensions (all, one, or a tuple of them)."""
+def squeeze(input, *dims, dim=None, axis=None):
+    """A view without size-1 dimensions (all, one, or a tuple of them; the method takes
+    them spread out too, `x.squeeze(0, 2)`)."""
+    if dims:
+        dim = dims[0] if dim is None and len(dims) == 1 else _spread("squeeze", "dim", dims, dim)
+    if axis is not None:
+        dim = _args.axis("squeeze", dim, axis)
     if dim is None:
         return call(S.squeeze, input)
-    if isinstance(dim, numbers.Integral):
-        return call(S.squeeze_dim, input, int(dim))
+    if dim.__class__ is int or isinstance(dim, (numbers.Integral, Tensor)):
+        return call(S.squeeze_dim, input, dim.__index__())
     return call(S.squeeze_dims, input, tuple(dim))
 
 
@@ -131,13 +150,26 @@ def cat(tensors, dim=0, *, out=None):
     return call(S.cat, list(tensors), dim)
 
 
-def unbind(input, dim=0):
+def _dim_at(name: str, dim, axis):
+    """`dim` (default 0; an int, or a 0-d integer tensor read as one), or NumPy's `axis`
+    given for it."""
+    return _args.index(_args.axis(name, dim, axis, 0))
+
+
+def unbind(input, dim=0, *, axis=None):
     """The slices along `dim`, as a tuple of views."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _dim_at("unbind", dim, axis)
     return call(S.unbind, input, dim)
 
 
-def select(input, dim, index):
+def select(input, dim=None, index=None, *, axis=None):
     """The slice at `index` of dimension `dim` (a view, one dimension fewer)."""
+    if dim is None and axis is None:
+        raise TypeError('select() missing 2 required positional argument: "dim", "index"')
+    dim = _args.index(_args.required_dim("select", dim, axis))
+    if index is None:
+        raise _args.missing("select", "index")
     return call(S.select, input, dim, int(index))
 
 
@@ -149,6 +181,7 @@ def narrow(input, dim, start, length):
                 start.dtype is _dtype.bool_:
             raise RuntimeError("start must be an 0-dim integral Tensor.")
         start = int(start.item())
+    dim, length = _args.index(dim), _args.index(length)
     size = input.shape[wrap_dim(dim, input.ndim)]
     if start < 0:
         start += size
@@ -196,8 +229,7 @@ def unflatten(input, dim, sizes):
 def movedim(input, source, destination):
     """A view with dims `source` moved to positions `destination`."""
     n = input.ndim
-    src = [source] if isinstance(source, numbers.Integral) else list(source)
-    dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+    src, dst = list(_args.dims(source)), list(_args.dims(destination))
     if len(src) != len(dst):
         raise RuntimeError(
             f"movedim: Invalid source or destination dims: source ({src} dims) should contain "
@@ -215,8 +247,13 @@ def movedim(input, source, destination):
 moveaxis = movedim
 
 
-def broadcast_to(input, size):
-    """A broadcast view of `input` with shape `size`."""
+def broadcast_to(input, *sizes, size=None):
+    """A broadcast view of `input` with shape `size` (the method takes the sizes spread out
+    too, `x.broadcast_to(2, 3)`)."""
+    if sizes:
+        size = _spread("broadcast_to", "size", sizes, size)
+    elif size is None:
+        raise _args.missing("broadcast_to", "size")
     return expand(input, tuple(size))
 
 
@@ -235,9 +272,14 @@ def repeat(input, *times, repeats=None):
     return call(S.repeat, input, _shape_args(times))
 
 
-def tile(input, dims):
-    """repeat with `dims` padded with leading ones to the tensor's rank."""
-    dims = tuple(dims) if not isinstance(dims, numbers.Integral) else (int(dims),)
+def tile(input, *spread, dims=None):
+    """repeat with `dims` padded with leading ones to the tensor's rank (the method takes
+    them spread out too, `x.tile(2, 1)`)."""
+    if spread:
+        dims = _spread("tile", "dims", spread, dims)
+    elif dims is None:
+        raise _args.missing("tile", "dims")
+    dims = tuple(map(_args.index, _args.dims(dims)))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return call(S.repeat, input, dims)
@@ -261,26 +303,35 @@ def vstack(tensors, *, out=None):
 
 def split(tensor, split_size_or_sections, dim=0):
     """Views of `split_size` elements (or of the listed sizes) along `dim`."""
-    if isinstance(split_size_or_sections, numbers.Integral):
-        return call(S.split, tensor, int(split_size_or_sections), dim)
-    return call(S.split_with_sizes, tensor, [int(s) for s in split_size_or_sections], dim)
+    dim, size = _args.index(dim), split_size_or_sections
+    if isinstance(size, Tensor) and not size.ndim:  # a 0-d integer tensor is a size
+        size = size.__index__()
+    if isinstance(size, numbers.Integral):
+        return call(S.split, tensor, int(size), dim)
+    return call(S.split_with_sizes, tensor, [int(s) for s in size], dim)
 
 
-def chunk(input, chunks, dim=0):
+def chunk(input, chunks, dim=0, *, axis=None):
     """At most `chunks` views of equal size (the last may be smaller) along `dim`."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _dim_at("chunk", dim, axis)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[wrap_dim(dim, input.ndim)]
     return call(S.split, input, builtins.max((size + chunks - 1) // chunks, 1), dim)
 
 
-def unsafe_split(tensor, split_size, dim=0):
+def unsafe_split(tensor, split_size, dim=0, *, axis=None):
     """Like `split`, but the pieces are copies whose gradient node is UnsafeSplitBackward0."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _dim_at("unsafe_split", dim, axis)
     return call(RN.unsafe_split, tensor, int(split_size), dim)
 
 
-def unsafe_chunk(input, chunks, dim=0):
+def unsafe_chunk(input, chunks, dim=0, *, axis=None):
     """Like `chunk`, but the pieces are copies (UnsafeSplitBackward0)."""
+    if dim.__class__ is not int or axis is not None:
+        dim = _dim_at("unsafe_chunk", dim, axis)
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     return call(RN.unsafe_chunk, input, int(chunks), dim)
@@ -350,10 +401,14 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     return tuple(call(V.slice_, input, d, a, b, 1) for a, b in zip(starts, ends))
 
 
-def flip(input, dims):
-    """A copy with the order of elements reversed along `dims`."""
-    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
-    return call(S.flip, input, dims)
+def flip(input, *spread, dims=None):
+    """A copy with the order of elements reversed along `dims` (the method takes them
+    spread out too, `x.flip(0, 1)`)."""
+    if spread:
+        dims = _spread("flip", "dims", spread, dims)
+    elif dims is None:
+        raise _args.missing("flip", "dims")
+    return call(S.flip, input, _args.dims(dims))
 
 
 def fliplr(input):
@@ -368,11 +423,10 @@ def flipud(input):
 
 def roll(input, shifts, dims=None):
     """Elements shifted cyclically along `dims` (of the flattened tensor without `dims`)."""
-    shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+    shifts = tuple(map(_args.index, _args.dims(shifts)))
     if dims is None:
         return call(S.roll, input, shifts)
-    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
-    return call(S.roll, input, shifts, dims)
+    return call(S.roll, input, shifts, _args.dims(dims))
 
 
 def tril(input, diagonal=0, *, out=None):

@@ -22,6 +22,7 @@ from ..ops import scatter as SC
 from ..ops import shape as S
 from ..ops import shape_extra as SX
 from ..ops._util import wrap_dim
+from . import _args
 from .indexing import index_select, masked_select
 from .inplace import contiguous
 from .shape import cat, diag_embed, meshgrid, narrow, stack, view, vstack
@@ -130,7 +131,7 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
     """The n-th forward difference along `dim` (after joining `prepend` and `append`)."""
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
-    d = wrap_dim(dim, input.ndim)
+    d = wrap_dim(_args.index(dim), input.ndim)
     if prepend is not None or append is not None:
         parts = [p if p.ndim else p.expand(*input.shape[:d], 1, *input.shape[d + 1:])
                  for p in (prepend, input, append) if p is not None]
@@ -222,14 +223,20 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     return diag_embed(view(contiguous(input), (-1,)), offset, 0, 1)
 
 
-def split_with_sizes(input: Tensor, split_sizes, dim: int = 0):
+def split_with_sizes(input: Tensor, split_sizes, dim: int = 0, *, axis=None):
     """Views of the listed sizes along `dim`."""
+    dim = _args.index(_args.axis("split_with_sizes", dim, axis, 0))
     return call(S.split_with_sizes, input, list(split_sizes), dim)
 
 
-def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+def narrow_copy(input: Tensor, dim: int | None = None, start: int | None = None,
+                length: int | None = None, *, axis=None) -> Tensor:
     """A copy of `narrow(input, dim, start, length)`."""
-    return call(SX.narrow_copy, input, dim, start, length)
+    if dim is None and axis is None or start is None or length is None:
+        raise TypeError('narrow_copy() missing 3 required positional argument: "dim", '
+                        '"start", "length"')
+    dim = _args.index(_args.required_dim("narrow_copy", dim, axis))
+    return call(SX.narrow_copy, input, dim, _args.index(start), _args.index(length))
 
 
 def unique_consecutive(input: Tensor, return_inverse: bool = False,

@@ -9,7 +9,6 @@ are, so they record the same nodes (`quantile` sorts, gathers and lerps in place
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -18,64 +17,83 @@ from .. import return_types
 from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
+from .._dtype import as_dtype
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import scalar as SCL
 from ..ops import statistics as ST
 from ..ops._util import wrap_dim
+from . import _args
 from .linear_algebra import mm
 from .shape import narrow, select, view
 
 
 def _dims(dim):
-    if dim is None:
-        return None
-    return [dim] if isinstance(dim, numbers.Integral) else list(dim)
+    """The dims of a reduction as a list; None (every dim) for None or an empty list."""
+    dims = _args.reduced_dims(dim)
+    return None if dims is None else list(dims)
+
+
+def _numpy(name, dim, keepdim, axis, keepdims):
+    """(dim, keepdim) once NumPy's `axis` and `keepdims` are read for them."""
+    return _args.axis(name, dim, axis), _args.keepdims(name, keepdim, keepdims)
 
 
 # ---------------------------------------------------------------- NaN-aware reductions
 
 
-def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None,
+           keepdims=None) -> Tensor:
     """Sum treating NaN as zero."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("nansum", dim, keepdim, axis, keepdims)
     if dtype is not None:
-        return call(ST.nansum, input, _dims(dim), keepdim, dtype)
+        return call(ST.nansum, input, _dims(dim), keepdim, as_dtype(dtype))
     if dim is None and not keepdim:
         return call(ST.nansum, input)
     return call(ST.nansum, input, _dims(dim), keepdim)
 
 
-def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None,
+            keepdims=None) -> Tensor:
     """Mean of the non-NaN elements (NaN where there are none)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("nanmean", dim, keepdim, axis, keepdims)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
                            f"dtype but got {input.dtype.legacy}")
     valid = input.isnan().logical_not()
-    if dim is None and not keepdim:
+    dims = _dims(dim)
+    if dims is None and not keepdim:
         count = valid.sum()
     else:
-        count = valid.sum(_dims(dim) if dim is not None else list(range(input.ndim)),
+        count = valid.sum(dims if dims is not None else list(range(input.ndim)),
                           keepdim=keepdim)
-    return nansum(input, dim, keepdim, dtype=dtype).div(count)
+    return nansum(input, dims, keepdim, dtype=dtype).div(count)
 
 
-def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """The lower median of the non-NaN elements (with its index when `dim` is given)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("nanmedian", dim, keepdim, axis, keepdims)
     if dim is None:
         return call(ST.nanmedian, input)
-    values, indices = call(ST.nanmedian_dim, input, dim, keepdim)
+    values, indices = call(ST.nanmedian_dim, input, _args.index(dim), keepdim)
     return return_types.nanmedian(values, indices)
 
 
-def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, axis=None, keepdims=None):
     """(min, max) over all elements or along `dim`."""
-    lo, hi = call(ST.aminmax, input, dim, keepdim)
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _numpy("aminmax", dim, keepdim, axis, keepdims)
+    lo, hi = call(ST.aminmax, input, _args.index(dim), keepdim)
     return return_types.aminmax(lo, hi)
 
 
-def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """log(cumsum(exp(input))) along `dim`, computed stably."""
-    return call(ST.logcumsumexp, input, dim)
+    return call(ST.logcumsumexp, input,
+                _args.index(_args.required_dim("logcumsumexp", dim, axis)))
 
 
 # ---------------------------------------------------------------- quantile
@@ -92,13 +110,13 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     if scalar_q:
         if not 0 <= q <= 1:
             raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
-        qs = np.array([float(q)])
+        qs = None  # made in the input's dtype below, as PyTorch makes a scalar q a tensor
     else:
         if q.dtype is not input.dtype:
             raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
         if q.ndim > 1:
             raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
-        qs = q._data.astype(np.float64).reshape(-1)
+        qs = q._data.reshape(-1)
         if qs.size and (qs.min() < 0 or qs.max() > 1):
             raise RuntimeError(f"{name} q values must be in the range [0, 1]")
         scalar_q = q.ndim == 0
@@ -125,14 +143,19 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
                 del kept[d]
     n = srt.shape[-1]
     srt = view(srt, tuple(kept) + (n,))
-    data = srt._data.astype(np.float64)
+    data = srt._data
     nan = np.isnan(data)
+    # The ranks in the input's dtype (q's), as PyTorch computes them: in float32, 0.1 * 10 is
+    # exactly 1, so `higher` picks index 1 where a float64 rank (1.0000000149) picks 2.
+    rank_np = srt.dtype.np
+    if qs is None:
+        qs = np.array([q], dtype=rank_np)
     if ignore_nan:
         valid = (~nan).sum(-1, keepdims=True)
-        ranks = np.maximum(qs * (valid - 1), 0)  # all-NaN rows pick their first (NaN)
-    else:
-        ranks = qs * (n - 1) + np.zeros(data.shape[:-1] + (1,))
-        ranks = np.where(nan.any(-1, keepdims=True), n - 1, ranks)
+        ranks = np.maximum(qs * (valid - 1).astype(rank_np), rank_np.type(0))
+    else:  # rows holding a NaN take the last (NaN) value
+        ranks = qs * rank_np.type(n - 1) + np.zeros(data.shape[:-1] + (1,), rank_np)
+        ranks = np.where(nan.any(-1, keepdims=True), rank_np.type(n - 1), ranks)
     if interpolation == "lower":
         ranks = np.floor(ranks)
     elif interpolation == "higher":
@@ -302,13 +325,23 @@ def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
     return call(ST.dist, input, other, p)
 
 
-def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+def _renorm_args(name: str, dim, maxnorm, axis):
+    """`renorm`'s dim (or NumPy's `axis`) and maxnorm, both required."""
+    dim = _args.index(_args.required_dim(name, dim, axis))
+    if maxnorm is None:
+        raise _args.missing(name, "maxnorm")
+    return dim, maxnorm
+
+
+def renorm(input: Tensor, p, dim: int | None = None, maxnorm=None, *, axis=None) -> Tensor:
     """Each slice along `dim` rescaled to p-norm at most `maxnorm`."""
+    dim, maxnorm = _renorm_args("renorm", dim, maxnorm, axis)
     return call(ST.renorm, input, p, dim, maxnorm)
 
 
-def renorm_(self: Tensor, p, dim: int, maxnorm) -> Tensor:
+def renorm_(self: Tensor, p, dim: int | None = None, maxnorm=None, *, axis=None) -> Tensor:
     """In-place renorm."""
+    dim, maxnorm = _renorm_args("renorm_", dim, maxnorm, axis)
     return call(ST.renorm_, self, p, dim, maxnorm)
 
 

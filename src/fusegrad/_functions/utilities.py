@@ -23,6 +23,7 @@ from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
+from . import _args
 from .inplace import contiguous
 from .shape import transpose_, view
 
@@ -376,18 +377,25 @@ def resize_as_(self: Tensor, the_template: Tensor, *, memory_format=None) -> Ten
     return resize_(self, tuple(the_template.shape))
 
 
-def squeeze_(self: Tensor, dim=None) -> Tensor:
-    """Remove size-1 dimensions of `self` in place (all, one, or a tuple of them)."""
+def squeeze_(self: Tensor, *dims, dim=None, axis=None) -> Tensor:
+    """Remove size-1 dimensions of `self` in place (all, one, or a tuple of them, which may
+    come spread out: `x.squeeze_(0, 2)`)."""
+    if dims:
+        if dim is not None:
+            raise TypeError("squeeze_() got multiple values for argument 'dim'")
+        dim = dims[0] if len(dims) == 1 else dims
+    if axis is not None:
+        dim = _args.axis("squeeze_", dim, axis)
     if dim is None:
         return call(SX.squeeze_, self)
-    if isinstance(dim, numbers.Integral):
-        return call(S.squeeze_inplace, self, int(dim))
+    if isinstance(dim, (numbers.Integral, Tensor)):
+        return call(S.squeeze_inplace, self, dim.__index__())
     return call(SX.squeeze_dims_, self, tuple(dim))
 
 
-def unsqueeze_(self: Tensor, dim: int) -> Tensor:
+def unsqueeze_(self: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """Insert a size-1 dimension into `self` in place."""
-    return call(SX.unsqueeze_, self, dim)
+    return call(SX.unsqueeze_, self, _args.index(_args.required_dim("unsqueeze_", dim, axis)))
 
 
 def t_(self: Tensor) -> Tensor:

@@ -462,10 +462,10 @@ def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, output
     ranks = dict(zip(names, out_ranks))
     graph = onnx.helper.make_graph(b.nodes, graph_name, graph_inputs, graph_outputs,
                                    initializer=initializers)
-    from .. import __version__
+    from ..version import fusegrad as package_version
 
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", b.opset)],
-                                   producer_name="fusegrad", producer_version=__version__)
+                                   producer_name="fusegrad", producer_version=package_version)
     model.ir_version = ir_version_for(onnx, b.opset)
     _output_shapes(onnx, model, ranks, dynamic_axes)
     return model
