@@ -238,7 +238,9 @@ def _square_(self):
 
 
 def _pow_(self, exponent):
-    """In-place pow."""
+    """In-place pow (by a tensor: `pow_.Tensor`, PowBackward1)."""
+    if isinstance(exponent, Tensor):
+        return call(REGISTRY["pow_.Tensor"], self, exponent)
     return call(P.pow_, self, exponent)
 
 

@@ -4,50 +4,92 @@ which call `grad`; the package namespace re-exports both."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+
+from .._tensor import Tensor
 from .engine import run_backward
 
 
 def _as_tuple(x):
+    # A tensor alone, or any iterable of them (a list, a generator such as
+    # `module.parameters()`, dict values), as PyTorch takes them; None stays None.
     if x is None:
         return None
-    if isinstance(x, (list, tuple)):
-        return tuple(x)
-    return (x,)
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _inputs_tuple(inputs, caller: str) -> tuple:
+    """`inputs` of `grad()` or `backward()` (`caller`) as a tuple: a tensor, a dict (its
+    values) or any other iterable of tensors."""
+    if isinstance(inputs, Tensor):
+        return (inputs,)
+    if type(inputs) is dict:
+        return tuple(inputs.values())
+    if isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `{caller}` must be a dict, not "
+                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
+    return tuple(inputs)
+
+
+def _output_grads(outputs: tuple, grad_outputs) -> tuple:
+    """One gradient (or None) per output: extra gradients are ignored and missing ones
+    refused, as PyTorch pairs them."""
+    grads = (None,) * len(outputs) if grad_outputs is None else _as_tuple(grad_outputs)
+    for out in outputs[:len(grads)]:
+        if not isinstance(out, Tensor):
+            raise AssertionError("Expected output to be a torch.Tensor")
+    if len(grads) != len(outputs):
+        if len(grads) < len(outputs):
+            raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+        grads = grads[:len(outputs)]
+    return grads
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None) -> None:
     """Accumulate into leaves' `.grad` the gradient of `tensors` (weighted by `grad_tensors`)."""
+    if grad_variables is not None:
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
+                      FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments "
+                               "both passed to `backward()`. Please only use `grad_tensors`.")
+        grad_tensors = grad_variables
+    if inputs is not None:
+        inputs = _inputs_tuple(inputs, "backward()")
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _as_tuple(tensors)
-    grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
-    if grads is None:
-        grads = (None,) * len(tensors)
-    if len(grads) != len(tensors):
-        raise RuntimeError(f"got {len(grads)} tensors and {len(tensors)} gradients")
+    grads = _output_grads(tensors, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
-    inputs = _as_tuple(inputs)
-    if inputs is not None and not inputs:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs, accumulate=True)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """The gradients of `outputs` with respect to `inputs`, without touching `.grad`."""
-    outputs = _as_tuple(outputs)
-    single = not isinstance(inputs, (list, tuple))
-    inputs = _as_tuple(inputs)
-    if not inputs:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
-    if retain_graph is None:
-        retain_graph = create_graph
+    """The gradients of `outputs` with respect to `inputs`, without touching `.grad` (a dict
+    of them, under the same keys, when `inputs` is a dict)."""
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
+    outputs = _as_tuple(outputs)
+    named = inputs if type(inputs) is dict else None
+    inputs = _inputs_tuple(inputs, "grad()")
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    grads = _output_grads(outputs, grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
     if is_grads_batched:
         result = _batched_grads(outputs, grads, inputs, retain_graph, create_graph,
                                 allow_unused)
@@ -55,10 +97,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs,
                               accumulate=False, allow_unused=allow_unused)
     if materialize_grads:
-        result = tuple(g if g is not None else x.new_zeros(x.shape)
+        result = tuple(g if g is not None else _zeros_for(x, create_graph)
                        for g, x in zip(result, inputs))
-    del single
+    if named is not None:
+        return dict(zip(named.keys(), result))
     return result
+
+
+def _zeros_for(x, create_graph: bool):
+    # An unused input's materialized gradient: zeros like it, themselves requiring grad
+    # under create_graph (as PyTorch's, to be differentiated further).
+    zeros = x.new_zeros(x.shape)
+    return zeros.requires_grad_() if create_graph else zeros
 
 
 def _batched_grads(outputs, grads, inputs, retain_graph, create_graph, allow_unused):

@@ -139,21 +139,38 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
 
 def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, accumulate,
                   allow_unused):
-    if not tensors:
-        raise RuntimeError("backward called with an empty list of tensors") if accumulate else \
-            RuntimeError("grad requires non-empty inputs.")
+    from .._tensor import Tensor, make_plain  # locals: the loop below reads them often
+
+    # No tensors: nothing runs (PyTorch's backward of none returns; its grad finds every
+    # input unused).
     root_edges = [_root_edge(t, i) for i, t in enumerate(tensors)]
     roots = [_root_grad(t, g, i) for i, (t, g) in enumerate(zip(tensors, grad_tensors))]
 
-    captures = None  # (node, output_nr) -> index in inputs
+    # node -> [(output_nr, index in inputs)]: a list, since an input may be given twice
+    # (each of its places gets the gradient), or two outputs of one node given.
+    captures = None
     if inputs is not None:
         captures = {}
         for k, x in enumerate(inputs):
+            if not isinstance(x, Tensor):
+                raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got "
+                                   f"{type(x).__name__}")
+            if accumulate:
+                # As PyTorch: a non-leaf input of backward() retains its grad from now on,
+                # and its `.grad` is written by that (once, with its hooks applied).
+                x.retain_grad()
             if not x.requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-            node = x._grad_fn if x._grad_fn is not None else x._grad_accumulator()
-            captures[(node, x._output_nr if x._grad_fn is not None else 0)] = k
-        targets = {n for n, _ in captures}
+            if x._grad_fn is not None:
+                node, nr = x._grad_fn, x._output_nr
+            else:
+                node, nr = x._grad_accumulator(), 0
+            entry = captures.get(node)
+            if entry is None:
+                captures[node] = [(nr, k)]
+            else:
+                entry.append((nr, k))
+        targets = captures
     else:
         targets = None
     deps = _dependencies([n for n, _ in root_edges], targets)
@@ -192,7 +209,6 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # dispatch and no grad-mode test per product; its entries stay arrays until a node
         # or a buffer needs a Tensor.
         arrays_ok = fast_add and inline
-        from .._tensor import Tensor, make_plain
 
         add = np.add
         asarray = np.asarray
@@ -298,16 +314,21 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     grads = _spread(node, hgrad, hnr)
                     hgrad = None
                 is_acc = node.__class__ is AccumulateGrad
+                capture = None if captures is None else captures.get(node)
+                if capture is not None:
+                    # A node that runs on (it leads to another input) gives its gradients
+                    # as they arrive, its tensor hooks running later with it; one that
+                    # does not gives them after its tensor hooks, and stops (PyTorch's
+                    # engine captures so).
+                    runs = not is_acc and \
+                        any(c in needed for c, _ in edges if c is not None)
+                    if runs:
+                        _capture(results, capture, grads)
                 if extras is not None or is_acc:
                     grads = _call_tensor_hooks(node, grads)
-                if captures is not None:
-                    for nr, g in enumerate(grads):
-                        k = captures.get((node, nr))
-                        if k is not None:
-                            results[k] = g if results[k] is None or g is None else \
-                                results[k] + g
-                    if node in targets and not is_acc and \
-                            not any(c in needed for c, _ in edges if c is not None):
+                if capture is not None and not runs:
+                    _capture(results, capture, grads)
+                    if not is_acc:
                         _release(node, retain_graph)
                         continue
                 if is_acc:
@@ -430,12 +451,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     finally:
         restore(caller)
 
-    if inputs is None:
-        return None
-    if accumulate:  # backward(inputs=...): non-leaf inputs get .grad like retain_grad
-        for x, g in zip(inputs, results):
-            if x._grad_fn is not None and g is not None:
-                _set_grad(x, g, create_graph)
+    if inputs is None or accumulate:  # backward(inputs=...): `.grad` is written already
         return None
     for k, g in enumerate(results):
         if g is None and not allow_unused:
@@ -443,6 +459,15 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 f"The differentiated Tensor at index {k} appears to not have been used in the "
                 "graph. Set allow_unused=True if this is the desired behavior.")
     return tuple(results)
+
+
+def _capture(results, capture, grads) -> None:
+    """Put a captured node's gradients in `results`: `capture` lists (output_nr, index in
+    inputs), an output given twice taking the same gradient in both places."""
+    for nr, k in capture:
+        g = grads[nr] if nr < len(grads) else None
+        prev = results[k]
+        results[k] = g if prev is None or g is None else prev + g
 
 
 def _apply(node, grads):

@@ -210,10 +210,81 @@ def saved_output(t) -> SavedOutput:
     return s
 
 
+class SavedAlias(SavedOutput):
+    """An input of an in-place op that is the very tensor the op writes (`y.mul_(y)`,
+    `y.addcmul_(y, y)`): its value before the write, which the derivative needs, is gone
+    (the op is recorded after its write), so backward, or reading the saved value, reports
+    the modification as PyTorch does. `version` is the one before the write; the message
+    names the tensor's history at that time (`ref`), as PyTorch's does for a saved input.
+    Dispatch bumps only a SavedOutput's version after saving (`_bump_after_save`)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, t):
+        super().__init__(t)
+        self.ref = _weakref(t)
+
+    def unpack(self, node):
+        """Always a RuntimeError: the op overwrote this input."""
+        expected = self.version
+        if self.vc[0] == expected:
+            # Recorded after a mode ran the op, which bumped the version before the save.
+            expected -= 1
+        t = self.ref()
+        if t is None:  # the tensor is gone: the message names the node that saved it
+            t = self.fake._shallow_copy() if self.fake is not None else \
+                _tensor_class[0]._make(self.data, self.dtype)
+            t._vc = self.vc
+            t._output_nr = self.output_nr
+            t._rg = True
+            t._grad_fn = node
+        raise RuntimeError(_modified_message(t, expected))
+
+
+def _aliases_result(op, hits: int) -> bool:
+    """Whether the `hits` saved entries of in-place op `op` that are its result are inputs
+    that are the tensor it writes (so SavedAlias), not its own output (so SavedOutput).
+
+    The save reads the output only if the save function reads its first argument (`out`):
+    otherwise every such entry is an input. A save that reads it saves it once, so a second
+    entry is an input (`y.pow_(y)` saves the base, the exponent and the output), and backward
+    must fail either way."""
+    if hits > 1:
+        return True
+    save = op.save
+    reads = _READS_OUTPUT.get(save)
+    if reads is None:
+        reads = _READS_OUTPUT[save] = _reads_first_argument(save)
+    return not reads
+
+
+_READS_OUTPUT: dict = {}  # an op's save function -> whether it reads its `out` argument
+
+
+def _reads_first_argument(fn) -> bool:
+    """Whether function `fn` reads its first parameter (True when that cannot be told: a
+    callable without code, or a parameter a nested function uses)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_argcount:
+        return True
+    name = code.co_varnames[0]
+    if name in code.co_cellvars:
+        return True
+    import dis  # here: the first in-place op that saves its own result pays for it
+
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith("LOAD_"):
+            arg = ins.argval
+            if arg == name or (arg.__class__ is tuple and name in arg):
+                return True
+    return False
+
+
 def save_into(node, saved, result) -> None:
     """Set `node._saved` and `node._versions`: the saved values, with the op's own outputs
-    kept as SavedOutput, and each saved input tensor's version at saving (-1 for an output,
-    None for other values; `_versions` is None when nothing saved is a tensor)."""
+    kept as SavedOutput (and an in-place op's inputs that are the tensor it writes as
+    SavedAlias), and each saved input tensor's version at saving (-1 for those two, None for
+    other values; `_versions` is None when nothing saved is a tensor)."""
     if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
         node._saved, node._versions = _save_hooked(saved, result)
         return
@@ -228,7 +299,7 @@ def save_into(node, saved, result) -> None:
         elif cls in PLAIN:
             v0 = None
         else:
-            node._saved, node._versions = save_loop(saved, result)
+            node._saved, node._versions = save_loop(saved, result, node)
             return
         cls = s1.__class__
         if cls is _Tensor:
@@ -236,7 +307,7 @@ def save_into(node, saved, result) -> None:
         elif cls in PLAIN:
             v1 = None
         else:
-            node._saved, node._versions = save_loop(saved, result)
+            node._saved, node._versions = save_loop(saved, result, node)
             return
         if v0 is None:
             if v1 is None:
@@ -244,11 +315,21 @@ def save_into(node, saved, result) -> None:
                 node._versions = None
                 return
             if v1 == -1:
+                # In place, the result may be an input (`y.mul_(y)`): not when the op's save
+                # is known to read its output (leaky_relu_), which it then saved once.
+                op = node.__class__._op  # (a custom Function's node: None)
+                if op is not None and op.inplace and _READS_OUTPUT.get(op.save) is not True:
+                    node._saved, node._versions = save_loop(saved, result, node)
+                    return
                 saved = (s0, saved_output(s1))
-        elif v0 == -1:
-            saved = (saved_output(s0), saved_output(s1) if v1 == -1 else s1)
-        elif v1 == -1:
-            saved = (s0, saved_output(s1))
+        elif v0 == -1 or v1 == -1:
+            op = node.__class__._op
+            if op is not None and op.inplace and \
+                    (v0 == v1 or _READS_OUTPUT.get(op.save) is not True):
+                node._saved, node._versions = save_loop(saved, result, node)
+                return
+            saved = (saved_output(s0) if v0 == -1 else s0,
+                     saved_output(s1) if v1 == -1 else s1)
         node._saved = saved
         node._versions = (v0, v1)
         return
@@ -257,6 +338,9 @@ def save_into(node, saved, result) -> None:
         cls = s0.__class__
         if cls is _Tensor:
             if s0 is result:
+                # The output, even in place (relu_, sigmoid_): no in-place op saves just one
+                # input that could be `self` (`y.mul_(y)` saves two entries), so the check
+                # for one (`_aliases_result`) stays off this path.
                 node._saved = (saved_output(s0),)
                 node._versions = OUTPUT_VERSIONS
             else:
@@ -267,14 +351,16 @@ def save_into(node, saved, result) -> None:
             node._saved = saved
             node._versions = None
             return
-    node._saved, node._versions = save_loop(saved, result)
+    node._saved, node._versions = save_loop(saved, result, node)
 
 
-def save_loop(saved, result):
+def save_loop(saved, result, node=None):
     """(saved, versions) as `save_into` sets them, for any number and kind of values (tensor
-    subclasses, tuple results)."""
+    subclasses, tuple results). `node` given: an entry that is `result` may be an input of
+    an in-place op (`_aliases_result`), kept as a SavedAlias."""
     versions = None
     Tensor = _tensor_class[0]
+    hits = 0  # entries that are the result
     i = -1
     for s in saved:
         i += 1
@@ -287,8 +373,20 @@ def save_loop(saved, result):
         if s is result or (result.__class__ is tuple and _contains(result, s)):
             saved[i] = saved_output(s)
             versions[i] = -1
+            hits += 1
         else:
             versions[i] = s._vc[0]
+    if hits and node is not None:
+        # In place, the result's entries may be inputs: not when the op's save is known to
+        # read its output (elu_, cumprod_) and saved it once, the test made here.
+        # (The class's op: a custom Function's node is its ctx, its attributes the user's.)
+        op = node.__class__._op
+        if op is not None and op.inplace and result.__class__ is not tuple and \
+                (hits > 1 or _READS_OUTPUT.get(op.save) is not True) and \
+                _aliases_result(op, hits):
+            for k in range(len(versions)):
+                if versions[k] == -1:
+                    saved[k] = SavedAlias(result)
     return saved, versions
 
 
@@ -305,11 +403,21 @@ def _contains(items, x) -> bool:
     return False
 
 
+_BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
+
+
+def _short_suffix(match) -> str:
+    digits = match.group(1)
+    return "" if digits == "0" else digits
+
+
 def _modified_message(t, expected: int) -> str:
     where = ""
     owner = t.grad_fn
     if owner is not None:
-        short = re.sub(r"Backward\d*$", "", type(owner).__name__)
+        # PyTorch's short form of the node's name: `MulBackward0` is "Mul", `PowBackward1`
+        # "Pow1", a custom Function's `MyFnBackward` "MyFn"; C++ names stay whole.
+        short = _BACKWARD_SUFFIX.sub(_short_suffix, owner.name())
         where = f", which is output {t._output_nr} of {short},"
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
@@ -471,7 +579,19 @@ def _make_saved_attribute(i: int) -> property:
     def get(self):
         from .._shapes import Size
 
-        value = unpack_saved(self, self._saved, self._versions)[i]
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_FREED)
+        value = saved[i]
+        versions = self._versions
+        # Only this entry is checked, as PyTorch unpacks only the value asked for: another
+        # saved tensor modified in place does not stop reading this one.
+        v = None if versions is None else versions[i]
+        if v is not None:
+            if v < 0:
+                value = value.unpack(self)
+            elif value._vc[0] != v:
+                raise RuntimeError(_modified_message(value, v))
         if value.__class__ is Size:
             return tuple(value)  # a saved size reads as a tuple of ints, as in PyTorch
         return value

@@ -108,6 +108,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "logical_xor_": ("binary_inplace", "logical_xor_"),
     "__ifloordiv__": ("binary_inplace", "floor_divide_.Tensor"),
     "__imod__": ("binary_inplace", "remainder_.Tensor", "remainder_.Scalar"),
+    "__ipow__": ("binary_inplace", "pow_.Tensor", "pow_.Scalar"),
     # in place, a number made a tensor of the promoted dtype first
     "bitwise_and_": ("scalar_as_tensor", "bitwise_and_.Tensor"),
     "bitwise_or_": ("scalar_as_tensor", "bitwise_or_.Tensor"),
@@ -287,6 +288,7 @@ OPERATOR_REPORTS: dict[str, str] = {
     "__abs__": "abs", "__add__": "add", "__radd__": "add", "__ne__": "ne", "__ge__": "ge",
     "__gt__": "gt", "__le__": "le", "__lt__": "lt", "__iadd__": "add_",
     "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__imul__": "mul_",
+    "__ipow__": "pow_",
     "__isub__": "sub_", "__itruediv__": "div_", "__matmul__": "matmul", "__mod__": "remainder",
     "__mul__": "mul", "__rmul__": "mul", "__neg__": "neg", "__pos__": "positive",
     "__rand__": "bitwise_and", "__ror__": "bitwise_or", "__rxor__": "bitwise_xor",
