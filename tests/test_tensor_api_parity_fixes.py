@@ -416,3 +416,25 @@ def test_default_generator():
     fusegrad.manual_seed(3)
     assert fusegrad.equal(first, fusegrad.rand(3))
     assert fusegrad.default_generator.initial_seed() == 3
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.finfo(float).eps, lambda t: t.iinfo(int).max,
+    lambda t: t.ones(2).new_zeros(2, dtype=int).dtype,
+    lambda t: t.ones(2).new_full((2,), 1, dtype=float).dtype,
+    lambda t: t.ones(2).new_tensor([1], dtype=bool).dtype,
+    lambda t: t.nn.Linear(2, 2, dtype=float).weight.dtype,
+    lambda t: t.ones(2).to(float).dtype, lambda t: t.ones(2).to(dtype=int).dtype,
+    lambda t: t.full((2,), 1, dtype=float).dtype, lambda t: t.tensor([1], dtype=float).dtype,
+    lambda t: t.empty(2, dtype=bool).dtype, lambda t: t.zeros(2, dtype=complex).dtype,
+])
+def test_python_types_as_dtypes_everywhere(call):
+    assert str(call(fusegrad)) == str(call(torch))
+
+
+def test_type_of_a_python_type_raises_as_torch():
+    with pytest.raises(ValueError) as want:
+        torch.ones(2).type(float)
+    with pytest.raises(ValueError) as got:
+        fusegrad.ones(2).type(float)
+    assert str(got.value) == str(want.value)

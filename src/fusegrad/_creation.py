@@ -92,6 +92,8 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
 def _factory(shape, dtype, requires_grad, fill, random: bool = False):
     """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes (`random`:
     the values are drawn from a generator, so a graph must not keep them as a constant)."""
+    if dtype.__class__ is type:  # `dtype=float` (float64), as PyTorch reads Python types
+        dtype = _dtype.as_dtype(dtype)
     if _active.modes:  # a mode in some thread: look at this thread's
         for mode in reversed(_thread_local.modes):
             make = getattr(mode, "make_factory_tensor", None)
@@ -103,7 +105,9 @@ def _factory(shape, dtype, requires_grad, fill, random: bool = False):
 
 
 def _float_dtype(dtype):
-    return dtype if dtype is not None else _dtype.defaults.float
+    if dtype is None:
+        return _dtype.defaults.float
+    return dtype if dtype.__class__ is not type else _dtype.as_dtype(dtype)
 
 
 # ---------------------------------------------------------------- from data
@@ -165,7 +169,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     _check_device(device)
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)
-    dt = dtype or _infer_dtype(data)
+    dt = _dtype.as_dtype(dtype) or _infer_dtype(data)
     if isinstance(data, Tensor):
         warnings.warn(
             "To copy construct from a tensor, it is recommended to use "
@@ -586,7 +590,7 @@ def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
 def _new(fn):
     def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
                layout=None, pin_memory=False):
-        return fn(*sizes, size=size, dtype=dtype or self.dtype, device=device,
+        return fn(*sizes, size=size, dtype=_dtype.as_dtype(dtype) or self.dtype, device=device,
                   requires_grad=requires_grad)
 
     method.__name__ = "new_" + fn.__name__
@@ -597,13 +601,14 @@ def _new(fn):
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
     """`full` with this tensor's dtype by default."""
-    return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    return full(size, fill_value, dtype=_dtype.as_dtype(dtype) or self.dtype,
+                requires_grad=requires_grad)
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """`tensor` with this tensor's dtype by default."""
-    return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    return tensor(data, dtype=_dtype.as_dtype(dtype) or self.dtype, requires_grad=requires_grad)
 
 
 new_zeros = _new(zeros)

@@ -507,9 +507,13 @@ class Tensor:
                 dtype = a.dtype
             elif isinstance(a, (str, _device_cls)):
                 device = a
+            elif a.__class__ is type and a in _dtype.PYTHON_TYPES:  # `x.to(float)`: float64
+                dtype = _dtype.PYTHON_TYPES[a]
             elif a is not None and not isinstance(a, bool):
                 raise TypeError(f"to() received an invalid combination of arguments - got "
                                 f"({type(a).__name__})")
+        if dtype.__class__ is type:
+            dtype = _dtype.as_dtype(dtype)
         if device is not None:
             _device_cls(device)._check_available()
         if memory_format is not None and getattr(memory_format, "name", "") != "preserve_format":
@@ -531,6 +535,8 @@ class Tensor:
         """The legacy type name (`torch.FloatTensor`), or a conversion to `dtype`."""
         if dtype is None:
             return f"torch.{self._dtype.legacy}Tensor"
+        if dtype in (float, int, bool, complex):  # Python types are no tensor types here
+            raise ValueError(f"invalid type: '{dtype.__name__}'")
         if isinstance(dtype, str):
             name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
             dtype = next(d for d in _dtype.ALL if d.legacy == name)

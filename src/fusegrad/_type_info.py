@@ -22,7 +22,7 @@ class finfo:
     __slots__ = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype")
 
     def __init__(self, type: _dtype.dtype | None = None) -> None:  # noqa: A002
-        d = _dtype.get_default_dtype() if type is None else type
+        d = _dtype.get_default_dtype() if type is None else _dtype.as_dtype(type)
         if not isinstance(d, _dtype.dtype):
             raise TypeError(f"finfo(): argument 'type' (position 1) must be torch.dtype, "
                             f"not {d.__class__.__name__}")
@@ -65,6 +65,7 @@ class iinfo:
     __slots__ = ("bits", "max", "min", "dtype")
 
     def __init__(self, type: _dtype.dtype) -> None:  # noqa: A002
+        type = _dtype.as_dtype(type)  # noqa: A001  (`int` stands for int64, as in PyTorch)
         if not isinstance(type, _dtype.dtype):
             raise TypeError(f"iinfo(): argument 'type' (position 1) must be torch.dtype, "
                             f"not {type.__class__.__name__}")
