@@ -472,8 +472,16 @@ def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
     a = as_dtype(a, work)
     end = as_dtype(as_dtype(end, dt), work)
     w = as_dtype(w, work)
-    return np.where(np.abs(w) < 0.5, a + w * (end - a), end - (end - a) * (1 - w)).astype(
-        dt, copy=False)
+    diff = end - a
+    if dt is F32:
+        # PyTorch's float32 kernel fuses each multiply-add (fma): in float64 the float32
+        # product is exact, so the sum rounds once, to float32, as the fma's does.
+        w = np.asarray(w, F32)  # a Python number weight in float32, as the kernel's opmath
+        a64, end64, diff64 = (np.asarray(v, np.float64) for v in (a, end, diff))
+        w64, rest64 = w.astype(np.float64), (F32.type(1) - w).astype(np.float64)
+        return np.where(np.abs(w) < 0.5, a64 + w64 * diff64, end64 - diff64 * rest64).astype(
+            dt, copy=False)
+    return np.where(np.abs(w) < 0.5, a + w * diff, end - diff * (1 - w)).astype(dt, copy=False)
 
 
 def _lerp_meta(a, end, w, kernel="lerp_kernel_scalar"):
