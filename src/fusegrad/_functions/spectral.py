@@ -24,8 +24,8 @@ from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
 from ..ops import fft as F
-from ..ops.padding import constant_pad_nd
 from ..ops._util import size_str
+from ..ops.padding import constant_pad_nd
 from .complex import view_as_complex, view_as_real
 
 _STFT_NO_WINDOW = (
@@ -125,6 +125,7 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
 
 def _stft(input, n_fft, hop_length, win_length, window, normalized, onesided,
           return_complex, align_to_window):
+    """stft below its Python layer (PyTorch's `_VF.stft`): checks, framing, transform."""
     if window is None:
         warn_once_at(3, _STFT_NO_WINDOW)
     if return_complex is None:
@@ -181,9 +182,10 @@ def _stft(input, n_fft, hop_length, win_length, window, normalized, onesided,
         out = call(F.fft_c2c, frames, [2], norm, True)
     else:
         out = call(F.fft_r2c, frames, [2], norm, onesided)
-    out = out.transpose(1, 2)
+    # In place, as PyTorch (its graph shows TransposeBackward1 and SqueezeBackward4).
+    out.transpose_(1, 2)
     if not batched:
-        out = out.squeeze(0)
+        out.squeeze_(0)
     return out if return_complex or return_complex is None else view_as_real(out)
 
 
@@ -256,8 +258,9 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None,
         end = start + length
     else:
         end = expected - n_fft // 2 if center else expected
-    signal = signal[:, start:end]
-    envelope = envelope[:, start:end]
+    kept = min(end, expected) - start  # narrow, not [:, start:end]: a slice even when whole
+    signal = signal.narrow(1, start, kept)
+    envelope = envelope.narrow(1, start, kept)
     if envelope.abs().min().item() < _NOLA_MIN:
         # PyTorch's message prints the failed condition, a 0-d bool tensor.
         raise RuntimeError(where + " window overlap add min: 1\n[ CPUBoolType{} ]")

@@ -47,6 +47,7 @@ split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmed
 nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
 is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
 triangular_solve matrix_power matrix_exp cross inner vdot addr addbmm kron lu_solve lu
+stft istft
 """.split()
 
 # Tensor methods that are the in-place op of the same name, on `self` alone (`x.exp_()`)

@@ -97,6 +97,7 @@ as_strided_scatter index_reduce norm_except_dim _weight_norm range cond while_lo
 histogramdd
 vmap from_dlpack to_dlpack binomial svd_lowrank pca_lowrank fork wait classproperty get_file_path
 sym_int sym_float sym_max sym_min sym_not sym_ite sym_sqrt sym_sum
+stft istft
 """.split()
 # Tensor methods that are no registry op: conversions, sizes and autograd entry points Tensor
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
@@ -194,7 +195,8 @@ __neg__ __abs__ __invert__ __pos__ __len__ __bool__ __float__ __int__ __index__ 
 __repr__ __format__ __array__ __deepcopy__ __reduce_ex__""",
     PYTHON_METHOD: """
 __repr__ __format__ __len__ __deepcopy__ __reduce_ex__ __array__ split backward norm unique
-unique_consecutive lu unflatten register_hook register_post_accumulate_grad_hook is_shared""",
+unique_consecutive lu unflatten register_hook register_post_accumulate_grad_hook is_shared
+stft istft""",
     PYTHON_FUNCTION: """
 atleast_1d atleast_2d atleast_3d block_diag broadcast_tensors cartesian_prod cdist
 chain_matmul einsum lu meshgrid norm split stft tensordot unique unique_consecutive
