@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "hub", "cli", "__main__")),
     ("fx", "graph IR, ONNX export, drawings", ("fx", "onnx", "viz", "export")),
     ("compiler", "capture, AOT autograd, code generation, script", (
-        "compiler", "_dynamo", "_inductor", "jit", "_functorch", "fx.experimental")),
+        "compiler", "_dynamo", "_inductor", "_logging", "jit", "_functorch", "fx.experimental")),
 ]
 # The core: everything below nn. No import loop is allowed among its modules.
 CORE = ("base", "records", "tensor", "dispatch", "factories", "ops", "autograd", "public")
@@ -102,6 +102,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     # PyTorch's; linalg, which holds it, is built over the public functions.
     ("fusegrad._functions.reduction", "fusegrad.linalg"):
         "`norm(p='nuc')` is `linalg.matrix_norm`, whose module imports this one",
+    # `stft(pad_mode="circular")` pads as `nn.functional.pad` does, from slice copies (the
+    # graph PyTorch records); the other modes call their padding ops directly.
+    ("fusegrad._functions.spectral", "fusegrad.nn._functional_extra"):
+        "`stft`'s circular padding is nn's `pad_circular`",
     ("fusegrad.ops.registry", "fusegrad"):
         "`OpDef.public_function` looks the op's public function up by name (for protocol "
         "types), until the public surface is generated from the registry",

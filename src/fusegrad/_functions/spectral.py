@@ -24,6 +24,7 @@ from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
 from ..ops import fft as F
+from ..ops import padding as PD
 from ..ops._util import size_str
 from ..ops.padding import constant_pad_nd
 from .complex import view_as_complex, view_as_real
@@ -97,6 +98,22 @@ def _overlap_add(frames: Tensor, length: int, hop: int) -> Tensor:
     return out.index_add(1, tensor(index), frames.reshape(batch, count * size))
 
 
+def _pad_signal(x: Tensor, half: int, mode: str) -> Tensor:
+    """`x` (batch, channel, time) padded by `half` points at both ends of time in `mode`, as
+    `nn.functional.pad(x, [half, half], mode)` pads it (the ops it runs, called here)."""
+    if mode == "constant":
+        return call(PD.constant_pad_nd, x, [half, half], 0)
+    if mode == "reflect":
+        return call(PD.reflection_pad1d, x, [half, half])
+    if mode == "replicate":
+        return call(PD.replication_pad1d, x, [half, half])
+    if mode == "circular":
+        from ..nn._functional_extra import pad_circular
+
+        return pad_circular(x, [half, half])
+    raise NotImplementedError(f"Unrecognised padding mode {mode}")
+
+
 def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
          win_length: int | None = None, window: Tensor | None = None, center: bool = True,
          pad_mode: str = "reflect", normalized: bool = False, onesided: bool | None = None,
@@ -111,13 +128,11 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
     if align_to_window is not None and center:
         raise RuntimeError("stft align_to_window should only be set when center = false")
     if center:
-        # Padded as a 3-D (batch, channel, time) tensor, as nn.functional.pad wants.
-        from ..nn.functional import pad
-
+        # Padded as a 3-D (batch, channel, time) tensor, as nn.functional.pad's 1-D modes want.
         signal_dim = input.dim()
         extended = [1] * (3 - signal_dim) + list(input.size())
         half = int(n_fft // 2)
-        input = pad(input.view(extended), [half, half], pad_mode)
+        input = _pad_signal(input.view(extended), half, pad_mode)
         input = input.view(input.shape[-signal_dim:])
     return _stft(input, n_fft, hop_length, win_length, window, normalized, onesided,
                  return_complex, align_to_window)
