@@ -177,7 +177,8 @@ from . import _out  # noqa: E402
 # `import fusegrad.nn.functional` and unpickling all reach them through `__getattr__`
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
-    "_dynamo", "_inductor", "accelerator", "amp", "backends", "compiler", "cpu", "cuda", "func",
+    "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
+    "cuda", "func",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
     "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization", "signal",
     "sparse", "special", "testing", "viz",

@@ -3,9 +3,10 @@
 from ..compiler.exc import (
     FailOnRecompileLimitHit,
     InternalTorchDynamoError,
+    RecompileError,
     TorchDynamoException,
     Unsupported,
 )
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit"]
+           "FailOnRecompileLimitHit", "RecompileError"]

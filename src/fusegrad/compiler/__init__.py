@@ -9,6 +9,7 @@ autograd and `"eager"` runs the captured graph as it is.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
@@ -32,6 +33,14 @@ class Config:
         self.automatic_dynamic_shapes = True
         # False: a float input that changed between captures becomes a graph input.
         self.specialize_float = False
+        # True: an int input is always specialized (guarded on its value), never a symbol.
+        self.specialize_int = False
+        # True: a recompile raises RecompileError (a program's check that one graph serves).
+        self.error_on_recompile = False
+        # Accepted as PyTorch's: `.item()` and ops with data-dependent output shapes stay
+        # graph breaks here (unbacked symbols are not implemented), which compute the same.
+        self.capture_scalar_outputs = False
+        self.capture_dynamic_output_shape_ops = False
 
     @property
     def cache_size_limit(self) -> int:
@@ -41,6 +50,35 @@ class Config:
     @cache_size_limit.setter
     def cache_size_limit(self, value: int) -> None:
         self.recompile_limit = value
+
+    def patch(self, changes: dict | None = None, **kwargs):
+        """Settings changed for a `with` block or a decorated function, then restored:
+        `config.patch(error_on_recompile=True)` or `config.patch({"name": value})`."""
+        changes = {**(changes or {}), **kwargs}
+        for name in changes:
+            if not hasattr(self, name):
+                raise AttributeError(f"fusegrad._dynamo.config has no setting {name!r}")
+        return _Patch(self, changes)
+
+
+class _Patch(contextlib.ContextDecorator):
+    """What `Config.patch` returns: a context manager that is also a decorator."""
+
+    def __init__(self, config: Config, changes: dict):
+        self.config = config
+        self.changes = changes
+        self.saved: list = []
+
+    def __enter__(self):
+        self.saved.append({name: getattr(self.config, name) for name in self.changes})
+        for name, value in self.changes.items():
+            setattr(self.config, name, value)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        for name, value in self.saved.pop().items():
+            setattr(self.config, name, value)
+        return False
 
 
 config = Config()

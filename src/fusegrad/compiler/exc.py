@@ -17,9 +17,13 @@ class InternalTorchDynamoError(TorchDynamoException):
     """The translator itself failed (a bug in fusegrad, not in the program)."""
 
 
+class RecompileError(TorchDynamoException):
+    """`config.error_on_recompile` is set and a compiled function had to recompile."""
+
+
 class FailOnRecompileLimitHit(Exception):
     """`fullgraph=True` and a function recompiled past `config.recompile_limit`."""
 
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit"]
+           "FailOnRecompileLimitHit", "RecompileError"]

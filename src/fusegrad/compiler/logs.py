@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import traceback
@@ -17,13 +18,57 @@ ARTIFACTS = ("graph_code", "graph_breaks", "recompiles", "guards", "output_code"
              "perf_hints", "aot_graphs", "aot_joint_graph", "segment_code", "fusion")
 enabled: set[str] = set()
 log = logging.getLogger("fusegrad.compiler")
+# What the compiler did, under PyTorch's `torch._dynamo.utils.counters` keys: "stats"
+# ("calls_captured": ops put in graphs, "unique_graphs": graphs given to a backend),
+# "frames" ("total": captures begun, "ok": finished) and "graph_break" (reason -> count).
+# Never cleared by fusegrad (`reset()` leaves them, as PyTorch's): programs clear them.
+counters: collections.defaultdict = collections.defaultdict(collections.Counter)
+
+# PyTorch's log artifacts fusegrad has no output for: accepted and ignored by `set_logs`.
+_OTHER_ARTIFACTS = frozenset({
+    "bytecode", "ddp_graphs", "graph", "graph_code_verbose", "side_effects", "graph_sizes",
+    "recompiles_verbose", "trace_source", "trace_call", "trace_bytecode", "kernel_code",
+    "schedule", "pre_grad_graphs", "post_grad_graphs", "ir_pre_fusion", "ir_post_fusion",
+    "onnx_diagnostics", "overlap", "cudagraphs", "sym_node", "compiled_autograd",
+    "compiled_autograd_verbose", "cudagraph_static_inputs", "benchmarking", "autotuning",
+    "incremental", "graph_region_expansion", "inductor_metrics", "hierarchical_compile",
+    "compute_dependencies", "caching"})
+# PyTorch's log components (set to a logging level): the artifacts each turns on at INFO,
+# and those it adds at DEBUG. Components without artifacts here are accepted and ignored.
+_COMPONENTS = {
+    "dynamo": (("graph_breaks", "recompiles"), ("guards", "graph_code")),
+    "aot": ((), ("aot_graphs", "aot_joint_graph")),
+    "inductor": (("perf_hints",), ("output_code", "fusion")),
+    "dynamic": ((), ()), "autograd": ((), ()), "distributed": ((), ()), "c10d": ((), ()),
+    "ddp": ((), ()), "fsdp": ((), ()), "dtensor": ((), ()), "onnx": ((), ()),
+    "export": ((), ()),
+}
 
 
-def set_logs(**artifacts: bool) -> None:
-    """Turn log artifacts on or off, e.g. `set_logs(graph_breaks=True)`."""
-    for name, on in artifacts.items():
-        if name not in ARTIFACTS:
+def _component_artifacts(name: str, level) -> dict:
+    """The artifacts PyTorch component `name` set to logging `level` turns on or off."""
+    at_info, at_debug = (ARTIFACTS, ()) if name == "all" else _COMPONENTS[name]
+    on = level is not None and level <= logging.INFO
+    chosen = dict.fromkeys(at_info, on)
+    chosen.update(dict.fromkeys(at_debug, level is not None and level <= logging.DEBUG))
+    return chosen
+
+
+def set_logs(*, modules=None, **artifacts) -> None:
+    """Turn log artifacts on or off, e.g. `set_logs(graph_breaks=True)`: each one named
+    changes, the others stay. PyTorch's keywords are accepted: its component levels
+    (`dynamo=logging.DEBUG`, `all=logging.INFO`; None leaves them) map to the artifacts
+    fusegrad has, and artifacts fusegrad does not make (`bytecode`, `kernel_code`, ...) or
+    `modules=` are ignored."""
+    wanted: dict = {}
+    for name, value in artifacts.items():  # components first: an artifact named wins
+        if name == "all" or name in _COMPONENTS:
+            if value is not None:
+                wanted.update(_component_artifacts(name, value))
+        elif name not in ARTIFACTS and name not in _OTHER_ARTIFACTS:
             raise ValueError(f"unknown log artifact {name!r}; known: {', '.join(ARTIFACTS)}")
+    wanted.update((name, bool(on)) for name, on in artifacts.items() if name in ARTIFACTS)
+    for name, on in wanted.items():
         (enabled.add if on else enabled.discard)(name)
     if enabled and not log.handlers:
         handler = logging.StreamHandler()
@@ -74,6 +119,7 @@ def graph_break(reason: str, code, line: int | None, fallback: bool = False,
     frames = [traceback.FrameSummary(c.co_filename, n or c.co_firstlineno, c.co_name,
                                      lookup_line=False) for c, n in ((code, line), *inner)]
     record = GraphCompileReason(reason, frames, fallback=fallback)
+    counters["graph_break"][reason] += 1
     what = "Eager fallback" if fallback else "Graph break"
     emit("graph_breaks", f"{what} in {frames[-1].name} at {record.where()}: {reason}")
     return record

@@ -34,6 +34,14 @@ COMPILE_TIME_ANSWERS.update({is_compiling: True, is_dynamo_compiling: True,
                              is_exporting: False})
 
 
+def graph_break(msg: str = "") -> None:
+    """End the captured graph here (`torch._dynamo.graph_break()`): the capture stage stops
+    at the call and the code after it starts a new graph. Run eagerly, it does nothing."""
+
+
+graph_break._fusegrad_graph_break = True
+
+
 def allow_in_graph(fn):
     """Mark `fn` (or each of a list of functions) to be recorded as one call in the captured
     graph instead of being translated; later stages trace through it. Returns `fn`."""

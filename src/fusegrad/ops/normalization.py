@@ -311,25 +311,50 @@ def _affine(out, w, b, shape: tuple):
     return out if b is None else out + b.reshape(shape)
 
 
+def _half(x) -> bool:
+    """Whether `x` (a tensor or None) has a half type, which decompositions compute in
+    float32 (`_in_float32`)."""
+    return x is not None and (x.dtype is _dtype.float16 or x.dtype is _dtype.bfloat16)
+
+
+def _in_float32(t):
+    """`t` (a tensor or None) in float32 when it has a half type: the normalizations compute
+    in float32 and round their results once, as their kernels (`_work`) and PyTorch's
+    inductor do; a chain of half-precision ops rounds at every step."""
+    return t.float() if _half(t) else t
+
+
+def _rounded(t, dtype):
+    """`t` computed in float32 for a half type, cast to `dtype` (no op when it has it)."""
+    return t if t.dtype is dtype else t.to(dtype)
+
+
 def _bn_decomposition(x, w, b, rm, rv, training, momentum, eps):
     """Batch statistics (training) or the running ones (eval); training also updates the
-    running statistics in place, with the unbiased variance, as the kernel does."""
+    running statistics in place, with the unbiased variance, as the kernel does. Half
+    types compute in float32 (`_in_float32`)."""
     axes = [0] + list(range(2, x.dim()))
     shape = _bn_shape(x.dim(), x.shape[1])
+    sdt = _stat_dtype(x, w, b, rm, rv)
+    xf, wf, bf = _in_float32(x), _in_float32(w), _in_float32(b)
     if training:
         n = x.numel() // x.shape[1]
-        mean, centred, invstd = _moments(x, axes, n, eps)
+        mean, centred, invstd = _moments(xf, axes, n, eps)
         save_mean, save_invstd = mean.squeeze(axes), invstd.squeeze(axes)
         if rm is not None:
             with no_grad():  # buffers: the update is no part of the differentiated graph
                 var = call(sum_dim, centred * centred, axes, False)
-                rm.copy_(rm * (1 - momentum) + save_mean * momentum)
-                rv.copy_(rv * (1 - momentum) + var * (momentum / max(n - 1, 1)))
+                # The new share rounded to the buffer's dtype, then added, as the kernel.
+                rm.copy_(rm * (1 - momentum) + _rounded(save_mean * momentum, rm.dtype))
+                rv.copy_(rv * (1 - momentum) +
+                         _rounded(var * (momentum / max(n - 1, 1)), rv.dtype))
         out = centred * invstd
+        save_mean, save_invstd = _rounded(save_mean, sdt), _rounded(save_invstd, sdt)
     else:
-        out = (x - rm.reshape(shape)) * (rv + eps).rsqrt().reshape(shape)
-        save_mean = save_invstd = x.new_zeros((0,))
-    return _affine(out, w, b, shape), save_mean, save_invstd
+        rmf, rvf = _in_float32(rm), _in_float32(rv)
+        out = (xf - rmf.reshape(shape)) * (rvf + eps).rsqrt().reshape(shape)
+        save_mean = save_invstd = x.new_zeros((0,), dtype=sdt)
+    return _rounded(_affine(out, wf, bf, shape), x.dtype), save_mean, save_invstd
 
 
 def _bn_onnx(b, inputs, args, kwargs, opset):
@@ -547,10 +572,14 @@ def _ln_derivative(grads, x, nshape, w, has_bias, eps):
 
 
 def _ln_decomposition(x, normalized_shape, w, b, eps):
+    """The moments over the last dimensions, then the affine map; half types compute in
+    float32 (`_in_float32`)."""
     k = len(normalized_shape)
     axes = list(range(x.dim() - k, x.dim()))
-    mean, centred, rstd = _moments(x, axes, int(np.prod(normalized_shape)), eps)
-    return _affine(centred * rstd, w, b, tuple(normalized_shape)), mean, rstd
+    mean, centred, rstd = _moments(_in_float32(x), axes, int(np.prod(normalized_shape)), eps)
+    out = _affine(centred * rstd, _in_float32(w), _in_float32(b), tuple(normalized_shape))
+    sdt = _stat_dtype(x, w, b)
+    return _rounded(out, x.dtype), _rounded(mean, sdt), _rounded(rstd, sdt)
 
 
 def _ln_onnx(b, inputs, args, kwargs, opset):
@@ -662,9 +691,15 @@ def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):
 
 
 def _gn_decomposition(x, w, b, n, c, hxw, group, eps):
-    mean, centred, rstd = _moments(x.reshape(n, group, -1), [-1], (c // group) * hxw, eps)
-    out = _affine((centred * rstd).reshape(n, c, -1), w, b, (1, c, 1))
-    return out.reshape(tuple(x.shape)), mean.reshape(n, group), rstd.reshape(n, group)
+    """The moments per group, then the per-channel affine map; half types compute in
+    float32 (`_in_float32`)."""
+    xf = _in_float32(x)
+    mean, centred, rstd = _moments(xf.reshape(n, group, -1), [-1], (c // group) * hxw, eps)
+    out = _affine((centred * rstd).reshape(n, c, -1), _in_float32(w), _in_float32(b),
+                  (1, c, 1))
+    sdt = _stat_dtype(x, w, b)
+    return (_rounded(out.reshape(tuple(x.shape)), x.dtype),
+            _rounded(mean.reshape(n, group), sdt), _rounded(rstd.reshape(n, group), sdt))
 
 
 def _gn_samples(rng, dt):

@@ -240,12 +240,26 @@ def _user_object(a) -> bool:
     return not (module == "builtins" or module.startswith(("fusegrad", "numpy")))
 
 
+def _subclass_type(a) -> bool:
+    """Whether `a` (or an item of it) is a tensor subclass that keeps `__torch_function__`
+    (what `as_subclass(cls)` makes): fake tensors stand for plain tensors only."""
+    if isinstance(a, (list, tuple)):
+        return any(_subclass_type(x) for x in a)
+    from ..._torch_function import _FAST_CLASSES
+
+    return isinstance(a, type) and issubclass(a, Tensor) and a not in _FAST_CLASSES
+
+
 def _untraceable(mod) -> str | None:
     """Why a captured graph cannot be traced, or None: an operator of a user object kept
     live in the graph (`x * obj` calling obj.__rmul__) reads the object's state on each
-    call, which a trace would freeze. Such graphs run as they are."""
+    call, which a trace would freeze; a tensor subclass made in the graph (`as_subclass`)
+    would come back a plain tensor. Such graphs run as they are."""
     graph = getattr(mod, "graph", None)
     for n in getattr(graph, "nodes", ()):
+        if n.op in ("call_function", "call_method") and (
+                _subclass_type(n.args) or _subclass_type(tuple(n.kwargs.values()))):
+            return f"{n.name} makes a tensor subclass, which a trace cannot keep"
         if n.op != "call_function":
             continue
         if _user_object(n.args) or _user_object(tuple(n.kwargs.values())):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
+from ..._torch_function import _FAST_CLASSES as _PROTOCOL_FREE_CLASSES
 from ...autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from ...ops.overloads import OpOverload, aten
 from .functionalize import AOTUnsupported
@@ -33,6 +34,9 @@ class OutputInfo:
     view_of_input: int | None = None  # the output is a view of this input ...
     view_steps: list = field(default_factory=list)  # ... made by these (op, args, index)
     view_of_output: int | None = None  # the output is a view (view_steps) of an earlier one
+    # The output is a view (view_steps) of an intermediate the program did not return: the
+    # node returns that intermediate as this extra output, the view is made from it outside.
+    view_of_base: int | None = None
     same_as: int | None = None  # the output is the same tensor as an earlier output
     mutated_input: int | None = None  # not the program's: the new value of this input
 
@@ -43,7 +47,7 @@ class OutputInfo:
         autograd then reaches the inputs through the rebuilt tensor itself."""
         return (self.is_tensor and self.requires_grad and self.same_as is None
                 and self.alias_of_input is None and self.view_of_input is None
-                and self.view_of_output is None)
+                and self.view_of_output is None and self.view_of_base is None)
 
 
 @dataclass
@@ -85,8 +89,13 @@ def _tangents_read(node) -> frozenset:
 
 
 def _check_inputs(args) -> None:
+    """Refuse tensor subclasses other than those that opted out of `__torch_function__`
+    (Parameter and its kin): the trace runs on fake tensors, so a subclass's override (and
+    the subclass of its results) would be lost. `_plain` alone does not tell: subclasses
+    inherit Tensor's True."""
     for a in args:
-        if isinstance(a, Tensor) and type(a)._plain is False:
+        if isinstance(a, Tensor) and (type(a)._plain is False
+                                      or type(a) not in _PROTOCOL_FREE_CLASSES):
             raise AOTUnsupported(f"input of type {type(a).__name__} (a tensor subclass)")
 
 
@@ -120,7 +129,10 @@ def _view_steps(tracer: Tracer, t: Tensor, bases: list):
     (the inputs, or earlier outputs), else None."""
     steps = []
     while id(t) in tracer._recipes:
-        op, rest, index, parent = tracer._recipes[id(t)]
+        step = tracer.replay_step(t)
+        if step is None:  # made anew for autograd (a decomposed op's result)
+            return None
+        op, rest, index, parent = step
         # op None: an alias made outside dispatch (`detach`), replayed as `detach()`.
         if op is not None and any(isinstance(a, Tensor) for a in rest):
             return None
@@ -132,7 +144,28 @@ def _view_steps(tracer: Tracer, t: Tensor, bases: list):
     return None
 
 
-def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
+def _intermediate_view(tracer: Tracer, o: Tensor, outs: tuple, fakes: list):
+    """(base, steps) if `o` is a view chain, replayable outside the graph, of an intermediate
+    (a tensor the graph computed that is neither an input nor an output); else None. Chains
+    of `detach` alone are left as they are: they make no autograd view."""
+    if id(o) not in tracer._recipes:
+        return None
+    root = _root(tracer, o)
+    if not isinstance(root, FakeTensor) or root._base is not None or \
+            root.requires_grad != o.requires_grad or \
+            any(root is t for t in outs) or any(root is f for f in fakes):
+        return None  # (a view made under no_grad of a tensor with history stays as it is)
+    found = _view_steps(tracer, o, [root])
+    if found is None or all(op is None for op, _, _ in found[1]):
+        return None
+    return root, found[1]
+
+
+def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None = None) -> list:
+    """What the runtime must know of each output. With `bases` (a training graph), a view of
+    an intermediate is rebuilt outside the node from that intermediate, appended to `bases`
+    (`view_of_base` indexes it there): a view the graph made would come out of the node
+    made under no_grad, which autograd refuses to write in place."""
     infos = []
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):
@@ -159,6 +192,15 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list) -> list:
                 found = _view_steps(tracer, o, list(outs[:k]))
                 if found is not None:
                     info.view_of_output, info.view_steps = found
+                elif bases is not None:
+                    found = _intermediate_view(tracer, o, outs, fakes)
+                    if found is not None:
+                        base, info.view_steps = found
+                        index = next((j for j, b in enumerate(bases) if b is base), None)
+                        if index is None:
+                            index = len(bases)
+                            bases.append(base)
+                        info.view_of_base = index
         infos.append(info)
     _check_output_aliases(tracer, outs, infos)
     return infos
@@ -175,17 +217,21 @@ def _root(tracer: Tracer, t: Tensor) -> Tensor:
 def _check_output_aliases(tracer: Tracer, outs: tuple, infos: list) -> None:
     """Outputs sharing memory must be rebuilt as views of the first of them (or be it):
     any other aliasing would come back as separate copies, or as one tensor where eager
-    returns two (`y.detach(), y`), so it is not traced."""
+    returns two (`y.detach(), y`), so it is not traced. Views of one intermediate are
+    rebuilt from it (`view_of_base`) when every output sharing it is such a view."""
     first: dict = {}
+    rebuilt: dict = {}  # root -> whether its outputs are views rebuilt from the intermediate
     for o, info in zip(outs, infos):
         if not info.is_tensor or info.same_as is not None or info.alias_of_input is not None \
                 or info.view_of_input is not None:
             continue
         root = _root(tracer, o)
         root = id(root._base if root._base is not None else root)
+        from_base = info.view_of_base is not None
         if root not in first:
             first[root] = o
-        elif info.view_of_output is None:
+            rebuilt[root] = from_base
+        elif rebuilt[root] != from_base or (not from_base and info.view_of_output is None):
             raise AOTUnsupported("outputs that are views of one another")
 
 
@@ -228,9 +274,10 @@ def _start(args, decompositions, known_constants, prefix: str):
     return tracer, _fake_inputs(tracer, args, prefix)
 
 
-def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
+def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
     """Run the program under the tracer: its outputs, how they were returned, what the
-    runtime must know of them, their nodes, and the inputs it wrote."""
+    runtime must know of them, their nodes, and the inputs it wrote. `bases`: see
+    `_output_infos`."""
     with set_grad_enabled(is_grad_enabled()), tracer:  # the caller's mode comes back after
         # The program starts in the caller's grad mode; its switches are recorded (and take
         # effect in the trace, so what it computes under no_grad has no gradient); the mode
@@ -249,7 +296,7 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool):
         # Nodes first: an output made outside dispatch (`y.detach()`) is linked to the
         # tensor it aliases only when its node is looked up, which `_output_infos` reads.
         fw_nodes = [tracer._map_output(o) for o in outs]
-    infos = _output_infos(tracer, outs, fakes)
+    infos = _output_infos(tracer, outs, fakes, bases)
     with tracer:
         mutated = _writebacks(tracer, fakes, args, training)
     return outs, structure, infos, fw_nodes, mutated
@@ -263,13 +310,25 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     # history, so each is reached through a stand-in sharing its AccumulateGrad node.
     accumulators = [fakes[i]._grad_accumulator() for i in grad_inputs]
     targets = [fakes[i]._shallow_copy() for i in grad_inputs]
-    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, True)
+    bases: list = []
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, True, bases)
     n_user = len(outs)
     for i in mutated:  # an input written with history is an output of the node too
         if fakes[i].grad_fn is not None:  # (not one written under no_grad)
             outs += (fakes[i],)
             infos.append(OutputInfo(True, requires_grad=True, mutated_input=i))
             fw_nodes.append(tracer.node_of(fakes[i]))
+    # The intermediates returned views are rebuilt from come last: outputs of the node,
+    # through which autograd reaches the graph (their tangents), not the program's.
+    first_base = len(outs)
+    for info in infos[:n_user]:
+        if info.view_of_base is not None:
+            info.view_of_base += first_base
+    for b in bases:
+        outs += (b,)
+        infos.append(OutputInfo(True, requires_grad=b.requires_grad))
+        with tracer:
+            fw_nodes.append(tracer._map_output(b))
     diff = [o for o, info in zip(outs, infos) if info.takes_tangent]
     tangents = []
     first = next(n for n in tracer.graph.nodes if n.op != "placeholder")

@@ -5,7 +5,8 @@ the forward graph (outputs, then the values saved for backward), its backward ru
 backward graph on the saved values and the incoming gradients; the backward graph is compiled
 on its first use. Its node prints as `CompiledFunctionBackward`, as PyTorch's. Outputs the
 program returned as an input itself, a view of an input, or twice, are rebuilt outside the
-node from the real inputs, so they alias as in eager mode.
+node from the real inputs, so they alias as in eager mode; a view of an intermediate is
+rebuilt from that intermediate, which the node returns as an extra output.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
     # return twice, nor mark non-differentiable for the alias's sake.
     returned = [k for k, info in enumerate(infos)
                 if info.same_as is None and info.alias_of_input is None
-                and info.view_of_input is None and info.view_of_output is None]
+                and info.view_of_input is None and info.view_of_output is None
+                and info.view_of_base is None]
     diff = [k for k in returned if infos[k].takes_tangent]
     written = [infos[k].mutated_input for k in returned if infos[k].mutated_input is not None]
     num_out = trace.num_fwd_outputs
@@ -57,7 +59,8 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                 if switches else fw(*args)
             # An input the graph wrote (and that has history) is returned as itself, marked
             # dirty: it takes this node as its grad_fn, as an in-place op would give it.
-            outs = [result[k] if infos[k].mutated_input is None else args[infos[k].mutated_input]
+            outs = [args[infos[k].mutated_input] if infos[k].mutated_input is not None
+                    else _unview(result[k], args) if infos[k].requires_grad else result[k]
                     for k in returned]
             ctx.mark_dirty(*[args[i] for i in written])
             saved = result[num_out:]
@@ -67,7 +70,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             # Gradients of unused outputs arrive as None: the backward tells them apart.
             ctx.set_materialize_grads(False)
             ctx._shapes = [(tuple(result[k].shape), result[k].dtype) for k in diff]
-            ctx.mark_non_differentiable(*[result[k] for k in returned
+            ctx.mark_non_differentiable(*[o for k, o in zip(returned, outs)
                                           if infos[k].is_tensor and not infos[k].requires_grad])
             return tuple(outs)
 
@@ -105,6 +108,22 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             return tuple(out)
 
     return CompiledFunction, returned
+
+
+def _unview(t, args):
+    """`t`, a differentiable output, as a tensor of its own when the graph made it as a view
+    of one of its own intermediates (a functionalized write leaves `view(clone(...))`): such
+    a view was made under the node's no_grad, and autograd refuses to write it in place. Its
+    memory and version counter stay shared: only the graph held its base. A view of an input
+    stays a view (it is the input's memory)."""
+    if not isinstance(t, Tensor) or t._base is None:
+        return t
+    base = t._base
+    if any(isinstance(a, Tensor) and (a is base or a._base is base) for a in args):
+        return t
+    own = t._shallow_copy()
+    own._base = None
+    return own
 
 
 class _BackwardOnce(Function):
@@ -148,6 +167,8 @@ def finish_outputs(trace: TraceResult, args, outs: list):
             final.append(_replay_view(args[info.view_of_input], info.view_steps))
         elif info.view_of_output is not None:
             final.append(_replay_view(final[info.view_of_output], info.view_steps))
+        elif info.view_of_base is not None:  # a view of an intermediate the node returned
+            final.append(_replay_view(outs[info.view_of_base], info.view_steps))
         else:
             final.append(outs[k])
     if trace.structure is None:

@@ -81,6 +81,13 @@ class Tracer(_dispatch.DispatchMode):
         # id(view) -> (view op, its other arguments, output index or None, parent tensor);
         # op None: an alias made outside dispatch (detach).
         self._recipes: dict[int, tuple] = {}
+        # id(tensor) -> (step, tensor) for the results of decomposed ops. A view op's: the
+        # step (view op, its other arguments, output index or None, parent) an output
+        # rebuilt outside the graph replays, the op the program called (`t`, not the
+        # `permute` it decomposes to), as eager makes it. A view of the decomposition's own
+        # values: step None, as autograd records the op itself on it, so it is no view to
+        # rebuild (group_norm's final `reshape`).
+        self._replays: dict[int, tuple] = {}
         self._by_vc: dict[int, list] = {}  # id(version counter) -> tensors sharing it
         self._by_data: dict[int, Tensor] = {}  # id(ndarray) -> tensor (real mode)
         self._const_nodes: dict[int, object] = {}
@@ -229,7 +236,16 @@ class Tracer(_dispatch.DispatchMode):
             mode, self.grad_mode = self.grad_mode, None
             try:
                 with self, no_grad():
-                    return fn(*args)
+                    out = fn(*args)
+                    # The decomposition's last op decides its result's layout (a softmax
+                    # ends in a division, which follows its operands); eager's kernel of
+                    # `op` makes a contiguous one, which the program can see (`view`).
+                    if op.result_order == "contiguous" and not op.view and \
+                            isinstance(out, Tensor) and not out.is_contiguous():
+                        out = out.contiguous()
+                    if self.functional:
+                        self._note_replay(op, args, out)
+                    return out
             finally:
                 self.grad_mode = mode
         if self.functional and op.inplace:
@@ -266,6 +282,32 @@ class Tracer(_dispatch.DispatchMode):
             self._set(out, node)
             if self.functional and op.view and out is not args[0]:
                 self._recipes[id(out)] = (op, tuple(args[1:]), None, args[0])
+
+    def _note_replay(self, op, args, out) -> None:
+        """Remember how decomposed op `op` made its results (see `_replays`)."""
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor) or id(o) not in self._recipes or \
+                    any(o is a for a in inputs):
+                continue  # (a result that is no view needs no note)
+            t = o
+            while id(t) in self._recipes and not any(t is a for a in inputs):
+                t = self._recipes[id(t)][3]
+            if op.view and args and t is args[0]:  # a view of it (not a copy): replay `op`
+                index = i if isinstance(out, (tuple, list)) else None
+                self._replays[id(o)] = ((op, tuple(args[1:]), index, args[0]), o)
+            elif not any(t is a for a in inputs):  # a view of the decomposition's own value
+                self._replays[id(o)] = (None, o)
+
+    def replay_step(self, t: Tensor) -> tuple | None:
+        """(op, other arguments, output index, parent) making view `t` from its parent: the
+        op the program called where it was decomposed; None where `t` is no view for
+        autograd (the result of a decomposed op that is not a view op)."""
+        entry = self._replays.get(id(t))
+        if entry is not None and entry[1] is t:
+            return entry[0]
+        return self._recipes[id(t)]
 
     def _chain(self, t: Tensor) -> list:
         """`t`, the tensor it is a view of, and so on up to its base, with current nodes."""

@@ -106,6 +106,14 @@ def _has_tensor(values) -> bool:
     return False
 
 
+def _graph_break_message(args: list, kwargs: dict) -> str:
+    """The `msg` a `graph_break(msg)` call passes, when it is a constant string."""
+    value = args[0] if args else kwargs.get("msg")
+    if isinstance(value, ConstantVariable) and isinstance(value.value, str):
+        return value.value
+    return ""
+
+
 def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Variable:
     """The result of calling `fn(*args, **kwargs)` during translation."""
     if tr.concrete:
@@ -128,6 +136,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     f = fn.value
     if getattr(f, "_fusegrad_disabled", False):
         raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked compiler.disable")
+    if getattr(f, "_fusegrad_graph_break", False):  # the program asks for a break here
+        message = _graph_break_message(args, kwargs)
+        raise Unsupported("graph_break() called" + (f": {message}" if message else ""))
     if f in COMPILE_TIME_ANSWERS and not args and not kwargs:  # is_compiling()
         return ConstantVariable(COMPILE_TIME_ANSWERS[f])
     if getattr(f, "_fusegrad_constant_result", False):  # assume_constant_result

@@ -6,7 +6,8 @@
   the one recorded before, that dimension is symbolic from then on (so a third batch size
   reuses the second graph).
 - `dynamic=False`: all static, whatever was marked.
-- Integer inputs (a local int after a graph break, an int argument) follow the same rules.
+- Integer inputs (a local int after a graph break, an int argument) follow the same rules,
+  unless `config.specialize_int` (then they are always constants, guarded on their value).
 - Float inputs (a float argument, a `loss.item()` on the stack after a break) too, unless
   `config.specialize_float` (symfloat.py): PyTorch's `specialize_float = False`.
 - `mark_dynamic(t, dim)` / `maybe_mark_dynamic(t, dim)` make a dimension symbolic from the
@@ -90,7 +91,7 @@ class DynamicPolicy:
     def is_dynamic_int(self, start: int, source: str, value: int) -> bool:
         """Whether integer input `value` (read from `source`) is a symbol: with
         `dynamic=True`, or once it changed between captures (automatic dynamic)."""
-        if self.dynamic is False or value < 2:
+        if self.dynamic is False or value < 2 or getattr(self.config, "specialize_int", False):
             return False  # 0 and 1 stay static, as sizes do
         if self.dynamic is True:
             return True

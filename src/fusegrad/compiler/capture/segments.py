@@ -147,6 +147,8 @@ class FrameRunner:
         if len(entries) >= self.limit:
             self._limit_hit(offset, entries, L, S)
             return None
+        if entries and self.config.error_on_recompile:
+            self._recompile_error(offset, entries, L, S)
         if entries:
             reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
             if _stance.current.stance == "eager_on_recompile":
@@ -166,6 +168,17 @@ class FrameRunner:
         seg = self.capture(offset, L, S)
         entries.append(seg)
         return seg
+
+    def _recompile_error(self, offset: int, entries: list, L: dict, S: list) -> None:
+        """`config.error_on_recompile`: a recompile raises, naming the failed guard."""
+        from ..exc import RecompileError
+
+        G = self.fn.__globals__
+        reason = entries[-1].guards.failure(L, S, G) if entries[-1].guards else ""
+        line = _line_of(self.code, offset) if offset else self.code.co_firstlineno
+        raise RecompileError(
+            f"Recompiling function {self.code.co_name} in {self.code.co_filename}:{line}\n"
+            f"    triggered by the following guard failure(s):\n    - {reason}")
 
     def _limit_hit(self, offset: int, entries: list, L: dict, S: list) -> None:
         """Past `recompile_limit` at `offset`: a reported fallback (warned once), or with
@@ -237,8 +250,11 @@ class FrameRunner:
         grad_mode = _thread_local.grad_enabled
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
+        logs.counters["frames"]["total"] += 1
         try:
-            return self._capture(start, L, S)
+            seg = self._capture(start, L, S)
+            logs.counters["frames"]["ok"] += 1
+            return seg
         except Unsupported:
             raise  # fullgraph=True
         except Exception as e:  # a translator bug must not fail a program eager would run
@@ -395,6 +411,9 @@ class FrameRunner:
                       f"{seg.start})\n{gm.code}")
             seg.compiled = self.backend(gm, example_inputs)
             self.history.append(("graph", gm))
+            stats = logs.counters["stats"]
+            stats["unique_graphs"] += 1
+            stats["calls_captured"] += sum(n.op.startswith("call_") for n in graph.nodes)
         self._generate(seg, scope, [fast_sizes(s) for s in sources])
 
     def _generate(self, seg: Segment, scope: dict, sources: list) -> None:

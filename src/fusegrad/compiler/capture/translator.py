@@ -295,8 +295,17 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.push(self.cell_of(name))  # LOAD_CLOSURE of a free variable: its cell
             return
         if name not in self.locals:
-            raise Unsupported(f"local {name!r} read before assignment")
+            self._unbound_local(name)
         self.push(self.locals[name])
+
+    def _unbound_local(self, name: str) -> None:
+        """A local read (or deleted) while unbound. Symbolically a graph break, so that the
+        instruction runs for real; run for real (concrete mode) it raises Python's own
+        UnboundLocalError, which the program's handlers may catch."""
+        if self.concrete and name not in self.code.co_cellvars:
+            raise UnboundLocalError(f"cannot access local variable {name!r} where it is not "
+                                    "associated with a value")
+        raise Unsupported(f"local {name!r} read before assignment")
 
     def STORE_FAST(self, inst):  # noqa: N802
         self._store_fast(inst.argval, self.pop())
@@ -317,7 +326,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.builder.rename(node, name)
 
     def DELETE_FAST(self, inst):  # noqa: N802
-        self.locals.pop(inst.argval, None)
+        if inst.argval not in self.locals:  # `del` of an unbound local raises too
+            self._unbound_local(inst.argval)
+        del self.locals[inst.argval]
 
     def LOAD_CONST(self, inst):  # noqa: N802
         self.push(self.const(inst.argval))
