@@ -246,6 +246,18 @@ def c_gradient(name: str, g, saved, *scalars, row: int = 0):
     return wrap_grad(_native.elementwise("math", name, (gd, sd), scalars, row=row))
 
 
+def half_formula(formula, g, *saved):
+    """`formula(g, *saved)`, a gradient written as tensor ops, computed in float32 when `g`
+    is a half type and rounded to it once, as PyTorch's backward kernels compute half types
+    (its fallbacks run when gradients are recorded or traced, where a chain of half-type ops
+    left some elements several ulps off)."""
+    dt = g.dtype
+    if not dt.is_floating_point or dt.itemsize != 2:
+        return formula(g, *saved)
+    up = [t.float() if getattr(t, "dtype", None) is dt else t for t in (g, *saved)]
+    return formula(*up).to(dt)
+
+
 def wrap_grad(a):
     """A gradient array as a tensor (None stays None)."""
     if a is None:

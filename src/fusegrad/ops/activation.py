@@ -17,7 +17,16 @@ from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _special_kernels
 from . import _onnx as ox
 from ._onnx import clip, gelu_formula, onnx_op
-from ._util import F32, HALF, c_contiguous, c_gradient, rand_array, unary_meta, unary_samples
+from ._util import (
+    F32,
+    HALF,
+    c_contiguous,
+    c_gradient,
+    half_formula,
+    rand_array,
+    unary_meta,
+    unary_samples,
+)
 from .activation_backward import hardtanh_backward, leaky_relu_backward
 from .registry import Sample, inplace_variant, register
 
@@ -126,14 +135,21 @@ def _gelu_derivative(g, x, approximate="none"):
     grad = c_gradient("gelu_tanh_grad" if approximate == "tanh" else "gelu_grad", g, x)
     if grad is not None:  # one C pass instead of ten recorded ops
         return (grad, None)
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        t = inner.tanh()
-        d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner), None)
+    return (half_formula(_gelu_tanh_formula if approximate == "tanh" else _gelu_formula, g, x),
+            None)
+
+
+def _gelu_tanh_formula(g, x):
+    inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    t = inner.tanh()
+    d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
+
+
+def _gelu_formula(g, x):
     cdf = 0.5 * (1 + (x * _SQRT_HALF).erf())
     pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
-    return (g * (cdf + x * pdf), None)
+    return g * (cdf + x * pdf)
 
 
 def _gelu_onnx(b, inputs, args, kwargs, opset):
@@ -182,8 +198,12 @@ def _silu_derivative(g, x):
     grad = c_gradient("silu_grad", g, x)
     if grad is not None:
         return (grad,)
+    return (half_formula(_silu_formula, g, x),)
+
+
+def _silu_formula(g, x):
     s = x.sigmoid()
-    return (g * s * (1 + x * (1 - s)),)
+    return g * s * (1 + x * (1 - s))
 
 
 silu = register(
@@ -209,8 +229,11 @@ def _softplus_derivative(g, x, beta, threshold):
     grad = exp_family_gradient("softplus_grad", g, x, beta, threshold)
     if grad is not None:
         return (grad, None, None)
-    bx = x * beta  # (a NaN input gets NaN, as PyTorch's: only bx > threshold passes g)
-    return (g * bx.new_ones(()).where(bx > threshold, bx.sigmoid()), None, None)
+    def formula(g, x):
+        bx = x * beta  # (a NaN input gets NaN, as PyTorch's: only bx > threshold passes g)
+        return g * bx.new_ones(()).where(bx > threshold, bx.sigmoid())
+
+    return (half_formula(formula, g, x), None, None)
 
 
 def _softplus_onnx(b, inputs, args, kwargs, opset):
@@ -245,8 +268,12 @@ def _mish_derivative(g, x):
     grad = exp_family_gradient("mish_grad", g, x)
     if grad is not None:
         return (grad,)
+    return (half_formula(_mish_formula, g, x),)
+
+
+def _mish_formula(g, x):
     t = (x.exp().log1p()).tanh()
-    return (g * (t + x * x.sigmoid() * (1 - t * t)),)
+    return g * (t + x * x.sigmoid() * (1 - t * t))
 
 
 mish = register(
@@ -304,9 +331,12 @@ def _elu_derivative(g, x, alpha, scale, input_scale):
     grad = exp_family_gradient("elu_grad", g, x, alpha, scale, input_scale)
     if grad is not None:
         return (grad, None, None, None)
-    neg = (x * input_scale).exp() * (scale * alpha * input_scale)
-    # (A NaN input takes the exp branch, NaN, as PyTorch's vectorised kernel.)
-    return (g * x.new_full((), scale).where(x > 0, neg), None, None, None)
+    def formula(g, x):
+        neg = (x * input_scale).exp() * (scale * alpha * input_scale)
+        # (A NaN input takes the exp branch, NaN, as PyTorch's vectorised kernel.)
+        return g * x.new_full((), scale).where(x > 0, neg)
+
+    return (half_formula(formula, g, x), None, None, None)
 
 
 def _elu_result_derivative(g, out, alpha, scale, input_scale):
@@ -399,9 +429,12 @@ def _hardswish_derivative(g, x):
     grad = c_gradient("hardswish_grad", g, x)
     if grad is not None:
         return (grad,)
+    return (half_formula(_hardswish_formula, g, x),)
+
+
+def _hardswish_formula(g, x):
     mid = x / 3 + 0.5  # PyTorch's: 0 up to -3 included, 1 from 3 on (and for NaN)
-    grad = mid.where(x < 3, x.new_ones(())).where(~(x <= -3), x.new_zeros(()))
-    return (g * grad,)
+    return g * mid.where(x < 3, x.new_ones(())).where(~(x <= -3), x.new_zeros(()))
 
 
 hardswish = register(

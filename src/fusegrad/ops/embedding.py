@@ -1,5 +1,6 @@
 """Embedding lookup as one op, `embedding` (`EmbeddingBackward0`), and its backward
-`embedding_dense_backward`, an op of its own so that double backward records it.
+`embedding_dense_backward`, an op of its own so that double backward records it. With
+`sparse=True` the weight's gradient is a sparse COO tensor instead (`sparse_weight_grad`).
 """
 
 from __future__ import annotations
@@ -36,13 +37,21 @@ def _check_indices(idx, n):
         raise IndexError("index out of range in self")
 
 
+def _check_weight(w) -> None:
+    """PyTorch's refusal of a weight that is not a matrix (before the index checks)."""
+    if len(w.shape) != 2:
+        raise RuntimeError("'weight' must be 2-D")
+
+
 def _embedding_kernel(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    _check_weight(w)
     check_index_dtype(idx.dtype, 1, "embedding")
     _check_indices(idx, w.shape[0])
     return w[idx]
 
 
 def _embedding_meta(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    _check_weight(w)
     return Spec(tuple(idx.shape) + tuple(w.shape[1:]), w.dtype)
 
 
@@ -90,7 +99,36 @@ embedding_dense_backward = register(
     decomposition=_emb_backward_decomposition)
 
 
-def _embedding_derivative(g, idx, n, padding_idx, scale):
+def sparse_weight_grad(rows, flat_idx, num_weights: int, padding_idx: int = -1):
+    """The weight's gradient of a `sparse=True` lookup as PyTorch builds it: a COO tensor of
+    size (num_weights, D) with one entry per looked-up index, in lookup order, uncoalesced
+    (unless it has at most one entry); its values `rows` (nnz, D), the gradient rows of the
+    lookups, kept as the view they are (PyTorch's values stay a view of the incoming
+    gradient, which decides how later sums of such tensors order their entries). With a
+    `padding_idx` (>= 0) its lookups are left out, the values gathered into a new array,
+    as PyTorch does whether or not the padding index occurs. Recorded when `rows` has a
+    history (double backward), as the sparse constructor (SparseCooTensorWith...)."""
+    from .._tensor import Tensor
+    from . import sparse as SP
+
+    flat = np.asarray(flat_idx, dtype=np.int64).reshape(-1)
+    if padding_idx >= 0:
+        keep = np.flatnonzero(flat != padding_idx)
+        flat = flat[keep]
+        rows = rows.index_select(0, Tensor._make(keep))
+    indices = Tensor._make(flat.reshape(1, -1))
+    size = (num_weights,) + tuple(rows.shape[1:])
+    return SP.run(SP.coo_new, indices, rows, size, flat.size <= 1)
+
+
+def _embedding_derivative(g, idx, n, padding_idx, scale, sparse=False):
+    if sparse:
+        if scale:
+            raise RuntimeError(
+                "embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+        # (a view of `g` when one can be, as PyTorch's `reshape`: see sparse_weight_grad)
+        rows = g.reshape(idx.numel(), g.shape[-1])
+        return (sparse_weight_grad(rows, idx._data, n, padding_idx), None, None, None, None)
     return (_call(embedding_dense_backward, g, idx, n, padding_idx, scale), None, None, None,
             None)
 
@@ -105,12 +143,13 @@ embedding = register(
     nondiff_args=(1,),
     derivative=_embedding_derivative,
     save=lambda out, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False: (
-        idx, w.shape[0], padding_idx, scale_grad_by_freq),
+        idx, w.shape[0], padding_idx, scale_grad_by_freq, bool(sparse)),
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (6, 3), dt), rng.integers(0, 6, s)), name=str(s))
         for s in ((4,), (2, 3), ())],
     onnx=_embedding_onnx, public="embedding",
-    saved_names=("indices", "", "padding_idx", "scale_grad_by_freq"))
+    saved_names=("indices", "weight_sym_argsize_0", "padding_idx", "scale_grad_by_freq",
+                 "sparse"))
 
 
 # ---------------------------------------------------------------- embedding_renorm_

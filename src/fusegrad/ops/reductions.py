@@ -18,6 +18,7 @@ from ._util import (
     c_contiguous,
     c_gradient,
     dtype_of,
+    half_formula,
     numel,
     rand_array,
     saved_shape,
@@ -333,14 +334,14 @@ def _row_gradient(name: str, g, out, dim):
 def _softmax_derivative(g, out, dim):
     grad = _row_gradient("softmax_grad", g, out, dim)
     if grad is None:
-        grad = out * (g - (g * out).sum(dim, keepdim=True))
+        grad = half_formula(lambda g, out: out * (g - (g * out).sum(dim, keepdim=True)), g, out)
     return (grad, None)
 
 
 def _log_softmax_derivative(g, out, dim):
     grad = _row_gradient("log_softmax_grad", g, out, dim)
     if grad is None:
-        grad = g - out.exp() * g.sum(dim, keepdim=True)
+        grad = half_formula(lambda g, out: g - out.exp() * g.sum(dim, keepdim=True), g, out)
     return (grad, None)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import c_contiguous, rand_array, wrap_dim
+from ._util import c_contiguous, half_formula, rand_array, wrap_dim
 from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
 from .activation_backward import threshold_backward
 from .registry import Sample, Spec, inplace_variant, register
@@ -35,7 +35,8 @@ def _celu_derivative(g, x, alpha):
     grad = exp_family_gradient("celu_grad", g, x, alpha)
     if grad is not None:
         return (grad, None)
-    return (g * x.new_ones(()).where(x > 0, (x / alpha).exp()), None)
+    return (half_formula(lambda g, x: g * x.new_ones(()).where(x > 0, (x / alpha).exp()), g, x),
+            None)
 
 
 def _celu_meta(a, alpha=1.0):

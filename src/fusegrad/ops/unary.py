@@ -20,6 +20,7 @@ from ._util import (
     Spec,
     c_gradient,
     cj,
+    half_formula,
     numpy_backward,
     rand_array,
     unary_kernel,
@@ -63,7 +64,7 @@ def _tanh_derivative(g, out):
         # A half type in float32, rounded once, as PyTorch's tanh_backward computes it.
         y = d.astype(F32)
         return (wrap_grad((g._data.astype(F32) * (1 - y * y)).astype(d.dtype)),)
-    return (g * cj(1 - out * out),)
+    return (half_formula(lambda g, out: g * cj(1 - out * out), g, out),)
 
 
 tanh = _unary("tanh", np.tanh, "TanhBackward0", _tanh_derivative,
@@ -88,7 +89,9 @@ def _sigmoid(a):
 
 def _sigmoid_derivative(g, out):
     grad = c_gradient("sigmoid_grad", g, out)
-    return (g * cj(out * (1 - out)),) if grad is None else (grad,)
+    if grad is None:
+        grad = half_formula(lambda g, out: g * cj(out * (1 - out)), g, out)
+    return (grad,)
 
 
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0", _sigmoid_derivative, save_result,
