@@ -438,3 +438,17 @@ def test_type_of_a_python_type_raises_as_torch():
     with pytest.raises(ValueError) as got:
         fusegrad.ones(2).type(float)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.ones(2, 5).unflatten(1, (2, 3)), lambda t: t.unflatten(t.ones(2, 6), 1, ()),
+    lambda t: t.ones(2, 6).unflatten(1, (-1, -1)), lambda t: t.ones(2, 6).unflatten(1, (4, -1)),
+    lambda t: t.tensor(1.0).unflatten(0, (1,)), lambda t: t.ones(2, 6).unflatten(1, (2, 2.0)),
+])
+def test_unflatten_errors_as_torch(call):
+    with pytest.raises((RuntimeError, TypeError)) as want:
+        call(torch)
+    with pytest.raises((RuntimeError, TypeError)) as got:
+        call(fusegrad)
+    assert type(got.value) is type(want.value)
+    assert str(want.value).startswith(str(got.value))  # PyTorch's adds its C++ trace

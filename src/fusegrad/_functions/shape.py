@@ -219,11 +219,27 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def unflatten(input, dim, sizes):
-    """Dim `dim` split into `sizes` (a view)."""
+    """Dim `dim` split into `sizes` (a view), with PyTorch's errors: a size that is not an
+    int, no sizes, sizes that do not fit the dim (named after the op)."""
+    for idx, elem in enumerate(sizes):
+        if isinstance(elem, bool) or not isinstance(elem, int):
+            raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
+                            f"but found element of type {type(elem).__name__} at pos {idx}")
+    if len(sizes) == 0:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    if input.ndim == 0:
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+                           "but tensor has no dimensions")
     d = wrap_dim(dim, input.ndim)
     shape = tuple(input.shape)
-    sizes = S.infer_size(tuple(sizes), shape[d])
-    return view(input, shape[:d] + sizes + shape[d + 1:])
+    try:
+        inferred = S.infer_size(tuple(sizes), shape[d])
+    except RuntimeError as exc:
+        if "is invalid for input of size" in str(exc):
+            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to "
+                               f"the size of dim {d} ({shape[d]}) in the input tensor") from None
+        raise RuntimeError(f"unflatten got an unexpected error:\n{exc}") from None
+    return view(input, shape[:d] + inferred + shape[d + 1:])
 
 
 def movedim(input, source, destination):

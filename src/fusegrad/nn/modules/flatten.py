@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..._tensor import Tensor
 from ._arg_errors import missing_attribute
 from .module import Module
 
@@ -66,32 +65,8 @@ class Unflatten(Module):
 
 
 def _unflatten(input, dim, sizes):
-    """`input.unflatten(dim, sizes)` with the errors of PyTorch's op: a size that is not an
-    int, no sizes, and sizes that do not fit the dim (named after the op)."""
-    from ...ops._util import wrap_dim
-    from ...ops.views import infer_size
-
-    if not isinstance(input, Tensor) or isinstance(dim, str):
-        return input.unflatten(dim, sizes)  # a non-tensor's error; a named dim
-    for idx, elem in enumerate(sizes):
-        if isinstance(elem, bool) or not isinstance(elem, int):
-            raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
-                            f"but found element of type {type(elem).__name__} at pos {idx}")
-    if len(sizes) == 0:
-        raise RuntimeError("unflatten: sizes must be non-empty")
-    d = wrap_dim(dim, input.dim())
-    try:
-        if input.dim() == 0:
-            raise RuntimeError(f"Dimension specified as {d} but tensor has no dimensions")
-        infer_size(sizes, input.shape[d])
-    except RuntimeError as exc:
-        # PyTorch names the op, and says which sizes do not fit when the product is wrong.
-        if "is invalid for input of size" in str(exc):
-            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to "
-                               f"the size of dim {d} ({input.shape[d]}) in the input tensor"
-                               ) from None
-        raise RuntimeError(f"unflatten got an unexpected error:\n{exc}") from None
-    return input.unflatten(d, tuple(sizes))
+    """`input.unflatten(dim, sizes)` (its errors are PyTorch's op's)."""
+    return input.unflatten(dim, sizes if isinstance(sizes, (tuple, list)) else tuple(sizes))
 
 
 # What PyTorch says of a non-tensor input (see `_arg_errors`).
