@@ -222,9 +222,13 @@ def unflatten(input, dim, sizes):
     """Dim `dim` split into `sizes` (a view), with PyTorch's errors: a size that is not an
     int, no sizes, sizes that do not fit the dim (named after the op)."""
     for idx, elem in enumerate(sizes):
-        if isinstance(elem, bool) or not isinstance(elem, int):
+        if isinstance(elem, bool):  # PyTorch's two wordings: a bool, any other non-int
             raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
-                            f"but found element of type {type(elem).__name__} at pos {idx}")
+                            f"but found element of type bool at pos {idx}")
+        if not isinstance(elem, int):
+            raise TypeError("unflatten(): argument 'sizes' failed to unpack the object at pos 2 "
+                            f'with error "type must be tuple of ints,but got '
+                            f'{type(elem).__name__}"')
     if len(sizes) == 0:
         raise RuntimeError("unflatten: sizes must be non-empty")
     if input.ndim == 0:
