@@ -17,68 +17,12 @@ from collections import OrderedDict  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from outcomes import Values, outcome, plain, same_outcome  # noqa: E402
 
 import fusegrad  # noqa: E402
 
 LIBS = (torch, fusegrad)
-
-
-class _Values:
-    """A tensor's values, equal to another's within float32 rounding."""
-
-    def __init__(self, values):
-        self.values = np.asarray(values, dtype=np.float64)
-
-    def __eq__(self, other):
-        return (isinstance(other, _Values) and self.values.shape == other.values.shape
-                and np.allclose(self.values, other.values, rtol=1e-5, atol=1e-6,
-                                equal_nan=True))
-
-    def __repr__(self):
-        return repr(self.values.tolist())
-
-
-def _plain(value):
-    """A result as plain Python (tensors as kind, dtype name, shape and values; dtypes and
-    classes by name), comparable with == across the two libraries."""
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if hasattr(value, "shape") and hasattr(value, "tolist"):
-        kind = "Parameter" if type(value).__name__ == "Parameter" else "tensor"
-        return (kind, str(value.dtype).split(".")[-1], tuple(value.shape),
-                _Values(value.detach().tolist()))
-    if isinstance(value, (torch.dtype, fusegrad.dtype)):
-        return ("dtype", str(value).split(".")[-1])
-    if isinstance(value, type):
-        return ("class", value.__name__)
-    return value
-
-
-def _outcome(program, lib):
-    """('ok', plain result) or (exception type name, message) of `program(lib)`, run with
-    the same seed in each library; warnings as (category, message) pairs."""
-    lib.manual_seed(0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = ("ok", _plain(program(lib)))
-        except Exception as e:  # noqa: BLE001  (the exception is what is compared)
-            # PyTorch's C++ errors end with a stack trace: the message is what precedes it
-            result = (type(e).__name__, str(e).split("\nException raised from")[0].rstrip())
-    return result, [(w.category.__name__, str(w.message)) for w in caught]
-
-
-def _same(program, warns: bool = True):
-    """Both libraries return the same (or raise the same error), with the same warnings
-    unless `warns` is false."""
-    expected, got = (_outcome(program, lib) for lib in LIBS)
-    if warns:
-        assert got == expected
-    else:
-        assert got[0] == expected[0]
-    return expected
+_Values, _plain, _outcome, _same = Values, plain, outcome, same_outcome
 
 
 def _copy_state(src, dst) -> None:
@@ -899,7 +843,6 @@ def test_multihead_attention_key_value_shape_messages(case):
 
 
 def test_dropout2d_of_3d_input_warns_as_torch():
-    import warnings
 
     def messages(lib):
         with warnings.catch_warnings(record=True) as caught:

@@ -120,20 +120,22 @@ _MIXED_GLOBAL_BACKWARD_HOOKS = (
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """Call `hook(module, grad_input, grad_output)` when the input gradients of every module
     are computed, before the module's own backward hooks; it may return new grad_input."""
-    global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is False:
-        raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
-    _global_is_full_backward_hook = True
-    return _add(_global_backward_hooks, hook)
+    return _add_global_backward_hook(hook, True)
 
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     """Deprecated (use `register_module_full_backward_hook`): every module's deprecated
     backward hook (see `Module.register_backward_hook`), before the module's own."""
+    return _add_global_backward_hook(hook, False)
+
+
+def _add_global_backward_hook(hook: Callable, full: bool) -> RemovableHandle:
+    """Add a global backward hook of the full kind (`full`) or the deprecated one; the two
+    kinds do not mix, as in PyTorch."""
     global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is True:
+    if _global_is_full_backward_hook is (not full):
         raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
-    _global_is_full_backward_hook = False
+    _global_is_full_backward_hook = full
     return _add(_global_backward_hooks, hook)
 
 

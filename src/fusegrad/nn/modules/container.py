@@ -23,6 +23,15 @@ def _type_repr(cls: type) -> str:
     return f"<class '{module}.{cls.__qualname__}'>"
 
 
+
+def _list_key(idx, n: int) -> str:
+    """The key under which a list container of `n` entries keeps entry `idx` (negative
+    counting from the end); PyTorch's IndexError out of range."""
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    return str(idx % n)
+
 class Container(Module):
     """The deprecated module holding the submodules given as keywords."""
 
@@ -179,11 +188,8 @@ class ModuleList(Module):
         if modules is not None:
             self.extend(modules)
 
-    def _index(self, idx: int) -> str:
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        return str(idx % len(self))
+    def _index(self, idx) -> str:
+        return _list_key(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -336,10 +342,7 @@ class ParameterList(Module):
             self += values
 
     def _index(self, idx) -> str:
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        return str(idx % len(self))
+        return _list_key(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):

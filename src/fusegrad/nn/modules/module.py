@@ -95,24 +95,25 @@ def _hook_function():
     return _HOOK_FN[0]
 
 
-def _full_backward_hooks(module: Module) -> list:
-    """The global and the module's backward hooks of the full kind (the global ones first)."""
+def _backward_hooks_of_kind(module: Module, full: bool) -> list:
+    """The global and the module's backward hooks of the full kind (`full`) or of the
+    deprecated `register_backward_hook` kind, the global ones first."""
     hooks = []
-    if _G._global_is_full_backward_hook is True:
+    if _G._global_is_full_backward_hook is full:
         hooks += _G._global_backward_hooks.values()
-    if module._is_full_backward_hook is True:
+    if module._is_full_backward_hook is full:
         hooks += module._backward_hooks.values()
     return hooks
+
+
+def _full_backward_hooks(module: Module) -> list:
+    """The global and the module's backward hooks of the full kind (the global ones first)."""
+    return _backward_hooks_of_kind(module, True)
 
 
 def _non_full_backward_hooks(module: Module) -> list:
     """The global and the module's hooks of the deprecated `register_backward_hook` kind."""
-    hooks = []
-    if _G._global_is_full_backward_hook is False:
-        hooks += _G._global_backward_hooks.values()
-    if module._is_full_backward_hook is False:
-        hooks += module._backward_hooks.values()
-    return hooks
+    return _backward_hooks_of_kind(module, False)
 
 
 _NON_FULL_ADVICE = "Please use register_full_backward_hook to get the documented behavior."
