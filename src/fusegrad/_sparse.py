@@ -9,7 +9,10 @@ There an op runs its sparse twin (`TWINS`, filled by `fusegrad.ops.sparse` at im
 the same node name, a kernel and derivative for sparse operands); an op without a twin
 raises PyTorch's "Could not run ... 'SparseCPU' backend" error rather than densifying.
 
-This module also defines the layout objects (`fusegrad.strided`, `fusegrad.sparse_coo`).
+This module also defines the layout objects (`fusegrad.strided`, `fusegrad.sparse_coo`),
+and the sums a sparse gradient takes part in as PyTorch orders and rounds them (into a
+sparse or a strided `.grad`, and in the optimizers' sparse updates): `sum_entries`, `add_`,
+`add_to_dense`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ def _layout_named(name: str) -> layout:
 
 # name of a registry op -> the OpDef that computes it when an argument is sparse
 TWINS: dict = {}
+
+# Set once a sparse tensor has been made: the optimizers look for sparse gradients (to
+# refuse them before any update of the group, as PyTorch does) only in programs with one.
+made = [False]
 
 _BACKEND_MESSAGE = (
     "Could not run 'aten::{name}' with arguments from the '{backend}' backend. This could be "
@@ -92,6 +99,7 @@ class SparseTensor(Tensor):
     @classmethod
     def _new(cls, idx: np.ndarray, val: np.ndarray, shape, coalesced: bool,
              dtype=None) -> SparseTensor:
+        made[0] = True
         t = Tensor._make.__func__(cls, None, dtype or _dtype.FROM_NP[val.dtype])
         t._idx = idx
         t._val = val
@@ -207,6 +215,15 @@ class SparseTensor(Tensor):
     def reshape(self, *shape):
         """Not available for sparse tensors, as in PyTorch."""
         raise RuntimeError("reshape is not implemented for sparse tensors")
+
+    def zero_(self) -> SparseTensor:
+        """Drop every entry in place (no entries, coalesced), as PyTorch zeroes a sparse
+        tensor: what `zero_grad(set_to_none=False)` leaves in a sparse `.grad`."""
+        self._idx = np.zeros((self._idx.shape[0], 0), dtype=np.int64)
+        self._val = np.zeros((0,) + self._val.shape[1:], dtype=self._val.dtype)
+        self._coal = True
+        self._vc[0] += 1
+        return self
 
     # ------------------------------------------------------------ components
 
@@ -324,3 +341,136 @@ def is_sparse(t) -> bool:
 def make(idx: np.ndarray, val: np.ndarray, shape, coalesced: bool, dtype=None) -> SparseTensor:
     """A sparse tensor over the given arrays (no copy, no checks)."""
     return SparseTensor._new(idx, val, shape, coalesced, dtype)
+
+
+# ---------------------------------------------------------------- sums into gradients
+
+
+def _positions(idx: np.ndarray, shape) -> np.ndarray:
+    """Row-major positions of the entries `idx` in the sparse dims of `shape`."""
+    if idx.shape[0] == 1:
+        return idx[0]
+    if idx.shape[0] == 0:
+        return np.zeros(idx.shape[1], dtype=np.int64)
+    return np.ravel_multi_index(tuple(idx), tuple(shape[:idx.shape[0]]))
+
+
+def _merge_slots(la: list, lb: list) -> tuple:
+    """The output slot of each entry of two entry lists walked together, each step taking
+    the entry at the smaller position of the two current ones, or both into one slot when
+    their positions are equal (the lists need not be sorted: an uncoalesced operand keeps
+    its order and duplicates). Returns (slots of `la`, slots of `lb`, number of slots)."""
+    na, nb = len(la), len(lb)
+    sa: list = []
+    sb: list = []
+    i = j = n = 0
+    while i < na and j < nb:
+        x = la[i]
+        y = lb[j]
+        if x == y:
+            sa.append(n)
+            sb.append(n)
+            i += 1
+            j += 1
+        elif x < y:
+            sa.append(n)
+            i += 1
+        else:
+            sb.append(n)
+            j += 1
+        n += 1
+    sa.extend(range(n, n + na - i))
+    n += na - i
+    sb.extend(range(n, n + nb - j))
+    n += nb - j
+    return sa, sb, n
+
+
+def sum_entries(a: SparseTensor, b: SparseTensor, alpha=1) -> tuple:
+    """The (indices, values, coalesced) of `a + alpha * b` for sparse tensors of one size,
+    in the order PyTorch's sum gives them (found by experiment): an operand without
+    entries gives the other's (scaled); when both value arrays are contiguous, the
+    entries of the two walked together (`_merge_slots`: coalesced operands give a
+    coalesced sum); otherwise `a`'s entries followed by `b`'s, uncoalesced. The values are
+    new arrays, or `a`'s own when `b` has no entries."""
+    if b._idx.shape[1] == 0:
+        return a._idx, a._val, a._coal
+    b_val = b._val * alpha if alpha != 1 else b._val  # (b's entries alone: rounded once)
+    if a._idx.shape[1] == 0:
+        return b._idx.copy(), np.array(b_val, order="C"), b._coal
+    dt = np.result_type(a._val, b_val)
+    if not (a._val.flags.c_contiguous and b._val.flags.c_contiguous):
+        return (np.concatenate([a._idx, b._idx], axis=1),
+                np.concatenate([a._val, b_val]).astype(dt, copy=False), False)
+    coal = a._coal and b._coal
+    la = _positions(a._idx, a._sshape).tolist()
+    lb = _positions(b._idx, b._sshape).tolist()
+    if la == lb:  # the same entries (a gradient summed with one of the same lookups)
+        return a._idx.copy(), plus(a._val, b._val, alpha, dt), coal
+    sa, sb, n = _merge_slots(la, lb)
+    idx = np.empty((a._idx.shape[0], n), dtype=np.int64)
+    idx[:, sa] = a._idx
+    idx[:, sb] = b._idx
+    val = np.zeros((n,) + a._val.shape[1:], dtype=dt)
+    val[sa] = a._val
+    val[sb] = plus(val[sb], b._val, alpha, dt)  # (a slot of b's alone: 0 + alpha * b)
+    return idx, val, coal
+
+
+def plus(x: np.ndarray, y: np.ndarray, alpha, dt) -> np.ndarray:
+    """x + alpha * y in dtype `dt`, as PyTorch's kernels add with an alpha: float32 as one
+    fused multiply-add (alpha rounded to float32; emulated in float64, where the product of
+    two float32 is exact), other dtypes with the product rounded first."""
+    if alpha == 1:
+        return (x + y).astype(dt, copy=False)
+    if dt == np.float32:
+        a = np.float64(np.float32(alpha))
+        return (x.astype(np.float64) + a * y.astype(np.float64)).astype(np.float32)
+    return (x + y * alpha).astype(dt, copy=False)
+
+
+def add_(acc: SparseTensor, other: SparseTensor, alpha=1) -> SparseTensor:
+    """`acc += alpha * other` in place (entries as `sum_entries` orders them, in `acc`'s
+    dtype), bumping `acc`'s version."""
+    idx, val, coal = sum_entries(acc, other, alpha)
+    acc._idx = idx
+    acc._val = val.astype(acc._val.dtype, copy=False)
+    acc._coal = coal
+    acc._vc[0] += 1
+    return acc
+
+
+def add_to_dense(dst: np.ndarray, s: SparseTensor, alpha=1) -> None:
+    """`dst += alpha * s` in place for a strided array `dst` of `s`'s size: the entries
+    added one after another in their stored order, as PyTorch's kernel adds them (so a
+    repeated index sums in that order). A float32 `dst` with `alpha` other than 1 gets
+    each entry as one fused multiply-add (alpha rounded to float32), emulated in float64
+    (the product of two float32 is exact there): PyTorch's bits."""
+    idx, val = s._idx, s._val
+    if idx.shape[1] == 0:
+        return
+    where = tuple(idx)
+    if alpha == 1:
+        np.add.at(dst, where, val.astype(dst.dtype, copy=False))
+        return
+    if dst.dtype != np.float32:
+        np.add.at(dst, where, (val * alpha).astype(dst.dtype, copy=False))
+        return
+    pos = _positions(idx, dst.shape)
+    order = np.argsort(pos, kind="stable")
+    sorted_pos = pos[order]
+    new = np.concatenate(([True], sorted_pos[1:] != sorted_pos[:-1]))
+    if new.all():  # each position once: one vectorized pass
+        rounds = [np.arange(pos.size)]
+    else:
+        # An entry's round is how many earlier entries share its position: in each round
+        # the positions are distinct, and a position's entries come in stored order.
+        starts = np.flatnonzero(new)
+        rank = np.empty(pos.size, dtype=np.int64)
+        rank[order] = np.arange(pos.size) - np.repeat(starts, np.diff(np.append(starts,
+                                                                             pos.size)))
+        by_round = np.argsort(rank, kind="stable")
+        rounds = np.split(by_round, np.cumsum(np.bincount(rank))[:-1])
+    for sel in rounds:
+        at = tuple(i[sel] for i in idx)
+        dst[at] = plus(dst[at], val[sel], alpha, dst.dtype)

@@ -590,7 +590,9 @@ def _set_grad(t, g, create_graph, refs=0):
     retained or captured gradient's as a clone (CloneBackward0)."""
     if t._grad is None:
         if create_graph:
-            t._grad = g.new_empty(g.shape).copy_(g) if refs else g.clone()
+            # (a sparse gradient is cloned, leaf or not: PyTorch's CloneBackward0)
+            t._grad = g.new_empty(g.shape).copy_(g) if refs and not g.is_sparse else \
+                g.clone()
         elif refs and _owned(t, g, refs):
             t._grad = Tensor._make(g._data, g._dtype)
         elif g._plain and (data := g._data).__class__ is np.ndarray and \
@@ -599,10 +601,19 @@ def _set_grad(t, g, create_graph, refs=0):
         else:
             t._grad = g._detached_copy()
     elif create_graph or t._grad.requires_grad or not t._grad._plain:
-        t._grad = t._grad + g
+        if t._grad.is_sparse:
+            _add_to_sparse_grad(t, g, create_graph)
+        else:
+            t._grad = t._grad + g
     else:
         dst = t._grad._data
         src = g._data
+        if src is None:  # a sparse gradient: its entries added into the strided `.grad`
+            from .. import _sparse
+
+            _sparse.add_to_dense(dst, g)
+            t._grad._vc[0] += 1
+            return
         if src.dtype != dst.dtype:
             src = src.astype(dst.dtype)
         if src.shape == dst.shape and dst.size >= _parallel.MIN_CHUNK and \
@@ -611,6 +622,21 @@ def _set_grad(t, g, create_graph, refs=0):
         else:
             np.add(dst, src, out=dst, casting="unsafe")
         t._grad._vc[0] += 1
+
+
+def _add_to_sparse_grad(t, g, create_graph) -> None:
+    """Add `g` into leaf `t`'s sparse `.grad` as PyTorch does: a sparse `g` in place
+    (the same tensor, its entries as a sparse sum orders them), unless the sum is to be
+    recorded; a strided `g` gives a new strided `.grad`, `g + grad`."""
+    grad = t._grad
+    if not g.is_sparse:
+        t._grad = g + grad
+    elif create_graph or grad.requires_grad:
+        t._grad = grad + g
+    else:
+        from .. import _sparse
+
+        _sparse.add_(grad, g)
 
 
 def _owned(t, g, refs) -> bool:

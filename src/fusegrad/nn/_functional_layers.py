@@ -402,6 +402,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         raise ValueError("mode has to be one of sum, mean or max")
     if mode == "max" and scale_grad_by_freq:
         raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
     if max_norm is not None:  # the bags' rows of the weight rescaled in place, untracked
         with no_grad():
             call(EB.embedding_renorm_, weight, input, max_norm, norm_type)

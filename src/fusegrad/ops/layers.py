@@ -10,7 +10,7 @@ import numpy as np
 from .. import _dtype
 from . import _onnx as ox
 from ._util import Spec, index_out_of_range, rand_array, size_str
-from .embedding import check_index_dtype
+from .embedding import check_index_dtype, sparse_weight_grad
 from .nn import _call, _const, _register_multi, _work
 from .registry import Sample, register
 
@@ -340,7 +340,7 @@ def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
             out[3] if mode == _MAX else None,
             _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
             per_sample_weights,
-            weight if need_psw else None)
+            weight if need_psw else None, bool(sparse), int(padding_idx))
 
 
 def _bag_frequencies(idx: np.ndarray) -> np.ndarray:
@@ -354,7 +354,8 @@ def _bag_frequencies(idx: np.ndarray) -> np.ndarray:
     return at_position[np.searchsorted(distinct, idx)]
 
 
-def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight):
+def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight,
+                   sparse=False, padding_idx=-1):
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
     n, dim = wshape
     zeros = g.new_zeros((n, dim))
@@ -365,7 +366,10 @@ def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, w
     rows = g.index_select(0, bag) * scale.unsqueeze(1).to(g.dtype)
     if psw is not None:
         rows = rows * psw.reshape(-1, 1)
-    gw = zeros.index_add(0, idx, rows)
+    if sparse:  # PyTorch's sparse gradient: one entry per looked-up index but the padding
+        gw = sparse_weight_grad(rows, idx._data, n, padding_idx)
+    else:
+        gw = zeros.index_add(0, idx, rows)
     gpsw = None
     if weight is not None:
         gpsw = (g.index_select(0, bag) * weight.index_select(0, idx)).sum(1) * (
@@ -393,4 +397,4 @@ embedding_bag = _register_multi(
     derivative=_eb_derivative, save=_eb_save, samples=_eb_samples,
     nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag", nondiff_args=(1, 2),
     saved_names=("", "indices", "offset2bag", "", "mode", "maximum_indices", "",
-                 "per_sample_weights", ""), onnx=ox.embedding_bag)
+                 "per_sample_weights", "", "sparse", "padding_idx"), onnx=ox.embedding_bag)

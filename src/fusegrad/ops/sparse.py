@@ -54,6 +54,12 @@ def coalesce_arrays(idx: np.ndarray, val: np.ndarray, shape) -> tuple:
     return idx[:, order[starts]], new_val.astype(val.dtype, copy=False)
 
 
+def coalesced_arrays(idx: np.ndarray, val: np.ndarray, shape, coalesced: bool) -> tuple:
+    """(indices, values) of a sparse tensor's entries coalesced: sorted, each position once
+    with its duplicates' values summed (the arrays themselves when already so)."""
+    return (idx, val) if coalesced else coalesce_arrays(idx, val, shape)
+
+
 def _coalesced(s: SparseTensor) -> tuple:
     return (s._idx, s._val) if s._coal else coalesce_arrays(s._idx, s._val, s._sshape)
 

@@ -92,16 +92,8 @@ def _add_kernel(a, b, alpha=1):
         return Tensor._make(a._data + dense_array(_sparse.make(b._idx, bval, b._sshape,
                                                                False)))
     dt = _dtype.promote_types(a._dtype, b._dtype)
-    if a._idx.shape == b._idx.shape and np.array_equal(a._idx, b._idx):
-        val = (a._val + bval).astype(dt.np, copy=False)
-        return _sparse.make(a._idx, val, a._sshape, a._coal and b._coal, dt)
-    if a._coal and b._coal:  # merging two sorted lists is concatenating and coalescing
-        idx = np.concatenate([a._idx, b._idx], axis=1)
-        val = np.concatenate([a._val, bval]).astype(dt.np, copy=False)
-        idx, val = coalesce_arrays(idx, val, a._sshape)
-        return _sparse.make(idx, val, a._sshape, True, dt)
-    idx, val = _merge(a._idx, a._val, b._idx, bval, a._sshape)
-    return _sparse.make(idx, val.astype(dt.np, copy=False), a._sshape, False, dt)
+    idx, val, coal = _sparse.sum_entries(a, b, alpha)  # PyTorch's order of the entries
+    return _sparse.make(idx, np.asarray(val).astype(dt.np, copy=False), a._sshape, coal, dt)
 
 
 def _merge(a_idx, a_val, b_idx, b_val, shape) -> tuple:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _sparse
 from .._tensor import Tensor
+from ..ops.sparse import coalesced_arrays
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
@@ -14,6 +16,7 @@ class Adagrad(Optimizer):
 
     _complex_as_real = True
     _fused_check_once = True
+    _sparse_grads = True
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
@@ -67,3 +70,31 @@ class Adagrad(Optimizer):
         acc = state["sum"]._data
         acc += grad * grad
         data += -clr * (grad / (np.sqrt(acc) + group["eps"]))
+
+    def _check_sparse(self, group: dict) -> None:
+        """The fused update refuses sparse gradients (before any update)."""
+        if group.get("fused") and any(p.grad is not None and p.grad.is_sparse
+                                      for p in group["params"]):
+            raise RuntimeError("`fused` does not support sparse grad or complex param")
+
+    def _update_sparse(self, p, grad, group, state) -> None:
+        """The step for a sparse gradient, as PyTorch's (found by experiment): on the rows
+        the coalesced gradient names, the accumulator takes the squared values and the
+        parameter moves by -clr * value / (sqrt(accumulator) + eps), both strided. Weight
+        decay is refused once the step is counted, as PyTorch counts it."""
+        data = p._data
+        if not state:
+            self._init_state(data, None, group, state)
+        state["step"]._data += 1
+        step = float(state["step"]._data)
+        if group["weight_decay"] != 0:
+            raise RuntimeError("weight_decay option is not compatible with sparse gradients")
+        values = -grad._val if group["maximize"] else grad._val
+        idx, values = coalesced_arrays(grad._idx, values, grad._sshape, grad._coal)
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        rows = tuple(idx)
+        acc = state["sum"]._data
+        acc[rows] += values * values
+        std = np.sqrt(acc[rows]) + group["eps"]
+        step_vals = _sparse.make(idx, values / std, grad._sshape, True)
+        _sparse.add_to_dense(data, step_vals, -clr)

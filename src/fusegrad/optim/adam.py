@@ -93,6 +93,9 @@ class Adam(Optimizer):
 
     _complex_as_real = True
     _capturable_xla = (True, False)
+    # (AdamW's refusal too)
+    _sparse_error = ("Adam does not support sparse gradients, please consider SparseAdam "
+                     "instead")
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,

@@ -164,8 +164,11 @@ class LBFGS(Optimizer):
         parts = []
         for p in self._params:
             data = _real(p._data)
-            parts.append(np.zeros(data.size, data.dtype) if p.grad is None
-                         else _real(p.grad._data).reshape(-1))
+            g = p.grad
+            if g is not None and g._data is None:  # sparse: densified, as PyTorch's LBFGS does
+                g = g.to_dense()
+            parts.append(np.zeros(data.size, data.dtype) if g is None
+                         else _real(g._data).reshape(-1))
         return np.concatenate(parts)
 
     def _add_grad(self, step: float, update: np.ndarray) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _thread_state
+from .. import _sparse, _thread_state
 from .._tensor import Tensor
 from ..autograd.graph import RemovableHandle
 from ..ops import _parallel
@@ -106,6 +106,16 @@ def _step_name(opt: Optimizer, fn: Callable) -> str:
     return repr(fn)
 
 
+def _own_class(opt: Optimizer) -> str:
+    """The name of `opt`'s optimizer: its first class that is fusegrad's (PyTorch's errors
+    name the built-in class, a subclass's too)."""
+    package = __name__.rpartition(".")[0]
+    for cls in type(opt).__mro__:
+        if cls.__module__.startswith(package):
+            return cls.__name__
+    return type(opt).__name__
+
+
 def _hooked_step(fn: Callable, self: Optimizer, *args, **kwargs):
     """`fn(self, *args, **kwargs)` between the global and the optimizer's step hooks: pre
     hooks see (and may replace) the positional arguments, `self` first, and the keywords."""
@@ -164,6 +174,11 @@ class Optimizer:
     # and what it says must be on them (each for its single-tensor, then foreach update).
     _capturable_xla: tuple[bool, bool] | None = None
     _capturable_what = ("params and state_steps", "params and state_steps")
+    # Whether the optimizer updates from sparse gradients (`_update_sparse`); one that does
+    # not refuses them with `_sparse_error`, before any update of the group.
+    _sparse_grads = False
+    # PyTorch's refusal; None: "<the optimizer's class> does not support sparse gradients".
+    _sparse_error: str | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -264,6 +279,8 @@ class Optimizer:
         as_real = self._complex_as_real
         for group in self.param_groups:
             self._check_group(group)
+            if _sparse.made[0]:  # (only a program that made a sparse tensor pays the scan)
+                self._check_sparse(group)
             if group.get("fused") or group.get("capturable"):
                 self._check_flags(group)
             # A group that keeps no state gets a throwaway dict, so `self.state` (and
@@ -273,12 +290,31 @@ class Optimizer:
                 grad = p.grad
                 if grad is not None:
                     state = self.state[p] if keeps else {}
-                    if as_real and p._data.dtype.kind == "c" and grad._data.dtype.kind == "c":
+                    if grad._data is None:  # a sparse gradient (the others are refused)
+                        self._update_sparse(p, grad, group, state)
+                    elif as_real and p._data.dtype.kind == "c" and \
+                            grad._data.dtype.kind == "c":
                         self._update_as_real(p, grad._data, group, state)
                     else:
                         self._update(p, grad._data, group, state)
                     p._vc[0] += 1
         return loss
+
+    def _check_sparse(self, group: dict) -> None:
+        """PyTorch's RuntimeError for a sparse gradient in `group`, before any of the group's
+        updates, when the optimizer has no sparse update."""
+        if self._sparse_grads:
+            return
+        for p in group["params"]:
+            g = p.grad
+            if g is not None and g.is_sparse:
+                raise RuntimeError(self._sparse_error or
+                                   f"{_own_class(self)} does not support sparse gradients")
+
+    def _update_sparse(self, p: Tensor, grad, group: dict, state: dict) -> None:
+        """The update of `p` from its sparse gradient `grad` (a SparseTensor), for the
+        optimizers that set `_sparse_grads`."""
+        raise NotImplementedError
 
     def _check_flags(self, group: dict) -> None:
         """PyTorch's checks, before any update of the group, of `fused` (floating point

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _sparse
 from .._tensor import Tensor
 from ..ops import _native
 from .optimizer import BLOCKED_MIN, Optimizer
+
+# PyTorch's error for a sparse tensor plus a strided one (weight decay, or a momentum
+# buffer of the other layout, on a sparse gradient).
+_SPARSE_PLUS_DENSE = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 
 # `flags` bits of the C update (ops/native/optim.c).
 _MAXIMIZE, _NESTEROV, _MOMENTUM, _FIRST = 1, 2, 4, 8
@@ -20,6 +25,7 @@ class SGD(Optimizer):
     """Stochastic gradient descent (PyTorch's update rule, term for term)."""
 
     _fused_check_once = True
+    _sparse_grads = True
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
@@ -51,7 +57,52 @@ class SGD(Optimizer):
         """Only a momentum buffer is kept: plain SGD leaves `state` empty, as in PyTorch."""
         return group["momentum"] != 0
 
+    def _check_sparse(self, group: dict) -> None:
+        """The fused update refuses sparse gradients (before any update)."""
+        if group.get("fused") and any(p.grad is not None and p.grad.is_sparse
+                                      for p in group["params"]):
+            raise RuntimeError("`_fused_sgd` does not support sparse gradients")
+
+    def _update_sparse(self, p, grad, group, state) -> None:
+        """The step for a sparse gradient, as PyTorch's (found by experiment): the sparse
+        momentum buffer scaled and summed with the gradient as sparse tensors are (its
+        entries growing, uncoalesced), and the parameter's rows moved entry by entry
+        (`_sparse.add_to_dense`). Weight decay, or a buffer and gradient of different
+        layouts, raise PyTorch's error for a sparse plus a strided tensor."""
+        d_p = _neg(grad) if group["maximize"] else grad
+        if group["weight_decay"] != 0:
+            raise RuntimeError(_SPARSE_PLUS_DENSE)
+        momentum = group["momentum"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = d_p._detached_copy()
+                state["momentum_buffer"] = buf
+            elif buf.is_sparse:
+                buf._val = buf._val * momentum
+                _sparse.add_(buf, d_p, 1 - group["dampening"])
+            else:  # a strided buffer (from strided gradients) takes the sparse one in
+                b = buf._data
+                b *= momentum
+                _sparse.add_to_dense(b, d_p, 1 - group["dampening"])
+                buf._vc[0] += 1
+            if group["nesterov"]:
+                if not buf.is_sparse:
+                    raise RuntimeError(_SPARSE_PLUS_DENSE)
+                idx, val, coal = _sparse.sum_entries(d_p, buf, momentum)
+                d_p = _sparse.make(idx, val, d_p._sshape, coal, d_p._dtype)
+            else:
+                d_p = buf
+        if d_p.is_sparse:
+            _sparse.add_to_dense(p._data, d_p, -group["lr"])
+        else:  # the strided buffer, added as one (fused) step: PyTorch's add_ with alpha
+            data = p._data
+            data[...] = _sparse.plus(data, d_p._data, -group["lr"], data.dtype)
+
     def _update(self, p, grad, group, state) -> None:
+        if _sparse.made[0] and state.get("momentum_buffer") is not None and \
+                state["momentum_buffer"].is_sparse:  # (it cannot take a strided gradient)
+            raise RuntimeError(_SPARSE_PLUS_DENSE)
         data = p._data
         if self._native_update(data, grad, group, state):
             return
@@ -159,3 +210,8 @@ class SGD(Optimizer):
 
         self._blocked(data, update)
         return True
+
+
+def _neg(s):
+    """A sparse tensor's negation (a new value array, its entries kept)."""
+    return _sparse.make(s._idx, -s._val, s._sshape, s._coal, s._dtype)

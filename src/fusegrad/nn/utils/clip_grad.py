@@ -69,5 +69,9 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
     for p in _as_list(parameters):
         g = p.grad
         if g is not None:
+            if g._data is None:  # a sparse gradient: PyTorch's in-place clamp has no kernel
+                from ..._sparse import backend_error
+
+                raise backend_error("clamp_min_")
             np.clip(g._data, -clip_value, clip_value, out=g._data)
             g._vc[0] += 1
