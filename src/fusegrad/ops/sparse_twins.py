@@ -15,7 +15,6 @@ from .sparse import (
     _check_mm,
     _coalesced,
     _gather,
-    _linear,
     _need_2d_sparse,
     _no_meta,
     _sparse_t_mm,
@@ -94,33 +93,6 @@ def _add_kernel(a, b, alpha=1):
     dt = _dtype.promote_types(a._dtype, b._dtype)
     idx, val, coal = _sparse.sum_entries(a, b, alpha)  # PyTorch's order of the entries
     return _sparse.make(idx, np.asarray(val).astype(dt.np, copy=False), a._sshape, coal, dt)
-
-
-def _merge(a_idx, a_val, b_idx, b_val, shape) -> tuple:
-    """PyTorch's merge of two entry lists in their stored order: equal positions met at the
-    same step are added, others are kept as they come (an uncoalesced operand keeps its
-    duplicates)."""
-    la, lb = _linear(a_idx, shape).tolist(), _linear(b_idx, shape).tolist()
-    i = j = 0
-    take = []  # (source, position, other position or -1)
-    while i < len(la) and j < len(lb):
-        if la[i] == lb[j]:
-            take.append((0, i, j))
-            i += 1
-            j += 1
-        elif la[i] < lb[j]:
-            take.append((0, i, -1))
-            i += 1
-        else:
-            take.append((1, j, -1))
-            j += 1
-    take += [(0, k, -1) for k in range(i, len(la))] + [(1, k, -1) for k in range(j, len(lb))]
-    idx = np.empty((a_idx.shape[0], len(take)), dtype=np.int64)
-    val = np.empty((len(take),) + a_val.shape[1:], dtype=np.result_type(a_val, b_val))
-    for n, (src, k, other) in enumerate(take):
-        idx[:, n] = (a_idx if src == 0 else b_idx)[:, k]
-        val[n] = (a_val if src == 0 else b_val)[k] + (b_val[other] if other >= 0 else 0)
-    return idx, val
 
 
 def _sub_kernel(a, b, alpha=1):
