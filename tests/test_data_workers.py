@@ -291,9 +291,16 @@ _TORCH_KILLED_MESSAGES = ("DataLoader worker (pid(s) {pid}) exited unexpectedly"
 def test_killed_worker_reported_within_a_second_as_torch():
     text, elapsed = _kill_second_worker(fud.DataLoader)
     assert elapsed < 1.5, elapsed
-    torch_run = subprocess.run(
-        [sys.executable, "-c", _TORCH_KILLED_WORKER, os.path.dirname(os.path.abspath(__file__))],
-        capture_output=True, text=True, env=_env_with_fusegrad(), timeout=120)
+    # PyTorch's own report of the kill: on a loaded machine its main process sometimes sees
+    # the worker's pipe close first (an EOFError on stderr, nothing reported), so up to three
+    # tries.
+    for _ in range(3):
+        torch_run = subprocess.run(
+            [sys.executable, "-c", _TORCH_KILLED_WORKER,
+             os.path.dirname(os.path.abspath(__file__))],
+            capture_output=True, text=True, env=_env_with_fusegrad(), timeout=120)
+        if torch_run.stdout.strip() in _TORCH_KILLED_MESSAGES:
+            break
     assert torch_run.stdout.strip() in _TORCH_KILLED_MESSAGES, torch_run.stdout
     assert text == _TORCH_KILLED_MESSAGES[0]
 
