@@ -679,6 +679,17 @@ TENSOR_REPR_CLASSES = {Tensor}
 STATE_SLOTS = tuple(s for s in Tensor.__slots__ if s != "__weakref__")
 
 
+def tensors_in(values) -> list:
+    """The tensors among `values`, looking into nested lists and tuples, in order."""
+    out = []
+    for v in values:
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out += tensors_in(v)
+    return out
+
+
 def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
     """Wrap an array (no copy) as a `cls` tensor that does not require grad. The hot paths
     (dispatch, the engine) call it directly: a function skips binding `Tensor._make`."""

@@ -22,7 +22,7 @@ from _thread import get_ident
 from .. import _dispatch, _random
 from .._dispatch import CallObserver
 from .._functions import stack
-from .._tensor import Tensor
+from .._tensor import Tensor, tensors_in
 from ..autograd.grad_mode import no_grad
 from ..utils import _pytree
 
@@ -100,14 +100,7 @@ class _InPlaceRule(CallObserver):
         return run(node, grads)
 
 
-def _tensors(values) -> list:
-    out = []
-    for v in values:
-        if isinstance(v, Tensor):
-            out.append(v)
-        elif isinstance(v, (tuple, list)):
-            out += _tensors(v)
-    return out
+_tensors = tensors_in
 
 
 @contextlib.contextmanager

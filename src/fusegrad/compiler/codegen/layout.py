@@ -51,15 +51,9 @@ def _has_unknown(args) -> bool:
 
 
 def _tensors(args) -> list:
-    from ..._tensor import Tensor
+    from ..._tensor import tensors_in
 
-    out = []
-    for a in args:
-        if isinstance(a, Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            out += _tensors(a)
-    return out
+    return tensors_in(args)
 
 
 def _fake(value: Any):
