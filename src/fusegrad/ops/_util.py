@@ -247,15 +247,26 @@ def c_gradient(name: str, g, saved, *scalars, row: int = 0):
 
 
 def half_formula(formula, g, *saved):
-    """`formula(g, *saved)`, a gradient written as tensor ops, computed in float32 when `g`
-    is a half type and rounded to it once, as PyTorch's backward kernels compute half types
-    (its fallbacks run when gradients are recorded or traced, where a chain of half-type ops
-    left some elements several ulps off)."""
+    """`formula(g, *saved)`, written as tensor ops, computed in float32 when `g` has a half
+    type (so have the other tensors of that type) and its result rounded to it once, as
+    PyTorch's kernels compute half types (a chain of half-type ops rounds at every step: a
+    decomposed gelu underflowed to 0 below -4, recorded gradients were ulps off)."""
     dt = g.dtype
-    if not dt.is_floating_point or dt.itemsize != 2:
+    if dt is not _dtype.float16 and dt is not _dtype.bfloat16:
         return formula(g, *saved)
     up = [t.float() if getattr(t, "dtype", None) is dt else t for t in (g, *saved)]
     return formula(*up).to(dt)
+
+
+def half_in_float32(fn):
+    """`fn` (tensor ops: a decomposition) computed as `half_formula` computes, its first
+    argument deciding."""
+
+    def in_float32(x, *rest):
+        return half_formula(fn, x, *rest)
+
+    in_float32.__name__ = in_float32.__qualname__ = getattr(fn, "__name__", "decomposition")
+    return in_float32
 
 
 def wrap_grad(a):

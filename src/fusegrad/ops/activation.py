@@ -23,6 +23,7 @@ from ._util import (
     c_contiguous,
     c_gradient,
     half_formula,
+    half_in_float32,
     rand_array,
     unary_meta,
     unary_samples,
@@ -47,22 +48,6 @@ def _float_kernel(fn):
         return np.asarray(fn(x, *params)).astype(a.dtype, copy=False)
 
     return kernel
-
-
-def _in_float32(decomposition):
-    """`decomposition` computed in float32 for a half-type input, its result rounded once to
-    the input's dtype, as the kernels compute (`_float_kernel`) and PyTorch's inductor
-    decomposes: a chain of half-precision ops rounds at every step (gelu underflowed to 0
-    for inputs below -4). Other dtypes run it unchanged."""
-
-    def in_float32(x, *params):
-        if x.dtype is not _dtype.float16 and x.dtype is not _dtype.bfloat16:
-            return decomposition(x, *params)
-        return decomposition(x.float(), *params).to(x.dtype)
-
-    in_float32.__name__ = in_float32.__qualname__ = getattr(decomposition, "__name__",
-                                                           "decomposition")
-    return in_float32
 
 
 def _in_c(name: str, x: np.ndarray, *scalars):
@@ -181,7 +166,7 @@ def _gelu_lowering(v, x, approximate="none"):
 gelu = register(
     "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
     derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
-    decomposition=_in_float32(_gelu_decomposition),
+    decomposition=half_in_float32(_gelu_decomposition),
     samples=_param_samples(("tanh",), ("none",)), onnx=_gelu_onnx,
     lowering=_gelu_lowering,
     saved_names=("self", "approximate"))
@@ -209,7 +194,7 @@ def _silu_formula(g, x):
 silu = register(
     "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
     derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples(),
-    decomposition=_in_float32(lambda x: x * x.sigmoid()),
+    decomposition=half_in_float32(lambda x: x * x.sigmoid()),
     lowering=lambda v, a: v.mul(a, v.unary("sigmoid", a)),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
         "Mul", [inputs[0], b.emit("Sigmoid", [inputs[0]])]),
@@ -253,7 +238,7 @@ def _softplus_decomposition(x, beta=1, threshold=20):
 
 softplus = register(
     "softplus", kernel=_float_kernel(_softplus_np), meta=_meta, node="SoftplusBackward0",
-    derivative=_softplus_derivative, decomposition=_in_float32(_softplus_decomposition),
+    derivative=_softplus_derivative, decomposition=half_in_float32(_softplus_decomposition),
     save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
     samples=_param_samples((2.0, 1.0), (0.5, 20)), onnx=_softplus_onnx,
     saved_names=("self", "beta", "threshold"))
@@ -279,7 +264,7 @@ def _mish_formula(g, x):
 mish = register(
     "mish", kernel=_float_kernel(_mish), meta=_meta, node="MishBackward0",
     derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples(),
-    decomposition=_in_float32(lambda x: x * x.exp().log1p().tanh()), onnx=ox.mish)
+    decomposition=half_in_float32(lambda x: x * x.exp().log1p().tanh()), onnx=ox.mish)
 mish_ = inplace_variant(mish, "mish_", saves_self=True)
 
 # ---------------------------------------------------------------- leaky_relu, elu
@@ -309,7 +294,7 @@ leaky_relu = register(
     "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
     derivative=_leaky_derivative,
     save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
-    decomposition=_in_float32(lambda x, slope=0.01: x.where(x > 0, x * slope)),
+    decomposition=half_in_float32(lambda x, slope=0.01: x.where(x > 0, x * slope)),
     lowering=lambda v, a, slope=0.01: v.where(v.compare("gt", a, 0), a, v.mul(a, slope)),
     onnx=onnx_op("LeakyRelu", alpha=(1, float)),
     saved_names=("self", "negative_slope"))
@@ -365,7 +350,7 @@ def _elu_onnx(b, inputs, args, kwargs, opset):
 elu = register(
     "elu", kernel=_float_kernel(_elu), meta=_meta, node="EluBackward0",
     derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS),
-    onnx=_elu_onnx, decomposition=_in_float32(_elu_decomposition),
+    onnx=_elu_onnx, decomposition=half_in_float32(_elu_decomposition),
     saved_names=("self", "alpha", "scale", "input_scale"))
 elu_ = inplace_variant(
     elu, "elu_", node="EluBackward1", derivative=_elu_result_derivative,
@@ -414,7 +399,7 @@ def _hardsigmoid_derivative(g, x):
 hardsigmoid = register(
     "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
     derivative=_hardsigmoid_derivative, save=lambda out, a: (a,),
-    decomposition=_in_float32(lambda x: (x + 3).clamp(0, 6) / 6),
+    decomposition=half_in_float32(lambda x: (x + 3).clamp(0, 6) / 6),
     samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
                                             beta=(0, lambda _: 0.5)))
 hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
@@ -440,7 +425,7 @@ def _hardswish_formula(g, x):
 hardswish = register(
     "hardswish", kernel=_float_kernel(_hardswish), meta=_meta, node="HardswishBackward0",
     derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()),
-    decomposition=_in_float32(lambda x: x * (x + 3).clamp(0, 6) / 6),
+    decomposition=half_in_float32(lambda x: x * (x + 3).clamp(0, 6) / 6),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit("HardSwish", [inputs[0]]) if opset >= 14
     else b.emit("Mul", [inputs[0], b.emit("HardSigmoid", [inputs[0]], alpha=1 / 6, beta=0.5)]))
 hardswish_ = inplace_variant(hardswish, "hardswish_", saves_self=True)
@@ -459,4 +444,4 @@ log_sigmoid = register(
     node="LogSigmoidBackward0", result_order="contiguous",
     derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
     samples=unary_samples(), onnx=ox.log_sigmoid,
-    decomposition=_in_float32(lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p()))
+    decomposition=half_in_float32(lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p()))

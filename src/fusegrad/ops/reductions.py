@@ -19,6 +19,7 @@ from ._util import (
     c_gradient,
     dtype_of,
     half_formula,
+    half_in_float32,
     numel,
     rand_array,
     saved_shape,
@@ -295,27 +296,13 @@ def _shifted(x, dim):
     return x - x.amax([dim], True) if x.numel() else x
 
 
-def _half_in_float32(decomposition):
-    """`decomposition` computed in float32 for a half-type input, its result rounded once to
-    the input's dtype, as the kernel (`_softmax_kernel`) and PyTorch's inductor compute: in
-    half precision the exponentials and their sum round at every step."""
-
-    def in_float32(x, *params):
-        if x.dtype is not _dtype.float16 and x.dtype is not _dtype.bfloat16:
-            return decomposition(x, *params)
-        return decomposition(x.float(), *params).to(x.dtype)
-
-    in_float32.__name__ = in_float32.__qualname__ = decomposition.__name__
-    return in_float32
-
-
-@_half_in_float32
+@half_in_float32
 def _softmax_decomposition(x, dim, half_to_float=False):
     e = _shifted(x, dim).exp()
     return e / e.sum([dim], True)
 
 
-@_half_in_float32
+@half_in_float32
 def _log_softmax_decomposition(x, dim, half_to_float=False):
     shifted = _shifted(x, dim)
     return shifted - shifted.exp().sum([dim], True).log()
