@@ -251,14 +251,10 @@ def _aliases_result(op, hits: int) -> bool:
     must fail either way."""
     if hits > 1:
         return True
-    save = op.save
-    reads = _READS_OUTPUT.get(save)
-    if reads is None:
-        reads = _READS_OUTPUT[save] = _reads_first_argument(save)
+    reads = op.save_reads_output
+    if reads is None:  # derived once, into the op's entry
+        reads = op.save_reads_output = _reads_first_argument(op.save)
     return not reads
-
-
-_READS_OUTPUT: dict = {}  # an op's save function -> whether it reads its `out` argument
 
 
 def _reads_first_argument(fn) -> bool:
@@ -318,14 +314,14 @@ def save_into(node, saved, result) -> None:
                 # In place, the result may be an input (`y.mul_(y)`): not when the op's save
                 # is known to read its output (leaky_relu_), which it then saved once.
                 op = node.__class__._op  # (a custom Function's node: None)
-                if op is not None and op.inplace and _READS_OUTPUT.get(op.save) is not True:
+                if op is not None and op.inplace and op.save_reads_output is not True:
                     node._saved, node._versions = save_loop(saved, result, node)
                     return
                 saved = (s0, saved_output(s1))
         elif v0 == -1 or v1 == -1:
             op = node.__class__._op
             if op is not None and op.inplace and \
-                    (v0 == v1 or _READS_OUTPUT.get(op.save) is not True):
+                    (v0 == v1 or op.save_reads_output is not True):
                 node._saved, node._versions = save_loop(saved, result, node)
                 return
             saved = (saved_output(s0) if v0 == -1 else s0,
@@ -382,7 +378,7 @@ def save_loop(saved, result, node=None):
         # (The class's op: a custom Function's node is its ctx, its attributes the user's.)
         op = node.__class__._op
         if op is not None and op.inplace and result.__class__ is not tuple and \
-                (hits > 1 or _READS_OUTPUT.get(op.save) is not True) and \
+                (hits > 1 or op.save_reads_output is not True) and \
                 _aliases_result(op, hits):
             for k in range(len(versions)):
                 if versions[k] == -1:

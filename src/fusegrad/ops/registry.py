@@ -96,7 +96,8 @@ class OpDef:
                  "public", "zero_grad", "saves_self_before_write", "tensor_args",
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
-                 "autocast", "undefined_grads", "result_order", "__weakref__")
+                 "autocast", "undefined_grads", "result_order", "save_reads_output",
+                 "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -188,6 +189,10 @@ class OpDef:
         elif result_order not in ("operands", "contiguous"):
             raise ValueError(f"op {name!r}: unknown result order {result_order!r}")
         self.result_order = result_order
+        # Whether `save` reads its first argument, the op's output: an in-place op's saved
+        # entry that is its result is then the output, else the written input (autograd's
+        # version check). None until autograd derives it from `save`'s code on first need.
+        self.save_reads_output = None
         # An in-place op whose derivative reads its input must save it before the write.
         self.saves_self_before_write = False
         # No list, non-differentiable or optional tensor arguments: dispatch records the
