@@ -75,7 +75,7 @@ class _InPlaceRule(CallObserver):
         self.unmapped = {id(t) for t in unmapped if isinstance(t, Tensor)}
 
     def __fusegrad_observe__(self, op, args):
-        tensors = _tensors(args)
+        tensors = tensors_in(args)
         batched = self.batched
         if op.inplace and tensors and id(args[0]) not in batched:
             if any(id(t) in batched for t in tensors[1:]):
@@ -91,16 +91,13 @@ class _InPlaceRule(CallObserver):
                 return args[0]
         out = _dispatch.call(op, *args)
         if any(id(t) in batched for t in tensors):
-            for t in _tensors(out if isinstance(out, (tuple, list)) else (out,)):
+            for t in tensors_in(out if isinstance(out, (tuple, list)) else (out,)):
                 batched[id(t)] = t
         return out
 
     def __fusegrad_observe_node__(self, node, grads: list, run):
         """A backward node inside the example (`grad` under `vmap`) runs as it is."""
         return run(node, grads)
-
-
-_tensors = tensors_in
 
 
 @contextlib.contextmanager

@@ -50,12 +50,6 @@ def _has_unknown(args) -> bool:
     return False
 
 
-def _tensors(args) -> list:
-    from ..._tensor import tensors_in
-
-    return tensors_in(args)
-
-
 def _fake(value: Any):
     """A fake with `value`'s geometry (a real tensor input), the value itself otherwise."""
     from ..._fake import FakeTensor
@@ -108,6 +102,7 @@ def with_eager_layout(op, args, out):
     """`out` (the fake result of `op` on fake `args`, which a meta makes contiguous unless
     `op` is a view) with the strides eager's kernel would give it."""
     from ..._fake import FakeTensor
+    from ..._tensor import tensors_in
     from ...ops.shape import preserve_format
 
     if op.view or op.metadata_only or op.inplace or not isinstance(out, FakeTensor):
@@ -122,7 +117,7 @@ def with_eager_layout(op, args, out):
         out._fstrides, out._foffset = contiguous_strides(tuple(out.shape)), 0
     if not like:
         return out
-    operands = [t for t in _tensors(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
+    operands = [t for t in tensors_in(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
     strides = k_order_strides(tuple(out.shape), operands)
     if strides != tuple(out.stride()):
         out._fstrides = strides
