@@ -26,6 +26,7 @@ import warnings
 from _thread import _local as _thread_local  # threading.local, without importing threading
 
 from ._device import device as _device_cls
+from ._dtype import PYTHON_TYPES
 from ._dtype import dtype as _dtype_cls
 from ._tensor import STATE_SLOTS, Size, Tensor
 from ._warn import warn_once
@@ -276,10 +277,10 @@ def _slow(info, args: tuple, kwargs: dict):
     public, fn, label, flags = info
     level = _state.level
     if level == _ALL_DISABLED:
-        return fn(*args, **kwargs)
+        return _implementation(fn, args, kwargs)
     found = _call_overloaded(args, kwargs) if level == _ENABLED else []
     if not found and not _state.modes:
-        return fn(*args, **kwargs)
+        return _implementation(fn, args, kwargs)
     if flags & _PYTHON_LEVEL:
         args, kwargs = _normalize(fn, args, kwargs)
         if level == _ENABLED:  # PyTorch's Python-level functions count plain Tensors too
@@ -296,6 +297,65 @@ def _slow(info, args: tuple, kwargs: dict):
 
 
 _OPERATOR, _PYTHON_LEVEL = 1, 2
+
+
+def _implementation(fn, args: tuple, kwargs: dict):
+    """`fn(*args, **kwargs)` once no override took the call, with Python's number types given
+    for a dtype read as dtypes (`dtype=float` is float64, `x.to(int)` int64), as PyTorch's
+    argument parser reads them. A type object is no class in `_fast`, so such calls all come
+    through here, and handlers have seen the call as made (PyTorch's see `float` too)."""
+    for a in args:
+        if a.__class__ is type:
+            break
+    else:
+        if kwargs.get("dtype").__class__ is not type:
+            return fn(*args, **kwargs)
+    args, kwargs = python_dtypes(fn, args, kwargs)
+    return fn(*args, **kwargs)
+
+
+def python_dtypes(fn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """(args, kwargs) of a call of `fn` with the Python number types given for a dtype
+    replaced by dtypes: the `dtype` keyword, and positional arguments where `fn`'s parameter
+    is `dtype` or packed (`*args`: `to(float)`, `view(int)`)."""
+    types_ = PYTHON_TYPES
+    d = kwargs.get("dtype")
+    if d.__class__ is type and d in types_:
+        kwargs = {**kwargs, "dtype": types_[d]}
+    found = parameters(fn)
+    names, positional = found if found is not None else ((), 0)
+    args = tuple(types_[a] if a.__class__ is type and a in types_ and (
+        found is None or i >= positional or names[i] == "dtype") else a
+        for i, a in enumerate(args))
+    return args, kwargs
+
+
+# function -> its parameter names in order, and how many of them positional ones fill
+# (None: it takes **kwargs).
+_PARAMETERS: dict = {}
+
+
+def parameters(fn) -> tuple[tuple, int] | None:
+    """`fn`'s parameter names in order and how many of them positional arguments fill (None
+    when it takes **kwargs or has no signature); read once per function."""
+    params = _PARAMETERS.get(fn, ())
+    if params == ():
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        kinds = [p.kind for p in sig.parameters.values()] if sig is not None else []
+        if sig is None or inspect.Parameter.VAR_KEYWORD in kinds:
+            params = None
+        else:
+            positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
+                                   inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
+            # Positional arguments past a `*sizes` fill no named parameter.
+            names = tuple(n for n, p in sig.parameters.items()
+                          if p.kind is not p.VAR_POSITIONAL)
+            params = (names, positional)
+        _PARAMETERS[fn] = params
+    return params
 
 
 def _flat_values(args: tuple, kwargs: dict):

@@ -14,11 +14,18 @@ import inspect
 import sys
 import types
 
-from . import _dtype, _torch_function
+from . import _torch_function
 from ._metadata import copy_metadata
 from ._recorded_calls import make_matrix_operator, make_operator
 from ._tensor import Tensor
-from ._torch_function import _OPERATOR, _PYTHON_LEVEL, CurrentTensorAttribute, _fast, _slow
+from ._torch_function import (
+    _OPERATOR,
+    _PYTHON_LEVEL,
+    CurrentTensorAttribute,
+    _fast,
+    _slow,
+    parameters,
+)
 from .ops import surface as _surface
 from .ops.spellings import OPERATOR_REPORTS
 
@@ -52,13 +59,13 @@ def _packing_wrapper(fn, info):
                 if a.__class__ is tuple or a.__class__ is list:
                     for b in a:
                         if b.__class__ not in fast:
-                            return _slow_call(info, args, kwargs)
+                            return _slow(info, args, kwargs)
                 else:
-                    return _slow_call(info, args, kwargs)
+                    return _slow(info, args, kwargs)
         if kwargs:
             for a in kwargs.values():
                 if a.__class__ not in fast:
-                    return _slow_call(info, args, kwargs)
+                    return _slow(info, args, kwargs)
             try:
                 return fn(*args, **kwargs)
             except TypeError:
@@ -446,32 +453,6 @@ _SOURCES = {"exact": _exact_source, "prefix": _prefix_source}
 # written in Python take only their own names).
 _NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input",
                 "x1": "input", "x2": "other"}
-# function -> its parameter names in order, and how many of them positional ones fill
-# (None: it takes **kwargs).
-_PARAMETERS: dict = {}
-
-
-def _parameters(fn) -> tuple[tuple, int] | None:
-    params = _PARAMETERS.get(fn, ())
-    if params == ():
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None
-        kinds = [p.kind for p in sig.parameters.values()] if sig is not None else []
-        if sig is None or inspect.Parameter.VAR_KEYWORD in kinds:
-            params = None
-        else:
-            positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
-                                   inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
-            # Positional arguments past a `*sizes` fill no named parameter.
-            names = tuple(n for n, p in sig.parameters.items()
-                          if p.kind is not p.VAR_POSITIONAL)
-            params = (names, positional)
-        _PARAMETERS[fn] = params
-    return params
-
-
 def _numpy_keywords(info: list, kwargs: dict, given: int) -> dict | None:
     """`kwargs` with NumPy's names (`axis`, `keepdims`, ...) given PyTorch's (`dim`,
     `keepdim`), for a C-level function (`info[3]`) that has the PyTorch name, lacks the NumPy
@@ -481,7 +462,7 @@ def _numpy_keywords(info: list, kwargs: dict, given: int) -> dict | None:
     function's body ran, and the call may be made again."""
     if info[3] & _PYTHON_LEVEL or not kwargs.keys() & _NUMPY_NAMES.keys():
         return None
-    found = _parameters(info[1])
+    found = parameters(info[1])
     if found is None:
         return None
     names, positional = found
@@ -496,42 +477,6 @@ def _numpy_keywords(info: list, kwargs: dict, given: int) -> dict | None:
     return None if renamed.keys() == kwargs.keys() else renamed
 
 
-def _slow_call(info: list, args: tuple, kwargs: dict):
-    """`_slow(info, args, kwargs)`, made once more with Python's number types given for a
-    dtype read as dtypes (`dtype=float` is float64, `x.to(int)` int64), as PyTorch's parser
-    reads them, when the call raised TypeError or AttributeError. A type object is no class
-    the protocol lets through, so such calls all come here; handlers still see the call as
-    made (PyTorch's see `float` too), and a successful call pays nothing for the retry."""
-    try:
-        return _slow(info, args, kwargs)
-    except (TypeError, AttributeError):
-        fixed = _python_dtypes(info, args, kwargs)
-        if fixed is None:
-            raise
-    return _slow(info, *fixed)
-
-
-def _python_dtypes(info: list, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    """(args, kwargs) with the Python number types given for a dtype replaced by dtypes:
-    the `dtype` keyword, and positional arguments where the function's parameter is `dtype`
-    or packed (`*args`: `to(float)`, `view(int)`); None when there is none."""
-    types_ = _dtype.PYTHON_TYPES
-    changed = False
-    d = kwargs.get("dtype")
-    if d.__class__ is type and d in types_:
-        kwargs = {**kwargs, "dtype": types_[d]}
-        changed = True
-    found = _parameters(info[1])
-    names, positional = found if found is not None else ((), 0)
-    new_args = list(args)
-    for i, a in enumerate(args):
-        if a.__class__ is type and a in types_ and (
-                found is None or i >= positional or names[i] == "dtype"):
-            new_args[i] = types_[a]
-            changed = True
-    return (tuple(new_args), kwargs) if changed else None
-
-
 def _given(values: tuple) -> tuple:
     """The positional arguments actually passed (the slots before the first empty one)."""
     for i, v in enumerate(values):
@@ -543,7 +488,7 @@ def _given(values: tuple) -> tuple:
 # The globals wrappers share; each wrapper's are a copy with its own entries filled in (the
 # keys all present already, so filling them in never grows the copy).
 _OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
-_PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow_call, "_given": _given,
+_PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
                    "_plain_items": _plain_items, "_MISSING": _MISSING,
                    "_specialise_": _specialise, "_numpy_keywords": _numpy_keywords}
 _EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
