@@ -262,7 +262,13 @@ def copy_variant(op: OpDef, name: str, node: str | None = None) -> OpDef:
             return type(out)(np.array(o, copy=True, order="C") for o in out)
         return np.array(out, copy=True, order="C")
 
-    return register(name, kernel=kernel, meta=op.meta, derivative=op.derivative, save=op.save,
+    def meta(*args, **kwargs):  # the view's shapes and dtypes, in new (contiguous) memory
+        out = op.meta(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(Spec(o.shape, o.dtype) for o in out)
+        return Spec(out.shape, out.dtype)
+
+    return register(name, kernel=kernel, meta=meta, derivative=op.derivative, save=op.save,
                     node=node or (f"{op.node}_copy" if op.node else None),
                     differentiable=op.differentiable, nondiff_args=op.nondiff_args,
                     samples=op.samples, domain=op.domain, tolerance=op.tolerance,

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.layouts import follows_operands, is_view_copy
 from .ir import contiguous_strides
 
 
@@ -109,12 +108,10 @@ def with_eager_layout(op, args, out):
         return out
 
     base = op.name.partition(".")[0]
-    like = follows_operands(op)
+    like = op.result_order == "operands"  # else eager's kernel allocates it contiguous
     if base == "clone" and len(args) > 1 and args[1] is not None and \
             args[1] is not preserve_format:
         like = False  # clone(memory_format=contiguous_format): `contiguous()`
-    if is_view_copy(base):  # metas give the view's strides
-        out._fstrides, out._foffset = contiguous_strides(tuple(out.shape)), 0
     if not like:
         return out
     operands = [t for t in tensors_in(args) if _broadcasts(tuple(t.shape), tuple(out.shape))]
