@@ -239,6 +239,25 @@ def test_equality_with_a_size_specialises():
     assert backend.graphs == 3
 
 
+_TABLE = {1: 10.0, 2: 20.0, 3: 30.0}
+
+
+@pytest.mark.parametrize("lookup", ["dict_get", "in_set", "hash"])
+def test_symbolic_size_as_a_key_is_guarded(lookup):
+    """A size used as a dict key, set member or hash specialises its value: a missed lookup
+    compares nothing, so without that guard the graph of the first miss served every size."""
+    def f(x):
+        n = x.size(0)
+        if lookup == "dict_get":
+            return x * _TABLE.get(n, 1.0)
+        if lookup == "in_set":
+            return x * (2.0 if n in {1, 2, 3} else 5.0)
+        return x * hash(n)
+
+    _run(f, [(4, 2), (5, 2), (3, 2), (2, 2), (6, 2)])
+    _run(f, [(4, 2), (5, 2), (3, 2), (2, 2)], dynamic=True)
+
+
 def test_reshape_and_view_with_symbolic_sizes():
     def f(x):
         n = x.shape[0]

@@ -258,8 +258,9 @@ class SymInt:
         return self != 0
 
     def __hash__(self) -> int:
-        # Equal to an int of the same value in a dict only after `==` guarded it.
-        return hash(self.hint)
+        # A missed dict or set lookup compares nothing, so no `==` would guard what it found
+        # (or did not): the hash specialises the value, as `int()` does.
+        return hash(int(self))
 
     def __int__(self) -> int:
         """The value, specialised: the graph is only reused for this value."""
