@@ -55,3 +55,24 @@ def test_decorated_generators_match_torch(make, outer):
         with lib.set_grad_enabled(outer):
             return _run(lib, make)
     assert run(fusegrad) == run(torch)
+
+
+@pytest.mark.parametrize("outer", ["no_grad", "inference_mode", "enable_grad"])
+@pytest.mark.parametrize("as_decorator", [False, True])
+def test_inference_mode_false_enables_grad(outer, as_decorator):
+    """`inference_mode(False)` enables grad inside `no_grad` and `inference_mode()` (it is
+    no no-op there): the graph is recorded, and the outer mode returns afterwards."""
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+
+        def body():
+            return lib.is_grad_enabled(), (x * 2).requires_grad, lib.is_inference_mode_enabled()
+
+        with getattr(lib, outer)():
+            inner = lib.inference_mode(False)(body)() if as_decorator else None
+            if not as_decorator:
+                with lib.inference_mode(False):
+                    inner = body()
+            return inner, lib.is_grad_enabled(), lib.is_inference_mode_enabled()
+
+    assert run(fusegrad) == run(torch)

@@ -130,7 +130,8 @@ def is_inference_mode_enabled() -> bool:
 class inference_mode(_GradModeContext):
     """Like `no_grad`, for code that will never need gradients (also a decorator).
 
-    `inference_mode(False)` is a no-op context, as in PyTorch.
+    `inference_mode(False)` enables grad (under `no_grad` or `inference_mode()` too), as in
+    PyTorch.
     """
 
     def __new__(cls, mode=True):
@@ -148,8 +149,7 @@ class inference_mode(_GradModeContext):
     def __enter__(self) -> None:
         self._prev = _local.grad_enabled
         self._prev_inf = _local.inference
-        if self.mode:
-            _set_grad(False)
+        _set_grad(not self.mode)  # `inference_mode(False)` enables grad, even under no_grad
         _local.inference = self.mode
 
     def __exit__(self, *exc) -> None:
