@@ -263,6 +263,15 @@ class LoweringOps:
             return self.unary("sqrt", self.to(a, dt))
         if exponent == -1:
             return self.truediv(1, self.to(a, dt))
+        if dt in (_dtype.float32, _dtype.float64) and exponent in (3, -2, -0.5):
+            # Eager's products and divisions for these powers (ops/arithmetic.py's
+            # `_PRODUCT_POWERS`, PyTorch's bits): pow(-0.0, -0.5) would be +inf, not -inf.
+            a = self.to(a, dt)
+            if exponent == 3:
+                return self.mul(self.mul(a, a), a)
+            if exponent == -2:
+                return self.truediv(1, self.mul(a, a))
+            return self.truediv(1, self.unary("sqrt", a))
         return self.pointwise("pow", a, float(exponent), compute=dt)
 
     # ------------------------------------------------------------ reductions
