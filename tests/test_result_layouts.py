@@ -44,9 +44,8 @@ LAYOUT_DIFFERS = {
     # `2 ** x`: PyTorch's result is contiguous; the ufunc fast path keeps the operand order.
     "pow.Scalar",
     # PyTorch follows the input's layout; fusegrad's kernels make contiguous results.
-    "addr", "argsort", "complex", "diagonal_scatter", "flip", "igamma", "igammac",
-    "index_fill.int_Scalar", "index_fill.int_Tensor", "index_put", "polar", "polygamma", "put",
-    "select_scatter", "slice_scatter", "special_zeta", "special_zeta.other_scalar",
+    "addr", "argsort", "complex", "igamma", "igammac", "polar",
+    "polygamma", "special_zeta", "special_zeta.other_scalar",
     "special_zeta.self_scalar", "angle", "rot90", "sort", "kron",
     # An index tensor laid out transposed: PyTorch's result follows the index's order.
     "index.Tensor",

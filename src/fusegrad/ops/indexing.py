@@ -545,7 +545,7 @@ def _index_put_check(a, values) -> None:
 
 def _index_put_kernel(a, indices, values, accumulate=False):
     _index_put_check(a, values)
-    out = a.copy()
+    out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     idx = np_indices(indices, a.ndim, a.shape)
     v = np.asarray(_raw(values)).astype(a.dtype, copy=False)
     try:
@@ -607,6 +607,7 @@ def _masked_shape(shape, idx, n):
 
 index_put = register(
     "index_put", kernel=_index_put_kernel, meta=_index_put_meta, node="IndexPutBackward0",
+    result_order="operands",
     derivative=_index_put_derivative,
     save=lambda out, a, indices, values, accumulate=False: (list(indices), accumulate),
     samples=_index_put_samples, tensor_args=(2,))

@@ -120,11 +120,12 @@ def _flip_dims(dims, ndim):
 
 
 def _flip_kernel(a, dims):
-    return np.flip(a, _flip_dims(dims, a.ndim) if a.ndim else ()).copy()
+    # In the input's memory order (PyTorch's flip of a transposed tensor stays transposed).
+    return np.flip(a, _flip_dims(dims, a.ndim) if a.ndim else ()).copy(order="K")
 
 
 flip = register(
-    "flip", kernel=_flip_kernel,
+    "flip", kernel=_flip_kernel, result_order="operands",
     meta=lambda a, dims: (_flip_dims(dims, len(a.shape)), Spec(tuple(a.shape), a.dtype))[1],
     node="FlipBackward0", derivative=lambda g, dims: (g.flip(dims), None),
     save=lambda out, a, dims: (dims,),

@@ -100,7 +100,11 @@ def _put_kernel(a, index, source, accumulate=False):
         np.add.at(flat, idx, src)
     else:
         flat[idx] = src
-    return out
+    if a.flags.c_contiguous:
+        return out
+    kept = np.empty_like(a)  # the input's memory order, as PyTorch's clone; `flat` needs C's
+    kept[...] = out
+    return kept
 
 
 def _put_derivative(g, index, src_shape, accumulate):
@@ -119,7 +123,7 @@ def _put_samples(rng, dt):
 
 
 put = register(
-    "put", kernel=_put_kernel,
+    "put", kernel=_put_kernel, result_order="operands",
     nondiff_args=(1,),
     meta=lambda a, index, source, accumulate=False: (_put_check(a, index, source), _same(a))[1],
     node="PutBackward0", derivative=_put_derivative,
@@ -170,7 +174,7 @@ def _index_range(a, d, index, negative, prefix=""):
 def _index_fill_kernel(a, dim, index, value):
     d = _index_fill_check(a, dim, index)
     _index_range(a, d, index, negative=True)
-    out = a.copy()
+    out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     value = checked_scalar(value, a.dtype)
     if out.ndim:
         sl = [slice(None)] * out.ndim
@@ -200,14 +204,14 @@ def _index_fill_samples(value):
 
 index_fill = register(
     "index_fill.int_Scalar", kernel=_index_fill_kernel, meta=_index_fill_meta,
-    nondiff_args=(2,),
+    result_order="operands", nondiff_args=(2,),
     node="IndexFillBackward0",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
     samples=_index_fill_samples(lambda rng, dt: -1.5), public="index_fill")
 index_fill_tensor = register(
     "index_fill.int_Tensor", kernel=_index_fill_kernel, meta=_index_fill_meta,
-    nondiff_args=(2,),
+    result_order="operands", nondiff_args=(2,),
     node="IndexFillBackward1",
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None,
                                       (g - g.index_fill(dim, index, 0.0)).sum()),
@@ -456,7 +460,7 @@ def _diagonal_view(a, offset, d1, d2):
 
 
 def _diagonal_scatter_kernel(a, src, offset=0, dim1=0, dim2=1):
-    out = a.copy()
+    out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     view = _diagonal_view(out, offset, dim1, dim2)
     if view.shape != np.shape(src):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size "
@@ -472,7 +476,7 @@ def _diagonal_scatter_kernel(a, src, offset=0, dim1=0, dim2=1):
 
 
 diagonal_scatter = register(
-    "diagonal_scatter", kernel=_diagonal_scatter_kernel,
+    "diagonal_scatter", kernel=_diagonal_scatter_kernel, result_order="operands",
     meta=lambda a, src, offset=0, dim1=0, dim2=1: (
         _diag_index(tuple(a.shape), offset, dim1, dim2), _same(a))[1],
     node="DiagonalScatterBackward0",
@@ -501,7 +505,7 @@ def _select_scatter_check(a, dim, index) -> int:
 
 def _select_scatter_kernel(a, src, dim, index):
     d = _select_scatter_check(a, dim, index)
-    out = a.copy()
+    out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     sl = [slice(None)] * a.ndim
     sl[d] = index
     out[tuple(sl)] = src
@@ -509,7 +513,7 @@ def _select_scatter_kernel(a, src, dim, index):
 
 
 select_scatter = register(
-    "select_scatter", kernel=_select_scatter_kernel,
+    "select_scatter", kernel=_select_scatter_kernel, result_order="operands",
     meta=lambda a, src, dim, index: (_select_scatter_check(a, dim, index), _same(a))[1],
     node="SelectScatterBackward0",
     derivative=lambda g, dim, index: (
@@ -529,7 +533,7 @@ def _slice_tuple(ndim, dim, start, end, step):
 
 
 def _slice_scatter_kernel(a, src, dim=0, start=None, end=None, step=1):
-    out = a.copy()
+    out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     out[_slice_tuple(a.ndim, dim, start, end, step)] = src
     return out
 
@@ -541,7 +545,7 @@ def _slice_scatter_derivative(g, dim, start, end, step):
 
 
 slice_scatter = register(
-    "slice_scatter", kernel=_slice_scatter_kernel,
+    "slice_scatter", kernel=_slice_scatter_kernel, result_order="operands",
     meta=lambda a, src, dim=0, start=None, end=None, step=1: (
         wrap_dim(dim, len(a.shape)), _same(a))[1],
     node="SliceScatterBackward0", derivative=_slice_scatter_derivative,
