@@ -16,7 +16,7 @@ from . import _dtype
 from . import _random_draws as _draws
 from ._device import device as _device_cls
 from ._scalar_conversion import checked_scalar
-from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
+from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import size_int
 from ._tensor import (
     Tensor,
@@ -520,7 +520,9 @@ def _like_order(input: Tensor, memory_format) -> tuple | None:
     """The memory order of dims a tensor made like `input` takes (None: row-major):
     `preserve_format` (the default) keeps `input`'s order, as PyTorch's `empty_like` does."""
     if memory_format is None or memory_format.name == "preserve_format":
-        return memory_order(input._data) if input._data is not None else None
+        if input._data is None:  # a fake tensor (tracing): its strides tell the order
+            return strides_order(tuple(input.shape), input.stride())
+        return memory_order(input._data)
     if memory_format.name in FORMAT_ORDERS:
         return format_order(memory_format.name, input.ndim)
     return None

@@ -78,10 +78,14 @@ def memory_order(a: np.ndarray) -> tuple | None:
     the others are sorted by their strides."""
     if a.flags.c_contiguous:
         return None
-    shape, strides = a.shape, a.strides
-    moving = [d for d in range(a.ndim) if shape[d] != 1 and strides[d] != 0]
+    return strides_order(a.shape, a.strides)
+
+
+def strides_order(shape: tuple, strides: tuple) -> tuple | None:
+    """`memory_order` of a tensor of `shape` laid out with `strides` (a fake tensor's)."""
+    moving = [d for d in range(len(shape)) if shape[d] != 1 and strides[d] != 0]
     ordered = sorted(moving, key=lambda d: -abs(strides[d]))
-    order = list(range(a.ndim))
+    order = list(range(len(shape)))
     for slot, d in zip(moving, ordered):
         order[slot] = d
     return None if order == sorted(order) else tuple(order)

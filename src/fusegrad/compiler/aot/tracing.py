@@ -48,6 +48,18 @@ def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
 
+def _shares_constant(node) -> bool:
+    """Whether graph value `node` is a graph constant (a factory's result) or a view of one:
+    returned as it is, every call would hand out the same tensor, and a caller's write into
+    it would change what later calls return."""
+    while node.op == "call_function":
+        op = getattr(node.target, "op", None)
+        if op is None or not op.view or not node.args:
+            return False
+        node = node.args[0]
+    return node.op == "get_attr"
+
+
 def _check_cast(result, dest) -> None:
     """Eager's error for an in-place op whose result type cannot be written into the
     tensor (`int_tensor.add_(1.5)`): fake tensors compute no values, so the kernel's check
@@ -208,7 +220,10 @@ class Tracer(_dispatch.DispatchMode):
 
     def _map_output(self, r):
         if isinstance(r, Tensor):
-            return self.node_of(r)
+            node = self.node_of(r)
+            if _shares_constant(node):  # a new tensor per call, as eager's factory makes
+                node = self.emit(aten.clone.default, (node,))
+            return node
         if isinstance(r, TracedFloat):
             return r.node
         if isinstance(r, (list, tuple)):
