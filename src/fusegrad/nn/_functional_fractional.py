@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .._tensor import Tensor
+from ..ops import pooling as PL
 
 
 def _starts(sample: float, input_size: int, output_size: int, pool: int) -> np.ndarray:
@@ -39,6 +40,14 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     if output_size is None and output_ratio is None:
         raise ValueError(f"{name} requires specifying either an output_size or an "
                          f"output_ratio")
+    shape = tuple(input.shape)
+    where = name if n == 2 else f"{name}_out"  # PyTorch's kernels' own names
+    if samples is None and len(shape) < n + 1:  # the draw reads the channels' size
+        raise PL.dim_error(len(shape), -(n + 1))
+    if len(shape) not in (n + 1, n + 2):
+        raise RuntimeError(f"{where}(): Expected {n + 1}D or {n + 2}D tensor, but got: "
+                           f"{PL.dims_str(shape)}")
+    PL.check_planes(where, shape, sep="")
     kernel = tuple(int(k) for k in _tuple(kernel_size, n))
     sizes = tuple(input.shape[-n:])
     if output_size is None:
@@ -47,8 +56,8 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     out = tuple(int(s) for s in _tuple(output_size, n))
     words = ("height", "width") if n == 2 else ("time", "height", "width")
     for k, s, o, word in zip(kernel, sizes, out, words):
-        if o + k - 1 > s:
-            where = name if n == 2 else f"{name}_out"  # PyTorch's kernels' own names
+        # the 3-D kernel wants room to spare: a window reaching the last position fails
+        if o + k - 1 > s or (n == 3 and o + k - 1 == s):
             raise RuntimeError(f"{where}(): pool {word} {k} too large relative to input "
                                f"{word} {s}")
     batched = input.dim() == n + 2
@@ -120,9 +129,13 @@ def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_r
 def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
     """Max over adaptive windows of (N, C, D, H, W) or (C, D, H, W) input to `output_size`
     (None keeps a size): (values, flat indices into each input volume)."""
+    if not isinstance(output_size, numbers.Number) and output_size is not None and \
+            input.dim() <= len(output_size):  # PyTorch fills Nones from the trailing sizes
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
     if input.dim() not in (4, 5):
         raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: "
                            f"{list(input.shape)}")
+    PL.check_planes("adaptive_max_pool3d", tuple(input.shape))
     sizes = tuple(input.shape[-3:])
     out = tuple(s if o is None else int(o) for s, o in zip(sizes, _tuple(output_size, 3)))
     batched = input.dim() == 5

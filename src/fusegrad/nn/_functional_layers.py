@@ -91,6 +91,13 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     """Max over adaptive windows to `output_size` (None keeps that input size)."""
     if isinstance(output_size, numbers.Integral) or output_size is None:
         output_size = (output_size, output_size)
+    elif input.dim() <= len(output_size):  # PyTorch fills Nones from the trailing sizes
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+    shape = tuple(input.shape)
+    if len(shape) not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: "
+                           f"{PL.dims_str(shape)}")
+    PL.check_planes("adaptive_max_pool2d", shape)
     size = [input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(output_size)]
     out, idx = call(LY.adaptive_max_pool2d, input, size)
     return (out, idx) if return_indices else out
@@ -102,6 +109,7 @@ def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
                            "tensor for argument #1 'self' (while checking arguments for "
                            "adaptive_max_pool1d)")
+    PL.check_planes("adaptive_max_pool1d", tuple(input.shape))
     size = _pair(output_size, 1)[0]
     out, idx = call(LY.adaptive_max_pool2d, input.unsqueeze(-2), [1, size])
     out = out.squeeze(-2)
@@ -327,20 +335,30 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding local blocks of a (N, C, H, W) input as columns (one `im2col`)."""
-    if input.dim() not in (3, 4):
-        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported "
-                                  f"(got {input.dim()}D)")
-    return call(CV.im2col, input, _pair(kernel_size), _pair(dilation), _pair(padding),
-                _pair(stride))
+    k, d, p, s = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
+    shape = tuple(input.shape)
+    if len(shape) not in (3, 4) or 0 in shape[len(shape) - 3:]:
+        # PyTorch checks the arguments first, then reads the sizes of dims 1 and 2 (3-D
+        # input aside), then the rank and the sizes
+        CV._window_args(k, d, p, s)
+        if len(shape) < 3:
+            raise PL.dim_error(len(shape), 1 if len(shape) < 2 else 2)
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size "
+                           f"and other non-zero dimensions for input, but got: "
+                           f"{PL.dims_str(shape)}")
+    return call(CV.im2col, input, k, d, p, s)
 
 
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sum columns of sliding blocks back into a (N, C, H, W) tensor (one `col2im`)."""
-    if input.dim() not in (2, 3):
-        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input "
-                                  f"Tensors are supported (got {input.dim()}D)")
-    return call(CV.col2im, input, _pair(output_size), _pair(kernel_size), _pair(dilation),
-                _pair(padding), _pair(stride))
+    k, d, p, s = _pair(kernel_size), _pair(dilation), _pair(padding), _pair(stride)
+    shape = tuple(input.shape)
+    if len(shape) not in (2, 3) or 0 in shape[len(shape) - 2:]:
+        CV._window_args(k, d, p, s, "ksdp")  # PyTorch checks the arguments first
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                           "batch size and non-zero dimensions for input, but got: "
+                           f"{PL.dims_str(shape)}")
+    return call(CV.col2im, input, _pair(output_size), k, d, p, s)
 
 
 # ---------------------------------------------------------------- embedding_bag

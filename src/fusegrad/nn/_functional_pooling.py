@@ -13,6 +13,7 @@ import warnings
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
+from ..ops import pooling as PL
 from ..ops import unpool as UP
 
 
@@ -114,10 +115,14 @@ def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
               ceil_mode: bool = False) -> Tensor:
     """(sum over each window of x ** p) ** (1 / p), over the last three dimensions (windows
     taken with `unfold`; partial windows of `ceil_mode` are not supported)."""
-    if ceil_mode:
-        raise NotImplementedError("lp_pool3d: ceil_mode=True is not supported yet")  # ours
     k = _tuple(kernel_size, 3)
     st = _tuple(stride, 3) if stride is not None else k
+    inf = isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf")
+    # the checks of the pooling PyTorch calls (max for an infinite norm), before our own
+    PL.pool_shape(tuple(input.shape), k, st, [0] * 3, [1] * 3, ceil_mode,
+                  "max" if inf else "avg")
+    if ceil_mode:
+        raise NotImplementedError("lp_pool3d: ceil_mode=True is not supported yet")  # ours
     first = input.dim() - 3
 
     def windows(x):
@@ -125,7 +130,7 @@ def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
             x = x.unfold(first + i, k[i], st[i])
         return x
 
-    if isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf"):
+    if inf:
         sign = 1 if norm_type > 0 else -1
         return windows(input.abs() * sign).amax((-3, -2, -1)) * sign
     out = windows(input.pow(norm_type)).mean((-3, -2, -1))

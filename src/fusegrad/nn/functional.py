@@ -10,6 +10,8 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
 from .._autocast import composite
 from .._creation import zeros_like
 from .._dispatch import call
@@ -143,16 +145,32 @@ def _op(name: str):
 
 @composite("lower")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias (one `addmm` for 2-D input, as PyTorch records)."""
+    """input @ weight.T + bias (one `addmm` for 2-D input, or for contiguous input of
+    another rank with a 1-D bias, as PyTorch records)."""
     if bias is None:
         return input.matmul(weight.t())
     if input.dim() == 2:
-        return call(N.addmm, bias, input, weight.t())
-    if input.dim() != 2 and input.is_contiguous():
+        wt = weight.t()
+        _check_addmm(input, wt, bias)
+        return call(N.addmm, bias, input, wt)
+    if bias.dim() == 1 and input.dim() and input.is_contiguous():
         lead = tuple(input.shape[:-1])
-        out = call(N.addmm, bias, input.view(-1, input.shape[-1]), weight.t())
+        flat, wt = input.view(-1, input.shape[-1]), weight.t()
+        _check_addmm(flat, wt, bias)
+        out = call(N.addmm, bias, flat, wt)
         return out.view(lead + (out.shape[-1],))
     return input.matmul(weight.t()) + bias
+
+
+def _check_addmm(mat1: Tensor, mat2: Tensor, bias: Tensor) -> None:
+    """addmm's errors the kernel does not raise itself: a weight that is not a matrix, and a
+    bias that does not expand to the output (PyTorch's expand message)."""
+    if mat2.dim() != 2:
+        raise RuntimeError(f"mat2 must be a matrix, got {mat2.dim()}-D tensor")
+    out = mat2.shape[1]
+    # only an unusual bias is looked at further (the common (out,) costs one comparison)
+    if tuple(bias.shape) != (out,) and mat1.shape[1] == mat2.shape[0]:
+        bias.expand(mat1.shape[0], out)
 
 
 def _same_padding(weight, dilation, spatial: int) -> tuple[list, list]:
@@ -315,6 +333,9 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices):
+    if input.dim() not in (nd + 1, nd + 2):  # checked first, before the arguments
+        raise RuntimeError(f"non-empty {nd + 1}D or {nd + 2}D (batch mode) tensor expected for "
+                           "input")
     k = _ntuple(kernel_size, nd)
     s = _ntuple(stride, nd) if stride not in (None, [], ()) else k
     out, idx = call(op, input, k, s, _ntuple(padding, nd), _ntuple(dilation, nd), ceil_mode)
@@ -324,6 +345,13 @@ def _max_pool(op, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """1-D max pooling (as a height-1 2-D pooling)."""
+    if return_indices:
+        _check_rank_1d(input, "max_pool1d")
+    else:
+        shape = tuple(input.shape)
+        if len(shape) not in (2, 3) or 0 in shape[len(shape) - 2:]:
+            raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with "
+                               f"optional 0 dim batch size for input, but got:{PL.dims_str(shape)}")
     k = _ntuple(kernel_size, 1)[0]
     s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
     if not return_indices:  # PyTorch's max_pool1d checks its arguments in its own words
@@ -361,14 +389,31 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """1-D average pooling (as a height-1 2-D pooling)."""
+    _check_rank_1d(input, "avg_pool1d")
     k = _ntuple(kernel_size, 1)[0]
     s = _ntuple(stride, 1)[0] if stride not in (None, [], ()) else k
     return avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
                       ceil_mode, count_include_pad).squeeze(-2)
 
 
+def _check_rank_1d(input: Tensor, name: str) -> None:
+    """The 1-D poolings' error for input not 2-D or 3-D."""
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {name})")
+
+
+def check_output_sizes(output_size, input: Tensor) -> None:
+    """The error of an output size listing as many dims as the input has, or more (PyTorch
+    fills its Nones from the input's trailing sizes)."""
+    if not isinstance(output_size, numbers.Integral) and input.dim() <= len(output_size):
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+
+
 def adaptive_avg_pool2d(input, output_size) -> Tensor:
     """Average pooling to a fixed output size (None keeps the input's size)."""
+    if isinstance(output_size, (tuple, list)):
+        check_output_sizes(output_size, input)
     size = _ntuple(output_size, 2) if not isinstance(output_size, (tuple, list)) else [
         input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(output_size)]
     if len(size) == 1:
@@ -380,6 +425,8 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
 
 def adaptive_avg_pool3d(input, output_size) -> Tensor:
     """3-D average pooling to a fixed output size (None keeps the input's size)."""
+    if isinstance(output_size, (tuple, list)):
+        check_output_sizes(output_size, input)
     size = _ntuple(output_size, 3) if not isinstance(output_size, (tuple, list)) else [
         input.shape[-3 + i] if v is None else int(v) for i, v in enumerate(output_size)]
     if len(size) == 1:
@@ -391,6 +438,7 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
     """1-D adaptive average pooling."""
+    _check_rank_1d(input, "adaptive_avg_pool1d")
     size = _ntuple(output_size, 1)[0]
     return adaptive_avg_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
@@ -604,7 +652,21 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "the same size.")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         weight = weight.expand(tuple(input.shape))
+    if target.dtype == input.dtype:  # (else the op's dtype error comes first)
+        _check_probabilities(input, "input")
+        _check_probabilities(target, "target")
     return call(N.binary_cross_entropy, input, target, weight, REDUCTION_ENUM[reduction])
+
+
+def _check_probabilities(t: Tensor, name: str) -> None:
+    """PyTorch's kernel refuses values outside [0, 1], NaN included: a min and a max of the
+    values (NaN propagates through both), for tensors that hold their data."""
+    data = t._data if type(t)._plain else None
+    if data is None or not data.size:
+        return
+    low, high = np.min(data), np.max(data)
+    if not (low >= 0 and high <= 1):
+        raise RuntimeError(f"all elements of {name} should be between 0 and 1")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,

@@ -45,14 +45,64 @@ def _half(v: int) -> int:
     return -(-v // 2) if v < 0 else v // 2
 
 
-def pool_shape(shape, k, s, p, d, ceil_mode) -> tuple:
+def dims_str(shape) -> str:
+    """A shape as PyTorch prints sizes in messages: [2, 0, 4]."""
+    return f"[{', '.join(map(str, shape))}]"
+
+
+def dim_error(ndim: int, dim: int) -> IndexError:
+    """The IndexError of reading size `dim` of an `ndim`-dimensional tensor, in PyTorch's
+    words (a 0-d tensor has its own)."""
+    if ndim == 0:
+        return IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                      f"{ndim - 1}], but got {dim})")
+
+
+def check_planes(name: str, shape, sep: str | None = None, first: int = 1) -> None:
+    """`name`'s error for an empty non-batch dimension (every dim from `first` on), as the
+    adaptive kernels word it; with `sep` as the fractional (sep "") and unpooling (sep " ")
+    kernels do."""
+    for i in range(first, len(shape)):
+        if shape[i] == 0:
+            sizes = dims_str(shape)
+            if sep is not None:
+                raise RuntimeError(f"{name}(): Expected input to have non-zero size for "
+                                   f"non-batch dimensions, but got{sep}{sizes} with "
+                                   f"dimension {i} being empty.")
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {sizes} with dimension {i} "
+                               f"being empty")
+
+
+def check_pool_input(shape, nd: int, op: str) -> None:
+    """Pooling's error for an input that is not (N, C, *spatial) or (C, *spatial) with every
+    non-batch dimension non-empty (checked after the arguments, as PyTorch)."""
+    ndim = len(shape)
+    lead = 1 if ndim == nd + 2 else 0
+    if nd == 2:
+        if ndim not in (3, 4) or 0 in shape[lead:]:
+            raise RuntimeError("Expected 3D or 4D (batch mode) tensor with optional 0 dim "
+                               f"batch size for input, but got:{dims_str(shape)}")
+    elif 0 in shape[lead:]:
+        name = "avg_pool3d" if op == "avg" else "max_pool3d_with_indices_out_cpu_template"
+        # (PyTorch names dimension 0 whichever is empty)
+        raise RuntimeError(f"{name}(): Expected input's non-batch dimensions to have positive "
+                           f"length, but input has a shape of {dims_str(shape)} and non-batch "
+                           "dimension 0 has length zero!")
+
+
+def pool_shape(shape, k, s, p, d, ceil_mode, op: str = "max") -> tuple:
     """The output shape of pooling over the last len(k) dims of `shape` (with or without a
     batch dim), with PyTorch's errors for a zero or negative stride, kernel or dilation,
-    padding beyond half the (dilated) kernel and windows that do not fit (shared by max and
-    average pooling, kernels and metas)."""
+    padding beyond half the (dilated) kernel, an input of the wrong rank or with an empty
+    non-batch dim and windows that do not fit (shared by max (`op` "max") and average ("avg")
+    pooling, kernels and metas)."""
     nd = len(k)
     if nd == 3 and len(shape) not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    if nd == 2 and op == "max" and len(shape) not in (3, 4):
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
     out = []
     for i in range(nd):
         if s[i] == 0:
@@ -70,6 +120,10 @@ def pool_shape(shape, k, s, p, d, ceil_mode) -> tuple:
     if min(d) <= 0:
         raise RuntimeError("dilation should be greater than zero, but got "
                            f"{_per_dim('dilation', d)}")
+    check_pool_input(shape, nd, op)
+    if nd == 3 and op == "avg" and any(shape[-3 + i] < k[i] for i in range(3)):
+        raise RuntimeError(f"input image ({_per_dim('', shape[-3:])}) smaller than kernel "
+                           f"size ({_per_dim('k', k)})")
     if min(out) < 1:
         c = shape[-nd - 1]
         size = "x".join(map(str, shape[-nd:]))
@@ -477,16 +531,16 @@ def _avgpool_meta(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 
 
 def _avgpool_check(shape, k, s, p, ceil_mode, divisor_override) -> tuple:
+    # PyTorch's order: the rank of a volume, the divisor, the size read at dim -3 (2-D),
+    # then the arguments and the input's shape (`pool_shape`)
     nd = len(k)
-    if nd == 3:
-        if len(shape) not in (4, 5):
-            raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
-        if any(shape[-3 + i] < k[i] for i in range(3)):
-            raise RuntimeError(f"input image ({_per_dim('', shape[-3:])}) smaller than kernel "
-                               f"size ({_per_dim('k', k)})")
+    if nd == 3 and len(shape) not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    return pool_shape(shape, k, s, p, [1] * nd, ceil_mode)
+    if nd == 2 and len(shape) < 3:
+        raise dim_error(len(shape), -3)
+    return pool_shape(shape, k, s, p, [1] * nd, ceil_mode, "avg")
 
 
 def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
@@ -578,14 +632,21 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     return m
 
 
-def _adaptive_check(output_size) -> None:
+def check_adaptive2d(shape, output_size) -> None:
+    """adaptive_avg_pool2d's errors, in PyTorch's order: a negative output size, an input
+    not 3-D or 4-D, an empty non-batch dim."""
     if output_size[0] < 0 or output_size[1] < 0:
         raise RuntimeError("adaptive_avg_pool2d: elements of output_size must be greater than "
                            f"or equal to 0 but received {{{output_size[0]}, {output_size[1]}}}")
+    if len(shape) not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+                           f"{dims_str(shape)}")
+    # (this one looks at the two spatial dims only: no channels is fine)
+    check_planes("adaptive_avg_pool2d", shape, first=len(shape) - 2)
 
 
 def _adaptive_kernel(a, output_size):
-    _adaptive_check(output_size)
+    check_adaptive2d(a.shape, output_size)
     x = _work(a)
     mh = _adaptive_matrix(x.shape[-2], output_size[0]).astype(x.dtype)
     mw = _adaptive_matrix(x.shape[-1], output_size[1]).astype(x.dtype)
@@ -593,7 +654,7 @@ def _adaptive_kernel(a, output_size):
 
 
 def _adaptive_meta(a, output_size):
-    _adaptive_check(output_size)
+    check_adaptive2d(tuple(a.shape), output_size)
     return Spec(tuple(a.shape)[:-2] + tuple(output_size), a.dtype)
 
 
@@ -626,14 +687,18 @@ adaptive_avg_pool2d = register(
     onnx=_adaptive_onnx, public="adaptive_avg_pool2d")
 
 
-def _adaptive3d_check(shape, output_size) -> None:
-    if len(shape) not in (4, 5):
-        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
-                           f"{list(shape)}")
+def check_adaptive3d(shape, output_size) -> None:
+    """adaptive_avg_pool3d's errors, in PyTorch's order: a negative output size, an empty
+    non-batch dim, an input not 4-D or 5-D."""
     if min(output_size) < 0:
         a, b, c = output_size
         raise RuntimeError("adaptive_avg_pool3d: elements of output_size must be greater than "
                            f"or equal to 0 but received {{{a}, {b},{c}}}")
+    check_planes("adaptive_avg_pool3d", shape)
+    if len(shape) not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
+                           f"{list(shape)}")
+
 
 
 def _adaptive3d_matrices(shape, output_size, dtype) -> list:
@@ -646,7 +711,7 @@ def _along(x, m, axis: int):
 
 
 def _adaptive3d_kernel(a, output_size):
-    _adaptive3d_check(a.shape, output_size)
+    check_adaptive3d(a.shape, output_size)
     x = _work(a)
     for i, m in enumerate(_adaptive3d_matrices(x.shape, output_size, x.dtype)):
         x = _along(x, m.T, i - 3)
@@ -654,7 +719,7 @@ def _adaptive3d_kernel(a, output_size):
 
 
 def _adaptive3d_meta(a, output_size):
-    _adaptive3d_check(tuple(a.shape), output_size)
+    check_adaptive3d(tuple(a.shape), output_size)
     return Spec(tuple(a.shape)[:-3] + tuple(output_size), a.dtype)
 
 

@@ -223,7 +223,9 @@ def _rrelu_meta(x, noise, lower=0.125, upper=1 / 3, training=False, generator=No
 def _rrelu_slope(x, noise, lower, upper, training):
     if training:
         return noise
-    return x.new_ones(()).where(x >= 0, x.new_full((), (lower + upper) / 2))
+    # PyTorch's eval mode is leaky_relu, whose backward passes the gradient only where
+    # x > 0: at exactly zero the gradient is the mean slope, not 1
+    return x.new_ones(()).where(x > 0, x.new_full((), (lower + upper) / 2))
 
 
 def _rrelu_save(out, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):

@@ -6,8 +6,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import FROM_NP, int64
 from ._util import Spec, rand_array
+from .pooling import check_planes
 from .registry import Sample, register
+
+
+def _check_index_dtype(indices, suffix: bool) -> None:
+    """The indices must be int64 (the 2-D kernel also names the dtype it got)."""
+    dt = FROM_NP[indices.dtype] if isinstance(indices, np.ndarray) else indices.dtype
+    if dt is not int64:
+        got = f" but got: {dt.legacy}" if suffix else ""
+        raise RuntimeError(f"elements in indices should be type int64{got}")
+
+
+def _first_bad(flat_idx: np.ndarray, size: int):
+    """The invalid index PyTorch reports (its loop keeps the last one it met), or None."""
+    bad = (flat_idx < 0) | (flat_idx >= size)
+    return int(flat_idx[bad][-1]) if bad.any() else None
 
 
 def _unpool_meta(a, indices, output_size):
@@ -17,9 +33,11 @@ def _unpool_meta(a, indices, output_size):
             f"Expected shape of indices to be same as that of the input tensor "
             f"([{', '.join(map(str, shape))}]) but got indices tensor with shape: "
             f"[{', '.join(map(str, indices.shape))}]")
-    if len(shape) not in (3, 4) or any(s == 0 for s in shape[-3:]):
+    if len(shape) not in (3, 4):
         raise RuntimeError(f"Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
                            f"tensor with {len(shape)} dimensions.")
+    check_planes("max_unpooling2d_forward_out_cpu", shape, sep=" ")
+    _check_index_dtype(indices, True)
     if len(output_size) != 2:
         raise RuntimeError(f"There should be exactly two elements (height, width) in "
                            f"output_size, but got {len(output_size)} elements.")
@@ -29,13 +47,14 @@ def _unpool_meta(a, indices, output_size):
 def _unpool_kernel(a, indices, output_size):
     spec = _unpool_meta(a, indices, output_size)
     h, w = spec.shape[-2:]
-    flat_idx = indices.reshape(indices.shape[:-2] + (-1,))
-    bad = (flat_idx < 0) | (flat_idx >= h * w)
-    if bad.any():
-        raise RuntimeError(f"Found an invalid max index: {int(flat_idx[bad][0])} (output "
-                           f"volumes are of size {h}x{w}")
+    # the plane's size spelled out: -1 cannot stand for it when the batch is empty
+    flat_idx = indices.reshape(indices.shape[:-2] + (indices.shape[-2] * indices.shape[-1],))
+    bad = _first_bad(flat_idx, h * w)
+    if bad is not None:
+        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
+                           f"{h}x{w})")
     out = np.zeros(a.shape[:-2] + (h * w,), dtype=a.dtype)
-    np.put_along_axis(out, flat_idx, a.reshape(a.shape[:-2] + (-1,)), axis=-1)
+    np.put_along_axis(out, flat_idx, a.reshape(flat_idx.shape), axis=-1)
     return out.reshape(spec.shape)
 
 
@@ -78,19 +97,21 @@ def _unpool3d_meta(a, indices, output_size, stride, padding):
     if len(output_size) != 3:
         raise RuntimeError(f"There should be exactly three elements (depth, height, width) in "
                            f"output_size, but got {len(output_size)} elements.")
+    check_planes("max_unpooling3d_forward_out_cpu", shape, sep=" ")
+    _check_index_dtype(indices, False)
     return Spec(shape[:-3] + tuple(int(s) for s in output_size), a.dtype)
 
 
 def _unpool3d_kernel(a, indices, output_size, stride, padding):
     spec = _unpool3d_meta(a, indices, output_size, stride, padding)
     d, h, w = spec.shape[-3:]
-    flat_idx = indices.reshape(indices.shape[:-3] + (-1,))
-    bad = (flat_idx < 0) | (flat_idx >= d * h * w)
-    if bad.any():
-        raise RuntimeError(f"Found an invalid max index: {int(flat_idx[bad][0])} (output "
-                           f"volumes are of size {d}x{h}x{w}")
+    flat_idx = indices.reshape(indices.shape[:-3] + (int(np.prod(indices.shape[-3:])),))
+    bad = _first_bad(flat_idx, d * h * w)
+    if bad is not None:
+        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size "
+                           f"{d}x{h}x{w})")
     out = np.zeros(a.shape[:-3] + (d * h * w,), dtype=a.dtype)
-    np.put_along_axis(out, flat_idx, a.reshape(a.shape[:-3] + (-1,)), axis=-1)
+    np.put_along_axis(out, flat_idx, a.reshape(flat_idx.shape), axis=-1)
     return out.reshape(spec.shape)
 
 
