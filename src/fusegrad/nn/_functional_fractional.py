@@ -141,7 +141,8 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     batched = input.dim() == 5
     x = input if batched else input.unsqueeze(0)
     lead = tuple(x.shape[:2])
-    values = x.detach().numpy().reshape((-1,) + sizes)
+    # explicit sizes throughout: `-1` cannot be read off an empty batch
+    values = x.detach().numpy().reshape((lead[0] * lead[1],) + sizes)
     # window i of a dimension spans [floor(i * size / out), ceil((i + 1) * size / out))
     bounds = [[(i * s // o, -(-(i + 1) * s // o)) for i in range(o)]
               for s, o in zip(sizes, out)]
@@ -149,7 +150,8 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     for cell in np.ndindex(*out):
         (t0, t1), (h0, h1), (w0, w1) = (bounds[i][cell[i]] for i in range(3))
         window = values[:, t0:t1, h0:h1, w0:w1]
-        t, h, w = np.unravel_index(window.reshape(window.shape[0], -1).argmax(1),
+        cells = (t1 - t0) * (h1 - h0) * (w1 - w0)
+        t, h, w = np.unravel_index(window.reshape(window.shape[0], cells).argmax(1),
                                    window.shape[1:])
         index[(slice(None),) + cell] = ((t + t0) * sizes[1] + h + h0) * sizes[2] + w + w0
     idx = Tensor._make(index.reshape(lead + out), _dtype.int64)

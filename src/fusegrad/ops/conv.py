@@ -144,7 +144,7 @@ def _col2im_nd(cols, size, k, d, p, s):
 
 
 def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
-    _window_args(kernel_size, dilation, padding, stride, "ksdp")
+    _col2im_meta(a, output_size, kernel_size, dilation, padding, stride)  # its errors
     return _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride)
 
 

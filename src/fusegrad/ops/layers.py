@@ -153,7 +153,8 @@ def _amp_kernel(a, output_size):
         h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
         for j in range(ow):
             w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
-            win = x[..., h0:h1, w0:w1].reshape(a.shape[:-2] + (-1,))
+            # explicit sizes: `-1` cannot be read off an empty batch
+            win = x[..., h0:h1, w0:w1].reshape(a.shape[:-2] + ((h1 - h0) * (w1 - w0),))
             # NaN wins, as in PyTorch's kernel; otherwise the first maximum
             k = np.where(np.isnan(win).any(-1), np.isnan(win).argmax(-1), win.argmax(-1))
             out[..., i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
@@ -165,7 +166,8 @@ def _amp_derivative(grads, shape, idx):
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
     lead = tuple(shape[:-2])
     flat = g.new_zeros(lead + (shape[-2] * shape[-1],))
-    gx = flat.scatter_add(-1, idx.reshape(lead + (-1,)), g.reshape(lead + (-1,)))
+    n = idx.shape[-2] * idx.shape[-1]
+    gx = flat.scatter_add(-1, idx.reshape(lead + (n,)), g.reshape(lead + (n,)))
     return (gx.reshape(tuple(shape)), None)
 
 
