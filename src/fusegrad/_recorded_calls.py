@@ -18,6 +18,7 @@ from ._recording import (
     _NO_EDGE,
     _NO_META,
     _OTHER,
+    _NUMBER_VERSIONS,
     _OUTPUT_VERSIONS,
     _PLAIN,
     _AccumulateGrad,
@@ -525,7 +526,7 @@ def _call_binary(op, a, b):
             node._versions = None
         elif save is _save_partners and not _active.saved_hooks:
             node._saved = (None, b)
-            node._versions = None
+            node._versions = _NUMBER_VERSIONS  # `b` is mul.Tensor's other: a wrapped number
         elif save is _save_result and not _active.saved_hooks:
             s = _new(_SavedOutput)
             s.data = out
@@ -568,7 +569,7 @@ def _call_binary(op, a, b):
                     _save_into(node, saved, result)
                 else:
                     node._saved = saved
-                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+                    node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
             elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
@@ -579,7 +580,7 @@ def _call_binary(op, a, b):
                     node._versions = (a._vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
-                    node._versions = None
+                    node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
                 else:
                     _save_into(node, saved, result)
             else:
@@ -1287,7 +1288,7 @@ def make_calls(call, call_slow):
                 node._versions = None
             elif save is _save_partners and not _active.saved_hooks:
                 node._saved = (None, b)
-                node._versions = None
+                node._versions = _NUMBER_VERSIONS  # `b` is mul.Tensor's other: a wrapped number
             elif save is _save_result and not _active.saved_hooks:
                 s = _new(_SavedOutput)
                 s.data = out
@@ -1330,7 +1331,7 @@ def make_calls(call, call_slow):
                         _save_into(node, saved, result)
                     else:
                         node._saved = saved
-                        node._versions = None if v0 is None and v1 is None else (v0, v1)
+                        node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1341,7 +1342,7 @@ def make_calls(call, call_slow):
                         node._versions = (a._vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
-                        node._versions = None
+                        node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
                     else:
                         _save_into(node, saved, result)
                 else:
@@ -1846,7 +1847,7 @@ def make_operator(op, protocol, fast):
                 node._versions = None
             elif save is _save_partners and not _active.saved_hooks:
                 node._saved = (None, b)
-                node._versions = None
+                node._versions = _NUMBER_VERSIONS  # `b` is mul.Tensor's other: a wrapped number
             elif save is _save_result and not _active.saved_hooks:
                 s = _new(_SavedOutput)
                 s.data = out
@@ -1889,7 +1890,7 @@ def make_operator(op, protocol, fast):
                         _save_into(node, saved, result)
                     else:
                         node._saved = saved
-                        node._versions = None if v0 is None and v1 is None else (v0, v1)
+                        node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1900,7 +1901,7 @@ def make_operator(op, protocol, fast):
                         node._versions = (a._vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
-                        node._versions = None
+                        node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
                     else:
                         _save_into(node, saved, result)
                 else:

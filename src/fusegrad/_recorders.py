@@ -72,6 +72,7 @@ from ._recording import (
     _NO_EDGE,
     _NO_META,
     _OTHER,
+    _NUMBER_VERSIONS,
     _OUTPUT_VERSIONS,
     _PLAIN,
     _AccumulateGrad,
@@ -350,7 +351,7 @@ SAVE = '''\
                     _save_into(node, saved, result)
                 else:
                     node._saved = saved
-                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+                    node._versions = None if v0 is None and v1 is None{wrapped2} else (v0, v1)
             elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
@@ -359,7 +360,7 @@ SAVE = '''\
 {single}
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
-                    node._versions = None
+                    node._versions = {versions1}
                 else:
                     _save_into(node, saved, result)
             else:
@@ -400,7 +401,7 @@ PARTNERS = {
     "TN": '''\
         elif save is _save_partners and not _active.saved_hooks:
             node._saved = (None, b)
-            node._versions = None
+            node._versions = _NUMBER_VERSIONS  # `b` is mul.Tensor's other: a wrapped number
 ''',
 }
 
@@ -454,8 +455,11 @@ UFUNC = {
 _IN16 = " " * 16  # the indent of the saved-value branches
 
 
-def _save_source(params: list[str], tensors: list[str]) -> str:
-    """The code that sets a node's saved values and their versions (`SAVE`)."""
+def _save_source(params: list[str], tensors: list[str], number: int | None = None) -> str:
+    """The code that sets a node's saved values and their versions (`SAVE`). `number`: the
+    position of the call's Python number: saved where the op takes a tensor (`x * 2`'s
+    other), it is PyTorch's wrapped number, a saved tensor that the graph frees after
+    backward, so the node gets versions (`_NUMBER_VERSIONS` for one entry) to be freed."""
     versions = []
     for i in range(2):
         inputs = "\n".join(f"{_IN16}elif s{i} is {t}:\n{_IN16}    v{i} = {t}._vc[0]"
@@ -463,8 +467,14 @@ def _save_source(params: list[str], tensors: list[str]) -> str:
         versions.append(SAVED_VERSION.format(s=f"s{i}", v=f"v{i}", inputs=inputs))
     single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
                        f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
+    wrapped2, versions1 = "", "None"
+    if number is not None:
+        p = params[number]
+        slot = f"op.tensor_args and {number} in op.tensor_args"
+        wrapped2 = f" and not ((s0 is {p} or s1 is {p}) and {slot})"
+        versions1 = f"_NUMBER_VERSIONS[:1] if s0 is {p} and {slot} else None"
     return SAVE.format(meta_args=", ".join(params), versions="\n".join(versions),
-                       single=single)
+                       single=single, wrapped2=wrapped2, versions1=versions1)
 
 
 _NAMES = "abcdefgh"
@@ -517,7 +527,8 @@ def _shape_body(shape: str) -> str:
         edges.append(_node_inputs(entries, " " * 8))
     record = SHORT_RECORD.format(
         general=general, args_tuple=_tuple(params).join("()"), meta_args=", ".join(params),
-        edges="".join(edges).rstrip("\n"), save=_save_source(params, tensors),
+        edges="".join(edges).rstrip("\n"),
+        save=_save_source(params, tensors, shape.index("N") if "N" in shape else None),
         saved_result=SAVED_RESULT, first=params[0],
         partners=PARTNERS.get(shape, ""))
     kernel_call = UFUNC[shape] if shape in UFUNC else KERNEL.format(

@@ -138,6 +138,10 @@ _save_loop = _graph.save_loop
 _saved_output = _graph.saved_output
 _PLAIN = _graph.PLAIN
 _OUTPUT_VERSIONS = _graph.OUTPUT_VERSIONS
+# The versions of a node that saved a Python number given for a tensor (PyTorch's wrapped
+# number, a saved tensor): none to check, but the node's saved values are freed with the
+# graph (a second backward raises), as a node's with saved tensors are.
+_NUMBER_VERSIONS = (None, None)
 # What the recorders need to make a leaf's accumulator and a SavedOutput themselves
 # (`_graph.new_accumulator` and `_graph.saved_output` written out, a call less per op).
 _AccumulateGrad = _graph.AccumulateGrad
@@ -159,6 +163,7 @@ def _new_node(op, args, result):
     pos = []
     nondiff = op.nondiff_args
     tensor_args = op.tensor_args
+    number = _OTHER  # a Python number given for a tensor (PyTorch's wrapped number)
     i = -1
     for a in args:
         i += 1
@@ -199,12 +204,17 @@ def _new_node(op, args, result):
             edges.append(_NO_EDGE)
             meta.append(_NO_META)
             pos.append(_POS[i] if i < 32 else (i, -1))
+            number = a
     node.next_functions = tuple(edges)
     node._in_meta = tuple(meta)
     node._pos = tuple(pos)
     save = op.save
     if save is not None:
-        _save_into(node, save(result, *args), result)
+        saved = save(result, *args)
+        _save_into(node, saved, result)
+        if number is not _OTHER and node._versions is None and any(
+                s is number for s in saved):  # a saved tensor to PyTorch: freed with the graph
+            node._versions = (None,) * len(saved)
     else:
         node._saved = ()
         node._versions = None

@@ -1,0 +1,54 @@
+"""What a backward without `retain_graph` frees, against torch: a second backward through a
+node that saved a tensor raises PyTorch's error, one through nodes that saved none runs again.
+A Python number given for a tensor argument (`x * 3`, `x / 3`) is a saved tensor to PyTorch
+(its wrapped number), so its node is freed too: the second backward raised nothing and added
+the gradient twice before."""
+
+import pytest
+import torch
+
+import fusegrad
+
+CASES = {
+    "mul number": lambda z: z * 3,
+    "number mul": lambda z: 3 * z,
+    "mul method": lambda z: z.mul(2.5),
+    "div number": lambda z: z / 3,
+    "number div": lambda z: 3 / z,
+    "true_divide": lambda z: z.true_divide(4),
+    "mul tensor": lambda z: z * z,
+    "add number": lambda z: z + 3,
+    "sub number": lambda z: z - 3,
+    "number sub": lambda z: 3 - z,
+    "view": lambda z: z.view(2, 1),
+    "select": lambda z: z.select(0, 1),
+    "pow": lambda z: z ** 2,
+}
+
+
+def _second_backward(lib, fn):
+    z = lib.tensor([1.0, 2.0], requires_grad=True)
+    loss = fn(z).sum()
+    loss.backward()
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        return "raised", str(e).split(".")[0]
+    return "ran", z.grad.tolist()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_second_backward_as_torch(name):
+    assert _second_backward(fusegrad, CASES[name]) == _second_backward(torch, CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_retain_graph_keeps_what_was_saved(name):
+    def run(lib):
+        z = lib.tensor([1.0, 2.0], requires_grad=True)
+        loss = CASES[name](z).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return z.grad.tolist()
+
+    assert run(fusegrad) == run(torch)
