@@ -17,8 +17,8 @@ from ._recording import (
     _FROM_NP,
     _NO_EDGE,
     _NO_META,
-    _OTHER,
     _NUMBER_VERSIONS,
+    _OTHER,
     _OUTPUT_VERSIONS,
     _PLAIN,
     _AccumulateGrad,
@@ -569,7 +569,10 @@ def _call_binary(op, a, b):
                     _save_into(node, saved, result)
                 else:
                     node._saved = saved
-                    node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
+                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+                    if node._versions is None and (s0 is b or s1 is b) and \
+                            op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                        node._versions = _NUMBER_VERSIONS
             elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
@@ -580,7 +583,9 @@ def _call_binary(op, a, b):
                     node._versions = (a._vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
-                    node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
+                    node._versions = None
+                    if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                        node._versions = _NUMBER_VERSIONS[:1]
                 else:
                     _save_into(node, saved, result)
             else:
@@ -1331,7 +1336,10 @@ def make_calls(call, call_slow):
                         _save_into(node, saved, result)
                     else:
                         node._saved = saved
-                        node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
+                        node._versions = None if v0 is None and v1 is None else (v0, v1)
+                        if node._versions is None and (s0 is b or s1 is b) and \
+                                op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                            node._versions = _NUMBER_VERSIONS
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1342,7 +1350,9 @@ def make_calls(call, call_slow):
                         node._versions = (a._vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
-                        node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
+                        node._versions = None
+                        if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                            node._versions = _NUMBER_VERSIONS[:1]
                     else:
                         _save_into(node, saved, result)
                 else:
@@ -1890,7 +1900,10 @@ def make_operator(op, protocol, fast):
                         _save_into(node, saved, result)
                     else:
                         node._saved = saved
-                        node._versions = None if v0 is None and v1 is None and not ((s0 is b or s1 is b) and op.tensor_args and 1 in op.tensor_args) else (v0, v1)
+                        node._versions = None if v0 is None and v1 is None else (v0, v1)
+                        if node._versions is None and (s0 is b or s1 is b) and \
+                                op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                            node._versions = _NUMBER_VERSIONS
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1901,7 +1914,9 @@ def make_operator(op, protocol, fast):
                         node._versions = (a._vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
-                        node._versions = _NUMBER_VERSIONS[:1] if s0 is b and op.tensor_args and 1 in op.tensor_args else None
+                        node._versions = None
+                        if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
+                            node._versions = _NUMBER_VERSIONS[:1]
                     else:
                         _save_into(node, saved, result)
                 else:

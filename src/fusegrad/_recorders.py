@@ -71,8 +71,8 @@ from ._recording import (
     _FROM_NP,
     _NO_EDGE,
     _NO_META,
-    _OTHER,
     _NUMBER_VERSIONS,
+    _OTHER,
     _OUTPUT_VERSIONS,
     _PLAIN,
     _AccumulateGrad,
@@ -351,8 +351,8 @@ SAVE = '''\
                     _save_into(node, saved, result)
                 else:
                     node._saved = saved
-                    node._versions = None if v0 is None and v1 is None{wrapped2} else (v0, v1)
-            elif n == 1:
+                    node._versions = None if v0 is None and v1 is None else (v0, v1)
+{wrapped2}            elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
                     node._saved = (_saved_output(result),)
@@ -360,8 +360,8 @@ SAVE = '''\
 {single}
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
-                    node._versions = {versions1}
-                else:
+                    node._versions = None
+{wrapped1}                else:
                     _save_into(node, saved, result)
             else:
                 node._saved, node._versions = _save_loop(saved, result)'''
@@ -467,14 +467,17 @@ def _save_source(params: list[str], tensors: list[str], number: int | None = Non
         versions.append(SAVED_VERSION.format(s=f"s{i}", v=f"v{i}", inputs=inputs))
     single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
                        f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
-    wrapped2, versions1 = "", "None"
+    wrapped2 = wrapped1 = ""
     if number is not None:
         p = params[number]
         slot = f"op.tensor_args and {number} in op.tensor_args"
-        wrapped2 = f" and not ((s0 is {p} or s1 is {p}) and {slot})"
-        versions1 = f"_NUMBER_VERSIONS[:1] if s0 is {p} and {slot} else None"
+        wrapped2 = (f"{_IN16}    if node._versions is None and (s0 is {p} or s1 is {p}) and \\\n"
+                    f"{_IN16}            {slot}:  # a wrapped number\n"
+                    f"{_IN16}        node._versions = _NUMBER_VERSIONS\n")
+        wrapped1 = (f"{_IN16}    if s0 is {p} and {slot}:  # a wrapped number\n"
+                    f"{_IN16}        node._versions = _NUMBER_VERSIONS[:1]\n")
     return SAVE.format(meta_args=", ".join(params), versions="\n".join(versions),
-                       single=single, wrapped2=wrapped2, versions1=versions1)
+                       single=single, wrapped2=wrapped2, wrapped1=wrapped1)
 
 
 _NAMES = "abcdefgh"
