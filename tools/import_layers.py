@@ -95,6 +95,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     # Names looked up in the namespace by string, as PyTorch looks them up in `torch`.
     ("fusegrad._functions.compat_more", "fusegrad"):
         "`set_default_tensor_type('torch.FloatTensor')` finds the type by its name",
+    # `torch.func.replace_all_batch_norm_modules_` changes nn's batch norm modules in place;
+    # func (public functions) sits below nn.
+    ("fusegrad.func._utils", "fusegrad.nn.modules.batchnorm"):
+        "`replace_all_batch_norm_modules_` finds nn's batch norm modules",
     # PyTorch's `Module.compile` compiles the module in place: the compiler is above nn.
     ("fusegrad.nn.modules.module", "fusegrad.compiler"):
         "`Module.compile()` runs `fusegrad.compile` on the module's forward",

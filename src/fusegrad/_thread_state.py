@@ -46,6 +46,10 @@ class ThreadState(_thread_local):
     # The same passes as (task id, {node that runs: ...}, restricted), for the hooks that ask
     # which nodes the pass in progress runs (`autograd.graph.register_multi_grad_hook`).
     graph_tasks = ()
+    # The function transforms (`torch.func`: grad, vjp, jvp, vmap, ...) running their
+    # function, innermost last: custom Functions follow PyTorch's rules under them.
+    transforms = ()
+    multithreading = True  # `autograd.set_multithreading_enabled` (kept, not acted on)
     # Autocast (`_autocast`): the device types with autocast on, the dtypes set for them
     # ({type: dtype}, replaced rather than changed; None: the defaults), the weight cache
     # switch and the nesting depth of autocast contexts. `autocast` is the dtype CPU ops

@@ -25,13 +25,14 @@ from .grad_mode import (
     is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
+    set_multithreading_enabled,
 )
 
 __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "gradcheck", "gradgradcheck", "Function", "function",
            "functional", "once_differentiable", "inference_mode", "is_inference_mode_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled", "Variable"]
+           "is_anomaly_check_nan_enabled", "Variable", "set_multithreading_enabled"]
 
 # name -> (submodule, attribute; None for the submodule itself), loaded on first use.
 _LAZY = {

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Mapping
 
 from .._tensor import Tensor
+from .._thread_state import local as _thread_local
 from .engine import run_backward
 
 
@@ -66,6 +67,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     grads = _output_grads(tensors, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
+    if _thread_local.transforms:  # `torch.func`'s transforms differentiate by themselves
+        raise RuntimeError(
+            "backward() called inside a functorch transform. This is not supported, please use "
+            "functorch.grad or functorch.vjp instead or call backward() outside of functorch "
+            "transforms.")
     run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs, accumulate=True)
 
 

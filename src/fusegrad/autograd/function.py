@@ -208,6 +208,15 @@ class Function(metaclass=_FunctionMeta):
             "autograd.Function to use it with backward mode AD.")
 
     @staticmethod
+    def vmap(info, in_dims, *args):
+        """Optional: the Function over a batch (`info.batch_size`, `info.randomness`), with
+        `in_dims` giving each argument's batch dimension (None: not batched); returns
+        (outputs, out_dims). Used by `func.vmap` in place of running forward per example."""
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap staticmethod "
+            "or set generate_vmap_rule=True.")
+
+    @staticmethod
     def jvp(ctx, *grad_inputs):
         """Forward-mode derivative (not supported yet)."""
         raise NotImplementedError(
@@ -220,10 +229,46 @@ class Function(metaclass=_FunctionMeta):
         return _apply(cls, args, kwargs)
 
 
+_PACKAGE = __name__.rsplit(".", 2)[0] + "."
+_FUNC_DOCS = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
+
+
+def _under_transforms(cls, args):
+    """How `cls.apply(*args)` goes under running function transforms: NotImplemented to run
+    as usual, else the results of the Function's vmap rule (PyTorch's rules: a Function
+    needs `setup_context` under any transform, and under vmap a `vmap` staticmethod or
+    `generate_vmap_rule=True`)."""
+    stack = _thread_local.transforms  # noted by the transforms (`func._common.running`)
+    if not stack or cls.__module__.startswith(_PACKAGE):
+        # fusegrad's own Functions (hooks, checkpoint, compiled graphs) stand for machinery
+        # PyTorch runs under transforms by other means: they run as they are.
+        return NotImplemented
+    if cls.setup_context is Function.setup_context:
+        raise RuntimeError(
+            "In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, "
+            "jacrev, ...), it must override the setup_context staticmethod. " + _FUNC_DOCS)
+    frames = [e for e in stack if hasattr(e, "apply_rule")]  # vmap's frames
+    if not frames:
+        return NotImplemented
+    has_rule = cls.vmap is not Function.vmap
+    if not has_rule and not getattr(cls, "generate_vmap_rule", False):
+        raise RuntimeError(
+            f"You tried to vmap over {cls.__name__}, but it does not have vmap support. Please "
+            "override and implement the vmap staticmethod or set generate_vmap_rule=True. "
+            + _FUNC_DOCS)
+    if has_rule and not getattr(cls, "generate_vmap_rule", False) and stack[-1] is frames[-1]:
+        return frames[-1].apply_rule(cls, args)
+    # generate_vmap_rule: the forward run per example is the generated rule.
+    return NotImplemented
+
+
 def _apply(cls, args, kwargs):
     from .._dispatch import _edge
     from .anomaly_mode import state as _anomaly
 
+    transformed = _under_transforms(cls, args)
+    if transformed is not NotImplemented:
+        return transformed
     Tensor = _tensor_cls()
     node = cls._backward_cls()
     tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))

@@ -122,6 +122,31 @@ class set_grad_enabled(_GradModeContext):
         return self.__class__(self._target)
 
 
+class set_multithreading_enabled(_GradModeContext):
+    """Allow or forbid the backward engine's worker threads (per thread, set at once, restored
+    on exit; also a decorator). fusegrad's engine runs backward in the calling thread, so
+    only the setting is kept, for code that sets and restores it."""
+
+    def __init__(self, mode: bool):
+        self._prev = _local.multithreading
+        self.mode = bool(mode)
+        _local.multithreading = self.mode
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> None:
+        _local.multithreading = self._prev
+
+    def __call__(self, fn):
+        _local.multithreading = self._prev  # as a decorator: the call sets it, not this
+        return _decorate(functools.partial(set_multithreading_enabled, self.mode), fn)
+
+    def clone(self):
+        """A fresh context manager with the same mode."""
+        return self.__class__(self.mode)
+
+
 def is_inference_mode_enabled() -> bool:
     """True inside `inference_mode()` (in the calling thread)."""
     return _local.inference

@@ -55,20 +55,37 @@ def _analytical(func, inputs, diff):
     return outs, rows
 
 
+def _jacobian_tensor(values: np.ndarray, like):
+    """`values` as a fusegrad tensor of `like`'s dtype (real part for a complex dtype), for
+    the error message: PyTorch prints its Jacobians as tensors."""
+    from .._creation import tensor
+
+    dtype = like.dtype if not like.is_complex() else None
+    return tensor(values, dtype=dtype)
+
+
+def _fail(message: str, raise_exception: bool) -> bool:
+    if raise_exception:
+        raise GradcheckError(message)
+    return False
+
+
 def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True, nondet_tol: float = 0.0,
               check_undefined_grad: bool = True, check_grad_dtypes: bool = False,
               check_batched_grad: bool = False, check_batched_forward_grad: bool = False,
               check_forward_ad: bool = False, check_backward_ad: bool = True,
               fast_mode: bool = False, masked=None) -> bool:
-    """True if autograd's gradients of `func` at `inputs` match finite differences."""
+    """True if autograd's gradients of `func` at `inputs` match finite differences (every
+    Jacobian entry; `fast_mode` checks the same entries). When no output requires grad, the
+    finite differences must all be zero, as PyTorch requires."""
     from .._tensor import Tensor
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
-                         "none of the them have requires_grad=True.")
+                         "none of them have requires_grad=True.")
     for k in diff:
         if inputs[k].dtype.name != "float64":
             import warnings
@@ -78,6 +95,14 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
                 "This check will likely fail if all the inputs are not of double precision "
                 "floating point. ", UserWarning, stacklevel=2)
     outs, rows = _analytical(func, inputs, diff)
+    if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+        # Nothing to compare with: the function must then not depend on its inputs at all.
+        for k in diff:
+            for column in _numerical(func, inputs, k, eps):
+                if any(np.any(c != 0) for c in column):
+                    return _fail("Numerical gradient for function expected to be zero",
+                                 raise_exception)
+        return True
     for n, k in enumerate(diff):
         cols = _numerical(func, inputs, k, eps)
         for j, o in enumerate(outs):
@@ -87,19 +112,29 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
             analytical = np.array([r[n] for r in rows[j]]).T.reshape(numerical.shape) \
                 if rows[j] else np.zeros_like(numerical)
             if not np.allclose(analytical, numerical, rtol=rtol, atol=atol):
-                if not raise_exception:
-                    return False
-                raise GradcheckError(
+                return _fail(
                     f"Jacobian mismatch for output {j} with respect to input {k},\n"
-                    f"numerical:{numerical}\nanalytical:{analytical}\n")
+                    f"numerical:{_jacobian_tensor(numerical, o)}\n"
+                    f"analytical:{_jacobian_tensor(analytical, o)}\n", raise_exception)
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, **kwargs) -> bool:
-    """gradcheck of the gradient of `func` (second derivatives), with random grad_outputs."""
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, gen_non_contig_grad_outputs: bool = False,
+                  raise_exception: bool = True, nondet_tol: float = 0.0,
+                  check_undefined_grad: bool = True, check_grad_dtypes: bool = False,
+                  check_batched_grad: bool = False, check_fwd_over_rev: bool = False,
+                  check_rev_over_rev: bool = True, fast_mode: bool = False,
+                  masked: bool = False) -> bool:
+    """gradcheck of the gradient of `func` (second derivatives), with random grad_outputs.
+
+    `check_fwd_over_rev` asks for forward-over-reverse second derivatives: they are the
+    same Jacobian of the gradient, which the reverse-over-reverse check compares."""
     from ._grad import grad as autograd_grad
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if not (check_rev_over_rev or check_fwd_over_rev):
+        return True
     outs = _outputs(func, inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
@@ -107,7 +142,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, **kwargs) -> bool:
 
         grad_outputs = tuple(tensor(rng.standard_normal(o.shape), dtype=o.dtype,
                                     requires_grad=True) for o in outs)
-    diff = [x for x in inputs if getattr(x, "requires_grad", False)]
+    elif not isinstance(grad_outputs, (tuple, list)):
+        grad_outputs = (grad_outputs,)
 
     def first(*args):
         xs = args[:len(inputs)]
@@ -116,5 +152,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, **kwargs) -> bool:
         return autograd_grad(o, [x for x in xs if getattr(x, "requires_grad", False)], gos,
                              create_graph=True, allow_unused=True)
 
-    del diff
-    return gradcheck(first, inputs + tuple(grad_outputs), **kwargs)
+    return gradcheck(first, inputs + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
+                     fast_mode=fast_mode, masked=masked)

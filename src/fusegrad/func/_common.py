@@ -13,9 +13,11 @@ called; otherwise it is handed back detached, a plain tensor as PyTorch's.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 from .._tensor import Tensor
+from .._thread_state import local as _thread_local
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.graph import AccumulateGrad
 from ..utils import _pytree
@@ -77,6 +79,29 @@ def lift(x: Tensor) -> Tensor:
     if x.requires_grad and is_grad_enabled():
         return x.view_as(x)
     return x.detach().requires_grad_(True)
+
+
+def running_transforms() -> tuple:
+    """The transforms (Levels, vmap frames) running their function in this thread, innermost
+    last: what `autograd.Function.apply` consults to follow PyTorch's rules under them."""
+    return _thread_local.transforms
+
+
+@contextlib.contextmanager
+def running(entry):
+    """Mark `entry` as running its function for the duration of the block."""
+    before = _thread_local.transforms
+    _thread_local.transforms = before + (entry,)
+    try:
+        yield entry
+    finally:
+        _thread_local.transforms = before
+
+
+def inside_transform() -> bool:
+    """Whether a function transform (grad, vjp, jvp, jacrev, jacfwd, vmap...) is running its
+    function in this thread."""
+    return bool(_thread_local.transforms)
 
 
 # The leaves each transform made, by id: id -> (a weak reference to the leaf, its Level).

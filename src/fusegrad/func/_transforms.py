@@ -13,7 +13,7 @@ import functools
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..utils import _pytree
-from ._common import Level, check_tensors, grads, replace_selected, selected
+from ._common import Level, check_tensors, grads, replace_selected, running, selected
 
 
 def _size(t: Tensor) -> str:
@@ -54,8 +54,9 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         lifted = [level.lift(x) for x in leaves]
         with enable_grad():
             call_args = replace_selected(args, argnums, _pytree.tree_unflatten(lifted, spec))
-            output, aux = _split_aux(func(*call_args, **kwargs), has_aux,
-                                     "grad_and_value(f)(*args)")
+            with running(level):
+                out = func(*call_args, **kwargs)
+            output, aux = _split_aux(out, has_aux, "grad_and_value(f)(*args)")
             if not isinstance(output, Tensor):
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a "
                                    f"Tensor, got {type(output)}")
@@ -106,8 +107,9 @@ def vjp(func, *primals, has_aux: bool = False):
     leaves, spec = _pytree.tree_flatten(primals)
     check_tensors(leaves)
     lifted = [level.lift(x) for x in leaves]
-    with enable_grad():
+    with enable_grad(), running(level):
         out = func(*_pytree.tree_unflatten(lifted, spec))
+    with enable_grad():
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
         outs, out_spec = _outputs(out, "vjp(f, *primals)", "f(*primals)")
     level.close()
@@ -152,7 +154,8 @@ class _Linear:
         self.primals = leaves
         self.lifted = [level.lift(x) for x in leaves]
         with enable_grad():
-            out = func(*_pytree.tree_unflatten(self.lifted, self.spec))
+            with running(level):
+                out = func(*_pytree.tree_unflatten(self.lifted, self.spec))
             out, self.aux = _split_aux(out, has_aux, where)
             self.outs, self.out_spec = _outputs(out, where, "f(*primals)")
             self.dummies = [level.leaf(o) if o.is_floating_point() or o.is_complex() else None

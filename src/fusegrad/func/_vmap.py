@@ -7,14 +7,21 @@ may be prefixes of the inputs' and outputs' structures). Random draws follow `ra
 draw its own values, and "same" replays each generator from where it stood when the first
 example first drew from it, so every example gets the same values.
 
+A custom `autograd.Function` called on a mapped input's example follows PyTorch: its `vmap`
+staticmethod gets the whole batch once (its per-example results are slices of what it
+returns); with `generate_vmap_rule=True` its forward runs per example; otherwise it is
+PyTorch's error. An empty mapped dimension runs `func` once on zeros shaped as one example,
+for the shapes and dtypes of the (empty) results.
+
 What the loop cannot honour: each example is an ordinary tensor, so `func` may branch on
 its values, call `.item()` or run ops with data-dependent shapes (PyTorch's batching refuses
 them); an output with `out_dims=None` is accepted when every example gave the same values
-(PyTorch asks whether it depends on a mapped input); an empty mapped dimension is refused.
+(PyTorch asks whether it depends on a mapped input).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 from _thread import get_ident
@@ -25,6 +32,7 @@ from .._functions import stack
 from .._tensor import Tensor, tensors_in
 from ..autograd.grad_mode import no_grad
 from ..utils import _pytree
+from ._common import running
 
 _RANDOMNESS = ("error", "different", "same")
 
@@ -168,14 +176,13 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
     if any(s != sizes[0] for s in sizes):
         raise ValueError("vmap: Expected all tensors to have the same size in the mapped "
                          f"dimension, got sizes {sizes} for the mapped dimension")
-    if sizes[0] == 0:
-        raise ValueError("vmap: the mapped dimension has size 0; the per-example loop needs "
-                         "at least one example")
     return flat, norm, sizes[0], spec
 
 
-def _stack_outputs(name: str, out_dims, results: list):
-    """The per-example results stacked along `out_dims` (a pytree prefix of the output)."""
+def _stack_outputs(name: str, out_dims, results: list, empty: bool = False):
+    """The per-example results stacked along `out_dims` (a pytree prefix of the output);
+    with `empty`, `results` is one stand-in example and each mapped output is left with a
+    mapped dimension of size 0."""
     flat0, spec = _pytree.tree_flatten(results[0])
     per_leaf = [flat0] + [_pytree.tree_flatten(r)[0] for r in results[1:]]
     dims_spec = _pytree.tree_flatten(out_dims)[1]
@@ -202,7 +209,8 @@ def _stack_outputs(name: str, out_dims, results: list):
                 raise ValueError(
                     f"vmap({name}, ...): `{name}` must only return Tensors, got type "
                     f"{type(v)}. Did you mean to set out_dims= to None for output?")
-        out.append(stack(values, dim))
+        stacked = stack(values, dim)
+        out.append(stacked.narrow(dim, 0, 0) if empty else stacked)
     return _pytree.tree_unflatten(out, spec)
 
 
@@ -233,17 +241,126 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
         name = _name(func)
         flat, dims, size, spec = _mapped_inputs(name, in_dims, args)
         results = []
-        with random_guard(randomness) as rule:
-            for i in range(size):
+        frame = VmapFrame(size, randomness)
+        unmapped = [a for a, d in zip(flat, dims) if d is None]
+        with random_guard(randomness) as rule, running(frame):
+            for i in range(max(size, 1)):
                 if i:
                     rule.next_example()
-                example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
+                if size:
+                    example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
+                else:
+                    # No example to run: zeros shaped as one give the results' shapes.
+                    example = [a if d is None else _stand_in(a, d) for a, d in zip(flat, dims)]
                 with _InPlaceRule(i, [e for e, d in zip(example, dims) if d is not None],
-                                  [a for a, d in zip(flat, dims) if d is None]):
+                                  unmapped) as inplace:
+                    frame.start(i, example, flat, dims, inplace)
                     results.append(func(*_pytree.tree_unflatten(example, spec), **kwargs))
-        return _stack_outputs(name, out_dims, results)
+        return _stack_outputs(name, out_dims, results, empty=size == 0)
 
     return wrapped
+
+
+def _stand_in(a: Tensor, dim: int) -> Tensor:
+    shape = list(a.shape)
+    del shape[dim]
+    return a.new_zeros(shape)
+
+
+VmapInfo = collections.namedtuple("VmapInfo", ["batch_size", "randomness"])
+VmapInfo.__module__ = "torch.autograd.function"
+
+
+class VmapFrame:
+    """One running vmap call, as a custom Function's `vmap` rule needs it: the example being
+    run, which of its tensors are a mapped input's example (and of which input, along which
+    dimension), and the rule's results already computed for the whole batch."""
+
+    def __init__(self, size: int, randomness: str) -> None:
+        self.size = size
+        self.randomness = randomness
+        self.index = 0
+        self.sources: dict = {}  # id(example tensor) -> (example tensor, input, dim)
+        self.inplace = None
+        self.calls = 0  # rule calls so far in this example
+        self.cache: dict = {}  # call ordinal -> (arguments, (outputs, out_dims))
+
+    def start(self, index: int, example: list, flat: list, dims: list, inplace) -> None:
+        """Example `index` starts running (a stand-in example has no batch behind it)."""
+        self.index = index
+        self.calls = 0
+        self.inplace = inplace
+        self.sources = {} if not self.size else {
+            id(e): (e, a, d) for e, a, d in zip(example, flat, dims) if d is not None}
+
+    def batched(self, t) -> bool:
+        """Whether tensor `t` is (computed from) a mapped input's example."""
+        return self.inplace is not None and id(t) in self.inplace.batched
+
+    def apply_rule(self, cls, args: tuple):
+        """The results of `cls.vmap` for this example, or NotImplemented when no argument is
+        batched (the Function then runs as it is)."""
+        full, in_dims, whole = [], [], True
+        for a in args:
+            src = self.sources.get(id(a)) if isinstance(a, Tensor) else None
+            if src is not None and src[0] is a:
+                full.append(src[1])
+                in_dims.append(src[2])
+            elif isinstance(a, Tensor) and self.batched(a):
+                # Computed inside the example: its batch is not at hand, so the rule sees
+                # this example alone, as a batch of one.
+                whole = False
+                full.append(a.unsqueeze(0))
+                in_dims.append(0)
+            else:
+                full.append(a)
+                in_dims.append(None)
+        if all(d is None for d in in_dims):
+            return NotImplemented
+        k = self.calls
+        self.calls += 1
+        if whole:
+            hit = self.cache.get(k)
+            if hit is not None and len(hit[0]) == len(full) and all(
+                    x is y for x, y in zip(hit[0], full)):
+                outs, out_dims = hit[1]
+            else:
+                outs, out_dims = _run_rule(cls, VmapInfo(self.size, self.randomness),
+                                           in_dims, full)
+                self.cache[k] = (full, (outs, out_dims))
+            index = self.index
+        else:
+            outs, out_dims = _run_rule(cls, VmapInfo(1, self.randomness), in_dims, full)
+            index = 0
+        picked = [o if d is None or not isinstance(o, Tensor) else o.select(d, index)
+                  for o, d in zip(outs, out_dims)]
+        for p, d in zip(picked, out_dims):
+            if d is not None and self.inplace is not None:
+                self.inplace.batched[id(p)] = p  # an example's value from here on
+        return picked[0] if not isinstance(outs, _Many) else tuple(picked)
+
+
+class _Many(tuple):
+    """A rule's outputs when it returned a tuple of them (not one tensor)."""
+
+
+def _run_rule(cls, info, in_dims: list, args: list):
+    """(outputs, out_dims) of `cls.vmap`, both as sequences (outputs as `_Many` when the rule
+    returned a tuple)."""
+    got = cls.vmap(info, tuple(in_dims), *args)
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise RuntimeError(f"{cls.__name__}.vmap must return a tuple of (outputs, out_dims)")
+    outs, out_dims = got
+    many = isinstance(outs, tuple)
+    outs = _Many(outs) if many else (outs,)
+    if isinstance(out_dims, tuple):
+        out_dims = tuple(out_dims)
+    else:
+        out_dims = (out_dims,) * len(outs)
+    if len(out_dims) != len(outs):
+        raise RuntimeError(f"{cls.__name__}.vmap returned {len(outs)} outputs but "
+                           f"{len(out_dims)} out_dims")
+    return outs, out_dims
 
 
 
