@@ -1,5 +1,7 @@
-"""`fusegrad.backends.mha`: the MultiheadAttention fast-path switch (recorded; fusegrad's
-attention always runs the reference computation, whose results the fast path matches)."""
+"""`fusegrad.backends.mha`: the MultiheadAttention fast-path switch. When it is on,
+MultiheadAttention and TransformerEncoderLayer take their inference path under PyTorch's
+conditions (eval, no grad, batch-first self-attention, ...), with its boolean masks, NaN rows
+for fully masked queries and contiguous outputs."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ _fastpath_enabled = True
 
 
 def get_fastpath_enabled() -> bool:
-    """Whether MultiheadAttention may take its fused inference path (recorded flag)."""
+    """Whether MultiheadAttention may take its fused inference path."""
     return _fastpath_enabled
 
 

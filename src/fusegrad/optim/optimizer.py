@@ -238,6 +238,15 @@ class Optimizer:
                             "between runs. Please use a list instead.")
         else:
             param_group["params"] = list(params)
+        # (name, tensor) pairs, as `named_parameters()` yields them, name their tensors; the
+        # group then records the names, and naming must be all or nothing.
+        names = [p[0] for p in param_group["params"] if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(param_group["params"]):
+                raise ValueError("all optimizer params should be with/without names. Some "
+                                 "param names are missing")
+            param_group["params"] = [p[1] for p in param_group["params"]]
+            param_group["param_names"] = names
         for p in param_group["params"]:
             if not isinstance(p, Tensor):
                 # Named as `typename` names it (a builtin without its module), as PyTorch does.
@@ -257,6 +266,12 @@ class Optimizer:
                           "future, this will cause an error; see "
                           "github.com/pytorch/pytorch/issues/40967 for more information",
                           stacklevel=3)
+        if self.param_groups:
+            named = "param_names" in param_group
+            if named != ("param_names" in self.param_groups[0]):
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {'with' if named else 'without'} "
+                                 "names to the optimizer")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in param_group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")

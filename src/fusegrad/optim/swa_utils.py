@@ -17,26 +17,48 @@ __all__ = ["AveragedModel", "SWALR", "get_ema_avg_fn", "get_ema_multi_avg_fn",
            "get_swa_avg_fn", "get_swa_multi_avg_fn", "update_bn"]
 
 
+def _is_float_or_complex(t: Tensor) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex
+
+
 def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable:
-    """In-place exponential moving average over lists of tensors."""
+    """In-place exponential moving average over lists of tensors (one dtype per call)."""
     if decay < 0.0 or decay > 1.0:
         raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in "
                          "[0,1] range.")
 
     def ema_update(ema_params: list, current_params: list, num_averaged) -> None:
-        for e, c in zip(ema_params, current_params):
-            e.lerp_(c, 1 - decay)
+        if _is_float_or_complex(ema_params[0]):
+            for e, c in zip(ema_params, current_params):
+                e.lerp_(c, 1 - decay)
+        else:
+            # lerp has no integer kernel: PyTorch averages integer tensors (BatchNorm's
+            # num_batches_tracked) in floating point and truncates on the copy back
+            for e, c in zip(ema_params, current_params):
+                e.copy_(e * decay + c * (1 - decay))
 
     return ema_update
 
 
 def get_swa_multi_avg_fn() -> Callable:
-    """In-place running mean over lists of tensors."""
+    """In-place running mean over lists of tensors (one dtype per call)."""
 
     def swa_update(averaged_params: list, current_params: list, num_averaged) -> None:
-        weight = 1 / (num_averaged + 1)
-        for a, c in zip(averaged_params, current_params):
-            a.lerp_(c, weight if not isinstance(weight, Tensor) else weight.item())
+        if _is_float_or_complex(averaged_params[0]):
+            weight = 1 / (num_averaged + 1)
+            for a, c in zip(averaged_params, current_params):
+                a.lerp_(c, weight if not isinstance(weight, Tensor) else weight.item())
+            return
+        # Integer tensors take the difference route, which PyTorch refuses as it refuses
+        # integer division by the count (a tensor) or a fractional alpha (a number).
+        diffs = [c - a for a, c in zip(averaged_params, current_params)]
+        if isinstance(num_averaged, Tensor):
+            for a, d in zip(averaged_params, diffs):
+                a.addcdiv_(d, num_averaged + 1)
+        elif diffs:
+            # the step would add diff * (1 / (n + 1)): a float alpha on integer tensors
+            raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                               "floating point number.")
 
     return swa_update
 
@@ -99,18 +121,35 @@ class AveragedModel(Module):
             current.append(p_model.detach())
             if first:
                 p_avg.detach().copy_(p_model.detach())
-        if not first:
-            if self.multi_avg_fn is not None:
-                self.multi_avg_fn(averaged, current, self.n_averaged)
-            else:
-                fn = self.avg_fn if self.avg_fn is not None else get_swa_avg_fn()
-                for p_avg, p_model in zip(averaged, current):
-                    p_avg.copy_(fn(p_avg, p_model, self.n_averaged))
+        if not first and (self.multi_avg_fn is not None or self.avg_fn is None):
+            # One call per dtype, as PyTorch groups the tensors for its foreach kernels
+            for group_avg, group_cur in _group_by_dtype(averaged, current):
+                if self.multi_avg_fn is not None:
+                    self.multi_avg_fn(group_avg, group_cur, self.n_averaged)
+                else:
+                    # the CPU default: the running mean tensor by tensor
+                    fn = get_swa_avg_fn()
+                    for p_avg, p_model in zip(group_avg, group_cur):
+                        p_avg.copy_(fn(p_avg, p_model, self.n_averaged))
+        elif not first:
+            for p_avg, p_model in zip(averaged, current):
+                p_avg.copy_(self.avg_fn(p_avg, p_model, self.n_averaged))
         if not self.use_buffers:
             # Buffers (BatchNorm statistics) follow the latest model unless averaged.
             for b_swa, b_model in zip(self.module.buffers(), model.buffers()):
                 b_swa.detach().copy_(b_model.detach())
         self.n_averaged += 1
+
+
+def _group_by_dtype(averaged: list, current: list) -> list:
+    """[(averaged, current)] lists per dtype. PyTorch's grouping is a hash map whose order,
+    for the few dtypes a model has, is the reverse of first appearance."""
+    groups: dict = {}
+    for a, c in zip(averaged, current):
+        pair = groups.setdefault(a.dtype, ([], []))
+        pair[0].append(a)
+        pair[1].append(c)
+    return list(reversed(groups.values()))
 
 
 def update_bn(loader: Iterable, model: Module, device=None) -> None:

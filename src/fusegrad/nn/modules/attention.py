@@ -7,9 +7,12 @@ import warnings
 from types import SimpleNamespace
 
 from ... import _creation
+from ..._autocast import is_autocast_enabled
 from ..._functions import baddbmm as _baddbmm
 from ..._functions import bmm as _bmm
 from ..._functions import cat as _cat
+from ...autograd.grad_mode import is_grad_enabled
+from ...backends.mha import get_fastpath_enabled
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -23,6 +26,16 @@ def _pad_last(mask):
         return None
     extra = _creation.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype)
     return _cat([mask, extra], -1)
+
+
+def _fast_path_switches() -> bool:
+    """Whether the fused inference kernels may run at all: the fast-path switch is on and
+    autocast is off."""
+    return get_fastpath_enabled() and not is_autocast_enabled()
+
+
+# Compiled code reads the switches once, as constants (PyTorch's compiler folds them too).
+_fast_path_switches._fusegrad_constant_result = True
 
 
 def _check_masks(mask, name: str, other=None, other_name: str = "") -> None:
@@ -157,10 +170,56 @@ class MultiheadAttention(Module):
         bq, bk, bv = (None, None, None) if b is None else b.chunk(3)
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
+    def _takes_fast_path(self, query, key, value, key_padding_mask, attn_mask) -> bool:
+        """Whether PyTorch would run its fused inference kernel for these arguments: batched,
+        batch-first self-attention of an even head count in eval mode, with boolean masks (or
+        none), a packed projection with biases, and nothing that needs a gradient."""
+        float_mask = any(m is not None and m.dtype.is_floating_point
+                         for m in (attn_mask, key_padding_mask))
+        b, w = self.in_proj_bias, self.in_proj_weight
+        if (float_mask or not _fast_path_switches() or query.dim() != 3
+                or query is not key or key is not value or w is None or b is None
+                or query.dtype is not w.dtype or query.dtype is not b.dtype or self.training
+                or self.num_heads % 2 or not self.batch_first or self.bias_k is not None
+                or self.bias_v is not None or self.add_zero_attn
+                or not self._qkv_same_embed_dim):
+            return False
+        args = (query, w, b, self.out_proj.weight, self.out_proj.bias)
+        return not (is_grad_enabled() and any(a is not None and a.requires_grad for a in args))
+
+    def merge_masks(self, attn_mask, key_padding_mask, query):
+        """(merged mask, mask type) as the fused kernels take them: type 1 is the (N, S)
+        padding mask alone, type 2 an (N, heads, L, S) sum of the expanded attention mask and
+        padding mask; (None, None) without masks."""
+        merged, kind = None, None
+        if key_padding_mask is not None:
+            merged, kind = key_padding_mask, 1
+        if attn_mask is not None:
+            bsz, seq_len, _ = query.shape
+            if attn_mask.dim() == 3:
+                merged = attn_mask.view(bsz, -1, seq_len, seq_len)
+            else:
+                merged = attn_mask.view(1, 1, seq_len, seq_len).expand(
+                    bsz, self.num_heads, -1, -1)
+            kind = 2
+            if key_padding_mask is not None:
+                merged = merged + key_padding_mask.view(bsz, 1, 1, seq_len).expand(
+                    -1, self.num_heads, -1, -1)
+        return merged, kind
+
     def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
         """(attention output, head-averaged or per-head weights, or None)."""
         _check_masks(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask")
+        if self._takes_fast_path(query, key, value, key_padding_mask, attn_mask):
+            # PyTorch's inference kernel: its own mask checks, a contiguous (N, L, E) output,
+            # is_causal ignored, and fully masked rows are NaN whatever need_weights says.
+            merged, kind = self.merge_masks(F._float_mask(attn_mask, query.dtype),
+                                            F._float_mask(key_padding_mask, query.dtype), query)
+            return _native_attention(query, self.embed_dim, self.num_heads,
+                                     self.in_proj_weight, self.in_proj_bias,
+                                     self.out_proj.weight, self.out_proj.bias, merged, kind,
+                                     need_weights, average_attn_weights)
         _check_shapes(query, key, value, key_padding_mask, attn_mask, self.num_heads)
         batched = query.dim() == 3
         if self.batch_first and batched:
@@ -234,9 +293,10 @@ class MultiheadAttention(Module):
             key_padding_mask = _pad_last(key_padding_mask)
         src_len = k.shape[1]
         if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != (bsz, src_len):
-                raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, "
-                                     f"but got {tuple(key_padding_mask.shape)}")
+            for i, size in enumerate((bsz, src_len)):
+                if key_padding_mask.shape[i] != size:
+                    raise AssertionError(f"Expected key_padded_mask.shape[{i}] to be {size}, "
+                                         f"but got {key_padding_mask.shape[i]}")
             kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(
                 -1, heads, -1, -1).reshape(bsz * heads, 1, src_len)
             attn_mask = kpm if attn_mask is None else attn_mask + kpm
@@ -283,6 +343,43 @@ class MultiheadAttention(Module):
         return out, None
 
 
+def _native_attention(query, embed_dim: int, num_heads: int, in_proj_weight, in_proj_bias,
+                      out_proj_weight, out_proj_bias, mask, mask_type, need_weights: bool,
+                      average_attn_weights: bool):
+    """PyTorch's fused batch-first self-attention for inference: (output, weights or None).
+
+    Its masks are boolean: any nonzero entry of a (canonical, float) mask is masked out, and a
+    row with every key masked gives NaN. The output is a contiguous (N, L, E) tensor.
+    """
+    bsz, seq_len, width = query.shape
+    if width != embed_dim:
+        raise RuntimeError(f"passed-in embed_dim {embed_dim} didn't match last dim of query "
+                           f"{width}")
+    if mask_type == 1 and tuple(mask.shape) != (bsz, seq_len):
+        raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
+    if mask_type == 2 and tuple(mask.shape) != (bsz, num_heads, seq_len, seq_len):
+        raise RuntimeError("For mask_type == 2 mask shape should match input shape")
+    if query.numel() == 0:
+        return _creation.empty(tuple(query.shape), dtype=query.dtype), None
+    head_dim = embed_dim // num_heads
+    qkv = F.linear(query, in_proj_weight, in_proj_bias)
+    q, k, v = qkv.view(bsz, seq_len, 3, num_heads, head_dim).permute(2, 0, 3, 1, 4)
+    scores = (q * math.sqrt(1.0 / float(head_dim))).matmul(k.transpose(-2, -1))
+    if mask is not None:
+        blocked = mask != 0
+        if mask_type == 1:
+            blocked = blocked.view(bsz, 1, 1, seq_len)
+        scores = scores.masked_fill(blocked, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    ctx = weights.matmul(v).transpose(1, 2).reshape(bsz, seq_len, embed_dim)
+    out = F.linear(ctx, out_proj_weight, out_proj_bias)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        weights = weights.mean(dim=1)
+    return out, weights.contiguous()
+
+
 def _split_packed(proj, n: int, e: int) -> tuple:
     """`n` projections of width `e` from one of width n * e, each contiguous on its own.
 
@@ -301,6 +398,10 @@ class _Weights:
 
     def __init__(self, **fields) -> None:
         self.__dict__.update(fields)
+
+    def _takes_fast_path(self, *args) -> bool:
+        # the functional form never runs the module's fused inference kernel
+        return False
 
 
 def multi_head_attention_forward(

@@ -167,21 +167,28 @@ class _ConvTransposeNd(_ConvNd):
                          groups, bias, padding_mode, device, dtype, output_padding)
 
     def _output_padding(self, input, output_size) -> tuple:
+        """The output_padding that makes the output `output_size` (spatial sizes, optionally
+        preceded by the batch and channel sizes); only sizes up to stride - 1 past the
+        smallest are reachable."""
         if output_size is None:
             return self.output_padding
         n = self._spatial
-        size = list(output_size)[-n:]
-        out = []
+        lead = 2 if input.dim() == n + 2 else 1
+        if len(output_size) == n + lead:
+            output_size = output_size[lead:]
+        if len(output_size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {input.dim()}D input, output_size must "
+                             f"have {n} or {n + lead} elements (got {len(output_size)})")
+        low = [(input.shape[lead + i] - 1) * self.stride[i] - 2 * self.padding[i]
+               + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in range(n)]
+        high = [low[i] + self.stride[i] - 1 for i in range(n)]
         for i in range(n):
-            default = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                       + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
-            extra = size[i] - default
-            if not 0 <= extra < max(self.stride[i], self.dilation[i]):
-                raise ValueError(f"requested an output size of {size}, but valid sizes range "
-                                 f"from {default} to "
-                                 f"{default + max(self.stride[i], self.dilation[i]) - 1}")
-            out.append(extra)
-        return tuple(out)
+            if not low[i] <= output_size[i] <= high[i]:
+                # PyTorch names the input by its sizes from dim 2 on, even when unbatched
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes "
+                                 f"range from {low} to {high} (for an input of "
+                                 f"{input.shape[2:]})")
+        return tuple(output_size[i] - low[i] for i in range(n))
 
 
 class ConvTranspose1d(_ConvTransposeNd):

@@ -16,7 +16,7 @@ from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled
 from .. import functional as F
 from .. import init
-from .attention import MultiheadAttention, _check_masks
+from .attention import MultiheadAttention, _check_masks, _fast_path_switches, _native_attention
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -77,6 +77,8 @@ class TransformerEncoderLayer(Module):
         _check_masks(src_key_padding_mask, "src_key_padding_mask", src_mask, "src_mask")
         src_key_padding_mask = F._float_mask(src_key_padding_mask, src.dtype)
         src_mask = F._float_mask(src_mask, src.dtype)
+        if self._takes_fast_path(src):
+            return self._fast_forward(src, src_mask, src_key_padding_mask)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -85,6 +87,56 @@ class TransformerEncoderLayer(Module):
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
         return x
+
+    def _tensor_args(self) -> tuple:
+        """The tensors PyTorch's fused encoder-layer kernel reads."""
+        attn = self.self_attn
+        return (attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight,
+                attn.out_proj.bias, self.norm1.weight, self.norm1.bias, self.norm2.weight,
+                self.norm2.bias, self.linear1.weight, self.linear1.bias, self.linear2.weight,
+                self.linear2.bias)
+
+    def _takes_fast_path(self, src) -> bool:
+        """Whether PyTorch would run its fused inference kernel for this layer: batched
+        batch-first input in eval mode, packed biased projections, ReLU or GELU, equal norm
+        eps, an even head count, no hooks anywhere in the layer, nothing needing a gradient.
+        Unlike MultiheadAttention's, this path takes float masks too."""
+        attn = self.self_attn
+        if (not _fast_path_switches() or src.dim() != 3 or self.training
+                or not attn.batch_first or attn.in_proj_bias is None
+                or not attn._qkv_same_embed_dim or not self.activation_relu_or_gelu
+                or self.norm1.eps != self.norm2.eps or attn.num_heads % 2 == 1):
+            return False
+        if any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
+            return False
+        args = (src,) + self._tensor_args()
+        return not (is_grad_enabled() and any(a is not None and a.requires_grad for a in args))
+
+    def _fast_forward(self, src, src_mask, src_key_padding_mask):
+        """The fused kernel's computation: no dropout, the attention's masks made boolean
+        (any nonzero entry masked, so fully masked rows are NaN), exact GELU."""
+        attn = self.self_attn
+        mask, kind = attn.merge_masks(src_mask, src_key_padding_mask, src)
+        act = F.gelu if self.activation_relu_or_gelu == 2 else F.relu
+
+        def sa(x):
+            return _native_attention(x, attn.embed_dim, attn.num_heads, attn.in_proj_weight,
+                                     attn.in_proj_bias, attn.out_proj.weight,
+                                     attn.out_proj.bias, mask, kind, False, False)[0]
+
+        def norm(layer, x):
+            return F.layer_norm(x, layer.normalized_shape, layer.weight, layer.bias, layer.eps)
+
+        def ff(x):
+            return F.linear(act(F.linear(x, self.linear1.weight, self.linear1.bias)),
+                            self.linear2.weight, self.linear2.bias)
+
+        x = src
+        if self.norm_first:
+            x = x + sa(norm(self.norm1, x))
+            return x + ff(norm(self.norm2, x))
+        x = norm(self.norm1, x + sa(x))
+        return norm(self.norm2, x + ff(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -141,8 +193,9 @@ class TransformerEncoder(Module):
         """The (N, S, 1) padded positions PyTorch's inference path (nested tensors) sets to zero
         in the output, or None where PyTorch takes the ordinary path."""
         first = self.layers[0] if len(self.layers) else None
-        if (first is None or not self.use_nested_tensor or first.training or src.dim() != 3
-                or key_padding_mask is None or mask is not None):
+        if (first is None or not _fast_path_switches() or not self.use_nested_tensor
+                or first.training or src.dim() != 3 or key_padding_mask is None
+                or mask is not None):
             return None
         pad = key_padding_mask._data != 0
         if self.mask_check and np.any(pad[:, :-1] & ~pad[:, 1:]):
