@@ -9,10 +9,11 @@ from __future__ import annotations
 import fusegrad as F
 
 __all__ = [
-    "Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
+    "Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent",
+    "dependent_property",
     "greater_than", "greater_than_eq", "half_open_interval", "independent", "integer_interval",
     "interval", "is_dependent", "less_than", "lower_cholesky", "lower_triangular",
-    "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite",
+    "multinomial", "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite",
     "positive_integer", "positive_semidefinite", "real", "real_vector", "simplex", "square",
     "stack", "symmetric", "unit_interval",
 ]
@@ -109,6 +110,49 @@ class _IndependentConstraint(Constraint):
 
     def __repr__(self) -> str:
         return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """A component distribution's support, checked against a value that lacks the
+    component dimension: the value is broadcast over the components and must satisfy
+    the base constraint for every one of them."""
+
+    def __init__(self, base_constraint: Constraint) -> None:
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError("base_constraint must be a Constraint, got "
+                                 f"{type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self) -> int:
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        keep = value.dim() - self.event_dim
+        return result.reshape(result.shape[:keep] + (-1,)).all(-1)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_constraint!r})"
+
+
+class _Multinomial(Constraint):
+    """Nonnegative counts whose sum is at most `upper_bound` (PyTorch checks no more)."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound) -> None:
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(dim=-1) & (x.sum(dim=-1) <= self.upper_bound)
 
 
 class _Boolean(Constraint):
@@ -334,4 +378,5 @@ symmetric = _Symmetric()
 positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
 cat = _Cat
+multinomial = _Multinomial
 stack = _Stack

@@ -113,6 +113,12 @@ class Gamma(ExponentialFamily):
         c, r = self.concentration, self.rate
         return F.xlogy(c, r) + F.xlogy(c - 1, value) - r * value - F.lgamma(c)
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        # The regularised lower incomplete gamma function P(c, rate x).
+        return F.special.gammainc(self.concentration, self.rate * value)
+
     def entropy(self):
         c = self.concentration
         return c - F.log(self.rate) + F.lgamma(c) + (1.0 - c) * F.digamma(c)

@@ -224,3 +224,7 @@ def _kl_transformed_transformed(p, q):
     if p.event_shape != q.event_shape:
         raise NotImplementedError
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+# Cross-family pairs and those of the later families register themselves on import.
+from . import _kl_pairs  # noqa: E402, F401

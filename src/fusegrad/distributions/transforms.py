@@ -573,3 +573,21 @@ class SoftmaxTransform(Transform):
         return shape
 
     inverse_shape = forward_shape
+
+
+# Defined in their own modules (they build on Transform above), exported from here as in
+# PyTorch's `distributions.transforms`.
+from .transforms_matrix import (  # noqa: E402
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
+    StickBreakingTransform,
+)
+from .transforms_structural import CatTransform, ReshapeTransform, StackTransform  # noqa: E402
+
+__all__ += [
+    "CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
+    "LowerCholeskyTransform", "PositiveDefiniteTransform", "ReshapeTransform",
+    "StackTransform", "StickBreakingTransform",
+]

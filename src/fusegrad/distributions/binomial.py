@@ -1,0 +1,108 @@
+"""Binomial(total_count, probs or logits): successes in `total_count` Bernoulli trials."""
+
+from __future__ import annotations
+
+import fusegrad as F
+
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+
+__all__ = ["Binomial"]
+
+_ONE_OF = "Either `probs` or `logits` must be specified, but not both."
+
+
+def _clamp_by_zero(x):
+    """max(x, 0) whose gradient at exactly zero is 1/2, as PyTorch's."""
+    return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
+
+
+class Binomial(Distribution):
+    """Binomial(total_count, probs or logits) on 0 .. total_count."""
+
+    arg_constraints = {"total_count": constraints.nonnegative_integer,
+                       "probs": constraints.unit_interval,
+                       "logits": constraints.real}
+    has_enumerate_support = True
+
+    def __init__(self, total_count=1, probs=None, logits=None,
+                 validate_args: bool | None = None) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError(_ONE_OF)
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.type_as(self.probs)
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)
+            self.total_count = self.total_count.type_as(self.logits)
+        self._param = self.probs if probs is not None else self.logits
+        super().__init__(self._param.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        """A copy with `total_count` and the given parameter expanded to `batch_shape`."""
+        shape = F.Size(batch_shape)
+        params = {"total_count": self.total_count.expand(shape)}
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                params[name] = params["_param"] = getattr(self, name).expand(shape)
+        return self._expanded(Binomial, shape, _instance, **params)
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self.total_count)
+
+    @property
+    def mean(self):
+        return self.total_count * self.probs
+
+    @property
+    def mode(self):
+        return ((self.total_count + 1) * self.probs).floor().clamp(max=self.total_count)
+
+    @property
+    def variance(self):
+        return self.total_count * self.probs * (1 - self.probs)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.size()
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        with F.no_grad():
+            return F.binomial(self.total_count.expand(shape), self.probs.expand(shape))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        n, logits = self.total_count, self.logits
+        log_choose = (n + 1).lgamma() - (value + 1).lgamma() - (n - value + 1).lgamma()
+        # n * log(1 + e^logits), written to stay finite for large |logits|.
+        log_norm = n * _clamp_by_zero(logits) + n * F.log1p(F.exp(-logits.abs()))
+        return log_choose + value * logits - log_norm
+
+    def _homogeneous_count(self, what: str) -> int:
+        count = int(self.total_count.max())
+        if not bool(self.total_count.min() == count):
+            raise NotImplementedError(f"Inhomogeneous total count not supported by `{what}`.")
+        return count
+
+    def entropy(self):
+        self._homogeneous_count("entropy")
+        log_prob = self.log_prob(self.enumerate_support(False))
+        return -(F.exp(log_prob) * log_prob).sum(0)
+
+    def enumerate_support(self, expand: bool = True):
+        count = self._homogeneous_count("enumerate_support")
+        values = F.arange(1 + count, dtype=self._param.dtype)
+        values = values.view((-1,) + (1,) * len(self._batch_shape))
+        return values.expand((-1,) + self._batch_shape) if expand else values
