@@ -8,7 +8,7 @@ import fusegrad as F
 
 from . import constraints
 from .exp_family import ExponentialFamily
-from .utils import _standard_uniform, broadcast_all
+from .utils import broadcast_all
 
 __all__ = ['Exponential']
 
@@ -48,9 +48,9 @@ class Exponential(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        # -log(1 - u) is a standard exponential draw.
-        u = _standard_uniform(shape, self.rate.dtype)
-        return -F.log1p(-u) / self.rate
+        # A standard exponential draw from the tensor method, PyTorch's stream (a seed gives
+        # its samples), over the rate: differentiable in the rate.
+        return self.rate.new_empty(shape).exponential_() / self.rate
 
     def log_prob(self, value):
         if self._validate_args:
