@@ -45,16 +45,31 @@ _BERNOULLI = ((1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6)
 _TAIL = tuple(n / (d * math.factorial(2 * j)) for j, (n, d) in enumerate(_BERNOULLI, start=1))
 
 
+# Below this q the direct terms (one per unit step up to q = 9) would take |q| passes over the
+# array; such q go through `_zeta_far_left` instead (PyTorch loops there, seconds per 1e9).
+_FAR_LEFT = -1000.0
+
+
 def _zeta64(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     x, q = np.broadcast_arrays(x, q)
     x, q = x.astype(np.float64), q.astype(np.float64)
     with np.errstate(all="ignore"):
-        total = q ** -x
-        a = q.copy()
+        # The values decided before any summing, in PyTorch's order of tests: x == 1 is a
+        # pole (even with q NaN), x < 1 diverges, a non-positive integer q (-inf included)
+        # is a pole (even with x NaN), and a negative q needs an integer x (q^-x is real).
+        pole_q = (q <= 0) & (q == np.floor(q))
+        decided = np.where(x == 1, np.inf, np.where(x < 1, np.nan, np.where(
+            pole_q, np.inf, np.where((q <= 0) & (x != np.floor(x)), np.nan, 0.0))))
+        is_decided = (x <= 1) | pole_q | ((q <= 0) & (x != np.floor(x)))
+        far = ~is_decided & (q < _FAR_LEFT)
+        live = ~is_decided & ~far  # summed here: finite q >= _FAR_LEFT, or q = +inf or NaN
+        total = np.where(live, q, 1.0) ** -x
+        a = np.where(live, q, np.nan)
         term = np.zeros_like(total)
-        live = np.ones(total.shape, bool)  # still summing directly
         steps = 0
         while True:
+            # Elements that are not live never enter: a NaN `a` fails `a <= 9`, and past
+            # nine steps only finite q below 9 go on (at most 9 - _FAR_LEFT passes).
             going = live & ((steps < 9) | (a <= 9.0))
             if not going.any():
                 break
@@ -84,11 +99,26 @@ def _zeta64(x: np.ndarray, q: np.ndarray) -> np.ndarray:
             b = b / w
             k += 1.0
         out = np.where(tail_needed, tail, total)
-    nonpositive = q <= 0
-    out = np.where(nonpositive & (x != np.floor(x)), np.nan, out)
-    out = np.where(nonpositive & (q == np.floor(q)), np.inf, out)
-    out = np.where(x < 1, np.nan, np.where(x == 1, np.inf, out))
-    return np.where(np.isnan(x) | np.isnan(q), np.nan, out)
+        if far.any():
+            out[far] = _zeta_far_left(x[far], q[far])
+    return np.where(is_decided, decided, out)
+
+
+def _zeta_far_left(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """zeta(x, q) for q far below 0 (not an integer) and x an integer above 1, by splitting
+    the sum at 0: with f = q - floor(q) and n = -floor(q) terms below 0, whose powers are
+    (-1)^x times those of 1 - f, 2 - f, ..., n - f,
+        zeta(x, q) = zeta(x, f) + (-1)^x (zeta(x, 1 - f) - zeta(x, n + 1 - f)),
+    three sums at positive q. An infinite x leaves the two terms nearest 0, each +inf."""
+    out = np.full(x.shape, np.inf)
+    finite = np.isfinite(x)
+    if finite.any():
+        xf, qf = x[finite], q[finite]
+        fl = np.floor(qf)
+        f = qf - fl
+        sign = np.where(np.fmod(xf, 2.0) == 0, 1.0, -1.0)
+        out[finite] = _zeta64(xf, f) + sign * (_zeta64(xf, 1.0 - f) - _zeta64(xf, 1.0 - f - fl))
+    return out
 
 
 def zeta(x, q) -> np.ndarray:

@@ -127,7 +127,8 @@ sub = register(
 rsub = register(
     "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
     meta=_sub_meta, node="RsubBackward1",
-    derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, None),
+    # `other` may be a tensor too (`torch.rsub(a, b)`): its gradient is the incoming one.
+    derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
     onnx=add_like("Sub", swap=True),
@@ -271,14 +272,17 @@ def _pow_onnx(b, inputs, args, kwargs, opset):
 def _pow_tt_derivative(g, a, b, out):
     # 0 where the exponent is 0 (the base's) and where the base is 0 with a nonnegative
     # exponent (the exponent's), where the formulas multiply 0 by an infinity, as PyTorch's.
-    return ((g * b * a.pow(b - 1)).masked_fill(b == 0, 0),
-            (g * out * a.log()).masked_fill((a == 0) & (b >= 0), 0))
+    # Complex operands: the conjugated derivatives, and the exponent's real part's sign.
+    b_sign = b.real if b._dtype.category == _COMPLEX else b
+    return ((g * cj(b * a.pow(b - 1))).masked_fill(b == 0, 0),
+            (g * cj(out * a.log())).masked_fill((a == 0) & (b_sign >= 0), 0))
 
 
 def _pow_scalar_base_derivative(g, s, out):
     with np.errstate(divide="ignore"):
-        log_s = float(np.log(s))
-    grad = g * out * log_s
+        log_s = complex(np.log(complex(s))) if isinstance(s, complex) else float(np.log(s))
+    # Conjugated for a complex result (the conjugate Wirtinger rule).
+    grad = g * cj(out * log_s)
     if s == 0:  # 0 ** e is finite exactly where e >= 0: a zero gradient there
         grad = grad.masked_fill(out.isfinite(), 0)
     return (None, grad)
@@ -287,8 +291,12 @@ def _pow_scalar_base_derivative(g, s, out):
 pow_scalar = register(
     "pow.Tensor_Scalar", kernel=_pow_ts_kernel, meta=_pow_ts_meta, node="PowBackward0",
     derivative=_pow_ts_derivative, save=lambda out, a, e: (a, e),
-    samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
-                             for s in ((3, 4), (), (0,)) for e in (2, 3, 0.5, -1.5, 0)],
+    # The exponents computed by products (`_PRODUCT_POWERS`, negative integers for floats
+    # only: integers refuse them) beside general ones.
+    samples=lambda rng, dt: [
+        Sample((rand_array(rng, s, dt, (0.5, 2.0)), e), name=f"^{e}")
+        for s in ((3, 4), (), (0,))
+        for e in (2, 3, 0.5, -1.5, 0, -0.5) + ((-2,) if np.dtype(dt).kind in "fc" else ())],
     onnx=_pow_onnx, lowering=lambda v, a, e: v.pow_scalar(a, e),
     saved_names=("self", "exponent"))
 pow_tensor = register(
@@ -453,15 +461,22 @@ fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)
 fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar")
 
 
+def _c_name(d) -> str:
+    """`c_type_name`, with the complex dtypes' C++ names (`c10::complex<float>`)."""
+    if d.category == _COMPLEX:
+        return f"c10::complex<{'float' if d.itemsize == 8 else 'double'}>"
+    return c_type_name(d)
+
+
 def _lerp_check(a, end, w, kernel: str) -> None:
     """lerp computes in input's dtype: `end` (and a weight tensor of any dims) must have it,
-    and it must be floating (arrays and fakes alike)."""
+    and it must be floating or complex (arrays and fakes alike)."""
     da = dtype_of(a)
     for name, x in (("end", end), ("weight", w)):
         if hasattr(x, "shape") and (name == "end" or len(x.shape)) and dtype_of(x) is not da:
-            raise RuntimeError(f"expected dtype {c_type_name(da)} for `{name}` but got dtype "
-                               f"{c_type_name(dtype_of(x))}")
-    if da.category != _dtype.FLOAT:
+            raise RuntimeError(f"expected dtype {_c_name(da)} for `{name}` but got dtype "
+                               f"{_c_name(dtype_of(x))}")
+    if da.category not in (_dtype.FLOAT, _COMPLEX):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{da.legacy}\'')
 
 
@@ -502,7 +517,7 @@ def _lerp_decomposition(a, end, w):
 lerp = register(
     "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
     decomposition=_lerp_decomposition,
-    derivative=lambda g, w: (g * (1 - w), g * w, None), save=lambda out, a, e, w: (w,),
+    derivative=lambda g, w: (g * cj(1 - w), g * cj(w), None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
                              for w in (0.3, 0.8)], public="lerp")
@@ -510,7 +525,7 @@ lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
     decomposition=_lerp_decomposition,
-    derivative=lambda g, a, e, w: (g * (1 - w), g * w, g * (e - a)),
+    derivative=lambda g, a, e, w: (g * cj(1 - w), g * cj(w), g * cj(e - a)),
     save=lambda out, a, e, w: (a, e, w), public="lerp",
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
                                      rand_array(rng, c, dt, (0, 1))))
@@ -562,8 +577,9 @@ def _addc_samples(domain):
 addcmul = register(
     "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
     decomposition=lambda a, t1, t2, value=1: a + t1 * t2 * value,
-    derivative=lambda g, t1, t2, v: (g, g * t2 * v if t2 is not None else None,
-                                     g * t1 * v if t1 is not None else None, None),
+    # Complex operands: the conjugates of the partner and of the value (Wirtinger rule).
+    derivative=lambda g, t1, t2, v: (g, g * cj(t2 * v) if t2 is not None else None,
+                                     g * cj(t1 * v) if t1 is not None else None, None),
     # Each factor is saved only for the other's gradient: an operand nobody differentiates
     # may change afterwards (as in PyTorch).
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
@@ -572,8 +588,9 @@ addcmul = register(
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
     decomposition=lambda a, t1, t2, value=1: a + t1 / t2 * value,
-    derivative=lambda g, t1, t2, v: (g, g * v / t2 if t2 is not None else None,
-                                     -g * v * t1 / (t2 * t2) if t1 is not None else None, None),
+    derivative=lambda g, t1, t2, v: (g, g * cj(v / t2) if t2 is not None else None,
+                                     -g * cj(v * t1 / (t2 * t2)) if t1 is not None else None,
+                                     None),
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
                                           t2 if _wants_grad(t1) or _wants_grad(t2) else None,
                                           value),

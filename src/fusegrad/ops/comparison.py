@@ -120,10 +120,16 @@ where = register(
     lowering=lambda v, c, a, b: v.where(c, a, b))
 
 
+def _extremum_grads(g, a, b, a_loses, b_loses):
+    """maximum/minimum's gradients as PyTorch's: ties split the gradient in half, the
+    operand that lost gets exactly 0 (`masked_fill`, so an infinite gradient makes no
+    0 * inf NaN) and, where a NaN makes the comparisons false, both get all of it."""
+    shared = g.where(a != b, g / 2)
+    return (shared.masked_fill(a_loses, 0), shared.masked_fill(b_loses, 0))
+
+
 def _maximum_derivative(g, a, b):
-    # Ties split the gradient in half, as PyTorch does.
-    mask_a = (a > b) + (a == b) * 0.5
-    return (g * mask_a, g * (1 - mask_a))
+    return _extremum_grads(g, a, b, a < b, a > b)
 
 
 maximum = register(
@@ -163,7 +169,8 @@ def _clamp_scalar_derivative(g, a, lo, hi):
         mask = a >= lo
     if hi is not None:
         mask = (a <= hi) if mask is None else mask * (a <= hi)
-    return (g * mask, None, None)
+    # `where`: exactly 0 outside the bounds (and at NaN), even for an infinite gradient.
+    return (g.where(mask, g.new_zeros(())), None, None)
 
 
 clamp = register(
@@ -229,8 +236,7 @@ clamp_tensor = register(
 
 
 def _minimum_derivative(g, a, b):
-    mask_a = (a < b) + (a == b) * 0.5
-    return (g * mask_a, g * (1 - mask_a))
+    return _extremum_grads(g, a, b, a > b, a < b)
 
 
 minimum = register(

@@ -70,8 +70,45 @@ digamma = _unary("digamma", _digamma_np, "DigammaBackward0",
                  lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0))
 
 
+def _trigamma_np(a):
+    """polygamma(1, x) in x's dtype as PyTorch computes it: below 1/2 the reflection
+    pi^2 / sin^2(pi x) - trigamma(1 - x) (so a negative integer gives the huge finite value
+    of a rounded sine, not inf, and -inf gives NaN), then six steps of the recurrence
+    trigamma(y) = 1 / y^2 + trigamma(y + 1) and the asymptotic series in 1 / y."""
+    dt = a.dtype
+    one = dt.type(1)
+    pi = dt.type(math.pi)
+    with np.errstate(all="ignore"):
+        small = a < 0.5
+        sin = np.sin(pi * a)
+        out = np.where(small, -(pi * pi) / (sin * sin), dt.type(0))
+        y = np.where(small, one - a, a)
+        for _ in range(6):
+            out = out + one / (y * y)
+            y = y + one
+        ixx = one / (y * y)
+        series = one + one / (dt.type(2) * y) + ixx * (
+            one / dt.type(6) - ixx * (one / dt.type(30) - ixx * (one / dt.type(42))))
+        out = out + series / y
+        return np.where(small, -out, out).astype(dt, copy=False)
+
+
+def _polygamma_high_np(n):
+    """polygamma(n, x) for n >= 2 as PyTorch's: (-1)^(n+1) n! zeta(n + 1, x), with n! as
+    exp(lgamma(n + 1)), so +inf gives NaN (zeta(n + 1, inf)) and a pole +-inf."""
+    factor = (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0))
+
+    def kernel(a):
+        with np.errstate(all="ignore"):
+            return (factor * _sp.zeta(np.float64(n + 1), a)).astype(a.dtype, copy=False)
+
+    return kernel
+
+
 def _polygamma_np(n):
-    return lambda a: _digamma_np(a) if n == 0 else _sp.polygamma(n, a).astype(a.dtype)
+    if n == 0:
+        return _digamma_np
+    return _trigamma_np if n == 1 else _polygamma_high_np(n)
 
 
 def _polygamma_kernel(n, a):
@@ -176,7 +213,7 @@ def _sinc_derivative(g, a):
     pa = a * math.pi
     safe = pa.where(a != 0, pa.new_ones(()))
     d = (safe.cos() * safe - safe.sin()) / (safe * a.where(a != 0, a.new_ones(())))
-    return (g * d.where(a != 0, a.new_zeros(())),)
+    return (g * cj(d.where(a != 0, a.new_zeros(()))),)  # conjugated for complex inputs
 
 
 sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative)
@@ -266,14 +303,43 @@ def _hypot_derivative(g, a, b):
 
 
 hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative)
+
+
+def _logaddexp_complex(a, b):
+    """log(exp(a) + exp(b)) of complex arrays as PyTorch's: hi + log1p(exp(lo - hi)), hi the
+    operand of larger real part (`a` on a tie), so the imaginary part follows hi's rather
+    than the principal branch. Equal infinite real parts: -inf gives lo; +inf the direct
+    formula (whose imaginary part is NaN). Any NaN part gives NaN + NaN j."""
+    a, b = np.broadcast_arrays(a, b)
+    first = a.real >= b.real
+    hi, lo = np.where(first, a, b), np.where(first, b, a)
+    with np.errstate(all="ignore"):
+        out = np.log1p(np.exp(lo - hi)) + hi
+        both_inf = np.isinf(lo.real) & (lo.real == hi.real)
+        if both_inf.any():
+            direct = np.log(np.exp(lo) + np.exp(hi))
+            out = np.where(both_inf, np.where(lo.real < 0, lo, direct), out)
+    nan = np.isnan(a.real) | np.isnan(a.imag) | np.isnan(b.real) | np.isnan(b.imag)
+    return np.where(nan, np.asarray(complex(np.nan, np.nan), out.dtype), out)
+
+
+def _logaddexp_np(a, b):
+    """NumPy's logaddexp, or `_logaddexp_complex` for complex operands (the kernel casts
+    both to one dtype first)."""
+    if getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
+        return _logaddexp_complex(np.asarray(a), np.asarray(b))
+    return np.logaddexp(a, b)
+
+
 logaddexp = register(
-    "logaddexp", kernel=binary_kernel(np.logaddexp, to_float=True),
+    "logaddexp", kernel=binary_kernel(_logaddexp_np, to_float=True),
     meta=binary_meta(to_float=True), node="LogaddexpBackward0",
-    derivative=lambda g, a, b: (g / ((b - a).exp() + 1), g / ((a - b).exp() + 1)),
+    # Conjugated for complex operands (the conjugate Wirtinger rule).
+    derivative=lambda g, a, b: (g / cj((b - a).exp() + 1), g / cj((a - b).exp() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
     saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b))
 logaddexp2 = register(
-    "logaddexp2", kernel=binary_kernel(np.logaddexp2, to_float=True),
+    "logaddexp2", kernel=binary_kernel(np.logaddexp2, to_float=True, real_only="logaddexp2_cpu"),
     meta=binary_meta(to_float=True), node="Logaddexp2Backward0",
     derivative=lambda g, a, b: (g / ((b - a).exp2() + 1), g / ((a - b).exp2() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
@@ -410,7 +476,8 @@ def _fminmax(name, ufunc, node):
         # Where both are NaN or equal, PyTorch's gradient goes to `self`.
         take_a = (a == a.fmin(b)) if name == "fmin" else (a == a.fmax(b))
         take_a = take_a | b.isnan()
-        return (g * take_a, g * ~take_a)
+        # masked_fill: exactly 0 for the other operand, even for an infinite gradient.
+        return (g.masked_fill(~take_a, 0), g.masked_fill(take_a, 0))
 
     return register(name, kernel=binary_kernel(ufunc), meta=binary_meta(), node=node,
                     derivative=derivative, save=lambda out, a, b: (a, b),

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ._onnx import reduce as reduce_onnx
-from ._util import F32, F64, HALF, Spec, rand_array, wrap_dims
+from ._util import F32, F64, HALF, Spec, cj, rand_array, wrap_dims
 from .reductions import (
     _all_if_empty,
     _axes,
@@ -294,13 +294,15 @@ vector_norm = register(
 
 
 def _logsumexp_kernel(a, dims, keepdim=False):
-    dt = a.dtype if a.dtype.kind == "f" or a.dtype in HALF else np.dtype(
+    dt = a.dtype if a.dtype.kind in "fc" or a.dtype in HALF else np.dtype(
         _dtype.defaults.float.np)
     x = a.astype(F32 if dt in HALF else dt)
     axes = _axes(dims, a.ndim)
     if x.size == 0:
         return np.log(np.sum(np.exp(x), axis=axes, keepdims=keepdim)).astype(dt)
-    m = np.max(x, axis=axes, keepdims=True)
+    # Complex inputs are shifted by the largest real part (a real shift keeps the principal
+    # logarithm's branch, as PyTorch's).
+    m = np.max(x.real if dt.kind == "c" else x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     return (out if keepdim else np.squeeze(out, axes)).astype(dt, copy=False)
@@ -308,7 +310,8 @@ def _logsumexp_kernel(a, dims, keepdim=False):
 
 def _logsumexp_meta(a, dims, keepdim=False):
     axes = _axes(dims, len(a.shape))
-    dt = a.dtype if a.dtype.category == _dtype.FLOAT else _dtype.defaults.float
+    dt = a.dtype if a.dtype.category in (_dtype.FLOAT, _dtype.COMPLEX) else \
+        _dtype.defaults.float
     return Spec(_reduce_shape(tuple(a.shape), axes, keepdim), dt)
 
 
@@ -316,7 +319,7 @@ def _logsumexp_decomposition(a, dims, keepdim=False):
     """log(sum(exp(a - m))) + m, with m the maximum (0 where it is infinite)."""
     if not a.numel():
         return call(sum_dim, a.exp(), dims, keepdim).log()
-    m = a.amax(dims, True)
+    m = (a.real if a.is_complex() else a).amax(dims, True)
     m = m.new_zeros(()).where(m.isinf(), m)
     out = call(sum_dim, (a - m).exp(), dims, True).log() + m
     return out if keepdim else out.squeeze(dims)
@@ -326,7 +329,7 @@ logsumexp = register(
     "logsumexp", kernel=_logsumexp_kernel, meta=_logsumexp_meta, node="LogsumexpBackward0",
     derivative=lambda g, a, out, dims, keepdim: (
         expand_reduced(g, a.shape, dims if a.dim() else None, keepdim)
-        * (a - expand_reduced(out, a.shape, dims if a.dim() else None, keepdim)).exp(),
+        * cj((a - expand_reduced(out, a.shape, dims if a.dim() else None, keepdim)).exp()),
         None, None),
     save=lambda out, a, dims, keepdim=False: (a, out, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if s.args[1] is not None],

@@ -17,6 +17,7 @@ from ._util import (
     Spec,
     c_contiguous,
     c_gradient,
+    cj,
     dtype_of,
     half_formula,
     half_in_float32,
@@ -387,9 +388,11 @@ def select_backward_dim(g, shape, dim, indices, keepdim):
 
 
 def _evenly(g, a, value):
-    """Gradient of max()/min()/median() over all elements: shared among the equal ones."""
-    mask = a == value
-    return g * mask / mask.sum()
+    """Gradient of max()/min()/median() over all elements: shared among the equal ones, or
+    among the NaNs when the result is NaN (NaN equals nothing), and exactly 0 elsewhere
+    (`where`, not a product: an infinite gradient must not make 0 * inf NaNs)."""
+    mask = (a == value).logical_or(a.isnan().logical_and(value.isnan()))
+    return (g / mask.sum()).where(mask, 0)
 
 
 # ---------------------------------------------------------------- amin, max, min (all)
@@ -542,14 +545,38 @@ def _prod_dtype(a, dtype):
     return _sum_dtype(a.dtype, dtype)
 
 
+# PyTorch's CPU product of a half type multiplies one element at a time, rounding each
+# partial product to the half type, except along a contiguous innermost run of at least this
+# many elements, where vector lanes keep partial products in float32 (that order is not
+# reproduced: those products are taken in float32, rounded once).
+_HALF_PROD_LANES = 64
+
+
+def _half_prod(a, axis, dt):
+    """The product along `axis` in half dtype `dt`, rounded after every multiplication (a
+    float32 product of two half values is exact, so each step rounds once, as PyTorch's)."""
+    x = np.moveaxis(a.astype(F32), axis, 0)
+    acc = np.ones(x.shape[1:], dt)
+    for row in x:
+        acc = (acc.astype(F32) * row).astype(dt)
+    return acc
+
+
 def _prod_all_kernel(a, dtype=None):
     dt = _prod_dtype(a, dtype)
+    if dt in HALF and a.size < _HALF_PROD_LANES:
+        return _half_prod(a.astype(dt, copy=False).reshape(-1), 0, dt)
     return np.asarray(np.prod(a, dtype=F32 if dt in HALF else dt)).astype(dt)
 
 
 def _prod_dim_kernel(a, dim, keepdim=False, dtype=None):
     dt = _prod_dtype(a, dtype)
     axes = _axes((dim,), a.ndim)
+    if dt in HALF and a.ndim:
+        d = axes[0]
+        if a.shape[d] < _HALF_PROD_LANES or numel(a.shape[d + 1:]) > 1:
+            out = _half_prod(a.astype(dt, copy=False), d, dt)
+            return np.expand_dims(out, d) if keepdim else out
     return np.prod(a, axis=axes, keepdims=keepdim, dtype=F32 if dt in HALF else dt).astype(
         dt, copy=False)
 
@@ -580,7 +607,8 @@ def _prod_all_derivative(g, a):
     if a.dim() == 0:
         return (g, None)
     flat = a.reshape(-1)
-    return (g * prod_others(flat, 0).reshape(tuple(a.shape)), None)
+    # `cj`: a complex product's gradient takes the conjugate of the other factors' product.
+    return (g * cj(prod_others(flat, 0).reshape(tuple(a.shape))), None)
 
 
 def _prod_dim_derivative(g, a, dim, keepdim):
@@ -589,7 +617,7 @@ def _prod_dim_derivative(g, a, dim, keepdim):
     d = _dim1(dim, a.dim())
     if not keepdim:
         g = g.unsqueeze(d)
-    return (g * prod_others(a, d), None, None, None)
+    return (g * cj(prod_others(a, d)), None, None, None)
 
 
 prod = register(

@@ -19,6 +19,12 @@ from .registry import Sample, inplace_variant, register
 # ---------------------------------------------------------------- cumulative
 
 
+# The running value's type for each result dtype, as PyTorch's CPU scans keep it: float32
+# (and complex64) in double precision, the half types in float32, so a long float32 cumsum
+# rounds once per element rather than drifting (0.1 summed 10**6 times is 100000).
+_SCAN_ACC = {F32: np.dtype(np.float64), np.dtype(np.complex64): np.dtype(np.complex128)}
+
+
 def _cum_kernel(fn):
     def kernel(a, dim, dtype=None):
         dt = _sum_dtype(a.dtype, dtype)
@@ -26,7 +32,10 @@ def _cum_kernel(fn):
             _dim1(dim, 0)
             return a.astype(dt)
         d = _dim1(dim, a.ndim)
-        return fn(a, axis=d, dtype=F32 if dt in HALF else dt).astype(dt, copy=False)
+        acc = _SCAN_ACC.get(dt) or (F32 if dt in HALF else dt)
+        if a.dtype != dt:  # the input is cast to the result's dtype first (`dtype=`)
+            a = a.astype(dt)
+        return fn(a, axis=d, dtype=acc).astype(dt, copy=False)
 
     return c_contiguous(kernel)
 
@@ -61,6 +70,10 @@ def _cumprod_derivative(g, a, out, dim):
     values, so traced and double backward see one formula."""
     if a.dim() == 0 or a.numel() == 0:
         return (g, None)
+    if a._dtype.category == _dtype.COMPLEX:
+        # The conjugate Wirtinger rule: every formula below is a polynomial in the inputs and
+        # outputs (over the inputs), so conjugating them conjugates the local derivative.
+        a, out = a.conj(), out.conj()
     if is_grad_enabled():  # create_graph: a formula whose own derivative is right at zeros
         return (_cumprod_derivative_products(g, a, dim), None)
     zeros = a == 0
