@@ -225,3 +225,50 @@ def test_polygamma_special_values(deadline, n, dtype):
     xs = [-INF, -1e10, -1.0, -2.5, -0.0, 0.0, 1e-30, 1e10, INF, NAN, 0.3, 1.0, 7.0, -7.7]
     check(lambda L, a: L.polygamma(n, a), xs, dtype=dtype, grad=False,
           rtol=1e-6 if dtype == "float32" else 1e-12)
+
+
+def _outcome(fn):
+    try:
+        return "ok", fn()
+    except (RuntimeError, NotImplementedError) as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_logcumsumexp_accumulates_as_torch(dtype):
+    """PyTorch's CPU kernel accumulates float32 in float64 (half types in float32): equal
+    bits over a long row."""
+    x = np.random.default_rng(0).standard_normal(20000).astype(np.float32)
+    got = fusegrad.logcumsumexp(fusegrad.tensor(x).to(getattr(fusegrad, dtype)), 0)
+    want = torch.logcumsumexp(torch.tensor(x).to(getattr(torch, dtype)), 0)
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+def test_rounding_integer_and_bool_tensors_as_torch(dtype):
+    def cases(lib):
+        x = lib.tensor([15, 25]).to(getattr(lib, dtype))
+        return [_outcome(lambda: lib.round(x, decimals=d).tolist()) for d in (1, -1)] + [
+            _outcome(lambda f=f: getattr(lib, f)(x).tolist())
+            for f in ("round", "floor", "ceil", "trunc")]
+
+    assert cases(fusegrad) == cases(torch)
+
+
+def test_prelu_refuses_mixed_dtypes_as_torch():
+    def cases(lib):
+        return [_outcome(lambda a=a, b=b: lib.prelu(lib.ones(2, 3, dtype=getattr(lib, a)),
+                                                    lib.ones(1, dtype=getattr(lib, b))).shape)
+                for a, b in (("float64", "float32"), ("float32", "float16"),
+                             ("float32", "float32"))]
+
+    assert cases(fusegrad) == cases(torch)
+
+
+def test_broadcast_tensors_returns_full_shape_tensors_themselves():
+    for lib in (fusegrad, torch):
+        x = lib.ones(2, 3, requires_grad=True) * 2
+        y = lib.ones(3)
+        a, b = lib.broadcast_tensors(x, y)
+        assert a is x and type(a.grad_fn).__name__ == "MulBackward0"
+        assert tuple(b.shape) == (2, 3) and b._base is y

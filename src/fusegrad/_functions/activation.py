@@ -81,6 +81,9 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 @composite("lower")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x if x > 0 else weight * x, with one weight per channel (dim 1) or one for all."""
+    if input.dtype is not weight.dtype:  # PyTorch's kernel checks this first
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {input.dtype.legacy} "
+                           f"and {weight.dtype.legacy}")
     if weight.dim() > 1:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
                            f"ndim = {weight.dim()}")

@@ -282,7 +282,9 @@ def broadcast_tensors(*tensors):
     from ..ops._util import broadcast_shapes
 
     shape = broadcast_shapes(*[tuple(t.shape) for t in tensors])
-    return tuple(expand(t, shape) for t in tensors)
+    # A tensor of the broadcast shape already is itself in the result, as in PyTorch (no
+    # expand and no ExpandBackward0 node).
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in tensors)
 
 
 def repeat(input, *times, repeats=None):

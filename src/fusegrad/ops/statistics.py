@@ -175,7 +175,8 @@ def _logcumsumexp_kernel(a, dim):
     if a.ndim == 0:
         return a.copy()
     dt = float_np(a.dtype)
-    work = F32 if dt in HALF else dt  # half types accumulate in float32, as PyTorch's
+    # PyTorch's CPU kernel accumulates half types in float32 and float32 in float64.
+    work = F32 if dt in HALF else np.dtype(np.float64) if dt == np.float32 else dt
     return np.logaddexp.accumulate(a.astype(work), axis=d).astype(dt)
 
 

@@ -20,6 +20,7 @@ from ._util import (
     Spec,
     c_gradient,
     cj,
+    dtype_of,
     half_formula,
     numpy_backward,
     rand_array,
@@ -391,13 +392,25 @@ def _zero(g, *rest):
     return (g * 0,) + (None,) * len(rest)
 
 
+def _not_for(kernel: str, a, kinds: str) -> None:
+    """PyTorch's error for a rounding of a dtype its CPU kernel `kernel` has no code for."""
+    d = dtype_of(a)
+    if np.dtype(d.np).kind in kinds:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{d.legacy}\'')
+
+
 def _rounding(name, ufunc, node, onnx=None):
     def kernel(a):
         if a.dtype.kind in "biu":
+            _not_for(f"{name}_vml_cpu", a, "b")  # integers are their own rounding
             return a.copy()
         return unary_kernel(ufunc, to_float=False)(a)
 
-    op = register(name, kernel=kernel, meta=unary_meta(to_float=False), node=node,
+    def meta(a):
+        _not_for(f"{name}_vml_cpu", a, "b")
+        return Spec(tuple(a.shape), a.dtype)
+
+    op = register(name, kernel=kernel, meta=meta, node=node,
                   derivative=_zero, zero_grad=True, samples=unary_samples(domain=(-3.0, 3.0)),
                   onnx=onnx)
     inplace_variant(op, name + "_")
@@ -426,15 +439,20 @@ sign_ = inplace_variant(sign, "sign_")
 sgn_ = inplace_variant(sgn, "sgn_", saves_self=True)
 
 
+def _round_decimals_meta(a, decimals):
+    # PyTorch has no integer kernel here (decimals=0 takes plain round's, named so).
+    _not_for("round_vml_cpu" if decimals == 0 else "round_cpu", a, "biu")
+    return Spec(tuple(a.shape), a.dtype)
+
+
 def _round_decimals_kernel(a, decimals):
-    if a.dtype.kind in "biu":
-        return a.copy()
+    _round_decimals_meta(a, decimals)
     return np.round(a, decimals)
 
 
 round_decimals = register(
     "round.decimals", kernel=_round_decimals_kernel,
-    meta=lambda a, decimals: Spec(tuple(a.shape), a.dtype), node="RoundBackward1",
+    meta=_round_decimals_meta, node="RoundBackward1",
     derivative=lambda g: (g * 0, None), zero_grad=True, public="round",
     result_order="operands",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
