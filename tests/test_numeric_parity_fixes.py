@@ -248,7 +248,7 @@ def test_logcumsumexp_accumulates_as_torch(dtype):
 def test_rounding_integer_and_bool_tensors_as_torch(dtype):
     def cases(lib):
         x = lib.tensor([15, 25]).to(getattr(lib, dtype))
-        return [_outcome(lambda: lib.round(x, decimals=d).tolist()) for d in (1, -1)] + [
+        return [_outcome(lambda d=d: lib.round(x, decimals=d).tolist()) for d in (1, -1)] + [
             _outcome(lambda f=f: getattr(lib, f)(x).tolist())
             for f in ("round", "floor", "ceil", "trunc")]
 
