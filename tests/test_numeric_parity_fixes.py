@@ -272,3 +272,23 @@ def test_broadcast_tensors_returns_full_shape_tensors_themselves():
         a, b = lib.broadcast_tensors(x, y)
         assert a is x and type(a.grad_fn).__name__ == "MulBackward0"
         assert tuple(b.shape) == (2, 3) and b._base is y
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_float64_values_reach_half_types_through_float32(dtype):
+    """PyTorch makes its half types from float: a float64 value is rounded to float32 first,
+    which can differ from one direct rounding in the last bit (1.3579101682459611)."""
+    values = np.random.default_rng(1).uniform(-4, 4, 2000)
+    values[0] = 1.3579101682459611
+
+    def spellings(lib):
+        dt = getattr(lib, dtype)
+        v = float(values[0])
+        return [lib.tensor(values, dtype=lib.float64).to(dt).float().numpy(),
+                lib.tensor(values.tolist(), dtype=dt).float().numpy(),
+                lib.tensor([[v]], dtype=dt).float().numpy(),
+                lib.full((2,), v, dtype=dt).float().numpy(),
+                lib.zeros(2, dtype=dt).fill_(v).float().numpy()]
+
+    for got, want in zip(spellings(fusegrad), spellings(torch)):
+        np.testing.assert_array_equal(got, want)

@@ -15,7 +15,7 @@ import numpy as np
 from . import _dtype
 from . import _random_draws as _draws
 from ._device import device as _device_cls
-from ._scalar_conversion import checked_scalar
+from ._scalar_conversion import checked_scalar, half_input
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import size_int
 from ._tensor import (
@@ -160,7 +160,7 @@ def _to_array(data, dt: np.dtype) -> np.ndarray:
                 f"expected sequence of length {first.shape[0] if first.ndim else 0} at dim 1 "
                 f"(got {last.shape[0] if last.ndim else 0})")
         return np.stack(parts).astype(dt, copy=False) if parts else np.zeros((0,), dt)
-    return np.array(data, dtype=dt)
+    return np.array(half_input(data, dt), dtype=dt)
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,

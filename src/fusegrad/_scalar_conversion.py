@@ -22,6 +22,23 @@ _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
               "float32": 3.4028234663852886e38}
 
 
+HALF_NAMES = ("float16", "bfloat16")
+
+
+def half_input(values, dt: np.dtype):
+    """`values` (numbers or an array) ready for conversion to NumPy dtype `dt`: float64
+    values bound for a half type become float32 first, as PyTorch converts them (its half
+    types are made from float: two roundings, which a direct conversion can differ from in
+    the last bit)."""
+    if dt.name not in HALF_NAMES:
+        return values
+    if values.__class__ is float:
+        return np.float32(values)
+    if values.__class__ is np.ndarray:
+        return values.astype(np.float32) if values.dtype == np.float64 else values
+    return np.array(values, dtype=np.float32)
+
+
 def checked_scalar(value, dt: np.dtype):
     """Python number `value` as PyTorch converts a fill value (fill_, masked_fill, clamp
     bounds) for an array of NumPy dtype `dt`: an unsigned integer dtype takes negative ints
@@ -45,7 +62,8 @@ def checked_scalar(value, dt: np.dtype):
         limit = _FLOAT_MAX.get(dt.name)
         if limit is None or -limit <= value <= limit or value != value or \
                 value in (math.inf, -math.inf):
-            return value  # float64, NaN and inf convert as they are
+            # float64, NaN and inf convert as they are; a half type's, through float32
+            return np.float32(value) if cls is float and dt.name in HALF_NAMES else value
     else:
         return value
     raise RuntimeError(f"value cannot be converted to type {_CONVERT_NAMES[dt.name]} without "

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from .._scalar_conversion import half_input
 from .._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
 from . import _onnx as ox
 from ._onnx import cast, identity
@@ -95,7 +96,7 @@ def _to_copy_kernel(a, dtype):
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=2)
         a = a.real
-    return a.astype(dtype.np)
+    return half_input(a, dtype.np).astype(dtype.np)
 
 
 def _to_copy_derivative(g, dtype):
