@@ -292,3 +292,18 @@ def test_float64_values_reach_half_types_through_float32(dtype):
 
     for got, want in zip(spellings(fusegrad), spellings(torch)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("scales", [{}, {"beta": 0.5, "alpha": 2.0}, {"beta": 0}])
+def test_baddbmm_of_half_types_rounds_once(dtype, scales):
+    """The product and the sum in float32, rounded once to the half type, as PyTorch's."""
+    rng = np.random.default_rng(0)
+    arrays = rng.standard_normal((2, 8, 16)), rng.standard_normal((2, 8, 16)), \
+        rng.standard_normal((2, 16, 16))
+
+    def run(lib):
+        args = [lib.tensor(a).to(getattr(lib, dtype)) for a in arrays]
+        return lib.baddbmm(*args, **scales).float().numpy()
+
+    np.testing.assert_array_equal(run(fusegrad), run(torch))

@@ -251,12 +251,17 @@ def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
 
 def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
     _bmm_check(b1, b2)
-    prod = _matmul(b1, b2)
+    half = b1.dtype in HALF
+    if half:  # the product and the sum in float32, rounded once, as PyTorch's CPU kernel
+        a, b1, b2, dt = a.astype(F32), b1.astype(F32), b2.astype(F32), b1.dtype
+    else:
+        dt = b1.dtype
+    prod = np.matmul(b1, b2)
     if alpha != 1:
         prod = prod * alpha
     if beta == 0:
-        return np.array(prod, dtype=b1.dtype)
-    return (a * beta + prod if beta != 1 else a + prod).astype(b1.dtype, copy=False)
+        return np.array(prod, dtype=dt)
+    return (a * beta + prod if beta != 1 else a + prod).astype(dt, copy=False)
 
 
 def _baddbmm_derivative(g, b1, b2, beta, alpha):
