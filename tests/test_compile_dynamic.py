@@ -258,6 +258,18 @@ def test_symbolic_size_as_a_key_is_guarded(lookup):
     _run(f, [(4, 2), (5, 2), (3, 2), (2, 2)], dynamic=True)
 
 
+def test_int_methods_of_a_symbolic_size_specialise():
+    """`n.bit_length()`, `n.numerator`, `hasattr(n, "to_bytes")` of a size are the value's
+    (specialised, so each value gets its graph), as they would be of an int."""
+    def f(x):
+        n = x.size(0)
+        b = n.bit_length() if hasattr(n, "bit_length") else -1
+        return x * b + n.numerator
+
+    _run(f, [(4, 2), (5, 2), (3, 2), (2, 2), (6, 2), (9, 2), (16, 2)])
+    _run(f, [(4, 2), (9, 2), (16, 2)], dynamic=True)
+
+
 def test_reshape_and_view_with_symbolic_sizes():
     def f(x):
         n = x.shape[0]

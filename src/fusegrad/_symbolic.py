@@ -100,6 +100,13 @@ class SymInt:
         self.env = env
         self._expr = None
 
+    def __getattr__(self, name: str):
+        # int's other methods and attributes (`bit_length`, `to_bytes`, `numerator`, ...):
+        # the value's, which specialises it as `int()` does.
+        if name.startswith("__") or not hasattr(int, name):
+            raise AttributeError(f"'SymInt' object has no attribute {name!r}")
+        return getattr(int(self), name)
+
     @classmethod
     def symbol(cls, name: str, hint: int, env: ShapeEnv) -> SymInt:
         """A fresh size symbol (at least 2)."""
