@@ -452,6 +452,42 @@ def test_share_memory_of_uninitialized_lazy_module():
     _same(lambda T: T.nn.LazyLinear(3).share_memory())
 
 
+def test_shared_tensors_report_it_and_keep_their_layout():
+    def program(T):
+        model = T.nn.Linear(2, 3)
+        before = model.weight.is_shared()
+        model.share_memory()
+        x = T.arange(12.0).reshape(3, 4).t()
+        return (before, model.weight.is_shared(), model.bias.is_shared(),
+                x.share_memory_() is x, x.is_shared(), x.stride(), x.tolist())
+
+    _same(program)
+
+
+def _add_one(model):
+    with fusegrad.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+
+
+def test_forked_processes_write_into_shared_parameters():
+    """Hogwild training: processes forked after `share_memory()` update the parent's
+    parameters in place (each adds 1 here: the parent sees both)."""
+    import multiprocessing
+
+    model = fusegrad.nn.Linear(2, 2)
+    before = model.weight.detach().clone()
+    model.share_memory()
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=_add_one, args=(model,)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert all(w.exitcode == 0 for w in workers)
+    np.testing.assert_array_equal(model.weight.detach().numpy(), (before + 1 + 1).numpy())
+
+
 # ---------------------------------------------------------------- Sequential
 
 

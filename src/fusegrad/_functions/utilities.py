@@ -9,6 +9,7 @@ sets and reads them runs unchanged.
 
 from __future__ import annotations
 
+import mmap
 import numbers
 import os
 
@@ -18,6 +19,7 @@ from .. import _dtype
 from .._creation import from_numpy, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
+from .._shapes import in_memory_order, memory_order
 from .._tensor import Size, Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
@@ -442,6 +444,40 @@ def _never(self: Tensor) -> bool:
 
 def _is_pinned(self: Tensor, device=None) -> bool:
     return False
+
+
+def _in_shared_memory(a) -> bool:
+    """Whether array `a`'s memory is a shared mapping (`share_memory_`'s)."""
+    while a is not None:
+        if isinstance(a, mmap.mmap):
+            return True
+        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+    return False
+
+
+def is_shared(self: Tensor) -> bool:
+    """Whether the tensor's data lies in shared memory (`share_memory_`)."""
+    return self._data is not None and _in_shared_memory(self._data)
+
+
+def share_memory_(self: Tensor) -> Tensor:
+    """Move the tensor's data into shared memory (an anonymous shared mapping), in its memory
+    order: processes forked afterwards (`torch.multiprocessing`, Hogwild training) and this
+    one see each other's in-place writes, as with PyTorch's. Views taken before the move
+    keep the old memory (PyTorch moves the whole storage; call this on fresh tensors, as
+    `Module.share_memory` does). Already shared: nothing to do."""
+    data = self._data
+    if data is None or _in_shared_memory(data):
+        return self
+
+    def make(shape: tuple) -> np.ndarray:
+        buffer = mmap.mmap(-1, max(data.nbytes, 1))  # MAP_SHARED: inherited by forks
+        return np.frombuffer(buffer, dtype=data.dtype, count=data.size).reshape(shape)
+
+    shared = in_memory_order(make, data.shape, memory_order(data))
+    shared[...] = data
+    self._data = shared
+    return self
 
 
 def _is_signed(self: Tensor) -> bool:

@@ -106,8 +106,8 @@ _METHODS = """
 __pos__ __pow__ __rfloordiv__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ bfloat16 bool byte char
 cpu cuda data_ptr dim double element_size expand_as float get_device half int is_coalesced
 is_conj is_contiguous is_cpu is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
-is_mtia is_neg is_nested is_pinned is_quantized is_set_to is_shared is_sparse is_sparse_csr
-is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim to_dense
+is_mtia is_neg is_nested is_pinned is_quantized is_set_to is_shared share_memory_ is_sparse
+is_sparse_csr is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim to_dense
 to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
 stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
@@ -145,6 +145,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "arctan2_": {_I}, "clip_": {_I}, "fix_": {_I}, "square_": {_I}, "float_power_": {_I},
     "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
     "resize_": {_I}, "resize_as_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
+    "share_memory_": {_I, _S},  # moves the data (a side effect to capture: a graph break)
     "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I}, "alpha_dropout_": {_I},
     "feature_alpha_dropout_": {_I},
     **{name: {_I} for name in (
