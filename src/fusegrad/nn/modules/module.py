@@ -872,10 +872,9 @@ class Module:
         return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def share_memory(self) -> Module:
-        """Move parameters and buffers to shared memory (`Tensor.share_memory_`); returns
-        self. A tensor without `share_memory_` is left as it is: NumPy arrays are shared by
-        the worker threads already. A lazy module's uninitialised parameter raises, as in
-        PyTorch."""
+        """Move parameters and buffers to shared memory (`Tensor.share_memory_`: processes
+        forked afterwards update them in place, as in Hogwild training); returns self. A
+        lazy module's uninitialised parameter raises, as in PyTorch."""
 
         def share(t):
             share_ = getattr(t, "share_memory_", None)
