@@ -184,8 +184,15 @@ def test_default_backend_is_used_when_none_is_given():
     finally:
         fusegrad.compiler.set_default_backend(None)
     assert counter.graphs == 1
-    with pytest.raises(ValueError, match="Invalid backend"):
-        fusegrad.compiler.set_default_backend("no-such-backend")
+    # An unknown name is taken as it is and fails at the next compile, as in PyTorch.
+    fusegrad.compiler.set_default_backend("no-such-backend")
+    try:
+        assert fusegrad.compiler.get_default_backend() == "no-such-backend"
+        with pytest.raises(fusegrad._dynamo.exc.InvalidBackend,
+                           match="Invalid backend: 'no-such-backend', see "):
+            fusegrad.compile(lambda x: x + 1)
+    finally:
+        fusegrad.compiler.set_default_backend(None)
     assert fusegrad.compiler.get_default_backend() == "inductor"
 
 
@@ -201,3 +208,26 @@ def test_recompile_limit_per_function():
 def test_cudagraph_mark_step_begin_is_callable_on_cpu():
     assert fusegrad.compiler.cudagraph_mark_step_begin() is None
     assert torch.compiler.cudagraph_mark_step_begin() is None
+
+
+def test_cudagraphs_backend_runs_cpu_graphs_as_aot_eager():
+    """On CPU tensors the cudagraphs backend skips CUDA graphs (saying so), as PyTorch's,
+    and the values and gradients are eager's."""
+    def f(x):
+        return (x * 2).sin().sum()
+
+    x = fusegrad.arange(4.0, requires_grad=True)
+    y = fusegrad.arange(4.0, requires_grad=True)
+    compiled = fusegrad.compile(f, backend="cudagraphs")
+    compiled(x).backward()
+    f(y).backward()
+    assert fusegrad.equal(x.grad, y.grad)
+    assert "cudagraphs" in fusegrad._dynamo.list_backends()
+
+
+def test_unknown_backend_name():
+    with pytest.raises(fusegrad._dynamo.exc.InvalidBackend) as info:
+        fusegrad.compile(lambda x: x, backend="nosuch")
+    assert str(info.value) == ("Invalid backend: 'nosuch', see `torch._dynamo.list_backends()` "
+                               "for available backends.")
+    assert isinstance(info.value, RuntimeError)

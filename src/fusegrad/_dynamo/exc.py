@@ -3,10 +3,11 @@
 from ..compiler.exc import (
     FailOnRecompileLimitHit,
     InternalTorchDynamoError,
+    InvalidBackend,
     RecompileError,
     TorchDynamoException,
     Unsupported,
 )
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit", "RecompileError"]
+           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend"]

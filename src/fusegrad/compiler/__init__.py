@@ -19,7 +19,7 @@ from . import logs
 from . import stance as _stance
 from .capture.segments import FrameRunner, _History, _line_of
 from .capture.translator import instructions_of, unsupported_opcodes
-from .exc import Unsupported
+from .exc import InvalidBackend, Unsupported
 
 
 class Config:
@@ -109,8 +109,7 @@ def lookup_backend(backend):
     try:
         return _BACKENDS[backend][0]
     except KeyError:
-        raise ValueError(f"Invalid backend {backend!r}; available: "
-                         f"{list_backends(exclude_tags=())}") from None
+        raise InvalidBackend(backend) from None
 
 
 @register_backend("eager", tags=("debug",))
@@ -125,6 +124,14 @@ def aot_eager_backend(gm, example_inputs):
     from .aot.api import aot_eager
 
     return aot_eager(gm, example_inputs)
+
+
+@register_backend("cudagraphs")
+def cudagraphs_backend(gm, example_inputs):
+    """CUDA graphs over AOT autograd: every input here is on the CPU, which CUDA graphs skip
+    (PyTorch's log line says so), so the graphs run as `aot_eager`'s."""
+    logs.log.warning("[__cudagraphs] skipping cudagraphs due to cpu device")
+    return aot_eager_backend(gm, example_inputs)
 
 
 @register_backend("inductor")
@@ -328,8 +335,7 @@ def set_default_backend(backend) -> None:
     """Make `backend` (a name or a callable) the one `compile` uses when none is given;
     None restores "inductor"."""
     global _default_backend
-    if backend is not None:
-        lookup_backend(backend)  # an unknown name fails here, not at the next compile
+    # An unknown name is not checked here (PyTorch's neither): the next `compile` fails.
     _default_backend = "inductor" if backend is None else backend
 
 

@@ -21,9 +21,17 @@ class RecompileError(TorchDynamoException):
     """`config.error_on_recompile` is set and a compiled function had to recompile."""
 
 
+class InvalidBackend(TorchDynamoException):
+    """`compile` was given a backend name no backend is registered under."""
+
+    def __init__(self, name) -> None:
+        super().__init__(f"Invalid backend: {name!r}, see `torch._dynamo.list_backends()` for "
+                         "available backends.")
+
+
 class FailOnRecompileLimitHit(Exception):
     """`fullgraph=True` and a function recompiled past `config.recompile_limit`."""
 
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit", "RecompileError"]
+           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend"]
