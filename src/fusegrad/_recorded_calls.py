@@ -570,9 +570,9 @@ def _call_binary(op, a, b):
                 else:
                     node._saved = saved
                     node._versions = None if v0 is None and v1 is None else (v0, v1)
-                    if node._versions is None and (s0 is b or s1 is b) and \
-                            op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                        node._versions = _NUMBER_VERSIONS
+                    if node._versions is None and s1 is b and \
+                            op.tensor_args and 1 in op.tensor_args:
+                        node._versions = _NUMBER_VERSIONS  # a wrapped number
             elif n == 1:
                 s0 = saved[0]
                 if s0 is result:
@@ -584,8 +584,6 @@ def _call_binary(op, a, b):
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
-                    if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                        node._versions = _NUMBER_VERSIONS[:1]
                 else:
                     _save_into(node, saved, result)
             else:
@@ -1337,9 +1335,9 @@ def make_calls(call, call_slow):
                     else:
                         node._saved = saved
                         node._versions = None if v0 is None and v1 is None else (v0, v1)
-                        if node._versions is None and (s0 is b or s1 is b) and \
-                                op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                            node._versions = _NUMBER_VERSIONS
+                        if node._versions is None and s1 is b and \
+                                op.tensor_args and 1 in op.tensor_args:
+                            node._versions = _NUMBER_VERSIONS  # a wrapped number
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1351,8 +1349,6 @@ def make_calls(call, call_slow):
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
-                        if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                            node._versions = _NUMBER_VERSIONS[:1]
                     else:
                         _save_into(node, saved, result)
                 else:
@@ -1901,9 +1897,9 @@ def make_operator(op, protocol, fast):
                     else:
                         node._saved = saved
                         node._versions = None if v0 is None and v1 is None else (v0, v1)
-                        if node._versions is None and (s0 is b or s1 is b) and \
-                                op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                            node._versions = _NUMBER_VERSIONS
+                        if node._versions is None and s1 is b and \
+                                op.tensor_args and 1 in op.tensor_args:
+                            node._versions = _NUMBER_VERSIONS  # a wrapped number
                 elif n == 1:
                     s0 = saved[0]
                     if s0 is result:
@@ -1915,8 +1911,6 @@ def make_operator(op, protocol, fast):
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
-                        if s0 is b and op.tensor_args and 1 in op.tensor_args:  # a wrapped number
-                            node._versions = _NUMBER_VERSIONS[:1]
                     else:
                         _save_into(node, saved, result)
                 else:

@@ -468,14 +468,18 @@ def _save_source(params: list[str], tensors: list[str], number: int | None = Non
     single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
                        f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
     wrapped2 = wrapped1 = ""
-    if number is not None:
+    if number is not None and number < 2:
+        # The entry at the number's own position (mul's and div's saves keep their operands
+        # in place): an equal small int elsewhere (add's alpha 1 beside `x + 1`) is no
+        # wrapped number.
         p = params[number]
         slot = f"op.tensor_args and {number} in op.tensor_args"
-        wrapped2 = (f"{_IN16}    if node._versions is None and (s0 is {p} or s1 is {p}) and \\\n"
-                    f"{_IN16}            {slot}:  # a wrapped number\n"
-                    f"{_IN16}        node._versions = _NUMBER_VERSIONS\n")
-        wrapped1 = (f"{_IN16}    if s0 is {p} and {slot}:  # a wrapped number\n"
-                    f"{_IN16}        node._versions = _NUMBER_VERSIONS[:1]\n")
+        wrapped2 = (f"{_IN16}    if node._versions is None and s{number} is {p} and \\\n"
+                    f"{_IN16}            {slot}:\n"
+                    f"{_IN16}        node._versions = _NUMBER_VERSIONS  # a wrapped number\n")
+        if number == 0:
+            wrapped1 = (f"{_IN16}    if s0 is {p} and {slot}:  # a wrapped number\n"
+                        f"{_IN16}        node._versions = _NUMBER_VERSIONS[:1]\n")
     return SAVE.format(meta_args=", ".join(params), versions="\n".join(versions),
                        single=single, wrapped2=wrapped2, wrapped1=wrapped1)
 

@@ -164,6 +164,7 @@ def _new_node(op, args, result):
     nondiff = op.nondiff_args
     tensor_args = op.tensor_args
     number = _OTHER  # a Python number given for a tensor (PyTorch's wrapped number)
+    number_at = -1  # and its position
     i = -1
     for a in args:
         i += 1
@@ -204,7 +205,7 @@ def _new_node(op, args, result):
             edges.append(_NO_EDGE)
             meta.append(_NO_META)
             pos.append(_POS[i] if i < 32 else (i, -1))
-            number = a
+            number, number_at = a, i
     node.next_functions = tuple(edges)
     node._in_meta = tuple(meta)
     node._pos = tuple(pos)
@@ -212,8 +213,10 @@ def _new_node(op, args, result):
     if save is not None:
         saved = save(result, *args)
         _save_into(node, saved, result)
-        if number is not _OTHER and node._versions is None and any(
-                s is number for s in saved):  # a saved tensor to PyTorch: freed with the graph
+        # Saved at its own position (as the recorders test): a saved tensor to PyTorch,
+        # freed with the graph. (An equal small int elsewhere, add's alpha, is none.)
+        if number is not _OTHER and node._versions is None and number_at < len(saved) and \
+                saved[number_at] is number:
             node._versions = (None,) * len(saved)
     else:
         node._saved = ()
