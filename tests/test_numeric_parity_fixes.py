@@ -307,3 +307,35 @@ def test_baddbmm_of_half_types_rounds_once(dtype, scales):
         return lib.baddbmm(*args, **scales).float().numpy()
 
     np.testing.assert_array_equal(run(fusegrad), run(torch))
+
+
+_SPECIALS = [float("nan"), float("inf"), -float("inf"), 0.5, -0.5, 0.0, 1.0, -1.0, 6.0, 7.0]
+_AT_SPECIALS = {
+    "threshold": lambda L, x: L.nn.functional.threshold(x, 0.0, 5.0),
+    "x * sign": lambda L, x: x * x.sign(),
+    "relu": lambda L, x: L.relu(x) * 2,
+    "clamp": lambda L, x: x.clamp(-1, 1),
+}
+
+
+@pytest.mark.parametrize("n", [4, 50])
+@pytest.mark.parametrize("name", sorted(_AT_SPECIALS))
+def test_values_and_gradients_at_nan_and_inf_as_torch(name, n):
+    """threshold keeps a NaN (PyTorch selects the value where x <= threshold), relu's
+    gradient passes at a NaN result (eager and compiled), sign's gradient is zeros (an
+    infinite incoming gradient gives 0, not NaN)."""
+    fn = _AT_SPECIALS[name]
+    values = np.array(_SPECIALS * 5, np.float32)[:n]
+
+    def run(L, f):
+        x = L.tensor(values).requires_grad_()
+        y = f(x)
+        y.backward(L.full_like(y, float("inf")) if name == "relu" else L.ones_like(y))
+        return y.detach().numpy(), x.grad.numpy()
+
+    want = run(torch, lambda x: fn(torch, x))
+    for backend in (None, "aot_eager"):
+        f = (lambda x: fn(fusegrad, x)) if backend is None else \
+            fusegrad.compile(lambda x: fn(fusegrad, x), backend=backend)
+        for got, ref in zip(run(fusegrad, f), want):
+            np.testing.assert_array_equal(got, ref)

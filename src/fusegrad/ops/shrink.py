@@ -107,19 +107,20 @@ hardshrink = register(
 
 
 def _threshold_kernel(a, threshold, value):
-    return np.where(a > threshold, a, np.asarray(value).astype(a.dtype))
+    # `x <= threshold` selects the value, so a NaN input stays NaN (PyTorch's test).
+    return np.where(a <= threshold, np.asarray(value).astype(a.dtype), a)
 
 
 threshold = register(
     "threshold", kernel=_threshold_kernel, meta=lambda a, t, v: Spec(tuple(a.shape), a.dtype),
     node="ThresholdBackward0",
     derivative=lambda g, x, t: (call(threshold_backward, g, x, t) if is_grad_enabled()
-                                else g * (x > t), None, None),
+                                else g.where(~(x <= t), 0.0), None, None),
     save=lambda out, a, t, v: (a, t),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), 0.1, 20.0), name=str(s))
                              for s in ((3, 4), (), (2, 0))],
     saved_names=("self", "threshold"),
-    decomposition=lambda x, t, value: x.where(x > t, value))
+    decomposition=lambda x, t, value: x.where(~(x <= t), value))
 # PyTorch's in-place node masks by the input before the write (a `value` above the threshold
 # does not let the gradient through), so the input is kept.
 threshold_ = inplace_variant(threshold, "threshold_", saves_self=True, node="ThresholdBackward1",

@@ -249,7 +249,7 @@ def _relu_derivative(g, out):
         return (wrap_grad(_relu_grad_array(g._data, out._data)),)
     if is_grad_enabled():  # create_graph: PyTorch's node, through the result
         return (call(threshold_backward, g, out, 0.0),)
-    return (g * (out > 0),)
+    return (g.where(~(out <= 0), 0.0),)  # a NaN result passes the gradient, as PyTorch's
 
 
 # (The lowering's zero comes first too: the generated maximum returns its second argument
@@ -288,7 +288,9 @@ def _sign_meta(a):
 
 sign = register(
     "sign", kernel=_sign_kernel, meta=_sign_meta, node="SignBackward0",
-    derivative=lambda g: (g * 0,), zero_grad=True, samples=unary_samples(), onnx="Sign")
+    # Zeros, not `g * 0`: an infinite incoming gradient gives 0 as PyTorch's, not NaN.
+    derivative=lambda g: (g.new_zeros(g.shape),), zero_grad=True, samples=unary_samples(),
+    onnx="Sign")
 
 # ---------------------------------------------------------------- more unary math
 
