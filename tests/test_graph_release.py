@@ -52,3 +52,19 @@ def test_retain_graph_keeps_what_was_saved(name):
         return z.grad.tolist()
 
     assert run(fusegrad) == run(torch)
+
+
+def test_saved_wrapped_numbers_read_as_tensors():
+    """A number given for a tensor argument is read back as PyTorch's wrapped-number tensor
+    (`tensor(2)`, `tensor(2.5, dtype=float64)`); a Scalar argument stays a number."""
+    def saved(lib):
+        x = lib.tensor([1.0], requires_grad=True)
+        return [repr(v) for v in ((x * 2).grad_fn._saved_other,
+                                  (x * 2.5).grad_fn._saved_other,
+                                  (x / 4).grad_fn._saved_other,
+                                  lib.mul(x, 3).grad_fn._saved_other,
+                                  (x ** 2).grad_fn._saved_exponent,
+                                  (x + 1).grad_fn._saved_alpha,
+                                  x.clamp(0, 1).grad_fn._saved_min)]
+
+    assert saved(fusegrad) == saved(torch)

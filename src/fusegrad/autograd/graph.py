@@ -570,6 +570,10 @@ def _saved_attribute(i: int) -> property:
     return _SAVED_ATTRIBUTES[i]
 
 
+# Python number -> the dtype of PyTorch's wrapped-number tensor for it.
+_WRAPPED_DTYPES = {int: "int64", float: "float64", complex: "complex128", bool: "bool_"}
+
+
 def _make_saved_attribute(i: int) -> property:
 
     def get(self):
@@ -590,6 +594,14 @@ def _make_saved_attribute(i: int) -> property:
                 raise RuntimeError(_modified_message(value, v))
         if value.__class__ is Size:
             return tuple(value)  # a saved size reads as a tuple of ints, as in PyTorch
+        if versions is not None and value.__class__ in _WRAPPED_DTYPES and \
+                all(v is None for v in versions):
+            # A number given for a tensor (`x * 2`'s other): PyTorch saved it as a 0-d
+            # tensor (its wrapped number), and reads it back so.
+            from .. import _dtype
+            from .._creation import tensor
+
+            return tensor(value, dtype=getattr(_dtype, _WRAPPED_DTYPES[value.__class__]))
         return value
 
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
