@@ -598,10 +598,12 @@ def _make_saved_attribute(i: int) -> property:
                 all(v is None for v in versions):
             # A number given for a tensor (`x * 2`'s other): PyTorch saved it as a 0-d
             # tensor (its wrapped number), and reads it back so.
-            from .. import _dtype
-            from .._creation import tensor
+            import numpy as np
 
-            return tensor(value, dtype=getattr(_dtype, _WRAPPED_DTYPES[value.__class__]))
+            from .. import _dtype
+
+            dt = getattr(_dtype, _WRAPPED_DTYPES[value.__class__])
+            return _tensor_class[0]._make(np.array(value, dt.np), dt)
         return value
 
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
