@@ -9,7 +9,6 @@ sets and reads them runs unchanged.
 
 from __future__ import annotations
 
-import mmap
 import numbers
 import os
 
@@ -448,6 +447,8 @@ def _is_pinned(self: Tensor, device=None) -> bool:
 
 def _in_shared_memory(a) -> bool:
     """Whether array `a`'s memory is a shared mapping (`share_memory_`'s)."""
+    import mmap  # here: `import fusegrad` need not load it
+
     while a is not None:
         if isinstance(a, mmap.mmap):
             return True
@@ -469,6 +470,8 @@ def share_memory_(self: Tensor) -> Tensor:
     data = self._data
     if data is None or _in_shared_memory(data):
         return self
+
+    import mmap
 
     def make(shape: tuple) -> np.ndarray:
         buffer = mmap.mmap(-1, max(data.nbytes, 1))  # MAP_SHARED: inherited by forks
