@@ -317,15 +317,23 @@ def _forward_blocks(outputs, inputs, dummies, transposed) -> list:
         else:
             stacked = F.stack([c if c is not None else out.new_zeros(out.shape)
                                for c in col])
-        row = []
-        start = 0
-        for x, n in zip(inputs, numels):
-            part = stacked[start:start + n]
-            start += n
-            part = part.permute(*range(1, part.dim()), 0)
-            row.append(part.reshape(tuple(out.shape) + tuple(x.shape)))
-        blocks.append(row)
+        blocks.append(column_blocks(stacked, tuple(out.shape), inputs, numels))
     return blocks
+
+
+def column_blocks(stacked, out_shape: tuple, inputs, numels) -> list:
+    """The Jacobian blocks of one output, one per input, from its columns stacked along dim
+    0 (one per input element, inputs in order, `numels` each): each block with the input's
+    dims last, as PyTorch's forward mode lays them out (its strides), shaped
+    `out_shape + input.shape`."""
+    row = []
+    start = 0
+    for x, n in zip(inputs, numels):
+        part = stacked[start:start + n]
+        start += n
+        part = part.permute(*range(1, part.dim()), 0)
+        row.append(part.reshape(out_shape + tuple(x.shape)))
+    return row
 
 
 def _jacfwd(func, inputs, strict: bool, vectorize: bool):

@@ -17,7 +17,7 @@ import functools
 
 from .._functions import stack
 from .._tensor import Tensor
-from ..autograd.functional import _jac_blocks
+from ..autograd.functional import _jac_blocks, column_blocks
 from ..autograd.grad_mode import enable_grad
 from ..utils import _pytree
 from ._common import Level, check_tensors, replace_selected, running, selected
@@ -73,13 +73,7 @@ def _forward_jacobian(func, argnums, has_aux: bool, args: tuple, kwargs: dict):
             stacked = out.new_zeros(out.shape).unsqueeze(0).expand(total, *out.shape)
         else:
             stacked = stack([c[i] for c in columns])
-        row = []
-        start = 0
-        for x, n in zip(leaves, numels):
-            part = stacked[start:start + n]
-            start += n
-            part = part.permute(*range(1, part.dim()), 0)
-            row.append(part.reshape(tuple(out.shape) + tuple(x.shape)))
+        row = column_blocks(stacked, tuple(out.shape), leaves, numels)
         per_output.append(_pytree.tree_unflatten(row, spec))
     jac = _pytree.tree_unflatten(per_output, lin.out_spec)
     return lin.level.finish(jac), lin.level.finish(lin.aux)
