@@ -6,11 +6,16 @@ import fusegrad as F
 
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import (
+    count_and_probs,
+    expanded_count_and_probs,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 
 __all__ = ["Binomial"]
 
-_ONE_OF = "Either `probs` or `logits` must be specified, but not both."
 
 
 def _clamp_by_zero(x):
@@ -28,25 +33,12 @@ class Binomial(Distribution):
 
     def __init__(self, total_count=1, probs=None, logits=None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError(_ONE_OF)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.type_as(self.probs)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.type_as(self.logits)
-        self._param = self.probs if probs is not None else self.logits
+        count_and_probs(self, total_count, probs, logits)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         """A copy with `total_count` and the given parameter expanded to `batch_shape`."""
-        shape = F.Size(batch_shape)
-        params = {"total_count": self.total_count.expand(shape)}
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                params[name] = params["_param"] = getattr(self, name).expand(shape)
-        return self._expanded(Binomial, shape, _instance, **params)
+        return expanded_count_and_probs(self, Binomial, batch_shape, _instance)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):

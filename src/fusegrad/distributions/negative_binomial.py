@@ -7,11 +7,16 @@ import fusegrad as F
 from . import constraints
 from .distribution import Distribution
 from .gamma import Gamma
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import (
+    count_and_probs,
+    expanded_count_and_probs,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 
 __all__ = ["NegativeBinomial"]
 
-_ONE_OF = "Either `probs` or `logits` must be specified, but not both."
 
 
 class NegativeBinomial(Distribution):
@@ -25,25 +30,12 @@ class NegativeBinomial(Distribution):
 
     def __init__(self, total_count, probs=None, logits=None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError(_ONE_OF)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.type_as(self.probs)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.type_as(self.logits)
-        self._param = self.probs if probs is not None else self.logits
+        count_and_probs(self, total_count, probs, logits)
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         """A copy with `total_count` and the given parameter expanded to `batch_shape`."""
-        shape = F.Size(batch_shape)
-        params = {"total_count": self.total_count.expand(shape)}
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                params[name] = params["_param"] = getattr(self, name).expand(shape)
-        return self._expanded(NegativeBinomial, shape, _instance, **params)
+        return expanded_count_and_probs(self, NegativeBinomial, batch_shape, _instance)
 
     @property
     def mean(self):

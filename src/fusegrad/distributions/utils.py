@@ -98,3 +98,31 @@ def vec_to_tril_matrix(vec, diag: int = 0):
     rows, cols = F.tril_indices(n, n, offset=diag)
     mat[..., rows, cols] = vec
     return mat
+
+
+_ONE_OF = "Either `probs` or `logits` must be specified, but not both."
+
+
+def count_and_probs(dist, total_count, probs, logits) -> None:
+    """Set `dist.total_count` and its `probs` or `logits` (exactly one given), broadcast
+    together, the count in the parameter's dtype, and `_param` (Binomial, NegativeBinomial)."""
+    if (probs is None) == (logits is None):
+        raise ValueError(_ONE_OF)
+    if probs is not None:
+        dist.total_count, dist.probs = broadcast_all(total_count, probs)
+        dist.total_count = dist.total_count.type_as(dist.probs)
+    else:
+        dist.total_count, dist.logits = broadcast_all(total_count, logits)
+        dist.total_count = dist.total_count.type_as(dist.logits)
+    dist._param = dist.probs if probs is not None else dist.logits
+
+
+def expanded_count_and_probs(dist, cls, batch_shape, _instance):
+    """`dist.expand(batch_shape)` for a distribution set by `count_and_probs`: the count and
+    the parameter given expanded."""
+    shape = F.Size(batch_shape)
+    params = {"total_count": dist.total_count.expand(shape)}
+    for name in ("probs", "logits"):
+        if name in dist.__dict__:
+            params[name] = params["_param"] = getattr(dist, name).expand(shape)
+    return dist._expanded(cls, shape, _instance, **params)
