@@ -68,3 +68,42 @@ def test_saved_wrapped_numbers_read_as_tensors():
                                   x.clamp(0, 1).grad_fn._saved_min)]
 
     assert saved(fusegrad) == saved(torch)
+
+
+def _save_nothing(lib, calls_save: bool):
+    class Triple(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            if calls_save:
+                ctx.save_for_backward()
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            if calls_save:
+                ctx.saved_tensors  # noqa: B018  (reading them is what raises once freed)
+            return g * 3
+
+    return Triple
+
+
+@pytest.mark.parametrize("calls_save", [True, False])
+def test_custom_function_saving_nothing_as_torch(calls_save):
+    """A Function that called `save_for_backward` (even with nothing) has its buffers freed
+    by a backward without retain_graph: reading `saved_tensors` again raises."""
+    assert _second_backward(fusegrad, _save_nothing(fusegrad, calls_save).apply) == \
+        _second_backward(torch, _save_nothing(torch, calls_save).apply)
+
+
+def test_compiled_graph_freed_after_backward():
+    """A compiled graph's backward is freed as eager's would be (PyTorch's compiled graphs
+    raise on a second backward); with retain_graph it runs twice."""
+    for backend in ("aot_eager", "eager"):
+        fusegrad._dynamo.reset()
+        f = fusegrad.compile(lambda a: a * 3, backend=backend)
+        assert _second_backward(fusegrad, f) == _second_backward(torch, lambda a: a * 3)
+        z = fusegrad.tensor([1.0, 2.0], requires_grad=True)
+        loss = f(z).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        assert z.grad.tolist() == [6.0, 6.0]

@@ -329,6 +329,8 @@ def _apply(cls, args, kwargs):
     node._non_diff_nrs = tuple(i for i, o in enumerate(outs) if id(o) in non_diff)
     if node._to_save is not None:
         _graph.save_into(node, node._to_save, tuple(results))
+        if node._versions is None:  # nothing but None saved: still freed after backward,
+            node._versions = (None,) * len(node._saved)  # so `saved_tensors` then raises
     else:
         node._saved = ()
     node._to_save = None
