@@ -339,3 +339,28 @@ def test_values_and_gradients_at_nan_and_inf_as_torch(name, n):
             fusegrad.compile(lambda x: fn(fusegrad, x), backend=backend)
         for got, ref in zip(run(fusegrad, f), want):
             np.testing.assert_array_equal(got, ref)
+
+
+_MESSAGE_CASES = {
+    "bincount float": lambda L: L.bincount(L.ones(2, 2)),
+    "bincount bool": lambda L: L.bincount(L.tensor([True])),
+    "bincount negative": lambda L: L.bincount(L.tensor([-1])),
+    "histc int": lambda L: L.histc(L.tensor([1, 2], dtype=L.int32), bins=3),
+    "histc inf range": lambda L: L.histc(L.tensor([1.0, 2.0]), bins=3, min=0, max=float("inf")),
+    "histc nan range": lambda L: L.histc(L.tensor([1.0]), bins=3, min=float("nan"),
+                                         max=float("nan")),
+    "tensordot int dims": lambda L: L.tensordot(L.ones(3, 4), L.ones(3, 4), dims=1),
+    "tensordot given dims": lambda L: L.tensordot(L.ones(3, 4), L.ones(3, 4),
+                                                  dims=([-1], [-2])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_MESSAGE_CASES))
+def test_errors_as_torch(name):
+    def outcome(L):
+        try:
+            return "ok", tuple(_MESSAGE_CASES[name](L).shape)
+        except (RuntimeError, NotImplementedError) as e:
+            return type(e).__name__, str(e)
+
+    assert outcome(fusegrad) == outcome(torch)

@@ -145,7 +145,7 @@ def tensordot(a, b, dims=2, out=None):
     if isinstance(dims, numbers.Integral):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        da = list(range(a.ndim - dims, a.ndim))
+        da = list(range(-dims, 0))  # counted from the end, as PyTorch's
         db = list(range(dims))
     else:
         da, db = dims
@@ -153,13 +153,14 @@ def tensordot(a, b, dims=2, out=None):
         db = [db] if isinstance(db, numbers.Integral) else list(db)
     if isinstance(da, Tensor):
         da = da.tolist()
+    given = list(zip(da, db))  # the dims as given name them in the error, as PyTorch's
     da = [wrap_dim(d, a.ndim) for d in da]
     db = [wrap_dim(d, b.ndim) for d in db]
-    for x, y in zip(da, db):
+    for x, y, (gx, gy) in zip(da, db, given):
         if a.shape[x] != b.shape[y]:
             raise RuntimeError(
                 f"contracted dimensions need to match, but first has size {a.shape[x]} in dim "
-                f"{x} and second has size {b.shape[y]} in dim {y}")
+                f"{gx} and second has size {b.shape[y]} in dim {gy}")
     fa = [d for d in range(a.ndim) if d not in da]
     fb = [d for d in range(b.ndim) if d not in db]
     k = _prod([a.shape[d] for d in da])

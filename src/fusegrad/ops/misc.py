@@ -111,7 +111,10 @@ bucketize = register(
 
 
 def _bincount_kernel(a, weights=None, minlength=0):
-    if a.ndim != 1 or a.dtype.kind not in "iu":
+    if a.dtype.kind not in "iu":  # PyTorch's kernel exists for integer dtypes only
+        raise NotImplementedError(f'"bincount_cpu" not implemented for '
+                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
+    if a.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if a.size and a.min() < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")

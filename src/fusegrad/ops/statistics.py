@@ -200,12 +200,17 @@ logcumsumexp = register(
 
 
 def _histc_kernel(a, bins=100, lo=0, hi=0):
+    if a.dtype.kind not in "fV":  # floating dtypes only (bfloat16's NumPy kind is "V")
+        raise NotImplementedError(f'"histogram_cpu" not implemented for '
+                                  f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
     if bins <= 0:
         raise RuntimeError(f"torch.histogramc(): bins must be > 0, but got {bins} for "
                            "dimension 0")
     lo, hi = float(lo), float(hi)
     if lo == hi and a.size:
         lo, hi = float(a.min()), float(a.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if lo > hi:
