@@ -45,3 +45,26 @@ def test_like_factories_keep_the_input_memory_order(backend):
         assert [t.stride() for t in got] == [t.stride() for t in want]
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+_VIEWS = {
+    "slice": lambda x: (x + 1, fusegrad.ones(4, 4)[1:, ::2]),
+    "diagonal": lambda x: (x + 1, fusegrad.ones(3, 3).diagonal()),
+    "view": lambda x: (x + 1, fusegrad.ones(4).view(2, 2)),
+    "expand": lambda x: (x + 1, fusegrad.zeros(1, 3).expand(4, 3)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(_VIEWS))
+def test_views_of_factory_results_keep_eager_strides(backend, name):
+    """A view of a factory's result comes back as the same view of a new tensor (eager's
+    strides). Inductor computes an expanded output into its own buffer (values only)."""
+    fusegrad._dynamo.reset()
+    fn = _VIEWS[name]
+    x = fusegrad.ones(2)
+    want = fn(x)[1]
+    got = fusegrad.compile(fn, backend=backend)(x)[1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if not (backend == "inductor" and name == "expand"):
+        assert got.stride() == want.stride()

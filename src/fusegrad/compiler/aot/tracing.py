@@ -48,16 +48,19 @@ def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
 
-def _shares_constant(node) -> bool:
-    """Whether graph value `node` is a graph constant (a factory's result) or a view of one:
-    returned as it is, every call would hand out the same tensor, and a caller's write into
-    it would change what later calls return."""
+def _constant_views(node) -> list | None:
+    """The view nodes from a graph constant (a factory's result) to `node`, outermost last
+    ([] for the constant itself), or None when `node` is no constant or view of one. Such a
+    value returned as it is would be one tensor for every call, and a caller's write into it
+    would change what later calls return."""
+    chain = []
     while node.op == "call_function":
         op = getattr(node.target, "op", None)
         if op is None or not op.view or not node.args:
-            return False
+            return None
+        chain.append(node)
         node = node.args[0]
-    return node.op == "get_attr"
+    return chain[::-1] if node.op == "get_attr" else None
 
 
 def _check_cast(result, dest) -> None:
@@ -221,8 +224,12 @@ class Tracer(_dispatch.DispatchMode):
     def _map_output(self, r):
         if isinstance(r, Tensor):
             node = self.node_of(r)
-            if _shares_constant(node):  # a new tensor per call, as eager's factory makes
-                node = self.emit(aten.clone.default, (node,))
+            views = _constant_views(node)
+            if views is not None:  # a new tensor per call, as eager's factory makes
+                root = node if not views else views[0].args[0]
+                node = self.emit(aten.clone.default, (root,))
+                for view in views:  # the same views of the copy: eager's strides
+                    node = self.emit(view.target, (node,) + tuple(view.args[1:]))
             return node
         if isinstance(r, TracedFloat):
             return r.node
