@@ -464,6 +464,12 @@ def test_shared_tensors_report_it_and_keep_their_layout():
     _same(program)
 
 
+def test_pin_memory_without_an_accelerator():
+    """No accelerator exists: PyTorch's error, and a tensor is never pinned."""
+    _same(lambda T: T.ones(2).pin_memory())
+    _same(lambda T: T.ones(2).is_pinned())
+
+
 def _add_one(model):
     with fusegrad.no_grad():
         for p in model.parameters():

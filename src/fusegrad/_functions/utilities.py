@@ -445,6 +445,12 @@ def _is_pinned(self: Tensor, device=None) -> bool:
     return False
 
 
+def pin_memory(self: Tensor, device=None) -> Tensor:
+    """Page-locked memory is for copies to an accelerator, and none exists here: PyTorch's
+    error without one."""
+    raise RuntimeError("Cannot access accelerator device when none is available.")
+
+
 def _in_shared_memory(a) -> bool:
     """Whether array `a`'s memory is a shared mapping (`share_memory_`'s)."""
     import mmap  # here: `import fusegrad` need not load it

@@ -200,6 +200,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "is_inference": ("method", "_functions.utilities._never"),
     "get_device": ("method", "_functions.utilities._get_device"),
     "is_pinned": ("method", "_functions.utilities._is_pinned"),
+    "pin_memory": ("method", "_functions.utilities.pin_memory"),
     "is_shared": ("method", "_functions.utilities.is_shared"),
     "share_memory_": ("method", "_functions.utilities.share_memory_"),
     "is_conj": ("method", "_functions.utilities._never"),
