@@ -9,14 +9,14 @@ import fusegrad as F
 from . import constraints
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryParams, broadcast_all
 
 _ONE_OF = "Either `probs` or `logits` must be specified, but not both."
 
 __all__ = ['Bernoulli']
 
 
-class Bernoulli(ExponentialFamily):
+class Bernoulli(BinaryParams, ExponentialFamily):
     """Bernoulli(probs or logits): 1 with probability `probs`, else 0."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -62,18 +62,6 @@ class Bernoulli(ExponentialFamily):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -7,11 +7,9 @@ import fusegrad as F
 from . import constraints
 from .distribution import Distribution
 from .utils import (
+    BinaryParams,
     count_and_probs,
     expanded_count_and_probs,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 
 __all__ = ["Binomial"]
@@ -23,7 +21,7 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParams, Distribution):
     """Binomial(total_count, probs or logits) on 0 .. total_count."""
 
     arg_constraints = {"total_count": constraints.nonnegative_integer,
@@ -55,18 +53,6 @@ class Binomial(Distribution):
     @property
     def variance(self):
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

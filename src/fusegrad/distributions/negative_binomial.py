@@ -8,18 +8,17 @@ from . import constraints
 from .distribution import Distribution
 from .gamma import Gamma
 from .utils import (
+    BinaryParams,
     count_and_probs,
     expanded_count_and_probs,
     lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 
 __all__ = ["NegativeBinomial"]
 
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(BinaryParams, Distribution):
     """NegativeBinomial(total_count, probs or logits): successes, each with probability
     `probs`, before `total_count` failures."""
 
@@ -48,18 +47,6 @@ class NegativeBinomial(Distribution):
     @property
     def variance(self):
         return self.mean / F.sigmoid(-self.logits)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     @lazy_property
     def _gamma(self):

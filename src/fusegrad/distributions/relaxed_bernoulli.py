@@ -10,14 +10,18 @@ from . import constraints
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import SigmoidTransform
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import (
+    BinaryParams,
+    broadcast_all,
+    clamp_probs,
+)
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
 _ONE_OF = "Either `probs` or `logits` must be specified, but not both."
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(BinaryParams, Distribution):
     """The logit of a RelaxedBernoulli draw: (logistic noise + logits) / temperature."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -46,18 +50,6 @@ class LogitRelaxedBernoulli(Distribution):
             if name in self.__dict__:
                 params[name] = params["_param"] = getattr(self, name).expand(shape)
         return self._expanded(LogitRelaxedBernoulli, shape, _instance, **params)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -126,3 +126,22 @@ def expanded_count_and_probs(dist, cls, batch_shape, _instance):
         if name in dist.__dict__:
             params[name] = params["_param"] = getattr(dist, name).expand(shape)
     return dist._expanded(cls, shape, _instance, **params)
+
+
+class BinaryParams:
+    """`probs` and `logits` of a distribution given one of them (the other derived on first
+    read, as a binary probability's log-odds) and `param_shape`, the given one's shape:
+    Bernoulli, Binomial, NegativeBinomial, LogitRelaxedBernoulli. Its `__init__` sets one of
+    the two and `_param`."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.size()
