@@ -326,3 +326,54 @@ def test_gradcheck_stays_the_function_whichever_lazy_name_comes_first():
     want = [type(torch.autograd.gradcheck).__name__]
     import torch.autograd.gradcheck as imported
     assert out == want + [type(imported).__name__, True, True] == ["function"] * 2 + [True] * 2
+
+
+DEFERRED = ("conv", "pooling", "loss", "normalization", "fft", "solvers", "factorizations",
+            "sparse_twins", "attention")
+
+
+def test_deferred_op_modules_run_on_first_use_and_the_registry_sees_every_op():
+    out = run_fresh(f"""
+        import json, sys, types
+        import fusegrad
+        from fusegrad.ops import REGISTRY, deferred
+
+        def pending():
+            return [n for n in {DEFERRED!r}
+                    if type(sys.modules["fusegrad.ops." + n]) is deferred.DeferredModule]
+
+        first = pending()
+        import fusegrad.nn.functional as F
+        x = fusegrad.ones(1, 1, 4, 4)
+        y = F.conv2d(x, fusegrad.ones(1, 1, 3, 3)).sum().item()
+        after_conv = pending()
+        det = fusegrad.det(fusegrad.tensor([[2.0, 1.0], [1.0, 3.0]])).item()
+        found = "max_pool2d_with_indices" in REGISTRY
+        names = len(REGISTRY)
+        print(json.dumps([first, y, "conv" in after_conv, det, found, pending(),
+                          names == len(dict.keys(REGISTRY))]))
+    """)
+    assert out == [list(DEFERRED), 36.0, False, pytest.approx(5.0), True, [], True]
+
+
+def test_deferred_op_module_first_used_by_two_threads_at_once():
+    out = run_fresh("""
+        import json, threading
+        import fusegrad
+        import fusegrad.nn.functional as F
+
+        results, barrier = [], threading.Barrier(4)
+
+        def work():
+            barrier.wait()
+            x = fusegrad.ones(1, 2, 6, 6)
+            results.append(F.max_pool2d(F.conv2d(x, fusegrad.ones(3, 2, 3, 3)), 2).sum().item())
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps(results))
+    """)
+    assert out == [18.0 * 3 * 4] * 4

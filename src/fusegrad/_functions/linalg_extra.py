@@ -19,7 +19,6 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops.factorizations import check_square_float
 from ..ops.views import unsafe_view as _unsafe_view_op
 from .linear_algebra import tensordot
 from .pointwise import where
@@ -58,7 +57,7 @@ def slogdet(input: Tensor):
 
 def logdet(input: Tensor) -> Tensor:
     """log det: NaN for a negative determinant, -inf for a singular matrix."""
-    check_square_float("logdet", input)
+    D.check_square_float("logdet", input)
     sign, logabs = call(V.linalg_slogdet, input)
     return where(sign == -1, math.nan, logabs)
 

@@ -26,7 +26,6 @@ from .._torch_function import warn_once_at
 from ..ops import fft as F
 from ..ops import padding as PD
 from ..ops._util import size_str
-from ..ops.padding import constant_pad_nd
 from .complex import view_as_complex, view_as_real
 
 _STFT_NO_WINDOW = (
@@ -76,7 +75,7 @@ def _padded_window(window, win_length: int, n_fft: int, dtype, with_copy: bool):
         return window
     left = (n_fft - win_length) // 2
     if not with_copy:
-        return call(constant_pad_nd, window, [left, n_fft - win_length - left], 0)
+        return call(PD.constant_pad_nd, window, [left, n_fft - win_length - left], 0)
     padded = zeros(n_fft, dtype=window.dtype)
     padded.narrow(0, left, win_length).copy_(window)
     return padded
@@ -184,7 +183,7 @@ def _stft(input, n_fft, hop_length, win_length, window, normalized, onesided,
         # Each frame's window starts at the frame's first sample: shift the signal right by
         # the window's offset inside n_fft (the padded window is zero over the shift).
         left = (n_fft - win) // 2
-        input = call(constant_pad_nd, input, [left, n_fft - win - left], 0)
+        input = call(PD.constant_pad_nd, input, [left, n_fft - win - left], 0)
         length = input.shape[1]
     count = 1 + (length - n_fft) // hop
     step = input.stride(1)
@@ -283,7 +282,7 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None,
     if not batched:
         signal = signal.squeeze(0)
     if end > expected:
-        signal = call(constant_pad_nd, signal, [0, end - expected], 0)
+        signal = call(PD.constant_pad_nd, signal, [0, end - expected], 0)
     return signal
 
 

@@ -136,10 +136,6 @@ def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
     return "mean" if size_average else "sum"
 
 
-def _op(name: str):
-    return REGISTRY.get(name)
-
-
 # ---------------------------------------------------------------- linear and convolution
 
 
@@ -533,23 +529,12 @@ def tanh(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) (exact, or the tanh approximation)."""
-    op = _op("gelu")
-    if op is not None:
-        return call(op, input, approximate)
-    if approximate == "tanh":
-        inner = (input + input.pow(3) * 0.044715) * math.sqrt(2.0 / math.pi)
-        return input * 0.5 * (inner.tanh() + 1)
-    return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1)
+    return call(REGISTRY["gelu"], input, approximate)
 
 
 def softplus(input, beta=1.0, threshold=20.0) -> Tensor:  # noqa: F811 (torch's argument name)
     """log(1 + exp(beta x)) / beta, linear above `threshold`."""
-    op = _op("softplus")
-    if op is not None:
-        return call(op, input, beta, threshold)
-    bx = input * beta
-    soft = (bx.clamp(max=threshold).exp() + 1).log() / beta
-    return input.where(bx > threshold, soft)
+    return call(REGISTRY["softplus"], input, beta, threshold)
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:

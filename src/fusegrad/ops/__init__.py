@@ -1,34 +1,24 @@
 """The op registry (`REGISTRY`) and the modules that fill it."""
 
+import sys
+
 # Importing the modules registers their ops.
 from . import (  # noqa: F401
     activation,
     activation_backward,
     arithmetic,
-    attention,
-    batch_norm_backward,
     comparison,
     complex,
-    conv,
-    conv_backward,
-    embedding,
-    factorizations,
-    fft,
+    deferred,
     incomplete_gamma,
     indexing,
     inplace,
     joins,
-    layers,
     linalg,
-    loss,
-    lu,
     math_special,
     misc,
     nn,
-    normalization,
     norms,
-    padding,
-    pooling,
     random,
     rearrange,
     reductions,
@@ -39,23 +29,23 @@ from . import (  # noqa: F401
     shape_extra,
     shifts,
     shrink,
-    solvers,
     sorting,
-    sparse,
-    sparse_twins,
     special,
-    special_functions,
     statistics,
     unary,
-    unpool,
-    upsample,
     view_copies,
     views,
-    weight_norm,
 )
 from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register
 
-complex.forbid_complex(REGISTRY)  # after every module registered its ops
+complex.forbid_complex(REGISTRY)  # after every module above registered its ops
+# Run on first use (`deferred`): the layers' kernels, factorizations and solvers, FFT, sparse
+# twins and the rarer special functions.
+deferred.defer(sys.modules[__name__], (
+    "attention", "batch_norm_backward", "conv", "conv_backward", "embedding", "factorizations",
+    "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
+    "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
+    "weight_norm"))
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]

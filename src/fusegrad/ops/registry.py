@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..autograd.graph import node_class
+from . import deferred
 
 
 # Spec and Sample are plain classes with a dataclass's constructor, equality and repr:
@@ -219,14 +220,60 @@ class OpDef:
         return getattr(fusegrad, self.public, None) or getattr(fusegrad.Tensor, self.public)
 
 
-REGISTRY: dict[str, OpDef] = {}
+class OpRegistry(dict):
+    """Op name -> OpDef. Some op modules run on first use (`ops/deferred.py`): asked for a
+    name it does not hold, or for its whole content, the registry runs them first, so every
+    reader sees every op. A name it holds is found at a plain dict's speed."""
+
+    def __missing__(self, name: str) -> OpDef:
+        if deferred.load_all():
+            return dict.__getitem__(self, name)
+        raise KeyError(name)
+
+    def get(self, name: str, default=None):
+        """The entry named `name`, or `default`."""
+        op = dict.get(self, name)
+        if op is None and deferred.load_all():
+            op = dict.get(self, name)
+        return default if op is None else op
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or (deferred.load_all() and
+                                                 dict.__contains__(self, name))
+
+    def __iter__(self):
+        deferred.load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        deferred.load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        """Every op name."""
+        deferred.load_all()
+        return dict.keys(self)
+
+    def values(self):
+        """Every OpDef."""
+        deferred.load_all()
+        return dict.values(self)
+
+    def items(self):
+        """Every (name, OpDef) pair."""
+        deferred.load_all()
+        return dict.items(self)
+
+
+REGISTRY: OpRegistry = OpRegistry()
 
 
 def register(name: str, **fields) -> OpDef:
     """Declare an op overload; a second declaration of the same name is an error."""
-    if name in REGISTRY:
+    if dict.__contains__(REGISTRY, name):
         raise ValueError(f"op {name!r} is already registered")
-    op = REGISTRY[name] = OpDef(name, **fields)
+    op = OpDef(name, **fields)
+    dict.__setitem__(REGISTRY, name, op)
     return op
 
 

@@ -237,7 +237,10 @@ _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 def names_with(flag: str) -> frozenset[str]:
     """The public names flagged `flag`: registry ops' spellings and composites."""
     hit = _CACHE.get(flag)
-    if hit is not None and hit[0] == len(REGISTRY):
+    # A flag no op carries is the tables' alone; an op flag's names are recomputed when an
+    # op is registered later (asking the registry's size runs the deferred op modules).
+    size = len(REGISTRY) if flag in _OP_FLAGS else 0
+    if hit is not None and hit[0] == size:
         return hit[1]
     names = {name for name, flags in COMPOSITES.items() if flag in flags}
     names.update(PROTOCOL.get(flag, ()))
@@ -245,7 +248,7 @@ def names_with(flag: str) -> frozenset[str]:
     if flag in _OP_FLAGS:
         names.update(op.public for op in REGISTRY.values() if getattr(op, flag))
     found = frozenset(names)
-    _CACHE[flag] = (len(REGISTRY), found)  # recomputed when an op is registered later
+    _CACHE[flag] = (size, found)
     return found
 
 

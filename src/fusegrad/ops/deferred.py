@@ -1,0 +1,80 @@
+"""Op modules loaded on first use: the layers' kernels, factorizations, FFT, sparse ops.
+
+`import fusegrad` executes the op modules every program needs (arithmetic, reductions,
+views, indexing, matmul, ...). The others (convolution, pooling, losses, normalisation,
+attention, solvers and factorizations, FFT, sparse twins, special functions) are bound in
+`fusegrad.ops` as `DeferredModule`s: the module object is in `sys.modules` and importable as
+usual (`from fusegrad.ops import conv`), and it executes (registering its ops) when a name
+it defines is first looked up, which is when its first op runs. `load_all` executes every
+module not executed yet: the registry calls it before answering for an op it does not hold
+or for its whole content, so a layer that walks the registry (capture's flags, ONNX, the
+oracle tests) always sees every op.
+"""
+
+from __future__ import annotations
+
+import _thread
+import importlib.util
+import sys
+import types
+
+_PENDING: list = []  # the DeferredModules not executed yet, in the order they were deferred
+_RUNNING: set = set()  # those whose body is running now
+# One lock for every deferred module: executing one can reach another (solvers needs
+# factorizations), and a second thread asking for a name waits for the module to be complete.
+_LOCK = _thread.RLock()
+
+
+class DeferredModule(types.ModuleType):
+    """A module whose body runs when a name it defines is first looked up."""
+
+    def __getattr__(self, name: str):
+        # Only names the module body would define start it: the import system and tools
+        # probing modules (`__path__`, `__warningregistry__`) see an ordinary module.
+        if name.startswith("__") and name.endswith("__") and name != "__all__":
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        execute(self)
+        try:
+            return self.__dict__[name]
+        except KeyError:  # not defined, or asked for by this thread while the body runs
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") \
+                from None
+
+
+def execute(module: types.ModuleType) -> None:
+    """Run deferred `module`'s body now (nothing when it ran already, or is running in this
+    thread: another thread waits until it is complete)."""
+    with _LOCK:
+        if module.__class__ is not DeferredModule or module in _RUNNING:
+            return
+        _RUNNING.add(module)
+        try:
+            module.__spec__.loader.exec_module(module)
+        finally:
+            _RUNNING.discard(module)
+        module.__class__ = types.ModuleType  # complete: names are found at a module's speed
+        _PENDING.remove(module)
+
+
+def defer(package: types.ModuleType, names: tuple) -> None:
+    """Bind each submodule of `package` named in `names` as a `DeferredModule` (one
+    imported already stays as it is)."""
+    for name in names:
+        full = f"{package.__name__}.{name}"
+        if full in sys.modules:  # imported already by a module that needs it
+            continue
+        spec = importlib.util.find_spec(full)
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = DeferredModule
+        sys.modules[full] = module
+        setattr(package, name, module)
+        _PENDING.append(module)
+
+
+def load_all() -> bool:
+    """Execute every deferred module not executed yet; whether there was one."""
+    if not _PENDING:
+        return False
+    for module in list(_PENDING):  # one running in this thread now finishes by itself
+        execute(module)
+    return True
