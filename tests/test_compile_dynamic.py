@@ -208,6 +208,43 @@ def test_mark_dynamic_and_mark_static():
         fusegrad._dynamo.mark_dynamic(fusegrad.randn(2), 1)
 
 
+def test_mark_dynamic_size_specialised_by_the_code_raises():
+    from fusegrad.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def branch(x):
+        if x.shape[0] == 4:
+            return x + 1
+        return x - 1
+
+    def reshaped(x):
+        return x.reshape(5, 3) * 2
+
+    for f, n in ((branch, 4), (reshaped, 5)):
+        x = fusegrad.randn(n, 3)
+        fusegrad._dynamo.mark_dynamic(x, 0)
+        with pytest.raises(ConstraintViolationError) as info:
+            fusegrad.compile(f, backend="eager")(x)
+        assert str(info.value).splitlines() == [
+            "Constraints violated (L['x'].size()[0])! For more information, run with "
+            'TORCH_LOGS="+dynamic".',
+            f"  - You marked L['x'].size()[0] as dynamic but your code specialized it to be a "
+            f"constant ({n}). If you're using mark_dynamic, either remove it or use "
+            "maybe_mark_dynamic. If you're using Dim.DYNAMIC, replace it with either "
+            "Dim.STATIC or Dim.AUTO."]
+        # maybe_mark_dynamic lets the code specialise it; the result is eager's
+        y = fusegrad.randn(n, 3)
+        fusegrad._dynamo.maybe_mark_dynamic(y, 0)
+        _close(fusegrad.compile(f, backend="eager")(y), f(y))
+    # a marked size the code keeps symbolic compiles once for every size
+    backend = Graphs()
+    compiled = fusegrad.compile(lambda x: x.reshape(x.shape[0] * 3) * 2, backend=backend)
+    for n in (4, 6):
+        x = fusegrad.randn(n, 3)
+        fusegrad._dynamo.mark_dynamic(x, 0)
+        _close(compiled(x), (x.reshape(n * 3) * 2))
+    assert backend.graphs == 1
+
+
 def test_sizes_zero_and_one_stay_static():
     def f(x):
         return x.sum(0) + x.shape[0]

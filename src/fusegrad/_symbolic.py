@@ -26,6 +26,7 @@ class ShapeEnv:
 
     def __init__(self):
         self.sources: dict[str, str] = {}  # symbol -> the source it was read from
+        self.hints: dict[str, int] = {}  # symbol -> its value in the capture's example
         self.by_hint: dict[int, SymInt] = {}  # duck sizing: one symbol per distinct size
         self.guards: list[str] = []  # over symbols, in the order recorded
         self.equalities: list[str] = []  # sizes sharing a symbol, over sources
@@ -51,6 +52,7 @@ class ShapeEnv:
             n += 1
         name = f"s{n}"
         self.sources[name] = source
+        self.hints[name] = hint
         sym = SymInt.symbol(name, hint, self)
         self.by_hint.setdefault(hint, sym)
         return sym, True
@@ -118,6 +120,13 @@ class SymInt:
         if self._expr is None:
             self._expr = _poly_text(self.poly)
         return self._expr
+
+    def _linear_symbol(self) -> str | None:
+        """The symbol when the expression is `a*s + b` over one symbol `s` (a != 0)."""
+        terms = [m for m in self.poly if m]
+        if len(terms) != 1 or len(terms[0]) != 1 or terms[0][0] not in self.env.sources:
+            return None
+        return terms[0][0]
 
     def _is_symbol(self) -> bool:
         if len(self.poly) != 1:
@@ -234,8 +243,10 @@ class SymInt:
         # What this trace assumed, written as the condition that held.
         shown = sign if result else _NEGATE[sign]
         self.env.guard(f"{self.expr} {shown} {_text(other)}")
-        if shown == "==" and isinstance(other, int) and self._is_symbol():
-            self.env.specialized.add(self.expr)
+        if shown == "==" and isinstance(other, int):
+            fixed = self._linear_symbol()  # `s0 == 4`, `3*s0 == 15`: one value of s0 only
+            if fixed is not None:
+                self.env.specialized.add(fixed)
         if shown == "==" and isinstance(other, SymInt) and self._is_symbol() and \
                 other._is_symbol():
             # Two sizes found equal (a broadcast): the later symbol stands for the earlier.

@@ -20,6 +20,7 @@ from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from ...ops.surface import INPLACE, has_flag
+from .dynamic import strict_dims
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .symfloat import (
     SymFloat,
@@ -87,6 +88,9 @@ class GraphBuilder:
         # automatically (after a change) each get their own.
         self.duck_sizing = False
         self.shape_env = ShapeEnv()
+        # Symbols of sizes the program marked with `mark_dynamic`: specialising one is an
+        # error (symbol -> the size's source).
+        self.strict_symbols: dict[str, str] = {}
         self.symbol_nodes: dict = {}  # symbol name -> its placeholder
         self.symbol_values: dict = {}  # symbol source -> its value (an example input)
 
@@ -226,10 +230,13 @@ class GraphBuilder:
         """A fake of contiguous `value` whose sizes at `dims` are symbols; each new symbol
         becomes a placeholder just before the tensor's (where Dynamo puts it)."""
         shape = list(value.shape)
+        strict = strict_dims(value)
         for d in sorted(dims):
             sym_source = f"{source}.size()[{d}]"
             sym, new = self.shape_env.symbol(sym_source, shape[d], self.duck_sizing)
             shape[d] = sym
+            if d in strict:
+                self.strict_symbols.setdefault(sym.expr, sym_source)
             if new:
                 with self.graph.inserting_before(node):
                     p = self.graph.placeholder(sym.expr)

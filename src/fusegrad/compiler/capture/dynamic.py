@@ -35,7 +35,7 @@ def _marks_of(t: Tensor, create: bool = False) -> dict | None:
     if not create:
         return None
     key = id(t)
-    marks = {"dynamic": set(), "static": set()}
+    marks = {"dynamic": set(), "static": set(), "strict": set()}
     _MARKS[key] = (weakref.ref(t, lambda _r, k=key: _MARKS.pop(k, None)), marks)
     return marks
 
@@ -53,14 +53,28 @@ def _dims(t: Tensor, index) -> list[int]:
 
 def mark_dynamic(t: Tensor, index, *, min=None, max=None) -> None:  # noqa: A002
     """Make size `index` (an int or a list of them) of `t` symbolic when a compiled function
-    first captures it."""
+    first captures it; code that specialises it to a constant is an error
+    (`ConstraintViolationError`)."""
+    marks = _marks_of(t, create=True)
+    for d in _dims(t, index):
+        marks["dynamic"].add(d)
+        marks["strict"].add(d)
+        marks["static"].discard(d)
+
+
+def maybe_mark_dynamic(t: Tensor, index) -> None:
+    """Make size `index` of `t` symbolic when first captured, unless the code specialises
+    it (then it is a constant, guarded, and no error)."""
     marks = _marks_of(t, create=True)
     for d in _dims(t, index):
         marks["dynamic"].add(d)
         marks["static"].discard(d)
 
 
-maybe_mark_dynamic = mark_dynamic
+def strict_dims(t: Tensor) -> frozenset:
+    """The sizes of `t` marked with `mark_dynamic` (not `maybe_mark_dynamic`)."""
+    marks = _marks_of(t)
+    return frozenset(marks["strict"]) if marks is not None else frozenset()
 
 
 def mark_static(t: Tensor, index=None) -> None:
@@ -70,6 +84,7 @@ def mark_static(t: Tensor, index=None) -> None:
     for d in dims:
         marks["static"].add(d)
         marks["dynamic"].discard(d)
+        marks["strict"].discard(d)
 
 
 class DynamicPolicy:

@@ -22,6 +22,7 @@ from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
+from ...fx.experimental.symbolic_shapes import ConstraintViolationError
 from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
@@ -255,8 +256,8 @@ class FrameRunner:
             seg = self._capture(start, L, S)
             logs.counters["frames"]["ok"] += 1
             return seg
-        except Unsupported:
-            raise  # fullgraph=True
+        except (Unsupported, ConstraintViolationError):
+            raise  # fullgraph=True; a size marked dynamic made constant
         except Exception as e:  # a translator bug must not fail a program eager would run
             return self._translator_error(start, e)
         finally:
@@ -382,6 +383,7 @@ class FrameRunner:
         return any(target <= offset <= jump for target, jump in self.loops)
 
     def _finish(self, seg: Segment, builder: GraphBuilder, outputs: _Outputs) -> None:
+        _check_constraints(builder)
         graph = builder.graph
         for name in builder.shape_env.unified:  # a size equal to another: dropped if unused
             builder.symbol_nodes[name].meta["unified"] = True
@@ -660,3 +662,22 @@ def _line_of(code, offset: int) -> int | None:
         if start <= offset and ln is not None:
             line = ln
     return line
+
+
+def _check_constraints(builder: GraphBuilder) -> None:
+    """Raise PyTorch's ConstraintViolationError when the capture specialised a size the
+    program marked with `mark_dynamic` (a graph for one value would pass silently)."""
+    env = builder.shape_env
+    fixed = [(name, source) for name, source in builder.strict_symbols.items()
+             if name in env.specialized]
+    if not fixed:
+        return
+    sources = ", ".join(source for _, source in fixed)
+    lines = [f"Constraints violated ({sources})! For more information, run with "
+             'TORCH_LOGS="+dynamic".']
+    for name, source in fixed:
+        lines.append(f"  - You marked {source} as dynamic but your code specialized it to be a "
+                     f"constant ({env.hints[name]}). If you're using mark_dynamic, either "
+                     "remove it or use maybe_mark_dynamic. If you're using Dim.DYNAMIC, "
+                     "replace it with either Dim.STATIC or Dim.AUTO.")
+    raise ConstraintViolationError("\n".join(lines))

@@ -1,0 +1,15 @@
+"""`torch.fx.experimental.symbolic_shapes`: the error dynamic shapes raise for user constraints.
+
+The symbolic sizes themselves live in `fusegrad._symbolic` (`SymInt`, `ShapeEnv`); this module
+holds the names programs import from PyTorch's.
+"""
+
+from __future__ import annotations
+
+
+class ConstraintViolationError(RuntimeError):
+    """A size the program marked dynamic (`torch._dynamo.mark_dynamic`) that the compiled code
+    specialised to a constant."""
+
+
+__all__ = ["ConstraintViolationError"]
