@@ -56,9 +56,12 @@ def slogdet(input: Tensor):
 
 
 def logdet(input: Tensor) -> Tensor:
-    """log det: NaN for a negative determinant, -inf for a singular matrix."""
+    """log det: NaN for a negative determinant, -inf for a singular matrix; for complex
+    input log(sign) + log |det|, as PyTorch."""
     D.check_square_float("logdet", input)
     sign, logabs = call(V.linalg_slogdet, input)
+    if input.dtype.is_complex:
+        return sign.log() + logabs
     return where(sign == -1, math.nan, logabs)
 
 

@@ -6,7 +6,8 @@ composite does (`matrix_norm(A, 2)` is an `amax` over `svdvals`), so graphs carr
 node names. Errors are PyTorch's, a singular or non-positive-definite input raising
 `LinAlgError` (a RuntimeError).
 
-fusegrad has no complex dtypes, so `eig` and `eigvals` (complex results) raise.
+Every function takes float32/float64 and complex64/complex128 input, as PyTorch's; `eig` and
+`eigvals` return complex results for real input too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops._linalg_common import LinAlgError, check_matrix, check_square_float
+from ..ops._linalg_common import LAPACK_NP, LinAlgError, check_matrix, check_square_float
 from ..ops._util import HALF as _HALF_NP
 from ..ops.joins import cat as _cat_op
 
@@ -162,21 +163,17 @@ def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
     return call(D.linalg_eigh, A, UPLO, _needs_grad(A))[0]
 
 
-def _no_complex(name: str, A: Tensor):
-    check_square_float(name, A)
-    raise RuntimeError(
-        f"{name}: fusegrad has no complex dtypes, and the eigendecomposition of a general "
-        "matrix is complex. For symmetric matrices use linalg.eigh / linalg.eigvalsh.")
-
-
 def eig(A: Tensor, *, out=None):
-    """Not available: its results are complex (use `eigh` for symmetric matrices)."""
-    _no_complex("linalg.eig", A)
+    """Eigenvalues and eigenvectors of general square matrices, complex even for real input
+    (LAPACK's geev: unit-norm vectors whose largest component is real)."""
+    return return_types.linalg_eig(*call(D.linalg_eig, A))
 
 
-def eigvals(A: Tensor, *, out=None):
-    """Not available: its results are complex (use `eigvalsh` for symmetric matrices)."""
-    _no_complex("linalg.eigvals", A)
+def eigvals(A: Tensor, *, out=None) -> Tensor:
+    """Eigenvalues of general square matrices (complex), in LAPACK's order."""
+    D._eig_dtype_check(A)
+    D.check_square("linalg.eigvals", A)  # before the values are read, as PyTorch
+    return call(D.linalg_eig, A)[0]
 
 
 def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, out=None):
@@ -385,7 +382,7 @@ def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least "
                            "2 dimensions.")
-    if A.dtype.np not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if A.dtype.np not in LAPACK_NP:
         raise RuntimeError("This function doesn't handle types other than float and double")
     if tol is not None:
         atol, rtol = _number(tol), 0.0
@@ -396,7 +393,7 @@ def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol
     s = np.abs(np.linalg.eigvalsh(data)) if hermitian else np.linalg.svd(data, compute_uv=False)
     atol, rtol = _number(atol), _number(rtol)
     if rtol is None:
-        rtol = np.finfo(data.dtype).eps * max(m, n) if atol is None or atol <= 0 else 0.0
+        rtol = np.finfo(s.dtype).eps * max(m, n) if atol is None or atol <= 0 else 0.0
     tol_ = np.maximum(0.0 if atol is None else atol, rtol * s.max(-1, keepdims=True))
     return Tensor._make(np.asarray((s > tol_).sum(-1), dtype=np.int64))
 

@@ -10,6 +10,11 @@ import numpy as np
 
 from ._util import F32, F64, HALF, dtype_of
 
+C64 = np.dtype(np.complex64)
+C128 = np.dtype(np.complex128)
+# The dtypes LAPACK works in: PyTorch's linalg functions take these four.
+LAPACK_NP = (F32, F64, C64, C128)
+
 
 class LinAlgError(RuntimeError):
     """A linear algebra routine failed on its input (PyTorch's `torch.linalg.LinAlgError`)."""
@@ -22,11 +27,11 @@ LinAlgError.__module__ = "fusegrad.linalg"
 
 
 def check_floating(name: str, a) -> None:
-    """PyTorch's dtype checks of the linalg functions (float32/float64 only)."""
+    """PyTorch's dtype checks of the linalg functions (float32/float64, complex64/128)."""
     dt = dtype_of(a)
     if dt.np in HALF:
         raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {dt.legacy}")
-    if dt.np not in (F32, F64):
+    if dt.np not in LAPACK_NP:
         raise RuntimeError(
             f"{name}: Expected a floating point or complex tensor as input. Got {dt.legacy}")
 
@@ -69,7 +74,8 @@ def lu_np(a: np.ndarray):
     """Batched LU with partial pivoting: (LU, 1-based int32 pivots, int32 info).
 
     Pivot choice and `info` (1-based index of the first exactly-zero pivot) follow LAPACK's
-    getrf; a zero pivot leaves its column unscaled, as getrf does."""
+    getrf (complex entries compared by |Re| + |Im|, as izamax); a zero pivot leaves its
+    column unscaled, as getrf does."""
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = a.shape[:-2]
@@ -79,7 +85,10 @@ def lu_np(a: np.ndarray):
     info = np.zeros(count, np.int32)
     rows = np.arange(count)
     for j in range(k):
-        p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+        col = lu[:, j:, j]
+        # LAPACK's i?amax: |Re| + |Im| for complex entries (cabs1), not the modulus.
+        size = np.abs(col.real) + np.abs(col.imag) if col.dtype.kind == "c" else np.abs(col)
+        p = j + np.argmax(size, axis=1)
         piv[:, j] = p + 1
         top = lu[rows, j].copy()
         lu[rows, j] = lu[rows, p]
@@ -106,6 +115,23 @@ def pivots_to_perm(piv: np.ndarray, m: int) -> np.ndarray:
         perm[rows, j] = perm[rows, p]
         perm[rows, p] = top
     return perm.reshape(batch + (m,))
+
+
+def real_np(dt: np.dtype) -> np.dtype:
+    """The real dtype of a complex NumPy dtype's components (singular values, eigenvalues of
+    Hermitian matrices, log |det|); a real dtype itself."""
+    return np.empty(0, dt).real.dtype
+
+
+def is_complex(t) -> bool:
+    """Whether a tensor (or fake) has a complex dtype."""
+    return t.dtype.is_complex
+
+
+def adj(t):
+    """The conjugate transpose (PyTorch's `mH`); the transpose alone for real tensors, so the
+    real derivatives record what they did before complex support."""
+    return t.mH if t.dtype.is_complex else t.mT
 
 
 def eye_like(a, n: int | None = None):

@@ -1,11 +1,14 @@
-"""Matrix factorizations: Cholesky, QR, SVD and the symmetric eigendecomposition (LU is in
-`lu.py`).
+"""Matrix factorizations: Cholesky, QR, SVD, the Hermitian and the general eigendecomposition
+(LU is in `lu.py`), for real and complex matrices.
 
 Shared checks, `LinAlgError` and the batched LU live in `_linalg_common.py`.
 
 Every kernel is batched over the leading dims. Singular vectors and eigenvectors are unique
-only up to sign; fusegrad's (NumPy's LAPACK) may differ from PyTorch's (MKL) by a sign per
-vector. The derivatives are PyTorch's formulas, written in fusegrad ops.
+only up to sign (a phase for complex ones); fusegrad's (NumPy's LAPACK) may differ from
+PyTorch's (MKL) by one per vector. The derivatives are PyTorch's formulas, written in fusegrad
+ops, with conjugate transposes (`adj`) where the real formulas transpose: a complex input's
+gradient is the conjugate Wirtinger derivative, PyTorch's convention. A loss that depends on
+the complex vectors' phases raises PyTorch's error.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ._linalg_common import (
+    LAPACK_NP,
     LinAlgError,
+    adj,
     batch_prefix,
     check_floating,
     check_matrix,
@@ -23,15 +28,16 @@ from ._linalg_common import (
     check_square_float,
     eye_like,
     first_failure,
+    real_np,
 )
-from ._util import F32, F64, Spec, dtype_of, rand_array
+from ._util import Spec, dtype_of, rand_array
 from .registry import REGISTRY, Sample, register
 
 I32 = _dtype.int32
 
 
 def _skew(x):
-    return x - x.mT
+    return x - adj(x)
 
 
 def _int_spec(shape):
@@ -42,25 +48,28 @@ def _int_spec(shape):
 
 
 def _chol_np(a: np.ndarray):
-    """Cholesky of the lower triangles, column by column; (L, info) with LAPACK's info."""
+    """Cholesky of the lower triangles, column by column; (L, info) with LAPACK's info.
+    Complex input is Hermitian: the diagonal's imaginary parts are not read, as potrf."""
     n = a.shape[-1]
     b = a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)), n, n))
     low = np.zeros_like(b)
     info = np.zeros(len(b), np.int32)
     for j in range(n):
-        d = b[:, j, j] - np.einsum("bk,bk->b", low[:, j, :j], low[:, j, :j])
+        row = low[:, j, :j]
+        d = b[:, j, j].real - np.einsum("bk,bk->b", row, row.conj()).real
         bad = ~(d > 0) & (info == 0)
         info[bad] = j + 1
         dj = np.sqrt(np.where(d > 0, d, 1))
         low[:, j, j] = dj
-        rest = b[:, j + 1:, j] - np.einsum("bik,bk->bi", low[:, j + 1:, :j], low[:, j, :j])
+        rest = b[:, j + 1:, j] - np.einsum("bik,bk->bi", low[:, j + 1:, :j], row.conj())
         low[:, j + 1:, j] = rest / dj[:, None]
     return low.reshape(a.shape), info.reshape(a.shape[:-2])
 
 
 def cholesky_np(a: np.ndarray, upper: bool, name: str, check: bool):
-    """(factor, info) of `a` from its lower (or, for `upper`, upper) triangle."""
-    src = np.swapaxes(a, -1, -2) if upper else a
+    """(factor, info) of `a` from its lower (or, for `upper`, upper) triangle. The upper
+    factor is the lower one's conjugate transpose (A = U^H U)."""
+    src = np.swapaxes(a, -1, -2).conj() if upper else a
     try:
         low = np.linalg.cholesky(src)
         info = np.zeros(a.shape[:-2], np.int32)
@@ -73,21 +82,21 @@ def cholesky_np(a: np.ndarray, upper: bool, name: str, check: bool):
                 f"{name}: {batch_prefix(info, fail[0])}The factorization could not be "
                 "completed because the input is not positive-definite (the leading minor of "
                 f"order {fail[1]} is not positive-definite).")
-    out = np.swapaxes(low, -1, -2) if upper else low
+    out = np.swapaxes(low, -1, -2).conj() if upper else low
     return np.ascontiguousarray(out).astype(a.dtype, copy=False), info
 
 
 def cholesky_backward(g, factor, upper):
-    """PyTorch's gradient of A = L L^T: A's gradient is L^{-T} Phi(L^T gL) L^{-1}, symmetrized,
-    with Phi taking the lower triangle and halving its diagonal."""
+    """PyTorch's gradient of A = L L^H: A's gradient is L^{-H} Phi(L^H gL) L^{-1}, made
+    Hermitian, with Phi taking the lower triangle and halving its diagonal."""
     solve_triangular = REGISTRY["linalg_solve_triangular"]  # by name: solvers.py imports us
 
-    low, gl = (factor.mT, g.mT) if upper else (factor, g)
-    phi = low.mT.matmul(gl).tril()
+    low, gl = (adj(factor), adj(g)) if upper else (factor, g)
+    phi = adj(low).matmul(gl).tril()
     phi = phi - phi.diagonal(0, -2, -1).diag_embed() * 0.5
-    y = call(solve_triangular, low.mT, phi, True, True, False)  # L^{-T} Phi
+    y = call(solve_triangular, adj(low), phi, True, True, False)  # L^{-H} Phi
     x = call(solve_triangular, low, y, False, False, False)  # ... L^{-1}: X L = Y
-    return (x + x.mT) * 0.5
+    return (x + adj(x)) * 0.5
 
 
 def _chol_ex_kernel(a, upper=False, check_errors=False):
@@ -186,21 +195,21 @@ def _qr_meta(a, mode="reduced"):
     return Spec(qs, a.dtype), Spec(rs, a.dtype)
 
 
-def _copyltu(m):
-    # The lower triangle mirrored into the upper one.
-    return m.tril(-1).mT + m.tril()
-
-
-def _qr_backward_tall(gq, gr, q, r):
-    """A = QR with Q m x n, R n x n: (gQ + Q copyltu(M)) R^{-T}, M = R gR^T - gQ^T Q."""
-    solve_triangular = REGISTRY["linalg_solve_triangular"]  # by name: solvers.py imports us
-
-    m = r.matmul(gr.mT) - gq.mT.matmul(q)
-    b = gq + q.matmul(_copyltu(m))
-    return call(solve_triangular, r.mT, b, False, False, False)  # b R^{-T}: X R^T = b
+def _real_diag_scaled(x, factor):
+    """`x` with the real parts of its diagonal multiplied by `factor` (the imaginary parts
+    kept), out of place and differentiable."""
+    d = x.diagonal(0, -2, -1)
+    part = d.real if x.dtype.is_complex else d
+    return x + (part * (factor - 1)).diag_embed()
 
 
 def _qr_derivative(grads, q, r, mode):
+    """PyTorch's linalg_qr_backward. With M = gR R^H - Q^H gQ: for m >= n,
+    gA = (gQ + Q syminvadj(triu(M))) R^{-H}; for m < n (A = [X | Y], R = [U | V]),
+    gA = [Q trilImInvAdjSkew(-M) U^{-H} | 0] + Q gR."""
+    from .joins import cat
+
+    solve_triangular = REGISTRY["linalg_solve_triangular"]  # by name: solvers.py imports us
     gq, gr = grads
     if mode == "r":
         raise RuntimeError(
@@ -211,15 +220,30 @@ def _qr_derivative(grads, q, r, mode):
     if mode == "complete" and m > n:
         raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
                            "and nrows > ncols.")
+    if gq is None and gr is None:
+        return (None, None)
+    if gq is not None:
+        qhgq = adj(q).matmul(gq)
+        ga = gr.matmul(adj(r)) - qhgq if gr is not None else -qhgq
+    else:
+        ga = gr.matmul(adj(r))
     if m >= n:
-        return (_qr_backward_tall(gq, gr, q, r), None)
-    # Wide: A = [X | Y], R = [U | V], X = QU; Y = QV.
-    u, gu = r[..., :, :m], gr[..., :, :m]
-    v, gv = r[..., :, m:], gr[..., :, m:]
-    y = q.matmul(v)
-    gx = _qr_backward_tall(gq + y.matmul(gv.mT), gu, q, u)
-    gy = q.matmul(gv)
-    return (_cat_last(gx, gy), None)
+        t = ga.triu()
+        ga = q.matmul(_real_diag_scaled(t + adj(t), 0.5))
+        if gq is not None:
+            ga = ga + gq
+        return (call(solve_triangular, adj(r), ga, False, False, False), None)
+    x = -ga
+    t = (x - adj(x)).tril()
+    if t.dtype.is_complex:  # halve the imaginary parts of the diagonal
+        d = t.diagonal(0, -2, -1)
+        t = t - (d.imag * 0.5).diag_embed() * 1j
+    ga = q.matmul(t)
+    ga = call(solve_triangular, adj(r[..., :, :m]), ga, False, False, False)
+    ga = call(cat, [ga, ga.new_zeros(tuple(r.shape[:-1]) + (n - m,))], -1)
+    if gr is not None:
+        ga = ga + q.matmul(gr)
+    return (ga, None)
 
 
 def _cat_last(a, b):
@@ -238,7 +262,7 @@ linalg_qr = register(
     "linalg_qr", autocast="fp32", kernel=_qr_kernel, meta=_qr_meta, node="LinalgQrBackward0",
     derivative=_qr_derivative,
     save=lambda out, a, mode="reduced": (out[0], out[1], mode), samples=_qr_samples,
-    saved_names=("Q", "R", "mode"))
+    saved_names=("Q", "R", "mode"), undefined_grads=True)
 
 
 # ---------------------------------------------------------------- svd
@@ -254,7 +278,7 @@ def _svd_check(a, driver=None):
 
 def _svd_kernel(a, full_matrices=True, compute_uv=True, driver=None):
     _svd_check(a, driver)
-    m, n = a.shape[-2:]
+    rdt = real_np(a.dtype)  # singular values are real, complex input or not
     if a.size == 0:
         (us, ss, vs) = _svd_shapes(a.shape, full_matrices, compute_uv)
         u, vh = np.zeros(us, a.dtype), np.zeros(vs, a.dtype)
@@ -262,12 +286,12 @@ def _svd_kernel(a, full_matrices=True, compute_uv=True, driver=None):
             if x.ndim >= 2 and compute_uv:
                 idx = np.arange(min(x.shape[-2:]))
                 x[..., idx, idx] = 1
-        return u, np.zeros(ss, a.dtype), vh
+        return u, np.zeros(ss, rdt), vh
     if not compute_uv:
         s = np.linalg.svd(a, compute_uv=False)
-        return np.zeros((0,), a.dtype), s.astype(a.dtype), np.zeros((0,), a.dtype)
+        return np.zeros((0,), a.dtype), s.astype(rdt), np.zeros((0,), a.dtype)
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    return u.astype(a.dtype), s.astype(a.dtype), vh.astype(a.dtype)
+    return u.astype(a.dtype), s.astype(rdt), vh.astype(a.dtype)
 
 
 def _svd_shapes(shape, full, compute_uv):
@@ -283,46 +307,68 @@ def _svd_shapes(shape, full, compute_uv):
 
 def _svd_meta(a, full_matrices=True, compute_uv=True, driver=None):
     _svd_check(a, driver)
-    return tuple(Spec(s, a.dtype) for s in _svd_shapes(tuple(a.shape), full_matrices,
-                                                        compute_uv))
+    us, ss, vs = _svd_shapes(tuple(a.shape), full_matrices, compute_uv)
+    return Spec(us, a.dtype), Spec(ss, a.dtype.to_real()), Spec(vs, a.dtype)
 
 
 def svd_backward(gu, gs, gvh, u, s, vh, full_matrices):
-    """PyTorch's SVD gradient (real case). Any of gU, gS, gVh may be None (an output that
-    received no gradient): with neither gU nor gVh it is the values-only form, which stays
-    finite at repeated singular values, where the full formula divides 0 by 0."""
+    """PyTorch's SVD gradient. Any of gU, gS, gVh may be None (an output that received no
+    gradient): with neither gU nor gVh it is the values-only form, which stays finite at
+    repeated singular values, where the full formula divides 0 by 0. Complex singular
+    vectors are defined up to a phase each; a loss that depends on it raises, as PyTorch."""
     m, n = u.shape[-2], vh.shape[-1]
     k = s.shape[-1]
-    if gs is None:
-        gs = s.new_zeros(tuple(s.shape))
     if gu is None and gvh is None:
+        if gs is None:
+            return None
         if m >= n:
             return u.matmul(gs.unsqueeze(-1) * vh)
         return (u * gs.unsqueeze(-2)).matmul(vh)
-    if gu is None:
-        gu = u.new_zeros(tuple(u.shape))
-    if gvh is None:
-        gvh = vh.new_zeros(tuple(vh.shape))
     if full_matrices:  # only the first k singular vectors carry gradient
         u, vh = u[..., :, :k], vh[..., :k, :]
-        gu, gvh = gu[..., :, :k], gvh[..., :k, :]
-    v, gv = vh.mT, gvh.mT
+        gu = gu[..., :, :k] if gu is not None else None
+        gvh = gvh[..., :k, :] if gvh is not None else None
+    complex_ = u.dtype.is_complex
+    uhgu = _skew(adj(u).matmul(gu)) if gu is not None else None
+    vhgv = _skew(vh.matmul(adj(gvh))) if gvh is not None else None
+    if complex_:
+        _svd_phase_check(uhgu, vhgv, s)
     s2 = s * s
     e = s2.unsqueeze(-2) - s2.unsqueeze(-1) + eye_like(s, k)
-    ret = (_skew(u.mT.matmul(gu)) * s.unsqueeze(-2)
-           + s.unsqueeze(-1) * _skew(v.mT.matmul(gv))) / e
-    ret = ret + gs.diag_embed()
-    if m > n:
+    if uhgu is not None and vhgv is not None:
+        ret = (uhgu * s.unsqueeze(-2) + s.unsqueeze(-1) * vhgv) / e
+    elif uhgu is not None:
+        ret = (uhgu / e) * s.unsqueeze(-2)
+    else:
+        ret = s.unsqueeze(-1) * (vhgv / e)
+    if gs is not None:
+        ret = ret + gs.diag_embed()
+    if complex_ and uhgu is not None and vhgv is not None:
+        ret = ret + (uhgu.diagonal(0, -2, -1) / (s * 2)).diag_embed()
+    if m > n and gu is not None:
         ret = u.matmul(ret)
         gus = gu / s.unsqueeze(-2)
-        ret = ret + gus - u.matmul(u.mT.matmul(gus))
+        ret = ret + gus - u.matmul(adj(u).matmul(gus))
         return ret.matmul(vh)
-    if m < n:
+    if m < n and gvh is not None:
         ret = ret.matmul(vh)
         sgvh = gvh / s.unsqueeze(-1)
-        ret = ret + sgvh - sgvh.matmul(v).matmul(vh)
+        ret = ret + sgvh - sgvh.matmul(adj(vh)).matmul(vh)
         return u.matmul(ret)
-    return u.matmul(ret.matmul(vh))
+    return u.matmul(ret.matmul(vh)) if m >= n else u.matmul(ret).matmul(vh)
+
+
+def _svd_phase_check(uhgu, vhgv, s):
+    """PyTorch's check that the loss is invariant under (U, V) -> (U L, V L), L a diagonal of
+    unit phases: Im(diag(U^H gU)) = -Im(diag(V^H gV)) (its lax tolerance, 1e-2)."""
+    zero = np.zeros(tuple(s.shape))
+    a = uhgu.diagonal(0, -2, -1).imag.detach().numpy() if uhgu is not None else zero
+    b = vhgv.diagonal(0, -2, -1).imag.detach().numpy() if vhgv is not None else zero
+    if not np.allclose(a, -b, rtol=1e-2, atol=1e-2):
+        raise RuntimeError(
+            "svd_backward: The singular vectors in the complex case are specified up to "
+            "multiplication by e^{i phi}. The specified loss function depends on this phase "
+            "term, making it ill-defined.")
 
 
 def _svd_derivative(grads, u, s, vh, full_matrices, compute_uv):
@@ -376,7 +422,7 @@ linalg_svd = register(
 def _eigh_check(a, uplo):
     check_square("linalg.eigh", a)
     dt = dtype_of(a)
-    if dt.np not in (F32, F64):
+    if dt.np not in LAPACK_NP:
         raise NotImplementedError(f"\"linalg_eigh_cpu\" not implemented for '{dt.legacy}'")
     if uplo not in ("L", "U", "l", "u"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {uplo}")
@@ -384,35 +430,56 @@ def _eigh_check(a, uplo):
 
 def _eigh_kernel(a, UPLO="L", compute_v=True):  # noqa: N803 (ATen's argument name)
     _eigh_check(a, UPLO)
+    rdt = real_np(a.dtype)  # a Hermitian matrix's eigenvalues are real
     if a.size == 0:
         v = np.zeros(a.shape if compute_v else (0,), a.dtype)
-        return np.zeros(a.shape[:-1], a.dtype), v
+        return np.zeros(a.shape[:-1], rdt), v
     if not compute_v:
-        return np.linalg.eigvalsh(a, UPLO.upper()).astype(a.dtype), np.zeros((0,), a.dtype)
+        return np.linalg.eigvalsh(a, UPLO.upper()).astype(rdt), np.zeros((0,), a.dtype)
     w, v = np.linalg.eigh(a, UPLO.upper())
-    return w.astype(a.dtype), v.astype(a.dtype)
+    return w.astype(rdt), v.astype(a.dtype)
 
 
 def _eigh_meta(a, UPLO="L", compute_v=True):  # noqa: N803
     _eigh_check(a, UPLO)
-    return (Spec(tuple(a.shape[:-1]), a.dtype),
+    return (Spec(tuple(a.shape[:-1]), a.dtype.to_real()),
             Spec(tuple(a.shape) if compute_v else (0,), a.dtype))
 
 
 def eigh_backward(gl, gv, w, v):
-    """PyTorch's gradient of the symmetric eigendecomposition: V (skew(V^T gV)/2 / E +
-    diag(gL)) V^T, with E[i, j] = L[j] - L[i] (ones on the diagonal). Not symmetrized.
+    """PyTorch's gradient of the Hermitian eigendecomposition: V (skew(V^H gV)/2 / E +
+    diag(gL)) V^H, with E[i, j] = L[j] - L[i] (ones on the diagonal). Not symmetrized.
     gL or gV may be None (an output that received no gradient): without gV it is the
     values-only form, finite at repeated eigenvalues."""
-    if gl is None:
-        gl = w.new_zeros(tuple(w.shape))
     if gv is None:
-        return v.matmul(gl.unsqueeze(-1) * v.mT)
+        if gl is None:
+            return None
+        return v.matmul(gl.unsqueeze(-1) * adj(v))
+    vhgv = adj(v).matmul(gv)
+    if v.dtype.is_complex:
+        phase_check("linalg_eigh_backward", vhgv)
     n = w.shape[-1]
     e = w.unsqueeze(-2) - w.unsqueeze(-1) + eye_like(w, n)
-    vhgv = v.mT.matmul(gv)
-    inner = (vhgv - vhgv.mT) * 0.5 / e + gl.diag_embed()
-    return v.matmul(inner.matmul(v.mT))
+    inner = (vhgv - adj(vhgv)) * 0.5 / e
+    if gl is not None:
+        inner = _set_diagonal(inner, gl)
+    return v.matmul(inner.matmul(adj(v)))
+
+
+def _set_diagonal(x, d):
+    """`x` with its diagonal replaced by `d` (out of place, differentiable)."""
+    return x - x.diagonal(0, -2, -1).diag_embed() + d.diag_embed()
+
+
+def phase_check(name, vhgv):
+    """PyTorch's check that a loss is invariant under V -> V e^{i phi} (complex eigenvectors
+    are defined up to a phase each): Im(diag(V^H gV)) = 0, with its lax tolerance."""
+    im = vhgv.diagonal(0, -2, -1).imag.detach().numpy()
+    if not np.allclose(im, 0, rtol=1e-2, atol=1e-2):
+        raise RuntimeError(
+            f"{name}: The eigenvectors in the complex case are specified up to multiplication "
+            "by e^{i phi}. The specified loss function depends on this quantity, so it is "
+            "ill-defined.")
 
 
 def _eigh_derivative(grads, w, v, compute_v):
@@ -437,3 +504,77 @@ linalg_eigh = register(
     samples=_eigh_samples, public="eigh", saved_names=("eigenvalues", "eigenvectors", ""),
     gradcheck=False,  # signs and one triangle, as for the SVD
     undefined_grads=True)  # eigvalsh at repeated eigenvalues, as the SVD's values
+
+
+# ---------------------------------------------------------------- eig (general matrices)
+
+
+def _eig_dtype_check(a):
+    """PyTorch's checks before the square one: the complex result dtype must exist, and
+    LAPACK has no half precision."""
+    dt = dtype_of(a)
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"Unknown Complex ScalarType for {dt.legacy}")
+    if dt.np not in LAPACK_NP:
+        raise NotImplementedError(f"\"linalg_eig_out_cpu\" not implemented for '{dt.legacy}'")
+
+
+def _eig_kernel(a):
+    _eig_dtype_check(a)
+    if not np.isfinite(a).all():  # PyTorch checks this before the shape
+        raise RuntimeError("torch.linalg.eig: input tensor should not contain infs or NaNs.")
+    check_square("linalg.eig", a)
+    cdt = np.result_type(a.dtype, np.complex64)  # complex64 for float32, complex128 else
+    if a.size == 0:
+        return np.zeros(a.shape[:-1], cdt), np.zeros(a.shape, cdt)
+    # LAPACK's geev, as PyTorch's: unit-norm eigenvectors whose largest component is real.
+    # NumPy returns real arrays when every eigenvalue is real; the results are complex.
+    w, v = np.linalg.eig(a)
+    return w.astype(cdt), v.astype(cdt)
+
+
+def _eig_meta(a):
+    _eig_dtype_check(a)
+    check_square("linalg.eig", a)
+    cdt = a.dtype.to_complex()
+    return Spec(tuple(a.shape[:-1]), cdt), Spec(tuple(a.shape), cdt)
+
+
+def eig_backward(gl, gv, w, v, real_input):
+    """PyTorch's linalg_eig_backward (arXiv:1701.00392, eq. 4.77, for unit-norm vectors):
+    gA = V^{-H} (diag(gL) + (V^H gV - V^H V diag(Re(V^H gV))) / conj(E)) V^H, E[i, j] =
+    L[j] - L[i]; the real part for a real A."""
+    solve = REGISTRY["linalg_solve_ex"]  # by name: solvers.py imports us
+    vh = v.mH
+    if gv is None:
+        if gl is None:
+            return None
+        ga = call(solve, vh, gl.unsqueeze(-1) * vh, True, False)[0]
+    else:
+        vhgv = vh.matmul(gv)
+        phase_check("linalg_eig_backward", vhgv)
+        diag = vhgv.diagonal(0, -2, -1).real
+        vhgv = vhgv - vh.matmul(v * diag.unsqueeze(-2))
+        lc = w.conj()
+        e = lc.unsqueeze(-2) - lc.unsqueeze(-1) + eye_like(w, w.shape[-1])
+        inner = vhgv / e
+        if gl is not None:
+            inner = _set_diagonal(inner, gl)
+        ga = call(solve, vh, inner.matmul(vh), True, False)[0]
+    return ga.real if real_input else ga
+
+
+def _eig_samples(rng, dt):
+    return [Sample((_diag_array(rng, s, dt, signs=True),), name=str(s))
+            for s in ((3, 3), (2, 4, 4), (1, 1))]
+
+
+linalg_eig = register(
+    "linalg_eig", autocast="fp32", kernel=_eig_kernel, meta=_eig_meta,
+    node="LinalgEigBackward0",
+    derivative=lambda grads, w, v, real_input: (eig_backward(grads[0], grads[1], w, v,
+                                                             real_input),),
+    save=lambda out, a: (out[0], out[1], not a.dtype.is_complex),
+    samples=_eig_samples, public="eig", saved_names=("eigenvalues", "eigenvectors", ""),
+    gradcheck=False,  # phases (signs) of the vectors, as for the SVD
+    undefined_grads=True)  # eigvals: the values-only form

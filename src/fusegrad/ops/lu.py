@@ -9,6 +9,8 @@ import numpy as np
 
 from .._dispatch import call
 from ._linalg_common import (
+    LAPACK_NP,
+    adj,
     batch_prefix,
     check_matrix,
     check_square_float,
@@ -16,7 +18,7 @@ from ._linalg_common import (
     lu_np,
     pivots_to_perm,
 )
-from ._util import F32, F64, Spec, dtype_of, rand_array
+from ._util import Spec, dtype_of, rand_array
 from .factorizations import _cat_last, _int_spec
 from .registry import Sample, register
 
@@ -27,7 +29,7 @@ def _lu_check(a, pivot):
         raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
                            f"size: [{shape}] instead")
     dt = dtype_of(a)
-    if dt.np not in (F32, F64):
+    if dt.np not in LAPACK_NP:
         raise NotImplementedError(f"\"lu_cpu\" not implemented for '{dt.legacy}'")
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
@@ -83,21 +85,22 @@ def lu_backward(gl, gu, p, low, up):
     m, n = low.shape[-2], up.shape[-1]
     k = min(m, n)
 
-    def square(phi, l1, u1):  # L1^{-T} phi U1^{-T}
-        x = call(st, u1.mT, phi, False, False, False)
-        return call(st, l1.mT, x, True, True, True)
+    def square(phi, l1, u1):  # L1^{-H} phi U1^{-H}
+        x = call(st, adj(u1), phi, False, False, False)
+        return call(st, adj(l1), x, True, True, True)
 
     if m == n:
-        phi = low.mT.matmul(gl).tril(-1) + gu.matmul(up.mT).triu()
+        phi = adj(low).matmul(gl).tril(-1) + gu.matmul(adj(up)).triu()
         return p.matmul(square(phi, low, up))
     if m < n:
         u1, u2, gu1, gu2 = up[..., :, :k], up[..., :, k:], gu[..., :, :k], gu[..., :, k:]
-        phi = (low.mT.matmul(gl) - gu2.matmul(u2.mT)).tril(-1) + gu1.matmul(u1.mT).triu()
-        x2 = call(st, low.mT, gu2, True, True, True)
+        phi = (adj(low).matmul(gl) - gu2.matmul(adj(u2))).tril(-1) + \
+            gu1.matmul(adj(u1)).triu()
+        x2 = call(st, adj(low), gu2, True, True, True)
         return p.matmul(_cat_last(square(phi, low, u1), x2))
     l1, l2, gl1, gl2 = low[..., :k, :], low[..., k:, :], gl[..., :k, :], gl[..., k:, :]
-    phi = l1.mT.matmul(gl1).tril(-1) + (gu.matmul(up.mT) - l2.mT.matmul(gl2)).triu()
-    x2 = call(st, up.mT, gl2, False, False, False)
+    phi = adj(l1).matmul(gl1).tril(-1) + (gu.matmul(adj(up)) - adj(l2).matmul(gl2)).triu()
+    x2 = call(st, adj(up), gl2, False, False, False)
     from .joins import cat
 
     return p.matmul(call(cat, [square(phi, l1, up), x2], -2))
@@ -240,7 +243,7 @@ def _lu_solve_kernel(lu, piv, b, left=True, adjoint=False):
     low = np.tril(lu, -1) + np.eye(n, dtype=lu.dtype)
     a = _perm_matrix(piv, n, lu.dtype) @ low @ np.triu(lu)
     if adjoint:
-        a = np.swapaxes(a, -1, -2)
+        a = np.swapaxes(a, -1, -2).conj()
     if not left:
         a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -259,14 +262,14 @@ def _lu_solve_derivative(g, lu, piv, x, left, adjoint):
     gb = call(linalg_lu_solve, lu, piv, g, left, not adjoint)
     low, up = _unpack(lu)
     if left != adjoint:
-        rhs = -(g if left else g.mT).matmul(x.mT if left else x)
-        gr = call(st, up.mT, rhs, False, True, False)
-        gl = call(st, low.mT, gr.matmul(up.mT), True, True, True).tril(-1)
+        rhs = -(g if left else adj(g)).matmul(adj(x) if left else x)
+        gr = call(st, adj(up), rhs, False, True, False)
+        gl = call(st, adj(low), gr.matmul(adj(up)), True, True, True).tril(-1)
         glu = gl + gr.triu()
     else:
-        gr = -p.mT.matmul(x if left else x.mT).matmul(g.mT if left else g).matmul(p)
-        gr = call(st, low.mT, gr, True, False, True)
-        gu = call(st, up.mT, low.mT.matmul(gr), False, False, False).triu()
+        gr = -p.mT.matmul(x if left else adj(x)).matmul(adj(g) if left else g).matmul(p)
+        gr = call(st, adj(low), gr, True, False, True)
+        gu = call(st, adj(up), adj(low).matmul(gr), False, False, False).triu()
         glu = gr.tril(-1) + gu
     return (glu, None, gb, None, None)
 
@@ -275,11 +278,12 @@ def _lu_solve_samples(rng, dt):
     from .solvers import well_conditioned
 
     out = []
-    for a, b, left, adj in (((3, 3), (3, 2), True, False), ((3, 3), (3, 2), True, True),
-                            ((2, 3, 3), (4, 3), False, False), ((3, 3), (2, 3), False, True)):
+    for a, b, left, adjoint in (((3, 3), (3, 2), True, False), ((3, 3), (3, 2), True, True),
+                                ((2, 3, 3), (4, 3), False, False),
+                                ((3, 3), (2, 3), False, True)):
         lu, piv, _ = lu_np(well_conditioned(rng, a, np.float64))
-        out.append(Sample((lu.astype(dt), piv, rand_array(rng, b, dt), left, adj),
-                          name=f"{a} {b} left={left} adjoint={adj}"))
+        out.append(Sample((lu.astype(dt), piv, rand_array(rng, b, dt), left, adjoint),
+                          name=f"{a} {b} left={left} adjoint={adjoint}"))
     return out
 
 

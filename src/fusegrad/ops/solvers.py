@@ -12,7 +12,9 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from ._linalg_common import (
+    LAPACK_NP,
     LinAlgError,
+    adj,
     batch_prefix,
     check_floating,
     check_matrix,
@@ -20,6 +22,7 @@ from ._linalg_common import (
     eye_like,
     first_failure,
     lu_np,
+    real_np,
 )
 from ._util import Spec, broadcast_shapes, dtype_of, rand_array
 from .factorizations import I32, spd_array
@@ -74,7 +77,7 @@ linalg_inv_ex = register(
     meta=lambda a, check_errors=False: (check_square_float("linalg.inv", a), (
         Spec(tuple(a.shape), a.dtype), Spec(_batch(a), I32)))[1],
     node="LinalgInvExBackward0",
-    derivative=lambda grads, inv: (-(inv.mT.matmul(grads[0].matmul(inv.mT))), None),
+    derivative=lambda grads, inv: (-(adj(inv).matmul(grads[0].matmul(adj(inv)))), None),
     save=lambda out, a, check_errors=False: (out[0],), samples=_square_samples,
     nondiff_outputs=(1,), public="linalg_inv_ex", saved_names=("inverse",))
 
@@ -97,16 +100,18 @@ def _det_derivative(g, a, det):
     from .factorizations import linalg_svd
 
     if not is_grad_enabled():
-        # First order, as PyTorch: (g det) A^{-T}, through a solve; exactly singular
+        # First order, as PyTorch: (g conj(det)) A^{-H}, through a solve; exactly singular
         # matrices (det == 0) get a zero gradient, as PyTorch's LU-based formula gives them.
-        d = (g * det).unsqueeze(-1).unsqueeze(-1)
-        sol = call(linalg_solve_ex, a.mT, d * eye_like(a), True, False)[0]
+        d = (g * det.conj()).unsqueeze(-1).unsqueeze(-1)
+        sol = call(linalg_solve_ex, adj(a), d * eye_like(a), True, False)[0]
         zero = (det == 0).unsqueeze(-1).unsqueeze(-1)
         return (sol.masked_fill(zero, 0.0),)
-    # Differentiable again (create_graph), as PyTorch: through the SVD, which also holds at
-    # singular matrices: the gradient of det(U) prod(S) det(Vh).
+    # Differentiable again (create_graph): through the SVD, which also holds at singular
+    # matrices: the gradient of det(U) prod(S) det(Vh). (PyTorch solves where no matrix is
+    # nearly singular; just off a singular matrix that loses the precision gradgradcheck
+    # needs, so the nodes of a double backward differ from PyTorch's, not the values.)
     u, s, vh = call(linalg_svd, a, False, True, None)
-    alpha = call(linalg_det, u) * call(linalg_det, vh)
+    alpha = (call(linalg_det, u) * call(linalg_det, vh)).conj()
     d = _prod_others(s) * (alpha * g).unsqueeze(-1)
     return ((u * d.unsqueeze(-2)).matmul(vh),)
 
@@ -124,18 +129,27 @@ linalg_det = register(
 def _slogdet_kernel(a):
     check_square_float("linalg.slogdet", a)
     sign, logabs = np.linalg.slogdet(a)
-    return np.asarray(sign).astype(a.dtype), np.asarray(logabs).astype(a.dtype)
+    return np.asarray(sign).astype(a.dtype), np.asarray(logabs).astype(real_np(a.dtype))
+
+
+def _slogdet_derivative(grads, a, sign):
+    """PyTorch's slogdet_backward: g A^{-H}, with g = g_logabs - i Im(conj(g_sign) sign) for
+    complex A (a real A's sign is piecewise constant)."""
+    gsign, glog = grads
+    g = glog
+    if a.dtype.is_complex:
+        g = glog - (gsign.conj() * sign).imag * 1j
+    d = g.unsqueeze(-1).unsqueeze(-1) * eye_like(a)
+    return (call(linalg_solve_ex, adj(a), d, True, False)[0],)
 
 
 linalg_slogdet = register(
     "linalg_slogdet", kernel=_slogdet_kernel,
     meta=lambda a: (check_square_float("linalg.slogdet", a),
-                    (Spec(_batch(a), a.dtype), Spec(_batch(a), a.dtype)))[1],
-    node="LinalgSlogdetBackward0",
-    derivative=lambda grads, a: (call(linalg_solve_ex, a.mT, grads[1].unsqueeze(-1).unsqueeze(
-        -1) * eye_like(a), True, False)[0],),
-    save=lambda out, a: (a,), samples=_square_samples, public="slogdet",
-    saved_names=("A",))
+                    (Spec(_batch(a), a.dtype), Spec(_batch(a), a.dtype.to_real())))[1],
+    node="LinalgSlogdetBackward0", derivative=_slogdet_derivative,
+    save=lambda out, a: (a, out[0]), samples=_square_samples, public="slogdet",
+    saved_names=("A", "sign"))
 
 
 # ---------------------------------------------------------------- solve
@@ -217,12 +231,13 @@ def _solve_meta(a, b, left=True, check_errors=False):
 
 def _solve_derivative(grads, a, x, left, vector):
     g = grads[0]
-    gb = call(linalg_solve_ex, a.mT, g, left, False)[0]
+    gb = call(linalg_solve_ex, adj(a), g, left, False)[0]
+    xc = x.conj() if x.dtype.is_complex else x
     if vector:
-        ga = -(gb.unsqueeze(-1) * x.unsqueeze(-2)) if left else \
-            -(x.unsqueeze(-1) * gb.unsqueeze(-2))
+        ga = -(gb.unsqueeze(-1) * xc.unsqueeze(-2)) if left else \
+            -(xc.unsqueeze(-1) * gb.unsqueeze(-2))
     else:
-        ga = -gb.matmul(x.mT) if left else -x.mT.matmul(gb)
+        ga = -gb.matmul(adj(x)) if left else -adj(x).matmul(gb)
     return (ga, gb, None, None)
 
 
@@ -309,8 +324,8 @@ def _project(ga, upper, unit):
 
 
 def _st_derivative(g, a, x, upper, left, unit):
-    gb = call(solve_triangular, a.mT, g, not upper, left, unit)
-    ga = -gb.matmul(x.mT) if left else -x.mT.matmul(gb)
+    gb = call(solve_triangular, adj(a), g, not upper, left, unit)
+    ga = -gb.matmul(adj(x)) if left else -adj(x).matmul(gb)
     return (_project(ga, upper, unit), gb, None, None, None)
 
 
@@ -351,8 +366,12 @@ def _ts_meta(b, a, upper=True, transpose=False, unitriangular=False):
 
 def _ts_derivative(grads, a, x, upper, transpose, unit):
     gx, gm = grads
-    gb = call(triangular_solve, gx, a, upper, not transpose, unit)[0]
-    ga = -x.matmul(gb.mT) if transpose else -gb.matmul(x.mT)
+    complex_ = a.dtype.is_complex
+    gb = call(triangular_solve, gx, a.conj() if complex_ else a, upper, not transpose, unit)[0]
+    if transpose:
+        ga = -(x.conj() if complex_ else x).matmul(gb.mT)
+    else:
+        ga = -gb.matmul(adj(x))
     return (gb, _project(ga, upper, unit) + gm, None, None, None)
 
 
@@ -377,9 +396,9 @@ triangular_solve = register(
 def _cs_kernel(b, low, upper=False):
     check_square_float("cholesky_solve", low)
     check_matrix("cholesky_solve", b, "B")
-    t = np.swapaxes(low, -1, -2) if upper else low  # the lower factor
+    t = np.swapaxes(low, -1, -2).conj() if upper else low  # the lower factor (U = L^H)
     y = _tri_solve_np(np.tril(t), b, True)
-    return _tri_solve_np(np.triu(np.swapaxes(t, -1, -2)), y, True)
+    return _tri_solve_np(np.triu(np.swapaxes(t, -1, -2).conj()), y, True)
 
 
 def _cs_meta(b, low, upper=False):
@@ -390,8 +409,8 @@ def _cs_meta(b, low, upper=False):
 
 def _cs_derivative(g, low, x, upper):
     gb = call(cholesky_solve, g, low, upper)
-    common = gb.matmul(x.mT)
-    common = common + common.mT
+    common = gb.matmul(adj(x))
+    common = common + adj(common)
     gl = -low.matmul(common) if upper else -common.matmul(low)
     return (gb, gl, None)
 
@@ -415,14 +434,15 @@ cholesky_solve = register(
 
 def _ci_kernel(low, upper=False):
     check_square_float("cholesky_inverse", low)
-    t = np.swapaxes(low, -1, -2) if upper else low
+    t = np.swapaxes(low, -1, -2).conj() if upper else low  # the lower factor (U = L^H)
     inv = _tri_solve_np(np.tril(t), np.broadcast_to(np.eye(low.shape[-1], dtype=low.dtype),
                                                     low.shape), True)
-    return np.ascontiguousarray(np.swapaxes(inv, -1, -2) @ inv).astype(low.dtype, copy=False)
+    out = np.swapaxes(inv, -1, -2).conj() @ inv  # (L L^H)^{-1} = L^{-H} L^{-1}
+    return np.ascontiguousarray(out).astype(low.dtype, copy=False)
 
 
 def _ci_derivative(g, low, out, upper):
-    common = out.matmul((g + g.mT).matmul(out))
+    common = out.matmul((g + adj(g)).matmul(out))
     return (-low.matmul(common) if upper else -common.matmul(low), None)
 
 
@@ -443,7 +463,7 @@ cholesky_inverse = register(
 
 def _pinv_check(a):
     dt = dtype_of(a)
-    if len(a.shape) < 2 or dt.np not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if len(a.shape) < 2 or dt.np not in LAPACK_NP:
         shape = ", ".join(str(s) for s in a.shape)
         raise RuntimeError(f"linalg.pinv({dt.legacy}{{[{shape}]}}): expected a tensor with 2 "
                            "or more dimensions of float, double, cfloat or cdouble types")
@@ -455,7 +475,8 @@ def pinv_np(a, atol=None, rtol=None, hermitian=False):
     atol is given."""
     m, n = a.shape[-2:]
     if rtol is None:
-        rtol = np.finfo(a.dtype).eps * max(m, n) if atol is None or atol <= 0 else 0.0
+        rtol = np.finfo(real_np(a.dtype)).eps * max(m, n) if atol is None or atol <= 0 \
+            else 0.0
     atol = 0.0 if atol is None else atol
     if a.size == 0:
         return np.zeros(a.shape[:-2] + (n, m), a.dtype)
@@ -464,12 +485,13 @@ def pinv_np(a, atol=None, rtol=None, hermitian=False):
         s = np.abs(w)
         tol = np.maximum(atol, rtol * s.max(-1, keepdims=True))
         winv = np.where(s > tol, 1 / np.where(s > tol, w, 1), 0)
-        out = (v * winv[..., None, :]) @ np.swapaxes(v, -1, -2)
+        out = (v * winv[..., None, :]) @ np.swapaxes(v, -1, -2).conj()
     else:
         u, s, vh = np.linalg.svd(a, full_matrices=False)
         tol = np.maximum(atol, rtol * s[..., :1])
         sinv = np.where(s > tol, 1 / np.where(s > tol, s, 1), 0)
-        out = (np.swapaxes(vh, -1, -2) * sinv[..., None, :]) @ np.swapaxes(u, -1, -2)
+        out = (np.swapaxes(vh, -1, -2).conj() * sinv[..., None, :]) @ \
+            np.swapaxes(u, -1, -2).conj()
     return np.ascontiguousarray(out).astype(a.dtype, copy=False)
 
 
@@ -481,15 +503,15 @@ def _pinv_kernel(a, atol=None, rtol=None, hermitian=False):
 def pinv_backward(g, pinv, a):
     """PyTorch's gradient of the pseudo-inverse (constant rank)."""
     m, n = a.shape[-2], a.shape[-1]
-    ph, gh = pinv.mT, g.mT
+    ph, gh = adj(pinv), adj(g)
     if m <= n:
         k = gh.matmul(pinv)
         kph = k.matmul(ph)
-        return (-(pinv.matmul(k)).mT + kph - a.matmul(pinv).matmul(kph)
+        return (-adj(pinv.matmul(k)) + kph - a.matmul(pinv).matmul(kph)
                 + ph.matmul(pinv).matmul(gh - k.matmul(a)))
     k = pinv.matmul(gh)
     phk = ph.matmul(k)
-    return (-(k.matmul(pinv)).mT + (gh - a.matmul(k)).matmul(pinv).matmul(ph)
+    return (-adj(k.matmul(pinv)) + (gh - a.matmul(k)).matmul(pinv).matmul(ph)
             + phk - phk.matmul(pinv).matmul(a))
 
 
@@ -543,25 +565,27 @@ def _lstsq_kernel(a, b, rcond=None, driver=None):
     ab = np.broadcast_to(a, batch + (m, n))
     bb = np.broadcast_to(bm, batch + bm.shape[-2:])
     if rcond is None or rcond < 0:
-        rcond = np.finfo(a.dtype).eps * max(m, n)
+        rcond = np.finfo(real_np(a.dtype)).eps * max(m, n)
     x = pinv_np(ab, 0.0, rcond) @ bb
-    s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.zeros(batch + (0,), a.dtype)
+    rdt = real_np(a.dtype)
+    s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.zeros(batch + (0,), rdt)
     smax = s[..., :1] if s.shape[-1] else np.zeros(batch + (1,))
     ranks = (s > rcond * smax).sum(-1).astype(np.int64)
     resid = np.zeros(res, a.dtype)
     if res != (0,):
         full = ranks == n
-        r = ((ab @ x - bb) ** 2).sum(-2)
-        resid = np.where(full[..., None], r, 0).reshape(res).astype(a.dtype)
+        r = (np.abs(ab @ x - bb) ** 2).sum(-2)
+        resid = np.where(full[..., None], r, 0).reshape(res).astype(rdt)
     out = (x[..., 0] if vector else x).astype(a.dtype)
     return (np.ascontiguousarray(out), resid,
             ranks.reshape(rank_s) if rank_s != (0,) else np.zeros((0,), np.int64),
-            s.astype(a.dtype) if sv_s != (0,) else np.zeros((0,), a.dtype))
+            s.astype(rdt) if sv_s != (0,) else np.zeros((0,), rdt))
 
 
 def _lstsq_meta(a, b, rcond=None, driver=None):
     _, sol, res, rank, sv = _lstsq_shapes(a, b, driver)
-    return (Spec(sol, a.dtype), Spec(res, a.dtype), Spec(rank, _dtype.int64), Spec(sv, a.dtype))
+    rdt = a.dtype.to_real()  # residuals and singular values are real
+    return (Spec(sol, a.dtype), Spec(res, rdt), Spec(rank, _dtype.int64), Spec(sv, rdt))
 
 
 def _lstsq_derivative(grads, a, b, vector):
@@ -569,8 +593,8 @@ def _lstsq_derivative(grads, a, b, vector):
     pinv = call(linalg_pinv, a, None, None, False)
     gxm = gx.unsqueeze(-1) if vector else gx
     bm = b.unsqueeze(-1) if vector else b
-    ga = pinv_backward(gxm.matmul(bm.mT), pinv, a)
-    gb = pinv.mT.matmul(gxm)
+    ga = pinv_backward(gxm.matmul(adj(bm)), pinv, a)
+    gb = adj(pinv).matmul(gxm)
     return (ga, gb.squeeze(-1) if vector else gb, None, None)
 
 
@@ -589,15 +613,16 @@ linalg_lstsq = register(
 
 
 def expm_np(a: np.ndarray) -> np.ndarray:
-    """exp(A) by scaling and squaring with a degree-18 Taylor polynomial, in float64."""
-    x = a.astype(np.float64)
+    """exp(A) by scaling and squaring with a degree-18 Taylor polynomial, in float64 (or
+    complex128)."""
+    x = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     n = a.shape[-1]
     if x.size == 0:
         return x.astype(a.dtype)
     norm = float(np.abs(x).sum(-2).max()) if x.size else 0.0
     squarings = max(0, int(math.ceil(math.log2(norm))) + 1) if norm > 0.5 else 0
     x = x / (2.0 ** squarings)
-    result = np.broadcast_to(np.eye(n), x.shape).copy()
+    result = np.broadcast_to(np.eye(n, dtype=x.dtype), x.shape).copy()
     term = result.copy()
     for k in range(1, 19):
         term = term @ x / k
@@ -611,7 +636,7 @@ def _mexp_derivative(g, a):
     from .joins import cat
 
     n = a.shape[-1]
-    at = a.mT
+    at = adj(a)  # the adjoint of the differential is the differential at A^H
     top = call(cat, [at, g], -1)
     bottom = call(cat, [at * 0, at], -1)
     big = call(matrix_exp, call(cat, [top, bottom], -2))
