@@ -20,12 +20,13 @@ from .proxy import Attribute, Proxy, TraceError
 _LAZY = {
     "GraphModule": "graph_module", "Interpreter": "interpreter", "Transformer": "interpreter",
     "Tracer": "_symbolic_trace", "symbolic_trace": "_symbolic_trace",
-    "wrap": "_symbolic_trace", "passes": None,
+    "wrap": "_symbolic_trace", "passes": None, "PH": "_symbolic_trace",
+    "PHBase": "_symbolic_trace",
     "replace_pattern": "subgraph_rewriter", "subgraph_rewriter": None,
 }
 
 __all__ = [
-    "Attribute", "Graph", "GraphModule", "Interpreter", "Node", "Proxy", "PythonCode",
+    "Attribute", "Graph", "GraphModule", "Interpreter", "Node", "PH", "Proxy", "PythonCode",
     "TraceError", "Tracer", "Transformer", "has_side_effect", "map_aggregate", "map_arg",
     "replace_pattern", "symbolic_trace", "wrap",
 ]

@@ -158,7 +158,17 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
                 to_release.setdefault(node, []).append(inp)
     params: list[str] = []
     body: list[str] = []
+    pytree_info = getattr(graph, "_pytree_info", None)
+    if pytree_info is not None:
+        # inputs given as structures (concrete_args with PH leaves): forward takes the
+        # original arguments and flattens them into the placeholders, as torch.fx's does
+        em.globals["fx_pytree"] = em.globals["pytree"] = _PyTree
+        leaves = [n.name for n in graph.nodes if n.op == "placeholder"]
+        body.append(f"{', '.join(leaves)}, = fx_pytree.tree_flatten_spec("
+                    f"[{', '.join(pytree_info[0])}], self._in_spec)")
     for node in graph.nodes:
+        if node.op == "placeholder" and pytree_info is not None:
+            continue
         if node.op == "placeholder":
             t = node.target
             if t.startswith("*"):
@@ -172,6 +182,10 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
                 body.append(f"{node.name} = {t}")
             continue
         if node.op == "output":
+            if pytree_info is not None:
+                body.append(f"return pytree.tree_unflatten([{em.repr_arg(node.args[0])}], "
+                            "self._out_spec)")
+                continue
             body.append(f"return {em.repr_arg(node.args[0])}")
             continue
         line = f"{node.name} = {_expression(em, node)}"
@@ -183,9 +197,38 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
         body.append(line)
     if not body:
         body.append("pass")
+    if pytree_info is not None:
+        params = list(pytree_info[0])
     signature = ", ".join([root_module] + params)
     src = f"\n\n\ndef forward({signature}):\n" + "".join(f"    {b}\n" for b in body) + "    "
     return PythonCode(src, em.globals)
+
+
+class _PyTree:
+    """The helpers generated code with structured inputs calls (`fx_pytree`, `pytree`)."""
+
+    @staticmethod
+    def tree_flatten_spec(args: list, spec: Any) -> list:
+        """The leaves of `args`, in the order and structure of `spec` (dict keys by spec)."""
+        out: list = []
+
+        def walk(value: Any, sp: Any) -> None:
+            if isinstance(sp, dict):
+                for k, v in sp.items():
+                    walk(value[k], v)
+            elif isinstance(sp, (list, tuple)):
+                for i, v in enumerate(sp):
+                    walk(value[i], v)
+            else:
+                out.append(value)
+
+        walk(tuple(args), tuple(spec))
+        return out
+
+    @staticmethod
+    def tree_unflatten(leaves: list, spec: Any) -> Any:
+        """The single result (outputs keep their structure in the graph)."""
+        return leaves[0]
 
 
 def signature_default(value: Any) -> tuple:

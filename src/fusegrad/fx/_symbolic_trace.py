@@ -164,6 +164,56 @@ def _public_functions() -> list[tuple[Any, str, Callable]]:
     return out
 
 
+class PHBase:
+    """An object standing for an input leaf in `concrete_args`: each one becomes its own
+    placeholder, the rest of the structure around it is fixed."""
+
+    def __repr__(self) -> str:
+        return "PH"
+
+
+PH = PHBase()
+
+
+def _holds_ph(value: Any) -> bool:
+    if isinstance(value, PHBase):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_ph(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_ph(v) for v in value)
+    return False
+
+
+def _tree_map(fn: Callable, value: Any) -> Any:
+    """`value` with `fn` applied to every leaf (dict, list and tuple are the structure)."""
+    if isinstance(value, dict):
+        return {k: _tree_map(fn, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tree_map(fn, v) for v in value)
+    return fn(value)
+
+
+def _has_varstuff(fn: Callable) -> bool:
+    code = getattr(fn, "__code__", None)
+    return code is not None and bool(code.co_flags & (inspect.CO_VARARGS
+                                                       | inspect.CO_VARKEYWORDS))
+
+
+def _flatten_signature(fn: Callable) -> Callable:
+    """`fn` with every parameter positional, `*args` and `**kwargs` included: a trace passes
+    each of those as one Proxy (Python would try to unpack a Proxy passed as `*args`)."""
+    import types
+
+    code = fn.__code__
+    count = code.co_argcount + code.co_kwonlyargcount + \
+        bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    new_code = code.replace(co_argcount=count, co_kwonlyargcount=0, co_posonlyargcount=0,
+                            co_flags=flags)
+    return types.FunctionType(new_code, fn.__globals__, fn.__name__, None, fn.__closure__)
+
+
 class Tracer(TracerBase):
     """Turns a function or Module into a Graph by running it on Proxies."""
 
@@ -216,32 +266,60 @@ class Tracer(TracerBase):
     def create_args_for_root(self, fn: Callable, is_method: bool,
                              concrete_args: dict | None = None) -> tuple[list, dict]:
         """Placeholders for `fn`'s parameters, as the (args, kwargs) to call it with: Proxies,
-        or the values given in `concrete_args`. `*args`/`**kwargs` get placeholders and are
-        passed empty."""
+        or the values given in `concrete_args`. As in torch.fx the placeholders are the
+        positional parameters, then the keyword-only ones, then `*args` and `**kwargs`,
+        each of those two a single Proxy (see `_flatten_signature`)."""
         concrete_args = concrete_args or {}
         params = list(inspect.signature(fn).parameters.values())
         if is_method:
             params = params[1:]
+        kinds = inspect.Parameter
+        order = {kinds.POSITIONAL_ONLY: 0, kinds.POSITIONAL_OR_KEYWORD: 0,
+                 kinds.KEYWORD_ONLY: 1, kinds.VAR_POSITIONAL: 2, kinds.VAR_KEYWORD: 3}
+        params.sort(key=lambda p: order[p.kind])
         args: list = []
         kwargs: dict = {}
         for p in params:
-            if p.kind is p.VAR_POSITIONAL:
-                self.create_node("placeholder", f"*{p.name}", (), {})
-                continue
-            if p.kind is p.VAR_KEYWORD:
-                self.create_node("placeholder", f"**{p.name}", (), {})
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                stars = "*" if p.kind is p.VAR_POSITIONAL else "**"
+                args.append(self.proxy(self.create_node("placeholder", f"{stars}{p.name}",
+                                                        (), {})))
                 continue
             default = () if p.default is p.empty else (p.default,)
             if p.name in concrete_args:
                 value = concrete_args[p.name]
-                self._concrete_placeholder(p.name, default, value)
+                if isinstance(value, PHBase) or _holds_ph(value):
+                    value = self._ph_placeholders(p.name, value)
+                else:
+                    self._concrete_placeholder(p.name, default, value)
             else:
                 value = self.proxy(self.create_node("placeholder", p.name, default, {}))
-            if p.kind is p.KEYWORD_ONLY:
+            if p.kind is p.KEYWORD_ONLY and not _has_varstuff(fn):
                 kwargs[p.name] = value
             else:
                 args.append(value)
         return args, kwargs
+
+    def _ph_placeholders(self, name: str, value: Any) -> Any:
+        """`value` with each PH leaf replaced by a placeholder `name_1`, `name_2`, ... and
+        each other leaf kept, guarded like a concrete argument."""
+        count = [0]
+
+        def leaf(x: Any) -> Any:
+            count[0] += 1
+            node = self.create_node("placeholder", f"{name}_{count[0]}", (), {})
+            if isinstance(x, PHBase):
+                return self.proxy(node)
+            message = f"{name} has been specialized to have value {x} but got another value"
+            if x is None:
+                self.create_node("call_function", _assert_is_none, (node, message), {})
+            elif isinstance(x, (bool, int, float, str)):
+                eq = self.create_node("call_function", operator.eq, (node, x), {})
+                self.create_node("call_function", _assert, (eq, message), {})
+            return x
+
+        self._structured_args = True
+        return _tree_map(leaf, value)
 
     def _concrete_placeholder(self, name: str, default: tuple, value: Any) -> None:
         """A placeholder for a specialised argument (renamed as torch.fx renames it) and the
@@ -278,11 +356,19 @@ class Tracer(TracerBase):
             for pname, p in (getattr(m, "_parameters", None) or {}).items():
                 if p is not None:
                     self._param_names.setdefault(id(p), self._tensor_names.get(id(p), pname))
+        self._structured_args = False
         args, kwargs = self.create_args_for_root(fn, is_method, concrete_args)
+        if self._structured_args:
+            # the generated forward takes the original arguments and flattens them
+            params = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            names = [p.name for p in params[1 if is_method else 0:]]
+            self.graph._pytree_info = (names, _tree_map(lambda _: None, (*args, *kwargs.values())))
+        call = _flatten_signature(fn) if _has_varstuff(fn) else fn
         patcher = _Patcher()
         try:
             self._install(patcher, fn)
-            out = fn(self.root, *args, **kwargs) if is_method else fn(*args, **kwargs)
+            out = call(self.root, *args, **kwargs) if is_method else call(*args, **kwargs)
         finally:
             patcher.restore()
         ret = getattr(fn, "__annotations__", {}).get("return")

@@ -126,9 +126,10 @@ class Graph:
         return self.create_node("call_method", method_name, args, kwargs, type_expr=type_expr)
 
     def call_function(self, the_function: Callable, args: tuple | None = None,
-                      kwargs: dict | None = None, type_expr: Any = None) -> Node:
-        """Call a free function."""
-        return self.create_node("call_function", the_function, args, kwargs,
+                      kwargs: dict | None = None, type_expr: Any = None,
+                      name: str | None = None) -> Node:
+        """Call a free function (the node is named `name`, made unique, when given)."""
+        return self.create_node("call_function", the_function, args, kwargs, name=name,
                                 type_expr=type_expr)
 
     def output(self, result: Any, type_expr: Any = None) -> Node:
@@ -163,6 +164,8 @@ class Graph:
         if result is not None:
             out, old_out = result
             new.output(out, type_expr=old_out.type)
+        if getattr(self, "_pytree_info", None) is not None:
+            new._pytree_info = self._pytree_info
         return new
 
     def __reduce__(self) -> tuple:

@@ -109,6 +109,16 @@ class GraphModule(Module):
         self.recompile()
 
     @property
+    def _in_spec(self) -> Any:
+        """The structure of structured inputs (concrete_args with PH leaves)."""
+        info = getattr(self._graph, "_pytree_info", None)
+        return info[1] if info is not None else None
+
+    @property
+    def _out_spec(self) -> Any:
+        return None
+
+    @property
     def code(self) -> str:
         """The Python source of `forward`, generated from the graph."""
         return self._code
@@ -156,6 +166,13 @@ class GraphModule(Module):
                 atoms = node.target.split(".")
                 for i in range(1, len(atoms) + 1):
                     used.add(".".join(atoms[:i]))
+                if node.op == "call_module":
+                    # a called module runs its own children, so they stay too
+                    sub = self
+                    for atom in atoms:
+                        sub = getattr(sub, atom, None)
+                    for name, _ in _iter_modules(sub, node.target):
+                        used.add(name)
         for name, _ in list(_iter_modules(self)):
             if name and name not in used:
                 self.delete_submodule(name)
@@ -166,8 +183,8 @@ class GraphModule(Module):
         memo[id(self)] = res
         state = {k: v for k, v in self.__dict__.items() if k != "_graph"}
         res.__dict__.update(copy.deepcopy(state, memo))
-        type(res).__name__ = type(self).__name__
-        type(res).__qualname__ = type(self).__qualname__
+        # PyTorch rebuilds copies as plain `GraphModule(...)`: the traced class name is lost
+        _plain_name(res)
         res.graph = copy.deepcopy(self._graph, memo)
         return res
 
@@ -178,7 +195,7 @@ class GraphModule(Module):
     def __copy__(self) -> GraphModule:
         res = GraphModule.__new__(GraphModule)
         res.__dict__.update(self.__dict__)
-        type(res).__name__ = type(self).__name__
+        _plain_name(res)
         res.recompile()
         return res
 
@@ -186,10 +203,14 @@ class GraphModule(Module):
         return f"{super().__repr__()}\n\n\n{self._code}"
 
 
+def _plain_name(gm: GraphModule) -> None:
+    type(gm).__name__ = type(gm).__qualname__ = "GraphModule"
+
+
 def _rebuild_graph_module(state: dict, graph: Graph, class_name: str) -> GraphModule:
     gm = GraphModule.__new__(GraphModule)
     gm.__dict__.update(state)
-    type(gm).__name__ = type(gm).__qualname__ = class_name
+    _plain_name(gm)  # as PyTorch's unpickling, whatever class name was traced
     gm.graph = graph
     return gm
 

@@ -57,6 +57,17 @@ class Interpreter:
                 return self.env[node]
         return None
 
+    def boxed_run(self, args_list: list) -> Any:
+        """Run the graph on the inputs in `args_list`, which is emptied first (so the caller
+        holds no references to them while the graph runs)."""
+        args_iter = iter(args_list)
+        env = {}
+        for n in self.graph.nodes:
+            if n.op == "placeholder":
+                env[n] = next(args_iter)
+        args_list.clear()
+        return self.run(initial_env=env)
+
     def run_node(self, n: Node) -> Any:
         """Run one node: fetch its arguments, then call the method named by its opcode."""
         args, kwargs = self.fetch_args_kwargs_from_env(n)

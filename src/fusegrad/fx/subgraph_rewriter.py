@@ -10,10 +10,34 @@ inserted just before the first user of the matched result, as torch.fx does.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .graph import Graph
 from .node import Node
+
+
+@dataclass
+class InternalMatch:
+    """A match as match filters see it: `anchors` (the pattern's result nodes), `nodes_map`
+    (pattern node -> graph node or value), `placeholder_nodes` (what the pattern's inputs
+    bound to) and `returning_nodes` (the graph nodes that give the pattern's results)."""
+
+    anchors: list
+    nodes_map: dict = field(default_factory=dict)
+    placeholder_nodes: list = field(default_factory=list)
+    returning_nodes: list = field(default_factory=list)
+    name_node_map: dict = field(default_factory=dict)
+
+
+@dataclass
+class ReplacedPatterns:
+    """One replaced occurrence: the matched result node, the pattern-to-graph map and the
+    nodes inserted in its place."""
+
+    anchor: Node
+    nodes_map: dict
+    replacements: list
 
 
 class Match(NamedTuple):
@@ -43,8 +67,9 @@ def _pattern_result(graph: Graph) -> Node:
 
 
 class _Matcher:
-    def __init__(self, pattern: Graph) -> None:
+    def __init__(self, pattern: Graph, ignore_literals: bool = False) -> None:
         self.pattern = pattern
+        self.ignore_literals = ignore_literals
         self.anchor = _pattern_result(pattern)
         self.inputs = [n for n in pattern.nodes if n.op == "placeholder"]
 
@@ -90,6 +115,9 @@ class _Matcher:
                     and all(self._arg(x, y, mapping) for x, y in zip(pa, ga)))
         if isinstance(ga, Node):
             return False
+        if self.ignore_literals and isinstance(pa, (int, float, bool)) and \
+                isinstance(ga, (int, float, bool)):
+            return True
         return type(pa) is type(ga) and pa == ga
 
 
@@ -97,54 +125,91 @@ def replace_pattern(gm: Any, pattern: Any, replacement: Any) -> list[Match]:
     """Replace every non-overlapping match of `pattern` in `gm`'s graph by `replacement`.
 
     Returns the matches, in graph order; `gm` is recompiled."""
+    done = _replace(gm, pattern, replacement, None, None)
+    return [Match(r.anchor, r.nodes_map) for r in done]
+
+
+def replace_pattern_with_filters(gm: Any, pattern: Any, replacement: Any = None,
+                                 match_filters: list | None = None,
+                                 ignore_literals: bool = False,
+                                 replacement_callback: Any = None,
+                                 node_name_match: str = "") -> list[ReplacedPatterns]:
+    """`replace_pattern`, keeping only the matches every `match_filters` function accepts
+    (each called as `f(internal_match, original_graph, pattern_graph)`); the replacement
+    may instead come from `replacement_callback(internal_match, original_graph,
+    pattern_graph)`. Returns `ReplacedPatterns` (anchor, nodes_map, replacements)."""
+    if replacement is None and replacement_callback is None:
+        raise ValueError("Must provide either a replacement GraphModule or a replacement "
+                         "callback")
+    return _replace(gm, pattern, replacement, match_filters, replacement_callback,
+                    ignore_literals, node_name_match)
+
+
+def _replace(gm: Any, pattern: Any, replacement: Any, match_filters: list | None,
+             replacement_callback: Any, ignore_literals: bool = False,
+             node_name_match: str = "") -> list[ReplacedPatterns]:
     pattern_graph = _trace(pattern)
-    replacement_graph = _trace(replacement)
-    matcher = _Matcher(pattern_graph)
-    rep_inputs = [n for n in replacement_graph.nodes if n.op == "placeholder"]
-    if len(rep_inputs) != len(matcher.inputs):
-        raise ValueError("replace_pattern: pattern and replacement take different numbers of "
-                         "arguments")
+    replacement_graph = _trace(replacement) if replacement is not None else None
+    matcher = _Matcher(pattern_graph, ignore_literals)
+    if replacement_graph is not None:
+        rep_inputs = [n for n in replacement_graph.nodes if n.op == "placeholder"]
+        if len(rep_inputs) != len(matcher.inputs):
+            raise ValueError("replace_pattern: pattern and replacement take different numbers "
+                             "of arguments")
     graph = gm.graph
     used: set[Node] = set()
-    matches: list[Match] = []
+    matches: list[tuple[dict, InternalMatch]] = []
     for gn in list(graph.nodes):
+        if node_name_match and node_name_match not in gn.name:
+            continue
         mapping = matcher.match_at(gn)
         if mapping is None:
             continue
         inner = {g for p, g in mapping.items() if p.op != "placeholder"}
         if inner & used:
             continue
+        internal = InternalMatch([matcher.anchor], dict(mapping),
+                                 [mapping[p] for p in matcher.inputs], [gn])
+        if match_filters and not all(f(internal, graph, pattern_graph)
+                                     for f in match_filters):
+            continue
         used |= inner
-        matches.append(Match(matcher.anchor, mapping))
+        matches.append((mapping, internal))
     rewritten: dict[Node, Any] = {}  # anchors already replaced -> their replacement
-    for m in matches:
+    done: list[ReplacedPatterns] = []
+    for mapping, internal in matches:
         for p in matcher.inputs:
-            v = m.nodes_map[p]
+            v = mapping[p]
             while isinstance(v, Node) and v in rewritten:
                 v = rewritten[v]
-            m.nodes_map[p] = v
-        anchor = m.nodes_map[matcher.anchor]
-        val_map: dict[Node, Any] = {r: m.nodes_map[p] for r, p in zip(rep_inputs,
-                                                                       matcher.inputs)}
+            mapping[p] = v
+        rep_graph = replacement_graph if replacement_callback is None else \
+            _trace(replacement_callback(internal, graph, pattern_graph))
+        rep_inputs = [n for n in rep_graph.nodes if n.op == "placeholder"]
+        anchor = mapping[matcher.anchor]
+        val_map: dict[Node, Any] = {r: mapping[p] for r, p in zip(rep_inputs, matcher.inputs)}
         order = {n: i for i, n in enumerate(graph.nodes)}
         first_user = min(anchor.users, key=order.__getitem__) if anchor.users else anchor
+        added: list[Node] = []
         with graph.inserting_before(first_user):
             result = None
-            for rn in replacement_graph.nodes:
+            for rn in rep_graph.nodes:
                 if rn.op == "placeholder":
                     continue
                 if rn.op == "output":
                     result = _map_value(rn.args[0], val_map)
                     break
                 val_map[rn] = graph.node_copy(rn, lambda n, vm=val_map: vm[n])
+                added.append(val_map[rn])
         anchor.replace_all_uses_with(result)
         rewritten[anchor] = result
-        doomed = {g for p, g in m.nodes_map.items() if p.op != "placeholder"}
+        doomed = {g for p, g in mapping.items() if p.op != "placeholder"}
         for node in reversed(list(graph.nodes)):
             if node in doomed:
                 graph.erase_node(node)
+        done.append(ReplacedPatterns(matcher.anchor, mapping, added))
     gm.recompile()
-    return matches
+    return done
 
 
 def _map_value(a: Any, val_map: dict) -> Any:

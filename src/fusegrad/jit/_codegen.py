@@ -107,6 +107,9 @@ class _Printer:
             return f"({args[0]},)" if len(args) == 1 else f"({', '.join(args)})"
         if kind == "prim::ListConstruct":
             return f"[{', '.join(args)}]"
+        if kind == "prim::DictConstruct":
+            pairs = [f"{k}: {v}" for k, v in zip(args[::2], args[1::2])]
+            return "{" + ", ".join(pairs) + "}"
         if kind == "prim::SliceConstruct":
             return f"slice({', '.join(args)})"
         if kind == "prim::unchecked_cast":

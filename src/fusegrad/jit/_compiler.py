@@ -181,8 +181,8 @@ class FunctionCompiler(ExpressionCompiler):
         elif isinstance(s, ast.AnnAssign):
             declared = annotation_type(s.annotation)
             value = self.expr(s.value, env) if s.value is not None else self.const(None)
-            empty_list = value.node is not None and value.node.kind == \
-                "prim::ListConstruct" and not value.node.inputs
+            empty_list = value.node is not None and value.node.kind in (
+                "prim::ListConstruct", "prim::DictConstruct") and not value.node.inputs
             if declared and not empty_list and join(declared, value.type) != declared and \
                     value.type != "Any":
                 raise self.error(s, f"Variable '{getattr(s.target, 'id', '?')}' is annotated "

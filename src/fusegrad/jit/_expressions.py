@@ -226,6 +226,18 @@ class ExpressionCompiler:
             kinds = {v.type for v in items}
             type_ = f"List[{kinds.pop() if len(kinds) == 1 else 'Tensor'}]"
             return self.emit("prim::ListConstruct", items, [type_], e).outputs[0]
+        if isinstance(e, ast.Dict):
+            if any(k is None for k in e.keys):
+                raise self.error(e, "dict unpacking isn't supported", NotSupportedError)
+            inputs = []
+            for k, v in zip(e.keys, e.values):
+                inputs += [self.expr(k, env), self.expr(v, env)]
+            keys, values = {v.type for v in inputs[::2]}, {v.type for v in inputs[1::2]}
+            # an empty dict is Dict[str, Tensor] unless annotated, as in TorchScript
+            key = keys.pop() if len(keys) == 1 else "str"
+            value = values.pop() if len(values) == 1 else "Tensor"
+            return self.emit("prim::DictConstruct", inputs, [f"Dict[{key}, {value}]"],
+                             e).outputs[0]
         if isinstance(e, ast.ListComp):
             return self.list_comprehension(e, env)
         if isinstance(e, ast.JoinedStr):

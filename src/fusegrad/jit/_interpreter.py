@@ -125,7 +125,7 @@ def resolve(kind: str, attrs: dict):
         return _fusegrad_function(fusegrad.nn.functional, name)
     if form == "method":
         if not _public(name) or not (hasattr(fusegrad.Tensor, name) or name in (
-                "append", "pop", "insert", "extend", "index", "count")):
+                "append", "pop", "insert", "extend", "index", "count") or name in _DICT):
             return None
         return _method(name)
     if form == "attribute":
@@ -155,10 +155,17 @@ def _property(name: str):
     return read
 
 
+# methods of dicts; the views come back as lists, which loops index
+_DICT = {"items", "keys", "values", "get", "pop", "update", "clear", "setdefault", "copy"}
+
+
 def _method(name: str):
     def call(obj, *args, **kwargs):
         import fusegrad
 
+        if isinstance(obj, dict) and name in _DICT:
+            out = getattr(obj, name)(*args, **kwargs)
+            return list(out) if name in ("items", "keys", "values") else out
         if not isinstance(obj, (fusegrad.Tensor, list)):
             raise Error(f"method {name} called on a {type(obj).__name__}")
         return getattr(obj, name)(*args, **kwargs)
@@ -169,7 +176,7 @@ def _method(name: str):
 
 PRIMS = {"prim::Constant", "prim::If", "prim::Loop", "prim::GetAttr", "prim::SetAttr",
          "prim::CallMethod", "prim::CallFunction", "prim::TupleConstruct",
-         "prim::TupleUnpack", "prim::ListConstruct", "prim::ListUnpack",
+         "prim::TupleUnpack", "prim::ListConstruct", "prim::ListUnpack", "prim::DictConstruct",
          "prim::SliceConstruct", "prim::RaiseException", "prim::Print",
          "prim::unchecked_cast", "prim::Uninitialized"}
 
@@ -259,6 +266,8 @@ class Interpreter:
             return [tuple(args)]
         if kind == "prim::ListConstruct":
             return [list(args)]
+        if kind == "prim::DictConstruct":  # inputs: key, value, key, value, ...
+            return [dict(zip(args[::2], args[1::2]))]
         if kind in ("prim::TupleUnpack", "prim::ListUnpack"):
             if len(args[0]) != len(node.outputs):
                 raise Error(f"expected {len(node.outputs)} values to unpack, got "

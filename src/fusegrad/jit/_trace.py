@@ -48,9 +48,11 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
     if hasattr(func, "named_parameters"):
         warnings.warn(_DEPRECATED.format("trace_method"), DeprecationWarning, stacklevel=1)
     args = _example_args(func, example_inputs, example_kwarg_inputs)
+    symbolic = True
     try:
         traced = symbolic_trace(func)
     except (TraceError, NotImplementedError, TypeError, AttributeError) as symbolic_error:
+        symbolic = False
         try:
             traced = _trace_by_running(func, args)
         except Exception:
@@ -65,6 +67,7 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
         # PyTorch checks by tracing again, which warns again
         again = "trace_method" if hasattr(func, "named_parameters") else "trace"
         warnings.warn(_DEPRECATED.format(again), DeprecationWarning, stacklevel=1)
+        _warn_nondeterministic(traced)
         for check in [args, *(check_inputs or ())]:
             check = check if isinstance(check, tuple) else (check,)
             _check_same(func(*check), traced(*check), check_tolerance, func)
@@ -72,8 +75,9 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
             _check_same(func(**example_kwarg_inputs), traced(**example_kwarg_inputs),
                         check_tolerance, func)
     # what `save` needs, kept picklable; `save` goes on the trace's own class
+    # (a symbolic trace reads sizes from its inputs, so `save` can keep them dynamic)
     traced.__dict__["_jit_trace"] = (hasattr(func, "named_parameters"), _name(func),
-                                     tuple(args))
+                                     tuple(args), symbolic)
     type(traced).save = _save_trace
     return traced
 
@@ -114,24 +118,70 @@ def _name(func) -> str:
     return getattr(func, "__qualname__", None) or type(func).__name__
 
 
-def _check_same(expected, got, tol, func) -> None:
-    """Raise when the traced result differs from `func`'s (a tensor or nested tuples/lists)."""
-    import numpy as np
+_RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout", "rand", "randn", "rand_like", "randn_like", "randint",
+           "randint_like", "randperm", "bernoulli", "multinomial", "normal", "rrelu"}
 
+
+def _warn_nondeterministic(traced) -> None:
+    """PyTorch's warning for a trace holding random operations (which the check then
+    usually finds disagreeing)."""
+    nodes = []
+    for node in getattr(getattr(traced, "graph", None), "nodes", ()):
+        if node.op == "call_module":
+            mod = traced.get_submodule(node.target)
+            name = type(mod).__name__.lower()
+            random = "dropout" in name and mod.training
+        elif node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else \
+                getattr(node.target, "__name__", "")
+            random = name in _RANDOM and node.kwargs.get("training", True) is not False
+        else:
+            continue
+        if random:
+            nodes.append(f"\t{node.format_node()}")
+    if nodes:
+        warnings.warn("Trace had nondeterministic nodes. Did you forget call .eval() on your "
+                      "model? Nodes:\n" + "\n".join(nodes) + "\nThis may cause errors in "
+                      "trace checking. To disable trace checking, pass check_trace=False to "
+                      "torch.jit.trace()", TracerWarning, stacklevel=3)
+
+
+def _flat_tensors(value) -> list:
     from .._tensor import Tensor
 
-    if isinstance(expected, (tuple, list)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            raise RuntimeError(f"trace of {_name(func)} returns a different structure")
-        for e, g in zip(expected, got):
-            _check_same(e, g, tol, func)
-    elif isinstance(expected, Tensor):
-        if not isinstance(got, Tensor) or tuple(got.shape) != tuple(expected.shape) or \
-                not np.allclose(got.detach().numpy(), expected.detach().numpy(), rtol=tol,
-                                atol=tol, equal_nan=True):
-            raise RuntimeError(
-                f"trace of {_name(func)} disagrees with it on the example inputs (was there "
-                "control flow on tensor values or randomness?)")
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flat_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat_tensors(v)]
+    return [value] if isinstance(value, Tensor) else []
+
+
+def _check_same(expected, got, tol, func) -> None:
+    """Compare the traced result with `func`'s: a different structure raises; each tensor
+    output that differs warns with a TracerWarning, as PyTorch's trace check does (its
+    number counted from 1, with `testing.assert_close`'s report)."""
+    from .. import float64, testing
+
+    if _structure(expected) != _structure(got):
+        raise RuntimeError(f"trace of {_name(func)} returns a different structure")
+    for i, (g, e) in enumerate(zip(_flat_tensors(got), _flat_tensors(expected))):
+        atol = 1e-7 if g.dtype == float64 or e.dtype == float64 else 1e-5
+        try:
+            testing.assert_close(g.detach().to(float64), e.detach().to(float64), rtol=tol,
+                                 atol=atol, equal_nan=True)
+        except AssertionError as err:
+            warnings.warn(f"Output nr {i + 1}. of the traced function does not match the "
+                          "corresponding output of the Python function. Detailed error:\n"
+                          f"{err}", TracerWarning, stacklevel=4)
+
+
+def _structure(value):
+    from .._tensor import Tensor
+
+    if isinstance(value, (tuple, list)):
+        return [_structure(v) for v in value]
+    return "T" if isinstance(value, Tensor) else None
 
 
 def _trace_by_running(func, args):

@@ -10,7 +10,7 @@ from ._ir import parse_generic
 _NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "Tensor": "Tensor",
           "None": "NoneType", "NoneType": "NoneType", "Any": "Any", "number": "float"}
 _GENERICS = {"List": "List", "list": "List", "Optional": "Optional", "Tuple": "Tuple",
-             "tuple": "Tuple", "Final": "Final"}
+             "tuple": "Tuple", "Final": "Final", "Dict": "Dict", "dict": "Dict"}
 
 
 def annotation_type(node: ast.AST | None) -> str | None:
@@ -44,6 +44,8 @@ def annotation_type(node: ast.AST | None) -> str | None:
             return None
         if head == "Final":
             return args[0]
+        if head == "Dict" and len(args) != 2:
+            return None
         return f"{head}[{', '.join(args)}]"
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # `Tensor | None`
         left, right = annotation_type(node.left), annotation_type(node.right)
@@ -111,6 +113,11 @@ def convert(declared: str, value):
             return _NO
         items = [convert(args[0], v) for v in value]
         return _NO if any(v is _NO for v in items) else items
+    if head == "Dict":
+        if not isinstance(value, dict) or len(args) != 2:
+            return _NO
+        items = {convert(args[0], k): convert(args[1], v) for k, v in value.items()}
+        return _NO if any(k is _NO or v is _NO for k, v in items.items()) else items
     if head == "Tuple":
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             return _NO
@@ -146,6 +153,8 @@ def element_type(container: str, index=None) -> str:
         return "Tensor"
     if head == "List" and args:
         return args[0]
+    if head == "Dict" and len(args) == 2:
+        return args[1]
     if head == "Tuple" and args and isinstance(index, int) and -len(args) <= index < len(args):
         return args[index]
     return "Any"
@@ -178,6 +187,11 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
         return "int" if nargs > 1 else "List[int]"
     if name == "append":
         return types[0]
+    if form == "method" and types and types[0].startswith("Dict["):
+        _, (key, value) = parse_generic(types[0])
+        return {"items": f"List[Tuple[{key}, {value}]]", "keys": f"List[{key}]",
+                "values": f"List[{value}]", "get": f"Optional[{value}]",
+                "pop": value}.get(name, "NoneType")
     if form == "method" and types and types[0].startswith("List["):
         return element_type(types[0]) if name == "pop" else "int" if name in (
             "index", "count") else "NoneType"
