@@ -391,3 +391,29 @@ def test_explain_shows_size_guards():
     out = fusegrad._dynamo.explain(f)(x)
     assert out.graph_count == 1
     assert "2 <= L['x'].size()[0]" in out.out_guards
+
+
+SIZE_ARITHMETIC = {
+    "pow_neg_half": lambda x: x * x.shape[0] ** -0.5,
+    "pow_int": lambda x: x * x.shape[0] ** 2,
+    "int_pow_size": lambda x: x * 2 ** x.shape[0],
+    "float_pow_size": lambda x: x * 1.5 ** x.shape[0],
+    "int_of_size_times_float": lambda x: x[: int(x.shape[0] * 0.5)] * 2,
+    "float_minus_size": lambda x: x * (10.5 - x.shape[0]) + (x.shape[0] % 2.5),
+    "divmod": lambda x: x * divmod(x.shape[0], 3)[1],
+    "abs": lambda x: x * abs(x.shape[0] - 7),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZE_ARITHMETIC))
+def test_symbolic_sizes_in_float_arithmetic_and_powers_compile(name):
+    # A symbolic size in a power or beside a float (`q.size(-1) ** -0.5`) is captured (its
+    # value specialised where the result is a float), not a translator failure.
+    f = SIZE_ARITHMETIC[name]
+    for dynamic in (True, None):
+        fusegrad._dynamo.reset()
+        compiled = fusegrad.compile(f, backend=Counter(), dynamic=dynamic,
+                                    fullgraph=dynamic is True)
+        for n in (4, 6, 9):
+            x = fusegrad.arange(float(n))
+            _close(compiled(x), f(x))

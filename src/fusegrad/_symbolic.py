@@ -150,6 +150,8 @@ class SymInt:
         return SymInt(poly, hint, self.env)
 
     def __add__(self, other):
+        if isinstance(other, float):
+            return int(self) + other  # a size in float arithmetic: specialised
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         out = dict(self.poly)
@@ -160,14 +162,20 @@ class SymInt:
     __radd__ = __add__
 
     def __sub__(self, other):
+        if isinstance(other, float):
+            return int(self) - other
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         return self + (-1) * other
 
     def __rsub__(self, other):
+        if isinstance(other, float):
+            return other - int(self)
         return (-1) * self + other
 
     def __mul__(self, other):
+        if isinstance(other, float):
+            return int(self) * other
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         out: dict = {}
@@ -180,6 +188,8 @@ class SymInt:
     __rmul__ = __mul__
 
     def _divide(self, other, op):
+        if isinstance(other, float):
+            return op(int(self), other)
         if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
             return NotImplemented
         a, b = self.poly, _poly(other)
@@ -201,6 +211,8 @@ class SymInt:
         return self._divide(other, operator.floordiv)
 
     def __rfloordiv__(self, other):
+        if isinstance(other, float):
+            return other // int(self)
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         return _atom(operator.floordiv, other, self, other // self.hint)
@@ -209,9 +221,41 @@ class SymInt:
         return self._divide(other, operator.mod)
 
     def __rmod__(self, other):
+        if isinstance(other, float):
+            return other % int(self)
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         return _atom(operator.mod, other, self, other % self.hint)
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __pow__(self, other):
+        # A power by a small non-negative int stays a polynomial; any other power (a float
+        # exponent, a symbolic one) needs the value: specialised, as `int()` does.
+        if isinstance(other, int) and not isinstance(other, bool) and 0 <= other <= 8:
+            out = 1
+            for _ in range(other):
+                out = self * out
+            return out
+        if isinstance(other, SymInt):
+            other = int(other)
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        return int(self) ** other
+
+    def __rpow__(self, other):
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        return other ** int(self)
+
+    def __abs__(self):
+        if self.lo >= 0:
+            return self  # never negative (a size, or sizes added): itself
+        return abs(int(self))
 
     def __neg__(self):
         return self * -1

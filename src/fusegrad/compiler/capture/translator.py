@@ -72,6 +72,13 @@ COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": ope
 PURE_BUILTINS = {len, range, isinstance, issubclass, int, float, bool, str, abs, min, max,
                  tuple, list, dict, enumerate, zip, getattr, hasattr, round, sorted, reversed,
                  type, divmod, pow, sum, any, all, slice, repr, id, callable, hash}
+# The iterators pure builtins return (`reversed(range(3))`, `zip(a, b)`): unrolled into an
+# IteratorVariable when made while translating.
+_ONE_SHOT_ITERATORS = frozenset({
+    reversed, zip, enumerate, map, filter, type(iter(())), type(iter([])), type(iter(range(0))),
+    type(reversed(())), type(reversed([])), type(reversed(range(0))), type(iter({})),
+    type(iter({}.values())), type(iter({}.items())), type(iter("")), type(iter(set())),
+})
 # Opcodes the translator handles; a code object using any other runs eagerly.
 SUPPORTED_OPCODES = {
     "RESUME", "NOP", "CACHE", "PRECALL", "LOAD_FAST", "STORE_FAST", "DELETE_FAST",
@@ -916,9 +923,16 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         raise Unsupported(f"a {type(v).__name__} used as a Python value")
 
     def from_python(self, value) -> Variable:
-        """A variable for a Python value computed during translation."""
-        if type(value) is list:
+        """A variable for a Python value computed during translation. A mutable container or
+        a one-shot iterator becomes a variable of its own: as a constant it would be one
+        object that every call of the compiled code shares (and has used up)."""
+        kind = type(value)
+        if kind is list:
             return ListVariable([self.from_python(v) for v in value])
-        if type(value) is tuple:
+        if kind is tuple:
             return TupleVariable([self.from_python(v) for v in value])
+        if kind is dict:
+            return DictVariable({k: self.from_python(v) for k, v in value.items()})
+        if kind in _ONE_SHOT_ITERATORS:
+            return IteratorVariable([self.from_python(v) for v in value])
         return ConstantVariable(value)
