@@ -115,6 +115,47 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
     return t
 
 
+class _TensorType:
+    """Stands for `torch.Tensor` in a weights-only pickle: only `_rebuild_from_type_v2` takes
+    it (the class itself would be a callable that allocates)."""
+
+
+_TENSOR_TYPE = _TensorType()
+
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    """A tensor rebuilt by `func(*args)`, given the class `new_type` (a Tensor subclass) and
+    the Python attributes `state` (a dict, or None), as PyTorch writes tensors of subclasses
+    or carrying attributes."""
+    if func not in (_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter) \
+            or not isinstance(args, tuple):
+        raise pickle.UnpicklingError("fusegrad.load: _rebuild_from_type_v2 must rebuild a "
+                                     "tensor")
+    if new_type is _TENSOR_TYPE:
+        new_type = Tensor
+    if not (isinstance(new_type, type) and issubclass(new_type, Tensor)):
+        raise pickle.UnpicklingError(f"fusegrad.load: {new_type!r} is not a Tensor subclass")
+    t = func(*args)
+    if type(t) is not new_type:
+        t = t.as_subclass(new_type)
+    if state:
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise pickle.UnpicklingError("fusegrad.load: a tensor's state must be a dict of "
+                                         "attributes")
+        setstate = getattr(new_type, "__setstate__", None)
+        if setstate is not None and setstate is not getattr(Tensor, "__setstate__", None):
+            t.__setstate__(state)
+        elif hasattr(t, "__dict__"):
+            for name, value in state.items():
+                setattr(t, name, value)
+        else:  # fusegrad's Tensor has no instance dict: it cannot keep them
+            raise RuntimeError(
+                f"fusegrad.load: the checkpoint gives a {new_type.__name__} the Python "
+                f"attributes {sorted(state)}, but fusegrad's {new_type.__name__} objects "
+                "cannot carry attributes (a Tensor subclass can)")
+    return t
+
+
 class _TypedStorage(_Storage):
     """A storage the pickle gave a dtype (`torch.FloatStorage`), for `_rebuild_tensor_v2`."""
 
@@ -206,6 +247,7 @@ ALLOWED: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
     ("torch.storage", "UntypedStorage"): _StorageType(None),
     ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
     ("torch.serialization", "_get_layout"): _get_layout,
 }
 for _name, _dt in _DTYPE_BY_STORAGE.items():
@@ -419,6 +461,8 @@ class SafeUnpickler(pickle._Unpickler):
     def find_class(self, module: str, name: str):
         module, name = compat_name(self.proto, module, name)
         found = ALLOWED.get((module, name))
+        if found is None and (module, name) == ("torch", "Tensor"):
+            found = _TENSOR_TYPE
         if found is None:
             found = user_allowed(module, name)
             if found is None:

@@ -25,6 +25,7 @@ from . import _dtype
 from ._checkpoint_read import (
     ALLOWED,
     STORAGE_BY_DTYPE,
+    _rebuild_from_type_v2,
     _rebuild_parameter,
     _rebuild_parameter_with_state,
     _rebuild_tensor_v2,
@@ -49,6 +50,7 @@ class _StorageRef:
 
 # The objects the reader rebuilds tensors with, by the PyTorch names the file must give them.
 _SPELLING = {id(obj): key for key, obj in ALLOWED.items() if key[0].startswith("torch")}
+_SPELLING[id(Tensor)] = ("torch", "Tensor")
 _STORAGE_TYPES = {name: ALLOWED[("torch", kind)] for name, kind in STORAGE_BY_DTYPE.items()}
 _UNTYPED = ALLOWED[("torch.storage", "UntypedStorage")]
 
@@ -85,7 +87,13 @@ class ObjectPickler(pickle._Pickler):
                 if state:  # the program's attributes, as PyTorch writes a parameter's dict
                     return _rebuild_parameter_with_state, args + (state,)
                 return _rebuild_parameter, args
-            return self._tensor(obj)
+            if cls.__module__.startswith("fusegrad."):  # fusegrad's own (fake, buffer)
+                return self._tensor(obj)
+            # A program's subclass: rebuilt as a plain tensor, then given its class and its
+            # attributes (None when it has none), as PyTorch writes it.
+            rebuild, args = self._tensor(obj)
+            state = dict(getattr(obj, "__dict__", None) or {}) or None
+            return _rebuild_from_type_v2, (rebuild, cls, args, state)
         return NotImplemented
 
     def _tensor(self, t: Tensor) -> tuple:
@@ -130,6 +138,8 @@ class ObjectUnpickler(pickle._Unpickler):
         found = ALLOWED.get((module, name))
         if found is not None:
             return found
+        if (module, name) == ("torch", "Tensor"):
+            return Tensor
         if module == "torch" or module.startswith("torch."):
             ours = "fusegrad" + module[len("torch"):]
             try:

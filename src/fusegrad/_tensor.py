@@ -25,6 +25,7 @@ from ._shapes import (
     storage_offset,
     wrap_dim,
 )
+from ._thread_state import local as _grad_local
 from ._warn import warn_once
 from .autograd import graph as _graph
 
@@ -364,7 +365,9 @@ class Tensor:
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array sharing memory."""
-        if self._rg and not force:
+        # as in PyTorch, refused only while grad mode is on: under no_grad the array cannot
+        # feed a recorded graph
+        if self._rg and not force and _grad_local.grad_enabled:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.")
@@ -373,7 +376,7 @@ class Tensor:
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
-        if self._rg:
+        if self._rg and _grad_local.grad_enabled:
             self.numpy()  # raises PyTorch's error: NumPy may not read a tensor requiring grad
         data = self._data_dependent("__array__")
         if dtype is not None:

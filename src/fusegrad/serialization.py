@@ -61,6 +61,12 @@ class _PickleWriter:
 
     def __init__(self) -> None:
         self.out = io.BytesIO()
+        # id(object) -> memo index: an object reached twice (one tensor in two places of a
+        # state_dict, one list twice) is written once and fetched back, so `load` gives one
+        # object again, as pickle (and torch.save) do. `kept` keeps those objects alive, so
+        # that their ids stay unique while the pickle is written.
+        self.memo: dict[int, int] = {}
+        self.kept: list = []
         # id(buffer array) -> (key, its bytes, dtype, the array, kept so that ids stay unique)
         self.storages: dict[int, tuple[str, np.ndarray, _dtype.dtype, np.ndarray]] = {}
 
@@ -76,8 +82,56 @@ class _PickleWriter:
         self.w(b".")
         return self.out.getvalue()
 
+    def memoized(self, x: Any) -> bool:
+        """Write a fetch of `x` from the memo if it was written before."""
+        index = self.memo.get(id(x))
+        if index is None:
+            return False
+        self.w(b"h" + bytes([index]) if index < 256 else b"j" + struct.pack("<I", index))
+        return True
+
+    def put(self, x: Any) -> None:
+        """Store the object just built (top of the stack) as `x` in the memo."""
+        index = self.memo[id(x)] = len(self.memo)
+        self.kept.append(x)
+        self.w(b"q" + bytes([index]) if index < 256 else b"r" + struct.pack("<I", index))
+
     def obj(self, x: Any) -> None:
-        from .nn.parameter import Parameter
+        if x is None or x is True or x is False or x.__class__ in (int, float, str):
+            self.atom(x)
+        elif self.memoized(x):
+            pass
+        elif isinstance(x, (list, dict)):  # memoized before their items: they may hold
+            self.container(x)              # themselves
+        else:
+            self.atom(x)
+            if isinstance(x, (Tensor, set)):  # (tuples are immutable: copies do as well)
+                self.put(x)
+
+    def container(self, x: Any) -> None:
+        if isinstance(x, OrderedDict):
+            self.global_("collections", "OrderedDict")
+            self.w(b")R")
+            self.put(x)
+            self.items(x)
+            meta = getattr(x, "_metadata", None)
+            if meta is not None:
+                self.w(b"}(")
+                self.obj("_metadata")
+                self.ordered_dict(meta)
+                self.w(b"ub")
+        elif isinstance(x, dict):
+            self.w(b"}")
+            self.put(x)
+            self.items(x)
+        else:
+            self.w(b"]")
+            self.put(x)
+            self.appends(x)
+
+    def atom(self, x: Any) -> None:
+        """Write `x` (anything but a list or dict) without memoizing it."""
+        from .nn.parameter import Buffer, Parameter
 
         if x is None:
             self.w(b"N")
@@ -110,21 +164,11 @@ class _PickleWriter:
             self.obj((x._indices(), x._values(), x.shape, x.is_coalesced()))
             self.w(b"tR")
         elif isinstance(x, Tensor):
+            if x.__class__ not in (Tensor, Buffer) and not _fusegrad_class(x):
+                # a program's subclass: written with its class (`_rebuild_from_type_v2`) by
+                # the whole-object pickler
+                raise _NotPlain(type(x).__name__)
             self.tensor(x)
-        elif isinstance(x, OrderedDict):
-            self.ordered_dict(x)
-            meta = getattr(x, "_metadata", None)
-            if meta is not None:
-                self.w(b"}(")
-                self.obj("_metadata")
-                self.ordered_dict(meta)
-                self.w(b"ub")
-        elif isinstance(x, dict):
-            self.w(b"}")
-            self.items(x)
-        elif isinstance(x, list):
-            self.w(b"]")
-            self.appends(x)
         elif isinstance(x, Size):
             self.call("torch", "Size", (tuple(x),))
         elif isinstance(x, tuple):
@@ -228,6 +272,11 @@ class _PickleWriter:
         self.w(b"tR")
 
 
+def _fusegrad_class(x: Tensor) -> bool:
+    """Whether `x`'s class is fusegrad's own (a fake tensor): saved as a plain tensor."""
+    return x.__class__.__module__.startswith("fusegrad.")
+
+
 def _buffer_view(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, tuple] | None:
     """The array owning the buffer `arr` views, that whole buffer as flat bytes, and `arr`'s
     offset and strides in its elements; None when that buffer cannot be read as one
@@ -235,14 +284,25 @@ def _buffer_view(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, tuple] |
     if arr.size == 0:
         return None
     owner = arr
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    while True:
+        base = owner.base
+        if not isinstance(base, np.ndarray):
+            # NumPy's stride tricks (broadcast_to: expanded tensors) wrap the array they view
+            # in an object whose `.base` is that array: look through it, so an expanded
+            # tensor is saved as its storage with zero strides, as PyTorch saves it.
+            base = getattr(base, "base", None)
+            if not isinstance(base, np.ndarray):
+                break
+        owner = base
     if not (owner.flags.c_contiguous or owner.flags.f_contiguous):
         return None
     low = owner.__array_interface__["data"][0]
     item = arr.itemsize
     delta = arr.__array_interface__["data"][0] - low
     if delta % item or owner.nbytes % item or any(s < 0 or s % item for s in arr.strides):
+        return None
+    last = delta + sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + item
+    if delta < 0 or last > owner.nbytes:  # not inside that buffer after all
         return None
     raw = owner.reshape(-1, order="A").view(np.uint8)  # the buffer in memory order
     return owner, raw, delta // item, tuple(s // item for s in arr.strides)
@@ -304,6 +364,7 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
     more is read than the storages the file declares. `weights_only=False` unpickles whole
     objects (modules, optimizers), running the code the file names: only for trusted files.
     """
+    _check_map_location(map_location)
     trusted = weights_only is False
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
@@ -311,6 +372,22 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
     if not (hasattr(f, "seekable") and f.seekable()):
         f = io.BytesIO(f.read())
     return _load_file(f, trusted)
+
+
+def _check_map_location(map_location) -> None:
+    """Refuse a `map_location` naming the meta device: fusegrad has no meta tensors (every
+    tensor holds its data on the CPU), and loading onto the CPU instead would silently give
+    tensors that are not what was asked for."""
+    if isinstance(map_location, dict):
+        targets = list(map_location.values())
+    elif isinstance(map_location, (str, device)):
+        targets = [map_location]
+    else:  # None or a function: storages stay on the CPU
+        return
+    for target in targets:
+        if isinstance(target, (str, device)) and device(target).type == "meta":
+            raise RuntimeError("fusegrad.load: map_location='meta' is not supported: fusegrad "
+                               "has no meta tensors (every tensor is loaded on the CPU)")
 
 
 def _load_file(f: IO[bytes], trusted: bool = False) -> Any:

@@ -699,7 +699,16 @@ class SavedHooked:
             self.grad_fn = t._grad_fn
             self.requires_grad = t._rg
             self.acc = t._grad_acc
-        self.packed = pack(t)
+        # PyTorch runs the pack hook with grad mode off: what it computes (`t.numpy()`, a
+        # copy) records no history
+        if _local.grad_enabled:
+            _thread_state.set_grad_enabled(False)
+            try:
+                self.packed = pack(t)
+            finally:
+                _thread_state.set_grad_enabled(True)
+        else:
+            self.packed = pack(t)
 
     def unpack(self, node):
         """The unpack hook's tensor, carrying the saved tensor's history."""

@@ -65,6 +65,11 @@ def _tensor_type_name(value) -> str:
 
 
 _HOOK_FN: list = []
+_COMPLEX_MODULE_WARNING = (
+    "Complex modules are a new feature under active development whose design may change, and "
+    "some modules might not work as expected when using complex tensors as parameters or "
+    "buffers. Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
+    "bug-report.yml if a complex module does not work as expected.")
 _EXTRA_STATE = "_extra_state"  # the state_dict key of `get_extra_state`, after the prefix
 
 
@@ -179,6 +184,19 @@ def _attach_non_full_backward_hooks(module: Module, hooks: list, args: tuple, re
     _warn_non_full_backward_hook(args, result, grad_fn)
 
 
+class _HookedCall:
+    """One hooked module call's state: the arguments (as the pre-hooks leave them), the
+    result so far, and the ids of the always-call forward hooks already run."""
+
+    __slots__ = ("args", "kwargs", "result", "called")
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        self.args = args
+        self.kwargs = kwargs
+        self.result = None
+        self.called: set = set()
+
+
 class _BackwardHook:
     """Full backward hooks of one module call: identity nodes (`BackwardHookFunctionBackward`,
     as in PyTorch) around the module's tensor inputs and outputs. The output node's pre-hook
@@ -192,6 +210,7 @@ class _BackwardHook:
         self.n_outputs = 0
         self.out_idx: list[int] = []
         self.grad_outputs: tuple | None = None
+        self.in_views: list = []  # (input as passed to forward, its version then)
 
     @staticmethod
     def _wrap(tensors: list):
@@ -207,12 +226,29 @@ class _BackwardHook:
             self.in_idx = []
             return args
         outs = self._wrap([args[i] for i in self.in_idx])
+        self.in_views = [(o, o._version) for o in outs]
         self.input_node = next(o.grad_fn for o in outs if o.grad_fn is not None)
         self.input_node.register_hook(self._input_hook)
         new = list(args)
         for i, o in zip(self.in_idx, outs):
             new[i] = o
         return tuple(new)
+
+    def check_inputs_unmodified(self) -> None:
+        """PyTorch's error for a forward that wrote in place into an input it was given
+        through the hook node (`nn.ReLU(inplace=True)`): those inputs are views made by a
+        custom Function, which may not be modified in place (the hooks would never see the
+        gradient). PyTorch raises at the write; here it is noticed by the version counter
+        once the forward returns."""
+        for nr, (view, version) in enumerate(self.in_views):
+            if view._version != version and view.requires_grad:
+                raise RuntimeError(
+                    f"Output {nr} of BackwardHookFunction is a view and is being modified "
+                    "inplace. This view was created inside a custom Function (or because an "
+                    "input was returned as-is) and the autograd logic to handle view+inplace "
+                    "would override the custom backward associated with the custom Function, "
+                    "leading to incorrect gradients. This behavior is forbidden. You can fix "
+                    "this by cloning the output of the custom Function.")
 
     def setup_outputs(self, result):
         outs = (result,) if isinstance(result, Tensor) else result
@@ -345,6 +381,43 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
+        # `call` carries the arguments as the pre-hooks leave them, the result so far and
+        # the always-call hooks already run: if anything fails (a pre-hook, the forward, a
+        # hook), PyTorch runs the always-call forward hooks not yet run with those, then
+        # re-raises.
+        call = _HookedCall(args, kwargs)
+        try:
+            return self._run_with_hooks(call)
+        except Exception:
+            self._run_always_called_hooks(call)
+            raise
+
+    def _run_always_called_hooks(self, call: _HookedCall) -> None:
+        """The always-call forward hooks not run yet, after a failure: their own errors are
+        turned into warnings, so that the first error is the one raised."""
+        hooks = [(hid, hook, False, "global module") for hid, hook in
+                 _G._global_forward_hooks.items()
+                 if hid in _G._global_forward_hooks_always_called]
+        hooks += [(hid, hook, hid in self._forward_hooks_with_kwargs, "module")
+                  for hid, hook in self._forward_hooks.items()
+                  if hid in self._forward_hooks_always_called]
+        for hid, hook, with_kwargs, kind in hooks:
+            if hid in call.called:
+                continue
+            try:
+                # PyTorch passes kwargs here to a module's own hooks only
+                if with_kwargs:
+                    res = hook(self, call.args, call.kwargs, call.result)
+                else:
+                    res = hook(self, call.args, call.result)
+                if res is not None:
+                    call.result = res
+            except Exception as e:  # noqa: BLE001  (the first error is the one reported)
+                warnings.warn(f"{kind} forward hook with ``always_call=True`` raised an "
+                              "exception that was silenced as another error was raised in "
+                              f"forward: {e}", stacklevel=3)
+
+    def _run_with_hooks(self, call: _HookedCall):
         backward = None
         full = non_full = ()
         if self._backward_hooks or _G._global_backward_hooks:
@@ -357,50 +430,46 @@ class Module:
                       for hid, hook in self._forward_pre_hooks.items()]
         for hook, with_kwargs in pre_hooks:
             if with_kwargs:
-                res = hook(self, args, kwargs)
+                res = hook(self, call.args, call.kwargs)
                 if res is not None:
                     if not (isinstance(res, tuple) and len(res) == 2):
                         raise RuntimeError(
                             "forward pre-hook must return None or a tuple of (new_args, "
                             f"new_kwargs), but got {res}.")
-                    args, kwargs = res
+                    call.args, call.kwargs = res
             else:
-                res = hook(self, args)
+                res = hook(self, call.args)
                 if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+                    call.args = res if isinstance(res, tuple) else (res,)
         if backward is not None:
-            args = backward.setup_inputs(args)
-        g_hooks = _G._global_forward_hooks
-        hooks = [(hook, hid in _G._global_forward_hooks_with_kwargs,
-                  hid in _G._global_forward_hooks_always_called, True)
-                 for hid, hook in g_hooks.items()] if g_hooks else []
-        hooks += [(hook, hid in self._forward_hooks_with_kwargs,
-                   hid in self._forward_hooks_always_called, False)
-                  for hid, hook in self._forward_hooks.items()]
+            call.args = backward.setup_inputs(call.args)
+        args, kwargs = call.args, call.kwargs
         try:
             result = self.forward(*args, **kwargs)
         except Exception as exc:
             error = _arg_errors.reported_error(self, args, kwargs, exc)
-            for hook, with_kwargs, always, is_global in hooks:
-                if always:
-                    try:
-                        # PyTorch passes kwargs here to a module's own hooks only
-                        if with_kwargs and not is_global:
-                            hook(self, args, kwargs, None)
-                        else:
-                            hook(self, args, None)
-                    except Exception:  # noqa: BLE001  (the forward's error is reported)
-                        pass
             if error is not None:
                 raise error from None
             raise
-        for hook, with_kwargs, _, _ in hooks:
+        if backward is not None and backward.in_views:
+            backward.check_inputs_unmodified()
+        call.result = result
+        g_hooks = _G._global_forward_hooks
+        hooks = [(hid, hook, hid in _G._global_forward_hooks_with_kwargs,
+                  hid in _G._global_forward_hooks_always_called)
+                 for hid, hook in g_hooks.items()] if g_hooks else []
+        hooks += [(hid, hook, hid in self._forward_hooks_with_kwargs,
+                   hid in self._forward_hooks_always_called)
+                  for hid, hook in self._forward_hooks.items()]
+        for hid, hook, with_kwargs, always in hooks:
+            if always:
+                call.called.add(hid)
             if with_kwargs:
                 res = hook(self, args, kwargs, result)
             else:
                 res = hook(self, args, result)
             if res is not None:
-                result = res
+                result = call.result = res
         if backward is not None:
             result = backward.setup_outputs(result)
         if non_full:
@@ -823,23 +892,29 @@ class Module:
             elif a is not None and not isinstance(a, bool):
                 raise TypeError(f"to() received an invalid combination of arguments - got "
                                 f"({type(a).__name__})")
-        if dtype is not None and not dtype.is_floating_point:
-            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
-                            f"got desired dtype={dtype}")
+        if dtype is not None:
+            if dtype.is_complex:
+                warnings.warn(_COMPLEX_MODULE_WARNING, stacklevel=2)
+            elif not dtype.is_floating_point:
+                raise TypeError("nn.Module.to only accepts floating point or complex dtypes, "
+                                f"but got desired dtype={dtype}")
         if device is not None:
             _device_cls(device)._check_available()
         if memory_format is not None:
             # 4-D and 5-D parameters and buffers (convolution weights) take the format; the
             # others stay as they are, as in PyTorch.
             def convert(t):
-                if dtype is not None and t.is_floating_point():
+                if dtype is not None and (t.is_floating_point() or t.is_complex()):
                     t = t.to(dtype)
                 return t.contiguous(memory_format=memory_format) if t.dim() in (4, 5) else t
 
             return self._apply(convert)
         if dtype is None:
             return self
-        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+        # floating and complex tensors take the dtype (either way round, as in PyTorch);
+        # integer and bool buffers keep theirs
+        return self._apply(
+            lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex() else t)
 
     def _cast(self, dtype) -> Module:
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)

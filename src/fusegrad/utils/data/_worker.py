@@ -87,10 +87,68 @@ class _WorkerError:
         raise err
 
 
+# Constants of the SeedSequence-style hash PyTorch uses to turn (base seed, worker id) into
+# NumPy's seed in a worker (32-bit multiplicative hashing, as in numpy.random.SeedSequence):
+# reproduced so that workers drawing from `np.random` get PyTorch's values.
+_HASH_INIT_A, _HASH_MULT_A = 0x43B0D7E5, 0x931E8875
+_HASH_INIT_B, _HASH_MULT_B = 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R = 0xCA01F9DD, 0x4973F715
+_MASK32 = 0xFFFFFFFF
+
+
+def _numpy_seed(base_seed: int, worker_id: int) -> list[int]:
+    """The four 32-bit words NumPy's global RNG is seeded with in worker `worker_id`.
+
+    The entropy words (worker id, low and high halves of the base seed, 0) are hashed into a
+    pool, every word is mixed into every other one, and the pool is hashed once more with a
+    second constant sequence.
+    """
+    mult_a = _HASH_INIT_A
+
+    def hash_a(value: int) -> int:
+        nonlocal mult_a
+        value = (value ^ mult_a) & _MASK32
+        mult_a = (mult_a * _HASH_MULT_A) & _MASK32
+        value = (value * mult_a) & _MASK32
+        return value ^ (value >> 16)
+
+    def mix(x: int, y: int) -> int:
+        r = (x * _MIX_MULT_L - y * _MIX_MULT_R) & _MASK32
+        return r ^ (r >> 16)
+
+    pool = [hash_a(v) for v in (worker_id, base_seed & _MASK32, base_seed >> 32, 0)]
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                pool[dst] = mix(pool[dst], hash_a(pool[src]))
+    mult_b = _HASH_INIT_B
+    state = []
+    for value in pool:
+        value ^= mult_b
+        mult_b = (mult_b * _HASH_MULT_B) & _MASK32
+        value = (value * mult_b) & _MASK32
+        state.append(value ^ (value >> 16))
+    return state
+
+
+class _Resume:
+    """Sent to a persistent worker at the start of a new pass: restart the dataset
+    iterator (IterableDataset) and answer tasks tagged with the new pass number."""
+
+    __slots__ = ("epoch",)
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
 def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_size,
-                 index_q, result_q, worker_id: int, num_workers: int, seed: int,
+                 index_q, result_q, worker_id: int, num_workers: int, base_seed: int,
                  init_fn) -> None:
-    """Body of a worker process: seed, run `init_fn`, then answer tasks until told to stop."""
+    """Body of a worker process: seed, run `init_fn`, then answer tasks until told to stop.
+
+    Seeds as PyTorch does: Python's and the torch RNG with `base_seed + worker_id`, NumPy's
+    global RNG with `_numpy_seed(base_seed, worker_id)`.
+    """
     global _WORKER_INFO
     import numpy as np
 
@@ -98,9 +156,10 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
     from ._utils.fetch import fetch_samples
 
     parent = os.getppid()
+    seed = base_seed + worker_id
     random.seed(seed)
     manual_seed(seed % (2 ** 63))
-    np.random.seed(seed % (2 ** 32))
+    np.random.seed(_numpy_seed(base_seed, worker_id))
     _WORKER_INFO = WorkerInfo(worker_id, num_workers, seed, dataset)
     it = None
     exhausted = False
@@ -122,9 +181,17 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
             continue
         if task is None:
             break
-        number, payload = task
+        if isinstance(task, _Resume):  # a persistent worker's next pass
+            if fetch_kind == "iterable" and init_error is None:
+                exhausted = False
+                try:
+                    it = iter(dataset)
+                except Exception as exc:  # noqa: BLE001 - sent with the next task
+                    init_error = _WorkerError(exc, worker_id)
+            continue
+        epoch, number, payload = task
         if init_error is not None:
-            result_q.put((number, init_error))
+            result_q.put((epoch, number, init_error))
             continue
         try:
             if fetch_kind == "iterable":
@@ -138,12 +205,12 @@ def _worker_loop(dataset, fetch_kind: str, collate_fn, drop_last: bool, batch_si
                 data = collate_fn(dataset[payload])
         except Exception as exc:  # noqa: BLE001 - sent to the main process
             data = _WorkerError(exc, worker_id)
-        result_q.put((number, data))
+        result_q.put((epoch, number, data))
 
 
 def _next_iterable(it, batch_size, drop_last, collate_fn, exhausted):
     """The worker's next (collated) item or batch from its iterator, or `_Stop`."""
-    if exhausted:
+    if exhausted or it is None:
         return _Stop
     if batch_size is None:
         try:
@@ -160,85 +227,126 @@ def _next_iterable(it, batch_size, drop_last, collate_fn, exhausted):
     return collate_fn(batch)
 
 
-def iterate_workers(loader, tasks, base_seed: int) -> Any:
-    """Yield `loader`'s batches computed by `loader.num_workers` worker processes.
+class WorkerPool:
+    """`loader.num_workers` worker processes and one pass over their results at a time.
 
-    `tasks` is an iterator of payloads (index lists, single indices, or None for an
-    IterableDataset: "your next batch"); worker w is seeded with `base_seed + w`.
+    `reset(tasks)` starts a pass: `tasks` is an iterator of payloads (index lists, single
+    indices, or None for an IterableDataset: "your next batch"). `next()` gives the pass's
+    batches in task order. A worker's exception is re-raised by `next()` without ending the
+    pass (as in PyTorch, the following `next()` goes on with the next batch), so a
+    `StopIteration` raised by a dataset ends a `for` loop quietly. Persistent pools keep their
+    processes between passes, so the workers' random streams continue; results of tasks
+    still in flight from an earlier pass are dropped by their pass number.
     """
-    ctx = loader.multiprocessing_context
-    if ctx is None:
-        ctx = multiprocessing.get_context()
-    elif isinstance(ctx, str):
-        ctx = multiprocessing.get_context(ctx)
-    n = loader.num_workers
-    kind = ("iterable" if loader._iterable else
-            "batch" if loader.batch_sampler is not None else "single")
-    result_q = ctx.Queue()
-    index_qs, workers = [], []
-    for w in range(n):
-        iq = ctx.Queue()
-        p = ctx.Process(target=_worker_loop, daemon=True, args=(
-            loader.dataset, kind, loader.collate_fn, loader.drop_last, loader.batch_size, iq,
-            result_q, w, n, base_seed + w, loader.worker_init_fn))
-        p.start()
-        index_qs.append(iq)
-        workers.append(p)
-    prefetch = loader.prefetch_factor if loader.prefetch_factor is not None else 2
-    active = [True] * n
-    owner: dict[int, int] = {}
-    done: dict[int, Any] = {}
-    sent = 0
-    next_out = 0
-    rr = 0
-    source = iter(tasks) if tasks is not None else None
 
-    def put_one() -> bool:
-        nonlocal sent, rr
-        if not any(active):
+    def __init__(self, loader, base_seed: int) -> None:
+        ctx = loader.multiprocessing_context
+        if ctx is None:
+            ctx = multiprocessing.get_context()
+        elif isinstance(ctx, str):
+            ctx = multiprocessing.get_context(ctx)
+        n = self.n = loader.num_workers
+        kind = ("iterable" if loader._iterable else
+                "batch" if loader.batch_sampler is not None else "single")
+        self.persistent = loader.persistent_workers
+        self.timeout = loader.timeout
+        self.prefetch = loader.prefetch_factor if loader.prefetch_factor is not None else 2
+        self.result_q = ctx.Queue()
+        self.index_qs, self.workers = [], []
+        self.closed = False
+        self.epoch = -1
+        for w in range(n):
+            iq = ctx.Queue()
+            p = ctx.Process(target=_worker_loop, daemon=True, args=(
+                loader.dataset, kind, loader.collate_fn, loader.drop_last, loader.batch_size,
+                iq, self.result_q, w, n, base_seed, loader.worker_init_fn))
+            p.start()
+            self.index_qs.append(iq)
+            self.workers.append(p)
+
+    def reset(self, tasks) -> None:
+        """Start a new pass over `tasks` (None: an IterableDataset's workers)."""
+        if self.closed:
+            raise AssertionError("DataLoader workers were shut down")
+        self.epoch += 1
+        if self.epoch:
+            for iq in self.index_qs:
+                iq.put(_Resume(self.epoch))
+        self.active = [True] * self.n
+        self.owner: dict[int, int] = {}
+        self.done: dict[int, Any] = {}
+        self.sent = self.next_out = self.rr = 0
+        self.source = iter(tasks) if tasks is not None else None
+        self.started = False
+
+    def _put_one(self) -> bool:
+        """Hand the next task to the next active worker in turn; False when none is left."""
+        n = self.n
+        if not any(self.active):
             return False
-        if source is not None:
+        if self.source is not None:
             try:
-                payload = next(source)
+                payload = next(self.source)
             except StopIteration:
                 return False
         else:
             payload = None
-        while not active[rr % n]:
-            rr += 1
-        w = rr % n
-        rr += 1
-        index_qs[w].put((sent, payload))
-        owner[sent] = w
-        sent += 1
+        while not self.active[self.rr % n]:
+            self.rr += 1
+        w = self.rr % n
+        self.rr += 1
+        self.index_qs[w].put((self.epoch, self.sent, payload))
+        self.owner[self.sent] = w
+        self.sent += 1
         return True
 
-    failed = False
-    try:
-        for _ in range(prefetch * n):
-            if not put_one():
-                break
-        while next_out < sent:
-            while next_out not in done:
-                done.update([_get(result_q, loader.timeout, workers)])
-            data = done.pop(next_out)
-            w = owner.pop(next_out)
-            next_out += 1
+    def next(self) -> Any:
+        """The pass's next batch; StopIteration at its end (stopping non-persistent
+        workers)."""
+        if self.closed:
+            raise StopIteration
+        try:
+            data = self._next_result()
+        except BaseException:  # a worker died or timed out, or an interrupt: stop them all
+            self.shutdown(graceful=False)
+            raise
+        if data is _Stop:
+            if not self.persistent:
+                self.shutdown()
+            raise StopIteration
+        if isinstance(data, _WorkerError):
+            data.reraise()
+        return data
+
+    def _next_result(self) -> Any:
+        """The next result in task order (a batch or a `_WorkerError`), `_Stop` at the end
+        of the pass."""
+        if not self.started:
+            self.started = True
+            for _ in range(self.prefetch * self.n):
+                if not self._put_one():
+                    break
+        while self.next_out < self.sent:
+            while self.next_out not in self.done:
+                epoch, number, data = _get(self.result_q, self.timeout, self.workers)
+                if epoch == self.epoch:  # else left over from an abandoned pass
+                    self.done[number] = data
+            data = self.done.pop(self.next_out)
+            w = self.owner.pop(self.next_out)
+            self.next_out += 1
             if isinstance(data, _Stop):
-                active[w] = False
-                put_one()
+                self.active[w] = False
+                self._put_one()
                 continue
-            if isinstance(data, _WorkerError):
-                data.reraise()
-            put_one()
-            yield data
-    except GeneratorExit:  # the consumer stopped early: workers may finish their task
-        raise
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        _shutdown(workers, index_qs, result_q, graceful=not failed)
+            self._put_one()
+            return data
+        return _Stop
+
+    def shutdown(self, graceful: bool = True) -> None:
+        """Stop the workers (once)."""
+        if not self.closed:
+            self.closed = True
+            _shutdown(self.workers, self.index_qs, self.result_q, graceful)
 
 
 def _shutdown(workers, index_qs, result_q, graceful: bool) -> None:

@@ -210,8 +210,14 @@ class DataLoader(Generic[T_co]):
         return _MultiProcessingDataLoaderIter(self)
 
     def __iter__(self) -> _BaseDataLoaderIter:
-        # A new iterator each time, workers included: persistent workers are not kept
-        # between epochs here (the batches are the same either way).
+        # Persistent workers: one iterator (and one set of processes, one base seed) for
+        # all passes, reset at the start of each, as in PyTorch.
+        if self.persistent_workers and self.num_workers > 0:
+            if self._iterator is None:
+                self._iterator = self._get_iterator()
+            else:
+                self._iterator._reset(self)
+            return self._iterator
         return self._get_iterator()
 
     def __len__(self) -> int:
@@ -345,23 +351,28 @@ class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
 
 class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
     """Fetches and collates in `num_workers` worker processes (see `_worker`), which start
-    with the first `next()` and stop when the pass ends, fails, or the iterator is
-    dropped."""
+    with the iterator and stop when the pass ends (unless persistent), fails, or the
+    iterator is dropped."""
 
     def __init__(self, loader: DataLoader) -> None:
         super().__init__(loader)
+        self._pool = _worker.WorkerPool(loader, self._base_seed)
+        self._reset(loader, first_iter=True)
+
+    def _reset(self, loader, first_iter: bool = False) -> None:
+        super()._reset(loader, first_iter)
         # An iterable dataset's workers batch their own copies: no tasks to hand out.
         tasks = None if self._dataset_kind == _DatasetKind.Iterable else self._sampler_iter
-        self._batches = _worker.iterate_workers(loader, tasks, self._base_seed)
+        self._pool.reset(tasks)
 
     def _next_data(self):
-        return next(self._batches)
+        return self._pool.next()
 
     def _shutdown_workers(self) -> None:
         """Stop the workers now (closing the pass: later `next()` calls end at once)."""
-        batches = getattr(self, "_batches", None)
-        if batches is not None:
-            batches.close()
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown()
 
     def __del__(self) -> None:
         self._shutdown_workers()
