@@ -417,3 +417,20 @@ def test_symbolic_sizes_in_float_arithmetic_and_powers_compile(name):
         for n in (4, 6, 9):
             x = fusegrad.arange(float(n))
             _close(compiled(x), f(x))
+
+
+def test_int_of_a_symbolic_item_keeps_it_symbolic():
+    # `int(n.item())` after the break: the int is an input of the resumed graph, symbolic
+    # from the start with dynamic=True (int() of it no longer specialises it per value)
+    def f(x, n):
+        k = int(n.item())
+        return x[:k] * 2
+
+    for dynamic, most in ((True, 2), (None, 3)):
+        fusegrad._dynamo.reset()
+        backend = Graphs()
+        compiled = fusegrad.compile(f, backend=backend, dynamic=dynamic)
+        for k in range(2, 14):
+            x, n = fusegrad.randn(20), fusegrad.tensor(k)
+            _close(compiled(x, n), f(x, n))
+        assert backend.graphs <= most

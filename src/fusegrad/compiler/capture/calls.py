@@ -279,6 +279,9 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         # A consumer runs the generator expression now, as Python would.
         args = [TupleVariable(tr.generator_items(a)) if isinstance(a, GeneratorVariable)
                 else a for a in args]
+    if f is int and len(args) == 1 and not kwargs and isinstance(args[0], ConstantVariable) \
+            and isinstance(args[0].value, SymInt):
+        return args[0]  # `int(k)` of a symbolic int is itself, as PyTorch's SymInt: no guard
     if f is len and len(args) == 1:
         a = args[0]
         if isinstance(a, TensorVariable):
