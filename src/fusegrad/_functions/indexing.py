@@ -403,6 +403,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
 
 def masked_fill(input, mask, value):
     """A copy of `input` with `value` where `mask` holds."""
+    X.masked_fill_arguments_check("masked_fill", mask, value)
     if isinstance(value, Tensor):
         return call(X.masked_fill_tensor, input, mask, value)
     return call(X.masked_fill, input, mask, value)

@@ -291,6 +291,7 @@ def _index_add_(self, dim, index, source, *, alpha=1):
 
 
 def _masked_fill_(self, mask, value):
+    X.masked_fill_arguments_check("masked_fill_", mask, value)
     if isinstance(value, Tensor):
         return call(X.masked_fill_tensor_, self, mask, value)
     return call(X.masked_fill_, self, mask, value)

@@ -7,6 +7,6 @@ so the registry is the only list of exportable ops. The `onnx` package is needed
 """
 
 from ._graph import UnsupportedOperatorError
-from .export import export
+from .export import TrainingMode, export
 
-__all__ = ["UnsupportedOperatorError", "export"]
+__all__ = ["TrainingMode", "UnsupportedOperatorError", "export"]

@@ -150,7 +150,7 @@ class Builder:
         has no ONNX mapping (`reason`: "with divisor_override")."""
         name = self.origin.split(".")[0]
         raise UnsupportedOperatorError(f"Exporting the operator 'aten::{name}' to ONNX opset "
-                                       f"version {self.opset} is not supported {reason}.")
+                                       f"version {self.opset} is not supported {reason}")
 
     # ------------------------------------------------------------------ helpers
 

@@ -10,6 +10,7 @@ inputs are all constants is folded (its example result becomes a constant). The
 
 from __future__ import annotations
 
+import enum
 import inspect
 import warnings
 from typing import Any
@@ -20,6 +21,26 @@ from .._dispatch import DispatchMode, call
 from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of
 
 MIN_OPSET = 13
+# PyTorch's default for both of its exporters (`opset_version=None`).
+DEFAULT_OPSET = 20
+# The newest opset PyTorch's TorchScript-based exporter writes; it refuses newer ones.
+TORCH_MAX_OPSET = 23
+
+
+class TrainingMode(enum.Enum):
+    """The mode modules are exported in (`torch.onnx.TrainingMode`): EVAL puts the model in
+    eval mode for the export, PRESERVE keeps each module's own mode, TRAINING puts it in
+    training mode; the model's modes are restored afterwards in every case."""
+
+    EVAL = 0
+    PRESERVE = 1
+    TRAINING = 2
+
+    def __repr__(self) -> str:
+        return f"<TrainingMode.{self.name}: {self.value}>"
+
+    def __int__(self) -> int:
+        return self.value
 
 
 def _import_onnx() -> Any:
@@ -42,7 +63,7 @@ def ir_version_for(onnx: Any, opset: int) -> int:
 def unsupported_message(op: Any, opset: int) -> str:
     """The error text for an op without an ONNX mapping (torch.onnx's wording)."""
     return (f"Exporting the operator 'aten::{op.name.split('.')[0]}' to ONNX opset version "
-            f"{opset} is not supported.")
+            f"{opset} is not supported")
 
 
 class _Unmapped:
@@ -52,6 +73,20 @@ class _Unmapped:
     def __init__(self, op: Any, index: int) -> None:
         self.op = op
         self.index = index
+
+
+class _Lazy:
+    """A tensor's graph value, made on first use: the new value of a tensor sharing storage
+    with one written in place (nodes for a view nobody reads again would be dead weight)."""
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+        self.value: Any = None
+
+    def get(self) -> Any:
+        if self.value is None:
+            self.value = self.make()
+        return self.value
 
 
 def _tensor_cls() -> type:
@@ -111,6 +146,8 @@ class _Exporter:
         if not isinstance(a, Tensor):
             return a
         v = self.env.get(id(a))
+        if isinstance(v, _Lazy):
+            v = v.get()
         if isinstance(v, _Unmapped):
             raise UnsupportedOperatorError(
                 f"output {v.index} of 'aten::{v.op.name.split('.')[0]}' is used, but its ONNX "
@@ -129,8 +166,8 @@ class _Exporter:
         for t, value in reversed(shared):  # the latest binding (after in-place ops)
             if t._data is a._data or (t.shape == a.shape and t._data.__array_interface__
                                       == a._data.__array_interface__):
-                return value
-        if any(isinstance(value, Value) for _, value in shared):
+                return value.get() if isinstance(value, _Lazy) else value
+        if any(isinstance(value, (Value, _Lazy)) for _, value in shared):
             raise UnsupportedOperatorError(
                 "a tensor computed from the model's inputs outside the registry ops (a view "
                 "or copy made without dispatch) cannot be exported")
@@ -144,13 +181,16 @@ class _Exporter:
         inputs = [self.lookup(a) for a in args]
         flat = [v for x in inputs for v in (x if isinstance(x, list) else [x])]
         results = list(result) if isinstance(result, tuple) else [result]
-        if op.inplace and args[0]._base is not None:
-            # A write into part of a tensor changes its base and every view of it.
-            if any(isinstance(v, Value) for v in flat):
-                raise UnsupportedOperatorError(
-                    f"{unsupported_message(op, self.opset)[:-1]} when it writes into a view.")
-            for t, _ in self.by_counter.pop(id(args[0]._vc), ()):
-                self.env.pop(id(t), None)  # constants: read again from the data when used
+        # A write into a tensor changes every tensor sharing its storage (its base, its
+        # views): `written` says the graph must compute their new values.
+        written = False
+        if op.inplace and isinstance(args[0], Tensor):
+            shared = self.by_counter.get(id(args[0]._vc), ())
+            written = any(isinstance(v, Value) for v in flat) or any(
+                isinstance(v, (Value, _Lazy)) for _, v in shared)
+            if args[0]._base is not None and not written:
+                for t, _ in self.by_counter.pop(id(args[0]._vc), ()):
+                    self.env.pop(id(t), None)  # constants: read again from the data when used
         if not any(isinstance(v, Value) for v in flat):
             if self.fold or not any(isinstance(v, Const) for v in flat):
                 for r in results:
@@ -183,6 +223,89 @@ class _Exporter:
                 v = b.cast(v, r._data.dtype)
                 v.rank = r.dim()
             self.bind(r, v)
+        if written:
+            self._propagate_write(op, args[0])
+
+    def _propagate_write(self, op: Any, w: Any) -> None:
+        """After in-place op `op` wrote tensor `w` (bound to its new value), give every other
+        tensor sharing its storage its new value: the base gets `w`'s elements scattered
+        into it (ScatterElements on the flattened base), each other view the elements it
+        covers gathered from the new base. The positions are constants of the example's
+        shapes (a dynamic axis among them is refused by the dynamic-axes check)."""
+        b = self.b
+        base = w._base if w._base is not None else w
+        tensors, seen = [], set()
+        for t, _ in self.by_counter.get(id(w._vc), ()):
+            if id(t) not in seen and t is not w:
+                seen.add(id(t))
+                tensors.append(t)
+        if w is not base and id(base) not in seen:
+            tensors.append(base)
+        if not tensors:
+            return
+        data = base._data
+        if not data.flags.c_contiguous:
+            raise UnsupportedOperatorError(
+                f"{unsupported_message(op, self.opset)} when it writes into a view of a "
+                "non-contiguous tensor")
+        w_value = self.env[id(w)]
+        if w is base:
+            base_value = _Lazy(lambda: w_value)
+        else:
+            old = self.env.get(id(base))
+            if old is None and id(base) not in self.param_names:
+                # made outside the registry (a factory's constant): its data after the write
+                # is right outside `w`, and the scatter rewrites `w`'s part anyway
+                old = Const(np.array(data))
+            elif old is None or isinstance(old, _Unmapped):
+                old = self.lookup(base)
+            idx = self._positions(op, base, w).reshape(-1)
+            old = old.get() if isinstance(old, _Lazy) else old  # the value before this write
+
+            def scatter():
+                flat = b.op("Reshape", [old, b.ints([-1])], data.dtype, 1,
+                            name="inplace_base")
+                upd = b.op("Reshape", [b.cast(w_value, data.dtype), b.ints([-1])],
+                           data.dtype, 1, name="inplace_update")
+                new = b.op("ScatterElements", [flat, b.const(idx), upd], data.dtype, 1,
+                           name="inplace_write", axis=0)
+                return b.op("Reshape", [new, b.ints(list(data.shape))], data.dtype,
+                            data.ndim, name="inplace_base")
+
+            base_value = _Lazy(scatter)
+        for t in tensors:
+            if t is base:
+                self.bind(t, base_value)
+                continue
+            idx_t, rank = self._positions(op, base, t), t.dim()
+
+            def gather(idx_t=idx_t, rank=rank):
+                flat = b.op("Reshape", [base_value.get(), b.ints([-1])], data.dtype, 1,
+                            name="inplace_base")
+                return b.op("Gather", [flat, b.const(idx_t)], data.dtype, rank,
+                            name="inplace_view", axis=0)
+
+            self.bind(t, _Lazy(gather))
+
+    def _positions(self, op: Any, base: Any, t: Any) -> np.ndarray:
+        """The flat positions in (C-contiguous) `base` of each element of view `t`."""
+        data, view = base._data, t._data
+        size = data.dtype.itemsize
+        start = view.__array_interface__["data"][0] - data.__array_interface__["data"][0]
+        if (start % size or any(s % size for s in view.strides)
+                or view.dtype.itemsize != size):
+            raise UnsupportedOperatorError(
+                f"{unsupported_message(op, self.opset)} when it writes into a view that "
+                "reinterprets its base's elements")
+        pos = np.full(view.shape, start // size, dtype=np.int64)
+        for axis, (n, stride) in enumerate(zip(view.shape, view.strides)):
+            steps = np.arange(n, dtype=np.int64) * (stride // size)
+            pos = pos + steps.reshape((n,) + (1,) * (view.ndim - axis - 1))
+        if pos.size and (pos.min() < 0 or pos.max() >= data.size):
+            raise UnsupportedOperatorError(
+                f"{unsupported_message(op, self.opset)} when it writes into a view that is "
+                "not inside its base")
+        return pos
 
     def _folded(self, op: Any, inputs: list, r: Any) -> Const:
         c = Const(np.array(r._data))
@@ -251,57 +374,76 @@ def _dynamic(dynamic_axes: dict | None, name: str) -> dict[int, str]:
     return {int(a): f"{name}_dynamic_axes_{i + 1}" for i, a in enumerate(spec)}
 
 
-def _grown_inputs(model: Any, args: tuple, input_names: list | None,
-                  dynamic_axes: dict) -> tuple | None:
-    """`args` with every dynamic axis of a tensor input one longer (its first slice
-    repeated at the end), or None when no input has a dynamic axis."""
+# The sizes a dynamic axis of example size n is captured again at: one longer (x[-1],
+# x.sum(0) / n), clearly longer (n // 2 is the same at 4 and 5, not at 11), and twice as long
+# (a model that needs an even size, x.view(b, t // 2, 2 * c), runs there).
+_OTHER_SIZES = (lambda n: n + 1, lambda n: 2 * n + 3, lambda n: 2 * n)
+
+
+def _grown_inputs(model: Any, args: tuple, kwargs: dict, input_names: list | None,
+                  dynamic_axes: dict, size: Any) -> tuple[tuple, dict] | None:
+    """`args` and `kwargs` with every dynamic axis of a tensor input of size n made
+    `size(n)` long (its slices repeated cyclically), or None when no input has a dynamic
+    axis."""
     Tensor = _tensor_cls()
     names = list(input_names or [])
+    items = [(i, a, None) for i, a in enumerate(args)]
+    items += [(len(args) + j, a, k) for j, (k, a) in enumerate(kwargs.items())]
     grown, changed = [], False
-    for i, a in enumerate(args):
+    for i, a, key in items:
         if isinstance(a, Tensor):
-            name = names[i] if i < len(names) else _arg_name(model, i)
+            default = key if key is not None else _arg_name(model, i)
+            name = names[i] if i < len(names) else default
             data = a._data
             for axis in _dynamic(dynamic_axes, name):
-                if data.shape[axis]:
-                    data = np.concatenate([data, data.take([0], axis)], axis)
+                n = data.shape[axis]
+                if n:
+                    data = data.take(np.arange(size(n)) % n, axis)
                     changed = True
             if data is not a._data:
-                a = Tensor._make(data)
+                a = Tensor._make(np.ascontiguousarray(data))
         grown.append(a)
-    return tuple(grown) if changed else None
+    if not changed:
+        return None
+    return tuple(grown[:len(args)]), dict(zip(kwargs, grown[len(args):]))
 
 
 def _check_dynamic_axes(proto: Any, model: Any, args: Any, opset: int, fold: bool,
                         export_params: bool, input_names: list | None,
-                        output_names: list | None, dynamic_axes: dict | None) -> None:
+                        output_names: list | None, dynamic_axes: dict | None,
+                        kwargs: dict | None = None,
+                        training: TrainingMode = TrainingMode.EVAL) -> None:
     """Refuse a graph that computes with the example's size of a dynamic axis (a size read
-    as a number: `x.sum(0) / x.shape[0]`, `x[-1]`, `arange(x.size(0))`), which would give
-    wrong results, silently, at other sizes: the model is captured again on inputs one
-    longer on each dynamic axis, and the two graphs must be the same."""
+    as a number: `x.sum(0) / x.shape[0]`, `x[-1]`, `x[:, :x.size(1) // 2]`), which would
+    give wrong results, silently, at other sizes: the model is captured again at several
+    other sizes of its dynamic axes (`_OTHER_SIZES`), and every graph it runs to must be
+    the same as the example's."""
     if not dynamic_axes:
         return
-    grown = _grown_inputs(model, args if isinstance(args, tuple) else (args,), input_names,
-                          dynamic_axes)
-    if grown is None:
-        return
-    try:
-        other = capture(model, grown, opset, fold, export_params, input_names, output_names,
-                        dynamic_axes)[0]
-    except Exception:  # the model does not run at another size: nothing to compare
-        return
+    args = args if isinstance(args, tuple) else (args,)
 
     def content(p):
         return ([n.SerializeToString() for n in p.graph.node],
                 [t.SerializeToString() for t in p.graph.initializer])
 
-    if content(other) != content(proto):
-        raise RuntimeError(
-            "torch.onnx.export: the exported graph depends on the example's size of a "
-            f"dynamic axis ({dynamic_axes}): the model reads a size as a number (such as "
-            "x.shape[0] in arithmetic, a negative index, or a factory of x.size(0)), which "
-            "the graph would keep as a constant and compute wrongly at other sizes; export "
-            "without those dynamic axes")
+    expected = content(proto)
+    for size in _OTHER_SIZES:
+        grown = _grown_inputs(model, args, dict(kwargs or {}), input_names, dynamic_axes,
+                              size)
+        if grown is None:
+            return
+        try:
+            other = capture(model, grown[0], opset, fold, export_params, input_names,
+                            output_names, dynamic_axes, kwargs=grown[1], training=training)[0]
+        except Exception:  # the model does not run at this size: nothing to compare
+            continue
+        if content(other) != expected:
+            raise RuntimeError(
+                "torch.onnx.export: the exported graph depends on the example's size of a "
+                f"dynamic axis ({dynamic_axes}): the model reads a size as a number (such as "
+                "x.shape[0] in arithmetic, a negative index, or a factory of x.size(0)), "
+                "which the graph would keep as a constant and compute wrongly at other "
+                "sizes; export without those dynamic axes")
 
 
 def _save_atomic(onnx: Any, proto: Any, f: Any) -> None:
@@ -343,42 +485,114 @@ _LEGACY_WARNING = (
     "tutorial.html")
 
 
-def export(model: Any, args: Any, f: Any, export_params: bool = True, opset_version: int = 17,
-           do_constant_folding: bool = True, input_names: list[str] | None = None,
-           output_names: list[str] | None = None, dynamic_axes: dict | None = None,
-           verbose: bool = False, *, dynamo: bool = True) -> Any:
+def _check_training(training: Any) -> TrainingMode:
+    """`training` as a TrainingMode (PyTorch accepts its enum only, not bools or ints)."""
+    if isinstance(training, TrainingMode):
+        return training
+    real = getattr(type(training), "__name__", "") == "TrainingMode" and hasattr(training, "name")
+    if real:  # torch's own enum, passed to fusegrad's exporter
+        return TrainingMode[training.name]
+    raise TypeError("'mode' should be a torch.onnx.TrainingMode enum, but got "
+                    f"'{type(training)}'.")
+
+
+def _check_opset(onnx: Any, opset: int) -> None:
+    """Refuse an opset this exporter cannot write: PyTorch's own limit above, and below
+    MIN_OPSET the older operator forms (Squeeze/Unsqueeze/ReduceSum axes as attributes,
+    Split, Resize) that the registry's mappings do not write."""
+    if opset > TORCH_MAX_OPSET:
+        raise RuntimeError(f"Unsupported onnx_opset_version: {opset}")
+    max_opset = min(onnx.defs.onnx_opset_version(), TORCH_MAX_OPSET)
+    if not MIN_OPSET <= opset <= max_opset:
+        raise ValueError(f"opset_version {opset} is not supported: fusegrad's ONNX exporter "
+                         f"writes opset versions {MIN_OPSET} to {max_opset} (PyTorch's "
+                         "TorchScript-based exporter also writes 7 to 12); export with "
+                         f"opset_version={MIN_OPSET} or newer")
+
+
+# Options of torch.onnx.export that only tune PyTorch's own machinery (its optimizer, report
+# files, profiling): accepted and ignored, whatever their value.
+_IGNORED = ("external_data", "optimize", "report", "verify", "profile", "dump_exported_program",
+            "artifacts_dir", "autograd_inlining")
+# Options that change the exported model: only their defaults can be honoured here.
+_DEFAULT_ONLY = {"dynamic_shapes": None, "custom_translation_table": None,
+                 "custom_opsets": None, "export_modules_as_functions": False}
+
+
+def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = None,
+           verbose: bool | None = None, input_names: list[str] | None = None,
+           output_names: list[str] | None = None, opset_version: int | None = None,
+           dynamo: bool = True, export_params: bool = True,
+           keep_initializers_as_inputs: bool = False, dynamic_axes: dict | None = None,
+           training: Any = TrainingMode.EVAL, operator_export_type: Any = None,
+           do_constant_folding: bool = True, **options: Any) -> Any:
     """Export `model` called on example `args` (a tensor or a tuple) to ONNX file `f`.
 
-    Mirrors `torch.onnx.export`: the model runs in eval mode during export; parameters and
-    buffers become initializers named after their state_dict keys (graph inputs when
-    `export_params` is False); `dynamic_axes` maps an input or output name to
-    `{axis: "dim_name"}` (or a list of axes) to make those dimensions symbolic. Raises
-    `UnsupportedOperatorError` naming any operator without an ONNX mapping. Returns the
-    `onnx.ModelProto` that was written. `dynamo` chooses between PyTorch's two exporters;
-    there is one here, and `dynamo=False` only brings PyTorch's warning about the old one.
+    Mirrors `torch.onnx.export`: keyword inputs come from `kwargs` or from a dict at the end
+    of `args` (PyTorch's rule: add an empty dict to pass a dict positionally); `training`
+    (a `TrainingMode`) chooses the modules' mode during export, eval by default, and the
+    model's modes are restored afterwards; parameters and buffers become initializers named
+    after their state_dict keys (graph inputs when `export_params` is False, and also inputs
+    with `keep_initializers_as_inputs`); `dynamic_axes` maps an input or output name to
+    `{axis: "dim_name"}` (or a list of axes) to make those dimensions symbolic;
+    `opset_version` defaults to PyTorch's 20. Raises `UnsupportedOperatorError` naming any
+    operator without an ONNX mapping. Returns None with `dynamo=False` (as PyTorch's
+    TorchScript-based exporter does); with `dynamo=True`, where PyTorch returns its
+    ONNXProgram, the `onnx.ModelProto` that was written. There is one exporter here:
+    `dynamo=False` only adds PyTorch's warning about its old one.
     """
+    for name in options:
+        if name not in _IGNORED and name not in _DEFAULT_ONLY:
+            raise TypeError(f"export() got an unexpected keyword argument '{name}'")
+        if name in _DEFAULT_ONLY and options[name] not in (_DEFAULT_ONLY[name], {}, ()):
+            raise NotImplementedError(f"fusegrad.onnx.export does not support {name}=")
+    if operator_export_type is not None and getattr(operator_export_type, "name",
+                                                    "ONNX") != "ONNX":
+        raise NotImplementedError("fusegrad.onnx.export writes plain ONNX only "
+                                  "(operator_export_type=OperatorExportTypes.ONNX)")
+    mode = _check_training(training)
     if not dynamo:
         warnings.warn(_LEGACY_WARNING, DeprecationWarning, stacklevel=2)
     onnx = _import_onnx()
-    proto = capture(model, args, opset_version, do_constant_folding, export_params,
-                    input_names, output_names, dynamic_axes)[0]
-    _check_dynamic_axes(proto, model, args, opset_version, do_constant_folding,
-                        export_params, input_names, output_names, dynamic_axes)
+    opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
+    _check_opset(onnx, opset)
+    args, kwargs = _split_args(args, kwargs)
+    proto = capture(model, args, opset, do_constant_folding, export_params,
+                    input_names, output_names, dynamic_axes, kwargs=kwargs, training=mode,
+                    keep_initializers_as_inputs=keep_initializers_as_inputs)[0]
+    _check_dynamic_axes(proto, model, args, opset, do_constant_folding, export_params,
+                        input_names, output_names, dynamic_axes, kwargs, mode)
     onnx.checker.check_model(proto)
     if verbose:
         printer = getattr(onnx, "printer", None)
         print(printer.to_text(proto.graph) if printer else
               onnx.helper.printable_graph(proto.graph))
-    _save_atomic(onnx, proto, f)
-    return proto
+    if f is not None:
+        _save_atomic(onnx, proto, f)
+    return proto if dynamo else None
+
+
+def _split_args(args: Any, kwargs: dict | None) -> tuple[tuple, dict]:
+    """The positional example inputs and the keyword ones: a dict ending `args` holds
+    keyword inputs (PyTorch's rule), merged with `kwargs`."""
+    if not isinstance(args, tuple):
+        args = (args,)
+    kw: dict = {}
+    if args and isinstance(args[-1], dict):
+        kw.update(args[-1])
+        args = args[:-1]
+    kw.update(kwargs or {})
+    return args, kw
 
 
 def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
             export_params: bool = True, input_names: list | None = None,
-            output_names: list | None = None,
-            dynamic_axes: dict | None = None) -> tuple[Any, _Exporter]:
-    """The unchecked `ModelProto` of `model` on `args`, and the exporter that built it (its
-    `handled` list holds the OpDef of every op call that was mapped)."""
+            output_names: list | None = None, dynamic_axes: dict | None = None, *,
+            kwargs: dict | None = None, training: TrainingMode = TrainingMode.EVAL,
+            keep_initializers_as_inputs: bool = False) -> tuple[Any, _Exporter]:
+    """The unchecked `ModelProto` of `model` on `args` (and keyword inputs `kwargs`), and
+    the exporter that built it (its `handled` list holds the OpDef of every op call that
+    was mapped)."""
     import fusegrad
 
     onnx = _import_onnx()
@@ -387,15 +601,20 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
         raise ValueError(f"opset_version must be in [{MIN_OPSET}, {max_opset}], got {opset}")
     if not isinstance(args, tuple):
         args = (args,)
+    kwargs = dict(kwargs or {})
     Tensor = _tensor_cls()
     ex = _Exporter(onnx, model, opset, fold)
     b = ex.b
     input_names = list(input_names or [])
     graph_inputs = []
-    for i, a in enumerate(args):
+    # Keyword inputs follow the positional ones, in the dict's order (as PyTorch's).
+    examples = [(i, a, None) for i, a in enumerate(args)]
+    examples += [(len(args) + j, a, key) for j, (key, a) in enumerate(kwargs.items())]
+    for i, a, key in examples:
         if not isinstance(a, Tensor):
             continue
-        name = b.reserve(input_names[i] if i < len(input_names) else _arg_name(model, i))
+        default = key if key is not None else _arg_name(model, i)
+        name = b.reserve(input_names[i] if i < len(input_names) else default)
         dims: list = list(a.shape)
         for axis, dim_name in _dynamic(dynamic_axes, name).items():
             dims[axis] = dim_name
@@ -406,29 +625,32 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
     for name in names:  # before any node is named
         b.reserve(name)
     modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
-    for m, _ in modes:
-        m.training = False
+    if training is not TrainingMode.PRESERVE:
+        for m, _ in modes:
+            m.training = training is TrainingMode.TRAINING
     try:
         with fusegrad.no_grad(), _Capture(ex):
-            out = model(*args)
+            out = model(*args, **kwargs)
     finally:
         for m, mode in modes:
             m.training = mode
     outputs = [ex.lookup(t) for t in _flatten_outputs(out) if isinstance(t, Tensor)]
-    if not names:
-        names = ["output"] if len(outputs) == 1 else [f"output_{i}" for i in
-                                                       range(len(outputs))]
-        names = [b.fresh(name) for name in names]
-    if len(outputs) != len(names):
-        raise ValueError(f"the model has {len(outputs)} tensor outputs but "
-                         f"{len(names)} output_names were given")
+    if len(names) > len(outputs):
+        raise RuntimeError(f"number of output names provided ({len(names)}) exceeded number "
+                           f"of outputs ({len(outputs)})")
+    # Outputs without a given name get the default ones (PyTorch names the rest itself).
+    if not names and len(outputs) == 1:
+        names = [b.fresh("output")]
+    else:
+        names += [b.fresh(f"output_{i}") for i in range(len(names), len(outputs))]
     proto = _model(onnx, ex, type(model).__name__ or "main", graph_inputs, outputs, names,
-                   export_params, dynamic_axes)
+                   export_params, dynamic_axes, keep_initializers_as_inputs)
     return proto, ex
 
 
 def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, outputs: list,
-           names: list, export_params: bool, dynamic_axes: dict | None) -> Any:
+           names: list, export_params: bool, dynamic_axes: dict | None,
+           keep_initializers_as_inputs: bool = False) -> Any:
     b = ex.b
     produced = {o for node in b.nodes for o in node.output}
     renamed: dict[str, str] = {}
@@ -449,12 +671,14 @@ def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, output
                 if s in renamed:
                     seq[i] = renamed[s]
     initializers = list(b.initializers.values())
-    if not export_params:
+    if not export_params or keep_initializers_as_inputs:
         keep = []
         for init in initializers:
             if init.name in ex.param_keys:
                 arr = onnx.numpy_helper.to_array(init)
                 graph_inputs.append(_value_info(onnx, init.name, arr.dtype, list(arr.shape)))
+                if export_params:  # an input whose default is the initializer
+                    keep.append(init)
             else:
                 keep.append(init)
         initializers = keep

@@ -66,6 +66,18 @@ def add_like(op_type: str, swap: bool = False) -> Callable:
     return mapping
 
 
+def with_number(op_type: str) -> Callable:
+    """op(self, other) with a number (or tensor) operand: one `op_type` node in the
+    result's dtype."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        return b.emit(op_type, [b.operand(inputs[0], dtype), b.operand(inputs[1], dtype)])
+
+    mapping.__doc__ = f"{op_type} with a number."
+    return mapping
+
+
 def compare(op_type: str, negate: bool = False) -> Callable:
     """A comparison on the promoted operands (`negate`: Not of it, as `ne` is)."""
 
@@ -960,3 +972,341 @@ def attention(b, inputs, args, kwargs, opset):
         s = b.emit("Add", [s, b.cast(mask, dtype)])
     p = b.emit("Softmax", [s], axis=-1)
     return [b.emit("MatMul", [p, v]), None]
+
+
+# ---------------------------------------------------------------------- indexing, statistics,
+# losses and pointwise math
+#
+# Written from ONNX operators whose results agree with the ops' kernels to float32 rounding;
+# a constant of a size (an index list, a diagonal's positions) makes the dynamic-axes check
+# refuse those dims, never a silently wrong graph.
+
+
+def _unsqueeze(b, v, axes: list[int]):
+    """Unsqueeze of a graph value, or of a constant at export time."""
+    if b.is_const(v):
+        arr = np.asarray(v.array)
+        for a in sorted(norm_dim(a, arr.ndim + len(axes)) for a in axes):
+            arr = np.expand_dims(arr, a)
+        return b.const(arr)
+    return b.unsqueeze(v, axes)
+
+
+def gather(b, inputs, args, kwargs, opset):
+    """gather(self, dim, index, sparse_grad=False): GatherElements."""
+    x, rank = inputs[0], args[0].dim()
+    if rank == 0:  # a scalar's only element, in the index's shape (a scalar or [0])
+        return b.emit("Expand", [x, b.shape(b.cast(inputs[2], np.int64))])
+    return b.emit("GatherElements", [x, b.cast(inputs[2], np.int64)],
+                  axis=norm_dim(int(args[1]), rank))
+
+
+def index_select(b, inputs, args, kwargs, opset):
+    """index_select(self, dim, index): Gather on the index as 1-D (a 0-d index keeps its
+    dim, of size 1)."""
+    x, rank = inputs[0], args[0].dim()
+    if rank == 0:
+        b.fail("of a 0-d input")
+    idx = b.cast(inputs[2], np.int64)
+    if args[2].dim() != 1:
+        idx = b.emit("Reshape", [idx, b.ints([-1])], dtype=I64, rank=1)
+    return b.emit("Gather", [x, idx], axis=norm_dim(int(args[1]), rank))
+
+
+def _reduce_dims(args: tuple, i: int, rank: int) -> list[int]:
+    """The dims of argument `i` (None or empty: every dim), as non-negative ints."""
+    dims = _arg(args, i, None)
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return list(range(rank))
+    return sorted({norm_dim(int(d), rank) for d in ints(dims, 1)})
+
+
+def variance(sqrt: bool) -> Callable:
+    """var/std.correction(self, dim=None, correction=None, keepdim=False): the mean of the
+    squared deviations times n / (n - correction) (n read from the example: the count of
+    a reduced dim is a constant, refused by the dynamic-axes check if it is dynamic)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        x, rank = b.cast(inputs[0], dtype), args[0].dim()
+        correction = _arg(args, 2, None)
+        correction = 1.0 if correction is None else float(correction)
+        keep = bool(_arg(args, 3, False))
+        if rank == 0:  # through a 1-element vector
+            dims, n = [0], 1
+            x = _unsqueeze(b, x, [0])
+        else:
+            dims = _reduce_dims(args, 1, rank)
+            n = int(np.prod([args[0].shape[d] for d in dims]))
+        r = max(rank, 1)
+        mean = b.reduce("ReduceMean", x, dims, True, dtype, r)
+        dev = b.emit("Sub", [x, mean], rank=r)
+        sq = b.reduce("ReduceMean", b.emit("Mul", [dev, dev], rank=r), dims, keep or rank == 0,
+                      dtype, b.out_rank if rank else 1)
+        den = n - correction
+        factor = n / den if den > 0 else math.inf
+        out = b.emit("Mul", [sq, b.operand(factor, dtype)], rank=b.out_rank if rank else 1)
+        if rank == 0:
+            out = b.squeeze(out, [0])
+        return b.emit("Sqrt", [out]) if sqrt else out
+
+    mapping.__doc__ = f"{'std' if sqrt else 'var'} as ReduceMean of squared deviations."
+    return mapping
+
+
+def vector_norm(b, inputs, args, kwargs, opset):
+    """linalg_vector_norm(self, ord=2, dim=None, keepdim=False, dtype=None): ReduceL2 / L1,
+    ReduceMax of |x| for inf (ReduceMin for -inf), the count of non-zeros for 0, and
+    (sum |x|^p)^(1/p) otherwise."""
+    dtype = b.out_dtype
+    x, rank = b.cast(inputs[0], dtype), args[0].dim()
+    p = float(_arg(args, 1, 2))
+    keep = bool(_arg(args, 3, False))
+    if rank == 0:
+        x, dims, keep_r, out_rank = _unsqueeze(b, x, [0]), [0], False, 0
+    else:
+        dims, keep_r, out_rank = _reduce_dims(args, 2, rank), keep, b.out_rank
+    if p == 2:
+        return b.reduce("ReduceL2", x, dims, keep_r, dtype, out_rank)
+    if p == 1:
+        return b.reduce("ReduceL1", x, dims, keep_r, dtype, out_rank)
+    a = b.emit("Abs", [x], rank=max(rank, 1))
+    if math.isinf(p):
+        return b.reduce("ReduceMax" if p > 0 else "ReduceMin", a, dims, keep_r, dtype,
+                        out_rank)
+    if p == 0:
+        nz = b.cast(_truthy(b, a), dtype)
+        return b.reduce("ReduceSum", nz, dims, keep_r, dtype, out_rank)
+    s = b.reduce("ReduceSum", b.emit("Pow", [a, b.operand(p, dtype)], rank=max(rank, 1)),
+                 dims, keep_r, dtype, out_rank)
+    return b.emit("Pow", [s, b.operand(1.0 / p, dtype)])
+
+
+def atan2(b, inputs, args, kwargs, opset):
+    """atan2(self, other): Atan(y / x), moved by pi into the left half-plane; sign(y) pi/2
+    on the vertical axis (x = 0)."""
+    dtype = b.out_dtype
+    y, x = b.operand(inputs[0], dtype), b.operand(inputs[1], dtype)
+    zero = b.operand(0, dtype)
+    t = b.emit("Atan", [b.emit("Div", [y, x])])
+    left = b.emit("Less", [x, zero], dtype=np.bool_)
+    up = b.emit("GreaterOrEqual", [y, zero], dtype=np.bool_)
+    shift = b.emit("Where", [up, b.operand(math.pi, dtype), b.operand(-math.pi, dtype)])
+    t = b.emit("Where", [left, b.emit("Add", [t, shift]), t])
+    axis = b.emit("Mul", [b.emit("Sign", [y]), b.operand(math.pi / 2, dtype)])
+    return b.emit("Where", [b.emit("Equal", [x, zero], dtype=np.bool_), axis, t])
+
+
+def log1p(b, inputs, args, kwargs, opset):
+    """log1p(self): Log(1 + x)."""
+    dtype = b.out_dtype
+    return b.emit("Log", [b.emit("Add", [b.operand(inputs[0], dtype), b.operand(1, dtype)])])
+
+
+def trunc(b, inputs, args, kwargs, opset):
+    """trunc(self): sign(x) floor(|x|) for floats (ONNX has no Trunc); integers as they are."""
+    x = b.cast(inputs[0], b.out_dtype)
+    if b.out_dtype.kind != "f":
+        return x
+    return b.emit("Mul", [b.emit("Sign", [x]), b.emit("Floor", [b.emit("Abs", [x])])])
+
+
+def frac(b, inputs, args, kwargs, opset):
+    """frac(self): x - trunc(x)."""
+    x = b.cast(inputs[0], b.out_dtype)
+    return b.emit("Sub", [x, trunc(b, inputs, args, kwargs, opset)])
+
+
+def lerp(b, inputs, args, kwargs, opset):
+    """lerp(self, end, weight): the kernel's two formulas, a + w (e - a) for |w| < 0.5 and
+    e - (e - a)(1 - w) otherwise (each exact at its end)."""
+    dtype = b.out_dtype
+    a, e, w = (b.operand(v, dtype) for v in inputs[:3])
+    d = b.emit("Sub", [e, a])
+    near_a = b.emit("Add", [a, b.emit("Mul", [w, d])])
+    near_e = b.emit("Sub", [e, b.emit("Mul", [d, b.emit("Sub", [b.operand(1, dtype), w])])])
+    if not isinstance(args[2], (int, float)):
+        small = b.emit("Less", [b.emit("Abs", [w]), b.operand(0.5, dtype)], dtype=np.bool_)
+        return b.emit("Where", [small, near_a, near_e])
+    return near_a if abs(args[2]) < 0.5 else near_e
+
+
+def addc(op_type: str) -> Callable:
+    """addcmul/addcdiv(self, tensor1, tensor2, value=1): self + value * (t1 op t2)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        a, t1, t2 = (b.operand(v, dtype) for v in inputs[:3])
+        value = _arg(args, 3, 1)
+        prod = b.emit(op_type, [t1, t2])
+        if value != 1:
+            prod = b.emit("Mul", [b.operand(value, dtype), prod])
+        return b.emit("Add", [a, prod])
+
+    mapping.__doc__ = f"Add of a scaled {op_type}."
+    return mapping
+
+
+def nan_to_num(b, inputs, args, kwargs, opset):
+    """nan_to_num(self, nan=0, posinf=None, neginf=None): Where on IsNaN and IsInf (the
+    dtype's largest and smallest finite values by default); integers unchanged."""
+    dtype = b.out_dtype
+    x = b.cast(inputs[0], dtype)
+    if dtype.kind != "f":
+        return x
+    info = np.finfo(dtype)
+    nan, pos, neg = (_arg(args, i, None) for i in (1, 2, 3))
+    values = [0.0 if nan is None else nan, info.max if pos is None else pos,
+              info.min if neg is None else neg]
+    out = b.emit("Where", [b.emit("IsNaN", [x], dtype=np.bool_), b.operand(values[0], dtype),
+                           x])
+    out = b.emit("Where", [b.emit("IsInf", [x], dtype=np.bool_, detect_negative=0),
+                           b.operand(values[1], dtype), out])
+    return b.emit("Where", [b.emit("IsInf", [x], dtype=np.bool_, detect_positive=0),
+                            b.operand(values[2], dtype), out])
+
+
+def logit(b, inputs, args, kwargs, opset):
+    """logit(self, eps=None): log(x / (1 - x)), x clamped to [eps, 1 - eps] first."""
+    dtype = b.out_dtype
+    x = b.cast(inputs[0], dtype)
+    eps = _arg(args, 1, None)
+    if eps is not None:
+        x = b.emit("Clip", [x, b.operand(eps, dtype), b.operand(1 - eps, dtype)])
+    return b.emit("Log", [b.emit("Div", [x, b.emit("Sub", [b.operand(1, dtype), x])])])
+
+
+def _reduced(b, loss, reduction: int, rank: int):
+    """A loss reduced as PyTorch's enum says: 0 none, 1 mean, 2 sum."""
+    if reduction == 0 or rank == 0:
+        return loss
+    return b.reduce("ReduceMean" if reduction == 1 else "ReduceSum", loss, None, False,
+                    b.out_dtype, 0)
+
+
+def mse_loss(b, inputs, args, kwargs, opset):
+    """mse_loss(self, target, reduction=mean): (x - t)^2, reduced."""
+    dtype = b.out_dtype
+    d = b.emit("Sub", [b.operand(inputs[0], dtype), b.operand(inputs[1], dtype)])
+    rank = max(args[0].dim(), args[1].dim() if hasattr(args[1], "dim") else 0)
+    return _reduced(b, b.emit("Mul", [d, d], rank=rank), int(_arg(args, 2, 1)), rank)
+
+
+def bce_with_logits(b, inputs, args, kwargs, opset):
+    """binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction): the
+    kernel's (1 - t) x + lw softplus(-x), softplus(-x) = max(-x, 0) + log(1 + exp(-|x|))."""
+    dtype = b.out_dtype
+    x, t = b.operand(inputs[0], dtype), b.operand(inputs[1], dtype)
+    weight, pos_weight = _arg(inputs, 2, None), _arg(inputs, 3, None)
+    one = b.operand(1, dtype)
+    rank = args[0].dim()
+    nx = b.emit("Neg", [x], rank=rank)
+    sp = b.emit("Add", [b.emit("Relu", [nx], rank=rank), b.emit("Log", [b.emit(
+        "Add", [one, b.emit("Exp", [b.emit("Neg", [b.emit("Abs", [x], rank=rank)],
+                                           rank=rank)], rank=rank)], rank=rank)],
+        rank=rank)], rank=rank)
+    if pos_weight is not None:
+        pw = b.operand(pos_weight, dtype)
+        lw = b.emit("Add", [one, b.emit("Mul", [b.emit("Sub", [pw, one]), t])])
+        sp = b.emit("Mul", [lw, sp], rank=rank)
+    loss = b.emit("Add", [b.emit("Mul", [b.emit("Sub", [one, t]), x], rank=rank), sp],
+                  rank=rank)
+    if weight is not None:
+        loss = b.emit("Mul", [loss, b.operand(weight, dtype)], rank=rank)
+    return _reduced(b, loss, int(_arg(args, 4, 1)), rank)
+
+
+def nll_loss(b, inputs, args, kwargs, opset):
+    """nll_loss_forward / nll_loss2d_forward(self, target, weight, reduction, ignore_index):
+    NegativeLogLikelihoodLoss (an input without a batch dim gets one); the total weight is
+    not mapped."""
+    dtype = b.out_dtype
+    x, t = b.cast(inputs[0], dtype), b.cast(inputs[1], np.int64)
+    weight = _arg(inputs, 2, None)
+    reduction, ignore = int(args[3]), int(args[4])
+    unbatched = args[0].dim() == 1
+    if unbatched:
+        x, t = _unsqueeze(b, x, [0]), _unsqueeze(b, t, [0])
+    names = {0: "none", 1: "mean", 2: "sum"}
+    ins = [x, t] + ([b.cast(weight, dtype)] if weight is not None else [])
+    rank = 0 if reduction else args[1].dim() + int(unbatched)
+    out = b.emit("NegativeLogLikelihoodLoss", ins, rank=rank, reduction=names[reduction],
+                 ignore_index=ignore)
+    if unbatched and reduction == 0:
+        out = b.squeeze(out, [0])
+    return [out, None]
+
+
+def safe_softmax(b, inputs, args, kwargs, opset):
+    """_safe_softmax(self, dim, dtype=None): Softmax, with 0 for a row whose every entry is
+    -inf (Softmax gives NaN there)."""
+    dtype = b.out_dtype
+    x = b.cast(inputs[0], dtype)
+    if args[0].dim() == 0:
+        return softmax("Softmax")(b, inputs, args, kwargs, opset)
+    axis = norm_dim(int(args[1]), args[0].dim())
+    p = b.emit("Softmax", [x], axis=axis)
+    masked = b.cast(b.emit("IsInf", [x], dtype=np.bool_, detect_positive=0), dtype)
+    every = b.reduce("ReduceMin", masked, [axis], True, dtype, b.out_rank)
+    return b.emit("Where", [b.cast(every, np.bool_), b.operand(0, dtype), p])
+
+
+def pixel_shuffle(b, inputs, args, kwargs, opset):
+    """pixel_shuffle(self, upscale_factor): DepthToSpace in CRD order (a 3-D input gets a
+    batch of one)."""
+    shape = tuple(args[0].shape)
+    if len(shape) not in (3, 4):
+        b.fail(f"of a {len(shape)}-D input")
+    r = int(args[1])
+    return batched(b, b.cast(inputs[0], b.out_dtype), len(shape) == 3,
+                   lambda x: b.emit("DepthToSpace", [x], blocksize=r, mode="CRD"))
+
+
+def diagonal(b, inputs, args, kwargs, opset):
+    """diagonal(self, offset=0, dim1=0, dim2=1): the two dims moved last and flattened, and
+    the diagonal's positions gathered (a constant of their sizes)."""
+    shape = tuple(args[0].shape)
+    rank = len(shape)
+    offset = int(_arg(args, 1, 0))
+    d1, d2 = norm_dim(int(_arg(args, 2, 0)), rank), norm_dim(int(_arg(args, 3, 1)), rank)
+    n1, n2 = shape[d1], shape[d2]
+    rows = np.arange(max(0, -offset), n1)
+    rows = rows[rows + offset < n2]
+    flat_idx = (rows * n2 + rows + offset).astype(np.int64)
+    keep = [i for i in range(rank) if i not in (d1, d2)]
+    x = inputs[0]
+    if keep + [d1, d2] != list(range(rank)):
+        x = b.emit("Transpose", [x], rank=rank, perm=keep + [d1, d2])
+    x = b.emit("Reshape", [x, b.ints([0] * len(keep) + [n1 * n2])], rank=len(keep) + 1)
+    return b.emit("Gather", [x, b.const(flat_idx)], axis=len(keep))
+
+
+def cdist(b, inputs, args, kwargs, opset):
+    """_cdist_forward(x1, x2, p, compute_mode): the p-norm of every row difference,
+    (..., P, 1, M) - (..., 1, R, M) reduced over M."""
+    dtype = b.out_dtype
+    x1, x2 = b.cast(inputs[0], dtype), b.cast(inputs[1], dtype)
+    rank = args[0].dim()
+    diff = b.emit("Sub", [_unsqueeze(b, x1, [rank - 1]), _unsqueeze(b, x2, [rank - 2])],
+                  rank=rank + 1)
+    p = float(args[2])
+    if p == 2:
+        return b.reduce("ReduceL2", diff, [rank], False, dtype, rank)
+    a = b.emit("Abs", [diff], rank=rank + 1)
+    if p == 1:
+        return b.reduce("ReduceSum", a, [rank], False, dtype, rank)
+    if math.isinf(p):
+        return b.reduce("ReduceMax", a, [rank], False, dtype, rank)
+    if p == 0:
+        return b.reduce("ReduceSum", b.cast(_truthy(b, a), dtype), [rank], False, dtype, rank)
+    s = b.reduce("ReduceSum", b.emit("Pow", [a, b.operand(p, dtype)], rank=rank + 1), [rank],
+                 False, dtype, rank)
+    return b.emit("Pow", [s, b.operand(1.0 / p, dtype)])
+
+
+def fill(b, inputs, args, kwargs, opset):
+    """fill_ / zero_ / copy_(self, value_or_src): the value (or source) broadcast to self's
+    shape (read at run time)."""
+    dtype = b.out_dtype
+    value = 0 if b.origin == "zero_" else inputs[1]
+    return b.emit("Expand", [b.operand(value, dtype), b.shape(inputs[0])])

@@ -347,7 +347,8 @@ def _atan2_derivative(g, a, b):
 atan2 = register(
     "atan2", kernel=binary_kernel(np.arctan2, to_float=True), meta=binary_meta(to_float=True),
     node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
-    samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1))
+    samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1),
+    onnx=ox.atan2)
 atan2_ = inplace_variant(atan2, "atan2_", saves_self=True)
 
 
@@ -516,7 +517,7 @@ def _lerp_decomposition(a, end, w):
 
 lerp = register(
     "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
-    decomposition=_lerp_decomposition,
+    decomposition=_lerp_decomposition, onnx=ox.lerp,
     derivative=lambda g, w: (g * cj(1 - w), g * cj(w), None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
@@ -524,7 +525,7 @@ lerp = register(
 lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
-    decomposition=_lerp_decomposition,
+    decomposition=_lerp_decomposition, onnx=ox.lerp,
     derivative=lambda g, a, e, w: (g * cj(1 - w), g * cj(w), g * cj(e - a)),
     save=lambda out, a, e, w: (a, e, w), public="lerp",
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
@@ -584,7 +585,7 @@ addcmul = register(
     # may change afterwards (as in PyTorch).
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
                                           t2 if _wants_grad(t1) else None, value),
-    samples=_addc_samples(None))
+    samples=_addc_samples(None), onnx=ox.addc("Mul"))
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
     decomposition=lambda a, t1, t2, value=1: a + t1 / t2 * value,
@@ -594,6 +595,6 @@ addcdiv = register(
     save=lambda out, a, t1, t2, value=1: (t1 if _wants_grad(t2) else None,
                                           t2 if _wants_grad(t1) or _wants_grad(t2) else None,
                                           value),
-    samples=_addc_samples((0.5, 2.0)))
+    samples=_addc_samples((0.5, 2.0)), onnx=ox.addc("Div"))
 addcmul_ = inplace_variant(addcmul, "addcmul_")
 addcdiv_ = inplace_variant(addcdiv, "addcdiv_")

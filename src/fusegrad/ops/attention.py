@@ -337,4 +337,5 @@ safe_softmax = register(
     save=lambda out, a, dim, dtype=None: (out, dim), samples=_safe_softmax_samples,
     public="_safe_softmax",
     decomposition=lambda a, dim, dtype=None: _safe_probabilities(
-        a if dtype is None else a.to(dtype), dim)[0], result_order="contiguous")
+        a if dtype is None else a.to(dtype), dim)[0], result_order="contiguous",
+    onnx=ox.safe_softmax)

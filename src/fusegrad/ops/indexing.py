@@ -8,10 +8,13 @@ unwrap the list themselves.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from .._tensor import Tensor
 from . import _onnx as ox
 from ._util import (
     Spec,
@@ -116,7 +119,7 @@ def _index_select_derivative(g, shape, dim, index):
 
 index_select = register(
     "index_select", kernel=_index_select_kernel, meta=_index_select_meta,
-    nondiff_args=(2,),
+    nondiff_args=(2,), onnx=ox.index_select,
     node="IndexSelectBackward0", derivative=_index_select_derivative,
     save=lambda out, a, dim, index: (a.shape, dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, n, s[d])),
@@ -172,7 +175,7 @@ def _gather_samples(rng, dt):
 
 gather = register(
     "gather", kernel=c_contiguous(_gather_kernel), meta=_gather_meta, node="GatherBackward0",
-    nondiff_args=(2,),
+    nondiff_args=(2,), onnx=ox.gather,
     derivative=lambda g, shape, dim, index: (
         g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
     save=lambda out, a, dim, index, sparse_grad=False: (a.shape, dim, index),
@@ -336,6 +339,32 @@ def _mask_check(mask, name):
             raise RuntimeError("masked_select: expected BoolTensor for mask")
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype "
                            f"{_cname(dt)}")
+
+
+def masked_fill_arguments_check(name: str, mask, value) -> None:
+    """PyTorch's TypeError for `name(mask, value)` (the method forms `masked_fill` and
+    `masked_fill_`) when the mask is not a tensor or the value neither a tensor nor a
+    number."""
+    if isinstance(mask, Tensor) and isinstance(value, (Tensor, numbers.Number)):
+        return  # the common call, at the cost of two isinstance tests
+
+    def is_number(v):
+        return isinstance(v, numbers.Number) and not isinstance(v, Tensor)
+
+    def kind(v):
+        return "Tensor" if isinstance(v, Tensor) else type(v).__name__
+
+    def shown(v, ok):
+        return kind(v) if ok else f"!{kind(v)}!"
+
+    lines = []
+    for label, check in (("Tensor value", lambda v: isinstance(v, Tensor)),
+                         ("Number value", is_number)):
+        lines.append(f" * (Tensor mask, {label})\n      didn't match because some of the "
+                     f"arguments have invalid types: ({shown(mask, isinstance(mask, Tensor))}, "
+                     f"{shown(value, check(value))})\n")
+    raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                    f"({kind(mask)}, {kind(value)}), but expected one of:\n" + "".join(lines))
 
 
 def _masked_fill_kernel(a, mask, value):

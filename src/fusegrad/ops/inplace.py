@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx as _ox
 from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, shape_of
 from .registry import Sample, register
 
@@ -35,14 +36,16 @@ def _samples(*others):
 zero_ = register(
     "zero_", kernel=lambda a: np.zeros_like(a), meta=lambda a: Spec(tuple(a.shape), a.dtype),
     inplace=True, node="ZeroBackward0", derivative=lambda g: (g * 0,), zero_grad=True,
-    samples=_samples())
+    samples=_samples(), onnx=_ox.fill)
 fill_scalar = register(
     "fill_.Scalar", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward2",
-    derivative=lambda g: (g * 0, None), zero_grad=True, samples=_samples(1.5), public="fill_")
+    derivative=lambda g: (g * 0, None), zero_grad=True, samples=_samples(1.5), public="fill_",
+    onnx=_ox.fill)
 fill_tensor = register(
     "fill_.Tensor", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward3",
     derivative=lambda g: (g * 0, g.sum()), zero_grad=True,
-    tensor_args=(0, 1), samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_")
+    tensor_args=(0, 1), samples=_samples(lambda rng, dt: rand_array(rng, (), dt)), public="fill_",
+    onnx=_ox.fill)
 
 
 def _copy_meta(a, src, non_blocking=False):
@@ -71,4 +74,4 @@ def _copy_samples(rng, dtype):
 copy_ = register(
     "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
-    tensor_args=(0, 1), samples=_copy_samples)
+    tensor_args=(0, 1), samples=_copy_samples, onnx=_ox.fill)

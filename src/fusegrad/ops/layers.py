@@ -81,6 +81,7 @@ pixel_shuffle = register(
     derivative=lambda g, r: (_call(pixel_unshuffle, g, r), None),
     save=lambda out, a, r: (r,),
     samples=_shuffle_samples((((1, 4, 3, 3), 2), ((2, 9, 2, 1), 3), ((8, 2, 2), 2))),
+    onnx=ox.pixel_shuffle,
     saved_names=("upscale_factor",))
 pixel_unshuffle = register(
     "pixel_unshuffle", kernel=_pu_kernel, meta=_pu_meta, node="PixelUnshuffleBackward0",

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from . import _onnx as _ox
 from . import _special_kernels as _sp
 from ._util import (
     HALF,
@@ -282,7 +283,7 @@ logit = register(
     "logit", kernel=_logit_kernel, meta=lambda a, eps=None: unary_meta()(a),
     node="LogitBackward0", derivative=_logit_derivative,
     save=lambda out, a, eps=None: (a, eps), saved_names=("self", "eps"),
-    samples=_logit_samples, decomposition=_logit_decomposition)
+    samples=_logit_samples, decomposition=_logit_decomposition, onnx=_ox.logit)
 logit_ = inplace_variant(logit, "logit_", saves_self=True)
 
 # ---------------------------------------------------------------- binary math
@@ -571,19 +572,19 @@ clamp_max = register(
     derivative=lambda g, a, hi: (g * (a <= hi), None), save=lambda out, a, hi: (a, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c)) for s, c in (
         ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"),
-    decomposition=lambda a, hi: a.clamp(None, hi))
+    decomposition=lambda a, hi: a.clamp(None, hi), onnx=_ox.with_number("Min"))
 clamp_min_tensor = register(
     "clamp_min.Tensor", kernel=lambda a, lo: binary_kernel(np.maximum)(a, lo),
     meta=binary_meta(), node="ClampMinBackward1",
     derivative=lambda g, a, lo: (g * (a >= lo), g * (a < lo)), save=lambda out, a, lo: (a, lo),
     samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"),
-    decomposition=lambda a, lo: call(clamp_tensor, a, lo, None))
+    decomposition=lambda a, lo: call(clamp_tensor, a, lo, None), onnx=_ox.with_number("Max"))
 clamp_max_tensor = register(
     "clamp_max.Tensor", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
     meta=binary_meta(), node="ClampMaxBackward1",
     derivative=lambda g, a, hi: (g * (a <= hi), g * (a > hi)), save=lambda out, a, hi: (a, hi),
     samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"),
-    decomposition=lambda a, hi: call(clamp_tensor, a, None, hi))
+    decomposition=lambda a, hi: call(clamp_tensor, a, None, hi), onnx=_ox.with_number("Min"))
 clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True)
 clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True)
 clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True)

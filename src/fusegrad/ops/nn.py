@@ -14,6 +14,7 @@ import numpy as np
 from .. import _dtype
 from .._dtype import COMPLEX as _COMPLEX
 from . import _gemm
+from . import _onnx as _ox
 from ._util import F32, HALF, Spec, cj, numpy_backward, rand_array, wrap_grad
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
 from .registry import OpDef, Sample, inplace_variant, register
@@ -336,7 +337,7 @@ def _nll_samples(rng, dt):
 nll_loss = _register_multi(
     "nll_loss_forward", (1,), kernel=_nll_kernel, meta=_nll_meta, node="NllLossBackward0",
     derivative=_nll_derivative, save=_nll_save, samples=_nll_samples, public="nll_loss",
-    decomposition=_nll_decomposition,
+    decomposition=_nll_decomposition, onnx=_ox.nll_loss,
     nondiff_args=(1, 2), gradcheck=False,
     saved_names=("", "target", "weight", "reduction", "ignore_index", "total_weight"))
 
@@ -349,7 +350,7 @@ nll_loss2d = _register_multi(
     "nll_loss2d_forward", (1,), kernel=_nll2d_kernel,
     meta=lambda x, t, w, r, i: _nll_meta(x, t, w, r, i, True), node="NllLoss2DBackward0",
     derivative=_nll_derivative, save=_nll_save, public="nll_loss2d", nondiff_args=(1, 2),
-    decomposition=_nll_decomposition,
+    decomposition=_nll_decomposition, onnx=_ox.nll_loss,
     gradcheck=False,
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (2, 3, 4, 5), dt), rng.integers(0, 3, (2, 4, 5)), None, r, -100),
@@ -417,7 +418,8 @@ mse_loss = register(
     derivative=_mse_derivative, save=lambda out, x, t, reduction=1: (x, t, reduction),
     samples=_loss_samples, public="mse_loss",
     decomposition=lambda x, t, reduction=1: reduced((x - t) * (x - t), reduction),
-    saved_names=("self", "target", "reduction"), result_order="operands")
+    saved_names=("self", "target", "reduction"), result_order="operands",
+    onnx=_ox.mse_loss)
 
 
 def _check_bce_target(x, t) -> None:
@@ -543,6 +545,7 @@ binary_cross_entropy_with_logits = register(
     samples=lambda rng, dt: [
         Sample((s.args[0], rand_array(rng, np.shape(s.args[0]), dt, (0.0, 1.0)), None, None,
                 s.args[2]), name=s.name) for s in _loss_samples(rng, dt)],
-    public="binary_cross_entropy_with_logits", result_order="operands")
+    public="binary_cross_entropy_with_logits", result_order="operands",
+    onnx=_ox.bce_with_logits)
 
 REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
 from ._util import F32, F64, HALF, Spec, cj, rand_array, wrap_dims
 from .reductions import (
@@ -118,6 +119,7 @@ var = register(
     derivative=_var_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (a, dims, correction, keepdim),
     samples=_var_samples, public="var", decomposition=_var_decomposition,
+    onnx=ox.variance(False),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var(a, dims, correction,
                                                                            keepdim))
 std = register(
@@ -125,7 +127,7 @@ std = register(
     node="StdBackward0", derivative=_std_derivative,
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out, dims, correction, keepdim),
-    samples=_var_samples, public="std",
+    samples=_var_samples, public="std", onnx=ox.variance(True),
     decomposition=lambda *args: _var_decomposition(*args).sqrt(),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var(
         a, dims, correction, keepdim, sqrt=True))
@@ -290,7 +292,7 @@ vector_norm = register(
     "linalg_vector_norm", kernel=_norm_kernel, meta=_norm_meta,
     node="LinalgVectorNormBackward0", derivative=_norm_derivative,
     save=lambda out, a, ord=2, dims=None, keepdim=False, dtype=None: (a, out, ord, dims, keepdim),
-    samples=_norm_samples, public="norm")
+    samples=_norm_samples, public="norm", onnx=ox.vector_norm)
 
 
 def _logsumexp_kernel(a, dims, keepdim=False):

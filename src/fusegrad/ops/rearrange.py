@@ -240,7 +240,7 @@ def _diagonal_derivative(g, shape, offset, dim1, dim2):
 
 diagonal = register(
     "diagonal", kernel=_diagonal_kernel, meta=_diagonal_meta, view=True,
-    node="DiagonalBackward0", derivative=_diagonal_derivative,
+    node="DiagonalBackward0", derivative=_diagonal_derivative, onnx=ox.diagonal,
     save=lambda out, a, offset=0, dim1=0, dim2=1: (a.shape, offset, dim1, dim2),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + r, name=f"{s} {r}")
                              for s, r in (((3, 4), ()), ((3, 4), (1,)), ((4, 3), (-2,)),

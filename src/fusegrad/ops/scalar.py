@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx as ox
 from ._util import binary_kernel, binary_meta, rand_array
 from .arithmetic import _add_kernel, _alpha_meta, _sub_meta
 from .registry import Sample, register
@@ -30,20 +31,20 @@ add_scalar = register(
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="add",
     decomposition=lambda a, b, alpha=1: a + b * alpha,
-    lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)))
+    lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)), onnx=ox.add_like("Add"))
 sub_scalar = register(
     "sub.Scalar", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="sub",
     decomposition=lambda a, b, alpha=1: a - b * alpha,
-    lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)))
+    lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)), onnx=ox.add_like("Sub"))
 mul_scalar = register(
     "mul.Scalar", kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
     meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",),
     decomposition=lambda a, b: a * b,
-    lowering=lambda v, a, b: v.mul(a, b))
+    lowering=lambda v, a, b: v.mul(a, b), onnx=ox.with_number("Mul"))
 div_scalar = register(
     "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True,
                                       scalar_at_full_precision=True),
@@ -51,7 +52,7 @@ div_scalar = register(
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",),
     decomposition=lambda a, b: a / b,
-    lowering=lambda v, a, b: v.truediv(a, b))
+    lowering=lambda v, a, b: v.truediv(a, b), onnx=ox.with_number("Div"))
 
 
 _maximum = binary_kernel(np.maximum)  # propagates NaN, as PyTorch's clamp_min does
@@ -67,4 +68,4 @@ clamp_min = register(
     derivative=lambda g, a, lo: (g * (a >= lo), None), save=lambda out, a, lo: (a, lo),
     samples=_scalar_samples(0.0, 0.5), saved_names=("self", "min"),
     decomposition=lambda a, lo: a.clamp(lo, None),
-    lowering=lambda v, a, lo: v.maximum(a, lo))
+    lowering=lambda v, a, lo: v.maximum(a, lo), onnx=ox.with_number("Max"))

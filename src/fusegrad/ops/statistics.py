@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from . import _onnx as _ox
 from ._util import F32, HALF, Spec, c_contiguous, float_np, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
@@ -344,7 +345,7 @@ cdist = register(
     meta=lambda x1, x2, p, compute_mode=None: Spec(_cdist_check(x1, x2, p), x1.dtype),
     node="CdistBackward0", derivative=_cdist_derivative,
     save=lambda out, x1, x2, p, compute_mode=None: (x1, x2, out, p),
-    saved_names=("x1", "x2", "result", "p"), public="cdist",
+    saved_names=("x1", "x2", "result", "p"), public="cdist", onnx=_ox.cdist,
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), p, None),
                                     name=f"{a} {b} p={p}")
                              for a, b, p in (((3, 4), (2, 4), 2.0), ((3, 4), (5, 4), 1.0),

@@ -348,7 +348,7 @@ log2 = _unary_entry("log2", np.log2, "Log2Backward0", lambda g, a: g / (a * _LN2
 log10 = _unary_entry("log10", np.log10, "Log10Backward0", lambda g, a: g / (a * _LN10),
                      domain=(0.1, 3.0))
 log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 1),
-                     domain=(-0.5, 3.0))
+                     domain=(-0.5, 3.0), onnx=ox.log1p)
 rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",
                      lambda g, out: -0.5 * g * out * out * out, "out", domain=(0.2, 3.0),
                      lowering=lambda v, a: v.unary("rsqrt", a),
@@ -422,7 +422,7 @@ def _rounding(name, ufunc, node, onnx=None):
 floor = _rounding("floor", np.floor, "FloorBackward0", onnx="Floor")
 ceil = _rounding("ceil", np.ceil, "CeilBackward0", onnx="Ceil")
 round_ = _rounding("round", np.round, "RoundBackward0", onnx="Round")  # both half to even
-trunc = _rounding("trunc", np.trunc, "TruncBackward0")
+trunc = _rounding("trunc", np.trunc, "TruncBackward0", onnx=ox.trunc)
 def _sgn_kernel(a):
     return sgn_complex(a) if a.dtype.kind == "c" else real_sign(a)
 
@@ -471,7 +471,7 @@ def _frac_kernel(a):
 frac = register(
     "frac", kernel=_frac_kernel, meta=unary_meta(to_float=False), node="FracBackward0",
     derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)),
-    decomposition=lambda a: a - a.trunc())
+    decomposition=lambda a: a - a.trunc(), onnx=ox.frac)
 frac_ = inplace_variant(frac, "frac_")
 
 
@@ -503,7 +503,8 @@ nan_to_num = register(
     "nan_to_num", kernel=_nan_to_num_kernel,
     meta=lambda a, *r: Spec(tuple(a.shape), a.dtype), node="NanToNumBackward0",
     derivative=lambda g, a: (g * a.isfinite(), None, None, None),
-    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples, result_order="operands")
+    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples, result_order="operands",
+    onnx=ox.nan_to_num)
 nan_to_num_ = inplace_variant(nan_to_num, "nan_to_num_", saves_self=True)
 
 
