@@ -19,6 +19,7 @@ from contextlib import ContextDecorator
 from typing import Any
 
 from .. import _dispatch, _memory
+from . import _composites
 from ._events import FunctionEvent
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,6 +70,7 @@ class Recorder(_dispatch.CallObserver):
             self._previous_listener = _memory.listener
             _memory.listener = self._on_memory
         self.__enter__()
+        _composites.start()
         self.running = True
 
     def stop(self) -> None:
@@ -76,6 +78,7 @@ class Recorder(_dispatch.CallObserver):
         if not self.running:
             return
         self.running = False
+        _composites.stop()
         self.__exit__(None, None, None)
         now = self.now()
         for event in self._open:
