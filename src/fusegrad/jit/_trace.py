@@ -15,6 +15,8 @@ import os
 import sys
 import warnings
 
+from ..ops.surface import RANDOM, has_flag
+
 
 class TracerWarning(Warning):
     """A trace may not generalise: a tensor's value was read into Python while tracing."""
@@ -118,11 +120,6 @@ def _name(func) -> str:
     return getattr(func, "__qualname__", None) or type(func).__name__
 
 
-_RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-           "feature_alpha_dropout", "rand", "randn", "rand_like", "randn_like", "randint",
-           "randint_like", "randperm", "bernoulli", "multinomial", "normal", "rrelu"}
-
-
 def _warn_nondeterministic(traced) -> None:
     """PyTorch's warning for a trace holding random operations (which the check then
     usually finds disagreeing)."""
@@ -135,7 +132,7 @@ def _warn_nondeterministic(traced) -> None:
         elif node.op in ("call_function", "call_method"):
             name = node.target if isinstance(node.target, str) else \
                 getattr(node.target, "__name__", "")
-            random = name in _RANDOM and node.kwargs.get("training", True) is not False
+            random = has_flag(name, RANDOM) and node.kwargs.get("training", True) is not False
         else:
             continue
         if random:

@@ -345,11 +345,11 @@ def masked_fill_arguments_check(name: str, mask, value) -> None:
     """PyTorch's TypeError for `name(mask, value)` (the method forms `masked_fill` and
     `masked_fill_`) when the mask is not a tensor or the value neither a tensor nor a
     number."""
-    if isinstance(mask, Tensor) and isinstance(value, (Tensor, numbers.Number)):
-        return  # the common call, at the cost of two isinstance tests
+    if isinstance(mask, Tensor) and isinstance(value, (Tensor, numbers.Number, np.generic)):
+        return  # the common call, at the cost of two isinstance tests (NumPy scalars pass)
 
     def is_number(v):
-        return isinstance(v, numbers.Number) and not isinstance(v, Tensor)
+        return isinstance(v, (numbers.Number, np.generic)) and not isinstance(v, Tensor)
 
     def kind(v):
         return "Tensor" if isinstance(v, Tensor) else type(v).__name__

@@ -29,6 +29,9 @@ DATA_DEPENDENT = "data_dependent"
 INPLACE = "inplace"
 # Changes state outside its arguments (grad mode, raising on a value): never eliminated.
 SIDE_EFFECT = "side_effect"
+# Draws from a random generator (registry ops: `OpDef.random`): a trace of it is
+# nondeterministic (jit.trace warns, as PyTorch's tracer).
+RANDOM = "random"
 # Answers about the Python object or the session itself (`is_tensor(proxy)` is False):
 # fx calls it while tracing rather than recording it.
 UNTRACED = "untraced"
@@ -53,9 +56,10 @@ NOT_ROUTED = "not_routed"
 # on first use.
 NN_SPELLING = "nn_spelling"
 
-_OP_FLAGS = (INPLACE, DATA_DEPENDENT)  # the flags an OpDef carries as attributes
+_OP_FLAGS = (INPLACE, DATA_DEPENDENT, RANDOM)  # the flags an OpDef carries as attributes
 
-_F, _P, _D, _I, _S, _U = FACTORY, PURE, DATA_DEPENDENT, INPLACE, SIDE_EFFECT, UNTRACED
+_F, _P, _D, _I, _S, _U, _R = FACTORY, PURE, DATA_DEPENDENT, INPLACE, SIDE_EFFECT, UNTRACED, \
+    RANDOM
 
 # Public functions written over registry ops, or about settings rather than tensors (matmul,
 # reshape's relatives, the nn-style functions, the thread and printing settings).
@@ -128,10 +132,11 @@ COMPOSITES: dict[str, frozenset[str]] = {
     **{name: frozenset(flags) for name, flags in {
     # factories (fusegrad._creation, fusegrad._random)
     "zeros": {_F}, "ones": {_F}, "full": {_F}, "empty": {_F}, "arange": {_F},
-    "linspace": {_F}, "eye": {_F}, "tensor": {_F}, "as_tensor": {_F}, "rand": {_F},
-    "randn": {_F}, "randint": {_F}, "randperm": {_F}, "normal": {_F}, "zeros_like": {_F},
-    "ones_like": {_F}, "full_like": {_F}, "empty_like": {_F}, "rand_like": {_F},
-    "randn_like": {_F}, "empty_permuted": {_F}, "hann_window": {_F}, "hamming_window": {_F},
+    "linspace": {_F}, "eye": {_F}, "tensor": {_F}, "as_tensor": {_F}, "rand": {_F, _R},
+    "randn": {_F, _R}, "randint": {_F, _R}, "randperm": {_F, _R}, "normal": {_F, _R},
+    "zeros_like": {_F}, "ones_like": {_F}, "full_like": {_F}, "empty_like": {_F},
+    "rand_like": {_F, _R}, "randn_like": {_F, _R}, "randint_like": {_R},
+    "empty_permuted": {_F}, "hann_window": {_F}, "hamming_window": {_F},
     "blackman_window": {_F}, "bartlett_window": {_F}, "kaiser_window": {_F},
     # questions answered from metadata, dtypes or the session
     "is_grad_enabled": {_P, _U}, "is_tensor": {_P, _U}, "get_default_dtype": {_P},
@@ -159,6 +164,9 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "xavier_uniform_": {_I}, "xavier_normal_": {_I}, "kaiming_uniform_": {_I},
     "kaiming_normal_": {_I}, "trunc_normal_": {_I}, "clip_grad_norm_": {_I},
     "clip_grad_value_": {_I}, "clip_grads_with_norm_": {_I}, "dirac_": {_I}, "sparse_": {_I},
+    # nn.functional's dropouts (random while training)
+    "dropout": {_R}, "alpha_dropout": {_R}, "feature_alpha_dropout": {_R}, "dropout1d": {_R},
+    "dropout2d": {_R}, "dropout3d": {_R},
     # graph targets capture itself records: a grad-mode switch, an assertion on a value
     "set_grad_enabled": {_S}, "_assert_async": {_S},
     }.items()},
