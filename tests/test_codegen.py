@@ -479,3 +479,20 @@ def test_multiply_add_rounds_twice_as_eager_and_torch_compile():
     np.testing.assert_array_equal(got, fn(x, y).numpy())
     tx, ty = (torch.from_numpy(a) for a in xs)
     np.testing.assert_array_equal(got, torch.compile(fn)(tx, ty).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8", "int8"])
+def test_float_to_integer_casts_convert_as_eager(dtype):
+    # `(float)(int64_t)x` must stay a conversion (GCC would fold it into truncf, keeping
+    # -0.0, NaN and out-of-range values), so compiled values are eager's (the CPU's cast).
+    x = fusegrad.tensor([float("nan"), 1e20, -1e20, float("inf"), -0.7, 3.9, -2.5, 0.0])
+    dt = getattr(fusegrad, dtype)
+
+    def f(x):
+        return (x * 1.0).to(dt).to(fusegrad.float32) + 0
+
+    fusegrad._dynamo.reset()
+    got = fusegrad.compile(f, backend="inductor")(x).numpy()
+    want = f(x).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert list(np.signbit(got)) == list(np.signbit(want))

@@ -177,6 +177,12 @@ class KernelWriter:
         if name == "cast":
             if dt is _dtype.bool_:
                 return f"({a[0]} != 0)"
+            if is_f and dt.category != _dtype.FLOAT and dt.category != _dtype.COMPLEX:
+                # Float to integer as the CPU converts (eager's NumPy cast): the empty asm
+                # hides where the integer came from, or GCC (-fno-trapping-math, SSE4.1)
+                # folds `(float)(int64_t)x` into truncf(x), which keeps -0.0 and NaN.
+                ct = CTYPES[dt]
+                return f"({{ {ct} fg_i = ({ct}){a[0]}; __asm__(\"\" : \"+r\"(fg_i)); fg_i; }})"
             return f"(({CTYPES[dt]}){a[0]})"
         if name == "sqrt":
             return f"{'sqrtf' if dt is _dtype.float32 else 'sqrt'}({a[0]})"
