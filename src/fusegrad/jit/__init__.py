@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 
+from ._freeze import freeze
 from ._interpreter import Error
 from ._markers import Final, annotate, export, ignore, is_scripting, unused
 from ._script import ScriptFunction, ScriptModule
@@ -49,4 +50,4 @@ def save(m, f, _extra_files=None) -> None:
 
 __all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "ScriptFunction",
            "ScriptModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export",
-           "ignore", "is_scripting", "load", "save", "script", "trace", "unused"]
+           "freeze", "ignore", "is_scripting", "load", "save", "script", "trace", "unused"]
