@@ -13,7 +13,7 @@ import warnings
 from ._freeze import freeze
 from ._interpreter import Error
 from ._markers import Final, annotate, export, ignore, is_scripting, unused
-from ._script import ScriptFunction, ScriptModule
+from ._script import RecursiveScriptModule, ScriptFunction, ScriptModule
 from ._serialization import load
 from ._trace import _DEPRECATED, TracerWarning, trace
 from .frontend import FrontendError, NotSupportedError, UnsupportedNodeError
@@ -48,6 +48,7 @@ def save(m, f, _extra_files=None) -> None:
     m.save(f)
 
 
-__all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "ScriptFunction",
+__all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "RecursiveScriptModule",
+           "ScriptFunction",
            "ScriptModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export",
            "freeze", "ignore", "is_scripting", "load", "save", "script", "trace", "unused"]

@@ -477,6 +477,11 @@ class ScriptModule(Module):
         return f"original_name={self.original_name}"
 
 
+class RecursiveScriptModule(ScriptModule):
+    """The class of the modules `script` (and `load`) make, as PyTorch names them: a
+    `ScriptModule` made recursively from a module and its submodules."""
+
+
 def _is_sequential(cls: type) -> bool:
     from ..nn.modules.container import Sequential
 
@@ -493,7 +498,8 @@ def script_module(module: Module, unit: Unit = UNIT,
         return module
     cls = type(module)
     children = list(module._modules) if isinstance(module, (Sequential, ModuleList)) else None
-    sm = ScriptModule(unit.type_name(cls.__name__), cls.__name__, unit, cls, children)
+    sm = RecursiveScriptModule(unit.type_name(cls.__name__), cls.__name__, unit, cls,
+                               children)
     sm.training = module.training
     for name, p in module._parameters.items():
         sm._parameters[name] = p

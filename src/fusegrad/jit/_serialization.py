@@ -25,7 +25,14 @@ from ..nn.parameter import Parameter
 from ..serialization import _looks_like_safetensors, _safetensors_from_bytes, save_safetensors
 from ._interpreter import allowed_kind
 from ._ir import IRFormatError, graph_from_json, graph_to_json
-from ._script import Method, Schema, ScriptFunction, ScriptModule, Unit
+from ._script import (
+    Method,
+    RecursiveScriptModule,
+    Schema,
+    ScriptFunction,
+    ScriptModule,
+    Unit,
+)
 
 FORMAT = "fusegrad.jit"
 VERSION = 1
@@ -266,7 +273,7 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
     if children is not None and not (isinstance(children, list) and all(
             isinstance(c, str) for c in children)):
         raise IRFormatError("bad module children")
-    sm = ScriptModule(str(spec["type"]), str(spec["name"]), unit, None, children)
+    sm = RecursiveScriptModule(str(spec["type"]), str(spec["name"]), unit, None, children)
     sm.training = bool(spec.get("training", True))
     grads = spec.get("requires_grad", {})
     for name, key in spec.get("parameters", {}).items():
