@@ -5,13 +5,14 @@ Argument and sample validation is on by default (`Distribution.set_default_valid
 turns it off), with PyTorch's ValueError texts.
 """
 
-from . import constraints, transforms
+from . import constraint_registry, constraints, transforms
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
 from .categorical import Categorical
 from .cauchy import Cauchy
 from .chi2 import Chi2
+from .constraint_registry import biject_to, transform_to
 from .continuous_bernoulli import ContinuousBernoulli
 from .dirichlet import Dirichlet
 from .distribution import Distribution
@@ -29,6 +30,7 @@ from .inverse_gamma import InverseGamma
 from .kl import kl_divergence, register_kl
 from .kumaraswamy import Kumaraswamy
 from .laplace import Laplace
+from .lkj_cholesky import LKJCholesky
 from .log_normal import LogNormal
 from .logistic_normal import LogisticNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -37,7 +39,7 @@ from .multinomial import Multinomial
 from .multivariate_normal import MultivariateNormal
 from .negative_binomial import NegativeBinomial
 from .normal import Normal
-from .one_hot_categorical import OneHotCategorical
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
 from .pareto import Pareto
 from .poisson import Poisson
 from .relaxed_bernoulli import RelaxedBernoulli
@@ -69,6 +71,7 @@ from .transforms import (
 from .uniform import Uniform
 from .von_mises import VonMises
 from .weibull import Weibull
+from .wishart import Wishart
 
 __all__ = [
     "Binomial", "CatTransform", "Cauchy", "Chi2", "ContinuousBernoulli",
@@ -78,7 +81,8 @@ __all__ = [
     "MixtureSameFamily", "Multinomial", "NegativeBinomial", "Pareto", "Poisson",
     "PositiveDefiniteTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical",
     "ReshapeTransform", "StackTransform", "StickBreakingTransform", "StudentT", "VonMises",
-    "Weibull",
+    "Weibull", "OneHotCategoricalStraightThrough", "biject_to", "transform_to",
+    "LKJCholesky", "Wishart", "constraint_registry",
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform",
     "Dirichlet", "Distribution", "ExpTransform", "Exponential",
     "ExponentialFamily", "Gamma", "Independent", "IndependentTransform", "Laplace",

@@ -227,4 +227,4 @@ def _kl_transformed_transformed(p, q):
 
 
 # Cross-family pairs and those of the later families register themselves on import.
-from . import _kl_pairs  # noqa: E402, F401
+from . import _kl_more, _kl_pairs  # noqa: E402, F401

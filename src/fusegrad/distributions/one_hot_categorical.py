@@ -8,7 +8,7 @@ from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution
 
-__all__ = ['OneHotCategorical']
+__all__ = ['OneHotCategorical', 'OneHotCategoricalStraightThrough']
 
 
 class OneHotCategorical(Distribution):
@@ -76,3 +76,17 @@ class OneHotCategorical(Distribution):
         values = F.eye(n, dtype=self._param.dtype)
         values = values.view((n,) + (1,) * len(self.batch_shape) + (n,))
         return values.expand((n,) + self.batch_shape + (n,)) if expand else values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """OneHotCategorical with a straight-through `rsample`: the forward value is a hard
+    one-hot sample, while gradients flow as if the sample were `probs` (identity estimator
+    of Bengio et al., 2013)."""
+
+    has_rsample = True
+
+    def rsample(self, sample_shape=()):
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        # Adds zero in value but carries d(probs) to the caller.
+        return samples + (probs - probs.detach())
