@@ -15,7 +15,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from . import _ring
-from .process_group import _mpi, _resolve
+from .process_group import GroupMember, _mpi, _resolve
 from .work import Work
 
 
@@ -54,10 +54,17 @@ _NATIVE = {"float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "int16": "
            "uint32": "UINT32_T", "uint64": "UINT64_T", "complex64": "C_FLOAT_COMPLEX",
            "complex128": "C_DOUBLE_COMPLEX"}
 _STAGED = {"float16": np.float32, "bfloat16": np.float32, "bool": np.uint8}
-# A bool reduction runs on 0/1 bytes: "any" for SUM/MAX/BOR, "all" for PRODUCT/MIN/BAND.
+# A bool reduction runs on 0/1 bytes: "any" for SUM/MAX/BOR, "all" for PRODUCT/MIN/BAND,
+# and the bytes' XOR (still 0 or 1) for BXOR.
 _BOOL_OPS = {RedOpType.SUM: RedOpType.MAX, RedOpType.MAX: RedOpType.MAX,
              RedOpType.BOR: RedOpType.MAX, RedOpType.PRODUCT: RedOpType.MIN,
-             RedOpType.MIN: RedOpType.MIN, RedOpType.BAND: RedOpType.MIN}
+             RedOpType.MIN: RedOpType.MIN, RedOpType.BAND: RedOpType.MIN,
+             RedOpType.BXOR: RedOpType.BXOR}
+
+
+# Reductions PyTorch refuses on complex tensors (they have no order, or it does not multiply).
+_NOT_COMPLEX = (RedOpType.MAX, RedOpType.MIN, RedOpType.PRODUCT, RedOpType.BAND,
+                RedOpType.BOR, RedOpType.BXOR)
 
 
 # Reductions the ring all-reduce does with NumPy (large tensors; see `_ring`).
@@ -114,14 +121,55 @@ class _Staged:
     def write_back(self) -> None:
         """Copy a staged result into the tensor and bump its version."""
         if self.copied:
-            np.copyto(self.data, self.flat.reshape(self.data.shape), casting="unsafe")
+            target = self.data if self.data.flags.writeable else _writeable(self.data)
+            np.copyto(target, self.flat.reshape(self.data.shape), casting="unsafe")
         _bump(self.tensor)
+
+
+def _writeable(data: np.ndarray) -> np.ndarray:
+    """A writeable array over the same memory as the read-only view `data`.
+
+    An expanded tensor is a read-only NumPy view whose repeated elements share one memory
+    location; gloo reduces it and writes the result back through it (every copy of an element
+    holds the same reduced value), so fusegrad writes through a view of the writeable base.
+    """
+    root, link = data, data.base
+    # NumPy's broadcast views hold their base through a helper object that has `.base` too.
+    while link is not None:
+        if isinstance(link, np.ndarray):
+            root = link
+        link = getattr(link, "base", None)
+    if not root.flags.writeable:
+        raise RuntimeError("fusegrad.distributed: the tensor's memory is read-only")
+    offset = data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return np.ndarray(data.shape, data.dtype, buffer=root, offset=offset,
+                      strides=data.strides)
+
+
+# PyTorch's names of the integral dtypes, for its message on an integer average.
+_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short",
+                "int32": "Int", "int64": "Long", "uint16": "UInt16", "uint32": "UInt32",
+                "uint64": "UInt64"}
+_BITWISE = (RedOpType.BAND, RedOpType.BOR, RedOpType.BXOR)
+
+
+def _check_op(t: Tensor, op) -> None:
+    """PyTorch's errors for a reduction its CPU backend refuses for `t`'s dtype."""
+    op = RedOpType(op)
+    name = t._data.dtype.name
+    if op in _BITWISE and name not in _TORCH_NAMES:
+        raise RuntimeError(f"Cannot use ReduceOp.{op.name} with non-integral dtype")
+    if op is RedOpType.AVG and name in _TORCH_NAMES:
+        # gloo divides the sum in place, which an integral tensor cannot hold.
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{_TORCH_NAMES[name]}")
 
 
 def _reduce_buffer(t: Tensor, op):
     """(staging, MPI buffer spec, MPI op) for reducing `t` with `op`."""
     MPI = _mpi()
     name = t._data.dtype.name
+    _check_op(t, op)
     op = RedOpType(op)
     if name == "bool":
         if op not in _BOOL_OPS:
@@ -154,20 +202,29 @@ def _finish(pg, async_op: bool, requests: list, what: str, finish=None, outputs=
     return None
 
 
-def _root(pg, rank, group_rank, name: str) -> int:
-    """The group rank of a root given as a global `rank` or as `group_rank`."""
+def _root(pg, rank, group_rank, name: str, what: str | None = None) -> int:
+    """The group rank of a root given as a global `rank` or as `group_rank`.
+
+    On the default group PyTorch hands the rank to the backend unchanged, and gloo's error
+    names the collective (`what`); on another group the rank is translated first."""
     if rank is not None and group_rank is not None:
         raise ValueError(f"Can not specify both {name} and group_{name}")
     if group_rank is not None:
         if not 0 <= group_rank < pg.size():
             raise ValueError(f"Group rank {group_rank} is not part of group {pg!r}")
         return group_rank
-    return pg.group_rank(0 if rank is None else int(rank))
+    rank = 0 if rank is None else int(rank)
+    if what is not None and pg is GroupMember.WORLD and not 0 <= rank < pg.size():
+        raise RuntimeError(f"ProcessGroupGloo::{what}: invalid root rank: {rank}")
+    return pg.group_rank(rank)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` across the group with `op`, in place on every rank."""
     _check_tensor(tensor, "tensor")
+    if tensor._data.dtype.kind == "c" and RedOpType(op) in _NOT_COMPLEX:
+        raise ValueError(f"all_reduce does not support RedOpType.{RedOpType(op).name} on "
+                         "complex tensors")
     pg = _resolve(group)
     if pg is None:
         return None
@@ -194,7 +251,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
     pg = _resolve(group)
     if pg is None:
         return None
-    root = _root(pg, dst, group_dst, "dst")
+    root = _root(pg, dst, group_dst, "dst", "reduce")
     staged, buf, mpi_op = _reduce_buffer(tensor, op)
     mine = pg.rank() == root
     send = _mpi().IN_PLACE if mine else buf
@@ -216,7 +273,7 @@ def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=No
     pg = _resolve(group)
     if pg is None:
         return None
-    root = _root(pg, src, group_src, "src")
+    root = _root(pg, src, group_src, "src", "broadcast")
     staged = _Staged(tensor)
     req = pg.comm.Ibcast(staged.bytes(), root=root)
     return _finish(pg, async_op, [req], "broadcast", staged.write_back, [tensor])
@@ -309,7 +366,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = Fals
     pg = _resolve(group)
     if pg is None:
         return None
-    root = _root(pg, dst, group_dst, "dst")
+    root = _root(pg, dst, group_dst, "dst", "gather")
     send = _Staged(tensor)
     if pg.rank() == root:
         if gather_list is None:
@@ -334,7 +391,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
     pg = _resolve(group)
     if pg is None:
         return None
-    root = _root(pg, src, group_src, "src")
+    root = _root(pg, src, group_src, "src", "scatter")
     recv = _Staged(tensor)
     if pg.rank() == root:
         if not scatter_list:
@@ -369,6 +426,21 @@ def _peer(pg, rank, group_rank, name: str) -> int:
     return _root(pg, rank, group_rank, name)
 
 
+def _check_p2p(pg, peer: int, tag, what: str) -> None:
+    """PyTorch's refusals of a negative tag and of a message to this process itself (gloo has
+    no connection to itself; MPI would wait forever for the matching call)."""
+    if int(tag) < 0:
+        raise RuntimeError("Tag must be nonnegative")
+    if peer == pg.rank():
+        raise RuntimeError(f"fusegrad.distributed: {what} with rank {pg.ranks[peer]}, the "
+                           f"current process's own rank: gloo has no connection to it")
+
+
+def _sender(pg, status):
+    """The global rank of the sender recorded in `status` (for `Work.source_rank`)."""
+    return lambda: pg.ranks[status.Get_source()]
+
+
 def isend(tensor, dst=None, group=None, tag: int = 0, group_dst=None):
     """Send `tensor` to `dst` without waiting; returns the `Work`."""
     _check_tensor(tensor, "tensor")
@@ -376,10 +448,22 @@ def isend(tensor, dst=None, group=None, tag: int = 0, group_dst=None):
     if pg is None:
         return None
     peer = _peer(pg, dst, group_dst, "dst")
+    _check_p2p(pg, peer, tag, "isend")
     staged = _Staged(tensor)
     req = pg.comm.Isend(staged.bytes(), dest=peer, tag=tag)
     # The staging array must live until the send completes.
     return Work([req], pg, "send", outputs=[tensor], finish=lambda: staged)
+
+
+def _recv_peer(pg, src, group_src, tag, what: str) -> int:
+    MPI = _mpi()
+    if src is None and group_src is None:
+        if int(tag) < 0:
+            raise RuntimeError("Tag must be nonnegative")
+        return MPI.ANY_SOURCE
+    peer = _root(pg, src, group_src, "src")
+    _check_p2p(pg, peer, tag, what)
+    return peer
 
 
 def irecv(tensor, src=None, group=None, tag: int = 0, group_src=None):
@@ -388,16 +472,21 @@ def irecv(tensor, src=None, group=None, tag: int = 0, group_src=None):
     pg = _resolve(group)
     if pg is None:
         return None
-    MPI = _mpi()
-    peer = MPI.ANY_SOURCE if src is None and group_src is None else _root(pg, src, group_src,
-                                                                         "src")
+    peer = _recv_peer(pg, src, group_src, tag, "irecv")
     staged = _Staged(tensor)
+    status = _mpi().Status()
     req = pg.comm.Irecv(staged.bytes(), source=peer, tag=tag)
-    return Work([req], pg, "recv", staged.write_back, [tensor])
+    return Work([req], pg, "recv", staged.write_back, [tensor], statuses=[status],
+                source=_sender(pg, status))
 
 
 def send(tensor, dst=None, group=None, tag: int = 0, group_dst=None) -> None:
     """Send `tensor` to `dst` and wait until it has gone."""
+    pg = _resolve(group)
+    if pg is not None and dst is not None and group_dst is None and int(dst) == pg.ranks[
+            pg.rank()]:
+        raise ValueError("Invalid destination rank: destination rank should not be the same "
+                         "as the rank of the current process.")
     work = isend(tensor, dst, group, tag, group_dst)
     if work is not None:
         work.wait()
@@ -409,11 +498,9 @@ def recv(tensor, src=None, group=None, tag: int = 0, group_src=None) -> int:
     pg = _resolve(group)
     if pg is None:
         return -1
-    MPI = _mpi()
-    peer = MPI.ANY_SOURCE if src is None and group_src is None else _root(pg, src, group_src,
-                                                                         "src")
+    peer = _recv_peer(pg, src, group_src, tag, "recv")
     staged = _Staged(tensor)
-    status = MPI.Status()
+    status = _mpi().Status()
     req = pg.comm.Irecv(staged.bytes(), source=peer, tag=tag)
     Work([req], pg, "recv", statuses=[status]).wait()
     staged.write_back()
@@ -437,16 +524,265 @@ def all_gather_object(object_list: list, obj, group=None) -> None:
         object_list[i] = pickle.loads(flat[offsets[i]:offsets[i] + sizes[i]].tobytes())
 
 
+def _wait(requests: list, pg, what: str) -> None:
+    Work(requests, pg, what).wait()
+
+
+def _pickled(obj) -> np.ndarray:
+    return np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+
+
 def broadcast_object_list(object_list: list, src=None, group=None, device=None,
                           group_src=None) -> None:
-    """Replace `object_list`'s items with `src`'s (picklable objects)."""
+    """Replace `object_list`'s items with `src`'s (picklable objects).
+
+    The source's list keeps its own objects; every other list must be as long as the
+    source's (PyTorch broadcasts one size per item)."""
     pg = _resolve(group)
     if pg is None:
         return
-    root = _root(pg, src, group_src, "src")
-    payload = np.frombuffer(pickle.dumps(list(object_list)), dtype=np.uint8)
-    size = np.array([payload.size], dtype=np.int64)
-    Work([pg.comm.Ibcast(size, root=root)], pg, "broadcast_object_list").wait()
-    buf = payload.copy() if pg.rank() == root else np.empty(int(size[0]), dtype=np.uint8)
-    Work([pg.comm.Ibcast(buf, root=root)], pg, "broadcast_object_list").wait()
+    root = _root(pg, src, group_src, "src", "broadcast")
+    mine = pg.rank() == root
+    payload = _pickled(list(object_list)) if mine else None
+    head = np.array([len(object_list), 0 if payload is None else payload.size], dtype=np.int64)
+    _wait([pg.comm.Ibcast(head, root=root)], pg, "broadcast_object_list")
+    buf = payload.copy() if mine else np.empty(int(head[1]), dtype=np.uint8)
+    # Received even when the lengths differ, so that the ranks stay in step for the next
+    # collective after the error.
+    _wait([pg.comm.Ibcast(buf, root=root)], pg, "broadcast_object_list")
+    if mine:
+        return
+    if int(head[0]) != len(object_list):
+        raise RuntimeError(f"broadcast_object_list: the list on rank {pg.ranks[pg.rank()]} has "
+                           f"{len(object_list)} items but the source's has {int(head[0])}")
     object_list[:] = pickle.loads(buf.tobytes())
+
+
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> None:
+    """Collect every rank's picklable `obj` into `object_gather_list` on `dst`."""
+    pg = _resolve(group)
+    if pg is None:
+        return
+    root = _root(pg, dst, group_dst, "dst", "gather")
+    mine = pg.rank() == root
+    if mine and object_gather_list is None:
+        raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
+    payload = _pickled(obj)
+    sizes = np.empty(pg.size(), dtype=np.int64) if mine else None
+    _wait([pg.comm.Igather(np.array([payload.size], dtype=np.int64), sizes, root=root)], pg,
+          "gather_object")
+    if not mine:
+        _wait([pg.comm.Igatherv(payload, None, root=root)], pg, "gather_object")
+        return
+    flat = np.empty(int(sizes.sum()), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    _wait([pg.comm.Igatherv(payload, [flat, (sizes, offsets)], root=root)], pg, "gather_object")
+    for i in range(pg.size()):
+        object_gather_list[i] = pickle.loads(flat[offsets[i]:offsets[i] + sizes[i]].tobytes())
+
+
+def scatter_object_list(scatter_object_output_list: list, scatter_object_input_list=None,
+                        src=None, group=None, group_src=None) -> None:
+    """Put item i of `src`'s `scatter_object_input_list` into rank i's output list[0]."""
+    if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
+        raise ValueError("Expected argument scatter_object_output_list to be a list of size at "
+                         "least 1.")
+    pg = _resolve(group)
+    if pg is None:
+        return
+    root = _root(pg, src, group_src, "src", "scatter")
+    mine = pg.rank() == root
+    sizes = offsets = flat = None
+    if mine:
+        payloads = [_pickled(o) for o in scatter_object_input_list]
+        sizes = np.array([p.size for p in payloads], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = np.concatenate(payloads) if payloads else np.empty(0, dtype=np.uint8)
+    size = np.empty(1, dtype=np.int64)
+    _wait([pg.comm.Iscatter(sizes, size, root=root)], pg, "scatter_object_list")
+    buf = np.empty(int(size[0]), dtype=np.uint8)
+    spec = [flat, (sizes, offsets)] if mine else None
+    _wait([pg.comm.Iscatterv(spec, buf, root=root)], pg, "scatter_object_list")
+    scatter_object_output_list[0] = pickle.loads(buf.tobytes())
+
+
+def send_object_list(object_list: list, dst=None, group=None, device=None,
+                     group_dst=None) -> None:
+    """Send the picklable items of `object_list` to `dst` (received by recv_object_list)."""
+    pg = _resolve(group)
+    if pg is None:
+        return
+    peer = _peer(pg, dst, group_dst, "dst")
+    if peer == pg.rank():
+        raise ValueError("Invalid destination rank: destination rank should not be the same "
+                         "as the rank of the current process.")
+    payload = _pickled(list(object_list))
+    # The size, then the bytes: MPI keeps the order of two messages between one pair of ranks,
+    # so the receiver takes the bytes from the rank whose size it got.
+    _wait([pg.comm.Isend(np.array([payload.size], dtype=np.int64), dest=peer, tag=0),
+           pg.comm.Isend(payload, dest=peer, tag=0)], pg, "send_object_list")
+
+
+def recv_object_list(object_list: list, src=None, group=None, device=None,
+                     group_src=None) -> int:
+    """Fill `object_list` with the objects sent by `src` (any rank when None); returns the
+    sender's global rank."""
+    pg = _resolve(group)
+    if pg is None:
+        return -1
+    peer = _recv_peer(pg, src, group_src, 0, "recv_object_list")
+    size = np.empty(1, dtype=np.int64)
+    status = _mpi().Status()
+    Work([pg.comm.Irecv(size, source=peer, tag=0)], pg, "recv_object_list",
+         statuses=[status]).wait()
+    sender = status.Get_source()
+    buf = np.empty(int(size[0]), dtype=np.uint8)
+    _wait([pg.comm.Irecv(buf, source=sender, tag=0)], pg, "recv_object_list")
+    objects = pickle.loads(buf.tobytes())
+    object_list[:len(objects)] = objects
+    return pg.ranks[sender]
+
+
+def _dim0_splits(t: Tensor, splits, size: int, what: str) -> list[int]:
+    """Rows of `t` per rank: `splits`, or an equal share of dim 0."""
+    rows = t._data.shape[0] if t._data.ndim else 1
+    if splits is None or len(splits) == 0:
+        if rows % size:
+            raise ValueError(f"{what}: dim 0 of the tensor ({rows}) must be divisible by the "
+                             f"group size ({size}) when no split sizes are given")
+        return [rows // size] * size
+    splits = [int(n) for n in splits]
+    if len(splits) != size or sum(splits) != rows or min(splits) < 0:
+        raise ValueError(f"{what}: split sizes {splits} must be {size} non-negative numbers "
+                         f"summing to dim 0 of the tensor ({rows})")
+    return splits
+
+
+def _counts(rows: list[int], row_bytes: int):
+    counts = np.array(rows, dtype=np.int64) * row_bytes
+    return counts, np.concatenate([[0], np.cumsum(counts)[:-1]])
+
+
+def all_to_all_single(output, input, output_split_sizes=None,  # noqa: A002
+                      input_split_sizes=None, group=None, async_op: bool = False):
+    """Send block i of `input` (dim 0, by `input_split_sizes`) to rank i; receive rank i's
+    block for this rank into block i of `output` (by `output_split_sizes`)."""
+    _check_tensor(output, "output")
+    _check_tensor(input, "input")
+    pg = _resolve(group)
+    if pg is None:
+        return None
+    if output._data.dtype != input._data.dtype:
+        raise ValueError("Invalid usage of tensors with different dtypes")
+    size = pg.size()
+    send = _Staged(input)
+    recv = _Staged(output)
+    row_in = send.bytes().size // max(input._data.shape[0] if input._data.ndim else 1, 1)
+    row_out = recv.bytes().size // max(output._data.shape[0] if output._data.ndim else 1, 1)
+    s_counts, s_displs = _counts(_dim0_splits(input, input_split_sizes, size,
+                                              "all_to_all_single"), row_in)
+    r_counts, r_displs = _counts(_dim0_splits(output, output_split_sizes, size,
+                                              "all_to_all_single"), row_out)
+    req = pg.comm.Ialltoallv([send.bytes(), (s_counts, s_displs)],
+                             [recv.bytes(), (r_counts, r_displs)])
+    return _finish(pg, async_op, [req], "all_to_all_single",
+                   lambda: (send, recv.write_back()), [output])
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool = False):
+    """Send `input_tensor_list[i]` to rank i; receive rank i's into `output_tensor_list[i]`."""
+    _check_list(output_tensor_list, "output_tensor_list")
+    _check_list(input_tensor_list, "input_tensor_list")
+    pg = _resolve(group)
+    if pg is None:
+        return None
+    size = pg.size()
+    if len(input_tensor_list) != size or len(output_tensor_list) != size:
+        raise ValueError(f"all_to_all: the tensor lists must have {size} tensors, one per rank")
+    dtypes = {t._data.dtype for t in [*input_tensor_list, *output_tensor_list]}
+    if len(dtypes) != 1:
+        raise ValueError("Invalid usage of tensors with different dtypes")
+    ins = [np.ascontiguousarray(t._data).reshape(-1).view(np.uint8) for t in input_tensor_list]
+    flat_in = np.concatenate(ins)
+    s_counts, s_displs = _counts([a.size for a in ins], 1)
+    sizes = [t._data.nbytes for t in output_tensor_list]
+    flat_out = np.empty(sum(sizes), dtype=np.uint8)
+    r_counts, r_displs = _counts(sizes, 1)
+    req = pg.comm.Ialltoallv([flat_in, (s_counts, s_displs)], [flat_out, (r_counts, r_displs)])
+
+    def finish():
+        for out, start, n in zip(output_tensor_list, r_displs, sizes):
+            block = flat_out[start:start + n].view(out._data.dtype)
+            np.copyto(out._data, block.reshape(out._data.shape))
+            _bump(out)
+
+    return _finish(pg, async_op, [req], "all_to_all", finish, output_tensor_list)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
+    """Reduce `input_list[i]` across ranks into rank i's `output`."""
+    _check_tensor(output, "output")
+    _check_list(input_list, "input_list")
+    pg = _resolve(group)
+    if pg is None:
+        return None
+    if len(input_list) != pg.size():
+        raise ValueError(f"reduce_scatter: the input list must have {pg.size()} tensors, one "
+                         f"per rank")
+    for t in input_list:
+        if t._data.dtype != output._data.dtype:
+            raise ValueError("Invalid usage of tensors with different dtypes")
+        if t._data.size != output._data.size:
+            raise ValueError("reduce_scatter: every input must have the output's "
+                             f"{output._data.size} elements")
+    # The list as one tensor of consecutive blocks: the same reduction as the tensor form.
+    from .._creation import from_numpy
+
+    joined = from_numpy(np.concatenate([np.ascontiguousarray(t._data).reshape(-1)
+                                        for t in input_list]))
+    return reduce_scatter_tensor(output, joined, op, group, async_op)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks: bool = False) -> None:
+    """A barrier that fails after `timeout` (the group's when None) instead of waiting on."""
+    pg = _resolve(group)
+    if pg is None:
+        return
+    barrier(pg, timeout=timeout if timeout is not None else pg.timeout)
+
+
+class P2POp:
+    """One point-to-point operation for `batch_isend_irecv`: `op` is `isend` or `irecv`."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag: int = 0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type "
+                             "``torch.distributed.isend`` or ``torch.distributed.irecv``.")
+        _check_tensor(tensor, "tensor")
+        self.op = op
+        self.tensor = tensor
+        self.peer = peer
+        self.group = group
+        self.tag = tag
+        self.group_peer = group_peer
+
+    def __repr__(self) -> str:
+        return (f"P2POp({self.op.__name__} peer={self.peer}, group_peer={self.group_peer}, "
+                f"{tuple(self.tensor.shape)}, {self.tensor.dtype})")
+
+
+def batch_isend_irecv(p2p_op_list) -> list:
+    """Start every operation of `p2p_op_list`; returns their `Work`s, in the list's order."""
+    if not isinstance(p2p_op_list, list) or not all(isinstance(p, P2POp)
+                                                   for p in p2p_op_list):
+        raise ValueError("Invalid ``p2p_op_list``. Each op is expected to to be of type "
+                         "``torch.distributed.P2POp``.")
+    works = []
+    for p in p2p_op_list:
+        if p.op is isend:
+            work = isend(p.tensor, p.peer, p.group, p.tag, p.group_peer)
+        else:
+            work = irecv(p.tensor, p.peer, p.group, p.tag, p.group_peer)
+        if work is not None:
+            works.append(work)
+    return works

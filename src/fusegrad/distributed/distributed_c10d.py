@@ -4,36 +4,57 @@ their classes name this module as theirs, so pickles and `isinstance` checks wri
 PyTorch's paths find them here."""
 
 from .collectives import (
+    P2POp,
     ReduceOp,
     all_gather,
     all_gather_into_tensor,
     all_gather_object,
     all_reduce,
+    all_to_all,
+    all_to_all_single,
     barrier,
+    batch_isend_irecv,
     broadcast,
     broadcast_object_list,
     gather,
+    gather_object,
     irecv,
     isend,
+    monitored_barrier,
     recv,
+    recv_object_list,
     reduce,
+    reduce_scatter,
     reduce_scatter_tensor,
     scatter,
+    scatter_object_list,
     send,
+    send_object_list,
 )
 from .process_group import (
     Backend,
+    DistBackendError,
+    DistError,
+    DistNetworkError,
+    DistStoreError,
     GroupMember,
     ProcessGroup,
     destroy_process_group,
     get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
     get_rank,
     get_world_size,
     group,
     init_process_group,
     is_available,
+    is_gloo_available,
     is_initialized,
     is_mpi_available,
+    is_nccl_available,
+    is_torchelastic_launched,
+    is_ucc_available,
     new_group,
 )
 from .work import Work
@@ -43,8 +64,16 @@ __all__ = ["ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_objec
            "isend", "recv", "reduce", "reduce_scatter_tensor", "scatter", "send", "Backend",
            "GroupMember", "ProcessGroup", "destroy_process_group", "get_backend", "get_rank",
            "get_world_size", "group", "init_process_group", "is_available", "is_initialized",
-           "is_mpi_available", "new_group", "Work"]
+           "is_mpi_available", "new_group", "Work", "P2POp", "all_to_all", "all_to_all_single",
+           "batch_isend_irecv", "gather_object", "monitored_barrier", "recv_object_list",
+           "reduce_scatter", "scatter_object_list", "send_object_list", "DistBackendError",
+           "DistError", "DistNetworkError", "DistStoreError", "get_global_rank",
+           "get_group_rank", "get_process_group_ranks", "is_gloo_available",
+           "is_nccl_available", "is_torchelastic_launched", "is_ucc_available"]
 
-for _cls in (Backend, GroupMember, ProcessGroup, ReduceOp, Work, group):
+for _cls in (Backend, GroupMember, ProcessGroup, ReduceOp, Work, group, P2POp):
     _cls.__module__ = __name__
+# PyTorch defines its errors in `torch.distributed` itself.
+for _cls in (DistError, DistBackendError, DistNetworkError, DistStoreError):
+    _cls.__module__ = __name__.rsplit(".", 1)[0]
 del _cls

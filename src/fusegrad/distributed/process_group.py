@@ -189,6 +189,27 @@ def _abort_on_uncaught(comm) -> None:
     sys.excepthook = hook
 
 
+def _cpu_backend(name: str) -> str:
+    """The backend for CPU tensors in a name such as "cpu:gloo,cuda:nccl" (a plain name is
+    itself)."""
+    if ":" not in name:
+        return name
+    pairs = {}
+    for part in name.split(","):
+        device, _, backend = part.strip().partition(":")
+        if not backend:
+            raise ValueError(f"The custom backend string argument is invalid: {name}. Custom "
+                             f"backend string is an experimental feature where the backend "
+                             f"string must be in the format: "
+                             f"\"<device_type1>:<backend1>,<device_type2>:<backend2>...\". "
+                             f"e.g. 'cpu:gloo,cuda:nccl'")
+        pairs[device.strip()] = backend.strip()
+    if "cpu" not in pairs:
+        raise ValueError(f"Invalid backend: '{name}': it names no backend for the CPU, the only "
+                         f"device here")
+    return pairs["cpu"]
+
+
 def init_process_group(backend: str | None = None, init_method: str | None = None,
                        timeout: datetime.timedelta | None = None, world_size: int = -1,
                        rank: int = -1, store=None, group_name: str = "", pg_options=None,
@@ -202,7 +223,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     """
     if GroupMember.WORLD is not None:
         raise ValueError("trying to initialize the default process group twice!")
-    name = "gloo" if backend is None else Backend(backend)
+    name = "gloo" if backend is None else _cpu_backend(Backend(backend))
     if name == "nccl":
         raise RuntimeError("Distributed package doesn't have NCCL built in")
     if name not in _CPU_BACKENDS:
@@ -226,7 +247,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
               use_local_synchronization: bool = False, group_desc=None, device_id=None,
               sort_ranks: bool = True):
-    """A group of `ranks` (all ranks when None); every rank of the world must call it.
+    """A group of `ranks` (all ranks when None); every rank of the world must call it, or
+    only the members with `use_local_synchronization=True`.
 
     Ranks outside the group get `GroupMember.NON_GROUP_MEMBER`, on which collectives do
     nothing."""
@@ -240,13 +262,84 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
                              "init_process_group")
     MPI = _mpi()
     me = world.rank()
-    color = 0 if me in members else MPI.UNDEFINED
-    key = members.index(me) if me in members else 0
-    comm = world.comm.Split(color, key)
-    if comm == MPI.COMM_NULL:
-        return GroupMember.NON_GROUP_MEMBER
+    if use_local_synchronization:
+        # Only the members call it (PyTorch's contract): a communicator made from an MPI
+        # group is collective over that group's processes alone, whereas Split needs all.
+        if me not in members:
+            return GroupMember.NON_GROUP_MEMBER
+        comm = world.comm.Create_group(world.comm.Get_group().Incl(members))
+    else:
+        color = 0 if me in members else MPI.UNDEFINED
+        key = members.index(me) if me in members else 0
+        comm = world.comm.Split(color, key)
+        if comm == MPI.COMM_NULL:
+            return GroupMember.NON_GROUP_MEMBER
     return ProcessGroup(comm, members, timeout if timeout is not None else world.timeout,
                         backend or world.backend, group_desc or "")
+
+
+def is_gloo_available() -> bool:
+    """True: the MPI-backed group stands in for gloo."""
+    return True
+
+
+def is_nccl_available() -> bool:
+    """False: there is no CUDA."""
+    return False
+
+
+def is_ucc_available() -> bool:
+    """False: no UCC backend."""
+    return False
+
+
+def is_torchelastic_launched() -> bool:
+    """Whether torchelastic (torchrun) started this process: it sets TORCHELASTIC_RUN_ID."""
+    return os.getenv("TORCHELASTIC_RUN_ID") is not None
+
+
+class DistError(RuntimeError):
+    """Base of the errors of the distributed package."""
+
+
+class DistBackendError(DistError):
+    """An error raised by a backend."""
+
+
+class DistNetworkError(DistError):
+    """A network error."""
+
+
+class DistStoreError(DistError):
+    """An error of the key-value store."""
+
+
+def get_process_group_ranks(group=None) -> list[int]:
+    """The global ranks of `group`'s members, in group-rank order."""
+    pg = _resolve(group)
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return list(pg.ranks)
+
+
+def get_global_rank(group, group_rank: int) -> int:
+    """The global rank of `group_rank` in `group` (the default group's ranks are global)."""
+    pg = _resolve(group)
+    if pg is None or pg is GroupMember.WORLD:
+        return group_rank
+    if not 0 <= group_rank < pg.size():
+        raise ValueError(f"Group rank {group_rank} is not part of group {pg!r}")
+    return pg.ranks[group_rank]
+
+
+def get_group_rank(group, global_rank: int) -> int:
+    """The rank in `group` of the process of global rank `global_rank`."""
+    pg = _resolve(group)
+    if pg is None or pg is GroupMember.WORLD:
+        return global_rank
+    if global_rank not in pg.ranks:
+        raise ValueError(f"Global rank {global_rank} is not part of group {pg!r}")
+    return pg.ranks.index(global_rank)
 
 
 def get_rank(group=None) -> int:

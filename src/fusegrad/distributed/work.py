@@ -4,6 +4,12 @@ Every collective, blocking or not, is issued as non-blocking MPI requests and co
 polling them against the group's deadline, so a peer that stopped answering becomes a
 `RuntimeError` after `timeout` instead of a hang (a peer that died is also reported by mpiexec,
 which stops the job).
+
+A collective made of several rounds (the ring all-reduce) moves on only when this process
+posts its next round. Every poll of any `Work` (and so every blocking call) first moves all
+such collectives along, in the order they were issued: the ranks may then wait on their
+pending collectives in any order, or do point-to-point traffic in between, as with gloo,
+whose collectives progress on threads of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +25,26 @@ from collections.abc import Callable
 _SPIN_SECONDS = 0.002
 _MAX_PAUSE = 1e-3
 
+# Multi-round collectives not finished yet, oldest first (see `progress`).
+_PENDING: list = []
+
+
+def register(driver) -> None:
+    """Have `progress()` move `driver` (an object with `test()`) along until it finishes."""
+    _PENDING.append(driver)
+
+
+def progress() -> None:
+    """Move every pending multi-round collective along, in issue order, without blocking.
+
+    A rank that waits on one collective (or on a receive) keeps posting the rounds of the
+    others, so a peer that waits on them in another order still sees them complete."""
+    if not _PENDING:
+        return
+    finished = [driver for driver in list(_PENDING) if driver.test()]
+    for driver in finished:
+        _PENDING.remove(driver)
+
 
 class Work:
     """A collective in flight: `wait()` completes it, then runs its finishing step once.
@@ -29,12 +55,16 @@ class Work:
 
     def __init__(self, requests: list, group, what: str,
                  finish: Callable[[], None] | None = None, outputs: list | None = None,
-                 statuses: list | None = None, driver=None) -> None:
+                 statuses: list | None = None, driver=None, source=None) -> None:
         self._requests = requests
+        # A receive's `source()` gives the sender's global rank once it has completed.
+        self._source = source
         self._statuses = statuses
         # A collective made of several rounds of requests (the ring all-reduce) passes an
         # object whose `test()` moves it along and says when it is done.
         self._driver = driver
+        if driver is not None:
+            register(driver)
         self._group = group
         self._what = what
         self._finish = finish
@@ -79,14 +109,28 @@ class Work:
         return True
 
     def _test(self) -> bool:
+        progress()
         if self._driver is not None:
             return self._driver.test()
         return _test_all(self._requests, self._statuses)
 
     def result(self) -> list:
-        """The output tensors of the collective."""
-        self.wait()
+        """The output tensors of a completed collective (PyTorch's errors before `wait()` and
+        for point-to-point operations, which have no result)."""
+        if self._what in ("send", "recv"):
+            raise RuntimeError("result() not implemented.")
+        if not self.is_completed():
+            raise RuntimeError("Work needs to be completed before calling result(). Should "
+                               "call wait() before result().")
         return list(self._outputs)
+
+    def source_rank(self) -> int:
+        """The global rank a receive got its message from (waits for it first)."""
+        if self._source is None:
+            raise RuntimeError("sourceRank() may only be called on work objects that "
+                               "correspond to a recv or recv-from-any call.")
+        self.wait()
+        return self._source()
 
     def synchronize(self) -> None:
         """Same as `wait()` on CPU."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import _creation, _dtype
+from ...autograd.function import Function
 from .. import functional as F
 from .. import init
 from ..parameter import UninitializedBuffer, UninitializedParameter
@@ -109,9 +110,41 @@ class BatchNorm3d(_BatchNorm):
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
 
+class _AllReduceSum(Function):
+    """The sum of a tensor over a process group.
+
+    Every rank's loss depends on the sum, so the gradient of one rank's contribution is the
+    sum of all ranks' gradients of it: backward is the same all-reduce (as in PyTorch's
+    SyncBatchNorm backward, which all-reduces its per-channel gradient sums)."""
+
+    @staticmethod
+    def forward(ctx, tensor, group):
+        from ... import distributed as dist
+
+        ctx.group = group
+        out = tensor.clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        from ... import distributed as dist
+
+        grad = grad.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
 class SyncBatchNorm(_BatchNorm):
-    """Batch normalisation whose statistics would be reduced over a process group; with one
-    process (the only case here) it is BatchNorm over any input of 2 or more dimensions."""
+    """Batch normalisation with the statistics of the whole batch across a process group.
+
+    While training under an initialized process group of more than one rank, the mean and
+    variance of each channel are those of the batches of all ranks together (two all-reduces:
+    the sums and counts, then the sums of squared deviations from the global mean, which keeps
+    the variance exact where the sum of squares would cancel), the running statistics take the
+    global mean and unbiased variance, and backward all-reduces the gradients of the
+    statistics. Weight and bias gradients stay per rank: data parallelism averages them.
+    Otherwise it is BatchNorm over any input of 2 or more dimensions."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, process_group=None,
@@ -123,6 +156,67 @@ class SyncBatchNorm(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.dim() < 2:
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def _sync_group(self):
+        """The group to reduce the statistics over, or None when no synchronisation applies
+        (eval mode, no process group, one rank, or this rank outside the group)."""
+        if not self.training:
+            return None
+        from ... import distributed as dist
+
+        if not dist.is_initialized():
+            return None
+        group = self.process_group if self.process_group else dist.group.WORLD
+        return group if dist.get_world_size(group) > 1 else None
+
+    def forward(self, input):
+        """Normalise with the global batch statistics when training across ranks."""
+        self._check_input_dim(input)
+        group = self._sync_group()
+        if group is None:
+            return super().forward(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        return self._sync_forward(input, group, factor)
+
+    def _sync_forward(self, input, group, factor: float):
+        import fusegrad
+
+        channels = input.shape[1]
+        dims = [0, *range(2, input.dim())]
+        shape = (1, channels) + (1,) * (input.dim() - 2)
+        # The statistics are summed in float64: float32 sums over many ranks' elements lose
+        # digits the single-process BatchNorm keeps.
+        local = input.sum(dims).double()
+        count = fusegrad.full((1,), float(input.numel() // max(channels, 1)),
+                              dtype=fusegrad.float64)
+        totals = _AllReduceSum.apply(fusegrad.cat([local, count]), group)
+        n = float(totals[channels].item())
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {list(input.shape)}")
+        mean = totals[:channels] / n
+        centered = input - mean.to(input.dtype).reshape(shape)
+        squares = (centered * centered).sum(dims).double()
+        var = _AllReduceSum.apply(squares, group) / n
+        invstd = (var + self.eps).rsqrt()
+        out = centered * invstd.to(input.dtype).reshape(shape)
+        if self.weight is not None:
+            out = out * self.weight.reshape(shape)
+        if self.bias is not None:
+            out = out + self.bias.reshape(shape)
+        if self.running_mean is not None and self.running_var is not None:
+            with fusegrad.no_grad():
+                self.running_mean.mul_(1 - factor).add_(
+                    (mean * factor).to(self.running_mean.dtype))
+                self.running_var.mul_(1 - factor).add_(
+                    (var * (factor * n / (n - 1))).to(self.running_var.dtype))
+        return out
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
