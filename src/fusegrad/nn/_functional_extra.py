@@ -163,11 +163,11 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          "modes and requires a 4-D tensor as input")
     if mode in _NEAREST and 3 <= ndim <= 5:
         return call(_NEAREST[mode][ndim - 3], input, sizes, *scales)
-    if mode == "area" and ndim in (3, 4):
-        from .functional import adaptive_avg_pool1d, adaptive_avg_pool2d
+    if mode == "area" and ndim in (3, 4, 5):
+        from .functional import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
-        pool = adaptive_avg_pool1d if ndim == 3 else adaptive_avg_pool2d
-        return pool(input, sizes if ndim == 4 else sizes[0])
+        pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[ndim - 3]
+        return pool(input, sizes if ndim > 3 else sizes[0])
     if mode in _INTERPOLATING and 3 <= ndim <= 5:
         need, op = _INTERPOLATING[mode]
         if ndim == need:
@@ -177,7 +177,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         if mode != "bicubic":
             raise NotImplementedError(f"Got {ndim}D input, but {mode} mode needs {need}D "
                                       "input")
-    if (mode == "area" and ndim == 5) or (mode == "lanczos" and ndim == 4):
+    if mode == "lanczos" and ndim == 4:
         raise NotImplementedError(f"interpolate: mode {mode!r} on {ndim}-D input is not "
                                   "supported")
     raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "

@@ -79,6 +79,9 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Interleave the channels of `groups` groups."""
+    if isinstance(input, Tensor) and input.dim() < 3:
+        raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
     return call(LY.channel_shuffle, input, int(groups))
 
 
@@ -358,7 +361,20 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
         raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
                            "batch size and non-zero dimensions for input, but got: "
                            f"{PL.dims_str(shape)}")
-    return call(CV.col2im, input, _pair(output_size), k, d, p, s)
+    out = _pair(output_size)
+    CV._window_args(k, d, p, s, "ksdp")  # PyTorch checks the arguments first
+    if shape[-2] % (k[0] * k[1]) == 0:  # (else the op's divisibility error comes first)
+        # blocks per dim, with C's truncating division, as PyTorch counts them
+        blocks = [int((o + 2 * pp - (dd * (kk - 1) + 1)) / ss) + 1
+                  for o, kk, dd, pp, ss in zip(out, k, d, p, s)]
+        if blocks[0] * blocks[1] != shape[-1]:
+            raise RuntimeError(
+                f"Given output_size=({out[0]}, {out[1]}), kernel_size=({k[0]}, {k[1]}), "
+                f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), stride=({s[0]}, "
+                f"{s[1]}), expected size of input's dimension 2 to match the calculated "
+                f"number of sliding blocks {blocks[0]} * {blocks[1]} = "
+                f"{blocks[0] * blocks[1]}, but got input.size(2)={shape[-1]}.")
+    return call(CV.col2im, input, out, k, d, p, s)
 
 
 # ---------------------------------------------------------------- embedding_bag
@@ -378,6 +394,21 @@ def _class_name(value) -> str:
     return f"<class '{name}'>"
 
 
+def _check_offsets(offsets: Tensor, length: int) -> None:
+    """PyTorch's bag kernel's checks of user offsets: the first bag starts at 0 and the last
+    offset is within the input (its message prints the first offset as a 0-d tensor)."""
+    off = np.asarray(offsets.detach()._data).reshape(-1)
+    if off.size == 0 or not np.issubdtype(off.dtype, np.integer):
+        return  # the op reports these
+    if off[0] != 0:
+        raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                           f"has to start from position 0. However, got {int(off[0])}\n"
+                           f"[ torch.{offsets.dtype.legacy}Tensor{{}} ]")
+    if off[-1] > length:
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length {length} but "
+                           f"got offsets[-1] of {int(off[-1])}")
+
+
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                   max_norm: float | None = None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
@@ -391,6 +422,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) "
                          f"is not None, then it must have the same shape as the input "
                          f"({input.shape})")
+    user_offsets = input.dim() == 1
     if input.dim() == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is "
@@ -429,6 +461,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
                                   "per_sample_weights is only supported for mode='sum' (got "
                                   f"mode='{mode}'). Please open a feature request on GitHub.")
+    if user_offsets:
+        _check_offsets(offsets, input.shape[0])
     n = weight.shape[0]
     if padding_idx is None:
         padding_idx = -1

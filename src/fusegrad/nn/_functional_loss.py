@@ -142,16 +142,15 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1."""
     reduction = _reduction(size_average, reduce, reduction)
-    dims = input1.dim()
-    if input2.dim() != dims:
-        raise RuntimeError(f"cosine_embedding_loss : All input tensors should have same "
-                           f"dimension but got sizes: input1: {input1.shape}, input2: "
-                           f"{input2.shape}, target: {target.shape} ")
-    if target.dim() == dims:
-        raise RuntimeError(f"{target.dim()}D target tensor expects {dims - 1}D input tensors, "
+    # PyTorch's checks: the target's rank fixes the inputs' (one less)
+    t_dim = target.dim()
+    if t_dim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.dim() != t_dim + 1 or input2.dim() != t_dim + 1:
+        raise RuntimeError(f"{t_dim}D target tensor expects {t_dim + 1}D input tensors, "
                            f"but found inputs with sizes {list(input1.shape)} and "
                            f"{list(input2.shape)}.")
-    d = dims - 1
+    d = t_dim
     prod = (input1 * input2).sum(d)
     mag1 = call(SC.add_scalar, (input1 * input1).sum(d), _EPS)
     mag2 = call(SC.add_scalar, (input2 * input2).sum(d), _EPS)

@@ -10,6 +10,8 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
@@ -114,7 +116,7 @@ def lp_pool2d(input: Tensor, norm_type, kernel_size, stride=None,
 def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
               ceil_mode: bool = False) -> Tensor:
     """(sum over each window of x ** p) ** (1 / p), over the last three dimensions (windows
-    taken with `unfold`; partial windows of `ceil_mode` are not supported)."""
+    taken with `unfold`; with `ceil_mode`, PyTorch's pooling ops for the partial ones)."""
     k = _tuple(kernel_size, 3)
     st = _tuple(stride, 3) if stride is not None else k
     inf = isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf")
@@ -122,7 +124,14 @@ def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None,
     PL.pool_shape(tuple(input.shape), k, st, [0] * 3, [1] * 3, ceil_mode,
                   "max" if inf else "avg")
     if ceil_mode:
-        raise NotImplementedError("lp_pool3d: ceil_mode=True is not supported yet")  # ours
+        # Partial windows: through the pooling ops PyTorch composes (an average of the
+        # window's part inside the input, scaled by the full window's size).
+        F = _F()
+        if inf:
+            sign = 1 if norm_type > 0 else -1
+            return F.max_pool3d(input.abs() * sign, k, st, 0, 1, True) * sign
+        out = F.avg_pool3d(input.pow(norm_type), k, st, 0, True)
+        return (out.sign() * F.relu(out.abs())).mul(k[0] * k[1] * k[2]).pow(1.0 / norm_type)
     first = input.dim() - 3
 
     def windows(x):
@@ -394,7 +403,7 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
     return fusegrad.where(flips.remainder(2) == 0, extra + low, span - extra + low)
 
 
-def _source_index(coord, size, padding_mode, align_corners):
+def _source_index(coord, size, padding_mode, align_corners, nan=None):
     coord = _unnormalize(coord, size, align_corners)
     if padding_mode == "border":
         coord = coord.clamp(0, size - 1)
@@ -402,6 +411,10 @@ def _source_index(coord, size, padding_mode, align_corners):
         coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else \
             _reflect(coord, -1, 2 * size - 1)
         coord = coord.clamp(0, size - 1)
+    if nan is not None and padding_mode != "zeros":
+        # PyTorch's clipping takes NaN to the first pixel in its 2-D kernel, to the last in
+        # its 3-D one
+        coord = coord.masked_fill(nan[0], 0.0 if nan[1] == 2 else size - 1)
     return coord
 
 
@@ -467,8 +480,28 @@ def _grid_sample_checks(input: Tensor, grid: Tensor, mode: str) -> None:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
 
 
+def _grid_sample_nan(input: Tensor, grid: Tensor, nan: np.ndarray, mode: str,
+                     padding_mode: str, align_corners: bool) -> Tensor:
+    """grid_sample of a grid with NaNs, as PyTorch's kernels treat them: the border and
+    reflection clipping takes a NaN coordinate to the first (2-D) or last (3-D) pixel; with
+    zeros padding a NaN point reads nothing (0), except that the 2-D bilinear kernel gives
+    NaN; bicubic gives NaN whatever the padding."""
+    nan_out = mode == "bicubic" or (mode == "bilinear" and grid.dim() == 4
+                                    and padding_mode == "zeros")
+    far = padding_mode == "zeros" and not nan_out
+    # (far outside: no tap inside the input reads a value)
+    clean = grid.masked_fill(Tensor._make(nan), -1e4 if far else 0.0)
+    masks = [Tensor._make(np.ascontiguousarray(nan[..., i])) for i in range(nan.shape[-1])]
+    out = grid_sample(input, clean, mode, padding_mode, align_corners, _masks=masks)
+    if nan_out:
+        poison = np.where(nan.any(-1), np.nan, 0).astype(out.dtype.np)
+        out = out + Tensor._make(poison).unsqueeze(1)
+    return out
+
+
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
-                padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
+                padding_mode: str = "zeros", align_corners: bool | None = None,
+                _masks=None) -> Tensor:
     """Sample `input` (N, C, H, W) at the normalised positions `grid` (N, Ho, Wo, 2), in
     [-1, 1] as (x, y), by bilinear, nearest or bicubic interpolation; or a volume (N, C, D,
     H, W) at `grid` (N, Do, Ho, Wo, 3) as (x, y, z), trilinear ("bilinear") or nearest.
@@ -487,6 +520,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     sizes = tuple(input.shape[2:])  # slowest first; the grid lists x (fastest) first
     nd = len(sizes)
     flat = input.reshape(n, c, -1)
+    masks = _masks
+    nan = None if masks or not grid.dtype.is_floating_point else np.isnan(grid.detach()._data)
+    if nan is not None and nan.any():
+        return _grid_sample_nan(input, grid, nan, mode, padding_mode, align_corners)
     if mode == "bicubic":
         coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners)
                   for i, size in enumerate(sizes)]
@@ -500,7 +537,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 term = _tap(flat, [yi, xi], sizes) * (wy[i] * wx[j]).unsqueeze(1)
                 total = term if total is None else total + term
         return total
-    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners)
+    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners,
+                            (masks[nd - 1 - i], nd) if masks else None)
               for i, size in enumerate(sizes)]
     if mode == "nearest":
         # rounding has a zero derivative: the grid gets a zero gradient, as in PyTorch

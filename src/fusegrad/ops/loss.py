@@ -349,9 +349,10 @@ def _extended(labels, blank):
 
 
 def _skip_allowed(ext, blank):
-    """Where the path may skip from s - 2 to s (a label differing from the one before)."""
+    """Where the path may skip from s - 2 to s: PyTorch's rule is a label position (odd s)
+    whose label differs from the one before, even when that label is the blank."""
     ok = np.zeros(len(ext), bool)
-    ok[2:] = (ext[2:] != blank) & (ext[2:] != ext[:-2])
+    ok[3::2] = ext[3::2] != ext[1:-2:2]
     return ok
 
 
@@ -374,8 +375,10 @@ def _ctc_alpha(lp, ext, blank, length):
         alpha[0, 1] = lp[0, ext[1]]
     for t in range(1, length):
         prev = alpha[t - 1]
-        one = np.concatenate([[-np.inf], prev[:-1]])
-        two = np.where(skip, np.concatenate([[-np.inf, -np.inf], prev[:-2]]), -np.inf)
+        one = np.full(s_len, -np.inf)
+        one[1:] = prev[:-1]
+        two = np.full(s_len, -np.inf)
+        two[2:] = np.where(skip[2:], prev[:-2], -np.inf)
         alpha[t] = _lse(prev, one, two) + lp[t, ext]
     return alpha
 
@@ -391,30 +394,57 @@ def _ctc_beta(lp, ext, blank, length):
         beta[length - 1, s_len - 2] = lp[length - 1, ext[s_len - 2]]
     for t in range(length - 2, -1, -1):
         nxt = beta[t + 1]
-        one = np.concatenate([nxt[1:], [-np.inf]])
-        two = np.concatenate([np.where(skip[2:], nxt[2:], -np.inf), [-np.inf, -np.inf]])
+        one = np.full(s_len, -np.inf)
+        one[:-1] = nxt[1:]
+        two = np.full(s_len, -np.inf)
+        two[:-2] = np.where(skip[2:], nxt[2:], -np.inf)
         beta[t] = _lse(nxt, one, two) + lp[t, ext]
     return beta
 
 
-def _ctc_check(lp, input_lengths, target_lengths):
+def _ctc_check(lp, targets, input_lengths, target_lengths, blank):
+    """PyTorch's argument checks of `_ctc_loss`, in its order and words."""
     if len(lp.shape) != 3:
         raise RuntimeError("ctc_loss: log_probs must be a 3-D (T, N, C) tensor here")
-    t_max, n = lp.shape[:2]
+    t_max, n, c = lp.shape
+    where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if not 0 <= blank < c:
+        raise RuntimeError("blank must be in label range")
     if len(input_lengths) != n:
         raise RuntimeError(f"input_lengths must be of size batch_size, but got "
                            f"{len(input_lengths)}")
     if len(target_lengths) != n:
         raise RuntimeError(f"target_lengths must be of size batch_size, but got "
                            f"{len(target_lengths)}")
+    for tl in target_lengths:
+        if tl < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got "
+                               f"value {tl}{where}")
+    shape = tuple(targets.shape)
+    if len(shape) == 1:
+        total = sum(int(v) for v in target_lengths)
+        if shape[0] != total:
+            raise RuntimeError(f"Expected tensor to have size {total} at dimension 0, but got "
+                               f"size {shape[0]} for argument #2 'targets'{where}")
+    else:
+        if shape[0] != n:
+            raise RuntimeError(f"Expected tensor to have size {n} at dimension 0, but got "
+                               f"size {shape[0]} for argument #2 'targets'{where}")
+        longest = max([int(v) for v in target_lengths] + [0])
+        if shape[1] < longest:
+            raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension "
+                               f"1, but got size {shape[1]} for argument #2 'targets'{where}")
     for il in input_lengths:
+        if il < 0:
+            raise RuntimeError(f"Expected input_lengths to have value at least 0, but got "
+                               f"value {il}{where}")
         if il > t_max:
             raise RuntimeError(f"Expected input_lengths to have value at most {t_max}, but "
-                               f"got value {il} (while checking arguments for ctc_loss_cpu)")
+                               f"got value {il}{where}")
 
 
 def _ctc_kernel(lp, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
-    _ctc_check(lp, input_lengths, target_lengths)
+    _ctc_check(lp, targets, input_lengths, target_lengths, blank)
     x = _work(lp).astype(np.float64)
     t_max, n = x.shape[:2]
     labels = _ctc_targets(targets, target_lengths, n)
@@ -426,14 +456,18 @@ def _ctc_kernel(lp, targets, input_lengths, target_lengths, blank=0, zero_infini
         length = int(input_lengths[b])
         alpha = _ctc_alpha(x[:, b], ext, blank, length)
         log_alpha[b, :length, :len(ext)] = alpha
-        ends = alpha[length - 1, -2:] if len(ext) > 1 else alpha[length - 1, -1:]
-        nll[b] = -_lse(*ends) if length else (0.0 if len(ext) == 1 else np.inf)
+        if length == 0:  # only an empty target has a path through no frames
+            nll[b] = -0.0 if len(ext) == 1 else np.inf
+        elif len(ext) == 1:
+            nll[b] = -alpha[length - 1, 0]
+        else:
+            nll[b] = -_lse(alpha[length - 1, -1], alpha[length - 1, -2])
     # zero_infinity zeroes only the gradient here; ctc_loss zeroes the value after the op
     return nll.astype(lp.dtype), log_alpha.astype(lp.dtype)
 
 
 def _ctc_meta(lp, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
-    _ctc_check(lp, input_lengths, target_lengths)
+    _ctc_check(lp, targets, input_lengths, target_lengths, blank)
     t_max, n = lp.shape[:2]
     s_max = max([int(v) for v in target_lengths] + [0])
     return (Spec((n,), lp.dtype), Spec((n, t_max, 2 * s_max + 1), lp.dtype))
@@ -455,6 +489,10 @@ def _ctc_backward_kernel(grad, lp, targets, input_lengths, target_lengths, nll, 
         alpha = np.asarray(log_alpha[b, :length, :len(ext)], np.float64)
         beta = _ctc_beta(x[:, b], ext, blank, length)
         ab = alpha + beta
+        if len(ext) > 1 and ext[-2] == blank:
+            # PyTorch's gradient leaves out the path ending in the final blank at the last
+            # frame when the target's last label is the blank itself (its value does not).
+            ab[length - 1, -1] = -np.inf
         lcab = np.full((length, c), -np.inf)
         for s, lab in enumerate(ext):
             lcab[:, lab] = _lse(lcab[:, lab], ab[:, s])

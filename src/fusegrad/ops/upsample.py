@@ -17,7 +17,17 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import F32, F64, HALF, Spec, dense_format, rand_array, size_str
+from ._util import (
+    F32,
+    F64,
+    HALF,
+    Spec,
+    dense_format,
+    elem_strides,
+    is_format_contiguous,
+    rand_array,
+    size_str,
+)
 from .padding import gather_axes, scatter_axes
 from .registry import Sample, register
 
@@ -183,6 +193,11 @@ def _taps(kind: str, in_sizes, out_sizes, align_corners, scales, dt,
         elif kind == "linear":
             taps.append(_linear_taps(n_in, n_out, align_corners, s, dt))
         elif kind.endswith("_aa"):
+            if n_in == n_out and not backward:
+                # PyTorch's forward skips an axis whose size does not change, whatever the
+                # scale it is told; its backward kernel does not.
+                taps.append((np.arange(n_out, dtype=np.int64)[None], None))
+                continue
             taps.append(_aa_taps(n_in, n_out, align_corners, s, dt, kind == "cubic_aa"))
         else:
             taps.append(_cubic_taps(n_in, n_out, align_corners, s, dt))
@@ -278,9 +293,22 @@ def _forward_kernel(kind: str, k: int):
         cdt = _compute_dtype(x.dtype)
         xw = x.astype(F32) if x.dtype in HALF else x
         taps = _taps(kind, x.shape[2:], output_size, align, scales, cdt)
-        return gather_axes(xw, taps).astype(x.dtype, copy=False)
+        out = gather_axes(xw, taps).astype(x.dtype, copy=False)
+        if (kind.endswith("_aa") and output_size[1] == 1 and output_size[0] != x.shape[2]
+                and not _channels_last(x)):
+            # PyTorch's contiguous antialiased kernel, resizing the height into a width-1
+            # output, writes its first row into every row (its channels-last kernel and its
+            # backward do not): reproduced, as PyTorch is the reference.
+            out = np.ascontiguousarray(np.broadcast_to(out[:, :, :1], out.shape))
+        return out
 
     return kernel
+
+
+def _channels_last(x: np.ndarray) -> bool:
+    """Whether a 4-D array is laid out channels-last (and not also C-contiguous)."""
+    return not x.flags.c_contiguous and is_format_contiguous(x.shape, elem_strides(x),
+                                                             "channels_last")
 
 
 def _backward_kernel(kind: str, k: int):

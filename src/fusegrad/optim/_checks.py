@@ -6,9 +6,8 @@ from .._tensor import Tensor
 
 
 def check_lr(lr):
-    """The learning rate as a number (a one-element tensor is read), or PyTorch's error."""
-    if isinstance(lr, Tensor):
-        lr = lr.item()
+    """The learning rate, checked (PyTorch's error); a tensor stays one: PyTorch keeps it in
+    the groups, where schedulers update it in place (`Optimizer.step` reads its value)."""
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     return lr

@@ -8,7 +8,7 @@ import math
 import types
 from collections.abc import Callable
 
-from .lr_scheduler import LRScheduler, _per_group, uses_beta1
+from .lr_scheduler import LRScheduler, _per_group, _set_group_value, uses_beta1
 from .optimizer import Optimizer
 
 __all__ = ["CyclicLR", "CosineAnnealingWarmRestarts"]
@@ -29,7 +29,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_group_value(group, "lr", lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
@@ -169,7 +169,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_group_value(group, "lr", lr)
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 

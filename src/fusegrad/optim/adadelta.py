@@ -16,6 +16,9 @@ class Adadelta(Optimizer):
     _complex_as_real = True
     _capturable_xla = (False, False)
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("capturable", False))
+
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach=None, *, capturable: bool = False,
                  maximize: bool = False, differentiable: bool = False) -> None:

@@ -40,12 +40,12 @@ def _mean_square(grad: np.ndarray, axis: int) -> np.ndarray:
 class Adafactor(Optimizer):
     """Adafactor (PyTorch's single-tensor update)."""
 
+    _SETSTATE_DEFAULTS = (("foreach", None),)
+
     def __init__(self, params, lr: float | Tensor = 1e-2, beta2_decay: float = -0.8,
                  eps: tuple[float | None, float] = (None, 1e-3), d: float = 1.0,
                  weight_decay: float = 0.0, *, foreach: bool | None = None,
                  maximize: bool = False) -> None:
-        if isinstance(lr, Tensor):
-            lr = lr.item()
         if not 0.0 <= lr:
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
         if not 0.0 >= beta2_decay:

@@ -18,6 +18,9 @@ class Adagrad(Optimizer):
     _fused_check_once = True
     _sparse_grads = True
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("fused", None))
+
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
                  maximize: bool = False, differentiable: bool = False, fused=None) -> None:

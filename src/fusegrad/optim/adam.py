@@ -97,6 +97,10 @@ class Adam(Optimizer):
     _sparse_error = ("Adam does not support sparse gradients, please consider SparseAdam "
                      "instead")
 
+    _SETSTATE_DEFAULTS = (("amsgrad", False), ("maximize", False), ("foreach", None),
+                        ("capturable", False), ("differentiable", False),
+                        ("decoupled_weight_decay", False), ("fused", None))
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
                  foreach=None, maximize: bool = False, capturable: bool = False,
@@ -108,7 +112,6 @@ class Adam(Optimizer):
                                  "foreach=True")
             if lr.numel() != 1:
                 raise ValueError("Tensor lr must be 1-element")
-            lr = lr.item()
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:

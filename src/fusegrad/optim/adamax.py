@@ -16,6 +16,9 @@ class Adamax(Optimizer):
     _complex_as_real = True
     _capturable_xla = (True, False)
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("capturable", False))
+
     def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach=None, *,
                  maximize: bool = False, differentiable: bool = False,

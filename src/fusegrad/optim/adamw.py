@@ -8,6 +8,10 @@ from .adam import Adam
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 1e-2)."""
 
+    _SETSTATE_DEFAULTS = (("amsgrad", False), ("maximize", False), ("foreach", None),
+                        ("capturable", False), ("differentiable", False),
+                        ("decoupled_weight_decay", True), ("fused", None))
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False, foreach=None, capturable: bool = False,

@@ -17,6 +17,9 @@ class ASGD(Optimizer):
     _capturable_xla = (True, False)
     _capturable_what = ("params, mus, etas, and state_steps",) * 2
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("capturable", False))
+
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
                  t0: float = 1e6, weight_decay: float = 0, foreach=None,
                  maximize: bool = False, differentiable: bool = False,

@@ -203,6 +203,8 @@ class LBFGS(Optimizer):
 
         group = self.param_groups[0]
         lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        if isinstance(lr, Tensor):
+            lr = lr.item()
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         state = self.state[self._params[0]]

@@ -15,7 +15,18 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 
+from .._tensor import Tensor
 from .optimizer import Optimizer
+
+
+def _set_group_value(group: dict, key: str, value) -> None:
+    """group[key] = value, or, where the group holds a tensor there (a tensor learning
+    rate), that tensor filled with the value in place, as PyTorch's schedulers do."""
+    current = group.get(key)
+    if isinstance(current, Tensor):
+        current.fill_(value.item() if isinstance(value, Tensor) else value)
+    else:
+        group[key] = value
 
 _ORDER_WARNING = (
     "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
@@ -87,7 +98,10 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                initial = group["lr"]
+                # A tensor rate is copied: the group's own is then updated in place.
+                group.setdefault("initial_lr", initial.clone()
+                                 if isinstance(initial, Tensor) else initial)
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -144,7 +158,7 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_group_value(group, "lr", lr)
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict:
@@ -564,7 +578,7 @@ class SequentialLR(LRScheduler):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_group_value(group, "lr", group["initial_lr"])
         self._undo(self)
         first = self._schedulers[bisect_right(self._milestones, 0)]
         first._step_count = 0
@@ -748,7 +762,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(group["lr"])
             new = max(old * self.factor, self.min_lrs[i])
             if old - new > self.eps:
-                group["lr"] = new
+                _set_group_value(group, "lr", new)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore a `state_dict`, the comparison options checked and set again."""

@@ -18,6 +18,9 @@ class NAdam(Optimizer):
     _capturable_what = ("params, mu_products and state_steps",
                         "params, mu_products, and state_steps")
 
+    _SETSTATE_DEFAULTS = (("maximize", False), ("foreach", None), ("capturable", False),
+                        ("differentiable", False), ("decoupled_weight_decay", False))
+
     def __init__(self, params, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, foreach=None,

@@ -160,6 +160,14 @@ def _profiled(kind: str, fn: Callable) -> Callable:
     return method
 
 
+def _with_number_lr(group: dict) -> dict:
+    """A copy of `group` with its tensor learning rate read as a number, for the updates
+    (the group itself keeps the tensor, as PyTorch's does)."""
+    group = dict(group)
+    group["lr"] = group["lr"].item()
+    return group
+
+
 class Optimizer:
     """Base class: holds `param_groups` (dicts with 'params' and options) and `state`."""
 
@@ -167,6 +175,9 @@ class Optimizer:
     # real arrays of (real, imaginary) pairs, as PyTorch's does for the optimizers that set
     # this (SGD's arithmetic is the same either way).
     _complex_as_real = False
+    # (option, value) pairs `__setstate__` gives groups that lack them, as PyTorch's
+    # optimizers do in theirs (a loaded older state_dict, an unpickled optimizer).
+    _SETSTATE_DEFAULTS: tuple = ()
     # Whether a `fused=True` group checks only the first parameter with a gradient, once per
     # optimizer (PyTorch's SGD and Adagrad), rather than each parameter as its state is made.
     _fused_check_once = False
@@ -220,6 +231,12 @@ class Optimizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        # Options an older state_dict (or pickle) lacks take the fixed defaults each PyTorch
+        # optimizer sets here (not this optimizer's own values; others stay missing).
+        self.defaults.setdefault("differentiable", False)
+        for group in self.param_groups:
+            for name, default in self._SETSTATE_DEFAULTS:
+                group.setdefault(name, default)
         # Hooks are not pickled (nor deep-copied): a restored optimizer starts without them.
         for name in _HOOK_DICTS:
             if name not in self.__dict__:
@@ -293,6 +310,8 @@ class Optimizer:
                 loss = closure()
         as_real = self._complex_as_real
         for group in self.param_groups:
+            if isinstance(group.get("lr"), Tensor):
+                group = _with_number_lr(group)
             self._check_group(group)
             if _sparse.made[0]:  # (only a program that made a sparse tensor pays the scan)
                 self._check_sparse(group)
@@ -500,10 +519,6 @@ class Optimizer:
             s["params"] = g["params"]
             if "param_names" in g and "param_names" not in s:
                 s["param_names"] = g["param_names"]
-            # Options an older state_dict lacks take the defaults (PyTorch's optimizers set
-            # theirs in `__setstate__`).
-            for name, default in self.defaults.items():
-                s.setdefault(name, default)
             new_groups.append(s)
         for v in state.values():
             # A step saved as a number (by older versions) becomes the scalar tensor the

@@ -17,6 +17,9 @@ class RAdam(Optimizer):
     _complex_as_real = True
     _capturable_xla = (True, False)
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("decoupled_weight_decay", False), ("capturable", False))
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0,
                  decoupled_weight_decay: bool = False, *, foreach=None,

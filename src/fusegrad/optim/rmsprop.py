@@ -18,6 +18,9 @@ class RMSprop(Optimizer):
     _complex_as_real = True
     _capturable_xla = (True, True)
 
+    _SETSTATE_DEFAULTS = (("momentum", 0), ("centered", False), ("foreach", None),
+                        ("maximize", False), ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach=None, maximize: bool = False,

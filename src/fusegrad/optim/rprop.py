@@ -17,6 +17,9 @@ class Rprop(Optimizer):
     _complex_as_real = True
     _capturable_xla = (True, True)
 
+    _SETSTATE_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                        ("capturable", False))
+
     def __init__(self, params, lr: float = 1e-2, etas: tuple = (0.5, 1.2),
                  step_sizes: tuple = (1e-6, 50), *, capturable: bool = False, foreach=None,
                  maximize: bool = False, differentiable: bool = False) -> None:

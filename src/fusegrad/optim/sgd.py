@@ -27,11 +27,12 @@ class SGD(Optimizer):
     _fused_check_once = True
     _sparse_grads = True
 
+    _SETSTATE_DEFAULTS = (("nesterov", False), ("maximize", False), ("foreach", None),
+                        ("differentiable", False), ("fused", False))
+
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach=None, differentiable: bool = False, fused=None) -> None:
-        if isinstance(lr, Tensor):
-            lr = lr.item()
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:

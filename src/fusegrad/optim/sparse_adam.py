@@ -29,7 +29,6 @@ class SparseAdam(Optimizer):
         if isinstance(lr, Tensor):
             if lr.numel() != 1:
                 raise ValueError("Tensor lr must be 1-element")
-            lr = lr.item()
         # Both strictly positive here, unlike the other optimizers' checks.
         if not 0.0 < lr:
             raise ValueError(f"Invalid learning rate: {lr}")

@@ -261,7 +261,11 @@ class RNNBase(Module):
     def _layer_params(self, layer: int, direction: int) -> dict:
         sfx = f"_l{layer}" + ("_reverse" if direction else "")
         keys = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
-        return {k: self._parameters.get(f"{k}{sfx}") for k in keys}
+        params = self._parameters
+        # A weight that weight_norm, pruning or a parametrization replaced is no longer a
+        # registered parameter: read it as an attribute then (the common case stays a get).
+        return {k: params.get(f"{k}{sfx}") if f"{k}{sfx}" in params
+                else getattr(self, f"{k}{sfx}", None) for k in keys}
 
     def _expected_hidden(self, batch: int, cell: bool = False) -> tuple:
         dirs = 2 if self.bidirectional else 1

@@ -128,6 +128,17 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
         sorted_indices = Tensor._make(order)
         lengths = Tensor._make(np.ascontiguousarray(lens[order]))
         input = input.index_select(0 if batch_first else 1, sorted_indices)
+    steps = input.shape[1 if batch_first else 0] if input.dim() > 1 else None
+    lens = lengths.numpy()
+    if (steps is not None and lens.ndim == 1 and lens.size and lens.max() > steps
+            and (np.diff(lens) <= 0).all()):
+        # PyTorch packs the steps the input has, clamping the lengths to them, but counts
+        # the batch sizes from the lengths as given.
+        clamped = Tensor._make(np.minimum(lens, steps))
+        data, _ = call(_R.pack_padded_sequence, input, clamped, batch_first)
+        counts = (lens[None, :] > np.arange(int(lens.max()))[:, None]).sum(1)
+        return PackedSequence(data, Tensor._make(counts.astype(np.int64)), sorted_indices,
+                              None)
     data, batch_sizes = call(_R.pack_padded_sequence, input, lengths, batch_first)
     return PackedSequence(data, batch_sizes, sorted_indices, None)
 
