@@ -34,6 +34,16 @@ def _precision_to_scale_tril(P):
     return F.linalg.solve_triangular(L_inv, eye, upper=False)
 
 
+def scale_tril_of(scale_tril, covariance_matrix, precision_matrix):
+    """The lower Cholesky factor of the covariance, from whichever of the three
+    parameterisations was given (the others None)."""
+    if scale_tril is not None:
+        return scale_tril
+    if covariance_matrix is not None:
+        return F.linalg.cholesky(covariance_matrix)
+    return _precision_to_scale_tril(precision_matrix)
+
+
 class MultivariateNormal(Distribution):
     """MultivariateNormal(loc, covariance_matrix | precision_matrix | scale_tril)."""
 
@@ -69,12 +79,8 @@ class MultivariateNormal(Distribution):
             self.precision_matrix = precision_matrix.expand(batch_shape + (-1, -1))
         self.loc = loc.expand(batch_shape + (-1,))
         super().__init__(batch_shape, event, validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = F.linalg.cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix,
+                                                       precision_matrix)
 
     def expand(self, batch_shape, _instance=None):
         """A copy with parameters expanded to `batch_shape`."""

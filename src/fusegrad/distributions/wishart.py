@@ -12,7 +12,7 @@ import fusegrad as F
 from . import constraints
 from .chi2 import Chi2
 from .exp_family import ExponentialFamily
-from .multivariate_normal import _precision_to_scale_tril
+from .multivariate_normal import scale_tril_of
 from .utils import lazy_property
 
 __all__ = ["Wishart"]
@@ -66,12 +66,8 @@ class Wishart(ExponentialFamily):
         else:
             self.precision_matrix = param.expand(batch_shape + (-1, -1))
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = F.linalg.cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix,
+                                                       precision_matrix)
         # Bartlett: the squared diagonal of the standard factor is Chi2(df - i), i < p.
         p = event_shape[-1]
         steps = F.arange(p, dtype=self._unbroadcasted_scale_tril.dtype)

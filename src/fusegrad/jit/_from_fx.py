@@ -263,12 +263,7 @@ def _program_from_graph(traced):
                 builder.env[node] = aten(node, form[0], form[1], list(node.args),
                                          node.kwargs)
             elif node.op == "output":
-                out = node.args[0]
-                if isinstance(out, (tuple, list)) and not isinstance(out, FxNode):
-                    result = builder.literal(tuple(out) if isinstance(out, tuple) else out)
-                else:
-                    result = builder.literal(out)
-                graph.returns = [result]
+                graph.returns = [_returned(builder, node.args[0])]
     except _Unsupported:
         raise
     except Exception as e:  # a leaf module that does not script, an argument kind, ...
@@ -385,10 +380,13 @@ def _program_from_make_fx(traced):
         elif node.op == "call_function":
             builder.env[node] = builder.call(node)
         elif node.op == "output":
-            out = node.args[0]
-            if isinstance(out, (tuple, list)) and not isinstance(out, FxNode):
-                result = builder.literal(tuple(out) if isinstance(out, tuple) else out)
-            else:
-                result = builder.literal(out)
-            graph.returns = [result]
+            graph.returns = [_returned(builder, node.args[0])]
     return _finish(unit, graph, root, name, is_module, params)
+
+
+def _returned(builder, out):
+    """The graph value an FX output node's argument becomes (a tuple or list of values is
+    one literal tuple or list)."""
+    if isinstance(out, (tuple, list)) and not isinstance(out, FxNode):
+        return builder.literal(tuple(out) if isinstance(out, tuple) else out)
+    return builder.literal(out)
