@@ -29,6 +29,8 @@ CASES = {
     "linear_3d": lambda lib, x: lib.nn.functional.linear(x.flatten(2), lib.tensor(LW[:, :64]),
                                                          lib.tensor(LB)),
     "matmul": lambda lib, x: lib.matmul(x, x),
+    "matmul_operator": lambda lib, x: x[0, 0] @ x[0, 1],
+    "matmul_operator_batched": lambda lib, x: x @ x,
     "batch_norm": lambda lib, x: lib.nn.functional.batch_norm(x, lib.zeros(3), lib.ones(3),
                                                               training=True),
     "layer_norm": lambda lib, x: lib.nn.functional.layer_norm(x, (8,)),

@@ -263,7 +263,8 @@ PROFILED_AS: dict[str, dict[str, tuple[str, ...]]] = {
         "log_softmax": ("aten::log_softmax",), "dropout": ("aten::dropout",),
     },
     "torch.Tensor": {
-        "matmul": ("aten::matmul",), "flatten": ("aten::flatten",),
+        "matmul": ("aten::matmul",), "__matmul__": ("aten::matmul",),
+        "__rmatmul__": ("aten::matmul",), "flatten": ("aten::flatten",),
         "reshape": ("aten::reshape",), "softmax": ("aten::softmax",),
         "log_softmax": ("aten::log_softmax",), "to": ("aten::to",),
     },
