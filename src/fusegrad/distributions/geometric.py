@@ -8,14 +8,14 @@ import fusegrad as F
 
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryProbs, broadcast_all
 
 __all__ = ["Geometric"]
 
 _ONE_OF = "Either `probs` or `logits` must be specified, but not both."
 
 
-class Geometric(Distribution):
+class Geometric(BinaryProbs, Distribution):
     """Geometric(probs or logits): P(k) = (1 - p)^k p on k = 0, 1, 2, ..."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -59,14 +59,6 @@ class Geometric(Distribution):
     @property
     def variance(self):
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -128,11 +128,9 @@ def expanded_count_and_probs(dist, cls, batch_shape, _instance):
     return dist._expanded(cls, shape, _instance, **params)
 
 
-class BinaryParams:
-    """`probs` and `logits` of a distribution given one of them (the other derived on first
-    read, as a binary probability's log-odds) and `param_shape`, the given one's shape:
-    Bernoulli, Binomial, NegativeBinomial, LogitRelaxedBernoulli. Its `__init__` sets one of
-    the two and `_param`."""
+class BinaryProbs:
+    """`probs` and `logits` of a distribution given one of them, the other derived on first
+    read, as a binary probability's log-odds (Geometric, and the `BinaryParams` ones)."""
 
     @lazy_property
     def logits(self):
@@ -141,6 +139,12 @@ class BinaryParams:
     @lazy_property
     def probs(self):
         return logits_to_probs(self.logits, is_binary=True)
+
+
+class BinaryParams(BinaryProbs):
+    """`BinaryProbs` and `param_shape`, the given one's shape: Bernoulli, Binomial,
+    NegativeBinomial, LogitRelaxedBernoulli. Its `__init__` sets one of the two and
+    `_param`."""
 
     @property
     def param_shape(self):

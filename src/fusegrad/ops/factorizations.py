@@ -462,13 +462,8 @@ def eigh_backward(gl, gv, w, v):
     e = w.unsqueeze(-2) - w.unsqueeze(-1) + eye_like(w, n)
     inner = (vhgv - adj(vhgv)) * 0.5 / e
     if gl is not None:
-        inner = _set_diagonal(inner, gl)
+        inner = inner.diagonal_scatter(gl.to(inner.dtype), 0, -2, -1)
     return v.matmul(inner.matmul(adj(v)))
-
-
-def _set_diagonal(x, d):
-    """`x` with its diagonal replaced by `d` (out of place, differentiable)."""
-    return x - x.diagonal(0, -2, -1).diag_embed() + d.diag_embed()
 
 
 def phase_check(name, vhgv):
@@ -559,7 +554,7 @@ def eig_backward(gl, gv, w, v, real_input):
         e = lc.unsqueeze(-2) - lc.unsqueeze(-1) + eye_like(w, w.shape[-1])
         inner = vhgv / e
         if gl is not None:
-            inner = _set_diagonal(inner, gl)
+            inner = inner.diagonal_scatter(gl.to(inner.dtype), 0, -2, -1)
         ga = call(solve, vh, inner.matmul(vh), True, False)[0]
     return ga.real if real_input else ga
 
