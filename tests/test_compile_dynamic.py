@@ -434,3 +434,90 @@ def test_int_of_a_symbolic_item_keeps_it_symbolic():
             x, n = fusegrad.randn(20), fusegrad.tensor(k)
             _close(compiled(x, n), f(x, n))
         assert backend.graphs <= most
+
+
+# Inputs laid out densely in another order of their dims (a transpose, a permute,
+# channels_last, nonzero()'s column-major result) get symbolic sizes too: their strides are
+# products of the sizes in that order, and the guard checks the order.
+LAYOUTS = {
+    "transposed": (lambda x: x.t(), [(b, 5) for b in (3, 4, 6, 9, 13)]),
+    "permuted": (lambda x: x.permute(2, 0, 1), [(3, b, 4) for b in (2, 3, 5, 7)]),
+    "channels_last": (lambda x: x.contiguous(memory_format=fusegrad.channels_last),
+                      [(b, 2, 6, 6) for b in (3, 4, 5, 7)]),
+}
+
+
+def layout_program(x):
+    y = (x * 2 + x.sum(0)).relu()
+    flat = x.reshape(-1)  # a copy for these layouts
+    if x.is_contiguous():
+        return y, flat, x.stride()
+    return y * 3, flat, x.stride(), x.contiguous().view(-1)[:4]
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_dense_layouts_get_symbolic_sizes(name, dynamic):
+    make, shapes = LAYOUTS[name]
+    backend = Graphs()
+    compiled = fusegrad.compile(layout_program, backend=backend, dynamic=dynamic)
+    fusegrad.manual_seed(0)
+    for shape in shapes:
+        x = make(fusegrad.randn(*shape))
+        out, ref = compiled(x), layout_program(x)
+        assert out[2] == ref[2]  # the strides the graph read are this input's
+        _close(out[:2] + out[3:], ref[:2] + ref[3:])
+    assert backend.graphs == (1 if dynamic else 2)
+
+
+def test_a_layout_change_recompiles_and_is_named(log_lines):
+    compiled = fusegrad.compile(layout_program, backend=Graphs(), dynamic=True)
+    for x in (fusegrad.randn(4, 3).t(), fusegrad.randn(6, 3).t(), fusegrad.randn(3, 6)):
+        out, ref = compiled(x), layout_program(x)
+        assert out[2] == ref[2]
+        _close(out[:2] + out[3:], ref[:2] + ref[3:])
+    text = "\n".join(log_lines)
+    # The guard prints the strides that are products of symbolic sizes as None, as Dynamo's.
+    assert "check_tensor(L['x'], Tensor, size=[None, None], stride=[1, None]" in text
+    assert "tensor 'L['x']' stride mismatch at index 0. expected 1, actual 6" in text
+
+
+def test_a_view_that_needs_contiguity_fails_as_eager():
+    def f(x):
+        return x.view(-1) * 2
+
+    compiled = fusegrad.compile(f, backend=Graphs(), dynamic=True)
+    x = fusegrad.randn(4, 3).t()
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    with pytest.raises(RuntimeError) as captured:
+        compiled(x)
+    assert str(captured.value) == str(eager.value)
+
+
+def test_gradients_through_transposed_inputs_of_new_sizes():
+    w = fusegrad.randn(5, 3, requires_grad=True)
+
+    def f(x):
+        return ((x @ w).tanh() * x.sum(1, keepdim=True)).sum()
+
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend)
+    for b in (3, 4, 6, 9):
+        base = fusegrad.randn(5, b, requires_grad=True)
+        x = base.t()
+        got = fusegrad.autograd.grad(compiled(x), (base, w))
+        want = fusegrad.autograd.grad(f(x), (base, w))
+        _close(got, want)
+    assert backend.graphs == 2
+
+
+def test_a_stepped_slice_stays_static():
+    # Strides that are not products of the sizes (every other column): static sizes, one
+    # graph per size, each with eager's values.
+    backend = _run(lambda x: x[:, ::2] * 2 + 1, [(b, 6) for b in (3, 4, 6)])
+    assert backend.graphs >= 2
+    compiled = fusegrad.compile(lambda x: x * 2 + 1, backend=Graphs())
+    for b in (3, 4, 6):
+        x = fusegrad.randn(b, 6)[:, ::2]
+        _close(compiled(x), x * 2 + 1)

@@ -60,15 +60,41 @@ def is_format_contiguous(shape, strides, name: str) -> bool:
     """Whether a tensor of `shape` and element `strides` is laid out densely in memory format
     `name` (dims of size 1 may have any stride, as for `is_contiguous()`)."""
     order = FORMAT_ORDERS[name]
-    if len(shape) != len(order):
-        return False
-    expected = 1
+    return len(shape) == len(order) and is_dense_in(shape, strides, order)
+
+
+def is_dense_in(shape, strides, order, unit: int = 1) -> bool:
+    """Whether a tensor of `shape` and `strides` (in multiples of `unit`: 1 for elements, the
+    item size for an array's byte strides) is laid out densely with its dims in `order`,
+    outermost first (dims of size 1 may have any stride)."""
+    expected = unit
     for d in reversed(order):
         if shape[d] != 1:
             if strides[d] != expected:
                 return False
             expected *= shape[d]
     return True
+
+
+def dense_order(shape, strides, unit: int = 1) -> tuple | None:
+    """The order of dims, outermost first, in which a tensor of `shape` and `strides` (in
+    multiples of `unit`) is laid out densely (row-major: `0, 1, ...`; a transpose or
+    channels_last: a permutation), or None when no order is (a slice with a step, an
+    expanded or overlapping tensor)."""
+    order = strides_order(shape, strides) or tuple(range(len(shape)))
+    return order if is_dense_in(shape, strides, order, unit) else None
+
+
+def dense_strides(shape, order) -> tuple:
+    """The element strides of a tensor of `shape` laid out densely with its dims in `order`,
+    outermost first: `contiguous_strides` of the permuted shape, put back in `shape`'s order
+    (sizes may be symbolic)."""
+    strides = [0] * len(shape)
+    acc = 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(strides)
 
 
 def memory_order(a: np.ndarray) -> tuple | None:

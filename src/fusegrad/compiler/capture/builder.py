@@ -17,10 +17,11 @@ import numpy as np
 
 from ..._dtype import python_scalar
 from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
+from ..._shapes import dense_strides
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from ...ops.surface import INPLACE, has_flag
-from .dynamic import strict_dims
+from .dynamic import input_order, strict_dims
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .symfloat import (
     SymFloat,
@@ -227,7 +228,8 @@ class GraphBuilder:
         return var
 
     def _symbolic_fake(self, value: Tensor, source: str, dims, node) -> FakeTensor:
-        """A fake of contiguous `value` whose sizes at `dims` are symbols; each new symbol
+        """A fake of densely laid out `value` whose sizes at `dims` are symbols (its strides
+        products of them); each new symbol
         becomes a placeholder just before the tensor's (where Dynamo puts it)."""
         shape = list(value.shape)
         strict = strict_dims(value)
@@ -246,9 +248,9 @@ class GraphBuilder:
                 self.created.append(p)
                 self.symbol_nodes[sym.expr] = p
                 self.symbol_values[sym_source] = value.shape[d]
-        from ...ops._util import contiguous_strides
-
-        fake = FakeTensor._make_fake(shape, value.dtype, contiguous_strides(shape))
+        # The input's strides as products of its sizes, in the order its dims lie in memory.
+        fake = FakeTensor._make_fake(shape, value.dtype,
+                                     dense_strides(shape, input_order(value)))
         fake._rg = value.requires_grad
         return fake
 

@@ -13,19 +13,33 @@
 - `mark_dynamic(t, dim)` / `maybe_mark_dynamic(t, dim)` make a dimension symbolic from the
   first capture; `mark_static(t, dim)` keeps it static.
 
-Sizes 0 and 1 always stay static (PyTorch's 0/1 specialisation), and a non-contiguous input
-stays static (its strides would be expressions over sizes that the guards do not cover).
+Sizes 0 and 1 always stay static (PyTorch's 0/1 specialisation). An input laid out densely
+in some order of its dims (row-major, a transpose, channels_last, `nonzero()`'s column-major
+result) has strides that are products of its sizes in that order: its fake carries them as
+such, and its guard checks the order (`input_order`). Any other layout (a slice with a step,
+an expanded tensor) stays static: its strides are not functions of its sizes.
 """
 
 from __future__ import annotations
 
 import weakref
 
+from ..._shapes import dense_order
 from ..._tensor import Tensor
 
 # id(tensor) -> (weak reference, {"dynamic": set, "static": set}); tensors have no __dict__,
 # and a WeakKeyDictionary would compare tensors with `==` (elementwise).
 _MARKS: dict[int, tuple] = {}
+
+
+def input_order(t: Tensor) -> tuple | None:
+    """The order of `t`'s dims in memory, outermost first, when `t` is laid out densely in
+    one (`0, 1, ...` for a contiguous tensor), else None: the layout a graph input with
+    symbolic sizes is guarded on."""
+    data = t._data
+    if data.flags.c_contiguous:
+        return tuple(range(data.ndim))
+    return dense_order(data.shape, data.strides, data.itemsize)
 
 
 def _marks_of(t: Tensor, create: bool = False) -> dict | None:
@@ -159,6 +173,6 @@ class DynamicPolicy:
         if marks is not None:
             chosen = (chosen | marks["dynamic"]) - marks["static"]
         chosen = {d for d in chosen if shape[d] >= 2}
-        if chosen and not value.is_contiguous():
+        if chosen and input_order(value) is None:
             return ()
         return tuple(sorted(chosen))

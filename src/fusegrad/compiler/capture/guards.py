@@ -15,9 +15,11 @@ import numpy as np
 
 from ... import _dtype
 from ..._dispatch import sync_view as _sync_view
+from ..._shapes import dense_strides, is_dense_in
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
+from .dynamic import input_order
 from .symfloat import SymFloat
 
 
@@ -33,16 +35,20 @@ def _tensor_check(t, cls, shape, dtype, requires_grad, byte_strides) -> bool:
             and t._data.strides == byte_strides)
 
 
-def _dynamic_tensor_check(t, cls, ndim, static, sizes, dtype, requires_grad) -> bool:
+def _dynamic_tensor_check(t, cls, ndim, static, sizes, dtype, requires_grad,
+                          order=None) -> bool:
     # A tensor with symbolic sizes: its rank, the static sizes (`static` picks them from the
-    # shape, equal to `sizes`), and contiguity, which its symbolic strides assume.
+    # shape, equal to `sizes`), and its layout, which its symbolic strides assume: row-major
+    # (`order` None) or dense with its dims in `order`.
     if t.__class__ is not cls:
         return False
     if t._base is not None:
         _sync_view(t)
     data = t._data
     return (t._dtype is dtype and t._rg is requires_grad and data.ndim == ndim
-            and static(data.shape) == sizes and data.flags.c_contiguous)
+            and static(data.shape) == sizes
+            and (data.flags.c_contiguous if order is None
+                 else is_dense_in(data.shape, data.strides, order, data.itemsize)))
 
 
 class TensorGuard:
@@ -63,12 +69,18 @@ class TensorGuard:
         self.byte_strides = tuple(t._data.strides)
         self.dtype = t.dtype
         self.requires_grad = bool(t.requires_grad)
+        # With symbolic sizes: the order of dims in memory the strides follow (None: the
+        # row-major order, the common case the check tests by NumPy's flag).
+        order = input_order(t) if dynamic else None
+        self.order = None if order == tuple(range(t.ndim)) else order
 
     def text(self) -> str:
         """The guard as readable Python."""
         if self.dynamic:  # PyTorch's text: symbolic sizes and strides print as None
             shape = list(self.shape)
-            stride = [None if any(d > i for d in self.dynamic) else s
+            order = self.order or tuple(range(len(shape)))
+            inner = {d: order[k + 1:] for k, d in enumerate(order)}
+            stride = [None if any(d in self.dynamic for d in inner[i]) else s
                       for i, s in enumerate(self.stride)]
             return (f"check_tensor({self.source}, {self.cls.__name__}, size={shape}, "
                     f"stride={stride}, dtype={self.dtype!r}, "
@@ -88,10 +100,11 @@ class TensorGuard:
         for i, (a, b) in enumerate(zip(self.shape, value.shape)):
             if a is not None and a != b:
                 return f"tensor '{name}' size mismatch at index {i}. expected {a}, actual {b}"
-        if self.dynamic and not value.is_contiguous():
-            return f"tensor '{name}' is not contiguous"
-        for i, (a, b) in enumerate(zip(self.stride, value.stride())):
-            if not self.dynamic and a != b:
+        expected = self.stride
+        if self.dynamic:  # the strides of this value's sizes in the guarded order
+            expected = dense_strides(value.shape, self.order or tuple(range(value.ndim)))
+        for i, (a, b) in enumerate(zip(expected, value.stride())):
+            if a != b and (not self.dynamic or value.shape[i] != 1):
                 return (f"tensor '{name}' stride mismatch at index {i}. expected {a}, actual "
                         f"{b}")
         if value.dtype is not self.dtype:
@@ -207,8 +220,9 @@ class GuardSet:
                                           else lambda shape: ())
                 sizes = tuple(g.shape[k] for k in static)
                 sizes = sizes[0] if len(sizes) == 1 else sizes
+                order = "" if g.order is None else f", {g.order!r}"
                 terms.append(f"___check_dynamic({g.source}, ___cls{i}, {len(g.shape)}, "
-                             f"___static{i}, {sizes!r}, ___dt{i}, {g.requires_grad})")
+                             f"___static{i}, {sizes!r}, ___dt{i}, {g.requires_grad}{order})")
                 continue
             terms.append(f"___check({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
                          f"{g.requires_grad}, {g.byte_strides!r})")
