@@ -107,3 +107,13 @@ def test_return_types_rebuilt_from_one_sequence_as_torch():
         assert lib.return_types.max((lib.ones(2), lib.zeros(2))).indices.tolist() == [0, 0]
         back = pickle.loads(pickle.dumps(r))
         assert type(back) is type(r) and back.values.tolist() == r.values.tolist()
+
+
+def test_a_composites_warning_names_the_callers_line():
+    # kl_div is autocast as a whole: its wrapper's frame is not the caller's.
+    x = fusegrad.randn(3, 4).log_softmax(1)
+    y = fusegrad.randn(3, 4).softmax(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fusegrad.nn.functional.kl_div(x, y, reduction="mean")
+    assert [w.filename for w in caught] == [__file__]

@@ -530,8 +530,11 @@ Tensor._make_subclass = staticmethod(make_subclass)
 # Where the wrappers' code lives: generated code, and the closures of the wrappers module.
 # The protocol's frames between user code and a public function: its generated wrappers,
 # their module, and this one's slow path (`_slow`).
+# Frames of wrappers around public functions: the protocol's, and autocast's around
+# composites (`_autocast.composite`), which a warning's stack level does not count.
+_HERE = __file__[:-len("_torch_function.py")]
 _WRAPPER_FILES = frozenset({"<torch function wrapper>", __file__,
-                            __file__[:-len("_torch_function.py")] + "_torch_function_wrappers.py"})
+                            _HERE + "_torch_function_wrappers.py", _HERE + "_autocast.py"})
 
 
 def warning_stacklevel(level: int) -> int:
