@@ -324,13 +324,20 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
         raise RuntimeError(f"Given normalized_shape={ns}, expected input with shape "
                            f"[*{', '.join(str(s) for s in ns)}], but got input of size"
                            f"{list(input.shape)}")
+    dt = input.dtype
+    if not dt.is_floating_point and not dt.is_complex:
+        raise NotImplementedError(f'"rms_norm" not implemented for \'{dt.legacy}\'')
+    # Half types are computed in float32 and rounded once at the end, weight included, and
+    # the default eps is that of the computing type (float32's for them), as PyTorch's.
+    x = input.float() if dt in (_dtype.float16, _dtype.bfloat16) else input
     if eps is None:
-        eps = float(np.finfo(input.dtype.np if input.dtype.is_floating_point
-                             else _dtype.defaults.float.np).eps)
+        eps = float(np.finfo(x.dtype.np).eps)
     dims = list(range(input.dim() - k, input.dim()))
-    rms = call(SC.add_scalar, input.pow(2).mean(dims, keepdim=True), eps).rsqrt()
-    out = input * rms
-    return out * weight if weight is not None else out
+    rms = call(SC.add_scalar, x.pow(2).mean(dims, keepdim=True), eps).rsqrt()
+    out = x * rms
+    if weight is not None:  # the result keeps the input's dtype, whatever the weight's
+        out = out * (weight if weight.dtype is x.dtype else weight.to(x.dtype))
+    return out if out.dtype is dt else out.to(dt)
 
 
 # ---------------------------------------------------------------- fold and unfold
