@@ -521,3 +521,52 @@ def test_a_stepped_slice_stays_static():
     for b in (3, 4, 6):
         x = fusegrad.randn(b, 6)[:, ::2]
         _close(compiled(x), x * 2 + 1)
+
+
+def _same(a, b) -> None:
+    """Equal values and types, tensors equal in dtype and values (integer results exact)."""
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, fusegrad.Tensor):
+        assert a.dtype == b.dtype and fusegrad.equal(a, b), (a, b)
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    else:
+        assert a == b, (a, b)
+
+
+def test_integer_tensors_with_a_symbolic_int_keep_their_dtype():
+    # A dynamic int (or size) is an int in type promotion: `x + n` stays int64, and what
+    # follows its dtype (a branch, cat with an int tensor) goes as eagerly.
+    def f(x, n):
+        y = x + n
+        if y.is_floating_point():
+            y = y * 0.5
+        z = fusegrad.full((3,), n)
+        return (y, z, fusegrad.cat([y, z]), str((x + n).dtype), fusegrad.where(x > 1, n, 0),
+                x.long().clamp(min=n), x.int().add(n), n - x, x // n, x + x.shape[0])
+
+    compiled = fusegrad.compile(f, backend=Graphs())
+    x = fusegrad.tensor([1, 2, 3])
+    for n in (2, 3, 7):
+        _same(compiled(x, n), f(x, n))
+
+
+def test_repr_of_symbolic_values_is_their_value():
+    # str(tuple(x.shape)) reprs each size: the program sees numbers, not symbol names.
+    def f(x, t):
+        n = x.shape[0]
+        # (percent formats: what programs write)
+        return (str(tuple(x.shape)), repr(n), f"{x.shape}", str([n]),
+                "%r" % n, str(np.array([n]).dtype), "%r" % t,  # noqa: UP031
+                {t: 1}, x * t)
+
+    compiled = fusegrad.compile(f, backend=Graphs(), dynamic=True)
+    for n, t in ((3, 0.5), (5, 1.5), (6, 2.5)):
+        x = fusegrad.randn(n, 2)
+        _same(compiled(x, t), f(x, t))

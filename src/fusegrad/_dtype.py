@@ -9,6 +9,7 @@ lower-ranked operand only changes the result when it belongs to a higher categor
 
 from __future__ import annotations
 
+import numbers
 import sys
 
 import numpy as np
@@ -269,8 +270,12 @@ def scalar_dtype(value) -> dtype:
         return bool_
     if isinstance(value, int):
         return int64
+    if isinstance(value, float):
+        return defaults.float
     if isinstance(value, complex):
         return defaults.float.to_complex()
+    if isinstance(value, numbers.Integral):  # a symbolic size or int (capture's SymInt)
+        return int64
     return defaults.float
 
 

@@ -18,6 +18,8 @@ import numbers
 import operator
 import re
 
+import numpy as np
+
 _SYMBOL = re.compile(r"\bs\d+\b")
 
 
@@ -342,8 +344,13 @@ class SymInt:
     def __format__(self, spec: str) -> str:
         return format(int(self), spec)
 
-    def __repr__(self) -> str:
-        return self.expr
+    # repr is the program's as well as str (`str(tuple(x.shape))` reprs each size): the
+    # value, specialised; the symbol's text is `expr`.
+    __repr__ = __str__
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy reads the value (`np.array([n])` holds an int64), specialised."""
+        return np.array(int(self), dtype=dtype)
 
     def node(self, graph, symbol_nodes: dict, created: list):
         """The FX node computing this size in `graph` (symbols are placeholders, other

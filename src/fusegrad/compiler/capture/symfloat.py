@@ -235,8 +235,8 @@ class SymFloat:
     def __str__(self) -> str:
         return str(self.specialize())
 
-    def __repr__(self) -> str:
-        return f"SymFloat({self.text}, hint={self.hint!r})"
+    def __repr__(self) -> str:  # the program's repr: the value (`'%r' % t`), specialised
+        return repr(self.specialize())
 
 
 
