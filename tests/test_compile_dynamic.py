@@ -570,3 +570,20 @@ def test_repr_of_symbolic_values_is_their_value():
     for n, t in ((3, 0.5), (5, 1.5), (6, 2.5)):
         x = fusegrad.randn(n, 2)
         _same(compiled(x, t), f(x, t))
+
+
+def test_tensors_made_of_symbolic_sizes_stay_symbolic():
+    # `tensor(x.shape)` and friends are graph ops on the sizes (as Dynamo's `_refs.tensor`),
+    # not constants guarded per size: one graph for every size.
+    def f(x, t):
+        n = x.shape[0]
+        return (x * 2, fusegrad.tensor(x.shape), fusegrad.tensor([n, 3]) + 1,
+                x / fusegrad.tensor(x.shape[-1]).sqrt(), fusegrad.tensor([[n], [n * 2]]),
+                fusegrad.tensor(t) * x.sum(), fusegrad.as_tensor([n - 1]))
+
+    backend = Graphs()
+    compiled = fusegrad.compile(f, backend=backend, dynamic=True)
+    for n, t in ((3, 0.5), (5, 1.5), (7, 2.5), (4, 3.5)):
+        x = fusegrad.randn(n, n + 1)
+        _same(compiled(x, t), f(x, t))
+    assert backend.graphs == 1

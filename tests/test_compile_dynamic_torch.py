@@ -64,7 +64,12 @@ def layers(t, x):
     return f.cross_entropy(y, t.arange(x.shape[0]) % 2), f.pad(x, (1, 1)).mean()
 
 
+def sizes_as_tensor(t, x):
+    return x * 2, t.tensor(x.shape), t.tensor([x.shape[0], 3]) + 1
+
+
 PROGRAMS = [
+    (sizes_as_tensor, [[(b, 4)] for b in (2, 3, 5, 8)]),
     (slices, [[(b, 4)] for b in (2, 3, 5, 8)]),
     (layers, [[(b, 4)] for b in (2, 3, 5, 8)]),
     (branch, [[(b, 4)] for b in (2, 3, 5, 7, 6, 4)]),

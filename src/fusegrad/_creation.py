@@ -178,6 +178,11 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
             UserWarning, stacklevel=_warning_stacklevel(2))
         if not data._plain:
             return data.detach().to(dt).clone()
+    if _active.modes:
+        shape = _symbolic_shape(data)
+        if shape is not None:  # a traced program's sizes (`tensor(x.shape)`): kept symbolic
+            return _factory(shape, dt, requires_grad,
+                            lambda np_dtype: _to_array(_concrete(data), np_dtype))
     try:
         array = _to_array(data, dt.np)
     except OverflowError:
@@ -191,6 +196,37 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
 
 
 _INT64 = np.iinfo(np.int64)
+_PLAIN_NUMBERS = (int, float, complex, np.generic, Tensor)
+
+
+def _symbolic_shape(data) -> tuple | None:
+    """The shape of `data` (a number or nested sequences of them) when it holds a symbolic
+    number (a size or scalar of a traced program), else None (also for ragged data, which
+    the plain path refuses with its error)."""
+    found = False
+
+    def shape_of(x):
+        nonlocal found
+        if isinstance(x, (list, tuple)):
+            shapes = {shape_of(v) for v in x}
+            if len(shapes) > 1 or None in shapes:
+                return None
+            return (len(x),) + (shapes.pop() if shapes else ())
+        if not isinstance(x, _PLAIN_NUMBERS) and isinstance(x, numbers.Number):
+            found = True
+        return ()
+
+    shape = shape_of(data)
+    return shape if found else None
+
+
+def _concrete(data):
+    """`data` with its symbolic numbers replaced by their values."""
+    if isinstance(data, (list, tuple)):
+        return [_concrete(v) for v in data]
+    if isinstance(data, _PLAIN_NUMBERS) or not isinstance(data, numbers.Number):
+        return data
+    return int(data) if isinstance(data, numbers.Integral) else float(data)
 
 
 def _wrapped_unsigned(data, dt: _dtype.dtype) -> np.ndarray | None:
