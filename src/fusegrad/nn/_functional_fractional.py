@@ -136,6 +136,7 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
         raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: "
                            f"{list(input.shape)}")
     PL.check_planes("adaptive_max_pool3d", tuple(input.shape))
+    PL.check_pool_dtype("adaptive_max_pool3d_cpu", input.dtype, "float")
     sizes = tuple(input.shape[-3:])
     out = tuple(s if o is None else int(o) for s, o in zip(sizes, _tuple(output_size, 3)))
     batched = input.dim() == 5
@@ -151,8 +152,12 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
         (t0, t1), (h0, h1), (w0, w1) = (bounds[i][cell[i]] for i in range(3))
         window = values[:, t0:t1, h0:h1, w0:w1]
         cells = (t1 - t0) * (h1 - h0) * (w1 - w0)
-        t, h, w = np.unravel_index(window.reshape(window.shape[0], cells).argmax(1),
-                                   window.shape[1:])
+        flat = window.reshape(window.shape[0], cells)
+        # NaN wins, as in PyTorch's kernel, where each NaN takes over (the last one wins);
+        # otherwise the first maximum
+        nan = np.isnan(flat)
+        k = np.where(nan.any(1), cells - 1 - nan[:, ::-1].argmax(1), flat.argmax(1))
+        t, h, w = np.unravel_index(k, window.shape[1:])
         index[(slice(None),) + cell] = ((t + t0) * sizes[1] + h + h0) * sizes[2] + w + w0
     idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
     result = x.flatten(-3).gather(-1, idx.flatten(-3)).view(lead + out)

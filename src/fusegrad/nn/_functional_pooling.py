@@ -384,10 +384,50 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     return grid.view(n, *spatial, nd)
 
 
-def _unnormalize(coord: Tensor, size: int, align_corners: bool) -> Tensor:
+def _unnormalize(coord: Tensor, size: int, align_corners: bool, nd: int) -> Tensor:
+    """A normalised coordinate in pixels, rounded as PyTorch's kernel for `nd` dims rounds
+    it: the last bit decides which cell a point on a pixel centre falls in (the grid's
+    gradient there), and which pixel is nearest to a point half way between two."""
+    if nd == 3:
+        if align_corners:
+            return (coord + 1) / 2 * (size - 1)
+        return ((coord + 1) * size - 1) / 2
     if align_corners:
-        return (coord + 1) / 2 * (size - 1)
-    return ((coord + 1) * size - 1) / 2
+        return (coord + 1) * ((size - 1) / 2)
+    return _fused_shift(coord + 1, size / 2)
+
+
+def _fused_shift(shifted: Tensor, scale: float) -> Tensor:
+    """shifted * scale - 0.5 rounded once, as the fused multiply-add of PyTorch's 2-D
+    kernel rounds it (rounded twice, many values differ in the last bit)."""
+    out = shifted * scale - 0.5
+    a = shifted.detach()._data
+    if a is None or a.dtype not in (np.float32, np.float64) or not a.size:
+        return out  # a fake tensor has no values; half types are left as they round
+    with np.errstate(all="ignore"):
+        if a.dtype == np.float32:  # the product of two floats is exact in a double
+            fused = (a.astype(np.float64) * scale - 0.5).astype(np.float32)
+        else:
+            fused = _fma64(a, scale, -0.5)
+        fix = fused - out.detach()._data  # exact: the two differ in the last bits only
+    fix[~np.isfinite(fix)] = 0
+    if not fix.any():
+        return out
+    return out + Tensor._make(fix)
+
+
+def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
+    """a * b + c with the product unrounded (doubles; `b` of at most 26 significant bits,
+    as half an image size is): `a` split in two halves whose products with `b` are exact,
+    then the three terms summed with the first sum's rounding error carried (correctly
+    rounded but for rare ties)."""
+    t = a * 134217729.0  # 2**27 + 1 (Veltkamp's split)
+    hi = t - (t - a)
+    x1, x2 = hi * b, (a - hi) * b
+    total = x1 + c
+    back = total - x1
+    err = (x1 - (total - back)) + (c - back)
+    return total + (err + x2)
 
 
 def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
@@ -403,14 +443,24 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
     return fusegrad.where(flips.remainder(2) == 0, extra + low, span - extra + low)
 
 
-def _source_index(coord, size, padding_mode, align_corners, nan=None):
-    coord = _unnormalize(coord, size, align_corners)
+def _clip(coord: Tensor, size: int) -> Tensor:
+    """`coord` clipped to [0, size - 1]. A coordinate on either bound counts as clipped, as
+    PyTorch's grid sampler counts it: its gradient is 1 strictly inside only (a plain clamp
+    passes the gradient on at the bounds too, where the sampler passes none)."""
+    import fusegrad
+
+    inside = (coord > 0) & (coord < size - 1)
+    return fusegrad.where(inside, coord, coord.detach().clamp(0, size - 1))
+
+
+def _source_index(coord, size, padding_mode, align_corners, nd, nan=None):
+    coord = _unnormalize(coord, size, align_corners, nd)
     if padding_mode == "border":
-        coord = coord.clamp(0, size - 1)
+        coord = _clip(coord, size)
     elif padding_mode == "reflection":
         coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else \
             _reflect(coord, -1, 2 * size - 1)
-        coord = coord.clamp(0, size - 1)
+        coord = _clip(coord, size)
     if nan is not None and padding_mode != "zeros":
         # PyTorch's clipping takes NaN to the first pixel in its 2-D kernel, to the last in
         # its 3-D one
@@ -525,7 +575,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if nan is not None and nan.any():
         return _grid_sample_nan(input, grid, nan, mode, padding_mode, align_corners)
     if mode == "bicubic":
-        coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners)
+        coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners, nd)
                   for i, size in enumerate(sizes)]
         starts = [ci.floor() for ci in coords]
         (wy, wx) = [_cubic_weights(ci - s) for ci, s in zip(coords, starts)]
@@ -537,7 +587,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 term = _tap(flat, [yi, xi], sizes) * (wy[i] * wx[j]).unsqueeze(1)
                 total = term if total is None else total + term
         return total
-    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners,
+    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners, nd,
                             (masks[nd - 1 - i], nd) if masks else None)
               for i, size in enumerate(sizes)]
     if mode == "nearest":

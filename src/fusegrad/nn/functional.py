@@ -353,6 +353,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if not return_indices:  # PyTorch's max_pool1d checks its arguments in its own words
         PL.check_max_pool1d(input.shape[-1], k, s, _ntuple(padding, 1)[0],
                             _ntuple(dilation, 1)[0], ceil_mode)
+        PL.check_pool_dtype("max_pool1d_impl", input.dtype, "float")
     res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, _ntuple(padding, 1)[0]),
                      (1, _ntuple(dilation, 1)[0]), ceil_mode, return_indices)
     if return_indices:

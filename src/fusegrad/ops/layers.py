@@ -12,6 +12,7 @@ from . import _onnx as ox
 from ._util import Spec, index_out_of_range, rand_array, size_str
 from .embedding import check_index_dtype, sparse_weight_grad
 from .nn import _call, _const, _register_multi, _work
+from .pooling import check_pool_dtype
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- pixel and channel shuffle
@@ -145,6 +146,7 @@ def _amp_meta(a, output_size):
 def _amp_kernel(a, output_size):
     if min(output_size) < 0:
         _amp_meta(a, output_size)  # the meta words the error
+    check_pool_dtype("adaptive_max_pool2d", a.dtype, "float")
     h, w = a.shape[-2:]
     oh, ow = (int(s) for s in output_size)
     x = _work(a)
@@ -156,8 +158,11 @@ def _amp_kernel(a, output_size):
             w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
             # explicit sizes: `-1` cannot be read off an empty batch
             win = x[..., h0:h1, w0:w1].reshape(a.shape[:-2] + ((h1 - h0) * (w1 - w0),))
-            # NaN wins, as in PyTorch's kernel; otherwise the first maximum
-            k = np.where(np.isnan(win).any(-1), np.isnan(win).argmax(-1), win.argmax(-1))
+            # NaN wins, as in PyTorch's kernel, where each NaN takes over (the last one
+            # wins); otherwise the first maximum
+            nan = np.isnan(win)
+            last_nan = nan.shape[-1] - 1 - nan[..., ::-1].argmax(-1)
+            k = np.where(nan.any(-1), last_nan, win.argmax(-1))
             out[..., i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
             idx[..., i, j] = (h0 + k // (w1 - w0)) * w + w0 + k % (w1 - w0)
     return out.astype(a.dtype, copy=False), idx

@@ -155,6 +155,19 @@ def _as_batched(a, nd: int):
     return (a[None], True) if a.ndim == nd + 1 else (a, False)
 
 
+def check_pool_dtype(kernel: str, dt, allowed: str) -> None:
+    """PyTorch's NotImplementedError of pooling kernel `kernel` (its name in the message)
+    for a dtype (fusegrad's or an array's) it has no form for. `allowed`: "float" (the
+    adaptive poolings), "float+long" (the other averages: an int64 mean divides as integers
+    do) or "real" (max pooling: every integer type, not bool). Raised after the argument
+    checks, as PyTorch checks before it picks a kernel for the dtype."""
+    d = dt if isinstance(dt, _dtype.dtype) else _dtype.from_numpy_dtype(dt)
+    if d.is_floating_point or (allowed == "float+long" and d is _dtype.int64) or (
+            allowed == "real" and not d.is_complex and d is not _dtype.bool_):
+        return
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{d.legacy}\'')
+
+
 class _MaxPlan:
     """What a max pooling of one input shape, dtype and set of arguments needs besides the
     data, worked out once (`_max_plan`): a training loop pools the same shapes every step,
@@ -218,11 +231,14 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
                     nd=2):
     plan = _max_plan(a.shape, tuple(kernel_size), tuple(stride), tuple(padding),
                      tuple(dilation), bool(ceil_mode), nd)
+    check_pool_dtype(f"max_pool{nd}d", a.dtype, "real")
     x = _work(a)
     if plan.unbatched:
         x = x[None]
     if nd == 2 and (res := _maxpool2d_native(x, plan)) is not None:
         out, idx = res
+        if x.dtype.kind in "iu":  # (the C kernel itself keeps -inf windows inside)
+            _keep_inside(idx, out, x, plan)
         out = out.astype(a.dtype, copy=False)
         return (out[0], idx[0]) if plan.unbatched else (out, idx)
     floating = x.dtype.kind == "f"
@@ -283,17 +299,25 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     else:
         idx = plan.delta[at]
         idx += plan.corner
-    if floating and any(plan.p) and m:
-        # A window whose values are all -inf keeps its first position inside the input, as
-        # in PyTorch, not its first offset (which may lie in the padding).
-        lost = best == -np.inf
-        if lost.any():
-            np.copyto(idx, _first_inside(tuple(x.shape[2:]), osz, tuple(plan.k),
-                                         tuple(plan.s), tuple(plan.p), tuple(plan.d)),
-                      where=lost.reshape(idx.shape))
+    _keep_inside(idx, best.reshape(idx.shape), x, plan)
     if plan.unbatched:
         return out[0], idx[0]
     return out, idx
+
+
+def _keep_inside(idx: np.ndarray, best: np.ndarray, x: np.ndarray, plan: _MaxPlan) -> None:
+    """Windows whose maximum is the padding's value (-inf, or an integer type's least
+    value) keep their first position inside the input, as in PyTorch (whose running
+    maximum starts there, at that value, and takes only greater values), not their first
+    offset, which may lie in the padding."""
+    if not any(plan.p) or not idx.size:
+        return
+    lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+    lost = best == lowest
+    if lost.any():
+        np.copyto(idx, _first_inside(tuple(x.shape[2:]), plan.osz, tuple(plan.k),
+                                     tuple(plan.s), tuple(plan.p), tuple(plan.d)),
+                  where=lost)
 
 
 @functools.lru_cache(maxsize=64)
@@ -516,6 +540,8 @@ def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                     count_include_pad=True, divisor_override=None, nd=2):
     k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
     _avgpool_check(a.shape, k, s, p, ceil_mode, divisor_override)
+    check_pool_dtype("avg_pool2d" if nd == 2 else "avg_pool3d_out_frame", a.dtype,
+                     "float+long")
     x, unbatched = _as_batched(_work(a), nd)
     total = _windows(x, k, s, p, [1] * nd, 0.0, ceil_mode).sum(tuple(range(2, 2 + nd)))
     div = _avg_divisor(x.shape, k, s, p, ceil_mode, count_include_pad, divisor_override,
@@ -647,6 +673,8 @@ def check_adaptive2d(shape, output_size) -> None:
 
 def _adaptive_kernel(a, output_size):
     check_adaptive2d(a.shape, output_size)
+    if math.prod(a.shape[:-2]) and min(output_size):  # (an empty result skips the kernel)
+        check_pool_dtype("adaptive_avg_pool2d", a.dtype, "float")
     x = _work(a)
     mh = _adaptive_matrix(x.shape[-2], output_size[0]).astype(x.dtype)
     mw = _adaptive_matrix(x.shape[-1], output_size[1]).astype(x.dtype)
@@ -712,6 +740,7 @@ def _along(x, m, axis: int):
 
 def _adaptive3d_kernel(a, output_size):
     check_adaptive3d(a.shape, output_size)
+    check_pool_dtype("adaptive_avg_pool3d_cpu", a.dtype, "float")
     x = _work(a)
     for i, m in enumerate(_adaptive3d_matrices(x.shape, output_size, x.dtype)):
         x = _along(x, m.T, i - 3)

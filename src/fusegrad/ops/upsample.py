@@ -144,10 +144,12 @@ def _aa_taps(n_in: int, n_out: int, align_corners: bool, scale, dt, cubic: bool,
     stretch = antialias and s >= 1
     support = dt.type(half * s) if stretch else dt.type(half)
     inv = dt.type(1 / s) if stretch else dt.type(1)
+    # At most this many taps: the bound rounding can exceed by one, cut as PyTorch cuts it.
+    most = 2 * int(np.ceil(support)) + 1 if antialias else int(2 * half)
     center = (s * (np.arange(n_out) + 0.5 - shift)).astype(dt)
     first = np.maximum(np.trunc(center - support + dt.type(0.5) + shift).astype(np.int64), 0)
-    count = np.minimum(np.trunc(center + support + dt.type(0.5) + shift).astype(np.int64),
-                       n_in) - first
+    count = np.clip(np.minimum(np.trunc(center + support + dt.type(0.5) + shift).astype(
+        np.int64), n_in) - first, 0, most)
     j = np.arange(max(int(count.max(initial=1)), 1))[:, None]
     w = _aa_filter(((j + first).astype(dt) - center + dt.type(0.5) - shift) * inv, cubic)
     w = np.where(j < count, w, dt.type(0))
@@ -156,19 +158,53 @@ def _aa_taps(n_in: int, n_out: int, align_corners: bool, scale, dt, cubic: bool,
     return np.clip(first + j, 0, n_in - 1), w
 
 
-def _fixed_point_resample(x, output_size, align_corners: bool, scales, antialias: bool):
-    """Bilinear resizing of uint8 images as PyTorch's CPU kernels compute it: separable
-    passes (width, then height, each only if the size changes), each in fixed point with
-    int16 weights as precise as the largest weight allows, rounded half up and clamped,
-    the intermediate image stored as uint8."""
+def _folded_cubic_taps(n_in: int, n_out: int, align_corners: bool, scale):
+    """uint8 bicubic's taps (no antialiasing): the float kernel's four taps and weights (in
+    doubles), the weights of taps past an edge added, left to right, into the edge tap's
+    (the float kernel reads the edge pixel there instead; the sums round differently once
+    the weights become integers)."""
+    src = _source_position(n_in, n_out, align_corners, scale, F64, True)
+    i = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    t = np.clip(src - i, 0, 1)
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    # (the last tap's distance as PyTorch rounds it: (1 - t) + 1, not 2 - t)
+    w = np.stack([far(t + 1), near(t), near(1 - t), far((1 - t) + 1)])
+    idx = np.clip(i[None] + np.arange(-1, 3)[:, None], 0, n_in - 1)
+    folded = np.zeros_like(w)
+    cols = np.arange(n_out)
+    lead = np.zeros(n_out, dtype=np.int64)  # the first tap reading the same pixel
+    for k in range(4):
+        if k:
+            lead = np.where(idx[k] != idx[k - 1], k, lead)
+        folded[lead, cols] += w[k]
+    return idx, folded
+
+
+def _fixed_point_resample(x, output_size, align_corners: bool, scales, cubic: bool,
+                          antialias: bool):
+    """Bilinear or bicubic resizing of uint8 images as PyTorch's CPU kernels compute it:
+    separable passes (width, then height, each only if the size changes), each in fixed
+    point with int16 weights as precise as the largest weight allows (at most 22 bits),
+    rounded half up and clamped, the intermediate image stored as uint8."""
     out = x
     for axis in (3, 2):
         n_in, n_out = x.shape[axis], output_size[axis - 2]
         if n_in == n_out:
             continue
-        idx, w = _aa_taps(n_in, n_out, align_corners, scales[axis - 2], F64, False, antialias)
+        if cubic and not antialias:
+            idx, w = _folded_cubic_taps(n_in, n_out, align_corners, scales[axis - 2])
+        else:
+            idx, w = _aa_taps(n_in, n_out, align_corners, scales[axis - 2], F64, cubic,
+                              antialias)
         bits = 0  # one bit more while twice the largest weight still fits in int16's range
-        while bits < 16 and int(0.5 + w.max() * (1 << (bits + 1))) < (1 << 15):
+        while bits < 22 and int(0.5 + w.max() * (1 << (bits + 1))) < (1 << 15):
             bits += 1
         wi = np.trunc(w * (1 << bits) + np.where(w < 0, -0.5, 0.5)).astype(np.int64)
         shape = [1] * 4
@@ -248,17 +284,8 @@ def _check_dtype(x, kind: str, k: int) -> None:
         return
     if name == "Byte" and kind in ("nearest", "exact"):
         return
-    if name == "Byte" and k == 2 and kind in ("linear", "linear_aa"):
+    if name == "Byte" and k == 2:  # bilinear and bicubic, in fixed point
         return
-    if name == "Byte" and k == 2:
-        # PyTorch computes these in fixed point (its own rounding): not reproduced.
-        mode = "bilinear" if kind == "linear" else "bicubic"
-        raise NotImplementedError(f"fusegrad: {mode} interpolation of uint8 tensors is not "
-                                  "supported")
-    if kind == "cubic_aa" and name == "Byte":
-        # PyTorch computes these in fixed point, with its own rounding: not reproduced.
-        raise NotImplementedError("fusegrad: antialiased bicubic interpolation of uint8 "
-                                  "tensors is not supported")
     if kind.endswith("_aa"):
         raise NotImplementedError(
             f'"compute_index_ranges_weights" not implemented for \'{name}\'')
@@ -288,8 +315,15 @@ def _forward_kernel(kind: str, k: int):
         _check(k, x.shape, output_size)
         _check_dtype(x, kind, k)
         align, scales = _split(kind, rest, k)
-        if x.dtype == np.uint8 and kind in ("linear", "linear_aa"):
-            return _fixed_point_resample(x, output_size, align, scales, kind == "linear_aa")
+        if x.dtype == np.uint8 and kind not in ("nearest", "exact"):
+            out = _fixed_point_resample(x, output_size, align, scales, kind.startswith("cubic"),
+                                        kind.endswith("_aa"))
+            if output_size[1] == 1 and output_size[0] != x.shape[2] and x.shape[1] > 4 \
+                    and not _channels_last(x):
+                # PyTorch's generic uint8 kernel (more than 4 channels) has the contiguous
+                # antialiased kernel's fault below, with or without antialiasing.
+                out = np.ascontiguousarray(np.broadcast_to(out[:, :, :1], out.shape))
+            return out
         cdt = _compute_dtype(x.dtype)
         xw = x.astype(F32) if x.dtype in HALF else x
         taps = _taps(kind, x.shape[2:], output_size, align, scales, cdt)
