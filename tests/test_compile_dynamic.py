@@ -587,3 +587,18 @@ def test_tensors_made_of_symbolic_sizes_stay_symbolic():
         x = fusegrad.randn(n, n + 1)
         _same(compiled(x, t), f(x, t))
     assert backend.graphs == 1
+
+
+def test_a_negative_base_of_a_power_keeps_its_brackets():
+    # Generated code `-4 ** x` would be `-(4 ** x)`.
+    def f(x, n):
+        return n ** x, (-2.0) ** x.float()
+
+    for dynamic in (True, False):
+        fusegrad._dynamo.reset()
+        backend = Graphs()
+        compiled = fusegrad.compile(f, backend=backend, dynamic=dynamic)
+        x = fusegrad.tensor([0, 1, 2, 3])
+        for n in (-4, -3, 5):
+            _same(compiled(x, n), f(x, n))
+    assert "(-2.0) **" in backend.modules[0].code

@@ -136,7 +136,11 @@ def _expression(em: _Emitter, node: Node) -> str:
     name = getattr(target, "__name__", "")
     if (getattr(operator, name, None) is target and name in MAGIC_FORMATS and not node.kwargs
             and MAGIC_FORMATS[name].count("{}") == len(node.args)):
-        return MAGIC_FORMATS[name].format(*(em.repr_arg(a) for a in node.args))
+        parts = [em.repr_arg(a) for a in node.args]
+        if name == "pow" and parts[0].startswith("-"):
+            # `-4 ** x` is `-(4 ** x)` in Python: a negative base keeps its brackets.
+            parts[0] = f"({parts[0]})"
+        return MAGIC_FORMATS[name].format(*parts)
     if (target is builtins.getattr and len(node.args) == 2 and not node.kwargs
             and isinstance(node.args[1], str) and node.args[1].isidentifier()):
         return f"{em.repr_arg(node.args[0])}.{node.args[1]}"

@@ -162,8 +162,10 @@ class Tracer(_dispatch.DispatchMode):
     def _unknown(self, t: Tensor):
         """A tensor the trace did not make: an alias of a traced one, or a constant."""
         geometry = _geometry(t)
-        for cand in self._by_vc.get(id(t._vc), ()):  # detach() shares the version counter
-            if cand is not t and _geometry(cand) == geometry:
+        # detach() shares the version counter. (A listed tensor's counter may have been
+        # swapped for its base's since, and the old one's id reused: check identity.)
+        for cand in self._by_vc.get(id(t._vc), ()):
+            if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
                 return self._alias(t, cand)
         # A view takes its base's version counter only after the mode returns (dispatch links
         # it), so views are not listed under that counter: look through every traced tensor.
@@ -171,7 +173,8 @@ class Tracer(_dispatch.DispatchMode):
             if cand is not t and cand._vc is t._vc and _geometry(cand) == geometry:
                 return self._alias(t, cand)
         cand = self._by_data.get(id(t._data)) if t._data is not None else None
-        if cand is not None and _geometry(cand) == geometry:  # `.data` shares the array
+        if cand is not None and cand._data is t._data and _geometry(cand) == geometry:
+            # (`.data` shares the array; a listed tensor given another array since no longer)
             return self._alias(t, cand)
         if self.strict and id(t) not in self._known:
             raise AOTUnsupported("a tensor made outside dispatch (from NumPy data, or random "
