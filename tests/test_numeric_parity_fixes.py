@@ -306,7 +306,11 @@ def test_baddbmm_of_half_types_rounds_once(dtype, scales):
         args = [lib.tensor(a).to(getattr(lib, dtype)) for a in arrays]
         return lib.baddbmm(*args, **scales).float().numpy()
 
-    np.testing.assert_array_equal(run(fusegrad), run(torch))
+    if dtype == "float32":
+        # (the float32 sums' order is each BLAS's choice for the CPU's instruction set)
+        np.testing.assert_allclose(run(fusegrad), run(torch), rtol=2e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(run(fusegrad), run(torch))
 
 
 _SPECIALS = [float("nan"), float("inf"), -float("inf"), 0.5, -0.5, 0.0, 1.0, -1.0, 6.0, 7.0]
