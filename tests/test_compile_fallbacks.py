@@ -227,3 +227,17 @@ def test_relative_import_in_a_fresh_interpreter_is_captured(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=env, timeout=120, check=True)
     assert done.stdout.split()[1:] == ["1", "0", "True"], done.stdout + done.stderr
+
+
+def test_a_fill_value_beyond_a_half_types_range_raises_as_eagerly():
+    # Eager refuses to convert 1e30 to float16; a compiled graph must not fill inf instead.
+    def f(x):
+        return x.half().masked_fill(x > 0, 1e30)
+
+    x = fusegrad.randn(4)
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    compiled = fusegrad.compile(f, backend=Counter())
+    with pytest.raises(RuntimeError) as captured:
+        compiled(x)
+    assert str(captured.value) == str(eager.value)

@@ -29,7 +29,7 @@ def test_padding_mode_matches_torch(mode, case):
     mod.load_state_dict({k: fusegrad.from_numpy(v.detach().numpy().copy())
                          for k, v in ref.state_dict().items()})
     assert repr(mod) == repr(ref)
-    assert mod._reversed_padding_repeated_twice == list(ref._reversed_padding_repeated_twice)
+    assert mod._reversed_padding_repeated_twice == ref._reversed_padding_repeated_twice
     x = np.random.default_rng(case).standard_normal(shape)
     xt = torch.tensor(x, requires_grad=True)
     xf = fusegrad.tensor(x, requires_grad=True)

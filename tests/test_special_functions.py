@@ -169,10 +169,13 @@ def test_dtypes_and_refusals_match_torch(name, dtype):
     assert results[0] == results[1]
 
 
-def test_out_is_refused_not_ignored():
-    x = fusegrad.tensor([0.5])
-    with pytest.raises(NotImplementedError, match="fusegrad.special.i0e: out="):
-        FS.i0e(x, out=fusegrad.empty(1))
+def test_out_is_written_as_torch_writes_it():
+    outs = []
+    for T, S in ((fusegrad, FS), (torch, TS)):
+        out = T.empty(1, dtype=T.float64)
+        assert S.i0e(T.tensor([0.5]), out=out) is out
+        outs.append(out.tolist())
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
 
 
 def test_kernels_keep_float32():

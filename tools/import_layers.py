@@ -39,8 +39,8 @@ END = "<!-- import-layers: end -->"
 LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("base", "dtypes, devices, thread state, shape arithmetic", (
         "_dtype", "_device", "_thread_state", "_atomic_write", "_type_info", "_symbolic",
-        "_shapes", "_recorders", "_out", "_collector", "_metadata", "_heap", "_cbuild",
-        "_warn", "_scalar_conversion", "version", "torch_version")),
+        "_shapes", "_recorders", "_collector", "_metadata", "_heap", "_cbuild",
+        "_warn", "_scalar_conversion", "version", "torch_version", "__future__")),
     ("records", "what Tensor and dispatch record with: grad and anomaly modes, the Nodes", (
         "autograd.__init__", "autograd.grad_mode", "autograd.anomaly_mode", "autograd.graph")),
     ("tensor", "the Tensor class, its printing and memory figures", (
@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("ops", "the registry: each op's kernel, meta, derivative and spellings", ("ops",)),
     ("autograd", "the engine and custom Functions", ("autograd",)),
     ("public", "the torch namespace: public functions, linalg, fft, autograd's API", (
-        "", "_functions", "_torch_function_wrappers", "_C", "_legacy_types", "_windows",
+        "", "_functions", "_out", "_torch_function_wrappers", "_C", "_legacy_types", "_windows",
         "_distributions", "_decomp", "linalg", "fft", "sparse", "special", "signal", "overrides",
         "autograd.functional", "autograd.gradcheck", "accelerator",
         "backends", "cpu", "cuda", "amp", "testing", "types", "return_types", "library", "random",

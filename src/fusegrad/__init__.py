@@ -189,6 +189,8 @@ _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
 # ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
 _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),
                                  "nn._aten_aliases"))
+# `_foreach_*` (optimizers' and EMA code's list ops), built from their table on first use.
+_LAZY_NAMES.update(dict.fromkeys(ops.foreach.names(), "_functions.foreach"))
 
 
 def __getattr__(name: str):
@@ -213,8 +215,9 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | _LAZY_MODULES | set(_LAZY_NAMES))
 
 
-# Last, once the namespace is complete: an `out` tensor that a function cannot write into
-# raises rather than being ignored (bernoulli and multinomial write into it).
+# Last, once the namespace is complete: each function taking `out` gets PyTorch's out=
+# (the result written into it, `_out.write_out`); bernoulli and multinomial draw into it
+# themselves.
 with _CollectorPaused():
     _out.guard_namespace(globals(), "fusegrad", frozenset({"bernoulli", "multinomial"}))
 

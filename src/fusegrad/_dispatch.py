@@ -203,6 +203,8 @@ def check_inplace_allowed(self, record: bool = True) -> None:
     base = self._base
     if base is not None:
         fn = self._grad_fn
+        if fn is not None:
+            _check_custom_function_view(self, fn)
         if fn is not None and fn._op is not None and fn._op.view and \
                 fn._out_meta is not None and len(fn._out_meta) > 1:
             name = fn.name()
@@ -227,6 +229,44 @@ def check_inplace_allowed(self, record: bool = True) -> None:
     elif self._rg and self._grad_fn is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _node_label(fn) -> str:
+    name = fn.name()
+    for suffix in ("Backward0", "Backward"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def _check_custom_function_view(t, fn) -> None:
+    """PyTorch's error for writing in place into an output of a custom Function that is a
+    view of one of its inputs, or into a view of such an output: the Function's backward
+    would be bypassed."""
+    nr = t._output_nr
+    node = fn
+    while node is not None:
+        views = getattr(node, "_custom_views", None)
+        if views is not None:
+            if nr not in views[0]:
+                return
+            head = (f"Output {t._output_nr} of {_node_label(fn)} is a view and is being "
+                    "modified inplace.")
+            if views[1]:
+                raise RuntimeError(
+                    f"{head} This view is the output of a function that returns multiple "
+                    "views. Such functions do not allow the output views to be modified "
+                    "inplace. You should replace the inplace operation by an out-of-place one.")
+            raise RuntimeError(
+                f"{head} This view was created inside a custom Function (or because an input "
+                "was returned as-is) and the autograd logic to handle view+inplace would "
+                "override the custom backward associated with the custom Function, leading to "
+                "incorrect gradients. This behavior is forbidden. You can fix this by cloning "
+                "the output of the custom Function.")
+        op = node._op
+        if op is None or not op.view or not node.next_functions:
+            return
+        node, nr = node.next_functions[0]
 
 
 def _inplace(op, args, raw):
@@ -272,14 +312,17 @@ def _inplace(op, args, raw):
     except ValueError as e:
         if dst.flags.writeable:
             raise RuntimeError(str(e)) from None
-        if _internal_overlap(dst):
+        if not _internal_overlap(dst):
+            # A view without repeated elements of a read-only (broadcast) array: written
+            # through a writable alias of its memory, as PyTorch writes it.
+            np.copyto(_writable_alias(dst, self), value, casting="unsafe")
+        elif op.overlap_ok is None:
             raise RuntimeError(
                 "unsupported operation: more than one element of the written-to tensor refers "
                 "to a single memory location. Please clone() the tensor before performing the "
                 "operation.") from None
-        # A view without repeated elements of a read-only (broadcast) array: written through
-        # a writable alias of its memory, as PyTorch writes it.
-        np.copyto(_writable_alias(dst, self), value, casting="unsafe")
+        else:
+            _write_overlapping(op, dst, value, self)
     if record:  # saved inputs keep the version they had before the write, as in PyTorch
         _record_inplace(op, args, self, bump=True)
     else:
@@ -308,6 +351,27 @@ def _partial_overlap(dst, src) -> bool:
 def _internal_overlap(a) -> bool:
     """Whether some elements of `a` share memory: a zero stride over more than one."""
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides))
+
+
+def _write_overlapping(op, dst, value, t) -> None:
+    """Write `value` into `dst`, whose elements share memory, for an op PyTorch allows it
+    (`OpDef.overlap_ok`). Only the elements the op changes are written: an element it leaves
+    as it was must not undo the change made through another element at the same place
+    (`masked_fill_` of an expanded tensor fills every alias of a masked element)."""
+    if op.overlap_ok:  # PyTorch's deprecation warning, naming the first frame outside
+        import sys
+        import warnings
+
+        frame, level = sys._getframe(0), 1  # stacklevel 1 is this function's frame
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("fusegrad"):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(op.overlap_ok, UserWarning, stacklevel=level)
+    changed = value != dst
+    if changed.dtype != np.bool_:  # an elementwise comparison NumPy could not make
+        changed = np.ones(dst.shape, np.bool_)
+    elif value.dtype == dst.dtype and dst.dtype.kind in "fcV":  # NaN stays NaN
+        changed &= ~(np.isnan(value) & np.isnan(dst))
+    np.copyto(_writable_alias(dst, t), value, casting="unsafe", where=changed)
 
 
 def _writable_alias(a, t):

@@ -302,8 +302,9 @@ def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
     if lower is None or higher.category >= lower.category:
         return higher
     if lower.category == COMPLEX and higher.category == FLOAT:
-        # A complex number with a float64 tensor: complex128, the tensor's width kept.
-        return higher.to_complex()
+        # A complex number with a float64 tensor: complex128, the tensor's width kept
+        # (bfloat16's, which has no complex type, is complex64's).
+        return complex64 if higher is bfloat16 else higher.to_complex()
     return _promote(higher, lower)
 
 

@@ -78,8 +78,10 @@ class ObjectPickler(pickle._Pickler):
         if cls is device:
             return device, (obj.type,) if obj.index is None else (obj.type, obj.index)
         if isinstance(obj, Tensor):
-            from .nn.parameter import Parameter
+            from .nn.parameter import Parameter, UninitializedTensorMixin
 
+            if isinstance(obj, UninitializedTensorMixin):
+                return NotImplemented  # a lazy placeholder: its class and requires_grad
             if isinstance(obj, Parameter):
                 args = (Tensor._make(obj._data, obj.dtype), bool(obj.requires_grad),
                         OrderedDict())

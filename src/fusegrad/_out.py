@@ -1,23 +1,241 @@
 """PyTorch's `out=` argument on the public functions.
 
-Most public functions take `out` (their signatures follow PyTorch's) but cannot write into it
-yet; an argument must never be ignored, so `guard_namespace` wraps each of them, once, when
-the namespace is built: a non-None `out` raises NotImplementedError naming the function. The
-few functions that do write into `out` are listed by the caller and left as they are.
+`guard_namespace` wraps, once, each public function of a namespace that has an `out`
+parameter (`fusegrad`, `fusegrad.special`, `fusegrad.linalg`). A call with `out=None` runs the
+function itself, through one generated frame; a call with an `out` tensor (or, for functions
+returning several tensors, a tuple or list of them) runs the function *without* `out` and
+then writes its result into `out` as PyTorch does (`write_out`):
+
+- autograd: PyTorch's out= kernels are not differentiable, so while grad mode is on a result
+  that requires grad, or an `out` that does, raises `<op>(): functions with out=...
+  arguments don't support automatic differentiation, ...` (`<op>` is the ATen op PyTorch
+  reports); PyTorch's composites written over another op's result (`tensordot`, `quantile`,
+  `linalg.norm`) copy into `out` through autograd instead, so `out` gets `CopyBackwards`;
+- dtype: each function's rule: by default the result's dtype must cast to out's by
+  PyTorch's `can_cast` (no float to integer, no complex to real, nothing but bool to bool),
+  for others it must equal it, with the function's own message; the factories and the
+  sum-like reductions compute in out's dtype;
+- shape: an `out` of another shape is resized (made contiguous), with PyTorch's deprecation
+  warning when it had elements; one of the right shape keeps its strides;
+- the values are copied into `out` in place (its version counter moves, its views see them,
+  and `out` may be one of the inputs, since the result was computed first); the call
+  returns `out` itself, or the `<name>_out` named tuple of the out tensors.
+
+This module is the mechanism; what differs from function to function (dtype rules and
+messages, the op the autograd error names, who resizes silently, ...) is a table beside the
+registry, `ops/out_facts.py`, keyed by public name ("add", "special.sigmoid", "linalg.inv").
+Functions PyTorch gives no `out` raise its TypeError; `bernoulli` and `multinomial` draw into
+`out` themselves and are left alone.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 import types
+import warnings
 
+import numpy as np
+
+from . import _dtype, return_types
+from ._dispatch import call, computing_mode
+from ._fake import FakeTensor
 from ._metadata import copy_metadata
+from ._tensor import Tensor
+from ._thread_state import local as _local
+from .autograd.grad_mode import no_grad
+from .ops import out_facts as facts
+from .ops.inplace import copy_ as _copy_op
+from .ops.spellings import ALIASES
+
+# PyTorch's C++ names of the dtypes its `Expected out tensor to have dtype ...` prints.
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool", "complex64": "c10::complex<float>",
+            "complex128": "c10::complex<double>", "uint16": "uint16_t"}
 
 
-def unsupported_out(qualname: str) -> NotImplementedError:
-    """The error for a function called with an `out` tensor it cannot write into."""
-    return NotImplementedError(f"{qualname}: out= is not supported yet")
+# ---------------------------------------------------------------------------- the write
 
+
+class OutPlan:
+    """What the `out=` path of one public function needs: the function and its public name,
+    the key of the tables ("add", "linalg.inv"; an alias by the name it spells: `clip` is
+    `clamp`)."""
+
+    __slots__ = ("fn", "name")
+
+    def __init__(self, fn, name: str):
+        self.fn = fn
+        self.name = ALIASES.get(name, name)
+
+
+_ERRORS = {"TypeError": TypeError, "NotImplementedError": NotImplementedError}
+
+
+def _dtype_names(d) -> dict:
+    legacy = d.legacy
+    tensor_type = (f"CPU{legacy}Type" if d.is_complex or d is _dtype.bool_
+                   else f"torch.{legacy}Tensor")
+    return {"S": legacy, "C": _C_NAMES.get(d.name, d.name), "T": tensor_type}
+
+
+def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
+    """Raise the function's error when `out`'s dtype breaks `rule` for `result`."""
+    tests = rule if rule.__class__ is tuple and rule[0].__class__ is tuple else (rule,)
+    have, want = out.dtype, result.dtype
+    for kind, message in tests:
+        if kind == "cast":
+            ok = _dtype.can_cast(want, have)
+        elif kind == "exact":
+            ok = have is want
+        elif kind == "bool":
+            ok = have is _dtype.bool_
+        elif kind == "floating":
+            ok = have.is_floating_point or have.is_complex
+        else:  # "any"
+            ok = True
+        if ok:
+            continue
+        o, r = _dtype_names(have), _dtype_names(want)
+        text = message.format(O=o["S"], R=r["S"], o=o["C"], r=r["C"], tO=o["T"], tR=r["T"],
+                              name=name.rpartition(".")[2],
+                              int32=want is _dtype.int32)
+        kind_of_error, _, rest = text.partition(":")
+        if kind_of_error in _ERRORS:
+            raise _ERRORS[kind_of_error](rest)
+        raise RuntimeError(text)
+
+
+def _user_stacklevel() -> int:
+    """`warnings.warn`'s stacklevel naming the first frame outside fusegrad, as PyTorch's
+    warnings from C++ name the Python line that called it."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module != "fusegrad" and not module.startswith("fusegrad."):
+            break
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
+    """Give `out` the result's shape, contiguous, as PyTorch's `resize_output`: silently when
+    it is empty, otherwise with the warning `warn` (None: none). A shrinking contiguous `out`
+    keeps its storage (its views still share it), as `resize_` does."""
+    if warn is not None and out.numel() != 0:
+        numel = 1
+        for s in shape:
+            numel *= s
+        warnings.warn(warn.format(old=list(out.shape), new=list(shape), new_tuple=shape,
+                                  old_numel=out.numel(), numel=numel),
+                      UserWarning, stacklevel=_user_stacklevel())
+    if isinstance(out, FakeTensor):
+        out._take_geometry(FakeTensor._make_fake(shape, out.dtype))
+        return
+    if computing_mode():
+        # A mode recording ops (a trace) would miss the resize, which no op performs: its
+        # graph would write the result into a tensor of the old shape.
+        raise NotImplementedError(
+            f"out=: resizing an out tensor of shape {list(out.shape)} to {list(shape)} cannot "
+            "be recorded while tracing; pass an out tensor of the result's shape")
+    old = out._data
+    n = 1
+    for s in shape:
+        n *= s
+    if n <= old.size and old.flags.c_contiguous:
+        out._data = old.reshape(-1)[:n].reshape(shape)
+    else:
+        flat = np.zeros(n, old.dtype)
+        k = min(n, old.size)
+        flat[:k] = old.reshape(-1)[:k]
+        out._data = flat.reshape(shape)
+
+
+def _outs_of(plan: OutPlan, result, out) -> tuple[list, list]:
+    """The (result, out) tensors paired, with PyTorch's TypeErrors for an `out` of the wrong
+    kind."""
+    short = plan.name.rpartition(".")[2]
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)):
+            raise TypeError(f"{short}(): argument 'out' must be tuple of Tensors, not "
+                            f"{type(out).__name__}")
+        if len(out) != len(result):
+            raise TypeError(f"expected tuple of {len(result)} elements but got {len(out)}")
+        for t in out:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{short}(): argument 'out' must be tuple of Tensors, not "
+                                f"{type(t).__name__}")
+        return list(result), list(out)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{short}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    return [result], [out]
+
+
+def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
+    """`plan.fn(*args, **kwargs)` (a call without `out`) written into `out`, as PyTorch's
+    `out=` does (see the module's docstring); returns `out` or the named tuple of outs."""
+    name = plan.name
+    if name in facts.REFUSED:
+        raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
+    if name in facts.DTYPE_FROM_OUT and "dtype" in kwargs and isinstance(out, Tensor):
+        given = kwargs["dtype"]
+        if given is None:
+            kwargs["dtype"] = out.dtype
+        elif name in facts.FACTORIES and _dtype.as_dtype(given) is not out.dtype:
+            raise RuntimeError(f"dtype {_dtype.as_dtype(given).legacy} does not match dtype of "
+                               f"out parameter ({out.dtype.legacy})")
+    result = plan.fn(*args, **kwargs)
+    single = not isinstance(result, tuple)
+    if single and name in facts.SINGLE_RESULT_REFUSED:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+    results, outs = _outs_of(plan, result, out)
+
+    if name in facts.ALWAYS_RESIZED and any(o.requires_grad for o in outs):
+        raise RuntimeError("cannot resize variables that require grad")
+    through_autograd = name in facts.COPIES_THROUGH_AUTOGRAD
+    if _local.grad_enabled and not through_autograd:
+        op = facts.grad_name(name)
+        # An op PyTorch does not differentiate ignores inputs that require grad.
+        inputs_count = not op.startswith("aten::")
+        differentiable = name not in facts.NOT_DIFFERENTIABLE
+        for r, o in zip(results, outs):
+            if isinstance(r, Tensor) and ((r.requires_grad and inputs_count) or (
+                    o.requires_grad and differentiable and
+                    (r.dtype.is_floating_point or r.dtype.is_complex))):
+                raise RuntimeError(facts.GRAD_ERROR.format(op))
+
+    rule = (single and facts.SINGLE_RESULT_RULES.get(name)) or \
+        facts.DTYPE_RULES.get(name, facts.DEFAULT_RULE)
+    per_output = rule.__class__ is list
+    for i, (r, o) in enumerate(zip(results, outs)):
+        if isinstance(r, Tensor):
+            _check_dtype(rule[i] if per_output else rule, name, r, o)
+
+    warn = None if name in facts.SILENT_RESIZE else \
+        facts.RESIZE_WARNINGS.get(name, facts.RESIZE_WARNING)
+    for r, o in zip(results, outs):
+        if not isinstance(r, Tensor):
+            continue
+        if tuple(o.shape) != tuple(r.shape):
+            if through_autograd and o.requires_grad and _local.grad_enabled:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                                   "in-place operation.")
+            _resize(o, tuple(r.shape), warn)
+        if through_autograd:
+            o.copy_(r)
+        else:
+            with no_grad():
+                call(_copy_op, o, r)
+    if isinstance(result, tuple):
+        named = getattr(return_types, f"{type(result).__name__}_out", None) \
+            if type(result).__module__ == return_types.__name__ else None
+        return named(*outs) if named is not None else tuple(outs)
+    return out
+
+
+# ---------------------------------------------------------------------------- the wrappers
 
 _COMPILED: dict[str, types.CodeType] = {}
 
@@ -47,7 +265,7 @@ def _takes_out(fn: types.FunctionType) -> bool:
 def _guarded(*args, **kwargs):
     # The code each wrapper starts with (its globals are the wrapper's own namespace, which
     # names the wrapper `_self_`): on the first call it becomes the wrapper generated for
-    # that function's own parameter list (see `reject_out`).
+    # that function's own parameter list (see `handle_out`).
     _specialise_(_self_)  # noqa: F821
     return _self_(*args, **kwargs)  # noqa: F821
 
@@ -55,24 +273,26 @@ def _guarded(*args, **kwargs):
 _TRAMPOLINE = _guarded.__code__.replace(co_name="guarded")
 
 
-def reject_out(fn: types.FunctionType, qualname: str) -> types.FunctionType:
-    """`fn` raising `unsupported_out(qualname)` when called with a non-None `out`, by keyword
-    or (where its signature allows) by position; otherwise `fn` itself runs, unchanged.
+def handle_out(fn: types.FunctionType, name: str) -> types.FunctionType:
+    """`fn` with PyTorch's `out=`: a call with a non-None `out`, by keyword or (where its
+    signature allows) by position, runs `fn` without it and writes the result into `out`
+    (`write_out`); otherwise `fn` itself runs, unchanged. `name` is the public name the
+    tables know the function by ("add", "linalg.inv").
 
     The wrapper is generated with `fn`'s own parameter list and passes each parameter on as
-    `fn` declares it, so a call costs one extra frame (about 60 ns), not the packing of
-    `*args, **kwargs` (about 200 ns). Generating it means compiling, a quarter of a
-    millisecond per function: too much for the ~200 functions at import, so the wrapper
+    `fn` declares it, so a call without `out` costs one extra frame (about 60 ns), not the
+    packing of `*args, **kwargs` (about 200 ns). Generating it means compiling, a quarter of
+    a millisecond per function: too much for the ~300 functions at import, so the wrapper
     starts as a generic trampoline and replaces its own code on its first call (one object
     throughout, so names bound earlier get the fast form too)."""
-    namespace = {"_fn_": fn, "_error_": unsupported_out, "_qualname_": qualname,
+    namespace = {"_fn_": fn, "_plan_": OutPlan(fn, name), "_write_": write_out,
                  "_specialise_": _specialise, "__name__": fn.__module__}
     wrapper = namespace["_self_"] = types.FunctionType(_TRAMPOLINE, namespace, fn.__name__)
-    copy_metadata(wrapper, fn, _REJECTS_OUT)
+    copy_metadata(wrapper, fn, _HANDLES_OUT)
     return wrapper
 
 
-_REJECTS_OUT = {"rejects_out": True}
+_HANDLES_OUT = {"handles_out": True}
 
 
 def _specialise(wrapper: types.FunctionType) -> None:
@@ -80,8 +300,12 @@ def _specialise(wrapper: types.FunctionType) -> None:
     namespace = wrapper.__globals__
     fn = namespace["_fn_"]
     params, passed = [], []
+    # The call the out= branch makes: the parameters before `out` by position, those after
+    # it (and keyword-only ones) by keyword, `out` itself left to its default (None).
+    out_positional, out_keywords = [], []
     star_written = False  # a bare `*` goes before the first keyword-only parameter
     last_positional_only = 0
+    after_out = False
     for p in inspect.signature(fn).parameters.values():
         text = p.name
         if p.default is not p.empty:
@@ -90,31 +314,43 @@ def _specialise(wrapper: types.FunctionType) -> None:
         if p.kind is p.VAR_POSITIONAL:
             params.append("*" + p.name)
             passed.append("*" + p.name)
+            out_positional.append("*" + p.name)
             star_written = True
         elif p.kind is p.VAR_KEYWORD:
             params.append("**" + p.name)
             passed.append("**" + p.name)
+            out_keywords.append("**" + p.name)
         elif p.kind is p.KEYWORD_ONLY:
             if not star_written:
                 params.append("*")
                 star_written = True
             params.append(text)
             passed.append(f"{p.name}={p.name}")
+            if p.name != "out":
+                out_keywords.append(f"{p.name!r}: {p.name}")
         else:
             params.append(text)
             passed.append(p.name)
             if p.kind is p.POSITIONAL_ONLY:
                 last_positional_only = len(params)
+            if p.name == "out":
+                after_out = True
+            elif after_out:
+                out_keywords.append(f"{p.name!r}: {p.name}")
+            else:
+                out_positional.append(p.name)
     if last_positional_only:
         params.insert(last_positional_only, "/")
+    positional = "".join(f"{a}, " for a in out_positional)
     source = (f"def guarded({', '.join(params)}):\n"
               f"    if out is not None:\n"
-              f"        raise _error_(_qualname_)\n"
+              f"        return _write_(_plan_, out, ({positional}), "
+              f"{{{', '.join(out_keywords)}}})\n"
               f"    return _fn_({', '.join(passed)})\n")
     # Many functions share a parameter list: compile each distinct wrapper once.
     code = _COMPILED.get(source)
     if code is None:
-        code = _COMPILED[source] = compile(source, "<out guard>", "exec")
+        code = _COMPILED[source] = compile(source, "<out= wrapper>", "exec")
     made: dict = dict(namespace)
     exec(code, made)  # noqa: S102
     specialised = made["guarded"]
@@ -125,15 +361,16 @@ def _specialise(wrapper: types.FunctionType) -> None:
 
 def guard_namespace(namespace: dict, prefix: str, implemented: frozenset = frozenset()) -> None:
     """Replace every public function in `namespace` that has an `out` parameter, except
-    those named in `implemented` (which write into `out` themselves), by its `reject_out`
+    those named in `implemented` (which write into `out` themselves), by its `handle_out`
     form. Aliases (`multiply` and `mul`) stay one object, named after the function."""
+    space = prefix.partition(".")[2]
     wrapped: dict = {}
     for name, fn in list(namespace.items()):
         if name.startswith("_") or name in implemented or not isinstance(fn, types.FunctionType):
             continue
-        if getattr(fn, "rejects_out", False) or not _takes_out(fn):
+        if getattr(fn, "handles_out", False) or not _takes_out(fn):
             continue
         if fn not in wrapped:
             public = fn.__name__ if namespace.get(fn.__name__) is fn else name
-            wrapped[fn] = reject_out(fn, f"{prefix}.{public}")
+            wrapped[fn] = handle_out(fn, f"{space}.{public}" if space else public)
         namespace[name] = wrapped[fn]

@@ -63,6 +63,35 @@ def is_format_contiguous(shape, strides, name: str) -> bool:
     return len(shape) == len(order) and is_dense_in(shape, strides, order)
 
 
+# The dims `suggest_format` walks for each rank, innermost first (channels, then the spatial
+# dims from the last, then the batch), with the format a match suggests.
+_SUGGEST_WALKS = {4: ((1, 3, 2, 0), "channels_last"), 5: ((1, 4, 3, 2, 0), "channels_last_3d")}
+
+
+def suggest_format(shape, strides) -> str | None:
+    """PyTorch's `suggest_memory_format`: the name of the memory format a tensor of `shape`
+    and element `strides` is laid out like ("channels_last" for 4-D, "channels_last_3d" for
+    5-D), or None for contiguous. Layers that keep their input's format allocate their
+    results in it (pooling, upsampling, group norm; convolution asks it of its weight too).
+
+    The strides must grow from the channels outwards; the ambiguous layouts fall back to
+    contiguous as in PyTorch: a zero channel stride, an empty dim, and N111-like layouts
+    whose last stride walked equals the channels' (a C-contiguous (N, C, 1, 1) tensor).
+    A tensor both contiguous and channels-last by `is_contiguous` may suggest either: the
+    strides of its size-1 dims decide ((2, 4, 1, 1) with strides (4, 1, 4, 4) suggests
+    channels_last, with (4, 1, 1, 1) contiguous)."""
+    walk = _SUGGEST_WALKS.get(len(shape))
+    if walk is None or strides[1] == 0:
+        return None
+    lowest = 0
+    for d in walk[0]:
+        size, stride = shape[d], strides[d]
+        if size == 0 or stride < lowest or (d == 0 and lowest == strides[1]):
+            return None
+        lowest = stride * size if size > 1 else stride
+    return walk[1]
+
+
 def is_dense_in(shape, strides, order, unit: int = 1) -> bool:
     """Whether a tensor of `shape` and `strides` (in multiples of `unit`: 1 for elements, the
     item size for an array's byte strides) is laid out densely with its dims in `order`,
@@ -100,11 +129,22 @@ def dense_strides(shape, order) -> tuple:
 def memory_order(a: np.ndarray) -> tuple | None:
     """The order of `a`'s dims in memory, outermost first, when it is not row-major (None for
     the common row-major case): the order a new tensor made "like" `a` with
-    `preserve_format` keeps. Dims of size 1 and broadcast dims (stride 0) keep their places;
-    the others are sorted by their strides."""
+    `preserve_format` keeps. A dense array's order reproduces its strides exactly, those
+    of its size-1 dims included (PyTorch's `empty_like` copies a dense tensor's strides: a
+    channels-last (N, 1, H, W) or (N, C, 1, 1) stays channels-last, not merely contiguous
+    as well). Otherwise dims of size 1 and broadcast dims (stride 0) keep their places; the
+    others are sorted by their strides."""
+    shape = a.shape
+    if 1 in shape and a.ndim > 1 and a.size:
+        strides = elem_strides(a)
+        # Among equal strides, a size-1 dim sits inside the other dims (a dense layout
+        # gives it the stride of the dim just outside it).
+        order = tuple(sorted(range(a.ndim), key=lambda d: (-strides[d], shape[d] == 1)))
+        if dense_strides(shape, order) == strides:
+            return None if order == tuple(range(a.ndim)) else order
     if a.flags.c_contiguous:
         return None
-    return strides_order(a.shape, a.strides)
+    return strides_order(shape, a.strides)
 
 
 def strides_order(shape: tuple, strides: tuple) -> tuple | None:
@@ -115,6 +155,41 @@ def strides_order(shape: tuple, strides: tuple) -> tuple | None:
     for slot, d in zip(moving, ordered):
         order[slot] = d
     return None if order == sorted(order) else tuple(order)
+
+
+def infer_dense_strides(shape, strides) -> tuple:
+    """PyTorch's `infer_dense_strides`: the strides of a new dense tensor of `shape` that
+    keeps the order of dims in memory of a tensor with `strides` (what `clone` and the
+    `*_like` factories give a tensor that is not dense), dims sorted as TensorIterator sorts
+    them: by stride, a zero stride comparing as equal, equal strides by size."""
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))  # innermost first
+
+    def should_swap(a: int, b: int) -> int:
+        sa, sb = strides[a], strides[b]
+        if sa == 0 or sb == 0:
+            return 0
+        if sa != sb:
+            return -1 if sa < sb else 1
+        return 1 if shape[a] > shape[b] else 0
+
+    for i in range(1, nd):  # a stable insertion sort, as PyTorch's
+        d1 = i
+        for j in range(1, i + 1):
+            d0 = i - j
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    out = [0] * nd
+    acc = 1
+    for d in perm:
+        out[d] = acc
+        if shape[d] > 1:
+            acc *= shape[d]
+    return tuple(out)
 
 
 def in_memory_order(make, shape: tuple, order: tuple | None) -> np.ndarray:

@@ -520,14 +520,22 @@ class Tensor:
         if device is not None:
             _device_cls(device)._check_available()
         if memory_format is not None and getattr(memory_format, "name", "") != "preserve_format":
-            # A copy (or self) laid out in that format, converted as it is copied.
+            # Self when it suggests that format already (as PyTorch: even if not contiguous
+            # in it), else a copy with the format's strides, converted as it is copied.
             from ._functions import clone, to_copy
+            from ._shapes import dense_strides, suggest_format
 
-            t = self if dtype is None or dtype is self._dtype else to_copy(self, dtype)
-            if t is self and (copy or not self.is_contiguous(memory_format=memory_format)):
+            name = memory_format.name
+            shape, strides = tuple(self.shape), tuple(self.stride())
+            if dtype is None or dtype is self._dtype:
+                if not copy and suggest_format(shape, strides) == (
+                        None if name == "contiguous_format" else name):
+                    return self
                 return clone(self, memory_format=memory_format)
-            return t if t.is_contiguous(memory_format=memory_format) else \
-                clone(t, memory_format=memory_format)
+            t = to_copy(self, dtype)
+            want = dense_strides(shape, FORMAT_ORDERS[name]) if name in FORMAT_ORDERS and \
+                len(shape) == len(FORMAT_ORDERS[name]) else contiguous_strides(shape)
+            return t if tuple(t.stride()) == want else clone(t, memory_format=memory_format)
         if dtype is None or dtype is self._dtype:
             return self.clone() if copy else self
         from ._functions import to_copy

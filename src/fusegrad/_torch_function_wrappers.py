@@ -384,7 +384,7 @@ def _positional_slots(fn) -> int | None:
 def _without_out_guard(fn):
     """What a call without keywords may run: the function inside `fn`'s `out=` guard when
     `out` is keyword-only there (so such a call cannot pass it), else `fn` itself."""
-    if not getattr(fn, "rejects_out", False):
+    if not getattr(fn, "handles_out", False):
         return fn
     inner = fn.__wrapped__
     code = getattr(inner, "__code__", None)

@@ -110,6 +110,11 @@ def _advanced(input, index):
             indices.append(None)
             dim += 1
         elif isinstance(i, Tensor):
+            if i.ndim == 0 and i.dtype is _dtype.bool_ and i.__class__ is Tensor:
+                # A 0-d bool is a new dim indexed by [0] (True) or [] (False), as PyTorch
+                # reads it: an index tensor, not a mask (`x[True] = v` is no masked fill).
+                result = call(S.unsqueeze, result, dim)
+                i = Tensor._make(np.zeros(1 if i.item() else 0, np.int64), _dtype.int64)
             indices.append(i)
             dim += i.ndim if i.dtype in (_dtype.bool_, _dtype.uint8) else 1
         else:
@@ -267,6 +272,11 @@ def setitem(input, index, value) -> None:
     tensors."""
     if index.__class__ is list:
         index = _sequence_as_tuple(index)
+    elif index.__class__ is builtins.bool:
+        # PyTorch's own case: `x[True] = v` copies into `x[None]`; `x[False] = v` does nothing
+        if index:
+            setitem(call(S.unsqueeze, input, 0), Ellipsis, value)
+        return
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         target, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
@@ -274,11 +284,7 @@ def setitem(input, index, value) -> None:
             from .._creation import tensor as _tensor
 
             value = _tensor(_assigned_number(value, target.dtype), dtype=target.dtype)
-        elif value.dtype is not target.dtype and value.ndim == 0 and \
-                isinstance(index, Tensor) and index.dtype is _dtype.bool_:
-            # `x[mask] = v` of a 0-d value converts it, as PyTorch's does (other advanced
-            # assignments refuse another dtype, in index_put_'s words).
-            value = value.to(target.dtype)
+        # (A one-element value of another dtype is index_put_'s to convert or refuse.)
         call(X.index_put_, target, indices, value, False)
         return
     # `x[...] = v` writes into `x` itself (CopyBackwards), any other index into a view of it.
@@ -289,7 +295,14 @@ def setitem(input, index, value) -> None:
             value = _fit_value(value, shape)
         call(I.copy_, target, value)
     else:
-        call(I.fill_scalar, target, _assigned_number(value, target.dtype))
+        number = _assigned_number(value, target.dtype)
+        if not target._data.flags.writeable and target.numel() > 1:
+            # Possibly an expanded view: PyTorch assigns through copy_, which refuses one
+            # whose elements share memory, where fill_ would write it.
+            dt = target.dtype
+            call(I.copy_, target, Tensor._make(np.asarray(number, dt.np), dt))
+            return
+        call(I.fill_scalar, target, number)
 
 
 def _assigned_number(value, dtype):
@@ -416,12 +429,12 @@ def masked_select(input, mask, *, out=None):
 
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements, one row each (or one tensor per dim)."""
-    result = call(X.nonzero, input)
     if as_tuple:
-        if input.ndim == 0:
-            return (result.reshape(-1),)
+        if input.ndim == 0:  # as a 1-element 1-D tensor: (tensor([0]),) where it is nonzero
+            return (call(X.nonzero, input.reshape(1)).select(1, 0),)
+        result = call(X.nonzero, input)
         return tuple(result.select(1, k) for k in range(input.ndim))
-    return result
+    return call(X.nonzero, input)
 
 
 def argwhere(input):

@@ -46,12 +46,16 @@ def to_copy(input, dtype):
 
 def add_(self, other, *, alpha=1):
     """In-place add."""
-    return call(P.add_, self, other, alpha) if alpha != 1 else call(P.add_, self, other)
+    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
+        return call(P.add_, self, other, alpha)
+    return call(P.add_, self, other)
 
 
 def sub_(self, other, *, alpha=1):
     """In-place subtract."""
-    return call(P.sub_, self, other, alpha) if alpha != 1 else call(P.sub_, self, other)
+    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
+        return call(P.sub_, self, other, alpha)
+    return call(P.sub_, self, other)
 
 
 def mul_(self, other):

@@ -131,7 +131,7 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tens
     return _linalg().lu_solve(LU_data, LU_pivots, b)
 
 
-def matrix_power(input: Tensor, n: int) -> Tensor:
+def matrix_power(input: Tensor, n: int, *, out=None) -> Tensor:
     """`linalg.matrix_power`."""
     return _linalg().matrix_power(input, n)
 

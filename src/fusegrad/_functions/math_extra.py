@@ -85,19 +85,30 @@ def frexp(input: Tensor, *, out=None):
     return return_types.frexp(mantissa, exponent)
 
 
+def _float_power_dtype(input, exponent):
+    """complex128 when either operand (tensor or number) is complex, else float64."""
+    for v in (input, exponent):
+        if isinstance(v, Tensor) and v.dtype.is_complex or isinstance(v, complex):
+            return _dtype.complex128
+    return _dtype.float64
+
+
 def float_power(input, exponent, *, out=None) -> Tensor:
-    """pow computed in float64 (both operands converted first)."""
-    f64 = _dtype.float64
+    """pow computed in float64, or complex128 when either operand is complex (both operands
+    converted first)."""
+    wide = _float_power_dtype(input, exponent)
     if isinstance(input, Tensor):
-        input = input.to(f64)
+        input = input.to(wide)
         if isinstance(exponent, Tensor):
-            return input.pow(exponent.to(f64))
+            return input.pow(exponent.to(wide))
         return input.pow(exponent)
-    return call(REGISTRY["pow.Scalar"], input, exponent.to(f64))
+    return call(REGISTRY["pow.Scalar"], input, exponent.to(wide))
 
 
 def isreal(input: Tensor) -> Tensor:
-    """All True: fusegrad tensors are real."""
+    """True where the imaginary part is zero; all True for a non-complex tensor."""
+    if input.dtype.is_complex:
+        return input.imag == 0
     from .._creation import ones
 
     return ones(tuple(input.shape), dtype=_dtype.bool_)
@@ -164,12 +175,14 @@ def ldexp_(self: Tensor, other: Tensor) -> Tensor:
 
 
 def float_power_(self: Tensor, exponent) -> Tensor:
-    """In-place float_power: `self` must already be float64."""
-    if self.dtype is not _dtype.float64:
+    """In-place float_power: `self` must already have the result's dtype (float64, or
+    complex128 when either operand is complex)."""
+    wide = _float_power_dtype(self, exponent)
+    if self.dtype is not wide:
         raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.legacy} but "
-                           "the operation's result requires dtype Double")
+                           f"the operation's result requires dtype {wide.legacy}")
     if isinstance(exponent, Tensor):
-        return call(M.pow_tensor_, self, exponent.to(_dtype.float64))
+        return call(M.pow_tensor_, self, exponent.to(wide))
     return call(REGISTRY["pow_.Scalar"], self, exponent)
 
 

@@ -19,21 +19,24 @@ from .indexing import nonzero
 
 def add(input, other, *, alpha=1, out=None):
     """input + alpha * other."""
-    if alpha != 1:
+    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
         return call(P.add, input, other, alpha)
     return call(P.add, input, other)
 
 
 def sub(input, other, *, alpha=1, out=None):
     """input - alpha * other."""
-    if alpha != 1:
+    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
         return call(P.sub, input, other, alpha)
     return call(P.sub, input, other)
 
 
 def rsub(input, other, alpha=1):
-    """other - alpha * input."""
-    return call(P.rsub, input, other, alpha) if alpha != 1 else call(P.rsub, input, other)
+    """other - alpha * input (`rsub.Tensor` for a tensor `other`, as PyTorch picks)."""
+    op = A.rsub_tensor if isinstance(other, Tensor) else P.rsub
+    if alpha != 1 or alpha.__class__ is not int:  # alpha=True/1.0 are checked
+        return call(op, input, other, alpha)
+    return call(op, input, other)
 
 
 def mul(input, other, *, out=None):
@@ -171,10 +174,9 @@ def atan2(input, other, *, out=None):
 
 def floor_divide(input, other, *, out=None):
     """Elementwise floor(input / other)."""
-    if not isinstance(input, Tensor):  # `2 // x`: the number becomes a 0-d tensor
-        from .._creation import tensor as _tensor
-
-        input = _tensor(_dtype.python_scalar(input) if isinstance(input, _np.generic) else input)
+    if not isinstance(input, Tensor):  # `2 // x`: the number stays a number (it promotes
+        # as one: `2 // uint8 0-d tensor` is uint8, as PyTorch's wrapped number)
+        input = _dtype.python_scalar(input) if isinstance(input, _np.generic) else input
     if isinstance(other, Tensor):
         return call(P.floor_divide, input, other)
     return call(P.floor_divide_scalar, input, other)

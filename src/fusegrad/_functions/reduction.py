@@ -112,21 +112,21 @@ max = _maxmin(R.max_all, R.max_dim, P.maximum, "max")  # noqa: A001
 min = _maxmin(R.min_all, R.min_dim, P.minimum, "min")  # noqa: A001
 
 
-def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+def argmax(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
     """Index of the maximum (of the flattened tensor without `dim`)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("argmax", dim, keepdim, axis, keepdims)
     return call(R.argmax, input, dim, keepdim)
 
 
-def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+def argmin(input, dim=None, keepdim=False, *, out=None, axis=None, keepdims=None):
     """Index of the minimum (of the flattened tensor without `dim`)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("argmin", dim, keepdim, axis, keepdims)
     return call(R.argmin, input, dim, keepdim)
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, out=None, axis=None, keepdims=None):
     """Product of all elements, or along `dim`."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("prod", dim, keepdim, axis, keepdims)
@@ -134,7 +134,10 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
         dtype = as_dtype(dtype)
     if dim is None:
         return call(R.prod, input, dtype) if dtype is not None else call(R.prod, input)
-    return call(R.prod_dim, input, int(dim), keepdim, dtype)
+    if isinstance(dim, builtins.bool) or not hasattr(dim, "__index__"):
+        # One dim only (PyTorch's prod has no tuple form); its wording when `dim` is named.
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    return call(R.prod_dim, input, dim.__index__(), keepdim, dtype)
 
 
 def _var_args(dim, unbiased, correction):

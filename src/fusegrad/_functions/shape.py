@@ -340,6 +340,8 @@ def chunk(input, chunks, dim=0, *, axis=None):
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[wrap_dim(dim, input.ndim)]
+    if not size and input.ndim:  # an empty dim still gives `chunks` (empty) pieces
+        return call(S.split_with_sizes, input, [0] * chunks, dim)
     return call(S.split, input, builtins.max((size + chunks - 1) // chunks, 1), dim)
 
 

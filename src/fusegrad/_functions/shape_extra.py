@@ -266,7 +266,7 @@ def unravel_index(indices, shape):
 # ---------------------------------------------------------------- write ops
 
 
-def take(input: Tensor, index: Tensor) -> Tensor:
+def take(input: Tensor, index: Tensor, *, out=None) -> Tensor:
     """Elements at flat positions `index`."""
     return call(SC.take, input, index)
 

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .. import return_types
+from .. import _dtype, return_types
 from .._autocast import composite
 from .._creation import tensor
 from .._dispatch import call
@@ -42,8 +42,8 @@ def _numpy(name, dim, keepdim, axis, keepdims):
 # ---------------------------------------------------------------- NaN-aware reductions
 
 
-def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None,
-           keepdims=None) -> Tensor:
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=None,
+           axis=None, keepdims=None) -> Tensor:
     """Sum treating NaN as zero."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nansum", dim, keepdim, axis, keepdims)
@@ -54,14 +54,17 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=N
     return call(ST.nansum, input, _dims(dim), keepdim)
 
 
-def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None,
-            keepdims=None) -> Tensor:
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=None,
+            axis=None, keepdims=None) -> Tensor:
     """Mean of the non-NaN elements (NaN where there are none)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nanmean", dim, keepdim, axis, keepdims)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
                            f"dtype but got {input.dtype.legacy}")
+    if dtype is not None and dtype.category < _dtype.FLOAT:
+        raise RuntimeError(f"nanmean(): could not infer output dtype. Optional dtype must be "
+                           f"either a floating point or complex dtype. Got: {dtype.legacy}")
     valid = input.isnan().logical_not()
     dims = _dims(dim)
     if dims is None and not keepdim:
@@ -72,7 +75,8 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=
     return nansum(input, dims, keepdim, dtype=dtype).div(count)
 
 
-def nanmedian(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False, *, out=None, axis=None,
+              keepdims=None):
     """The lower median of the non-NaN elements (with its index when `dim` is given)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nanmedian", dim, keepdim, axis, keepdims)
@@ -82,7 +86,8 @@ def nanmedian(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keep
     return return_types.nanmedian(values, indices)
 
 
-def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, axis=None, keepdims=None):
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, out=None, axis=None,
+            keepdims=None):
     """(min, max) over all elements or along `dim`."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("aminmax", dim, keepdim, axis, keepdims)
@@ -90,7 +95,7 @@ def aminmax(input: Tensor, *, dim=None, keepdim: bool = False, axis=None, keepdi
     return return_types.aminmax(lo, hi)
 
 
-def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+def logcumsumexp(input: Tensor, dim: int | None = None, *, out=None, axis=None) -> Tensor:
     """log(cumsum(exp(input))) along `dim`, computed stably."""
     return call(ST.logcumsumexp, input,
                 _args.index(_args.required_dim("logcumsumexp", dim, axis)))
@@ -103,28 +108,30 @@ _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
-    name = "nanquantile()" if ignore_nan else "quantile()"
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
+    # PyTorch checks in this order and names `quantile()` for both functions.
+    name = "quantile()"
+    if interpolation not in _MODES:
+        raise RuntimeError(f"{name} interpolation must be one of linear, lower, higher, "
+                           f"midpoint or nearest, but got {interpolation}")
     scalar_q = not isinstance(q, Tensor)
-    if scalar_q:
-        if not 0 <= q <= 1:
-            raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
-        qs = None  # made in the input's dtype below, as PyTorch makes a scalar q a tensor
-    else:
+    if scalar_q and not 0 <= q <= 1:
+        raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
+    if input.numel() == 0:
+        raise RuntimeError(f"{name} input tensor must be non-empty")
+    if not scalar_q and q.ndim > 1:
+        raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
+    if input.dtype not in (_dtype.float32, _dtype.float64):
+        raise RuntimeError(f"{name} input tensor must be either float or double dtype")
+    qs = None  # a scalar q is made in the input's dtype below, as PyTorch makes it a tensor
+    if not scalar_q:
         if q.dtype is not input.dtype:
             raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
-        if q.ndim > 1:
-            raise RuntimeError(f"{name} q must be a scalar or 1D tensor")
+        if dim is not None:
+            wrap_dim(dim, input.ndim)
         qs = q._data.reshape(-1)
         if qs.size and (qs.min() < 0 or qs.max() > 1):
             raise RuntimeError(f"{name} q values must be in the range [0, 1]")
         scalar_q = q.ndim == 0
-    if interpolation not in _MODES:
-        raise RuntimeError(f"{name} interpolation must be one of linear, lower, higher, "
-                           f"midpoint or nearest. Got {interpolation}")
-    if input.numel() == 0:
-        raise RuntimeError(f"{name} input tensor must be non-empty")
     # Sort with the reduced dim last; the other dims follow the output's layout.
     if dim is None:
         srt = input.flatten().sort()[0]

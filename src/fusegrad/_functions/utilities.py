@@ -24,6 +24,7 @@ from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
+from ..ops.views import empty_at
 from . import _args
 from .inplace import contiguous
 from .shape import transpose_, view
@@ -346,8 +347,10 @@ def ravel(input: Tensor) -> Tensor:
 
 
 def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
-    """Give `self` a new shape in place, keeping the leading elements; new elements are zero
-    (PyTorch leaves them uninitialised). Not recorded by autograd."""
+    """Give `self` a new shape in place, contiguous from its storage offset: the elements are
+    the storage's from there on (not `self`'s in logical order), and elements past the
+    storage's end are zero (PyTorch leaves them uninitialised). Not recorded by autograd; a
+    new shape bumps the version counter, as PyTorch's does."""
     if size is not None:
         if sizes:
             raise TypeError("resize_() got multiple values for argument 'size'")
@@ -356,20 +359,36 @@ def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
         sizes = tuple(sizes[0])
     shape = tuple(int(s) for s in sizes)
     if any(s < 0 for s in shape):
-        raise RuntimeError(f"Trying to create tensor with negative dimension "
-                           f"{min(shape)}: {list(shape)}")
+        # PyTorch multiplies the sizes as unsigned numbers: a negative one overflows.
+        raise RuntimeError("numel: integer multiplication overflow")
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
-    n = int(np.prod(shape, dtype=np.int64))
     old = self._data
-    if n <= old.size and old.flags.c_contiguous:
-        # Shrinking a contiguous tensor keeps its storage, so views still share memory.
-        self._data = old.reshape(-1)[:n].reshape(shape)
-    else:
+    if shape == old.shape:  # PyTorch keeps the geometry (and the version) as it is
+        return self
+    n = int(np.prod(shape, dtype=np.int64))
+    storage = old
+    while isinstance(storage.base, np.ndarray):
+        storage = storage.base
+    if storage.dtype == old.dtype and storage.flags.c_contiguous:
+        flat = storage.reshape(-1)
+        offset = self.storage_offset()
+        if offset + n > flat.size:
+            # PyTorch grows the storage in place; here a new one takes its contents, and
+            # `self` stops sharing memory with other views of the old one.
+            grown = np.zeros(offset + n, old.dtype)
+            grown[:flat.size] = flat
+            flat = grown
+            self._base = None  # so storage_offset reads the new storage, not the old base
+        data = flat[offset:offset + n].reshape(shape)
+        # An empty result keeps the offset (NumPy would put it at the storage's start).
+        self._data = empty_at(flat, data, offset) if not n and offset else data
+    else:  # a storage NumPy cannot address as one flat array: the elements in order
         flat = np.zeros(n, old.dtype)
         k = min(n, old.size)
         flat[:k] = old.reshape(-1)[:k]
         self._data = flat.reshape(shape)
+    self._vc[0] += 1
     return self
 
 

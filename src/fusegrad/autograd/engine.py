@@ -21,9 +21,11 @@ from sys import getrefcount as _refcount
 import numpy as np
 
 from .. import _dispatch, _thread_state
+from .._shapes import contiguous_strides, dense_order, elem_strides
 from .._tensor import Tensor
 from .._thread_state import local as _local
 from ..ops import _parallel
+from ..ops._util import strided_copy
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
 from .graph import AccumulateGrad, fit_grad, unpack_saved
@@ -589,12 +591,29 @@ def _set_grad(t, g, create_graph, refs=0):
     records it: a leaf's (`refs` given) as a copy into a new tensor (CopyBackwards), a
     retained or captured gradient's as a clone (CloneBackward0)."""
     if t._grad is None:
+        # PyTorch's gradient layout contract: a leaf's new gradient has the leaf's strides
+        # when the leaf is laid out densely (channels-last, a transpose), else row-major
+        # (`_contract_strides`: None for the row-major case); one taken as it is obeys it.
         if create_graph:
             # (a sparse gradient is cloned, leaf or not: PyTorch's CloneBackward0)
-            t._grad = g.new_empty(g.shape).copy_(g) if refs and not g.is_sparse else \
-                g.clone()
+            keep = _contract_strides(t._data) if refs else None
+            if not refs or g.is_sparse:
+                t._grad = g.clone()
+            elif keep is not None:
+                t._grad = g.new_empty_strided(g.shape, keep).copy_(g)
+            else:
+                t._grad = g.new_empty(g.shape).copy_(g)
         elif refs and _owned(t, g, refs):
             t._grad = Tensor._make(g._data, g._dtype)
+        elif refs and (keep := _contract_strides(t._data)) is not None and g._plain and \
+                g._data.__class__ is np.ndarray:
+            data = g._data
+            if _refcount(g) == refs + 1 and _obeys_contract(data, t._data):
+                # No one else holds `g` (`refs` and getrefcount's references): PyTorch would
+                # take it as it is (its size-1 dims' strides too); its array could not be
+                # taken (a view), so a copy of its layout.
+                keep = elem_strides(data)
+            t._grad = Tensor._make(strided_copy(data, keep), g._dtype)
         elif g._plain and (data := g._data).__class__ is np.ndarray and \
                 data.size >= _parallel.MIN_CHUNK:  # a large copy: shared between threads
             t._grad = Tensor._make(_parallel.copy(data), g._dtype)
@@ -639,6 +658,30 @@ def _add_to_sparse_grad(t, g, create_graph) -> None:
         _sparse.add_(grad, g)
 
 
+def _contract_strides(leaf) -> tuple | None:
+    """The element strides PyTorch's gradient layout contract gives a new gradient of leaf
+    array `leaf` where they are not row-major (None): the leaf's own when it is laid out
+    densely in another order (channels-last, a transpose) or with other strides on its
+    size-1 dims; row-major when it is not dense (a slice with a step)."""
+    if leaf.__class__ is not np.ndarray or (leaf.flags.c_contiguous and 1 not in leaf.shape):
+        return None
+    strides = elem_strides(leaf)
+    if strides == contiguous_strides(leaf.shape) or dense_order(leaf.shape, strides) is None:
+        return None
+    return strides
+
+
+def _obeys_contract(data: np.ndarray, leaf: np.ndarray) -> bool:
+    """Whether gradient array `data` may become leaf `leaf`'s `.grad` as it is under the
+    gradient layout contract: the leaf's strides on every dim of size above 1 (and no zero
+    stride) when the leaf is dense, C-contiguous otherwise."""
+    strides = elem_strides(leaf)
+    if dense_order(leaf.shape, strides) is None:
+        return data.flags.c_contiguous
+    return all(g == s if n != 1 else g != 0
+               for n, g, s in zip(data.shape, elem_strides(data), strides))
+
+
 def _owned(t, g, refs) -> bool:
     """Whether leaf `t`'s first gradient may be `g`'s array itself (PyTorch steals the
     incoming gradient when nothing else holds it): a plain, writable, C-contiguous array of
@@ -655,7 +698,8 @@ def _owned(t, g, refs) -> bool:
             data.shape != leaf.shape or data.dtype != leaf.dtype:
         return False
     # (`flags` holds a reference to its array: not kept in a variable before the count.)
-    if not (data.flags.c_contiguous and data.flags.writeable and leaf.flags.c_contiguous):
+    if not data.flags.writeable or not (
+            data.flags.c_contiguous and leaf.flags.c_contiguous or _obeys_contract(data, leaf)):
         return False
     # References: to `g` the caller's, this frame's argument and getrefcount's; to its
     # array `g`'s own, `data` and getrefcount's.

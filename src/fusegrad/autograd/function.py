@@ -58,6 +58,8 @@ class BackwardCFunction(_graph.Node, FunctionCtx):
     """The node of a custom Function; it is also the Function's `ctx`."""
 
     _forward_cls = None
+    # (output numbers that are views of inputs, whether several outputs are differentiable)
+    _custom_views = None
 
     def __init__(self):
         _graph.Node.__init__(self)
@@ -327,6 +329,13 @@ def _apply(cls, args, kwargs):
         results.append(o)
     node._out_meta = tuple(meta)
     node._non_diff_nrs = tuple(i for i, o in enumerate(outs) if id(o) in non_diff)
+    # Outputs that are views of inputs (an input returned as-is, or a view made in forward)
+    # may not be modified in place later (`_dispatch.check_inplace_allowed`), as in PyTorch.
+    views = [i for i, o in enumerate(results) if isinstance(o, Tensor) and o._base is not None
+             and o._grad_fn is node and id(outs[i]) not in dirty]
+    if views:
+        n_diff = sum(1 for o in results if isinstance(o, Tensor) and o._grad_fn is node)
+        node._custom_views = (frozenset(views), n_diff > 1)
     if node._to_save is not None:
         _graph.save_into(node, node._to_save, tuple(results))
         if node._versions is None:  # nothing but None saved: still freed after backward,

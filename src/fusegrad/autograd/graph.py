@@ -124,6 +124,14 @@ class RemovableHandle:
     _ids = itertools.count()
 
     def __init__(self, hooks_dict: Any, *, extra_dict: Any = None) -> None:
+        # PyTorch's handle refers to the dicts weakly: one that cannot be (a plain dict) is
+        # PyTorch's TypeError. (fusegrad's own plain-dict tables go through `_add_hook`.)
+        for table in (hooks_dict, *(extra_dict if isinstance(extra_dict, list) else
+                                    () if extra_dict is None else (extra_dict,))):
+            weakref.ref(table)
+        self._init(hooks_dict, extra_dict)
+
+    def _init(self, hooks_dict: Any, extra_dict: Any) -> None:
         self._hooks = hooks_dict
         self.id = next(RemovableHandle._ids)
         if extra_dict is None:
@@ -156,7 +164,8 @@ RemovableHandle.__module__ = "fusegrad.utils.hooks"
 
 
 def _add_hook(hooks: dict, fn) -> RemovableHandle:
-    handle = RemovableHandle(hooks)
+    handle = RemovableHandle.__new__(RemovableHandle)
+    handle._init(hooks, None)
     hooks[handle.id] = fn
     return handle
 

@@ -91,6 +91,19 @@ class Proxy:
         return tracer.create_proxy("call_function", func, args, kwargs)
 
 
+def _refuse_untraced_out(target: Any, out: Any) -> None:
+    """An `out=` tensor that is not a traced value (made while tracing, or a global) would be
+    written only when the graph runs, while the rest of the trace already read it: a
+    TraceError rather than a graph that silently computes with its old values."""
+    from .._tensor import Tensor
+
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if any(isinstance(o, Tensor) for o in outs):
+        name = getattr(target, "__name__", target)
+        raise TraceError(f"{name}(..., out=...): the out tensor is not a traced value, so the "
+                         "trace cannot see what is written into it; pass it in as an input")
+
+
 class TracerBase:
     """Records nodes into `graph`: what Proxies call to add operations."""
 
@@ -131,6 +144,8 @@ class TracerBase:
                      proxy_factory_fn: Callable[[Node], Proxy] | None = None) -> Proxy:
         """Record a node whose arguments may hold Proxies; return a Proxy for its value."""
         target = getattr(target, "__fx_original__", target)
+        if kind == "call_function" and kwargs.get("out") is not None:
+            _refuse_untraced_out(target, kwargs["out"])
         args_ = self.create_arg(args)
         kwargs_ = self.create_arg(kwargs)
         node = self.create_node(kind, target, args_, kwargs_, name, type_expr)

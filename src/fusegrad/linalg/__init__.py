@@ -499,7 +499,7 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     return A.diagonal(offset, dim1, dim2)
 
 
-# Last, once every function exists: an `out` tensor none of them writes into yet raises.
+# Last, once every function exists: PyTorch's out= on each (`_out.write_out`).
 _guard_out(globals(), "fusegrad.linalg")
 # Then every public function honours `__torch_function__` (see fusegrad._torch_function).
 from .._torch_function_wrappers import wrap_namespace as _wrap_torch_function  # noqa: E402

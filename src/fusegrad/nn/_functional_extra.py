@@ -16,6 +16,8 @@ from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import normalization as G
 from ..ops import upsample as U
+from ..ops._util import format_of
+from ..ops.nn import tensor_in_format
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
@@ -33,8 +35,11 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {stats}")
     hxw = math.prod(shape[2:])
-    return call(G.native_group_norm, input.contiguous(), weight, bias, n, c, hxw, num_groups,
-                eps)[0]
+    # Contiguous in the memory format the input suggests, as PyTorch's group_norm makes it
+    # (a channels-last input stays, and so is the output).
+    fmt = format_of(input)
+    x = input.contiguous() if fmt is None else tensor_in_format(input, fmt)
+    return call(G.native_group_norm, x, weight, bias, n, c, hxw, num_groups, eps)[0]
 
 
 def pad_circular(input: Tensor, pad: list) -> Tensor:

@@ -67,6 +67,39 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
+# The no-grad fillers PyTorch's public initialisers are built on (library code calls them).
+
+
+def _no_grad_uniform_(tensor: Tensor, a: float, b: float, generator=None) -> Tensor:
+    """U(a, b) into `tensor`, outside autograd."""
+    with no_grad():
+        return tensor.uniform_(a, b, generator=generator)
+
+
+def _no_grad_normal_(tensor: Tensor, mean: float, std: float, generator=None) -> Tensor:
+    """N(mean, std^2) into `tensor`, outside autograd."""
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
+
+
+def _no_grad_trunc_normal_(tensor: Tensor, mean: float, std: float, a: float, b: float,
+                           generator=None) -> Tensor:
+    """N(mean, std^2) truncated to [a, b] into `tensor` (`trunc_normal_`)."""
+    return trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
+def _no_grad_fill_(tensor: Tensor, val: float) -> Tensor:
+    """`val` everywhere in `tensor`, outside autograd."""
+    with no_grad():
+        return tensor.fill_(val)
+
+
+def _no_grad_zero_(tensor: Tensor) -> Tensor:
+    """Zeros into `tensor`, outside autograd."""
+    with no_grad():
+        return tensor.zero_()
+
+
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with U(a, b)."""
     with no_grad():

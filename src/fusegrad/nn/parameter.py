@@ -114,12 +114,75 @@ def is_lazy(param) -> bool:
     return isinstance(param, UninitializedTensorMixin)
 
 
+# Tensor methods that PyTorch writes in Python: a call on a placeholder names them as Python
+# functions (`<function Tensor.__len__ at 0x...>`), the others as methods of its C base.
+_PYTHON_TENSOR_METHODS = frozenset({
+    "__deepcopy__", "__reduce_ex__", "__setstate__", "__repr__", "__format__", "__len__",
+    "__iter__", "__hash__", "__dir__", "__array__", "__array_wrap__", "__contains__",
+    "__reversed__", "__rsub__", "__rdiv__", "__rtruediv__", "__itruediv__", "__pow__",
+    "__ipow__", "__rpow__", "__rmod__", "__floordiv__", "__rfloordiv__", "__rlshift__",
+    "__rrshift__", "__rmatmul__", "__pos__", "__neg__", "__abs__", "backward", "register_hook",
+    "register_post_accumulate_grad_hook", "is_shared", "share_memory_", "module_load",
+    "storage", "storage_type", "refine_names", "align_to", "rename", "rename_", "dim_order",
+    "__dlpack__", "__dlpack_device__"})
+
+# What a placeholder still allows: reading its size and kind, copies into it, and the dtype
+# and device conversions that `Module.to`/`.double()` apply to every parameter.
+_ALLOWED_ON_PLACEHOLDER = frozenset({
+    "__hash__", "size", "copy_", "is_complex", "is_floating_point", "half", "float", "double",
+    "char", "short", "int", "long", "cuda", "cpu", "to", "get_device", "_get_device",
+    "_has_compatible_shallow_copy_type"})
+
+
+def _called_name(func) -> str:
+    """`func` as PyTorch's message prints it: a Tensor method, a `torch` function, or the
+    object itself."""
+    name = getattr(func, "__name__", None)
+    qualname = getattr(func, "__qualname__", "") or ""
+    if name is None:
+        return repr(func)
+    if qualname.startswith("Tensor.") or getattr(Tensor, name, None) is func:
+        if name in _PYTHON_TENSOR_METHODS:
+            return f"<function Tensor.{name} at {id(func):#x}>"
+        return f"<method '{name}' of 'torch._C.TensorBase' objects>"
+    module = getattr(func, "__module__", "") or ""
+    if name == "linear" and module.startswith("fusegrad.nn"):
+        return "<built-in function linear>"  # a C function of `torch._C._nn`
+    if module.startswith("fusegrad.nn"):
+        return f"<function {name} at {id(func):#x}>"
+    if module.startswith("fusegrad"):
+        return f"<built-in method {name} of type object at {id(Tensor):#x}>"
+    return repr(func)
+
+
+def _is_tensor_method(func, name) -> bool:
+    qualname = getattr(func, "__qualname__", "") or ""
+    # `Tensor.get_device` is a shared function under another name
+    return (qualname.startswith("Tensor.") or getattr(Tensor, name, None) is func
+            or name == "_get_device")
+
+
 class UninitializedTensorMixin:
     """A placeholder whose shape is not known yet: `materialize(shape)` gives it storage and
-    turns it into `cls_to_become` (a Parameter or a plain Tensor) in place."""
+    turns it into `cls_to_become` (a Parameter or a plain Tensor) in place. Until then any
+    use but a few conversions raises PyTorch's ValueError."""
 
     __slots__ = ()
     cls_to_become: type = Tensor
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None)
+        # properties (`p.dtype`) reach here as their `__get__` method-wrapper: allowed
+        if type(func).__name__ == "method-wrapper" or (
+                name in _ALLOWED_ON_PLACEHOLDER and _is_tensor_method(func, name)):
+            return super().__torch_function__(func, types, args, kwargs or {})
+        raise ValueError(
+            f"Attempted to use an uninitialized parameter in {_called_name(func)}. This error "
+            "happens when you are using a `LazyModule` or explicitly manipulating "
+            f"`torch.nn.parameter.{cls.__name__}` objects. When using LazyModules Call "
+            "`forward` with a dummy batch to initialize the parameters before calling torch "
+            "functions")
 
     def materialize(self, shape, device=None, dtype=None) -> None:
         """Give the placeholder an (uninitialised) array of `shape` and its final class."""

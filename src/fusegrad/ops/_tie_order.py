@@ -18,13 +18,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._util import HALF
+
 _THRESHOLD = 16  # the introsort's insertion-sort cut-off
 
 
 def ranks(row: np.ndarray) -> list:
     """Integer ranks of a row's values: equal values (and all NaNs, ranked largest) share one,
     so comparing ranks compares the values as PyTorch's comparators do."""
-    if row.dtype.kind == "f":
+    if row.dtype.kind == "f" or row.dtype in HALF:  # bfloat16's kind is "V"
         nan = np.isnan(row)
         finite = np.where(nan, 0, row)
         _, inverse = np.unique(finite, return_inverse=True)

@@ -17,16 +17,24 @@ from .._dtype import FLOAT, FROM_NP
 from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here)
 from .._scalar_conversion import checked_scalar  # noqa: F401  (the kernels' fill values)
 from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape ones)
+    FORMAT_ORDERS,
     broadcast_shapes,
     contiguous_strides,
+    dense_order,
+    dense_strides,
     elem_strides,
+    in_memory_order,
+    infer_dense_strides,
+    is_dense_in,
     is_format_contiguous,
     size_str,
+    strides_order,
+    suggest_format,
     wrap_dim,
 )
 from .._thread_state import active as _active
 from .._thread_state import local as _local
-from . import _native
+from . import _native, _parallel
 from .registry import Sample, Spec
 
 _nd = np.ndarray
@@ -130,8 +138,7 @@ def c_contiguous(kernel):
     (softmax, cumsum, masked_fill of a transposed tensor), so `view` works on it as there."""
 
     def contiguous_kernel(*args, **kwargs):
-        out = kernel(*args, **kwargs)
-        return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+        return in_format(kernel(*args, **kwargs), None)  # (row-major size-1 strides too)
 
     name = getattr(kernel, "__name__", "kernel")  # a partial has none
     contiguous_kernel.__name__ = contiguous_kernel.__qualname__ = name
@@ -150,6 +157,120 @@ def dense_format(kernel):
                 else "channels_last_3d")):
             return out
         return np.ascontiguousarray(out)
+
+    name = getattr(kernel, "__name__", "kernel")  # a partial has none
+    format_kernel.__name__ = format_kernel.__qualname__ = name
+    return format_kernel
+
+
+# ---------------------------------------------------------------- memory formats of results
+#
+# PyTorch's layers allocate their results in a memory format read off their inputs, by one
+# of two rules, which these helpers give the kernels (arrays) and the metas (fakes) alike:
+# - `suggest_format` (PyTorch's `suggest_memory_format`): pooling, upsampling, group norm,
+#   the input gradient of batch norm, convolution (of its input or its weight); the result
+#   has exactly the format's strides (`in_format`);
+# - `kept_format` (an elementwise kernel's, TensorIterator's): batch norm's output; a
+#   tensor contiguous in both senses (N, C, 1, 1) stays contiguous.
+
+
+def array_format(a) -> str | None:
+    """`suggest_format` of array `a`: "channels_last", "channels_last_3d" or None. A
+    C-contiguous array whose channel stride is neither one element nor zero is never laid
+    out like channels-last (its innermost non-trivial dim is a spatial one): the common case
+    costs two flag reads."""
+    nd = a.ndim
+    if nd != 4 and nd != 5:
+        return None
+    step = a.strides[1]
+    if a.flags.c_contiguous and step > a.itemsize and a.size > 1:
+        return None
+    return suggest_format(a.shape, elem_strides(a))
+
+
+def format_of(t) -> str | None:
+    """`suggest_format` of an array, a tensor or a fake (None for anything else)."""
+    if t.__class__ is _nd:
+        return array_format(t)
+    data = getattr(t, "_data", None)
+    if data.__class__ is _nd:
+        return array_format(data)
+    if t is None or not hasattr(t, "stride"):
+        return None
+    return suggest_format(tuple(t.shape), tuple(t.stride()))
+
+
+def kept_format(t) -> str | None:
+    """The memory format an elementwise kernel gives its result over `t` (an array, tensor
+    or fake), as PyTorch's TensorIterator: None (contiguous) when `t` is contiguous, even
+    when it is channels-last too ((N, C, 1, 1)); its channels-last format when it is laid
+    out densely in one; else None."""
+    data = t if t.__class__ is _nd else getattr(t, "_data", None)
+    if data.__class__ is _nd:
+        if data.flags.c_contiguous or data.ndim not in (4, 5):
+            return None
+        shape, strides = data.shape, elem_strides(data)
+    else:
+        shape, strides = tuple(t.shape), tuple(t.stride())
+        if len(shape) not in (4, 5) or is_dense_in(shape, strides, range(len(shape))):
+            return None
+    name = "channels_last" if len(shape) == 4 else "channels_last_3d"
+    return name if is_format_contiguous(shape, strides, name) else None
+
+
+def format_strides(shape, fmt: str | None) -> tuple | None:
+    """The element strides of a new tensor of `shape` in memory format `fmt`, for a meta's
+    `Spec` (None, contiguous, for None)."""
+    return None if fmt is None else dense_strides(shape, FORMAT_ORDERS[fmt])
+
+
+def in_format(a: np.ndarray, fmt: str | None) -> np.ndarray:
+    """`a`'s values with the strides of a new tensor in memory format `fmt` (row-major for
+    None), as PyTorch's kernels allocate their results: `a` itself when it has them (a
+    C-contiguous array for None), else one copy (shared between threads) into an array that
+    owns its memory (so autograd may take it as a leaf's `.grad` without another)."""
+    if fmt is None:
+        # (C-contiguous by NumPy's flag allows any strides on size-1 dims; PyTorch's new
+        # tensors have row-major ones there too)
+        if a.flags.c_contiguous and (1 not in a.shape or a.strides == tuple(
+                v * a.itemsize for v in contiguous_strides(a.shape))):
+            return a
+        return _parallel.copy(a)
+    order = FORMAT_ORDERS[fmt]
+    item = a.itemsize
+    if a.strides == tuple(s * item for s in dense_strides(a.shape, order)):
+        return a
+    out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape, order)
+    _parallel.copyto(out, a)
+    return out
+
+
+def strided_copy(a: np.ndarray, strides: tuple) -> np.ndarray:
+    """A copy of `a` with these element strides (a dense layout of its shape), in memory of
+    its own."""
+    out = np.ndarray(a.shape, a.dtype, buffer=np.empty(a.size, a.dtype),
+                     strides=tuple(v * a.itemsize for v in strides))
+    _parallel.copyto(out, a)
+    return out
+
+
+def input_format(kernel):
+    """`kernel` with its array result (or each of a tuple's) laid out in the memory format
+    its first argument suggests (`array_format`), C-contiguous otherwise: PyTorch's pooling
+    and upsampling kernels allocate their results so. A contiguous input costs two flag
+    reads and a flag test per result."""
+
+    def format_kernel(*args, **kwargs):
+        out = kernel(*args, **kwargs)
+        fmt = array_format(args[0])
+        if out.__class__ is tuple:
+            if fmt is None:
+                return tuple(o if o.flags.c_contiguous and 1 not in o.shape else
+                             in_format(o, None) for o in out)
+            return tuple(in_format(o, fmt) for o in out)
+        if fmt is None and out.flags.c_contiguous and 1 not in out.shape:
+            return out
+        return in_format(out, fmt)
 
     name = getattr(kernel, "__name__", "kernel")  # a partial has none
     format_kernel.__name__ = format_kernel.__qualname__ = name

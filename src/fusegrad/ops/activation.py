@@ -22,6 +22,7 @@ from ._util import (
     HALF,
     c_contiguous,
     c_gradient,
+    checked_scalar,
     half_formula,
     half_in_float32,
     rand_array,
@@ -38,16 +39,51 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _float_kernel(fn):
-    """A kernel computing `fn(x, *params)` in x's float dtype (float32 for half types)."""
+def _not_implemented(cpu_name: str, dt) -> NotImplementedError:
+    """PyTorch's error for a kernel (`cpu_name`) without a form for dtype `dt`."""
+    legacy = (_dtype.FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
+    return NotImplementedError(f'"{cpu_name}" not implemented for \'{legacy}\'')
+
+
+def _float_kernel(fn, cpu_name: str | None = None, complex_ok: bool = False):
+    """A kernel computing `fn(x, *params)` in x's float dtype (float32 for half types), and
+    complex ones with `complex_ok`; any other dtype is PyTorch's NotImplementedError naming
+    its kernel, `cpu_name` (by default fn's name, `_glu_np` -> "glu_cpu")."""
+    name = cpu_name or fn.__name__.strip("_").removesuffix("_np") + "_cpu"
 
     def kernel(a, *params):
-        if a.dtype.kind != "f" and a.dtype not in HALF:
-            raise RuntimeError(f"\"{fn.__name__.strip('_')}\" not implemented for integer input")
+        if a.dtype.kind != "f" and a.dtype not in HALF and not (
+                complex_ok and a.dtype.kind == "c"):
+            raise _not_implemented(name, a.dtype)
         x = a.astype(F32) if a.dtype in HALF else a
         return np.asarray(fn(x, *params)).astype(a.dtype, copy=False)
 
     return kernel
+
+
+def real_grad_only(name: str, save):
+    """An entry's `save` (run only when its node is recorded) refusing a complex result, as
+    PyTorch refuses to differentiate `name` there (its forward computes it)."""
+
+    def checked(out, *args):
+        if out.dtype.is_complex:
+            raise RuntimeError(f"{name} does not support automatic differentiation for outputs "
+                               "with complex dtype.")
+        return save(out, *args)
+
+    return checked
+
+
+def _checked_meta(cpu_name: str, complex_ok: bool = False):
+    """`_meta` with `_float_kernel`'s dtype error (for fake tensors)."""
+
+    def meta(a, *params):
+        category = a.dtype.category
+        if category != _dtype.FLOAT and not (complex_ok and category == _dtype.COMPLEX):
+            raise _not_implemented(cpu_name, a.dtype)
+        return unary_meta(to_float=False)(a)
+
+    return meta
 
 
 def _in_c(name: str, x: np.ndarray, *scalars):
@@ -164,7 +200,8 @@ def _gelu_lowering(v, x, approximate="none"):
 
 
 gelu = register(
-    "gelu", kernel=_float_kernel(_gelu), meta=_meta, node="GeluBackward0",
+    "gelu", kernel=_float_kernel(_gelu, "GeluKernelImpl"),
+    meta=_checked_meta("GeluKernelImpl"), node="GeluBackward0",
     derivative=_gelu_derivative, save=lambda out, a, approximate="none": (a, approximate),
     decomposition=half_in_float32(_gelu_decomposition),
     samples=_param_samples(("tanh",), ("none",)), onnx=_gelu_onnx,
@@ -175,6 +212,8 @@ gelu = register(
 
 
 def _silu(x):
+    if x.dtype.kind == "c":  # PyTorch's complex silu: x / (1 + exp(-x))
+        return x / (1 + np.exp(-x))
     out = _in_c("silu", x)
     return x * _sigmoid_np(x) if out is None else out
 
@@ -192,9 +231,10 @@ def _silu_formula(g, x):
 
 
 silu = register(
-    "silu", kernel=_float_kernel(_silu), meta=_meta, node="SiluBackward0",
-    derivative=_silu_derivative, save=lambda out, a: (a,), samples=unary_samples(),
-    decomposition=half_in_float32(lambda x: x * x.sigmoid()),
+    "silu", kernel=_float_kernel(_silu, "silu_cpu", complex_ok=True),
+    meta=_checked_meta("silu_cpu", complex_ok=True), node="SiluBackward0",
+    derivative=_silu_derivative, save=real_grad_only("silu", lambda out, a: (a,)),
+    samples=unary_samples(), decomposition=half_in_float32(lambda x: x * x.sigmoid()),
     lowering=lambda v, a: v.mul(a, v.unary("sigmoid", a)),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit(
         "Mul", [inputs[0], b.emit("Sigmoid", [inputs[0]])]),
@@ -237,7 +277,8 @@ def _softplus_decomposition(x, beta=1, threshold=20):
 
 
 softplus = register(
-    "softplus", kernel=_float_kernel(_softplus_np), meta=_meta, node="SoftplusBackward0",
+    "softplus", kernel=_float_kernel(_softplus_np, "softplus_cpu"),
+    meta=_checked_meta("softplus_cpu"), node="SoftplusBackward0",
     derivative=_softplus_derivative, decomposition=half_in_float32(_softplus_decomposition),
     save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
     samples=_param_samples((2.0, 1.0), (0.5, 20)), onnx=_softplus_onnx,
@@ -262,7 +303,8 @@ def _mish_formula(g, x):
 
 
 mish = register(
-    "mish", kernel=_float_kernel(_mish), meta=_meta, node="MishBackward0",
+    "mish", kernel=_float_kernel(_mish, "mish_cpu"),
+    meta=_checked_meta("mish_cpu"), node="MishBackward0",
     derivative=_mish_derivative, save=lambda out, a: (a,), samples=unary_samples(),
     decomposition=half_in_float32(lambda x: x * x.exp().log1p().tanh()), onnx=ox.mish)
 mish_ = inplace_variant(mish, "mish_", saves_self=True)
@@ -291,7 +333,8 @@ def _leaky_derivative(g, x, slope):
 
 
 leaky_relu = register(
-    "leaky_relu", kernel=_float_kernel(_leaky), meta=_meta, node="LeakyReluBackward0",
+    "leaky_relu", kernel=_float_kernel(_leaky, "leaky_relu_cpu"),
+    meta=_checked_meta("leaky_relu_cpu"), node="LeakyReluBackward0",
     derivative=_leaky_derivative,
     save=lambda out, a, slope=0.01: (a, slope), samples=_param_samples((0.2,), (-0.5,)),
     decomposition=half_in_float32(lambda x, slope=0.01: x.where(x > 0, x * slope)),
@@ -348,7 +391,8 @@ def _elu_onnx(b, inputs, args, kwargs, opset):
 
 
 elu = register(
-    "elu", kernel=_float_kernel(_elu), meta=_meta, node="EluBackward0",
+    "elu", kernel=_float_kernel(_elu, "elu_cpu"),
+    meta=_checked_meta("elu_cpu"), node="EluBackward0",
     derivative=_elu_derivative, save=_elu_save, samples=_param_samples(*_ELU_PARAMS),
     onnx=_elu_onnx, decomposition=half_in_float32(_elu_decomposition),
     saved_names=("self", "alpha", "scale", "input_scale"))
@@ -364,6 +408,44 @@ def _hardtanh(x, lo=-1.0, hi=1.0):
     return np.clip(x, lo, hi)
 
 
+def _hardtanh_check(dt, lo, hi) -> None:
+    """hardtanh's own errors for dtype `dt` (a NumPy or fusegrad dtype): none for bool,
+    clamp's for complex, and no negative limit for an unsigned type."""
+    name = dt.name
+    if name == "bool":
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if name.startswith("complex"):
+        raise NotImplementedError("clamp is not supported for complex types")
+    if name == "uint8" and (_int_limit(lo) < 0 or _int_limit(hi) < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+
+
+def _int_limit(v):
+    """A limit as an integer dtype takes it: a finite float truncated toward zero."""
+    return int(v) if v.__class__ is float and math.isfinite(v) else v
+
+
+def _hardtanh_kernel(a, lo=-1.0, hi=1.0):
+    dt = a.dtype
+    if dt.kind not in "f" and dt not in HALF:
+        _hardtanh_check(dt, lo, hi)
+        # Integers: PyTorch clamps between the limits converted to the dtype (truncated,
+        # an overflow error where they do not fit).
+        lo, hi = (checked_scalar(_int_limit(v), dt) for v in (lo, hi))
+        return np.clip(a, lo, hi).astype(dt, copy=False)
+    if dt is not np.dtype(np.float64):  # a limit beyond the dtype's range is an error
+        checked_scalar(lo, dt), checked_scalar(hi, dt)
+    return _hardtanh_float(a, lo, hi)
+
+
+_hardtanh_float = _float_kernel(_hardtanh)
+
+
+def _hardtanh_meta(a, lo=-1.0, hi=1.0):
+    _hardtanh_check(a.dtype, lo, hi)
+    return _meta(a)
+
+
 def _hardtanh_derivative(g, x, lo, hi):
     grad = c_gradient("hardtanh_grad", g, x, lo, hi)
     if grad is None and is_grad_enabled():  # create_graph: PyTorch's node
@@ -372,7 +454,7 @@ def _hardtanh_derivative(g, x, lo, hi):
 
 
 hardtanh = register(
-    "hardtanh", kernel=_float_kernel(_hardtanh), meta=_meta, node="HardtanhBackward0",
+    "hardtanh", kernel=_hardtanh_kernel, meta=_hardtanh_meta, node="HardtanhBackward0",
     derivative=_hardtanh_derivative,
     save=lambda out, a, lo=-1.0, hi=1.0: (a, lo, hi),
     samples=_param_samples((-0.5, 2.0), (0.0, 6.0)),
@@ -397,7 +479,8 @@ def _hardsigmoid_derivative(g, x):
 
 
 hardsigmoid = register(
-    "hardsigmoid", kernel=_float_kernel(_hardsigmoid), meta=_meta, node="HardsigmoidBackward0",
+    "hardsigmoid", kernel=_float_kernel(_hardsigmoid, "hardsigmoid_cpu"),
+    meta=_checked_meta("hardsigmoid_cpu"), node="HardsigmoidBackward0",
     derivative=_hardsigmoid_derivative, save=lambda out, a: (a,),
     decomposition=half_in_float32(lambda x: (x + 3).clamp(0, 6) / 6),
     samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
@@ -423,7 +506,8 @@ def _hardswish_formula(g, x):
 
 
 hardswish = register(
-    "hardswish", kernel=_float_kernel(_hardswish), meta=_meta, node="HardswishBackward0",
+    "hardswish", kernel=_float_kernel(_hardswish, "hardswish_cpu"),
+    meta=_checked_meta("hardswish_cpu"), node="HardswishBackward0",
     derivative=_hardswish_derivative, save=lambda out, a: (a,), samples=_param_samples(()),
     decomposition=half_in_float32(lambda x: x * (x + 3).clamp(0, 6) / 6),
     onnx=lambda b, inputs, args, kwargs, opset: b.emit("HardSwish", [inputs[0]]) if opset >= 14
@@ -440,7 +524,8 @@ def _log_sigmoid(x):
 # ATen's log_sigmoid_forward also returns a buffer that is not differentiable; fusegrad
 # registers the one-output composite, which records the same node.
 log_sigmoid = register(
-    "log_sigmoid", kernel=c_contiguous(_float_kernel(_log_sigmoid)), meta=_meta,
+    "log_sigmoid", kernel=c_contiguous(_float_kernel(_log_sigmoid, "log_sigmoid_cpu")),
+    meta=_checked_meta("log_sigmoid_cpu"),
     node="LogSigmoidBackward0", result_order="contiguous",
     derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
     samples=unary_samples(), onnx=ox.log_sigmoid,

@@ -7,6 +7,8 @@ no gradient); dispatch reduces a broadcast gradient back to its input's shape.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _dtype
@@ -25,6 +27,7 @@ from ._util import (
     binary_samples,
     broadcast_shapes,
     c_type_name,
+    checked_scalar,
     cj,
     dtype_of,
     float_np,
@@ -67,6 +70,76 @@ def _check_sub(a, b) -> None:
 
 _ndarray = np.ndarray
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+# add's default alpha. CPython keeps one object for each small int, so `alpha is _ONE` says
+# "the int 1" in one step: True, 1.0 and 1+0j are equal to 1 but PyTorch checks them.
+_ONE = 1
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_alpha(dt: _dtype.dtype, alpha) -> None:
+    """PyTorch's checks of add/sub's `alpha` against the result dtype `dt`."""
+    if isinstance(alpha, np.generic):
+        alpha = _dtype.python_scalar(alpha)
+    if alpha.__class__ is bool and dt is not _dtype.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if dt.category < _dtype.FLOAT and isinstance(alpha, (float, complex)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    if dt.category != _COMPLEX and isinstance(alpha, complex):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a "
+                           "complex number.")
+
+
+def _fma64(x, y, z):
+    """x * y + z in float64 rounded once, as the fused multiply-add of PyTorch's float64
+    kernel: Dekker's exact product and Knuth's exact sum (NumPy has no fma). Where those
+    steps overflow, the plain formula."""
+    p = x * y
+    with np.errstate(all="ignore"):
+        cx = 134217729.0 * x  # 2**27 + 1: splits a double into two 26-bit halves
+        xh = cx - (cx - x)
+        cy = 134217729.0 * y
+        yh = cy - (cy - y)
+        xl, yl = x - xh, y - yh
+        product_error = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+        s = p + z
+        t = s - p
+        sum_error = (p - (s - t)) + (z - t)
+        out = s + (sum_error + product_error)
+        return np.where(np.isfinite(out), out, p + z)
+
+
+def _is_complex(x) -> bool:
+    """Whether `x` (an array or a number) is complex."""
+    return x.__class__ is complex or (x.__class__ is _ndarray and x.dtype.kind == "c")
+
+
+def _add_alpha(ufunc, a, b, alpha, dt):
+    """a + alpha * b (or a - alpha * b) with PyTorch's kernels' arithmetic: alpha converted
+    to the result dtype `dt` (an error where it overflows), both operands converted to `dt`
+    before the product (which wraps in integers), a fused multiply-add in float32/float64,
+    float32 with the half types, a complex product for complex results (even for alpha 1:
+    an infinite part of `b` gives a NaN there, as in PyTorch)."""
+    if dt.kind == "b":  # alpha is bool or an int: `or` with `b` where alpha is true
+        return np.logical_or(as_dtype(a, dt), np.logical_and(as_dtype(b, dt), bool(alpha)))
+    if dt.kind == "c":
+        return ufunc(as_dtype(a, dt), np.multiply(as_dtype(b, dt), dt.type(alpha)))
+    alpha = checked_scalar(alpha, dt)
+    if dt.kind in "iu":
+        if b.__class__ is not _ndarray:  # a number: the product wraps as the dtype's would
+            return ufunc(as_dtype(a, dt), as_dtype(b * alpha, dt))
+        with np.errstate(over="ignore"):
+            return ufunc(as_dtype(a, dt), np.multiply(as_dtype(b, dt), dt.type(alpha)))
+    if ufunc is np.subtract:
+        alpha = -alpha
+    if dt in HALF:  # a + alpha * b in float32, operands and alpha rounded to dt
+        alpha = np.asarray(alpha).astype(dt).astype(F32)
+        return in_float32(lambda x, y: x + y * alpha, (a, b), dt)
+    x = np.asarray(as_dtype(a, dt), dt)
+    y = np.asarray(as_dtype(b, dt), dt)
+    if dt is _F32:  # float32 products are exact in float64: one rounding, as the fma's
+        return (y.astype(F64) * F64.type(F32.type(alpha)) + x).astype(F32)
+    return _fma64(y, F64.type(alpha), x)
 
 
 def _add_kernel(ufunc):
@@ -77,7 +150,7 @@ def _add_kernel(ufunc):
         # `binary_kernel`'s fast path (a float array with one of its dtype or a Python
         # number; never a bool, so sub's check cannot refuse it), tested here so that every
         # eager `a + b` does not pay a second Python call.
-        if alpha == 1 and a.__class__ is _ndarray:
+        if alpha is _ONE and a.__class__ is _ndarray:
             dt = a.dtype
             if dt is _F32 or dt is _F64:
                 cls = b.__class__
@@ -85,32 +158,45 @@ def _add_kernel(ufunc):
                     return ufunc(a, b)
         if subtract:
             _check_sub(a, b)
-        if alpha != 1:
-            if a.__class__ is _ndarray and a.dtype in HALF or \
-                    b.__class__ is _ndarray and b.dtype in HALF:
-                dt = result_np(a, b)
-                if dt in HALF:  # a + alpha * b in float32, operands and alpha rounded to dt
-                    alpha = np.asarray(alpha).astype(dt).astype(F32)
-                    return in_float32(lambda x, y: ufunc(x, y * alpha), (a, b), dt)
-            b = b * alpha
-        return base(a, b)
+        if a.__class__ is _ndarray and b.__class__ is _ndarray and a.dtype is _F32 and \
+                b.dtype is _F32 and (alpha.__class__ is int or alpha.__class__ is float) and \
+                -_F32_MAX <= alpha <= _F32_MAX:
+            # float32 tensors and a number (`p.add_(grad, alpha=-lr)`): the fused
+            # multiply-add's single rounding through float64, where the product is exact.
+            alpha = _F64.type(_F32.type(-alpha if subtract else alpha))
+            return np.add(np.multiply(b, alpha, dtype=_F64), a, dtype=_F64).astype(_F32)
+        if alpha is _ONE and not (_is_complex(a) or _is_complex(b)):
+            return base(a, b)
+        rt = _dtype.result_type(a, b)
+        _check_alpha(rt, alpha)
+        if isinstance(alpha, np.generic):
+            alpha = _dtype.python_scalar(alpha)
+        return _add_alpha(ufunc, a, b, alpha, rt.np)
 
     kernel.ufunc = ufunc  # its fast path (alpha 1), which dispatch's recorders take themselves
     return kernel
 
 
+def _conj(alpha):
+    """A complex alpha's conjugate (the conjugate Wirtinger rule); any other as it is."""
+    return alpha.conjugate() if isinstance(alpha, complex) else alpha
+
+
 def _alpha_meta(a, b, alpha=1):
-    return binary_meta()(a, b)
+    spec = binary_meta()(a, b)
+    if alpha is not _ONE:
+        _check_alpha(spec.dtype, alpha)
+    return spec
 
 
 def _sub_meta(a, b, alpha=1):
     _check_sub(a, b)
-    return binary_meta()(a, b)
+    return _alpha_meta(a, b, alpha)
 
 
 add = register(
     "add.Tensor", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward0",
-    derivative=lambda g, alpha: (g, g * alpha if alpha != 1 else g),
+    derivative=lambda g, alpha: (g, g * _conj(alpha) if alpha != 1 else g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(scalars=(2.5, 3)),
     lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)),
@@ -118,20 +204,36 @@ add = register(
     saved_names=("alpha",))
 sub = register(
     "sub.Tensor", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward0",
-    derivative=lambda g, alpha: (g, -g * alpha if alpha != 1 else -g),
+    derivative=lambda g, alpha: (g, -g * _conj(alpha) if alpha != 1 else -g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=binary_samples(), tensor_args=(0, 1),
     lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)),
     onnx=add_like("Sub"),
     saved_names=("alpha",))
+_sub_kernel = _add_kernel(np.subtract)
+
+
+def _rsub_kernel(a, b, alpha=1):
+    return _sub_kernel(b, a, alpha)
+
+
 rsub = register(
-    "rsub.Scalar", kernel=lambda a, b, alpha=1: _add_kernel(np.subtract)(b, a, alpha),
+    "rsub.Scalar", kernel=_rsub_kernel,
     meta=_sub_meta, node="RsubBackward1",
     # `other` may be a tensor too (`torch.rsub(a, b)`): its gradient is the incoming one.
-    derivative=lambda g, alpha: (-g * alpha if alpha != 1 else -g, g),
+    derivative=lambda g, alpha: (-g * _conj(alpha) if alpha != 1 else -g, g),
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
     onnx=add_like("Sub", swap=True),
+    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
+    lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
+# `torch.rsub(a, b)` with a tensor `b`: PyTorch's other overload (its own node).
+rsub_tensor = register(
+    "rsub.Tensor", kernel=_rsub_kernel, meta=_sub_meta, node="RsubBackward0",
+    derivative=lambda g, alpha: (-g * _conj(alpha) if alpha != 1 else -g, g),
+    save=lambda out, a, b, alpha=1: (alpha,), saved_names=("alpha",), public="rsub",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt)))],
+    tensor_args=(0, 1), onnx=add_like("Sub", swap=True),
     decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
     lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
 def _mul_derivative(g, a, b):
@@ -227,7 +329,7 @@ def _int_power(a, e):
     e = np.asarray(e)
     if e.dtype.kind not in "iu" or not (e < 0).any():
         return np.power(a, e)
-    pos = np.power(a, np.abs(e))
+    pos = np.power(a, np.where(e < 0, 0, e))  # (np.abs of the dtype's minimum is negative)
     neg = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 0, 1, -1), 0))
     return np.where(e < 0, neg, pos).astype(np.result_type(a, e), copy=False)
 
@@ -248,6 +350,18 @@ def _pow_ts_kernel(a, e):
     dt = float_np(a.dtype) if isinstance(e, float) else a.dtype
     if dt.kind in "iu" and isinstance(e, int) and e < 0:
         raise RuntimeError(_NEG_INT_POW)
+    if dt in HALF and (e.__class__ is int or e.__class__ is float):
+        if dt.kind == "f":
+            # float16's kernel calls pow itself (C's: (-inf) ** 0.5 is inf, (-0) ** 0.5 is
+            # 0), which NumPy's power gives for an array exponent (a number 0.5 is sqrt).
+            if e == 0.5:
+                x = a.astype(F32)
+                return np.power(x, np.full_like(x, 0.5)).astype(dt)
+        elif (power := _PRODUCT_POWERS.get(e)) is not None:
+            return in_float32(power, (a,), dt)  # bfloat16's: float32's products
+    if dt.kind == "b" and e.__class__ is bool:
+        # A bool result (NumPy's power would give int8): x ** True is x, x ** False is 1.
+        return a.copy() if e else np.ones_like(a)
     return binary_kernel(np.power)(a.astype(dt) if a.dtype is not dt else a, e)
 
 
@@ -299,19 +413,71 @@ pow_scalar = register(
         for e in (2, 3, 0.5, -1.5, 0, -0.5) + ((-2,) if np.dtype(dt).kind in "fc" else ())],
     onnx=_pow_onnx, lowering=lambda v, a, e: v.pow_scalar(a, e),
     saved_names=("self", "exponent"))
+_pow_tt_base = binary_kernel(_int_power)
+
+
+def _check_bool_pow(a, b) -> None:
+    """PyTorch has no pow kernel for two bools (a tensor exponent, or a number base)."""
+    if _is_bool(a) and _is_bool(b):
+        raise NotImplementedError('"pow" not implemented for \'Bool\'')
+
+
+def _pow_tt_kernel(a, b):
+    _check_bool_pow(a, b)
+    return _pow_tt_base(a, b)
+
+
+def _pow_tt_meta(a, b):
+    _check_bool_pow(a, b)
+    return binary_meta()(a, b)
+
+
+_pow_tt_kernel.ufunc = _int_power  # float arrays of one dtype: the recorders call it
+
 pow_tensor = register(
-    "pow.Tensor_Tensor", kernel=binary_kernel(_int_power), meta=binary_meta(),
+    "pow.Tensor_Tensor", kernel=_pow_tt_kernel, meta=_pow_tt_meta,
     node="PowBackward1",
     derivative=_pow_tt_derivative, save=lambda out, a, b: (a, b, out),
     samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
 pow_scalar_base = register(
-    "pow.Scalar", kernel=binary_kernel(_int_power), meta=binary_meta(),
+    "pow.Scalar", kernel=_pow_tt_kernel, meta=_pow_tt_meta,
     node="PowBackward2",
     derivative=_pow_scalar_base_derivative,
     save=lambda out, s, e: (s, out),
     samples=lambda rng, dt: [Sample((2.0, rand_array(rng, (3, 4), dt)))], onnx=_pow_onnx)
 
 # ---------------------------------------------------------------- in-place forms
+
+
+def _legacy_np(dt: np.dtype) -> str:
+    return _dtype.FROM_NP[dt].legacy
+
+
+def inplace_checks_first(kernel, operands: int = 2):
+    """The kernel of an in-place form, with PyTorch's order of errors: its iterator checks
+    that the result fits `self` (its shape, then its dtype) before the kernel refuses a
+    dtype. Checked only when `kernel` fails (dispatch checks a result that it returns), so
+    a successful call costs nothing more. `operands`: how many leading arguments are
+    operands (not options such as a rounding mode)."""
+
+    @functools.wraps(kernel)  # its signature and name, which other layers read
+    def inplace_kernel(a, *rest, **kwargs):
+        try:
+            return kernel(a, *rest, **kwargs)
+        except (NotImplementedError, RuntimeError):
+            xs = [x for x in rest[:operands - 1] if x is not None]
+            shape = broadcast_shapes(a.shape, *[np.shape(x) for x in xs])
+            if shape != a.shape:
+                raise RuntimeError(f"output with shape {list(a.shape)} doesn't match the "
+                                   f"broadcast shape {list(shape)}") from None
+            dt = _dtype.result_type(a, *xs)
+            if not _dtype.can_cast(dt, _dtype.FROM_NP[a.dtype]):
+                raise RuntimeError(f"result type {dt.legacy} can't be cast to the desired "
+                                   f"output type {_legacy_np(a.dtype)}") from None
+            raise
+
+    return inplace_kernel  # (`wraps` copies a kernel's `ufunc` too)
+
 
 add_ = inplace_variant(add, "add_.Tensor")
 sub_ = inplace_variant(sub, "sub_.Tensor")
@@ -345,11 +511,13 @@ def _atan2_derivative(g, a, b):
 
 
 atan2 = register(
-    "atan2", kernel=binary_kernel(np.arctan2, to_float=True), meta=binary_meta(to_float=True),
+    "atan2", kernel=binary_kernel(np.arctan2, to_float=True, real_only="atan2_cpu"),
+    meta=binary_meta(to_float=True, real_only="atan2_cpu"),
     node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
     samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1),
     onnx=ox.atan2)
-atan2_ = inplace_variant(atan2, "atan2_", saves_self=True)
+atan2_ = inplace_variant(atan2, "atan2_", saves_self=True,
+                         kernel=inplace_checks_first(atan2.kernel))
 
 
 def _not_implemented(aten: str):
@@ -360,26 +528,58 @@ def _not_implemented(aten: str):
     return derivative
 
 
+def _division_check(a, b, dt: np.dtype, kernel_name: str) -> None:
+    """PyTorch's errors of the integer-style divisions (floor_divide, trunc division,
+    remainder, fmod) for result dtype `dt`: no bool or complex kernel (named `kernel_name`),
+    and an integer division by zero somewhere in a nonempty result."""
+    if dt.kind in "bc":
+        raise NotImplementedError(
+            f'"{kernel_name}" not implemented for \'{_dtype.FROM_NP[dt].legacy}\'')
+    if dt.kind in "iu":
+        zero = np.asarray(b) == 0
+        # An empty result divides nothing (`empty // 0` is empty, as in PyTorch).
+        if np.count_nonzero(zero) and 0 not in np.broadcast_shapes(np.shape(a), zero.shape):
+            raise RuntimeError("ZeroDivisionError")
+
+
+def _division_meta(kernel_name: str):
+    """A binary meta with `_division_check`'s dtype errors."""
+
+    def meta(a, b):
+        spec = binary_meta()(a, b)
+        if spec.dtype.category in (_dtype.BOOL, _COMPLEX):
+            raise NotImplementedError(
+                f'"{kernel_name}" not implemented for \'{spec.dtype.legacy}\'')
+        return spec
+
+    return meta
+
+
+_floor_base = binary_kernel(np.floor_divide, scalar_at_full_precision=True)
+
+
 def _floor_divide(a, b):
     dt = result_np(a, b)
+    _division_check(a, b, dt, "div_floor_cpu")
     if dt.kind in "iu":
-        if np.any(np.asarray(b) == 0):
-            raise RuntimeError("ZeroDivisionError")
         return np.floor_divide(as_dtype(a, dt), as_dtype(b, dt))
-    return binary_kernel(np.floor_divide, scalar_at_full_precision=True)(a, b)
+    return _floor_base(a, b)
 
 
 floor_divide = register(
-    "floor_divide", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    "floor_divide", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
+    node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False,
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide,
     result_order="operands")
 floor_divide_scalar = register(
-    "floor_divide.Scalar", kernel=_floor_divide, meta=binary_meta(), node="NotImplemented",
+    "floor_divide.Scalar", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
+    node="NotImplemented",
     derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
                              for c in (1.5, -2, 2)], onnx=ox.floor_divide, result_order="operands")
 floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
+                                kernel=inplace_checks_first(_floor_divide),
                                 derivative=_not_implemented("floor_divide_"))
 
 
@@ -390,38 +590,59 @@ def _div_mode(a, b, rounding_mode):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
     dt = result_np(a, b)
-    if dt.kind == "b":
-        raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
     if rounding_mode == "floor":
         return _floor_divide(a, b)
+    _division_check(a, b, dt, "div_trunc_cpu")
     if dt.kind in "iu":
         a, b = as_dtype(a, dt), as_dtype(b, dt)
-        if np.any(np.asarray(b) == 0):
-            raise RuntimeError("ZeroDivisionError")
-        q = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -q, q).astype(dt, copy=False)
+        # The floor quotient, one up where it rounded a negative inexact quotient down (no
+        # absolute values: |int16 min| overflows).
+        q = np.floor_divide(a, b)
+        inexact = np.remainder(a, b) != 0
+        return (q + (inexact & ((np.asarray(a) < 0) != (np.asarray(b) < 0)))).astype(
+            dt, copy=False)
     return binary_kernel(lambda x, y: np.trunc(np.true_divide(x, y)),
                          scalar_at_full_precision=True)(a, b)
 
 
+def _div_mode_meta(a, b, rounding_mode):
+    if rounding_mode not in ("floor", "trunc"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    return _division_meta(f"div_{rounding_mode}_cpu")(a, b)
+
+
 div_mode = register(
     "div.Tensor_mode", kernel=_div_mode,
-    meta=lambda a, b, rounding_mode: binary_meta()(a, b), node="DivBackward2",
+    meta=_div_mode_meta, node="DivBackward2",
     derivative=lambda g, b_is_tensor: (g * 0, g * 0 if b_is_tensor else None),
     save=lambda out, a, b, rounding_mode: (_t(b),), saved_names=("",), zero_grad=True,
     gradcheck=False, public="div", tensor_args=(0, 1), nondiff_args=(2,),
     samples=lambda rng, dt: [Sample(s.args + (mode,), name=f"{s.name} {mode}")
                              for s in _binary_samples_nonzero(scalars=(1.5, -2))(rng, dt)
                              for mode in ("floor", "trunc")], onnx=ox.div_mode)
-div_mode_ = inplace_variant(div_mode, "div_.Tensor_mode", public="div_")
+div_mode_ = inplace_variant(div_mode, "div_.Tensor_mode", public="div_",
+                            kernel=inplace_checks_first(_div_mode))
 
 
-def _remainder(ufunc):
+def _remainder(ufunc, kernel_name: str):
+    base = binary_kernel(ufunc)
+
     def kernel(a, b):
         dt = result_np(a, b)
-        if dt.kind in "iu" and np.any(np.asarray(b) == 0):
-            raise RuntimeError("ZeroDivisionError")
-        return binary_kernel(ufunc)(a, b)
+        _division_check(a, b, dt, kernel_name)
+        out = base(a, b)
+        if ufunc is np.remainder and dt.kind not in "iu":
+            # A zero remainder takes the dividend's sign (PyTorch's is fmod's, corrected
+            # only where nonzero); NumPy's takes the divisor's. (`out` is a new array.)
+            out = np.asarray(out)
+            zero = out == 0
+            if np.count_nonzero(zero):  # (a quarter of `any`'s time on small arrays)
+                if out.ndim:
+                    np.copysign(out, np.asarray(a, out.dtype), where=zero, out=out)
+                else:
+                    out = np.copysign(out, np.asarray(a, out.dtype))
+        return out
 
     return kernel
 
@@ -432,34 +653,43 @@ def _scalar_samples(rng, dt):
 
 
 remainder = register(
-    "remainder.Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    "remainder.Tensor", kernel=_remainder(np.remainder, "remainder_cpu"),
+    meta=_division_meta("remainder_cpu"),
     node="RemainderBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).floor() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="remainder",
     onnx=ox.remainder)
 remainder_scalar = register(
-    "remainder.Scalar", kernel=_remainder(np.remainder), meta=binary_meta(),
+    "remainder.Scalar", kernel=_remainder(np.remainder, "remainder_cpu"),
+    meta=_division_meta("remainder_cpu"),
     node="RemainderBackward0", derivative=lambda g: (g, None), samples=_scalar_samples,
     public="remainder", onnx=ox.remainder)
 remainder_rscalar = register(
-    "remainder.Scalar_Tensor", kernel=_remainder(np.remainder), meta=binary_meta(),
+    "remainder.Scalar_Tensor", kernel=_remainder(np.remainder, "remainder_cpu"),
+    meta=_division_meta("remainder_cpu"),
     node="NotImplemented", derivative=_not_implemented("remainder"), gradcheck=False,
     samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
     public="remainder", onnx=ox.remainder)
 fmod = register(
-    "fmod.Tensor", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward1",
+    "fmod.Tensor", kernel=_remainder(np.fmod, "fmod_cpu"), meta=_division_meta("fmod_cpu"),
+    node="FmodBackward1",
     derivative=lambda g, a, b: (g, -g * (a / b).trunc() if b is not None else None),
     save=lambda out, a, b: (a if needs(b) else None, b if needs(b) else None),
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), public="fmod",
     onnx=ox.fmod)
 fmod_scalar = register(
-    "fmod.Scalar", kernel=_remainder(np.fmod), meta=binary_meta(), node="FmodBackward0",
+    "fmod.Scalar", kernel=_remainder(np.fmod, "fmod_cpu"), meta=_division_meta("fmod_cpu"),
+    node="FmodBackward0",
     derivative=lambda g: (g, None), samples=_scalar_samples, public="fmod", onnx=ox.fmod)
-remainder_ = inplace_variant(remainder, "remainder_.Tensor", saves_self=True)
-remainder_scalar_ = inplace_variant(remainder_scalar, "remainder_.Scalar")
-fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True)
-fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar")
+remainder_ = inplace_variant(remainder, "remainder_.Tensor", saves_self=True,
+                             kernel=inplace_checks_first(remainder.kernel))
+remainder_scalar_ = inplace_variant(remainder_scalar, "remainder_.Scalar",
+                                    kernel=inplace_checks_first(remainder_scalar.kernel))
+fmod_ = inplace_variant(fmod, "fmod_.Tensor", saves_self=True,
+                        kernel=inplace_checks_first(fmod.kernel))
+fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar",
+                               kernel=inplace_checks_first(fmod_scalar.kernel))
 
 
 def _c_name(d) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._dispatch import call
 from . import _native, _parallel
-from ._util import Spec, rand_array
+from ._util import Spec, array_format, format_of, format_strides, in_format, rand_array
 from .nn import _legacy, _register_multi, _work
 from .normalization import (
     _bn_kernel,
@@ -35,6 +35,8 @@ from .normalization import (
     _spread,
     _stat_dtype,
     _stat_np,
+    channel_rows,
+    from_rows,
     native_layout,
     rowwise,
     vector,
@@ -49,6 +51,25 @@ def _check_grad_dtype(g, x) -> None:
 
 
 def _kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
+    """The gradients, the input's laid out in the memory format the input suggests, as
+    PyTorch's kernel allocates it (`array_format`): a channels-last input computes on its
+    rows of channels (`channel_rows`), others in their layout, then laid out. (The checks
+    are `_nchw_kernel`'s.)"""
+    fmt = array_format(x)
+    rows = None if fmt is None or g.shape != x.shape else channel_rows(x)
+    if rows is not None:
+        perm = (0,) + tuple(range(2, g.ndim)) + (1,)
+        grows = g.transpose(perm).reshape(rows.shape)  # (a copy unless g is channels-last)
+        gi, gw, gb = _kernel(grows, rows, w, rm, rv, save_mean, save_invstd, train, eps,
+                             output_mask)
+        return from_rows(gi, x.shape), gw, gb
+    gi, gw, gb = _nchw_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps,
+                              output_mask)
+    return in_format(gi, fmt), gw, gb
+
+
+def _nchw_kernel(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
+    """`_kernel` on an input in any layout, the input's gradient C-contiguous."""
     _check_grad_dtype(g, x)
     _check_norm_dtypes(x, w, rm, rv, save_mean, save_invstd)
     need_i, need_w, need_b = (bool(k) for k in output_mask)
@@ -142,7 +163,9 @@ def _meta(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
     _check_norm_dtypes(x, w, rm, rv, save_mean, save_invstd)
     sdt = _stat_dtype(x, w, rm, rv, save_mean, save_invstd)
     c = x.shape[1]
-    return [Spec(tuple(x.shape), x.dtype), Spec((c,), sdt), Spec((c,), sdt)]
+    shape = tuple(x.shape)
+    return [Spec(shape, x.dtype, format_strides(shape, format_of(x))), Spec((c,), sdt),
+            Spec((c,), sdt)]
 
 
 def _derivative(grads, g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):

@@ -7,6 +7,8 @@ no gradient); dispatch reduces a broadcast gradient back to its input's shape.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _dtype
@@ -28,6 +30,7 @@ from ._util import (
 )
 from .arithmetic import (
     _t,
+    inplace_checks_first,
 )
 from .registry import Sample, inplace_variant, register
 
@@ -146,20 +149,79 @@ def _bounds(lo, hi) -> list:
     return [v for v in (lo, hi) if v is not None]
 
 
-def _clamp_kernel(a, lo=None, hi=None):
+_F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
+_NO_COMPLEX_CLAMP = "clamp is not supported for complex types"
+
+
+def _complex_bounds(a_dt, lo, hi, real_part_ok: bool) -> tuple:
+    """Number bounds of which one is complex, as PyTorch's clamp takes them: for a floating
+    input (`real_part_ok`, clamp's own overload) a complex number converts to a double, its
+    imaginary part zero or an error; anything else refuses complex types."""
+    if not real_part_ok or a_dt.category != _dtype.FLOAT:
+        raise NotImplementedError(_NO_COMPLEX_CLAMP)
+    out = []
+    for v in (lo, hi):
+        if v.__class__ is complex:
+            if v.imag != 0:
+                raise RuntimeError("value cannot be converted to type double without overflow")
+            v = v.real
+        out.append(v)
+    return tuple(out)
+
+
+def _bool_clamp(lo, hi) -> NotImplementedError:
+    """PyTorch's error for clamp with a bool result (no kernel), naming its bounds."""
+    name = "clamp_scalar_cpu" if lo is not None and hi is not None else \
+        "clamp_min_scalar_cpu" if lo is not None else "clamp_max_scalar_cpu"
+    return NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
+
+
+def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
+    """clamp of array `a` between numbers `lo` and `hi` (either None), as PyTorch's: in the
+    result dtype of `a` and the bounds, which must fit it (an overflow error, as a fill
+    value's); NaN propagates; where `a` equals a bound it is kept (its zero's sign).
+    `real_part_ok`: see `_complex_bounds` (False for clamp_min/clamp_max)."""
+    if lo.__class__ is complex or hi.__class__ is complex or a.dtype.kind == "c":
+        if a.dtype.kind == "c":
+            raise NotImplementedError(_NO_COMPLEX_CLAMP)
+        lo, hi = _complex_bounds(dtype_of(a), lo, hi, real_part_ok)
     dt = result_np(a, *_bounds(lo, hi))
-    if dt.kind in "iu":  # bounds out of an integer dtype's range: PyTorch's overflow error
+    kind = dt.kind
+    if kind in "iu":  # bounds out of an integer dtype's range: PyTorch's overflow error
         lo, hi = checked_scalar(lo, dt), checked_scalar(hi, dt)
+    elif kind == "b":
+        raise _bool_clamp(lo, hi)
+    elif dt is not _F64 and (lo.__class__ is float and not -65504.0 <= lo <= 65504.0 or
+                             hi.__class__ is float and not -65504.0 <= hi <= 65504.0):
+        # float32 and the half types: a bound past their range is an overflow error (only
+        # a float beyond float16's largest value can be one, NaN included: compares first)
+        checked_scalar(lo, dt), checked_scalar(hi, dt)
     out = a if a.dtype is dt else a.astype(dt)
-    if lo is not None:
-        out = np.maximum(out, as_dtype(lo, dt))
-    if hi is not None:
-        out = np.minimum(out, as_dtype(hi, dt))
+    # On a tie NumPy's maximum/minimum return their second operand, except float16's loop,
+    # its first: the bound goes where `out` is kept.
+    if dt is _F16:
+        if lo is not None:
+            out = np.maximum(out, as_dtype(lo, dt))
+        if hi is not None:
+            out = np.minimum(out, as_dtype(hi, dt))
+    else:
+        if lo is not None:
+            out = np.maximum(as_dtype(lo, dt), out)
+        if hi is not None:
+            out = np.minimum(as_dtype(hi, dt), out)
     return a.copy() if out is a else out
 
 
-def _clamp_meta(a, lo=None, hi=None):
+def clamp_number_meta(a, lo=None, hi=None, *, real_part_ok: bool = True):
+    """`clamp_number_kernel`'s result and errors for a tensor or fake `a`."""
+    a_dt = a.dtype
+    if a_dt.category == _dtype.COMPLEX:
+        raise NotImplementedError(_NO_COMPLEX_CLAMP)
+    if lo.__class__ is complex or hi.__class__ is complex:
+        lo, hi = _complex_bounds(a_dt, lo, hi, real_part_ok)
     dt = _dtype.result_type(a, *_bounds(lo, hi))
+    if dt is _dtype.bool_:
+        raise _bool_clamp(lo, hi)
     return Spec(tuple(a.shape), dt)
 
 
@@ -174,7 +236,7 @@ def _clamp_scalar_derivative(g, a, lo, hi):
 
 
 clamp = register(
-    "clamp", kernel=_clamp_kernel, meta=_clamp_meta, node="ClampBackward1",
+    "clamp", kernel=clamp_number_kernel, meta=clamp_number_meta, node="ClampBackward1",
     derivative=_clamp_scalar_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), lo, hi), name=f"{lo},{hi}")
                              for s in ((3, 4), ()) for lo, hi in ((-0.5, 0.5), (0.0, None),
@@ -184,20 +246,37 @@ clamp = register(
     saved_names=("self", "min", "max"))
 
 
+def _clamp_t_dtype(a, lo, hi) -> _dtype.dtype:
+    """The result dtype of clamp with tensor bounds, or PyTorch's error for complex types
+    (naming the result dtype, and the kernel of the bounds given, for a real input)."""
+    dt = _dtype.result_type(a, *_bounds(lo, hi))
+    if dt.category == _dtype.COMPLEX:
+        if dtype_of(a).category == _dtype.COMPLEX:
+            raise NotImplementedError(_NO_COMPLEX_CLAMP)
+        name = "clamp_cpu" if lo is not None and hi is not None else \
+            "maximum_cpu" if lo is not None else "minimum_cpu"
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dt.legacy}'")
+    if dt is _dtype.bool_ and lo is not None and hi is not None:
+        # (one bound is maximum's or minimum's kernel, which take bools)
+        raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
+    return dt
+
+
 def _clamp_t_kernel(a, lo=None, hi=None):
-    dt = result_np(a, *_bounds(lo, hi))
-    out = a
+    # The input in the result dtype first (as the bounds): `clamp(int64 -66, max=uint8 4)`
+    # is uint8 4, not -66 wrapped.
+    dt = _clamp_t_dtype(a, lo, hi).np
+    out = as_dtype(a, dt)
     if lo is not None:
-        out = np.maximum(out, lo)
+        out = np.maximum(out, as_dtype(lo, dt))
     if hi is not None:
-        out = np.minimum(out, hi)
-    return out.astype(dt, copy=False)
+        out = np.minimum(out, as_dtype(hi, dt))
+    return out.copy() if out is a else out
 
 
 def _clamp_t_meta(a, lo=None, hi=None):
-    spec = _clamp_meta(a, lo, hi)
-    spec.shape = broadcast_shapes(*[shape_of(v) for v in (a, lo, hi) if v is not None])
-    return spec
+    shape = broadcast_shapes(*[shape_of(v) for v in (a, lo, hi) if v is not None])
+    return Spec(shape, _clamp_t_dtype(a, lo, hi))
 
 
 def _clamp_t_derivative(g, a, lo, hi):
@@ -291,10 +370,14 @@ def _bitwise_kernel(ufunc, fname):
     return kernel
 
 
-def _bitwise_meta(fname):
+def _bitwise_meta(fname, bool_ok: bool = True):
+    """Meta of a bitwise op (`fname`: its kernel's name without `_cpu`): integer results,
+    and bool ones unless not `bool_ok` (the shifts)."""
+
     def meta(a, b):
         spec = binary_meta()(a, b)
-        if spec.dtype.category == _dtype.FLOAT:
+        category = spec.dtype.category
+        if category >= _dtype.FLOAT or (category == _dtype.BOOL and not bool_ok):
             raise NotImplementedError(
                 f"\"{fname}_cpu\" not implemented for '{spec.dtype.legacy}'")
         return spec
@@ -322,7 +405,8 @@ def _bitwise(name, ufunc):
                       meta=_bitwise_meta(fname), differentiable=False, public=fname,
                       onnx=mapping,
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 5))])
-    inplace_variant(op, fname + "_.Tensor", differentiable=False)
+    inplace_variant(op, fname + "_.Tensor", differentiable=False,
+                    kernel=inplace_checks_first(op.kernel))
     return op, scalar
 
 
@@ -349,5 +433,42 @@ bitwise_not = register(
     samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
                              Sample((rng.random((5,)) > 0.5,))])
 bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)
-clamp_ = inplace_variant(clamp, "clamp_", saves_self=True)
-clamp_tensor_ = inplace_variant(clamp_tensor, "clamp_.Tensor", saves_self=True)
+# The C++ type names PyTorch's in-place clamp with number bounds prints for `self`.
+_CPP_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
+              "int16": "short int", "int32": "int", "int64": "long int"}
+
+
+def clamp_number_inplace(kernel, complex_first: bool = False):
+    """The kernel of `clamp_` (or clamp_min_/clamp_max_) with number bounds: first, as
+    PyTorch, that the result dtype of an integer or bool `self` and its bounds fits `self`
+    (an error naming `self`'s C++ type); a floating `self` holds any result the kernel
+    returns (or refuses itself). `complex_first`: a complex bound is refused before that
+    (clamp_min_, clamp_max_)."""
+
+    @functools.wraps(kernel)  # its signature and name, which other layers read
+    def inplace_kernel(a, *bounds):
+        if complex_first and any(v.__class__ is complex for v in bounds):
+            return kernel(a, *bounds)
+        if a.dtype.kind in "biu":
+            dt = _dtype.result_type(a, *[v for v in bounds if v is not None])
+            if not _dtype.can_cast(dt, _dtype.FROM_NP[a.dtype]):
+                raise RuntimeError(f"result type {dt.legacy} can't be cast to the desired "
+                                   f"output type {_CPP_NAMES[a.dtype.name]}")
+        return kernel(a, *bounds)
+
+    return inplace_kernel
+
+
+clamp_ = inplace_variant(clamp, "clamp_", saves_self=True,
+                         kernel=clamp_number_inplace(clamp_number_kernel))
+_clamp_t_inplace_checked = inplace_checks_first(_clamp_t_kernel, operands=3)
+
+
+def _clamp_t_inplace(a, lo=None, hi=None):
+    if a.dtype.kind == "c":  # refused before the shape and dtype checks
+        raise NotImplementedError(_NO_COMPLEX_CLAMP)
+    return _clamp_t_inplace_checked(a, lo, hi)
+
+
+clamp_tensor_ = inplace_variant(clamp_tensor, "clamp_.Tensor", saves_self=True,
+                                kernel=_clamp_t_inplace)

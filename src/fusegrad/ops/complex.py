@@ -261,15 +261,17 @@ _NOT_IMPL = '"{}" not implemented for \'{{}}\''
 # PyTorch's error for each op (and its in-place forms) that has no complex kernel: the
 # type and message it raises for a complex operand (`{}`: the dtype's legacy name).
 # Without these, NumPy would order complex numbers lexicographically and return values.
+# (remainder, floor_divide, atan2 and round.decimals raise theirs in their kernels, naming
+# the result dtype or their own kernel.)
 REAL_ONLY = {
-    ("clamp", "clamp.Tensor", "clamp_", "clamp_.Tensor"): (
-        NotImplementedError, "clamp is not supported for complex types"),
+    # (clamp.Tensor's errors, which name the result dtype, are comparison.py's.)
+    ("clamp", "clamp_"): (NotImplementedError, "clamp is not supported for complex types"),
     ("maximum",): (RuntimeError, "maximum not implemented for complex tensors."),
     ("minimum",): (RuntimeError, "minimum not implemented for complex tensors."),
     ("floor", "floor_"): (NotImplementedError, "floor is not supported for complex inputs"),
     ("ceil", "ceil_"): (NotImplementedError, "ceil is not supported for complex inputs"),
     ("trunc", "trunc_"): (NotImplementedError, "trunc is not supported for complex inputs"),
-    ("round", "round_", "round.decimals"): (NotImplementedError, _NOT_IMPL.format("round_vml_cpu")),
+    ("round", "round_"): (NotImplementedError, _NOT_IMPL.format("round_vml_cpu")),
     ("max",): (NotImplementedError, _NOT_IMPL.format("max_all")),
     ("min",): (NotImplementedError, _NOT_IMPL.format("min_all")),
     ("max.dim",): (RuntimeError, "max(): does not support complex input"),
@@ -282,12 +284,7 @@ REAL_ONLY = {
         RuntimeError, " Sort does not support complex dtypes on CPU"),
     ("topk",): (RuntimeError, " topk does not support complex dtypes on CPU"),
     ("median", "median.dim"): (NotImplementedError, _NOT_IMPL.format("median_cpu")),
-    ("remainder.Tensor", "remainder.Scalar", "remainder_.Tensor", "remainder_.Scalar"): (
-        NotImplementedError, _NOT_IMPL.format("remainder_cpu")),
-    ("floor_divide", "floor_divide.Scalar", "floor_divide_.Tensor"): (
-        NotImplementedError, _NOT_IMPL.format("div_floor_cpu")),
     ("erf", "erf_"): (NotImplementedError, _NOT_IMPL.format("erf_vml_cpu")),
-    ("atan2", "atan2_"): (NotImplementedError, _NOT_IMPL.format("atan2_cpu")),
     ("gelu",): (NotImplementedError, _NOT_IMPL.format("GeluKernelImpl")),
     ("leaky_relu", "leaky_relu_"): (NotImplementedError, _NOT_IMPL.format("leaky_relu_cpu")),
     ("heaviside", "heaviside_"): (

@@ -14,12 +14,28 @@ import functools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import _dtype
+from .. import _cbuild, _dtype
 from ..autograd.grad_mode import is_grad_enabled
 from . import _conv_native, _gemm, _onnx, _parallel, _workspace
 from ._onnx import ints as onnx_ints
-from ._util import F32, HALF, Spec, dense_format, numpy_backward, rand_array, size_str, wrap_grad
-from .nn import _call, _legacy, _register_multi, _work
+from ._util import (
+    F32,
+    FORMAT_ORDERS,
+    HALF,
+    Spec,
+    dense_strides,
+    format_of,
+    format_strides,
+    in_format,
+    is_dense_in,
+    numpy_backward,
+    rand_array,
+    size_str,
+    strided_copy,
+    suggest_format,
+    wrap_grad,
+)
+from .nn import _call, _legacy, _register_multi, _work, tensor_contiguous, tensor_in_format
 from .registry import REGISTRY, Sample, register
 
 # ---------------------------------------------------------------- windows (im2col)
@@ -140,7 +156,7 @@ def _col2im_nd(cols, size, k, d, p, s):
     inner = out[(slice(None),) * 2 + tuple(slice(p[i], p[i] + size[i]) for i in range(nd))]
     # Contiguous, as PyTorch's col2im: a gradient taken under create_graph is often viewed
     # next (`grad.view(n, -1)` in a gradient penalty).
-    return np.ascontiguousarray(inner, dtype=cols.dtype)
+    return in_format(inner.astype(cols.dtype, copy=False), None)
 
 
 def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
@@ -557,6 +573,122 @@ def _weight_grad_gemm(gt, cols):
 # ---------------------------------------------------------------- convolution
 
 
+# The memory format of a convolution's results. PyTorch's CPU convolution computes in
+# channels-last when its input or its weight suggests it (`format_of`), and returns its
+# output and its input's and weight's gradients in that format; for volumes only its oneDNN
+# (mkldnn) kernels do, its own ones (slow_conv3d) compute and return contiguous tensors.
+# Which of the two runs is PyTorch's heuristic, reproduced in `_onednn` (it decides how a
+# weight gradient's size-1 dims are strided in 2-D as well). `_conv_format` returns the
+# format's name or None (contiguous); its arguments may be arrays or tensors (fakes too).
+
+
+def _onednn(x, w, stride, dilation, groups, transposed, output_padding) -> bool:
+    """Whether PyTorch's CPU convolution of these operands runs in oneDNN: float32 unless
+    the convolution is small (a 1x1 kernel, unstrided and undilated, on fewer than 16
+    samples at one thread; or one sample and one group, a kernel side of at most 3 and at
+    most 20480 input values), bfloat16 and float16 where the CPU has the instructions
+    PyTorch asks for; not with an output padding at least the stride."""
+    if transposed and any(o >= s for o, s in zip(output_padding, stride)):
+        return False
+    name = x.dtype.name
+    if name == "bfloat16" or name == "float16":
+        return _onednn_half(name)
+    if name != "float32":
+        return False
+    xs, ws = x.shape, w.shape
+    n = xs[0]
+    if not (any(v != 1 for v in stride) or any(v != 1 for v in dilation) or n >= 16
+            or ws[-1] != 1 or ws[-2] != 1 or _parallel.num_threads() > 1):
+        return False
+    return (groups > 1 or (ws[-1] > 3 and ws[-2] > 3) or n > 1
+            or n * xs[1] * xs[2] * xs[3] > 20480)
+
+
+@functools.cache
+def _onednn_half(name: str) -> bool:
+    """Whether PyTorch's oneDNN convolutions take `name` ("bfloat16", "float16") on this
+    CPU: bfloat16 with AVX-512 (byte/word, vector length, double/quad word), float16 with
+    AVX-512 FP16 or AMX FP16 (x86 flags); on ARM, its bf16 or fp16 extensions."""
+    flags = set(_cbuild.cpu_features().split())
+    if name == "bfloat16":
+        return {"avx512bw", "avx512vl", "avx512dq"} <= flags or "bf16" in flags
+    return bool({"avx512_fp16", "amx_fp16", "fphp"} & flags)
+
+
+def _conv_format(x, w, stride, dilation, groups, transposed, output_padding) -> str | None:
+    """The memory format of a convolution's output and gradients (see above)."""
+    if x.__class__ is np.ndarray and w.__class__ is np.ndarray and x.flags.c_contiguous and \
+            w.flags.c_contiguous and x.strides[1] > x.itemsize and \
+            w.strides[1] > w.itemsize and x.size > 1 and w.size > 1:
+        return None  # two C-contiguous arrays (`array_format`'s quick test): the common case
+    nd = len(x.shape)
+    if nd == 4:
+        if format_of(x) == "channels_last" or format_of(w) == "channels_last":
+            return "channels_last"
+    elif nd == 5 and "channels_last_3d" in (format_of(x), format_of(w)) and \
+            _onednn(x, w, stride, dilation, groups, transposed, output_padding):
+        return "channels_last_3d"
+    return None
+
+
+def _split_format(fmt, shape, x, w, stride, dilation, groups, transposed,
+                  output_padding) -> str | None:
+    """`fmt` for a result of `shape` (an output or an input gradient) of a grouped
+    convolution in PyTorch's own kernels, which convolve group by group and concatenate:
+    a group's share of the result in `fmt` that suggests no format (one channel of a 1x1
+    image) makes the concatenation contiguous."""
+    if fmt is None or groups == 1 or not _ambiguous_share(shape, groups, fmt) or \
+            _onednn(x, w, stride, dilation, groups, transposed, output_padding):
+        return fmt
+    return None
+
+
+def _ambiguous_share(shape, groups: int, fmt: str) -> bool:
+    share = (shape[0], shape[1] // groups) + tuple(shape[2:])
+    return suggest_format(share, dense_strides(share, FORMAT_ORDERS[fmt])) is None
+
+
+def _conv_layouts(x, w, stride, dilation, groups, transposed, output_padding) -> tuple:
+    """(input-gradient format, weight-gradient format, weight-gradient strides) of a
+    convolution: the formats as `_conv_format` (`_split_format` for the input's); the
+    strides None where the weight's gradient is a new tensor in its format, else the
+    weight's own. PyTorch's own 2-D kernels (not dilated, or transposed) give the weight's
+    strides when the weight is laid out in the format already, so its size-1 dims keep
+    theirs (a 1x1 kernel's contiguous weight gets contiguous strides under channels-last);
+    oneDNN's, the dilated and the volume kernels allocate anew."""
+    fmt = _conv_format(x, w, stride, dilation, groups, transposed, output_padding)
+    gi_fmt = _split_format(fmt, tuple(x.shape), x, w, stride, dilation, groups, transposed,
+                           output_padding)
+    ws = tuple(w.shape)
+    if len(ws) != 4 or 1 not in ws or (not transposed and any(v != 1 for v in dilation)):
+        return gi_fmt, fmt, None  # (without size-1 dims, the two strides agree)
+    strides = tuple(w.stride()) if hasattr(w, "stride") else tuple(
+        v // w.itemsize for v in w.strides)
+    order = FORMAT_ORDERS[fmt] if fmt else (0, 1, 2, 3)
+    if strides == dense_strides(ws, order) or not is_dense_in(ws, strides, order) or \
+            _onednn(x, w, stride, dilation, groups, transposed, output_padding):
+        return gi_fmt, fmt, None
+    return gi_fmt, fmt, strides
+
+
+def _grad_layouts(gi, gw, x, w, stride, dilation, transposed, output_padding, groups):
+    """(gi, gw) arrays laid out as PyTorch's convolution backward lays them (see above)."""
+    if 1 not in w.shape and _conv_format(x, w, stride, dilation, groups, transposed,
+                                         output_padding) is None:
+        # The common case: contiguous (a flag test each, for arrays of the NumPy paths).
+        return (None if gi is None else in_format(gi, None),
+                None if gw is None else in_format(gw, None))
+    gi_fmt, gw_fmt, keep = _conv_layouts(x, w, stride, dilation, groups, transposed,
+                                         output_padding)
+    if gi is not None:
+        gi = in_format(gi, gi_fmt)
+    if gw is not None:
+        gw = in_format(gw, gw_fmt)
+        if keep is not None:
+            gw = strided_copy(gw, keep)
+    return gi, gw
+
+
 def _conv_2d_args(x_ndim, stride, padding, dilation):
     """Stride, padding, dilation as 2-D lists (1-D convolutions run as height-1 2-D ones)."""
     if x_ndim == 3:
@@ -659,14 +791,17 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         _check_conv_dtypes(x, w, b)
     _checked_shape(x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation),
                    transposed, tuple(output_padding), groups)
+    fmt = _conv_format(x, w, stride, dilation, groups, transposed, output_padding)
     if x.ndim > 4:  # volumes: the general kernels
         args = (_work(x), _work(w), None if b is None else _work(b), stride, padding, dilation)
         out = (_conv_transposed_nd_kernel(*args, output_padding, groups) if transposed
                else _conv_nd_kernel(*args, groups))
-        return out.astype(x.dtype, copy=False)
+        return in_format(out.astype(x.dtype, copy=False), fmt)
     if transposed:
-        return _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
-                                       groups)
+        out = _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
+                                      groups)
+        return in_format(out, _split_format(fmt, out.shape, x, w, stride, dilation, groups,
+                                            True, output_padding))
     dt = x.dtype
     one_d = x.ndim == 3
     s, p, d = _conv_2d_args(x.ndim, stride, padding, dilation)
@@ -683,15 +818,20 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         out = _conv_native.direct_forward(np.ascontiguousarray(x4), np.ascontiguousarray(w4),
                                           bias, s, p, d, oh, ow, taps)
     if out is None:
-        out = _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow)
+        out = _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow, fmt)
     if one_d:
         out = out[:, :, 0]
-    return out.astype(dt, copy=False)
+    if fmt is None:  # (the paths above give new C-contiguous arrays)
+        return out.astype(dt, copy=False)
+    fmt = _split_format(fmt, out.shape, x, w, stride, dilation, groups, False, output_padding)
+    # (a channels-last result of the GEMM path is laid out so already: no copy)
+    return in_format(out.astype(dt, copy=False), fmt)
 
 
-def _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow):
+def _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow, fmt=None):
     """The (n, o, oh, ow) convolution of 4-D `x4` with `w4` (plus `bias`) by im2col and
-    GEMMs."""
+    GEMMs; laid out channels-last where `fmt` asks for it and the batch-last path moves
+    the values anyway (one copy either way)."""
     o, cg, kh, kw = w4.shape
     n = x4.shape[0]
     ckk = cg * kh * kw
@@ -705,6 +845,16 @@ def _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow):
         out_t = _workspace.scratch("conv.out", (groups, o // groups, oh * ow * n), cols.dtype)
         _gemm.matmul(_tap_weight(w4, taps).reshape(groups, o // groups, ckk),
                          cols.reshape(groups, ckk, oh * ow * n), out=out_t)
+        if fmt is not None:
+            # Channels-last: (n, oh, ow, o) in memory, the bias added as it is written.
+            out = np.empty((n, oh, ow, o), dtype=out_t.dtype)
+            src = out_t.reshape(o, oh, ow, n).transpose(3, 1, 2, 0)
+            if bias is None:
+                _parallel.copyto(out, src)
+            else:
+                _parallel.for_chunks(lambda i, j: np.add(src[i:j], bias, out=out[i:j]), n,
+                                     out.size)
+            return out.transpose(0, 3, 1, 2)
         # In C: the batch moved first and the bias added in one pass.
         out = _conv_native.batch_first(out_t.reshape(o, oh * ow, n), bias)
         if out is not None:
@@ -755,7 +905,10 @@ def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, g
     _check_conv_dtypes(x, w, b)
     shape = _conv_shape(tuple(x.shape), tuple(w.shape), stride, padding, dilation, transposed,
                         output_padding, groups)
-    return Spec(shape, _dtype.result_type(x, w))
+    fmt = _split_format(_conv_format(x, w, stride, dilation, groups, transposed,
+                                     output_padding), shape, x, w, stride, dilation, groups,
+                        transposed, output_padding)
+    return Spec(shape, _dtype.result_type(x, w), format_strides(shape, fmt))
 
 
 def _pairs(*lists):
@@ -907,11 +1060,14 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
     # `mask`: whether input and weight required grad when the node was recorded (a network's
     # first convolution needs no input gradient: that is a GEMM and a col2im saved).
     if x.dim() > 4:
-        return _conv_derivative_nd(g, x, w, has_bias, list(stride), list(padding),
-                                   list(dilation), transposed, groups, mask)
+        out = _conv_derivative_nd(g, x, w, has_bias, list(stride), list(padding),
+                                  list(dilation), transposed, groups, mask)
+        return _tensor_layouts(out, g, x, w, stride, padding, dilation, transposed, groups)
     if not transposed and numpy_backward(g, x, w):
         gi, gw, gb = _conv_backward_arrays(g._data, x._data, w._data, mask[0], mask[1],
                                            has_bias, stride, padding, dilation, groups)
+        gi, gw = _grad_layouts(gi, gw, x._data, w._data, stride, dilation, False, (),
+                               groups)
         return (wrap_grad(gi), wrap_grad(gw), wrap_grad(gb), None, None, None, None, None,
                 None)
     if not is_grad_enabled():
@@ -926,8 +1082,24 @@ def _conv_derivative(g, x, w, has_bias, stride, padding, dilation, transposed, g
                     groups, [mask[0], mask[1], has_bias])
         return (out[0] if mask[0] else None, out[1] if mask[1] else None,
                 out[2] if has_bias else None, None, None, None, None, None, None)
-    return _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, transposed,
-                                    groups, mask) + (None,) * 6
+    out = _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, transposed,
+                                   groups, mask) + (None,) * 6
+    return _tensor_layouts(out, g, x, w, stride, padding, dilation, transposed, groups)
+
+
+def _tensor_layouts(grads: tuple, g, x, w, stride, padding, dilation, transposed,
+                    groups) -> tuple:
+    """`grads` (gi, gw, ...) with the input's and weight's gradients (tensors written in
+    fusegrad ops) laid out as the kernels lay them (`_grad_layouts`)."""
+    op = _output_padding(g, x, w, stride, padding, dilation, transposed)
+    gi_fmt, gw_fmt, keep = _conv_layouts(x, w, stride, dilation, groups, transposed, op)
+    gi, gw = grads[0], grads[1]
+    # (contiguous: the volume weight gradients come transposed)
+    gi = tensor_contiguous(gi) if gi_fmt is None else tensor_in_format(gi, gi_fmt)
+    gw = tensor_contiguous(gw) if gw_fmt is None else tensor_in_format(gw, gw_fmt)
+    if keep is not None and gw is not None and tuple(gw.stride()) != keep:
+        gw = gw.as_strided(gw.shape, keep)
+    return (gi, gw) + tuple(grads[2:])
 
 
 def _bias_size(w, transposed: bool, groups: int) -> int:
@@ -1068,7 +1240,7 @@ def _conv_onnx(b, inputs, args, kwargs, opset):
 
 
 convolution = _register_multi(
-    "convolution", (), (2,), kernel=dense_format(_conv_kernel), meta=_conv_meta,
+    "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta,
     node="ConvolutionBackward0",
     derivative=_conv_derivative,
     save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import F32, F64, Spec, rand_array
+from ._util import F32, F64, Spec, format_strides, rand_array
 from .nn import _register_multi
 from .registry import Sample
 
@@ -31,7 +31,12 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
                  groups, output_mask):
     from .._tensor import Tensor
     from ..autograd.grad_mode import no_grad
-    from .conv import _conv_backward_arrays, _conv_backward_composite, _conv_derivative_nd
+    from .conv import (
+        _conv_backward_arrays,
+        _conv_backward_composite,
+        _conv_derivative_nd,
+        _grad_layouts,
+    )
 
     need_x, need_w, need_b = (bool(m) for m in output_mask)
     if x.ndim > 4:  # volumes: the gradients written as convolutions
@@ -48,6 +53,7 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
             gi, gw, gb = (None if t is None else t._data for t in _conv_backward_composite(
                 Tensor._make(g), Tensor._make(x), Tensor._make(w), need_b, stride, padding,
                 dilation, transposed, groups, (need_x, need_w)))
+    gi, gw = _grad_layouts(gi, gw, x, w, stride, dilation, transposed, output_padding, groups)
     dt = g.dtype
     return (gi if need_x else np.zeros(x.shape, dt), gw if need_w else np.zeros(w.shape, dt),
             gb if need_b else np.zeros(tuple(bias_sizes or (_bias_size(w, transposed,
@@ -56,9 +62,15 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
 
 def _conv_meta(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                groups, output_mask):
+    from .conv import _conv_layouts
+
     dt = _dtype.result_type(g, x, w)
     nb = tuple(bias_sizes) if bias_sizes else (_bias_size(w, transposed, groups),)
-    return [Spec(tuple(x.shape), dt), Spec(tuple(w.shape), dt), Spec(nb, dt)]
+    gi_fmt, gw_fmt, keep = _conv_layouts(x, w, stride, dilation, groups, transposed,
+                                         output_padding)
+    return [Spec(tuple(x.shape), dt, format_strides(tuple(x.shape), gi_fmt)),
+            Spec(tuple(w.shape), dt, keep or format_strides(tuple(w.shape), gw_fmt)),
+            Spec(nb, dt)]
 
 
 def _grads(g, x, w, stride, padding, dilation, transposed, groups, mask) -> tuple:

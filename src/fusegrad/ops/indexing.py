@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
+from .._scalar_conversion import _CONVERT_NAMES
 from .._tensor import Tensor
 from . import _onnx as ox
 from ._util import (
@@ -30,7 +31,7 @@ from ._util import (
     size_str,
     wrap_dim,
 )
-from .registry import Sample, inplace_variant, register
+from .registry import Sample, expanded_warning, inplace_variant, register
 
 
 def _call(op, *args):
@@ -130,16 +131,47 @@ index_select = register(
 # ---------------------------------------------------------------- gather, scatter
 
 
-def _gather_check(a, dim, index, name="gather"):
+def _gather_check(a, dim, index, name="gather", what="input"):
     n = len(a.shape)
     d = wrap_dim(dim, n)
     if bad_index_dtype(index):
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+    # (The scatters check nothing of an empty index's shape.)
     if len(index.shape) != n and not (n == 0 and len(index.shape) <= 1) and \
-            not (len(index.shape) == 0 and n <= 1):
+            not (len(index.shape) == 0 and n <= 1) and (what == "input" or numel(index.shape)):
         raise RuntimeError(
-            "Index tensor must have the same number of dimensions as input tensor")
+            f"Index tensor must have the same number of dimensions as {what} tensor")
     return d
+
+
+def _gather_sizes_check(shape, d, index_shape) -> None:
+    """gather's index may be no larger than self along the other dims (an empty one may)."""
+    if not numel(index_shape):
+        return
+    shape, index_shape = tuple(shape) or (1,), tuple(index_shape) or (1,)
+    for i, (n, m) in enumerate(zip(index_shape, shape)):
+        if i != d and n > m:
+            raise RuntimeError(
+                f"Size does not match at dimension {i} expected index "
+                f"{size_str(index_shape if len(index_shape) > 1 or n != 1 else ())} to be no "
+                f"larger than self {size_str(shape)} apart from dimension {d}")
+
+
+def scatter_sizes_check(shape, d, index_shape, src=None) -> None:
+    """The scatters' index may be no larger than self along the other dims, nor than a
+    tensor src along any (no check for an empty index)."""
+    if not numel(index_shape):
+        return
+    wide = tuple(index_shape) or (1,)
+    bad = any(i != d and n > m for i, (n, m) in enumerate(zip(wide, tuple(shape) or (1,))))
+    src_shape = tuple(src.shape) if hasattr(src, "shape") else None
+    if not bad and src_shape is not None:
+        bad = any(n > m for n, m in zip(wide, src_shape or (1,)))
+    if bad:
+        tail = "" if src_shape is None else f" and to be no larger size than src " \
+                                            f"{size_str(src_shape)}"
+        raise RuntimeError(f"Expected index {size_str(index_shape)} to be no larger than self "
+                           f"{size_str(shape)} apart from dimension {d}{tail}")
 
 
 def check_gather_index(shape, d, index) -> None:
@@ -152,16 +184,19 @@ def check_gather_index(shape, d, index) -> None:
 
 def _gather_kernel(a, dim, index, sparse_grad=False):
     d = _gather_check(a, dim, index)
+    _gather_sizes_check(a.shape, d, index.shape)
     check_gather_index(a.shape, d, index)
     if a.ndim == 0 or index.ndim == 0:
         return a.reshape(-1)[index.reshape(-1)].reshape(index.shape)
+    if not index.size:  # (which may be larger than `a` along other dims)
+        return np.empty(index.shape, a.dtype)
     sl = tuple(slice(0, s) for s in index.shape)
     sl = sl[:d] + (slice(None),) + sl[d + 1:]
     return np.take_along_axis(a[sl], index, d)
 
 
 def _gather_meta(a, dim, index, sparse_grad=False):
-    _gather_check(a, dim, index)
+    _gather_sizes_check(tuple(a.shape), _gather_check(a, dim, index), tuple(index.shape))
     return Spec(tuple(index.shape), a.dtype)
 
 
@@ -189,11 +224,12 @@ def _scatter_positions(a_shape, d, index):
 
 
 def _scatter_check(a, dim, index, src, name="scatter"):
-    d = _gather_check(a, dim, index, name)
-    if hasattr(src, "shape") and len(src.shape) != len(index.shape) and len(index.shape):
+    d = _gather_check(a, dim, index, name, "self")
+    if hasattr(src, "shape") and len(src.shape) != len(index.shape) and numel(index.shape):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     if mismatched_source(a, src):
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    scatter_sizes_check(tuple(a.shape), d, tuple(index.shape), src)
     return d
 
 
@@ -387,6 +423,13 @@ def _masked_fill_meta(a, mask, value):
     return Spec(broadcast_shapes(tuple(mask.shape), tuple(a.shape)), a.dtype)
 
 
+def _masked_fill_decomposition(a, mask, value):
+    # The value's conversion is checked as the kernel checks it (a number beyond a half
+    # type's range is an error, not inf).
+    checked_scalar(value, a.dtype.np)
+    return a.where(mask.logical_not(), value)
+
+
 def _mask_samples(value):
     def samples(rng, dt):
         out = []
@@ -405,8 +448,7 @@ masked_fill = register(
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
-    public="masked_fill", decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
-    onnx=ox.masked_fill)
+    public="masked_fill", decomposition=_masked_fill_decomposition, onnx=ox.masked_fill)
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=c_contiguous(_masked_fill_kernel), meta=_masked_fill_meta,
     nondiff_args=(1,), result_order="contiguous",
@@ -416,8 +458,11 @@ masked_fill_tensor = register(
     samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill",
     decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
     onnx=ox.masked_fill)
-masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar")
-masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor")
+_MASKED_FILL_EXPANDED = expanded_warning("masked_fill_", "tensor[mask] = scalar")
+masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar",
+                               overlap_ok=_MASKED_FILL_EXPANDED)
+masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor",
+                                      overlap_ok=_MASKED_FILL_EXPANDED)
 
 
 def _masked_select_kernel(a, mask):
@@ -572,12 +617,48 @@ def _index_put_check(a, values) -> None:
                 f"{da.legacy} for the destination and {dv.legacy} for the source.")
 
 
+def _fills_mask(indices, values, accumulate) -> bool:
+    """Whether PyTorch's index_put_ runs this as `masked_fill_`: no accumulation, one index
+    tensor, a bool (or uint8) mask, and a value of one element, which then converts as a
+    number (of any dtype, into any shape) instead of having to match `self`'s dtype."""
+    if accumulate or not hasattr(values, "shape") or numel(values.shape) != 1:
+        return False
+    mask = None
+    for i in indices:
+        if i is not None:
+            if mask is not None or dtype_of(i) not in (_dtype.bool_, _dtype.uint8):
+                return False
+            mask = i
+    if mask is not None and dtype_of(mask) is _dtype.uint8:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
+    return mask is not None
+
+
+def _fill_number(v: np.ndarray, dt: np.dtype):
+    """The one element of `v` as masked_fill_ converts its value for an array of `dt`."""
+    item = v.reshape(()).item()
+    if item.__class__ is complex and dt.kind != "c":
+        if item.imag:  # PyTorch's message for a lossy complex conversion
+            name = {"float64": "double"}.get(dt.name) or _CONVERT_NAMES.get(dt.name, dt.name)
+            raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+        item = item.real
+    return np.asarray(checked_scalar(item, dt)).astype(dt)
+
+
 def _index_put_kernel(a, indices, values, accumulate=False):
-    _index_put_check(a, values)
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     idx = np_indices(indices, a.ndim, a.shape)
-    v = np.asarray(_raw(values)).astype(a.dtype, copy=False)
+    v = np.asarray(_raw(values))
+    if _fills_mask(indices, v, accumulate):
+        out[idx] = _fill_number(v, a.dtype)
+        return out
     try:
+        if v.dtype != a.dtype:
+            # PyTorch reports a shape mismatch before the dtypes' mismatch: a trial write
+            # raises the first (`out` is about to be dropped for the second).
+            out[idx] = np.zeros(v.shape, a.dtype)
+            _index_put_check(a, v)
         if accumulate:
             np.add.at(out, idx, v)
         else:
@@ -591,8 +672,27 @@ def _index_put_kernel(a, indices, values, accumulate=False):
     return out
 
 
+def _mask_shapes_check(shape, indices) -> None:
+    """The masks' sizes against the dims they index (PyTorch's first check of index_put_;
+    shapes only, so fake tensors get it too)."""
+    dim = 0
+    for i in indices:
+        if i is not None and dtype_of(i) in (_dtype.bool_, _dtype.uint8):
+            mask = tuple(i.shape)
+            for k, n in enumerate(mask):
+                if dim + k >= len(shape) or n != shape[dim + k]:
+                    raise IndexError(
+                        f"The shape of the mask {size_str(mask)} at index {k} does not match "
+                        f"the shape of the indexed tensor {size_str(shape)} at index {dim + k}")
+            dim += len(mask)
+        else:
+            dim += 1
+
+
 def _index_put_meta(a, indices, values, accumulate=False):
-    _index_put_check(a, values)
+    if not _fills_mask(indices, values, accumulate):
+        _mask_shapes_check(tuple(a.shape), indices)
+        _index_put_check(a, values)
     return Spec(tuple(a.shape), a.dtype)
 
 
@@ -640,7 +740,9 @@ index_put = register(
     derivative=_index_put_derivative,
     save=lambda out, a, indices, values, accumulate=False: (list(indices), accumulate),
     samples=_index_put_samples, tensor_args=(2,))
-index_put_ = inplace_variant(index_put, "index_put_", samples=_index_put_samples)
+index_put_ = inplace_variant(
+    index_put, "index_put_", samples=_index_put_samples,
+    overlap_ok=expanded_warning("index_put_", "tensor[indices] = tensor"))
 
 # ---------------------------------------------------------------- one_hot
 

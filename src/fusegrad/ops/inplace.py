@@ -36,11 +36,11 @@ def _samples(*others):
 zero_ = register(
     "zero_", kernel=lambda a: np.zeros_like(a), meta=lambda a: Spec(tuple(a.shape), a.dtype),
     inplace=True, node="ZeroBackward0", derivative=lambda g: (g * 0,), zero_grad=True,
-    samples=_samples(), onnx=_ox.fill)
+    samples=_samples(), onnx=_ox.fill, overlap_ok="")
 fill_scalar = register(
     "fill_.Scalar", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward2",
     derivative=lambda g: (g * 0, None), zero_grad=True, samples=_samples(1.5), public="fill_",
-    onnx=_ox.fill)
+    onnx=_ox.fill, overlap_ok="")  # (fill_.Tensor refuses an expanded tensor, as PyTorch's)
 fill_tensor = register(
     "fill_.Tensor", kernel=_fill_kernel, meta=_fill_meta, inplace=True, node="FillBackward3",
     derivative=lambda g: (g * 0, g.sum()), zero_grad=True,

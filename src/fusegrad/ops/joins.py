@@ -21,6 +21,7 @@ from .registry import Sample, register
 from .views import (
     _select_meta,
     _slice_meta,
+    empty_at,
 )
 
 
@@ -235,32 +236,37 @@ def _split_sizes(size, split_size):
     return [min(split_size, size - i * split_size) for i in range(n)]
 
 
-def _split_with_sizes_kernel(a, sizes, dim=0):
-    if a.ndim == 0:
+def _split_with_sizes_check(shape, sizes, dim) -> tuple[int, list]:
+    """(`dim` wrapped, the sizes as ints), or PyTorch's error (which names `dim` as given)."""
+    if len(shape) == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    d = wrap_dim(dim, a.ndim)
+    d = wrap_dim(dim, len(shape))
     sizes = [int(s) for s in sizes]
-    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative "
+                           f"entries, but got split_sizes={size_str(sizes)}")
+    if sum(sizes) != shape[d]:
         raise RuntimeError(
-            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
-            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+            f"split_with_sizes expects split_sizes to sum exactly to {shape[d]} (input tensor's "
+            f"size at dimension {dim}), but got split_sizes={size_str(sizes)}")
+    return d, sizes
+
+
+def _split_with_sizes_kernel(a, sizes, dim=0):
+    d, sizes = _split_with_sizes_check(a.shape, sizes, dim)
     out = []
     start = 0
     for s in sizes:
-        out.append(a[(slice(None),) * d + (slice(start, start + s),)])
+        piece = a[(slice(None),) * d + (slice(start, start + s),)]
+        if not s and start:  # an empty piece starts where PyTorch's slice would put it
+            piece = empty_at(a, piece, start * a.strides[d] // a.itemsize)
+        out.append(piece)
         start += s
     return tuple(out)
 
 
 def _split_with_sizes_meta(a, sizes, dim=0):
-    if len(a.shape) == 0:
-        raise RuntimeError("split expects at least a 1-dimensional tensor")
-    d = wrap_dim(dim, len(a.shape))
-    sizes = [int(s) for s in sizes]
-    if sum(sizes) != a.shape[d] or any(s < 0 for s in sizes):
-        raise RuntimeError(
-            f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input tensor's "
-            f"size at dimension {d}), but got split_sizes={size_str(sizes)}")
+    d, sizes = _split_with_sizes_check(tuple(a.shape), sizes, dim)
     out = []
     start = 0
     for s in sizes:

@@ -9,9 +9,17 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, index_out_of_range, rand_array, size_str
+from ._util import (
+    Spec,
+    format_of,
+    format_strides,
+    index_out_of_range,
+    input_format,
+    rand_array,
+    size_str,
+)
 from .embedding import check_index_dtype, sparse_weight_grad
-from .nn import _call, _const, _register_multi, _work
+from .nn import _call, _const, _register_multi, _work, tensor_in_format
 from .pooling import check_pool_dtype
 from .registry import Sample, register
 
@@ -30,7 +38,8 @@ def _ps_meta(a, r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
                            f"divisible by the square of upscale_factor, but input.size(-3)={c} "
                            f"is not divisible by {r * r}")
-    return Spec(tuple(a.shape[:-3]) + (c // (r * r), h * r, w * r), a.dtype)
+    shape = tuple(a.shape[:-3]) + (c // (r * r), h * r, w * r)
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
 
 
 def _pu_meta(a, r):
@@ -47,7 +56,8 @@ def _pu_meta(a, r):
     if w % r:
         raise RuntimeError(f"pixel_unshuffle expects width to be divisible by "
                            f"downscale_factor, but input.size(-1)={w} is not divisible by {r}")
-    return Spec(tuple(a.shape[:-3]) + (c * r * r, h // r, w // r), a.dtype)
+    shape = tuple(a.shape[:-3]) + (c * r * r, h // r, w // r)
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
 
 
 def _ps_kernel(a, r):
@@ -77,15 +87,19 @@ def _shuffle_samples(shapes):
     return samples
 
 
+# The shuffles lay their results out in their input's memory format (so each one's
+# gradient, the other shuffle of the output's gradient, takes that gradient's format).
 pixel_shuffle = register(
-    "pixel_shuffle", kernel=_ps_kernel, meta=_ps_meta, node="PixelShuffleBackward0",
+    "pixel_shuffle", kernel=input_format(_ps_kernel), meta=_ps_meta,
+    node="PixelShuffleBackward0",
     derivative=lambda g, r: (_call(pixel_unshuffle, g, r), None),
     save=lambda out, a, r: (r,),
     samples=_shuffle_samples((((1, 4, 3, 3), 2), ((2, 9, 2, 1), 3), ((8, 2, 2), 2))),
     onnx=ox.pixel_shuffle,
     saved_names=("upscale_factor",))
 pixel_unshuffle = register(
-    "pixel_unshuffle", kernel=_pu_kernel, meta=_pu_meta, node="PixelUnshuffleBackward0",
+    "pixel_unshuffle", kernel=input_format(_pu_kernel), meta=_pu_meta,
+    node="PixelUnshuffleBackward0",
     derivative=lambda g, r: (_call(pixel_shuffle, g, r), None),
     save=lambda out, a, r: (r,),
     samples=_shuffle_samples((((1, 1, 4, 6), 2), ((2, 2, 3, 3), 3), ((2, 4, 2), 2))),
@@ -103,7 +117,7 @@ def _cs_meta(a, groups):
     if c % groups:
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
-    return Spec(tuple(a.shape), a.dtype)
+    return Spec(tuple(a.shape), a.dtype, format_strides(tuple(a.shape), format_of(a)))
 
 
 def _cs_kernel(a, groups):
@@ -116,7 +130,8 @@ def _cs_kernel(a, groups):
 
 
 channel_shuffle = register(
-    "channel_shuffle", kernel=_cs_kernel, meta=_cs_meta, node="ChannelShuffleBackward0",
+    "channel_shuffle", kernel=input_format(_cs_kernel), meta=_cs_meta,
+    node="ChannelShuffleBackward0",
     derivative=lambda g, c, groups: (_call(channel_shuffle, g, c // groups), None),
     save=lambda out, a, groups: (a.shape[1], groups),
     samples=_shuffle_samples((((1, 6, 2, 2), 3), ((2, 4, 3), 2), ((2, 6, 1, 2, 2), 2))),
@@ -140,7 +155,8 @@ def _amp_meta(a, output_size):
                            f"{size_str(shape)}")
     from .. import _dtype
 
-    return (Spec(shape, a.dtype), Spec(shape, _dtype.int64))
+    strides = format_strides(shape, format_of(a))  # the input's format (`input_format`)
+    return (Spec(shape, a.dtype, strides), Spec(shape, _dtype.int64, strides))
 
 
 def _amp_kernel(a, output_size):
@@ -168,23 +184,23 @@ def _amp_kernel(a, output_size):
     return out.astype(a.dtype, copy=False), idx
 
 
-def _amp_derivative(grads, shape, idx):
+def _amp_derivative(grads, shape, idx, fmt=None):
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
     lead = tuple(shape[:-2])
     flat = g.new_zeros(lead + (shape[-2] * shape[-1],))
     n = idx.shape[-2] * idx.shape[-1]
     gx = flat.scatter_add(-1, idx.reshape(lead + (n,)), g.reshape(lead + (n,)))
-    return (gx.reshape(tuple(shape)), None)
+    return (tensor_in_format(gx.reshape(tuple(shape)), fmt), None)
 
 
 adaptive_max_pool2d = _register_multi(
-    "adaptive_max_pool2d", kernel=_amp_kernel, meta=_amp_meta,
+    "adaptive_max_pool2d", kernel=input_format(_amp_kernel), meta=_amp_meta,
     node="AdaptiveMaxPool2DBackward0", derivative=_amp_derivative,
-    save=lambda out, a, output_size: (tuple(a.shape), out[1]),
+    save=lambda out, a, output_size: (tuple(a.shape), out[1], format_of(a)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s} {o}")
                              for s, o in (((2, 3, 8, 8), [3, 3]), ((1, 2, 5, 7), [2, 4]),
                                           ((3, 6, 6), [6, 2]), ((1, 1, 4, 4), [1, 1]))],
-    nondiff_outputs=(1,), saved_names=("", "result1"), onnx=ox.adaptive_max_pool)
+    nondiff_outputs=(1,), saved_names=("", "result1", ""), onnx=ox.adaptive_max_pool)
 
 # ---------------------------------------------------------------- _trilinear
 

@@ -10,6 +10,7 @@ derivatives are written in fusegrad ops so they can be differentiated again.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from . import _special_kernels as _sp
 from ._util import (
     HALF,
     Spec,
+    as_dtype,
     binary_kernel,
     binary_meta,
     binary_samples,
@@ -34,7 +36,13 @@ from ._util import (
     unary_meta,
     unary_samples,
 )
-from .comparison import clamp_tensor
+from .arithmetic import inplace_checks_first
+from .comparison import (
+    clamp_number_inplace,
+    clamp_number_kernel,
+    clamp_number_meta,
+    clamp_tensor,
+)
 from .registry import REGISTRY, Sample, inplace_variant, register
 from .scalar import clamp_min
 from .special import _xlogy_kernel, _xlogy_np, xlogy
@@ -43,10 +51,47 @@ _SQRT_PI_2 = math.sqrt(math.pi) / 2
 _LN2 = math.log(2.0)
 
 
-def _unary(name, fn, node, derivative, *, domain=None, inplace=True, saves_self=True, **kw):
+def _not_implemented_for(cpu_name: str, dt) -> NotImplementedError:
+    """PyTorch's error for a kernel without a form for dtype `dt` (NumPy's or ours)."""
+    legacy = (_dtype.FROM_NP[dt] if isinstance(dt, np.dtype) else dt).legacy
+    return NotImplementedError(f'"{cpu_name}" not implemented for \'{legacy}\'')
+
+
+def _refusing(fn, refusal):
+    """Kernel or meta `fn` of a unary op, first raising `refusal(dtype)` (PyTorch's error
+    for a dtype without a kernel; None where there is one) for its input's dtype. A kernel's
+    float32/float64 fast path (`ufunc`, which the recorders call) is kept: no refusal there."""
+
+    @functools.wraps(fn)  # fn's signature, name and module, which other layers read
+    def checked(a, *rest):
+        error = refusal(dtype_of(a))
+        if error is not None:
+            raise error
+        return fn(a, *rest)
+
+    return checked  # (`wraps` copies a kernel's `ufunc` too)
+
+
+def _no_complex(cpu_name: str, halves: bool = False):
+    """A refusal (`_refusing`) of complex dtypes (and the half types with `halves`), naming
+    the kernel `cpu_name` as PyTorch's NotImplementedError does."""
+
+    def refusal(dt):
+        if dt.category == _dtype.COMPLEX or (halves and dt in (_dtype.float16, _dtype.bfloat16)):
+            return _not_implemented_for(cpu_name, dt)
+        return None
+
+    return refusal
+
+
+def _unary(name, fn, node, derivative, *, domain=None, inplace=True, saves_self=True,
+           refusal=None, **kw):
     """A float-valued unary entry (integers compute in the default float dtype) that saves
-    its input, with its in-place form."""
-    op = register(name, kernel=unary_kernel(fn), meta=unary_meta(), node=node,
+    its input, with its in-place form; `refusal`: its dtype errors (see `_refusing`)."""
+    kernel, meta = unary_kernel(fn), unary_meta()
+    if refusal is not None:
+        kernel, meta = _refusing(kernel, refusal), _refusing(meta, refusal)
+    op = register(name, kernel=kernel, meta=meta, node=node,
                   derivative=derivative, save=lambda out, a: (a,),
                   samples=unary_samples(domain), domain=domain, saved_names=("self",), **kw)
     if inplace:
@@ -66,9 +111,11 @@ def _digamma_np(a):
 
 
 lgamma = _unary("lgamma", operand_order(_sp.gammaln), "LgammaBackward0",
-                lambda g, a: (g * a.digamma(),), domain=(0.2, 4.0))
+                lambda g, a: (g * a.digamma(),), domain=(0.2, 4.0),
+                refusal=_no_complex("lgamma_vml_cpu"))
 digamma = _unary("digamma", _digamma_np, "DigammaBackward0",
-                 lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0))
+                 lambda g, a: (g * a.polygamma(1),), domain=(0.2, 4.0),
+                 refusal=_no_complex("digamma"))
 
 
 def _trigamma_np(a):
@@ -112,15 +159,21 @@ def _polygamma_np(n):
     return _trigamma_np if n == 1 else _polygamma_high_np(n)
 
 
-def _polygamma_kernel(n, a):
+def _polygamma_check(n, dt) -> None:
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if dt.category == _dtype.COMPLEX:  # named after the kernel each order runs
+        raise _not_implemented_for("digamma" if n == 0 else "trigamma" if n == 1
+                                   else "polygamma", dt)
+
+
+def _polygamma_kernel(n, a):
+    _polygamma_check(n, dtype_of(a))
     return unary_kernel(_polygamma_np(n))(a)
 
 
 def _polygamma_meta(n, a):
-    if n < 0:
-        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    _polygamma_check(n, a.dtype)
     return unary_meta()(a)
 
 
@@ -144,14 +197,16 @@ polygamma_.saves_self_before_write = True
 
 
 erfinv = _unary("erfinv", _sp.erfinv, "ErfinvBackward0",
-                lambda g, a: (g * _SQRT_PI_2 * (a.erfinv() ** 2).exp(),), domain=(-0.9, 0.9))
+                lambda g, a: (g * _SQRT_PI_2 * (a.erfinv() ** 2).exp(),), domain=(-0.9, 0.9),
+                refusal=_no_complex("erfinv_vml_cpu"))
 def _i1(a):
     from .._dispatch import call
 
     return call(special_i1, a)  # no Tensor method: torch.special.i1 in PyTorch
 
 
-i0 = _unary("i0", _sp.i0, "I0Backward0", lambda g, a: (g * _i1(a),), domain=(-3, 3))
+i0 = _unary("i0", _sp.i0, "I0Backward0", lambda g, a: (g * _i1(a),), domain=(-3, 3),
+            refusal=_no_complex("i0_vml_cpu"))
 
 
 def _i1_derivative(g, a):
@@ -161,6 +216,7 @@ def _i1_derivative(g, a):
 
 
 special_i1 = _unary("special_i1", _sp.i1, "SpecialI1Backward0", _i1_derivative,
+                    refusal=_no_complex("i1_cpu"),
                     domain=(-3, 3), inplace=False)
 
 
@@ -170,7 +226,8 @@ def _erfcx_derivative(g, a):
 
 
 special_erfcx = _unary("special_erfcx", operand_order(_sp.erfcx), "SpecialErfcxBackward0",
-                       _erfcx_derivative, domain=(-3, 3), inplace=False)
+                       _erfcx_derivative, domain=(-3, 3), inplace=False,
+                       refusal=_no_complex("erfcx_cpu", halves=True))
 
 
 def _entr_np(a):
@@ -181,7 +238,8 @@ def _entr_np(a):
 
 
 special_entr = _unary("special_entr", _entr_np, "SpecialEntrBackward0",
-                      lambda g, a: (g * -(a.log() + 1),), domain=(0.1, 3), inplace=False)
+                      lambda g, a: (g * -(a.log() + 1),), domain=(0.1, 3), inplace=False,
+                      refusal=_no_complex("entr_cpu"))
 
 _SQRT_HALF = math.sqrt(0.5)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -203,7 +261,7 @@ def _log_ndtr_derivative(g, a):
 
 special_log_ndtr = _unary("special_log_ndtr", operand_order(_log_ndtr_np),
                           "SpecialLogNdtrBackward0", _log_ndtr_derivative, domain=(-4, 4),
-                          inplace=False)
+                          inplace=False, refusal=_no_complex("log_ndtr_cpu", halves=True))
 
 
 def _sinc_np(a):
@@ -220,14 +278,29 @@ def _sinc_derivative(g, a):
 sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative)
 
 
+def _no_complex_tensors(name: str):
+    """The refusal (`_refusing`) of rad2deg/deg2rad: a RuntimeError for complex tensors."""
+
+    def refusal(dt):
+        if dt.category == _dtype.COMPLEX:
+            return RuntimeError(f"{name} is not supported for complex tensors.")
+        return None
+
+    return refusal
+
+
 rad2deg = register(
-    "rad2deg", kernel=unary_kernel(lambda a: (a * (180.0 / math.pi)).astype(a.dtype)),
-    meta=unary_meta(), node="Rad2DegBackward0", derivative=lambda g: (g * (180.0 / math.pi),),
+    "rad2deg", kernel=_refusing(unary_kernel(lambda a: (a * (180.0 / math.pi)).astype(a.dtype)),
+                               _no_complex_tensors("rad2deg")),
+    meta=_refusing(unary_meta(), _no_complex_tensors("rad2deg")), node="Rad2DegBackward0",
+    derivative=lambda g: (g * (180.0 / math.pi),),
     save=lambda out, a: (), samples=unary_samples(),
     decomposition=lambda a: a * (180.0 / math.pi))
 deg2rad = register(
-    "deg2rad", kernel=unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
-    meta=unary_meta(), node="Deg2RadBackward0", derivative=lambda g: (g * (math.pi / 180.0),),
+    "deg2rad", kernel=_refusing(unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
+                               _no_complex_tensors("deg2rad")),
+    meta=_refusing(unary_meta(), _no_complex_tensors("deg2rad")), node="Deg2RadBackward0",
+    derivative=lambda g: (g * (math.pi / 180.0),),
     save=lambda out, a: (), samples=unary_samples(),
     decomposition=lambda a: a * (math.pi / 180.0))
 rad2deg_ = inplace_variant(rad2deg, "rad2deg_")
@@ -246,7 +319,15 @@ def _logit_np(eps):
 
 
 def _logit_kernel(a, eps=None):
+    if a.dtype.kind == "c":
+        raise _not_implemented_for("logit_cpu", a.dtype)
     return unary_kernel(_logit_np(eps))(a)
+
+
+def _logit_meta(a, eps=None):
+    if a.dtype.category == _dtype.COMPLEX:
+        raise _not_implemented_for("logit_cpu", a.dtype)
+    return unary_meta()(a)
 
 
 def _logit_derivative(g, a, eps):
@@ -280,7 +361,7 @@ def _logit_samples(rng, dt):
 
 
 logit = register(
-    "logit", kernel=_logit_kernel, meta=lambda a, eps=None: unary_meta()(a),
+    "logit", kernel=_logit_kernel, meta=_logit_meta,
     node="LogitBackward0", derivative=_logit_derivative,
     save=lambda out, a, eps=None: (a, eps), saved_names=("self", "eps"),
     samples=_logit_samples, decomposition=_logit_decomposition, onnx=_ox.logit)
@@ -289,12 +370,44 @@ logit_ = inplace_variant(logit, "logit_", saves_self=True)
 # ---------------------------------------------------------------- binary math
 
 
+def _float_kernel(fn, cpu_name: str, complex_ok: bool = False):
+    """A binary kernel in the operands' promoted dtype for an op whose PyTorch kernel
+    exists for floating dtypes only (and complex ones with `complex_ok`): an integer or bool
+    result is its NotImplementedError (named `cpu_name`), not a computation in the default
+    float dtype."""
+    base = binary_kernel(fn)
+    kinds = "fc" if complex_ok else "f"
+
+    def kernel(a, b):
+        dt = result_np(a, b)
+        if dt.kind not in kinds and dt not in HALF:
+            raise _not_implemented_for(cpu_name, dt)
+        return base(a, b)
+
+    kernel.ufunc = fn  # float arrays of one dtype: the recorders call it themselves
+    return kernel
+
+
+def _float_meta(cpu_name: str, complex_ok: bool = False):
+    """`_float_kernel`'s meta."""
+
+    def meta(a, b):
+        spec = binary_meta()(a, b)
+        category = spec.dtype.category
+        if category != _dtype.FLOAT and not (complex_ok and category == _dtype.COMPLEX):
+            raise _not_implemented_for(cpu_name, spec.dtype)
+        return spec
+
+    return meta
+
+
 def _binary(name, fn, node, derivative, *, domain=None, scalars=(), **kw):
-    op = register(name, kernel=binary_kernel(fn, to_float=True), meta=binary_meta(to_float=True),
+    op = register(name, kernel=_float_kernel(fn, name + "_cpu"),
+                  meta=_float_meta(name + "_cpu"),
                   node=node, derivative=derivative, save=lambda out, a, b: (a, b),
                   samples=binary_samples(domain, scalars=scalars), tensor_args=(0, 1),
                   saved_names=("self", "other"), **kw)
-    inplace_variant(op, name + "_", saves_self=True)
+    inplace_variant(op, name + "_", saves_self=True, kernel=inplace_checks_first(op.kernel))
     return op
 
 
@@ -333,15 +446,15 @@ def _logaddexp_np(a, b):
 
 
 logaddexp = register(
-    "logaddexp", kernel=binary_kernel(_logaddexp_np, to_float=True),
-    meta=binary_meta(to_float=True), node="LogaddexpBackward0",
+    "logaddexp", kernel=_float_kernel(_logaddexp_np, "logaddexp_cpu", complex_ok=True),
+    meta=_float_meta("logaddexp_cpu", complex_ok=True), node="LogaddexpBackward0",
     # Conjugated for complex operands (the conjugate Wirtinger rule).
     derivative=lambda g, a, b: (g / cj((b - a).exp() + 1), g / cj((a - b).exp() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
     saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b))
 logaddexp2 = register(
-    "logaddexp2", kernel=binary_kernel(np.logaddexp2, to_float=True, real_only="logaddexp2_cpu"),
-    meta=binary_meta(to_float=True), node="Logaddexp2Backward0",
+    "logaddexp2", kernel=_float_kernel(np.logaddexp2, "logaddexp2_cpu"),
+    meta=_float_meta("logaddexp2_cpu"), node="Logaddexp2Backward0",
     derivative=lambda g, a, b: (g / ((b - a).exp2() + 1), g / ((a - b).exp2() + 1)),
     save=lambda out, a, b: (a, b), samples=binary_samples(scalars=()), tensor_args=(0, 1),
     saved_names=("self", "other"), decomposition=lambda a, b: _logaddexp_decomposition(a, b, True))
@@ -353,19 +466,23 @@ def _copysign_derivative(g, a, out):
 
 
 copysign = register(
-    "copysign.Tensor", kernel=binary_kernel(np.copysign, to_float=True),
-    meta=binary_meta(to_float=True), node="CopysignBackward0",
+    "copysign.Tensor",
+    kernel=binary_kernel(np.copysign, to_float=True, real_only="copysign_cpu"),
+    meta=binary_meta(to_float=True, real_only="copysign_cpu"), node="CopysignBackward0",
     derivative=_copysign_derivative, save=lambda out, a, b: (a, out),
     samples=binary_samples(scalars=()), tensor_args=(0, 1), public="copysign",
     saved_names=("self", "result"))
 copysign_scalar = register(
-    "copysign.Scalar", kernel=binary_kernel(np.copysign, to_float=True),
-    meta=binary_meta(to_float=True), node="CopysignBackward1",
+    "copysign.Scalar",
+    kernel=binary_kernel(np.copysign, to_float=True, real_only="copysign_cpu"),
+    meta=binary_meta(to_float=True, real_only="copysign_cpu"), node="CopysignBackward1",
     derivative=lambda g, a, out: (g * (a.sign() * out.sign()), None),
     save=lambda out, a, b: (a, out), public="copysign", saved_names=("self", "result"),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (-1.5, 2.0)])
-copysign_ = inplace_variant(copysign, "copysign_.Tensor", saves_self=True)
-copysign_scalar_ = inplace_variant(copysign_scalar, "copysign_.Scalar", saves_self=True)
+copysign_ = inplace_variant(copysign, "copysign_.Tensor", saves_self=True,
+                            kernel=inplace_checks_first(copysign.kernel))
+copysign_scalar_ = inplace_variant(copysign_scalar, "copysign_.Scalar", saves_self=True,
+                                   kernel=inplace_checks_first(copysign_scalar.kernel))
 
 
 def _same_float(name):
@@ -379,15 +496,20 @@ def _same_float(name):
 
 
 def _nextafter_kernel(a, b):
-    _same_float("nextafter")(a, b)
-    return np.nextafter(a, b)
+    # PyTorch promotes the operands (its own dtype error is heaviside's); half types step in
+    # their own dtype (NumPy's and ml_dtypes' nextafter take them).
+    dt = result_np(a, b)
+    if dt.kind != "f" and dt not in HALF:
+        raise _not_implemented_for("nextafter_cpu", dt)
+    return np.nextafter(as_dtype(a, dt), as_dtype(b, dt))
 
 
 nextafter = register(
-    "nextafter", kernel=_nextafter_kernel, meta=_same_float("nextafter"),
+    "nextafter", kernel=_nextafter_kernel, meta=_float_meta("nextafter_cpu"),
     node="NextafterBackward0", derivative=lambda g: (g, g * 0), save=lambda out, a, b: (),
     samples=binary_samples(scalars=()), gradcheck=False, result_order="operands")
-nextafter_ = inplace_variant(nextafter, "nextafter_")
+nextafter_ = inplace_variant(nextafter, "nextafter_",
+                             kernel=inplace_checks_first(_nextafter_kernel))
 
 
 def _heaviside_kernel(a, b):
@@ -413,11 +535,33 @@ heaviside = register(
 heaviside_ = inplace_variant(heaviside, "heaviside_", derivative=_not_implemented("heaviside_"))
 
 
+def _ldexp_check(a_dt, e_dt) -> None:
+    """A real floating input takes integer exponents only (PyTorch's kernel for them has no
+    bool form)."""
+    if e_dt is _dtype.bool_ and a_dt.category == _dtype.FLOAT:
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+
+
+_mul = binary_kernel(np.multiply)
+
+
 def _ldexp_kernel(a, e):
+    e_dt = _dtype.result_type(e)
+    _ldexp_check(_dtype.result_type(a), e_dt)
+    if e_dt.category >= _dtype.FLOAT:
+        # input * 2 ** other, the power in the exponent's own dtype (a half type's rounded
+        # to it), as PyTorch's composite computes it; then the promoting product.
+        p = unary_kernel(np.exp2)(np.asarray(e, e_dt.np))
+        return _mul(a, np.asarray(p, e_dt.np))
     dt = _dtype.result_type(a, e)
     # Floating and complex results keep their dtype; integer ones are the default float.
     dt = dt.np if dt.category >= _dtype.FLOAT else _dtype.defaults.float.np
     return binary_kernel(lambda x, y: x * np.exp2(y), to_float=True)(a, e).astype(dt)
+
+
+def _ldexp_meta(a, e):
+    _ldexp_check(_dtype.result_type(a), _dtype.result_type(e))
+    return binary_meta(to_float=True)(a, e)
 
 
 def _ldexp_samples(rng, dt):
@@ -443,7 +587,7 @@ def _ldexp_derivative(g, e, out, needs):
 
 
 ldexp = register(
-    "ldexp.Tensor", kernel=_ldexp_kernel, meta=binary_meta(to_float=True), node="LdexpBackward0",
+    "ldexp.Tensor", kernel=_ldexp_kernel, meta=_ldexp_meta, node="LdexpBackward0",
     derivative=_ldexp_derivative,
     # PyTorch saves the exponent and the result (not self): e's gradient is out * ln 2.
     save=lambda out, a, e: (e, out, (a._rg, getattr(e, "_rg", False))),
@@ -480,7 +624,22 @@ def _fminmax(name, ufunc, node):
         # masked_fill: exactly 0 for the other operand, even for an infinite gradient.
         return (g.masked_fill(~take_a, 0), g.masked_fill(take_a, 0))
 
-    return register(name, kernel=binary_kernel(ufunc), meta=binary_meta(), node=node,
+    base = binary_kernel(ufunc)
+    message = f"{name} not implemented for complex tensors."
+
+    def kernel(a, b):
+        if result_np(a, b).kind == "c":
+            raise RuntimeError(message)
+        return base(a, b)
+
+    def meta(a, b):
+        spec = binary_meta()(a, b)
+        if spec.dtype.category == _dtype.COMPLEX:
+            raise RuntimeError(message)
+        return spec
+
+    kernel.ufunc = ufunc  # float arrays of one dtype: the recorders call it themselves
+    return register(name, kernel=kernel, meta=meta, node=node,
                     derivative=derivative, save=lambda out, a, b: (a, b),
                     samples=binary_samples(scalars=()), tensor_args=(0, 1),
                     saved_names=("self", "other"))
@@ -490,16 +649,55 @@ fmin = _fminmax("fmin", np.fmin, "FminBackward0")
 fmax = _fminmax("fmax", np.fmax, "FmaxBackward0")
 
 
+def _c_gcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclid's algorithm as PyTorch's C++ runs it, for arrays of one integer dtype: C's
+    abs and remainder, so the dtype's minimum (whose abs wraps to itself) can give a
+    negative gcd (gcd(int16 -32768, 255) is -1), where NumPy's gcd gives a positive one."""
+    a, b = np.broadcast_arrays(np.abs(a), np.abs(b))
+    a, b = a.copy(), b.copy()
+    while True:
+        live = a != 0
+        if not live.any():
+            return b
+        c = a
+        a = np.where(live, np.fmod(b, np.where(live, a, 1)), 0).astype(b.dtype, copy=False)
+        b = np.where(live, c, b)
+
+
+def _gcd(a, b):
+    dt = a.dtype
+    info = np.iinfo(dt)
+    if (np.asarray(a) == info.min).any() or (np.asarray(b) == info.min).any():
+        return _c_gcd(a, b)
+    return np.gcd(a, b)
+
+
+def _lcm(a, b):
+    dt = a.dtype
+    info = np.iinfo(dt)
+    if not ((np.asarray(a) == info.min).any() or (np.asarray(b) == info.min).any()):
+        return np.lcm(a, b)
+    g = _c_gcd(a, b)
+    with np.errstate(all="ignore"):
+        safe = np.where(g == 0, 1, g)
+        q = np.fmod(a, safe)  # exact division, truncating as C's: a / g = (a - a % g) / g
+        q = (a - q) // safe
+        return np.where(g == 0, 0, np.abs(q * b)).astype(dt, copy=False)
+
+
 def _int_only(name, ufunc):
+    fn = {"gcd": _gcd, "lcm": _lcm}[name]
+
     def kernel(a, b):
-        meta(a, b)
-        return binary_kernel(ufunc)(a, b)
+        dt = result_np(a, b)
+        if dt.kind not in "iu":
+            raise _not_implemented_for(name + "_cpu", dt)
+        return fn(as_dtype(np.asarray(a), dt), as_dtype(np.asarray(b), dt))
 
     def meta(a, b):
         dt = _dtype.result_type(a, b)
-        if dt.category == _dtype.FLOAT:
-            raise NotImplementedError(f'"{name}_cpu" not implemented for '
-                                      f"'{dt.legacy}'")
+        if dt.category != _dtype.INT:
+            raise _not_implemented_for(name + "_cpu", dt)
         return binary_meta()(a, b)
 
     def samples(rng, dt):
@@ -512,22 +710,28 @@ def _int_only(name, ufunc):
 
 gcd = _int_only("gcd", np.gcd)
 lcm = _int_only("lcm", np.lcm)
-gcd_ = inplace_variant(gcd, "gcd_", differentiable=False)
-lcm_ = inplace_variant(lcm, "lcm_", differentiable=False)
+gcd_ = inplace_variant(gcd, "gcd_", differentiable=False, kernel=inplace_checks_first(gcd.kernel))
+lcm_ = inplace_variant(lcm, "lcm_", differentiable=False, kernel=inplace_checks_first(lcm.kernel))
 
 
 # ---------------------------------------------------------------- bool tests
 
 
-def _bool_unary(name, fn):
-    return register(name, kernel=lambda a: fn(a), meta=lambda a: Spec(tuple(a.shape),
-                                                                      _dtype.bool_),
+def _bool_unary(name, fn, complex_error):
+    def refusal(dt):
+        return complex_error if dt.category == _dtype.COMPLEX else None
+
+    return register(name, kernel=_refusing(lambda a: fn(a), refusal),
+                    meta=_refusing(lambda a: Spec(tuple(a.shape), _dtype.bool_), refusal),
                     differentiable=False, samples=unary_samples(), result_order="operands")
 
 
-signbit = _bool_unary("signbit", np.signbit)
-isneginf = _bool_unary("isneginf", np.isneginf)
-isposinf = _bool_unary("isposinf", np.isposinf)
+signbit = _bool_unary("signbit", np.signbit,
+                      NotImplementedError("signbit is not implemented for complex tensors."))
+isneginf = _bool_unary("isneginf", np.isneginf,
+                       RuntimeError("isneginf does not support complex inputs."))
+isposinf = _bool_unary("isposinf", np.isposinf,
+                       RuntimeError("isposinf does not support complex inputs."))
 
 # ---------------------------------------------------------------- xlogy numbers, clamp bounds
 
@@ -539,26 +743,32 @@ def _xlogy_scalar_samples(rng, dt):
 def _xlogy_other_kernel(a, b):
     # The number takes the tensor's float dtype (np.log of a Python float is float64).
     dt = float_np(result_np(a, b))
+    if dt.kind == "c":
+        raise _not_implemented_for("xlogy_cpu", dt)
     if dt in HALF:
         return _xlogy_np(a.astype(np.float32), np.float32(b)).astype(dt)
     return _xlogy_np(a.astype(dt, copy=False), dt.type(b))
 
 
 xlogy_scalar_other = register(
-    "xlogy.Scalar_Other", kernel=_xlogy_other_kernel, meta=binary_meta(to_float=True),
+    "xlogy.Scalar_Other", kernel=_xlogy_other_kernel,
+    meta=binary_meta(to_float=True, real_only="xlogy_cpu"),
     node="XlogyBackward2", derivative=lambda g, b: (g * math.log(b) if b > 0 else g * math.nan,
                                                     None),
     save=lambda out, a, b: (b,), saved_names=("other",), public="xlogy",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, 0.5)],
     result_order="operands")
 xlogy_scalar_self = register(
-    "xlogy.Scalar_Self", kernel=_xlogy_kernel, meta=binary_meta(to_float=True),
+    "xlogy.Scalar_Self", kernel=_xlogy_kernel,
+    meta=binary_meta(to_float=True, real_only="xlogy_cpu"),
     node="XlogyBackward1", derivative=lambda g, a, b: (None, g * a / b),
     save=lambda out, a, b: (a, b), saved_names=("self", "other"), public="xlogy",
     samples=lambda rng, dt: [Sample((c, rand_array(rng, (3, 4), dt, (0.2, 3))))
                              for c in (2.5, 0.0)], result_order="operands")
-xlogy_ = inplace_variant(xlogy, "xlogy_.Tensor", saves_self=True)
-xlogy_scalar_other_ = inplace_variant(xlogy_scalar_other, "xlogy_.Scalar_Other")
+xlogy_ = inplace_variant(xlogy, "xlogy_.Tensor", saves_self=True,
+                         kernel=inplace_checks_first(xlogy.kernel))
+xlogy_scalar_other_ = inplace_variant(xlogy_scalar_other, "xlogy_.Scalar_Other",
+                                      kernel=inplace_checks_first(_xlogy_other_kernel))
 
 
 def _clamp_bound_samples(rng, dt):
@@ -567,28 +777,34 @@ def _clamp_bound_samples(rng, dt):
 
 
 clamp_max = register(
-    "clamp_max", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
-    meta=lambda a, hi: binary_meta()(a, hi), node="ClampMaxBackward0",
+    "clamp_max", kernel=lambda a, hi: clamp_number_kernel(a, None, hi, real_part_ok=False),
+    meta=lambda a, hi: clamp_number_meta(a, None, hi, real_part_ok=False),
+    node="ClampMaxBackward0",
     derivative=lambda g, a, hi: (g * (a <= hi), None), save=lambda out, a, hi: (a, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c)) for s, c in (
         ((3, 4), 0.0), ((3, 4), 0.5), ((), 0.0))], saved_names=("self", "max"),
     decomposition=lambda a, hi: a.clamp(None, hi), onnx=_ox.with_number("Min"))
 clamp_min_tensor = register(
-    "clamp_min.Tensor", kernel=lambda a, lo: binary_kernel(np.maximum)(a, lo),
-    meta=binary_meta(), node="ClampMinBackward1",
+    "clamp_min.Tensor", kernel=binary_kernel(np.maximum, real_only="maximum_cpu"),
+    meta=binary_meta(real_only="maximum_cpu"), node="ClampMinBackward1",
     derivative=lambda g, a, lo: (g * (a >= lo), g * (a < lo)), save=lambda out, a, lo: (a, lo),
     samples=_clamp_bound_samples, public="clamp_min", saved_names=("self", "min"),
     decomposition=lambda a, lo: call(clamp_tensor, a, lo, None), onnx=_ox.with_number("Max"))
 clamp_max_tensor = register(
-    "clamp_max.Tensor", kernel=lambda a, hi: binary_kernel(np.minimum)(a, hi),
-    meta=binary_meta(), node="ClampMaxBackward1",
+    "clamp_max.Tensor", kernel=binary_kernel(np.minimum, real_only="minimum_cpu"),
+    meta=binary_meta(real_only="minimum_cpu"), node="ClampMaxBackward1",
     derivative=lambda g, a, hi: (g * (a <= hi), g * (a > hi)), save=lambda out, a, hi: (a, hi),
     samples=_clamp_bound_samples, public="clamp_max", saved_names=("self", "max"),
     decomposition=lambda a, hi: call(clamp_tensor, a, None, hi), onnx=_ox.with_number("Min"))
-clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True)
-clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True)
-clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True)
-clamp_max_tensor_ = inplace_variant(clamp_max_tensor, "clamp_max_.Tensor", saves_self=True)
+clamp_min_ = inplace_variant(clamp_min, "clamp_min_", saves_self=True,
+                             kernel=clamp_number_inplace(clamp_min.kernel, complex_first=True))
+clamp_max_ = inplace_variant(clamp_max, "clamp_max_", saves_self=True,
+                             kernel=clamp_number_inplace(clamp_max.kernel, complex_first=True))
+clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves_self=True,
+                                    kernel=inplace_checks_first(clamp_min_tensor.kernel))
+clamp_max_tensor_ = inplace_variant(clamp_max_tensor, "clamp_max_.Tensor", saves_self=True,
+                                    kernel=inplace_checks_first(clamp_max_tensor.kernel))
 
 # `pow_` with a tensor exponent (`float_power_` and `x.pow_(t)` need it).
-pow_tensor_ = inplace_variant(REGISTRY["pow.Tensor_Tensor"], "pow_.Tensor", saves_self=True)
+pow_tensor_ = inplace_variant(REGISTRY["pow.Tensor_Tensor"], "pow_.Tensor", saves_self=True,
+                              kernel=inplace_checks_first(REGISTRY["pow.Tensor_Tensor"].kernel))

@@ -15,8 +15,20 @@ from .. import _dtype
 from .._dtype import COMPLEX as _COMPLEX
 from . import _gemm
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, cj, numpy_backward, rand_array, wrap_grad
+from ._util import (
+    F32,
+    FORMAT_ORDERS,
+    HALF,
+    Spec,
+    cj,
+    contiguous_strides,
+    dense_strides,
+    numpy_backward,
+    rand_array,
+    wrap_grad,
+)
 from .linalg import mm, mm_mat1_backward, mm_mat2_backward
+from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
 
 
@@ -43,6 +55,26 @@ def _const(a: np.ndarray):
 def _work(a: np.ndarray) -> np.ndarray:
     """Half types are computed in float32, as PyTorch's CPU kernels do."""
     return a.astype(F32) if a.dtype in HALF else a
+
+
+def tensor_in_format(t, fmt: str | None):
+    """Tensor `t` (None stays None) laid out in memory format `fmt`: itself when it is so
+    already, else a copy recorded as `clone` (derivatives written in tensor ops, which
+    double backward and traced graphs run, lay their results out as the kernels'
+    `in_format`). None leaves `t` as its ops made it (contiguous, for the layers' ops)."""
+    if t is None or fmt is None or tuple(t.stride()) == dense_strides(tuple(t.shape),
+                                                                       FORMAT_ORDERS[fmt]):
+        return t
+    return t.clone(memory_format=channels_last if fmt == "channels_last" else channels_last_3d)
+
+
+def tensor_contiguous(t):
+    """Tensor `t` (None stays None) with row-major strides, those of its size-1 dims too:
+    itself when it has them, else a copy recorded as `clone` (the tensor-op form of
+    `in_format(a, None)`)."""
+    if t is None or tuple(t.stride()) == contiguous_strides(tuple(t.shape)):
+        return t
+    return t.clone(memory_format=contiguous_format)
 
 
 # ---------------------------------------------------------------- addmm

@@ -21,8 +21,21 @@ from .._dispatch import call
 from ..autograd.grad_mode import no_grad
 from . import _native, _parallel
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, numpy_backward, rand_array, size_str, wrap_grad
-from .nn import _legacy, _register_multi, _work
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    array_format,
+    format_of,
+    format_strides,
+    in_format,
+    kept_format,
+    numpy_backward,
+    rand_array,
+    size_str,
+    wrap_grad,
+)
+from .nn import _legacy, _register_multi, _work, tensor_in_format
 from .reductions import sum_dim
 from .registry import REGISTRY, Sample, register
 
@@ -75,9 +88,31 @@ def _check_bn_features(x, w, b, rm, rv, training) -> None:
             raise RuntimeError(f"{name} should contain {c} elements not {n}")
 
 
+def channel_rows(x: np.ndarray) -> np.ndarray | None:
+    """The (N * spatial, C) rows of a channels-last (3-D: channels_last_3d) array, a view;
+    None for other layouts. Batch norm computes on them: its per-channel statistics and
+    affine pass then run over rows of channels in memory order, no layout copy in or out
+    (its output is channels-last, as PyTorch's)."""
+    if x.ndim < 4 or x.flags.c_contiguous or kept_format(x) is None:
+        return None
+    return x.transpose((0,) + tuple(range(2, x.ndim)) + (1,)).reshape(-1, x.shape[1])
+
+
+def from_rows(rows: np.ndarray, shape: tuple) -> np.ndarray:
+    """`channel_rows`' inverse: (N * spatial, C) rows as the channels-last array of
+    `shape`."""
+    nd = len(shape)
+    moved = rows.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],))
+    return moved.transpose((0, nd - 1) + tuple(range(1, nd - 1)))
+
+
 def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
     _check_norm_dtypes(x, w, b, rm, rv)
     _check_bn_features(x, w, b, rm, rv, training)
+    rows = channel_rows(x)
+    if rows is not None:
+        out, mean, invstd = _bn_kernel(rows, w, b, rm, rv, training, momentum, eps)
+        return from_rows(out, x.shape), mean, invstd
     dt = x.dtype
     native = _bn_native(x, w, b, rm, rv, training, momentum, eps)
     if native is not None:
@@ -200,7 +235,10 @@ def _bn_meta(x, w, b, rm, rv, training, momentum, eps):
         raise ValueError(f"expected 2D or 3D input (got {len(x.shape)}D input)")
     sdt = _stat_dtype(x, w, b, rm, rv)
     stat = (c,) if training else (0,)
-    return [Spec(tuple(x.shape), x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
+    # The output as an elementwise kernel lays it (`kept_format`): channels-last for a
+    # channels-last input, contiguous for one both contiguous and channels-last.
+    out = Spec(tuple(x.shape), x.dtype, format_strides(tuple(x.shape), kept_format(x)))
+    return [out, Spec(stat, sdt), Spec(stat, sdt)]
 
 
 def _channel_sum(a2: np.ndarray, c: int) -> np.ndarray:
@@ -656,8 +694,9 @@ def _gn_kernel(x, w, b, n, c, hxw, group, eps):
     if b is not None:
         out = out + (b.astype(F32) if b.dtype in HALF else b).reshape(1, c, 1)
     sdt = _stat_np(dt, w, b)
-    return (out.reshape(x.shape).astype(dt, copy=False), mean.reshape(n, group).astype(sdt),
-            rstd.reshape(n, group).astype(sdt))
+    # The output in the input's memory format, as PyTorch's kernel allocates it.
+    return (in_format(out.reshape(x.shape).astype(dt, copy=False), array_format(x)),
+            mean.reshape(n, group).astype(sdt), rstd.reshape(n, group).astype(sdt))
 
 
 def _gn_meta(x, w, b, n, c, hxw, group, eps):
@@ -665,7 +704,9 @@ def _gn_meta(x, w, b, n, c, hxw, group, eps):
     _check_norm_dtypes(x, w, b)
     _check_gn(tuple(x.shape), w, b, n, c, hxw, group)
     sdt = _stat_dtype(x, w, b)
-    return [Spec(tuple(x.shape), x.dtype), Spec((n, group), sdt), Spec((n, group), sdt)]
+    shape = tuple(x.shape)
+    return [Spec(shape, x.dtype, format_strides(shape, format_of(x))), Spec((n, group), sdt),
+            Spec((n, group), sdt)]
 
 
 def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):
@@ -687,7 +728,9 @@ def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):
         gi = gi + gmean.unsqueeze(-1) / m - (grstd.unsqueeze(-1) * rstd * rstd / m) * xh
     gw = (g3 * xhat).sum((0, 2)) if w is not None else None
     gb = g3.sum((0, 2)) if has_bias else None
-    return (gi.reshape(shape), gw, gb, None, None, None, None, None)
+    # The input's gradient in the input's memory format, as PyTorch's kernel allocates it.
+    return (tensor_in_format(gi.reshape(shape), format_of(x)), gw, gb, None, None, None, None,
+            None)
 
 
 def _gn_decomposition(x, w, b, n, c, hxw, group, eps):

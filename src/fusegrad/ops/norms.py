@@ -36,11 +36,10 @@ def _correction(correction) -> float:
     return 1.0 if correction is None else correction
 
 
-def _var_check(a):
+def _var_check(a, name="std and var"):
     dt = a.dtype if hasattr(a.dtype, "category") else _dtype.FROM_NP[a.dtype]
     if dt.category < _dtype.FLOAT:
-        raise RuntimeError(
-            "std and var only support floating point and complex dtypes")
+        raise RuntimeError(f"{name} only support floating point and complex dtypes")
 
 
 def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False):
@@ -133,20 +132,42 @@ std = register(
         a, dims, correction, keepdim, sqrt=True))
 
 
+def _welford_mean(x, axes, m):
+    """`m`, the mean of `x` over `axes`, as PyTorch's Welford pass leaves it where `x` holds
+    an infinity: each step adds (value - mean) / count, so an infinity followed by any value
+    makes the mean inf - inf = NaN; only one at the very end keeps it."""
+    if x.ndim == 0 or not x.size or np.isfinite(m).all():
+        return m
+    kept = [i for i in range(x.ndim) if i not in axes]
+    rows = np.transpose(x, kept + list(axes)).reshape([x.shape[i] for i in kept] + [-1])
+    bad = ~np.isfinite(rows)
+    last_only = bad[..., -1] & ~bad[..., :-1].any(axis=-1)
+    return np.where((bad.any(axis=-1) & ~last_only).reshape(m.shape), np.nan, m)
+
+
 def _var_mean_kernel(sqrt):
+    name = "std_mean" if sqrt else "var_mean"
+
     def kernel(a, dims=None, correction=None, keepdim=False):
-        v = _var_kernel(a, dims, correction, keepdim, sqrt)
+        _var_check(a, name)
+        # Variance and mean of float32 and the half types in float64, as PyTorch's Welford
+        # pass keeps them (summed in bfloat16, 4096 ones have mean 0.0625; in float32, the
+        # mean of [1e38, 3e38, -2e38] overflows), each rounded once.
+        x = a.astype(F64) if a.dtype in HALF or a.dtype == np.float32 else a
+        v = _var_kernel(x, dims, correction, keepdim, sqrt).astype(a.real.dtype, copy=False)
         axes = _axes(_all_if_empty(dims), a.ndim)
-        # The mean of a half type is summed in float64 too (the same Welford pass gives it):
-        # summed in the half type, 4096 bfloat16 ones have mean 0.0625.
-        x = a.astype(F64) if a.dtype in HALF else a
-        m = np.mean(x, axis=axes, keepdims=keepdim).astype(a.dtype, copy=False)
-        return v, m
+        n = _count(a.shape, axes) if a.ndim else 1
+        with np.errstate(invalid="ignore"):  # no elements: NaN, without NumPy's warning
+            m = np.sum(x, axis=axes, keepdims=keepdim) / n if n else \
+                np.full(_reduce_shape(a.shape, axes, keepdim), np.nan, x.dtype)
+        m = _welford_mean(x, axes, np.asarray(m))
+        return v, m.astype(a.dtype, copy=False)
 
     return kernel
 
 
 def _var_mean_meta(a, dims=None, correction=None, keepdim=False):
+    _var_check(a, "var_mean")  # (both spellings share this meta: std_mean's says var_mean)
     spec = _var_meta(a, dims, correction, keepdim)
     return [spec, Spec(spec.shape, a.dtype)]
 
@@ -169,7 +190,7 @@ var_mean = register(
         a, out[0], dims, correction, keepdim),
     samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
-        a, dims, correction, keepdim))
+        a, dims, correction, keepdim, wide=True))
 std_mean = register(
     "std_mean.correction", kernel=_var_mean_kernel(True), meta=_var_mean_meta,
     node="StdMeanBackward0",
@@ -178,7 +199,7 @@ std_mean = register(
         a, out[0], dims, correction, keepdim),
     samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
-        a, dims, correction, keepdim, sqrt=True))
+        a, dims, correction, keepdim, sqrt=True, wide=True))
 
 # ---------------------------------------------------------------- norms, logsumexp
 

@@ -13,7 +13,22 @@ from __future__ import annotations
 import numpy as np
 
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, dense_format, rand_array, size_str
+from ._util import (
+    F32,
+    HALF,
+    Spec,
+    array_format,
+    dense_order,
+    elem_strides,
+    format_of,
+    format_strides,
+    in_format,
+    infer_dense_strides,
+    input_format,
+    rand_array,
+    size_str,
+    strided_copy,
+)
 from .registry import Sample, register
 
 
@@ -123,6 +138,13 @@ def _constant_pad_shape(shape: tuple, pad) -> tuple:
     return tuple(out)
 
 
+def _crop_strides(shape: tuple, strides: tuple) -> tuple:
+    """The strides of the clone of a crop (of `shape`, with the input's `strides`): kept
+    when the crop is dense, else PyTorch's `infer_dense_strides`, as its `clone` does."""
+    return strides if dense_order(shape, strides) is not None else infer_dense_strides(
+        shape, strides)
+
+
 def _constant_pad_kernel(a, pad, value=0):
     _constant_pad_shape(a.shape, pad)
     crop = [slice(None)] * a.ndim
@@ -133,12 +155,18 @@ def _constant_pad_kernel(a, pad, value=0):
         crop[dim] = slice(max(-before, 0), a.shape[dim] - max(-after, 0))
         widths[dim] = (max(before, 0), max(after, 0))
     x = a[tuple(crop)]
+    if all(p <= 0 for p in pad):
+        # Nothing added: PyTorch crops (narrow) and clones, keeping the input's layout.
+        return strided_copy(x, _crop_strides(x.shape, elem_strides(x)))
     fill = np.array(value).astype(a.dtype)  # the value in the tensor's dtype, as PyTorch
-    return np.pad(x, widths, constant_values=fill)
+    return in_format(np.pad(x, widths, constant_values=fill), array_format(a))
 
 
 def _constant_pad_meta(a, pad, value=0):
-    return Spec(_constant_pad_shape(tuple(a.shape), pad), a.dtype)
+    shape = _constant_pad_shape(tuple(a.shape), pad)
+    if all(p <= 0 for p in pad):  # a crop's clone (a crop keeps the input's strides)
+        return Spec(shape, a.dtype, _crop_strides(shape, tuple(a.stride())))
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
 
 
 def _constant_pad_samples(rng, dt):
@@ -148,8 +176,11 @@ def _constant_pad_samples(rng, dt):
             for c in cases]
 
 
+# Every pad lays its result out in the memory format its input suggests (as PyTorch's
+# kernels; contiguous for other layouts), a constant pad that only crops in the input's
+# order of dims; a reflection or replication pad's input gradient takes the input's format.
 constant_pad_nd = register(
-    "constant_pad_nd", kernel=dense_format(_constant_pad_kernel), meta=_constant_pad_meta,
+    "constant_pad_nd", kernel=_constant_pad_kernel, meta=_constant_pad_meta,
     node="ConstantPadNdBackward0",
     # Padding by p and cropping by -p are adjoint: the derivative is the op itself.
     derivative=lambda g, pad: (_call(constant_pad_nd, g, [-p for p in pad], 0), None, None),
@@ -219,11 +250,16 @@ def _pad_kernel(mode: str, k: int):
     return kernel
 
 
+def _pad_spec(a, padding, mode: str, k: int) -> Spec:
+    shape = _pad_meta_shape(tuple(a.shape), padding, mode, k)
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
+
+
 def _pad_backward_kernel(mode: str, k: int):
     def kernel(g, a, padding):
         taps = _pad_taps(a.shape, padding, mode)
         gi = scatter_axes(_work(g), taps, list(a.shape[a.ndim - k:]))
-        return gi.astype(g.dtype, copy=False)
+        return in_format(gi.astype(g.dtype, copy=False), array_format(a))
 
     return kernel
 
@@ -263,7 +299,8 @@ def _register_pads(prefix: str, node: str, mode: str) -> dict:
         holder: dict = {}
         bwd = register(
             bwd_name, kernel=_pad_backward_kernel(mode, k),
-            meta=lambda g, a, padding: Spec(tuple(a.shape), g.dtype),
+            meta=lambda g, a, padding: Spec(tuple(a.shape), g.dtype, format_strides(
+                tuple(a.shape), format_of(a))),
             node=f"{node}{k}DBackwardBackward0",
             # The adjoint of the adjoint is the pad again; `self` only gives the shape (its
             # gradient is zero, as PyTorch's).
@@ -272,9 +309,8 @@ def _register_pads(prefix: str, node: str, mode: str) -> dict:
             save=lambda out, g, a, padding: (list(padding), tuple(a.shape)),
             samples=_pad_samples(k, mode, backward=True), public=bwd_name)
         fwd = register(
-            fwd_name, kernel=_pad_kernel(mode, k),
-            meta=lambda a, padding, mode=mode, k=k: Spec(
-                _pad_meta_shape(tuple(a.shape), padding, mode, k), a.dtype),
+            fwd_name, kernel=input_format(_pad_kernel(mode, k)),
+            meta=lambda a, padding, mode=mode, k=k: _pad_spec(a, padding, mode, k),
             node=f"{node}{k}DBackward0",
             derivative=lambda g, a, padding, b=bwd: (_call(b, g, a, padding), None),
             save=lambda out, a, padding: (a.detach(), list(padding)),

@@ -14,9 +14,20 @@ import numpy as np
 from .. import _dtype
 from . import _native, _parallel, _workspace
 from ._onnx import batched
-from ._util import Spec, dense_format, numpy_backward, rand_array, wrap_grad
+from ._util import (
+    Spec,
+    array_format,
+    c_contiguous,
+    format_of,
+    format_strides,
+    in_format,
+    input_format,
+    numpy_backward,
+    rand_array,
+    wrap_grad,
+)
 from .conv import _out_size, _windows, col2im, convolution
-from .nn import _call, _const, _work
+from .nn import _call, _const, _work, tensor_in_format
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- pooling
@@ -240,7 +251,10 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
         if x.dtype.kind in "iu":  # (the C kernel itself keeps -inf windows inside)
             _keep_inside(idx, out, x, plan)
         out = out.astype(a.dtype, copy=False)
-        return (out[0], idx[0]) if plan.unbatched else (out, idx)
+        if plan.unbatched:
+            return out[0], idx[0]
+        fmt = array_format(a)  # (new C-contiguous arrays, laid out in the input's format)
+        return (out, idx) if fmt is None else (in_format(out, fmt), in_format(idx, fmt))
     floating = x.dtype.kind == "f"
     fill = -np.inf if floating else np.iinfo(x.dtype).min
     n, c = x.shape[:2]
@@ -302,7 +316,8 @@ def _maxpool_kernel(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil
     _keep_inside(idx, best.reshape(idx.shape), x, plan)
     if plan.unbatched:
         return out[0], idx[0]
-    return out, idx
+    fmt = array_format(a)
+    return (out, idx) if fmt is None else (in_format(out, fmt), in_format(idx, fmt))
 
 
 def _keep_inside(idx: np.ndarray, best: np.ndarray, x: np.ndarray, plan: _MaxPlan) -> None:
@@ -404,7 +419,8 @@ def _maxpool_meta(a, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_m
                   nd=2):
     k, s, p, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     out = pool_shape(tuple(a.shape), k, s, p, d, ceil_mode)
-    return [Spec(out, a.dtype), Spec(out, _dtype.int64)]
+    strides = format_strides(out, format_of(a))  # the input's format (`input_format`)
+    return [Spec(out, a.dtype, strides), Spec(out, _dtype.int64, strides)]
 
 
 def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
@@ -412,7 +428,8 @@ def _maxpool_save(out, a, kernel_size, stride=(), padding=(0,), dilation=(1,),
     k, s, _, d = _pool_args(kernel_size, stride, padding, dilation, nd)
     # Windows that cannot overlap send each input position at most one gradient.
     disjoint = all(si >= (ki - 1) * di + 1 for ki, si, di in zip(k, s, d))
-    return (out[1], tuple(a.shape), disjoint, nd)
+    # The input's gradient takes the input's format, as the outputs do.
+    return (out[1], tuple(a.shape), disjoint, nd, format_of(a))
 
 
 @functools.lru_cache(maxsize=64)
@@ -450,12 +467,12 @@ def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
     return out.reshape(shape)
 
 
-def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2):
+def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2, fmt=None):
     # Each output's gradient goes to the input position its index names (scatter_add).
     g = grads[0] if isinstance(grads, list) else grads
     if numpy_backward(g) and idx._plain and idx._data is not None:
         gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint, nd)
-        return (wrap_grad(gi), None, None, None, None, None)
+        return (wrap_grad(in_format(gi, fmt)), None, None, None, None, None)
     lead = tuple(shape[:-nd])
     flat_g = g.reshape(lead + (-1,))
     flat_i = idx.reshape(lead + (-1,))
@@ -465,7 +482,7 @@ def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2):
     # store, about twice as fast as scatter_add's accumulation) gives the same values.
     gi = zeros.scatter(-1, flat_i, flat_g) if disjoint else zeros.scatter_add(-1, flat_i,
                                                                               flat_g)
-    return (gi.reshape(shape), None, None, None, None, None)
+    return (tensor_in_format(gi.reshape(shape), fmt), None, None, None, None, None)
 
 
 _POOL_CASES = {  # (input shape, kernel, stride, padding, dilation, ceil_mode)
@@ -497,11 +514,14 @@ def _maxpool_onnx(b, inputs, args, kwargs, opset, nd=2):
         dilations=list(d), ceil_mode=int(ceil))), None]
 
 
+# Max pooling's outputs (laid out by its kernel) and its input's gradient take the input's
+# memory format; so do 2-D average pooling's. PyTorch's 3-D average poolings compute
+# contiguous.
 max_pool2d_with_indices = register(
     "max_pool2d_with_indices", kernel=_maxpool_kernel, meta=_maxpool_meta,
     node="MaxPool2DWithIndicesBackward0", derivative=_maxpool_derivative, save=_maxpool_save,
     samples=_pool_samples, onnx=_maxpool_onnx, public="max_pool2d_with_indices",
-    saved_names=("result1", "", "", ""))
+    saved_names=("result1", "", "", "", ""))
 
 
 def _volume(fn):
@@ -510,10 +530,11 @@ def _volume(fn):
 
 
 max_pool3d_with_indices = register(
-    "max_pool3d_with_indices", kernel=_volume(_maxpool_kernel), meta=_volume(_maxpool_meta),
+    "max_pool3d_with_indices", kernel=_volume(_maxpool_kernel),
+    meta=_volume(_maxpool_meta),
     node="MaxPool3DWithIndicesBackward0", derivative=_maxpool_derivative,
     save=_volume(_maxpool_save), samples=_volume(_pool_samples), onnx=_volume(_maxpool_onnx),
-    public="max_pool3d_with_indices", saved_names=("result1", "", "", ""))
+    public="max_pool3d_with_indices", saved_names=("result1", "", "", "", ""))
 
 
 def _avg_divisor(shape, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
@@ -553,7 +574,8 @@ def _avgpool_kernel(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
 def _avgpool_meta(a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                   count_include_pad=True, divisor_override=None, nd=2):
     k, s, p, _ = _pool_args(kernel_size, stride, padding, nd=nd)
-    return Spec(_avgpool_check(tuple(a.shape), k, s, p, ceil_mode, divisor_override), a.dtype)
+    shape = _avgpool_check(tuple(a.shape), k, s, p, ceil_mode, divisor_override)
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)) if nd == 2 else None)
 
 
 def _avgpool_check(shape, k, s, p, ceil_mode, divisor_override) -> tuple:
@@ -576,10 +598,10 @@ def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                        divisor_override, np.float64)
     if isinstance(div, np.ndarray):
         div = _const(div.astype(a.dtype.np))
-    return (list(a.shape), k, s, p, div)
+    return (list(a.shape), k, s, p, div, format_of(a) if nd == 2 else None)
 
 
-def _avgpool_derivative(g, shape, k, s, p, div):
+def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
     nd = len(k)
     unbatched = len(shape) == nd + 1
     if unbatched:
@@ -592,7 +614,8 @@ def _avgpool_derivative(g, shape, k, s, p, div):
         gi = _call(col2im, g, list(shape[-2:]), k, [1, 1], p, s)
     else:
         gi = _spread_windows(g / div, tuple(shape[-nd:]), k, s, p)
-    return (gi.squeeze(0) if unbatched else gi, None, None, None, None, None, None)
+    gi = gi.squeeze(0) if unbatched else tensor_in_format(gi, fmt)
+    return (gi, None, None, None, None, None, None)
 
 
 def _spread_windows(g, size, k, s, p):
@@ -638,12 +661,12 @@ def _avgpool_onnx(b, inputs, args, kwargs, opset, nd=2):
 
 
 avg_pool2d = register(
-    "avg_pool2d", kernel=dense_format(_avgpool_kernel), meta=_avgpool_meta,
+    "avg_pool2d", kernel=input_format(_avgpool_kernel), meta=_avgpool_meta,
     node="AvgPool2DBackward0",
     derivative=_avgpool_derivative, save=_avgpool_save, samples=_avg_samples,
     onnx=_avgpool_onnx, public="avg_pool2d")
 avg_pool3d = register(
-    "avg_pool3d", kernel=dense_format(_volume(_avgpool_kernel)), meta=_volume(_avgpool_meta),
+    "avg_pool3d", kernel=c_contiguous(_volume(_avgpool_kernel)), meta=_volume(_avgpool_meta),
     node="AvgPool3DBackward0", derivative=_avgpool_derivative, save=_volume(_avgpool_save),
     samples=_volume(_avg_samples), onnx=_volume(_avgpool_onnx), public="avg_pool3d",
     autocast="fp32")
@@ -683,13 +706,14 @@ def _adaptive_kernel(a, output_size):
 
 def _adaptive_meta(a, output_size):
     check_adaptive2d(tuple(a.shape), output_size)
-    return Spec(tuple(a.shape)[:-2] + tuple(output_size), a.dtype)
+    shape = tuple(a.shape)[:-2] + tuple(output_size)
+    return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
 
 
 def _adaptive_save(out, a, output_size):
     dt = a.dtype.np
     return (_const(_adaptive_matrix(a.shape[-2], output_size[0]).astype(dt)),
-            _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt)))
+            _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt)), format_of(a))
 
 
 def _adaptive_onnx(b, inputs, args, kwargs, opset):
@@ -707,9 +731,10 @@ def _adaptive_onnx(b, inputs, args, kwargs, opset):
 
 
 adaptive_avg_pool2d = register(
-    "_adaptive_avg_pool2d", kernel=dense_format(_adaptive_kernel), meta=_adaptive_meta,
+    "_adaptive_avg_pool2d", kernel=input_format(_adaptive_kernel), meta=_adaptive_meta,
     node="AdaptiveAvgPool2DBackward0",
-    derivative=lambda g, mh, mw: (mh.t() @ g @ mw, None), save=_adaptive_save,
+    derivative=lambda g, mh, mw, fmt=None: (tensor_in_format(mh.t() @ g @ mw, fmt), None),
+    save=_adaptive_save,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5), [3, 2]), ((1, 2, 4, 4), [2, 2]), ((3, 6, 6), [4, 5]))],
     onnx=_adaptive_onnx, public="adaptive_avg_pool2d")
@@ -759,7 +784,7 @@ def _adaptive3d_derivative(g, *mats):
 
 
 adaptive_avg_pool3d = register(
-    "_adaptive_avg_pool3d", kernel=dense_format(_adaptive3d_kernel), meta=_adaptive3d_meta,
+    "_adaptive_avg_pool3d", kernel=c_contiguous(_adaptive3d_kernel), meta=_adaptive3d_meta,
     node="AdaptiveAvgPool3DBackward0", derivative=_adaptive3d_derivative,
     save=lambda out, a, output_size: tuple(
         _const(m) for m in _adaptive3d_matrices(tuple(a.shape), output_size, a.dtype.np)),

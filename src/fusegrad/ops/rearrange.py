@@ -67,9 +67,11 @@ def _clone_kernel(a, memory_format=None):
         return out
     if memory_format is contiguous_format:
         return np.array(a, order="C", copy=True)
-    if is_dense(a):
+    if 1 not in a.shape and is_dense(a):
         return a.copy(order="K")
-    # Not dense (a slice, an expansion): a dense copy keeping the order of the dims in memory.
+    # Not dense (a slice, an expansion), or with size-1 dims (whose strides a dense tensor's
+    # clone keeps, as PyTorch's: NumPy's order "K" renumbers them): a dense copy keeping the
+    # order of the dims in memory.
     out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape, memory_order(a))
     np.copyto(out, a)
     return out
@@ -206,7 +208,9 @@ def _diagonal_kernel(a, offset=0, dim1=0, dim2=1):
     _diag_check(a.ndim, offset, dim1, dim2)
     spec = _diagonal_meta(a, offset, dim1, dim2)
     if numel(spec.shape) == 0:
-        return np.zeros(spec.shape, a.dtype)
+        # Still a view (at the input's first element, as PyTorch places an empty diagonal).
+        return np.lib.stride_tricks.as_strided(
+            a, spec.shape, tuple(s * a.itemsize for s in spec.strides))
     # A view starting at the diagonal's first element, walked with the diagonal's strides.
     corner = [slice(None)] * a.ndim
     d1, d2 = wrap_dim(dim1, a.ndim), wrap_dim(dim2, a.ndim)

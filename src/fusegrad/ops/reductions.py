@@ -82,6 +82,8 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
     dt = _sum_dtype(a.dtype, dtype)
     axes = _axes(dims, a.ndim)
     acc = F32 if dt in HALF else dt
+    if dtype is not None and a.dtype != dt:
+        a = a.astype(dt)  # `dtype=` casts the input first (float64 values rounded to half)
     return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
 
 
@@ -128,13 +130,14 @@ sum_dim = register(
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
-def _mean_check(a, dtype):
+def _mean_check(a, dtype, name="mean"):
     dt = dtype if dtype is not None else _dtype.FROM_NP[a.dtype] if hasattr(
         a.dtype, "kind") else a.dtype
     if dt.category < _dtype.FLOAT:
+        which = "Input" if dtype is None else "Optional"
         raise RuntimeError(
-            "mean(): could not infer output dtype. Input dtype must be either a floating point "
-            f"or complex dtype. Got: {dt.legacy}")
+            f"{name}(): could not infer output dtype. {which} dtype must be either a floating "
+            f"point or complex dtype. Got: {dt.legacy}")
     return dt
 
 
@@ -148,6 +151,8 @@ def _mean_kernel(a, dims=None, keepdim=False, dtype=None):
     else:
         dt = _mean_check(a, dtype).np
         acc = F32 if dt in HALF else dt
+        # (Unlike sum's, mean's `dtype=` does not round the input to it first: the values
+        # are summed in `acc`, as PyTorch's mean of float64 with dtype=float16 is.)
     total = np.add.reduce(a, _axes(dims, a.ndim) if dims is not None else None, acc, None,
                           keepdim)
     if total.__class__ is not np.ndarray:
@@ -213,7 +218,10 @@ def _check_amax(shape, dims, axes, name="amax") -> None:
                 f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                 "Specify the reduction dim with the 'dim' argument.")
         return
-    for d in axes:
+    if not len(shape):
+        return
+    # PyTorch names the first empty dim in the order given, as given (-1, not 1).
+    for d in (dims,) if isinstance(dims, int) else dims:
         if shape[d] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
@@ -495,10 +503,20 @@ max_dim = _register_index_reduce("max", np.argmax, "MaxBackward0")
 min_dim = _register_index_reduce("min", np.argmin, "MinBackward0")
 
 
+def _arg_check(name, dt, shape, dim) -> None:
+    """argmax/argmin's checks that come before the dim's: no bool input, and a dim given for
+    an empty input (an IndexError here, where max() gives a RuntimeError)."""
+    if dt == np.bool_ or dt is _dtype.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
+    if dim is None and 0 in tuple(shape):
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                         "input.numel() == 0.")
+
+
 def _arg_kernel(name, fn):
     def kernel(a, dim=None, keepdim=False):
+        _arg_check(name, a.dtype, a.shape, dim)
         if dim is None:
-            _nonempty_all(name, a.shape)
             out = np.asarray(fn(a.reshape(-1)), np.int64)
             return out.reshape((1,) * a.ndim) if keepdim else out
         if a.ndim == 0:
@@ -510,8 +528,8 @@ def _arg_kernel(name, fn):
         return np.expand_dims(out, d) if keepdim else out
 
     def meta(a, dim=None, keepdim=False):
+        _arg_check(name, a.dtype, a.shape, dim)
         if dim is None:
-            _nonempty_all(name, tuple(a.shape))
             return Spec((1,) * len(a.shape) if keepdim else (), _dtype.int64)
         d = _dim1(dim, len(a.shape))
         _nonempty_dim(name, tuple(a.shape), d)
@@ -564,6 +582,8 @@ def _half_prod(a, axis, dt):
 
 def _prod_all_kernel(a, dtype=None):
     dt = _prod_dtype(a, dtype)
+    if dtype is not None and a.dtype != dt:
+        a = a.astype(dt)  # `dtype=` casts the input first, as for sum
     if dt in HALF and a.size < _HALF_PROD_LANES:
         return _half_prod(a.astype(dt, copy=False).reshape(-1), 0, dt)
     return np.asarray(np.prod(a, dtype=F32 if dt in HALF else dt)).astype(dt)
@@ -571,6 +591,8 @@ def _prod_all_kernel(a, dtype=None):
 
 def _prod_dim_kernel(a, dim, keepdim=False, dtype=None):
     dt = _prod_dtype(a, dtype)
+    if dtype is not None and a.dtype != dt:
+        a = a.astype(dt)  # `dtype=` casts the input first, as for sum
     axes = _axes((dim,), a.ndim)
     if dt in HALF and a.ndim:
         d = axes[0]

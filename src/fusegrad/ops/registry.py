@@ -98,7 +98,7 @@ class OpDef:
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
-                 "__weakref__")
+                 "overlap_ok", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -113,8 +113,14 @@ class OpDef:
                  optional_tensor_args: tuple = (), random: bool = False,
                  saved_names: tuple = (), data_dependent: bool = False,
                  permutes: bool = False, autocast: str | None = None,
-                 undefined_grads: bool = False, result_order: str | None = None):
+                 undefined_grads: bool = False, result_order: str | None = None,
+                 overlap_ok: str | None = None):
         self.name = name
+        # An in-place op PyTorch lets write a tensor whose elements share memory (an expanded
+        # one): "" for the fills (zero_, fill_), the text of the deprecation warning it gives
+        # for the others it allows (masked_fill_, index_put_: `expanded_warning`); None (most
+        # ops) refuse it.
+        self.overlap_ok = overlap_ok
         # The derivative takes None for an output that received no gradient (PyTorch's
         # undefined gradient) instead of zeros: the SVD's values-only form, finite at
         # repeated singular values where the full formula divides 0 by 0.
@@ -266,6 +272,13 @@ class OpRegistry(dict):
 
 
 REGISTRY: OpRegistry = OpRegistry()
+
+
+def expanded_warning(name: str, example: str) -> str:
+    """PyTorch's warning for in-place op `name` writing an expanded tensor (`overlap_ok`)."""
+    return (f"Use of {name} on expanded tensors is deprecated. Please clone() the tensor "
+            f"before performing this operation. This also applies to advanced indexing e.g. "
+            f"{example}")
 
 
 def register(name: str, **fields) -> OpDef:

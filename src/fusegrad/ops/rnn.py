@@ -38,13 +38,14 @@ def _call(op, *args):
 # ---------------------------------------------------------------- unsafe_split, unsafe_chunk
 
 
-def _unsafe_split_kernel(a, split_size, dim=0):
+def _unsafe_split_kernel(a, split_size, dim=0, chunks=None):
+    """The pieces, as copies; `chunks` empty ones for unsafe_chunk of an empty dim."""
     if a.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, a.ndim)
     # Copies, not views: autograd treats the pieces as independent tensors (PyTorch's
     # "unsafe" variant), so no view bookkeeping may tie them to the input.
-    sizes = _split_sizes(a.shape[d], int(split_size))
+    sizes = _split_sizes(a.shape[d], int(split_size)) if chunks is None else [0] * chunks
     bounds = np.cumsum(sizes)[:-1]
     return tuple(np.ascontiguousarray(p) for p in np.split(a, bounds, axis=d))
 
@@ -77,6 +78,14 @@ def _split_samples(rng, dt):
             for s, z, d in (((3, 8), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0), ((2, 12), 4, -1))]
 
 
+def _unsafe_chunk_meta(a, chunks, dim=0):
+    shape = tuple(a.shape)
+    split = _chunk_size(shape, chunks, dim)
+    if shape[wrap_dim(dim, len(shape))] == 0:  # `chunks` empty pieces
+        return [Spec(shape, a.dtype) for _ in range(chunks)]
+    return _unsafe_split_meta(a, split, dim)
+
+
 def _chunk_onnx(b, inputs, args, kwargs, opset):
     """unsafe_chunk(self, chunks, dim=0): the Split of split.Tensor by the chunk size."""
     dim = args[2] if len(args) > 2 else 0
@@ -93,10 +102,10 @@ unsafe_split = register(
 
 unsafe_chunk = register(
     "unsafe_chunk",
-    kernel=lambda a, chunks, dim=0: _unsafe_split_kernel(a, _chunk_size(a.shape, chunks, dim),
-                                                         dim),
-    meta=lambda a, chunks, dim=0: _unsafe_split_meta(
-        a, _chunk_size(tuple(a.shape), chunks, dim), dim),
+    kernel=lambda a, chunks, dim=0: _unsafe_split_kernel(
+        a, _chunk_size(a.shape, chunks, dim), dim,
+        chunks if a.shape[wrap_dim(dim, a.ndim)] == 0 else None),
+    meta=_unsafe_chunk_meta,
     node="UnsafeSplitBackward0", derivative=_unsafe_split_derivative,
     save=lambda out, a, chunks, dim=0: (a.shape, dim, chunks),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), c, d), name=f"{s} {c} {d}")

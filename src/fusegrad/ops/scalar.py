@@ -1,5 +1,5 @@
 """The `.Scalar` overloads of the arithmetic ops (`add.Scalar`, `sub.Scalar`, `mul.Scalar`,
-`div.Scalar`) and `clamp_min`.
+`div.Scalar`), their in-place forms, and `clamp_min`.
 
 Python's `x * 2` records `MulBackward0` (the `.Tensor` overload with a wrapped number), but
 PyTorch's C++ composites (cross_entropy's label smoothing, the margin losses, RMSNorm's eps)
@@ -14,7 +14,8 @@ import numpy as np
 from . import _onnx as ox
 from ._util import binary_kernel, binary_meta, rand_array
 from .arithmetic import _add_kernel, _alpha_meta, _sub_meta
-from .registry import Sample, register
+from .comparison import clamp_number_kernel, clamp_number_meta
+from .registry import Sample, inplace_variant, register
 
 
 def _scalar_samples(*scalars):
@@ -54,18 +55,25 @@ div_scalar = register(
     decomposition=lambda a, b: a / b,
     lowering=lambda v, a, b: v.truediv(a, b), onnx=ox.with_number("Div"))
 
-
-_maximum = binary_kernel(np.maximum)  # propagates NaN, as PyTorch's clamp_min does
+# Their in-place forms, which `_foreach_add_(tensors, 2.0)` and its relatives call per tensor
+# (the derivatives read no `self`, so nothing is saved before the write).
+add_scalar_ = inplace_variant(add_scalar, "add_.Scalar")
+sub_scalar_ = inplace_variant(sub_scalar, "sub_.Scalar")
+# (in place, PyTorch's mul.Scalar rounds the number to a half type first; out of place not)
+mul_scalar_ = inplace_variant(mul_scalar, "mul_.Scalar", kernel=binary_kernel(np.multiply))
+div_scalar_ = inplace_variant(div_scalar, "div_.Scalar")
 
 
 def _clamp_min_kernel(a, lo):
-    return _maximum(a, lo)
+    # clamp's (NaN propagates, ties keep `a`), with clamp_min's refusal of complex bounds.
+    return clamp_number_kernel(a, lo, real_part_ok=False)
 
 
 clamp_min = register(
-    "clamp_min", kernel=_clamp_min_kernel, meta=lambda a, lo: binary_meta()(a, lo),
+    "clamp_min", kernel=_clamp_min_kernel,
+    meta=lambda a, lo: clamp_number_meta(a, lo, real_part_ok=False),
     node="ClampMinBackward0",
     derivative=lambda g, a, lo: (g * (a >= lo), None), save=lambda out, a, lo: (a, lo),
     samples=_scalar_samples(0.0, 0.5), saved_names=("self", "min"),
     decomposition=lambda a, lo: a.clamp(lo, None),
-    lowering=lambda v, a, lo: v.maximum(a, lo), onnx=ox.with_number("Max"))
+    lowering=lambda v, a, lo: v.clamp(a, lo), onnx=ox.with_number("Max"))

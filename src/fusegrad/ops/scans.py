@@ -25,26 +25,45 @@ from .registry import Sample, inplace_variant, register
 _SCAN_ACC = {F32: np.dtype(np.float64), np.dtype(np.complex64): np.dtype(np.complex128)}
 
 
+def _no_bool_scan(name: str, dtype) -> None:
+    """PyTorch has no bool cumsum/cumprod kernel (only `dtype=torch.bool` asks for one: a
+    bool input sums as int64)."""
+    if dtype is _dtype.bool_:
+        raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
+
+
 def _cum_kernel(fn):
     def kernel(a, dim, dtype=None):
         dt = _sum_dtype(a.dtype, dtype)
         if a.ndim == 0:
             _dim1(dim, 0)
+            _no_bool_scan(fn.__name__, dtype)
             return a.astype(dt)
         d = _dim1(dim, a.ndim)
+        _no_bool_scan(fn.__name__, dtype)
         acc = _SCAN_ACC.get(dt) or (F32 if dt in HALF else dt)
         if a.dtype != dt:  # the input is cast to the result's dtype first (`dtype=`)
             a = a.astype(dt)
-        return fn(a, axis=d, dtype=acc).astype(dt, copy=False)
+        out = fn(a, axis=d, dtype=acc)
+        if fn is np.cumsum and acc.kind == "f":
+            # PyTorch's running sum starts at +0.0, so it is never -0.0; NumPy's copies a
+            # leading -0.0. Adding 0.0 turns -0.0 into +0.0 and changes nothing else (one
+            # in-place pass: cheaper than looking for them).
+            np.add(out, 0.0, out=out)
+        return out.astype(dt, copy=False)
 
     return c_contiguous(kernel)
 
 
-def _cum_meta(a, dim, dtype=None):
-    _dim1(dim, len(a.shape))
-    dt = dtype if dtype is not None else (
-        _dtype.int64 if a.dtype.category < _dtype.FLOAT else a.dtype)
-    return Spec(tuple(a.shape), dt)
+def _cum_meta(name: str):
+    def meta(a, dim, dtype=None):
+        _dim1(dim, len(a.shape))
+        _no_bool_scan(name, dtype)
+        dt = dtype if dtype is not None else (
+            _dtype.int64 if a.dtype.category < _dtype.FLOAT else a.dtype)
+        return Spec(tuple(a.shape), dt)
+
+    return meta
 
 
 def _cum_samples(rng, dtype):
@@ -57,7 +76,7 @@ def _rev_cumsum(x, d):
 
 
 cumsum = register(
-    "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta, node="CumsumBackward0",
+    "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta("cumsum"), node="CumsumBackward0",
     derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
     save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum,
     result_order="contiguous")
@@ -103,7 +122,7 @@ def _cumprod_derivative_products(g, a, dim):
 
 
 cumprod = register(
-    "cumprod", kernel=_cum_kernel(np.cumprod), meta=_cum_meta, node="CumprodBackward0",
+    "cumprod", kernel=_cum_kernel(np.cumprod), meta=_cum_meta("cumprod"), node="CumprodBackward0",
     derivative=_cumprod_derivative, save=lambda out, a, dim, dtype=None: (a, out, dim),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
                              for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))],
@@ -123,7 +142,8 @@ def _cumext_kernel(ufunc):
             return vals, np.zeros(a.shape, np.int64)
         # The index of the last element equal to the running extreme so far.
         hit = a == vals
-        if a.dtype.kind == "f":  # a NaN is the running extreme from where it appears
+        if a.dtype.kind == "f" or a.dtype in HALF:
+            # A NaN is the running extreme from where it appears (bfloat16's kind is "V").
             hit |= np.isnan(a)
         pos = np.arange(a.shape[d]).reshape((-1,) + (1,) * (a.ndim - d - 1))
         idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d)

@@ -16,6 +16,7 @@ from ._util import (
     bad_index_dtype,
     c_contiguous,
     checked_scalar,
+    dtype_of,
     index_out_of_range,
     mismatched_source,
     rand_array,
@@ -23,8 +24,9 @@ from ._util import (
     size_str,
     wrap_dim,
 )
+from .indexing import _scatter_check as scatter_check
 from .indexing import check_gather_index
-from .registry import Sample, inplace_variant, register
+from .registry import Sample, expanded_warning, inplace_variant, register
 
 
 def _ints(rng, shape, hi, unique=False):
@@ -218,8 +220,11 @@ index_fill_tensor = register(
     save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
     samples=_index_fill_samples(lambda rng, dt: rand_array(rng, (), dt)), public="index_fill",
     tensor_args=(3,))
-index_fill_ = inplace_variant(index_fill, "index_fill_.int_Scalar")
-index_fill_tensor_ = inplace_variant(index_fill_tensor, "index_fill_.int_Tensor")
+_INDEX_FILL_EXPANDED = expanded_warning("index_fill_", "tensor[mask] = scalar")
+index_fill_ = inplace_variant(index_fill, "index_fill_.int_Scalar",
+                              overlap_ok=_INDEX_FILL_EXPANDED)
+index_fill_tensor_ = inplace_variant(index_fill_tensor, "index_fill_.int_Tensor",
+                                     overlap_ok=_INDEX_FILL_EXPANDED)
 
 
 def _index_copy_kernel(a, dim, index, source):
@@ -327,10 +332,7 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
-    if reduce not in _REDUCES:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
-                           f"got {reduce}")
-    d = _scatter_reduce_check(a, dim, index, src)
+    d = _scatter_reduce_check(a, dim, index, src, reduce)
     check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
     # Positions of every src element that takes part (index's shape, not src's).
@@ -348,6 +350,9 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
         if a.dtype.kind in "iu" and reduce in ("amax", "amin"):
             info = np.iinfo(a.dtype)
             fill = info.min if reduce == "amax" else info.max
+        elif a.dtype.kind == "b" and reduce in ("amax", "amin"):
+            # The identities of or/and: casting -inf to bool would give True.
+            fill = reduce == "amin"
         out[hit] = fill
     if reduce in ("sum", "mean"):
         np.add.at(out, target, vals)
@@ -401,20 +406,21 @@ def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out)
     return (ga, None, None, gs, None, None)
 
 
-def _scatter_reduce_check(a, dim, index, src) -> int:
-    d = wrap_dim(dim, len(a.shape))
-    if bad_index_dtype(index):
-        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
-    if mismatched_source(a, src):
-        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+def _scatter_reduce_check(a, dim, index, src, reduce) -> int:
+    """scatter's checks (index dtype, dims, src dtype, sizes), then the reduction's name and
+    its bool form, in PyTorch's order."""
+    d = scatter_check(a, dim, index, src)
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    if reduce == "mean" and dtype_of(a) is _dtype.bool_:
+        raise NotImplementedError(
+            "\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
     return d
 
 
 def _scatter_reduce_meta(a, dim, index, src, reduce, include_self=True):
-    _scatter_reduce_check(a, dim, index, src)
-    if reduce not in _REDUCES:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
-                           f"got {reduce}")
+    _scatter_reduce_check(a, dim, index, src, reduce)
     return _same(a)
 
 

@@ -15,11 +15,9 @@ from .registry import Sample, inplace_variant, register
 def _shift_kernel(left: bool, cpu_name: str):
     def kernel(a, b):
         dt = result_np(a, b)
-        if dt.kind not in "biu":
+        if dt.kind not in "iu":  # no bool kernel either (`bool >> 1` is int64, `bool >> bool`)
             raise NotImplementedError(
                 f"\"{cpu_name}_cpu\" not implemented for '{_dtype.FROM_NP[dt].legacy}'")
-        if dt.kind == "b":
-            dt = np.dtype(np.int64)
         x, s = as_dtype(a, dt), as_dtype(b, dt)
         bits = dt.itemsize * 8
         wide = s >= bits
@@ -40,9 +38,10 @@ def _samples(rng, dtype):
 
 def _register(name: str, left: bool, cpu_name: str):
     kernel = _shift_kernel(left, cpu_name)
-    op = register(f"{name}.Tensor", kernel=kernel, meta=_bitwise_meta(cpu_name),
+    meta = _bitwise_meta(cpu_name, bool_ok=False)
+    op = register(f"{name}.Tensor", kernel=kernel, meta=meta,
                   differentiable=False, samples=_samples, public=name, result_order="operands")
-    scalar = register(f"{name}.Tensor_Scalar", kernel=kernel, meta=_bitwise_meta(cpu_name),
+    scalar = register(f"{name}.Tensor_Scalar", kernel=kernel, meta=meta,
                       differentiable=False, public=name, result_order="operands",
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 3))])
     inplace = inplace_variant(op, f"{name}_.Tensor", differentiable=False)

@@ -46,7 +46,7 @@ def _celu_meta(a, alpha=1.0):
 
 
 celu = register(
-    "celu", kernel=_float_kernel(_celu), meta=_celu_meta, node="CeluBackward0",
+    "celu", kernel=_float_kernel(_celu, "elu_cpu"), meta=_celu_meta, node="CeluBackward0",
     derivative=_celu_derivative,
     save=lambda out, a, alpha=1.0: (a, alpha), samples=_param_samples((0.5,), (2.0,)),
     saved_names=("self", "alpha"), onnx=ox.celu,
@@ -79,7 +79,7 @@ def _softshrink_meta(a, lambd=0.5):
 
 def _softshrink_kernel(a, lambd=0.5):
     _check_lambd(a, lambd)  # the fast path runs no meta
-    return _float_kernel(_softshrink)(a, lambd)
+    return _float_kernel(_softshrink, "softshrink_check")(a, lambd)
 
 
 softshrink = register(

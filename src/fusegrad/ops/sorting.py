@@ -7,7 +7,7 @@ import numpy as np
 from .. import _dtype
 from . import _onnx as ox
 from . import _tie_order
-from ._util import Spec, rand_array
+from ._util import HALF, Spec, rand_array
 from .reductions import (
     _all_samples,
     _dim1,
@@ -28,10 +28,15 @@ from .registry import Sample, register
 _REPLAY_LIMIT = 1 << 16
 
 
+def _floating(dt: np.dtype) -> bool:
+    """Whether a NumPy dtype holds NaN: float16/32/64, and bfloat16 (whose kind is "V")."""
+    return dt.kind == "f" or dt in HALF
+
+
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Elementwise equality in which NaN equals NaN (PyTorch's comparators tie NaNs)."""
     eq = x == y
-    if x.dtype.kind == "f":
+    if _floating(x.dtype):
         eq |= np.isnan(x) & np.isnan(y)
     return eq
 
@@ -90,18 +95,41 @@ def _kth_row(k: int):
     return row_order
 
 
+def empty_median(dt: np.dtype) -> np.ndarray:
+    """The median of no elements, as PyTorch gives it: NaN, converted to `dt` as its CPU
+    converts a NaN (the smallest integer for int32/int64, whose low bits are the 0 of the
+    narrower ints; True for bool)."""
+    if dt.kind in "iu":
+        return np.asarray(np.iinfo(dt).min if dt.itemsize >= 4 and dt.kind == "i" else 0, dt)
+    if dt.kind == "b":
+        return np.asarray(True)
+    return np.asarray(np.nan, dt)
+
+
+def no_bool(name: str, dt) -> None:
+    """PyTorch's error for a kernel it has no bool form of (`median_cpu`, `kthvalue_cpu`)."""
+    if dt == np.bool_ or dt is _dtype.bool_:
+        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
+
+
+def _median_all_meta(a):
+    if 0 not in tuple(a.shape):
+        no_bool("median_cpu", a.dtype)
+    return Spec((), a.dtype)
+
 
 def _median_all_kernel(a):
     if a.size == 0:
-        return np.asarray(np.nan, a.dtype)
+        return empty_median(a.dtype)
+    no_bool("median_cpu", a.dtype)
     flat = np.sort(a.reshape(-1))
-    if a.dtype.kind == "f" and np.isnan(flat[-1]):  # NaN propagates, as in PyTorch
+    if _floating(a.dtype) and np.isnan(flat[-1]):  # NaN propagates, as in PyTorch
         return np.asarray(np.nan, a.dtype)
     return np.asarray(flat[(flat.size - 1) // 2])
 
 
 median = register(
-    "median", kernel=_median_all_kernel, meta=lambda a: Spec((), a.dtype),
+    "median", kernel=_median_all_kernel, meta=_median_all_meta,
     node="MedianBackward0", derivative=lambda g, a, out: (_evenly(g, a, out),),
     save=lambda out, a: (a, out), samples=_all_samples)
 
@@ -116,11 +144,13 @@ def _kth(a, d, k):
 def _median_dim_kernel(a, dim, keepdim=False):
     if a.ndim == 0:
         _dim1(dim, 0)
+        no_bool("median_out", a.dtype)
         return a.copy(), np.zeros((), np.int64)
     d = _dim1(dim, a.ndim)
     _nonempty_dim("median", a.shape, d)
+    no_bool("median_out", a.dtype)
     v, i = _kth(a, d, (a.shape[d] - 1) // 2)
-    if a.dtype.kind == "f":  # a row with NaN has median NaN, at its first NaN
+    if _floating(a.dtype):  # a row with NaN has median NaN, at its first NaN
         nan = np.isnan(a)
         has = nan.any(axis=d, keepdims=True)
         v = np.where(has, np.nan, v).astype(a.dtype, copy=False)
@@ -128,10 +158,12 @@ def _median_dim_kernel(a, dim, keepdim=False):
     return _keep(v, d, keepdim), _keep(i, d, keepdim)
 
 
-def _selection_meta(name):
+def _selection_meta(name, bool_kernel=None):
     def meta(a, dim=-1, keepdim=False):
         d = _dim1(dim, len(a.shape))
         _nonempty_dim(name, tuple(a.shape), d)
+        if bool_kernel is not None:
+            no_bool(bool_kernel, a.dtype)
         shape = _reduce_shape(tuple(a.shape), (d,) if len(a.shape) else (), keepdim)
         return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
 
@@ -139,7 +171,7 @@ def _selection_meta(name):
 
 
 median_dim = register(
-    "median.dim", kernel=_median_dim_kernel, meta=_selection_meta("median"),
+    "median.dim", kernel=_median_dim_kernel, meta=_selection_meta("median", "median_out"),
     node="MedianBackward1", derivative=_value_select_derivative, save=_save_indices,
     samples=_dim_samples, public="median")
 
@@ -164,7 +196,7 @@ def _mode_kernel(a, dim=-1, keepdim=False):
     vals = np.moveaxis(vals, -1, d)
     idx = np.moveaxis(idx, -1, d).astype(np.int64)
     replay = (_same(a, vals).sum(axis=d, keepdims=True) > 1)
-    if a.dtype.kind == "f":
+    if _floating(a.dtype):
         replay |= np.isnan(a).any(axis=d, keepdims=True)
     idx = _replay(a, d, replay, idx, 1, _mode_row)
     vals = np.take_along_axis(a, idx, d)
@@ -201,15 +233,23 @@ mode = register(
     gradcheck=False)  # its samples have ties by design: finite differences split them
 
 
-def _kthvalue_kernel(a, k, dim=-1, keepdim=False):
-    if a.ndim == 0:
-        _dim1(dim, 0)
-        if k != 1:
-            raise IndexError("kthvalue(): selected number k out of range for dimension 0")
-        return a.copy(), np.zeros((), np.int64)
-    d = _dim1(dim, a.ndim)
-    if not 1 <= k <= a.shape[d]:
+def _kthvalue_check(shape, dt, k, dim) -> int:
+    """The dim, wrapped, after PyTorch's checks in its order: the dim, an empty dim, k, and
+    bool (which its kernel lacks, though a 0-d tensor never reaches it)."""
+    d = _dim1(dim, len(shape))
+    if len(shape) and shape[d] == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {d} to have non-zero size.")
+    if not 1 <= k <= (shape[d] if len(shape) else 1):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if len(shape):
+        no_bool("kthvalue_cpu", dt)
+    return d
+
+
+def _kthvalue_kernel(a, k, dim=-1, keepdim=False):
+    d = _kthvalue_check(a.shape, a.dtype, k, dim)
+    if a.ndim == 0:
+        return a.copy(), np.zeros((), np.int64)
     v, i = _kth(a, d, k - 1)
     ties = (_same(a, v).sum(axis=d, keepdims=True) > 1)
     i = _replay(a, d, ties, i, 1, _kth_row(k - 1))
@@ -218,10 +258,7 @@ def _kthvalue_kernel(a, k, dim=-1, keepdim=False):
 
 
 def _kthvalue_meta(a, k, dim=-1, keepdim=False):
-    d = _dim1(dim, len(a.shape))
-    size = a.shape[d] if len(a.shape) else 1
-    if not 1 <= k <= size:
-        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    d = _kthvalue_check(tuple(a.shape), a.dtype, k, dim)
     shape = _reduce_shape(tuple(a.shape), (d,) if len(a.shape) else (), keepdim)
     return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
 
@@ -307,18 +344,24 @@ argsort = register(
     differentiable=False, samples=_sort_samples, onnx=ox.sort)
 
 
-def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
-    if a.ndim == 0:
-        _dim1(dim, 0)
-        if k != 1:
-            raise RuntimeError("selected index k out of range")
-        return a.copy(), np.zeros((), np.int64)
-    d = _dim1(dim, a.ndim)
-    if not 0 <= k <= a.shape[d]:
+def _topk_check(shape, dt, k, dim) -> int:
+    """The dim, wrapped, after PyTorch's checks in its order: the dim, k (a 0-d tensor takes
+    k = 0 as well as 1), then bool, which its CPU kernel lacks."""
+    d = _dim1(dim, len(shape))
+    if not 0 <= k <= (shape[d] if len(shape) else 1):
         raise RuntimeError("selected index k out of range")
+    if dt == np.bool_ or dt is _dtype.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    return d
+
+
+def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
+    d = _topk_check(a.shape, a.dtype, k, dim)
+    if a.ndim == 0:  # even for k = 0, PyTorch's result is the element and index 0
+        return a.copy(), np.zeros((), np.int64)
     n = a.shape[d]
     m = min(k + 1, n)  # one past the cut, to see ties across it
-    if m < n and not (a.dtype.kind == "f" and np.isnan(a).any()):
+    if m < n and not (_floating(a.dtype) and np.isnan(a).any()):
         # The m best by partition, then ordered: not a sort of the whole row.
         part = np.argpartition(a, n - m if largest else m - 1, axis=d)
         cand = np.take(part, np.arange(n - m, n) if largest else np.arange(m), axis=d)
@@ -339,10 +382,7 @@ def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
 
 
 def _topk_meta(a, k, dim=-1, largest=True, sorted=True):
-    d = _dim1(dim, len(a.shape))
-    size = a.shape[d] if len(a.shape) else 1
-    if not 0 <= k <= size:
-        raise RuntimeError("selected index k out of range")
+    d = _topk_check(tuple(a.shape), a.dtype, k, dim)
     shape = tuple(a.shape[:d]) + (k,) + tuple(a.shape[d + 1:]) if len(a.shape) else ()
     return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
 

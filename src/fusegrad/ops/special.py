@@ -24,7 +24,7 @@ def _xlogy_kernel(a, b):
     dt = float_np(result_np(a, b))
     if dt in HALF:
         return binary_kernel(lambda x, y: _xlogy_np(x, y, dt), to_float=True)(a, b)
-    return binary_kernel(_xlogy_np, to_float=True)(a, b)
+    return binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b)
 
 
 def _xlogy_samples(rng, dt):
@@ -38,7 +38,7 @@ def _xlogy_samples(rng, dt):
 
 
 xlogy = register(
-    "xlogy.Tensor", kernel=_xlogy_kernel, meta=binary_meta(to_float=True),
+    "xlogy.Tensor", kernel=_xlogy_kernel, meta=binary_meta(to_float=True, real_only="xlogy_cpu"),
     node="XlogyBackward0",
     derivative=lambda g, a, b: (
         (g * b.log()).where((a != 0) | (b > 0), g.new_zeros(())), g * a / b),

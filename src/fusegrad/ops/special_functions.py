@@ -46,12 +46,16 @@ def _no_half(cpu_name: str, meta, kernel) -> dict:
     """Meta and kernel refusing float16 and bfloat16, for which PyTorch has no CPU kernel."""
     def checked_meta(*args):
         spec = meta(*args)
-        if spec.dtype in (_dtype.float16, _dtype.bfloat16):
+        if spec.dtype in (_dtype.float16, _dtype.bfloat16) or spec.dtype.is_complex:
             raise NotImplementedError(
                 f"\"{cpu_name}_cpu\" not implemented for '{spec.dtype.legacy}'")
         return spec
 
     def checked_kernel(*args):
+        if any(x.__class__ is complex or getattr(x, "dtype", None) is not None and
+               x.dtype.kind == "c" for x in args):  # no complex kernel either
+            dt = _dtype.result_type(*args)
+            raise NotImplementedError(f"\"{cpu_name}_cpu\" not implemented for '{dt.legacy}'")
         out = kernel(*args)
         if out.dtype in HALF:
             raise NotImplementedError(

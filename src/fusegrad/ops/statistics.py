@@ -18,10 +18,11 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, c_contiguous, float_np, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, c_contiguous, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
 from .registry import Sample, inplace_variant, register
+from .sorting import _median_all_meta, empty_median, no_bool
 
 
 def _with_nans(rng, shape, dt, domain=None):
@@ -61,7 +62,8 @@ nansum = register(
 def _nanmedian_all_kernel(a):
     flat = a.reshape(-1)
     if not flat.size:
-        return np.array(np.nan, a.dtype)
+        return empty_median(a.dtype)
+    no_bool("median_cpu", a.dtype)
     valid = np.sort(flat[~np.isnan(flat)])
     if not valid.size:
         return np.array(np.nan, a.dtype)
@@ -71,10 +73,12 @@ def _nanmedian_all_kernel(a):
 def _nanmedian_dim_kernel(a, dim, keepdim=False):
     if a.ndim == 0:
         wrap_dim(dim, 0)
+        no_bool("median_out", a.dtype)
         return a.copy(), np.zeros((), np.int64)
     d = wrap_dim(dim, a.ndim)
-    if a.shape[d] == 0:
-        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
+    if a.shape[d] == 0:  # (PyTorch's message says median)
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    no_bool("median_out", a.dtype)
     # NaNs sort last; the median of each row is among its non-NaN values.
     order = np.argsort(a, axis=d, kind="stable")
     n_valid = (~np.isnan(a)).sum(axis=d, keepdims=True)
@@ -88,6 +92,9 @@ def _nanmedian_dim_kernel(a, dim, keepdim=False):
 
 def _nanmedian_dim_meta(a, dim, keepdim=False):
     d = wrap_dim(dim, len(a.shape))
+    if len(a.shape) and a.shape[d] == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    no_bool("median_out", a.dtype)
     shape = _reduce_shape(tuple(a.shape), (d,) if len(a.shape) else (), keepdim)
     return [Spec(shape, a.dtype), Spec(shape, _dtype.int64)]
 
@@ -99,7 +106,7 @@ def _evenly_nan(g, a, value):
 
 
 nanmedian = register(
-    "nanmedian", kernel=_nanmedian_all_kernel, meta=lambda a: Spec((), a.dtype),
+    "nanmedian", kernel=_nanmedian_all_kernel, meta=_median_all_meta,
     node="NanmedianBackward0", derivative=lambda g, a, out: (_evenly_nan(g, a, out),),
     save=lambda out, a: (a, out), saved_names=("self", "result"),
     samples=lambda rng, dt: [Sample((_with_nans(rng, s, dt),), name=str(s))
@@ -130,7 +137,7 @@ def _aminmax_kernel(a, dim=None, keepdim=False):
         return np.array(lo, a.dtype), np.array(hi, a.dtype)
     d = wrap_dim(dim, a.ndim)
     if a.ndim and a.shape[d] == 0:
-        raise IndexError(f"aminmax(): Expected reduction dim {d} to have non-zero size.")
+        raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     axis = d if a.ndim else None
     return (np.min(a, axis=axis, keepdims=keepdim and a.ndim > 0),
             np.max(a, axis=axis, keepdims=keepdim and a.ndim > 0))
@@ -171,14 +178,26 @@ aminmax = register(
 # ---------------------------------------------------------------- logcumsumexp
 
 
+def _logcumsumexp_check(a, dim) -> int:
+    d = wrap_dim(dim, len(a.shape))
+    dt = a.dtype if hasattr(a.dtype, "category") else _dtype.FROM_NP[a.dtype]
+    if dt.category < _dtype.FLOAT:  # PyTorch has no integer (or bool) kernel
+        raise NotImplementedError(
+            f"\"logcumsumexp_out_cpu\" not implemented for '{dt.legacy}'")
+    return d
+
+
 def _logcumsumexp_kernel(a, dim):
-    d = wrap_dim(dim, a.ndim)
+    d = _logcumsumexp_check(a, dim)
     if a.ndim == 0:
-        return a.copy()
-    dt = float_np(a.dtype)
+        return a + 0  # -0.0 is 0.0, as log(exp(-inf) + exp(x)) makes it
+    dt = a.dtype
     # PyTorch's CPU kernel accumulates half types in float32 and float32 in float64.
     work = F32 if dt in HALF else np.dtype(np.float64) if dt == np.float32 else dt
-    return np.logaddexp.accumulate(a.astype(work), axis=d).astype(dt)
+    out = np.logaddexp.accumulate(a.astype(work), axis=d)
+    # PyTorch starts from -inf, so a leading -0.0 comes out +0.0 (NumPy copies it); adding
+    # 0.0 changes nothing else.
+    return np.add(out, 0.0, out=out).astype(dt)
 
 
 def _logcumsumexp_derivative(g, a, out, dim):
@@ -191,7 +210,7 @@ def _logcumsumexp_derivative(g, a, out, dim):
 
 logcumsumexp = register(
     "logcumsumexp", kernel=c_contiguous(_logcumsumexp_kernel),
-    meta=lambda a, dim: (wrap_dim(dim, len(a.shape)), Spec(tuple(a.shape), a.dtype))[1],
+    meta=lambda a, dim: (_logcumsumexp_check(a, dim), Spec(tuple(a.shape), a.dtype))[1],
     node="LogcumsumexpBackward0", derivative=_logcumsumexp_derivative,
     save=lambda out, a, dim: (a, out, dim), saved_names=("self", "result", "dim"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d)) for s, d in (

@@ -14,6 +14,7 @@ it does not route), read through `names_with` as the other flags are.
 
 from __future__ import annotations
 
+from . import foreach as _foreach
 from .registry import REGISTRY
 from .spellings import ALIASES
 
@@ -170,6 +171,9 @@ COMPOSITES: dict[str, frozenset[str]] = {
     # graph targets capture itself records: a grad-mode switch, an assertion on a value
     "set_grad_enabled": {_S}, "_assert_async": {_S},
     }.items()},
+    # PyTorch's `_foreach_*` functions (ops/foreach.py), loops over registry ops; the in-place
+    # ones write into the tensors of their first argument.
+    **{name: frozenset({_I} if name.endswith("_") else ()) for name in _foreach.names()},
 }
 
 # The protocol's facts, flag -> public names (registry ops and composites alike; PyTorch's

@@ -29,6 +29,7 @@ from ._util import (
     unary_samples,
     wrap_grad,
 )
+from .activation import real_grad_only
 from .activation_backward import threshold_backward
 from .arithmetic import (
     neg,
@@ -41,8 +42,9 @@ from .registry import Sample, inplace_variant, register
 # ---------------------------------------------------------------- unary math
 
 
-def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, meta=None, **kw):
-    return register(name, kernel=unary_kernel(ufunc, to_float=to_float),
+def _unary(name, ufunc, node, derivative, save, domain=None, to_float=True, meta=None,
+           kernel=None, **kw):
+    return register(name, kernel=kernel or unary_kernel(ufunc, to_float=to_float),
                     meta=meta or unary_meta(to_float), node=node, derivative=derivative,
                     save=save, samples=unary_samples(domain), domain=domain, **kw)
 
@@ -99,13 +101,26 @@ sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0", _sigmoid_derivative, s
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
 def _abs_meta(a):
+    if a.dtype is _dtype.bool_:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     return Spec(tuple(a.shape), a.dtype.to_real())  # |complex| is real
 
+
+_abs_base = unary_kernel(np.abs, to_float=False)
+
+
+def _abs_kernel(a):
+    if a.dtype.kind == "b":  # PyTorch has no bool kernel (NumPy's abs passes bools)
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+    return _abs_base(a)
+
+
+_abs_kernel.ufunc = np.abs  # float32/float64: the recorders call it themselves
 
 abs_ = _unary("abs", np.abs, "AbsBackward0",
               lambda g, a: (g * (a.sgn() if a.is_complex() else a.sign()),),
               lambda out, a: (a,), to_float=False, lowering=lambda v, a: v.abs(a), onnx="Abs",
-              saved_names=("self",), meta=_abs_meta)
+              saved_names=("self",), meta=_abs_meta, kernel=_abs_kernel)
 
 
 def _relu_check(dt) -> None:
@@ -442,13 +457,16 @@ sgn_ = inplace_variant(sgn, "sgn_", saves_self=True)
 
 
 def _round_decimals_meta(a, decimals):
-    # PyTorch has no integer kernel here (decimals=0 takes plain round's, named so).
-    _not_for("round_vml_cpu" if decimals == 0 else "round_cpu", a, "biu")
+    # PyTorch has no integer or complex kernel here (decimals=0 takes plain round's, named
+    # so).
+    _not_for("round_vml_cpu" if decimals == 0 else "round_cpu", a, "biuc")
     return Spec(tuple(a.shape), a.dtype)
 
 
 def _round_decimals_kernel(a, decimals):
     _round_decimals_meta(a, decimals)
+    if a.dtype in HALF:  # scaled, rounded and scaled back in float32, rounded once
+        return np.round(a.astype(F32), decimals).astype(a.dtype)
     return np.round(a, decimals)
 
 
@@ -462,14 +480,20 @@ round_decimals = register(
 
 
 def _frac_kernel(a):
-    if a.dtype.kind in "biu":
+    if a.dtype.kind in "biuc":
         raise NotImplementedError(
             f"\"frac_cpu\" not implemented for '{_dtype.FROM_NP[a.dtype].legacy}'")
     return a - np.trunc(a)
 
 
+def _frac_meta(a):
+    if a.dtype.category != _dtype.FLOAT:
+        raise NotImplementedError(f"\"frac_cpu\" not implemented for '{a.dtype.legacy}'")
+    return unary_meta(to_float=False)(a)
+
+
 frac = register(
-    "frac", kernel=_frac_kernel, meta=unary_meta(to_float=False), node="FracBackward0",
+    "frac", kernel=_frac_kernel, meta=_frac_meta, node="FracBackward0",
     derivative=lambda g: (g,), samples=unary_samples(domain=(-3.0, 3.0)),
     decomposition=lambda a: a - a.trunc(), onnx=ox.frac)
 frac_ = inplace_variant(frac, "frac_")
@@ -503,7 +527,8 @@ nan_to_num = register(
     "nan_to_num", kernel=_nan_to_num_kernel,
     meta=lambda a, *r: Spec(tuple(a.shape), a.dtype), node="NanToNumBackward0",
     derivative=lambda g, a: (g * a.isfinite(), None, None, None),
-    save=lambda out, a, *r: (a,), samples=_nan_to_num_samples, result_order="operands",
+    save=real_grad_only("nan_to_num", lambda out, a, *r: (a,)), samples=_nan_to_num_samples,
+    result_order="operands",
     onnx=ox.nan_to_num)
 nan_to_num_ = inplace_variant(nan_to_num, "nan_to_num_", saves_self=True)
 

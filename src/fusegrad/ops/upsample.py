@@ -22,8 +22,11 @@ from ._util import (
     F64,
     HALF,
     Spec,
-    dense_format,
+    c_contiguous,
     elem_strides,
+    format_of,
+    format_strides,
+    input_format,
     is_format_contiguous,
     rand_array,
     size_str,
@@ -360,7 +363,8 @@ def _forward_meta(kind: str, k: int):
     def meta(x, output_size, *rest):
         _check(k, tuple(x.shape), output_size)
         _check_dtype(x, kind, k)
-        return Spec(tuple(x.shape[:2]) + tuple(output_size), x.dtype)
+        shape = tuple(x.shape[:2]) + tuple(output_size)
+        return Spec(shape, x.dtype, format_strides(shape, format_of(x)))
 
     return meta
 
@@ -374,7 +378,10 @@ def _backward_meta(kind: str, k: int):
             raise RuntimeError(
                 f"Expected grad_output to have the same shape as output; output.size({d}) = "
                 f"{expect[d]} but got grad_output.size({d}) = {got[d] if d < len(got) else 0}")
-        return Spec(tuple(input_size), g.dtype)
+        shape = tuple(input_size)
+        if not _grad_in_format(kind, k):
+            return Spec(shape, g.dtype)
+        return Spec(shape, g.dtype, format_strides(shape, format_of(g)))
 
     return meta
 
@@ -443,6 +450,14 @@ _OPS = [("upsample_nearest", "UpsampleNearest", "nearest", (1, 2, 3)),
 UPSAMPLE: dict = {}
 
 
+def _grad_in_format(kind: str, k: int) -> bool:
+    """Whether PyTorch's backward of upsampling `kind` in `k` dims lays the input's gradient
+    out in the memory format the output's gradient suggests (the linear modes, and 2-D
+    nearest), rather than contiguous (cubic, and 3-D nearest). (Every forward lays its
+    output out in its input's format.)"""
+    return kind in ("linear", "linear_aa") or (kind in ("nearest", "exact") and k == 2)
+
+
 def _register(prefix: str, stem: str, kind: str, k: int) -> None:
     aa = kind.endswith("_aa")
     name = f"{prefix}{k}d{'_aa' if aa else ''}"
@@ -450,7 +465,8 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
     n_rest = k + (0 if kind in ("nearest", "exact") else 1)
     holder: dict = {}
     bwd = register(
-        f"{name}_backward", kernel=dense_format(_backward_kernel(kind, k)),
+        f"{name}_backward", kernel=(input_format if _grad_in_format(kind, k) else c_contiguous)(
+            _backward_kernel(kind, k)),
         meta=_backward_meta(kind, k),
         node=f"{stem}BackwardBackward0",
         # The adjoint's adjoint is the upsampling again.
@@ -459,7 +475,7 @@ def _register(prefix: str, stem: str, kind: str, k: int) -> None:
         save=lambda out, g, osize, isize, *rest: (list(osize), tuple(rest)),
         samples=_samples(kind, k, backward=True), public=f"{name}_backward")
     fwd = register(
-        name, kernel=_forward_kernel(kind, k),
+        name, kernel=input_format(_forward_kernel(kind, k)),
         meta=_forward_meta(kind, k),
         node=f"{stem}Backward0",
         derivative=lambda g, osize, isize, rest: (

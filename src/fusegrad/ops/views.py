@@ -319,6 +319,9 @@ def sum_to_shape(g, shape):
     if tuple(g.shape) == shape:
         return g
     lead = g.dim() - len(shape)
+    if lead < 0:  # `shape` has more (size-1) dims: a one-element value written by index_put
+        g = g.reshape((1,) * -lead + tuple(g.shape))
+        lead = 0
     dims = list(range(lead))
     dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
     if dims:
@@ -519,10 +522,48 @@ def slice_bounds(size: int, start, end, step: int):
     return start, end
 
 
+def empty_at(a: np.ndarray, out: np.ndarray, offset: int) -> np.ndarray:
+    """`out`, an empty view of `a`, moved to start `offset` elements past `a`'s first element
+    in the same storage. NumPy leaves an empty slice at its source's first element, where
+    PyTorch's slice moves the storage offset by start * stride (`x[4:].storage_offset()` is
+    4); the array is empty, so nothing is read through the pointer. `out` unchanged where
+    the storage cannot be addressed as a buffer (a view made by as_strided, say)."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    at = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+          + offset * a.itemsize)
+    try:
+        # Bytes, as some dtypes (bfloat16) export no buffer of their own.
+        return np.ndarray(out.shape, out.dtype, buffer=root.view(np.uint8), offset=at,
+                          strides=out.strides)
+    except (TypeError, ValueError, BufferError):
+        pass
+    # Past the storage's end (PyTorch checks no bounds for an empty view): only an array
+    # interface can name such a pointer.
+    iface = dict(out.__array_interface__)
+    iface["data"] = (root.__array_interface__["data"][0] + at, not out.flags.writeable)
+    return np.asarray(_At(iface, out))
+
+
+class _At:
+    """An array interface (an empty array's geometry at a chosen address), holding the array
+    it was made from."""
+
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, iface: dict, base: np.ndarray) -> None:
+        self.__array_interface__ = iface
+        self.base = base
+
+
 def _slice_kernel(a, dim=0, start=None, end=None, step=1):
     d = wrap_dim(dim, a.ndim)
     s, e = slice_bounds(a.shape[d], start, end, step)
-    return a[(slice(None),) * d + (slice(s, e, step),)]
+    out = a[(slice(None),) * d + (slice(s, e, step),)]
+    if s >= e and s:  # an empty slice past the start: NumPy did not move the pointer
+        return empty_at(a, out, s * a.strides[d] // a.itemsize)
+    return out
 
 
 def _slice_meta(a, dim=0, start=None, end=None, step=1):
@@ -532,7 +573,7 @@ def _slice_meta(a, dim=0, start=None, end=None, step=1):
     length = (e - s + step - 1) // step
     st = elem_strides(a)
     shape = tuple(a.shape[:d]) + (length,) + tuple(a.shape[d + 1:])
-    return Spec(shape, a.dtype, st[:d] + (st[d] * step,) + st[d + 1:], s * st[d] if length else 0)
+    return Spec(shape, a.dtype, st[:d] + (st[d] * step,) + st[d + 1:], s * st[d])
 
 
 def _slice_backward_kernel(g, shape, dim, start, end, step):
@@ -609,9 +650,12 @@ def as_strided_kernel(a, size, stride, offset=None):
                 f"offset {offset}, and itemsize {a.itemsize} requiring a storage size of "
                 f"{need * a.itemsize} are out of bounds for storage of size "
                 f"{flat.size * a.itemsize}")
-    return np.lib.stride_tricks.as_strided(
+    out = np.lib.stride_tricks.as_strided(
         flat[offset:], shape=tuple(size), strides=tuple(s * a.itemsize for s in stride),
         writeable=True)
+    if offset >= flat.size and offset:  # `flat[offset:]` is empty and NumPy left it at 0
+        return empty_at(flat, out, offset)
+    return out
 
 
 

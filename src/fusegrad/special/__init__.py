@@ -124,6 +124,5 @@ def spherical_bessel_j0(input: Tensor, *, out: Tensor | None = None) -> Tensor:
     return call(_SF.special_spherical_bessel_j0, input)
 
 
-# Last, once every function exists: an `out` tensor none of them writes into raises rather
-# than being ignored.
+# Last, once every function exists: PyTorch's out= on each (`_out.write_out`).
 _out.guard_namespace(globals(), "fusegrad.special")

@@ -178,6 +178,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
         _refuse_new_leaf(kwargs)
+        _refuse_out(f, args, kwargs)
         if _has_tensor(args) or _has_tensor(kwargs.values()) or has_flag(name, FACTORY):
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if has_flag(name, PURE) or f in _TENSOR_OPERATORS:
@@ -405,6 +406,45 @@ def _refuse_new_leaf(kwargs) -> None:
     flag = kwargs.get("requires_grad")
     if flag is not None and not (isinstance(flag, ConstantVariable) and not flag.value):
         raise Unsupported("a tensor made to require grad inside the graph (a new leaf)")
+
+
+_OUT_POSITIONS: dict = {}
+
+
+def _out_position(f) -> int | None:
+    """Where `f` takes `out` by position (None: keyword-only, or no `out` at all)."""
+    try:
+        return _OUT_POSITIONS[f]
+    except (KeyError, TypeError):
+        pass
+    position = None
+    try:
+        for i, p in enumerate(inspect.signature(f).parameters.values()):
+            if p.name == "out" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                position = i
+    except (TypeError, ValueError):
+        pass
+    try:
+        _OUT_POSITIONS[f] = position
+    except TypeError:  # not hashable
+        pass
+    return position
+
+
+def _refuse_out(f, args, kwargs) -> None:
+    """A call writing its result into an existing tensor (`add(a, b, out=c)`) is a graph
+    break: the graph records calls by their results, so the write into `c` (its values, a
+    resize) would be lost or reordered; run eagerly, it is exactly PyTorch's."""
+    given = kwargs.get("out")
+    if given is None:
+        position = _out_position(f)
+        if position is None or position >= len(args):
+            return
+        given = args[position]
+    if isinstance(given, ConstantVariable) and given.value is None:
+        return
+    raise Unsupported(f"{getattr(f, '__name__', f)}(..., out=...) writes into an existing "
+                      "tensor")
 
 
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:

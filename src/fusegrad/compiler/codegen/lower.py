@@ -197,10 +197,12 @@ class LoweringOps:
     def clamp(self, a, lo=None, hi=None):
         """a limited to [lo, hi] (either may be None); NaN stays NaN."""
         x = self.to(a, self.promote(a, lo, hi))
+        # The bound first: maximum/minimum return their second operand on a tie, and
+        # PyTorch's clamp keeps x there (its zero's sign).
         if lo is not None:
-            x = self.maximum(x, lo)
+            x = self.maximum(lo, x)
         if hi is not None:
-            x = self.minimum(x, hi)
+            x = self.minimum(hi, x)
         return x
 
     def truediv(self, a, b):
@@ -332,10 +334,15 @@ class LoweringOps:
         return self.var_mean(x, dims, correction, keepdim, sqrt)[0]
 
     def var_mean(self, x, dims=None, correction=None, keepdim: bool = False,
-                 sqrt: bool = False) -> tuple:
-        """(var or std, mean) as `var`, the mean being its first pass."""
+                 sqrt: bool = False, wide: bool = False) -> tuple:
+        """(var or std, mean) as `var`, the mean being its first pass. With `wide` (the
+        var_mean ops), float32 and half inputs are computed in float64 and rounded once, as
+        eager's (PyTorch's Welford pass) are; `var` alone stays in float32 as its kernel."""
         if not is_float(x.dtype):
             raise NotLowered("var of an integer tensor")
+        if wide and x.dtype is not _dtype.float64:
+            v, m = self.var_mean(self.to(x, _dtype.float64), dims, correction, keepdim, sqrt)
+            return self.to(v, x.dtype), self.to(m, x.dtype)
         dims = dims if dims else None
         n = self.count(x, dims)
         if n == 0:
@@ -344,14 +351,27 @@ class LoweringOps:
         d = self.sub(x, mean)
         ss = self.reduce("sum", self.mul(d, d), dims, keepdim)
         out = self.truediv(ss, max(n - (1.0 if correction is None else correction), 0))
+        nd = len(x.shape)
+        axes = {_wrap(a, max(nd, 1)) for a in ([dims] if isinstance(dims, int) else dims)} \
+            if dims is not None else set(range(nd))
+        mean = self._welford_mean(x, mean, dims, axes)
         if not keepdim:
-            nd = len(x.shape)
-            axes = {_wrap(a, max(nd, 1)) for a in ([dims] if isinstance(dims, int) else dims)} \
-                if dims is not None else set(range(nd))
             kept = [a for a in range(nd) if a not in axes]
             mean = self.view_index(mean, tuple(x.shape[a] for a in kept), lambda idx: tuple(
                 idx[kept.index(a)] if a in kept else IInt(0) for a in range(nd)))
         return (self.unary("sqrt", out) if sqrt else out), mean
+
+    def _welford_mean(self, x, mean, dims, axes):
+        """var_mean's mean as eager's (PyTorch's Welford pass): NaN where a row holds an
+        infinity anywhere but at its very end (x - x is NaN exactly for inf and NaN)."""
+        z = self.sub(x, x)
+        bad = self.reduce("sum", self.where(self.compare("ne", z, z), 1.0, 0.0), dims, True)
+        last = self.view_index(x, mean.shape, lambda idx: tuple(
+            IInt(x.shape[a] - 1) if a in axes else idx[a] for a in range(len(x.shape))))
+        zl = self.sub(last, last)
+        ends = self.where(self.compare("ne", zl, zl), 1.0, 0.0)  # 1 where the last is bad
+        keep = self.compare("eq", bad, ends)  # no bad element, or only the last one
+        return self.where(keep, mean, float("nan"))
 
     def softmax(self, x, dim: int, log: bool = False):
         """softmax (or log_softmax) along `dim`: max, sum of exp, then the division."""

@@ -12,7 +12,11 @@ from .module import Module
 from .normalization import add_affine_parameters
 
 
-class _BatchNorm(Module):
+class _NormBase(Module):
+    """What batch and instance normalisation share: the affine parameters, the running
+    statistics and their reset, the repr, and loading checkpoints from before the batch
+    counter existed (the base PyTorch gives them)."""
+
     _version = 2
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
@@ -54,19 +58,10 @@ class _BatchNorm(Module):
     def _check_input_dim(self, input) -> None:
         raise NotImplementedError
 
-    def forward(self, input):
-        """Normalise with batch statistics (training) or running statistics (eval)."""
-        self._check_input_dim(input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)  # in place: a compiled graph keeps it
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.item())
-        use_batch = self.training or (self.running_mean is None and self.running_var is None)
-        keep = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep else None,
-                            self.running_var if keep else None, self.weight, self.bias,
-                            use_batch, factor, self.eps)
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs) -> None:
@@ -81,34 +76,57 @@ class _BatchNorm(Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias is not None}, "
-                f"track_running_stats={self.track_running_stats}")
+
+class _BatchNorm(_NormBase):
+    """Batch normalisation's forward (the dimension checks are each subclass's)."""
+
+    def forward(self, input):
+        """Normalise with batch statistics (training) or running statistics (eval)."""
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)  # in place: a compiled graph keeps it
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep else None,
+                            self.running_var if keep else None, self.weight, self.bias,
+                            use_batch, factor, self.eps)
+
+
+def _check_1d(self, input) -> None:
+    if input.dim() not in (2, 3):
+        raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+def _check_2d(self, input) -> None:
+    if input.dim() != 4:
+        raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+def _check_3d(self, input) -> None:
+    if input.dim() != 5:
+        raise ValueError(f"expected 5D input (got {input.dim()}D input)")
 
 
 class BatchNorm1d(_BatchNorm):
     """Batch normalisation over (N, C) or (N, C, L) input."""
 
-    def _check_input_dim(self, input) -> None:
-        if input.dim() not in (2, 3):
-            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+    _check_input_dim = _check_1d
 
 
 class BatchNorm2d(_BatchNorm):
     """Batch normalisation over (N, C, H, W) input."""
 
-    def _check_input_dim(self, input) -> None:
-        if input.dim() != 4:
-            raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+    _check_input_dim = _check_2d
 
 
 class BatchNorm3d(_BatchNorm):
     """Batch normalisation over (N, C, D, H, W) input, per channel."""
 
-    def _check_input_dim(self, input) -> None:
-        if input.dim() != 5:
-            raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+    _check_input_dim = _check_3d
+
 
 class _AllReduceSum(Function):
     """The sum of a tensor over a process group.
@@ -283,19 +301,23 @@ class _LazyNormBase(LazyModuleMixin):
         self.reset_parameters()
 
 
-class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+# The lazy forms derive from `_BatchNorm`, not from the class they become, as PyTorch's do.
+class LazyBatchNorm1d(_LazyNormBase, _BatchNorm):
     """A BatchNorm1d whose num_features is read from its first input."""
 
     cls_to_become = BatchNorm1d
+    _check_input_dim = _check_1d
 
 
-class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+class LazyBatchNorm2d(_LazyNormBase, _BatchNorm):
     """A BatchNorm2d whose num_features is read from its first input."""
 
     cls_to_become = BatchNorm2d
+    _check_input_dim = _check_2d
 
 
-class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+class LazyBatchNorm3d(_LazyNormBase, _BatchNorm):
     """A BatchNorm3d whose num_features is read from its first input."""
 
     cls_to_become = BatchNorm3d
+    _check_input_dim = _check_3d

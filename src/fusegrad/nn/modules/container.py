@@ -24,6 +24,11 @@ def _type_repr(cls: type) -> str:
 
 
 
+def _copy_to_script_wrapper(fn):
+    """`fn` itself (PyTorch marks container methods for TorchScript with it)."""
+    return fn
+
+
 def _list_key(idx, n: int) -> str:
     """The key under which a list container of `n` entries keeps entry `idx` (negative
     counting from the end); PyTorch's IndexError out of range."""
@@ -191,6 +196,10 @@ class ModuleList(Module):
     def _index(self, idx) -> str:
         return _list_key(idx, len(self))
 
+    def _get_abs_string_index(self, idx) -> str:
+        """The key of entry `idx` (negative from the end); IndexError out of range."""
+        return _list_key(idx, len(self))
+
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return self.__class__(list(self._modules.values())[idx])
@@ -325,10 +334,16 @@ class ModuleDict(Module):
         return self._modules.values()
 
     def update(self, modules) -> None:
-        """Add modules from a mapping or an iterable of (key, module) pairs."""
-        items = modules.items() if isinstance(modules, Mapping) else modules
-        for key, m in items:
-            self[key] = m
+        """Add modules from a mapping (or ModuleDict) or an iterable of (key, module)
+        pairs, with PyTorch's errors for anything else."""
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value "
+                            "pairs, but got " + type(modules).__name__)
+        if isinstance(modules, (Mapping, ModuleDict)):
+            for key, m in modules.items():
+                self[key] = m
+            return
+        _update_from_pairs(self, modules)
 
 
 class ParameterList(Module):
@@ -342,6 +357,10 @@ class ParameterList(Module):
             self += values
 
     def _index(self, idx) -> str:
+        return _list_key(idx, len(self))
+
+    def _get_abs_string_index(self, idx) -> str:
+        """The key of entry `idx` (negative from the end); IndexError out of range."""
         return _list_key(idx, len(self))
 
     def __getitem__(self, idx):
@@ -512,14 +531,7 @@ class ParameterDict(Module):
             for key, value in sorted(parameters.items()):
                 self[key] = value
         else:
-            for j, p in enumerate(parameters):
-                if not isinstance(p, Iterable):
-                    raise TypeError(f"ParameterDict update sequence element #{j} should be "
-                                    f"Iterable; is{type(p).__name__}")
-                if len(p) != 2:
-                    raise ValueError(f"ParameterDict update sequence element #{j} has length "
-                                     f"{len(p)}; 2 is required")
-                self[p[0]] = p[1]
+            _update_from_pairs(self, parameters)
 
     def extra_repr(self) -> str:
         return "\n".join(_entry_line(k, p, p.type() if isinstance(p, Tensor) else "")
@@ -541,3 +553,17 @@ class ParameterDict(Module):
     def __ior__(self, other: ParameterDict) -> ParameterDict:
         self.update(other)
         return self
+
+
+def _update_from_pairs(container, pairs) -> None:
+    """`container[key] = value` for each (key, value) pair of `pairs`, with PyTorch's errors
+    naming the container's class for an element that is not a pair."""
+    kind = "ParameterDict" if isinstance(container, ParameterDict) else "ModuleDict"
+    for j, pair in enumerate(pairs):
+        if not isinstance(pair, Iterable):
+            raise TypeError(f"{kind} update sequence element #{j} should be Iterable; "
+                            f"is{type(pair).__name__}")
+        if len(pair) != 2:
+            raise ValueError(f"{kind} update sequence element #{j} has length {len(pair)}; "
+                             "2 is required")
+        container[pair[0]] = pair[1]

@@ -8,8 +8,9 @@ from ._arg_errors import inplace_op, tensor_arguments
 from .module import Module
 
 
-class Dropout(Module):
-    """Zero elements with probability p while training; identity in eval mode."""
+class _DropoutNd(Module):
+    """The probability and `inplace` flag of the dropout layers (the base PyTorch gives
+    them)."""
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
@@ -18,15 +19,19 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
-    def forward(self, input):
-        """Dropout of `input` (training mode only)."""
-        return F.dropout(input, self.p, self.training, self.inplace)
-
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
 
 
-class Dropout1d(Dropout):
+class Dropout(_DropoutNd):
+    """Zero elements with probability p while training; identity in eval mode."""
+
+    def forward(self, input):
+        """Dropout of `input` (training mode only)."""
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
     """Zero whole channels of (N, C, L) input while training."""
 
     def forward(self, input):
@@ -34,7 +39,7 @@ class Dropout1d(Dropout):
         return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
-class Dropout2d(Dropout):
+class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W) input while training."""
 
     def forward(self, input):
@@ -42,7 +47,7 @@ class Dropout2d(Dropout):
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
-class Dropout3d(Dropout):
+class Dropout3d(_DropoutNd):
     """Zero whole channels of (N, C, D, H, W) input while training."""
 
     def forward(self, input):
@@ -50,7 +55,7 @@ class Dropout3d(Dropout):
         return F.dropout3d(input, self.p, self.training, self.inplace)
 
 
-class AlphaDropout(Dropout):
+class AlphaDropout(_DropoutNd):
     """Dropout for SELU networks (keeps zero mean and unit variance) while training."""
 
     def forward(self, input):
@@ -58,7 +63,7 @@ class AlphaDropout(Dropout):
         return F.alpha_dropout(input, self.p, self.training, self.inplace)
 
 
-class FeatureAlphaDropout(Dropout):
+class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels while training."""
 
     def forward(self, input):

@@ -8,14 +8,14 @@ import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from ... import _dtype
 from ..._device import device as _device_cls
 from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
-from ..parameter import Buffer, Parameter
+from ..parameter import Buffer, Parameter, is_lazy
 from . import _arg_errors
 from . import _global_hooks as _G
 from ._global_hooks import (  # noqa: F401  (PyTorch's home of these names)
@@ -71,6 +71,46 @@ _COMPLEX_MODULE_WARNING = (
     "buffers. Please file an issue at https://github.com/pytorch/pytorch/issues/new?template="
     "bug-report.yml if a complex module does not work as expected.")
 _EXTRA_STATE = "_extra_state"  # the state_dict key of `get_extra_state`, after the prefix
+_EXTRA_STATE_KEY_SUFFIX = _EXTRA_STATE  # PyTorch's name for it
+
+
+def __getattr__(name: str):
+    """`_global_is_full_backward_hook` as `_global_hooks` holds it now (it changes when the
+    first global backward hook is registered)."""
+    if name == "_global_is_full_backward_hook":
+        return _G._global_is_full_backward_hook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _swap_on_load() -> bool:
+    from ... import __future__ as future
+
+    return future._swap_module_params_on_conversion
+
+
+def _forward_unimplemented(self, *input: Any) -> None:
+    """`Module.forward` until a subclass defines it: raises NotImplementedError."""
+    raise NotImplementedError(
+        f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+
+_MTIA_MISSING = (
+    "Torch not compiled with MTIA enabled. Ensure you have `import "
+    "mtia.host_runtime.torch_mtia.dynamic_library` in your python src file and include "
+    "`//mtia/host_runtime/torch_mtia:torch_mtia` as your target dependency!")
+
+
+def _no_backend_error(kind: str, device) -> Exception:
+    """What moving a tensor to a device of `kind` raises where no such backend exists: an
+    index asks for the current accelerator, which is missing; else the backend's own
+    error."""
+    if isinstance(device, int):
+        return RuntimeError("Cannot access accelerator device when none is available.")
+    if kind == "ipu":
+        return RuntimeError("PyTorch is not linked with support for ipu devices")
+    if kind == "mtia":
+        return AssertionError(_MTIA_MISSING)
+    return AssertionError(f"Torch not compiled with {kind.upper()} enabled")
 
 
 def _call_with_module(module_ref: weakref.ref, hook: Callable, *args):
@@ -202,8 +242,13 @@ class _BackwardHook:
     as in PyTorch) around the module's tensor inputs and outputs. The output node's pre-hook
     sees grad_output; the input node's post-hook sees grad_input and calls the hooks."""
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, user_hooks: list | None = None,
+                 user_pre_hooks: list | None = None) -> None:
         self.module = module
+        # given: these hooks (`utils.hooks.BackwardHook`); None: the module's and the
+        # global ones, read when the gradients arrive
+        self.user_hooks = user_hooks
+        self.user_pre_hooks = user_pre_hooks
         self.n_inputs = 0
         self.in_idx: list[int] = []
         self.input_node = None
@@ -228,7 +273,11 @@ class _BackwardHook:
         outs = self._wrap([args[i] for i in self.in_idx])
         self.in_views = [(o, o._version) for o in outs]
         self.input_node = next(o.grad_fn for o in outs if o.grad_fn is not None)
-        self.input_node.register_hook(self._input_hook)
+
+        def hook(grad_inputs, grad_outputs):  # the name the engine's errors give, as PyTorch's
+            return self._input_hook(grad_inputs, grad_outputs)
+
+        self.input_node.register_hook(hook)
         new = list(args)
         for i, o in zip(self.in_idx, outs):
             new[i] = o
@@ -259,7 +308,11 @@ class _BackwardHook:
         if not self.out_idx:
             return result
         wrapped = self._wrap([outs[i] for i in self.out_idx])
-        wrapped[0].grad_fn.register_prehook(self._output_prehook)
+
+        def hook(grads):  # the name the engine's errors give, as PyTorch's
+            return self._output_prehook(grads)
+
+        wrapped[0].grad_fn.register_prehook(hook)
         new = list(outs)
         for i, o in zip(self.out_idx, wrapped):
             new[i] = o
@@ -269,12 +322,14 @@ class _BackwardHook:
         full = [None] * self.n_outputs
         for i, g in zip(self.out_idx, grads):
             full[i] = g
-        hooks = [*_G._global_backward_pre_hooks.values(),
-                 *self.module._backward_pre_hooks.values()]
+        hooks = self.user_pre_hooks
+        if hooks is None:
+            hooks = [*_G._global_backward_pre_hooks.values(),
+                     *self.module._backward_pre_hooks.values()]
         for hook in hooks:
             res = hook(self.module, tuple(full))
             if res is not None:
-                res = res if isinstance(res, tuple) else (res,)
+                # sized results only, as PyTorch's `len(result)` (an int is a TypeError)
                 if len(res) != len(full):
                     raise RuntimeError("Backward pre hook returned an invalid number of "
                                        f"grad_output, got {len(res)}, but expected "
@@ -294,6 +349,8 @@ class _BackwardHook:
         return tuple(full[i] for i in self.out_idx)
 
     def _hooks(self) -> list:
+        if self.user_hooks is not None:
+            return self.user_hooks
         return _full_backward_hooks(self.module)
 
     def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple):
@@ -303,7 +360,6 @@ class _BackwardHook:
         for hook in self._hooks():
             res = hook(self.module, tuple(full), self.grad_outputs)
             if res is not None:
-                res = res if isinstance(res, tuple) else (res,)
                 if len(res) != len(full):
                     raise RuntimeError("Backward hook returned an invalid number of "
                                        f"grad_input, got {len(res)}, but expected "
@@ -323,9 +379,16 @@ class Module:
     # default, so that a module's __dict__ (which jit and the compiler read) holds it only
     # once a backward hook set it.
     _is_full_backward_hook: bool | None = None
+    # True: `Module.__init__` passes its arguments on to the next class in the MRO (a mixin
+    # after Module); False: arguments are an error.
+    call_super_init: bool = False
+    # the type variable of `state_dict`'s destination (annotations in subclasses name it)
+    T_destination = TypeVar("T_destination", bound=dict)
+    # `Module.compile` keeps its compiled forward elsewhere; PyTorch's attribute stays None
+    _compiled_call_impl = None
 
     def __init__(self, *args, **kwargs) -> None:
-        if args or kwargs:
+        if (args or kwargs) and not self.call_super_init:
             raise TypeError(
                 f"{type(self).__name__}.__init__() got an unexpected keyword argument "
                 f"'{next(iter(kwargs))}'" if kwargs else
@@ -338,24 +401,20 @@ class Module:
         setattr_(self, "_non_persistent_buffers_set", set())
         setattr_(self, "_modules", {})
         setattr_(self, "_forward_pre_hooks", OrderedDict())
-        setattr_(self, "_forward_pre_hooks_with_kwargs", {})
+        setattr_(self, "_forward_pre_hooks_with_kwargs", OrderedDict())
         setattr_(self, "_forward_hooks", OrderedDict())
-        setattr_(self, "_forward_hooks_with_kwargs", {})
-        setattr_(self, "_forward_hooks_always_called", {})
+        setattr_(self, "_forward_hooks_with_kwargs", OrderedDict())
+        setattr_(self, "_forward_hooks_always_called", OrderedDict())
         setattr_(self, "_backward_hooks", OrderedDict())
         setattr_(self, "_backward_pre_hooks", OrderedDict())
         setattr_(self, "_state_dict_hooks", OrderedDict())
         setattr_(self, "_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_post_hooks", OrderedDict())
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
 
-    forward: Callable[..., Any]
-
-    def _forward_unimplemented(self, *input: Any) -> None:
-        raise NotImplementedError(
-            f'Module [{type(self).__name__}] is missing the required "forward" function')
-
-    forward = _forward_unimplemented
+    forward: Callable[..., Any] = _forward_unimplemented
 
     # ------------------------------------------------------------ calling
 
@@ -379,6 +438,46 @@ class Module:
 
     def _call_with_global_hooks(self, *args, **kwargs):
         return self._call_with_hooks(args, kwargs)
+
+    def _slow_forward(self, *input, **kwargs):
+        """The forward alone (PyTorch's path while tracing with jit)."""
+        return self.forward(*input, **kwargs)
+
+    def _get_backward_hooks(self) -> tuple[list, list]:
+        """(full backward hooks, deprecated-kind backward hooks) that a call of this module
+        runs: the global ones, then the module's."""
+        return _full_backward_hooks(self), _non_full_backward_hooks(self)
+
+    def _get_backward_pre_hooks(self) -> list:
+        """The backward pre-hooks a call of this module runs: the global ones, then the
+        module's."""
+        return [*_G._global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+
+    def _maybe_warn_non_full_backward_hook(self, inputs, result, grad_fn) -> None:
+        """PyTorch's FutureWarnings for a deprecated backward hook that cannot see every
+        gradient of this call."""
+        _warn_non_full_backward_hook(inputs, result, grad_fn)
+
+    def _replicate_for_data_parallel(self) -> Module:
+        """A shallow copy for one data-parallel replica: the attributes shared, the tables of
+        buffers and children copied, no parameters (the replica gets its own)."""
+        replica = self.__new__(type(self))
+        replica.__dict__ = self.__dict__.copy()
+        replica._parameters = {}
+        replica._buffers = replica._buffers.copy()
+        replica._modules = replica._modules.copy()
+        replica._is_replica = True
+        return replica
+
+    def _wrapped_call_impl(self, *args, **kwargs):
+        """What calling the module runs (PyTorch's name for `Module.__call__`): the forward
+        with the hooks around it."""
+        return Module.__call__(self, *args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
+        """The forward with the hooks around it (as `_wrapped_call_impl`; PyTorch's compiled
+        modules call this one)."""
+        return Module.__call__(self, *args, **kwargs)
 
     def _call_with_hooks(self, args, kwargs):
         # `call` carries the arguments as the pre-hooks leave them, the result so far and
@@ -576,12 +675,16 @@ class Module:
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under `name`."""
+        from ..._functions.compat_more import typename
+
         if not isinstance(module, Module) and module is not None:
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+            raise TypeError(f"{typename(module)} is not a Module subclass")
         if not isinstance(name, str):
-            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+            raise TypeError(f"module name should be a string. Got {typename(name)}")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:  # a module's message names it, unlike a parameter's or a buffer's
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
         self._check_name(name, "module")
         if _G._global_module_registration_hooks:
             module = _G._registered(_G._global_module_registration_hooks, self, name, module)
@@ -677,6 +780,13 @@ class Module:
             keys += list(self.__dict__.get(store, ()))
         return sorted(set(keys))
 
+    def __getstate__(self) -> dict:
+        # The backward hook kind is a class default here until a hook sets it; PyTorch's
+        # modules always hold it, and their pickled state too.
+        state = dict(self.__dict__)
+        state.setdefault("_is_full_backward_hook", self._is_full_backward_hook)
+        return state
+
     def __setstate__(self, state: dict) -> None:
         # A fresh module's bookkeeping first (a pickle from PyTorch, or from an older
         # fusegrad, may lack some of it), then the saved attributes over it.
@@ -741,12 +851,14 @@ class Module:
     def named_modules(self, memo: set | None = None, prefix: str = "",
                       remove_duplicate: bool = True):
         """(dotted name, module) for this module ('') and all descendants."""
+        # `memo` holds the modules themselves (a caller may pass its own set of modules to
+        # leave out); one already in it is skipped even when duplicates are kept.
         if memo is None:
             memo = set()
+        if self in memo:
+            return
         if remove_duplicate:
-            if id(self) in memo:
-                return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, m in self._modules.items():
             if m is None:
@@ -797,6 +909,8 @@ class Module:
         """The buffer at dotted path `target`."""
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
         if name not in mod._buffers:
             raise AttributeError("`" + name + "` is not a buffer")
         return mod._buffers[name]
@@ -850,28 +964,71 @@ class Module:
     # ------------------------------------------------------------ conversions
 
     def _apply(self, fn, recurse: bool = True) -> Module:
+        """Convert every parameter (and its gradient) and buffer with `fn`, children first.
+
+        As in PyTorch, `fusegrad.__future__` picks how a parameter takes the result: by
+        default the parameter object stays and its data becomes the result
+        (`param.data = new`, its gradient likewise, so references held elsewhere, such as
+        an optimizer's, see the conversion); with overwriting on, a new Parameter replaces
+        it; with swapping on, the result's contents are swapped into the existing object.
+        """
+        from ... import __future__ as future
+
         if recurse:
             for m in self.children():
                 m._apply(fn)
-        for p in self._parameters.values():
-            if p is None:
+        swap = future._swap_module_params_on_conversion
+        overwrite = future._overwrite_module_params_on_conversion
+        for key, param in self._parameters.items():
+            if param is None:
                 continue
             with no_grad():
-                new = fn(p)
-            if new is not p and new._data is not p._data or new._dtype is not p._dtype:
-                p._data = new._data
-                p._dtype = new._dtype
-                p._vc[0] += 1
-            g = p._grad
-            if g is not None:
-                with no_grad():
-                    ng = fn(g)
-                if ng._dtype is not g._dtype:
-                    p._grad = ng.detach()
+                new = fn(param)
+            grad = param._grad
+            if swap:
+                out = self._swap_param(key, param, new, grad)
+            elif not overwrite:
+                param.data = new
+                out = param
+            else:
+                out = Parameter(new, param.requires_grad)
+                self._parameters[key] = out
+            if grad is None:
+                continue
+            with no_grad():
+                new_grad = fn(grad)
+            if swap:
+                from ...utils import swap_tensors
+
+                new_grad.requires_grad_(grad.requires_grad)
+                try:
+                    swap_tensors(grad, new_grad)
+                except Exception as e:
+                    raise RuntimeError(
+                        f"_apply(): Couldn't swap {self._get_name()}.{key}.grad") from e
+                out.grad = grad
+            elif not overwrite:
+                grad.data = new_grad
+            else:
+                out.grad = new_grad.requires_grad_(grad.requires_grad)
         for key, b in self._buffers.items():
             if b is not None:
                 self._buffers[key] = fn(b)
         return self
+
+    def _swap_param(self, key: str, param: Parameter, new: Tensor, grad) -> Parameter:
+        """`_apply` with swapping on: `new` (as a Parameter) swapped into `param`."""
+        from ...utils import swap_tensors
+
+        if grad is not None:
+            param.grad = None  # the gradient is swapped on its own, after the parameter
+        try:
+            swap_tensors(param, Parameter(new, requires_grad=param.requires_grad))
+        except Exception as e:
+            if grad is not None:
+                param.grad = grad
+            raise RuntimeError(f"_apply(): Couldn't swap {self._get_name()}.{key}") from e
+        return param
 
     def to(self, *args, **kwargs) -> Module:
         """Convert floating parameters and buffers to a dtype, and/or move to a device."""
@@ -906,7 +1063,9 @@ class Module:
             def convert(t):
                 if dtype is not None and (t.is_floating_point() or t.is_complex()):
                     t = t.to(dtype)
-                return t.contiguous(memory_format=memory_format) if t.dim() in (4, 5) else t
+                # (`Tensor.to`: a weight laid out anew unless it suggests the format, as
+                # PyTorch's; `contiguous` would keep a 1x1 kernel's contiguous weight)
+                return t.to(memory_format=memory_format) if t.dim() in (4, 5) else t
 
             return self._apply(convert)
         if dtype is None:
@@ -936,8 +1095,10 @@ class Module:
         return self._cast(_dtype.bfloat16)
 
     def type(self, dst_type) -> Module:
-        """All parameters and buffers to `dst_type`."""
-        return self._apply(lambda t: t.to(dst_type))
+        """All parameters and buffers to `dst_type`: a dtype, a type name
+        (`"torch.DoubleTensor"`) or a legacy tensor type (`torch.FloatTensor`), as
+        `Tensor.type` reads it."""
+        return self._apply(lambda t: t.type(dst_type))
 
     def to_empty(self, *, device, recurse: bool = True) -> Module:
         """Replace every parameter's and buffer's data by uninitialised memory of the same
@@ -961,10 +1122,32 @@ class Module:
         """Self (everything lives on the CPU)."""
         return self
 
+    def _to_missing_backend(self, kind: str, device) -> Module:
+        """Moving to a backend this build lacks: PyTorch's error from the first tensor that
+        would move (a module without tensors moves trivially)."""
+        for module in self.modules():
+            if any(t is not None for t in module._parameters.values()) or any(
+                    t is not None for t in module._buffers.values()):
+                if kind == "cuda" and not isinstance(device, int):
+                    _device_cls("cuda")._check_available()
+                raise _no_backend_error(kind, device)
+        return self
+
     def cuda(self, device=None) -> Module:
         """Not available: no CUDA backend exists yet."""
-        _device_cls("cuda")._check_available()
-        return self
+        return self._to_missing_backend("cuda", device)
+
+    def xpu(self, device=None) -> Module:
+        """Not available: this build has no XPU backend (PyTorch's CPU builds neither)."""
+        return self._to_missing_backend("xpu", device)
+
+    def ipu(self, device=None) -> Module:
+        """Not available: this build has no IPU backend (PyTorch's CPU builds neither)."""
+        return self._to_missing_backend("ipu", device)
+
+    def mtia(self, device=None) -> Module:
+        """Not available: this build has no MTIA backend (PyTorch's CPU builds neither)."""
+        return self._to_missing_backend("mtia", device)
 
     # ------------------------------------------------------------ state dict
 
@@ -1001,10 +1184,15 @@ class Module:
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
         """An OrderedDict of parameters and persistent buffers under dotted names."""
         if args:  # the deprecated positional form (destination, prefix, keep_vars)
-            destination = args[0]
-            if len(args) > 1:
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead. Refer to "
+                "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module."
+                "state_dict for details.", FutureWarning, stacklevel=2)
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
                 prefix = args[1]
-            if len(args) > 2:
+            if len(args) > 2 and keep_vars is False:
                 keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
@@ -1099,20 +1287,35 @@ class Module:
                     f'While copying the parameter named "{key}", expected torch.Tensor or '
                     f"Tensor-like object from checkpoint but received {type(value)}")
                 continue
-            if tuple(value.shape) != tuple(param.shape):
+            lazy = is_lazy(param)
+            # A placeholder of a lazy module takes any shape (its load hook materialised it
+            # already when the value is real); a 0-d tensor takes a 1-element vector, as
+            # checkpoints from before 0-d tensors wrote them.
+            if not lazy and len(param.shape) == 0 and len(value.shape) == 1:
+                value = value[0]
+            if not lazy and tuple(value.shape) != tuple(param.shape):
                 error_msgs.append(
                     f"size mismatch for {key}: copying a param with shape {value.shape} from "
                     f"checkpoint, the shape in current model is {param.shape}.")
                 continue
-            if getattr(self, "_assign_on_load", False):
-                if name in self._parameters:
-                    self._parameters[name] = Parameter(
-                        value.detach(), requires_grad=param.requires_grad)
+            swap = _swap_on_load()
+            try:
+                if swap:
+                    self._load_by_swap(param, value, getattr(self, "_assign_on_load", False))
+                elif getattr(self, "_assign_on_load", False):
+                    if name in self._parameters:
+                        self._parameters[name] = Parameter(
+                            value.detach(), requires_grad=param.requires_grad)
+                    else:
+                        self._buffers[name] = value
                 else:
-                    self._buffers[name] = value
-                continue
-            with no_grad():
-                param.copy_(value)
+                    with no_grad():
+                        param.copy_(value)
+            except Exception as ex:  # noqa: BLE001  (reported with the other errors)
+                error_msgs.append(
+                    f'While {"swapping" if swap else "copying"} the parameter named "{key}", '
+                    f"whose dimensions in the model are {param.size()} and whose dimensions in "
+                    f"the checkpoint are {value.size()}, an exception occurred : {ex.args}.")
         extra_key = prefix + _EXTRA_STATE
         if type(self).set_extra_state is not Module.set_extra_state:
             if extra_key in state_dict:
@@ -1128,6 +1331,19 @@ class Module:
                     # a dotted name belongs to a child; a plain one to this module's tensors
                     if name not in (self._modules if dot else local):
                         unexpected_keys.append(key)
+
+    @staticmethod
+    def _load_by_swap(param: Tensor, value: Tensor, assign: bool) -> None:
+        """`load_state_dict` with `__future__`'s swapping on: the loaded contents (the value
+        itself with `assign`, else `param` after copying the value in) are swapped into the
+        existing object, which so keeps its identity."""
+        from ...utils import swap_tensors
+
+        with no_grad():
+            new = value.detach() if assign else param.copy_(value).detach()
+        if isinstance(param, Parameter):
+            new = Parameter(new, requires_grad=param.requires_grad)
+        swap_tensors(param, new)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy parameters and buffers from `state_dict`; returns missing/unexpected keys."""

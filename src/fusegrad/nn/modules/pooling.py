@@ -8,8 +8,8 @@ from ._arg_errors import missing_attribute, tensor_arguments
 from .module import Module
 
 
-class MaxPool2d(Module):
-    """2-D max pooling."""
+class _MaxPoolNd(Module):
+    """The window arguments of the max pooling layers (the base PyTorch gives them)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
@@ -21,18 +21,22 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def forward(self, input):
-        """Maxima over the windows."""
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}, "
                 f"ceil_mode={self.ceil_mode}")
 
 
-class MaxPool1d(MaxPool2d):
+class MaxPool2d(_MaxPoolNd):
+    """2-D max pooling."""
+
+    def forward(self, input):
+        """Maxima over the windows."""
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool1d(_MaxPoolNd):
     """1-D max pooling."""
 
     def forward(self, input):
@@ -41,7 +45,7 @@ class MaxPool1d(MaxPool2d):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class MaxPool3d(MaxPool2d):
+class MaxPool3d(_MaxPoolNd):
     """3-D max pooling."""
 
     def forward(self, input):
@@ -50,8 +54,9 @@ class MaxPool3d(MaxPool2d):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class AvgPool2d(Module):
-    """2-D average pooling."""
+class _AvgPoolNd(Module):
+    """The base PyTorch gives the average pooling layers (their repr); the 2-D and 3-D
+    layers' arguments."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None) -> None:
@@ -63,16 +68,20 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
 
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """2-D average pooling."""
+
     def forward(self, input):
         """Means over the windows."""
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-
-class AvgPool3d(AvgPool2d):
+class AvgPool3d(_AvgPoolNd):
     """3-D average pooling."""
 
     def forward(self, input):
@@ -81,12 +90,12 @@ class AvgPool3d(AvgPool2d):
                             self.count_include_pad, self.divisor_override)
 
 
-class AvgPool1d(Module):
+class AvgPool1d(_AvgPoolNd):
     """1-D average pooling."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> None:
-        super().__init__()
+        Module.__init__(self)  # (PyTorch's 1-D layer has no divisor_override)
         self.kernel_size = _one(kernel_size)
         self.stride = _one(stride if stride is not None else kernel_size)
         self.padding = _one(padding)
@@ -98,30 +107,32 @@ class AvgPool1d(Module):
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
 
 def _one(v) -> tuple:
     return (v,) if isinstance(v, int) else tuple(v)
 
 
-class AdaptiveAvgPool2d(Module):
-    """Average pooling to a fixed output size."""
+class _AdaptiveAvgPoolNd(Module):
+    """The output size of the adaptive average pooling layers (the base PyTorch gives
+    them)."""
 
     def __init__(self, output_size) -> None:
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, input):
-        """Means over adaptive windows."""
-        return F.adaptive_avg_pool2d(input, self.output_size)
-
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """Average pooling to a fixed output size."""
+
+    def forward(self, input):
+        """Means over adaptive windows."""
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     """1-D average pooling to a fixed output size."""
 
     def forward(self, input):
@@ -129,7 +140,7 @@ class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
-class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """3-D average pooling to a fixed output size."""
 
     def forward(self, input):
@@ -138,6 +149,8 @@ class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
 
 
 class _AdaptiveMaxPoolNd(Module):
+    """The output size and `return_indices` of the adaptive max pooling layers."""
+
     def __init__(self, output_size, return_indices: bool = False) -> None:
         super().__init__()
         self.output_size = output_size
@@ -172,6 +185,8 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
 
 
 class _LPPoolNd(Module):
+    """The arguments of the power-average pooling layers."""
+
     def __init__(self, norm_type: float, kernel_size, stride=None,
                  ceil_mode: bool = False) -> None:
         super().__init__()
@@ -213,6 +228,8 @@ class LPPool3d(_LPPoolNd):
 
 
 class _MaxUnpoolNd(Module):
+    """The window arguments of the max unpooling layers, as tuples of `_n`."""
+
     _n = 1
 
     def __init__(self, kernel_size, stride=None, padding=0) -> None:

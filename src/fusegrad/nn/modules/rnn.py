@@ -77,6 +77,11 @@ def _check_onednn_dtypes(tensors) -> None:
 # state tuple, and returns the new state tuple; element 0 is the step's output.
 
 
+def _apply_permutation(tensor: Tensor, permutation: Tensor, dim: int = 1) -> Tensor:
+    """`tensor` with its batch dimension `dim` reordered by `permutation`."""
+    return tensor.index_select(dim, permutation)
+
+
 def _input_part(x, p: dict, pre: bool):
     return x if pre else F.linear(x, p["weight_ih"], p["bias_ih"])
 
@@ -249,6 +254,18 @@ class RNNBase(Module):
     def flatten_parameters(self) -> None:
         """No-op (there is no fused weight buffer to compact)."""
 
+    # PyTorch caches the weight list the fused kernels take; here `_flat_weights` is read
+    # from the module each time, so these have nothing to refresh.
+    def _init_flat_weights(self) -> None:
+        """No-op: `_flat_weights` always reads the current weights."""
+
+    def _update_flat_weights(self) -> None:
+        """No-op: `_flat_weights` always reads the current weights."""
+
+    def _weights_have_changed(self) -> bool:
+        """False: there is no cached weight list to go stale."""
+        return False
+
     @property
     def _flat_weights(self) -> list:
         return [getattr(self, n, None) for n in self._flat_weights_names]
@@ -293,6 +310,47 @@ class RNNBase(Module):
             raise _lstm_hx_type_error(input, hx, self._flat_weights, packed)
         if len(hx) != 2:
             raise RuntimeError("lstm expects two hidden states")
+
+    # PyTorch's public checking methods (subclasses and wrappers call them); the forward
+    # runs its own checks, in PyTorch's order and with its messages.
+
+    def check_input(self, input: Tensor, batch_sizes: Tensor | None) -> None:
+        """The input's dtype (the weights'), rank (2 packed, else 3) and feature size."""
+        self._check_input_dtype(input)
+        rank = 2 if batch_sizes is not None else 3
+        if input.dim() != rank:
+            raise RuntimeError(f"input must have {rank} dimensions, got {input.dim()}")
+        if self.input_size != input.shape[-1]:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+
+    def _mini_batch(self, input: Tensor, batch_sizes: Tensor | None) -> int:
+        if batch_sizes is not None:
+            return int(batch_sizes[0])
+        return input.shape[0] if self.batch_first else input.shape[1]
+
+    def get_expected_hidden_size(self, input: Tensor,
+                                 batch_sizes: Tensor | None) -> tuple[int, int, int]:
+        """(layers * directions, batch, hidden or projection size) of the hidden state."""
+        return self._expected_hidden(self._mini_batch(input, batch_sizes))
+
+    def check_hidden_size(self, hx: Tensor, expected_hidden_size,
+                          msg: str = "Expected hidden size {}, got {}") -> None:
+        """RuntimeError `msg` unless `hx` has the expected size."""
+        if tuple(hx.size()) != tuple(expected_hidden_size):
+            raise RuntimeError(msg.format(expected_hidden_size, list(hx.size())))
+
+    def check_forward_args(self, input: Tensor, hidden: Tensor,
+                           batch_sizes: Tensor | None) -> None:
+        """`check_input`, then the hidden state's size."""
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
+
+    def permute_hidden(self, hx: Tensor, permutation: Tensor | None) -> Tensor:
+        """The hidden state with its batch reordered by `permutation` (None: unchanged)."""
+        if permutation is None:
+            return hx
+        return _apply_permutation(hx, permutation)
 
     def _check_input_dtype(self, input) -> None:
         """PyTorch's check that the input has the weights' dtype (skipped under autocast,
@@ -528,6 +586,26 @@ class LSTM(RNNBase):
                  dtype=None) -> None:
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
                          dropout, bidirectional, proj_size, device, dtype)
+
+    def get_expected_cell_size(self, input: Tensor,
+                               batch_sizes: Tensor | None) -> tuple[int, int, int]:
+        """(layers * directions, batch, hidden size) of the cell state."""
+        return self._expected_hidden(self._mini_batch(input, batch_sizes), cell=True)
+
+    def check_forward_args(self, input: Tensor, hidden: tuple,  # type: ignore[override]
+                           batch_sizes: Tensor | None) -> None:
+        """`check_input`, then the sizes of the hidden and the cell state."""
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
+                               "Expected hidden[0] size {}, got {}")
+        self.check_hidden_size(hidden[1], self.get_expected_cell_size(input, batch_sizes),
+                               "Expected hidden[1] size {}, got {}")
+
+    def permute_hidden(self, hx: tuple, permutation: Tensor | None) -> tuple:
+        """Both states with their batch reordered by `permutation` (None: unchanged)."""
+        if permutation is None:
+            return hx
+        return _apply_permutation(hx[0], permutation), _apply_permutation(hx[1], permutation)
 
     def forward(self, input, hx=None):
         """(output, (h_n, c_n))."""

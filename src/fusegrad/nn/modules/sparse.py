@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import _creation
 from ..._tensor import Tensor
+from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -48,9 +49,11 @@ class EmbeddingBag(Module):
     def reset_parameters(self) -> None:
         """N(0, 1), with the padding row zeroed."""
         init.normal_(self.weight)
-        if self.padding_idx is not None:
-            from ...autograd.grad_mode import no_grad
+        self._fill_padding_idx_with_zero()
 
+    def _fill_padding_idx_with_zero(self) -> None:
+        """Zero the padding row (if there is one), outside autograd."""
+        if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
@@ -123,8 +126,13 @@ class Embedding(Module):
     def reset_parameters(self) -> None:
         """N(0, 1) rows; the padding row zero."""
         init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self) -> None:
+        """Zero the padding row (if there is one), outside autograd."""
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input):
         """The rows at `input`."""

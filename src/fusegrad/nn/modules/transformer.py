@@ -24,18 +24,56 @@ from .module import Module
 from .normalization import LayerNorm
 
 
-def _activation(name):
-    if name == "relu":
+def _get_activation_fn(activation: str):
+    """The function an activation name stands for ("relu" or "gelu")."""
+    if activation == "relu":
         return F.relu
-    if name == "gelu":
+    if activation == "gelu":
         return F.gelu
-    raise RuntimeError(f"activation should be relu/gelu, not {name}")
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+_activation = _get_activation_fn
+
+
+def _get_clones(module: Module, N: int) -> ModuleList:  # noqa: N803  (PyTorch's name)
+    """A ModuleList of `N` deep copies of `module` (the layers of a stack)."""
+    return ModuleList([copy.deepcopy(module) for _ in range(N)])
 
 
 def _square_subsequent_mask(size: int, dtype) -> Tensor:
     """(size, size) float mask: 0 on and below the diagonal, -inf above."""
     upper = np.triu(np.ones((size, size), dtype=bool), 1)
     return Tensor._make(np.where(upper, -np.inf, 0.0).astype(dtype.np))
+
+
+def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
+    """The causal mask of a sequence of `sz` steps: 0 on and below the diagonal, -inf
+    above (True above for a bool dtype), in the default float dtype unless `dtype`."""
+    return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float)
+
+
+def _get_seq_len(src: Tensor, batch_first: bool) -> int | None:
+    """The sequence length of a (S, E), (S, N, E) or (N, S, E) input (None for a nested
+    tensor)."""
+    if getattr(src, "is_nested", False):
+        return None
+    if src.dim() == 2:
+        return src.shape[0]
+    return src.shape[1 if batch_first else 0]
+
+
+def _detect_is_causal_mask(mask: Tensor | None, is_causal: bool | None = None,
+                           size: int | None = None) -> bool:
+    """`is_causal` when given; when None, whether `mask` equals the causal mask of `size`
+    steps (default: its own second-to-last size) in its own dtype."""
+    if is_causal is not None or mask is None:
+        return is_causal is True
+    sz = size if size is not None else mask.shape[-2]
+    ref = _generate_square_subsequent_mask(sz, dtype=mask.dtype)
+    if tuple(mask.shape) != tuple(ref.shape):
+        return False
+    return bool((mask == ref).all())
 
 
 class TransformerEncoderLayer(Module):
@@ -177,7 +215,7 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers: int, norm=None,
                  enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
         super().__init__()
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = _get_clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
@@ -232,21 +270,8 @@ class TransformerEncoder(Module):
         return out
 
 
-def _seq_len(x, batch_first: bool) -> int:
-    """The sequence length of a (S, E), (S, N, E) or (N, S, E) input."""
-    if x.dim() == 2:
-        return x.shape[0]
-    return x.shape[1 if batch_first else 0]
-
-
-def _detect_causal(mask, is_causal, size: int) -> bool:
-    """`is_causal` if given; when None, whether `mask` is the square subsequent mask."""
-    if is_causal is not None or mask is None:
-        return is_causal is True
-    ref = _square_subsequent_mask(size, _dtype.defaults.float)
-    if tuple(mask.shape) != tuple(ref.shape):
-        return False
-    return bool(np.array_equal(mask._data, ref._data))
+_seq_len = _get_seq_len
+_detect_causal = _detect_is_causal_mask
 
 
 class TransformerDecoderLayer(Module):
@@ -315,7 +340,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer, num_layers: int, norm=None) -> None:
         super().__init__()
-        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.layers = _get_clones(decoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
 

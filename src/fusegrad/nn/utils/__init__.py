@@ -1,13 +1,17 @@
 """`fusegrad.nn.utils`: gradient clipping, parameter vector helpers, `rnn` (packed
 sequences), `stateless` (the deprecated `functional_call`), `skip_init`, `fusion`, the
-hook-based `weight_norm` and `spectral_norm`, and the submodules `parametrize`,
-`parametrizations` and `prune`, which load on first use."""
+hook-based `weight_norm` and `spectral_norm`, convolution weight memory formats, and the
+submodules `parametrize`, `parametrizations` and `prune`, which load on first use."""
 
-import warnings
-
-from . import rnn, stateless
-from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
-from .convert import parameters_to_vector, vector_to_parameters
+from . import _named_member_accessor, clip_grad, convert_parameters, memory_format, rnn, stateless
+from .clip_grad import (
+    clip_grad_norm,
+    clip_grad_norm_,
+    clip_grad_value_,
+    clip_grads_with_norm_,
+    get_total_norm,
+)
+from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
     fuse_conv_bn_eval,
     fuse_conv_bn_weights,
@@ -15,6 +19,7 @@ from .fusion import (
     fuse_linear_bn_weights,
 )
 from .init import skip_init
+from .memory_format import convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
@@ -22,7 +27,8 @@ __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_
            "get_total_norm", "parameters_to_vector", "vector_to_parameters", "rnn",
            "skip_init", "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval",
            "fuse_linear_bn_weights", "stateless", "weight_norm", "remove_weight_norm",
-           "spectral_norm", "remove_spectral_norm"]
+           "spectral_norm", "remove_spectral_norm", "convert_conv2d_weight_memory_format",
+           "convert_conv3d_weight_memory_format"]
 
 
 _LAZY_MODULES = frozenset({"parametrize", "parametrizations", "prune"})
@@ -40,12 +46,4 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     """The namespace including the submodules not loaded yet."""
     return sorted(set(globals()) | _LAZY_MODULES)
-
-
-def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0,
-                   error_if_nonfinite: bool = False, foreach: bool | None = None):
-    """Deprecated spelling of `clip_grad_norm_` (warns as PyTorch does)."""
-    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
-                  "`torch.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
-    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 

@@ -4,17 +4,35 @@ followed by the other; clipping by value."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Union
 
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_"]
+
+_tensor_or_tensors = Union[Tensor, Iterable[Tensor]]  # noqa: UP007  (PyTorch's alias)
+
+
+def _no_grad(func: Callable) -> Callable:
+    """`func` run under `no_grad` (the decorator PyTorch's clipping functions carry)."""
+
+    @functools.wraps(func)
+    def _no_grad_wrapper(*args, **kwargs):
+        with no_grad():
+            return func(*args, **kwargs)
+
+    return _no_grad_wrapper
 
 
 def _as_list(tensors) -> list:
     return [tensors] if isinstance(tensors, Tensor) else list(tensors)
 
 
-def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
+def _get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """The `norm_type`-norm of all `tensors` together: the norm of their norms, each taken in
     its own dtype (as PyTorch does, so the figures agree to the last bit)."""
@@ -35,7 +53,7 @@ def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
     return total
 
 
-def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+def _clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
                           total_norm: Tensor, foreach: bool | None = None) -> None:
     """Scale the gradients of `parameters` in place by `max_norm / (total_norm + 1e-6)`
     when that is below 1 (by 1 otherwise, as PyTorch multiplies every time)."""
@@ -55,9 +73,18 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     before clipping."""
     parameters = _as_list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
-    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
-    clip_grads_with_norm_(parameters, max_norm, total, foreach)
+    total = _get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    _clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
+
+
+def clip_grad_norm(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                   norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach: bool | None = None) -> Tensor:
+    """Deprecated spelling of `clip_grad_norm_` (warns as PyTorch does)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`torch.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
@@ -75,3 +102,9 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
                 raise backend_error("clamp_min_")
             np.clip(g._data, -clip_value, clip_value, out=g._data)
             g._vc[0] += 1
+
+
+# The public names `torch.nn.utils` gives the two helpers (their functions keep the private
+# names, as PyTorch's do).
+get_total_norm = _get_total_norm
+clip_grads_with_norm_ = _clip_grads_with_norm_

@@ -24,6 +24,15 @@ _PackedSequenceBase = namedtuple("PackedSequence_",
                                  ["data", "batch_sizes", "sorted_indices", "unsorted_indices"])
 
 
+def invert_permutation(permutation: Tensor | None) -> Tensor | None:
+    """The inverse of the permutation `permutation` (None stays None): `inv[perm[i]] = i`,
+    scattered as PyTorch does (so the permutation must be int64, as its positions are)."""
+    if permutation is None:
+        return None
+    out = _creation.empty_like(permutation)
+    return out.scatter_(0, permutation, _creation.arange(0, permutation.numel()))
+
+
 def _invert_permutation(permutation: Tensor | None) -> Tensor | None:
     if permutation is None:
         return None

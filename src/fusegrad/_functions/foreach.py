@@ -1,0 +1,606 @@
+"""PyTorch's `torch._foreach_*` functions: one op applied to every tensor of a list.
+
+Model-EMA code (`_foreach_lerp_(ema, params, weight=0.001)`), hand-written optimizers
+(`_foreach_addcdiv_`, `_foreach_sqrt`) and gradient clipping (`_foreach_norm`,
+`_foreach_mul_`) call them. PyTorch's CPU kernels loop over the list one tensor at a time,
+and so does each function here: it calls the per-tensor op (the Tensor method, or the
+registry overload PyTorch's loop calls), so autograd records each tensor's own node and
+every dtype, broadcasting and error rule is that op's.
+
+The names and overloads are declared in `ops/foreach.py`; this module builds one function
+per name from them. Arguments are matched to an overload as PyTorch's argument parser does
+(in the declared order; a number, a list of numbers, one tensor or a list of tensors), then
+the list lengths are checked with PyTorch's messages before any tensor is touched. The
+out-of-place forms return a tuple of new tensors; the in-place forms write into the tensors
+of their first argument and return that argument itself, as PyTorch's bindings do.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _dtype
+from .._dispatch import call, check_inplace_allowed, handle_function
+from .._tensor import Tensor
+from .._torch_function_wrappers import _wrap_function
+from ..autograd.grad_mode import is_grad_enabled
+from ..ops import foreach as table
+from ..ops.registry import REGISTRY
+from .pointwise import pow as _pow
+from .reduction import _vector_norm
+
+_REQUIRED = object()  # a parameter without a default
+
+
+class _Param(NamedTuple):
+    kind: str  # TensorList, ScalarList, Number, Tensor, bool, ScalarType?, MemoryFormat?
+    name: str
+    default: Any
+    keyword_only: bool
+
+
+_DEFAULTS = {"1": 1, "2": 2, "None": None, "False": False}  # the defaults the table writes
+_PARSED: dict[str, tuple[_Param, ...]] = {}
+
+
+def _parse(signature: str) -> tuple[_Param, ...]:
+    """The parameters of an overload written as `ops/foreach.py` writes them (each signature
+    parsed once: the in-place and out-of-place forms share theirs)."""
+    parsed = _PARSED.get(signature)
+    if parsed is not None:
+        return parsed
+    params, keyword_only = [], False
+    for part in signature.split(", "):
+        if part == "*":
+            keyword_only = True
+            continue
+        declared, _, default = part.partition("=")
+        kind, name = declared.split()
+        params.append(_Param(kind, name, _DEFAULTS[default] if default else _REQUIRED,
+                             keyword_only))
+    parsed = _PARSED[signature] = tuple(params)
+    return parsed
+
+
+# How PyTorch's messages spell each kind.
+_SHOWN = {"TensorList": "tuple of Tensors", "ScalarList": "tuple of Scalars",
+          "ScalarType?": "torch.dtype", "MemoryFormat?": "torch.memory_format"}
+
+
+def _shown(p: _Param) -> str:
+    text = f"{_SHOWN.get(p.kind, p.kind.rstrip('?'))} {p.name}"
+    return text if p.default is _REQUIRED else f"{text} = {p.default}"
+
+
+def _overload_text(params: tuple[_Param, ...]) -> str:
+    """An overload's parameters as PyTorch's messages list them."""
+    shown = [_shown(p) for p in params if not p.keyword_only]
+    keyword = [_shown(p) for p in params if p.keyword_only]
+    return ", ".join(shown + (["*", *keyword] if keyword else []))
+
+
+def _type_name(value) -> str:
+    """A value's type as PyTorch's argument errors name it (`Tensor`, `float`,
+    `numpy.ndarray`)."""
+    cls = type(value)
+    if isinstance(value, Tensor):
+        return cls.__name__  # `Tensor`, or a subclass's own name (`Parameter`)
+    module = cls.__module__
+    return cls.__name__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+# ---------------------------------------------------------------- argument matching
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (numbers.Number, np.bool_)) and not isinstance(value, Tensor)
+
+
+def _matches(kind: str, value) -> bool:
+    """Whether `value` can be an argument of `kind`, as PyTorch's parser decides."""
+    if kind == "TensorList":
+        return isinstance(value, (list, tuple))  # the elements are checked when converted
+    if kind == "ScalarList":
+        return isinstance(value, (list, tuple)) and all(_is_number(v) for v in value)
+    if kind == "Number":  # a 0-dim tensor outside the graph is a number, too
+        return _is_number(value) or (isinstance(value, Tensor) and value.ndim == 0 and
+                                     not value.requires_grad)
+    if kind == "Tensor":
+        return isinstance(value, Tensor)
+    if kind == "bool":
+        return isinstance(value, (bool, np.bool_))
+    if kind == "ScalarType?":
+        return value is None or isinstance(value, _dtype.dtype)
+    return True  # MemoryFormat?: clone checks it itself
+
+
+def _bind(params: tuple[_Param, ...], args: tuple, kwargs: dict) -> dict | None:
+    """The arguments by parameter name, or None when they do not fit these parameters."""
+    positional = [p for p in params if not p.keyword_only]
+    if len(args) > len(positional):
+        return None
+    bound = {p.name: a for p, a in zip(positional, args)}
+    for name, value in kwargs.items():
+        if name in bound or all(p.name != name for p in params):
+            return None
+        bound[name] = value
+    for p in params:
+        if p.name not in bound:
+            if p.default is _REQUIRED:
+                return None
+            bound[p.name] = p.default
+        elif not _matches(p.kind, bound[p.name]):
+            return None
+    return bound
+
+
+def _signature_error(fname: str, params: tuple[_Param, ...], args: tuple,
+                     kwargs: dict) -> TypeError:
+    """PyTorch's message for arguments that do not fit the one overload they could be meant
+    for: too many, missing, of a wrong type (the first such parameter), or unknown."""
+    positional = [p for p in params if not p.keyword_only]
+    if len(args) > len(positional):
+        low, high = sum(p.default is _REQUIRED for p in positional), len(positional)
+        takes = f"{high} positional argument{'s' if high > 1 else ''}" if low == high else \
+            f"from {low} to {high} positional arguments"
+        return TypeError(f"{fname}() takes {takes} but {len(args)} were given")
+    for i, p in enumerate(params):
+        if i < len(args) and not p.keyword_only:
+            given, where = args[i], f" (position {i + 1})"
+        elif p.name in kwargs:
+            given, where = kwargs[p.name], ""
+        elif p.default is _REQUIRED:
+            missing = [q.name for q in params[i:] if q.default is _REQUIRED and
+                       q.name not in kwargs]
+            quoted = ", ".join(f'"{m}"' for m in missing)
+            # (sic: PyTorch's plural is the other way round)
+            return TypeError(f"{fname}() missing {len(missing)} required positional "
+                             f"argument{'s' if len(missing) == 1 else ''}: {quoted}")
+        else:
+            continue
+        if not _matches(p.kind, given):
+            return TypeError(f"{fname}(): argument '{p.name}'{where} must be "
+                             f"{_SHOWN.get(p.kind, p.kind.rstrip('?'))}, not "
+                             f"{_type_name(given)}")
+    names = [p.name for p in params]
+    for name in kwargs:
+        if name not in names:
+            return TypeError(f"{fname}() got an unexpected keyword argument '{name}'")
+        if names.index(name) < len(args):
+            return TypeError(f"{fname}() got multiple values for argument '{name}'")
+    return TypeError(f"{fname}(): invalid arguments")
+
+
+class _Shown(str):
+    """A string that `repr` writes without quotes (in a tuple's repr)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _described(value) -> str:
+    """A value as PyTorch's notes on a failed overload describe it (`list of [Tensor]`)."""
+    if isinstance(value, list):
+        return f"list of [{', '.join(_type_name(v) for v in value)}]"
+    if isinstance(value, tuple):  # written as Python writes a tuple: `(Tensor,)`
+        return f"tuple of {tuple(_Shown(_type_name(v)) for v in value)!r}"
+    return _type_name(value)
+
+
+def _note(params: tuple[_Param, ...], args: tuple, kwargs: dict) -> str:
+    """PyTorch's note under an overload taking as many arguments as were given (counting its
+    `*`): the keywords it does not know, or every argument, each marked `!...!` unless it
+    is a tensor given for a `Tensor` (the one kind its check recognises)."""
+    slots = len(params) + any(p.keyword_only for p in params)
+    if len(args) + len(kwargs) != slots:
+        return ""
+    # A parameter with a default is known by a name with its default appended, which no
+    # keyword spells: PyTorch reports those keywords as incorrect, too.
+    known = {p.name for p in params if p.default is _REQUIRED}
+    wrong = [k for k in kwargs if k not in known]
+    if wrong:
+        return f"      didn't match because some of the keywords were incorrect: " \
+               f"{', '.join(wrong)}\n"
+    shown = []
+    for i, a in enumerate(args):
+        fits = i < len(params) and params[i].kind == "Tensor" and isinstance(a, Tensor)
+        shown.append(_described(a) if fits else f"!{_described(a)}!")
+    for p in params:
+        if p.name in kwargs:
+            value = kwargs[p.name]
+            fits = p.kind == "Tensor" and isinstance(value, Tensor)
+            text = f"{p.name}={_described(value)}"
+            shown.append(text if fits else f"!{text}!")
+    return "      didn't match because some of the arguments have invalid types: " \
+           f"({', '.join(shown)})\n"
+
+
+def _invalid_combination(fname: str, overloads, args: tuple, kwargs: dict) -> TypeError:
+    """PyTorch's message for arguments that fit none of several overloads."""
+    given = [_type_name(a) for a in args]
+    # (keywords in the reverse of their order in the call, as PyTorch lists them)
+    keywords = [f"{k}={_type_name(v)}" for k, v in reversed(kwargs.items())]
+    got = ", ".join(given + keywords) if given else "".join(f"{k}, " for k in keywords)
+    lines = "".join(f" * ({_overload_text(params)})\n{_note(params, args, kwargs)}"
+                    for params in overloads)
+    return TypeError(f"{fname}() received an invalid combination of arguments - got ({got}), "
+                     f"but expected one of:\n{lines}")
+
+
+def _resolve(fname: str, overloads, args: tuple, kwargs: dict):
+    """The first overload the arguments fit, and the arguments by name, with each tensor list
+    checked to hold tensors only."""
+    for params in overloads:
+        bound = _bind(params, args, kwargs)
+        if bound is not None:
+            break
+    else:
+        # When the number of arguments leaves one overload, PyTorch says what is wrong with
+        # them for it; otherwise it lists the overloads.
+        count = len(args) + len(kwargs)
+        plausible = [ps for ps in overloads
+                     if sum(p.default is _REQUIRED for p in ps) <= count <= len(ps)]
+        if len(overloads) == 1 or len(plausible) == 1:
+            raise _signature_error(fname, (plausible or overloads)[0], args, kwargs)
+        raise _invalid_combination(fname, overloads, args, kwargs)
+    for i, p in enumerate(params):
+        value = bound[p.name]
+        if p.kind == "TensorList":
+            for j, t in enumerate(value):
+                if not isinstance(t, Tensor):
+                    raise TypeError(f"expected Tensor as element {j} in argument {i}, but got "
+                                    f"{_type_name(t)}")
+        elif p.kind == "Number" and isinstance(value, Tensor):
+            bound[p.name] = value.item()
+        elif p.kind in ("Number", "ScalarList"):
+            bound[p.name] = _plain(value)
+    return params, bound
+
+
+def _foreign(args: tuple, kwargs: dict) -> bool:
+    """Whether an argument (or an element of a list argument) is no tensor but declares the
+    `__fusegrad_function__` protocol (fx's Proxy)."""
+    for a in (*args, *kwargs.values()):
+        for v in (a if isinstance(a, (list, tuple)) else (a,)):
+            if not isinstance(v, Tensor) and hasattr(type(v), "__fusegrad_function__"):
+                return True
+    return False
+
+
+def _plain(value):
+    """Python numbers for NumPy scalars (in a list, too), as PyTorch reads them."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# ---------------------------------------------------------------- PyTorch's list checks
+
+
+def _check_nonempty(tensors) -> None:
+    if not tensors:
+        raise RuntimeError("Tensor list must have at least one tensor.")
+
+
+def _check_lists(tensors, *others, nonempty: bool = True) -> None:
+    """Every list as long as the first, then (unless `nonempty` is False, for a check that
+    comes later) the first not empty: PyTorch's order."""
+    for other in others:
+        if len(other) != len(tensors):
+            raise RuntimeError("Tensor lists must have the same number of tensors, got "
+                               f"{len(tensors)} and {len(other)}")
+    if nonempty:
+        _check_nonempty(tensors)
+
+
+def _check_scalars(tensors, scalars) -> None:
+    _check_nonempty(tensors)
+    if len(scalars) != len(tensors):
+        raise RuntimeError("Tensor list must have same number of elements as scalar list.")
+
+
+def _check_scalar_tensor(t: Tensor) -> None:
+    if t.ndim != 0:
+        raise RuntimeError(f"scalar tensor expected to be 0 dim but it has {t.ndim} dimensions "
+                           f"and {t.numel()} elements.")
+
+
+def _packed_scalars(tensors, scalars: Tensor) -> list:
+    """The numbers of a 1-D tensor holding one per tensor (addcmul's `Tensor scalars`)."""
+    if scalars.ndim != 1:
+        raise RuntimeError("Expected packed scalar Tensor to be of dimension 1. Got "
+                           f"{scalars.ndim} instead.")
+    if scalars.numel() != len(tensors):
+        raise RuntimeError(f"Expected length of scalars to match input of length "
+                           f"{len(tensors)} but got {scalars.numel()} instead.")
+    _check_nonempty(tensors)
+    return scalars.tolist()
+
+
+def _check_writable(tensors, *inputs) -> None:
+    """Refuse up front, as PyTorch does, to write into a leaf that requires grad (or a view
+    of one): no tensor of the list is changed when one of them is refused."""
+    record = is_grad_enabled() and any(
+        t.requires_grad for group in (tensors, *inputs) if isinstance(group, (list, tuple))
+        for t in group if isinstance(t, Tensor))
+    for t in tensors:
+        check_inplace_allowed(t, record)
+
+
+# ---------------------------------------------------------------- the per-tensor ops
+
+
+def _method(name: str) -> Callable:
+    """A function calling Tensor method `name` (looked up when called: the methods are
+    attached after this module is built), or for a registry overload's name (`add_.Scalar`)
+    calling that op."""
+    if "." in name:
+        op = REGISTRY[name]
+        return lambda t, *args: call(op, t, *args)
+    return lambda t, *args, **kwargs: getattr(t, name)(*args, **kwargs)
+
+
+def _written(op: str) -> Callable:
+    """In-place `op` for a tensor argument: the Tensor method, or for maximum and minimum
+    (which have none) the out-of-place result copied in."""
+    inplace = f"{op}_"
+
+    def write(t: Tensor, other: Tensor, **kwargs) -> Tensor:
+        method = getattr(t, inplace, None)
+        if method is not None:
+            return method(other, **kwargs)
+        # Computed from a copy when recorded: the op saves its input for backward, which the
+        # write would otherwise change under it.
+        source = t.clone() if is_grad_enabled() and (t.requires_grad or other.requires_grad) \
+            else t
+        result = getattr(source, op)(other)
+        if not _dtype.can_cast(result.dtype, t.dtype):
+            raise RuntimeError(f"result type {result.dtype.legacy} can't be cast to the desired "
+                               f"output type {t.dtype.legacy}")
+        return t.copy_(result)
+
+    return write
+
+
+def _finish(tensors, results, inplace: bool):
+    return tensors if inplace else tuple(results)
+
+
+def _make_unary(op: str, inplace: bool) -> Callable:
+    method = _method(f"{op}_" if inplace else op)
+
+    def run(bound: dict, params) -> Any:
+        tensors = bound["self"]
+        _check_nonempty(tensors)
+        if inplace:
+            _check_writable(tensors)
+        return _finish(tensors, [method(t) for t in tensors], inplace)
+
+    return run
+
+
+def _make_binary(op: str, inplace: bool) -> Callable:
+    """add, sub, mul, div, clamp_min, clamp_max, maximum, minimum and pow: a number, one per
+    tensor, one 0-dim tensor for all, or one tensor per tensor."""
+    spelled = f"{op}_" if inplace else op
+    with_number = _method(table.SCALAR_OP.get(spelled, spelled))
+    with_tensor = _written(op) if inplace else _method(op)
+
+    def run(bound: dict, params) -> Any:
+        if params[0].kind == "Number":  # _foreach_pow(2.0, exponents)
+            base, tensors = bound["self"], bound["exponent"]
+            _check_nonempty(tensors)
+            return tuple(_pow(base, t) for t in tensors)
+        tensors, second = bound["self"], params[1]
+        other = bound[second.name]
+        kw = {"alpha": bound["alpha"]} if bound.get("alpha", 1) != 1 else {}
+        if second.kind == "TensorList":
+            _check_lists(tensors, other)
+            pairs, fn = zip(tensors, other), with_tensor
+        elif second.kind == "Tensor":
+            _check_scalar_tensor(other)
+            _check_nonempty(tensors)
+            pairs, fn = ((t, other) for t in tensors), with_tensor
+        elif second.kind == "ScalarList":
+            _check_scalars(tensors, other)
+            pairs, fn = zip(tensors, other), with_number
+        else:
+            _check_nonempty(tensors)
+            pairs, fn = ((t, other) for t in tensors), with_number
+        if inplace:
+            _check_writable(tensors, other)
+        return _finish(tensors, [fn(t, o, **kw) for t, o in pairs], inplace)
+
+    return run
+
+
+def _make_pointwise(op: str, inplace: bool) -> Callable:
+    """addcmul and addcdiv: self + value * tensor1 (* or /) tensor2, the value one number, one
+    per tensor, or packed in a 1-D tensor."""
+    method = _method(f"{op}_" if inplace else op)
+
+    def run(bound: dict, params) -> Any:
+        tensors, t1, t2 = bound["self"], bound["tensor1"], bound["tensor2"]
+        last = params[3]
+        _check_lists(tensors, t1, t2, nonempty=last.kind != "Tensor")
+        if last.kind == "Number":
+            values = [bound["value"]] * len(tensors)
+        elif last.kind == "Tensor":
+            values = _packed_scalars(tensors, bound["scalars"])
+        else:
+            values = bound["scalars"]
+            _check_scalars(tensors, values)
+        if inplace:
+            _check_writable(tensors, t1, t2)
+        return _finish(tensors, [method(t, a, b, value=v)
+                                 for t, a, b, v in zip(tensors, t1, t2, values)], inplace)
+
+    return run
+
+
+def _make_lerp(op: str, inplace: bool) -> Callable:
+    """lerp: self + weight * (tensors1 - self), the weight a number, one per tensor, or a
+    tensor per tensor."""
+    method = _method(f"{op}_" if inplace else op)
+
+    def run(bound: dict, params) -> Any:
+        tensors, ends = bound["self"], bound["tensors1"]
+        if params[2].kind == "TensorList":
+            weights = bound["weights"]
+            _check_lists(tensors, ends, weights)
+        elif params[2].kind == "ScalarList":
+            _check_lists(tensors, ends)
+            weights = bound["weight"]
+            _check_scalars(tensors, weights)
+        else:
+            _check_lists(tensors, ends)
+            weights = [bound["weight"]] * len(tensors)
+        if inplace:
+            _check_writable(tensors, ends, weights)
+        return _finish(tensors, [method(t, e, w) for t, e, w in zip(tensors, ends, weights)],
+                       inplace)
+
+    return run
+
+
+def _norm(bound: dict, params) -> tuple:
+    tensors = bound["self"]
+    _check_nonempty(tensors)
+    return tuple(_vector_norm(t, bound["ord"], dtype=bound["dtype"]) for t in tensors)
+
+
+def _powsum(bound: dict, params) -> tuple:
+    """sum(|x| ** ord) per tensor: the norm before its root (`ord` 0 counts every element)."""
+    tensors, ord, dtype = bound["self"], bound["ord"], bound["dtype"]
+    _check_nonempty(tensors)
+    out = []
+    for t in tensors:
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
+            raise NotImplementedError(f'"powsum_cpu" not implemented for \'{t.dtype.legacy}\'')
+        if dtype is not None:
+            t = t.to(dtype)
+        out.append(t.abs().pow(ord).sum())
+    return tuple(out)
+
+
+def _max(bound: dict, params) -> tuple:
+    tensors = bound["self"]
+    _check_nonempty(tensors)
+    if any(t.numel() == 0 for t in tensors):
+        raise RuntimeError("_foreach_max cannot compute the maximum of an empty tensor; max over "
+                           "zero elements is undefined.")
+    return tuple(t.max() for t in tensors)
+
+
+def _clone(bound: dict, params) -> tuple:
+    tensors = bound["self"]
+    _check_nonempty(tensors)
+    return tuple(t.clone(memory_format=bound["memory_format"]) for t in tensors)
+
+
+def _mm(bound: dict, params) -> tuple:
+    tensors, others = bound["self"], bound["mat2"]
+    if not tensors:
+        raise RuntimeError("_foreach_mm requires non-empty tensor lists")
+    if len(others) != len(tensors):
+        raise RuntimeError("_foreach_mm: self and mat2 must have the same number of tensors")
+    return tuple(a.mm(b) for a, b in zip(tensors, others))
+
+
+def _copy_(bound: dict, params):
+    tensors, sources = bound["self"], bound["src"]
+    _check_nonempty(tensors)  # before the lengths, here
+    _check_lists(tensors, sources)
+    _check_writable(tensors, sources)
+    for t, s in zip(tensors, sources):
+        t.copy_(s, bound["non_blocking"])
+    return tensors
+
+
+def _zero_(bound: dict, params):
+    tensors = bound["self"]
+    _check_nonempty(tensors)
+    _check_writable(tensors)
+    for t in tensors:
+        t.zero_()
+    return tensors
+
+
+# Functions of one kind of their own, by the name ops/foreach.py declares.
+_SPECIAL: dict[str, Callable] = {
+    "_foreach_norm": _norm, "_foreach_powsum": _powsum, "_foreach_max": _max,
+    "_foreach_clone": _clone, "_foreach_mm": _mm, "_foreach_copy_": _copy_,
+    "_foreach_zero_": _zero_,
+}
+
+
+def _family(op: str) -> Callable[[str, bool], Callable]:
+    """The maker of the loop for `op`, read from the shape of its declared overloads."""
+    last = _parse(table.OVERLOADS[op][-1])
+    names = [p.name for p in last]
+    if names[:3] == ["self", "tensor1", "tensor2"]:
+        return _make_pointwise
+    if names[:2] == ["self", "tensors1"]:
+        return _make_lerp
+    return _make_binary
+
+
+# ---------------------------------------------------------------- building the namespace
+
+
+def _build(name: str, signatures: tuple[str, ...], run: Callable, inplace: bool) -> Callable:
+    overloads = tuple(_parse(s) for s in signatures)
+
+    def foreach(*args, **kwargs) -> Any:
+        try:
+            params, bound = _resolve(name, overloads, args, kwargs)
+        except TypeError:
+            if not _foreign(args, kwargs):
+                raise
+            # fx's proxies among the arguments: they record the call (as for every public
+            # function; tensors subclassing Tensor reach their handler through the wrapper)
+            return handle_function(wrapper, args, kwargs)
+        return run(bound, params)
+
+    base = name[len("_foreach_"):].rstrip("_")
+    shown = "\n".join(f"    {name}({_overload_text(ps)})" for ps in overloads)
+    foreach.__name__ = foreach.__qualname__ = name
+    foreach.__doc__ = (
+        f"`{base}` applied to each tensor of a list"
+        + (": writes into the tensors and returns the list itself." if inplace else
+           ": returns a tuple of new tensors.")
+        + f"\n\nOverloads (PyTorch's):\n{shown}\n")
+    foreach.__annotations__ = {"return": "list | tuple" if inplace else "tuple[Tensor, ...]"}
+    # Behind the `__torch_function__` protocol, as PyTorch's are (the namespace's own pass
+    # leaves private names alone): a subclass's handler, or fx's proxies in the lists, get
+    # the whole call.
+    wrapper = _wrap_function(foreach, f"torch.{name}", 0, "fusegrad", None, name)
+    wrapper._torch_function_info[0] = wrapper
+    return wrapper
+
+
+def _namespace() -> dict[str, Callable]:
+    out = {}
+    for op in table.UNARY:
+        for inplace in (False, True):
+            name = f"_foreach_{op}{'_' if inplace else ''}"
+            out[name] = _build(name, ("TensorList self",), _make_unary(op, inplace), inplace)
+    for op, signatures in table.OVERLOADS.items():
+        for inplace in (False, True):
+            if op in (table.IN_PLACE_ONLY if not inplace else table.OUT_OF_PLACE_ONLY):
+                continue
+            name = f"_foreach_{op}{'_' if inplace else ''}"
+            # The in-place form has only the overloads that write into their first argument.
+            own = tuple(s for s in signatures if not inplace or s.startswith("TensorList self"))
+            run = _SPECIAL.get(name) or _family(op)(op, inplace)
+            out[name] = _build(name, own, run, inplace)
+    return out
+
+
+_FUNCTIONS = _namespace()
+globals().update(_FUNCTIONS)
+__all__ = sorted(_FUNCTIONS)
