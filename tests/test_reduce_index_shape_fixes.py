@@ -20,6 +20,7 @@ import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -399,3 +400,15 @@ _ROUNDING = "[2.751893114372708, 0.11877862999260858, 1.585767789780065, 1.37800
 )
 def test_dtype_casting_signed_zeros_and_messages(program):
     check(program)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 2.0])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_of_a_zero_dim_tensor_as_torch(name, value):
+    """A 0-d tensor is a one-element row: an infinite or NaN value gives NaN (it gave 1 / 0)."""
+    want = getattr(torch, name)(torch.tensor(value), 0)
+    fn = getattr(fusegrad, name)
+    for got in (fn(fusegrad.tensor(value), 0),
+                fusegrad.compile(lambda x: fn(x, -1))(fusegrad.tensor(value))):
+        assert got.shape == () and got.dtype == fusegrad.float32
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

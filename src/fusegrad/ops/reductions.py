@@ -279,8 +279,8 @@ def _softmax_kernel(a, dim, log=False):
         return a.copy()
     dt = a.dtype
     x = a.astype(F32) if dt in HALF else a
-    if x.ndim == 0:
-        return (np.zeros_like(x) if log else np.ones_like(x)).astype(dt)
+    if x.ndim == 0:  # as a one-element row: an infinite or NaN value gives NaN
+        return _softmax_kernel(a.reshape(1), 0, log).reshape(())
     axis = wrap_dims(dim, x.ndim)[0]
     shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
     e = np.exp(shifted)
