@@ -41,11 +41,11 @@ from .registry import REGISTRY, OpDef, Sample, Spec, register
 
 complex.forbid_complex(REGISTRY)  # after every module above registered its ops
 # Run on first use (`deferred`): the layers' kernels, factorizations and solvers, FFT, sparse
-# twins and the rarer special functions.
+# twins, the rarer special functions, and the facts of out= (read at the first out= call).
 deferred.defer(sys.modules[__name__], (
     "attention", "batch_norm_backward", "conv", "conv_backward", "embedding", "factorizations",
     "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
-    "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
+    "out_facts", "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
     "weight_norm"))
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]
