@@ -54,6 +54,7 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: 
 from ._tensor import Tensor
 from ._thread_state import active as _active
 from ._thread_state import local as _local
+from ._warn import warn_at_caller
 from .autograd import graph as _graph
 
 
@@ -358,14 +359,8 @@ def _write_overlapping(op, dst, value, t) -> None:
     (`OpDef.overlap_ok`). Only the elements the op changes are written: an element it leaves
     as it was must not undo the change made through another element at the same place
     (`masked_fill_` of an expanded tensor fills every alias of a masked element)."""
-    if op.overlap_ok:  # PyTorch's deprecation warning, naming the first frame outside
-        import sys
-        import warnings
-
-        frame, level = sys._getframe(0), 1  # stacklevel 1 is this function's frame
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("fusegrad"):
-            frame, level = frame.f_back, level + 1
-        warnings.warn(op.overlap_ok, UserWarning, stacklevel=level)
+    if op.overlap_ok:  # PyTorch's deprecation warning
+        warn_at_caller(op.overlap_ok)
     changed = value != dst
     if changed.dtype != np.bool_:  # an elementwise comparison NumPy could not make
         changed = np.ones(dst.shape, np.bool_)

@@ -31,9 +31,7 @@ Functions PyTorch gives no `out` raise its TypeError; `bernoulli` and `multinomi
 from __future__ import annotations
 
 import inspect
-import sys
 import types
-import warnings
 
 import numpy as np
 
@@ -43,6 +41,7 @@ from ._fake import FakeTensor
 from ._metadata import copy_metadata
 from ._tensor import Tensor
 from ._thread_state import local as _local
+from ._warn import warn_at_caller
 from .autograd.grad_mode import no_grad
 from .ops import out_facts as facts
 from .ops.inplace import copy_ as _copy_op
@@ -108,18 +107,6 @@ def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
         raise RuntimeError(text)
 
 
-def _user_stacklevel() -> int:
-    """`warnings.warn`'s stacklevel naming the first frame outside fusegrad, as PyTorch's
-    warnings from C++ name the Python line that called it."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if module != "fusegrad" and not module.startswith("fusegrad."):
-            break
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
     """Give `out` the result's shape, contiguous, as PyTorch's `resize_output`: silently when
     it is empty, otherwise with the warning `warn` (None: none). A shrinking contiguous `out`
@@ -128,9 +115,8 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
         numel = 1
         for s in shape:
             numel *= s
-        warnings.warn(warn.format(old=list(out.shape), new=list(shape), new_tuple=shape,
-                                  old_numel=out.numel(), numel=numel),
-                      UserWarning, stacklevel=_user_stacklevel())
+        warn_at_caller(warn.format(old=list(out.shape), new=list(shape), new_tuple=shape,
+                                   old_numel=out.numel(), numel=numel))
     if isinstance(out, FakeTensor):
         out._take_geometry(FakeTensor._make_fake(shape, out.dtype))
         return

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 
@@ -20,6 +21,18 @@ def warn_once(message: str, stacklevel: int = 3) -> None:
     if _state.always or message not in _state.given:
         _state.given.add(message)
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def warn_at_caller(message: str) -> None:
+    """`message` as a UserWarning naming the first frame outside fusegrad, as PyTorch's
+    warnings from its C++ core name the Python line that called into it."""
+    frame, level = sys._getframe(0), 1  # stacklevel 1 is this function's frame
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module != "fusegrad" and not module.startswith("fusegrad."):
+            break
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def set_warn_always(b: bool) -> None:
