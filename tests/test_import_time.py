@@ -356,6 +356,44 @@ def test_deferred_op_modules_run_on_first_use_and_the_registry_sees_every_op():
     assert out == [list(DEFERRED), 36.0, False, pytest.approx(5.0), True, [], True]
 
 
+def test_an_op_looked_up_by_name_runs_only_the_deferred_modules_up_to_its_own():
+    # math_special is deferred; `x.gcd_(y)` and `x.lgamma()` find their ops when called.
+    out = run_fresh("""
+        import json, sys
+        import fusegrad
+        from fusegrad.ops import deferred
+
+        def pending(name):
+            return type(sys.modules["fusegrad.ops." + name]) is deferred.DeferredModule
+
+        first = pending("math_special")
+        x = fusegrad.tensor([12, 18])
+        x.gcd_(fusegrad.tensor([8, 12]))
+        lg = fusegrad.tensor([3.0]).lgamma().item()
+        try:
+            fusegrad.heaviside(fusegrad.tensor([1j]), fusegrad.tensor([1j]))
+            refused = None
+        except RuntimeError as e:
+            refused = str(e)
+        print(json.dumps([first, pending("math_special"), pending("conv"), x.tolist(), lg,
+                          refused]))
+    """)
+    assert out == [True, False, True, [4, 6], pytest.approx(0.6931471805599453),
+                   "heaviside is not yet implemented for complex tensors."]
+
+
+def test_every_real_only_op_refuses_complex_inputs_once_loaded():
+    from fusegrad.ops import REGISTRY, complex
+
+    len(REGISTRY)  # every deferred module run
+    for names in complex.REAL_ONLY:
+        for name in names:
+            op = REGISTRY[name]
+            assert getattr(op.kernel, "real_only", False), name
+            assert getattr(op.meta, "real_only", False), name
+            assert not getattr(op.kernel.__wrapped__, "real_only", False), name  # once
+
+
 def test_deferred_op_module_first_used_by_two_threads_at_once():
     out = run_fresh("""
         import json, threading

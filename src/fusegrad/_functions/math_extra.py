@@ -7,25 +7,42 @@ also exposes at the top level (`torch.relu_`, `torch.exp_`, ...)."""
 from __future__ import annotations
 
 from .. import _dtype, return_types
-from .._dispatch import call
+from .._dispatch import call, call1
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import math_special as M
 from ..ops import scalar as SC
 from ..ops import special as SP
-from .pointwise import _unary
 
-lgamma = _unary(M.lgamma, "lgamma")
-digamma = _unary(M.digamma, "digamma")
-erfinv = _unary(M.erfinv, "erfinv")
-i0 = _unary(M.i0, "i0")
-special_i1 = _unary(M.special_i1, "special_i1")
-sinc = _unary(M.sinc, "sinc")
-rad2deg = _unary(M.rad2deg, "rad2deg")
-deg2rad = _unary(M.deg2rad, "deg2rad")
-signbit = _unary(M.signbit, "signbit")
-isneginf = _unary(M.isneginf, "isneginf")
-isposinf = _unary(M.isposinf, "isposinf")
+# The ops are `ops.math_special`'s, a module that runs on first use (`ops/deferred.py`):
+# each function finds its op when called, not when made.
+
+
+def _elementwise(name: str, binary: bool = False):
+    """The public function of op `name`: of one tensor, or of two with `binary`."""
+    if binary:
+        def fn(input, other, *, out=None):
+            return call(getattr(M, name), input, other)
+    else:
+        def fn(input, *, out=None):
+            return call1(getattr(M, name), input)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}" + (" of two tensors." if binary else ".")
+    return fn
+
+
+lgamma = _elementwise("lgamma")
+digamma = _elementwise("digamma")
+erfinv = _elementwise("erfinv")
+i0 = _elementwise("i0")
+special_i1 = _elementwise("special_i1")
+sinc = _elementwise("sinc")
+rad2deg = _elementwise("rad2deg")
+deg2rad = _elementwise("deg2rad")
+signbit = _elementwise("signbit")
+isneginf = _elementwise("isneginf")
+isposinf = _elementwise("isposinf")
 
 
 def polygamma(n: int, input: Tensor, *, out=None) -> Tensor:
@@ -38,24 +55,15 @@ def logit(input: Tensor, eps: float | None = None, *, out=None) -> Tensor:
     return call(M.logit, input) if eps is None else call(M.logit, input, eps)
 
 
-def _binary(op, name):
-    def fn(input, other, *, out=None):
-        return call(op, input, other)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} of two tensors."
-    return fn
-
-
-hypot = _binary(M.hypot, "hypot")
-logaddexp = _binary(M.logaddexp, "logaddexp")
-logaddexp2 = _binary(M.logaddexp2, "logaddexp2")
-nextafter = _binary(M.nextafter, "nextafter")
-heaviside = _binary(M.heaviside, "heaviside")
-fmin = _binary(M.fmin, "fmin")
-fmax = _binary(M.fmax, "fmax")
-gcd = _binary(M.gcd, "gcd")
-lcm = _binary(M.lcm, "lcm")
+hypot = _elementwise("hypot", binary=True)
+logaddexp = _elementwise("logaddexp", binary=True)
+logaddexp2 = _elementwise("logaddexp2", binary=True)
+nextafter = _elementwise("nextafter", binary=True)
+heaviside = _elementwise("heaviside", binary=True)
+fmin = _elementwise("fmin", binary=True)
+fmax = _elementwise("fmax", binary=True)
+gcd = _elementwise("gcd", binary=True)
+lcm = _elementwise("lcm", binary=True)
 
 
 def xlogy(input, other, *, out=None) -> Tensor:
@@ -182,7 +190,7 @@ def float_power_(self: Tensor, exponent) -> Tensor:
         raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.legacy} but "
                            f"the operation's result requires dtype {wide.legacy}")
     if isinstance(exponent, Tensor):
-        return call(M.pow_tensor_, self, exponent.to(wide))
+        return call(REGISTRY["pow_.Tensor"], self, exponent.to(wide))
     return call(REGISTRY["pow_.Scalar"], self, exponent)
 
 

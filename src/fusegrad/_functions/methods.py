@@ -45,10 +45,18 @@ def _inplace_unary(op):
 
 
 def _inplace_args(op):
-    def fn(self, *args):
-        return call(op, self, *args)
+    if op.__class__ is str:  # an op of a module that runs on first use: found when called
+        name = op
 
-    fn.__name__ = fn.__qualname__ = op.name.split(".")[0]
+        def fn(self, *args):
+            return call(REGISTRY[name], self, *args)
+    else:
+        name = op.name
+
+        def fn(self, *args):
+            return call(op, self, *args)
+
+    fn.__name__ = fn.__qualname__ = name.split(".")[0]
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
     return fn
 
@@ -336,8 +344,8 @@ def attach(functions: dict) -> None:
             value = _resolve(what[0])
         elif form == "property":
             value = property(_resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
-        else:
-            value = _MAKERS[form](*(REGISTRY[op] for op in what))
+        else:  # an op not registered yet is a deferred module's (`ops/deferred.py`): named
+            value = _MAKERS[form](*(dict.get(REGISTRY, op) or op for op in what))
         setattr(Tensor, name, value)
 
 

@@ -10,28 +10,21 @@ from . import (  # noqa: F401
     comparison,
     complex,
     deferred,
-    incomplete_gamma,
     indexing,
     inplace,
     joins,
     linalg,
-    math_special,
     misc,
     nn,
     norms,
     random,
     rearrange,
     reductions,
-    rnn,
     scalar,
     scans,
-    scatter,
     shape_extra,
     shifts,
-    shrink,
     sorting,
-    special,
-    statistics,
     unary,
     view_copies,
     views,
@@ -40,11 +33,16 @@ from .overloads import aten
 from .registry import REGISTRY, OpDef, Sample, Spec, register
 
 complex.forbid_complex(REGISTRY)  # after every module above registered its ops
-# Run on first use (`deferred`): the layers' kernels, factorizations and solvers, FFT, sparse
-# twins, the rarer special functions, and the facts of out= (read at the first out= call).
+deferred.after_execute(lambda: complex.forbid_complex(REGISTRY))  # and each deferred one's
+# Run on first use (`deferred`): less common pointwise math and special functions, scatter
+# and statistics, the shrinking activations, RNN cells, the layers' kernels, factorizations
+# and solvers, FFT, sparse twins, and the facts of out= (read at the first out= call). A
+# name the registry lacks runs them in this order until one registers it: the small modules
+# whose ops Tensor methods find by name come first.
 deferred.defer(sys.modules[__name__], (
-    "attention", "batch_norm_backward", "conv", "conv_backward", "embedding", "factorizations",
-    "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
+    "math_special", "incomplete_gamma", "special", "scatter", "statistics", "shrink", "rnn",
+    "attention", "batch_norm_backward", "conv", "conv_backward", "embedding",
+    "factorizations", "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
     "out_facts", "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
     "weight_norm"))
 

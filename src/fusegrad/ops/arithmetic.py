@@ -483,6 +483,9 @@ add_ = inplace_variant(add, "add_.Tensor")
 sub_ = inplace_variant(sub, "sub_.Tensor")
 mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True)
 div_ = inplace_variant(div, "div_.Tensor", saves_self=True)
+# `pow_` with a tensor exponent (`x.pow_(t)`, `x **= t`, `float_power_`).
+pow_tensor_ = inplace_variant(pow_tensor, "pow_.Tensor", saves_self=True,
+                              kernel=inplace_checks_first(pow_tensor.kernel))
 
 # ---------------------------------------------------------------- more binary ops
 

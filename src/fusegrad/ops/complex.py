@@ -311,14 +311,18 @@ def _real_only(fn, error, message: str):
                                             else dt).legacy))
         return fn(*args, **kwargs)
 
+    checked.real_only = True
     return checked
 
 
 def forbid_complex(registry) -> None:
-    """Give the entries of `REAL_ONLY` PyTorch's error for complex inputs (run once all
-    ops are registered)."""
+    """Give each entry of `REAL_ONLY` registered by now PyTorch's error for complex inputs,
+    once: run at import, once the op modules imported at start have registered their ops, and
+    again after each deferred module's body (`deferred.after_execute`)."""
     for names, (error, message) in REAL_ONLY.items():
         for name in names:
-            op = registry[name]
+            op = dict.get(registry, name)  # (a deferred module's op is not there yet)
+            if op is None or getattr(op.kernel, "real_only", False):
+                continue
             op.kernel = _real_only(op.kernel, error, message)
             op.meta = _real_only(op.meta, error, message)

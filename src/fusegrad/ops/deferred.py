@@ -6,9 +6,10 @@ attention, solvers and factorizations, FFT, sparse twins, special functions) are
 `fusegrad.ops` as `DeferredModule`s: the module object is in `sys.modules` and importable as
 usual (`from fusegrad.ops import conv`), and it executes (registering its ops) when a name
 it defines is first looked up, which is when its first op runs. `load_all` executes every
-module not executed yet: the registry calls it before answering for an op it does not hold
-or for its whole content, so a layer that walks the registry (capture's flags, ONNX, the
-oracle tests) always sees every op.
+module not executed yet: the registry calls it before answering for its whole content, so a
+layer that walks the registry (capture's flags, ONNX, the oracle tests) always sees every op;
+asked for one op it does not hold, it executes them in turn until one has registered it
+(`load_until`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import types
 
 _PENDING: list = []  # the DeferredModules not executed yet, in the order they were deferred
+_AFTER: list = []  # what runs after each module's body (`after_execute`)
 _RUNNING: set = set()  # those whose body is running now
 # One lock for every deferred module: executing one can reach another (solvers needs
 # factorizations), and a second thread asking for a name waits for the module to be complete.
@@ -54,6 +56,14 @@ def execute(module: types.ModuleType) -> None:
             _RUNNING.discard(module)
         module.__class__ = types.ModuleType  # complete: names are found at a module's speed
         _PENDING.remove(module)
+        for hook in _AFTER:
+            hook()
+
+
+def after_execute(hook) -> None:
+    """Call `hook()` after each deferred module's body has run (the registry's finishing
+    steps over the ops it registered)."""
+    _AFTER.append(hook)
 
 
 def defer(package: types.ModuleType, names: tuple) -> None:
@@ -69,6 +79,16 @@ def defer(package: types.ModuleType, names: tuple) -> None:
         sys.modules[full] = module
         setattr(package, name, module)
         _PENDING.append(module)
+
+
+def load_until(found) -> bool:
+    """Execute deferred modules not executed yet, in the order they were deferred, until
+    `found()` is true; whether it is."""
+    for module in list(_PENDING):
+        execute(module)
+        if found():
+            return True
+    return False
 
 
 def load_all() -> bool:

@@ -43,7 +43,7 @@ from .comparison import (
     clamp_number_meta,
     clamp_tensor,
 )
-from .registry import REGISTRY, Sample, inplace_variant, register
+from .registry import Sample, inplace_variant, register
 from .scalar import clamp_min
 from .special import _xlogy_kernel, _xlogy_np, xlogy
 
@@ -804,7 +804,3 @@ clamp_min_tensor_ = inplace_variant(clamp_min_tensor, "clamp_min_.Tensor", saves
                                     kernel=inplace_checks_first(clamp_min_tensor.kernel))
 clamp_max_tensor_ = inplace_variant(clamp_max_tensor, "clamp_max_.Tensor", saves_self=True,
                                     kernel=inplace_checks_first(clamp_max_tensor.kernel))
-
-# `pow_` with a tensor exponent (`float_power_` and `x.pow_(t)` need it).
-pow_tensor_ = inplace_variant(REGISTRY["pow.Tensor_Tensor"], "pow_.Tensor", saves_self=True,
-                              kernel=inplace_checks_first(REGISTRY["pow.Tensor_Tensor"].kernel))

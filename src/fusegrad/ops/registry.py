@@ -227,25 +227,29 @@ class OpDef:
 
 
 class OpRegistry(dict):
-    """Op name -> OpDef. Some op modules run on first use (`ops/deferred.py`): asked for a
-    name it does not hold, or for its whole content, the registry runs them first, so every
-    reader sees every op. A name it holds is found at a plain dict's speed."""
+    """Op name -> OpDef. Some op modules run on first use (`ops/deferred.py`): asked for its
+    whole content, the registry runs them all first, so every reader sees every op; asked for
+    a name it does not hold, it runs them in turn until one has registered it. A name it
+    holds is found at a plain dict's speed."""
+
+    def _load(self, name) -> bool:
+        """Run deferred op modules until one has registered `name`; whether one has."""
+        return deferred.load_until(lambda: dict.__contains__(self, name))
 
     def __missing__(self, name: str) -> OpDef:
-        if deferred.load_all():
+        if self._load(name):
             return dict.__getitem__(self, name)
         raise KeyError(name)
 
     def get(self, name: str, default=None):
         """The entry named `name`, or `default`."""
         op = dict.get(self, name)
-        if op is None and deferred.load_all():
+        if op is None and self._load(name):
             op = dict.get(self, name)
         return default if op is None else op
 
     def __contains__(self, name) -> bool:
-        return dict.__contains__(self, name) or (deferred.load_all() and
-                                                 dict.__contains__(self, name))
+        return dict.__contains__(self, name) or self._load(name)
 
     def __iter__(self):
         deferred.load_all()
