@@ -281,6 +281,33 @@ def test_softmax_rows_same_bits_at_two_threads_and_double_backward(name):
     assert fusegrad.autograd.gradgradcheck(lambda a: fn(a, -1), (v,))
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(64, 10), (5, 16), (7, 300), (2, 3, 33)])
+def test_softmax_rows_forward_equals_compiled_code_and_numpy_path(name, shape):
+    """The forward over rows in C: float32 the compiled code's bits (both take fg_expf and
+    fg_logf); both dtypes within a few epsilons of the NumPy path (of the size of the terms
+    summed or cancelled), NaN and infinities as it."""
+    fn = getattr(fusegrad.nn.functional, name)
+    for dtype in (np.float32, np.float64):
+        x = (RNG.standard_normal(shape) * 5).astype(dtype)
+        x.reshape(-1, shape[-1])[1, 2] = np.nan  # a row holding NaN
+        x.reshape(-1, shape[-1])[2, :] = -np.inf  # a row of -inf
+        x.reshape(-1, shape[-1])[3, 1] = np.inf
+        t = fusegrad.from_numpy(x)
+        got = fn(t, -1).numpy()
+        with _native.native_kernels(False):
+            want = fn(t, -1).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = np.isfinite(want)
+        np.testing.assert_array_equal(got[~ok & ~np.isnan(want)], want[~ok & ~np.isnan(want)])
+        rows = np.abs(np.where(np.isfinite(x), x, 0))
+        scale = np.abs(want) if name == "softmax" else 1 + rows + rows.max(-1, keepdims=True)
+        _near(got[ok], want[ok], scale[ok], dtype)
+        if dtype is np.float32:
+            compiled = fusegrad.compile(lambda a: fn(a, -1))(t).numpy()
+            np.testing.assert_array_equal(got, compiled)
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_hard_functions_at_their_corners_as_torch(native):
     """hardswish's gradient is 0 up to -3 included and g from 3 on (and for NaN);

@@ -21,14 +21,18 @@ from sys import getrefcount as _refcount
 import numpy as np
 
 from .. import _dispatch, _thread_state
+from .._creation import zeros
 from .._shapes import contiguous_strides, dense_order, elem_strides
-from .._tensor import Tensor
+from .._tensor import Tensor, make_plain
 from .._thread_state import local as _local
+from .._torch_function import DisableTorchFunction
 from ..ops import _parallel
 from ..ops._util import strided_copy
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
 from .graph import AccumulateGrad, fit_grad, unpack_saved
+
+_Tensor, _make_plain = Tensor, make_plain
 
 _task_ids = itertools.count()
 _ndarray = np.ndarray
@@ -56,8 +60,6 @@ def _root_edge(t, i):
 
 
 def _root_grad(t, g, i):
-    from .._tensor import Tensor
-
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -132,8 +134,6 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
 
     Derivatives run outside `__torch_function__`: saved inputs may be tensor subclasses, and
     their gradients are plain computations (PyTorch's derivatives are not Python calls)."""
-    from .._torch_function import DisableTorchFunction
-
     with DisableTorchFunction():
         return _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs,
                              accumulate, allow_unused)
@@ -141,7 +141,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
 
 def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, accumulate,
                   allow_unused):
-    from .._tensor import Tensor, make_plain  # locals: the loop below reads them often
+    Tensor, make_plain = _Tensor, _make_plain  # locals: the loop below reads them often
 
     # No tensors: nothing runs (PyTorch's backward of none returns; its grad finds every
     # input unused).
@@ -502,8 +502,7 @@ def _any_none(grads) -> bool:
 def _materialize(node, grads):
     """Zero-fill the gradients of outputs that received none."""
     if node._out_meta and getattr(node, "_materialize", True):
-        from .._creation import zeros  # a factory, so tracing modes see the zeros
-
+        # (`zeros`, a factory, so tracing modes see the zeros)
         grads = list(grads)
         for i, g in enumerate(grads):
             if g is None and node._out_meta[i] is not None:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import _dtype
+from .. import _dtype, _tensor
 from .._dtype import FLOAT, FROM_NP
 from .._recording import saved_shape  # noqa: F401  (the ops' saves read it here)
 from .._scalar_conversion import checked_scalar  # noqa: F401  (the kernels' fill values)
@@ -394,9 +394,7 @@ def wrap_grad(a):
     """A gradient array as a tensor (None stays None)."""
     if a is None:
         return None
-    from .._tensor import Tensor
-
-    return Tensor._make(a)
+    return _tensor.Tensor._make(a)
 
 
 # ---------------------------------------------------------------- meta helpers

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_shape
+from . import _native
 from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
@@ -282,6 +283,11 @@ def _softmax_kernel(a, dim, log=False):
     if x.ndim == 0:  # as a one-element row: an infinite or NaN value gives NaN
         return _softmax_kernel(a.reshape(1), 0, log).reshape(())
     axis = wrap_dims(dim, x.ndim)[0]
+    if axis == x.ndim - 1 and x.size:  # rows of the last dimension: in C where built
+        out = _native.elementwise("math", "log_softmax" if log else "softmax", (x,), cost=16,
+                                  row=x.shape[-1])
+        if out is not None:
+            return out.astype(dt, copy=False)
     shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
     e = np.exp(shifted)
     s = np.sum(e, axis=axis, keepdims=True)

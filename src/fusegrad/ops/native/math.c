@@ -118,24 +118,27 @@ LEAKY(double, leaky_relu_f64, leaky_relu_grad_f64)
 /* The gradients of softmax and log_softmax over rows of n values (the last dimension), from
    the result y: y * (g - sum(g * y)) and g - exp(y) * sum(g), each sum in double over LANES
    running sums added in order, then rounded to the type (as NumPy's float sum is) before
-   it is used. (The forward passes stay NumPy's: its vectorised exp is cheaper than the
-   generated code's, which rounds once.) */
+   it is used. */
 #define LANES 16
 #define ROW_SUM(T, EXPR)                                                                 \
     ({                                                                                   \
-        double acc[LANES] = {0};                                                         \
-        int64_t j = 0;                                                                   \
-        for (; j + LANES <= n; j += LANES)                                               \
-            for (int k = 0; k < LANES; k++) {                                            \
-                int64_t i = j + k;                                                       \
+        double total = 0;                                                                \
+        if (n < LANES) { /* one value per running sum: their sum in order, the same */   \
+            for (int64_t i = 0; i < n; i++) total += (double)(EXPR);                     \
+        } else {                                                                         \
+            double acc[LANES] = {0};                                                     \
+            int64_t j = 0;                                                               \
+            for (; j + LANES <= n; j += LANES)                                           \
+                for (int k = 0; k < LANES; k++) {                                        \
+                    int64_t i = j + k;                                                   \
+                    acc[k] += (double)(EXPR);                                            \
+                }                                                                        \
+            for (int k = 0; j < n; j++, k++) {                                           \
+                int64_t i = j;                                                           \
                 acc[k] += (double)(EXPR);                                                \
             }                                                                            \
-        for (int k = 0; j < n; j++, k++) {                                               \
-            int64_t i = j;                                                               \
-            acc[k] += (double)(EXPR);                                                    \
+            for (int k = 0; k < LANES; k++) total += acc[k];                             \
         }                                                                                \
-        double total = 0;                                                                \
-        for (int k = 0; k < LANES; k++) total += acc[k];                                 \
         (T)total;                                                                        \
     })
 
@@ -160,6 +163,45 @@ void log_softmax_grad_##S(const T *g, const T *y, T *out, int64_t start, int64_t
 }
 SOFTMAX_GRADS(float, f32, fg_expf)
 SOFTMAX_GRADS(double, f64, exp)
+
+/* softmax and log_softmax themselves over rows of n values: the row's maximum m (NaN if the
+   row holds one, as NumPy's maximum gives), e = exp(x - m) written to the output, their sum
+   s as ROW_SUM takes it, then e / s or (x - m) - log(s). Each step is one loop over a row
+   that stays in the cache, where NumPy's reductions over short rows cost microseconds each;
+   float32 takes the generated code's exp and log (fg_expf, fg_logf). */
+#define ROW_MAX(T, xr)                                                                   \
+    ({                                                                                   \
+        T m = xr[0];                                                                     \
+        int nan = 0;                                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            m = xr[i] > m ? xr[i] : m;                                                   \
+            nan |= xr[i] != xr[i];                                                       \
+        }                                                                                \
+        nan ? (T)NAN : m;                                                                \
+    })
+#define SOFTMAX_ROWS(T, S, EXP, LOG)                                                     \
+void softmax_##S(const T *x, T *out, int64_t start, int64_t stop, int64_t n) {           \
+    for (int64_t r = start; r < stop; r++) {                                             \
+        const T *xr = x + r * n;                                                         \
+        T *o = out + r * n;                                                              \
+        T m = ROW_MAX(T, xr);                                                            \
+        for (int64_t i = 0; i < n; i++) o[i] = EXP(xr[i] - m);                           \
+        T s = ROW_SUM(T, o[i]);                                                          \
+        for (int64_t i = 0; i < n; i++) o[i] = o[i] / s;                                 \
+    }                                                                                    \
+}                                                                                        \
+void log_softmax_##S(const T *x, T *out, int64_t start, int64_t stop, int64_t n) {       \
+    for (int64_t r = start; r < stop; r++) {                                             \
+        const T *xr = x + r * n;                                                         \
+        T *o = out + r * n;                                                              \
+        T m = ROW_MAX(T, xr);                                                            \
+        for (int64_t i = 0; i < n; i++) o[i] = EXP(xr[i] - m);                           \
+        T l = LOG(ROW_SUM(T, o[i]));                                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = (xr[i] - m) - l;                          \
+    }                                                                                    \
+}
+SOFTMAX_ROWS(float, f32, fg_expf, fg_logf)
+SOFTMAX_ROWS(double, f64, exp, log)
 
 /* The hard functions, as PyTorch's CPU kernels compute them: hardswish (x * clip(x + 3, 0,
    6)) / 6 and its gradient (0 where x <= -3, g * (x / 3 + 0.5) where x < 3, else g: a NaN
