@@ -180,23 +180,23 @@ SOFTMAX_GRADS(double, f64, exp)
         nan ? (T)NAN : m;                                                                \
     })
 #define SOFTMAX_ROWS(T, S, EXP, LOG)                                                     \
+static inline T exp_row_##S(const T *xr, T *o, int64_t n, T *max) {                      \
+    T m = *max = ROW_MAX(T, xr);                                                         \
+    for (int64_t i = 0; i < n; i++) o[i] = EXP(xr[i] - m);                               \
+    return ROW_SUM(T, o[i]);                                                             \
+}                                                                                        \
 void softmax_##S(const T *x, T *out, int64_t start, int64_t stop, int64_t n) {           \
     for (int64_t r = start; r < stop; r++) {                                             \
-        const T *xr = x + r * n;                                                         \
-        T *o = out + r * n;                                                              \
-        T m = ROW_MAX(T, xr);                                                            \
-        for (int64_t i = 0; i < n; i++) o[i] = EXP(xr[i] - m);                           \
-        T s = ROW_SUM(T, o[i]);                                                          \
+        T m, *o = out + r * n;                                                           \
+        T s = exp_row_##S(x + r * n, o, n, &m);                                          \
         for (int64_t i = 0; i < n; i++) o[i] = o[i] / s;                                 \
     }                                                                                    \
 }                                                                                        \
 void log_softmax_##S(const T *x, T *out, int64_t start, int64_t stop, int64_t n) {       \
     for (int64_t r = start; r < stop; r++) {                                             \
         const T *xr = x + r * n;                                                         \
-        T *o = out + r * n;                                                              \
-        T m = ROW_MAX(T, xr);                                                            \
-        for (int64_t i = 0; i < n; i++) o[i] = EXP(xr[i] - m);                           \
-        T l = LOG(ROW_SUM(T, o[i]));                                                     \
+        T m, *o = out + r * n;                                                           \
+        T l = LOG(exp_row_##S(xr, o, n, &m));                                            \
         for (int64_t i = 0; i < n; i++) o[i] = (xr[i] - m) - l;                          \
     }                                                                                    \
 }
