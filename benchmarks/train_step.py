@@ -6,7 +6,9 @@ A training step is `zero_grad`, forward, cross-entropy loss, backward and an SGD
 1. MLP 784-1024-1024-10 (ReLU), batch 256;
 2. LeNet-5 on 1x32x32 images, batch 64 (`fusegrad.models.LeNet5`);
 3. ResNet-18 (BasicBlock, torchvision layout, 10 classes) on 3x32x32 images, batch 32
-   (`fusegrad.models.resnet18`).
+   (`fusegrad.models.resnet18`);
+4. MLP 784-128-10, batch 64: the MNIST tutorial model, whose step is a millisecond or two,
+   so per-op overhead counts as much as the GEMMs.
 
 The torch twins are built from the same model sources with `torch.nn` in place of
 `fusegrad.nn` (as tests/test_models.py does), so both sides run the same structure; the
@@ -88,6 +90,7 @@ CASES = (
     Case("LeNet-5", lambda m: m.LeNet5(), (1, 32, 32), 64, "im2col/col2im copies"),
     Case("ResNet-18 (3x32x32)", lambda m: m.resnet18(num_classes=10), (3, 32, 32), 32,
          "conv GEMMs"),
+    Case("MLP 784-128-10", lambda m: m.MLP(784, (128,), 10), (784,), 64, "per-op overhead"),
 )
 
 

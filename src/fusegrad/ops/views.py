@@ -19,10 +19,12 @@ from ._util import (
     Spec,
     contiguous_strides,
     numel,
+    numpy_backward,
     rand_array,
     saved_shape,
     size_str,
     wrap_dim,
+    wrap_grad,
 )
 from .registry import REGISTRY, Sample, register
 
@@ -324,6 +326,11 @@ def sum_to_shape(g, shape):
         lead = 0
     dims = list(range(lead))
     dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
+    if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
+        data = g._data
+        if dims:  # sum.dim_IntList's own kernel: the bits the recorded sum gives
+            data = REGISTRY["sum.dim_IntList"].kernel(data, dims, True)
+        return wrap_grad(data.reshape(shape) if lead else data)
     if dims:
         g = g.sum(dims, keepdim=True)
     if lead:
