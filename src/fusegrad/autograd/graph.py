@@ -562,9 +562,15 @@ def cast_grad(g, dt):
 
 
 def _sum_to(g, shape):
-    from ..ops.views import sum_to_shape
+    global _sum_to_shape
+    if _sum_to_shape is None:  # found once: an import each call cost a microsecond
+        from ..ops.views import sum_to_shape
 
-    return sum_to_shape(g, shape)
+        _sum_to_shape = sum_to_shape
+    return _sum_to_shape(g, shape)
+
+
+_sum_to_shape = None  # ops.views.sum_to_shape (ops sit above the graph's Nodes)
 
 
 _SAVED_ATTRIBUTES: list = []  # index -> its property, shared by every node class
