@@ -2,15 +2,15 @@
 (`cut`), each piece one call of NumPy's OpenBLAS held to one thread, the pieces shared
 between threads.
 
-Where the C kernels are built, the pieces of a product of two matrices run on the C workers
-(`native/gemm.c` calls OpenBLAS's CBLAS GEMM through its address): workers that watch for the
-next job between the products of a step start a piece at once, where a sleeping Python pool
-thread on a virtual machine started its piece 1-8 ms late under load (the thread counted
-as runnable, waiting for its halted CPU, all that while). Stacks of matrices, operands
-that BLAS cannot read in place and machines without a C compiler take the intra-op pool
-(`_parallel.share_by_cost`). Which way a product takes depends on its operands, never on
-the thread count, and each way runs the same pieces at any count, so results do not depend
-on the thread count.
+Where the C kernels are built and threads share the pieces, the pieces of a product of two
+matrices run on the C workers (`native/gemm.c` calls OpenBLAS's CBLAS GEMM through its
+address): workers that watch for the next job between the products of a step start a piece
+at once, where a sleeping Python pool thread on a virtual machine started its piece 1-8 ms
+late under load (the thread counted as runnable, waiting for its halted CPU, all that
+while). Stacks of matrices, operands that BLAS cannot read in place, machines without a C
+compiler and one thread take NumPy's calls (`_parallel.share_by_cost`, the pieces in turn at
+one thread). Both ways run the same pieces with the same GEMM calls and add a deep cut's
+parts in the same order, so results do not depend on the thread count or on the way.
 """
 
 from __future__ import annotations
@@ -99,9 +99,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
         if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
             lead = np.broadcast_shapes(lead, b.shape[:-2])
         out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
-    # (A result of one matrix: its operands' leading axes, if any, are all of size 1.)
-    if axis and out.size == m * n and _in_c(_matrix(a), _matrix(b), _matrix(out), axis,
-                                            pieces, work, bias):
+    # (A result of one matrix: its operands' leading axes, if any, are all of size 1.) The
+    # C workers serve when threads share the pieces; at one thread NumPy's calls run them
+    # in turn, the same GEMMs without the ~13 us of a ctypes call of nineteen arguments.
+    if axis and out.size == m * n and _parallel.sharing_threads(work) > 1 and _in_c(
+            _matrix(a), _matrix(b), _matrix(out), axis, pieces, work, bias):
         return out
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
     parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
