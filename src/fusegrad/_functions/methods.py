@@ -45,16 +45,11 @@ def _inplace_unary(op):
 
 
 def _inplace_args(op):
-    if op.__class__ is str:  # an op of a module that runs on first use: found when called
-        name = op
+    # Found by name when called: its module may run on first use (`ops/deferred.py`).
+    name = op if op.__class__ is str else op.name
 
-        def fn(self, *args):
-            return call(REGISTRY[name], self, *args)
-    else:
-        name = op.name
-
-        def fn(self, *args):
-            return call(op, self, *args)
+    def fn(self, *args):
+        return call(REGISTRY[name], self, *args)
 
     fn.__name__ = fn.__qualname__ = name.split(".")[0]
     fn.__doc__ = f"In-place {fn.__name__.rstrip('_')}."
