@@ -678,9 +678,8 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. the graph leaves."""
-        from .autograd._grad import backward
-
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        (_backward or _load_backward())(self, gradient, retain_graph, create_graph,
+                                         inputs=inputs)
 
 
 _FROM_NP = _dtype.FROM_NP
@@ -743,6 +742,17 @@ def use_storage_accounting(account) -> None:
 
 
 _sync_view = None  # fusegrad._dispatch.sync_view, given by `use_view_sync`
+_backward = None  # fusegrad.autograd.backward, once `Tensor.backward` has run
+
+
+def _load_backward():
+    """fusegrad.autograd's `backward`, which sits above Tensor and loads on first use: kept
+    here after the first call (an import statement per call cost ~1 us, once a step)."""
+    global _backward
+    from .autograd._grad import backward
+
+    _backward = backward
+    return backward
 
 
 def use_view_sync(sync_view) -> None:

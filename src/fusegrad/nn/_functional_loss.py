@@ -16,6 +16,7 @@ from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..ops import loss as LS
+from ..ops import nn as N
 from ..ops import scalar as SC
 from ..ops import special as SP
 from ..ops.nn import REDUCTION_ENUM
@@ -23,10 +24,20 @@ from ..ops.nn import REDUCTION_ENUM
 _EPS = 1e-12  # cosine_embedding_loss's guard against a zero norm
 
 
-def _reduction(size_average, reduce, reduction: str) -> str:
-    from .functional import _reduction as legacy
-
-    return legacy(size_average, reduce, reduction)
+def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
+    """The reduction string, honouring the deprecated `size_average`/`reduce` flags."""
+    if size_average is None and reduce is None:
+        if reduction not in REDUCTION_ENUM and reduction not in extra:
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction="
+                  f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
+                  "instead.", UserWarning, stacklevel=_warning_stacklevel(3))
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -86,9 +97,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """KL divergence of `target` from log-probabilities `input` (xlogy(t, t) - t * input)."""
-    from .functional import _reduction as legacy
-
-    reduction = legacy(size_average, reduce, reduction, ("batchmean",))
+    reduction = _reduction(size_average, reduce, reduction, ("batchmean",))
     if reduction == "mean":
         warnings.warn(
             "reduction: 'mean' divides the total loss by both the batch size and the support "
@@ -307,14 +316,40 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
 
 
 @composite("fp32")
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
+    reduction = _reduction(size_average, reduce, reduction)
+    red = REDUCTION_ENUM[reduction]
+    dim = input.dim()
+    if dim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {dim})")
+    if dim != 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0]}).")
+    _not_differentiable(
+        "nll_loss_forward" if dim <= 2 else "nll_loss2d_forward", "weight", weight)
+    if dim <= 2:
+        return call(N.nll_loss, input, target, weight, red, ignore_index)[0]
+    if dim == 4:
+        return call(N.nll_loss2d, input, target, weight, red, ignore_index)[0]
+    n, c = input.shape[:2]
+    out_size = (n,) + tuple(input.shape[2:])
+    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        raise RuntimeError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
+    x = input.contiguous().view(n, c, 1, -1)
+    t = target.contiguous().view(n, 1, -1)
+    out = call(N.nll_loss2d, x, t, weight, red, ignore_index)[0]
+    return out.view(out_size) if red == 0 else out
+
+
+@composite("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average=None, ignore_index: int = -100, reduce=None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """log_softmax over classes (dim 1, or 0 for a single sample) then the NLL; `target`
     holds class indices or class probabilities. Label smoothing is composed as PyTorch
     composes it (masked_fill, then the two terms scaled by `mul.Scalar`)."""
-    from .functional import nll_loss
-
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "

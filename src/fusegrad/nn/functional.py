@@ -88,6 +88,7 @@ from ._functional_layers import (  # noqa: F401
     unfold,
 )
 from ._functional_loss import (  # noqa: F401
+    _reduction,
     cosine_embedding_loss,
     cross_entropy,
     ctc_loss,
@@ -99,6 +100,7 @@ from ._functional_loss import (  # noqa: F401
     multi_margin_loss,
     multilabel_margin_loss,
     multilabel_soft_margin_loss,
+    nll_loss,
     pairwise_distance,
     poisson_nll_loss,
     smooth_l1_loss,
@@ -118,22 +120,6 @@ def _ntuple(x, n: int, name: str = "") -> list:
     if len(x) == 1 and n > 1:
         return x * n
     return x
-
-
-def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
-    """The reduction string, honouring the deprecated `size_average`/`reduce` flags."""
-    if size_average is None and reduce is None:
-        if reduction not in REDUCTION_ENUM and reduction not in extra:
-            raise ValueError(f"{reduction} is not a valid value for reduction")
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    warnings.warn("size_average and reduce args will be deprecated, please use reduction="
-                  f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
-                  "instead.", UserWarning, stacklevel=_warning_stacklevel(3))
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
 
 
 # ---------------------------------------------------------------- linear and convolution
@@ -562,34 +548,6 @@ def _apply_reduction(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return loss.sum()
     return loss
-
-
-@composite("fp32")
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-             reduction="mean") -> Tensor:
-    """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
-    reduction = _reduction(size_average, reduce, reduction)
-    red = REDUCTION_ENUM[reduction]
-    dim = input.dim()
-    if dim < 1:
-        raise ValueError(f"Expected 1 or more dimensions (got {dim})")
-    if dim != 1 and input.shape[0] != target.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                         f"batch_size ({target.shape[0]}).")
-    _functional_loss._not_differentiable(
-        "nll_loss_forward" if dim <= 2 else "nll_loss2d_forward", "weight", weight)
-    if dim <= 2:
-        return call(N.nll_loss, input, target, weight, red, ignore_index)[0]
-    if dim == 4:
-        return call(N.nll_loss2d, input, target, weight, red, ignore_index)[0]
-    n, c = input.shape[:2]
-    out_size = (n,) + tuple(input.shape[2:])
-    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
-        raise RuntimeError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
-    x = input.contiguous().view(n, c, 1, -1)
-    t = target.contiguous().view(n, 1, -1)
-    out = call(N.nll_loss2d, x, t, weight, red, ignore_index)[0]
-    return out.view(out_size) if red == 0 else out
 
 
 def _check_sizes_warn(input, target) -> None:
