@@ -30,7 +30,7 @@ from ..ops import _parallel
 from ..ops._util import strided_copy
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .graph import AccumulateGrad, fit_grad, unpack_saved
+from .graph import AccumulateGrad, fit_array, fit_grad, unpack_saved
 
 _Tensor, _make_plain = Tensor, make_plain
 
@@ -61,6 +61,12 @@ def _root_edge(t, i):
 
 def _root_grad(t, g, i):
     if g is None:
+        data = t._data
+        if t.__class__ is _Tensor and data.__class__ is _ndarray and data.size == 1 and \
+                data.dtype.kind == "f":
+            # A scalar loss (nearly every backward): its ones made directly, not by the
+            # dispatched `new_ones` (~6 us).
+            return make_plain(np.ones(data.shape, data.dtype), t._dtype)
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         if t.dtype.is_complex:
@@ -393,8 +399,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     elif arr:  # an array: wrapped only when it must be fitted
                         shape, dt = in_meta[i]
                         if g.shape != shape or g.dtype is not dt.np:
-                            g = fit_grad(make_plain(g), shape, dt) if shape is not None \
-                                else None
+                            g = fit_array(g, shape, dt) if shape is not None else None
                     else:
                         shape, dt = in_meta[i]
                         data = g._data
@@ -416,9 +421,10 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     if prev is None:
                         if g.__class__ is _ndarray:
                             # An array derivative's entry: a new array that nothing else
-                            # holds, so later gradients are added into it (`own` at once).
+                            # holds, so later gradients are added into it (`own` at once);
+                            # not a view (`t` and `sum` give views of their gradient).
                             g = make_plain(g)
-                            if g._data.size != 1:
+                            if g._data.size != 1 and g._data.base is None:
                                 own[child] = g
                         buf[nr] = g
                     elif fast_add:  # (an array entry implies it, as `arrays_ok` does)
@@ -500,12 +506,15 @@ def _any_none(grads) -> bool:
 
 
 def _materialize(node, grads):
-    """Zero-fill the gradients of outputs that received none."""
+    """Zero-fill the gradients of outputs that received none (not of an op's
+    non-differentiable outputs, which never receive one: nll_loss's total weight)."""
     if node._out_meta and getattr(node, "_materialize", True):
+        op = type(node)._op
+        skip = op.nondiff_outputs if op is not None else ()
         # (`zeros`, a factory, so tracing modes see the zeros)
         grads = list(grads)
         for i, g in enumerate(grads):
-            if g is None and node._out_meta[i] is not None:
+            if g is None and node._out_meta[i] is not None and i not in skip:
                 shape, dt = node._out_meta[i]
                 grads[i] = zeros(shape, dtype=dt)
     return grads

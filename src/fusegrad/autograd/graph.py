@@ -551,6 +551,19 @@ def fit_grad(g, shape: tuple, dt):
     return g
 
 
+def fit_array(g, shape: tuple, dt):
+    """`fit_grad` of a gradient array (the entry of a derivative on arrays): an array where
+    only a sum to the input's shape is needed, else a tensor."""
+    global _sum_to_array
+    if g.dtype is dt.np and g.ndim >= len(shape):
+        if _sum_to_array is None:
+            from ..ops.views import sum_to_array
+
+            _sum_to_array = sum_to_array
+        return _sum_to_array(g, shape)
+    return fit_grad(_tensor_class[0]._make(g), shape, dt)
+
+
 def cast_grad(g, dt):
     """A gradient in its input's dtype: a real input of a complex computation gets the real
     part (the conjugate Wirtinger gradient restricted to real directions), as in PyTorch."""
@@ -571,6 +584,7 @@ def _sum_to(g, shape):
 
 
 _sum_to_shape = None  # ops.views.sum_to_shape (ops sit above the graph's Nodes)
+_sum_to_array = None  # ops.views.sum_to_array
 
 
 _SAVED_ATTRIBUTES: list = []  # index -> its property, shared by every node class

@@ -98,10 +98,11 @@ def _build(family: str) -> ctypes.CDLL | None:
         return None
 
 
-def function(family: str, name: str, args: str):
+def function(family: str, name: str, args: str, result: str | None = None):
     """C function `name` of kernel family `family`, its arguments typed by the codes in
-    `args` ("p" address, "i" int64, "d" double, "f" float), returning nothing; None when
-    native kernels are off or the family could not be built."""
+    `args` ("p" address, "i" int64, "d" double, "f" float), returning nothing or a value of
+    type code `result`; None when native kernels are off or the family could not be
+    built."""
     if not _state.on:
         return None
     key = (family, name)
@@ -112,16 +113,16 @@ def function(family: str, name: str, args: str):
             return None
         fn = getattr(lib, name)
         fn.argtypes = [_TYPES[c] for c in args]
-        fn.restype = None
+        fn.restype = None if result is None else _TYPES[result]
         _functions[key] = fn
     return fn
 
 
-def typed(family: str, name: str, dtype, args: str):
-    """`function(family, name + "_" + suffix, args)` for `dtype`'s C function (`SUFFIX`);
-    None for another dtype, or as `function` gives."""
+def typed(family: str, name: str, dtype, args: str, result: str | None = None):
+    """`function(family, name + "_" + suffix, args, result)` for `dtype`'s C function
+    (`SUFFIX`); None for another dtype, or as `function` gives."""
     suffix = SUFFIX.get(dtype)
-    return None if suffix is None else function(family, f"{name}_{suffix}", args)
+    return None if suffix is None else function(family, f"{name}_{suffix}", args, result)
 
 
 def enabled() -> bool:
@@ -200,14 +201,18 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     out = np.empty_like(a)
     n = a.size
     if n:
-        order = None
-        if not out.flags.c_contiguous:
-            order = sorted(range(out.ndim), key=lambda d: -out.strides[d])
-        # (The contiguous copies are held here until the kernel has run.)
-        sources = [x if order is None and x.flags.c_contiguous else
-                   np.ascontiguousarray(x if order is None else x.transpose(order))
-                   for x in arrays]
-        after = tuple(double_bits(v) for v in scalars)
+        if out.flags.c_contiguous and (a.flags.c_contiguous if len(arrays) == 1 else all(
+                x.flags.c_contiguous for x in arrays)):
+            sources = arrays  # (the common case: a small kernel's call costs what this does)
+        else:
+            order = None
+            if not out.flags.c_contiguous:
+                order = sorted(range(out.ndim), key=lambda d: -out.strides[d])
+            # (The contiguous copies are held here until the kernel has run.)
+            sources = [x if order is None and x.flags.c_contiguous else
+                       np.ascontiguousarray(x if order is None else x.transpose(order))
+                       for x in arrays]
+        after = tuple(map(double_bits, scalars)) if scalars else ()
         units = n // row if row else n
         run_pieces(fn, (*map(address, sources), address(out)), (row, *after) if row else after,
                    units, n * cost)

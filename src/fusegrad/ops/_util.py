@@ -390,6 +390,22 @@ def half_in_float32(fn):
     return in_float32
 
 
+def saved_array(t, dt: np.dtype | None = None) -> np.ndarray | None:
+    """The array of saved tensor `t` where a derivative on arrays (`OpDef.on_arrays`) may
+    read it: a plain tensor holding a float32/float64 NumPy array (of dtype `dt`, if given);
+    None for anything else (a subclass, a fake, another dtype), whose gradient the recorded
+    derivative computes."""
+    if t.__class__ is _Tensor or (isinstance(t, _Tensor) and t._plain):
+        data = t._data
+        if data.__class__ is np.ndarray and data.dtype in _FLOATS and (
+                dt is None or data.dtype is dt):
+            return data
+    return None
+
+
+_Tensor = _tensor.Tensor
+
+
 def wrap_grad(a):
     """A gradient array as a tensor (None stays None)."""
     if a is None:

@@ -89,11 +89,16 @@ def _col_major(t) -> bool:
     `weight.t()` that `linear` passes to addmm), as PyTorch's mm backward tests it."""
     data = t._data
     if data is not None:
-        shape, strides, item = data.shape, data.strides, data.itemsize
-        return len(shape) == 2 and strides[0] == item and strides[1] == shape[0] * item \
-            and shape[0] > 1 and shape[1] > 1
+        return col_major_array(data)
     shape, strides = tuple(t.shape), t.stride()
     return len(shape) == 2 and strides[0] == 1 and strides[1] == shape[0] \
+        and shape[0] > 1 and shape[1] > 1
+
+
+def col_major_array(data: np.ndarray) -> bool:
+    """`_col_major` of an array."""
+    shape, strides, item = data.shape, data.strides, data.itemsize
+    return len(shape) == 2 and strides[0] == item and strides[1] == shape[0] * item \
         and shape[0] > 1 and shape[1] > 1
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import COMPLEX as _COMPLEX
-from . import _gemm
+from . import _gemm, _native
 from . import _onnx as _ox
 from ._util import (
     F32,
@@ -25,9 +25,10 @@ from ._util import (
     dense_strides,
     numpy_backward,
     rand_array,
+    saved_array,
     wrap_grad,
 )
-from .linalg import mm, mm_mat1_backward, mm_mat2_backward
+from .linalg import _mm_kernel, col_major_array, mm, mm_mat1_backward, mm_mat2_backward
 from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
 
@@ -139,6 +140,28 @@ def _addmm_derivative(g, m1, m2, beta, alpha, mask=(True, True)):
     return (gb, g1, g2, None, None)
 
 
+def _addmm_on_arrays(g, m1, m2, beta, alpha, mask=(True, True)):
+    """`_addmm_derivative` on arrays (`OpDef.on_arrays`): the same products by mm's kernel,
+    for a float32/float64 `addmm` with beta and alpha 1 (a linear layer); None otherwise.
+    `mask[2]`, where given, says the bias's gradient is summed to a smaller shape (a new
+    array): else it is a copy of `g`, as an entry must be."""
+    if beta != 1 or alpha != 1:
+        return None
+    dt = g.dtype
+    a1, a2 = saved_array(m1, dt), saved_array(m2, dt)
+    if a1 is None or a2 is None:
+        return None
+    g1 = g2 = None
+    if mask[0]:  # mm_mat1_backward / mm_mat2_backward, step for step
+        g1 = _mm_kernel(a2, g.T).T if col_major_array(a1) else _mm_kernel(g, a2.T)
+    if mask[1]:
+        g2 = _mm_kernel(g.T, a1).T if col_major_array(a2) else _mm_kernel(a1.T, g)
+    return (g if len(mask) > 2 and mask[2] else g.copy(), g1, g2, None, None)
+
+
+_addmm_derivative.on_arrays = _addmm_on_arrays
+
+
 def _addmm_decomposition(bias, m1, m2, beta=1, alpha=1):
     """alpha * (m1 @ m2) + beta * bias; beta 0 ignores the bias (NaN included), as ATen."""
     out = _call(mm, m1, m2)
@@ -169,8 +192,11 @@ def _addmm_onnx(b, inputs, args, kwargs, opset):
 addmm = register(
     "addmm", autocast="lower", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
     derivative=_addmm_derivative,
+    # (The last entry: whether each matrix requires grad, and whether the bias's gradient
+    # is summed to a smaller shape, as a bias of fewer dimensions always is: read off the
+    # ranks, a comparison of sizes would guard on a symbolic batch.)
     save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha,
-                                                  (m1._rg, m2._rg)),
+                                                  (m1._rg, m2._rg, b.dim() < 2)),
     samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
     decomposition=_addmm_decomposition,
     saved_names=("mat1", "mat2", "beta", "alpha", ""))
@@ -217,6 +243,33 @@ def _nll_pick(x, t, weight, ignore_index):
     return picked, wt.astype(x.dtype, copy=False)
 
 
+_INT64 = np.dtype(np.int64)
+_INT64_RANGE = range(-(1 << 63), 1 << 63)
+_NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii"}  # argument codes
+
+
+def _nll_rows(name: str, data: np.ndarray, t: np.ndarray, c: int, ignore_index: int,
+              *rest) -> bool | None:
+    """C kernel `name` of nll_loss's common case (`native/pointwise.c`: the gather of each
+    row's loss, or the scatter of its gradient) over C-contiguous float32/float64 `data`
+    and the int64 class indices `t`, one per row of `c` classes, checked in the same pass;
+    `rest`: a new output array, or the gradient's value. True when it ran and every target
+    is a class in [0, `c`) other than `ignore_index`; False when it found one that is not
+    (an output then partly written); None where it does not apply."""
+    if t.dtype != _INT64 or not t.flags.c_contiguous or not data.flags.c_contiguous or \
+            ignore_index not in _INT64_RANGE:
+        return None
+    fn = _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
+    if fn is None:
+        return None
+    address = _native.address
+    if name == "nll_rows":
+        return fn(address(data), address(t), address(rest[0]), t.shape[0], c,
+                  ignore_index) < 0
+    return fn(address(data), address(t), t.shape[0], c, ignore_index,
+              _native.double_bits(rest[0])) < 0
+
+
 def _all_classes(t: np.ndarray, c: int, ignore_index: int) -> bool:
     """Whether target `t` (1-D integers) holds class indices in [0, `c`) only and can hold no
     `ignore_index`: then no mask and no bounds check is needed (the common case, a batch of
@@ -242,10 +295,15 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
-    if weight is None and not one and xw.ndim == 2 and _all_classes(tt, xw.shape[1],
-                                                                     ignore_index):
+    common = weight is None and not one and xw.ndim == 2 and tt.ndim == 1 and tt.size
+    if common:
         # Every weight is one: `-picked * wt` is `-picked` and their sum the count, exactly.
-        losses = -xw[np.arange(tt.shape[0]), tt]
+        losses = np.empty(tt.shape, xw.dtype)
+        common = _nll_rows("nll_rows", xw, tt, xw.shape[1], ignore_index, losses)
+        if common is None and _all_classes(tt, xw.shape[1], ignore_index):
+            common = True
+            losses = -xw[np.arange(tt.shape[0]), tt]
+    if common:
         total = xw.dtype.type(tt.shape[0])
     else:
         picked, wt = _nll_pick(xw, tt, None if weight is None else _work(weight),
@@ -309,16 +367,21 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
 def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
     """`_nll_derivative`'s input gradient on arrays, step for step (the same bits)."""
     one = len(shape) == 1
-    if weight is None and not one and reduction and len(shape) == 2 and \
-            _all_classes(t, shape[1], ignore_index):
+    if weight is None and not one and reduction and len(shape) == 2 and t.ndim == 1 and \
+            t.size:
         # Every weight is one: the same steps on a single value (0-d arrays, the same
         # arithmetic), stored at each target.
         w = np.ones((), g.dtype)
         if reduction == 1:
             w = w / (total + (total == 0).astype(total.dtype))
+        value = -(w * g)
         gi = np.zeros(shape, g.dtype)
-        gi[np.arange(shape[0]), t] = -(w * g)
-        return gi
+        done = _nll_rows("nll_grad_rows", gi, t, shape[1], ignore_index, float(value))
+        if done:
+            return gi
+        if done is None and _all_classes(t, shape[1], ignore_index):
+            gi[np.arange(shape[0]), t] = value
+            return gi
     if one:
         t = t[None]
         if reduction == 0:

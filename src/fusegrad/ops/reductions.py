@@ -4,6 +4,8 @@ count_nonzero) and the softmax family.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _dtype
@@ -24,11 +26,13 @@ from ._util import (
     half_in_float32,
     numel,
     rand_array,
+    saved_array,
     saved_shape,
     wrap_dim,
     wrap_dims,
 )
 from .registry import Sample, register
+from .views import _expand_kernel
 
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
                   ((), 0), ((0, 3), 1), ((2, 0), 1), ((5,), 0)]
@@ -82,10 +86,36 @@ else:  # pragma: no cover - NumPy before 2.3
 def _sum_kernel(a, dims, keepdim=False, dtype=None):
     dt = _sum_dtype(a.dtype, dtype)
     axes = _axes(dims, a.ndim)
+    if dtype is None and axes and max(axes) == len(axes) - 1 and len(axes) < a.ndim:
+        out = _sum_leading(a, len(axes), keepdim)  # (a bias's gradient)
+        if out is not None:
+            return out
     acc = F32 if dt in HALF else dt
     if dtype is not None and a.dtype != dt:
         a = a.astype(dt)  # `dtype=` casts the input first (float64 values rounded to half)
     return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
+
+
+def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
+    """The sum of C-contiguous float32/float64 `a` over its `k` leading axes, in C
+    (`native/pointwise.c`), the bits NumPy's sum gives; None where it does not apply (a
+    single column, which NumPy sums pairwise; no C kernels)."""
+    if not a.flags.c_contiguous or not a.size:
+        return None
+    rows = 1
+    for s in a.shape[:k]:
+        rows *= s
+    cols = a.size // rows
+    if cols < 2:
+        return None
+    fn = _native.typed("pointwise", "sum_rows", a.dtype, "ppiiii")
+    if fn is None:
+        return None
+    shape = (1,) * k + a.shape[k:] if keepdim else a.shape[k:]
+    out = np.empty(shape, a.dtype)
+    _native.run_pieces(fn, (_native.address(a), _native.address(out)), (rows, cols), cols,
+                       a.size)
+    return out
 
 
 def _sum_meta(a, dims=None, keepdim=False, dtype=None):
@@ -113,10 +143,18 @@ def _full_samples(rng, dtype):
             for s in ((3, 4), (), (0,), (2, 3, 4))]
 
 
+def _sum_derivative(g, shape):
+    return (g.expand(shape),)
+
+
+# On arrays: the view `expand`'s kernel makes (not a new array: the engine never adds
+# into a view).
+_sum_derivative.on_arrays = lambda g, shape: (_expand_kernel(g, shape),)
+
 sum_ = register(
     "sum", kernel=_sum_all_kernel,
     meta=lambda a, dtype=None: _sum_meta(a, None, False, dtype), node="SumBackward0",
-    derivative=lambda g, shape: (g.expand(shape),),
+    derivative=_sum_derivative,
     save=save_shape,
     samples=_full_samples, onnx=reduce_onnx("ReduceSum", full=True),
     lowering=lambda v, a, dtype=None: v.reduce("sum", a, None, False, dtype),
@@ -333,6 +371,16 @@ def _row_gradient(name: str, g, out, dim):
     return c_gradient(name, g, out, row=y.shape[-1])
 
 
+def _row_gradient_on_arrays(name: str, g, out, dim):
+    """`_row_gradient` on arrays (`OpDef.on_arrays`): the C kernel's gradient, or None."""
+    y = saved_array(out, g.dtype)
+    if y is None or y.ndim == 0 or wrap_dims(dim, y.ndim)[0] != y.ndim - 1 or \
+            not y.flags.c_contiguous or g.shape != y.shape:
+        return None
+    grad = _native.elementwise("math", name, (g, y), row=y.shape[-1])
+    return None if grad is None else (grad, None)
+
+
 def _softmax_derivative(g, out, dim):
     grad = _row_gradient("softmax_grad", g, out, dim)
     if grad is None:
@@ -346,6 +394,10 @@ def _log_softmax_derivative(g, out, dim):
         grad = half_formula(lambda g, out: g - out.exp() * g.sum(dim, keepdim=True), g, out)
     return (grad, None)
 
+
+_softmax_derivative.on_arrays = functools.partial(_row_gradient_on_arrays, "softmax_grad")
+_log_softmax_derivative.on_arrays = functools.partial(_row_gradient_on_arrays,
+                                                      "log_softmax_grad")
 
 softmax = register(
     "_softmax", kernel=c_contiguous(lambda a, dim, half_to_float=False: _softmax_kernel(a, dim)),

@@ -141,8 +141,10 @@ class OpDef:
         self.meta = meta
         self.derivative = derivative
         # The derivative on NumPy arrays (`derivative.on_arrays`), which a backward pass that
-        # records nothing runs instead where it can: `(g_array, *saved)` gives one new array
-        # (or None) per entry, or None to leave the operands to `derivative` (autograd.engine).
+        # records nothing runs instead where it can: `(g_array, *saved)` gives one new array,
+        # a view of `g_array`, or None per entry, or None to leave the operands to
+        # `derivative` (autograd.engine). An entry is never `g_array` itself: the engine
+        # adds later gradients into a new array.
         self.on_arrays = getattr(derivative, "on_arrays", None)
         self.save = save
         self.node = node

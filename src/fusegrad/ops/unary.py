@@ -24,6 +24,7 @@ from ._util import (
     half_formula,
     numpy_backward,
     rand_array,
+    saved_array,
     unary_kernel,
     unary_meta,
     unary_samples,
@@ -266,6 +267,13 @@ def _relu_derivative(g, out):
         return (call(threshold_backward, g, out, 0.0),)
     return (g.where(~(out <= 0), 0.0),)  # a NaN result passes the gradient, as PyTorch's
 
+
+def _relu_on_arrays(g, out):
+    od = saved_array(out, g.dtype)  # (a 0-d product would be a NumPy scalar)
+    return None if od is None or not g.ndim else (_relu_grad_array(g, od),)
+
+
+_relu_derivative.on_arrays = _relu_on_arrays
 
 # (The lowering's zero comes first too: the generated maximum returns its second argument
 # where the two are equal, so -0.0 stays -0.0.)

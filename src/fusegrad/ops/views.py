@@ -267,10 +267,17 @@ def _t_meta(a):
     return Spec(tuple(reversed(a.shape)), a.dtype, tuple(reversed(elem_strides(a))))
 
 
+def _t_derivative(g):
+    return (g.t(),)
+
+
+# On arrays: a view of the gradient's (the engine never adds into a view).
+_t_derivative.on_arrays = lambda g: (_t_kernel(g),)
+
 t = register(
     "t", kernel=_t_kernel, meta=_t_meta, view=True, permutes=True, node="TBackward0",
     lowering=lambda v, a: v.transpose(a, 0, -1),
-    derivative=lambda g: (g.t(),),
+    derivative=_t_derivative,
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),)) for s in ((3, 4), (5,), ())],
     onnx=_swap_onnx,
     decomposition=_t_decomposition)
@@ -324,13 +331,10 @@ def sum_to_shape(g, shape):
     if lead < 0:  # `shape` has more (size-1) dims: a one-element value written by index_put
         g = g.reshape((1,) * -lead + tuple(g.shape))
         lead = 0
+    if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
+        return wrap_grad(sum_to_array(g._data, shape))
     dims = list(range(lead))
     dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
-    if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
-        data = g._data
-        if dims:  # sum.dim_IntList's own kernel: the bits the recorded sum gives
-            data = REGISTRY["sum.dim_IntList"].kernel(data, dims, True)
-        return wrap_grad(data.reshape(shape) if lead else data)
     if dims:
         g = g.sum(dims, keepdim=True)
     if lead:
@@ -338,10 +342,33 @@ def sum_to_shape(g, shape):
     return g
 
 
+def sum_to_array(data: np.ndarray, shape: tuple) -> np.ndarray:
+    """`sum_to_shape` of an array with no more dimensions than `shape`'s missing in front:
+    sum.dim_IntList's own kernel, the bits the recorded sum gives."""
+    lead = data.ndim - len(shape)
+    dims = [lead + i for i, s in enumerate(shape) if s == 1 and data.shape[lead + i] != 1]
+    kernel = REGISTRY["sum.dim_IntList"].kernel
+    if not dims and shape:  # (a bias's gradient: the leading dims only, no reshape)
+        return kernel(data, list(range(lead)), False) if lead else data
+    data = kernel(data, list(range(lead)) + dims, True)
+    return data.reshape(shape) if lead else data
+
+
 def _expand_kernel(a, sizes):
     spec = _expand_meta(a, sizes)
-    return np.lib.stride_tricks.as_strided(
-        a, spec.shape, tuple(s * a.itemsize for s in spec.strides), writeable=False)
+    strides = tuple(s * a.itemsize for s in spec.strides)
+    if a.flags.c_contiguous and a.size:
+        # The view made over the array's buffer (0.3 us); NumPy's as_strided builds a helper
+        # object first (4 us), which a sum's gradient paid on every backward. Dtypes that
+        # export no buffer (ml_dtypes') take as_strided.
+        try:
+            out = np.ndarray(spec.shape, a.dtype, a, 0, strides)
+        except (TypeError, ValueError, BufferError):
+            pass
+        else:
+            out.flags.writeable = False
+            return out
+    return np.lib.stride_tricks.as_strided(a, spec.shape, strides, writeable=False)
 
 
 def _expand_onnx(b, inputs, args, kwargs, opset):

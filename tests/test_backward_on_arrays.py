@@ -1,0 +1,184 @@
+"""The backward of a training step's common ops on NumPy arrays (`OpDef.on_arrays`: addmm,
+t, relu, softmax / log_softmax, sum) and its small C loops (`ops/native/pointwise.c`: the
+sum over leading rows of a bias's gradient, nll_loss's gather and scatter): the same bits as
+the recorded derivatives (`create_graph=True` runs those) and as the NumPy paths
+(`native_kernels(False)`), PyTorch's values and errors, and no array the caller holds
+written to."""
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad
+from fusegrad import _cbuild
+from fusegrad.ops import _native
+from fusegrad.ops import reductions as R
+
+F = fusegrad.nn.functional
+RNG = np.random.default_rng(11)
+DTYPES = [np.float32, np.float64]
+
+
+def _grads(fn, inputs, create_graph):
+    """Gradients of sum(fn(*inputs) * weights) for each input, by backward (arrays) or
+    recorded (create_graph)."""
+    leaves = [fusegrad.tensor(x, requires_grad=True) for x in inputs]
+    out = fn(*leaves)
+    w = fusegrad.tensor(np.random.default_rng(3).standard_normal(tuple(out.shape))
+                        .astype(inputs[0].dtype))
+    grads = fusegrad.autograd.grad((out * w).sum(), leaves, create_graph=create_graph)
+    return [g.detach().numpy() for g in grads]
+
+
+def _same(a, b):
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(np.signbit(x), np.signbit(y))
+
+
+CASES = {
+    "linear": (lambda x, w, b: F.linear(x, w, b), [(6, 5), (4, 5), (4,)]),
+    "linear_1_row": (lambda x, w, b: F.linear(x, w, b), [(1, 5), (4, 5), (4,)]),
+    "addmm_2d_bias": (lambda m, a, b: fusegrad.addmm(m, a, b), [(3, 4), (3, 5), (5, 4)]),
+    "addmm_scaled": (lambda m, a, b: fusegrad.addmm(m, a, b, beta=0.5, alpha=2.0),
+                     [(4,), (3, 5), (5, 4)]),
+    "addmm_col_major": (lambda m, a, b: fusegrad.addmm(m, a.t(), b.t()),
+                        [(4,), (5, 3), (4, 5)]),
+    "t": (lambda a: a.t() * 1.5, [(3, 4)]),
+    "relu": (lambda a: a.relu(), [(5, 7)]),
+    "relu_0d": (lambda a: a.relu(), [()]),
+    "softmax_dim0": (lambda a: a.softmax(0), [(6, 10)]),
+    "sum": (lambda a: a.sum().expand(3), [(4, 5)]),
+    "sum_0d": (lambda a: a.sum().expand(3), [()]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_array_gradients_are_the_recorded_ones(case, dtype):
+    fn, shapes = CASES[case]
+    inputs = [RNG.standard_normal(s).astype(dtype) for s in shapes]
+    _same(_grads(fn, inputs, False), _grads(fn, inputs, True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,shape,dim", [("_log_softmax", (6, 10), 1),
+                                            ("_softmax", (3, 4, 5), -1),
+                                            ("_softmax", (6, 10), 0)])
+def test_softmax_gradients_on_arrays(name, shape, dim, dtype):
+    """(log_)softmax's gradient on arrays is its derivative's (the C kernel over rows, which
+    a recorded backward replaces by the formula); None where the kernel does not apply."""
+    op = fusegrad.ops.REGISTRY[name]
+    x = fusegrad.tensor(RNG.standard_normal(shape).astype(dtype))
+    out = x.log_softmax(dim) if name == "_log_softmax" else x.softmax(dim)
+    g = RNG.standard_normal(shape).astype(dtype)
+    raw = op.on_arrays(g, out, dim)
+    with fusegrad.no_grad():
+        want = op.derivative(fusegrad.tensor(g), out, dim)
+    if dim == 0 or _cbuild.compiler() is None:  # no C kernel: the derivative computes it
+        assert raw is None
+    else:
+        _same([raw[0]], [want[0].numpy()])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mlp_step_matches_torch(dtype):
+    x = RNG.standard_normal((16, 20)).astype(dtype)
+    y = RNG.integers(0, 5, 16)
+    fm = fusegrad.nn.Sequential(fusegrad.nn.Linear(20, 30), fusegrad.nn.ReLU(),
+                                fusegrad.nn.Linear(30, 5)).to(getattr(fusegrad, dtype.__name__))
+    tm = torch.nn.Sequential(torch.nn.Linear(20, 30), torch.nn.ReLU(),
+                             torch.nn.Linear(30, 5)).to(getattr(torch, dtype.__name__))
+    tm.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in
+                        fm.state_dict().items()})
+    F.cross_entropy(fm(fusegrad.tensor(x)), fusegrad.tensor(y)).backward()
+    torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y)).backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for (name, p), q in zip(fm.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=tol, atol=tol,
+                                   err_msg=name)
+
+
+def test_gradient_given_by_the_caller_is_not_written():
+    """An addmm whose bias is used twice: its gradient entries are added together, never
+    into the gradient the caller passed."""
+    m = fusegrad.randn(4, 6, requires_grad=True)
+    a = fusegrad.randn(4, 5, requires_grad=True)
+    b = fusegrad.randn(5, 6, requires_grad=True)
+    g = fusegrad.randn(4, 6)
+    before = g.numpy().copy()
+    out = fusegrad.addmm(m, a, b) + fusegrad.addmm(m, a, b)
+    out.backward(g)
+    np.testing.assert_array_equal(g.numpy(), before)
+    np.testing.assert_array_equal(m.grad.numpy(), before + before)
+    w = fusegrad.randn(3, 4, requires_grad=True)
+    gw = fusegrad.randn(4, 3)
+    before = gw.numpy().copy()
+    (w.t() + w.t()).backward(gw)
+    np.testing.assert_array_equal(gw.numpy(), before)
+    np.testing.assert_array_equal(w.grad.numpy(), (before + before).T)
+
+
+needs_cc = pytest.mark.skipif(_cbuild.compiler() is None, reason="needs a C compiler")
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,k", [((64, 128), 1), ((64, 10), 1), ((1, 5), 1), ((3, 2), 1),
+                                     ((7, 5, 3), 1), ((7, 5, 3), 2), ((2, 3, 4, 5), 3),
+                                     ((20000, 2), 1), ((2, 1), 1)])
+def test_sum_over_leading_rows_in_c(shape, k, dtype):
+    a = (RNG.standard_normal(shape) * 1e6).astype(dtype)
+    a[RNG.random(shape) < 0.2] = -0.0
+    for keep in (False, True):
+        got = R._sum_kernel(a, list(range(k)), keep)
+        with _native.native_kernels(False):
+            want = R._sum_kernel(a, list(range(k)), keep)
+        _same([got], [want])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(64, 10), (1, 3), (100, 1000)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_in_c_and_numpy(shape, reduction, dtype):
+    x = (RNG.standard_normal(shape) * 4).astype(dtype)
+    t = RNG.integers(0, shape[1], shape[0])
+    results = []
+    for on in (True, False):
+        with _native.native_kernels(on):
+            xf = fusegrad.tensor(x, requires_grad=True)
+            loss = F.nll_loss(xf, fusegrad.tensor(t), reduction=reduction)
+            loss.sum().backward()
+            results.append([loss.detach().numpy(), xf.grad.numpy()])
+    _same(results[0], results[1])
+    xt = torch.tensor(x, requires_grad=True)
+    lt = torch.nn.functional.nll_loss(xt, torch.tensor(t), reduction=reduction)
+    lt.sum().backward()
+    np.testing.assert_allclose(results[0][0], lt.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(results[0][1], xt.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", [[0, 1, 3, 2], [0, -1, 1, 2], [0, 1, -100, 2],
+                                    [2, 1, 1, 0]])
+def test_nll_loss_targets_outside_the_classes(target):
+    """Out-of-range targets raise PyTorch's IndexError; ignored ones (the default -100, and
+    ignore_index=1) are masked: the C loop hands those to the general path."""
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    for ignore in (-100, 1):
+        try:
+            lt = torch.nn.functional.cross_entropy(torch.tensor(x, requires_grad=True),
+                                                   torch.tensor(target), ignore_index=ignore)
+        except IndexError as e:
+            with pytest.raises(IndexError, match=str(e).split(" ")[1]):
+                F.cross_entropy(fusegrad.tensor(x), fusegrad.tensor(target),
+                                ignore_index=ignore)
+            continue
+        xf = fusegrad.tensor(x, requires_grad=True)
+        xt = torch.tensor(x, requires_grad=True)
+        lt = torch.nn.functional.cross_entropy(xt, torch.tensor(target), ignore_index=ignore)
+        lf = F.cross_entropy(xf, fusegrad.tensor(target), ignore_index=ignore)
+        lt.backward()
+        lf.backward()
+        np.testing.assert_allclose(lf.detach().numpy(), lt.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-7)
