@@ -14,7 +14,8 @@ The torch twins are built from the same model sources with `torch.nn` in place o
 `fusegrad.nn` (as tests/test_models.py does), so both sides run the same structure; the
 torch model gets fusegrad's initial weights. Both frameworks are timed in turns (the starting
 framework alternates between rounds) so that machine noise hits both alike; each figure is
-the minimum (or `--stat median`) over the rounds, each round timing a few steps after warm-up.
+the minimum (or `--stat median`) over the rounds, each round timing steps back to back after
+warm-up (a few of a large model, fifty of the small MLP: `Case.steps`).
 
 Each framework runs in a process of its own (two frameworks in one process share its
 thread pools and its C heap: fusegrad tunes glibc's malloc at import, `fusegrad._heap`, which
@@ -82,6 +83,12 @@ class Case:
     input_shape: tuple[int, ...]
     batch: int
     limit: str  # what bounds the ratio (for the docs)
+    # Steps per round (and warm-up steps): enough for a round of tens of milliseconds. Three
+    # steps of a millisecond right after the pause between rounds timed a CPU coming back
+    # from idle (its caches cold), not a training loop: 1.4-1.7 ms per step against 0.9 ms
+    # run back to back.
+    steps: int = 3
+    warmup: int = 2
 
 
 CASES = (
@@ -90,7 +97,8 @@ CASES = (
     Case("LeNet-5", lambda m: m.LeNet5(), (1, 32, 32), 64, "im2col/col2im copies"),
     Case("ResNet-18 (3x32x32)", lambda m: m.resnet18(num_classes=10), (3, 32, 32), 32,
          "conv GEMMs"),
-    Case("MLP 784-128-10", lambda m: m.MLP(784, (128,), 10), (784,), 64, "per-op overhead"),
+    Case("MLP 784-128-10", lambda m: m.MLP(784, (128,), 10), (784,), 64, "per-op overhead",
+         steps=50, warmup=20),
 )
 
 
@@ -338,8 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.worker, args.case_index, args.threads, args.steps, args.warmup,
                args.weights)
         return 0
-    rounds, steps, warmup = (3, 2, 1) if args.quick else (7, 3, 2)
-    rounds = args.rounds or rounds
+    rounds = args.rounds or (3 if args.quick else 7)
+
+    def counts(case: Case) -> tuple[int, int]:  # (steps per round, warm-up steps)
+        return (max(2, case.steps // 2), max(1, case.warmup // 2)) if args.quick else \
+            (case.steps, case.warmup)
+
     if args.phases and args.threads > 1:
         p.error("--phases times both frameworks in one process: use it with --threads 1")
     rows = []
@@ -347,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in CASES:
             if args.only.lower() not in case.name.lower():
                 continue
-            res = run_phases(case, rounds, steps, warmup)
+            res = run_phases(case, rounds, *counts(case))
             fg, th = res["fusegrad"], res["torch"]
             for i, phase in enumerate(("forward", "backward", "step")):
                 rows.append([case.name, phase, f"{fg[i]:.2f}", f"{th[i]:.2f}",
@@ -362,10 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if args.only.lower() not in case.name.lower():
             continue
-        res = run_case_separate(case, rounds, steps, warmup, args.stat, args.threads,
+        res = run_case_separate(case, rounds, *counts(case), args.stat, args.threads,
                                 args.undisturbed)
         (fg, fg_n), (th, th_n) = res["fusegrad"], res["torch"]
-        row = [case.name, case.batch, f"{fg:.1f}", f"{th:.1f}", f"{fg / th:.2f}x"]
+        digits = 2 if min(fg, th) < 10 else 1  # (a step of a millisecond: hundredths)
+        row = [case.name, case.batch, f"{fg:.{digits}f}", f"{th:.{digits}f}",
+               f"{fg / th:.2f}x"]
         rows.append(row + [f"{fg_n}/{rounds}, {th_n}/{rounds}"] if args.undisturbed else row)
         print(f"  {case.name}: done", file=sys.stderr, flush=True)
     headers = ["model", "batch", "fusegrad (ms/step)", "torch (ms/step)", "fusegrad/torch"]
@@ -373,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         headers.append("undisturbed rounds")
     print(machine_line())
     print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple",
+                   disable_numparse=True,
                    colalign=("left", "right", "right", "right", "right", "right")[
                        :len(headers)]))
     return 0

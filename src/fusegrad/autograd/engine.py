@@ -705,10 +705,12 @@ def _owned(t, g, refs) -> bool:
     if data.__class__ is not _ndarray or leaf.__class__ is not _ndarray or \
             data.shape != leaf.shape or data.dtype != leaf.dtype:
         return False
-    # (`flags` holds a reference to its array: not kept in a variable before the count.)
-    if not data.flags.writeable or not (
-            data.flags.c_contiguous and leaf.flags.c_contiguous or _obeys_contract(data, leaf)):
+    # (`flags` holds a reference to its array: not kept in a variable past the count.)
+    flags = data.flags
+    if not flags.writeable or not (
+            flags.c_contiguous and leaf.flags.c_contiguous or _obeys_contract(data, leaf)):
         return False
+    flags = None
     # References: to `g` the caller's, this frame's argument and getrefcount's; to its
     # array `g`'s own, `data` and getrefcount's.
     if _refcount(g) != refs + 2 or _refcount(data) != 3:

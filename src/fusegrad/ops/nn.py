@@ -291,7 +291,8 @@ def _nll_target_check(t, two_d: bool) -> None:
 
 
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
-    _nll_target_check(t, two_d)
+    if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
+        _nll_target_check(t, two_d)
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
@@ -315,7 +316,7 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
             return losses[0].astype(x.dtype), np.asarray(total).astype(x.dtype)
         return losses.astype(x.dtype, copy=False), np.zeros((), x.dtype)
     out = losses.sum() / total if reduction == 1 else losses.sum()
-    return np.asarray(out).astype(x.dtype), np.asarray(total).astype(x.dtype)
+    return np.asarray(out, x.dtype), np.asarray(total, x.dtype)
 
 
 def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
@@ -369,12 +370,18 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
     one = len(shape) == 1
     if weight is None and not one and reduction and len(shape) == 2 and t.ndim == 1 and \
             t.size:
-        # Every weight is one: the same steps on a single value (0-d arrays, the same
-        # arithmetic), stored at each target.
-        w = np.ones((), g.dtype)
-        if reduction == 1:
-            w = w / (total + (total == 0).astype(total.dtype))
-        value = -(w * g)
+        # Every weight is one: the same steps on a single value, stored at each target. On
+        # NumPy scalars where the gradient is one (a reduced loss's): the arithmetic of 0-d
+        # arrays at a tenth of the cost (a total of 0, every target ignored, divides by 1).
+        if g.ndim == 0 and total.dtype == g.dtype:
+            unit = g.dtype.type(1)
+            tot = total[()]
+            value = -((unit / (tot if tot else unit) if reduction == 1 else unit) * g[()])
+        else:
+            w = np.ones((), g.dtype)
+            if reduction == 1:
+                w = w / (total + (total == 0).astype(total.dtype))
+            value = -(w * g)
         gi = np.zeros(shape, g.dtype)
         done = _nll_rows("nll_grad_rows", gi, t, shape[1], ignore_index, float(value))
         if done:

@@ -24,6 +24,7 @@ from ._util import (
     dtype_of,
     half_formula,
     half_in_float32,
+    in_format,
     numel,
     rand_array,
     saved_array,
@@ -333,6 +334,20 @@ def _softmax_kernel(a, dim, log=False):
     return out.astype(dt, copy=False)
 
 
+def _softmax_rows(a, dim, log: bool):
+    """softmax / log_softmax's kernel, its result C-contiguous (PyTorch's kernels allocate
+    it so); the common case, rows of a C-contiguous float32/float64 array, checked first
+    and run in C at once."""
+    dt = a.dtype
+    if (dt is _F32 or dt is _F64) and a.ndim and (dim == -1 or dim == a.ndim - 1) and \
+            a.size and a.flags.c_contiguous:
+        out = _native.elementwise("math", "log_softmax" if log else "softmax", (a,), cost=16,
+                                  row=a.shape[-1])
+        if out is not None:
+            return out
+    return in_format(_softmax_kernel(a, dim, log), None)
+
+
 def _softmax_meta(a, dim, half_to_float=False, log=False):
     wrap_dims(dim, len(a.shape))
     check_softmax_dtype(a, dim, log)
@@ -400,7 +415,7 @@ _log_softmax_derivative.on_arrays = functools.partial(_row_gradient_on_arrays,
                                                       "log_softmax_grad")
 
 softmax = register(
-    "_softmax", kernel=c_contiguous(lambda a, dim, half_to_float=False: _softmax_kernel(a, dim)),
+    "_softmax", kernel=lambda a, dim, half_to_float=False: _softmax_rows(a, dim, False),
     meta=_softmax_meta, node="SoftmaxBackward0",
     derivative=_softmax_derivative,
     save=lambda out, a, dim, half_to_float=False: (out, dim), samples=_softmax_samples,
@@ -409,7 +424,7 @@ softmax = register(
     saved_names=("result", "dim"), result_order="contiguous")
 log_softmax = register(
     "_log_softmax",
-    kernel=c_contiguous(lambda a, dim, half_to_float=False: _softmax_kernel(a, dim, True)),
+    kernel=lambda a, dim, half_to_float=False: _softmax_rows(a, dim, True),
     meta=lambda a, dim, half_to_float=False: _softmax_meta(a, dim, log=True),
     node="LogSoftmaxBackward0",
     derivative=_log_softmax_derivative,
