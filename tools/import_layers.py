@@ -89,7 +89,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     # graph.py holds the Nodes' apply side too: gradients summed to an input's shape and
     # strided copies are ops.
     ("fusegrad.autograd.graph", "fusegrad.ops.views"):
-        "Node.apply's shape fix-ups (`sum_to_shape`, `strided_transfer_fn`)",
+        "Node.apply's strided copies (`strided_transfer_fn`)",
+    ("fusegrad.autograd.graph", "fusegrad.ops.reductions"):
+        "gradients summed to an input's shape (`sum_to_shape`, `sum_to_array`)",
     ("fusegrad.autograd.graph", "fusegrad.autograd._mutation_on_saved"):
         "`allow_mutation_on_saved_tensors` runs a dispatch mode, above the graph's Nodes",
     # Names looked up in the namespace by string, as PyTorch looks them up in `torch`.

@@ -28,8 +28,11 @@ _tensor_class = [None]  # given by fusegrad._tensor (`register_tensor_class`)
 def register_tensor_class(cls) -> None:
     """Registration by fusegrad._tensor, which sits above the graph: the class saved values
     are rebuilt as, and the class the recorders' inline tests compare with."""
-    global _Tensor
+    global _Tensor, _set_grad_acc
     _tensor_class[0] = _Tensor = cls
+    # A leaf's `_grad_acc` slot written directly: a Parameter's own `__setattr__` (which
+    # keeps the attributes a program sets on it) cost 0.4 us per accumulator.
+    _set_grad_acc = cls.__dict__["_grad_acc"].__set__
 
 
 # Accumulators run before any other ready node, as PyTorch's do.
@@ -399,6 +402,7 @@ def save_loop(saved, result, node=None):
 PLAIN = frozenset({type(None), int, float, bool, str, tuple, list})
 OUTPUT_VERSIONS = (-1,)  # the versions of a node that saved only its own output
 _Tensor = None  # the Tensor class, given by fusegrad._tensor (`register_tensor_class`)
+_set_grad_acc = None  # its `_grad_acc` slot's setter, given with it
 
 
 def _contains(items, x) -> bool:
@@ -497,7 +501,7 @@ def new_accumulator(variable) -> AccumulateGrad | None:
     node._out_meta = None
     node.variable = variable
     node._meta_of = None
-    variable._grad_acc = _weakref(node)
+    _set_grad_acc(variable, _weakref(node))
     return node
 
 
@@ -557,7 +561,7 @@ def fit_array(g, shape: tuple, dt):
     global _sum_to_array
     if g.dtype is dt.np and g.ndim >= len(shape):
         if _sum_to_array is None:
-            from ..ops.views import sum_to_array
+            from ..ops.reductions import sum_to_array
 
             _sum_to_array = sum_to_array
         return _sum_to_array(g, shape)
@@ -577,14 +581,14 @@ def cast_grad(g, dt):
 def _sum_to(g, shape):
     global _sum_to_shape
     if _sum_to_shape is None:  # found once: an import each call cost a microsecond
-        from ..ops.views import sum_to_shape
+        from ..ops.reductions import sum_to_shape
 
         _sum_to_shape = sum_to_shape
     return _sum_to_shape(g, shape)
 
 
-_sum_to_shape = None  # ops.views.sum_to_shape (ops sit above the graph's Nodes)
-_sum_to_array = None  # ops.views.sum_to_array
+_sum_to_shape = None  # ops.reductions.sum_to_shape (ops sit above the graph's Nodes)
+_sum_to_array = None  # ops.reductions.sum_to_array
 
 
 _SAVED_ATTRIBUTES: list = []  # index -> its property, shared by every node class

@@ -26,14 +26,15 @@ from ._util import (
     half_in_float32,
     in_format,
     numel,
+    numpy_backward,
     rand_array,
     saved_array,
     saved_shape,
     wrap_dim,
     wrap_dims,
+    wrap_grad,
 )
-from .registry import Sample, register
-from .views import _expand_kernel
+from .registry import REGISTRY, Sample, register
 
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
                   ((), 0), ((0, 3), 1), ((2, 0), 1), ((5,), 0)]
@@ -97,6 +98,9 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
     return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
 
 
+_SUM_ROWS: dict = {}  # dtype -> `sum_rows` C function (None: no such kernel)
+
+
 def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     """The sum of C-contiguous float32/float64 `a` over its `k` leading axes, in C
     (`native/pointwise.c`), the bits NumPy's sum gives; None where it does not apply (a
@@ -109,14 +113,52 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     cols = a.size // rows
     if cols < 2:
         return None
-    fn = _native.typed("pointwise", "sum_rows", a.dtype, "ppiiii")
-    if fn is None:
+    if not _native.enabled():
         return None
+    fn = _SUM_ROWS.get(a.dtype)
+    if fn is None:
+        fn = _SUM_ROWS[a.dtype] = _native.typed("pointwise", "sum_rows", a.dtype, "ppiiii")
+        if fn is None:
+            return None
     shape = (1,) * k + a.shape[k:] if keepdim else a.shape[k:]
     out = np.empty(shape, a.dtype)
     _native.run_pieces(fn, (_native.address(a), _native.address(out)), (rows, cols), cols,
                        a.size)
     return out
+
+
+def sum_to_shape(g, shape):
+    """Sum `g` down to `shape` (the adjoint of broadcasting `shape` to g's shape)."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.dim() - len(shape)
+    if lead < 0:  # `shape` has more (size-1) dims: a one-element value written by index_put
+        g = g.reshape((1,) * -lead + tuple(g.shape))
+        lead = 0
+    if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
+        return wrap_grad(sum_to_array(g._data, shape))
+    dims = list(range(lead))
+    dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
+    if dims:
+        g = g.sum(dims, keepdim=True)
+    if lead:
+        g = g.reshape(shape)
+    return g
+
+
+def sum_to_array(data: np.ndarray, shape: tuple) -> np.ndarray:
+    """`sum_to_shape` of an array with no more dimensions than `shape`'s missing in front:
+    sum.dim_IntList's own kernel, the bits the recorded sum gives."""
+    lead = data.ndim - len(shape)
+    dims = [lead + i for i, s in enumerate(shape) if s == 1 and data.shape[lead + i] != 1]
+    if not dims and shape:  # (a bias's gradient: the leading dims only, no reshape)
+        if not lead:
+            return data
+        out = _sum_leading(data, lead, False)
+        return out if out is not None else _sum_kernel(data, list(range(lead)), False)
+    data = _sum_kernel(data, list(range(lead)) + dims, True)
+    return data.reshape(shape) if lead else data
 
 
 def _sum_meta(a, dims=None, keepdim=False, dtype=None):
@@ -148,9 +190,9 @@ def _sum_derivative(g, shape):
     return (g.expand(shape),)
 
 
-# On arrays: the view `expand`'s kernel makes (not a new array: the engine never adds
-# into a view).
-_sum_derivative.on_arrays = lambda g, shape: (_expand_kernel(g, shape),)
+# On arrays: a read-only view, as `expand`'s kernel makes (not a new array: the engine never
+# adds into a view).
+_sum_derivative.on_arrays = lambda g, shape: (np.broadcast_to(g, shape),)
 
 sum_ = register(
     "sum", kernel=_sum_all_kernel,
@@ -681,10 +723,8 @@ def _prod_meta(a, dim=None, keepdim=False, dtype=None):
 
 
 def _cat(tensors, d):
-    from .._dispatch import call
-    from .joins import cat
-
-    return call(cat, tensors, d)
+    # (cat found by name: joins.py imports views, which imports this module)
+    return call(REGISTRY["cat"], tensors, d)
 
 
 def prod_others(a, d):

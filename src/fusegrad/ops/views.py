@@ -19,13 +19,12 @@ from ._util import (
     Spec,
     contiguous_strides,
     numel,
-    numpy_backward,
     rand_array,
     saved_shape,
     size_str,
     wrap_dim,
-    wrap_grad,
 )
+from .reductions import sum_to_shape
 from .registry import REGISTRY, Sample, register
 
 
@@ -320,38 +319,6 @@ def _expand_meta(a, sizes):
     strides = tuple(0 if i < lead or (a.shape[i - lead] == 1 and s != 1) else st[i - lead]
                     for i, s in enumerate(shape))
     return Spec(shape, a.dtype, strides)
-
-
-def sum_to_shape(g, shape):
-    """Sum `g` down to `shape` (the adjoint of broadcasting `shape` to g's shape)."""
-    shape = tuple(shape)
-    if tuple(g.shape) == shape:
-        return g
-    lead = g.dim() - len(shape)
-    if lead < 0:  # `shape` has more (size-1) dims: a one-element value written by index_put
-        g = g.reshape((1,) * -lead + tuple(g.shape))
-        lead = 0
-    if numpy_backward(g):  # backward's common case (a bias's gradient): on the arrays
-        return wrap_grad(sum_to_array(g._data, shape))
-    dims = list(range(lead))
-    dims += [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
-    if dims:
-        g = g.sum(dims, keepdim=True)
-    if lead:
-        g = g.reshape(shape)
-    return g
-
-
-def sum_to_array(data: np.ndarray, shape: tuple) -> np.ndarray:
-    """`sum_to_shape` of an array with no more dimensions than `shape`'s missing in front:
-    sum.dim_IntList's own kernel, the bits the recorded sum gives."""
-    lead = data.ndim - len(shape)
-    dims = [lead + i for i, s in enumerate(shape) if s == 1 and data.shape[lead + i] != 1]
-    kernel = REGISTRY["sum.dim_IntList"].kernel
-    if not dims and shape:  # (a bias's gradient: the leading dims only, no reshape)
-        return kernel(data, list(range(lead)), False) if lead else data
-    data = kernel(data, list(range(lead)) + dims, True)
-    return data.reshape(shape) if lead else data
 
 
 def _expand_kernel(a, sizes):
