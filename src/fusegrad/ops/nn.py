@@ -248,26 +248,39 @@ _INT64_RANGE = range(-(1 << 63), 1 << 63)
 _NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii"}  # argument codes
 
 
-def _nll_rows(name: str, data: np.ndarray, t: np.ndarray, c: int, ignore_index: int,
-              *rest) -> bool | None:
-    """C kernel `name` of nll_loss's common case (`native/pointwise.c`: the gather of each
-    row's loss, or the scatter of its gradient) over C-contiguous float32/float64 `data`
-    and the int64 class indices `t`, one per row of `c` classes, checked in the same pass;
-    `rest`: a new output array, or the gradient's value. True when it ran and every target
-    is a class in [0, `c`) other than `ignore_index`; False when it found one that is not
-    (an output then partly written); None where it does not apply."""
+def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int):
+    """C kernel `name` of nll_loss's common case (`native/pointwise.c`) for C-contiguous
+    float32/float64 `data` and int64 class indices `t`, or None where it does not apply.
+    Each checks the targets in the same pass and returns -1 when every one is a class in
+    [0, c) other than `ignore_index`, else the row of the first that is not (its caller
+    then takes the general path: an output is partly written)."""
     if t.dtype != _INT64 or not t.flags.c_contiguous or not data.flags.c_contiguous or \
             ignore_index not in _INT64_RANGE:
         return None
-    fn = _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
+    return _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
+
+
+def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
+                losses: np.ndarray) -> bool | None:
+    """losses[i] = -x[i, t[i]] in C: True when done, False for a target it leaves to the
+    general path, None where the kernel does not apply (`_nll_function`)."""
+    fn = _nll_function("nll_rows", x, t, ignore_index)
     if fn is None:
         return None
     address = _native.address
-    if name == "nll_rows":
-        return fn(address(data), address(t), address(rest[0]), t.shape[0], c,
-                  ignore_index) < 0
-    return fn(address(data), address(t), t.shape[0], c, ignore_index,
-              _native.double_bits(rest[0])) < 0
+    return fn(address(x), address(t), address(losses), t.shape[0], x.shape[1],
+              ignore_index) < 0
+
+
+def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
+                 value: float) -> bool | None:
+    """gi[i, t[i]] = value on zeros in C, answered as `_nll_gather` is."""
+    fn = _nll_function("nll_grad_rows", gi, t, ignore_index)
+    if fn is None:
+        return None
+    address = _native.address
+    return fn(address(gi), address(t), t.shape[0], gi.shape[1], ignore_index,
+              _native.double_bits(value)) < 0
 
 
 def _all_classes(t: np.ndarray, c: int, ignore_index: int) -> bool:
@@ -300,7 +313,7 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     if common:
         # Every weight is one: `-picked * wt` is `-picked` and their sum the count, exactly.
         losses = np.empty(tt.shape, xw.dtype)
-        common = _nll_rows("nll_rows", xw, tt, xw.shape[1], ignore_index, losses)
+        common = _nll_gather(xw, tt, ignore_index, losses)
         if common is None and _all_classes(tt, xw.shape[1], ignore_index):
             common = True
             losses = -xw[np.arange(tt.shape[0]), tt]
@@ -383,7 +396,7 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
                 w = w / (total + (total == 0).astype(total.dtype))
             value = -(w * g)
         gi = np.zeros(shape, g.dtype)
-        done = _nll_rows("nll_grad_rows", gi, t, shape[1], ignore_index, float(value))
+        done = _nll_scatter(gi, t, ignore_index, float(value))
         if done:
             return gi
         if done is None and _all_classes(t, shape[1], ignore_index):
