@@ -182,3 +182,22 @@ def test_nll_loss_targets_outside_the_classes(target):
         lf.backward()
         np.testing.assert_allclose(lf.detach().numpy(), lt.detach().numpy(), rtol=1e-6)
         np.testing.assert_allclose(xf.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sum_over_leading_rows_is_the_same_at_two_threads(dtype):
+    """The C loop's columns are shared between threads, each summed over all rows in order:
+    the bits do not depend on the thread count."""
+    a = RNG.standard_normal((3000, 700)).astype(dtype)
+    before = fusegrad.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            fusegrad.set_num_threads(threads)
+            results.append(R._sum_kernel(a, [0], False))
+    finally:
+        fusegrad.set_num_threads(before)
+    _same([results[0]], [results[1]])
+    with _native.native_kernels(False):
+        _same([results[0]], [R._sum_kernel(a, [0], False)])
