@@ -275,3 +275,19 @@ def test_bce_target_dtypes_as_torch(call, target):
         except RuntimeError as e:
             got.append(str(e))
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("flags", [dict(size_average=False), dict(reduce=False),
+                                   dict(size_average=True, reduce=True)])
+def test_legacy_reduction_flags_warn_and_reduce_as_torch(flags):
+    """The deprecated flags give PyTorch's reduction and its warning, at the caller's line."""
+    x = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    t = np.array([0, 2, 1, 1])
+    results = []
+    for T in (torch, fusegrad):
+        with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"
+                          ) as record:
+            results.append(T.nn.functional.cross_entropy(T.tensor(x), T.tensor(t), **flags))
+        if T is fusegrad:
+            assert any(r.filename == __file__ for r in record)
+    np.testing.assert_allclose(results[1].numpy(), results[0].numpy(), rtol=1e-6)

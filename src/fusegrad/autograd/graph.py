@@ -558,13 +558,8 @@ def fit_grad(g, shape: tuple, dt):
 def fit_array(g, shape: tuple, dt):
     """`fit_grad` of a gradient array (the entry of a derivative on arrays): an array where
     only a sum to the input's shape is needed, else a tensor."""
-    global _sum_to_array
     if g.dtype is dt.np and g.ndim >= len(shape):
-        if _sum_to_array is None:
-            from ..ops.reductions import sum_to_array
-
-            _sum_to_array = sum_to_array
-        return _sum_to_array(g, shape)
+        return (_reductions or _load_reductions()).sum_to_array(g, shape)
     return fit_grad(_tensor_class[0]._make(g), shape, dt)
 
 
@@ -579,16 +574,20 @@ def cast_grad(g, dt):
 
 
 def _sum_to(g, shape):
-    global _sum_to_shape
-    if _sum_to_shape is None:  # found once: an import each call cost a microsecond
-        from ..ops.reductions import sum_to_shape
-
-        _sum_to_shape = sum_to_shape
-    return _sum_to_shape(g, shape)
+    return (_reductions or _load_reductions()).sum_to_shape(g, shape)
 
 
-_sum_to_shape = None  # ops.reductions.sum_to_shape (ops sit above the graph's Nodes)
-_sum_to_array = None  # ops.reductions.sum_to_array
+def _load_reductions():
+    """ops.reductions (its sums to an input's shape), which sits above the graph's Nodes:
+    imported once (an import statement per call cost a microsecond)."""
+    global _reductions
+    from ..ops import reductions
+
+    _reductions = reductions
+    return reductions
+
+
+_reductions = None  # ops.reductions, once a gradient has been summed to its input's shape
 
 
 _SAVED_ATTRIBUTES: list = []  # index -> its property, shared by every node class

@@ -20,6 +20,7 @@ from ..ops import nn as N
 from ..ops import scalar as SC
 from ..ops import special as SP
 from ..ops.nn import REDUCTION_ENUM
+from ._reduction import legacy_get_string
 
 _EPS = 1e-12  # cosine_embedding_loss's guard against a zero norm
 
@@ -30,14 +31,11 @@ def _reduction(size_average, reduce, reduction: str, extra: tuple = ()) -> str:
         if reduction not in REDUCTION_ENUM and reduction not in extra:
             raise ValueError(f"{reduction} is not a valid value for reduction")
         return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
+    # (`torch.nn._reduction`'s reading of the flags; the warning names the caller's line)
+    result = legacy_get_string(size_average, reduce, emit_warning=False)
     warnings.warn("size_average and reduce args will be deprecated, please use reduction="
-                  f"'{'mean' if size_average and reduce else 'sum' if reduce else 'none'}' "
-                  "instead.", UserWarning, stacklevel=_warning_stacklevel(3))
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
+                  f"'{result}' instead.", UserWarning, stacklevel=_warning_stacklevel(3))
+    return result
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:

@@ -88,6 +88,7 @@ from ._functional_layers import (  # noqa: F401
     unfold,
 )
 from ._functional_loss import (  # noqa: F401
+    _reduce,
     _reduction,
     cosine_embedding_loss,
     cross_entropy,
@@ -542,14 +543,6 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
 # ---------------------------------------------------------------- losses
 
 
-def _apply_reduction(loss: Tensor, reduction: str) -> Tensor:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
-
-
 def _check_sizes_warn(input, target) -> None:
     if tuple(target.shape) != tuple(input.shape):
         warnings.warn(
@@ -570,7 +563,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",
         shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
         input, target = input.expand(shape), target.expand(shape)
     if weight is not None:
-        return _apply_reduction((input - target) ** 2 * weight, reduction)
+        return _reduce((input - target) ** 2 * weight, reduction)
     return call(N.mse_loss, input, target, REDUCTION_ENUM[reduction])
 
 
@@ -583,7 +576,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
     loss = (input - target).abs()
     if weight is not None:
         loss = loss * weight
-    return _apply_reduction(loss, reduction)
+    return _reduce(loss, reduction)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

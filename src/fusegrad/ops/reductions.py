@@ -30,6 +30,7 @@ from ._util import (
     rand_array,
     saved_array,
     saved_shape,
+    strided_view,
     wrap_dim,
     wrap_dims,
     wrap_grad,
@@ -105,15 +106,13 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     """The sum of C-contiguous float32/float64 `a` over its `k` leading axes, in C
     (`native/pointwise.c`), the bits NumPy's sum gives; None where it does not apply (a
     single column, which NumPy sums pairwise; no C kernels)."""
-    if not a.flags.c_contiguous or not a.size:
+    if not _native.enabled() or not a.flags.c_contiguous or not a.size:
         return None
     rows = 1
     for s in a.shape[:k]:
         rows *= s
     cols = a.size // rows
     if cols < 2:
-        return None
-    if not _native.enabled():
         return None
     fn = _SUM_ROWS.get(a.dtype)
     if fn is None:
@@ -190,9 +189,9 @@ def _sum_derivative(g, shape):
     return (g.expand(shape),)
 
 
-# On arrays: a read-only view, as `expand`'s kernel makes (not a new array: the engine never
-# adds into a view).
-_sum_derivative.on_arrays = lambda g, shape: (np.broadcast_to(g, shape),)
+# On arrays: the read-only view `expand`'s kernel makes of the 0-d gradient (not a new
+# array: the engine never adds into a view).
+_sum_derivative.on_arrays = lambda g, shape: (strided_view(g, tuple(shape), (0,) * len(shape)),)
 
 sum_ = register(
     "sum", kernel=_sum_all_kernel,
@@ -363,7 +362,8 @@ def _softmax_kernel(a, dim, log=False):
     x = a.astype(F32) if dt in HALF else a
     if x.ndim == 0:  # as a one-element row: an infinite or NaN value gives NaN
         return _softmax_kernel(a.reshape(1), 0, log).reshape(())
-    axis = wrap_dims(dim, x.ndim)[0]
+    # (The last dim, the common case, needs no wrapping: a dim out of range raises there.)
+    axis = x.ndim - 1 if dim == -1 or dim == x.ndim - 1 else wrap_dims(dim, x.ndim)[0]
     if axis == x.ndim - 1 and x.size:  # rows of the last dimension: in C where built
         out = _native.elementwise("math", "log_softmax" if log else "softmax", (x,), cost=16,
                                   row=x.shape[-1])
@@ -378,15 +378,7 @@ def _softmax_kernel(a, dim, log=False):
 
 def _softmax_rows(a, dim, log: bool):
     """softmax / log_softmax's kernel, its result C-contiguous (PyTorch's kernels allocate
-    it so); the common case, rows of a C-contiguous float32/float64 array, checked first
-    and run in C at once."""
-    dt = a.dtype
-    if (dt is _F32 or dt is _F64) and a.ndim and (dim == -1 or dim == a.ndim - 1) and \
-            a.size and a.flags.c_contiguous:
-        out = _native.elementwise("math", "log_softmax" if log else "softmax", (a,), cost=16,
-                                  row=a.shape[-1])
-        if out is not None:
-            return out
+    it so; the C kernel's result is)."""
     return in_format(_softmax_kernel(a, dim, log), None)
 
 
@@ -418,21 +410,25 @@ def _log_softmax_decomposition(x, dim, half_to_float=False):
     return shifted - shifted.exp().sum([dim], True).log()
 
 
+def _rows_of(y, dim, shape) -> bool:
+    """Whether a (log_)softmax gradient runs over rows in C: result array `y` is
+    C-contiguous, `dim` its last dimension, `shape` (the gradient's) its own."""
+    return y is not None and y.ndim != 0 and wrap_dims(dim, y.ndim)[0] == y.ndim - 1 and \
+        y.flags.c_contiguous and shape == y.shape
+
+
 def _row_gradient(name: str, g, out, dim):
     """The (log_)softmax gradient over the last dimension of a contiguous result in C
     (`c_gradient`); None elsewhere."""
     y = out._data
-    if y is None or y.ndim == 0 or wrap_dims(dim, y.ndim)[0] != y.ndim - 1 or \
-            not y.flags.c_contiguous or tuple(g.shape) != y.shape:
-        return None
-    return c_gradient(name, g, out, row=y.shape[-1])
+    return c_gradient(name, g, out, row=y.shape[-1]) if _rows_of(y, dim, tuple(g.shape)) \
+        else None
 
 
 def _row_gradient_on_arrays(name: str, g, out, dim):
     """`_row_gradient` on arrays (`OpDef.on_arrays`): the C kernel's gradient, or None."""
     y = saved_array(out, g.dtype)
-    if y is None or y.ndim == 0 or wrap_dims(dim, y.ndim)[0] != y.ndim - 1 or \
-            not y.flags.c_contiguous or g.shape != y.shape:
+    if not _rows_of(y, dim, g.shape):
         return None
     grad = _native.elementwise("math", name, (g, y), row=y.shape[-1])
     return None if grad is None else (grad, None)

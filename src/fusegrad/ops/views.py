@@ -22,6 +22,7 @@ from ._util import (
     rand_array,
     saved_shape,
     size_str,
+    strided_view,
     wrap_dim,
 )
 from .reductions import sum_to_shape
@@ -323,19 +324,7 @@ def _expand_meta(a, sizes):
 
 def _expand_kernel(a, sizes):
     spec = _expand_meta(a, sizes)
-    strides = tuple(s * a.itemsize for s in spec.strides)
-    if a.flags.c_contiguous and a.size:
-        # The view made over the array's buffer (0.3 us); NumPy's as_strided builds a helper
-        # object first (4 us), which a sum's gradient paid on every backward. Dtypes that
-        # export no buffer (ml_dtypes') take as_strided.
-        try:
-            out = np.ndarray(spec.shape, a.dtype, a, 0, strides)
-        except (TypeError, ValueError, BufferError):
-            pass
-        else:
-            out.flags.writeable = False
-            return out
-    return np.lib.stride_tricks.as_strided(a, spec.shape, strides, writeable=False)
+    return strided_view(a, spec.shape, tuple(s * a.itemsize for s in spec.strides))
 
 
 def _expand_onnx(b, inputs, args, kwargs, opset):
