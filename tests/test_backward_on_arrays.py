@@ -39,6 +39,7 @@ def _same(a, b):
         np.testing.assert_array_equal(np.signbit(x), np.signbit(y))
 
 
+TARGET = fusegrad.tensor([0, 2, 4, 1, 2, 3])
 CASES = {
     "linear": (lambda x, w, b: F.linear(x, w, b), [(6, 5), (4, 5), (4,)]),
     "linear_1_row": (lambda x, w, b: F.linear(x, w, b), [(1, 5), (4, 5), (4,)]),
@@ -52,6 +53,13 @@ CASES = {
     "relu_0d": (lambda a: a.relu(), [()]),
     "softmax_dim0": (lambda a: a.softmax(0), [(6, 10)]),
     "sum": (lambda a: a.sum().expand(3), [(4, 5)]),
+    # nll_loss's node has two outputs: its derivative on arrays takes a list of them.
+    "nll_mean": (lambda a: F.nll_loss(a, TARGET), [(6, 5)]),
+    "nll_sum": (lambda a: F.nll_loss(a, TARGET, reduction="sum"), [(6, 5)]),
+    "nll_none": (lambda a: F.nll_loss(a, TARGET, reduction="none"), [(6, 5)]),
+    "nll_ignored": (lambda a: F.nll_loss(a, TARGET, ignore_index=2), [(6, 5)]),
+    "nll_weight": (lambda a: F.nll_loss(a, TARGET, weight=fusegrad.tensor(
+        np.linspace(0.5, 2.0, 5), dtype=a.dtype)), [(6, 5)]),
     "sum_0d": (lambda a: a.sum().expand(3), [()]),
 }
 
@@ -62,6 +70,28 @@ def test_array_gradients_are_the_recorded_ones(case, dtype):
     fn, shapes = CASES[case]
     inputs = [RNG.standard_normal(s).astype(dtype) for s in shapes]
     _same(_grads(fn, inputs, False), _grads(fn, inputs, True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_loss_at_the_root_is_the_recorded_one(reduction, dtype):
+    """`loss.backward()` hands the loss's node its ones as an array (no buffer): the
+    gradient is the recorded derivative's, bit for bit, and PyTorch's."""
+    x = RNG.standard_normal((6, 5)).astype(dtype)
+    got = []
+    for create_graph in (False, True):
+        t = fusegrad.tensor(x, requires_grad=True)
+        loss = F.nll_loss(t, TARGET, reduction=reduction)
+        if create_graph:
+            got.append(fusegrad.autograd.grad(loss, t, create_graph=True)[0].detach().numpy())
+        else:
+            loss.backward()
+            got.append(t.grad.numpy())
+    _same(got[:1], got[1:])
+    tt = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.nll_loss(tt, torch.tensor(TARGET.numpy()),
+                                 reduction=reduction).backward()
+    np.testing.assert_array_equal(got[0], tt.grad.numpy())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -188,19 +188,25 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     needed = deps
 
     buffers = {}
-    for (node, nr), g in zip(root_edges, roots):
-        _add_to_buffer(buffers, node, nr, g)
     ready = []
-    for node, _ in root_edges:
-        if node in needed and deps[node] == 0 and node not in {r[2] for r in ready}:
-            heapq.heappush(ready, (-node._seq, id(node), node))
+    # One root (nearly every pass: a loss) goes to the loop's first step with its gradient,
+    # as `handoff` and `hgrad` pass a chain's next node on, with no buffer and no heap.
+    single = len(root_edges) == 1 and captures is None
+    if not single:
+        for (node, nr), g in zip(root_edges, roots):
+            _add_to_buffer(buffers, node, nr, g)
+        for node, _ in root_edges:
+            if node in needed and deps[node] == 0 and node not in {r[2] for r in ready}:
+                heapq.heappush(ready, (-node._seq, id(node), node))
 
     results = [None] * len(inputs) if inputs is not None else None
     caller = _thread_state.snapshot()
+    grad_before, passes_before, tasks_before = \
+        _local.grad_enabled, _local.restricted_passes, _local.graph_tasks
     _thread_state.set_grad_enabled(create_graph)
     # One entry per pass in progress in this thread, innermost last (`checkpoint_valid`).
-    _local.restricted_passes = _local.restricted_passes + (inputs is not None,)
-    _local.graph_tasks = _local.graph_tasks + ((next(_task_ids), deps, inputs is not None),)
+    _local.restricted_passes = passes_before + (inputs is not None,)
+    _local.graph_tasks = tasks_before + ((next(_task_ids), deps, inputs is not None),)
     state = _local.__dict__  # this thread's live state (the same dict for its lifetime)
     node_state = dict(state)
     restore = _thread_state.restore
@@ -238,6 +244,12 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # array when an array derivative made it (wrapped when a Tensor is needed).
         handoff = hgrad = None
         hnr = 0
+        if single:
+            handoff, hnr = root_edges[0]
+            hgrad = roots[0]
+            if arrays_ok and grad_tensors[0] is None and hgrad.__class__ is Tensor and \
+                    hgrad._data.__class__ is _ndarray:  # the ones made above, as an array
+                hgrad = hgrad._data
         # Whether the last node ran code that may change this thread's state (hooks, a
         # custom backward, the general path): a registry derivative run inline changes
         # nothing, so after one the state needs no comparing.
@@ -268,6 +280,10 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 if grads is None:
                     if hnr == 0 and len(node._out_meta) == 1:
                         g = hgrad
+                    elif arrays_ok and hgrad.__class__ is _ndarray and op.on_arrays is not None:
+                        # (nll_loss's: its total weight takes no gradient) The list of
+                        # arrays goes to the derivative on arrays below.
+                        g = _materialize(node, _spread(node, hgrad, hnr), True)
                     else:
                         if hgrad.__class__ is _ndarray:
                             hgrad = make_plain(hgrad)
@@ -307,9 +323,17 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         arr = raw is not None
                     if not arr:
                         g = make_plain(g)
-                elif arrays_ok and op.on_arrays is not None and g.__class__ is Tensor:
-                    raw = op.on_arrays(g._data, *saved)
-                    arr = raw is not None
+                elif arrays_ok and op.on_arrays is not None:
+                    if g.__class__ is Tensor:
+                        raw = op.on_arrays(g._data, *saved)
+                        arr = raw is not None
+                    elif g.__class__ is list:  # an op of several outputs: one entry each
+                        gs = _grad_arrays(g)
+                        if gs is not None:
+                            raw = op.on_arrays(gs, *saved)
+                            arr = raw is not None
+                        if not arr:
+                            g = [make_plain(x) if x.__class__ is _ndarray else x for x in g]
                 if not arr:
                     raw = op.derivative(g, *saved)
                 if versions is not None and not retain_graph:
@@ -460,7 +484,14 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 heappush(ready, (-handoff._seq, id(handoff), handoff))
                 handoff = None
     finally:
-        restore(caller)
+        if state == node_state:
+            # Nothing ran that changed the state (or the change was undone after its node):
+            # the pass's own three entries are put back, without comparing the whole state.
+            _thread_state.set_grad_enabled(grad_before)
+            _local.restricted_passes = passes_before
+            _local.graph_tasks = tasks_before
+        else:
+            restore(caller)
 
     if inputs is None or accumulate:  # backward(inputs=...): `.grad` is written already
         return None
@@ -508,9 +539,10 @@ def _any_none(grads) -> bool:
     return False
 
 
-def _materialize(node, grads):
+def _materialize(node, grads, arrays: bool = False):
     """Zero-fill the gradients of outputs that received none (not of an op's
-    non-differentiable outputs, which never receive one: nll_loss's total weight)."""
+    non-differentiable outputs, which never receive one: nll_loss's total weight); with
+    `arrays`, the zeros are NumPy arrays (for a derivative on arrays)."""
     if node._out_meta and getattr(node, "_materialize", True):
         op = type(node)._op
         skip = op.nondiff_outputs if op is not None else ()
@@ -519,8 +551,21 @@ def _materialize(node, grads):
         for i, g in enumerate(grads):
             if g is None and node._out_meta[i] is not None and i not in skip:
                 shape, dt = node._out_meta[i]
-                grads[i] = zeros(shape, dtype=dt)
+                grads[i] = np.zeros(shape, dt.np) if arrays else zeros(shape, dtype=dt)
     return grads
+
+
+def _grad_arrays(grads: list) -> list | None:
+    """The arrays of a list of gradients (arrays, plain tensors or None), or None where one
+    is another kind of tensor (its derivative then runs on tensors)."""
+    out = []
+    for g in grads:
+        if g is not None and g.__class__ is not _ndarray:
+            if g.__class__ is not Tensor or g._data.__class__ is not _ndarray:
+                return None
+            g = g._data
+        out.append(g)
+    return out
 
 
 def _call_tensor_hooks(node, grads):

@@ -318,7 +318,12 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean") -> Tensor:
     """Negative log-likelihood of log-probabilities `input` (N, C, ...) at class `target`."""
     reduction = _reduction(size_average, reduce, reduction)
-    red = REDUCTION_ENUM[reduction]
+    return _nll(input, target, weight, REDUCTION_ENUM[reduction], ignore_index)
+
+
+def _nll(input, target, weight, red: int, ignore_index: int) -> Tensor:
+    """`nll_loss` with its reduction read (`red`, the enum), which `cross_entropy` calls as
+    PyTorch's calls its kernel: not through the public function (nor its protocol)."""
     dim = input.dim()
     if dim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {dim})")
@@ -372,7 +377,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         if reduction == "sum":
             return -prod.sum()
         return call(SC.div_scalar, -prod.sum(), input.numel() // max(c, 1))
-    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    nll = _nll(logp, target, weight, REDUCTION_ENUM[reduction], ignore_index)
     if label_smoothing <= 0:
         return nll
     ignored = Tensor._make(np.asarray(target._data == ignore_index))

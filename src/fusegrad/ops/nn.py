@@ -95,11 +95,12 @@ def _check_addmm(bias, m1, m2) -> None:
 
 
 def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
-    if not (bias.dtype == m1.dtype == m2.dtype):
-        _check_addmm(bias, m1, m2)
     dt = m1.dtype
-    if alpha == 1 and beta == 1 and bias.ndim == 1 and bias.dtype == dt and \
-            dt.kind == "f" and dt not in HALF and bias.shape[0] == m2.shape[-1]:
+    if bias.dtype is not dt or m2.dtype is not dt:
+        if not (bias.dtype == dt == m2.dtype):
+            _check_addmm(bias, m1, m2)
+    if alpha == 1 and beta == 1 and bias.ndim == 1 and dt in _GEMM_FLOATS and \
+            bias.shape[0] == m2.shape[-1]:
         # A linear layer's row of biases, added by each piece of the product (_gemm)
         return _gemm.matmul(m1, m2, bias=np.ascontiguousarray(bias))
     prod = _gemm.matmul(_work(m1), _work(m2))  # our intra-op threads, not BLAS threads
@@ -112,6 +113,9 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
         return prod.astype(dt, copy=False)
     out = prod + (_work(bias) if beta == 1 else _work(bias) * beta)
     return out.astype(dt, copy=False)
+
+
+_GEMM_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _addmm_meta(bias, m1, m2, beta=1, alpha=1):
@@ -255,9 +259,19 @@ def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int)
     [0, c) other than `ignore_index`, else the row of the first that is not (its caller
     then takes the general path: an output is partly written)."""
     if t.dtype != _INT64 or not t.flags.c_contiguous or not data.flags.c_contiguous or \
-            ignore_index not in _INT64_RANGE:
+            ignore_index not in _INT64_RANGE or not _native.enabled():
         return None
-    return _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
+    key = (name, data.dtype)
+    fn = _NLL_FUNCTIONS.get(key, _NLL_FUNCTIONS)  # (the dict itself: not looked up yet)
+    if fn is _NLL_FUNCTIONS:
+        fn = _NLL_FUNCTIONS[key] = _native.typed("pointwise", name, data.dtype,
+                                                 _NLL_SIGNATURES[name], "i")
+    return fn
+
+
+# (name, dtype) -> `_nll_function`'s C function or None, found once (`_native.typed` formats
+# its name on every call).
+_NLL_FUNCTIONS: dict = {}
 
 
 def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
@@ -268,8 +282,8 @@ def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
     if fn is None:
         return None
     address = _native.address
-    return fn(address(x), address(t), address(losses), t.shape[0], x.shape[1],
-              ignore_index) < 0
+    n, c = x.shape
+    return fn(address(x), address(t), address(losses), n, c, ignore_index) < 0
 
 
 def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
@@ -306,6 +320,14 @@ def _nll_target_check(t, two_d: bool) -> None:
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
         _nll_target_check(t, two_d)
+    elif reduction and weight is None and x.ndim == 2 and x.dtype in _GEMM_FLOATS and t.size:
+        # The common case (a batch of labels, a reduced loss), with nothing around the C
+        # gather (`_nll_gather`) that the general path below would not do the same way.
+        losses = np.empty(t.shape, x.dtype)
+        if _nll_gather(x, t, ignore_index, losses):
+            total = x.dtype.type(t.shape[0])
+            out = losses.sum() / total if reduction == 1 else losses.sum()
+            return np.asarray(out, x.dtype), np.asarray(total, x.dtype)
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
@@ -376,6 +398,22 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = g.new_zeros(full).scatter(1, safe.unsqueeze(1), vals.unsqueeze(1))
     return (gi.squeeze(0) if one else gi, None, None, None, None)
+
+
+def _nll_on_arrays(grads, shape, t, weight, reduction, ignore_index, total):
+    """`_nll_derivative` on arrays (`OpDef.on_arrays`; `grads`: the outputs' gradient
+    arrays), or None where a saved value is not a plain tensor's array."""
+    g = grads[0]
+    tot = saved_array(total, g.dtype)
+    w = None if weight is None else saved_array(weight, g.dtype)
+    target = t._data if t._plain else None
+    if tot is None or (w is None and weight is not None) or target.__class__ is not np.ndarray:
+        return None
+    return (_nll_grad_array(g, shape, target, w, reduction, ignore_index, tot), None, None,
+            None, None)
+
+
+_nll_derivative.on_arrays = _nll_on_arrays
 
 
 def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
