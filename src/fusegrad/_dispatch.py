@@ -32,6 +32,7 @@ from ._recorded_calls import (
     _call_ints,
     _call_list,
     _call_tensors,
+    _call_three,
     _call_unary,
     make_calls,
 )
@@ -119,6 +120,18 @@ plain.make = _make
 _np_scalar = np.generic
 
 
+# Tensor subclasses that dispatch treats as Tensor in the recorders of the call shapes (a
+# module's Parameter: a linear layer's bias is addmm's first argument), given by
+# `treat_as_plain`.
+_PLAIN_CLASSES: set = set()
+
+
+def treat_as_plain(cls: type) -> None:
+    """Let Tensor subclass `cls` (its layout Tensor's, no protocol of its own, ops giving
+    plain Tensors) take the recorders of the call shapes as Tensor does."""
+    _PLAIN_CLASSES.add(cls)
+
+
 def call(op, *args):
     """Run registry op `op` on positional `args` (tensors, numbers, lists of tensors)."""
     if _active.modes and _local.modes:  # a mode in some thread: is it in this one?
@@ -126,23 +139,31 @@ def call(op, *args):
     n = len(args)
     if n == 1:
         a = args[0]
-        if a.__class__ is Tensor and not op.inplace:  # unary ops: no argument list to build
-            return _call_unary(op, a)
+        cls = a.__class__
+        if (cls is Tensor or cls in _PLAIN_CLASSES) and not op.inplace:
+            return _call_unary(op, a)  # unary ops: no argument list to build
     elif n == 2:
         # Binary ops and views (`a + b`, `a * 2`, `view(a, shape)`): no argument list either.
         a, b = args
-        if a.__class__ is Tensor and not op.inplace:
+        cls = a.__class__
+        if (cls is Tensor or cls in _PLAIN_CLASSES) and not op.inplace:
             cls = b.__class__
-            if cls is Tensor:
+            if cls is Tensor or cls in _PLAIN_CLASSES:
                 return _call_tensors(op, a, b)
             if cls is float or cls is int or (cls is tuple and not op.list_arg):
                 return _call_binary(op, a, b)
     elif n == 3:
-        # A tensor and two ints: transpose(a, d0, d1), select(a, dim, i).
+        # A tensor and two ints: transpose(a, d0, d1), select(a, dim, i); three tensors:
+        # addmm(bias, x, w.t()), where(c, a, b).
         a, b, c = args
-        if a.__class__ is Tensor and b.__class__ is int and c.__class__ is int and \
-                not op.inplace:
-            return _call_ints(op, a, b, c)
+        cls = a.__class__
+        if (cls is Tensor or cls in _PLAIN_CLASSES) and not op.inplace:
+            cls = b.__class__
+            if cls is int and (c.__class__ is int or c.__class__ is bool):
+                return _call_ints(op, a, b, c)  # (log_softmax(a, dim, False) too)
+            if (cls is Tensor or cls in _PLAIN_CLASSES) and (
+                    c.__class__ is Tensor or c.__class__ in _PLAIN_CLASSES):
+                return _call_three(op, a, b, c)
     raw = []
     needs_grad = False
     for a in args:

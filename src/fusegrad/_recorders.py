@@ -14,7 +14,7 @@ A call shape is a string of argument kinds, one letter per positional argument:
     T  a plain Tensor (its class checked by the caller): an input with an edge
     N  a Python number or a shape tuple; a number in one of the op's `tensor_args` slots is a
        wrapped-number input, with an empty edge of its own, as in PyTorch
-    I  an int that is never an input (a dimension or an index)
+    I  an int (or a bool) that is never an input (a dimension, an index, a flag)
 
 and `*` is the general shape: any arguments, unwrapped by `call` into `raw`, recorded by
 `_recording._new_node`. Ops whose Node the short form cannot write (tuple results, list,
@@ -47,6 +47,7 @@ SHAPES = {
     "TT": "_call_tensors",  # a + b, mm(a, b)
     "TN": "_call_binary",  # a * 2, view(a, shape)
     "TII": "_call_ints",  # transpose(a, 0, 1), select(a, 0, i)
+    "TTT": "_call_three",  # addmm(bias, x, w.t()) (a linear layer), where(c, a, b)
     "*": "_call_list",  # everything else (after `call` unwrapped the arguments)
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtype
+from .. import _dispatch, _dtype
 from .._tensor import TENSOR_REPR_CLASSES, Tensor
 from .._torch_function import _disabled_torch_function_impl
 
@@ -102,6 +102,7 @@ class Parameter(Tensor):
 
 
 TENSOR_REPR_CLASSES.add(Parameter)
+_dispatch.treat_as_plain(Parameter)
 
 
 def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Parameter:

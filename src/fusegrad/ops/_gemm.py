@@ -75,6 +75,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     results do not depend on the thread count. The matrices of a stack are separate GEMMs:
     at two threads or more they are shared by measured cost, however small each is.
     Without a settable OpenBLAS, a plain call (the BLAS threads it itself)."""
+    if a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] <= _blas.SERIAL_MNK:
+        # The common small product, first: one piece (under `GEMM_PIECE`), run serially.
+        return _plus(np.matmul(a, b) if out is None else np.matmul(a, b, out=out), bias)
     if a.ndim < 2 or b.ndim < 2 or not _blas.available():
         return _plus(np.matmul(a, b, out=out), bias)
     m, k = a.shape[-2:]
@@ -92,6 +95,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     by_stack = stack > 1 and axis == 0 and _parallel.sharing_threads(work) > 1
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return _plus(np.matmul(a, b, out=out), bias)  # OpenBLAS runs it on this thread
+    if out is None and ra == rb == 2 and not by_stack and _parallel.sharing_threads(work) <= 1:
+        return _plus(_pieces_here(a, b, axis, pieces), bias)
     if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         # A piece must not read what another wrote: the product goes to a new array first.
         out[...] = matmul(a, b, bias=bias)
@@ -144,6 +149,34 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
         for p in parts[1:]:
             out += p
     return _plus(out, bias)
+
+
+def _pieces_here(a: np.ndarray, b: np.ndarray, axis: int, pieces: int) -> np.ndarray:
+    """The product of matrices `a` and `b` cut as `cut` said (`axis`, `pieces`), the pieces
+    in turn on this thread, one NumPy call each: `matmul`'s way at one thread with nothing
+    around it (its general way cost ~10 us more a product), the same calls and sums."""
+    with _parallel.OneBlasThread():
+        if pieces == 1:
+            return np.matmul(a, b)
+        if axis == 3:  # the parts of the shared dimension summed in order
+            k = a.shape[1]
+            j = k // pieces
+            out = np.matmul(a[:, :j], b[:j])
+            for p in range(1, pieces):
+                i, j = j, k * (p + 1) // pieces
+                out += np.matmul(a[:, i:j], b[i:j])
+            return out
+        m, n = a.shape[0], b.shape[1]
+        out = np.empty((m, n), np.result_type(a, b))
+        size = m if axis == 1 else n
+        j = 0
+        for p in range(pieces):
+            i, j = j, size * (p + 1) // pieces
+            if axis == 1:
+                np.matmul(a[i:j], b, out=out[i:j])
+            else:
+                np.matmul(a, b[:, i:j], out=out[:, i:j])
+        return out
 
 
 # `fg_gemm_pieces_*`'s argument codes (`native/gemm.c`).
