@@ -357,12 +357,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
-    cdim = 0 if input.dim() == 1 else 1
+    dim = input.dim()
+    cdim = 0 if dim == 1 else 1
     logp = input.log_softmax(cdim)
     c = input.shape[cdim]
-    wshape = [1] * input.dim()
+    wshape = [1] * dim
     wshape[cdim] = c
-    if tuple(target.shape) == tuple(input.shape) and target.is_floating_point():
+    if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
         # Class probabilities; a float target of another shape is taken as class indices
         # (nll_loss then names its dtype).
         if ignore_index >= 0:
