@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_shape
-from . import _native
+from . import _native, _parallel
 from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
 from ._onnx import softmax as softmax_onnx
@@ -106,6 +106,10 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     """The sum of C-contiguous float32/float64 `a` over its `k` leading axes, in C
     (`native/pointwise.c`), the bits NumPy's sum gives; None where it does not apply (a
     single column, which NumPy sums pairwise; no C kernels)."""
+    if k == 1 and a.size < _parallel.MIN_CHUNK and a.dtype.char in "fd" and a.size:
+        # Too small to share between threads: NumPy's own sum (the same bits) costs less
+        # than the C call from here (in a training step 6.4 against 9.7 us for 64x128).
+        return np.add.reduce(a, 0, keepdims=keepdim)
     if not _native.enabled() or not a.flags.c_contiguous or not a.size:
         return None
     rows = 1
@@ -121,8 +125,8 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
             return None
     shape = (1,) * k + a.shape[k:] if keepdim else a.shape[k:]
     out = np.empty(shape, a.dtype)
-    _native.run_pieces(fn, (_native.address(a), _native.address(out)), (rows, cols), cols,
-                       a.size)
+    address = _native.address
+    _native.run_pieces(fn, (address(a), address(out)), (rows, cols), cols, a.size)
     return out
 
 
@@ -150,6 +154,9 @@ def sum_to_array(data: np.ndarray, shape: tuple) -> np.ndarray:
     """`sum_to_shape` of an array with no more dimensions than `shape`'s missing in front:
     sum.dim_IntList's own kernel, the bits the recorded sum gives."""
     lead = data.ndim - len(shape)
+    if lead == 1 and len(shape) == 1 and shape[0] != 1:  # a linear layer's bias
+        out = _sum_leading(data, 1, False)
+        return out if out is not None else _sum_kernel(data, [0], False)
     dims = [lead + i for i, s in enumerate(shape) if s == 1 and data.shape[lead + i] != 1]
     if not dims and shape:  # (a bias's gradient: the leading dims only, no reshape)
         if not lead:
