@@ -201,8 +201,13 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     out = np.empty_like(a)
     n = a.size
     if n:
-        if out.flags.c_contiguous and (a.flags.c_contiguous if len(arrays) == 1 else all(
-                x.flags.c_contiguous for x in arrays)):
+        dense = out.flags.c_contiguous
+        if dense:
+            for x in arrays:
+                if not x.flags.c_contiguous:
+                    dense = False
+                    break
+        if dense:
             sources = arrays  # (the common case: a small kernel's call costs what this does)
         else:
             order = None
@@ -213,9 +218,14 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
                        np.ascontiguousarray(x if order is None else x.transpose(order))
                        for x in arrays]
         after = tuple(map(double_bits, scalars)) if scalars else ()
+        if row:
+            after = (row, *after)
         units = n // row if row else n
-        run_pieces(fn, (*map(address, sources), address(out)), (row, *after) if row else after,
-                   units, n * cost)
+        work = n * cost
+        if work < _parallel.MIN_CHUNK:  # too small to share: `run_pieces`'s first test
+            fn(*map(address, sources), address(out), 0, units, *after)
+        else:
+            run_pieces(fn, (*map(address, sources), address(out)), after, units, work)
     return out
 
 

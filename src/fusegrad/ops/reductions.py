@@ -420,7 +420,8 @@ def _log_softmax_decomposition(x, dim, half_to_float=False):
 def _rows_of(y, dim, shape) -> bool:
     """Whether a (log_)softmax gradient runs over rows in C: result array `y` is
     C-contiguous, `dim` its last dimension, `shape` (the gradient's) its own."""
-    return y is not None and y.ndim != 0 and wrap_dims(dim, y.ndim)[0] == y.ndim - 1 and \
+    # (`dim` was checked by the forward: -1 or the last index name the last dimension.)
+    return y is not None and y.ndim != 0 and (dim == -1 or dim == y.ndim - 1) and \
         y.flags.c_contiguous and shape == y.shape
 
 
