@@ -179,6 +179,9 @@ def _pieces_here(a: np.ndarray, b: np.ndarray, axis: int, pieces: int) -> np.nda
         return out
 
 
+# dtype -> (CBLAS GEMM's address, 64-bit integers?, `fg_gemm_pieces`) or None, found once
+# (`_native.typed` formats the function's name on every call).
+_C_GEMM: dict = {}
 # `fg_gemm_pieces_*`'s argument codes (`native/gemm.c`).
 _SIGNATURE = "pippppp" + "i" * 12
 # The largest size a 32-bit BLAS integer holds.
@@ -210,18 +213,19 @@ def _in_c(a: np.ndarray, b: np.ndarray, out: np.ndarray, axis: int, pieces: int,
     nothing, when the C kernels, OpenBLAS's CBLAS GEMM or the operands' layout do not allow
     it."""
     dt = out.dtype
-    if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous:
+    if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous or not _native.enabled():
         return False
-    gemm = _blas.gemm(dt.char)
+    kernels = _C_GEMM.get(dt, _C_GEMM)  # (the dict itself: not looked up yet)
+    if kernels is _C_GEMM:
+        gemm = _blas.gemm(dt.char)
+        fn = _native.typed("gemm", "fg_gemm_pieces", dt, _SIGNATURE)
+        kernels = _C_GEMM[dt] = None if gemm is None or fn is None else (*gemm, fn)
     la, lb = _blas_layout(a), _blas_layout(b)
-    if gemm is None or la is None or lb is None:
+    if kernels is None or la is None or lb is None:
         return False
-    address, wide = gemm
+    address, wide, fn = kernels
     (m, k), n = a.shape, b.shape[1]
     if not wide and max(m, n, k, la[1], lb[1]) > _NARROW:
-        return False
-    fn = _native.typed("gemm", "fg_gemm_pieces", dt, _SIGNATURE)
-    if fn is None:
         return False
     rest = np.empty((pieces - 1, m, n), dt) if axis == 3 else None
     row = bias is not None and bias.shape == (n,) and bias.dtype == dt and \

@@ -26,6 +26,7 @@ Without a C compiler, when a build fails, or with `FUSEGRAD_NATIVE=0` in the env
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import os
@@ -252,9 +253,10 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     address = _addresses.get(id(fn))
     if address is None:
         address = _addresses[id(fn)] = ctypes.cast(fn, ctypes.c_void_p).value
-    args = (*before, 0, 0, *after)
-    block = (ctypes.c_int64 * len(args))(*[0 if v is None else v for v in args])
-    call(address, ctypes.addressof(block), len(args), len(before), units, threads)
+    # The arguments as 64-bit integers in a block the workers read (an `array` is made in
+    # half the time of a ctypes array); it lives until the call returns.
+    block = array.array("q", [0 if v is None else v for v in (*before, 0, 0, *after)])
+    call(address, block.buffer_info()[0], len(block), len(before), units, threads)
 
 
 def _place_workers(cpus: list[int]) -> None:
