@@ -38,10 +38,14 @@ CASES = [
     ("TN", "view", lambda x, c: (x[1:], (8,))),
     ("TII", "transpose.int", lambda x, c: (x, 0, 1)),
     ("TII", "select.int", lambda x, c: (x, 1, 2)),
+    ("TII", "_log_softmax", lambda x, c: (x, 1, False)),  # an int and a bool
+    ("TTT", "addmm", lambda x, c: (c[0], c.t(), x)),
+    ("TTT", "addmm", lambda x, c: (c[0], x.t(), c)),
 ]
 
 SHAPE_OF = {"T": _dispatch._call_unary, "TT": _dispatch._call_tensors,
-            "TN": _dispatch._call_binary, "TII": _dispatch._call_ints}
+            "TN": _dispatch._call_binary, "TII": _dispatch._call_ints,
+            "TTT": _dispatch._call_three}
 
 
 def _node_facts(node):
@@ -81,7 +85,8 @@ ENTRY_OF = {"T": "call1", "TT": "call2", "TN": "call2", "TII": "call3"}
 
 
 @pytest.mark.parametrize("shape,name,build",
-                         [c for c in CASES if c[0] != "TN" or c[1] == "mul.Tensor"])
+                         [c for c in CASES if c[0] in ENTRY_OF and (
+                             c[0] != "TN" or c[1] == "mul.Tensor")])
 def test_entries_build_the_short_recorders_node(shape, name, build):
     """`call1`, `call2` and `call3` have the recorders of their shapes written in: the same
     Node, result and view links as the shape's own recorder."""
@@ -202,6 +207,52 @@ def test_recorded_graph_and_gradients_match_pytorch(expr):
     np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape,name,build", CASES,
+                         ids=[f"{s}-{n}-{i}" for i, (s, n, _) in enumerate(CASES)])
+def test_a_parameter_takes_the_short_recorder(shape, name, build, monkeypatch):
+    """A module's Parameter is a plain tensor to dispatch (`treat_as_plain`): `call` gives
+    it its call shape's recorder, whose Node is the general recorder's, and a plain Tensor
+    as the result."""
+    op = REGISTRY[name]
+    x = fusegrad.nn.Parameter(fusegrad.tensor(DATA.copy()))
+    c = _leaf(fusegrad, requires_grad=False)
+    args = build(x, c)
+    used = []
+    recorder = SHAPE_OF[shape]
+    monkeypatch.setattr(_dispatch, recorder.__name__,
+                        lambda *a: used.append(1) or recorder(*a))
+    ours = _dispatch.call(op, *args)
+    assert used and type(ours) is fusegrad.Tensor
+    raw = [a._data if isinstance(a, fusegrad.Tensor) else a for a in args]
+    general = _dispatch._call_list(op, args, raw, True)
+    assert _node_facts(ours.grad_fn) == _node_facts(general.grad_fn)
+    assert ours.grad_fn.next_functions == general.grad_fn.next_functions
+    np.testing.assert_array_equal(ours.detach().numpy(), general.detach().numpy())
+
+
+def test_linear_with_parameters_matches_pytorch():
+    """A linear layer (addmm of a Parameter bias, an input and `weight.t()`): PyTorch's
+    graph, result and gradients."""
+    got = {}
+    for mod in (fusegrad, torch):
+        lin = mod.nn.Linear(4, 3)
+        with mod.no_grad():
+            lin.weight.copy_(mod.tensor(DATA[:3]))
+            lin.bias.copy_(mod.tensor(DATA[0, :3]))
+        x = _leaf(mod)
+        y = lin(x)
+        fn = y.grad_fn
+        names = (type(fn).__name__, tuple(type(f).__name__ if f is not None else None
+                                          for f, _ in fn.next_functions))
+        (y * y).sum().backward()
+        got[mod.__name__] = (names, y.detach().numpy(), x.grad.numpy(),
+                             lin.weight.grad.numpy(), lin.bias.grad.numpy())
+    ours, theirs = got["fusegrad"], got["torch"]
+    assert ours[0] == theirs[0]
+    for a, b in zip(ours[1:], theirs[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_a_view_whose_base_changed_in_place_records_from_its_new_history():
     results = {}
     for mod in (fusegrad, torch):
@@ -235,7 +286,7 @@ def test_recorders_are_generated_from_the_template():
 
 def test_checked_in_recorders_are_what_the_template_generates():
     """`_recorded_calls.py` is the template's output (regenerate it with
-    `python src/fusegrad/_recorders.py --write` after changing the template)."""
+    `python -P src/fusegrad/_recorders.py --write` after changing the template)."""
     assert Path(_recorded_calls.__file__).read_text() == _recorders.source()
     assert _recorders.main(["--check"]) == 0
 
