@@ -230,3 +230,17 @@ def test_sum_over_leading_rows_is_the_same_at_two_threads(dtype):
     _same([results[0]], [results[1]])
     with _native.native_kernels(False):
         _same([results[0]], [R._sum_kernel(a, [0], False)])
+
+
+def test_nll_c_loops_refuse_rows_that_do_not_match():
+    """nll_loss's C gather and scatter never index past an array: a target of another
+    length is refused (None: the general path, whose meta names the mismatch)."""
+    from fusegrad.ops import nn as N
+
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    t = np.array([0, 1], np.int64)
+    assert N._nll_gather(x, t, -100, np.empty(2, np.float32)) is None
+    assert N._nll_gather(x, np.zeros(4, np.int64), -100, np.empty(2, np.float32)) is None
+    assert N._nll_scatter(np.zeros((4, 3), np.float32), t, -100, 1.0) is None
+    with pytest.raises(ValueError, match=r"batch_size \(4\) to match target batch_size \(2\)"):
+        F.nll_loss(fusegrad.tensor(x), fusegrad.tensor(t))

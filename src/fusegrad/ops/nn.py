@@ -281,8 +281,10 @@ def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
     fn = _nll_function("nll_rows", x, t, ignore_index)
     if fn is None:
         return None
-    address = _native.address
     n, c = x.shape
+    if t.shape[0] != n or losses.shape[0] != n:  # (the meta names a batch size mismatch)
+        return None
+    address = _native.address
     return fn(address(x), address(t), address(losses), n, c, ignore_index) < 0
 
 
@@ -290,7 +292,7 @@ def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
                  value: float) -> bool | None:
     """gi[i, t[i]] = value on zeros in C, answered as `_nll_gather` is."""
     fn = _nll_function("nll_grad_rows", gi, t, ignore_index)
-    if fn is None:
+    if fn is None or gi.shape[0] != t.shape[0]:
         return None
     address = _native.address
     return fn(address(gi), address(t), t.shape[0], gi.shape[1], ignore_index,

@@ -105,8 +105,9 @@ _SUM_ROWS: dict = {}  # dtype -> `sum_rows` C function (None: no such kernel)
 def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     """The sum of C-contiguous float32/float64 `a` over its `k` leading axes, in C
     (`native/pointwise.c`), the bits NumPy's sum gives; None where it does not apply (a
-    single column, which NumPy sums pairwise; no C kernels)."""
-    if k == 1 and a.size < _parallel.MIN_CHUNK and a.dtype.char in "fd" and a.size:
+    single column, which NumPy sums pairwise; no C kernels). A small sum over the first
+    axis is NumPy's own."""
+    if k == 1 and a.size < _parallel.MIN_CHUNK and a.dtype.char in "fd" and a.ndim > 1:
         # Too small to share between threads: NumPy's own sum (the same bits) costs less
         # than the C call from here (in a training step 6.4 against 9.7 us for 64x128).
         return np.add.reduce(a, 0, keepdims=keepdim)
