@@ -98,8 +98,6 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     by_stack = stack > 1 and axis == 0 and _parallel.sharing_threads(work) > 1
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return _plus(np.matmul(a, b, out=out), bias)  # OpenBLAS runs it on this thread
-    if out is None and ra == rb == 2 and not by_stack and _parallel.sharing_threads(work) <= 1:
-        return _plus(_pieces_here(a, b, axis, pieces), bias)
     if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         # A piece must not read what another wrote: the product goes to a new array first.
         out[...] = matmul(a, b, bias=bias)
@@ -117,69 +115,52 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
         return out
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
     parts = [out] + [np.empty_like(out) for _ in range(pieces - 1)] if axis == 3 else None
-
-    def lead_part(x: np.ndarray, i: int, j: int) -> np.ndarray:
-        # An operand's part of the result's leading axis (a broadcast operand is whole).
-        return x[i:j] if x.ndim == out.ndim and x.shape[0] == out.shape[0] else x
-
-    def stack_part(i: int, j: int) -> None:  # matrices i..j of the stack
-        np.matmul(lead_part(a, i, j), lead_part(b, i, j), out=out[i:j])
-
     size = (stack, m, n, k)[axis]
-
-    def run(first: int, last: int) -> None:
-        for piece in range(first, last):
-            i, j = size * piece // pieces, size * (piece + 1) // pieces
-            if axis == 0:
-                stack_part(i, j)
-            elif axis == 1:
-                np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
-            elif axis == 2:
-                np.matmul(a, b[..., i:j], out=out[..., i:j])
-            else:
-                np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
-
     with _parallel.OneBlasThread():
         if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
-        else:  # (at one thread, or inside a side-by-side task, the pieces run in turn here)
-            key = ("matmul", a.shape, b.shape, a.strides, b.strides)
-            if by_stack:
-                _parallel.share_by_cost(stack_part, stack, work, key)
-            else:
-                _parallel.share_by_cost(run, pieces, work, key, trial=False)
+        elif not by_stack and _parallel.sharing_threads(work) <= 1:
+            # One thread (or a side-by-side task): the pieces in turn, with nothing around
+            # them (the pool's way below cost ~4 us more a product).
+            _products(a, b, out, parts, axis, size, pieces, 0, pieces)
+        elif by_stack:  # matrices i..j of the stack at a time
+            _parallel.share_by_cost(lambda i, j: _stack_part(a, b, out, i, j), stack, work,
+                                    ("matmul", a.shape, b.shape, a.strides, b.strides))
+        else:
+            _parallel.share_by_cost(
+                lambda first, last: _products(a, b, out, parts, axis, size, pieces, first,
+                                              last),
+                pieces, work, ("matmul", a.shape, b.shape, a.strides, b.strides),
+                trial=False)
     if parts is not None:
         for p in parts[1:]:
             out += p
     return _plus(out, bias)
 
 
-def _pieces_here(a: np.ndarray, b: np.ndarray, axis: int, pieces: int) -> np.ndarray:
-    """The product of matrices `a` and `b` cut as `cut` said (`axis`, `pieces`), the pieces
-    in turn on this thread, one NumPy call each: `matmul`'s way at one thread with nothing
-    around it (its general way cost ~10 us more a product), the same calls and sums."""
-    with _parallel.OneBlasThread():
-        if pieces == 1:
-            return np.matmul(a, b)
-        if axis == 3:  # the parts of the shared dimension summed in order
-            k = a.shape[1]
-            j = k // pieces
-            out = np.matmul(a[:, :j], b[:j])
-            for p in range(1, pieces):
-                i, j = j, k * (p + 1) // pieces
-                out += np.matmul(a[:, i:j], b[i:j])
-            return out
-        m, n = a.shape[0], b.shape[1]
-        out = np.empty((m, n), np.result_type(a, b))
-        size = m if axis == 1 else n
-        j = 0
-        for p in range(pieces):
-            i, j = j, size * (p + 1) // pieces
-            if axis == 1:
-                np.matmul(a[i:j], b, out=out[i:j])
-            else:
-                np.matmul(a, b[:, i:j], out=out[:, i:j])
-        return out
+def _stack_part(a: np.ndarray, b: np.ndarray, out: np.ndarray, i: int, j: int) -> None:
+    """Matrices i..j of a stack's product into `out[i:j]` (an operand broadcast along the
+    stack is taken whole)."""
+    pa = a[i:j] if a.ndim == out.ndim and a.shape[0] == out.shape[0] else a
+    pb = b[i:j] if b.ndim == out.ndim and b.shape[0] == out.shape[0] else b
+    np.matmul(pa, pb, out=out[i:j])
+
+
+def _products(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: list | None, axis: int,
+              size: int, pieces: int, first: int, last: int) -> None:
+    """Pieces `first`..`last` - 1 of the product of `a` and `b` cut as `cut` said (`axis`,
+    `pieces`; `size`: the cut axis's length), one NumPy call each, into `out` (a deep
+    product's piece p into `parts[p]`, `parts[0]` being `out`)."""
+    for piece in range(first, last):
+        i, j = size * piece // pieces, size * (piece + 1) // pieces
+        if axis == 0:
+            _stack_part(a, b, out, i, j)
+        elif axis == 1:
+            np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
+        elif axis == 2:
+            np.matmul(a, b[..., i:j], out=out[..., i:j])
+        else:
+            np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
 
 
 # dtype -> (CBLAS GEMM's address, 64-bit integers?, `fg_gemm_pieces`) or None, found once

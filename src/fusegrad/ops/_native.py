@@ -222,11 +222,7 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
         if row:
             after = (row, *after)
         units = n // row if row else n
-        work = n * cost
-        if work < _parallel.MIN_CHUNK:  # too small to share: `run_pieces`'s first test
-            fn(*map(address, sources), address(out), 0, units, *after)
-        else:
-            run_pieces(fn, (*map(address, sources), address(out)), after, units, work)
+        run_pieces(fn, (*map(address, sources), address(out)), after, units, n * cost)
     return out
 
 
@@ -237,7 +233,8 @@ def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:
     workers; run whole here at one thread, inside a side-by-side task
     (`_parallel.concurrently`) or when the work is small; without the workers, shared on the
     intra-op pool by measured cost."""
-    threads = _parallel.sharing_threads(work)
+    # (Work too small to share is told first, without asking for the thread count.)
+    threads = 1 if work < _parallel.MIN_CHUNK else _parallel.sharing_threads(work)
     if threads <= 1:
         fn(*before, 0, units, *after)
         return

@@ -17,6 +17,7 @@ from . import _gemm, _native
 from . import _onnx as _ox
 from ._util import (
     F32,
+    F64,
     FORMAT_ORDERS,
     HALF,
     Spec,
@@ -96,10 +97,9 @@ def _check_addmm(bias, m1, m2) -> None:
 
 def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     dt = m1.dtype
-    if bias.dtype is not dt or m2.dtype is not dt:
-        if not (bias.dtype == dt == m2.dtype):
-            _check_addmm(bias, m1, m2)
-    if alpha == 1 and beta == 1 and bias.ndim == 1 and dt in _GEMM_FLOATS and \
+    if not (bias.dtype == dt == m2.dtype):
+        _check_addmm(bias, m1, m2)
+    if alpha == 1 and beta == 1 and bias.ndim == 1 and (dt is F32 or dt is F64) and \
             bias.shape[0] == m2.shape[-1]:
         # A linear layer's row of biases, added by each piece of the product (_gemm)
         return _gemm.matmul(m1, m2, bias=np.ascontiguousarray(bias))
@@ -113,9 +113,6 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
         return prod.astype(dt, copy=False)
     out = prod + (_work(bias) if beta == 1 else _work(bias) * beta)
     return out.astype(dt, copy=False)
-
-
-_GEMM_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _addmm_meta(bias, m1, m2, beta=1, alpha=1):
@@ -322,14 +319,6 @@ def _nll_target_check(t, two_d: bool) -> None:
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
         _nll_target_check(t, two_d)
-    elif reduction and weight is None and x.ndim == 2 and x.dtype in _GEMM_FLOATS and t.size:
-        # The common case (a batch of labels, a reduced loss), with nothing around the C
-        # gather (`_nll_gather`) that the general path below would not do the same way.
-        losses = np.empty(t.shape, x.dtype)
-        if _nll_gather(x, t, ignore_index, losses):
-            total = x.dtype.type(t.shape[0])
-            out = losses.sum() / total if reduction == 1 else losses.sum()
-            return np.asarray(out, x.dtype), np.asarray(total, x.dtype)
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t

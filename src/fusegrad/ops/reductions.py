@@ -126,8 +126,8 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
             return None
     shape = (1,) * k + a.shape[k:] if keepdim else a.shape[k:]
     out = np.empty(shape, a.dtype)
-    address = _native.address
-    _native.run_pieces(fn, (address(a), address(out)), (rows, cols), cols, a.size)
+    _native.run_pieces(fn, (_native.address(a), _native.address(out)), (rows, cols), cols,
+                       a.size)
     return out
 
 
@@ -155,9 +155,6 @@ def sum_to_array(data: np.ndarray, shape: tuple) -> np.ndarray:
     """`sum_to_shape` of an array with no more dimensions than `shape`'s missing in front:
     sum.dim_IntList's own kernel, the bits the recorded sum gives."""
     lead = data.ndim - len(shape)
-    if lead == 1 and len(shape) == 1 and shape[0] != 1:  # a linear layer's bias
-        out = _sum_leading(data, 1, False)
-        return out if out is not None else _sum_kernel(data, [0], False)
     dims = [lead + i for i, s in enumerate(shape) if s == 1 and data.shape[lead + i] != 1]
     if not dims and shape:  # (a bias's gradient: the leading dims only, no reshape)
         if not lead:
