@@ -168,7 +168,10 @@ def test_sum_over_leading_rows_in_c(shape, k, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(64, 10), (1, 3), (100, 1000)])
+# (Batches under 8, up to 128 and beyond it: each of the pairwise sum's three ways, which the
+# reduced loss's C loop takes as NumPy's sum does.)
+@pytest.mark.parametrize("shape", [(64, 10), (1, 3), (7, 3), (100, 1000), (300, 4),
+                                   (5000, 2)])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_in_c_and_numpy(shape, reduction, dtype):
     x = (RNG.standard_normal(shape) * 4).astype(dtype)
@@ -233,7 +236,7 @@ def test_sum_over_leading_rows_is_the_same_at_two_threads(dtype):
 
 
 def test_nll_c_loops_refuse_rows_that_do_not_match():
-    """nll_loss's C gather and scatter never index past an array: a target of another
+    """nll_loss's C loops never index past an array: a target of another
     length is refused (None: the general path, whose meta names the mismatch)."""
     from fusegrad.ops import nn as N
 
@@ -242,5 +245,6 @@ def test_nll_c_loops_refuse_rows_that_do_not_match():
     assert N._nll_gather(x, t, -100, np.empty(2, np.float32)) is None
     assert N._nll_gather(x, np.zeros(4, np.int64), -100, np.empty(2, np.float32)) is None
     assert N._nll_scatter(np.zeros((4, 3), np.float32), t, -100, 1.0) is None
+    assert N._nll_reduced(x, t, 1, -100) is None
     with pytest.raises(ValueError, match=r"batch_size \(4\) to match target batch_size \(2\)"):
         F.nll_loss(fusegrad.tensor(x), fusegrad.tensor(t))

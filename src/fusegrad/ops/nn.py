@@ -246,7 +246,8 @@ def _nll_pick(x, t, weight, ignore_index):
 
 _INT64 = np.dtype(np.int64)
 _INT64_RANGE = range(-(1 << 63), 1 << 63)
-_NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii"}  # argument codes
+_NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii",  # argument codes
+                   "nll_reduced_rows": "pppiiii"}
 
 
 def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int):
@@ -285,6 +286,24 @@ def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
     return fn(address(x), address(t), address(losses), n, c, ignore_index) < 0
 
 
+def _nll_reduced(x: np.ndarray, t: np.ndarray, reduction: int, ignore_index: int):
+    """(loss, total weight) of a reduced nll_loss without class weights over 2-D `x`, both
+    from one C call (the losses' pairwise sum as NumPy's, then divided by their count for
+    "mean"), as 0-d arrays; None where the C kernel does not apply or a target is out of
+    range or ignored (the general path then masks or reports it)."""
+    fn = _nll_function("nll_reduced_rows", x, t, ignore_index)
+    if fn is None:
+        return None
+    n, c = x.shape
+    if t.shape[0] != n:  # (the meta names a batch size mismatch)
+        return None
+    out = np.empty(2, x.dtype)
+    address = _native.address
+    if fn(address(x), address(t), address(out), n, c, ignore_index, reduction == 1) >= 0:
+        return None
+    return out[0, ...], out[1, ...]
+
+
 def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
                  value: float) -> bool | None:
     """gi[i, t[i]] = value on zeros in C, answered as `_nll_gather` is."""
@@ -319,6 +338,11 @@ def _nll_target_check(t, two_d: bool) -> None:
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
     if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
         _nll_target_check(t, two_d)
+    if reduction and weight is None and x.ndim == 2 and t.ndim == 1 and t.size:
+        # A batch's mean or sum without class weights (a classifier's loss), whole in C.
+        reduced = _nll_reduced(x, t, reduction, ignore_index)
+        if reduced is not None:
+            return reduced
     one = x.ndim == 1
     xw = _work(x)[None] if one else _work(x)
     tt = t[None] if one else t
