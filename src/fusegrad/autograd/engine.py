@@ -226,6 +226,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
         # dispatch and no grad-mode test per product; its entries stay arrays until a node
         # or a buffer needs a Tensor.
         arrays_ok = fast_add and inline
+        # Leaves' first gradients may be taken straight from the arrays (below).
+        first_grads = arrays_ok and accumulate
 
         add = np.add
         asarray = np.asarray
@@ -341,6 +343,20 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 pos = node._pos
                 in_meta = node._in_meta
             else:
+                if grads is None and extras is None and first_grads and \
+                        hgrad.__class__ is _ndarray and node.__class__ is AccumulateGrad:
+                    var = node.variable
+                    if var._grad is None and var._hooks is None and not var._post_acc_hooks:
+                        # A leaf's first gradient with no hook to run, an array of this pass
+                        # that nothing else holds: it becomes `.grad` as it is (PyTorch's
+                        # AccumulateGrad steals it), with no tensor made in between and no
+                        # state to compare after. (The last node's references dropped
+                        # first: `hgrad` is the one this loop keeps.)
+                        g = raw = grad_inputs = prev = data = pd = gd = saved = None
+                        if _owned_array(hgrad, var._data, 1):
+                            _set_grad_slot(var, make_plain(hgrad))
+                            hgrad = None
+                            continue
                 raw = None
                 dirty = True
                 if grads is None:
@@ -740,16 +756,34 @@ def _obeys_contract(data: np.ndarray, leaf: np.ndarray) -> bool:
 
 def _owned(t, g, refs) -> bool:
     """Whether leaf `t`'s first gradient may be `g`'s array itself (PyTorch steals the
-    incoming gradient when nothing else holds it): a plain, writable, C-contiguous array of
-    the leaf's shape and dtype (the layout a copy would have, for a C-contiguous leaf),
-    which owns its memory or is the only view of an array of the same size, and which no
-    other object refers to: `g` held only by the caller's `refs` references, its array only
-    by `g`. Anything the user (a hook, a saved tensor, another leaf's grad, a view) or the
-    graph still holds adds a reference, and the array is copied as before."""
+    incoming gradient when nothing else holds it): a plain tensor, held only by the caller's
+    `refs` references, whose array `_owned_array` allows, held only by `g` (and, for a view
+    tensor, its base tensor's array, held only by that base, itself held by `g` alone).
+    Anything the user (a hook, a saved tensor, another leaf's grad, a view) or the graph
+    still holds adds a reference, and the array is copied as before."""
     if g.__class__ is not Tensor or g._rg or g._grad_fn is not None:
         return False
+    # References to `g`: the caller's, this frame's argument and getrefcount's.
+    if _refcount(g) != refs + 2:
+        return False
+    gb = g._base
     data = g._data
-    leaf = t._data
+    if gb is None:
+        return _owned_array(data, t._data, 2)  # (`g._data` and `data`)
+    # (`g._base`, `gb` and getrefcount's argument.)
+    if gb.__class__ is not Tensor or gb._rg or data.__class__ is not _ndarray or \
+            gb._data is not data.base or _refcount(gb) != 3:
+        return False
+    return _owned_array(data, t._data, 2, 1)
+
+
+def _owned_array(data, leaf, held: int, base_held: int = 0) -> bool:
+    """Whether array `data` may become the gradient of leaf array `leaf` as it is: writable,
+    of the leaf's shape and dtype, C-contiguous (the layout a copy would have, for a
+    C-contiguous leaf) or obeying the gradient layout contract, held by `held` references
+    besides this call's (its caller's path), and owning its memory or the only view of an
+    array of the same size held by the view alone (and `base_held` other references: a
+    view tensor's base tensor)."""
     if data.__class__ is not _ndarray or leaf.__class__ is not _ndarray or \
             data.shape != leaf.shape or data.dtype != leaf.dtype:
         return False
@@ -759,24 +793,16 @@ def _owned(t, g, refs) -> bool:
             flags.c_contiguous and leaf.flags.c_contiguous or _obeys_contract(data, leaf)):
         return False
     flags = None
-    # References: to `g` the caller's, this frame's argument and getrefcount's; to its
-    # array `g`'s own, `data` and getrefcount's.
-    if _refcount(g) != refs + 2 or _refcount(data) != 3:
+    # (This frame's argument and getrefcount's.)
+    if _refcount(data) != held + 2:
         return False
     base = data.base
     if base is None:
-        return g._base is None and data.flags.owndata
-    # A view (a reshaped sum): of an ndarray that owns its memory, no larger than the view,
-    # held only by the view (its `base`), `base`, getrefcount's argument and, for a view
-    # tensor, its base tensor, itself held by `g` alone (`g._base`, `gb`, the argument).
-    holders = 3
-    gb = g._base
-    if gb is not None:
-        if gb.__class__ is not Tensor or gb._rg or gb._data is not base or _refcount(gb) != 3:
-            return False
-        holders = 4
+        return data.flags.owndata
+    # A view (a reshaped sum, a transposed product): `base` held by the view, this frame's
+    # `base` and getrefcount's argument.
     return base.__class__ is _ndarray and base.base is None and base.flags.owndata and \
-        base.nbytes == data.nbytes and _refcount(base) == holders
+        base.nbytes == data.nbytes and _refcount(base) == 3 + base_held
 
 
 def _accumulate(node, grads, create_graph):
