@@ -247,7 +247,7 @@ def _nll_pick(x, t, weight, ignore_index):
 _INT64 = np.dtype(np.int64)
 _INT64_RANGE = range(-(1 << 63), 1 << 63)
 _NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii",  # argument codes
-                   "nll_reduced_rows": "pppiiii"}
+                   "nll_reduced_rows": "pppiiii", "nll_reduced_grad_rows": "ppddiiii"}
 
 
 def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int):
@@ -302,6 +302,23 @@ def _nll_reduced(x: np.ndarray, t: np.ndarray, reduction: int, ignore_index: int
     if fn(address(x), address(t), address(out), n, c, ignore_index, reduction == 1) >= 0:
         return None
     return out[0, ...], out[1, ...]
+
+
+def _nll_reduced_grad(g: np.ndarray, shape: tuple, t: np.ndarray, reduction: int,
+                      ignore_index: int, total: np.ndarray) -> np.ndarray | None:
+    """The input gradient of a reduced nll_loss without class weights from its loss's 0-d
+    gradient `g` and total weight `total` (both of the gradient's dtype), in one C call;
+    None where `_nll_reduced` would be."""
+    gi = np.empty(shape, g.dtype)
+    fn = _nll_function("nll_reduced_grad_rows", gi, t, ignore_index)
+    if fn is None or shape[0] != t.shape[0]:
+        return None
+    address = _native.address
+    # (Both values exact as doubles: each dtype's values are.)
+    if fn(address(gi), address(t), float(g), float(total), shape[0], shape[1], ignore_index,
+          reduction == 1) >= 0:
+        return None
+    return gi
 
 
 def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
@@ -440,6 +457,9 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
         # NumPy scalars where the gradient is one (a reduced loss's): the arithmetic of 0-d
         # arrays at a tenth of the cost (a total of 0, every target ignored, divides by 1).
         if g.ndim == 0 and total.dtype == g.dtype:
+            gi = _nll_reduced_grad(g, shape, t, reduction, ignore_index, total)
+            if gi is not None:
+                return gi
             unit = g.dtype.type(1)
             tot = total[()]
             value = -((unit / (tot if tot else unit) if reduction == 1 else unit) * g[()])

@@ -106,6 +106,27 @@ int64_t nll_reduced_rows_##S(const T *x, const int64_t *t, T *out, int64_t n, in
 NLL_PAIRWISE(float, f32)
 NLL_PAIRWISE(double, f64)
 
+/* Its gradient from the loss's gradient g and the saved total weight (values of T, given
+   as doubles, which hold them exactly): rows of zeros with -(w * g) at out[i, t[i]], where w is 1 / total for the mean (a
+   total of 0, every target ignored, divides by 1) and 1 for the sum; each step in T, as
+   NumPy's scalars of the type compute it. Answered as nll_rows. */
+#define NLL_REDUCED_GRAD(T, S)                                                           \
+int64_t nll_reduced_grad_rows_##S(T *out, const int64_t *t, double g, double total,      \
+                                  int64_t n, int64_t c, int64_t ignore, int64_t mean) {  \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+        int64_t k = t[i];                                                                \
+        if (k < 0 || k >= c || k == ignore)                                              \
+            return i;                                                                    \
+    }                                                                                    \
+    const T unit = 1, tot = (T)total;                                                    \
+    const T value = -((mean ? unit / (tot != 0 ? tot : unit) : unit) * (T)g);            \
+    memset(out, 0, (size_t)(n * c) * sizeof(T));                                         \
+    for (int64_t i = 0; i < n; i++) out[i * c + t[i]] = value;                           \
+    return -1;                                                                           \
+}
+NLL_REDUCED_GRAD(float, f32)
+NLL_REDUCED_GRAD(double, f64)
+
 /* The sum over the `rows` leading rows of a C-contiguous (rows, cols) array, columns
    [start, stop): each column's values added in row order to a zero, as NumPy's reduction
    over a leading axis adds them (a pairwise sum runs only along a contiguous axis). One
