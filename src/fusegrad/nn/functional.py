@@ -148,6 +148,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def _check_addmm(mat1: Tensor, mat2: Tensor, bias: Tensor) -> None:
     """addmm's errors the kernel does not raise itself: a weight that is not a matrix, and a
     bias that does not expand to the output (PyTorch's expand message)."""
+    w, b = mat2._data, bias._data
+    if w is not None and b is not None and w.ndim == 2 and b.shape == (w.shape[1],):
+        return  # (a linear layer's: read off the arrays, a third of the cost)
     if mat2.dim() != 2:
         raise RuntimeError(f"mat2 must be a matrix, got {mat2.dim()}-D tensor")
     out = mat2.shape[1]

@@ -107,9 +107,10 @@ NLL_PAIRWISE(float, f32)
 NLL_PAIRWISE(double, f64)
 
 /* Its gradient from the loss's gradient g and the saved total weight (values of T, given
-   as doubles, which hold them exactly): rows of zeros with -(w * g) at out[i, t[i]], where w is 1 / total for the mean (a
-   total of 0, every target ignored, divides by 1) and 1 for the sum; each step in T, as
-   NumPy's scalars of the type compute it. Answered as nll_rows. */
+   as doubles, which hold them exactly): rows of zeros with -(w * g) at out[i, t[i]], where
+   w is 1 / total for the mean (a total of 0, every target ignored, divides by 1) and 1 for
+   the sum; each step in T, as NumPy's scalars of the type compute it. Answered as
+   nll_rows. */
 #define NLL_REDUCED_GRAD(T, S)                                                           \
 int64_t nll_reduced_grad_rows_##S(T *out, const int64_t *t, double g, double total,      \
                                   int64_t n, int64_t c, int64_t ignore, int64_t mean) {  \
