@@ -157,6 +157,11 @@ _maximum = np.maximum
 # (ops/native/pointwise.c), in one pass shared between threads, relu_ in place; below it the
 # ctypes call costs more than NumPy's loop.
 RELU_NATIVE_MIN = 1 << 15
+# Its gradient runs in C from this many values, whole on this thread below `RELU_NATIVE_MIN`:
+# NumPy's way is two passes and a mask (a batch of 64 x 128 units: 6.1 against 3.9 us).
+RELU_GRAD_NATIVE_MIN = RELU_SIMD_MIN
+# dtype -> `relu_grad` C function (None: none), found once (`_native.typed` formats its name).
+_RELU_GRAD_C: dict = {}
 
 
 def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
@@ -234,14 +239,20 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
         return np.where(np.not_equal(out, 0), g, np.zeros((), g.dtype))
     ints, zero = bits
     n = out.size
-    if n >= RELU_NATIVE_MIN and g.shape == out.shape and g.flags.c_contiguous and \
-            out.flags.c_contiguous:
-        fn = _native.typed("pointwise", "relu_grad", out.dtype, "pppii")
+    if n >= RELU_GRAD_NATIVE_MIN and g.shape == out.shape and g.flags.c_contiguous and \
+            out.flags.c_contiguous and _native.enabled():
+        fn = _RELU_GRAD_C.get(out.dtype, _RELU_GRAD_C)  # (the dict itself: not looked up yet)
+        if fn is _RELU_GRAD_C:
+            fn = _RELU_GRAD_C[out.dtype] = _native.typed("pointwise", "relu_grad", out.dtype,
+                                                         "pppii")
         if fn is not None:
             res = np.empty(out.shape, out.dtype)
             pg, po, pr = _native.address(g), _native.address(out), _native.address(res)
-            _parallel.share_by_cost(lambda i, j: fn(pg, po, pr, i, j), n, 2 * n,
-                                    ("relu_grad", n, out.dtype))
+            if n < RELU_NATIVE_MIN:
+                fn(pg, po, pr, 0, n)
+            else:
+                _parallel.share_by_cost(lambda i, j: fn(pg, po, pr, i, j), n, 2 * n,
+                                        ("relu_grad", n, out.dtype))
             return res
     if n < RELU_ZERO_BLOCK:
         return np.multiply(g.view(ints), np.not_equal(out, zero)).view(g.dtype)
