@@ -301,6 +301,10 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 versions = node._versions
                 if saved is None:
                     unpack_saved(node, saved, versions)  # raises: freed by an earlier pass
+                # `as_arrays`: a derivative on arrays may run, so saved outputs are unpacked
+                # as their arrays (rebuilt as tensors below if it declines).
+                as_arrays = arrays_ok and op.on_arrays is not None
+                unpacked = False
                 if versions is not None:
                     # Saved inputs unchanged since (the usual case) are used as they are;
                     # an output to rebuild, or a version to report, takes `unpack_saved`.
@@ -309,12 +313,14 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         v, w = versions
                         if (v is not None and (v < 0 or saved[0]._vc[0] != v)) or \
                                 (w is not None and (w < 0 or saved[1]._vc[0] != w)):
-                            saved = unpack_saved(node, saved, versions)
+                            saved = unpack_saved(node, saved, versions, as_arrays)
+                            unpacked = as_arrays
                     else:
                         k = 0
                         for v in versions:
                             if v is not None and (v < 0 or saved[k]._vc[0] != v):
-                                saved = unpack_saved(node, saved, versions)
+                                saved = unpack_saved(node, saved, versions, as_arrays)
+                                unpacked = as_arrays
                                 break
                             k += 1
                 # `arr`: the derivative ran on arrays and its entries are arrays.
@@ -337,6 +343,8 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                         if not arr:
                             g = [make_plain(x) if x.__class__ is _ndarray else x for x in g]
                 if not arr:
+                    if unpacked:  # the outputs as tensors, for the recorded derivative
+                        saved = unpack_saved(node, node._saved, versions)
                     raw = op.derivative(g, *saved)
                 if versions is not None and not retain_graph:
                     node._saved = None

@@ -437,9 +437,11 @@ def _modified_message(t, expected: int) -> str:
     )
 
 
-def unpack_saved(node, saved, versions):
+def unpack_saved(node, saved, versions, arrays: bool = False):
     """The saved values with tensors version-checked and outputs rebuilt (`saved` itself
-    when no output is among them)."""
+    when no output is among them); with `arrays`, a plain tensor's saved output unchanged
+    since is given as its array, not rebuilt (for a derivative on arrays, which reads saved
+    tensors through `saved_array`)."""
     if saved is None:
         raise RuntimeError(_FREED)
     if versions is None:
@@ -453,7 +455,11 @@ def unpack_saved(node, saved, versions):
             if v < 0:
                 if out is None:
                     out = list(saved)
-                out[i] = s.unpack(node)
+                if arrays and s.__class__ is SavedOutput and s.fake is None and \
+                        s.vc[0] == s.version:
+                    out[i] = s.data
+                else:
+                    out[i] = s.unpack(node)
             elif s._vc[0] != v:
                 raise RuntimeError(_modified_message(s, v))
     return saved if out is None else out

@@ -408,14 +408,15 @@ def strided_view(a: np.ndarray, shape: tuple, strides: tuple) -> np.ndarray:
 
 def saved_array(t, dt: np.dtype | None = None) -> np.ndarray | None:
     """The array of saved tensor `t` where a derivative on arrays (`OpDef.on_arrays`) may
-    read it: a plain tensor holding a float32/float64 NumPy array (of dtype `dt`, if given);
-    None for anything else (a subclass, a fake, another dtype), whose gradient the recorded
+    read it: a plain tensor holding a float32/float64 NumPy array (of dtype `dt`, if given),
+    or such an array itself (a saved output, which the engine unpacks as its array); None
+    for anything else (a subclass, a fake, another dtype), whose gradient the recorded
     derivative computes."""
-    if t.__class__ is _Tensor or (isinstance(t, _Tensor) and t._plain):
-        data = t._data
-        if data.__class__ is np.ndarray and data.dtype in _FLOATS and (
-                dt is None or data.dtype is dt):
-            return data
+    cls = t.__class__
+    if cls is _Tensor or (cls is not np.ndarray and isinstance(t, _Tensor) and t._plain):
+        t = t._data
+    if t.__class__ is np.ndarray and t.dtype in _FLOATS and (dt is None or t.dtype is dt):
+        return t
     return None
 
 

@@ -144,7 +144,8 @@ class OpDef:
         # records nothing runs instead where it can: `(g_array, *saved)` gives one new array,
         # a view of `g_array`, or None per entry, or None to leave the operands to
         # `derivative` (autograd.engine). An entry is never `g_array` itself: the engine
-        # adds later gradients into a new array.
+        # adds later gradients into a new array. A saved output of a plain tensor arrives as
+        # its array (`unpack_saved(..., arrays=True)`): read saved tensors by `saved_array`.
         self.on_arrays = getattr(derivative, "on_arrays", None)
         self.save = save
         self.node = node
