@@ -248,3 +248,30 @@ def test_nll_c_loops_refuse_rows_that_do_not_match():
     assert N._nll_reduced(x, t, 1, -100) is None
     with pytest.raises(ValueError, match=r"batch_size \(4\) to match target batch_size \(2\)"):
         F.nll_loss(fusegrad.tensor(x), fusegrad.tensor(t))
+
+
+@pytest.mark.parametrize("op", ["relu", "log_softmax", "softmax"])
+def test_a_saved_output_changed_in_place_is_reported(op):
+    """A derivative on arrays reads a saved output as its array; one changed in place after
+    the op is still reported, with PyTorch's message, and the unchanged one gives the
+    recorded gradient (a saved output of a 0-d relu, which the array form declines, is
+    rebuilt as a tensor for the recorded derivative)."""
+    def run(lib, change):
+        x = lib.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4) - 5, requires_grad=True)
+        y = getattr(x * 1, op)() if op == "relu" else getattr(x * 1, op)(1)
+        loss = (y * lib.arange(12.0).reshape(3, 4)).sum()
+        if change:
+            with lib.no_grad():
+                y.add_(1)
+        loss.backward()
+        return x.grad.numpy()
+
+    with pytest.raises(RuntimeError) as theirs:
+        run(torch, True)
+    with pytest.raises(RuntimeError) as ours:
+        run(fusegrad, True)
+    assert str(ours.value) == str(theirs.value)
+    np.testing.assert_allclose(run(fusegrad, False), run(torch, False), rtol=1e-6)
+    x = fusegrad.tensor(-2.0, requires_grad=True)
+    (x * 1).relu().backward()
+    assert x.grad.item() == 0.0
