@@ -384,6 +384,14 @@ def _softmax_kernel(a, dim, log=False):
 def _softmax_rows(a, dim, log: bool):
     """softmax / log_softmax's kernel, its result C-contiguous (PyTorch's kernels allocate
     it so; the C kernel's result is)."""
+    dt = a.dtype
+    if (dt is _F32 or dt is _F64) and a.ndim and (dim == -1 or dim == a.ndim - 1) and a.size:
+        # The common case (a classifier's scores over their last dimension) straight to the
+        # C kernel over rows, whose new row-major result needs no further look.
+        out = _native.elementwise("math", "log_softmax" if log else "softmax", (a,), cost=16,
+                                  row=a.shape[-1])
+        if out is not None:
+            return out
     return in_format(_softmax_kernel(a, dim, log), None)
 
 
