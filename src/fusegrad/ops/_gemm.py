@@ -94,8 +94,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
         stack = a.shape[0] if ra > rb else b.shape[0]
     axis, pieces = cut(stack, m, n, k)
     work = stack * m * n * k
+    threads = _parallel.sharing_threads(work)
     # (The common small product leaves at the first two tests.)
-    by_stack = stack > 1 and axis == 0 and _parallel.sharing_threads(work) > 1
+    by_stack = stack > 1 and axis == 0 and threads > 1
     if pieces == 1 and m * n * k <= _blas.SERIAL_MNK and not by_stack:
         return _plus(np.matmul(a, b, out=out), bias)  # OpenBLAS runs it on this thread
     if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
@@ -106,11 +107,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
         lead = a.shape[:-2]
         if lead != b.shape[:-2]:  # (NumPy's broadcast_shapes costs microseconds)
             lead = np.broadcast_shapes(lead, b.shape[:-2])
-        out = np.empty(lead + (m, n), dtype=np.result_type(a, b))
+        dt = a.dtype
+        out = np.empty(lead + (m, n), dtype=dt if b.dtype is dt else np.result_type(a, b))
     # (A result of one matrix: its operands' leading axes, if any, are all of size 1.) The
     # C workers serve when threads share the pieces; at one thread NumPy's calls run them
     # in turn, the same GEMMs without the ~13 us of a ctypes call of nineteen arguments.
-    if axis and out.size == m * n and _parallel.sharing_threads(work) > 1 and _in_c(
+    if axis and out.size == m * n and threads > 1 and _in_c(
             _matrix(a), _matrix(b), _matrix(out), axis, pieces, work, bias):
         return out
     # A deep product's pieces after the first go to their own arrays, summed in at the end.
@@ -119,7 +121,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     with _parallel.OneBlasThread():
         if pieces == 1 and not by_stack:
             np.matmul(a, b, out=out)
-        elif not by_stack and _parallel.sharing_threads(work) <= 1:
+        elif not by_stack and threads <= 1:
             # One thread (or a side-by-side task): the pieces in turn, with nothing around
             # them (the pool's way below cost ~4 us more a product).
             _products(a, b, out, parts, axis, size, pieces, 0, pieces)
