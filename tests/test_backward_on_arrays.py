@@ -275,3 +275,20 @@ def test_a_saved_output_changed_in_place_is_reported(op):
     x = fusegrad.tensor(-2.0, requires_grad=True)
     (x * 1).relu().backward()
     assert x.grad.item() == 0.0
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_reduced_loss_and_its_total_weight_hold_storages_of_their_own(reduction):
+    """The C loop writes the loss and the total weight into arrays of their own: each
+    tensor's storage holds its one value at offset 0, as PyTorch's."""
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    t = np.array([0, 2, 1, 1, 0])
+    facts = []
+    for lib in (fusegrad, torch):
+        loss = lib.nn.functional.cross_entropy(lib.tensor(x, requires_grad=True),
+                                               lib.tensor(t), reduction=reduction)
+        total = loss.grad_fn._saved_total_weight
+        facts.append([(v.untyped_storage().nbytes(), v.storage_offset(), v.item())
+                      for v in (loss, total)])
+    assert facts[0][0][:2] == facts[1][0][:2] and facts[0][1] == facts[1][1]
+    np.testing.assert_allclose(facts[0][0][2], facts[1][0][2], rtol=1e-6)

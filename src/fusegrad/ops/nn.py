@@ -247,7 +247,7 @@ def _nll_pick(x, t, weight, ignore_index):
 _INT64 = np.dtype(np.int64)
 _INT64_RANGE = range(-(1 << 63), 1 << 63)
 _NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii",  # argument codes
-                   "nll_reduced_rows": "pppiiii", "nll_reduced_grad_rows": "ppddiiii"}
+                   "nll_reduced_rows": "ppppiiii", "nll_reduced_grad_rows": "ppddiiii"}
 
 
 def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int):
@@ -297,11 +297,13 @@ def _nll_reduced(x: np.ndarray, t: np.ndarray, reduction: int, ignore_index: int
     n, c = x.shape
     if t.shape[0] != n:  # (the meta names a batch size mismatch)
         return None
-    out = np.empty(2, x.dtype)
+    # (Two arrays of their own: each tensor's storage holds its one value, as PyTorch's.)
+    loss, total = np.empty((), x.dtype), np.empty((), x.dtype)
     address = _native.address
-    if fn(address(x), address(t), address(out), n, c, ignore_index, reduction == 1) >= 0:
+    if fn(address(x), address(t), address(loss), address(total), n, c, ignore_index,
+          reduction == 1) >= 0:
         return None
-    return out[0, ...], out[1, ...]
+    return loss, total
 
 
 def _nll_reduced_grad(g: np.ndarray, shape: tuple, t: np.ndarray, reduction: int,

@@ -63,8 +63,8 @@ int64_t nll_grad_rows_##S(T *out, const int64_t *t, int64_t n, int64_t c, int64_
 NLL_ROWS(float, f32)
 NLL_ROWS(double, f64)
 
-/* nll_loss reduced ("mean": `mean` 1, "sum": 0) without class weights: out[0] the loss and
-   out[1] the total weight (n), answered as nll_rows. The losses -x[i, t[i]] are summed in
+/* nll_loss reduced ("mean": `mean` 1, "sum": 0) without class weights: *loss and *total
+   (the total weight, n), answered as nll_rows. The losses -x[i, t[i]] are summed in
    NumPy's pairwise order (runs of fewer than 8 from zero, up to 128 in 8 running sums
    added in pairs, longer runs halved at a multiple of 8) and added to a zero, as NumPy's
    sum of the gathered losses: the same bits, with no array of losses and no NumPy calls. */
@@ -72,7 +72,7 @@ NLL_ROWS(double, f64)
 static T nll_pairwise_##S(const T *x, const int64_t *t, int64_t lo, int64_t n,           \
                           int64_t c) {                                                   \
     if (n < 8) {                                                                         \
-        T res = (T)-0.0;                                                                 \
+        T res = (T)0;                                                                    \
         for (int64_t i = lo; i < lo + n; i++) res += -x[i * c + t[i]];                   \
         return res;                                                                      \
     }                                                                                    \
@@ -90,17 +90,16 @@ static T nll_pairwise_##S(const T *x, const int64_t *t, int64_t lo, int64_t n,  
     n2 -= n2 % 8;                                                                        \
     return nll_pairwise_##S(x, t, lo, n2, c) + nll_pairwise_##S(x, t, lo + n2, n - n2, c); \
 }                                                                                        \
-int64_t nll_reduced_rows_##S(const T *x, const int64_t *t, T *out, int64_t n, int64_t c, \
-                             int64_t ignore, int64_t mean) {                             \
+int64_t nll_reduced_rows_##S(const T *x, const int64_t *t, T *loss, T *total, int64_t n, \
+                             int64_t c, int64_t ignore, int64_t mean) {                  \
     for (int64_t i = 0; i < n; i++) {                                                    \
         int64_t k = t[i];                                                                \
         if (k < 0 || k >= c || k == ignore)                                              \
             return i;                                                                    \
     }                                                                                    \
-    T total = (T)n;                                                                      \
-    T sum = (T)0 + nll_pairwise_##S(x, t, 0, n, c);                                      \
-    out[0] = mean ? sum / total : sum;                                                   \
-    out[1] = total;                                                                      \
+    const T count = (T)n, sum = (T)0 + nll_pairwise_##S(x, t, 0, n, c);                  \
+    *loss = mean ? sum / count : sum;                                                    \
+    *total = count;                                                                      \
     return -1;                                                                           \
 }
 NLL_PAIRWISE(float, f32)
