@@ -369,11 +369,9 @@ def _softmax_kernel(a, dim, log=False):
         return _softmax_kernel(a.reshape(1), 0, log).reshape(())
     # (The last dim, the common case, needs no wrapping: a dim out of range raises there.)
     axis = x.ndim - 1 if dim == -1 or dim == x.ndim - 1 else wrap_dims(dim, x.ndim)[0]
-    if axis == x.ndim - 1 and x.size:  # rows of the last dimension: in C where built
-        out = _native.elementwise("math", "log_softmax" if log else "softmax", (x,), cost=16,
-                                  row=x.shape[-1])
-        if out is not None:
-            return out.astype(dt, copy=False)
+    out = _rows_in_c(x, axis, log)  # rows of the last dimension: in C where built
+    if out is not None:
+        return out.astype(dt, copy=False)
     shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
     e = np.exp(shifted)
     s = np.sum(e, axis=axis, keepdims=True)
@@ -381,18 +379,23 @@ def _softmax_kernel(a, dim, log=False):
     return out.astype(dt, copy=False)
 
 
+def _rows_in_c(x, dim, log: bool):
+    """softmax / log_softmax of a float32/float64 array over its last dimension (`dim`
+    naming it) by the C kernel over rows: a new row-major array; None where it does not
+    apply (another dtype or dimension, no values, no C kernels)."""
+    dt = x.dtype
+    if (dt is _F32 or dt is _F64) and x.ndim and (dim == -1 or dim == x.ndim - 1) and x.size:
+        return _native.elementwise("math", "log_softmax" if log else "softmax", (x,), cost=16,
+                                   row=x.shape[-1])
+    return None
+
+
 def _softmax_rows(a, dim, log: bool):
     """softmax / log_softmax's kernel, its result C-contiguous (PyTorch's kernels allocate
-    it so; the C kernel's result is)."""
-    dt = a.dtype
-    if (dt is _F32 or dt is _F64) and a.ndim and (dim == -1 or dim == a.ndim - 1) and a.size:
-        # The common case (a classifier's scores over their last dimension) straight to the
-        # C kernel over rows, whose new row-major result needs no further look.
-        out = _native.elementwise("math", "log_softmax" if log else "softmax", (a,), cost=16,
-                                  row=a.shape[-1])
-        if out is not None:
-            return out
-    return in_format(_softmax_kernel(a, dim, log), None)
+    it so; the C kernel's result is). The common case (a classifier's scores over their
+    last dimension) goes to the C kernel first, whose result needs no further look."""
+    out = _rows_in_c(a, dim, log)
+    return out if out is not None else in_format(_softmax_kernel(a, dim, log), None)
 
 
 def _softmax_meta(a, dim, half_to_float=False, log=False):
