@@ -244,3 +244,37 @@ def test_a_gradient_nothing_else_holds_is_taken_without_a_copy(monkeypatch):
     assert copies == []
     np.testing.assert_array_equal(_np(w.grad), np.full((300, 200), 16.0, np.float32))
     np.testing.assert_array_equal(_np(b.grad), np.full(200, 16.0, np.float32))
+
+
+def test_a_linear_layers_first_gradients_taken_in_the_engine_loop():
+    """A linear layer's parameters get their first gradients as arrays of the pass (the
+    engine takes them without a tensor in between): PyTorch's values, memory of their own
+    (not the input's, the saved activations' or each other's), a second backward adds into
+    them, and a post-accumulate hook (which takes the general path) still runs once each."""
+    def build(lib, hook):
+        lib.manual_seed(0)
+        layer = lib.nn.Linear(6, 4)
+        with lib.no_grad():
+            layer.weight.copy_(lib.arange(24.0).reshape(4, 6) / 10)
+            layer.bias.copy_(lib.arange(4.0))
+        x = lib.arange(18.0).reshape(3, 6) / 7
+        calls = []
+        if hook:
+            for p in layer.parameters():
+                p.register_post_accumulate_grad_hook(lambda p: calls.append(tuple(p.shape)))
+        h = lib.relu(layer(x))
+        h.sum().backward()
+        first = [p.grad.clone() for p in layer.parameters()]
+        lib.relu(layer(x)).sum().backward()
+        return first, [p.grad for p in layer.parameters()], x, h, calls
+
+    for hook in (False, True):
+        ours, theirs = build(fusegrad, hook), build(torch, hook)
+        for a, b in zip(ours[0] + ours[1], theirs[0] + theirs[1]):
+            np.testing.assert_allclose(_np(a), _np(b), rtol=1e-6)
+        w, b = ours[1]
+        arrays = [w.numpy(), b.numpy(), ours[2].numpy(), ours[3].detach().numpy()]
+        for i in range(len(arrays)):
+            for j in range(i + 1, len(arrays)):
+                assert not np.shares_memory(arrays[i], arrays[j])
+        assert ours[4] == theirs[4] == ([(4,), (4, 6)] * 2 if hook else [])
