@@ -1,6 +1,6 @@
 """The backward of a training step's common ops on NumPy arrays (`OpDef.on_arrays`: addmm,
 t, relu, softmax / log_softmax, sum) and its small C loops (`ops/native/pointwise.c`: the
-sum over leading rows of a bias's gradient, nll_loss's gather and scatter): the same bits as
+sum over leading rows of a bias's gradient, nll_loss's gather and reduced loops): the same bits as
 the recorded derivatives (`create_graph=True` runs those) and as the NumPy paths
 (`native_kernels(False)`), PyTorch's values and errors, and no array the caller holds
 written to."""
@@ -244,7 +244,8 @@ def test_nll_c_loops_refuse_rows_that_do_not_match():
     t = np.array([0, 1], np.int64)
     assert N._nll_gather(x, t, -100, np.empty(2, np.float32)) is None
     assert N._nll_gather(x, np.zeros(4, np.int64), -100, np.empty(2, np.float32)) is None
-    assert N._nll_scatter(np.zeros((4, 3), np.float32), t, -100, 1.0) is None
+    one = np.ones((), np.float32)
+    assert N._nll_reduced_grad(one, (4, 3), t, 1, -100, one) is None
     assert N._nll_reduced(x, t, 1, -100) is None
     with pytest.raises(ValueError, match=r"batch_size \(4\) to match target batch_size \(2\)"):
         F.nll_loss(fusegrad.tensor(x), fusegrad.tensor(t))

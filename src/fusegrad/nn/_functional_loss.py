@@ -346,6 +346,15 @@ def _nll(input, target, weight, red: int, ignore_index: int) -> Tensor:
     return out.view(out_size) if red == 0 else out
 
 
+def _classes(input: Tensor, cdim: int) -> tuple[int, list]:
+    """The number of classes (`input`'s size at `cdim`) and the shape a class weight is
+    viewed as to broadcast over `input`."""
+    c = input.shape[cdim]
+    wshape = [1] * input.dim()
+    wshape[cdim] = c
+    return c, wshape
+
+
 @composite("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average=None, ignore_index: int = -100, reduce=None,
@@ -360,12 +369,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     dim = input.dim()
     cdim = 0 if dim == 1 else 1
     logp = input.log_softmax(cdim)
-    c = input.shape[cdim]
-    wshape = [1] * dim
-    wshape[cdim] = c
     if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
         # Class probabilities; a float target of another shape is taken as class indices
         # (nll_loss then names its dtype).
+        c, wshape = _classes(input, cdim)
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
@@ -381,6 +388,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     nll = _nll(logp, target, weight, REDUCTION_ENUM[reduction], ignore_index)
     if label_smoothing <= 0:
         return nll
+    c, wshape = _classes(input, cdim)
     ignored = Tensor._make(np.asarray(target._data == ignore_index))
     terms = logp * weight.view(wshape) if weight is not None else logp
     smooth = (-terms.sum(cdim)).masked_fill(ignored, 0.0)

@@ -165,9 +165,6 @@ def _products(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: list | None,
             np.matmul(a[..., i:j], b[..., i:j, :], out=parts[piece])
 
 
-# dtype -> (CBLAS GEMM's address, 64-bit integers?, `fg_gemm_pieces`) or None, found once
-# (`_native.typed` formats the function's name on every call).
-_C_GEMM: dict = {}
 # `fg_gemm_pieces_*`'s argument codes (`native/gemm.c`).
 _SIGNATURE = "pippppp" + "i" * 12
 # The largest size a 32-bit BLAS integer holds.
@@ -199,17 +196,14 @@ def _in_c(a: np.ndarray, b: np.ndarray, out: np.ndarray, axis: int, pieces: int,
     nothing, when the C kernels, OpenBLAS's CBLAS GEMM or the operands' layout do not allow
     it."""
     dt = out.dtype
-    if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous or not _native.enabled():
+    if a.dtype != dt or b.dtype != dt or not out.flags.c_contiguous:
         return False
-    kernels = _C_GEMM.get(dt, _C_GEMM)  # (the dict itself: not looked up yet)
-    if kernels is _C_GEMM:
-        gemm = _blas.gemm(dt.char)
-        fn = _native.typed("gemm", "fg_gemm_pieces", dt, _SIGNATURE)
-        kernels = _C_GEMM[dt] = None if gemm is None or fn is None else (*gemm, fn)
+    gemm = _blas.gemm(dt.char)
+    fn = _native.typed("gemm", "fg_gemm_pieces", dt, _SIGNATURE)
     la, lb = _blas_layout(a), _blas_layout(b)
-    if kernels is None or la is None or lb is None:
+    if gemm is None or fn is None or la is None or lb is None:
         return False
-    address, wide, fn = kernels
+    address, wide = gemm
     (m, k), n = a.shape, b.shape[1]
     if not wide and max(m, n, k, la[1], lb[1]) > _NARROW:
         return False

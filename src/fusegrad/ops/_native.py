@@ -119,11 +119,24 @@ def function(family: str, name: str, args: str, result: str | None = None):
     return fn
 
 
+# (family, name, dtype, args, result) -> `typed`'s answer, found once: formatting the
+# function's name on every call cost as much as a small kernel's call.
+_typed_functions: dict = {}
+
+
 def typed(family: str, name: str, dtype, args: str, result: str | None = None):
     """`function(family, name + "_" + suffix, args, result)` for `dtype`'s C function
-    (`SUFFIX`); None for another dtype, or as `function` gives."""
-    suffix = SUFFIX.get(dtype)
-    return None if suffix is None else function(family, f"{name}_{suffix}", args, result)
+    (`SUFFIX`); None for another dtype, or as `function` gives (while kernels are off,
+    without keeping that answer)."""
+    if not _state.on:
+        return None
+    key = (family, name, dtype, args, result)
+    fn = _typed_functions.get(key, _typed_functions)  # (the dict itself: not looked up yet)
+    if fn is _typed_functions:
+        suffix = SUFFIX.get(dtype)
+        fn = _typed_functions[key] = None if suffix is None else \
+            function(family, f"{name}_{suffix}", args, result)
+    return fn
 
 
 def enabled() -> bool:

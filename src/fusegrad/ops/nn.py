@@ -246,8 +246,8 @@ def _nll_pick(x, t, weight, ignore_index):
 
 _INT64 = np.dtype(np.int64)
 _INT64_RANGE = range(-(1 << 63), 1 << 63)
-_NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_grad_rows": "ppiiii",  # argument codes
-                   "nll_reduced_rows": "ppppiiii", "nll_reduced_grad_rows": "ppddiiii"}
+_NLL_SIGNATURES = {"nll_rows": "pppiii", "nll_reduced_rows": "ppppiiii",  # argument codes
+                   "nll_reduced_grad_rows": "ppddiiii"}
 
 
 def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int):
@@ -257,19 +257,11 @@ def _nll_function(name: str, data: np.ndarray, t: np.ndarray, ignore_index: int)
     [0, c) other than `ignore_index`, else the row of the first that is not (its caller
     then takes the general path: an output is partly written)."""
     if t.dtype != _INT64 or not t.flags.c_contiguous or not data.flags.c_contiguous or \
-            ignore_index not in _INT64_RANGE or not _native.enabled():
+            ignore_index not in _INT64_RANGE:
         return None
-    key = (name, data.dtype)
-    fn = _NLL_FUNCTIONS.get(key, _NLL_FUNCTIONS)  # (the dict itself: not looked up yet)
-    if fn is _NLL_FUNCTIONS:
-        fn = _NLL_FUNCTIONS[key] = _native.typed("pointwise", name, data.dtype,
-                                                 _NLL_SIGNATURES[name], "i")
-    return fn
+    return _native.typed("pointwise", name, data.dtype, _NLL_SIGNATURES[name], "i")
 
 
-# (name, dtype) -> `_nll_function`'s C function or None, found once (`_native.typed` formats
-# its name on every call).
-_NLL_FUNCTIONS: dict = {}
 
 
 def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
@@ -321,17 +313,6 @@ def _nll_reduced_grad(g: np.ndarray, shape: tuple, t: np.ndarray, reduction: int
           reduction == 1) >= 0:
         return None
     return gi
-
-
-def _nll_scatter(gi: np.ndarray, t: np.ndarray, ignore_index: int,
-                 value: float) -> bool | None:
-    """gi[i, t[i]] = value on zeros in C, answered as `_nll_gather` is."""
-    fn = _nll_function("nll_grad_rows", gi, t, ignore_index)
-    if fn is None or gi.shape[0] != t.shape[0]:
-        return None
-    address = _native.address
-    return fn(address(gi), address(t), t.shape[0], gi.shape[1], ignore_index,
-              _native.double_bits(value)) < 0
 
 
 def _all_classes(t: np.ndarray, c: int, ignore_index: int) -> bool:
@@ -470,11 +451,8 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
             if reduction == 1:
                 w = w / (total + (total == 0).astype(total.dtype))
             value = -(w * g)
-        gi = np.zeros(shape, g.dtype)
-        done = _nll_scatter(gi, t, ignore_index, float(value))
-        if done:
-            return gi
-        if done is None and _all_classes(t, shape[1], ignore_index):
+        if _all_classes(t, shape[1], ignore_index):
+            gi = np.zeros(shape, g.dtype)
             gi[np.arange(shape[0]), t] = value
             return gi
     if one:

@@ -99,7 +99,6 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
     return np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False)
 
 
-_SUM_ROWS: dict = {}  # dtype -> `sum_rows` C function (None: no such kernel)
 
 
 def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
@@ -119,11 +118,9 @@ def _sum_leading(a: np.ndarray, k: int, keepdim: bool) -> np.ndarray | None:
     cols = a.size // rows
     if cols < 2:
         return None
-    fn = _SUM_ROWS.get(a.dtype)
+    fn = _native.typed("pointwise", "sum_rows", a.dtype, "ppiiii")
     if fn is None:
-        fn = _SUM_ROWS[a.dtype] = _native.typed("pointwise", "sum_rows", a.dtype, "ppiiii")
-        if fn is None:
-            return None
+        return None
     shape = (1,) * k + a.shape[k:] if keepdim else a.shape[k:]
     out = np.empty(shape, a.dtype)
     _native.run_pieces(fn, (_native.address(a), _native.address(out)), (rows, cols), cols,

@@ -160,8 +160,6 @@ RELU_NATIVE_MIN = 1 << 15
 # Its gradient runs in C from this many values, whole on this thread below `RELU_NATIVE_MIN`:
 # NumPy's way is two passes and a mask (a batch of 64 x 128 units: 6.1 against 3.9 us).
 RELU_GRAD_NATIVE_MIN = RELU_SIMD_MIN
-# dtype -> `relu_grad` C function (None: none), found once (`_native.typed` formats its name).
-_RELU_GRAD_C: dict = {}
 
 
 def _relu_native(a: np.ndarray, out: np.ndarray) -> bool:
@@ -240,11 +238,8 @@ def _relu_grad_array(g: np.ndarray, out: np.ndarray) -> np.ndarray:
     ints, zero = bits
     n = out.size
     if n >= RELU_GRAD_NATIVE_MIN and g.shape == out.shape and g.flags.c_contiguous and \
-            out.flags.c_contiguous and _native.enabled():
-        fn = _RELU_GRAD_C.get(out.dtype, _RELU_GRAD_C)  # (the dict itself: not looked up yet)
-        if fn is _RELU_GRAD_C:
-            fn = _RELU_GRAD_C[out.dtype] = _native.typed("pointwise", "relu_grad", out.dtype,
-                                                         "pppii")
+            out.flags.c_contiguous:
+        fn = _native.typed("pointwise", "relu_grad", out.dtype, "pppii")
         if fn is not None:
             res = np.empty(out.shape, out.dtype)
             pg, po, pr = _native.address(g), _native.address(out), _native.address(res)

@@ -31,33 +31,25 @@ RELU_GRAD(float, uint32_t, relu_grad_f32)
 RELU_GRAD(double, uint64_t, relu_grad_f64)
 
 /* nll_loss without class weights over n rows of c log-probabilities and their class indices
-   t (int64): nll_rows gathers losses[i] = -x[i, t[i]]; nll_grad_rows writes the gradient
-   `value` (the bits of a double) at out[i, t[i]] of rows of zeros. Each returns -1 when
-   every target is a class in [0, c) other than `ignore`, else the row of the first that is
-   not: the caller then takes its general path, which masks an ignored row or reports the
-   target out of bounds. */
+   t (int64). Each kernel first finds the row of the first target that is not a class in
+   [0, c) other than `ignore` (nll_first_bad: -1 when there is none), returns it and writes
+   nothing if there is one: the caller then takes its general path, which masks an ignored
+   row or reports the target out of bounds. nll_rows gathers losses[i] = -x[i, t[i]]. */
+static int64_t nll_first_bad(const int64_t *t, int64_t n, int64_t c, int64_t ignore) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t k = t[i];
+        if (k < 0 || k >= c || k == ignore)
+            return i;
+    }
+    return -1;
+}
 #define NLL_ROWS(T, S)                                                                   \
 int64_t nll_rows_##S(const T *x, const int64_t *t, T *losses, int64_t n, int64_t c,      \
                      int64_t ignore) {                                                   \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-        int64_t k = t[i];                                                                \
-        if (k < 0 || k >= c || k == ignore)                                              \
-            return i;                                                                    \
-        losses[i] = -x[i * c + k];                                                       \
-    }                                                                                    \
-    return -1;                                                                           \
-}                                                                                        \
-int64_t nll_grad_rows_##S(T *out, const int64_t *t, int64_t n, int64_t c, int64_t ignore,\
-                          int64_t value_bits) {                                          \
-    double v;                                                                            \
-    memcpy(&v, &value_bits, sizeof v);                                                   \
-    T value = (T)v;                                                                      \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-        int64_t k = t[i];                                                                \
-        if (k < 0 || k >= c || k == ignore)                                              \
-            return i;                                                                    \
-        out[i * c + k] = value;                                                          \
-    }                                                                                    \
+    const int64_t bad = nll_first_bad(t, n, c, ignore);                                  \
+    if (bad >= 0)                                                                        \
+        return bad;                                                                      \
+    for (int64_t i = 0; i < n; i++) losses[i] = -x[i * c + t[i]];                        \
     return -1;                                                                           \
 }
 NLL_ROWS(float, f32)
@@ -92,11 +84,9 @@ static T nll_pairwise_##S(const T *x, const int64_t *t, int64_t lo, int64_t n,  
 }                                                                                        \
 int64_t nll_reduced_rows_##S(const T *x, const int64_t *t, T *loss, T *total, int64_t n, \
                              int64_t c, int64_t ignore, int64_t mean) {                  \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-        int64_t k = t[i];                                                                \
-        if (k < 0 || k >= c || k == ignore)                                              \
-            return i;                                                                    \
-    }                                                                                    \
+    const int64_t bad = nll_first_bad(t, n, c, ignore);                                  \
+    if (bad >= 0)                                                                        \
+        return bad;                                                                      \
     const T count = (T)n, sum = (T)0 + nll_pairwise_##S(x, t, 0, n, c);                  \
     *loss = mean ? sum / count : sum;                                                    \
     *total = count;                                                                      \
@@ -108,16 +98,13 @@ NLL_PAIRWISE(double, f64)
 /* Its gradient from the loss's gradient g and the saved total weight (values of T, given
    as doubles, which hold them exactly): rows of zeros with -(w * g) at out[i, t[i]], where
    w is 1 / total for the mean (a total of 0, every target ignored, divides by 1) and 1 for
-   the sum; each step in T, as NumPy's scalars of the type compute it. Answered as
-   nll_rows. */
+   the sum; each step in T, as NumPy's scalars of the type compute it. */
 #define NLL_REDUCED_GRAD(T, S)                                                           \
 int64_t nll_reduced_grad_rows_##S(T *out, const int64_t *t, double g, double total,      \
                                   int64_t n, int64_t c, int64_t ignore, int64_t mean) {  \
-    for (int64_t i = 0; i < n; i++) {                                                    \
-        int64_t k = t[i];                                                                \
-        if (k < 0 || k >= c || k == ignore)                                              \
-            return i;                                                                    \
-    }                                                                                    \
+    const int64_t bad = nll_first_bad(t, n, c, ignore);                                  \
+    if (bad >= 0)                                                                        \
+        return bad;                                                                      \
     const T unit = 1, tot = (T)total;                                                    \
     const T value = -((mean ? unit / (tot != 0 ? tot : unit) : unit) * (T)g);            \
     memset(out, 0, (size_t)(n * c) * sizeof(T));                                         \
