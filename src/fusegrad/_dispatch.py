@@ -302,7 +302,8 @@ def _inplace(op, args, raw):
     try:
         value = op.kernel(*raw)
     except (ValueError, IndexError, TypeError):
-        _inplace_shape_error(op.meta(*args).shape, dst.shape)
+        if (error := _inplace_failure(op, args, dst.shape)) is not None:
+            raise error from None  # (PyTorch's message, without NumPy's error as context)
         raise
     if value.__class__ is not _ndarray:
         value = np.asarray(value)
@@ -417,6 +418,16 @@ def _inplace_metadata(op, args, raw, new=None):
         self._output_nr = 0
         node._out_meta = ((_shape(self), self._dtype),)
     return self
+
+
+def _inplace_failure(op, args, self_shape) -> Exception | None:
+    """The error to report for in-place `op` on `args` whose kernel failed: the meta's, or
+    PyTorch's for a result that does not fit `self`; None when neither applies."""
+    try:
+        _inplace_shape_error(op.meta(*args).shape, self_shape)
+    except Exception as error:  # (any type: the meta's error is the one to report)
+        return error
+    return None
 
 
 def _inplace_shape_error(shape, self_shape) -> None:

@@ -26,6 +26,7 @@ from ._recording import (
     _anomaly_state,
     _local,
     _mark_view,
+    _meta_error,
     _ndarray,
     _new,
     _record,
@@ -56,7 +57,9 @@ def _call_unary(op, a):
         else:
             out = op.kernel(ad)
     except (ValueError, IndexError, TypeError):
-        op.meta(a)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, a)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -218,7 +221,9 @@ def _call_tensors(op, a, b):
         else:
             out = op.kernel(a._data, b._data)
     except (ValueError, IndexError, TypeError):
-        op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, a, b)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -437,7 +442,9 @@ def _call_binary(op, a, b):
         else:
             out = op.kernel(ad, b)
     except (ValueError, IndexError, TypeError):
-        op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, a, b)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -602,7 +609,9 @@ def _call_ints(op, a, b, c):
     try:
         out = op.kernel(a._data, b, c)
     except (ValueError, IndexError, TypeError):
-        op.meta(a, b, c)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, a, b, c)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -756,7 +765,9 @@ def _call_three(op, a, b, c):
     try:
         out = op.kernel(a._data, b._data, c._data)
     except (ValueError, IndexError, TypeError):
-        op.meta(a, b, c)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, a, b, c)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -998,7 +1009,9 @@ def _call_list(op, args, raw, needs_grad):
     try:
         out = op.kernel(*raw)
     except (ValueError, IndexError, TypeError):
-        op.meta(*args)  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, *args)) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:
@@ -1060,7 +1073,9 @@ def make_calls(call, call_slow):
             else:
                 out = op.kernel(ad)
         except (ValueError, IndexError, TypeError):
-            op.meta(a)  # the meta owns PyTorch's message for bad shapes and types
+            # The meta owns PyTorch's message for bad shapes and types.
+            if (error := _meta_error(op, a)) is not None:
+                raise error from None
             raise
         cls = out.__class__
         if cls is tuple:
@@ -1228,7 +1243,9 @@ def make_calls(call, call_slow):
                 else:
                     out = op.kernel(a._data, b._data)
             except (ValueError, IndexError, TypeError):
-                op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+                # The meta owns PyTorch's message for bad shapes and types.
+                if (error := _meta_error(op, a, b)) is not None:
+                    raise error from None
                 raise
             cls = out.__class__
             if cls is tuple:
@@ -1444,7 +1461,9 @@ def make_calls(call, call_slow):
             else:
                 out = op.kernel(ad, b)
         except (ValueError, IndexError, TypeError):
-            op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+            # The meta owns PyTorch's message for bad shapes and types.
+            if (error := _meta_error(op, a, b)) is not None:
+                raise error from None
             raise
         cls = out.__class__
         if cls is tuple:
@@ -1613,7 +1632,9 @@ def make_calls(call, call_slow):
         try:
             out = op.kernel(a._data, b, c)
         except (ValueError, IndexError, TypeError):
-            op.meta(a, b, c)  # the meta owns PyTorch's message for bad shapes and types
+            # The meta owns PyTorch's message for bad shapes and types.
+            if (error := _meta_error(op, a, b, c)) is not None:
+                raise error from None
             raise
         cls = out.__class__
         if cls is tuple:
@@ -1790,7 +1811,9 @@ def make_operator(op, protocol, fast):
                 else:
                     out = op.kernel(a._data, b._data)
             except (ValueError, IndexError, TypeError):
-                op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+                # The meta owns PyTorch's message for bad shapes and types.
+                if (error := _meta_error(op, a, b)) is not None:
+                    raise error from None
                 raise
             cls = out.__class__
             if cls is tuple:
@@ -2006,7 +2029,9 @@ def make_operator(op, protocol, fast):
             else:
                 out = op.kernel(ad, b)
         except (ValueError, IndexError, TypeError):
-            op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+            # The meta owns PyTorch's message for bad shapes and types.
+            if (error := _meta_error(op, a, b)) is not None:
+                raise error from None
             raise
         cls = out.__class__
         if cls is tuple:
@@ -2191,7 +2216,9 @@ def make_matrix_operator(op, protocol, fast):
             else:
                 out = op.kernel(a._data, b._data)
         except (ValueError, IndexError, TypeError):
-            op.meta(a, b)  # the meta owns PyTorch's message for bad shapes and types
+            # The meta owns PyTorch's message for bad shapes and types.
+            if (error := _meta_error(op, a, b)) is not None:
+                raise error from None
             raise
         cls = out.__class__
         if cls is tuple:

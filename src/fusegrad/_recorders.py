@@ -82,6 +82,7 @@ from ._recording import (
     _anomaly_state,
     _local,
     _mark_view,
+    _meta_error,
     _ndarray,
     _new,
     _record,
@@ -113,7 +114,9 @@ BODY = '''\
     try:
 {kernel_call}
     except (ValueError, IndexError, TypeError):
-        op.meta({meta_args})  # the meta owns PyTorch's message for bad shapes and types
+        # The meta owns PyTorch's message for bad shapes and types.
+        if (error := _meta_error(op, {meta_args})) is not None:
+            raise error from None
         raise
     cls = out.__class__
     if cls is tuple:

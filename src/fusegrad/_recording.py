@@ -69,6 +69,18 @@ def save_shape(out, a, *args):
 _save_shape = save_shape
 
 
+def _meta_error(op, *args) -> Exception | None:
+    """The error `op`'s meta raises for `args` (PyTorch's message for bad shapes and types),
+    or None when the meta accepts them. A recorder calls it once the kernel failed and
+    raises the answer `from None`: the kernel's NumPy error is not the user's concern, and
+    PyTorch's tracebacks show no earlier exception."""
+    try:
+        op.meta(*args)
+    except Exception as error:  # (any type: the meta's error is the one to report)
+        return error
+    return None
+
+
 def _wrap(out):
     if out.__class__ is not _ndarray:
         out = np.asarray(out)

@@ -23,6 +23,7 @@ from .._recording import (
     _active,
     _anomaly_state,
     _local,
+    _meta_error,
     _new,
     _new_accumulator,
     _record_traceback,
@@ -87,7 +88,8 @@ def view_shape(a, shape: tuple):
         else:
             out = data.reshape(shape) if data.flags.c_contiguous else view.kernel(data, shape)
     except (ValueError, IndexError, TypeError):
-        view.meta(a, shape)  # the meta owns PyTorch's message
+        if (error := _meta_error(view, a, shape)) is not None:  # PyTorch's message
+            raise error from None
         raise
     result = _new(Tensor)
     result._data = out
