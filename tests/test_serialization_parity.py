@@ -111,3 +111,27 @@ def test_meta_map_location_refused():
             fusegrad.load(b, map_location=loc)
     b.seek(0)
     assert fusegrad.load(b, map_location="cpu").tolist() == [1.0, 1.0]
+
+
+def _channels_last_results(lib):
+    """Tensors an op made from a channels_last tensor (NumPy kept its layout, with no base
+    array) and a permuted 3-D result, saved and loaded: their strides and values."""
+    L = LIBS[lib]
+    x = L.arange(2 * 3 * 2 * 2, dtype=L.float32).reshape(2, 3, 2, 2)
+    x = x.contiguous(memory_format=L.channels_last)
+    p = L.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1).contiguous().permute(1, 2, 0)
+    made = [x * 2, x.clone(), x + 1, p * 1, p.neg()]
+    return [[t.stride(), t.tolist()] for t in _rt(lib, made)]
+
+
+def test_op_results_keep_their_layout_as_torch():
+    assert _channels_last_results("fusegrad") == _channels_last_results("torch")
+
+
+def test_torch_reads_layout_of_fusegrad_op_results():
+    b = io.BytesIO()
+    x = fusegrad.randn(4, 3, 3, 3).contiguous(memory_format=fusegrad.channels_last) * 2
+    fusegrad.save(x, b)
+    b.seek(0)
+    o = torch.load(b)
+    assert o.stride() == (27, 1, 9, 3) and o.tolist() == x.tolist()

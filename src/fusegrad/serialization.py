@@ -294,7 +294,9 @@ def _buffer_view(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, tuple] |
             if not isinstance(base, np.ndarray):
                 break
         owner = base
-    if not (owner.flags.c_contiguous or owner.flags.f_contiguous):
+    in_memory_order = owner if owner.flags.c_contiguous or owner.flags.f_contiguous else \
+        _dense_permutation(owner)
+    if in_memory_order is None:
         return None
     low = owner.__array_interface__["data"][0]
     item = arr.itemsize
@@ -304,8 +306,19 @@ def _buffer_view(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, tuple] |
     last = delta + sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + item
     if delta < 0 or last > owner.nbytes:  # not inside that buffer after all
         return None
-    raw = owner.reshape(-1, order="A").view(np.uint8)  # the buffer in memory order
+    # The buffer in memory order (a reshape of the axes so ordered: no copy).
+    raw = in_memory_order.reshape(-1, order="A").view(np.uint8)
     return owner, raw, delta // item, tuple(s // item for s in arr.strides)
+
+
+def _dense_permutation(a: np.ndarray) -> np.ndarray | None:
+    """`a`'s axes put in the order of its memory, C-contiguous (a view), when `a` fills its
+    buffer with no gaps in another axis order (an op's result on a channels_last tensor:
+    NumPy keeps its input's layout); else None."""
+    if any(s <= 0 for s in a.strides):
+        return None
+    permuted = a.transpose(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
+    return permuted if permuted.flags.c_contiguous else None
 
 
 def _contiguous_strides(shape) -> tuple:
