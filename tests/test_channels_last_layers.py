@@ -256,21 +256,7 @@ def test_conv2d_layouts_as_torch_float64(shape, name, layout, weight_layout):
              tol=1e-8)
 
 
-# Layouts left to other ops' rules, each with the reason.
-KNOWN = {
-    # adaptive_avg_pool2d to 1x1 is `mean(keepdim=True)`, as in PyTorch: its (N, C, 1, 1)
-    # result of a channels-last input differs from PyTorch's in the strides of its size-1
-    # dims only (both channels-last by `is_contiguous`): the reductions' layout rule.
-    ("adaptive_avg_pool_1", (2, 4, 1, 1), "new"), ("adaptive_avg_pool_1", (1, 4, 1, 1), "new"),
-    ("adaptive_avg_pool_1", (2, 4, 6, 1), "new"),
-}
-
-
-@pytest.mark.parametrize("shape,name,layout,weight_layout",
-                         [pytest.param(*p.values, id=p.id, marks=pytest.mark.xfail(
-                             reason="the reductions' layout of size-1 dims"))
-                          if (p.values[1], p.values[0], p.values[2]) in KNOWN else p
-                          for p in _cases_2d(_other_layers, False)])
+@pytest.mark.parametrize("shape,name,layout,weight_layout", list(_cases_2d(_other_layers, False)))
 def test_layer_layouts_as_torch(shape, name, layout, weight_layout):
     """Pooling, upsampling, shuffles, pads and group norm keep the input's format (their
     input gradients: the input's or the output gradient's); batch norm's output follows an

@@ -26,6 +26,7 @@ from ..ops import indexing as X
 from ..ops import nn as N
 from ..ops import normalization as NL
 from ..ops import pooling as PL
+from ..ops._util import format_of, in_format
 from ..ops.nn import REDUCTION_ENUM
 from . import _functional_activation, _functional_layers, _functional_loss
 from ._functional_activation import (  # noqa: F401
@@ -406,7 +407,13 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     if len(size) == 1:
         size = size * 2
     if size == [1, 1]:
-        return input.mean((-1, -2), keepdim=True)
+        out = input.mean((-1, -2), keepdim=True)
+        # PyTorch's result keeps a channels-last input's memory format (a mean's is
+        # row-major): the new result's values are laid out so, before anyone holds them.
+        fmt = format_of(input)
+        if fmt is not None and out._data is not None:
+            out._data = in_format(out._data, fmt)
+        return out
     return call(PL.adaptive_avg_pool2d, input, size)
 
 

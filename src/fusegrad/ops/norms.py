@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
+from .._warn import warn_at_caller
 from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
 from ._util import F32, F64, HALF, Spec, cj, rand_array, wrap_dims
@@ -25,6 +26,7 @@ from .reductions import (
     _reduce_samples,
     _reduce_shape,
     expand_reduced,
+    row_major,
     sum_dim,
 )
 from .registry import Sample, register
@@ -42,10 +44,14 @@ def _var_check(a, name="std and var"):
         raise RuntimeError(f"{name} only support floating point and complex dtypes")
 
 
-def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False):
+def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False, name=None):
     _var_check(a)
     axes = _axes(_all_if_empty(dims), a.ndim)
     n = _count(a.shape, axes) if a.ndim else 1
+    if n - _correction(correction) <= 0:  # (the result is inf or NaN: PyTorch says why)
+        warn_at_caller(f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. "
+                       "Correction should be strictly less than the reduction factor (input "
+                       "numel divided by output numel).")
     # Half types are summed in float64, as PyTorch's CPU kernel for them (Welford's, in
     # double) does: in the half type itself the sums stop growing (256 + 1 == 256 in bfloat16).
     x = a.astype(F64) if a.dtype in HALF else a
@@ -57,7 +63,7 @@ def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False):
     out = ss / max(n - _correction(correction), 0)
     if sqrt:  # before rounding to a half type: PyTorch rounds the std once
         out = np.sqrt(out)
-    return out.astype(a.real.dtype, copy=False)
+    return row_major(out.astype(a.real.dtype, copy=False), a)
 
 
 def _var_meta(a, dims=None, correction=None, keepdim=False):
@@ -154,14 +160,15 @@ def _var_mean_kernel(sqrt):
         # pass keeps them (summed in bfloat16, 4096 ones have mean 0.0625; in float32, the
         # mean of [1e38, 3e38, -2e38] overflows), each rounded once.
         x = a.astype(F64) if a.dtype in HALF or a.dtype == np.float32 else a
-        v = _var_kernel(x, dims, correction, keepdim, sqrt).astype(a.real.dtype, copy=False)
+        v = _var_kernel(x, dims, correction, keepdim, sqrt, name).astype(a.real.dtype,
+                                                                          copy=False)
         axes = _axes(_all_if_empty(dims), a.ndim)
         n = _count(a.shape, axes) if a.ndim else 1
         with np.errstate(invalid="ignore"):  # no elements: NaN, without NumPy's warning
             m = np.sum(x, axis=axes, keepdims=keepdim) / n if n else \
                 np.full(_reduce_shape(a.shape, axes, keepdim), np.nan, x.dtype)
         m = _welford_mean(x, axes, np.asarray(m))
-        return v, m.astype(a.dtype, copy=False)
+        return v, row_major(m.astype(a.dtype, copy=False), a)
 
     return kernel
 
@@ -257,7 +264,7 @@ def _norm_kernel(a, ord=2, dims=None, keepdim=False, dtype=None):
         out = np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdim))
     else:
         out = np.sum(x ** ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
-    return np.asarray(out).astype(dt, copy=False)
+    return row_major(np.asarray(out).astype(dt, copy=False), a)
 
 
 def _norm_meta(a, ord=2, dims=None, keepdim=False, dtype=None):
@@ -328,7 +335,7 @@ def _logsumexp_kernel(a, dims, keepdim=False):
     m = np.max(x.real if dt.kind == "c" else x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
-    return (out if keepdim else np.squeeze(out, axes)).astype(dt, copy=False)
+    return row_major((out if keepdim else np.squeeze(out, axes)).astype(dt, copy=False), a)
 
 
 def _logsumexp_meta(a, dims, keepdim=False):

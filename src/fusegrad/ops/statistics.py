@@ -20,7 +20,14 @@ from .._dispatch import call
 from . import _onnx as _ox
 from ._util import F32, HALF, Spec, c_contiguous, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
-from .reductions import _reduce_shape, _sum_kernel, _sum_meta, expand_reduced, select_backward_dim
+from .reductions import (
+    _reduce_shape,
+    _sum_kernel,
+    _sum_meta,
+    expand_reduced,
+    row_major,
+    select_backward_dim,
+)
 from .registry import Sample, inplace_variant, register
 from .sorting import _median_all_meta, empty_median, no_bool
 
@@ -139,8 +146,8 @@ def _aminmax_kernel(a, dim=None, keepdim=False):
     if a.ndim and a.shape[d] == 0:
         raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     axis = d if a.ndim else None
-    return (np.min(a, axis=axis, keepdims=keepdim and a.ndim > 0),
-            np.max(a, axis=axis, keepdims=keepdim and a.ndim > 0))
+    return (row_major(np.min(a, axis=axis, keepdims=keepdim and a.ndim > 0), a),
+            row_major(np.max(a, axis=axis, keepdims=keepdim and a.ndim > 0), a))
 
 
 def _aminmax_meta(a, dim=None, keepdim=False):
