@@ -15,6 +15,7 @@ from .. import return_types
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warn_once_at
 from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
@@ -112,8 +113,18 @@ def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool =
                                                unitriangular))
 
 
+_LU_DEPRECATED = (
+    "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and "
+    "will be removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\n"
+    "should be replaced with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\n"
+    "LU, pivots, info = torch.lu(A, compute_pivots, get_infos=True)\nshould be replaced with\n"
+    "LU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)")
+
+
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):  # noqa: N803
-    """The older `torch.lu`: (LU, pivots), with `info` when `get_infos`."""
+    """The older `torch.lu`: (LU, pivots), with `info` when `get_infos`, and PyTorch's
+    deprecation warning (once per process)."""
+    warn_once_at(2, _LU_DEPRECATED)
     lu_, piv, info = call(LUO.linalg_lu_factor_ex, A, pivot, False)
     return (lu_, piv, info) if get_infos else (lu_, piv)
 
@@ -187,7 +198,11 @@ def kron(input: Tensor, other: Tensor, *, out=None) -> Tensor:
 
 
 def chain_matmul(*matrices, out=None) -> Tensor:
-    """The product of a chain of 2-D matrices (`linalg.multi_dot`)."""
+    """The product of a chain of 2-D matrices (`linalg.multi_dot`), with PyTorch's
+    deprecation warning (once per process)."""
+    warn_once_at(2, "torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                 "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                 "more tensors rather than multiple parameters.")
     if len(matrices) == 1:
         return matrices[0].clone()
     return _linalg().multi_dot(matrices)

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel
 from ..ops import linalg as L
 from ..ops import nn as N
 from ..ops import scans as SC
@@ -119,7 +120,8 @@ def _new_empty_strided(self: Tensor, size, stride, *, dtype=None, layout=None, d
 
 def _resize(self: Tensor, *sizes) -> Tensor:
     """A copy of self's leading elements in a new shape (the deprecated out-of-place resize)."""
-    warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+    warnings.warn("non-inplace resize is deprecated", UserWarning,
+                  stacklevel=warning_stacklevel(2))
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     out = self.detach().clone()
@@ -128,7 +130,8 @@ def _resize(self: Tensor, *sizes) -> Tensor:
 
 def _resize_as(self: Tensor, tensor: Tensor) -> Tensor:
     """A copy of self's leading elements in `tensor`'s shape (deprecated)."""
-    warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
+    warnings.warn("non-inplace resize_as is deprecated", UserWarning,
+                  stacklevel=warning_stacklevel(2))
     return self.detach().clone().resize_(tuple(tensor.shape))
 
 

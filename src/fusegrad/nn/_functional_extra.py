@@ -14,6 +14,7 @@ import warnings
 
 from .._dispatch import call
 from .._tensor import Tensor
+from .._torch_function import warning_stacklevel
 from ..ops import normalization as G
 from ..ops import upsample as U
 from ..ops._util import format_of
@@ -214,7 +215,7 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
 
 def _deprecated_upsample(name: str) -> None:
     warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
-                  "instead.", stacklevel=3)
+                  "instead.", stacklevel=warning_stacklevel(3))
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",

@@ -345,7 +345,7 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     import fusegrad
 
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=warning_stacklevel(2))
         align_corners = False
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
@@ -563,7 +563,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=warning_stacklevel(2))
         align_corners = False
     _grid_sample_checks(input, grid, mode)
     n, c = input.shape[:2]
