@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("base", "dtypes, devices, thread state, shape arithmetic", (
         "_dtype", "_device", "_thread_state", "_atomic_write", "_type_info", "_symbolic",
         "_shapes", "_recorders", "_collector", "_metadata", "_heap", "_cbuild",
-        "_warn", "_scalar_conversion", "version", "torch_version", "__future__")),
+        "_warn", "_scalar_conversion", "_type_names", "version", "torch_version", "__future__")),
     ("records", "what Tensor and dispatch record with: grad and anomaly modes, the Nodes", (
         "autograd.__init__", "autograd.grad_mode", "autograd.anomaly_mode", "autograd.graph")),
     ("tensor", "the Tensor class, its printing and memory figures", (

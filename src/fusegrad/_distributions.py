@@ -110,6 +110,8 @@ def poisson(input: Tensor, generator=None) -> Tensor:
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator=None, out: Tensor | None = None) -> Tensor:
     """Draw `num_samples` category indices per row of (unnormalised) weights."""
+    if out is not None and isinstance(input, Tensor):
+        R.multinomial_input_check(input)  # PyTorch checks these before out's dtype
     if out is not None and out.dtype is not _dtype.int64:
         raise RuntimeError(f"multinomial expects Long tensor out, got: {out.dtype.legacy}")
     return _to_out(call(R.multinomial, input, int(num_samples), bool(replacement), generator),

@@ -38,6 +38,10 @@ SCALAR_OF_GRAD = ("Converting a tensor with requires_grad=True to a scalar may l
 _ndarray = np.ndarray
 _new = object.__new__
 
+_T_WARNING = ("The use of `x.T` on tensors of dimension other than 2 to reverse their shape "
+              "is deprecated and it will throw an error in a future release. Consider `x.mT` "
+              "to transpose batches of matrices or `x.permute(*torch.arange(x.ndim - 1, -1, "
+              "-1))` to reverse the dimensions of a tensor.")
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
     "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
@@ -45,6 +49,20 @@ _NONLEAF_GRAD_WARNING = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
+# The C++ names PyTorch's `.grad` setter quotes for the assigned gradient's dtype (its
+# TypeMeta names); the tensor's own dtype is quoted by its legacy name (`Double`).
+_GRAD_TYPE_NAMES = {
+    "float32": "float", "float64": "double", "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16", "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>", "int64": "long int", "int32": "int",
+    "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+    "uint16": "short unsigned int", "bool": "bool"}
+_GRAD_DTYPE_ERROR = (
+    "attempting to assign a gradient with dtype '{}' to a tensor with grad_dtype '{}'. The "
+    "gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). You can set "
+    "the tensor's grad_dtype attribute with a specific dtype, or None to allow any dtype. Set "
+    "grad_dtype with caution. Diverging the dtypes of a tensor and its gradient may break "
+    "downstream systems that assume they match.")
 
 # Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
 # "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through it. The
@@ -203,6 +221,10 @@ class Tensor:
             _sync_view(self)
         return self._grad_fn is None
 
+    def _is_view(self) -> bool:
+        """True for a tensor made as a view of another (it has a `_base`), as PyTorch's."""
+        return self._base is not None
+
     @property
     def grad_fn(self):
         """The Node that produced this tensor, or None for leaves."""
@@ -246,16 +268,23 @@ class Tensor:
     def grad(self, value) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
+                # PyTorch names the C type ("type int", "type numpy.ndarray")
+                from ._type_names import python_type_name
+
                 raise TypeError(
-                    f"assigned grad expected to be a Tensor or None but got grad of "
-                    f"{type(value).__name__}")
+                    f"assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{python_type_name(value)}")
+            # PyTorch 2.13 checks the dtype first, so a gradient wrong in both is told of
+            # its dtype. (grad_dtype, which can relax this, is not modelled: it is always
+            # the tensor's dtype here.)
+            if value._dtype is not self._dtype:
+                raise RuntimeError(_GRAD_DTYPE_ERROR.format(
+                    _GRAD_TYPE_NAMES[value._dtype.name], self._dtype.legacy))
             if tuple(value.shape) != tuple(self.shape):
                 raise RuntimeError(
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
                     f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
                     "tensor are the same size".replace(", ", ", "))
-            if value._dtype is not self._dtype:
-                raise RuntimeError("assigned grad has data of a different type")
         self._grad = value
 
     @grad.deleter
@@ -292,8 +321,13 @@ class Tensor:
 
     @property
     def T(self):  # noqa: N802
-        """Dimensions reversed (`permute`)."""
-        return self.permute(tuple(range(self.ndim - 1, -1, -1)))
+        """Dimensions reversed (`permute`); deprecated by PyTorch on other than 2-D tensors,
+        with its warning."""
+        n = self.ndim
+        if n != 2:  # (once per process each, as PyTorch's)
+            warn_once(_T_WARNING if n else "Tensor.T is deprecated on 0-D tensors. This "
+                      "function is the identity in these cases.")
+        return self.permute(tuple(range(n - 1, -1, -1)))
 
     @property
     def mT(self):  # noqa: N802

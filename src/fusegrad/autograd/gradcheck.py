@@ -87,13 +87,13 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
                          "none of them have requires_grad=True.")
     for k in diff:
-        if inputs[k].dtype.name != "float64":
+        if inputs[k].dtype.name not in ("float64", "complex128"):  # PyTorch's double types
             import warnings
 
             warnings.warn(
-                f"Input #{k} requires gradient and is not a double precision floating point. "
-                "This check will likely fail if all the inputs are not of double precision "
-                "floating point. ", UserWarning, stacklevel=2)
+                f"Input #{k} requires gradient and is not a double precision floating point "
+                "or complex. This check will likely fail if all the inputs are not of double "
+                "precision floating point or complex. ", UserWarning, stacklevel=2)
     outs, rows = _analytical(func, inputs, diff)
     if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
         # Nothing to compare with: the function must then not depend on its inputs at all.

@@ -65,7 +65,9 @@ class MultivariateNormal(Distribution):
         for name, m in (("scale_tril", scale_tril), ("covariance_matrix", covariance_matrix),
                         ("precision_matrix", precision_matrix)):
             if m is not None and m.dim() < 2:
-                raise ValueError(f"{name} matrix must be at least two-dimensional, "
+                # PyTorch's words: only scale_tril's message says "matrix"
+                what = "scale_tril matrix" if name == "scale_tril" else name
+                raise ValueError(f"{what} must be at least two-dimensional, "
                                  "with optional leading batch dimensions")
         matrix = next(m for m in (scale_tril, covariance_matrix, precision_matrix)
                       if m is not None)

@@ -296,11 +296,12 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
     if reduction not in REDUCTION_ENUM:
         raise ValueError(f"{reduction} is not a valid value for reduction")
     il, tl = _lengths(input_lengths), _lengths(target_lengths)
-    unbatched = log_probs.dim() == 2
+    # PyTorch adds the batch dimension to any log_probs that is not 3-D (its error then
+    # quotes the rank plus one); only 2-D ones get through its checks. The targets stay as
+    # given: 1-D ones are read as concatenated, so their length must be the target length.
+    unbatched = log_probs.dim() != 3
     if unbatched:
         log_probs = log_probs.unsqueeze(1)
-        if targets.dim() == 1:
-            targets = targets.unsqueeze(0)
     res = call(LS.ctc_loss, log_probs, targets, il, tl, blank, bool(zero_infinity))[0]
     if zero_infinity:
         inf = Tensor._make(np.isinf(res._data))

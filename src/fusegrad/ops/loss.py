@@ -404,10 +404,16 @@ def _ctc_beta(lp, ext, blank, length):
 
 def _ctc_check(lp, targets, input_lengths, target_lengths, blank):
     """PyTorch's argument checks of `_ctc_loss`, in its order and words."""
-    if len(lp.shape) != 3:
-        raise RuntimeError("ctc_loss: log_probs must be a 3-D (T, N, C) tensor here")
-    t_max, n, c = lp.shape
     where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if len(lp.shape) != 3:
+        raise RuntimeError(f"Expected 3-dimensional tensor, but got {len(lp.shape)}-dimensional "
+                           f"tensor for argument #1 'log_probs'{where}")
+    # Targets are padded (N, S) or concatenated (sum of lengths,): any other rank is refused
+    # before the values are read.
+    if len(targets.shape) not in (1, 2):
+        raise RuntimeError(f"Expected 1 to 2 dimensions, but got {len(targets.shape)}-"
+                           f"dimensional tensor for argument #2 'targets'{where}")
+    t_max, n, c = lp.shape
     if not 0 <= blank < c:
         raise RuntimeError("blank must be in label range")
     if len(input_lengths) != n:

@@ -15,7 +15,7 @@ from .. import _dtype
 from .. import _random_draws as draws
 from .._random import generator_or_default, rng
 from .._shapes import in_memory_order, memory_order
-from ._util import Spec, rand_array
+from ._util import Spec, dtype_of, rand_array
 from .registry import Sample, register
 
 _FLOAT_KINDS = "f"
@@ -152,9 +152,22 @@ def _random_from(a, low, to=None, generator=None):
     return _integers(a, int(low), _top(a) + 1 if to is None else int(to), generator)
 
 
-def _multinomial_meta(a, num_samples, replacement=False, generator=None) -> Spec:
+def multinomial_input_check(a) -> None:
+    """PyTorch's first checks of multinomial's weights (array, fake or tensor): its rank,
+    then a floating dtype (integer weights are refused, not sampled from). They come before
+    the `out` dtype check, which `fusegrad.multinomial` makes between them and the rest."""
     if len(a.shape) not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
+    dt = dtype_of(a)
+    if not dt.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{dt.legacy}")
+
+
+def _multinomial_meta(a, num_samples, replacement=False, generator=None) -> Spec:
+    multinomial_input_check(a)
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > a.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")

@@ -252,10 +252,12 @@ mkldnn_rnn_layer = register(
 # ---------------------------------------------------------------- _pack_padded_sequence
 
 
-def _check_lengths(lengths, batch):
+def _check_lengths(lengths, batch, legacy: str = "Long"):
+    """PyTorch's checks of the lengths (int64 here); `legacy` names the dtype they came in,
+    which its message quotes (always Long from pack_padded_sequence, which converts them)."""
     if lengths.ndim != 1:
         raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
-                           f"{lengths.ndim}D tensor")
+                           f"{lengths.ndim}D cpu {legacy} tensor")
     if lengths.shape[0] != batch:
         raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got "
                            f"{lengths.shape[0]} (batch_size={batch})")
@@ -275,10 +277,12 @@ def _batch_sizes(lengths) -> np.ndarray:
 
 
 def _pack_kernel(x, lengths, batch_first):
-    lengths = np.asarray(lengths).astype(np.int64)
+    lengths = np.asarray(lengths)
+    legacy = _dtype.FROM_NP[lengths.dtype].legacy if lengths.dtype in _dtype.FROM_NP else "Long"
+    lengths = lengths.astype(np.int64)
     if batch_first:
         x = np.swapaxes(x, 0, 1)
-    _check_lengths(lengths, x.shape[1])
+    _check_lengths(lengths, x.shape[1], legacy)
     sizes = _batch_sizes(lengths)
     data = np.concatenate([x[t, :b] for t, b in enumerate(sizes)], 0)
     return data, sizes
@@ -292,7 +296,7 @@ def _pack_meta(x, lengths, batch_first):
         raise DataDependentOutputError("_pack_padded_sequence")
     lens = lengths.numpy().astype(np.int64)
     batch = x.shape[0] if batch_first else x.shape[1]
-    _check_lengths(lens, batch)
+    _check_lengths(lens, batch, lengths.dtype.legacy)
     return [Spec((int(lens.sum()),) + tuple(x.shape[2:]), x.dtype),
             Spec((int(lens[0]) if lens.size else 0,), _dtype.int64)]
 

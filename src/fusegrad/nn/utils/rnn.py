@@ -133,9 +133,15 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
     sorted_indices = None
     if not enforce_sorted:
         lens = lengths.numpy()
-        order = np.argsort(-lens, kind="stable").astype(np.int64)
+        # Sorted along the last dimension, as PyTorch's `sort`, so lengths of another rank
+        # reach index_select and the op's checks (and their messages) as they do there.
+        if lens.ndim:
+            order = np.argsort(-lens, axis=-1, kind="stable").astype(np.int64)
+            lens = np.ascontiguousarray(np.take_along_axis(lens, order, -1))
+        else:
+            order = np.zeros((), np.int64)
         sorted_indices = Tensor._make(order)
-        lengths = Tensor._make(np.ascontiguousarray(lens[order]))
+        lengths = Tensor._make(lens)
         input = input.index_select(0 if batch_first else 1, sorted_indices)
     steps = input.shape[1 if batch_first else 0] if input.dim() > 1 else None
     lens = lengths.numpy()

@@ -1,0 +1,234 @@
+"""Messages a user sees for bad input, word for word as PyTorch's: pack_padded_sequence's
+lengths, ctc_loss's targets, multinomial's weights, MultivariateNormal's matrices, gradcheck's
+precision warning, `.grad` assignment; and `Tensor._is_view`."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+
+import fusegrad  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+
+def _raised(fn, lib):
+    """(exception type name, message) that `fn(lib)` raises; None if it returns."""
+    try:
+        fn(lib)
+    except Exception as e:  # noqa: BLE001 - whatever is raised is compared
+        return type(e).__name__, str(e)
+    return None
+
+
+def _same_error(fn):
+    theirs = _raised(fn, torch)
+    assert theirs is not None, "torch did not raise: the test is wrong"
+    assert _raised(fn, fusegrad) == theirs
+
+
+# ---------------------------------------------------------------- pack_padded_sequence
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32"])
+def test_pack_padded_sequence_2d_lengths_names_the_int64_tensor(dtype):
+    # pack_padded_sequence converts the lengths to int64 first, so the message says Long
+    # whatever they came in as
+    _same_error(lambda lib: lib.nn.utils.rnn.pack_padded_sequence(
+        lib.zeros(5, 2, 3), lib.tensor([[5, 3]], dtype=getattr(lib, dtype))))
+
+
+@pytest.mark.parametrize("lengths, sorted_", [
+    ([[5, 3]], False), ([[[5]]], False), (5, False), (5, True), ([[3, 5]], False)])
+def test_pack_padded_sequence_lengths_of_another_rank(lengths, sorted_):
+    # unsorted: PyTorch sorts along the last dimension, and index_select refuses the
+    # permutation of 2-D lengths before the op sees them
+    _same_error(lambda lib: lib.nn.utils.rnn.pack_padded_sequence(
+        lib.zeros(5, 1 if lengths == 5 else 2, 3), lib.tensor(lengths), enforce_sorted=sorted_))
+
+
+def test_pack_padded_sequence_unsorted_still_packs():
+    packed = [lib.nn.utils.rnn.pack_padded_sequence(
+        lib.arange(30.0).reshape(5, 2, 3), lib.tensor([3, 5]), enforce_sorted=False)
+        for lib in (fusegrad, torch)]
+    for name in ("data", "batch_sizes", "sorted_indices", "unsorted_indices"):
+        assert getattr(packed[0], name).tolist() == getattr(packed[1], name).tolist()
+
+
+# ---------------------------------------------------------------- ctc_loss
+
+
+def _ctc(targets, input_lengths=(5, 5), target_lengths=(2, 2), log_probs=(5, 2, 4),
+         **kwargs):
+    def run(lib):
+        lp = lib.zeros(*log_probs).log_softmax(-1) if log_probs else lib.tensor(0.0)
+        return lib.nn.functional.ctc_loss(lp, targets(lib), lib.tensor(input_lengths),
+                                          lib.tensor(target_lengths), **kwargs)
+    return run
+
+
+@pytest.mark.parametrize("case", [
+    _ctc(lambda lib: lib.ones(2, 2, 2, dtype=lib.long)),
+    _ctc(lambda lib: lib.ones(2, 2, 2, 1, dtype=lib.long)),
+    _ctc(lambda lib: lib.ones(2, 2, 2, dtype=lib.int32)),
+    _ctc(lambda lib: lib.tensor(1)),
+    _ctc(lambda lib: lib.tensor(1), target_lengths=(0, 0), reduction="none"),
+    # the rank is checked before the blank and the lengths
+    _ctc(lambda lib: lib.ones(2, 2, 2, dtype=lib.long), blank=9),
+    _ctc(lambda lib: lib.ones(2, 2, 2, dtype=lib.long), input_lengths=(5, 5, 5)),
+    _ctc(lambda lib: lib.tensor(1), input_lengths=(5,)),
+    # unbatched: log_probs gets a batch dimension, the targets do not
+    _ctc(lambda lib: lib.ones(1, 2, 2, dtype=lib.long), (5,), (2,), (5, 4)),
+    _ctc(lambda lib: lib.tensor(1), (5,), (1,), (5, 4)),
+    _ctc(lambda lib: lib.ones(2, dtype=lib.long), (5,), (1,), (5, 4)),
+    # log_probs of the wrong rank: PyTorch's message counts the batch dimension it added
+    _ctc(lambda lib: lib.ones(2, 2, dtype=lib.long), log_probs=(5, 2, 4, 1)),
+    _ctc(lambda lib: lib.ones(2, 2, dtype=lib.long), log_probs=(5,)),
+], ids=["3d", "4d", "3d-int32", "0d", "0d-empty", "3d-bad-blank", "3d-bad-lengths",
+        "0d-bad-lengths", "unbatched-3d", "unbatched-0d", "unbatched-1d-too-long",
+        "log-probs-4d", "log-probs-1d"])
+def test_ctc_loss_rank_errors(case):
+    _same_error(case)
+
+
+def test_ctc_loss_unbatched_values_still_match():
+    for targets, lengths, reduction in (([1, 2], [2], "none"), ([[1, 2, 3]], [2], "mean"),
+                                        ([3], [1], "sum")):
+        ours, theirs = (
+            lib.nn.functional.ctc_loss(lib.linspace(-1, 1, 30, dtype=lib.float64)
+                                       .reshape(6, 5).log_softmax(1), lib.tensor(targets),
+                                       [6], lengths, reduction=reduction)
+            for lib in (fusegrad, torch))
+        assert ours.shape == theirs.shape
+        assert abs(ours.item() - theirs.item()) < 1e-12
+
+
+# ---------------------------------------------------------------- multinomial
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8", "bool",
+                                   "complex64"])
+def test_multinomial_refuses_non_floating_weights(dtype):
+    _same_error(lambda lib: lib.multinomial(lib.ones(2, dtype=getattr(lib, dtype)), 1))
+    _same_error(lambda lib: lib.ones(3, 2, dtype=getattr(lib, dtype)).multinomial(1, True))
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib: lib.multinomial(lib.tensor(1), 1),  # the rank comes first
+    lambda lib: lib.multinomial(lib.tensor([1, 2]), 5),  # the dtype before the count
+    lambda lib: lib.multinomial(lib.tensor([1, 2]), 1, out=lib.empty(1)),  # and before out
+    lambda lib: lib.multinomial(lib.tensor(1.0), 1, out=lib.empty(1)),
+    lambda lib: lib.multinomial(lib.tensor([1.0, 2.0]), 1, out=lib.empty(1)),
+    lambda lib: lib.multinomial(lib.tensor([1.0, 2.0]), 0),
+    lambda lib: lib.multinomial(lib.tensor([1.0, 2.0]), -1, True),
+    lambda lib: lib.multinomial(lib.tensor([1.0, 2.0]), 3),
+], ids=["0d", "too-many", "out-float", "0d-out-float", "float-out-float", "zero", "negative",
+        "float-too-many"])
+def test_multinomial_check_order(case):
+    _same_error(case)
+
+
+def test_multinomial_floating_weights_and_categorical_still_sample():
+    for lib in (fusegrad, torch):
+        assert lib.multinomial(lib.ones(2, dtype=lib.float16), 1).dtype is lib.int64
+        out = lib.empty(3, dtype=lib.long)
+        assert lib.multinomial(lib.ones(2, 4), 3, out=out) is out
+        # Categorical normalises integer probs to floating ones before it samples
+        cat = lib.distributions.Categorical(probs=lib.tensor([1, 2]))
+        assert cat.sample((3,)).shape == (3,)
+    # an empty sample shape asks multinomial for no samples, which PyTorch refuses
+    _same_error(lambda lib: lib.distributions.Categorical(probs=lib.tensor([0.3, 0.7]))
+                .sample((0,)))
+
+
+# ---------------------------------------------------------------- MultivariateNormal
+
+
+@pytest.mark.parametrize("name", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_1d_matrix(name):
+    _same_error(lambda lib: lib.distributions.MultivariateNormal(lib.zeros(3),
+                                                                 **{name: lib.ones(3)}))
+
+
+# ---------------------------------------------------------------- gradcheck
+
+
+def _gradcheck_warnings(lib, dtype):
+    x = lib.ones(3, dtype=getattr(lib, dtype), requires_grad=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        passed = lib.autograd.gradcheck(lambda a: a * 2, (x,), raise_exception=False)
+    return passed, [(m.category.__name__, str(m.message)) for m in w
+                    if "double precision" in str(m.message)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "complex128"])
+def test_gradcheck_precision_warning(dtype):
+    # float64 and complex128 are the double types: neither warns
+    assert _gradcheck_warnings(fusegrad, dtype) == _gradcheck_warnings(torch, dtype)
+
+
+# ---------------------------------------------------------------- Tensor._is_view
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, x: x, lambda lib, x: x.t(), lambda lib, x: x.view(6), lambda lib, x: x[0],
+    lambda lib, x: x.detach(), lambda lib, x: x.reshape(6), lambda lib, x: x.t().reshape(6),
+    lambda lib, x: x[lib.tensor([0, 1])], lambda lib, x: x.unbind()[0],
+    lambda lib, x: x.expand(2, 3, 2), lambda lib, x: x.clone(), lambda lib, x: x.contiguous(),
+    lambda lib, x: x.t().t(), lambda lib, x: lib.view_as_real(x.to(lib.complex64)),
+    lambda lib, x: lib.ones(3, 2, requires_grad=True),
+    lambda lib, x: lib.ones(3, 2, requires_grad=True).t(),
+    lambda lib, x: lib.nn.Parameter(lib.ones(2)),
+])
+def test_is_view(make):
+    seen = []
+    for lib in (fusegrad, torch):
+        x = lib.ones(3, 2, requires_grad=True) * 1
+        t = make(lib, x)
+        seen.append((t._is_view(), t._base is not None))
+    assert seen[0] == seen[1]
+    assert seen[0][0] == seen[0][1]
+
+
+# ---------------------------------------------------------------- .grad assignment
+
+
+_DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8",
+           "int16", "int32", "int64", "uint8", "uint16", "bool"]
+
+
+@pytest.mark.parametrize("mine", ["float64", "float32", "float16", "complex64", "int64"])
+@pytest.mark.parametrize("given", _DTYPES)
+def test_grad_assignment_of_another_dtype(mine, given):
+    def assign(lib):
+        t = lib.zeros(3, dtype=getattr(lib, mine))
+        t.grad = lib.zeros(3, dtype=getattr(lib, given))
+        return t.grad
+
+    if mine == given:
+        assert _raised(assign, fusegrad) is None and _raised(assign, torch) is None
+    else:
+        _same_error(assign)
+
+
+@pytest.mark.parametrize("case", [
+    # dtype and size both wrong: the dtype is reported
+    lambda lib: setattr(lib.zeros(3, dtype=lib.float64, requires_grad=True), "grad",
+                        lib.ones(4)),
+    lambda lib: setattr(lib.zeros(3, dtype=lib.float64, requires_grad=True), "grad",
+                        lib.ones(4, dtype=lib.float64)),
+    lambda lib: setattr(lib.zeros(3, dtype=lib.float64, requires_grad=True), "grad",
+                        lib.ones(3, 1, dtype=lib.float64)),
+    lambda lib: setattr(lib.zeros(3, requires_grad=True) * 2, "grad",
+                        lib.zeros(3, dtype=lib.float64)),
+    lambda lib: setattr(lib.zeros(3, requires_grad=True), "grad", 3),
+    lambda lib: setattr(lib.zeros(3, requires_grad=True), "grad", [1.0]),
+], ids=["dtype-and-size", "size", "rank", "non-leaf", "int", "list"])
+def test_grad_assignment_errors(case):
+    _same_error(case)
