@@ -38,10 +38,23 @@ def _sizes(size, caller: str = "empty") -> tuple:
         if not isinstance(s, numbers.Integral) or isinstance(s, bool):
             raise TypeError(f"expected a sequence of integers or a single integer, got "
                             f"{type(s).__name__}")
+        out.append(s)
+    # PyTorch reads the whole size before it checks any of it (a bad type is the error
+    # even after a negative size)
+    check_sizes(out, caller)
+    return tuple(size_int(s) for s in out)
+
+
+def check_sizes(shape, caller: str = "empty") -> None:
+    """PyTorch's error for a negative size in the shape of a tensor to make: `zeros` has
+    its own message; every other factory (ones, empty, full, rand, randint, new_*,
+    empty_strided, ...) names the first negative size and the whole shape."""
+    for s in shape:
         if s < 0:
-            raise RuntimeError(f"{caller}: Dimension size must be non-negative.")
-        out.append(size_int(s))
-    return tuple(out)
+            if caller == "zeros":
+                raise RuntimeError("zeros: Dimension size must be non-negative.")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{[int(d) for d in shape]}")
 
 
 _RANDOM_SIGNATURES = (
@@ -113,10 +126,29 @@ def _float_dtype(dtype):
 # ---------------------------------------------------------------- from data
 
 
+def _type_name(x) -> str:
+    """The name PyTorch's messages give `x`'s type (CPython's: NumPy's types with their
+    module, `numpy.str_`)."""
+    cls = type(x)
+    return f"numpy.{cls.__name__}" if cls.__module__ == "numpy" else cls.__name__
+
+
+def _numpy_text_error(np_dtype: np.dtype) -> TypeError:
+    """PyTorch's error for NumPy strings or bytes (an array of them, or one as an element)."""
+    return TypeError(
+        f"can't convert np.ndarray of type numpy.{np_dtype.type.__name__}. The only supported "
+        "types are: float64, float32, float16, complex64, complex128, int64, int32, int16, "
+        "int8, uint64, uint32, uint16, uint8, and bool.")
+
+
 def _infer_dtype(data):
+    """The dtype PyTorch gives `data`, read depth-first in order as PyTorch reads it (so the
+    first element it cannot read is the error: text, or a value of no number type)."""
     if isinstance(data, Tensor):
         return data.dtype
     if isinstance(data, (np.ndarray, np.generic)):
+        if data.dtype.kind in "US":
+            raise _numpy_text_error(data.dtype)
         return _dtype.from_numpy_dtype(data.dtype)
     if isinstance(data, bool):
         return _dtype.bool_
@@ -126,15 +158,112 @@ def _infer_dtype(data):
         return _dtype.defaults.float
     if isinstance(data, numbers.Complex):
         return _dtype.defaults.float.to_complex()
-    if isinstance(data, (list, tuple)):
-        kinds = [_infer_dtype(x) for x in data]
-        if not kinds:
+    if isinstance(data, _TEXT):
+        raise TypeError(f"new(): invalid data type '{_type_name(data)}'")
+    if isinstance(data, (list, tuple, bytearray)):
+        if not data:
             return _dtype.defaults.float
-        out = kinds[0]
-        for k in kinds[1:]:
-            out = _dtype.promote_types(out, k)
+        kinds = set(map(type, data))
+        if kinds <= _PYTHON_NUMBERS:  # the common case, read at once (no element can fail)
+            if complex in kinds:
+                return _dtype.defaults.float.to_complex()
+            if float in kinds:
+                return _dtype.defaults.float
+            return _dtype.int64 if int in kinds else _dtype.bool_
+        out = None
+        for x in data:
+            kind = _infer_dtype(x)
+            out = kind if out is None else _dtype.promote_types(out, kind)
+            if out is _dtype.complex128:  # nothing promotes further: PyTorch reads no more
+                return out
         return out
-    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+    raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+_PYTHON_NUMBERS = {bool, int, float, complex}
+# Strings and bytes: sequences to PyTorch (of strings, and of ints), never numbers.
+_TEXT = (str, bytes)
+_SEQUENCES = (list, tuple, str, bytes, bytearray)
+_MAX_DIMS = 128  # the most dimensions PyTorch reads off nested sequences
+
+
+def _sequence_sizes(data) -> list:
+    """The shape PyTorch reads off nested sequences before anything else: the lengths along
+    the chain of first elements. A non-empty string never ends that chain (its first
+    element is a string again), which is why text there is "too many dimensions 'str'"."""
+    sizes = []
+    seq = data
+    while isinstance(seq, _SEQUENCES) or (isinstance(seq, np.ndarray) and seq.ndim):
+        n = len(seq)
+        sizes.append(n)
+        if len(sizes) > _MAX_DIMS:
+            raise ValueError(f"too many dimensions '{_type_name(seq)}'")
+        if not n:
+            break
+        seq = seq[0]
+    return sizes
+
+
+def _plain(data) -> bool:
+    """Whether nested lists and tuples `data` hold only numbers, tensors and numeric arrays:
+    the fast path. Text, None and other objects take `_read`, PyTorch's element-by-element
+    reading, for its errors (NumPy would parse '1.5' as a number, and None as NaN)."""
+    nested = False
+    for kind in set(map(type, data)):
+        if issubclass(kind, (list, tuple)):
+            nested = True
+        elif issubclass(kind, _TEXT) or not issubclass(kind, _NUMERIC):
+            return False
+        elif issubclass(kind, (np.ndarray, np.generic)) and any(
+                x.dtype.kind in "US" for x in data if isinstance(x, (np.ndarray, np.generic))):
+            return False
+    return not nested or all(_plain(x) for x in data if isinstance(x, (list, tuple)))
+
+
+_NUMERIC = (numbers.Number, np.generic, np.ndarray, Tensor)
+
+
+def _read(data, sizes: list, dt: _dtype.dtype):
+    """`data` (nested sequences holding text or other objects) read as PyTorch stores it in
+    a tensor of `sizes` and dtype `dt`: depth-first, each sequence checked for its length
+    and each element for a number, so the first problem is the error; bytes that get
+    through are sequences of ints (`tensor([b'ab'], dtype=torch.float32)` is [[97., 98.]])."""
+    if 0 in sizes:  # PyTorch stores nothing in an empty tensor, whatever the data holds
+        return np.zeros(sizes, dt.np)
+    return _stored(data, sizes, 0, dt)
+
+
+def _stored(obj, sizes: list, dim: int, dt: _dtype.dtype):
+    if dim == len(sizes):
+        return _stored_number(obj, dt)
+    try:
+        items = list(iter(obj))
+    except TypeError:
+        raise TypeError("not a sequence") from None
+    if len(items) != sizes[dim]:
+        raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
+                         f"(got {len(items)})")
+    return [_stored(x, sizes, dim + 1, dt) for x in items]
+
+
+def _stored_number(x, dt: _dtype.dtype):
+    """`x` if PyTorch reads it as a number for dtype `dt`, else its error: a float dtype
+    reads a real number, an integer one an int (a float truncates), bool either or a
+    complex."""
+    if isinstance(x, Tensor):
+        if x.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return x
+    cls = type(x)
+    text = isinstance(x, _TEXT)  # NumPy's strings have __float__, yet are no numbers
+    if dt.is_floating_point or dt.is_complex:
+        if text or not (hasattr(cls, "__float__") or hasattr(cls, "__index__")
+                        or (dt.is_complex and hasattr(cls, "__complex__"))):
+            raise TypeError(f"must be real number, not {_type_name(x)}")
+    elif text or not (isinstance(x, float) or hasattr(cls, "__index__")
+                      or (dt is _dtype.bool_ and isinstance(x, complex))):
+        raise TypeError(f"'{_type_name(x)}' object cannot be interpreted as an integer")
+    return x
 
 
 def _element(x, dt: np.dtype) -> np.ndarray:
@@ -169,7 +298,18 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     _check_device(device)
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)
+    if isinstance(data, _TEXT):  # refused first, whatever the dtype
+        raise TypeError(f"new(): invalid data type '{_type_name(data)}'")
+    if isinstance(data, np.ndarray) and data.dtype.kind in "US":  # NumPy would parse numbers
+        raise _numpy_text_error(data.dtype)
+    sizes = _sequence_sizes(data) if isinstance(data, (list, tuple, bytearray)) else None
     dt = _dtype.as_dtype(dtype) or _infer_dtype(data)
+    if sizes is not None and (isinstance(data, bytearray) or not _plain(data)):
+        # What inference let through (a dtype was given, or bytes as a sequence of ints):
+        # PyTorch's reading of it, not NumPy's
+        data = _read(data, sizes, dt)
+    elif sizes is None and not isinstance(data, _NUMERIC):
+        _stored_number(data, dt)  # `tensor(None, dtype=...)`: PyTorch's error, not NaN
     if isinstance(data, Tensor):
         warnings.warn(
             "To copy construct from a tensor, it is recommended to use "
@@ -345,6 +485,10 @@ def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, devi
     """The identity matrix (n x m)."""
     _check_device(device)
     m = n if m is None else m
+    if n < 0:  # eye checks its sizes itself, in its own words
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     return _factory((n, m), _float_dtype(dtype), requires_grad, lambda dt: np.eye(n, m, dtype=dt))
 
 
@@ -380,55 +524,6 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
                                                   else np.int64) * step).astype(dt))
-
-
-def _bound_number(name: str, value, function: str):
-    """A `start`/`end` given as a 0-d tensor, as its number (PyTorch accepts those)."""
-    if isinstance(value, Tensor):
-        if value.ndim:
-            raise RuntimeError(f"{function} only supports 0-dimensional start and end tensors, "
-                               f"but got {name} with {value.ndim} dimension(s).")
-        return value.item()
-    return value
-
-
-def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
-             requires_grad=False):
-    """`steps` evenly spaced values from `start` to `end` inclusive."""
-    _check_device(device)
-    start = _bound_number("start", start, "linspace")
-    end = _bound_number("end", end, "linspace")
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    dtype = _float_dtype(dtype)
-
-    def fill(dt):
-        if steps == 1:
-            return np.full((1,), start, dtype=dt)
-        i = np.arange(steps, dtype=np.float64)
-        step = (end - start) / (steps - 1)
-        # Fill from both ends, as PyTorch does, so the last value is exactly `end`.
-        vals = np.where(i < steps // 2, start + i * step, end - (steps - 1 - i) * step)
-        return vals.astype(dt)
-
-    return _factory((steps,), dtype, requires_grad, fill)
-
-
-def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None, layout=None,
-             device=None, requires_grad=False):
-    """`base` to the powers linspace(start, end, steps)."""
-    _check_device(device)
-    start = _bound_number("start", start, "logspace")
-    end = _bound_number("end", end, "logspace")
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    dtype = _float_dtype(dtype)
-
-    def fill(dt):
-        exps = linspace(start, end, steps, dtype=_dtype.float64)._data
-        return np.power(float(base), exps).astype(dt)
-
-    return _factory((steps,), dtype, requires_grad, fill)
 
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
@@ -504,10 +599,10 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
     _check_device(device)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
+    shape = _sizes((size,))  # PyTorch makes the tensor (checking its size) before drawing
     if low >= high:
         raise RuntimeError(
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    shape = _sizes((size,))
     return _factory(shape, dtype or _dtype.int64, requires_grad,
                     lambda dt: _draws.integers(generator, math.prod(shape), int(low), int(high))
                     .astype(dt).reshape(shape), random=True)
@@ -533,9 +628,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
             data = _draws.normal(generator, n, dt, 0.0, std).reshape(shape)
         data = (data + np.asarray(m).astype(dt)).astype(dt)
         return Tensor._make(data, ref.dtype)
+    shape = _sizes((size,)) if size is not None else ()  # the tensor is made before std's check
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    shape = _sizes((size,)) if size is not None else ()
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _drawn(lambda n, d: _draws.normal(generator, n, d, mean, std),
                                       shape, dt), random=True)
@@ -545,6 +640,7 @@ def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, devic
              requires_grad=False):
     """A random permutation of 0..n-1."""
     _check_device(device)
+    check_sizes((n,))
     return _factory((n,), dtype or _dtype.int64, requires_grad,
                     lambda dt: _draws.randperm(generator, n).astype(dt), random=True)
 
@@ -626,12 +722,17 @@ def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
 
 
 def _new(fn):
+    name = "new_" + fn.__name__
+
     def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
                layout=None, pin_memory=False):
-        return fn(*sizes, size=size, dtype=_dtype.as_dtype(dtype) or self.dtype, device=device,
+        # the shape is read (and its errors named) as `new_zeros`'s, not `zeros`'s: a negative
+        # size is PyTorch's "Trying to create tensor with negative dimension" for all three
+        shape = _size_arg(sizes, size, name)
+        return fn(shape, dtype=_dtype.as_dtype(dtype) or self.dtype, device=device,
                   requires_grad=requires_grad)
 
-    method.__name__ = "new_" + fn.__name__
+    method.__name__ = name
     method.__doc__ = f"`{fn.__name__}` with this tensor's dtype by default."
     return method
 

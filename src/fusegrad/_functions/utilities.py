@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from .. import _dtype
-from .._creation import from_numpy, tensor, zeros
+from .._creation import check_sizes, from_numpy, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._shapes import in_memory_order, memory_order
@@ -231,6 +231,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
     if device is not None:
         _device_cls(device)._check_available()
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    check_sizes(size)  # PyTorch's error for a negative size (before the strides' check)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
     dt = dtype or _dtype.get_default_dtype()

@@ -1,6 +1,7 @@
 /* Elementwise kernels over [start, stop) of flat, contiguous arrays, and two small loops of
    the common backward: a sum over leading rows (a bias's gradient) and nll_loss's gather
    and scatter. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -130,3 +131,22 @@ void sum_rows_##S(const T *a, T *out, int64_t start, int64_t stop, int64_t rows,
 }
 SUM_ROWS(float, f32)
 SUM_ROWS(double, f64)
+
+/* linspace's values as PyTorch's CPU kernel computes them: start + step * i for the first
+   half, end - step * (steps - 1 - i) for the rest, each multiply-add rounded once (its
+   x86-64 builds fuse them; `fma` does here, in hardware or exactly in the C library). The
+   bounds and step arrive as doubles holding values of T. */
+#define LINSPACE(T, FMA, S)                                                               \
+void linspace_##S(T *out, int64_t steps, double start, double end, double step) {        \
+    const T a = (T)start, b = (T)end, h = (T)step;                                        \
+    const int64_t half = steps / 2;                                                       \
+    for (int64_t i = 0; i < half; i++) out[i] = FMA(h, (T)i, a);                           \
+    for (int64_t i = half; i < steps; i++) out[i] = FMA(-h, (T)(steps - 1 - i), b);        \
+}
+LINSPACE(float, fmaf, f32)
+LINSPACE(double, fma, f64)
+
+/* base ** e[i] by the C library's pow: logspace's powers, as PyTorch's kernel takes them. */
+void pow_of_base_f64(const double *e, double *out, int64_t n, double base) {
+    for (int64_t i = 0; i < n; i++) out[i] = pow(base, e[i]);
+}
