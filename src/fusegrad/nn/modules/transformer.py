@@ -12,6 +12,8 @@ import warnings
 import numpy as np
 
 from ... import _dtype
+from ..._creation import full
+from ..._functions.shape import triu
 from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled
 from .. import functional as F
@@ -42,9 +44,10 @@ def _get_clones(module: Module, N: int) -> ModuleList:  # noqa: N803  (PyTorch's
 
 
 def _square_subsequent_mask(size: int, dtype) -> Tensor:
-    """(size, size) float mask: 0 on and below the diagonal, -inf above."""
-    upper = np.triu(np.ones((size, size), dtype=bool), 1)
-    return Tensor._make(np.where(upper, -np.inf, 0.0).astype(dtype.np))
+    """(size, size) float mask: 0 on and below the diagonal, -inf above. Made of tensor ops,
+    as PyTorch's (`full`, whose size check is the error for a negative size, then `triu`),
+    so that a compiled forward captures it in its graph."""
+    return triu(full((size, size), float("-inf"), dtype=dtype), 1)
 
 
 def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
