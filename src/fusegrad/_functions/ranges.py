@@ -33,17 +33,22 @@ def _bound_number(name: str, value, function: str):
     return value
 
 
+def _range_arguments(start, end, steps: int, dtype, device, function: str) -> tuple:
+    """(start, end, dtype) of a linspace/logspace call, checked as PyTorch checks them."""
+    _check_device(device)
+    start = _bound_number("start", start, function)
+    end = _bound_number("end", end, function)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return start, end, _range_dtype(start, end, dtype, function)
+
+
 def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """`steps` evenly spaced values from `start` to `end` inclusive, computed as PyTorch's
     CPU kernel computes them: in the output dtype, the first half as `start + step * i`,
     the rest as `end - step * (steps - 1 - i)`, so the values are PyTorch's to the bit."""
-    _check_device(device)
-    start = _bound_number("start", start, "linspace")
-    end = _bound_number("end", end, "linspace")
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    dtype = _range_dtype(start, end, dtype, "linspace")
+    start, end, dtype = _range_arguments(start, end, steps, dtype, device, "linspace")
     if steps == 1:  # PyTorch fills `start`
         value = _fill_value(start, dtype)
         return _factory((1,), dtype, requires_grad, lambda dt: np.full((1,), value, dt))
@@ -59,12 +64,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None
     """`base` to the powers of `steps` evenly spaced exponents from `start` to `end`, as
     PyTorch's CPU kernel computes them: the exponents in float64 from the bounds in the
     output dtype, the powers with the C library's `pow`."""
-    _check_device(device)
-    start = _bound_number("start", start, "logspace")
-    end = _bound_number("end", end, "logspace")
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    dtype = _range_dtype(start, end, dtype, "logspace")
+    start, end, dtype = _range_arguments(start, end, steps, dtype, device, "logspace")
     base = float(base)
     if steps == 1:  # PyTorch fills base ** start, start read as a float64 (or complex128)
         value = _fill_value(_power(base, complex(start) if dtype.is_complex else float(start)),
