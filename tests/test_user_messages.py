@@ -1,6 +1,6 @@
 """Messages a user sees for bad input, word for word as PyTorch's: pack_padded_sequence's
 lengths, ctc_loss's targets, multinomial's weights, MultivariateNormal's matrices, gradcheck's
-precision warning, `.grad` assignment; and `Tensor._is_view`."""
+precision warning, `.grad` assignment, linalg's error class; and `Tensor._is_view`."""
 
 from __future__ import annotations
 
@@ -232,3 +232,25 @@ def test_grad_assignment_of_another_dtype(mine, given):
 ], ids=["dtype-and-size", "size", "rank", "non-leaf", "int", "list"])
 def test_grad_assignment_errors(case):
     _same_error(case)
+
+
+# ---------------------------------------------------------------- linalg's error class
+
+
+def _linalg_error(lib):
+    """A singular matrix's error from linalg.inv: its class's names, repr, and the class
+    after pickling."""
+    import pickle
+
+    with pytest.raises(lib.linalg.LinAlgError) as caught:
+        lib.linalg.inv(lib.zeros(2, 2))
+    cls = type(caught.value)
+    again = type(pickle.loads(pickle.dumps(caught.value)))
+    return (cls.__module__.split(".", 1)[1], cls.__qualname__, repr(caught.value),
+            again is cls, lib._C._LinAlgError is cls, issubclass(cls, RuntimeError))
+
+
+def test_linalg_error_named_as_torch():
+    """`torch._C._LinAlgError` in reprs, tracebacks and pickles; the same class as
+    `linalg.LinAlgError` (module named from its package down: `_C`)."""
+    assert _linalg_error(fusegrad) == _linalg_error(torch)

@@ -1,6 +1,7 @@
 """`fusegrad._C`: the spellings PyTorch's extension module gives the `__torch_function__`
 machinery (`_disabled_torch_function_impl`, the two disabling context managers) and the
-`Generator` class, which PyTorch defines there (pickles name it `torch._C.Generator`)."""
+`Generator` and `_LinAlgError` classes, which PyTorch defines there (pickles and tracebacks
+name them `torch._C.Generator`, `torch._C._LinAlgError`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from ._torch_function import is_torch_function_enabled as _is_torch_function_ena
 from ._torch_function import (
     is_torch_function_mode_enabled as _is_torch_function_mode_enabled,
 )
+from .ops._linalg_common import LinAlgError as _LinAlgError
 
 Generator.__module__ = __name__
 
 __all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass", "Generator",
-           "_disabled_torch_function_impl", "_is_torch_function_enabled",
+           "_LinAlgError", "_disabled_torch_function_impl", "_is_torch_function_enabled",
            "_is_torch_function_mode_enabled"]

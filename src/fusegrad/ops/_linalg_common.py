@@ -20,7 +20,10 @@ class LinAlgError(RuntimeError):
     """A linear algebra routine failed on its input (PyTorch's `torch.linalg.LinAlgError`)."""
 
 
-LinAlgError.__module__ = "fusegrad.linalg"
+# Named as PyTorch names it (`torch._C._LinAlgError`, which tracebacks, reprs and pickles
+# print); `fusegrad._C` holds it under that name.
+LinAlgError.__module__ = "fusegrad._C"
+LinAlgError.__name__ = LinAlgError.__qualname__ = "_LinAlgError"
 
 
 # ---------------------------------------------------------------- checks shared with solvers
