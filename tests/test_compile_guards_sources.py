@@ -483,6 +483,43 @@ def test_recompile_limit_applies_at_resume_points():
     assert sum("recompile_limit" in str(w.message) for w in caught) <= 1
 
 
+def test_new_object_on_the_stack_at_a_resume_point_runs_eagerly_at_once():
+    """A value the frame makes before a break (a NumPy array, new on every call) fails its
+    identity guard on the next call: the rest of the frame then runs eagerly from that
+    resume point, without capturing again, without the recompile-limit warning (it used to
+    recapture on every call until the limit, then warn)."""
+
+    def f(x):
+        a = np.ones(3, dtype=np.float64)
+        return x + T.from_numpy(a.astype(np.float32)).sum()
+
+    counter = Counter()
+    compiled = fusegrad.compile(f, backend=counter)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3 * fusegrad._dynamo.config.recompile_limit):
+            _same(compiled(X), f(X))
+    assert not [w for w in caught if "recompile" in str(w.message)]
+    resumed = {k: v for k, v in compiled._runner.segments.items() if k}
+    assert resumed and all(len(v) <= 2 for v in resumed.values()), resumed
+    assert any(seg.kind == "eager" and "new ndarray on the stack" in seg.reason
+               for v in resumed.values() for seg in v)
+
+
+def test_other_stack_failures_still_recapture():
+    """A stack value of another type than before is captured again (only the same type,
+    a new object, is taken as made on every call)."""
+
+    def f(x, make):
+        value = make()
+        _break(x)
+        return x * len(value)
+
+    compiled = fusegrad.compile(f, backend=Counter())
+    for make in (lambda: [1, 2], lambda: (1, 2, 3), lambda: "ab"):
+        _same(compiled(X, make), f(X, make))
+
+
 # ---------------------------------------------------------------- operators written in Python
 
 

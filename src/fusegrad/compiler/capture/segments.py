@@ -14,6 +14,7 @@ everything else is rebuilt from its source (an input) or kept as a constant.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -51,6 +52,10 @@ from .variables import (
     Unsupported,
 )
 from .versions import normal_flow
+
+# A failed identity guard on a value of the stack at a resume point (`S[2] is ___obj1`).
+_STACK_IDENTITY = re.compile(r"S\[(\d+)\] is (___\w+)")
+_MISSING = object()
 
 
 @dataclass
@@ -161,6 +166,10 @@ class FrameRunner:
                     f"filename: '{self.code.co_filename}', function name: "
                     f"'{self.code.co_name}', line number: {line}\n    triggered by the "
                     f"following guard failure(s):\n    - {reason}")
+            fresh = self._fresh_on_stack(offset, entries[-1], reason, S)
+            if fresh is not None:
+                entries.append(fresh)
+                return fresh
             self.history.append(("recompile", reason))
             where = "" if offset == 0 else f" at offset {offset}"
             logs.emit("recompiles", f"Recompiling function {self.code.co_name}{where} in "
@@ -169,6 +178,26 @@ class FrameRunner:
         seg = self.capture(offset, L, S)
         entries.append(seg)
         return seg
+
+    def _fresh_on_stack(self, offset: int, last: Segment, reason: str, S: list):
+        """An eager segment for resume point `offset` when `last`'s capture failed only
+        because a value on the stack is another object of the same type (`S[i] is ___obj`):
+        a value the frame made before the break (a NumPy array, a list's iterator), new on
+        every call, so every capture would fail the same way until the recompile limit. The
+        rest of the frame runs eagerly from there, reported once as a graph break, with no
+        capture and no warning. None for any other failure."""
+        found = _STACK_IDENTITY.fullmatch(reason or "")
+        if offset == 0 or found is None or last.guards is None:
+            return None
+        index, name = int(found.group(1)), found.group(2)
+        before = last.guards.values.get(name, _MISSING)
+        if before is _MISSING or index >= len(S) or type(S[index]) is not type(before):
+            return None
+        line = _line_of(self.code, offset)
+        why = (f"a new {type(before).__name__} on the stack at every call (S[{index}]): the "
+               "rest of the frame runs eagerly")
+        self.history.append(("break", logs.graph_break(why, self.code, line, fallback=True)))
+        return Segment(offset, "eager", reason=why, line=line)
 
     def _recompile_error(self, offset: int, entries: list, L: dict, S: list) -> None:
         """`config.error_on_recompile`: a recompile raises, naming the failed guard."""
