@@ -18,11 +18,12 @@ import numpy as np
 _CONVERT_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int",
                   "int64": "int64_t", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
                   "float32": "float"}
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-              "float32": 3.4028234663852886e38}
+# (Keyed by NumPy's type characters: float16 "e", ml_dtypes' bfloat16 "E", float32 "f". A
+# dtype's `char` is read in nanoseconds, its `name` in a microsecond: fills call these.)
+_FLOAT_MAX = {"e": 65504.0, "E": 3.3895313892515355e38, "f": 3.4028234663852886e38}
 
 
-HALF_NAMES = ("float16", "bfloat16")
+_HALF_CHARS = ("e", "E")
 
 
 def half_input(values, dt: np.dtype):
@@ -30,7 +31,7 @@ def half_input(values, dt: np.dtype):
     values bound for a half type become float32 first, as PyTorch converts them (its half
     types are made from float: two roundings, which a direct conversion can differ from in
     the last bit)."""
-    if dt.name not in HALF_NAMES:
+    if dt.char not in _HALF_CHARS:
         return values
     if values.__class__ is float:
         return np.float32(values)
@@ -58,12 +59,12 @@ def checked_scalar(value, dt: np.dtype):
                 return value + info.max + 1
         elif info.min <= value <= info.max:  # a float (False for NaN)
             return value
-    elif kind == "f" or dt.name == "bfloat16":
-        limit = _FLOAT_MAX.get(dt.name)
+    elif kind == "f" or dt.char == "E":
+        limit = _FLOAT_MAX.get(dt.char)
         if limit is None or -limit <= value <= limit or value != value or \
                 value in (math.inf, -math.inf):
             # float64, NaN and inf convert as they are; a half type's, through float32
-            return np.float32(value) if cls is float and dt.name in HALF_NAMES else value
+            return np.float32(value) if cls is float and dt.char in _HALF_CHARS else value
     else:
         return value
     raise RuntimeError(f"value cannot be converted to type {_CONVERT_NAMES[dt.name]} without "

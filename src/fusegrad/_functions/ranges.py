@@ -118,10 +118,12 @@ def _range_bound(value, dtype: _dtype.dtype):
     dtype's negative wrapped), a NumPy scalar of the dtype (or its parts) otherwise."""
     if dtype.is_complex:
         return complex(value)  # each part rounds to the parts' dtype where it is used
-    value = checked_scalar(value, dtype.np)
+    np_dtype = dtype.np
+    value = checked_scalar(value, np_dtype)
     if not dtype.is_floating_point:
         return int(value)
-    return np.array(value).astype(dtype.np)[()]
+    return np_dtype.type(value) if np_dtype.char in "fd" else \
+        np.array(value).astype(np_dtype)[()]  # (a half type's through float32, as C++'s)
 
 
 def _linspace_values(start, end, steps: int, np_dtype: np.dtype) -> np.ndarray:
