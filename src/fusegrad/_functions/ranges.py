@@ -248,7 +248,12 @@ def _complex_logspace(start: complex, end: complex, steps: int, base: float,
         scaled_re = (exponent_re * log_base - exponent_im * real(0)).astype(part)
         scaled_im = (exponent_re * real(0) + exponent_im * log_base).astype(part)
         out = np.empty(steps, np_dtype)
-        for i, (a, b) in enumerate(zip(scaled_re, scaled_im)):
+        fn = _native.typed("pointwise", "cexp_pairs", part, "pppi")
+        if fn is not None:  # the C library's own cexp
+            address = _native.address
+            fn(address(scaled_re), address(scaled_im), address(out), steps)
+            return out
+        for i, (a, b) in enumerate(zip(scaled_re, scaled_im)):  # its steps, one by one
             out[i] = _c_exp(a, b, part, exp, cos, sin)
     return out
 

@@ -1,6 +1,7 @@
 /* Elementwise kernels over [start, stop) of flat, contiguous arrays, and two small loops of
    the common backward: a sum over leading rows (a bias's gradient) and nll_loss's gather
    and scatter. */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -145,6 +146,19 @@ void linspace_##S(T *out, int64_t steps, double start, double end, double step) 
 }
 LINSPACE(float, fmaf, f32)
 LINSPACE(double, fma, f64)
+
+/* out[i] = exp(re[i] + i im[i]) by the C library's cexp, in T's precision (logspace's
+   complex powers, as PyTorch's kernel takes them: cexp of the exponent times log(base)). */
+#define CEXP_PAIRS(T, CT, MAKE, CEXP, S)                                                   \
+void cexp_pairs_##S(const T *re, const T *im, T *out, int64_t n) {                         \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        CT z = CEXP(MAKE(re[i], im[i])); /* (made exactly: inf and NaN parts as given) */  \
+        out[2 * i] = creal(z);                                                            \
+        out[2 * i + 1] = cimag(z);                                                        \
+    }                                                                                     \
+}
+CEXP_PAIRS(float, float complex, CMPLXF, cexpf, f32)
+CEXP_PAIRS(double, double complex, CMPLX, cexp, f64)
 
 /* base ** e[i] by the C library's pow: logspace's powers, as PyTorch's kernel takes them. */
 void pow_of_base_f64(const double *e, double *out, int64_t n, double base) {
