@@ -25,6 +25,7 @@ from ._tensor import (
 from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
 from ._torch_function import warning_stacklevel as _warning_stacklevel
+from ._type_names import python_type_name
 from ._warn import warn_once
 
 
@@ -126,13 +127,6 @@ def _float_dtype(dtype):
 # ---------------------------------------------------------------- from data
 
 
-def _type_name(x) -> str:
-    """The name PyTorch's messages give `x`'s type (CPython's: NumPy's types with their
-    module, `numpy.str_`)."""
-    cls = type(x)
-    return f"numpy.{cls.__name__}" if cls.__module__ == "numpy" else cls.__name__
-
-
 def _numpy_text_error(np_dtype: np.dtype) -> TypeError:
     """PyTorch's error for NumPy strings or bytes (an array of them, or one as an element)."""
     return TypeError(
@@ -159,7 +153,7 @@ def _infer_dtype(data):
     if isinstance(data, numbers.Complex):
         return _dtype.defaults.float.to_complex()
     if isinstance(data, _TEXT):
-        raise TypeError(f"new(): invalid data type '{_type_name(data)}'")
+        raise TypeError(f"new(): invalid data type '{python_type_name(data)}'")
     if isinstance(data, (list, tuple, bytearray)):
         if not data:
             return _dtype.defaults.float
@@ -197,7 +191,7 @@ def _sequence_sizes(data) -> list:
         n = len(seq)
         sizes.append(n)
         if len(sizes) > _MAX_DIMS:
-            raise ValueError(f"too many dimensions '{_type_name(seq)}'")
+            raise ValueError(f"too many dimensions '{python_type_name(seq)}'")
         if not n:
             break
         seq = seq[0]
@@ -259,10 +253,10 @@ def _stored_number(x, dt: _dtype.dtype):
     if dt.is_floating_point or dt.is_complex:
         if text or not (hasattr(cls, "__float__") or hasattr(cls, "__index__")
                         or (dt.is_complex and hasattr(cls, "__complex__"))):
-            raise TypeError(f"must be real number, not {_type_name(x)}")
+            raise TypeError(f"must be real number, not {python_type_name(x)}")
     elif text or not (isinstance(x, float) or hasattr(cls, "__index__")
                       or (dt is _dtype.bool_ and isinstance(x, complex))):
-        raise TypeError(f"'{_type_name(x)}' object cannot be interpreted as an integer")
+        raise TypeError(f"'{python_type_name(x)}' object cannot be interpreted as an integer")
     return x
 
 
@@ -299,7 +293,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)
     if isinstance(data, _TEXT):  # refused first, whatever the dtype
-        raise TypeError(f"new(): invalid data type '{_type_name(data)}'")
+        raise TypeError(f"new(): invalid data type '{python_type_name(data)}'")
     if isinstance(data, np.ndarray) and data.dtype.kind in "US":  # NumPy would parse numbers
         raise _numpy_text_error(data.dtype)
     sizes = _sequence_sizes(data) if isinstance(data, (list, tuple, bytearray)) else None
