@@ -19,10 +19,19 @@ BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
 # recording path whether the tensor is real or complex).
 
 
+# The C++ name of each dtype's element type as PyTorch's messages print it (its TypeMeta
+# name: `float`, `long int`, `c10::Half`).
+_CPP_NAMES = {
+    "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+    "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+    "uint8": "unsigned char", "uint16": "short unsigned int", "bool": "bool",
+    "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
 class dtype:
     """A tensor element type, printed as PyTorch prints it (`torch.float32`)."""
 
-    __slots__ = ("name", "np", "category", "itemsize", "is_signed", "legacy")
+    __slots__ = ("name", "np", "category", "itemsize", "is_signed", "legacy", "cpp")
 
     def __init__(self, name: str, np_dtype, category: int, legacy: str):
         self.name = name
@@ -31,6 +40,7 @@ class dtype:
         self.itemsize = self.np.itemsize
         self.is_signed = name not in ("uint8", "uint16", "bool")
         self.legacy = legacy  # the old tensor type name PyTorch uses in some messages
+        self.cpp = _CPP_NAMES[name]  # its C++ element type's name, in other messages
 
     @property
     def is_floating_point(self) -> bool:
@@ -77,6 +87,7 @@ class _ExtensionDtype(dtype):
         self.itemsize = itemsize
         self.is_signed = True
         self.legacy = legacy
+        self.cpp = _CPP_NAMES[name]
 
     @property
     def np(self):

@@ -15,11 +15,6 @@ from . import _dtype
 from ._tensor import STATE_SLOTS, Size, Tensor
 
 # The C++ element type names PyTorch prints in a legacy constructor's dtype mismatch.
-_CPP_NAMES = {
-    "float32": "float", "float64": "double", "float16": "c10::Half",
-    "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int", "int16": "short int",
-    "int8": "signed char", "uint8": "unsigned char", "bool": "bool",
-}
 # PyTorch's signature lines after the first, `(*, torch.device device = None)`.
 _OTHER_SIGNATURES = (
     " * (torch.Storage storage)\n"
@@ -29,7 +24,7 @@ _OTHER_SIGNATURES = (
 
 
 def _options(dt: _dtype.dtype) -> str:
-    return (f"TensorOptions(dtype={_CPP_NAMES[dt.name]}, device=cpu, layout=Strided, "
+    return (f"TensorOptions(dtype={dt.cpp}, device=cpu, layout=Strided, "
             f"requires_grad=false (default), pinned_memory=false (default), "
             f"memory_format=(nullopt))")
 

@@ -47,14 +47,6 @@ from .ops import out_facts as facts
 from .ops.inplace import copy_ as _copy_op
 from .ops.spellings import ALIASES
 
-# PyTorch's C++ names of the dtypes its `Expected out tensor to have dtype ...` prints.
-_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
-            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
-            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool", "complex64": "c10::complex<float>",
-            "complex128": "c10::complex<double>", "uint16": "uint16_t"}
-
-
 # ---------------------------------------------------------------------------- the write
 
 
@@ -77,7 +69,8 @@ def _dtype_names(d) -> dict:
     legacy = d.legacy
     tensor_type = (f"CPU{legacy}Type" if d.is_complex or d is _dtype.bool_
                    else f"torch.{legacy}Tensor")
-    return {"S": legacy, "C": _C_NAMES.get(d.name, d.name), "T": tensor_type}
+    # (its `Expected out tensor to have dtype` message names uint16 as the C type does)
+    return {"S": legacy, "C": "uint16_t" if d is _dtype.uint16 else d.cpp, "T": tensor_type}
 
 
 def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:

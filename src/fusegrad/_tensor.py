@@ -49,14 +49,6 @@ _NONLEAF_GRAD_WARNING = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
-# The C++ names PyTorch's `.grad` setter quotes for the assigned gradient's dtype (its
-# TypeMeta names); the tensor's own dtype is quoted by its legacy name (`Double`).
-_GRAD_TYPE_NAMES = {
-    "float32": "float", "float64": "double", "float16": "c10::Half",
-    "bfloat16": "c10::BFloat16", "complex64": "c10::complex<float>",
-    "complex128": "c10::complex<double>", "int64": "long int", "int32": "int",
-    "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-    "uint16": "short unsigned int", "bool": "bool"}
 _GRAD_DTYPE_ERROR = (
     "attempting to assign a gradient with dtype '{}' to a tensor with grad_dtype '{}'. The "
     "gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). You can set "
@@ -279,7 +271,7 @@ class Tensor:
             # the tensor's dtype here.)
             if value._dtype is not self._dtype:
                 raise RuntimeError(_GRAD_DTYPE_ERROR.format(
-                    _GRAD_TYPE_NAMES[value._dtype.name], self._dtype.legacy))
+                    value._dtype.cpp, self._dtype.legacy))
             if tuple(value.shape) != tuple(self.shape):
                 raise RuntimeError(
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "

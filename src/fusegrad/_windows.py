@@ -14,7 +14,6 @@ import numpy as np
 
 from . import _dtype
 from ._creation import _check_device, _finish
-from ._legacy_types import _CPP_NAMES
 from ._tensor import Tensor
 
 
@@ -29,7 +28,7 @@ def _window(name: str, window_length, periodic: bool, dtype, device, requires_gr
     if dt.category != _dtype.FLOAT:
         raise RuntimeError(
             f"{name} expects floating point dtypes, got: TensorOptions(dtype="
-            f"{_CPP_NAMES.get(dt.name, dt.name)}, device=cpu, layout=Strided (default), "
+            f"{dt.cpp}, device=cpu, layout=Strided (default), "
             f"requires_grad=false (default), pinned_memory=false, memory_format=(nullopt))")
     if window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got "

@@ -77,8 +77,6 @@ def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None
                     lambda dt: _logspace_values(start, end, steps, base, dtype))
 
 
-# The C++ names of the complex dtypes, as PyTorch's dtype-inference messages print them.
-_COMPLEX_CPP_NAMES = {"complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
 def _range_dtype(start, end, dtype, function: str) -> _dtype.dtype:
@@ -93,7 +91,7 @@ def _range_dtype(start, end, dtype, function: str) -> _dtype.dtype:
         return inferred
     if not dtype.is_complex:
         raise RuntimeError(f"torch.{function}(): inferred dtype "
-                           f"{_COMPLEX_CPP_NAMES[inferred.name]} can't be safely cast to passed "
+                           f"{inferred.cpp} can't be safely cast to passed "
                            f"dtype {dtype.legacy}")
     return dtype
 

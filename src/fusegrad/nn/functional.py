@@ -656,15 +656,9 @@ def _float_mask(mask, dtype) -> Tensor | None:
     return zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask, float("-inf"))
 
 
-_SDPA_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
-                 "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
-                 "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-                 "bool": "bool"}
-
-
 def _sdpa_check_inputs(query, key, value, attn_mask) -> None:
     """PyTorch's checks before choosing a backend, with its messages."""
-    names = [_SDPA_C_NAMES.get(t.dtype.name, t.dtype.name) for t in (query, key, value)]
+    names = [t.dtype.cpp for t in (query, key, value)]
     if not query.dtype is key.dtype is value.dtype:
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
                            f"query.dtype: {names[0]} key.dtype: {names[1]} and value.dtype: "
@@ -677,7 +671,7 @@ def _sdpa_check_inputs(query, key, value, attn_mask) -> None:
             attn_mask.dtype is not query.dtype):
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                            f"dtype, but got attn_mask.dtype: "
-                           f"{_SDPA_C_NAMES.get(attn_mask.dtype.name)} and  query.dtype: "
+                           f"{attn_mask.dtype.cpp} and  query.dtype: "
                            f"{names[0]} instead.")
 
 

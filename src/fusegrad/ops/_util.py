@@ -533,17 +533,6 @@ def bad_index_dtype(index, long_only: bool = False) -> str | None:
     return name
 
 
-_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
-                 "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
-                 "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-                 "bool": "bool"}
-
-
-def c_type_name(d) -> str:
-    """The C++ name of fusegrad dtype `d` (`float`, `long int`), as some messages print it."""
-    return _C_TYPE_NAMES[d.name]
-
-
 
 
 def numel(shape) -> int:

@@ -26,7 +26,6 @@ from ._util import (
     binary_meta,
     binary_samples,
     broadcast_shapes,
-    c_type_name,
     checked_scalar,
     cj,
     dtype_of,
@@ -695,21 +694,14 @@ fmod_scalar_ = inplace_variant(fmod_scalar, "fmod_.Scalar",
                                kernel=inplace_checks_first(fmod_scalar.kernel))
 
 
-def _c_name(d) -> str:
-    """`c_type_name`, with the complex dtypes' C++ names (`c10::complex<float>`)."""
-    if d.category == _COMPLEX:
-        return f"c10::complex<{'float' if d.itemsize == 8 else 'double'}>"
-    return c_type_name(d)
-
-
 def _lerp_check(a, end, w, kernel: str) -> None:
     """lerp computes in input's dtype: `end` (and a weight tensor of any dims) must have it,
     and it must be floating or complex (arrays and fakes alike)."""
     da = dtype_of(a)
     for name, x in (("end", end), ("weight", w)):
         if hasattr(x, "shape") and (name == "end" or len(x.shape)) and dtype_of(x) is not da:
-            raise RuntimeError(f"expected dtype {_c_name(da)} for `{name}` but got dtype "
-                               f"{_c_name(dtype_of(x))}")
+            raise RuntimeError(f"expected dtype {da.cpp} for `{name}` but got dtype "
+                               f"{dtype_of(x).cpp}")
     if da.category not in (_dtype.FLOAT, _COMPLEX):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{da.legacy}\'')
 

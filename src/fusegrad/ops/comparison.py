@@ -433,9 +433,6 @@ bitwise_not = register(
     samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
                              Sample((rng.random((5,)) > 0.5,))])
 bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)
-# The C++ type names PyTorch's in-place clamp with number bounds prints for `self`.
-_CPP_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char",
-              "int16": "short int", "int32": "int", "int64": "long int"}
 
 
 def clamp_number_inplace(kernel, complex_first: bool = False):
@@ -453,7 +450,7 @@ def clamp_number_inplace(kernel, complex_first: bool = False):
             dt = _dtype.result_type(a, *[v for v in bounds if v is not None])
             if not _dtype.can_cast(dt, _dtype.FROM_NP[a.dtype]):
                 raise RuntimeError(f"result type {dt.legacy} can't be cast to the desired "
-                                   f"output type {_CPP_NAMES[a.dtype.name]}")
+                                   f"output type {_dtype.FROM_NP[a.dtype].cpp}")
         return kernel(a, *bounds)
 
     return inplace_kernel

@@ -24,6 +24,7 @@ from ._util import (
     HALF,
     Spec,
     dense_strides,
+    dtype_of,
     format_of,
     format_strides,
     in_format,
@@ -773,15 +774,10 @@ def _conv_transposed_nd_kernel(x, w, b, s, p, d, output_padding, groups):
     return out
 
 
-_C_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half",
-            "BFloat16": "c10::BFloat16", "Long": "long int", "Int": "int", "Short": "short int",
-            "Char": "signed char", "Byte": "unsigned char", "Bool": "bool"}
-
-
 def _check_conv_dtypes(x, w, b) -> None:
     if b is not None and _legacy(x) != _legacy(b):
-        raise RuntimeError(f"Input type ({_C_NAMES[_legacy(x)]}) and bias type "
-                           f"({_C_NAMES[_legacy(b)]}) should be the same")
+        raise RuntimeError(f"Input type ({dtype_of(x).cpp}) and bias type "
+                           f"({dtype_of(b).cpp}) should be the same")
     if _legacy(x) != _legacy(w):
         raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(w)}")
 

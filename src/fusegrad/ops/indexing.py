@@ -367,14 +367,12 @@ index_add_ = inplace_variant(index_add, "index_add_")
 
 
 def _mask_check(mask, name):
-    from .linalg import _cname
-
     dt = mask.dtype if hasattr(mask.dtype, "category") else _dtype.FROM_NP[mask.dtype]
     if dt is not _dtype.bool_:
         if name == "masked_select:":
             raise RuntimeError("masked_select: expected BoolTensor for mask")
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype "
-                           f"{_cname(dt)}")
+                           f"{dt.cpp}")
 
 
 def masked_fill_arguments_check(name: str, mask, value) -> None:

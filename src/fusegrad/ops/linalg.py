@@ -11,7 +11,6 @@ from .._dtype import COMPLEX as _COMPLEX
 from . import _gemm
 from ._blas import SERIAL_MNK as _SERIAL_MNK
 from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
-from ._util import c_type_name as _cname
 from .registry import Sample, inplace_variant, register
 
 
@@ -23,8 +22,8 @@ def _save_partners(out, a, b):
 def _same_dtype(a, b, what="m1 and m2"):
     da, db = dtype_of(a), dtype_of(b)
     if da is not db:
-        raise RuntimeError(f"expected {what} to have the same dtype, but got: {_cname(da)} != "
-                           f"{_cname(db)}")
+        raise RuntimeError(f"expected {what} to have the same dtype, but got: {da.cpp} != "
+                           f"{db.cpp}")
 
 
 def _matmul(a, b):
