@@ -219,8 +219,11 @@ def _requires_grad(op, args) -> bool:
 
 def check_inplace_allowed(self, record: bool = True) -> None:
     """PyTorch's errors for writing into a leaf (or a view of one) that requires grad, or into
-    a view made under no_grad when the write would be recorded."""
+    a view made under no_grad when the write would be recorded; or into an inference tensor
+    outside inference mode."""
     if _active.grad_off and not _local.grad_enabled:
+        if self._vc.__class__ is not list:
+            _check_inference_write()
         return
     base = self._base
     if base is not None:
@@ -251,6 +254,17 @@ def check_inplace_allowed(self, record: bool = True) -> None:
     elif self._rg and self._grad_fn is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
+    if self._vc.__class__ is not list:
+        _check_inference_write()
+
+
+def _check_inference_write() -> None:
+    """PyTorch's error for writing into an inference tensor outside inference mode."""
+    if not _local.inference:
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not allowed.You can "
+            "make a clone to get a normal tensor before doing inplace update.See "
+            "https://github.com/pytorch/rfcs/pull/17 for more details.")
 
 
 def _node_label(fn) -> str:

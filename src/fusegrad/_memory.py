@@ -162,7 +162,12 @@ def _notify(nbytes: int, key: int) -> None:
 def _install(on: bool) -> None:
     from . import _tensor
 
-    _tensor.use_storage_accounting(account if on else None)
+    _tensor.watch_new_tensors("storage accounting", _account_tensor if on else None)
+
+
+def _account_tensor(t) -> None:
+    """`account` for a new tensor (`_tensor.watch_new_tensors`)."""
+    account(t._data)
 
 
 def _count_live_tensors() -> None:

@@ -44,6 +44,7 @@ from ._recording import (
     sync_view,
 )
 from ._tensor import Tensor
+from .autograd.grad_mode import check_inference_save
 
 
 def _call_unary(op, a):
@@ -93,8 +94,8 @@ def _call_unary(op, a):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         if cls is tuple or not op.plain_args:
@@ -166,7 +167,9 @@ def _call_unary(op, a):
                 if s0 is None:
                     v0 = None
                 elif s0 is a:
-                    v0 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v0 = vc[0]
                 elif s0.__class__ in _PLAIN:
                     v0 = None
                 else:
@@ -174,7 +177,9 @@ def _call_unary(op, a):
                 if s1 is None:
                     v1 = None
                 elif s1 is a:
-                    v1 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v1 = vc[0]
                 elif s1.__class__ in _PLAIN:
                     v1 = None
                 else:
@@ -190,8 +195,10 @@ def _call_unary(op, a):
                     node._saved = (_saved_output(result),)
                     node._versions = _OUTPUT_VERSIONS
                 elif s0 is a:
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     node._saved = saved
-                    node._versions = (a._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
@@ -257,8 +264,8 @@ def _call_tensors(op, a, b):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         if cls is tuple or not op.plain_args:
@@ -345,16 +352,23 @@ def _call_tensors(op, a, b):
             node._saved = ()
             node._versions = None
         elif save is _save_partners and not _active.saved_hooks:
+            # (A version counter that is not a list: an inference tensor's, never saved.)
             if b._rg:
+                if (va := a._vc).__class__ is not list:
+                    check_inference_save(a)
                 if a._rg:
+                    if (vb := b._vc).__class__ is not list:
+                        check_inference_save(b)
                     node._saved = (a, b)
-                    node._versions = (a._vc[0], b._vc[0])
+                    node._versions = (va[0], vb[0])
                 else:
                     node._saved = (a, None)
-                    node._versions = (a._vc[0], None)
+                    node._versions = (va[0], None)
             else:
+                if (vb := b._vc).__class__ is not list:
+                    check_inference_save(b)
                 node._saved = (None, b)
-                node._versions = (None, b._vc[0])
+                node._versions = (None, vb[0])
         elif save is _save_result and not _active.saved_hooks:
             s = _new(_SavedOutput)
             s.data = out
@@ -380,9 +394,13 @@ def _call_tensors(op, a, b):
                 if s0 is None:
                     v0 = None
                 elif s0 is a:
-                    v0 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v0 = vc[0]
                 elif s0 is b:
-                    v0 = b._vc[0]
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
+                    v0 = vc[0]
                 elif s0.__class__ in _PLAIN:
                     v0 = None
                 else:
@@ -390,9 +408,13 @@ def _call_tensors(op, a, b):
                 if s1 is None:
                     v1 = None
                 elif s1 is a:
-                    v1 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v1 = vc[0]
                 elif s1 is b:
-                    v1 = b._vc[0]
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
+                    v1 = vc[0]
                 elif s1.__class__ in _PLAIN:
                     v1 = None
                 else:
@@ -408,11 +430,15 @@ def _call_tensors(op, a, b):
                     node._saved = (_saved_output(result),)
                     node._versions = _OUTPUT_VERSIONS
                 elif s0 is a:
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     node._saved = saved
-                    node._versions = (a._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0 is b:
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
                     node._saved = saved
-                    node._versions = (b._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
@@ -478,8 +504,8 @@ def _call_binary(op, a, b):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         if cls is tuple or not op.plain_args:
@@ -559,7 +585,9 @@ def _call_binary(op, a, b):
                 if s0 is None:
                     v0 = None
                 elif s0 is a:
-                    v0 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v0 = vc[0]
                 elif s0.__class__ in _PLAIN:
                     v0 = None
                 else:
@@ -567,7 +595,9 @@ def _call_binary(op, a, b):
                 if s1 is None:
                     v1 = None
                 elif s1 is a:
-                    v1 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v1 = vc[0]
                 elif s1.__class__ in _PLAIN:
                     v1 = None
                 else:
@@ -586,8 +616,10 @@ def _call_binary(op, a, b):
                     node._saved = (_saved_output(result),)
                     node._versions = _OUTPUT_VERSIONS
                 elif s0 is a:
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     node._saved = saved
-                    node._versions = (a._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
@@ -645,8 +677,8 @@ def _call_ints(op, a, b, c):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if a._rg and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         if cls is tuple or not op.plain_args or op.tensor_args:
@@ -718,7 +750,9 @@ def _call_ints(op, a, b, c):
                 if s0 is None:
                     v0 = None
                 elif s0 is a:
-                    v0 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v0 = vc[0]
                 elif s0.__class__ in _PLAIN:
                     v0 = None
                 else:
@@ -726,7 +760,9 @@ def _call_ints(op, a, b, c):
                 if s1 is None:
                     v1 = None
                 elif s1 is a:
-                    v1 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v1 = vc[0]
                 elif s1.__class__ in _PLAIN:
                     v1 = None
                 else:
@@ -742,8 +778,10 @@ def _call_ints(op, a, b, c):
                     node._saved = (_saved_output(result),)
                     node._versions = _OUTPUT_VERSIONS
                 elif s0 is a:
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     node._saved = saved
-                    node._versions = (a._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
@@ -801,8 +839,8 @@ def _call_three(op, a, b, c):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if (a._rg or b._rg or c._rg) and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         if cls is tuple or not op.plain_args:
@@ -948,11 +986,17 @@ def _call_three(op, a, b, c):
                 if s0 is None:
                     v0 = None
                 elif s0 is a:
-                    v0 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v0 = vc[0]
                 elif s0 is b:
-                    v0 = b._vc[0]
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
+                    v0 = vc[0]
                 elif s0 is c:
-                    v0 = c._vc[0]
+                    if (vc := c._vc).__class__ is not list:
+                        check_inference_save(c)
+                    v0 = vc[0]
                 elif s0.__class__ in _PLAIN:
                     v0 = None
                 else:
@@ -960,11 +1004,17 @@ def _call_three(op, a, b, c):
                 if s1 is None:
                     v1 = None
                 elif s1 is a:
-                    v1 = a._vc[0]
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
+                    v1 = vc[0]
                 elif s1 is b:
-                    v1 = b._vc[0]
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
+                    v1 = vc[0]
                 elif s1 is c:
-                    v1 = c._vc[0]
+                    if (vc := c._vc).__class__ is not list:
+                        check_inference_save(c)
+                    v1 = vc[0]
                 elif s1.__class__ in _PLAIN:
                     v1 = None
                 else:
@@ -980,14 +1030,20 @@ def _call_three(op, a, b, c):
                     node._saved = (_saved_output(result),)
                     node._versions = _OUTPUT_VERSIONS
                 elif s0 is a:
+                    if (vc := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     node._saved = saved
-                    node._versions = (a._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0 is b:
+                    if (vc := b._vc).__class__ is not list:
+                        check_inference_save(b)
                     node._saved = saved
-                    node._versions = (b._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0 is c:
+                    if (vc := c._vc).__class__ is not list:
+                        check_inference_save(c)
                     node._saved = saved
-                    node._versions = (c._vc[0],)
+                    node._versions = (vc[0],)
                 elif s0.__class__ in _PLAIN:
                     node._saved = saved
                     node._versions = None
@@ -1045,8 +1101,8 @@ def _call_list(op, args, raw, needs_grad):
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)
     if needs_grad and (not _active.grad_off or _local.grad_enabled) and \
             op.differentiable:
         _record(op, args, result)
@@ -1109,8 +1165,8 @@ def make_calls(call, call_slow):
             result._hooks = None
             result._grad_acc = None
             result._post_acc_hooks = None
-            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                _tensor._account(out)
+            if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                _tensor._on_new(result)
         if a._rg and (not _active.grad_off or _local.grad_enabled) and \
                 op.differentiable:
             if cls is tuple or not op.plain_args:
@@ -1182,7 +1238,9 @@ def make_calls(call, call_slow):
                     if s0 is None:
                         v0 = None
                     elif s0 is a:
-                        v0 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v0 = vc[0]
                     elif s0.__class__ in _PLAIN:
                         v0 = None
                     else:
@@ -1190,7 +1248,9 @@ def make_calls(call, call_slow):
                     if s1 is None:
                         v1 = None
                     elif s1 is a:
-                        v1 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v1 = vc[0]
                     elif s1.__class__ in _PLAIN:
                         v1 = None
                     else:
@@ -1206,8 +1266,10 @@ def make_calls(call, call_slow):
                         node._saved = (_saved_output(result),)
                         node._versions = _OUTPUT_VERSIONS
                     elif s0 is a:
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         node._saved = saved
-                        node._versions = (a._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
@@ -1279,8 +1341,8 @@ def make_calls(call, call_slow):
                 result._hooks = None
                 result._grad_acc = None
                 result._post_acc_hooks = None
-                if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                    _tensor._account(out)
+                if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                    _tensor._on_new(result)
             if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
                     op.differentiable:
                 if cls is tuple or not op.plain_args:
@@ -1367,16 +1429,23 @@ def make_calls(call, call_slow):
                     node._saved = ()
                     node._versions = None
                 elif save is _save_partners and not _active.saved_hooks:
+                    # (A version counter that is not a list: an inference tensor's, never saved.)
                     if b._rg:
+                        if (va := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         if a._rg:
+                            if (vb := b._vc).__class__ is not list:
+                                check_inference_save(b)
                             node._saved = (a, b)
-                            node._versions = (a._vc[0], b._vc[0])
+                            node._versions = (va[0], vb[0])
                         else:
                             node._saved = (a, None)
-                            node._versions = (a._vc[0], None)
+                            node._versions = (va[0], None)
                     else:
+                        if (vb := b._vc).__class__ is not list:
+                            check_inference_save(b)
                         node._saved = (None, b)
-                        node._versions = (None, b._vc[0])
+                        node._versions = (None, vb[0])
                 elif save is _save_result and not _active.saved_hooks:
                     s = _new(_SavedOutput)
                     s.data = out
@@ -1402,9 +1471,13 @@ def make_calls(call, call_slow):
                         if s0 is None:
                             v0 = None
                         elif s0 is a:
-                            v0 = a._vc[0]
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
+                            v0 = vc[0]
                         elif s0 is b:
-                            v0 = b._vc[0]
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
+                            v0 = vc[0]
                         elif s0.__class__ in _PLAIN:
                             v0 = None
                         else:
@@ -1412,9 +1485,13 @@ def make_calls(call, call_slow):
                         if s1 is None:
                             v1 = None
                         elif s1 is a:
-                            v1 = a._vc[0]
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
+                            v1 = vc[0]
                         elif s1 is b:
-                            v1 = b._vc[0]
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
+                            v1 = vc[0]
                         elif s1.__class__ in _PLAIN:
                             v1 = None
                         else:
@@ -1430,11 +1507,15 @@ def make_calls(call, call_slow):
                             node._saved = (_saved_output(result),)
                             node._versions = _OUTPUT_VERSIONS
                         elif s0 is a:
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
                             node._saved = saved
-                            node._versions = (a._vc[0],)
+                            node._versions = (vc[0],)
                         elif s0 is b:
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
                             node._saved = saved
-                            node._versions = (b._vc[0],)
+                            node._versions = (vc[0],)
                         elif s0.__class__ in _PLAIN:
                             node._saved = saved
                             node._versions = None
@@ -1497,8 +1578,8 @@ def make_calls(call, call_slow):
             result._hooks = None
             result._grad_acc = None
             result._post_acc_hooks = None
-            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                _tensor._account(out)
+            if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                _tensor._on_new(result)
         if a._rg and (not _active.grad_off or _local.grad_enabled) and \
                 op.differentiable:
             if cls is tuple or not op.plain_args:
@@ -1578,7 +1659,9 @@ def make_calls(call, call_slow):
                     if s0 is None:
                         v0 = None
                     elif s0 is a:
-                        v0 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v0 = vc[0]
                     elif s0.__class__ in _PLAIN:
                         v0 = None
                     else:
@@ -1586,7 +1669,9 @@ def make_calls(call, call_slow):
                     if s1 is None:
                         v1 = None
                     elif s1 is a:
-                        v1 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v1 = vc[0]
                     elif s1.__class__ in _PLAIN:
                         v1 = None
                     else:
@@ -1605,8 +1690,10 @@ def make_calls(call, call_slow):
                         node._saved = (_saved_output(result),)
                         node._versions = _OUTPUT_VERSIONS
                     elif s0 is a:
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         node._saved = saved
-                        node._versions = (a._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
@@ -1668,8 +1755,8 @@ def make_calls(call, call_slow):
             result._hooks = None
             result._grad_acc = None
             result._post_acc_hooks = None
-            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                _tensor._account(out)
+            if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                _tensor._on_new(result)
         if a._rg and (not _active.grad_off or _local.grad_enabled) and \
                 op.differentiable:
             if cls is tuple or not op.plain_args or op.tensor_args:
@@ -1741,7 +1828,9 @@ def make_calls(call, call_slow):
                     if s0 is None:
                         v0 = None
                     elif s0 is a:
-                        v0 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v0 = vc[0]
                     elif s0.__class__ in _PLAIN:
                         v0 = None
                     else:
@@ -1749,7 +1838,9 @@ def make_calls(call, call_slow):
                     if s1 is None:
                         v1 = None
                     elif s1 is a:
-                        v1 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v1 = vc[0]
                     elif s1.__class__ in _PLAIN:
                         v1 = None
                     else:
@@ -1765,8 +1856,10 @@ def make_calls(call, call_slow):
                         node._saved = (_saved_output(result),)
                         node._versions = _OUTPUT_VERSIONS
                     elif s0 is a:
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         node._saved = saved
-                        node._versions = (a._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
@@ -1847,8 +1940,8 @@ def make_operator(op, protocol, fast):
                 result._hooks = None
                 result._grad_acc = None
                 result._post_acc_hooks = None
-                if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                    _tensor._account(out)
+                if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                    _tensor._on_new(result)
             if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
                     op.differentiable:
                 if cls is tuple or not op.plain_args:
@@ -1935,16 +2028,23 @@ def make_operator(op, protocol, fast):
                     node._saved = ()
                     node._versions = None
                 elif save is _save_partners and not _active.saved_hooks:
+                    # (A version counter that is not a list: an inference tensor's, never saved.)
                     if b._rg:
+                        if (va := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         if a._rg:
+                            if (vb := b._vc).__class__ is not list:
+                                check_inference_save(b)
                             node._saved = (a, b)
-                            node._versions = (a._vc[0], b._vc[0])
+                            node._versions = (va[0], vb[0])
                         else:
                             node._saved = (a, None)
-                            node._versions = (a._vc[0], None)
+                            node._versions = (va[0], None)
                     else:
+                        if (vb := b._vc).__class__ is not list:
+                            check_inference_save(b)
                         node._saved = (None, b)
-                        node._versions = (None, b._vc[0])
+                        node._versions = (None, vb[0])
                 elif save is _save_result and not _active.saved_hooks:
                     s = _new(_SavedOutput)
                     s.data = out
@@ -1970,9 +2070,13 @@ def make_operator(op, protocol, fast):
                         if s0 is None:
                             v0 = None
                         elif s0 is a:
-                            v0 = a._vc[0]
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
+                            v0 = vc[0]
                         elif s0 is b:
-                            v0 = b._vc[0]
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
+                            v0 = vc[0]
                         elif s0.__class__ in _PLAIN:
                             v0 = None
                         else:
@@ -1980,9 +2084,13 @@ def make_operator(op, protocol, fast):
                         if s1 is None:
                             v1 = None
                         elif s1 is a:
-                            v1 = a._vc[0]
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
+                            v1 = vc[0]
                         elif s1 is b:
-                            v1 = b._vc[0]
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
+                            v1 = vc[0]
                         elif s1.__class__ in _PLAIN:
                             v1 = None
                         else:
@@ -1998,11 +2106,15 @@ def make_operator(op, protocol, fast):
                             node._saved = (_saved_output(result),)
                             node._versions = _OUTPUT_VERSIONS
                         elif s0 is a:
+                            if (vc := a._vc).__class__ is not list:
+                                check_inference_save(a)
                             node._saved = saved
-                            node._versions = (a._vc[0],)
+                            node._versions = (vc[0],)
                         elif s0 is b:
+                            if (vc := b._vc).__class__ is not list:
+                                check_inference_save(b)
                             node._saved = saved
-                            node._versions = (b._vc[0],)
+                            node._versions = (vc[0],)
                         elif s0.__class__ in _PLAIN:
                             node._saved = saved
                             node._versions = None
@@ -2065,8 +2177,8 @@ def make_operator(op, protocol, fast):
             result._hooks = None
             result._grad_acc = None
             result._post_acc_hooks = None
-            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                _tensor._account(out)
+            if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                _tensor._on_new(result)
         if a._rg and (not _active.grad_off or _local.grad_enabled) and \
                 op.differentiable:
             if cls is tuple or not op.plain_args:
@@ -2146,7 +2258,9 @@ def make_operator(op, protocol, fast):
                     if s0 is None:
                         v0 = None
                     elif s0 is a:
-                        v0 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v0 = vc[0]
                     elif s0.__class__ in _PLAIN:
                         v0 = None
                     else:
@@ -2154,7 +2268,9 @@ def make_operator(op, protocol, fast):
                     if s1 is None:
                         v1 = None
                     elif s1 is a:
-                        v1 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v1 = vc[0]
                     elif s1.__class__ in _PLAIN:
                         v1 = None
                     else:
@@ -2173,8 +2289,10 @@ def make_operator(op, protocol, fast):
                         node._saved = (_saved_output(result),)
                         node._versions = _OUTPUT_VERSIONS
                     elif s0 is a:
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         node._saved = saved
-                        node._versions = (a._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None
@@ -2252,8 +2370,8 @@ def make_matrix_operator(op, protocol, fast):
             result._hooks = None
             result._grad_acc = None
             result._post_acc_hooks = None
-            if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-                _tensor._account(out)
+            if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+                _tensor._on_new(result)
         if (a._rg or b._rg) and (not _active.grad_off or _local.grad_enabled) and \
                 op.differentiable:
             if cls is tuple or not op.plain_args:
@@ -2340,16 +2458,23 @@ def make_matrix_operator(op, protocol, fast):
                 node._saved = ()
                 node._versions = None
             elif save is _save_partners and not _active.saved_hooks:
+                # (A version counter that is not a list: an inference tensor's, never saved.)
                 if b._rg:
+                    if (va := a._vc).__class__ is not list:
+                        check_inference_save(a)
                     if a._rg:
+                        if (vb := b._vc).__class__ is not list:
+                            check_inference_save(b)
                         node._saved = (a, b)
-                        node._versions = (a._vc[0], b._vc[0])
+                        node._versions = (va[0], vb[0])
                     else:
                         node._saved = (a, None)
-                        node._versions = (a._vc[0], None)
+                        node._versions = (va[0], None)
                 else:
+                    if (vb := b._vc).__class__ is not list:
+                        check_inference_save(b)
                     node._saved = (None, b)
-                    node._versions = (None, b._vc[0])
+                    node._versions = (None, vb[0])
             elif save is _save_result and not _active.saved_hooks:
                 s = _new(_SavedOutput)
                 s.data = out
@@ -2375,9 +2500,13 @@ def make_matrix_operator(op, protocol, fast):
                     if s0 is None:
                         v0 = None
                     elif s0 is a:
-                        v0 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v0 = vc[0]
                     elif s0 is b:
-                        v0 = b._vc[0]
+                        if (vc := b._vc).__class__ is not list:
+                            check_inference_save(b)
+                        v0 = vc[0]
                     elif s0.__class__ in _PLAIN:
                         v0 = None
                     else:
@@ -2385,9 +2514,13 @@ def make_matrix_operator(op, protocol, fast):
                     if s1 is None:
                         v1 = None
                     elif s1 is a:
-                        v1 = a._vc[0]
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
+                        v1 = vc[0]
                     elif s1 is b:
-                        v1 = b._vc[0]
+                        if (vc := b._vc).__class__ is not list:
+                            check_inference_save(b)
+                        v1 = vc[0]
                     elif s1.__class__ in _PLAIN:
                         v1 = None
                     else:
@@ -2403,11 +2536,15 @@ def make_matrix_operator(op, protocol, fast):
                         node._saved = (_saved_output(result),)
                         node._versions = _OUTPUT_VERSIONS
                     elif s0 is a:
+                        if (vc := a._vc).__class__ is not list:
+                            check_inference_save(a)
                         node._saved = saved
-                        node._versions = (a._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0 is b:
+                        if (vc := b._vc).__class__ is not list:
+                            check_inference_save(b)
                         node._saved = saved
-                        node._versions = (b._vc[0],)
+                        node._versions = (vc[0],)
                     elif s0.__class__ in _PLAIN:
                         node._saved = saved
                         node._versions = None

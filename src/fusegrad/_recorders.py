@@ -100,6 +100,7 @@ from ._recording import (
     sync_view,
 )
 from ._tensor import Tensor
+from .autograd.grad_mode import check_inference_save
 '''
 
 TEMPLATE = '''
@@ -250,8 +251,8 @@ MAKE = '''\
         result._hooks = None
         result._grad_acc = None
         result._post_acc_hooks = None
-        if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-            _tensor._account(out)'''
+        if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+            _tensor._on_new(result)'''
 
 # The short form of the recording: the Node written out for the shape's inputs.
 SHORT_RECORD = '''\
@@ -392,16 +393,23 @@ SAVED_RESULT = '''\
 PARTNERS = {
     "TT": '''\
         elif save is _save_partners and not _active.saved_hooks:
+            # (A version counter that is not a list: an inference tensor's, never saved.)
             if b._rg:
+                if (va := a._vc).__class__ is not list:
+                    check_inference_save(a)
                 if a._rg:
+                    if (vb := b._vc).__class__ is not list:
+                        check_inference_save(b)
                     node._saved = (a, b)
-                    node._versions = (a._vc[0], b._vc[0])
+                    node._versions = (va[0], vb[0])
                 else:
                     node._saved = (a, None)
-                    node._versions = (a._vc[0], None)
+                    node._versions = (va[0], None)
             else:
+                if (vb := b._vc).__class__ is not list:
+                    check_inference_save(b)
                 node._saved = (None, b)
-                node._versions = (None, b._vc[0])
+                node._versions = (None, vb[0])
 ''',
     "TN": '''\
         elif save is _save_partners and not _active.saved_hooks:
@@ -467,11 +475,16 @@ def _save_source(params: list[str], tensors: list[str], number: int | None = Non
     backward, so the node gets versions (`_NUMBER_VERSIONS` for one entry) to be freed."""
     versions = []
     for i in range(2):
-        inputs = "\n".join(f"{_IN16}elif s{i} is {t}:\n{_IN16}    v{i} = {t}._vc[0]"
-                           for t in tensors)
+        inputs = "\n".join(f"{_IN16}elif s{i} is {t}:\n"
+                           f"{_IN16}    if (vc := {t}._vc).__class__ is not list:\n"
+                           f"{_IN16}        check_inference_save({t})\n"
+                           f"{_IN16}    v{i} = vc[0]" for t in tensors)
         versions.append(SAVED_VERSION.format(s=f"s{i}", v=f"v{i}", inputs=inputs))
-    single = "\n".join(f"{_IN16}elif s0 is {t}:\n{_IN16}    node._saved = saved\n"
-                       f"{_IN16}    node._versions = ({t}._vc[0],)" for t in tensors)
+    single = "\n".join(f"{_IN16}elif s0 is {t}:\n"
+                       f"{_IN16}    if (vc := {t}._vc).__class__ is not list:\n"
+                       f"{_IN16}        check_inference_save({t})\n"
+                       f"{_IN16}    node._saved = saved\n"
+                       f"{_IN16}    node._versions = (vc[0],)" for t in tensors)
     wrapped2 = wrapped1 = ""
     if number is not None and number < 2:
         # The entry at the number's own position (mul's and div's saves keep their operands

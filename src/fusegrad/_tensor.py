@@ -27,7 +27,9 @@ from ._shapes import (
 )
 from ._thread_state import local as _grad_local
 from ._warn import warn_once
+from .autograd import grad_mode as _grad_mode
 from .autograd import graph as _graph
+from .autograd.grad_mode import InferenceVersion
 
 # PyTorch's warning (once per process) when `float()` or `complex()`, and so the math
 # module's functions, take the value of a tensor that requires grad (`item()` and `int()`
@@ -247,6 +249,9 @@ class Tensor:
             return
         if value and self._dtype.category < _dtype.FLOAT:
             raise RuntimeError(message)
+        if value and self._vc.__class__ is InferenceVersion and not _grad_local.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._rg = value
 
     @property
@@ -290,8 +295,12 @@ class Tensor:
 
     @property
     def data(self):
-        """This tensor's data as a new tensor outside autograd (no shared version counter)."""
-        return Tensor._make(self._data, self._dtype)
+        """This tensor's data as a new tensor outside autograd (no shared version counter;
+        an inference tensor's is one too)."""
+        t = Tensor._make(self._data, self._dtype)
+        if self._vc.__class__ is InferenceVersion:
+            t._vc = InferenceVersion((0,))
+        return t
 
     @data.setter
     def data(self, value) -> None:
@@ -309,7 +318,10 @@ class Tensor:
 
     @property
     def _version(self) -> int:
-        return self._vc[0]
+        vc = self._vc
+        if vc.__class__ is InferenceVersion:
+            raise RuntimeError("Inference tensors do not track version counter.")
+        return vc[0]
 
     @property
     def T(self):  # noqa: N802
@@ -743,8 +755,8 @@ def make_plain(data: np.ndarray, dtype=None, cls: type = Tensor) -> Tensor:
     t._hooks = None
     t._grad_acc = None
     t._post_acc_hooks = None
-    if _account is not None:  # storage accounting is on (fusegrad._memory)
-        _account(data)
+    if _on_new is not None:  # a component watches new tensors (`watch_new_tensors`)
+        _on_new(t)
     return t
 
 
@@ -757,16 +769,39 @@ def rebuild_tensor(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Te
     return t
 
 
-_account = None  # fusegrad._memory.account while storage accounting is enabled (registered)
+def inference_tensor(t) -> bool:
+    """Whether `t` is an inference tensor (see `InferenceVersion`)."""
+    return t._vc.__class__ is InferenceVersion
 
 
-def use_storage_accounting(account) -> None:
-    """Registration by fusegrad._memory: the function each new storage is counted with while
-    accounting is on, or None."""
-    global _account
-    _account = account
+# The function every tensor made by the hot paths is given to while some component watches
+# new tensors (storage accounting, inference mode in some thread), else None: the paths pay
+# one global read while nothing watches. `watch_new_tensors` composes the watchers.
+_on_new = None
+_watchers: dict = {}
 
 
+def watch_new_tensors(name: str, fn) -> None:
+    """Registration by the components above Tensor that watch every new tensor
+    (`fusegrad._memory`'s storage accounting, `inference_mode`): `fn(tensor)` is called with
+    each new tensor from now on, under `name`; None stops that watcher."""
+    global _on_new
+    if fn is None:
+        _watchers.pop(name, None)
+    else:
+        _watchers[name] = fn
+    fns = tuple(_watchers.values())
+    if not fns:
+        _on_new = None
+    elif len(fns) == 1:
+        _on_new = fns[0]
+    else:
+        def _on_new(t, fns=fns):
+            for fn in fns:
+                fn(t)
+
+
+_grad_mode.use_new_tensor_watch(watch_new_tensors)
 _sync_view = None  # fusegrad._dispatch.sync_view, given by `use_view_sync`
 _backward = None  # fusegrad.autograd.backward, once `Tensor.backward` has run
 

@@ -19,7 +19,7 @@ from .._creation import check_sizes, from_numpy, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._shapes import in_memory_order, memory_order
-from .._tensor import Size, Tensor
+from .._tensor import Size, Tensor, inference_tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
 from ..ops import shape as S
@@ -459,6 +459,12 @@ def _always(self: Tensor) -> bool:
 
 def _never(self: Tensor) -> bool:
     return False
+
+
+def is_inference(self: Tensor) -> bool:
+    """Whether this tensor was made inside `inference_mode` (or is a view of one that
+    was)."""
+    return inference_tensor(self)
 
 
 def _is_pinned(self: Tensor, device=None) -> bool:

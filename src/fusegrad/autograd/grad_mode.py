@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from _thread import allocate_lock
 
 from .._thread_state import local as _local
 from .._thread_state import set_grad_enabled as _set_grad
@@ -152,6 +153,58 @@ def is_inference_mode_enabled() -> bool:
     return _local.inference
 
 
+class InferenceVersion(list):
+    """The version counter of an inference tensor: a tensor made inside `inference_mode` (a
+    view shares its base's counter, so a view of one is one too; a view of a normal tensor
+    is not). Its class is the mark, so a normal tensor's counter stays a plain list: outside
+    inference mode an inference tensor may not be written in place, saved for backward or
+    made to require grad."""
+
+    __slots__ = ()
+
+
+_SAVE_INFERENCE = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`.")
+
+
+def check_inference_save(t) -> None:
+    """PyTorch's error for saving inference tensor `t` for backward (a no-op for others):
+    the recorders call it for a saved tensor whose version counter is not a plain list."""
+    if t._vc.__class__ is InferenceVersion:
+        raise RuntimeError(_SAVE_INFERENCE)
+
+
+# While some thread is inside inference mode, every new tensor is shown to `_mark_inference`
+# (through `_tensor.watch_new_tensors`, registered here by Tensor, which sits above), which
+# marks those made by the threads inside. Outside it tensors are made as if it did not exist.
+_inside = [0]  # the inference contexts entered in all threads and not yet left
+_inside_lock = allocate_lock()
+_watch = None  # fusegrad._tensor.watch_new_tensors, given by `use_new_tensor_watch`
+
+
+def use_new_tensor_watch(watch) -> None:
+    """Registration by fusegrad._tensor: the function that shows new tensors to a watcher."""
+    global _watch
+    _watch = watch
+
+
+def _inference_entered(step: int) -> None:
+    with _inside_lock:
+        _inside[0] += step
+        if _inside[0] == step or not _inside[0]:  # the first entered, or the last left
+            _watch("inference mode", _mark_inference if step > 0 else None)
+
+
+def _mark_inference(t) -> None:
+    """Make new tensor `t` an inference tensor if this thread is in inference mode and `t`
+    has storage of its own (not a view: a view of a normal tensor stays normal)."""
+    if _local.inference and t._base is None and t._vc.__class__ is list:
+        t._vc = InferenceVersion((0,))
+
+
 class inference_mode(_GradModeContext):
     """Like `no_grad`, for code that will never need gradients (also a decorator).
 
@@ -174,12 +227,16 @@ class inference_mode(_GradModeContext):
     def __enter__(self) -> None:
         self._prev = _local.grad_enabled
         self._prev_inf = _local.inference
+        if self.mode:
+            _inference_entered(1)
         _set_grad(not self.mode)  # `inference_mode(False)` enables grad, even under no_grad
         _local.inference = self.mode
 
     def __exit__(self, *exc) -> None:
         _set_grad(self._prev)
         _local.inference = self._prev_inf
+        if self.mode:
+            _inference_entered(-1)
 
     def __call__(self, fn):
         return _decorate(functools.partial(inference_mode, self.mode), fn)

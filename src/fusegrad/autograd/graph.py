@@ -18,6 +18,7 @@ from .._dtype import COMPLEX as _COMPLEX
 from .._dtype import FLOAT as _FLOAT
 from .._thread_state import active as _active
 from .._thread_state import local as _local
+from .grad_mode import check_inference_save
 
 SEQUENCE = itertools.count()
 _new_object = object.__new__
@@ -303,7 +304,12 @@ def save_into(node, saved, result) -> None:
         s0, s1 = saved
         cls = s0.__class__
         if cls is _Tensor:
-            v0 = -1 if s0 is result else s0._vc[0]
+            if s0 is result:
+                v0 = -1
+            else:
+                v0 = (vc := s0._vc)[0]
+                if vc.__class__ is not list:
+                    check_inference_save(s0)
         elif cls in PLAIN:
             v0 = None
         else:
@@ -311,7 +317,12 @@ def save_into(node, saved, result) -> None:
             return
         cls = s1.__class__
         if cls is _Tensor:
-            v1 = -1 if s1 is result else s1._vc[0]
+            if s1 is result:
+                v1 = -1
+            else:
+                v1 = (vc := s1._vc)[0]
+                if vc.__class__ is not list:
+                    check_inference_save(s1)
         elif cls in PLAIN:
             v1 = None
         else:
@@ -352,8 +363,10 @@ def save_into(node, saved, result) -> None:
                 node._saved = (saved_output(s0),)
                 node._versions = OUTPUT_VERSIONS
             else:
+                if (vc := s0._vc).__class__ is not list:
+                    check_inference_save(s0)
                 node._saved = saved
-                node._versions = (s0._vc[0],)
+                node._versions = (vc[0],)
             return
         if cls in PLAIN:
             node._saved = saved
@@ -383,7 +396,9 @@ def save_loop(saved, result, node=None):
             versions[i] = -1
             hits += 1
         else:
-            versions[i] = s._vc[0]
+            if (vc := s._vc).__class__ is not list:
+                check_inference_save(s)
+            versions[i] = vc[0]
     if hits and node is not None:
         # In place, the result's entries may be inputs: not when the op's save is known to
         # read its output (elu_, cumprod_) and saved it once, the test made here.
@@ -775,6 +790,8 @@ def _save_hooked(saved, result):
             if versions is None:
                 versions = [None] * len(saved)
             is_output = s is result or (result.__class__ is tuple and _contains(result, s))
+            if not is_output:
+                check_inference_save(s)
             if is_output and s._grad_fn is None and s._dtype.category >= _FLOAT:
                 s._rg = True  # about to be marked by dispatch; the pack hook sees it so
             out[i] = SavedHooked(s, pack, unpack, is_output)

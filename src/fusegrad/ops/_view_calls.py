@@ -65,8 +65,8 @@ def select_first(a, index: int, data, shape: tuple):
     result._hooks = None
     result._grad_acc = None
     result._post_acc_hooks = None
-    if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-        _tensor._account(out)
+    if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+        _tensor._on_new(result)
     if a._rg and grad:
         _record_view(select, a, data, result, out, dt, (shape, 0, index))
     return result
@@ -111,8 +111,8 @@ def view_shape(a, shape: tuple):
     result._hooks = None
     result._grad_acc = None
     result._post_acc_hooks = None
-    if _tensor._account is not None:  # storage accounting is on (fusegrad._memory)
-        _tensor._account(out)
+    if _tensor._on_new is not None:  # new tensors watched (`_tensor.watch_new_tensors`)
+        _tensor._on_new(result)
     if a._rg and grad:
         _record_view(view, a, data, result, out, dt, (data.shape,))
     return result

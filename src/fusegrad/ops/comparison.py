@@ -93,10 +93,16 @@ def _where_meta(cond, a, b):
     return Spec(shape, _dtype.result_type(a, b))
 
 
-def _where_derivative(g, cond, a, b):
+def _where_derivative(g, cond, a_is_tensor, b_is_tensor):
     zero = g.new_zeros(())
-    return (None, g.where(cond, zero) if _t(a) else None,
-            zero.where(cond, g) if _t(b) else None)
+    return (None, g.where(cond, zero) if a_is_tensor else None,
+            zero.where(cond, g) if b_is_tensor else None)
+
+
+def _where_save(out, cond, a, b):
+    """The condition, and whether each branch is a tensor: not the branches themselves,
+    which backward never reads (and may be changed in place after)."""
+    return cond, _t(a), _t(b)
 
 
 def _where_samples(rng, dtype):
@@ -118,7 +124,8 @@ def _where_onnx(b, inputs, args, kwargs, opset):
 
 where = register(
     "where.self", kernel=_where_kernel, meta=_where_meta, node="WhereBackward0",
-    derivative=_where_derivative, save=lambda out, c, a, b: (c, a, b), nondiff_args=(0,),
+    derivative=_where_derivative, save=_where_save, saved_names=("condition",),
+    nondiff_args=(0,),
     samples=_where_samples, tensor_args=(1, 2), onnx=_where_onnx,
     lowering=lambda v, c, a, b: v.where(c, a, b))
 

@@ -197,7 +197,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "new_zeros": ("method", "_creation.new_zeros"), "new_ones": ("method", "_creation.new_ones"),
     "new_empty": ("method", "_creation.new_empty"),
     "is_signed": ("method", "_functions.utilities._is_signed"),
-    "is_inference": ("method", "_functions.utilities._never"),
+    "is_inference": ("method", "_functions.utilities.is_inference"),
     "get_device": ("method", "_functions.utilities._get_device"),
     "is_pinned": ("method", "_functions.utilities._is_pinned"),
     "pin_memory": ("method", "_functions.utilities.pin_memory"),
