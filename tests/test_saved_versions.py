@@ -57,3 +57,39 @@ def test_where_with_a_number_branch():
         y, inputs = _where(lib, "number")
         y.sum().backward()
         assert inputs["self"].grad.tolist() == [1.0, 0.0, 1.0]
+
+
+def _linear(lib, which):
+    """A linear layer whose input requires grad or not (`which`: "input", "weight")."""
+    x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=which == "input")
+    w = lib.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], requires_grad=which == "weight")
+    b = lib.tensor([0.1, 0.2], requires_grad=True)
+    return lib.nn.functional.linear(x, w, b), {"x": x, "w": w, "b": b}
+
+
+@pytest.mark.parametrize("which", ["input", "weight"])
+@pytest.mark.parametrize("changed", ["x", "w"])
+def test_linear_saves_a_matrix_only_for_the_other_gradient(which, changed):
+    """A network's first layer (its input without grad) saves the input, not the weight:
+    the weight may be stepped in place before backward, as in PyTorch."""
+    def outcome(lib):
+        y, inputs = _linear(lib, which)
+        with lib.no_grad():
+            inputs[changed].mul_(2)
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return "error", str(e).split(":")[0]
+        return "ok", [t.grad.tolist() if t.grad is not None else None
+                      for t in inputs.values()]
+
+    assert outcome(fusegrad) == outcome(torch)
+
+
+def test_linear_weight_gradient_layout():
+    """The weight's gradient stays laid out as the weight (C-contiguous after the transpose)
+    whatever was saved."""
+    for which in ("input", "weight"):
+        y, inputs = _linear(fusegrad, which)
+        y.sum().backward()
+    assert inputs["w"].grad.is_contiguous() and inputs["w"].grad.stride() == (3, 1)

@@ -101,20 +101,25 @@ def col_major_array(data: np.ndarray) -> bool:
         and shape[0] > 1 and shape[1] > 1
 
 
-def mm_mat1_backward(g, m1, m2):
+def mm_mat1_backward(g, m1, m2, col_major: bool | None = None):
     """Gradient of `m1 @ m2` for `m1`, laid out as `m1` is: a column-major `m1` gets
     `(m2 @ g^T)^T`, so the engine hands its leaf a gradient that needs no transposing copy
-    (PyTorch's mm_mat1_backward does the same). `m1` may be None (not saved)."""
-    if m1 is not None and _col_major(m1):
+    (PyTorch's mm_mat1_backward does the same). `m1` may be None (not saved); `col_major`,
+    where given, says how it was laid out."""
+    if col_major is None:
+        col_major = m1 is not None and _col_major(m1)
+    if col_major:
         return m2.mm(g.t()).t()
     return g.mm(m2.t())
 
 
-def mm_mat2_backward(g, m1, m2):
+def mm_mat2_backward(g, m1, m2, col_major: bool | None = None):
     """Gradient of `m1 @ m2` for `m2`, laid out as `m2` is (see `mm_mat1_backward`). For
     `linear`'s `weight.t()` this makes the weight's gradient C-contiguous after TBackward0.
     `m2` may be None (not saved)."""
-    if m2 is not None and _col_major(m2):
+    if col_major is None:
+        col_major = m2 is not None and _col_major(m2)
+    if col_major:
         return g.t().mm(m1).t()
     return m1.t().mm(g)
 

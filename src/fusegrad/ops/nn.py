@@ -29,7 +29,7 @@ from ._util import (
     saved_array,
     wrap_grad,
 )
-from .linalg import _mm_kernel, col_major_array, mm, mm_mat1_backward, mm_mat2_backward
+from .linalg import _col_major, _mm_kernel, mm, mm_mat1_backward, mm_mat2_backward
 from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
 
@@ -128,13 +128,18 @@ def _addmm_meta(bias, m1, m2, beta=1, alpha=1):
 
 
 def _addmm_derivative(g, m1, m2, beta, alpha, mask=(True, True)):
-    # `mask`: which of mat1 and mat2 required grad when the node was recorded; the other's
-    # gradient (the input's, for a network's first layer) is a GEMM nobody would read.
+    # `mask`: which of mat1 and mat2 required grad when the node was recorded (the other's
+    # gradient, the input's for a network's first layer, is a GEMM nobody would read), and
+    # where recorded, whether each was laid out column-major. A matrix is saved only where
+    # the other's gradient reads it, as PyTorch saves it.
     if g._dtype.category == _COMPLEX:  # a complex product: the conjugate partners and scales
-        m1, m2, beta, alpha = cj(m1), cj(m2), cj(beta), cj(alpha)
+        m1 = cj(m1) if m1 is not None else None
+        m2 = cj(m2) if m2 is not None else None
+        beta, alpha = cj(beta), cj(alpha)
     gb = g if beta == 1 else g * beta
-    g1 = mm_mat1_backward(g, m1, m2) if m1 is not None and mask[0] else None
-    g2 = mm_mat2_backward(g, m1, m2) if m2 is not None and mask[1] else None
+    layouts = mask[3:] if len(mask) > 3 else (None, None)
+    g1 = mm_mat1_backward(g, m1, m2, layouts[0]) if m2 is not None and mask[0] else None
+    g2 = mm_mat2_backward(g, m1, m2, layouts[1]) if m1 is not None and mask[1] else None
     if alpha != 1:
         g1 = g1 * alpha if g1 is not None else None
         g2 = g2 * alpha if g2 is not None else None
@@ -149,18 +154,32 @@ def _addmm_on_arrays(g, m1, m2, beta, alpha, mask=(True, True)):
     if beta != 1 or alpha != 1:
         return None
     dt = g.dtype
-    a1, a2 = saved_array(m1, dt), saved_array(m2, dt)
-    if a1 is None or a2 is None:
-        return None
     g1 = g2 = None
     if mask[0]:  # mm_mat1_backward / mm_mat2_backward, step for step
-        g1 = _mm_kernel(a2, g.T).T if col_major_array(a1) else _mm_kernel(g, a2.T)
+        a2 = saved_array(m2, dt)
+        if a2 is None:
+            return None
+        g1 = _mm_kernel(a2, g.T).T if mask[3] else _mm_kernel(g, a2.T)
     if mask[1]:
-        g2 = _mm_kernel(g.T, a1).T if col_major_array(a2) else _mm_kernel(a1.T, g)
+        a1 = saved_array(m1, dt)
+        if a1 is None:
+            return None
+        g2 = _mm_kernel(g.T, a1).T if mask[4] else _mm_kernel(a1.T, g)
     return (g if len(mask) > 2 and mask[2] else g.copy(), g1, g2, None, None)
 
 
 _addmm_derivative.on_arrays = _addmm_on_arrays
+
+
+def _addmm_save(out, b, m1, m2, beta=1, alpha=1):
+    """Each matrix where the other requires grad (its gradient reads it), the scales, then
+    whether each matrix requires grad, whether the bias's gradient is summed to a smaller
+    shape (as a bias of fewer dimensions always is: read off the ranks, as a comparison of
+    sizes would guard on a symbolic batch) and whether each matrix that requires grad is
+    laid out column-major (its gradient is laid out as it is)."""
+    r1, r2 = m1._rg, m2._rg
+    return (m1 if r2 else None, m2 if r1 else None, beta, alpha,
+            (r1, r2, b.dim() < 2, r1 and _col_major(m1), r2 and _col_major(m2)))
 
 
 def _addmm_decomposition(bias, m1, m2, beta=1, alpha=1):
@@ -193,11 +212,7 @@ def _addmm_onnx(b, inputs, args, kwargs, opset):
 addmm = register(
     "addmm", autocast="lower", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
     derivative=_addmm_derivative,
-    # (The last entry: whether each matrix requires grad, and whether the bias's gradient
-    # is summed to a smaller shape, as a bias of fewer dimensions always is: read off the
-    # ranks, a comparison of sizes would guard on a symbolic batch.)
-    save=lambda out, b, m1, m2, beta=1, alpha=1: (m1, m2, beta, alpha,
-                                                  (m1._rg, m2._rg, b.dim() < 2)),
+    save=_addmm_save,
     samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
     decomposition=_addmm_decomposition,
     saved_names=("mat1", "mat2", "beta", "alpha", ""))
