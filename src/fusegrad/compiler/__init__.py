@@ -172,6 +172,11 @@ class CompiledFunction:
         self._eager_report = None
         functools.update_wrapper(self, fn)
 
+    def with_function(self, fn) -> CompiledFunction:
+        """A new compiled function of `fn` with this one's settings."""
+        return CompiledFunction(fn, self._backend, self._fullgraph, self._dynamic,
+                                self._recompile_limit)
+
     def _report_eager(self):
         """The whole function runs eagerly: a reported break at its first instruction the
         translator does not know (logged once; `explain` sees it on every call)."""

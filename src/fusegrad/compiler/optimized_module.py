@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 from ..nn import Module
 from ..nn.modules._global_hooks import any_call_hooks
 
@@ -21,7 +23,15 @@ class OptimizedModule(Module):
             # `mod(...)` would run its hooks (its own or every module's) or an instance's own
             # forward, which the compiled class forward does not: run exactly that, eagerly.
             return mod(*args, **kwargs)
-        return self._compiled_forward(mod, *args, **kwargs)
+        compiled = self._compiled_forward
+        forward = type(mod).forward
+        if forward is not compiled._orig:
+            # The class's forward was replaced after compiling (patched, as adapters do):
+            # the new one is compiled in its place, or runs eagerly if it has no bytecode.
+            if not isinstance(forward, types.FunctionType):
+                return mod(*args, **kwargs)
+            compiled = self._compiled_forward = compiled.with_function(forward)
+        return compiled(mod, *args, **kwargs)
 
     def __getattr__(self, name):
         try:

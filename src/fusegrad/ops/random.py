@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype
 from .. import _random_draws as draws
 from .._random import generator_or_default, rng
-from .._shapes import in_memory_order, memory_order
+from .._shapes import in_memory_order, memory_order, strides_order
 from ._util import Spec, dtype_of, rand_array
 from .registry import Sample, register
 
@@ -311,7 +311,15 @@ def _native_dropout_decomposition(a, p, train=None):
         return a.clone(), a.new_zeros(tuple(a.shape))
     if train is not None and not train:
         return a.clone(), a.new_ones(tuple(a.shape), dtype=_dtype.bool_)
-    keep = a.new_zeros(tuple(a.shape)).bernoulli_(1 - p)
+    shape = tuple(a.shape)
+    order = None if a.is_contiguous() else strides_order(shape, a.stride())
+    if order is None:
+        keep = a.new_zeros(shape).bernoulli_(1 - p)
+    else:  # drawn in `a`'s memory order, as the kernel draws (`_laid_out`)
+        inverse = [0] * len(order)
+        for i, d in enumerate(order):
+            inverse[d] = i
+        keep = a.new_zeros(tuple(shape[d] for d in order)).bernoulli_(1 - p).permute(inverse)
     return a * (keep * _dropout_scale(p)), keep.bool()
 
 

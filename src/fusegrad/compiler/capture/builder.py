@@ -37,6 +37,7 @@ from .variables import (
     ConstantVariable,
     DictVariable,
     ListVariable,
+    MethodVariable,
     SliceVariable,
     TensorVariable,
     TupleVariable,
@@ -170,7 +171,13 @@ class GraphBuilder:
             # A bound method is a new object on every attribute read: guard what it binds.
             self.guards.add(f"type({source}) is {self.guards.ref(types.MethodType, 'method')}")
             self.guards.constant(f"{source}.__func__", value.__func__)
-            self.wrap(value.__self__, f"{source}.__self__")
+            bound = self.wrap(value.__self__, f"{source}.__self__")
+            name = getattr(value.__func__, "__name__", "")
+            if isinstance(bound, TensorVariable) and \
+                    getattr(Tensor, name, None) is value.__func__:
+                # A tensor's method (`y.backward` on the stack at a resume point): a method
+                # call on the graph's tensor, never Tensor's Python run on fake values.
+                return MethodVariable(bound, name)
             return ConstantVariable(value, source)
         if isinstance(value, types.BuiltinMethodType) and value.__self__ is not None and \
                 not isinstance(value.__self__, types.ModuleType):

@@ -241,6 +241,9 @@ class Extern:
     kwargs: dict
     outputs: list
     origins: list = field(default_factory=list)
+    # A random op whose first input eager lays out in another order than row-major: that
+    # order of its dims (the kernel then draws in it, as eager's draws in memory order).
+    memory_order: tuple | None = None
 
 
 @dataclass(frozen=True)

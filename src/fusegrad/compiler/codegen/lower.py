@@ -531,6 +531,7 @@ class GraphLowering:
         # Output buffer -> (strides, storage offset) eager gives it, where not contiguous
         # (set by `plan_output_layouts` once the scheduler chose the buffers).
         self.output_layouts: dict = {}
+        self._layouts = None  # eager's layout of each node, computed when first needed
 
     def new_name(self) -> str:
         """A fresh buffer name."""
@@ -689,8 +690,30 @@ class GraphLowering:
         ext = Extern(op, args, kwargs, outs)
         if self._current is not None:
             ext.origins.append(self._current)
+            if getattr(op, "random", False):  # (a PythonCall is no registry op)
+                ext.memory_order = self._draw_order(self._current, metas)
         self.computations.append(ext)
         return outs if isinstance(meta, list) else outs[0]
+
+    def _draw_order(self, node, metas) -> tuple | None:
+        """The order of dims in memory eager gives random op `node`'s first input, where not
+        row-major and every result has its shape (dropout's mask of a transposed tensor):
+        the kernel must draw in it, or the same seed gives another mask."""
+        from ..._shapes import strides_order
+        from .layout import eager_layouts, non_overlapping
+
+        first = node.args[0] if node.args else None
+        if not hasattr(first, "op"):
+            return None
+        if self._layouts is None:
+            self._layouts = eager_layouts(self.gm, self.example_inputs)
+        fake = self._layouts.get(first)
+        if not hasattr(fake, "stride"):
+            return None
+        shape, strides = tuple(fake.shape), tuple(fake.stride())
+        if any(tuple(s) != shape for s, _ in metas) or not non_overlapping(shape, strides):
+            return None
+        return strides_order(shape, strides)
 
     def realize(self, value: Pointwise, why: str) -> Buffer:
         """Compute `value` into a buffer of its own (once)."""

@@ -43,6 +43,19 @@ def _contiguous(a, dtype) -> np.ndarray:
     return np.array(a, dtype=dtype, order="C")
 
 
+def _in_memory_order(kernel, order: tuple, first, *args, **kwargs):
+    """`kernel(first, *args, **kwargs)` with `first` laid out with its dims in `order` in
+    memory, as eager lays it out: a random kernel draws its values in that order. The
+    results (of `first`'s shape) come back with their dims in place."""
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    out = kernel(np.ascontiguousarray(first.transpose(order)), *args, **kwargs)
+    if isinstance(out, tuple):
+        return tuple(o.transpose(inverse) for o in out)
+    return out.transpose(inverse)
+
+
 def _scalar(value: float) -> np.ndarray:
     """A float input as the 0-d double array kernels read."""
     return np.array(value, dtype=np.float64)
@@ -309,6 +322,9 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
     outs = [b.name for b in c.outputs]
     if not outs:  # called for its effect (a runtime check)
         w.emit(f"{op_name}({args}{kwargs})")
+    elif c.memory_order is not None:  # a random op drawing in its input's memory order
+        w.emit(f"{', '.join(outs)} = _in_memory_order({op_name}, {c.memory_order!r}, "
+               f"{args}{kwargs})")
     else:
         w.emit(f"{', '.join(outs)} = {op_name}({args}{kwargs})")
     for b in c.outputs:
@@ -330,6 +346,7 @@ def load(art: Artifact, libs: dict):
     from .layout import empty_strided, restrided
 
     scope: dict = {"_empty": np.empty, "_contig": _contiguous, "_own": _own,
+                   "_in_memory_order": _in_memory_order,
                    "_empty_strided": empty_strided, "_restrided": restrided,
                    "_scalar": _scalar,
                    "_addr": _array_address, "_wrap": _dispatch._wrap, "P": P, "K": K,
