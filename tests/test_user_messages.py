@@ -254,3 +254,40 @@ def test_linalg_error_named_as_torch():
     """`torch._C._LinAlgError` in reprs, tracebacks and pickles; the same class as
     `linalg.LinAlgError` (module named from its package down: `_C`)."""
     assert _linalg_error(fusegrad) == _linalg_error(torch)
+
+
+# ---------------------------------------------------------------- training programs' slips
+
+SLIPS = {
+    "type('float')": lambda m: m.ones(2).type("float"),
+    "type('bogus.Tensor')": lambda m: m.ones(2).type("bogus.Tensor"),
+    "allclose of Long and Float": lambda m: m.allclose(m.tensor([1, 2]), m.tensor([1., 2.])),
+    "isclose of Long and Float": lambda m: m.isclose(m.tensor([1, 2]), m.tensor([1., 2.])),
+    "SGD of a two-value lr": lambda m: m.optim.SGD([m.ones(2, requires_grad=True)],
+                                                   lr=m.tensor([0.1, 0.2])),
+    "RMSprop of a two-value lr": lambda m: m.optim.RMSprop([m.ones(2, requires_grad=True)],
+                                                           lr=m.tensor([0.1, 0.2])),
+    "Adagrad of a two-value lr": lambda m: m.optim.Adagrad([m.ones(2, requires_grad=True)],
+                                                           lr=m.tensor([0.1, 0.2])),
+    "Adam of a two-value lr": lambda m: m.optim.Adam([m.ones(2, requires_grad=True)],
+                                                     lr=m.tensor([0.1, 0.2])),
+    "manual_seed('x')": lambda m: m.manual_seed("x"),
+}
+
+
+@pytest.mark.parametrize("case", list(SLIPS))
+def test_slips_as_pytorch(case):
+    _same_error(SLIPS[case])
+
+
+@pytest.mark.parametrize("seed", [1.5, "3", True, "tensor"])
+def test_manual_seed_takes_what_int_takes(seed):
+    def seeded(m):
+        m.manual_seed(m.tensor(3) if seed == "tensor" else seed)
+        return m.rand(3).tolist(), m.initial_seed()
+
+    assert seeded(fusegrad) == seeded(torch)
+
+
+def test_default_pickle_protocol():
+    assert fusegrad.serialization.DEFAULT_PROTOCOL == torch.serialization.DEFAULT_PROTOCOL

@@ -177,8 +177,9 @@ default_generator._seed = int.from_bytes(os.urandom(8), "little")
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed the default generator; returns it."""
-    return default_generator.manual_seed(seed)
+    """Seed the default generator with `int(seed)` (a float, a numeric string or a one-value
+    tensor, as PyTorch's); returns it."""
+    return default_generator.manual_seed(int(seed))
 
 
 def seed() -> int:

@@ -588,7 +588,10 @@ class Tensor:
             raise ValueError(f"invalid type: '{dtype.__name__}'")
         if isinstance(dtype, str):
             name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
-            dtype = next(d for d in _dtype.ALL if d.legacy == name)
+            found = next((d for d in _dtype.ALL if d.legacy == name), None)
+            if found is None or not (dtype.endswith("Tensor") and dtype.startswith("torch.")):
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = found
         elif isinstance(dtype, type):  # a typed class such as `fusegrad.DoubleTensor`
             dtype = dtype.dtype
         return self.to(dtype)

@@ -352,7 +352,10 @@ def _write_zip(f: IO[bytes], obj: Any) -> None:
         z.writestr(f"{root}/.data/serialization_id", "0" * 40)
 
 
-def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = 2,
+DEFAULT_PROTOCOL = 2  # the pickle protocol `save` writes with unless told another
+
+
+def save(obj: Any, f, pickle_module: Any = None, pickle_protocol: int = DEFAULT_PROTOCOL,
          _use_new_zipfile_serialization: bool = True) -> None:
     """Write `obj` to `f` (a path or a binary file) in PyTorch's checkpoint format. Tensors,
     state_dicts and containers of them read back with the default `load`; other objects

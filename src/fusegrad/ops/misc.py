@@ -247,8 +247,8 @@ unique_dim = register(
 
 def _isclose_kernel(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if a.dtype != b.dtype:
-        raise RuntimeError(f"{_dtype.FROM_NP[a.dtype].name} did not match "
-                           f"{_dtype.FROM_NP[b.dtype].name}")
+        raise RuntimeError(f"{_dtype.FROM_NP[a.dtype].legacy} did not match "
+                           f"{_dtype.FROM_NP[b.dtype].legacy}")
     if a.dtype.kind == "b":
         return np.equal(a, b)
     return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)

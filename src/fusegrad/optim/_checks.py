@@ -8,9 +8,16 @@ from .._tensor import Tensor
 def check_lr(lr):
     """The learning rate, checked (PyTorch's error); a tensor stays one: PyTorch keeps it in
     the groups, where schedulers update it in place (`Optimizer.step` reads its value)."""
+    check_tensor_lr(lr)
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     return lr
+
+
+def check_tensor_lr(lr) -> None:
+    """A learning rate given as a tensor holds one value."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
 
 
 def check_eps(eps: float) -> None:

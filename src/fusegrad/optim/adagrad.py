@@ -7,6 +7,7 @@ import numpy as np
 from .. import _sparse
 from .._tensor import Tensor
 from ..ops.sparse import coalesced_arrays
+from ._checks import check_lr
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
@@ -24,8 +25,7 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *,
                  maximize: bool = False, differentiable: bool = False, fused=None) -> None:
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:

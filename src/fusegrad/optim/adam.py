@@ -9,6 +9,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..ops import _native
+from ._checks import check_lr
 from .optimizer import BLOCKED_MIN, Optimizer
 
 # `flags` bits of the C update (ops/native/optim.c).
@@ -110,10 +111,7 @@ class Adam(Optimizer):
             if foreach and not capturable:
                 raise ValueError("lr as a Tensor is not supported for capturable=False and "
                                  "foreach=True")
-            if lr.numel() != 1:
-                raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= betas[0] < 1.0:

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _sparse
 from .._tensor import Tensor
 from ..ops import _native
+from ._checks import check_tensor_lr
 from .optimizer import BLOCKED_MIN, Optimizer
 
 # PyTorch's error for a sparse tensor plus a strided one (weight decay, or a momentum
@@ -33,7 +34,8 @@ class SGD(Optimizer):
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach=None, differentiable: bool = False, fused=None) -> None:
-        if lr < 0.0:
+        check_tensor_lr(lr)
+        if lr < 0.0:  # (SGD's own comparison: its TypeError for a string names `<`)
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
