@@ -291,3 +291,48 @@ def test_manual_seed_takes_what_int_takes(seed):
 
 def test_default_pickle_protocol():
     assert fusegrad.serialization.DEFAULT_PROTOCOL == torch.serialization.DEFAULT_PROTOCOL
+
+
+@pytest.mark.parametrize("case", ["zeros", "ones", "empty", "full", "tensor", "randn"])
+def test_a_dtype_that_is_no_dtype(case):
+    calls = {"zeros": lambda m: m.zeros(2, dtype="float32"),
+             "ones": lambda m: m.ones(2, dtype="float32"),
+             "empty": lambda m: m.empty(2, dtype=3),
+             "full": lambda m: m.full((2,), 1.0, dtype="float32"),
+             "tensor": lambda m: m.tensor([1, 2], dtype="float32"),
+             "randn": lambda m: m.randn(2, dtype="float32")}
+    theirs, ours = _raised(calls[case], torch), _raised(calls[case], fusegrad)
+    assert ours[0] == theirs[0] == "TypeError"
+    # (PyTorch's several-signature factories list every signature; ours names the argument)
+    assert ours[1] == theirs[1] or ours[1].endswith("argument 'dtype' must be torch.dtype, "
+                                                     f"not {'int' if case == 'empty' else 'str'}")
+
+
+def _warnings_of(fn, lib):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn(lib)
+    return [(w.category.__name__, str(w.message).split(" (Triggered internally")[0],
+             os.path.basename(w.filename)) for w in seen]
+
+
+@pytest.mark.parametrize("case", ["new_tensor", "tensor"])
+def test_copy_construct_warning_names_the_spelling(case):
+    def call(m):
+        src = m.tensor([1.0, 2.0])
+        return m.ones(2).new_tensor(src) if case == "new_tensor" else m.tensor(src)
+
+    assert _warnings_of(call, fusegrad) == _warnings_of(call, torch)
+
+
+def test_list_of_arrays_warns_once():
+    import numpy as np
+
+    def call(m):
+        m.tensor([np.array([1.0, 2.0]), np.array([3.0, 4.0])])
+        m.tensor([[np.array([1.0])]])
+
+    fusegrad._warn._state.given.discard(fusegrad._creation._LIST_OF_ARRAYS)
+    ours = _warnings_of(call, fusegrad)
+    assert len(ours) == 1 and ours[0][1].startswith("Creating a tensor from a list of numpy")
+    assert ours[0][2] == "test_user_messages.py"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
+import sys
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ._thread_state import active as _active
 from ._thread_state import local as _thread_local
 from ._torch_function import warning_stacklevel as _warning_stacklevel
 from ._type_names import python_type_name
-from ._warn import warn_once
+from ._warn import warn_at_caller, warn_once, warn_once_at_caller
 
 
 def _sizes(size, caller: str = "empty") -> tuple:
@@ -106,8 +106,11 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
 def _factory(shape, dtype, requires_grad, fill, random: bool = False):
     """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes (`random`:
     the values are drawn from a generator, so a graph must not keep them as a constant)."""
-    if dtype.__class__ is type:  # `dtype=float` (float64), as PyTorch reads Python types
-        dtype = _dtype.as_dtype(dtype)
+    if dtype.__class__ is not _dtype.dtype:
+        if dtype.__class__ is type:  # `dtype=float` (float64), as PyTorch reads Python types
+            dtype = _dtype.as_dtype(dtype)
+        if not isinstance(dtype, _dtype.dtype):  # (bfloat16's class is a subclass)
+            _bad_dtype(_public_caller(), dtype)
     if _active.modes:  # a mode in some thread: look at this thread's
         for mode in reversed(_thread_local.modes):
             make = getattr(mode, "make_factory_tensor", None)
@@ -116,6 +119,25 @@ def _factory(shape, dtype, requires_grad, fill, random: bool = False):
                     return make(shape, dtype, requires_grad, fill, random)
                 return make(shape, dtype, requires_grad)
     return _finish(fill(dtype.np), dtype, requires_grad)
+
+
+def _public_caller() -> str:
+    """The name of the outermost public function of this module in the calls that reached
+    the caller (`empty` for `empty` -> `zeros` -> `_factory`): the function an error names."""
+    frame, name, here = sys._getframe(2), "tensor", globals()
+    while frame is not None and frame.f_globals is here:
+        code = frame.f_code
+        if not code.co_name.startswith("_") and \
+                getattr(here.get(code.co_name), "__code__", None) is code:
+            name = code.co_name
+        frame = frame.f_back
+    return name
+
+
+def _bad_dtype(function: str, dtype) -> None:
+    """PyTorch's argument parser's error for a `dtype` that is no dtype (a string)."""
+    raise TypeError(f"{function}(): argument 'dtype' must be torch.dtype, not "
+                    f"{type(dtype).__name__}")
 
 
 def _float_dtype(dtype):
@@ -204,6 +226,8 @@ def _plain(data) -> bool:
     reading, for its errors (NumPy would parse '1.5' as a number, and None as NaN)."""
     nested = False
     for kind in set(map(type, data)):
+        if issubclass(kind, np.ndarray):  # (read as fast here, but PyTorch's is slow)
+            warn_once_at_caller(_LIST_OF_ARRAYS)
         if issubclass(kind, (list, tuple)):
             nested = True
         elif issubclass(kind, _TEXT) or not issubclass(kind, _NUMERIC):
@@ -215,6 +239,9 @@ def _plain(data) -> bool:
 
 
 _NUMERIC = (numbers.Number, np.generic, np.ndarray, Tensor)
+_LIST_OF_ARRAYS = ("Creating a tensor from a list of numpy.ndarrays is extremely slow. Please "
+                   "consider converting the list to a single numpy.ndarray with numpy.array() "
+                   "before converting to a tensor.")
 
 
 def _read(data, sizes: list, dt: _dtype.dtype):
@@ -298,6 +325,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         raise _numpy_text_error(data.dtype)
     sizes = _sequence_sizes(data) if isinstance(data, (list, tuple, bytearray)) else None
     dt = _dtype.as_dtype(dtype) or _infer_dtype(data)
+    if dt.__class__ is not _dtype.dtype and not isinstance(dt, _dtype.dtype):
+        _bad_dtype("tensor", dt)
     if sizes is not None and (isinstance(data, bytearray) or not _plain(data)):
         # What inference let through (a dtype was given, or bytes as a sequence of ints):
         # PyTorch's reading of it, not NumPy's
@@ -305,11 +334,11 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     elif sizes is None and not isinstance(data, _NUMERIC):
         _stored_number(data, dt)  # `tensor(None, dtype=...)`: PyTorch's error, not NaN
     if isinstance(data, Tensor):
-        warnings.warn(
+        spelling = "tensor.new_tensor" if _public_caller() == "new_tensor" else "torch.tensor"
+        warn_at_caller(
             "To copy construct from a tensor, it is recommended to use "
             "sourceTensor.detach().clone() or sourceTensor.detach().clone().requires_grad_(True), "
-            "rather than torch.tensor(sourceTensor).",
-            UserWarning, stacklevel=_warning_stacklevel(2))
+            f"rather than {spelling}(sourceTensor).")
         if not data._plain:
             return data.detach().to(dt).clone()
     if _active.modes:

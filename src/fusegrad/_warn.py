@@ -23,6 +23,14 @@ def warn_once(message: str, stacklevel: int = 3) -> None:
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
+def warn_once_at_caller(message: str) -> None:
+    """`warn_at_caller`, the first time only unless `set_warn_always(True)` (PyTorch's
+    TORCH_WARN_ONCE from its core)."""
+    if _state.always or message not in _state.given:
+        _state.given.add(message)
+        warn_at_caller(message)
+
+
 def warn_at_caller(message: str) -> None:
     """`message` as a UserWarning naming the first frame outside fusegrad, as PyTorch's
     warnings from its C++ core name the Python line that called into it."""
