@@ -336,3 +336,22 @@ def test_list_of_arrays_warns_once():
     ours = _warnings_of(call, fusegrad)
     assert len(ours) == 1 and ours[0][1].startswith("Creating a tensor from a list of numpy")
     assert ours[0][2] == "test_user_messages.py"
+
+
+@pytest.mark.parametrize("data, weights_only", [
+    (b"garbage", True), (b"", True), (b"", False), (b"not", False),
+    (b"PK\x03\x04garbage", True), (b"\x80\x02}q\x00.", False), (b"\x80\x02}q\x00.", True)])
+def test_load_of_what_is_no_checkpoint(data, weights_only):
+    import io
+
+    _same_error(lambda m: m.load(io.BytesIO(data), weights_only=weights_only))
+
+
+def test_backward_pre_hook_alone_warns_when_no_input_requires_grad():
+    def call(m):
+        lin = m.nn.Linear(2, 1)
+        lin.register_full_backward_pre_hook(lambda mod, grad_output: None)
+        lin(m.ones(1, 2)).sum().backward()
+
+    ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
+    assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 1

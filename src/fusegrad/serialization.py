@@ -24,6 +24,7 @@ import io
 import json
 import math
 import os
+import pickle
 import struct
 import zipfile
 from collections import OrderedDict
@@ -416,10 +417,56 @@ def _load_file(f: IO[bytes], trusted: bool = False) -> Any:
     try:
         z = zipfile.ZipFile(f)
     except zipfile.BadZipFile:
-        raise RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
-                           "default since PyTorch 1.6)") from None
+        f.seek(start)
+        raise _not_a_checkpoint(f, size, head, trusted) from None
     with z:
         return read_zip_checkpoint(z, size, weights_only=not trusted)
+
+
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first value of PyTorch's pre-1.6 format
+_CORRUPT_ZIP = (
+    "PytorchStreamReader failed reading zip archive: not a ZIP archive. This is an internal "
+    "miniz error. If you are seeing this error, there is a high likelihood that your "
+    "checkpoint file is corrupted. This can happen if the checkpoint was not saved properly, "
+    "was transferred incorrectly, or the file was modified after saving.")
+_UNSUPPORTED_OPERAND = (
+    "Weights only load failed. In PyTorch 2.6, we changed the default value of the "
+    "`weights_only` argument in `torch.load` from `False` to `True`. Re-running `torch.load` "
+    "with `weights_only` set to `False` will likely succeed, but it can result in arbitrary "
+    "code execution. Do it only if you got the file from a trusted source.\nPlease file an "
+    "issue with the following so that we can make `weights_only=True` compatible with your "
+    "use case: WeightsUnpickler error: \n\nUnsupported operand {}\n\nCheck the "
+    "documentation of torch.load to learn more about types accepted by default with "
+    "weights_only https://pytorch.org/docs/stable/generated/torch.load.html.")
+
+
+class _FirstValue(pickle.Unpickler):
+    """Reads a pickle's first value, refusing every global (a number needs none)."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"Unsupported global: GLOBAL {module}.{name}")
+
+
+def _not_a_checkpoint(f: IO[bytes], size: int, head: bytes, trusted: bool) -> Exception:
+    """The error PyTorch gives for a file that is no zip checkpoint, where it tries its
+    pre-1.6 format (whose first value is a magic number) next: an empty file ends the
+    input, a zip's header that is not a zip is corrupt, a first byte that is no pickle is
+    an invalid key (an unsupported operand to the weights-only reader); a pickle of another
+    first value has the wrong magic number. The old format itself is not read here."""
+    if not size:
+        return EOFError("" if not trusted else "Ran out of input")
+    if head[:4] == b"PK\x03\x04":
+        return RuntimeError(_CORRUPT_ZIP)
+    if not trusted and head[0] != 0x80:  # the weights-only reader wants PROTO first
+        return pickle.UnpicklingError(_UNSUPPORTED_OPERAND.format(head[0]))
+    try:
+        first = _FirstValue(f).load()
+    except Exception as e:  # noqa: BLE001 - a broken pickle's own error, as PyTorch's
+        return e
+    if first != _LEGACY_MAGIC:
+        return RuntimeError("Invalid magic number; corrupt file?")
+    return RuntimeError("fusegrad.load reads only the zip checkpoint format (torch.save's "
+                        "default since PyTorch 1.6)")
 
 
 # ---------------------------------------------------------------- the weights-only allowlist

@@ -336,8 +336,9 @@ class _BackwardHook:
                                        f"{len(full)}")
                 full = list(res)
         self.grad_outputs = tuple(full)
-        if self.input_node is None and self._hooks():
-            # No input needs a gradient: the hooks run now, with PyTorch's warning.
+        if self.input_node is None:
+            # No input needs a gradient: the hooks run now, with PyTorch's warning (given
+            # with backward pre-hooks only too).
             warnings.warn(
                 "Full backward hook is firing when gradients are computed with respect to "
                 "module outputs since no inputs require gradients. See "
