@@ -355,3 +355,20 @@ def test_backward_pre_hook_alone_warns_when_no_input_requires_grad():
 
     ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
     assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 1
+
+
+JOINS = {
+    "stack of a tensor": lambda m: m.stack(m.ones(2, 3)),
+    "cat of a generator": lambda m: m.cat(x for x in [m.ones(2)]),
+    "stack with an int": lambda m: m.stack([m.ones(2), 1]),
+    "cat with None": lambda m: m.cat([m.ones(2), None]),
+    "cat of a tensor": lambda m: m.cat(m.ones(2, 3), dim=0),
+    "hstack of a tensor": lambda m: m.hstack(m.ones(2, 3)),
+    "vstack with an int": lambda m: m.vstack([m.ones(2), 3]),
+    "cat of ints": lambda m: m.cat([1, 2]),
+}
+
+
+@pytest.mark.parametrize("case", list(JOINS))
+def test_join_arguments(case):
+    _same_error(JOINS[case])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numbers
 
 from .._tensor import Tensor
+from .._type_names import python_type_name
 
 
 def index(value):
@@ -77,3 +78,16 @@ def required_dim(name: str, dim, given):
     if dim is None:
         raise missing(name, "dim")
     return dim
+
+
+def tensor_sequence(name: str, tensors) -> list:
+    """`tensors` (a list or tuple of tensors, as `cat` and `stack` take) as a list, with
+    PyTorch's argument parser's errors for anything else."""
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
+                        f"not {python_type_name(tensors)}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{python_type_name(t)}")
+    return list(tensors)

@@ -145,9 +145,10 @@ def squeeze(input, *dims, dim=None, axis=None):
 
 def cat(tensors, dim=0, *, out=None):
     """Concatenate tensors along `dim`."""
-    if not len(tensors):
+    tensors = _args.tensor_sequence("cat", tensors)
+    if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    return call(S.cat, list(tensors), dim)
+    return call(S.cat, tensors, dim)
 
 
 def _dim_at(name: str, dim, axis):
@@ -309,18 +310,19 @@ def tile(input, *spread, dims=None):
 
 def stack(tensors, dim=0, *, out=None):
     """Tensors of equal shape joined along a new dim."""
-    return call(S.stack, list(tensors), dim)
+    return call(S.stack, _args.tensor_sequence("stack", tensors), dim)
 
 
 def hstack(tensors, *, out=None):
     """Concatenate along dim 1 (dim 0 for 1-D tensors)."""
-    tensors = [t if t.ndim else t.reshape(1) for t in tensors]
+    tensors = [t if t.ndim else t.reshape(1) for t in _args.tensor_sequence("hstack", tensors)]
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors, *, out=None):
     """Concatenate along dim 0, 1-D tensors as rows."""
-    return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
+    return cat([t.reshape(1, -1) if t.ndim < 2 else t
+                for t in _args.tensor_sequence("vstack", tensors)], 0)
 
 
 def split(tensor, split_size_or_sections, dim=0):
