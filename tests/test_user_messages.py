@@ -372,3 +372,15 @@ JOINS = {
 @pytest.mark.parametrize("case", list(JOINS))
 def test_join_arguments(case):
     _same_error(JOINS[case])
+
+
+def test_byte_mask_index_warns_each_time():
+    def call(m):
+        x = m.arange(4)
+        mask = m.tensor([1, 0, 1, 0], dtype=m.uint8)
+        assert x[mask].tolist() == [0, 2]
+        m.arange(8).reshape(2, 4)[:, mask]
+
+    ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
+    assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 2
+    assert ours[0][2] == "test_user_messages.py"

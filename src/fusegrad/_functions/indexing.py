@@ -19,6 +19,7 @@ from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warn_once_at, warning_stacklevel
+from .._warn import warn_at_caller
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
 from ..ops import scatter as SC
@@ -115,6 +116,9 @@ def _advanced(input, index):
                 # reads it: an index tensor, not a mask (`x[True] = v` is no masked fill).
                 result = call(S.unsqueeze, result, dim)
                 i = Tensor._make(np.zeros(1 if i.item() else 0, np.int64), _dtype.int64)
+            if i.dtype is _dtype.uint8:  # a byte mask: still read as a mask, as PyTorch
+                warn_at_caller("indexing with dtype torch.uint8 is now deprecated, please use "
+                               "a dtype torch.bool instead.")
             indices.append(i)
             dim += i.ndim if i.dtype in (_dtype.bool_, _dtype.uint8) else 1
         else:
