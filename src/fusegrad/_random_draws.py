@@ -241,6 +241,56 @@ def normal_doubles(gen: Generator, n: int) -> np.ndarray:
     return out
 
 
+class SerialDraws:
+    """The draws of one of PyTorch's serial CPU kernels (gamma, dirichlet), one value at a
+    time as its `uniform_real_distribution<double>` and `normal_distribution<double>` make
+    them: a uniform of one 64-bit word, a normal from the generator's spare Box-Muller value
+    or a new pair of two words (the spare kept in the generator). Words are read from blocks
+    drawn ahead; `finish` leaves the generator as if only the words used had been drawn."""
+
+    def __init__(self, gen: Generator, expected: int = 16):
+        self._gen = gen
+        self._start = gen._snapshot()
+        self._block = max(16, expected)
+        self._words: list = []
+        self._pos = 0
+        self._used = 0
+
+    def uniform(self) -> float:
+        """A uniform double in [0, 1)."""
+        if self._pos == len(self._words):
+            self._words = (self._gen._words64(self._block) & _MASK53).tolist()
+            self._block *= 2
+            self._pos = 0
+        word = self._words[self._pos]
+        self._pos += 1
+        self._used += 1
+        return word * (2.0 ** -53)
+
+    def normal(self) -> float:
+        """A standard normal double."""
+        gen = self._gen
+        spare = gen._next_double
+        if spare is not None:
+            gen._next_double = None
+            return spare
+        u1 = self.uniform()
+        u2 = self.uniform()
+        radius = math.sqrt(-2.0 * math.log1p(-u2))
+        theta = 2.0 * math.pi * u1
+        gen._next_double = radius * math.sin(theta)
+        return radius * math.cos(theta)
+
+    def finish(self) -> None:
+        """Put the generator where the words used leave it (the spare normal kept)."""
+        gen = self._gen
+        spare = gen._next_double
+        gen._restore(self._start)
+        if self._used:
+            gen._words64(self._used)
+        gen._next_double = spare
+
+
 # ---------------------------------------------------------------- integers
 
 

@@ -119,27 +119,37 @@ def dirichlet_grad(x: np.ndarray, alpha: np.ndarray, total: np.ndarray) -> np.nd
     return -di / np.exp(log_pdf) / (1 - x)
 
 
-def sample_standard_gamma(alpha: np.ndarray, normal, uniform) -> np.ndarray:
-    """Gamma(alpha, 1) draws by Marsaglia and Tsang's squeeze method; `normal(n)` and
-    `uniform(n)` supply standard draws (from fusegrad's generator). For alpha < 1 a draw of
-    Gamma(alpha + 1) is scaled by u^(1 / alpha)."""
-    a = np.asarray(alpha, np.float64)
-    flat = a.reshape(-1)
-    boost = flat < 1
-    d = np.where(boost, flat + 1, flat) - 1.0 / 3.0
-    c = 1.0 / np.sqrt(9.0 * d)
-    out = np.empty_like(flat)
-    todo = np.arange(flat.size)
-    while todo.size:
-        z = normal(todo.size)
-        u = uniform(todo.size)
-        v = (1 + c[todo] * z) ** 3
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ok = (v > 0) & (np.log(u) < 0.5 * z * z + d[todo] - d[todo] * v
-                            + d[todo] * np.log(np.where(v > 0, v, 1.0)))
-        out[todo[ok]] = d[todo[ok]] * v[ok]
-        todo = todo[~ok]
-    if boost.any():
-        u = uniform(int(boost.sum()))
-        out[boost] = out[boost] * u ** (1.0 / flat[boost])
-    return out.reshape(a.shape)
+_F32 = np.float32
+_THIRD = _F32(1.0) / _F32(3.0)  # PyTorch's `1.0f / 3.0f`
+_SQUEEZE = float(_F32(0.0331))  # and its `0.0331f`
+
+
+def sample_gamma(alpha, draws, single: bool) -> float:
+    """One Gamma(alpha, 1) draw as PyTorch's `sample_gamma`: Marsaglia and Tsang's squeeze
+    method, alpha below 1 boosted by a uniform drawn first; `draws` a `SerialDraws`.
+    `single`: alpha is a float32 value, whose boost and `d` PyTorch computes in float32
+    (the rest in double)."""
+    scale = 1.0
+    a = _F32(alpha) if single else float(alpha)
+    if a < 1.0:
+        if a == 0.0:
+            return 0.0
+        scale *= math.pow(1.0 - draws.uniform(), float(_F32(1.0) / a) if single else 1.0 / a)
+        a = a + _F32(1.0) if single else a + 1.0
+    d = float(a - _THIRD) if single else a - float(_THIRD)
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        while True:
+            x = draws.normal()
+            y = 1.0 + c * x
+            if y > 0:
+                break
+        v = y * y * y
+        u = 1.0 - draws.uniform()
+        xx = x * x
+        if u < 1.0 - _SQUEEZE * xx * xx:
+            return scale * d * v
+        if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+            return scale * d * v
+
+

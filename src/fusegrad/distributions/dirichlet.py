@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import fusegrad as F
 
 from . import _special, constraints
 from .exp_family import ExponentialFamily
-from .gamma import _gamma_draws
+from .gamma import gamma_values
 
 __all__ = ['Dirichlet', 'dirichlet_grad', 'sample_dirichlet']
 
@@ -19,9 +21,19 @@ def dirichlet_grad(x, concentration, total):
 
 
 def sample_dirichlet(concentration):
-    """Dirichlet draws (normalised Gamma draws) without gradient."""
-    g = _gamma_draws(concentration)
-    return g / g.sum(-1, keepdim=True)
+    """Dirichlet draws without gradient, as PyTorch's CPU kernel makes them: Gamma draws of
+    the concentration in double (at least the smallest normal double), divided by their sum
+    over the last dim, then in the concentration's dtype within [its smallest normal value,
+    the value below 1]."""
+    if concentration.dtype not in (F.float32, F.float64):
+        raise NotImplementedError(f'"dirichlet" not implemented for '
+                                  f"'{concentration.dtype.legacy}'")
+    dt = concentration.dtype.np
+    g = np.maximum(gamma_values(concentration.detach().numpy().astype(np.float64), False),
+                   np.finfo(np.float64).tiny)
+    out = (g / g.sum(-1, keepdims=True)).astype(dt)
+    out = np.clip(out, np.finfo(dt).tiny, np.nextafter(dt.type(1), dt.type(0)))
+    return F.from_numpy(np.asarray(out))
 
 
 class _Dirichlet(F.autograd.Function):

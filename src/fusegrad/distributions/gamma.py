@@ -8,21 +8,13 @@ import numpy as np
 
 import fusegrad as F
 
+from .. import _random
+from .._random_draws import SerialDraws
 from . import _special, constraints
 from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
 __all__ = ['Gamma', 'standard_gamma', 'standard_gamma_grad']
-
-
-def _numpy_draws(dtype):
-    """Standard normal and uniform sources drawing from fusegrad's default generator."""
-    def normal(n):
-        return F.randn(n, dtype=F.float64).numpy()
-
-    def uniform(n):
-        return F.rand(n, dtype=F.float64).numpy()
-    return normal, uniform
 
 
 def standard_gamma_grad(x, alpha):
@@ -33,15 +25,28 @@ def standard_gamma_grad(x, alpha):
     return F.from_numpy(np.asarray(grad)).to(x.dtype)
 
 
+def gamma_values(alpha: np.ndarray, single: bool) -> np.ndarray:
+    """Gamma(alpha, 1) draws (float64) for the values of `alpha` in row-major order, one at
+    a time from the default generator as PyTorch's serial CPU kernel draws them (the same
+    numbers after the same seed)."""
+    flat = alpha.reshape(-1).tolist()
+    draws = SerialDraws(_random.default_generator, 2 * len(flat))
+    try:
+        out = [_special.sample_gamma(a, draws, single) for a in flat]
+    finally:
+        draws.finish()
+    return np.array(out, np.float64).reshape(alpha.shape)
+
+
 def _gamma_draws(alpha):
-    """Gamma(alpha, 1) draws as a tensor of alpha's dtype, clamped to the smallest normal so
-    later logarithms stay finite."""
-    normal, uniform = _numpy_draws(alpha.dtype)
-    draws = _special.sample_standard_gamma(alpha.detach().numpy(), normal, uniform)
-    tiny = F.finfo(alpha.dtype).tiny
-    # np.asarray: for a 0-d alpha (scalar parameters) np.maximum returns a NumPy scalar,
-    # which from_numpy refuses.
-    return F.from_numpy(np.asarray(np.maximum(draws, tiny))).to(alpha.dtype)
+    """Gamma(alpha, 1) draws as a tensor of alpha's dtype, at least its smallest normal
+    value (PyTorch's clamp: later logarithms stay finite)."""
+    if alpha.dtype not in (F.float32, F.float64):
+        raise NotImplementedError(f'"gamma_cpu" not implemented for '
+                                  f"'{alpha.dtype.legacy}'")
+    dt = alpha.dtype
+    values = gamma_values(alpha.detach().numpy(), dt == F.float32).astype(dt.np)
+    return F.from_numpy(np.asarray(np.maximum(values, F.finfo(dt).tiny)))
 
 
 class StandardGamma(F.autograd.Function):
