@@ -740,6 +740,20 @@ def _lerp_decomposition(a, end, w):
     return near_a.where(w.abs() < 0.5, near_end)
 
 
+def _lerp_tensor_save(out, a, e, w):
+    """What LerpBackward1 keeps: the weight always, `self` and `end` only for the weight's
+    gradient (as PyTorch saves them), so either may change in place afterwards when the
+    weight needs no gradient."""
+    wants = getattr(w, "_rg", False)
+    return (a if wants else None, e if wants else None, w)
+
+
+def _lerp_tensor_derivative(g, a, e, w):
+    """Gradients of lerp(a, e, w) = a + w (e - a); the weight's only where `a` and `e` were
+    saved (`_lerp_tensor_save`)."""
+    return (g * cj(1 - w), g * cj(w), g * cj(e - a) if a is not None else None)
+
+
 lerp = register(
     "lerp.Scalar", kernel=_lerp_kernel, meta=_lerp_meta, node="LerpBackward0",
     decomposition=_lerp_decomposition, onnx=ox.lerp,
@@ -751,8 +765,8 @@ lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
     decomposition=_lerp_decomposition, onnx=ox.lerp,
-    derivative=lambda g, a, e, w: (g * cj(1 - w), g * cj(w), g * cj(e - a)),
-    save=lambda out, a, e, w: (a, e, w), public="lerp",
+    derivative=_lerp_tensor_derivative, save=_lerp_tensor_save, public="lerp",
+    saved_names=("self", "end", "weight"),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt),
                                      rand_array(rng, c, dt, (0, 1))))
                              for a, b, c in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (3, 1)),

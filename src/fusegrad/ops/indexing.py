@@ -298,8 +298,12 @@ scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
     nondiff_args=(2,),
     meta=_scatter_meta, node="ScatterAddBackward0",
-    derivative=lambda g, dim, index: (g, None, None, g.gather(dim, index)),
-    save=lambda out, a, dim, index, src: (dim, index), samples=_scatter_add_samples)
+    derivative=lambda g, dim, index: (
+        g, None, None, g.gather(dim, index) if index is not None else None),
+    # The index only for src's gradient (as PyTorch saves it): with src needing none, the
+    # index may change in place afterwards.
+    save=lambda out, a, dim, index, src: (dim, index if getattr(src, "_rg", False) else None),
+    samples=_scatter_add_samples, saved_names=("dim", "index"))
 scatter_ = inplace_variant(scatter, "scatter_.src")
 scatter_value_ = inplace_variant(scatter_value, "scatter_.value")
 scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
@@ -342,7 +346,11 @@ def _index_add_meta(a, dim, index, source, alpha=1):
     return Spec(tuple(a.shape), a.dtype)
 
 
-def _index_add_derivative(g, dim, index, alpha, src_ndim):
+def _index_add_derivative(g, dim, index, alpha, src_ndim, source=None):
+    """self's gradient is `g`; source's the rows `index` picks, times alpha (only where
+    `_index_add_save` kept the index, that is where source requires grad)."""
+    if index is None:
+        return (g, None, None, None, None)
     if g.dim() == 0:
         return (g, None, None, g * alpha, None)
     gs = g.index_select(dim, index.reshape(-1))
@@ -351,11 +359,20 @@ def _index_add_derivative(g, dim, index, alpha, src_ndim):
     return (g, None, None, gs * alpha if alpha != 1 else gs, None)
 
 
+def _index_add_save(out, a, dim, index, source, alpha=1):
+    """IndexAddBackward0's saved values: the index and source only where source requires
+    grad, as PyTorch saves them (source itself is unused here, but saving it makes an
+    in-place change of it an error, as there)."""
+    wants = getattr(source, "_rg", False)
+    return (dim, index if wants else None, alpha, len(source.shape),
+            source if wants else None)
+
+
 index_add = register(
     "index_add", kernel=_index_add_kernel, meta=_index_add_meta, node="IndexAddBackward0",
     nondiff_args=(2,),
     derivative=_index_add_derivative,
-    save=lambda out, a, dim, index, source, alpha=1: (dim, index, alpha, len(source.shape)),
+    save=_index_add_save, saved_names=("dim", "index", "alpha", "source_dim", "source"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, (n,), s[d]),
                                      rand_array(rng, _with(s, d, n), dt), al),
                                     name=f"{s} {d} {n} {al}")

@@ -230,22 +230,45 @@ def _tri_meta(i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
     return Spec(tuple(s for d, s in enumerate(full) if d not in sumdim), i1.dtype)
 
 
-def _tri_derivative(g, i1, i2, i3, e1, e2, e3, sumdim):
-    n = _tri_ndim(i1, e1)
+def _tri_derivative(g, i1, i2, i3, e1, e2, e3, sumdim, shapes=None):
+    """Each input's gradient: g times the other two, summed over the dims it lacks. An input
+    is saved only where another's gradient needs it (`_tri_save`), so a gradient is computed
+    only where both partners were saved; `shapes` gives the inputs' shapes (None: read from
+    the inputs, all saved)."""
+    n = len(g.shape) + len(sumdim)  # the output drops exactly the summed dims
     full = g
     for d in sorted(sumdim):
         full = full.unsqueeze(d)
-    ex = [t.reshape(_expanded_shape(t.shape, e, n)) for t, e in ((i1, e1), (i2, e2), (i3, e3))]
+    ins = (i1, i2, i3)
+    if shapes is None:
+        shapes = [tuple(t.shape) for t in ins]
+    exps = (e1, e2, e3)
+    ex = [t.reshape(_expanded_shape(s, e, n)) if t is not None else None
+          for t, s, e in zip(ins, shapes, exps)]
     grads = []
-    for k, (t, e) in enumerate(((i1, e1), (i2, e2), (i3, e3))):
+    for k in range(3):
         others = [ex[j] for j in range(3) if j != k]
+        if others[0] is None or others[1] is None:  # then input k needs no gradient
+            grads.append(None)
+            continue
         prod = full * others[0] * others[1]
-        target = _expanded_shape(t.shape, e, n)
+        target = _expanded_shape(shapes[k], exps[k], n)
         axes = [d for d in range(n) if target[d] == 1 and prod.shape[d] != 1]
         if axes:
             prod = prod.sum(axes, keepdim=True)
-        grads.append(prod.expand(target).reshape(tuple(t.shape)))
+        grads.append(prod.expand(target).reshape(tuple(shapes[k])))
     return tuple(grads) + (None,) * 5
+
+
+def _tri_save(out, i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1):
+    """TrilinearBackward0's saved values, as PyTorch's: each input only where another
+    input's gradient needs it (so `F.bilinear`'s input may change in place when only it
+    requires grad), then the expansions and the summed dims (tuples: PyTorch's node reads
+    its int lists back as tuples) and the inputs' shapes."""
+    rg = [getattr(t, "_rg", False) for t in (i1, i2, i3)]
+    return (i1 if rg[1] or rg[2] else None, i2 if rg[0] or rg[2] else None,
+            i3 if rg[0] or rg[1] else None, tuple(e1), tuple(e2), tuple(e3), tuple(sumdim),
+            [tuple(t.shape) for t in (i1, i2, i3)])
 
 
 def _tri_samples(rng, dt):
@@ -258,10 +281,8 @@ def _tri_samples(rng, dt):
 trilinear = register(
     "_trilinear", kernel=_tri_kernel, meta=_tri_meta, node="TrilinearBackward0",
     derivative=_tri_derivative,
-    save=lambda out, i1, i2, i3, e1, e2, e3, sumdim, unroll_dim=1: (
-        i1, i2, i3, list(e1), list(e2), list(e3), list(sumdim)),
-    samples=_tri_samples,
-    saved_names=("i1", "i2", "i3", "expand1", "expand2", "expand3", "sumdim"))
+    save=_tri_save, samples=_tri_samples,
+    saved_names=("i1", "i2", "i3", "expand1", "expand2", "expand3", "sumdim", ""))
 
 # ---------------------------------------------------------------- _embedding_bag
 

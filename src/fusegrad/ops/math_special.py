@@ -402,21 +402,30 @@ def _float_meta(cpu_name: str, complex_ok: bool = False):
 
 
 def _binary(name, fn, node, derivative, *, domain=None, scalars=(), **kw):
+    kw.setdefault("save", lambda out, a, b: (a, b))
+    kw.setdefault("saved_names", ("self", "other"))
     op = register(name, kernel=_float_kernel(fn, name + "_cpu"),
                   meta=_float_meta(name + "_cpu"),
-                  node=node, derivative=derivative, save=lambda out, a, b: (a, b),
-                  samples=binary_samples(domain, scalars=scalars), tensor_args=(0, 1),
-                  saved_names=("self", "other"), **kw)
+                  node=node, derivative=derivative,
+                  samples=binary_samples(domain, scalars=scalars), tensor_args=(0, 1), **kw)
     inplace_variant(op, name + "_", saves_self=True, kernel=inplace_checks_first(op.kernel))
     return op
 
 
-def _hypot_derivative(g, a, b):
-    h = a.hypot(b)
-    return (g * a / h, g * b / h)
+def _hypot_save(out, a, b):
+    """HypotBackward0's saved values, as PyTorch's: each operand only for its own gradient,
+    and the result (the shared denominator)."""
+    return (a if getattr(a, "_rg", False) else None, b if getattr(b, "_rg", False) else None,
+            out)
 
 
-hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative)
+def _hypot_derivative(g, a, b, h):
+    """d hypot(a, b) / da = a / hypot(a, b); None for an operand that was not saved."""
+    return (g * a / h if a is not None else None, g * b / h if b is not None else None)
+
+
+hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative, save=_hypot_save,
+                saved_names=("self", "other", "result"))
 
 
 def _logaddexp_complex(a, b):
@@ -461,15 +470,22 @@ logaddexp2 = register(
 
 
 def _copysign_derivative(g, a, out):
-    # d|a|·sign(b)/da = sign(a)·sign(out); 0 where a is 0. `other` gets zeros.
-    return (g * (a.sign() * out.sign()), g * 0)
+    # d|a|·sign(b)/da = sign(a)·sign(out); 0 where a is 0. `other` gets zeros. `a` is None
+    # where self needs no gradient (`_copysign_save`).
+    return (g * (a.sign() * out.sign()) if a is not None else None, g * 0)
+
+
+def _copysign_save(out, a, b):
+    """CopysignBackward0's saved values, as PyTorch's: `self` only for its own gradient (so
+    it may change in place when only `other` requires grad), and the result."""
+    return (a if getattr(a, "_rg", False) else None, out)
 
 
 copysign = register(
     "copysign.Tensor",
     kernel=binary_kernel(np.copysign, to_float=True, real_only="copysign_cpu"),
     meta=binary_meta(to_float=True, real_only="copysign_cpu"), node="CopysignBackward0",
-    derivative=_copysign_derivative, save=lambda out, a, b: (a, out),
+    derivative=_copysign_derivative, save=_copysign_save,
     samples=binary_samples(scalars=()), tensor_args=(0, 1), public="copysign",
     saved_names=("self", "result"))
 copysign_scalar = register(
@@ -590,7 +606,9 @@ ldexp = register(
     "ldexp.Tensor", kernel=_ldexp_kernel, meta=_ldexp_meta, node="LdexpBackward0",
     derivative=_ldexp_derivative,
     # PyTorch saves the exponent and the result (not self): e's gradient is out * ln 2.
-    save=lambda out, a, e: (e, out, (a._rg, getattr(e, "_rg", False))),
+    # The exponent only for self's gradient, so it may change in place when only it
+    # requires grad (as in PyTorch, whose node then holds no `other`).
+    save=lambda out, a, e: (e if a._rg else None, out, (a._rg, getattr(e, "_rg", False))),
     samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
     gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
     saved_names=("other", "result", ""), result_order="operands")

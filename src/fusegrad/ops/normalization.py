@@ -581,8 +581,9 @@ def _ln_meta(x, normalized_shape, w, b, eps):
     return [Spec(shape, x.dtype), Spec(stat, sdt), Spec(stat, sdt)]
 
 
-def _ln_derivative(grads, x, nshape, w, has_bias, eps):
+def _ln_derivative(grads, x, nshape, w, b, eps):
     g = grads[0] if isinstance(grads, list) else grads
+    has_bias = b is not None  # (saved as PyTorch saves it; only its presence is read)
     n = int(np.prod(nshape, dtype=np.int64))
     if g is not None and numpy_backward(g, x, w) and tuple(g.shape) == tuple(x.shape) and \
             _ln_in_c(x._data, n, (g._data, None if w is None else w._data)):
@@ -645,7 +646,9 @@ native_layer_norm = _register_multi(
     "native_layer_norm", (1, 2), (2, 3), kernel=_ln_kernel, meta=_ln_meta,
     node="NativeLayerNormBackward0",
     derivative=_ln_derivative,
-    save=lambda out, x, ns, w, b, eps: (x, list(ns), w, b is not None, eps),
+    # The bias too, as PyTorch's node saves it (so changing it in place before backward is
+    # the same error); the derivative reads only whether there is one.
+    save=lambda out, x, ns, w, b, eps: (x, list(ns), w, b, eps),
     samples=lambda rng, dt: [
         Sample((rand_array(rng, s, dt), ns, rand_array(rng, tuple(ns), dt),
                 rand_array(rng, tuple(ns), dt), 1e-5), name=f"{s} {ns}")
@@ -653,7 +656,7 @@ native_layer_norm = _register_multi(
     onnx=_ln_onnx, public="native_layer_norm", tolerance={"float32": 1e-4},
     decomposition=_ln_decomposition,
     gradcheck=False,
-    saved_names=("input", "normalized_shape", "weight", "", ""))
+    saved_names=("input", "normalized_shape", "weight", "bias", ""))
 
 # ---------------------------------------------------------------- group norm
 

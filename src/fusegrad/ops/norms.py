@@ -193,8 +193,11 @@ var_mean = register(
     "var_mean.correction", kernel=_var_mean_kernel(False), meta=_var_mean_meta,
     node="VarMeanBackward0",
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, False),
+    # Not the variance (its derivative reads only the input; PyTorch's node saves no result,
+    # so the outputs may change in place before backward).
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
-        a, out[0], dims, correction, keepdim),
+        a, None, dims, correction, keepdim),
+    saved_names=("self", "", "dim", "correction", "keepdim"),
     samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
         a, dims, correction, keepdim, wide=True))
@@ -204,6 +207,7 @@ std_mean = register(
     derivative=lambda grads, a, out, d, c, k: _var_mean_derivative(grads, a, out, d, c, k, True),
     save=lambda out, a, dims=None, correction=None, keepdim=False: (
         a, out[0], dims, correction, keepdim),
+    saved_names=("self", "result0", "dim", "correction", "keepdim"),
     samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
         a, dims, correction, keepdim, sqrt=True, wide=True))
