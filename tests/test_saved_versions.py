@@ -93,3 +93,26 @@ def test_linear_weight_gradient_layout():
         y, inputs = _linear(fusegrad, which)
         y.sum().backward()
     assert inputs["w"].grad.is_contiguous() and inputs["w"].grad.stride() == (3, 1)
+
+
+@pytest.mark.parametrize("case", ["kron first", "kron second", "take_along_dim index"])
+def test_composites_save_no_view_of_their_inputs(case):
+    """kron reshapes its inputs with `_unsafe_view`, take_along_dim wraps its index into a
+    new tensor, as PyTorch's: their inputs may change in place before backward."""
+    def outcome(lib):
+        a = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        b = lib.tensor([[0.0, 1.0], [1.0, 0.5]])
+        idx = lib.tensor([[1, 0], [0, 0]])
+        if case.startswith("kron"):
+            y, changed = lib.kron(a, b), a if case == "kron first" else b
+        else:
+            y, changed = lib.take_along_dim(a, idx, 1), idx
+        with lib.no_grad():
+            changed.mul_(2) if changed.is_floating_point() else changed.zero_()
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return "error", str(e).split(":")[0]
+        return "ok", a.grad.tolist()
+
+    assert outcome(fusegrad) == outcome(torch)

@@ -367,9 +367,9 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     indices = indices.expand(shape)
     shape[d] = input.shape[d]
     input = input.expand(shape)
-    data = indices._data
-    if data is not None and data.size and data.min() < 0:  # gather itself takes no negatives
-        indices = indices.where(indices >= 0, indices + input.shape[d])
+    # Negative indices wrapped (gather takes none) into a new tensor, always, as PyTorch's:
+    # the index gather saves is not the caller's, which may then change in place.
+    indices = indices.where(indices >= 0, indices + input.shape[d])
     return gather(input, d, indices)
 
 

@@ -191,8 +191,10 @@ def kron(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     nd = max(input.ndim, other.ndim)
     a_shape = (1,) * (nd - input.ndim) + tuple(input.shape)
     b_shape = (1,) * (nd - other.ndim) + tuple(other.shape)
-    a = input.reshape(sum(((s, 1) for s in a_shape), ()))
-    b = other.reshape(sum(((1, s) for s in b_shape), ()))
+    # (`_unsafe_view`, as PyTorch's: no view of the inputs, so MulBackward0 saves tensors
+    # with versions of their own, and an input may change in place before backward.)
+    a = call(_unsafe_view_op, input, sum(((s, 1) for s in a_shape), ()))
+    b = call(_unsafe_view_op, other, sum(((1, s) for s in b_shape), ()))
     out_shape = tuple(x * y for x, y in zip(a_shape, b_shape))
     return call(_unsafe_view_op, a * b, out_shape)
 
