@@ -1,6 +1,6 @@
-"""Seeded draws of the Gamma family (Gamma, Chi2, StudentT, Beta, Dirichlet) against
-PyTorch's: the same numbers after the same seed, and the generator left where PyTorch's is
-(the next draws agree too)."""
+"""Seeded draws of the Gamma family (Gamma, Chi2, StudentT, Beta, Dirichlet) and of Poisson
+against PyTorch's: the same numbers after the same seed, and the generator left where
+PyTorch's is (the next draws agree too)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,16 @@ def _normal_spare_kept(m):
     return [first, m.distributions.Gamma(m.tensor([2.0, 3.0]), 1.0).sample()]
 
 
-@pytest.mark.parametrize("draw", [_gamma, _beta_dirichlet, _students, _normal_spare_kept])
+def _poisson(m):
+    g = m.Generator().manual_seed(5)
+    return [m.poisson(m.tensor([1.0, 5.0, 10.0, 0.0, 37.5, 0.2, 250.0])),
+            m.distributions.Poisson(m.tensor([3.0, 12.0])).sample((4,)),
+            m.poisson(m.full((300,), 14.0)),
+            m.poisson(m.tensor([2.0, 20.0], dtype=m.float64), generator=g)]
+
+
+@pytest.mark.parametrize("draw", [_gamma, _beta_dirichlet, _students, _normal_spare_kept,
+                                  _poisson])
 @pytest.mark.parametrize("seed", [0, 7])
 def test_same_draws_as_pytorch(draw, seed):
     def run(m):

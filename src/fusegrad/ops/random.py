@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .. import _random_draws as draws
-from .._random import generator_or_default, rng
+from .._random import generator_or_default
 from .._shapes import in_memory_order, memory_order, strides_order
 from ._util import Spec, dtype_of, rand_array
 from .registry import Sample, register
@@ -115,7 +115,7 @@ def _poisson(a, generator=None):
     _float_only(a, "poisson_cpu")
     if a.size and a.min() < 0:
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return np.asarray(rng(generator).poisson(a)).astype(a.dtype)
+    return draws.poisson(generator, a).astype(a.dtype)
 
 
 # The inclusive top of random_()'s default range: integers a float holds exactly.
