@@ -13,10 +13,12 @@ module's forward is called through `compile`, so that it is captured on its own 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import operator
 import types
+import warnings
 
 import numpy as np
 
@@ -44,10 +46,12 @@ from .variables import (
     ListVariable,
     MethodVariable,
     NestedFunctionVariable,
+    PartialVariable,
     TensorVariable,
     TupleVariable,
     Unsupported,
     Variable,
+    is_plain_namedtuple,
 )
 
 MAX_INLINE_DEPTH = 32
@@ -128,6 +132,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline_nested(tr, fn, args, kwargs)
     if isinstance(fn, BoundFunctionVariable):  # a method found through super()
         return inline(tr, fn.func, [fn.obj] + args, kwargs)
+    if isinstance(fn, PartialVariable):  # the stored arguments first, as partial.__call__
+        return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
@@ -161,6 +167,18 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return GradModeVariable(grad_mode)
     if f is super:
         return tr.make_super(args)
+    if f is functools.partial:
+        return _make_partial(args, kwargs)
+    if type(f) is functools.partial:  # made before: its parts read (and guarded) through it
+        return _call_real_partial(tr, fn, args, kwargs)
+    if _is_compiled_function(f):
+        # Another compiled function called from compiled code: its own Python is inlined
+        # into this graph, as Dynamo inlines the function a nested `torch.compile` wraps
+        # (the inner one's backend and settings apply only to its own calls).
+        tr.builder.guards.constant(f"{_guard_name(tr, fn)}._orig", f._orig)
+        return inline(tr, f._orig, args, kwargs)
+    if is_plain_namedtuple(f):
+        return _make_namedtuple(tr, fn, args, kwargs)
     if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
         # Only made while translating when that runs no Python code (no side effect).
         made = make_exception(f, [tr.as_python(a) for a in args],
@@ -202,6 +220,66 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
     raise Unsupported(f"call to {name}")
+
+
+def _guard_name(tr, fn: ConstantVariable) -> str:
+    """How guards read the object `fn` holds: its source, else a reference to it."""
+    return tr.source_of(fn) or tr.builder.guards.ref(fn.value)
+
+
+def _make_partial(args: list, kwargs: dict) -> Variable:
+    """`functools.partial(func, *args, **kwargs)` made while translating. A partial of a
+    partial made here is flattened, as `partial.__new__` flattens it."""
+    if not args:
+        raise Unsupported("functools.partial() without a function")
+    func, rest = args[0], list(args[1:])
+    if isinstance(func, PartialVariable):
+        return PartialVariable(func.func, func.args + rest, {**func.kwargs, **kwargs})
+    if isinstance(func, TensorVariable) or (isinstance(func, ConstantVariable) and
+                                            not callable(func.value)):
+        raise Unsupported("functools.partial() of an object that is not callable")
+    return PartialVariable(func, rest, kwargs)
+
+
+def _call_real_partial(tr, fn: ConstantVariable, args: list, kwargs: dict) -> Variable:
+    """A call of a `functools.partial` made outside the graph: its function, arguments and
+    keywords are read through the partial and guarded each on its own (the keywords are a
+    dict that may change in place, so the partial's identity is not enough)."""
+    p = fn.value
+    src = _guard_name(tr, fn)
+    func = tr.wrap(p.func, f"{src}.func")
+    stored = tr.wrap(p.args, f"{src}.args")
+    keywords = tr.wrap(p.keywords, f"{src}.keywords")
+    if not isinstance(stored, TupleVariable) or not isinstance(keywords, DictVariable):
+        raise Unsupported("a functools.partial whose arguments cannot be guarded")
+    return call_variable(tr, func, stored.items + args, {**keywords.items, **kwargs})
+
+
+def _is_compiled_function(f) -> bool:
+    from .. import CompiledFunction
+
+    return type(f) is CompiledFunction and isinstance(f._orig, types.FunctionType)
+
+
+def _make_namedtuple(tr, fn: ConstantVariable, args: list, kwargs: dict) -> Variable:
+    """`Pair(x, y)` of a plain named tuple: a tuple variable of that class. The class is
+    guarded (by identity, where it was read); defaults it fills in are read from its
+    `__new__`, guarded by value."""
+    cls = fn.value
+    try:
+        bound = inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:  # raised by the real call, after the graph
+        raise Unsupported(f"calling {cls.__name__}: {e}") from None
+    defaults = cls.__new__.__defaults__ or ()
+    first_default = len(cls._fields) - len(defaults)
+    items = []
+    for i, name in enumerate(cls._fields):
+        if name in bound.arguments:
+            items.append(bound.arguments[name])
+        else:
+            src = f"{_guard_name(tr, fn)}.__new__.__defaults__[{i - first_default}]"
+            items.append(tr.wrap(defaults[i - first_default], src))
+    return TupleVariable(items, cls=cls)
 
 
 _PURE_MATH = {getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "tan", "floor",
@@ -372,14 +450,9 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         from .variables import IteratorVariable
 
         return IteratorVariable(rows)
-    if f is dict and len(args) == 1 and isinstance(args[0], TupleVariable) and \
-            _has_tensor(args):  # `dict((name, t) for ...)`: pairs of constant keys
-        pairs = [tr.unpack(p) for p in args[0].items]
-        if any(len(p) != 2 for p in pairs):
-            raise Unsupported("dict() of items that are not pairs")
-        items = {tr.as_python(k): v for k, v in pairs}
-        items.update(kwargs)
-        return DictVariable(items)
+    if f is dict and len(args) <= 1 and (_has_tensor(args) or _has_tensor(kwargs.values())
+                                         or any(_is_built(a) for a in args)):
+        return _make_dict(tr, args, kwargs)
     if f in (abs, sum, min, max) and (_has_tensor(args)):
         if f is abs:
             return tr.builder.call("call_function", abs, tuple(args), {})
@@ -393,6 +466,46 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if _has_tensor(args) or _has_tensor(kwargs.values()):
         raise Unsupported(f"{getattr(f, '__name__', f)}() with tensor arguments")
     return _evaluate(tr, f, args, kwargs)
+
+
+def _is_built(v: Variable) -> bool:
+    """A container variable made during translation (or read from an input container)."""
+    from .variables import IteratorVariable
+
+    return isinstance(v, (TupleVariable, DictVariable, IteratorVariable))
+
+
+def _make_dict(tr, args: list, kwargs: dict) -> Variable:
+    """`dict(d)`, `dict(pairs)`, `dict(**kw)` holding graph values: a new dict variable (a
+    copy: storing into it leaves `d` as it is). Its keys are constants: those of a dict
+    variable (an input dict's keys are guarded), or pairs' first items."""
+    from .variables import IteratorVariable
+
+    items: dict = {}
+    if args:
+        a = args[0]
+        if isinstance(a, DictVariable):
+            items.update(a.items)
+        else:
+            if isinstance(a, IteratorVariable):  # consumed, as the real dict() consumes it
+                pairs = [tr.unpack(p) for p in a.items[a.index:]]
+                a.index = len(a.items)
+            elif isinstance(a, TupleVariable):
+                pairs = [tr.unpack(p) for p in a.items]
+            else:
+                raise Unsupported(f"dict() of a {type(a).__name__}")
+            if any(len(p) != 2 for p in pairs):
+                raise Unsupported("dict() of items that are not pairs")
+            for k, v in pairs:
+                key = tr.as_python(k)
+                if isinstance(key, (SymInt, SymFloat)):  # a size: its value is not fixed
+                    raise Unsupported("dict() with a symbolic key")
+                try:
+                    items[key] = v
+                except TypeError as e:  # unhashable: the real call raises it
+                    raise Unsupported(f"dict(): {e}") from None
+    items.update(kwargs)
+    return DictVariable(items)
 
 
 def _is_data(v: Variable) -> bool:
@@ -626,9 +739,45 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
         f = fn.value
     if f is super and not values:  # zero-argument super() reads this frame
         return tr.make_super([])
+    if f is warnings.warn and tr.current is not None:
+        _warn_from_frame(tr, values, kw)
+        return ConstantVariable(None)
     if tr.callee_wrapper is not None:
         f, values = _captured_callee(tr.callee_wrapper, f, values)
     return ConstantVariable(f(*values, **kw))
+
+
+def _warn_from_frame(tr, values: list, kw: dict) -> None:
+    """`warnings.warn(...)` made for real at a graph break, reported at the compiled
+    frame's file and line, as eager reports it: called from here, its default stacklevel
+    would name this file. Other stack levels name frames the compiled code does not have
+    here (the translator runs in their place), so they warn as called."""
+    try:
+        bound = _WARN_SIGNATURE.bind(*values, **kw)
+    except TypeError:
+        warnings.warn(*values, **kw)  # raises the same TypeError
+        return
+    args = bound.arguments
+    message, category = args["message"], args.get("category")
+    if args.get("stacklevel", 1) != 1 or args.get("skip_file_prefixes") or (
+            category is not None and not (isinstance(category, type) and
+                                          issubclass(category, Warning))):
+        warnings.warn(*values, **kw)
+        return
+    if isinstance(message, Warning):
+        category = type(message)
+    g = tr.f_globals
+    registry = g.setdefault("__warningregistry__", {})
+    from .segments import _line_of
+
+    warnings.warn_explicit(message, category or UserWarning, tr.code.co_filename,
+                           _line_of(tr.code, tr.current.offset) or tr.code.co_firstlineno,
+                           g.get("__name__", "<string>"), registry, g,
+                           source=args.get("source"))
+
+
+_WARN_SIGNATURE = inspect.signature(
+    lambda message, category=None, stacklevel=1, source=None, *, skip_file_prefixes=(): 0)
 
 
 def _captured_callee(wrap, f, values: list) -> tuple:

@@ -12,6 +12,7 @@ frame returned. `FUSEGRAD_LOGS=segment_code` prints each one.
 
 from __future__ import annotations
 
+import functools
 import types
 
 from ..._random import get_rng_state, set_rng_state
@@ -76,6 +77,16 @@ def spec_code(spec, consts: dict) -> str:
         name = f"___c{len(consts)}"
         consts[name] = spec[1]
         return f"{name}({', '.join(spec_code(s, consts) for s in spec[2])})"
+    if kind == "bound":  # a user function bound to a rebuilt value, as a real method
+        consts["___bind"] = types.MethodType
+        name = f"___c{len(consts)}"
+        consts[name] = spec[1]
+        return f"___bind({name}, {spec_code(spec[2], consts)})"
+    if kind == "partial":
+        consts["___partial"] = functools.partial
+        args = "".join(f", {spec_code(a, consts)}" for a in spec[2])
+        kwargs = ", ".join(f"{k!r}: {spec_code(a, consts)}" for k, a in spec[3].items())
+        return f"___partial({spec_code(spec[1], consts)}{args}, **{{{kwargs}}})"
     if kind == "truth":
         return f"bool({spec_code(spec[1], consts)})"
     if kind == "text":  # an f-string of dynamic floats, formatted with this call's values

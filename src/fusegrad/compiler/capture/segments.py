@@ -35,6 +35,7 @@ from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
+    BoundFunctionVariable,
     CellVariable,
     ConstantVariable,
     DictVariable,
@@ -44,6 +45,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    PartialVariable,
     SetVariable,
     SliceVariable,
     TensorVariable,
@@ -506,8 +508,12 @@ def _snapshot(roots: list) -> list:
             todo.extend(v.items.values())
         elif isinstance(v, MethodVariable):
             todo.append(v.obj)
+        elif isinstance(v, BoundFunctionVariable):
+            todo.append(v.obj)
         elif isinstance(v, NestedFunctionVariable):
             todo.extend(v.closure)
+        elif isinstance(v, PartialVariable):
+            todo.extend([v.func, *v.args, *v.kwargs.values()])
         elif isinstance(v, CellVariable):
             saved.append((v, "cell", v.contents))
             if v.contents is not None:
@@ -622,6 +628,13 @@ def _spec_value(v, outputs: _Outputs):
         return ("iter", [_spec(i, outputs) for i in v.items[v.index:]])
     if isinstance(v, NestedFunctionVariable):
         raise Unsupported("a function made inside the graph is live at a graph break")
+    if isinstance(v, BoundFunctionVariable):  # a method of a value the graph rebuilt
+        return ("bound", v.func, _spec(v.obj, outputs))
+    if isinstance(v, PartialVariable) and v.source is not None:  # read from the frame
+        return ("source", v.source)
+    if isinstance(v, PartialVariable):  # a real functools.partial of the rebuilt parts
+        return ("partial", _spec(v.func, outputs), [_spec(a, outputs) for a in v.args],
+                {k: _spec(a, outputs) for k, a in v.kwargs.items()})
     if isinstance(v, GradModeVariable):
         return ("grad_exit", v.exit)
     if isinstance(v, CellVariable):  # a cell the frame made: a real cell from now on

@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import collections
 import dis
+import inspect
 import operator
 import sys
 import types
@@ -30,6 +31,7 @@ from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
 from .scopes import ScopeOpcodes
 from .variables import (
+    BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
     IteratorVariable,
@@ -37,6 +39,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    PartialVariable,
     SetVariable,
     SliceVariable,
     SuperVariable,
@@ -45,6 +48,7 @@ from .variables import (
     TupleVariable,
     Unsupported,
     Variable,
+    is_plain_namedtuple,
 )
 from .versions import (
     COMPARE_TO_BOOL,
@@ -423,9 +427,33 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return self.builder.wrap(value, self._attr_source(obj, name, value))
         if isinstance(obj, TupleVariable) and obj.field(name) is not None:
             return obj.field(name)  # `x.max(0).values`
+        if isinstance(obj, TupleVariable) and not self.concrete and \
+                is_plain_namedtuple(obj.cls) and hasattr(obj.cls, name) and \
+                name not in vars(tuple):
+            return self._namedtuple_attr(obj, name)
         if isinstance(obj, (TupleVariable, DictVariable)):
             return MethodVariable(obj, name)
+        if isinstance(obj, PartialVariable) and name in ("func", "args"):
+            # (not `keywords`: the real partial's dict, which a copy here would not be)
+            return obj.func if name == "func" else TupleVariable(obj.args)
         raise Unsupported(f"attribute {name!r} of {type(obj).__name__}")
+
+    def _namedtuple_attr(self, obj: TupleVariable, name: str) -> Variable:
+        """A class attribute read through a named tuple built in the graph: a method the
+        class defines (inlined with the tuple as `self`) or plain data (`_fields`); guarded
+        through the class, whose attributes may be reassigned."""
+        value = inspect.getattr_static(obj.cls, name)
+        ref = f"{self.builder.guards.ref(obj.cls, 'type')}.{name}"
+        if isinstance(value, types.FunctionType):
+            self.builder.guards.constant(ref, value)
+            return BoundFunctionVariable(value, obj)
+        if isinstance(value, property) and isinstance(value.fget, types.FunctionType):
+            self.builder.guards.constant(ref, value)
+            return self.call(BoundFunctionVariable(value.fget, obj), [], {})
+        if _is_plain_data(value):
+            self.builder.guards.constant(ref, value)
+            return ConstantVariable(value)
+        raise Unsupported(f"attribute {name!r} of named tuple {obj.cls.__name__}")
 
     def _attr_source(self, obj: ConstantVariable, name: str, value=None) -> str | None:
         root = obj.source
@@ -530,6 +558,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                               and a.node is b.node)
         elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
             same = a.value is b.value
+        elif a is not b and (isinstance(a, PartialVariable) or isinstance(b, PartialVariable)):
+            # A partial read from the frame is guarded by its parts, not its identity.
+            raise Unsupported("an identity test of a functools.partial")
         else:
             same = a is b
         self.push(self.const(same != bool(inst.arg)))
@@ -911,6 +942,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return v.value
         if isinstance(v, ListVariable):
             return [self.as_python(i) for i in v.items]
+        if isinstance(v, TupleVariable) and is_plain_namedtuple(v.cls):
+            return v.cls(*(self.as_python(i) for i in v.items))  # its class's str, methods
         if isinstance(v, TupleVariable):
             return tuple(self.as_python(i) for i in v.items)
         if isinstance(v, DictVariable):

@@ -63,9 +63,29 @@ class TensorVariable(Variable):
         return f"Tensor({self.node.name})"
 
 
+def is_plain_namedtuple(cls) -> bool:
+    """A class made by `collections.namedtuple` (or `typing.NamedTuple`), maybe subclassed,
+    whose construction runs only the generated `__new__`: building one while translating
+    then runs no user code."""
+    if not isinstance(cls, type) or not issubclass(cls, tuple) or \
+            not hasattr(cls, "_fields") or not hasattr(cls, "_make"):
+        return False
+    for k in cls.__mro__[:cls.__mro__.index(tuple)]:
+        if "__init__" in vars(k):
+            return False
+        new = vars(k).get("__new__")
+        if new is not None:
+            # The generated one: `namedtuple` documents it so (3.11-3.13).
+            doc = getattr(getattr(new, "__func__", new), "__doc__", None) or ""
+            if "_fields" not in vars(k) or not doc.startswith("Create new instance of "):
+                return False
+    return True
+
+
 class TupleVariable(Variable):
     """A tuple built from variables; `cls` is the named-tuple type of an op's result
-    (`torch.return_types.max`, ...), None for a plain tuple."""
+    (`torch.return_types.max`, ...) or of a plain named tuple the code built (`Pair(x, y)`),
+    None for a plain tuple."""
 
     __slots__ = ("items", "cls")
 
@@ -300,3 +320,22 @@ class GeneratorVariable(Variable):
         import types
 
         return types.GeneratorType
+
+
+class PartialVariable(Variable):
+    """`functools.partial(func, *args, **kwargs)` made while translating: calling it calls
+    `func` with the stored arguments first, as the real partial does (so its call is
+    inlined or recorded like a direct one); rebuilt as a real partial at a graph break."""
+
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func: Variable, args: list, kwargs: dict):
+        super().__init__(None)
+        self.func = func
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+
+    def python_type(self) -> type:
+        import functools
+
+        return functools.partial
