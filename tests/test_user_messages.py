@@ -384,3 +384,28 @@ def test_byte_mask_index_warns_each_time():
     ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
     assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 2
     assert ours[0][2] == "test_user_messages.py"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "bool", "float16",
+                                   "uint8", "bfloat16"])
+@pytest.mark.parametrize("how", ["setitem", "fill_", "full", "masked_fill"])
+@pytest.mark.parametrize("value", [1 + 2j, 2 + 0j])
+def test_complex_value_into_a_real_dtype(dtype, how, value):
+    def call(m):
+        dt = getattr(m, dtype)
+        x = m.zeros(2, dtype=dt)
+        if how == "setitem":
+            x[0] = value
+        elif how == "fill_":
+            x.fill_(value)
+        elif how == "full":
+            x = m.full((2,), value, dtype=dt)
+        else:
+            x = x.masked_fill(m.tensor([True, False]), value)
+        return x.tolist()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no NumPy ComplexWarning on the way)
+        assert _raised(call, fusegrad) == _raised(call, torch)
+        if _raised(call, torch) is None:
+            assert call(fusegrad) == call(torch)

@@ -48,7 +48,12 @@ def checked_scalar(value, dt: np.dtype):
     number beyond float16's largest) is PyTorch's overflow error."""
     cls = value.__class__
     if cls is not int and cls is not float:
-        return value  # bool, complex, arrays and 0-d tensors convert as they are
+        if cls is not complex or dt.kind in "cb":
+            return value  # bool, arrays, 0-d tensors, complex into complex or bool: as is
+        if value.imag:  # PyTorch's check of a complex value for a real dtype
+            raise RuntimeError(f"value cannot be converted to type {convert_name(dt)} "
+                               "without overflow")
+        value, cls = value.real, float
     kind = dt.kind
     if kind in "iu":
         info = np.iinfo(dt)
@@ -69,3 +74,8 @@ def checked_scalar(value, dt: np.dtype):
         return value
     raise RuntimeError(f"value cannot be converted to type {_CONVERT_NAMES[dt.name]} without "
                        "overflow")
+
+
+def convert_name(dt: np.dtype) -> str:
+    """The C++ name PyTorch's scalar conversion prints for NumPy dtype `dt`."""
+    return "double" if dt.char == "d" else _CONVERT_NAMES[dt.name]

@@ -313,9 +313,13 @@ def _assigned_number(value, dtype):
     """A Python number assigned into a tensor of `dtype` (`x[i] = v`), as PyTorch converts it:
     checked against the dtype's range as `fill_` checks it (uint8 takes -1 as 255), except
     that a half type takes it rounded (2 ** 31 into float16 is inf, where `fill_` refuses it)."""
+    dt = dtype.np
+    if value.__class__ is complex and dtype.is_floating_point and dt.itemsize == 2:
+        if value.imag:  # (a half type's value is converted through double here)
+            raise RuntimeError("value cannot be converted to type double without overflow")
+        value = value.real
     if value.__class__ is not int and value.__class__ is not float:
         return value
-    dt = dtype.np
     if dtype.is_floating_point and dt.itemsize == 2:
         with np.errstate(over="ignore"):
             return float(dt.type(value))

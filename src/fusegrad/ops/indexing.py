@@ -14,7 +14,6 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import plain
-from .._scalar_conversion import _CONVERT_NAMES
 from .._tensor import Tensor
 from . import _onnx as ox
 from ._util import (
@@ -652,13 +651,7 @@ def _fills_mask(indices, values, accumulate) -> bool:
 
 def _fill_number(v: np.ndarray, dt: np.dtype):
     """The one element of `v` as masked_fill_ converts its value for an array of `dt`."""
-    item = v.reshape(()).item()
-    if item.__class__ is complex and dt.kind != "c":
-        if item.imag:  # PyTorch's message for a lossy complex conversion
-            name = {"float64": "double"}.get(dt.name) or _CONVERT_NAMES.get(dt.name, dt.name)
-            raise RuntimeError(f"value cannot be converted to type {name} without overflow")
-        item = item.real
-    return np.asarray(checked_scalar(item, dt)).astype(dt)
+    return np.asarray(checked_scalar(v.reshape(()).item(), dt)).astype(dt)
 
 
 def _index_put_kernel(a, indices, values, accumulate=False):
