@@ -395,3 +395,21 @@ def test_warn_at_a_graph_break_names_the_users_line():
             same(expected, got)
             assert got_warnings == expected_warnings
             assert got_warnings[0][2] == __file__
+
+
+# ---------------------------------------------------------------- sizes into pad and roll
+
+
+def _pad_and_roll(x):
+    b = x.shape[0]
+    return fusegrad.nn.functional.pad(x, (0, b)) * 2, x.roll(b, 0) + 1
+
+
+def test_pad_and_roll_by_a_traced_size_stay_symbolic():
+    """A size handed to `F.pad` or `roll` under dynamic shapes is not fixed to one value:
+    one graph serves every batch (each was a recompile)."""
+    c, counter = compiled(_pad_and_roll, dynamic=True)
+    for n in (3, 4, 5, 6):
+        x = fusegrad.randn(n, 4)
+        same(_pad_and_roll(x), c(x))
+    assert counter.graphs == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numbers
 
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._type_names import python_type_name
 
@@ -30,7 +31,7 @@ def dims(dim) -> tuple | None:
     tensor (read as its int) or a sequence of either."""
     if dim is None:
         return None
-    if dim.__class__ is int:
+    if dim.__class__ is int or dim.__class__ is SymInt:  # (a traced size stays symbolic)
         return (dim,)
     if isinstance(dim, numbers.Integral):
         return (int(dim),)

@@ -15,6 +15,7 @@ import numpy as np
 from .._autocast import composite
 from .._creation import zeros_like
 from .._dispatch import call
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..autograd.grad_mode import no_grad as _no_grad
@@ -272,7 +273,8 @@ def pad(input: Tensor, pad: list, mode: str = "constant", value: float | None = 
 
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    pad = [int(p) for p in pad]
+    # (A traced size stays symbolic: `int` would fix the graph to one value.)
+    pad = [p if isinstance(p, SymInt) else int(p) for p in pad]
     ndim = input.dim()
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
