@@ -409,3 +409,22 @@ def test_complex_value_into_a_real_dtype(dtype, how, value):
         assert _raised(call, fusegrad) == _raised(call, torch)
         if _raised(call, torch) is None:
             assert call(fusegrad) == call(torch)
+
+
+@pytest.mark.parametrize("expr", ["s * 2", "2 * s", "s + (4,)", "(4,) + s", "s + s", "s[:1]",
+                                  "s * 0", "s + [4]", "s * 2.0"])
+def test_size_arithmetic_keeps_size(expr):
+    def run(m):
+        s = m.Size([2, 3])
+        out = eval(expr)
+        return type(out).__name__, tuple(out)
+
+    assert _raised(run, fusegrad) == _raised(run, torch)
+    if _raised(run, torch) is None:
+        assert run(fusegrad) == run(torch)
+
+
+@pytest.mark.parametrize("case", ["bins", "range"])
+def test_histc_messages(case):
+    _same_error(lambda m: m.histc(m.ones(3), bins=-1) if case == "bins" else
+                m.histc(m.ones(3), bins=3, min=2, max=1))

@@ -29,7 +29,22 @@ class Size(tuple):
         return Size(r) if isinstance(key, slice) else r
 
     def __add__(self, other):
-        return Size(tuple.__add__(self, tuple(other)))
+        if not isinstance(other, tuple):
+            raise TypeError(f"can only concatenate tuple (not {type(other).__name__}) to "
+                            "torch.Size")
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented  # (`[1] + size`: the list's own error)
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        if not hasattr(n, "__index__"):  # (Python's own error for a sequence)
+            raise TypeError(f"can't multiply sequence by non-int of type '{type(n).__name__}'")
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
 
 
 def contiguous_strides(shape) -> tuple:

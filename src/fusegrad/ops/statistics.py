@@ -231,7 +231,7 @@ def _histc_kernel(a, bins=100, lo=0, hi=0):
         raise NotImplementedError(f'"histogram_cpu" not implemented for '
                                   f"'{_dtype.from_numpy_dtype(a.dtype).legacy}'")
     if bins <= 0:
-        raise RuntimeError(f"torch.histogramc(): bins must be > 0, but got {bins} for "
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for "
                            "dimension 0")
     lo, hi = float(lo), float(hi)
     if lo == hi and a.size:
@@ -241,8 +241,7 @@ def _histc_kernel(a, bins=100, lo=0, hi=0):
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if lo > hi:
-        raise RuntimeError(f"torch.histogramc(): max must be larger than min, but got "
-                           f"min={lo}, max={hi}")
+        raise RuntimeError("torch.histc: max must be larger than min")
     counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
     return counts.astype(a.dtype)
 
