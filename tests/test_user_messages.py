@@ -415,8 +415,7 @@ def test_complex_value_into_a_real_dtype(dtype, how, value):
                                   "s * 0", "s + [4]", "s * 2.0"])
 def test_size_arithmetic_keeps_size(expr):
     def run(m):
-        s = m.Size([2, 3])
-        out = eval(expr)
+        out = eval(expr, {"s": m.Size([2, 3])})
         return type(out).__name__, tuple(out)
 
     assert _raised(run, fusegrad) == _raised(run, torch)
