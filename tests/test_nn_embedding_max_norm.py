@@ -153,3 +153,16 @@ def test_embedding_bag_module_max_norm():
     np.testing.assert_allclose(mod.weight.detach().numpy(), ref.weight.detach().numpy(),
                                rtol=1e-6)
     assert repr(mod) == repr(ref)
+
+
+def test_float32_scale_computed_in_double():
+    """The scale of a float32 row is computed in double, as PyTorch's: max_norm / (norm +
+    1e-7), the 1e-7 kept beside a norm of 3 (in float32 it is lost: one ulp off)."""
+    rows = [[1.0, 2.0, 2.0], [0.01, 0.02, 0.0], [3.0, -4.0, 1.5], [0.3, 0.1, 0.7]]
+    out = []
+    for lib in (torch, fusegrad):
+        e = lib.nn.Embedding(4, 3, max_norm=0.1)
+        with lib.no_grad():
+            e.weight.copy_(lib.tensor(rows))
+        out.append(e(lib.tensor([0, 2, 3, 1])).detach().numpy())
+    np.testing.assert_array_equal(out[1], out[0])

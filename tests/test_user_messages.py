@@ -427,3 +427,23 @@ def test_size_arithmetic_keeps_size(expr):
 def test_histc_messages(case):
     _same_error(lambda m: m.histc(m.ones(3), bins=-1) if case == "bins" else
                 m.histc(m.ones(3), bins=3, min=2, max=1))
+
+
+def test_same_padding_of_an_even_kernel_warns_once():
+    def call(m):
+        conv = m.nn.Conv1d(2, 2, 2, padding="same")
+        conv(m.ones(1, 2, 5))
+        conv(m.ones(1, 2, 5))
+        m.nn.functional.conv1d(m.ones(1, 2, 5), m.ones(2, 2, 4), padding="same")
+
+    fusegrad._warn._state.given.discard(
+        "Using padding='same' with even kernel lengths and odd dilation may require a "
+        "zero-padded copy of the input be created")
+    ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
+    assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 1
+
+
+@pytest.mark.parametrize("name", ["Hardswish", "Hardsigmoid", "Mish", "SiLU", "ReLU6"])
+def test_inplace_activation_reprs(name):
+    assert repr(getattr(fusegrad.nn, name)(inplace=True)) == \
+        repr(getattr(torch.nn, name)(inplace=True))

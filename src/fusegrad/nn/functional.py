@@ -18,6 +18,7 @@ from .._dispatch import call
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._warn import warn_once_at_caller
 from ..autograd.grad_mode import no_grad as _no_grad
 from ..backends import cuda as _cuda_backend
 from ..ops import REGISTRY
@@ -189,6 +190,9 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
                 raise ValueError("padding='same' is not supported for strided convolutions")
             padding, extra = _same_padding(weight, dilation, spatial)
             if any(extra):
+                warn_once_at_caller(
+                    "Using padding='same' with even kernel lengths and odd dilation may "
+                    "require a zero-padded copy of the input be created")
                 input = pad(input, _pad_list([(0, e) for e in extra]))
         else:
             raise ValueError(f"Invalid padding string {padding!r}, should be one of "

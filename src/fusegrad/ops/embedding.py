@@ -183,7 +183,7 @@ def _renorm_kernel(w, idx, max_norm, norm_type):
     else:
         norms = (np.abs(sel) ** p).sum(axis=1) ** (1.0 / p)
     big = norms > max_norm
-    scale = max_norm / (norms[big] + 1e-7)
+    scale = max_norm / (norms[big].astype(np.float64) + 1e-7)  # in double, as PyTorch's
     out[rows[big]] = (sel[big] * scale[:, None].astype(sel.dtype)).astype(w.dtype)
     return out
 

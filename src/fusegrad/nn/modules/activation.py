@@ -224,6 +224,9 @@ class Hardsigmoid(_InplaceActivation):
         """hardsigmoid(input)."""
         return F.hardsigmoid(input, self.inplace)
 
+    def extra_repr(self) -> str:
+        return ""  # (PyTorch's prints no `inplace` for this one)
+
 
 class Hardswish(_InplaceActivation):
     """x * hardsigmoid(x)."""
@@ -231,6 +234,9 @@ class Hardswish(_InplaceActivation):
     def forward(self, input):
         """hardswish(input)."""
         return F.hardswish(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return ""  # (PyTorch's prints no `inplace` for this one)
 
 
 class LogSigmoid(Module):
