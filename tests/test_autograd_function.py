@@ -468,3 +468,44 @@ def test_not_recorded_without_grad_inputs():
         return y, y.requires_grad, y.grad_fn is None
     check(prog, randn(3))
     assert np.isfinite(1.0)
+
+
+def test_apply_binds_keywords_to_forward_parameters():
+    """A tensor passed to `apply` by keyword is an input as a positional one is (its
+    gradient recorded), and defaults are filled in, as PyTorch binds them (old style and
+    setup_context style)."""
+    def run(lib):
+        class Scale(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a, k=2.0):
+                ctx.k = k
+                return a * k
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, None
+
+        class Split(lib.autograd.Function):
+            @staticmethod
+            def forward(a, k=2.0):
+                return a * k
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.k = inputs[1]
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, None
+
+        out = []
+        for fn, kwargs in ((Scale, {"a": None}), (Scale, {"k": 3.0}), (Split, {"a": None,
+                                                                         "k": 5.0})):
+            x = lib.ones(2, requires_grad=True)
+            y = fn.apply(**{k: (x if v is None else v) for k, v in kwargs.items()}) \
+                if "a" in kwargs else fn.apply(x, **kwargs)
+            y.sum().backward()
+            out.append((y.requires_grad, x.grad.tolist()))
+        return out
+
+    assert run(fg) == run(torch)

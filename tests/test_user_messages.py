@@ -447,3 +447,21 @@ def test_same_padding_of_an_even_kernel_warns_once():
 def test_inplace_activation_reprs(name):
     assert repr(getattr(fusegrad.nn, name)(inplace=True)) == \
         repr(getattr(torch.nn, name)(inplace=True))
+
+
+def test_backward_with_create_graph_warns_once():
+    message = ("Using backward() with create_graph=True will create a reference cycle between "
+               "the parameter and its gradient which can cause a memory leak. We recommend "
+               "using autograd.grad when creating the graph to avoid this. If you have to use "
+               "this function, make sure to reset the .grad fields of your parameters to None "
+               "after use to break the cycle and avoid the leak.")
+
+    def call(m):
+        x = m.ones(2, requires_grad=True)
+        (x * x).sum().backward(create_graph=True)
+        (x * x).sum().backward(create_graph=True)
+        m.autograd.grad((x * x).sum(), x, create_graph=True)
+
+    fusegrad._warn._state.given.discard(message)
+    ours = _warnings_of(call, fusegrad)
+    assert [w[1] for w in ours] == [message] and ours[0][2] == "test_user_messages.py"

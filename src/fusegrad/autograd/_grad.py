@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from .._tensor import Tensor
 from .._thread_state import local as _thread_local
+from .._warn import warn_once_at_caller
 from .engine import run_backward
 
 
@@ -72,6 +73,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             "backward() called inside a functorch transform. This is not supported, please use "
             "functorch.grad or functorch.vjp instead or call backward() outside of functorch "
             "transforms.")
+    if create_graph:  # (PyTorch's engine warns once per process)
+        warn_once_at_caller(
+            "Using backward() with create_graph=True will create a reference cycle between "
+            "the parameter and its gradient which can cause a memory leak. We recommend using "
+            "autograd.grad when creating the graph to avoid this. If you have to use this "
+            "function, make sure to reset the .grad fields of your parameters to None after "
+            "use to break the cycle and avoid the leak.")
     run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs, accumulate=True)
 
 

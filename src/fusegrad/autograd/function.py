@@ -9,6 +9,7 @@ arguments. The node is also the `ctx` object forward saw, so attributes set on `
 from __future__ import annotations
 
 import functools
+import inspect
 
 from .. import _dtype
 from .._thread_state import local as _thread_local
@@ -264,9 +265,26 @@ def _under_transforms(cls, args):
     return NotImplemented
 
 
+def _bound(cls, args: tuple, kwargs: dict, separate: bool) -> tuple:
+    """`args` and `kwargs` of `cls.apply` bound to `forward`'s parameters, defaults applied,
+    as PyTorch binds them: a tensor given by keyword is an input like any other (its
+    gradient is recorded, and `needs_input_grad` counts it). (args, remaining kwargs)."""
+    signature = inspect.signature(cls.forward)
+    try:
+        bound = signature.bind(*args, **kwargs) if separate else \
+            signature.bind(None, *args, **kwargs)
+    except TypeError:
+        return args, kwargs  # forward's own error, raised by the call
+    bound.apply_defaults()
+    return (bound.args if separate else bound.args[1:]), bound.kwargs
+
+
 def _apply(cls, args, kwargs):
     from .._dispatch import _edge
     from .anomaly_mode import state as _anomaly
+
+    if kwargs:
+        args, kwargs = _bound(cls, args, kwargs, cls.setup_context is not Function.setup_context)
 
     transformed = _under_transforms(cls, args)
     if transformed is not NotImplemented:
