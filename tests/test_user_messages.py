@@ -465,3 +465,34 @@ def test_backward_with_create_graph_warns_once():
     fusegrad._warn._state.given.discard(message)
     ours = _warnings_of(call, fusegrad)
     assert [w[1] for w in ours] == [message] and ours[0][2] == "test_user_messages.py"
+
+
+AUTOGRAD_SLIPS = {
+    "set_grad_enabled of a string": lambda m: m.set_grad_enabled("yes"),
+    "set_grad_enabled of an int": lambda m: m.set_grad_enabled(1),
+    "detect_anomaly as a decorator": lambda m: m.autograd.detect_anomaly()(lambda: 1),
+    "set_detect_anomaly as a decorator": lambda m: m.autograd.set_detect_anomaly(False)(
+        lambda: 1),
+}
+
+
+@pytest.mark.parametrize("case", list(AUTOGRAD_SLIPS))
+def test_autograd_slips(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (detect_anomaly's own warning)
+        _same_error(AUTOGRAD_SLIPS[case])
+    fusegrad.set_grad_enabled(True)
+
+
+@pytest.mark.parametrize("anomaly", [False, True])
+def test_inplace_modified_hint_follows_anomaly_mode(anomaly):
+    def call(m):
+        x = m.ones(2, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with m.autograd.set_detect_anomaly(anomaly):
+                y = x.exp()
+                y.add_(1)
+                y.sum().backward()
+
+    _same_error(call)

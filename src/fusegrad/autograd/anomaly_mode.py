@@ -7,7 +7,6 @@ returns NaN gradients, a warning shows that stack before the error propagates.
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 
@@ -85,13 +84,7 @@ def _has_nan(g) -> bool:
 
 
 class _AnomalyContext:
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__(*self._args):
-                return fn(*args, **kwargs)
-
-        return wrapper
+    """Context managers only: PyTorch's are no decorators ("object is not callable")."""
 
 
 class detect_anomaly(_AnomalyContext):

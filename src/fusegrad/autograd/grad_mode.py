@@ -103,6 +103,9 @@ class set_grad_enabled(_GradModeContext):
     """Set grad mode: as a call it takes effect at once; as a context it restores on exit."""
 
     def __init__(self, mode: bool):
+        if type(mode).__name__ not in ("bool", "bool_"):  # (NumPy's bool is taken too)
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be "
+                            f"bool, not {type(mode).__name__}")
         self._prev = _local.grad_enabled
         self._target = bool(mode)
         _set_grad(self._target)

@@ -18,6 +18,7 @@ from .._dtype import COMPLEX as _COMPLEX
 from .._dtype import FLOAT as _FLOAT
 from .._thread_state import active as _active
 from .._thread_state import local as _local
+from .anomaly_mode import state as _anomaly_state
 from .grad_mode import check_inference_save
 
 SEQUENCE = itertools.count()
@@ -443,12 +444,16 @@ def _modified_message(t, expected: int) -> str:
         # "Pow1", a custom Function's `MyFnBackward` "MyFn"; C++ names stay whole.
         short = _BACKWARD_SUFFIX.sub(_short_suffix, owner.name())
         where = f", which is output {t._output_nr} of {short},"
+    # (With anomaly detection on, its traceback of the forward op is printed above.)
+    hint = ("the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!") if _anomaly_state.enabled else (
+        "enable anomaly detection to find the operation that failed to compute its gradient, "
+        "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [torch.{t.dtype.legacy}Tensor [{', '.join(map(str, t.shape))}]]{where} is at "
-        f"version {t._vc[0]}; expected version {expected} instead. Hint: enable anomaly "
-        "detection to find the operation that failed to compute its gradient, with "
-        "torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        f"version {t._vc[0]}; expected version {expected} instead. Hint: {hint}"
     )
 
 
