@@ -509,3 +509,34 @@ def test_apply_binds_keywords_to_forward_parameters():
         return out
 
     assert run(fg) == run(torch)
+
+
+def test_forward_mode_needs_the_functions_jvp():
+    """jvp/jacfwd through a custom Function without `jvp` raise PyTorch's error (fusegrad
+    computes forward-mode products by reverse passes, but the Function's contract is
+    PyTorch's)."""
+    def run(lib):
+        class Double(lib.autograd.Function):
+            @staticmethod
+            def forward(x):
+                return x * 2
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                pass
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        out = []
+        for call in (lambda: lib.func.jvp(Double.apply, (lib.ones(3),), (lib.ones(3),)),
+                     lambda: lib.func.jacfwd(Double.apply)(lib.ones(3)),
+                     lambda: lib.func.jacrev(Double.apply)(lib.ones(3)).tolist()):
+            try:
+                out.append(("ok", call()))
+            except (NotImplementedError, RuntimeError) as e:
+                out.append(("error", type(e).__name__, str(e)))
+        return out
+
+    assert run(fg) == run(torch)

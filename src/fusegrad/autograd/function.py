@@ -251,14 +251,17 @@ def _under_transforms(cls, args):
             "In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, "
             "jacrev, ...), it must override the setup_context staticmethod. " + _FUNC_DOCS)
     frames = [e for e in stack if hasattr(e, "apply_rule")]  # vmap's frames
-    if not frames:
-        return NotImplemented
     has_rule = cls.vmap is not Function.vmap
-    if not has_rule and not getattr(cls, "generate_vmap_rule", False):
+    batched = frames or any(getattr(e, "forward_mode", None) == "batched" for e in stack)
+    if batched and not has_rule and not getattr(cls, "generate_vmap_rule", False):
         raise RuntimeError(
             f"You tried to vmap over {cls.__name__}, but it does not have vmap support. Please "
             "override and implement the vmap staticmethod or set generate_vmap_rule=True. "
             + _FUNC_DOCS)
+    if cls.jvp is Function.jvp and any(getattr(e, "forward_mode", False) for e in stack):
+        Function.jvp(None)  # PyTorch's error: forward mode needs the Function's jvp
+    if not frames:
+        return NotImplemented
     if has_rule and not getattr(cls, "generate_vmap_rule", False) and stack[-1] is frames[-1]:
         return frames[-1].apply_rule(cls, args)
     # generate_vmap_rule: the forward run per example is the generated rule.

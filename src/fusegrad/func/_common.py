@@ -119,6 +119,10 @@ class Level:
     function (`open`), and whether grad mode was on when it was called (off: its results
     never carry history out)."""
 
+    # A forward-mode transform's level (jvp, jacfwd, linearize): custom Functions must then
+    # define `jvp`, as in PyTorch (the product itself is computed by reverse passes here).
+    forward_mode = False
+
     def __init__(self) -> None:
         self.outer_grad = is_grad_enabled()
         self.open = True

@@ -61,7 +61,7 @@ def _forward_jacobian(func, argnums, has_aux: bool, args: tuple, kwargs: dict):
         return func(*replace_selected(args, argnums, _pytree.tree_unflatten(list(xs), spec)),
                     **kwargs)
 
-    lin = _Linear(call, tuple(leaves), has_aux, "jvp(f, primals, tangents)")
+    lin = _Linear(call, tuple(leaves), has_aux, "jvp(f, primals, tangents)", batched=True)
     numels = [x.numel() for x in leaves]
     total = sum(numels)
     columns = [lin.tangent_out(t) for t in _basis(leaves)]

@@ -148,8 +148,12 @@ class _Linear:
     cotangents `u` (zero leaves) and `J^T u` computed with history, so that `J t` is one
     more reverse pass (see the module docstring)."""
 
-    def __init__(self, func, primals: tuple, has_aux: bool, where: str) -> None:
+    def __init__(self, func, primals: tuple, has_aux: bool, where: str,
+                 batched: bool = False) -> None:
         self.level = level = Level()
+        # (`batched`: PyTorch's transform runs jvp under vmap, as jacfwd does: a custom
+        # Function then needs a vmap rule too.)
+        level.forward_mode = "batched" if batched else True
         leaves, self.spec = _pytree.tree_flatten(primals)
         self.primals = leaves
         self.lifted = [level.lift(x) for x in leaves]
