@@ -540,3 +540,52 @@ def test_forward_mode_needs_the_functions_jvp():
         return out
 
     assert run(fg) == run(torch)
+
+
+def test_dirty_input_not_returned_and_output_nr():
+    def run(lib):
+        class Dirty(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.mark_dirty(a)
+                a.add_(1)
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        out = []
+        try:
+            Dirty.apply(lib.ones(2, requires_grad=True).clone())
+        except RuntimeError as e:
+            out.append(str(e))
+        x = lib.ones(4, requires_grad=True)
+        out.append([x.output_nr, (x * 2).output_nr, x.split(2)[1].output_nr,
+                    x.unbind()[3].output_nr])
+        return out
+
+    assert run(fg) == run(torch)
+
+
+@pytest.mark.parametrize("case", ["different classes", "determinism_check"])
+def test_transform_and_checkpoint_argument_errors(case):
+    def call(lib):
+        if case == "determinism_check":
+            x = lib.ones(2, requires_grad=True)
+            return lib.utils.checkpoint.checkpoint(lambda t: t * 2, x, use_reentrant=False,
+                                                   determinism_check="foo")
+
+        class A(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = lib.nn.Linear(2, 2)
+
+        class B(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc2 = lib.nn.Linear(2, 2)
+
+        return lib.func.stack_module_state([A(), B()])
+
+    assert_same_error(lambda: call(fg), lambda: call(torch), full=True)

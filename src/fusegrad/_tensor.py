@@ -317,6 +317,11 @@ class Tensor:
         self._dtype = value._dtype
 
     @property
+    def output_nr(self) -> int:
+        """Which output of its `grad_fn` this tensor is (0 for a leaf)."""
+        return self._output_nr
+
+    @property
     def _version(self) -> int:
         vc = self._vc
         if vc.__class__ is InferenceVersion:

@@ -319,6 +319,10 @@ def _apply(cls, args, kwargs):
         record_traceback(node)
     inputs = {id(args[i]) for i in tensor_pos}
     dirty = {id(t) for t in node._dirty}
+    if dirty - {id(o) for o in outs}:
+        raise RuntimeError(
+            "Some elements marked as dirty during the forward method were not returned as "
+            "output. The inputs that are modified inplace must all be outputs of the Function.")
     non_diff = {id(t) for t in node._non_diff}
     results = []
     meta = []

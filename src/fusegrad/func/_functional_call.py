@@ -160,6 +160,8 @@ def stack_module_state(models) -> tuple[dict, dict]:
     if not models:
         raise RuntimeError(f"stack_module_state: Expected at least one model, got "
                            f"{len(models)}.")
+    if any(type(m) is not type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
     if not (all(m.training for m in models) or all(not m.training for m in models)):
         raise RuntimeError("stack_module_state: Expected all models to have the same "
                            "training/eval mode.")

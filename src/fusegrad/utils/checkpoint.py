@@ -250,6 +250,9 @@ def checkpoint(function, *args, use_reentrant: bool | None = None,
             raise ValueError("Passing `context_fn` or `debug` is only supported when "
                              "use_reentrant=False.")
         return CheckpointFunction.apply(function, preserve, *args)
+    if determinism_check not in ("default", "none"):
+        raise ValueError("determinism_check should be one of ['default', 'none'], but got "
+                         f"{determinism_check}")
     device_type = _infer_device_type(args)
     forward_context, recompute_context = context_fn()
     if not is_grad_enabled():
