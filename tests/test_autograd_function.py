@@ -589,3 +589,19 @@ def test_transform_and_checkpoint_argument_errors(case):
         return lib.func.stack_module_state([A(), B()])
 
     assert_same_error(lambda: call(fg), lambda: call(torch), full=True)
+
+
+def test_calling_a_node_returns_as_pytorch():
+    """A node called directly gives one input's gradient as a tensor, several as a tuple."""
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+        y = lib.ones(2, requires_grad=True)
+        out = []
+        for node in ((x * 3).sum().grad_fn, (x * y).grad_fn, (x * 2).grad_fn,
+                     (x + y).grad_fn, x.neg().grad_fn):
+            r = node(lib.tensor(1.0) if node.name() == "SumBackward0" else lib.ones(2))
+            out.append((type(r).__name__, [None if t is None else t.tolist()
+                                           for t in (r if isinstance(r, tuple) else (r,))]))
+        return out
+
+    assert run(fg) == run(torch)

@@ -114,7 +114,9 @@ class Node:
         self._saved = None
 
     def __call__(self, *grads):
-        return self.apply(list(grads))
+        # As PyTorch's node call: one input's gradient as it is, several as a tuple.
+        out = self.apply(list(grads))
+        return out[0] if len(out) == 1 else tuple(out)
 
 
 class RemovableHandle:
