@@ -605,3 +605,29 @@ def test_calling_a_node_returns_as_pytorch():
         return out
 
     assert run(fg) == run(torch)
+
+
+def test_gradient_edges_as_inputs():
+    """`autograd.graph.get_gradient_edge` and `grad()` of a GradientEdge (a non-leaf's, a
+    leaf's, one of several outputs'), against PyTorch."""
+    def run(lib):
+        G = lib.autograd.graph
+        x = lib.ones(2, requires_grad=True)
+        y = x * 2
+        z = (y * y).sum()
+        e = G.get_gradient_edge(y)
+        out = [type(e).__name__, e.node.name(), e.output_nr, e._fields]
+        out.append([t.tolist() for t in lib.autograd.grad(z, e, retain_graph=True)])
+        out.append([t.tolist() for t in lib.autograd.grad(z, (e, x), retain_graph=True)])
+        leaf = G.get_gradient_edge(x)
+        out.append((leaf.node.name(), [t.tolist() for t in lib.autograd.grad(z, [leaf])]))
+        a, b = lib.ones(4, requires_grad=True).split(2)
+        w = (a * 3 + b * 5).sum()
+        out.append([t.tolist() for t in lib.autograd.grad(w, G.get_gradient_edge(b))])
+        try:
+            G.get_gradient_edge(lib.ones(2))
+        except RuntimeError as err:
+            out.append(str(err))
+        return out
+
+    assert run(fg) == run(torch)

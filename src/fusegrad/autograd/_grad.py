@@ -11,6 +11,7 @@ from .._tensor import Tensor
 from .._thread_state import local as _thread_local
 from .._warn import warn_once_at_caller
 from .engine import run_backward
+from .graph import GradientEdge
 
 
 def _as_tuple(x):
@@ -26,7 +27,7 @@ def _as_tuple(x):
 def _inputs_tuple(inputs, caller: str) -> tuple:
     """`inputs` of `grad()` or `backward()` (`caller`) as a tuple: a tensor, a dict (its
     values) or any other iterable of tensors."""
-    if isinstance(inputs, Tensor):
+    if isinstance(inputs, (Tensor, GradientEdge)):
         return (inputs,)
     if type(inputs) is dict:
         return tuple(inputs.values())

@@ -30,7 +30,7 @@ from ..ops import _parallel
 from ..ops._util import strided_copy
 from .anomaly_mode import run_node as _anomaly_run_node
 from .anomaly_mode import state as _anomaly_state
-from .graph import AccumulateGrad, fit_array, fit_grad, unpack_saved
+from .graph import AccumulateGrad, GradientEdge, fit_array, fit_grad, unpack_saved
 
 _Tensor, _make_plain = Tensor, make_plain
 # Writes a leaf's `_grad` slot directly: a Parameter's own `__setattr__` (which keeps the
@@ -163,6 +163,14 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     if inputs is not None:
         captures = {}
         for k, x in enumerate(inputs):
+            if isinstance(x, GradientEdge):  # the gradient entering this node's output
+                node, nr = x.node, x.output_nr
+                entry = captures.get(node)
+                if entry is None:
+                    captures[node] = [(nr, k)]
+                else:
+                    entry.append((nr, k))
+                continue
             if not isinstance(x, Tensor):
                 raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got "
                                    f"{type(x).__name__}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _thread_state
 from .._dtype import COMPLEX as _COMPLEX
@@ -851,6 +851,26 @@ def increment_version(tensor) -> None:
     """Bump the version counter of `tensor` (or of each tensor in a list)."""
     for t in tensor if isinstance(tensor, (list, tuple)) else (tensor,):
         t._vc[0] += 1
+
+
+class GradientEdge(NamedTuple):
+    """Where a tensor's gradient enters the graph: its node (its grad_fn, or a leaf's
+    AccumulateGrad) and which of the node's outputs it is; `grad()` and `backward()` take
+    one in place of the tensor."""
+
+    node: Any
+    output_nr: int
+    ownership_token: Any = None
+
+
+def get_gradient_edge(tensor) -> GradientEdge:
+    """The `GradientEdge` of `tensor` (which must require grad)."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
+                           "does not require gradients")
+    if tensor.grad_fn is not None:
+        return GradientEdge(tensor.grad_fn, tensor._output_nr)
+    return GradientEdge(tensor._grad_accumulator(), 0)
 
 
 def _current_graph_task():
