@@ -28,7 +28,9 @@ from fusegrad.ops import REGISTRY  # noqa: E402
 
 # Registry entries that are fusegrad's own helpers, with no ATen twin: they are checked by
 # gradcheck and meta only.
-NO_ATEN = {"_strided_transfer"}
+# (The pooling picks' layers are compared with PyTorch's in tests/test_nn_pooling_picks.py.)
+NO_ATEN = {"_strided_transfer", "_fractional_max_pool2d_values",
+           "_fractional_max_pool3d_values", "_adaptive_max_pool3d_values"}
 DTYPES = [np.float32, np.float64]
 
 

@@ -12,8 +12,10 @@ import numbers
 import numpy as np
 
 from .. import _dtype
+from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import pooling as PL
+from ..ops import pooling_picks as PP
 
 
 def _starts(sample: float, input_size: int, output_size: int, pool: int) -> np.ndarray:
@@ -86,12 +88,11 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
             shape[i] = out[i]
             flat += (cells[i][:, 0].reshape(shape) + best[i]) * strides[i]
         index[plane] = flat
-    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
-    # The maxima gathered from the input: the gradient flows back to the chosen positions.
-    result = x.flatten(-n).gather(-1, idx.flatten(-n)).view(lead + out)
-    if not batched:
-        result, idx = result.squeeze(0), idx.squeeze(0)
-    return result, idx
+    idx = Tensor._make(index.reshape((lead if batched else lead[1:]) + out), _dtype.int64)
+    # The maxima picked from the input (PyTorch's node; the gradient flows back to the
+    # chosen positions).
+    op = PP.fractional_max_pool2d_values if n == 2 else PP.fractional_max_pool3d_values
+    return call(op, input, idx), idx
 
 
 def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None,
@@ -159,11 +160,8 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
         k = np.where(nan.any(1), cells - 1 - nan[:, ::-1].argmax(1), flat.argmax(1))
         t, h, w = np.unravel_index(k, window.shape[1:])
         index[(slice(None),) + cell] = ((t + t0) * sizes[1] + h + h0) * sizes[2] + w + w0
-    idx = Tensor._make(index.reshape(lead + out), _dtype.int64)
-    result = x.flatten(-3).gather(-1, idx.flatten(-3)).view(lead + out)
-    if not batched:
-        result, idx = result.squeeze(0), idx.squeeze(0)
-    return result, idx
+    idx = Tensor._make(index.reshape((lead if batched else lead[1:]) + out), _dtype.int64)
+    return call(PP.adaptive_max_pool3d_values, input, idx), idx
 
 
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):

@@ -791,3 +791,6 @@ adaptive_avg_pool3d = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5, 4), [3, 2, 4]), ((1, 2, 4, 4, 6), [2, 2, 3]), ((3, 5, 6, 2), [4, 5, 1]))],
     public="adaptive_avg_pool3d")
+
+# Max pooling over windows chosen in Python registers with the other pooling ops.
+from . import pooling_picks  # noqa: E402, F401
