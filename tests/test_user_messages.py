@@ -436,11 +436,13 @@ def test_same_padding_of_an_even_kernel_warns_once():
         conv(m.ones(1, 2, 5))
         m.nn.functional.conv1d(m.ones(1, 2, 5), m.ones(2, 2, 4), padding="same")
 
-    fusegrad._warn._state.given.discard(
-        "Using padding='same' with even kernel lengths and odd dilation may require a "
-        "zero-padded copy of the input be created")
+    message = ("Using padding='same' with even kernel lengths and odd dilation may require a "
+               "zero-padded copy of the input be created")
+    fusegrad._warn._state.given.discard(message)
     ours, theirs = _warnings_of(call, fusegrad), _warnings_of(call, torch)
-    assert [w[:2] for w in ours] == [w[:2] for w in theirs] and len(ours) == 1
+    assert [w[:2] for w in ours] == [("UserWarning", message)]
+    # (PyTorch's is once per process too: an earlier test in this process may have had it.)
+    assert [w[:2] for w in theirs] in ([], [("UserWarning", message)])
 
 
 @pytest.mark.parametrize("name", ["Hardswish", "Hardsigmoid", "Mish", "SiLU", "ReLU6"])
