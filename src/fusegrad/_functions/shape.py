@@ -11,7 +11,7 @@ import numbers
 from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call, call1, call3
-from .._symbolic import size_int
+from .._symbolic import SymInt, size_int
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import rnn as RN
@@ -226,7 +226,7 @@ def unflatten(input, dim, sizes):
         if isinstance(elem, bool):  # PyTorch's two wordings: a bool, any other non-int
             raise TypeError("unflatten(): argument 'sizes' (position 2) must be tuple of ints, "
                             f"but found element of type bool at pos {idx}")
-        if not isinstance(elem, int):
+        if not isinstance(elem, (int, SymInt)):  # (a traced size stays symbolic)
             raise TypeError("unflatten(): argument 'sizes' failed to unpack the object at pos 2 "
                             f'with error "type must be tuple of ints,but got '
                             f'{type(elem).__name__}"')

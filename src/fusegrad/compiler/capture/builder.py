@@ -343,10 +343,7 @@ class GraphBuilder:
             self.mutated = True
         try:
             with self.fake_mode:
-                symbolic = _symbolic_fake_impl(kind, target, fake_args, fake_kwargs)
-                if symbolic is not None:
-                    example = symbolic(*fake_args, **fake_kwargs)
-                elif kind == "call_function":
+                if kind == "call_function":
                     example = target(*fake_args, **fake_kwargs)
                 else:
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
@@ -463,52 +460,6 @@ class GraphBuilder:
         if example is None or isinstance(example, (bool, int, float)):
             raise Unsupported("an op returned a Python number computed from tensor values")
         raise Unsupported(f"an op returned {type(example).__name__}")
-
-
-def _unflatten_with_symbols(input, dim, sizes):
-    """`input.unflatten(dim, sizes)` on a fake tensor where `sizes` holds symbolic sizes.
-
-    The op's argument check (PyTorch's: a tuple of ints) refuses a `SymInt`, which is not an
-    `int`, as PyTorch's SymInt is not; Dynamo passes its symbolic sizes through. The result
-    is the same view, computed with the dim's own inference (a zero-element tensor does not
-    let whole-tensor inference accept sizes that do not multiply up to the dim).
-    """
-    from ...ops._util import wrap_dim
-    from ...ops.views import infer_size
-
-    sizes = tuple(sizes)
-    if not sizes or input.ndim == 0 or any(
-            isinstance(s, bool) or not isinstance(s, (int, SymInt)) for s in sizes):
-        return input.unflatten(dim, sizes)  # the op's own error
-    d = wrap_dim(dim, input.ndim)
-    shape = tuple(input.shape)
-    return input.view(shape[:d] + tuple(infer_size(sizes, shape[d])) + shape[d + 1:])
-
-
-# Ops whose argument checks refuse symbolic sizes that their computation accepts: the
-# fake example is computed by these instead (the node still calls the op, on real ints).
-_SYMBOLIC_FAKE_IMPLS = {"unflatten": _unflatten_with_symbols}
-
-
-def _symbolic_fake_impl(kind, target, fake_args, fake_kwargs):
-    """The function computing a call's fake example in place of the op, or None (the op)."""
-    name = _target_name(target)
-    impl = _SYMBOLIC_FAKE_IMPLS.get(name)
-    if impl is None or not any(_has_symint(a) for a in (*fake_args, *fake_kwargs.values())):
-        return None
-    if kind == "call_function":
-        mod = getattr(target, "__module__", None) or ""
-        if not (mod == "fusegrad" or mod.startswith("fusegrad.")):
-            return None
-    elif not isinstance(fake_args[0] if fake_args else None, Tensor):
-        return None
-    return impl
-
-
-def _has_symint(value) -> bool:
-    if isinstance(value, SymInt):
-        return True
-    return isinstance(value, (tuple, list)) and any(_has_symint(v) for v in value)
 
 
 # The `operator` functions that write into their first argument (`x += 1`, `x[i] = v`).
