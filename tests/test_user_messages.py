@@ -498,3 +498,18 @@ def test_inplace_modified_hint_follows_anomaly_mode(anomaly):
                 y.sum().backward()
 
     _same_error(call)
+
+
+@pytest.mark.parametrize("where", ["cuda", "cuda:0", "device", "dict"])
+def test_load_onto_cuda_without_cuda(where):
+    import io
+
+    def call(m):
+        buf = io.BytesIO()
+        m.save({"a": m.ones(2)}, buf)
+        buf.seek(0)
+        target = {"cuda": "cuda", "cuda:0": "cuda:0", "device": m.device("cuda"),
+                  "dict": {"cpu": "cuda"}}[where]
+        return m.load(buf, map_location=target)
+
+    _same_error(call)

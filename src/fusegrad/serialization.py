@@ -392,9 +392,10 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
 
 
 def _check_map_location(map_location) -> None:
-    """Refuse a `map_location` naming the meta device: fusegrad has no meta tensors (every
-    tensor holds its data on the CPU), and loading onto the CPU instead would silently give
-    tensors that are not what was asked for."""
+    """Refuse a `map_location` naming the meta device (fusegrad has no meta tensors: every
+    tensor holds its data on the CPU, and loading onto the CPU instead would silently give
+    tensors that are not what was asked for) or a CUDA device (PyTorch's error on a machine
+    without CUDA)."""
     if isinstance(map_location, dict):
         targets = list(map_location.values())
     elif isinstance(map_location, (str, device)):
@@ -402,9 +403,16 @@ def _check_map_location(map_location) -> None:
     else:  # None or a function: storages stay on the CPU
         return
     for target in targets:
-        if isinstance(target, (str, device)) and device(target).type == "meta":
+        kind = device(target).type if isinstance(target, (str, device)) else None
+        if kind == "meta":
             raise RuntimeError("fusegrad.load: map_location='meta' is not supported: fusegrad "
                                "has no meta tensors (every tensor is loaded on the CPU)")
+        if kind == "cuda":  # PyTorch's error on a machine without CUDA, as every one here
+            raise RuntimeError(
+                "Attempting to deserialize object on a CUDA device but "
+                "torch.cuda.is_available() is False. If you are running on a CPU-only "
+                "machine, please use torch.load with map_location=torch.device('cpu') to map "
+                "your storages to the CPU.")
 
 
 def _load_file(f: IO[bytes], trusted: bool = False) -> Any:
