@@ -513,3 +513,17 @@ def test_load_onto_cuda_without_cuda(where):
         return m.load(buf, map_location=target)
 
     _same_error(call)
+
+
+def test_complex_to_real_conversion_warns_once():
+    message = "Casting complex values to real discards the imaginary part"
+
+    def call(m):
+        z = m.tensor([1 + 2j, 3 - 1j])
+        assert z.to(m.float32).tolist() == [1.0, 3.0]
+        z.float()
+
+    fusegrad._warn._state.given.discard(message)
+    ours = _warnings_of(call, fusegrad)
+    assert [w[:2] for w in ours] == [("UserWarning", message)]
+    assert ours[0][2] == "test_user_messages.py"
