@@ -11,9 +11,9 @@ storage and add nothing.
 Decision: accounting runs only while enabled. A weak reference with a callback, a dict entry
 and two log appends per new storage cost about 0.6 µs with its free (`a + b` on 4x4 tensors:
 0.93 -> 1.48 µs; docs/performance.md), which a program that never asks should not pay;
-disabled, `make_plain` pays one global read. It is enabled by the first `fusegrad.cpu`
-memory query (for good) and by a profiler with `profile_memory=True` (while it runs). On
-enabling, the storages of the tensors alive then are found through the garbage collector
+disabled, the paths that make tensors pay one global read (`_tensor._on_new`). It is
+enabled by the first `fusegrad.cpu` memory query (for good) and by a profiler with
+`profile_memory=True` (while it runs). On enabling, the storages of the tensors alive then are found through the garbage collector
 (tensors are tracked objects) and counted, so the figures cover every live tensor, not only
 those made afterwards.
 """
@@ -89,8 +89,8 @@ def _freed(ref: _StorageRef) -> None:
 
 
 def account(data: np.ndarray) -> None:
-    """Count the storage under `data` if it is not counted yet (`make_plain` calls this
-    while accounting is enabled)."""
+    """Count the storage under `data` if it is not counted yet (called for each new tensor
+    while accounting is enabled, through `_account_tensor`)."""
     try:
         base = data.base
     except AttributeError:  # a fake tensor holds no data
