@@ -13,9 +13,9 @@ and two log appends per new storage cost about 0.6 µs with its free (`a + b` on
 0.93 -> 1.48 µs; docs/performance.md), which a program that never asks should not pay;
 disabled, the paths that make tensors pay one global read (`_tensor._on_new`). It is
 enabled by the first `fusegrad.cpu` memory query (for good) and by a profiler with
-`profile_memory=True` (while it runs). On enabling, the storages of the tensors alive then are found through the garbage collector
-(tensors are tracked objects) and counted, so the figures cover every live tensor, not only
-those made afterwards.
+`profile_memory=True` (while it runs). On enabling, the storages of the tensors alive then
+are found through the garbage collector (tensors are tracked objects) and counted, so the
+figures cover every live tensor, not only those made afterwards.
 """
 
 from __future__ import annotations
