@@ -499,6 +499,10 @@ class Tensor:
             suffixes.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
         elif self._rg:
             suffixes.append("requires_grad=True")
+        if tangent_lookup is not None:  # at an open forward AD level
+            tangent = tangent_lookup(self)
+            if tangent is not None:
+                suffixes.append(f"tangent={tangent}")
         cls = type(self)
         prefix = "tensor(" if cls in TENSOR_REPR_CLASSES else f"{cls.__name__}("
         from ._printing import format_tensor  # loaded on the first repr, not by the import
@@ -732,6 +736,17 @@ _FROM_NP = _dtype.FROM_NP
 # Classes whose repr opens with `tensor(`; other subclasses print their own name, as PyTorch.
 TENSOR_REPR_CLASSES = {Tensor}
 # A tensor's own state: every slot but the weak-reference list.
+# `autograd.forward_ad.tangent_of` while a forward AD level is open (reprs show tangents).
+tangent_lookup = None
+
+
+def use_tangent_lookup(lookup) -> None:
+    """Registration by `autograd.forward_ad`: how a repr finds a tensor's tangent (None once
+    the level closes)."""
+    global tangent_lookup
+    tangent_lookup = lookup
+
+
 STATE_SLOTS = tuple(s for s in Tensor.__slots__ if s != "__weakref__")
 
 

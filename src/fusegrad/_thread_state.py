@@ -49,6 +49,9 @@ class ThreadState(_thread_local):
     # The function transforms (`torch.func`: grad, vjp, jvp, vmap, ...) running their
     # function, innermost last: custom Functions follow PyTorch's rules under them.
     transforms = ()
+    # A custom Function's forward and jvp run at an open forward AD level: their own calls
+    # make no tangents (`autograd.forward_ad`).
+    forward_ad_paused = False
     multithreading = True  # `autograd.set_multithreading_enabled` (kept, not acted on)
     # Autocast (`_autocast`): the device types with autocast on, the dtypes set for them
     # ({type: dtype}, replaced rather than changed; None: the defaults), the weight cache

@@ -32,7 +32,8 @@ __all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enab
            "is_grad_enabled", "gradcheck", "gradgradcheck", "Function", "function",
            "functional", "once_differentiable", "inference_mode", "is_inference_mode_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled", "Variable", "set_multithreading_enabled"]
+           "is_anomaly_check_nan_enabled", "Variable", "set_multithreading_enabled",
+           "forward_ad"]
 
 # name -> (submodule, attribute; None for the submodule itself), loaded on first use.
 _LAZY = {
@@ -43,8 +44,8 @@ _LAZY = {
     "once_differentiable": ("function", "once_differentiable"),
     "gradcheck": ("gradcheck", "gradcheck"), "gradgradcheck": ("gradcheck", "gradgradcheck"),
     "Variable": ("variable", "Variable"),
-    **{name: (name, None) for name in ("engine", "function", "functional", "profiler",
-                                       "variable")},
+    **{name: (name, None) for name in ("engine", "forward_ad", "function", "functional",
+                                       "profiler", "variable")},
 }
 
 

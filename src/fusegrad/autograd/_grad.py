@@ -51,9 +51,27 @@ def _output_grads(outputs: tuple, grad_outputs) -> tuple:
     return grads
 
 
+# `autograd.forward_ad.differentiated` while a forward AD level is open, else None: the
+# passes run without making tangents, and grad()'s results with history get theirs.
+forward_grads = None
+
+
+def use_forward_grads(run) -> None:
+    """Registration by `autograd.forward_ad` (None once its level closes)."""
+    global forward_grads
+    forward_grads = run
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None) -> None:
     """Accumulate into leaves' `.grad` the gradient of `tensors` (weighted by `grad_tensors`)."""
+    if forward_grads is not None:
+        return forward_grads(_backward, (tensors, grad_tensors, retain_graph, create_graph,
+                                         grad_variables, inputs), False)
+    return _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+
+def _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs):
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)
@@ -88,6 +106,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of `outputs` with respect to `inputs`, without touching `.grad` (a dict
     of them, under the same keys, when `inputs` is a dict)."""
+    if forward_grads is not None:
+        return forward_grads(_grad, (outputs, inputs, grad_outputs, retain_graph, create_graph,
+                                     only_inputs, allow_unused, is_grads_batched,
+                                     materialize_grads), create_graph)
+    return _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
+                 allow_unused, is_grads_batched, materialize_grads)
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs,
+          allow_unused, is_grads_batched, materialize_grads):
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")

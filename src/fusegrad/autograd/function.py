@@ -39,7 +39,13 @@ class FunctionCtx:
         self._to_save = tensors
 
     def save_for_forward(self, *tensors) -> None:
-        """Accepted for API compatibility (forward-mode AD does not exist yet)."""
+        """Keep `tensors` (or None) for `jvp`, which reads them back with `saved_tensors`."""
+        Tensor = _tensor_cls()
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_forward expects all arguments to be tensors; but got {i}th "
+                    f"argument of type {type(t).__name__}.")
         self._saved_for_forward = tensors
 
     def mark_dirty(self, *tensors) -> None:
@@ -59,6 +65,7 @@ class BackwardCFunction(_graph.Node, FunctionCtx):
     """The node of a custom Function; it is also the Function's `ctx`."""
 
     _forward_cls = None
+    _jvp_running = False  # `jvp` is running: `saved_tensors` are those saved for forward
     # (output numbers that are views of inputs, whether several outputs are differentiable)
     _custom_views = None
 
@@ -81,7 +88,10 @@ class BackwardCFunction(_graph.Node, FunctionCtx):
 
     @property
     def saved_tensors(self) -> tuple:
-        """The tensors given to `save_for_backward` (checked against in-place changes)."""
+        """The tensors given to `save_for_backward` (checked against in-place changes), or
+        in `jvp` those given to `save_for_forward`."""
+        if self._jvp_running:
+            return tuple(getattr(self, "_saved_for_forward", ()))
         saved = self._saved
         if saved is None:
             raise RuntimeError(_graph._FREED)
@@ -228,8 +238,22 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        """Run forward and, when gradients are needed, record a `<Name>Backward` node."""
+        """Run forward and, when gradients are needed, record a `<Name>Backward` node; at an
+        open forward AD level, `jvp` gives the outputs' tangents."""
+        if _forward_grads is not None:
+            return _forward_grads(cls, args, kwargs, _apply)
         return _apply(cls, args, kwargs)
+
+
+# `autograd.forward_ad.function_apply` while a forward AD level is open, else None.
+_forward_grads = None
+
+
+def use_forward_grads(apply) -> None:
+    """Registration by `autograd.forward_ad`: how Functions apply at an open level (None
+    once it closes)."""
+    global _forward_grads
+    _forward_grads = apply
 
 
 _PACKAGE = __name__.rsplit(".", 2)[0] + "."
@@ -282,7 +306,7 @@ def _bound(cls, args: tuple, kwargs: dict, separate: bool) -> tuple:
     return (bound.args if separate else bound.args[1:]), bound.kwargs
 
 
-def _apply(cls, args, kwargs):
+def _apply(cls, args, kwargs, ctx_box: list | None = None):
     from .._dispatch import _edge
     from .anomaly_mode import state as _anomaly
 
@@ -294,6 +318,8 @@ def _apply(cls, args, kwargs):
         return transformed
     Tensor = _tensor_cls()
     node = cls._backward_cls()
+    if ctx_box is not None:  # forward AD's `jvp` gets the same ctx
+        ctx_box.append(node)
     tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
     node._tensor_pos = tensor_pos
     node._n_args = len(args)

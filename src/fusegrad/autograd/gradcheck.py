@@ -55,6 +55,28 @@ def _analytical(func, inputs, diff):
     return outs, rows
 
 
+def _forward_columns(func, inputs, k) -> list:
+    """d(outputs)/d(inputs[k]) by forward-mode AD, one column per input element (a unit
+    tangent each); zeros for an output without a tangent."""
+    from . import forward_ad
+
+    x = inputs[k]
+    cols = []
+    for i in range(x.numel()):
+        with forward_ad.dual_level():
+            tangent = x.detach().new_zeros(x.shape)
+            tangent._data.reshape(-1)[i] = 1
+            args = list(inputs)
+            args[k] = forward_ad.make_dual(x, tangent)
+            col = []
+            for o in _outputs(func, tuple(args)):
+                t = forward_ad.unpack_dual(o).tangent
+                col.append(np.zeros(o.numel()) if t is None
+                           else t._data.astype(np.float64).reshape(-1))
+        cols.append(col)
+    return cols
+
+
 def _jacobian_tensor(values: np.ndarray, like):
     """`values` as a fusegrad tensor of `like`'s dtype (real part for a complex dtype), for
     the error message: PyTorch prints its Jacobians as tensors."""
@@ -94,29 +116,41 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
                 f"Input #{k} requires gradient and is not a double precision floating point "
                 "or complex. This check will likely fail if all the inputs are not of double "
                 "precision floating point or complex. ", UserWarning, stacklevel=2)
-    outs, rows = _analytical(func, inputs, diff)
-    if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
-        # Nothing to compare with: the function must then not depend on its inputs at all.
-        for k in diff:
-            for column in _numerical(func, inputs, k, eps):
-                if any(np.any(c != 0) for c in column):
-                    return _fail("Numerical gradient for function expected to be zero",
-                                 raise_exception)
-        return True
+    if not check_backward_ad:
+        outs, rows = _outputs(func, inputs), None
+    else:
+        outs, rows = _analytical(func, inputs, diff)
+        if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+            # Nothing to compare with: the function must then not depend on its inputs.
+            for k in diff:
+                for column in _numerical(func, inputs, k, eps):
+                    if any(np.any(c != 0) for c in column):
+                        return _fail("Numerical gradient for function expected to be zero",
+                                     raise_exception)
+            return True
     for n, k in enumerate(diff):
         cols = _numerical(func, inputs, k, eps)
+        forward = _forward_columns(func, inputs, k) if check_forward_ad else None
         for j, o in enumerate(outs):
-            if not o.requires_grad:  # a non-differentiable output (indices, statistics)
-                continue
             numerical = np.array([c[j] for c in cols]).reshape(inputs[k].numel(), o.numel())
-            analytical = np.array([r[n] for r in rows[j]]).T.reshape(numerical.shape) \
-                if rows[j] else np.zeros_like(numerical)
-            if not np.allclose(analytical, numerical, rtol=rtol, atol=atol):
-                return _fail(
-                    f"Jacobian mismatch for output {j} with respect to input {k},\n"
-                    f"numerical:{_jacobian_tensor(numerical, o)}\n"
-                    f"analytical:{_jacobian_tensor(analytical, o)}\n", raise_exception)
+            if rows is not None and o.requires_grad:  # (not: indices, statistics)
+                analytical = np.array([r[n] for r in rows[j]]).T.reshape(numerical.shape) \
+                    if rows[j] else np.zeros_like(numerical)
+                if not np.allclose(analytical, numerical, rtol=rtol, atol=atol):
+                    return _fail(_mismatch("", j, k, numerical, analytical, o),
+                                 raise_exception)
+            if forward is not None:
+                analytical = np.array([c[j] for c in forward]).reshape(numerical.shape)
+                if not np.allclose(analytical, numerical, rtol=rtol, atol=atol):
+                    return _fail(_mismatch("computed with forward mode ", j, k, numerical,
+                                           analytical, o), raise_exception)
     return True
+
+
+def _mismatch(mode: str, j: int, k: int, numerical, analytical, like) -> str:
+    return (f"Jacobian {mode}mismatch for output {j} with respect to input {k},\n"
+            f"numerical:{_jacobian_tensor(numerical, like)}\n"
+            f"analytical:{_jacobian_tensor(analytical, like)}\n")
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,

@@ -1,0 +1,521 @@
+"""Forward-mode AD: dual tensors, a primal value with a tangent beside it, as PyTorch's
+`torch.autograd.forward_ad`.
+
+Inside `dual_level()`, `make_dual(x, t)` gives a view of `x` carrying tangent `t`, every
+operation on tensors with tangents gives its results the tangents `J t`, and
+`unpack_dual(y)` reads `(primal, tangent)` back. Leaving the level forgets every tangent.
+
+fusegrad keeps no forward-derivative formulas: each op's tangent comes from its backward
+formula, by the transpose of a vector-Jacobian product (the "double vjp" that
+`func/_transforms.py` explains): the op runs once on stand-ins of its dual arguments that the
+tape records from, and two reverse passes over that one op give `J t`. The level pushes a
+dispatch mode (`_TangentMode`), so every registry op is seen, however it was reached (a
+method, a layer, a composite written over ops). A view op gives the same view of the
+tangent, so a view's tangent is a view of its base's tangent as in PyTorch; an in-place op
+is replayed on a copy for its new tangent, which is written into the tangent the tensor
+has, so its base and views see it. Results keep their ordinary reverse-mode history (the
+dispatcher records it as always), and a gradient computed with history at the level gets
+its tangent too (forward-over-reverse, `differentiated`). Custom `autograd.Function`s give
+their outputs' tangents with their `jvp` staticmethod (`function_apply`).
+
+The mode is the calling thread's, as dispatch modes are.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _dispatch, _tensor
+from .._random import default_generator
+from .._tensor import Tensor
+from .._thread_state import local as _thread_local
+from . import _grad
+from . import function as _function
+from ._grad import grad as _autograd_grad
+from .grad_mode import _decorate, enable_grad, is_grad_enabled, no_grad
+
+__all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
+           "unpack_dual", "dual_level"]
+
+# The open level (PyTorch supports one at a time): -1 when none is open.
+_current_level = -1
+
+
+class UnpackedDualTensor(NamedTuple):
+    """What `unpack_dual` returns: the primal (a view without tangent) and the tangent."""
+
+    primal: Tensor
+    tangent: Tensor | None
+
+
+# ---------------------------------------------------------------- the tangents
+
+# id(tensor) -> (a weak reference to it, its tangent or None): None marks a tensor that has
+# no tangent even though its base has one (a primal, a detached alias). The entry goes when
+# the tensor dies, so an id is never mistaken for a later tensor's.
+_TANGENTS: dict[int, tuple] = {}
+
+
+# The tensors whose tangents enter the reverse-mode graphs made at the level, each once
+# (same form as `_TANGENTS`): duals made by `make_dual` that require grad, and the leaves
+# standing in for dual arguments in results that keep their history (`_StandIns`). Through
+# them, a gradient computed with history gets its tangent (forward-over-reverse).
+_SOURCES: dict[int, tuple] = {}
+
+
+def _entry(t: Tensor):
+    entry = _TANGENTS.get(id(t))
+    if entry is not None and entry[0]() is t:
+        return entry
+    return None
+
+
+# id(array) -> (a weak reference to the array, its tensors' version counter, tangent): an
+# op's output saved for backward comes back from its node as a new tensor over the same
+# array (`graph.SavedOutput`), the same value with the same history, after the output
+# itself may be gone.
+_BY_ARRAY: dict[int, tuple] = {}
+
+
+def _set_tangent(t: Tensor, tangent: Tensor | None, table: dict = _TANGENTS) -> None:
+    key = id(t)
+    table[key] = (weakref.ref(t, lambda _ref, key=key: table.pop(key, None)), tangent)
+    if tangent is not None and table is _TANGENTS:
+        key = id(t._data)
+        _BY_ARRAY[key] = (weakref.ref(t._data, lambda _ref, key=key: _BY_ARRAY.pop(key, None)),
+                          t._vc, tangent)
+
+
+def _saved_output_tangent(t: Tensor):
+    """The tangent of the output `t` stands for, when `t` is an op's saved output rebuilt
+    by its node: over the same array and version counter, with history (a detached alias
+    has none, and no tangent)."""
+    entry = _BY_ARRAY.get(id(t._data))
+    if entry is None or entry[0]() is not t._data or entry[1] is not t._vc or \
+            t._grad_fn is None:
+        return None
+    return entry[2]
+
+
+def tangent_of(t: Tensor) -> Tensor | None:
+    """`t`'s tangent at the open level: its own, or for a view (made before its base got a
+    tangent) the same view of the base's tangent."""
+    if _thread_local.forward_ad_paused:  # a custom Function's forward sees primals
+        return None
+    entry = _entry(t)
+    if entry is not None:
+        return entry[1]
+    saved = _saved_output_tangent(t)
+    if saved is not None:
+        return saved
+    base = t._base
+    if base is None:
+        return None
+    entry = _entry(base)
+    if entry is None or entry[1] is None:
+        return None
+    view = _view_of(entry[1], base, t)
+    _set_tangent(t, view)
+    return view
+
+
+def _view_of(base_tangent: Tensor, base: Tensor, view: Tensor) -> Tensor:
+    """The part of `base_tangent` (laid out as `base`) that `view` is of `base`."""
+    if base_tangent.stride() != base.stride():  # re-laid out as the base, once
+        base_tangent = _laid_out_as(base, base_tangent)
+        _set_tangent(base, base_tangent)
+    offset = base_tangent.storage_offset() + view.storage_offset() - base.storage_offset()
+    with _Paused(), no_grad():
+        return base_tangent.as_strided(view.size(), view.stride(), offset)
+
+
+def _laid_out_as(primal: Tensor, tangent: Tensor) -> Tensor:
+    """`tangent` itself when laid out as `primal` (same strides), else a copy that is (as
+    PyTorch stores a tangent of another layout)."""
+    if tangent.stride() == primal.stride() or 0 in primal.stride():
+        return tangent
+    with _Paused(), no_grad():
+        out = primal.new_empty_strided(primal.size(), primal.stride(), dtype=tangent.dtype)
+        return out.copy_(tangent)
+
+
+# ---------------------------------------------------------------- the public functions
+
+
+def enter_dual_level() -> int:
+    """Open a forward AD level (only one may be open) and return its number."""
+    global _current_level
+    if _current_level >= 0:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    _current_level = 0
+    _MODE.__enter__()
+    _function.use_forward_grads(function_apply)
+    _grad.use_forward_grads(differentiated)
+    _tensor.use_tangent_lookup(tangent_of)
+    return _current_level
+
+
+def exit_dual_level(*, level: int | None = None) -> None:
+    """Close the open level: every tangent made in it is forgotten."""
+    global _current_level
+    if level is None:
+        level = _current_level
+    if level < 0:
+        raise RuntimeError("Dual level must be a positive number.")
+    if level != _current_level:
+        raise RuntimeError("Trying to exit a forward AD level that was not the last one that "
+                           "was created. This is not supported.")
+    _MODE.__exit__()
+    _function.use_forward_grads(None)
+    _grad.use_forward_grads(None)
+    _tensor.use_tangent_lookup(None)
+    _TANGENTS.clear()
+    _BY_ARRAY.clear()
+    _current_level = level - 1
+
+
+def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> Tensor:
+    """A view of `tensor` carrying `tangent` (as it is when laid out as `tensor`, else a
+    copy that is)."""
+    if level is None:
+        level = _current_level
+    if level < 0:
+        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, "
+                           "make sure to enter_dual_level() first.")
+    if not (tensor.is_floating_point() or tensor.is_complex()):
+        raise ValueError(
+            f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
+    if not (tangent.is_floating_point() or tangent.is_complex()):
+        raise ValueError(
+            f"Expected tangent to be floating point or complex, but got: {tangent.dtype}")
+    if tangent_of(tensor) is not None:
+        raise RuntimeError("Making a dual Tensor based on a Tensor that already has a forward "
+                           f"gradient at the same level {level} is not supported.")
+    if tuple(tensor.shape) != tuple(tangent.shape):
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the "
+            f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
+            f"while the given forward gradient is of size {list(tangent.shape)}.")
+    with _Paused():
+        dual = tensor.view_as(tensor)
+    _set_tangent(dual, _laid_out_as(dual, tangent))
+    if dual.requires_grad:
+        _set_tangent(dual, tangent_of(dual), _SOURCES)
+    return dual
+
+
+def unpack_dual(tensor: Tensor, *, level: int | None = None) -> UnpackedDualTensor:
+    """(primal, tangent) of `tensor`: the primal a view of it without tangent, the tangent
+    as stored (None when it has none, or no level is open)."""
+    if level is None:
+        level = _current_level
+    if level < 0:
+        return UnpackedDualTensor(tensor, None)
+    tangent = tangent_of(tensor)
+    with _Paused():
+        primal = tensor.view_as(tensor)
+    _set_tangent(primal, None)
+    return UnpackedDualTensor(primal, tangent)
+
+
+class dual_level:
+    """Context manager (and decorator) inside which forward AD runs: the tangents made in
+    it are forgotten when it closes."""
+
+    def __enter__(self) -> int:
+        return enter_dual_level()
+
+    def __exit__(self, *exc: Any) -> None:
+        exit_dual_level()
+
+    def __call__(self, fn):
+        return _decorate(self.__class__, fn)
+
+
+# ---------------------------------------------------------------- operations
+
+
+class _TangentMode(_dispatch.DispatchMode):
+    """The dispatch mode of an open level: every registry op passes through it, and gives
+    its results their tangents. Dispatch records the results' reverse-mode history once the
+    handler returns, so the handler computes values only."""
+
+    def __fusegrad_dispatch__(self, op, args):
+        duals = {} if _thread_local.forward_ad_paused else _dual_arguments(args)
+        if not duals or not op.differentiable:
+            with no_grad():
+                return _dispatch.call(op, *args)
+        if op.inplace and op.metadata_only:  # `transpose_`: the tangent's changes too
+            return _view(op, args, duals)
+        if op.inplace:
+            return _in_place(op, args, duals)
+        if op.view:
+            return _view(op, args, duals)
+        return _through_stand_ins(op, args, duals)
+
+
+_MODE = _TangentMode()
+
+
+def _tensors_of(value) -> list:
+    """The tensors among `value` (a tensor, or a tuple or list of values)."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, Tensor)]
+    return []
+
+
+def _arguments(args: tuple):
+    """The tensors among an op's arguments, directly or in a list."""
+    for a in args:
+        if isinstance(a, Tensor):
+            yield a
+        elif isinstance(a, (tuple, list)):
+            for b in a:
+                if isinstance(b, Tensor):
+                    yield b
+
+
+def _dual_arguments(args: tuple) -> dict:
+    """id(tensor) -> tangent, for the arguments that have one."""
+    found = {}
+    for a in _arguments(args):
+        tangent = tangent_of(a)
+        if tangent is not None:
+            found[id(a)] = tangent
+    return found
+
+
+def _swapped(args: tuple, swaps: dict) -> tuple:
+    """`args` with the tensors in `swaps` (by id) replaced, inside lists too."""
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            a = swaps.get(id(a), a)
+        elif type(a) is tuple or type(a) is list:
+            a = type(a)(swaps.get(id(b), b) if isinstance(b, Tensor) else b for b in a)
+        out.append(a)
+    return tuple(out)
+
+
+def _is_float(t: Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _stand_ins(args: tuple, duals: dict, swaps: dict, connect: bool) -> tuple[list, bool]:
+    """Stand-ins in `swaps` for the dual arguments not in it yet: a view of an argument in a
+    graph (`connect`: grad mode was on at the call), so that the tangents computed over it
+    keep their history as PyTorch's do (reverse-over-forward), else a fresh leaf sharing
+    its data. (The (stand-in, tangent) pairs, and whether the tangents keep history.)"""
+    pairs = []
+    keep = False
+    for a in _arguments(args):
+        key = id(a)
+        if key not in duals:  # a parameter requiring grad: `W t` depends on it
+            keep = keep or (connect and a.requires_grad)
+        elif key not in swaps:
+            tangent = duals[key]
+            if connect and a.requires_grad:
+                stand_in = a.view_as(a)
+                keep = True
+            else:
+                stand_in = a.detach().requires_grad_(True)
+            keep = keep or (connect and tangent.requires_grad)
+            swaps[key] = stand_in
+            pairs.append((stand_in, tangent))
+    return pairs, keep
+
+
+def _through_stand_ins(op, args: tuple, duals: dict):
+    """Run `op` once on stand-ins of its dual arguments: the values are the results (the
+    stand-ins' history left behind; dispatch records the arguments'), and two reverse
+    passes over that one op give the results' tangents."""
+    swaps: dict = {}
+    connect = is_grad_enabled()
+    with enable_grad():
+        pairs, keep = _stand_ins(args, duals, swaps, connect)
+        out = _dispatch.call(op, *_swapped(args, swaps))
+    outs = _tensors_of(out)
+    tangents = _products(outs, pairs, keep)
+    results = []
+    for o, t in zip(outs, tangents):
+        plain = o.detach()
+        if t is not None:
+            _set_tangent(plain, _laid_out_as(plain, t))
+        results.append(plain)
+    if isinstance(out, Tensor):
+        return results[0]
+    it = iter(results)
+    return type(out)(next(it) if isinstance(v, Tensor) else v for v in out)
+
+
+def _view(op, args: tuple, duals: dict):
+    """A view op: the view of the argument, and the same view of its tangent (so that
+    writes through either reach the base's, as PyTorch keeps them)."""
+    with no_grad():
+        out = _dispatch.call(op, *args)
+    tangent = duals.get(id(args[0]))
+    if tangent is None:
+        return out
+    if not is_grad_enabled():  # (in grad mode, the view keeps the tangent's history)
+        tangent = tangent.detach()
+    tangent_out = _dispatch.call(op, tangent, *args[1:])
+    for o, t in zip(_tensors_of(out), _tensors_of(tangent_out)):
+        if _is_float(o) and o is not args[0]:
+            _set_tangent(o, t)
+    return out
+
+
+def _in_place(op, args: tuple, duals: dict):
+    """An in-place op: replayed first on a copy of what it writes (and stand-ins of the
+    other dual arguments), which gives the new tangent, then run for real; the tangent is
+    written into the one the tensor has (shared with its base and views)."""
+    target = args[0]
+    if not _is_float(target):
+        with no_grad():
+            return _dispatch.call(op, *args)
+    state = default_generator.get_state()  # the replay draws what the real call will
+    old = target.detach().clone()
+    swaps: dict = {}
+    pairs = []
+    if id(target) in duals:
+        old.requires_grad_(True)
+        pairs.append((old, duals[id(target)]))
+        swaps[id(target)] = written = old.clone()  # written in place: not a leaf
+    else:
+        swaps[id(target)] = written = old
+    connect = is_grad_enabled()
+    with enable_grad():
+        others, keep = _stand_ins(args, duals, swaps, connect)
+        _dispatch.call(op, *_swapped(args, swaps))
+    new = _products([written], pairs + others, keep)[0]
+    default_generator.set_state(state)
+    with no_grad():
+        out = _dispatch.call(op, *args)
+    _write_tangent(target, new)
+    return out
+
+
+def _write_tangent(m: Tensor, new: Tensor | None) -> None:
+    """Give `m`, just written in place, tangent `new` (None: it no longer depends on a
+    tangent), in the tangent it has (shared with its views and base) where it has one."""
+    existing = tangent_of(m)
+    if existing is None and new is None:
+        return
+    with _Paused(), no_grad():
+        if existing is not None:
+            if new is None:
+                existing.zero_()
+            else:
+                existing.copy_(new)
+            return
+        base = m._base
+        if base is not None and _entry(base) is None:
+            zeros = _laid_out_as(base, base.new_zeros(base.shape))
+            _set_tangent(base, zeros)
+            view = _view_of(zeros, base, m)
+            view.copy_(new)
+            _set_tangent(m, view)
+            return
+        _set_tangent(m, _laid_out_as(m, new.detach()))
+
+
+class _Paused:
+    """Within the block, operations in this thread make no tangents."""
+
+    def __enter__(self) -> None:
+        self.state = _thread_local.forward_ad_paused
+        _thread_local.forward_ad_paused = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _thread_local.forward_ad_paused = self.state
+
+
+def _products(outs: list, pairs: list, keep: bool) -> list:
+    """`J t` for each of `outs` over `pairs` (tensor x, its tangent t) from which `outs`
+    were computed with history: None for an output that is no differentiable result."""
+    used = [o for o in outs if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+    if not used or not pairs:
+        return [None] * len(outs)
+    with _Paused(), enable_grad():
+        dummies = [o.new_zeros(o.shape).requires_grad_(True) for o in used]
+        got = _autograd_grad(used, [x for x, _ in pairs], dummies, create_graph=True,
+                             allow_unused=True, materialize_grads=True)
+        linear = [(g, t.to(g.dtype) if t.dtype != g.dtype else t)
+                  for g, (_, t) in zip(got, pairs) if g.requires_grad]
+        if linear:
+            tangents = _autograd_grad([g for g, _ in linear], dummies, [t for _, t in linear],
+                                      create_graph=keep, allow_unused=True,
+                                      materialize_grads=True)
+        else:  # no output depends on the tangents' tensors
+            tangents = [d.detach() for d in dummies]
+    given = [t._data for _, t in linear]
+    found = {}
+    for o, t in zip(used, tangents):
+        t = t if keep else t.detach()
+        # The reverse pass may hand a tangent it was given back as the result (`J` the
+        # identity): a result must own its memory, or writing one tangent changes another.
+        if any(np.may_share_memory(t._data, g) for g in given):
+            t = t.clone()
+        found[id(o)] = t
+    return [found.get(id(o)) for o in outs]
+
+
+def differentiated(run, args: tuple, create_graph: bool):
+    """`run(*args)` (autograd's `grad` or `backward`) at the open level. With history
+    (`create_graph`), the pass's own ops make tangents as any others, so the gradients get
+    theirs (forward-over-reverse); without, the pass computes values only."""
+    if create_graph:
+        return run(*args)
+    with _Paused():
+        return run(*args)
+
+
+# ---------------------------------------------------------------- custom Functions
+
+
+def function_apply(cls, args: tuple, kwargs: dict, apply):
+    """`cls.apply(*args, **kwargs)` at an open level: `apply` (the ordinary application)
+    with the Function's `forward` seeing its inputs' primals, then `cls.jvp` giving the
+    outputs' tangents from the inputs' (zeros for a tensor without one, None for other
+    arguments), as PyTorch calls it."""
+    duals = _dual_arguments((*args, *kwargs.values()))
+    if not duals:
+        return apply(cls, args, kwargs)
+    if kwargs:
+        args, kwargs = _function._bound(cls, args, kwargs,
+                                        cls.setup_context is not _function.Function.setup_context)
+    if cls.jvp is _function.Function.jvp:
+        _function.Function.jvp(None)  # PyTorch's error: forward mode needs the jvp
+    ctx_box: list = []
+    state = _thread_local.forward_ad_paused
+    _thread_local.forward_ad_paused = True
+    try:
+        out = apply(cls, args, kwargs, ctx_box)
+        ctx = ctx_box[0]
+        inputs = [(duals.get(id(a)) if id(a) in duals else a.new_zeros(a.shape))
+                  if isinstance(a, Tensor) else None for a in args]
+        ctx._jvp_running = True
+        try:
+            got = cls.jvp(ctx, *inputs)
+        finally:
+            ctx._jvp_running = False
+    finally:
+        _thread_local.forward_ad_paused = state
+    outs = out if isinstance(out, tuple) else (out,)
+    got = got if isinstance(got, tuple) else (got,)
+    if len(got) != len(outs):
+        raise RuntimeError(f"jvp function in {cls.__name__} returned an incorrect number of "
+                           f"values (expected {len(outs)} but got {len(got)})")
+    for o, t in zip(outs, got):
+        if isinstance(o, Tensor) and t is not None and (o.is_floating_point()
+                                                         or o.is_complex()):
+            if o._grad_fn is None and _entry(o) is None and any(o is a for a in args):
+                _write_tangent(o, t)  # an input modified in place (mark_dirty)
+            else:
+                _set_tangent(o, _laid_out_as(o, t))
+    return out
