@@ -310,7 +310,12 @@ def _to_array(data, dt: np.dtype) -> np.ndarray:
                 f"expected sequence of length {first.shape[0] if first.ndim else 0} at dim 1 "
                 f"(got {last.shape[0] if last.ndim else 0})")
         return np.stack(parts).astype(dt, copy=False) if parts else np.zeros((0,), dt)
-    return np.array(half_input(data, dt), dtype=dt)
+    try:
+        return np.array(half_input(data, dt), dtype=dt)
+    except TypeError as e:
+        if dt.kind != "c" and "complex" in str(e):  # a complex number for a real dtype
+            raise TypeError("must be real number, not complex") from None
+        raise
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,

@@ -59,7 +59,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, out=N
     """Mean of the non-NaN elements (NaN where there are none)."""
     if axis is not None or keepdims is not None:
         dim, keepdim = _numpy("nanmean", dim, keepdim, axis, keepdims)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
                            f"dtype but got {input.dtype.legacy}")
     if dtype is not None and dtype.category < _dtype.FLOAT:

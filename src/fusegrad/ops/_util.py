@@ -34,6 +34,7 @@ from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape 
 )
 from .._thread_state import active as _active
 from .._thread_state import local as _local
+from .._warn import warn_once_at_caller
 from . import _native, _parallel
 from .registry import Sample, Spec
 
@@ -60,6 +61,16 @@ def as_dtype(x, dt: np.dtype):
         if not info.min <= x <= info.max:  # wraps, as PyTorch converts the number
             return np.array(x).astype(dt)[()]
     return x
+
+
+def real_part_for(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """`a` about to be cast to `dt`: a complex array cast to a number dtype gives its real
+    part, with PyTorch's warning (once per process) instead of NumPy's ComplexWarning; to
+    bool it stays complex (its test for nonzero)."""
+    if a.dtype.kind == "c" and (dt.kind in "fiu" or dt in HALF):
+        warn_once_at_caller("Casting complex values to real discards the imaginary part")
+        return a.real
+    return a
 
 
 def float_np(dt: np.dtype) -> np.dtype:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _onnx as _ox
-from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, shape_of
+from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, real_part_for, shape_of
 from .registry import Sample, register
 
 
@@ -59,7 +59,10 @@ def _copy_meta(a, src, non_blocking=False):
 
 def _copy_kernel(a, src, non_blocking=False):
     _copy_meta(a, src)
-    return np.broadcast_to(np.asarray(src).astype(a.dtype, copy=False), a.shape)
+    src = np.asarray(src)
+    if src.dtype.kind == "c":
+        src = real_part_for(src, a.dtype)
+    return np.broadcast_to(src.astype(a.dtype, copy=False), a.shape)
 
 
 def _copy_derivative(g, src_dtype):

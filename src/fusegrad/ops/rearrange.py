@@ -9,7 +9,6 @@ import numpy as np
 from .. import _dtype
 from .._scalar_conversion import half_input
 from .._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
-from .._warn import warn_once_at_caller
 from . import _onnx as ox
 from ._onnx import cast, identity
 from ._util import (
@@ -17,6 +16,7 @@ from ._util import (
     c_contiguous,
     numel,
     rand_array,
+    real_part_for,
     wrap_dim,
 )
 from .joins import (
@@ -92,10 +92,7 @@ clone = register(
 
 
 def _to_copy_kernel(a, dtype):
-    if a.dtype.kind == "c" and dtype.category > _dtype.BOOL and dtype.category != _dtype.COMPLEX:
-        # To bool a complex is its test for nonzero (NumPy's too); to a number, its real part.
-        warn_once_at_caller("Casting complex values to real discards the imaginary part")
-        a = a.real
+    a = real_part_for(a, dtype.np)
     return half_input(a, dtype.np).astype(dtype.np)
 
 

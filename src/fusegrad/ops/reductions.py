@@ -28,6 +28,7 @@ from ._util import (
     numel,
     numpy_backward,
     rand_array,
+    real_part_for,
     saved_array,
     saved_shape,
     strided_view,
@@ -103,7 +104,8 @@ def _sum_kernel(a, dims, keepdim=False, dtype=None):
             return out
     acc = F32 if dt in HALF else dt
     if dtype is not None and a.dtype != dt:
-        a = a.astype(dt)  # `dtype=` casts the input first (float64 values rounded to half)
+        # `dtype=` casts the input first (float64 values rounded to half)
+        a = real_part_for(a, dt).astype(dt)
     return row_major(np.sum(a, axis=axes, dtype=acc, keepdims=keepdim).astype(dt, copy=False),
                      a)
 
@@ -243,6 +245,7 @@ def _mean_kernel(a, dims=None, keepdim=False, dtype=None):
     else:
         dt = _mean_check(a, dtype).np
         acc = F32 if dt in HALF else dt
+        a = real_part_for(a, dt)
         # (Unlike sum's, mean's `dtype=` does not round the input to it first: the values
         # are summed in `acc`, as PyTorch's mean of float64 with dtype=float16 is.)
     total = np.add.reduce(a, _axes(dims, a.ndim) if dims is not None else None, acc, None,
@@ -717,7 +720,7 @@ def _half_prod(a, axis, dt):
 def _prod_all_kernel(a, dtype=None):
     dt = _prod_dtype(a, dtype)
     if dtype is not None and a.dtype != dt:
-        a = a.astype(dt)  # `dtype=` casts the input first, as for sum
+        a = real_part_for(a, dt).astype(dt)  # `dtype=` casts the input first, as for sum
     if dt in HALF and a.size < _HALF_PROD_LANES:
         return _half_prod(a.astype(dt, copy=False).reshape(-1), 0, dt)
     return np.asarray(np.prod(a, dtype=F32 if dt in HALF else dt)).astype(dt)
@@ -726,7 +729,7 @@ def _prod_all_kernel(a, dtype=None):
 def _prod_dim_kernel(a, dim, keepdim=False, dtype=None):
     dt = _prod_dtype(a, dtype)
     if dtype is not None and a.dtype != dt:
-        a = a.astype(dt)  # `dtype=` casts the input first, as for sum
+        a = real_part_for(a, dt).astype(dt)  # `dtype=` casts the input first, as for sum
     axes = _axes((dim,), a.ndim)
     if dt in HALF and a.ndim:
         d = axes[0]

@@ -8,7 +8,7 @@ from .. import _dtype
 from .._dispatch import call
 from ..autograd.grad_mode import is_grad_enabled
 from . import _onnx as ox
-from ._util import F32, HALF, Spec, c_contiguous, rand_array
+from ._util import F32, HALF, Spec, c_contiguous, rand_array, real_part_for
 from .joins import cat
 from .reductions import (
     _dim1,
@@ -43,7 +43,7 @@ def _cum_kernel(fn):
         _no_bool_scan(fn.__name__, dtype)
         acc = _SCAN_ACC.get(dt) or (F32 if dt in HALF else dt)
         if a.dtype != dt:  # the input is cast to the result's dtype first (`dtype=`)
-            a = a.astype(dt)
+            a = real_part_for(a, dt).astype(dt)
         out = fn(a, axis=d, dtype=acc)
         if fn is np.cumsum and acc.kind == "f":
             # PyTorch's running sum starts at +0.0, so it is never -0.0; NumPy's copies a

@@ -43,6 +43,8 @@ def _with_nans(rng, shape, dt, domain=None):
 
 
 def _nansum_kernel(a, dims=None, keepdim=False, dtype=None):
+    if a.dtype.kind == "c":
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     if a.dtype.kind == "f" or a.dtype in _dtype.HALF_NP:
         a = np.where(np.isnan(a), np.zeros((), a.dtype), a)
     return _sum_kernel(a, dims, keepdim, dtype)
