@@ -184,9 +184,10 @@ def from_numpy_dtype(np_dtype) -> dtype:
         if np_dtype.name in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
             _load_ml_dtypes()
             return FROM_NP[np_dtype]
-        raise TypeError(
-            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype)}. The only supported "
-            "types are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        raise TypeError(  # (PyTorch names the scalar type and lists every dtype it takes)
+            f"can't convert np.ndarray of type numpy.{np_dtype.type.__name__}. The only "
+            "supported types are: float64, float32, float16, complex64, complex128, int64, "
+            "int32, int16, int8, uint64, uint32, uint16, uint8, and bool."
         ) from None
 
 

@@ -187,7 +187,7 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
             padding = [0] * spatial
         elif padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             padding, extra = _same_padding(weight, dilation, spatial)
             if any(extra):
                 warn_once_at_caller(
@@ -195,8 +195,7 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
                     "require a zero-padded copy of the input be created")
                 input = pad(input, _pad_list([(0, e) for e in extra]))
         else:
-            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                             "{'valid', 'same'}")
+            raise RuntimeError(f"Invalid padding string: {padding!r}")
     else:
         padding = _ntuple(padding, spatial)
     out = call(CV.convolution, input, weight, bias, stride, padding, dilation, False,

@@ -481,7 +481,7 @@ masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor",
 
 def _masked_select_kernel(a, mask):
     _mask_check(mask, "masked_select:")
-    shape = broadcast_shapes(a.shape, mask.shape)
+    shape = broadcast_shapes(mask.shape, a.shape)  # (mask first: PyTorch's message's order)
     return np.broadcast_to(a, shape)[np.broadcast_to(mask, shape)]
 
 

@@ -150,7 +150,9 @@ def _bmm_check(a, b):
         raise RuntimeError(
             "Expected size for first two dimensions of batch2 tensor to be: "
             f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
-    _same_dtype(a, b, "batch1 and batch2")
+    if dtype_of(a) is not dtype_of(b):  # (bmm's check, worded as PyTorch's CPU kernel's)
+        raise RuntimeError(f"expected scalar type {dtype_of(a).legacy} but found "
+                           f"{dtype_of(b).legacy}")
 
 
 def _bmm_kernel(a, b):
@@ -180,7 +182,9 @@ def _mv_check(a, v):
         raise RuntimeError(
             f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
             f"vec ({v.shape[0]})")
-    _same_dtype(a, v, "mat and vec")
+    if dtype_of(a) is not dtype_of(v):  # PyTorch's mv is addmv into a result of vec's dtype
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{dtype_of(v).legacy}, {dtype_of(a).legacy}, and {dtype_of(v).legacy}")
 
 
 def _mv_derivative(g, a, v):

@@ -177,7 +177,7 @@ def _mm_parts(x, t):
     t1 = np.asarray(t).reshape(-1)
     c = x2.shape[1]
     if ((t1 < 0) | (t1 >= c)).any():
-        raise IndexError("target out of range")
+        raise RuntimeError("target out of range")
     return x2, np.arange(c)[None, :] == t1[:, None]
 
 

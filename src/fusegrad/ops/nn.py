@@ -87,12 +87,13 @@ def _legacy(x) -> str:
 
 
 def _check_addmm(bias, m1, m2) -> None:
-    if _legacy(m1) != _legacy(m2):
-        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_legacy(m1)} and "
-                           f"{_legacy(m2)}")
+    # the bias is compared first, as PyTorch does (which message shows when both differ)
     if _legacy(bias) != _legacy(m2):
         raise RuntimeError(f"self and mat2 must have the same dtype, but got {_legacy(bias)} "
                            f"and {_legacy(m2)}")
+    if _legacy(m1) != _legacy(m2):
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_legacy(m1)} and "
+                           f"{_legacy(m2)}")
 
 
 def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):

@@ -96,7 +96,10 @@ def _bernoulli_scalar(a, p=0.5, generator=None):
 def _probabilities(p, name: str):
     p = np.asarray(p)
     if p.size and (np.isnan(p).any() or p.min() < 0 or p.max() > 1):
-        raise RuntimeError(f"{name} expects all elements of p to be in [0, 1]")
+        # (PyTorch's CPU kernel words it so for bernoulli and bernoulli_ alike, whatever `name`)
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
     return p
 
 
@@ -106,7 +109,7 @@ def _bernoulli_tensor(a, p, generator=None):
 
 
 def _bernoulli(a, generator=None):
-    _float_only(a, "bernoulli_tensor_cpu_self_")
+    _float_only(a, "bernoulli_tensor_cpu_p_")  # (PyTorch names its p kernel)
     p = _probabilities(a, "bernoulli")
     return draws.bernoulli_tensor(generator, p).astype(a.dtype)
 

@@ -42,8 +42,9 @@ class _ConvNd(Module):
             raise ValueError("out_channels must be divisible by groups")
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
+                # PyTorch shows a set's repr, whose order follows the strings' hashes
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                                 "{'valid', 'same'}")
+                                 f"{ {'same', 'valid'} }")
             if padding == "same" and any(s != 1 for s in _tuple(stride, n)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         modes = {"zeros", "reflect", "replicate", "circular"}  # a set: PyTorch shows its repr

@@ -59,9 +59,15 @@ def _addindent(text: str, spaces: int) -> str:
 
 
 def _tensor_type_name(value) -> str:
+    """`torch.typename(value)` as PyTorch's messages show it: a tensor's legacy type name, a
+    class by its own name, anything else by its class's qualified name (fusegrad's classes
+    under torch's module names)."""
     if isinstance(value, Tensor):
         return f"torch.{value.dtype.legacy}Tensor"
-    return type(value).__name__
+    from ..._functions.compat_more import typename
+
+    name = typename(value)
+    return "torch" + name[len("fusegrad"):] if name.startswith("fusegrad.") else name
 
 
 _HOOK_FN: list = []
@@ -742,7 +748,7 @@ class Module:
         if buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{_tensor_type_name(value)}' as buffer "
-                                f"'{name}' (torch.Tensor or None expected)")
+                                f"'{name}' (torch.nn.Buffer, torch.Tensor or None expected)")
             if _G._global_buffer_registration_hooks:
                 value = _G._registered(_G._global_buffer_registration_hooks, self, name, value)
             buffers[name] = value
