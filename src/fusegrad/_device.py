@@ -29,10 +29,12 @@ class device:
         if self.type not in ("cpu", "meta"):
             raise RuntimeError(f"{self.type} device is not available")
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+    def __eq__(self, other):
+        # A device equals devices only: `x.device == 'cpu'` is False, as in PyTorch, so a
+        # program comparing with a string takes PyTorch's branch (`.type == 'cpu'` is True).
+        if not isinstance(other, device):
+            return NotImplemented
+        return (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self) -> int:
         return hash((self.type, self.index))

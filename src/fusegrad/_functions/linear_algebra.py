@@ -68,7 +68,7 @@ def matmul(input, other, *, out=None):
     if da >= 3 and db <= 2:
         # Fold the batch into the rows: one mm (or mv) over a 2-D view.
         lead = tuple(input.shape[:-1])
-        folded = reshape(input, (-1, input.shape[-1]))
+        folded = reshape(input, (_prod(lead), input.shape[-1]))  # (not -1: k may be 0)
         if db == 1:
             return call(S.unsafe_view, mv(folded, other), lead)
         return call(S.unsafe_view, mm(folded, other), lead + (other.shape[-1],))
