@@ -13,6 +13,7 @@ from ._util import Spec, c_contiguous, dtype_of, rand_array, size_str
 from .nn import (
     _call,
     _const,
+    _loss_meta,
     _loss_samples,
     _reduce,
     _register_multi,
@@ -20,6 +21,7 @@ from .nn import (
     _work,
     float_loss_dtype,
     float_loss_meta,
+    loss_difference,
     reduced,
 )
 from .registry import Sample, register
@@ -43,7 +45,7 @@ def _smooth_l1_kernel(x, t, reduction=1, beta=1.0):
 
 
 def _smooth_l1_derivative(g, x, t, reduction, beta):
-    d = x - t
+    d = loss_difference(x, t)
     slope = d.sign() if beta == 0 else (d / beta).where(d.abs() < beta, d.sign())
     gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * slope
     return (gx, -gx, None, None)
@@ -83,8 +85,9 @@ smooth_l1_loss = register(
 def _huber_kernel(x, t, reduction=1, delta=1.0):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    dt = float_loss_dtype(x, t, "huber").np
+    float_loss_dtype(x, t, "huber")
     _huber_out_check(x, t)
+    dt = x.dtype  # (the input's dtype, whatever the target's: PyTorch's result)
     d = _work(x) - _work(t)
     a = np.abs(d)
     loss = np.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
@@ -99,14 +102,21 @@ def _huber_out_check(x, t) -> None:
                            f"{dx.legacy}")
 
 
+def _huber_meta(x, t, *rest):
+    float_loss_dtype(x, t, "huber")
+    _huber_out_check(x, t)
+    return Spec(_loss_meta(x, t, *rest).shape, dtype_of(x))
+
+
 def _huber_derivative(g, x, t, reduction, delta):
-    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * (x - t).clamp(-delta, delta)
+    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * \
+        loss_difference(x, t).clamp(-delta, delta)
     return (gx, -gx, None, None)
 
 
 huber_loss = register(
     "huber_loss", autocast="fp32",
-    kernel=_huber_kernel, meta=float_loss_meta("huber", _huber_out_check),
+    kernel=_huber_kernel, meta=_huber_meta,
     node="HuberLossBackward0",
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
@@ -123,7 +133,7 @@ def _soft_margin_kernel(x, t, reduction=1):
 
 
 def _soft_margin_derivative(g, x, t, reduction):
-    z = -t * x
+    z = -t * x  # (a bool target: PyTorch's error for `-`, as its backward gives)
     gx = _scale(g, reduction, max(x.numel(), 1)) * -t * z.sigmoid()
     return (gx, None, None)
 

@@ -580,8 +580,19 @@ def _scale(g, reduction, n):
     return g / n if reduction == 1 else g
 
 
+def numeric_target(x, t):
+    """Target `t` in a loss's derivative: a bool target as 0 and 1 of `x`'s dtype (PyTorch's
+    backward takes one, where a bool tensor refuses `-`)."""
+    return t.to(x.dtype) if t.dtype is _dtype.bool_ else t
+
+
+def loss_difference(x, t):
+    """`x - t` in a loss's derivative (`numeric_target`)."""
+    return x - numeric_target(x, t)
+
+
 def _mse_derivative(g, x, t, reduction):
-    d = (x - t) * 2
+    d = loss_difference(x, t) * 2
     gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * d
     return (gx, -gx, None)
 
