@@ -46,8 +46,8 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("tensor", "the Tensor class, its printing and memory figures", (
         "_tensor", "_printing", "_memory")),
     ("dispatch", "call(op, ...): recording, modes, fakes, __torch_function__, autocast", (
-        "_dispatch", "_recording", "_recorded_calls", "_fake", "_torch_function", "_autocast",
-        "_sparse")),
+        "_dispatch", "_recording", "_recorded_calls", "_fake", "_meta", "_torch_function",
+        "_autocast", "_sparse")),
     ("factories", "tensors from data, shapes and generators", (
         "_creation", "_random", "_random_draws")),
     ("ops", "the registry: each op's kernel, meta, derivative and spellings", ("ops",)),
@@ -86,6 +86,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fusegrad._torch_function", "fusegrad.ops"): "`as_subclass` records the `alias` op",
     ("fusegrad._fake", "fusegrad._creation"):
         "a fake's `new_zeros`/`new_ones` under a mode call the factory the mode intercepts",
+    ("fusegrad._meta", "fusegrad._creation"):
+        "a meta tensor's `new_zeros`/`new_ones` read their sizes as the factories do",
+    ("fusegrad._tensor", "fusegrad._meta"): "`Tensor.to('meta')` makes a meta tensor",
     # graph.py holds the Nodes' apply side too: gradients summed to an input's shape and
     # strided copies are ops.
     ("fusegrad.autograd.graph", "fusegrad.ops.views"):

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _meta
 from . import _random_draws as _draws
 from ._device import device as _device_cls
 from ._scalar_conversion import checked_scalar, half_input
@@ -90,9 +90,12 @@ def _size_arg(sizes: tuple, size, caller: str, signatures: str = "") -> tuple:
                     f"{type(size).__name__}")
 
 
-def _check_device(device) -> None:
+def _check_device(device) -> _device_cls | None:
+    """The device a factory was given (checked), or None."""
     if device is not None:
-        _device_cls(device)._check_available()
+        device = _device_cls(device)
+        device._check_available()
+    return device
 
 
 def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
@@ -103,9 +106,26 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
     return t
 
 
-def _factory(shape, dtype, requires_grad, fill, random: bool = False):
+_CPU = _device_cls("cpu")
+
+
+def on_meta(device: _device_cls | None) -> bool:
+    """Whether a factory given `device` (checked, or None for the default) makes a meta
+    tensor."""
+    if device is None and _active.default_device:
+        device = _thread_local.default_device
+    return device is not None and device.type == "meta"
+
+
+def _factory(shape, dtype, requires_grad, fill, random: bool = False,
+             device: _device_cls | None = None):
     """Make a tensor of `shape` and `dtype` whose data `fill(np_dtype)` computes (`random`:
-    the values are drawn from a generator, so a graph must not keep them as a constant)."""
+    the values are drawn from a generator, so a graph must not keep them as a constant), on
+    `device` (None: the default device; on the meta device nothing is computed)."""
+    if (device is not None or _active.default_device) and on_meta(device):
+        if dtype.__class__ is type:
+            dtype = _dtype.as_dtype(dtype)
+        return _meta.factory_tensor(shape, dtype, requires_grad)
     if dtype.__class__ is not _dtype.dtype:
         if dtype.__class__ is type:  # `dtype=float` (float64), as PyTorch reads Python types
             dtype = _dtype.as_dtype(dtype)
@@ -321,7 +341,10 @@ def _to_array(data, dt: np.dtype) -> np.ndarray:
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
-    _check_device(device)
+    dev = _check_device(device)
+    if (dev is not None or _active.default_device) and on_meta(dev):
+        made = tensor(data, dtype=dtype, device=_CPU)  # (read and checked as on the CPU)
+        return _meta.factory_tensor(tuple(made.shape), made.dtype, requires_grad)
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)
     if isinstance(data, _TEXT):  # refused first, whatever the dtype
@@ -350,7 +373,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         shape = _symbolic_shape(data)
         if shape is not None:  # a traced program's sizes (`tensor(x.shape)`): kept symbolic
             return _factory(shape, dt, requires_grad,
-                            lambda np_dtype: _to_array(_concrete(data), np_dtype))
+                            lambda np_dtype: _to_array(_concrete(data), np_dtype), device=dev)
     try:
         array = _to_array(data, dt.np)
     except OverflowError:
@@ -472,16 +495,18 @@ _NOT_WRITABLE = (
 
 def zeros(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of zeros."""
-    _check_device(device)
+    dev = _check_device(device)
     shape = _size_arg(sizes, size, "zeros")
-    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.zeros(shape, dt))
+    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.zeros(shape, dt),
+                    device=dev)
 
 
 def ones(*sizes, size=None, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """A tensor of ones."""
-    _check_device(device)
+    dev = _check_device(device)
     shape = _size_arg(sizes, size, "ones")
-    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.ones(shape, dt))
+    return _factory(shape, _float_dtype(dtype), requires_grad, lambda dt: np.ones(shape, dt),
+                    device=dev)
 
 
 def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
@@ -499,32 +524,33 @@ def empty(*sizes, size=None, out=None, dtype=None, layout=None, device=None,
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False):
     """A tensor filled with `fill_value`; the dtype follows the value's type."""
-    _check_device(device)
+    dev = _check_device(device)
     if isinstance(fill_value, Tensor):  # a 0-d tensor fills as its number
         fill_value = fill_value.item()
     dt = dtype or _dtype.scalar_dtype(fill_value)
     shape = _sizes((size,))
     return _factory(shape, dt, requires_grad,
-                    lambda nd: np.full(shape, checked_scalar(fill_value, nd), nd))
+                    lambda nd: np.full(shape, checked_scalar(fill_value, nd), nd), device=dev)
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
         requires_grad=False):
     """The identity matrix (n x m)."""
-    _check_device(device)
+    dev = _check_device(device)
     m = n if m is None else m
     if n < 0:  # eye checks its sizes itself, in its own words
         raise RuntimeError(f"n must be greater or equal to 0, got {n}")
     if m < 0:
         raise RuntimeError(f"m must be greater or equal to 0, got {m}")
-    return _factory((n, m), _float_dtype(dtype), requires_grad, lambda dt: np.eye(n, m, dtype=dt))
+    return _factory((n, m), _float_dtype(dtype), requires_grad,
+                    lambda dt: np.eye(n, m, dtype=dt), device=dev)
 
 
 def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False):
     """Values from `start` to `end` (exclusive) by `step`: `arange(end)`, `arange(start,
     end[, step])`, or by keyword (`arange(end=3)`)."""
-    _check_device(device)
+    dev = _check_device(device)
     if end is None:
         if start is None:
             raise TypeError("arange() received an invalid combination of arguments - got (), "
@@ -551,11 +577,11 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
         n = max(math.ceil((end - start) / step), 0)
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
-                                                  else np.int64) * step).astype(dt))
+                                                  else np.int64) * step).astype(dt), device=dev)
 
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
-    _check_device(device)
+    dev = _check_device(device)
     dtype = dtype or _dtype.int64
     if row < 0:
         raise RuntimeError(f"row must be non-negative, got{row}")
@@ -565,7 +591,7 @@ def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):
                                                                       dtype=bool)
     rows, cols = np.nonzero(mask)
     return _factory((2, rows.size), dtype, False,
-                    lambda dt: np.stack([rows, cols]).astype(dt).reshape(2, rows.size))
+                    lambda dt: np.stack([rows, cols]).astype(dt).reshape(2, rows.size), device=dev)
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None, device=None):
@@ -594,22 +620,23 @@ def _drawn(draw, shape, dt: np.dtype) -> np.ndarray:
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
-    _check_device(device)
+    dev = _check_device(device)
     shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _drawn(lambda n, d: _draws.uniform(generator, n, d), shape, dt),
-                    random=True)
+                    random=True, device=dev)
 
 
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal random values."""
-    _check_device(device)
+    dev = _check_device(device)
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
-    return _normal_values(shape, generator, dtype, requires_grad, True)
+    return _normal_values(shape, generator, dtype, requires_grad, True, dev)
 
 
-def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool) -> Tensor:
+def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool,
+                   device: _device_cls | None = None) -> Tensor:
     """Standard normals drawn for a tensor of `shape`; `contiguous`: the tensor they fill is
     row-major (PyTorch draws in blocks of 16 only then)."""
     def fill(dt):
@@ -618,13 +645,14 @@ def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool) -> 
         return _drawn(lambda n, d: _draws.normal(generator, n, d, 0.0, std, contiguous),
                       shape, dt)
 
-    return _factory(shape, _float_dtype(dtype), requires_grad, fill, random=True)
+    return _factory(shape, _float_dtype(dtype), requires_grad, fill, random=True,
+                    device=device)
 
 
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False):
     """Random integers in [low, high)."""
-    _check_device(device)
+    dev = _check_device(device)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     shape = _sizes((size,))  # PyTorch makes the tensor (checking its size) before drawing
@@ -633,7 +661,7 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     return _factory(shape, dtype or _dtype.int64, requires_grad,
                     lambda dt: _draws.integers(generator, math.prod(shape), int(low), int(high))
-                    .astype(dt).reshape(shape), random=True)
+                    .astype(dt).reshape(shape), random=True, device=dev)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
@@ -667,10 +695,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """A random permutation of 0..n-1."""
-    _check_device(device)
+    dev = _check_device(device)
     check_sizes((n,))
     return _factory((n,), dtype or _dtype.int64, requires_grad,
-                    lambda dt: _draws.randperm(generator, n).astype(dt), random=True)
+                    lambda dt: _draws.randperm(generator, n).astype(dt), random=True, device=dev)
 
 
 # ---------------------------------------------------------------- *_like and new_*
@@ -695,7 +723,7 @@ def _in_order(fn, shape: tuple, order: tuple | None, *args, **kwargs) -> Tensor:
     if order is None:
         return fn(shape, *args, **kwargs)
     out = fn(tuple(shape[d] for d in order), *args, **kwargs)
-    if _active.modes:  # a mode's tensor (a tracer's, a fake): the same values, as a view
+    if _active.modes or not out._plain:  # a mode's tensor (a tracer's, a fake), a meta one
         inverse = [0] * len(order)
         for i, d in enumerate(order):
             inverse[d] = i
@@ -707,6 +735,8 @@ def _in_order(fn, shape: tuple, order: tuple | None, *args, **kwargs) -> Tensor:
 def _like(fn, name):
     def like(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
              memory_format=None, **kwargs):
+        if device is None and (_active.default_device or not input._plain):
+            device = input.device  # (by default, the input's device: a meta tensor's too)
         return _in_order(fn, tuple(input.shape), _like_order(input, memory_format), *args,
                          dtype=dtype or input.dtype, device=device, requires_grad=requires_grad,
                          **kwargs)
@@ -725,10 +755,12 @@ rand_like = _like(rand, "rand_like")
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """`randn` with the shape (and by default dtype) and memory order of `input`."""
-    _check_device(device)
+    if device is None and (_active.default_device or not input._plain):
+        device = input.device
+    dev = _check_device(device)
     order = _like_order(input, memory_format)
     return _in_order(lambda shape, **kw: _normal_values(shape, generator, contiguous=order is None,
-                                                        **kw),
+                                                        device=dev, **kw),
                      tuple(input.shape), order, dtype=dtype or input.dtype,
                      requires_grad=requires_grad)
 

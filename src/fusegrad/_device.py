@@ -1,6 +1,10 @@
-"""Devices, spelled as PyTorch spells them. Only the CPU exists for now."""
+"""Devices, spelled as PyTorch spells them: the CPU, and the meta device (tensors without
+data, `_meta`); the default device of factories (`with torch.device(...)`)."""
 
 from __future__ import annotations
+
+from ._thread_state import active as _active
+from ._thread_state import local as _local
 
 
 class device:
@@ -48,10 +52,37 @@ class device:
         return f"device(type='{self.type}', index={self.index})"
 
     def __enter__(self):
+        """Within the block, factories given no device make tensors on this one (on this
+        thread)."""
+        self._check_available()
+        _active.default_device.append(None)
+        _local.device_contexts = _local.device_contexts + (_local.default_device,)
+        _local.default_device = self
         return self
 
     def __exit__(self, *exc) -> None:
-        pass
+        contexts = _local.device_contexts
+        _local.default_device = contexts[-1]
+        _local.device_contexts = contexts[:-1]
+        _active.default_device.pop()
+
+
+def set_default(value) -> None:
+    """`set_default_device`: this thread's factories' device from now on (None: the CPU)."""
+    new = None if value is None else device(value)
+    if new is not None:
+        new._check_available()
+    before = _local.default_device
+    if before is None and new is not None:
+        _active.default_device.append(None)
+    elif before is not None and new is None:
+        _active.default_device.pop()
+    _local.default_device = new
+
+
+def default() -> device:
+    """The device this thread's factories use when given none."""
+    return _local.default_device or cpu
 
 
 cpu = device("cpu")

@@ -309,6 +309,8 @@ class Tensor:
         if self._rg and not (value._dtype.is_floating_point or value._dtype.is_complex):
             raise RuntimeError("data set to a tensor that requires gradients must be floating "
                                "point or complex dtype")
+        if value._data is None and self._data is not None:  # (a meta or fake tensor)
+            raise RuntimeError(INCOMPATIBLE_DATA)
         if value._dtype is not self._dtype:
             # Another dtype: the next use makes a new AccumulateGrad, as PyTorch's does (a
             # new shape keeps it, and its recorded shape, also as in PyTorch).
@@ -565,7 +567,12 @@ class Tensor:
         if dtype.__class__ is type:
             dtype = _dtype.as_dtype(dtype)
         if device is not None:
-            _device_cls(device)._check_available()
+            device = _device_cls(device)
+            device._check_available()
+            if device.type == "meta":
+                from ._meta import from_tensor
+
+                return from_tensor(self, dtype)
         if memory_format is not None and getattr(memory_format, "name", "") != "preserve_format":
             # Self when it suggests that format already (as PyTorch: even if not contiguous
             # in it), else a copy with the format's strides, converted as it is copied.
@@ -736,6 +743,8 @@ _FROM_NP = _dtype.FROM_NP
 # Classes whose repr opens with `tensor(`; other subclasses print their own name, as PyTorch.
 TENSOR_REPR_CLASSES = {Tensor}
 # A tensor's own state: every slot but the weak-reference list.
+INCOMPATIBLE_DATA = ("Attempted to call `variable.set_data(tensor)`, but `variable` and "
+                     "`tensor` have incompatible tensor type.")
 # `autograd.forward_ad.tangent_of` while a forward AD level is open (reprs show tangents).
 tangent_lookup = None
 

@@ -49,6 +49,10 @@ class ThreadState(_thread_local):
     # The function transforms (`torch.func`: grad, vjp, jvp, vmap, ...) running their
     # function, innermost last: custom Functions follow PyTorch's rules under them.
     transforms = ()
+    # The device factories make tensors on when given none (`with torch.device(...)`,
+    # `set_default_device`); None: the CPU.
+    default_device = None
+    device_contexts = ()  # the defaults the open `with torch.device(...)` blocks replaced
     # A custom Function's forward and jvp run at an open forward AD level: their own calls
     # make no tangents (`autograd.forward_ad`).
     forward_ad_paused = False
@@ -71,12 +75,13 @@ class _Active:
     """Over all threads: the threads with grad mode off, and the entries of the counted
     stacks (lists of None, never rebound; each an upper bound, never below)."""
 
-    __slots__ = ("grad_off", "modes", "saved_hooks")
+    __slots__ = ("grad_off", "modes", "saved_hooks", "default_device")
 
     def __init__(self):
         self.grad_off = []
         self.modes = []
         self.saved_hooks = []
+        self.default_device = []  # threads with a default device set
 
 
 local = ThreadState()

@@ -51,12 +51,14 @@ def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, devic
     start, end, dtype = _range_arguments(start, end, steps, dtype, device, "linspace")
     if steps == 1:  # PyTorch fills `start`
         value = _fill_value(start, dtype)
-        return _factory((1,), dtype, requires_grad, lambda dt: np.full((1,), value, dt))
+        return _factory((1,), dtype, requires_grad, lambda dt: np.full((1,), value, dt),
+                        device=_check_device(device))
     if steps > 1:
         _check_range_dtype(dtype, "linspace")
         start, end = _range_bound(start, dtype), _range_bound(end, dtype)
     return _factory((steps,), dtype, requires_grad,
-                    lambda dt: _linspace_values(start, end, steps, dtype.np))
+                    lambda dt: _linspace_values(start, end, steps, dtype.np),
+                    device=_check_device(device))
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None, layout=None,
@@ -69,12 +71,14 @@ def logspace(start, end, steps: int, base: float = 10.0, *, out=None, dtype=None
     if steps == 1:  # PyTorch fills base ** start, start read as a float64 (or complex128)
         value = _fill_value(_power(base, complex(start) if dtype.is_complex else float(start)),
                             dtype)
-        return _factory((1,), dtype, requires_grad, lambda dt: np.full((1,), value, dt))
+        return _factory((1,), dtype, requires_grad, lambda dt: np.full((1,), value, dt),
+                        device=_check_device(device))
     if steps > 1:
         _check_range_dtype(dtype, "logspace")
         start, end = _range_bound(start, dtype), _range_bound(end, dtype)
     return _factory((steps,), dtype, requires_grad,
-                    lambda dt: _logspace_values(start, end, steps, base, dtype))
+                    lambda dt: _logspace_values(start, end, steps, base, dtype),
+                    device=_check_device(device))
 
 
 

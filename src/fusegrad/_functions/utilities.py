@@ -14,8 +14,9 @@ import os
 
 import numpy as np
 
-from .. import _dtype
-from .._creation import check_sizes, from_numpy, tensor, zeros
+from .. import _device as _device_module
+from .. import _dtype, _meta
+from .._creation import _check_device, check_sizes, from_numpy, on_meta, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._shapes import in_memory_order, memory_order
@@ -131,14 +132,14 @@ def get_float32_matmul_precision() -> str:
 
 
 def set_default_device(device) -> None:
-    """Only the CPU exists: 'cpu' (or None) is accepted, other devices raise."""
-    if device is not None:
-        _device_cls(device)._check_available()
+    """The device factory functions make tensors on when given none ('cpu', 'meta'; None
+    for the CPU), in this thread."""
+    _device_module.set_default(device)
 
 
 def get_default_device() -> _device_cls:
-    """Always the CPU."""
-    return _device_cls("cpu")
+    """The device factory functions make tensors on when given none."""
+    return _device_module.default()
 
 
 # ---------------------------------------------------------------- predicates
@@ -228,13 +229,14 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A tensor of `size` whose elements are laid out with `stride` (filled with zeros)."""
-    if device is not None:
-        _device_cls(device)._check_available()
+    device = _check_device(device)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     check_sizes(size)  # PyTorch's error for a negative size (before the strides' check)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
     dt = dtype or _dtype.get_default_dtype()
+    if on_meta(device):
+        return _meta.factory_tensor(size, dt, requires_grad, stride)
     span = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
     buf = np.zeros(span, dt.np)
     item = dt.np.itemsize

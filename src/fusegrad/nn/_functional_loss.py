@@ -96,8 +96,9 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """KL divergence of `target` from log-probabilities `input` (xlogy(t, t) - t * input)."""
     reduction = _reduction(size_average, reduce, reduction, ("batchmean",))
-    if not (input.is_floating_point() or input.is_complex()) or \
-            not (target.is_floating_point() or target.is_complex()):
+    if isinstance(input, Tensor) and isinstance(target, Tensor) and (
+            not (input.is_floating_point() or input.is_complex())
+            or not (target.is_floating_point() or target.is_complex())):
         raise RuntimeError("kl_div: Integral inputs not supported.")
     if reduction == "mean":
         warnings.warn(

@@ -19,7 +19,9 @@ def _fill(tensor: Tensor, values, method: str = "fill_") -> Tensor:
     if not isinstance(tensor, Tensor):
         raise AttributeError(f"'{type(tensor).__name__}' object has no attribute '{method}'")
     data = tensor._data
-    data[...] = np.asarray(values).astype(data.dtype, copy=False) if np.ndim(values) else values
+    if data is not None:  # (a meta tensor has no data to write)
+        data[...] = np.asarray(values).astype(data.dtype, copy=False) if np.ndim(values) \
+            else values
     tensor._vc[0] += 1
     return tensor
 
@@ -246,8 +248,8 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a normal draw."""
     if tensor.ndimension() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:  # nothing to draw (PyTorch draws nothing either)
-        return tensor
+    if tensor.numel() == 0 or tensor._data is None:  # nothing to draw, or a meta tensor
+        return tensor  # (PyTorch draws nothing either)
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     # PyTorch's draw: a (rows, cols) normal_ in the tensor's dtype, then QR in float64 here

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dispatch, _dtype
+from .. import _dispatch, _dtype, _meta
 from .._tensor import TENSOR_REPR_CLASSES, Tensor
 from .._torch_function import _disabled_torch_function_impl
 
@@ -72,6 +72,14 @@ class Parameter(Tensor):
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         if data is None:
             data = Tensor._make(np.empty((0,), dtype=_dtype.defaults.float.np))
+        if isinstance(data, _meta.MetaTensor) and cls is Parameter:
+            p = _meta.make(data.shape, data._dtype, data.stride(), data.storage_offset(),
+                           _MetaParameter)
+            p._vc = data._vc
+            if requires_grad:
+                p._set_requires_grad(True, "Only Tensors of floating point and complex dtype "
+                                           "can require gradients")
+            return p
         p = cls._make(data._data, data._dtype)
         p._vc = data._vc
         if requires_grad:
@@ -103,6 +111,28 @@ class Parameter(Tensor):
 
 TENSOR_REPR_CLASSES.add(Parameter)
 _dispatch.treat_as_plain(Parameter)
+
+
+class _MetaParameter(_meta.MetaTensor, Parameter):
+    """A Parameter on the meta device (what `Parameter(meta_tensor)` makes): a meta tensor
+    that registers on Modules as parameters do. Named Parameter, as it is one."""
+
+    __slots__ = ()
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        return "Parameter containing:\n" + _meta.MetaTensor.__repr__(self)
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        p = Parameter(_meta.make(self.shape, self._dtype), self._rg)
+        memo[id(self)] = p
+        return p
+
+
+_MetaParameter.__name__ = _MetaParameter.__qualname__ = "Parameter"
 
 
 def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Parameter:

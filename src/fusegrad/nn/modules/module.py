@@ -375,6 +375,31 @@ class _BackwardHook:
         return tuple(full[i] for i in self.in_idx)
 
 
+_OWN_MODULES = __name__.rsplit(".", 2)[0] + "."  # fusegrad.nn's own layers
+
+
+def _made_on_device(init, code):
+    """`init` (a layer's, taking `device`) run with the factories making tensors on the
+    device it is given, as PyTorch's layers pass theirs to every factory: a layer built with
+    `device='meta'` holds meta tensors."""
+    position = code.co_varnames.index("device") - 1  # (after self)
+
+    @functools.wraps(init)
+    def made_on_device(self, *args, **kwargs):
+        device = kwargs.get("device")
+        if device is None and position < len(args) and position < code.co_argcount - 1:
+            device = args[position]
+        if device is None:
+            return init(self, *args, **kwargs)
+        device = _device_cls(device)
+        if device.type == "cpu":
+            return init(self, *args, **kwargs)
+        with device:
+            return init(self, *args, **kwargs)
+
+    return made_on_device
+
+
 class Module:
     """Base class of all layers and models."""
 
@@ -393,6 +418,15 @@ class Module:
     T_destination = TypeVar("T_destination", bound=dict)
     # `Module.compile` keeps its compiled forward elsewhere; PyTorch's attribute stays None
     _compiled_call_impl = None
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and cls.__module__.startswith(_OWN_MODULES):
+            code = getattr(init, "__code__", None)
+            if code is not None and "device" in code.co_varnames[:code.co_argcount +
+                                                                 code.co_kwonlyargcount]:
+                cls.__init__ = _made_on_device(init, code)
 
     def __init__(self, *args, **kwargs) -> None:
         if (args or kwargs) and not self.call_super_init:
@@ -994,9 +1028,11 @@ class Module:
             grad = param._grad
             if swap:
                 out = self._swap_param(key, param, new, grad)
-            elif not overwrite:
+            elif not overwrite and param.device == new.device:
                 param.data = new
                 out = param
+            elif not overwrite:  # to or from the meta device: a new Parameter, as PyTorch's
+                out = self._parameters[key] = Parameter(new, param.requires_grad)
             else:
                 out = Parameter(new, param.requires_grad)
                 self._parameters[key] = out
@@ -1014,7 +1050,7 @@ class Module:
                     raise RuntimeError(
                         f"_apply(): Couldn't swap {self._get_name()}.{key}.grad") from e
                 out.grad = grad
-            elif not overwrite:
+            elif not overwrite and grad.device == new_grad.device:
                 grad.data = new_grad
             else:
                 out.grad = new_grad.requires_grad_(grad.requires_grad)
@@ -1063,7 +1099,11 @@ class Module:
                 raise TypeError("nn.Module.to only accepts floating point or complex dtypes, "
                                 f"but got desired dtype={dtype}")
         if device is not None:
-            _device_cls(device)._check_available()
+            device = _device_cls(device)
+            device._check_available()
+            if device.type == "meta" or any(not t._plain and t.is_meta for t in
+                                            self._tensors()):
+                return self._to_device(device, dtype)
         if memory_format is not None:
             # 4-D and 5-D parameters and buffers (convolution weights) take the format; the
             # others stay as they are, as in PyTorch.
@@ -1081,6 +1121,28 @@ class Module:
         # integer and bool buffers keep theirs
         return self._apply(
             lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex() else t)
+
+    def _tensors(self):
+        """Every parameter and buffer of this module and its children."""
+        for m in self.modules():
+            yield from (p for p in m._parameters.values() if p is not None)
+            yield from (b for b in m._buffers.values() if b is not None)
+
+    def _to_device(self, device, dtype) -> Module:
+        """`to` onto or from the meta device: a meta module has no data to move."""
+        def convert(t):
+            if dtype is not None and (t.is_floating_point() or t.is_complex()):
+                return t.to(device, dtype)
+            return t.to(device)
+
+        try:
+            return self._apply(convert)
+        except NotImplementedError as e:
+            if str(e) != "Cannot copy out of meta tensor; no data!":
+                raise
+            raise NotImplementedError(
+                f"{e} Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() "
+                "when moving module from meta to a different device.") from None
 
     def _cast(self, dtype) -> Module:
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -1126,7 +1188,11 @@ class Module:
         return self._apply(share)
 
     def cpu(self) -> Module:
-        """Self (everything lives on the CPU)."""
+        """Self (everything lives on the CPU); a module on the meta device has no data to
+        copy out."""
+        for t in self._tensors():
+            if not t._plain and t.is_meta:
+                t.cpu()  # PyTorch's NotImplementedError
         return self
 
     def _to_missing_backend(self, kind: str, device) -> Module:
@@ -1306,6 +1372,14 @@ class Module:
                     f"checkpoint, the shape in current model is {param.shape}.")
                 continue
             swap = _swap_on_load()
+            if not param._plain and param.is_meta and (value._plain or not value.is_meta) \
+                    and not getattr(self, "_assign_on_load", False):
+                warnings.warn(
+                    f"for {key}: copying from a non-meta parameter in the checkpoint to a meta "
+                    "parameter in the current model, which is a no-op. (Did you mean to pass "
+                    "`assign=True` to assign items in the state dictionary to their "
+                    "corresponding key in the module instead of copying them in place?)",
+                    stacklevel=3)
             try:
                 if swap:
                     self._load_by_swap(param, value, getattr(self, "_assign_on_load", False))
