@@ -49,7 +49,14 @@ logical_and logical_or logical_xor floor_divide""".split()
 INT_BINARY = "bitwise_and bitwise_or bitwise_xor gcd lcm bitwise_left_shift bitwise_right_shift"
 SPECIAL_UNARY = """bessel_j0 bessel_j1 digamma entr erf erfc erfcx erfinv exp2 expit expm1
 gammaln i0 i0e i1 i1e log1p log_ndtr logit ndtr ndtri psi round sinc
-spherical_bessel_j0""".split()
+spherical_bessel_j0 airy_ai bessel_y0 bessel_y1 modified_bessel_i0 modified_bessel_i1
+modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0
+scaled_modified_bessel_k1""".split()
+# Orthogonal polynomials of `torch.special`: (x, n).
+SPECIAL_POLYNOMIALS = """chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v
+chebyshev_polynomial_w shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u
+shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h
+hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p""".split()
 JOINS = "cat concat concatenate stack hstack vstack dstack row_stack column_stack".split()
 FACTORIES = {
     "zeros": ((2, 3), {}), "ones": ((2, 3), {}), "full": (((2, 3), 1.5), {}),
@@ -79,6 +86,8 @@ def _calls(T) -> dict:
         c[n] = (getattr(T, n), (X(T, dtype="int64"), X(T, (3,), "int64", seed=1)), {})
     for n in SPECIAL_UNARY:
         c[f"special.{n}"] = (getattr(T.special, n), (X(T),), {})
+    for n in SPECIAL_POLYNOMIALS:
+        c[f"special.{n}"] = (getattr(T.special, n), (X(T), T.tensor([0.0, 2.0, 3.0])), {})
     for n in "xlog1py xlogy zeta gammainc gammaincc".split():
         c[f"special.{n}"] = (getattr(T.special, n),
                              (X(T, lo=1.1, hi=2), X(T, (3,), lo=1.1, hi=2, seed=1)), {})

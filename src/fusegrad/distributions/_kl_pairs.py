@@ -35,19 +35,14 @@ def _infinite_like(t):
 
 
 def _x_log_x(t):
-    return t * t.log()
+    # xlogy: 0 log 0 = 0, so a uniform reaching 0 (or 1) keeps a finite divergence.
+    return F.special.xlogy(t, t)
 
 
 def _beta_moments(p):
     """(a + b, E[X]) of a Beta."""
     total = p.concentration1 + p.concentration0
     return total, p.concentration1 / total
-
-
-def _uniform_mean_log(p):
-    """E[log X] for X uniform on [low, high]."""
-    width = p.high - p.low
-    return (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
 
 
 # Families with unbounded support against ones bounded below or on both sides.
@@ -86,7 +81,8 @@ def _kl_beta_normal(p, q):
 @register_kl(Beta, Uniform)
 def _kl_beta_uniform(p, q):
     result = -p.entropy() + (q.high - q.low).log()
-    return F.where((q.low > 0) | (q.high < 1), math.inf, result)
+    result[(q.low > 0) | (q.high < 1)] = math.inf
+    return result
 
 
 @register_kl(Exponential, Gamma)
@@ -141,28 +137,36 @@ def _kl_normal_laplace(p, q):
 
 @register_kl(Uniform, Beta)
 def _kl_uniform_beta(p, q):
+    # Term by term as PyTorch, so values and graph agree: E[log X], E[log(1 - X)] under p.
     width = p.high - p.low
-    a, b = q.concentration1, q.concentration0
-    mean_log = _uniform_mean_log(p)
-    mean_log1m = (_x_log_x(1 - p.low) - _x_log_x(1 - p.high) - width) / width
-    log_beta = a.lgamma() + b.lgamma() - (a + b).lgamma()
-    result = -width.log() - (a - 1) * mean_log - (b - 1) * mean_log1m + log_beta
-    return F.where((p.high > 1) | (p.low < 0), math.inf, result)
+    t1 = width.log()
+    t2 = (q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    t3 = ((q.concentration0 - 1) * (_x_log_x(1 - p.high) - _x_log_x(1 - p.low) + width)
+          / width)
+    t4 = (q.concentration1.lgamma() + q.concentration0.lgamma()
+          - (q.concentration1 + q.concentration0).lgamma())
+    result = t3 + t4 - t1 - t2
+    result[(p.high > 1) | (p.low < 0)] = math.inf
+    return result
 
 
 @register_kl(Uniform, Exponential)
 def _kl_uniform_exponential(p, q):
     result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
-    return F.where(p.low < 0, math.inf, result)
+    result[p.low < 0] = math.inf
+    return result
 
 
 @register_kl(Uniform, Gamma)
 def _kl_uniform_gamma(p, q):
     width = p.high - p.low
-    c = q.concentration
-    result = (-width.log() + c.lgamma() - c * q.rate.log()
-              + (1 - c) * _uniform_mean_log(p) + q.rate * (p.high + p.low) / 2)
-    return F.where(p.low < 0, math.inf, result)
+    t1 = width.log()
+    t2 = q.concentration.lgamma() - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    t4 = q.rate * (p.high + p.low) / 2
+    result = -t1 + t2 + t3 + t4
+    result[p.low < 0] = math.inf
+    return result
 
 
 @register_kl(Poisson, Poisson)
@@ -178,7 +182,9 @@ def _kl_binomial_binomial(p, q):
     kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p()
                           - (-q.probs).log1p())
     # Mass beyond q's largest count has zero probability under q.
-    return F.where(p.total_count > q.total_count, math.inf, kl)
+    beyond = p.total_count > q.total_count
+    kl[beyond] = _infinite_like(kl[beyond])
+    return kl
 
 
 @register_kl(Geometric, Geometric)
@@ -203,9 +209,12 @@ def _kl_gumbel_gumbel(p, q):
 @register_kl(Pareto, Pareto)
 def _kl_pareto_pareto(p, q):
     alpha_ratio = q.alpha / p.alpha
-    result = (q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1)
+    t1 = q.alpha * (p.scale / q.scale).log()
+    t2 = -alpha_ratio.log()
+    result = t1 + t2 + alpha_ratio - 1
     # p below q's scale has mass where q has none.
-    return F.where(p.scale < q.scale, math.inf, result)
+    result[p.scale < q.scale] = math.inf
+    return result
 
 
 @register_kl(Cauchy, Cauchy)

@@ -19,6 +19,7 @@ __all__ = ['Bernoulli']
 class Bernoulli(BinaryParams, ExponentialFamily):
     """Bernoulli(probs or logits): 1 with probability `probs`, else 0."""
 
+    _mean_carrier_measure = 0
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
@@ -83,3 +84,12 @@ class Bernoulli(BinaryParams, ExponentialFamily):
         values = F.arange(2, dtype=self._param.dtype)
         values = values.view((-1,) + (1,) * len(self._batch_shape))
         return values.expand((-1,) + self._batch_shape) if expand else values
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (F.logit(self.probs),)
+
+    def _log_normalizer(self, x):
+        return F.log1p(F.exp(x))

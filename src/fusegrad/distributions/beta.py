@@ -67,3 +67,12 @@ class Beta(ExponentialFamily):
 
     def entropy(self):
         return self._dirichlet.entropy()
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return F.lgamma(x) + F.lgamma(y) - F.lgamma(x + y)

@@ -85,7 +85,10 @@ class Categorical(Distribution):
             sample_shape = F.Size(sample_shape)
         with F.no_grad():
             probs_2d = self.probs.reshape(-1, self._num_events)
-            draws = F.multinomial(probs_2d, sample_shape.numel(), True).T
+            n = sample_shape.numel()
+            # PyTorch's multinomial draws a single sample per row by the exponential race of
+            # its no-replacement path; asked for that path directly, so seeded draws agree.
+            draws = F.multinomial(probs_2d, n, n > 1).T
         return draws.reshape(self._extended_shape(sample_shape))
 
     def log_prob(self, value):

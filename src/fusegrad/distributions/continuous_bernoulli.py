@@ -20,6 +20,7 @@ class ContinuousBernoulli(ExponentialFamily):
     """ContinuousBernoulli(probs or logits, lims): `lims` bounds the interval around 1/2
     where Taylor expansions replace the closed forms, which lose precision there."""
 
+    _mean_carrier_measure = 0
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.unit_interval
     has_rsample = True
@@ -141,3 +142,18 @@ class ContinuousBernoulli(ExponentialFamily):
         log_q = F.log1p(-self.probs)
         log_p = F.log(self.probs)
         return self.mean * (log_q - log_p) - self._cont_bern_log_norm() - log_q
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        """log((e^x - 1) / x), by its Taylor series near x = 0 where that form is unstable."""
+        unstable_lo, unstable_hi = self._lims[0] - 0.5, self._lims[1] - 0.5
+        outside = F.max(F.le(x, unstable_lo), F.gt(x, unstable_hi))
+        cut = F.where(outside, x, unstable_lo * F.ones_like(x))
+        log_norm = F.log(F.abs(F.special.expm1(cut))) - F.log(F.abs(cut))
+        taylor = 0.5 * x + F.pow(x, 2) / 24.0 - F.pow(x, 4) / 2880.0
+        return F.where(outside, log_norm, taylor)

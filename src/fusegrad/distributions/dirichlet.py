@@ -94,10 +94,13 @@ class Dirichlet(ExponentialFamily):
         c = self.concentration
         below = (c - 1).clamp(min=0.0)
         mode = below / below.sum(-1, True)
-        # Where every concentration is below one, the density peaks at the largest one.
+        # Where every concentration is below one, PyTorch writes a one-hot vector at the
+        # argmax of that row of `mode`, which is all NaN (0 / 0), so at index 0; kept, with
+        # its index assignment (node IndexPutBackward0), so values and graph agree.
         all_low = (c < 1).all(dim=-1)
-        corner = F.nn.functional.one_hot(c.argmax(-1), c.shape[-1]).to(mode.dtype)
-        return F.where(all_low.unsqueeze(-1), corner, mode)
+        mode[all_low] = F.nn.functional.one_hot(mode[all_low].argmax(dim=-1),
+                                                below.shape[-1]).to(mode)
+        return mode
 
     @property
     def variance(self):
@@ -111,3 +114,12 @@ class Dirichlet(ExponentialFamily):
         a0 = c.sum(-1)
         return (F.lgamma(c).sum(-1) - F.lgamma(a0) - (k - a0) * F.digamma(a0)
                 - ((c - 1.0) * F.digamma(c)).sum(-1))
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return x.lgamma().sum(-1) - F.lgamma(x.sum(-1))

@@ -86,7 +86,7 @@ class Distribution:
     @property
     def mean(self):
         """The mean."""
-        raise NotImplementedError(f"{self.__class__} does not implement mean")
+        raise NotImplementedError  # bare, as PyTorch (unlike mode)
 
     @property
     def mode(self):
@@ -96,7 +96,7 @@ class Distribution:
     @property
     def variance(self):
         """The variance."""
-        raise NotImplementedError(f"{self.__class__} does not implement variance")
+        raise NotImplementedError
 
     @property
     def stddev(self):
@@ -114,8 +114,8 @@ class Distribution:
 
     def sample_n(self, n: int):
         """Deprecated: `sample((n,))`."""
-        warnings.warn("sample_n will be deprecated. Use .sample((n,)) instead", UserWarning,
-                      stacklevel=2)
+        warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.",
+                      FutureWarning, stacklevel=2)
         return self.sample(F.Size((n,)))
 
     def log_prob(self, value):

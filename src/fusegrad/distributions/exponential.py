@@ -16,6 +16,7 @@ __all__ = ['Exponential']
 class Exponential(ExponentialFamily):
     """Exponential(rate): density rate * exp(-rate * x) on x >= 0."""
 
+    _mean_carrier_measure = 0
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
@@ -67,3 +68,12 @@ class Exponential(ExponentialFamily):
 
     def entropy(self):
         return 1.0 - F.log(self.rate)
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -F.log(-x)

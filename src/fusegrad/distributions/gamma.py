@@ -72,6 +72,7 @@ def standard_gamma(alpha):
 class Gamma(ExponentialFamily):
     """Gamma(concentration, rate): density proportional to x^(c - 1) exp(-rate x)."""
 
+    _mean_carrier_measure = 0
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
@@ -127,3 +128,12 @@ class Gamma(ExponentialFamily):
     def entropy(self):
         c = self.concentration
         return c - F.log(self.rate) + F.lgamma(c) + (1.0 - c) * F.digamma(c)
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return F.lgamma(x + 1) + (x + 1) * F.log(-y.reciprocal())

@@ -38,11 +38,14 @@ class GeneralizedPareto(Distribution):
                               scale=self.scale.expand(shape),
                               concentration=self.concentration.expand(shape))
 
-    def _safe_concentration(self):
+    def _safe_concentration(self, against_default: bool = False):
         """(is the concentration zero, the concentration with zeros replaced by one): the
-        c = 0 limit has its own formula, and the general one must not divide by zero."""
+        c = 0 limit has its own formula, and the general one must not divide by zero.
+        `against_default`: compare with a zero of the default dtype, as PyTorch's log_prob
+        and log_survival_function do (so a float64 concentration raises there as in
+        PyTorch, while icdf compares with a zero of its own dtype)."""
         c = self.concentration
-        is_zero = F.isclose(c, F.zeros_like(c))
+        is_zero = F.isclose(c, F.tensor(0.0) if against_default else F.zeros_like(c))
         return is_zero, F.where(is_zero, F.ones_like(c), c)
 
     def rsample(self, sample_shape=()):
@@ -53,7 +56,7 @@ class GeneralizedPareto(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         z = (value - self.loc) / self.scale
-        is_zero, c = self._safe_concentration()
+        is_zero, c = self._safe_concentration(True)
         y = 1 / c + F.ones_like(z)
         general = F.where(y == 0, y, y * F.log1p(c * z))
         return -self.scale.log() - F.where(is_zero, z, general)
@@ -63,7 +66,7 @@ class GeneralizedPareto(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         z = (value - self.loc) / self.scale
-        is_zero, c = self._safe_concentration()
+        is_zero, c = self._safe_concentration(True)
         return F.where(is_zero, -z, -F.log1p(c * z) / c)
 
     def log_cdf(self, value):

@@ -132,8 +132,9 @@ def _kl_onehotcategorical_onehotcategorical(p, q):
 @register_kl(Uniform, Uniform)
 def _kl_uniform_uniform(p, q):
     result = ((q.high - q.low) / (p.high - p.low)).log()
-    outside = (q.low > p.low) | (q.high < p.high)
-    return F.where(outside, math.inf, result)
+    # Masked by index assignment, as PyTorch (its node is IndexPutBackward0).
+    result[(q.low > p.low) | (q.high < p.high)] = math.inf
+    return result
 
 
 @register_kl(Uniform, Normal)
@@ -227,4 +228,9 @@ def _kl_transformed_transformed(p, q):
 
 
 # Cross-family pairs and those of the later families register themselves on import.
+# PyTorch's kl module also holds the helpers imported by name here, which user code
+# imports from it.
 from . import _kl_more, _kl_pairs  # noqa: E402, F401
+from ._kl_more import _kl_expfamily_expfamily  # noqa: E402, F401
+from ._kl_more import _trace_xxt as _batch_trace_XXT  # noqa: E402, F401
+from ._kl_pairs import _x_log_x  # noqa: E402, F401

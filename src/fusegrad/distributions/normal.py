@@ -17,6 +17,7 @@ __all__ = ['Normal']
 class Normal(_LocScale, ExponentialFamily):
     """Normal(loc, scale): the Gaussian with mean `loc` and standard deviation `scale`."""
 
+    _mean_carrier_measure = 0
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -40,6 +41,13 @@ class Normal(_LocScale, ExponentialFamily):
     def variance(self):
         return self.stddev.pow(2)
 
+    def sample(self, sample_shape=()):
+        # torch.normal, as PyTorch's: the same draws as rsample, and its refusal of integer
+        # parameters ("normal_kernel_cpu" not implemented for 'Long').
+        shape = self._extended_shape(sample_shape)
+        with F.no_grad():
+            return F.normal(self.loc.expand(shape), self.scale.expand(shape))
+
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         eps = _standard_normal(shape, dtype=self.loc.dtype)
@@ -61,3 +69,12 @@ class Normal(_LocScale, ExponentialFamily):
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + F.log(self.scale)
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * F.log(-math.pi / y)

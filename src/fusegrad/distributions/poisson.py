@@ -51,3 +51,12 @@ class Poisson(ExponentialFamily):
             self._validate_sample(value)
         rate, value = broadcast_all(self.rate, value)
         return value.xlogy(rate) - rate - (value + 1).lgamma()
+
+    # The exponential-family form (natural parameters, log-normaliser), which the
+    # Bregman-divergence KL between two members of the family uses.
+    @property
+    def _natural_params(self):
+        return (F.log(self.rate),)
+
+    def _log_normalizer(self, x):
+        return F.exp(x)

@@ -36,8 +36,10 @@ class StudentT(Distribution):
 
     @property
     def mean(self):
-        # Undefined for df <= 1.
-        return F.where(self.df <= 1, math.nan, self.loc)
+        # Undefined for df <= 1; written by index assignment, as PyTorch (IndexPutBackward0).
+        m = self.loc.clone(memory_format=F.contiguous_format)
+        m[self.df <= 1] = math.nan
+        return m
 
     @property
     def mode(self):
@@ -45,17 +47,20 @@ class StudentT(Distribution):
 
     @property
     def variance(self):
+        # scale^2 df / (df - 2) for df > 2, infinite for 1 < df <= 2, undefined below.
         df = self.df
-        finite = self.scale.pow(2) * df / (df - 2)
-        value = F.where(df > 2, finite, F.where(df > 1, math.inf, math.nan))
-        return value
+        m = df.clone(memory_format=F.contiguous_format)
+        m[df > 2] = self.scale[df > 2].pow(2) * df[df > 2] / (df[df > 2] - 2)
+        m[(df <= 2) & (df > 1)] = math.inf
+        m[df <= 1] = math.nan
+        return m
 
     def rsample(self, sample_shape=()):
         # X / sqrt(V / df) with X standard normal and V chi-squared.
         shape = self._extended_shape(sample_shape)
         x = _standard_normal(shape, dtype=self.df.dtype)
         v = self._chi2.rsample(sample_shape)
-        return self.loc + self.scale * x * F.rsqrt(v / self.df)
+        return self.loc + self.scale * (x * F.rsqrt(v / self.df))
 
     def log_prob(self, value):
         if self._validate_args:

@@ -25,7 +25,8 @@ class CatTransform(Transform):
         self.transforms = list(tseq)
         self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
         if len(self.lengths) != len(self.transforms):
-            raise AssertionError("lengths must have the same number of elements as tseq")
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match transforms "
+                                 f"({len(self.transforms)})")
         self.dim = dim
 
     @property
@@ -41,12 +42,17 @@ class CatTransform(Transform):
             return self
         return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
 
+    def _check(self, z, name: str, what: str = "tensor") -> None:
+        # PyTorch's checks: `dim` in range and the lengths adding up to z's size there.
+        if not -z.dim() <= self.dim < z.dim():
+            raise AssertionError(f"dim {self.dim} out of range for {what} with {z.dim()} "
+                                 "dimensions")
+        if z.size(self.dim) != self.length:
+            raise AssertionError(f"{name}.size({self.dim}) = {z.size(self.dim)} must equal "
+                                 f"length {self.length}")
+
     def _pieces(self, x, inverse: bool):
-        if not -x.dim() <= self.dim < x.dim():
-            raise AssertionError(f"dim {self.dim} out of range for tensor with {x.dim()} dims")
-        if x.size(self.dim) != self.length:
-            raise AssertionError(f"Expected size {self.length} at dim {self.dim}, "
-                                 f"got {x.size(self.dim)}")
+        self._check(x, "y" if inverse else "x")
         out, start = [], 0
         for t, n in zip(self.transforms, self.lengths):
             part = x.narrow(self.dim, start, n)
@@ -61,6 +67,8 @@ class CatTransform(Transform):
         return self._pieces(y, inverse=True)
 
     def log_abs_det_jacobian(self, x, y):
+        self._check(x, "x", "x")
+        self._check(y, "y", "y")
         terms, start = [], 0
         for t, n in zip(self.transforms, self.lengths):
             term = t.log_abs_det_jacobian(x.narrow(self.dim, start, n),
@@ -110,14 +118,27 @@ class StackTransform(Transform):
     def _slices(self, z):
         return [z.select(self.dim, i) for i in range(z.size(self.dim))]
 
+    def _check(self, z, name: str, what: str = "tensor") -> None:
+        # PyTorch's checks: `dim` in range, one slice per transform (zip would truncate).
+        if not -z.dim() <= self.dim < z.dim():
+            raise AssertionError(f"dim {self.dim} out of range for {what} with {z.dim()} "
+                                 "dimensions")
+        if z.size(self.dim) != len(self.transforms):
+            raise AssertionError(f"{name}.size({self.dim}) = {z.size(self.dim)} must equal "
+                                 f"len(transforms) {len(self.transforms)}")
+
     def _call(self, x):
+        self._check(x, "x")
         return F.stack([t(s) for s, t in zip(self._slices(x), self.transforms)], dim=self.dim)
 
     def _inverse(self, y):
+        self._check(y, "y")
         return F.stack([t.inv(s) for s, t in zip(self._slices(y), self.transforms)],
                        dim=self.dim)
 
     def log_abs_det_jacobian(self, x, y):
+        self._check(x, "x", "x")
+        self._check(y, "y", "y")
         terms = [t.log_abs_det_jacobian(a, b) for a, b, t in
                  zip(self._slices(x), self._slices(y), self.transforms)]
         return F.stack(terms, dim=self.dim)

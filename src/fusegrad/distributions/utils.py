@@ -22,10 +22,9 @@ def broadcast_all(*values):
         like = next((v for v in values if isinstance(v, F.Tensor)), None)
         dtype = like.dtype if like is not None else F.get_default_dtype()
         values = [v if isinstance(v, F.Tensor) else F.tensor(v, dtype=dtype) for v in values]
-    shape = F.broadcast_shapes(*(v.shape for v in values))
-    # A tensor that already has the common shape is returned itself (no expand node), as
-    # PyTorch's broadcast_tensors does.
-    return tuple(v if v.shape == shape else v.expand(shape) for v in values)
+    # broadcast_tensors gives PyTorch's mismatch message and returns a tensor that already
+    # has the common shape itself (no expand node).
+    return tuple(F.broadcast_tensors(*values))
 
 
 def _standard_normal(shape, dtype, device=None):

@@ -13,11 +13,34 @@ from .utils import broadcast_all, lazy_property
 __all__ = ["VonMises"]
 
 
+# Abramowitz and Stegun's polynomial approximations (9.8.1 to 9.8.4) of I0 and I1, below
+# 3.75 in (x / 3.75)^2 and above it (scaled) in 3.75 / x; PyTorch evaluates the density,
+# mean and variance with them (accurate to about 1e-7), so they are used here as well.
+_I_SMALL = ([1.0, 3.5156229, 3.0899424, 1.2067492, 0.2659732, 0.360768e-1, 0.45813e-2],
+            [0.5, 0.87890594, 0.51498869, 0.15084934, 0.2658733e-1, 0.301532e-2, 0.32411e-3])
+_I_LARGE = ([0.39894228, 0.1328592e-1, 0.225319e-2, -0.157565e-2, 0.916281e-2,
+             -0.2057706e-1, 0.2635537e-1, -0.1647633e-1, 0.392377e-2],
+            [0.39894228, -0.3988024e-1, -0.362018e-2, 0.163801e-2, -0.1031555e-1,
+             0.2282967e-1, -0.2895312e-1, 0.1787654e-1, -0.420059e-2])
+
+
+def _horner(y, coef):
+    result = coef[-1]
+    for c in reversed(coef[:-1]):
+        result = c + y * result
+    return result
+
+
 def _log_bessel_i(x, order: int = 0):
-    """log I_order(x) for x > 0 and order 0 or 1, through the exponentially scaled Bessel
-    functions so large x does not overflow."""
-    scaled = F.special.i0e(x) if order == 0 else F.special.i1e(x)
-    return scaled.log() + x
+    """log I_order(x) for x > 0 and order 0 or 1 (both branches computed, then selected,
+    so gradients take PyTorch's path)."""
+    y = x / 3.75
+    small = _horner(y * y, _I_SMALL[order])
+    if order == 1:
+        small = x.abs() * small
+    small = small.log()
+    large = x - 0.5 * x.log() + _horner(3.75 / x, _I_LARGE[order]).log()
+    return F.where(x < 3.75, small, large)
 
 
 def _rejection_sample(loc, concentration, proposal_r, x):

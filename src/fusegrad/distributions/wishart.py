@@ -65,6 +65,9 @@ class Wishart(ExponentialFamily):
             self.covariance_matrix = param.expand(batch_shape + (-1, -1))
         else:
             self.precision_matrix = param.expand(batch_shape + (-1, -1))
+        if self.df.lt(event_shape[-1]).any():
+            warnings.warn("Low df values detected. Singular samples are highly likely to occur "
+                          "for ndim - 1 < df < ndim.", stacklevel=2)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
         self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix,
                                                        precision_matrix)
@@ -144,23 +147,33 @@ class Wishart(ExponentialFamily):
         return chol @ chol.mT
 
     def rsample(self, sample_shape=(), max_try_correction=None):
-        """Bartlett-decomposition samples; numerically singular draws are redrawn up to
-        `max_try_correction` times (default 10), with a warning."""
+        """Bartlett-decomposition samples, with PyTorch's correction loop: it flags the draws
+        that pass the support check as "singular" (PyTorch 2.13 omits the negation on the
+        first check), warns, and redraws those until the redraws fail the check, at most
+        `max_try_correction` times (default 10). Reproduced so seeded draws agree."""
         if max_try_correction is None:
             max_try_correction = 10
         sample_shape = F.Size(sample_shape)
         sample = self._bartlett_sampling(sample_shape)
-        singular = ~self.support.check(sample)
-        if singular.any():
+        flagged = self._per_sample(self.support.check(sample))
+        if flagged.any():
             warnings.warn("Singular sample detected.", stacklevel=2)
             for _ in range(max_try_correction):
-                redraw = self._bartlett_sampling(sample_shape)
-                mask = singular.view(singular.shape + (1, 1))
-                sample = F.where(mask, redraw, sample)
-                singular = ~self.support.check(sample)
-                if not singular.any():
+                redraw = self._bartlett_sampling(flagged[flagged].shape)
+                # PyTorch indexes with `flagged` itself, then updates it in place, so its
+                # backward fails on the saved mask's version; a copy keeps the gradient.
+                sample[flagged.clone()] = redraw
+                still = self._per_sample(~self.support.check(redraw))
+                flagged[flagged.clone()] = still
+                if not flagged.any():
                     break
         return sample
+
+    def _per_sample(self, ok):
+        # One flag per sample: any batch member decides for the whole sample.
+        if self._batch_shape:
+            return ok.amax([-(i + 1) for i in range(len(self._batch_shape))])
+        return ok
 
     def log_prob(self, value):
         if self._validate_args:

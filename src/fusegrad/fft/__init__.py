@@ -14,12 +14,17 @@ sqrt(n)) or "forward" (the forward transforms divide by n).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .. import _dtype
+from .. import _dtype, _out
 from .._creation import tensor as _tensor
 from .._dispatch import call
 from .._tensor import Tensor
+from .._warn import warn_at_caller
+from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
+from ..autograd.grad_mode import no_grad as _no_grad
 from ..ops import fft as _F
 from ..ops._util import wrap_dim
 
@@ -104,6 +109,9 @@ def _many_dims(x: Tensor, s, dim, default_all: bool = True) -> tuple[list, list]
         raise RuntimeError("When given, dim and shape arguments must have the same length")
     if dim is None:
         if s is not None:
+            if len(s) > x.ndim:
+                raise RuntimeError(f"Got shape with {len(s)} values but input tensor only has "
+                                   f"{x.ndim} dimensions.")
             dims = list(range(x.ndim - len(s), x.ndim))
         else:
             dims = list(range(x.ndim)) if default_all else [x.ndim - 2, x.ndim - 1]
@@ -305,21 +313,58 @@ def fftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device
             requires_grad: bool = False) -> Tensor:
     """The sample frequencies of an `n`-point transform with sample spacing `d`:
     0, 1, ..., then the negative ones, divided by d * n."""
-    k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)])
-    return _frequencies(k, n, d, dtype, requires_grad)
+    k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)]) if n > 0 else None
+    return _frequencies("fftfreq", k, n, n, d, out, dtype, requires_grad)
 
 
 def rfftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """The non-negative sample frequencies of an `n`-point transform (`rfft`'s)."""
-    return _frequencies(np.arange(n // 2 + 1), n, d, dtype, requires_grad)
+    k = np.arange(n // 2 + 1) if n >= 0 else None
+    return _frequencies("rfftfreq", k, n // 2 + 1, n, d, out, dtype, requires_grad)
 
 
-def _frequencies(k: np.ndarray, n: int, d: float, dtype, requires_grad: bool) -> Tensor:
-    dt = dtype or _dtype.defaults.float
-    # As PyTorch: the integers in the result dtype, then one multiply by 1 / (n * d).
-    values = k.astype(dt.np) * np.asarray(1.0 / (n * d)).astype(dt.np) if n else k.astype(dt.np)
-    return _tensor(values, dtype=dt, requires_grad=requires_grad)
+def _frequencies(name: str, k, size: int, n: int, d: float, out, dtype,
+                 requires_grad: bool) -> Tensor:
+    """PyTorch's steps: an empty result of `size` (or `out`), the dtype check, the integers
+    by arange (no complex kernel), then one multiply by the double 1 / (n * d), which
+    follows IEEE rules (d = 0 gives infinities and a NaN, not an error)."""
+    if out is not None:
+        if dtype is not None and _dtype.as_dtype(dtype) is not out.dtype:
+            raise RuntimeError(f"dtype {_dtype.as_dtype(dtype).legacy} does not match dtype "
+                               f"of out parameter ({out.dtype.legacy})")
+        dt = out.dtype
+        if out.requires_grad and _grad_enabled():
+            raise RuntimeError(f"aten::fft_{name}(): functions with out=... arguments don't "
+                               "support automatic differentiation, but one of the arguments "
+                               "requires grad.")
+    else:
+        dt = _dtype.as_dtype(dtype) if dtype is not None else _dtype.defaults.float
+    if size < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {size}: [{size}]")
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"{name} requires a floating point or complex dtype")
+    if dt.is_complex:
+        raise NotImplementedError(f'"arange_cpu" not implemented for \'{dt.legacy}\'')
+    k = np.zeros(0) if k is None else k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.float64(1.0) / np.float64(n * d)
+        # The multiply runs in the dtype's compute type (float32 for the half types).
+        compute = np.float64 if dt.np == np.float64 else np.float32
+        values = (k.astype(dt.np).astype(compute) * compute(scale)).astype(dt.np)
+    if out is None:
+        return _tensor(values, dtype=dt, requires_grad=requires_grad)
+    if out.numel() != size:
+        if out.numel() > 0:  # arange's own warning, not the generic resize one
+            warn_at_caller(f"The number of elements in the out tensor of shape "
+                           f"{list(out.shape)} is {out.numel()} which does not match the "
+                           f"computed number of elements {size}. Note that this may occur as "
+                           f"a result of rounding error. The out tensor will be resized to a "
+                           f"tensor of shape ({size},).")
+        out.resize_(size)
+    with _no_grad():
+        out.copy_(_tensor(values, dtype=dt).view(out.shape))
+    return out
 
 
 def _shift_dims(x: Tensor, dim) -> list:
@@ -338,3 +383,50 @@ def ifftshift(input: Tensor, dim=None) -> Tensor:
     """The inverse of `fftshift`."""
     dims = _shift_dims(input, dim)
     return input.roll([(input.shape[d] + 1) // 2 for d in dims], dims)
+
+
+# Last, once every function exists: PyTorch's out= on each (`_out.write_out`), after the
+# transforms' own check of the kind of `out` (complex for the transforms whose result is
+# complex, floating for those whose result is real), named as PyTorch's kernels name
+# themselves (fft2 and fftn are "fftn", ...).
+_out.guard_namespace(globals(), "fusegrad.fft", frozenset({"fftfreq", "rfftfreq"}))
+
+_OUT_KIND = {"fft": "fft", "ifft": "ifft", "rfft": "rfft", "ihfft": "ihfft",
+             "fft2": "fftn", "ifft2": "fftn", "fftn": "fftn", "ifftn": "fftn",
+             "rfft2": "rfftn", "rfftn": "rfftn", "ihfft2": "ihfftn", "ihfftn": "ihfftn",
+             "irfft": "irfft", "hfft": "hfft", "irfft2": "irfftn", "irfftn": "irfftn",
+             "hfft2": "hfftn", "hfftn": "hfftn"}
+
+
+def _checking_out_kind(fn, kernel: str):
+    complex_result = kernel not in ("irfft", "hfft", "irfftn", "hfftn")
+
+    @functools.wraps(fn)
+    def transform(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        if isinstance(out, Tensor):
+            if complex_result and not out.dtype.is_complex:
+                raise RuntimeError(f"{kernel} expects a complex output tensor, but got "
+                                   f"{out.dtype.legacy}")
+            if not complex_result and not out.dtype.is_floating_point:
+                raise RuntimeError(f"{kernel} expects a floating point output tensor, but "
+                                   f"got {out.dtype.legacy}")
+            if kernel in ("ifft", "ihfft"):
+                _conj_out_dtype(args[0] if args else kwargs.get("input"), out)
+        return fn(*args, out=out, **kwargs)
+
+    return transform
+
+
+def _conj_out_dtype(input, out: Tensor) -> None:
+    # ifft and ihfft of a real input write the conjugate of the r2c transform into `out`
+    # (conj_physical's out=), which takes no other dtype than the transform's own.
+    if isinstance(input, Tensor) and not input.dtype.is_complex:
+        want = _floating(input).dtype.to_complex()
+        if out.dtype is not want:
+            raise RuntimeError(f"Found dtype {out.dtype.legacy} but expected {want.legacy}")
+
+
+for _name, _kernel in _OUT_KIND.items():
+    globals()[_name] = _checking_out_kind(globals()[_name], _kernel)

@@ -194,7 +194,15 @@ ALWAYS_RESIZED = frozenset({"empty", "randn", "lu"})
 # Functions with floating results that PyTorch never differentiates: their `out` may require
 # grad.
 NOT_DIFFERENTIABLE = frozenset("""
-histc special.bessel_j0 special.bessel_j1 special.spherical_bessel_j0
+histc special.bessel_j0 special.bessel_j1 special.spherical_bessel_j0 special.airy_ai
+special.bessel_y0 special.bessel_y1 special.modified_bessel_i0 special.modified_bessel_i1
+special.modified_bessel_k0 special.modified_bessel_k1 special.scaled_modified_bessel_k0
+special.scaled_modified_bessel_k1 special.chebyshev_polynomial_t special.chebyshev_polynomial_u
+special.chebyshev_polynomial_v special.chebyshev_polynomial_w
+special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u
+special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w
+special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
+special.legendre_polynomial_p
 """.split())
 
 # Functions whose fusegrad signature has `out` but PyTorch's has none: its TypeError.
