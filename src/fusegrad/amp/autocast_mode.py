@@ -89,12 +89,20 @@ class autocast:  # noqa: N801  (PyTorch's spelling)
                 "    with torch.autocast(device_type=...):\n"
                 "        output = model(input)")
 
-        @functools.wraps(func)
-        def decorate_autocast(*args, **kwargs):
-            with self:
-                return func(*args, **kwargs)
+        return autocast_decorator(self, func)
 
-        return decorate_autocast
+
+def autocast_decorator(autocast_instance: autocast,
+                       func: collections.abc.Callable) -> collections.abc.Callable:
+    """`func` run inside the region `autocast_instance` (an `autocast`, entered afresh on
+    every call)."""
+
+    @functools.wraps(func)
+    def decorate_autocast(*args, **kwargs):
+        with autocast_instance:
+            return func(*args, **kwargs)
+
+    return decorate_autocast
 
 
 def _cast(value, device_type: str, dtype):

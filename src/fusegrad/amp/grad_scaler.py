@@ -119,7 +119,7 @@ class GradScaler:
                     if grad is None:
                         continue
                     if not allow_fp16 and grad.dtype is _dtype.float16:
-                        raise ValueError("Attempted to unscale FP16 gradients.")
+                        raise ValueError("Attempting to unscale FP16 gradients.")
                     if not bool(fusegrad.isfinite(grad).all()):
                         found_inf.fill_(1.0)
                     grad.mul_(inv_scale)

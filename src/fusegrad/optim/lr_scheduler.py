@@ -157,7 +157,8 @@ class LRScheduler:
                 values = closed() if closed is not None else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
+        # Strict, as PyTorch: a group added after construction (no rate for it) is an error.
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             _set_group_value(group, "lr", lr)
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
@@ -205,7 +206,8 @@ class LambdaLR(_RateFunctions, LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+        return [base * fn(self.last_epoch)
+                for fn, base in zip(self.lr_lambdas, self.base_lrs, strict=True)]
 
 
 class MultiplicativeLR(_RateFunctions, LRScheduler):
@@ -219,7 +221,8 @@ class MultiplicativeLR(_RateFunctions, LRScheduler):
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
         if not self._is_initial:
-            return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas, groups)]
+            return [g["lr"] * fn(self.last_epoch)
+                    for fn, g in zip(self.lr_lambdas, groups, strict=True)]
         return [g["lr"] for g in groups]
 
 
@@ -353,10 +356,10 @@ class CosineAnnealingLR(LRScheduler):
             return [g["lr"] for g in groups]
         if self._step_count == 1 and e > 0:
             return [lo + (base - lo) * (1 + math.cos(e * math.pi / t)) / 2
-                    for base in self.base_lrs]
+                    for base, _ in zip(self.base_lrs, groups, strict=True)]
         if (e - 1 - t) % (2 * t) == 0:
             return [g["lr"] + (base - lo) * (1 - math.cos(math.pi / t)) / 2
-                    for base, g in zip(self.base_lrs, groups)]
+                    for base, g in zip(self.base_lrs, groups, strict=True)]
         return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
                 * (g["lr"] - lo) + lo for g in groups]
 

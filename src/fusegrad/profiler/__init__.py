@@ -16,16 +16,17 @@ import json
 import os
 import socket
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._events import EventList, FunctionEvent, FunctionEventAvg
+from ._events import DeviceType, EventList, FunctionEvent, FunctionEventAvg
 from ._recorder import Recorder, record_function
 from ._trace import trace_document, write_chrome_trace
 
-__all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "ProfilerAction",
-           "ProfilerActivity", "profile", "record_function", "schedule",
+__all__ = ["DeviceType", "EventList", "FunctionEvent", "FunctionEventAvg", "ProfilerAction",
+           "ProfilerActivity", "kineto_available", "profile", "record_function", "schedule",
            "supported_activities", "tensorboard_trace_handler"]
 
 
@@ -54,6 +55,12 @@ class ProfilerAction(enum.Enum):
 
 
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
+def kineto_available() -> bool:
+    """True: `profile` (PyTorch's Kineto-based profiler API) records here, as it does in a
+    PyTorch build with Kineto."""
+    return True
 
 
 def supported_activities() -> set[ProfilerActivity]:
@@ -96,6 +103,38 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
     return action
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A UserWarning shown once per process (PyTorch's profiler warns so)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def _parse_activities(activities: Iterable) -> tuple[set, dict]:
+    """The kinds of `activities` and the subsets asked of some: each item a kind, or a dict
+    {kind: names} (an empty list asks for nothing of that kind); a kind named twice is an
+    error."""
+    kinds: set[ProfilerActivity] = set()
+    filters: dict[ProfilerActivity, set[str]] = {}
+    for item in activities:
+        if isinstance(item, ProfilerActivity):
+            if item in kinds:
+                raise ValueError(f"Activity {item} specified more than once")
+            kinds.add(item)
+        elif isinstance(item, dict):
+            for kind, names in item.items():
+                if kind in kinds:
+                    raise ValueError(f"Activity {kind} specified more than once")
+                kinds.add(kind)
+                filters[kind] = set(names)
+        else:
+            raise TypeError(f"Expected ProfilerActivity or dict, got {type(item)}")
+    return kinds, filters
+
+
 def _always_record(step: int) -> ProfilerAction:
     return ProfilerAction.RECORD
 
@@ -117,6 +156,11 @@ def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None,
 class _Session:
     """What profilers of both spellings share: a recording and its results."""
 
+    # The older spelling passes no FLOPs or modules flags; `profile` sets them.
+    with_flops = False
+    with_modules = False
+    _trace_id_callback: Callable[[], str] | None = None
+
     def __init__(self, record_shapes: bool, profile_memory: bool, with_stack: bool) -> None:
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -125,27 +169,39 @@ class _Session:
         self._result: Recorder | None = None  # the last finished recording
 
     def _start_recording(self) -> None:
-        self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+        self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack,
+                                  self.with_flops)
         self._recorder.start()
 
     def _stop_recording(self) -> None:
         if self._recorder is not None:
             self._recorder.stop()
+            if getattr(self, "acc_events", False) and self._result is not None:
+                # Accumulating across a schedule's cycles: the earlier cycles' events first.
+                self._recorder.events[:0] = self._result.events
+                self._recorder.memory[:0] = self._result.memory
             self._result, self._recorder = self._recorder, None
 
     def _events(self) -> EventList:
         events = self._result.events if self._result is not None else []
-        return EventList(events, profile_memory=self.profile_memory)
+        return EventList(events, profile_memory=self.profile_memory,
+                         with_flops=self.with_flops)
 
     def _chrome(self, path: str) -> None:
         result = self._result
         events = result.events if result is not None else []
         memory = result.memory if result is not None else []
         base = 0.0  # times from the start; baseTimeNanoseconds dates the start
-        meta = {"profile_memory": int(self.profile_memory),
-                "record_shapes": int(self.record_shapes),
-                "host_name": socket.gethostname(),
-                "baseTimeNanoseconds": result.wall_ns if result is not None else 0}
+        callback = self._trace_id_callback
+        meta: dict[str, Any] = {
+            "trace_id": callback() if callback is not None else uuid.uuid4().hex.upper()}
+        # PyTorch writes a recording option's flag only when it is set.
+        for flag in ("with_stack", "profile_memory", "record_shapes", "with_modules",
+                     "with_flops"):
+            if getattr(self, flag):
+                meta[flag] = 1
+        meta.update({"host_name": socket.gethostname(), "displayTimeUnit": "ms",
+                     "baseTimeNanoseconds": result.wall_ns if result is not None else 0})
         if os.fspath(path).endswith(".gz"):
             doc = trace_document(events, memory, dict(meta, traceName=os.fspath(path)), base)
             data = gzip.compress(json.dumps(doc).encode())
@@ -183,14 +239,34 @@ class profile(_Session):
                  use_cuda: bool | None = None,
                  custom_trace_id_callback: Callable[[], str] | None = None) -> None:
         super().__init__(record_shapes, profile_memory, with_stack)
-        self.activities = set(activities) if activities else supported_activities()
+        self.with_flops = with_flops
+        self.with_modules = with_modules
+        self._trace_id_callback = custom_trace_id_callback
+        # PyTorch's order: the kinds named (a dict names kinds with a subset each), the
+        # `use_cuda` adjustment, a refusal when none is left, then the list parsed for
+        # repeats and wrong items.
+        if activities is not None:
+            chosen: set[ProfilerActivity] = set()
+            for item in activities:
+                if isinstance(item, ProfilerActivity):
+                    chosen.add(item)
+                elif isinstance(item, dict):
+                    chosen.update(item.keys())
+        else:
+            chosen = supported_activities()
         if use_cuda is not None:
             warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
                           FutureWarning, stacklevel=2)
             if use_cuda:
-                self.activities.add(ProfilerActivity.CUDA)
+                chosen.add(ProfilerActivity.CUDA)
             else:
-                self.activities.discard(ProfilerActivity.CUDA)
+                chosen.discard(ProfilerActivity.CUDA)
+        if not chosen:
+            raise AssertionError("No valid profiler activities found")
+        if activities is not None:
+            self.activities, self.activity_filters = _parse_activities(activities)
+        else:
+            self.activities, self.activity_filters = supported_activities(), {}
         self.schedule = schedule if schedule is not None else _always_record
         self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready
@@ -242,6 +318,11 @@ class profile(_Session):
             warnings.warn(f"Incorrect schedule: RECORD followed by {current.name}",
                           stacklevel=3)
             self._save()
+        if (current is ProfilerAction.WARMUP or current in _RECORDING) and \
+                self._recorder is None and self._result is not None and not self.acc_events:
+            _warn_once("Warning: Profiler clears events at the end of each cycle. Only events "
+                       "from the current cycle will be reported. To keep events across "
+                       "cycles, set acc_events=True.")
         if current in _RECORDING and self._recorder is None:
             self._start_recording()
 

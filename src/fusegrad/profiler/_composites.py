@@ -24,6 +24,30 @@ _ACTIVE = [0]  # recorders running (any thread): the swap is made by the first, 
 _UNDO: list = []  # (restore function) for each swap made
 
 
+# Factories: fusegrad builds their tensors without registry ops, so nothing would show a
+# call. PyTorch shows each as an event of its own (`aten::zeros` around its `aten::empty`
+# and `aten::zero_`); the outer event is the call's. A chain of single nested events is
+# spelled out (`aten::empty_like` runs only `aten::empty_strided`).
+_FACTORIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "torch": {
+        "ones": ("aten::ones",), "zeros": ("aten::zeros",), "empty": ("aten::empty",),
+        "full": ("aten::full",), "rand": ("aten::rand",), "randn": ("aten::randn",),
+        "randint": ("aten::randint",), "randperm": ("aten::randperm",),
+        "normal": ("aten::normal",), "arange": ("aten::arange",), "eye": ("aten::eye",),
+        "linspace": ("aten::linspace",), "logspace": ("aten::logspace",),
+        "scalar_tensor": ("aten::scalar_tensor",),
+        "ones_like": ("aten::ones_like",), "zeros_like": ("aten::zeros_like",),
+        "full_like": ("aten::full_like",), "rand_like": ("aten::rand_like",),
+        "randn_like": ("aten::randn_like",), "randint_like": ("aten::randint_like",),
+        "empty_like": ("aten::empty_like", "aten::empty_strided"),
+    },
+    "torch.Tensor": {
+        "new_zeros": ("aten::new_zeros",), "new_ones": ("aten::new_ones",),
+        "new_full": ("aten::new_full",), "new_empty": ("aten::new_empty", "aten::empty"),
+    },
+}
+
+
 def _namespace(label: str):
     if label == "torch":
         return sys.modules["fusegrad"]
@@ -46,6 +70,8 @@ def _profiled(fn, names: tuple[str, ...]):
             return fn(*args, **kwargs)
         shapes = [_shape_of(a) for a in args] if recorder.record_shapes else None
         events = [recorder.begin(name, shapes) for name in names]
+        if recorder.with_flops and names[0] == "aten::conv2d":
+            events[0].flops = _conv2d_flops(args, kwargs)
         try:
             return fn(*args, **kwargs)
         finally:
@@ -55,6 +81,21 @@ def _profiled(fn, names: tuple[str, ...]):
     profiled.__name__ = getattr(fn, "__name__", "profiled")
     profiled.__wrapped__ = fn
     return profiled
+
+
+def _conv2d_flops(args: tuple, kwargs: dict) -> int:
+    """`F.conv2d(input, weight, bias, stride, padding, dilation, groups)`'s FLOPs."""
+    from ._flops import conv2d_flops
+    from ._recorder import _shape_of
+
+    names = ("input", "weight", "bias", "stride", "padding", "dilation")
+    given = dict(zip(names, args, strict=False))
+    given.update((k, v) for k, v in kwargs.items() if k in names)
+    if "input" not in given or "weight" not in given:
+        return 0
+    return conv2d_flops(_shape_of(given["input"]), _shape_of(given["weight"]),
+                        given.get("stride", 1), given.get("padding", 0),
+                        given.get("dilation", 1))
 
 
 def _swap(namespace, name: str, names: tuple[str, ...]) -> None:
@@ -84,11 +125,12 @@ def start() -> None:
         # Its layers are what profiles are mostly of; loaded now, so its functions are
         # swapped even when the profiled code is the first to use them.
         from ..nn import functional  # noqa: F401
-        for label, table in PROFILED_AS.items():
-            namespace = _namespace(label)
-            if namespace is not None:
-                for name, names in table.items():
-                    _swap(namespace, name, names)
+        for tables in (PROFILED_AS, _FACTORIES):
+            for label, table in tables.items():
+                namespace = _namespace(label)
+                if namespace is not None:
+                    for name, names in table.items():
+                        _swap(namespace, name, names)
 
 
 def stop() -> None:

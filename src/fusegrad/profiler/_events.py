@@ -8,6 +8,9 @@ included, and its self memory the same without them.
 
 from __future__ import annotations
 
+import enum
+import os
+import warnings
 from typing import Any
 
 
@@ -43,6 +46,33 @@ def _time_with_unit(us: float, unit: str | None) -> str:
     if unit == "us":
         return f"{us:.3f}us"
     return format_time(us)
+
+
+class DeviceType(enum.Enum):
+    """The device an event ran on (PyTorch's `torch._C._autograd.DeviceType`, also
+    `torch.profiler.DeviceType`): only CPU events exist in this build."""
+
+    CPU = 0
+    CUDA = 1
+    MKLDNN = 2
+    OPENGL = 3
+    OPENCL = 4
+    IDEEP = 5
+    HIP = 6
+    FPGA = 7
+    MAIA = 8
+    XLA = 9
+    Vulkan = 10
+    Metal = 11
+    XPU = 12
+    MPS = 13
+    MTIA = 19
+    Meta = 14
+    HPU = 15
+    VE = 16
+    Lazy = 17
+    IPU = 18
+    PrivateUse1 = 20
 
 
 class _Formatted:
@@ -83,16 +113,34 @@ class _Formatted:
         """Average time per call (us)."""
         return 0.0 if self.count == 0 else self.cpu_time_total / self.count
 
+    @property
+    def cuda_time(self) -> float:
+        """`device_time`, under its deprecated name (with PyTorch's FutureWarning)."""
+        warnings.warn("`cuda_time` is deprecated, please use `device_time` instead.",
+                      FutureWarning, stacklevel=2)
+        return self.device_time
+
     # No device in this build: the device figures are 0, as PyTorch reports for CPU runs.
     device_time_total = self_device_time_total = 0.0
     device_memory_usage = self_device_memory_usage = 0
     device_time = 0.0
-    cuda_time = 0.0
     flops = 0
     is_legacy = False
     is_remote = False
     use_device = None
     is_async = False
+
+
+class Interval:
+    """A span of time in microseconds (PyTorch's `FunctionEvent.time_range`)."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+
+    def elapsed_us(self) -> float:
+        """The span's length (us)."""
+        return self.end - self.start
 
 
 class FunctionEvent(_Formatted):
@@ -106,8 +154,9 @@ class FunctionEvent(_Formatted):
                  device_memory_usage: int = 0, is_async: bool = False,
                  is_remote: bool = False, sequence_nr: int = -1, node_id: int = -1,
                  trace_name: str | None = None, is_user_annotation: bool = False,
-                 **kwargs: Any) -> None:
+                 flops: int | None = 0, **kwargs: Any) -> None:
         self.id = id
+        self.flops = flops
         self.name = name
         self.thread = thread
         self.fwd_thread = fwd_thread
@@ -125,7 +174,14 @@ class FunctionEvent(_Formatted):
         self.cpu_children: list[FunctionEvent] = []
         self.cpu_parent: FunctionEvent | None = None
         self.count = 1
-        self.device_type = "CPU"
+        self.device_type = DeviceType.CPU
+        self.device_index = os.getpid()  # PyTorch's CPU events carry the process id here
+        self.kernels: list = []
+
+    @property
+    def time_range(self) -> Interval:
+        """When it ran: start and end in microseconds from the profile's start."""
+        return Interval(self.start_us, self.end_us)
 
     def append_cpu_child(self, child: FunctionEvent) -> None:
         """Make `child` (an event inside this one) a child."""
@@ -156,11 +212,17 @@ class FunctionEvent(_Formatted):
         return self.cpu_memory_usage - sum(c.cpu_memory_usage for c in self.cpu_children)
 
     def __repr__(self) -> str:
+        device = self.use_device  # None: the device fields are spelled "None_..."
         return (f"<FunctionEvent id={self.id} name={self.name} "
-                f"cpu_time={self.cpu_time_str} start_us={self.start_us:.3f} "
-                f"end_us={self.end_us:.3f} cpu_children={[c.id for c in self.cpu_children]} "
-                f"input_shapes={self.input_shapes} "
-                f"cpu_memory_usage={self.cpu_memory_usage}>")
+                f"overload_name={self.overload_name} device_type={self.device_type} "
+                f"node_id={self.node_id} cpu_time={self.cpu_time_str} "
+                f"start_us={round(self.start_us, 3)} end_us={round(self.end_us, 3)} "
+                f"cpu_children={[c.id for c in self.cpu_children]} "
+                f"{device}_time={self.device_time_str} name={self.name} thread={self.thread} "
+                f"input_shapes={self.input_shapes} cpu_memory_usage={self.cpu_memory_usage} "
+                f"{device}_memory_usage={self.device_memory_usage} is_async={self.is_async} "
+                f"is_remote={self.is_remote} seq_nr={self.sequence_nr} "
+                f"is_legacy={self.is_legacy}>")
 
 
 class FunctionEventAvg(_Formatted):
@@ -180,17 +242,23 @@ class FunctionEventAvg(_Formatted):
         self.is_user_annotation = False
         self.cpu_parent = None
         self.cpu_children = None
-        self.device_type = "CPU"
+        self.device_type = DeviceType.CPU
         self.scope = 0
+        self.flops = 0
 
     def add(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
         """Add `other`'s figures (the first one added also sets the key and shapes)."""
-        if self.key is None:
+        if self.key is None:  # the first one added: its descriptive fields are the average's
             self.key = other.key
+            self.node_id = other.node_id
+            self.cpu_parent = other.cpu_parent
+            self.cpu_children = other.cpu_children
+            self.overload_name = other.overload_name
             self.input_shapes = other.input_shapes
             self.stack = other.stack
+            self.scope = other.scope
+            self.device_type = other.device_type
             self.is_user_annotation = other.is_user_annotation
-            self.cpu_parent = other.cpu_parent
         elif other.key != self.key:
             raise AssertionError(
                 f"Expected keys to match, but got {self.key} vs {other.key}")
@@ -199,6 +267,10 @@ class FunctionEventAvg(_Formatted):
         self.self_cpu_time_total += other.self_cpu_time_total
         self.cpu_memory_usage += other.cpu_memory_usage
         self.self_cpu_memory_usage += other.self_cpu_memory_usage
+        if self.flops is None:
+            self.flops = other.flops
+        elif other.flops is not None:
+            self.flops += other.flops
         return self
 
     def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
@@ -214,11 +286,12 @@ class FunctionEventAvg(_Formatted):
 class EventList(list):
     """A list of events (or averages) that prints as the summary table."""
 
-    def __init__(self, *args: Any, profile_memory: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, profile_memory: bool = False, with_flops: bool = False,
+                 **kwargs: Any) -> None:
         kwargs.pop("use_device", None)
-        kwargs.pop("with_flops", None)
         super().__init__(*args, **kwargs)
         self._profile_memory = profile_memory
+        self._with_flops = with_flops
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -243,7 +316,8 @@ class EventList(list):
             if avg is None:
                 avg = groups[key] = FunctionEventAvg()
             avg.add(e)
-        averages = EventList(groups.values(), profile_memory=self._profile_memory)
+        averages = EventList(groups.values(), profile_memory=self._profile_memory,
+                             with_flops=self._with_flops)
         for avg in averages:
             avg.stack = avg.stack[:group_by_stack_n] if group_by_stack_n else []
             if not group_by_input_shapes:
@@ -254,11 +328,8 @@ class EventList(list):
         """All events added into one average (key "Total")."""
         total = FunctionEventAvg()
         for e in self:
-            total.count += e.count
-            total.cpu_time_total += e.cpu_time_total
-            total.self_cpu_time_total += e.self_cpu_time_total
-            total.cpu_memory_usage += e.cpu_memory_usage
-            total.self_cpu_memory_usage += e.self_cpu_memory_usage
+            total.add(e)
+            total.key = None  # (so the next event of another key adds too, as in PyTorch)
         total.key = "Total"
         return total
 
@@ -275,6 +346,7 @@ class EventList(list):
                            max_name_column_width=max_name_column_width,
                            max_shapes_column_width=max_shapes_column_width,
                            profile_memory=self._profile_memory,
+                           with_flops=self._with_flops,
                            top_level_events_only=top_level_events_only, time_unit=time_unit)
 
     def __str__(self) -> str:

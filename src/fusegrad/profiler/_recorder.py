@@ -11,6 +11,7 @@ base name (`add.Tensor` -> `aten::add`); a node's evaluation makes two nested ev
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -19,11 +20,14 @@ from contextlib import ContextDecorator
 from typing import Any
 
 from .. import _dispatch, _memory
-from . import _composites
+from . import _composites, _flops
 from ._events import FunctionEvent
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _EVALUATE = "autograd::engine::evaluate_function: "
+_EVENT_IDS = itertools.count(1)
+# PyTorch's RecordScope numbers that events carry as `scope`.
+_FUNCTION, _BACKWARD_FUNCTION, _USER_SCOPE = 0, 1, 7
 
 
 def _shape_of(a: Any) -> list:
@@ -45,8 +49,10 @@ class Recorder(_dispatch.CallObserver):
     """One recording session: the events in start order and the memory samples."""
 
     def __init__(self, record_shapes: bool = False, profile_memory: bool = False,
-                 with_stack: bool = False) -> None:
-        self.record_shapes = record_shapes
+                 with_stack: bool = False, with_flops: bool = False) -> None:
+        # FLOPs come from the input shapes, which PyTorch then records too.
+        self.record_shapes = record_shapes or with_flops
+        self.with_flops = with_flops
         self.profile_memory = profile_memory
         self.with_stack = with_stack
         self.events: list[FunctionEvent] = []
@@ -100,15 +106,19 @@ class Recorder(_dispatch.CallObserver):
     # ------------------------------------------------------------------ events
 
     def begin(self, name: str, input_shapes: list | None = None, sequence_nr: int = -1,
-              annotation: bool = False) -> FunctionEvent:
-        """Open an event (a child of the innermost open one)."""
+              annotation: bool = False, scope: int = _FUNCTION) -> FunctionEvent:
+        """Open an event (a child of the innermost open one). `scope` is PyTorch's record
+        scope number: a user annotation's is `_USER_SCOPE` whatever is passed."""
         stack = _user_stack() if self.with_stack else None
-        if input_shapes is None and self.record_shapes:
+        if input_shapes is None:  # PyTorch's events list none rather than lacking the list
             input_shapes = []
         now = self.now()
-        event = FunctionEvent(len(self.events), name, self.thread, now, now,
+        # Numbered in start order by one counter for the process, as PyTorch's events (their
+        # ids stay distinct when recordings are accumulated).
+        event = FunctionEvent(next(_EVENT_IDS), name, self.thread, now, now,
                               input_shapes=input_shapes, stack=stack,
-                              sequence_nr=sequence_nr, is_user_annotation=annotation)
+                              sequence_nr=sequence_nr, is_user_annotation=annotation,
+                              scope=_USER_SCOPE if annotation else scope)
         if self._open:
             parent = self._open[-1]
             event.cpu_parent = parent
@@ -126,9 +136,14 @@ class Recorder(_dispatch.CallObserver):
 
     def _on_memory(self, nbytes: int, total: int, storage: int) -> None:
         if threading.get_native_id() == self.thread:
+            now = self.now()
             if self._open:  # the innermost event's own share; totals add up at the end
                 self._open[-1].cpu_memory_usage += nbytes
-            self.memory.append((self.now(), nbytes, total, storage))
+            else:  # outside every event (a `del`): PyTorch lists it as an instant event
+                self.events.append(FunctionEvent(next(_EVENT_IDS), "[memory]", self.thread,
+                                                 now, now, input_shapes=[],
+                                                 cpu_memory_usage=nbytes))
+            self.memory.append((now, nbytes, total, storage))
         if self._previous_listener is not None:
             self._previous_listener(nbytes, total, storage)
 
@@ -145,6 +160,8 @@ class Recorder(_dispatch.CallObserver):
         if self.record_shapes:
             shapes = [_shape_of(a) for a in args]
         event = self.begin(self._op_name(op), shapes)
+        if self.with_flops:
+            event.flops = _flops.op_flops(event.name, shapes)
         try:
             return _dispatch.call(op, *args)
         finally:
@@ -156,7 +173,7 @@ class Recorder(_dispatch.CallObserver):
         seq = getattr(node, "_seq", -1)
         outer = self.begin(_EVALUATE + name, None, seq)
         inner = self.begin(name, [_shape_of(g) for g in grads] if self.record_shapes else None,
-                           seq)
+                           seq, scope=_BACKWARD_FUNCTION)
         try:
             return run(node, grads)
         finally:

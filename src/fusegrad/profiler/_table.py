@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._events import _time_with_unit, format_memory, format_share
+from ._flops import scale
 
 _WIDTH = 12  # the width of every figure column
 _GAP = "  "
@@ -30,7 +31,7 @@ def build_table(events: list, sort_by: str | None = None, header: str | None = N
                 row_limit: int = 100, max_src_column_width: int = 75,
                 max_name_column_width: int = 55, max_shapes_column_width: int = 80,
                 profile_memory: bool = False, top_level_events_only: bool = False,
-                time_unit: str | None = None) -> str:
+                time_unit: str | None = None, with_flops: bool = False) -> str:
     """The table of `events` (FunctionEvent or FunctionEventAvg entries)."""
     if not events:
         return ""
@@ -61,6 +62,13 @@ def build_table(events: list, sort_by: str | None = None, header: str | None = N
             src_width = min(src_width, max_src_column_width)
         headers.append("Source Location")
         columns.append((src_width, "<"))
+    flops = [e.flops for e in events if e.flops is not None and e.flops > 0]
+    with_flops = with_flops and bool(flops)
+    if with_flops:
+        # PyTorch puts this header after the source column but the figures before it.
+        flops_scale, unit = scale(min(flops))
+        headers.append(f"Total {unit}")
+        columns.append((_WIDTH, ">"))
 
     row_format = "".join("{: " + align + str(w) + "}" + _GAP for w, align in columns)
     rule = "".join("-" * w + _GAP for w, _ in columns)
@@ -93,6 +101,8 @@ def build_table(events: list, sort_by: str | None = None, header: str | None = N
         row.append(e.count)
         if with_shapes:
             row.append(str(e.input_shapes)[:shapes_width])
+        if with_flops:
+            row.append("--" if not e.flops or e.flops <= 0 else f"{e.flops * flops_scale:8.3f}")
         if stacks:
             row.append(_trim_path(e.stack[0], src_width) if e.stack else "")
         lines.append(row_format.format(*row))

@@ -27,7 +27,7 @@ def trace_document(events: list, memory: list, meta: dict[str, Any],
         trace.append({"ph": "M", "name": "thread_name", "ts": base_us, "pid": pid,
                       "tid": tid, "args": {"name": f"thread {tid}"}})
     for index, e in enumerate(events):
-        args: dict[str, Any] = {"External id": e.id + 1, "Record function id": 0}
+        args: dict[str, Any] = {"External id": e.id, "Record function id": 0}
         if e.sequence_nr >= 0:
             args["Sequence number"] = e.sequence_nr
         if e.input_shapes:
@@ -46,8 +46,14 @@ def trace_document(events: list, memory: list, meta: dict[str, Any],
             "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
                      "Device Id": -1, "Device Type": 0, "Addr": storage,
                      "Ev Idx": len(events) + k}})
-    return {"schemaVersion": 1, "deviceProperties": [], **meta, "displayTimeUnit": "ms",
-            "traceEvents": trace}
+    # PyTorch's key order: the metadata, the events, then the trace's name.
+    doc: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": []}
+    doc.update((k, v) for k, v in meta.items() if k != "traceName")
+    doc.setdefault("displayTimeUnit", "ms")
+    doc["traceEvents"] = trace
+    if "traceName" in meta:
+        doc["traceName"] = meta["traceName"]
+    return doc
 
 
 def write_chrome_trace(path: str, events: list, memory: list, meta: dict[str, Any],

@@ -2,7 +2,7 @@
 
 from . import _utils, dataloader, dataset, distributed, sampler
 from ._worker import WorkerInfo, get_worker_info
-from .dataloader import DataLoader, default_collate, default_convert
+from .dataloader import DataLoader, _DatasetKind, default_collate, default_convert
 from .dataset import (
     ChainDataset,
     ConcatDataset,

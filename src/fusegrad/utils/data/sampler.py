@@ -11,10 +11,9 @@ T_co = TypeVar("T_co", covariant=True)  # `Sampler[int]` works in annotations
 
 
 class Sampler(Generic[T_co]):
-    """Base class: an iterable of dataset indices."""
-
-    def __init__(self, data_source: Sized | None = None) -> None:
-        pass
+    """Base class: an iterable of dataset indices. It has no `__init__` of its own (as in
+    PyTorch 2.13, which dropped the `data_source` argument): a subclass passing one to
+    `super().__init__` gets object's TypeError."""
 
     def __iter__(self) -> Iterator[int]:
         raise NotImplementedError

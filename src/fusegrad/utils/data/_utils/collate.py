@@ -154,6 +154,8 @@ def _stack_plain(batch):
         data = np.stack([b._data for b in batch])
     except ValueError:
         return None
+    if not data.flags.c_contiguous:  # NumPy kept the samples' layout; `stack` would not
+        return None
     return make_plain(data, dtype)
 
 
@@ -222,6 +224,8 @@ def _stack_arrays(batch):
     try:
         data = np.stack(batch)
     except ValueError:  # unequal shapes: `stack` owns the message
+        return None
+    if not data.flags.c_contiguous:  # NumPy kept the samples' layout; `stack` would not
         return None
     return make_plain(data, dtype)
 
