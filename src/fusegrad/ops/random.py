@@ -194,7 +194,7 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
     if (weights.sum(-1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     probs = np.atleast_2d(np.asarray(a))
-    if replacement:
+    if replacement and num_samples > 1:
         # Each row's normalised running sum (in the input's dtype), searched for one double
         # uniform per sample: row by row, as PyTorch's CPU kernel draws them.
         rows = []
@@ -205,7 +205,8 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
             rows.append(np.searchsorted(cum, draws.unit_double(
                 generator_or_default(generator), num_samples), side="left"))
     else:
-        # PyTorch's trick: the largest p / q for q ~ Exp(1) drawn over the whole input.
+        # PyTorch's trick (without replacement, or for one sample either way): the largest
+        # p / q for q ~ Exp(1) drawn over the whole input.
         q = draws.exponential(generator, probs.size, 1.0).astype(probs.dtype)
         keys = probs / q.reshape(probs.shape)
         rows = list(np.argsort(-keys, axis=1, kind="stable")[:, :num_samples])
