@@ -59,13 +59,6 @@ class UnpackedDualTensor(NamedTuple):
 _TANGENTS: dict[int, tuple] = {}
 
 
-# The tensors whose tangents enter the reverse-mode graphs made at the level, each once
-# (same form as `_TANGENTS`): duals made by `make_dual` that require grad, and the leaves
-# standing in for dual arguments in results that keep their history (`_StandIns`). Through
-# them, a gradient computed with history gets its tangent (forward-over-reverse).
-_SOURCES: dict[int, tuple] = {}
-
-
 def _entry(t: Tensor):
     entry = _TANGENTS.get(id(t))
     if entry is not None and entry[0]() is t:
@@ -80,10 +73,10 @@ def _entry(t: Tensor):
 _BY_ARRAY: dict[int, tuple] = {}
 
 
-def _set_tangent(t: Tensor, tangent: Tensor | None, table: dict = _TANGENTS) -> None:
+def _set_tangent(t: Tensor, tangent: Tensor | None) -> None:
     key = id(t)
-    table[key] = (weakref.ref(t, lambda _ref, key=key: table.pop(key, None)), tangent)
-    if tangent is not None and table is _TANGENTS:
+    _TANGENTS[key] = (weakref.ref(t, lambda _ref, key=key: _TANGENTS.pop(key, None)), tangent)
+    if tangent is not None and t._data is not None:  # (a meta tensor has no array)
         key = id(t._data)
         _BY_ARRAY[key] = (weakref.ref(t._data, lambda _ref, key=key: _BY_ARRAY.pop(key, None)),
                           t._vc, tangent)
@@ -202,8 +195,6 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
     with _Paused():
         dual = tensor.view_as(tensor)
     _set_tangent(dual, _laid_out_as(dual, tangent))
-    if dual.requires_grad:
-        _set_tangent(dual, tangent_of(dual), _SOURCES)
     return dual
 
 
