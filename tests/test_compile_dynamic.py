@@ -496,6 +496,7 @@ def test_a_view_that_needs_contiguity_fails_as_eager():
 
 
 def test_gradients_through_transposed_inputs_of_new_sizes():
+    fusegrad.manual_seed(0)  # (generated code sums in its own order: float32 rounding)
     w = fusegrad.randn(5, 3, requires_grad=True)
 
     def f(x):
@@ -508,7 +509,8 @@ def test_gradients_through_transposed_inputs_of_new_sizes():
         x = base.t()
         got = fusegrad.autograd.grad(compiled(x), (base, w))
         want = fusegrad.autograd.grad(f(x), (base, w))
-        _close(got, want)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
     assert backend.graphs == 2
 
 

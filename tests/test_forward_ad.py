@@ -423,3 +423,28 @@ def test_level_leaves_no_state_behind():
     assert fw.unpack_dual(y).tangent is None
     (y.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
+def test_compiled_code_at_a_level_runs_its_ops(backend):
+    """A compiled function or module called at an open level gives eager's tangents (its
+    generated kernels would bypass the ops that make them)."""
+    fw = _fw(fusegrad)
+    fusegrad.manual_seed(0)
+    model = fusegrad.nn.Sequential(fusegrad.nn.Linear(3, 4), fusegrad.nn.Tanh())
+
+    def f(x):
+        return (x.sin() * 2).sum(0)
+
+    compiled_f = fusegrad.compile(f, backend=backend)
+    compiled_model = fusegrad.compile(model, backend=backend)
+    x = fusegrad.tensor(_data(2, 3))
+    v = fusegrad.tensor(_data(2, 3, seed=1))
+    compiled_f(x), compiled_model(x)  # (compiled before the level opens)
+    with fw.dual_level():
+        got = [_tangent(fusegrad, compiled_f(fw.make_dual(x, v))),
+               _tangent(fusegrad, compiled_model(fw.make_dual(x, v)))]
+        want = [_tangent(fusegrad, f(fw.make_dual(x, v))),
+                _tangent(fusegrad, model(fw.make_dual(x, v)))]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-7)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..compiler import _BACKENDS, config, disable, list_backends, lookup_backend, reset
 from ..compiler import compile as _compile
 from ..compiler import register_backend as _register
@@ -15,6 +17,10 @@ from ..compiler.markers import (
 from ..compiler.stance import set_stance
 from . import exc, testing, utils
 from .explain import explain
+
+# `import torch._dynamo.config` (as programs write before changing a setting) finds the
+# settings object itself, the one `torch._dynamo.config` names.
+sys.modules[__name__ + ".config"] = config
 
 
 def optimize(backend="inductor", *, nopython: bool = False, dynamic=None, disable=False):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import types
 import weakref
 
@@ -148,6 +149,9 @@ def inductor_backend(gm, example_inputs, config_patches=None):
 _RUNNERS: weakref.WeakSet = weakref.WeakSet()
 
 
+_FORWARD_AD = __name__.rpartition(".")[0] + ".autograd.forward_ad"
+
+
 class CompiledFunction:
     """A function whose calls run through captured graphs (what `compile(fn)` returns)."""
 
@@ -232,6 +236,11 @@ class CompiledFunction:
         return runner
 
     def __call__(self, *args, **kwargs):
+        forward_ad = sys.modules.get(_FORWARD_AD)
+        if forward_ad is not None and forward_ad._current_level >= 0:
+            # At an open forward AD level tangents come from the ops as they dispatch, which
+            # generated kernels bypass: the function runs eagerly.
+            return self._orig(*args, **kwargs)
         if _stance.current is not _stance.DEFAULT:
             runner = self._runner_under_stance(_stance.current)
             if runner is None:
@@ -294,6 +303,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
                                  mode=mode, options=options, disable=disable,
                                  recompile_limit=recompile_limit)
     backend = _backend_with_options(backend, mode, options)
+    if not callable(model):  # PyTorch's check, made with `disable=True` too
+        raise AssertionError(f"A callable function is expected, but {type(model)} is "
+                             "provided.")
     if disable:
         return model
     module_cls = _module_class()
@@ -302,9 +314,6 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
 
         return OptimizedModule(model, CompiledFunction(type(model).forward, backend,
                                                        fullgraph, dynamic, recompile_limit))
-    if not callable(model):
-        raise RuntimeError("torch.compile() expects a function or a module, got "
-                           f"{type(model).__name__}")
     return _compiled_callable(model, backend, fullgraph, dynamic, recompile_limit)
 
 

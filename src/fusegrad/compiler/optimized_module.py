@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import types
 
 from ..nn import Module
@@ -32,6 +33,16 @@ class OptimizedModule(Module):
                 return mod(*args, **kwargs)
             compiled = self._compiled_forward = compiled.with_function(forward)
         return compiled(mod, *args, **kwargs)
+
+    def __deepcopy__(self, memo) -> OptimizedModule:
+        """A copy compiling a deep copy of the original module, with the same settings (as
+        PyTorch's copy; the captured graphs belong to the original, the copy captures its own
+        on its first call)."""
+        compiled = self._compiled_forward
+        new = OptimizedModule(copy.deepcopy(self._orig_mod, memo),
+                              compiled.with_function(compiled._orig))
+        memo[id(self)] = new
+        return new
 
     def __getattr__(self, name):
         try:

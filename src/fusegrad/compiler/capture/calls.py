@@ -120,6 +120,9 @@ def _graph_break_message(args: list, kwargs: dict) -> str:
 
 def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Variable:
     """The result of calling `fn(*args, **kwargs)` during translation."""
+    if isinstance(fn, ConstantVariable) and not args and not kwargs and \
+            _is_scope_reader(fn.value):
+        return _read_scope(tr, fn.value)
     if tr.concrete:
         return _call_concrete(tr, fn, args, kwargs)
     if isinstance(fn, MethodVariable):
@@ -560,6 +563,59 @@ def _refuse_out(f, args, kwargs) -> None:
                       "tensor")
 
 
+def _layout_known(node) -> bool:
+    """Whether the fake example of `node` has the strides eager execution gives its value.
+
+    A graph input's fake copies the input's strides. The metas of computing ops (pointwise,
+    reductions, ...) give row-major results, where eager keeps the layout of non-contiguous
+    operands (`(x.t() * 2).stride()` is `(1, 4)`, a channels_last input stays channels_last),
+    so a computed tensor's strides are known only when it and every tensor it was computed from
+    are row-major contiguous. Otherwise `stride()`/`is_contiguous()` break the graph and are
+    answered by the real tensor."""
+    if node is None:
+        return True
+    known = node.meta.get("layout_known")
+    if known is not None:
+        return known
+    if node.op == "placeholder":
+        known = True
+    else:
+        known = True
+        stack, seen = [node], set()
+        while stack and known:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            value = n.meta.get("example_value")
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            for v in values:
+                if isinstance(v, Tensor) and not _row_major(v):
+                    known = False
+            stack.extend(n.all_input_nodes)
+    node.meta["layout_known"] = known
+    return known
+
+
+def _size_one_strides_unknown(obj) -> bool:
+    """Whether the strides of a computed tensor's dims of size 1 may differ from eager's: the
+    view meta gives them stride 0 where eager gives the stride of the dims inside them
+    (`x.view(1, 1, 10).stride()` is `(10, 10, 1)`); a graph input's are its own."""
+    if obj.node is None or obj.node.op == "placeholder":
+        return False
+    # A symbol is a size of at least 2: comparing one records no guard (`int()` would
+    # specialise it); an expression over symbols is guarded as any decision about it.
+    return any(bool(n == 1) for n in obj.example.shape)
+
+
+def _row_major(t: Tensor) -> bool:
+    """Whether fake `t` is row-major contiguous (a symbolic answer counts as not)."""
+    try:
+        return t.is_contiguous() is True
+    except Exception:  # noqa: BLE001 - an undecidable symbolic comparison: not known
+        return False
+
+
 def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
     obj, name = fn.obj, fn.name
     if isinstance(obj, TensorVariable):
@@ -571,8 +627,14 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
                     "element_size", "nelement", "ndimension"):
+            if name in ("stride", "is_contiguous") and not _layout_known(obj.node) or \
+                    name == "stride" and _size_one_strides_unknown(obj):
+                raise Unsupported(f"Tensor.{name}() of a tensor whose layout only running "
+                                  "the ops gives (computed from non-contiguous tensors)")
             values = [tr.as_python(a) for a in args]
-            return tr.from_python(getattr(obj.example, name)(*values))
+            # Keywords count: `is_contiguous(memory_format=torch.channels_last)`, `stride(dim=1)`.
+            named = {k: tr.as_python(v) for k, v in kwargs.items()}
+            return tr.from_python(getattr(obj.example, name)(*values, **named))
         return tr.builder.call("call_method", name, (obj, *args), kwargs)
     if isinstance(obj, ListVariable):
         local = obj.source is None
@@ -728,6 +790,47 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
     except Return as r:
         return r.value
     raise AssertionError("unreachable")
+
+
+def _is_scope_reader(f) -> bool:
+    """`locals`, `vars`, `dir` or `globals` (builtins that read the calling frame when called
+    without arguments)."""
+    return f is locals or f is vars or f is dir or f is globals
+
+
+def _read_scope(tr, f) -> Variable:
+    """`locals()`, `vars()`, `dir()` or `globals()` of the translated frame (called for real
+    they would read the translator's own). While capturing: a graph break; at the break the
+    frame's real values answer."""
+    if not tr.concrete:
+        raise Unsupported(f"{f.__name__}() reads the frame")
+    if f is globals:
+        return ConstantVariable(tr.f_globals)
+    code = tr.code
+    names = list(code.co_varnames)
+    names += [n for n in code.co_cellvars if n not in names] + list(code.co_freevars)
+    scope = {}
+    for name in names:
+        if name in code.co_freevars and name not in tr.locals:
+            k = code.co_freevars.index(name)
+            held = tr.closure[k] if k < len(tr.closure) else None
+        else:
+            held = tr.locals.get(name)
+            held = held.value if isinstance(held, ConstantVariable) else held
+        if isinstance(held, Variable):  # no real value (not a frame's variable): left out
+            continue
+        if isinstance(held, types.CellType) and (name in code.co_cellvars or
+                                                 name in code.co_freevars):
+            try:
+                held = held.cell_contents
+            except ValueError:  # an empty cell: unbound, as the frame shows it
+                continue
+        elif held is None and name not in tr.locals:
+            continue  # unbound
+        scope[name] = held
+    if f is dir:
+        return ConstantVariable(sorted(scope))
+    return ConstantVariable(scope)
 
 
 def _call_concrete(tr, fn, args, kwargs) -> Variable:

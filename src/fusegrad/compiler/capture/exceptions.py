@@ -91,7 +91,15 @@ def make_exception(cls, args: list, kwargs: dict):
 def fresh_exception(exc: BaseException) -> BaseException:
     """A new exception like `exc` (made once while translating, raised on every call), with
     its cause and context."""
-    new = copy.copy(exc)
+    try:
+        new = copy.copy(exc)
+    except Exception:  # noqa: BLE001 - `cls(*args)` fails: an __init__ of other parameters
+        # (`MyError(msg, code)` passing only `msg` on): the instance is made without its
+        # __init__, with the original's arguments and attributes.
+        new = BaseException.__new__(type(exc), *exc.args)
+        new.args = exc.args
+        if hasattr(exc, "__dict__"):
+            new.__dict__.update(exc.__dict__)
     new.__cause__, new.__context__ = exc.__cause__, exc.__context__
     new.__suppress_context__ = exc.__suppress_context__
     return new

@@ -163,7 +163,15 @@ def unsupported_opcodes(code: types.CodeType, generator: bool = False) -> set[st
     insts, index_of = instructions_of(code)
     skipped = comprehension_cleanups(code, insts, index_of)
     known = SUPPORTED_OPCODES | GENERATOR_OPCODES if generator else SUPPORTED_OPCODES
-    return {i.opname for i in insts if i.offset not in skipped} - known
+    missing = {i.opname for i in insts if i.offset not in skipped} - known
+    if _FRAME_READERS.intersection(code.co_names):
+        # The running frame itself (`sys._getframe()`, `inspect.currentframe()`): captured
+        # code runs in no frame of its own, so the function runs as it is.
+        missing.add("a frame read (sys._getframe / inspect.currentframe)")
+    return missing
+
+
+_FRAME_READERS = frozenset({"_getframe", "currentframe"})
 
 
 def is_generator_expression(code: types.CodeType) -> bool:

@@ -104,6 +104,11 @@ def with_eager_layout(op, args, out):
     from ..._tensor import tensors_in
     from ...ops.shape import preserve_format
 
+    if op.view and op.name.partition(".")[0] == "view" and isinstance(out, FakeTensor):
+        strides = view_strides_as_eager(args[0], tuple(out.shape))
+        if strides is not None and strides != tuple(out.stride()):
+            out._fstrides = strides
+        return out
     if op.view or op.metadata_only or op.inplace or not isinstance(out, FakeTensor):
         return out
 
@@ -119,6 +124,28 @@ def with_eager_layout(op, args, out):
     if strides != tuple(out.stride()):
         out._fstrides = strides
     return out
+
+
+def view_strides_as_eager(t: Any, shape: tuple) -> tuple | None:
+    """The strides eager's `t.view(shape)` has, None where they are not plain numbers. The
+    view meta gives dims of size 1 stride 0, where eager's (PyTorch's `computeStride`, and
+    NumPy's reshape, which eager runs) gives them the stride of the dims inside them:
+    `(1, 10) -> (1, 1, 10)` is `(10, 10, 1)`. Asked of NumPy on a one-byte stand-in (setting
+    `shape` never copies nor reads)."""
+    numbers = (*t.shape, *t.stride(), *shape)
+    if not all(isinstance(n, (int, np.integer)) for n in numbers):
+        return None  # symbolic sizes (`int()` would specialise them): the meta's strides
+    old, old_strides = tuple(map(int, t.shape)), tuple(map(int, t.stride()))
+    new = tuple(map(int, shape))
+    if 1 not in new or 0 in old:
+        return None
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), old, old_strides)
+    viewed = stand_in.view()
+    try:
+        viewed.shape = new
+    except (AttributeError, ValueError):  # no view (the meta raised already)
+        return None
+    return tuple(int(s) for s in viewed.strides)
 
 
 def _broadcasts(shape: tuple, to: tuple) -> bool:
