@@ -114,8 +114,11 @@ def test_clip_grad_norm_training_step():
 
 
 def _skip_init(lib):
+    lib.manual_seed(0)
     m = lib.nn.utils.skip_init(lib.nn.Linear, 3, out_features=4, bias=False)
-    out = [type(m).__name__, tuple(m.weight.shape), m.bias, m.weight.requires_grad]
+    out = [type(m).__name__, tuple(m.weight.shape), m.bias, m.weight.requires_grad,
+           str(m.weight.device), type(m.weight).__name__,
+           lib.rand(2).tolist()]  # (the initialisation drew nothing)
 
     class NoDevice(lib.nn.Module):
         def __init__(self):
