@@ -103,6 +103,9 @@ _NP_SLOT = dtype.np  # the slot descriptor under the property, set once ml_dtype
 
 
 float16 = dtype("float16", np.float16, FLOAT, "Half")
+# A dtype to programs that print its class (`type(torch.bfloat16)`), as PyTorch's is one.
+_ExtensionDtype.__name__ = _ExtensionDtype.__qualname__ = "dtype"
+_ExtensionDtype.__module__ = "fusegrad"
 bfloat16 = _ExtensionDtype("bfloat16", 2, FLOAT, "BFloat16")
 float32 = dtype("float32", np.float32, FLOAT, "Float")
 float64 = dtype("float64", np.float64, FLOAT, "Double")

@@ -150,9 +150,10 @@ def square(input, *, out=None):
     return call(P.pow_scalar, input, 2)
 
 
-def round(input, *, decimals=0, out=None):  # noqa: A001
-    """Round half to even (to `decimals` places when given)."""
-    if decimals:
+def round(input, *, decimals=None, out=None):  # noqa: A001
+    """Round half to even (to `decimals` places when given: PyTorch's `decimals` overload,
+    its node `RoundBackward1`, even for 0)."""
+    if decimals is not None:
         return call(P.round_decimals, input, decimals)
     return call(P.round_, input)
 
