@@ -24,8 +24,16 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..autograd.graph import saved_tensors_hooks
 from ._pytree import tree_leaves
+from ._selective_checkpoint import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    create_selective_checkpoint_contexts,
+)
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
+           "CheckpointFunction", "detach_variable", "get_device_states", "set_device_states",
+           "CheckpointPolicy", "SelectiveCheckpointContext",
+           "create_selective_checkpoint_contexts"]
 
 _NO_USE_REENTRANT = (
     "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting "
@@ -50,6 +58,34 @@ _REENTRANT_IN_GRAD = (
 
 class CheckpointError(RuntimeError):
     """The recomputation did not save the same tensors as the original forward."""
+
+
+def detach_variable(inputs: tuple) -> tuple:
+    """`inputs` with each tensor detached, keeping whether it requires grad."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError("Only tuple of tensors is supported. Got Unsupported input type: "
+                           f"{type(inputs).__name__}")
+    Tensor = _tensor_cls()
+    out = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            detached = x.detach()
+            detached.requires_grad = x.requires_grad
+            x = detached
+        out.append(x)
+    return tuple(out)
+
+
+def get_device_states(*args) -> tuple[list, list]:
+    """The accelerator devices of the tensors in `args` and their generators' states: none,
+    on a CPU-only build (the CPU's state is kept by `checkpoint` itself)."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None) -> None:
+    """Restore the generator states `get_device_states` gave (none, on a CPU-only build)."""
+    if list(devices) or list(states):
+        raise AssertionError("Torch not compiled with CUDA enabled")
 
 
 def noop_context_fn() -> tuple:
