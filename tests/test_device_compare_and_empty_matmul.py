@@ -38,3 +38,15 @@ def test_batch_matmul_with_empty_dimensions(shapes):
     for ours, theirs in zip(run(fusegrad), run(torch)):
         assert ours.shape == theirs.shape
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("bias_shape", [(3,), (2, 4), (4, 1), (1,), (4,)])
+def test_addmm_bias_that_cannot_expand(bias_shape):
+    def run(lib):
+        x = lib.ones(6, 4)
+        try:
+            return tuple(lib.addmm(lib.ones(*bias_shape), x.T, x).shape)
+        except RuntimeError as e:
+            return str(e)
+
+    assert run(fusegrad) == run(torch)

@@ -32,6 +32,7 @@ from ._util import (
 from .linalg import _col_major, _mm_kernel, mm, mm_mat1_backward, mm_mat2_backward
 from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
+from .views import _expand_shape
 
 
 def _register_multi(name: str, nondiff_outputs: tuple = (), optional: tuple = (),
@@ -112,6 +113,8 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     if prod.dtype.kind == "f" and bias.ndim and bias.shape == prod.shape[-bias.ndim:]:
         prod += _work(bias) if beta == 1 else _work(bias) * beta
         return prod.astype(dt, copy=False)
+    if bias.shape != prod.shape:  # the bias must expand to the product (PyTorch's error)
+        _expand_shape(tuple(bias.shape), prod.shape)
     out = prod + (_work(bias) if beta == 1 else _work(bias) * beta)
     return out.astype(dt, copy=False)
 
