@@ -332,8 +332,8 @@ def _logit_meta(a, eps=None):
 
 def _logit_derivative(g, a, eps):
     d = g / (a * (1 - a))
-    if eps is None:
-        return (d, None)
+    if eps is None:  # outside [0, 1] the logit is undefined: NaN, as PyTorch's
+        return (d.where((a >= 0) & (a <= 1), d.new_full((), float("nan"))), None)
     inside = (a >= eps) & (a <= 1 - eps)
     return (d.where(inside, d.new_zeros(())), None)
 

@@ -41,7 +41,7 @@ xlogy = register(
     "xlogy.Tensor", kernel=_xlogy_kernel, meta=binary_meta(to_float=True, real_only="xlogy_cpu"),
     node="XlogyBackward0",
     derivative=lambda g, a, b: (
-        (g * b.log()).where((a != 0) | (b > 0), g.new_zeros(())), g * a / b),
+        (g * b.log()).where((a != 0) | (b > 0) | b.isnan(), g.new_zeros(())), g * a / b),
     save=lambda out, a, b: (a, b), samples=_xlogy_samples, public="xlogy",
     tensor_args=(0, 1), saved_names=("self", "other"), result_order="operands")
 
