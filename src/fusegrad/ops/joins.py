@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._shapes import suggest_format
 from .._symbolic import size_int
 from ._onnx import norm_dim
 from ._onnx import repeat as _onnx_repeat
@@ -12,6 +13,7 @@ from ._util import (
     Spec,
     c_contiguous,
     dense_format,
+    format_strides,
     rand_array,
     result_np,
     size_str,
@@ -52,7 +54,11 @@ def _cat_meta(tensors, dim=0):
                     "list.")
         total += t.shape[d]
     shape = tuple(ref.shape[:d]) + (total,) + tuple(ref.shape[d + 1:])
-    return Spec(shape, _dtype.result_type(*[x for x in tensors]))
+    # The memory format all the joined tensors suggest (contiguous when they differ), as
+    # PyTorch's cat allocates its result.
+    formats = {suggest_format(tuple(t.shape), tuple(t.stride())) for t in live}
+    fmt = formats.pop() if len(formats) == 1 else None
+    return Spec(shape, _dtype.result_type(*[x for x in tensors]), format_strides(shape, fmt))
 
 
 def _cat_kernel(arrays, dim=0):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _dtype
 from .._scalar_conversion import half_input
-from .._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order
+from .._shapes import FORMAT_ORDERS, dense_strides, format_order, in_memory_order, memory_order
 from . import _onnx as ox
 from ._onnx import cast, identity
 from ._util import (
@@ -78,8 +78,9 @@ def _clone_kernel(a, memory_format=None):
 
 def _clone_meta(a, memory_format=None):
     name = getattr(memory_format, "name", None)
-    if name in FORMAT_ORDERS:
-        format_order(name, len(a.shape))  # PyTorch's error for another rank
+    if name in FORMAT_ORDERS:  # (PyTorch's error for another rank; the channels innermost)
+        order = format_order(name, len(a.shape))
+        return Spec(tuple(a.shape), a.dtype, dense_strides(tuple(a.shape), order))
     return Spec(tuple(a.shape), a.dtype)
 
 
