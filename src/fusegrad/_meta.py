@@ -32,11 +32,6 @@ META = _device_cls("meta")
 
 _NO_DATA = "Cannot copy out of meta tensor; no data!"
 
-# Ops whose integer index tensors may live on the CPU while the tensor indexed is a meta
-# tensor, as PyTorch's index kernels allow (the CPU index carries no data they need).
-_CPU_INDICES_OK = frozenset({"index", "index_select", "gather", "scatter", "scatter_add",
-                             "scatter_reduce", "index_put", "take", "embedding"})
-
 _NONZERO = ("The register_meta function for torch.nonzero() raises unimplemented by default, "
             "as a correct data-independent implementation does not exist. This implementation "
             "returns a fake value, assuming all elements of the tensor are non-zero. To enable "
@@ -64,13 +59,18 @@ class MetaTensor(FakeTensor):
                 args = (args[0], from_tensor(src)) + args[2:]
         elif base == "index":
             args = (args[0], _cpu_masks_as_positions(args[1])) + args[2:]
-        indices_ok = base.rstrip("_") in _CPU_INDICES_OK
         first = True
-        for a in args:
-            for t in a if a.__class__ is list or a.__class__ is tuple else (a,):
+        for position, a in enumerate(args):
+            many = a.__class__ is list or a.__class__ is tuple
+            # Integer index tensors may live on the CPU, as PyTorch's index kernels allow
+            # (they carry no data a meta kernel needs): the op's non-differentiable
+            # arguments (gather's index, embedding's indices), or a list of indices after
+            # the tensor indexed (index, index_put).
+            index_position = position in op.nondiff_args or (many and position > 0)
+            for t in a if many else (a,):
                 if not isinstance(t, Tensor):
                     continue
-                if t._plain and t.ndim and not (indices_ok and not t.dtype.is_floating_point
+                if t._plain and t.ndim and not (index_position and not t.dtype.is_floating_point
                                                 and not t.dtype.is_complex):
                     # (a 0-d tensor: a number; the expected device is the first tensor's)
                     raise RuntimeError(
