@@ -368,7 +368,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     holds class indices or class probabilities. Label smoothing is composed as PyTorch
     composes it (masked_fill, then the two terms scaled by `mul.Scalar`)."""
     reduction = _reduction(size_average, reduce, reduction)
-    if not 0.0 <= label_smoothing <= 1.0:
+    # PyTorch refuses only a value above 1: a negative (or NaN) one smooths nothing.
+    if label_smoothing > 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
     dim = input.dim()
@@ -391,7 +392,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             return -prod.sum()
         return call(SC.div_scalar, -prod.sum(), input.numel() // max(c, 1))
     nll = _nll(logp, target, weight, REDUCTION_ENUM[reduction], ignore_index)
-    if label_smoothing <= 0:
+    if not label_smoothing > 0:  # (NaN included, as PyTorch)
         return nll
     c, wshape = _classes(input, cdim)
     ignored = Tensor._make(np.asarray(target._data == ignore_index))

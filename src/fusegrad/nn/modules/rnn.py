@@ -23,6 +23,7 @@ from ..._functions import cat as _cat
 from ..._functions import stack as _stack
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
+from ..._warn import warn_once_at_caller
 from ...ops import rnn as _R
 from .. import functional as F
 from .. import init
@@ -418,6 +419,18 @@ class RNNBase(Module):
         return (self.mode == "LSTM" and x.dtype.name == "float32" and self.proj_size == 0
                 and x.numel() != 0)
 
+    def _warn_projections(self, x) -> None:
+        """PyTorch's CPU LSTM would take oneDNN for this input (float32, oneDNN enabled,
+        non-empty) but cannot with projections: it says so once and runs its default
+        implementation. (Half types take oneDNN only on CPUs with native bfloat16/float16
+        support, which PyTorch's build checks at run time; they are left out here.)"""
+        from ...backends import mkldnn
+
+        if (self.mode == "LSTM" and self.proj_size > 0 and mkldnn.enabled
+                and x.dtype.name == "float32" and x.numel() != 0):
+            warn_once_at_caller("LSTM with projections is not supported with oneDNN. Using "
+                                "default implementation.")
+
     def _dropout_between(self, x, layer: int):
         if self.dropout > 0 and self.training and layer < self.num_layers - 1:
             x = F.dropout(x, self.dropout, True)
@@ -476,6 +489,7 @@ class RNNBase(Module):
         x, states, unbatched = self._prepare(input, hx)
         if x.shape[0] == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        self._warn_projections(x)
         if self._uses_fused_lstm(x):
             x, final = self._fused_lstm(x, states)
             if self.batch_first:

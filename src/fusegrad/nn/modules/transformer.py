@@ -15,6 +15,7 @@ from ... import _dtype
 from ..._creation import full
 from ..._functions.shape import triu
 from ..._tensor import Tensor
+from ..._warn import warn_once_at_caller
 from ...autograd.grad_mode import is_grad_enabled
 from .. import functional as F
 from .. import init
@@ -36,6 +37,14 @@ def _get_activation_fn(activation: str):
 
 
 _activation = _get_activation_fn
+
+# PyTorch's C++ core gives this once per process when its inference path packs the padded
+# batch into a nested tensor (TransformerEncoder with a key padding mask).
+_NESTED_PROTOTYPE = (
+    "The PyTorch API of nested tensors is in prototype stage and will change in the near "
+    "future. We recommend specifying layout=torch.jagged when constructing a nested tensor, "
+    "as this layout receives active development, has better operator coverage, and works "
+    "with torch.compile.")
 
 
 def _get_clones(module: Module, N: int) -> ModuleList:  # noqa: N803  (PyTorch's name)
@@ -248,6 +257,7 @@ class TransformerEncoder(Module):
                 first.linear2.weight, first.linear2.bias)
         if is_grad_enabled() and any(a is not None and a.requires_grad for a in args):
             return None
+        warn_once_at_caller(_NESTED_PROTOTYPE)
         return Tensor._make(pad[:, :, None])
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
