@@ -165,3 +165,23 @@ def test_module_moves_and_loads():
         return out
 
     assert str(program(fusegrad)) == str(program(torch))
+
+
+def test_recurrent_and_attention_layers_run_on_meta():
+    """Layers that make tensors of their own while running (zero states, float masks) make
+    them on the meta device for meta inputs."""
+    def program(T):
+        with T.device("meta"):
+            lstm = T.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+            cell = T.nn.GRUCell(3, 4)
+            attention = T.nn.MultiheadAttention(8, 2, batch_first=True)
+        out, (h, c) = lstm(T.empty(5, 2, 3, device="meta"))
+        q = T.empty(2, 5, 8, device="meta")
+        mask = T.ones(5, 5, dtype=T.bool).triu(1).to("meta")
+        attended = attention(q, q, q, attn_mask=mask)[0]
+        x = T.empty(2, 3, device="meta")
+        return [(str(t.device), tuple(t.shape)) for t in (
+            out, h, c, cell(T.empty(2, 3, device="meta")), attended, T.full_like(x, 2.0),
+            T.randint_like(x, 5))]
+
+    assert program(fusegrad) == program(torch)

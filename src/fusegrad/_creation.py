@@ -768,6 +768,8 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
     """`full` with the shape (and by default dtype) of `input`."""
+    if device is None and (_active.default_device or not input._plain):
+        device = input.device  # (by default, the input's device: a meta tensor's too)
     return _in_order(full, tuple(input.shape), _like_order(input, memory_format), fill_value,
                      dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
 
@@ -777,8 +779,11 @@ def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
     """`randint` with the shape (and by default dtype) of `input`."""
     if high is None:
         low, high = 0, low
+    if device is None and (_active.default_device or not input._plain):
+        device = input.device
     return _in_order(lambda shape, **kw: randint(low, high, shape, **kw), tuple(input.shape),
-                     _like_order(input, memory_format), dtype=dtype or input.dtype)
+                     _like_order(input, memory_format), dtype=dtype or input.dtype,
+                     device=device, requires_grad=requires_grad)
 
 
 def _new(fn):

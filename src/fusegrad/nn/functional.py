@@ -658,7 +658,8 @@ def _float_mask(mask, dtype) -> Tensor | None:
         return mask
     from .._creation import zeros  # a factory, so tracers see the values (a constant)
 
-    return zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask, float("-inf"))
+    device = None if mask._plain else mask.device  # (a meta mask's is a meta tensor)
+    return zeros(tuple(mask.shape), dtype=dtype, device=device).masked_fill(mask, float("-inf"))
 
 
 def _sdpa_check_inputs(query, key, value, attn_mask) -> None:

@@ -182,6 +182,12 @@ def _reversed_packed_layer(cell, data, sizes: list, state: tuple, p: dict):
 # ---------------------------------------------------------------- multi-layer recurrent layers
 
 
+def _device_of(t):
+    """The device to make `t`'s companions on: None (the CPU, at no cost) unless `t` lives
+    elsewhere (the meta device)."""
+    return None if t._plain else t.device
+
+
 class RNNBase(Module):
     """Shared machinery of RNN, LSTM and GRU: parameters, shape checks and the layer loop."""
 
@@ -362,11 +368,12 @@ class RNNBase(Module):
                              f"({weight.dtype}). Convert input: input.to({weight.dtype}), or "
                              f"convert model: model.to({input.dtype})")
 
-    def _zero_states(self, batch: int, dtype) -> list:
+    def _zero_states(self, batch: int, like) -> list:
+        """Zero states of `like`'s dtype and device (a meta input's are meta tensors)."""
         shapes = [self._expected_hidden(batch)]
         if self.mode == "LSTM":
             shapes.append(self._expected_hidden(batch, cell=True))
-        return [_creation.zeros(s, dtype=dtype) for s in shapes]
+        return [_creation.zeros(s, dtype=like.dtype, device=_device_of(like)) for s in shapes]
 
     def _prepare(self, input, hx):
         """(time-major batched input, full states list, unbatched flag), after PyTorch's
@@ -406,7 +413,7 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.shape[-1]}")
         batch = input.shape[1]
         if states is None:
-            states = self._zero_states(batch, input.dtype)
+            states = self._zero_states(batch, input)
         else:
             self._check_states(states, batch)
             if lstm:
@@ -450,8 +457,10 @@ class RNNBase(Module):
                 p = self._layer_params(layer, d)
                 b_ih, b_hh = p["bias_ih"], p["bias_hh"]
                 if b_ih is None:
-                    b_ih = _creation.zeros(p["weight_ih"].shape[0], dtype=x.dtype)
-                    b_hh = _creation.zeros(p["weight_hh"].shape[0], dtype=x.dtype)
+                    b_ih = _creation.zeros(p["weight_ih"].shape[0], dtype=x.dtype,
+                                           device=_device_of(x))
+                    b_hh = _creation.zeros(p["weight_hh"].shape[0], dtype=x.dtype,
+                                           device=_device_of(x))
                 out, h, c, _ = call(_R.mkldnn_rnn_layer, x, p["weight_ih"], p["weight_hh"],
                                     b_ih, b_hh, hx[idx], cx[idx], d == 1, [], 2,
                                     self.hidden_size, self.num_layers, self.bias,
@@ -530,7 +539,7 @@ class RNNBase(Module):
                                f"{self.input_size}, got {data.shape[-1]}")
         batch = sizes[0] if sizes else 0
         if states is None:
-            states = self._zero_states(batch, data.dtype)
+            states = self._zero_states(batch, data)
         else:
             self._check_states(states, batch)
             states = list(states)
@@ -685,7 +694,8 @@ class RNNCellBase(Module):
         return (input if batched else input.unsqueeze(0)), batched
 
     def _zeros(self, input):
-        return _creation.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
+        return _creation.zeros((input.shape[0], self.hidden_size), dtype=input.dtype,
+                               device=_device_of(input))
 
     def _check_step(self, input, states) -> None:
         """PyTorch's checks of a cell step: the input's feature size, then each state's batch
