@@ -14,15 +14,23 @@ method, a layer, a composite written over ops). A view op gives the same view of
 tangent, so a view's tangent is a view of its base's tangent as in PyTorch; an in-place op
 is replayed on a copy for its new tangent, which is written into the tangent the tensor
 has, so its base and views see it. Results keep their ordinary reverse-mode history (the
-dispatcher records it as always), and a gradient computed with history at the level gets
-its tangent too (forward-over-reverse, `differentiated`). Custom `autograd.Function`s give
-their outputs' tangents with their `jvp` staticmethod (`function_apply`).
+dispatcher records it as always), and a gradient computed at the level, with history or
+without, gets its tangent too (forward-over-reverse, `differentiated`). Custom
+`autograd.Function`s give their outputs' tangents with their `jvp` staticmethod
+(`function_apply`).
+
+Where the transpose of the backward is not PyTorch's forward formula, PyTorch's is followed:
+arguments without a derivative (running statistics) count as having no tangent; a few ops
+have their own rule (`_FORMULAS`: embedding's padding row, PyTorch's refusals); an op
+without a (double) backward raises PyTorch's forward AD NotImplementedError
+(`_as_forward_error`); inference mode makes no tangents.
 
 The mode is the calling thread's, as dispatch modes are.
 """
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any, NamedTuple
 
@@ -35,7 +43,7 @@ from .._thread_state import local as _thread_local
 from . import _grad
 from . import function as _function
 from ._grad import grad as _autograd_grad
-from .grad_mode import _decorate, enable_grad, is_grad_enabled, no_grad
+from .grad_mode import _decorate, enable_grad, is_grad_enabled, is_inference_mode_enabled, no_grad
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
            "unpack_dual", "dual_level"]
@@ -235,7 +243,12 @@ class _TangentMode(_dispatch.DispatchMode):
     handler returns, so the handler computes values only."""
 
     def __fusegrad_dispatch__(self, op, args):
-        duals = {} if _thread_local.forward_ad_paused else _dual_arguments(args)
+        # (inference mode computes no forward gradients, as it records no history)
+        formula = _FORMULAS.get(op.forward_ad)
+        # (an op PyTorch refuses is refused for a tangent on any argument)
+        skip = () if formula is _not_implemented else op.nondiff_args
+        duals = {} if _thread_local.forward_ad_paused or is_inference_mode_enabled() \
+            else _dual_arguments(args, skip)
         if not duals or not op.differentiable:
             with no_grad():
                 return _dispatch.call(op, *args)
@@ -245,6 +258,8 @@ class _TangentMode(_dispatch.DispatchMode):
             return _in_place(op, args, duals)
         if op.view:
             return _view(op, args, duals)
+        if formula is not None:
+            return formula(op, args, duals)
         return _through_stand_ins(op, args, duals)
 
 
@@ -260,9 +275,12 @@ def _tensors_of(value) -> list:
     return []
 
 
-def _arguments(args: tuple):
-    """The tensors among an op's arguments, directly or in a list."""
-    for a in args:
+def _arguments(args: tuple, skip=()):
+    """The tensors among an op's arguments, directly or in a list (but those at positions
+    in `skip`)."""
+    for i, a in enumerate(args):
+        if i in skip:
+            continue
         if isinstance(a, Tensor):
             yield a
         elif isinstance(a, (tuple, list)):
@@ -271,10 +289,12 @@ def _arguments(args: tuple):
                     yield b
 
 
-def _dual_arguments(args: tuple) -> dict:
-    """id(tensor) -> tangent, for the arguments that have one."""
+def _dual_arguments(args: tuple, nondiff=()) -> dict:
+    """id(tensor) -> tangent, for the arguments that have one; an op's arguments without a
+    derivative (`nondiff`: running statistics, a weight) count as having none, as PyTorch's
+    formulas ignore their tangents."""
     found = {}
-    for a in _arguments(args):
+    for a in _arguments(args, nondiff):
         tangent = tangent_of(a)
         if tangent is not None:
             found[id(a)] = tangent
@@ -312,6 +332,9 @@ def _stand_ins(args: tuple, duals: dict, swaps: dict, connect: bool) -> tuple[li
             tangent = duals[key]
             if connect and a.requires_grad:
                 stand_in = a.view_as(a)
+                # The primal, as in PyTorch's formulas: a later backward pass through the
+                # tangent's history (forward-over-reverse-over-forward) sees no tangent here.
+                _set_tangent(stand_in, None)
                 keep = True
             else:
                 stand_in = a.detach().requires_grad_(True)
@@ -331,7 +354,8 @@ def _through_stand_ins(op, args: tuple, duals: dict):
         pairs, keep = _stand_ins(args, duals, swaps, connect)
         out = _dispatch.call(op, *_swapped(args, swaps))
     outs = _tensors_of(out)
-    tangents = _products(outs, pairs, keep)
+    with _as_forward_error():
+        tangents = _products(outs, pairs, keep)
     results = []
     for o, t in zip(outs, tangents):
         plain = o.detach()
@@ -361,6 +385,58 @@ def _view(op, args: tuple, duals: dict):
     return out
 
 
+def _with_tangent(op, args: tuple, tangent_of_result) -> Tensor:
+    """`op` run on `args`, its result given the tangent `tangent_of_result(result)` computes
+    (with history in grad mode, for reverse-over-forward, but making no tangents itself)."""
+    with no_grad():
+        out = _dispatch.call(op, *args)
+    with _Paused():
+        if is_grad_enabled():
+            tangent = tangent_of_result(out)
+        else:
+            with no_grad():
+                tangent = tangent_of_result(out)
+    _set_tangent(out, _laid_out_as(out, tangent))
+    return out
+
+
+def _embedding(op, args: tuple, duals: dict):
+    """A lookup (`embedding`): linear in its weight, its tangent is the same rows of the weight's
+    tangent, the padding row's too (padding_idx and scale_grad_by_freq change only the
+    gradient, which the transpose of its backward would carry over)."""
+    tangent = duals.get(id(args[0]))
+    if tangent is None:
+        return _through_stand_ins(op, args, duals)
+    return _with_tangent(op, args, lambda _out: _dispatch.call(op, tangent, *args[1:]))
+
+
+def _batch_norm(op, args: tuple, duals: dict):
+    """`native_batch_norm`: in eval mode, running statistics with tangents and an input,
+    weight or bias with one are PyTorch's error (it has no formula for the statistics)."""
+    training = args[5]
+    # (the statistics are arguments without a derivative: not among `duals`)
+    if not training and any(a is not None and tangent_of(a) is not None for a in args[3:5]) \
+            and any(a is not None and id(a) in duals for a in args[:3]):
+        raise RuntimeError("batch_norm is not differentiable wrt running_mean and running_var, "
+                           "they cannot have forward grad defined")
+    return _through_stand_ins(op, args, duals)
+
+
+def _not_implemented(op, args: tuple, duals: dict):
+    """An op PyTorch has no forward formula for, though its backward gives a gradient for
+    some arguments (`igamma`: none for `input`, where a transpose would give zeros)."""
+    raise NotImplementedError(
+        f"Trying to use forward AD with {op.name} that does not support it because it has "
+        f"not been implemented yet.{_FILE_AN_ISSUE} or submit a PR adding the implementation "
+        "to derivatives.yaml")
+
+
+# The rules of ops whose forward AD is not the transpose of their backward formula, by the
+# registry's `OpDef.forward_ad`.
+_FORMULAS = {"lookup": _embedding, "statistics": _batch_norm,
+             "unsupported": _not_implemented}
+
+
 def _in_place(op, args: tuple, duals: dict):
     """An in-place op: replayed first on a copy of what it writes (and stand-ins of the
     other dual arguments), which gives the new tangent, then run for real; the tangent is
@@ -373,17 +449,18 @@ def _in_place(op, args: tuple, duals: dict):
     old = target.detach().clone()
     swaps: dict = {}
     pairs = []
-    if id(target) in duals:
-        old.requires_grad_(True)
-        pairs.append((old, duals[id(target)]))
-        swaps[id(target)] = written = old.clone()  # written in place: not a leaf
-    else:
-        swaps[id(target)] = written = old
     connect = is_grad_enabled()
-    with enable_grad():
+    with enable_grad():  # (the replay has history even under no_grad, as tangents flow)
+        if id(target) in duals:
+            old.requires_grad_(True)
+            pairs.append((old, duals[id(target)]))
+            swaps[id(target)] = written = old.clone()  # written in place: not a leaf
+        else:
+            swaps[id(target)] = written = old
         others, keep = _stand_ins(args, duals, swaps, connect)
         _dispatch.call(op, *_swapped(args, swaps))
-    new = _products([written], pairs + others, keep)[0]
+    with _as_forward_error(in_place=True):
+        new = _products([written], pairs + others, keep)[0]
     default_generator.set_state(state)
     with no_grad():
         out = _dispatch.call(op, *args)
@@ -413,6 +490,58 @@ def _write_tangent(m: Tensor, new: Tensor | None) -> None:
             _set_tangent(m, view)
             return
         _set_tangent(m, _laid_out_as(m, new.detach()))
+
+
+# What the reverse passes raise for an op without a derivative (its backward's, or its own),
+# and PyTorch's forward AD names for the ops whose backward is named otherwise.
+_NO_DERIVATIVE = re.compile(r"derivative for aten::(\w+) is not implemented")
+_NO_FORMULA = re.compile(r"the derivative for '(\w+)' is not implemented\.")
+_FORWARD_NAMES = {"zeta": "special_zeta"}
+_FILE_AN_ISSUE = ("\nPlease file an issue to PyTorch at https://github.com/pytorch/pytorch/"
+                  "issues/new?template=feature-request.yml so that we can prioritize its "
+                  "implementation")
+
+
+class _as_forward_error:
+    """Within the block, a reverse pass's "no derivative" error becomes PyTorch's forward AD
+    error for the op: NotImplementedError naming the op (an op with a backward but no
+    double backward, or a `not_implemented` formula, "has not been implemented yet"; an op
+    with no derivative at all, by its aten name, "does not support it")."""
+
+    def __init__(self, in_place: bool = False) -> None:
+        self.in_place = in_place
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is None:
+            return
+        message = str(error)
+        if isinstance(error, NotImplementedError):  # (a RuntimeError too: tested first)
+            found = _NO_FORMULA.fullmatch(message)
+            if found is None:
+                return
+            name = _FORWARD_NAMES.get(found.group(1), found.group(1))
+        elif isinstance(error, RuntimeError):
+            found = _NO_DERIVATIVE.fullmatch(message)
+            if found is None:
+                return
+            name = found.group(1)
+            if not name.endswith("_backward"):
+                raise NotImplementedError(
+                    f"Trying to use forward AD with aten::{name} that does not support "
+                    "it.") from None
+            name = name[:-len("_backward")]
+        else:
+            return
+        if self.in_place:
+            name, tail = name + "_", "."
+        else:
+            tail = " or submit a PR adding the implementation to derivatives.yaml"
+        raise NotImplementedError(
+            f"Trying to use forward AD with {name} that does not support it because it has "
+            f"not been implemented yet.{_FILE_AN_ISSUE}{tail}") from None
 
 
 class _Paused:
@@ -457,13 +586,11 @@ def _products(outs: list, pairs: list, keep: bool) -> list:
 
 
 def differentiated(run, args: tuple, create_graph: bool):
-    """`run(*args)` (autograd's `grad` or `backward`) at the open level. With history
-    (`create_graph`), the pass's own ops make tangents as any others, so the gradients get
-    theirs (forward-over-reverse); without, the pass computes values only."""
-    if create_graph:
-        return run(*args)
-    with _Paused():
-        return run(*args)
+    """`run(*args)` (autograd's `grad` or `backward`) at the open level: the pass's own ops
+    make tangents as any others, so the gradients get theirs (forward-over-reverse), with
+    history (`create_graph`) or without, as PyTorch's engine computes forward gradients
+    in its backward formulas whatever the grad mode."""
+    return run(*args)
 
 
 # ---------------------------------------------------------------- custom Functions

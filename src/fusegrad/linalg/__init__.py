@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from .. import _dtype, return_types
+from .. import _tensor as _tensor_module
 from .._autocast import composite
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
@@ -46,8 +47,11 @@ __all__ = [
 
 def _needs_grad(a: Tensor) -> bool:
     # As PyTorch: value-only functions (svdvals, eigvalsh) compute the vectors only when a
-    # backward will need them.
-    return a.requires_grad and is_grad_enabled()
+    # backward will need them, or a tangent (at an open forward AD level).
+    if a.requires_grad and is_grad_enabled():
+        return True
+    lookup = _tensor_module.tangent_lookup
+    return lookup is not None and lookup(a) is not None
 
 
 # ---------------------------------------------------------------- inverses and determinants

@@ -147,7 +147,7 @@ embedding = register(
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (6, 3), dt), rng.integers(0, 6, s)), name=str(s))
         for s in ((4,), (2, 3), ())],
-    onnx=_embedding_onnx, public="embedding",
+    onnx=_embedding_onnx, public="embedding", forward_ad="lookup",
     saved_names=("indices", "weight_sym_argsize_0", "padding_idx", "scale_grad_by_freq",
                  "sparse"))
 

@@ -216,11 +216,12 @@ def _samples(rng, dt):
 igamma = register(
     "igamma", kernel=_kernel(False, "igamma"), meta=_meta("igamma"), node="IgammaBackward0",
     derivative=lambda g, a, x: _density(g, a, x, 1.0), save=lambda out, a, x: (a, x),
-    saved_names=("self", "other"), nondiff_args=(0,), samples=_samples, gradcheck=False)
+    saved_names=("self", "other"), nondiff_args=(0,), samples=_samples, gradcheck=False,
+    forward_ad="unsupported")
 igammac = register(
     "igammac", kernel=_kernel(True, "igammac"), meta=_meta("igammac"),
     node="IgammacBackward0", derivative=lambda g, a, x: _density(g, a, x, -1.0),
     save=lambda out, a, x: (a, x), saved_names=("self", "other"), nondiff_args=(0,),
-    samples=_samples, gradcheck=False)
+    samples=_samples, gradcheck=False, forward_ad="unsupported")
 igamma_ = inplace_variant(igamma, "igamma_", saves_self=True)
 igammac_ = inplace_variant(igammac, "igammac_", saves_self=True)

@@ -413,7 +413,7 @@ def _bn_onnx(b, inputs, args, kwargs, opset):
 native_batch_norm = _register_multi(
     "native_batch_norm", (1, 2), (1, 2), kernel=_bn_kernel, meta=_bn_meta,
     node="NativeBatchNormBackward0",
-    derivative=_bn_derivative, nondiff_args=(3, 4),
+    derivative=_bn_derivative, nondiff_args=(3, 4), forward_ad="statistics",
     save=lambda out, x, w, b, rm, rv, training, momentum, eps: (
         x, w, None if rm is None else rm.detach(), None if rv is None else rv.detach(),
         # The statistics are outputs without a gradient: saved as detached aliases, which

@@ -98,7 +98,7 @@ class OpDef:
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
-                 "overlap_ok", "__weakref__")
+                 "overlap_ok", "forward_ad", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -114,8 +114,16 @@ class OpDef:
                  saved_names: tuple = (), data_dependent: bool = False,
                  permutes: bool = False, autocast: str | None = None,
                  undefined_grads: bool = False, result_order: str | None = None,
-                 overlap_ok: str | None = None):
+                 overlap_ok: str | None = None, forward_ad: str | None = None):
         self.name = name
+        # How forward-mode AD takes the op, where not by the transpose of its derivative
+        # (`autograd.forward_ad`): "lookup" (linear in its first argument: the same op of
+        # its tangent, rows PyTorch's backward leaves out included), "statistics" (PyTorch
+        # refuses tangents on the running statistics in eval mode), "unsupported" (PyTorch
+        # has no forward formula, though the backward gives some gradients).
+        if forward_ad not in (None, "lookup", "statistics", "unsupported"):
+            raise ValueError(f"op {name!r}: unknown forward_ad rule {forward_ad!r}")
+        self.forward_ad = forward_ad
         # An in-place op PyTorch lets write a tensor whose elements share memory (an expanded
         # one): "" for the fills (zero_, fill_), the text of the deprecation warning it gives
         # for the others it allows (masked_fill_, index_put_: `expanded_warning`); None (most
