@@ -23,6 +23,8 @@ from ._shapes import (
     dense_strides,
     is_dense_in,
     is_format_contiguous,
+    iterator_order,
+    resize_shape,
 )
 from ._tensor import INCOMPATIBLE_DATA, Size, Tensor
 from ._thread_state import active as _active
@@ -210,17 +212,7 @@ class MetaTensor(FakeTensor):
     def resize_(self, *sizes, memory_format=None, size=None) -> MetaTensor:
         """A new shape (contiguous) for the same meta tensor; the version counts the change
         unless the shape is the one it has, as PyTorch's."""
-        if size is not None:
-            if sizes:
-                raise TypeError("resize_() got multiple values for argument 'size'")
-            sizes = (size,)
-        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Size)):
-            sizes = tuple(sizes[0])
-        shape = tuple(int(s) for s in sizes)
-        if any(s < 0 for s in shape):
-            raise RuntimeError("numel: integer multiplication overflow")
-        if self.requires_grad:
-            raise RuntimeError("cannot resize variables that require grad")
+        shape = resize_shape(sizes, size, self.requires_grad)
         if shape != self._fshape:
             self._fshape, self._fstrides = shape, contiguous_strides(shape)
             self._vc[0] += 1
@@ -448,16 +440,7 @@ def _iterator_strides(shape: tuple, operands: list) -> tuple | None:
                 return 1
         return 0
 
-    perm = list(range(ndim - 1, -1, -1))  # innermost dim first
-    for i in range(1, ndim):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
+    perm = iterator_order(list(range(ndim - 1, -1, -1)), should_swap)  # innermost first
     return dense_strides(shape, perm[::-1])
 
 

@@ -172,6 +172,39 @@ def strides_order(shape: tuple, strides: tuple) -> tuple | None:
     return None if order == sorted(order) else tuple(order)
 
 
+def resize_shape(sizes: tuple, size, requires_grad: bool) -> tuple:
+    """The shape `resize_(*sizes, size=size)` asks for, checked as PyTorch checks it."""
+    if size is not None:
+        if sizes:
+            raise TypeError("resize_() got multiple values for argument 'size'")
+        sizes = (size,)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):  # (Size is a tuple)
+        sizes = tuple(sizes[0])
+    shape = tuple(int(s) for s in sizes)
+    if any(s < 0 for s in shape):
+        # PyTorch multiplies the sizes as unsigned numbers: a negative one overflows.
+        raise RuntimeError("numel: integer multiplication overflow")
+    if requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    return shape
+
+
+def iterator_order(perm: list, should_swap) -> list:
+    """`perm` (dims, innermost first) sorted in place as PyTorch's TensorIterator sorts them:
+    a stable insertion sort where `should_swap(d0, d1)` > 0 moves `d1` inside `d0` and < 0
+    stops the move (0: no opinion, look further). Returns `perm`."""
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm
+
+
 def infer_dense_strides(shape, strides) -> tuple:
     """PyTorch's `infer_dense_strides`: the strides of a new dense tensor of `shape` that
     keeps the order of dims in memory of a tensor with `strides` (what `clone` and the
@@ -188,16 +221,7 @@ def infer_dense_strides(shape, strides) -> tuple:
             return -1 if sa < sb else 1
         return 1 if shape[a] > shape[b] else 0
 
-    for i in range(1, nd):  # a stable insertion sort, as PyTorch's
-        d1 = i
-        for j in range(1, i + 1):
-            d0 = i - j
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
+    iterator_order(perm, should_swap)
     out = [0] * nd
     acc = 1
     for d in perm:

@@ -19,7 +19,7 @@ from .. import _dtype, _meta
 from .._creation import _check_device, check_sizes, from_numpy, on_meta, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
-from .._shapes import in_memory_order, memory_order
+from .._shapes import in_memory_order, memory_order, resize_shape
 from .._tensor import Size, Tensor, inference_tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
 from ..ops import _parallel
@@ -354,18 +354,7 @@ def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
     the storage's from there on (not `self`'s in logical order), and elements past the
     storage's end are zero (PyTorch leaves them uninitialised). Not recorded by autograd; a
     new shape bumps the version counter, as PyTorch's does."""
-    if size is not None:
-        if sizes:
-            raise TypeError("resize_() got multiple values for argument 'size'")
-        sizes = (size,)
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Size)):
-        sizes = tuple(sizes[0])
-    shape = tuple(int(s) for s in sizes)
-    if any(s < 0 for s in shape):
-        # PyTorch multiplies the sizes as unsigned numbers: a negative one overflows.
-        raise RuntimeError("numel: integer multiplication overflow")
-    if self.requires_grad:
-        raise RuntimeError("cannot resize variables that require grad")
+    shape = resize_shape(sizes, size, self.requires_grad)
     old = self._data
     if shape == old.shape:  # PyTorch keeps the geometry (and the version) as it is
         return self
