@@ -72,19 +72,23 @@ class _WorkerError:
                         + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     def reraise(self):
-        """Raise the worker's exception type with the traceback as its message (RuntimeError
-        if the type cannot be built from one message)."""
-        msg = self.message
-        if self.exc_type is KeyError:
-            msg = _KeyErrorMessage(msg)
-        elif getattr(self.exc_type, "message", None):
-            # types whose first argument is not the text but that take it as `message=`
-            raise self.exc_type(message=msg)
-        try:
-            err = self.exc_type(msg)
-        except Exception:  # noqa: BLE001 - constructors with other signatures
-            raise RuntimeError(msg) from None
-        raise err
+        """Raise the worker's exception type with the traceback as its message."""
+        raise_carried(self.exc_type, self.message)
+
+
+def raise_carried(exc_type: type, msg: str):
+    """Raise `exc_type` with `msg` (a carried traceback) as its message: RuntimeError when
+    the type cannot be built from one message."""
+    if exc_type is KeyError:
+        msg = _KeyErrorMessage(msg)
+    elif getattr(exc_type, "message", None):
+        # types whose first argument is not the text but that take it as `message=`
+        raise exc_type(message=msg)
+    try:
+        err = exc_type(msg)
+    except Exception:  # noqa: BLE001 - constructors with other signatures
+        raise RuntimeError(msg) from None
+    raise err
 
 
 # Constants of the SeedSequence-style hash PyTorch uses to turn (base seed, worker id) into

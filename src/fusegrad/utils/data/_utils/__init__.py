@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from .._worker import _KeyErrorMessage
+from .._worker import raise_carried
 from . import collate, fetch, worker
 
 __all__ = ["collate", "fetch", "worker"]
@@ -34,14 +34,5 @@ class ExceptionWrapper:
     def reraise(self) -> None:
         """Raise the exception's type with the traceback as its message (RuntimeError when
         the type cannot be built from one message)."""
-        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
-        if self.exc_type is KeyError:
-            msg = _KeyErrorMessage(msg)
-        elif getattr(self.exc_type, "message", None):
-            # types whose first argument is not the text but that take it as `message=`
-            raise self.exc_type(message=msg)
-        try:
-            err = self.exc_type(msg)
-        except Exception:  # noqa: BLE001 - constructors with other signatures
-            raise RuntimeError(msg) from None
-        raise err
+        raise_carried(self.exc_type,
+                      f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}")
