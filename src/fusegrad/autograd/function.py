@@ -25,27 +25,28 @@ def _size_str(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+def _only_tensors(values: tuple, message: str) -> None:
+    """TypeError (`message` with the position `i` and type name `kind`) for a value that is
+    neither a tensor nor None."""
+    Tensor = _tensor_cls()
+    for i, t in enumerate(values):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(message.format(i=i, kind=type(t).__name__))
+
+
 class FunctionCtx:
     """What `forward`/`setup_context` use to pass state to `backward`."""
 
     def save_for_backward(self, *tensors) -> None:
         """Keep `tensors` (or None) for backward; read them back with `saved_tensors`."""
-        Tensor = _tensor_cls()
-        for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError(
-                    f"save_for_backward can only save variables, but argument {i} is of type "
-                    f"{type(t).__name__}")
+        _only_tensors(tensors, "save_for_backward can only save variables, but argument {i} "
+                               "is of type {kind}")
         self._to_save = tensors
 
     def save_for_forward(self, *tensors) -> None:
         """Keep `tensors` (or None) for `jvp`, which reads them back with `saved_tensors`."""
-        Tensor = _tensor_cls()
-        for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError(
-                    f"save_for_forward expects all arguments to be tensors; but got {i}th "
-                    f"argument of type {type(t).__name__}.")
+        _only_tensors(tensors, "save_for_forward expects all arguments to be tensors; but got "
+                               "{i}th argument of type {kind}.")
         self._saved_for_forward = tensors
 
     def mark_dirty(self, *tensors) -> None:
