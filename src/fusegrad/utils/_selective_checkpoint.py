@@ -33,6 +33,7 @@ class CheckpointPolicy(enum.Enum):
 
 
 _SAVED = (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE)
+_HOME = __name__.rpartition(".")[0] + ".checkpoint"  # where PyTorch's classes live
 
 
 class SelectiveCheckpointContext:
@@ -44,6 +45,8 @@ class SelectiveCheckpointContext:
         self.is_recompute = is_recompute
         self.op_output = op_output
 
+
+CheckpointPolicy.__module__ = SelectiveCheckpointContext.__module__ = _HOME
 
 _RECOMPUTE = object()  # a stored entry: the op runs again
 _CONSUMED = object()  # a stored entry already handed back
