@@ -202,6 +202,16 @@ def _python_operators(cls: type) -> bool:
     return known
 
 
+def _module_property(obj, name: str):
+    """The property `name` of nn.Module `obj`'s class, when its getter is Python code."""
+    if not _is_nn_module(obj):
+        return None
+    value = inspect.getattr_static(type(obj), name, None)
+    if isinstance(value, property) and isinstance(value.fget, types.FunctionType):
+        return value
+    return None
+
+
 def _is_nn_module(obj) -> bool:
     from ...nn import Module
 
@@ -419,6 +429,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             stored = self.builder.stored_attr(obj.value, name)
             if stored is not None:  # assigned earlier in this graph (replayed after it)
                 return stored
+            prop = _module_property(obj.value, name)
+            if prop is not None:
+                # A module's property runs code (a parametrization's power iteration, a
+                # counter): its getter is traced, as Dynamo inlines it, not read for a guard
+                # and again by the graph's caller (which ran it twice per call).
+                ref = f"{self.builder.guards.ref(type(obj.value), 'type')}.{name}"
+                self.builder.guards.constant(ref, prop)
+                return self.call(BoundFunctionVariable(prop.fget, obj), [], {})
         if isinstance(obj, ConstantVariable):
             try:
                 value = getattr(obj.value, name)
