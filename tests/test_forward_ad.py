@@ -448,3 +448,21 @@ def test_compiled_code_at_a_level_runs_its_ops(backend):
                 _tangent(fusegrad, model(fw.make_dual(x, v)))]
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_forward_transforms_inside_a_level_as_pytorch():
+    def errors(lib):
+        fw = _fw(lib)
+        x = lib.ones(2)
+        found = []
+        with fw.dual_level():
+            for transform in (lambda: lib.func.jvp(lib.sin, (x,), (x,)),
+                              lambda: lib.func.linearize(lib.sin, x),
+                              lambda: lib.func.jacfwd(lib.sin)(x)):
+                try:
+                    transform()
+                except RuntimeError as e:
+                    found.append(str(e))
+        return found
+
+    assert errors(fusegrad) == errors(torch) and len(errors(torch)) == 3

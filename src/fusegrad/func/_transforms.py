@@ -9,6 +9,7 @@ The values are forward mode's; the cost is two reverse passes.
 from __future__ import annotations
 
 import functools
+import sys
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
@@ -143,6 +144,9 @@ def _detach(x):
     return x.detach() if isinstance(x, Tensor) else x
 
 
+_FORWARD_AD = __name__.split(".")[0] + ".autograd.forward_ad"
+
+
 class _Linear:
     """`func` at `primals`, with the history for its Jacobian-vector products: dummy
     cotangents `u` (zero leaves) and `J^T u` computed with history, so that `J t` is one
@@ -150,6 +154,10 @@ class _Linear:
 
     def __init__(self, func, primals: tuple, has_aux: bool, where: str,
                  batched: bool = False) -> None:
+        forward_ad = sys.modules.get(_FORWARD_AD)
+        if forward_ad is not None and forward_ad._current_level >= 0:
+            # (PyTorch's forward-mode transforms take a level of their own: one is open)
+            raise RuntimeError("Nested forward mode AD is not supported at the moment")
         self.level = level = Level()
         # (`batched`: PyTorch's transform runs jvp under vmap, as jacfwd does: a custom
         # Function then needs a vmap rule too.)
