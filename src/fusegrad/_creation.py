@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _dtype, _meta
 from . import _random_draws as _draws
+from ._device import cpu as _cpu
 from ._device import device as _device_cls
 from ._scalar_conversion import checked_scalar, half_input
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
@@ -104,9 +105,6 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
         t._set_requires_grad(
             True, "Only Tensors of floating point and complex dtype can require gradients")
     return t
-
-
-_CPU = _device_cls("cpu")
 
 
 def on_meta(device: _device_cls | None) -> bool:
@@ -343,7 +341,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     """A new tensor holding a copy of `data` (numbers, nested lists, arrays, tensors)."""
     dev = _check_device(device)
     if (dev is not None or _active.default_device) and on_meta(dev):
-        made = tensor(data, dtype=dtype, device=_CPU)  # (read and checked as on the CPU)
+        made = tensor(data, dtype=dtype, device=_cpu)  # (read and checked as on the CPU)
         return _meta.factory_tensor(tuple(made.shape), made.dtype, requires_grad)
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)

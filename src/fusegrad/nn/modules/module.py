@@ -4,6 +4,7 @@ state_dict and conversions, as PyTorch's `nn.Module` behaves."""
 from __future__ import annotations
 
 import functools
+import itertools
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
@@ -1102,7 +1103,7 @@ class Module:
             device = _device_cls(device)
             device._check_available()
             if device.type == "meta" or any(not t._plain and t.is_meta for t in
-                                            self._tensors()):
+                                            itertools.chain(self.parameters(), self.buffers())):
                 return self._to_device(device, dtype)
         if memory_format is not None:
             # 4-D and 5-D parameters and buffers (convolution weights) take the format; the
@@ -1121,12 +1122,6 @@ class Module:
         # integer and bool buffers keep theirs
         return self._apply(
             lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex() else t)
-
-    def _tensors(self):
-        """Every parameter and buffer of this module and its children."""
-        for m in self.modules():
-            yield from (p for p in m._parameters.values() if p is not None)
-            yield from (b for b in m._buffers.values() if b is not None)
 
     def _to_device(self, device, dtype) -> Module:
         """`to` onto or from the meta device: a meta module has no data to move."""
@@ -1190,7 +1185,7 @@ class Module:
     def cpu(self) -> Module:
         """Self (everything lives on the CPU); a module on the meta device has no data to
         copy out."""
-        for t in self._tensors():
+        for t in itertools.chain(self.parameters(), self.buffers()):
             if not t._plain and t.is_meta:
                 t.cpu()  # PyTorch's NotImplementedError
         return self
