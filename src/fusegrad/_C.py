@@ -15,10 +15,11 @@ from ._torch_function import is_torch_function_enabled as _is_torch_function_ena
 from ._torch_function import (
     is_torch_function_mode_enabled as _is_torch_function_mode_enabled,
 )
+from .autograd.graph import _current_graph_task_id
 from .ops._linalg_common import LinAlgError as _LinAlgError
 
 Generator.__module__ = __name__
 
 __all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass", "Generator",
-           "_LinAlgError", "_disabled_torch_function_impl", "_is_torch_function_enabled",
-           "_is_torch_function_mode_enabled"]
+           "_LinAlgError", "_current_graph_task_id", "_disabled_torch_function_impl",
+           "_is_torch_function_enabled", "_is_torch_function_mode_enabled"]

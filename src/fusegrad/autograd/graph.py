@@ -882,6 +882,12 @@ def _current_graph_task():
     return tasks[-1]
 
 
+def _current_graph_task_id() -> int:
+    """The id of the backward pass running in this thread (the innermost), -1 outside one."""
+    tasks = _local.graph_tasks
+    return tasks[-1][0] if tasks else -1
+
+
 def _will_engine_execute_node(node) -> bool:
     """Whether the backward pass now running runs `node`."""
     _, runs, restricted = _current_graph_task()

@@ -22,7 +22,7 @@ from ..autograd import backward as _backward
 from ..autograd.engine import checkpoint_valid as _checkpoint_valid
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
-from ..autograd.graph import saved_tensors_hooks
+from ..autograd.graph import _current_graph_task_id, saved_tensors_hooks
 from ._pytree import tree_leaves
 from ._selective_checkpoint import (
     CheckpointPolicy,
@@ -216,7 +216,8 @@ class CheckpointFunction(Function):
 class _Recompute:
     """State shared by one checkpointed call's pack and unpack hooks."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "context", "autocast")
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "task", "context",
+                 "autocast")
 
     def __init__(self, fn, args, kwargs, rng_state, context, autocast):
         self.fn = fn
@@ -227,6 +228,7 @@ class _Recompute:
         self.autocast = autocast  # (device type, its autocast kwargs, the CPU's)
         self.count = 0
         self.saved = None
+        self.task = -1  # the backward pass `saved` was recomputed for
 
     def pack(self, t) -> int:
         k = self.count
@@ -234,8 +236,12 @@ class _Recompute:
         return k
 
     def unpack(self, k: int):
-        if self.saved is None:
+        # Each backward pass recomputes once (a second one under `retain_graph` again, as
+        # PyTorch does: a selective checkpoint's kept results then refuse a second use).
+        task = _current_graph_task_id()
+        if self.saved is None or self.task != task:
             self._recompute()
+            self.task = task
         if k >= len(self.saved):
             raise CheckpointError(
                 "torch.utils.checkpoint: Recomputed values for the following tensors have "
@@ -266,7 +272,6 @@ class _Recompute:
             if current is not None:
                 _random.set_rng_state(current)
         self.saved = saved
-        self.args = self.kwargs = self.context = self.autocast = None
 
 
 def checkpoint(function, *args, use_reentrant: bool | None = None,
