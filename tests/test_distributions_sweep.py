@@ -95,6 +95,34 @@ def test_binomial_draws_as_torch(dtype):
         _close(a, b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_binomial_as_torch(dtype):
+    # torch.binomial: the distribution's sampler, broadcasting, a generator, out-of-range
+    # probabilities, the stream it leaves, and PyTorch's errors and node.
+    def prog(m):
+        dt = getattr(m, dtype)
+        m.manual_seed(5)
+        count = m.tensor([[5.0, 20.0, 100.0], [1000.0, 0.0, 3.0]], dtype=dt)
+        prob = m.tensor([0.5, 0.3, 0.97], dtype=dt)
+        out = [m.binomial(count, prob), m.binomial(count.t().contiguous().t(), prob),
+               m.binomial(m.tensor([7.0, 2.0], dtype=dt), m.tensor([1.5, -0.2], dtype=dt)),
+               m.binomial(m.tensor(9.0, dtype=dt), m.tensor(0.5, dtype=dt))]
+        g = m.Generator().manual_seed(11)
+        out.append(m.binomial(count, prob.expand(2, 3), generator=g))
+        return out + [m.rand(3)]
+    for a, b in zip(*_both(prog)):
+        _close(a, b)
+    for bad in (lambda m: m.binomial(m.tensor([5]), m.tensor([0.3])),
+                lambda m: m.binomial(m.tensor([5.0]), m.tensor([0.3], dtype=m.float64)),
+                lambda m: m.binomial(m.ones(2, dtype=m.float16), m.ones(2, dtype=m.float16)),
+                lambda m: m.binomial(m.ones(2, 3), m.ones(4))):
+        _same_error(bad)
+    prob = fusegrad.tensor([0.5], requires_grad=True)
+    draw = fusegrad.binomial(fusegrad.tensor([4.0]), prob)
+    assert _node(draw) == _node(torch.binomial(torch.tensor([4.0]),
+                                               torch.tensor([0.5], requires_grad=True)))
+
+
 def test_single_categorical_samples_as_torch():
     def prog(m):
         m.manual_seed(1)

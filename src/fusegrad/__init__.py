@@ -63,7 +63,7 @@ with _CollectorPaused():
         zeros_like,
     )
     from ._device import device
-    from ._distributions import bernoulli, multinomial, poisson
+    from ._distributions import bernoulli, binomial, multinomial, poisson
     from ._dtype import (
         bfloat16,
         can_cast,

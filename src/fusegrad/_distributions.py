@@ -107,6 +107,11 @@ def poisson(input: Tensor, generator=None) -> Tensor:
     return call(R.poisson, input, generator)
 
 
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Draw from Binomial(count, prob), elementwise, in `count`'s dtype."""
+    return call(R.binomial, count, prob, generator)
+
+
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator=None, out: Tensor | None = None) -> Tensor:
     """Draw `num_samples` category indices per row of (unnormalised) weights."""

@@ -337,6 +337,100 @@ def poisson(generator, rates: np.ndarray) -> np.ndarray:
     return np.array(out, np.float64).reshape(rates.shape)
 
 
+# Stirling-series tails log k! - [(k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2] for k <= 9
+# (the table of PyTorch's, and TensorFlow's, binomial sampler); the series above that.
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _binomial_inversion(count, prob, draws, s) -> float:
+    # Counts geometric waiting times until they pass `count`.
+    logprob = float(np.log1p(-prob))
+    geom_sum = 0.0
+    num = 0
+    while True:
+        geom_sum += math.ceil(math.log(draws.uniform()) / logprob)
+        if geom_sum > count:
+            return num
+        num += 1
+
+
+def _btrs(count, prob, draws, s) -> float:
+    # Hormann's transformed rejection with squeeze (BTRS), as PyTorch runs it: products of
+    # the parameters in their own precision `s`, the rest in double.
+    stddev = float(np.sqrt(s(count * prob * (s(1) - prob))))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(prob)
+    c = float(count * prob) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(prob / (s(1) - prob))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor((count + s(1)) * prob))
+    n = float(count)
+    while True:
+        u = draws.uniform() - 0.5
+        v = draws.uniform()
+        us = 0.5 - abs(u)
+        k = float(s(math.floor((2 * a / us + b) * u + c)))
+        if k < 0 or k > n:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = math.log(v * alpha / (a / (us * us) + b))
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (n - m + 1)))
+                 + (n + 1) * math.log((n - m + 1) / (n - k + 1))
+                 + (k + 0.5) * math.log(r * (n - k + 1) / (k + 1))
+                 + _stirling_tail(m) + _stirling_tail(n - m)
+                 - _stirling_tail(k) - _stirling_tail(n - k))
+        if v <= upper:
+            return k
+
+
+def binomial_value(count, prob, draws: SerialDraws, single: bool) -> float:
+    """One Binomial(count, prob) draw as PyTorch's CPU `sample_binomial`: inversion of
+    geometric waiting times when count * min(p, 1 - p) < 10, BTRS above, drawing the
+    uniforms from `draws` (a `SerialDraws`); `single`: the parameters are float32."""
+    s = np.float32 if single else np.float64
+    count, prob = s(count), s(prob)
+    if count <= 0 or prob <= 0:
+        return 0.0
+    if prob >= 1:
+        return float(count)
+    if prob <= 0.5:
+        if count * prob >= 10:
+            return _btrs(count, prob, draws, s)
+        return float(_binomial_inversion(count, prob, draws, s))
+    if prob > 0.5:
+        q = s(1) - prob
+        if count * q >= 10:
+            return float(count) - _btrs(count, q, draws, s)
+        return float(count) - _binomial_inversion(count, q, draws, s)
+    return math.nan
+
+
+def binomial(generator, counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Binomial draws (as float64) for `counts` and `probs` (one shape, float32 or float64
+    parameters) in row-major order, one at a time as PyTorch's serial CPU kernel draws them."""
+    single = counts.dtype == np.float32
+    flat_counts = counts.reshape(-1).tolist()
+    flat_probs = probs.reshape(-1).tolist()
+    serial = SerialDraws(_gen(generator), 2 * len(flat_counts))
+    try:
+        out = [binomial_value(c, p, serial, single) for c, p in zip(flat_counts, flat_probs)]
+    finally:
+        serial.finish()
+    return np.array(out, np.float64).reshape(counts.shape)
+
+
 # ---------------------------------------------------------------- integers
 
 

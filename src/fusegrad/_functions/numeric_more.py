@@ -105,19 +105,6 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight=None,  # noqa: A00
                         tuple(Tensor._make(e.astype(dt.np), dt) for e in edges))
 
 
-# ---------------------------------------------------------------- binomial
-
-
-def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
-    """Draws from Binomial(count, prob), elementwise, in `count`'s dtype."""
-    from .._random import rng
-
-    counts = count.detach().numpy()
-    probs = np.broadcast_to(prob.detach().numpy(), counts.shape)
-    draws = rng(generator).binomial(counts.astype(np.int64), np.clip(probs, 0.0, 1.0))
-    return Tensor._make(draws.astype(count.dtype.np), count.dtype)
-
-
 # ---------------------------------------------------------------- DLPack
 
 
@@ -196,5 +183,5 @@ def igammac(input: Tensor, other: Tensor, *, out=None) -> Tensor:
     return call(IG.igammac, input, other)
 
 
-__all__ = ["gradient", "histogramdd", "binomial", "from_dlpack", "to_dlpack",
+__all__ = ["gradient", "histogramdd", "from_dlpack", "to_dlpack",
            "igamma", "igammac", "svd_lowrank", "pca_lowrank"]

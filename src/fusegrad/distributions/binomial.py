@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import fusegrad as F
 
-from .. import _random
-from .._random_draws import SerialDraws
-from . import _special, constraints
+from . import constraints
 from .distribution import Distribution
 from .utils import (
     BinaryParams,
@@ -17,32 +13,6 @@ from .utils import (
 )
 
 __all__ = ["Binomial"]
-
-
-def binomial_draws(count, probs, generator=None):
-    """Binomial draws (count and probs of one shape) made one element at a time from
-    `generator` (default: the default generator) as PyTorch's serial CPU kernel makes them,
-    so seeded draws agree; usable as `torch.binomial`'s kernel."""
-    # PyTorch's checks, in its order.
-    if not count.dtype.is_floating_point:
-        raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
-                         f"{count.dtype.legacy}")
-    if count.dtype not in (F.float32, F.float64):
-        raise NotImplementedError(f'"binomial_cpu" not implemented for '
-                                  f"'{count.dtype.legacy}'")
-    if probs.dtype != count.dtype:
-        raise RuntimeError(f"Found dtype {probs.dtype.legacy} but expected "
-                           f"{count.dtype.legacy}")
-    counts = count.detach().numpy().reshape(-1).tolist()
-    ps = probs.detach().numpy().reshape(-1).tolist()
-    single = count.dtype == F.float32
-    draws = SerialDraws(_random.generator_or_default(generator), 2 * len(counts))
-    try:
-        out = [_special.sample_binomial(c, p, draws, single) for c, p in zip(counts, ps)]
-    finally:
-        draws.finish()
-    values = np.array(out, dtype=count.dtype.np).reshape(tuple(count.shape))
-    return F.from_numpy(values)
 
 
 def _clamp_by_zero(x):
@@ -86,8 +56,7 @@ class Binomial(BinaryParams, Distribution):
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         with F.no_grad():
-            # Not F.binomial: its draws are not PyTorch's (see `binomial_draws`).
-            return binomial_draws(self.total_count.expand(shape), self.probs.expand(shape))
+            return F.binomial(self.total_count.expand(shape), self.probs.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

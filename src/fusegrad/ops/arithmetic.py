@@ -522,7 +522,9 @@ atan2_ = inplace_variant(atan2, "atan2_", saves_self=True,
                          kernel=inplace_checks_first(atan2.kernel))
 
 
-def _not_implemented(aten: str):
+def not_implemented_derivative(aten: str):
+    """The derivative of an op PyTorch has none for (its NotImplemented node raises)."""
+
     def derivative(g, *rest):
         raise RuntimeError(f"derivative for aten::{aten} is not implemented")
 
@@ -571,18 +573,18 @@ def _floor_divide(a, b):
 floor_divide = register(
     "floor_divide", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
     node="NotImplemented",
-    derivative=_not_implemented("floor_divide"), gradcheck=False,
+    derivative=not_implemented_derivative("floor_divide"), gradcheck=False,
     samples=_binary_samples_nonzero(scalars=()), tensor_args=(0, 1), onnx=ox.floor_divide,
     result_order="operands")
 floor_divide_scalar = register(
     "floor_divide.Scalar", kernel=_floor_divide, meta=_division_meta("div_floor_cpu"),
     node="NotImplemented",
-    derivative=_not_implemented("floor_divide"), gradcheck=False, public="floor_divide",
+    derivative=not_implemented_derivative("floor_divide"), gradcheck=False, public="floor_divide",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt, (-4, 4)), c))
                              for c in (1.5, -2, 2)], onnx=ox.floor_divide, result_order="operands")
 floor_divide_ = inplace_variant(floor_divide, "floor_divide_.Tensor",
                                 kernel=inplace_checks_first(_floor_divide),
-                                derivative=_not_implemented("floor_divide_"))
+                                derivative=not_implemented_derivative("floor_divide_"))
 
 
 def _div_mode(a, b, rounding_mode):
@@ -670,7 +672,7 @@ remainder_scalar = register(
 remainder_rscalar = register(
     "remainder.Scalar_Tensor", kernel=_remainder(np.remainder, "remainder_cpu"),
     meta=_division_meta("remainder_cpu"),
-    node="NotImplemented", derivative=_not_implemented("remainder"), gradcheck=False,
+    node="NotImplemented", derivative=not_implemented_derivative("remainder"), gradcheck=False,
     samples=lambda rng, dt: [Sample((2.5, rand_array(rng, (3, 4), dt, (0.5, 2))))],
     public="remainder", onnx=ox.remainder)
 fmod = register(

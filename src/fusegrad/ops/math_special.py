@@ -36,7 +36,7 @@ from ._util import (
     unary_meta,
     unary_samples,
 )
-from .arithmetic import inplace_checks_first
+from .arithmetic import inplace_checks_first, not_implemented_derivative
 from .comparison import (
     clamp_number_inplace,
     clamp_number_kernel,
@@ -535,20 +535,13 @@ def _heaviside_kernel(a, b):
     return np.where(a == 0, b, a > 0).astype(a.dtype, copy=False)
 
 
-def _not_implemented(name):
-    def derivative(g, *saved):
-        raise RuntimeError(f"derivative for aten::{name} is not implemented")
-
-    derivative.not_implemented = True
-    return derivative
-
-
 heaviside = register(
     "heaviside", kernel=_heaviside_kernel, meta=_same_float("heaviside"),
-    node="NotImplemented", derivative=_not_implemented("heaviside"),
+    node="NotImplemented", derivative=not_implemented_derivative("heaviside"),
     save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
     result_order="operands")
-heaviside_ = inplace_variant(heaviside, "heaviside_", derivative=_not_implemented("heaviside_"))
+heaviside_ = inplace_variant(heaviside, "heaviside_",
+                             derivative=not_implemented_derivative("heaviside_"))
 
 
 def _ldexp_check(a_dt, e_dt) -> None:

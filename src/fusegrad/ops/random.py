@@ -14,8 +14,9 @@ import numpy as np
 from .. import _dtype
 from .. import _random_draws as draws
 from .._random import generator_or_default
-from .._shapes import in_memory_order, memory_order, strides_order
+from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_order
 from ._util import Spec, dtype_of, rand_array
+from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
 
 _FLOAT_KINDS = "f"
@@ -119,6 +120,29 @@ def _poisson(a, generator=None):
     if a.size and a.min() < 0:
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     return draws.poisson(generator, a).astype(a.dtype)
+
+
+def _binomial_checks(count, prob) -> tuple:
+    """PyTorch's checks of binomial's parameters, in its order; the result's shape."""
+    dt, prob_dt = dtype_of(count), dtype_of(prob)
+    if not dt.is_floating_point:
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
+                         f"{dt.legacy}")
+    if dt not in (_dtype.float32, _dtype.float64):
+        raise NotImplementedError(f'"binomial_cpu" not implemented for \'{dt.legacy}\'')
+    if prob_dt != dt:
+        raise RuntimeError(f"Found dtype {prob_dt.legacy} but expected {dt.legacy}")
+    return broadcast_shapes(tuple(count.shape), tuple(prob.shape))
+
+
+def _binomial_meta(count, prob, generator=None) -> Spec:
+    return Spec(_binomial_checks(count, prob), count.dtype)
+
+
+def _binomial(count, prob, generator=None):
+    shape = _binomial_checks(count, prob)
+    counts, probs = np.broadcast_to(count, shape), np.broadcast_to(prob, shape)
+    return draws.binomial(generator, counts, probs).astype(count.dtype)
 
 
 # The inclusive top of random_()'s default range: integers a float holds exactly.
@@ -271,6 +295,11 @@ poisson = register(
     zero_grad=True, random=True,
     samples=lambda r, dt: [Sample((rand_array(r, s, dt, (0.5, 5.0)),), name=str(s))
                            for s in ((3, 4), (), (0,))])
+binomial = register(
+    "binomial", kernel=_binomial, meta=_binomial_meta, node="NotImplemented",
+    derivative=not_implemented_derivative("binomial"), random=True, gradcheck=False,
+    samples=lambda r, dt: [Sample((np.floor(rand_array(r, (3, 4), dt, (0.0, 40.0))),
+                                   rand_array(r, (3, 4), dt, (0.0, 1.0))))])
 multinomial = register(
     "multinomial", kernel=_multinomial, meta=_multinomial_meta, random=True,
     samples=lambda r, dt: [Sample((rand_array(r, (6,), dt, (0.1, 1.0)), 3)),

@@ -100,7 +100,7 @@ max_pool1d_with_indices nonzero_static frombuffer rnn_tanh_cell rnn_relu_cell ls
 lstm gru rnn_tanh rnn_relu grid_sampler grid_sampler_2d affine_grid_generator conv_tbc adjoint
 as_strided_scatter index_reduce norm_except_dim _weight_norm range cond while_loop gradient
 histogramdd
-vmap from_dlpack to_dlpack binomial svd_lowrank pca_lowrank fork wait classproperty get_file_path
+vmap from_dlpack to_dlpack svd_lowrank pca_lowrank fork wait classproperty get_file_path
 sym_int sym_float sym_max sym_min sym_not sym_ite sym_sqrt sym_sum
 stft istft
 """.split()
