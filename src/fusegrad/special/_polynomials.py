@@ -10,6 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 
+def _correctly_rounded(fn):
+    """`fn` evaluated in double and rounded to the argument's dtype: for float32 the
+    correctly rounded value C's `sinf`/`cosf`/`acosf` give PyTorch's kernels (NumPy's own
+    float32 loops differ by an ulp or two from one CPU to another, and the trigonometric
+    forms of high degrees magnify an ulp of the angle twentyfold)."""
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        return fn(x.astype(np.float64)).astype(x.dtype, copy=False)
+
+    return rounded
+
+
+_sin, _cos, _arccos = (_correctly_rounded(f) for f in (np.sin, np.cos, np.arccos))
+
+
 def _degrees(n: np.ndarray) -> np.ndarray:
     # The kernels take the degree as int64 (C's truncation; NaN lands on a negative value).
     with np.errstate(invalid="ignore"):
@@ -49,7 +64,7 @@ def chebyshev_t(x, n):
     two_x = x + x
     rec = _recurrence(x, n, np.ones_like(x), x, lambda k, p, q: two_x * q - p)
     with np.errstate(all="ignore"):
-        trig = np.cos(n.astype(x.dtype) * np.arccos(x))
+        trig = _cos(n.astype(x.dtype) * _arccos(x))
     ends = np.where((x > 0) | (n % 2 == 0), t(1), t(-1))
     return _finish(x, n, [(n < 0, t(0)), (np.abs(x) == 1, ends),
                           ((n > 6) & (np.abs(x) < 1), trig), (n == 0, t(1)), (n == 1, x)], rec)
@@ -60,9 +75,9 @@ def _chebyshev_u_like(x, n, y, trig_limit: int, ends):
     t = x.dtype.type
     n1 = (n + 1).astype(x.dtype)
     with np.errstate(all="ignore"):
-        theta = np.arccos(y)
-        s = np.sin(theta)
-        trig = np.where(s != 0, np.sin(n1 * theta) / s, n1 * np.cos(n1 * theta) / y)
+        theta = _arccos(y)
+        s = _sin(theta)
+        trig = np.where(s != 0, _sin(n1 * theta) / s, n1 * _cos(n1 * theta) / y)
     rec = _recurrence(y, n, np.ones_like(y), y + y, lambda k, p, q: (y + y) * q - p)
     return ends + [((n > trig_limit) & (np.abs(y) < 1), trig), (n == 0, t(1)),
                    (n == 1, y + y)], rec
@@ -79,10 +94,10 @@ def _chebyshev_v_like(x, n, y, trig_limit: int, ends):
     t = x.dtype.type
     odd_value = _odd_sign(n, (n + n + 1).astype(x.dtype))
     with np.errstate(all="ignore"):
-        theta = np.arccos(y)
+        theta = _arccos(y)
         half = theta / t(2)
-        trig = np.where(np.sin(half) != 1,
-                        np.cos((n.astype(x.dtype) + t(0.5)) * theta) / np.cos(half), odd_value)
+        trig = np.where(_sin(half) != 1,
+                        _cos((n.astype(x.dtype) + t(0.5)) * theta) / _cos(half), odd_value)
     start = y + y - t(1)
     rec = _recurrence(y, n, np.ones_like(y), start, lambda k, p, q: (y + y) * q - p)
     return ends + [((n > trig_limit) & (np.abs(y) < 1), trig), (n == 0, t(1)),
@@ -99,10 +114,10 @@ def chebyshev_v(x, n):
 def _chebyshev_w_like(x, n, y, trig_limit: int, ends, inside_one):
     t = x.dtype.type
     with np.errstate(all="ignore"):
-        theta = np.arccos(y)
+        theta = _arccos(y)
         half = theta / t(2)
-        trig = np.where(np.cos(half) != 1,
-                        np.sin((n.astype(x.dtype) + t(0.5)) * theta) / np.sin(half), inside_one)
+        trig = np.where(_cos(half) != 1,
+                        _sin((n.astype(x.dtype) + t(0.5)) * theta) / _sin(half), inside_one)
     start = y + y + t(1)
     rec = _recurrence(y, n, np.ones_like(y), start, lambda k, p, q: (y + y) * q - p)
     return ends + [((n > trig_limit) & (np.abs(y) < 1), trig), (n == 0, t(1)),
@@ -122,7 +137,7 @@ def shifted_chebyshev_t(x, n):
     t = x.dtype.type
     y = x + x - t(1)
     with np.errstate(all="ignore"):
-        trig = np.cos(n.astype(x.dtype) * np.arccos(y))
+        trig = _cos(n.astype(x.dtype) * _arccos(y))
     rec = _recurrence(y, n, np.ones_like(y), y, lambda k, p, q: (y + y) * q - p)
     return _finish(x, n, [(n < 0, t(0)), (x == 1, t(1)), (x == 0, _odd_sign(n, t(1))),
                           ((n > 6) & (np.abs(y) < 1), trig), (n == 0, t(1)), (n == 1, y)], rec)
