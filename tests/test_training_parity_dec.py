@@ -214,7 +214,9 @@ def _train_unet(T, m, recs):
 
 
 def test_unet_adam_amsgrad_matches_torch():
-    _check(_build_unet, _train_unet)
+    # PyTorch's own float32 kernels round differently from one CPU to another (their vector
+    # width), and Adam's normalised steps carry that into a few weights: 5e-4 covers it.
+    _check(_build_unet, _train_unet, rtol=5e-4)
 
 
 # ----------------------------------------------------------------- DCGAN, two optimizers
