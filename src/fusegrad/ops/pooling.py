@@ -611,7 +611,16 @@ def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
         kk = k[0] * k[1]
         g = (g / div).reshape(n, c, 1, oh * ow).expand(n, c, kk, oh * ow).reshape(
             n, c * kk, oh * ow)
-        gi = _call(col2im, g, list(shape[-2:]), k, [1, 1], p, s)
+        # col2im onto a canvas holding exactly the output's windows: ceil_mode's last window
+        # may reach past the input (so that col2im's own derivative, im2col, finds as many
+        # windows as there are outputs), cropped to the input after
+        size = list(shape[-2:])
+        canvas = [h if (h + 2 * q - kh) // sh + 1 == o else (o - 1) * sh + kh - 2 * q
+                  for h, o, kh, sh, q in zip(size, (oh, ow), k, s, p)]
+        gi = _call(col2im, g, canvas, k, [1, 1], p, s)
+        for d in (0, 1):
+            if canvas[d] != size[d]:
+                gi = gi.narrow(2 + d, 0, size[d])
     else:
         gi = _spread_windows(g / div, tuple(shape[-nd:]), k, s, p)
     gi = gi.squeeze(0) if unbatched else tensor_in_format(gi, fmt)
