@@ -51,6 +51,16 @@ def _layout_named(name: str) -> layout:
 
 # name of a registry op -> the OpDef that computes it when an argument is sparse
 TWINS: dict = {}
+# Imports the twins (the ops package's `sparse_twins`, loaded on first use): set by the ops
+# package (`use_twin_loader`); a sparse gradient (`embedding(sparse=True)`) can reach an op
+# before anything has imported them.
+_load_twins = None
+
+
+def use_twin_loader(load) -> None:
+    """Register `load()`, which fills `TWINS`, called the first time a twin is missing."""
+    global _load_twins
+    _load_twins = load
 
 # Set once a sparse tensor has been made: the optimizers look for sparse gradients (to
 # refuse them before any update of the group, as PyTorch does) only in programs with one.
@@ -114,6 +124,11 @@ class SparseTensor(Tensor):
         """The sparse twin of registry op `op` (PyTorch's error if there is none)."""
         twin = TWINS.get(op.name)
         if twin is None:
+            global _load_twins
+            if _load_twins is not None:
+                load, _load_twins = _load_twins, None
+                load()
+                return cls._op_for(op)
             raise backend_error(op.name.split(".")[0])
         return twin
 

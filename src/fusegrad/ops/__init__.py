@@ -2,6 +2,8 @@
 
 import sys
 
+from .. import _sparse
+
 # Importing the modules registers their ops.
 from . import (  # noqa: F401
     activation,
@@ -45,5 +47,7 @@ deferred.defer(sys.modules[__name__], (
     "factorizations", "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
     "out_facts", "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
     "weight_norm"))
+
+_sparse.use_twin_loader(lambda: deferred.execute(sys.modules[__name__].sparse_twins))
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]
