@@ -28,6 +28,7 @@ from ._util import (
 )
 from .conv import _out_size, _windows, col2im, convolution
 from .nn import _call, _const, _work, tensor_in_format
+from .rearrange import clone, contiguous_format
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- pooling
@@ -618,9 +619,9 @@ def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
         canvas = [h if (h + 2 * q - kh) // sh + 1 == o else (o - 1) * sh + kh - 2 * q
                   for h, o, kh, sh, q in zip(size, (oh, ow), k, s, p)]
         gi = _call(col2im, g, canvas, k, [1, 1], p, s)
-        for d in (0, 1):
-            if canvas[d] != size[d]:
-                gi = gi.narrow(2 + d, 0, size[d])
+        if canvas != size:  # (a fresh row-major copy, as PyTorch's gradient)
+            gi = _call(clone, gi.narrow(2, 0, size[0]).narrow(3, 0, size[1]),
+                       contiguous_format)
     else:
         gi = _spread_windows(g / div, tuple(shape[-nd:]), k, s, p)
     gi = gi.squeeze(0) if unbatched else tensor_in_format(gi, fmt)
