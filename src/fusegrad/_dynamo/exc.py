@@ -7,7 +7,8 @@ from ..compiler.exc import (
     RecompileError,
     TorchDynamoException,
     Unsupported,
+    UserError,
 )
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend"]
+           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend", "UserError"]

@@ -136,6 +136,32 @@ def _for_codegen(gm: Any) -> tuple:
     return GraphModule(gm, graph), tuple(values), [i for i, _ in writes]
 
 
+def _has_half(args) -> bool:
+    """Whether `args` (nested lists included) hold a float16 or bfloat16 tensor."""
+    from .. import _dtype
+    from .._tensor import Tensor
+
+    for a in args:
+        if isinstance(a, Tensor) and a.dtype in (_dtype.float16, _dtype.bfloat16):
+            return True
+        if isinstance(a, (list, tuple)) and _has_half(a):
+            return True
+    return False
+
+
+def _whole_in_half(fn):
+    """Decomposition `fn`, declined (`keep_whole`) for half-dtype arguments: a decomposition
+    rounds each intermediate to the half type (a variance's squares overflow float16) where
+    eager's kernel computes in float32 or float64 and rounds once, and the code generator
+    runs half-dtype ops as their NumPy kernels anyway, so nothing fuses."""
+
+    def decomposition(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    decomposition.keep_whole = _has_half
+    return decomposition
+
+
 def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None) -> Any:
     """The `inductor` backend (torch._inductor.compile_fx's role): AOT autograd with the core
     decompositions, each resulting graph compiled to fused C kernels. `config_patches`: the
@@ -144,6 +170,12 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
     from ..compiler.aot.api import aot_module_simplified
     from . import config
 
+    # An op whose entry says its NumPy kernel is its lowering ("extern") stays whole, as
+    # PyTorch's inductor keeps its fallbacks (CPU flash attention): the kernel gives eager's
+    # values and layout, a decomposition only the values.
+    decompositions = {op: _whole_in_half(fn) for op, fn in core_aten_decompositions().items()
+                      if op.lowering != "extern"}
+
     options = config.resolve(None, None) if config_patches is None else config_patches
 
     def compiler(g: Any, example: list) -> Any:
@@ -151,5 +183,5 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=compiler,
                                  bw_compiler=compiler,
-                                 decompositions=core_aten_decompositions())
+                                 decompositions=decompositions)
 

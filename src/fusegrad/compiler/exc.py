@@ -29,9 +29,19 @@ class InvalidBackend(TorchDynamoException):
                          "available backends.")
 
 
+class UserError(TorchDynamoException):
+    """The program asked capture for something it cannot decide: a branch or conversion on
+    a value only the running graph knows (`.item()` captured under `fullgraph=True`)."""
+
+    def __init__(self, error_type=None, msg: str = "", case_name: str | None = None) -> None:
+        super().__init__(msg)
+        self.error_type = error_type
+        self.case_name = case_name
+
+
 class FailOnRecompileLimitHit(Exception):
     """`fullgraph=True` and a function recompiled past `config.recompile_limit`."""
 
 
 __all__ = ["TorchDynamoException", "Unsupported", "InternalTorchDynamoError",
-           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend"]
+           "FailOnRecompileLimitHit", "RecompileError", "InvalidBackend", "UserError"]

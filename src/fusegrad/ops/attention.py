@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .. import _dtype
+from .._shapes import dense_strides, is_dense_in
 from . import _onnx as ox
 from ._util import F32, HALF, Spec, c_contiguous, rand_array, wrap_dims
 from .reductions import check_softmax_dtype
@@ -166,7 +167,21 @@ def _flash_meta(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=N
     _check(q, k, v, dropout_p, attn_mask)
     b, h, length = q.shape[0], q.shape[1], q.shape[2]
     sdt = _dtype.float32 if q.dtype in (_dtype.float16, _dtype.bfloat16) else q.dtype
-    return [Spec((b, h, length, v.shape[3]), q.dtype), Spec((b, h, length), sdt)]
+    shape = (b, h, length, v.shape[3])
+    # The kernel's layouts (`_in_layout_of`, `_lse_layout`), so fake tensors and compiled
+    # code (which calls the kernel as an extern) see eager's strides.
+    return [Spec(shape, q.dtype, _out_strides(q, shape)),
+            Spec((b, h, length), sdt, dense_strides((b, h, length), (0, 2, 1)))]
+
+
+def _out_strides(q, shape: tuple) -> tuple | None:
+    """The strides `_in_layout_of` gives the output of a query `q` (a fake): the query's
+    dense order, None (row-major) where it is row-major or not dense."""
+    q_shape, q_strides = tuple(q.shape), tuple(q.stride())
+    if q_shape != shape or is_dense_in(q_shape, q_strides, tuple(range(len(shape)))):
+        return None
+    order = tuple(sorted(range(len(shape)), key=lambda d: -q_strides[d]))
+    return dense_strides(shape, order) if is_dense_in(q_shape, q_strides, order) else None
 
 
 def _flash_save(out, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
@@ -283,7 +298,7 @@ flash_attention = register(
     "_scaled_dot_product_flash_attention_for_cpu", kernel=_flash_kernel, meta=_flash_meta,
     node="ScaledDotProductFlashAttentionForCpuBackward0", derivative=_flash_derivative,
     save=_flash_save, nondiff_outputs=(1,), nondiff_args=(5,), samples=_flash_samples,
-    decomposition=_flash_decomposition,
+    decomposition=_flash_decomposition, lowering="extern",
     public="_scaled_dot_product_flash_attention_for_cpu", tolerance={"float32": 1e-4},
     onnx=ox.attention)
 
@@ -291,7 +306,7 @@ flash_attention_backward = register(
     "_scaled_dot_product_flash_attention_for_cpu_backward", kernel=_backward_kernel,
     meta=_backward_meta, node="NotImplemented", derivative=_backward_not_implemented,
     nondiff_args=(8,), gradcheck=False, samples=_backward_samples,
-    decomposition=_backward_decomposition,
+    decomposition=_backward_decomposition, lowering="extern",
     public="_scaled_dot_product_flash_attention_for_cpu_backward", tolerance={"float32": 1e-4})
 
 

@@ -254,6 +254,9 @@ class Tracer(_dispatch.DispatchMode):
     def __fusegrad_dispatch__(self, op, args):
         self.sync_grad_mode()
         fn = self.decomp.get(op)
+        if fn is not None and getattr(fn, "keep_whole", None) is not None and \
+                fn.keep_whole(args):
+            fn = None  # the table keeps the op whole for these arguments (a half dtype)
         if fn is not None:
             # Run the decomposition under this mode: its ops are recorded instead of `op`.
             # Autograd records `op` itself afterwards (as PyTorch, which decomposes below

@@ -9,7 +9,9 @@ dtype (`node.meta['example_value']`) without computing anything.
 
 from __future__ import annotations
 
+import collections
 import functools
+import inspect
 import operator
 import re
 import types
@@ -86,8 +88,14 @@ class GraphBuilder:
         # symbolic (None: all static); each symbol is an integer input of the graph.
         self.dynamic_dims = None
         self.dynamic_ints = None  # `(source, int) -> bool`: an integer input made symbolic
+        # fullgraph=True: a float `.item()` is a graph node (an `UnbackedFloat`), as
+        # PyTorch's capture of scalar outputs there, rather than a break that raises.
+        self.fullgraph = False
         self.dynamic_floats = None  # `(source, float) -> bool`: a float input (symfloat.py)
         self.float_nodes: dict = {}  # source -> placeholder of a dynamic float
+        # id(variable) -> (variable, real object) of the containers read from the frame:
+        # `is` between two of them is decided on the real objects (and guarded).
+        self.container_objects: dict = {}
         # Equal sizes share a symbol under `dynamic=True`, as in PyTorch; sizes made dynamic
         # automatically (after a change) each get their own.
         self.duck_sizing = False
@@ -147,9 +155,9 @@ class GraphBuilder:
             self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
                             f"{len(value)}")
             items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
-            if type(value) is tuple:
-                return TupleVariable(items, source)
-            var = ListVariable(items, source)
+            var = TupleVariable(items, source) if type(value) is tuple else \
+                ListVariable(items, source)
+            self.container_objects[id(var)] = (var, value)
             return var
         if isinstance(value, tuple) and type(value).__module__ == "fusegrad.return_types":
             # An op's named-tuple result carried across a graph break (`x.max(0)`).
@@ -159,13 +167,26 @@ class GraphBuilder:
                             f"len({source}) == {len(value)}")
             items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
             return TupleVariable(items, source, cls=cls)
+        if isinstance(value, tuple) and _reads_fields(type(value)):
+            # A named tuple from outside (a PackedSequence an LSTM gets, or one a call at a
+            # break returned): guarded by its class and items, not its identity (a new
+            # object on every call); its methods are inlined.
+            cls = type(value)
+            self.guards.add(f"type({source}) is {self.guards.ref(cls, 'type')} and "
+                            f"len({source}) == {len(value)}")
+            items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
+            var = TupleVariable(items, source, cls=cls)
+            self.container_objects[id(var)] = (var, value)
+            return var
         if type(value) is dict and all(type(k) in (str, int) for k in value):
             self.guards.add(f"type({source}) is dict and list({source}) == {list(value)!r}")
             if any(type(k) is int for k in value):  # 1 == 1.0 == True: the types matter too
                 types_text = ", ".join(type(k).__name__ for k in value)
                 self.guards.add(f"list(map(type, {source})) == [{types_text}]")
-            return DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
-                                source)
+            var = DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
+                               source)
+            self.container_objects[id(var)] = (var, value)
+            return var
         if isinstance(value, types.CellType):  # a frame's cell rebuilt at a graph break
             self.guards.add(f"type({source}) is {self.guards.ref(types.CellType, 'cell')}")
             return CellVariable(None, real=value, source=source)
@@ -203,6 +224,18 @@ class GraphBuilder:
             return ConstantVariable(value, source)
         self.guards.constant(source, value)
         return ConstantVariable(value, source)
+
+    def same_object(self, a, b) -> bool | None:
+        """`a is b` for two containers read from the frame (their variables differ, their
+        objects may not: one list passed twice), guarded; None unless both are such."""
+        if a is b or a.source is None or b.source is None:
+            return None
+        ra, rb = self.container_objects.get(id(a)), self.container_objects.get(id(b))
+        if ra is None or rb is None or ra[0] is not a or rb[0] is not b:
+            return None
+        same = ra[1] is rb[1]
+        self.guards.add(f"{a.source} {'is' if same else 'is not'} {b.source}")
+        return same
 
     def function_ref(self, func) -> str | None:
         """How guards name function `func` (whose cells and defaults an inlined call reads),
@@ -579,3 +612,16 @@ def _is_inplace(name: str) -> bool:
 
 def _target_name(target) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+
+
+_FIELD_GETTER = type(collections.namedtuple("_Probe", "a").a)
+
+
+def _reads_fields(cls) -> bool:
+    """Whether `cls` is a named tuple whose fields read its items (no field replaced by a
+    property of the subclass), so a `TupleVariable` of it answers as the object does."""
+    fields = getattr(cls, "_fields", None)
+    if not issubclass(cls, tuple) or not isinstance(fields, tuple):
+        return False
+    return all(isinstance(inspect.getattr_static(cls, f, None), _FIELD_GETTER)
+               for f in fields)

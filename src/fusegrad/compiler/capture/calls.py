@@ -28,7 +28,7 @@ from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
 from .exceptions import make_exception
 from .guards import _is_plain_data
-from .symfloat import SymFloat, format_lazily
+from .symfloat import SymFloat, UnbackedFloat, format_lazily
 from .translator import (
     PURE_BUILTINS,
     Return,
@@ -348,6 +348,8 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
         raise Unsupported("a tensor that is not part of the graph")
     try:
         return tr.from_python(f(*values, **kw))
+    except Unsupported:  # a dynamic value that needs its value (`int(v)`): a graph break,
+        raise  # not an exception of the program (a handler must not catch it)
     except Exception as e:  # a pure function of guarded values: it raises every time
         from .exceptions import Raised
 
@@ -623,6 +625,10 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         if name == "requires_grad_" and not (args and isinstance(args[0], ConstantVariable)
                                              and not args[0].value):
             raise Unsupported("Tensor.requires_grad_() inside the graph (a new leaf)")
+        if captures_item(tr.builder, obj, name) and not args and not kwargs:
+            node = tr.builder.graph.create_node("call_method", "item", (obj.node,), {})
+            tr.builder.created.append(node)
+            return ConstantVariable(UnbackedFloat(node, tr.builder))
         if has_flag(name, DATA_DEPENDENT):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
@@ -900,3 +906,14 @@ def _captured_callee(wrap, f, values: list) -> tuple:
         # (an OptimizedModule is compiled already; global hooks run through `__call__`)
         return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
     return f, values
+
+
+def captures_item(builder, t, name: str) -> bool:
+    """Whether `t.item()` becomes a graph node (an `UnbackedFloat`) rather than a break:
+    under fullgraph=True, of a floating tensor of one element, as PyTorch captures it there
+    (integer results, which PyTorch makes unbacked integers, still break)."""
+    if name != "item" or not builder.fullgraph or not isinstance(t, TensorVariable):
+        return False
+    ex = t.example
+    return ex.dtype.is_floating_point and all(n == 1 for n in ex.shape) and \
+        not any(isinstance(n, SymInt) for n in ex.shape)

@@ -27,6 +27,7 @@ from ...fx.experimental.symbolic_shapes import ConstraintViolationError
 from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
+from ..exc import UserError
 from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
@@ -287,7 +288,7 @@ class FrameRunner:
             seg = self._capture(start, L, S)
             logs.counters["frames"]["ok"] += 1
             return seg
-        except (Unsupported, ConstraintViolationError):
+        except (Unsupported, ConstraintViolationError, UserError):
             raise  # fullgraph=True; a size marked dynamic made constant
         except Exception as e:  # a translator bug must not fail a program eager would run
             return self._translator_error(start, e)
@@ -327,6 +328,7 @@ class FrameRunner:
         builder.dynamic_ints = self.dynamic.int_for_capture(start)
         builder.dynamic_floats = self.dynamic.float_for_capture(start)
         builder.duck_sizing = self.dynamic.dynamic is True
+        builder.fullgraph = self.fullgraph
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
         # The NULL below a callable (the stack at a call after a break) stays a NULL.
@@ -353,7 +355,10 @@ class FrameRunner:
             except Return as r:
                 seg = Segment(start, "return")
                 outputs = _Outputs(builder)
-                seg.result = _spec(r.value, outputs)
+                try:
+                    seg.result = _spec(r.value, outputs)
+                except Unsupported as why:  # (a function made in the graph is returned)
+                    return self._eager_return(start, tr, why)
                 break
             except Unsupported as e:
                 builder.discard_since(mark)  # what the failed instruction recorded
@@ -409,6 +414,19 @@ class FrameRunner:
         if seg.kind == "break":
             self.history.append(("break", record))
         return seg
+
+    def _eager_return(self, start: int, tr: Translator, why: Unsupported) -> Segment:
+        """The value returned cannot be rebuilt from the graph's outputs: the segment runs
+        eagerly (reported as a fallback; under fullgraph=True, raised as a break)."""
+        line = _line_of(self.code, tr.current.offset)
+        if self.fullgraph:
+            from ..exc import Unsupported as FullgraphUnsupported
+
+            raise FullgraphUnsupported(f"{why} (graph break in {self.code.co_name}, "
+                                       f"{self.code.co_filename}:{line})") from None
+        self.history.append(("break", logs.graph_break(
+            f"{why} (the segment runs eagerly)", self.code, line, fallback=True)))
+        return Segment(start, "eager", reason=str(why), line=line)
 
     def _in_loop(self, offset: int) -> bool:
         return any(target <= offset <= jump for target, jump in self.loops)

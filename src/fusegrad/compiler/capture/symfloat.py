@@ -85,8 +85,23 @@ class SymFloat:
                 out += [q for q in p.leaves() if all(q is not r for r in out)]
         return out
 
+    def unbacked(self) -> bool:
+        """Whether the value depends on an `UnbackedFloat` (known only when the graph runs)."""
+        return any(isinstance(p, UnbackedFloat) or isinstance(p, SymFloat) and p.unbacked()
+                   for p in self.parts[1:])
+
+    def _data_dependent(self, cond: str):
+        """Raise PyTorch's error for a decision on a value only the graph knows."""
+        from ..exc import UserError
+
+        raise UserError(None, "Consider annotating your code using torch._check*(). "
+                        "Could not guard on data-dependent expression "
+                        f"{cond} (unhinted: {cond}).  (Size-like symbols: none)")
+
     def specialize(self) -> float:
         """The value, for this call only: each input is guarded equal to its value."""
+        if self.unbacked():
+            self._data_dependent(f"Eq({self.text}, hint)")
         for leaf in self.leaves():
             self.builder.guards.constant(leaf.leaf, leaf.hint)
         return self.hint
@@ -187,8 +202,10 @@ class SymFloat:
         if not isinstance(c, SymFloat) and _literal(c) is None:
             return op(self.specialize(), c)
         x, y = (c, self) if reflected else (self, c)
-        result = op(_hint(x), _hint(y))
         cond = f"{_text(x)} {_COMPARE[op]} {_text(y)}"
+        if self.unbacked() or isinstance(c, SymFloat) and c.unbacked():
+            self._data_dependent(cond)
+        result = op(_hint(x), _hint(y))
         self.builder.guards.add(cond if result else f"not ({cond})")
         return result
 
@@ -211,8 +228,10 @@ class SymFloat:
         return self._compare(operator.ge, c)
 
     def __bool__(self) -> bool:
-        result = self.hint != 0
         cond = f"{self.text} != 0"
+        if self.unbacked():
+            self._data_dependent(cond)
+        result = self.hint != 0
         self.builder.guards.add(cond if result else f"not ({cond})")
         return result
 
@@ -238,6 +257,30 @@ class SymFloat:
     def __repr__(self) -> str:  # the program's repr: the value (`'%r' % t`), specialised
         return repr(self.specialize())
 
+
+
+class UnbackedFloat(SymFloat):
+    """A float `.item()` captured into the graph (fullgraph=True): a node of the graph whose
+    value no one knows while translating. Arithmetic and graph ops take it; a decision on
+    it (a comparison, `bool`, text, a fixed value) raises PyTorch's UserError."""
+
+    __slots__ = ("item_node",)
+
+    def __init__(self, node, builder):
+        # The hint only stands in for fake calls (their shapes never depend on it, or the
+        # call specialises, which raises); no decision reads it.
+        self.hint, self.builder, self.leaf, self.parts = 1.0, builder, None, ()
+        self.item_node = node
+        self.text = node.name
+
+    def unbacked(self) -> bool:
+        return True
+
+    def leaves(self) -> list:
+        return []
+
+    def node(self):
+        return self.item_node
 
 
 def _is_symint(v) -> bool:

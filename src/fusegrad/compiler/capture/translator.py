@@ -453,8 +453,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return self.builder.wrap(value, self._attr_source(obj, name, value))
         if isinstance(obj, TupleVariable) and obj.field(name) is not None:
             return obj.field(name)  # `x.max(0).values`
-        if isinstance(obj, TupleVariable) and not self.concrete and \
-                is_plain_namedtuple(obj.cls) and hasattr(obj.cls, name) and \
+        if isinstance(obj, TupleVariable) and not self.concrete and obj.cls is not None and \
+                (is_plain_namedtuple(obj.cls) or obj.source is not None) and \
+                hasattr(obj.cls, name) and \
                 name not in vars(tuple):
             return self._namedtuple_attr(obj, name)
         if isinstance(obj, (TupleVariable, DictVariable)):
@@ -526,7 +527,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
         if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
-        if has_flag(name, DATA_DEPENDENT):
+        from .calls import captures_item
+
+        if has_flag(name, DATA_DEPENDENT) and not captures_item(self.builder, t, name):
             raise Unsupported(f"Tensor.{name}() needs the tensor's values")
         return MethodVariable(t, name)
 
@@ -584,6 +587,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                               and a.node is b.node)
         elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
             same = a.value is b.value
+        elif (found := self.builder.same_object(a, b)) is not None:
+            same = found  # two containers read from the frame: the real objects decide
         elif a is not b and (isinstance(a, PartialVariable) or isinstance(b, PartialVariable)):
             # A partial read from the frame is guarded by its parts, not its identity.
             raise Unsupported("an identity test of a functools.partial")
