@@ -31,11 +31,12 @@ Functions PyTorch gives no `out` raise its TypeError; `bernoulli` and `multinomi
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 
 import numpy as np
 
-from . import _dtype, return_types
+from . import _autocast, _dtype, _tensor, return_types
 from ._dispatch import call, computing_mode
 from ._fake import FakeTensor
 from ._metadata import copy_metadata
@@ -48,6 +49,13 @@ from .ops.inplace import copy_ as _copy_op
 from .ops.spellings import ALIASES
 
 # ---------------------------------------------------------------------------- the write
+
+_FORWARD_AD = __name__.rpartition(".")[0] + ".autograd.forward_ad"
+
+
+def _forward_ad():
+    """`autograd.forward_ad` once something loaded it (a level can be open only then)."""
+    return sys.modules.get(_FORWARD_AD)
 
 
 class OutPlan:
@@ -113,7 +121,7 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
     if isinstance(out, FakeTensor):
         out._take_geometry(FakeTensor._make_fake(shape, out.dtype))
         return
-    if computing_mode():
+    if computing_mode() and not (_forward_ad() and _forward_ad().only_level_modes()):
         # A mode recording ops (a trace) would miss the resize, which no op performs: its
         # graph would write the result into a tensor of the old shape.
         raise NotImplementedError(
@@ -165,7 +173,13 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
         elif name in facts.FACTORIES and _dtype.as_dtype(given) is not out.dtype:
             raise RuntimeError(f"dtype {_dtype.as_dtype(given).legacy} does not match dtype of "
                                f"out parameter ({out.dtype.legacy})")
-    result = plan.fn(*args, **kwargs)
+    if _autocast.active() and name not in facts.COPIES_THROUGH_AUTOGRAD:
+        # PyTorch's out= overloads have no autocast kernels (its composites written over
+        # another op's result, which copy into `out` through autograd, do autocast)
+        with _autocast.set_aside():
+            result = plan.fn(*args, **kwargs)
+    else:
+        result = plan.fn(*args, **kwargs)
     single = not isinstance(result, tuple)
     if single and name in facts.SINGLE_RESULT_REFUSED:
         raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
@@ -173,6 +187,11 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
 
     if name in facts.ALWAYS_RESIZED and any(o.requires_grad for o in outs):
         raise RuntimeError("cannot resize variables that require grad")
+    forward_op = None
+    if _tensor.tangent_lookup is not None:  # an open forward AD level
+        forward_op = facts.forward_ad_op(name, args, kwargs)
+        _forward_ad().check_out(forward_op, name in facts.ALWAYS_RESIZED, (args, kwargs),
+                                outs, written=False)
     through_autograd = name in facts.COPIES_THROUGH_AUTOGRAD
     if _local.grad_enabled and not through_autograd:
         op = facts.grad_name(name)
@@ -207,6 +226,8 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
         else:
             with no_grad():
                 call(_copy_op, o, r)
+    if forward_op is not None:  # (PyTorch's out= kernels refuse tangents once they ran)
+        _forward_ad().check_out(forward_op, False, (args, kwargs), outs, written=True)
     if isinstance(result, tuple):
         named = getattr(return_types, f"{type(result).__name__}_out", None) \
             if type(result).__module__ == return_types.__name__ else None

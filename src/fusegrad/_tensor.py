@@ -498,7 +498,10 @@ class Tensor:
     def __repr__(self, *, tensor_contents=None) -> str:
         suffixes = []
         if self._grad_fn is not None:
-            suffixes.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
+            name = type(self._grad_fn).__name__
+            if name == "CppFunction":  # (a node without a class of its own: its C++ name)
+                name = self._grad_fn.name().rpartition("::")[2]
+            suffixes.append(f"grad_fn=<{name}>")
         elif self._rg:
             suffixes.append("requires_grad=True")
         if tangent_lookup is not None:  # at an open forward AD level

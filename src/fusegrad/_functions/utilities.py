@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from .. import _device as _device_module
-from .. import _dtype, _meta
+from .. import _dtype, _meta, _tensor
 from .._creation import _check_device, check_sizes, from_numpy, on_meta, tensor, zeros
 from .._device import device as _device_cls
 from .._dispatch import call
@@ -219,9 +219,10 @@ def broadcast_shapes(*shapes) -> Size:
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
                   requires_grad: bool = False) -> Tensor:
     """A 0-d tensor holding `s`; the default float dtype unless `dtype` says otherwise."""
-    if device is not None:
-        _device_cls(device)._check_available()
+    dev = _check_device(device)
     dt = dtype or _dtype.get_default_dtype()
+    if on_meta(dev):
+        return _meta.factory_tensor((), dt, requires_grad)
     out = Tensor._make(np.array(s).astype(dt.np), dt)
     return out.requires_grad_(True) if requires_grad else out
 
@@ -355,6 +356,9 @@ def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
     storage's end are zero (PyTorch leaves them uninitialised). Not recorded by autograd; a
     new shape bumps the version counter, as PyTorch's does."""
     shape = resize_shape(sizes, size, self.requires_grad)
+    lookup = _tensor.tangent_lookup  # (set at an open forward AD level)
+    if lookup is not None and lookup(self) is not None:
+        raise RuntimeError("cannot resize variables that has a forward grad")
     old = self._data
     if shape == old.shape:  # PyTorch keeps the geometry (and the version) as it is
         return self

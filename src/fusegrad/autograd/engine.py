@@ -580,10 +580,17 @@ def _materialize(node, grads, arrays: bool = False):
         skip = op.nondiff_outputs if op is not None else ()
         # (`zeros`, a factory, so tracing modes see the zeros)
         grads = list(grads)
+        device = False  # (not looked up yet)
         for i, g in enumerate(grads):
             if g is None and node._out_meta[i] is not None and i not in skip:
                 shape, dt = node._out_meta[i]
-                grads[i] = np.zeros(shape, dt.np) if arrays else zeros(shape, dtype=dt)
+                if arrays:
+                    grads[i] = np.zeros(shape, dt.np)
+                    continue
+                if device is False:  # the meta device when the other gradients are there
+                    device = next((x.device for x in grads
+                                   if isinstance(x, Tensor) and x.is_meta), None)
+                grads[i] = zeros(shape, dtype=dt, device=device)
     return grads
 
 
@@ -672,6 +679,13 @@ def _release(node, retain_graph):
         node.release()
 
 
+# `autograd.forward_ad.accumulated` while a forward AD level is open, else None: a
+# gradient added into `.grad` outside dispatch (copied, or added in place) gives `.grad`
+# its tangent as PyTorch's AccumulateGrad does (a stolen gradient keeps none, as PyTorch's
+# detached one).
+forward_accumulated = None
+
+
 def _set_grad(t, g, create_graph, refs=0):
     """Add `g` into `t.grad`: the first time its array itself when no one else can see it
     (`_owned`, with `refs` the references to `g` the caller's path holds; 0: never), else a
@@ -707,12 +721,17 @@ def _set_grad(t, g, create_graph, refs=0):
             _set_grad_slot(t, Tensor._make(_parallel.copy(data), g._dtype))
         else:
             _set_grad_slot(t, g._detached_copy())
+        if forward_accumulated is not None and not create_graph and \
+                t._grad._data is not g._data:  # a copy keeps the tangent (not a stolen one)
+            forward_accumulated(t._grad, g)
     elif create_graph or t._grad.requires_grad or not t._grad._plain:
         if t._grad.is_sparse:
             _add_to_sparse_grad(t, g, create_graph)
         else:
             t._grad = t._grad + g
     else:
+        if forward_accumulated is not None:  # (before the add: the tangents add too)
+            forward_accumulated(t._grad, g)
         dst = t._grad._data
         src = g._data
         if src is None:  # a sparse gradient: its entries added into the strided `.grad`

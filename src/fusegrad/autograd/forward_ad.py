@@ -40,8 +40,9 @@ from .. import _dispatch, _tensor
 from .._random import default_generator
 from .._tensor import Tensor
 from .._thread_state import local as _thread_local
-from . import _grad
+from . import _grad, engine
 from . import function as _function
+from . import graph as _graph
 from ._grad import grad as _autograd_grad
 from .grad_mode import _decorate, enable_grad, is_grad_enabled, is_inference_mode_enabled, no_grad
 
@@ -138,7 +139,7 @@ def _laid_out_as(primal: Tensor, tangent: Tensor) -> Tensor:
     PyTorch stores a tangent of another layout)."""
     if tangent.stride() == primal.stride() or 0 in primal.stride():
         return tangent
-    with _Paused(), no_grad():
+    with _Paused():  # (in grad mode the copy keeps the tangent's history)
         out = primal.new_empty_strided(primal.size(), primal.stride(), dtype=tangent.dtype)
         return out.copy_(tangent)
 
@@ -155,6 +156,7 @@ def enter_dual_level() -> int:
     _MODE.__enter__()
     _function.use_forward_grads(function_apply)
     _grad.use_forward_grads(differentiated)
+    engine.forward_accumulated = accumulated
     _tensor.use_tangent_lookup(tangent_of)
     return _current_level
 
@@ -172,6 +174,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
     _MODE.__exit__()
     _function.use_forward_grads(None)
     _grad.use_forward_grads(None)
+    engine.forward_accumulated = None
     _tensor.use_tangent_lookup(None)
     _TANGENTS.clear()
     _BY_ARRAY.clear()
@@ -216,8 +219,35 @@ def unpack_dual(tensor: Tensor, *, level: int | None = None) -> UnpackedDualTens
     tangent = tangent_of(tensor)
     with _Paused():
         primal = tensor.view_as(tensor)
+    view_node = primal._grad_fn
+    if view_node is not None:  # PyTorch's alias records its Identity node, not a view's
+        node = _Identity()
+        node.next_functions = view_node.next_functions
+        node._out_meta = view_node._out_meta
+        primal._grad_fn = node
     _set_tangent(primal, None)
     return UnpackedDualTensor(primal, tangent)
+
+
+class _Identity(_graph.Node):
+    """The history of an unpacked primal (an alias of the dual tensor): the gradient passes
+    through. PyTorch's node has no Python class of its own (`CppFunction`, named
+    `torch::autograd::Identity`)."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list) -> list:
+        return list(grads)
+
+    def release(self) -> None:
+        pass
+
+    def name(self) -> str:
+        """PyTorch's C++ name of the node."""
+        return "torch::autograd::Identity"
+
+
+_Identity.__name__ = _Identity.__qualname__ = "CppFunction"
 
 
 class dual_level:
@@ -232,6 +262,82 @@ class dual_level:
 
     def __call__(self, fn):
         return _decorate(self.__class__, fn)
+
+
+# ---------------------------------------------------------------- out= and modes
+
+
+def check_out(op: str | None, resized: bool, inputs: tuple, outs: list, *,
+              written: bool) -> None:
+    """PyTorch's refusal of a call with `out=` at the open level when one of its tensors
+    (among `inputs`, in lists, tuples and dicts too, or `outs`) has a tangent: `op` is the
+    ATen op that refuses (None: the result goes into `out` through autograd, no refusal),
+    "aten::x" an op without derivative, refused before it runs (not `written` yet), as is
+    a function that always resizes its `out` (`resized`) with a tangent; any other op's
+    out= kernel refuses once it has written."""
+    if op is None:
+        return
+    if not written and resized and any(tangent_of(o) is not None for o in outs):
+        raise RuntimeError("cannot resize variables that has a forward grad")
+    if written is op.startswith("aten::"):
+        return
+    found = any(tangent_of(t) is not None for t in _all_tensors(inputs)) or \
+        any(tangent_of(o) is not None for o in outs)
+    if not found:
+        return
+    if written:
+        raise NotImplementedError(f"Trying to use forward AD with {op}_out that does not "
+                                  "support it because it is an out= function")
+    raise NotImplementedError(f"Trying to use forward AD with {op} that does not support it.")
+
+
+def _all_tensors(value) -> list:
+    """The tensors in `value`, looking into tuples, lists and dicts."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = tuple(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _all_tensors(v)]
+    return []
+
+
+def check_formulas(outputs: list, inputs: list) -> None:
+    """For the transforms that take J t from the whole function's graph (`func.jvp`,
+    `linearize`, `jacfwd`): PyTorch's forward AD error for an op it has no forward formula
+    for (`OpDef.forward_ad` "unsupported") recorded between `inputs` (the transform's
+    leaves, or views of the caller's tensors) and `outputs`, as its op would have raised."""
+    leaves = {id(x) for x in inputs if x.grad_fn is None}
+    starts = {id(x.grad_fn) for x in inputs if x.grad_fn is not None}
+    reaches: dict[int, bool] = {}
+    stack = [o.grad_fn for o in outputs if isinstance(o, Tensor) and o.grad_fn is not None]
+    expanded: set[int] = set()
+    while stack:  # (post-order without recursion: graphs of long loops are deep)
+        node = stack[-1]
+        key = id(node)
+        if key in reaches:
+            stack.pop()
+            continue
+        children = [edge[0] for edge in node.next_functions if edge[0] is not None]
+        if key not in expanded:
+            expanded.add(key)
+            stack.extend(c for c in children if id(c) not in reaches)
+            continue
+        stack.pop()
+        variable = getattr(node, "variable", None)
+        found = key in starts or (variable is not None and id(variable) in leaves) or \
+            any(reaches.get(id(c), False) for c in children)
+        reaches[key] = found
+        op = type(node)._op
+        if found and op is not None and _FORMULAS.get(op.forward_ad) is _not_implemented:
+            _not_implemented(op, (), {})
+
+
+def only_level_modes() -> bool:
+    """Whether the calling thread's dispatch modes are the open level's and observers
+    only: none records ops into a trace (the level computes each op's values itself)."""
+    return all(m is _MODE or isinstance(m, _dispatch.CallObserver)
+               for m in _thread_local.modes)
 
 
 # ---------------------------------------------------------------- operations
@@ -344,10 +450,11 @@ def _stand_ins(args: tuple, duals: dict, swaps: dict, connect: bool) -> tuple[li
     return pairs, keep
 
 
-def _through_stand_ins(op, args: tuple, duals: dict):
+def _through_stand_ins(op, args: tuple, duals: dict, factors: tuple = ()):
     """Run `op` once on stand-ins of its dual arguments: the values are the results (the
     stand-ins' history left behind; dispatch records the arguments'), and two reverse
-    passes over that one op give the results' tangents."""
+    passes over that one op give the results' tangents. (`factors`: the stand-ins whose
+    primal the tangents depend on by PyTorch's formula, though `J t` does not: `_product`.)"""
     swaps: dict = {}
     connect = is_grad_enabled()
     with enable_grad():
@@ -356,6 +463,8 @@ def _through_stand_ins(op, args: tuple, duals: dict):
     outs = _tensors_of(out)
     with _as_forward_error():
         tangents = _products(outs, pairs, keep)
+    if factors and connect:
+        tangents = _on_factors(tangents, [swaps[id(a)] for a in factors])
     results = []
     for o, t in zip(outs, tangents):
         plain = o.detach()
@@ -422,6 +531,27 @@ def _batch_norm(op, args: tuple, duals: dict):
     return _through_stand_ins(op, args, duals)
 
 
+def _product(op, args: tuple, duals: dict):
+    """An op linear in each of two factors (`mul`, `mm`, `addmm`'s matrices, a
+    convolution's input and weight): PyTorch's formula is `a_t * b_p + a_p * b_t`, a zero
+    tangent standing in for a factor without one, so in grad mode the result's tangent
+    depends on (and requires grad through) a dual factor's primal that requires grad,
+    where `J t` alone (`a_t * b_p`) would not."""
+    first = 1 if op.forward_ad == "added_product" else 0
+    factors = tuple(a for a in args[first:first + 2]
+                    if isinstance(a, Tensor) and id(a) in duals and a.requires_grad)
+    return _through_stand_ins(op, args, duals, factors)
+
+
+def _on_factors(tangents: list, stand_ins: list) -> list:
+    """`tangents` plus an exact zero computed from each of `stand_ins` (the sum of none of
+    its elements, a view: no inf or nan of theirs leaks in), so that they depend on them."""
+    with _Paused(), enable_grad():
+        zero = sum((s.narrow(0, 0, 0) if s.dim() else s.reshape(1)[:0]).sum()
+                   for s in stand_ins)
+        return [t if t is None else t + zero.to(t.dtype) for t in tangents]
+
+
 def _not_implemented(op, args: tuple, duals: dict):
     """An op PyTorch has no forward formula for, though its backward gives a gradient for
     some arguments (`igamma`: none for `input`, where a transpose would give zeros)."""
@@ -434,7 +564,7 @@ def _not_implemented(op, args: tuple, duals: dict):
 # The rules of ops whose forward AD is not the transpose of their backward formula, by the
 # registry's `OpDef.forward_ad`.
 _FORMULAS = {"lookup": _embedding, "statistics": _batch_norm,
-             "unsupported": _not_implemented}
+             "unsupported": _not_implemented, "product": _product, "added_product": _product}
 
 
 def _in_place(op, args: tuple, duals: dict):
@@ -446,21 +576,35 @@ def _in_place(op, args: tuple, duals: dict):
         with no_grad():
             return _dispatch.call(op, *args)
     state = default_generator.get_state()  # the replay draws what the real call will
-    old = target.detach().clone()
     swaps: dict = {}
     pairs = []
     connect = is_grad_enabled()
+    # In grad mode a target that requires grad is copied with its history: PyTorch's
+    # formulas read its primal before the write, so the new tangent may depend on it.
+    linked = connect and target.requires_grad
     with enable_grad():  # (the replay has history even under no_grad, as tangents flow)
+        old = target.clone() if linked else target.detach().clone()
         if id(target) in duals:
-            old.requires_grad_(True)
-            pairs.append((old, duals[id(target)]))
+            if not linked:
+                old.requires_grad_(True)
+            tangent = duals[id(target)]
+            if connect:  # (the new tangent, written into this one, may have saved it)
+                tangent = tangent.clone()
+            pairs.append((old, tangent))
             swaps[id(target)] = written = old.clone()  # written in place: not a leaf
         else:
             swaps[id(target)] = written = old
         others, keep = _stand_ins(args, duals, swaps, connect)
         _dispatch.call(op, *_swapped(args, swaps))
     with _as_forward_error(in_place=True):
+        keep = keep or linked or (connect and any(t.requires_grad for _, t in pairs))
         new = _products([written], pairs + others, keep)[0]
+    if connect and op.forward_ad == "product":  # (as `_product`: on the factors' primals)
+        factors = [a for a in args[:2] if isinstance(a, Tensor) and id(a) in duals and
+                   a.requires_grad]
+        if factors and new is not None:
+            new = _on_factors([new], [old if a is target else swaps[id(a)]
+                                      for a in factors])[0]
     default_generator.set_state(state)
     with no_grad():
         out = _dispatch.call(op, *args)
@@ -474,22 +618,27 @@ def _write_tangent(m: Tensor, new: Tensor | None) -> None:
     existing = tangent_of(m)
     if existing is None and new is None:
         return
-    with _Paused(), no_grad():
+    # In grad mode the write is recorded, as PyTorch copies the new tangent into the old
+    # one (CopyBackwards; a leaf tangent that requires grad refuses), so the tangent keeps
+    # the new one's history (reverse-over-forward).
+    with _Paused():
         if existing is not None:
             if new is None:
-                existing.zero_()
+                with no_grad():
+                    existing.zero_()
             else:
                 existing.copy_(new)
             return
         base = m._base
         if base is not None and _entry(base) is None:
-            zeros = _laid_out_as(base, base.new_zeros(base.shape))
+            with no_grad():
+                zeros = _laid_out_as(base, base.new_zeros(base.shape))
             _set_tangent(base, zeros)
             view = _view_of(zeros, base, m)
             view.copy_(new)
             _set_tangent(m, view)
             return
-        _set_tangent(m, _laid_out_as(m, new.detach()))
+        _set_tangent(m, _laid_out_as(m, new if is_grad_enabled() else new.detach()))
 
 
 # What the reverse passes raise for an op without a derivative (its backward's, or its own),
@@ -583,6 +732,21 @@ def _products(outs: list, pairs: list, keep: bool) -> list:
             t = t.clone()
         found[id(o)] = t
     return [found.get(id(o)) for o in outs]
+
+
+def accumulated(grad: Tensor, g: Tensor) -> None:
+    """The engine's accumulation of gradient `g` into a `.grad`, `grad`, done outside
+    dispatch (a copy as the first gradient, or an add in place, which has not happened
+    yet): `grad` gets the tangent PyTorch's AccumulateGrad gives it, the sum of both
+    tangents (a missing one counting as zeros)."""
+    new = tangent_of(g)
+    if new is None:
+        return  # (adding zeros leaves the tangent as it is)
+    old = tangent_of(grad)
+    with _Paused(), no_grad():
+        new = new.to(grad.dtype) if new.dtype != grad.dtype else new
+        new = new.clone() if old is None else old + new
+    _write_tangent(grad, new)  # (into the tangent `grad` has, which others may hold)
 
 
 def differentiated(run, args: tuple, create_graph: bool):

@@ -173,7 +173,14 @@ class _Linear:
             self.dummies = [level.leaf(o) if o.is_floating_point() or o.is_complex() else None
                             for o in self.outs]
             used = [(o, u) for o, u in zip(self.outs, self.dummies) if u is not None]
-            self.transposed = grads([o for o, _ in used], self.lifted, [u for _, u in used])
+            from ..autograd import forward_ad
+
+            # PyTorch's forward AD errors: an op without a forward formula on the way, and
+            # (below) one whose backward has no derivative of its own.
+            forward_ad.check_formulas(self.outs, self.lifted)
+            with forward_ad._as_forward_error():
+                self.transposed = grads([o for o, _ in used], self.lifted,
+                                        [u for _, u in used])
         level.close()
 
     def independent(self) -> bool:
@@ -186,7 +193,10 @@ class _Linear:
         with enable_grad():
             pairs = [(g, t.to(g.dtype) if t.dtype != g.dtype else t)
                      for g, t in zip(self.transposed, tangents)]
-            got = iter(grads([g for g, _ in pairs], live, [t for _, t in pairs]))
+            from ..autograd import forward_ad
+
+            with forward_ad._as_forward_error():
+                got = iter(grads([g for g, _ in pairs], live, [t for _, t in pairs]))
         return [next(got) if u is not None else o.new_zeros(o.shape)
                 for o, u in zip(self.outs, self.dummies)]
 
@@ -255,6 +265,11 @@ def linearize(func, *primals):
                     f"tangent:{i} with dtype {t.dtype} in flattened pytree doesn't match the "
                     f"dtype {p.dtype} of the corresponding primal.")
         out = _pytree.tree_unflatten(lin.tangent_out(t_leaves), lin.out_spec)
-        return _pytree.tree_map(_detach, out)
+        # In grad mode a product that depends on a tensor from outside requiring grad (a
+        # parameter, a primal) requires grad, as PyTorch's (traced) jvp_fn gives it.
+        grad_on = is_grad_enabled()
+        return _pytree.tree_map(
+            lambda x: x if grad_on and isinstance(x, Tensor) and x.requires_grad and
+            lin.level._reaches_outside(x) else _detach(x), out)
 
     return lin.level.finish(_pytree.tree_unflatten(lin.outs, lin.out_spec)), jvp_fn

@@ -293,7 +293,8 @@ def _mul_on_arrays(g, a, b):
 _mul_derivative.on_arrays = _mul_on_arrays
 
 mul = register(
-    "mul.Tensor", kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
+    "mul.Tensor", forward_ad="product",
+    kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
     meta=binary_meta(), node="MulBackward0",
     derivative=_mul_derivative,
     # Each factor when the other requires grad: the recorders write this save out.
@@ -301,8 +302,8 @@ mul = register(
     samples=binary_samples(), lowering=lambda v, a, b: v.mul(a, b), tensor_args=(0, 1), onnx="Mul",
     saved_names=("self", "other"))
 div = register(
-    "div.Tensor", kernel=binary_kernel(np.true_divide, to_float=True,
-                                      scalar_at_full_precision=True),
+    "div.Tensor", forward_ad="product",
+    kernel=binary_kernel(np.true_divide, to_float=True, scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward0",
     derivative=_div_derivative,
     save=lambda out, a, b: (a if getattr(b, "_rg", False) else None, b),
@@ -437,7 +438,8 @@ pow_tensor = register(
     "pow.Tensor_Tensor", kernel=_pow_tt_kernel, meta=_pow_tt_meta,
     node="PowBackward1",
     derivative=_pow_tt_derivative, save=lambda out, a, b: (a, b, out),
-    samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow")
+    samples=binary_samples(domain=(0.5, 2.0), scalars=()), tensor_args=(0, 1), onnx="Pow",
+    saved_names=("self", "exponent", "result"))
 pow_scalar_base = register(
     "pow.Scalar", kernel=_pow_tt_kernel, meta=_pow_tt_meta,
     node="PowBackward2",
@@ -480,8 +482,8 @@ def inplace_checks_first(kernel, operands: int = 2):
 
 add_ = inplace_variant(add, "add_.Tensor")
 sub_ = inplace_variant(sub, "sub_.Tensor")
-mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True)
-div_ = inplace_variant(div, "div_.Tensor", saves_self=True)
+mul_ = inplace_variant(mul, "mul_.Tensor", saves_self=True, forward_ad="product")
+div_ = inplace_variant(div, "div_.Tensor", saves_self=True, forward_ad="product")
 # `pow_` with a tensor exponent (`x.pow_(t)`, `x **= t`, `float_power_`).
 pow_tensor_ = inplace_variant(pow_tensor, "pow_.Tensor", saves_self=True,
                               kernel=inplace_checks_first(pow_tensor.kernel))
@@ -517,7 +519,7 @@ atan2 = register(
     meta=binary_meta(to_float=True, real_only="atan2_cpu"),
     node="Atan2Backward0", derivative=_atan2_derivative, save=lambda out, a, b: (a, b),
     samples=binary_samples(domain=(0.3, 2.0), scalars=()), tensor_args=(0, 1),
-    onnx=ox.atan2)
+    onnx=ox.atan2, saved_names=("self", "other"))
 atan2_ = inplace_variant(atan2, "atan2_", saves_self=True,
                          kernel=inplace_checks_first(atan2.kernel))
 
@@ -762,7 +764,7 @@ lerp = register(
     derivative=lambda g, w: (g * cj(1 - w), g * cj(w), None), save=lambda out, a, e, w: (w,),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), w))
                              for a, b in (((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()))
-                             for w in (0.3, 0.8)], public="lerp")
+                             for w in (0.3, 0.8)], public="lerp", saved_names=("weight",))
 lerp_tensor = register(
     "lerp.Tensor", kernel=lambda a, e, w: _lerp_kernel(a, e, w, "lerp_kernel_tensor"),
     meta=lambda a, e, w: _lerp_meta(a, e, w, "lerp_kernel_tensor"), node="LerpBackward1",
@@ -818,6 +820,7 @@ def _addc_samples(domain):
 
 addcmul = register(
     "addcmul", kernel=_addc_kernel(np.multiply), meta=_addc_meta, node="AddcmulBackward0",
+    forward_ad="added_product",
     decomposition=lambda a, t1, t2, value=1: a + t1 * t2 * value,
     # Complex operands: the conjugates of the partner and of the value (Wirtinger rule).
     derivative=lambda g, t1, t2, v: (g, g * cj(t2 * v) if t2 is not None else None,
@@ -829,6 +832,7 @@ addcmul = register(
     samples=_addc_samples(None), onnx=ox.addc("Mul"))
 addcdiv = register(
     "addcdiv", kernel=_addc_kernel(np.true_divide), meta=_addc_meta, node="AddcdivBackward0",
+    forward_ad="added_product",
     decomposition=lambda a, t1, t2, value=1: a + t1 / t2 * value,
     derivative=lambda g, t1, t2, v: (g, g * cj(v / t2) if t2 is not None else None,
                                      -g * cj(v * t1 / (t2 * t2)) if t1 is not None else None,

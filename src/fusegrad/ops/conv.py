@@ -786,7 +786,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype):
         _check_conv_dtypes(x, w, b)
     _checked_shape(x.shape, w.shape, tuple(stride), tuple(padding), tuple(dilation),
-                   transposed, tuple(output_padding), groups)
+                   transposed, tuple(output_padding), groups,
+                   None if b is None else b.shape)
     fmt = _conv_format(x, w, stride, dilation, groups, transposed, output_padding)
     if x.ndim > 4:  # volumes: the general kernels
         args = (_work(x), _work(w), None if b is None else _work(b), stride, padding, dilation)
@@ -900,7 +901,7 @@ def _conv_wide(x, w, b, s, p, d, groups):
 def _conv_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     _check_conv_dtypes(x, w, b)
     shape = _conv_shape(tuple(x.shape), tuple(w.shape), stride, padding, dilation, transposed,
-                        output_padding, groups)
+                        output_padding, groups, None if b is None else tuple(b.shape))
     fmt = _split_format(_conv_format(x, w, stride, dilation, groups, transposed,
                                      output_padding), shape, x, w, stride, dilation, groups,
                         transposed, output_padding)
@@ -914,9 +915,9 @@ def _pairs(*lists):
 
 
 def _conv_shape(xs, ws, stride, padding, dilation, transposed, output_padding,
-                groups) -> tuple:
+                groups, bs=None) -> tuple:
     """The output shape of a convolution, with PyTorch's errors for invalid arguments (shared
-    by the kernel and the meta: arguments only, no data)."""
+    by the kernel and the meta: arguments only, no data). `bs`: the bias's shape, if any."""
     if any(v < 0 for v in padding):
         raise RuntimeError("negative padding is not supported")
     if any(v <= 0 for v in stride):
@@ -929,17 +930,19 @@ def _conv_shape(xs, ws, stride, padding, dilation, transposed, output_padding,
         raise RuntimeError("non-positive groups is not supported")
     if len(xs) != len(ws):
         raise RuntimeError(
-            f"Expected {len(ws) - 1}D (unbatched) or {len(ws)}D (batched) input to "
-            f"conv{len(ws) - 2}d, but got input of size: {size_str(xs)}")
+            f"Expected {len(ws)}-dimensional input for {len(ws)}-dimensional weight "
+            f"{size_str(ws)}, but got {len(xs)}-dimensional input of size {size_str(xs)} "
+            "instead")
     k = list(ws[2:])
     if transposed:
         return _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding,
-                                      groups)
+                                      groups, bs)
     if xs[1] != ws[1] * groups:
         raise RuntimeError(
             f"Given groups={groups}, weight of size {size_str(ws)}, expected input"
             f"{size_str(xs)} to have {ws[1] * groups} channels, but got {xs[1]} channels "
             "instead")
+    _check_bias(bs, ws, ws[0], "")
     spatial = []
     for i, size in enumerate(xs[2:]):
         n = _out_size(size, k[i], stride[i], padding[i], dilation[i])
@@ -967,11 +970,22 @@ def _conv_shape(xs, ws, stride, padding, dilation, transposed, output_padding,
 _checked_shape = functools.lru_cache(maxsize=256)(_conv_shape)
 
 
-def _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding, groups):
+def _check_bias(bs, ws, channels: int, prefix: str) -> None:
+    """PyTorch's error for a bias (shape `bs`, None without one) that is not one value per
+    output channel."""
+    if bs is not None and (len(bs) != 1 or bs[0] != channels):
+        raise RuntimeError(
+            f"Given {prefix}weight of size {size_str(ws)}, expected bias to be 1-dimensional "
+            f"with {channels} elements, but got bias of size {size_str(bs)} instead")
+
+
+def _conv_transposed_shape(xs, ws, stride, padding, dilation, output_padding, groups,
+                           bs=None):
     if xs[1] != ws[0]:
         raise RuntimeError(
             f"Given transposed=1, weight of size {size_str(ws)}, expected input"
             f"{size_str(xs)} to have {ws[0]} channels, but got {xs[1]} channels instead")
+    _check_bias(bs, ws, ws[1] * groups, "transposed=1, ")
     k2, d2, s2, op2, x2 = _pairs((list(ws[2:]), False), (list(dilation), False),
                                  (list(stride), False), (list(output_padding), True),
                                  (list(xs[2:]), False))
@@ -1237,7 +1251,7 @@ def _conv_onnx(b, inputs, args, kwargs, opset):
 
 convolution = _register_multi(
     "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta,
-    node="ConvolutionBackward0",
+    node="ConvolutionBackward0", forward_ad="product",
     derivative=_conv_derivative,
     save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,
                                                   (x._rg, w._rg)),

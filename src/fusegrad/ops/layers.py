@@ -280,6 +280,7 @@ def _tri_samples(rng, dt):
 
 trilinear = register(
     "_trilinear", kernel=_tri_kernel, meta=_tri_meta, node="TrilinearBackward0",
+    forward_ad="product",
     derivative=_tri_derivative,
     save=_tri_save, samples=_tri_samples,
     saved_names=("i1", "i2", "i3", "expand1", "expand2", "expand3", "sumdim", ""))
@@ -371,6 +372,9 @@ def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=
 
 def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
              per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    if indices._data is None or weight._data is None:  # meta tensors: no values to read
+        return _eb_meta_save(out, weight, indices, offsets, mode, per_sample_weights,
+                             include_last_offset, sparse, padding_idx)
     idx = indices._data.reshape(-1).astype(np.int64)
     bag, bags = _bags(idx, offsets._data, include_last_offset)
     keep = (idx != padding_idx) if padding_idx >= 0 else np.ones(idx.shape, bool)
@@ -385,6 +389,22 @@ def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
             out[3] if mode == _MAX else None,
             _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
             per_sample_weights,
+            weight if need_psw else None, bool(sparse), int(padding_idx))
+
+
+def _eb_meta_save(out, weight, indices, offsets, mode, per_sample_weights,
+                  include_last_offset, sparse, padding_idx) -> tuple:
+    """What `_eb_save` keeps, for meta tensors: the bags and scales as meta tensors of their
+    shapes (the derivative's steps then make a meta gradient)."""
+    from .. import _meta
+
+    idx = indices.reshape(-1).to(_dtype.int64)
+    n = idx.shape[0]
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
+    return (tuple(weight.shape), idx, _meta.make((n,), _dtype.int64),
+            _meta.make((n,), weight.dtype), mode, out[3] if mode == _MAX else None,
+            _meta.make((bags, 1), weight.dtype) if mode == _MAX else None, per_sample_weights,
             weight if need_psw else None, bool(sparse), int(padding_idx))
 
 
@@ -441,5 +461,6 @@ embedding_bag = _register_multi(
     "_embedding_bag", kernel=_eb_kernel, meta=_eb_meta, node="EmbeddingBagBackward0",
     derivative=_eb_derivative, save=_eb_save, samples=_eb_samples,
     nondiff_outputs=(1, 2, 3), optional=(6,), public="embedding_bag", nondiff_args=(1, 2),
+    forward_ad="unsupported",
     saved_names=("", "indices", "offset2bag", "", "mode", "maximum_indices", "",
                  "per_sample_weights", "", "sparse", "padding_idx"), onnx=ox.embedding_bag)

@@ -228,3 +228,46 @@ def grad_name(name: str) -> str:
     if space:
         return f"{space}_{short}"
     return ALIASES.get(name, name)
+
+
+# ---------------------------------------------------------------------------- forward AD
+
+
+def _first_two_tensors(args: tuple, kwargs: dict) -> list:
+    return [a for a in (*args, *kwargs.values()) if hasattr(a, "dim")][:2]
+
+
+def _matmul_op(args: tuple, kwargs: dict) -> str:
+    """The ATen op whose out= kernel PyTorch's `matmul` of operands of these ranks runs."""
+    a, b = (t.dim() for t in _first_two_tensors(args, kwargs))
+    if b == 1:
+        return "dot" if a == 1 else "mv"
+    return "mm" if b == 2 else "bmm"
+
+
+def _matrix_power_op(args: tuple, kwargs: dict) -> str | None:
+    n = args[1] if len(args) > 1 else kwargs.get("n")
+    return None if n in (0, 1) else "mm"  # (a copy or an identity: written through autograd)
+
+
+def _vecdot_op(args: tuple, kwargs: dict) -> str:
+    a, b = (t.dim() for t in _first_two_tensors(args, kwargs))
+    return "vdot" if a == b == 1 else "sum"
+
+
+# The ATen op whose out= kernel PyTorch's forward AD names refusing a call at an open level
+# ("Trying to use forward AD with <op>_out ... out= function"), where it is not the op
+# `grad_name` gives: a function of the call's arguments, None where no kernel refuses.
+FORWARD_AD_OPS = {"matmul": _matmul_op, "linalg.matmul": _matmul_op,
+                  "matrix_power": _matrix_power_op, "linalg.matrix_power": _matrix_power_op,
+                  "linalg.vecdot": _vecdot_op}
+
+
+def forward_ad_op(name: str, args: tuple, kwargs: dict) -> str | None:
+    """The op PyTorch's forward AD error names for `name(*args, **kwargs, out=...)` with a
+    tangent among its tensors ("aten::x": an op without derivative, refused by autograd's
+    fallback), or None where PyTorch copies the result into `out` through autograd."""
+    if name in COPIES_THROUGH_AUTOGRAD:
+        return None
+    rule = FORWARD_AD_OPS.get(name)
+    return grad_name(name) if rule is None else rule(args, kwargs)

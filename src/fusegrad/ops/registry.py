@@ -120,8 +120,13 @@ class OpDef:
         # (`autograd.forward_ad`): "lookup" (linear in its first argument: the same op of
         # its tangent, rows PyTorch's backward leaves out included), "statistics" (PyTorch
         # refuses tangents on the running statistics in eval mode), "unsupported" (PyTorch
-        # has no forward formula, though the backward gives some gradients).
-        if forward_ad not in (None, "lookup", "statistics", "unsupported"):
+        # has no forward formula, though the backward gives some gradients), "product" and
+        # "added_product" (linear in each of two factors, the first two arguments or the two
+        # after an added first one: PyTorch's formula multiplies each factor's tangent by the
+        # other's primal, zeros for a factor without tangent, so the result's tangent
+        # depends on a factor's primal that requires grad).
+        if forward_ad not in (None, "lookup", "statistics", "unsupported", "product",
+                              "added_product"):
             raise ValueError(f"op {name!r}: unknown forward_ad rule {forward_ad!r}")
         self.forward_ad = forward_ad
         # An in-place op PyTorch lets write a tensor whose elements share memory (an expanded

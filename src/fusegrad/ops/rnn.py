@@ -245,6 +245,7 @@ mkldnn_rnn_layer = register(
     save=lambda out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, *rest: (
         x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, rest[4]),
     nondiff_outputs=(3,), nondiff_args=(8,), public="mkldnn_rnn_layer",
+    forward_ad="unsupported",  # (PyTorch has no forward formula: its float32 LSTM refuses)
     samples=lambda rng, dt: [],
     tolerance={"float32": 1e-4}, onnx=ox.lstm_layer)
 
@@ -326,7 +327,7 @@ def _pack_derivative(grads, in_shape, lengths, batch_first):
     # Each padded position takes its packed row, or the appended zero row.
     where = np.full(lead, g.shape[0], np.int64)
     where[src] = np.arange(src.size)
-    g_ext = call(cat, [g, zeros((1,) + rest, dtype=g.dtype)], 0)
+    g_ext = call(cat, [g, zeros((1,) + rest, dtype=g.dtype, device=g.device)], 0)
     full = g_ext.index_select(0, Tensor._make(where))
     return (full.reshape(tuple(in_shape)), None, None)
 
@@ -344,4 +345,4 @@ pack_padded_sequence = register(
     save=lambda out, x, lengths, bf: (tuple(x.shape), np.asarray(
         lengths.numpy() if hasattr(lengths, "numpy") else lengths).astype(np.int64), bf),
     nondiff_outputs=(1,), nondiff_args=(1,), samples=_pack_samples,
-    public="_pack_padded_sequence")
+    public="_pack_padded_sequence", forward_ad="unsupported")

@@ -40,15 +40,16 @@ sub_scalar = register(
     decomposition=lambda a, b, alpha=1: a - b * alpha,
     lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)), onnx=ox.add_like("Sub"))
 mul_scalar = register(
-    "mul.Scalar", kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
+    "mul.Scalar", forward_ad="product",
+    kernel=binary_kernel(np.multiply, scalar_at_full_precision=True),
     meta=binary_meta(), node="MulBackward1",
     derivative=lambda g, b: (g * b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="mul", saved_names=("other",),
     decomposition=lambda a, b: a * b,
     lowering=lambda v, a, b: v.mul(a, b), onnx=ox.with_number("Mul"))
 div_scalar = register(
-    "div.Scalar", kernel=binary_kernel(np.true_divide, to_float=True,
-                                      scalar_at_full_precision=True),
+    "div.Scalar", forward_ad="product",
+    kernel=binary_kernel(np.true_divide, to_float=True, scalar_at_full_precision=True),
     meta=binary_meta(to_float=True), node="DivBackward1",
     derivative=lambda g, b: (g / b, None), save=lambda out, a, b: (b,),
     samples=_scalar_samples(2.5, -0.5), public="div", saved_names=("other",),
@@ -60,8 +61,9 @@ div_scalar = register(
 add_scalar_ = inplace_variant(add_scalar, "add_.Scalar")
 sub_scalar_ = inplace_variant(sub_scalar, "sub_.Scalar")
 # (in place, PyTorch's mul.Scalar rounds the number to a half type first; out of place not)
-mul_scalar_ = inplace_variant(mul_scalar, "mul_.Scalar", kernel=binary_kernel(np.multiply))
-div_scalar_ = inplace_variant(div_scalar, "div_.Scalar")
+mul_scalar_ = inplace_variant(mul_scalar, "mul_.Scalar", kernel=binary_kernel(np.multiply),
+                              forward_ad="product")
+div_scalar_ = inplace_variant(div_scalar, "div_.Scalar", forward_ad="product")
 
 
 def _clamp_min_kernel(a, lo):

@@ -422,19 +422,22 @@ class RNNBase(Module):
         return input, states, unbatched
 
     def _uses_fused_lstm(self, x) -> bool:
-        # PyTorch's oneDNN LSTM: float32, no projections, a non-empty input.
+        # PyTorch's oneDNN LSTM: float32, no projections, a non-empty input, oneDNN enabled
+        # (`backends.mkldnn.flags(enabled=False)` gives the default implementation).
+        from ...backends import mkldnn
+
         return (self.mode == "LSTM" and x.dtype.name == "float32" and self.proj_size == 0
-                and x.numel() != 0)
+                and x.numel() != 0 and mkldnn.enabled)
 
     def _warn_projections(self, x) -> None:
         """PyTorch's CPU LSTM would take oneDNN for this input (float32, oneDNN enabled,
-        non-empty) but cannot with projections: it says so once and runs its default
+        non-empty, not meta) but cannot with projections: it says so once and runs its default
         implementation. (Half types take oneDNN only on CPUs with native bfloat16/float16
         support, which PyTorch's build checks at run time; they are left out here.)"""
         from ...backends import mkldnn
 
         if (self.mode == "LSTM" and self.proj_size > 0 and mkldnn.enabled
-                and x.dtype.name == "float32" and x.numel() != 0):
+                and x.dtype.name == "float32" and x.numel() != 0 and not x.is_meta):
             warn_once_at_caller("LSTM with projections is not supported with oneDNN. Using "
                                 "default implementation.")
 
