@@ -100,17 +100,24 @@ def test_torch_reads_fusegrad_identity_and_expanded():
     assert o["e"].tolist() == [[0.0, 1.0, 2.0]] * 2
 
 
-def test_meta_map_location_refused():
-    """fusegrad has no meta tensors: loading there raises instead of silently using the
-    CPU."""
-    b = io.BytesIO()
-    fusegrad.save(fusegrad.ones(2), b)
-    for loc in ("meta", fusegrad.device("meta"), {"cpu": "meta"}):
+def test_meta_map_location():
+    """Loading onto the meta device gives meta tensors of the saved geometry (offsets too),
+    as PyTorch's load does; the CPU still gives the values."""
+    def program(L):
+        b = io.BytesIO()
+        x = L.arange(12.0).reshape(3, 4)
+        L.save({"v": x[1:].t(), "p": L.nn.Parameter(L.ones(2))}, b)
+        out = []
+        for loc in ("meta", L.device("meta"), {"cpu": "meta"}):
+            b.seek(0)
+            got = L.load(b, map_location=loc)
+            out.append([(type(t).__name__, str(t.device), tuple(t.shape), t.stride(),
+                         t.storage_offset(), t.requires_grad) for t in got.values()])
         b.seek(0)
-        with pytest.raises(RuntimeError, match="meta"):
-            fusegrad.load(b, map_location=loc)
-    b.seek(0)
-    assert fusegrad.load(b, map_location="cpu").tolist() == [1.0, 1.0]
+        out.append(L.load(b, map_location="cpu")["v"].tolist())
+        return out
+
+    assert program(fusegrad) == program(torch)
 
 
 def _channels_last_results(lib):

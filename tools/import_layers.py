@@ -89,6 +89,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fusegrad._meta", "fusegrad._creation"):
         "a meta tensor's `new_zeros`/`new_ones` read their sizes as the factories do",
     ("fusegrad._tensor", "fusegrad._meta"): "`Tensor.to('meta')` makes a meta tensor",
+    ("fusegrad._meta", "fusegrad.ops.rearrange"):
+        "`x.to('meta')` of a tensor requiring grad records the `_to_copy` op's node",
     # graph.py holds the Nodes' apply side too: gradients summed to an input's shape and
     # strided copies are ops.
     ("fusegrad.autograd.graph", "fusegrad.ops.views"):

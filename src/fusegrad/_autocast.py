@@ -241,11 +241,12 @@ DEVICE_SPELLINGS = {**_device_spellings("ipu"), **_device_spellings("xla")}
 
 
 def _eligible(t) -> bool:
-    """A tensor autocast may cast: floating, and not float64 (which it leaves alone)."""
+    """A tensor autocast may cast: floating, not float64 (which it leaves alone), and on
+    the CPU (CPU autocast leaves meta tensors alone)."""
     from ._tensor import Tensor
 
     return isinstance(t, Tensor) and t._dtype.category == _dtype.FLOAT and \
-        t._dtype is not _dtype.float64
+        t._dtype is not _dtype.float64 and not t.is_meta
 
 
 def _cast(t, dtype, lower):
@@ -335,6 +336,13 @@ class _SetAside:
     def __exit__(self, *exc) -> None:
         _local.modes = self.modes
         _local.autocast = self.dtype
+
+
+def set_aside() -> _SetAside:
+    """A context in which CPU autocast does nothing in this thread (entered while it is off:
+    nothing to set aside). PyTorch's `out=` overloads have no autocast kernels: `mm(a, b,
+    out=o)` under autocast runs in its inputs' dtype, so `out=` calls run in one."""
+    return _SetAside()
 
 
 def dispatch(op, args, call):

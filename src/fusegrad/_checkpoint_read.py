@@ -17,6 +17,7 @@ every object it builds against a budget proportional to the pickle's size in the
 from __future__ import annotations
 
 import _compat_pickle
+import contextvars
 import pickle
 import zipfile
 from collections import Counter, OrderedDict
@@ -48,7 +49,8 @@ _MISSING = ("PytorchStreamReader failed locating file {}: file not found. This i
 
 
 class _Storage:
-    """A storage read from the checkpoint: its bytes, as a flat uint8 array."""
+    """A storage read from the checkpoint: its bytes, as a flat uint8 array (None: mapped to
+    the meta device, not read)."""
 
     __slots__ = ("raw",)
 
@@ -61,6 +63,11 @@ class _StorageType:
 
     def __init__(self, dtype_name: str | None) -> None:
         self.dtype_name = dtype_name
+
+
+# Whether the load under way maps every storage to the meta device (`map_location='meta'`):
+# storages are then not read, and tensors are meta tensors of the geometry the file gives.
+TO_META: contextvars.ContextVar[bool] = contextvars.ContextVar("to_meta", default=False)
 
 
 def _ints(name: str, value) -> tuple:
@@ -84,6 +91,10 @@ def _view(storage, storage_offset, size, stride, dtype) -> Tensor:
     if any(st < 0 for st in stride):
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
                            f"strides={list(stride)}")
+    if storage.raw is None:  # (a storage mapped to the meta device)
+        from . import _meta
+
+        return _meta.make(size, dtype, stride, storage_offset)
     itemsize = dtype.itemsize
     extent = 0 if 0 in size else storage_offset + 1 + sum(
         (s - 1) * st for s, st in zip(size, stride))
@@ -188,6 +199,18 @@ def _rebuild_sparse_tensor(layout, data):
                              is_coalesced=coalesced)
 
 
+def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False) -> Tensor:
+    """A meta tensor as PyTorch writes one: dtype, size, strides and no storage."""
+    from . import _meta
+
+    if not isinstance(dtype, _dtype.dtype):
+        raise pickle.UnpicklingError("a meta tensor must be rebuilt with a dtype")
+    size, stride = _ints("size", size), _ints("stride", stride)
+    if len(size) != len(stride) or any(s < 0 for s in size):
+        raise RuntimeError("mismatch in length of strides and shape")
+    return _meta.factory_tensor(size, dtype, bool(requires_grad), stride)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks=None):
     from .nn.parameter import Parameter
 
@@ -244,6 +267,7 @@ ALLOWED: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
     ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_meta_tensor_no_storage"): _rebuild_meta_tensor_no_storage,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
     ("torch.storage", "UntypedStorage"): _StorageType(None),
     ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
@@ -321,7 +345,8 @@ def storage_for(pid, archive: zipfile.ZipFile, root: str, loaded: dict):
     nbytes = numel * (1 if dt is None else dt.itemsize)
     got = loaded.get(key)
     if got is None:
-        got = loaded[key] = (nbytes, read_storage(archive, root, key, nbytes))
+        got = loaded[key] = (nbytes, None if TO_META.get() else
+                             read_storage(archive, root, key, nbytes))
     elif got[0] != nbytes:
         raise RuntimeError(f"storage {key} is declared with {got[0]} and {nbytes} bytes")
     return _Storage(got[1]) if dt is None else _TypedStorage(got[1], dt)

@@ -455,8 +455,14 @@ def literal(data) -> Tensor:
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """`data` as a tensor, sharing memory with tensors and arrays when the dtype allows."""
-    _check_device(device)
+    dev = _check_device(device)
+    if (dev is not None or _active.default_device) and on_meta(dev):
+        if isinstance(data, Tensor):  # (PyTorch's `to`: a CPU tensor is copied there)
+            return data.to(dtype=dtype, device=_meta.META)
+        return tensor(data, dtype=dtype, device=_meta.META)
     if isinstance(data, Tensor):
+        if dev is not None and data._data is None and data.is_meta:
+            return data.to(dtype=dtype, device=dev)  # (no data to copy off the meta device)
         return data if dtype is None or dtype is data.dtype else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or dtype.np == data.dtype):
         return from_numpy(data)
@@ -666,6 +672,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
            layout=None, device=None, requires_grad=False):
     """Normal random values with the given mean and std (numbers or tensors)."""
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        if (isinstance(mean, Tensor) and mean._data is None and mean.is_meta) or (
+                isinstance(std, Tensor) and std._data is None and std.is_meta):
+            return _meta_normal(mean, std)
         m = mean._data if isinstance(mean, Tensor) else mean
         s = std._data if isinstance(std, Tensor) else std
         if isinstance(std, Tensor) and (std._data < 0).any():
@@ -682,12 +691,24 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
             data = _draws.normal(generator, n, dt, 0.0, std).reshape(shape)
         data = (data + np.asarray(m).astype(dt)).astype(dt)
         return Tensor._make(data, ref.dtype)
+    dev = _check_device(device)
     shape = _sizes((size,)) if size is not None else ()  # the tensor is made before std's check
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    # (PyTorch's default device does not reach `normal`: on the CPU unless told otherwise)
     return _factory(shape, _float_dtype(dtype), requires_grad,
                     lambda dt: _drawn(lambda n, d: _draws.normal(generator, n, d, mean, std),
-                                      shape, dt), random=True)
+                                      shape, dt), random=True, device=dev or _cpu)
+
+
+def _meta_normal(mean, std) -> Tensor:
+    """`normal` of a meta mean or std: a meta tensor of their broadcast shape (a CPU tensor
+    beside it refused as PyTorch refuses it)."""
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if any(not t.is_meta for t in tensors):
+        raise RuntimeError("Tensor on device meta is not on the expected device cpu!")
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return _meta.factory_tensor(shape, tensors[0].dtype, False)
 
 
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,

@@ -93,11 +93,15 @@ class FakeTensor(Tensor):
     def dim(self) -> int:
         return len(self._fshape)
 
+    ndimension = dim
+
     def numel(self) -> int:
         n = 1
         for s in self._fshape:
             n *= s
         return n
+
+    nelement = numel
 
     def stride(self, dim=None):
         if dim is None:

@@ -56,6 +56,8 @@ class MetaTensor(FakeTensor):
     def _compute(cls, op, args):
         base = op.name.partition(".")[0]
         if base.startswith("copy_"):  # (into a meta tensor: a no-op, from any device)
+            if args[0]._plain:  # (into a CPU tensor: there is nothing to copy)
+                raise NotImplementedError(_NO_DATA)
             src = args[1]
             if isinstance(src, Tensor) and src._plain:
                 args = (args[0], from_tensor(src)) + args[2:]
@@ -109,10 +111,23 @@ class MetaTensor(FakeTensor):
                             "to copy the tensor to host memory first.")
         if what == "tolist":
             raise NotImplementedError(_NO_DATA)
+        if what == "item" and self.numel() != 1:  # (the count is checked before the data)
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               f"Scalar")
         raise RuntimeError("Tensor.item() cannot be called on meta tensors")
 
     def cpu(self, memory_format=None):
         raise NotImplementedError(_NO_DATA)
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:  # (ambiguous before any value is read, as PyTorch says)
+            what = "no values" if self.numel() == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return Tensor.__bool__(self)
+
+    def share_memory_(self):
+        """PyTorch's refusal: shared memory holds data, which a meta tensor has none of."""
+        raise RuntimeError("_share_fd_: only available on CPU")
 
     def to(self, *args, **kwargs):
         """A conversion that stays on the meta device (leaving it has no data to copy)."""
@@ -351,6 +366,12 @@ def _check_inplace(op, args) -> None:
                            f"{self._dtype}")
 
 
+def no_meta_kernel(name: str) -> NotImplementedError:
+    """PyTorch's error for operator `name` (ATen's name) run on meta tensors when it has no
+    meta kernel: for the raise of a function or derivative that would read values."""
+    return NotImplementedError(_NO_META_KERNEL.format(name))
+
+
 def _data_dependent_error(name: str, message: str) -> Exception:
     """PyTorch's error for an op whose result's shape depends on values a meta tensor lacks:
     the mask of an index and nonzero's say they assume no zeros, one_hot without a class
@@ -360,7 +381,7 @@ def _data_dependent_error(name: str, message: str) -> Exception:
         return NotImplementedError(_NONZERO)
     if what.startswith("one_hot"):
         return RuntimeError("Tensor.item() cannot be called on meta tensors")
-    return NotImplementedError(_NO_META_KERNEL.format(name.partition(".")[0]))
+    return no_meta_kernel(name.partition(".")[0])
 
 
 def _cpu_masks_as_positions(indices):
@@ -475,5 +496,19 @@ def factory_tensor(shape, dtype, requires_grad: bool, strides=None) -> MetaTenso
 
 
 def from_tensor(t: Tensor, dtype=None) -> MetaTensor:
-    """`t.to('meta')`: a meta tensor of `t`'s geometry (and `dtype`, if given)."""
-    return make(tuple(t.shape), dtype or t.dtype, tuple(t.stride()) if dtype is None else None)
+    """`t.to('meta')`: a meta tensor of `t`'s geometry (and `dtype`, if given); recorded as
+    PyTorch's copy (`ToCopyBackward0`) when `t` requires grad, whose backward, having no
+    data to copy back, raises PyTorch's error."""
+    out = make(tuple(t.shape), dtype or t.dtype, tuple(t.stride()) if dtype is None else None)
+    if t._rg:
+        from .ops.rearrange import to_copy
+
+        _dispatch._finish(to_copy, (t, out._dtype), out)
+        if out._grad_fn is not None:
+            out._grad_fn.register_prehook(_no_data_back)
+    return out
+
+
+def _no_data_back(grad_outputs):
+    """The backward of a copy to the meta device: the gradient has no data for the source."""
+    raise NotImplementedError(_NO_DATA)

@@ -26,6 +26,7 @@ from ._checkpoint_read import (
     ALLOWED,
     STORAGE_BY_DTYPE,
     _rebuild_from_type_v2,
+    _rebuild_meta_tensor_no_storage,
     _rebuild_parameter,
     _rebuild_parameter_with_state,
     _rebuild_tensor_v2,
@@ -83,8 +84,8 @@ class ObjectPickler(pickle._Pickler):
             if isinstance(obj, UninitializedTensorMixin):
                 return NotImplemented  # a lazy placeholder: its class and requires_grad
             if isinstance(obj, Parameter):
-                args = (Tensor._make(obj._data, obj.dtype), bool(obj.requires_grad),
-                        OrderedDict())
+                data = obj.data if obj.is_meta else Tensor._make(obj._data, obj.dtype)
+                args = (data, bool(obj.requires_grad), OrderedDict())
                 state = obj._attributes()
                 if state:  # the program's attributes, as PyTorch writes a parameter's dict
                     return _rebuild_parameter_with_state, args + (state,)
@@ -99,6 +100,9 @@ class ObjectPickler(pickle._Pickler):
         return NotImplemented
 
     def _tensor(self, t: Tensor) -> tuple:
+        if t.is_meta:  # no storage: PyTorch's dtype, size, strides
+            return _rebuild_meta_tensor_no_storage, (t.dtype, tuple(t.shape), tuple(t.stride()),
+                                                     bool(t.requires_grad))
         key, numel, offset, shape, strides = self.storages.storage_of(t)
         geometry = (int(offset), tuple(int(s) for s in shape), tuple(int(s) for s in strides),
                     bool(t.requires_grad), OrderedDict())
@@ -111,7 +115,11 @@ class ObjectPickler(pickle._Pickler):
     def save_global(self, obj: Any, name: str | None = None) -> None:
         spelled = _SPELLING.get(id(obj))
         if spelled is None:
-            super().save_global(obj, name)
+            try:
+                super().save_global(obj, name)
+            except pickle.PicklingError:
+                _raise_as_c_pickler(obj)
+                raise
             return
         self.write(pickle.GLOBAL + f"{spelled[0]}\n{spelled[1]}\n".encode())
         self.memoize(obj)
@@ -120,6 +128,16 @@ class ObjectPickler(pickle._Pickler):
     dispatch[types.FunctionType] = save_global
     dispatch[_dtype.dtype] = save_global
     dispatch[_StorageType] = save_global
+
+
+def _raise_as_c_pickler(obj: Any) -> None:
+    """Raise the error PyTorch's (C) pickler gives for a class or function it cannot find
+    by name (a local class is an AttributeError there, not a PicklingError); return when it
+    pickles `obj` after all."""
+    try:
+        pickle.dumps(obj, protocol=2)
+    except (pickle.PicklingError, AttributeError) as error:
+        raise error from None
 
 
 class ObjectUnpickler(pickle._Unpickler):

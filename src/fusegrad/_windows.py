@@ -12,9 +12,10 @@ import numbers
 
 import numpy as np
 
-from . import _dtype
-from ._creation import _check_device, _finish
+from . import _dtype, _meta
+from ._creation import _check_device, _finish, on_meta
 from ._tensor import Tensor
+from ._thread_state import active as _active
 
 
 def _window(name: str, window_length, periodic: bool, dtype, device, requires_grad,
@@ -23,16 +24,24 @@ def _window(name: str, window_length, periodic: bool, dtype, device, requires_gr
     if not isinstance(window_length, numbers.Integral) or isinstance(window_length, bool):
         raise TypeError(f"{name}(): argument 'window_length' (position 1) must be int, not "
                         f"{type(window_length).__name__}")
-    _check_device(device)
+    dev = _check_device(device)
     dt = dtype or _dtype.get_default_dtype()
+    if name == "hann_window" and (dev is not None or _active.default_device) and \
+            on_meta(dev):
+        # (PyTorch's meta hann_window is hamming's narrowed: any dtype, narrow's error)
+        if window_length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        return _meta.factory_tensor((window_length,), dt, requires_grad)
     if dt.category != _dtype.FLOAT:
         raise RuntimeError(
             f"{name} expects floating point dtypes, got: TensorOptions(dtype="
-            f"{dt.cpp}, device=cpu, layout=Strided (default), "
+            f"{dt.cpp}, device={'meta' if on_meta(dev) else 'cpu'}, layout=Strided (default), "
             f"requires_grad=false (default), pinned_memory=false, memory_format=(nullopt))")
     if window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got "
                            f"window_length={window_length}")
+    if (dev is not None or _active.default_device) and on_meta(dev):
+        return _meta.factory_tensor((window_length,), dt, requires_grad)
     if window_length <= 1:
         values = np.ones(window_length)
     else:

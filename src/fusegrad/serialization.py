@@ -38,6 +38,7 @@ from ._checkpoint_read import (
     ALLOWED,
     SAFE_GLOBALS,
     STORAGE_BY_DTYPE,
+    TO_META,
     compat_name,
     data_pickle,
     read_zip_checkpoint,
@@ -152,7 +153,8 @@ class _PickleWriter:
             self.global_("torch._utils", "_rebuild_parameter_with_state" if state
                          else "_rebuild_parameter")
             self.w(b"(")
-            self.tensor(x)
+            # (its data, which a meta parameter's pickle says requires no grad)
+            self.tensor(x, False if x.is_meta else None)
             self.obj(bool(x.requires_grad))
             self.ordered_dict({})
             if state:
@@ -249,7 +251,15 @@ class _PickleWriter:
         self.storages[id(owner)] = (key, buf, dt, owner)
         return key
 
-    def tensor(self, t: Tensor) -> None:
+    def tensor(self, t: Tensor, requires_grad: bool | None = None) -> None:
+        """Write `t` (`requires_grad`: what to write for it instead of its own)."""
+        if requires_grad is None:
+            requires_grad = t.requires_grad
+        if t.is_meta:  # no storage: PyTorch's dtype, size, strides
+            self.global_("torch._utils", "_rebuild_meta_tensor_no_storage")
+            self.obj((t.dtype, tuple(t.shape), tuple(t.stride()), bool(requires_grad)))
+            self.w(b"R")
+            return
         key, numel, offset, shape, strides = self.storage_of(t)
         untyped = t.dtype.name not in STORAGE_BY_DTYPE  # newer dtypes use untyped storages
         self.global_("torch._utils", "_rebuild_tensor_v3" if untyped else "_rebuild_tensor_v2")
@@ -266,7 +276,7 @@ class _PickleWriter:
         self.obj(int(offset))
         self.obj(tuple(int(s) for s in shape))
         self.obj(tuple(int(s) for s in strides))
-        self.obj(bool(t.requires_grad))
+        self.obj(bool(requires_grad))
         self.ordered_dict({})
         if untyped:
             self.obj(t.dtype)
@@ -381,7 +391,13 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
     more is read than the storages the file declares. `weights_only=False` unpickles whole
     objects (modules, optimizers), running the code the file names: only for trusted files.
     """
-    _check_map_location(map_location)
+    if _check_map_location(map_location):
+        token = TO_META.set(True)
+        try:
+            return load(f, None, pickle_module, weights_only=weights_only, mmap=mmap,
+                        **pickle_load_args)
+        finally:
+            TO_META.reset(token)
     trusted = weights_only is False
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
@@ -391,28 +407,28 @@ def load(f, map_location=None, pickle_module: Any = None, *, weights_only: bool 
     return _load_file(f, trusted)
 
 
-def _check_map_location(map_location) -> None:
-    """Refuse a `map_location` naming the meta device (fusegrad has no meta tensors: every
-    tensor holds its data on the CPU, and loading onto the CPU instead would silently give
-    tensors that are not what was asked for) or a CUDA device (PyTorch's error on a machine
-    without CUDA)."""
+def _check_map_location(map_location) -> bool:
+    """Whether `map_location` maps the storages to the meta device (then none is read);
+    PyTorch's error for a CUDA device (on a machine without CUDA, as every one here)."""
     if isinstance(map_location, dict):
         targets = list(map_location.values())
     elif isinstance(map_location, (str, device)):
         targets = [map_location]
     else:  # None or a function: storages stay on the CPU
-        return
+        return False
+    to_meta = False
     for target in targets:
         kind = device(target).type if isinstance(target, (str, device)) else None
-        if kind == "meta":
-            raise RuntimeError("fusegrad.load: map_location='meta' is not supported: fusegrad "
-                               "has no meta tensors (every tensor is loaded on the CPU)")
+        if kind == "meta":  # (a dict maps the storages saved on the CPU only if it says so)
+            to_meta = to_meta or not isinstance(map_location, dict) or \
+                map_location.get("cpu") is target
         if kind == "cuda":  # PyTorch's error on a machine without CUDA, as every one here
             raise RuntimeError(
                 "Attempting to deserialize object on a CUDA device but "
                 "torch.cuda.is_available() is False. If you are running on a CPU-only "
                 "machine, please use torch.load with map_location=torch.device('cpu') to map "
                 "your storages to the CPU.")
+    return to_meta
 
 
 def _load_file(f: IO[bytes], trusted: bool = False) -> Any:

@@ -113,6 +113,10 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.
 
 def equal(input, other) -> builtins.bool:
     """True if both tensors have the same shape and elements."""
+    if input.is_meta or other.is_meta:  # (PyTorch has no meta kernel for it)
+        from .._meta import no_meta_kernel
+
+        raise no_meta_kernel("equal")
     if tuple(input.shape) != tuple(other.shape):
         return False
     return builtins.bool(eq(input, other).all().item())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import warnings
 
-from .. import _creation, _dtype
+from .. import _creation, _device, _dtype
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
@@ -95,8 +95,12 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,  # no
     if step == 0:
         raise RuntimeError("step must be nonzero")
     count = int((end - start) // step) + 1
-    out = _creation.arange(count, dtype=_dtype.float64) * step + start
+    dev = _creation._check_device(device)
+    # (on the CPU unless told otherwise: PyTorch's default device does not reach `range`)
+    out = _creation.arange(count, dtype=_dtype.float64, device=_device.cpu) * step + start
     out = out.to(dtype or _dtype.get_default_dtype())
+    if dev is not None and dev.type == "meta":
+        out = out.to(dev)
     return out.requires_grad_(True) if requires_grad else out
 
 

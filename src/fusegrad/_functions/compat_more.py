@@ -135,7 +135,7 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     if n < 0:
         raise RuntimeError("N must be non-negative.")
     x = x.to(_dtype.promote_types(x.dtype, _dtype.int64))
-    ones = _creation.ones(x.shape[0], 1, dtype=x.dtype)
+    ones = _creation.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)
     if n <= 1:
         result = ones[:, :n]
     else:

@@ -300,7 +300,8 @@ def setitem(input, index, value) -> None:
         call(I.copy_, target, value)
     else:
         number = _assigned_number(value, target.dtype)
-        if not target._data.flags.writeable and target.numel() > 1:
+        data = target._data  # (None for a meta or fake tensor: fill_'s meta checks it)
+        if data is not None and not data.flags.writeable and target.numel() > 1:
             # Possibly an expanded view: PyTorch assigns through copy_, which refuses one
             # whose elements share memory, where fill_ would write it.
             dt = target.dtype

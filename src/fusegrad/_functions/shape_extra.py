@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype
+from .. import _dtype, _meta
 from .._creation import tensor
 from .._dispatch import call
 from .._tensor import Tensor
@@ -186,12 +186,24 @@ def block_diag(*tensors) -> Tensor:
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
     """Each element (or slice along `dim`) repeated `repeats` times in place."""
     if repeats is None:  # `repeat_interleave(repeats)`: the indices repeated by their counts
+        if input._data is None and input.is_meta:
+            return _meta.factory_tensor((_meta_output_size(output_size),), input.dtype, False)
         counts = _repeat_counts(input)
         return tensor(np.repeat(np.arange(counts.size), counts))
     if dim is None:
         input = input.flatten()
         dim = 0
     d = wrap_dim(dim, input.ndim)
+    if isinstance(repeats, Tensor) and repeats._data is None and repeats.is_meta:
+        # Counts without values: the result's length is `output_size`, as PyTorch's meta
+        # kernel takes it (unchecked against the counts).
+        n = repeats.numel()
+        if n != 1 and n != input.shape[d]:
+            raise RuntimeError("repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {n} and input.size({d}) = "
+                               f"{input.shape[d]}")
+        index = _meta.factory_tensor((_meta_output_size(output_size),), _dtype.int64, False)
+        return index_select(input, d, index)
     if isinstance(repeats, Tensor):
         counts = _repeat_counts(repeats).reshape(-1)
         if counts.size == 1:  # one count serves every element
@@ -208,6 +220,13 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
     expanded = input.unsqueeze(d + 1).expand(*shape[:d + 1], k, *shape[d + 1:])
     shape[d] *= k
     return view(contiguous(expanded.clone()), tuple(shape))
+
+
+def _meta_output_size(output_size) -> int:
+    """`repeat_interleave`'s `output_size` for meta counts (PyTorch's error without one)."""
+    if output_size is None:
+        raise RuntimeError("cannot repeat_interleave a meta tensor without output_size")
+    return int(output_size)
 
 
 def _repeat_counts(repeats: Tensor) -> np.ndarray:

@@ -125,6 +125,8 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 
     if not isinstance(tensor, Tensor):  # PyTorch reads `.is_meta` of it first
         raise AttributeError(f"'{type(tensor).__name__}' object has no attribute 'is_meta'")
+    if tensor.is_meta:  # nothing to draw (PyTorch's first test: no warning either)
+        return tensor
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
@@ -180,6 +182,8 @@ def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity."""
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor._data is None:  # (no data: only the write is counted, no identity is built)
+        return _fill(tensor, 0)
     return _fill(tensor, np.eye(*tensor.shape))
 
 
@@ -193,6 +197,8 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     sizes = tuple(tensor.shape)
     if sizes[0] % groups != 0:
         raise ValueError("dim 0 must be divisible by groups")
+    if tensor.is_meta:  # (PyTorch writes nothing into a meta tensor, counting no write)
+        return tensor
     per_group = sizes[0] // groups
     values = np.zeros(sizes)
     centre = tuple(s // 2 for s in sizes[2:])
@@ -271,6 +277,8 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
     come from the default generator)."""
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:  # (PyTorch draws nothing, not even the permutations, for one)
+        return tensor
     rows, cols = tuple(tensor.shape)
     zeros = int(math.ceil(sparsity * rows))
     with no_grad():

@@ -127,12 +127,26 @@ class _MetaParameter(_meta.MetaTensor, Parameter):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(_meta.make(self.shape, self._dtype), self._rg)
+        # (a clone keeps a dense layout, as PyTorch's copy does)
+        p = Parameter(self.detach().clone(), self._rg)
         memo[id(self)] = p
         return p
 
+    def __reduce_ex__(self, protocol):
+        args = (tuple(self._fshape), self._dtype.name, tuple(self._fstrides), self._rg)
+        state = self._attributes()
+        if state:  # the program's attributes travel with it, as PyTorch's
+            return (_rebuild_meta_parameter, args, state)
+        return (_rebuild_meta_parameter, args)
+
 
 _MetaParameter.__name__ = _MetaParameter.__qualname__ = "Parameter"
+
+
+def _rebuild_meta_parameter(shape: tuple, dtype_name: str, strides: tuple,
+                            requires_grad: bool) -> Parameter:
+    """Unpickle a meta Parameter written by `_MetaParameter.__reduce_ex__`."""
+    return Parameter(_meta.make(shape, _dtype.BY_NAME[dtype_name], strides), requires_grad)
 
 
 def _rebuild_parameter(data: np.ndarray, dtype_name: str, requires_grad: bool) -> Parameter:
@@ -285,6 +299,8 @@ class Buffer(Tensor):
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True):
         if data is None:
             data = Tensor._make(np.empty((0,), dtype=_dtype.defaults.float.np))
+        if isinstance(data, _meta.MetaTensor) and cls is Buffer:
+            return _MetaBuffer.of(data, persistent)
         b = cls._make(data._data, data._dtype)
         b._vc = data._vc
         b.persistent = persistent
@@ -305,3 +321,42 @@ class Buffer(Tensor):
 
 
 TENSOR_REPR_CLASSES.add(Buffer)
+
+
+class _MetaBuffer(_meta.MetaTensor):
+    """A Buffer on the meta device (what `Buffer(meta_tensor)` makes): a meta tensor that
+    registers on Modules as buffers do. Named Tensor, as PyTorch's Buffer makes one."""
+
+    __slots__ = ("persistent",)
+
+    @classmethod
+    def of(cls, data: Tensor, persistent: bool) -> _MetaBuffer:
+        """The buffer holding meta tensor `data`'s geometry, version and requires_grad."""
+        b = _meta.make(data.shape, data._dtype, data.stride(), data.storage_offset(), cls)
+        b._vc = data._vc
+        b.persistent = persistent
+        if data.requires_grad:
+            b.requires_grad_(True)
+        return b
+
+    def _as_tensor(self) -> Tensor:
+        """The meta tensor a module registers (same geometry and version counter)."""
+        t = _meta.make(self._fshape, self._dtype, self._fstrides, self._foffset)
+        t._vc = self._vc
+        if self._rg:
+            t.requires_grad_(True)
+        return t
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        t = self._as_tensor().detach().clone()
+        memo[id(self)] = t
+        return t
+
+    def __reduce_ex__(self, protocol):
+        return self._as_tensor().__reduce_ex__(protocol)
+
+
+
+_MetaBuffer.__name__ = _MetaBuffer.__qualname__ = "Tensor"

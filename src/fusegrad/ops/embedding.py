@@ -91,6 +91,7 @@ embedding_dense_backward = register(
     "embedding_dense_backward", kernel=_emb_backward_kernel,
     meta=lambda g, idx, n, p, s: Spec((n,) + tuple(g.shape[-1:]), g.dtype),
     node="EmbeddingDenseBackwardBackward0", derivative=_emb_backward_derivative,
+    nondiff_args=(1,),  # (the indices: no edge, and on the CPU beside a meta gradient)
     save=lambda out, g, idx, n, p, s: (idx, p, s),
     samples=lambda rng, dt: [
         Sample((rand_array(rng, (2, 3, 4), dt), rng.integers(0, 5, (2, 3)), 5, p, s),

@@ -213,7 +213,17 @@ def _mm_meta(x, t, p=1, margin=1, weight=None, reduction=1):
     return Spec(shape, x.dtype)
 
 
+def _no_meta_backward(name: str):
+    """PyTorch's error for a backward it has no meta kernel for (what a meta input's save
+    keeps instead of the values the backward reads)."""
+    from .._meta import no_meta_kernel
+
+    raise no_meta_kernel(name)
+
+
 def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction):
+    if onehot is None:  # (a meta input)
+        _no_meta_backward("multi_margin_loss_backward")
     x2 = x.reshape(onehot.shape)
     c = onehot.shape[1]
     picked = (x2 * onehot).sum(1, keepdim=True)
@@ -233,6 +243,8 @@ def _mm_derivative(g, x, onehot, weight_t, p, margin, reduction):
 
 
 def _mm_save(out, x, t, p=1, margin=1, weight=None, reduction=1):
+    if x._data is None or t._data is None:  # meta: no targets to read (see _mm_derivative)
+        return (x, None, None, p, margin, reduction)
     _, onehot = _mm_parts(x._data, t._data)
     wt = None
     if weight is not None:
@@ -269,6 +281,8 @@ def _mlm_check(x, t):
     if tuple(t.shape) != tuple(x.shape):
         raise RuntimeError(f"inconsistent target size: {size_str(t.shape)} for input of "
                            f"size: {size_str(x.shape)}")
+    if dtype_of(t).legacy != "Long":  # (the kernel reads the target as int64)
+        raise RuntimeError(f"expected scalar type Long but found {dtype_of(t).legacy}")
 
 
 def _mlm_masks(x, t):
@@ -305,6 +319,8 @@ def _mlm_meta(x, t, reduction=1):
 
 
 def _mlm_derivative(grads, x, pairs, reduction):
+    if pairs is None:  # (a meta input)
+        _no_meta_backward("multilabel_margin_loss_backward")
     g = grads[0] if isinstance(grads, (list, tuple)) else grads
     x2 = x.reshape(pairs.shape[0], pairs.shape[1])
     active = ((1 - x2.unsqueeze(2) + x2.unsqueeze(1)) > 0) * pairs
@@ -317,6 +333,8 @@ def _mlm_derivative(grads, x, pairs, reduction):
 
 
 def _mlm_save(out, x, t, reduction=1):
+    if x._data is None or t._data is None:  # meta: no targets to read (see _mlm_derivative)
+        return (x, None, reduction)
     counts, is_t = _mlm_masks(x._data, t._data)
     pairs = counts[:, :, None] * ~is_t[:, None, :]
     return (x, _const(pairs.astype(x._data.dtype)), reduction)
@@ -540,7 +558,8 @@ def _ctc_double_backward(*args):
 ctc_loss_backward = register(
     "_ctc_loss_backward", kernel=c_contiguous(_ctc_backward_kernel), node="NotImplemented",
     derivative=_ctc_double_backward, save=lambda out, *args: (), gradcheck=False,
-    meta=lambda grad, lp, *rest: Spec(tuple(lp.shape), lp.dtype),
+    meta=lambda grad, lp, *rest: (_no_meta_backward("_ctc_loss_backward") if lp.is_meta
+                                  else Spec(tuple(lp.shape), lp.dtype)),
     samples=lambda rng, dt: [
         Sample((np.ones(2, dt), s.args[0], s.args[1], s.args[2], s.args[3],
                 *_ctc_kernel(*s.args), s.args[4], s.args[5]), name=s.name)

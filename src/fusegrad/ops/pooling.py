@@ -598,7 +598,7 @@ def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
     div = _avg_divisor(tuple(a.shape), k, s, p, ceil_mode, count_include_pad,
                        divisor_override, np.float64)
     if isinstance(div, np.ndarray):
-        div = _const(div.astype(a.dtype.np))
+        div = _const(div.astype(a.dtype.np), a)
     return (list(a.shape), k, s, p, div, format_of(a) if nd == 2 else None)
 
 
@@ -722,8 +722,9 @@ def _adaptive_meta(a, output_size):
 
 def _adaptive_save(out, a, output_size):
     dt = a.dtype.np
-    return (_const(_adaptive_matrix(a.shape[-2], output_size[0]).astype(dt)),
-            _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt)), format_of(a))
+    return (_const(_adaptive_matrix(a.shape[-2], output_size[0]).astype(dt), a),
+            _const(_adaptive_matrix(a.shape[-1], output_size[1]).astype(dt), a),
+            format_of(a))
 
 
 def _adaptive_onnx(b, inputs, args, kwargs, opset):
@@ -797,7 +798,7 @@ adaptive_avg_pool3d = register(
     "_adaptive_avg_pool3d", kernel=c_contiguous(_adaptive3d_kernel), meta=_adaptive3d_meta,
     node="AdaptiveAvgPool3DBackward0", derivative=_adaptive3d_derivative,
     save=lambda out, a, output_size: tuple(
-        _const(m) for m in _adaptive3d_matrices(tuple(a.shape), output_size, a.dtype.np)),
+        _const(m, a) for m in _adaptive3d_matrices(tuple(a.shape), output_size, a.dtype.np)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), o), name=f"{s}->{o}") for s, o in (
         ((2, 3, 7, 5, 4), [3, 2, 4]), ((1, 2, 4, 4, 6), [2, 2, 3]), ((3, 5, 6, 2), [4, 5, 1]))],
     public="adaptive_avg_pool3d")

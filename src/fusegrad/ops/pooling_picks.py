@@ -29,8 +29,12 @@ def _pick_meta(x, idx):
     return Spec(tuple(idx.shape), x.dtype)
 
 
-def _pick_derivative(n: int):
+def _pick_derivative(n: int, no_meta: str | None):
     def derivative(g, shape, idx):
+        if no_meta is not None and g.is_meta:
+            from .._meta import no_meta_kernel
+
+            raise no_meta_kernel(no_meta)
         # (The input's gradient: each output's gradient added at its position.)
         lead = tuple(shape[:-n])
         zeros = g.new_zeros(lead + (int(np.prod(shape[-n:], dtype=np.int64)),))
@@ -52,10 +56,11 @@ def _pick_samples(n: int):
     return samples
 
 
-def _register_pick(name: str, node: str, n: int):
+def _register_pick(name: str, node: str, n: int, no_meta: str | None = None):
+    """`no_meta`: the backward PyTorch has no meta kernel for (its error on a meta input)."""
     return register(
         name, kernel=_pick_kernel(n), meta=_pick_meta, node=node,
-        derivative=_pick_derivative(n), nondiff_args=(1,),
+        derivative=_pick_derivative(n, no_meta), nondiff_args=(1,),
         save=lambda out, x, idx: (tuple(x.shape), idx), samples=_pick_samples(n),
         saved_names=("", "indices"))
 
@@ -63,6 +68,7 @@ def _register_pick(name: str, node: str, n: int):
 fractional_max_pool2d_values = _register_pick(
     "_fractional_max_pool2d_values", "FractionalMaxPool2DBackward0", 2)
 fractional_max_pool3d_values = _register_pick(
-    "_fractional_max_pool3d_values", "FractionalMaxPool3DBackward0", 3)
+    "_fractional_max_pool3d_values", "FractionalMaxPool3DBackward0", 3,
+    "fractional_max_pool3d_backward")
 adaptive_max_pool3d_values = _register_pick(
     "_adaptive_max_pool3d_values", "AdaptiveMaxPool3DBackward0", 3)

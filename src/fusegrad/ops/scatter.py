@@ -19,6 +19,7 @@ from ._util import (
     dtype_of,
     index_out_of_range,
     mismatched_source,
+    numel,
     rand_array,
     shape_of,
     size_str,
@@ -156,10 +157,28 @@ def _index_copy_check(a, dim, index, source):
     bad = bad_index_dtype(index, long_only=True)
     if bad:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {bad}")
+    shape, src_shape = list(a.shape), list(source.shape)
+    n = numel(index.shape)
+    if not src_shape and n != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element "
+                         f"(got {n})")
+    if src_shape and shape and len(src_shape) != len(shape):
+        raise IndexError("index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({len(src_shape)}), "
+                         f"destination dimensionality ({len(shape)})")
     names = mismatched_source(a, source)
     if names:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {names[0]} and (source) {names[1]}")
+    rest, src_rest = shape[:d] + shape[d + 1:], src_shape[:d] + src_shape[d + 1:]
+    if rest != src_rest:
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+            f"slice shape: {' '.join(map(str, rest))} at dimension {d} and source slice shape: "
+            f"{' '.join(map(str, src_rest))} at dimension 0.")
+    if src_shape and n != src_shape[d]:
+        raise IndexError(f"index_copy_(): Number of indices ({n}) should be equal to "
+                         f"source.size(dim) ({src_shape[d]})")
     return d
 
 
@@ -236,8 +255,8 @@ def _index_copy_kernel(a, dim, index, source):
         sl = [slice(None)] * out.ndim
         sl[d] = idx
         out[tuple(sl)] = np.asarray(source).reshape(out[tuple(sl)].shape)
-    elif idx.size:
-        out[()] = np.asarray(source).reshape(())
+    elif idx.size:  # the last of the values written (a 0-d self is one slot)
+        out[()] = np.asarray(source).reshape(-1)[-1]
     return out
 
 
@@ -282,8 +301,7 @@ def _masked_scatter_kernel(a, mask, source):
     n = int(m.sum())
     src = np.asarray(source).reshape(-1)
     if src.size < n:
-        raise RuntimeError("masked_scatter: expected source to have at least as many elements "
-                           "as ones in mask")
+        raise RuntimeError("Number of elements of source < number of ones in mask")
     out[m] = src[:n].astype(out.dtype, copy=False)
     return out
 
@@ -301,6 +319,8 @@ def _masked_scatter_meta(a, mask, source):
 def _masked_scatter_derivative(g, mask, src_shape):
     from .._creation import zeros
 
+    if g.is_meta:  # (how many the mask picks is not known: the source's shape is)
+        return (g.masked_fill(mask, 0.0), None, g.new_empty(tuple(src_shape)))
     n = int(np.prod(src_shape, dtype=np.int64))
     picked = g.masked_select(mask)
     pad = zeros(n - picked.shape[0], dtype=g.dtype)
@@ -335,6 +355,10 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
     d = _scatter_reduce_check(a, dim, index, src, reduce)
     check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
+    if a.ndim == 0 or idx.ndim == 0:  # a 0-d self, index or src counts as one dimension
+        return _scatter_reduce_kernel(a.reshape(-1), d, idx.reshape(-1),
+                                      np.asarray(src).reshape(-1), reduce,
+                                      include_self).reshape(a.shape)
     # Positions of every src element that takes part (index's shape, not src's).
     grid = list(np.indices(idx.shape, sparse=False))
     grid[d] = idx

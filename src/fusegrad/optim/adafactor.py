@@ -40,6 +40,8 @@ def _mean_square(grad: np.ndarray, axis: int) -> np.ndarray:
 class Adafactor(Optimizer):
     """Adafactor (PyTorch's single-tensor update)."""
 
+    _reads_values = True  # (its update reads `.item()`s)
+
     _SETSTATE_DEFAULTS = (("foreach", None),)
 
     def __init__(self, params, lr: float | Tensor = 1e-2, beta2_decay: float = -0.8,

@@ -46,7 +46,7 @@ class Adagrad(Optimizer):
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p._data, None, group, self.state[p])
+                self._init_state_of(p, None, group, self.state[p])
 
     def _init_state(self, data, grad, group, state) -> None:
         """Step 0 and the accumulator at `initial_accumulator_value` (of the optimizer's

@@ -13,6 +13,8 @@ from .rmsprop import _scalar_state
 class ASGD(Optimizer):
     """Averaged SGD (PyTorch's single-tensor update); the average is `state['ax']`."""
 
+    _reads_values = True  # (its update reads `.item()`s)
+
     _complex_as_real = True
     _capturable_xla = (True, False)
     _capturable_what = ("params, mus, etas, and state_steps",) * 2

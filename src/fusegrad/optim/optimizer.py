@@ -190,6 +190,9 @@ class Optimizer:
     _sparse_grads = False
     # PyTorch's refusal; None: "<the optimizer's class> does not support sparse gradients".
     _sparse_error: str | None = None
+    # Whether PyTorch's update reads a value of the parameter or its state (`.item()`), so
+    # it cannot step a parameter on the meta device.
+    _reads_values = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -324,8 +327,11 @@ class Optimizer:
                 grad = p.grad
                 if grad is not None:
                     state = self.state[p] if keeps else {}
-                    if grad._data is None:  # a sparse gradient (the others are refused)
-                        self._update_sparse(p, grad, group, state)
+                    if grad._data is None:  # sparse (the others are refused), or meta
+                        if grad.is_sparse:
+                            self._update_sparse(p, grad, group, state)
+                        else:
+                            self._update_meta(p, grad, group, state)
                     elif as_real and p._data.dtype.kind == "c" and \
                             grad._data.dtype.kind == "c":
                         self._update_as_real(p, grad._data, group, state)
@@ -349,6 +355,55 @@ class Optimizer:
         """The update of `p` from its sparse gradient `grad` (a SparseTensor), for the
         optimizers that set `_sparse_grads`."""
         raise NotImplementedError
+
+    def _update_meta(self, p: Tensor, grad: Tensor, group: dict, state: dict) -> None:
+        """The step of a meta parameter: nothing to compute, but the state PyTorch's update
+        makes (buffers on the meta device, of the parameter's geometry; step counters on
+        the CPU, counting). The update runs on a one-element stand-in of the parameter, its
+        gradient and its buffers, whose counters are the state's own; the buffers it made
+        or kept become meta tensors again."""
+        if self._reads_values:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+        stand_in = self._meta_stand_in(p, grad, group, state, run=True)
+        state.update(stand_in)
+
+    def _init_state_of(self, p: Tensor, grad: Tensor | None, group: dict,
+                       state: dict) -> None:
+        """`_init_state` for parameter `p` (a meta one's state made on stand-ins)."""
+        if p.is_meta:
+            state.update(self._meta_stand_in(p, grad, group, state, run=False))
+        else:
+            self._init_state(p._data, None if grad is None else grad._data, group, state)
+
+    def _meta_stand_in(self, p: Tensor, grad: Tensor | None, group: dict, state: dict,
+                       run: bool) -> dict:
+        """`state` after an update (`run`) or after `_init_state`, worked out on stand-ins:
+        a one-element array per buffer (of at least one dim, so a buffer is told from a
+        0-d counter), the counters themselves; each buffer made meta again."""
+        from .. import _creation
+
+        shape = (1,) * max(p.ndim, 1)
+        dtype = p.dtype.np
+
+        def stand(t):
+            return Tensor._make(np.zeros(shape, dtype=t.dtype.np)) if t.is_meta else t
+
+        proxy = Tensor._make(np.zeros(shape, dtype=dtype))
+        g = np.zeros(shape, dtype=(grad if grad is not None else p).dtype.np)
+        work = {k: stand(v) if isinstance(v, Tensor) else v for k, v in state.items()}
+        with np.errstate(all="ignore"):  # (zeros divided by zeros: no values are kept)
+            if not run:
+                self._init_state(proxy._data, g, group, work)
+            elif self._complex_as_real and p.is_complex() and g.dtype.kind == "c":
+                self._update_as_real(proxy, g, group, work)
+            else:
+                self._update(proxy, g, group, work)
+        out = {}
+        for k, v in work.items():
+            if isinstance(v, Tensor) and v._data is not None and v._data.shape == shape:
+                v = _creation.zeros_like(p, dtype=v.dtype)
+            out[k] = v
+        return out
 
     def _check_flags(self, group: dict) -> None:
         """PyTorch's checks, before any update of the group, of `fused` (floating point
@@ -375,7 +430,7 @@ class Optimizer:
         for p in params:
             state = self.state[p]
             if not state:
-                self._init_state(p._data, p.grad._data, group, state)
+                self._init_state_of(p, p.grad, group, state)
         which = 1 if group.get("foreach") else 0
         devices = _CAPTURABLE_DEVICES
         if self._capturable_xla[which]:
@@ -570,9 +625,10 @@ class Optimizer:
 
 def _check_fused(p: Tensor) -> None:
     """PyTorch's refusal of a non-floating-point parameter under `fused=True`."""
-    if not p.is_floating_point():
+    if not p.is_floating_point() or p._data is None:  # (meta: not a fused device)
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
-                           f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and cpu")
+                           f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and "
+                           f"{p.device.type}")
 
 
 def _cast_state(p: Tensor, value, key, step_to_float32: bool):
@@ -584,6 +640,8 @@ def _cast_state(p: Tensor, value, key, step_to_float32: bool):
             if step_to_float32 and value.dtype is not _float32():
                 return value.to(_float32())
             return value
+        if value.is_meta is not p.is_meta:  # (to the parameter's device, as PyTorch's)
+            value = value.to(device=p.device)
         if p.is_floating_point() and value.dtype is not p.dtype:
             return value.to(p.dtype)
         return value

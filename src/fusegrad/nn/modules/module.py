@@ -16,7 +16,7 @@ from ..._device import device as _device_cls
 from ..._tensor import Tensor
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.graph import RemovableHandle
-from ..parameter import Buffer, Parameter, is_lazy
+from ..parameter import Buffer, Parameter, _MetaBuffer, is_lazy
 from . import _arg_errors
 from . import _global_hooks as _G
 from ._global_hooks import (  # noqa: F401  (PyTorch's home of these names)
@@ -774,7 +774,7 @@ class Module:
             modules[name] = value
             return
         buffers = d.get("_buffers")
-        if isinstance(value, Buffer):  # registers itself, kept as a plain tensor
+        if isinstance(value, (Buffer, _MetaBuffer)):  # registers itself, kept as a tensor
             if buffers is None:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
             self._drop(name, d, keep="_buffers")

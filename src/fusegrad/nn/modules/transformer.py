@@ -52,17 +52,18 @@ def _get_clones(module: Module, N: int) -> ModuleList:  # noqa: N803  (PyTorch's
     return ModuleList([copy.deepcopy(module) for _ in range(N)])
 
 
-def _square_subsequent_mask(size: int, dtype) -> Tensor:
-    """(size, size) float mask: 0 on and below the diagonal, -inf above. Made of tensor ops,
-    as PyTorch's (`full`, whose size check is the error for a negative size, then `triu`),
-    so that a compiled forward captures it in its graph."""
-    return triu(full((size, size), float("-inf"), dtype=dtype), 1)
+def _square_subsequent_mask(size: int, dtype, device=None) -> Tensor:
+    """(size, size) float mask: 0 on and below the diagonal, -inf above, on `device`. Made of
+    tensor ops, as PyTorch's (`full`, whose size check is the error for a negative size, then
+    `triu`), so that a compiled forward captures it in its graph."""
+    return triu(full((size, size), float("-inf"), dtype=dtype, device=device), 1)
 
 
 def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
     """The causal mask of a sequence of `sz` steps: 0 on and below the diagonal, -inf
     above (True above for a bool dtype), in the default float dtype unless `dtype`."""
-    return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float)
+    return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float,
+                                   device)
 
 
 def _get_seq_len(src: Tensor, batch_first: bool) -> int | None:
@@ -82,7 +83,7 @@ def _detect_is_causal_mask(mask: Tensor | None, is_causal: bool | None = None,
     if is_causal is not None or mask is None:
         return is_causal is True
     sz = size if size is not None else mask.shape[-2]
-    ref = _generate_square_subsequent_mask(sz, dtype=mask.dtype)
+    ref = _generate_square_subsequent_mask(sz, device=mask.device, dtype=mask.dtype)
     if tuple(mask.shape) != tuple(ref.shape):
         return False
     return bool((mask == ref).all())
@@ -244,8 +245,13 @@ class TransformerEncoder(Module):
         in the output, or None where PyTorch takes the ordinary path."""
         first = self.layers[0] if len(self.layers) else None
         if (first is None or not _fast_path_switches() or not self.use_nested_tensor
-                or first.training or src.dim() != 3 or key_padding_mask is None
-                or mask is not None):
+                or first.training or src.dim() != 3 or key_padding_mask is None):
+            return None
+        if self.mask_check and key_padding_mask.is_meta:  # (PyTorch's check reads values)
+            from ..._meta import no_meta_kernel
+
+            raise no_meta_kernel("_nested_tensor_from_mask_left_aligned")
+        if mask is not None:
             return None
         pad = key_padding_mask._data != 0
         if self.mask_check and np.any(pad[:, :-1] & ~pad[:, 1:]):
@@ -268,9 +274,10 @@ class TransformerEncoder(Module):
         causal = is_causal is True
         if is_causal is None and mask is not None:
             size = mask.shape[-2]
-            ref = _square_subsequent_mask(size, mask.dtype)
+            ref = _square_subsequent_mask(size, mask.dtype, mask.device)
             causal = tuple(mask.shape) == (size, size) and bool(
-                np.array_equal(mask._data, ref._data))
+                (mask == ref).all() if mask._data is None  # (meta: PyTorch's item() error)
+                else np.array_equal(mask._data, ref._data))
         padded = self._nested_padding(src, mask, src_key_padding_mask)
         out = src
         for layer in self.layers:
@@ -438,7 +445,8 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
         """(sz, sz) float mask: 0 on and below the diagonal, -inf above (default dtype)."""
-        return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float)
+        return _square_subsequent_mask(sz, dtype if dtype is not None else _dtype.defaults.float,
+                                       device)
 
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",

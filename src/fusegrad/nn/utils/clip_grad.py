@@ -96,7 +96,11 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
     for p in _as_list(parameters):
         g = p.grad
         if g is not None:
-            if g._data is None:  # a sparse gradient: PyTorch's in-place clamp has no kernel
+            if g._data is None:
+                if g.is_meta:  # (no values to clamp: only the write is counted)
+                    g._vc[0] += 1
+                    continue
+                # a sparse gradient: PyTorch's in-place clamp has no kernel
                 from ..._sparse import backend_error
 
                 raise backend_error("clamp_min_")

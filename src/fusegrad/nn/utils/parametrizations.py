@@ -172,7 +172,7 @@ def _is_orthogonal(Q: Tensor) -> bool:
 
     n, k = Q.shape[-2], Q.shape[-1]
     eps = 10.0 * n * finfo(Q.dtype).eps
-    return allclose(Q.mH @ Q, eye(k, dtype=Q.dtype), atol=eps)
+    return allclose(Q.mH @ Q, eye(k, dtype=Q.dtype, device=Q.device), atol=eps)
 
 
 def _make_orthogonal(A: Tensor) -> Tensor:

@@ -155,6 +155,10 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
         return PackedSequence(data, Tensor._make(counts.astype(np.int64)), sorted_indices,
                               None)
     data, batch_sizes = call(_R.pack_padded_sequence, input, lengths, batch_first)
+    if batch_sizes.is_meta:  # (counted on the CPU from the lengths, as PyTorch's are)
+        steps_run = int(lens.max()) if lens.size else 0
+        batch_sizes = Tensor._make((lens[None, :] > np.arange(steps_run)[:, None]).sum(1)
+                                   .astype(np.int64))
     return PackedSequence(data, batch_sizes, sorted_indices, None)
 
 
@@ -173,7 +177,8 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
         max_len = total_length
     batch = sizes[0] if sizes else 0
     rest = tuple(data.shape[1:])
-    out = _creation.full((max_len, batch) + rest, padding_value, dtype=data.dtype)
+    out = _creation.full((max_len, batch) + rest, padding_value, dtype=data.dtype,
+                         device=data.device)
     # Copy runs of steps with the same batch size at once (one slice, view and copy each).
     offset, start = 0, 0
     for t in range(1, len(sizes) + 1):
