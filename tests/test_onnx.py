@@ -134,7 +134,7 @@ class Functional(nn.Module):
                          self.bn.bias, False, 0.1, 1e-5)
         y = F.hardtanh(F.max_pool2d(y, 2, 1), -0.5) + F.avg_pool2d(y, 3, 1, 1)[:, :, :-1, 1:]
         y = F.adaptive_avg_pool2d(y, 2).flatten(2).transpose(1, 2)   # (N, 4, 4)
-        y = F.layer_norm(y, 4)[..., :3]  # contiguous, as PyTorch's, then sliced
+        y = F.layer_norm(y, (4,))[..., :3]  # contiguous, as PyTorch's, then sliced
         # 3-D and contiguous after leaky_relu: one addmm over the flattened rows (Gemm)
         return F.linear(F.leaky_relu(y, 0.1), self.fc.weight, self.fc.bias)
 

@@ -6,26 +6,75 @@ from __future__ import annotations
 from ._thread_state import active as _active
 from ._thread_state import local as _local
 
+# The device types PyTorch's parser knows (its message lists them in this order).
+_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+          "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+          "privateuseone")
+_NO_INDEX = object()  # `index` not passed (None passed is explicit)
+_INDEX_LIMIT = 2 ** 31  # PyTorch parses the index as a C int
+
+
+def _type_name(value) -> str:
+    return "NoneType" if value is None else value.__class__.__name__
+
+
+def _parse(text: str) -> tuple:
+    """(type, index or None) of a device string, with PyTorch's errors for malformed ones:
+    a type of letters and underscores, then optionally `:` and a decimal index without
+    sign or leading zeros."""
+    if not text:
+        raise RuntimeError("Device string must not be empty")
+    name, colon, idx = text.partition(":")
+    if not (name and all(c == "_" or (c.isascii() and c.isalpha()) for c in name)) or (
+            colon and not (idx.isascii() and idx.isdigit()
+                           and (idx == "0" or idx[0] != "0"))):
+        raise RuntimeError(f"Invalid device string: '{text}'")
+    if name not in _TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(_TYPES)} device type at start of "
+                           f"device string: {text}")
+    if not colon:
+        return name, None
+    if int(idx) >= _INDEX_LIMIT:
+        raise RuntimeError(f"Could not parse device index '{idx}' in device string '{text}'")
+    return name, int(idx)
+
 
 class device:
     """A device such as `device('cpu')` or `device('cuda', 0)`."""
 
     __slots__ = ("type", "index")
 
-    def __init__(self, type, index: int | None = None):  # noqa: A002
+    def __init__(self, type, index=_NO_INDEX):  # noqa: A002
         if isinstance(type, device):
             self.type, self.index = type.type, type.index
             return
-        if isinstance(type, int):
-            type, index = "cuda", type
-        name, _, idx = str(type).partition(":")
-        if name not in ("cpu", "cuda", "meta", "mps"):
-            raise RuntimeError(
-                "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, "
-                "fpga, maia, xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type "
-                f"at start of device string: {type}")
+        if index is not _NO_INDEX and index is not None and (
+                index.__class__ is bool or not isinstance(index, int)):
+            raise TypeError(f"device(): argument 'index' (position 2) must be int, not "
+                            f"{_type_name(index)}")
+        if isinstance(type, int) and type.__class__ is not bool:
+            if type < 0:
+                raise RuntimeError("Device index must not be negative")
+            # PyTorch reads a bare index as the current accelerator's, and there is none.
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        if isinstance(type, bytes):
+            type = type.decode()
+        if not isinstance(type, str):
+            raise TypeError(
+                "device() received an invalid combination of arguments - got "
+                f"({_type_name(type)}), but expected one of:\n * (torch.device device)\n"
+                "      didn't match because some of the arguments have invalid types: "
+                f"(!{_type_name(type)}!)\n * (str type, int index = -1)\n")
+        name, idx = _parse(type)
+        if idx is not None and index is not _NO_INDEX:
+            raise RuntimeError("type (string) must not include an index because index was "
+                               f"passed explicitly: {type}")
+        if index is not _NO_INDEX and index is not None:
+            if index < 0:
+                raise RuntimeError("Device index must not be negative")
+            idx = index
         self.type = name
-        self.index = int(idx) if idx else index
+        self.index = idx
 
     def _check_available(self) -> None:
         if self.type == "cuda":

@@ -280,7 +280,14 @@ def _slow(info, args: tuple, kwargs: dict):
         return _implementation(fn, args, kwargs)
     found = _call_overloaded(args, kwargs) if level == _ENABLED else []
     if not found and not _state.modes:
-        return _implementation(fn, args, kwargs)
+        # A NumPy array or a list where PyTorch's parser takes a tensor only: its error.
+        if (error := _wrappers.argument_error(info, args, kwargs, True)) is not None:
+            raise error
+        try:
+            return _implementation(fn, args, kwargs)
+        except Exception as e:
+            _wrappers.refuse(info, args, kwargs, e, 2)  # (the call is two frames down)
+            raise
     if flags & _PYTHON_LEVEL:
         args, kwargs = _normalize(fn, args, kwargs)
         if level == _ENABLED:  # PyTorch's Python-level functions count plain Tensors too

@@ -14,7 +14,10 @@ import inspect
 import sys
 import types
 
+import numpy as np
+
 from . import _torch_function
+from ._dtype import dtype as _dtype_cls
 from ._metadata import copy_metadata
 from ._recorded_calls import make_matrix_operator, make_operator
 from ._tensor import Tensor
@@ -26,6 +29,7 @@ from ._torch_function import (
     _slow,
     parameters,
 )
+from ._type_names import python_type_name
 from .ops import surface as _surface
 from .ops.spellings import OPERATOR_REPORTS
 
@@ -38,8 +42,8 @@ def _wrap_function(fn, label: str, flags: int = 0, module: str | None = None,
     info = [None, fn, label, flags]
     slots = _positional_slots(fn)
     if slots is not None:  # the usual case: no `*args, **kwargs` frame
-        wrapper = _instantiate(("prefix", slots), _prefix_globals(fn, info, fn.__module__),
-                               name or fn.__name__)
+        wrapper = _instantiate(("prefix", slots, _refused_slots(fn, label, flags)),
+                               _prefix_globals(fn, info, fn.__module__), name or fn.__name__)
     else:
         wrapper = _packing_wrapper(fn, info)
         wrapper.__name__ = name or fn.__name__
@@ -68,11 +72,16 @@ def _packing_wrapper(fn, info):
                     return _slow(info, args, kwargs)
             try:
                 return fn(*args, **kwargs)
-            except TypeError:
-                if (renamed := _numpy_keywords(info, kwargs, len(args))) is None:
+            except Exception as e:
+                if (renamed := _retry(info, kwargs, len(args), e)) is None:
+                    refuse(info, args, kwargs, e)
                     raise
             return fn(*args, **renamed)
-        return fn(*args)
+        try:
+            return fn(*args)
+        except Exception as e:
+            refuse(info, args, None, e)
+            raise
 
     wrapper.__module__ = fn.__module__
     return wrapper
@@ -408,7 +417,10 @@ def _prefix_globals(fn, info, module: str) -> dict:
     return namespace
 
 
-def _prefix_source(slots: int) -> str:
+def _prefix_source(slots: int, refused: tuple = ()) -> str:
+    """The source of a prefix wrapper of `slots` slots; a list or tuple in a slot of
+    `refused` (a parameter PyTorch's parser takes as a Tensor only) takes the slow path,
+    whose check refuses it as PyTorch does."""
     names = [f"a{i}" for i in range(slots)]
     listed = ", ".join(names)
     lines = [f"def wrapper({', '.join(n + '=_MISSING' for n in names)}, /, *rest, **kwargs):",
@@ -423,14 +435,20 @@ def _prefix_source(slots: int) -> str:
         given = ", ".join(names[:count])
         sep = ", " if given else ""
         # A keyword only NumPy spells (`axis=`) fails binding, and is renamed and retried
-        # after the `except`, so the successful call pays nothing for it.
+        # after the `except`; any other error is looked at again (`refuse`: an argument
+        # PyTorch's parser refuses is its TypeError). The successful call pays for neither.
         return [f"{indent}if kwargs:", f"{indent}    try:",
                 f"{indent}        return fn({given}{sep}**kwargs)",
-                f"{indent}    except TypeError:",
-                f"{indent}        if (kwargs := _numpy_keywords(info, kwargs, {count})) is None:",
+                f"{indent}    except Exception as e:",
+                f"{indent}        if (renamed := _retry(info, kwargs, {count}, e)) is None:",
+                f"{indent}            _refuse(info, ({given}{',' if count == 1 else ''}), "
+                f"kwargs, e)",
                 f"{indent}            raise",
-                f"{indent}    return fn({given}{sep}**kwargs)",
-                f"{indent}return fn0({given})"]
+                f"{indent}    return fn({given}{sep}**renamed)",
+                f"{indent}try:", f"{indent}    return fn0({given})",
+                f"{indent}except Exception as e:",
+                f"{indent}    _refuse(info, ({given}{',' if count == 1 else ''}), None, e)",
+                f"{indent}    raise"]
 
     # A present argument costs one class test; the first empty slot ends the call.
     tail: list = []
@@ -438,8 +456,10 @@ def _prefix_source(slots: int) -> str:
         name = names[i]
         indent = "    " * (i + 1)
         body = tail if tail else call(slots, indent + "    ")
-        tail = ([f"{indent}if {name}.__class__ in fast or (({name}.__class__ is tuple or "
-                 f"{name}.__class__ is list) and _plain_items({name})):"] + body
+        listed_ok = "" if i in refused else (
+            f" or (({name}.__class__ is tuple or {name}.__class__ is list) and "
+            f"_plain_items({name}))")
+        tail = ([f"{indent}if {name}.__class__ in fast{listed_ok}:"] + body
                 + [f"{indent}elif {name} is _MISSING:"] + call(i, indent + "    "))
     lines += tail + [f"    return _slow(info, _given(({listed},)), kwargs)"]
     return "\n".join(lines) + "\n"
@@ -477,6 +497,245 @@ def _numpy_keywords(info: list, kwargs: dict, given: int) -> dict | None:
     return None if renamed.keys() == kwargs.keys() else renamed
 
 
+def _retry(info: list, kwargs: dict, given: int, error: BaseException) -> dict | None:
+    """The keywords to call again with after `error`: NumPy's names renamed where binding
+    failed on one (`_numpy_keywords`), else None."""
+    if not isinstance(error, TypeError):
+        return None
+    return _numpy_keywords(info, kwargs, given)
+
+
+# ---------------------------------------------------------------- arguments PyTorch refuses
+# PyTorch's C functions read their arguments with an argument parser that refuses anything
+# but a tensor for a Tensor parameter (`exp(): argument 'input' (position 1) must be Tensor,
+# not list`); fusegrad's functions run Python that fails on the first attribute it reads, or
+# take a list or an array as NumPy would. Checking every call would cost the tensor path, so
+# the check runs where a call already left it: after the call raised (`refuse`), or on the
+# slow path that a NumPy array, or a list in a Tensor parameter, takes (`argument_error`).
+
+# The parameter names PyTorch's schemas give tensors.
+_TENSOR_PARAMETERS = frozenset({
+    "input", "other", "index", "mask", "src", "source", "mat", "mat1", "mat2", "vec", "vec1",
+    "vec2", "batch1", "batch2", "tensor", "tensor1", "tensor2", "weight", "bias", "target",
+    "x1", "x2", "input1", "input2", "anchor", "positive", "negative", "query", "key",
+    "exponent", "condition", "end", "logits", "A", "B", "LU"})
+# Those where a list is never a valid argument (so a list there takes the slow path).
+_LIST_REFUSING = frozenset({
+    "input", "other", "index", "mask", "src", "source", "mat1", "mat2", "vec", "vec1", "vec2",
+    "batch1", "batch2", "tensor1", "tensor2", "exponent", "end", "A", "B", "LU"})
+_NUMBERS = (int, float, complex, np.generic)
+
+
+def _int_like(v) -> bool:
+    # (lists and tuples are other overloads' dims: `sum(x, (0, 1))`)
+    return v is None or isinstance(v, (list, tuple, Tensor)) or hasattr(type(v), "__index__")
+
+
+def _number_like(v) -> bool:
+    return isinstance(v, (int, float, complex, np.generic, Tensor))
+
+
+def _dtype_like(v) -> bool:
+    return v is None or isinstance(v, (_dtype_cls, type))
+
+
+def _ints_like(v) -> bool:
+    return isinstance(v, (list, tuple, Tensor)) or hasattr(type(v), "__index__")
+
+
+# Parameters of other types PyTorch's parser checks: name -> (its type's name in the
+# message, the test of a value it accepts).
+_TYPED_PARAMETERS = {
+    "dtype": ("torch.dtype", _dtype_like), "alpha": ("Number", _number_like),
+    "beta": ("Number", _number_like), "fill_value": ("Number", _number_like),
+    **{name: ("tuple of ints", _ints_like) for name in ("shape", "shifts", "dims")},
+    **{name: ("int", _int_like) for name in (
+        "dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "k", "diagonal", "chunks",
+        "offset")},
+}
+_DEFAULTS: dict = {}  # function -> {parameter name: default}
+
+
+def _refused_slots(fn, label: str, flags: int) -> tuple:
+    """The positional slots of `fn`'s prefix wrapper that hold a parameter PyTorch takes as
+    a Tensor only (a C-level function's or method's)."""
+    if flags & (_PYTHON_LEVEL | _OPERATOR) or not label.startswith("torch.") or \
+            label.rpartition(".")[2][0] == "_":
+        return ()
+    found = parameters(fn)
+    if found is None:
+        return ()
+    names, positional = found
+    start = 1 if label.startswith("torch.Tensor.") else 0  # (self is a tensor)
+    return tuple(i for i in range(start, positional) if names[i] in _LIST_REFUSING)
+
+
+def _defaults(fn) -> dict:
+    found = _DEFAULTS.get(fn)
+    if found is None:
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            params = ()
+        found = _DEFAULTS[fn] = {p.name: p.default for p in params}
+    return found
+
+
+def _overridable(value) -> bool:
+    cls = type(value)
+    return isinstance(value, Tensor) or hasattr(cls, "__torch_function__") or \
+        hasattr(cls, "__fusegrad_function__")
+
+
+def _not_tensor(fname: str, param: str, position: int | None, value,
+                expected: str = "Tensor") -> TypeError:
+    where = "" if position is None else f" (position {position})"
+    return TypeError(f"{fname}(): argument '{param}'{where} must be {expected}, not "
+                     f"{python_type_name(value)}")
+
+
+def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = False):
+    """The error PyTorch's argument parser raises for this call of the public function
+    `info` describes (a non-tensor given for a Tensor parameter), or None. `before`: the
+    call has not run (the slow path), so only the values fusegrad would take silently (a
+    list, a tuple, a NumPy array) are looked at."""
+    public, fn, label, flags = info
+    space, _, name = label.rpartition(".")
+    if flags & _OPERATOR or name[0] == "_":  # (`x[i]` and the operators: Python's protocols)
+        return None
+    if flags & _PYTHON_LEVEL:
+        if before or space != "torch.nn.functional":
+            return None
+        return _functional_error(fn, name, args, kwargs)
+    if space == "torch.nn.functional":  # (a builtin named otherwise: `log_sigmoid`)
+        name = _surface.FUNCTIONAL_PARSER_NAMES.get(name, name).split()[0]
+    elif space == "torch.linalg":  # (`linalg_inv(): argument 'A' ...`)
+        name = "linalg_" + name
+    found = parameters(fn)
+    if found is None:
+        return None
+    names, positional = found
+    method = space == "torch.Tensor"
+    defaults = None
+    for i, param in enumerate(names):
+        if i < len(args) and i < positional:
+            value, position = args[i], i + (0 if method else 1)
+        elif kwargs and param in kwargs:
+            value, position = kwargs[param], None
+        else:
+            continue
+        if not before and param in _TYPED_PARAMETERS:
+            expected, accepts = _TYPED_PARAMETERS[param]
+            if not accepts(value) and not _overridable(value):
+                return _not_tensor(name, param, position, value, expected)
+            continue
+        if (method and i == 0) or param not in _TENSOR_PARAMETERS or _overridable(value):
+            continue
+        if before:
+            if value.__class__ in (list, tuple, np.ndarray) and param in _LIST_REFUSING:
+                return _not_tensor(name, param, position, value)
+            continue
+        if value is None:  # refused where the parameter is no optional one
+            if param not in _LIST_REFUSING:
+                continue
+            if defaults is None:
+                defaults = _defaults(fn)
+            if defaults.get(param, inspect.Parameter.empty) is None:
+                continue
+        elif isinstance(value, _NUMBERS) and i > 0:
+            continue  # a number stands for a tensor past the first argument
+        return _not_tensor(name, param, position, value)
+    return None
+
+
+def _functional_error(fn, name: str, args: tuple, kwargs: dict | None):
+    """`argument_error` for a function of nn.functional PyTorch writes in Python: what its
+    code does first with a non-tensor first argument (or target), as `ops.surface`'s tables
+    say."""
+    if name in _surface.FUNCTIONAL_OWN_ERRORS:
+        return None
+    found = parameters(fn)
+    if found is None or not found[0]:
+        return None
+    names = found[0]
+    if names[0] not in _TENSOR_PARAMETERS:  # (a helper: `assert_int_or_pair(arg, ...)`)
+        return None
+    spec = _surface.FUNCTIONAL_PARSER_NAMES.get(name, name).split()
+    # fusegrad's parameter -> (the C function's parameter, its position)
+    where = {names[0]: ("input", 1)}
+    if "target" in names[:2]:
+        where["target"] = ("target", 2)
+    for item in spec[1:]:
+        ours, _, theirs = item.partition("=")
+        param, _, position = theirs.partition(":")
+        where[ours] = (param, int(position))
+    attribute = _surface.FUNCTIONAL_INPUT_ATTRIBUTES.get(name)
+    for i, ours in enumerate(names[:2]):
+        if ours not in where:
+            continue
+        if i < len(args):
+            value = args[i]
+        elif kwargs and ours in kwargs:
+            value = kwargs[ours]
+        else:
+            continue
+        if _overridable(value):
+            continue
+        if attribute is not None:
+            if hasattr(value, attribute):
+                return None
+            return AttributeError(f"'{type(value).__name__}' object has no attribute "
+                                  f"'{attribute}'")
+        param, position = where[ours]
+        return _not_tensor(spec[0], param, position, value)
+    return None
+
+
+def refuse(info: list, args: tuple, kwargs: dict | None,
+           raised: BaseException | None = None, depth: int = 1) -> None:
+    """Called when a call raised (`raised`, where known, `depth` frames below the caller's):
+    PyTorch's error instead, where its argument parser (or its Python) would have refused
+    an argument before anything ran."""
+    if raised is not None and raised.__class__ is TypeError and (
+            "argument '" in (text := str(raised)) or "invalid combination" in text):
+        return  # fusegrad's own wording of PyTorch's parser (`masked_fill() received ...`)
+    if raised is not None and not isinstance(raised, (TypeError, AttributeError)) and args \
+            and isinstance(args[0], _NUMBERS):
+        # A leading number that reached a kernel's own error: a Scalar overload took it
+        # (`pow(True, t)`, `remainder(3, t)`), so the kernel's error is PyTorch's too.
+        return
+    try:
+        error = argument_error(info, args, kwargs)
+        if error is None and raised is not None:
+            error = _missing_error(info, raised, depth)
+    except Exception:  # the check itself must never hide the call's own error
+        return
+    if error is not None:
+        raise error from None
+
+
+def _missing_error(info: list, raised: BaseException, depth: int):
+    """PyTorch's parser's wording of Python's error for required arguments not given to a
+    C-level function (`mm() missing 1 required positional arguments: "mat2"`), or None."""
+    tb = raised.__traceback__
+    for _ in range(depth - 1):
+        tb = tb.tb_next if tb is not None else None
+    if raised.__class__ is not TypeError or info[3] & (_PYTHON_LEVEL | _OPERATOR) or \
+            tb is None or tb.tb_next is not None:  # (raised inside the function: its own)
+        return None
+    text = str(raised)
+    head, found, rest = text.partition(" required positional argument")
+    if not found or " missing " not in head:
+        return None
+    fname, _, count = head.partition(" missing ")
+    names = [part.split("'")[1] for part in rest.split(": ", 1)[1].split(", ")
+             for part in part.split(" and ") if part.count("'") >= 2]
+    # PyTorch's plural is the other way round: "1 ... arguments", "2 ... argument".
+    noun = "arguments" if count == "1" else "argument"
+    listed = ", ".join(f'"{n}"' for n in names)
+    return TypeError(f"{fname} missing {count} required positional {noun}: {listed}")
+
+
 def _given(values: tuple) -> tuple:
     """The positional arguments actually passed (the slots before the first empty one)."""
     for i, v in enumerate(values):
@@ -490,7 +749,7 @@ def _given(values: tuple) -> tuple:
 _OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
 _PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
                    "_plain_items": _plain_items, "_MISSING": _MISSING,
-                   "_specialise_": _specialise, "_numpy_keywords": _numpy_keywords}
+                   "_specialise_": _specialise, "_retry": _retry, "_refuse": refuse}
 _EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
                   "_specialise_": _specialise}
 

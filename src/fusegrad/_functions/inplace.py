@@ -84,6 +84,7 @@ def fill_(self, value):
     return call(I.fill_scalar, self, value)
 
 
-def copy_(self, src, non_blocking=False):
-    """Copy `src` (broadcast, converted) into self in place."""
-    return call(I.copy_, self, src)
+def copy_(self, other, non_blocking=False):
+    """Copy `other` (broadcast, converted) into self in place (PyTorch names the source
+    `other` in this signature)."""
+    return call(I.copy_, self, other)

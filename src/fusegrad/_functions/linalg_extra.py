@@ -28,7 +28,7 @@ __all__ = [
     "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
     "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power", "matrix_exp",
     "cross", "inner", "vdot", "addr", "addbmm", "kron", "chain_matmul", "lu_solve", "lu",
-    "lu_unpack",
+    "lu_unpack", "eig", "lstsq", "solve", "symeig", "matrix_rank",
 ]
 
 
@@ -85,9 +85,17 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True, *, out=None):
     return return_types.svd(u, s, vh.mT)
 
 
+_QR_DEPRECATED = (
+    "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future "
+    "PyTorch release.\nThe boolean parameter 'some' has been replaced with a string "
+    "parameter 'mode'.\nQ, R = torch.qr(A, some)\nshould be replaced with\nQ, R = "
+    "torch.linalg.qr(A, 'reduced' if some else 'complete')")
+
+
 @composite("fp32")
 def qr(input: Tensor, some: bool = True, *, out=None):
-    """(Q, R); reduced unless `some` is False."""
+    """(Q, R); reduced unless `some` is False (with PyTorch's deprecation warning, once)."""
+    warn_once_at(2, _QR_DEPRECATED)
     return return_types.qr(*call(D.linalg_qr, input, "reduced" if some else "complete"))
 
 
@@ -121,6 +129,7 @@ _LU_DEPRECATED = (
     "LU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)")
 
 
+@composite("fp32")  # (PyTorch's CPU autocast: _lu_with_info)
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False, out=None):  # noqa: N803
     """The older `torch.lu`: (LU, pivots), with `info` when `get_infos`, and PyTorch's
     deprecation warning (once per process)."""
@@ -218,3 +227,61 @@ def _addr_(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tens
 def _addbmm_(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """In place: self = beta * self + alpha * sum_i batch1[i] @ batch2[i]."""
     return call(P.addbmm_, self, batch1, batch2, beta, alpha)
+
+
+# ---------------------------------------------------------------- removed functions
+# PyTorch keeps the names of the linear-algebra functions it removed in 1.9, each raising
+# the error that says what replaces it (whatever the keywords: its `out=` among them).
+
+_REMOVED = "This function was deprecated since version 1.9 and is now removed."
+
+
+def eig(self: Tensor, eigenvectors: bool = False, *, e=None, v=None):
+    """Removed: raises PyTorch's error pointing to `linalg.eig` and `linalg.eigvals`."""
+    raise RuntimeError(
+        f"{_REMOVED} `torch.linalg.eig` returns complex tensors of dtype `cfloat` or "
+        "`cdouble` rather than real tensors mimicking complex tensors.\n\nL, _ = "
+        "torch.eig(A) should be replaced with:\nL_complex = torch.linalg.eigvals(A)\n\nand"
+        "\n\nL, V = torch.eig(A, eigenvectors=True) should be replaced with:\nL_complex, "
+        "V_complex = torch.linalg.eig(A)")
+
+
+def lstsq(input: Tensor, A: Tensor, **kwargs):  # noqa: N803
+    """Removed: raises PyTorch's error pointing to `linalg.lstsq`."""
+    raise RuntimeError(
+        f"{_REMOVED} `torch.lstsq` is deprecated in favor of `torch.linalg.lstsq`.\n"
+        "`torch.linalg.lstsq` has reversed arguments and does not return the QR "
+        "decomposition in the returned tuple (although it returns other information about "
+        "the problem).\n\nTo get the QR decomposition consider using `torch.linalg.qr`.\n\n"
+        "The returned solution in `torch.lstsq` stored the residuals of the solution in the "
+        "last m - n columns of the returned value whenever m > n. In torch.linalg.lstsq, the "
+        "residuals are in the field 'residuals' of the returned named tuple.\n\nThe "
+        "unpacking of the solution, as in\nX, _ = torch.lstsq(B, A).solution[:A.size(1)]\n"
+        "should be replaced with:\nX = torch.linalg.lstsq(A, B).solution")
+
+
+def solve(input: Tensor, A: Tensor, **kwargs):  # noqa: N803
+    """Removed: raises PyTorch's error pointing to `linalg.solve`."""
+    raise RuntimeError(
+        f"{_REMOVED} `torch.solve` is deprecated in favor of `torch.linalg.solve`. "
+        "`torch.linalg.solve` has its arguments reversed and does not return the LU "
+        "factorization.\n\nTo get the LU factorization see `torch.lu`, which can be used "
+        "with `torch.lu_solve` or `torch.lu_unpack`.\nX = torch.solve(B, A).solution should "
+        "be replaced with:\nX = torch.linalg.solve(A, B)")
+
+
+def symeig(input: Tensor, eigenvectors: bool = False, upper: bool = True, **kwargs):
+    """Removed: raises PyTorch's error pointing to `linalg.eigh` and `linalg.eigvalsh`."""
+    raise RuntimeError(
+        f"{_REMOVED} The default behavior has changed from using the upper triangular "
+        "portion of the matrix by default to using the lower triangular portion.\n\nL, _ = "
+        "torch.symeig(A, upper=upper) should be replaced with:\nL = torch.linalg.eigvalsh(A, "
+        "UPLO='U' if upper else 'L')\n\nand\n\nL, V = torch.symeig(A, eigenvectors=True) "
+        "should be replaced with:\nL, V = torch.linalg.eigh(A, UPLO='U' if upper else 'L')")
+
+
+def matrix_rank(input: Tensor, tol=None, symmetric: bool = False, **kwargs):
+    """Removed: raises PyTorch's error pointing to `linalg.matrix_rank`."""
+    raise RuntimeError(
+        f"{_REMOVED}\nPlease use the `torch.linalg.matrix_rank` function instead. The "
+        "parameter 'symmetric' was renamed in `torch.linalg.matrix_rank()` to 'hermitian'.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins
 import numbers
 
-from .. import _autocast
+from .. import _autocast, _dtype
 from .._autocast import active as _autocast_active
 from .._dispatch import call, call2
 from .._tensor import Tensor
@@ -37,9 +37,9 @@ def mv(input, vec, *, out=None):
     return call(L.mv, input, vec)
 
 
-def dot(input, other, *, out=None):
-    """Dot product of two 1-D tensors."""
-    return call(L.dot, input, other)
+def dot(input, tensor, *, out=None):
+    """Dot product of two 1-D tensors (PyTorch names the second `tensor`)."""
+    return call(L.dot, input, tensor)
 
 
 def matmul(input, other, *, out=None):
@@ -164,6 +164,9 @@ def tensordot(a, b, dims=2, out=None):
     fa = [d for d in range(a.ndim) if d not in da]
     fb = [d for d in range(b.ndim) if d not in db]
     k = _prod([a.shape[d] for d in da])
+    if not fa and not fb and a.dtype is _dtype.bool_ and k:
+        # A full contraction is PyTorch's dot, which has no bool kernel.
+        raise NotImplementedError('"dot" not implemented for \'Bool\'')
     left = reshape(permute(a, fa + da), (_prod([a.shape[d] for d in fa]), k))
     right = reshape(permute(b, db + fb), (k, _prod([b.shape[d] for d in fb])))
     return reshape(mm(left, right), tuple(a.shape[d] for d in fa) + tuple(

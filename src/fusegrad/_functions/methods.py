@@ -29,7 +29,7 @@ from .comparison import unique
 from .indexing import scatter_with_reduce
 from .inplace import copy_
 from .linear_algebra import matmul
-from .pointwise import floor_divide, pow, remainder, where
+from .pointwise import bitwise_not, floor_divide, pow, remainder, where
 from .shape import expand, reshape, tril, triu, view
 
 # ---------------------------------------------------------------- forms made from an op
@@ -148,6 +148,19 @@ def _pow(self, other):
     if other.__class__ not in _OPERAND_CLASSES and _foreign(other):
         return NotImplemented
     return pow(self, other)
+
+
+def _invert(self):
+    """`~x`: bitwise_not, which Python's operator refuses for floating and complex tensors
+    with its own message (the function's is the kernel's NotImplementedError)."""
+    if self.dtype.is_floating_point or self.dtype.is_complex:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
+
+
+_invert.__name__ = "__invert__"
+_invert.__qualname__ = "Tensor.__invert__"
 
 
 def _rpow(self, other):

@@ -7,10 +7,14 @@ from __future__ import annotations
 import builtins
 import numbers
 
+import numpy as np
+
 from .. import return_types
 from .._dispatch import call, call1
 from .._dtype import as_dtype
+from .._dtype import dtype as _dtype_cls
 from .._tensor import Tensor
+from .._type_names import python_type_name
 from ..ops import REGISTRY
 from ..ops import pointwise as P
 from ..ops import reduction as R
@@ -65,12 +69,20 @@ def amax(input, dim=(), keepdim=False, *, out=None, axis=None, keepdims=None):
     return call(R.amax, input, _dims(dim) or (), keepdim)
 
 
+def _softmax_dtype(fn: str, dtype):
+    """`dtype` as a dtype, or the argument parser's TypeError for another object."""
+    if not isinstance(dtype, (_dtype_cls, type)):
+        raise TypeError(f"{fn}(): argument 'dtype' must be torch.dtype, not "
+                        f"{python_type_name(dtype)}")
+    return as_dtype(dtype)
+
+
 def softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
     """exp(x) / sum(exp(x)) along `dim`."""
     if dim.__class__ is not int or axis is not None:
         dim = _args.index(_args.required_dim("softmax", dim, axis))
     if dtype is not None:
-        input = input.to(as_dtype(dtype))
+        input = input.to(_softmax_dtype("softmax", dtype))
     return call(R.softmax, input, dim, False)
 
 
@@ -79,7 +91,7 @@ def log_softmax(input, dim=None, dtype=None, *, _stacklevel=3, axis=None):
     if dim.__class__ is not int or axis is not None:
         dim = _args.index(_args.required_dim("log_softmax", dim, axis))
     if dtype is not None:
-        input = input.to(as_dtype(dtype))
+        input = input.to(_softmax_dtype("log_softmax", dtype))
     return call(R.log_softmax, input, dim, False)
 # ---------------------------------------------------------------- more reductions
 
@@ -305,23 +317,131 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None, axis=None):  
     return _rt("topk", call(R.topk, input, k, dim, largest, sorted))
 
 
-def sort(input, dim=-1, descending=False, *, stable=None, out=None, axis=None):
-    """Values sorted along `dim`, and their original indices."""
+# `sort` and `argsort` have PyTorch's two overloads: `(input, *, stable, dim, descending)`
+# (stable given, everything by keyword) and `(input, dim, descending)`; a call fitting
+# neither is its argument parser's TypeError.
+_UNSET = object()
+_np_bool = np.bool_
+_SORT_SIGNATURES = {
+    ("sort", False): (
+        "(Tensor input, *, bool stable, int dim = -1, bool descending = False, tuple of "
+        "Tensors out = None)",
+        "(Tensor input, int dim = -1, bool descending = False, *, tuple of Tensors out = "
+        "None)"),
+    ("argsort", False): (
+        "(Tensor input, *, bool stable, int dim = -1, bool descending = False, Tensor out = "
+        "None)",
+        "(Tensor input, int dim = -1, bool descending = False)"),
+}
+_SORT_METHOD_SIGNATURES = ("(*, bool stable, int dim = -1, bool descending = False)",
+                           "(int dim = -1, bool descending = False)")
+
+
+def _is_int(v) -> bool:
+    return v.__class__ is not bool and (isinstance(v, numbers.Integral) or (
+        isinstance(v, Tensor) and v.ndim == 0 and not v.is_floating_point()))
+
+
+def _is_bool(v) -> bool:
+    return v.__class__ is bool or v.__class__ is _np_bool
+
+
+def _sort_args(fname: str, method: bool, args: tuple, stable, dim, descending,
+               unknown: dict) -> tuple:
+    """(dim, descending, stable) of a `sort`/`argsort` call given `args` by position and the
+    rest by keyword (`_UNSET` where not given), or PyTorch's TypeError."""
+    n = len(args)
+    given = {k: v for k, v in (("stable", stable), ("dim", dim), ("descending", descending))
+             if v is not _UNSET}
+    given.update(unknown)
+    kw_ok = not unknown and (dim is _UNSET or _is_int(dim)) and (
+        descending is _UNSET or _is_bool(descending))
+    if stable is not _UNSET:
+        stable_ok = _is_bool(stable) or (stable is None and fname == "sort")
+        if n == 0 and kw_ok and stable_ok:
+            return (-1 if dim is _UNSET else dim,
+                    False if descending is _UNSET else descending, stable)
+    elif kw_ok and n <= 2 and (n < 1 or (_is_int(args[0]) and dim is _UNSET)) and (
+            n < 2 or (_is_bool(args[1]) and descending is _UNSET)):
+        d = args[0] if n >= 1 else (-1 if dim is _UNSET else dim)
+        desc = args[1] if n >= 2 else (False if descending is _UNSET else descending)
+        return d, desc, None
+    if method and (n > 2 or (n == 2 and stable is not _UNSET)):
+        raise TypeError(f"{fname}() takes from 1 to 0 positional arguments but {n} were "
+                        "given")
+    if not method and fname == "argsort" and n > 2:
+        raise TypeError(f"argsort() takes from 2 to 1 positional arguments but {n + 1} were "
+                        "given")
+    order = ("stable", "dim", "descending")
+    keys = [k for k in order if k in given] + [k for k in given if k not in order]
+    got = [python_type_name(a) if not isinstance(a, Tensor) else "Tensor" for a in args]
+    got += [f"{k}={python_type_name(given[k]) if not isinstance(given[k], Tensor) else 'Tensor'}"
+            for k in keys]
+    if method:
+        text = ", ".join(got) + (", " if keys and not args else "")
+        listed = _SORT_METHOD_SIGNATURES
+    else:
+        text = ", ".join(["Tensor"] + got)
+        listed = _SORT_SIGNATURES[(fname, False)]
+    message = (f"{fname}() received an invalid combination of arguments - got ({text}), but "
+               f"expected one of:\n * {listed[0]}\n * {listed[1]}\n")
+    if (method or fname == "argsort") and stable is not _UNSET and 0 < n <= 2:
+        message += "      didn't match because some of the keywords were incorrect: stable\n"
+    raise TypeError(message)
+
+
+def _sort(fname: str, method: bool, input, args, stable, dim, descending, axis, unknown):
     if axis is not None:
-        dim = _args.axis("sort", dim, axis, -1)
+        dim = _args.axis(fname, dim, axis, _UNSET)
+    return _sort_args(fname, method, args, stable, dim, descending, unknown)
+
+
+def sort(input, *args, stable=_UNSET, dim=_UNSET, descending=_UNSET, out=None, axis=None,
+         **unknown):
+    """Values sorted along `dim`, and their original indices."""
+    dim, descending, stable = _sort("sort", False, input, args, stable, dim, descending,
+                                    axis, unknown)
     if stable is not None:
         return _rt("sort", call(R.sort_stable, input, stable, dim, descending))
     return _rt("sort", call(R.sort, input, dim, descending))
 
 
-def argsort(input, dim=-1, descending=False, *, stable=False, axis=None):
+def argsort(input, *args, stable=_UNSET, dim=_UNSET, descending=_UNSET, axis=None,
+            **unknown):
     """Indices that sort `input` along `dim` (equal elements keep their order when `stable`,
     as `sort(stable=True)` orders them)."""
-    if axis is not None:
-        dim = _args.axis("argsort", dim, axis, -1)
+    dim, descending, stable = _sort("argsort", False, input, args, stable, dim, descending,
+                                    axis, unknown)
     if stable:
         return call(R.sort_stable, input, True, dim, descending)[1]
     return call(R.argsort, input, dim, descending)
+
+
+def _sort_method(self, *args, stable=_UNSET, dim=_UNSET, descending=_UNSET, axis=None,
+                 **unknown):
+    """`Tensor.sort`: the function's overloads without `out` (and the method's messages)."""
+    dim, descending, stable = _sort("sort", True, self, args, stable, dim, descending, axis,
+                                    unknown)
+    if stable is not None:
+        return _rt("sort", call(R.sort_stable, self, stable, dim, descending))
+    return _rt("sort", call(R.sort, self, dim, descending))
+
+
+def _argsort_method(self, *args, stable=_UNSET, dim=_UNSET, descending=_UNSET, axis=None,
+                    **unknown):
+    """`Tensor.argsort`, with the method's messages."""
+    dim, descending, stable = _sort("argsort", True, self, args, stable, dim, descending,
+                                    axis, unknown)
+    if stable:
+        return call(R.sort_stable, self, True, dim, descending)[1]
+    return call(R.argsort, self, dim, descending)
+
+
+# Named as PyTorch's methods, which their argument errors quote.
+_sort_method.__name__ = "sort"
+_sort_method.__qualname__ = "Tensor.sort"
+_argsort_method.__name__ = "argsort"
+_argsort_method.__qualname__ = "Tensor.argsort"
 
 
 def msort(input, *, out=None):

@@ -115,7 +115,8 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
                            f"midpoint or nearest, but got {interpolation}")
     scalar_q = not isinstance(q, Tensor)
     if scalar_q and not 0 <= q <= 1:
-        raise RuntimeError(f"{name} q must be in the range [0, 1] but got {q}")
+        shown = f"{q:g}" if isinstance(q, float) else q  # (C++'s stream prints 2.0 as 2)
+        raise RuntimeError(f"{name} q must be in the range [0, 1] but got {shown}")
     if input.numel() == 0:
         raise RuntimeError(f"{name} input tensor must be non-empty")
     if not scalar_q and q.ndim > 1:
@@ -126,11 +127,15 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     if not scalar_q:
         if q.dtype is not input.dtype:
             raise RuntimeError(f"{name} q tensor must be same dtype as the input tensor")
+        if q.is_meta is not input.is_meta:
+            raise RuntimeError(f"{name} q tensor must be on the same device as the input "
+                               "tensor")
         if dim is not None:
             wrap_dim(dim, input.ndim)
-        qs = q._data.reshape(-1)
-        if qs.size and (qs.min() < 0 or qs.max() > 1):
-            raise RuntimeError(f"{name} q values must be in the range [0, 1]")
+        if q._data is not None:  # (a meta q has no values to check)
+            qs = q._data.reshape(-1)
+            if qs.size and (qs.min() < 0 or qs.max() > 1):
+                raise RuntimeError(f"{name} q values must be in the range [0, 1]")
         scalar_q = q.ndim == 0
     # Sort with the reduced dim last; the other dims follow the output's layout.
     if dim is None:
@@ -151,6 +156,11 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     n = srt.shape[-1]
     srt = view(srt, tuple(kept) + (n,))
     data = srt._data
+    if data is None:  # a meta input: the same steps on ranks without values
+        lo = _meta_quantile(srt, q, kept, scalar_q, interpolation)
+        if scalar_q:
+            return lo.squeeze_(-1)
+        return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
     nan = np.isnan(data)
     # The ranks in the input's dtype (q's), as PyTorch computes them: in float32, 0.1 * 10 is
     # exactly 1, so `higher` picks index 1 where a float64 rank (1.0000000149) picks 2.
@@ -193,6 +203,25 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     if scalar_q:
         return lo.squeeze_(-1)
     return lo.unsqueeze_(0).transpose_(0, -1).squeeze_(-1)
+
+
+def _meta_quantile(srt: Tensor, q, kept: list, scalar_q: bool, interpolation: str) -> Tensor:
+    """The quantiles of sorted meta rows `srt`, one per q along the last dim, through the
+    gathers and interpolation PyTorch records (the weights from a tensor q carry its
+    gradient)."""
+    from .. import _meta
+
+    shape = tuple(kept) + (1 if scalar_q else q.numel(),)
+    lo = srt.gather(-1, _meta.factory_tensor(shape, _dtype.int64, False))
+    if interpolation in ("linear", "midpoint"):
+        hi = srt.gather(-1, _meta.factory_tensor(shape, _dtype.int64, False))
+        if interpolation == "midpoint":
+            lo.lerp_(hi, 0.5)
+        elif isinstance(q, Tensor):
+            lo.lerp_(hi, q.reshape(-1) * _meta.factory_tensor(shape, srt.dtype, False))
+        else:
+            lo.lerp_(hi, _meta.factory_tensor(shape, srt.dtype, False))
+    return lo
 
 
 @composite("fp32")
@@ -312,6 +341,9 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
                 compute_mode == "use_mm_for_euclid_dist_if_necessary"
                 and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
         shape = ST._cdist_check(x1, x2, 2.0)
+        if x1.dtype != x2.dtype:  # (the matmul's check)
+            raise RuntimeError("expected m1 and m2 to have the same dtype, but got: "
+                               f"{x1.dtype.cpp} != {x2.dtype.cpp}")
         if x1.ndim == 2 and x2.ndim == 2:
             return view(call(ST.euclidean_dist, x1, x2), shape)
         batch = shape[:-2]

@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from .. import _dtype, _out
+from .._autocast import composite
 from .._creation import tensor as _tensor
 from .._dispatch import call
 from .._tensor import Tensor
@@ -132,6 +133,7 @@ def _real_input(x: Tensor, name: str) -> Tensor:
 # ---------------------------------------------------------------- one dimension
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def fft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
         out=None) -> Tensor:
     """The one-dimensional discrete Fourier transform along `dim`."""
@@ -142,6 +144,7 @@ def fft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = N
     return call(_F.fft_r2c, x, [d], _norm(norm, True), False)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def ifft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
          out=None) -> Tensor:
     """The one-dimensional inverse discrete Fourier transform along `dim`."""
@@ -153,6 +156,7 @@ def ifft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
     return call(_F.fft_r2c, x, [d], _norm(norm, False), False).conj()
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
          out=None) -> Tensor:
     """The non-negative frequencies of a real signal's transform along `dim`."""
@@ -172,6 +176,7 @@ def _onesided_input(name: str, input: Tensor, n, dim) -> tuple[Tensor, int, int]
     return x, d, n
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
           out=None) -> Tensor:
     """The real signal of `n` points (default 2 * (m - 1)) whose onesided spectrum is
@@ -180,6 +185,7 @@ def irfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None =
     return call(_F.fft_c2r, x, [d], _norm(norm, False), n)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def hfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
          out=None) -> Tensor:
     """The (real) transform of a Hermitian-symmetric signal given by its first half."""
@@ -187,6 +193,7 @@ def hfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
     return call(_F.fft_c2r, x.conj(), [d], _norm(norm, True), n)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
           out=None) -> Tensor:
     """The inverse of `hfft`: the first half of a real signal's inverse transform."""
@@ -207,26 +214,31 @@ def _c2c_n(input: Tensor, s, dim, norm, forward: bool, default_all: bool) -> Ten
     return call(_F.fft_c2c, x, dims, _norm(norm, forward), forward)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def fftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
     """The n-dimensional transform over `dim` (all dims, or the last len(s))."""
     return _c2c_n(input, s, dim, norm, True, True)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def ifftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
     """The n-dimensional inverse transform over `dim` (all dims, or the last len(s))."""
     return _c2c_n(input, s, dim, norm, False, True)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def fft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
     """The two-dimensional transform over `dim`."""
     return _c2c_n(input, s, dim, norm, True, False)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def ifft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
     """The two-dimensional inverse transform over `dim`."""
     return _c2c_n(input, s, dim, norm, False, False)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def rfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
     """The n-dimensional transform of a real signal, onesided along the last of `dim`."""
     if input.is_complex():
@@ -237,11 +249,13 @@ def rfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None)
     return call(_F.fft_r2c, x, dims, _norm(norm, True), True)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def rfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
     """The two-dimensional transform of a real signal, onesided along the last of `dim`."""
     return rfftn(input, s, dim, norm)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def irfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None) -> Tensor:
     """The real signal whose n-dimensional onesided spectrum is `input`; the last of `dim`
     gets s[-1] points (default 2 * (m - 1))."""
@@ -253,6 +267,7 @@ def irfftn(input: Tensor, s=None, dim=None, norm: str | None = None, *, out=None
     return call(_F.fft_c2r, x, dims, _norm(norm, False), n)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def irfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None, *, out=None) -> Tensor:
     """The inverse of `rfft2`."""
     return irfftn(input, s, dim, norm)

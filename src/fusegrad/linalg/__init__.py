@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _dtype, return_types
 from .. import _tensor as _tensor_module
-from .._autocast import composite
+from .._autocast import composite as _composite
 from .._dispatch import call
 from .._functions.linear_algebra import matmul
 from .._functions.reduction import _vector_norm
@@ -31,7 +31,14 @@ from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
 from ..ops import solvers as V
-from ..ops._linalg_common import LAPACK_NP, LinAlgError, check_matrix, check_square_float
+from ..ops._linalg_common import (
+    LAPACK_NP,
+    LinAlgError,
+    check_floating,
+    check_matrix,
+    check_square,
+    check_square_float,
+)
 from ..ops._util import HALF as _HALF_NP
 from ..ops.joins import cat as _cat_op
 
@@ -62,7 +69,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False, out=None):
     return return_types.linalg_inv_ex(*call(V.linalg_inv_ex, A, check_errors))
 
 
-@composite("fp32")
+@_composite("fp32")
 def inv(A: Tensor, *, out=None) -> Tensor:
     """The inverse of square matrices; a singular matrix raises LinAlgError."""
     return call(V.linalg_inv_ex, A, True)[0]
@@ -131,7 +138,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, o
     return return_types.linalg_cholesky_ex(*call(D.linalg_cholesky_ex, A, upper, check_errors))
 
 
-@composite("fp32")
+@_composite("fp32")
 def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     """The Cholesky factor of symmetric positive-definite matrices (lower by default)."""
     return call(D.linalg_cholesky_ex, A, upper, True)[0]
@@ -142,26 +149,26 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None):
     return return_types.linalg_qr(*call(D.linalg_qr, A, mode))
 
 
-@composite("fp32")
+@_composite("fp32")
 def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None):
     """The singular value decomposition A = U diag(S) Vh (signs of the vectors may differ
     from PyTorch's LAPACK)."""
     return return_types.linalg_svd(*call(D.linalg_svd, A, full_matrices, True, driver))
 
 
-@composite("fp32")
+@_composite("fp32")
 def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
     """The singular values, in descending order."""
     return call(D.linalg_svd, A, False, _needs_grad(A), driver)[1]
 
 
-@composite("fp32")
+@_composite("fp32")
 def eigh(A: Tensor, UPLO: str = "L", *, out=None):  # noqa: N803 (PyTorch's name)
     """Eigenvalues (ascending) and eigenvectors of symmetric matrices, from one triangle."""
     return return_types.linalg_eigh(*call(D.linalg_eigh, A, UPLO, True))
 
 
-@composite("fp32")
+@_composite("fp32")
 def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
     """Eigenvalues (ascending) of symmetric matrices."""
     return call(D.linalg_eigh, A, UPLO, _needs_grad(A))[0]
@@ -173,6 +180,7 @@ def eig(A: Tensor, *, out=None):
     return return_types.linalg_eig(*call(D.linalg_eig, A))
 
 
+@_composite("fp32")  # (PyTorch's CPU autocast)
 def eigvals(A: Tensor, *, out=None) -> Tensor:
     """Eigenvalues of general square matrices (complex), in LAPACK's order."""
     D._eig_dtype_check(A)
@@ -188,7 +196,8 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, o
 def lu_factor(A: Tensor, *, pivot: bool = True, out=None):
     """The packed LU factorization and pivots; an exactly singular U raises."""
     lu_, piv, info = call(LUO.linalg_lu_factor_ex, A, pivot, False)
-    LUO.lu_factor_error("torch.linalg.lu_factor", info.numpy())
+    if not info.is_meta:  # (a meta factorization has no info to check)
+        LUO.lu_factor_error("torch.linalg.lu_factor", info.numpy())
     return return_types.linalg_lu_factor(lu_, piv)
 
 
@@ -212,7 +221,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     return return_types.linalg_solve_ex(*call(V.linalg_solve_ex, A, B, left, check_errors))
 
 
-@composite("fp32")
+@_composite("fp32")
 def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     """The solution of AX = B (XA = B when not `left`); a singular A raises LinAlgError."""
     return call(V.linalg_solve_ex, A, B, left, True)[0]
@@ -230,7 +239,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     return return_types.linalg_lstsq(*call(V.linalg_lstsq, A, B, rcond, driver))
 
 
-@composite("fp32")
+@_composite("fp32")
 def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     """The inverse of A for `tensordot` over its first `ind` dims."""
     if ind <= 0:
@@ -244,7 +253,7 @@ def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
     return inv(A.reshape(rows, rows)).reshape(tail + head)
 
 
-@composite("fp32")
+@_composite("fp32")
 def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
     """X such that tensordot(A, X, X.ndim) == B."""
     if dims is not None:
@@ -343,7 +352,7 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     return _amax_amin(_vector_norm(A, 1, d0, keepdim), d1, keepdim, ord < 0)
 
 
-def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
+def norm(input: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
          dtype=None) -> Tensor:
     """Vector or matrix norm, chosen from `ord` and `dim` as PyTorch does: a matrix norm for
     a string `ord`, or for a numeric one over two dims (two given, or a 2-D input's); else
@@ -355,16 +364,16 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, out=None,
         if len(dim) not in (1, 2):
             raise RuntimeError("linalg.norm: If dim is specified, it must be of length 1 or 2. "
                                f"Got {list(dim)}")
-    elif (ord is not None) and A.ndim not in (1, 2):
+    elif (ord is not None) and input.ndim not in (1, 2):
         raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must "
-                           f"be 1D or 2D. Got {A.ndim}D.")
+                           f"be 1D or 2D. Got {input.ndim}D.")
     if isinstance(ord, str) or (ord is not None and (
-            len(dim) == 2 if dim is not None else A.ndim == 2)):
-        return matrix_norm(A, ord, (0, 1) if dim is None else dim, keepdim, dtype=dtype)
-    return _vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+            len(dim) == 2 if dim is not None else input.ndim == 2)):
+        return matrix_norm(input, ord, (0, 1) if dim is None else dim, keepdim, dtype=dtype)
+    return _vector_norm(input, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
-@composite("fp32")
+@_composite("fp32")
 def cond(A: Tensor, p=None, *, out=None) -> Tensor:
     """The condition number in the norm `p` (the 2-norm by default)."""
     if A.ndim < 2:
@@ -374,12 +383,14 @@ def cond(A: Tensor, p=None, *, out=None) -> Tensor:
         big, small = s.narrow(-1, 0, 1), s.narrow(-1, s.shape[-1] - 1, 1)
         r = big / small if p != -2 else small / big
         return r.squeeze(-1)
-    check_square_float("linalg.cond", A)
+    shown = f"{p:g}" if isinstance(p, float) else p  # (C++'s stream: 1.0 is 1)
+    check_square(f"linalg.cond(ord={shown})", A)
+    check_floating("linalg.inv", A)  # (the inverse's check comes next)
     r = matrix_norm(A, p) * matrix_norm(inv_ex(A)[0], p)
     return r.nan_to_num(math.inf, math.inf)
 
 
-@composite("fp32")
+@_composite("fp32")
 def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None,
                 out=None) -> Tensor:
     """The number of singular values above max(atol, rtol * largest) (int64)."""
@@ -410,7 +421,7 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1, out=None) -> Tensor:
     return call(P.linalg_cross, input, other, dim)
 
 
-@composite("lower")
+@_composite("lower")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     """The dot product of vectors along `dim` (broadcast), conjugating `x`: `sum(conj(x) y)`."""
     dx, dy = x.dtype, y.dtype

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .. import _dtype
 from .. import _random_draws as _draws
 from .._dispatch import call
 from .._random import generator_or_default as _generator_or_default
@@ -76,6 +77,8 @@ def selu_(input: Tensor) -> Tensor:
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:  # (PyTorch's check, worded after Python's error)
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return call(_pick(K.celu, K.celu_, inplace), input, alpha)
 
 
@@ -128,11 +131,18 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, else value."""
+    _check_threshold_dtype(input)
     return call(_pick(K.threshold, K.threshold_, inplace), input, threshold, value)
+
+
+def _check_threshold_dtype(input: Tensor) -> None:
+    if input.dtype is _dtype.bool_:  # PyTorch's kernel has no bool form
+        raise NotImplementedError('"threshold_cpu" not implemented for \'Bool\'')
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     """In-place threshold."""
+    _check_threshold_dtype(input)
     return call(K.threshold_, input, threshold, value)
 
 

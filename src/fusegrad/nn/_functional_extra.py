@@ -19,12 +19,14 @@ from ..ops import normalization as G
 from ..ops import upsample as U
 from ..ops._util import format_of
 from ..ops.nn import tensor_in_format
+from ._functional_layers import float_arg
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise each of `num_groups` channel groups over its channels and positions, then
     scale and shift per channel: one `native_group_norm` (NativeGroupNormBackward0)."""
+    float_arg(eps, "group_norm", "eps", 5)
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
                            f"{input.dim()}")

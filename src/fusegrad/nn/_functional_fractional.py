@@ -11,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype
+from .. import _autocast, _dtype
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import pooling as PL
@@ -68,6 +69,11 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     planes = lead[0] * lead[1]
     if samples is None:
         samples = fusegrad.rand(lead[0], lead[1], n, dtype=input.dtype)
+    if _autocast.active():
+        # PyTorch's CPU autocast runs the op in float32, its samples drawn before (in the
+        # input's dtype) and cast with it
+        return _autocast.call_composite(_fractional, "fp32", (
+            input, kernel_size, output_size, output_ratio, samples, n, order, name), {})
     draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
     values = x.detach().numpy().reshape((planes,) + sizes)
     strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
@@ -127,12 +133,16 @@ def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_r
     return (out, idx) if return_indices else out
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
     """Max over adaptive windows of (N, C, D, H, W) or (C, D, H, W) input to `output_size`
     (None keeps a size): (values, flat indices into each input volume)."""
     if not isinstance(output_size, numbers.Number) and output_size is not None and \
             input.dim() <= len(output_size):  # PyTorch fills Nones from the trailing sizes
         raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+    if not isinstance(output_size, numbers.Number) and output_size is not None and \
+            len(output_size) != 3:
+        raise RuntimeError("adaptive_max_pool3d(): internal error: output_size.size() must be 3")
     if input.dim() not in (4, 5):
         raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: "
                            f"{list(input.shape)}")
@@ -140,6 +150,11 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     PL.check_pool_dtype("adaptive_max_pool3d_cpu", input.dtype, "float")
     sizes = tuple(input.shape[-3:])
     out = tuple(s if o is None else int(o) for s, o in zip(sizes, _tuple(output_size, 3)))
+    if min(out) < 0:
+        shape = list(input.shape[:-3]) + list(out)
+        first = next(v for v in out if v < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {first}: "
+                           f"{shape}")
     batched = input.dim() == 5
     x = input if batched else input.unsqueeze(0)
     lead = tuple(x.shape[:2])

@@ -15,8 +15,10 @@ import numpy as np
 from .. import _dtype
 from .. import _random_draws as _draws
 from .._dispatch import call
+from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._type_names import python_type_name
 from ..autograd.grad_mode import no_grad
 from ..ops import conv as CV
 from ..ops import embedding as EB
@@ -25,6 +27,61 @@ from ..ops import normalization as NL
 from ..ops import pooling as PL
 from ..ops import scalar as SC
 from ..ops.norms import vector_norm
+
+
+def int_list_arg(value, fn: str, arg: str, position: int, sized: bool = True):
+    """`value` as PyTorch's argument parser reads an `int[]` argument of C function `fn`: an
+    int stands where the list has a fixed size (`sized`), a list or tuple must hold integers
+    (anything with `__index__`, as a SymInt); anything else is its TypeError."""
+    if sized and isinstance(value, (int, SymInt)):
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be tuple of "
+                        f"ints, not {python_type_name(value)}")
+    for i, v in enumerate(value):
+        if not (isinstance(v, SymInt) or hasattr(type(v), "__index__")) or \
+                isinstance(v, Tensor) and v.is_floating_point():
+            raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be tuple "
+                            f"of ints, but found element of type {python_type_name(v)} at "
+                            f"pos {i}")
+    return value
+
+
+def float_arg(value, fn: str, arg: str, position: int) -> None:
+    """PyTorch's argument parser's TypeError for a `float` argument that is no number."""
+    if not isinstance(value, (numbers.Real, SymInt)) and not (
+            isinstance(value, Tensor) and value.ndim == 0):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be float, not "
+                        f"{python_type_name(value)}")
+
+
+def adaptive_output_size(output_size, input: Tensor, n: int, name: str) -> list:
+    """The output size an `n`-D adaptive pooling `name` is given, read as PyTorch reads it:
+    an int for every dim; a sequence has its Nones filled from the input's trailing sizes
+    (by Python, then its length checked by the C function)."""
+    if isinstance(output_size, (int, SymInt)):
+        return [output_size] * n
+    defaults = tuple(input.shape)
+    if len(defaults) <= len(output_size):
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+    size = [d if v is None else v
+            for v, d in zip(output_size, defaults[-len(output_size):])]
+    int_list_arg(size, name, "output_size", 2)
+    if len(size) != n:
+        raise RuntimeError(f"{name}: output_size must be {n}")
+    return [int(v) if not isinstance(v, SymInt) else v for v in size]
+
+
+def one_int_size(output_size, name: str) -> int:
+    """The single output size of a 1-D adaptive pooling `name` (an int or a one-int
+    sequence), with PyTorch's argument parser's errors."""
+    int_list_arg(output_size, name, "output_size", 2)
+    if isinstance(output_size, (int, SymInt)):
+        return output_size
+    if len(output_size) != 1:
+        raise RuntimeError(f"{name}() argument 'output_size' should contain one int (got "
+                           f"{len(output_size)})")
+    return int(output_size[0])
 
 
 def _pair(x, n: int = 2) -> list:
@@ -108,12 +165,12 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
     """1-D adaptive max pooling (a height-1 2-D pooling, as PyTorch records it)."""
+    size = one_int_size(output_size, "adaptive_max_pool1d")
     if input.dim() not in (2, 3):
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
                            "tensor for argument #1 'self' (while checking arguments for "
                            "adaptive_max_pool1d)")
     PL.check_planes("adaptive_max_pool1d", tuple(input.shape))
-    size = _pair(output_size, 1)[0]
     out, idx = call(LY.adaptive_max_pool2d, input.unsqueeze(-2), [1, size])
     out = out.squeeze(-2)
     return (out, idx.squeeze(-2)) if return_indices else out
@@ -147,6 +204,8 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
     if p == 1.0:
         zero = Tensor._make(np.zeros((), dtype=np_dtype))
         return input.mul_(zero) if inplace else input * zero
+    if not alpha:
+        check_noise_dtype(input)
     shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
              else tuple(input.shape))
     # PyTorch's noise: bernoulli_(1 - p) on a tensor of the noise's shape
@@ -162,6 +221,19 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
     noise = Tensor._make((keep * step(a)).astype(np_dtype))
     out = input.mul_(noise) if inplace else input * noise
     return out.add_(shift)
+
+
+def check_noise_dtype(input: Tensor) -> None:
+    """PyTorch's errors for dropping out a tensor that is not floating: its noise, a tensor
+    of the input's dtype, gets a Bernoulli draw (none for complex) and is divided in place
+    by 1 - p (no float result fits an integer tensor)."""
+    dt = input.dtype
+    if dt.is_complex:
+        raise NotImplementedError(
+            f'"bernoulli_scalar_cpu_" not implemented for \'{dt.legacy}\'')
+    if not dt.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{dt.legacy}")
 
 
 def _check_p(p: float) -> None:
@@ -269,6 +341,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each (sample, channel) over its positions: batch_norm of the input viewed as
     one sample with N*C channels (NativeBatchNormBackward0 between two views)."""
+    float_arg(momentum, "instance_norm", "momentum", 7)
+    float_arg(eps, "instance_norm", "eps", 8)
     shape = tuple(input.shape)
     if use_input_stats and math.prod(shape[2:]) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input "
@@ -317,9 +391,15 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight."""
-    ns = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) else [
-        int(v) for v in normalized_shape]
+    ns = [int(v) for v in int_list_arg(normalized_shape, "rms_norm", "normalized_shape", 2,
+                                       False)]
     k = len(ns)
+    if not k:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    if weight is not None and list(weight.shape) != ns:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {list(weight.shape)} and normalized_shape = {ns}")
     if tuple(input.shape[input.dim() - k:]) != tuple(ns) or input.dim() < k:
         raise RuntimeError(f"Given normalized_shape={ns}, expected input with shape "
                            f"[*{', '.join(str(s) for s in ns)}], but got input of size"

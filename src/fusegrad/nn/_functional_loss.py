@@ -375,10 +375,17 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     dim = input.dim()
     cdim = 0 if dim == 1 else 1
     logp = input.log_softmax(cdim)
-    if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
+    if tuple(target.shape) == tuple(input.shape):
         # Class probabilities; a float target of another shape is taken as class indices
         # (nll_loss then names its dtype).
+        if not target.is_floating_point():
+            raise RuntimeError("Expected floating point type for target with class "
+                               f"probabilities, got {target.dtype.legacy}")
         c, wshape = _classes(input, cdim)
+        if weight is not None and (weight.dim() != 1 or weight.numel() != c):
+            raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all "
+                               f"{c} classes or no classes but got weight tensor of shape: "
+                               f"{list(weight.shape)}")
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:

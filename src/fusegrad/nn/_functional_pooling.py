@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
@@ -366,18 +367,22 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
                       UserWarning, stacklevel=warning_stacklevel(2))
     n, spatial = size[0], size[2:]  # slowest first; the grid's last dim lists x first
 
+    where = {"dtype": theta.dtype, "device": theta.device}  # (meta theta: a meta grid)
+
     def axis(steps):
-        line = fusegrad.linspace(-1, 1, steps, dtype=theta.dtype)
+        line = fusegrad.linspace(-1, 1, steps, **where)
         if not align_corners and steps > 1:
-            line = line * ((steps - 1) / steps)
-        return line if steps > 1 else fusegrad.zeros(1, dtype=theta.dtype)
+            # two roundings, as PyTorch's (one with the factor rounded first moves a point
+            # by an ulp, and grid_sample's gradient at a pixel centre with it)
+            line = line * (steps - 1) / steps
+        return line if steps > 1 else fusegrad.zeros(1, **where)
 
     columns = []
     for d in reversed(range(nd)):  # x, y (, z): the last spatial dim first
         shape = [1] * nd
         shape[d] = spatial[d]
         columns.append(axis(spatial[d]).view(shape).expand(spatial))
-    columns.append(fusegrad.ones(spatial, dtype=theta.dtype))
+    columns.append(fusegrad.ones(spatial, **where))
     points = math.prod(spatial)
     base = fusegrad.stack(columns, -1).view(1, points, nd + 1)
     grid = base.expand(n, points, nd + 1).bmm(theta.transpose(1, 2))
@@ -528,6 +533,9 @@ def _grid_sample_checks(input: Tensor, grid: Tensor, mode: str) -> None:
                            f"{gsz}")
     if mode == "bicubic" and input.dim() == 5:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if input.dtype is not grid.dtype:  # (the kernel reads both as the input's type)
+        raise RuntimeError(f"expected scalar type {input.dtype.legacy} but found "
+                           f"{grid.dtype.legacy}")
 
 
 def _grid_sample_nan(input: Tensor, grid: Tensor, nan: np.ndarray, mode: str,
@@ -549,6 +557,7 @@ def _grid_sample_nan(input: Tensor, grid: Tensor, nan: np.ndarray, mode: str,
     return out
 
 
+@composite("fp32")  # (PyTorch's CPU autocast: grid_sampler)
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None,
                 _masks=None) -> Tensor:

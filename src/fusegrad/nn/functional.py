@@ -12,12 +12,16 @@ import warnings
 
 import numpy as np
 
+from .. import _autocast
 from .._autocast import composite
 from .._creation import zeros_like
 from .._dispatch import call
+from .._dtype import dtype as _dtype_cls
+from .._shapes import broadcast_shapes as _broadcast_shapes
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from .._type_names import python_type_name
 from .._warn import warn_once_at_caller
 from ..autograd.grad_mode import no_grad as _no_grad
 from ..backends import cuda as _cuda_backend
@@ -172,13 +176,28 @@ def _same_padding(weight, dilation, spatial: int) -> tuple[list, list]:
     return before, after
 
 
+def _check_conv_lists(weight, **lists) -> None:
+    """PyTorch's error for a stride (padding, dilation, output padding) list of another
+    length than the weight's spatial dims (checked before the input's rank)."""
+    k = weight.dim() - 2
+    if k < 1:
+        return
+    for name, values in lists.items():
+        if not isinstance(values, str) and len(values) not in (1, k):
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of {k} "
+                               "values to match the convolution dimensions, but got "
+                               f"{name}={list(values)}")
+
+
 def _conv(input, weight, bias, stride, padding, dilation, groups, spatial: int):
     name = f"conv{spatial}d"
+    stride = _ntuple(stride, spatial)
+    dilation = _ntuple(dilation, spatial)
+    _check_conv_lists(weight, stride=stride, padding=padding if isinstance(padding, str)
+                      else _ntuple(padding, spatial), dilation=dilation)
     if input.dim() not in (spatial + 1, spatial + 2):
         raise RuntimeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) "
                            f"input to {name}, but got input of size: {list(input.shape)}")
-    stride = _ntuple(stride, spatial)
-    dilation = _ntuple(dilation, spatial)
     unbatched = input.dim() == spatial + 1
     if unbatched:
         input = input.unsqueeze(0)
@@ -231,6 +250,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
 
 def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
                     spatial: int):
+    _check_conv_lists(weight, stride=_ntuple(stride, spatial),
+                      padding=_ntuple(padding, spatial), dilation=_ntuple(dilation, spatial),
+                      output_padding=_ntuple(output_padding, spatial))
     if input.dim() not in (spatial + 1, spatial + 2):
         raise RuntimeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) "
                            f"input to conv_transpose{spatial}d, but got input of size: "
@@ -319,6 +341,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """3-D max pooling; with `return_indices` also the flat positions of the maxima."""
+    if not return_indices and _autocast.active():
+        # PyTorch's CPU autocast runs max_pool3d in float32 (not max_pool3d_with_indices)
+        return _autocast.call_composite(max_pool3d, "fp32", (
+            input, kernel_size, stride, padding, dilation, ceil_mode), {})
     return _max_pool(PL.max_pool3d_with_indices, 3, input, kernel_size, stride, padding,
                      dilation, ceil_mode, return_indices)
 
@@ -396,21 +422,10 @@ def _check_rank_1d(input: Tensor, name: str) -> None:
                            f"tensor for argument #1 'self' (while checking arguments for {name})")
 
 
-def check_output_sizes(output_size, input: Tensor) -> None:
-    """The error of an output size listing as many dims as the input has, or more (PyTorch
-    fills its Nones from the input's trailing sizes)."""
-    if not isinstance(output_size, numbers.Integral) and input.dim() <= len(output_size):
-        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
-
-
 def adaptive_avg_pool2d(input, output_size) -> Tensor:
     """Average pooling to a fixed output size (None keeps the input's size)."""
-    if isinstance(output_size, (tuple, list)):
-        check_output_sizes(output_size, input)
-    size = _ntuple(output_size, 2) if not isinstance(output_size, (tuple, list)) else [
-        input.shape[-2 + i] if v is None else int(v) for i, v in enumerate(output_size)]
-    if len(size) == 1:
-        size = size * 2
+    size = _functional_layers.adaptive_output_size(output_size, input, 2,
+                                                   "adaptive_avg_pool2d")
     if size == [1, 1]:
         out = input.mean((-1, -2), keepdim=True)
         # PyTorch's result keeps a channels-last input's memory format (a mean's is
@@ -422,14 +437,11 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     return call(PL.adaptive_avg_pool2d, input, size)
 
 
+@composite("fp32")  # (PyTorch's CPU autocast)
 def adaptive_avg_pool3d(input, output_size) -> Tensor:
     """3-D average pooling to a fixed output size (None keeps the input's size)."""
-    if isinstance(output_size, (tuple, list)):
-        check_output_sizes(output_size, input)
-    size = _ntuple(output_size, 3) if not isinstance(output_size, (tuple, list)) else [
-        input.shape[-3 + i] if v is None else int(v) for i, v in enumerate(output_size)]
-    if len(size) == 1:
-        size = size * 3
+    size = _functional_layers.adaptive_output_size(output_size, input, 3,
+                                                   "adaptive_avg_pool3d")
     if list(size) == [1, 1, 1]:
         return input.mean((-1, -2, -3), keepdim=True)
     return call(PL.adaptive_avg_pool3d, input, list(size))
@@ -437,8 +449,8 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
     """1-D adaptive average pooling."""
+    size = _functional_layers.one_int_size(output_size, "adaptive_avg_pool1d")
     _check_rank_1d(input, "adaptive_avg_pool1d")
-    size = _ntuple(output_size, 1)[0]
     return adaptive_avg_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
 
@@ -448,6 +460,10 @@ def adaptive_avg_pool1d(input, output_size) -> Tensor:
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5) -> Tensor:
     """Batch normalisation over the channel dim 1 (updates running stats when training)."""
+    if not isinstance(eps, numbers.Real):  # (PyTorch's Python compares it first)
+        raise TypeError(f"'<' not supported between instances of '{type(eps).__name__}' and "
+                        "'float'")
+    _functional_layers.float_arg(momentum, "batch_norm", "momentum", 7)
     if training:
         n = input.numel() // max(input.shape[1], 1)
         if n == 1:
@@ -459,8 +475,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     """Normalise over the trailing `normalized_shape` dims."""
-    ns = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) else list(
-        normalized_shape)
+    ns = list(_functional_layers.int_list_arg(normalized_shape, "layer_norm",
+                                              "normalized_shape", 2, False))
+    _functional_layers.float_arg(eps, "layer_norm", "eps", 5)
     return call(NL.native_layer_norm, input, ns, weight, bias, eps)[0]
 
 
@@ -471,7 +488,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     """Zero elements with probability p and scale the rest by 1/(1-p) (training only)."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
+    if not 0.0 <= p <= 1.0:  # NaN passes the check above and fails ATen's
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
         return input
     if p == 1.0:
         mask = input.new_zeros(())
@@ -481,6 +500,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         # and decomposition draw the same mask for the same seed.
         # The mask is laid out as the input and drawn in memory order, as PyTorch's is (the
         # same seed drops the same elements of a transposed input).
+        _functional_layers.check_noise_dtype(input)
         mask = zeros_like(input).bernoulli_(1 - p) * (1.0 / (1.0 - p))
     if inplace:
         return input.mul_(mask)
@@ -500,16 +520,18 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     else:
         padding_idx = -1
     if max_norm is not None:
-        # The looked-up rows of the weight are rescaled in place, outside the graph.
+        # The looked-up rows of the weight are rescaled in place, outside the graph (and
+        # without its forward AD tangent: a detached alias, as PyTorch's).
         input = input.contiguous()
         with _no_grad():
-            call(EB.embedding_renorm_, weight, input, max_norm, norm_type)
+            call(EB.embedding_renorm_, weight.detach(), input, max_norm, norm_type)
     return call(EB.embedding, weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """(..., num_classes) int64 one-hot encoding of an int64 tensor."""
-    return call(X.one_hot, tensor, num_classes)
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    """(..., num_classes) int64 one-hot encoding of an int64 tensor (PyTorch's parameter is
+    `input`, whatever its documentation says)."""
+    return call(X.one_hot, input, num_classes)
 
 
 # ---------------------------------------------------------------- activations
@@ -540,8 +562,16 @@ def softplus(input, beta=1.0, threshold=20.0) -> Tensor:  # noqa: F811 (torch's 
     return call(REGISTRY["softplus"], input, beta, threshold)
 
 
+def _dtype_arg(fn: str, dtype) -> None:
+    """The argument parser's TypeError for a dtype that is none (`dtype='float'`)."""
+    if dtype is not None and not isinstance(dtype, (_dtype_cls, type)):
+        raise TypeError(f"{fn}(): argument 'dtype' must be torch.dtype, not "
+                        f"{python_type_name(dtype)}")
+
+
 def softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`."""
+    _dtype_arg("softmax", dtype)
     if dim is None:
         dim = _functional_activation.implicit_softmax_dim("softmax", input.dim(), _stacklevel)
     return input.softmax(dim, dtype=dtype) if dtype is not None else input.softmax(dim)
@@ -549,6 +579,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
     """log(softmax(x)) along `dim`."""
+    _dtype_arg("log_softmax", dtype)
     if dim is None:
         dim = _functional_activation.implicit_softmax_dim("log_softmax", input.dim(),
                                                           _stacklevel)
@@ -603,11 +634,37 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"input size ({input.shape}) is deprecated. Please ensure they have "
                          "the same size.")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        _check_bce_weight(tuple(target.shape), tuple(weight.shape))
         weight = weight.expand(tuple(input.shape))
     if target.dtype == input.dtype:  # (else the op's dtype error comes first)
         _check_probabilities(input, "input")
         _check_probabilities(target, "target")
     return call(N.binary_cross_entropy, input, target, weight, REDUCTION_ENUM[reduction])
+
+
+def _check_bce_weight(ts: tuple, ws: tuple) -> None:
+    """PyTorch's errors for a weight that does not broadcast to the target's shape `ts`
+    (its expand's, from the last dim), or broadcasts to a larger one (the in-place
+    product's)."""
+    lead = len(ws) - len(ts)  # the weight's extra leading dims stand in the shape named
+    expected = list(ws[:lead]) + list(ts) if lead > 0 else list(ts)
+    for i in range(1, len(ws) + 1):
+        w = ws[-i]
+        if i <= len(ts) and w != ts[-i] and w != 1:
+            raise RuntimeError(
+                f"Attempting to broadcast a dimension of length {w} at -{i}! Mismatching "
+                f"argument at index 1 had torch.Size({list(ws)}); but expected shape should "
+                f"be broadcastable to {expected}")
+    _check_in_place_product(ts, ws)
+
+
+def _check_in_place_product(shape: tuple, other: tuple) -> None:
+    """The error of an in-place product of a tensor of `shape` with one of shape `other`
+    that broadcasts to more (PyTorch's losses multiply their weights in place)."""
+    full = _broadcast_shapes(shape, other)
+    if full != tuple(shape):
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                           f"{list(full)}")
 
 
 def _check_probabilities(t: Tensor, name: str) -> None:
@@ -628,6 +685,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
+    shape = tuple(input.shape)
+    # The weights' shapes are checked as PyTorch's composition meets them: the positive
+    # weight scales the target, the weight the loss (both in place).
+    if pos_weight is not None and tuple(pos_weight.shape) != shape:
+        _check_in_place_product(shape, _broadcast_shapes(tuple(pos_weight.shape), shape))
+    if weight is not None and tuple(weight.shape) != shape:
+        _check_in_place_product(shape, _broadcast_shapes(shape, tuple(weight.shape)))
     return call(N.binary_cross_entropy_with_logits, input, target, weight, pos_weight,
                 REDUCTION_ENUM[reduction])
 
@@ -692,6 +756,8 @@ def _sdpa_use_flash(query, key, value, attn_mask, dropout_p, enable_gqa) -> bool
     if dropout_p > 0.0 or query.dtype.name not in ("float32", "float64", "float16",
                                                     "bfloat16"):
         return False
+    if query.is_meta:  # (the CPU's kernel: meta inputs take the math path)
+        return False
     if not query.dim() == key.dim() == value.dim() == 4:
         return False
     (b, h, length, e), (bk, hk, source, ek), (bv, hv, sv, ev) = (
@@ -754,7 +820,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         from .. import _dtype
         from .._creation import ones
 
-        keep = ones((length, source), dtype=_dtype.bool_).tril()
+        keep = ones((length, source), dtype=_dtype.bool_, device=query.device).tril()
         attn_mask = _float_mask(keep.logical_not(), query.dtype)
     if enable_gqa and query.dim() >= 3:
         heads, kv_heads, v_heads = query.shape[-3], key.shape[-3], value.shape[-3]

@@ -34,6 +34,15 @@ def _matmul(a, b):
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
+
+
+def no_bool_product(name: str, a, out_shape: tuple, k: int) -> None:
+    """PyTorch's CPU matrix-product kernels have no bool form: its error, for an array `a`
+    of bool whose product (shape `out_shape`, summing `k` terms) is not empty (an empty one
+    never reaches the kernel)."""
+    if a.dtype is _BOOL and k and all(out_shape):
+        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
 
 
 def _mm_check(a, b):
@@ -75,6 +84,7 @@ def _mm_kernel(a, b):
                 return out
             return np.matmul(a, b)
     _mm_check(a, b)
+    no_bool_product("addmm_impl_cpu_", a, (a.shape[0], b.shape[1]), a.shape[1])
     return _matmul(a, b)
 
 
@@ -132,7 +142,7 @@ def _mm_derivative(g, a, b):
 
 
 mm = register(
-    "mm", autocast="lower", kernel=_mm_kernel,
+    "mm", autocast="lower", kernel=_mm_kernel, forward_ad="product",
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
     derivative=_mm_derivative,
@@ -157,11 +167,12 @@ def _bmm_check(a, b):
 
 def _bmm_kernel(a, b):
     _bmm_check(a, b)
+    no_bool_product("bmm", a, (a.shape[0], a.shape[1], b.shape[2]), a.shape[2])
     return _matmul(a, b)
 
 
 bmm = register(
-    "bmm", autocast="lower", kernel=_bmm_kernel,
+    "bmm", autocast="lower", kernel=_bmm_kernel, forward_ad="product",
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
@@ -195,7 +206,8 @@ def _mv_derivative(g, a, v):
 
 
 mv = register(
-    "mv", kernel=lambda a, v: (_mv_check(a, v), _matmul(a, v))[1],
+    "mv", forward_ad="product", kernel=lambda a, v: (_mv_check(a, v), no_bool_product(
+        "addmv_impl_cpu", a, (a.shape[0],), a.shape[1]), _matmul(a, v))[2],
     meta=lambda a, v: (_mv_check(a, v), Spec((a.shape[0],), a.dtype))[1], node="MvBackward0",
     derivative=_mv_derivative,
     save=_save_partners,
@@ -228,7 +240,9 @@ def _dot_derivative(g, a, b):
 
 
 dot = register(
-    "dot", kernel=lambda a, b: (_dot_check(a, b), np.asarray(_matmul(a, b)))[1],
+    "dot", forward_ad="product",
+    kernel=lambda a, b: (_dot_check(a, b), no_bool_product("dot", a, (), 1),
+                         np.asarray(_matmul(a, b)))[2],
     meta=lambda a, b: (_dot_check(a, b), Spec((), a.dtype))[1], node="DotBackward0",
     derivative=_dot_derivative,
     save=_save_partners,
@@ -264,6 +278,7 @@ def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
 
 def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
     _bmm_check(b1, b2)
+    no_bool_product("baddbmm", b1, (b1.shape[0], b1.shape[1], b2.shape[2]), b1.shape[2])
     half = b1.dtype in HALF
     if half:  # the product and the sum in float32, rounded once, as PyTorch's CPU kernel
         a, b1, b2, dt = a.astype(F32), b1.astype(F32), b2.astype(F32), b1.dtype
@@ -288,7 +303,7 @@ def _baddbmm_derivative(g, b1, b2, beta, alpha):
 
 
 baddbmm = register(
-    "baddbmm", autocast="lower",
+    "baddbmm", autocast="lower", forward_ad="added_product",
     kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
     derivative=_baddbmm_derivative,
     save=lambda out, a, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
@@ -312,11 +327,11 @@ baddbmm_ = inplace_variant(
 def _cross_meta(a, b, dim=-1):
     if len(a.shape) != len(b.shape):
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
-    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    d = wrap_dim(dim, len(shape))
-    if a.shape[d] != 3 or b.shape[d] != 3:
+    d = wrap_dim(dim, len(a.shape))
+    if a.shape[d] != 3 or b.shape[d] != 3:  # (checked before the other dims broadcast)
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{a.shape[d]} and {b.shape[d]}")
+    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
     return Spec(shape, _dtype.result_type(a, b))
 
 
@@ -328,6 +343,7 @@ def _cross_kernel(a, b, dim=-1):
 
 linalg_cross = register(
     "linalg_cross", kernel=_cross_kernel, meta=_cross_meta, node="LinalgCrossBackward0",
+    forward_ad="product",
     # Bilinear: each operand's gradient crosses the incoming one with the other's conjugate.
     derivative=lambda g, a, b, dim: (call(linalg_cross, cj(b), g, dim) if b is not None else None,
                                      call(linalg_cross, g, cj(a), dim) if a is not None else None,
@@ -341,9 +357,9 @@ linalg_cross = register(
 
 
 vdot = register(
-    "vdot",
-    kernel=lambda a, b: (_dot_check(a, b, "vdot"),
-                         np.asarray(np.vdot(a, b)).astype(a.dtype))[1],  # conjugates a
+    "vdot", forward_ad="product",
+    kernel=lambda a, b: (_dot_check(a, b, "vdot"), no_bool_product("dot", a, (), 1),
+                         np.asarray(np.vdot(a, b)).astype(a.dtype))[2],  # conjugates a
     meta=lambda a, b: (_dot_check(a, b, "vdot"), Spec((), a.dtype))[1], node="VdotBackward0",
     # sum(conj(a) b): a's gradient is conj(g) b, b's is g a.
     derivative=lambda g, a, b: (cj(g) * b if b is not None else None,
@@ -359,11 +375,21 @@ def _addr_meta(s, v1, v2, beta=1, alpha=1):
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {len(v.shape)}-D")
     shape = (v1.shape[0], v2.shape[0])
     broadcast_shapes(tuple(s.shape), shape)
-    return Spec(shape, _dtype.result_type(_dtype.result_type(s, v1), v2))
+    dt = _dtype.result_type(s, v1, v2)
+    if not (dt.is_floating_point or dt.is_complex):
+        for name, v in (("beta", beta), ("alpha", alpha)):
+            if isinstance(v, float):
+                raise RuntimeError(f"For integral input tensors, argument {name} must not be "
+                                   "a floating point number.")
+    return Spec(shape, dt)
 
 
 def _addr_kernel(s, v1, v2, beta=1, alpha=1):
     spec = _addr_meta(s, v1, v2, beta, alpha)
+    if spec.dtype.np is _BOOL:  # PyTorch's bool addr is logical: (beta and s) or (alpha and ...)
+        prod = np.logical_and.outer(v1, v2) & bool(alpha)
+        out = prod if not beta else np.logical_or(s, prod)
+        return np.ascontiguousarray(np.broadcast_to(out, spec.shape))
     prod = np.multiply.outer(v1, v2) * alpha
     out = prod if beta == 0 else s * beta + prod
     return np.ascontiguousarray(np.broadcast_to(out, spec.shape)).astype(spec.dtype.np)
@@ -399,6 +425,7 @@ def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
 
 def _addbmm_kernel(s, b1, b2, beta=1, alpha=1):
     spec = _addbmm_meta(s, b1, b2, beta, alpha)
+    no_bool_product("addmm_impl_cpu_", b1, spec.shape, b1.shape[0] * b1.shape[2])
     prod = np.matmul(b1, b2).sum(0) * alpha
     out = prod if beta == 0 else s * beta + prod
     return np.ascontiguousarray(np.broadcast_to(out, spec.shape)).astype(b1.dtype)
@@ -415,6 +442,7 @@ def _addbmm_derivative(g, b1, b2, beta, alpha, nb):
 
 addbmm = register(
     "addbmm", autocast="lower", kernel=_addbmm_kernel, meta=_addbmm_meta, node="AddbmmBackward0",
+    forward_ad="added_product",
     derivative=_addbmm_derivative,
     save=lambda out, s, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
                                                   b2 if b1._rg else None, beta, alpha,

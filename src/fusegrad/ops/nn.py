@@ -29,7 +29,14 @@ from ._util import (
     saved_array,
     wrap_grad,
 )
-from .linalg import _col_major, _mm_kernel, mm, mm_mat1_backward, mm_mat2_backward
+from .linalg import (
+    _col_major,
+    _mm_kernel,
+    mm,
+    mm_mat1_backward,
+    mm_mat2_backward,
+    no_bool_product,
+)
 from .rearrange import channels_last, channels_last_3d, contiguous_format
 from .registry import OpDef, Sample, inplace_variant, register
 from .views import _expand_shape
@@ -48,10 +55,15 @@ def _call(op, *args):
     return call(op, *args)
 
 
-def _const(a: np.ndarray):
-    """A tensor (no history) wrapping a NumPy array computed for a derivative."""
+def _const(a: np.ndarray, like=None):
+    """A tensor (no history) wrapping a NumPy array computed for a derivative; a meta tensor
+    of its shape and dtype when `like` (the op's input) is on the meta device."""
     from .._tensor import Tensor
 
+    if like is not None and like.is_meta:
+        from .. import _meta
+
+        return _meta.make(a.shape, _dtype.from_numpy_dtype(a.dtype))
     return Tensor._make(np.ascontiguousarray(a))
 
 
@@ -105,6 +117,8 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
             bias.shape[0] == m2.shape[-1]:
         # A linear layer's row of biases, added by each piece of the product (_gemm)
         return _gemm.matmul(m1, m2, bias=np.ascontiguousarray(bias))
+    if len(m1.shape) == 2 and len(m2.shape) == 2:
+        no_bool_product("addmm_impl_cpu_", m1, (m1.shape[0], m2.shape[1]), m1.shape[1])
     prod = _gemm.matmul(_work(m1), _work(m2))  # our intra-op threads, not BLAS threads
     if alpha != 1:
         prod = prod * alpha
@@ -215,6 +229,7 @@ def _addmm_onnx(b, inputs, args, kwargs, opset):
 
 addmm = register(
     "addmm", autocast="lower", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
+    forward_ad="added_product",
     derivative=_addmm_derivative,
     save=_addmm_save,
     samples=_addmm_samples, onnx=_addmm_onnx, public="addmm",
@@ -354,7 +369,24 @@ def _nll_target_check(t, two_d: bool) -> None:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {name}")
 
 
+def _nll_weight_check(shape: tuple, weight, two_d: bool) -> None:
+    """PyTorch's error for a class weight (an array or tensor) that is not one value per
+    class (the size of the input's last dim; its dim 1 for the 2-D form)."""
+    ws = tuple(weight.shape)
+    numel = int(np.prod(ws)) if ws else 1
+    if two_d:
+        if numel != shape[1]:
+            raise RuntimeError("weight tensor should be defined either for all or no classes")
+        return
+    c = shape[-1]
+    if len(ws) > 1 or numel != c:
+        raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no "
+                           f"classes but got weight tensor of shape: {list(ws)}")
+
+
 def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
+    if weight is not None:
+        _nll_weight_check(x.shape, weight, two_d)
     if t.dtype is not _INT64 or t.ndim != 1:  # (a batch of int64 labels passes at once)
         _nll_target_check(t, two_d)
     if reduction and weight is None and x.ndim == 2 and t.ndim == 1 and t.size:
@@ -397,6 +429,8 @@ def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):
         if len(shape) == 2 and ts[0] != shape[0]:
             raise ValueError(f"Expected input batch_size ({shape[0]}) to match target "
                              f"batch_size ({ts[0]}).")
+    if weight is not None:
+        _nll_weight_check(shape, weight, two_d)
     _nll_target_check(t, two_d)
     if two_d and (len(ts) != 3 or ts[0] != shape[0] or ts[1:] != shape[2:]):
         raise RuntimeError(f"size mismatch (got input: {list(shape)} , target: {list(ts)}")
@@ -673,7 +707,8 @@ binary_cross_entropy = register(
     samples=lambda rng, dt: [
         Sample((s.args[0], s.args[1], None, s.args[2]), name=s.name)
         for s in _loss_samples(rng, dt, (0.05, 0.95))],
-    public="binary_cross_entropy", result_order="operands")
+    public="binary_cross_entropy", result_order="operands",
+    saved_names=("self", "target", "weight", "reduction"))
 
 
 def _softplus_neg(x):

@@ -63,13 +63,23 @@ def _bn_shape(ndim: int, c: int) -> tuple:
 
 
 def _check_norm_dtypes(x, *params) -> None:
-    names = {_legacy(p) for p in params if p is not None}
+    """PyTorch's CPU checks of a normalisation's parameter dtypes: parameters of the input's
+    dtype (the first one given decides), or else all float32 with a half-precision input
+    (its "mixed dtype" form)."""
+    given = [_legacy(p) for p in params if p is not None]
+    if not given:
+        return
     xn = _legacy(x)
-    if not names or names == {xn} or (xn in ("Half", "BFloat16") and names == {"Float"}):
-        return  # (reduced-precision input with float parameters is allowed, as in PyTorch)
-    if xn == "Float":
-        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
-    raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+    if given[0] != xn:  # mixed: parameters all float32, input half-precision
+        if any(n != "Float" for n in given):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of "
+                               "Float")
+        if xn not in ("Half", "BFloat16"):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return
+    for n in given[1:]:
+        if n != xn:
+            raise RuntimeError(f"expected scalar type {xn} but found {n}")
 
 
 def _check_bn_features(x, w, b, rm, rv, training) -> None:
@@ -107,8 +117,9 @@ def from_rows(rows: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 def _bn_kernel(x, w, b, rm, rv, training, momentum, eps):
-    _check_norm_dtypes(x, w, b, rm, rv)
     _check_bn_features(x, w, b, rm, rv, training)
+    _floating_kernel("batch_norm", x)
+    _check_norm_dtypes(x, w, b, rm, rv)
     rows = channel_rows(x)
     if rows is not None:
         out, mean, invstd = _bn_kernel(rows, w, b, rm, rv, training, momentum, eps)
@@ -525,9 +536,18 @@ def _ln_backward_c(g, x, n, w, eps, want_w: bool, want_b: bool):
     return (gi, None if gw is None else gw.astype(dt), None if gb is None else gb.astype(dt))
 
 
+def _floating_kernel(name: str, x) -> None:
+    """The NotImplementedError of PyTorch's CPU kernel `name`, which exists for the
+    floating dtypes only."""
+    legacy = _legacy(x)
+    if legacy not in ("Float", "Double", "Half", "BFloat16"):
+        raise NotImplementedError(f'"{name}" not implemented for \'{legacy}\'')
+
+
 def _ln_kernel(x, normalized_shape, w, b, eps):
     _check_norm_dtypes(x, w, b)
     _check_ln_shapes(x, normalized_shape, w, b)
+    _floating_kernel("LayerNormKernelImpl", x)
     n = int(np.prod(normalized_shape, dtype=np.int64))
     if _ln_in_c(x, n, (w, b)):
         res = _ln_forward_c(x, n, w, b, eps)

@@ -35,7 +35,7 @@ logical_not bitwise_not square round nan_to_num atan2 floor_divide remainder fmo
 lerp addcmul addcdiv logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor
 arcsin arccos arctan arcsinh arccosh arctanh arctan2 fix moveaxis amin max min argmax argmin
 prod var std norm logsumexp cumsum cumprod cummax cummin all any count_nonzero median mode
-kthvalue topk sort argsort msort flatten unflatten movedim broadcast_to repeat tile split chunk
+kthvalue topk msort flatten unflatten movedim broadcast_to repeat tile split chunk
 unsafe_split unsafe_chunk transpose_ tensor_split flip fliplr flipud roll tril triu diagonal
 diag_embed diag trace index_select gather take_along_dim scatter scatter_add index_add
 masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv bincount isclose
@@ -47,7 +47,7 @@ split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmed
 nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
 is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
 triangular_solve matrix_power matrix_exp cross inner vdot addr addbmm kron lu_solve lu
-stft istft
+stft istft eig lstsq solve symeig
 """.split()
 
 # Tensor methods that are the in-place op of the same name, on `self` alone (`x.exp_()`)
@@ -80,7 +80,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "__mod__": ("function", "remainder"), "__and__": ("function", "bitwise_and"),
     "__rand__": ("function", "bitwise_and"), "__or__": ("function", "bitwise_or"),
     "__ror__": ("function", "bitwise_or"), "__xor__": ("function", "bitwise_xor"),
-    "__rxor__": ("function", "bitwise_xor"), "__invert__": ("function", "bitwise_not"),
+    "__rxor__": ("function", "bitwise_xor"), "__invert__": ("method", "_functions.methods._invert"),
     "fix_": ("inplace", "trunc_"),
     # arithmetic operators: NotImplemented for an operand of a foreign type
     "__add__": ("operator", "add.Tensor"), "__radd__": ("operator", "add.Tensor"),
@@ -123,6 +123,8 @@ METHODS: dict[str, tuple[str, ...]] = {
     "where": ("method", "_functions.methods._where_method"),
     "slice": ("method", "_functions.methods._slice_method"),
     "split": ("method", "_functions.methods._split_method"),
+    "sort": ("method", "_functions.reduction._sort_method"),
+    "argsort": ("method", "_functions.reduction._argsort_method"),
     "__rtruediv__": ("method", "_functions.methods._rtruediv"),
     "__rdiv__": ("method", "_functions.methods._rtruediv"),  # PyTorch's `1 / x` reports it
     "__pow__": ("method", "_functions.methods._pow"),

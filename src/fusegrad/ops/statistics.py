@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, c_contiguous, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, c_contiguous, dtype_of, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import (
     _reduce_shape,
@@ -339,6 +339,11 @@ def _cdist_check(x1, x2, p):
     if s1[-1] != s2[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {s1[-1]} "
                            f"X2: {s2[-1]}")
+    for name, x in (("X1", x1), ("X2", x2)):
+        dt = dtype_of(x)
+        if not dt.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{dt.legacy}")
     if p < 0:
         raise RuntimeError("cdist only supports non-negative p values")
     from ._util import broadcast_shapes
@@ -357,6 +362,9 @@ def _cdist_kernel(x1, x2, p, compute_mode=None):
     shape = _cdist_check(x1, x2, p)
     if all(shape) and x1.shape[-1]:  # empty inputs never reach PyTorch's kernel
         _no_half_kernel("cdist", x1)
+        if x1.dtype != x2.dtype:
+            raise RuntimeError(f"expected scalar type {dtype_of(x1).legacy} but found "
+                               f"{dtype_of(x2).legacy}")
     diff = x1[..., :, None, :] - x2[..., None, :, :]
     return _pnorm_np(diff, p).astype(x1.dtype, copy=False)
 
@@ -370,7 +378,7 @@ def _cdist_derivative(g, x1, x2, out, p):
 cdist = register(
     "_cdist_forward", kernel=c_contiguous(_cdist_kernel),
     meta=lambda x1, x2, p, compute_mode=None: Spec(_cdist_check(x1, x2, p), x1.dtype),
-    node="CdistBackward0", derivative=_cdist_derivative,
+    node="CdistBackward0", derivative=_cdist_derivative, forward_ad="unsupported",
     save=lambda out, x1, x2, p, compute_mode=None: (x1, x2, out, p),
     saved_names=("x1", "x2", "result", "p"), public="cdist", onnx=_ox.cdist,
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt), p, None),
@@ -398,7 +406,7 @@ def _euclidean_derivative(g, x1, x2, out):
 euclidean_dist = register(
     "_euclidean_dist", kernel=_euclidean_kernel,
     meta=lambda x1, x2: Spec(tuple(x1.shape[:-1]) + (x2.shape[-2],), x1.dtype),
-    node="EuclideanDistBackward0", derivative=_euclidean_derivative,
+    node="EuclideanDistBackward0", derivative=_euclidean_derivative, forward_ad="unsupported",
     save=lambda out, x1, x2: (x1, x2, out), saved_names=("x1", "x2", "result"),
     samples=lambda rng, dt: [Sample((rand_array(rng, a, dt), rand_array(rng, b, dt)),
                                     name=f"{a} {b}")

@@ -79,6 +79,7 @@ is_deterministic_algorithms_warn_only_enabled is_inference_mode_enabled is_nonze
 is_signed isreal kl_div kron layer_norm logdet logspace manual_seed margin_ranking_loss matmul
 matrix_power max_pool1d max_pool2d meshgrid moveaxis movedim msort nanmean nanquantile narrow
 outer pairwise_distance pinverse poisson_nll_loss qr quantile randint_like ravel
+solve symeig matrix_rank
 repeat_interleave rms_norm row_stack scalar_tensor seed selu set_default_device
 set_default_dtype set_float32_matmul_precision set_num_interop_threads set_num_threads
 set_printoptions set_rng_state setitem sparse_coo_tensor split_with_sizes spmm square
@@ -108,7 +109,8 @@ stft istft
 # defines itself, methods over several overloads, fixed answers (`is_cuda`), the `new_*`
 # factories, and the Python protocols.
 _METHODS = """
-__pos__ __pow__ __rfloordiv__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ bfloat16 bool byte char
+__pos__ __pow__ __rfloordiv__ __rmatmul__ __rmod__ __rpow__ __rtruediv__ __invert__ bfloat16
+bool byte char
 cpu cuda data_ptr dim double element_size expand_as float get_device half int is_coalesced
 is_conj is_contiguous is_cpu is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
 is_mtia is_neg is_nested is_pinned pin_memory is_quantized is_set_to is_shared share_memory_
@@ -273,6 +275,46 @@ PROFILED_AS: dict[str, dict[str, tuple[str, ...]]] = {
         "log_softmax": ("aten::log_softmax",), "to": ("aten::to",),
     },
 }
+
+# How PyTorch reports a non-tensor first argument (or target) of the nn.functional
+# functions it writes in Python (the protocol's errors, `_torch_function_wrappers.
+# argument_error`). Most hand it to a C function of their own name first, whose argument
+# parser refuses it (`relu(): argument 'input' (position 1) must be Tensor, not list`);
+# these hand it to one of another name, the first argument as its `input` (position 1) and
+# a target as its `target` (position 2) unless `ours=theirs:position` says otherwise ...
+FUNCTIONAL_PARSER_NAMES: dict[str, str] = {
+    "cross_entropy": "cross_entropy_loss", "nll_loss": "nll_loss_nd", "fold": "col2im",
+    "unfold": "im2col", "grid_sample": "grid_sampler", "logsigmoid": "log_sigmoid",
+    "multilabel_soft_margin_loss": "log_sigmoid", "gumbel_softmax": "empty_like",
+    "adaptive_max_pool1d_with_indices": "adaptive_max_pool1d",
+    "embedding": "embedding input=indices:2 weight=weight:1",
+    "bilinear": "bilinear input1=input1:1",
+    "cosine_embedding_loss": "cosine_embedding_loss input1=input1:1",
+    "triplet_margin_loss": "triplet_margin_loss anchor=anchor:1",
+}
+# ... and these read an attribute of it first (Python's AttributeError).
+FUNCTIONAL_INPUT_ATTRIBUTES: dict[str, str] = {
+    "adaptive_avg_pool2d": "size", "adaptive_avg_pool3d": "size", "adaptive_max_pool2d": "size",
+    "adaptive_max_pool3d": "size", "adaptive_max_pool2d_with_indices": "size",
+    "adaptive_max_pool3d_with_indices": "size", "affine_grid": "is_floating_point",
+    "binary_cross_entropy": "size", "binary_cross_entropy_with_logits": "size",
+    "dropout1d": "dim", "dropout2d": "dim", "dropout3d": "dim", "embedding_bag": "dim",
+    "gaussian_nll_loss": "size", "glu": "dim", "group_norm": "dim", "huber_loss": "size",
+    "instance_norm": "size", "interpolate": "dim", "l1_loss": "size",
+    "local_response_norm": "dim", "lp_pool1d": "pow", "lp_pool2d": "pow",
+    "lp_pool3d": "pow", "margin_ranking_loss": "dim", "max_pool3d_with_indices": "is_cuda",
+    "max_unpool1d": "size", "max_unpool2d": "size", "max_unpool3d": "size", "mse_loss": "size",
+    "multi_head_attention_forward": "dim", "normalize": "norm", "sigmoid": "sigmoid",
+    "smooth_l1_loss": "size", "softsign": "abs",
+    "tanh": "tanh", "tanhshrink": "tanh", "triplet_margin_with_distance_loss": "ndim",
+    "upsample": "dim", "upsample_bilinear": "dim", "upsample_nearest": "dim",
+}
+# (fractional max pooling checks its sizes before its input, the softmaxes read another
+# attribute by their `dim`, ctc_loss's C function has overloads: fusegrad's error stands.)
+FUNCTIONAL_OWN_ERRORS = frozenset({"fractional_max_pool2d", "fractional_max_pool3d",
+                                   "fractional_max_pool2d_with_indices",
+                                   "fractional_max_pool3d_with_indices", "ctc_loss",
+                                   "softmax", "softmin", "log_softmax"})
 
 _CACHE: dict[str, tuple[int, frozenset[str]]] = {}
 
