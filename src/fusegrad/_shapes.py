@@ -205,6 +205,68 @@ def iterator_order(perm: list, should_swap) -> list:
     return perm
 
 
+def iterator_perm(shape, operand_strides) -> list:
+    """The dims of an elementwise result of `shape`, innermost first, as PyTorch's
+    TensorIterator orders them over its operands (`operand_strides`: each operand's strides
+    broadcast to `shape`, 0 on broadcast dims, in its order of precedence): for each pair of
+    dims the first operand whose strides there are both nonzero and differ decides (equal
+    strides: the smaller dim goes inside); without one, the dims keep their row-major
+    places. So `x.t() + y` follows `x.t()` and `y + x.t()` follows `y`."""
+    def should_swap(d0: int, d1: int) -> int:
+        for strides in operand_strides:
+            s0, s1 = strides[d0], strides[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    return iterator_order(list(range(len(shape) - 1, -1, -1)), should_swap)
+
+
+def broadcast_strides(shape, op_shape, op_strides) -> tuple:
+    """The strides of an operand of `op_shape` and `op_strides` broadcast to `shape` (0 on
+    the dims it is broadcast along, the leading ones it lacks included)."""
+    lead = len(shape) - len(op_shape)
+    return (0,) * lead + tuple(0 if n == 1 and shape[lead + i] != 1 else s
+                               for i, (n, s) in enumerate(zip(op_shape, op_strides)))
+
+
+def iterator_strides(shape, operands) -> tuple:
+    """The element strides of the dense result of an elementwise op of `shape` over
+    `operands` ((shape, strides) pairs, in order), as TensorIterator allocates it."""
+    perm = iterator_perm(shape, [broadcast_strides(shape, s, st) for s, st in operands])
+    out = [0] * len(shape)
+    acc = 1
+    for d in perm:
+        out[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(out)
+
+
+def iterator_layout(out: np.ndarray, *operands) -> np.ndarray:
+    """`out`, NumPy's result of an elementwise op over `operands` (arrays, and numbers that
+    do not count), laid out as TensorIterator lays out PyTorch's: `out` itself when it is,
+    else a copy. NumPy's order "K" agrees unless the operands' memory orders conflict, where
+    NumPy goes row-major and TensorIterator follows the first operand with an opinion
+    (`x.t() + y` is laid out like `x.t()`). Callers ask only when an operand is not
+    row-major: all-contiguous operands give a row-major result in both."""
+    shape = out.shape
+    if out.ndim < 2 or out.size <= 1:
+        return out
+    want = iterator_strides(shape, [(a.shape, elem_strides(a)) for a in operands
+                                    if isinstance(a, np.ndarray)])
+    have = elem_strides(out)
+    if all(n <= 1 or w == h for n, w, h in zip(shape, want, have)):
+        return out
+    order = tuple(sorted(range(len(shape)), key=lambda d: -want[d]))
+    laid = in_memory_order(lambda s: np.empty(s, out.dtype), shape, order)
+    laid[...] = out
+    return laid
+
+
 def infer_dense_strides(shape, strides) -> tuple:
     """PyTorch's `infer_dense_strides`: the strides of a new dense tensor of `shape` that
     keeps the order of dims in memory of a tensor with `strides` (what `clone` and the
@@ -229,6 +291,25 @@ def infer_dense_strides(shape, strides) -> tuple:
         if shape[d] > 1:
             acc *= shape[d]
     return tuple(out)
+
+
+def like_strides(shape, strides) -> tuple:
+    """The strides PyTorch's `empty_like` (`preserve_format`) gives a new tensor like one of
+    `shape` and `strides`: the same when that one is dense, else `infer_dense_strides`."""
+    return strides if dense_order(shape, strides) is not None else infer_dense_strides(
+        shape, strides)
+
+
+def laid_like(out: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """`out` (of `a`'s shape) with the strides `empty_like(a)` has: `out` itself when it has
+    them, else a copy."""
+    want = like_strides(a.shape, elem_strides(a))
+    if all(n <= 1 or w == h for n, w, h in zip(a.shape, want, elem_strides(out))):
+        return out
+    laid = np.ndarray(out.shape, out.dtype, buffer=np.empty(out.size, out.dtype),
+                      strides=tuple(v * out.itemsize for v in want))
+    laid[...] = out
+    return laid
 
 
 def in_memory_order(make, shape: tuple, order: tuple | None) -> np.ndarray:

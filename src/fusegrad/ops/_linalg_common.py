@@ -6,8 +6,11 @@ the zero pivot as PyTorch does.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .._shapes import contiguous_strides
 from ._util import F32, F64, HALF, dtype_of
 
 C64 = np.dtype(np.complex64)
@@ -142,4 +145,64 @@ def eye_like(a, n: int | None = None):
     from .._tensor import Tensor
 
     n = a.shape[-1] if n is None else n
+    if a.is_meta:  # (beside meta tensors, on the meta device)
+        from .. import _meta
+
+        return _meta.make((n, n), a.dtype)
     return Tensor._make(np.eye(n, dtype=a.dtype.np))
+
+
+# ---------------------------------------------------------------- LAPACK's result layout
+#
+# PyTorch's LAPACK-backed results are batches of column-major matrices (each matrix stored
+# by columns, the batch outside): `linalg.inv(A).stride()` is `(1, n)`, `qr`, `svd`, `eigh`,
+# `solve`, `cholesky`, `lu_factor`... alike. Programs see it (`stride()`, `is_contiguous()`,
+# whether `view` works) and elementwise ops on such a result keep its order, so the kernels
+# below lay their results out the same way, and their metas say so.
+
+
+def col_major_strides(shape: tuple) -> tuple | None:
+    """The element strides of a batch of column-major matrices of `shape` (None below 2-D:
+    nothing to reorder)."""
+    if len(shape) < 2:
+        return None
+    strides = contiguous_strides(tuple(shape[:-2]) + (shape[-1], shape[-2]))
+    return strides[:-2] + (strides[-1], strides[-2])
+
+
+def col_major(a: np.ndarray) -> np.ndarray:
+    """`a`'s values as a batch of column-major matrices (`a` itself when it is one already,
+    or below 2-D)."""
+    if a.ndim < 2:
+        return a
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+
+
+def _pick(results, which, fix):
+    if isinstance(results, tuple):
+        return tuple(fix(r) if i in which else r for i, r in enumerate(results))
+    return fix(results)
+
+
+def col_major_results(which: tuple = (0,), when=None):
+    """Decorate a kernel and its meta (the same decorator for both) so results number
+    `which` (of a tuple; a single result otherwise) are column-major batches, as LAPACK
+    leaves PyTorch's; `when(*args, **kwargs)` says for which arguments (default: all)."""
+
+    def fix(r):
+        if isinstance(r, np.ndarray):
+            return col_major(r)
+        r.strides = col_major_strides(tuple(r.shape))  # a meta's Spec (fresh per call)
+        return r
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if when is not None and not when(*args, **kwargs):
+                return out
+            return _pick(out, which, fix)
+
+        return wrapper
+
+    return decorate

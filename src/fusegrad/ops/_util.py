@@ -27,6 +27,7 @@ from .._shapes import (  # noqa: F401  (the op entries' helpers, with the shape 
     infer_dense_strides,
     is_dense_in,
     is_format_contiguous,
+    iterator_layout,
     size_str,
     strides_order,
     suggest_format,
@@ -121,7 +122,7 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
             if dt is F32 or dt is F64:
                 cls = b.__class__
                 if (cls is _nd and b.dtype is dt) or cls is float or cls is int:
-                    return ufunc(a, b)
+                    return ufunc(a, b)  # (NumPy's order: see `_iterator_laid`)
             if b.__class__ is _nd and b.dtype is dt:
                 pass
             else:
@@ -133,14 +134,25 @@ def binary_kernel(ufunc, *, to_float: bool = False, compare: bool = False,
         if real_only is not None:  # complex operands never take the fast paths above
             complex_unsupported(real_only, dt)
         if dt in HALF and not compare:
-            return in_float32(ufunc, (a, b), dt, scalar_at_full_precision)
+            return _iterator_laid(in_float32(ufunc, (a, b), dt, scalar_at_full_precision), a, b)
         try:
-            return ufunc(as_dtype(a, dt), as_dtype(b, dt))
+            return _iterator_laid(ufunc(as_dtype(a, dt), as_dtype(b, dt)), a, b)
         except OverflowError:  # a Python int that the dtype cannot hold wraps, as in PyTorch
             return ufunc(np.asarray(a).astype(dt), np.asarray(b).astype(dt))
 
     kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves
     return kernel
+
+
+def _iterator_laid(out, a, b):
+    """`out` (`ufunc(a, b)`'s result) laid out in TensorIterator's order where NumPy's may
+    differ: only when an operand is not row-major. Not on the fast paths (one float dtype),
+    whose two flag reads would cost about a tenth of `x + y`: there NumPy's order stays
+    (it differs only where the operands' orders conflict, as `x.t() + y`)."""
+    if (a.__class__ is _nd and not a.flags.c_contiguous) or \
+            (b.__class__ is _nd and not b.flags.c_contiguous):
+        return iterator_layout(out, a, b) if out.__class__ is _nd else out
+    return out
 
 
 def c_contiguous(kernel):

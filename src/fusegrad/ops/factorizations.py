@@ -26,6 +26,7 @@ from ._linalg_common import (
     check_matrix,
     check_square,
     check_square_float,
+    col_major_results,
     eye_like,
     first_failure,
     real_np,
@@ -34,6 +35,10 @@ from ._util import Spec, dtype_of, rand_array
 from .registry import REGISTRY, Sample, register
 
 I32 = _dtype.int32
+
+# LAPACK's results are batches of column-major matrices in PyTorch: these results too.
+_COL0, _COL1 = col_major_results((0,)), col_major_results((1,))
+_COL01, _COL02 = col_major_results((0, 1)), col_major_results((0, 2))
 
 
 def _skew(x):
@@ -124,7 +129,8 @@ def _spd_samples(extra=()):
 
 
 linalg_cholesky_ex = register(
-    "linalg_cholesky_ex", autocast="fp32", kernel=_chol_ex_kernel, meta=_chol_ex_meta,
+    "linalg_cholesky_ex", autocast="fp32", kernel=_COL0(_chol_ex_kernel),
+    meta=_COL0(_chol_ex_meta),
     node="LinalgCholeskyExBackward0",
     derivative=lambda grads, out, upper: (cholesky_backward(grads[0], out, upper), None, None),
     save=lambda out, a, upper=False, check_errors=False: (out[0], upper),
@@ -139,9 +145,9 @@ def _chol_kernel(a, upper=False):
 
 
 cholesky = register(
-    "cholesky", autocast="fp32", kernel=_chol_kernel,
-    meta=lambda a, upper=False: (check_square_float("cholesky", a),
-                                 Spec(tuple(a.shape), a.dtype))[1],
+    "cholesky", autocast="fp32", kernel=_COL0(_chol_kernel),
+    meta=_COL0(lambda a, upper=False: (check_square_float("cholesky", a),
+                                       Spec(tuple(a.shape), a.dtype))[1]),
     node="CholeskyBackward0",
     derivative=lambda g, out, upper: (cholesky_backward(g, out, upper), None),
     save=lambda out, a, upper=False: (out, upper),
@@ -259,7 +265,8 @@ def _qr_samples(rng, dt):
 
 
 linalg_qr = register(
-    "linalg_qr", autocast="fp32", kernel=_qr_kernel, meta=_qr_meta, node="LinalgQrBackward0",
+    "linalg_qr", autocast="fp32", kernel=_COL01(_qr_kernel), meta=_COL01(_qr_meta),
+    node="LinalgQrBackward0",
     derivative=_qr_derivative,
     save=lambda out, a, mode="reduced": (out[0], out[1], mode), samples=_qr_samples,
     saved_names=("Q", "R", "mode"), undefined_grads=True)
@@ -403,7 +410,8 @@ def _svd_samples(rng, dt):
 
 
 linalg_svd = register(
-    "_linalg_svd", kernel=_svd_kernel, meta=_svd_meta, node="LinalgSvdBackward0",
+    "_linalg_svd", kernel=_COL02(_svd_kernel), meta=_COL02(_svd_meta),
+    node="LinalgSvdBackward0",
     derivative=_svd_derivative,
     save=lambda out, a, full_matrices=True, compute_uv=True, driver=None: (
         out[0], out[1], out[2], full_matrices, compute_uv),
@@ -493,7 +501,8 @@ def _eigh_samples(rng, dt):
 
 
 linalg_eigh = register(
-    "_linalg_eigh", kernel=_eigh_kernel, meta=_eigh_meta, node="LinalgEighBackward0",
+    "_linalg_eigh", kernel=_COL1(_eigh_kernel), meta=_COL1(_eigh_meta),
+    node="LinalgEighBackward0",
     derivative=_eigh_derivative,
     save=lambda out, a, UPLO="L", compute_v=True: (out[0], out[1], compute_v),
     samples=_eigh_samples, public="eigh", saved_names=("eigenvalues", "eigenvectors", ""),
@@ -565,7 +574,7 @@ def _eig_samples(rng, dt):
 
 
 linalg_eig = register(
-    "linalg_eig", autocast="fp32", kernel=_eig_kernel, meta=_eig_meta,
+    "linalg_eig", autocast="fp32", kernel=_COL1(_eig_kernel), meta=_COL1(_eig_meta),
     node="LinalgEigBackward0",
     derivative=lambda grads, w, v, real_input: (eig_backward(grads[0], grads[1], w, v,
                                                              real_input),),

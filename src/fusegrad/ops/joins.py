@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from .._shapes import suggest_format
+from .._shapes import FORMAT_ORDERS, dense_strides, in_memory_order, suggest_format
 from .._symbolic import size_int
 from ._onnx import norm_dim
 from ._onnx import repeat as _onnx_repeat
@@ -13,6 +13,7 @@ from ._util import (
     Spec,
     c_contiguous,
     dense_format,
+    format_of,
     format_strides,
     rand_array,
     result_np,
@@ -152,15 +153,21 @@ def _repeat_check(shape, repeats):
             "Number of dimensions of repeat dims can not be smaller than number of dimensions "
             "of tensor")
     if any(r < 0 for r in repeats):
-        raise RuntimeError(f"Trying to create tensor with negative dimension "
-                           f"{min(repeats)}: {size_str(repeats)}")
+        # PyTorch names the result's size (the padded shape times the repeats): its first
+        # negative entry, then all of it.
+        padded = (1,) * (len(repeats) - len(shape)) + tuple(shape)
+        out = [s * r for s, r in zip(padded, repeats)]
+        first = next((v for v in out if v < 0), None)
+        if first is not None:  # (a negative repeat of an empty dim gives an empty one)
+            raise RuntimeError(f"Trying to create tensor with negative dimension {first}: "
+                               f"{size_str(out)}")
 
 
 def _repeat_kernel(a, repeats):
     repeats = tuple(int(r) for r in repeats)
     _repeat_check(a.shape, repeats)
     x = a.reshape((1,) * (len(repeats) - a.ndim) + a.shape)
-    return np.tile(x, repeats)
+    return np.tile(x, tuple(max(r, 0) for r in repeats))
 
 
 def _repeat_meta(a, repeats):
@@ -200,7 +207,29 @@ def _stack_meta(tensors, dim=0):
                 f"stack expects each tensor to be equal size, but got {size_str(shape)} at "
                 f"entry 0 and {size_str(tuple(t.shape))} at entry {i}")
     d = wrap_dim(dim, len(shape) + 1)
-    return Spec(shape[:d] + (len(tensors),) + shape[d:], _dtype.result_type(*tensors))
+    out = shape[:d] + (len(tensors),) + shape[d:]
+    order = _stack_order(tensors, d)
+    return Spec(out, _dtype.result_type(*tensors),
+                None if order is None else dense_strides(out, order))
+
+
+def _stack_order(items, d: int) -> tuple | None:
+    """The memory order of `stack(items, d)`'s result, outermost first, where it is not
+    the one NumPy's stack and `dense_format` give: items (arrays or fakes) that all suggest
+    one channels-last format, stacked along a dim inside the tensor (not after its last),
+    give PyTorch a result whose new dim sits just outside dim `d` of their memory order
+    (`(N, C, H, W)` stacked at 0: S N H W C; at 1: N H W S C). None for the rest (the
+    common contiguous case: one cheap format test per item)."""
+    fmt = format_of(items[0])
+    if fmt is None or d >= len(items[0].shape) or \
+            any(format_of(t) != fmt for t in items[1:]):
+        return None
+    order = []
+    for k in FORMAT_ORDERS[fmt]:
+        if k == d:
+            order.append(d)  # the new dim, just outside the dim it precedes
+        order.append(k + 1 if k >= d else k)
+    return tuple(order)
 
 
 def _stack_kernel(arrays, dim=0):
@@ -210,23 +239,36 @@ def _stack_kernel(arrays, dim=0):
         raise ValueError("shapes differ")
     d = wrap_dim(dim, arrays[0].ndim + 1)
     dt = result_np(*arrays)
+    order = _stack_order(arrays, d)
+    if order is None:
+        return _dense_stack(arrays, d, dt)
+    shape = arrays[0].shape
+    out = in_memory_order(lambda s: np.empty(s, dt), shape[:d] + (len(arrays),) + shape[d:],
+                          order)
+    for i, a in enumerate(arrays):
+        out[(slice(None),) * d + (i,)] = a
+    return out
+
+
+@dense_format
+def _dense_stack(arrays, d, dt):
     return np.stack([a.astype(dt, copy=False) for a in arrays], axis=d)
 
 
 stack = register(
     "stack", autocast="promote",
-    kernel=dense_format(_stack_kernel), meta=_stack_meta, list_arg=True, node="StackBackward0",
+    kernel=_stack_kernel, meta=_stack_meta, list_arg=True, node="StackBackward0",
     decomposition=lambda ts, dim=0: _call(cat, [t.unsqueeze(wrap_dim(dim, len(ts[0].shape) + 1))
                                                 for t in ts], dim),
     derivative=lambda g, n, dim: ([g.select(dim, i) for i in range(n)], None),
-    save=lambda out, ts, dim=0: (len(ts), wrap_dim(dim, len(ts[0].shape) + 1)),
+    save=lambda out, ts, dim=0: (len(ts), dim),  # as given (PyTorch's `_saved_dim`)
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for _ in range(n)], d))
                              for s, n, d in (((2, 3), 2, 0), ((2, 3), 3, -1), ((), 2, 0),
                                              ((4,), 1, 1), ((0, 2), 2, 1))],
     onnx=lambda b, inputs, args, kwargs, opset: b.emit("Concat", [
         b.unsqueeze(b.cast(v, b.out_dtype), [norm_dim(args[1] if len(args) > 1 else 0,
                                                       b.out_rank)]) for v in inputs[0]],
-        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)))
+        axis=norm_dim(args[1] if len(args) > 1 else 0, b.out_rank)), saved_names=("", "dim"))
 
 
 def _split_sizes(size, split_size):

@@ -14,6 +14,7 @@ from ._linalg_common import (
     batch_prefix,
     check_matrix,
     check_square_float,
+    col_major_results,
     first_failure,
     lu_np,
     pivots_to_perm,
@@ -21,6 +22,11 @@ from ._linalg_common import (
 from ._util import Spec, dtype_of, rand_array
 from .factorizations import _cat_last, _int_spec
 from .registry import Sample, register
+
+# LAPACK's results are batches of column-major matrices in PyTorch: these results too
+# (`lu_solve`'s on the left only: on the right it transposes back).
+_COL0 = col_major_results((0,))
+_LEFT_COL = col_major_results((0,), when=lambda lu, piv, b, left=True, adjoint=False: left)
 
 
 def _lu_check(a, pivot):
@@ -65,7 +71,8 @@ def _lu_factor_meta(a, pivot=True, check_errors=False):
 def _perm_matrix(piv: np.ndarray, m: int, dtype) -> np.ndarray:
     """P with A = P L U, from LAPACK's pivots."""
     perm = pivots_to_perm(piv, m)
-    return np.swapaxes(np.eye(m, dtype=dtype)[perm], -1, -2)
+    # (row-major, as PyTorch's P)
+    return np.ascontiguousarray(np.swapaxes(np.eye(m, dtype=dtype)[perm], -1, -2))
 
 
 def _unpack(lu):
@@ -128,7 +135,7 @@ def _lu_samples(rng, dt):
 
 
 linalg_lu_factor_ex = register(
-    "linalg_lu_factor_ex", kernel=_lu_factor_kernel, meta=_lu_factor_meta,
+    "linalg_lu_factor_ex", kernel=_COL0(_lu_factor_kernel), meta=_COL0(_lu_factor_meta),
     node="LinalgLuFactorExBackward0", derivative=_lu_factor_derivative,
     save=lambda out, a, pivot=True, check_errors=False: (out[0], out[1]),
     samples=_lu_samples, nondiff_outputs=(1, 2), public="linalg_lu_factor_ex",
@@ -288,9 +295,9 @@ def _lu_solve_samples(rng, dt):
 
 
 linalg_lu_solve = register(
-    "linalg_lu_solve", kernel=_lu_solve_kernel,
-    meta=lambda lu, piv, b, left=True, adjoint=False: Spec(
-        _lu_solve_check(lu, piv, b, left), lu.dtype),
+    "linalg_lu_solve", kernel=_LEFT_COL(_lu_solve_kernel),
+    meta=_LEFT_COL(lambda lu, piv, b, left=True, adjoint=False: Spec(
+        _lu_solve_check(lu, piv, b, left), lu.dtype)),
     node="LinalgLuSolveBackward0", derivative=_lu_solve_derivative,
     save=lambda out, lu, piv, b, left=True, adjoint=False: (lu, piv, out, left, adjoint),
     samples=_lu_solve_samples, nondiff_args=(1,), public="lu_solve",

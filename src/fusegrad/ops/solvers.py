@@ -19,6 +19,8 @@ from ._linalg_common import (
     check_floating,
     check_matrix,
     check_square_float,
+    col_major_results,
+    col_major_strides,
     eye_like,
     first_failure,
     lu_np,
@@ -27,6 +29,12 @@ from ._linalg_common import (
 from ._util import Spec, broadcast_shapes, dtype_of, rand_array
 from .factorizations import I32, spd_array
 from .registry import Sample, register
+
+# LAPACK's results are batches of column-major matrices in PyTorch: these results too
+# (`linalg.solve`'s only for a matrix right side on the left: else it transposes back).
+_COL0, _COL01 = col_major_results((0,)), col_major_results((0, 1))
+_SOLVE_COL = col_major_results((0,), when=lambda a, b, left=True, check_errors=False: (
+    left and not is_vector_rhs(tuple(a.shape), tuple(b.shape))))
 
 
 def well_conditioned(rng, shape, dtype):
@@ -73,9 +81,9 @@ def _inv_kernel(a, check_errors=False):
 
 
 linalg_inv_ex = register(
-    "linalg_inv_ex", autocast="fp32", kernel=_inv_kernel,
-    meta=lambda a, check_errors=False: (check_square_float("linalg.inv", a), (
-        Spec(tuple(a.shape), a.dtype), Spec(_batch(a), I32)))[1],
+    "linalg_inv_ex", autocast="fp32", kernel=_COL0(_inv_kernel),
+    meta=_COL0(lambda a, check_errors=False: (check_square_float("linalg.inv", a), (
+        Spec(tuple(a.shape), a.dtype), Spec(_batch(a), I32)))[1]),
     node="LinalgInvExBackward0",
     derivative=lambda grads, inv: (-(adj(inv).matmul(grads[0].matmul(adj(inv)))), None),
     save=lambda out, a, check_errors=False: (out[0],), samples=_square_samples,
@@ -252,7 +260,8 @@ def _solve_samples(rng, dt):
 
 
 linalg_solve_ex = register(
-    "linalg_solve_ex", kernel=_solve_kernel, meta=_solve_meta, node="LinalgSolveExBackward0",
+    "linalg_solve_ex", kernel=_SOLVE_COL(_solve_kernel), meta=_SOLVE_COL(_solve_meta),
+    node="LinalgSolveExBackward0",
     derivative=_solve_derivative,
     save=lambda out, a, b, left=True, check_errors=False: (
         a, out[0], left, is_vector_rhs(tuple(a.shape), tuple(b.shape))),
@@ -339,9 +348,9 @@ def _st_samples(rng, dt):
 
 
 solve_triangular = register(
-    "linalg_solve_triangular", kernel=_st_kernel,
-    meta=lambda a, b, upper, left=True, unitriangular=False: Spec(
-        _tri_check("linalg.solve_triangular", a, b, left), a.dtype),
+    "linalg_solve_triangular", kernel=_COL0(_st_kernel),
+    meta=_COL0(lambda a, b, upper, left=True, unitriangular=False: Spec(
+        _tri_check("linalg.solve_triangular", a, b, left), a.dtype)),
     node="LinalgSolveTriangularBackward0", derivative=_st_derivative,
     save=lambda out, a, b, upper, left=True, unitriangular=False: (
         a, out, upper, left, unitriangular),
@@ -377,7 +386,7 @@ def _ts_derivative(grads, a, x, upper, transpose, unit):
 
 triangular_solve = register(
     "triangular_solve", autocast="fp32",
-    kernel=_ts_kernel, meta=_ts_meta, node="TriangularSolveBackward0",
+    kernel=_COL01(_ts_kernel), meta=_COL01(_ts_meta), node="TriangularSolveBackward0",
     derivative=_ts_derivative,
     save=lambda out, b, a, upper=True, transpose=False, unitriangular=False: (
         a, out[0], upper, transpose, unitriangular),
@@ -422,7 +431,7 @@ def _tri_factor(rng, shape, dt, upper):
 
 cholesky_solve = register(
     "cholesky_solve", autocast="fp32",
-    kernel=_cs_kernel, meta=_cs_meta, node="CholeskySolveBackward0",
+    kernel=_COL0(_cs_kernel), meta=_COL0(_cs_meta), node="CholeskySolveBackward0",
     derivative=_cs_derivative,
     save=lambda out, b, low, upper=False: (low, out, upper),
     samples=lambda rng, dt: [
@@ -447,9 +456,9 @@ def _ci_derivative(g, low, out, upper):
 
 
 cholesky_inverse = register(
-    "cholesky_inverse", autocast="fp32", kernel=_ci_kernel,
-    meta=lambda low, upper=False: (check_square_float("cholesky_inverse", low),
-                                   Spec(tuple(low.shape), low.dtype))[1],
+    "cholesky_inverse", autocast="fp32", kernel=_COL0(_ci_kernel),
+    meta=_COL0(lambda low, upper=False: (check_square_float("cholesky_inverse", low),
+                                         Spec(tuple(low.shape), low.dtype))[1]),
     node="CholeskyInverseBackward0", derivative=_ci_derivative,
     save=lambda out, low, upper=False: (low, out, upper),
     samples=lambda rng, dt: [Sample((_tri_factor(rng, a, dt, up), up), name=f"{a} {up}")
@@ -576,16 +585,28 @@ def _lstsq_kernel(a, b, rcond=None, driver=None):
         full = ranks == n
         r = (np.abs(ab @ x - bb) ** 2).sum(-2)
         resid = np.where(full[..., None], r, 0).reshape(res).astype(rdt)
-    out = (x[..., 0] if vector else x).astype(a.dtype)
-    return (np.ascontiguousarray(out), resid,
+    out = np.ascontiguousarray(x[..., 0]) if vector else _lstsq_layout(x, max(m, n))
+    return (out.astype(a.dtype, copy=False), resid,
             ranks.reshape(rank_s) if rank_s != (0,) else np.zeros((0,), np.int64),
             s.astype(rdt) if sv_s != (0,) else np.zeros((0,), rdt))
 
 
+def _lstsq_layout(x: np.ndarray, rows: int) -> np.ndarray:
+    """`x` (..., n, k) as PyTorch's solution: the first n rows of a batch of column-major
+    (..., rows, k) matrices (LAPACK solves in place in B's buffer of max(m, n) rows)."""
+    buf = np.swapaxes(np.zeros(x.shape[:-2] + (x.shape[-1], rows), x.dtype), -1, -2)
+    buf[..., :x.shape[-2], :] = x
+    return buf[..., :x.shape[-2], :]
+
+
 def _lstsq_meta(a, b, rcond=None, driver=None):
-    _, sol, res, rank, sv = _lstsq_shapes(a, b, driver)
+    vector, sol, res, rank, sv = _lstsq_shapes(a, b, driver)
     rdt = a.dtype.to_real()  # residuals and singular values are real
-    return (Spec(sol, a.dtype), Spec(res, rdt), Spec(rank, _dtype.int64), Spec(sv, rdt))
+    strides = None
+    if not vector:  # (the layout `_lstsq_layout` gives)
+        strides = col_major_strides(sol[:-2] + (max(a.shape[-2:]), sol[-1]))
+    return (Spec(sol, a.dtype, strides), Spec(res, rdt), Spec(rank, _dtype.int64),
+            Spec(sv, rdt))
 
 
 def _lstsq_derivative(grads, a, b, vector):

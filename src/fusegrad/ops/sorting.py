@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._shapes import laid_like, like_strides
 from . import _onnx as ox
 from . import _tie_order
 from ._util import HALF, Spec, rand_array
@@ -300,12 +301,18 @@ def _sort_kernel(a, dim=-1, descending=False, stable=True):
         order = _replay(a, d, _has_ties(values, d, a.shape[d]), order, a.shape[d],
                         _sort_row(descending))
         values = np.take_along_axis(a, order, d)
+    if not a.flags.c_contiguous and a.size:  # PyTorch's results are laid out like `a`
+        return laid_like(values, a), laid_like(order, a)
     return values, order
 
 
 def _sort_meta(a, dim=-1, descending=False):
     _dim1(dim, len(a.shape))
-    return [Spec(tuple(a.shape), a.dtype), Spec(tuple(a.shape), _dtype.int64)]
+    shape, strides = tuple(a.shape), tuple(a.stride())
+    like = None  # (contiguous; symbolic sizes keep it)
+    if all(isinstance(n, int) for n in shape + strides) and 0 not in shape:
+        like = like_strides(shape, strides)
+    return [Spec(shape, a.dtype, like), Spec(shape, _dtype.int64, like)]
 
 
 def _sort_derivative(grads, shape, dim, idx):
