@@ -179,7 +179,8 @@ _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
     "cuda", "func",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
-    "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization", "signal",
+    "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
+    "signal",
     "sparse", "special", "testing", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",

@@ -100,6 +100,14 @@ class BackwardCFunction(_graph.Node, FunctionCtx):
 
     saved_variables = saved_tensors
 
+    @property
+    def _raw_saved_tensors(self) -> tuple:
+        """The tensors given to `save_for_backward`, each as a SavedTensor (to hook)."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_graph._FREED)
+        return tuple(_graph.SavedTensor(self, i) for i in range(len(saved)))
+
     def release(self) -> None:
         if self._versions is not None:
             self._saved = None

@@ -198,6 +198,13 @@ class SavedOutput:
 
     def unpack(self, node):
         """The output as a tensor; RuntimeError if it was modified in place since."""
+        t = self.tensor(node)
+        if self.vc[0] != self.version:
+            raise RuntimeError(_modified_message(t, self.version))
+        return t
+
+    def tensor(self, node):
+        """The output as a tensor, whatever its version now."""
         if self.fake is not None:
             t = self.fake._shallow_copy()
         else:
@@ -207,8 +214,6 @@ class SavedOutput:
         if self.requires_grad:
             t._rg = True
             t._grad_fn = node
-        if self.vc[0] != self.version:
-            raise RuntimeError(_modified_message(t, self.version))
         return t
 
 
@@ -298,7 +303,7 @@ def save_into(node, saved, result) -> None:
     SavedAlias), and each saved input tensor's version at saving (-1 for those two, None for
     other values; `_versions` is None when nothing saved is a tensor)."""
     if _active.saved_hooks and _local.saved_hooks:  # hooks in some thread: in this one?
-        node._saved, node._versions = _save_hooked(saved, result)
+        node._saved, node._versions = _save_hooked(saved, result, node)
         return
     # Most ops save one or two values (an input, the output, a number or a shape): those are
     # written out, which costs a third of the loop below; anything else takes the loop.
@@ -459,6 +464,14 @@ def _modified_message(t, expected: int) -> str:
     )
 
 
+def _unpack_hooked(node, saved, out: list) -> None:
+    """Put each hooked saved value of `saved` into `out`, calling the unpack hooks in the
+    order PyTorch's node unpacks them."""
+    hooked = [(s.rank, i) for i, s in enumerate(saved) if s.__class__ is SavedHooked]
+    for _, i in sorted(hooked):
+        out[i] = saved[i].unpack(node)
+
+
 def unpack_saved(node, saved, versions, arrays: bool = False):
     """The saved values with tensors version-checked and outputs rebuilt (`saved` itself
     when no output is among them); with `arrays`, a plain tensor's saved output unchanged
@@ -470,6 +483,7 @@ def unpack_saved(node, saved, versions, arrays: bool = False):
         return saved
     out = None
     i = -1
+    hooked = False
     for v in versions:
         i += 1
         if v is not None:
@@ -477,7 +491,11 @@ def unpack_saved(node, saved, versions, arrays: bool = False):
             if v < 0:
                 if out is None:
                     out = list(saved)
-                if arrays and s.__class__ is SavedOutput and s.fake is None and \
+                if s.__class__ is SavedHooked:
+                    if not hooked:  # every hooked value now, in PyTorch's order
+                        hooked = True
+                        _unpack_hooked(node, saved, out)
+                elif arrays and s.__class__ is SavedOutput and s.fake is None and \
                         s.vc[0] == s.version:
                     out[i] = s.data
                 else:
@@ -634,6 +652,136 @@ def _saved_attribute(i: int) -> property:
 _WRAPPED_DTYPES = {int: "int64", float: "float64", complex: "complex128", bool: "bool_"}
 
 
+_RAW_SAVED_ATTRIBUTES: list = []  # index -> its `_raw_saved_<name>` property
+
+
+def _raw_saved_attribute(i: int) -> property:
+    """The `_raw_saved_<name>` property of entry `i`: a SavedTensor when the entry is a
+    tensor (or None, or freed), else no such attribute (as PyTorch has none for numbers)."""
+    while len(_RAW_SAVED_ATTRIBUTES) <= i:
+        j = len(_RAW_SAVED_ATTRIBUTES)
+
+        def get(self, j=j):
+            saved = self._saved
+            versions = self._versions
+            # A freed node still has its versions: None marks a value that was no tensor.
+            if (versions is None or versions[j] is None) and (saved is None or (
+                    saved[j] is not None and not _wrapped_number(saved[j], versions))):
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                     f"'_raw_saved_{self._op.saved_names[j]}'")
+            return SavedTensor(self, j)
+
+        _RAW_SAVED_ATTRIBUTES.append(property(get, doc=f"Saved tensor {j}, to hook."))
+    return _RAW_SAVED_ATTRIBUTES[i]
+
+
+_FREED_HOOKS = (
+    "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate "
+    "values of the graph are freed when you call .backward() or autograd.grad(). Specify "
+    "retain_graph=True if you need to backward through the graph a second time or if you "
+    "need to access saved variables after calling backward."
+)
+
+
+def _wrapped_number(value, versions) -> bool:
+    """Whether saved `value` is a number PyTorch saved as a tensor (`x * 2`'s other)."""
+    return versions is not None and value.__class__ in _WRAPPED_DTYPES and \
+        all(v is None for v in versions)
+
+
+def _as_wrapped_tensor(value):
+    """PyTorch's 0-d wrapped-number tensor for a saved Python number."""
+    import numpy as np
+
+    from .. import _dtype
+
+    dt = getattr(_dtype, _WRAPPED_DTYPES[value.__class__])
+    return _tensor_class[0]._make(np.array(value, dt.np), dt)
+
+
+class SavedTensor:
+    """One tensor a node saved for backward (`grad_fn._raw_saved_<name>`): `register_hooks`
+    packs it now and has backward read it through the unpack hook, as a
+    `saved_tensors_hooks` context would have done when it was saved."""
+
+    __slots__ = ("_node", "_i")
+
+    def __init__(self, node, i: int) -> None:
+        self._node = node
+        self._i = i
+
+    def _entry(self):
+        saved = self._node._saved
+        if saved is None:
+            raise RuntimeError(_FREED)
+        return saved[self._i]
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        """Pack the saved tensor with `pack_hook` now; `unpack_hook` gives it back (with the
+        saved tensor's history) whenever backward needs it. One pair per saved tensor."""
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks(): incompatible function arguments. The following "
+                            "argument types are supported:\n    1. (self: torch._C._autograd."
+                            "SavedTensor, arg0: collections.abc.Callable, arg1: "
+                            "collections.abc.Callable) -> None")
+        node, i = self._node, self._i
+        saved = node._saved
+        if saved is None:
+            raise RuntimeError(_FREED_HOOKS)
+        entry = saved[i]
+        if entry is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is "
+                               "forbidden")
+        if entry.__class__ is SavedHooked:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
+                               "already been set. Hint: only one pair of hooks is allowed at "
+                               "a time.")
+        is_output = isinstance(entry, SavedOutput)
+        # As in PyTorch, the hooks then own the value: no version check from here on.
+        t = entry.tensor(node) if is_output else entry
+        if not isinstance(t, _tensor_class[0]):
+            t = _as_wrapped_tensor(t)
+        hooked = SavedHooked(t, pack_hook, unpack_hook, is_output)
+        hooked.rank = pack_order(node, len(saved)).index(i)
+        versions = list(node._versions or (None,) * len(saved))
+        versions[i] = -1
+        entries = list(saved)
+        entries[i] = hooked
+        node._saved = tuple(entries) if saved.__class__ is tuple else entries
+        node._versions = tuple(versions)
+
+    @property
+    def data(self):
+        """The packed value once hooks are set, else the saved tensor."""
+        entry = self._entry()
+        if entry.__class__ is SavedHooked:
+            return entry.packed
+        if isinstance(entry, SavedOutput):
+            return entry.tensor(self._node)
+        return entry if entry is None or isinstance(entry, _tensor_class[0]) else \
+            _as_wrapped_tensor(entry)
+
+    @property
+    def unpack_hook(self):
+        """The unpack hook (None before `register_hooks`)."""
+        entry = self._entry()
+        return entry.unpack_fn if entry.__class__ is SavedHooked else None
+
+    def unpack(self):
+        """The saved tensor, as backward reads it."""
+        entry = self._entry()
+        if entry is None or isinstance(entry, _tensor_class[0]):
+            return entry
+        if isinstance(entry, (SavedOutput, SavedHooked)):
+            return entry.unpack(self._node)
+        return _as_wrapped_tensor(entry)
+
+
+    def __repr__(self) -> str:
+        # PyTorch's class lives in its C++ extension; its repr names that path.
+        return f"<torch._C._autograd.SavedTensor object at {id(self):#x}>"
+
+
 def _make_saved_attribute(i: int) -> property:
 
     def get(self):
@@ -658,15 +806,28 @@ def _make_saved_attribute(i: int) -> property:
                 all(v is None for v in versions):
             # A number given for a tensor (`x * 2`'s other): PyTorch saved it as a 0-d
             # tensor (its wrapped number), and reads it back so.
-            import numpy as np
-
-            from .. import _dtype
-
-            dt = getattr(_dtype, _WRAPPED_DTYPES[value.__class__])
-            return _tensor_class[0]._make(np.array(value, dt.np), dt)
+            return _as_wrapped_tensor(value)
+        if self._op.saved_names[i] in _INT64_FIELDS:
+            return _as_unsigned(value)
         return value
 
     return property(get, doc=f"Saved value {i} (what PyTorch's node saves under this name).")
+
+
+# Saved arguments PyTorch's nodes keep as int64 (or lists of them), which its attribute
+# getters read back as unsigned 64-bit numbers: a dim of -1 reads 18446744073709551615.
+# (Scalars, such as `alpha` or `ord`, read back signed.)
+_INT64_FIELDS = frozenset({"dim", "dims", "dim0", "dim1", "diagonal", "start", "end", "step",
+                           "ignore_index", "shifts", "index", "offset", "k"})
+
+
+def _as_unsigned(value):
+    """A saved int64 (or a tuple or list of them) as PyTorch's getter reads it."""
+    if value.__class__ is int:
+        return value + (1 << 64) if value < 0 else value
+    if value.__class__ in (tuple, list):
+        return value.__class__(_as_unsigned(v) for v in value)
+    return value
 
 
 # Nodes PyTorch writes by hand rather than generating from its derivative formulas: their
@@ -689,6 +850,7 @@ def node_class(name: str, op=None, base: type = FunctionNode) -> type:
     for i, saved in enumerate(getattr(op, "saved_names", ())):
         if saved:
             attrs["_saved_" + saved] = _saved_attribute(i)
+            attrs["_raw_saved_" + saved] = _raw_saved_attribute(i)
     if name in _HAND_WRITTEN:
         attrs["name"] = _qualified_name
     cls = type(name, (base,), attrs)
@@ -744,10 +906,12 @@ class SavedHooked:
     data.
     """
 
+    # `rank`: where PyTorch's node packs and unpacks this value among the node's others.
     __slots__ = ("packed", "unpack_fn", "grad_fn", "output_nr", "requires_grad", "acc",
-                 "is_output")
+                 "is_output", "rank")
 
     def __init__(self, t, pack, unpack, is_output):
+        self.rank = 0
         self.unpack_fn = unpack
         self.is_output = is_output
         self.output_nr = t._output_nr
@@ -787,12 +951,28 @@ class SavedHooked:
         return out
 
 
-def _save_hooked(saved, result):
+def pack_order(node, n: int) -> list:
+    """The positions of a node's `n` saved values in the order PyTorch packs (and unpacks)
+    them: its generated nodes keep saved inputs by name in alphabetical order, then outputs
+    (`other` before `self`, `mat2` before `self`); a custom Function's in the order given."""
+    names = getattr(getattr(type(node), "_op", None), "saved_names", None) or ()
+    if len(names) != n:
+        return list(range(n))
+
+    def key(i: int) -> tuple:
+        name = names[i]
+        return (2, "", i) if not name else (name.startswith("result"), name, i)
+
+    return sorted(range(n), key=key)
+
+
+def _save_hooked(saved, result, node):
     pack, unpack = _local.saved_hooks[-1]
     Tensor = _tensor_class[0]
     versions = None
     out = list(saved)
-    for i, s in enumerate(saved):
+    for rank, i in enumerate(pack_order(node, len(saved))):
+        s = saved[i]
         if isinstance(s, Tensor):
             if versions is None:
                 versions = [None] * len(saved)
@@ -802,6 +982,7 @@ def _save_hooked(saved, result):
             if is_output and s._grad_fn is None and s._dtype.category >= _FLOAT:
                 s._rg = True  # about to be marked by dispatch; the pack hook sees it so
             out[i] = SavedHooked(s, pack, unpack, is_output)
+            out[i].rank = rank
             versions[i] = -1
     return (out, versions) if versions is not None else (saved, None)
 

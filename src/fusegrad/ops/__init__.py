@@ -51,3 +51,13 @@ deferred.defer(sys.modules[__name__], (
 _sparse.use_twin_loader(lambda: deferred.execute(sys.modules[__name__].sparse_twins))
 
 __all__ = ["REGISTRY", "OpDef", "Sample", "Spec", "aten", "register"]
+
+
+def __getattr__(name: str):
+    """`ops.<namespace>` of the operators `library.custom_op` registered under it, as
+    `torch.ops.<namespace>` (any other missing name is an AttributeError)."""
+    library = sys.modules.get(__name__.rpartition(".")[0] + ".library")
+    found = library.namespace_of_ops(name) if library is not None else None
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return found

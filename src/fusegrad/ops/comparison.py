@@ -318,7 +318,8 @@ clamp_tensor = register(
     derivative=_clamp_t_derivative, save=lambda out, a, lo=None, hi=None: (a, lo, hi),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt) - 1,
                                      rand_array(rng, (3, 1), dt) + 1))],
-    public="clamp", onnx=_clamp_t_onnx, optional_tensor_args=(1, 2))
+    public="clamp", onnx=_clamp_t_onnx, optional_tensor_args=(1, 2),
+    saved_names=("self", "min", "max"))
 
 
 def _minimum_derivative(g, a, b):
@@ -328,6 +329,7 @@ def _minimum_derivative(g, a, b):
 minimum = register(
     "minimum", kernel=binary_kernel(np.minimum), meta=binary_meta(), node="MinimumBackward0",
     derivative=_minimum_derivative, save=lambda out, a, b: (a, b),
+    saved_names=("self", "other"),
     samples=binary_samples(scalars=()), tensor_args=(0, 1), onnx="Min",
     lowering=lambda v, a, b: v.minimum(a, b))
 

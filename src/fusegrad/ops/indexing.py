@@ -125,7 +125,8 @@ index_select = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, _ints(rng, n, s[d])),
                                     name=f"{s} {d} {n}")
                              for s, d, n in (((3, 4), 0, (5,)), ((3, 4), 1, (2,)),
-                                             ((2, 3, 4), -1, (0,)), ((5,), 0, (3,)))])
+                                             ((2, 3, 4), -1, (0,)), ((5,), 0, (3,)))],
+    saved_names=("self_sym_sizes", "dim", "index"))
 
 # ---------------------------------------------------------------- gather, scatter
 
@@ -213,7 +214,7 @@ gather = register(
     derivative=lambda g, shape, dim, index: (
         g.new_zeros(tuple(shape)).scatter_add(dim, index, g), None, None, None),
     save=lambda out, a, dim, index, sparse_grad=False: (a.shape, dim, index),
-    samples=_gather_samples)
+    samples=_gather_samples, saved_names=("", "dim", "index"))
 
 
 def _scatter_positions(a_shape, d, index):
@@ -224,7 +225,9 @@ def _scatter_positions(a_shape, d, index):
 
 def _scatter_check(a, dim, index, src, name="scatter"):
     d = _gather_check(a, dim, index, name, "self")
-    if hasattr(src, "shape") and len(src.shape) != len(index.shape) and numel(index.shape):
+    # (A 0-d index or src counts as one dimension, as for PyTorch.)
+    if hasattr(src, "shape") and max(len(src.shape), 1) != max(len(index.shape), 1) and \
+            numel(index.shape):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     if mismatched_source(a, src):
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
@@ -240,6 +243,10 @@ def _scatter_kernel(a, dim, index, src, reduce_add=False):
         if index.size:
             out[()] = (a + np.sum(src)) if reduce_add else np.asarray(src).reshape(-1)[-1]
         return out
+    if index.ndim == 0:  # one position of a 1-d self (a 0-d src: one value)
+        index = index.reshape(1)
+        if isinstance(src, np.ndarray):
+            src = src.reshape(-1)
     pos = _scatter_positions(a.shape, d, index)
     if isinstance(src, np.ndarray) and src.ndim:
         vals = src[tuple(slice(0, s) for s in index.shape)].astype(a.dtype, copy=False)
@@ -286,13 +293,14 @@ scatter = register(
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None,
                                       g.gather(dim, index)),
     save=lambda out, a, dim, index, src: (dim, index), samples=_unique_index_samples,
-    public="scatter")
+    public="scatter", saved_names=("dim", "index"))
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
     nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index),
-    samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter")
+    samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter",
+    saved_names=("dim", "index"))
 scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
     nondiff_args=(2,),
@@ -311,6 +319,7 @@ scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
 
 
 def _index_add_check(a, dim, index, source) -> int:
+    d = wrap_dim(dim, len(a.shape))
     if len(index.shape) > 1:
         raise IndexError(
             "index_add_(): Index is supposed to be a vector, but got dim: "
@@ -323,7 +332,28 @@ def _index_add_check(a, dim, index, source) -> int:
     if names:
         raise RuntimeError(f"index_add_(): self ({names[0]}) and source ({names[1]}) must have "
                            "the same scalar type")
-    return wrap_dim(dim, len(a.shape))
+    _index_add_shapes_check(tuple(a.shape), d, numel(index.shape), tuple(source.shape))
+    return d
+
+
+def _index_add_shapes_check(shape, d, n, src_shape) -> None:
+    """source must have one slice per index along `d` and self's shape elsewhere (a 0-d
+    source or self counts whole), checked in PyTorch's order."""
+    if d != 0 and d >= len(src_shape):
+        raise RuntimeError(f"index_add_(): Indexing dim {d} is out of bounds of the source "
+                           f"tensor with dim {len(src_shape)}")
+    if n != (src_shape[d] if src_shape else 1):
+        if not src_shape:  # PyTorch's message asks a 0-d source for its size along d
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+        raise RuntimeError(f"index_add_(): Number of indices ({n}) should be equal to "
+                           f"source.size(dim): ({src_shape[d]}), for dim: {d}")
+    rest, src_rest = list(shape), list(src_shape)
+    if rest and src_rest:
+        del rest[d], src_rest[d]
+    if rest != src_rest:
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {size_str(shape)} "
+                           f"source.shape = {size_str(src_shape)}")
 
 
 def _index_add_kernel(a, dim, index, source, alpha=1):
@@ -462,7 +492,8 @@ masked_fill = register(
     node="MaskedFillBackward0",
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
-    public="masked_fill", decomposition=_masked_fill_decomposition, onnx=ox.masked_fill)
+    public="masked_fill", decomposition=_masked_fill_decomposition, onnx=ox.masked_fill,
+    saved_names=("mask",))
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=c_contiguous(_masked_fill_kernel), meta=_masked_fill_meta,
     nondiff_args=(1,), result_order="contiguous",

@@ -324,7 +324,8 @@ vector_norm = register(
     "linalg_vector_norm", kernel=_norm_kernel, meta=_norm_meta,
     node="LinalgVectorNormBackward0", derivative=_norm_derivative,
     save=lambda out, a, ord=2, dims=None, keepdim=False, dtype=None: (a, out, ord, dims, keepdim),
-    samples=_norm_samples, public="norm", onnx=ox.vector_norm)
+    samples=_norm_samples, public="norm", onnx=ox.vector_norm,
+    saved_names=("self", "result", "ord", "dim", "keepdim"))
 
 
 def _logsumexp_kernel(a, dims, keepdim=False):
@@ -367,4 +368,5 @@ logsumexp = register(
         None, None),
     save=lambda out, a, dims, keepdim=False: (a, out, dims, keepdim),
     samples=lambda rng, dt: [s for s in _reduce_samples(rng, dt) if s.args[1] is not None],
-    decomposition=_logsumexp_decomposition, onnx=reduce_onnx("ReduceLogSumExp"))
+    decomposition=_logsumexp_decomposition, onnx=reduce_onnx("ReduceLogSumExp"),
+    saved_names=("self", "result", "dim", "keepdim"))

@@ -130,7 +130,8 @@ flip = register(
     save=lambda out, a, dims: (dims,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d), name=f"{s} {d}")
                              for s, d in (((3, 4), (0,)), ((3, 4), (0, 1)), ((2, 3, 4), (-1,)),
-                                          ((), ()), ((0, 2), (1,)))], onnx=ox.flip)
+                                          ((), ()), ((0, 2), (1,)))], onnx=ox.flip,
+    saved_names=("dims",))
 
 
 def _roll_kernel(a, shifts, dims=()):
@@ -164,7 +165,7 @@ roll = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), sh, d), name=f"{s} {sh} {d}")
                              for s, sh, d in (((3, 4), (1,), (0,)), ((3, 4), (2, -1), (1, 0)),
                                               ((3, 4), (5,), ()), ((5,), (-2,), (0,)))],
-    onnx=ox.roll)
+    onnx=ox.roll, saved_names=("shifts", "dims"))
 
 
 def _tri_check(a, name):

@@ -794,7 +794,7 @@ prod_dim = register(
     save=lambda out, a, dim, keepdim=False, dtype=None: (a, dim, keepdim),
     samples=lambda rng, dt: _dim_samples(rng, dt) + [
         Sample((np.array([[1.5, 0.0, 2.0], [0, 1, 0]], dt), 1, False), name="zeros")],
-    public="prod", onnx=reduce_onnx("ReduceProd"))
+    public="prod", onnx=reduce_onnx("ReduceProd"), saved_names=("self", "dim", "keepdim"))
 
 
 # ---------------------------------------------------------------- all, any, count_nonzero

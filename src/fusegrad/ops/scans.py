@@ -79,7 +79,7 @@ cumsum = register(
     "cumsum", kernel=_cum_kernel(np.cumsum), meta=_cum_meta("cumsum"), node="CumsumBackward0",
     derivative=lambda g, dim: (_rev_cumsum(g, dim) if g.dim() else g, None),
     save=lambda out, a, dim, dtype=None: (dim,), samples=_cum_samples, onnx=ox.cumsum,
-    result_order="contiguous")
+    result_order="contiguous", saved_names=("dim",))
 
 
 def _cumprod_derivative(g, a, out, dim):
@@ -167,7 +167,7 @@ def _cumext_derivative(grads, shape, dim, idx):
 cummax = register(
     "cummax", kernel=_cumext_kernel(np.maximum), meta=_cumext_meta, node="CummaxBackward0",
     derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),
-    samples=_cum_samples)
+    samples=_cum_samples, saved_names=("", "dim", "indices"))
 cummin = register(
     "cummin", kernel=_cumext_kernel(np.minimum), meta=_cumext_meta, node="CumminBackward0",
     derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),

@@ -58,9 +58,10 @@ log = _unary("log", np.log, "LogBackward0", lambda g, a: (g / cj(a),), lambda ou
     saved_names=("self",))
 sin = _unary("sin", np.sin, "SinBackward0", lambda g, a: (g * cj(a.cos()),),
              lambda out, a: (a,),
-             lowering=lambda v, a: v.unary("sin", a), onnx="Sin")
+             lowering=lambda v, a: v.unary("sin", a), onnx="Sin", saved_names=("self",))
 cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * cj(a.sin()),),
-             lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos")
+             lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos",
+             saved_names=("self",))
 def _tanh_derivative(g, out):
     d = out._data
     if d is not None and d.dtype in HALF and numpy_backward(g, out, halves=True) and \
@@ -361,11 +362,13 @@ def _from_in(fn):
 
 def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=None, **kw):
     derivative, save = _from_out(fn) if uses == "out" else _from_in(fn)
+    # PyTorch's node keeps the output as `_saved_result`, an input as `_saved_self`
+    kw.setdefault("saved_names", ("result",) if uses == "out" else ("self",))
     op = _unary(name, ufunc, node, derivative, save, domain=domain, **kw)
     fields = {}
     if inplace_node:  # PyTorch records the in-place form but cannot differentiate it
         fields = dict(node=inplace_node, derivative=_no_inplace_derivative(name),
-                      gradcheck=False)
+                      gradcheck=False, saved_names=())
     inplace_variant(op, name + "_", saves_self=uses == "in", **fields)
     return op
 

@@ -610,7 +610,9 @@ slice_ = register(
     "slice.Tensor", kernel=_slice_kernel, meta=_slice_meta, view=True, node="SliceBackward0",
     lowering=lambda v, a, dim=0, start=None, end=None, step=1: v.slice(a, dim, start, end, step),
     derivative=_slice_derivative,
-    save=lambda out, a, dim=0, start=None, end=None, step=1: (a.shape, dim, start, end, step),
+    # an open start or end saved as PyTorch's defaults (0, INT64_MAX), as `_saved_*` read
+    save=lambda out, a, dim=0, start=None, end=None, step=1: (
+        a.shape, dim, 0 if start is None else start, INT64_MAX if end is None else end, step),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + a) for s, a in (
         ((5, 4), (0, 1, 4, 2)), ((5, 4), (1, -3, None, 1)), ((5,), (0, None, None, 3)),
         ((5, 4), (0, 7, 9, 1)))],
