@@ -144,3 +144,34 @@ def test_fork_wait_classproperty_file_path():
         os.path.join(os.path.dirname(os.path.dirname(fusegrad.__file__)), "fusegrad", "nn")
     assert torch.get_file_path("torch", "nn") == \
         os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "torch", "nn")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "float16", "float32", "float64",
+                                   "complex64"])
+def test_trace_as_pytorch(dtype):
+    # One op with PyTorch's node (TraceBackward0), result dtype, value and gradient.
+    x = (RNG.standard_normal((4, 3)) * 4).astype(dtype if dtype != "uint8" else "int8")
+    got = []
+    for lib in (torch, fusegrad):
+        t = lib.tensor(np.abs(x) if dtype == "uint8" else x).to(getattr(lib, dtype))
+        if t.dtype.is_floating_point:
+            t.requires_grad_()
+        y = lib.trace(t)
+        entry = [str(y.dtype).split(".")[-1], y.detach().numpy(),
+                 None if y.grad_fn is None else type(y.grad_fn).__name__]
+        if t.requires_grad:
+            y.backward()
+            entry.append(t.grad.numpy())
+        got.append(entry)
+    (a, *ra), (b, *rb) = got
+    assert a == b and ra[1:2] == rb[1:2]
+    for u, v in zip(ra[:1] + ra[2:], rb[:1] + rb[2:]):
+        np.testing.assert_allclose(v, u, rtol=1e-3 if dtype == "float16" else 1e-6)
+    for bad in (lambda lib: lib.trace(lib.ones(3)), lambda lib: lib.trace(lib.ones(2, 2, 2)),
+                lambda lib: lib.trace(lib.ones(2, 2, dtype=lib.bool))):
+        errors = []
+        for lib in (torch, fusegrad):
+            with pytest.raises(Exception) as e:
+                bad(lib)
+            errors.append((type(e.value).__name__, str(e.value)))
+        assert errors[0] == errors[1]

@@ -9,11 +9,11 @@ import itertools
 import numbers
 
 from .. import _dtype
-from .._autocast import composite
 from .._dispatch import call, call1, call3
 from .._symbolic import SymInt, size_int
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
+from ..ops import reductions as RD
 from ..ops import rnn as RN
 from ..ops import shape as S
 from ..ops import views as V
@@ -22,7 +22,6 @@ from ..ops._view_calls import view_shape
 from ..ops.views import view_dtype, view_dtype_check
 from . import _args
 from .inplace import clone, contiguous_format
-from .reduction import sum
 
 # ---------------------------------------------------------------- shapes and views
 
@@ -487,10 +486,9 @@ def diag(input, diagonal=0, *, out=None):
 diagonal_fn = diagonal
 
 
-@composite("fp32")
 def trace(input):
     """Sum of the main diagonal."""
-    return sum(diagonal(input))
+    return call(RD.trace, input)
 def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 1-D tensors (`ij` indexing unless `xy` is asked for)."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):

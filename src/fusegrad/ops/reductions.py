@@ -224,6 +224,38 @@ sum_dim = register(
     saved_names=("self_sym_sizes", "dim", "keepdim"))
 
 
+def _trace_dtype(a) -> _dtype.dtype:
+    """trace's result dtype (integers sum to int64), after PyTorch's checks."""
+    if len(a.shape) != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {len(a.shape)}")
+    dt = a.dtype if isinstance(a.dtype, _dtype.dtype) else _dtype.FROM_NP[a.dtype]
+    if dt is _dtype.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    return dt if dt.is_floating_point or dt.is_complex else _dtype.int64
+
+
+def _trace_kernel(a):
+    dt = _trace_dtype(a)
+    return _sum_all_kernel(np.ascontiguousarray(np.diagonal(a)), None if dt.np == a.dtype
+                           else dt)
+
+
+def _trace_derivative(g, shape):
+    # The gradient on the diagonal, zeros elsewhere (a product, so it differentiates again).
+    from .._tensor import Tensor
+
+    mask = Tensor._make(np.eye(*shape, dtype=g.dtype.np))
+    return (call(REGISTRY["mul.Tensor"], g.expand(shape), mask),)
+
+
+trace = register(
+    "trace", kernel=_trace_kernel, meta=lambda a: Spec((), _trace_dtype(a)),
+    node="TraceBackward0", derivative=_trace_derivative, save=save_shape, autocast="fp32",
+    samples=lambda r, dt: [Sample((rand_array(r, s, dt),), name=str(s))
+                           for s in ((3, 4), (4, 4), (0, 3))],
+    saved_names=("self_sym_sizes",))
+
+
 def _mean_check(a, dtype, name="mean"):
     dt = dtype if dtype is not None else _dtype.FROM_NP[a.dtype] if hasattr(
         a.dtype, "kind") else a.dtype

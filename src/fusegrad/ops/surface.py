@@ -84,7 +84,7 @@ repeat_interleave rms_norm row_stack scalar_tensor seed selu set_default_device
 set_default_dtype set_float32_matmul_precision set_num_interop_threads set_num_threads
 set_printoptions set_rng_state setitem sparse_coo_tensor split_with_sizes spmm square
 take_along_dim tensor_split
-tensordot tile trace trapezoid trapz tril_indices triplet_margin_loss triu_indices unflatten
+tensordot tile trapezoid trapz tril_indices triplet_margin_loss triu_indices unflatten
 unravel_index use_deterministic_algorithms vsplit vstack
 alpha_dropout feature_alpha_dropout conv3d conv_transpose3d max_pool3d
 real imag resolve_conj resolve_neg
@@ -201,7 +201,7 @@ random_ ravel reciprocal reciprocal_ relu relu_ renorm renorm_ repeat requires_g
 reshape resize_ retain_grad roll rot90 round round_ rsqrt rsqrt_ select sgn sgn_ sigmoid
 sigmoid_ sign sign_ signbit sin sin_ sinc sinc_ sinh sinh_ size slice softmax sort split
 split_with_sizes sqrt sqrt_ square square_ squeeze squeeze_ std storage_offset stride sum
-swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk trace transpose
+swapaxes swapaxes_ swapdims swapdims_ t t_ tan tan_ tanh tanh_ tile topk transpose
 transpose_ tril tril_ triu triu_ trunc trunc_ unbind unflatten unfold uniform_
 unique_consecutive unsafe_chunk unsafe_split unsqueeze unsqueeze_ var view vsplit zero_
 bfloat16 bool byte char double float half int long short data_ptr ndimension nelement
