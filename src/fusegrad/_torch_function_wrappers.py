@@ -562,12 +562,17 @@ def _refused_slots(fn, label: str, flags: int) -> tuple:
     if flags & (_PYTHON_LEVEL | _OPERATOR) or not label.startswith("torch.") or \
             label.rpartition(".")[2][0] == "_":
         return ()
-    found = parameters(fn)
-    if found is None:
+    # Read from the code object, as `_positional_slots` reads the slots (a signature per
+    # function cost a tenth of `import fusegrad`).
+    raw = fn
+    while (inner := getattr(raw, "__wrapped__", None)) is not None:
+        raw = inner
+    code = raw.__code__
+    if code.co_flags & inspect.CO_VARKEYWORDS:
         return ()
-    names, positional = found
+    names = code.co_varnames[:code.co_argcount]
     start = 1 if label.startswith("torch.Tensor.") else 0  # (self is a tensor)
-    return tuple(i for i in range(start, positional) if names[i] in _LIST_REFUSING)
+    return tuple(i for i in range(start, len(names)) if names[i] in _LIST_REFUSING)
 
 
 def _defaults(fn) -> dict:
