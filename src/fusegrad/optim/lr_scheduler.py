@@ -40,6 +40,8 @@ _EPOCH_WARNING = (
     "deprecation, if epoch is different from None, the closed form is used instead of the new "
     "chainable form, where available. Please open an issue if you are unable to replicate "
     "your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
+# PyTorch's public name for the message (some training scripts import it)
+EPOCH_DEPRECATION_WARNING = _EPOCH_WARNING
 _REPLACED_STEP_WARNING = (
     "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
     "initialization. Please, make sure to call `optimizer.step()` before "
@@ -114,9 +116,17 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_step_calls(optimizer)
+        # (set in PyTorch's order: state_dict keeps the attributes' order)
         self._step_count = 0
         self._is_initial = True
         self._get_lr_called_within_step = False
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """The step construction makes (kept a method, as in PyTorch, for subclasses that
+        call or override it)."""
+        self._step_count = 0
+        self._is_initial = True
         try:
             self.step()
         finally:
@@ -172,7 +182,9 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
 
-_LRScheduler = LRScheduler
+class _LRScheduler(LRScheduler):
+    """The pre-2.0 name of `LRScheduler`: a subclass of it in PyTorch (not an alias), so old
+    custom schedulers keep `_LRScheduler` in their method resolution order."""
 
 
 class _RateFunctions:

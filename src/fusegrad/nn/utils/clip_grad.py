@@ -58,10 +58,19 @@ def _clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: floa
     """Scale the gradients of `parameters` in place by `max_norm / (total_norm + 1e-6)`
     when that is below 1 (by 1 otherwise, as PyTorch multiplies every time)."""
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    max_norm = float(max_norm)
     if not grads:
         return
     with no_grad():
-        coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+        coef = max_norm / (total_norm + 1e-6)
+        if not isinstance(coef, Tensor):
+            # a number for `total_norm`: PyTorch's `torch.clamp` finds no overload for it
+            raise TypeError(
+                f"clamp() received an invalid combination of arguments - got "
+                f"({type(coef).__name__}, max=float), but expected one of:\n"
+                " * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n"
+                " * (Tensor input, Number min = None, Number max = None, *, Tensor out = None)\n")
+        coef = coef.clamp(max=1.0)
         for g in grads:
             g.mul_(coef.to(g.dtype))
 
@@ -93,19 +102,25 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
     import numpy as np
 
     clip_value = float(clip_value)
-    for p in _as_list(parameters):
-        g = p.grad
-        if g is not None:
-            if g._data is None:
-                if g.is_meta:  # (no values to clamp: only the write is counted)
-                    g._vc[0] += 1
-                    continue
-                # a sparse gradient: PyTorch's in-place clamp has no kernel
-                from ..._sparse import backend_error
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        # PyTorch groups the gradients for its foreach kernels first, and the grouping rejects
+        # an empty list (so a model without any gradient fails, whatever `foreach` says)
+        raise RuntimeError(
+            "Expected !nested_tensorlist[0].empty() to be true, but got false.  (Could this "
+            "error message be improved?  If so, please report an enhancement request to "
+            "PyTorch.)")
+    for g in grads:
+        if g._data is None:
+            if g.is_meta:  # (no values to clamp: only the write is counted)
+                g._vc[0] += 1
+                continue
+            # a sparse gradient: PyTorch's in-place clamp has no kernel
+            from ..._sparse import backend_error
 
-                raise backend_error("clamp_min_")
-            np.clip(g._data, -clip_value, clip_value, out=g._data)
-            g._vc[0] += 1
+            raise backend_error("clamp_min_")
+        np.clip(g._data, -clip_value, clip_value, out=g._data)
+        g._vc[0] += 1
 
 
 # The public names `torch.nn.utils` gives the two helpers (their functions keep the private
