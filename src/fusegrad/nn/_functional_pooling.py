@@ -1,21 +1,19 @@
 """Pooling-family and sampling functions of `torch.nn.functional` written over other
 functions: the `*_with_indices` spellings, power-average pooling (`lp_pool1d/2d`), max
-unpooling, `affine_grid` and `grid_sample`, the distance-function triplet loss, and the
-small helpers PyTorch keeps in the namespace (`assert_int_or_pair`, `boolean_dispatch`).
+unpooling, the distance-function triplet loss, and the small helpers PyTorch keeps in the
+namespace (`assert_int_or_pair`, `boolean_dispatch`); and `affine_grid` and `grid_sample`,
+PyTorch's argument checks and warnings before their registry ops (`ops/grid_sampler.py`).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 
-import numpy as np
-
-from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
+from ..ops import grid_sampler as GS
 from ..ops import pooling as PL
 from ..ops import unpool as UP
 
@@ -343,8 +341,6 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
     """The sampling grid (N, H, W, 2) of the 2-D affine maps `theta` (N, 2, 3) for a 4-D
     `size`, or (N, D, H, W, 3) of the 3-D maps (N, 3, 4) for a 5-D one."""
-    import fusegrad
-
     if align_corners is None:
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=warning_stacklevel(2))
         align_corners = False
@@ -365,202 +361,11 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
                       "grids when align_corners=True. This is not an intended use case of "
                       "affine_grid. See the documentation of affine_grid for details.",
                       UserWarning, stacklevel=warning_stacklevel(2))
-    n, spatial = size[0], size[2:]  # slowest first; the grid's last dim lists x first
-
-    where = {"dtype": theta.dtype, "device": theta.device}  # (meta theta: a meta grid)
-
-    def axis(steps):
-        line = fusegrad.linspace(-1, 1, steps, **where)
-        if not align_corners and steps > 1:
-            # two roundings, as PyTorch's (one with the factor rounded first moves a point
-            # by an ulp, and grid_sample's gradient at a pixel centre with it)
-            line = line * (steps - 1) / steps
-        return line if steps > 1 else fusegrad.zeros(1, **where)
-
-    columns = []
-    for d in reversed(range(nd)):  # x, y (, z): the last spatial dim first
-        shape = [1] * nd
-        shape[d] = spatial[d]
-        columns.append(axis(spatial[d]).view(shape).expand(spatial))
-    columns.append(fusegrad.ones(spatial, **where))
-    points = math.prod(spatial)
-    base = fusegrad.stack(columns, -1).view(1, points, nd + 1)
-    grid = base.expand(n, points, nd + 1).bmm(theta.transpose(1, 2))
-    return grid.view(n, *spatial, nd)
+    return call(GS.affine_grid_generator, theta, [int(v) for v in size], bool(align_corners))
 
 
-def _unnormalize(coord: Tensor, size: int, align_corners: bool, nd: int) -> Tensor:
-    """A normalised coordinate in pixels, rounded as PyTorch's kernel for `nd` dims rounds
-    it: the last bit decides which cell a point on a pixel centre falls in (the grid's
-    gradient there), and which pixel is nearest to a point half way between two."""
-    if nd == 3:
-        if align_corners:
-            return (coord + 1) / 2 * (size - 1)
-        return ((coord + 1) * size - 1) / 2
-    if align_corners:
-        return (coord + 1) * ((size - 1) / 2)
-    return _fused_shift(coord + 1, size / 2)
-
-
-def _fused_shift(shifted: Tensor, scale: float) -> Tensor:
-    """shifted * scale - 0.5 rounded once, as the fused multiply-add of PyTorch's 2-D
-    kernel rounds it (rounded twice, many values differ in the last bit)."""
-    out = shifted * scale - 0.5
-    a = shifted.detach()._data
-    if a is None or a.dtype not in (np.float32, np.float64) or not a.size:
-        return out  # a fake tensor has no values; half types are left as they round
-    with np.errstate(all="ignore"):
-        if a.dtype == np.float32:  # the product of two floats is exact in a double
-            fused = (a.astype(np.float64) * scale - 0.5).astype(np.float32)
-        else:
-            fused = _fma64(a, scale, -0.5)
-        fix = fused - out.detach()._data  # exact: the two differ in the last bits only
-    fix[~np.isfinite(fix)] = 0
-    if not fix.any():
-        return out
-    return out + Tensor._make(fix)
-
-
-def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
-    """a * b + c with the product unrounded (doubles; `b` of at most 26 significant bits,
-    as half an image size is): `a` split in two halves whose products with `b` are exact,
-    then the three terms summed with the first sum's rounding error carried (correctly
-    rounded but for rare ties)."""
-    t = a * 134217729.0  # 2**27 + 1 (Veltkamp's split)
-    hi = t - (t - a)
-    x1, x2 = hi * b, (a - hi) * b
-    total = x1 + c
-    back = total - x1
-    err = (x1 - (total - back)) + (c - back)
-    return total + (err + x2)
-
-
-def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
-    """Fold `coord` back into [low, high] by reflecting at the ends (as often as needed)."""
-    import fusegrad
-
-    if twice_low == twice_high:
-        return coord * 0
-    low, span = twice_low / 2, (twice_high - twice_low) / 2
-    dist = (coord - low).abs()
-    extra = dist.fmod(span)
-    flips = (dist / span).floor()
-    return fusegrad.where(flips.remainder(2) == 0, extra + low, span - extra + low)
-
-
-def _clip(coord: Tensor, size: int) -> Tensor:
-    """`coord` clipped to [0, size - 1]. A coordinate on either bound counts as clipped, as
-    PyTorch's grid sampler counts it: its gradient is 1 strictly inside only (a plain clamp
-    passes the gradient on at the bounds too, where the sampler passes none)."""
-    import fusegrad
-
-    inside = (coord > 0) & (coord < size - 1)
-    return fusegrad.where(inside, coord, coord.detach().clamp(0, size - 1))
-
-
-def _source_index(coord, size, padding_mode, align_corners, nd, nan=None):
-    coord = _unnormalize(coord, size, align_corners, nd)
-    if padding_mode == "border":
-        coord = _clip(coord, size)
-    elif padding_mode == "reflection":
-        coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else \
-            _reflect(coord, -1, 2 * size - 1)
-        coord = _clip(coord, size)
-    if nan is not None and padding_mode != "zeros":
-        # PyTorch's clipping takes NaN to the first pixel in its 2-D kernel, to the last in
-        # its 3-D one
-        coord = coord.masked_fill(nan[0], 0.0 if nan[1] == 2 else size - 1)
-    return coord
-
-
-def _tap(flat: Tensor, coords: list, sizes: tuple) -> Tensor:
-    """input[n, c, *coords] for integer-valued coordinate tensors (N, *out), one per spatial
-    dim (slowest first); 0 outside the input."""
-    n, c = flat.shape[:2]
-    inside = None
-    index = None
-    for ci, size in zip(coords, sizes):
-        ok = (ci >= 0) & (ci < size)
-        inside = ok if inside is None else inside & ok
-        ci = ci.clamp(0, size - 1)
-        index = ci if index is None else index * size + ci
-    index = index.long().view(n, 1, -1)
-    values = flat.gather(2, index.expand(n, c, index.shape[-1])).view(n, c, *coords[0].shape[1:])
-    return values * inside.unsqueeze(1).to(flat.dtype)
-
-
-# Bicubic grid sampling's cubic convolution (its A, PyTorch's -0.75).
-_CUBIC_A = -0.75
-
-
-def _cubic_weights(t: Tensor) -> list:
-    """The four taps' weights at fraction t of the way from tap 1 to tap 2."""
-    a = _CUBIC_A
-
-    def near(x):  # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x):  # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
-
-
-def _bounded(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
-    """An integer tap coordinate moved inside as the padding mode says (bicubic's taps)."""
-    if padding_mode == "border":
-        return coord.clamp(0, size - 1)
-    if padding_mode == "reflection":
-        coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else \
-            _reflect(coord, -1, 2 * size - 1)
-        return coord.clamp(0, size - 1)
-    return coord
-
-
-def _grid_sample_checks(input: Tensor, grid: Tensor, mode: str) -> None:
-    """PyTorch's checks, in its order: the grid's last size, the batch sizes, the dims."""
-    isz, gsz = list(input.shape), list(grid.shape)
-    if gsz[-1:] != [input.dim() - 2]:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in "
-                           f"last dimension, but got grid with sizes {gsz}")
-    if isz[0] != gsz[0]:
-        raise RuntimeError("grid_sampler(): expected grid and input to have same batch size, "
-                           f"but got input with sizes {isz} and grid with sizes {gsz}")
-    if input.dim() not in (4, 5) or grid.dim() != input.dim():
-        want = 4 if input.dim() == 4 else 5  # (any other input is taken for a volume)
-        raise RuntimeError(f"grid_sampler(): expected {want}D input and grid with same number "
-                           f"of dimensions, but got input with sizes {isz} and grid with sizes "
-                           f"{gsz}")
-    if mode == "bicubic" and input.dim() == 5:
-        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-    if input.dtype is not grid.dtype:  # (the kernel reads both as the input's type)
-        raise RuntimeError(f"expected scalar type {input.dtype.legacy} but found "
-                           f"{grid.dtype.legacy}")
-
-
-def _grid_sample_nan(input: Tensor, grid: Tensor, nan: np.ndarray, mode: str,
-                     padding_mode: str, align_corners: bool) -> Tensor:
-    """grid_sample of a grid with NaNs, as PyTorch's kernels treat them: the border and
-    reflection clipping takes a NaN coordinate to the first (2-D) or last (3-D) pixel; with
-    zeros padding a NaN point reads nothing (0), except that the 2-D bilinear kernel gives
-    NaN; bicubic gives NaN whatever the padding."""
-    nan_out = mode == "bicubic" or (mode == "bilinear" and grid.dim() == 4
-                                    and padding_mode == "zeros")
-    far = padding_mode == "zeros" and not nan_out
-    # (far outside: no tap inside the input reads a value)
-    clean = grid.masked_fill(Tensor._make(nan), -1e4 if far else 0.0)
-    masks = [Tensor._make(np.ascontiguousarray(nan[..., i])) for i in range(nan.shape[-1])]
-    out = grid_sample(input, clean, mode, padding_mode, align_corners, _masks=masks)
-    if nan_out:
-        poison = np.where(nan.any(-1), np.nan, 0).astype(out.dtype.np)
-        out = out + Tensor._make(poison).unsqueeze(1)
-    return out
-
-
-@composite("fp32")  # (PyTorch's CPU autocast: grid_sampler)
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
-                padding_mode: str = "zeros", align_corners: bool | None = None,
-                _masks=None) -> Tensor:
+                padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Sample `input` (N, C, H, W) at the normalised positions `grid` (N, Ho, Wo, 2), in
     [-1, 1] as (x, y), by bilinear, nearest or bicubic interpolation; or a volume (N, C, D,
     H, W) at `grid` (N, Do, Ho, Wo, 3) as (x, y, z), trilinear ("bilinear") or nearest.
@@ -574,48 +379,11 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if align_corners is None:
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=warning_stacklevel(2))
         align_corners = False
-    _grid_sample_checks(input, grid, mode)
-    n, c = input.shape[:2]
-    sizes = tuple(input.shape[2:])  # slowest first; the grid lists x (fastest) first
-    nd = len(sizes)
-    flat = input.reshape(n, c, -1)
-    masks = _masks
-    nan = None if masks or not grid.dtype.is_floating_point else np.isnan(grid.detach()._data)
-    if nan is not None and nan.any():
-        return _grid_sample_nan(input, grid, nan, mode, padding_mode, align_corners)
-    if mode == "bicubic":
-        coords = [_unnormalize(grid[..., nd - 1 - i], size, align_corners, nd)
-                  for i, size in enumerate(sizes)]
-        starts = [ci.floor() for ci in coords]
-        (wy, wx) = [_cubic_weights(ci - s) for ci, s in zip(coords, starts)]
-        total = None
-        for i in range(4):
-            yi = _bounded(starts[0] + (i - 1), sizes[0], padding_mode, align_corners)
-            for j in range(4):
-                xi = _bounded(starts[1] + (j - 1), sizes[1], padding_mode, align_corners)
-                term = _tap(flat, [yi, xi], sizes) * (wy[i] * wx[j]).unsqueeze(1)
-                total = term if total is None else total + term
-        return total
-    coords = [_source_index(grid[..., nd - 1 - i], size, padding_mode, align_corners, nd,
-                            (masks[nd - 1 - i], nd) if masks else None)
-              for i, size in enumerate(sizes)]
-    if mode == "nearest":
-        # rounding has a zero derivative: the grid gets a zero gradient, as in PyTorch
-        rounded = [ci.round() for ci in coords]
-        zero = sum(rounded[1:], rounded[0]) * 0
-        return _tap(flat, rounded, sizes) + zero.unsqueeze(1)
-    lows = [ci.floor() for ci in coords]
-    highs = [(ci - lo).unsqueeze(1) for ci, lo in zip(coords, lows)]  # weights of lo + 1
-    total = None
-    for corner in range(2 ** nd):  # each corner of the cell: lo or lo + 1 along each dim
-        picks = [(corner >> (nd - 1 - d)) & 1 for d in range(nd)]
-        weight = None
-        for d, pick in enumerate(picks):
-            w = highs[d] if pick else 1 - highs[d]
-            weight = w if weight is None else weight * w
-        term = _tap(flat, [lo + p for lo, p in zip(lows, picks)], sizes) * weight
-        total = term if total is None else total + term
-    return total
+    # the dtypes are checked by the op, after CPU autocast's casts (its policy: "fp32")
+    GS.check(input, grid, mode, dtypes=False)
+    op = GS.grid_sampler_2d if input.dim() == 4 else GS.grid_sampler_3d
+    return call(op, input, grid, GS.INTERPOLATION.index(mode),
+                GS.PADDING.index(padding_mode), bool(align_corners))
 
 
 __all__ = [

@@ -44,7 +44,8 @@ deferred.after_execute(lambda: complex.forbid_complex(REGISTRY))  # and each def
 deferred.defer(sys.modules[__name__], (
     "math_special", "incomplete_gamma", "special", "scatter", "statistics", "shrink", "rnn",
     "attention", "batch_norm_backward", "conv", "conv_backward", "embedding",
-    "factorizations", "fft", "layers", "loss", "lu", "normalization", "padding", "pooling",
+    "factorizations", "fft", "grid_sampler", "layers", "loss", "lu", "normalization",
+    "padding", "pooling",
     "out_facts", "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
     "weight_norm"))
 

@@ -98,7 +98,7 @@ detach_copy typename set_warn_always is_warn_always_enabled set_deterministic_de
 get_deterministic_debug_mode set_flush_denormal set_default_tensor_type get_device is_storage
 is_inference set_anomaly_enabled positive fill vander mvlgamma frobenius_norm nuclear_norm
 max_pool1d_with_indices nonzero_static frombuffer rnn_tanh_cell rnn_relu_cell lstm_cell gru_cell
-lstm gru rnn_tanh rnn_relu grid_sampler grid_sampler_2d affine_grid_generator conv_tbc adjoint
+lstm gru rnn_tanh rnn_relu grid_sampler conv_tbc adjoint
 as_strided_scatter index_reduce norm_except_dim _weight_norm range cond while_loop gradient
 histogramdd
 vmap from_dlpack to_dlpack svd_lowrank pca_lowrank fork wait classproperty get_file_path
