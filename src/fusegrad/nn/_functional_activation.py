@@ -161,8 +161,11 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     shape, dt = tuple(input.shape), input.dtype.np
     # the noise holds each element's slope (1 where x >= 0); eval mode does not read it
-    noise = Tensor._make(np.zeros(shape, dt))
-    if training:
+    if input.is_meta:  # (no values to draw slopes for: a meta noise, as PyTorch's)
+        noise = input.new_empty(shape)
+    else:
+        noise = Tensor._make(np.zeros(shape, dt))
+    if training and not input.is_meta:
         # PyTorch draws a double slope for each element <= 0, in order, between the bounds
         # as the input's dtype holds them (float for narrower dtypes); the others keep 1
         bound = np.float64 if dt == np.float64 else np.float32

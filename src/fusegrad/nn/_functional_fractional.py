@@ -43,6 +43,10 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     if output_size is None and output_ratio is None:
         raise ValueError(f"{name} requires specifying either an output_size or an "
                          f"output_ratio")
+    # PyTorch's 2-D function takes the ratio's length (a number has none: its TypeError)
+    if n == 2 and output_size is None and len(output_ratio) > 2:
+        raise ValueError("fractional_max_pool2d requires output_ratio to either be a single "
+                         "Int or tuple of Ints.")
     shape = tuple(input.shape)
     where = name if n == 2 else f"{name}_out"  # PyTorch's kernels' own names
     if samples is None and len(shape) < n + 1:  # the draw reads the channels' size
@@ -61,19 +65,24 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     for k, s, o, word in zip(kernel, sizes, out, words):
         # the 3-D kernel wants room to spare: a window reaching the last position fails
         if o + k - 1 > s or (n == 3 and o + k - 1 == s):
+            if n == 2 and input.is_meta:  # (PyTorch's meta kernel's words)
+                raise RuntimeError(f"{name}: kernel {word} {k} is too large relative to "
+                                   f"input {word} {s}")
             raise RuntimeError(f"{where}(): pool {word} {k} too large relative to input "
                                f"{word} {s}")
     batched = input.dim() == n + 2
     x = input if batched else input.unsqueeze(0)
     lead = tuple(x.shape[:2])
     planes = lead[0] * lead[1]
-    if samples is None:
+    if samples is None and not input.is_meta:  # (a meta input draws nothing, as PyTorch's)
         samples = fusegrad.rand(lead[0], lead[1], n, dtype=input.dtype)
     if _autocast.active():
         # PyTorch's CPU autocast runs the op in float32, its samples drawn before (in the
         # input's dtype) and cast with it
         return _autocast.call_composite(_fractional, "fp32", (
             input, kernel_size, output_size, output_ratio, samples, n, order, name), {})
+    if input.is_meta:  # (no values to place windows by: the indices' geometry only)
+        return _picked(input, (lead if batched else lead[1:]) + out, n)
     draws = samples.detach().numpy().astype(np.float64).reshape(planes, n)
     values = x.detach().numpy().reshape((planes,) + sizes)
     strides = [int(np.prod(sizes[i + 1:])) for i in range(n)]
@@ -98,6 +107,16 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
     # The maxima picked from the input (PyTorch's node; the gradient flows back to the
     # chosen positions).
     op = PP.fractional_max_pool2d_values if n == 2 else PP.fractional_max_pool3d_values
+    return call(op, input, idx), idx
+
+
+def _picked(input: Tensor, shape: tuple, n: int, op=None) -> tuple:
+    """A meta input's (values, indices) of `shape`: the indices hold no positions, and the
+    values are picked by the layer's op (`op`, or fractional pooling's of `n` dimensions)
+    so they carry its node."""
+    if op is None:
+        op = PP.fractional_max_pool2d_values if n == 2 else PP.fractional_max_pool3d_values
+    idx = input.new_empty(shape, dtype=_dtype.int64)
     return call(op, input, idx), idx
 
 
@@ -158,6 +177,9 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     batched = input.dim() == 5
     x = input if batched else input.unsqueeze(0)
     lead = tuple(x.shape[:2])
+    if input.is_meta:
+        return _picked(input, (lead if batched else lead[1:]) + out, 3,
+                       PP.adaptive_max_pool3d_values)
     # explicit sizes throughout: `-1` cannot be read off an empty batch
     values = x.detach().numpy().reshape((lead[0] * lead[1],) + sizes)
     # window i of a dimension spans [floor(i * size / out), ceil((i + 1) * size / out))

@@ -204,10 +204,13 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
     if p == 1.0:
         zero = Tensor._make(np.zeros((), dtype=np_dtype))
         return input.mul_(zero) if inplace else input * zero
-    if not alpha:
-        check_noise_dtype(input)
+    check_noise_dtype(input, alpha)
     shape = (tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature
              else tuple(input.shape))
+    if input.is_meta:  # (PyTorch's noise on a meta input: drawn from no generator)
+        noise = input.new_empty(shape)
+        out = input.mul_(noise) if inplace else input * noise
+        return out.add_(input.new_empty(shape)) if alpha else out
     # PyTorch's noise: bernoulli_(1 - p) on a tensor of the noise's shape
     keep = _draws.bernoulli_scalar(None, math.prod(shape), 1.0 - p).reshape(shape)
     if not alpha:
@@ -223,17 +226,28 @@ def _noise_dropout(input: Tensor, p: float, training: bool, inplace: bool, featu
     return out.add_(shift)
 
 
-def check_noise_dtype(input: Tensor) -> None:
+def check_noise_dtype(input: Tensor, alpha: bool = False) -> None:
     """PyTorch's errors for dropping out a tensor that is not floating: its noise, a tensor
-    of the input's dtype, gets a Bernoulli draw (none for complex) and is divided in place
-    by 1 - p (no float result fits an integer tensor)."""
+    of the input's dtype, gets a Bernoulli draw (none for complex on the CPU) and is divided
+    in place by 1 - p, or for `alpha` shifted then scaled in place (no float result fits an
+    integer tensor; a bool noise shifted is a long one). PyTorch's meta kernels word the
+    casts their own way, and draw a complex noise."""
     dt = input.dtype
+    if dt.is_floating_point:
+        return
+    if input.is_meta:
+        if dt.is_complex:
+            return
+        if alpha:
+            raise RuntimeError("Promotion of int.add/sub_(float) in in-place ops are not "
+                               "possible due to element size change.")
+        raise RuntimeError(f"result type torch.float32 can't be cast to the desired output "
+                           f"type {dt}")
     if dt.is_complex:
         raise NotImplementedError(
             f'"bernoulli_scalar_cpu_" not implemented for \'{dt.legacy}\'')
-    if not dt.is_floating_point:
-        raise RuntimeError(f"result type Float can't be cast to the desired output type "
-                           f"{dt.legacy}")
+    name = "Long" if alpha and dt.legacy == "Bool" else dt.legacy
+    raise RuntimeError(f"result type Float can't be cast to the desired output type {name}")
 
 
 def _check_p(p: float) -> None:
@@ -282,9 +296,10 @@ def _channel_dropout(input, p, training, inplace, spatial: int) -> Tensor:
             "channel-wise dropout behavior, please switch to using dropout1d instead.",
             UserWarning, stacklevel=_warning_stacklevel(3))
     unbatched = input.dim() == batched - 1 and spatial != 2
-    if unbatched:
-        out = _feature_dropout(input.unsqueeze(0), p, training, inplace)
-        return out.squeeze(0)
+    if unbatched:  # (in place, the batch dimension is added and removed in place too)
+        if inplace:
+            return _feature_dropout(input.unsqueeze_(0), p, training, True).squeeze_(0)
+        return _feature_dropout(input.unsqueeze(0), p, training, False).squeeze(0)
     return _feature_dropout(input, p, training, inplace)
 
 

@@ -221,17 +221,23 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
                       eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """0.5 (log(var) + (input - target)**2 / var), var clamped below by eps."""
+    # The values are checked first, as PyTorch checks them: a meta var has none to read
+    # (its `bool` raises PyTorch's error), a number is checked before it becomes a tensor.
     if not isinstance(var, Tensor):
+        if float(var) < 0:
+            raise ValueError("var has negative entry/entries")
         var = input.new_full(tuple(input.shape), float(var))
+    elif bool((var < 0).any() if var.is_meta else (var._data < 0).any()):
+        raise ValueError("var has negative entry/entries")
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        # otherwise var may differ from input in one dimension, where it has size 1
+        elif not (input.dim() == var.dim() and sum(
+                v for i, v in zip(input.shape, var.shape) if i != v) == 1):
             raise ValueError("var is of incorrect size")
     if reduction not in REDUCTION_ENUM:
         raise ValueError(reduction + " is not valid")
-    if bool((var._data < 0).any()):
-        raise ValueError("var has negative entry/entries")
     var = var.clone()
     with no_grad():
         var.clamp_(min=eps)
@@ -299,6 +305,12 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
     `_ctc_loss`); "mean" divides each sample's loss by its target length first."""
     if reduction not in REDUCTION_ENUM:
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    meta = log_probs.is_meta
+    if meta and isinstance(input_lengths, Tensor) and isinstance(target_lengths, Tensor):
+        # PyTorch's overload taking lengths as tensors reads them: it has no meta kernel
+        from .._meta import no_meta_kernel
+
+        raise no_meta_kernel("_ctc_loss.Tensor")
     il, tl = _lengths(input_lengths), _lengths(target_lengths)
     # PyTorch adds the batch dimension to any log_probs that is not 3-D (its error then
     # quotes the rank plus one); only 2-D ones get through its checks. The targets stay as
@@ -308,11 +320,13 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
         log_probs = log_probs.unsqueeze(1)
     res = call(LS.ctc_loss, log_probs, targets, il, tl, blank, bool(zero_infinity))[0]
     if zero_infinity:
-        inf = Tensor._make(np.isinf(res._data))
+        inf = res.detach().isinf() if meta else Tensor._make(np.isinf(res._data))
         res = res.new_zeros(()).where(inf, res)
     if reduction == "mean":
         lengths = np.maximum(np.asarray(tl, np.int64), 1).astype(res.dtype.np)
-        return (res / Tensor._make(lengths)).mean()
+        # (on the meta device the lengths' tensor is made there, as PyTorch's)
+        lengths = res.new_empty(lengths.shape) if meta else Tensor._make(lengths)
+        return (res / lengths).mean()
     if reduction == "sum":
         return res.sum()
     return res.squeeze(0) if unbatched else res
@@ -402,11 +416,20 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if not label_smoothing > 0:  # (NaN included, as PyTorch)
         return nll
     c, wshape = _classes(input, cdim)
-    ignored = Tensor._make(np.asarray(target._data == ignore_index))
+    meta = target.is_meta
+    # (the mask and mean's denominator are constants, read off the target's values on the
+    # CPU; on the meta device, tensors of their geometry, as PyTorch's)
+    ignored = (target == ignore_index) if meta else Tensor._make(
+        np.asarray(target._data == ignore_index))
     terms = logp * weight.view(wshape) if weight is not None else logp
     smooth = (-terms.sum(cdim)).masked_fill(ignored, 0.0)
     if reduction == "mean":
-        if weight is not None:
+        if meta:
+            with no_grad():
+                kept = ignored.logical_not()
+                denom = kept.sum() if weight is None else (
+                    weight[target.masked_fill(ignored, 0)] * kept).sum()
+        elif weight is not None:
             safe = np.where(target._data != ignore_index, target._data, 0)
             picked = weight._data[safe] * (target._data != ignore_index)
             denom = Tensor._make(np.asarray(picked.sum(), dtype=weight._data.dtype))
