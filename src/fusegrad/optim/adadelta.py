@@ -40,6 +40,31 @@ class Adadelta(Optimizer):
         state["square_avg"] = Tensor._make(np.zeros_like(data))
         state["acc_delta"] = Tensor._make(np.zeros_like(data))
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        return 1, (("step", 1), ("square_avg", 2), ("acc_delta", 2))
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: Adadelta's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+        rho, eps = group["rho"], group["eps"]
+        state["step"] += 1
+        d_p = -grad if group["maximize"] else grad
+        if group["weight_decay"] != 0:
+            d_p = d_p.add(p, alpha=group["weight_decay"])
+        square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+        square_avg.mul_(rho).addcmul_(d_p, d_p, value=1 - rho)
+        std = square_avg.add(eps).sqrt_()
+        delta = acc_delta.add(eps).sqrt_().clone()
+        delta.div_(std).mul_(d_p)
+        acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
+        p.add_(delta, alpha=-lr)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:

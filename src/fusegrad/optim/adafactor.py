@@ -74,6 +74,12 @@ class Adafactor(Optimizer):
                 raise RuntimeError("Adafactor does not support sparse gradients")
         group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`): weight
+        decay's `mul_` and the step's `add_` on the parameter; the variances' `lerp_`s are
+        counted in `_update` (their keys depend on the parameter's shape)."""
+        return (2 if group["weight_decay"] != 0 else 1), (("step", 1),)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         factored = data.ndim > 1
@@ -102,12 +108,15 @@ class Adafactor(Optimizer):
             row_var, col_var = state["row_var"]._data, state["col_var"]._data
             _lerp(row_var, _mean_square(grad, -1), one_minus_beta2)
             _lerp(col_var, _mean_square(grad, -2), one_minus_beta2)
+            state["row_var"]._vc[0] += 1  # (PyTorch's `lerp_`s)
+            state["col_var"]._vc[0] += 1
             # The rank-one estimate: row means times column means over the rows' mean.
             estimate = np.matmul(row_var, col_var)
             estimate /= np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
         else:
             variance = state["variance"]._data
             _lerp(variance, grad * grad, one_minus_beta2)
+            state["variance"]._vc[0] += 1
             estimate = variance.copy()
         update = 1 / np.sqrt(np.maximum(estimate, data.dtype.type(eps1 * eps1)))
         update *= grad

@@ -59,6 +59,35 @@ class Adagrad(Optimizer):
     def _check_group(self, group: dict) -> None:
         group["lr"] / 1.0  # noqa: B018 (the update's first use of lr)
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        if group.get("fused"):
+            return 0, (("step", 1),)
+        return 1, (("step", 1), ("sum", 1))
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if grad.is_sparse:
+            super()._update_differentiable(p, grad, group, state)
+            return
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: Adagrad's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+        step_t = state["step"]
+        step_t += 1
+        step = float(step_t.item())
+        d_p = -grad if group["maximize"] else grad
+        if group["weight_decay"] != 0:
+            d_p = d_p.add(p, alpha=group["weight_decay"])
+        clr = lr / (1 + (step - 1) * group["lr_decay"])
+        state_sum = state["sum"]
+        state_sum.addcmul_(d_p, d_p, value=1)
+        std = state_sum.sqrt() + group["eps"]
+        p.addcdiv_(d_p, std, value=-clr)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:  # a parameter of a group added after construction

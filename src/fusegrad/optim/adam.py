@@ -89,6 +89,11 @@ def _beta_consts(beta1, beta2, step: float, lr: float, dtype: np.dtype) -> tuple
     return w1, beta2, 1 - beta2, step_size, math.sqrt(1 - beta2 ** step)
 
 
+# Version counter moves of Adam's state per step: `step += 1`, `exp_avg.lerp_`,
+# `exp_avg_sq.mul_().addcmul_()` and amsgrad's `torch.maximum(..., out=max_exp_avg_sq)`.
+_ADAM_BUMPS = (("step", 1), ("exp_avg", 1), ("exp_avg_sq", 2))
+_AMSGRAD_BUMPS = (*_ADAM_BUMPS, ("max_exp_avg_sq", 1))
+
 class Adam(Optimizer):
     """Adam; `decoupled_weight_decay=True` is AdamW."""
 
@@ -143,6 +148,13 @@ class Adam(Optimizer):
             1 - group["lr"] * group["weight_decay"]  # noqa: B018
         group["lr"] / 1.0  # noqa: B018
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        if group.get("fused"):
+            return 0, (("step", 1),)
+        decay = group["weight_decay"] != 0 and group["decoupled_weight_decay"]
+        return (2 if decay else 1), (_AMSGRAD_BUMPS if group["amsgrad"] else _ADAM_BUMPS)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:
@@ -179,6 +191,53 @@ class Adam(Optimizer):
         else:
             denom = np.sqrt(v) / bc2_sqrt + group["eps"]
         data += -step_size * (m / denom)
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`, the
+        form its capturable update takes): bias corrections from the step tensor, the step
+        as `addcdiv_` of a copy of the first moment; a weight decay or beta that requires
+        grad enters through the operations that let its gradient flow."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: Adam's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        beta1, beta2 = (b.squeeze() if isinstance(b, Tensor) and b.dim() != 0 else b
+                        for b in group["betas"])
+        if isinstance(lr, Tensor) and lr.dim() != 0:
+            lr = lr.squeeze()
+        d_p = -grad if group["maximize"] else grad
+        exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+        step_t += 1
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            elif isinstance(wd, Tensor) and wd.requires_grad:
+                d_p = d_p.addcmul_(p.clone(), wd)
+            else:
+                d_p = d_p.add(p, alpha=wd)
+        exp_avg.lerp_(d_p, 1 - beta1)
+        if isinstance(beta2, Tensor) and beta2.requires_grad:
+            exp_avg_sq.lerp_(d_p.square(), weight=1 - beta2)
+        else:
+            exp_avg_sq.mul_(beta2).addcmul_(d_p, d_p, value=float(1 - beta2))
+        # (a beta that requires grad is raised to a copy of the step tensor)
+        step1 = step_t.clone() if isinstance(beta1, Tensor) and beta1.requires_grad else step_t
+        step2 = step_t.clone() if isinstance(beta2, Tensor) and beta2.requires_grad else step_t
+        bias_correction1 = 1 - beta1 ** step1
+        bias_correction2 = 1 - beta2 ** step2
+        step_size_neg = (lr / bias_correction1).neg()
+        bias_correction2_sqrt = bias_correction2.sqrt()
+        if group["amsgrad"]:
+            max_sq = state["max_exp_avg_sq"]
+            max_sq.copy_(max_sq.clone().maximum(exp_avg_sq))
+            second = max_sq
+        else:
+            second = exp_avg_sq
+        denom = (second.sqrt() / (bias_correction2_sqrt * step_size_neg)).add_(
+            eps / step_size_neg)
+        p.addcdiv_(exp_avg.clone(), denom)
 
     @staticmethod
     def _native_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict,

@@ -9,6 +9,7 @@ from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scala
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
+_ADAMAX_BUMPS = (("step", 1), ("exp_avg", 1), ("exp_inf", 2))
 
 class Adamax(Optimizer):
     """Adamax (PyTorch's single-tensor update)."""
@@ -39,6 +40,38 @@ class Adamax(Optimizer):
         state["step"] = _scalar_state()
         state["exp_avg"] = Tensor._make(np.zeros_like(data))
         state["exp_inf"] = Tensor._make(np.zeros_like(data))
+
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        return 1, _ADAMAX_BUMPS
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`): the
+        infinity norm as the maximum over a stack of the decayed norm and the gradient's
+        magnitude, the bias correction from the step tensor."""
+        from .._functions.shape import cat
+
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: Adamax's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        if not isinstance(lr, (int, float)):
+            lr = lr.item()
+        beta1, beta2 = map(scalar_value, group["betas"])
+        d_p = -grad if group["maximize"] else grad
+        step_t = state["step"]
+        step_t += 1
+        if wd != 0:
+            d_p = d_p.add(p, alpha=wd)
+        exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+        exp_avg.lerp_(d_p, 1 - beta1)
+        norms = cat([exp_inf.mul_(beta2).unsqueeze(0), d_p.abs().add_(eps).unsqueeze_(0)], 0)
+        exp_inf.copy_(norms.amax(0, keepdim=False))
+        neg_bias_correction = beta1 ** step_t - 1
+        neg_bias_correction.div_(lr)
+        p.addcdiv_(exp_avg, exp_inf * neg_bias_correction)
 
     def _update(self, p, grad, group, state) -> None:
         data = p._data

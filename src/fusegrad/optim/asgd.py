@@ -43,6 +43,38 @@ class ASGD(Optimizer):
         state["mu"] = _scalar_state(1.0)
         state["ax"] = Tensor._make(np.zeros_like(data))
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`): the
+        single-tensor update moves the parameter twice (decay, then step), the foreach one
+        once."""
+        return (1 if group["foreach"] else 2), (("step", 1), ("eta", 1), ("mu", 1), ("ax", 1))
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: ASGD's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        d_p = -grad if group["maximize"] else grad
+        state["step"] += 1
+        lr, lambd, alpha = group["lr"], group["lambd"], group["alpha"]
+        if isinstance(lr, Tensor):
+            lr = lr.item()
+        if group["weight_decay"] != 0:
+            d_p = d_p.add(p, alpha=group["weight_decay"])
+        eta, mu, ax = state["eta"], state["mu"], state["ax"]
+        eta_value = eta.item()
+        p.mul_(1 - lambd * eta_value)
+        p.add_(d_p, alpha=-eta_value)
+        if mu.item() != 1:
+            ax.add_(p.sub(ax).mul_(mu))
+        else:
+            ax.copy_(p)
+        step = state["step"].item()
+        eta.copy_(Tensor._make(np.asarray(lr / ((1 + lambd * lr * step) ** alpha))))
+        mu.copy_(Tensor._make(np.asarray(1 / max(1, step - group["t0"]))))
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:

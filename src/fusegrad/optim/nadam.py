@@ -9,6 +9,7 @@ from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
 from .rmsprop import _scalar_state
 
+_NADAM_BUMPS = (("step", 1), ("mu_product", 1), ("exp_avg", 1), ("exp_avg_sq", 2))
 
 class NAdam(Optimizer):
     """NAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is NAdamW."""
@@ -47,6 +48,46 @@ class NAdam(Optimizer):
         state["step"] = fresh.pop("step")
         state["mu_product"] = _scalar_state(1.0)
         state.update(fresh)
+
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`): two
+        `add_`s to the parameter, a third for decoupled weight decay."""
+        decay = group["weight_decay"] != 0 and group["decoupled_weight_decay"]
+        return (3 if decay else 2), _NADAM_BUMPS
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: NAdam's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        if not isinstance(lr, (int, float)):
+            lr = lr.item()
+        beta1, beta2 = map(scalar_value, group["betas"])
+        d_p = -grad if group["maximize"] else grad
+        state["step"] += 1
+        step = float(state["step"].item())
+        bias_correction2 = 1 - beta2 ** step
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            else:
+                d_p = d_p.add(p, alpha=wd)
+        decay = group["momentum_decay"]
+        mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * decay)))
+        mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * decay)))
+        mu_product = state["mu_product"]
+        mu_product *= mu
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(d_p, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(d_p, d_p, value=1 - beta2)
+        denom = exp_avg_sq.div(bias_correction2).sqrt().add(eps)
+        mu_product_next = mu_product * mu_next
+        d_p = d_p * (-lr * (1.0 - mu) / (1.0 - mu_product))
+        p.addcdiv_(d_p, denom)
+        p.addcdiv_(exp_avg * (-lr * mu_next / (1.0 - mu_product_next)), denom)
 
     def _update(self, p, grad, group, state) -> None:
         data = p._data

@@ -193,6 +193,9 @@ class Optimizer:
     # Whether PyTorch's update reads a value of the parameter or its state (`.item()`), so
     # it cannot step a parameter on the meta device.
     _reads_values = False
+    # Whether PyTorch's foreach update runs under `differentiable=True` (SGD's); the others
+    # refuse it.
+    _foreach_differentiable = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -274,7 +277,9 @@ class Optimizer:
 
                 raise TypeError("optimizer can only optimize Tensors, but one of the params "
                                 f"is {typename(p)}")
-            if not p.is_leaf:
+            # A non-leaf is stepped only when it keeps its gradient or the update is to be
+            # differentiated through (meta-learning steps a clone of the parameters).
+            if not (self.defaults.get("differentiable") or p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
@@ -311,34 +316,86 @@ class Optimizer:
 
             with enable_grad():
                 loss = closure()
-        as_real = self._complex_as_real
+        if self.defaults.get("differentiable"):
+            self._differentiable_step()
+            return loss
         for group in self.param_groups:
-            if isinstance(group.get("lr"), Tensor):
-                group = _with_number_lr(group)
-            self._check_group(group)
-            if _sparse.made[0]:  # (only a program that made a sparse tensor pays the scan)
-                self._check_sparse(group)
-            if group.get("fused") or group.get("capturable"):
-                self._check_flags(group)
-            # A group that keeps no state gets a throwaway dict, so `self.state` (and
-            # state_dict) has no empty entry PyTorch would not have.
-            keeps = self._keeps_state(group)
-            for p in group["params"]:
-                grad = p.grad
-                if grad is not None:
-                    state = self.state[p] if keeps else {}
-                    if grad._data is None:  # sparse (the others are refused), or meta
-                        if grad.is_sparse:
-                            self._update_sparse(p, grad, group, state)
-                        else:
-                            self._update_meta(p, grad, group, state)
-                    elif as_real and p._data.dtype.kind == "c" and \
-                            grad._data.dtype.kind == "c":
-                        self._update_as_real(p, grad._data, group, state)
-                    else:
-                        self._update(p, grad._data, group, state)
-                    p._vc[0] += 1
+            self._step_group(group, group["params"])
         return loss
+
+    def _step_group(self, group: dict, params: list) -> None:
+        """Update `params` (those of `group` with a gradient) on their arrays."""
+        as_real = self._complex_as_real
+        if isinstance(group.get("lr"), Tensor):
+            group = _with_number_lr(group)
+        self._check_group(group)
+        if _sparse.made[0]:  # (only a program that made a sparse tensor pays the scan)
+            self._check_sparse(group)
+        if group.get("fused") or group.get("capturable"):
+            self._check_flags(group)
+        # A group that keeps no state gets a throwaway dict, so `self.state` (and
+        # state_dict) has no empty entry PyTorch would not have.
+        keeps = self._keeps_state(group)
+        # What PyTorch's in-place operations add to the parameter's and the state
+        # tensors' version counters (the update itself runs on their arrays).
+        bump, state_bumps = self._version_bumps(group)
+        for p in params:
+            grad = p.grad
+            if grad is not None:
+                state = self.state[p] if keeps else {}
+                if grad._data is None:  # sparse (the others are refused), or meta
+                    if grad.is_sparse:
+                        self._update_sparse(p, grad, group, state)
+                    else:
+                        self._update_meta(p, grad, group, state)
+                elif as_real and p._data.dtype.kind == "c" and \
+                        grad._data.dtype.kind == "c":
+                    self._update_as_real(p, grad._data, group, state)
+                else:
+                    self._update(p, grad._data, group, state)
+                p._vc[0] += bump
+                for key, n in state_bumps:
+                    state[key]._vc[0] += n
+
+    def _differentiable_step(self) -> None:
+        """`step` with `differentiable=True`: the update made of tensor operations under
+        grad mode (as PyTorch runs it), so autograd records it and a later backward reaches
+        the parameters' earlier values, their gradients' graphs and tensor hyperparameters."""
+        from ..autograd import enable_grad
+
+        with enable_grad():
+            for group in self.param_groups:
+                self._check_group(group)
+                if group.get("foreach") and not self._foreach_differentiable and any(
+                        p.grad is not None for p in group["params"]):
+                    raise AssertionError("_foreach ops don't support autograd")
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update_differentiable(p, p.grad, group, self.state[p])
+
+    def _update_differentiable(self, p: Tensor, grad: Tensor, group: dict,
+                               state: dict) -> None:
+        """The update of `p` as tensor operations autograd records (`differentiable=True`).
+        Here, for an optimizer without one: PyTorch's error for a leaf that requires grad
+        (its first in-place write to the parameter), the array update when nothing in it
+        requires grad, else a refusal rather than a step without a graph."""
+        if p.is_leaf and p.requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+        if not (p.requires_grad or grad.requires_grad or any(
+                isinstance(v, Tensor) and v.requires_grad for v in group.values())):
+            self._step_group(group, [p])
+            return
+        raise NotImplementedError(f"fusegrad: {_own_class(self)} does not implement "
+                                  "differentiable=True updates of tensors that require "
+                                  "grad yet")
+
+    def _version_bumps(self, group: dict) -> tuple[int, tuple[tuple[str, int], ...]]:
+        """How many in-place operations PyTorch's update under `group`'s options applies
+        to a parameter, and to each of its state tensors (`(key, count)` pairs), in one
+        step: the amounts each version counter moves. A fused update (`fused=True`) writes
+        through its kernel without moving the counters, only the step counter's."""
+        return 1, ()
 
     def _check_sparse(self, group: dict) -> None:
         """PyTorch's RuntimeError for a sparse gradient in `group`, before any of the group's

@@ -10,6 +10,7 @@ from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scala
 from .adam import adam_state, update_moments, weight_decay_grad
 from .optimizer import Optimizer
 
+_RADAM_BUMPS = (("step", 1), ("exp_avg", 1), ("exp_avg_sq", 2))
 
 class RAdam(Optimizer):
     """RAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is RAdamW."""
@@ -40,6 +41,46 @@ class RAdam(Optimizer):
 
     def _init_state(self, data, grad, group, state) -> None:
         state.update(adam_state(data))
+
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        decay = group["weight_decay"] != 0 and group["decoupled_weight_decay"]
+        return (2 if decay else 1), _RADAM_BUMPS
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: RAdam's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        if not isinstance(lr, (int, float)):
+            lr = lr.item()
+        beta1, beta2 = map(scalar_value, group["betas"])
+        d_p = -grad if group["maximize"] else grad
+        state["step"] += 1
+        step = float(state["step"].item())
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            else:
+                d_p = d_p.add(p, alpha=wd)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(d_p, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(d_p, d_p, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        corrected = exp_avg / bias_correction1
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+        if rho_t > 5.0:
+            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                    / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+            adaptive = (bias_correction2 ** 0.5) / exp_avg_sq.sqrt().add(eps)
+            p.add_(corrected * lr * adaptive * rect, alpha=-1.0)
+        else:
+            p.add_(corrected * lr, alpha=-1.0)
 
     def _update(self, p, grad, group, state) -> None:
         data = p._data

@@ -51,6 +51,46 @@ class RMSprop(Optimizer):
         if group["centered"]:
             state["grad_avg"] = Tensor._make(np.zeros_like(data))
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`)."""
+        bumps = (("step", 1), ("square_avg", 2))
+        if group["momentum"] > 0:
+            bumps += (("momentum_buffer", 2),)
+        if group["centered"]:
+            bumps += (("grad_avg", 1),)
+        return 1, bumps
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`): the
+        averages in place, `eps` added out of place, the parameter in place."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: RMSprop's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        lr, alpha, momentum = group["lr"], group["alpha"], group["momentum"]
+        if isinstance(lr, Tensor):
+            lr = lr.item()
+        d_p = -grad if group["maximize"] else grad
+        state["step"] += 1
+        if group["weight_decay"] != 0:
+            d_p = d_p.add(p, alpha=group["weight_decay"])
+        square_avg = state["square_avg"]
+        square_avg.mul_(alpha).addcmul_(d_p, d_p, value=1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg.lerp_(d_p, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg = avg.add(group["eps"])
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(momentum).addcdiv_(d_p, avg)
+            p.add_(buf, alpha=-lr)
+        else:
+            p.addcdiv_(d_p, avg, value=-lr)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:

@@ -39,6 +39,34 @@ class Rprop(Optimizer):
         fill = complex(lr, lr) if grad.dtype.kind == "c" else lr
         state["step_size"] = Tensor._make(np.full_like(grad, fill))
 
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`): the
+        foreach update writes `prev` twice, three times when maximizing."""
+        prev = (3 if group["maximize"] else 2) if group["foreach"] else 1
+        return 1, (("step", 1), ("prev", prev), ("step_size", 2))
+
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
+        if p.is_complex():
+            raise NotImplementedError("fusegrad: Rprop's differentiable=True update of a "
+                                      "complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        d_p = -grad if group["maximize"] else grad
+        state["step"] += 1
+        etaminus, etaplus = group["etas"]
+        lo, hi = group["step_sizes"]
+        prev, step_size = state["prev"], state["step_size"]
+        sign = d_p.mul(prev.clone()).sign()
+        sign[sign.gt(0)] = etaplus
+        sign[sign.lt(0)] = etaminus
+        sign[sign.eq(0)] = 1
+        step_size.mul_(sign).clamp_(lo, hi)
+        d_p = d_p.clone()
+        d_p[sign.eq(etaminus)] = 0
+        p.addcmul_(d_p.sign(), step_size, value=-1)
+        prev.copy_(d_p)
+
     def _update(self, p, grad, group, state) -> None:
         data = p._data
         if not state:

@@ -27,6 +27,7 @@ class SGD(Optimizer):
 
     _fused_check_once = True
     _sparse_grads = True
+    _foreach_differentiable = True
 
     _SETSTATE_DEFAULTS = (("nesterov", False), ("maximize", False), ("foreach", None),
                         ("differentiable", False), ("fused", False))
@@ -56,6 +57,39 @@ class SGD(Optimizer):
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
 
+    def _update_differentiable(self, p, grad, group, state) -> None:
+        """PyTorch's single-tensor update as tensor operations (`differentiable=True`):
+        weight decay and Nesterov's term out of place, the momentum buffer (made as a
+        detached copy of the first step's gradient) and the parameter in place; a learning
+        rate or weight decay that requires grad enters through `addcmul_`, so its gradient
+        flows."""
+        lr, wd, momentum = group["lr"], group["weight_decay"], group["momentum"]
+        if isinstance(lr, Tensor) and lr.dim() != 0:
+            lr = lr.squeeze()
+        d_p = -grad if group["maximize"] else grad
+        if wd != 0:
+            if isinstance(wd, Tensor) and wd.requires_grad:
+                d_p = d_p.addcmul_(p.clone(), wd)
+            else:
+                d_p = d_p.add(p, alpha=wd)
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = d_p.detach().clone()
+                state["momentum_buffer"] = buf
+            else:
+                buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
+            d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
+        if isinstance(lr, Tensor) and lr.requires_grad:
+            p.addcmul_(d_p, lr, value=-1)
+        else:
+            p.add_(d_p, alpha=-lr)
+
+    def _version_bumps(self, group: dict) -> tuple:
+        """PyTorch's in-place operations per step (see `Optimizer._version_bumps`); the
+        momentum buffer's are counted in `_update` (none in the step that makes it)."""
+        return (0 if group.get("fused") else 1), ()
+
     def _keeps_state(self, group: dict) -> bool:
         """Only a momentum buffer is kept: plain SGD leaves `state` empty, as in PyTorch."""
         return group["momentum"] != 0
@@ -83,12 +117,13 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = buf
             elif buf.is_sparse:
                 buf._val = buf._val * momentum
+                buf._vc[0] += 1  # (PyTorch's `mul_`; `add_` counts its own)
                 _sparse.add_(buf, d_p, 1 - group["dampening"])
             else:  # a strided buffer (from strided gradients) takes the sparse one in
                 b = buf._data
                 b *= momentum
                 _sparse.add_to_dense(b, d_p, 1 - group["dampening"])
-                buf._vc[0] += 1
+                buf._vc[0] += 2  # (PyTorch's `mul_` and `add_`)
             if group["nesterov"]:
                 if not buf.is_sparse:
                     raise RuntimeError(_SPARSE_PLUS_DENSE)
@@ -107,6 +142,11 @@ class SGD(Optimizer):
                 state["momentum_buffer"].is_sparse:  # (it cannot take a strided gradient)
             raise RuntimeError(_SPARSE_PLUS_DENSE)
         data = p._data
+        # PyTorch's `mul_` and `add_` on a kept momentum buffer (a new one is a clone; a
+        # group without momentum keeps no state; the fused kernel moves no counters).
+        buf = state.get("momentum_buffer")
+        if buf is not None and not group.get("fused"):
+            buf._vc[0] += 2
         if self._native_update(data, grad, group, state):
             return
         d_p = -grad if group["maximize"] else grad
