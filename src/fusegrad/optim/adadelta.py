@@ -46,15 +46,10 @@ class Adadelta(Optimizer):
 
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: Adadelta's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
         rho, eps = group["rho"], group["eps"]
         state["step"] += 1
-        d_p = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
             d_p = d_p.add(p, alpha=group["weight_decay"])
         square_avg, acc_delta = state["square_avg"], state["acc_delta"]

@@ -70,16 +70,11 @@ class Adagrad(Optimizer):
         if grad.is_sparse:
             super()._update_differentiable(p, grad, group, state)
             return
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: Adagrad's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
         step_t = state["step"]
         step_t += 1
         step = float(step_t.item())
-        d_p = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
             d_p = d_p.add(p, alpha=group["weight_decay"])
         clr = lr / (1 + (step - 1) * group["lr_decay"])

@@ -197,17 +197,12 @@ class Adam(Optimizer):
         form its capturable update takes): bias corrections from the step tensor, the step
         as `addcdiv_` of a copy of the first moment; a weight decay or beta that requires
         grad enters through the operations that let its gradient flow."""
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: Adam's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         beta1, beta2 = (b.squeeze() if isinstance(b, Tensor) and b.dim() != 0 else b
                         for b in group["betas"])
         if isinstance(lr, Tensor) and lr.dim() != 0:
             lr = lr.squeeze()
-        d_p = -grad if group["maximize"] else grad
         exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
         step_t += 1
         if wd != 0:

@@ -51,16 +51,11 @@ class Adamax(Optimizer):
         magnitude, the bias correction from the step tensor."""
         from .._functions.shape import cat
 
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: Adamax's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         if not isinstance(lr, (int, float)):
             lr = lr.item()
         beta1, beta2 = map(scalar_value, group["betas"])
-        d_p = -grad if group["maximize"] else grad
         step_t = state["step"]
         step_t += 1
         if wd != 0:

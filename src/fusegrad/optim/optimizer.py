@@ -390,6 +390,17 @@ class Optimizer:
                                   "differentiable=True updates of tensors that require "
                                   "grad yet")
 
+    def _differentiable_start(self, p, grad, group: dict, state: dict):
+        """What every `_update_differentiable` starts with: the refusal of a complex
+        parameter (not written yet), the state made on the first step, and the gradient
+        with `maximize`'s sign (the direction the update descends)."""
+        if p.is_complex():
+            raise NotImplementedError(f"fusegrad: {type(self).__name__}'s differentiable=True "
+                                      f"update of a complex parameter is not implemented yet")
+        if not state:
+            self._init_state(p._data, grad._data, group, state)
+        return -grad if group["maximize"] else grad
+
     def _version_bumps(self, group: dict) -> tuple[int, tuple[tuple[str, int], ...]]:
         """How many in-place operations PyTorch's update under `group`'s options applies
         to a parameter, and to each of its state tensors (`(key, count)` pairs), in one

@@ -49,16 +49,11 @@ class RAdam(Optimizer):
 
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: RAdam's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         if not isinstance(lr, (int, float)):
             lr = lr.item()
         beta1, beta2 = map(scalar_value, group["betas"])
-        d_p = -grad if group["maximize"] else grad
         state["step"] += 1
         step = float(state["step"].item())
         if wd != 0:

@@ -63,15 +63,10 @@ class RMSprop(Optimizer):
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`): the
         averages in place, `eps` added out of place, the parameter in place."""
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: RMSprop's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
+        d_p = self._differentiable_start(p, grad, group, state)
         lr, alpha, momentum = group["lr"], group["alpha"], group["momentum"]
         if isinstance(lr, Tensor):
             lr = lr.item()
-        d_p = -grad if group["maximize"] else grad
         state["step"] += 1
         if group["weight_decay"] != 0:
             d_p = d_p.add(p, alpha=group["weight_decay"])

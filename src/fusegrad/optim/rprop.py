@@ -47,12 +47,7 @@ class Rprop(Optimizer):
 
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
-        if p.is_complex():
-            raise NotImplementedError("fusegrad: Rprop's differentiable=True update of a "
-                                      "complex parameter is not implemented yet")
-        if not state:
-            self._init_state(p._data, grad._data, group, state)
-        d_p = -grad if group["maximize"] else grad
+        d_p = self._differentiable_start(p, grad, group, state)
         state["step"] += 1
         etaminus, etaplus = group["etas"]
         lo, hi = group["step_sizes"]
