@@ -28,6 +28,8 @@ from fusegrad.ops import REGISTRY  # noqa: E402
 # reaches them through `cdist` and `pinverse`, which autocast runs in float32 in both.
 KNOWN = {"linalg_pinv.atol_rtol_float": "an fp32 SVD + bf16 matmul in PyTorch",
          "_euclidean_dist": "fp32 sums + a bf16 matmul in PyTorch",
+         # (F.affine_grid casts theta first: tests/test_grid_sampler_nodes.py)
+         "affine_grid_generator": "PyTorch's kernel runs a bmm that autocast casts",
          # fusegrad marks igamma's first argument non-differentiable; PyTorch records an
          # edge to it whose backward raises (its derivative in `a` is not implemented).
          **dict.fromkeys(["igamma", "igamma_", "igammac", "igammac_"],

@@ -145,3 +145,28 @@ def test_meta_autocast_and_aten_ops():
                                           2, 2, True)
     b = torch.ops.aten.grid_sampler_2d(torch.from_numpy(xa), torch.from_numpy(ga), 2, 2, True)
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("autocast", [True, False])
+def test_affine_grid_in_bfloat16_as_pytorch(align_corners, autocast):
+    # bfloat16 theta, or float32 under CPU autocast (PyTorch's kernel multiplies by a bmm
+    # autocast runs in bfloat16): the grid's dtype, values (within a bfloat16 ulp: PyTorch
+    # rounds a float32 base grid, fusegrad builds it in bfloat16) and theta's gradient.
+    th = np.array([[[0.9, 0.2, 0.1], [-0.3, 1.1, 0.05]]], np.float32)
+    out = []
+    for lib in (torch, fusegrad):
+        t = lib.tensor(th, requires_grad=True)
+        if autocast:
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                g = lib.nn.functional.affine_grid(t, [1, 1, 5, 7], align_corners=align_corners)
+        else:
+            g = lib.nn.functional.affine_grid(t.bfloat16(), [1, 1, 5, 7],
+                                              align_corners=align_corners)
+        g.float().sum().backward()
+        out.append((str(g.dtype), g.float().detach().numpy(), t.grad.numpy(),
+                    type(g.grad_fn).__name__))
+    (dt, v, gr, node), (dt2, v2, gr2, node2) = out
+    assert (dt2, node2) == (dt, node)
+    np.testing.assert_allclose(v2, v, atol=2 ** -8, rtol=0)
+    np.testing.assert_allclose(gr2, gr, rtol=1e-6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import warnings
 
+from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
@@ -338,6 +339,8 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
                   "old behavior is desired. See the documentation of grid_sample for details.")
 
 
+# (PyTorch's kernel multiplies by `bmm`, which CPU autocast runs in the lower dtype)
+@composite("lower")
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
     """The sampling grid (N, H, W, 2) of the 2-D affine maps `theta` (N, 2, 3) for a 4-D
     `size`, or (N, D, H, W, 3) of the 3-D maps (N, 3, 4) for a 5-D one."""

@@ -461,7 +461,7 @@ def _affine_base(spatial: list, align_corners: bool, dt: np.dtype) -> np.ndarray
             if not align_corners:
                 # two roundings, as PyTorch's (one with the factor rounded first moves a point
                 # by an ulp, and grid_sample's gradient at a pixel centre with it)
-                wide = np.float32 if dt.itemsize < 4 else dt
+                wide = np.dtype(np.float32) if dt.itemsize < 4 else dt
                 line = (line.astype(wide) * wide.type(steps - 1)).astype(dt)
                 line = (line.astype(wide) / wide.type(steps)).astype(dt)
         else:
