@@ -170,3 +170,28 @@ def test_affine_grid_in_bfloat16_as_pytorch(align_corners, autocast):
     assert (dt2, node2) == (dt, node)
     np.testing.assert_allclose(v2, v, atol=2 ** -8, rtol=0)
     np.testing.assert_allclose(gr2, gr, rtol=1e-6)
+
+
+def test_aten_spellings_of_volume_sampling():
+    # torch.grid_sampler_3d (ATen's integer modes) beside torch.grid_sampler_2d
+    x = RNG.standard_normal((1, 2, 3, 4, 4)).astype(np.float32)
+    g = RNG.uniform(-1, 1, (1, 2, 3, 3, 3)).astype(np.float32)
+    out = []
+    for lib in (torch, fusegrad):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.grid_sampler_3d(xt, lib.tensor(g), 0, 1, False)
+        y.sum().backward()
+        out.append((y.detach().numpy(), xt.grad.numpy(), type(y.grad_fn).__name__))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-5, atol=1e-6)
+    assert out[1][2] == out[0][2]
+
+
+def test_integer_addcdiv_message_as_pytorch():
+    errors = []
+    for lib in (torch, fusegrad):
+        a = lib.ones(2, dtype=lib.int64)
+        with pytest.raises(RuntimeError) as e:
+            lib.addcdiv(a, a, a)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]

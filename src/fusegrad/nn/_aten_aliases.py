@@ -361,7 +361,7 @@ def grid_sampler(input, grid, interpolation_mode: int, padding_mode: int,
                             _PADDING[padding_mode], bool(align_corners))
 
 
-grid_sampler_2d = grid_sampler
+grid_sampler_2d = grid_sampler_3d = grid_sampler
 
 
 def affine_grid_generator(theta, size, align_corners: bool) -> Tensor:
@@ -442,7 +442,8 @@ __all__ = [
     "pairwise_distance", "kl_div", "bilinear", "hinge_embedding_loss", "margin_ranking_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss",
     "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell", "lstm", "gru", "rnn_tanh",
-    "rnn_relu", "grid_sampler", "grid_sampler_2d", "affine_grid_generator", "ctc_loss",
+    "rnn_relu", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "affine_grid_generator",
+    "ctc_loss",
     "conv_tbc", "feature_dropout_", "constant_pad_nd", "max_pool1d_with_indices",
     "binary_cross_entropy_with_logits", "rrelu_",
 ]

@@ -784,7 +784,7 @@ def _addc_kernel(ufunc):
         dt = result_np(a, t1, t2)
         if ufunc is np.true_divide and dt.kind in "biu":
             raise RuntimeError(
-                "Integer division with addcdiv is no longer supported, and in a future release "
+                "Integer division with addcdiv is no longer supported, and in a future  release "
                 "addcdiv will perform a true division of tensor1 and tensor2. The historic "
                 "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
                 "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
