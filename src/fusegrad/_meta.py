@@ -248,12 +248,7 @@ class MetaTensor(FakeTensor):
         return MetaStorage(_storage_bytes(base))
 
     def __deepcopy__(self, memo) -> MetaTensor:
-        if not self.is_leaf:
-            raise RuntimeError(
-                "Only Tensors created explicitly by the user (graph leaves) support the "
-                "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
-                "this may be because of a torch.nn.utils.weight_norm usage, see "
-                "https://github.com/pytorch/pytorch/pull/103001")
+        self._check_deepcopy()
         if id(self) in memo:
             return memo[id(self)]
         t = make(self._fshape, self._dtype, self._fstrides, self._foffset)

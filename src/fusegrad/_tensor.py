@@ -530,13 +530,17 @@ class Tensor:
 
         return (rebuild_subclass, (type(self), args, dict(getattr(self, "__dict__", {}))))
 
-    def __deepcopy__(self, memo):
+    def _check_deepcopy(self) -> None:
+        """PyTorch's refusal to deepcopy a tensor with history."""
         if not self.is_leaf:
             raise RuntimeError(
                 "Only Tensors created explicitly by the user (graph leaves) support the "
                 "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
                 "this may be because of a torch.nn.utils.weight_norm usage, see "
                 "https://github.com/pytorch/pytorch/pull/103001")
+
+    def __deepcopy__(self, memo):
+        self._check_deepcopy()
         t = Tensor._make(self._data.copy(), self._dtype)
         t._rg = self._rg
         if self._grad is not None:

@@ -12,6 +12,19 @@ from .optimizer import Optimizer
 
 _RADAM_BUMPS = (("step", 1), ("exp_avg", 1), ("exp_avg_sq", 2))
 
+
+def _rectification(step: float, beta2: float) -> tuple:
+    """(the second moment's bias correction, RAdam's rectification term). The adaptive
+    rate's variance is finite only once rho_t exceeds 5; before that the term is None and
+    the step is plain momentum SGD."""
+    bias_correction2 = 1 - beta2 ** step
+    rho_inf = 2 / (1 - beta2) - 1
+    rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+    if rho_t <= 5.0:
+        return bias_correction2, None
+    return bias_correction2, math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                                       / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+
 class RAdam(Optimizer):
     """RAdam (PyTorch's single-tensor update); `decoupled_weight_decay=True` is RAdamW."""
 
@@ -64,15 +77,10 @@ class RAdam(Optimizer):
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(d_p, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(d_p, d_p, value=1 - beta2)
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2 = 1 - beta2 ** step
-        corrected = exp_avg / bias_correction1
-        rho_inf = 2 / (1 - beta2) - 1
-        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
-        if rho_t > 5.0:
-            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
-                    / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-            adaptive = (bias_correction2 ** 0.5) / exp_avg_sq.sqrt().add(eps)
+        corrected = exp_avg / (1 - beta1 ** step)
+        bias_correction2, rect = _rectification(step, beta2)
+        if rect is not None:
+            adaptive = math.sqrt(bias_correction2) / exp_avg_sq.sqrt().add(eps)
             p.add_(corrected * lr * adaptive * rect, alpha=-1.0)
         else:
             p.add_(corrected * lr, alpha=-1.0)
@@ -89,16 +97,9 @@ class RAdam(Optimizer):
         beta1, beta2 = map(scalar_value, group["betas"])
         grad = weight_decay_grad(data, grad, lr, wd, group["decoupled_weight_decay"])
         m, v = update_moments(state, grad, beta1, beta2)
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2 = 1 - beta2 ** step
-        corrected = m / bias_correction1
-        rho_inf = 2 / (1 - beta2) - 1
-        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
-        # The adaptive rate's variance is finite only once rho_t exceeds 5; before that the
-        # step is plain momentum SGD.
-        if rho_t > 5.0:
-            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
-                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+        corrected = m / (1 - beta1 ** step)
+        bias_correction2, rect = _rectification(step, beta2)
+        if rect is not None:
             adaptive = math.sqrt(bias_correction2) / (np.sqrt(v) + group["eps"])
             data -= corrected * lr * adaptive * rect
         else:
