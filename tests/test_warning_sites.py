@@ -46,6 +46,11 @@ CASES = {
     "T of a 0-d tensor": lambda L: L.ones(()).T,
     "chain_matmul deprecated": lambda L: L.chain_matmul(L.eye(2), L.eye(2)),
     "lu deprecated": lambda L: L.lu(L.eye(2)),
+    "range deprecated": lambda L: L.range(0, 2),
+    "autocast getter deprecated": lambda L: L.get_autocast_cpu_dtype(),
+    "autocast setter deprecated": lambda L: L.set_autocast_cpu_enabled(False),
+    "sparse invariants unchecked": lambda L: L.sparse_coo_tensor(L.tensor([[0], [1]]),
+                                                                 L.ones(1), (2, 2)),
 }
 
 

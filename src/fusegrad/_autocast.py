@@ -35,6 +35,7 @@ from . import _dtype, _thread_state
 from ._thread_state import active as _active
 from ._thread_state import local as _local
 from ._thread_state import set_grad_enabled
+from ._warn import warning_stacklevel
 
 # Device types PyTorch knows (its error lists them), and the default autocast dtype of those
 # that have autocast.
@@ -189,7 +190,7 @@ def _deprecated(old: str, new: str, fn):
         import warnings
 
         warnings.warn(f"torch.{old}({arg}) is deprecated. Please use torch.{new} instead.",
-                      DeprecationWarning, stacklevel=2)
+                      DeprecationWarning, stacklevel=warning_stacklevel(2))
         return fn(*args)
 
     wrapper.__name__ = wrapper.__qualname__ = old

@@ -22,7 +22,7 @@ import numpy as np
 from . import _dtype
 from ._shapes import wrap_dim
 from ._tensor import Size, Tensor
-from ._torch_function import _disabled_torch_function_impl
+from ._torch_function import _disabled_torch_function_impl, warn_once_at
 
 
 class layout:  # noqa: N801 - PyTorch's class name
@@ -80,21 +80,15 @@ def backend_error(name: str, backend: str = "SparseCPU") -> NotImplementedError:
 
 
 def _warn_checks_disabled() -> None:
-    """PyTorch's one-time warning when invariants go unchecked by default."""
-    if _checks_warned[0]:
-        return
-    _checks_warned[0] = True
-    import warnings
-
-    warnings.warn(
-        "Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will "
-        "occur when operating on a sparse tensor which violates the invariants, but checks "
-        "incur performance overhead. To silence this warning, explicitly opt in or out. See "
-        "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.",
-        UserWarning, stacklevel=3)
+    """PyTorch's one-time warning when invariants go unchecked by default (called from the
+    constructor the user called)."""
+    warn_once_at(
+        3, "Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) "
+        "will occur when operating on a sparse tensor which violates the invariants, but "
+        "checks incur performance overhead. To silence this warning, explicitly opt in or "
+        "out. See `torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance. ")
 
 
-_checks_warned = [False]
 
 
 class SparseTensor(Tensor):

@@ -21,7 +21,6 @@ re-wraps tensor results into the subclass with `as_subclass`).
 from __future__ import annotations
 
 import inspect
-import sys
 import warnings
 from _thread import _local as _thread_local  # threading.local, without importing threading
 
@@ -29,7 +28,7 @@ from ._device import device as _device_cls
 from ._dtype import PYTHON_TYPES
 from ._dtype import dtype as _dtype_cls
 from ._tensor import STATE_SLOTS, Size, Tensor
-from ._warn import warn_once
+from ._warn import warn_once, warning_stacklevel  # noqa: F401  (importers' spelling)
 
 # ---------------------------------------------------------------- state
 
@@ -535,30 +534,6 @@ Tensor.as_subclass = as_subclass
 Tensor._make_subclass = staticmethod(make_subclass)
 
 # Where the wrappers' code lives: generated code, and the closures of the wrappers module.
-# The protocol's frames between user code and a public function: its generated wrappers,
-# their module, and this one's slow path (`_slow`).
-# Frames of wrappers around public functions: the protocol's, and autocast's around
-# composites (`_autocast.composite`), which a warning's stack level does not count.
-_HERE = __file__[:-len("_torch_function.py")]
-_WRAPPER_FILES = frozenset({"<torch function wrapper>", __file__,
-                            _HERE + "_torch_function_wrappers.py", _HERE + "_autocast.py"})
-
-
-def warning_stacklevel(level: int) -> int:
-    """The `stacklevel` for a warning raised `level` frames below the user's code when the
-    protocol's wrapper frames in between are not counted: the warning names the user's line,
-    as PyTorch's do."""
-    frame = sys._getframe(1)  # the function that warns
-    actual, counted = 1, 1
-    while counted < level and frame.f_back is not None:
-        frame = frame.f_back
-        actual += 1
-        code = frame.f_code
-        if code.co_filename not in _WRAPPER_FILES:
-            counted += 1
-    return actual
-
-
 def warn_once_at(level: int, message: str) -> None:
     """`_warn.warn_once(message)` for a warning raised `level` frames below the user's code
     (the warning function itself is 1), naming the user's line past the protocol's

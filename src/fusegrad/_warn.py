@@ -15,6 +15,28 @@ class _State:
 _state = _State()
 
 
+# Frames of wrappers around public functions, which a warning's stack level does not count:
+# the `__torch_function__` protocol's generated wrappers, its modules (the slow path), and
+# autocast's wrappers around composites (`_autocast.composite`).
+_HERE = __file__[:-len("_warn.py")]
+_WRAPPER_FILES = frozenset({"<torch function wrapper>", _HERE + "_torch_function.py",
+                            _HERE + "_torch_function_wrappers.py", _HERE + "_autocast.py"})
+
+
+def warning_stacklevel(level: int) -> int:
+    """The `stacklevel` for a warning raised `level` frames below the user's code when the
+    wrapper frames in between are not counted: the warning names the user's line, as
+    PyTorch's do."""
+    frame = sys._getframe(1)  # the function that warns
+    actual, counted = 1, 1
+    while counted < level and frame.f_back is not None:
+        frame = frame.f_back
+        actual += 1
+        if frame.f_code.co_filename not in _WRAPPER_FILES:
+            counted += 1
+    return actual
+
+
 def warn_once(message: str, stacklevel: int = 3) -> None:
     """`message` as a UserWarning, the first time only unless `set_warn_always(True)`;
     `stacklevel` counts as `warnings.warn`'s does, from this function's caller."""

@@ -12,7 +12,7 @@ import warnings
 from .. import _creation, _device, _dtype
 from .._dispatch import call
 from .._tensor import Tensor
-from .._torch_function import warn_once_at
+from .._torch_function import warn_once_at, warning_stacklevel
 from ..ops import normalization as NORM
 from ..ops import weight_norm as WN
 from ..ops.random import native_dropout as _native_dropout
@@ -89,7 +89,7 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,  # no
     warnings.warn("torch.range is deprecated and will be removed in a future release because "
                   "its behavior is inconsistent with Python's range builtin. Instead, use "
                   "torch.arange, which produces values in [start, end).", UserWarning,
-                  stacklevel=2)
+                  stacklevel=warning_stacklevel(2))
     if end is None:
         start, end = 0, start
     if step == 0:
