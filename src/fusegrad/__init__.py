@@ -13,6 +13,9 @@ _keep_freed_memory()  # training steps reuse freed buffers without page faults (
 
 with _CollectorPaused():
     from . import (
+        _dtype as _dtype_module,
+    )
+    from . import (
         _functions,  # noqa: F401  (attaches the Tensor methods)
         _legacy_types,
         autograd,
@@ -181,11 +184,16 @@ _LAZY_MODULES = frozenset({
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",
-    "sparse", "special", "testing", "viz",
+    "sparse", "special", "storage", "testing", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
                "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
-               "set_printoptions": "_printing", "vmap": "func"}
+               "set_printoptions": "_printing", "vmap": "func", "UntypedStorage": "storage",
+               "TypedStorage": "storage"}
+# PyTorch's legacy storage classes (`FloatStorage`, ...), made in `storage`.
+_LAZY_NAMES.update(dict.fromkeys(
+    [f"{_dtype_module.BY_NAME[d].legacy}Storage" for d in _dtype_module.LEGACY_STORAGE],
+    "storage"))
 # ATen's spellings of layers (`conv2d`, `dropout`, `lstm`, ...) are written in nn.
 _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING),
                                  "nn._aten_aliases"))

@@ -126,6 +126,9 @@ ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, ui
 _TO_REAL = {complex64: float32, complex128: float64}
 _TO_COMPLEX = {float32: complex64, float64: complex128}
 BY_NAME = {d.name: d for d in ALL}
+# The dtypes with a legacy storage class (`torch.FloatStorage`: the legacy name + "Storage").
+LEGACY_STORAGE = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+                  "bool", "bfloat16", "complex64", "complex128")
 # PyTorch's aliases (torch.float, torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16,
            "int": int32, "long": int64, "cfloat": complex64, "cdouble": complex128}

@@ -97,8 +97,8 @@ def legacy_new(dt: _dtype.dtype, args: tuple, kwargs: dict, any_dtype: bool = Fa
 
     No arguments: an empty tensor; integers or a `Size`: an uninitialised tensor of that size
     (zero-filled here, so results are reproducible); a tensor of the same dtype (of any dtype
-    with `any_dtype`, as `Tensor(t)`): an alias of it; a sequence or array: a copy converted
-    to `dt`.
+    with `any_dtype`, as `Tensor(t)`): an alias of it; a storage: a vector over its memory; a
+    sequence or array: a copy converted to `dt`.
     """
     from ._creation import _to_array
 
@@ -125,6 +125,14 @@ def legacy_new(dt: _dtype.dtype, args: tuple, kwargs: dict, any_dtype: bool = Fa
             return call(alias, data)
         if data is None or isinstance(data, (bool, numbers.Number, np.generic)):
             raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+        from . import storage
+
+        if isinstance(data, storage.TypedStorage) and data.dtype is not dt:
+            raise RuntimeError(
+                f"Expected a Storage of type {dt.legacy} or an UntypedStorage, but got type "
+                f"{data.dtype.legacy} for argument 1 'storage'")
+        if isinstance(data, (storage.UntypedStorage, storage.TypedStorage)):
+            return storage.set_(Tensor._make(np.zeros((0,), dt.np), dt), data)
         return Tensor._make(_to_array(data, dt.np), dt)
     return Tensor._make(np.zeros(_sizes(args), dt.np), dt)
 

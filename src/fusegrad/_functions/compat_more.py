@@ -98,9 +98,10 @@ def get_device(input: Tensor) -> int:
 
 def is_storage(obj) -> bool:
     """Whether `obj` is a storage object."""
-    from .utilities import UntypedStorage
+    from .._meta import MetaStorage
+    from ..storage import TypedStorage, UntypedStorage
 
-    return isinstance(obj, UntypedStorage)
+    return isinstance(obj, (UntypedStorage, TypedStorage, MetaStorage))
 
 
 def is_inference(input: Tensor) -> bool:

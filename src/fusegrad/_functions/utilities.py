@@ -1,7 +1,7 @@
 """Utilities users reach for first: thread settings, determinism and matmul-precision flags,
 default device, dtype predicates, `broadcast_shapes`, `scalar_tensor`, `empty_strided`,
 `asarray`, and Tensor attributes (`data_ptr`, `nbytes`, `is_cpu`, `new`, `ravel`, `resize_`,
-the in-place `squeeze_`/`unsqueeze_`/`t_`/`swapaxes_`, `untyped_storage`).
+the in-place `squeeze_`/`unsqueeze_`/`t_`/`swapaxes_`).
 
 Settings that have no effect on NumPy kernels are recorded and reported back, so code that
 sets and reads them runs unchanged.
@@ -26,6 +26,7 @@ from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
 from ..ops.views import empty_at
+from ..storage import TypedStorage, UntypedStorage, set_
 from . import _args
 from .inplace import contiguous
 from .shape import transpose_, view
@@ -273,13 +274,6 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None,
 # ---------------------------------------------------------------- Tensor attributes
 
 
-def _storage_root(t: Tensor) -> np.ndarray:
-    arr = t._base._data if t._base is not None else t._data
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
-
-
 def _ptr(arr: np.ndarray) -> int:
     return arr.__array_interface__["data"][0]
 
@@ -300,36 +294,10 @@ def data_ptr(self: Tensor) -> int:
     return _ptr(self._data)
 
 
-class UntypedStorage:
-    """A minimal view of a tensor's storage: its size in bytes and address."""
-
-    __slots__ = ("_array",)
-
-    def __init__(self, array: np.ndarray) -> None:
-        self._array = array
-
-    def nbytes(self) -> int:
-        """Bytes held by the storage."""
-        return int(self._array.nbytes)
-
-    size = nbytes
-
-    def data_ptr(self) -> int:
-        """The storage's start address."""
-        return _ptr(self._array)
-
-    def __len__(self) -> int:
-        return int(self._array.nbytes)
-
-
-def untyped_storage(self: Tensor) -> UntypedStorage:
-    """The storage the tensor views (nbytes and data_ptr only)."""
-    return UntypedStorage(_storage_root(self))
-
-
 def new(self: Tensor, *args, **kwargs) -> Tensor:
     """The legacy constructor: `x.new(2, 3)` (a tensor of that size, zeros here), `x.new(data)`
-    (a copy of `data`), `x.new()` (empty); the dtype is `self`'s."""
+    (a copy of `data`; a storage: a vector over its memory), `x.new()` (empty); the dtype is
+    `self`'s."""
     if kwargs.get("dtype") not in (None, self.dtype):
         raise TypeError(f"new(): dtype {kwargs['dtype']} does not match the tensor's "
                         f"{self.dtype}")
@@ -339,6 +307,8 @@ def new(self: Tensor, *args, **kwargs) -> Tensor:
         return zeros(tuple(args[0]), dtype=self.dtype)
     if len(args) == 1 and not isinstance(args[0], numbers.Integral):
         src = args[0]
+        if isinstance(src, (UntypedStorage, TypedStorage)):  # a vector over its memory
+            return set_(zeros(0, dtype=self.dtype), src)
         if isinstance(src, Tensor):
             return src.detach() if src.dtype is self.dtype else src.detach().to(self.dtype)
         return tensor(src, dtype=self.dtype)

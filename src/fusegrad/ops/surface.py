@@ -117,7 +117,7 @@ is_mtia is_neg is_nested is_pinned pin_memory is_quantized is_set_to is_shared s
 is_sparse is_sparse_csr is_vulkan is_xla is_xpu itemsize long coalesce dense_dim indices sparse_dim
 to_dense to_sparse values nbytes ndimension nelement new new_empty new_full new_ones
 new_tensor new_zeros register_post_accumulate_grad_hook reshape_as short size storage_offset
-stride to type type_as untyped_storage view_as __array_wrap__ __complex__ __deepcopy__
+stride to type type_as untyped_storage storage set_ view_as __array_wrap__ __complex__ __deepcopy__
 sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __rlshift__ __rrshift__
 __contains__ __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
@@ -152,7 +152,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     # in-place composites: aliases and helpers over registry ops
     "arctan2_": {_I}, "clip_": {_I}, "fix_": {_I}, "square_": {_I}, "float_power_": {_I},
     "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
-    "resize_": {_I}, "resize_as_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
+    "resize_": {_I}, "resize_as_": {_I}, "set_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
     "share_memory_": {_I, _S},  # moves the data (a side effect to capture: a graph break)
     "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I}, "alpha_dropout_": {_I},
     "feature_alpha_dropout_": {_I},
