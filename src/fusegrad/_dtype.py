@@ -28,6 +28,11 @@ _CPP_NAMES = {
     "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
+# The element types that still have a legacy tensor class (`torch.FloatTensor`); PyTorch's
+# checks name every other type by its dispatch name (`CPUBoolType`).
+_LEGACY_CLASSES = frozenset(("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double"))
+
+
 class dtype:
     """A tensor element type, printed as PyTorch prints it (`torch.float32`)."""
 
@@ -41,6 +46,13 @@ class dtype:
         self.is_signed = name not in ("uint8", "uint16", "bool")
         self.legacy = legacy  # the old tensor type name PyTorch uses in some messages
         self.cpp = _CPP_NAMES[name]  # its C++ element type's name, in other messages
+
+    @property
+    def tensor_type_name(self) -> str:
+        """The type of a CPU tensor of this dtype as PyTorch's checks name it:
+        `torch.FloatTensor`, or `CPUBoolType` where no legacy class exists."""
+        legacy = self.legacy
+        return f"torch.{legacy}Tensor" if legacy in _LEGACY_CLASSES else f"CPU{legacy}Type"
 
     @property
     def is_floating_point(self) -> bool:

@@ -74,11 +74,9 @@ _ERRORS = {"TypeError": TypeError, "NotImplementedError": NotImplementedError}
 
 
 def _dtype_names(d) -> dict:
-    legacy = d.legacy
-    tensor_type = (f"CPU{legacy}Type" if d.is_complex or d is _dtype.bool_
-                   else f"torch.{legacy}Tensor")
     # (its `Expected out tensor to have dtype` message names uint16 as the C type does)
-    return {"S": legacy, "C": "uint16_t" if d is _dtype.uint16 else d.cpp, "T": tensor_type}
+    return {"S": d.legacy, "C": "uint16_t" if d is _dtype.uint16 else d.cpp,
+            "T": d.tensor_type_name}
 
 
 def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:

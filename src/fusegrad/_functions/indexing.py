@@ -19,7 +19,6 @@ from .._shapes import wrap_dim as _wrap_dim
 from .._symbolic import SymInt
 from .._tensor import Tensor
 from .._torch_function import warn_once_at, warning_stacklevel
-from .._warn import warn_at_caller
 from ..ops import indexing as X
 from ..ops import inplace as I  # noqa: E741
 from ..ops import scatter as SC
@@ -37,7 +36,7 @@ def _normalize_index(index) -> tuple:
     out = []
     for i in index:
         if isinstance(i, Tensor):
-            if i.ndim == 0 and i.dtype.category == _dtype.INT:
+            if _selects(i):
                 i = int(i.item())
             else:
                 raise IndexError(
@@ -46,12 +45,35 @@ def _normalize_index(index) -> tuple:
     return tuple(out)
 
 
+def _selects(i: Tensor) -> bool:
+    """Whether a tensor index selects, as an int does: a 0-d integer tensor other than uint8
+    (a 0-d byte tensor is a mask, as a 0-d bool one is)."""
+    return i.ndim == 0 and i.dtype.category == _dtype.INT and i.dtype is not _dtype.uint8
+
+
 def _is_advanced(i) -> bool:
     if isinstance(i, Tensor):
-        return not (i.ndim == 0 and i.dtype.category == _dtype.INT)
+        return not _selects(i)
+    if isinstance(i, np.ndarray):
+        # (A 0-d one too unless it is an integer: PyTorch converts it as a list, to a bool
+        # tensor or else to a long one, which then selects.)
+        return i.ndim > 0 or i.dtype.kind not in "iu"
     # A Python bool indexes as a 0-d bool tensor does (a new dim of size 1 or 0).
     return isinstance(i, (list, range, builtins.bool)) or (
         hasattr(i, "__array__") and hasattr(i, "dtype") and getattr(i, "ndim", 0) > 0)
+
+
+def _sequence_index(i) -> Tensor:
+    """A list or array index as PyTorch converts one: a bool (or uint8) one stays a mask, any
+    other becomes a long tensor (floats truncated)."""
+    from .._creation import literal as _tensor
+
+    if isinstance(i, np.ndarray) and i.dtype.kind not in "b" and i.dtype != np.uint8:
+        i = i.astype(np.int64)  # (any integer or float width, as PyTorch's `to(kLong)`)
+    t = _tensor(i)
+    if t.dtype not in (_dtype.bool_, _dtype.uint8, _dtype.int64):
+        t = t.to(_dtype.int64)
+    return t
 
 
 def _expand_ellipsis(items: list, fill: int) -> tuple[list, list]:
@@ -78,13 +100,14 @@ def _advanced(input, index):
             i = _tensor(list(i))
         elif isinstance(i, builtins.bool):
             i = _tensor(i)
-        elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype.category == _dtype.INT:
+        elif isinstance(i, Tensor) and _selects(i):
             i = int(i.item())  # a 0-d integer tensor selects, as an int does (PyTorch's rule)
+        elif isinstance(i, np.generic):
+            pass  # a NumPy scalar: an integer selects (`_int_index`), any other is refused
         elif isinstance(i, list) or (not isinstance(i, Tensor) and hasattr(i, "__array__")):
-            i = _tensor(i)
-            if i.dtype.category == _dtype.FLOAT:
-                raise IndexError(
-                    "tensors used as indices must be long, int, byte or bool tensors")
+            i = _sequence_index(i)
+            if i.ndim == 0 and i.dtype is _dtype.int64:
+                i = int(i.item())  # (a 0-d array: a long one selects as a 0-d tensor does)
         items.append(i)
     consumed = builtins.sum(
         (i.ndim if isinstance(i, Tensor) and i.dtype in (_dtype.bool_, _dtype.uint8) else 1)
@@ -111,14 +134,12 @@ def _advanced(input, index):
             indices.append(None)
             dim += 1
         elif isinstance(i, Tensor):
-            if i.ndim == 0 and i.dtype is _dtype.bool_ and i.__class__ is Tensor:
+            if i.ndim == 0 and i.dtype in (_dtype.bool_, _dtype.uint8) and \
+                    i.__class__ is Tensor:
                 # A 0-d bool is a new dim indexed by [0] (True) or [] (False), as PyTorch
                 # reads it: an index tensor, not a mask (`x[True] = v` is no masked fill).
                 result = call(S.unsqueeze, result, dim)
                 i = Tensor._make(np.zeros(1 if i.item() else 0, np.int64), _dtype.int64)
-            if i.dtype is _dtype.uint8:  # a byte mask: still read as a mask, as PyTorch
-                warn_at_caller("indexing with dtype torch.uint8 is now deprecated, please use "
-                               "a dtype torch.bool instead.")
             indices.append(i)
             dim += i.ndim if i.dtype in (_dtype.bool_, _dtype.uint8) else 1
         else:
@@ -192,9 +213,16 @@ def getitem(input, index):
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         result, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
+        if not indices:  # (only 0-d arrays, which select: a view, as PyTorch's)
+            return call(S.alias, input) if result is input else result
         return call(X.index, result, indices)
     single_slice = isinstance(index, slice)
     if single_slice and input.ndim == 0:
+        if index.step is not None:  # (the step's errors come first)
+            if _index_int(index.step) == 0:
+                raise ValueError("slice step cannot be zero")
+            if _index_int(index.step) < 0:
+                raise ValueError("step must be greater than zero")
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     if input.ndim == 0 and isinstance(index, numbers.Integral) and not isinstance(index, bool):
         if index != 0:  # PyTorch tests the bounds (a 0-d tensor's dim 0 has size 0) first
@@ -271,9 +299,54 @@ def _int_index(i) -> int:
     return i.__index__()
 
 
+def _writes_whole(input, index) -> bool:
+    """Whether a basic index selects all of `input` without making a view (only Ellipsis and
+    slices covering their dims, as PyTorch's indexing skips): `x[...] = v`, `x[:] = v`,
+    `x[:, 0:n] = v` write into `x` itself."""
+    if index.__class__ is slice:  # (the common case, decided at once)
+        shape = input.shape
+        return bool(shape) and _covers(index, shape[0])
+    if index.__class__ is not tuple:
+        return False
+    n = len(index)
+    k = n  # the ellipsis's place
+    for j in range(n):
+        i = index[j]
+        if i is Ellipsis:
+            if k != n:
+                return False
+            k = j
+        elif i.__class__ is not slice:
+            return False
+    shape = input.shape
+    slices = n - (k != n)
+    if slices > len(shape):
+        return False
+    for j in range(n):
+        if j == k:
+            continue
+        d = j if j < k else len(shape) - (n - j)  # (dims after the ellipsis from the end)
+        if not _covers(index[j], shape[d]):
+            return False
+    return True
+
+
+def _covers(i: slice, size: int) -> bool:
+    """Whether slice `i` (of ints) takes a whole dim of `size` in order (a negative start is
+    never taken as the whole)."""
+    start, stop, step = i.start, i.stop, i.step
+    return (start is None or start.__class__ is int and start == 0) and \
+        (step is None or step.__class__ is int and step == 1) and \
+        (stop is None or stop.__class__ is int and stop >= size)
+
+
 def setitem(input, index, value) -> None:
     """`input[index] = value`: a copy into the indexed view, or `index_put_` for index
     tensors."""
+    if not isinstance(value, Tensor):
+        # The number is converted (and range-checked) first, as PyTorch converts it before it
+        # reads the index.
+        value = _assigned_number(value, input.dtype)
     if index.__class__ is list:
         index = _sequence_as_tuple(index)
     elif index.__class__ is builtins.bool:
@@ -284,28 +357,43 @@ def setitem(input, index, value) -> None:
     if isinstance(index, tuple) and builtins.any(_is_advanced(i) for i in index) or \
             _is_advanced(index):
         target, indices = _advanced(input, index if isinstance(index, tuple) else (index,))
+        if not indices:  # (only 0-d arrays, which select): a copy into that view
+            setitem(target, Ellipsis, value)
+            return
         if not isinstance(value, Tensor):
             from .._creation import tensor as _tensor
 
-            value = _tensor(_assigned_number(value, target.dtype), dtype=target.dtype)
+            value = _tensor(value, dtype=target.dtype)  # (converted above)
+        else:
+            value = _without_leading_ones(value)
         # (A one-element value of another dtype is index_put_'s to convert or refuse.)
         call(X.index_put_, target, indices, value, False)
         return
-    # `x[...] = v` writes into `x` itself (CopyBackwards), any other index into a view of it.
-    target = input if index is Ellipsis else getitem(input, index)
+    # `x[...] = v` (or full slices) writes into `x` itself (CopyBackwards, or FillBackward3
+    # for a number, which PyTorch fills as a 0-d tensor), any other index into a view of it.
+    whole = index is Ellipsis or _writes_whole(input, index)
+    target = input if whole else getitem(input, index)
     if isinstance(value, Tensor):
+        if whole and not value.ndim and target.ndim:  # (a 0-d value fills a larger x,
+            # as PyTorch's copy_to does)
+            call(I.fill_tensor, target, value)
+            return
         shape = tuple(target.shape)
         if tuple(value.shape) != shape:
             value = _fit_value(value, shape)
         call(I.copy_, target, value)
     else:
-        number = _assigned_number(value, target.dtype)
+        number = value  # (converted for input's dtype, which a view keeps)
         data = target._data  # (None for a meta or fake tensor: fill_'s meta checks it)
         if data is not None and not data.flags.writeable and target.numel() > 1:
             # Possibly an expanded view: PyTorch assigns through copy_, which refuses one
             # whose elements share memory, where fill_ would write it.
             dt = target.dtype
             call(I.copy_, target, Tensor._make(np.asarray(number, dt.np), dt))
+            return
+        if whole:
+            dt = target.dtype
+            call(I.fill_tensor, target, Tensor._make(np.asarray(number, dt.np), dt))
             return
         call(I.fill_scalar, target, number)
 
@@ -314,17 +402,33 @@ def _assigned_number(value, dtype):
     """A Python number assigned into a tensor of `dtype` (`x[i] = v`), as PyTorch converts it:
     checked against the dtype's range as `fill_` checks it (uint8 takes -1 as 255), except
     that a half type takes it rounded (2 ** 31 into float16 is inf, where `fill_` refuses it)."""
-    dt = dtype.np
-    if value.__class__ is complex and dtype.is_floating_point and dt.itemsize == 2:
+    cls = value.__class__
+    if cls is not int and cls is not float:
+        if not isinstance(value, (int, float, complex, np.integer, SymInt)) or \
+                isinstance(value, np.bool_):
+            # PyTorch's assignment takes numbers (NumPy's integers and float64, a float,
+            # too) and tensors; a list, an array or a NumPy float32 is refused by type.
+            raise TypeError(f"can't assign a {_type_name(value)} to a "
+                            f"torch.{dtype.legacy}Tensor")
+        if cls is not complex or not dtype.is_floating_point or dtype.itemsize != 2:
+            return value
         if value.imag:  # (a half type's value is converted through double here)
             raise RuntimeError("value cannot be converted to type double without overflow")
         value = value.real
-    if value.__class__ is not int and value.__class__ is not float:
-        return value
+    dt = dtype.np
     if dtype.is_floating_point and dt.itemsize == 2:
         with np.errstate(over="ignore"):
             return float(dt.type(value))
     return checked_scalar(value, dt)
+
+
+def _type_name(value) -> str:
+    """A value's type as CPython names it in messages: a class defined in Python by its name
+    (`Fraction`), a built-in type by its qualified name (`numpy.ndarray`, `list`)."""
+    cls = type(value)
+    if cls.__flags__ & (1 << 9) or cls.__module__ == "builtins":  # (a heap type: Python's)
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
 
 
 def _fit_value(value: Tensor, shape: tuple) -> Tensor:
@@ -335,8 +439,18 @@ def _fit_value(value: Tensor, shape: tuple) -> Tensor:
     k = 0
     while k < len(have) and have[k] == 1:
         k += 1
-    _expand_shape(have[k:], shape)
+    _expand_shape(have[k:], shape, value.dtype)
     return reshape(value, have[k:]) if k else value
+
+
+def _without_leading_ones(value: Tensor) -> Tensor:
+    """`value` viewed without its leading size-1 dims, as PyTorch's `x[i] = value` passes it
+    to index_put_ (a value of shape [1, 1, 3] puts as one of shape [3])."""
+    have = tuple(value.shape)
+    k = 0
+    while k < len(have) and have[k] == 1:
+        k += 1
+    return value.view(have[k:]) if k else value
 # ---------------------------------------------------------------- indexing ops
 
 
@@ -352,18 +466,21 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
 
 def take_along_dim(input, indices, dim=None, *, out=None):
     """gather of `indices` along `dim` (of the flattened tensor without `dim`); along a dim,
-    negative indices count from the end."""
-    if indices.dtype is not _dtype.int64:
-        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
-                           f"{indices.dtype.legacy}")
-    if dim is None:
-        return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    indices are taken modulo its size (PyTorch's `remainder`: -1 is the last, so is
+    size - 1 + size)."""
+    if dim is None:  # (views, as PyTorch's: a tensor that cannot be viewed flat is refused)
+        return gather(input.view(-1), 0, indices.view(-1))
     if input.ndim != indices.ndim:
         raise RuntimeError(
             "torch.take_along_dim(): input and indices should have the same number of "
             f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
             "dimensions for indices")
+    if indices.dtype is not _dtype.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{indices.dtype.legacy}")
     d = _wrap_dim(dim, input.ndim)
+    if not input.ndim:
+        raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
     # Both broadcast against each other except along `dim` (the input's expand is in the
     # graph, ExpandBackward0, as PyTorch records it).
     sizes = list(input.shape)
@@ -372,33 +489,27 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     indices = indices.expand(shape)
     shape[d] = input.shape[d]
     input = input.expand(shape)
-    # Negative indices wrapped (gather takes none) into a new tensor, always, as PyTorch's:
-    # the index gather saves is not the caller's, which may then change in place.
-    indices = indices.where(indices >= 0, indices + input.shape[d])
+    # Taken modulo the size into a new tensor, always, as PyTorch's: the index gather saves
+    # is not the caller's, which may then change in place.
+    indices = indices.remainder(input.shape[d])
     return gather(input, d, indices)
-
-
-# `scatter`'s older `reduce` names, as `scatter_reduce`'s (which it runs, include_self).
-_SCATTER_REDUCES = {"add": "sum", "multiply": "prod"}
 
 
 def scatter_with_reduce(input, dim, index, src, reduce: str, inplace: bool):
     """`scatter(..., reduce=)` (and `scatter_`): colliding values combined by "add" or
-    "multiply", as `scatter_reduce` with the input included; a number `src` is spread over
-    the index's shape. (PyTorch records no derivative for this form; this one has
-    `scatter_reduce`'s.)"""
-    mode = _SCATTER_REDUCES.get(reduce)
-    if mode is None:
+    "multiply" with what is there; a number `src` is spread over the index's shape. PyTorch
+    records no derivative for this form (a NotImplemented node)."""
+    if reduce not in ("add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     if isinstance(src, Tensor):
         # (Level 3: the caller of `scatter` or `scatter_`, past the protocol's wrappers.)
         warn_once_at(3, "The reduce argument of torch.scatter with Tensor src is deprecated and "
                         "will be removed in a future PyTorch release. Use torch.scatter_reduce "
                         "instead for more reduction options.")
+        op = SC.scatter_reduce_src_ if inplace else SC.scatter_reduce_src
     else:
-        src = input.new_full(tuple(index.shape), src)
-    op = SC.scatter_reduce_ if inplace else SC.scatter_reduce
-    return call(op, input, dim, index, src, mode, True)
+        op = SC.scatter_reduce_value_ if inplace else SC.scatter_reduce_value
+    return call(op, input, dim, index, src, reduce)
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
@@ -451,9 +562,21 @@ def argwhere(input):
     return call(X.nonzero, input)
 
 
+def index_put_indices(indices, position: int = 1) -> list:
+    """The public `index_put`'s (and, `position` 0, the method `index_put_`'s) index list:
+    tensors only, as PyTorch's binding takes them (None, which keeps a dimension whole, is
+    for `x[:, i]` alone); `position` is the list's place among the arguments (its message's)."""
+    indices = list(indices)
+    for k, i in enumerate(indices):
+        if not isinstance(i, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument {position}, but got "
+                            f"{type(i).__name__}")
+    return indices
+
+
 def index_put(input, indices, values, accumulate=False):
     """A copy of `input` with `values` put at the advanced index `indices`."""
-    return call(X.index_put, input, list(indices), values, accumulate)
+    return call(X.index_put, input, index_put_indices(indices), values, accumulate)
 
 
 def one_hot(tensor, num_classes=-1):

@@ -26,7 +26,7 @@ from ..ops import shape as S
 from ..ops.spellings import INPLACE_FUNCTIONS, METHODS
 from ._args import required_dim
 from .comparison import unique
-from .indexing import scatter_with_reduce
+from .indexing import index_put_indices, scatter_with_reduce
 from .inplace import copy_
 from .linear_algebra import matmul
 from .pointwise import bitwise_not, floor_divide, pow, remainder, where
@@ -314,8 +314,8 @@ def _masked_fill_(self, mask, value):
 
 
 def _index_put_(self, indices, values, accumulate=False):
-    """In-place index_put."""
-    return call(X.index_put_, self, list(indices), values, accumulate)
+    """In-place index_put (of index tensors only, as PyTorch's binding takes them)."""
+    return call(X.index_put_, self, index_put_indices(indices, 0), values, accumulate)
 
 
 def _unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002

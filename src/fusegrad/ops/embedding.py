@@ -14,22 +14,16 @@ from .registry import Sample, register
 
 # ---------------------------------------------------------------- embedding
 
-# The scalar types that still have a legacy tensor class (`torch.FloatTensor`); PyTorch's
-# kernel checks name every other type by its dispatch name (`CPUBoolType`).
-_LEGACY_CLASSES = frozenset(("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double"))
-
-
 def check_index_dtype(dtype, position: int, op: str) -> None:
     """PyTorch's error for a lookup's index tensor that is neither int64 nor int32 (`dtype`
     a fusegrad dtype or a NumPy one), naming it as its kernel checks do."""
     dt = dtype if isinstance(dtype, _dtype.dtype) else _dtype.from_numpy_dtype(dtype)
     if dt.name in ("int64", "int32"):
         return
-    legacy = dt.legacy
-    name = f"torch.{legacy}Tensor" if legacy in _LEGACY_CLASSES else f"CPU{legacy}Type"
     raise RuntimeError(
         f"Expected tensor for argument #{position} 'indices' to have one of the following "
-        f"scalar types: Long, Int; but got {name} instead (while checking arguments for {op})")
+        f"scalar types: Long, Int; but got {dt.tensor_type_name} instead (while checking "
+        f"arguments for {op})")
 
 
 def _check_indices(idx, n):

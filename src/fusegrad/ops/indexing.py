@@ -15,6 +15,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import plain
 from .._tensor import Tensor
+from .._warn import warn_at_caller
 from . import _onnx as ox
 from ._util import (
     Spec,
@@ -23,6 +24,7 @@ from ._util import (
     c_contiguous,
     checked_scalar,
     dtype_of,
+    in_format,
     index_out_of_range,
     mismatched_source,
     numel,
@@ -70,13 +72,14 @@ def _index_select_check(a, dim, index) -> int:
     """Index dtype and rank checks (arrays and fakes alike); the wrapped dim (0 for 0-d)."""
     if len(index.shape) > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if bad_index_dtype(index):
-        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
-    if not len(a.shape):
+    if not len(a.shape):  # (before the index's dtype, as PyTorch checks them)
         n = numel(index.shape)
         if n != 1:
             raise RuntimeError(
                 f"index_select(): Index to scalar can have only 1 value, got {n} value(s)")
+    if bad_index_dtype(index):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if not len(a.shape):
         return 0
     return wrap_dim(dim, len(a.shape))
 
@@ -88,9 +91,11 @@ def _index_select_range(shape, d, index) -> None:
     bad = index_out_of_range(index, size)
     if bad is None:
         return
+    if len(shape) <= 1:
+        raise IndexError("index out of range in self")
     if size == 0:
         raise RuntimeError("index_select(): self indexing axis dim should be positive")
-    if len(shape) > 1 and (d == 1 or numel(shape) == 0):
+    if d == 1 or numel(shape) == 0:
         raise RuntimeError(f"INDICES element is out of DATA bounds, id={bad} axis_dim={size}")
     raise IndexError("index out of range in self")
 
@@ -131,14 +136,16 @@ index_select = register(
 # ---------------------------------------------------------------- gather, scatter
 
 
-def _gather_check(a, dim, index, name="gather", what="input"):
+def _gather_check(a, dim, index, name="gather", what="input", src=None):
     n = len(a.shape)
     d = wrap_dim(dim, n)
-    if bad_index_dtype(index):
+    if bad_index_dtype(index) and numel(index.shape):  # (an empty index is not checked)
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
-    # (The scatters check nothing of an empty index's shape.)
+    if src is not None and mismatched_source(a, src):  # (the scatters': before the dims)
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    # (Neither gather nor the scatters check anything of an empty index's shape.)
     if len(index.shape) != n and not (n == 0 and len(index.shape) <= 1) and \
-            not (len(index.shape) == 0 and n <= 1) and (what == "input" or numel(index.shape)):
+            not (len(index.shape) == 0 and n <= 1) and numel(index.shape):
         raise RuntimeError(
             f"Index tensor must have the same number of dimensions as {what} tensor")
     return d
@@ -186,10 +193,10 @@ def _gather_kernel(a, dim, index, sparse_grad=False):
     d = _gather_check(a, dim, index)
     _gather_sizes_check(a.shape, d, index.shape)
     check_gather_index(a.shape, d, index)
+    if not index.size:  # (which may be larger than `a` along other dims, or have more)
+        return np.empty(index.shape, a.dtype)
     if a.ndim == 0 or index.ndim == 0:
         return a.reshape(-1)[index.reshape(-1)].reshape(index.shape)
-    if not index.size:  # (which may be larger than `a` along other dims)
-        return np.empty(index.shape, a.dtype)
     sl = tuple(slice(0, s) for s in index.shape)
     sl = sl[:d] + (slice(None),) + sl[d + 1:]
     return np.take_along_axis(a[sl], index, d)
@@ -224,13 +231,11 @@ def _scatter_positions(a_shape, d, index):
 
 
 def _scatter_check(a, dim, index, src, name="scatter"):
-    d = _gather_check(a, dim, index, name, "self")
+    d = _gather_check(a, dim, index, name, "self", src)
     # (A 0-d index or src counts as one dimension, as for PyTorch.)
     if hasattr(src, "shape") and max(len(src.shape), 1) != max(len(index.shape), 1) and \
             numel(index.shape):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
-    if mismatched_source(a, src):
-        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     scatter_sizes_check(tuple(a.shape), d, tuple(index.shape), src)
     return d
 
@@ -239,9 +244,13 @@ def _scatter_kernel(a, dim, index, src, reduce_add=False):
     d = _scatter_check(a, dim, index, src)
     check_gather_index(a.shape, d, index)
     out = a.copy()
+    if not index.size:  # (an empty index of any shape writes nothing)
+        return out
     if a.ndim == 0:
-        if index.size:
-            out[()] = (a + np.sum(src)) if reduce_add else np.asarray(src).reshape(-1)[-1]
+        # (Only the src elements the index covers take part, the last one written wins.)
+        vals = np.asarray(src).reshape(-1)[:index.size] if np.ndim(src) else \
+            np.full(index.size, src)
+        out[()] = (a + np.sum(vals)) if reduce_add else vals[-1]
         return out
     if index.ndim == 0:  # one position of a 1-d self (a 0-d src: one value)
         index = index.reshape(1)
@@ -287,13 +296,28 @@ def _zero_at(g, dim, index):
     return g.scatter(dim, index, 0.0) if g.dim() else g * 0
 
 
+def src_grad(gs, src_shape, node: str):
+    """src's gradient `gs` (the index's shape) as PyTorch's engine takes it from the node:
+    summed down to src's shape where src's broadcasts to it, else its error (src larger than
+    the index, which PyTorch's forward allows)."""
+    have, want = tuple(gs.shape), tuple(src_shape)
+    if have == want:
+        return gs
+    lead = len(have) - len(want)
+    if lead >= 0 and all(w in (1, h) for w, h in zip(want, have[lead:])):
+        return gs.sum_to_size(want) if want else gs.sum()
+    raise RuntimeError(f"Function {node} returned an invalid gradient at index 1 - got "
+                       f"{size_str(have)} but expected shape compatible with {size_str(want)}")
+
+
 scatter = register(
     "scatter.src", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward0",
     nondiff_args=(2,),
-    derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None,
-                                      g.gather(dim, index)),
-    save=lambda out, a, dim, index, src: (dim, index), samples=_unique_index_samples,
-    public="scatter", saved_names=("dim", "index"))
+    derivative=lambda g, dim, index, src_shape: (
+        _zero_at(g, dim, index), None, None,
+        src_grad(g.gather(dim, index), src_shape, "ScatterBackward0")),
+    save=lambda out, a, dim, index, src: (dim, index, tuple(src.shape)),
+    samples=_unique_index_samples, public="scatter", saved_names=("dim", "index", ""))
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
     nondiff_args=(2,),
@@ -305,12 +329,14 @@ scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
     nondiff_args=(2,),
     meta=_scatter_meta, node="ScatterAddBackward0",
-    derivative=lambda g, dim, index: (
-        g, None, None, g.gather(dim, index) if index is not None else None),
+    derivative=lambda g, dim, index, src_shape: (
+        g, None, None, src_grad(g.gather(dim, index), src_shape, "ScatterAddBackward0")
+        if index is not None else None),
     # The index only for src's gradient (as PyTorch saves it): with src needing none, the
     # index may change in place afterwards.
-    save=lambda out, a, dim, index, src: (dim, index if getattr(src, "_rg", False) else None),
-    samples=_scatter_add_samples, saved_names=("dim", "index"))
+    save=lambda out, a, dim, index, src: (dim, index if getattr(src, "_rg", False) else None,
+                                          tuple(src.shape)),
+    samples=_scatter_add_samples, saved_names=("dim", "index", ""))
 scatter_ = inplace_variant(scatter, "scatter_.src")
 scatter_value_ = inplace_variant(scatter_value, "scatter_.value")
 scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
@@ -356,12 +382,37 @@ def _index_add_shapes_check(shape, d, n, src_shape) -> None:
                            f"source.shape = {size_str(src_shape)}")
 
 
+def _index_add_range(a, d, index, alpha) -> None:
+    """index_add's error for a position outside dim `d` (negative ones included): PyTorch's
+    CPU kernel goes through scatter_add's check (a RuntimeError naming the position) for a
+    tensor of 2 or more dims, a long index and alpha 1, else its own (an IndexError); an empty
+    self or index of 2 or more dims is not checked."""
+    fast = a.ndim > 1 and index.dtype == np.int64 and alpha.__class__ is not bool and \
+        alpha == 1
+    if a.ndim > 1 and not (a.size and index.size):
+        return
+    size = a.shape[d] if a.ndim else 1
+    bad = index_out_of_range(index, size)
+    if bad is None:
+        return
+    if fast:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    raise IndexError("index out of range in self")
+
+
 def _index_add_kernel(a, dim, index, source, alpha=1):
     d = _index_add_check(a, dim, index, source)
-    check_gather_index(a.shape, d, index)
+    _index_add_range(a, d, index, alpha)
     out = a.copy()
+    # alpha in self's dtype, as PyTorch converts it (an int tensor takes int(alpha), a bool
+    # one bool(alpha)).
+    alpha = np.asarray(alpha).astype(a.dtype)
     if a.ndim == 0:
-        return out + np.sum(source) * alpha
+        if not index.size:
+            return out
+        return (out + np.sum(np.asarray(source).astype(a.dtype) * alpha)).astype(a.dtype)
+    if not out.size:
+        return out
     src = np.asarray(source).astype(a.dtype, copy=False) * alpha
     if src.ndim == 0:
         src = src.reshape((1,) * a.ndim)
@@ -447,24 +498,39 @@ def masked_fill_arguments_check(name: str, mask, value) -> None:
                     f"({kind(mask)}, {kind(value)}), but expected one of:\n" + "".join(lines))
 
 
-def _masked_fill_kernel(a, mask, value):
-    _mask_check(mask, "masked_fill_")
-    v = np.asarray(checked_scalar(value, a.dtype))
-    if v.ndim:
-        raise RuntimeError(
-            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-            f"{v.ndim} dimension(s).")
-    return np.where(mask, v.astype(a.dtype), a)
-
-
-def _masked_fill_meta(a, mask, value):
-    _mask_check(mask, "masked_fill_")
+def _masked_fill_checks(a, mask, value, inplace: bool) -> tuple:
+    """masked_fill's checks in PyTorch's order; the result's shape. The functional form
+    broadcasts mask and self first (the mask first: its message names the mask's size "a"),
+    the in-place one checks the value's dims and the mask's dtype first, then broadcasts self
+    and mask (self first)."""
+    if not inplace:
+        shape = broadcast_shapes(tuple(mask.shape), tuple(a.shape))
     if hasattr(value, "shape") and len(value.shape):
         raise RuntimeError(
             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
             f"{len(value.shape)} dimension(s).")
-    # (The mask first, as PyTorch broadcasts them: its message names the mask's size "a".)
-    return Spec(broadcast_shapes(tuple(mask.shape), tuple(a.shape)), a.dtype)
+    _mask_check(mask, "masked_fill_")
+    if inplace:
+        shape = broadcast_shapes(tuple(a.shape), tuple(mask.shape))
+    return shape
+
+
+def _masked_fill_kernel(a, mask, value, inplace=False):
+    _masked_fill_checks(a, mask, value, inplace)
+    v = np.asarray(checked_scalar(value, a.dtype))
+    return np.where(mask, v.astype(a.dtype), a)
+
+
+def _masked_fill_meta(a, mask, value, inplace=False):
+    return Spec(_masked_fill_checks(a, mask, value, inplace), a.dtype)
+
+
+def _masked_fill_inplace_kernel(a, mask, value):
+    return c_contiguous(_masked_fill_kernel)(a, mask, value, True)
+
+
+def _masked_fill_inplace_meta(a, mask, value):
+    return _masked_fill_meta(a, mask, value, True)
 
 
 def _masked_fill_decomposition(a, mask, value):
@@ -505,9 +571,13 @@ masked_fill_tensor = register(
     onnx=ox.masked_fill)
 _MASKED_FILL_EXPANDED = expanded_warning("masked_fill_", "tensor[mask] = scalar")
 masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar",
-                               overlap_ok=_MASKED_FILL_EXPANDED)
+                               overlap_ok=_MASKED_FILL_EXPANDED,
+                               kernel=_masked_fill_inplace_kernel,
+                               meta=_masked_fill_inplace_meta)
 masked_fill_tensor_ = inplace_variant(masked_fill_tensor, "masked_fill_.Tensor",
-                                      overlap_ok=_MASKED_FILL_EXPANDED)
+                                      overlap_ok=_MASKED_FILL_EXPANDED,
+                                      kernel=_masked_fill_inplace_kernel,
+                                      meta=_masked_fill_inplace_meta)
 
 
 def _masked_select_kernel(a, mask):
@@ -533,16 +603,24 @@ masked_select = register(
 
 
 def _masked_select_backward(g, shape, mask):
-    full = mask.expand(shape) if tuple(mask.shape) != tuple(shape) else mask
-    return g.new_zeros(tuple(shape)).index_put([full], g, True)
+    # (As PyTorch's: the picked values scattered back into zeros, a 0-d mask included.)
+    return g.new_zeros(tuple(shape)).masked_scatter(mask, g)
 
 
 def _nonzero_meta(a):
     _data_dependent("nonzero")
 
 
+def _nonzero_kernel(a):
+    # Column-major, as PyTorch allocates it (strides (1, n)): each dim's positions contiguous.
+    found = np.argwhere(a)
+    out = np.empty(found.shape[::-1], np.int64).T
+    out[...] = found
+    return out
+
+
 nonzero = register(
-    "nonzero", kernel=lambda a: np.argwhere(a).astype(np.int64), meta=_nonzero_meta,
+    "nonzero", kernel=_nonzero_kernel, meta=_nonzero_meta,
     differentiable=False, data_dependent=True,
     samples=lambda rng, dt: [Sample((_mask(rng, s).astype(dt),))
                              for s in ((3, 4), (5,), (), (0, 2), (2, 2, 2))])
@@ -550,8 +628,12 @@ nonzero = register(
 # ---------------------------------------------------------------- advanced indexing
 
 
-def np_indices(indices, ndim: int, shape) -> tuple:
-    """The NumPy index for `index.Tensor`'s list (None keeps a dimension), with checks."""
+def np_indices(indices, ndim: int, shape, bounds: bool = True, warn: bool = True) -> tuple:
+    """The NumPy index for `index.Tensor`'s list (None keeps a dimension), with PyTorch's
+    checks in its order: the index dtypes and the masks' sizes, the index tensors' broadcast,
+    then (only where the result has elements) each position against its dim."""
+    if len(indices) > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim} (got {len(indices)})")
     out = []
     dim = 0
     for i in indices:
@@ -561,6 +643,9 @@ def np_indices(indices, ndim: int, shape) -> tuple:
             dim += 1
             continue
         if i.dtype == np.bool_ or i.dtype == np.uint8:
+            if i.dtype == np.uint8 and warn:  # a byte mask: still one, as PyTorch's
+                warn_at_caller("indexing with dtype torch.uint8 is now deprecated, please use "
+                               "a dtype torch.bool instead.")
             i = i.astype(bool)
             for k in range(i.ndim):
                 if dim + k >= ndim or i.shape[k] != shape[dim + k]:
@@ -574,29 +659,188 @@ def np_indices(indices, ndim: int, shape) -> tuple:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if dim >= ndim:
             raise IndexError(f"too many indices for tensor of dimension {ndim}")
-        size = shape[dim]
-        if i.size and (i.min() < -size or i.max() >= size):
-            bad = int(i[(i < -size) | (i >= size)].reshape(-1)[0])
-            # PyTorch numbers the dimension among the index tensors, not the tensor's dims.
-            k = sum(1 for j in out if not isinstance(j, slice))
-            raise IndexError(f"index {bad} is out of bounds for dimension {k} with size {size}")
         out.append(i)
         dim += 1
     if dim > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
-    tensors = [i for i in out if not isinstance(i, slice)]
+    bshape = _broadcast_index_shape(out)
+    if 0 in shape and numel(bshape):
+        # (No position is valid in an empty dim: checked with the index tensors, whatever
+        # the other dims hold.)
+        dims = _dims_of(out)
+        if any(shape[k] == 0 for k in range(len(shape)) if dims[k] is not None):
+            raise IndexError("index is out of bounds for dimension with size 0")
+    return _in_bounds(out, shape, bshape) if bounds else tuple(out)
+
+
+def _broadcast_index_shape(out: list) -> tuple:
+    """The broadcast shape of np_indices' index arrays (PyTorch turns a mask of k dims into k
+    long index tensors, its positions, first), or PyTorch's error."""
+    shapes = []
+    for i in out:
+        if i.__class__ is slice:
+            continue
+        if i.dtype == bool:
+            shapes.extend([(int(i.sum()),)] * max(i.ndim, 1))
+        else:
+            shapes.append(i.shape)
+    if len(shapes) == 1:
+        return shapes[0]
     try:
-        np.broadcast_shapes(*[np.shape(i) if i.dtype != bool else (int(i.sum()),)
-                              for i in tensors])
+        return np.broadcast_shapes(*shapes)
     except ValueError:
-        shapes = ", ".join(size_str(np.shape(i)) for i in tensors)
         raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
-                         f"with shapes {shapes}") from None
-    return tuple(out)
+                         f"with shapes {', '.join(size_str(s) for s in shapes)}") from None
+
+
+def _in_bounds(out: list, shape, bshape) -> tuple:
+    """`out` (np_indices' list) with its positions checked against their dims, where the
+    result (of the index tensors' broadcast shape `bshape`) has elements: an empty one reads
+    none, so PyTorch checks none (out-of-range ones are then replaced, for NumPy)."""
+    checks = []  # (entry, its dim's size, its number among the index tensors), out of range
+    dim = number = 0
+    for k, i in enumerate(out):
+        if i.__class__ is slice:
+            dim += 1
+        elif i.dtype == bool:  # (positions, in range; k index tensors to PyTorch)
+            dim += i.ndim
+            number += i.ndim
+        else:
+            size = shape[dim]
+            if i.size and (i.min() < -size or i.max() >= size):  # (the common case: none)
+                checks.append((k, size, number))
+            dim += 1
+            number += 1
+    if not checks:
+        return tuple(out)
+    out = list(out)
+    dims = _dims_of(out)
+    kept = [shape[k] for k in range(len(shape)) if dims[k] is None]
+    bad = [(k, size, n, (out[k] < -size) | (out[k] >= size)) for k, size, n in checks]
+    if not (numel(bshape) and numel(kept)):  # (an empty result reads no position)
+        for k, size, _, wrong in bad:
+            if size:
+                out[k] = np.where(wrong, 0, out[k])
+        return tuple(out)
+    # The first element (in the broadcast order) with a position out of range, and its
+    # first index tensor so: PyTorch's kernel checks element by element.
+    first = min(int(np.flatnonzero(np.broadcast_to(w, bshape))[0]) for _, _, _, w in bad)
+    for k, size, n, wrong in bad:
+        if np.broadcast_to(wrong, bshape).reshape(-1)[first]:
+            value = int(np.broadcast_to(out[k], bshape).reshape(-1)[first])
+            raise IndexError(f"index {value} is out of bounds for dimension {n} with size "
+                             f"{size}")
+    return tuple(out)  # (not reached)
+
+
+def _result_shape(idx: tuple, shape: tuple, bshape: tuple) -> tuple:
+    """The shape of `a[idx]` for np_indices' list `idx` over a tensor of `shape` (NumPy's
+    and PyTorch's rule: adjacent index arrays put their broadcast shape in their place, else
+    first), computed without indexing."""
+    kept, positions, dim = [], [], 0
+    for k, i in enumerate(idx):
+        if i.__class__ is slice:
+            kept.append((k, shape[dim]))
+            dim += 1
+        else:
+            positions.append(k)
+            dim += i.ndim if i.dtype == bool else 1  # (a 0-d mask adds a dim, takes none)
+    trailing = tuple(shape[dim:])
+    if positions and positions[-1] - positions[0] + 1 == len(positions):
+        return (tuple(n for k, n in kept if k < positions[0]) + tuple(bshape)
+                + tuple(n for k, n in kept if k > positions[-1]) + trailing)
+    return tuple(bshape) + tuple(n for _, n in kept) + trailing
+
+
+def _dims_of(out: list) -> list:
+    """For each dim the index entry covering it (None where a slice keeps it whole), dims past
+    the list kept."""
+    dims = []
+    for i in out:
+        if isinstance(i, slice):
+            dims.append(None)
+        else:
+            dims.extend([i] * (i.ndim if i.dtype == bool else 1))
+    return dims + [None] * 64
 
 
 def _index_kernel(a, indices):
-    return a[np_indices(indices, a.ndim, a.shape)]
+    idx = np_indices(indices, a.ndim, a.shape)
+    out = a[idx]
+    if a.flags.c_contiguous or out.ndim < 2 or out.size <= 1:
+        # (Row-major input: TensorIterator's order is row-major too, as NumPy's result.)
+        return in_format(out, None)
+    return _iterator_layout(out, a, idx)
+
+
+def _iterator_layout(out: np.ndarray, a: np.ndarray, idx: tuple) -> np.ndarray:
+    """`out` (`a[idx]`) laid out as PyTorch's index kernel (a TensorIterator over `a`
+    restrided to the result's shape, 0 along the index dims, then the index tensors, 0 along
+    the kept dims) allocates it: the kept dims in `a`'s memory order, the index dims
+    row-major, strides multiplied through every size (an empty dim's too)."""
+    from .._shapes import iterator_order
+
+    item = a.itemsize
+    parts = [i for i in idx if not isinstance(i, slice)]
+    # (A mask of k dims is k index tensors, its positions along each.)
+    index_shapes = [s for i in parts for s in (
+        [(int(i.sum()),)] * i.ndim if i.dtype == bool else [i.shape])]
+    bshape = np.broadcast_shapes(*index_shapes)
+    # The result's dims: each a kept dim of `a` (its stride) or an index dim (None).
+    dims = _dims_of(list(idx))[:a.ndim]
+    positions = [k for k, i in enumerate(dims) if i is not None]
+    kept = [k for k, i in enumerate(dims) if i is None]
+    if not positions or any(i.ndim == 0 for i in parts):  # (a 0-d mask: a new dim)
+        return in_format(out, None)
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    if adjacent:
+        before, after = kept[:sum(1 for k in kept if k < positions[0])], \
+            [k for k in kept if k > positions[-1]]
+        layout = [("a", k) for k in before] + [("i", j) for j in range(len(bshape))] + \
+            [("a", k) for k in after]
+    else:
+        layout = [("i", j) for j in range(len(bshape))] + [("a", k) for k in kept]
+    shape = out.shape
+    a_strides = [s // item for s in a.strides]
+    src = [a_strides[k] if kind == "a" else 0 for kind, k in layout]
+    n_before = sum(1 for kind, _ in layout[:next(
+        (p for p, (kind, _) in enumerate(layout) if kind == "i"), 0)] if kind == "a")
+    operands = [src]
+    for s in index_shapes:
+        own = (1,) * (len(bshape) - len(s)) + tuple(s)
+        c = [0] * len(bshape)
+        acc = 1
+        for j in reversed(range(len(bshape))):
+            c[j] = acc if own[j] == bshape[j] or bshape[j] == 1 else 0
+            acc *= own[j]
+        full = [0] * len(layout)
+        for j in range(len(bshape)):
+            full[n_before + j] = c[j]
+        operands.append(full)
+
+    def should_swap(d0: int, d1: int) -> int:
+        for strides in operands:
+            s0, s1 = strides[d0], strides[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = iterator_order(list(range(len(shape) - 1, -1, -1)), should_swap)
+    want = [0] * len(shape)
+    acc = 1
+    for d in perm:
+        want[d] = acc
+        acc *= shape[d]
+    if tuple(w * item for w in want) == out.strides:
+        return out
+    laid = np.lib.stride_tricks.as_strided(
+        np.empty(max(out.size, 1), out.dtype), shape, tuple(w * item for w in want))
+    laid[...] = out
+    return laid
 
 
 def _index_shape(shape, indices):
@@ -616,7 +860,8 @@ def _index_meta(a, indices):
     if getattr(a, "_data", None) is not None and all(
             getattr(i, "_data", None) is not None for i in indices if i is not None):
         # Real tensors (dispatch asking for the error of a failed kernel): use the data.
-        return Spec(_index_kernel(a._data, indices).shape, a.dtype)
+        # (No second deprecation warning: the kernel gave it.)
+        return Spec(a._data[np_indices(indices, a.ndim, a.shape, warn=False)].shape, a.dtype)
     for i in indices:
         if i is not None and i.dtype in (_dtype.bool_, _dtype.uint8):
             _data_dependent("index with a boolean mask")
@@ -643,11 +888,12 @@ def _index_samples(rng, dt):
 
 
 def _index_derivative(g, shape, indices):
-    return (g.new_zeros(tuple(shape)).index_put(list(indices), g, True), None)
+    # (Through the op: the public `index_put` takes no None, which keeps a dim whole.)
+    return (_call(index_put, g.new_zeros(tuple(shape)), list(indices), g, True), None)
 
 
 index = register(
-    "index.Tensor", kernel=c_contiguous(_index_kernel), meta=_index_meta, node="IndexBackward0",
+    "index.Tensor", kernel=_index_kernel, meta=_index_meta, node="IndexBackward0",
     derivative=_index_derivative, save=lambda out, a, indices: (a.shape, list(indices)),
     samples=_index_samples, public="index")
 
@@ -685,19 +931,30 @@ def _fill_number(v: np.ndarray, dt: np.dtype):
     return np.asarray(checked_scalar(v.reshape(()).item(), dt)).astype(dt)
 
 
+def _index_put_checked(a, indices, v, warn: bool = True) -> tuple:
+    """index_put_'s checks on arrays, in PyTorch's order: the index tensors (dtypes, masks,
+    broadcast), the value's shape against the indexed result's, its dtype, then the positions
+    (its kernel's); the NumPy index."""
+    idx = np_indices(indices, a.ndim, a.shape, bounds=False, warn=warn)
+    bshape = _broadcast_index_shape(idx)
+    result_shape = _result_shape(idx, a.shape, bshape)
+    if len(v.shape) > len(result_shape) or not all(
+            n in (1, m) for n, m in zip(v.shape[::-1], result_shape[::-1])):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {size_str(v.shape)} "
+                           "cannot be broadcast to indexing result of shape "
+                           f"{size_str(result_shape)}")
+    _index_put_check(a, v)
+    return _in_bounds(idx, a.shape, bshape)
+
+
 def _index_put_kernel(a, indices, values, accumulate=False):
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
-    idx = np_indices(indices, a.ndim, a.shape)
     v = np.asarray(_raw(values))
     if _fills_mask(indices, v, accumulate):
-        out[idx] = _fill_number(v, a.dtype)
+        out[np_indices(indices, a.ndim, a.shape)] = _fill_number(v, a.dtype)
         return out
+    idx = _index_put_checked(a, indices, v)
     try:
-        if v.dtype != a.dtype:
-            # PyTorch reports a shape mismatch before the dtypes' mismatch: a trial write
-            # raises the first (`out` is about to be dropped for the second).
-            out[idx] = np.zeros(v.shape, a.dtype)
-            _index_put_check(a, v)
         if accumulate:
             np.add.at(out, idx, v)
         else:
@@ -730,13 +987,20 @@ def _mask_shapes_check(shape, indices) -> None:
 
 def _index_put_meta(a, indices, values, accumulate=False):
     if not _fills_mask(indices, values, accumulate):
+        data = getattr(a, "_data", None)
+        vdata = getattr(values, "_data", None)
+        if data is not None and vdata is not None and all(
+                getattr(i, "_data", None) is not None for i in indices if i is not None):
+            # Real tensors: the kernel's checks, in PyTorch's order (the index tensors'
+            # broadcast and the value's shape before its dtype).
+            _index_put_checked(data, indices, np.asarray(vdata), warn=False)
         _mask_shapes_check(tuple(a.shape), indices)
         _index_put_check(a, values)
     return Spec(tuple(a.shape), a.dtype)
 
 
 def _index_put_derivative(g, indices, accumulate):
-    g_self = g if accumulate else g.index_put(list(indices), g.new_zeros(()), False)
+    g_self = g if accumulate else _call(index_put, g, list(indices), g.new_zeros(()), False)
     g_values = g[tuple(_as_index(i) for i in indices)] if indices else g
     return (g_self, None, g_values, None)
 

@@ -128,7 +128,7 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
         prod += _work(bias) if beta == 1 else _work(bias) * beta
         return prod.astype(dt, copy=False)
     if bias.shape != prod.shape:  # the bias must expand to the product (PyTorch's error)
-        _expand_shape(tuple(bias.shape), prod.shape)
+        _expand_shape(tuple(bias.shape), prod.shape, _dtype.from_numpy_dtype(bias.dtype))
     out = prod + (_work(bias) if beta == 1 else _work(bias) * beta)
     return out.astype(dt, copy=False)
 

@@ -25,9 +25,11 @@ from ._util import (
     size_str,
     wrap_dim,
 )
+from .arithmetic import not_implemented_derivative
 from .indexing import _scatter_check as scatter_check
-from .indexing import check_gather_index
+from .indexing import check_gather_index, src_grad
 from .registry import Sample, expanded_warning, inplace_variant, register
+from .views import _expand_shape
 
 
 def _ints(rng, shape, hi, unique=False):
@@ -61,6 +63,9 @@ def _flat_index(index, n, name="take"):
 
 
 def _take_kernel(a, index):
+    _long_index(index, "take")
+    if not a.size and np.size(index):
+        raise IndexError("take(): tried to take from an empty tensor")
     return a.reshape(-1)[_flat_index(index, a.size)]
 
 
@@ -91,12 +96,14 @@ def _put_check(a, index, source) -> None:
 
 def _put_kernel(a, index, source, accumulate=False):
     _put_check(a, index, source)
+    if not a.size and np.size(index):
+        raise IndexError("put_(): Tried to put elements into an empty tensor")
     out = a.copy()
     flat = out.reshape(-1)
     idx = _flat_index(index, a.size, "put_").reshape(-1)
     src = np.asarray(source).reshape(-1)
     if idx.size != src.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
                            f"elements, but got source.numel() = {src.size}, index.numel() = "
                            f"{idx.size}")
     if accumulate:
@@ -154,9 +161,6 @@ def _index_copy_check(a, dim, index, source):
     if len(index.shape) > 1:
         raise IndexError(
             f"index_copy_(): Index should have dimension 1 or 0 (got {len(index.shape)})")
-    bad = bad_index_dtype(index, long_only=True)
-    if bad:
-        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {bad}")
     shape, src_shape = list(a.shape), list(source.shape)
     n = numel(index.shape)
     if not src_shape and n != 1:
@@ -166,6 +170,9 @@ def _index_copy_check(a, dim, index, source):
         raise IndexError("index_copy_(): When source and destination are not scalars, their "
                          f"dimensionality must match. Source dimensionality ({len(src_shape)}), "
                          f"destination dimensionality ({len(shape)})")
+    bad = bad_index_dtype(index, long_only=True)
+    if bad:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {bad}")
     names = mismatched_source(a, source)
     if names:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
@@ -192,11 +199,21 @@ def _index_range(a, d, index, negative, prefix=""):
                          f"{size}")
 
 
+def _index_fill_value(value) -> None:
+    """A tensor value must be 0-d (checked first, as PyTorch's index_fill_ does)."""
+    if hasattr(value, "shape") and len(value.shape):
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {len(value.shape)} dimension(s).")
+
+
 def _index_fill_kernel(a, dim, index, value):
+    _index_fill_value(value)
     d = _index_fill_check(a, dim, index)
     _index_range(a, d, index, negative=True)
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
     value = checked_scalar(value, a.dtype)
+    if not out.size:
+        return out
     if out.ndim:
         sl = [slice(None)] * out.ndim
         sl[d] = np.asarray(index, np.int64).reshape(-1)
@@ -207,10 +224,8 @@ def _index_fill_kernel(a, dim, index, value):
 
 
 def _index_fill_meta(a, dim, index, value):
+    _index_fill_value(value)
     _index_fill_check(a, dim, index)
-    if hasattr(value, "shape") and len(value.shape):
-        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
-                           f"tensor with {len(value.shape)} dimension(s).")
     return _same(a)
 
 
@@ -234,8 +249,10 @@ index_fill_tensor = register(
     "index_fill.int_Tensor", kernel=_index_fill_kernel, meta=_index_fill_meta,
     result_order="operands", nondiff_args=(2,),
     node="IndexFillBackward1",
+    # (value's gradient picks the filled slices once each, as PyTorch's: through
+    # index_select, which refuses a negative position the fill took.)
     derivative=lambda g, dim, index: (g.index_fill(dim, index, 0.0), None, None,
-                                      (g - g.index_fill(dim, index, 0.0)).sum()),
+                                      g.index_select(dim, index.reshape(-1).unique()).sum()),
     save=lambda out, a, dim, index, value: (dim, index), saved_names=("dim", "index"),
     samples=_index_fill_samples(lambda rng, dt: rand_array(rng, (), dt)), public="index_fill",
     tensor_args=(3,))
@@ -250,6 +267,8 @@ def _index_copy_kernel(a, dim, index, source):
     d = _index_copy_check(a, dim, index, source)
     _index_range(a, d, index, negative=False, prefix="index_copy_(): ")
     out = a.copy()
+    if not out.size:
+        return out
     idx = np.asarray(index, np.int64).reshape(-1)
     if out.ndim:
         sl = [slice(None)] * out.ndim
@@ -294,10 +313,50 @@ def _masked_scatter_source(a, source) -> None:
                            f"got{names[0]} and {names[1]}")
 
 
-def _masked_scatter_kernel(a, mask, source):
-    _masked_scatter_source(a, source)
-    m = np.broadcast_to(mask, np.broadcast_shapes(a.shape, mask.shape))
-    out = np.broadcast_to(a, m.shape).copy()
+def _masked_scatter_mask(mask) -> None:
+    """The mask must be bool (a uint8 one is refused after PyTorch's deprecation warning)."""
+    dt = dtype_of(mask)
+    if dt is _dtype.bool_:
+        return
+    if dt is _dtype.uint8:
+        from .._warn import warn_at_caller
+
+        warn_at_caller("masked_scatter_ received a mask with dtype torch.uint8, this behavior "
+                       "is now deprecated,please use a mask with dtype torch.bool instead.")
+    raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                       f"{dt.legacy}")
+
+
+def _masked_scatter_checks(a, mask, source, inplace: bool) -> tuple:
+    """masked_scatter's checks in PyTorch's order; the result's shape. The functional form
+    broadcasts mask and self (mask first) before the dtypes; the in-place one checks the
+    dtypes, then expands the mask to self's shape (its expand's errors)."""
+    shape, mshape = tuple(shape_of(a)), tuple(shape_of(mask))
+    if inplace:
+        _masked_scatter_source(a, source)
+        if len(mshape) > len(shape):
+            _expand_shape(mshape, shape, dtype_of(mask))  # (its error)
+        lead = len(shape) - len(mshape)
+        for i in reversed(range(len(mshape))):
+            if mshape[i] not in (1, shape[lead + i]):
+                raise RuntimeError(
+                    f"The expanded size of the tensor ({shape[lead + i]}) must match the "
+                    f"existing size ({mshape[i]}) at non-singleton dimension {lead + i}.  "
+                    f"Target sizes: {size_str(shape)}.  Tensor sizes: {size_str(mshape)}")
+        out = shape
+    else:
+        from ._util import broadcast_shapes
+
+        out = broadcast_shapes(mshape, shape)
+        _masked_scatter_source(a, source)
+    _masked_scatter_mask(mask)
+    return out
+
+
+def _masked_scatter_kernel(a, mask, source, inplace=False):
+    shape = _masked_scatter_checks(a, mask, source, inplace)
+    m = np.broadcast_to(mask, shape)
+    out = np.broadcast_to(a, shape).copy()
     n = int(m.sum())
     src = np.asarray(source).reshape(-1)
     if src.size < n:
@@ -306,14 +365,8 @@ def _masked_scatter_kernel(a, mask, source):
     return out
 
 
-def _masked_scatter_meta(a, mask, source):
-    _masked_scatter_source(a, source)
-    if mask.dtype is not _dtype.bool_:
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
-                           f"dtype {mask.dtype.legacy}")
-    from ._util import broadcast_shapes
-
-    return Spec(broadcast_shapes(shape_of(a), shape_of(mask)), a.dtype)
+def _masked_scatter_meta(a, mask, source, inplace=False):
+    return Spec(_masked_scatter_checks(a, mask, source, inplace), a.dtype)
 
 
 def _masked_scatter_derivative(g, mask, src_shape):
@@ -343,6 +396,8 @@ masked_scatter = register(
                 rand_array(rng, (12,), dt)), name="broadcast mask")])
 masked_scatter_ = inplace_variant(
     masked_scatter, "masked_scatter_",
+    kernel=lambda a, mask, source: _masked_scatter_kernel(a, mask, source, True),
+    meta=lambda a, mask, source: _masked_scatter_meta(a, mask, source, True),
     samples=lambda rng, dt: masked_scatter.samples(rng, dt))
 
 # ---------------------------------------------------------------- scatter_reduce
@@ -355,6 +410,8 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
     d = _scatter_reduce_check(a, dim, index, src, reduce)
     check_gather_index(a.shape, d, index)
     idx = np.asarray(index, np.int64)
+    if not idx.size:  # (an empty index of any shape reduces nothing in)
+        return a.copy()
     if a.ndim == 0 or idx.ndim == 0:  # a 0-d self, index or src counts as one dimension
         return _scatter_reduce_kernel(a.reshape(-1), d, idx.reshape(-1),
                                       np.asarray(src).reshape(-1), reduce,
@@ -427,7 +484,8 @@ def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out)
         hit = g.new_zeros(tuple(g.shape)).scatter_add(dim, index, src.new_ones(
             tuple(index.shape)))
         ga = ga.masked_fill(hit > 0, 0.0)
-    return (ga, None, None, gs, None, None)
+    return (ga, None, None, src_grad(gs, tuple(src.shape), "ScatterReduceBackward0"), None,
+            None)
 
 
 def _scatter_reduce_check(a, dim, index, src, reduce) -> int:
@@ -438,6 +496,8 @@ def _scatter_reduce_check(a, dim, index, src, reduce) -> int:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
     if reduce == "mean" and dtype_of(a) is _dtype.bool_:
+        if not numel(index.shape):  # (no scatter kernel runs: the mean's division refuses it)
+            raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
         raise NotImplementedError(
             "\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
     return d
@@ -472,6 +532,51 @@ scatter_reduce = register(
     saved_names=("self", "dim", "index", "src", "reduce", "include_self", "result"),
     samples=_scatter_reduce_samples, public="scatter_reduce")
 scatter_reduce_ = inplace_variant(scatter_reduce, "scatter_reduce_.two", saves_self=True)
+
+# `scatter(..., reduce="add" | "multiply")`: scatter_reduce with self included, under
+# PyTorch's own overloads, which have no derivative (a NotImplemented node that raises).
+_OLD_REDUCES = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_old_src(a, index, src):
+    """A number `src` spread over the index's shape, converted to self's dtype (2.5 into an
+    int tensor is 2), as PyTorch's Scalar overload reads it."""
+    if hasattr(src, "shape"):
+        return src
+    return np.full(np.shape(index), checked_scalar(src, a.dtype), a.dtype)
+
+
+def _scatter_old_kernel(a, dim, index, src, reduce):
+    return _scatter_reduce_kernel(a, dim, index, _scatter_old_src(a, index, src),
+                                  _OLD_REDUCES[reduce], True)
+
+
+def _scatter_old_meta(a, dim, index, src, reduce):
+    scatter_check(a, dim, index, src)
+    return _same(a)
+
+
+def _scatter_old_samples(value: bool):
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, (3, 4), dt), 1, _ints(rng, (3, 2), 4),
+                        1.5 if value else rand_array(rng, (3, 2), dt), reduce), name=reduce)
+                for reduce in _OLD_REDUCES]
+
+    return samples
+
+
+scatter_reduce_src = register(
+    "scatter.reduce", kernel=_scatter_old_kernel, meta=_scatter_old_meta, nondiff_args=(2,),
+    node="NotImplemented", derivative=not_implemented_derivative("scatter"), gradcheck=False,
+    public="scatter", samples=_scatter_old_samples(False))
+scatter_reduce_value = register(
+    "scatter.value_reduce", kernel=_scatter_old_kernel, meta=_scatter_old_meta,
+    nondiff_args=(2,), node="NotImplemented", derivative=not_implemented_derivative("scatter"),
+    gradcheck=False, public="scatter", samples=_scatter_old_samples(True))
+scatter_reduce_src_ = inplace_variant(scatter_reduce_src, "scatter_.reduce",
+                                      derivative=not_implemented_derivative("scatter_"))
+scatter_reduce_value_ = inplace_variant(scatter_reduce_value, "scatter_.value_reduce",
+                                        derivative=not_implemented_derivative("scatter_"))
 
 # ---------------------------------------------------------------- *_scatter
 

@@ -18,6 +18,7 @@ from ._onnx import reshape as reshape_onnx
 from ._util import (
     Spec,
     contiguous_strides,
+    dtype_of,
     numel,
     rand_array,
     saved_shape,
@@ -283,11 +284,14 @@ t = register(
     decomposition=_t_decomposition)
 
 
-def _expand_shape(shape, sizes):
+def _expand_shape(shape, sizes, dtype=None):
+    """The shape a tensor of `shape` (and `dtype`, which the error names) expands to given
+    `sizes` (-1 keeps a size), or PyTorch's error."""
     sizes = tuple(map(size_int, sizes))
     if len(sizes) < len(shape):
+        name = (dtype or _dtype.float32).tensor_type_name
         raise RuntimeError(
-            f"expand(torch.FloatTensor{{{size_str(shape)}}}, size={size_str(sizes)}): the number "
+            f"expand({name}{{{size_str(shape)}}}, size={size_str(sizes)}): the number "
             "of sizes provided (" + str(len(sizes)) + ") must be greater or equal to the number "
             "of dimensions in the tensor (" + str(len(shape)) + ")")
     out = [0] * len(sizes)
@@ -314,7 +318,7 @@ def _expand_shape(shape, sizes):
 
 
 def _expand_meta(a, sizes):
-    shape = _expand_shape(tuple(a.shape), sizes)
+    shape = _expand_shape(tuple(a.shape), sizes, dtype_of(a))
     st = elem_strides(a)
     lead = len(shape) - len(a.shape)
     strides = tuple(0 if i < lead or (a.shape[i - lead] == 1 and s != 1) else st[i - lead]
