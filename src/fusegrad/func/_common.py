@@ -18,7 +18,7 @@ import weakref
 
 from .._tensor import Tensor
 from .._thread_state import local as _thread_local
-from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.grad_mode import inference_mode, is_grad_enabled
 from ..autograd.graph import AccumulateGrad
 from ..utils import _pytree
 
@@ -73,11 +73,30 @@ def check_tensors(leaves) -> None:
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
 
 
+def recording():
+    """The mode a differentiating transform runs its function in: grad mode on and inference
+    mode off (under `inference_mode()` too, as PyTorch's transforms run it)."""
+    return inference_mode(False)
+
+
+def recordable(t: Tensor) -> Tensor:
+    """`t`, or a normal copy of it where it is an inference tensor (a tangent or cotangent
+    made under `inference_mode()`), which the tape could not save."""
+    if not t.is_inference():
+        return t
+    with recording():
+        return t.clone()
+
+
 def lift(x: Tensor) -> Tensor:
     """The tensor `f` is differentiated at in place of `x`: a view of `x` when `x` is part of
-    an autograd graph (so the result stays connected to it), else a fresh leaf."""
+    an autograd graph (so the result stays connected to it), else a fresh leaf (a normal
+    copy of an inference tensor, which could not be recorded)."""
     if x.requires_grad and is_grad_enabled():
         return x.view_as(x)
+    if x.is_inference():
+        with recording():
+            return x.clone().requires_grad_(True)
     return x.detach().requires_grad_(True)
 
 

@@ -18,10 +18,9 @@ import functools
 from .._functions import stack
 from .._tensor import Tensor
 from ..autograd.functional import _jac_blocks, column_blocks
-from ..autograd.grad_mode import enable_grad
 from ..utils import _pytree
-from ._common import Level, check_tensors, replace_selected, running, selected
-from ._transforms import _Linear, _outputs, _split_aux
+from ._common import Level, check_tensors, recording, replace_selected, running, selected
+from ._transforms import _Linear, _outputs, _split_aux, check_floating_outputs
 from ._vmap import check_randomness, random_guard
 
 
@@ -32,12 +31,13 @@ def _jacobian(func, argnums, has_aux: bool, args: tuple, kwargs: dict):
     leaves, spec = _pytree.tree_flatten(diff)
     check_tensors(leaves)
     lifted = [level.lift(x) for x in leaves]
-    with enable_grad():
+    with recording():
         call_args = replace_selected(args, argnums, _pytree.tree_unflatten(lifted, spec))
         with running(level):
             out = func(*call_args, **kwargs)
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
         outs, out_spec = _outputs(out, "vjp(f, *primals)", "f(*primals)")
+        check_floating_outputs(outs)
         blocks = _jac_blocks(outs, lifted, create_graph=True)
     per_output = [_pytree.tree_unflatten(list(row), spec) for row in blocks]
     jac = _pytree.tree_unflatten(per_output, out_spec)
@@ -64,19 +64,28 @@ def _forward_jacobian(func, argnums, has_aux: bool, args: tuple, kwargs: dict):
     lin = _Linear(call, tuple(leaves), has_aux, "jvp(f, primals, tangents)", batched=True)
     numels = [x.numel() for x in leaves]
     total = sum(numels)
-    columns = [lin.tangent_out(t) for t in _basis(leaves)]
-    per_output = []
-    for i, (out, dummy) in enumerate(zip(lin.outs, lin.dummies)):
-        if dummy is None or not out.requires_grad or total == 0:
-            # No tangent reaches this output: zeros, broadcast over the columns as PyTorch's
-            # vmap broadcasts an unbatched result.
-            stacked = out.new_zeros(out.shape).unsqueeze(0).expand(total, *out.shape)
-        else:
-            stacked = stack([c[i] for c in columns])
-        row = column_blocks(stacked, tuple(out.shape), leaves, numels)
-        per_output.append(_pytree.tree_unflatten(row, spec))
-    jac = _pytree.tree_unflatten(per_output, lin.out_spec)
-    return lin.level.finish(jac), lin.level.finish(lin.aux)
+    # (Under `inference_mode()` too the Jacobian is a normal tensor, as PyTorch's.)
+    with recording():
+        columns = [lin.tangent_out(t) for t in _basis(leaves)]
+        per_output = []
+        for i, (out, dummy) in enumerate(zip(lin.outs, lin.dummies)):
+            if dummy is None or not out.requires_grad or total == 0:
+                # No tangent reaches this output: zeros, broadcast over the columns as PyTorch's
+                # vmap broadcasts an unbatched result.
+                stacked = out.new_zeros(out.shape).unsqueeze(0).expand(total, *out.shape)
+            else:
+                stacked = stack([c[i] for c in columns])
+            row = column_blocks(stacked, tuple(out.shape), leaves, numels)
+            per_output.append(_pytree.tree_unflatten(row, spec))
+        jac = _pytree.tree_unflatten(per_output, lin.out_spec)
+        aux = lin.level.finish(lin.aux)
+        if total:
+            # PyTorch's vmap over the basis expands the (unbatched) aux along the basis and
+            # jacfwd hands back its first entry: a view with that history.
+            aux = _pytree.tree_map(
+                lambda a: a.expand(total, *a.shape).select(0, 0) if isinstance(a, Tensor) else a,
+                aux)
+    return lin.level.finish(jac), aux
 
 
 def _basis(leaves) -> list:

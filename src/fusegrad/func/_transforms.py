@@ -11,10 +11,21 @@ from __future__ import annotations
 import functools
 import sys
 
+from .._dispatch import call
 from .._tensor import Tensor
-from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..autograd.grad_mode import is_grad_enabled
+from ..ops import REGISTRY
 from ..utils import _pytree
-from ._common import Level, check_tensors, grads, replace_selected, running, selected
+from ._common import (
+    Level,
+    check_tensors,
+    grads,
+    recordable,
+    recording,
+    replace_selected,
+    running,
+    selected,
+)
 
 
 def _size(t: Tensor) -> str:
@@ -53,7 +64,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         leaves, spec = _pytree.tree_flatten(diff)
         check_tensors(leaves)
         lifted = [level.lift(x) for x in leaves]
-        with enable_grad():
+        with recording():
             call_args = replace_selected(args, argnums, _pytree.tree_unflatten(lifted, spec))
             with running(level):
                 out = func(*call_args, **kwargs)
@@ -100,6 +111,15 @@ def _outputs(out, where: str, call: str):
     return leaves, spec
 
 
+def check_floating_outputs(outs) -> None:
+    """Reverse mode differentiates floating-point and complex outputs only (PyTorch's
+    check in `vjp`, and so in `jacrev`)."""
+    for o in outs:
+        if not (o.is_floating_point() or o.is_complex()):
+            raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or "
+                               f"complex Tensors, got Tensor with dtype {o.dtype}")
+
+
 def vjp(func, *primals, has_aux: bool = False):
     """(func(*primals), vjp_fn[, aux]): `vjp_fn(cotangents)` gives the vector-Jacobian
     product of `func` at `primals` for cotangents shaped as the output, as a tuple with one
@@ -108,11 +128,12 @@ def vjp(func, *primals, has_aux: bool = False):
     leaves, spec = _pytree.tree_flatten(primals)
     check_tensors(leaves)
     lifted = [level.lift(x) for x in leaves]
-    with enable_grad(), running(level):
+    with recording(), running(level):
         out = func(*_pytree.tree_unflatten(lifted, spec))
-    with enable_grad():
+    with recording():
         out, aux = _split_aux(out, has_aux, "vjp(f, *primals)")
         outs, out_spec = _outputs(out, "vjp(f, *primals)", "f(*primals)")
+        check_floating_outputs(outs)
     level.close()
 
     def vjp_fn(cotangents, retain_graph: bool = True, create_graph: bool | None = None):
@@ -128,8 +149,9 @@ def vjp(func, *primals, has_aux: bool = False):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                    f"{_size(c)} and output[{i}] has a shape of {_size(o)}.")
-        with enable_grad():
-            cots = [c.to(o.dtype) if c.dtype != o.dtype else c for c, o in zip(cots, outs)]
+        with recording():
+            cots = [recordable(c.to(o.dtype) if c.dtype != o.dtype else c)
+                    for c, o in zip(cots, outs)]
             got = grads(outs, lifted, cots, retain=retain_graph)
         res = _pytree.tree_unflatten(list(got), spec)
         if not is_grad_enabled():
@@ -142,6 +164,13 @@ def vjp(func, *primals, has_aux: bool = False):
 
 def _detach(x):
     return x.detach() if isinstance(x, Tensor) else x
+
+
+def _alias(x):
+    """`x` as a view of itself recorded as an alias, where it requires grad."""
+    if not (isinstance(x, Tensor) and x.requires_grad):
+        return x
+    return call(REGISTRY["alias"], x)
 
 
 _FORWARD_AD = __name__.split(".")[0] + ".autograd.forward_ad"
@@ -165,7 +194,7 @@ class _Linear:
         leaves, self.spec = _pytree.tree_flatten(primals)
         self.primals = leaves
         self.lifted = [level.lift(x) for x in leaves]
-        with enable_grad():
+        with recording():
             with running(level):
                 out = func(*_pytree.tree_unflatten(self.lifted, self.spec))
             out, self.aux = _split_aux(out, has_aux, where)
@@ -190,8 +219,8 @@ class _Linear:
     def tangent_out(self, tangents: list) -> list:
         """J t for tangents (one per flattened primal), one entry per flattened output."""
         live = [u for u in self.dummies if u is not None]
-        with enable_grad():
-            pairs = [(g, t.to(g.dtype) if t.dtype != g.dtype else t)
+        with recording():
+            pairs = [(g, recordable(t.to(g.dtype) if t.dtype != g.dtype else t))
                      for g, t in zip(self.transposed, tangents)]
             from ..autograd import forward_ad
 
@@ -239,7 +268,9 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
                            "independent of the inputs. This is not allowed with strict=True.")
     tangent_out = _pytree.tree_unflatten(lin.tangent_out(t_leaves), lin.out_spec)
     out = _pytree.tree_unflatten(lin.outs, lin.out_spec)
-    result = (lin.level.finish(out), lin.level.finish(tangent_out))
+    # A primal output that keeps its history comes back as an alias of it, as PyTorch's
+    # forward-mode level hands it back (AliasBackward0).
+    result = (_pytree.tree_map(_alias, lin.level.finish(out)), lin.level.finish(tangent_out))
     return result + (lin.level.finish(lin.aux),) if has_aux else result
 
 

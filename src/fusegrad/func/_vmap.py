@@ -13,10 +13,29 @@ returns); with `generate_vmap_rule=True` its forward runs per example; otherwise
 PyTorch's error. An empty mapped dimension runs `func` once on zeros shaped as one example,
 for the shapes and dtypes of the (empty) results.
 
+Each example's ops are watched (`_InPlaceRule`): tensors computed from a mapped input are
+batched; unmapped inputs, tensors from outside `func` (told apart from the second example
+on: the first example's ops already read them) and what is computed from those only are
+unbatched. So PyTorch's errors for data-dependent ops (`nonzero`, a batched boolean mask),
+training batch norm with unbatched running statistics, writes of batched values into
+unbatched tensors, random ops on batched inputs under "same" and in-place random ops on
+unbatched tensors under "different" are raised; an in-place op on an unbatched tensor with
+no batched argument happens once (PyTorch runs `func` once); an output unbatched in every
+example comes back expanded (stride 0) as PyTorch's, and one that is batched is refused
+under `out_dims=None`. Views of a mapped input come back as one view of it (sharing its
+memory, as PyTorch's); other results are stacked with the batch dimension outermost in
+memory and each example's layout kept, then moved to `out_dims`, as PyTorch's strides are.
+
 What the loop cannot honour: each example is an ordinary tensor, so `func` may branch on
-its values, call `.item()` or run ops with data-dependent shapes (PyTorch's batching refuses
-them); an output with `out_dims=None` is accepted when every example gave the same values
-(PyTorch asks whether it depends on a mapped input).
+its values or call `.item()` (PyTorch's batching refuses them); tensors made in `func` by
+factories (`zeros`, `empty_like`) are neither batched nor unbatched to the loop (PyTorch's
+`empty_like(x)` is batched, `zeros(3)` is not), so writes into them are allowed and an
+output computed from them only is stacked; an error found from the second example on is
+raised after the first example ran; the results' grad_fn is the stack's (PyTorch's is the
+last batched op's); under "different", each example draws in turn, where PyTorch draws
+each random op's values for the whole batch at once (the same values for one uniform draw
+per example, others differ); an output with `out_dims=None` that is not known batched is
+accepted when every example gave the same values.
 """
 
 from __future__ import annotations
@@ -69,43 +88,136 @@ class _Draws:
             generator._restore(state)
 
 
-class _InPlaceRule(CallObserver):
-    """In-place ops of one example, as PyTorch's batching treats them. A tensor is batched
-    when it is an example's slice of a mapped input or computed from one. Writing a batched
-    value into an unbatched tensor (an unmapped input, a tensor from outside) is PyTorch's
-    error; an in-place op with no batched argument on an unmapped input happens once in
-    PyTorch, so the loop runs it in the first example only (later examples find its result
-    already there)."""
+_INPLACE_ERROR = (
+    "vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor "
+    "`other` in extra_args that has more elements than `self`. This happened due to `other` "
+    "being vmapped over but `self` not being vmapped over in a vmap. Please try to use "
+    "out-of-place operators instead of inplace arithmetic. If said operator is being called "
+    "inside the PyTorch framework, please file a bug report instead.")
+_BATCH_NORM_ERROR = (
+    "Batch norm got a batched tensor as input while the running_mean or running_var, which "
+    "will be updated in place, were not batched.\nIf you are using a module and do not need "
+    "eval mode, please set `track_running_stats` to be False.If you are using a prebuilt module "
+    "and do not need eval mode, please see the functorch website for resources on how to patch "
+    "your module to work with vmap")
 
-    def __init__(self, index: int, slices: list, unmapped: list) -> None:
+
+class _InPlaceRule(CallObserver):
+    """What PyTorch's batching would refuse or do once, seen op by op in one example. A
+    tensor is batched when it is an example's slice of a mapped input or computed from one
+    (or drawn with randomness="different", or a gradient computed in the example); it is
+    known unbatched when it is an unmapped input, from outside `func` (read by the first
+    example's ops already: known from the second example on) or computed, by an op this rule
+    saw, from known unbatched tensors only (a result PyTorch computes once and expands).
+    Tensors made by factories that are not ops are unknown: the loop cannot tell `zeros(3)`
+    (unbatched in PyTorch) from `empty_like(x)` (batched). Writing a batched value into a
+    known unbatched tensor is PyTorch's error; an in-place op with no batched argument on a
+    tensor from outside (an unmapped input included) happens once in PyTorch, so the loop
+    runs it in the first example only (later examples find its result already there). Ops
+    whose result's shape depends on a batched tensor's values, and training batch norm
+    updating unbatched running statistics, are PyTorch's errors."""
+
+    def __init__(self, index: int, slices: list, unmapped: list,
+                 randomness: str = "error", seen: dict | None = None) -> None:
         self.first = index == 0
+        # The tensors the first example's ops read or made (kept alive, so ids stay unique):
+        # one a later example reads is from outside the function (PyTorch runs it once).
+        self.seen = {} if seen is None else seen
         self.batched = {id(t): t for t in slices}  # id -> tensor (kept alive: ids stay unique)
         self.unmapped = {id(t) for t in unmapped if isinstance(t, Tensor)}
+        self.unbatched = {id(t): t for t in unmapped if isinstance(t, Tensor)}
+        self.different = randomness == "different"
+        self.same = randomness == "same"
 
     def __fusegrad_observe__(self, op, args):
         tensors = tensors_in(args)
         batched = self.batched
+        any_batched = any(id(t) in batched for t in tensors)
+        if any_batched:
+            _check_batchable(op, args, batched)
+            if op.random and self.same and any(
+                    id(t) in batched for t in (tensors[1:] if op.inplace else tensors)):
+                raise RuntimeError("Vmap does not currently support same randomness with a "
+                                   "batched tensor input. Please file an issue with functorch")
         if op.inplace and tensors and id(args[0]) not in batched:
-            if any(id(t) in batched for t in tensors[1:]):
-                raise RuntimeError(
-                    "vmap: inplace arithmetic(self, *extra_args) is not possible because there "
-                    "exists a Tensor `other` in extra_args that has more elements than `self`. "
-                    "This happened due to `other` being vmapped over but `self` not being "
-                    "vmapped over in a vmap. Please try to use out-of-place operators instead "
-                    "of inplace arithmetic. If said operator is being called inside the PyTorch "
-                    "framework, please file a bug report instead.")
-            base = args[0]._base
-            if not self.first and id(args[0] if base is None else base) in self.unmapped:
-                return args[0]
+            outside = not self.first and self._outside(args[0])
+            # (Only into a tensor known unbatched: one made by a factory that is not an op,
+            # `empty_like(x)` or `x.new_zeros(...)`, may be batched in PyTorch.)
+            if (outside or id(args[0]) in self.unbatched) and \
+                    any(id(t) in batched for t in tensors[1:]):
+                raise RuntimeError(_INPLACE_ERROR)
+            if outside:
+                if op.random and self.different:
+                    raise RuntimeError(
+                        "vmap: Cannot ask for different inplace randomness on an unbatched "
+                        "tensor. This will appear like same randomness. If this is necessary "
+                        "for your usage, please file an issue with functorch.")
+                return args[0]  # (done once, by the first example)
         out = _dispatch.call(op, *args)
-        if any(id(t) in batched for t in tensors):
-            for t in tensors_in(out if isinstance(out, (tuple, list)) else (out,)):
+        outs = tensors_in(out if isinstance(out, (tuple, list)) else (out,))
+        if self.first:
+            for t in tensors + outs:
+                self.seen[id(t)] = t
+        if any_batched or (op.random and self.different):
+            for t in outs:
                 batched[id(t)] = t
+                self.unbatched.pop(id(t), None)
+        elif all(id(t) in self.unbatched or (not self.first and self._outside(t))
+                 for t in tensors):
+            for t in outs:
+                if id(t) not in batched:
+                    self.unbatched[id(t)] = t
         return out
 
+    def _outside(self, t: Tensor) -> bool:
+        """Whether `t` (or the tensor it views) is from outside the function: an unmapped
+        input, or a tensor the first example's ops already read or made."""
+        seen = self.seen
+        base = t._base
+        return any(x is not None and (id(x) in self.unmapped or seen.get(id(x)) is x)
+                   for x in (t, base))
+
     def __fusegrad_observe_node__(self, node, grads: list, run):
-        """A backward node inside the example (`grad` under `vmap`) runs as it is."""
-        return run(node, grads)
+        """A backward node inside the example (`grad` under `vmap`) runs as it is; its
+        gradients count as batched, as PyTorch's are (their cotangent is batched)."""
+        got = run(node, grads)
+        if isinstance(got, (tuple, list)):
+            for t in tensors_in(got):
+                self.batched[id(t)] = t
+                self.unbatched.pop(id(t), None)
+        return got
+
+    def kinds(self, tree) -> list:
+        """For each leaf of `tree`: True (batched), False (known unbatched) or None."""
+        return [True if id(x) in self.batched else False if id(x) in self.unbatched else None
+                for x in _pytree.tree_flatten(tree)[0]]
+
+
+def _check_batchable(op, args: tuple, batched: dict) -> None:
+    """PyTorch's errors for an op, some of whose arguments are batched, that its batching
+    cannot run: a result whose shape depends on a batched tensor's values (a data-dependent
+    op, indexing with a batched boolean mask) and training batch norm, which would write the
+    batch's statistics into unbatched running statistics."""
+    if op.data_dependent:
+        raise RuntimeError(
+            "vmap: We do not support batching operators that can output dynamic shape. "
+            f"Attempted to vmap over aten::{op.name.split('.')[0]}. Please file an issue at "
+            "https://github.com/pytorch/pytorch/issues if you need this feature.")
+    if not op.list_arg:
+        for a in args:
+            if isinstance(a, (list, tuple)) and any(
+                    isinstance(t, Tensor) and t.dtype.name == "bool" and id(t) in batched
+                    for t in a):
+                raise RuntimeError(
+                    "vmap: We do not support batching operators that can support dynamic "
+                    "shape. Attempting to batch over indexing with a boolean mask.")
+    # Batch norm's running statistics are its arguments without a derivative (as forward
+    # AD reads them); in training mode (argument 5) the op writes them.
+    if op.forward_ad == "statistics" and len(args) > 5 and args[5] and \
+            id(args[0]) in batched and any(
+                isinstance(args[k], Tensor) and id(args[k]) not in batched
+                for k in op.nondiff_args):
+        raise RuntimeError(_BATCH_NORM_ERROR)
 
 
 @contextlib.contextmanager
@@ -120,7 +232,13 @@ def random_guard(randomness: str):
 
 
 def _name(func) -> str:
-    return getattr(func, "__name__", repr(func))
+    """How vmap's messages name `func` (a partial by the function it wraps)."""
+    name = getattr(func, "__name__", None)
+    if name is not None:
+        return name
+    if isinstance(func, functools.partial):
+        return f"functools.partial({_name(func.func)}, ...)"
+    return repr(func)
 
 
 def _check_chunk_size(chunk_size) -> None:
@@ -136,8 +254,7 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
     """(flattened args, their in_dims, batch size, the args' spec), checked as PyTorch
     checks them."""
     where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
-    if not (isinstance(in_dims, tuple) or
-            (isinstance(in_dims, int) and not isinstance(in_dims, bool))):
+    if not isinstance(in_dims, (tuple, int)):  # (a bool is an int to PyTorch's check)
         raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) "
                          f"tuple matching the structure of inputs, got: {type(in_dims)}.")
     if not args:
@@ -157,7 +274,7 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
         if dim is None:
             norm.append(None)
             continue
-        if not isinstance(dim, int) or isinstance(dim, bool):
+        if not isinstance(dim, int):
             raise ValueError(f"{where}: Got in_dim={dim} for an input but in_dim must be "
                              "either an integer dimension or None.")
         if not isinstance(arg, Tensor):
@@ -169,6 +286,8 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
             raise ValueError(f"{where}: Got in_dim={dim} for some input, but that input is a "
                              f"Tensor of dimensionality {ndim} so expected in_dim to satisfy "
                              f"-{ndim} <= in_dim < {ndim}.")
+        if isinstance(dim, bool):  # in range, then refused by the size lookup, as PyTorch's
+            raise TypeError("size(): argument 'dim' (position 1) must be int, not bool")
         norm.append(dim % ndim)
         sizes.append(arg.shape[dim])
     if not sizes:
@@ -179,15 +298,21 @@ def _mapped_inputs(name: str, in_dims, args: tuple) -> tuple:
     return flat, norm, sizes[0], spec
 
 
-def _stack_outputs(name: str, out_dims, results: list, empty: bool = False):
+def _stack_outputs(name: str, out_dims, results: list, empty: bool = False,
+                   kinds: list | None = None, mapped: list = ()):
     """The per-example results stacked along `out_dims` (a pytree prefix of the output);
     with `empty`, `results` is one stand-in example and each mapped output is left with a
-    mapped dimension of size 0."""
+    mapped dimension of size 0. `kinds` (per example, per output leaf: batched, known
+    unbatched or unknown, `_InPlaceRule.kinds`): an output known unbatched in every example,
+    with the same values in each, is PyTorch's unbatched result, computed once and expanded
+    along the mapped dimension (a batched one is PyTorch's error under `out_dims=None`).
+    Views of a `mapped` input (pairs of the input and its mapped dim) come back as one view
+    of it (`_view_of_input`)."""
     flat0, spec = _pytree.tree_flatten(results[0])
     per_leaf = [flat0] + [_pytree.tree_flatten(r)[0] for r in results[1:]]
     dims_spec = _pytree.tree_flatten(out_dims)[1]
     for leaf in _pytree.tree_flatten(out_dims)[0]:
-        if leaf is not None and (not isinstance(leaf, int) or isinstance(leaf, bool)):
+        if leaf is not None and not isinstance(leaf, int):  # (a bool counts as an int)
             raise ValueError(
                 f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
                 "python collection of ints representing where in the outputs the vmapped "
@@ -200,8 +325,14 @@ def _stack_outputs(name: str, out_dims, results: list, empty: bool = False):
             f"outputs has structure {spec!r}.")
     out = []
     for k, dim in enumerate(dims):
+        if isinstance(dim, bool):
+            dim = int(dim)
         values = [leaves[k] for leaves in per_leaf]
+        leaf_kinds = [ks[k] for ks in kinds] if kinds is not None and not empty else [None]
         if dim is None:
+            if any(kind is True for kind in leaf_kinds):
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a "
+                                 "BatchedTensor when out_dim is None")
             out.append(_unmapped(name, values))
             continue
         for v in values:
@@ -209,9 +340,109 @@ def _stack_outputs(name: str, out_dims, results: list, empty: bool = False):
                 raise ValueError(
                     f"vmap({name}, ...): `{name}` must only return Tensors, got type "
                     f"{type(v)}. Did you mean to set out_dims= to None for output?")
-        stacked = stack(values, dim)
+        # (The first example cannot tell a tensor from outside `func`: the later ones can.)
+        if leaf_kinds[0] is not True and all(k is False for k in leaf_kinds[1:] or leaf_kinds) \
+                and _same_values(values):
+            out.append(_expanded(values[0], dim, len(values)))
+            continue
+        # Stacked first, then moved to `dim`, as PyTorch moves its batch dimension (its
+        # results' strides).
+        stacked = None if empty else _view_of_input(values, mapped)
+        if stacked is None:
+            stacked = _stack_in_layout(values)
+        if dim != 0 and dim != -stacked.dim():
+            stacked = stacked.movedim(0, dim)
         out.append(stacked.narrow(dim, 0, 0) if empty else stacked)
     return _pytree.tree_unflatten(out, spec)
+
+
+def _view_of_input(values: list, mapped) -> Tensor | None:
+    """The examples' results as one view of a mapped input, batch dimension first, when each
+    is a view of its memory laid out alike at evenly spaced offsets (`x[1:]`, `x.t()`,
+    `x` itself): PyTorch hands those back as views of the input (the input itself for `x`),
+    sharing its memory. Results with history only when they are the input itself (a view of
+    a graph would need the view ops' nodes); None otherwise."""
+    first = values[0]
+    if not all(isinstance(v, Tensor) for v in values):
+        return None
+    shape, strides = tuple(first.shape), first.stride()
+    if any(tuple(v.shape) != shape or v.stride() != strides for v in values[1:]):
+        return None
+    ptr = first.untyped_storage().data_ptr()
+    for a, d in mapped:
+        if not isinstance(a, Tensor) or a.dtype != first.dtype or \
+                a.untyped_storage().data_ptr() != ptr:
+            continue
+        if any(v.untyped_storage().data_ptr() != ptr for v in values[1:]):
+            return None
+        offsets = [v.storage_offset() for v in values]
+        step = offsets[1] - offsets[0] if len(values) > 1 else a.stride(d)
+        if any(o - offsets[0] != i * step for i, o in enumerate(offsets)):
+            return None
+        size, stride = (len(values),) + shape, (step,) + strides
+        if tuple(a.shape) == size and a.stride() == stride and \
+                a.storage_offset() == offsets[0]:
+            return a
+        if any(v.requires_grad for v in values):
+            return None
+        return a.detach().as_strided(size, stride, offsets[0])
+    return None
+
+
+def _stack_in_layout(values: list) -> Tensor:
+    """`values` stacked along a new first dimension, each keeping the memory order of its
+    dims when all are laid out alike (a transposed Jacobian, `x.t()`): PyTorch's batch
+    dimension is outermost in memory and each example's layout is the op's, so its results'
+    strides are these."""
+    first = values[0]
+    order = _dense_order(first)
+    if order is None or any(v.stride() != first.stride() or v.shape != first.shape
+                            for v in values[1:]):
+        return stack(values, 0)
+    stacked = stack([v.permute(order) for v in values], 0)
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return stacked.permute([0] + [1 + inverse[d] for d in range(len(order))])
+
+
+def _dense_order(t: Tensor) -> list | None:
+    """The dims of `t` outermost in memory first, when `t` is dense (no gaps, no overlap)
+    but not contiguous; None otherwise."""
+    if t.is_contiguous():
+        return None
+    shape, strides = tuple(t.shape), t.stride()
+    order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= shape[d]
+    return order
+
+
+def _same_values(values: list) -> bool:
+    """Whether every tensor of `values` has the first one's shape, dtype and values."""
+    first = values[0]
+    with no_grad():
+        return all(v.shape == first.shape and v.dtype == first.dtype and
+                   bool((v == first).all()) for v in values[1:])
+
+
+def _expanded(value: Tensor, dim: int, size: int) -> Tensor:
+    """An unbatched result as PyTorch hands it back: `value` expanded (not copied) to `size`
+    along a new dimension `dim`."""
+    ndim = value.dim()
+    if dim < 0:
+        dim += ndim + 1
+    if not 0 <= dim <= ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim - 1}, "
+                         f"{ndim}], but got {dim})")
+    if dim == 0:
+        return value.expand(size, *value.shape)
+    shape = list(value.shape)
+    shape.insert(dim, size)
+    return value.unsqueeze(dim).expand(shape)
 
 
 def _unmapped(name: str, values: list):
@@ -240,7 +471,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     def wrapped(*args, **kwargs):
         name = _name(func)
         flat, dims, size, spec = _mapped_inputs(name, in_dims, args)
-        results = []
+        results, kinds, seen = [], [], {}
         frame = VmapFrame(size, randomness)
         unmapped = [a for a, d in zip(flat, dims) if d is None]
         with random_guard(randomness) as rule, running(frame):
@@ -253,10 +484,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
                     # No example to run: zeros shaped as one give the results' shapes.
                     example = [a if d is None else _stand_in(a, d) for a, d in zip(flat, dims)]
                 with _InPlaceRule(i, [e for e, d in zip(example, dims) if d is not None],
-                                  unmapped) as inplace:
+                                  unmapped, randomness, seen) as inplace:
                     frame.start(i, example, flat, dims, inplace)
-                    results.append(func(*_pytree.tree_unflatten(example, spec), **kwargs))
-        return _stack_outputs(name, out_dims, results, empty=size == 0)
+                    out = func(*_pytree.tree_unflatten(example, spec), **kwargs)
+                    results.append(out)
+                    kinds.append(inplace.kinds(out))
+        mapped = [(a, d) for a, d in zip(flat, dims) if d is not None]
+        return _stack_outputs(name, out_dims, results, empty=size == 0, kinds=kinds,
+                              mapped=mapped)
 
     return wrapped
 
