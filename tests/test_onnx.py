@@ -330,13 +330,15 @@ class OpModel(nn.Module):
     def forward(self, *tensors):
         it = iter(tensors)
         args = [next(it) if isinstance(a, np.ndarray) else
-                [next(it) for _ in a] if _is_array_list(a) else a for a in self.args]
+                [None if x is None else next(it) for x in a] if _is_array_list(a) else a
+                for a in self.args]
         out = _dispatch.call(self.op, *args)
         return out[0] if isinstance(out, tuple) else out  # the saved statistics stay out
 
 
 def _is_array_list(a):
-    return isinstance(a, list) and bool(a) and isinstance(a[0], np.ndarray)
+    """A list of arrays (an index list may hold None among them: a dim kept whole)."""
+    return isinstance(a, list) and any(isinstance(x, np.ndarray) for x in a)
 
 
 @pytest.mark.parametrize("opset", [13, 17, 18])
@@ -346,7 +348,7 @@ def test_registry_entries_match_onnxruntime(name, opset):
     # Each entry on its own samples (graph inputs, no folding): onnxruntime's result has the
     # op's shape, dtype and values, or the export refuses with an error naming the op.
     op = REGISTRY[name]
-    passed = 0
+    passed = before_opset = 0
     samples = op.samples(np.random.default_rng(0), np.float32)
     if not samples:  # (mkldnn_rnn_layer: float32-only, tested through nn.LSTM elsewhere)
         pytest.skip(f"{name} has no registry samples")
@@ -359,7 +361,7 @@ def test_registry_entries_match_onnxruntime(name, opset):
     for sample in samples:
         arrays = [x for a in sample.args
                   for x in (a if _is_array_list(a) else [a] if isinstance(a, np.ndarray)
-                            else [])]
+                            else []) if x is not None]
         if any(x.size == 0 for x in arrays):
             continue  # empty tensors: nothing to compare
         model = OpModel(op, sample.args)
@@ -370,6 +372,7 @@ def test_registry_entries_match_onnxruntime(name, opset):
             proto, _ = capture(model, inputs, opset, fold=False)
         except UnsupportedOperatorError as e:
             assert f"'aten::{name.split('.')[0]}'" in str(e)
+            before_opset += "before opset" in str(e)  # (an ONNX operator this opset lacks)
             continue
         onnx.checker.check_model(proto, full_check=True)
         session = ort.InferenceSession(proto.SerializeToString(),
@@ -378,7 +381,7 @@ def test_registry_entries_match_onnxruntime(name, opset):
         assert got.shape == expected.shape and got.dtype == expected.dtype, sample.name
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, err_msg=sample.name)
         passed += 1
-    assert passed, f"no sample of {name} was exported"
+    assert passed or before_opset, f"no sample of {name} was exported"
 
 
 def test_inplace_writes_into_views(tmp_path):

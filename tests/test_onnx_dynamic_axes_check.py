@@ -1,6 +1,7 @@
-"""Dynamic axes in ONNX export: a graph that works at any size of its dynamic axes runs in
-onnxruntime at another size as the eager model does; one that computes with the example's
-size (a size read as a number) is refused, where it would give wrong results silently."""
+"""Dynamic axes in ONNX export: a graph that works at any size of its dynamic axes (sizes
+read from them included: the graph computes those) runs in onnxruntime at another size as the
+eager model does; one that computes with the example's size (a size read as a plain number)
+is refused, where it would give wrong results silently."""
 
 import numpy as np
 import pytest
@@ -26,12 +27,19 @@ VALID = [
     lambda x: x + fusegrad.arange(x.size(1)),
     lambda x: x[:, None, :].expand(-1, 3, -1),
     lambda x: x[1:].relu() * 2,
-]
-SIZE_BOUND = [
+    # Sizes read from a dynamic axis are computed by the graph, as PyTorch's tracer records
+    # aten::size: these run at other sizes too.
     lambda x: x.sum(0) / x.shape[0],
     lambda x: x[-1],
     lambda x: x * fusegrad.arange(x.size(0)).unsqueeze(1),
     lambda x: x + fusegrad.zeros(x.shape[0], 1),
+]
+# A size read as a plain number (`len`, `int`) is fixed to the example's.
+SIZE_BOUND = [
+    lambda x: x.sum(0) / len(x),
+    lambda x: x * fusegrad.arange(len(x)).unsqueeze(1),
+    lambda x: x + fusegrad.zeros(len(x), 1),
+    lambda x: x[: int(x.shape[0]) - 1],
 ]
 
 

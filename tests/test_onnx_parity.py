@@ -99,11 +99,20 @@ def test_writes_into_views_reach_base_and_other_views():
 
 
 def test_dynamic_size_arithmetic_is_refused():
-    # 4 // 2 == 5 // 2: the check must look at a clearly different size too.
-    model = Fn(lambda x: x[:, : x.size(1) // 2] * 2)
+    # A size read as a plain number: 4 // 2 == 5 // 2, so the check must look at a clearly
+    # different size too.
+    model = Fn(lambda x: x[:, : int(x.size(1)) // 2] * 2)
     with pytest.raises(RuntimeError, match="depends on the example's size"):
         torch.onnx.export(model, (torch.randn(2, 4, 3),), io.BytesIO(), input_names=["x"],
                           dynamic_axes={"x": {1: "t"}})
+    # Read as a size, the graph computes it (as PyTorch's exporter records aten::size).
+    halves = Fn(lambda x: x[:, : x.size(1) // 2] * 2)
+    buffer = io.BytesIO()
+    torch.onnx.export(halves, (torch.randn(2, 4, 3),), buffer, input_names=["x"],
+                      dynamic_axes={"x": {1: "t"}})
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    x = torch.randn(2, 7, 3)
+    np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], halves(x).numpy())
     # An even-only model that is size-independent still exports with the dynamic axis.
     pairs = Fn(lambda x: x.reshape(x.shape[0], x.shape[1] // 2, 2 * x.shape[2]))
     buffer = io.BytesIO()

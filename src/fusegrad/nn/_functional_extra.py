@@ -13,6 +13,7 @@ import numbers
 import warnings
 
 from .._dispatch import call
+from .._symbolic import size_int
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
 from ..ops import normalization as G
@@ -125,9 +126,9 @@ def _output_and_scales(input: Tensor, size, scale_factor,
                     "expected size to be one of int or Tuple[int] or Tuple[int, int] or "
                     "Tuple[int, int, int], but got size with types "
                     f"{[type(v) for v in size]}")
-            sizes = [int(v) for v in size]
+            sizes = [size_int(v) for v in size]  # (a size read from a tensor stays one)
         else:
-            sizes = [int(size)] * dim
+            sizes = [size_int(size)] * dim
         if recompute_scale_factor:
             raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
         return sizes, [None] * dim

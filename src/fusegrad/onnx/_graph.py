@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .._symbolic import SymInt, _term_order
+
 
 class UnsupportedOperatorError(RuntimeError):
     """Raised when an op has no ONNX mapping; the message names the operator."""
@@ -41,6 +43,15 @@ class Const:
     # The constant this one is the 2-D transpose of (`t(weight)` folded), so that Gemm can
     # read the weight itself with transB=1 and keep its state_dict name.
     transpose_of: Const | None = None
+
+
+def has_sym(v: Any) -> bool:
+    """Whether `v` (a number or a nested list/tuple of them) holds a symbolic size."""
+    if isinstance(v, SymInt):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(has_sym(x) for x in v)
+    return False
 
 
 class Builder:
@@ -74,6 +85,10 @@ class Builder:
         self._used: set[str] = set()
         # id -> (name, constant): the constant is kept so that its id is never reused.
         self._const_names: dict[int, tuple[str, Const]] = {}
+        # Symbolic sizes (`SymInt`s of dynamic axes): each symbol's maker of its run-time
+        # value (a 1-element int64 Value), and the values made, by expression.
+        self.symbols: dict[str, Any] = {}
+        self._sym_values: dict[str, Value] = {}
 
     # ------------------------------------------------------------------ names
 
@@ -115,9 +130,49 @@ class Builder:
         """A fresh constant from `array` (cast to `dtype` when given)."""
         return Const(np.asarray(array, dtype=dtype), name)
 
-    def ints(self, values: Any) -> Const:
-        """A 1-D int64 constant (axes, shapes, pads)."""
-        return Const(np.asarray(list(values), dtype=np.int64).reshape(-1))
+    def ints(self, values: Any) -> Const | Value:
+        """A 1-D int64 constant (axes, shapes, pads); computed at run time when a value is a
+        symbolic size (a `SymInt` of a dynamic axis)."""
+        values = list(values)
+        if has_sym(values):
+            return self.shape_tensor(values)
+        return Const(np.asarray(values, dtype=np.int64).reshape(-1))
+
+    def sym_value(self, s: Any) -> Value | Const:
+        """Symbolic size `s` (a `SymInt`: a polynomial over symbols and divisions) as a
+        1-element int64 value computed at run time."""
+        if not isinstance(s, SymInt):
+            return Const(np.asarray([int(s)], dtype=np.int64))
+        if s.expr in self._sym_values:
+            return self._sym_values[s.expr]
+
+        def binary(op_type: str, a: Any, c: Any, **attrs: Any) -> Value:
+            return self.op(op_type, [a, c], np.int64, 1, name="size", is_shape=True, **attrs)
+
+        def atom(key: str) -> Any:
+            if key in self.symbols:
+                return self.symbols[key](self)
+            op, left, right, _ = s.env.atoms[key]
+            a, c = self.sym_value(left), self.sym_value(right)
+            rem = binary("Mod", a, c, fmod=0)  # Python's modulo: the divisor's sign
+            if op.__name__ == "mod":
+                return rem
+            # Python's floor division, exact (ONNX's integer Div truncates toward zero)
+            return binary("Div", binary("Sub", a, rem), c)
+
+        total = None
+        for m, c in sorted(s.poly.items(), key=_term_order):
+            if not m:
+                term = self.ints([c])
+            else:
+                term = atom(m[0])
+                for key in m[1:]:
+                    term = binary("Mul", term, atom(key))
+                if c != 1:
+                    term = binary("Mul", term, self.ints([c]))
+            total = term if total is None else binary("Add", total, term)
+        self._sym_values[s.expr] = total
+        return total
 
     def op(self, op_type: str, inputs: list, dtype: Any, rank: int | None, *,
            name: str | None = None, is_shape: bool = False, n_out: int = 1,
@@ -158,6 +213,8 @@ class Builder:
         """A tensor operand of `dtype` from a graph value, a constant or a Python number."""
         if isinstance(v, (Value, Const)):
             return self.cast(v, dtype)
+        if has_sym(v):  # a size of a dynamic axis, as a 0-d tensor computed at run time
+            return self.cast(self.squeeze(self.sym_value(v), [0]), dtype)
         return Const(np.asarray(v, dtype=dtype))
 
     def cast(self, v: Value | Const, dtype: Any) -> Value | Const:
@@ -209,15 +266,26 @@ class Builder:
         if all(isinstance(d, (int, np.integer)) for d in dims):
             return self.ints(dims)
         parts: list = []
+        run: list[int] = []  # consecutive plain ints, written as one constant
         for d in dims:
             if isinstance(d, (int, np.integer)):
-                parts.append(self.ints([d]))
+                run.append(int(d))
+                continue
+            if run:
+                parts.append(self.ints(run))
+                run = []
+            if has_sym(d):
+                parts.append(self.sym_value(d))
             elif isinstance(d, Const):
                 parts.append(self.ints(np.asarray(d.array).reshape(-1)))
             elif d.rank == 0:
                 parts.append(self.unsqueeze(self.cast(d, np.int64), [0]))
             else:
                 parts.append(self.cast(d, np.int64))
+        if run:
+            parts.append(self.ints(run))
+        if len(parts) == 1 and isinstance(parts[0], Value):
+            return parts[0]
         return self.op("Concat", parts, np.int64, 1, is_shape=True, axis=0)
 
 

@@ -5,20 +5,32 @@ example inputs under `_Capture`, a dispatch mode that sees every registry op cal
 is mapped to ONNX through its `OpDef.onnx` entry (the registry is the only list of ops).
 Parameters and buffers become initializers named after their state_dict keys; an op whose
 inputs are all constants is folded (its example result becomes a constant). The
-`ModelProto` is then built, checked and saved atomically.
+`ModelProto` is then built (nodes no output needs dropped), checked and saved atomically.
+
+With dynamic axes, sizes are traced as PyTorch's tracer traces `aten::size`: while the model
+runs, `Tensor.shape`/`size()` give a `SymInt` (`_symbolic.py`) for each dim of a graph value
+that ONNX shape inference of the graph so far does not find fixed (an input's dynamic axis
+keeps its own symbol), and the factories of sizes (`arange`, `zeros`, `ones`, `full`, their
+`_like` and `new_` forms) given such sizes become graph nodes. A mapping hands the sizes it
+receives to `Builder.ints`/`operand`, which compute symbolic ones at run time. A size read
+as a plain number (`len(x)`, `int(x.size(0))`) stays the example's: the graph is then
+captured again at other sizes and refused if it differs (`_check_dynamic_axes`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
+import threading
 import warnings
 from typing import Any
 
 import numpy as np
 
 from .._dispatch import DispatchMode, call
-from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of
+from .._symbolic import ShapeEnv
+from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of, has_sym
 
 MIN_OPSET = 13
 # PyTorch's default for both of its exporters (`opset_version=None`).
@@ -95,6 +107,154 @@ def _tensor_cls() -> type:
     return Tensor
 
 
+# The exporter reading sizes symbolically, and the thread it runs in (other threads read
+# plain sizes meanwhile).
+_SYMBOLIC: list = []
+_PATCH_LOCK = threading.Lock()
+
+
+def _active() -> Any:
+    if _SYMBOLIC and _SYMBOLIC[-1][1] == threading.get_ident():
+        return _SYMBOLIC[-1][0]
+    return None
+
+
+_SAVED: list = []  # (owner, attribute name, plain value) of each patch in place
+
+
+def _spread_sizes(args: tuple, kwargs: dict) -> Any:
+    """The sizes of a `zeros(*sizes)`-style factory call (spread, one sequence, size=)."""
+    if "size" in kwargs:
+        return kwargs["size"]
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return args[0]
+    return args
+
+
+def _full_sizes(args: tuple, kwargs: dict) -> Any:
+    """The sizes of a `full(size, fill_value)` call."""
+    return kwargs["size"] if "size" in kwargs else args[0] if args else ()
+
+
+def _set(owner: Any, name: str, value: Any) -> None:
+    _SAVED.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
+                   else getattr(owner, name)))
+    setattr(owner, name, value)
+
+
+def _patch() -> None:
+    """Put the symbolic `Tensor.shape`/`size` and the traced factories in place."""
+    import fusegrad
+
+    from .. import _creation
+    from .._shapes import Size
+
+    Tensor = _tensor_cls()
+    plain_shape, plain_size = Tensor.__dict__["shape"], Tensor.__dict__["size"]
+
+    def shape(self):
+        ex = _active()
+        return plain_shape.fget(self) if ex is None else Size(ex.sizes(self))
+
+    def size(self, dim=None):
+        plain = plain_size(self, dim)  # PyTorch's errors for a bad dim
+        ex = _active()
+        if ex is None:
+            return plain
+        sizes = ex.sizes(self)
+        return Size(sizes) if dim is None else sizes[dim if dim >= 0 else dim + len(sizes)]
+
+    def traced(plain: Any, bind: Any) -> Any:
+        """`plain` (a factory), its result bound to graph nodes when its arguments hold a
+        symbolic size."""
+        def factory(*args, **kwargs):
+            out = plain(*args, **kwargs)
+            ex = _active()
+            if ex is not None and id(out) not in ex.env and (
+                    has_sym(args) or has_sym(list(kwargs.values()))):
+                bind(ex, out, args, kwargs)
+            return out
+
+        return _named(factory, plain)
+
+    def like(plain: Any) -> Any:
+        """`plain` (zeros_like and its kin), its result bound to graph nodes when its
+        input's sizes are symbolic."""
+        def factory(input, *args, **kwargs):
+            out = plain(input, *args, **kwargs)
+            ex = _active()
+            if ex is not None and id(out) not in ex.env and isinstance(input, Tensor):
+                sizes = ex.sizes(input)
+                if has_sym(sizes):
+                    ex.bind_filled(out, sizes)
+            return out
+
+        return _named(factory, plain)
+
+    def filled(sizes_of: Any) -> Any:
+        return lambda ex, out, args, kwargs: ex.bind_filled(out, sizes_of(args, kwargs))
+
+    def method(sizes_of: Any) -> Any:  # `self.new_zeros(*sizes)`: the sizes after self
+        return filled(lambda args, kwargs: sizes_of(args[1:], kwargs))
+
+    def ranged(ex: _Exporter, out: Any, args: tuple, kwargs: dict) -> None:
+        ex.bind_range(out, args, kwargs)
+
+    shape.__doc__ = plain_shape.__doc__
+    _set(Tensor, "shape", property(shape))
+    _set(Tensor, "size", _named(size, plain_size))
+    # the factories of sizes a model computes (PyTorch's tracer records them as ops)
+    _set(Tensor, "new_zeros", traced(Tensor.new_zeros, method(_spread_sizes)))
+    _set(Tensor, "new_ones", traced(Tensor.new_ones, method(_spread_sizes)))
+    _set(Tensor, "new_full", traced(Tensor.new_full, method(_full_sizes)))
+    for module in (fusegrad, _creation):  # (the package's own functions wrap _creation's)
+        _set(module, "arange", traced(module.arange, ranged))
+        _set(module, "zeros", traced(module.zeros, filled(_spread_sizes)))
+        _set(module, "ones", traced(module.ones, filled(_spread_sizes)))
+        _set(module, "full", traced(module.full, filled(_full_sizes)))
+        _set(module, "zeros_like", like(module.zeros_like))
+        _set(module, "ones_like", like(module.ones_like))
+        _set(module, "full_like", like(module.full_like))
+
+
+def _named(wrapper: Any, plain: Any) -> Any:
+    """`wrapper` with the name, module and docstring of the function it stands for."""
+    for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+        setattr(wrapper, attr, getattr(plain, attr, None))
+    return wrapper
+
+
+def _unpatch() -> None:
+    while _SAVED:
+        owner, name, value = _SAVED.pop()
+        setattr(owner, name, value)
+
+
+@contextlib.contextmanager
+def _symbolic_sizes(ex: _Exporter) -> Any:
+    """While the model runs: `Tensor.shape` and `Tensor.size()` give `SymInt`s for the
+    dynamic dims of graph values, and `arange` of a symbolic size is a Range node, as
+    PyTorch's tracer records `aten::size` and `aten::arange` on traced sizes. The patches
+    are in place while any export runs; other threads read plain sizes meanwhile."""
+    entry = (ex, threading.get_ident())
+    with _PATCH_LOCK:
+        if not _SYMBOLIC:
+            _patch()
+        _SYMBOLIC.append(entry)
+    try:
+        yield
+    finally:
+        with _PATCH_LOCK:
+            _SYMBOLIC.remove(entry)
+            if not _SYMBOLIC:
+                _unpatch()
+
+
+class _SymbolicFailure(Exception):
+    """An op's mapping could not take a symbolic size: the capture is done again with the
+    example's sizes (and the dynamic-axes check decides)."""
+
+
 class _Capture(DispatchMode):
     """Runs each op for real (the example values drive folding and shape-dependent
     mappings) and hands the call to the exporter."""
@@ -123,6 +283,18 @@ class _Exporter:
         self.param_keys: set[str] = set()
         self.params: dict[str, Const] = {}
         self.handled: list[Any] = []  # the OpDefs mapped, in call order
+        # With dynamic axes: the graph's inputs (for shape inference of the graph so far),
+        # each value's inferred dims (None where not a fixed number), and the run-time
+        # value of each dynamic dim read.
+        self.graph_inputs: list = []
+        self.inferred: dict[str, list] = {}
+        self.dim_values: dict[tuple[str, int], Value] = {}
+        self.dim_symbols: dict[tuple[str, int], Any] = {}
+        self.types: dict[str, Any] = {}  # a value's inferred TypeProto
+        self.producer: dict[str, int] = {}  # a value -> the index of the node making it
+        self.inferred_upto = 0  # the nodes before this index have been inferred
+        self.axis_symbols: dict[str, Any] = {}  # a dynamic axis's name -> its symbol
+        self.shape_env = ShapeEnv()
         if hasattr(model, "named_parameters"):
             for name, t in list(model.named_parameters()) + list(model.named_buffers()):
                 self.param_names.setdefault(id(t), name)
@@ -173,6 +345,170 @@ class _Exporter:
                 "or copy made without dispatch) cannot be exported")
         return Const(np.array(a._data))  # made in forward from constants: a constant
 
+    # ------------------------------------------------------------------ symbolic sizes
+
+    def sizes(self, t: Any) -> tuple:
+        """The sizes of tensor `t` as the model reads them: a dim of a graph value that is
+        not a fixed number (a dynamic axis, or one computed from it) is a `SymInt`, so the
+        ops it is passed to compute it at run time, as PyTorch's tracer records
+        `aten::size`. A dim that shape inference finds to be a dynamic axis of an input is
+        that axis's symbol; another one a symbol of its own, read from `t`'s shape."""
+        shape = t._data.shape
+        v = self.env.get(id(t))
+        if isinstance(v, _Lazy):
+            v = v.value
+        if not isinstance(v, Value) or not shape:
+            return shape
+        dims = self._inferred_dims(v)
+        out = []
+        for d, n in enumerate(shape):
+            known = None if dims is None else dims[d]
+            if isinstance(known, int) or n < 2:  # sizes 0 and 1 stay static, as Dynamo's
+                out.append(n)
+            elif isinstance(known, str) and known in self.axis_symbols \
+                    and self.axis_symbols[known].hint == n:
+                out.append(self.axis_symbols[known])
+            else:
+                key = (v.name, d)
+                if key not in self.dim_symbols:
+                    self.dim_symbols[key] = self.new_symbol(f"{v.name}.size({d})", n, v, d)
+                out.append(self.dim_symbols[key])
+        return tuple(out)
+
+    def new_symbol(self, source: str, hint: int, v: Value, d: int) -> Any:
+        """A fresh symbol for dim `d` of graph value `v` (its value read by Shape when a
+        mapping first uses it)."""
+        sym, _ = self.shape_env.symbol(source, hint, duck=False)
+
+        def make(b: Builder) -> Value:
+            key = (v.name, d)
+            if key not in self.dim_values:
+                self.dim_values[key] = b.shape(v, d, d + 1)
+            return self.dim_values[key]
+
+        self.b.symbols[sym.expr] = make
+        return sym
+
+    def _inferred_dims(self, v: Value) -> list | None:
+        """The dims of `v` that ONNX shape inference finds fixed (None for the others), from
+        the graph built so far; None when inference says nothing of `v`."""
+        if v.name not in self.inferred:
+            self._infer()
+        dims = self.inferred.get(v.name)
+        return dims if dims is not None and len(dims) == (v.rank or 0) else None
+
+    def _infer(self) -> None:
+        """Shape inference of the nodes added since the last call, with the types found
+        before for their inputs (so each node is inferred once), and the earlier nodes that
+        computed the small int64 values among those inputs (shapes, sizes: inference reads
+        their values through its data propagation)."""
+        onnx, b = self.b.onnx, self.b
+        nodes = b.nodes
+        new = range(self.inferred_upto, len(nodes))
+        for k in new:
+            for out in nodes[k].output:
+                self.producer[out] = k
+        chosen = set(new)
+        stack = [i for k in new for i in nodes[k].input if i]
+        while stack:
+            k = self.producer.get(stack.pop())
+            if k is not None and k not in chosen and all(
+                    self._small_int(o) for o in nodes[k].output):
+                chosen.add(k)
+                stack.extend(i for i in nodes[k].input if i)
+        order = sorted(chosen)
+        produced = {o for k in order for o in nodes[k].output}
+        declared = {i.name: i for i in self.graph_inputs}
+        inputs, inits = [], []
+        for name in dict.fromkeys(i for k in order for i in nodes[k].input if i):
+            if name in produced:
+                continue
+            init = b.initializers.get(name)
+            if init is not None:
+                if int(np.prod(list(init.dims))) <= 64:  # shapes, axes: values matter
+                    inits.append(init)
+                else:  # weights: their type and shape are enough
+                    inputs.append(onnx.helper.make_tensor_value_info(
+                        init.name, init.data_type, list(init.dims)))
+            elif name in self.types:
+                inputs.append(onnx.helper.make_value_info(name, self.types[name]))
+            elif name in declared:
+                inputs.append(declared[name])
+        graph = onnx.helper.make_graph([nodes[k] for k in order], "partial", inputs, [],
+                                       initializer=inits)
+        # Reshape propagates a computed shape's values from opset 14 (its opset 13 form
+        # infers nothing), and the two read this graph's nodes alike
+        opset = max(b.opset, 14)
+        model = onnx.helper.make_model(graph, opset_imports=[
+            onnx.helper.make_opsetid("", opset)])
+        model.ir_version = ir_version_for(onnx, opset)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False,
+                                                         data_prop=True)
+        except Exception:  # noqa: BLE001 - every dim unknown: read at run time
+            inferred = model
+        for info in list(inferred.graph.input) + list(inferred.graph.value_info):
+            tt = info.type.tensor_type
+            if not tt.HasField("shape"):
+                continue
+            kept = onnx.TypeProto()
+            kept.CopyFrom(info.type)
+            for d in kept.tensor_type.shape.dim:  # inference's own names mean nothing later
+                if d.HasField("dim_param") and d.dim_param not in self.axis_symbols:
+                    d.Clear()
+            self.types.setdefault(info.name, kept)
+            self.inferred[info.name] = [
+                d.dim_value if d.HasField("dim_value") else
+                d.dim_param if d.dim_param in self.axis_symbols else None
+                for d in tt.shape.dim]
+        for k in new:  # values inference said nothing of: not asked again
+            for out in nodes[k].output:
+                self.inferred.setdefault(out, None)
+        self.inferred_upto = len(nodes)
+
+    def _small_int(self, name: str) -> bool:
+        """Whether value `name` is a small int64 tensor (a shape, a size) by its type."""
+        t = self.types.get(name)
+        if t is None or t.tensor_type.elem_type != self.b.onnx.TensorProto.INT64:
+            return False
+        dims = t.tensor_type.shape.dim
+        return len(dims) <= 1 and all(d.HasField("dim_value") and d.dim_value <= 64
+                                      for d in dims)
+
+    def bind_range(self, out: Any, args: tuple, kwargs: dict) -> None:
+        """Make `out`, `arange(*args, **kwargs)` with a symbolic bound, a Range node."""
+        names = ("start", "end", "step")
+        given = dict(zip(names, args)) if len(args) > 1 else {"end": args[0]} if args else {}
+        given.update({k: v for k, v in kwargs.items() if k in names})
+        start, end, step = given.get("start", 0), given.get("end"), given.get("step", 1)
+        if end is None:
+            start, end = 0, start
+        b = self.b
+        dtype = np.dtype(out._data.dtype)
+        whole = not any(isinstance(v, (float, np.floating)) for v in (start, end, step))
+        calc = np.dtype(np.int64) if whole else np.dtype(np.float64)
+
+        def scalar(v: Any) -> Any:
+            if has_sym(v):
+                return b.cast(b.squeeze(b.sym_value(v), [0]), calc)
+            return b.const(np.asarray(v, calc))
+
+        b.origin = "arange"
+        r = b.op("Range", [scalar(start), scalar(end), scalar(step)], calc, 1, name="arange")
+        self.bind(out, b.cast(r, dtype))
+
+    def bind_filled(self, out: Any, sizes: Any) -> None:
+        """Make `out`, a factory's tensor of one value with symbolic `sizes`, that value
+        expanded to the sizes computed at run time."""
+        b = self.b
+        data = out._data
+        value = data.reshape(-1)[0] if data.size else np.zeros((), data.dtype)
+        b.origin = "full"
+        sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
+        self.bind(out, b.op("Expand", [b.const(np.asarray(value, data.dtype)),
+                                       b.shape_tensor(sizes)], data.dtype, data.ndim,
+                            name="full"))
+
     # ------------------------------------------------------------------ one op call
 
     def record(self, op: Any, args: tuple, result: Any) -> None:
@@ -191,7 +527,8 @@ class _Exporter:
             if args[0]._base is not None and not written:
                 for t, _ in self.by_counter.pop(id(args[0]._vc), ()):
                     self.env.pop(id(t), None)  # constants: read again from the data when used
-        if not any(isinstance(v, Value) for v in flat):
+        # a symbolic size among the arguments is computed by the graph: never folded
+        if not any(isinstance(v, Value) for v in flat) and not any(has_sym(a) for a in args):
             if self.fold or not any(isinstance(v, Const) for v in flat):
                 for r in results:
                     if isinstance(r, Tensor):
@@ -205,10 +542,15 @@ class _Exporter:
         b.origin = op.name
         b.out_dtype = np.dtype(first._data.dtype) if isinstance(first, Tensor) else None
         b.out_rank = first.dim() if isinstance(first, Tensor) else None
-        if isinstance(entry, str):
-            outs = _string_rule(b, op, entry, inputs, args, first)
-        else:
-            outs = entry(b, inputs, args, {}, self.opset)
+        try:
+            if isinstance(entry, str):
+                outs = _string_rule(b, op, entry, inputs, args, first)
+            else:
+                outs = entry(b, inputs, args, {}, self.opset)
+        except (TypeError, ValueError, AttributeError, IndexError) as e:
+            if not has_sym(list(args)):
+                raise
+            raise _SymbolicFailure(op.name) from e  # a mapping that reads sizes as ints
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         self.handled.append(op)
         for i, r in enumerate(results):
@@ -344,7 +686,8 @@ def _string_rule(b: Builder, op: Any, op_type: str, inputs: list, args: tuple,
     defaults = _kernel_defaults(op)
     positions = []
     for i, a in enumerate(args):
-        if isinstance(a, Tensor) or (i in op.tensor_args and isinstance(a, (int, float))):
+        if isinstance(a, Tensor) or (i in op.tensor_args and (isinstance(a, (int, float))
+                                                               or has_sym(a))):
             positions.append(i)
             continue
         empty = inspect.Parameter.empty
@@ -432,11 +775,16 @@ def _check_dynamic_axes(proto: Any, model: Any, args: Any, opset: int, fold: boo
                               size)
         if grown is None:
             return
+        saved = _state(model)
         try:
             other = capture(model, grown[0], opset, fold, export_params, input_names,
                             output_names, dynamic_axes, kwargs=grown[1], training=training)[0]
         except Exception:  # the model does not run at this size: nothing to compare
             continue
+        finally:
+            # the model ran once for the export, as PyTorch's does (a training-mode export
+            # updates batch norm's statistics once), not once more for each check
+            _restore(saved)
         if content(other) != expected:
             raise RuntimeError(
                 "torch.onnx.export: the exported graph depends on the example's size of a "
@@ -444,6 +792,23 @@ def _check_dynamic_axes(proto: Any, model: Any, args: Any, opset: int, fold: boo
                 "x.shape[0] in arithmetic, a negative index, or a factory of x.size(0)), "
                 "which the graph would keep as a constant and compute wrongly at other "
                 "sizes; export without those dynamic axes")
+
+
+def _state(model: Any) -> list:
+    """The data of `model`'s buffers (what a forward updates: running statistics), copied."""
+    if not hasattr(model, "named_buffers"):
+        return []
+    return [(t, t._data, t._data.copy()) for _, t in model.named_buffers()
+            if t._data is not None]
+
+
+def _restore(saved: list) -> None:
+    """Put back the data `_state` copied (in place where the array is still the tensor's)."""
+    for t, array, copy in saved:
+        if t._data is array and array.flags.writeable:
+            np.copyto(array, copy)
+        else:
+            t._data = copy
 
 
 def _save_atomic(onnx: Any, proto: Any, f: Any) -> None:
@@ -557,6 +922,7 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
     opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
     _check_opset(onnx, opset)
     args, kwargs = _split_args(args, kwargs)
+    _validate_dynamic_axes(dynamic_axes, input_names, output_names)
     proto = capture(model, args, opset, do_constant_folding, export_params,
                     input_names, output_names, dynamic_axes, kwargs=kwargs, training=mode,
                     keep_initializers_as_inputs=keep_initializers_as_inputs)[0]
@@ -570,6 +936,26 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
     if f is not None:
         _save_atomic(onnx, proto, f)
     return proto if dynamo else None
+
+
+def _validate_dynamic_axes(dynamic_axes: dict | None, input_names: list | None,
+                           output_names: list | None) -> None:
+    """PyTorch's warnings for `dynamic_axes`: a key that is none of the given input and
+    output names, and axes given as a list (which get generated names: the dict is updated
+    in place, as PyTorch's is)."""
+    if not dynamic_axes:
+        return
+    valid = set(input_names or []) | set(output_names or [])
+    for key, axes in dynamic_axes.items():
+        if key not in valid:
+            warnings.warn(f"Provided key {key} for dynamic axes is not a valid input/output "
+                          "name", UserWarning, stacklevel=3)
+        if isinstance(axes, list):
+            warnings.warn("No names were found for specified dynamic axes of provided input."
+                          "Automatically generated names will be applied to each dynamic "
+                          f"axes of input {key}", UserWarning, stacklevel=3)
+            dynamic_axes[key] = {int(a): f"{key}_dynamic_axes_{i + 1}"
+                                 for i, a in enumerate(axes)}
 
 
 def _split_args(args: Any, kwargs: dict | None) -> tuple[tuple, dict]:
@@ -589,10 +975,12 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
             export_params: bool = True, input_names: list | None = None,
             output_names: list | None = None, dynamic_axes: dict | None = None, *,
             kwargs: dict | None = None, training: TrainingMode = TrainingMode.EVAL,
-            keep_initializers_as_inputs: bool = False) -> tuple[Any, _Exporter]:
+            keep_initializers_as_inputs: bool = False,
+            symbolic: bool = True) -> tuple[Any, _Exporter]:
     """The unchecked `ModelProto` of `model` on `args` (and keyword inputs `kwargs`), and
     the exporter that built it (its `handled` list holds the OpDef of every op call that
-    was mapped)."""
+    was mapped). With dynamic axes the sizes are symbolic (`symbolic`); where the model or
+    a mapping fails on them, the capture is made again with plain sizes."""
     import fusegrad
 
     onnx = _import_onnx()
@@ -620,7 +1008,14 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
             dims[axis] = dim_name
         dtype = np.dtype(a._data.dtype)
         graph_inputs.append(_value_info(onnx, name, dtype, dims))
-        ex.bind(a, Value(name, dtype, a.dim()))
+        value = Value(name, dtype, a.dim())
+        ex.bind(a, value)
+        for axis, dim_name in _dynamic(dynamic_axes, name).items():
+            n = a._data.shape[axis]
+            if dim_name not in ex.axis_symbols and n >= 2:  # sizes 0 and 1 stay static
+                ex.axis_symbols[dim_name] = ex.new_symbol(f"{name}.size({axis})", n, value,
+                                                          axis)
+    ex.graph_inputs = list(graph_inputs)
     names = list(output_names or [])
     for name in names:  # before any node is named
         b.reserve(name)
@@ -628,12 +1023,29 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
     if training is not TrainingMode.PRESERVE:
         for m, _ in modes:
             m.training = training is TrainingMode.TRAINING
+    symbolic = bool(symbolic and dynamic_axes)
+    saved = _state(model) if symbolic else []
     try:
-        with fusegrad.no_grad(), _Capture(ex):
+        sizes = _symbolic_sizes(ex) if symbolic else contextlib.nullcontext()
+        with fusegrad.no_grad(), sizes, _Capture(ex):
             out = model(*args, **kwargs)
+    except UnsupportedOperatorError:
+        raise
+    except Exception:
+        if not symbolic:
+            raise
+        failed = True
+    else:
+        failed = False
     finally:
         for m, mode in modes:
             m.training = mode
+    if failed:  # code that needs plain sizes: the example's, as before symbolic sizes
+        _restore(saved)
+        return capture(model, args, opset, fold, export_params, input_names, output_names,
+                       dynamic_axes, kwargs=kwargs, training=training,
+                       keep_initializers_as_inputs=keep_initializers_as_inputs,
+                       symbolic=False)
     outputs = [ex.lookup(t) for t in _flatten_outputs(out) if isinstance(t, Tensor)]
     if len(names) > len(outputs):
         raise RuntimeError(f"number of output names provided ({len(names)}) exceeded number "
@@ -646,6 +1058,22 @@ def capture(model: Any, args: Any, opset: int = 17, fold: bool = True,
     proto = _model(onnx, ex, type(model).__name__ or "main", graph_inputs, outputs, names,
                    export_params, dynamic_axes, keep_initializers_as_inputs)
     return proto, ex
+
+
+def _drop_dead(b: Builder, outputs: list[str]) -> None:
+    """Remove the nodes no output depends on (a buffer's in-place update in training mode, a
+    size computed and not used), as PyTorch's exporter eliminates dead code."""
+    needed = set(outputs)
+    keep = [False] * len(b.nodes)
+    for k in range(len(b.nodes) - 1, -1, -1):
+        node = b.nodes[k]
+        if any(o in needed for o in node.output):
+            keep[k] = True
+            needed.update(i for i in node.input if i)
+    if all(keep):
+        return
+    b.nodes = [n for n, k in zip(b.nodes, keep) if k]
+    b.origins = [o for o, k in zip(b.origins, keep) if k]
 
 
 def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, outputs: list,
@@ -670,7 +1098,9 @@ def _model(onnx: Any, ex: _Exporter, graph_name: str, graph_inputs: list, output
             for i, s in enumerate(seq):
                 if s in renamed:
                     seq[i] = renamed[s]
-    initializers = list(b.initializers.values())
+    _drop_dead(b, names)
+    used = {i for node in b.nodes for i in node.input} | set(names)
+    initializers = [init for init in b.initializers.values() if init.name in used]
     if not export_params or keep_initializers_as_inputs:
         keep = []
         for init in initializers:
@@ -700,7 +1130,7 @@ def _output_shapes(onnx: Any, model: Any, ranks: dict[str, int | None],
     """Fill the outputs' shapes from ONNX shape inference (dims of unknown size where it
     cannot tell), with the requested dim names."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - shapes are optional information
         inferred = model
     known = {o.name: o for o in inferred.graph.output}

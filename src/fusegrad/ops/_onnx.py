@@ -160,23 +160,27 @@ def reshape(b, inputs, args, kwargs, opset):
     -1, the first size after them becomes -1 (inferred). A 2-D result that keeps the
     input's first dim is ONNX Flatten(axis=1)."""
     x = inputs[0]
-    shape_in = tuple(args[0].shape)
-    target = [int(s) for s in args[1]]
+    shape_in = tuple(int(s) for s in args[0].shape)
+    raw = list(args[1])  # symbolic sizes (dynamic axes) among them are kept
+    target = [int(s) for s in raw]
     known = [s for s in target if s != -1]
-    if -1 in target:
+    minus = target.index(-1) if -1 in target else None
+    if minus is not None:
         rest = int(np.prod(shape_in)) // max(1, int(np.prod(known)))
-        target = [rest if s == -1 else s for s in target]
+        target[minus] = rest
     if tuple(target) == shape_in:
         return x
     if len(target) == 2 and len(shape_in) >= 2 and target[0] == shape_in[0]:
         return b.emit("Flatten", [x], axis=1)
-    spec: list[int] = []
     k = 0
     while k < min(len(target), len(shape_in)) and target[k] == shape_in[k] and target[k] != 0:
-        spec.append(0)
         k += 1
-    spec.extend(target[k:])
-    if k < len(spec):
+    spec: list = [0] * k + raw[k:]
+    # one size inferred: PyTorch's -1 where it is after the copied ones, else the first
+    # size after them
+    if minus is not None and minus >= k:
+        spec[minus] = -1
+    elif k < len(spec):
         spec[k] = -1
     return b.emit("Reshape", [x, b.ints(spec)])
 
@@ -489,8 +493,9 @@ def one_hot(b, inputs, args, kwargs, opset):
 def _pads(rank: int, pad: list) -> list[int]:
     """PyTorch's last-dim-first (before, after) pairs as ONNX's begins then ends."""
     begin, end = [0] * rank, [0] * rank
-    for k in range(len(pad) // 2):
-        begin[rank - 1 - k], end[rank - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
+    for k in range(len(pad) // 2):  # (symbolic sizes of dynamic axes kept)
+        begin[rank - 1 - k], end[rank - 1 - k] = (_size_or_int(pad[2 * k]),
+                                                  _size_or_int(pad[2 * k + 1]))
     return begin + end
 
 
@@ -548,7 +553,7 @@ def resize(kind: str, k: int, nearest_index: Callable | None = None) -> Callable
                          else "pytorch_half_pixel")
             if kind == "cubic":
                 attrs["cubic_coeff_a"] = -0.75
-        in_sizes, out_sizes = list(args[0].shape[2:]), [int(s) for s in args[1]]
+        in_sizes, out_sizes = list(args[0].shape[2:]), [_size_or_int(s) for s in args[1]]
         given = all(s is not None and s > 0 for s in scales)
         if kind in ("nearest", "exact") and given and any(
                 float(s) != o / i for s, o, i in zip(scales, out_sizes, in_sizes)):
@@ -966,8 +971,19 @@ def attention(b, inputs, args, kwargs, opset):
     s = b.emit("MatMul", [q, b.emit("Transpose", [k], perm=perm)])
     s = b.emit("Mul", [s, b.operand(factor, dtype)])
     if is_causal:
-        keep = np.tril(np.ones((qs[-2], ks[-2]), bool))
-        s = b.emit("Where", [b.const(keep), s, b.operand(-np.inf, dtype)])
+        if any(not isinstance(n, int) for n in (qs[-2], ks[-2])):
+            # a dynamic length: key j is kept for query i where j <= i, from two Ranges
+            def positions(n):
+                end = b.squeeze(b.ints([n]), [0])
+                return b.op("Range", [b.const(np.asarray(0, np.int64)), end,
+                                      b.const(np.asarray(1, np.int64))], I64, 1,
+                            name="causal_positions")
+            rows = b.unsqueeze(positions(qs[-2]), [1])
+            keep = b.emit("GreaterOrEqual", [rows, b.unsqueeze(positions(ks[-2]), [0])],
+                          dtype=np.bool_, rank=2)
+        else:
+            keep = b.const(np.tril(np.ones((qs[-2], ks[-2]), bool)))
+        s = b.emit("Where", [keep, s, b.operand(-np.inf, dtype)])
     if mask is not None:
         s = b.emit("Add", [s, b.cast(mask, dtype)])
     p = b.emit("Softmax", [s], axis=-1)
@@ -1310,3 +1326,218 @@ def fill(b, inputs, args, kwargs, opset):
     dtype = b.out_dtype
     value = 0 if b.origin == "zero_" else inputs[1]
     return b.emit("Expand", [b.operand(value, dtype), b.shape(inputs[0])])
+
+
+# ---------------------------------------------------------------------- sizes of dynamic axes
+#
+# With dynamic axes, the exporter hands a mapping the sizes the model read from a dynamic
+# dim as symbolic sizes (`SymInt`s): `builder.ints` and `builder.operand` compute them at run
+# time, so an entry keeps them (never `int()` of them) to keep the dim dynamic.
+
+
+def _is_size(v: Any) -> bool:
+    """Whether `v` is a plain int (not a symbolic size)."""
+    return isinstance(v, (int, np.integer))
+
+
+def _size_or_int(v: Any) -> Any:
+    """A symbolic size as it is, anything else as an int."""
+    return int(v) if _is_size(v) or not hasattr(v, "poly") else v
+
+
+def slice_dynamic(b, inputs, args, kwargs, opset):
+    """slice.Tensor(self, dim=0, start=None, end=None, step=1): one Slice. A negative or
+    symbolic bound is written as it is (Slice counts a negative one from the end at run
+    time), and an end at or past the example's size is open (INT64_MAX), so the slice still
+    reaches the end of a dynamic dim."""
+    dim, start, end, step = (list(args[1:5]) + [0, None, None, 1][len(args) - 1:])[:4]
+    d = norm_dim(int(dim), args[0].dim())
+    size = args[0].shape[d]
+    start = 0 if start is None else _size_or_int(start)
+    if end is None or (_is_size(end) and _is_size(size) and end >= size):
+        end = INT64_MAX
+    else:
+        end = _size_or_int(end)
+    if _is_size(start) and start == 0 and _is_size(end) and end == INT64_MAX and step == 1:
+        return inputs[0]
+    return b.emit("Slice", [inputs[0], b.ints([start]), b.ints([end]), b.ints([d]),
+                            b.ints([int(step)])])
+
+
+def expand_dynamic(b, inputs, args, kwargs, opset):
+    """expand(self, sizes): Expand; sizes the input already has are written as 1 (ONNX
+    broadcasts them) and symbolic ones computed at run time, so dynamic dims stay dynamic."""
+    shape = tuple(args[0].shape)
+    sizes = [_size_or_int(s) for s in args[1]]
+    lead = len(sizes) - len(shape)
+    spec = [1 if (i >= lead and (_is_size(s) and s == -1 or s is shape[i - lead]
+                                 or (_is_size(s) and _is_size(shape[i - lead])
+                                     and s == shape[i - lead])))
+            else s for i, s in enumerate(sizes)]
+    return b.emit("Expand", [inputs[0], b.ints(spec)])
+
+
+def select_dynamic(b, inputs, args, kwargs, opset):
+    """select.int(self, dim, index): Gather of the index as given (a negative one counts
+    from the end at run time, as `x[-1]` does on a dynamic dim)."""
+    rank = args[0].dim()
+    if rank == 0:
+        b.fail("of a 0-d tensor")
+    d = norm_dim(int(args[1]), rank)
+    index = args[2]
+    if _is_size(index):
+        return b.emit("Gather", [inputs[0], b.const(np.asarray(int(index), np.int64))],
+                      axis=d)
+    return b.emit("Gather", [inputs[0], b.operand(index, I64)], axis=d)
+
+
+# ---------------------------------------------------------------------- advanced indexing,
+# scatter, batched products and logarithms
+
+
+def index_tensor(b, inputs, args, kwargs, opset):
+    """index.Tensor(self, indices): `x[idx]` with index tensors (None for a full dim). One
+    integer index is a Gather; several (broadcast together) a GatherND on the indexed dims
+    moved first, the broadcast dims then placed as PyTorch places them (where the indices
+    were when they are adjacent, else first); a boolean mask alone in front is NonZero and
+    GatherND."""
+    x, rank = inputs[0], args[0].dim()
+    # (An index given as an array, not a tensor, is a constant of the graph.)
+    idx = [b.const(i) if isinstance(i, np.ndarray) else i for i in inputs[1]]
+    raw = list(args[1])
+    pos = [k for k, t in enumerate(raw) if t is not None]
+    if not pos:
+        return x
+    masks = [k for k in pos if b.dtype_of(idx[k]) == np.bool_]
+    if masks:
+        if pos != [0] or masks != [0]:
+            b.fail("with a boolean mask among other indices")
+        k = raw[0].dim()
+        where = b.emit("NonZero", [idx[0]], dtype=I64, rank=2)
+        return b.emit("GatherND", [x, b.emit("Transpose", [where], dtype=I64, rank=2,
+                                             perm=[1, 0])])
+    if len(pos) == 1:
+        return b.emit("Gather", [x, b.cast(idx[pos[0]], np.int64)], axis=pos[0])
+    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+    rest = [d for d in range(rank) if d not in pos]
+    moved = x
+    if pos + rest != list(range(rank)):
+        moved = b.emit("Transpose", [x], rank=rank, perm=pos + rest)
+    # the indices broadcast to one shape, stacked on a new last axis
+    shapes = [tuple(int(n) for n in raw[k].shape) for k in pos]
+    bshape = np.broadcast_shapes(*shapes)
+    nb = len(bshape)
+    parts = []
+    for k, shape in zip(pos, shapes):
+        t = b.cast(idx[k], np.int64)
+        if shape != bshape:  # (indices of one shape, dynamic ones too, need no Expand)
+            t = b.emit("Expand", [t, b.ints(list(bshape))], dtype=I64, rank=nb)
+        parts.append(_unsqueeze(b, t, [nb]))
+    stacked = b.emit("Concat", parts, dtype=I64, rank=nb + 1, axis=nb)
+    out = b.emit("GatherND", [moved, stacked], rank=nb + len(rest))
+    lead = pos[0]
+    if adjacent and lead > 0:  # the broadcast dims go where the indices were
+        perm = list(range(nb, nb + lead)) + list(range(nb)) + list(range(nb + lead,
+                                                                         nb + len(rest)))
+        out = b.emit("Transpose", [out], perm=perm)
+    return out
+
+
+def scatter(b, inputs, args, kwargs, opset):
+    """scatter.src / scatter.value / scatter_add / scatter.reduce / scatter_reduce.two:
+    ScatterElements (a reduction from opset 16, max and min from 18); the source is cut to
+    the index's shape (the elements PyTorch reads), a value expanded to it. The in-place
+    forms (`scatter_add_`) export as their functional ones."""
+    base, dot, overload = b.origin.partition(".")
+    name = base.rstrip("_") + dot + overload
+    x, rank = inputs[0], args[0].dim()
+    d = norm_dim(int(args[1]), max(rank, 1))
+    index = b.cast(inputs[2], np.int64)
+    dtype = b.out_dtype
+    reduction = "none"
+    if name == "scatter_add" or (name.startswith("scatter.") and _arg(args, 4, False) is True):
+        reduction = "add"
+    elif name == "scatter.reduce":
+        reduction = {"add": "add", "multiply": "mul"}[args[4]]
+    elif name == "scatter_reduce.two":
+        if not bool(_arg(args, 5, True)):
+            b.fail("with include_self=False")
+        if args[4] not in ("sum", "prod", "amax", "amin"):
+            b.fail(f"with reduce='{args[4]}'")
+        reduction = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}[args[4]]
+    if reduction != "none" and opset < (18 if reduction in ("max", "min") else 16):
+        b.fail(f"with a reduction ({reduction}) before opset "
+               f"{18 if reduction in ('max', 'min') else 16}")
+    ishape = tuple(args[2].shape)
+    src = args[3]
+    if hasattr(src, "shape"):
+        upd = b.cast(inputs[3], dtype)
+        if tuple(src.shape) != ishape:
+            n = len(ishape)
+            upd = b.emit("Slice", [upd, b.ints([0] * n), b.ints(list(ishape)),
+                                   b.ints(list(range(n)))])
+    else:
+        upd = b.emit("Expand", [b.operand(src, dtype), b.shape(index)], rank=len(ishape))
+    if rank == 0:
+        b.fail("of a 0-d tensor")
+    attrs = {"reduction": reduction} if reduction != "none" else {}
+    return b.emit("ScatterElements", [b.cast(x, dtype), index, upd], axis=d, **attrs)
+
+
+def batched_addmm(summed: bool) -> Callable:
+    """baddbmm / addbmm(self, b1, b2, beta=1, alpha=1): beta self + alpha (b1 @ b2) (the
+    products summed over the batch for addbmm); beta = 0 ignores self (NaN included)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        prod = b.emit("MatMul", [b.cast(inputs[1], dtype), b.cast(inputs[2], dtype)],
+                      rank=3)
+        if summed:
+            prod = b.reduce("ReduceSum", prod, [0], False, dtype, 2)
+        beta, alpha = _arg(args, 3, 1), _arg(args, 4, 1)
+        if alpha != 1:
+            prod = b.emit("Mul", [prod, b.operand(alpha, dtype)])
+        if beta == 0:
+            return b.emit("Expand", [prod, b.shape(b.cast(inputs[0], dtype))]) \
+                if args[0].dim() > prod.rank else prod
+        base = b.cast(inputs[0], dtype)
+        if beta != 1:
+            base = b.emit("Mul", [base, b.operand(beta, dtype)])
+        return b.emit("Add", [base, prod])
+
+    mapping.__doc__ = f"{'addbmm' if summed else 'baddbmm'} as MatMul and Add."
+    return mapping
+
+
+def log_base(base: float) -> Callable:
+    """log2 / log10: Log divided by log(base)."""
+
+    def mapping(b, inputs, args, kwargs, opset):
+        dtype = b.out_dtype
+        return b.emit("Div", [b.emit("Log", [b.cast(inputs[0], dtype)]),
+                              b.operand(math.log(base), dtype)])
+
+    mapping.__doc__ = f"Log over log({base:g})."
+    return mapping
+
+
+def expm1(b, inputs, args, kwargs, opset):
+    """expm1(self): Exp(x) - 1."""
+    dtype = b.out_dtype
+    return b.emit("Sub", [b.emit("Exp", [b.cast(inputs[0], dtype)]), b.operand(1, dtype)])
+
+
+def split_dynamic(b, inputs, args, kwargs, opset):
+    """split.Tensor / split_with_sizes / unsafe_chunk (self, size(s), dim=0): one Split. A
+    chunk size or sizes computed from a dynamic axis (`x.chunk(2)` of a dynamic dim) are
+    computed at run time; the number of pieces is the example's, as in PyTorch's export."""
+    rank = args[0].dim()
+    d = norm_dim(int(_arg(args, 2, 0)), rank)
+    sizes = args[1]
+    if not isinstance(sizes, (list, tuple)):  # one chunk size: full chunks, then the rest
+        total, step = args[0].shape[d], _size_or_int(sizes)
+        count = max(1, -(-int(total) // max(int(step), 1)))
+        sizes = [step] * (count - 1) + [total - step * (count - 1)]
+    sizes = [_size_or_int(z) for z in sizes]
+    outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
+    return outs if isinstance(outs, list) else [outs]

@@ -317,14 +317,15 @@ scatter = register(
         _zero_at(g, dim, index), None, None,
         src_grad(g.gather(dim, index), src_shape, "ScatterBackward0")),
     save=lambda out, a, dim, index, src: (dim, index, tuple(src.shape)),
-    samples=_unique_index_samples, public="scatter", saved_names=("dim", "index", ""))
+    samples=_unique_index_samples, public="scatter", saved_names=("dim", "index", ""),
+    onnx=ox.scatter)
 scatter_value = register(
     "scatter.value", kernel=_scatter_kernel, meta=_scatter_meta, node="ScatterBackward1",
     nondiff_args=(2,),
     derivative=lambda g, dim, index: (_zero_at(g, dim, index), None, None, None),
     save=lambda out, a, dim, index, value: (dim, index),
     samples=lambda rng, dt: _unique_index_samples(rng, dt, False), public="scatter",
-    saved_names=("dim", "index"))
+    saved_names=("dim", "index"), onnx=ox.scatter)
 scatter_add = register(
     "scatter_add", kernel=lambda a, dim, index, src: _scatter_kernel(a, dim, index, src, True),
     nondiff_args=(2,),
@@ -336,7 +337,7 @@ scatter_add = register(
     # index may change in place afterwards.
     save=lambda out, a, dim, index, src: (dim, index if getattr(src, "_rg", False) else None,
                                           tuple(src.shape)),
-    samples=_scatter_add_samples, saved_names=("dim", "index", ""))
+    samples=_scatter_add_samples, saved_names=("dim", "index", ""), onnx=ox.scatter)
 scatter_ = inplace_variant(scatter, "scatter_.src")
 scatter_value_ = inplace_variant(scatter_value, "scatter_.value")
 scatter_add_ = inplace_variant(scatter_add, "scatter_add_")
@@ -895,7 +896,7 @@ def _index_derivative(g, shape, indices):
 index = register(
     "index.Tensor", kernel=_index_kernel, meta=_index_meta, node="IndexBackward0",
     derivative=_index_derivative, save=lambda out, a, indices: (a.shape, list(indices)),
-    samples=_index_samples, public="index")
+    samples=_index_samples, public="index", onnx=ox.index_tensor)
 
 
 def _index_put_check(a, values) -> None:

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _dtype
 from .._shapes import FORMAT_ORDERS, dense_strides, in_memory_order, suggest_format
 from .._symbolic import size_int
+from . import _onnx as ox
 from ._onnx import norm_dim
 from ._onnx import repeat as _onnx_repeat
 from ._util import (
@@ -136,7 +137,8 @@ unbind = register(
     decomposition=lambda a, dim=0: tuple(a.select(dim, i) for i in range(a.shape[dim])),
     public="unbind", onnx=lambda b, inputs, args, kwargs, opset: [
         b.squeeze(v, [norm_dim(args[1] if len(args) > 1 else 0, args[0].dim())])
-        for v in _split_onnx(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs, opset)])
+        for v in ox.split_dynamic(b, inputs, (args[0], 1) + tuple(args[1:2]), kwargs,
+                                  opset)])
 
 # ---------------------------------------------------------------- repeat, stack, split, flip
 
@@ -345,17 +347,6 @@ def _split_tensor_decomposition(a, split_size, dim=0):
     return _split_with_sizes_decomposition(a, _split_sizes(a.shape[d], int(split_size)), d)
 
 
-def _split_onnx(b, inputs, args, kwargs, opset):
-    """Split by sizes (split_with_sizes) or by one chunk size (split.Tensor, unbind)."""
-    d = norm_dim(args[2] if len(args) > 2 else 0, args[0].dim())
-    sizes = args[1]
-    if isinstance(sizes, int):
-        sizes = _split_sizes(args[0].shape[d], sizes)
-    sizes = [int(z) for z in sizes]
-    outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
-    return outs if isinstance(outs, list) else [outs]
-
-
 split_with_sizes = register(
     "split_with_sizes", kernel=_split_with_sizes_kernel, meta=_split_with_sizes_meta,
     view=True, node="SplitWithSizesBackward0", derivative=_split_derivative,
@@ -363,7 +354,7 @@ split_with_sizes = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), (1, 3), 1), ((5,), (2, 0, 3), 0),
                                              ((4, 2), (4,), 0))],
-    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset),
+    onnx=ox.split_dynamic,
     decomposition=_split_with_sizes_decomposition)
 
 
@@ -388,5 +379,5 @@ split = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), z, d), name=f"{s} {z} {d}")
                              for s, z, d in (((3, 4), 2, 1), ((5,), 2, 0), ((4, 2), 4, 0),
                                              ((3, 4), 5, -1))],
-    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset),
+    onnx=ox.split_dynamic,
     decomposition=_split_tensor_decomposition)

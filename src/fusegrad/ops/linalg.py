@@ -9,6 +9,7 @@ from .. import _dtype
 from .._dispatch import call
 from .._dtype import COMPLEX as _COMPLEX
 from . import _gemm
+from . import _onnx as ox
 from ._blas import SERIAL_MNK as _SERIAL_MNK
 from ._util import F32, HALF, Spec, broadcast_shapes, cj, dtype_of, rand_array, wrap_dim
 from .registry import Sample, inplace_variant, register
@@ -303,7 +304,7 @@ def _baddbmm_derivative(g, b1, b2, beta, alpha):
 
 
 baddbmm = register(
-    "baddbmm", autocast="lower", forward_ad="added_product",
+    "baddbmm", autocast="lower", forward_ad="added_product", onnx=ox.batched_addmm(False),
     kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
     derivative=_baddbmm_derivative,
     save=lambda out, a, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
@@ -442,7 +443,7 @@ def _addbmm_derivative(g, b1, b2, beta, alpha, nb):
 
 addbmm = register(
     "addbmm", autocast="lower", kernel=_addbmm_kernel, meta=_addbmm_meta, node="AddbmmBackward0",
-    forward_ad="added_product",
+    forward_ad="added_product", onnx=ox.batched_addmm(True),
     derivative=_addbmm_derivative,
     save=lambda out, s, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,
                                                   b2 if b1._rg else None, beta, alpha,

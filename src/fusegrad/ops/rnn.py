@@ -20,7 +20,6 @@ from . import _onnx as ox
 from ._util import Spec, rand_array, wrap_dim
 from .joins import (
     _split_derivative,
-    _split_onnx,
     _split_sizes,
     _split_tensor_decomposition,
     _split_tensor_meta,
@@ -90,7 +89,7 @@ def _chunk_onnx(b, inputs, args, kwargs, opset):
     """unsafe_chunk(self, chunks, dim=0): the Split of split.Tensor by the chunk size."""
     dim = args[2] if len(args) > 2 else 0
     size = _chunk_size(tuple(args[0].shape), args[1], dim)
-    return _split_onnx(b, inputs, (args[0], size, dim), kwargs, opset)
+    return ox.split_dynamic(b, inputs, (args[0], size, dim), kwargs, opset)
 
 
 unsafe_split = register(
@@ -98,7 +97,7 @@ unsafe_split = register(
     node="UnsafeSplitBackward0", derivative=_unsafe_split_derivative,
     save=lambda out, a, split_size, dim=0: (a.shape, dim, split_size),
     samples=_split_samples, public="unsafe_split", decomposition=_unsafe_split_decomposition,
-    onnx=lambda b, inputs, args, kwargs, opset: _split_onnx(b, inputs, args, kwargs, opset))
+    onnx=ox.split_dynamic)
 
 unsafe_chunk = register(
     "unsafe_chunk",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import (
     Spec,
     bad_index_dtype,
@@ -530,7 +531,7 @@ scatter_reduce = register(
     save=lambda out, a, dim, index, src, reduce, include_self=True: (
         a, dim, index, src, reduce, include_self, out),
     saved_names=("self", "dim", "index", "src", "reduce", "include_self", "result"),
-    samples=_scatter_reduce_samples, public="scatter_reduce")
+    samples=_scatter_reduce_samples, public="scatter_reduce", onnx=ox.scatter)
 scatter_reduce_ = inplace_variant(scatter_reduce, "scatter_reduce_.two", saves_self=True)
 
 # `scatter(..., reduce="add" | "multiply")`: scatter_reduce with self included, under
@@ -568,7 +569,7 @@ def _scatter_old_samples(value: bool):
 scatter_reduce_src = register(
     "scatter.reduce", kernel=_scatter_old_kernel, meta=_scatter_old_meta, nondiff_args=(2,),
     node="NotImplemented", derivative=not_implemented_derivative("scatter"), gradcheck=False,
-    public="scatter", samples=_scatter_old_samples(False))
+    public="scatter", samples=_scatter_old_samples(False), onnx=ox.scatter)
 scatter_reduce_value = register(
     "scatter.value_reduce", kernel=_scatter_old_kernel, meta=_scatter_old_meta,
     nondiff_args=(2,), node="NotImplemented", derivative=not_implemented_derivative("scatter"),

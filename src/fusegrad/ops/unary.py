@@ -374,11 +374,12 @@ def _unary_entry(name, ufunc, node, fn, uses="in", domain=None, inplace_node=Non
 
 
 exp2 = _unary_entry("exp2", np.exp2, "Exp2Backward0", lambda g, out: g * out * _LN2, "out")
-expm1 = _unary_entry("expm1", np.expm1, "Expm1Backward0", lambda g, out: g * (out + 1), "out")
+expm1 = _unary_entry("expm1", np.expm1, "Expm1Backward0", lambda g, out: g * (out + 1), "out",
+                     onnx=ox.expm1)
 log2 = _unary_entry("log2", np.log2, "Log2Backward0", lambda g, a: g / (a * _LN2),
-                    domain=(0.1, 3.0))
+                    domain=(0.1, 3.0), onnx=ox.log_base(2.0))
 log10 = _unary_entry("log10", np.log10, "Log10Backward0", lambda g, a: g / (a * _LN10),
-                     domain=(0.1, 3.0))
+                     domain=(0.1, 3.0), onnx=ox.log_base(10.0))
 log1p = _unary_entry("log1p", np.log1p, "Log1PBackward0", lambda g, a: g / (a + 1),
                      domain=(-0.5, 3.0), onnx=ox.log1p)
 rsqrt = _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), "RsqrtBackward0",

@@ -13,6 +13,7 @@ from .. import _dtype
 from .._dispatch import call, save_shape
 from .._shapes import elem_strides, storage_offset  # noqa: F401  (the view ops' helpers)
 from .._symbolic import size_int
+from . import _onnx as ox
 from ._onnx import INT64_MAX, identity, norm_dim
 from ._onnx import reshape as reshape_onnx
 from ._util import (
@@ -331,17 +332,6 @@ def _expand_kernel(a, sizes):
     return strided_view(a, spec.shape, tuple(s * a.itemsize for s in spec.strides))
 
 
-def _expand_onnx(b, inputs, args, kwargs, opset):
-    """Expand; sizes the input already has are written as 1 (ONNX broadcasts them), so a
-    dynamic batch is not fixed to the example's."""
-    shape = tuple(args[0].shape)
-    sizes = [int(s) for s in args[1]]
-    lead = len(sizes) - len(shape)
-    spec = [1 if (i >= lead and (s == -1 or s == shape[i - lead])) else s
-            for i, s in enumerate(sizes)]
-    return b.emit("Expand", [inputs[0], b.ints(spec)])
-
-
 expand = register(
     "expand", kernel=_expand_kernel,
     lowering=lambda v, a, sizes, implicit=False: v.expand(a, sizes),
@@ -350,7 +340,7 @@ expand = register(
     save=lambda out, a, sizes: (a.shape,),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), n), name=f"{s}->{n}") for s, n in (
         ((4,), (3, 4)), ((3, 1), (3, 5)), ((), (2, 2)), ((1, 3), (2, -1, 3)), ((0,), (2, 0)))],
-    onnx=_expand_onnx,
+    onnx=ox.expand_dynamic,
     saved_names=("self_sym_sizes",))
 
 
@@ -456,12 +446,6 @@ def _select_meta(a, dim, index):
                 i * st[d])
 
 
-def _select_onnx(b, inputs, args, kwargs, opset):
-    """Gather with a scalar index along the dim."""
-    d, i = _select_check(tuple(args[0].shape), args[1], args[2])
-    return b.emit("Gather", [inputs[0], b.const(i, np.int64)], axis=d)
-
-
 select = register(
     "select.int", kernel=_select_kernel, meta=_select_meta, view=True, node="SelectBackward0",
     lowering=lambda v, a, dim, index: v.select(a, dim, index),
@@ -470,7 +454,7 @@ select = register(
     save=lambda out, a, dim, index: (saved_shape(a), dim, index),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, i)) for s, d, i in (
         ((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), 2, 0), ((5,), 0, 4))],
-    public="select", onnx=_select_onnx,
+    public="select", onnx=ox.select_dynamic,
     saved_names=("self_sym_sizes", "dim", "index"))
 
 
@@ -596,20 +580,6 @@ def _slice_derivative(g, shape, dim, start, end, step):
     return (call(slice_backward, g, tuple(shape), dim, start, end, step), None, None, None, None)
 
 
-def _slice_onnx(b, inputs, args, kwargs, opset):
-    """Slice along one dim; an end at or past the example's size is open (INT64_MAX), so it
-    still reaches the end of a dynamic dim."""
-    dim, start, end, step = (list(args[1:5]) + [0, None, None, 1][len(args) - 1:])[:4]
-    d = norm_dim(dim, args[0].dim())
-    size = args[0].shape[d]
-    start = 0 if start is None else int(start)
-    end = INT64_MAX if end is None or end >= size else int(end)
-    if start == 0 and end == INT64_MAX and step == 1:
-        return inputs[0]
-    return b.emit("Slice", [inputs[0], b.ints([start]), b.ints([end]), b.ints([d]),
-                            b.ints([int(step)])])
-
-
 slice_ = register(
     "slice.Tensor", kernel=_slice_kernel, meta=_slice_meta, view=True, node="SliceBackward0",
     lowering=lambda v, a, dim=0, start=None, end=None, step=1: v.slice(a, dim, start, end, step),
@@ -620,7 +590,7 @@ slice_ = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + a) for s, a in (
         ((5, 4), (0, 1, 4, 2)), ((5, 4), (1, -3, None, 1)), ((5,), (0, None, None, 3)),
         ((5, 4), (0, 7, 9, 1)))],
-    public="slice", onnx=_slice_onnx,
+    public="slice", onnx=ox.slice_dynamic,
     saved_names=("self_sym_sizes", "dim", "start", "end", "step"))
 alias = register(
     "alias", kernel=lambda a: a.view(), meta=lambda a: Spec(tuple(a.shape), a.dtype,
