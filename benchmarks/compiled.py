@@ -152,18 +152,11 @@ def _eager(gm, x):
 def _classifier(case):
     """(fusegrad model, torch model, fusegrad inputs, torch inputs, loss) of a
     train_step.Case: cross-entropy of the model's logits."""
-    from train_step import copy_weights, torch_twin
+    from train_step import build_model, inputs, load_arrays, state_arrays
 
-    import fusegrad.models as fm
-    from fusegrad.models import resnet, simple
-
-    fusegrad.manual_seed(0)
-    fg_model, th_model = case.build(fm, {"simple": torch_twin(simple),
-                                         "resnet": torch_twin(resnet)})
-    copy_weights(fg_model, th_model)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((case.batch, *case.input_shape)).astype(np.float32)
-    y = rng.integers(0, 10, case.batch)
+    fg_model, th_model = build_model(case, "fusegrad"), build_model(case, "torch")
+    load_arrays(th_model, state_arrays(fg_model))
+    x, y = inputs(case)
 
     def loss(lib, model, x, y):
         return lib.nn.functional.cross_entropy(model(x), y)
