@@ -261,7 +261,13 @@ class CompiledFunction:
                 # Defaults reassigned since: bind with the new ones, as a plain call would.
                 self._signature = inspect.signature(fn, follow_wrapped=False)
                 self._defaults = (fn.__defaults__, fn.__kwdefaults__)
-            bound = self._signature.bind(*args, **kwargs)
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError:
+                # Arguments the function does not take: the call itself raises Python's
+                # TypeError (`f() takes 2 positional arguments but 3 were given`) before
+                # any of its code runs, as it does uncompiled.
+                return self._orig(*args, **kwargs)
             bound.apply_defaults()
             L = dict(bound.arguments)
         L["___args"], L["___kwargs"] = args, kwargs

@@ -545,6 +545,22 @@ def _has_symbol(value) -> bool:
     return isinstance(value, (tuple, list)) and any(_has_symbol(v) for v in value)
 
 
+def holds_symbol(value, depth: int = 0) -> bool:
+    """Whether a plain Python value (nested in tuples, lists, dicts, sets, slices) holds a
+    dynamic size or float: a value that differs between the calls one graph serves, so it
+    must not be stored in a real object made while translating (that object is reused)."""
+    if _has_symbol(value):
+        return True
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        return any(holds_symbol(k, depth + 1) or holds_symbol(v, depth + 1)
+                   for k, v in value.items())
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return any(holds_symbol(v, depth + 1) for v in value)
+    return False
+
+
 def _size_nodes(value, builder):
     """A size (or a shape) holding symbols as graph arguments: symbols are the graph's
     integer inputs, expressions over them operator nodes (`s77 * 4`)."""

@@ -26,6 +26,7 @@ from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
+from .builder import holds_symbol
 from .exceptions import make_exception
 from .guards import _is_plain_data
 from .symfloat import SymFloat, UnbackedFloat, format_lazily
@@ -183,6 +184,10 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if is_plain_namedtuple(f):
         return _make_namedtuple(tr, fn, args, kwargs)
     if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
+        if any(isinstance(a, ConstantVariable) and holds_symbol(a.value)
+               for a in (*args, *kwargs.values())):
+            # Made now, it would hold this capture's example size in every later call.
+            raise Unsupported(f"constructing {f.__name__} of a dynamic size")
         # Only made while translating when that runs no Python code (no side effect).
         made = make_exception(f, [tr.as_python(a) for a in args],
                               {k: tr.as_python(v) for k, v in kwargs.items()})
@@ -444,6 +449,9 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         return TupleVariable(items) if f is tuple else ListVariable(items)
     if f in (enumerate, zip, reversed) and not all(_is_data(a) for a in args):
         lists = [tr.unpack(a) for a in args]
+        if f is zip and kwargs and len({len(items) for items in lists}) > 1:
+            # `strict=True` raises once the shortest is used up, as the zip is iterated.
+            raise Unsupported("zip() with keywords over iterables of different lengths")
         if f is enumerate:
             start = tr.as_python(kwargs["start"]) if "start" in kwargs else 0
             rows = [TupleVariable([ConstantVariable(i + start), v])
@@ -659,15 +667,10 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
         raise Unsupported(f"list.{name} on a list from outside the graph")
     if isinstance(obj, DictVariable):
-        if name == "items":
-            from .variables import IteratorVariable
+        if name in ("items", "keys", "values") and not args and not kwargs:
+            from .variables import DictViewVariable
 
-            return IteratorVariable([TupleVariable([ConstantVariable(k), v])
-                                     for k, v in obj.items.items()])
-        if name == "keys":
-            return TupleVariable([ConstantVariable(k) for k in obj.items])
-        if name == "values":
-            return TupleVariable(list(obj.items.values()))
+            return DictViewVariable(obj, name)
         if name == "get":
             key = tr.as_python(args[0])
             return obj.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
@@ -724,14 +727,37 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
 
 
 def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
-    """A stand-in function for a function made during translation (signature, defaults)."""
-    defaults = tr.as_python(fn.defaults) if fn.defaults is not None else None
-    proto = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name, defaults,
+    """A stand-in function for a function made during translation (its signature; the
+    defaults it holds are placeholders, see `_default_variables`)."""
+    positional, keyword = _default_variables(fn)
+    proto = types.FunctionType(fn.code, fn.f_globals, fn.code.co_name,
+                               tuple(None for _ in positional) or None,
                                tuple(types.CellType(None) for _ in fn.closure) or None)
-    if fn.kwdefaults is not None:
-        proto.__kwdefaults__ = tr.as_python(fn.kwdefaults)
+    if keyword:
+        proto.__kwdefaults__ = dict.fromkeys(keyword)
     tr.builder.fresh_functions.append(proto)
     return proto
+
+
+def _default_variables(fn: NestedFunctionVariable) -> tuple[list, dict]:
+    """The variables a function made during translation holds as its defaults: one object
+    for all its calls (a `seen=[]` default that calls append to is the same list each
+    time, as in Python), which may be tensors of the graph."""
+    positional: list = []
+    if isinstance(fn.defaults, TupleVariable):
+        positional = list(fn.defaults.items)
+    elif isinstance(fn.defaults, ConstantVariable) and isinstance(fn.defaults.value, tuple):
+        positional = [ConstantVariable(v) for v in fn.defaults.value]
+    elif fn.defaults is not None:
+        raise Unsupported("defaults of a function made in the graph")
+    keyword: dict = {}
+    if isinstance(fn.kwdefaults, DictVariable):
+        keyword = dict(fn.kwdefaults.items)
+    elif isinstance(fn.kwdefaults, ConstantVariable) and isinstance(fn.kwdefaults.value, dict):
+        keyword = {k: ConstantVariable(v) for k, v in fn.kwdefaults.value.items()}
+    elif fn.kwdefaults is not None:
+        raise Unsupported("keyword defaults of a function made in the graph")
+    return positional, keyword
 
 
 # Module methods listing submodules or tensors (generators): evaluated while translating.
@@ -743,13 +769,15 @@ _MODULE_LISTINGS = {"children", "named_children", "modules", "named_modules"} | 
 
 def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> Variable:
     """Inline a function made during translation (its closure holds cell variables)."""
-    return inline(tr, _nested_proto(tr, fn), args, kwargs, closure=tuple(fn.closure))
+    return inline(tr, _nested_proto(tr, fn), args, kwargs, closure=tuple(fn.closure),
+                  defaults=_default_variables(fn))
 
 
 def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
-           yields: list | None = None) -> Variable:
+           yields: list | None = None, defaults: tuple | None = None) -> Variable:
     """Translate `func(*args, **kwargs)` in a child frame that records into the same graph
-    (`yields`: a generator expression's code, whose yielded values are collected there)."""
+    (`yields`: a generator expression's code, whose yielded values are collected there;
+    `defaults`: (positional, keyword) variables standing for func's defaults)."""
     if tr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     code = func.__code__
@@ -780,6 +808,10 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
             local_vars[name] = TupleVariable([])
         elif p.kind is p.VAR_KEYWORD:
             local_vars[name] = DictVariable({})
+        elif defaults is not None and p.kind is p.KEYWORD_ONLY:
+            local_vars[name] = defaults[1][name]
+        elif defaults is not None:
+            local_vars[name] = defaults[0][code.co_varnames.index(name) - n_positional]
         elif fn_ref is None:
             local_vars[name] = ConstantVariable(p.default)
         elif p.kind is p.KEYWORD_ONLY:

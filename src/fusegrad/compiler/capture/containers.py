@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from ..._tensor import Tensor
+from .builder import holds_symbol
 from .guards import _is_plain_data
 from .symfloat import SymFloat, SymText, format_lazily
 from .variables import (
@@ -153,7 +154,7 @@ class ContainerOpcodes:
         if isinstance(v, IteratorVariable):
             return list(v.items[v.index:])
         if isinstance(v, SetVariable):
-            return list(v.items.values())
+            return [v.items[key] for key in self.set_order(v)]
         if isinstance(v, GeneratorVariable):  # unpacked or looped over: its code runs now
             return self.generator_items(v)
         if isinstance(v, TensorVariable):
@@ -172,6 +173,15 @@ class ContainerOpcodes:
                 return [ConstantVariable(x) for x in values]
             return self._unpack_constant(v, values)
         raise Unsupported(f"unpacking {type(v).__name__}")
+
+    @staticmethod
+    def set_order(v: SetVariable) -> list:
+        """The keys of a set variable in the order the real set iterates them (by hash and
+        history, see `SetVariable.history`), not in insertion order."""
+        if holds_symbol(list(v.items)):
+            raise Unsupported("iterating over a set of dynamic values (its order follows "
+                              "their values)")
+        return list(v.real())
 
     def _unpack_constant(self, v: ConstantVariable, values: list) -> list:
         """The items of a real container, guarded: by their sources `obj[i]` and the length
@@ -264,11 +274,18 @@ class ContainerOpcodes:
         if self.concrete:
             target.value.update(v.value)
             return
+        mark = len(target.history)
         for item in self.unpack(v):
             self._set_add(target, item)
+        if isinstance(v, ConstantVariable) and isinstance(v.value, (set, frozenset)):
+            # `{1, 2, 3}` of constants is a frozenset merged in one step, not added one by
+            # one: the same call gives the same layout.
+            target.history[mark:] = [("update", v.value)]
 
     def _set_add(self, target: SetVariable, v: Variable) -> None:
         try:
-            target.items.setdefault(self.key(v), v)  # the first equal value stays, as in a set
+            key = self.key(v)
+            target.items.setdefault(key, v)  # the first equal value stays, as in a set
+            target.history.append(("add", key))
         except TypeError as e:
             raise Unsupported(f"set item: {e}") from None

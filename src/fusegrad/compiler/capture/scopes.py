@@ -20,6 +20,7 @@ import sys
 import types
 import weakref
 
+from .builder import holds_symbol
 from .variables import (
     BoundFunctionVariable,
     CellVariable,
@@ -153,7 +154,10 @@ class ScopeOpcodes:
                 cells.append(c.real)  # (a cell read through a source stays a variable: its
                 # contents are guarded through that source when the function reads them)
             elif isinstance(c, CellVariable) and not c.rebound and \
-                    isinstance(c.contents, ConstantVariable):
+                    isinstance(c.contents, ConstantVariable) and \
+                    (self.concrete or not holds_symbol(c.contents.value)):
+                # (a dynamic size in a real cell would be the value of this capture's
+                # example in every later call the graph serves)
                 cells.append(types.CellType(c.contents.value))
             else:
                 return None

@@ -13,11 +13,13 @@ frame returned. `FUSEGRAD_LOGS=segment_code` prints each one.
 from __future__ import annotations
 
 import functools
+import math
 import types
 
 from ..._random import get_rng_state, set_rng_state
 from .exceptions import fresh_exception
-from .variables import GradExit
+from .guards import _has_literal
+from .variables import GradExit, replay_set
 
 
 class _Null:
@@ -57,13 +59,20 @@ def spec_code(spec, consts: dict) -> str:
         value = spec[1]
         # Exact types: a NumPy float64 is a float whose repr names `np` (and which must
         # come back as itself).
-        if value is None or type(value) in (bool, int, float, str):
+        if value is None or type(value) in (bool, int, str) or (
+                type(value) is float and math.isfinite(value)):  # (`inf` is no literal)
             return repr(value)
+        if isinstance(value, BaseException):  # made while translating: a new one per call,
+            # one object wherever the frame holds it (a local and a method bound to it)
+            consts["___fresh"] = fresh_exception
+            for key, held in consts.items():
+                if held is value and key.startswith("___c"):
+                    return f"___e{key[4:]}"
+            name = f"___c{len(consts)}"
+            consts[name] = value
+            return f"(___e{name[4:]} := ___fresh({name}))"
         name = f"___c{len(consts)}"
         consts[name] = value
-        if isinstance(value, BaseException):  # made while translating: a new one per call
-            consts["___fresh"] = fresh_exception
-            return f"___fresh({name})"
         return name
     if kind == "cell":
         consts["___cell"] = types.CellType
@@ -95,10 +104,21 @@ def spec_code(spec, consts: dict) -> str:
                   for p in spec[1]]
         return f"({' + '.join(pieces) or repr('')})"
     if kind == "dict":
-        items = ", ".join(f"{k!r}: {spec_code(s, consts)}" for k, s in spec[1].items())
+        items = ", ".join(f"{_key_code(k, consts)}: {spec_code(s, consts)}"
+                          for k, s in spec[1].items())
         return "{" + items + "}"
     if kind == "method":
         return f"{spec_code(spec[1], consts)}.{spec[2]}"
+    if kind == "set_replay":
+        consts["___replay_set"] = replay_set
+        name = f"___c{len(consts)}"
+        consts[name] = spec[1]
+        return f"___replay_set({name})"
+    if kind == "view":
+        return f"{spec_code(spec[1], consts)}.{spec[2]}()"
+    if kind == "resume_iter":
+        consts["___resume_iter"] = resume_iter
+        return f"___resume_iter({spec_code(spec[1], consts)}, {spec[2]}, {spec[3]!r})"
     if kind == "null":
         return "___NULL"
     if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
@@ -106,6 +126,25 @@ def spec_code(spec, consts: dict) -> str:
         consts[name] = GradExit(spec[1])
         return name
     raise AssertionError(kind)
+
+
+def _key_code(key, consts: dict) -> str:
+    """A dict key as Python: its literal, else a constant (`torch.float32`, `inf`)."""
+    if _has_literal(key):
+        return repr(key)
+    name = f"___c{len(consts)}"
+    consts[name] = key
+    return name
+
+
+def resume_iter(container, index: int, kind: str):
+    """An iterator over a real dict or set (`kind`: "keys", "items", "values" or "set")
+    that has already yielded `index` items."""
+    it = iter(container.items() if kind == "items" else
+              container.values() if kind == "values" else container)
+    for _ in range(index):
+        next(it)
+    return it
 
 
 def segment_source(seg, name: str, sources: list, branch: tuple | None,

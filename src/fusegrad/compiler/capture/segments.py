@@ -28,7 +28,7 @@ from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
-from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates
+from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates, holds_symbol
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
 from .guards import fast_sizes
@@ -40,6 +40,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     DictVariable,
+    DictViewVariable,
     GradModeVariable,
     IteratorVariable,
     ListVariable,
@@ -518,10 +519,17 @@ def _snapshot(roots: list) -> list:
         if id(v) in seen:
             continue
         seen.add(id(v))
-        if isinstance(v, (TupleVariable, IteratorVariable)):
+        if isinstance(v, DictViewVariable):  # its items are its dict's
+            todo.append(v.dict_var)
+        elif isinstance(v, (TupleVariable, IteratorVariable)):
             saved.append((v, getattr(v, "index", None), list(v.items)))
             todo.extend(v.items)
-        elif isinstance(v, (DictVariable, SetVariable)):
+            if isinstance(v, IteratorVariable) and v.watch is not None:
+                todo.append(v.watch[0])
+        elif isinstance(v, SetVariable):
+            saved.append((v, "set", (dict(v.items), len(v.history))))
+            todo.extend(v.items.values())
+        elif isinstance(v, DictVariable):
             saved.append((v, None, dict(v.items)))
             todo.extend(v.items.values())
         elif isinstance(v, MethodVariable):
@@ -544,7 +552,16 @@ def _restore(saved) -> None:
         if index == "cell":
             v.contents = items
             continue
-        v.items = items
+        if index == "set":
+            v.items = items[0]
+            del v.history[items[1]:]
+            continue
+        # In place: an iterator over a list shares the list's items (see GET_ITER).
+        if isinstance(v.items, list):
+            v.items[:] = items
+        else:
+            v.items.clear()
+            v.items.update(items)
         if index is not None:
             v.index = index
 
@@ -622,6 +639,8 @@ def _spec_value(v, outputs: _Outputs):
         if isinstance(v.value, Tensor) and v.source is None:
             raise Unsupported("a tensor constant in the frame state")
         return ("source", v.source) if v.source is not None else ("const", v.value)
+    if isinstance(v, DictViewVariable):  # a live view of the rebuilt dict
+        return ("view", _spec(v.dict_var, outputs), v.kind)
     if isinstance(v, (TupleVariable, DictVariable)) and v.source is not None:
         return ("source", v.source)  # an input container: never mutated in a graph
     if isinstance(v, ListVariable):
@@ -634,6 +653,10 @@ def _spec_value(v, outputs: _Outputs):
         return ("dict", {k: _spec(i, outputs) for k, i in v.items.items()})
     if isinstance(v, SliceVariable):
         return ("slice", [_spec(i, outputs) for i in (v.start, v.stop, v.step)])
+    if isinstance(v, SetVariable) and not holds_symbol(list(v.items)):
+        # A real set filled as the program filled its set (same layout, same iteration
+        # order; a copy of one may not be), new on every call.
+        return ("set_replay", tuple(v.history))
     if isinstance(v, SetVariable):
         return ("set", [_spec(i, outputs) for i in v.items.values()])
     if isinstance(v, TruthVariable):  # bool() of a tensor the graph outputs, for real
@@ -642,6 +665,13 @@ def _spec_value(v, outputs: _Outputs):
         return ("method", _spec(v.obj, outputs), v.name)
     if isinstance(v, NullVariable):
         return ("null",)
+    if isinstance(v, IteratorVariable) and v.watch is not None:
+        container, size, kind = v.watch
+        if len(container.items) != size:  # its next step raises: let Python's iterator do it
+            raise Unsupported("a dict or set resized while it is iterated, at a graph break")
+        # The real container's own iterator, advanced as far: it raises if the rest of the
+        # loop resizes the container.
+        return ("resume_iter", _spec(container, outputs), v.index, kind)
     if isinstance(v, IteratorVariable):
         return ("iter", [_spec(i, outputs) for i in v.items[v.index:]])
     if isinstance(v, NestedFunctionVariable):
@@ -653,6 +683,14 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, PartialVariable):  # a real functools.partial of the rebuilt parts
         return ("partial", _spec(v.func, outputs), [_spec(a, outputs) for a in v.args],
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
+    if isinstance(v, GradModeVariable) and v.exit is None:
+        if v.before is not None:  # `set_grad_enabled(m)` switched the mode as it was made
+            raise Unsupported("a set_grad_enabled() object live at a graph break")
+        # `no_grad()` not entered yet (a decorator, a context kept for later): a new one of
+        # the same kind on every call.
+        from ...autograd import grad_mode
+
+        return ("named", grad_mode.enable_grad if v.mode else grad_mode.no_grad, [])
     if isinstance(v, GradModeVariable):
         return ("grad_exit", v.exit)
     if isinstance(v, CellVariable):  # a cell the frame made: a real cell from now on

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..._tensor import Tensor
 from ...ops.surface import DATA_DEPENDENT, has_flag
+from .builder import holds_symbol
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
@@ -34,6 +35,7 @@ from .variables import (
     BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
+    DictViewVariable,
     IteratorVariable,
     ListVariable,
     MethodVariable,
@@ -98,7 +100,7 @@ SUPPORTED_OPCODES = {
     "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP",
     "JUMP_IF_TRUE_OR_POP", "FORMAT_VALUE", "BUILD_STRING", "MAKE_FUNCTION", "EXTENDED_ARG",
-    "BUILD_SET", "SET_ADD", "SET_UPDATE", "UNPACK_EX",
+    "BUILD_SET", "SET_ADD", "SET_UPDATE", "UNPACK_EX", "DELETE_SUBSCR", "STORE_GLOBAL",
     # exceptions and `with` blocks (exceptions.py)
     "LOAD_ASSERTION_ERROR", "RAISE_VARARGS", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
     "RERAISE", "BEFORE_WITH", "WITH_EXCEPT_START",
@@ -210,6 +212,51 @@ def _module_property(obj, name: str):
     if isinstance(value, property) and isinstance(value.fget, types.FunctionType):
         return value
     return None
+
+
+class _GlobalsWriter:
+    """Sets a module's globals as attributes (`setattr(w, "n", 1)` is `G["n"] = 1`): how a
+    `global n; n = 1` in captured code is replayed after the graph, like an attribute."""
+
+    __slots__ = ("globals_dict",)
+
+    def __init__(self, globals_dict: dict):
+        object.__setattr__(self, "globals_dict", globals_dict)
+
+    def __setattr__(self, name: str, value) -> None:
+        self.globals_dict[name] = value
+
+
+_GLOBALS_WRITERS: dict = {}  # id(globals dict) -> its writer (module globals live on)
+
+
+def globals_writer(globals_dict: dict) -> _GlobalsWriter:
+    """The one writer of `globals_dict` (the key its stores are recorded under)."""
+    writer = _GLOBALS_WRITERS.get(id(globals_dict))
+    if writer is None or writer.globals_dict is not globals_dict:
+        writer = _GLOBALS_WRITERS[id(globals_dict)] = _GlobalsWriter(globals_dict)
+    return writer
+
+
+def _variable_defaults(tr, v) -> bool:
+    """Whether a function's defaults (a tuple or dict variable, None: none) must stay
+    variables: they hold a value made in the graph (a list, a tensor) or a dynamic size."""
+    if v is None:
+        return False
+    if isinstance(v, ConstantVariable):
+        return holds_symbol(v.value)
+    items = v.items.values() if isinstance(v, DictVariable) else getattr(v, "items", ())
+    if not all(isinstance(i, ConstantVariable) for i in items):
+        return True
+    return holds_symbol(tr.as_python(v))
+
+
+def _written_into(node):
+    """The node whose tensor `node` is: an in-place op's result is the tensor it wrote into
+    (`x.add_(1)` and `x += 1` return x itself)."""
+    while node.meta.get("inplace_of") is not None:
+        node = node.meta["inplace_of"]
+    return node
 
 
 def _is_nn_module(obj) -> bool:
@@ -364,6 +411,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def LOAD_GLOBAL(self, inst):  # noqa: N802
         name = inst.argval
+        if not self.concrete:
+            stored = self.builder.stored_attr(globals_writer(self.f_globals), name)
+            if stored is not None:  # assigned earlier in this graph (set after it ran)
+                self._push_callable(stored, inst.arg & 1)
+                return
         if name in self.f_globals:
             value, source = self.f_globals[name], f"{self._globals_source()}[{name!r}]"
         elif hasattr(builtins, name):
@@ -373,6 +425,15 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         else:
             raise Unsupported(f"name {name!r} is not defined")
         self._push_callable(self.wrap(value, source), inst.arg & 1)
+
+    def STORE_GLOBAL(self, inst):  # noqa: N802
+        value = self.pop()
+        if self.concrete:
+            self.f_globals[inst.argval] = value.value
+            return
+        # Set in the module's globals after the graph ran (as attribute stores are); reads
+        # later in this graph see the new value.
+        self.builder.store_attr(globals_writer(self.f_globals), inst.argval, value)
 
     def _globals_source(self) -> str:
         """How sources name this frame's globals: `G` for the compiled function's; a scope
@@ -425,6 +486,17 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             if self.concrete:
                 return ConstantVariable(getattr(super(obj.cls, obj.obj.value), name))
             return self.super_attr(obj, name)
+        if isinstance(obj, ConstantVariable) and not self.concrete and \
+                isinstance(obj.value, types.ModuleType):
+            # A module's global assigned earlier in this graph (`global n; n = 1` in a
+            # function of that module) is set after the graph ran: read what was assigned.
+            writer = _GLOBALS_WRITERS.get(id(vars(obj.value)))
+            if writer is not None and writer.globals_dict is vars(obj.value):
+                stored = self.builder.stored_attr(writer, name)
+                if stored is not None:
+                    return stored
+                if name == "__dict__" and any(s[0] is writer for s in self.builder.stores):
+                    raise Unsupported("a module's __dict__ read before its globals are set")
         if isinstance(obj, ConstantVariable) and not self.concrete:
             stored = self.builder.stored_attr(obj.value, name)
             if stored is not None:  # assigned earlier in this graph (replayed after it)
@@ -547,6 +619,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             what = obj.value if isinstance(obj, ConstantVariable) else obj
             raise Unsupported(f"attribute assignment {name!r} on a {type(what).__name__} "
                               "(a side effect)")
+        if type(obj.value).__setattr__ is not object.__setattr__ and \
+                not _is_nn_module(obj.value):
+            # Its own __setattr__ (a frozen dataclass's raises) runs code when the store is
+            # replayed after the graph: run it for real, where a handler can catch it.
+            raise Unsupported(f"attribute assignment {name!r} on a "
+                              f"{type(obj.value).__name__} with its own __setattr__")
         descriptor = getattr(type(obj.value), name, None)
         if descriptor is not None and hasattr(type(descriptor), "__set__"):
             raise Unsupported(f"assignment to the property {name!r} (runs code)")
@@ -583,8 +661,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         b = self.pop()
         a = self.pop()
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            # `b += y` and `b.add_(y)` return b itself: an in-place op's result is the
+            # tensor it wrote into.
             same = a is b or (isinstance(a, TensorVariable) and isinstance(b, TensorVariable)
-                              and a.node is b.node)
+                              and _written_into(a.node) is _written_into(b.node))
         elif isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
             same = a.value is b.value
         elif (found := self.builder.same_object(a, b)) is not None:
@@ -682,8 +762,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.builder.call("call_function", operator.setitem, (obj, index, value), {})
             return
         if isinstance(obj, ListVariable) and obj.source is None and isinstance(
-                index, ConstantVariable) and isinstance(index.value, int):
-            obj.items[index.value] = value
+                index, ConstantVariable) and isinstance(index.value, (int, slice)) and \
+                not holds_symbol(index.value) and not self.concrete:
+            if isinstance(index.value, slice):  # `lst[1:3] = ...`: its items, in place
+                value = self.unpack(value)
+            try:
+                obj.items[index.value] = value
+            except (IndexError, ValueError) as e:  # what the real list raises
+                raise Raised(ConstantVariable(e)) from None
             return
         if isinstance(obj, DictVariable) and obj.source is None and isinstance(
                 index, ConstantVariable):
@@ -693,6 +779,22 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             obj.value[index.value] = value.value
             return
         raise Unsupported("item assignment into an object from outside the graph")
+
+    def DELETE_SUBSCR(self, inst):  # noqa: N802
+        index = self.pop()
+        obj = self.pop()
+        if self.concrete:
+            del obj.value[index.value]
+            return
+        if type(obj) in (ListVariable, DictVariable) and obj.source is None and \
+                isinstance(index, ConstantVariable) and not holds_symbol(index.value) and \
+                not isinstance(index.value, Tensor):
+            try:  # a list or dict made in the graph: its items, as the real one would
+                del obj.items[index.value]
+            except (IndexError, KeyError, TypeError) as e:
+                raise Raised(ConstantVariable(e)) from None
+            return
+        raise Unsupported("deleting an item of an object from outside the graph")
 
     def apply(self, fn, args: tuple) -> Variable:
         """Apply a Python operator or builtin to variables."""
@@ -713,10 +815,27 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             if not self.concrete and any(isinstance(v, Tensor) for v in values):
                 raise Unsupported("operation on a tensor that is not a graph input")
             self.guard_contents(args)
-            return ConstantVariable(fn(*values))
+            return ConstantVariable(self._operate(fn, values))
         values = [self.as_python(a) for a in args]
         self.guard_contents(args)
-        return self.from_python(fn(*values))
+        return self.from_python(self._operate(fn, values))
+
+    def _operate(self, fn, values: list):
+        """`fn(*values)` on Python values. What it raises while translating is the
+        program's exception (`1 / 0`, `"a" + 1`), which a handler may catch; where a dynamic
+        size or float takes part, the operation may only be unsupported on the symbol: a
+        graph break, where the real values answer."""
+        if self.concrete:
+            return fn(*values)
+        try:
+            return fn(*values)
+        except Exception as e:  # noqa: BLE001 - any exception the real operation raises
+            if type(e).__module__.startswith("fusegrad"):
+                raise  # the compiler's own (a graph break, a data-dependent UserError)
+            if holds_symbol(values):
+                raise Unsupported(f"{getattr(fn, '__name__', fn)} on a dynamic value raised "
+                                  f"{type(e).__name__}") from None
+            raise Raised(ConstantVariable(e)) from None
 
     @staticmethod
     def _concatenate(fn, a: Variable, b: Variable) -> Variable | None:
@@ -848,6 +967,18 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             self.push(v)
         elif isinstance(v, ConstantVariable) and self.concrete:
             self.push(ConstantVariable(iter(v.value)))
+        elif isinstance(v, (DictVariable, SetVariable, DictViewVariable)):
+            # Iterating a dict or set that the loop body resizes raises, as in Python.
+            container, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (
+                v, "keys" if isinstance(v, DictVariable) else "set")
+            self.push(IteratorVariable(self.unpack(v),
+                                       watch=(container, len(container.items), kind)))
+        elif type(v) is ListVariable:
+            # A list's iterator reads the list as it is at each step: items appended after
+            # `iter(lst)` (a generator expression made before `lst.append`) are seen.
+            it = IteratorVariable(())
+            it.items = v.items
+            self.push(it)
         else:
             self.push(IteratorVariable(self.unpack(v)))
 
@@ -863,6 +994,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 self.pop()
                 self.jump_to(self._loop_exit(inst))
             return
+        if it.watch is not None and len(it.watch[0].items) != it.watch[1]:
+            what = "Set" if it.watch[2] == "set" else "dictionary"
+            raise Raised(ConstantVariable(RuntimeError(
+                f"{what} changed size during iteration")))
         if it.index < len(it.items):
             self.push(it.items[it.index])
             it.index += 1
@@ -948,6 +1083,14 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 self.push(NestedFunctionVariable(code.value, items, defaults, kwdefaults,
                                                  self.f_globals))
                 return
+        if not self.concrete and any(_variable_defaults(self, v)
+                                     for v in (defaults, kwdefaults)):
+            # A real function would keep this capture's objects as its defaults (a list
+            # made here, a dynamic size's example value) in every later call the graph
+            # serves: a variable, inlined where it is called, whose defaults are variables.
+            self.push(NestedFunctionVariable(code.value, list(cells or ()), defaults,
+                                             kwdefaults, self.f_globals))
+            return
         fn = types.FunctionType(code.value, self.f_globals, code.value.co_name,
                                 self.as_python(defaults) if defaults else None, cells)
         if kwdefaults is not None:
@@ -973,6 +1116,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return v.value
         if isinstance(v, ListVariable):
             return [self.as_python(i) for i in v.items]
+        if isinstance(v, DictViewVariable):  # a real view (`d.keys() == {"a"}` is a set test)
+            if v.kind == "keys":  # (the values may be tensors)
+                return dict.fromkeys(v.dict_var.items).keys()
+            return getattr(self.as_python(v.dict_var), v.kind)()
         if isinstance(v, TupleVariable) and is_plain_namedtuple(v.cls):
             return v.cls(*(self.as_python(i) for i in v.items))  # its class's str, methods
         if isinstance(v, TupleVariable):
@@ -998,5 +1145,13 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if kind is dict:
             return DictVariable({k: self.from_python(v) for k, v in value.items()})
         if kind in _ONE_SHOT_ITERATORS:
-            return IteratorVariable([self.from_python(v) for v in value])
+            try:
+                items = list(value)
+            except Exception as e:  # noqa: BLE001 - `zip(a, b, strict=True)` raises as it
+                # is iterated, not where it was made: run it for real
+                if type(e).__module__.startswith("fusegrad"):
+                    raise  # the compiler's own
+                raise Unsupported(f"iterating {kind.__name__} raised {type(e).__name__}") \
+                    from None
+            return IteratorVariable([self.from_python(v) for v in items])
         return ConstantVariable(value)

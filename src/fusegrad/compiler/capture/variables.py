@@ -112,6 +112,36 @@ class ListVariable(TupleVariable):
         return list
 
 
+class DictViewVariable(TupleVariable):
+    """`d.keys()`, `d.values()` or `d.items()` of a dict variable: a live view, whose items
+    are the dict's as they are when it is read (a key added later is seen), unlike a tuple
+    taken when the view was made."""
+
+    __slots__ = ("dict_var", "kind")
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        Variable.__init__(self, None)
+        self.dict_var = dict_var
+        self.kind = kind  # "keys", "values" or "items"
+        self.cls = None
+
+    @property
+    def items(self) -> list:
+        held = self.dict_var.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in held]
+        if self.kind == "values":
+            return list(held.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in held.items()]
+
+    @items.setter
+    def items(self, value) -> None:  # restored through its dict (see segments._restore)
+        pass
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+
 class DictVariable(Variable):
     """A dict with constant keys built during translation."""
 
@@ -129,14 +159,33 @@ class SetVariable(Variable):
     """A set of constants built during translation (`{...}`, a set comprehension); `items`
     maps each value to its variable in insertion order, as the real set would hold them."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "history")
 
     def __init__(self, items: dict | None = None):
         super().__init__(None)
         self.items = dict(items or {})
+        # What filled the set, in order ("add", key) / ("update", a real set): a real set
+        # filled the same way has the same layout, so it iterates in the order the
+        # program's set does (by hash and history, not insertion order; a copy may not).
+        self.history: list = [("add", key) for key in self.items]
 
     def python_type(self) -> type:
         return set
+
+    def real(self) -> set:
+        """A real set filled as this one was (see `history`)."""
+        return replay_set(self.history)
+
+
+def replay_set(history) -> set:
+    """A new set filled by the operations `history` lists (see `SetVariable.history`)."""
+    out: set = set()
+    for op, value in history:
+        if op == "add":
+            out.add(value)
+        else:
+            out.update(value)
+    return out
 
 
 class TruthVariable(Variable):
@@ -183,12 +232,15 @@ class MethodVariable(Variable):
 class IteratorVariable(Variable):
     """An iterator over variables known in advance (loops are unrolled)."""
 
-    __slots__ = ("items", "index")
+    __slots__ = ("items", "index", "watch")
 
-    def __init__(self, items):
+    def __init__(self, items, watch: tuple | None = None):
         super().__init__(None)
         self.items = list(items)
         self.index = 0
+        # (dict or set variable, its size when iteration began, "keys"/"items"/"values"/
+        # "set"): Python raises if the container changes size while it is iterated.
+        self.watch = watch
 
     def python_type(self) -> type:
         return type(iter(()))
