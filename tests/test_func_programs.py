@@ -718,6 +718,11 @@ def _errors():
 
     return {
         "nonzero": lambda L: L.vmap(lambda x: x.nonzero())(ones(L)),
+        # Reads of a batched tensor into Python values
+        "item": lambda L: L.vmap(lambda x: x.sum().item())(ones(L)),
+        "float": lambda L: L.vmap(lambda x: L.tensor(float(x.sum())))(ones(L)),
+        "control_flow": lambda L: L.vmap(lambda x: x if x.sum() > 0 else -x)(ones(L)),
+        "tolist": lambda L: L.vmap(lambda x: L.tensor(x.tolist()))(ones(L)),
         "unique": lambda L: L.vmap(lambda x: x.unique())(ones(L)),
         "boolean_mask": lambda L: L.vmap(lambda x: x[x > 0])(ones(L)),
         "boolean_mask_put": lambda L: L.vmap(lambda x: x.clone().__setitem__(x > 0, 0.0))(

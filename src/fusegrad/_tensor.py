@@ -58,15 +58,16 @@ _GRAD_DTYPE_ERROR = (
     "grad_dtype with caution. Diverging the dtypes of a tensor and its gradient may break "
     "downstream systems that assume they match.")
 
-# Called as hook(kind) when a tensor's values are read into a Python value (kind: "boolean",
-# "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through it. The
-# list is empty except while a trace runs, so a conversion pays one truth test.
+# Called as hook(kind, tensor) when a tensor's values are read into a Python value (kind:
+# "boolean", "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through
+# it and `vmap` refuses reads of batched tensors. The list is empty except while a trace or a
+# vmap runs, so a conversion pays one truth test.
 CONVERSION_HOOKS: list = []
 
 
-def _converted(kind: str) -> None:
+def _converted(kind: str, tensor) -> None:
     for hook in list(CONVERSION_HOOKS):
-        hook(kind)
+        hook(kind, tensor)
 
 
 def _real_value(value, c_type: str):
@@ -388,7 +389,7 @@ class Tensor:
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if CONVERSION_HOOKS:
-            _converted("number")
+            _converted("number", self)
         return self._item()
 
     def _item(self):
@@ -402,7 +403,7 @@ class Tensor:
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
         if CONVERSION_HOOKS:
-            _converted("list")
+            _converted("list", self)
         data = self._data_dependent("tolist")
         if self._dtype.name == "bfloat16":
             data = data.astype(np.float32)
@@ -417,7 +418,7 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.")
         if CONVERSION_HOOKS:
-            _converted("NumPy array")
+            _converted("NumPy array", self)
         return self._data_dependent("numpy")
 
     def __array__(self, dtype=None, copy=None):
@@ -455,7 +456,7 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if CONVERSION_HOOKS:
-            _converted("boolean")
+            _converted("boolean", self)
         data = self._data_dependent("bool")
         if data.size != 1:
             what = "no values" if data.size == 0 else "more than one value"
@@ -469,14 +470,14 @@ class Tensor:
 
     def __float__(self) -> float:
         if CONVERSION_HOOKS:
-            _converted("float")
+            _converted("float", self)
         if self.requires_grad:
             warn_once(SCALAR_OF_GRAD)
         return float(_real_value(self._scalar(), "double"))
 
     def __int__(self) -> int:
         if CONVERSION_HOOKS:
-            _converted("integer")
+            _converted("integer", self)
         return int(_real_value(self._scalar(), "int64_t"))
 
     def __index__(self) -> int:
@@ -484,7 +485,7 @@ class Tensor:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
         if CONVERSION_HOOKS:
-            _converted("integer")
+            _converted("integer", self)
         return int(self._item())
 
     def __complex__(self) -> complex:

@@ -26,8 +26,10 @@ under `out_dims=None`. Views of a mapped input come back as one view of it (shar
 memory, as PyTorch's); other results are stacked with the batch dimension outermost in
 memory and each example's layout kept, then moved to `out_dims`, as PyTorch's strides are.
 
-What the loop cannot honour: each example is an ordinary tensor, so `func` may branch on
-its values or call `.item()` (PyTorch's batching refuses them); tensors made in `func` by
+The program reading a batched tensor into a Python value (`.item()`, `float()`, `if t:`,
+`.tolist()`) gets PyTorch's error (a conversion hook of `_tensor`; fusegrad's own reads pass).
+
+What the loop cannot honour: tensors made in `func` by
 factories (`zeros`, `empty_like`) are neither batched nor unbatched to the loop (PyTorch's
 `empty_like(x)` is batched, `zeros(3)` is not), so writes into them are allowed and an
 output computed from them only is stacked; an error found from the second example on is
@@ -43,12 +45,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import os
+import sys
 from _thread import get_ident
 
 from .. import _dispatch, _random
 from .._dispatch import CallObserver
 from .._functions import stack
-from .._tensor import Tensor, tensors_in
+from .._tensor import CONVERSION_HOOKS, Tensor, tensors_in
 from ..autograd.grad_mode import no_grad
 from ..utils import _pytree
 from ._common import running
@@ -100,6 +104,35 @@ _BATCH_NORM_ERROR = (
     "eval mode, please set `track_running_stats` to be False.If you are using a prebuilt module "
     "and do not need eval mode, please see the functorch website for resources on how to patch "
     "your module to work with vmap")
+
+
+_ITEM_ERROR = (
+    "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+    "calling .item() on a Tensor, please try to rewrite what you're doing with other "
+    "operations. If error is occurring somewhere inside PyTorch internals, please file a bug "
+    "report.")
+_CONTROL_FLOW_ERROR = (
+    "vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
+    "flow. We don't support that yet, please file an issue at "
+    "https://github.com/pytorch/pytorch/issues .")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _refuse_batched_read(kind: str, tensor) -> None:
+    """A conversion hook (`_tensor.CONVERSION_HOOKS`) while vmap runs: the program reading a
+    batched tensor into a Python value is PyTorch's error (`.item()`, `float()`, `if t:`,
+    `.tolist()`); fusegrad's own reads, and reads of unbatched tensors, pass."""
+    rule = _dispatch.observer()
+    if not isinstance(rule, _InPlaceRule) or id(tensor) not in rule.batched:
+        return
+    caller = sys._getframe(3)  # this hook <- _converted <- the Tensor method <- its caller
+    if os.path.abspath(caller.f_code.co_filename).startswith(_PACKAGE):
+        return
+    if kind == "boolean":
+        raise RuntimeError(_CONTROL_FLOW_ERROR)
+    if kind in ("list", "NumPy array"):
+        raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+    raise RuntimeError(_ITEM_ERROR)
 
 
 class _InPlaceRule(CallObserver):
@@ -471,29 +504,41 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     def wrapped(*args, **kwargs):
         name = _name(func)
         flat, dims, size, spec = _mapped_inputs(name, in_dims, args)
-        results, kinds, seen = [], [], {}
         frame = VmapFrame(size, randomness)
         unmapped = [a for a, d in zip(flat, dims) if d is None]
-        with random_guard(randomness) as rule, running(frame):
-            for i in range(max(size, 1)):
-                if i:
-                    rule.next_example()
-                if size:
-                    example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
-                else:
-                    # No example to run: zeros shaped as one give the results' shapes.
-                    example = [a if d is None else _stand_in(a, d) for a, d in zip(flat, dims)]
-                with _InPlaceRule(i, [e for e, d in zip(example, dims) if d is not None],
-                                  unmapped, randomness, seen) as inplace:
-                    frame.start(i, example, flat, dims, inplace)
-                    out = func(*_pytree.tree_unflatten(example, spec), **kwargs)
-                    results.append(out)
-                    kinds.append(inplace.kinds(out))
+        CONVERSION_HOOKS.append(_refuse_batched_read)
+        try:
+            results, kinds = _run_examples(func, kwargs, flat, dims, size, spec, randomness,
+                                           frame, unmapped)
+        finally:
+            CONVERSION_HOOKS.remove(_refuse_batched_read)
         mapped = [(a, d) for a, d in zip(flat, dims) if d is not None]
         return _stack_outputs(name, out_dims, results, empty=size == 0, kinds=kinds,
                               mapped=mapped)
 
     return wrapped
+
+
+def _run_examples(func, kwargs, flat, dims, size, spec, randomness, frame, unmapped):
+    """(results, kinds): `func` run on each example of the mapped inputs (`flat` with
+    `dims`, `size` of them; `spec` their pytree), each result with its tensors' kinds."""
+    results, kinds, seen = [], [], {}
+    with random_guard(randomness) as rule, running(frame):
+        for i in range(max(size, 1)):
+            if i:
+                rule.next_example()
+            if size:
+                example = [a if d is None else a.select(d, i) for a, d in zip(flat, dims)]
+            else:
+                # No example to run: zeros shaped as one give the results' shapes.
+                example = [a if d is None else _stand_in(a, d) for a, d in zip(flat, dims)]
+            with _InPlaceRule(i, [e for e, d in zip(example, dims) if d is not None],
+                              unmapped, randomness, seen) as inplace:
+                frame.start(i, example, flat, dims, inplace)
+                out = func(*_pytree.tree_unflatten(example, spec), **kwargs)
+                results.append(out)
+                kinds.append(inplace.kinds(out))
+    return results, kinds
 
 
 def _stand_in(a: Tensor, dim: int) -> Tensor:

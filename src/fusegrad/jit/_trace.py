@@ -230,7 +230,7 @@ def _trace_by_running(func, args):
                        if hasattr(func, "named_parameters") else "GraphModule")
 
 
-def _warn_conversion(kind: str) -> None:
+def _warn_conversion(kind: str, tensor=None) -> None:
     """The `TracerWarning` for a tensor read into a Python value by the traced code (reads
     made inside fusegrad itself are its own business and pass silently)."""
     frame = sys._getframe(3)  # this hook <- _converted <- the Tensor method <- its caller
