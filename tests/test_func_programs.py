@@ -723,6 +723,7 @@ def _errors():
         "float": lambda L: L.vmap(lambda x: L.tensor(float(x.sum())))(ones(L)),
         "control_flow": lambda L: L.vmap(lambda x: x if x.sum() > 0 else -x)(ones(L)),
         "tolist": lambda L: L.vmap(lambda x: L.tensor(x.tolist()))(ones(L)),
+        "data": lambda L: L.vmap(lambda x: (x * 2).data)(ones(L)),
         "unique": lambda L: L.vmap(lambda x: x.unique())(ones(L)),
         "boolean_mask": lambda L: L.vmap(lambda x: x[x > 0])(ones(L)),
         "boolean_mask_put": lambda L: L.vmap(lambda x: x.clone().__setitem__(x > 0, 0.0))(

@@ -59,9 +59,9 @@ _GRAD_DTYPE_ERROR = (
     "downstream systems that assume they match.")
 
 # Called as hook(kind, tensor) when a tensor's values are read into a Python value (kind:
-# "boolean", "number", "integer", "float", "list", "NumPy array"); `jit.trace` warns through
-# it and `vmap` refuses reads of batched tensors. The list is empty except while a trace or a
-# vmap runs, so a conversion pays one truth test.
+# "boolean", "number", "integer", "float", "list", "NumPy array") or its `.data` is taken
+# ("data"); `jit.trace` warns through it and `vmap` refuses those of batched tensors. The
+# list is empty except while a trace or a vmap runs, so a conversion pays one truth test.
 CONVERSION_HOOKS: list = []
 
 
@@ -298,6 +298,8 @@ class Tensor:
     def data(self):
         """This tensor's data as a new tensor outside autograd (no shared version counter;
         an inference tensor's is one too)."""
+        if CONVERSION_HOOKS:
+            _converted("data", self)
         t = Tensor._make(self._data, self._dtype)
         if self._vc.__class__ is InferenceVersion:
             t._vc = InferenceVersion((0,))

@@ -120,14 +120,16 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _refuse_batched_read(kind: str, tensor) -> None:
     """A conversion hook (`_tensor.CONVERSION_HOOKS`) while vmap runs: the program reading a
-    batched tensor into a Python value is PyTorch's error (`.item()`, `float()`, `if t:`,
-    `.tolist()`); fusegrad's own reads, and reads of unbatched tensors, pass."""
+    batched tensor into a Python value (`.item()`, `float()`, `if t:`, `.tolist()`) or taking
+    its `.data` is PyTorch's error; fusegrad's own reads, and unbatched tensors, pass."""
     rule = _dispatch.observer()
     if not isinstance(rule, _InPlaceRule) or id(tensor) not in rule.batched:
         return
     caller = sys._getframe(3)  # this hook <- _converted <- the Tensor method <- its caller
     if os.path.abspath(caller.f_code.co_filename).startswith(_PACKAGE):
         return
+    if kind == "data":
+        raise RuntimeError("accessing `data` under vmap transform is not allowed")
     if kind == "boolean":
         raise RuntimeError(_CONTROL_FLOW_ERROR)
     if kind in ("list", "NumPy array"):

@@ -232,7 +232,9 @@ def _trace_by_running(func, args):
 
 def _warn_conversion(kind: str, tensor=None) -> None:
     """The `TracerWarning` for a tensor read into a Python value by the traced code (reads
-    made inside fusegrad itself are its own business and pass silently)."""
+    made inside fusegrad itself are its own business and pass silently; `.data` is no read)."""
+    if kind == "data":
+        return
     frame = sys._getframe(3)  # this hook <- _converted <- the Tensor method <- its caller
     if os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
         return
