@@ -7,6 +7,9 @@
    new forward runs, compiled.
 3. Dropout of a tensor eager lays out in another order (a transpose): the compiled draw
    keeps eager's mask for the same seed under every backend.
+4. A compiled module checkpointed (`checkpoint(compiled_ff, h, use_reentrant=False)`): the
+   compiler's tracing does not go through the checkpoint's saved-tensor hooks (their fake
+   tensors failed the recomputation's check, or reached `.grad`).
 """
 
 import numpy as np
@@ -108,3 +111,24 @@ def test_dropout_mask_follows_eager_layout(fn, transposed, backend):
         got = c(arg)
         np.testing.assert_array_equal(got.numpy(), want.numpy())
         assert got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_of_a_compiled_module(backend):
+    from fusegrad.utils.checkpoint import checkpoint
+
+    def run(compile_ff):
+        fusegrad.manual_seed(0)
+        ff = fusegrad.nn.Sequential(fusegrad.nn.Linear(4, 8), fusegrad.nn.GELU(),
+                                    fusegrad.nn.Linear(8, 4))
+        lin = fusegrad.nn.Linear(4, 4)
+        x = fusegrad.randn(2, 4, requires_grad=True)
+        fn = compiled(ff, backend) if compile_ff else ff
+        for _ in range(2):  # (the second call: the compiled code, no tracing)
+            h = lin(x)
+            (h + checkpoint(fn, h, use_reentrant=False)).sum().backward()
+        return [t.grad for t in (x, lin.weight, ff[0].weight, ff[2].bias)]
+
+    for got, want in zip(run(True), run(False)):
+        assert type(got) is fusegrad.Tensor
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

@@ -119,6 +119,22 @@ def pop(stack: str, item) -> None:
     raise ValueError(f"{item!r} is not on this thread's {stack} stack")
 
 
+class suspended:
+    """Context manager: this thread's counted `stack` ("modes" or "saved_hooks") empty inside
+    it, restored after (the compiler's tracing, which the program's saved-tensor hooks must
+    not see: a checkpoint's hooks would keep its fake tensors)."""
+
+    def __init__(self, stack: str) -> None:
+        self.stack = stack
+
+    def __enter__(self) -> None:
+        self._saved = getattr(local, self.stack)
+        setattr(local, self.stack, ())
+
+    def __exit__(self, *exc) -> None:
+        setattr(local, self.stack, self._saved)
+
+
 def snapshot() -> dict:
     """This thread's whole state, for `restore`."""
     return dict(local.__dict__)

@@ -23,6 +23,7 @@ from ..._symbolic import SymInt
 from ..._tensor import Tensor
 from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
+from ..._thread_state import suspended as _suspended
 from ...fx.experimental.symbolic_shapes import ConstraintViolationError
 from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
@@ -286,7 +287,10 @@ class FrameRunner:
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         logs.counters["frames"]["total"] += 1
         try:
-            seg = self._capture(start, L, S)
+            # The program's saved-tensor hooks (a checkpoint's) see the compiled code's saves
+            # when it runs, never the fake tensors of its tracing.
+            with _suspended("saved_hooks"):
+                seg = self._capture(start, L, S)
             logs.counters["frames"]["ok"] += 1
             return seg
         except (Unsupported, ConstraintViolationError, UserError):
