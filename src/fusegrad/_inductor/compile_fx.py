@@ -66,6 +66,14 @@ def _log_fallback(e: Exception) -> None:
               f"runs as FX code: {type(e).__name__}: {e}")
 
 
+def _same_elements(a, b) -> bool:
+    """Whether NumPy arrays `a` and `b` are the same elements of the same memory (the
+    strides of dims of one element mean nothing)."""
+    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and \
+        a.shape == b.shape and a.dtype == b.dtype and \
+        all(x == y for n, x, y in zip(a.shape, a.strides, b.strides) if n > 1)
+
+
 def _write_back(args: tuple, out: tuple, writes: list) -> tuple:
     """Copy the trailing outputs into the inputs `writes` names (as the graph's `copy_`
     nodes would have, version counters included); the graph's own outputs."""
@@ -76,6 +84,13 @@ def _write_back(args: tuple, out: tuple, writes: list) -> tuple:
     n = len(out) - len(writes)
     with no_grad():
         for i, value in zip(writes, out[n:]):
+            dst, src = args[i]._data, getattr(value, "_data", None)
+            if not dst.size or (src is not None and _same_elements(dst, src)):
+                # Nothing to write: no elements (copy_ would refuse an empty expanded tensor,
+                # whose zero strides look like shared elements), or the new value is the
+                # input's memory itself (`x.copy_(x)`). The version changes as eager's does.
+                args[i]._vc[0] += 1
+                continue
             _dispatch.call(REGISTRY["copy_"], args[i], value)
     return out[:n]
 
@@ -149,16 +164,66 @@ def _has_half(args) -> bool:
     return False
 
 
-def _whole_in_half(fn):
-    """Decomposition `fn`, declined (`keep_whole`) for half-dtype arguments: a decomposition
-    rounds each intermediate to the half type (a variance's squares overflow float16) where
-    eager's kernel computes in float32 or float64 and rounds once, and the code generator
-    runs half-dtype ops as their NumPy kernels anyway, so nothing fuses."""
+def _tensors(args) -> list:
+    """The tensors in `args` (nested lists included)."""
+    from .._tensor import Tensor
+
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(_tensors(a))
+    return out
+
+
+def _narrower_operands(op: Any, args) -> bool:
+    """Whether a decomposition of `op` could compute some step in a narrower dtype than the
+    op's result, where eager's kernel converts its operands first: decompositions are made
+    of ops that keep their operands' dtype, so `addcmul(float64, float32, float32)` as
+    `a + t1 * t2 * value` rounds `t1 * t2` to float32, logsumexp of uint8 wraps in
+    `a - max(a)`, `1.5 - uint8` as `-a + 1.5` negates a uint8. True when a floating
+    operand is not of the (floating) result's dtype, when only integer tensors make a
+    floating result, or when an integer operand is no wider than a different integer
+    result. (Index and mask operands, int64 and bool, stay out of it.)"""
+    from .. import _dtype
+
+    tensors = [t for t in _tensors(args) if not t.dtype.is_complex]
+    if not tensors:
+        return False
+    try:
+        spec = op.meta(*args)
+    except Exception:  # noqa: BLE001 - no meta for these arguments: the op's own error
+        return False
+    result = getattr(spec[0] if isinstance(spec, (list, tuple)) and spec else spec,
+                     "dtype", None)
+    if result is None or result.is_complex:
+        return False
+    if result.is_floating_point:
+        floats = [t for t in tensors if t.dtype.is_floating_point]
+        return not floats or any(t.dtype is not result for t in floats)
+    if result is _dtype.bool_:
+        return False
+    return any(t.dtype is not result and not t.dtype.is_floating_point and
+               t.dtype.itemsize <= result.itemsize and t.dtype is not _dtype.bool_
+               for t in tensors)
+
+
+def _whole_in_half(fn, op: Any = None):
+    """Decomposition `fn` of `op`, declined (`keep_whole`) for half-dtype arguments: a
+    decomposition rounds each intermediate to the half type (a variance's squares overflow
+    float16) where eager's kernel computes in float32 or float64 and rounds once, and the
+    code generator runs half-dtype ops as their NumPy kernels anyway, so nothing fuses.
+    Declined too where its steps could compute in a narrower dtype than eager's kernel (see
+    `_narrower_operands`)."""
 
     def decomposition(*args, **kwargs):
         return fn(*args, **kwargs)
 
-    decomposition.keep_whole = _has_half
+    def keep_whole(args) -> bool:
+        return _has_half(args) or (op is not None and _narrower_operands(op, args))
+
+    decomposition.keep_whole = keep_whole
     return decomposition
 
 
@@ -173,7 +238,7 @@ def compile_fx(gm: Any, example_inputs: list, config_patches: dict | None = None
     # An op whose entry says its NumPy kernel is its lowering ("extern") stays whole, as
     # PyTorch's inductor keeps its fallbacks (CPU flash attention): the kernel gives eager's
     # values and layout, a decomposition only the values.
-    decompositions = {op: _whole_in_half(fn) for op, fn in core_aten_decompositions().items()
+    decompositions = {op: _whole_in_half(fn, op) for op, fn in core_aten_decompositions().items()
                       if op.lowering != "extern"}
 
     options = config.resolve(None, None) if config_patches is None else config_patches

@@ -63,6 +63,23 @@ def _constant_views(node) -> list | None:
     return chain[::-1] if node.op == "get_attr" else None
 
 
+def _overlaps_itself(t) -> bool:
+    """Whether some elements of tensor `t` share memory: a zero stride over more than one
+    (an expanded tensor)."""
+    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride()))
+
+
+def _contiguous_results(out):
+    """`out` (a tensor, or a tuple or list of results) with each tensor made contiguous."""
+    if isinstance(out, Tensor):
+        return out if out.is_contiguous() else out.contiguous()
+    if isinstance(out, (list, tuple)) and any(
+            isinstance(o, Tensor) and not o.is_contiguous() for o in out):
+        items = [_contiguous_results(o) if isinstance(o, Tensor) else o for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    return out
+
+
 def _check_cast(result, dest) -> None:
     """Eager's error for an in-place op whose result type cannot be written into the
     tensor (`int_tensor.add_(1.5)`): fake tensors compute no values, so the kernel's check
@@ -265,15 +282,17 @@ class Tracer(_dispatch.DispatchMode):
             try:
                 with self, no_grad():
                     out = fn(*args)
-                    # The decomposition's last op decides its result's layout (a softmax
-                    # ends in a division, which follows its operands); eager's kernel of
-                    # `op` makes a contiguous one, which the program can see (`view`).
-                    if op.result_order == "contiguous" and not op.view and \
-                            isinstance(out, Tensor) and not out.is_contiguous():
-                        out = out.contiguous()
-                    if self.functional:
-                        self._note_replay(op, args, out)
-                    return out
+                    if self._decomposition_agrees(op, args, out):
+                        # The decomposition's last op decides its result's layout (a
+                        # softmax ends in a division, which follows its operands); eager's
+                        # kernel of `op` makes a contiguous one, which the program can see.
+                        if op.result_order == "contiguous" and not op.view:
+                            out = _contiguous_results(out)  # (native_layer_norm's three)
+                        if self.functional:
+                            self._note_replay(op, args, out)
+                        return out
+                    # Otherwise `op` is recorded whole below (the decomposition's nodes
+                    # are dead code).
             finally:
                 self.grad_mode = mode
         if self.functional and op.inplace:
@@ -285,6 +304,30 @@ class Tracer(_dispatch.DispatchMode):
         out = self._compute(op, args)
         self._bind(op, args, out, self.emit(overload_of(op), mapped))
         return out
+
+    def _decomposition_agrees(self, op, args, out) -> bool:
+        """Whether decomposition result `out` has the dtypes and shapes of `op`'s own results
+        for `args`. A decomposition written for the common case can promote where the op
+        does not (`hardtanh` of integers as a clamp to float bounds, `masked_fill` of an
+        integer tensor with 0.5 as a `where`): the graph would compute another dtype and
+        other values than eager, so the op is recorded whole instead."""
+        if op.inplace or op.view or not self.fake:
+            return True
+        try:
+            fargs = tuple(self._fake_mode._fakeify(a) for a in plain(args))
+            ref = op.meta(*fargs)
+        except Exception:  # noqa: BLE001 - no meta to compare with: trust the table
+            return True
+        refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(refs) != len(outs):
+            return False
+        for r, o in zip(refs, outs):  # (a meta gives specs: a shape and a dtype each)
+            if not isinstance(o, Tensor) or getattr(r, "dtype", None) is None:
+                continue
+            if r.dtype is not o.dtype or tuple(r.shape) != tuple(o.shape):
+                return False
+        return True
 
     def _compute(self, op, args):
         args = plain(args)  # a float input computes with its example value
@@ -355,6 +398,11 @@ class Tracer(_dispatch.DispatchMode):
         if func is not None and not op.metadata_only:
             _check_cast(func.meta(*plain(args)).dtype, target.dtype)
         out = self._compute(op, args)
+        if any(_overlaps_itself(t) for t, _ in chain):
+            # A write into an expanded tensor (or a view of one): its elements share memory,
+            # so a write to one changes the others, which the functional graph (one value
+            # per element) cannot express. Eager runs it (or raises its error).
+            raise AOTUnsupported(f"{op.name} writes a tensor whose elements share memory")
         if op.metadata_only:
             if len(chain) > 1 or len(self._by_vc.get(id(target._vc), ())) > 1:
                 raise AOTUnsupported(f"{op.name} on a tensor that has views")

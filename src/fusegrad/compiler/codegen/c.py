@@ -181,8 +181,13 @@ class KernelWriter:
                 # Float to integer as the CPU converts (eager's NumPy cast): the empty asm
                 # hides where the integer came from, or GCC (-fno-trapping-math, SSE4.1)
                 # folds `(float)(int64_t)x` into truncf(x), which keeps -0.0 and NaN.
+                # A type narrower than 32 bits goes through int32 (C leaves `(uint8_t)-1.0f`
+                # undefined; GCC gives 0): the CPU's conversion, then the low bits, as
+                # eager's (-1.0 -> 255 for uint8, 200.0 -> -56 for int8, NaN -> 0).
                 ct = CTYPES[dt]
-                return f"({{ {ct} fg_i = ({ct}){a[0]}; __asm__(\"\" : \"+r\"(fg_i)); fg_i; }})"
+                it = "int32_t" if dt.itemsize < 4 else ct
+                return f"(({ct})({{ {it} fg_i = ({it}){a[0]}; __asm__(\"\" : \"+r\"(fg_i)); " \
+                       "fg_i; }))"
             return f"(({CTYPES[dt]}){a[0]})"
         if name == "sqrt":
             return f"{'sqrtf' if dt is _dtype.float32 else 'sqrt'}({a[0]})"

@@ -185,7 +185,12 @@ def empty_strided(shape: tuple, strides: tuple, offset: int, dtype) -> np.ndarra
 
 
 def restrided(a: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
-    """`a`'s values in a new array of the given geometry."""
+    """`a`'s values in a new array of the given geometry. An expanded geometry (elements
+    sharing memory) is read-only, as eager's `expand` (a broadcast view) is: a write into
+    the whole of it raises eager's error, a write into a part without shared elements
+    goes through to the storage."""
     out = empty_strided(shape, strides, offset, a.dtype)
     np.copyto(out, a)
+    if not non_overlapping(shape, strides):
+        out.flags.writeable = False
     return out

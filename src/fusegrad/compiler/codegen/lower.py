@@ -128,8 +128,8 @@ class LoweringOps:
         promoted dtype by default) and the result has `dtype` (default: `compute`)."""
         compute = compute or self.promote(*args)
         dtype = dtype or compute
-        for d in (compute, dtype):
-            if d not in SUPPORTED:
+        for d in (compute, dtype, *(a.dtype for a in args if is_tensor(a))):
+            if d not in SUPPORTED:  # (an operand too: a kernel would load it)
                 raise NotLowered(f"dtype {d!r} has no C type")
         shape = _broadcast([a.shape for a in args if is_tensor(a)])
 
@@ -584,7 +584,9 @@ class GraphLowering:
     def plan_output_layouts(self) -> None:
         """Give each output buffer eager's layout (see layout.py): a kernel then writes it
         in that layout; an extern's result is copied into it when returned. A layout that
-        overlaps itself (an expanded view) keeps the contiguous buffer."""
+        overlaps itself (an expanded view, whose elements share memory as eager's and
+        PyTorch inductor's do) is computed into the contiguous buffer and copied into it
+        when returned."""
         from .layout import eager_layouts, non_overlapping
 
         layouts = eager_layouts(self.gm, self.example_inputs)
@@ -600,12 +602,11 @@ class GraphLowering:
             shape, strides = tuple(fake.shape), tuple(fake.stride())
             offset = fake.storage_offset()
             if shape != tuple(v.shape) or not numel(shape) or \
-                    (strides == tuple(v.strides) and offset == 0) or \
-                    not non_overlapping(shape, strides):
+                    (strides == tuple(v.strides) and offset == 0):
                 continue
             self.output_layouts[v] = (strides, offset)
-            if v in kernel_buffers:  # the kernel writes it in place (its strides)
-                v.strides = strides
+            if v in kernel_buffers and non_overlapping(shape, strides):
+                v.strides = strides  # the kernel writes it in place (its strides)
 
     def _value(self, a):
         from ...fx.node import Node
@@ -650,6 +651,8 @@ class GraphLowering:
             scalar = any(isinstance(a, ScalarInput) for a in _iter_values(
                 list(args) + list(kwargs.values())))
             try:
+                if not op.view and not isinstance(meta, list):
+                    args = tuple(self._widened(a, meta[1]) for a in args)
                 value = low(self.ops, *args, **kwargs)
                 return self._check(value, meta, op)
             except NotLowered:
@@ -661,6 +664,18 @@ class GraphLowering:
                 # NumPy kernel gets the number.
         return self.extern(op, args, kwargs, meta)
 
+    def _widened(self, a, result):
+        """Tensor operand `a` converted to the op's `result` dtype where it is of the same
+        kind (integer or floating) but narrower: eager computes in the result dtype, while
+        a lowering's steps keep their operands' (`add(int32, uint8, alpha=2)` as
+        `a + b * 2` would double the uint8 in uint8)."""
+        if not is_tensor(a) or a.dtype is result or result not in SUPPORTED or \
+                a.dtype not in SUPPORTED or _dtype.bool_ in (a.dtype, result) or \
+                is_float(a.dtype) != is_float(result) or \
+                a.dtype.itemsize >= result.itemsize:
+            return a
+        return self.ops.to(a, result)
+
     def _check(self, value, meta, op):
         if isinstance(meta, list):  # several results: each checked as one
             if not isinstance(value, (tuple, list)) or len(value) != len(meta):
@@ -668,6 +683,10 @@ class GraphLowering:
                                           f"its meta says {len(meta)}")
             return [self._check(v, m, op) for v, m in zip(value, meta)]
         shape, dtype = meta
+        if dtype not in SUPPORTED or (is_tensor(value) and value.dtype not in SUPPORTED):
+            # A view or copy of a half tensor (`clone`, `slice`) builds no arithmetic, so
+            # `pointwise`'s check never ran: the C renderer has no type for it.
+            raise NotLowered(f"dtype {dtype!r} has no C type")
         if not is_tensor(value) or tuple(value.shape) != tuple(shape):
             raise NotImplementedError(
                 f"lowering of {op.name} gave shape {getattr(value, 'shape', value)}, "

@@ -237,7 +237,9 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
             dt = w.dtype(out.dtype.np)
             if out in outputs:
                 layout = g.output_layouts.get(out)
-                if layout is None:
+                if layout is None or tuple(out.strides) != tuple(layout[0]):
+                    # (an expanded layout: the kernel writes every element, and the buffer
+                    # is copied into that layout when returned)
                     w.emit(f"{var} = _empty({tuple(out.shape)!r}, {dt})")
                 else:  # eager's layout: the kernel writes through the buffer's strides
                     w.emit(f"{var} = _empty_strided({tuple(out.shape)!r}, {layout[0]!r}, "
@@ -279,7 +281,8 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
                 var = wrapped[v] = f"_out{len(wrapped)}"
                 layout = g.output_layouts.get(v)
                 if layout is not None and tuple(v.strides) != tuple(layout[0]):
-                    # An extern's result (contiguous): copied into eager's layout.
+                    # An extern's result (contiguous), or a kernel's of an expanded layout:
+                    # copied into eager's layout.
                     w.emit(f"{var} = _wrap(_restrided({w.names[v]}, {tuple(v.shape)!r}, "
                            f"{layout[0]!r}, {layout[1]}))")
                 else:
