@@ -26,12 +26,18 @@ def _summary(v):
 
 
 def _outcome(case, lib):
+    # Warnings given once per process are given every time here, so the outcome does not
+    # depend on which earlier test gave them first.
+    always = lib.is_warn_always_enabled()
+    lib.set_warn_always(True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = _summary(case(lib))
         except Exception as e:  # noqa: BLE001  (the error is the outcome compared)
             result = ("error", type(e).__name__, str(e).split("\n")[0])
+        finally:
+            lib.set_warn_always(always)
     return result, sorted(str(w.message).split(" (Triggered")[0] for w in caught)
 
 
