@@ -16,6 +16,7 @@ from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
+from .._warn import warn_once_at_caller
 from ..ops import factorizations as D
 from ..ops import linalg as P
 from ..ops import lu as LUO
@@ -100,8 +101,31 @@ def qr(input: Tensor, some: bool = True, *, out=None):
 
 
 def cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
-    """The Cholesky factor (the older form: its node is CholeskyBackward0)."""
+    """The Cholesky factor (the older form: its node is CholeskyBackward0), with PyTorch's
+    deprecation warning (once per process)."""
+    warn_once_at_caller(_CHOLESKY_DEPRECATED)
     return call(D.cholesky, input, upper)
+
+
+# PyTorch's deprecation warnings from its core (TORCH_WARN_ONCE), in its words (its missing
+# spaces included).
+_CHOLESKY_DEPRECATED = (
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+    "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\n"
+    "L = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be "
+    "replaced with\nU = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent "
+    "results for all valid (symmetric positive definite) inputs.")
+_TRIANGULAR_SOLVE_DEPRECATED = (
+    "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangular"
+    "and will be removed in a future PyTorch release.\ntorch.linalg.solve_triangular has "
+    "its arguments reversed and does not return a copy of one of the inputs.\n"
+    "X = torch.triangular_solve(B, A).solution\nshould be replaced with\n"
+    "X = torch.linalg.solve_triangular(A, B).")
+_LU_SOLVE_DEPRECATED = (
+    "torch.lu_solve is deprecated in favor of torch.linalg.lu_solve"
+    "and will be removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
+    "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be replaced with\n"
+    "X = torch.linalg.lu_solve(LU, pivots, B)")
 
 
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False, *, out=None) -> Tensor:
@@ -117,6 +141,7 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
 def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,  # noqa: N803
                      unitriangular: bool = False, *, out=None):
     """(solution, cloned_coefficient) of a triangular system A X = b."""
+    warn_once_at_caller(_TRIANGULAR_SOLVE_DEPRECATED)
     return return_types.triangular_solve(*call(V.triangular_solve, b, A, upper, transpose,
                                                unitriangular))
 
@@ -148,6 +173,7 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,  # n
 @composite("fp32")
 def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tensor:  # noqa: N803
     """The older `torch.lu_solve(b, LU, pivots)`."""
+    warn_once_at_caller(_LU_SOLVE_DEPRECATED)
     return _linalg().lu_solve(LU_data, LU_pivots, b)
 
 
@@ -214,6 +240,8 @@ def chain_matmul(*matrices, out=None) -> Tensor:
     warn_once_at(2, "torch.chain_matmul is deprecated and will be removed in a future PyTorch "
                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
                  "more tensors rather than multiple parameters.")
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
     if len(matrices) == 1:
         return matrices[0].clone()
     return _linalg().multi_dot(matrices)

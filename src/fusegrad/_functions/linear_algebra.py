@@ -93,8 +93,9 @@ def matmul(input, other, *, out=None):
         raise RuntimeError(
             f"Expected size for first two dimensions of batch2 tensor to be: "
             f"[{_prod(batch)}, {k}] but got: [{_prod(batch)}, {k2}].")
-    a3 = reshape(a.expand(batch + (n, k)), (-1, n, k))
-    b3 = reshape(b.expand(batch + (k, m)), (-1, k, m))
+    # (not -1: a 0x0 matrix batch has no elements to infer the batch size from)
+    a3 = reshape(a.expand(batch + (n, k)), (_prod(batch), n, k))
+    b3 = reshape(b.expand(batch + (k, m)), (_prod(batch), k, m))
     shape = batch + ((n,) if da > 1 else ()) + ((m,) if db > 1 else ())
     return call(S.unsafe_view, bmm(a3, b3), shape)
 

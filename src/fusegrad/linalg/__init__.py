@@ -98,6 +98,13 @@ def _number(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def _tolerance(x):
+    """A tolerance (None, a number or a tensor) as a NumPy array, or None."""
+    if x is None:
+        return None
+    return np.asarray(x.detach().numpy() if isinstance(x, Tensor) else x, dtype=np.float64)
+
+
 def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
     """A to the integer power `n` (the inverse's power for negative `n`)."""
     check_square_float("linalg.matrix_power", A) if A.is_floating_point() else \
@@ -250,7 +257,11 @@ def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
         raise RuntimeError(
             "Expected self to satisfy the requirement prod(self.shape[ind:]) == "
             f"prod(self.shape[:ind]), but got {math.prod(tail)} != {rows}")
-    return inv(A.reshape(rows, rows)).reshape(tail + head)
+    inverse, info = inv_ex(A.reshape(rows, rows))
+    if int(info) > 0:  # (PyTorch's message names `inv` here)
+        raise LinAlgError(f"inv: The diagonal element {int(info)} is zero, the inversion "
+                          "could not be completed because the input matrix is singular.")
+    return inverse.reshape(tail + head)
 
 
 @_composite("fp32")
@@ -262,6 +273,10 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
         A = A.permute(*keep, *dims)
     rest = tuple(A.shape[B.ndim:])
     n = B.numel()
+    if math.prod(rest) != n:  # (PyTorch's words; its right side is B's size)
+        raise RuntimeError(
+            "Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+            f"prod(self.shape[:other.ndim]), but got {math.prod(rest)} != {n}")
     result = solve(A.reshape(n, -1), B.reshape(n))
     return result.view(rest)
 
@@ -278,8 +293,10 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 def _amax_amin(x, dim, keepdim, smallest):
     if smallest:
         return x.amin(dim, keepdim)
-    if x.shape[dim] == 0:  # an empty matrix's norm is 0 (amax itself refuses an empty dim)
-        return x.sum(dim, keepdim)
+    if x.shape[dim] == 0:
+        # An empty matrix's norm is 0 (amax itself refuses an empty dim); PyTorch returns
+        # fresh zeros there, outside the graph.
+        return x.detach().sum(dim, keepdim)
     return x.amax(dim, keepdim)
 
 
@@ -378,16 +395,41 @@ def cond(A: Tensor, p=None, *, out=None) -> Tensor:
     """The condition number in the norm `p` (the 2-norm by default)."""
     if A.ndim < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    is_number = isinstance(p, numbers.Number) and not isinstance(p, bool)
+    if is_number and p not in (2, -2, 1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {_shown(p)}")
+    if A.numel() == 0 and (p is None or is_number or A.shape[-1] == A.shape[-2]):
+        if not is_number and p is not None and p not in ("fro", "nuc"):
+            raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+        # PyTorch answers an empty input with fresh zeros (real), outside the graph.
+        real = A.dtype.to_real() if A.dtype.is_complex else A.dtype
+        return A.detach().new_zeros(tuple(A.shape[:-2]), dtype=real)
     if p is None or p in (2, -2):
         s = svdvals(A)
         big, small = s.narrow(-1, 0, 1), s.narrow(-1, s.shape[-1] - 1, 1)
         r = big / small if p != -2 else small / big
         return r.squeeze(-1)
-    shown = f"{p:g}" if isinstance(p, float) else p  # (C++'s stream: 1.0 is 1)
-    check_square(f"linalg.cond(ord={shown})", A)
+    check_square(f"linalg.cond(ord={_shown(p)})", A)
+    if p not in ("fro", "nuc") and not is_number:
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     check_floating("linalg.inv", A)  # (the inverse's check comes next)
-    r = matrix_norm(A, p) * matrix_norm(inv_ex(A)[0], p)
+    inverse, info = inv_ex(A)
+    singular = info > 0
+    if bool(singular.any()):
+        # A singular matrix's inverse norm is inf (LAPACK's partial inverse holds NaNs, whose
+        # SVD would raise): cond is inf there, or NaN where A's own norm is 0, as PyTorch.
+        inverse = inverse.masked_fill(singular[..., None, None], 0)
+        r = matrix_norm(A, p) * matrix_norm(inverse, p).masked_fill(singular, math.inf)
+    else:
+        r = matrix_norm(A, p) * matrix_norm(inverse, p)
+    if p == "nuc":
+        return r  # (PyTorch leaves out the nan_to_num here: its node is the product's)
     return r.nan_to_num(math.inf, math.inf)
+
+
+def _shown(p) -> str:
+    """An order as PyTorch's messages print it (C++'s stream: 1.0 is 1)."""
+    return f"{p:g}" if isinstance(p, float) else str(p)
 
 
 @_composite("fp32")
@@ -400,16 +442,19 @@ def matrix_rank(A: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol
     if A.dtype.np not in LAPACK_NP:
         raise RuntimeError("This function doesn't handle types other than float and double")
     if tol is not None:
-        atol, rtol = _number(tol), 0.0
+        atol, rtol = tol, 0.0
     data = A.detach().numpy()
     m, n = data.shape[-2:]
     if data.size == 0:
         return Tensor._make(np.zeros(data.shape[:-2], np.int64))
     s = np.abs(np.linalg.eigvalsh(data)) if hermitian else np.linalg.svd(data, compute_uv=False)
-    atol, rtol = _number(atol), _number(rtol)
+    # atol and rtol may be tensors, one tolerance per matrix of the batch (broadcast).
+    atol, rtol = _tolerance(atol), _tolerance(rtol)
     if rtol is None:
-        rtol = np.finfo(s.dtype).eps * max(m, n) if atol is None or atol <= 0 else 0.0
-    tol_ = np.maximum(0.0 if atol is None else atol, rtol * s.max(-1, keepdims=True))
+        eps = np.finfo(s.dtype).eps * max(m, n)
+        rtol = np.asarray(eps) if atol is None else np.where(atol > 0, 0.0, eps)
+    atol = np.asarray(0.0) if atol is None else atol
+    tol_ = np.maximum(atol[..., None], rtol[..., None] * s.max(-1, keepdims=True))
     return Tensor._make(np.asarray((s > tol_).sum(-1), dtype=np.int64))
 
 
@@ -444,11 +489,21 @@ def multi_dot(tensors, *, out=None) -> Tensor:
     n = len(tensors)
     if n < 2:
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {n}")
+    # PyTorch's checks, in its order: the ends, the middle, then one dtype for all.
+    for i, which in ((0, "first"), (n - 1, "last")):
+        if tensors[i].ndim not in (1, 2):
+            raise RuntimeError(f"multi_dot(): the {which} tensor must be 1D or 2D but got "
+                               f"{tensors[i].ndim}D")
+    for i in range(1, n - 1):
+        if tensors[i].ndim != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got "
+                               f"{tensors[i].ndim}D")
+    for i in range(1, n):
+        if tensors[i].dtype is not tensors[0].dtype:
+            raise RuntimeError("multi_dot(): all tensors must have be the same dtype but "
+                               f"tensor 0 is {tensors[0].dtype.cpp} and tensor {i} "
+                               f"{tensors[i].dtype.cpp}")
     first_vec, last_vec = tensors[0].ndim == 1, tensors[-1].ndim == 1
-    for i, t in enumerate(tensors):
-        want = 1 if (i == 0 and first_vec) or (i == n - 1 and last_vec) else 2
-        if t.ndim != want and not (t.ndim in (1, 2) and i in (0, n - 1)):
-            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
     mats = list(tensors)
     if first_vec:
         mats[0] = mats[0].unsqueeze(0)
@@ -497,13 +552,14 @@ def _chain(mats):
 
 def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803 (PyTorch's name)
     """The Vandermonde matrix of `x`: columns x^0, x^1, ..., x^(N-1)."""
-    if x.ndim < 1:
-        raise RuntimeError("linalg.vander: x must have at least one dimension.")
+    if x.dtype.np == np.bool_:
+        raise RuntimeError("linalg.vander supports floating point, complex, and integer "
+                           f"tensors, but got {x.dtype.legacy}")
+    if x.ndim < 1:  # (PyTorch takes a scalar as one element)
+        x = x.reshape(1)
     n = x.shape[-1] if N is None else N
-    if n < 2:
-        if n < 1:
-            raise RuntimeError("N must be greater than 1.")
-        return x.new_ones(tuple(x.shape) + (1,))
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
     ones = x.new_ones(tuple(x.shape) + (1,))
     powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
     return call(_cat_op, [ones, powers], -1)

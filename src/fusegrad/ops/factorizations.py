@@ -54,20 +54,25 @@ def _int_spec(shape):
 
 def _chol_np(a: np.ndarray):
     """Cholesky of the lower triangles, column by column; (L, info) with LAPACK's info.
-    Complex input is Hermitian: the diagonal's imaginary parts are not read, as potrf."""
+    Complex input is Hermitian: the diagonal's imaginary parts are not read, as potrf.
+    Where a matrix fails at column j, what LAPACK's column-by-column potrf leaves there is
+    kept, as PyTorch returns it: the failing pivot's value A[j,j] - |L[j,:j]|^2 on the
+    diagonal, and the input's own entries below it and in the later columns."""
     n = a.shape[-1]
     b = a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)), n, n))
     low = np.zeros_like(b)
     info = np.zeros(len(b), np.int32)
     for j in range(n):
+        active = info == 0  # (the matrices not failed at an earlier column)
         row = low[:, j, :j]
         d = b[:, j, j].real - np.einsum("bk,bk->b", row, row.conj()).real
-        bad = ~(d > 0) & (info == 0)
+        bad = ~(d > 0) & active
         info[bad] = j + 1
         dj = np.sqrt(np.where(d > 0, d, 1))
-        low[:, j, j] = dj
         rest = b[:, j + 1:, j] - np.einsum("bik,bk->bi", low[:, j + 1:, :j], row.conj())
-        low[:, j + 1:, j] = rest / dj[:, None]
+        low[:, j, j] = np.where(active, np.where(bad, d, dj), b[:, j, j])
+        low[:, j + 1:, j] = np.where((active & ~bad)[:, None], rest / dj[:, None],
+                                     b[:, j + 1:, j])
     return low.reshape(a.shape), info.reshape(a.shape[:-2])
 
 
@@ -99,9 +104,11 @@ def cholesky_backward(g, factor, upper):
     low, gl = (adj(factor), adj(g)) if upper else (factor, g)
     phi = adj(low).matmul(gl).tril()
     phi = phi - phi.diagonal(0, -2, -1).diag_embed() * 0.5
+    # Made Hermitian before the solves (L^{-H} sym(Phi) L^{-1} is the same matrix), so the
+    # last node is a triangular solve, as in PyTorch's double backward.
+    phi = (phi + adj(phi)) * 0.5
     y = call(solve_triangular, adj(low), phi, True, True, False)  # L^{-H} Phi
-    x = call(solve_triangular, low, y, False, False, False)  # ... L^{-1}: X L = Y
-    return (x + adj(x)) * 0.5
+    return call(solve_triangular, low, y, False, False, False)  # ... L^{-1}: X L = Y
 
 
 def _chol_ex_kernel(a, upper=False, check_errors=False):
@@ -294,11 +301,26 @@ def _svd_kernel(a, full_matrices=True, compute_uv=True, driver=None):
                 idx = np.arange(min(x.shape[-2:]))
                 x[..., idx, idx] = 1
         return u, np.zeros(ss, rdt), vh
+    # A matrix with a non-finite entry gets NaN factors, as PyTorch's LAPACK call leaves them
+    # (NumPy's raises); the others are computed as usual.
+    bad = ~np.isfinite(a).all(axis=(-2, -1))
+    if bad.any():
+        # A NaN makes LAPACK report non-convergence, which PyTorch raises (inf alone does not).
+        nan = np.isnan(a).any(axis=(-2, -1))
+        hit = first_failure(nan.astype(np.int32))
+        if hit is not None:
+            raise LinAlgError(f"linalg.svd: {batch_prefix(nan, hit[0])}The algorithm failed to "
+                              "converge because the input matrix contained non-finite values.")
+        a = np.where(bad[..., None, None], 0, a)
     if not compute_uv:
-        s = np.linalg.svd(a, compute_uv=False)
-        return np.zeros((0,), a.dtype), s.astype(rdt), np.zeros((0,), a.dtype)
+        s = np.linalg.svd(a, compute_uv=False).astype(rdt)
+        s[bad] = np.nan
+        return np.zeros((0,), a.dtype), s, np.zeros((0,), a.dtype)
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    return u.astype(a.dtype), s.astype(rdt), vh.astype(a.dtype)
+    u, s, vh = u.astype(a.dtype), s.astype(rdt), vh.astype(a.dtype)
+    for x in (u, s, vh):
+        x[bad] = np.nan
+    return u, s, vh
 
 
 def _svd_shapes(shape, full, compute_uv):

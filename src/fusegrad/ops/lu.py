@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from .._dispatch import call
 from ._linalg_common import (
     LAPACK_NP,
@@ -233,6 +234,13 @@ lu_unpack = register(
 
 
 def _lu_solve_check(lu, piv, b, left):
+    dl, db = dtype_of(lu), dtype_of(b)
+    if dl is not db:  # (PyTorch's first checks: the dtypes, then the pivots')
+        raise RuntimeError("linalg.lu_solve: Expected LU and B to have the same dtype, but "
+                           f"found LU of type {dl.legacy} and B of type {db.legacy} instead")
+    if dtype_of(piv) is not _dtype.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type "
+                           "torch.int32")
     check_square_float("linalg.lu_solve", lu, "LU")
     check_matrix("linalg.lu_solve", b, "B")
     n = lu.shape[-1]
@@ -240,6 +248,12 @@ def _lu_solve_check(lu, piv, b, left):
         eq = "AX = B" if left else "XA = B"
         raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation "
                            f"{eq} ({n}x{n} and {b.shape[-2]}x{b.shape[-1]})")
+    if len(piv.shape) < 1 or piv.shape[-1] != n:
+        raise RuntimeError("linalg.lu_solve: Number of pivots per batch should be same as the "
+                           "dimension of the matrix")
+    if tuple(piv.shape) != tuple(lu.shape[:-1]):
+        raise RuntimeError("linalg.lu_solve: Expected LU.shape[:-1] and pivots.shape to be the "
+                           f"same, but got pivots with shape {list(piv.shape)} instead")
     batch = np.broadcast_shapes(tuple(lu.shape[:-2]), tuple(b.shape[:-2]))
     return tuple(batch) + tuple(b.shape[-2:])
 

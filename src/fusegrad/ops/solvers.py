@@ -18,6 +18,7 @@ from ._linalg_common import (
     batch_prefix,
     check_floating,
     check_matrix,
+    check_square,
     check_square_float,
     col_major_results,
     col_major_strides,
@@ -26,7 +27,7 @@ from ._linalg_common import (
     lu_np,
     real_np,
 )
-from ._util import Spec, broadcast_shapes, dtype_of, rand_array
+from ._util import HALF, Spec, broadcast_shapes, dtype_of, rand_array
 from .factorizations import I32, spd_array
 from .registry import Sample, register
 
@@ -124,11 +125,19 @@ def _det_derivative(g, a, det):
     return ((u * d.unsqueeze(-2)).matmul(vh),)
 
 
+def _det_check(a) -> None:
+    """det's checks: PyTorch runs its LU on half-precision input, which then refuses it."""
+    check_square("linalg.det", a)
+    dt = dtype_of(a)
+    if dt.np in HALF:
+        raise NotImplementedError(f'"lu_cpu" not implemented for \'{dt.legacy}\'')
+    check_floating("linalg.det", a)
+
+
 linalg_det = register(
     "linalg_det",
-    kernel=lambda a: (check_square_float("linalg.det", a),
-                      np.asarray(np.linalg.det(a)).astype(a.dtype))[1],
-    meta=lambda a: (check_square_float("linalg.det", a), Spec(_batch(a), a.dtype))[1],
+    kernel=lambda a: (_det_check(a), np.asarray(np.linalg.det(a)).astype(a.dtype))[1],
+    meta=lambda a: (_det_check(a), Spec(_batch(a), a.dtype))[1],
     node="LinalgDetBackward0", derivative=_det_derivative,
     save=lambda out, a: (a, out), samples=_square_samples, public="det",
     saved_names=("A", "result"))
@@ -402,16 +411,35 @@ triangular_solve = register(
 # ---------------------------------------------------------------- cholesky_solve / inverse
 
 
+def _cs_checks(b, low):
+    """PyTorch's checks of cholesky_solve, in its order and words."""
+    for name, x in (("b", b), ("u", low)):
+        if x.ndim < 2:
+            raise RuntimeError(f"{name} should have at least 2 dimensions, but has {x.ndim} "
+                               "dimensions instead")
+    db, dl = dtype_of(b), dtype_of(low)
+    if db is not dl:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{db.legacy} and A of type {dl.legacy} instead.")
+    m, n = low.shape[-2:]
+    if m != n:
+        raise RuntimeError(f"A must be batches of square matrices, but they are {m} by {n} "
+                           "matrices")
+    if not (db.is_floating_point or db.is_complex) or db.np in HALF:
+        raise NotImplementedError(f'"cholesky_solve_cpu" not implemented for '
+                                  f"'{db.legacy}'")
+
+
 def _cs_kernel(b, low, upper=False):
-    check_square_float("cholesky_solve", low)
-    check_matrix("cholesky_solve", b, "B")
+    _cs_checks(b, low)
+    broadcast_shapes(tuple(b.shape[:-2]), tuple(low.shape[:-2]))  # (b named first, as PyTorch)
     t = np.swapaxes(low, -1, -2).conj() if upper else low  # the lower factor (U = L^H)
     y = _tri_solve_np(np.tril(t), b, True)
     return _tri_solve_np(np.triu(np.swapaxes(t, -1, -2).conj()), y, True)
 
 
 def _cs_meta(b, low, upper=False):
-    check_square_float("cholesky_solve", low)
+    _cs_checks(b, low)
     batch = broadcast_shapes(tuple(b.shape[:-2]), tuple(low.shape[:-2]))
     return Spec(batch + tuple(b.shape[-2:]), b.dtype)
 
@@ -444,6 +472,12 @@ cholesky_solve = register(
 def _ci_kernel(low, upper=False):
     check_square_float("cholesky_inverse", low)
     t = np.swapaxes(low, -1, -2).conj() if upper else low  # the lower factor (U = L^H)
+    # LAPACK's potri refuses a factor with a zero on its diagonal (info: the first one's
+    # 1-based index), which PyTorch raises.
+    zero = np.diagonal(t, 0, -2, -1) == 0
+    if zero.size:
+        _singular_inverse_error("cholesky_inverse",
+                                np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32))
     inv = _tri_solve_np(np.tril(t), np.broadcast_to(np.eye(low.shape[-1], dtype=low.dtype),
                                                     low.shape), True)
     out = np.swapaxes(inv, -1, -2).conj() @ inv  # (L L^H)^{-1} = L^{-H} L^{-1}
@@ -542,6 +576,11 @@ _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
 def _lstsq_shapes(a, b, driver):
+    da, db = dtype_of(a), dtype_of(b)
+    if da is not db:  # (PyTorch's first check)
+        raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same "
+                           f"dtype, but got input's dtype {da.legacy} and other's dtype "
+                           f"{db.legacy}")
     check_matrix("torch.linalg.lstsq", a, "input")
     if len(a.shape) < len(b.shape) or len(a.shape) - len(b.shape) > 1:
         raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
@@ -577,10 +616,11 @@ def _lstsq_kernel(a, b, rcond=None, driver=None):
         rcond = np.finfo(real_np(a.dtype)).eps * max(m, n)
     x = pinv_np(ab, 0.0, rcond) @ bb
     rdt = real_np(a.dtype)
-    s = np.linalg.svd(ab, compute_uv=False) if ab.size else np.zeros(batch + (0,), rdt)
+    s = (np.linalg.svd(ab, compute_uv=False) if ab.size
+         else np.zeros(batch + (min(m, n),), rdt))
     smax = s[..., :1] if s.shape[-1] else np.zeros(batch + (1,))
     ranks = (s > rcond * smax).sum(-1).astype(np.int64)
-    resid = np.zeros(res, a.dtype)
+    resid = np.zeros(res, rdt)  # (real, as the residuals are, complex input or not)
     if res != (0,):
         full = ranks == n
         r = (np.abs(ab @ x - bb) ** 2).sum(-2)
