@@ -190,6 +190,9 @@ def test_tensorsolve_size_check(a_shape, b_shape, dims):
     kw = {} if dims is None else {"dims": dims}
     _same(lambda m, a, b: m.linalg.tensorsolve(a, b, **kw),
           [_arr(rng, a_shape, np.float64), _arr(rng, b_shape, np.float64)])
+    # (`dims=None` given explicitly: the same outcome, not an argument-type error)
+    _same(lambda m, a, b: m.linalg.tensorsolve(a, b, dims=dims),
+          [_arr(rng, a_shape, np.float64), _arr(rng, b_shape, np.float64)])
 
 
 def test_deprecation_warnings():

@@ -631,6 +631,11 @@ def argument_error(info: list, args: tuple, kwargs: dict | None, before: bool = 
             continue
         if not before and param in _TYPED_PARAMETERS:
             expected, accepts = _TYPED_PARAMETERS[param]
+            if value is None:  # (None where the parameter's default is None is no error)
+                if defaults is None:
+                    defaults = _defaults(fn)
+                if defaults.get(param, inspect.Parameter.empty) is None:
+                    continue
             if not accepts(value) and not _overridable(value):
                 return _not_tensor(name, param, position, value, expected)
             continue
