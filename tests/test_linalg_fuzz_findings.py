@@ -304,3 +304,21 @@ def test_cholesky_inverse_of_a_singular_factor(case):
 @pytest.mark.parametrize("shape, ind", [((2, 3, 6), 2), ((6, 2, 3), 1)])
 def test_tensorinv_of_a_singular_tensor(shape, ind):
     _same(lambda m, t: m.linalg.tensorinv(t, ind=ind), [np.zeros(shape)], grad=False)
+
+
+@pytest.mark.parametrize("name", ["addbmm", "baddbmm"])
+@pytest.mark.parametrize("dts", [
+    ("float64", "float32", "float32"), ("float32", "float64", "float32"),
+    ("float32", "float32", "float64"), ("float64", "float64", "float32")])
+def test_batched_product_dtype_checks(name, dts):
+    """addbmm/baddbmm of mixed dtypes: PyTorch's errors, in its order of checks."""
+    shapes = ((2, 2), (1, 2, 2), (1, 2, 2)) if name == "addbmm" else ((1, 2, 2),) * 3
+    outcomes = []
+    for lib in (fg, torch):
+        try:
+            getattr(lib, name)(*[lib.ones(s, dtype=getattr(lib, d))
+                                 for s, d in zip(shapes, dts)])
+            outcomes.append(None)
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1] and outcomes[0] is not None

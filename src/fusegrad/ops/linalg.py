@@ -272,12 +272,23 @@ def _plus_scaled(prod, alpha, s, beta):
     return prod if beta == 0 else _scaled(s, beta) + prod
 
 
+def _baddbmm_dtypes(a, b1, b2) -> None:
+    """PyTorch's first check of baddbmm: the input's dtype against batch1's (batch2's is
+    the product's check)."""
+    da = dtype_of(a)
+    if da is not dtype_of(b1):
+        raise RuntimeError(f"Input dtypes must be the same, got: input {da.cpp}, batch1: "
+                           f"{dtype_of(b1).cpp}, batch2: {dtype_of(b2).cpp}")
+
+
 def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
+    _baddbmm_dtypes(a, b1, b2)
     _bmm_check(b1, b2)
     return Spec((b1.shape[0], b1.shape[1], b2.shape[2]), b1.dtype)
 
 
 def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
+    _baddbmm_dtypes(a, b1, b2)
     _bmm_check(b1, b2)
     no_bool_product("baddbmm", b1, (b1.shape[0], b1.shape[1], b2.shape[2]), b1.shape[2])
     half = b1.dtype in HALF
@@ -421,6 +432,13 @@ def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
             f"{b2.shape[1]}x{b2.shape[2]})")
     shape = (b1.shape[1], b2.shape[2])
     broadcast_shapes(tuple(s.shape), shape)
+    ds, d1, d2 = dtype_of(s), dtype_of(b1), dtype_of(b2)
+    if ds is not d2:  # (PyTorch's checks: self against batch2 first, then the batches)
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {ds.legacy} and "
+                           f"{d2.legacy}")
+    if d1 is not d2:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {d1.legacy} and "
+                           f"{d2.legacy}")
     return Spec(shape, b1.dtype)
 
 
