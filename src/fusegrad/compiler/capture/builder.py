@@ -14,6 +14,7 @@ import functools
 import inspect
 import operator
 import re
+import threading
 import types
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
 from ..._shapes import dense_strides
 from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
+from ...fx import has_side_effect
 from ...ops.surface import INPLACE, has_flag
 from .dynamic import input_order, strict_dims
 from .guards import GuardSet, _is_plain_data, _shares_memory
@@ -447,6 +449,18 @@ class GraphBuilder:
         self.created.append(node)
         set_mode(mode)
 
+    def enter_autocast(self, ctx) -> None:
+        """Enter autocast region `ctx` (a `fusegrad.autocast` object) here in the graph, and
+        now, so the fake ops that follow cast as the program's ops will."""
+        args = (ctx.device, ctx.fast_dtype, bool(ctx._enabled), bool(ctx._cache_enabled))
+        self.created.append(self.graph.call_function(enter_autocast, args))
+        enter_autocast(*args)
+
+    def exit_autocast(self) -> None:
+        """Leave the innermost autocast region the graph entered (in the graph and now)."""
+        self.created.append(self.graph.call_function(exit_autocast, ()))
+        exit_autocast()
+
     def rename(self, node, name: str) -> None:
         """Give `node` a fresh name made from `name`; its old name stays taken, as in FX."""
         node.name = self.graph._namespace.create_name(name)
@@ -513,6 +527,48 @@ def set_grad_enabled(mode: bool) -> None:
     from ..._thread_state import set_grad_enabled as set_mode
 
     set_mode(mode)
+
+
+class _Regions(threading.local):
+    """The autocast regions graphs entered in this thread, innermost last."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_regions = _Regions()
+
+
+@has_side_effect
+def enter_autocast(device: str, dtype, enabled: bool, cache_enabled: bool) -> None:
+    """Graph node target: enter an autocast region (a `with autocast(...)` block's entry)."""
+    from ...amp.autocast_mode import autocast
+
+    ctx = autocast(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    ctx.__enter__()
+    _regions.stack.append(ctx)
+
+
+@has_side_effect
+def exit_autocast() -> None:
+    """Graph node target: leave the innermost autocast region a graph entered."""
+    _regions.stack.pop().__exit__(None, None, None)
+
+
+enter_autocast.side_effect = True  # dead-code elimination keeps them
+exit_autocast.side_effect = True
+
+
+def autocast_depth() -> int:
+    """How many autocast regions graphs have entered and not left in this thread."""
+    return len(_regions.stack)
+
+
+def unwind_autocast(depth: int) -> None:
+    """Leave the regions entered since `autocast_depth()` was `depth` (a translation that
+    stopped inside a `with autocast()` block)."""
+    while len(_regions.stack) > depth:
+        exit_autocast()
 
 
 def _as_node(v, builder=None):

@@ -38,6 +38,7 @@ from .translator import (
     unsupported_opcodes,
 )
 from .variables import (
+    AutocastExitVariable,
     BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
@@ -75,6 +76,26 @@ def _is_module(obj) -> bool:
     except ImportError:
         return False
     return isinstance(obj, Module)
+
+
+def _autocast_class() -> type:
+    from ...amp.autocast_mode import autocast
+
+    return autocast
+
+
+def _make_autocast(tr, cls, args: list, kwargs: dict) -> ConstantVariable:
+    """`autocast(device_type, dtype=...)` on constant arguments: the object, made now (its
+    constructor only checks them and reads the default dtype); a `with` block over it enters
+    the region in the graph."""
+    values = [a.value if isinstance(a, ConstantVariable) else None for a in args]
+    kw = {k: v.value if isinstance(v, ConstantVariable) else None for k, v in kwargs.items()}
+    if not all(isinstance(a, ConstantVariable) for a in (*args, *kwargs.values())):
+        raise Unsupported("autocast() on arguments not known while translating")
+    if (values[0] if values else kw.get("device_type")) != "cpu":
+        # Other device types warn (this build has no CUDA) on every call, as eager does.
+        raise Unsupported("autocast() for a device type other than cpu")
+    return ConstantVariable(cls(*values, **kw))
 
 
 def _grad_context(f, args, tr):
@@ -138,6 +159,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, fn.func, [fn.obj] + args, kwargs)
     if isinstance(fn, PartialVariable):  # the stored arguments first, as partial.__call__
         return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
+    if isinstance(fn, AutocastExitVariable):  # leaving a `with autocast()` block
+        tr.builder.exit_autocast()
+        return ConstantVariable(None)
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
@@ -183,6 +207,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f._orig, args, kwargs)
     if is_plain_namedtuple(f):
         return _make_namedtuple(tr, fn, args, kwargs)
+    if f is _autocast_class():
+        return _make_autocast(tr, f, args, kwargs)
     if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
         if any(isinstance(a, ConstantVariable) and holds_symbol(a.value)
                for a in (*args, *kwargs.values())):
@@ -313,8 +339,9 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
     attribute shadows the class's), while the module has no hooks."""
     mod = fn.value
     src = tr.guard_root(fn)
-    if any(getattr(mod, t, None) for t in _HOOK_TABLES):
-        raise Unsupported("a module with hooks")
+    pre, post = _forward_hooks(mod)
+    if (pre or post) and src is None:
+        raise Unsupported("a module with hooks")  # nothing to guard the hooks on
     if _global_hooks_registered():
         raise Unsupported("module hooks registered for every module")
     # A graph that inlined a forward is valid only while no global hook would run around it.
@@ -328,8 +355,41 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
         raise Unsupported(f"{type(mod).__name__}.forward is not a Python function")
     if src is not None:  # hooks added or forward replaced later change what the call does
         guards = tr.builder.guards
-        guards.add(f"___module_call_is({src}, {guards.ref(func)}, {func is not forward})")
-    return inline(tr, func, args, kwargs)
+        if pre or post:
+            hooks = ", ".join(guards.ref(h, "fn") for h in (*pre, *post))
+            guards.add(f"___module_hooks_are({src}, {guards.ref(func)}, {func is not forward}, "
+                       f"{len(pre)}, ({hooks},))")
+        else:
+            guards.add(f"___module_call_is({src}, {guards.ref(func)}, {func is not forward})")
+    if not pre and not post:
+        return inline(tr, func, args, kwargs)
+    # What Module.__call__ runs around forward: each pre-hook may replace the positional
+    # arguments (a non-tuple result becomes a 1-tuple), each hook after may replace the result.
+    inputs = args[1:] if func is not forward else args
+    for hook in pre:
+        res = call_variable(tr, ConstantVariable(hook), [fn, TupleVariable(list(inputs))], {})
+        if not (isinstance(res, ConstantVariable) and res.value is None):
+            inputs = list(res.items) if isinstance(res, TupleVariable) else [res]
+    result = inline(tr, func, ([fn] if func is not forward else []) + list(inputs), kwargs)
+    for hook in post:
+        res = call_variable(tr, ConstantVariable(hook),
+                            [fn, TupleVariable(list(inputs)), result], {})
+        if not (isinstance(res, ConstantVariable) and res.value is None):
+            result = res
+    return result
+
+
+def _forward_hooks(mod) -> tuple[list, list]:
+    """The forward pre-hooks and forward hooks of `mod` that capture can inline (positional
+    ones, not always-called), or Unsupported for other hooks."""
+    d = mod.__dict__
+    if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
+        raise Unsupported("a module with backward hooks")
+    pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+    if d.get("_forward_pre_hooks_with_kwargs") or d.get("_forward_hooks_with_kwargs") or \
+            d.get("_forward_hooks_always_called"):
+        raise Unsupported("a module with keyword or always-called forward hooks")
+    return list(pre.values()) if pre else [], list(post.values()) if post else []
 
 
 # Builtins that iterate over their argument: evaluated on a real iterator, they would consume it.

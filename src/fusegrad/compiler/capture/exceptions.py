@@ -24,6 +24,7 @@ import weakref
 
 from .guards import _is_plain_data
 from .variables import (
+    AutocastExitVariable,
     BoundFunctionVariable,
     ConstantVariable,
     GradExit,
@@ -33,6 +34,13 @@ from .variables import (
     Unsupported,
     Variable,
 )
+
+
+def _autocast_class() -> type:
+    from ...amp.autocast_mode import autocast
+
+    return autocast
+
 
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its entries
 
@@ -165,7 +173,7 @@ class ExceptionOpcodes:
         depth = entry[3]
         if 0 < depth <= len(self.stack):
             below = self.stack[depth - 1]
-            if isinstance(below, GradModeVariable) or (
+            if isinstance(below, (GradModeVariable, AutocastExitVariable)) or (
                     isinstance(below, ConstantVariable) and isinstance(below.value, GradExit)):
                 return False
         return True
@@ -270,6 +278,11 @@ class ExceptionOpcodes:
                 self.push(BoundFunctionVariable(exit_, cm))
                 self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
                 return
+        if isinstance(cm, ConstantVariable) and type(cm.value) is _autocast_class():
+            self.push(AutocastExitVariable())
+            self.builder.enter_autocast(cm.value)
+            self.push(cm)  # what autocast.__enter__ returns: the object itself
+            return
         if not isinstance(cm, GradModeVariable):
             raise Unsupported("a with block whose context is not a grad mode")
         self.push(GradModeVariable(
@@ -280,6 +293,10 @@ class ExceptionOpcodes:
     def WITH_EXCEPT_START(self, inst):  # noqa: N802
         exc = self.stack[-1]
         exit_fn = self.stack[-4]
+        if isinstance(exit_fn, AutocastExitVariable):  # an autocast block: leave the region
+            self.builder.exit_autocast()
+            self.push(ConstantVariable(False))
+            return
         if isinstance(exit_fn, GradModeVariable):  # a grad-mode block: restore the mode
             self.builder.set_grad_enabled(exit_fn.exit)
             self.push(ConstantVariable(False))

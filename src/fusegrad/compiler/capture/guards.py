@@ -272,6 +272,23 @@ def _module_call_is(module, forward, bound: bool) -> bool:
     return d.get("forward") is forward
 
 
+def _module_hooks_are(module, forward, bound: bool, n_pre: int, hooks: tuple) -> bool:
+    """True if `module(...)` runs `forward` between exactly these positional forward hooks
+    (the first `n_pre` before it) and no others."""
+    d = module.__dict__
+    if d.get("_backward_hooks") or d.get("_backward_pre_hooks") or \
+            d.get("_forward_pre_hooks_with_kwargs") or d.get("_forward_hooks_with_kwargs") or \
+            d.get("_forward_hooks_always_called"):
+        return False
+    pre, post = d.get("_forward_pre_hooks") or {}, d.get("_forward_hooks") or {}
+    if len(pre) != n_pre or len(pre) + len(post) != len(hooks) or \
+            any(a is not b for a, b in zip((*pre.values(), *post.values()), hooks)):
+        return False
+    if bound:
+        return "forward" not in d and type(module).forward is forward
+    return d.get("forward") is forward
+
+
 def _same_data(a, b) -> bool:
     """True if plain data `a` and `b` are equal with the same types, zeros of the same sign
     and NaNs in the same places (what `==` does not tell apart)."""
@@ -345,7 +362,8 @@ def _helpers() -> dict:
     return {"___grad_enabled": lambda: _thread_local.grad_enabled,
             "___autocast": lambda: _thread_local.autocast,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
-            "___module_call_is": _module_call_is, "___copysign": math.copysign,
+            "___module_call_is": _module_call_is, "___module_hooks_are": _module_hooks_are,
+            "___copysign": math.copysign,
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,
             "___no_global_module_hooks": _no_global_module_hooks}
 

@@ -29,7 +29,15 @@ from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
-from .builder import _INPLACE_OPERATORS, GraphBuilder, _has_symbol, _mutates, holds_symbol
+from .builder import (
+    _INPLACE_OPERATORS,
+    GraphBuilder,
+    _has_symbol,
+    _mutates,
+    autocast_depth,
+    holds_symbol,
+    unwind_autocast,
+)
 from .dynamic import DynamicPolicy
 from .exceptions import Raised, exception_entries
 from .guards import fast_sizes
@@ -37,6 +45,7 @@ from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
+    AutocastExitVariable,
     BoundFunctionVariable,
     CellVariable,
     ConstantVariable,
@@ -124,10 +133,12 @@ class FrameRunner:
 
     def __call__(self, L: dict):
         grad_mode = _thread_local.grad_enabled
+        regions = autocast_depth()
         try:
             return self._run(L)
         except BaseException:
             _set_grad(grad_mode)  # a with block left by an exception
+            unwind_autocast(regions)  # an autocast region a graph entered, too
             raise
 
     def _run(self, L: dict):
@@ -283,6 +294,7 @@ class FrameRunner:
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
         grad_mode = _thread_local.grad_enabled
+        regions = autocast_depth()
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
         logs.counters["frames"]["total"] += 1
@@ -299,6 +311,7 @@ class FrameRunner:
             return self._translator_error(start, e)
         finally:
             _set_grad(grad_mode)  # translation switches it for the fake ops
+            unwind_autocast(regions)  # and enters autocast regions for them
             self._state = None
             set_rng_state(rng)
 
@@ -687,6 +700,8 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, PartialVariable):  # a real functools.partial of the rebuilt parts
         return ("partial", _spec(v.func, outputs), [_spec(a, outputs) for a in v.args],
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
+    if isinstance(v, AutocastExitVariable):
+        raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, GradModeVariable) and v.exit is None:
         if v.before is not None:  # `set_grad_enabled(m)` switched the mode as it was made
             raise Unsupported("a set_grad_enabled() object live at a graph break")
@@ -753,8 +768,9 @@ def _eliminate_dead_code(graph, keep) -> None:
             continue
         name = node.target if isinstance(node.target, str) else getattr(
             node.target, "__name__", "")
-        if _keeps(name) or node.kwargs.get("inplace") is True:
-            continue  # in-place ops change their inputs: keep them
+        if _keeps(name) or node.kwargs.get("inplace") is True or \
+                getattr(node.target, "side_effect", False):
+            continue  # in-place ops change their inputs; an autocast region's edges: keep
         graph.erase_node(node)
 
 

@@ -282,6 +282,19 @@ class GradModeVariable(Variable):
         return object
 
 
+class AutocastExitVariable(Variable):
+    """The `__exit__` of an autocast region a graph entered (`with autocast(...)`): calling
+    it leaves the region, in the graph."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(None)
+
+    def python_type(self) -> type:
+        return object
+
+
 class GradExit:
     """A grad-mode context's `__exit__` rebuilt for real when a graph break happens inside
     its `with` block: calling it restores the grad mode from before the block."""
