@@ -185,14 +185,28 @@ class AOTRunner:
         self.training = bw_module is not None
         if self.training:
             self.fn, self.returned = make_compiled_function(fw, bw_module, bw_compiler, trace)
+            # Inputs that get no gradient (read only through `.detach()`, say) and that the
+            # graph does not write: the node takes them detached, so it has no edge to their
+            # history (eager's graph has none: a backward through the node must not run, and
+            # free, the history of such an input).
+            written = set(trace.mutated_inputs)
+            self.no_grad_inputs = [i for i, reads in enumerate(trace.grad_tangents)
+                                   if reads is None and i not in written]
 
     def __call__(self, *args):
         if self.training:
+            node_args = args
+            if self.no_grad_inputs:
+                node_args = list(args)
+                for i in self.no_grad_inputs:
+                    a = node_args[i]
+                    if isinstance(a, Tensor) and a.requires_grad:
+                        node_args[i] = a.detach()
             if self.trace.grad_mode_before:
-                outs = self.fn.apply(*args)
+                outs = self.fn.apply(*node_args)
             else:  # the program switches grad mode on: the node records its history
                 with enable_grad():
-                    outs = self.fn.apply(*args)
+                    outs = self.fn.apply(*node_args)
             outs = outs if isinstance(outs, tuple) else (outs,)
             full = [None] * self.trace.num_fwd_outputs
             for k, o in zip(self.returned, outs):
