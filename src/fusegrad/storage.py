@@ -95,15 +95,41 @@ def _repr(storage, items: list, title: str) -> str:
     return f"{body}\n[{title} of size {len(items)}]"
 
 
-class UntypedStorage:
+class _StorageBase:
+    """What every CPU storage answers alike."""
+
+    __slots__ = ()
+    is_sparse = False
+    is_cuda = False
+
+    def get_device(self):
+        """None: the CPU's storages have no device index (PyTorch's answer)."""
+        return None
+
+    def is_shared(self) -> bool:
+        """False: the memory is this process's own."""
+        return False
+
+    def share_memory_(self):
+        """Returns `self` (fusegrad's worker processes receive copies)."""
+        return self
+
+    def is_pinned(self, device="cuda") -> bool:
+        """False: no pinned memory without CUDA."""
+        return False
+
+    def resizable(self) -> bool:
+        """Whether the storage owns memory it could grow."""
+        return self.untyped()._root.base is None
+
+
+class UntypedStorage(_StorageBase):
     """Bytes of memory, shared by the tensors that view them: `UntypedStorage(n)` (n bytes,
     zero here where PyTorch leaves them unset), `UntypedStorage([1, 2, 3])`, or a tensor's
     `x.untyped_storage()`."""
 
     __slots__ = ("_bytes", "_root", "__weakref__")
-    is_sparse = False
     is_sparse_csr = False
-    is_cuda = False
     is_hpu = False
 
     def __init__(self, *args, device=None) -> None:
@@ -167,26 +193,6 @@ class UntypedStorage:
     def device(self):
         """The CPU device."""
         return _CPU
-
-    def get_device(self):
-        """None: the CPU's storages have no device index (PyTorch's answer)."""
-        return None
-
-    def is_shared(self) -> bool:
-        """False: the memory is this process's own."""
-        return False
-
-    def share_memory_(self):
-        """Returns `self` (fusegrad's worker processes receive copies)."""
-        return self
-
-    def is_pinned(self, device="cuda") -> bool:
-        """False: no pinned memory without CUDA."""
-        return False
-
-    def resizable(self) -> bool:
-        """Whether the storage owns memory it could grow."""
-        return self._root.base is None
 
     def type(self, dtype=None, non_blocking: bool = False):
         """The storage's type name (`torch.storage.UntypedStorage`)."""
@@ -283,14 +289,12 @@ def _typed_from_bytes(data: bytes, dt) -> TypedStorage:
 _LEGACY_NAME = {d: f"{_dtype.BY_NAME[d].legacy}Storage" for d in _dtype.LEGACY_STORAGE}
 
 
-class TypedStorage:
+class TypedStorage(_StorageBase):
     """A storage's bytes read as elements of one dtype (`x.storage()`; PyTorch deprecates
     the class in favour of `UntypedStorage`). `TypedStorage(n, dtype=...)`,
     `TypedStorage([1.5, 2.0])`, `TypedStorage(wrap_storage=u, dtype=...)`."""
 
     __slots__ = ("_untyped_storage", "dtype")
-    is_sparse = False
-    is_cuda = False
 
     def __init__(self, *args, device=None, dtype=None, wrap_storage=None,
                  _internal: bool = False, _called: type | None = None) -> None:
@@ -376,29 +380,9 @@ class TypedStorage:
         """The CPU device."""
         return self._untyped_storage.device
 
-    def get_device(self):
-        """None: the CPU's storages have no device index."""
-        return None
-
     def untyped(self) -> UntypedStorage:
         """The bytes beneath, shared."""
         return self._untyped_storage
-
-    def is_shared(self) -> bool:
-        """False: the memory is this process's own."""
-        return False
-
-    def share_memory_(self):
-        """Returns `self`."""
-        return self
-
-    def is_pinned(self, device="cuda") -> bool:
-        """False: no pinned memory without CUDA."""
-        return False
-
-    def resizable(self) -> bool:
-        """Whether the storage owns memory it could grow."""
-        return self._untyped_storage.resizable()
 
     def pickle_storage_type(self) -> str:
         """The legacy class name saved for this dtype (`FloatStorage`)."""

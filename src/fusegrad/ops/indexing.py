@@ -779,7 +779,7 @@ def _iterator_layout(out: np.ndarray, a: np.ndarray, idx: tuple) -> np.ndarray:
     restrided to the result's shape, 0 along the index dims, then the index tensors, 0 along
     the kept dims) allocates it: the kept dims in `a`'s memory order, the index dims
     row-major, strides multiplied through every size (an empty dim's too)."""
-    from .._shapes import iterator_order
+    from .._shapes import iterator_perm
 
     item = a.itemsize
     parts = [i for i in idx if not isinstance(i, slice)]
@@ -819,18 +819,7 @@ def _iterator_layout(out: np.ndarray, a: np.ndarray, idx: tuple) -> np.ndarray:
             full[n_before + j] = c[j]
         operands.append(full)
 
-    def should_swap(d0: int, d1: int) -> int:
-        for strides in operands:
-            s0, s1 = strides[d0], strides[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = iterator_order(list(range(len(shape) - 1, -1, -1)), should_swap)
+    perm = iterator_perm(shape, operands)
     want = [0] * len(shape)
     acc = 1
     for d in perm:
