@@ -44,6 +44,7 @@ CASES = {
     "var of nothing": lambda L: L.ones(0).var(),
     "T of a vector": lambda L: L.ones(3).T,
     "T of a 0-d tensor": lambda L: L.ones(()).T,
+    "mT of a 0-d tensor": lambda L: L.ones(()).mT,
     "chain_matmul deprecated": lambda L: L.chain_matmul(L.eye(2), L.eye(2)),
     "lu deprecated": lambda L: L.lu(L.eye(2)),
     "range deprecated": lambda L: L.range(0, 2),
@@ -84,3 +85,12 @@ def test_no_warning_where_torch_gives_none():
     for fn in (lambda L: L.ones(2).std(), lambda L: L.ones(1).var(correction=0),
                lambda L: L.ones(2, 3).T):
         assert _given(fusegrad, fn, 1) == _given(torch, fn, 1) == []
+
+
+def test_mT_of_a_0d_tensor_is_itself():
+    """As PyTorch's: the tensor itself (no node), not an error."""
+    for lib in (fusegrad, torch):
+        x = lib.tensor(1.5, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert x.mT is x

@@ -345,8 +345,15 @@ class Tensor:
 
     @property
     def mT(self):  # noqa: N802
-        """The last two dimensions swapped."""
+        """The last two dimensions swapped (a 0-D tensor itself, with PyTorch's deprecation
+        warning)."""
         if self.ndim < 2:
+            if self.ndim == 0:
+                from ._torch_function import warn_once_at
+
+                warn_once_at(2, "Tensor.mT is deprecated on 0-D tensors. This function is the "
+                             "identity in these cases.")
+                return self
             raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
                                f"Got {self.ndim}-D tensor.")
         return self.transpose(-2, -1)
