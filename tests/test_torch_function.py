@@ -564,7 +564,9 @@ def test_wrap_torch_function_and_ignored_functions():
 
         y = scaled(T.ones(2).as_subclass(Tracked), scale=3.0)
         ignored = overrides.get_ignored_functions()
-        return (_values(T, y), log, T.manual_seed in ignored, T.is_tensor in ignored,
+        # (`initial_seed`: importing torch._dynamo replaces torch's `manual_seed`, which
+        # torch's cached set then lacks, so that answer depends on what ran before)
+        return (_values(T, y), log, T.initial_seed in ignored, T.is_tensor in ignored,
                 T.add in ignored)
 
     _both(scenario)

@@ -35,56 +35,81 @@ from .ops.spellings import OPERATOR_REPORTS
 
 
 def _wrap_function(fn, label: str, flags: int = 0, module: str | None = None,
-                   name: str | None = None, qualname: str | None = None):
+                   name: str | None = None, qualname: str | None = None,
+                   method: str | None = None):
     """`fn` behind the protocol check, named `module`, `name` and `qualname` (by default
     `fn`'s). The wrapper's `_torch_function_info` is [the object handlers receive as `func`
-    (bound by the caller once it exists), fn, the name in error messages, flags]."""
+    (bound by the caller once it exists), fn, the name in error messages, flags]. `method`:
+    the attribute name of a Tensor method.
+
+    Which wrapper fits `fn` (`_plan`) is decided on its first call: `import fusegrad` wraps
+    some 750 functions, and most programs call a few dozen of them."""
     info = [None, fn, label, flags]
-    slots = _positional_slots(fn)
-    if slots is not None:  # the usual case: no `*args, **kwargs` frame
-        wrapper = _instantiate(("prefix", slots, _refused_slots(fn, label, flags)),
-                               _prefix_globals(fn, info, fn.__module__), name or fn.__name__)
-    else:
-        wrapper = _packing_wrapper(fn, info)
-        wrapper.__name__ = name or fn.__name__
-    if module is not None:
-        wrapper.__module__ = module
+    namespace = {"fn": fn, "info": info, "__name__": module or fn.__module__,
+                 "_shape_": None, "_specialise_": _specialise, "_method_": method}
+    wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace,
+                                                       name or fn.__name__)
     _copy_metadata(wrapper, fn, info, qualname)
     return wrapper
 
 
-def _packing_wrapper(fn, info):
-    """The wrapper of a function that no prefix wrapper fits: `*args, **kwargs`."""
-    fast = _fast
+def _plan(namespace: dict) -> tuple:
+    """The shape of the wrapper whose globals are `namespace` (made by `_wrap_function`),
+    with the globals that shape reads filled in: for a Tensor method (`_method_` names it),
+    the exact wrapper where its parameters allow (`_method_shape`); else a prefix wrapper of
+    the function's own positional slots (the usual case), or the packing one (`*args,
+    **kwargs` frames)."""
+    fn, info = namespace["fn"], namespace["info"]
+    method = namespace.get("_method_")
+    shape = None if method is None or info[3] & _PYTHON_LEVEL else _method_shape(method, fn)
+    if shape is not None:
+        for key, value in _EXACT_GLOBALS.items():
+            namespace.setdefault(key, value)
+        binary, keywords = shape
+        path = getattr(fn, "plain_path", None) if binary and not keywords else None
+        if path is None:
+            return ("exact", binary, keywords)
+        guard, expression, names = path
+        namespace.update(names)
+        return ("exact", binary, keywords, guard, expression)
+    slots = _positional_slots(fn)
+    for key, value in (_PACKING_GLOBALS if slots is None else _PREFIX_GLOBALS).items():
+        namespace.setdefault(key, value)
+    if slots is None:
+        return ("packing",)
+    namespace["fn0"] = _without_out_guard(fn)
+    return ("prefix", slots, _refused_slots(fn, info[2], info[3]))
 
-    def wrapper(*args, **kwargs):
-        for a in args:
+
+def _packing_source() -> str:
+    """The source of the wrapper of a function that no prefix wrapper fits: `*args,
+    **kwargs`."""
+    return """def wrapper(*args, **kwargs):
+    for a in args:
+        if a.__class__ not in fast:
+            if a.__class__ is tuple or a.__class__ is list:
+                for b in a:
+                    if b.__class__ not in fast:
+                        return _slow(info, args, kwargs)
+            else:
+                return _slow(info, args, kwargs)
+    if kwargs:
+        for a in kwargs.values():
             if a.__class__ not in fast:
-                if a.__class__ is tuple or a.__class__ is list:
-                    for b in a:
-                        if b.__class__ not in fast:
-                            return _slow(info, args, kwargs)
-                else:
-                    return _slow(info, args, kwargs)
-        if kwargs:
-            for a in kwargs.values():
-                if a.__class__ not in fast:
-                    return _slow(info, args, kwargs)
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:
-                if (renamed := _retry(info, kwargs, len(args), e)) is None:
-                    refuse(info, args, kwargs, e)
-                    raise
-            return fn(*args, **renamed)
+                return _slow(info, args, kwargs)
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except Exception as e:
-            refuse(info, args, None, e)
-            raise
-
-    wrapper.__module__ = fn.__module__
-    return wrapper
+            if (renamed := _retry(info, kwargs, len(args), e)) is None:
+                _refuse(info, args, kwargs, e)
+                raise
+        return fn(*args, **renamed)
+    try:
+        return fn(*args)
+    except Exception as e:
+        _refuse(info, args, None, e)
+        raise
+"""
 
 
 def _copy_metadata(wrapper, fn, info: list, qualname: str | None = None) -> None:
@@ -259,24 +284,6 @@ def set_tensor_attributes(wrapped: bool) -> None:
         setattr(Tensor, name, (_SUBCLASS_METHODS if wrapped else _RAW_METHODS)[name])
 
 
-def _exact_wrapper(fn, info, binary: bool, keywords: tuple, name: str):
-    """A wrapper named `name` with `fn`'s own parameter list, for methods whose arguments can
-    arrive only one way (self alone, or a binary operator's operand, plus keyword-only
-    parameters): it skips packing `*args, **kwargs`, and the handlers still get the call as
-    it was made. A binary method that declares a `plain_path` gets it inlined (see
-    `_exact_source`)."""
-    namespace = _EXACT_GLOBALS.copy()
-    namespace["fn"] = fn
-    namespace["info"] = info
-    namespace["__name__"] = fn.__module__
-    path = getattr(fn, "plain_path", None) if binary and not keywords else None
-    if path is None:
-        return _instantiate(("exact", binary, keywords), namespace, name)
-    guard, expression, names = path
-    namespace.update(names)
-    return _instantiate(("exact", binary, keywords, guard, expression), namespace, name)
-
-
 def _exact_source(binary: bool, keywords: tuple, guard: str | None = None,
                   expression: str | None = None) -> str:
     """The source of an exact wrapper. `guard` and `expression`, a binary method's
@@ -316,28 +323,11 @@ def _exact_source(binary: bool, keywords: tuple, guard: str | None = None,
 _CODE: dict = {}  # wrapper shape -> (function code, defaults, keyword defaults)
 
 
-def _instantiate(key: tuple, namespace: dict, name: str = "wrapper"):
-    """A new wrapper function of shape `key` (its kind, then the arguments `_SOURCES[kind]`
-    writes its source from) over `namespace` (its globals: `fn`, `info`, ...). Every wrapper
-    of a shape shares one code object (making one costs a dict and a function object).
-    A shape's source is compiled on the first call of a wrapper of that
-    shape, not here: compiling the twenty-odd shapes the public surface has took longer
-    than the rest of `import fusegrad`'s wrapping, and most programs call a few.
-    The wrapper is named `name`, and its `__module__` is `namespace["__name__"]`."""
-    made = _CODE.get(key)
-    if made is None:
-        namespace["_shape_"] = key  # the source is made from the key (`_SOURCES`) when needed
-        wrapper = namespace["_self_"] = types.FunctionType(_FIRST_CALL, namespace, name)
-        return wrapper
-    code, defaults, kwdefaults = made
-    wrapper = types.FunctionType(code, namespace, name, defaults)
-    wrapper.__kwdefaults__ = kwdefaults
-    return wrapper
-
-
 def _first_call(*args, **kwargs):
-    # The code a wrapper starts with when its shape is not compiled yet; its globals are the
-    # wrapper's namespace, which names the wrapper itself (`_self_`).
+    # The code every wrapper starts with; its globals are the wrapper's namespace, which
+    # names the wrapper itself (`_self_`). Every wrapper of a shape shares one code object,
+    # compiled on the first call of a wrapper of that shape: compiling the twenty-odd shapes
+    # the public surface has took longer than the rest of `import fusegrad`'s wrapping.
     _specialise_(_self_)  # noqa: F821
     return _self_(*args, **kwargs)  # noqa: F821
 
@@ -350,6 +340,8 @@ def _specialise(wrapper) -> None:
     the function object stays the same, so every name bound to it gets the compiled form."""
     namespace = wrapper.__globals__
     key = namespace["_shape_"]
+    if key is None:
+        key = namespace["_shape_"] = _plan(namespace)
     made = _CODE.get(key)
     if made is None:
         scratch = dict(namespace)
@@ -402,23 +394,12 @@ def _without_out_guard(fn):
     return inner
 
 
-def _prefix_globals(fn, info, module: str) -> dict:
-    """The globals of a prefix wrapper of `fn` (whose `__module__` is `module`): a wrapper
-    taking `slots` positional-only arguments, the rest packed (`_prefix_source`). A call
-    passing plain arguments by position reaches `fn` (or `fn0`, the same function without its
-    `out=` guard) with the same arguments and no packing, and a call passing keywords checks
-    their values and passes them on to `fn`. Arguments reach handlers exactly as given
-    (positional ones stay positional, keywords stay keywords)."""
-    namespace = _PREFIX_GLOBALS.copy()  # copying the shared entries beats a display of them
-    namespace["fn"] = fn
-    namespace["fn0"] = _without_out_guard(fn)
-    namespace["info"] = info
-    namespace["__name__"] = module
-    return namespace
-
-
 def _prefix_source(slots: int, refused: tuple = ()) -> str:
-    """The source of a prefix wrapper of `slots` slots; a list or tuple in a slot of
+    """The source of a prefix wrapper of `slots` slots: positional-only arguments, the rest
+    packed. A call passing plain arguments by position reaches `fn` (or `fn0`, the same
+    function without its `out=` guard) with the same arguments and no packing, and a call
+    passing keywords checks their values and passes them on to `fn`; arguments reach
+    handlers exactly as given. A list or tuple in a slot of
     `refused` (a parameter PyTorch's parser takes as a Tensor only) takes the slow path,
     whose check refuses it as PyTorch does."""
     names = [f"a{i}" for i in range(slots)]
@@ -466,7 +447,7 @@ def _prefix_source(slots: int, refused: tuple = ()) -> str:
 
 
 # Wrapper shape kind -> the function writing a shape's source from the rest of its key.
-_SOURCES = {"exact": _exact_source, "prefix": _prefix_source}
+_SOURCES = {"exact": _exact_source, "prefix": _prefix_source, "packing": _packing_source}
 
 
 # The NumPy names PyTorch's C-level argument parser takes for four parameters (its functions
@@ -754,14 +735,13 @@ def _given(values: tuple) -> tuple:
     return values
 
 
-# The globals wrappers share; each wrapper's are a copy with its own entries filled in (the
-# keys all present already, so filling them in never grows the copy).
-_OWN = dict.fromkeys(("fn", "info", "__name__", "_shape_", "_self_"))
-_PREFIX_GLOBALS = {**_OWN, "fn0": None, "fast": _fast, "_slow": _slow, "_given": _given,
+# The globals each shape of wrapper reads besides its own (`fn`, `info`, ...), added to a
+# wrapper's namespace when its shape is planned (`_plan`).
+_PREFIX_GLOBALS = {"fast": _fast, "_slow": _slow, "_given": _given,
                    "_plain_items": _plain_items, "_MISSING": _MISSING,
-                   "_specialise_": _specialise, "_retry": _retry, "_refuse": refuse}
-_EXACT_GLOBALS = {**_OWN, "fast": _fast, "_slow": _slow, "_MISSING": _MISSING,
-                  "_specialise_": _specialise}
+                   "_retry": _retry, "_refuse": refuse}
+_PACKING_GLOBALS = {"fast": _fast, "_slow": _slow, "_retry": _retry, "_refuse": refuse}
+_EXACT_GLOBALS = {"fast": _fast, "_slow": _slow, "_MISSING": _MISSING}
 
 
 def _method_shape(name: str, fn) -> tuple | None:
@@ -791,21 +771,21 @@ def _method_wrapper(name: str, value):
     label = f"torch.Tensor.{name}"
     public_name = _TENSOR_NAMES.get(name, name)
     qualname = f"Tensor.{name}"
-    shape = None if flags & _PYTHON_LEVEL else _method_shape(name, value)
-    if shape is None:
-        return _wrap_function(value, label, flags, None, public_name, qualname)
-    info = [None, value, label, flags]
-    wrapper = _exact_wrapper(value, info, *shape, public_name)
+    wrapper = _wrap_function(value, label, flags, None, public_name, qualname, name)
     op = getattr(value, "binary_op", None)
-    if op is not None and not op.inplace:
+    matrix_op = getattr(value, "matrix_op", None) if name == "__matmul__" else None
+    if op is not None and op.inplace or op is None and matrix_op is None or \
+            flags & _PYTHON_LEVEL or _method_shape(name, value) is None:
+        return wrapper
+    info = wrapper._torch_function_info
+    if op is not None:
         # A binary operator (`__mul__`): dispatch's `call2` over `op` written into the
         # method, the wrapper serving every call but a plain tensor's with a plain tensor or
         # a Python number (one Python frame less on the commonest op of all).
         wrapper = make_operator(op, wrapper, _fast)
-        wrapper.__name__ = public_name
-    elif name == "__matmul__" and getattr(value, "matrix_op", None) is not None:
-        wrapper = make_matrix_operator(value.matrix_op, wrapper, _fast)  # `a @ b` of matrices
-        wrapper.__name__ = public_name
+    else:
+        wrapper = make_matrix_operator(matrix_op, wrapper, _fast)  # `a @ b` of matrices
+    wrapper.__name__ = public_name
     _copy_metadata(wrapper, value, info, qualname)
     return wrapper
 
