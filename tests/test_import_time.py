@@ -28,7 +28,7 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
         "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
         "fusegrad.linalg", "fusegrad._printing", "fusegrad.func", "scipy",
-        "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy")
+        "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy", "fusegrad.storage")
 
 
 def run_fresh(code: str):

@@ -17,10 +17,12 @@ _state = _State()
 
 # Frames of wrappers around public functions, which a warning's stack level does not count:
 # the `__torch_function__` protocol's generated wrappers, its modules (the slow path), and
-# autocast's wrappers around composites (`_autocast.composite`).
+# autocast's wrappers around composites (`_autocast.composite`), and the methods forwarding
+# to a module loaded on first use (`_functions/lazy_methods.py`).
 _HERE = __file__[:-len("_warn.py")]
 _WRAPPER_FILES = frozenset({"<torch function wrapper>", _HERE + "_torch_function.py",
-                            _HERE + "_torch_function_wrappers.py", _HERE + "_autocast.py"})
+                            _HERE + "_torch_function_wrappers.py", _HERE + "_autocast.py",
+                            _HERE + "_functions/lazy_methods.py"})
 
 
 def warning_stacklevel(level: int) -> int:

@@ -9,9 +9,7 @@ signature differs from their function's (`x.where(cond, y)`, `x.lerp_(end, weigh
 
 from __future__ import annotations
 
-import importlib
 import numbers
-import sys
 
 import numpy as np
 
@@ -28,6 +26,7 @@ from ._args import required_dim
 from .comparison import unique
 from .indexing import index_put_indices, scatter_with_reduce
 from .inplace import copy_
+from .lazy_methods import forwarding_method, resolve
 from .linear_algebra import matmul
 from .pointwise import bitwise_not, floor_divide, pow, remainder, where
 from .shape import expand, reshape, tril, triu, view
@@ -333,15 +332,6 @@ def _polygamma(self, n):
 # ---------------------------------------------------------------- attaching
 
 
-def _resolve(path: str):
-    """The object at `module.name` under fusegrad (`_functions.inplace.zero_`)."""
-    module, _, name = path.rpartition(".")
-    module = f"fusegrad.{module}"
-    # Nearly always imported already: a dict look-up, not the import machinery's.
-    loaded = sys.modules.get(module)
-    return getattr(loaded if loaded is not None else importlib.import_module(module), name)
-
-
 def attach(functions: dict) -> None:
     """Attach every entry of `spellings.METHODS` to Tensor; `functions` is the namespace of
     the public functions (the "function" form's names)."""
@@ -349,9 +339,11 @@ def attach(functions: dict) -> None:
         if form == "function":
             value = functions[what[0]]
         elif form == "method":
-            value = _resolve(what[0])
+            value = resolve(what[0])
+        elif form == "method_of_lazy_module":
+            value = forwarding_method(name, what[0])
         elif form == "property":
-            value = property(_resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
+            value = property(resolve(what[0]), doc=f"`{name}`, as PyTorch reports it.")
         else:  # an op not registered yet is a deferred module's (`ops/deferred.py`): named
             value = _MAKERS[form](*(dict.get(REGISTRY, op) or op for op in what))
         setattr(Tensor, name, value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -26,7 +27,6 @@ from ..ops import _parallel
 from ..ops import shape as S
 from ..ops import shape_extra as SX
 from ..ops.views import empty_at
-from ..storage import TypedStorage, UntypedStorage, set_
 from . import _args
 from .inplace import contiguous
 from .shape import transpose_, view
@@ -307,8 +307,11 @@ def new(self: Tensor, *args, **kwargs) -> Tensor:
         return zeros(tuple(args[0]), dtype=self.dtype)
     if len(args) == 1 and not isinstance(args[0], numbers.Integral):
         src = args[0]
-        if isinstance(src, (UntypedStorage, TypedStorage)):  # a vector over its memory
-            return set_(zeros(0, dtype=self.dtype), src)
+        # A storage (there is none before its module is loaded): a vector over its memory.
+        storage = sys.modules.get("fusegrad.storage")
+        if storage is not None and isinstance(src, (storage.UntypedStorage,
+                                                    storage.TypedStorage)):
+            return storage.set_(zeros(0, dtype=self.dtype), src)
         if isinstance(src, Tensor):
             return src.detach() if src.dtype is self.dtype else src.detach().to(self.dtype)
         return tensor(src, dtype=self.dtype)

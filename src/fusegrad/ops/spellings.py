@@ -68,7 +68,8 @@ lgamma_ digamma_ erfinv_ i0_ sinc_ rad2deg_ deg2rad_ hypot_ nextafter_ heaviside
 # registry op, NotImplemented for an operand of a foreign type), "binary_inplace" (the
 # Tensor overload, or the Scalar one for a number), "scalar_as_tensor" (the op, a number
 # made a tensor first), "method" and "property" (a function of the public layer named by
-# its module under fusegrad, for a method-only signature).
+# its module under fusegrad, for a method-only signature), "method_of_lazy_module" (such a
+# function in a module `import fusegrad` does not load: imported on the method's first call).
 METHODS: dict[str, tuple[str, ...]] = {
     **{name: ("function", name) for name in _SAME_AS_FUNCTION},
     **{name: ("inplace", name) for name in _INPLACE},
@@ -144,9 +145,9 @@ METHODS: dict[str, tuple[str, ...]] = {
     "scatter_reduce_": ("method", "_functions.shape_extra.scatter_reduce_"),
     "renorm_": ("method", "_functions.statistics.renorm_"),
     "data_ptr": ("method", "_functions.utilities.data_ptr"),
-    "untyped_storage": ("method", "storage.untyped_storage_of"),
-    "storage": ("method", "storage.tensor_storage"),
-    "set_": ("method", "storage.set_"),
+    "untyped_storage": ("method_of_lazy_module", "storage.untyped_storage_of"),
+    "storage": ("method_of_lazy_module", "storage.tensor_storage"),
+    "set_": ("method_of_lazy_module", "storage.set_"),
     "new": ("method", "_functions.utilities.new"),
     "resize_": ("method", "_functions.utilities.resize_"),
     "resize_as_": ("method", "_functions.utilities.resize_as_"),
