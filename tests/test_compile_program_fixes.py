@@ -10,6 +10,9 @@
 4. A compiled module checkpointed (`checkpoint(compiled_ff, h, use_reentrant=False)`): the
    compiler's tracing does not go through the checkpoint's saved-tensor hooks (their fake
    tensors failed the recomputation's check, or reached `.grad`).
+5. `with autocast("cpu"):` without a dtype casts to the thread's default for the device,
+   read when the function compiled: `set_autocast_dtype` afterwards compiles it again (it
+   kept casting to the old dtype).
 """
 
 import numpy as np
@@ -132,3 +135,22 @@ def test_checkpoint_of_a_compiled_module(backend):
     for got, want in zip(run(True), run(False)):
         assert type(got) is fusegrad.Tensor
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _matmul_in_autocast(x, w):
+    with fusegrad.autocast("cpu"):
+        return x @ w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_default_dtype_set_after_compiling(backend):
+    f = compiled(_matmul_in_autocast, backend)
+    x, w = fusegrad.randn(4, 4), fusegrad.randn(4, 4)
+    try:
+        for dt in (fusegrad.bfloat16, fusegrad.float16, fusegrad.bfloat16):
+            fusegrad.set_autocast_dtype("cpu", dt)
+            got, want = f(x, w), _matmul_in_autocast(x, w)
+            assert got.dtype is want.dtype is dt
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    finally:
+        fusegrad.set_autocast_dtype("cpu", fusegrad.bfloat16)

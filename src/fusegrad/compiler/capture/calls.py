@@ -95,7 +95,13 @@ def _make_autocast(tr, cls, args: list, kwargs: dict) -> ConstantVariable:
     if (values[0] if values else kw.get("device_type")) != "cpu":
         # Other device types warn (this build has no CUDA) on every call, as eager does.
         raise Unsupported("autocast() for a device type other than cpu")
-    return ConstantVariable(cls(*values, **kw))
+    ctx = cls(*values, **kw)
+    if (values[1] if len(values) > 1 else kw.get("dtype")) is None:
+        # The region's dtype is the thread's default for the device, read now: a later
+        # `set_autocast_dtype` must compile again, not cast to the old dtype.
+        guards = tr.builder.guards
+        guards.add(f"___autocast_default('cpu') is {guards.ref(ctx.fast_dtype, 'dtype')}")
+    return ConstantVariable(ctx)
 
 
 def _grad_context(f, args, tr):

@@ -14,6 +14,7 @@ import operator
 import numpy as np
 
 from ... import _dtype
+from ..._autocast import get_autocast_dtype
 from ..._dispatch import sync_view as _sync_view
 from ..._shapes import dense_strides, is_dense_in
 from ..._symbolic import SymInt
@@ -362,6 +363,7 @@ def _helpers() -> dict:
     return {"___grad_enabled": lambda: _thread_local.grad_enabled,
             "___autocast": lambda: _thread_local.autocast,
             "___default_dtype": lambda: _dtype.defaults.float, "___items": _items,
+            "___autocast_default": get_autocast_dtype,
             "___module_call_is": _module_call_is, "___module_hooks_are": _module_hooks_are,
             "___copysign": math.copysign,
             "___same_data": _same_data, "___distinct_storage": _distinct_storage,
