@@ -6,9 +6,16 @@ captured, as under Dynamo. `allow_in_graph` and `assume_constant_result` mark a 
 for the translator (`capture/calls.py` reads the marks): the first is recorded as one call
 in the graph instead of being inlined, the second is called once while capturing and its
 result kept as a constant.
+
+`enter_recompute_region` and `exit_recompute_region` are the marks the capture stage puts
+in a graph around a `checkpoint`ed function's ops: AOT autograd tags the ops traced between
+them (`node.meta["recompute"]`), and the partitioners recompute those in the backward
+instead of saving them, as eager checkpointing does.
 """
 
 from __future__ import annotations
+
+import threading
 
 # The translator answers these calls itself; run for real, they answer as eager code.
 COMPILE_TIME_ANSWERS: dict = {}
@@ -64,3 +71,25 @@ def assume_constant_result(fn):
 def cudagraph_mark_step_begin() -> None:
     """Mark the start of a new step for CUDA graph trees. fusegrad compiles for the CPU and
     records no CUDA graphs, so there is no step to mark and nothing to do."""
+
+
+class _RecomputeRegions(threading.local):
+    depth = 0  # regions entered and not left while this thread runs a graph
+
+
+RECOMPUTE_REGIONS = _RecomputeRegions()
+
+
+def enter_recompute_region() -> None:
+    """Graph node target: the ops from here to the matching `exit_recompute_region` are
+    recomputed in the backward rather than saved (a checkpointed function's)."""
+    RECOMPUTE_REGIONS.depth += 1
+
+
+def exit_recompute_region() -> None:
+    """Graph node target: leave the innermost recompute region."""
+    RECOMPUTE_REGIONS.depth = max(0, RECOMPUTE_REGIONS.depth - 1)
+
+
+enter_recompute_region.side_effect = True  # dead-code elimination keeps them
+exit_recompute_region.side_effect = True

@@ -11,6 +11,7 @@ PyTorch's joint graphs do. `trace_inference` traces the forward alone.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from ..._fake import FakeTensor
@@ -259,6 +260,16 @@ def is_impure(node) -> bool:
     if isinstance(target, OpOverload):
         return target.op.inplace or target.op.random
     return node.op in ("placeholder", "output") or getattr(target, "side_effect", False)
+
+
+def recompute_tagged(node) -> bool:
+    """Whether `node` is a forward value of a checkpointed function (tagged by the tracer)
+    that the backward recomputes rather than reads from a saved value: anything but random
+    draws and writes."""
+    if not node.meta.get("recompute") or node.op != "call_function":
+        return False
+    return node.target is operator.getitem or \
+        isinstance(node.target, OpOverload) and not is_impure(node)
 
 
 def _finish(tracer: Tracer, out_nodes: list, class_name: str):

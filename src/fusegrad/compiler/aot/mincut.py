@@ -27,7 +27,7 @@ import operator
 from ...ops.overloads import OpOverload
 from ...ops.registry import REGISTRY
 from .. import logs
-from .joint import is_impure
+from .joint import is_impure, recompute_tagged
 
 # The ATen base names of the ops cheap enough to recompute (`OpDef.recomputable`).
 RECOMPUTABLE = frozenset(op.name.partition(".")[0] for op in REGISTRY.values()
@@ -38,7 +38,7 @@ _reported: list = []
 
 def recomputable(node) -> bool:
     """Whether `node`'s value may be recomputed in the backward instead of being saved."""
-    if node.target is operator.getitem:
+    if node.target is operator.getitem or recompute_tagged(node):
         return True
     target = node.target
     if not isinstance(target, OpOverload) or node.op != "call_function":
@@ -65,7 +65,9 @@ def _cut(nodes, fw: set, bw_readers: dict):
     for n in nodes:
         if n not in fw or n.op in ("output", "get_attr"):
             continue
-        g.add_edge((n, "in"), (n, "out"), capacity=value_bytes(n))
+        # A checkpointed function's value is never saved (unbounded: never cut).
+        g.add_edge((n, "in"), (n, "out"),
+                   capacity=float("inf") if recompute_tagged(n) else value_bytes(n))
         if n.op == "placeholder" or not recomputable(n):
             g.add_edge("source", (n, "in"))  # no capacity: unbounded
         for user in n.users:

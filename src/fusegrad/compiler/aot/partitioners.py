@@ -5,7 +5,9 @@ need (and the write-backs into inputs); every forward value the backward reads i
 (returned by the forward after its outputs, received by the backward before the tangents);
 values the backward needs that the forward does not (`t(weight)` for a matmul's gradient) are
 computed in the backward from saved values. A view of an input is recomputed from the input
-rather than saved beside it, so an input and its views cost one saved tensor.
+rather than saved beside it, so an input and its views cost one saved tensor. The values of a
+checkpointed function (`recompute_tagged`) are recomputed in the backward from the values
+its ops read, as eager checkpointing recomputes them.
 
 `min_cut_rematerialization_partition` (mincut.py) saves fewer bytes by recomputing cheap
 pointwise values in the backward; it builds its graphs with `_build` below.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import operator
 
 from ...ops.overloads import OpOverload, aten
-from .joint import is_impure
+from .joint import is_impure, recompute_tagged
 
 
 def _is_primal(node) -> bool:
@@ -80,6 +82,10 @@ def default_partition(joint_module, _joint_inputs=None, *, num_fwd_outputs: int,
     while stack:
         n = stack.pop()
         if n in bw or n in saved:
+            continue
+        if n in fw and recompute_tagged(n):  # a checkpointed function's: computed again
+            bw.add(n)
+            stack.extend(n._input_nodes)
             continue
         if n in fw or n.op == "get_attr":
             if n.op == "get_attr":

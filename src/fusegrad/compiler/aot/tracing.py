@@ -28,6 +28,7 @@ from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...fx import Graph
 from ...ops.overloads import aten, overload_of
+from ..markers import RECOMPUTE_REGIONS
 from .functionalize import AOTUnsupported, functional_variant, scatter_into_base
 from .traced_float import TracedFloat, plain
 
@@ -128,6 +129,8 @@ class Tracer(_dispatch.DispatchMode):
         self._fake_mode = FakeTensorMode()
         # The grad mode the graph has at its end so far; None: switches are not recorded.
         self.grad_mode: bool | None = None
+        # Recompute regions (a checkpointed function's ops) open before this trace began.
+        self._regions_before = RECOMPUTE_REGIONS.depth
 
     # ------------------------------------------------------------ tensors and nodes
 
@@ -229,8 +232,12 @@ class Tracer(_dispatch.DispatchMode):
         return a
 
     def emit(self, target, args: tuple):
-        """Record a call of `target` on `args` (nodes and literals)."""
-        return self.graph.call_function(target, tuple(args))
+        """Record a call of `target` on `args` (nodes and literals); inside a recompute
+        region (`markers.enter_recompute_region`) the node is tagged for the partitioners."""
+        node = self.graph.call_function(target, tuple(args))
+        if RECOMPUTE_REGIONS.depth > self._regions_before:
+            node.meta["recompute"] = True
+        return node
 
     def output(self, result) -> None:
         """Finish the graph: write mutated inputs back, then return `result`'s nodes."""

@@ -26,6 +26,7 @@ from ..._symbolic import ShapeEnv, SymInt
 from ..._tensor import Tensor
 from ...fx import has_side_effect
 from ...ops.surface import INPLACE, has_flag
+from ..markers import enter_recompute_region, exit_recompute_region
 from .dynamic import input_order, strict_dims
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .symfloat import (
@@ -460,6 +461,12 @@ class GraphBuilder:
         """Leave the innermost autocast region the graph entered (in the graph and now)."""
         self.created.append(self.graph.call_function(exit_autocast, ()))
         exit_autocast()
+
+    def recompute_region(self, enter: bool) -> None:
+        """Enter (or leave) a region whose ops the backward recomputes (a checkpointed
+        function's), here in the graph: nothing changes while translating."""
+        target = enter_recompute_region if enter else exit_recompute_region
+        self.created.append(self.graph.call_function(target, ()))
 
     def rename(self, node, name: str) -> None:
         """Give `node` a fresh name made from `name`; its old name stays taken, as in FX."""

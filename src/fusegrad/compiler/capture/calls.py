@@ -17,6 +17,7 @@ import functools
 import inspect
 import math
 import operator
+import sys
 import types
 import warnings
 
@@ -102,6 +103,42 @@ def _make_autocast(tr, cls, args: list, kwargs: dict) -> ConstantVariable:
         guards = tr.builder.guards
         guards.add(f"___autocast_default('cpu') is {guards.ref(ctx.fast_dtype, 'dtype')}")
     return ConstantVariable(ctx)
+
+
+def _checkpoint_function():
+    """`utils.checkpoint.checkpoint` (None until a program has imported it)."""
+    module = sys.modules.get(__name__.split(".compiler.")[0] + ".utils.checkpoint")
+    return None if module is None else module.checkpoint
+
+
+# checkpoint's keywords that are its own, with the values under which its function can be
+# traced into the graph as it is (None: any constant), the function's recomputation in the
+# backward left to the partitioner (`recompute_region`).
+_CHECKPOINT_KEYWORDS = {"use_reentrant": (False,), "preserve_rng_state": None,
+                        "determinism_check": ("default", "none"), "debug": (False,),
+                        "early_stop": None}
+
+
+def _inline_checkpoint(tr, args: list, kwargs: dict) -> Variable:
+    """`checkpoint(function, *args, use_reentrant=False, **kwargs)`: the function's ops in
+    the graph, in a region whose values the backward recomputes instead of saving (as
+    torch.compile traces checkpoints). The values and gradients are the function's own;
+    `use_reentrant=True` (or not given: eager warns and takes it), whose gradients depend on
+    which inputs require grad, and a `context_fn` stay outside the graph."""
+    own, passed = {}, {}
+    for key, value in kwargs.items():
+        (own if key in _CHECKPOINT_KEYWORDS or key == "context_fn" else passed)[key] = value
+    if "use_reentrant" not in own or "context_fn" in own:
+        raise Unsupported("checkpoint() with use_reentrant=True or a context_fn")
+    for key, value in own.items():
+        allowed = _CHECKPOINT_KEYWORDS[key]
+        if not isinstance(value, ConstantVariable) or \
+                allowed is not None and value.value not in allowed:
+            raise Unsupported(f"checkpoint() with {key}={getattr(value, 'value', value)!r}")
+    tr.builder.recompute_region(True)
+    result = call_variable(tr, args[0], list(args[1:]), passed)
+    tr.builder.recompute_region(False)
+    return result
 
 
 def _grad_context(f, args, tr):
@@ -215,6 +252,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return _make_namedtuple(tr, fn, args, kwargs)
     if f is _autocast_class():
         return _make_autocast(tr, f, args, kwargs)
+    if f is _checkpoint_function() and args:
+        return _inline_checkpoint(tr, args, kwargs)
     if isinstance(f, type) and issubclass(f, BaseException) and not _has_tensor(args):
         if any(isinstance(a, ConstantVariable) and holds_symbol(a.value)
                for a in (*args, *kwargs.values())):
