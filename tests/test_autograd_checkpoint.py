@@ -379,3 +379,49 @@ def test_context_fn_and_sequential_warning():
                                                      T.ones(2, requires_grad=True))
         msgs.append([(m.category, str(m.message)) for m in w])
     assert msgs[0] == msgs[1] and len(msgs[0]) == 1
+
+
+def _recomputation_outcomes(T):
+    """A function that saves other tensors when it is recomputed, under each option: the
+    gradient, or the error's type and message (before its tip)."""
+    ckpt = T.utils.checkpoint
+    calls = [0]
+
+    def more(x):  # recomputed, it saves one tensor more (early stop hides it)
+        calls[0] += 1
+        y = x.sin() * x
+        return (y.exp() if calls[0] > 1 else y).sum(1)
+
+    def fewer(x):
+        calls[0] += 1
+        y = x.sin()
+        return (y * x if calls[0] == 1 else y).sum(1)
+
+    def other_dtype(x):
+        calls[0] += 1
+        return (x.sin() if calls[0] == 1 else x.double().sin()).sum(1)
+
+    def other_shape(x):
+        calls[0] += 1
+        return (x if calls[0] == 1 else x[:2]).sin().sum(1)
+
+    out = []
+    for fn in (more, fewer, other_dtype, other_shape):
+        for kwargs, stop in (({}, None), ({"early_stop": False}, None),
+                             ({"determinism_check": "none"}, None), ({}, False)):
+            calls[0] = 0
+            x = T.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4) / 7,
+                         requires_grad=True)
+            block = ckpt.set_checkpoint_early_stop(stop) if stop is not None else \
+                warnings.catch_warnings()
+            try:
+                with block:
+                    ckpt.checkpoint(fn, x, use_reentrant=False, **kwargs).sum().backward()
+                out.append(round(float(x.grad.sum()), 4))
+            except RuntimeError as e:
+                out.append((type(e).__name__, str(e).split("\nTip:")[0]))
+    return out
+
+
+def test_recomputation_that_saves_other_tensors_raises_pytorchs_errors():
+    assert _recomputation_outcomes(fg) == _recomputation_outcomes(torch)

@@ -1,8 +1,10 @@
 """Activation checkpointing: keep a region's inputs, recompute its intermediates in backward.
 
 `checkpoint(fn, *args, use_reentrant=False)` runs `fn` under `saved_tensors_hooks` whose pack
-hook keeps only a position number; the first unpack in backward re-runs `fn` (with the random
-state it saw the first time) and hands back the tensors that run saved, in order.
+hook keeps only a position number (and the tensor's shape, dtype and device); the first
+unpack in backward re-runs `fn` (with the random state it saw the first time), stopping once
+it has saved as many tensors as the forward (`early_stop`), checks that it saved the same
+number with the same metadata (PyTorch's CheckpointErrors otherwise), and hands them back.
 `use_reentrant=True` is the older design: a custom Function whose forward runs `fn` without
 recording and whose backward re-runs it with recording and calls backward inside backward.
 
@@ -31,6 +33,7 @@ from ._selective_checkpoint import (
 )
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
+           "set_checkpoint_early_stop",
            "CheckpointFunction", "detach_variable", "get_device_states", "set_device_states",
            "CheckpointPolicy", "SelectiveCheckpointContext",
            "create_selective_checkpoint_contexts"]
@@ -58,6 +61,51 @@ _REENTRANT_IN_GRAD = (
 
 class CheckpointError(RuntimeError):
     """The recomputation did not save the same tensors as the original forward."""
+
+
+_DEBUG_TIP = """
+Tip: To see a more detailed error message, either pass `debug=True` to
+`torch.utils.checkpoint.checkpoint(...)` or wrap the code block
+with `with torch.utils.checkpoint.set_checkpoint_debug_enabled(True):` to
+enable checkpoint\u2011debug mode globally.
+
+If this error occurs under torch.compile with automatic_dynamic_shapes enabled,
+it may be because the recomputation selected a different compiled graph than the
+forward pass (e.g., a dynamic graph instead of the original static graph).
+To fix this, either:
+  - Use torch._dynamo.mark_dynamic() to explicitly mark varying dimensions as
+    dynamic upfront, avoiding the static-to-dynamic transition.
+  - Call torch._C._dynamo.eval_frame._set_lru_cache(False) to disable LRU cache
+    reordering, which can change which graph is checked first between forward
+    and recompute.
+See https://github.com/pytorch/pytorch/issues/166926 for more details and
+workaround examples.
+"""
+
+# `set_checkpoint_early_stop`'s setting (None: each call's `early_stop` argument decides).
+_EARLY_STOP: list = [None]
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable: bool):
+    """Within the block, non-reentrant checkpoints stop recomputing once every tensor the
+    backward needs is recomputed (`enable`), or run the whole function again, whatever
+    their own `early_stop` argument says."""
+    before = _EARLY_STOP[0]
+    _EARLY_STOP[0] = enable
+    try:
+        yield
+    finally:
+        _EARLY_STOP[0] = before
+
+
+class _StopRecomputation(Exception):
+    """Raised by the recomputation's pack hook once it has every tensor it needs."""
+
+
+def _metadata(t) -> dict:
+    """What the recomputation must reproduce of a saved tensor (`determinism_check`)."""
+    return {"shape": t.shape, "dtype": t.dtype, "device": t.device}
 
 
 def detach_variable(inputs: tuple) -> tuple:
@@ -217,9 +265,10 @@ class _Recompute:
     """State shared by one checkpointed call's pack and unpack hooks."""
 
     __slots__ = ("fn", "args", "kwargs", "rng_state", "count", "saved", "task", "context",
-                 "autocast")
+                 "autocast", "metadata", "check", "early_stop")
 
-    def __init__(self, fn, args, kwargs, rng_state, context, autocast):
+    def __init__(self, fn, args, kwargs, rng_state, context, autocast, check: bool = True,
+                 early_stop: bool = True):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
@@ -229,10 +278,14 @@ class _Recompute:
         self.count = 0
         self.saved = None
         self.task = -1  # the backward pass `saved` was recomputed for
+        self.metadata: list = []  # per saved tensor: what its recomputation must match
+        self.check = check  # determinism_check="default"
+        self.early_stop = early_stop
 
     def pack(self, t) -> int:
         k = self.count
         self.count += 1
+        self.metadata.append(_metadata(t) if self.check else None)
         return k
 
     def unpack(self, k: int):
@@ -242,16 +295,44 @@ class _Recompute:
         if self.saved is None or self.task != task:
             self._recompute()
             self.task = task
-        if k >= len(self.saved):
+            self._check_recomputed()
+        return self.saved[k]
+
+    def _check_recomputed(self) -> None:
+        """PyTorch's errors when the recomputation saved fewer tensors than the forward, or
+        tensors of other shapes, dtypes or devices."""
+        if len(self.saved) != len(self.metadata):
+            raise CheckpointError(
+                "torch.utils.checkpoint: A different number of tensors was saved during the "
+                "original forward and recomputation.\n"
+                f"Number of tensors saved during forward: {len(self.metadata)}\n"
+                f"Number of tensors saved during recomputation: {len(self.saved)}.\n"
+                f"{_DEBUG_TIP}")
+        if not self.check:
+            return
+        different = "".join(
+            f"tensor at position {i}:\nsaved metadata: {meta}\n"
+            f"recomputed metadata: {_metadata(t)}\n"
+            for i, (meta, t) in enumerate(zip(self.metadata, self.saved))
+            if meta != _metadata(t))
+        if different:
             raise CheckpointError(
                 "torch.utils.checkpoint: Recomputed values for the following tensors have "
-                "different metadata than during the forward pass.")
-        return self.saved[k]
+                f"different metadata than during the forward pass.\n{different}.\n"
+                f"{_DEBUG_TIP}")
 
     def _recompute(self) -> None:
         saved = []
+        wanted = len(self.metadata)
+        early_stop = self.early_stop if _EARLY_STOP[0] is None else _EARLY_STOP[0]
 
         def pack(t):
+            if len(saved) == wanted:
+                if early_stop:  # everything the backward reads is here: stop
+                    raise _StopRecomputation
+                raise CheckpointError(
+                    "torch.utils.checkpoint: trying to save more tensors during "
+                    f"recomputation than during the original forward pass.\n{_DEBUG_TIP}")
             saved.append(t.detach())
             return None
 
@@ -268,6 +349,8 @@ class _Recompute:
             with enable_grad(), _autocast_context(*self.autocast), self.context, \
                     saved_tensors_hooks(pack, unpack):
                 self.fn(*self.args, **self.kwargs)
+        except _StopRecomputation:
+            pass
         finally:
             if current is not None:
                 _random.set_rng_state(current)
@@ -302,7 +385,8 @@ def checkpoint(function, *args, use_reentrant: bool | None = None,
         return function(*args, **kwargs)
     state = _Recompute(function, args, kwargs,
                        _random.get_rng_state() if preserve else None, recompute_context,
-                       (device_type, *_get_autocast_kwargs(device_type)))
+                       (device_type, *_get_autocast_kwargs(device_type)),
+                       determinism_check == "default", early_stop)
     suppressed = True
     with forward_context, saved_tensors_hooks(state.pack, state.unpack):
         out = function(*args, **kwargs)
