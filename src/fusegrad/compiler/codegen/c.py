@@ -86,6 +86,7 @@ class KernelWriter:
         # the innermost loop: gcc then vectorises it (it does not hoist them itself).
         self.inner: set = set()
         self.hoisted: list[str] = []
+        self.offsets: dict = {}  # hoisted address offsets: C text -> local name
 
     def kint(self, value: int) -> str:
         """The local holding integer `value` (read from `K`)."""
@@ -112,12 +113,27 @@ class KernelWriter:
     def address(self, buf: Buffer, index) -> str:
         """`ptr[offset]` of `buf` at logical `index`."""
         terms = [] if buf.offset == 0 else [self.kint(buf.offset)]
+        outer: list[str] = []  # terms not depending on the innermost loop variables
         for i, s in zip(index, buf.strides):
             if isinstance(i, IInt) and i.value == 0 or s == 0:
                 continue
             t = self.index(i)
-            terms.append(t if s == 1 else f"{t} * {self.kint(s)}")
-        return f"{self.pointer(buf)}[{' + '.join(terms) or '0'}]"
+            term = t if s == 1 else f"{t} * {self.kint(s)}"
+            if self.inner and not (_vars((i,)) & self.inner):
+                outer.append(term)
+            else:
+                terms.append(term)
+        if outer and any("/" in t or "%" in t for t in outer):
+            # Computed once before the innermost loop: a division or remainder of an outer
+            # variable in the address stops gcc from vectorising the loop ("evolution of
+            # base is not affine"), as a reshape of a merged dim gives.
+            text = " + ".join(outer)
+            name = self.offsets.get(text)
+            if name is None:
+                name = self.offsets[text] = f"off{len(self.offsets)}"
+                self.hoisted.append(f"const int64_t {name} = {text};")
+            outer = [name]
+        return f"{self.pointer(buf)}[{' + '.join(outer + terms) or '0'}]"
 
     def emit(self, line: str) -> None:
         """Add a line to the body."""
@@ -249,7 +265,7 @@ def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: 
 def _pointwise_nest(node: Pointwise, out: Buffer, w: KernelWriter) -> list:
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     _out_ptr(w, out)
-    w.inner, w.hoisted = {str(idx[-1])} if idx else set(), []
+    w.inner, w.hoisted, w.offsets = {str(idx[-1])} if idx else set(), [], {}
     v = w.value(node.fn(tuple(idx)))
     w.emit(f"{w.address(out, idx)} = {v};")
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
@@ -261,7 +277,7 @@ def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> l
     w.lines, w.cse = [], {}
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     _out_ptr(w, out)
-    w.inner, w.hoisted = ({str(idx[-1])} if len(idx) > k else set()), []
+    w.inner, w.hoisted, w.offsets = ({str(idx[-1])} if len(idx) > k else set()), [], {}
     v = w.value(node.fn(tuple(idx)))
     w.emit(f"{w.address(out, idx)} = {v};")
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape[k:]]
@@ -294,7 +310,109 @@ def _numel(shape) -> int:
 _INIT = {"sum": "0", "prod": "1"}
 
 
+# Output elements a column reduction (`_column_nest`) computes side by side.
+COLUMNS = 64
+
+
+def _is_column(node: Reduction) -> bool:
+    """Whether `node` reduces across rows of memory (a bias gradient, a sum over the
+    batch): every load depending on the reduced indices is contiguous along the last output
+    dim and not along the last reduced one. The row-by-row loop would read one element per
+    cache line (and not vectorise); `_column_nest` reads whole rows."""
+    from .ir import walk
+
+    if (node.kind not in _INIT and node.kind not in ("max", "min")) or not node.shape or \
+            not node.reduced_shape or int(node.shape[-1]) < LANES:
+        return False
+    idx = tuple(IVar(f"x{i}") for i in range(len(node.shape)))
+    ridx = tuple(IVar(f"r{i}") for i in range(len(node.reduced_shape)))
+    rnames = {str(r) for r in ridx}
+    loads = [e for e in walk(node.fn(idx, ridx)) if isinstance(e, Load)]
+    reading = [ld for ld in loads if _vars(ld.index) & rnames]
+    if not reading:
+        return False
+    for ld in reading:
+        dims = list(zip(ld.index, ld.buffer.strides))
+        if not any(i == idx[-1] and s == 1 for i, s in dims) or \
+                any(i == ridx[-1] and s == 1 for i, s in dims):
+            return False
+    return True
+
+
+def _column_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
+    """`node` computed for `COLUMNS` outputs along its last dim at a time: each reduced
+    element updates the accumulators of all of them (a loop gcc vectorises over contiguous
+    memory). Each output's accumulation is the row-by-row kernel's, in the same order
+    (`LANES` accumulators over the last reduced index, the tail into the first, combined
+    in order at the end), so the results are the same bits."""
+    idx = [IVar(f"x{i}") for i in range(len(node.shape))]
+    ridx = [IVar(f"r{i}") for i in range(len(node.reduced_shape))]
+    last, rlast = str(idx[-1]), str(ridx[-1])
+    acc_t = CTYPES[node.dtype]
+    if node.kind == "sum" and node.dtype is _dtype.float32:
+        acc_t = "double"  # as `_reduction_body`
+    kind = node.kind
+    if kind in _INIT:
+        init = _INIT[kind]
+    elif node.dtype.category == _dtype.FLOAT:
+        init = "-INFINITY" if kind == "max" else "INFINITY"
+    else:
+        return _row_nest(node, out, w)  # (integer max/min: the row kernel's start values)
+    w.lines, w.cse = [], {}
+    _out_ptr(w, out)
+    w.inner, w.hoisted, w.offsets = {str(r) for r in ridx} | {last}, [], {}
+    body = w.value(node.fn(tuple(idx), tuple(ridx)))
+    body_lines, w.lines = w.lines, []
+    store = w.address(out, idx)
+
+    def combine(acc: str, v: str) -> str:
+        if kind == "sum":
+            return f"{acc} += {v};"
+        if kind == "prod":
+            return f"{acc} *= {v};"
+        cmp = ">" if kind == "max" else "<"
+        return f"{acc} = ((({v} {cmp} {acc}) | ({v} != {v})) ? {v} : {acc});"
+
+    n_last = w.kint(node.shape[-1])
+    rext = [w.kint(n) if n != 1 else "1" for n in node.reduced_shape]
+    B = COLUMNS
+
+    def columns(acc: str, r_value: str) -> list:
+        return ([f"int64_t {rlast} = {r_value};", "for (int64_t j = 0; j < nb; j++) {",
+                 f"  int64_t {last} = xb + j;"] + ["  " + x for x in body_lines] +
+                [f"  {combine(acc, body)}", "}"])
+
+    nest = ["int64_t rb = 0;", f"for (; rb + {LANES} <= {rext[-1]}; rb += {LANES}) {{",
+            f"  for (int l = 0; l < {LANES}; l++) {{"]
+    nest += ["    " + x for x in columns("acc[l][j]", "rb + l")] + ["  }", "}"]
+    nest += [f"for (; rb < {rext[-1]}; rb++) {{"]
+    nest += ["  " + x for x in columns("acc[0][j]", "rb")] + ["}"]
+    block = [f"const int64_t nb = {n_last} - xb < {B} ? {n_last} - xb : {B};",
+             f"{acc_t} acc[{LANES}][{B}];",
+             f"for (int l = 0; l < {LANES}; l++) "
+             f"for (int j = 0; j < {B}; j++) acc[l][j] = {init};"]
+    block += _loops(w, rext[:-1], [str(r) for r in ridx[:-1]], nest, 0)
+    block += ["for (int64_t j = 0; j < nb; j++) {", f"  int64_t {last} = xb + j;",
+              f"  {acc_t} res = acc[0][j];",
+              f"  for (int l = 1; l < {LANES}; l++) {{ {combine('res', 'acc[l][j]')} }}",
+              f"  {store} = ({CTYPES[node.dtype]})res;", "}"]
+    work = _numel(node.shape) * _numel(node.reduced_shape)
+    lines = list(w.hoisted)
+    if len(idx) == 1 and work >= PARALLEL_WORK:
+        lines.append("#pragma omp parallel for")
+    lines += [f"for (int64_t xb = 0; xb < {n_last}; xb += {B}) {{"]
+    lines += ["  " + x for x in block] + ["}"]
+    extents = [w.kint(n) if n != 1 else "1" for n in node.shape[:-1]]
+    return _loops(w, extents, [str(i) for i in idx[:-1]], lines, work)
+
+
 def _reduction_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
+    if _is_column(node):
+        return _column_nest(node, out, w)
+    return _row_nest(node, out, w)
+
+
+def _row_nest(node: Reduction, out: Buffer, w: KernelWriter) -> list:
     idx = [IVar(f"x{i}") for i in range(len(node.shape))]
     inner = _reduction_body(node, out, w, idx)
     extents = [w.kint(n) if n != 1 else "1" for n in node.shape]
@@ -332,7 +450,7 @@ def _reduction_body(node: Reduction, out: Buffer, w: KernelWriter, idx: list) ->
     else:
         raise NotImplementedError(f"reduction {kind}")
     _out_ptr(w, out)
-    w.inner, w.hoisted = {str(r) for r in ridx}, []
+    w.inner, w.hoisted, w.offsets = {str(r) for r in ridx}, [], {}
     body = w.value(node.fn(tuple(idx), tuple(ridx)))
     body_lines, w.lines = w.lines, []
 

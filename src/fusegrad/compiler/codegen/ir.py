@@ -244,6 +244,119 @@ class Extern:
     # A random op whose first input eager lays out in another order than row-major: that
     # order of its dims (the kernel then draws in it, as eager's draws in memory order).
     memory_order: tuple | None = None
+    # Whether its Pointwise inputs may be passed as strided views (`View`): not for ops
+    # writing their inputs, returning views of them or drawing random numbers. Buffers
+    # written in place by earlier externs: their views are copied.
+    views_allowed: bool = False
+    written_before: frozenset = frozenset()
+
+
+@dataclass(eq=False)
+class View:
+    """An extern's input that is a strided view of `base` (a transpose, permute, slice,
+    select, expand or reshape of it): the wrapper passes the extern a NumPy view of
+    `base`'s array instead of a kernel copying it, as PyTorch's inductor passes strided
+    views to its externs. `index` maps the view's loop variables (`x0`, `x1`, ...) to
+    `base`'s logical index; the view's strides follow from `base`'s strides when the
+    wrapper is written (`geometry`), since an output buffer's layout is chosen after
+    lowering."""
+
+    base: Buffer
+    shape: tuple
+    dtype: Any
+    index: tuple
+
+    def geometry(self) -> tuple | None:
+        """(strides, offset) in elements from `base`'s first element, or None where the
+        elements are not one strided geometry of `base`'s memory under its strides."""
+        return strided_geometry(self.base, self.shape, self.index)
+
+
+# Views larger than this whose index uses division or remainder (a reshape merging dims)
+# are not checked element by element: they are copied by a kernel, as before.
+_NUMERIC_CHECK_LIMIT = 1 << 22
+
+
+def _linear(e: IExpr) -> dict | None:
+    """`e` as {variable name: coefficient, None: constant}, None when not linear."""
+    if isinstance(e, IInt):
+        return {None: e.value}
+    if isinstance(e, IVar):
+        return {e.name: 1}
+    if not isinstance(e, IBin) or e.op not in "+*":
+        return None
+    a, b = _linear(e.a), _linear(e.b)
+    if a is None or b is None:
+        return None
+    if e.op == "+":
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + v
+        return out
+    for x, y in ((a, b), (b, a)):
+        if set(x) <= {None}:  # a constant times a linear form
+            c = x.get(None, 0)
+            return {k: c * v for k, v in y.items()}
+    return None
+
+
+def evaluate_index(e: IExpr, grids: dict):
+    """`e` over whole index grids (NumPy integer arrays broadcasting to the view)."""
+    import numpy as np
+
+    if isinstance(e, IInt):
+        return np.int64(e.value)
+    if isinstance(e, IVar):
+        return grids[e.name]
+    a, b = evaluate_index(e.a, grids), evaluate_index(e.b, grids)
+    return {"+": np.add, "*": np.multiply, "/": np.floor_divide, "%": np.remainder}[e.op](a, b)
+
+
+def strided_geometry(base: Buffer, shape: tuple, index: tuple) -> tuple | None:
+    """(strides, offset), in elements from `base`'s first element, of the elements of
+    `base` at `index` (one expression per dim of `base` over `x0`, `x1`, ... of `shape`),
+    or None when they are not one strided geometry (or `base` has an offset, or a stride
+    would be negative)."""
+    if base.offset or len(index) != len(base.strides):
+        return None
+    names = [f"x{i}" for i in range(len(shape))]
+    forms = [_linear(e) for e in index]
+    if all(f is not None for f in forms):
+        strides = [0] * len(shape)
+        offset = 0
+        for f, s in zip(forms, base.strides):
+            for k, v in f.items():
+                if k is None:
+                    offset += v * s
+                elif k in names:
+                    strides[names.index(k)] += v * s
+                else:
+                    return None
+        strides = [0 if n == 1 else st for n, st in zip(shape, strides)]
+    else:
+        import numpy as np
+
+        if numel(shape) > _NUMERIC_CHECK_LIMIT or not numel(shape):
+            return None
+        nd = len(shape)
+        grids = {n: np.arange(int(d), dtype=np.int64).reshape(
+            [-1 if i == j else 1 for j in range(nd)]) for i, (n, d) in enumerate(
+                zip(names, shape))}
+        addr = np.zeros(tuple(int(d) for d in shape), np.int64)
+        for e, s in zip(index, base.strides):
+            addr = addr + evaluate_index(e, grids) * int(s)
+        offset = int(addr.reshape(-1)[0])
+        strides = []
+        for i, d in enumerate(shape):
+            step = [0] * nd
+            step[i] = 1 if d > 1 else 0
+            strides.append(int(addr[tuple(step)]) - offset if d > 1 else 0)
+        expected = offset + sum(g * st for g, st in zip(grids.values(), strides))
+        if not np.array_equal(addr, np.broadcast_to(expected, addr.shape)):
+            return None
+    if offset < 0 or any(st < 0 for st in strides):
+        return None
+    return tuple(int(st) for st in strides), int(offset)
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,13 @@ from .ir import (
     Extern,
     IInt,
     IVar,
+    Load,
     Op,
     Pointwise,
     PythonCall,
     Reduction,
     ScalarInput,
+    View,
     contiguous_strides,
     is_float,
     numel,
@@ -532,6 +534,10 @@ class GraphLowering:
         # (set by `plan_output_layouts` once the scheduler chose the buffers).
         self.output_layouts: dict = {}
         self._layouts = None  # eager's layout of each node, computed when first needed
+        self._written: set = set()  # buffers an in-place extern writes
+        # Output Pointwise -> the `View` of a buffer it is returned as (no copy; set by the
+        # scheduler).
+        self.output_views: dict = {}
 
     def new_name(self) -> str:
         """A fresh buffer name."""
@@ -587,9 +593,11 @@ class GraphLowering:
         overlaps itself (an expanded view, whose elements share memory as eager's and
         PyTorch inductor's do) is computed into the contiguous buffer and copied into it
         when returned."""
-        from .layout import eager_layouts, non_overlapping
+        from .layout import non_overlapping
 
-        layouts = eager_layouts(self.gm, self.example_inputs)
+        if self._layouts is None:
+            self._layouts = eager_layouts_of(self)
+        layouts = self._layouts
         kernel_buffers = set(self.buffers.values())
         for o in self.outputs:
             fake = layouts.get(o) if hasattr(o, "op") else None
@@ -700,13 +708,29 @@ class GraphLowering:
         return value
 
     def extern(self, op, args, kwargs, meta) -> Any:
-        """Run `op`'s NumPy kernel between kernels; its tensor inputs are realised."""
-        for a in _iter_values(args):
-            if isinstance(a, Pointwise):
-                self.realize(a, "input of extern " + op.name)
+        """Run `op`'s NumPy kernel between kernels; its tensor inputs are realised, except
+        those that are strided views of a buffer, passed as NumPy views (`View`) to an op
+        that neither writes its inputs nor returns views of them nor draws random numbers
+        (every registry kernel takes strided arrays: eager gives them views)."""
+        if getattr(op, "inplace", False) or getattr(op, "view", False) or \
+                getattr(op, "random", False):
+            for a in _iter_values(args):
+                if isinstance(a, Pointwise):
+                    self.realize(a, "input of extern " + op.name)
+            if getattr(op, "inplace", False):
+                # A later view of what it writes is copied by a kernel, as before views:
+                # (a view passed later would read the written values).
+                self._written.update(a for a in _iter_values(args) if isinstance(a, Buffer))
         metas = meta if isinstance(meta, list) else [meta]
-        outs = [Buffer(self.new_name(), tuple(s), d, contiguous_strides(s)) for s, d in metas]
+        strides = self._kernel_strides(op, metas)
+        outs = [Buffer(self.new_name(), tuple(s), d, st) for (s, d), st in zip(metas, strides)]
         ext = Extern(op, args, kwargs, outs)
+        if not (getattr(op, "inplace", False) or getattr(op, "view", False) or
+                getattr(op, "random", False)):
+            # Its Pointwise inputs are resolved by the scheduler (`resolve_extern_args`),
+            # once it chose which values get buffers: a view of such a value is a view too.
+            ext.views_allowed = True
+            ext.written_before = frozenset(self._written)
         if self._current is not None:
             ext.origins.append(self._current)
             if getattr(op, "random", False):  # (a PythonCall is no registry op)
@@ -714,18 +738,91 @@ class GraphLowering:
         self.computations.append(ext)
         return outs if isinstance(meta, list) else outs[0]
 
+    def resolve_extern_args(self) -> None:
+        """Give each extern's Pointwise inputs a form the wrapper can pass: a `View` where
+        the value is a strided view of a buffer (none written in place before the extern),
+        else a buffer of its own (a kernel computes it). Called by the scheduler once it
+        realised the values it keeps (graph outputs, values read by several nodes)."""
+        for c in list(self.computations):
+            if isinstance(c, Extern) and getattr(c, "views_allowed", False):
+                name = c.op.name
+                c.args = tuple(self._extern_args(c.args, name, c.written_before))
+                c.kwargs = {k: self._extern_args([v], name, c.written_before)[0]
+                            for k, v in c.kwargs.items()}
+
+    def _extern_args(self, args, why: str, written=frozenset()):
+        """`args` with each Pointwise that is a strided view of a buffer as a `View` of it,
+        and every other Pointwise realised (a kernel computes it into a buffer)."""
+        out = []
+        for a in args:
+            if isinstance(a, (list, tuple)):
+                out.append(type(a)(self._extern_args(a, why, written)))
+            elif isinstance(a, Pointwise):
+                view = None if a.buffer is not None else self.view_of(a)
+                if view is not None and view.base in written:
+                    view = None
+                out.append(view if view is not None else
+                           self.realize(a, "input of extern " + why))
+            else:
+                out.append(a)
+        return out
+
+    @staticmethod
+    def view_of(value: Pointwise) -> View | None:
+        """`value` as a `View` of the buffer it reads, when it only reads one buffer's
+        elements (no arithmetic, no cast) at a strided geometry of its current strides."""
+        if not numel(value.shape):
+            return None
+        idx = tuple(IVar(f"x{i}") for i in range(len(value.shape)))
+        e = value.body(idx)
+        if not isinstance(e, Load) or e.dtype is not value.dtype or \
+                isinstance(e.buffer, (ScalarInput, View)) or not isinstance(e.buffer, Buffer):
+            return None
+        view = View(e.buffer, tuple(value.shape), value.dtype, tuple(e.index))
+        return view if view.geometry() is not None else None
+
+    def _kernel_strides(self, op, metas) -> list:
+        """The strides of each result buffer of extern `op`: eager's layout of the result
+        where it is a dense permutation of the dims (flash attention's output, laid out
+        (B, S, H, D) under its (B, H, S, D) shape), so the wrapper keeps the kernel's array
+        as it is instead of copying it row-major; row-major otherwise."""
+        out = [contiguous_strides(s) for s, _ in metas]
+        if self._current is None or getattr(op, "random", False) or \
+                isinstance(op, PythonCall):
+            return out
+        from .layout import non_overlapping, storage_size
+
+        if self._layouts is None:
+            self._layouts = eager_layouts_of(self)
+        fake = self._layouts.get(self._current)
+        fakes = list(fake) if isinstance(fake, (list, tuple)) else [fake]
+        if len(fakes) != len(metas):
+            return out
+        for i, (f, (shape, _)) in enumerate(zip(fakes, metas)):
+            if not hasattr(f, "stride") or tuple(f.shape) != tuple(shape):
+                continue
+            try:
+                st = tuple(int(x) for x in f.stride())
+                dense = f.storage_offset() == 0 and non_overlapping(shape, st) and \
+                    storage_size(shape, st, 0) == max(numel(shape), 1)
+            except (TypeError, ValueError):  # symbolic strides
+                continue
+            if dense and numel(shape):
+                out[i] = st
+        return out
+
     def _draw_order(self, node, metas) -> tuple | None:
         """The order of dims in memory eager gives random op `node`'s first input, where not
         row-major and every result has its shape (dropout's mask of a transposed tensor):
         the kernel must draw in it, or the same seed gives another mask."""
         from ..._shapes import strides_order
-        from .layout import eager_layouts, non_overlapping
+        from .layout import non_overlapping
 
         first = node.args[0] if node.args else None
         if not hasattr(first, "op"):
             return None
         if self._layouts is None:
-            self._layouts = eager_layouts(self.gm, self.example_inputs)
+            self._layouts = eager_layouts_of(self)
         fake = self._layouts.get(first)
         if not hasattr(fake, "stride"):
             return None
@@ -741,6 +838,13 @@ class GraphLowering:
             value.buffer = buf
             value.realized_because = why
         return value.buffer
+
+
+def eager_layouts_of(g: GraphLowering) -> dict:
+    """Eager's layout of each node of `g`'s graph (`layout.eager_layouts`)."""
+    from .layout import eager_layouts
+
+    return eager_layouts(g.gm, g.example_inputs)
 
 
 def _meta(op, args, kwargs):

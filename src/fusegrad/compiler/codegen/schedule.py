@@ -5,13 +5,17 @@ expression is substituted), so pointwise chains become one kernel and a pointwis
 becomes part of a reduction's input loop. A pointwise value gets its own buffer (is not
 fused) when it is a graph output, an extern call's input, or read by several consumers and
 too large to recompute; a reduction's result always has its buffer, read by later loop nests.
+A value that only reads a buffer's elements at a strided geometry (a transpose, permute,
+slice, expand or reshape of it) gets none as an extern's input: the wrapper passes a NumPy
+view of the buffer (`ir.View`); as a graph output it is returned as a view of an
+intermediate buffer that nothing else returns (`_output_views`).
 `FUSEGRAD_LOGS=fusion` says, for each such boundary, why the two nodes were not fused.
 """
 
 from __future__ import annotations
 
 from .. import logs
-from .ir import Buffer, Extern, Pointwise, Reduction, walk
+from .ir import Buffer, Extern, Pointwise, Reduction, View, walk
 from .lower import GraphLowering
 
 # Operations an inlined value may hold and still be recomputed by each of several readers.
@@ -32,21 +36,74 @@ def _label(node) -> str:
 
 def schedule(g: GraphLowering) -> list:
     """Decide buffers for `g`'s values and return its computations in execution order."""
+    outputs = []
     for n, value in list(g.env.items()):
         if not isinstance(value, Pointwise) or value.buffer is not None:
             continue
         readers = [u for u in n.users if u.op == "call_function"]
         if n in g.outputs:
-            g.realize(value, "a graph output")
+            outputs.append((n, value))
         elif len(readers) > 1 and _size(value) > RECOMPUTE_LIMIT:
             g.realize(value, f"read by {len(readers)} nodes and too large to recompute "
                       f"({_size(value)} operations > {RECOMPUTE_LIMIT})")
+    _output_views(g, outputs)
+    g.resolve_extern_args()
     order = {n: i for i, n in enumerate(g.gm.graph.nodes)}
 
     def position(c):
         return min((order.get(o, 0) for o in c.origins), default=0)
 
     return _after_producers(g, sorted(g.computations, key=position))
+
+
+def _output_views(g: GraphLowering, outputs: list) -> None:
+    """Realise the graph outputs `outputs` ((node, Pointwise) pairs), except those that
+    are strided views of an intermediate buffer in eager's layout (a weight's gradient
+    as a reshape of a sum, a reshape of an extern's result): those are returned as views
+    of it (`g.output_views`), copying nothing. The buffer then lives to the end of the
+    graph; it must not be an input or another output, nor be the base of another output
+    view, so that no two returned tensors share memory."""
+    from .ir import ScalarInput
+    from .layout import eager_layouts, non_overlapping
+
+    candidates = []
+    for n, value in outputs:
+        view = g.view_of(value)
+        if view is None or view.geometry() is None:
+            g.realize(value, "a graph output")
+        else:
+            candidates.append((n, value, view))
+    if not candidates:
+        return
+    taken = set()
+    for o in g.outputs:
+        v = g.env.get(o) if hasattr(o, "op") else None
+        if isinstance(v, Pointwise):
+            v = v.buffer
+        if isinstance(v, Buffer):
+            taken.add(v)
+    taken.update(b for b in g.inputs if isinstance(b, Buffer))
+    if g._layouts is None:
+        g._layouts = eager_layouts(g.gm, g.example_inputs)
+    for n, value, view in candidates:
+        strides, offset = view.geometry()
+        fake = g._layouts.get(n)
+        if hasattr(fake, "stride"):
+            want, want_offset = tuple(fake.stride()), fake.storage_offset()
+        else:
+            from .ir import contiguous_strides
+
+            want, want_offset = contiguous_strides(view.shape), 0
+        same = len(want) == len(strides) and all(
+            int(d) == 1 or int(a) == int(b) for d, a, b in zip(view.shape, strides, want))
+        # (An expanded output, whose elements share memory, stays the kernel's: it is
+        # returned read-only, as eager's `expand`.)
+        if view.base in taken or isinstance(view.base, ScalarInput) or not same or \
+                offset or want_offset or not non_overlapping(view.shape, strides):
+            g.realize(value, "a graph output")
+            continue
+        taken.add(view.base)
+        g.output_views[value] = view
 
 
 def _after_producers(g: GraphLowering, computations: list) -> list:
@@ -65,8 +122,9 @@ def _after_producers(g: GraphLowering, computations: list) -> list:
             return
         placed.add(c)
         if isinstance(c, Extern):
-            reads = [a.buffer if isinstance(a, Pointwise) else a
-                     for a in _flat(c.args) if isinstance(a, (Buffer, Pointwise))]
+            reads = [a.buffer if isinstance(a, Pointwise) else a.base if isinstance(a, View)
+                     else a for a in _flat(list(c.args) + list(c.kwargs.values()))
+                     if isinstance(a, (Buffer, Pointwise, View))]
         else:
             reads = [ld.buffer for ld in _reads(c)]
         for b in reads:

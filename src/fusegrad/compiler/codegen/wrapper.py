@@ -8,7 +8,12 @@ process without lowering the graph again.
 
 `call` binds the inputs' addresses into the pointer table `P`, allocates outputs, calls the
 kernels with the prepared `P` and `K` tables (ctypes arrays built once) and the extern
-kernels with NumPy arrays, and returns fusegrad Tensors.
+kernels with NumPy arrays, and returns fusegrad Tensors. An extern's input that is a view of
+a buffer (`ir.View`) is passed as a NumPy view of it (`base.transpose(...)`, a reshape, or
+`as_strided`), never copied, as PyTorch's inductor passes strided views to its externs; the
+extern's results are copied only if they share memory with such a view (a kernel returning
+its input), so results never alias other buffers. An extern's result whose buffer has eager's
+non-row-major layout (flash attention's output) is kept as the kernel returns it.
 
 Buffers: outputs are new arrays on every call (a returned tensor is never written by a later
 call). An intermediate buffer whose last reader has run gives its memory to a later
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .c import Slots
-from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput
+from .ir import Buffer, Extern, Pointwise, PythonCall, ScalarInput, View, contiguous_strides
 
 _LIVE_TO_END = 1 << 60
 
@@ -43,6 +48,17 @@ def _contiguous(a, dtype) -> np.ndarray:
     return np.array(a, dtype=dtype, order="C")
 
 
+def _laid_out(a, dtype, shape: tuple, strides: tuple) -> np.ndarray:
+    """`a` as an array of `dtype` with `strides` (in bytes; a copy only when it is not one
+    already): an extern's result in the layout its buffer was given."""
+    if a.__class__ is np.ndarray and a.dtype == dtype and a.strides == strides:
+        return a
+    from .layout import restrided
+
+    item = np.dtype(dtype).itemsize
+    return restrided(np.asarray(a, dtype=dtype), shape, tuple(s // item for s in strides), 0)
+
+
 def _in_memory_order(kernel, order: tuple, first, *args, **kwargs):
     """`kernel(first, *args, **kwargs)` with `first` laid out with its dims in `order` in
     memory, as eager lays it out: a random kernel draws its values in that order. The
@@ -54,6 +70,33 @@ def _in_memory_order(kernel, order: tuple, first, *args, **kwargs):
     if isinstance(out, tuple):
         return tuple(o.transpose(inverse) for o in out)
     return out.transpose(inverse)
+
+
+def _strided(base: np.ndarray, start: tuple, shape: tuple, strides: tuple) -> np.ndarray:
+    """The view of `base` starting at its element `start` with `shape` and `strides` (in
+    bytes): an extern's input passed without a copy."""
+    if any(start):
+        base = base[tuple(slice(i, None) for i in start)]
+    return _as_strided(base, shape, strides)
+
+
+def _gathered(base: np.ndarray, addresses: np.ndarray) -> np.ndarray:
+    """The elements of `base` at `addresses` (in elements from its first one): a view
+    whose geometry a later layout choice made irregular, copied."""
+    flat = _as_strided(base, (int(addresses.max()) + 1,), (base.itemsize,))
+    return flat[addresses]
+
+
+def _fresh(a: np.ndarray, views: tuple) -> np.ndarray:
+    """An extern's result, copied where it shares memory with one of the views it was
+    given (a kernel returning its input as it is): results never alias other buffers."""
+    for v in views:
+        if np.may_share_memory(a, v):
+            return a.copy()
+    return a
+
+
+_as_strided = np.lib.stride_tricks.as_strided
 
 
 def _scalar(value: float) -> np.ndarray:
@@ -111,6 +154,8 @@ def _buffer_args(args) -> list:
     for a in args:
         if isinstance(a, Pointwise):
             a = a.buffer
+        if isinstance(a, View):  # (an extern reads its base's memory)
+            a = a.base
         if isinstance(a, Buffer):
             out.append(a)
         elif isinstance(a, (list, tuple)):
@@ -191,10 +236,12 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
     `persistent`)."""
     w = _Writer(slots)
     outputs = set()
+    views = getattr(g, "output_views", {})
     for o in g.outputs:
         v = g.env.get(o, o) if not isinstance(o, (int, float)) else o
         if isinstance(v, Pointwise):
-            v = v.buffer
+            # (an output view's base lives to the end, in memory of its own)
+            v = views[v].base if v in views else v.buffer
         if isinstance(v, Buffer):
             outputs.add(v)
     names = [f"arg{i}" for i in range(len(g.inputs))]
@@ -268,6 +315,12 @@ def generate(g, computations: list, kernels: dict, slots: Slots, reuse: bool = T
     wrapped: dict = {}
     for o in g.outputs:
         v = g.env.get(o, o) if hasattr(o, "op") else o
+        if isinstance(v, Pointwise) and v in views:  # a view of an intermediate buffer
+            if v not in wrapped:
+                wrapped[v] = f"_out{len(wrapped)}"
+                w.emit(f"{wrapped[v]} = _wrap({_view_expr(w, views[v])})")
+            rets.append(wrapped[v])
+            continue
         if isinstance(v, Pointwise):
             v = v.buffer
         if isinstance(v, ScalarInput):  # a float input, or Python arithmetic on them
@@ -306,7 +359,14 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
     else:
         w.refs[op_name] = ("extern", c.op.name)
 
+    views: list = []
+
     def arg(a):
+        if isinstance(a, View):
+            name = f"{c.outputs[0].name if c.outputs else 'check'}_v{len(views)}"
+            w.emit(f"{name} = {_view_expr(w, a)}")
+            views.append(name)
+            return name
         if isinstance(a, Pointwise):
             a = a.buffer
         if isinstance(a, ScalarInput):  # kernels of NumPy take the Python float
@@ -332,10 +392,88 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
         w.emit(f"{', '.join(outs)} = {op_name}({args}{kwargs})")
     for b in c.outputs:
         w.names[b] = b.name
-        w.emit(f"{b.name} = _contig({b.name}, {w.dtype(b.dtype.np)})")
+        if tuple(b.strides) == contiguous_strides(b.shape):
+            w.emit(f"{b.name} = _contig({b.name}, {w.dtype(b.dtype.np)})")
+        else:  # eager's layout of the result, which the kernel gives it
+            item = b.dtype.np.itemsize
+            w.emit(f"{b.name} = _laid_out({b.name}, {w.dtype(b.dtype.np)}, "
+                   f"{tuple(int(n) for n in b.shape)!r}, "
+                   f"{tuple(int(s) * item for s in b.strides)!r})")
+        if views:
+            w.emit(f"{b.name} = _fresh({b.name}, ({', '.join(views)},))")
         if b in outputs and kept:
             w.emit(f"{b.name} = _own({b.name}, ({', '.join(kept)},))")
         w.emit(f"P[{w.slots.buffer(b)}] = _addr({b.name})")
+
+
+def _view_expr(w: _Writer, v: View) -> str:
+    """Python expression of view `v` of its base's array: the base itself, a transpose or
+    a reshape where those give its geometry (cheaper to make), else an `as_strided` view;
+    copied through the addresses of its elements where its base's final layout (an output
+    buffer's, chosen after lowering) leaves it no strided geometry."""
+    base = v.base
+    name = w.names[base]
+    shape = tuple(int(n) for n in v.shape)
+    geometry = v.geometry()
+    if geometry is None:
+        from .ir import evaluate_index
+
+        nd = len(shape)
+        grids = {f"x{i}": np.arange(n, dtype=np.int64).reshape(
+            [-1 if i == j else 1 for j in range(nd)]) for i, n in enumerate(shape)}
+        addr = np.zeros(shape, np.int64)
+        for e, s in zip(v.index, base.strides):
+            addr = addr + evaluate_index(e, grids) * int(s)
+        key = f"_addresses{len(w.refs)}"
+        w.refs[key] = ("value", addr)
+        return f"_gathered({name}, {key})"
+    strides, offset = geometry
+    bshape, bstrides = tuple(int(n) for n in base.shape), tuple(int(s) for s in base.strides)
+
+    def same(a, b) -> bool:  # equal geometries (strides of size-1 dims do not matter)
+        return a[0] == b[0] and all(n == 1 or s == t for n, s, t in zip(a[0], a[1], b[1]))
+
+    if offset == 0 and same((shape, strides), (bshape, bstrides)):
+        return name
+    if offset == 0 and len(shape) == len(bshape) > 1:
+        perm = _permutation(shape, strides, bshape, bstrides)
+        if perm is not None:
+            return f"{name}.transpose({perm!r})"
+    if offset == 0 and bstrides == contiguous_strides(bshape) and \
+            _numel(shape) == _numel(bshape) and \
+            same((shape, strides), (shape, contiguous_strides(shape))):
+        return f"{name}.reshape({shape!r})"
+    start = tuple(_start(v))
+    item = v.dtype.np.itemsize
+    return f"_strided({name}, {start!r}, {shape!r}, {tuple(s * item for s in strides)!r})"
+
+
+def _permutation(shape, strides, bshape, bstrides) -> tuple | None:
+    """`perm` with `base.transpose(perm)` of geometry (shape, strides), or None."""
+    perm: list = []
+    for n, s in zip(shape, strides):
+        for d, (m, t) in enumerate(zip(bshape, bstrides)):
+            if d not in perm and m == n and (t == s or n == 1):
+                perm.append(d)
+                break
+        else:
+            return None
+    return tuple(perm)
+
+
+def _start(v: View) -> list:
+    """The base's logical index of the view's first element."""
+    from .ir import IInt, IVar
+
+    def value(e):
+        if isinstance(e, IInt):
+            return e.value
+        if isinstance(e, IVar):
+            return 0
+        a, b = value(e.a), value(e.b)
+        return {"+": a + b, "*": a * b, "/": a // b if b else 0, "%": a % b if b else 0}[e.op]
+
+    return [value(e) for e in v.index]
 
 
 def load(art: Artifact, libs: dict):
@@ -349,6 +487,8 @@ def load(art: Artifact, libs: dict):
     from .layout import empty_strided, restrided
 
     scope: dict = {"_empty": np.empty, "_contig": _contiguous, "_own": _own,
+                   "_strided": _strided, "_gathered": _gathered, "_fresh": _fresh,
+                   "_laid_out": _laid_out,
                    "_in_memory_order": _in_memory_order,
                    "_empty_strided": empty_strided, "_restrided": restrided,
                    "_scalar": _scalar,
