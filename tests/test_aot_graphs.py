@@ -285,3 +285,27 @@ def test_print_tabular_names_targets_as_torch(capsys):
     torch_make_fx(prog(torch))(torch.randn(2, 2), torch.randn(2, 2)).graph.print_tabular()
     theirs = capsys.readouterr().out
     assert ours.splitlines()[2:] == theirs.splitlines()[2:]  # rows after the header
+
+
+def test_a_view_of_a_view_of_an_input_is_recomputed_not_saved():
+    """`a[1:4, 2:]` (two slices) read by a matmul's gradient: the forward saves the input,
+    and the backward slices it again, as it does for one view."""
+    graphs = []
+
+    def keep(g, example):
+        graphs.append(g)
+        return g.forward
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep)
+
+    fusegrad._dynamo.reset()
+    f = fusegrad.compile(lambda a, b: (a[1:4, 2:] @ b).sum(), backend=backend)
+    a, b = fusegrad.randn(6, 5, requires_grad=True), fusegrad.randn(3, 2, requires_grad=True)
+    f(a, b).backward()
+    a2, b2 = a.detach().requires_grad_(), b.detach().requires_grad_()
+    (a2[1:4, 2:] @ b2).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), a2.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), b2.grad.numpy(), rtol=1e-6)
+    saved = [n.name for n in list(graphs[0].graph.output_node().args[0])[1:]]
+    assert saved == ["primals_1", "primals_2"], saved

@@ -95,15 +95,20 @@ def default_partition(joint_module, _joint_inputs=None, *, num_fwd_outputs: int,
             continue
         bw.add(n)
         stack.extend(n._input_nodes)
-    # Save an input rather than a view of it (the view is recomputed in the backward).
+    # Save an input rather than a view of it, or a view of a view of it (`a[1:4, 2:]`, two
+    # slices): the views are recomputed in the backward.
     changed = True
     while changed:
         changed = False
         for n in list(saved):
+            chain = [n]
             src = _is_view_of(n, fw)
-            if src is not None and (_is_primal(src) or src in saved):
+            while src is not None and not _is_primal(src) and src not in saved:
+                chain.append(src)
+                src = _is_view_of(src, fw)
+            if src is not None:
                 saved.discard(n)
-                bw.add(n)
+                bw.update(chain)
                 saved.add(src)
                 changed = True
     order = {n: i for i, n in enumerate(nodes)}
