@@ -16,10 +16,19 @@ from ._torch_function import (
     is_torch_function_mode_enabled as _is_torch_function_mode_enabled,
 )
 from .autograd.graph import _current_graph_task_id
-from .ops._linalg_common import LinAlgError as _LinAlgError
 
 Generator.__module__ = __name__
 
 __all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass", "Generator",
-           "_LinAlgError", "_current_graph_task_id", "_disabled_torch_function_impl",
+           "_LinAlgError", "_current_graph_task_id", "_disabled_torch_function_impl",  # noqa: F822
            "_is_torch_function_enabled", "_is_torch_function_mode_enabled"]
+
+
+def __getattr__(name: str):
+    """`_LinAlgError`, defined beside the linear algebra kernels, which `import fusegrad`
+    does not load (its first use imports them)."""
+    if name == "_LinAlgError":
+        from .ops._linalg_common import LinAlgError
+
+        return LinAlgError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
