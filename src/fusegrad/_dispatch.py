@@ -386,8 +386,9 @@ def _partial_overlap(dst, src) -> bool:
 
 
 def _internal_overlap(a) -> bool:
-    """Whether some elements of `a` share memory: a zero stride over more than one."""
-    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides))
+    """Whether some elements of `a` share memory: a zero stride over more than one (an
+    empty array has no elements to share, as PyTorch judges it)."""
+    return a.size != 0 and any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides))
 
 
 def _write_overlapping(op, dst, value, t) -> None:

@@ -14,10 +14,14 @@ from .._dispatch import call
 from .._tensor import Tensor
 from .._torch_function import warn_once_at, warning_stacklevel
 from ..ops import normalization as NORM
+from ..ops import scatter as SC
 from ..ops import weight_norm as WN
 from ..ops.random import native_dropout as _native_dropout
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+# index_reduce's reduction modes, after whose check PyTorch gives its beta warning (the op's
+# entry, `ops.scatter.index_reduce`, checks them)
+_INDEX_REDUCES = ("prod", "mean", "amax", "amin")
 
 
 # ---------------------------------------------------------------- scatters and views
@@ -40,30 +44,24 @@ def as_strided_scatter(input: Tensor, src: Tensor, size, stride,
     return out
 
 
-def _index_reduce_args(input, dim, index, source, reduce):
-    if reduce not in ("prod", "mean", "amax", "amin"):
-        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
-                           f"amin but got {reduce}.")
-    warn_once_at(3, "index_reduce() is in beta and the API may change at any time.")
-    d = dim % max(source.dim(), 1)
-    shape = [1] * source.dim()
-    shape[d] = -1
-    return d, index.view(shape).expand_as(source)
-
-
 def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                  include_self: bool = True, out=None) -> Tensor:
     """input with the slices of `source` reduced into the positions `index` names along
     `dim` (prod, mean, amax or amin)."""
-    d, idx = _index_reduce_args(input, dim, index, source, reduce)
-    return input.scatter_reduce(d, idx, source, reduce, include_self=include_self)
+    if reduce in _INDEX_REDUCES:  # (PyTorch warns once the reduction passes its check)
+        warn_once_at(3, "index_reduce() is in beta and the API may change at any time.")
+    result = call(SC.index_reduce, input, dim, index, source, reduce, include_self)
+    if out is not None:
+        return out.resize_(result.shape).copy_(result)
+    return result
 
 
 def _index_reduce_(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                    include_self: bool = True) -> Tensor:
     """In-place index_reduce."""
-    d, idx = _index_reduce_args(self, dim, index, source, reduce)
-    return self.scatter_reduce_(d, idx, source, reduce, include_self=include_self)
+    if reduce in _INDEX_REDUCES:
+        warn_once_at(3, "index_reduce() is in beta and the API may change at any time.")
+    return call(SC.index_reduce_, self, dim, index, source, reduce, include_self)
 
 
 def norm_except_dim(v: Tensor, pow: float = 2, dim: int = 0) -> Tensor:  # noqa: A002

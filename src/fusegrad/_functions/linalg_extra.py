@@ -29,7 +29,7 @@ __all__ = [
     "det", "inverse", "slogdet", "logdet", "pinverse", "svd", "qr", "cholesky",
     "cholesky_solve", "cholesky_inverse", "triangular_solve", "matrix_power", "matrix_exp",
     "cross", "inner", "vdot", "addr", "addbmm", "kron", "chain_matmul", "lu_solve", "lu",
-    "lu_unpack", "eig", "lstsq", "solve", "symeig", "matrix_rank",
+    "lu_unpack", "eig", "lstsq", "solve", "symeig", "matrix_rank", "orgqr",
 ]
 
 
@@ -175,6 +175,11 @@ def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor, *, out=None) -> Tens
     """The older `torch.lu_solve(b, LU, pivots)`."""
     warn_once_at_caller(_LU_SOLVE_DEPRECATED)
     return _linalg().lu_solve(LU_data, LU_pivots, b)
+
+
+def orgqr(input: Tensor, tau: Tensor) -> Tensor:
+    """`torch.linalg.householder_product` under LAPACK's name."""
+    return call(D.linalg_householder_product, input, tau)
 
 
 def matrix_power(input: Tensor, n: int, *, out=None) -> Tensor:

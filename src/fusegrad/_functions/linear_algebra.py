@@ -136,6 +136,8 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """beta * input + alpha * (mat @ vec)."""
     prod = mv(mat, vec)
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
+        beta, alpha = L.integer_coefficients(prod.dtype.np, beta, alpha)
     return add(input * beta if beta != 1 else input, prod * alpha if alpha != 1 else prod)
 
 
@@ -237,7 +239,11 @@ def einsum(equation, *operands):
         t, s = _einsum_pair(t, s, terms[k][0], terms[k][1], out_spec + later)
     # Sum what the output does not keep, then order the remaining letters.
     drop = [i for i, c in enumerate(s) if c not in out_spec]
-    if drop:
+    if drop and len(terms) > 1 and builtins.all(t.shape[i] == 1 for i in drop):
+        # What pairs leave unsummed has size 1: viewed away, as PyTorch does (no promotion).
+        t = reshape(t, tuple(n for i, n in enumerate(t.shape) if i not in drop))
+        s = "".join(c for c in s if c in out_spec)
+    elif drop:
         t = sum(t, drop)
         s = "".join(c for c in s if c in out_spec)
     if s != out_spec:
@@ -375,7 +381,9 @@ def _einsum_pair(a, sa, b, sb, out_spec):
     # Sum letters that appear only in one operand and not in the output early.
     for t_name in ("a", "b"):
         t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
-        drop = [i for i, c in enumerate(s) if c not in other and c not in out_spec]
+        # (A size-1 letter stays, to be viewed away at the end: a sum would promote integers.)
+        drop = [i for i, c in enumerate(s)
+                if c not in other and c not in out_spec and t.shape[i] != 1]
         if drop:
             t = sum(t, drop)
             s = "".join(c for i, c in enumerate(s) if i not in drop)
@@ -383,8 +391,18 @@ def _einsum_pair(a, sa, b, sb, out_spec):
             a, sa = t, s
         else:
             b, sb = t, s
-    batch = [c for c in sa if c in sb and c in out_spec]
-    contract = [c for c in sa if c in sb and c not in out_spec]
+    # A summed letter of size 1 in one operand is no contraction (PyTorch's rule): the other
+    # operand is summed over it and the pair multiplied there, broadcast, so operands of
+    # different dtypes meet in a product (which promotes) rather than a bmm (which refuses).
+    for c in [c for c in sa if c in sb and c not in out_spec]:
+        na, nb_ = a.shape[sa.index(c)], b.shape[sb.index(c)]
+        if na != 1 and nb_ == 1:
+            a = sum(a, sa.index(c), True)
+        elif nb_ != 1 and na == 1:
+            b = sum(b, sb.index(c), True)
+    batch = [c for c in sa if c in sb and (
+        c in out_spec or a.shape[sa.index(c)] == 1 or b.shape[sb.index(c)] == 1)]
+    contract = [c for c in sa if c in sb and c not in batch]
     fa = [c for c in sa if c not in sb]
     fb = [c for c in sb if c not in sa]
     size = {}

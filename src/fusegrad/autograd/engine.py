@@ -283,6 +283,18 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
             # (`ctx._op` among them) are the user's.
             op = type(node)._op
             edges = node.next_functions
+            if op is not None and grads is not None and (
+                    grads[0] is None if len(grads) == 1 else _all_none(grads)) and (
+                    captures is None or node not in captures):
+                # A built-in node that received no gradient at all (a custom Function's
+                # backward gave None for an input this node made): PyTorch's gives none either,
+                # so nothing reaches its inputs (a leaf's `.grad` stays None); its tensor
+                # hooks still see None.
+                dirty = True
+                if extras is not None:
+                    _none_hooks(node)
+                _release(node, retain_graph)
+                continue
             if op is not None and extras is None and inline:
                 # `FunctionNode.apply` written out: the derivative's entries are fitted to
                 # their inputs only for the edges that need them (in the loop below), with
@@ -629,6 +641,23 @@ def _call_tensor_hooks(node, grads):
             if t is not None and nr < len(grads) and grads[nr] is not None:
                 _set_grad(t, grads[nr], _local.grad_enabled)
     return grads
+
+
+def _all_none(grads) -> bool:
+    for g in grads:
+        if g is not None:
+            return False
+    return True
+
+
+def _none_hooks(node) -> None:
+    """Run the tensor hooks of a node that received no gradient with None, as PyTorch calls
+    them (what they return is not used: the node gives no gradient)."""
+    hooks = node._x.tensor_pre_hooks
+    if hooks:
+        for fns in hooks.values():
+            for fn in list(fns.values()):
+                fn(None)
 
 
 def _call_pre_hooks(node, grads):

@@ -8,6 +8,7 @@ Every differentiable op call makes one Node whose class is named as PyTorch name
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import weakref
@@ -88,8 +89,10 @@ class Node:
         return self._extras().metadata
 
     def name(self) -> str:
-        """The class name, as PyTorch's `Node.name()`."""
-        return type(self).__name__
+        """The class name, as PyTorch's `Node.name()` (its C++ name for the node of an op
+        without a derivative, whose class PyTorch names `NotImplemented` too)."""
+        name = type(self).__name__
+        return "torch::autograd::NotImplemented" if name == "NotImplemented" else name
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
@@ -1014,18 +1017,22 @@ class save_on_cpu(saved_tensors_hooks):
         super().__init__(lambda t: t, lambda t: t)
 
 
-class disable_saved_tensors_hooks:
-    """Context manager: entering `saved_tensors_hooks` inside it raises `error_message`."""
+class disable_saved_tensors_hooks(contextlib.ContextDecorator):
+    """Context manager (and decorator): entering `saved_tensors_hooks` inside it raises
+    `error_message`; entering it while saved-tensor hooks are active raises it at once."""
 
     def __init__(self, error_message: str) -> None:
         self.error_message = error_message
+        self._prevs = []
 
     def __enter__(self) -> None:
-        self._prev = _local.hooks_disabled
-        _local.hooks_disabled = self._prev + (self.error_message,)
+        if _local.saved_hooks:  # (PyTorch's check: nothing is disabled then)
+            raise RuntimeError(self.error_message)
+        self._prevs.append(_local.hooks_disabled)
+        _local.hooks_disabled = _local.hooks_disabled + (self.error_message,)
 
     def __exit__(self, *exc) -> None:
-        _local.hooks_disabled = self._prev
+        _local.hooks_disabled = self._prevs.pop()
 
 
 def increment_version(tensor) -> None:

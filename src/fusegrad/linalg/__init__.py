@@ -44,8 +44,9 @@ from ..ops.joins import cat as _cat_op
 
 __all__ = [
     "LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
-    "eigh", "eigvals", "eigvalsh", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
-    "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power",
+    "eigh", "eigvals", "eigvalsh", "householder_product", "inv", "inv_ex", "ldl_factor",
+    "ldl_factor_ex", "ldl_solve", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
+    "matmul", "matrix_exp", "matrix_norm", "matrix_power",
     "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
     "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
     "vector_norm",
@@ -90,8 +91,34 @@ def pinv(A: Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None
     """The Moore-Penrose pseudo-inverse; singular values at most max(atol, rtol * largest)
     are treated as zero (`rcond` is the older name of `rtol`)."""
     if rcond is not None:
+        if atol is not None or rtol is not None:
+            _pinv_overload_error(A, rcond, atol, rtol, "rcond")
         rtol = rcond
-    return call(V.linalg_pinv, A, _number(atol), _number(rtol), hermitian)
+    elif isinstance(atol, Tensor) != isinstance(rtol, Tensor) and \
+            atol is not None and rtol is not None:
+        _pinv_overload_error(A, rtol, atol, None, "rtol")
+    if isinstance(atol, Tensor) or isinstance(rtol, Tensor):
+        # Per-matrix tolerances, broadcast against the batch (PyTorch's Tensor overload).
+        return call(V.linalg_pinv_tensor, A, atol, rtol, hermitian)
+    return call(V.linalg_pinv, A, atol, rtol, hermitian)
+
+
+def _pinv_overload_error(A, first, atol, rtol, first_name: str):
+    """PyTorch's TypeError for a mix of tolerances no overload of linalg_pinv takes."""
+    def kind(x):
+        return "Tensor" if isinstance(x, Tensor) else type(x).__name__
+
+    got = [f"{first_name}={kind(first)}"] + [f"{n}={kind(v)}" for n, v in (
+        ("atol", atol), ("rtol", rtol)) if v is not None]
+    raise TypeError(
+        f"linalg_pinv() received an invalid combination of arguments - got ({kind(A)}, "
+        f"{', '.join(got)}), but expected one of:\n"
+        " * (Tensor input, *, Tensor atol = None, Tensor rtol = None, bool hermitian = False, "
+        "Tensor out = None)\n"
+        " * (Tensor input, *, float atol = None, float rtol = None, bool hermitian = False, "
+        "Tensor out = None)\n"
+        " * (Tensor input, Tensor rcond, bool hermitian = False, *, Tensor out = None)\n"
+        " * (Tensor input, float rcond, bool hermitian = False, *, Tensor out = None)\n")
 
 
 def _number(x):
@@ -138,6 +165,32 @@ def matrix_exp(A: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- factorizations
+
+
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+    """The first n columns of the product of the Householder reflectors I - tau_i v_i v_i^H
+    stored below A's diagonal (LAPACK's orgqr): the Q of a `geqrf` factorization."""
+    return call(D.linalg_householder_product, A, tau)
+
+
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False):
+    """The Bunch-Kaufman LDL factorization of symmetric matrices (LAPACK's sytrf, lower):
+    the packed L and D, the pivots and LAPACK's `info` (nonzero where D is singular)."""
+    return return_types.linalg_ldl_factor_ex(
+        *call(D.linalg_ldl_factor_ex, A, hermitian, check_errors))
+
+
+def ldl_factor(A: Tensor, *, hermitian: bool = False):
+    """`ldl_factor_ex` without `info`, raising PyTorch's error where D is singular."""
+    ld, piv, info = call(D.linalg_ldl_factor_ex, A, hermitian, False)
+    D.ldl_error("torch.linalg.ldl_factor", info.numpy())
+    return return_types.linalg_ldl_factor(ld, piv)
+
+
+def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *,  # noqa: N803
+              hermitian: bool = False) -> Tensor:
+    """The solution X of A X = B from A's `ldl_factor`."""
+    return call(D.linalg_ldl_solve, LD, pivots, B, hermitian)
 
 
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, out=None):

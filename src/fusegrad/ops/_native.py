@@ -37,6 +37,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .. import _shapes
 from . import _parallel
 
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
@@ -210,9 +211,14 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
             "p" * (len(arrays) + 1) + "ii" + "i" * (len(scalars) + (row > 0)))
     if fn is None:
         return None
-    # The result is laid out as NumPy lays out a ufunc's (and PyTorch an elementwise op's):
-    # dense, in the order of the last array's strides. The kernel runs over that order.
+    # The result is laid out as PyTorch's TensorIterator lays out an elementwise op's: dense,
+    # its dims ordered by the arrays' strides, the first array with an opinion deciding and
+    # broadcast (zero-stride) dims keeping their row-major places, where NumPy's `empty_like`
+    # follows the last array alone and scatters broadcast dims. The kernel runs over that
+    # order.
     out = np.empty_like(a)
+    if not out.flags.c_contiguous or any(not x.flags.c_contiguous for x in arrays[:-1]):
+        out = _iterator_empty(arrays)
     n = a.size
     if n:
         dense = out.flags.c_contiguous
@@ -237,6 +243,16 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
         units = n // row if row else n
         run_pieces(fn, (*map(address, sources), address(out)), after, units, n * cost)
     return out
+
+
+def _iterator_empty(arrays: tuple) -> np.ndarray:
+    """A new array of the same-shaped `arrays`' shape and dtype, laid out as TensorIterator
+    lays out an elementwise result over them (`_shapes.iterator_strides`)."""
+    a = arrays[-1]
+    want = _shapes.iterator_strides(a.shape, [(x.shape, _shapes.elem_strides(x))
+                                              for x in arrays])
+    return np.ndarray(a.shape, a.dtype, buffer=np.empty(a.size, a.dtype),
+                      strides=tuple(v * a.itemsize for v in want))
 
 
 def run_pieces(fn, before: tuple, after: tuple, units: int, work: int) -> None:

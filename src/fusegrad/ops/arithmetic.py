@@ -216,6 +216,16 @@ def _rsub_kernel(a, b, alpha=1):
     return _sub_kernel(b, a, alpha)
 
 
+def _rsub_decomposition(a, b, alpha=1):
+    """b - alpha * a in core ops, `a` converted to the result's dtype first as the kernel
+    computes: negated in its own dtype, a uint8 would wrap (`1.5 - x` of uint8), and
+    `a * 0.5` of integers would make float32 where the result is float16."""
+    rt = _sub_meta(a, b, alpha).dtype
+    if a.dtype is not rt:
+        a = a.to(rt)
+    return -(a if alpha == 1 else a * alpha) + b
+
+
 rsub = register(
     "rsub.Scalar", kernel=_rsub_kernel,
     meta=_sub_meta, node="RsubBackward1",
@@ -224,7 +234,7 @@ rsub = register(
     save=lambda out, a, b, alpha=1: (alpha,),
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), 2.0))],
     onnx=add_like("Sub", swap=True),
-    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
+    decomposition=_rsub_decomposition,
     lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
 # `torch.rsub(a, b)` with a tensor `b`: PyTorch's other overload (its own node).
 rsub_tensor = register(
@@ -233,7 +243,7 @@ rsub_tensor = register(
     save=lambda out, a, b, alpha=1: (alpha,), saved_names=("alpha",), public="rsub",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (4,), dt)))],
     tensor_args=(0, 1), onnx=add_like("Sub", swap=True),
-    decomposition=lambda a, b, alpha=1: -(a if alpha == 1 else a * alpha) + b,
+    decomposition=_rsub_decomposition,
     lowering=lambda v, a, b, alpha=1: v.sub(b, v.mul(a, alpha)))
 def _mul_derivative(g, a, b):
     if g._dtype.category == _COMPLEX:  # a complex product: the partners' conjugates

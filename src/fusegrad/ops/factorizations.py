@@ -32,6 +32,7 @@ from ._linalg_common import (
     real_np,
 )
 from ._util import Spec, dtype_of, rand_array
+from .arithmetic import not_implemented_derivative as _not_implemented
 from .registry import REGISTRY, Sample, register
 
 I32 = _dtype.int32
@@ -604,3 +605,368 @@ linalg_eig = register(
     samples=_eig_samples, public="eig", saved_names=("eigenvalues", "eigenvectors", ""),
     gradcheck=False,  # phases (signs) of the vectors, as for the SVD
     undefined_grads=True)  # eigvals: the values-only form
+
+
+# ---------------------------------------------------------------- householder_product (orgqr)
+#
+# The first n columns of H_0 H_1 ... H_{k-1}, H_i = I - tau_i v_i v_i^H, where v_i is 1 at
+# row i, A's column i below it and 0 above (LAPACK's orgqr / ungqr), applied from the last
+# reflector to the first onto the first n columns of the identity.
+
+_HP = "torch.linalg.householder_product"
+
+
+def _householder_check(a, tau) -> None:
+    """householder_product's checks in PyTorch's order (its messages)."""
+    ash, tsh = tuple(a.shape), tuple(tau.shape)
+    if len(ash) < 2:
+        raise RuntimeError(f"{_HP}: input must have at least 2 dimensions.")
+    if ash[-2] < ash[-1]:
+        raise RuntimeError(f"{_HP}: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if tsh and ash[-1] < tsh[-1]:
+        raise RuntimeError(f"{_HP}: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    if len(tsh) != len(ash) - 1:
+        raise RuntimeError(f"{_HP}: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {len(tsh)} and input.ndim is equal to "
+                           f"{len(ash)}")
+    if tsh[:-1] != ash[:-2]:
+        raise RuntimeError(f"{_HP}: Expected batch dimensions of tau to be equal to "
+                           f"input.shape[:-2], but got [{', '.join(map(str, tsh[:-1]))}]")
+    da, dt = dtype_of(a), dtype_of(tau)
+    if da is not dt:
+        raise RuntimeError(f"{_HP}: tau dtype {dt.legacy} does not match input dtype "
+                           f"{da.legacy}")
+    if da.np not in LAPACK_NP:
+        raise NotImplementedError(f"\"orgqr_cpu\" not implemented for '{da.legacy}'")
+
+
+def _reflector(a, i: int):
+    """Householder vector i of the (batched) reflectors stored below A's diagonal: 1 at row
+    i, A's column i below, 0 above (shape (..., m, 1)); of an array or a tensor."""
+    col = a[..., :, i:i + 1]
+    rows = np.arange(a.shape[-2]).reshape(-1, 1)
+    below, at = rows > i, rows == i
+    if isinstance(a, np.ndarray):
+        return np.where(below, col, at).astype(a.dtype, copy=False)
+    return col * a.new_tensor(below.astype(real_np(a.dtype.np))) + \
+        a.new_tensor(at.astype(a.dtype.np))
+
+
+def _householder_np(a, tau):
+    m, n = a.shape[-2:]
+    out = np.broadcast_to(np.eye(m, n, dtype=a.dtype), a.shape).copy()
+    for i in range(tau.shape[-1] - 1, -1, -1):
+        v = _reflector(a, i)
+        out -= tau[..., i, None, None] * v * (np.swapaxes(v, -1, -2).conj() @ out)
+    return out
+
+
+@_COL0
+def _householder_kernel(a, tau):
+    _householder_check(a, tau)
+    return _householder_np(a, tau)
+
+
+def _householder_derivative(g, a, tau):
+    """The product run backwards, reflector by reflector: with X_i = H_i X_{i+1} and
+    u_i = v_i^H X_{i+1}, the gradient G of X_i gives X_{i+1} the gradient H_i^H G, tau_i
+    -(v_i^H G) u_i^H and v_i -(conj(tau_i) G u_i^H + tau_i X_{i+1} G^H v_i) (PyTorch's
+    conjugate Wirtinger convention), whose part below the diagonal is A's column i."""
+    from .joins import cat
+
+    k = tau.shape[-1]
+    m, n = a.shape[-2:]
+    if k == 0:  # no reflector: PyTorch's engine gives neither input a gradient
+        return None, None
+    vs = [_reflector(a, i) for i in range(k)]
+    taus = [tau[..., i:i + 1].unsqueeze(-1) for i in range(k)]
+    # X_{i+1}, what reflector i is applied to, for each i: X_k is I's first n columns.
+    states = [None] * (k + 1)
+    states[k] = x = eye_like(a, m)[:, :n].expand(tuple(a.shape))
+    for i in range(k - 1, 0, -1):
+        x = x - taus[i] * vs[i] * adj(vs[i]).matmul(x)
+        states[i] = x
+    cols, gtau = [], []
+    for i in range(k):
+        v, t, x = vs[i], taus[i], states[i + 1]
+        u = adj(v).matmul(x)
+        vg = adj(v).matmul(g)
+        gtau.append(-vg.matmul(adj(u)).squeeze(-1))
+        gv = -(t.conj() * g.matmul(adj(u)) + t * x.matmul(adj(g).matmul(v)))
+        below = np.arange(m).reshape(-1, 1) > i
+        cols.append(gv * a.new_tensor(below.astype(real_np(a.dtype.np))))
+        g = g - t.conj() * v * vg
+    if n > k:
+        cols.append(a.new_zeros(tuple(a.shape[:-1]) + (n - k,)))
+    return call(cat, cols, -1), call(cat, gtau, -1)
+
+
+def _householder_samples(rng, dt):
+    return [Sample((rand_array(rng, s, dt), rand_array(rng, t, dt)), name=f"{s} {t}")
+            for s, t in (((4, 3), (2,)), ((2, 3, 3), (2, 3)), ((3, 2), (0,)))]
+
+
+linalg_householder_product = register(
+    "linalg_householder_product", autocast="fp32", kernel=_householder_kernel,
+    meta=_COL0(lambda a, tau: (_householder_check(a, tau), Spec(tuple(a.shape), a.dtype))[1]),
+    node="LinalgHouseholderProductBackward0", derivative=_householder_derivative,
+    save=lambda out, a, tau: (a, tau),
+    saved_names=("self", "tau"),
+    samples=_householder_samples, public="orgqr")
+
+
+# ---------------------------------------------------------------- LDL (Bunch-Kaufman)
+#
+# `linalg.ldl_factor_ex` and `linalg.ldl_solve` of symmetric matrices (LAPACK's sytf2 and
+# sytrs, lower triangle): A = P L D L^T P^T with D of 1x1 and 2x2 blocks, the pivots 1-based
+# (a 2x2 block's two entries negative). Complex matrices are complex symmetric; complex
+# Hermitian ones (hetrf) are not written yet. PyTorch has no derivative for either.
+
+_BK_ALPHA = (1 + 17 ** 0.5) / 8  # Bunch-Kaufman's pivot threshold
+
+
+def _cabs1(x):
+    """LAPACK's i?amax size: |Re| + |Im| for complex numbers."""
+    return abs(x.real) + abs(x.imag) if np.iscomplexobj(x) else abs(x)
+
+
+def _ldl_one(a: np.ndarray):
+    """sytf2 (lower) of one square matrix, in place: (pivots, info)."""
+    n = a.shape[0]
+    piv = np.zeros(n, np.int32)
+    info = 0
+    k = 0
+    while k < n:
+        kstep = 1
+        absakk = _cabs1(a[k, k])
+        if k < n - 1:
+            col = _cabs1(a[k + 1:, k])
+            imax = k + 1 + int(np.argmax(col))
+            colmax = col[imax - k - 1]
+        else:
+            imax, colmax = k, 0.0
+        if max(absakk, colmax) == 0 or np.isnan(absakk):
+            info = info or k + 1  # (a zero column: D is singular, the column stays)
+            kp = k
+        else:
+            if absakk >= _BK_ALPHA * colmax:
+                kp = k
+            else:
+                row = _cabs1(a[imax, k:imax])
+                rowmax = row.max()
+                if imax < n - 1:
+                    rowmax = max(rowmax, _cabs1(a[imax + 1:, imax]).max())
+                if absakk >= _BK_ALPHA * colmax * (colmax / rowmax):
+                    kp = k
+                elif _cabs1(a[imax, imax]) >= _BK_ALPHA * rowmax:
+                    kp = imax
+                else:
+                    kp, kstep = imax, 2
+            kk = k + kstep - 1
+            if kp != kk:  # rows and columns kk and kp swapped in the trailing submatrix
+                a[kp + 1:, [kk, kp]] = a[kp + 1:, [kp, kk]]
+                seg = a[kk + 1:kp, kk].copy()
+                a[kk + 1:kp, kk] = a[kp, kk + 1:kp]
+                a[kp, kk + 1:kp] = seg
+                a[[kk, kp], [kk, kp]] = a[[kp, kk], [kp, kk]]
+                if kstep == 2:
+                    a[[k + 1, kp], k] = a[[kp, k + 1], k]
+            if kstep == 1:
+                if k < n - 1:
+                    x = a[k + 1:, k].copy()
+                    r = 1 / a[k, k]
+                    a[k + 1:, k + 1:] += np.tril(np.outer(x, -r * x))
+                    a[k + 1:, k] = x * r
+            elif k < n - 2:
+                d21 = a[k + 1, k]
+                d11 = a[k + 1, k + 1] / d21
+                d22 = a[k, k] / d21
+                t = 1 / (d11 * d22 - 1)
+                d21 = t / d21
+                ck, ck1 = a[k + 2:, k].copy(), a[k + 2:, k + 1].copy()
+                wk = d21 * (d11 * ck - ck1)
+                wkp1 = d21 * (d22 * ck1 - ck)
+                a[k + 2:, k + 2:] -= np.tril(np.outer(ck, wk) + np.outer(ck1, wkp1))
+                a[k + 2:, k] = wk
+                a[k + 2:, k + 1] = wkp1
+        if kstep == 1:
+            piv[k] = kp + 1
+        else:
+            piv[k] = piv[k + 1] = -(kp + 1)
+        k += kstep
+    return piv, info
+
+
+_LDL_EX = "torch.linalg.ldl_factor_ex"
+
+
+def _ldl_check(a, hermitian: bool) -> None:
+    shape = tuple(a.shape)
+    if len(shape) < 2:
+        raise RuntimeError(f"{_LDL_EX}: The input tensor A must have at least 2 dimensions.")
+    if shape[-1] != shape[-2]:
+        raise RuntimeError(f"{_LDL_EX}: A must be batches of square matrices, but they are "
+                           f"{shape[-2]} by {shape[-1]} matrices")
+    dt = dtype_of(a)
+    if dt.np not in LAPACK_NP:
+        raise RuntimeError(f"{_LDL_EX}: Expected a floating point or complex tensor as "
+                           f"input. Got {dt.legacy}")
+    if hermitian and dt.category == _dtype.COMPLEX:
+        raise NotImplementedError("fusegrad: linalg.ldl_factor(hermitian=True) of complex "
+                                  "matrices is not implemented yet")
+
+
+def ldl_error(name: str, info: np.ndarray) -> None:
+    """PyTorch's error for a factorization that found a singular D (its internal assert)."""
+    if info.size and info.max() > 0:
+        raise RuntimeError(
+            'false INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/aten/src/ATen/native/'
+            'BatchLinearAlgebra.cpp":1642, please report a bug to PyTorch. '
+            f"{name}: Unknown error code: {int(info.max())}.")
+
+
+@_COL0
+def _ldl_factor_kernel(a, hermitian=False, check_errors=False):
+    _ldl_check(a, hermitian)
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    ld = np.array(a, dtype=a.dtype).reshape((int(np.prod(batch, dtype=np.int64)), n, n))
+    piv = np.zeros((ld.shape[0], n), np.int32)
+    info = np.zeros(ld.shape[0], np.int32)
+    for b in range(ld.shape[0]):
+        piv[b], info[b] = _ldl_one(ld[b])
+    ld = np.tril(ld).reshape(a.shape)  # (PyTorch zeroes the upper triangle)
+    info = info.reshape(batch)
+    if check_errors:
+        ldl_error(_LDL_EX, info)
+    return ld, piv.reshape(batch + (n,)), info
+
+
+def _ldl_factor_meta(a, hermitian=False, check_errors=False):
+    _ldl_check(a, hermitian)
+    batch = tuple(a.shape[:-2])
+    return (Spec(tuple(a.shape), a.dtype), _int_spec(batch + (a.shape[-1],)),
+            _int_spec(batch))
+
+
+def _ldl_samples(rng, dt):
+    out = []
+    for shape in ((4, 4), (2, 3, 3)):
+        a = rand_array(rng, shape, dt)
+        out.append(Sample((a + np.swapaxes(a, -1, -2),), name=str(shape)))
+    return out
+
+
+linalg_ldl_factor_ex = register(
+    "linalg_ldl_factor_ex", kernel=_ldl_factor_kernel, meta=_COL0(_ldl_factor_meta),
+    node="NotImplemented", derivative=_not_implemented("linalg_ldl_factor_ex"),
+    save=lambda out, a, hermitian=False, check_errors=False: (),
+    nondiff_outputs=(1, 2), samples=_ldl_samples, gradcheck=False,
+    public="linalg_ldl_factor_ex")
+
+
+def _ldl_solve_check(ld, piv, b, hermitian) -> None:
+    lsh, bsh = tuple(ld.shape), tuple(b.shape)
+    if len(lsh) < 2:
+        raise RuntimeError("torch.linalg.ldl_solve: The input tensor LD must have at least 2 "
+                           "dimensions.")
+    if lsh[-1] != lsh[-2]:
+        raise RuntimeError("torch.linalg.ldl_solve: LD must be batches of square matrices, "
+                           f"but they are {lsh[-2]} by {lsh[-1]} matrices")
+    if len(bsh) < 2:
+        raise IndexError("Dimension out of range (expected to be in range of "
+                         f"[-{max(len(bsh), 1)}, {max(len(bsh), 1) - 1}], but got -2)")
+    if bsh[-2] != lsh[-1]:
+        raise RuntimeError("Incompatible matrix sizes for torch.linalg.ldl_solve: each A "
+                           f"matrix is {lsh[-2]} by {lsh[-1]} but each b matrix is "
+                           f"{bsh[-2]} by {bsh[-1]}")
+    dl, dbt = dtype_of(ld), dtype_of(b)
+    if dl is not dbt:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{dbt.legacy} and A of type {dl.legacy} instead.")
+    if hermitian and dl.category == _dtype.COMPLEX:
+        raise NotImplementedError("fusegrad: linalg.ldl_solve(hermitian=True) of complex "
+                                  "matrices is not implemented yet")
+
+
+def _ldl_solve_one(a, piv, b) -> None:
+    """sytrs (lower) of one factorization, into b (n, nrhs) in place."""
+    n = a.shape[0]
+    k = 0
+    while k < n:  # L D y = b
+        if piv[k] > 0:
+            kp = piv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            b[k + 1:] -= np.outer(a[k + 1:, k], b[k])
+            b[k] /= a[k, k]
+            k += 1
+        else:
+            kp = -piv[k] - 1
+            if kp != k + 1:
+                b[[k + 1, kp]] = b[[kp, k + 1]]
+            if k < n - 2:
+                b[k + 2:] -= np.outer(a[k + 2:, k], b[k])
+                b[k + 2:] -= np.outer(a[k + 2:, k + 1], b[k + 1])
+            akm1k = a[k + 1, k]
+            akm1 = a[k, k] / akm1k
+            ak = a[k + 1, k + 1] / akm1k
+            denom = akm1 * ak - 1
+            bkm1, bk = b[k] / akm1k, b[k + 1] / akm1k
+            b[k] = (ak * bkm1 - bk) / denom
+            b[k + 1] = (akm1 * bk - bkm1) / denom
+            k += 2
+    k = n - 1
+    while k >= 0:  # L^T x = y
+        if piv[k] > 0:
+            if k < n - 1:
+                b[k] -= a[k + 1:, k] @ b[k + 1:]
+            kp = piv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            k -= 1
+        else:
+            if k < n - 1:
+                b[k] -= a[k + 1:, k] @ b[k + 1:]
+                b[k - 1] -= a[k + 1:, k - 1] @ b[k + 1:]
+            kp = -piv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            k -= 2
+
+
+@_COL0
+def _ldl_solve_kernel(ld, piv, b, hermitian=False):
+    _ldl_solve_check(ld, piv, b, hermitian)
+    n = ld.shape[-1]
+    batch = np.broadcast_shapes(ld.shape[:-2], piv.shape[:-1], b.shape[:-2])
+    count = int(np.prod(batch, dtype=np.int64))
+    lds = np.broadcast_to(ld, batch + ld.shape[-2:]).reshape((count, n, n))
+    pivs = np.broadcast_to(np.asarray(piv), batch + (n,)).reshape((count, n))
+    out = np.array(np.broadcast_to(b, batch + b.shape[-2:]), dtype=b.dtype)
+    flat = out.reshape((count,) + b.shape[-2:])
+    for i in range(flat.shape[0]):
+        _ldl_solve_one(lds[i], pivs[i], flat[i])
+    return flat.reshape(out.shape)
+
+
+def _ldl_solve_meta(ld, piv, b, hermitian=False):
+    _ldl_solve_check(ld, piv, b, hermitian)
+    batch = np.broadcast_shapes(tuple(ld.shape[:-2]), tuple(piv.shape[:-1]),
+                                tuple(b.shape[:-2]))
+    return Spec(tuple(batch) + tuple(b.shape[-2:]), b.dtype)
+
+
+def _ldl_solve_samples(rng, dt):
+    a = rand_array(rng, (4, 4), dt)
+    ld, piv, _ = _ldl_factor_kernel(a + a.T)
+    return [Sample((ld, piv, rand_array(rng, (4, 2), dt)), name="(4, 4)")]
+
+
+linalg_ldl_solve = register(
+    "linalg_ldl_solve", kernel=_ldl_solve_kernel, meta=_COL0(_ldl_solve_meta),
+    node="NotImplemented", derivative=_not_implemented("linalg_ldl_solve"),
+    save=lambda out, ld, piv, b, hermitian=False: (), nondiff_args=(1,),
+    samples=_ldl_solve_samples, gradcheck=False, public="linalg_ldl_solve")

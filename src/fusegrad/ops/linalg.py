@@ -8,6 +8,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from .._dtype import COMPLEX as _COMPLEX
+from .._scalar_conversion import checked_scalar
 from . import _gemm
 from . import _onnx as ox
 from ._blas import SERIAL_MNK as _SERIAL_MNK
@@ -36,6 +37,16 @@ def _matmul(a, b):
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
+
+
+def integer_coefficients(dt: np.dtype, beta, alpha) -> tuple:
+    """`beta` and `alpha` as PyTorch's integer matrix products (addmm, addmv, baddbmm,
+    addbmm) take them: a float or complex number converted to the integer dtype `dt`, checked
+    for overflow and truncated toward zero (2.7 is 2); as they are for other dtypes."""
+    if dt.kind not in "iu":
+        return beta, alpha
+    return tuple(int(checked_scalar(v, dt)) if v.__class__ in (float, complex) else v
+                 for v in (beta, alpha))
 
 
 def no_bool_product(name: str, a, out_shape: tuple, k: int) -> None:
@@ -167,8 +178,10 @@ def _bmm_check(a, b):
 
 
 def _bmm_kernel(a, b):
+    if len(a.shape) == 3 and len(b.shape) == 3 and b.shape[:2] == (a.shape[0], a.shape[2]):
+        # (PyTorch's bool error comes before its dtype check: `bmm(bool, long)` raises it)
+        no_bool_product("bmm", a, (a.shape[0], a.shape[1], b.shape[2]), a.shape[2])
     _bmm_check(a, b)
-    no_bool_product("bmm", a, (a.shape[0], a.shape[1], b.shape[2]), a.shape[2])
     return _matmul(a, b)
 
 
@@ -289,6 +302,7 @@ def _baddbmm_meta(a, b1, b2, beta=1, alpha=1):
 
 def _baddbmm_kernel(a, b1, b2, beta=1, alpha=1):
     _baddbmm_dtypes(a, b1, b2)
+    beta, alpha = integer_coefficients(b1.dtype, beta, alpha)
     _bmm_check(b1, b2)
     no_bool_product("baddbmm", b1, (b1.shape[0], b1.shape[1], b2.shape[2]), b1.shape[2])
     half = b1.dtype in HALF
@@ -444,6 +458,7 @@ def _addbmm_meta(s, b1, b2, beta=1, alpha=1):
 
 def _addbmm_kernel(s, b1, b2, beta=1, alpha=1):
     spec = _addbmm_meta(s, b1, b2, beta, alpha)
+    beta, alpha = integer_coefficients(b1.dtype, beta, alpha)
     no_bool_product("addmm_impl_cpu_", b1, spec.shape, b1.shape[0] * b1.shape[2])
     prod = np.matmul(b1, b2).sum(0) * alpha
     out = prod if beta == 0 else s * beta + prod

@@ -32,6 +32,7 @@ from ._util import (
 from .linalg import (
     _col_major,
     _mm_kernel,
+    integer_coefficients,
     mm,
     mm_mat1_backward,
     mm_mat2_backward,
@@ -113,6 +114,8 @@ def _addmm_kernel(bias, m1, m2, beta=1, alpha=1):
     dt = m1.dtype
     if not (bias.dtype == dt == m2.dtype):
         _check_addmm(bias, m1, m2)
+    if dt.kind in "iu":
+        beta, alpha = integer_coefficients(dt, beta, alpha)
     if alpha == 1 and beta == 1 and bias.ndim == 1 and (dt is F32 or dt is F64) and \
             bias.shape[0] == m2.shape[-1]:
         # A linear layer's row of biases, added by each piece of the product (_gemm)

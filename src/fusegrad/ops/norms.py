@@ -351,7 +351,12 @@ def _logsumexp_meta(a, dims, keepdim=False):
 
 
 def _logsumexp_decomposition(a, dims, keepdim=False):
-    """log(sum(exp(a - m))) + m, with m the maximum (0 where it is infinite)."""
+    """log(sum(exp(a - m))) + m, with m the maximum (0 where it is infinite), over `a` in
+    the result's dtype (integers and bools are converted first, as the kernel does: `a - m`
+    of uint8 would wrap)."""
+    dt = _logsumexp_meta(a, dims, keepdim).dtype
+    if a.dtype is not dt:
+        a = a.to(dt)
     if not a.numel():
         return call(sum_dim, a.exp(), dims, keepdim).log()
     m = (a.real if a.is_complex() else a).amax(dims, True)

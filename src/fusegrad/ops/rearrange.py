@@ -8,7 +8,14 @@ import numpy as np
 
 from .. import _dtype
 from .._scalar_conversion import half_input
-from .._shapes import FORMAT_ORDERS, dense_strides, format_order, in_memory_order, memory_order
+from .._shapes import (
+    FORMAT_ORDERS,
+    dense_strides,
+    format_order,
+    in_memory_order,
+    laid_like,
+    like_strides,
+)
 from . import _onnx as ox
 from ._onnx import cast, identity
 from ._util import (
@@ -71,7 +78,11 @@ def _clone_kernel(a, memory_format=None):
     # Not dense (a slice, an expansion), or with size-1 dims (whose strides a dense tensor's
     # clone keeps, as PyTorch's: NumPy's order "K" renumbers them): a dense copy keeping the
     # order of the dims in memory.
-    out = in_memory_order(lambda s: np.empty(s, a.dtype), a.shape, memory_order(a))
+    if not a.size:
+        return np.empty(a.shape, a.dtype)
+    want = like_strides(a.shape, elem_strides(a))  # (PyTorch's empty_like's, as its clone's)
+    out = np.ndarray(a.shape, a.dtype, buffer=np.empty(a.size, a.dtype),
+                     strides=tuple(v * a.itemsize for v in want))
     np.copyto(out, a)
     return out
 
@@ -94,7 +105,9 @@ clone = register(
 
 def _to_copy_kernel(a, dtype):
     a = real_part_for(a, dtype.np)
-    return half_input(a, dtype.np).astype(dtype.np)
+    out = half_input(a, dtype.np).astype(dtype.np)
+    # PyTorch's result is `empty_like(a)`: NumPy's order "K" differs on broadcast dims.
+    return out if a.flags.c_contiguous else laid_like(out, a)
 
 
 def _to_copy_derivative(g, dtype):

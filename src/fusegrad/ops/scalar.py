@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dtype
 from . import _onnx as ox
 from ._util import binary_kernel, binary_meta, rand_array
 from .arithmetic import _add_kernel, _alpha_meta, _sub_meta
@@ -27,17 +28,28 @@ def _scalar_samples(*scalars):
     return samples
 
 
+def _scaled(a, b, alpha):
+    """`b * alpha` for a decomposition of add.Scalar or sub.Scalar, in the kind of number
+    the op computes with: `True * 2` is an int, which would promote a bool `a` (the op's
+    bool sum is an or), so a bool `a` and `b` keep a bool."""
+    if alpha == 1:
+        return b
+    if isinstance(b, bool) and isinstance(alpha, (bool, int)) and a.dtype is _dtype.bool_:
+        return bool(b and alpha)
+    return b * alpha
+
+
 add_scalar = register(
     "add.Scalar", kernel=_add_kernel(np.add), meta=_alpha_meta, node="AddBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="add",
-    decomposition=lambda a, b, alpha=1: a + b * alpha,
+    decomposition=lambda a, b, alpha=1: a + _scaled(a, b, alpha),
     lowering=lambda v, a, b, alpha=1: v.add(a, v.mul(b, alpha)), onnx=ox.add_like("Add"))
 sub_scalar = register(
     "sub.Scalar", kernel=_add_kernel(np.subtract), meta=_sub_meta, node="SubBackward1",
     derivative=lambda g: (g, None, None), save=lambda out, a, b, alpha=1: (),
     samples=_scalar_samples(2.5, -1.0), public="sub",
-    decomposition=lambda a, b, alpha=1: a - b * alpha,
+    decomposition=lambda a, b, alpha=1: a - _scaled(a, b, alpha),
     lowering=lambda v, a, b, alpha=1: v.sub(a, v.mul(b, alpha)), onnx=ox.add_like("Sub"))
 mul_scalar = register(
     "mul.Scalar", forward_ad="product",

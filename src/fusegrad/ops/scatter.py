@@ -534,6 +534,109 @@ scatter_reduce = register(
     samples=_scatter_reduce_samples, public="scatter_reduce", onnx=ox.scatter)
 scatter_reduce_ = inplace_variant(scatter_reduce, "scatter_reduce_.two", saves_self=True)
 
+# ---------------------------------------------------------------- index_reduce
+#
+# Slices of `src` along `dim` reduced into the positions a vector `index` names: a
+# scatter_reduce over the index spread along `dim` of src's shape, with index_reduce's own
+# checks, node and messages.
+
+INDEX_REDUCES = ("prod", "mean", "amax", "amin")
+
+
+def _index_reduce_check(a, dim, index, src, reduce) -> int:
+    """index_reduce's checks in PyTorch's order (its messages); the wrapped dim."""
+    if reduce not in INDEX_REDUCES:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    a_shape, src_shape, idx_shape = shape_of(a), shape_of(src), shape_of(index)
+    d = wrap_dim(dim, len(a_shape))
+    idt = dtype_of(index)
+    if len(idx_shape) > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: "
+                         f"{len(idx_shape)} with type: {idt.legacy} and size: "
+                         f"{size_str(idx_shape)}")
+    if idt not in (_dtype.int64, _dtype.int32):
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{idt.legacy}")
+    if dtype_of(a) is not dtype_of(src):
+        raise RuntimeError(f"index_reduce_(): self ({dtype_of(a).legacy}) and source "
+                           f"({dtype_of(src).legacy}) must have the same scalar type")
+    if d != 0 and d >= len(src_shape):
+        raise IndexError(f"index_reduce_(): Indexing dim {d} is out of bounds of the source "
+                         f"tensor with dim {len(src_shape)}")
+    count = numel(idx_shape)
+    along = src_shape[d] if src_shape else 1
+    if count != along:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to "
+                           f"source.size(dim): ({along}), for dim: {d}")
+    rest_a, rest_s = list(a_shape), list(src_shape)
+    if rest_a and rest_s:
+        del rest_a[d], rest_s[d]
+    if rest_a != rest_s:
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {size_str(a_shape)} "
+                           f"source.shape = {size_str(src_shape)}")
+    if reduce == "mean" and dtype_of(a) is _dtype.bool_:
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
+    return d
+
+
+def _spread_index(index, src_shape: tuple, d: int, reshape, expand):
+    """`index` (a vector) spread along dim `d` of `src_shape`: scatter_reduce's index."""
+    if not src_shape:
+        return reshape(index, ())
+    view = [1] * len(src_shape)
+    view[d] = -1
+    return expand(reshape(index, tuple(view)), src_shape)
+
+
+def _index_reduce_kernel(a, dim, index, src, reduce, include_self=True):
+    d = _index_reduce_check(a, dim, index, src, reduce)
+    idx = np.asarray(index, np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= (a.shape[d] if a.ndim else 1)):
+        raise IndexError("index out of range in self")  # (no negative index wraps)
+    spread = _spread_index(idx, src.shape, d, np.reshape, np.broadcast_to)
+    return _scatter_reduce_kernel(a, d, spread, src, reduce, include_self)
+
+
+def _index_reduce_meta(a, dim, index, src, reduce, include_self=True):
+    _index_reduce_check(a, dim, index, src, reduce)
+    return _same(a)
+
+
+def _index_reduce_derivative(g, a, dim, index, src, reduce, include_self, out):
+    d = wrap_dim(dim, g.dim())
+    spread = _spread_index(index, tuple(src.shape), d, lambda t, s: t.reshape(s),
+                           lambda t, s: t.expand(s))
+    ga, _, _, gs, _, _ = _scatter_reduce_derivative(g, a, d, spread, src, reduce,
+                                                     include_self, out)
+    return ga, None, None, gs, None, None
+
+
+def _index_reduce_samples(rng, dt):
+    out = []
+    for reduce in INDEX_REDUCES:
+        for inc in (True, False):
+            dom = (0.5, 2.0) if reduce == "prod" else None
+            a = rand_array(rng, (3, 4), dt, dom)
+            src = rand_array(rng, (3, 5), dt, dom)
+            idx = np.array([0, 2, 0, 3, 2], np.int64)
+            out.append(Sample((a, 1, idx, src, reduce, inc), name=f"{reduce} include_self={inc}"))
+    return out
+
+
+index_reduce = register(
+    "index_reduce", kernel=_index_reduce_kernel, meta=_index_reduce_meta, nondiff_args=(2,),
+    node="IndexReduceBackward0", derivative=_index_reduce_derivative,
+    save=lambda out, a, dim, index, src, reduce, include_self=True: (
+        a, dim, index, src, reduce, include_self, out),
+    saved_names=("self", "dim", "index", "source", "reduce", "include_self", "result"),
+    # (`torch.index_reduce` and the method are composites over these ops, which give them
+    # the beta warning: the public spelling is theirs)
+    samples=_index_reduce_samples, public="_index_reduce")
+index_reduce_ = inplace_variant(index_reduce, "index_reduce_", saves_self=True,
+                                public="_index_reduce_")
+
 # `scatter(..., reduce="add" | "multiply")`: scatter_reduce with self included, under
 # PyTorch's own overloads, which have no derivative (a NotImplemented node that raises).
 _OLD_REDUCES = {"add": "sum", "multiply": "prod"}

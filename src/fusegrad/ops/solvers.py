@@ -515,14 +515,22 @@ def _pinv_check(a):
 def pinv_np(a, atol=None, rtol=None, hermitian=False):
     """The pseudo-inverse with PyTorch's tolerance rule: singular values at most
     max(atol, rtol * largest) are dropped; rtol defaults to eps * max(m, n) unless a positive
-    atol is given."""
+    atol is given. `atol` and `rtol` may be arrays (one tolerance per matrix, broadcast
+    against the batch: the result's batch is their broadcast)."""
     m, n = a.shape[-2:]
     if rtol is None:
-        rtol = np.finfo(real_np(a.dtype)).eps * max(m, n) if atol is None or atol <= 0 \
-            else 0.0
+        eps = np.finfo(real_np(a.dtype)).eps * max(m, n)
+        if atol is None:
+            rtol = eps
+        elif np.ndim(atol):  # (per matrix: a positive atol leaves rtol 0)
+            rtol = np.where(np.asarray(atol) > 0, 0.0, eps)
+        else:
+            rtol = eps if atol <= 0 else 0.0
     atol = 0.0 if atol is None else atol
     if a.size == 0:
         return np.zeros(a.shape[:-2] + (n, m), a.dtype)
+    # Each matrix's tolerances against its singular values (a trailing axis of one).
+    atol, rtol = np.asarray(atol)[..., None], np.asarray(rtol)[..., None]
     if hermitian:
         w, v = np.linalg.eigh(a)
         s = np.abs(w)
@@ -570,6 +578,42 @@ linalg_pinv = register(
         Sample((spd_array(rng, (3, 3), dt), None, None, True), name="hermitian")],
     public="pinv", saved_names=("self", "result", "", ""),
     gradcheck=False)  # the hermitian sample reads one triangle; tests/test_linalg.py
+
+
+def _pinv_tensor_check(a, atol, rtol) -> tuple:
+    """pinv's checks with tensor tolerances; the batch shape of the result (A's batch
+    broadcast with the tolerances' shapes)."""
+    _pinv_check(a)
+    for name, t in (("atol", atol), ("rtol", rtol)):
+        if t is not None and dtype_of(t).category == _dtype.COMPLEX:
+            raise RuntimeError(f"torch.linalg.pinv: {name} tensor of complex type is not "
+                               f"supported. Got {dtype_of(t).legacy}")
+    batch = tuple(a.shape[:-2])
+    if not math.prod(a.shape):  # (an empty input's result keeps its own batch)
+        return batch
+    shapes = [tuple(t.shape) for t in (atol, rtol) if t is not None] + [batch]
+    return broadcast_shapes(*shapes)
+
+
+def _pinv_tensor_kernel(a, atol=None, rtol=None, hermitian=False):
+    _pinv_tensor_check(a, atol, rtol)
+    return pinv_np(a, None if atol is None else np.asarray(atol, np.float64),
+                   None if rtol is None else np.asarray(rtol, np.float64), hermitian)
+
+
+linalg_pinv_tensor = register(
+    "linalg_pinv.atol_rtol_tensor", kernel=_pinv_tensor_kernel,
+    meta=lambda a, atol=None, rtol=None, hermitian=False: Spec(
+        _pinv_tensor_check(a, atol, rtol) + (a.shape[-1], a.shape[-2]), a.dtype),
+    node="LinalgPinvBackward0", nondiff_args=(1, 2),
+    derivative=lambda g, a, out: (pinv_backward(g, out, a), None, None, None),
+    save=lambda out, a, atol=None, rtol=None, hermitian=False: (a, out),
+    samples=lambda rng, dt: [Sample((well_conditioned(rng, (3, 4, 5), dt),
+                                     np.array([0.1, 1.0, 0.0]), None), name="atol"),
+                             Sample((well_conditioned(rng, (2, 3, 3), dt), None,
+                                     np.array([[0.5], [0.0]])), name="rtol broadcast")],
+    public="pinv", saved_names=("self", "result", "", ""),
+    gradcheck=False)
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")

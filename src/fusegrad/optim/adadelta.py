@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_eps, check_lr, check_weight_decay
-from .optimizer import Optimizer
+from .optimizer import Optimizer, number_lr
 from .rmsprop import _scalar_state
 
 
@@ -47,7 +47,7 @@ class Adadelta(Optimizer):
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
         d_p = self._differentiable_start(p, grad, group, state)
-        lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+        lr = number_lr(group)
         rho, eps = group["rho"], group["eps"]
         state["step"] += 1
         if group["weight_decay"] != 0:

@@ -8,7 +8,7 @@ from .. import _sparse
 from .._tensor import Tensor
 from ..ops.sparse import coalesced_arrays
 from ._checks import check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, number_lr
 from .rmsprop import _scalar_state
 
 
@@ -71,7 +71,7 @@ class Adagrad(Optimizer):
             super()._update_differentiable(p, grad, group, state)
             return
         d_p = self._differentiable_start(p, grad, group, state)
-        lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+        lr = number_lr(group)
         step_t = state["step"]
         step_t += 1
         step = float(step_t.item())

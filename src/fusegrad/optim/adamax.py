@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scalar_value
-from .optimizer import Optimizer
+from .optimizer import Optimizer, adam_differentiable_head
 from .rmsprop import _scalar_state
 
 _ADAMAX_BUMPS = (("step", 1), ("exp_avg", 1), ("exp_inf", 2))
@@ -51,13 +51,8 @@ class Adamax(Optimizer):
         magnitude, the bias correction from the step tensor."""
         from .._functions.shape import cat
 
-        d_p = self._differentiable_start(p, grad, group, state)
-        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-        if not isinstance(lr, (int, float)):
-            lr = lr.item()
-        beta1, beta2 = map(scalar_value, group["betas"])
-        step_t = state["step"]
-        step_t += 1
+        d_p, lr, wd, eps, beta1, beta2, step_t = adam_differentiable_head(
+            self, p, grad, group, state)
         if wd != 0:
             d_p = d_p.add(p, alpha=wd)
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_lr, check_weight_decay
-from .optimizer import Optimizer
+from .optimizer import Optimizer, number_lr
 from .rmsprop import _scalar_state
 
 
@@ -53,9 +53,7 @@ class ASGD(Optimizer):
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
         d_p = self._differentiable_start(p, grad, group, state)
         state["step"] += 1
-        lr, lambd, alpha = group["lr"], group["lambd"], group["alpha"]
-        if isinstance(lr, Tensor):
-            lr = lr.item()
+        lr, lambd, alpha = number_lr(group), group["lambd"], group["alpha"]
         if group["weight_decay"] != 0:
             d_p = d_p.add(p, alpha=group["weight_decay"])
         eta, mu, ax = state["eta"], state["mu"], state["ax"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_lr
-from .optimizer import Optimizer, _view_as_real
+from .optimizer import Optimizer, _view_as_real, number_lr
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
@@ -202,9 +202,7 @@ class LBFGS(Optimizer):
                 return closure()
 
         group = self.param_groups[0]
-        lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
-        if isinstance(lr, Tensor):
-            lr = lr.item()
+        lr, max_iter, max_eval = number_lr(group), group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         state = self.state[self._params[0]]

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._checks import check_betas, check_eps, check_lr, check_weight_decay, scalar_value
 from .adam import adam_state, update_moments, weight_decay_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, adam_differentiable_head
 from .rmsprop import _scalar_state
 
 _NADAM_BUMPS = (("step", 1), ("mu_product", 1), ("exp_avg", 1), ("exp_avg_sq", 2))
@@ -57,13 +57,9 @@ class NAdam(Optimizer):
 
     def _update_differentiable(self, p, grad, group, state) -> None:
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`)."""
-        d_p = self._differentiable_start(p, grad, group, state)
-        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-        if not isinstance(lr, (int, float)):
-            lr = lr.item()
-        beta1, beta2 = map(scalar_value, group["betas"])
-        state["step"] += 1
-        step = float(state["step"].item())
+        d_p, lr, wd, eps, beta1, beta2, step_t = adam_differentiable_head(
+            self, p, grad, group, state)
+        step = float(step_t.item())
         bias_correction2 = 1 - beta2 ** step
         if wd != 0:
             if group["decoupled_weight_decay"]:

@@ -160,11 +160,33 @@ def _profiled(kind: str, fn: Callable) -> Callable:
     return method
 
 
+def number_lr(group: dict):
+    """The group's learning rate as a number: a tensor `lr` read with `.item()`, as the
+    differentiable and closure-driven updates use it (the group keeps the tensor)."""
+    lr = group["lr"]
+    return lr.item() if isinstance(lr, Tensor) else lr
+
+
+def adam_differentiable_head(opt: Optimizer, p: Tensor, grad: Tensor, group: dict,
+                             state: dict) -> tuple:
+    """What the Adam family's differentiable updates (adamax, nadam, radam) start with:
+    the descent direction (`Optimizer._differentiable_start`), the learning rate as a number,
+    the weight decay, eps, the betas as numbers, and the step counter moved on (the tensor,
+    returned). `(d_p, lr, weight_decay, eps, beta1, beta2, step_t)`."""
+    from ._checks import scalar_value
+
+    d_p = opt._differentiable_start(p, grad, group, state)
+    beta1, beta2 = map(scalar_value, group["betas"])
+    step_t = state["step"]
+    step_t += 1
+    return d_p, number_lr(group), group["weight_decay"], group["eps"], beta1, beta2, step_t
+
+
 def _with_number_lr(group: dict) -> dict:
     """A copy of `group` with its tensor learning rate read as a number, for the updates
     (the group itself keeps the tensor, as PyTorch's does)."""
     group = dict(group)
-    group["lr"] = group["lr"].item()
+    group["lr"] = number_lr(group)
     return group
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._checks import check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, number_lr
 
 
 def _scalar_state(value: float = 0.0) -> Tensor:
@@ -64,9 +64,7 @@ class RMSprop(Optimizer):
         """PyTorch's single-tensor update as tensor operations (`differentiable=True`): the
         averages in place, `eps` added out of place, the parameter in place."""
         d_p = self._differentiable_start(p, grad, group, state)
-        lr, alpha, momentum = group["lr"], group["alpha"], group["momentum"]
-        if isinstance(lr, Tensor):
-            lr = lr.item()
+        lr, alpha, momentum = number_lr(group), group["alpha"], group["momentum"]
         state["step"] += 1
         if group["weight_decay"] != 0:
             d_p = d_p.add(p, alpha=group["weight_decay"])
