@@ -14,6 +14,7 @@ engine does around each node it runs).
 
 from __future__ import annotations
 
+import _thread
 import heapq
 import itertools
 from sys import getrefcount as _refcount
@@ -869,14 +870,21 @@ def _owned_array(data, leaf, held: int, base_held: int = 0) -> bool:
         base.nbytes == data.nbytes and _refcount(base) == 3 + base_held
 
 
+_ACCUMULATING = _thread.allocate_lock()
+
+
 def _accumulate(node, grads, create_graph):
     """Accumulate `grads[0]` into the node's leaf (`grads`, the engine's list of the node's
     gradients, holds the one reference to it the engine keeps) and run the post-accumulate
     hooks."""
     var = node.variable
     hooks = var._post_acc_hooks
-    # The list's entry and `_set_grad`'s argument.
-    _set_grad(var, grads[0], create_graph, 2)
+    # One accumulation at a time, as PyTorch locks each AccumulateGrad: backward passes in
+    # several threads reaching one leaf would otherwise both find `.grad` None, or read it
+    # before the other's add, and lose a contribution. (The list's entry and `_set_grad`'s
+    # argument are the two references the lock adds none to.)
+    with _ACCUMULATING:
+        _set_grad(var, grads[0], create_graph, 2)
     if hooks:
         for fn in list(hooks.values()):
             fn(var)
