@@ -214,6 +214,12 @@ def _calls(T) -> dict:
                                     {"upper": True}),
         "linalg.tensorinv": (T.linalg.tensorinv, (square(),), {"ind": 1}),
         "linalg.tensorsolve": (T.linalg.tensorsolve, (square(), X(T, (3,))), {}),
+        "linalg.householder_product": (T.linalg.householder_product,
+                                       (X(T, (3, 3)), X(T, (2,))), {}),
+        "linalg.ldl_factor": (T.linalg.ldl_factor, (spd(),), {}),
+        "linalg.ldl_factor_ex": (T.linalg.ldl_factor_ex, (spd(),), {}),
+        "linalg.ldl_solve": (T.linalg.ldl_solve, (*T.linalg.ldl_factor(spd()),
+                                                  X(T, (3, 2))), {}),
     })
     return c
 
@@ -238,7 +244,8 @@ TUPLES = {"frexp", "max", "min", "median", "nanmedian", "mode", "kthvalue", "sor
           "cummax", "cummin", "aminmax", "histogram", "qr", "svd", "triangular_solve", "lu",
           "lu_unpack", "linalg.inv_ex", "linalg.slogdet", "linalg.eigh", "linalg.eig",
           "linalg.qr", "linalg.svd", "linalg.cholesky_ex", "linalg.solve_ex",
-          "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu"}
+          "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu", "linalg.ldl_factor",
+          "linalg.ldl_factor_ex"}
 # Values that differ with the algorithm (eigenvector signs): checked against fusegrad's own
 # result without out=.
 OWN_VALUES = {"linalg.eigh", "linalg.eig"}

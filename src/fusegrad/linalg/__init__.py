@@ -167,20 +167,21 @@ def matrix_exp(A: Tensor) -> Tensor:
 # ---------------------------------------------------------------- factorizations
 
 
-def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
     """The first n columns of the product of the Householder reflectors I - tau_i v_i v_i^H
     stored below A's diagonal (LAPACK's orgqr): the Q of a `geqrf` factorization."""
     return call(D.linalg_householder_product, A, tau)
 
 
-def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False):
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False,
+                  out=None):
     """The Bunch-Kaufman LDL factorization of symmetric matrices (LAPACK's sytrf, lower):
     the packed L and D, the pivots and LAPACK's `info` (nonzero where D is singular)."""
     return return_types.linalg_ldl_factor_ex(
         *call(D.linalg_ldl_factor_ex, A, hermitian, check_errors))
 
 
-def ldl_factor(A: Tensor, *, hermitian: bool = False):
+def ldl_factor(A: Tensor, *, hermitian: bool = False, out=None):
     """`ldl_factor_ex` without `info`, raising PyTorch's error where D is singular."""
     ld, piv, info = call(D.linalg_ldl_factor_ex, A, hermitian, False)
     D.ldl_error("torch.linalg.ldl_factor", info.numpy())
@@ -188,7 +189,7 @@ def ldl_factor(A: Tensor, *, hermitian: bool = False):
 
 
 def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *,  # noqa: N803
-              hermitian: bool = False) -> Tensor:
+              hermitian: bool = False, out=None) -> Tensor:
     """The solution X of A X = B from A's `ldl_factor`."""
     return call(D.linalg_ldl_solve, LD, pivots, B, hermitian)
 

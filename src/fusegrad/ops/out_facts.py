@@ -49,7 +49,8 @@ _RULE_GROUPS: list[tuple[object, str]] = [
         linalg.det linalg.slogdet linalg.eigh linalg.eigvalsh linalg.qr linalg.svd
         linalg.svdvals linalg.cholesky linalg.cholesky_ex linalg.vector_norm linalg.solve
         linalg.solve_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.cross
-        linalg.lu_solve"""),
+        linalg.lu_solve linalg.ldl_factor linalg.ldl_factor_ex
+        linalg.ldl_solve"""),
     (("exact", FOUND), """
         abs ceil floor frac neg round sgn sign trunc conj_physical clamp clamp_min clamp_max
         bitwise_not special.round"""),
@@ -106,6 +107,7 @@ _RULE_GROUPS: list[tuple[object, str]] = [
     (("cast", "tensorsolve: " + SAFELY), "linalg.tensorsolve"),
     (("cast", "torch.linalg.matrix_rank: " + SAFELY), "linalg.matrix_rank"),
     ((("cast", "matrix_power: " + SAFELY), ("exact", EXACT)), "matrix_power linalg.matrix_power"),
+    (("cast", "torch.linalg.householder_product: " + SAFELY), "linalg.householder_product"),
     (("cast", "ldexp can't be cast to the desired output type {O}"), "ldexp"),
     ((_NANSUM, ("exact", EXACT)), "nansum"),
     (_NANSUM, "nanmean"),
@@ -177,6 +179,9 @@ GRAD_NAMES: dict[str, str] = {
     "heaviside": "aten::heaviside", "floor_divide": "aten::floor_divide",
     "conj_physical": "aten::conj_physical", "diag": "aten::diag_embed",
     "histogram": "aten::histogram", "linalg.eigvals": "aten::linalg_eigvals",
+    "linalg.ldl_factor": "aten::linalg_ldl_factor_ex",
+    "linalg.ldl_factor_ex": "aten::linalg_ldl_factor_ex",
+    "linalg.ldl_solve": "aten::linalg_ldl_solve",
     **{name: f"aten::{name}" for name in FACTORIES},
 }
 

@@ -42,7 +42,7 @@ masked_fill masked_select nonzero argwhere index_put outer addmm baddbmm addmv b
 allclose equal lgamma digamma erfinv i0 sinc rad2deg deg2rad signbit isneginf isposinf isreal
 logit hypot logaddexp logaddexp2 nextafter heaviside fmin gcd lcm xlogy copysign ldexp frexp
 float_power clamp_min clamp_max diff rot90 repeat_interleave take put index_fill index_copy
-masked_scatter scatter_reduce diagonal_scatter select_scatter slice_scatter unique_consecutive
+masked_scatter scatter_reduce diagonal_scatter select_scatter slice_scatter unique_consecutive orgqr
 split_with_sizes narrow_copy diagflat hsplit vsplit dsplit nansum nanmean nanmedian quantile
 nanquantile cov corrcoef histc histogram aminmax logcumsumexp dist renorm ravel is_nonzero
 is_same_size det inverse slogdet logdet pinverse svd qr cholesky cholesky_solve cholesky_inverse
