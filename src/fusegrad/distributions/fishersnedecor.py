@@ -46,7 +46,9 @@ class FisherSnedecor(Distribution):
     @property
     def mode(self):
         mode = (self.df1 - 2) / self.df1 * self.df2 / (self.df2 + 2)
-        return F.where(self.df1 <= 2, math.nan, mode)
+        # A masked write, as PyTorch: the result's grad_fn is IndexPutBackward0.
+        mode[self.df1 <= 2] = math.nan
+        return mode
 
     @property
     def variance(self):
@@ -59,10 +61,10 @@ class FisherSnedecor(Distribution):
         x1 = self._gamma1.rsample(sample_shape).view(shape)
         x2 = self._gamma2.rsample(sample_shape).view(shape)
         tiny = F.finfo(x2.dtype).tiny
-        # Clamp through detached aliases so the gradient is that of the plain ratio.
-        x2.detach().clamp_(min=tiny)
+        # In place, as PyTorch: the sample's grad_fn is the clamp's (ClampBackward1).
+        x2.clamp_(min=tiny)
         y = x1 / x2
-        y.detach().clamp_(min=tiny)
+        y.clamp_(min=tiny)
         return y
 
     def log_prob(self, value):

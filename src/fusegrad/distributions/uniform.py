@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import fusegrad as F
 
 from . import constraints
@@ -36,7 +38,8 @@ class Uniform(_LocScale):
 
     @property
     def mode(self):
-        return F.full_like(self.high, float("nan"))
+        # Computed from `high`, as PyTorch: NaN that still carries high's graph.
+        return math.nan * self.high
 
     @property
     def stddev(self):

@@ -11,12 +11,16 @@ import builtins
 import inspect
 import math
 import operator
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._namespace import Namespace
 from .node import MAGIC_FORMATS, Node
 
+_ILLEGAL = re.compile(r"[^0-9a-zA-Z_]+")
 _LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis))
 
 
@@ -116,6 +120,55 @@ class _Emitter:
             return f"fusegrad.{name}"
         return self.add_global(type(a).__name__, a)
 
+    def annotation(self, kind: Any) -> str | None:
+        """How generated code spells type `kind` in a signature, as torch.fx does
+        (`x : fusegrad.Tensor`, `-> typing_Tuple[int,int]`, a class by its dotted path made
+        one name, a string annotation as a global holding it); None where it has no safe
+        spelling, which is then left out."""
+        if isinstance(kind, type):
+            if kind.__module__ == "builtins":
+                if getattr(builtins, kind.__name__, None) is kind:
+                    return kind.__name__
+                return self._named_global(kind.__name__, kind)  # NoneType
+            import fusegrad
+
+            if kind.__module__.startswith("fusegrad") and \
+                    getattr(fusegrad, kind.__name__, None) is kind:
+                return f"fusegrad.{kind.__name__}"
+            return self._named_global(_ILLEGAL.sub("_", f"{kind.__module__}.{kind.__qualname__}"),
+                                      kind)
+        if isinstance(kind, str):  # a string annotation: bound to a global as it is
+            return self._named_global(_ILLEGAL.sub("_", repr(kind)), kind)
+        if kind is ...:  # (`tuple[int, ...]`)
+            return self._named_global("_", kind)
+        if isinstance(kind, (types.GenericAlias, types.UnionType)):  # list[int], int | None
+            inner = [self.annotation(a) for a in kind.__args__]
+            if any(i is None for i in inner):
+                return None
+            if isinstance(kind, types.UnionType):
+                return "|".join(inner)
+            base = self.annotation(kind.__origin__)
+            return None if base is None else f"{base}[{','.join(inner)}]"
+        origin = getattr(kind, "__origin__", None)
+        name = getattr(origin, "_name", None) or getattr(kind, "_name", None)
+        args = getattr(kind, "__args__", None)
+        if getattr(kind, "__module__", None) == "typing" and name and args is not None and \
+                hasattr(typing, name):
+            inner = [self.annotation(a) for a in args]
+            if any(i is None for i in inner):
+                return None
+            return f"{self._named_global(f'typing_{name}', getattr(typing, name))}" \
+                   f"[{','.join(inner)}]"
+        return None
+
+    def _named_global(self, name: str, obj: Any) -> str:
+        """A global named `name` exactly (torch.fx's spelling; add_global would snake_case
+        it) bound to `obj`, or another name when `name` is taken."""
+        if self.globals.setdefault(name, obj) is not obj:
+            return self.add_global(name, obj)
+        self.names._used.add(name)
+        return name
+
     def call_args(self, args, kwargs) -> str:
         """`a, b, key = c` for a call."""
         parts = [self.repr_arg(a) for a in args]
@@ -147,8 +200,28 @@ def _expression(em: _Emitter, node: Node) -> str:
     return f"{em.function_name(target)}({em.call_args(node.args, node.kwargs)})"
 
 
-def python_code(graph, root_module: str = "self") -> PythonCode:
-    """Source of `def forward(self, ...)` for `graph`, with its globals."""
+_FRAME = re.compile(r"^File \"(.+)\", line (\d+), in (.+)$")
+_NO_TRACE = "No stacktrace found for following nodes"
+
+
+def stack_trace_summary(stack_trace: str | None) -> str:
+    """A node's stack trace as `print_readable` comments it, as torch.fx does: the innermost
+    frame followed by a line of code (`File: a.py:3 in f, code: y = x + 1`), or that there
+    is none."""
+    if not stack_trace:
+        return _NO_TRACE
+    lines = stack_trace.strip().split("\n")
+    for i in range(len(lines) - 2, -1, -1):
+        found = _FRAME.match(lines[i].strip())
+        if found:
+            path, line, name = found.groups()
+            return f"File: {path}:{line} in {name}, code: {lines[i + 1].strip()}"
+    return _NO_TRACE
+
+
+def python_code(graph, root_module: str = "self", verbose: bool = False) -> PythonCode:
+    """Source of `def forward(self, ...)` for `graph`, with its globals. `verbose` (what
+    `print_readable` shows) puts a comment on each run of nodes from one stack trace."""
     em = _Emitter()
     for node in graph.nodes:
         em.names._used.add(node.name)
@@ -162,6 +235,8 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
                 to_release.setdefault(node, []).append(inp)
     params: list[str] = []
     body: list[str] = []
+    returns = None  # the output's type, as the signature's annotation
+    summary = None  # the stack-trace comment of the nodes emitted last (verbose)
     pytree_info = getattr(graph, "_pytree_info", None)
     if pytree_info is not None:
         # inputs given as structures (concrete_args with PH leaves): forward takes the
@@ -181,7 +256,8 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
                     body.append(f"{node.name} = {t.lstrip('*')}")
                 continue
             default = f" = {em.repr_arg(node.args[0])}" if node.args else ""
-            params.append(f"{t}{default}")
+            kind = em.annotation(node.type) if node.type is not None else None
+            params.append(f"{t}{'' if kind is None else f' : {kind}'}{default}")
             if node.name != t:
                 body.append(f"{node.name} = {t}")
             continue
@@ -191,7 +267,15 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
                             "self._out_spec)")
                 continue
             body.append(f"return {em.repr_arg(node.args[0])}")
+            if node.type is not None:
+                returns = em.annotation(node.type)
             continue
+        if verbose:
+            text = stack_trace_summary(node.stack_trace)
+            if text != summary:
+                # a blank line sets each run apart from the statements before it
+                body.extend(["", f"# {text}"] if body else [f"# {text}"])
+                summary = text
         line = f"{node.name} = {_expression(em, node)}"
         released = [n.name for n in to_release.get(node, [])]
         if not node.users:
@@ -204,7 +288,9 @@ def python_code(graph, root_module: str = "self") -> PythonCode:
     if pytree_info is not None:
         params = list(pytree_info[0])
     signature = ", ".join([root_module] + params)
-    src = f"\n\n\ndef forward({signature}):\n" + "".join(f"    {b}\n" for b in body) + "    "
+    arrow = "" if returns is None else f" -> {returns}"
+    src = f"\n\n\ndef forward({signature}){arrow}:\n" + "".join(
+        f"    {b}\n" if b else "\n" for b in body) + "    "
     return PythonCode(src, em.globals)
 
 

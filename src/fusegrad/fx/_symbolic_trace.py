@@ -293,7 +293,10 @@ class Tracer(TracerBase):
                 else:
                     self._concrete_placeholder(p.name, default, value)
             else:
-                value = self.proxy(self.create_node("placeholder", p.name, default, {}))
+                # the parameter's annotation is the input's type, as torch.fx records it
+                kind = None if p.annotation is p.empty else p.annotation
+                value = self.proxy(self.create_node("placeholder", p.name, default, {},
+                                                    type_expr=kind))
             if p.kind is p.KEYWORD_ONLY and not _has_varstuff(fn):
                 kwargs[p.name] = value
             else:

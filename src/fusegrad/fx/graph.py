@@ -268,9 +268,12 @@ class Graph:
                                            f"nonexistent {kind} {atom}")
                     obj = getattr(obj, atom)
 
-    def python_code(self, root_module: str = "self") -> PythonCode:
-        """Generated Python source for this graph, and the globals it needs."""
-        return python_code(self, root_module)
+    def python_code(self, root_module: str = "self", *, verbose: bool = False,
+                    **kwargs: Any) -> PythonCode:
+        """Generated Python source for this graph, and the globals it needs; `verbose` adds
+        the stack-trace comments `print_readable` shows. (torch.fx's other options, types and
+        strides in comments, are accepted and not shown.)"""
+        return python_code(self, root_module, verbose)
 
     def __str__(self) -> str:
         lines = ["graph():"]

@@ -131,13 +131,24 @@ class GraphModule(Module):
         return code
 
     def print_readable(self, print_output: bool = True, **kwargs: Any) -> str:
-        """The module as a class definition; printed unless `print_output` is False."""
-        name = type(self).__name__
-        body = self._code.strip("\n").rstrip()
-        text = f"class {name}(fusegrad.nn.Module):\n" + "\n".join(
-            f"    {line}" if line else line for line in body.splitlines()) + "\n"
+        """The module as a class definition, as torch.fx shows it: each run of nodes from
+        one stack trace under a comment, and the submodules that are GraphModules as
+        classes nested in it. Printed unless `print_output` is False."""
+        text = self._readable(type(self).__name__)
         if print_output:
             print(text)
+        return text
+
+    def _readable(self, name: str) -> str:
+        body = self._graph.python_code(root_module="self", verbose=True).src
+        body = body.strip("\n").rstrip()
+        text = f"class {name}(fusegrad.nn.Module):\n" + "\n".join(
+            f"    {line}" if line else line for line in body.splitlines()) + "\n"
+        for child_name, child in self.named_children():
+            if isinstance(child, GraphModule):
+                nested = child._readable(child_name)
+                text += "\n" + "\n".join(f"    {line}" if line else line
+                                          for line in nested.splitlines()) + "\n"
         return text
 
     def add_submodule(self, target: str, m: Any) -> bool:

@@ -251,7 +251,8 @@ class Node:
 
     def format_node(self) -> str | None:
         """One line describing this node, as `print(graph)` shows it."""
-        head = f"%{self.name} : [num_users={len(self.users)}] = "
+        kind = "" if self.type is None else f"{type_repr(self.type)} "
+        head = f"%{self.name} : {kind}[num_users={len(self.users)}] = "
         if self.op == "placeholder":
             default = f"(default={self.args[0]})" if self.args else ""
             return f"{head}placeholder[target={self.target}]{default}"
@@ -264,6 +265,18 @@ class Node:
 
     def __repr__(self) -> str:
         return self.name
+
+def type_repr(kind: Any) -> str:
+    """A node's type as `print(graph)` shows it: a class by its module path (builtins by
+    name), anything else (a typing form, a string annotation) by its repr."""
+    if isinstance(kind, type):
+        if kind.__module__ == "builtins":
+            return kind.__qualname__
+        return f"{kind.__module__}.{kind.__qualname__}"
+    if kind is ...:
+        return "..."
+    return repr(kind)
+
 
 # Functions whose calls dead-code elimination keeps (they exist for their side effect).
 IMPURE_FUNCTIONS: set = {operator.setitem}

@@ -124,7 +124,10 @@ class TracerBase:
     def iter(self, obj: Proxy) -> Any:
         """Called for `iter(proxy)` outside tuple unpacking."""
         raise TraceError("Proxy object cannot be iterated. This can be attempted when the Proxy "
-                         "is used in a loop or as a *args or **kwargs function argument.")
+                         "is used in a loop or as a *args or **kwargs function argument. See "
+                         "the torch.fx docs on pytorch.org for a more detailed explanation of "
+                         "what types of control flow can be traced, and check out the Proxy "
+                         "docstring for help troubleshooting Proxy iteration errors")
 
     def keys(self, obj: Proxy) -> Any:
         """Called for `proxy.keys()` (`**proxy`)."""
