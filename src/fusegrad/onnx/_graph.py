@@ -57,7 +57,7 @@ def has_sym(v: Any) -> bool:
 class Builder:
     """Collects nodes and initializers and hands out unique value names."""
 
-    # What the registry's mappings (`ops/_onnx.py`, below this package) ask of values
+    # What the registry's mappings (`ops/_onnx_mappings.py`, below this package) ask of values
     # through the builder they are handed: a value's dtype, and whether it is a constant.
     @staticmethod
     def dtype_of(v) -> np.dtype:

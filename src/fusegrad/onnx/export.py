@@ -30,6 +30,7 @@ import numpy as np
 
 from .._dispatch import DispatchMode, call
 from .._symbolic import ShapeEnv
+from ..ops import _onnx_mappings  # noqa: F401  (before any mapping runs: `ops/_onnx.py`)
 from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of, has_sym
 
 MIN_OPSET = 13
