@@ -28,7 +28,8 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.viz", "fusegrad.serialization", "fusegrad.utils.data",
         "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
         "fusegrad.linalg", "fusegrad._printing", "fusegrad.func", "scipy",
-        "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy", "fusegrad.storage")
+        "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy", "fusegrad.storage",
+        "fusegrad.ops._onnx_mappings")
 
 
 def run_fresh(code: str):
