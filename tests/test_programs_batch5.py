@@ -1741,3 +1741,25 @@ def test_annotations_type_the_placeholders_and_the_signature():
     """Traced parameters' annotations become the placeholders' types: shown in print(graph)
     and written into the generated signature, with its return annotation."""
     _check(_annotated)
+
+
+def _specialised_int(torch):
+    fx = torch.fx
+
+    class M(torch.nn.Module):
+        def forward(self, x, k=3):
+            return x * k
+
+    gm = fx.symbolic_trace(M(), concrete_args={"k": 3})
+    out = [gm.code.replace("fusegrad", "torch"), gm(torch.ones(2)).tolist()]
+    try:
+        torch._assert(torch.tensor(False), "not this")
+    except AssertionError as e:
+        out.append(str(e))
+    return out
+
+
+def test_concrete_int_argument_is_checked_by_torch_assert():
+    """A specialised int argument is checked by `torch._assert` in the traced code, a public
+    function of the top-level namespace as in PyTorch."""
+    _check(_specialised_int)

@@ -90,6 +90,7 @@ with _CollectorPaused():
     from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
     from ._functions import *  # noqa: F403
     from ._functions import abs, pow, sum  # noqa: A004
+    from ._functions.compat_more import _assert
     from ._functions.ranges import linspace, logspace
     from ._functions.sparse import sparse_coo_tensor, spmm
     from ._random import (

@@ -96,6 +96,15 @@ def get_device(input: Tensor) -> int:
     return input.get_device()
 
 
+def _assert(condition, message) -> None:
+    """`assert condition, message` as a function (`torch._assert`): what FX-traced code calls
+    to check a specialised argument."""
+    assert condition, message
+
+
+_assert.__module__ = "fusegrad"  # PyTorch's `torch._assert`, as traced code spells it
+
+
 def is_storage(obj) -> bool:
     """Whether `obj` is a storage object."""
     from .._meta import MetaStorage

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .._functions.compat_more import _assert
 from .._torch_function import _PYTHON_LEVEL, _normalize
 from ..ops.surface import UNTRACED, has_flag
 from ._module import Module, is_module, named_modules, named_tensors
@@ -47,12 +48,6 @@ def wrap(fn_or_name: str | Callable) -> str | Callable:
     name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
     _WRAPPED.append((caller, name))
     return fn_or_name
-
-
-def _assert(condition: Any, message: str) -> None:
-    """Raise AssertionError(message) unless `condition` holds (guards concrete_args)."""
-    if not condition:
-        raise AssertionError(message)
 
 
 def _assert_is_none(value: Any, message: str) -> None:
