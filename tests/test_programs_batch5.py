@@ -1023,16 +1023,24 @@ def distributions_more(torch):
     total = sum(x[4].sum() for x in out if x[4].requires_grad)
     total.backward()
     errs = []
-    for make in (lambda: D.Normal(0.0, -1.0), lambda: D.Categorical(torch.tensor([0.5, -0.1])),
-                 lambda: D.Normal(0.0, 1.0).log_prob(torch.tensor([1.0])).sum() +
-                 D.Bernoulli(0.3).log_prob(torch.tensor(2.0)),
-                 lambda: D.Beta(1.0, 1.0).sample().log_prob(),
-                 lambda: D.Dirichlet(torch.tensor(1.0))):
-        try:
-            make()
-            errs.append(None)
-        except Exception as e:
-            errs.append((type(e).__name__, str(e)))
+    # Validation on, as by default (importing torch._dynamo switches torch's default off for
+    # the whole process, so it depends on what ran before in this one).
+    saved = D.Distribution._validate_args
+    D.Distribution.set_default_validate_args(True)
+    try:
+        for make in (lambda: D.Normal(0.0, -1.0),
+                     lambda: D.Categorical(torch.tensor([0.5, -0.1])),
+                     lambda: D.Normal(0.0, 1.0).log_prob(torch.tensor([1.0])).sum() +
+                     D.Bernoulli(0.3).log_prob(torch.tensor(2.0)),
+                     lambda: D.Beta(1.0, 1.0).sample().log_prob(),
+                     lambda: D.Dirichlet(torch.tensor(1.0))):
+            try:
+                make()
+                errs.append(None)
+            except Exception as e:
+                errs.append((type(e).__name__, str(e)))
+    finally:
+        D.Distribution.set_default_validate_args(saved)
     ct = T.ComposeTransform([T.ExpTransform(), T.AffineTransform(0.0, 2.0)])
     return out, a.grad, errs, repr(ct), repr(ct.inv), str(T.ExpTransform().codomain), \
         D.Normal(a, 1.0).expand((2, 3)).batch_shape
