@@ -104,8 +104,18 @@ STRIDE_OPS = {
 }
 
 
+# Computed by fusegrad's C kernels, which lay results out as TensorIterator does; without a
+# C compiler NumPy's formulas run instead, their results laid out as NumPy lays them out
+# (size-1 dims' strides differ).
+_C_KERNEL_LAYOUTS = {"gelu", "sigmoid"}
+
+
 @pytest.mark.parametrize("op", list(STRIDE_OPS))
 def test_result_strides(op):
+    from fusegrad import _cbuild
+
+    if op in _C_KERNEL_LAYOUTS and _cbuild.compiler() is None:
+        pytest.skip("NumPy's layout without a C compiler")
     fn = STRIDE_OPS[op]
     ours, theirs = _layouts(fg), _layouts(torch)
     for name in theirs:
