@@ -187,6 +187,11 @@ INDEX_REDUCE = {
     "int mean": lambda t: t.zeros(3, 2, dtype=t.int64).index_reduce(
         0, t.tensor([0, 0]), t.full((2, 2), 3), "mean"),
     "0-d": lambda t: t.zeros(()).index_reduce(0, t.tensor([0]), t.ones(()), "prod"),
+    "source dim": lambda t: t.zeros(3, 4).index_reduce(1, t.tensor([0]), t.ones(3), "amax"),
+    "0-d source dim": lambda t: t.zeros(3, 4).index_reduce(1, t.tensor([0, 1]), t.tensor(1.),
+                                                          "prod"),
+    "0-d source count": lambda t: t.zeros(3).index_reduce(0, t.tensor([0, 1]), t.tensor(1.),
+                                                          "prod"),
     "out": lambda t: t.index_reduce(t.zeros(3, 2), 0, t.tensor([0, 1]), t.ones(2, 2), "amax",
                                     out=t.empty(3, 2)),
 }

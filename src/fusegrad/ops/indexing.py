@@ -359,20 +359,22 @@ def _index_add_check(a, dim, index, source) -> int:
     if names:
         raise RuntimeError(f"index_add_(): self ({names[0]}) and source ({names[1]}) must have "
                            "the same scalar type")
-    _index_add_shapes_check(tuple(a.shape), d, numel(index.shape), tuple(source.shape))
+    check_source_shapes("index_add_", tuple(a.shape), d, numel(index.shape),
+                        tuple(source.shape))
     return d
 
 
-def _index_add_shapes_check(shape, d, n, src_shape) -> None:
-    """source must have one slice per index along `d` and self's shape elsewhere (a 0-d
-    source or self counts whole), checked in PyTorch's order."""
+def check_source_shapes(name: str, shape, d: int, n: int, src_shape) -> None:
+    """`name`'s (`index_add_`, `index_reduce_`) checks of a source of `src_shape` for self of
+    `shape`, `n` indices along dim `d`: one slice per index along `d`, self's shape elsewhere
+    (a 0-d source or self counts whole), in PyTorch's order and messages."""
     if d != 0 and d >= len(src_shape):
-        raise RuntimeError(f"index_add_(): Indexing dim {d} is out of bounds of the source "
+        raise RuntimeError(f"{name}(): Indexing dim {d} is out of bounds of the source "
                            f"tensor with dim {len(src_shape)}")
     if n != (src_shape[d] if src_shape else 1):
         if not src_shape:  # PyTorch's message asks a 0-d source for its size along d
             raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
-        raise RuntimeError(f"index_add_(): Number of indices ({n}) should be equal to "
+        raise RuntimeError(f"{name}(): Number of indices ({n}) should be equal to "
                            f"source.size(dim): ({src_shape[d]}), for dim: {d}")
     rest, src_rest = list(shape), list(src_shape)
     if rest and src_rest:

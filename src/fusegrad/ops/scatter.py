@@ -28,7 +28,7 @@ from ._util import (
 )
 from .arithmetic import not_implemented_derivative
 from .indexing import _scatter_check as scatter_check
-from .indexing import check_gather_index, src_grad
+from .indexing import check_gather_index, check_source_shapes, src_grad
 from .registry import Sample, expanded_warning, inplace_variant, register
 from .views import _expand_shape
 
@@ -561,21 +561,8 @@ def _index_reduce_check(a, dim, index, src, reduce) -> int:
     if dtype_of(a) is not dtype_of(src):
         raise RuntimeError(f"index_reduce_(): self ({dtype_of(a).legacy}) and source "
                            f"({dtype_of(src).legacy}) must have the same scalar type")
-    if d != 0 and d >= len(src_shape):
-        raise IndexError(f"index_reduce_(): Indexing dim {d} is out of bounds of the source "
-                         f"tensor with dim {len(src_shape)}")
-    count = numel(idx_shape)
-    along = src_shape[d] if src_shape else 1
-    if count != along:
-        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to "
-                           f"source.size(dim): ({along}), for dim: {d}")
-    rest_a, rest_s = list(a_shape), list(src_shape)
-    if rest_a and rest_s:
-        del rest_a[d], rest_s[d]
-    if rest_a != rest_s:
-        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
-                           f"specified dimension. Got self.shape = {size_str(a_shape)} "
-                           f"source.shape = {size_str(src_shape)}")
+    check_source_shapes("index_reduce_", tuple(a_shape), d, numel(idx_shape),
+                        tuple(src_shape))
     if reduce == "mean" and dtype_of(a) is _dtype.bool_:
         raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
     return d
