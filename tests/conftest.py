@@ -24,6 +24,19 @@ def _codegen_cache(tmp_path_factory):
     os.environ.pop("FUSEGRAD_CACHE_DIR", None)
 
 
+@pytest.fixture(scope="module")
+def fresh_codegen_cache(tmp_path_factory):
+    """A kernel cache of the test module's own, so that its tests compile their graphs
+    instead of finding kernels another module built (`pytestmark`'s `usefixtures`)."""
+    old = os.environ.get("FUSEGRAD_CACHE_DIR")
+    os.environ["FUSEGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("fgcache"))
+    yield
+    if old is None:
+        os.environ.pop("FUSEGRAD_CACHE_DIR", None)
+    else:
+        os.environ["FUSEGRAD_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def threads():
     """Run a test at a given thread count, restoring the count afterwards."""

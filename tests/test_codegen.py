@@ -22,18 +22,8 @@ from fusegrad.compiler import logs
 from fusegrad.compiler.codegen import build, compile_graph
 from fusegrad.ops import REGISTRY
 
-pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    old = os.environ.get("FUSEGRAD_CACHE_DIR")
-    os.environ["FUSEGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("fgcache"))
-    yield
-    if old is None:
-        os.environ.pop("FUSEGRAD_CACHE_DIR", None)
-    else:
-        os.environ["FUSEGRAD_CACHE_DIR"] = old
+pytestmark = [pytest.mark.skipif(build.compiler() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("fresh_codegen_cache")]
 
 
 class Handle:

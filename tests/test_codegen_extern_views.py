@@ -9,7 +9,6 @@ fusegrad (the same program uncompiled), and NumPy (the elements a geometry names
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 import numpy as np
@@ -21,21 +20,11 @@ from fusegrad.compiler import logs
 from fusegrad.compiler.codegen import build, compile_graph
 from fusegrad.compiler.codegen.ir import Buffer, IInt, IVar, strided_geometry
 
-pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler")
+pytestmark = [pytest.mark.skipif(build.compiler() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("fresh_codegen_cache")]
 
 # An IR line of a kernel that only copies: `bufN = pointwise[...] dtype: name[index]`.
 _PURE_COPY = re.compile(r"^# \w+ = pointwise\[[^\]]*\] \S+: \w+\[[^\]]*\]$", re.M)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    old = os.environ.get("FUSEGRAD_CACHE_DIR")
-    os.environ["FUSEGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("fgcache"))
-    yield
-    if old is None:
-        os.environ.pop("FUSEGRAD_CACHE_DIR", None)
-    else:
-        os.environ["FUSEGRAD_CACHE_DIR"] = old
 
 
 @pytest.fixture

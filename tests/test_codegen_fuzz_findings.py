@@ -6,7 +6,6 @@ code, which is slower but right: `_fallbacks` counts those where a case says it 
 from __future__ import annotations
 
 import importlib
-import os
 
 import numpy as np
 import pytest
@@ -15,20 +14,10 @@ import torch
 import fusegrad as fg
 from fusegrad.compiler.codegen import build
 
-pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler")
+pytestmark = [pytest.mark.skipif(build.compiler() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("fresh_codegen_cache")]
 
 compile_fx = importlib.import_module("fusegrad._inductor.compile_fx")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    old = os.environ.get("FUSEGRAD_CACHE_DIR")
-    os.environ["FUSEGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("fgcache"))
-    yield
-    if old is None:
-        os.environ.pop("FUSEGRAD_CACHE_DIR", None)
-    else:
-        os.environ["FUSEGRAD_CACHE_DIR"] = old
 
 
 @pytest.fixture
