@@ -539,6 +539,15 @@ class GraphLowering:
         # scheduler).
         self.output_views: dict = {}
 
+    def layouts(self) -> dict:
+        """Eager's layout of each node of the graph (`layout.eager_layouts`), computed when
+        first needed."""
+        if self._layouts is None:
+            from .layout import eager_layouts
+
+            self._layouts = eager_layouts(self.gm, self.example_inputs)
+        return self._layouts
+
     def new_name(self) -> str:
         """A fresh buffer name."""
         self._count += 1
@@ -595,9 +604,7 @@ class GraphLowering:
         when returned."""
         from .layout import non_overlapping
 
-        if self._layouts is None:
-            self._layouts = eager_layouts_of(self)
-        layouts = self._layouts
+        layouts = self.layouts()
         kernel_buffers = set(self.buffers.values())
         for o in self.outputs:
             fake = layouts.get(o) if hasattr(o, "op") else None
@@ -792,9 +799,7 @@ class GraphLowering:
             return out
         from .layout import non_overlapping, storage_size
 
-        if self._layouts is None:
-            self._layouts = eager_layouts_of(self)
-        fake = self._layouts.get(self._current)
+        fake = self.layouts().get(self._current)
         fakes = list(fake) if isinstance(fake, (list, tuple)) else [fake]
         if len(fakes) != len(metas):
             return out
@@ -821,9 +826,7 @@ class GraphLowering:
         first = node.args[0] if node.args else None
         if not hasattr(first, "op"):
             return None
-        if self._layouts is None:
-            self._layouts = eager_layouts_of(self)
-        fake = self._layouts.get(first)
+        fake = self.layouts().get(first)
         if not hasattr(fake, "stride"):
             return None
         shape, strides = tuple(fake.shape), tuple(fake.stride())
@@ -838,13 +841,6 @@ class GraphLowering:
             value.buffer = buf
             value.realized_because = why
         return value.buffer
-
-
-def eager_layouts_of(g: GraphLowering) -> dict:
-    """Eager's layout of each node of `g`'s graph (`layout.eager_layouts`)."""
-    from .layout import eager_layouts
-
-    return eager_layouts(g.gm, g.example_inputs)
 
 
 def _meta(op, args, kwargs):

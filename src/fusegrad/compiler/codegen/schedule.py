@@ -15,7 +15,16 @@ intermediate buffer that nothing else returns (`_output_views`).
 from __future__ import annotations
 
 from .. import logs
-from .ir import Buffer, Extern, Pointwise, Reduction, View, walk
+from .ir import (
+    Buffer,
+    Extern,
+    Pointwise,
+    Reduction,
+    ScalarInput,
+    View,
+    contiguous_strides,
+    walk,
+)
 from .lower import GraphLowering
 
 # Operations an inlined value may hold and still be recomputed by each of several readers.
@@ -63,8 +72,7 @@ def _output_views(g: GraphLowering, outputs: list) -> None:
     of it (`g.output_views`), copying nothing. The buffer then lives to the end of the
     graph; it must not be an input or another output, nor be the base of another output
     view, so that no two returned tensors share memory."""
-    from .ir import ScalarInput
-    from .layout import eager_layouts, non_overlapping
+    from .layout import non_overlapping
 
     candidates = []
     for n, value in outputs:
@@ -83,16 +91,12 @@ def _output_views(g: GraphLowering, outputs: list) -> None:
         if isinstance(v, Buffer):
             taken.add(v)
     taken.update(b for b in g.inputs if isinstance(b, Buffer))
-    if g._layouts is None:
-        g._layouts = eager_layouts(g.gm, g.example_inputs)
     for n, value, view in candidates:
         strides, offset = view.geometry()
-        fake = g._layouts.get(n)
+        fake = g.layouts().get(n)
         if hasattr(fake, "stride"):
             want, want_offset = tuple(fake.stride()), fake.storage_offset()
         else:
-            from .ir import contiguous_strides
-
             want, want_offset = contiguous_strides(view.shape), 0
         same = len(want) == len(strides) and all(
             int(d) == 1 or int(a) == int(b) for d, a, b in zip(view.shape, strides, want))
