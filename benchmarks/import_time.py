@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Imported by PyTorch lazily or not at all; `import fusegrad` must not load them either.
 MUST_NOT_LOAD = ("ml_dtypes", "tqdm", "numpy.random", "fusegrad.nn", "fusegrad.compiler",
                  "fusegrad.onnx", "fusegrad.fx", "fusegrad.optim", "fusegrad.utils.data", "scipy",
-                 "fusegrad.storage", "fusegrad.ops._onnx_mappings")
+                 "fusegrad.storage", "fusegrad.ops._onnx_mappings", "fusegrad._meta",
+                 "fusegrad._fake")
 
 
 @dataclass

@@ -29,7 +29,7 @@ LAZY = ("ml_dtypes", "tqdm", "multiprocessing", "numpy.random", "fusegrad.nn",
         "fusegrad.utils.checkpoint", "hashlib", "dataclasses", "threading", "traceback",
         "fusegrad.linalg", "fusegrad._printing", "fusegrad.func", "scipy",
         "fusegrad.ops._special_numpy", "fusegrad.ops._bessel_zeta_numpy", "fusegrad.storage",
-        "fusegrad.ops._onnx_mappings")
+        "fusegrad.ops._onnx_mappings", "fusegrad._meta", "fusegrad._fake")
 
 
 def run_fresh(code: str):

@@ -87,7 +87,6 @@ with _CollectorPaused():
         uint16,
     )
     from ._dtype import bool_ as bool  # noqa: A004
-    from ._fake import DataDependentOutputError, FakeTensor, FakeTensorMode
     from ._functions import *  # noqa: F403
     from ._functions import abs, pow, sum  # noqa: A004
     from ._functions.compat_more import _assert
@@ -190,7 +189,8 @@ _LAZY_MODULES = frozenset({
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
                "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
                "set_printoptions": "_printing", "vmap": "func", "UntypedStorage": "storage",
-               "TypedStorage": "storage"}
+               "TypedStorage": "storage", "FakeTensor": "_fake", "FakeTensorMode": "_fake",
+               "DataDependentOutputError": "_fake"}
 # PyTorch's legacy storage classes (`FloatStorage`, ...), made in `storage`.
 _LAZY_NAMES.update(dict.fromkeys(
     [f"{_dtype_module.BY_NAME[d].legacy}Storage" for d in _dtype_module.LEGACY_STORAGE],

@@ -12,10 +12,11 @@ import sys
 
 import numpy as np
 
-from . import _dtype, _meta
+from . import _dtype
 from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
+from ._device import meta as _META
 from ._scalar_conversion import checked_scalar, half_input
 from ._shapes import FORMAT_ORDERS, format_order, in_memory_order, memory_order, strides_order
 from ._symbolic import size_int
@@ -107,6 +108,14 @@ def _finish(data: np.ndarray, dtype: _dtype.dtype, requires_grad: bool) -> Tenso
     return t
 
 
+def meta_factory(shape, dtype: _dtype.dtype, requires_grad: bool, strides=None) -> Tensor:
+    """What a factory makes on the meta device (`_meta.factory_tensor`). The meta device's
+    module is loaded by its first factory: most programs never make a meta tensor."""
+    from . import _meta
+
+    return _meta.factory_tensor(shape, dtype, requires_grad, strides)
+
+
 def on_meta(device: _device_cls | None) -> bool:
     """Whether a factory given `device` (checked, or None for the default) makes a meta
     tensor."""
@@ -123,7 +132,7 @@ def _factory(shape, dtype, requires_grad, fill, random: bool = False,
     if (device is not None or _active.default_device) and on_meta(device):
         if dtype.__class__ is type:
             dtype = _dtype.as_dtype(dtype)
-        return _meta.factory_tensor(shape, dtype, requires_grad)
+        return meta_factory(shape, dtype, requires_grad)
     if dtype.__class__ is not _dtype.dtype:
         if dtype.__class__ is type:  # `dtype=float` (float64), as PyTorch reads Python types
             dtype = _dtype.as_dtype(dtype)
@@ -342,7 +351,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     dev = _check_device(device)
     if (dev is not None or _active.default_device) and on_meta(dev):
         made = tensor(data, dtype=dtype, device=_cpu)  # (read and checked as on the CPU)
-        return _meta.factory_tensor(tuple(made.shape), made.dtype, requires_grad)
+        return meta_factory(tuple(made.shape), made.dtype, requires_grad)
     if isinstance(data, range):  # a sequence of ints, as PyTorch reads it
         data = list(data)
     if isinstance(data, _TEXT):  # refused first, whatever the dtype
@@ -458,8 +467,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     dev = _check_device(device)
     if (dev is not None or _active.default_device) and on_meta(dev):
         if isinstance(data, Tensor):  # (PyTorch's `to`: a CPU tensor is copied there)
-            return data.to(dtype=dtype, device=_meta.META)
-        return tensor(data, dtype=dtype, device=_meta.META)
+            return data.to(dtype=dtype, device=_META)
+        return tensor(data, dtype=dtype, device=_META)
     if isinstance(data, Tensor):
         if dev is not None and data._data is None and data.is_meta:
             return data.to(dtype=dtype, device=dev)  # (no data to copy off the meta device)
@@ -708,7 +717,7 @@ def _meta_normal(mean, std) -> Tensor:
     if any(not t.is_meta for t in tensors):
         raise RuntimeError("Tensor on device meta is not on the expected device cpu!")
     shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
-    return _meta.factory_tensor(shape, tensors[0].dtype, False)
+    return meta_factory(shape, tensors[0].dtype, False)
 
 
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,

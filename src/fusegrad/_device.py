@@ -135,3 +135,4 @@ def default() -> device:
 
 
 cpu = device("cpu")
+meta = device("meta")

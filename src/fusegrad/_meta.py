@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import _dispatch, _dtype
 from ._device import device as _device_cls
+from ._device import meta as META
 from ._fake import DataDependentOutputError, FakeTensor
 from ._shapes import (
     FORMAT_ORDERS,
@@ -29,8 +30,6 @@ from ._shapes import (
 from ._tensor import INCOMPATIBLE_DATA, Size, Tensor
 from ._thread_state import active as _active
 from ._thread_state import local as _local
-
-META = _device_cls("meta")
 
 _NO_DATA = "Cannot copy out of meta tensor; no data!"
 

@@ -38,7 +38,6 @@ import numpy as np
 
 from . import _autocast, _dtype, _tensor, return_types
 from ._dispatch import call, computing_mode
-from ._fake import FakeTensor
 from ._metadata import copy_metadata
 from ._tensor import Tensor
 from ._thread_state import local as _local
@@ -106,6 +105,9 @@ def _check_dtype(rule, name: str, result: Tensor, out: Tensor) -> None:
         raise RuntimeError(text)
 
 
+_FAKE_MODULE = __name__.rpartition(".")[0] + "._fake"
+
+
 def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
     """Give `out` the result's shape, contiguous, as PyTorch's `resize_output`: silently when
     it is empty, otherwise with the warning `warn` (None: none). A shrinking contiguous `out`
@@ -116,8 +118,9 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
             numel *= s
         warn_at_caller(warn.format(old=list(out.shape), new=list(shape), new_tuple=shape,
                                    old_numel=out.numel(), numel=numel))
-    if isinstance(out, FakeTensor):
-        out._take_geometry(FakeTensor._make_fake(shape, out.dtype))
+    fake = sys.modules.get(_FAKE_MODULE)  # (loaded by the first fake or meta tensor made)
+    if fake is not None and isinstance(out, fake.FakeTensor):
+        out._take_geometry(fake.FakeTensor._make_fake(shape, out.dtype))
         return
     if computing_mode() and not (_forward_ad() and _forward_ad().only_level_modes()):
         # A mode recording ops (a trace) would miss the resize, which no op performs: its

@@ -12,8 +12,8 @@ import numbers
 
 import numpy as np
 
-from . import _dtype, _meta
-from ._creation import _check_device, _finish, on_meta
+from . import _dtype
+from ._creation import _check_device, _finish, meta_factory, on_meta
 from ._tensor import Tensor
 from ._thread_state import active as _active
 
@@ -31,7 +31,7 @@ def _window(name: str, window_length, periodic: bool, dtype, device, requires_gr
         # (PyTorch's meta hann_window is hamming's narrowed: any dtype, narrow's error)
         if window_length < 0:
             raise RuntimeError("narrow(): length must be non-negative.")
-        return _meta.factory_tensor((window_length,), dt, requires_grad)
+        return meta_factory((window_length,), dt, requires_grad)
     if dt.category != _dtype.FLOAT:
         raise RuntimeError(
             f"{name} expects floating point dtypes, got: TensorOptions(dtype="
@@ -41,7 +41,7 @@ def _window(name: str, window_length, periodic: bool, dtype, device, requires_gr
         raise RuntimeError(f"{name} requires non-negative window_length, got "
                            f"window_length={window_length}")
     if (dev is not None or _active.default_device) and on_meta(dev):
-        return _meta.factory_tensor((window_length,), dt, requires_grad)
+        return meta_factory((window_length,), dt, requires_grad)
     if window_length <= 1:
         values = np.ones(window_length)
     else:

@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype, _meta
-from .._creation import tensor
+from .. import _dtype
+from .._creation import meta_factory, tensor
 from .._dispatch import call
 from .._tensor import Tensor
 from ..ops import scatter as SC
@@ -187,7 +187,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
     """Each element (or slice along `dim`) repeated `repeats` times in place."""
     if repeats is None:  # `repeat_interleave(repeats)`: the indices repeated by their counts
         if input._data is None and input.is_meta:
-            return _meta.factory_tensor((_meta_output_size(output_size),), input.dtype, False)
+            return meta_factory((_meta_output_size(output_size),), input.dtype, False)
         counts = _repeat_counts(input)
         return tensor(np.repeat(np.arange(counts.size), counts))
     if dim is None:
@@ -202,7 +202,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Ten
             raise RuntimeError("repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {n} and input.size({d}) = "
                                f"{input.shape[d]}")
-        index = _meta.factory_tensor((_meta_output_size(output_size),), _dtype.int64, False)
+        index = meta_factory((_meta_output_size(output_size),), _dtype.int64, False)
         return index_select(input, d, index)
     if isinstance(repeats, Tensor):
         counts = _repeat_counts(repeats).reshape(-1)

@@ -16,8 +16,16 @@ import sys
 import numpy as np
 
 from .. import _device as _device_module
-from .. import _dtype, _meta, _tensor
-from .._creation import _check_device, check_sizes, from_numpy, on_meta, tensor, zeros
+from .. import _dtype, _tensor
+from .._creation import (
+    _check_device,
+    check_sizes,
+    from_numpy,
+    meta_factory,
+    on_meta,
+    tensor,
+    zeros,
+)
 from .._device import device as _device_cls
 from .._dispatch import call
 from .._shapes import in_memory_order, memory_order, resize_shape
@@ -223,7 +231,7 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
     dev = _check_device(device)
     dt = dtype or _dtype.get_default_dtype()
     if on_meta(dev):
-        return _meta.factory_tensor((), dt, requires_grad)
+        return meta_factory((), dt, requires_grad)
     out = Tensor._make(np.array(s).astype(dt.np), dt)
     return out.requires_grad_(True) if requires_grad else out
 
@@ -238,7 +246,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None,
         raise RuntimeError("mismatch in length of strides and shape")
     dt = dtype or _dtype.get_default_dtype()
     if on_meta(device):
-        return _meta.factory_tensor(size, dt, requires_grad, stride)
+        return meta_factory(size, dt, requires_grad, stride)
     span = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
     buf = np.zeros(span, dt.np)
     item = dt.np.itemsize
