@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, index_out_of_range, rand_array
+from ._util import Spec, add_rows, index_out_of_range, rand_array
 from .nn import _call, _work
 from .registry import Sample, register
 
@@ -51,12 +53,13 @@ def _embedding_meta(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=Fal
 
 def _emb_backward_kernel(g, idx, num_weights, padding_idx, scale_grad_by_freq):
     flat = idx.reshape(-1).astype(np.int64)
-    rows = g.reshape(flat.size, -1)
+    rows = g.reshape(flat.size, math.prod(g.shape[idx.ndim:]))  # (no -1: none may be empty)
     out = np.zeros((num_weights, rows.shape[1]), dtype=_work(g).dtype)
-    np.add.at(out, flat, rows)
-    if scale_grad_by_freq:
+    scale = None
+    if scale_grad_by_freq:  # each row added with alpha 1/(its index's count), as PyTorch's
         counts = np.bincount(flat % num_weights, minlength=num_weights)
-        out /= np.maximum(counts, 1)[:, None]
+        scale = (1.0 / np.maximum(counts, 1))[flat].astype(out.dtype)
+    add_rows(out, flat, rows.astype(out.dtype, copy=False), scale)
     if padding_idx >= 0:
         out[padding_idx] = 0
     return out.astype(g.dtype, copy=False)

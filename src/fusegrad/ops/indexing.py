@@ -19,6 +19,7 @@ from .._warn import warn_at_caller
 from . import _onnx as ox
 from ._util import (
     Spec,
+    add_rows,
     bad_index_dtype,
     broadcast_shapes,
     c_contiguous,
@@ -419,6 +420,9 @@ def _index_add_kernel(a, dim, index, source, alpha=1):
     src = np.asarray(source).astype(a.dtype, copy=False) * alpha
     if src.ndim == 0:
         src = src.reshape((1,) * a.ndim)
+    if d == 0 and src.shape == (index.size, *a.shape[1:]):
+        add_rows(out, index.reshape(-1), src)  # (in C: whole rows in index order)
+        return out
     pos = (slice(None),) * d + (index.reshape(-1),)
     np.add.at(out, pos, src)
     return out
@@ -947,7 +951,10 @@ def _index_put_kernel(a, indices, values, accumulate=False):
         return out
     idx = _index_put_checked(a, indices, v)
     try:
-        if accumulate:
+        if accumulate and len(idx) == 1 and getattr(idx[0], "ndim", 0) == 1 and \
+                idx[0].dtype.kind in "iu" and v.shape == (idx[0].size, *a.shape[1:]):
+            add_rows(out, idx[0], v)  # whole rows in index order (`x.index_put_((i,), v, True)`)
+        elif accumulate:
             np.add.at(out, idx, v)
         else:
             out[idx] = v

@@ -11,6 +11,7 @@ from .. import _dtype
 from . import _onnx as ox
 from ._util import (
     Spec,
+    add_rows,
     format_of,
     format_strides,
     index_out_of_range,
@@ -339,7 +340,7 @@ def _eb_kernel(weight, indices, offsets, scale_grad_by_freq=False, mode=0, spars
             max_idx[bag[i]] = np.where(better, idx[i], max_idx[bag[i]])
         out[count == 0] = 0
     else:
-        np.add.at(out, bag[keep], rows[keep])
+        add_rows(out, bag[keep], rows[keep])
         if mode == _MEAN:
             out = out / np.maximum(count, 1)[:, None]
     offset2bag = np.zeros(0, np.int64) if _no_offset2bag(weight.dtype, mode, padding_idx) else bag

@@ -133,6 +133,38 @@ void sum_rows_##S(const T *a, T *out, int64_t start, int64_t stop, int64_t rows,
 SUM_ROWS(float, f32)
 SUM_ROWS(double, f64)
 
+/* out[index[i], j] += rows[i, j] for i in [0, k), j in [start, stop): the rows added in index
+   order, one element at a time, as PyTorch's CPU index_add / embedding backward add them (and
+   as NumPy's `np.add.at`, which makes one call per element). Pieces split the columns, so
+   every element sums in the same order at any thread count. */
+#define ADD_ROWS(T, S)                                                                    \
+void add_rows_##S(T *out, const int64_t *index, const T *rows, int64_t start, int64_t stop,\
+                  int64_t k, int64_t cols) {                                              \
+    for (int64_t i = 0; i < k; i++) {                                                     \
+        T *o = out + index[i] * cols;                                                     \
+        const T *r = rows + i * cols;                                                     \
+        for (int64_t j = start; j < stop; j++) o[j] += r[j];                              \
+    }                                                                                     \
+}
+ADD_ROWS(float, f32)
+ADD_ROWS(double, f64)
+
+/* The same with row i scaled by scale[i], each element one fused multiply-add rounded once:
+   PyTorch's embedding backward with `scale_grad_by_freq` adds `grad[i]` with alpha
+   1/count, which its CPU kernels fuse. */
+#define ADD_ROWS_SCALED(T, FMA, S)                                                        \
+void add_rows_scaled_##S(T *out, const int64_t *index, const T *rows, const T *scale,     \
+                         int64_t start, int64_t stop, int64_t k, int64_t cols) {          \
+    for (int64_t i = 0; i < k; i++) {                                                     \
+        T *o = out + index[i] * cols;                                                     \
+        const T *r = rows + i * cols;                                                     \
+        const T a = scale[i];                                                             \
+        for (int64_t j = start; j < stop; j++) o[j] = FMA(a, r[j], o[j]);                 \
+    }                                                                                     \
+}
+ADD_ROWS_SCALED(float, fmaf, f32)
+ADD_ROWS_SCALED(double, fma, f64)
+
 /* linspace's values as PyTorch's CPU kernel computes them: start + step * i for the first
    half, end - step * (steps - 1 - i) for the rest, each multiply-add rounded once (its
    x86-64 builds fuse them; `fma` does here, in hardware or exactly in the C library). The
