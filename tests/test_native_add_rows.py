@@ -1,8 +1,8 @@
 """Rows added by index in C (`ops/native/pointwise.c`'s `add_rows`): an embedding's gradient,
-`index_add` along dim 0, `index_put` with accumulate and `embedding_bag` give PyTorch's bits
-with the C kernel on and off (PyTorch adds the rows in index order, as the kernel does), and
-two threads give one thread's bits. Indices out of the kernel's reach (negative, repeated,
-empty, other dtypes) keep NumPy's `add.at`."""
+`index_add` along dim 0, `index_put` with accumulate, `scatter_add` of whole rows and
+`embedding_bag` give PyTorch's bits with the C kernel on and off (PyTorch adds the rows in
+index order, as the kernel does), and two threads give one thread's bits. Indices out of the
+kernel's reach (negative, columns that differ, other shapes) keep NumPy's `add.at`."""
 
 from __future__ import annotations
 
@@ -73,6 +73,24 @@ def test_index_add_and_index_put_accumulate_match_torch(n, d, k, dt, native):
         want, got = _both(lambda lib, a, i, s: a.index_add(0, i, s),
                           cube, idx, np.repeat(src[:, :, None], 2, 2))
         assert np.array_equal(got, want)
+
+
+@NATIVE
+@DTYPES
+@pytest.mark.parametrize("n, d, k", SHAPES)
+def test_scatter_add_of_whole_rows_matches_torch(n, d, k, dt, native):
+    """A graph network's message sum: the index a column expanded (or repeated) across the
+    width; an index whose columns differ keeps NumPy's path."""
+    idx, src = _data(n, d, k, dt, seed=4)
+    base = np.random.default_rng(5).standard_normal((n, d)).astype(dt)
+    mixed = np.random.default_rng(6).integers(0, n, (k, d))
+    with _native.native_kernels(native):
+        for index in (lambda lib, i: i.unsqueeze(-1).expand(-1, d),
+                      lambda lib, i: i.unsqueeze(-1).repeat(1, d),
+                      lambda lib, i: lib.from_numpy(mixed)):
+            want, got = _both(lambda lib, a, i, s, index=index: a.scatter_add(0, index(lib, i), s),
+                              base, idx, src)
+            assert np.array_equal(got, want)
 
 
 @NATIVE

@@ -231,6 +231,15 @@ def _scatter_positions(a_shape, d, index):
     return tuple(grids)
 
 
+def _whole_rows(a, d: int, index, vals) -> bool:
+    """Whether a scatter along dim 0 of matrix `a` writes whole rows: each row of `index`
+    one position repeated across `a`'s columns (an expanded column, as graph networks write
+    it), and `vals` of index's shape."""
+    return d == 0 and a.ndim == 2 and index.ndim == 2 and index.shape[1] == a.shape[1] and \
+        vals.shape == index.shape and index.shape[0] > 0 and \
+        (index.strides[1] == 0 or bool((index == index[:, :1]).all()))
+
+
 def _scatter_check(a, dim, index, src, name="scatter"):
     d = _gather_check(a, dim, index, name, "self", src)
     # (A 0-d index or src counts as one dimension, as for PyTorch.)
@@ -262,7 +271,11 @@ def _scatter_kernel(a, dim, index, src, reduce_add=False):
         vals = src[tuple(slice(0, s) for s in index.shape)].astype(a.dtype, copy=False)
     else:
         vals = np.asarray(src).astype(a.dtype)
-    if reduce_add:
+    if reduce_add and _whole_rows(a, d, index, vals):
+        # A graph network's `out.scatter_add_(0, i[:, None].expand(-1, d), messages)`: whole
+        # rows added in index order, in C.
+        add_rows(out, index[:, 0], vals)
+    elif reduce_add:
         np.add.at(out, pos, vals)
     else:
         out[pos] = vals
