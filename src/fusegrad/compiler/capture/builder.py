@@ -39,6 +39,7 @@ from .symfloat import (
     specialize_all,
 )
 from .variables import (
+    AutocastExitVariable,
     CellVariable,
     ConstantVariable,
     DictVariable,
@@ -211,6 +212,12 @@ class GraphBuilder:
                             f"{source}.__name__ == {value.__name__!r}")
             self.guards.constant(f"{source}.__self__", value.__self__)
             return ConstantVariable(value, source)
+        if type(value) is AutocastExit:
+            # The `__exit__` of an autocast region a graph break split, on the stack at a
+            # resume point: a new object on every call, guarded by the region it leaves.
+            self.guards.add(f"type({source}) is {self.guards.ref(AutocastExit, 'type')} and "
+                            f"{source}.args == {self.guards.ref(value.args, 'const')}")
+            return RegionExitVariable(value.args)
         if type(value) is functools.partial:
             # Guarded by what it holds, not by identity: a partial is often new on every
             # read (a compiled method, bound through `CompiledFunction.__get__`).
@@ -450,12 +457,19 @@ class GraphBuilder:
         self.created.append(node)
         set_mode(mode)
 
-    def enter_autocast(self, ctx) -> None:
+    def enter_autocast(self, ctx) -> RegionExitVariable:
         """Enter autocast region `ctx` (a `fusegrad.autocast` object) here in the graph, and
-        now, so the fake ops that follow cast as the program's ops will."""
+        now, so the fake ops that follow cast as the program's ops will; returns the
+        variable of the region's `__exit__`."""
         args = (ctx.device, ctx.fast_dtype, bool(ctx._enabled), bool(ctx._cache_enabled))
+        return self.enter_region(args)
+
+    def enter_region(self, args: tuple) -> RegionExitVariable:
+        """Enter the autocast region of `enter_autocast` arguments `args` (in the graph and
+        now); returns the variable of the region's `__exit__`."""
         self.created.append(self.graph.call_function(enter_autocast, args))
         enter_autocast(*args)
+        return RegionExitVariable(args)
 
     def exit_autocast(self) -> None:
         """Leave the innermost autocast region the graph entered (in the graph and now)."""
@@ -576,6 +590,60 @@ def unwind_autocast(depth: int) -> None:
     stopped inside a `with autocast()` block)."""
     while len(_regions.stack) > depth:
         exit_autocast()
+
+
+class RegionExitVariable(AutocastExitVariable):
+    """The `__exit__` of an autocast region the graph entered, with the region's
+    `enter_autocast` arguments (`args`): at a graph break it is rebuilt as a real
+    `AutocastExit` that enters the region again after the graph."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple):
+        super().__init__()
+        self.args = args
+
+
+class AutocastExit:
+    """The `__exit__` of a `with autocast(...)` block that a graph break split, made for real
+    after the graph by `enter_region` (every graph leaves the regions it entered, as
+    Dynamo's do: an AOT graph bakes the casts in and changes no autocast state when it
+    runs). Calling it (the block's end, or an exception leaving the block) leaves the
+    region."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple):
+        self.args = args  # enter_autocast's arguments
+
+    def __call__(self, *exc) -> bool:
+        exit_autocast()
+        return False  # an exception leaving the block goes on
+
+    def __repr__(self) -> str:
+        return f"AutocastExit{self.args!r}"
+
+
+def enter_region(args: tuple) -> AutocastExit:
+    """Segment code: enter an autocast region open at a graph break (the graph left it), for
+    the breaking instruction and the rest of the frame."""
+    enter_autocast(*args)
+    return AutocastExit(args)
+
+
+def leave_regions(n: int) -> None:
+    """Segment code: leave the frame's `n` innermost open regions before a graph that enters
+    them itself (a resume point inside `with autocast()` blocks)."""
+    for _ in range(n):
+        exit_autocast()
+
+
+def reenter_regions(stack: list) -> None:
+    """Segment code: enter again the regions `leave_regions` left (their `AutocastExit`s on
+    the frame's stack, outermost first), when the segment reruns eagerly instead."""
+    for v in stack:
+        if type(v) is AutocastExit:
+            enter_autocast(*v.args)
 
 
 def _as_node(v, builder=None):

@@ -171,7 +171,11 @@ class ExceptionOpcodes:
         if entry[2] in _cleanups(self):
             return False  # an inlined comprehension's: it only restores a variable
         depth = entry[3]
-        if 0 < depth <= len(self.stack):
+        k = self.index_of[entry[2]]
+        # Only a `with` block's own cleanup: a `try` inside the block has the block's exit
+        # below its handler's depth too.
+        if [i.opname for i in self.insts[k:k + 2]] == ["PUSH_EXC_INFO", "WITH_EXCEPT_START"] \
+                and 0 < depth <= len(self.stack):
             below = self.stack[depth - 1]
             if isinstance(below, (GradModeVariable, AutocastExitVariable)) or (
                     isinstance(below, ConstantVariable) and isinstance(below.value, GradExit)):
@@ -279,8 +283,7 @@ class ExceptionOpcodes:
                 self.push(self.call(BoundFunctionVariable(enter, cm), [], {}))
                 return
         if isinstance(cm, ConstantVariable) and type(cm.value) is _autocast_class():
-            self.push(AutocastExitVariable())
-            self.builder.enter_autocast(cm.value)
+            self.push(self.builder.enter_autocast(cm.value))  # the region's __exit__
             self.push(cm)  # what autocast.__enter__ returns: the object itself
             return
         if not isinstance(cm, GradModeVariable):

@@ -17,6 +17,9 @@ import math
 import types
 
 from ..._random import get_rng_state, set_rng_state
+from ..._thread_state import local as _thread_local
+from ..._thread_state import set_grad_enabled
+from .builder import autocast_depth, enter_region, leave_regions, reenter_regions, unwind_autocast
 from .exceptions import fresh_exception
 from .guards import _has_literal
 from .variables import GradExit, replay_set
@@ -121,6 +124,11 @@ def spec_code(spec, consts: dict) -> str:
         return f"___resume_iter({spec_code(spec[1], consts)}, {spec[2]}, {spec[3]!r})"
     if kind == "null":
         return "___NULL"
+    if kind == "region":  # an autocast region open at the break: entered here, for real
+        consts["___enter_region"] = enter_region
+        name = f"___c{len(consts)}"
+        consts[name] = spec[1]
+        return f"___enter_region({name})"
     if kind == "grad_exit":  # the __exit__ of a grad-mode with block, rebuilt for real
         name = f"___c{len(consts)}"
         consts[name] = GradExit(spec[1])
@@ -147,19 +155,37 @@ def resume_iter(container, index: int, kind: str):
     return it
 
 
+def graph_state() -> tuple:
+    """Segment code: the grad mode and autocast depth before a protected graph runs."""
+    return _thread_local.grad_enabled, autocast_depth()
+
+
+def restore_state(state: tuple, stack: list) -> None:
+    """Segment code: undo what a protected graph that raised changed (grad mode, autocast
+    regions it entered) and enter the frame's regions the segment left for it again, so the
+    segment reruns eagerly from where it started."""
+    set_grad_enabled(state[0])
+    unwind_autocast(state[1])
+    reenter_regions(stack)
+
+
 def segment_source(seg, name: str, sources: list, branch: tuple | None,
                    next_offset: int | None, consts: dict) -> str:
     """The source of `name(L, S, G)` running segment `seg` (see the module docstring).
     `branch`: (test, jumps when true) when the breaking instruction is written out."""
     lines = [f"def {name}(L, S, G):"]
+    if seg.regions:  # the graph enters the frame's open autocast regions itself
+        lines.append(f"    ___leave_regions({seg.regions})")
     if seg.compiled is not None:
         args = ", ".join(sources) + ("," if len(sources) == 1 else "")
         call = f"outs = ___graph({args})"
         if seg.protected:
             # An exception in a try block goes to its handler: if the graph raises, run the
             # segment's code again eagerly (the graph changed no input in place).
-            lines += ["    ___rng = ___get_rng()", "    try:", f"        {call}",
-                      "    except Exception:", "        ___set_rng(___rng)",
+            # It starts in the state the segment started in (grad mode, autocast regions).
+            lines += ["    ___rng = ___get_rng()", "    ___state = ___graph_state()",
+                      "    try:", f"        {call}", "    except Exception:",
+                      "        ___set_rng(___rng)", "        ___restore_state(___state, S)",
                       f"        return None, ___eager({seg.start}, L, S)"]
         else:
             lines.append(f"    {call}")
@@ -203,6 +229,8 @@ def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step
     env = dict(scope)
     env.update((k, v) for k, v in consts.items() if not k.startswith("___m"))
     env.update(___NULL=NULL, ___graph=seg.compiled, ___step=step, ___eager=eager,
-               ___get_rng=get_rng_state, ___set_rng=set_rng_state)
+               ___get_rng=get_rng_state, ___set_rng=set_rng_state,
+               ___leave_regions=leave_regions, ___graph_state=graph_state,
+               ___restore_state=restore_state)
     exec(compile(source, f"<fusegrad segment {name}>", "exec"), env)
     return env[name]

@@ -31,10 +31,12 @@ from .. import stance as _stance
 from ..exc import UserError
 from .builder import (
     _INPLACE_OPERATORS,
+    AutocastExit,
     GraphBuilder,
     _has_symbol,
     _mutates,
     autocast_depth,
+    enter_autocast,
     holds_symbol,
     unwind_autocast,
 )
@@ -96,6 +98,9 @@ class Segment:
     native: bool = False  # an eager segment from offset 0 that runs the function natively
     stores: list = field(default_factory=list)  # (object expression, name, spec) to set
     protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
+    # The frame's autocast regions open where the segment starts (a resume point inside
+    # `with autocast()` blocks): its code leaves them before the graph, which enters them.
+    regions: int = 0
 
 
 class FrameRunner:
@@ -294,6 +299,9 @@ class FrameRunner:
     def capture(self, start: int, L: dict, S: list) -> Segment:
         """Translate from `start` with the real frame state L, S into a new segment."""
         grad_mode = _thread_local.grad_enabled
+        # The frame's open autocast regions (their exits on the stack): translation leaves
+        # them for the graph to enter (see `_capture`); they are entered again after it.
+        inherited = [v.args for v in S if type(v) is AutocastExit]
         regions = autocast_depth()
         self._state = None
         rng = get_rng_state()  # fake random ops must not draw from the real generator
@@ -311,7 +319,9 @@ class FrameRunner:
             return self._translator_error(start, e)
         finally:
             _set_grad(grad_mode)  # translation switches it for the fake ops
-            unwind_autocast(regions)  # and enters autocast regions for them
+            unwind_autocast(max(regions - len(inherited), 0))  # and enters autocast regions
+            for args in inherited:
+                enter_autocast(*args)
             self._state = None
             set_rng_state(rng)
 
@@ -354,6 +364,15 @@ class FrameRunner:
                  for i, v in enumerate(S)]
         local_vars = _LazyLocals(builder, {k: v for k, v in L.items()
                                            if not k.startswith("___")})
+        # Every graph leaves the autocast regions it entered, as Dynamo's do (an AOT graph
+        # bakes the casts in and changes no autocast state when it runs): one that resumes
+        # inside `with autocast()` blocks enters them first, and the segment code leaves
+        # the real ones before the graph runs (guarded above by the state at entry).
+        opened = [v for v in stack if isinstance(v, AutocastExitVariable)]
+        base = autocast_depth() - len(opened)
+        unwind_autocast(base)
+        for v in opened:
+            builder.enter_region(v.args)
         tr = Translator(self.code, self.fn.__globals__, self.fn.__closure__, builder,
                         local_vars, stack, start=start)
         self._state = (tr, builder)  # for the report if the translator fails
@@ -416,7 +435,16 @@ class FrameRunner:
                         f"{why} (the rest of the frame runs eagerly)", self.code, line,
                         fallback=True, inner=_inlined_frames(tr, e))))
                     return Segment(start, "eager", reason=str(why), line=line)
+                # The graph leaves the regions open at the break, innermost first; the
+                # segment code enters them again (the `region` specs on the stack).
+                for v in reversed(before_stack):
+                    if isinstance(v, AutocastExitVariable):
+                        builder.exit_autocast()
                 break
+        # The backend traces the graph from the state it starts in (an inlined call that
+        # broke may have left a region it entered).
+        unwind_autocast(base)
+        seg.regions = len(opened)
         try:
             seg.stores = [(target, name, _spec(v, outputs))
                           for _, name, v, target in builder.stores]
@@ -700,6 +728,8 @@ def _spec_value(v, outputs: _Outputs):
     if isinstance(v, PartialVariable):  # a real functools.partial of the rebuilt parts
         return ("partial", _spec(v.func, outputs), [_spec(a, outputs) for a in v.args],
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
+    if isinstance(v, AutocastExitVariable) and getattr(v, "args", None) is not None:
+        return ("region", v.args)  # entered again for real after the graph
     if isinstance(v, AutocastExitVariable):
         raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, GradModeVariable) and v.exit is None:
