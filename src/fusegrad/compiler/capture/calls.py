@@ -20,16 +20,29 @@ import operator
 import sys
 import types
 import warnings
+import weakref
 
 import numpy as np
 
+from ..._functions.utilities import broadcast_shapes
+from ..._shapes import Size
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
+from ..._type_info import finfo, iinfo
 from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
 from .builder import holds_symbol
 from .exceptions import make_exception
 from .guards import _is_plain_data
+from .objects import (
+    FOLLOWED_PACKAGES,
+    call_object,
+    call_object_slot,
+    construct,
+    constructible,
+    new_object,
+    weak_reference,
+)
 from .symfloat import SymFloat, UnbackedFloat, format_lazily
 from .translator import (
     PURE_BUILTINS,
@@ -41,6 +54,7 @@ from .translator import (
 from .variables import (
     AutocastExitVariable,
     BoundFunctionVariable,
+    CellVariable,
     ConstantVariable,
     DictVariable,
     GeneratorVariable,
@@ -49,11 +63,13 @@ from .variables import (
     ListVariable,
     MethodVariable,
     NestedFunctionVariable,
+    ObjectVariable,
     PartialVariable,
     TensorVariable,
     TupleVariable,
     Unsupported,
     Variable,
+    WeakRefVariable,
     is_plain_namedtuple,
 )
 
@@ -64,11 +80,12 @@ _HELPER_MODULES = ("fusegrad.nn.", "fusegrad.ops.", "fusegrad._shapes")
 
 def _is_fusegrad_function(f) -> bool:
     """An op of fusegrad (recorded as a node); the code of its layers (`fusegrad.nn.modules`:
-    `_check_input_dim`, `LSTM._forward`, mask checks), like a user's module, is inlined."""
+    `_check_input_dim`, `LSTM._forward`, mask checks) and of its distributions (methods,
+    `broadcast_all`, `kl_divergence`), like a user's, is inlined."""
     mod = getattr(f, "__module__", None) or ""
     return (mod == "fusegrad" or mod.startswith("fusegrad.")) and callable(f) and \
         not isinstance(f, type) and not _is_module(f) and \
-        not mod.startswith("fusegrad.nn.modules")
+        not mod.startswith(("fusegrad.nn.modules", *FOLLOWED_PACKAGES))
 
 
 def _is_module(obj) -> bool:
@@ -208,6 +225,10 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(fn, GradModeVariable) and fn.exit is not None:  # leaving a with block
         tr.builder.set_grad_enabled(fn.exit)
         return ConstantVariable(None)
+    if isinstance(fn, ObjectVariable):  # its class's __call__
+        return call_object(tr, fn, args, kwargs)
+    if isinstance(fn, WeakRefVariable):  # the target may be dead in eager: it decides
+        raise Unsupported("calling a weak reference to an object made in the graph")
     if not isinstance(fn, ConstantVariable):
         raise Unsupported(f"calling a {type(fn).__name__}")
     f = fn.value
@@ -250,6 +271,18 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f._orig, args, kwargs)
     if is_plain_namedtuple(f):
         return _make_namedtuple(tr, fn, args, kwargs)
+    if args and isinstance(args[0], ObjectVariable) or \
+            f is object.__new__ and len(args) == 1:
+        made = _object_call(tr, f, args, kwargs)
+        if made is not None:
+            return made
+    if constructible(f):  # an instance of a plain class: followed, its __init__ inlined
+        return construct(tr, f, args, kwargs)
+    if any(f is c for c in _VALUE_CLASSES) and not _has_tensor(args) and \
+            not _has_tensor(kwargs.values()):
+        return _evaluate(tr, f, args, kwargs)  # a shape, a dtype's limits: plain values
+    if f is next and args and isinstance(args[0], GeneratorVariable) and not kwargs:
+        return _next_of_generator(tr, args[0], args[1:])
     if f is _autocast_class():
         return _make_autocast(tr, f, args, kwargs)
     if f is _checkpoint_function() and args:
@@ -299,6 +332,95 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
     raise Unsupported(f"call to {name}")
+
+
+def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """A builtin applied to an object made in the graph (`setattr(self, name, v)`,
+    `type(self)`, `object.__setattr__(self, ...)`, `dataclasses.fields(self)`), or None
+    where `f` is not one the capture answers for such an object."""
+    import dataclasses
+
+    from . import objects
+
+    if f is object.__new__:
+        return new_object(tr, args[0]) if not kwargs else None
+    if f is weakref.ref:
+        return weak_reference(args, kwargs)
+    made = call_object_slot(tr, f, args, kwargs)
+    if made is not None or kwargs:
+        return made
+    obj = args[0]
+    if f is type and len(args) == 1:
+        return ConstantVariable(obj.cls)
+    if f is dataclasses.fields and len(args) == 1:
+        return ConstantVariable(dataclasses.fields(obj.cls))
+    if f is dataclasses.is_dataclass and len(args) == 1:
+        return ConstantVariable(dataclasses.is_dataclass(obj.cls))
+    if any(f is g for g in (getattr, setattr, hasattr, delattr)) and len(args) >= 2:
+        name = tr.as_python(args[1])
+        if not isinstance(name, str):
+            return None  # the real call raises TypeError
+        if f is setattr and len(args) == 3:
+            objects.store_attr(tr, obj, name, args[2])
+            return ConstantVariable(None)
+        if f is delattr and len(args) == 2:
+            objects.remove_attr(tr, obj, name)
+            return ConstantVariable(None)
+        if f is hasattr and len(args) == 2:
+            return ConstantVariable(objects.has_attr(tr, obj, name))
+        if f is getattr and len(args) == 2:
+            return objects.read_attr(tr, obj, name)
+        if f is getattr and len(args) == 3:
+            return objects.read_attr(tr, obj, name) if objects.has_attr(tr, obj, name) \
+                else args[2]
+    if f is bool and len(args) == 1:
+        return ConstantVariable(objects.truth(obj))
+    if f is len and len(args) == 1 and obj.mapping is not None:
+        return ConstantVariable(len(obj.mapping.items))  # (no __len__ of its own)
+    if f is callable and len(args) == 1:
+        return ConstantVariable(any("__call__" in vars(k) for k in obj.cls.__mro__))
+    if any(f is g for g in (id, hash, repr, str, vars)):  # (the real object's identity,
+        # text or __dict__: answered where it exists)
+        raise Unsupported(f"{f.__name__}() of an object made in the graph")
+    return None
+
+
+# fusegrad classes whose instances are plain values made from constants, and functions
+# of shapes: evaluated while translating.
+_VALUE_CLASSES = (Size, finfo, iinfo, broadcast_shapes)
+
+
+class _FirstYield(Exception):
+    """Stops a generator expression at its first `yield` (see `_next_of_generator`)."""
+
+
+class _OneYield(list):
+    """The yields of a generator run by `next()`: the first one stops it, as `next` would."""
+
+    def append(self, item) -> None:
+        super().append(item)
+        raise _FirstYield
+
+
+def _next_of_generator(tr, gen: GeneratorVariable, default: list) -> Variable:
+    """`next(genexpr[, default])` of a generator expression used only there (`next((v for v
+    in values if ...), None)`): its code runs up to its first `yield`, as Python runs it.
+    A generator the frame keeps (a local) would be left suspended: a graph break."""
+    held = list(tr.locals.values()) + list(tr.stack)
+    held += [c.contents for c in held if isinstance(c, CellVariable)]
+    if gen.items is not None or any(v is gen for v in held) or len(default) > 1:
+        raise Unsupported("next() of a generator the frame keeps")
+    yields = _OneYield()
+    try:
+        inline(tr, gen.func, list(gen.args), {}, closure=gen.closure, yields=yields)
+    except _FirstYield:
+        pass
+    gen.items = list(yields)  # (what a later consumer would see is unknown: a break)
+    if yields:
+        return yields[0]
+    if default:
+        return default[0]
+    raise Unsupported("next() of an empty generator (StopIteration)")
 
 
 def _guard_name(tr, fn: ConstantVariable) -> str:

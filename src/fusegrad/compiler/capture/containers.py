@@ -21,6 +21,7 @@ from .variables import (
     GeneratorVariable,
     IteratorVariable,
     ListVariable,
+    ObjectVariable,
     SetVariable,
     SliceVariable,
     TensorVariable,
@@ -157,6 +158,10 @@ class ContainerOpcodes:
             return [v.items[key] for key in self.set_order(v)]
         if isinstance(v, GeneratorVariable):  # unpacked or looped over: its code runs now
             return self.generator_items(v)
+        if isinstance(v, ObjectVariable):  # a dict subclass's keys (others: a break)
+            from .objects import keys
+
+            return keys(v)
         if isinstance(v, TensorVariable):
             if v.example.ndim == 0:
                 raise Unsupported("iteration over a 0-d tensor")

@@ -26,6 +26,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    ObjectVariable,
     SuperVariable,
     TensorVariable,
     Unsupported,
@@ -181,7 +182,7 @@ class ScopeOpcodes:
             raise Unsupported("super() outside a method")
         if self.concrete:
             return ConstantVariable(super(cls, obj.value))
-        if not isinstance(cls, type) or not isinstance(obj, ConstantVariable):
+        if not isinstance(cls, type) or not isinstance(obj, (ConstantVariable, ObjectVariable)):
             raise Unsupported("super() of a value not known while translating")
         return SuperVariable(cls, obj)
 
@@ -221,7 +222,7 @@ class ScopeOpcodes:
     def _zero_arg_super(self, cls: Variable, obj: Variable) -> Variable:
         if self.concrete:
             return ConstantVariable(super(cls.value, obj.value))
-        if not isinstance(obj, ConstantVariable):
+        if not isinstance(obj, (ConstantVariable, ObjectVariable)):
             raise Unsupported("super() of a value not known while translating")
         return SuperVariable(self.as_python(cls), obj)
 

@@ -59,6 +59,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    ObjectVariable,
     PartialVariable,
     SetVariable,
     SliceVariable,
@@ -66,6 +67,7 @@ from .variables import (
     TruthVariable,
     TupleVariable,
     Unsupported,
+    WeakRefVariable,
 )
 from .versions import normal_flow
 
@@ -574,9 +576,11 @@ def _snapshot(roots: list) -> list:
         elif isinstance(v, SetVariable):
             saved.append((v, "set", (dict(v.items), len(v.history))))
             todo.extend(v.items.values())
-        elif isinstance(v, DictVariable):
+        elif isinstance(v, (DictVariable, ObjectVariable)):
             saved.append((v, None, dict(v.items)))
             todo.extend(v.items.values())
+            if isinstance(v, ObjectVariable) and v.mapping is not None:
+                todo.append(v.mapping)  # a dict subclass's dict part
         elif isinstance(v, MethodVariable):
             todo.append(v.obj)
         elif isinstance(v, BoundFunctionVariable):
@@ -585,6 +589,8 @@ def _snapshot(roots: list) -> list:
             todo.extend(v.closure)
         elif isinstance(v, PartialVariable):
             todo.extend([v.func, *v.args, *v.kwargs.values()])
+        elif isinstance(v, WeakRefVariable):
+            todo.append(v.target)
         elif isinstance(v, CellVariable):
             saved.append((v, "cell", v.contents))
             if v.contents is not None:
@@ -665,7 +671,7 @@ class _Outputs:
 def _spec(v, outputs: _Outputs):
     """How to rebuild variable `v` after the graph ran."""
     if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable,
-                      CellVariable)) and v.source is None:
+                      CellVariable, ObjectVariable)) and v.source is None:
         # One real object per variable: a list both in a local and on the stack (an argument
         # of the breaking call) must stay one list, or a mutation by the call is lost.
         k = outputs.aliases.setdefault(id(v), len(outputs.aliases))
@@ -730,6 +736,11 @@ def _spec_value(v, outputs: _Outputs):
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
     if isinstance(v, AutocastExitVariable) and getattr(v, "args", None) is not None:
         return ("region", v.args)  # entered again for real after the graph
+    if isinstance(v, (ObjectVariable, WeakRefVariable)):
+        # A new instance holding the rebuilt attributes, or a weak reference to one.
+        from .objects import object_spec
+
+        return object_spec(v, lambda item: _spec(item, outputs))
     if isinstance(v, AutocastExitVariable):
         raise Unsupported("a graph break inside a with autocast() block")
     if isinstance(v, GradModeVariable) and v.exit is None:

@@ -41,6 +41,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     NullVariable,
+    ObjectVariable,
     PartialVariable,
     SetVariable,
     SliceVariable,
@@ -204,9 +205,10 @@ def _python_operators(cls: type) -> bool:
     return known
 
 
-def _module_property(obj, name: str):
-    """The property `name` of nn.Module `obj`'s class, when its getter is Python code."""
-    if not _is_nn_module(obj):
+def _module_property(obj, name: str, stored: bool = False):
+    """The property `name` of nn.Module `obj`'s class (of any object's class when the graph
+    `stored` attributes of it), when its getter is Python code."""
+    if not (_is_nn_module(obj) or stored):
         return None
     value = inspect.getattr_static(type(obj), name, None)
     if isinstance(value, property) and isinstance(value.fget, types.FunctionType):
@@ -482,6 +484,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         """`obj.name`."""
         if isinstance(obj, TensorVariable):
             return self.tensor_attr(obj, name)
+        if isinstance(obj, ObjectVariable) or isinstance(obj, SuperVariable) and \
+                isinstance(obj.obj, ObjectVariable):  # an object made in the graph
+            from .objects import read_attr, super_attr
+
+            return (read_attr if isinstance(obj, ObjectVariable) else super_attr)(
+                self, obj, name)
         if isinstance(obj, SuperVariable):
             if self.concrete:
                 return ConstantVariable(getattr(super(obj.cls, obj.obj.value), name))
@@ -501,7 +509,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             stored = self.builder.stored_attr(obj.value, name)
             if stored is not None:  # assigned earlier in this graph (replayed after it)
                 return stored
-            prop = _module_property(obj.value, name)
+            # A property of an object the graph assigned attributes of is traced too: run
+            # on the real object now, it would read the attributes' old values.
+            prop = _module_property(obj.value, name, stored=any(
+                s[0] is obj.value for s in self.builder.stores))
             if prop is not None:
                 # A module's property runs code (a parametrization's power iteration, a
                 # counter): its getter is traced, as Dynamo inlines it, not read for a guard
@@ -612,6 +623,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if self.concrete:
             setattr(obj.value, name, value.value)
             return
+        if isinstance(obj, ObjectVariable):  # an object made in the graph
+            from .objects import store_attr
+
+            store_attr(self, obj, name, value)
+            return
         if not isinstance(obj, ConstantVariable) or _is_plain_data(obj.value) or \
                 isinstance(obj.value, (Tensor, type, types.ModuleType, BaseException)) or (
                 type(obj.value).__module__.startswith("fusegrad") and
@@ -712,6 +728,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
     def BINARY_SUBSCR(self, inst):  # noqa: N802
         index = self.pop()
         obj = self.pop()
+        if isinstance(obj, ObjectVariable):  # an object made in the graph
+            from .objects import get_item
+
+            self.push(get_item(self, obj, index))
+            return
         if isinstance(obj, (TupleVariable, DictVariable)) and isinstance(
                 index, ConstantVariable):
             try:
@@ -758,6 +779,11 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         index = self.pop()
         obj = self.pop()
         value = self.pop()
+        if isinstance(obj, ObjectVariable):  # an object made in the graph
+            from .objects import set_item
+
+            set_item(self, obj, index, value)
+            return
         if isinstance(obj, TensorVariable):
             self.builder.call("call_function", operator.setitem, (obj, index, value), {})
             return
@@ -908,6 +934,10 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return result
         if isinstance(v, (TupleVariable, DictVariable, SetVariable)):
             return bool(v.items)
+        if isinstance(v, ObjectVariable):  # a dict subclass's emptiness
+            from .objects import truth
+
+            return truth(v)
         return True
 
     def _pop_jump(self, inst, when: bool):

@@ -404,3 +404,42 @@ class PartialVariable(Variable):
         import functools
 
         return functools.partial
+
+
+class ObjectVariable(Variable):
+    """An instance of a plain Python class made while translating (`Out(loss, logits)`, a
+    distribution): `items` holds its instance attributes (its `__dict__`, in assignment
+    order) as variables. Its `__init__`, methods and properties are inlined; after the graph
+    it is rebuilt as a real instance holding the attributes' values (see `objects.py`)."""
+
+    __slots__ = ("cls", "items", "mapping")
+
+    def __init__(self, cls: type, items: dict | None = None, mapping: DictVariable | None = None):
+        super().__init__(None)
+        self.cls = cls
+        self.items = dict(items or {})
+        # The dict an instance of a dict subclass is (HF's ModelOutput), None for others.
+        self.mapping = mapping
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def __repr__(self) -> str:
+        return f"Object({self.cls.__name__})"
+
+
+class WeakRefVariable(Variable):
+    """`weakref.ref(obj)` of an object made in the graph (a transform's cached inverse).
+    Calling it is a graph break: whether eager's target is still alive depends on who else
+    holds it. Rebuilt as a real weak reference to the rebuilt object."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: ObjectVariable):
+        super().__init__(None)
+        self.target = target
+
+    def python_type(self) -> type:
+        import weakref
+
+        return weakref.ReferenceType

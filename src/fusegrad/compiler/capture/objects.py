@@ -1,0 +1,434 @@
+"""Instances of plain Python classes made inside captured code, followed without a break.
+
+`Out(loss, logits)` of a dataclass, `Normal(mu, sigma)` of a distribution, HF's
+`ModelOutput` (an OrderedDict subclass), an object of any plain class: the call becomes an
+`ObjectVariable` whose instance attributes (and, for a dict subclass, items) are variables,
+as Dynamo's UserDefinedObjectVariable. `__init__` (and the `__post_init__` it calls),
+methods, properties, `__call__`, `__getitem__`/`__setitem__` and a Python
+`__setattr__`/`__delattr__` (a frozen dataclass's) are inlined; writes change the variable,
+so the graph sees every value the program's object holds. When the object outlives the
+graph (returned, stored on an outside object, live at a break) it is rebuilt as a real
+instance holding those values, once per call (`rebuild`; its `__init__` does not run again).
+
+Only classes whose instances are their `__dict__` (and dict items) plus their class's
+attributes are followed: written in Python over `object`, `dict` or `OrderedDict`, no
+`__slots__`, no `__new__`/`__getattr__`/`__getattribute__` of their own, no `__del__` (the
+object made here is not the program's), no truth or length of their own, no metaclass but
+`type`/`ABCMeta`. Anything else, and anything the capture cannot follow on such an object
+(its `__dict__`, `id()`, a missing attribute), is a graph break: the real object is made and
+used there.
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import types
+import weakref
+
+from .guards import _is_plain_data
+from .variables import (
+    BoundFunctionVariable,
+    ConstantVariable,
+    DictVariable,
+    MethodVariable,
+    ObjectVariable,
+    PartialVariable,
+    SuperVariable,
+    Unsupported,
+    Variable,
+    WeakRefVariable,
+)
+
+# Special methods whose own definition makes an instance more than its `__dict__`.
+_OWN_BEHAVIOUR = ("__new__", "__getattr__", "__getattribute__", "__del__", "__bool__",
+                  "__len__", "__slots__")
+# Special methods a class may define in Python (inlined on every attribute write or delete:
+# a frozen dataclass's raise FrozenInstanceError).
+_PYTHON_HOOKS = ("__setattr__", "__delattr__")
+# Packages of fusegrad whose classes are user-level Python, followed like a user's.
+FOLLOWED_PACKAGES = ("fusegrad.distributions",)
+_MISSING = object()
+
+
+def _is_heap_type(k: type) -> bool:
+    """A class written in Python (not a builtin or extension type)."""
+    return bool(k.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE
+
+
+# Builtin bases an instance may have besides object: its dict part is a DictVariable.
+_MAPPING_BASES = (dict, collections.OrderedDict)
+# What a dict subclass must not define in Python: the translator reads its dict part
+# directly for iteration, truth and len().
+_MAPPING_PROTOCOL = ("__iter__", "__len__", "__bool__", "__missing__")
+
+
+def _mapping_base(cls: type) -> type | None:
+    """The builtin dict class `cls` derives from (dict or OrderedDict), or None."""
+    return next((k for k in cls.__mro__ if k in _MAPPING_BASES), None)
+
+
+def constructible(cls) -> bool:
+    """Whether calling `cls(...)` can be followed as an `ObjectVariable` (see the module)."""
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or \
+            not _is_heap_type(cls):  # (a builtin class itself: dict, object)
+        return False
+    module = getattr(cls, "__module__", "") or ""
+    if module.startswith("fusegrad") and not module.startswith(FOLLOWED_PACKAGES):
+        return False  # fusegrad's own objects (tensors, sizes, modules, generators)
+    if getattr(cls, "__abstractmethods__", None):
+        return False  # instantiating it raises TypeError
+    mapping = _mapping_base(cls)
+    for k in cls.__mro__[:-1]:
+        if k in _MAPPING_BASES:
+            continue
+        if not _is_heap_type(k) or any(name in vars(k) for name in _OWN_BEHAVIOUR) or any(
+                not isinstance(vars(k).get(name, _hook), types.FunctionType)
+                for name in _PYTHON_HOOKS) or mapping is not None and any(
+                name in vars(k) for name in _MAPPING_PROTOCOL):
+            return False
+    if mapping is not None and any(not _is_heap_type(k) and k not in (mapping, dict, object)
+                                   for k in cls.__mro__):
+        return False  # another builtin base besides its dict
+    if cls.__mro__[-1] is not object:
+        return False
+    try:
+        from ...nn import Module
+    except ImportError:  # pragma: no cover - nn is always there
+        return True
+    return not issubclass(cls, Module)
+
+
+def _owner(cls: type, name: str, start: int = 0):
+    """(the class in `cls.__mro__[start:]` that defines `name`, its raw value), or
+    (None, _MISSING)."""
+    for k in cls.__mro__[start:]:
+        if name in vars(k):
+            return k, vars(k)[name]
+    return None, _MISSING
+
+
+def _guard_class_attr(tr, cls: type, name: str, raw) -> None:
+    """Guard that `cls` still resolves `name` to `raw` along its MRO (a class attribute may
+    be reassigned, or one defined later may shadow it)."""
+    guards = tr.builder.guards
+    ref = guards.ref(cls, "type")
+    lookup = (f"next((k.__dict__[{name!r}] for k in {ref}.__mro__ if {name!r} in k.__dict__)"
+              f", {guards.ref(_MISSING, 'missing')})")
+    guards.constant(lookup, raw)
+
+
+def _is_data_descriptor(raw) -> bool:
+    kind = type(raw)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def construct(tr, cls: type, args: list, kwargs: dict) -> Variable:
+    """`cls(*args, **kwargs)`: a new object variable, its `__init__` inlined."""
+    obj = ObjectVariable(cls, mapping=DictVariable({}) if _mapping_base(cls) else None)
+    owner, init = _owner(cls, "__init__")
+    _guard_class_attr(tr, cls, "__init__", init)
+    result = _call_slot(tr, init, obj, args, kwargs, "__init__")
+    if not (isinstance(result, ConstantVariable) and result.value is None):
+        raise Unsupported(f"{cls.__name__}.__init__() returned a value (a TypeError)")
+    return obj
+
+
+def _call_slot(tr, raw, obj: ObjectVariable, args: list, kwargs: dict, name: str):
+    """Call the raw class attribute `raw` (a method found on the class) with `obj` first."""
+    from .calls import inline
+
+    if isinstance(raw, types.FunctionType):
+        return inline(tr, raw, [obj, *args], kwargs)
+    if raw is object.__init__:
+        if args or kwargs:  # object.__init__ takes no arguments: a TypeError
+            raise Unsupported(f"{obj.cls.__name__}() takes no arguments")
+        return ConstantVariable(None)
+    if obj.mapping is not None and any(raw is k.__init__ for k in _MAPPING_BASES):
+        if args or kwargs and isinstance(_owner(obj.cls, "__setitem__")[1],
+                                         types.FunctionType):
+            # Pairs or a mapping, or items an OrderedDict's __init__ would store through
+            # the class's own __setitem__: made for real.
+            raise Unsupported(f"{obj.cls.__name__}() of initial items")
+        obj.mapping.items.update(kwargs)
+        return ConstantVariable(None)
+    raise Unsupported(f"{obj.cls.__name__}.{name} is not a Python function")
+
+
+def new_object(tr, cls_var: Variable) -> Variable:
+    """`object.__new__(cls)` (`self.__new__(type(self))` of `Distribution.expand`)."""
+    cls = cls_var.value if isinstance(cls_var, ConstantVariable) else None
+    if not constructible(cls) or _mapping_base(cls) is not None:
+        raise Unsupported(f"object.__new__({getattr(cls, '__name__', cls)})")
+    return ObjectVariable(cls)
+
+
+def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
+    """`obj.name`, in Python's order: a data descriptor of the class (a property), the
+    instance's attribute, then the class's (a method binds to obj)."""
+    cls = obj.cls
+    if name == "__class__":
+        return ConstantVariable(cls)
+    if name == "__dict__":
+        raise Unsupported(f"{cls.__name__}.__dict__ of an object made in the graph")
+    _, raw = _owner(cls, name)
+    if raw is not _MISSING and (_is_data_descriptor(raw) or name not in obj.items):
+        _guard_class_attr(tr, cls, name, raw)
+    if raw is not _MISSING and _is_data_descriptor(raw):
+        if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
+            return tr.call(BoundFunctionVariable(raw.fget, obj), [], {})
+        raise Unsupported(f"the descriptor {cls.__name__}.{name}")
+    if name in obj.items:
+        return obj.items[name]
+    if raw is _MISSING:
+        # The real attribute read raises AttributeError (a handler may catch it).
+        raise Unsupported(f"{cls.__name__} object has no attribute {name!r}")
+    return _class_value(tr, obj, raw, name)
+
+
+def _class_value(tr, obj: ObjectVariable, raw, name: str) -> Variable:
+    """A class attribute read through an instance made in the graph."""
+    cls = obj.cls
+    if isinstance(raw, types.FunctionType):
+        return BoundFunctionVariable(raw, obj)
+    if isinstance(raw, staticmethod):
+        return ConstantVariable(raw.__func__)
+    if isinstance(raw, classmethod):
+        return ConstantVariable(types.MethodType(raw.__func__, cls))
+    get = getattr(type(raw), "__get__", None)
+    if isinstance(get, types.FunctionType):
+        # A descriptor written in Python (`lazy_property`, which computes the value and
+        # stores it on the instance): its __get__ is inlined.
+        from .calls import inline
+
+        return inline(tr, get, [ConstantVariable(raw), obj, ConstantVariable(cls)], {})
+    if _is_plain_data(raw) or isinstance(raw, type):
+        return ConstantVariable(raw)
+    if get is not None:  # a builtin descriptor (a slot wrapper, a C function)
+        if raw in _OBJECT_SLOTS or obj.mapping is not None and raw in _MAPPING_INITS:
+            return PartialVariable(ConstantVariable(raw), [obj], {})
+        if obj.mapping is not None and name in _DICT_METHODS and \
+                any(vars(k).get(name) is raw for k in _MAPPING_BASES):
+            # The dict part's own method (`self.keys()`, `super().__setitem__(k, v)`).
+            return MethodVariable(obj.mapping, name)
+        raise Unsupported(f"the class attribute {cls.__name__}.{name}")
+    # An object the class holds (a dict of constraints, a constraint): read through the
+    # class, whose attribute the guard above pins.
+    return tr.builder.wrap(raw, f"{tr.builder.guards.ref(cls, 'type')}.{name}")
+
+
+# object's own methods that an instance made in the graph may call (`super().__init__()`).
+_OBJECT_SLOTS = (object.__init__, object.__setattr__, object.__getattribute__,
+                 object.__delattr__)
+_MAPPING_INITS = tuple(k.__init__ for k in _MAPPING_BASES)
+# Methods of a dict subclass's dict part that the dict variable answers (see calls).
+_DICT_METHODS = ("keys", "items", "values", "get", "__setitem__")
+
+
+def _hook(self, *args):
+    """Stands for a special method a class does not define (see `constructible`)."""
+
+
+def _own_hook(tr, cls: type, name: str):
+    """The Python `__setattr__`/`__delattr__` of `cls` (guarded), or None for object's."""
+    _, raw = _owner(cls, name)
+    _guard_class_attr(tr, cls, name, raw)
+    return raw if isinstance(raw, types.FunctionType) else None
+
+
+def store_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
+    """`obj.name = value` (STORE_ATTR, `setattr`): the class's own `__setattr__` runs
+    (inlined), else object's (`write_attr`)."""
+    hook = _own_hook(tr, obj.cls, "__setattr__")
+    if hook is None:
+        write_attr(tr, obj, name, value)
+    else:
+        tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name), value], {})
+
+
+def remove_attr(tr, obj: ObjectVariable, name: str) -> None:
+    """`delattr(obj, name)`: the class's own `__delattr__` (inlined), else object's."""
+    hook = _own_hook(tr, obj.cls, "__delattr__")
+    if hook is None:
+        delete_attr(tr, obj, name)
+    else:
+        tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
+
+
+def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
+    """`object.__setattr__(obj, name, value)`: a property's setter runs (inlined); else the
+    instance's attribute changes."""
+    cls = obj.cls
+    _, raw = _owner(cls, name)
+    if raw is not _MISSING:
+        _guard_class_attr(tr, cls, name, raw)
+        if _is_data_descriptor(raw):
+            if isinstance(raw, property) and isinstance(raw.fset, types.FunctionType):
+                tr.call(BoundFunctionVariable(raw.fset, obj), [value], {})
+                return
+            raise Unsupported(f"assignment to the descriptor {cls.__name__}.{name}")
+    if name.startswith("__") and name.endswith("__"):
+        raise Unsupported(f"assignment to {cls.__name__}.{name}")
+    obj.items[name] = value
+
+
+def delete_attr(tr, obj: ObjectVariable, name: str) -> None:
+    """`object.__delattr__(obj, name)` of an instance attribute."""
+    _, raw = _owner(obj.cls, name)
+    if raw is not _MISSING and _is_data_descriptor(raw) or name not in obj.items:
+        raise Unsupported(f"del {obj.cls.__name__}.{name}")
+    del obj.items[name]
+
+
+def super_attr(tr, sup: SuperVariable, name: str) -> Variable:
+    """`super(cls, obj).name` for an object made in the graph."""
+    obj = sup.obj
+    mro = obj.cls.__mro__
+    if sup.cls not in mro:
+        raise Unsupported("super() with an unrelated class")
+    owner, raw = _owner(obj.cls, name, mro.index(sup.cls) + 1)
+    if owner is None:
+        raise Unsupported(f"super() attribute {name!r} not found")
+    guards = tr.builder.guards
+    guards.add(f"{guards.ref(owner, 'type')}.__dict__.get({name!r}) is "
+               f"{guards.ref(raw, 'attr')}")
+    if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
+        return tr.call(BoundFunctionVariable(raw.fget, obj), [], {})
+    if raw in _OBJECT_SLOTS:
+        return PartialVariable(ConstantVariable(raw), [obj], {})
+    return _class_value(tr, obj, raw, name)
+
+
+def call_object(tr, obj: ObjectVariable, args: list, kwargs: dict) -> Variable:
+    """`obj(*args)`: its class's `__call__`, inlined."""
+    _, raw = _owner(obj.cls, "__call__")
+    _guard_class_attr(tr, obj.cls, "__call__", raw)
+    if not isinstance(raw, types.FunctionType):
+        raise Unsupported(f"calling a {obj.cls.__name__} object")
+    return _call_slot(tr, raw, obj, args, kwargs, "__call__")
+
+
+def get_item(tr, obj: ObjectVariable, index: Variable) -> Variable:
+    """`obj[index]`: the class's Python `__getitem__` (inlined), else the dict part's item."""
+    _, raw = _owner(obj.cls, "__getitem__")
+    _guard_class_attr(tr, obj.cls, "__getitem__", raw)
+    if isinstance(raw, types.FunctionType):
+        return tr.call(BoundFunctionVariable(raw, obj), [index], {})
+    if obj.mapping is None or not isinstance(index, ConstantVariable):
+        raise Unsupported(f"subscript of a {obj.cls.__name__} object made in the graph")
+    try:
+        return obj.mapping.items[index.value]
+    except (KeyError, TypeError):  # raised by the real object (a handler may catch it)
+        raise Unsupported(f"a missing key of a {obj.cls.__name__} object") from None
+
+
+def set_item(tr, obj: ObjectVariable, index: Variable, value: Variable) -> None:
+    """`obj[index] = value`: the class's Python `__setitem__` (inlined), else the dict
+    part's item."""
+    _, raw = _owner(obj.cls, "__setitem__")
+    _guard_class_attr(tr, obj.cls, "__setitem__", raw)
+    if isinstance(raw, types.FunctionType):
+        tr.call(BoundFunctionVariable(raw, obj), [index, value], {})
+        return
+    if obj.mapping is None or not isinstance(index, ConstantVariable):
+        raise Unsupported(f"item assignment into a {obj.cls.__name__} object")
+    try:
+        obj.mapping.items[index.value] = value
+    except TypeError:  # unhashable: the real assignment raises
+        raise Unsupported("an unhashable key") from None
+
+
+def truth(obj: ObjectVariable) -> bool:
+    """`bool(obj)`: a dict subclass's is its dict part's (`constructible` refuses classes
+    with their own `__bool__`/`__len__`); any other object is true."""
+    return True if obj.mapping is None else bool(obj.mapping.items)
+
+
+def keys(obj: ObjectVariable) -> list:
+    """What iterating `obj` yields (a dict subclass: its keys)."""
+    if obj.mapping is None:
+        raise Unsupported(f"iterating a {obj.cls.__name__} object made in the graph")
+    return [ConstantVariable(k) for k in obj.mapping.items]
+
+
+def call_object_slot(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """`object.__setattr__(obj, name, v)` and the like on an object made in the graph (a
+    dataclass's `__init__`, `super().__init__()`), or None where `f` is no such call."""
+    if f not in _OBJECT_SLOTS + _MAPPING_INITS or not args or \
+            not isinstance(args[0], ObjectVariable):
+        return None
+    obj, rest = args[0], args[1:]
+    if f is object.__init__ or f in _MAPPING_INITS:
+        return _call_slot(tr, f, obj, rest, kwargs, "__init__")
+    if kwargs:
+        return None
+    names = [tr.as_python(a) for a in rest[:1]]
+    if not names or not isinstance(names[0], str):
+        raise Unsupported(f"object.{f.__name__} with a name that is not a string")
+    if f is object.__setattr__ and len(rest) == 2:
+        write_attr(tr, obj, names[0], rest[1])
+        return ConstantVariable(None)
+    if f is object.__getattribute__ and len(rest) == 1:
+        return read_attr(tr, obj, names[0])
+    if f is object.__delattr__ and len(rest) == 1:
+        delete_attr(tr, obj, names[0])
+        return ConstantVariable(None)
+    raise Unsupported(f"object.{f.__name__} with {len(rest)} arguments")
+
+
+def has_attr(tr, obj: ObjectVariable, name: str) -> bool:
+    """`hasattr(obj, name)` (an instance attribute, or the class's, guarded)."""
+    if name in ("__class__", "__dict__"):
+        return True
+    _, raw = _owner(obj.cls, name)
+    _guard_class_attr(tr, obj.cls, name, raw)
+    if raw is not _MISSING and _is_data_descriptor(raw):  # (a getter may raise)
+        raise Unsupported(f"hasattr() of the descriptor {obj.cls.__name__}.{name}")
+    return name in obj.items or raw is not _MISSING
+
+
+def rebuild(cls: type, attrs: dict, items: dict | None = None):
+    """The real object an `ObjectVariable` stands for, after the graph: a new instance of
+    `cls` (no `__init__` runs again) holding `attrs` (and, a dict subclass, `items`)."""
+    base = _mapping_base(cls)
+    if base is None:
+        made = object.__new__(cls)
+    else:
+        made = base.__new__(cls)
+        for key, value in (items or {}).items():  # the base's own: not the class's hooks
+            base.__setitem__(made, key, value)
+    made.__dict__.update(attrs)
+    return made
+
+
+def weak_reference(args: list, kwargs: dict) -> Variable | None:
+    """`weakref.ref(obj)` of an object made in the graph (no callback), or None."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], ObjectVariable):
+        if "__weakref__" not in {n for k in args[0].cls.__mro__ for n in vars(k)}:
+            raise Unsupported(f"cannot create weak reference to {args[0].cls.__name__!r}")
+        return WeakRefVariable(args[0])
+    return None
+
+
+_REBUILDING: set = set()  # ids of the objects whose specs are being made (cycles)
+
+
+def object_spec(v: ObjectVariable | WeakRefVariable, spec) -> tuple:
+    """How `segments` rebuilds `v` after the graph (`spec`: the spec of an attribute's
+    variable): `rebuild(cls, {name: value, ...})`, or a weak reference to the rebuilt
+    object. An object reachable from its own attributes (`self.me = self`) cannot be made
+    in one expression: a graph break."""
+    if isinstance(v, WeakRefVariable):
+        return ("named", weakref.ref, [spec(v.target)])
+    if id(v) in _REBUILDING:
+        raise Unsupported(f"a {v.cls.__name__} object made in the graph refers to itself")
+    _REBUILDING.add(id(v))
+    try:
+        parts = [("const", v.cls), ("dict", {k: spec(i) for k, i in v.items.items()})]
+        if v.mapping is not None:
+            parts.append(spec(v.mapping))
+        return ("named", rebuild, parts)
+    finally:
+        _REBUILDING.discard(id(v))
+
+
