@@ -248,7 +248,8 @@ def test_chrome_trace_has_one_event_per_op(tmp_path):
     assert all(e["cat"] in ("cpu_op", "user_annotation") for e in spans)
     assert all(e["dur"] >= 0 and isinstance(e["ts"], float) for e in spans)
     addmm = next(e for e in spans if e["name"] == "aten::addmm")
-    assert addmm["args"]["Input Dims"] == [[120], [4, 400], [400, 120]]
+    # PyTorch lists every schema argument: beta and alpha (numbers) as []
+    assert addmm["args"]["Input Dims"] == [[120], [4, 400], [400, 120], [], []]
     memory = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
     assert memory and all(e["ph"] == "i" for e in memory)
     assert doc["schemaVersion"] == 1 and doc["traceName"] == str(path)

@@ -24,7 +24,7 @@ EXCLUDED = re.compile(
     r"^sym_|^_sym|_jit_|parse_ir|^is_vulkan|vulkan|nnpack|qint|quint|qscheme|int_repr|"
     r"dequantize|^fake_quant|^native_|^ccol|^crow|^row_indices|^col_indices|^indices$|"
     r"^values$|^coalesce|^is_coalesced|^sparse|^smm$|^hspmm|^saddmm|^sspaddmm|"
-    r"^_nested|nested_|^segment_reduce|^from_file|^mkl|^use_cuda|^ipu|hpu|^mtia|"
+    r"^_nested|nested_|^from_file|^mkl|^use_cuda|^ipu|hpu|^mtia|"
     r"^is_distributed|^pin_memory|^is_pinned|^record_stream|^share_memory|^storage_type")
 
 

@@ -200,6 +200,8 @@ _LAZY_NAMES.update(dict.fromkeys(ops.surface.names_with(ops.surface.NN_SPELLING)
                                  "nn._aten_aliases"))
 # `_foreach_*` (optimizers' and EMA code's list ops), built from their table on first use.
 _LAZY_NAMES.update(dict.fromkeys(ops.foreach.names(), "_functions.foreach"))
+# `segment_reduce`, its keyword-only signature checked beside its op.
+_LAZY_NAMES["segment_reduce"] = "ops.segment"
 
 
 def __getattr__(name: str):

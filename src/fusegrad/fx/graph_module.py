@@ -188,6 +188,56 @@ class GraphModule(Module):
             if name and name not in used:
                 self.delete_submodule(name)
 
+    def to_folder(self, folder: Any, module_name: str = "FxModule") -> None:
+        """Write this module to `folder` as a package, as torch.fx does: `module.py` (a class
+        `module_name` whose `forward` is this module's code), `__init__.py` (re-exporting it),
+        `state_dict.pt` (the parameters and buffers, `fusegrad.save`d) and one `<name>.pt`
+        per child module with no constructor spelling (pickled whole). `from <folder> import
+        <module_name>` then gives a module that computes what this one does; the files are
+        read by their paths as `folder` spells them."""
+        import os
+        import warnings
+
+        import fusegrad
+
+        os.makedirs(folder, exist_ok=True)
+        where = str(folder)
+        fusegrad.save(self.state_dict(), os.path.join(folder, "state_dict.pt"))
+        init_lines, pickled = [], []
+        for name, child in self.named_children():
+            spelling, comment = _constructor_spelling(child), ""
+            if spelling is None:
+                fusegrad.save(child, os.path.join(folder, f"{name}.pt"))
+                pickled.append(name)
+                spelling = f"fusegrad.load(r'{where}/{name}.pt', weights_only=False)"
+                comment = " # " + repr(child).replace("\n", " ")
+            init_lines.append(f"setattr(self, '{name}', {spelling}){comment}")
+        for name, buffer in self._buffers.items():
+            if buffer is not None:
+                init_lines.append(f"self.register_buffer('{name}', {_empty_spelling(buffer)})")
+        for name, param in self._parameters.items():
+            if param is not None:
+                init_lines.append(f"setattr(self, '{name}', "
+                                  f"fusegrad.nn.Parameter({_empty_spelling(param)}))")
+        init_lines.append(f"self.load_state_dict(fusegrad.load(r'{where}/state_dict.pt'))")
+        code = self._graph.python_code(root_module="self")
+        body = "\n".join(f"    {line}" if line.strip() else ""
+                         for line in code.src.strip("\n").splitlines())
+        source = "\n".join([
+            "import fusegrad", "from math import inf", "from math import nan",
+            "NoneType = type(None)", "from fusegrad import device",
+            *_import_lines(code.globals), "", "from fusegrad.nn import *",
+            f"class {module_name}(fusegrad.nn.Module):",
+            "    def __init__(self):", "        super().__init__()",
+            *(f"        {line}" for line in init_lines), "", body, ""])
+        with open(os.path.join(folder, "module.py"), "w", encoding="utf-8") as f:
+            f.write(source)
+        with open(os.path.join(folder, "__init__.py"), "w", encoding="utf-8") as f:
+            f.write("from .module import *")
+        if pickled:
+            warnings.warn("Was not able to save the following children modules as reprs -"
+                          f"saved as pickled files instead: {pickled}", stacklevel=2)
+
     def __deepcopy__(self, memo: dict) -> GraphModule:
         """A copy with its own graph, submodules and attributes (and its own class)."""
         res = GraphModule.__new__(GraphModule)
@@ -212,6 +262,54 @@ class GraphModule(Module):
 
     def __str__(self) -> str:
         return f"{super().__repr__()}\n\n\n{self._code}"
+
+
+# The layers whose repr is a call of their constructor that builds them again (torch.fx's
+# choice: any other child is pickled by `to_folder`).
+_REPR_LAYERS = ("Linear", "Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d",
+                "BatchNorm3d")
+
+
+def _constructor_spelling(child: Any) -> str | None:
+    """`Linear(in_features=3, ...)` for a layer `to_folder` builds from its repr, else None."""
+    import fusegrad.nn as nn
+
+    for name in _REPR_LAYERS:
+        if type(child) is getattr(nn, name):
+            return f"{name}({child.extra_repr()})"
+    return None
+
+
+def _empty_spelling(t: Any) -> str:
+    """The source of an empty tensor of `t`'s shape and dtype (the state dict fills it)."""
+    return f"fusegrad.empty({list(t.shape)}, dtype={t.dtype})".replace("torch.", "fusegrad.")
+
+
+def _import_lines(globals_: dict) -> list[str]:
+    """Imports that bind the generated code's globals (other than `fusegrad`, `inf`, `nan`)
+    to the objects they name: modules by their name, functions and classes by their module
+    and qualified name."""
+    import types
+
+    lines = []
+    for name, obj in globals_.items():
+        if name in ("fusegrad", "inf", "nan"):
+            continue
+        if isinstance(obj, types.ModuleType):
+            lines.append(f"import {obj.__name__} as {name}")
+            continue
+        module = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", None)
+        if not module or not qualname or "<" in qualname:
+            raise RuntimeError(f"to_folder: cannot write an import of the global {name!r} "
+                               f"({obj!r}) that the generated code uses")
+        head, _, rest = qualname.partition(".")
+        if rest:
+            lines.append(f"from {module} import {head} as _{name}_owner")
+            lines.append(f"{name} = _{name}_owner.{rest}")
+        else:
+            lines.append(f"from {module} import {qualname} as {name}")
+    return lines
 
 
 def _plain_name(gm: GraphModule) -> None:

@@ -46,8 +46,8 @@ deferred.defer(sys.modules[__name__], (
     "attention", "batch_norm_backward", "conv", "conv_backward", "embedding",
     "factorizations", "fft", "grid_sampler", "layers", "loss", "lu", "normalization",
     "padding", "pooling",
-    "out_facts", "solvers", "sparse", "sparse_twins", "special_functions", "unpool", "upsample",
-    "weight_norm"))
+    "out_facts", "segment", "solvers", "sparse", "sparse_twins", "special_functions", "unpool",
+    "upsample", "weight_norm"))
 
 _sparse.use_twin_loader(lambda: deferred.execute(sys.modules[__name__].sparse_twins))
 

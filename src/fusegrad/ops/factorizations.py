@@ -719,10 +719,11 @@ linalg_householder_product = register(
 
 # ---------------------------------------------------------------- LDL (Bunch-Kaufman)
 #
-# `linalg.ldl_factor_ex` and `linalg.ldl_solve` of symmetric matrices (LAPACK's sytf2 and
-# sytrs, lower triangle): A = P L D L^T P^T with D of 1x1 and 2x2 blocks, the pivots 1-based
-# (a 2x2 block's two entries negative). Complex matrices are complex symmetric; complex
-# Hermitian ones (hetrf) are not written yet. PyTorch has no derivative for either.
+# `linalg.ldl_factor_ex` and `linalg.ldl_solve` (LAPACK's sytf2/sytrs and, for complex
+# Hermitian matrices, hetf2/hetrs; lower triangle): A = P L D L^T P^T (L^H for Hermitian)
+# with D of 1x1 and 2x2 blocks, the pivots 1-based (a 2x2 block's two entries negative).
+# Complex matrices are complex symmetric unless `hermitian`: then only the real part of the
+# diagonal is read, and D's diagonal is real. PyTorch has no derivative for either.
 
 _BK_ALPHA = (1 + 17 ** 0.5) / 8  # Bunch-Kaufman's pivot threshold
 
@@ -732,15 +733,29 @@ def _cabs1(x):
     return abs(x.real) + abs(x.imag) if np.iscomplexobj(x) else abs(x)
 
 
-def _ldl_one(a: np.ndarray):
-    """sytf2 (lower) of one square matrix, in place: (pivots, info)."""
+def _same(x):
+    return x
+
+
+def _real_abs(x):
+    return abs(x.real)
+
+
+def _ldl_one(a: np.ndarray, hermitian: bool = False):
+    """sytf2 (or, for a complex `hermitian` matrix, hetf2), lower, of one square matrix, in
+    place: (pivots, info)."""
     n = a.shape[0]
+    herm = hermitian and np.iscomplexobj(a)
+    # Hermitian: the transposed halves are conjugated, the diagonal sized by its real part.
+    cj, size_of_diag = (np.conj, _real_abs) if herm else (_same, _cabs1)
+    if herm:  # (hetf2 reads only the diagonal's real part, and leaves D's real)
+        np.einsum("ii->i", a)[:] = a.diagonal().real
     piv = np.zeros(n, np.int32)
     info = 0
     k = 0
     while k < n:
         kstep = 1
-        absakk = _cabs1(a[k, k])
+        absakk = size_of_diag(a[k, k])
         if k < n - 1:
             col = _cabs1(a[k + 1:, k])
             imax = k + 1 + int(np.argmax(col))
@@ -760,7 +775,7 @@ def _ldl_one(a: np.ndarray):
                     rowmax = max(rowmax, _cabs1(a[imax + 1:, imax]).max())
                 if absakk >= _BK_ALPHA * colmax * (colmax / rowmax):
                     kp = k
-                elif _cabs1(a[imax, imax]) >= _BK_ALPHA * rowmax:
+                elif size_of_diag(a[imax, imax]) >= _BK_ALPHA * rowmax:
                     kp = imax
                 else:
                     kp, kstep = imax, 2
@@ -768,8 +783,9 @@ def _ldl_one(a: np.ndarray):
             if kp != kk:  # rows and columns kk and kp swapped in the trailing submatrix
                 a[kp + 1:, [kk, kp]] = a[kp + 1:, [kp, kk]]
                 seg = a[kk + 1:kp, kk].copy()
-                a[kk + 1:kp, kk] = a[kp, kk + 1:kp]
-                a[kp, kk + 1:kp] = seg
+                a[kk + 1:kp, kk] = cj(a[kp, kk + 1:kp])
+                a[kp, kk + 1:kp] = cj(seg)
+                a[kp, kk] = cj(a[kp, kk])
                 a[[kk, kp], [kk, kp]] = a[[kp, kk], [kp, kk]]
                 if kstep == 2:
                     a[[k + 1, kp], k] = a[[kp, k + 1], k]
@@ -777,20 +793,31 @@ def _ldl_one(a: np.ndarray):
                 if k < n - 1:
                     x = a[k + 1:, k].copy()
                     r = 1 / a[k, k]
-                    a[k + 1:, k + 1:] += np.tril(np.outer(x, -r * x))
+                    a[k + 1:, k + 1:] += np.tril(np.outer(x, -r * cj(x)))
                     a[k + 1:, k] = x * r
             elif k < n - 2:
-                d21 = a[k + 1, k]
-                d11 = a[k + 1, k + 1] / d21
-                d22 = a[k, k] / d21
-                t = 1 / (d11 * d22 - 1)
-                d21 = t / d21
                 ck, ck1 = a[k + 2:, k].copy(), a[k + 2:, k + 1].copy()
-                wk = d21 * (d11 * ck - ck1)
-                wkp1 = d21 * (d22 * ck1 - ck)
-                a[k + 2:, k + 2:] -= np.tril(np.outer(ck, wk) + np.outer(ck1, wkp1))
+                if herm:
+                    d = abs(a[k + 1, k])
+                    d11 = a[k + 1, k + 1].real / d
+                    d22 = a[k, k].real / d
+                    d21 = a[k + 1, k] / d
+                    d = 1 / (d11 * d22 - 1) / d
+                    wk = d * (d11 * ck - d21 * ck1)
+                    wkp1 = d * (d22 * ck1 - np.conj(d21) * ck)
+                else:
+                    d21 = a[k + 1, k]
+                    d11 = a[k + 1, k + 1] / d21
+                    d22 = a[k, k] / d21
+                    t = 1 / (d11 * d22 - 1)
+                    d21 = t / d21
+                    wk = d21 * (d11 * ck - ck1)
+                    wkp1 = d21 * (d22 * ck1 - ck)
+                a[k + 2:, k + 2:] -= np.tril(np.outer(ck, cj(wk)) + np.outer(ck1, cj(wkp1)))
                 a[k + 2:, k] = wk
                 a[k + 2:, k + 1] = wkp1
+            if herm:  # (the updates leave rounding in the diagonal's imaginary part)
+                np.einsum("ii->i", a)[k:] = a.diagonal()[k:].real
         if kstep == 1:
             piv[k] = kp + 1
         else:
@@ -813,9 +840,6 @@ def _ldl_check(a, hermitian: bool) -> None:
     if dt.np not in LAPACK_NP:
         raise RuntimeError(f"{_LDL_EX}: Expected a floating point or complex tensor as "
                            f"input. Got {dt.legacy}")
-    if hermitian and dt.category == _dtype.COMPLEX:
-        raise NotImplementedError("fusegrad: linalg.ldl_factor(hermitian=True) of complex "
-                                  "matrices is not implemented yet")
 
 
 def ldl_error(name: str, info: np.ndarray) -> None:
@@ -836,7 +860,7 @@ def _ldl_factor_kernel(a, hermitian=False, check_errors=False):
     piv = np.zeros((ld.shape[0], n), np.int32)
     info = np.zeros(ld.shape[0], np.int32)
     for b in range(ld.shape[0]):
-        piv[b], info[b] = _ldl_one(ld[b])
+        piv[b], info[b] = _ldl_one(ld[b], hermitian)
     ld = np.tril(ld).reshape(a.shape)  # (PyTorch zeroes the upper triangle)
     info = info.reshape(batch)
     if check_errors:
@@ -856,7 +880,15 @@ def _ldl_samples(rng, dt):
     for shape in ((4, 4), (2, 3, 3)):
         a = rand_array(rng, shape, dt)
         out.append(Sample((a + np.swapaxes(a, -1, -2),), name=str(shape)))
+    out.append(Sample((_hermitian_sample(rng, (2, 5, 5), dt), True), name="hermitian"))
     return out
+
+
+def _hermitian_sample(rng, shape, dt):
+    """A complex Hermitian matrix (of `dt`'s precision) with a zero to pivot around."""
+    a = rand_array(rng, shape, np.result_type(dt, np.complex64))
+    a[..., 0, 0] = 0
+    return a + np.swapaxes(a, -1, -2).conj()
 
 
 linalg_ldl_factor_ex = register(
@@ -886,14 +918,14 @@ def _ldl_solve_check(ld, piv, b, hermitian) -> None:
     if dl is not dbt:
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
                            f"{dbt.legacy} and A of type {dl.legacy} instead.")
-    if hermitian and dl.category == _dtype.COMPLEX:
-        raise NotImplementedError("fusegrad: linalg.ldl_solve(hermitian=True) of complex "
-                                  "matrices is not implemented yet")
 
 
-def _ldl_solve_one(a, piv, b) -> None:
-    """sytrs (lower) of one factorization, into b (n, nrhs) in place."""
+def _ldl_solve_one(a, piv, b, hermitian: bool = False) -> None:
+    """sytrs (or, for a complex `hermitian` factorization, hetrs), lower, of one
+    factorization, into b (n, nrhs) in place."""
     n = a.shape[0]
+    herm = hermitian and np.iscomplexobj(a)
+    cj = np.conj if herm else _same
     k = 0
     while k < n:  # L D y = b
         if piv[k] > 0:
@@ -901,7 +933,7 @@ def _ldl_solve_one(a, piv, b) -> None:
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             b[k + 1:] -= np.outer(a[k + 1:, k], b[k])
-            b[k] /= a[k, k]
+            b[k] /= a[k, k].real if herm else a[k, k]
             k += 1
         else:
             kp = -piv[k] - 1
@@ -911,26 +943,26 @@ def _ldl_solve_one(a, piv, b) -> None:
                 b[k + 2:] -= np.outer(a[k + 2:, k], b[k])
                 b[k + 2:] -= np.outer(a[k + 2:, k + 1], b[k + 1])
             akm1k = a[k + 1, k]
-            akm1 = a[k, k] / akm1k
+            akm1 = a[k, k] / cj(akm1k)
             ak = a[k + 1, k + 1] / akm1k
             denom = akm1 * ak - 1
-            bkm1, bk = b[k] / akm1k, b[k + 1] / akm1k
+            bkm1, bk = b[k] / cj(akm1k), b[k + 1] / akm1k
             b[k] = (ak * bkm1 - bk) / denom
             b[k + 1] = (akm1 * bk - bkm1) / denom
             k += 2
     k = n - 1
-    while k >= 0:  # L^T x = y
+    while k >= 0:  # L^T x = y (L^H for Hermitian)
         if piv[k] > 0:
             if k < n - 1:
-                b[k] -= a[k + 1:, k] @ b[k + 1:]
+                b[k] -= cj(a[k + 1:, k]) @ b[k + 1:]
             kp = piv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             k -= 1
         else:
             if k < n - 1:
-                b[k] -= a[k + 1:, k] @ b[k + 1:]
-                b[k - 1] -= a[k + 1:, k - 1] @ b[k + 1:]
+                b[k] -= cj(a[k + 1:, k]) @ b[k + 1:]
+                b[k - 1] -= cj(a[k + 1:, k - 1]) @ b[k + 1:]
             kp = -piv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
@@ -948,7 +980,7 @@ def _ldl_solve_kernel(ld, piv, b, hermitian=False):
     out = np.array(np.broadcast_to(b, batch + b.shape[-2:]), dtype=b.dtype)
     flat = out.reshape((count,) + b.shape[-2:])
     for i in range(flat.shape[0]):
-        _ldl_solve_one(lds[i], pivs[i], flat[i])
+        _ldl_solve_one(lds[i], pivs[i], flat[i], hermitian)
     return flat.reshape(out.shape)
 
 
@@ -962,7 +994,10 @@ def _ldl_solve_meta(ld, piv, b, hermitian=False):
 def _ldl_solve_samples(rng, dt):
     a = rand_array(rng, (4, 4), dt)
     ld, piv, _ = _ldl_factor_kernel(a + a.T)
-    return [Sample((ld, piv, rand_array(rng, (4, 2), dt)), name="(4, 4)")]
+    h = _hermitian_sample(rng, (5, 5), dt)
+    hld, hpiv, _ = _ldl_factor_kernel(h, True)
+    return [Sample((ld, piv, rand_array(rng, (4, 2), dt)), name="(4, 4)"),
+            Sample((hld, hpiv, rand_array(rng, (5, 2), h.dtype), True), name="hermitian")]
 
 
 linalg_ldl_solve = register(

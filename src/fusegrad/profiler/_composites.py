@@ -56,10 +56,10 @@ def _namespace(label: str):
     return sys.modules.get("fusegrad." + label.partition(".")[2])  # loaded ones only
 
 
-def _profiled(fn, names: tuple[str, ...]):
+def _profiled(fn, names: tuple[str, ...], factory: bool = False):
     """`fn`, opening the events `names` (nested, outermost first) around each call made
-    while this thread's profiler records."""
-    from ._recorder import Recorder, _shape_of
+    while this thread's profiler records (a `factory`'s shapes as `_factory_shapes`)."""
+    from ._recorder import Recorder
 
     def profiled(*args, **kwargs):
         recorder = _dispatch.observer()
@@ -68,8 +68,14 @@ def _profiled(fn, names: tuple[str, ...]):
         if not isinstance(recorder, Recorder) or (
                 recorder._open and recorder._open[-1].name == names[-1]):
             return fn(*args, **kwargs)
-        shapes = [_shape_of(a) for a in args] if recorder.record_shapes else None
-        events = [recorder.begin(name, shapes) for name in names]
+        shapes = None
+        if recorder.record_shapes:
+            shapes = (_factory_shapes(fn, names[0], args, kwargs) if factory
+                      else _input_shapes(fn, names[0], args, kwargs))
+        # (the events a factory runs inside take no tensor: as many entries, all empty)
+        events = [recorder.begin(name, shapes if k == 0 or shapes is None or not factory
+                                 else [[] for _ in shapes])
+                  for k, name in enumerate(names)]
         if recorder.with_flops and names[0] == "aten::conv2d":
             events[0].flops = _conv2d_flops(args, kwargs)
         try:
@@ -81,6 +87,109 @@ def _profiled(fn, names: tuple[str, ...]):
     profiled.__name__ = getattr(fn, "__name__", "profiled")
     profiled.__wrapped__ = fn
     return profiled
+
+
+_SIGNATURES: dict = {}  # fn -> its signature (None: none to read)
+# Python parameters that are no schema argument: where the result goes, autograd's flag,
+# NumPy's spelling of `dim`.
+_NOT_IN_SCHEMA = frozenset({"out", "requires_grad", "axis"})
+
+
+def _signature(fn):
+    import inspect
+
+    sig = _SIGNATURES.get(fn, inspect)
+    if sig is inspect:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        _SIGNATURES[fn] = sig
+    return sig
+
+
+def _schema_params(sig) -> list:
+    """The parameters of `sig` that stand for schema arguments."""
+    return [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD
+            and p.name not in _NOT_IN_SCHEMA and not p.name.startswith("_")]
+
+
+# The schemas of the composites whose Python parameters are not ATen's, by event: the
+# parameter giving each schema argument in order ("a|b": whichever the function has; None:
+# one the Python function does not take, always its default).
+_SCHEMAS: dict[str, tuple] = {
+    "aten::batch_norm": ("input", "weight", "bias", "running_mean", "running_var",
+                         "training", "momentum", "eps", None),
+    "aten::instance_norm": ("input", "weight", "bias", "running_mean", "running_var",
+                            "use_input_stats", "momentum", "eps", None),
+    "aten::layer_norm": ("input", "normalized_shape", "weight", "bias", "eps", None),
+    "aten::group_norm": ("input", "num_groups", "weight", "bias", "eps", None),
+    "aten::dropout": ("input", "p", "training|train"),
+    "aten::cross_entropy_loss": ("input", "target", "weight", "reduction", "ignore_index",
+                                 "label_smoothing"),
+    "aten::nll_loss_nd": ("input", "target", "weight", "reduction", "ignore_index"),
+    "aten::embedding": ("weight", "input", "padding_idx", "scale_grad_by_freq", "sparse"),
+}
+for _d in (1, 2, 3):  # max_pool{1,2,3}d: no return_indices in the schema
+    _SCHEMAS[f"aten::max_pool{_d}d"] = ("input", "kernel_size", "stride", "padding",
+                                        "dilation", "ceil_mode")
+
+
+def _input_shapes(fn, event: str, args: tuple, kwargs: dict) -> list:
+    """`record_shapes`' list for a composite's call, as PyTorch's for its schema: one entry
+    per schema argument (a tensor's shape, else `[]`, also for one left to its default):
+    the function's parameters (`*sizes` one entry, keyword-only ones after them left out),
+    or `_SCHEMAS`' order. `Tensor.to` as its dtype or device overload."""
+    from ._recorder import _shape_of
+
+    if event == "aten::to" and args:  # to.dtype(self, dtype, non_blocking, copy, format)
+        by_device = len(args) > 1 and isinstance(args[1], str | type(args[0].device)) or \
+            "device" in kwargs
+        return [_shape_of(args[0])] + [[] for _ in range(5 if by_device else 4)]
+    sig = _signature(fn)
+    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return [_shape_of(a) for a in args]
+    try:
+        bound = sig.bind(*args, **kwargs).arguments
+    except TypeError:  # (the call itself raises; its event keeps what it was given)
+        return [_shape_of(a) for a in args]
+    schema = _SCHEMAS.get(event)
+    if schema is not None:
+        out = []
+        for spec in schema:
+            names = spec.split("|") if spec else ()
+            value = next((bound[n] for n in names if n in bound), None)
+            out.append(_shape_of(value))
+        return out
+    params = _schema_params(sig)
+    if any(p.kind is p.VAR_POSITIONAL for p in params):  # (`shape=` is `*sizes` again)
+        params = [p for p in params if p.kind is not p.KEYWORD_ONLY]
+    return [[] if p.kind is p.VAR_POSITIONAL else _shape_of(bound.get(p.name))
+            for p in params]
+
+
+def _factory_shapes(fn, event: str, args: tuple, kwargs: dict) -> list:
+    """`record_shapes`' list for a factory's call, as PyTorch's: its leading arguments (a
+    `*_like`'s or `new_*`'s tensor by its shape; sizes, given as numbers, a tuple or
+    `size=`, as one entry), then dtype, layout, device and pin_memory, with memory_format
+    after them for `empty` and the `*_like` factories and a generator before them for
+    `normal`."""
+    from .._tensor import Tensor
+    from ._recorder import _shape_of
+
+    sig = _signature(fn)
+    params = list(sig.parameters.values()) if sig is not None else []
+    if any(p.kind is p.VAR_POSITIONAL and p.name == "sizes" for p in params):
+        lead = [_shape_of(args[0])] if args and isinstance(args[0], Tensor) else []
+        lead.append([])
+    else:
+        lead = [_shape_of(a) for a in args]
+        named = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        lead += [[] for name in named[len(args):] if name in kwargs]
+        if event == "aten::logspace":  # (its base is a schema argument with a default)
+            lead += [[] for _ in range(4 - len(lead))]
+    options = 4 + (event in ("aten::empty", "aten::normal") or event.endswith("_like"))
+    return lead + [[] for _ in range(options)]
 
 
 def _conv2d_flops(args: tuple, kwargs: dict) -> int:
@@ -98,7 +207,7 @@ def _conv2d_flops(args: tuple, kwargs: dict) -> int:
                         given.get("dilation", 1))
 
 
-def _swap(namespace, name: str, names: tuple[str, ...]) -> None:
+def _swap(namespace, name: str, names: tuple[str, ...], factory: bool = False) -> None:
     owner = namespace.__dict__ if isinstance(namespace, type) else vars(namespace)
     obj = owner.get(name)
     if obj is None:
@@ -109,10 +218,10 @@ def _swap(namespace, name: str, names: tuple[str, ...]) -> None:
         # A protocol wrapper with globals of its own: what it calls is swapped inside it.
         saved = {k: scope[k] for k in ("fn", "fn0") if k in scope}
         for key, value in saved.items():
-            scope[key] = _profiled(value, names)
+            scope[key] = _profiled(value, names, factory)
         _UNDO.append(lambda scope=scope, saved=saved: scope.update(saved))
     elif isinstance(namespace, type):
-        setattr(namespace, name, _profiled(obj, names))
+        setattr(namespace, name, _profiled(obj, names, factory))
         _UNDO.append(lambda: setattr(namespace, name, obj))
 
 
@@ -130,7 +239,7 @@ def start() -> None:
                 namespace = _namespace(label)
                 if namespace is not None:
                     for name, names in table.items():
-                        _swap(namespace, name, names)
+                        _swap(namespace, name, names, tables is _FACTORIES)
 
 
 def stop() -> None:

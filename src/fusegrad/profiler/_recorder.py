@@ -11,6 +11,7 @@ base name (`add.Tensor` -> `aten::add`); a node's evaluation makes two nested ev
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import threading
@@ -18,6 +19,8 @@ import time
 import traceback
 from contextlib import ContextDecorator
 from typing import Any
+
+import numpy as np
 
 from .. import _dispatch, _memory
 from . import _composites, _flops
@@ -35,6 +38,55 @@ def _shape_of(a: Any) -> list:
     if data is not None and hasattr(data, "shape"):
         return list(data.shape)
     return []
+
+
+_UNKNOWN = object()
+_ARITY: dict = {}  # op -> how many arguments its schema has (None: not known)
+
+
+def _arity(fn: Any) -> int | None:
+    """How many positional parameters `fn` has (a NumPy ufunc: its inputs); None for a
+    function of `*args` or one without a signature."""
+    if isinstance(fn, np.ufunc):
+        return fn.nin
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    count = 0
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
+
+
+def schema_arity(op: Any) -> int | None:
+    """How many arguments the schema of registry op `op` has, as far as its functions tell:
+    a ufunc kernel's inputs, else the fewer positional parameters of its kernel and its meta
+    (both take every schema argument, defaults for those a call leaves out; a kernel's extra
+    helper parameters are mostly not the meta's too); None when either takes `*args`."""
+    n = _ARITY.get(op, _UNKNOWN)
+    if n is _UNKNOWN:
+        if isinstance(op.kernel, np.ufunc):
+            n = op.kernel.nin
+        else:
+            k, m = _arity(op.kernel), _arity(op.meta)
+            n = None if k is None or m is None else min(k, m)
+        _ARITY[op] = n
+    return n
+
+
+def op_input_shapes(op: Any, args: tuple) -> list:
+    """`record_shapes`' list for a call of registry op `op`: one entry per schema argument,
+    as PyTorch's (a tensor's shape; `[]` for anything else, and for each argument the call
+    left to its default)."""
+    shapes = [_shape_of(a) for a in args]
+    n = schema_arity(op)
+    if n is not None and n > len(shapes):
+        shapes += [[] for _ in range(n - len(shapes))]
+    return shapes
 
 
 def _user_stack() -> list[str]:
@@ -156,9 +208,13 @@ class Recorder(_dispatch.CallObserver):
     # ------------------------------------------------------------------ observer hooks
 
     def __fusegrad_observe__(self, op: Any, args: tuple) -> Any:
+        if self._open and self._open[-1].name == self._op_name(op):
+            # A composite's event of the op's own name (`F.embedding` around the op): one
+            # call in PyTorch's profile, with the composite's shapes.
+            return _dispatch.call(op, *args)
         shapes = None
         if self.record_shapes:
-            shapes = [_shape_of(a) for a in args]
+            shapes = op_input_shapes(op, args)
         event = self.begin(self._op_name(op), shapes)
         if self.with_flops:
             event.flops = _flops.op_flops(event.name, shapes)
