@@ -1542,3 +1542,6 @@ def split_dynamic(b, inputs, args, kwargs, opset):
     sizes = [_size_or_int(z) for z in sizes]
     outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
     return outs if isinstance(outs, list) else [outs]
+
+
+from ._onnx_mappings_more import *  # noqa: E402, F403

@@ -619,7 +619,7 @@ masked_select = register(
     save=lambda out, a, mask: (broadcast_shapes(tuple(a.shape), tuple(mask.shape)), mask),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), _mask(rng, m)))
                              for s, m in (((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (2, 4)),
-                                          ((), ()))])
+                                          ((), ()))], onnx=ox.masked_select)
 
 
 def _masked_select_backward(g, shape, mask):
@@ -643,7 +643,7 @@ nonzero = register(
     "nonzero", kernel=_nonzero_kernel, meta=_nonzero_meta,
     differentiable=False, data_dependent=True,
     samples=lambda rng, dt: [Sample((_mask(rng, s).astype(dt),))
-                             for s in ((3, 4), (5,), (), (0, 2), (2, 2, 2))])
+                             for s in ((3, 4), (5,), (), (0, 2), (2, 2, 2))], onnx=ox.nonzero)
 
 # ---------------------------------------------------------------- advanced indexing
 
@@ -1054,7 +1054,7 @@ index_put = register(
     result_order="operands",
     derivative=_index_put_derivative,
     save=lambda out, a, indices, values, accumulate=False: (list(indices), accumulate),
-    samples=_index_put_samples, tensor_args=(2,))
+    samples=_index_put_samples, tensor_args=(2,), onnx=ox.index_put)
 index_put_ = inplace_variant(
     index_put, "index_put_", samples=_index_put_samples,
     overlap_ok=expanded_warning("index_put_", "tensor[indices] = tensor"))

@@ -379,7 +379,7 @@ linalg_cross = register(
                                     name=f"{a} {b} {d}")
                              for a, b, d in (((3,), (3,), -1), ((2, 3), (1, 3), -1),
                                              ((3, 4), (3, 4), 0))],
-    public="cross", saved_names=("self", "other", "dim"))
+    public="cross", saved_names=("self", "other", "dim"), onnx=ox.linalg_cross)
 
 
 vdot = register(

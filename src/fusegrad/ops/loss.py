@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import Spec, c_contiguous, dtype_of, rand_array, size_str
 from .nn import (
     _call,
@@ -121,7 +122,7 @@ huber_loss = register(
     derivative=_huber_derivative,
     save=lambda out, x, t, reduction=1, delta=1.0: (x, t, reduction, delta),
     samples=_with_param(1.0), saved_names=("self", "target", "reduction", "delta"),
-    decomposition=_huber_decomposition, result_order="operands")
+    decomposition=_huber_decomposition, result_order="operands", onnx=ox.huber_loss)
 
 # ---------------------------------------------------------------- soft margin
 
@@ -268,7 +269,7 @@ multi_margin_loss = register(
     kernel=_mm_kernel, meta=_mm_meta, node="MultiMarginLossBackward0",
     derivative=_mm_derivative, save=_mm_save, samples=_mm_samples,
     nondiff_args=(1, 4),
-    saved_names=("self", "target", "", "p", "margin", "reduction"))
+    saved_names=("self", "target", "", "p", "margin", "reduction"), onnx=ox.multi_margin_loss)
 
 # ---------------------------------------------------------------- multilabel margin
 

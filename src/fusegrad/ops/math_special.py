@@ -198,7 +198,7 @@ polygamma_.saves_self_before_write = True
 
 erfinv = _unary("erfinv", _sp.erfinv, "ErfinvBackward0",
                 lambda g, a: (g * _SQRT_PI_2 * (a.erfinv() ** 2).exp(),), domain=(-0.9, 0.9),
-                refusal=_no_complex("erfinv_vml_cpu"))
+                refusal=_no_complex("erfinv_vml_cpu"), onnx=_ox.erfinv)
 def _i1(a):
     from .._dispatch import call
 
@@ -275,7 +275,7 @@ def _sinc_derivative(g, a):
     return (g * cj(d.where(a != 0, a.new_zeros(()))),)  # conjugated for complex inputs
 
 
-sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative)
+sinc = _unary("sinc", _sinc_np, "SincBackward0", _sinc_derivative, onnx=_ox.sinc)
 
 
 def _no_complex_tensors(name: str):
@@ -295,14 +295,14 @@ rad2deg = register(
     meta=_refusing(unary_meta(), _no_complex_tensors("rad2deg")), node="Rad2DegBackward0",
     derivative=lambda g: (g * (180.0 / math.pi),),
     save=lambda out, a: (), samples=unary_samples(),
-    decomposition=lambda a: a * (180.0 / math.pi))
+    decomposition=lambda a: a * (180.0 / math.pi), onnx=_ox.angle_scale(180.0 / math.pi))
 deg2rad = register(
     "deg2rad", kernel=_refusing(unary_kernel(lambda a: (a * (math.pi / 180.0)).astype(a.dtype)),
                                _no_complex_tensors("deg2rad")),
     meta=_refusing(unary_meta(), _no_complex_tensors("deg2rad")), node="Deg2RadBackward0",
     derivative=lambda g: (g * (math.pi / 180.0),),
     save=lambda out, a: (), samples=unary_samples(),
-    decomposition=lambda a: a * (math.pi / 180.0))
+    decomposition=lambda a: a * (math.pi / 180.0), onnx=_ox.angle_scale(math.pi / 180.0))
 rad2deg_ = inplace_variant(rad2deg, "rad2deg_")
 deg2rad_ = inplace_variant(deg2rad, "deg2rad_")
 
@@ -425,7 +425,7 @@ def _hypot_derivative(g, a, b, h):
 
 
 hypot = _binary("hypot", np.hypot, "HypotBackward0", _hypot_derivative, save=_hypot_save,
-                saved_names=("self", "other", "result"))
+                saved_names=("self", "other", "result"), onnx=_ox.hypot)
 
 
 def _logaddexp_complex(a, b):
@@ -539,7 +539,7 @@ heaviside = register(
     "heaviside", kernel=_heaviside_kernel, meta=_same_float("heaviside"),
     node="NotImplemented", derivative=not_implemented_derivative("heaviside"),
     save=lambda out, a, b: (), samples=binary_samples(scalars=()), gradcheck=False,
-    result_order="operands")
+    result_order="operands", onnx=_ox.heaviside)
 heaviside_ = inplace_variant(heaviside, "heaviside_",
                              derivative=not_implemented_derivative("heaviside_"))
 
@@ -768,14 +768,14 @@ xlogy_scalar_other = register(
                                                     None),
     save=lambda out, a, b: (b,), saved_names=("other",), public="xlogy",
     samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt), c)) for c in (2.5, 0.5)],
-    result_order="operands")
+    result_order="operands", onnx=_ox.xlogy)
 xlogy_scalar_self = register(
     "xlogy.Scalar_Self", kernel=_xlogy_kernel,
     meta=binary_meta(to_float=True, real_only="xlogy_cpu"),
     node="XlogyBackward1", derivative=lambda g, a, b: (None, g * a / b),
     save=lambda out, a, b: (a, b), saved_names=("self", "other"), public="xlogy",
     samples=lambda rng, dt: [Sample((c, rand_array(rng, (3, 4), dt, (0.2, 3))))
-                             for c in (2.5, 0.0)], result_order="operands")
+                             for c in (2.5, 0.0)], result_order="operands", onnx=_ox.xlogy)
 xlogy_ = inplace_variant(xlogy, "xlogy_.Tensor", saves_self=True,
                          kernel=inplace_checks_first(xlogy.kernel))
 xlogy_scalar_other_ = inplace_variant(xlogy_scalar_other, "xlogy_.Scalar_Other",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _onnx as ox
 from ._util import Spec, broadcast_shapes, rand_array, wrap_dim
 from .indexing import _data_dependent
 from .registry import Sample, register
@@ -88,7 +89,7 @@ searchsorted = register(
         Sample((_sorted(rng, (2, 5), dt), rand_array(rng, (2, 3), dt), True), name="rows"),
         Sample((np.array([1.0, 2.0, 2.0, 3.0], dt), np.array([2.0, 0.0, 5.0], dt), False,
                 False, "right"), name="side"),
-    ])
+    ], onnx=ox.search_sorted)
 
 
 def _bucketize_kernel(values, boundaries, out_int32=False, right=False):
@@ -107,7 +108,7 @@ bucketize = register(
         Sample((rand_array(rng, (3, 4), dt), _sorted(rng, (5,), dt)), name="left"),
         Sample((np.array([1.0, 2.0, 3.5], dt), np.array([1.0, 2.0, 3.0], dt), False, True),
                name="right"),
-    ])
+    ], onnx=ox.bucketize)
 
 
 def _bincount_kernel(a, weights=None, minlength=0):
@@ -172,7 +173,7 @@ unique = register(
         Sample((rng.integers(0, 4, (3, 4)).astype(dt), True, True, True), name="all"),
         Sample((rng.integers(0, 4, (6,)).astype(dt), True, False, True), name="counts"),
         Sample((rng.integers(0, 4, (6,)), True, True, False), name="int inverse"),
-    ])
+    ], onnx=ox.unique2)
 
 
 def unique_dim_check(shape: tuple, dim: int) -> int:

@@ -200,7 +200,7 @@ var_mean = register(
     saved_names=("self", "", "dim", "correction", "keepdim"),
     samples=_var_samples, public="var_mean", decomposition=_var_mean_decomposition(False),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
-        a, dims, correction, keepdim, wide=True))
+        a, dims, correction, keepdim, wide=True), onnx=ox.var_mean(False))
 std_mean = register(
     "std_mean.correction", kernel=_var_mean_kernel(True), meta=_var_mean_meta,
     node="StdMeanBackward0",
@@ -210,7 +210,7 @@ std_mean = register(
     saved_names=("self", "result0", "dim", "correction", "keepdim"),
     samples=_var_samples, public="std_mean", decomposition=_var_mean_decomposition(True),
     lowering=lambda v, a, dims=None, correction=None, keepdim=False: v.var_mean(
-        a, dims, correction, keepdim, sqrt=True, wide=True))
+        a, dims, correction, keepdim, sqrt=True, wide=True), onnx=ox.var_mean(True))
 
 # ---------------------------------------------------------------- norms, logsumexp
 

@@ -305,4 +305,4 @@ diag_embed = register(
     save=lambda out, a, offset=0, dim1=-2, dim2=-1: (offset, dim1, dim2),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + r, name=f"{s} {r}")
                              for s, r in (((3,), ()), ((2, 3), (1,)), ((2, 3), (-1, 0, 2)),
-                                          ((0,), ()))])
+                                          ((0,), ()))], onnx=ox.diag_embed)

@@ -253,7 +253,7 @@ trace = register(
     node="TraceBackward0", derivative=_trace_derivative, save=save_shape, autocast="fp32",
     samples=lambda r, dt: [Sample((rand_array(r, s, dt),), name=str(s))
                            for s in ((3, 4), (4, 4), (0, 3))],
-    saved_names=("self_sym_sizes",))
+    saved_names=("self_sym_sizes",), onnx=ox.trace)
 
 
 def _mean_check(a, dtype, name="mean"):
@@ -893,9 +893,10 @@ def _count_nonzero_meta(a, dims=None):
 count_nonzero = register(
     "count_nonzero.dim_IntList", kernel=_count_nonzero_kernel, meta=_count_nonzero_meta,
     differentiable=False, public="count_nonzero",
-    samples=lambda rng, dt: [Sample((s.args[0], s.args[1])) for s in _logic_samples(rng, dt)])
+    samples=lambda rng, dt: [Sample((s.args[0], s.args[1])) for s in _logic_samples(rng, dt)],
+    onnx=ox.count_nonzero)
 count_nonzero_all = register(
     "count_nonzero", kernel=_count_nonzero_kernel, meta=_count_nonzero_meta,
     differentiable=False, samples=lambda rng, dt: [
         Sample(((rng.random((3, 4)) > 0.5).astype(dt),)),
-        Sample(((rng.random((3, 4)) > 0.5).astype(dt), 1))])
+        Sample(((rng.random((3, 4)) > 0.5).astype(dt), 1))], onnx=ox.count_nonzero)

@@ -126,7 +126,7 @@ cumprod = register(
     derivative=_cumprod_derivative, save=lambda out, a, dim, dtype=None: (a, out, dim),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
                              for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))],
-    result_order="contiguous")
+    result_order="contiguous", onnx=ox.cumprod)
 cumsum_ = inplace_variant(cumsum, "cumsum_")
 cumprod_ = inplace_variant(cumprod, "cumprod_", saves_self=True)
 

@@ -84,7 +84,8 @@ take = register(
     node="TakeBackward0", derivative=_take_derivative,
     save=lambda out, a, index: (tuple(a.shape), index), saved_names=("self", "index"),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), np.asarray(_ints(rng, i, 12) - 3)))
-                             for s, i in (((3, 4), (5,)), ((12,), (2, 3)), ((2, 6), ()))])
+                             for s, i in (((3, 4), (5,)), ((12,), (2, 3)), ((2, 6), ()))],
+    onnx=ox.take)
 
 
 def _put_check(a, index, source) -> None:
@@ -394,7 +395,7 @@ masked_scatter = register(
         Sample((rand_array(rng, (3, 4), dt), rng.random((3, 4)) > 0.5,
                 rand_array(rng, (3, 5), dt)), name="same"),
         Sample((rand_array(rng, (3, 4), dt), rng.random((4,)) > 0.5,
-                rand_array(rng, (12,), dt)), name="broadcast mask")])
+                rand_array(rng, (12,), dt)), name="broadcast mask")], onnx=ox.masked_scatter)
 masked_scatter_ = inplace_variant(
     masked_scatter, "masked_scatter_",
     kernel=lambda a, mask, source: _masked_scatter_kernel(a, mask, source, True),
@@ -797,4 +798,4 @@ isin = register(
     samples=lambda rng, dt: [
         Sample((np.array([1, 2, 3, 4, 2], dt), np.array([2, 4], dt))),
         Sample((np.array([[1, 5], [2, 0]], dt), np.array([2, 9, 1], dt), False, True),
-               name="invert")])
+               name="invert")], onnx=ox.isin)

@@ -201,7 +201,7 @@ block_diag = register(
     samples=lambda rng, dt: [
         Sample(([rand_array(rng, (2, 3), dt), rand_array(rng, (4,), dt),
                  rand_array(rng, (), dt)],)),
-        Sample(([rand_array(rng, (1, 2), dt)],), name="one")])
+        Sample(([rand_array(rng, (1, 2), dt)],), name="one")], onnx=ox.block_diag)
 
 
 def _narrow_check(shape, dim, start, length):

@@ -120,7 +120,7 @@ threshold = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), 0.1, 20.0), name=str(s))
                              for s in ((3, 4), (), (2, 0))],
     saved_names=("self", "threshold"),
-    decomposition=lambda x, t, value: x.where(~(x <= t), value))
+    decomposition=lambda x, t, value: x.where(~(x <= t), value), onnx=ox.threshold)
 # PyTorch's in-place node masks by the input before the write (a `value` above the threshold
 # does not let the gradient through), so the input is kept.
 threshold_ = inplace_variant(threshold, "threshold_", saves_self=True, node="ThresholdBackward1",

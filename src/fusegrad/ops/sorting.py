@@ -132,7 +132,7 @@ def _median_all_kernel(a):
 median = register(
     "median", kernel=_median_all_kernel, meta=_median_all_meta,
     node="MedianBackward0", derivative=lambda g, a, out: (_evenly(g, a, out),),
-    save=lambda out, a: (a, out), samples=_all_samples)
+    save=lambda out, a: (a, out), samples=_all_samples, onnx=ox.median_all)
 
 
 def _kth(a, d, k):
@@ -174,7 +174,7 @@ def _selection_meta(name, bool_kernel=None):
 median_dim = register(
     "median.dim", kernel=_median_dim_kernel, meta=_selection_meta("median", "median_out"),
     node="MedianBackward1", derivative=_value_select_derivative, save=_save_indices,
-    samples=_dim_samples, public="median")
+    samples=_dim_samples, public="median", onnx=ox.median_dim)
 
 
 def _mode_kernel(a, dim=-1, keepdim=False):
@@ -272,7 +272,7 @@ kthvalue = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), k, d, kd), name=f"{s} {k} {d}")
                              for s, k, d in (((3, 4), 2, 1), ((3, 4), 3, 0), ((5,), 1, 0),
                                              ((2, 3, 4), 4, -1), ((), 1, 0))
-                             for kd in (False, True)])
+                             for kd in (False, True)], onnx=ox.kthvalue)
 
 
 def _sort_order(a, d, descending, stable=True):

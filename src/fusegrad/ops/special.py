@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _onnx as ox
 from ._util import HALF, binary_kernel, binary_meta, float_np, rand_array, result_np
 from .norms import _norm_derivative, _norm_kernel, _norm_meta, _norm_samples
 from .registry import Sample, register
@@ -43,7 +44,7 @@ xlogy = register(
     derivative=lambda g, a, b: (
         (g * b.log()).where((a != 0) | (b > 0) | b.isnan(), g.new_zeros(())), g * a / b),
     save=lambda out, a, b: (a, b), samples=_xlogy_samples, public="xlogy",
-    tensor_args=(0, 1), saved_names=("self", "other"), result_order="operands")
+    tensor_args=(0, 1), saved_names=("self", "other"), result_order="operands", onnx=ox.xlogy)
 
 def _legacy_norm_samples(rng, dt):
     return [s for s in _norm_samples(rng, dt) if s.args[2] is not None and s.args[1] != 0]
@@ -54,4 +55,4 @@ norm_dim = register(
     derivative=_norm_derivative,
     save=lambda out, a, p=2, dims=None, keepdim=False: (a, out, p, dims, keepdim),
     samples=_legacy_norm_samples, public="norm",
-    saved_names=("self", "result", "p", "dim", "keepdim"))
+    saved_names=("self", "result", "p", "dim", "keepdim"), onnx=ox.legacy_norm)

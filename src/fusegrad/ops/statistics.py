@@ -182,7 +182,7 @@ aminmax = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), d, k), name=f"{s} {d} {k}")
                              for s, d, k in (((3, 4), None, False), ((3, 4), 1, False),
                                              ((3, 4), 0, True), ((), None, False),
-                                             ((2, 3), None, True))])
+                                             ((2, 3), None, True))], onnx=_ox.aminmax)
 
 # ---------------------------------------------------------------- logcumsumexp
 
@@ -253,7 +253,7 @@ histc = register(
     differentiable=False,  # PyTorch gives histc's result no grad_fn at all
     samples=lambda rng, dt: [Sample((rand_array(rng, (20,), dt), 5, -1, 1)),
                              Sample((rand_array(rng, (3, 4), dt), 7)),
-                             Sample((rand_array(rng, (6,), dt), 4, 0, 3))])
+                             Sample((rand_array(rng, (6,), dt), 4, 0, 3))], onnx=_ox.histc)
 
 def _histogram_kernel(a, bins=100, range=None, weight=None, density=False):  # noqa: A002
     if a.dtype.kind != "f":
@@ -452,7 +452,7 @@ pdist = register(
     saved_names=("self", "result", "p"), public="pdist",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), p), name=f"{s} p={p}")
                              for s, p in (((4, 3), 2.0), ((5, 2), 1.0), ((3, 4), 3.0),
-                                          ((1, 3), 2.0))])
+                                          ((1, 3), 2.0))], onnx=_ox.pdist)
 
 
 def _dist_kernel(a, b, p=2):
