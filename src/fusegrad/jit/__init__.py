@@ -2,20 +2,29 @@
 
 `script(fn_or_module)` compiles Python source (control flow on tensor values included) into
 an SSA graph run by an interpreter over fusegrad's ops; `trace(fn, example_inputs)` records
-one run as an FX `GraphModule`. Both results have `.save(path)`; `load(path)` reads them back
-from fusegrad's own file format (graphs as data and weights as safetensors, never code).
+one run (as an FX `GraphModule`) and returns it as a `ScriptFunction` or, for a module, a
+`TopLevelTracedModule`. Both results have `.save(path)`; `load(path)` reads them back from
+fusegrad's own file format (graphs as data and weights as safetensors, never code).
+`freeze` and `optimize_for_inference` make frozen `RecursiveScriptModule`s of either.
 """
 
 from __future__ import annotations
 
 import warnings
 
-from ._freeze import freeze
+from ._freeze import freeze, optimize_for_inference
 from ._interpreter import Error
 from ._markers import Final, annotate, export, ignore, is_scripting, unused
 from ._script import RecursiveScriptModule, ScriptFunction, ScriptModule
 from ._serialization import load
-from ._trace import _DEPRECATED, TracerWarning, trace
+from ._trace import (
+    _DEPRECATED,
+    TopLevelTracedModule,
+    TracedModule,
+    TracerWarning,
+    trace,
+    trace_module,
+)
 from .frontend import FrontendError, NotSupportedError, UnsupportedNodeError
 
 
@@ -49,6 +58,7 @@ def save(m, f, _extra_files=None) -> None:
 
 
 __all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "RecursiveScriptModule",
-           "ScriptFunction",
-           "ScriptModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export",
-           "freeze", "ignore", "is_scripting", "load", "save", "script", "trace", "unused"]
+           "ScriptFunction", "ScriptModule", "TopLevelTracedModule", "TracedModule",
+           "TracerWarning", "UnsupportedNodeError", "annotate", "export", "freeze", "ignore",
+           "is_scripting", "load", "optimize_for_inference", "save", "script", "trace",
+           "trace_module", "unused"]

@@ -106,15 +106,16 @@ class _Unsupported(Exception):
     """The trace's own graph holds something the script format cannot say directly."""
 
 
-def program_from_trace(traced):
+def program_from_trace(traced, inline: bool = False):
     """A ScriptFunction (or ScriptModule, for a traced module) computing what `traced` (a
     GraphModule made by `jit.trace`) does; it shares the trace's parameters.
 
     A symbolic trace is converted node by node, so sizes read from the inputs stay dynamic
     (as in PyTorch's saved traces). Otherwise the trace is recorded again with `make_fx`,
     which fixes every size to the example's: that program checks its inputs' shapes and
-    raises on others rather than compute wrong values."""
-    if len(traced._jit_trace) > 3 and traced._jit_trace[3]:
+    raises on others rather than compute wrong values. With `inline`, the recording is
+    used for a symbolic trace too (its submodules' calls become their operations)."""
+    if len(traced._jit_trace) > 3 and traced._jit_trace[3] and not inline:
         try:
             return _program_from_graph(traced)
         except _Unsupported:
@@ -390,3 +391,13 @@ def _returned(builder, out):
     if isinstance(out, (tuple, list)) and not isinstance(out, FxNode):
         return builder.literal(tuple(out) if isinstance(out, tuple) else out)
     return builder.literal(out)
+
+
+def inlined_graph(module):
+    """`module.inlined_graph`: for a traced module, the program recorded op by op (calls of
+    submodules inlined into `aten::` operations); for a scripted one, its `forward` graph
+    (calls of submodules' methods stay calls)."""
+    engine = module.__dict__.get("_jit_engine")
+    if engine is not None and "_jit_trace" in engine.__dict__:
+        return _program_from_make_fx(engine)._forward().graph
+    return module._jit_program()._forward().graph

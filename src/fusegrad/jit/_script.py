@@ -213,18 +213,54 @@ class ScriptFunction:
         self.__name__ = name
         self.qualified_name = qualified_name
         self._graph = graph
-        self.schema = schema
+        self._schema = schema
         self.unit = unit
+
+    # A traced function (`jit.trace` of a function) runs its recording (`_engine`, an FX
+    # GraphModule); its graph, schema and saved form are the script program made from that
+    # recording, built on first use.
+    _engine = None
+
+    @classmethod
+    def _from_trace(cls, engine, name: str, qualified_name: str) -> ScriptFunction:
+        """The ScriptFunction `jit.trace` returns for a function recorded as `engine`."""
+        fn = cls.__new__(cls)
+        fn.name = fn.__name__ = name
+        fn.qualified_name = qualified_name
+        fn._graph = fn._schema = fn.unit = None
+        fn._engine = engine
+        return fn
+
+    def _program(self) -> ScriptFunction:
+        """The compiled form: this function, or the program made from its recording."""
+        if self._engine is None:
+            return self
+        program = self.__dict__.get("_trace_program")
+        if program is None:
+            from ._from_fx import program_from_trace
+
+            program = self.__dict__["_trace_program"] = program_from_trace(self._engine)
+        return program
+
+    @property
+    def schema(self) -> Schema:
+        """The parameters (names, types, defaults) and the result type."""
+        return self._program()._schema
 
     @property
     def graph(self) -> Graph:
         """The function's IR (prints as TorchScript's graphs)."""
-        return self._graph
+        return self._program()._graph
+
+    @property
+    def inlined_graph(self) -> Graph:
+        """The IR with called functions inlined (the graph itself: calls stay calls)."""
+        return self.graph
 
     @property
     def code(self) -> str:
         """The compiled function as readable source."""
-        return graph_code(self._graph, self.name, defaults=self.schema.defaults)
+        return graph_code(self.graph, self.name, defaults=self.schema.defaults)
 
     @property
     def return_type(self) -> str:
@@ -232,11 +268,15 @@ class ScriptFunction:
 
     def __call__(self, *args, **kwargs):
         """Run the compiled graph on the arguments (checked against the parameter types)."""
+        if self._engine is not None:
+            return self._engine(*args, **kwargs)
         values = self.schema.bind(self.name, args, dict(kwargs))
         return self.unit.interpreter.run(self._graph, values)
 
     def call_graph(self, args: list):
         """Run with positional arguments from scripted code (missing ones defaulted)."""
+        if self._engine is not None:
+            return self._engine(*args)
         for pname, _ in self.schema.params[len(args):]:
             args.append(self.schema.defaults[pname])
         return self.unit.interpreter.run(self._graph, args)
@@ -245,10 +285,13 @@ class ScriptFunction:
         """Write the program to `f` in fusegrad's script format (see `fusegrad.jit.load`)."""
         from ._serialization import save
 
-        save(self, f)
+        save(self._program(), f)
 
     def __repr__(self) -> str:
         return f"<fusegrad.jit.ScriptFunction object {self.qualified_name}>"
+
+
+ScriptFunction.__module__ = "fusegrad.jit"  # PyTorch's `torch.jit.ScriptFunction`
 
 
 def compile_function(fn, unit: Unit = UNIT) -> ScriptFunction:
@@ -422,18 +465,50 @@ class ScriptModule(Module):
             raise RuntimeError(f"Method 'forward' is not defined on '{self.original_name}'")
         return method
 
+    # A traced module (or a frozen one) runs a recording, `_jit_engine` (an FX GraphModule
+    # made by `jit.trace`, holding `_jit_trace`); its graph, code and saved form are those of
+    # the script program made from the recording, built on first use.
+
+    def _jit_program(self) -> ScriptModule:
+        """The compiled form: this module, or the program made from its recording."""
+        engine = self.__dict__.get("_jit_engine")
+        if engine is None:
+            return self
+        program = self.__dict__.get("_jit_program_cache")
+        if program is None:
+            if "_jit_trace" not in engine.__dict__:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute 'code'")
+            from ._from_fx import program_from_trace
+
+            # frozen: the program recorded op by op, with the submodules' calls inlined and
+            # their weights constants, as PyTorch's frozen modules print (and save) it
+            frozen = bool(self.__dict__.get("_jit_frozen"))
+            program = program_from_trace(engine, inline=frozen)
+            self.__dict__["_jit_program_cache"] = program
+        return program
+
     @property
     def graph(self) -> Graph:
         """`forward`'s IR."""
-        return self._forward().graph
+        return self._jit_program()._forward().graph
+
+    @property
+    def inlined_graph(self) -> Graph:
+        """`forward`'s IR with calls of submodules' methods inlined."""
+        from ._from_fx import inlined_graph
+
+        return inlined_graph(self)
 
     @property
     def code(self) -> str:
         """`forward` as readable source."""
-        return self._forward().code()
+        return self._jit_program()._forward().code()
 
     def forward(self, *args, **kwargs):
         """Run the compiled `forward`."""
+        engine = self.__dict__.get("_jit_engine")
+        if engine is not None:
+            return engine(*args, **kwargs)
         method = self._forward()
         values = method.schema.bind("forward", args, dict(kwargs), skip=1)
         return method.call_graph([self, *values])
@@ -442,7 +517,7 @@ class ScriptModule(Module):
         """Write the module (methods and weights) in fusegrad's script format."""
         from ._serialization import save
 
-        save(self, f)
+        save(self._jit_program(), f)
 
     def _bind_methods(self) -> None:
         """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
@@ -509,7 +584,9 @@ def script_module(module: Module, unit: Unit = UNIT,
         sm._modules[name] = script_module(child, unit, compile_methods) \
             if child is not None else None
     for name, value in vars(module).items():
-        if name == "training" or name.startswith("__"):
+        # (a name the class already has, as a copied module's `_is_full_backward_hook`, is
+        # bookkeeping, and no attribute a saved program could name)
+        if name == "training" or name.startswith("__") or hasattr(ScriptModule, name):
             continue
         # Private attributes count when they are constants (a layer's precomputed padding):
         # the Module's own bookkeeping (hook dicts, sets) is not.

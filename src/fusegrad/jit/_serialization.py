@@ -88,12 +88,24 @@ def _schema_from_json(data) -> Schema:
     return schema
 
 
+def _rename_constants(block: dict, renames: dict) -> None:
+    """Rename tensor constants in a graph's JSON (copying the attribute dicts, which
+    `graph_to_json` shares with the graph)."""
+    for node in block["nodes"]:
+        attrs = node.get("attrs")
+        if node["kind"] == "prim::Constant" and attrs and attrs.get("tensor") in renames:
+            node["attrs"] = dict(attrs, tensor=renames[attrs["tensor"]])
+        for inner in node.get("blocks", ()):
+            _rename_constants(inner, renames)
+
+
 class _Writer:
     def __init__(self, unit: Unit):
         self.unit = unit
         self.tensors: dict = {}
         self.keys: dict[int, str] = {}
         self.functions: dict = {}
+        self.foreign: dict = {}  # (id(unit), constant name) -> its name in the file
 
     def tensor(self, t, key: str) -> str:
         if id(t) not in self.keys:
@@ -101,7 +113,11 @@ class _Writer:
             self.tensors[key] = t.detach()
         return self.keys[id(t)]
 
-    def graph(self, graph) -> dict:
+    def graph(self, graph, unit: Unit | None = None) -> dict:
+        """`graph` (of `unit`: the program's, or a traced submodule's own) as JSON, with the
+        tensor constants and functions it uses."""
+        unit = unit or self.unit
+        renames: dict = {}
         for node in _walk(graph):
             if node.kind == "prim::PythonOp":
                 raise RuntimeError(
@@ -110,20 +126,34 @@ class _Writer:
                     "or @script_method annotation? If this is a nn.ModuleList, add it to "
                     "__constants__")
             if node.kind == "prim::CallFunction":
-                self.function(self.unit.functions[node.attrs["name"]])
+                self.function(unit.functions[node.attrs["name"]])
             if node.kind == "prim::Constant" and "tensor" in node.attrs:
                 name = node.attrs["tensor"]
-                self.tensor(self.unit.tensors[name], f"constants/{name}")
-        return graph_to_json(graph)
+                t = unit.tensors[name]
+                if unit is not self.unit:  # another unit's names may clash with ours
+                    renames[name] = self.foreign.setdefault(
+                        (id(unit), name), f"{name}_{len(self.foreign)}")
+                    name = renames[name]
+                key = f"constants/{name}"
+                if self.tensor(t, key) != key:
+                    # also a module attribute (a frozen weight): the loader reads the
+                    # constant by its own key
+                    self.tensors[key] = t.detach()
+        data = graph_to_json(graph)
+        if renames:
+            _rename_constants(data, renames)
+        return data
 
     def function(self, fn: ScriptFunction) -> None:
         if fn.qualified_name in self.functions:
             return
         self.functions[fn.qualified_name] = None  # before its graph: calls may recur
-        self.functions[fn.qualified_name] = {"name": fn.name, "graph": self.graph(fn.graph),
+        self.functions[fn.qualified_name] = {"name": fn.name,
+                                             "graph": self.graph(fn.graph, fn.unit),
                                              "schema": _schema_json(fn.schema)}
 
     def module(self, sm: ScriptModule, prefix: str) -> dict:
+        sm = sm._jit_program()  # a traced (or frozen) module saves as its program
         params, grads, buffers = {}, {}, {}
         for name, p in sm._parameters.items():
             params[name] = None if p is None else self.tensor(p, prefix + name)
@@ -137,7 +167,8 @@ class _Writer:
                 "children": sm._jit_children,
                 "modules": {k: None if m is None else self.module(m, f"{prefix}{k}.")
                             for k, m in sm._modules.items()},
-                "methods": {k: {"graph": self.graph(m.graph), "schema": _schema_json(m.schema)}
+                "methods": {k: {"graph": self.graph(m.graph, sm._jit_unit),
+                                "schema": _schema_json(m.schema)}
                             for k, m in sm._jit_methods.items()}}
 
 

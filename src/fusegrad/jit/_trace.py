@@ -1,11 +1,14 @@
-"""`fusegrad.jit.trace`: a function or module recorded on example inputs as an FX
-`GraphModule`, with `.save` writing it in the script format.
+"""`fusegrad.jit.trace`: a function or module recorded on example inputs, returned as
+PyTorch's types: a `ScriptFunction` for a function, a `TopLevelTracedModule` (whose
+submodules are `TracedModule`s sharing the original's parameters and buffers) for a module.
 
-The recording is `fusegrad.fx.symbolic_trace` where that works; where it does not (control
-flow on a shape), the function is run on the example inputs under the compiler's bytecode
-capture; where that fails too (control flow on tensor values), the example run is recorded
-op by op (`make_fx`), and, as PyTorch's tracer does, each conversion of a tensor to a Python
-value warns with a `TracerWarning`: the branch taken is what the trace keeps.
+The recording (the "engine" those objects run) is an FX `GraphModule`: made by
+`fusegrad.fx.symbolic_trace` where that works; where it does not (control flow on a shape),
+the function is run on the example inputs under the compiler's bytecode capture; where that
+fails too (control flow on tensor values), the example run is recorded op by op (`make_fx`),
+and, as PyTorch's tracer does, each conversion of a tensor to a Python value warns with a
+`TracerWarning`: the branch taken is what the trace keeps. `.graph`, `.code` and `.save`
+are those of the script program made from the recording (`_from_fx.program_from_trace`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 import warnings
 
 from ..ops.surface import RANDOM, has_flag
+from ._script import UNIT, Method, ScriptFunction, ScriptModule
 
 
 class TracerWarning(Warning):
@@ -26,17 +30,113 @@ _DEPRECATED = "`torch.jit.{}` is deprecated. Please switch to `torch.compile` or
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+class _RecordingMethod(Method):
+    """A traced module's `forward` as scripted code calls it: the recording runs."""
+
+    engine = None
+
+    def call_graph(self, args: list):
+        return self.engine(*args[1:])
+
+
+class TracedModule(ScriptModule):
+    """A module recorded by `jit.trace`: a `ScriptModule` holding the traced module's own
+    parameters and buffers (the same tensors) and its submodules as `TracedModule`s. Only
+    the top-level module (`TopLevelTracedModule`) can be called, as in PyTorch."""
+
+    def __init__(self, orig, engine=None):
+        cls = type(orig)
+        super().__init__(UNIT.type_name(cls.__name__), cls.__name__, UNIT, cls, None)
+        if engine is not None:
+            self.__dict__["_jit_engine"] = engine
+        self.training = orig.training
+        for name, p in orig._parameters.items():
+            self._parameters[name] = p
+        for name, b in orig._buffers.items():
+            self._buffers[name] = b
+        self._non_persistent_buffers_set.update(orig._non_persistent_buffers_set)
+        for name, child in orig._modules.items():
+            # a scripted or traced submodule stays what it is, as in PyTorch
+            keep = child is None or isinstance(child, ScriptModule)
+            self._modules[name] = child if keep else TracedModule(child)
+        if engine is None:  # a submodule: its code is its scripted source, where it scripts
+            self.__dict__["_jit_source"] = orig
+
+    def forward(self, *args, **kwargs):
+        """Refused, as PyTorch refuses it: only the whole traced module runs."""
+        raise RuntimeError("Trace submodules cannot be called.")
+
+    def _jit_program(self) -> ScriptModule:
+        source = self.__dict__.get("_jit_source")
+        if source is None:
+            return super()._jit_program()
+        program = self.__dict__.get("_jit_program_cache")
+        if program is None:
+            from ._script import Unit, script_module
+
+            try:
+                program = script_module(source, Unit())
+                program._forward()
+            except Exception:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                     "'code'") from None
+            self.__dict__["_jit_program_cache"] = program
+        return program
+
+    def _compile_method(self, name: str) -> Method | None:
+        """Scripted code calling a traced module's `forward` runs the recording (typed as
+        the program made from it); a submodule's methods stay uncallable."""
+        engine = self.__dict__.get("_jit_engine")
+        if name != "forward" or engine is None:
+            return None
+        compiled = self._jit_program()._forward()
+        method = _RecordingMethod(name, compiled.graph, compiled.schema, self._jit_unit)
+        method.engine = engine
+        self._jit_methods[name] = method
+        return method
+
+    def _get_name(self) -> str:
+        return self.original_name
+
+    def extra_repr(self) -> str:
+        return f"original_name={self.original_name}"
+
+    # a traced Sequential is no sequence (PyTorch's traced modules are not)
+
+    def __getitem__(self, index):
+        raise TypeError(f"'{type(self).__name__}' object is not subscriptable")
+
+    def __len__(self) -> int:
+        raise TypeError(f"object of type '{type(self).__name__}' has no len()")
+
+    def __iter__(self):
+        raise TypeError(f"'{type(self).__name__}' object is not iterable")
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class TopLevelTracedModule(TracedModule):
+    """What `jit.trace` of a module returns: a `TracedModule` that runs the recording."""
+
+    def forward(self, *args, **kwargs):
+        """Run the recording of the traced module's `forward`."""
+        return self.__dict__["_jit_engine"](*args, **kwargs)
+
+
 def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inputs=None,
           check_tolerance=1e-5, strict=True, example_kwarg_inputs=None, **unused):
-    """Record `func` (a function or Module) as a `fusegrad.fx.GraphModule`.
+    """Record `func` (a function or Module) on example inputs: a `ScriptFunction` for a
+    function, a `TopLevelTracedModule` for a module (or its bound `forward`).
 
-    The result has `.graph` (the FX graph), `.code` (the Python source of its `forward`) and
-    is called like `func`. It is made with `fusegrad.fx.symbolic_trace`; where symbolic
-    tracing fails (control flow on a shape, say), `func` is run on `example_inputs` under the
-    compiler's bytecode capture instead, which, like PyTorch's tracer, fixes the branches the
-    example inputs take (the module's parameters and buffers stay live attributes). A branch
-    on a tensor's values is recorded as the example run takes it, with a `TracerWarning`.
-    `.save(path)` writes the result in the script format (`fusegrad.jit.load` reads it).
+    The result is called like `func`, and has `.graph`, `.code` and `.save(path)` (the
+    script format, read by `fusegrad.jit.load`). The recording is made with
+    `fusegrad.fx.symbolic_trace`; where symbolic tracing fails (control flow on a shape, say),
+    `func` is run on `example_inputs` under the compiler's bytecode capture instead, which,
+    like PyTorch's tracer, fixes the branches the example inputs take (the module's
+    parameters and buffers stay live). A branch on a tensor's values is recorded as the
+    example run takes it, with a `TracerWarning`. A traced module shares its parameters and
+    buffers with `func`.
 
     example_inputs: a tensor or a tuple of positional arguments; or `example_kwarg_inputs`, a
     dict of arguments by name (the traced result then takes them by name or position). With
@@ -44,6 +144,54 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
     agree with `func` within `check_tolerance`. `optimizer`, `strict` and other PyTorch
     arguments are accepted and ignored.
     """
+    from ..nn.modules.module import Module
+
+    if inspect.ismethod(func) and isinstance(func.__self__, Module) and \
+            func.__name__ == "forward":
+        func = func.__self__  # PyTorch traces a module's bound forward as the module
+    engine = _record_trace(func, example_inputs, check_trace, check_inputs, check_tolerance,
+                           example_kwarg_inputs)
+    if isinstance(func, Module):
+        return TopLevelTracedModule(func, engine)
+    return ScriptFunction._from_trace(engine, engine._jit_trace[1], _qualified_name(func))
+
+
+def trace_module(mod, inputs, optimizer=None, check_trace=True, check_inputs=None,
+                 check_tolerance=1e-5, strict=True, _force_outplace=False,
+                 _module_class=None, _compilation_unit=None, example_inputs_is_kwarg=False,
+                 _store_inputs=True):
+    """Trace methods of `mod`: `inputs` maps method names to their example inputs (a dict
+    of arguments by name when `example_inputs_is_kwarg`). The result is a
+    `TopLevelTracedModule` running the traced `forward` (when given); each other method
+    traced becomes an attribute of it, a `ScriptFunction` of the method's arguments."""
+    if not isinstance(inputs, dict):
+        raise AttributeError("expected a dictionary of (method_name, input) pairs")
+
+    def example(value):
+        return {"example_kwarg_inputs": value} if example_inputs_is_kwarg else \
+            {"example_inputs": value}
+
+    methods = {name: getattr(mod, name) for name in inputs}  # AttributeError as PyTorch's
+    if "forward" in inputs:
+        engine = _record_trace(mod, check_trace=check_trace, check_inputs=check_inputs,
+                               check_tolerance=check_tolerance, **example(inputs["forward"]))
+        result = TopLevelTracedModule(mod, engine)
+    else:
+        result = TopLevelTracedModule(mod, None)
+        del result.__dict__["_jit_source"]
+    for name, method in methods.items():
+        if name != "forward":
+            engine = _record_trace(method, check_trace=check_trace, check_inputs=check_inputs,
+                                   check_tolerance=check_tolerance, **example(inputs[name]))
+            result.__dict__[name] = ScriptFunction._from_trace(engine, name,
+                                                               _qualified_name(method))
+    return result
+
+
+def _record_trace(func, example_inputs=None, check_trace=True, check_inputs=None,
+                  check_tolerance=1e-5, example_kwarg_inputs=None):
+    """The recording of `func` on the example inputs (an FX GraphModule holding what
+    `save` needs as `_jit_trace`), checked against `func` with `check_trace`."""
     from ..fx import TraceError, symbolic_trace
 
     warnings.warn(_DEPRECATED.format("trace"), DeprecationWarning, stacklevel=1)
@@ -53,7 +201,9 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
     symbolic = True
     try:
         traced = symbolic_trace(func)
-    except (TraceError, NotImplementedError, TypeError, AttributeError) as symbolic_error:
+        _fix_modes(traced)
+    except (TraceError, NotImplementedError, TypeError, AttributeError,
+            NameError) as symbolic_error:  # (NameError: a module's method other than forward)
         symbolic = False
         try:
             traced = _trace_by_running(func, args)
@@ -76,12 +226,31 @@ def trace(func, example_inputs=None, optimizer=None, check_trace=True, check_inp
         if example_kwarg_inputs is not None:
             _check_same(func(**example_kwarg_inputs), traced(**example_kwarg_inputs),
                         check_tolerance, func)
-    # what `save` needs, kept picklable; `save` goes on the trace's own class
-    # (a symbolic trace reads sizes from its inputs, so `save` can keep them dynamic)
-    traced.__dict__["_jit_trace"] = (hasattr(func, "named_parameters"), _name(func),
+    # what the script program (`.code`, `save`) is made from, kept picklable (a symbolic
+    # trace reads sizes from its inputs, so the program can keep them dynamic)
+    traced.__dict__["_jit_trace"] = (hasattr(func, "named_parameters"), _script_name(func),
                                      tuple(args), symbolic)
-    type(traced).save = _save_trace
     return traced
+
+
+def _shadow(module):
+    """A module object like `module` holding the same parameter and buffer tables (shared:
+    what is assigned or updated there is seen here) but its own `training` flag and, in
+    turn, shadows of its submodules."""
+    copy = type(module).__new__(type(module))
+    copy.__dict__.update(module.__dict__)
+    copy.__dict__["_modules"] = type(module._modules)(
+        (k, None if v is None else _shadow(v)) for k, v in module._modules.items())
+    return copy
+
+
+def _fix_modes(gm) -> None:
+    """A symbolic trace calls the traced module's submodules themselves, which read their
+    `training` flag as they run; PyTorch's trace keeps the mode it was recorded in, whatever
+    the module does later. So the trace calls shadows of them (see `_shadow`) instead."""
+    for name, child in list(gm._modules.items()):
+        if child is not None:
+            gm._modules[name] = _shadow(child)
 
 
 def _example_args(func, example_inputs, example_kwarg_inputs) -> tuple:
@@ -120,6 +289,22 @@ def _name(func) -> str:
     return getattr(func, "__qualname__", None) or type(func).__name__
 
 
+def _qualified_name(func) -> str:
+    """PyTorch's qualified name of a traced function: `__torch__.` with its module's name
+    (none for `__main__`) and its own name."""
+    module = (getattr(func, "__module__", None) or "").replace("__main__", "").strip(".")
+    name = _script_name(func)
+    return f"__torch__.{module}.{name}" if module else f"__torch__.{name}"
+
+
+def _script_name(func) -> str:
+    """The name PyTorch gives the trace: the module's class, or the function's own name."""
+    if hasattr(func, "named_parameters"):
+        return type(func).__name__
+    name = getattr(func, "__name__", None) or type(func).__name__
+    return "_lambda" if name == "<lambda>" else name
+
+
 def _warn_nondeterministic(traced) -> None:
     """PyTorch's warning for a trace holding random operations (which the check then
     usually finds disagreeing)."""
@@ -141,7 +326,7 @@ def _warn_nondeterministic(traced) -> None:
         warnings.warn("Trace had nondeterministic nodes. Did you forget call .eval() on your "
                       "model? Nodes:\n" + "\n".join(nodes) + "\nThis may cause errors in "
                       "trace checking. To disable trace checking, pass check_trace=False to "
-                      "torch.jit.trace()", TracerWarning, stacklevel=3)
+                      "torch.jit.trace()", TracerWarning, stacklevel=4)
 
 
 def _flat_tensors(value) -> list:
@@ -170,7 +355,7 @@ def _check_same(expected, got, tol, func) -> None:
         except AssertionError as err:
             warnings.warn(f"Output nr {i + 1}. of the traced function does not match the "
                           "corresponding output of the Python function. Detailed error:\n"
-                          f"{err}", TracerWarning, stacklevel=4)
+                          f"{err}", TracerWarning, stacklevel=5)
 
 
 def _structure(value):
@@ -284,10 +469,3 @@ def _trace_by_recording(func, args):
     graph.output(graph.graph_copy(gm.graph, env))
     return GraphModule(attrs, graph, class_name=type(func).__name__
                        if hasattr(func, "named_parameters") else "GraphModule")
-
-
-def _save_trace(self, f) -> None:
-    """Write the trace in the script format, to be read by `fusegrad.jit.load`."""
-    from ._from_fx import program_from_trace
-
-    program_from_trace(self).save(f)
