@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
+from ..._autocast import set_aside as _autocast_set_aside
 from ..._fake import FakeTensor
 from ..._tensor import Tensor
 from ..._torch_function import _FAST_CLASSES as _PROTOCOL_FREE_CLASSES
@@ -353,7 +354,9 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
     if diff and grad_inputs:
         from ...autograd import grad as autograd_grad
 
-        with tracer:
+        # The backward is traced as eager's runs: its nodes replay the forward's casts, and
+        # the program's autocast regions (entered while tracing the forward) do not apply.
+        with tracer, _autocast_set_aside():
             found = autograd_grad(diff, targets, tangents, allow_unused=True)
             for i, g in zip(grad_inputs, found):
                 grads[i] = tracer.node_of(g) if g is not None else None

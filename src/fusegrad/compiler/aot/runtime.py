@@ -11,6 +11,7 @@ rebuilt from that intermediate, which the node returns as an extra output.
 
 from __future__ import annotations
 
+from ..._autocast import set_aside as _autocast_set_aside
 from ..._tensor import Tensor
 from ..._thread_state import set_grad_enabled
 from ...autograd.function import Function
@@ -93,13 +94,14 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
             saved = list(ctx.saved_tensors)
             for i, v in sorted(ctx._floats.items()):
                 saved.insert(i, v)
-            if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad
-                                         for v in (*saved, *tangents)):
-                # create_graph: the gradients record a node whose own backward refuses (the
-                # graph was traced without second-order terms), PyTorch's behaviour.
-                out = list(_BackwardOnce.apply(state["bw"], *saved, *tangents))
-            else:
-                out = list(state["bw"](*saved, *tangents))
+            with _autocast_set_aside():  # (its casts were traced into it: see AOTRunner)
+                if is_grad_enabled() and any(isinstance(v, Tensor) and v.requires_grad
+                                             for v in (*saved, *tangents)):
+                    # create_graph: the gradients record a node whose own backward refuses
+                    # (the graph was traced without second-order terms), PyTorch's behaviour.
+                    out = list(_BackwardOnce.apply(state["bw"], *saved, *tangents))
+                else:
+                    out = list(state["bw"](*saved, *tangents))
             # An input reached only through outputs nobody used gets no gradient (None), as
             # in eager mode, rather than the zeros computed from materialised tangents.
             for i, reads in enumerate(trace.grad_tangents):
@@ -194,6 +196,17 @@ class AOTRunner:
                                    if reads is None and i not in written]
 
     def __call__(self, *args):
+        # The graphs hold the casts autocast made while tracing: run under autocast again,
+        # their ops would be cast twice (PyTorch's runtime disables autocast around them).
+        with _autocast_set_aside():
+            full = self._run(args)
+        if self.trace.grad_mode_after is not None:  # the program leaves grad mode switched
+            set_grad_enabled(self.trace.grad_mode_after)
+        return finish_outputs(self.trace, args, full)
+
+    def _run(self, args: tuple) -> list:
+        """The forward graph's outputs for `args` (through the autograd Function when
+        training)."""
         if self.training:
             node_args = args
             if self.no_grad_inputs:
@@ -211,11 +224,8 @@ class AOTRunner:
             full = [None] * self.trace.num_fwd_outputs
             for k, o in zip(self.returned, outs):
                 full[k] = o
-        else:
-            full = list(self.fw(*args))
-        if self.trace.grad_mode_after is not None:  # the program leaves grad mode switched
-            set_grad_enabled(self.trace.grad_mode_after)
-        return finish_outputs(self.trace, args, full)
+            return full
+        return list(self.fw(*args))
 
 
 def needs_autograd(args) -> bool:
