@@ -413,3 +413,26 @@ def test_pad_and_roll_by_a_traced_size_stay_symbolic():
         x = fusegrad.randn(n, 4)
         same(_pad_and_roll(x), c(x))
     assert counter.graphs == 1
+
+
+def _unused_draws(x):
+    fusegrad.rand(3)  # nothing reads these draws ...
+    fusegrad.nn.functional.dropout(x, 0.5, training=True)
+    fusegrad.nn.functional.gumbel_softmax(x, tau=0.5, hard=True)
+    x.new_empty(4).exponential_()
+    return x.shape, x * 2  # ... but the generator must end where eager leaves it
+
+
+def test_random_draws_nothing_reads_stay_in_the_graph():
+    """Dead-code elimination keeps random draws: the draws after the call see the generator
+    where eager leaves it (a dropped `rand` made every later draw differ)."""
+    x = fusegrad.ones(2, 8)
+    fusegrad.manual_seed(0)
+    want = (_unused_draws(x)[1], fusegrad.rand(4))
+    fn, counter = compiled(_unused_draws)
+    for _ in range(2):
+        fusegrad.manual_seed(0)
+        got = (fn(x)[1], fusegrad.rand(4))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert counter.graphs == 1

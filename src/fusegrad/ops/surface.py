@@ -169,7 +169,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "clip_grad_value_": {_I}, "clip_grads_with_norm_": {_I}, "dirac_": {_I}, "sparse_": {_I},
     # nn.functional's dropouts (random while training)
     "dropout": {_R}, "alpha_dropout": {_R}, "feature_alpha_dropout": {_R}, "dropout1d": {_R},
-    "dropout2d": {_R}, "dropout3d": {_R},
+    "dropout2d": {_R}, "dropout3d": {_R}, "gumbel_softmax": {_R},
     # graph targets capture itself records: a grad-mode switch, an assertion on a value
     "set_grad_enabled": {_S}, "_assert_async": {_S},
     }.items()},

@@ -25,7 +25,7 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from ..._thread_state import suspended as _suspended
 from ...fx.experimental.symbolic_shapes import ConstraintViolationError
-from ...ops.surface import INPLACE, SIDE_EFFECT, has_flag
+from ...ops.surface import INPLACE, RANDOM, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
 from ..exc import UserError
@@ -790,10 +790,12 @@ def _store_back(tr: Translator, L: dict, S: list) -> None:
 
 def _keeps(name: str) -> bool:
     """Whether a node with target `name` stays although nothing reads it: it writes into an
-    argument (`add_`, `iadd`) or has effects elsewhere (`set_grad_enabled`). A protocol
-    method (`__setitem__`, `__iadd__`, ...) may write into its object, so it stays too."""
-    return has_flag(name, INPLACE) or has_flag(name, SIDE_EFFECT) or \
-        name.strip("_") in _INPLACE_OPERATORS or (name.startswith("__") and name.endswith("__"))
+    argument (`add_`, `iadd`), has effects elsewhere (`set_grad_enabled`) or draws from the
+    generator (`rand`: eager's later draws must see the generator where eager leaves it). A
+    protocol method (`__setitem__`, `__iadd__`, ...) may write into its object, so it stays
+    too."""
+    return has_flag(name, INPLACE) or has_flag(name, SIDE_EFFECT) or has_flag(name, RANDOM) \
+        or name.strip("_") in _INPLACE_OPERATORS or (name.startswith("__") and name.endswith("__"))
 
 
 def _eliminate_dead_code(graph, keep) -> None:
