@@ -252,8 +252,8 @@ CASES = {
     "mha": ([f32(2, 5, 16), f32(2, 7, 16)], [f32(4, 3, 16), f32(4, 6, 16)], ["q", "kv"],
             {"q": {0: "b", 1: "l"}, "kv": {0: "b", 1: "s"}}),
     "lstm": ([f32(2, 5, 6)], [f32(3, 9, 6)], ["x"], {"x": {0: "b", 1: "s"}}),
-    # fusegrad's GRU runs step by step: the sequence stays fixed, the batch is dynamic
-    "gru": ([f32(5, 2, 6)], [f32(5, 4, 6)], ["x"], {"x": {1: "b"}}),
+    # one ONNX GRU node per layer and direction: sequence and batch both dynamic
+    "gru": ([f32(5, 2, 6)], [f32(7, 4, 6)], ["x"], {"x": {0: "s", 1: "b"}}),
     "ops": ([f32(3, 8)], [f32(6, 8)], ["x"], {"x": {0: "b"}}),
     "pixels": ([f32(2, 3, 4, 4)], [f32(1, 3, 4, 4)], ["x"], {"x": {0: "b"}}),
     "integers": ([f32(2, 4), tokens(9, 2, 4) - 4, RNG.rand(2, 4) > 0.5],

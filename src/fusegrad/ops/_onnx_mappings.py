@@ -924,34 +924,77 @@ def _gates(w: np.ndarray, order: list[int]) -> np.ndarray:
     return np.concatenate([np.split(w, len(order), 0)[g] for g in order], 0)
 
 
+def _gate_blocks(b, v, rows: int, order: list[int], dtype, rank: int):
+    """Stacked RNN weight or bias `v` (gates along dim 0, `rows` in all) with its gate
+    blocks in `order` and a leading direction axis: reordered here for a constant, by Split
+    and Concat nodes for a value the model computes (weights given as inputs)."""
+    if b.is_const(v):
+        return b.const(_gates(v.array, order)[None], dtype)
+    v = b.cast(v, dtype)
+    if order != list(range(len(order))):
+        parts = b.emit("Split", [v, b.ints([rows // len(order)] * len(order))],
+                       n_out=len(order), axis=0, rank=rank)
+        v = b.emit("Concat", [parts[g] for g in order], axis=0, rank=rank)
+    return b.unsqueeze(v, [0])
+
+
+def _rnn_operands(b, inputs, args, order: list[int], has_bias: bool, states: int) -> list:
+    """W, R, B, sequence_lens (absent) and the initial states of an ONNX RNN/GRU/LSTM node
+    from a layer op's x, w_ih, w_hh, b_ih, b_hh and `states` state arguments, gate blocks in
+    `order`. A state that is constant zeros is left out (ONNX's default), so the batch stays
+    dynamic; so is an absent bias."""
+    w_ih, w_hh, b_ih, b_hh = inputs[1:5]
+    dtype = b.out_dtype
+    rows = int(args[1].shape[0])
+    bias = None
+    if has_bias and b.is_const(b_ih) and b.is_const(b_hh):
+        bias = b.const(np.concatenate([_gates(b_ih.array, order),
+                                       _gates(b_hh.array, order)])[None], dtype)
+    elif has_bias:
+        bias = b.emit("Concat", [_gate_blocks(b, v, rows, order, dtype, 1)
+                                 for v in (b_ih, b_hh)], axis=1, rank=2)
+    out = [_gate_blocks(b, w_ih, rows, order, dtype, 2),
+           _gate_blocks(b, w_hh, rows, order, dtype, 2), bias, None]
+    for v in inputs[5:5 + states]:
+        out.append(None if b.is_const(v) and not np.any(v.array)
+                   else b.unsqueeze(b.cast(v, dtype), [0]))
+    return out
+
+
 def lstm_layer(b, inputs, args, kwargs, opset):
     """mkldnn_rnn_layer (one LSTM layer and direction, time-major): an ONNX LSTM node.
     PyTorch stacks the gates as (input, forget, cell, output); ONNX as (input, output,
-    forget, cell). Initial states that are constant zeros are left out (ONNX's default),
-    so the batch stays dynamic."""
-    x, w_ih, w_hh, b_ih, b_hh, hx, cx = inputs[:7]
+    forget, cell). The workspace output is not mapped."""
     reverse, hidden, has_bias = bool(args[7]), int(args[10]), bool(args[12])
-    if not all(b.is_const(w) for w in (w_ih, w_hh)) or (
-            has_bias and not all(b.is_const(v) for v in (b_ih, b_hh))):
-        b.fail("with weights computed by the model")
-    dtype = b.out_dtype
-    order = [0, 3, 1, 2]
-    wx = b.const(_gates(w_ih.array, order)[None], dtype)
-    wh = b.const(_gates(w_hh.array, order)[None], dtype)
-    bias = None
-    if has_bias:
-        bias = b.const(np.concatenate([_gates(b_ih.array, order),
-                                       _gates(b_hh.array, order)])[None], dtype)
-
-    def state(v):
-        if b.is_const(v) and not np.any(v.array):
-            return None
-        return b.unsqueeze(b.cast(v, dtype), [0])
-
-    h0, c0 = state(hx), state(cx)
-    y, yh, yc = b.emit("LSTM", [x, wx, wh, bias, None, h0, c0], n_out=3, rank=4,
+    operands = _rnn_operands(b, inputs, args, [0, 3, 1, 2], has_bias, 2)
+    y, yh, yc = b.emit("LSTM", [inputs[0]] + operands, n_out=3, rank=4,
                        hidden_size=hidden, direction="reverse" if reverse else "forward")
     return [b.squeeze(y, [1]), b.squeeze(yh, [0]), b.squeeze(yc, [0]), None]
+
+
+def _recurrent_layer(b, inputs, args, op_type: str, order: list[int], **attrs):
+    """One GRU or RNN layer and direction (`_gru_layer`/`_rnn_layer`: x, w_ih, w_hh, b_ih,
+    b_hh, hx, reverse, has_biases, ...), time-major, as an ONNX `op_type` node whose gate
+    blocks are PyTorch's in `order`. The workspace output is not mapped."""
+    reverse, has_bias = bool(args[6]), bool(args[7])
+    operands = _rnn_operands(b, inputs, args, order, has_bias, 1)
+    y, yh = b.emit(op_type, [inputs[0]] + operands, n_out=2, rank=4,
+                   hidden_size=int(args[2].shape[1]),
+                   direction="reverse" if reverse else "forward", **attrs)
+    return [b.squeeze(y, [1]), b.squeeze(yh, [0]), None]
+
+
+def gru_layer(b, inputs, args, kwargs, opset):
+    """_gru_layer: an ONNX GRU node. PyTorch stacks the gates as (reset, update, new), ONNX
+    as (update, reset, hidden); PyTorch applies the reset gate after the recurrent product
+    (ONNX's linear_before_reset=1)."""
+    return _recurrent_layer(b, inputs, args, "GRU", [1, 0, 2], linear_before_reset=1)
+
+
+def rnn_layer(b, inputs, args, kwargs, opset):
+    """_rnn_layer: an ONNX RNN node with PyTorch's nonlinearity (Tanh or Relu)."""
+    act = "Relu" if bool(args[8]) else "Tanh"
+    return _recurrent_layer(b, inputs, args, "RNN", [0], activations=[act])
 
 
 def attention(b, inputs, args, kwargs, opset):
@@ -1542,6 +1585,4 @@ def split_dynamic(b, inputs, args, kwargs, opset):
     sizes = [_size_or_int(z) for z in sizes]
     outs = b.emit("Split", [inputs[0], b.ints(sizes)], n_out=len(sizes), axis=d)
     return outs if isinstance(outs, list) else [outs]
-
-
 from ._onnx_mappings_more import *  # noqa: E402, F403

@@ -345,3 +345,7 @@ pack_padded_sequence = register(
         lengths.numpy() if hasattr(lengths, "numpy") else lengths).astype(np.int64), bf),
     nondiff_outputs=(1,), nondiff_args=(1,), samples=_pack_samples,
     public="_pack_padded_sequence", forward_ad="unsupported")
+
+
+# The GRU's and the Elman RNN's whole-layer ops live beside (importing it registers them).
+from .rnn_gru import gru_layer, rnn_layer  # noqa: E402,F401

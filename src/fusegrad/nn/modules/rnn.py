@@ -9,16 +9,24 @@ The layers record the graph PyTorch's CPU implementation records, so backward no
   and the gate arithmetic (gates split with `unsafe_chunk`), and `stack` joins the outputs;
 - a PackedSequence runs step by step on slices of the packed data, narrowing the hidden state
   as sequences end (PyTorch's packed layers), and joins outputs and states with `cat`.
+
+The GRU and the RNN (float32/float64) take their whole-layer ops `_gru_layer`/`_rnn_layer` (one
+per layer and direction, `ops/rnn_gru.py`) wherever no graph PyTorch would record is kept: a
+forward that records nothing (no_grad, nothing requiring grad), and any tracing mode (ONNX
+export, compile's capture and AOT tracing), where one op keeps the sequence axis dynamic and
+compiled code free of an unrolled loop. While autograd records, they run step by step, so the
+graph has PyTorch's nodes (`EAGER_GRAD_LAYER_OPS` makes them take the layer ops there too).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import sys
 import warnings
 
 from ... import _creation
-from ..._dispatch import call
+from ..._dispatch import call, computing_mode
 from ..._functions import cat as _cat
 from ..._functions import stack as _stack
 from ..._tensor import Tensor
@@ -31,6 +39,12 @@ from ..parameter import Parameter
 from .module import Module
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+# Whether the GRU and RNN take their layer ops while autograd records a graph through them.
+# Off: they then record PyTorch's per-step nodes (its CPU GRU/RNN have no fused layer node), as
+# tests/test_nn_recurrent.py compares; on, a training step is faster (one node per layer and
+# direction) but the graph's node names are fusegrad's own (`GruLayerBackward0`, ...).
+EAGER_GRAD_LAYER_OPS = False
 
 # PyTorch's oneDNN LSTM (float32 input) and the errors it raises for a state or weight of
 # another dtype: the half types get no primitive, the rest no oneDNN type at all.
@@ -177,6 +191,47 @@ def _reversed_packed_layer(cell, data, sizes: list, state: tuple, p: dict):
         outs.append(state[0])
     outs.reverse()
     return _cat(outs, 0), state
+
+
+def _layer_op(mode: str, x, state: tuple, p: dict, reverse: bool):
+    """One GRU or RNN layer and direction as its whole-layer op: (outputs, (final state,))."""
+    b_ih, b_hh = p["bias_ih"], p["bias_hh"]
+    has_biases = b_ih is not None
+    if not has_biases:  # (zeros the op adds; it gives them no gradient)
+        b_ih = _creation.zeros(p["weight_ih"].shape[0], dtype=x.dtype, device=_device_of(x))
+        b_hh = b_ih
+    args = (x, p["weight_ih"], p["weight_hh"], b_ih, b_hh, state[0], reverse, has_biases)
+    if mode == "GRU":
+        out, h, _ = call(_R.gru_layer, *args)
+    else:
+        out, h, _ = call(_R.rnn_layer, *args, mode == "RNN_RELU")
+    return out, (h,)
+
+
+def _compiler_markers():
+    """The compiler's markers module, None while the compiler is not loaded (read from
+    `sys.modules`: nn sits below the compiler). Marked as `assume_constant_result` does, so
+    compile's capture calls it once with no guard on `sys.modules`."""
+    return sys.modules.get("fusegrad.compiler.markers")
+
+
+_compiler_markers._fusegrad_constant_result = True
+
+
+def _compiling() -> bool:
+    """Whether compile's capture translates this code (its `is_compiling` answers True
+    there)."""
+    markers = _compiler_markers()
+    return markers is not None and markers.is_compiling()
+
+
+def _tracing() -> bool:
+    """Whether a mode records ops into a trace (export, capture, AOT): not a forward-AD level
+    or a profiler alone, which compute each op as eager does."""
+    if not computing_mode():
+        return False
+    forward_ad = sys.modules.get("fusegrad.autograd.forward_ad")
+    return not (forward_ad is not None and forward_ad.only_level_modes())
 
 
 # ---------------------------------------------------------------- multi-layer recurrent layers
@@ -429,6 +484,18 @@ class RNNBase(Module):
         return (self.mode == "LSTM" and x.dtype.name == "float32" and self.proj_size == 0
                 and x.numel() != 0 and mkldnn.enabled)
 
+    def _uses_layer_ops(self, x, states) -> bool:
+        """Whether a GRU/RNN runs its layers as `_gru_layer`/`_rnn_layer` (module docstring):
+        float32/float64 outside autocast, a non-empty input, and a trace being made or no
+        graph being recorded (unless `EAGER_GRAD_LAYER_OPS`)."""
+        if (self.mode == "LSTM" or x.dtype.name not in ("float32", "float64")
+                or _thread_local.autocast_enabled or x.numel() == 0):
+            return False
+        if EAGER_GRAD_LAYER_OPS or _compiling() or _tracing() or not _thread_local.grad_enabled:
+            return True
+        return not (x.requires_grad or any(s.requires_grad for s in states)
+                    or any(w is not None and w.requires_grad for w in self._flat_weights))
+
     def _warn_projections(self, x) -> None:
         """PyTorch's CPU LSTM would take oneDNN for this input (float32, oneDNN enabled,
         non-empty, not meta) but cannot with projections: it says so once and runs its default
@@ -507,9 +574,14 @@ class RNNBase(Module):
             if self.batch_first:
                 x = x.transpose(0, 1)
         else:
-            cell = _cell_fn(self.mode)
-            x, final = self._layers(
-                x, states, lambda inp, st, p, rev: _full_layer(cell, inp, st, p, rev))
+            if self._uses_layer_ops(x, states):
+                mode = self.mode
+                x, final = self._layers(
+                    x, states, lambda inp, st, p, rev: _layer_op(mode, inp, st, p, rev))
+            else:
+                cell = _cell_fn(self.mode)
+                x, final = self._layers(
+                    x, states, lambda inp, st, p, rev: _full_layer(cell, inp, st, p, rev))
             if self.batch_first:
                 # PyTorch transposes the LSTM output out of place, the others in place.
                 x = x.transpose(0, 1) if self.mode == "LSTM" else call(_R.transpose_, x, 0, 1)
