@@ -24,6 +24,24 @@ def _codegen_cache(tmp_path_factory):
     os.environ.pop("FUSEGRAD_CACHE_DIR", None)
 
 
+@pytest.fixture(autouse=True)
+def _distribution_validation():
+    """Each test starts with the distributions' argument validation on, the libraries'
+    default, in torch and fusegrad alike: the first compile of a process switches it off
+    for good (torch.compile does, and fusegrad.compile as it), which must not reach the
+    tests that run after it in the same worker."""
+    import sys
+
+    modules = [sys.modules.get(name) for name in ("torch.distributions.distribution",
+                                                  "fusegrad.distributions.distribution")]
+    saved = [(m, m.Distribution._validate_args) for m in modules if m is not None]
+    for m, _ in saved:
+        m.Distribution.set_default_validate_args(True)
+    yield
+    for m, value in saved:
+        m.Distribution.set_default_validate_args(value)
+
+
 @pytest.fixture(scope="module")
 def fresh_codegen_cache(tmp_path_factory):
     """A kernel cache of the test module's own, so that its tests compile their graphs

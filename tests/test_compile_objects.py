@@ -516,3 +516,20 @@ def test_explain_counts_one_graph_for_a_distribution():
     x, y = _inputs(4, 0)
     out = fg._dynamo.explain(lambda x, y: p_normal(fg, x, y))(x, y)
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+
+
+def test_compile_switches_default_validation_off(monkeypatch):
+    """The first `compile` of a process switches argument validation off, as torch.compile
+    does (`Normal(0., -1.)` then constructs; torch 2.13 behaves so after its first compile);
+    `validate_args=True` still checks."""
+    from fusegrad import compiler
+
+    monkeypatch.setitem(compiler._VALIDATION, "switched", False)
+    D.Distribution.set_default_validate_args(True)
+    with pytest.raises(ValueError):
+        D.Normal(0.0, -1.0)
+    fg.compile(lambda x: x + 1)
+    assert D.Distribution._validate_args is False
+    D.Normal(0.0, -1.0)
+    with pytest.raises(ValueError):
+        D.Normal(0.0, -1.0, validate_args=True)

@@ -314,6 +314,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
                              "provided.")
     if disable:
         return model
+    _switch_off_validation()
     module_cls = _module_class()
     if module_cls is not None and isinstance(model, module_cls):
         from .optimized_module import OptimizedModule
@@ -321,6 +322,21 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
         return OptimizedModule(model, CompiledFunction(type(model).forward, backend,
                                                        fullgraph, dynamic, recompile_limit))
     return _compiled_callable(model, backend, fullgraph, dynamic, recompile_limit)
+
+
+_VALIDATION = {"switched": False}
+
+
+def _switch_off_validation() -> None:
+    """The first `compile` switches the distributions' argument validation off for the
+    process, as PyTorch's does: the checks read values (`bool(valid.all())`), which compiled
+    code would have to break its graph for. A program wanting them passes
+    `validate_args=True` or switches the default back on."""
+    if not _VALIDATION["switched"]:
+        _VALIDATION["switched"] = True
+        from ..distributions import Distribution
+
+        Distribution.set_default_validate_args(False)
 
 
 def _compiled_callable(fn, backend, fullgraph, dynamic, recompile_limit):
