@@ -26,16 +26,18 @@ test_backend.__test__ = False  # a helper, not a test
 
 class Counter:
     """A backend that counts the graphs it is given and their ops (call_function and
-    call_method nodes), and compiles fusegrad's graphs with `inner` (by default the run's
-    `FUSEGRAD_TEST_BACKEND`); torch's graphs run as they are."""
+    call_method nodes), keeps them (`modules`), and compiles fusegrad's graphs with `inner`
+    (by default the run's `FUSEGRAD_TEST_BACKEND`); torch's graphs run as they are."""
 
     def __init__(self, inner: str | None = None):
         self.inner = inner or test_backend()
         self.graphs = 0
         self.ops = 0
+        self.modules = []
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
+        self.modules.append(gm)
         self.ops += sum(n.op in ("call_function", "call_method") for n in gm.graph.nodes)
         if self.inner == "eager" or not type(gm).__module__.startswith("fusegrad"):
             return gm.forward

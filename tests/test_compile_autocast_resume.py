@@ -278,18 +278,6 @@ def same(got: tuple, want: tuple) -> None:
         np.testing.assert_allclose(got[2], want[2], **tol)
 
 
-class Recorder(Counter):
-    """`Counter` that also keeps the graphs it is given."""
-
-    def __init__(self):
-        super().__init__()
-        self.modules = []
-
-    def __call__(self, gm, example_inputs):
-        self.modules.append(gm)
-        return super().__call__(gm, example_inputs)
-
-
 def _autocast_edges(gm) -> tuple:
     names = [getattr(n.target, "__name__", "") for n in gm.graph.nodes
              if n.op == "call_function"]
@@ -310,7 +298,7 @@ def _no_region_left():
 @pytest.mark.parametrize("fn", list(GRAPHS), ids=lambda f: f.__name__)
 def test_resumes_compiled_inside_the_region(fn):
     want = run(fn)
-    counter = Recorder()
+    counter = Counter()
     compiled = fg.compile(fn, backend=counter)
     same(run(compiled), want)
     graphs = counter.graphs
@@ -325,7 +313,7 @@ def test_resumes_compiled_inside_the_region(fn):
 def test_resumed_graph_enters_the_region():
     # The resume graph re-enters the region open at its start and leaves it where the block
     # ends: the ops after the block run outside it.
-    counter = Recorder()
+    counter = Counter()
     fg.compile(in_block, backend=counter)(*run_args())
     if not CAPTURES:
         return

@@ -387,32 +387,14 @@ def test_mkldnn_rnn_layer_matches_aten(reverse, train):
 def test_mkldnn_rnn_layer_gradcheck_and_meta(reverse, has_biases):
     """float64 gradcheck and gradgradcheck of the op's derivative; fake tensors get the
     kernel's shapes."""
-    from fusegrad import _dispatch
-    from fusegrad._fake import FakeTensorMode
+    from layer_op_support import check_fake_shapes, gradchecked
+
     from fusegrad.ops import REGISTRY
 
     op = REGISTRY["mkldnn_rnn_layer"]
     args = list(_layer_args("float64", reverse, has_biases))
-    pos = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-    if not has_biases:
-        pos = [i for i in pos if i not in (3, 4)]
-    leaves = tuple(fusegrad.tensor(args[i], requires_grad=True) for i in pos)
-    base = [fusegrad.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-
-    def fn(*xs):
-        a = list(base)
-        for i, x in zip(pos, xs):
-            a[i] = x
-        return tuple(_dispatch.call(op, *a)[:3])
-
-    assert fusegrad.autograd.gradcheck(fn, leaves)
-    assert fusegrad.autograd.gradgradcheck(fn, leaves)
-    real = _dispatch.call(op, *base)
-    with FakeTensorMode() as mode:
-        fakes = _dispatch.call(op, *[mode.from_tensor(a) if isinstance(a, fusegrad.Tensor)
-                                     else a for a in base])
-    assert [tuple(f.shape) for f in fakes] == [tuple(r.shape) for r in real]
-    assert [f.dtype for f in fakes] == [r.dtype for r in real]
+    _, _, base, _ = gradchecked(op, args, has_biases, 3)
+    check_fake_shapes(op, base)
 
 
 def test_unsafe_chunk_node():

@@ -146,23 +146,10 @@ def test_gradcheck_and_meta(name, reverse, has_biases):
     """float64 gradcheck and gradgradcheck of the ops (first two outputs); the backward op
     (run where nothing is recorded) and the derivative on arrays give the recorded
     derivative's gradients; fake tensors get the kernel's shapes."""
-    from fusegrad._fake import FakeTensorMode
+    from layer_op_support import check_fake_shapes, gradchecked
 
     op, args = _op_args(name, "float64", reverse, has_biases)
-    pos = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-    if not has_biases:
-        pos = [i for i in pos if i not in (3, 4)]
-    leaves = tuple(fusegrad.tensor(args[i], requires_grad=True) for i in pos)
-    base = [fusegrad.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-
-    def fn(*xs):
-        a = list(base)
-        for i, x in zip(pos, xs):
-            a[i] = x
-        return tuple(_dispatch.call(op, *a)[:2])
-
-    assert fusegrad.autograd.gradcheck(fn, leaves)
-    assert fusegrad.autograd.gradgradcheck(fn, leaves)
+    fn, leaves, base, pos = gradchecked(op, args, has_biases, 2)
     # The three backward forms agree: recorded (create_graph: fusegrad ops), on arrays (the
     # engine's fast path) and the backward op (what compiled backward graphs call).
     out = fn(*leaves)
@@ -178,12 +165,7 @@ def test_gradcheck_and_meta(name, reverse, has_biases):
     for a, b, c in zip(recorded, arrays, [by_op[i] for i in pos]):
         close(a.detach(), b, 1e-12, 1e-12, "on arrays")
         close(c, b, 1e-12, 1e-12, "backward op")
-    real = _dispatch.call(op, *base)
-    with FakeTensorMode() as mode:
-        fakes = _dispatch.call(op, *[mode.from_tensor(a) if isinstance(a, fusegrad.Tensor)
-                                     else a for a in base])
-    assert [tuple(f.shape) for f in fakes] == [tuple(r.shape) for r in real]
-    assert [f.dtype for f in fakes] == [r.dtype for r in real]
+    check_fake_shapes(op, base)
 
 
 # ---------------------------------------------------------------- ONNX
