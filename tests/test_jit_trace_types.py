@@ -204,8 +204,28 @@ def test_optimize_for_inference_folds_and_keeps_the_values(how, model):
         np.testing.assert_allclose(_np(c(lib.tensor(y))), _np(m(lib.tensor(y))), rtol=1e-6)
         if lib is torch:  # PyTorch's optimized program has no batch norm left ...
             assert "batch_norm" not in o.code
-        else:  # ... nor has fusegrad's: the batch norm submodule is no longer called
+        elif model == "conv_bn":  # ... nor has fusegrad's after a convolution ...
             assert 'getattr(self, "1")' not in o.code
+        else:  # ... but a linear layer's stays (see the next test)
+            assert "batch_norm" in o.code or 'getattr(self, "1")' in o.code
+
+
+def test_optimize_for_inference_keeps_a_batch_norm_after_a_linear_layer():
+    """A batch norm after a linear layer normalizes its input's dim 1, the linear layer's
+    features only for a 2-D input: PyTorch folds it anyway, and for an (N, C, L) input with
+    C equal to the features its optimized module computes other values; fusegrad keeps the
+    batch norm and the module's values."""
+    m = fusegrad.nn.Sequential(fusegrad.nn.Linear(4, 3), fusegrad.nn.BatchNorm1d(3)).eval()
+    with fusegrad.no_grad():
+        m[1].running_mean.copy_(fusegrad.tensor([0.5, -0.25, 1.0]))
+        m[1].running_var.copy_(fusegrad.tensor([2.0, 0.5, 1.5]))
+    rng = np.random.default_rng(0)
+    x = fusegrad.tensor(rng.standard_normal((2, 3, 4)).astype(np.float32))
+    flat = fusegrad.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    for made in (fusegrad.jit.trace(m, x), fusegrad.jit.script(m)):
+        o = fusegrad.jit.optimize_for_inference(made)
+        for inp in (x, flat):
+            np.testing.assert_allclose(_np(o(inp)), _np(m(inp)), rtol=1e-5, atol=1e-5)
 
 
 def test_traced_module_saves_and_loads(tmp_path):

@@ -6,9 +6,9 @@ The frozen copy holds the parameters and buffers as plain tensors (no gradient, 
 folds into the graph; attributes named in `preserved_attrs` stay as they were. A traced
 module freezes into a `RecursiveScriptModule` without submodules (PyTorch inlines them) that
 runs a frozen copy of the trace's recording. With `optimize_numerics` (and in
-`optimize_for_inference`), an eval-mode batch norm that only follows a convolution or linear
-layer is folded into that layer's weight and bias. The module it is made from is left
-unchanged.
+`optimize_for_inference`), an eval-mode batch norm that only follows a convolution is
+folded into its weight and bias (not one after a linear layer: see `_fused`). The module it
+is made from is left unchanged.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ def _fused(layer, bn):
     statistics, a layer without bias in a scripted program that was compiled for none)."""
     from ..nn.modules.batchnorm import _BatchNorm
     from ..nn.modules.conv import _ConvNd
-    from ..nn.modules.linear import Linear
-    from ..nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
+    from ..nn.utils.fusion import fuse_conv_bn_weights
 
     origin = getattr(layer, "_jit_origin", type(layer))
     bn_origin = getattr(bn, "_jit_origin", type(bn))
@@ -51,17 +50,19 @@ def _fused(layer, bn):
         return None
     if bias is None and isinstance(layer, ScriptModule):
         return None
+    # A linear layer followed by a batch norm is not folded: the norm's channels are its
+    # input's dim 1, the layer's features its last dim, the same dim only for a 2-D input,
+    # which a frozen program cannot know (PyTorch folds it anyway and, for an (N, C, L)
+    # input with C equal to the features, returns other values than the module).
     if issubclass(origin, _ConvNd) and not getattr(layer, "transposed", True):
         w, b = fuse_conv_bn_weights(weight, bias, mean, var, bn.eps, bn.weight, bn.bias)
-    elif issubclass(origin, Linear) and mean.shape[0] == weight.shape[0]:
-        w, b = fuse_linear_bn_weights(weight, bias, mean, var, bn.eps, bn.weight, bn.bias)
     else:
         return None
     return w.detach(), b.detach()
 
 
 def _fold_fx(gm, keep: set) -> None:
-    """Fold each batch norm module that only follows a convolution or linear module in the
+    """Fold each batch norm module that only follows a convolution module in the
     recording `gm` (an FX GraphModule) into that module."""
     changed = False
     reads: dict = {}  # module name -> how many nodes call it or read its attributes
@@ -123,7 +124,7 @@ def _attribute_reads(block, counts: dict) -> None:
 
 def _fold_script(root: ScriptModule, keep: set, prefix: str = "") -> None:
     """Fold, in the `forward` of `root` (a copy) and of its submodules, each call of a batch
-    norm submodule on the result of a convolution or linear submodule's call (used only
+    norm submodule on the result of a convolution submodule's call (used only
     there, the layer read nowhere else)."""
     engine = root.__dict__.get("_jit_engine")
     if engine is not None:  # a traced submodule runs its recording
@@ -252,7 +253,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
     """A copy of `mod` (from `jit.script` or `jit.trace`, in eval mode) whose parameters and
     buffers are constants, as a `RecursiveScriptModule`; `preserved_attrs` names attributes
     (or submodules) kept as they are. With `optimize_numerics`, batch norms are folded into
-    the convolution or linear layer they follow (equal values, within rounding)."""
+    the convolution they follow (equal values, within rounding)."""
     if not isinstance(mod, ScriptModule):
         raise RuntimeError(
             "Freezing expects a ScriptModule as input. Please use torch.jit.script or "
@@ -268,8 +269,8 @@ def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
 
 def optimize_for_inference(mod, other_methods=None):
     """`mod` (a scripted or traced module) put in eval mode, as PyTorch does to the module
-    given, and frozen, with batch norms folded into the convolution or linear layer before
-    them; `other_methods` names methods kept besides `forward`."""
+    given, and frozen, with batch norms folded into the convolution before them;
+    `other_methods` names methods kept besides `forward`."""
     if not isinstance(mod, ScriptModule):
         raise RuntimeError(
             "optimize_for_inference expects a ScriptModule as input. Please use "
