@@ -281,3 +281,12 @@ def test_polar_stays_unsupported():
         _session(lambda t: fg.polar(t.abs(), t).real, [fg.randn(3)], 20, False)
     assert str(info.value) == ("Exporting the operator 'aten::polar' to ONNX opset version 20 "
                                "is not supported")
+
+
+def test_a_dynamic_size_as_a_number_keeps_the_tensors_dtype():
+    """`x.sum() / x.shape[0]` with a dynamic batch: the size is a Python int's weak operand,
+    so the graph computes in float32 as eager does (it ran the model's op on a 64-bit size
+    and exported a float64 output)."""
+    fn = (lambda x: (x.sum() / x.shape[0], x * x.shape[1], x.shape[0] - x,
+                     F.kl_div(x.log_softmax(1), x.softmax(1), reduction="batchmean")))
+    _check(fn, randn(4), batches=(3, 5, 8))

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import DispatchMode, call
-from .._symbolic import ShapeEnv
+from .._symbolic import ShapeEnv, SymInt
 from ..ops import _onnx_mappings  # noqa: F401  (before any mapping runs: `ops/_onnx.py`)
 from ._graph import Builder, Const, UnsupportedOperatorError, Value, dtype_of, has_sym
 
@@ -264,7 +264,13 @@ class _Capture(DispatchMode):
         self.exporter = exporter
 
     def __fusegrad_dispatch__(self, op: Any, args: tuple) -> Any:
-        result = call(op, *args)
+        # A symbolic size in a number's place runs as the Python int it stands for: a number
+        # there is a weak operand (`x.sum() / x.shape[0]` stays float32); the graph reads the
+        # symbolic size from `args`.
+        concrete = args
+        if any(a.__class__ is SymInt for a in args):
+            concrete = tuple(int(a) if a.__class__ is SymInt else a for a in args)
+        result = call(op, *concrete)
         self.exporter.record(op, args, result)
         return result
 
