@@ -436,3 +436,37 @@ def test_random_draws_nothing_reads_stay_in_the_graph():
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.numpy(), w.numpy())
     assert counter.graphs == 1
+
+
+def _dict_methods(x):
+    out = {"a": x.relu(), "b": x.sigmoid()}
+    out.update(c=out["a"] + out["b"])
+    out.update({"d": x * 2}, e=x - 1)
+    out.update([("f", x + 3)])
+    g = out.setdefault("g", x.exp())
+    h = out.setdefault("a", None)
+    p = out.pop("b")
+    q = out.pop("missing", x.cos())
+    return {k: v.sum() for k, v in out.items()}, g, h, p, q
+
+
+def _pop_missing(x):
+    d = {"a": x + 1}
+    return d.pop("b")
+
+
+def test_methods_of_a_dict_made_in_the_frame_stay_in_the_graph():
+    """`update` (a dict, pairs, keywords), `setdefault` and `pop` on a dict the function
+    made: one graph, eager's keys in eager's order and values; a missing key's KeyError is
+    eager's (a graph break runs the `pop`)."""
+    x = fusegrad.randn(3)
+    fn, counter = compiled(_dict_methods)
+    want, got = _dict_methods(x), fn(x)
+    assert list(got[0]) == list(want[0]) and counter.graphs == 1
+    for k in want[0]:
+        np.testing.assert_allclose(got[0][k].numpy(), want[0][k].numpy(), **tolerances(x.dtype))
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), **tolerances(x.dtype))
+    fn, _ = compiled(_pop_missing)
+    with pytest.raises(KeyError, match="'b'"):
+        fn(x)

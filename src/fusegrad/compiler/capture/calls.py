@@ -902,9 +902,7 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             key = tr.as_python(args[0])
             return obj.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
         if name in ("__setitem__", "update", "setdefault", "pop") and obj.source is None:
-            if name == "__setitem__":
-                obj.items[tr.as_python(args[0])] = args[1]
-                return ConstantVariable(None)
+            return _local_dict_method(tr, obj, name, args, kwargs)
         raise Unsupported(f"dict.{name}")
     if isinstance(obj, TupleVariable):
         return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
@@ -951,6 +949,46 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return _evaluate(tr, method, args, kwargs)
         raise Unsupported(f"method {type(obj.value).__name__}.{name}")
     raise Unsupported(f"method {name} of {type(obj).__name__}")
+
+
+def _local_dict_method(tr: Translator, obj: DictVariable, name: str, args: list,
+                       kwargs: dict) -> Variable:
+    """`d[k] = v`, `d.update(...)`, `d.setdefault(k, v)` and `d.pop(k[, default])` on a dict
+    made in the frame (rebuilt after the graph with its items): done on the variable."""
+    items = obj.items
+    if name == "__setitem__":
+        items[tr.as_python(args[0])] = args[1]
+        return ConstantVariable(None)
+    if name == "update":
+        if len(args) > 1:
+            raise Unsupported("dict.update with more than one positional argument")
+        if args:
+            other = args[0]
+            if isinstance(other, DictVariable):
+                pairs = list(other.items.items())
+            elif isinstance(other, (TupleVariable, ListVariable)) and all(
+                    isinstance(p, TupleVariable) and len(p.items) == 2 for p in other.items):
+                pairs = [(tr.as_python(p.items[0]), p.items[1]) for p in other.items]
+            else:
+                raise Unsupported(f"dict.update({type(other).__name__})")
+            for key, value in pairs:
+                items[key] = value
+        for key, value in kwargs.items():
+            items[key] = value
+        return ConstantVariable(None)
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported(f"dict.{name} with these arguments")
+    key = tr.as_python(args[0])
+    default = args[1] if len(args) > 1 else None
+    if name == "setdefault":
+        if key not in items:
+            items[key] = default if default is not None else ConstantVariable(None)
+        return items[key]
+    if key in items:  # pop
+        return items.pop(key)
+    if default is None:
+        raise Unsupported("dict.pop of a missing key (a KeyError)")
+    return default
 
 
 def _nested_proto(tr: Translator, fn: NestedFunctionVariable):
