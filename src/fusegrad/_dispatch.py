@@ -21,6 +21,8 @@ while no thread has grad off or a mode, no op pays a thread-local lookup.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import _dtype, _thread_state
@@ -105,6 +107,18 @@ def computing_mode() -> bool:
             if not isinstance(mode, CallObserver):
                 return True
     return False
+
+
+def tracing_mode() -> bool:
+    """Whether a mode records ops into a trace (export, capture, AOT tracing): a computing
+    mode other than forward-mode AD's levels alone, which compute each op as eager does."""
+    if not computing_mode():
+        return False
+    forward_ad = sys.modules.get(_FORWARD_AD)  # (a level can be open only once loaded)
+    return not (forward_ad is not None and forward_ad.only_level_modes())
+
+
+_FORWARD_AD = __name__.rpartition(".")[0] + ".autograd.forward_ad"
 
 
 class _Plain:

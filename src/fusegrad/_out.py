@@ -37,7 +37,7 @@ import types
 import numpy as np
 
 from . import _autocast, _dtype, _tensor, return_types
-from ._dispatch import call, computing_mode
+from ._dispatch import call, tracing_mode
 from ._metadata import copy_metadata
 from ._tensor import Tensor
 from ._thread_state import local as _local
@@ -122,7 +122,7 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
     if fake is not None and isinstance(out, fake.FakeTensor):
         out._take_geometry(fake.FakeTensor._make_fake(shape, out.dtype))
         return
-    if computing_mode() and not (_forward_ad() and _forward_ad().only_level_modes()):
+    if tracing_mode():
         # A mode recording ops (a trace) would miss the resize, which no op performs: its
         # graph would write the result into a tensor of the old shape.
         raise NotImplementedError(

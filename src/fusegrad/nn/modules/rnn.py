@@ -26,7 +26,7 @@ import sys
 import warnings
 
 from ... import _creation
-from ..._dispatch import call, computing_mode
+from ..._dispatch import call, tracing_mode
 from ..._functions import cat as _cat
 from ..._functions import stack as _stack
 from ..._tensor import Tensor
@@ -223,15 +223,6 @@ def _compiling() -> bool:
     there)."""
     markers = _compiler_markers()
     return markers is not None and markers.is_compiling()
-
-
-def _tracing() -> bool:
-    """Whether a mode records ops into a trace (export, capture, AOT): not a forward-AD level
-    or a profiler alone, which compute each op as eager does."""
-    if not computing_mode():
-        return False
-    forward_ad = sys.modules.get("fusegrad.autograd.forward_ad")
-    return not (forward_ad is not None and forward_ad.only_level_modes())
 
 
 # ---------------------------------------------------------------- multi-layer recurrent layers
@@ -491,7 +482,7 @@ class RNNBase(Module):
         if (self.mode == "LSTM" or x.dtype.name not in ("float32", "float64")
                 or _thread_local.autocast_enabled or x.numel() == 0):
             return False
-        if EAGER_GRAD_LAYER_OPS or _compiling() or _tracing() or not _thread_local.grad_enabled:
+        if EAGER_GRAD_LAYER_OPS or _compiling() or tracing_mode() or not _thread_local.grad_enabled:
             return True
         return not (x.requires_grad or any(s.requires_grad for s in states)
                     or any(w is not None and w.requires_grad for w in self._flat_weights))
