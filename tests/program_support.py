@@ -1,0 +1,41 @@
+"""Comparing what a program returned under torch and under fusegrad: tensors as their
+dtype, shape, values, grad_fn name and requires_grad, containers recursively."""
+
+import numpy as np
+import pytest
+
+
+def plain(x, lib):
+    """Tensors as (dtype, shape, float64 values, grad_fn name, requires_grad), dtypes as their
+    names, containers recursively, so that the two runs can be compared."""
+    if isinstance(x, lib.Tensor):
+        d = x.detach()
+        values = d.to(lib.float64).numpy() if d.is_floating_point() else d.numpy()
+        name = type(x.grad_fn).__name__ if x.grad_fn is not None else None
+        return ("tensor", str(x.dtype), tuple(x.shape), values, name, x.requires_grad)
+    if isinstance(x, (lib.dtype, lib.device)):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: plain(v, lib) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v, lib) for v in x]
+    return x
+
+
+def compare(a, b, path, rtol, atol):
+    if isinstance(a, tuple) and a and a[0] == "tensor":
+        assert isinstance(b, tuple) and b[0] == "tensor", path
+        assert a[1:3] == b[1:3] and a[4:] == b[4:], (path, a[1:3], b[1:3], a[4:], b[4:])
+        np.testing.assert_allclose(b[3], a[3], rtol=rtol, atol=atol, err_msg=path)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), path
+        for k in a:
+            compare(a[k], b[k], f"{path}.{k}", rtol, atol)
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            compare(x, y, f"{path}[{i}]", rtol, atol)
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=rtol, abs=atol), path
+    else:
+        assert a == b, path
