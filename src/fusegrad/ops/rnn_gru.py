@@ -270,20 +270,28 @@ def gru_layer_sample_args(rng, dt, steps=3, batch=2, n_in=3, hsz=4, reverse=Fals
             rand_array(rng, (g,), dt), rand_array(rng, (batch, hsz), dt), reverse, has_biases)
 
 
-gru_layer_backward = register(
-    "_gru_layer_backward", kernel=_gru_backward_kernel,
-    meta=_backward_meta("_gru_layer_backward", 3), samples=lambda rng, dt: [])
+def _register_layer(name: str, gates: int, kernel, backward_kernel, ops_derivative, node: str,
+                    onnx) -> tuple:
+    """Register layer op `name` (`gates` gate blocks per weight) and its backward op
+    `name + "_backward"`: (the layer op, the backward op). No samples for the registry walk:
+    the ops have no ATen twin to compare with; tests/test_rnn_layer_ops.py checks them
+    against PyTorch's nn.GRU/nn.RNN (values, gradients), with gradcheck and gradgradcheck
+    (float64), and their ONNX nodes against onnxruntime."""
+    backward = register(
+        f"{name}_backward", kernel=backward_kernel,
+        meta=_backward_meta(f"{name}_backward", gates), samples=lambda rng, dt: [])
+    derivative = _layer_derivative(backward, ops_derivative)
+    derivative.on_arrays = _on_arrays(backward_kernel)
+    layer = register(
+        name, kernel=kernel, meta=_meta(name, gates), node=node, derivative=derivative,
+        save=_save, nondiff_outputs=(2,), samples=lambda rng, dt: [],
+        tolerance={"float32": 1e-4}, onnx=onnx)
+    return layer, backward
 
-_gru_derivative = _layer_derivative(gru_layer_backward, _gru_ops_derivative)
-_gru_derivative.on_arrays = _on_arrays(_gru_backward_kernel)
 
-# No samples for the registry walk: the ops have no ATen twin to compare with.
-# tests/test_rnn_layer_ops.py checks them against PyTorch's nn.GRU/nn.RNN (values, gradients),
-# with gradcheck and gradgradcheck (float64), and their ONNX nodes against onnxruntime.
-gru_layer = register(
-    "_gru_layer", kernel=_gru_kernel, meta=_meta("_gru_layer", 3), node="GruLayerBackward0",
-    derivative=_gru_derivative, save=_save, nondiff_outputs=(2,),
-    samples=lambda rng, dt: [], tolerance={"float32": 1e-4}, onnx=ox.gru_layer)
+gru_layer, gru_layer_backward = _register_layer(
+    "_gru_layer", 3, _gru_kernel, _gru_backward_kernel, _gru_ops_derivative,
+    "GruLayerBackward0", ox.gru_layer)
 
 
 # ---------------------------------------------------------------- RNN (tanh, relu)
@@ -359,15 +367,6 @@ def _rnn_ops_derivative(g_out, g_hy, x, w_ih, w_hh, b_ih, b_hh, hx, reverse, has
             db, db, dh, None, None, None)
 
 
-rnn_layer_backward = register(
-    "_rnn_layer_backward", kernel=_rnn_backward_kernel,
-    meta=_backward_meta("_rnn_layer_backward", 1), samples=lambda rng, dt: [])
-
-_rnn_derivative = _layer_derivative(rnn_layer_backward, _rnn_ops_derivative)
-_rnn_derivative.on_arrays = _on_arrays(_rnn_backward_kernel)
-
-# No samples for the registry walk (no ATen twin); see `_gru_layer`.
-rnn_layer = register(
-    "_rnn_layer", kernel=_rnn_kernel, meta=_meta("_rnn_layer", 1), node="RnnLayerBackward0",
-    derivative=_rnn_derivative, save=_save, nondiff_outputs=(2,),
-    samples=lambda rng, dt: [], tolerance={"float32": 1e-4}, onnx=ox.rnn_layer)
+rnn_layer, rnn_layer_backward = _register_layer(
+    "_rnn_layer", 1, _rnn_kernel, _rnn_backward_kernel, _rnn_ops_derivative,
+    "RnnLayerBackward0", ox.rnn_layer)
