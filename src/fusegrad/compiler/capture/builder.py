@@ -13,8 +13,10 @@ import collections
 import functools
 import inspect
 import operator
+import os
 import re
 import threading
+import traceback
 import types
 
 import numpy as np
@@ -43,6 +45,7 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     DictVariable,
+    ItemKey,
     ListVariable,
     MethodVariable,
     PartialVariable,
@@ -58,6 +61,9 @@ def placeholder_name(source: str) -> str:
     """`L['x']` -> `L_x_`, `L['xs'][0]` -> `L_xs_0_`: the placeholder's target, as Dynamo
     names its inputs (the graph names the node in lower case, `l_x_`)."""
     return re.sub(r"[^0-9a-zA-Z]+", "_", source)
+
+
+_NOTHING = object()
 
 
 class GraphBuilder:
@@ -109,6 +115,15 @@ class GraphBuilder:
         self.strict_symbols: dict[str, str] = {}
         self.symbol_nodes: dict = {}  # symbol name -> its placeholder
         self.symbol_values: dict = {}  # symbol source -> its value (an example input)
+        # Objects of plain classes read from the frame (one it made before a break, one
+        # passed in) are followed by their type and the attributes read, not their
+        # identity, as Dynamo guards them: a new one on every call reuses the graph
+        # (objects.py `follow_outside`).
+        self.follow_objects = False
+        self.followed: list = []  # (variable, real object) of the objects followed
+        # id -> dict from outside that a recorded store assigns an item of: reading it
+        # again in this graph would miss the item (it is set after the graph ran).
+        self.written_dicts: dict = {}
 
     # ---------------------------------------------------------------- side effects
 
@@ -123,6 +138,12 @@ class GraphBuilder:
         """Record `obj.name = value`, replayed after the graph on `target` (an expression;
         by default the object itself, kept in the guard scope: it is guarded by identity)."""
         self.stores.append((obj, name, value, target or self.guards.ref(obj)))
+
+    def store_item(self, d: dict, key, value: Variable, target: str) -> None:
+        """Record `d[key] = value` of a dict from outside, replayed after the graph on
+        `target`; the dict may not be read again in this graph (`wrap` refuses it)."""
+        self.stores.append((d, ItemKey(key), value, target))
+        self.written_dicts[id(d)] = d
 
     def same_tensor(self, node, other) -> bool:
         """Whether `node` is `other` or an in-place op's result on it (`x.add_(1)`, `x += 1`
@@ -142,6 +163,14 @@ class GraphBuilder:
 
     def wrap(self, value, source: str | None) -> Variable:
         """A variable for a real value read from the frame (guarded when it has a source)."""
+        if self.written_dicts:
+            from .objects import DICT_WRAPPERS
+
+            bound = getattr(value, "__self__", None) if isinstance(
+                value, types.BuiltinMethodType) else None
+            if any(self.written_dicts.get(id(v), _NOTHING) is v for v in (value, bound)) or \
+                    type(value) in DICT_WRAPPERS:  # (a view may read one)
+                raise Unsupported("a dict read again after an item assignment in the graph")
         if isinstance(value, Tensor):
             if source is None:
                 raise Unsupported("a tensor created outside the captured code without a "
@@ -232,6 +261,12 @@ class GraphBuilder:
             self.guards.add(f"type({source}) is set")
             self.guards.contents(source, value)
             return ConstantVariable(value, source)
+        if self.follow_objects:
+            from .objects import follow_outside
+
+            followed = follow_outside(self, value, source)
+            if followed is not None:
+                return followed
         self.guards.constant(source, value)
         return ConstantVariable(value, source)
 
@@ -393,7 +428,7 @@ class GraphBuilder:
         except DataDependentOutputError as e:
             raise Unsupported(f"data-dependent operation: {e}") from None
         except (NotImplementedError, AttributeError, TypeError) as e:
-            raise Unsupported(f"{_target_name(target)} on fake tensors: {e}") from None
+            raise Unsupported(_fake_failure(target, e)) from None
         except (RuntimeError, ValueError, IndexError) as e:
             # The op fails for this input (a view of a non-contiguous tensor, a bad index):
             # run it for real, where it raises as it does eagerly.
@@ -533,6 +568,20 @@ class GraphBuilder:
 # The `operator` functions that write into their first argument (`x += 1`, `x[i] = v`).
 _INPLACE_OPERATORS = frozenset(["setitem"] + [f"i{n}" for n in (
     "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift").split()])
+
+
+def _fake_failure(target, error: Exception) -> str:
+    """Why a call failed on fake tensors. Code that reads a tensor's NumPy data (`._data`,
+    which a fake tensor does not have: `rrelu` drawing its slopes for the elements <= 0 in
+    training mode) needs the values: named as such, with the line that reads them."""
+    name = _target_name(target)
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.line and "._data" in frame.line:
+            where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+            return (f"{name} reads its input's values (`{frame.line.strip()}` at {where}), "
+                    f"which the capture's fake tensors do not have: data-dependent, it runs "
+                    f"for real ({type(error).__name__}: {error})")
+    return f"{name} on fake tensors: {error}"
 
 
 def _mutates(node) -> bool:

@@ -13,6 +13,7 @@ module's forward is called through `compile`, so that it is captured on its own 
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import math
@@ -40,8 +41,10 @@ from .objects import (
     call_object_slot,
     construct,
     constructible,
+    extreme,
     new_object,
     weak_reference,
+    weak_target_held,
 )
 from .symfloat import SymFloat, UnbackedFloat, format_lazily
 from .translator import (
@@ -216,6 +219,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             return GeneratorVariable(_nested_proto(tr, fn), args, tuple(fn.closure))
         return inline_nested(tr, fn, args, kwargs)
     if isinstance(fn, BoundFunctionVariable):  # a method found through super()
+        if isinstance(fn.obj, TupleVariable) and fn.obj.cls is not None and \
+                getattr(fn.func, "__code__", None) is _NAMEDTUPLE_REPLACE:
+            return _replace_fields(fn.obj, args, kwargs)
         return inline(tr, fn.func, [fn.obj] + args, kwargs)
     if isinstance(fn, PartialVariable):  # the stored arguments first, as partial.__call__
         return call_variable(tr, fn.func, fn.args + args, {**fn.kwargs, **kwargs})
@@ -227,8 +233,12 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         return ConstantVariable(None)
     if isinstance(fn, ObjectVariable):  # its class's __call__
         return call_object(tr, fn, args, kwargs)
-    if isinstance(fn, WeakRefVariable):  # the target may be dead in eager: it decides
-        raise Unsupported("calling a weak reference to an object made in the graph")
+    if isinstance(fn, WeakRefVariable):
+        if not args and not kwargs and weak_target_held(tr, fn.target):
+            return fn.target  # eager's object is alive: a local of a running frame holds it
+        # Otherwise it may be dead in eager (nothing else holds it): the real call decides.
+        raise Unsupported("calling a weak reference to an object made in the graph that "
+                          "no local variable holds")
     if not isinstance(fn, ConstantVariable):
         raise Unsupported(f"calling a {type(fn).__name__}")
     f = fn.value
@@ -379,6 +389,13 @@ def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
         return ConstantVariable(len(obj.mapping.items))  # (no __len__ of its own)
     if f is callable and len(args) == 1:
         return ConstantVariable(any("__call__" in vars(k) for k in obj.cls.__mro__))
+    if (f is str or f is repr) and len(args) == 1:
+        return objects.text_of(tr, obj, f.__name__)
+    if f is format and len(args) in (1, 2):
+        spec = tr.as_python(args[1]) if len(args) == 2 else ""
+        return objects.text_of(tr, obj, "format", spec) if isinstance(spec, str) else None
+    if f is vars and len(args) == 1:
+        return objects.read_attr(tr, obj, "__dict__")
     if any(f is g for g in (id, hash, repr, str, vars)):  # (the real object's identity,
         # text or __dict__: answered where it exists)
         raise Unsupported(f"{f.__name__}() of an object made in the graph")
@@ -481,6 +498,18 @@ def _make_namedtuple(tr, fn: ConstantVariable, args: list, kwargs: dict) -> Vari
             src = f"{_guard_name(tr, fn)}.__new__.__defaults__[{i - first_default}]"
             items.append(tr.wrap(defaults[i - first_default], src))
     return TupleVariable(items, cls=cls)
+
+
+# The code of every named tuple's `_replace` (each class has its own function).
+_NAMEDTUPLE_REPLACE = collections.namedtuple("_Probe", "a")._replace.__code__
+
+
+def _replace_fields(obj: TupleVariable, args: list, kwargs: dict) -> Variable:
+    """`t._replace(field=value, ...)` of a named tuple variable: a new one of its class."""
+    fields = obj.cls._fields
+    if args or any(k not in fields for k in kwargs) or len(obj.items) != len(fields):
+        raise Unsupported("namedtuple._replace() of unexpected arguments")  # (it raises)
+    return TupleVariable([kwargs.get(k, v) for k, v in zip(fields, obj.items)], cls=obj.cls)
 
 
 _PURE_MATH = {getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "tan", "floor",
@@ -693,6 +722,10 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if f is dict and len(args) <= 1 and (_has_tensor(args) or _has_tensor(kwargs.values())
                                          or any(_is_built(a) for a in args)):
         return _make_dict(tr, args, kwargs)
+    if f in (min, max):
+        found = extreme(tr, f, args, kwargs)  # of objects made in the graph
+        if found is not None:
+            return found
     if f in (abs, sum, min, max) and (_has_tensor(args)):
         if f is abs:
             return tr.builder.call("call_function", abs, tuple(args), {})
@@ -1194,15 +1227,50 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     if getattr(f, "_fusegrad_disabled", False):
         return f, values
     if _is_user_function(f):
-        return wrap(f), values
+        return _callee(wrap, f), values
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__) and \
             not getattr(f.__func__, "_fusegrad_disabled", False):
-        return wrap(f.__func__), [f.__self__] + values
+        return _callee(wrap, f.__func__), [f.__self__] + values
     if _is_module(f) and not any(getattr(f, t, None) for t in _HOOK_TABLES) and \
             not hasattr(f, "_compiled_forward") and not _global_hooks_registered():
         # (an OptimizedModule is compiled already; global hooks run through `__call__`)
         return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
     return f, values
+
+
+def _callee(wrap, f):
+    """What runs a function called for real: a user's captured on its own frame (`wrap`);
+    one of fusegrad's own layers or distributions (`fusegrad.nn.modules`, which capture
+    inlines like a user's) uncaptured, as Dynamo never compiles a frame of torch's own code
+    (its graph breaks, a warning in a loop over layers, would each split it), but with the
+    user functions it calls captured (a user's block inside an `nn.Sequential`)."""
+    if (getattr(f, "__module__", None) or "").startswith("fusegrad."):
+        return functools.partial(run_library_frame, f, wrap)
+    return wrap(f)
+
+
+# Code flags of frames that do not run to a return in one go.
+_SUSPENDING = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def run_library_frame(f, wrap, *args, **kwargs):
+    """Call `f` (see `_callee`): its bytecode runs for real, instruction by instruction, and
+    the functions it calls go through `_captured_callee` in turn."""
+    if f.__code__.co_flags & _SUSPENDING:
+        return f(*args, **kwargs)
+    try:
+        bound = inspect.signature(f, follow_wrapped=False).bind(*args, **kwargs)
+    except TypeError:  # the call itself raises Python's TypeError
+        return f(*args, **kwargs)
+    bound.apply_defaults()
+    from .segments import FrameRunner
+
+    # A comprehension's argument `.0` is `implicit0` to inspect.
+    names = {f"implicit{k[1:]}": k for k in f.__code__.co_varnames if k.startswith(".")}
+    tr = Translator(f.__code__, f.__globals__, f.__closure__, None,
+                    {names.get(k, k): ConstantVariable(v) for k, v in bound.arguments.items()},
+                    [], start=0, concrete=True, callee_wrapper=wrap)
+    return FrameRunner._continue_concrete(tr)
 
 
 def captures_item(builder, t, name: str) -> bool:

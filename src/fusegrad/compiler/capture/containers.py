@@ -214,13 +214,19 @@ class ContainerOpcodes:
         spec = self.pop() if (inst.arg & 4) else self.const("")
         v = self.pop()
         conv = {1: str, 2: repr, 3: ascii}.get(inst.arg & 3)
-        if conv is not None and isinstance(v, ConstantVariable) and (
-                self.concrete or not isinstance(v.value, Tensor)):
+        if conv is not None and (isinstance(v, ObjectVariable) or isinstance(
+                v, ConstantVariable) and (self.concrete or not isinstance(v.value, Tensor))):
             v = self.converted(v, conv)
         self.push(self._format(v, spec))
 
-    def converted(self, v: ConstantVariable, conv) -> Variable:
+    def converted(self, v: Variable, conv) -> Variable:
         """`str(v)`, `repr(v)` or `ascii(v)`; an object's text can change between calls."""
+        if isinstance(v, ObjectVariable) and conv is not ascii:  # its own methods, inlined
+            from .objects import text_of
+
+            return text_of(self, v, conv.__name__)
+        if not isinstance(v, ConstantVariable):
+            raise Unsupported(f"{conv.__name__}() of a {type(v).__name__}")
         if not self.concrete and isinstance(v.value, (SymFloat, SymText)):
             return self.const(format_lazily(v.value, conv.__name__, ""))
         text = conv(v.value)
@@ -235,6 +241,11 @@ class ContainerOpcodes:
             self.builder.guards.add(f"{template.format(src)} == {text!r}")
 
     def _format(self, v: Variable, spec: Variable) -> Variable:
+        if isinstance(v, ObjectVariable) and isinstance(spec, ConstantVariable) and \
+                type(spec.value) is str:  # its own `__format__`, inlined
+            from .objects import text_of
+
+            return text_of(self, v, "format", spec.value)
         if not isinstance(v, ConstantVariable) or not isinstance(spec, ConstantVariable):
             raise Unsupported("formatting a tensor")
         if not self.concrete and isinstance(v.value, Tensor):

@@ -10,12 +10,25 @@ so the graph sees every value the program's object holds. When the object outliv
 graph (returned, stored on an outside object, live at a break) it is rebuilt as a real
 instance holding those values, once per call (`rebuild`; its `__init__` does not run again).
 
-Only classes whose instances are their `__dict__` (and dict items) plus their class's
-attributes are followed: written in Python over `object`, `dict` or `OrderedDict`, no
-`__slots__`, no `__new__`/`__getattr__`/`__getattribute__` of their own, no `__del__` (the
-object made here is not the program's), no truth or length of their own, no metaclass but
-`type`/`ABCMeta`. Anything else, and anything the capture cannot follow on such an object
-(its `__dict__`, `id()`, a missing attribute), is a graph break: the real object is made and
+An object of such a class that the frame reads (one made before a graph break, on the stack
+or in a local at the resume point; one passed in) is followed the same way
+(`follow_outside`; not a dict subclass, no `__slots__`): guarded by its type and by the
+attributes the graph reads, not by its identity, so that a new object of the same kind
+reuses the graph, as Dynamo guards a user object. Its attribute writes are replayed on the
+real object after the graph (as object's `__setattr__`: its class's own ran in the graph),
+and the real object (read from its source) is what the frame holds afterwards.
+
+`__slots__` of an object made here are items like its other attributes; a Python
+`__getattr__` answers missing attributes (inlined); `__dict__` is a dict variable sharing the
+object's attribute table; rich comparisons, `min`/`max`, `str`/`repr`/`format` go through
+the class's Python methods.
+
+Only classes whose instances are their `__dict__` or slots (and dict items) plus their
+class's attributes are followed: written in Python over `object`, `dict` or `OrderedDict`,
+no `__new__`/`__getattribute__` of their own, no `__del__` (the object made here is not the
+program's), no truth or length of their own, no metaclass but `type`/`ABCMeta`. Anything
+else, and anything the capture cannot follow on such an object (`id()`, object's `repr()`
+naming its address, a missing attribute), is a graph break: the real object is made and
 used there.
 """
 
@@ -23,26 +36,29 @@ from __future__ import annotations
 
 import abc
 import collections
+import operator
 import types
 import weakref
 
 from .guards import _is_plain_data
 from .variables import (
+    AttrDictVariable,
     BoundFunctionVariable,
     ConstantVariable,
     DictVariable,
+    ListVariable,
     MethodVariable,
     ObjectVariable,
     PartialVariable,
     SuperVariable,
+    TupleVariable,
     Unsupported,
     Variable,
     WeakRefVariable,
 )
 
 # Special methods whose own definition makes an instance more than its `__dict__`.
-_OWN_BEHAVIOUR = ("__new__", "__getattr__", "__getattribute__", "__del__", "__bool__",
-                  "__len__", "__slots__")
+_OWN_BEHAVIOUR = ("__new__", "__getattribute__", "__del__", "__bool__", "__len__")
 # Special methods a class may define in Python (inlined on every attribute write or delete:
 # a frozen dataclass's raise FrozenInstanceError).
 _PYTHON_HOOKS = ("__setattr__", "__delattr__")
@@ -118,6 +134,24 @@ def _guard_class_attr(tr, cls: type, name: str, raw) -> None:
     guards.constant(lookup, raw)
 
 
+def _is_slot(raw) -> bool:
+    """A `__slots__` entry of a class (a member descriptor): an instance attribute stored
+    outside `__dict__`, which the object variable holds among its items like the others."""
+    return isinstance(raw, types.MemberDescriptorType)
+
+
+def _own_getattr(tr, cls: type):
+    """The class's Python `__getattr__` (guarded), called when an attribute is missing;
+    None where it has none."""
+    _, raw = _owner(cls, "__getattr__")
+    _guard_class_attr(tr, cls, "__getattr__", raw)
+    if raw is _MISSING:
+        return None
+    if not isinstance(raw, types.FunctionType):
+        raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
+    return raw
+
+
 def _is_data_descriptor(raw) -> bool:
     kind = type(raw)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
@@ -170,20 +204,64 @@ def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
     if name == "__class__":
         return ConstantVariable(cls)
     if name == "__dict__":
-        raise Unsupported(f"{cls.__name__}.__dict__ of an object made in the graph")
+        return attr_dict(obj)
     _, raw = _owner(cls, name)
     if raw is not _MISSING and (_is_data_descriptor(raw) or name not in obj.items):
         _guard_class_attr(tr, cls, name, raw)
-    if raw is not _MISSING and _is_data_descriptor(raw):
+    if _is_slot(raw) and name in obj.items:
+        return obj.items[name]
+    if raw is not _MISSING and _is_data_descriptor(raw) and not _is_slot(raw):
+        if _owner(cls, "__getattr__")[1] is not _MISSING:  # (called if the getter raises
+            # AttributeError)
+            raise Unsupported(f"the descriptor {cls.__name__}.{name} of a class with "
+                              "__getattr__")
         if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):
             return tr.call(BoundFunctionVariable(raw.fget, obj), [], {})
         raise Unsupported(f"the descriptor {cls.__name__}.{name}")
-    if name in obj.items:
+    if name in obj.items and not _is_slot(raw):
         return obj.items[name]
-    if raw is _MISSING:
-        # The real attribute read raises AttributeError (a handler may catch it).
+    if raw is _MISSING or _is_slot(raw):
+        # Missing: the class's `__getattr__` answers, else the real attribute read raises
+        # AttributeError (a handler may catch it).
+        hook = _own_getattr(tr, cls)
+        if hook is not None:
+            return tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
         raise Unsupported(f"{cls.__name__} object has no attribute {name!r}")
     return _class_value(tr, obj, raw, name)
+
+
+def attr_dict(obj: ObjectVariable) -> Variable:
+    """`obj.__dict__` (`vars(obj)`): a dict variable holding the object's own attribute
+    table, so that writes through either show through the other; after the graph it is
+    the rebuilt object's `__dict__`. An object from outside (whose attributes are read one
+    by one) breaks: the real one answers."""
+    if obj.source is not None or any("__slots__" in vars(k) for k in obj.cls.__mro__) or \
+            not isinstance(_owner(obj.cls, "__dict__")[1], types.GetSetDescriptorType):
+        raise Unsupported(f"{obj.cls.__name__}.__dict__ of an object from outside the graph")
+    table = AttrDictVariable({}, obj)
+    table.items = obj.items
+    return table
+
+
+def text_of(tr, obj: ObjectVariable, kind: str, spec: str = "") -> Variable:
+    """`str(obj)`, `repr(obj)` or `format(obj, spec)` (`kind`): the class's own Python
+    method inlined (`__format__` of object's is `str()` for an empty spec, whose `__str__`
+    is `repr()`); object's `repr` names the real object's address: a graph break."""
+    name = {"str": "__str__", "repr": "__repr__", "format": "__format__"}[kind]
+    _, raw = _owner(obj.cls, name)
+    _guard_class_attr(tr, obj.cls, name, raw)
+    if isinstance(raw, types.FunctionType):
+        args = [ConstantVariable(spec)] if kind == "format" else []
+        result = tr.call(BoundFunctionVariable(raw, obj), args, {})
+        if not (isinstance(result, ConstantVariable) and type(result.value) is str):
+            raise Unsupported(f"{obj.cls.__name__}.{name} returned a value that is not a "
+                              "constant string")
+        return result
+    if raw is object.__format__ and spec == "":
+        return text_of(tr, obj, "str")
+    if raw is object.__str__:
+        return text_of(tr, obj, "repr")
+    raise Unsupported(f"{kind}() of a {obj.cls.__name__} object made in the graph")
 
 
 def _class_value(tr, obj: ObjectVariable, raw, name: str) -> Variable:
@@ -255,6 +333,80 @@ def remove_attr(tr, obj: ObjectVariable, name: str) -> None:
         tr.call(BoundFunctionVariable(hook, obj), [ConstantVariable(name)], {})
 
 
+class _OutsideAttrs(dict):
+    """The instance attributes of an object from outside (`follow_outside`), each read from
+    the real object's `__dict__` (and guarded through its source) on first use; whether
+    the object has one is guarded too."""
+
+    def __init__(self, builder, real, source: str):
+        super().__init__()
+        self.builder = builder
+        self.real = real
+        self.source = source
+
+    def _attr_source(self, name: str) -> str:
+        if name.isidentifier():
+            return f"{self.source}.{name}"
+        return f"{self.source}.__dict__[{name!r}]"
+
+    def __contains__(self, name) -> bool:
+        if dict.__contains__(self, name):
+            return True
+        present = name in vars(self.real)
+        self.builder.guards.add(f"{name!r} {'in' if present else 'not in'} "
+                                f"{self.source}.__dict__")
+        return present
+
+    def __getitem__(self, name):
+        if not dict.__contains__(self, name):
+            attrs = vars(self.real)
+            if name not in attrs:
+                raise KeyError(name)
+            dict.__setitem__(self, name, self.builder.wrap(attrs[name], self._attr_source(name)))
+        return dict.__getitem__(self, name)
+
+
+def follow_outside(builder, value, source: str) -> ObjectVariable | None:
+    """An object variable for `value`, an instance of a plain class (see `constructible`;
+    not a dict subclass) read from `source` at a resume point, guarded by its type; None for
+    any other value. One real object is one variable: its other sources are guarded to be
+    it, and distinct objects to stay distinct (a write through one must show through the
+    other only when eager's would)."""
+    cls = type(value)
+    if not constructible(cls) or _mapping_base(cls) is not None or \
+            any("__slots__" in vars(k) for k in cls.__mro__):  # (read through __dict__)
+        return None
+    guards = builder.guards
+    for var, real in builder.followed:
+        if real is value:
+            guards.add(f"{source} is {var.source}")
+            return var
+    guards.add(f"type({source}) is {guards.ref(cls, 'type')}")
+    for var, _ in builder.followed:
+        guards.add(f"{source} is not {var.source}")
+    var = ObjectVariable(cls)
+    var.source = source
+    var.items = _OutsideAttrs(builder, value, source)
+    builder.followed.append((var, value))
+    return var
+
+
+def followed_identity(builder, a: Variable, b: Variable) -> bool | None:
+    """`a is b` between an object from outside followed by its type (`follow_outside`) and
+    a constant holding a real object (guarded: the followed one may be that object on one
+    call and not on another); None for other pairs."""
+    if isinstance(b, ObjectVariable):
+        a, b = b, a
+    if not (isinstance(a, ObjectVariable) and a.source is not None and
+            isinstance(b, ConstantVariable)) or b.value is None or _is_plain_data(b.value):
+        return None
+    real = next(r for v, r in builder.followed if v is a)
+    same = real is b.value
+    builder.guards.add(f"{a.source} {'is' if same else 'is not'} "
+                       f"{builder.guards.ref(b.value)}")
+    return same
+
+
 def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     """`object.__setattr__(obj, name, value)`: a property's setter runs (inlined); else the
     instance's attribute changes."""
@@ -262,6 +414,9 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     _, raw = _owner(cls, name)
     if raw is not _MISSING:
         _guard_class_attr(tr, cls, name, raw)
+        if _is_slot(raw):
+            obj.items[name] = value
+            return
         if _is_data_descriptor(raw):
             if isinstance(raw, property) and isinstance(raw.fset, types.FunctionType):
                 tr.call(BoundFunctionVariable(raw.fset, obj), [value], {})
@@ -270,12 +425,15 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     if name.startswith("__") and name.endswith("__"):
         raise Unsupported(f"assignment to {cls.__name__}.{name}")
     obj.items[name] = value
+    if obj.source is not None:  # an object from outside: set on it after the graph
+        tr.builder.store_attr(obj, name, value, obj.source)
 
 
 def delete_attr(tr, obj: ObjectVariable, name: str) -> None:
     """`object.__delattr__(obj, name)` of an instance attribute."""
     _, raw = _owner(obj.cls, name)
-    if raw is not _MISSING and _is_data_descriptor(raw) or name not in obj.items:
+    if raw is not _MISSING and _is_data_descriptor(raw) and not _is_slot(raw) or \
+            name not in obj.items or obj.source is not None:  # (from outside: for real)
         raise Unsupported(f"del {obj.cls.__name__}.{name}")
     del obj.items[name]
 
@@ -338,6 +496,101 @@ def set_item(tr, obj: ObjectVariable, index: Variable, value: Variable) -> None:
         raise Unsupported("an unhashable key") from None
 
 
+# Rich comparisons: (the method, its reflection), by operator.
+_COMPARISONS = {operator.lt: ("__lt__", "__gt__"), operator.le: ("__le__", "__ge__"),
+                operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__"),
+                operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__")}
+
+
+def _comparable(v: Variable) -> bool:
+    """An operand `compare` answers for: an object made in the graph (not a dict subclass,
+    whose dict part compares too), or plain data, whose comparisons with such an object
+    return NotImplemented."""
+    if isinstance(v, ObjectVariable):
+        return v.mapping is None
+    return isinstance(v, ConstantVariable) and (v.value is None or _is_plain_data(v.value))
+
+
+def compare(tr, op, a: Variable, b: Variable) -> Variable | None:
+    """`a < b` (any rich comparison) where an operand is an object made in the graph, in
+    Python's order: the right operand's reflected method first when its class is a proper
+    subclass of the left's that overrides it, else the left's method, then the reflected;
+    `==`/`!=` fall back to identity. Methods written in Python are inlined. None where the
+    capture does not answer (a graph break)."""
+    if op not in _COMPARISONS or not any(isinstance(v, ObjectVariable) for v in (a, b)) or \
+            not (_comparable(a) and _comparable(b)):
+        return None
+    name, reflected = _COMPARISONS[op]
+    ta, tb = a.python_type(), b.python_type()
+    tried_reflected = False
+    if ta is not tb and issubclass(tb, ta) and isinstance(b, ObjectVariable) and \
+            _owner(tb, reflected)[1] is not _owner(ta, reflected)[1]:
+        result = _compare_slot(tr, b, reflected, a)
+        if not _not_implemented(result):
+            return result
+        tried_reflected = True
+    result = _compare_slot(tr, a, name, b)
+    if not _not_implemented(result):
+        return result
+    if not tried_reflected:
+        result = _compare_slot(tr, b, reflected, a)
+        if not _not_implemented(result):
+            return result
+    if op in (operator.eq, operator.ne):
+        return ConstantVariable((a is b) == (op is operator.eq))
+    raise Unsupported(f"'{op.__name__}' between {ta.__name__} and {tb.__name__} (a "
+                      "TypeError)")
+
+
+def _not_implemented(v: Variable) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is NotImplemented
+
+
+def _compare_slot(tr, obj: Variable, name: str, other: Variable) -> Variable:
+    """`type(obj).name(obj, other)`: NotImplemented for plain data (see `_comparable`)."""
+    if not isinstance(obj, ObjectVariable):
+        return ConstantVariable(NotImplemented)
+    _, raw = _owner(obj.cls, name)
+    _guard_class_attr(tr, obj.cls, name, raw)
+    if isinstance(raw, types.FunctionType):
+        return tr.call(BoundFunctionVariable(raw, obj), [other], {})
+    if raw is object.__eq__:
+        return ConstantVariable(True if obj is other else NotImplemented)
+    if raw is object.__ne__:  # the inverse of the class's `__eq__`
+        equal = _compare_slot(tr, obj, "__eq__", other)
+        if _not_implemented(equal):
+            return equal
+        return ConstantVariable(not tr.truth(equal))
+    if raw in (object.__lt__, object.__le__, object.__gt__, object.__ge__):
+        return ConstantVariable(NotImplemented)
+    raise Unsupported(f"the comparison {obj.cls.__name__}.{name}")
+
+
+def extreme(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """`min(items)` / `max(items)` of objects made in the graph (no key or default): the
+    first smallest (largest) by `item < best` (`>`), as Python compares them. None where
+    the items are not such objects."""
+    if kwargs or not args:
+        return None
+    if len(args) > 1:
+        items = list(args)
+    elif isinstance(args[0], (TupleVariable, ListVariable)):  # (a generator's items too)
+        items = list(args[0].items)
+    else:
+        return None  # (an iterator is left unconsumed for the real call)
+    if not items or not any(isinstance(v, ObjectVariable) for v in items):
+        return None
+    op = operator.lt if f is min else operator.gt
+    best = items[0]
+    for item in items[1:]:
+        better = compare(tr, op, item, best)
+        if better is None:
+            return None
+        if tr.truth(better):
+            best = item
+    return best
+
+
 def truth(obj: ObjectVariable) -> bool:
     """`bool(obj)`: a dict subclass's is its dict part's (`constructible` refuses classes
     with their own `__bool__`/`__len__`); any other object is true."""
@@ -382,9 +635,16 @@ def has_attr(tr, obj: ObjectVariable, name: str) -> bool:
         return True
     _, raw = _owner(obj.cls, name)
     _guard_class_attr(tr, obj.cls, name, raw)
-    if raw is not _MISSING and _is_data_descriptor(raw):  # (a getter may raise)
+    if _is_slot(raw):
+        found = name in obj.items
+    elif raw is not _MISSING and _is_data_descriptor(raw):  # (a getter may raise)
         raise Unsupported(f"hasattr() of the descriptor {obj.cls.__name__}.{name}")
-    return name in obj.items or raw is not _MISSING
+    else:
+        found = name in obj.items or raw is not _MISSING
+    if not found and _own_getattr(tr, obj.cls) is not None:
+        raise Unsupported(f"hasattr() of a missing attribute of a {obj.cls.__name__} with "
+                          "__getattr__")
+    return found
 
 
 def rebuild(cls: type, attrs: dict, items: dict | None = None):
@@ -397,7 +657,12 @@ def rebuild(cls: type, attrs: dict, items: dict | None = None):
         made = base.__new__(cls)
         for key, value in (items or {}).items():  # the base's own: not the class's hooks
             base.__setitem__(made, key, value)
-    made.__dict__.update(attrs)
+    for key, value in attrs.items():
+        raw = _owner(cls, key)[1]
+        if _is_slot(raw):
+            raw.__set__(made, value)
+        else:
+            made.__dict__[key] = value
     return made
 
 
@@ -408,6 +673,70 @@ def weak_reference(args: list, kwargs: dict) -> Variable | None:
             raise Unsupported(f"cannot create weak reference to {args[0].cls.__name__!r}")
         return WeakRefVariable(args[0])
     return None
+
+
+def _frame_variables(tr):
+    """Every variable a local or the stack of a frame being translated (this one or a
+    caller it is inlined into) reaches, directly or through containers and objects."""
+    from .variables import CellVariable, IteratorVariable, SetVariable
+
+    seen: set = set()
+    todo: list = []
+    frame = tr
+    while frame is not None:
+        todo += [v for v in dict.values(frame.locals) if isinstance(v, Variable)]
+        todo += frame.stack
+        frame = frame.parent
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        yield v
+        if isinstance(v, (TupleVariable, ListVariable, IteratorVariable)):
+            todo.extend(v.items)
+        elif isinstance(v, (DictVariable, SetVariable)):
+            todo.extend(v.items.values())
+        elif isinstance(v, ObjectVariable):
+            todo.extend(dict.values(v.items))
+            if v.mapping is not None:
+                todo.append(v.mapping)
+        elif isinstance(v, CellVariable) and v.contents is not None:
+            todo.append(v.contents)
+        elif isinstance(v, (BoundFunctionVariable, MethodVariable)):
+            todo.append(v.obj)
+        elif isinstance(v, PartialVariable):
+            todo.extend([v.func, *v.args, *v.kwargs.values()])
+
+
+def weak_target_held(tr, target: ObjectVariable) -> bool:
+    """Whether the frames being translated hold `target` (`_frame_variables`): then the
+    program's real object is alive, and its weak reference returns it."""
+    return any(v is target for v in _frame_variables(tr))
+
+
+def holds_real(tr, value, but: Variable) -> bool:
+    """Whether a variable of the frames being translated other than `but` is `value`
+    itself (a constant, or a container variable read from it), a method bound to it, or a
+    real tuple or list holding it (such a variable reads it without `wrap`)."""
+    containers = tr.builder.container_objects
+    for v in _frame_variables(tr):
+        if v is not but and containers.get(id(v), (None, None))[1] is value:
+            return True
+        if not isinstance(v, ConstantVariable) or v is but:
+            continue
+        held = v.value
+        if held is value or getattr(held, "__self__", None) is value or \
+                type(held) in (tuple, list) and any(x is value for x in held) or \
+                type(held) in DICT_WRAPPERS:  # (whose dict cannot be told: any)
+            return True
+    return False
+
+
+# Builtin objects that read a dict they do not name: its views, iterators and proxies.
+DICT_WRAPPERS = frozenset(type(w) for w in (
+    {}.keys(), {}.values(), {}.items(), iter({}), iter({}.values()), iter({}.items()),
+    reversed({}), reversed({}.values()), reversed({}.items()), types.MappingProxyType({})))
 
 
 _REBUILDING: set = set()  # ids of the objects whose specs are being made (cycles)

@@ -22,7 +22,7 @@ from ..._thread_state import set_grad_enabled
 from .builder import autocast_depth, enter_region, leave_regions, reenter_regions, unwind_autocast
 from .exceptions import fresh_exception
 from .guards import _has_literal
-from .variables import GradExit, replay_set
+from .variables import GradExit, ItemKey, replay_set
 
 
 class _Null:
@@ -206,6 +206,12 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
     lines += _stores(seg, consts)
     lines += [f"    L[{k!r}] = ___l{i}" for i, (k, _) in enumerate(changed)]
     lines.append("    S[:] = ___s")
+    # The names that held rebuilt objects must not keep them alive while the frame goes on
+    # (a weak reference to an object nothing else holds is dead in eager).
+    held = [k for k in consts if k.startswith("___m")] + [
+        f"___{p}{i}" for i in range(len(seg.stores)) for p in "ov"]
+    if held:
+        lines.append(f"    del {', '.join(held)}")
     if branch is None:
         lines.append(f"    return ___step({seg.offset}, L, S, {seg.kw_names!r})")
     else:
@@ -217,9 +223,21 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
 
 
 def _stores(seg, consts: dict) -> list[str]:
-    # Attribute assignments the graph stands for, in program order, after it ran.
-    return [f"    setattr({ref}, {name!r}, {spec_code(spec, consts)})"
-            for ref, name, spec in seg.stores]
+    # Attribute assignments the graph stands for, in program order, after it ran. Their
+    # objects and values are read first: a source such as `L['o'].inner` names what the
+    # program read before an earlier assignment (`o.inner = p`) changed it.
+    lines = []
+    for i, (ref, _, spec, _) in enumerate(seg.stores):
+        lines += [f"    ___o{i} = {ref}", f"    ___v{i} = {spec_code(spec, consts)}"]
+    if any(raw for *_, raw in seg.stores):
+        consts["___object_setattr"] = object.__setattr__
+    for i, (_, name, _, raw) in enumerate(seg.stores):
+        if isinstance(name, ItemKey):  # an item of a dict from outside
+            lines.append(f"    ___o{i}[{spec_code(('const', name.key), consts)}] = ___v{i}")
+        else:
+            setter = "___object_setattr" if raw else "setattr"
+            lines.append(f"    {setter}(___o{i}, {name!r}, ___v{i})")
+    return lines
 
 
 def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step, eager):

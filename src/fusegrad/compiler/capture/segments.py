@@ -47,6 +47,7 @@ from .segment_code import NULL, branch_test, compile_segment, segment_source
 from .symfloat import SymFloat, SymText
 from .translator import Jump, Return, Translator, instructions_of
 from .variables import (
+    AttrDictVariable,
     AutocastExitVariable,
     BoundFunctionVariable,
     CellVariable,
@@ -98,7 +99,8 @@ class Segment:
     line: int | None = None
     scope: dict = field(default_factory=dict)  # names the guard and source texts use
     native: bool = False  # an eager segment from offset 0 that runs the function natively
-    stores: list = field(default_factory=list)  # (object expression, name, spec) to set
+    # (object expression, name, spec, whether set as object's `__setattr__`) to set
+    stores: list = field(default_factory=list)
     protected: bool = False  # has exception handlers: if the graph raises, rerun eagerly
     # The frame's autocast regions open where the segment starts (a resume point inside
     # `with autocast()` blocks): its code leaves them before the graph, which enters them.
@@ -359,6 +361,7 @@ class FrameRunner:
         builder.dynamic_floats = self.dynamic.float_for_capture(start)
         builder.duck_sizing = self.dynamic.dynamic is True
         builder.fullgraph = self.fullgraph
+        builder.follow_objects = True
         if self.fn.__closure__:
             builder.guards.values["___closure"] = self.fn.__closure__
         # The NULL below a callable (the stack at a call after a break) stays a NULL.
@@ -448,8 +451,10 @@ class FrameRunner:
         unwind_autocast(base)
         seg.regions = len(opened)
         try:
-            seg.stores = [(target, name, _spec(v, outputs))
-                          for _, name, v, target in builder.stores]
+            # (an object followed by its type: its attributes set as object's, since its
+            # own __setattr__ already ran in the graph)
+            seg.stores = [(target, name, _spec(v, outputs), isinstance(obj, ObjectVariable))
+                          for obj, name, v, target in builder.stores]
         except Unsupported as why:
             self.history.append(("break", logs.graph_break(
                 f"{why} (the segment runs eagerly)", self.code, seg.line, fallback=True)))
@@ -670,6 +675,8 @@ class _Outputs:
 
 def _spec(v, outputs: _Outputs):
     """How to rebuild variable `v` after the graph ran."""
+    if isinstance(v, AttrDictVariable):  # the rebuilt object's own table
+        return ("method", _spec(v.owner, outputs), "__dict__")
     if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable,
                       CellVariable, ObjectVariable)) and v.source is None:
         # One real object per variable: a list both in a local and on the stack (an argument
@@ -736,6 +743,8 @@ def _spec_value(v, outputs: _Outputs):
                 {k: _spec(a, outputs) for k, a in v.kwargs.items()})
     if isinstance(v, AutocastExitVariable) and getattr(v, "args", None) is not None:
         return ("region", v.args)  # entered again for real after the graph
+    if isinstance(v, ObjectVariable) and v.source is not None:
+        return ("source", v.source)  # a real object from outside (its writes replayed)
     if isinstance(v, (ObjectVariable, WeakRefVariable)):
         # A new instance holding the rebuilt attributes, or a weak reference to one.
         from .objects import object_spec

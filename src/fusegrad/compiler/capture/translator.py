@@ -30,6 +30,7 @@ from .builder import holds_symbol
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
 from .guards import _is_plain_data, literal_or_none
+from .objects import followed_identity
 from .scopes import ScopeOpcodes
 from .variables import (
     BoundFunctionVariable,
@@ -190,6 +191,13 @@ _OPERATOR_DUNDERS = frozenset(
         "or ror ior xor rxor ixor lshift rlshift ilshift rshift rrshift irshift eq ne lt le "
         "gt ge neg pos invert abs contains").split())
 _PYTHON_OPERATORS: dict[type, bool] = {}
+
+
+def _constant_key(key) -> bool:
+    """A dict key the replayed assignment can name: plain data, a class, or tuples of them."""
+    if type(key) is tuple:
+        return all(_constant_key(k) for k in key)
+    return _is_plain_data(key) or isinstance(key, type)
 
 
 def _python_operators(cls: type) -> bool:
@@ -685,6 +693,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             same = a.value is b.value
         elif (found := self.builder.same_object(a, b)) is not None:
             same = found  # two containers read from the frame: the real objects decide
+        elif (found := followed_identity(self.builder, a, b)) is not None:
+            same = found  # an object followed by its type and one known by identity
         elif a is not b and (isinstance(a, PartialVariable) or isinstance(b, PartialVariable)):
             # A partial read from the frame is guarded by its parts, not its identity.
             raise Unsupported("an identity test of a functools.partial")
@@ -804,7 +814,43 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if self.concrete:
             obj.value[index.value] = value.value
             return
+        if isinstance(obj, ConstantVariable) and type(obj.value) is dict:
+            self._store_outside_item(obj, index, value, obj.value)
+            return
+        real = self.builder.container_objects.get(id(obj))
+        if type(obj) is DictVariable and real is not None and real[0] is obj and \
+                type(real[1]) is dict:  # a dict read from the frame, its keys guarded
+            self._store_outside_item(obj, index, value, real[1])
+            return
         raise Unsupported("item assignment into an object from outside the graph")
+
+    def _store_outside_item(self, obj: Variable, index: Variable, value: Variable,
+                            real: dict) -> None:
+        """`d[key] = value` of a dict from outside the graph (a memo table such as
+        `kl_divergence`'s), of a constant key: set on the real dict after the graph, as an
+        attribute assignment is (a dict variable read from the frame holds it from now
+        on). Refused (a graph break) where the graph could read the dict again through
+        another variable (a local holds it) and would miss the item."""
+        try:
+            key = self.as_python(index)
+            hash(key)
+        except (Unsupported, TypeError):
+            raise Unsupported("item assignment into a dict from outside the graph of a key "
+                              "that is not a constant") from None
+        if not _constant_key(key) or holds_symbol(key):
+            raise Unsupported("item assignment into a dict from outside the graph of a key "
+                              "that is not a constant")
+        target = obj.source if isinstance(obj, DictVariable) else self.guard_root(obj)
+        if target is None:
+            raise Unsupported("item assignment into a dict no guard reaches")
+        from .objects import holds_real
+
+        if holds_real(self, real, obj):
+            raise Unsupported("item assignment into a dict from outside the graph that a "
+                              "variable of the frame still holds")
+        if isinstance(obj, DictVariable):
+            obj.items[key] = value
+        self.builder.store_item(real, key, value, target)
 
     def DELETE_SUBSCR(self, inst):  # noqa: N802
         index = self.pop()
@@ -842,6 +888,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 raise Unsupported("operation on a tensor that is not a graph input")
             self.guard_contents(args)
             return ConstantVariable(self._operate(fn, values))
+        if len(args) == 2 and any(isinstance(a, ObjectVariable) for a in args):
+            from .objects import compare  # an object made in the graph: its own methods
+
+            compared = compare(self, fn, *args)
+            if compared is not None:
+                return compared
         values = [self.as_python(a) for a in args]
         self.guard_contents(args)
         return self.from_python(self._operate(fn, values))

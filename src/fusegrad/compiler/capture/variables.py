@@ -155,6 +155,27 @@ class DictVariable(Variable):
         return dict
 
 
+class ItemKey:
+    """The name of a recorded store that assigns an item (`d[key] = v` of a dict from
+    outside the graph) rather than an attribute (see `GraphBuilder.stores`)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+
+class AttrDictVariable(DictVariable):
+    """`obj.__dict__` of an object made in the graph: its `items` are the object's own
+    attribute table (`ObjectVariable.items`, the same dict)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, items: dict, owner: ObjectVariable):
+        super().__init__(items)
+        self.owner = owner
+
+
 class SetVariable(Variable):
     """A set of constants built during translation (`{...}`, a set comprehension); `items`
     maps each value to its variable in insertion order, as the real set would hold them."""

@@ -23,6 +23,7 @@ from ..._tensor import Tensor
 from .variables import (
     ConstantVariable,
     NullVariable,
+    ObjectVariable,
     TensorVariable,
     TruthVariable,
     Unsupported,
@@ -184,8 +185,9 @@ class NewerOpcodes:
 
     def CONVERT_VALUE(self, inst):  # noqa: N802
         v = self.pop()
-        if not isinstance(v, ConstantVariable) or (
-                not self.concrete and isinstance(v.value, Tensor)):
+        if not isinstance(v, (ConstantVariable, ObjectVariable)) or (
+                isinstance(v, ConstantVariable) and not self.concrete and
+                isinstance(v.value, Tensor)):
             raise Unsupported("formatting a tensor")
         conv = {1: str, 2: repr, 3: ascii}[inst.arg]
         self.push(self.converted(v, conv))
