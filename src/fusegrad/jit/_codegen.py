@@ -1,9 +1,10 @@
 """`.code`: a graph printed back as Python-like source, in TorchScript's style.
 
-Operations print as `torch.<name>(...)`; a value used once by an operation of the same block
-is written inline; `prim::If` becomes an if/else that assigns the If's outputs in each branch,
-and `prim::Loop` a `for ... in range(...)` (a constant true condition) or a `while` over its
-condition, the carried variables assigned at the end of each iteration.
+Operations print as `torch.<name>(...)`; a value used once, made just before where it is
+read, is written inline where TorchScript's printer inlines it (a value the source names only
+into the function's `return`); `prim::If` becomes an if/else that assigns the If's outputs
+in each branch, and `prim::Loop` a `for ... in range(...)` (a constant true condition) or a
+`while` over its condition, the carried variables assigned at the end of each iteration.
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ from ._ir import Block, Graph, Node, Value, parse_generic
 
 _MAX_INT = 9223372036854775807
 _CALL_NAMES = {"Bool": "bool", "Int": "int", "Float": "float"}
+
+
+def _literal(value) -> str:
+    """A constant as TorchScript's code writes it (strings in double quotes)."""
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    return repr(value)
 
 
 def _code_type(t: str) -> str:
@@ -32,6 +41,9 @@ class _Printer:
         self.taken: set[str] = set()
         self.inline: dict[Value, str] = {}
         self.temp = 0
+        self.inlined: set[Node] = set()
+        self.graph = graph
+        self._scan(graph)
 
     def _count(self, block: Block) -> None:
         for node in block.nodes:
@@ -43,6 +55,50 @@ class _Printer:
                 self._count(b)
         for v in block.returns:
             self.uses[v] = self.uses.get(v, 0) + 1
+
+    def _scan(self, block: Block) -> None:
+        """Choose the values written inline, as TorchScript's printer does: a value used
+        once, made by the node just before the point where it is read (walking each block
+        backwards, each node's inputs last to first), so no side effect moves."""
+        nodes = [n for n in block.nodes if n.kind != "prim::Constant"]
+        at = {n: i for i, n in enumerate(nodes)}
+        point = len(nodes)  # the return's place
+        for v in reversed(block.returns):
+            # a variable is written inline into a `return` or a branch's result only
+            point = self._scan_value(v, point, nodes, at, result=True)
+        for i in range(len(nodes) - 1, -1, -1):
+            node = nodes[i]
+            if node in self.inlined:
+                continue
+            for b in node.blocks:
+                self._scan(b)
+            self._scan_inputs(node, i, nodes, at)
+
+    def _scan_inputs(self, node: Node, point: int, nodes: list, at: dict) -> int:
+        # the condition and trip count of a loop may be inlined, its carried values not
+        inputs = node.inputs[:2] if node.kind == "prim::Loop" else node.inputs
+        for v in reversed(inputs):
+            point = self._scan_value(v, point, nodes, at)
+        return point
+
+    def _scan_value(self, v: Value, point: int, nodes: list, at: dict,
+                    result: bool = False) -> int:
+        node = v.node
+        if node is None or at.get(node) != point - 1 or not self._can_inline(node, result):
+            return point
+        if not result and v.name.split(".")[0].isidentifier() and not v.name[0].isdigit():
+            return point  # a value the source names keeps its variable
+        self.inlined.add(node)
+        return self._scan_inputs(node, point - 1, nodes, at)
+
+    def _can_inline(self, node: Node, result: bool = False) -> bool:
+        if len(node.outputs) != 1 or node.blocks or self.uses.get(node.outputs[0], 0) != 1:
+            return False
+        if node.kind in ("prim::unchecked_cast", "prim::Uninitialized"):
+            return result  # a refinement keeps a variable, unless it is a branch's result
+        # module attributes keep a variable, as in TorchScript's code
+        return node.kind not in ("prim::GetAttr", "prim::TupleUnpack", "prim::ListUnpack",
+                                 "aten::__setitem__") and not node.kind.startswith("prim::Raise")
 
     def name(self, v: Value) -> str:
         if v in self.names:
@@ -78,7 +134,7 @@ class _Printer:
         value = attrs.get("value")
         if attrs.get("tuple"):
             return repr(tuple(value))
-        return repr(value)
+        return _literal(value)
 
     def call_text(self, node: Node) -> str:
         kwargs = node.attrs.get("kwargs") or []
@@ -100,7 +156,8 @@ class _Printer:
             return f"{args[0]}.{name}" if name.isidentifier() else \
                 f'getattr({args[0]}, "{name}")'  # a Sequential's "0"
         if kind == "prim::CallMethod":
-            return f"({args[0]}).{attrs['name']}({', '.join(args[1:])})"
+            # (TorchScript writes a comma after each argument here)
+            return f"({args[0]}).{attrs['name']}({''.join(a + ', ' for a in args[1:])})"
         if kind in ("prim::CallFunction", "prim::PythonOp"):
             return f"{attrs['name'].rsplit('.', 1)[-1]}({', '.join(args)})"
         if kind == "prim::TupleConstruct":
@@ -117,18 +174,6 @@ class _Printer:
         if kind == "prim::Uninitialized":
             return f"uninitialized({_code_type(node.outputs[0].type)})"
         return f"{kind}({', '.join(args)})"
-
-    def inlinable(self, node: Node, block: Block) -> bool:
-        if len(node.outputs) != 1 or node.blocks:
-            return False
-        v = node.outputs[0]
-        if self.uses.get(v, 0) != 1 or v.name.split(".")[0].isidentifier() and \
-                not v.name[0].isdigit():
-            return False  # named values keep their variable
-        if node.kind.startswith("aten::"):
-            return not node.kind.endswith("_") and "setitem" not in node.kind
-        return node.kind in ("prim::TupleConstruct", "prim::ListConstruct",
-                             "prim::SliceConstruct", "prim::GetAttr")
 
     def block(self, block: Block, indent: str, lines: list[str]) -> None:
         for node in block.nodes:
@@ -156,9 +201,7 @@ class _Printer:
                 self.assign(node.outputs, b.returns, indent + "  ", lines)
                 if len(lines) == before:
                     lines.append(f"{indent}  pass")
-            if lines[-1] == f"{indent}  pass" and lines[-2] == f"{indent}else:":
-                del lines[-2:]
-            return
+            return  # (an empty else prints `pass`, as in TorchScript's code)
         if kind == "prim::Loop":
             self.loop(node, indent, lines)
             return
@@ -168,8 +211,18 @@ class _Printer:
                          f"{self.ref(node.inputs[0])}")
             return
         if kind == "prim::RaiseException":
+            # as TorchScript writes it: an assertion's message carries its prefix, other
+            # exceptions are named by their qualified class
             exc = node.attrs.get("exception", "Exception")
-            lines.append(f"{indent}raise {exc}({self.ref(node.inputs[0])})")
+            msg = node.inputs[0]
+            if exc == "AssertionError":
+                const = msg.node is not None and msg.node.kind == "prim::Constant" and \
+                    isinstance(msg.node.attrs.get("value"), str)
+                text = _literal(f"AssertionError: {msg.node.attrs['value']}") if const else \
+                    f'torch.add("AssertionError: ", {self.ref(msg)})'
+            else:
+                text = f'{self.ref(msg)}, "builtins.{exc}"'
+            lines.append(f"{indent}ops.prim.RaiseException({text})")
             return
         if kind == "prim::Print":
             lines.append(f"{indent}print({', '.join(self.ref(v) for v in node.inputs)})")
@@ -179,7 +232,7 @@ class _Printer:
             lines.append(f"{indent}{a[0]}[{a[1]}] = {a[2]}")
             return
         text = self.call_text(node)
-        if self.inlinable(node, block):
+        if node in self.inlined:
             self.inline[node.outputs[0]] = text
             return
         if not node.outputs:

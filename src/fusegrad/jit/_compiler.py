@@ -268,16 +268,30 @@ class FunctionCompiler(ExpressionCompiler):
             raise unsupported(self.src, s)
 
     def if_stmt(self, s: ast.If, body, orelse, env: dict, returning: bool) -> Value | None:
+        static = self.static_cond(s.test, env)
+        if static is not None:
+            # known when compiling (`self.downsample is not None` for a submodule or None):
+            # only the branch taken is compiled, as TorchScript does
+            return self.stmts(body if static else orelse, env)
         cond = self.cond(s.test, env)
         node = self.emit("prim::If", [cond], [], s)
-        envs, results = [], []
-        for stmts in (body, orelse):
+        envs, results, all_casts = [], [], []
+        refined = self.refinements(s.test, env)
+        for stmts, names in zip((body, orelse), refined):
             block = Block()
             node.blocks.append(block)
             branch = dict(env)
             with self.in_block(block):
+                all_casts.append(self.refine(names, branch, s.test))
                 results.append(self.stmts(stmts, branch))
             envs.append(branch)
+        for k, casts in enumerate(all_casts):
+            other = envs[1 - k]
+            for name, cast in casts.items():
+                # a refined variable that neither branch rebinds is unchanged; one the other
+                # branch sets leaves the If with the refined type (`if x is None: x = ...`)
+                if envs[k].get(name) is cast and other.get(name) is env.get(name):
+                    envs[k][name] = env[name]
         if returning:
             types = [r.type for r, b in zip(results, node.blocks) if r is not None]
             joined = types[0] if types else "NoneType"
@@ -381,6 +395,8 @@ class FunctionCompiler(ExpressionCompiler):
         if builtin == "range":
             self.range_for(s, it, env)
             return
+        if self.modules_for(s, builtin, env):
+            return
         if builtin is not None:
             seqs = [self.expr(a, env) for a in it.args[:1 if builtin == "enumerate" else None]]
             start = self.expr(it.args[1], env) if builtin == "enumerate" and \
@@ -458,6 +474,64 @@ class FunctionCompiler(ExpressionCompiler):
         self.for_stmt(loop, scope)
         return result
 
+    def modules_for(self, s: ast.For, builtin: str | None, env: dict) -> bool:
+        """Unroll `for i, m in enumerate(self.layers)`, `for a, b in zip(self.x, self.y)`
+        and `for k, m in self.d.items()` (`.keys()`, `.values()`) over module containers, as
+        TorchScript does; False when the loop is not one of these."""
+        it = s.iter
+        if builtin in ("enumerate", "zip"):
+            args = it.args[:1] if builtin == "enumerate" else it.args
+            types = [self.peek_type(a, env) for a in args]
+            if not args or not all(t and t.startswith("__torch__.") for t in types):
+                return False
+            if not isinstance(s.target, ast.Tuple) or len(s.target.elts) != (
+                    2 if builtin == "enumerate" else len(args)):
+                return False
+            seqs = [self.expr(a, env) for a in args]
+            start = 0
+            if builtin == "enumerate" and len(it.args) > 1:
+                if not isinstance(it.args[1], ast.Constant):
+                    return False
+                start = it.args[1].value
+            modules = [self.unit.module_of(v.type) for v in seqs]
+            names = [m.jit_children() or list(m._modules) for m in modules]
+            rounds = []
+            for k in range(min(len(n) for n in names)):
+                children = [self.child(v, m, n[k], it) for v, m, n in zip(seqs, modules, names)]
+                rounds.append([self.const(k + start, it), *children] if builtin == "enumerate"
+                              else children)
+        elif isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and \
+                it.func.attr in ("items", "keys", "values") and not it.args and \
+                (self.peek_type(it.func.value, env) or "").startswith("__torch__."):
+            seq = self.expr(it.func.value, env)
+            module = self.unit.module_of(seq.type)
+            rounds = []
+            for name in module.jit_children() or list(module._modules):
+                key, child = self.const(name, it), self.child(seq, module, name, it)
+                rounds.append({"items": [key, child], "keys": [key],
+                               "values": [child]}[it.func.attr])
+            if it.func.attr == "items" and not (isinstance(s.target, ast.Tuple) and
+                                                len(s.target.elts) == 2):
+                return False
+        else:
+            return False
+        if _exits(s.body):
+            raise self.error(s, "break and continue in a loop over modules aren't supported",
+                             NotSupportedError)
+        for values in rounds:
+            targets = s.target.elts if len(values) > 1 else [s.target]
+            for target, value in zip(targets, values):
+                self.assign(target, value, env, s)
+            if self.stmts(s.body, env) is not None:
+                raise self.error(s, "return statements inside loops aren't supported",
+                                 NotSupportedError)
+        return True
+
+    def child(self, seq: Value, module, name: str, at: ast.AST) -> Value:
+        """The submodule `name` of the module value `seq`."""
+        return self.emit("prim::GetAttr", [seq], [module.jit_attr_type(name)], None,
+                         {"name": name}).outputs[0]
+
     def unrolled_for(self, s: ast.For, seq: Value, env: dict) -> None:
         """`for m in self.layers:` over a ModuleList or Sequential: one copy per module."""
         if _exits(s.body):
@@ -465,13 +539,18 @@ class FunctionCompiler(ExpressionCompiler):
                              NotSupportedError)
         module = self.unit.module_of(seq.type)
         names = module.jit_children()
+        if names is None and module.jit_is_dict():  # a ModuleDict: its keys
+            for name in module._modules:
+                env[s.target.id] = self.const(name, s.iter)
+                if self.stmts(s.body, env) is not None:
+                    raise self.error(s, "return statements inside loops aren't supported",
+                                     NotSupportedError)
+            return
         if names is None:
             raise self.error(s.iter, f"'{seq.type}' object is not iterable",
                              NotSupportedError)
         for name in names:
-            child = self.emit("prim::GetAttr", [seq], [module.jit_attr_type(name)], s.iter,
-                              {"name": name}).outputs[0]
-            env[s.target.id] = child
+            env[s.target.id] = self.child(seq, module, name, s.iter)
             if self.stmts(s.body, env) is not None:
                 raise self.error(s, "return statements inside loops aren't supported",
                                  NotSupportedError)
@@ -485,6 +564,9 @@ class FunctionCompiler(ExpressionCompiler):
                   lambda body_env: self.cond(s.test, body_env))
 
     def assert_stmt(self, s: ast.Assert, env: dict) -> None:
+        static = self.static_cond(s.test, env)
+        if static is True:
+            return  # (`assert self.norm is not None` of a submodule: nothing to check)
         cond = self.cond(s.test, env)
         node = self.emit("prim::If", [cond], [], s)
         node.blocks += [Block(), Block()]
@@ -492,6 +574,8 @@ class FunctionCompiler(ExpressionCompiler):
             msg = self.expr(s.msg, env) if s.msg is not None else self.const("")
             self.emit("prim::RaiseException", [msg], [], s,
                       {"exception": "AssertionError"})
+        # after `assert x is not None`, x is a T, not an Optional[T], as in TorchScript
+        self.refine(self.refinements(s.test, env)[0], env, s.test)
 
     def raise_stmt(self, s: ast.Raise, env: dict) -> None:
         exc = s.exc

@@ -10,7 +10,7 @@ import ast
 import builtins
 import inspect
 
-from ._ir import Block, Node, Value
+from ._ir import Block, Node, Value, parse_generic
 from ._types import annotation_type, element_type, join, result_type
 from .frontend import FrontendError, NotSupportedError, fail, unsupported
 
@@ -34,6 +34,10 @@ TENSOR_PROPERTIES = {"T": "Tensor", "mT": "Tensor", "H": "Tensor", "mH": "Tensor
                      "real": "Tensor", "imag": "Tensor", "data": "Tensor",
                      "grad": "Optional[Tensor]", "requires_grad": "bool", "is_leaf": "bool",
                      "is_cuda": "bool", "dtype": "ScalarType", "device": "Device"}
+
+def _is_none(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and e.value is None
+
 
 class ExpressionCompiler:
     """Emits nodes into `self.block` of `self.graph` for the function `self.src`."""
@@ -125,6 +129,93 @@ class ExpressionCompiler:
             value = self.op("Bool", "operator", [value], test)
         return value
 
+    # -- conditions known when compiling, and Optional refinement ------------------------
+
+    def peek_type(self, e: ast.expr, env: dict) -> str | None:
+        """The type of a variable or a module attribute (`self.downsample`) without emitting
+        anything; None for other expressions."""
+        if isinstance(e, ast.Name):
+            return env[e.id].type if e.id in env else None
+        if isinstance(e, ast.Attribute):
+            base = self.peek_type(e.value, env)
+            if base is not None and base.startswith("__torch__."):
+                return self.unit.module_of(base).jit_attr_type(e.attr)
+        return None
+
+    def static_cond(self, test: ast.expr, env: dict) -> bool | None:
+        """The value of a condition TorchScript decides while compiling: `x is None` (or
+        `is not`) where x's type is NoneType or not Optional, `not`, `and`/`or` of such,
+        `hasattr(self, name)` and `torch.jit.is_scripting()`; None when it is not known."""
+        from . import _markers
+
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.static_cond(test.operand, env)
+            return None if inner is None else not inner
+        if isinstance(test, ast.BoolOp):
+            parts = [self.static_cond(v, env) for v in test.values]
+            short = isinstance(test.op, ast.Or)  # the value that decides the whole
+            for part in parts:
+                if part is None:
+                    return None
+                if part is short:
+                    return short
+            return not short
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+            left, right = test.left, test.comparators[0]
+            if _is_none(left):
+                left, right = right, left
+            if not _is_none(right):
+                return None
+            type_ = self.peek_type(left, env)
+            if type_ is None or type_ == "Any" or type_.startswith("Optional["):
+                return None
+            return (type_ == "NoneType") == isinstance(test.ops[0], ast.Is)
+        if isinstance(test, ast.Call) and not test.keywords and \
+                isinstance(test.func, (ast.Name, ast.Attribute)) and \
+                self.is_python_path(test.func, env):
+            try:
+                fn = self.python_object(test.func)
+            except FrontendError:
+                return None
+            if fn is _markers.is_scripting and not test.args:
+                return True
+            if fn is hasattr and len(test.args) == 2 and isinstance(
+                    test.args[1], ast.Constant) and isinstance(test.args[1].value, str):
+                base = self.peek_type(test.args[0], env)
+                if base is not None and base.startswith("__torch__."):
+                    module = self.unit.module_of(base)
+                    return module.jit_attr_type(test.args[1].value) is not None or \
+                        module.jit_class_constant(test.args[1].value)[0]
+        return None
+
+    def refinements(self, test: ast.expr, env: dict) -> tuple[list[str], list[str]]:
+        """The Optional variables `test` shows are not None: (in the true branch, in the
+        false branch), as `x is not None` and `x is None` (and `and` of such) refine."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            names = [n for v in test.values for n in self.refinements(v, env)[0]]
+            return list(dict.fromkeys(names)), []
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+            left, right = test.left, test.comparators[0]
+            if _is_none(left):
+                left, right = right, left
+            if _is_none(right) and isinstance(left, ast.Name) and left.id in env and \
+                    env[left.id].type.startswith("Optional["):
+                names = [left.id]
+                return (names, []) if isinstance(test.ops[0], ast.IsNot) else ([], names)
+        return [], []
+
+    def refine(self, names: list[str], env: dict, at: ast.AST) -> dict:
+        """Rebind each of `names` in `env` to its value cast from Optional[T] to T."""
+        casts = {}
+        for name in names:
+            inner = parse_generic(env[name].type)[1][0]
+            cast = self.emit("prim::unchecked_cast", [env[name]], [inner], at,
+                             hints=[name]).outputs[0]
+            env[name] = casts[name] = cast
+        return casts
+
     # -- expressions ---------------------------------------------------------------------
 
     def lookup(self, node: ast.Name, env: dict) -> Value:
@@ -201,14 +292,20 @@ class ExpressionCompiler:
         if isinstance(e, ast.BoolOp):
             return self.bool_op(e, env)
         if isinstance(e, ast.IfExp):
+            static = self.static_cond(e.test, env)
+            if static is not None:
+                return self.expr(e.body if static else e.orelse, env)
+            refined = self.refinements(e.test, env)
             cond = self.cond(e.test, env)
             node = self.emit("prim::If", [cond], [], e)
             values = []
-            for branch in (e.body, e.orelse):
+            for branch, names in zip((e.body, e.orelse), refined):
                 block = Block()
                 node.blocks.append(block)
                 with self.in_block(block):
-                    values.append(self.expr(branch, env))
+                    scope = dict(env)
+                    self.refine(names, scope, e.test)
+                    values.append(self.expr(branch, scope))
                 block.returns = [values[-1]]
             joined = join(values[0].type, values[1].type)
             if joined is None:
@@ -251,8 +348,10 @@ class ExpressionCompiler:
                                  {"name": name}).outputs[0]
             index = self.index(e.slice, env)
             const_index = e.slice.value if isinstance(e.slice, ast.Constant) else None
+            sliced = isinstance(e.slice, ast.Slice) and (
+                obj.type in ("Tensor", "str") or obj.type.startswith("List["))
             return self.op("__getitem__", "operator", [obj, index], e,
-                           type_=element_type(obj.type, const_index))
+                           type_=obj.type if sliced else element_type(obj.type, const_index))
         raise unsupported(self.src, e)
 
     def fstring(self, e: ast.JoinedStr, env: dict) -> Value:
@@ -328,7 +427,8 @@ class ExpressionCompiler:
             if type_ is None:
                 raise self.error(e, f"Module '{module.jit_class_name()}' has no attribute "
                                     f"'{e.attr}'")
-            return self.emit("prim::GetAttr", [base], [type_], e, {"name": e.attr},
+            # (a module attribute's read has no source line in TorchScript's graphs)
+            return self.emit("prim::GetAttr", [base], [type_], None, {"name": e.attr},
                              hints=[e.attr]).outputs[0]
         if e.attr in _TENSOR_ATTRS:
             name, type_ = _TENSOR_ATTRS[e.attr]
@@ -360,14 +460,20 @@ class ExpressionCompiler:
                 return self.module_call(e, base, func.attr, env)
             args, names = self.arguments(e, env)
             if func.attr == "append" and args and base.node is not None and \
-                    base.node.kind == "prim::ListConstruct" and not base.node.inputs:
-                base.type = f"List[{args[0].type}]"  # an empty list takes its items' type
+                    base.node.kind == "prim::ListConstruct" and not base.node.inputs and \
+                    base.type == "List[Tensor]":
+                # an empty list not annotated takes its items' type
+                base.type = f"List[{args[0].type}]"
             return self.op(func.attr, "method", [base, *args], e, names)
         if isinstance(func, ast.Name) and func.id in env:
             callee = env[func.id]
             if callee.type.startswith("__torch__."):
                 return self.module_call(e, callee, None, env)
             raise self.error(e, f"'{callee.type}' object is not callable")
+        if isinstance(func, ast.Subscript):  # `self.heads["a"](x)`, `self.layers[0](x)`
+            callee = self.expr(func, env)
+            if callee.type.startswith("__torch__."):
+                return self.module_call(e, callee, None, env)
         if not isinstance(func, (ast.Name, ast.Attribute)):
             raise self.error(e, "only calls of named functions are supported",
                              NotSupportedError)
@@ -378,10 +484,16 @@ class ExpressionCompiler:
         if attr is not None:
             attr_type = module.jit_attr_type(attr)
             if attr_type is not None and attr_type.startswith("__torch__."):
-                obj = self.emit("prim::GetAttr", [obj], [attr_type], e.func,
+                obj = self.emit("prim::GetAttr", [obj], [attr_type], None,
                                 {"name": attr}, hints=[attr]).outputs[0]
                 module, attr = self.unit.module_of(attr_type), None
         method = attr or "forward"
+        static = module.jit_static_method(method)
+        if static is not None:  # `self.helper(x)` of a staticmethod: a plain function call
+            return self.python_call(e, static, env)
+        left = module.jit_python_method(method)
+        if left is not None:
+            return self.python_method_call(e, obj, module, method, left, env)
         ret = module.jit_method_type(method)
         if ret is None:
             raise self.error(e, f"Module '{module.jit_class_name()}' has no method '{method}'")
@@ -389,6 +501,32 @@ class ExpressionCompiler:
         args = self.bind(e, method, module.jit_method_schema(method), args, names, skip=1)
         return self.emit("prim::CallMethod", [obj, *args], [ret], e,
                          {"name": method}).outputs[0]
+
+    def python_method_call(self, e: ast.Call, obj: Value, module, method: str, fn,
+                           env: dict) -> Value:
+        """A call of a method left to Python: a `jit.ignore`d one runs in Python
+        (`prim::PythonOp`, given the script module as `self`), a `jit.unused` one raises
+        when reached, as TorchScript compiles them."""
+        from ._markers import IGNORE
+        from ._script import _return_annotation
+
+        ret = annotation_type(_return_annotation(fn)) or "Tensor"
+        args, names = self.arguments(e, env)
+        if names:
+            raise self.error(e, f"keyword arguments to {method}() aren't supported",
+                             NotSupportedError)
+        if getattr(fn, IGNORE, False):
+            name = f"{module.jit_class_name()}.{method}"
+            self.unit.python_ops[name] = fn
+            return self.emit("prim::PythonOp", [obj, *args], [ret], e,
+                             {"name": name}).outputs[0]
+        message = self.const("This Python function is annotated to be ignored and cannot "
+                             "be run")
+        self.emit("prim::RaiseException", [message], [], e, {"exception": "RuntimeError"})
+        node = Node("prim::Uninitialized", [])
+        node.outputs.append(self.graph.fresh(None, ret, node))
+        self.block.nodes.append(node)
+        return node.outputs[0]
 
     def bind(self, e: ast.Call, name: str, schema, args: list[Value], names: list[str],
              skip: int = 0) -> list[Value]:

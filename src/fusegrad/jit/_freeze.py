@@ -5,7 +5,11 @@ The frozen copy holds the parameters and buffers as plain tensors (no gradient, 
 `parameters()` or `buffers()`), so the program reads them as the constants PyTorch's freezing
 folds into the graph; attributes named in `preserved_attrs` stay as they were. A traced
 module freezes into a `RecursiveScriptModule` without submodules (PyTorch inlines them) that
-runs a frozen copy of the trace's recording. With `optimize_numerics` (and in
+runs a frozen copy of the trace's recording; a scripted one gets methods with its
+submodules' calls inlined, its attributes constants and the branches they decide dropped
+(`_inline.py`), and no submodules either (unless a method still needs one). As PyTorch's,
+a frozen module has no `training` flag until `train()` or `eval()` sets one (unless
+`preserved_attrs` names it). With `optimize_numerics` (and in
 `optimize_for_inference`), an eval-mode batch norm that only follows a convolution is
 folded into its weight and bias (not one after a linear layer: see `_fused`). The module it
 is made from is left unchanged.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import copy
 
+from ._inline import count_uses
 from ._script import UNIT, RecursiveScriptModule, ScriptModule
 
 
@@ -103,16 +108,6 @@ def _replace_uses(block, old, new) -> None:
     block.returns = [new if v is old else v for v in block.returns]
 
 
-def _uses(block, counts: dict) -> None:
-    for node in block.nodes:
-        for v in node.inputs:
-            counts[v] = counts.get(v, 0) + 1
-        for inner in node.blocks:
-            _uses(inner, counts)
-    for v in block.returns:
-        counts[v] = counts.get(v, 0) + 1
-
-
 def _attribute_reads(block, counts: dict) -> None:
     for node in block.nodes:
         if node.kind == "prim::GetAttr":
@@ -140,7 +135,7 @@ def _fold_script(root: ScriptModule, keep: set, prefix: str = "") -> None:
     owner = {graph.params[0]: (prefix, root)}  # value -> (qualified name, the module it is)
     calls = {}
     counts: dict = {}
-    _uses(graph, counts)
+    count_uses(graph, counts)
     reads: dict = {}
     for m in root._jit_methods.values():
         _attribute_reads(m.graph, reads)
@@ -174,7 +169,7 @@ def _fold_script(root: ScriptModule, keep: set, prefix: str = "") -> None:
         graph.nodes.remove(node)
         _replace_uses(graph, node.outputs[0], node.inputs[1])
         counts = {}
-        _uses(graph, counts)
+        count_uses(graph, counts)
         getter = node.inputs[0].node  # the batch norm's GetAttr, now read by nothing
         if getter is not None and getter in graph.nodes and not counts.get(node.inputs[0]):
             graph.nodes.remove(getter)
@@ -235,8 +230,36 @@ def _frozen(mod, keep: set, fold: bool):
         _constants_of(engine, keep)
     _constants_of(frozen, keep)
     _refresh_traced(frozen)
+    if engine is None and not keep:
+        _inline_frozen(frozen)
     frozen.__dict__["_jit_frozen"] = True
+    if "training" not in keep:
+        # PyTorch's frozen module has no `training` flag until train()/eval() sets one
+        frozen.__dict__.pop("training", None)
     return frozen
+
+
+def _inline_frozen(frozen: ScriptModule) -> None:
+    """Give a frozen scripted module methods with its submodules' calls inlined and its
+    attributes constants, and drop its submodules, as PyTorch's freezing does; left as it
+    is when a method still needs a submodule (a traced one's recording, a Python call)."""
+    from ._inline import fold_attributes, inline_calls, simplify
+    from ._script import Method
+
+    methods = {}
+    for name, method in frozen._jit_methods.items():
+        graph, owner = inline_calls(frozen, name)
+        if not fold_attributes(graph, owner, frozen._jit_unit):
+            return
+        simplify(graph)
+        methods[name] = Method(name, graph, method.schema, frozen._jit_unit)
+    frozen._jit_methods.update(methods)
+    frozen._modules.clear()
+    for name, value in list(frozen._jit_consts.items()):
+        if not isinstance(value, (bool, int, float, str, tuple, list)) and value is not None:
+            del frozen._jit_consts[name]  # the tensors are the program's constants now
+            frozen.__dict__.pop(name, None)
+    frozen.__dict__["_jit_children"] = None
 
 
 def _refresh_traced(module) -> None:

@@ -9,7 +9,13 @@ A scripted module shares its parameters and buffers with the module it was made 
 TorchScript's do); its submodules are scripted in turn; its plain attributes (numbers,
 strings, None, tuples of them) become attributes of the script module. `forward`, the
 methods marked `jit.export` and the methods they call are compiled; each module instance is
-its own type (`__torch__.Net`), so its attribute types are known exactly.
+its own type (`__torch__.Net`, `__torch__.torch.nn.modules.linear.Linear`), so its attribute
+types are known exactly: `self.downsample is not None` is decided while compiling, for a
+submodule or None, as TorchScript decides it. Methods marked `jit.ignore` run in Python
+(`prim::PythonOp`, given the script module), `jit.unused` ones raise when reached.
+fusegrad layers whose `forward` is Python the compiler does not take (the recurrent layers
+and cells, attention, the Transformer encoder layer, transposed convolutions) are compiled
+from a forward written for the compiler (`_library.py`).
 """
 
 from __future__ import annotations
@@ -45,12 +51,19 @@ class Unit:
     def module_of(self, type_name: str) -> ScriptModule:
         return self.modules[type_name]
 
-    def type_name(self, cls_name: str) -> str:
-        name = f"__torch__.{cls_name}"
+    def type_name(self, cls_name: str, module: str | None = None) -> str:
+        """A new module type's name: `__torch__.` with the class's module path as PyTorch
+        names it (fusegrad's as torch's, none for `__main__`) and the class's name, mangled
+        when taken."""
+        path = (module or "").replace("__main__", "").strip(".")
+        if path == "fusegrad" or path.startswith("fusegrad."):
+            path = "torch" + path[len("fusegrad"):]
+        prefix = f"__torch__.{path}." if path else "__torch__."
+        name = prefix + cls_name
         k = 0
         while name in self.modules:
+            name = f"{prefix}___torch_mangle_{k}.{cls_name}"
             k += 1
-            name = f"__torch__.___torch_mangle_{k}.{cls_name}"
         return name
 
     def callee(self, fn):
@@ -335,6 +348,15 @@ class Method:
                           defaults=self.schema.defaults)
 
 
+class RecordingMethod(Method):
+    """A traced module's `forward` as scripted code calls it: the recording runs."""
+
+    engine = None
+
+    def call_graph(self, args: list):
+        return self.engine(*args[1:])
+
+
 def _sequential_forward(self, input):
     for module in self:
         input = module(input)
@@ -345,16 +367,50 @@ def _flatten_forward(self, input):
     return fusegrad.flatten(input, self.start_dim, self.end_dim)
 
 
-def _library_forward(cls: type):
+def _library_forward(cls: type, module: ScriptModule):
     """The source scripted for a fusegrad module whose own `forward` is written with Python
     the compiler does not take (it computes the same thing)."""
     from ..nn.modules.container import Sequential
     from ..nn.modules.flatten import Flatten
+    from ..nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
     if issubclass(cls, Sequential) and cls.forward is Sequential.forward:
         return _sequential_forward
     if issubclass(cls, Flatten) and cls.forward is Flatten.forward:
         return _flatten_forward
+    if any(cls.forward is layer.forward for layer in (RNN, LSTM, GRU)):
+        from ._library import recurrent_forward
+
+        return recurrent_forward(module)
+    for cell in (LSTMCell, GRUCell, RNNCell):
+        if issubclass(cls, cell) and cls.forward is cell.forward:
+            from ._library import cell_forward
+
+            return cell_forward(module, cell.__name__)
+    from ..nn.modules import conv
+
+    for n, layer in ((1, conv.ConvTranspose1d), (2, conv.ConvTranspose2d),
+                     (3, conv.ConvTranspose3d)):
+        if issubclass(cls, layer) and cls.forward is layer.forward:
+            from ._library import conv_transpose_forward
+
+            return conv_transpose_forward(module, n)
+    from ..nn.modules.attention import MultiheadAttention
+    from ..nn.modules.transformer import TransformerEncoder, TransformerEncoderLayer
+
+    if issubclass(cls, MultiheadAttention) and cls.forward is MultiheadAttention.forward:
+        from ._library import attention_forward
+
+        return attention_forward(module)
+    if issubclass(cls, TransformerEncoderLayer) and \
+            cls.forward is TransformerEncoderLayer.forward:
+        from ._library import encoder_layer_forward
+
+        return encoder_layer_forward(module, module.__dict__.get("_jit_activation"))
+    if issubclass(cls, TransformerEncoder) and cls.forward is TransformerEncoder.forward:
+        from ._library import encoder_forward
+
+        return encoder_forward(module)
     return None
 
 
@@ -410,6 +466,33 @@ class ScriptModule(Module):
             method = self._compile_method(name)
         return method.schema.return_type if method is not None else None
 
+    def jit_is_dict(self) -> bool:
+        """Whether the module is a ModuleDict (its loops go over its keys)."""
+        from ..nn.modules.container import ModuleDict
+
+        return isinstance(self._jit_origin, type) and issubclass(self._jit_origin, ModuleDict)
+
+    def jit_static_method(self, name: str):
+        """The function of the class's staticmethod `name`, or None."""
+        origin = self._jit_origin
+        if origin is None or name in self._modules:
+            return None
+        try:
+            raw = inspect.getattr_static(origin, name)
+        except AttributeError:
+            return None
+        return raw.__func__ if isinstance(raw, staticmethod) else None
+
+    def jit_python_method(self, name: str):
+        """The class's function `name` when it is marked `jit.ignore` or `jit.unused`
+        (scripted code calls it in Python, or raises), else None."""
+        origin = self._jit_origin
+        fn = getattr(origin, name, None) if origin is not None else None
+        if inspect.isfunction(fn) and (getattr(fn, UNUSED, False) or
+                                       getattr(fn, IGNORE, False)):
+            return fn
+        return None
+
     def jit_method_schema(self, name: str) -> Schema | None:
         method = self._jit_methods.get(name)
         return method.schema if method is not None else None
@@ -439,8 +522,19 @@ class ScriptModule(Module):
         return method.call_graph([self, *args])
 
     def _compile_method(self, name: str) -> Method | None:
+        engine = self.__dict__.get("_jit_engine")
+        if engine is not None:
+            # a traced module's `forward` runs the recording (typed as the program made
+            # from it); it has no other methods
+            if name != "forward":
+                return None
+            compiled = self._jit_program()._forward()
+            method = RecordingMethod(name, compiled.graph, compiled.schema, self._jit_unit)
+            method.engine = engine
+            self._jit_methods[name] = method
+            return method
         origin = self._jit_origin
-        library = _library_forward(origin) if name == "forward" and origin else None
+        library = _library_forward(origin, self) if name == "forward" and origin else None
         if library is not None:
             fn = library
         else:
@@ -495,6 +589,11 @@ class ScriptModule(Module):
     @property
     def inlined_graph(self) -> Graph:
         """`forward`'s IR with calls of submodules' methods inlined."""
+        if self.__dict__.get("_jit_engine") is None and not self.__dict__.get("_jit_source"):
+            from ._inline import inline_calls
+
+            self._forward()  # (refused without a forward)
+            return inline_calls(self)[0]
         from ._from_fx import inlined_graph
 
         return inlined_graph(self)
@@ -517,7 +616,7 @@ class ScriptModule(Module):
         """Write the module (methods and weights) in fusegrad's script format."""
         from ._serialization import save
 
-        save(self._jit_program(), f)
+        save(self, f)  # (as its program, made there)
 
     def _bind_methods(self) -> None:
         """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
@@ -536,16 +635,30 @@ class ScriptModule(Module):
         return self._jit_children
 
     def __getitem__(self, index):
-        """A Sequential's or ModuleList's module by position."""
+        """A Sequential's or ModuleList's module by position, a ModuleDict's by key."""
+        if self._jit_children is None and self.jit_is_dict():
+            return self._modules[index]
         return self._modules[self._children()[index]]
 
     def __len__(self) -> int:
+        if self._jit_children is None and self.jit_is_dict():
+            return len(self._modules)
         return len(self._children())
 
     def __iter__(self):
+        if self._jit_children is None and self.jit_is_dict():
+            return iter(self._modules)  # a ModuleDict's keys
         return iter(self._modules[n] for n in self._children())
 
+    def __contains__(self, key) -> bool:
+        if self._jit_children is None and self.jit_is_dict():
+            return key in self._modules
+        return key in list(self)
+
+
     def __bool__(self) -> bool:
+        if self._jit_children is None and self.jit_is_dict():
+            return bool(self._modules)
         return self._jit_children is None or bool(self._jit_children)
 
     def extra_repr(self) -> str:
@@ -573,8 +686,8 @@ def script_module(module: Module, unit: Unit = UNIT,
         return module
     cls = type(module)
     children = list(module._modules) if isinstance(module, (Sequential, ModuleList)) else None
-    sm = RecursiveScriptModule(unit.type_name(cls.__name__), cls.__name__, unit, cls,
-                               children)
+    sm = RecursiveScriptModule(unit.type_name(cls.__name__, cls.__module__), cls.__name__,
+                               unit, cls, children)
     sm.training = module.training
     for name, p in module._parameters.items():
         sm._parameters[name] = p
@@ -594,6 +707,9 @@ def script_module(module: Module, unit: Unit = UNIT,
                                    and not name.startswith("_")):
             sm._jit_consts[name] = value
             sm.__dict__[name] = value
+    activation = vars(module).get("activation")
+    if callable(activation) and not isinstance(activation, Module):
+        sm.__dict__["_jit_activation"] = activation  # (a layer's function, for its forward)
     if not compile_methods:
         return sm
     if children is None or _is_sequential(cls):
@@ -605,6 +721,11 @@ def script_module(module: Module, unit: Unit = UNIT,
         if getattr(fn, EXPORT, False) and name not in sm._jit_methods:
             sm._compile_method(name)
     sm._bind_methods()
+    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        # methods left to Python stay callable from Python, given the script module
+        if (getattr(fn, IGNORE, False) or getattr(fn, UNUSED, False)) and \
+                not hasattr(ScriptModule, name) and name not in sm.__dict__:
+            sm.__dict__[name] = fn.__get__(sm)
     return sm
 
 

@@ -121,7 +121,8 @@ class _Writer:
         for node in _walk(graph):
             if node.kind == "prim::PythonOp":
                 raise RuntimeError(
-                    f"Could not export Python function call '{node.attrs['name']}'. Remove "
+                    "Could not export Python function call "
+                    f"'{node.attrs['name'].rsplit('.', 1)[-1]}'. Remove "
                     "calls to Python functions before export. Did you forget to add @script "
                     "or @script_method annotation? If this is a nn.ModuleList, add it to "
                     "__constants__")
@@ -153,20 +154,26 @@ class _Writer:
                                              "schema": _schema_json(fn.schema)}
 
     def module(self, sm: ScriptModule, prefix: str) -> dict:
+        training = sm.__dict__.get("training")
+        # a frozen trace keeps only the submodules preserved, its program none
+        children = sm._modules if sm.__dict__.get("_jit_frozen") else None
         sm = sm._jit_program()  # a traced (or frozen) module saves as its program
+        children = sm._modules if children is None else children
         params, grads, buffers = {}, {}, {}
         for name, p in sm._parameters.items():
             params[name] = None if p is None else self.tensor(p, prefix + name)
             grads[name] = bool(p is not None and p.requires_grad)
         for name, b in sm._buffers.items():
             buffers[name] = None if b is None else self.tensor(b, prefix + name)
-        return {"type": sm._jit_type, "name": sm.original_name, "training": sm.training,
+        # (a frozen module has no training flag until train() or eval() gives it one)
+        return {"type": sm._jit_type, "name": sm.original_name,
+                "training": training,
                 "parameters": params, "requires_grad": grads, "buffers": buffers,
                 "constants": {k: {"tensor": self.tensor(v, prefix + k)} if isinstance(
                     v, Tensor) else _json_value(v) for k, v in sm._jit_consts.items()},
                 "children": sm._jit_children,
                 "modules": {k: None if m is None else self.module(m, f"{prefix}{k}.")
-                            for k, m in sm._modules.items()},
+                            for k, m in children.items()},
                 "methods": {k: {"graph": self.graph(m.graph, sm._jit_unit),
                                 "schema": _schema_json(m.schema)}
                             for k, m in sm._jit_methods.items()}}
@@ -305,7 +312,10 @@ def _module(spec: dict, tensors: dict, unit: Unit, shared: dict) -> ScriptModule
             isinstance(c, str) for c in children)):
         raise IRFormatError("bad module children")
     sm = RecursiveScriptModule(str(spec["type"]), str(spec["name"]), unit, None, children)
-    sm.training = bool(spec.get("training", True))
+    if spec.get("training", True) is None:
+        del sm.training
+    else:
+        sm.training = bool(spec.get("training", True))
     grads = spec.get("requires_grad", {})
     for name, key in spec.get("parameters", {}).items():
         t = _tensor(tensors, key)

@@ -13,13 +13,14 @@ are those of the script program made from the recording (`_from_fx.program_from_
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import sys
 import warnings
 
 from ..ops.surface import RANDOM, has_flag
-from ._script import UNIT, Method, ScriptFunction, ScriptModule
+from ._script import UNIT, Method, RecursiveScriptModule, ScriptFunction, ScriptModule
 
 
 class TracerWarning(Warning):
@@ -30,15 +31,6 @@ _DEPRECATED = "`torch.jit.{}` is deprecated. Please switch to `torch.compile` or
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-class _RecordingMethod(Method):
-    """A traced module's `forward` as scripted code calls it: the recording runs."""
-
-    engine = None
-
-    def call_graph(self, args: list):
-        return self.engine(*args[1:])
-
-
 class TracedModule(ScriptModule):
     """A module recorded by `jit.trace`: a `ScriptModule` holding the traced module's own
     parameters and buffers (the same tensors) and its submodules as `TracedModule`s. Only
@@ -46,7 +38,8 @@ class TracedModule(ScriptModule):
 
     def __init__(self, orig, engine=None):
         cls = type(orig)
-        super().__init__(UNIT.type_name(cls.__name__), cls.__name__, UNIT, cls, None)
+        super().__init__(UNIT.type_name(cls.__name__, cls.__module__), cls.__name__, UNIT,
+                         cls, None)
         if engine is not None:
             self.__dict__["_jit_engine"] = engine
         self.training = orig.training
@@ -61,6 +54,8 @@ class TracedModule(ScriptModule):
             self._modules[name] = child if keep else TracedModule(child)
         if engine is None:  # a submodule: its code is its scripted source, where it scripts
             self.__dict__["_jit_source"] = orig
+        elif "_jit_trace" in engine.__dict__:
+            _mark_uncalled(self, engine)
 
     def forward(self, *args, **kwargs):
         """Refused, as PyTorch refuses it: only the whole traced module runs."""
@@ -86,14 +81,46 @@ class TracedModule(ScriptModule):
     def _compile_method(self, name: str) -> Method | None:
         """Scripted code calling a traced module's `forward` runs the recording (typed as
         the program made from it); a submodule's methods stay uncallable."""
-        engine = self.__dict__.get("_jit_engine")
-        if name != "forward" or engine is None:
+        if self.__dict__.get("_jit_engine") is None:
             return None
-        compiled = self._jit_program()._forward()
-        method = _RecordingMethod(name, compiled.graph, compiled.schema, self._jit_unit)
-        method.engine = engine
-        self._jit_methods[name] = method
-        return method
+        return super()._compile_method(name)
+
+    @property
+    def graph(self):
+        """`forward`'s IR (a submodule the trace never called has none)."""
+        if self.__dict__.get("_jit_uncalled"):
+            raise RuntimeError("Method 'forward' is not defined.")
+        return super().graph
+
+    @property
+    def code(self) -> str:
+        """`forward` as source (a submodule the trace never called has none)."""
+        if self.__dict__.get("_jit_uncalled"):
+            raise AttributeError("'RecursiveScriptModule' object has no attribute 'code'")
+        return super().code
+
+    def __getattr__(self, name: str):
+        # (reached when the `code` property refuses: PyTorch's message names the class
+        # it gives such a submodule)
+        if name == "code" and self.__dict__.get("_jit_uncalled"):
+            raise AttributeError("'RecursiveScriptModule' object has no attribute 'code'")
+        return super().__getattr__(name)
+
+    def __deepcopy__(self, memo):
+        """A copy as a `RecursiveScriptModule` (its submodules too), as PyTorch copies a
+        traced module: the same state, the recording included."""
+        new = RecursiveScriptModule.__new__(RecursiveScriptModule)
+        memo[id(self)] = new
+        state = {k: v for k, v in self.__getstate__().items()
+                 if k not in ("_jit_source", "_jit_program_cache")}
+        new.__setstate__(copy.deepcopy(state, memo))
+        if "_jit_source" in self.__dict__ and not self.__dict__.get("_jit_uncalled"):
+            # a submodule's copy runs (and prints) its compiled forward, on its own state
+            try:
+                new._jit_methods.update(self._jit_program()._jit_methods)
+            except AttributeError:  # (its source does not script)
+                pass
+        return new
 
     def _get_name(self) -> str:
         return self.original_name
@@ -114,6 +141,18 @@ class TracedModule(ScriptModule):
 
     def __bool__(self) -> bool:
         return True
+
+
+def _mark_uncalled(root: TracedModule, engine) -> None:
+    """Mark the traced submodules the recording never used (none of their parameters or
+    buffers read, no call of them recorded): PyTorch's have no `forward`, so no code."""
+    used = [str(n.target) for n in engine.graph.nodes if n.op in ("call_module", "get_attr")]
+    for path, sub in root.named_modules():
+        if not path or not isinstance(sub, TracedModule) or "_jit_engine" in sub.__dict__:
+            continue
+        has_state = any(True for _ in sub.parameters()) or any(True for _ in sub.buffers())
+        if has_state and not any(t == path or t.startswith(path + ".") for t in used):
+            sub.__dict__["_jit_uncalled"] = True
 
 
 class TopLevelTracedModule(TracedModule):
