@@ -1,6 +1,11 @@
 """Comparing what a program returned under torch and under fusegrad: tensors as their
 dtype, shape, values, grad_fn name and requires_grad, containers recursively."""
 
+import contextlib
+import io
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -39,3 +44,29 @@ def compare(a, b, path, rtol, atol):
         assert b == pytest.approx(a, rel=rtol, abs=atol), path
     else:
         assert a == b, path
+
+
+def run_program(prog, lib):
+    """(recorded values made plain, the uncaught error as (type name, message) or None, the
+    printed text with addresses blanked) of `prog(lib)`, warnings silenced."""
+    out = io.StringIO()
+    error = result = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(out):
+            try:
+                result = prog(lib)
+            except Exception as e:  # the program's uncaught error is part of its outcome
+                error = (type(e).__name__, str(e))
+    return plain(result, lib), error, re.sub(r"0x[0-9a-f]+", "0x?", out.getvalue())
+
+
+def check_program(prog, torch, fusegrad, rtol=1e-4, atol=1e-5):
+    """Run `prog` with PyTorch and with fusegrad: the same printed text, no error, and the
+    same recorded values (`compare`)."""
+    want, want_error, want_text = run_program(prog, torch)
+    got, got_error, got_text = run_program(prog, fusegrad)
+    assert got_error == want_error
+    assert want_error is None  # a program that fails under PyTorch tests nothing
+    assert got_text == want_text
+    compare(want, got, "result", rtol, atol)

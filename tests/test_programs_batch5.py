@@ -10,44 +10,22 @@ data with NumPy, and returns what it recorded: losses per step, outputs, gradien
 reprs. The test runs it with both libraries and compares values (~1e-4 relative), dtypes,
 shapes, grad_fn names, printed text and raised errors."""
 
-import contextlib
 import io
 import math
 import os
-import re
-import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from program_support import compare as _compare  # noqa: E402
-from program_support import plain as _plain  # noqa: E402
+from program_support import check_program, run_program  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
 
-def _run(prog, lib):
-    out = io.StringIO()
-    error = result = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(out):
-            try:
-                result = prog(lib)
-            except Exception as e:  # the program's uncaught error is part of its outcome
-                error = (type(e).__name__, str(e))
-    return _plain(result, lib), error, re.sub(r"0x[0-9a-f]+", "0x?", out.getvalue())
-
-
 def _check(prog, rtol=1e-4, atol=1e-5):
-    want, want_error, want_text = _run(prog, torch)
-    got, got_error, got_text = _run(prog, fg)
-    assert got_error == want_error
-    assert want_error is None  # a program that fails under PyTorch tests nothing
-    assert got_text == want_text
-    _compare(want, got, "result", rtol, atol)
+    check_program(prog, torch, fg, rtol, atol)
 
 def seq2seq_gru_attention(torch):
     nn, F = torch.nn, torch.nn.functional
@@ -1674,7 +1652,7 @@ def test_print_readable_comments_stack_traces_and_nests_graph_modules():
 
 
 def test_iterating_a_proxy_is_pytorchs_trace_error():
-    want, got = _run(_iterate_proxy, torch)[1], _run(_iterate_proxy, fg)[1]
+    want, got = run_program(_iterate_proxy, torch)[1], run_program(_iterate_proxy, fg)[1]
     assert want is not None and got == want
 
 

@@ -16,6 +16,7 @@ from .. import _creation, _dtype
 from .._tensor import Tensor
 from .._torch_function import warn_once_at
 from .._warn import is_warn_always_enabled, set_warn_always
+from ..ops import quantize as _quantize
 from .indexing import nonzero
 from .shape import cat
 
@@ -265,11 +266,43 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0,
 
 
 
+def fake_quantize_per_tensor_affine(input: Tensor, scale, zero_point, quant_min: int,
+                                    quant_max: int) -> Tensor:
+    """`input` rounded to the affine grid of `scale` and `zero_point` (numbers, or one-value
+    tensors) within [`quant_min`, `quant_max`] and mapped back; its gradient passes where
+    the value was not clamped (quantization-aware training)."""
+    from .._dispatch import call
+    from ..autograd.grad_mode import is_grad_enabled
+
+    if isinstance(scale, Tensor) or isinstance(zero_point, Tensor):
+        name = "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams"
+        for arg, t in (("scale", scale), ("zero_point", zero_point)):
+            if isinstance(t, Tensor) and t.requires_grad and is_grad_enabled():
+                raise RuntimeError(f"The function '{name}' is not differentiable with respect "
+                                   f"to argument '{arg}'. This input cannot have "
+                                   "requires_grad True.")
+        enabled = _creation.ones(1, dtype=_dtype.int64)
+        return call(_quantize.fake_quantize_per_tensor_affine_cachemask_tensor_qparams, input,
+                    scale, zero_point, enabled, quant_min, quant_max)[0]
+    return call(_quantize.fake_quantize_per_tensor_affine_cachemask, input, scale, zero_point,
+                quant_min, quant_max)[0]
+
+
+def fake_quantize_per_channel_affine(input: Tensor, scale: Tensor, zero_point: Tensor,
+                                     axis: int, quant_min: int, quant_max: int) -> Tensor:
+    """`fake_quantize_per_tensor_affine` with one scale and zero point per index of `axis`."""
+    from .._dispatch import call
+
+    return call(_quantize.fake_quantize_per_channel_affine_cachemask, input, scale, zero_point,
+                axis, quant_min, quant_max)[0]
+
+
 __all__ = [
     "typename", "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",
     "get_deterministic_debug_mode", "set_flush_denormal", "set_default_tensor_type",
     "get_device", "is_storage", "is_inference", "set_anomaly_enabled", "positive", "fill",
     "vander", "mvlgamma", "frobenius_norm", "nuclear_norm", "convolution",
     "empty_permuted",
-    "nonzero_static", "frombuffer",
+    "nonzero_static", "frombuffer", "fake_quantize_per_tensor_affine",
+    "fake_quantize_per_channel_affine",
 ]

@@ -45,6 +45,36 @@ F64 = np.dtype(np.float64)
 HALF = _dtype.HALF_NP  # float16, and bfloat16 once ml_dtypes is loaded
 
 
+# ---------------------------------------------------------------- the CPU
+
+
+_CAPABILITY: list = []
+
+
+def cpu_capability() -> str:
+    """'AVX512', 'AVX2' or 'DEFAULT': the vector instructions PyTorch's CPU kernels use here
+    (on x86, from the CPU flags; 'DEFAULT' elsewhere), read once."""
+    if not _CAPABILITY:
+        flags = set()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("flags"):
+                        flags = set(line.split(":", 1)[1].split())
+                        break
+        except OSError:
+            pass
+        # PyTorch's AVX512 kernels need the foundation, byte/word, dword/qword and
+        # vector-length extensions together.
+        if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+            _CAPABILITY.append("AVX512")
+        elif {"avx2", "fma"} <= flags:
+            _CAPABILITY.append("AVX2")
+        else:
+            _CAPABILITY.append("DEFAULT")
+    return _CAPABILITY[0]
+
+
 # ---------------------------------------------------------------- dtype rules on arrays
 
 

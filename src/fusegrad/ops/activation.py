@@ -521,12 +521,25 @@ def _log_sigmoid(x):
     return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
 
 
+def _log_sigmoid_derivative(g, x):
+    """sigmoid(-x) times the gradient as PyTorch's kernel forms it: from its forward's buffer
+    z = exp(-|x|) (held in the input's dtype), (1 - z / (1 + z)) below 0 and z / (1 + z)
+    from 0 on, times the gradient, in float32 for a half type and rounded once."""
+    z = (-x.abs()).exp()
+
+    def formula(g, x, z):
+        below = (x < 0).to(z.dtype)
+        return (below - (below * 2 - 1) * (z / (z + 1))) * g
+
+    return (half_formula(formula, g, x, z),)
+
+
 # ATen's log_sigmoid_forward also returns a buffer that is not differentiable; fusegrad
 # registers the one-output composite, which records the same node.
 log_sigmoid = register(
     "log_sigmoid", kernel=c_contiguous(_float_kernel(_log_sigmoid, "log_sigmoid_cpu")),
     meta=_checked_meta("log_sigmoid_cpu"),
     node="LogSigmoidBackward0", result_order="contiguous",
-    derivative=lambda g, x: (g * (-x).sigmoid(),), save=lambda out, a: (a,),
+    derivative=_log_sigmoid_derivative, save=lambda out, a: (a,),
     samples=unary_samples(), onnx=ox.log_sigmoid,
     decomposition=half_in_float32(lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p()))

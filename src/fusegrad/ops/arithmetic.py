@@ -28,6 +28,7 @@ from ._util import (
     broadcast_shapes,
     checked_scalar,
     cj,
+    cpu_capability,
     dtype_of,
     float_np,
     in_float32,
@@ -113,6 +114,27 @@ def _is_complex(x) -> bool:
     return x.__class__ is complex or (x.__class__ is _ndarray and x.dtype.kind == "c")
 
 
+def _half_tail(out, a, b, alpha):
+    """`out` (a + alpha * b of half-type arrays) with PyTorch's scalar loop past the last
+    full vector: where both operands are C-contiguous arrays of one shape, its kernel walks
+    them as one row in vectors of 32 values (16 without AVX512) computing in float32, and the
+    elements after the last whole vector one at a time in the half type, the product alpha *
+    b rounded there before the sum."""
+    if a.__class__ is not _ndarray or b.__class__ is not _ndarray or a.shape != b.shape or \
+            a.dtype != out.dtype or b.dtype != out.dtype or out.shape != a.shape or \
+            not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+        return out
+    lanes = 32 if cpu_capability() == "AVX512" else 16
+    start = out.size - out.size % lanes
+    if start == out.size:
+        return out
+    dt = out.dtype
+    tail_a = a.reshape(-1)[start:].astype(F32)
+    product = (b.reshape(-1)[start:].astype(F32) * alpha).astype(dt).astype(F32)
+    out.reshape(-1)[start:] = (tail_a + product).astype(dt)
+    return out
+
+
 def _add_alpha(ufunc, a, b, alpha, dt):
     """a + alpha * b (or a - alpha * b) with PyTorch's kernels' arithmetic: alpha converted
     to the result dtype `dt` (an error where it overflows), both operands converted to `dt`
@@ -133,7 +155,7 @@ def _add_alpha(ufunc, a, b, alpha, dt):
         alpha = -alpha
     if dt in HALF:  # a + alpha * b in float32, operands and alpha rounded to dt
         alpha = np.asarray(alpha).astype(dt).astype(F32)
-        return in_float32(lambda x, y: x + y * alpha, (a, b), dt)
+        return _half_tail(in_float32(lambda x, y: x + y * alpha, (a, b), dt), a, b, alpha)
     x = np.asarray(as_dtype(a, dt), dt)
     y = np.asarray(as_dtype(b, dt), dt)
     if dt is _F32:  # float32 products are exact in float64: one rounding, as the fma's

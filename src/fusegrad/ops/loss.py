@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from . import _onnx as ox
-from ._util import Spec, c_contiguous, dtype_of, rand_array, size_str
+from ._util import Spec, c_contiguous, dtype_of, half_formula, rand_array, size_str
 from .nn import (
     _call,
     _const,
@@ -46,9 +46,16 @@ def _smooth_l1_kernel(x, t, reduction=1, beta=1.0):
 
 
 def _smooth_l1_derivative(g, x, t, reduction, beta):
-    d = loss_difference(x, t)
-    slope = d.sign() if beta == 0 else (d / beta).where(d.abs() < beta, d.sign())
-    gx = _scale(g, reduction, max(x.numel(), t.numel(), 1)) * slope
+    norm = 1.0 / max(x.numel(), t.numel(), 1) if reduction == 1 else 1.0
+
+    def formula(g, x, t):  # PyTorch's kernel: norm * d * g / beta inside, ±norm * g outside
+        d = loss_difference(x, t)
+        outside = d.sign() * (g * norm)
+        return outside if beta == 0 else ((d * norm) * g / beta).where(d.abs() < beta,
+                                                                        outside)
+
+    # (computed in float32 for a half type and rounded once, as PyTorch's kernel does)
+    gx = half_formula(formula, g, x, t)
     return (gx, -gx, None, None)
 
 

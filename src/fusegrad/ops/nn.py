@@ -352,6 +352,72 @@ def _nll_reduced_grad(g: np.ndarray, shape: tuple, t: np.ndarray, reduction: int
     return gi
 
 
+_CASCADE_STEP = 16  # PyTorch's nll_loss sums in levels of 16 terms
+
+
+def _sequential_sums(rows: np.ndarray, dt) -> np.ndarray:
+    """Each row of `rows` (float32) summed left to right, every partial sum rounded to `dt`
+    (a half dtype), as float32: all rows at once, one column at a time."""
+    acc = np.zeros(rows.shape[:-1], F32)
+    for i in range(rows.shape[-1]):
+        acc = (acc + rows[..., i]).astype(dt).astype(F32)
+    return acc
+
+
+def _level_split(values: np.ndarray, ends: np.ndarray, dt):
+    """One level of `_cascade_sum`: `values` in order, `ends` marking those after which the
+    level's partial sum moves up. Returns (the sums moved up, what the level keeps)."""
+    n_up = int(ends.sum())
+    group = np.cumsum(ends) - ends  # the group each value belongs to (the last: n_up)
+    start = np.searchsorted(group, np.arange(n_up + 1))
+    slot = np.arange(values.size) - start[group]
+    width = int(slot.max()) + 1 if values.size else 1
+    table = np.zeros((n_up + 1, width), F32)
+    table[group, slot] = values
+    sums = _sequential_sums(table, dt)
+    return sums[:n_up], sums[n_up]
+
+
+def _cascade_sum(values: np.ndarray, positions: np.ndarray, n: int, dt) -> np.float32:
+    """The sum of float32 `values` (the terms of samples at `positions` of a batch of `n`)
+    as PyTorch's CPU nll_loss forms it for a half dtype `dt`: partial sums in levels held
+    in `dt`; level j's moves up to level j + 1 after each term whose position is a multiple
+    of 16 ** (j + 1), and the levels are added lowest first at the end."""
+    values = values.astype(dt).astype(F32)
+    levels = 1
+    while _CASCADE_STEP ** levels < n:
+        levels += 1
+    kept = []
+    for j in range(levels):
+        ends = positions % (_CASCADE_STEP ** (j + 1)) == 0
+        up, keep = _level_split(values, ends, dt)
+        kept.append(keep)
+        values, positions = up, positions[ends]
+    kept.append(_sequential_sums(values, dt) if values.size else np.float32(0))
+    total = np.float32(0)
+    for part in kept:
+        total = np.float32(total + part).astype(dt).astype(F32)
+    return total
+
+
+def _half_nll_reduced(losses: np.ndarray, wt, valid, reduction: int, dt):
+    """(loss, total weight) of a reduced nll_loss over a batch of a half dtype `dt`, as
+    PyTorch's kernel forms them: `_cascade_sum` of the per-sample terms (and class weights
+    `wt`, None without) of the samples `valid` marks (None: all); without class weights the
+    total is their count in `dt`. A mean divides in float32 and rounds once."""
+    n = losses.shape[0]
+    positions = np.arange(n) if valid is None else np.flatnonzero(valid)
+    terms = losses if valid is None else losses[positions]
+    loss = _cascade_sum(terms, positions, n, dt)
+    if wt is None:
+        total = np.float32(np.float32(positions.size).astype(dt))
+    else:
+        total = _cascade_sum(wt[positions], positions, n, dt)
+    with np.errstate(invalid="ignore", divide="ignore"):  # every sample ignored: NaN
+        out = loss / total if reduction == 1 else loss
+    return np.asarray(out).astype(dt), np.asarray(total).astype(dt)
+
+
 def _all_classes(t: np.ndarray, c: int, ignore_index: int) -> bool:
     """Whether target `t` (1-D integers) holds class indices in [0, `c`) only and can hold no
     `ignore_index`: then no mask and no bounds check is needed (the common case, a batch of
@@ -419,6 +485,12 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
         if one:  # a single sample reports its weight; a batch reports 0
             return losses[0].astype(x.dtype), np.asarray(total).astype(x.dtype)
         return losses.astype(x.dtype, copy=False), np.zeros((), x.dtype)
+    if x.dtype in HALF:
+        # PyTorch sums a half batch's terms (its maps' too, in C order) in levels held in the
+        # half dtype
+        return _half_nll_reduced(losses.reshape(-1), None if weight is None else
+                                 wt.reshape(-1), None if common else
+                                 (tt != ignore_index).reshape(-1), reduction, x.dtype)
     out = losses.sum() / total if reduction == 1 else losses.sum()
     return np.asarray(out, x.dtype), np.asarray(total, x.dtype)
 
@@ -464,7 +536,8 @@ def _nll_derivative(grads, shape, t, weight, reduction, ignore_index, total):
     if weight is not None:
         w = w * weight.index_select(0, safe.reshape(-1)).reshape(tuple(safe.shape))
     if reduction == 1:  # every target ignored: the mask is zero, and so is the gradient
-        w = w / (total + (total == 0).to(total.dtype)).detach()
+        # (PyTorch divides the gradient by the total first: one rounding in a half dtype)
+        g = g / (total + (total == 0).to(total.dtype)).detach()
     vals = -(g * w) if reduction == 0 else -(w * g)
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = g.new_zeros(full).scatter(1, safe.unsqueeze(1), vals.unsqueeze(1))
@@ -501,12 +574,9 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
                 return gi
             unit = g.dtype.type(1)
             tot = total[()]
-            value = -((unit / (tot if tot else unit) if reduction == 1 else unit) * g[()])
+            value = -(g[()] / (tot if tot else unit) if reduction == 1 else g[()])
         else:
-            w = np.ones((), g.dtype)
-            if reduction == 1:
-                w = w / (total + (total == 0).astype(total.dtype))
-            value = -(w * g)
+            value = -(g / (total + (total == 0).astype(total.dtype)) if reduction == 1 else g)
         if _all_classes(t, shape[1], ignore_index):
             gi = np.zeros(shape, g.dtype)
             gi[np.arange(shape[0]), t] = value
@@ -521,8 +591,8 @@ def _nll_grad_array(g, shape, t, weight, reduction, ignore_index, total):
     w = valid.astype(g.dtype)
     if weight is not None:
         w = w * weight[safe.reshape(-1)].reshape(safe.shape)
-    if reduction == 1:
-        w = w / (total + (total == 0).astype(total.dtype))
+    if reduction == 1:  # (the gradient divided by the total first, as PyTorch's)
+        g = g / (total + (total == 0).astype(total.dtype))
     vals = -(g * w) if reduction == 0 else -(w * g)
     full = (shape[0] if not one else 1,) + tuple(shape[1:] if not one else shape)
     gi = np.zeros(full, g.dtype)
@@ -689,10 +759,17 @@ def _torch_size(shape) -> str:
 
 
 def _bce_derivative(g, x, t, weight, reduction):
-    g = _scale(g, reduction, max(x.numel(), 1))
+    n = max(x.numel(), 1)
+    # The input's gradient in PyTorch's order (each step rounds in a half type): the
+    # gradient times (x - t) over x (1 - x), then the weight, then the mean's 1 / n.
+    gx = g * (x - t) / ((1 - x) * x).clamp(min=1e-12)
+    if weight is not None:
+        gx = gx * weight
+    if reduction == 1:
+        gx = gx / n
+    g = _scale(g, reduction, n)
     if weight is not None:
         g = g * weight
-    gx = g * (x - t) / (x * (1 - x)).clamp(min=1e-12)
     gt = g * ((1 - x).log().clamp(min=-100) - x.log().clamp(min=-100))
     return (gx, gt, None, None)
 
@@ -732,10 +809,28 @@ def _bcel_dtype(x, t):
     return target
 
 
+def _half_bcel(xw, tw, sp, weight, pos_weight, reduction: int, dt):
+    """binary_cross_entropy_with_logits of a half type as PyTorch's composite computes it,
+    each step rounded to `dt`: log_sigmoid(x) (times 1 + (pos_weight - 1) t), subtracted
+    from (1 - t) x, times the weight; then the reduction (accumulated in float32)."""
+    def r(v):
+        return np.asarray(v, F32).astype(dt).astype(F32)
+
+    log_sigmoid = r(-sp)
+    if pos_weight is not None:
+        log_sigmoid = r(log_sigmoid * r(r(r(_work(pos_weight) - 1) * tw) + 1))
+    loss = r(r(r(1 - tw) * xw) - log_sigmoid)
+    if weight is not None:
+        loss = r(loss * _work(weight))
+    return np.asarray(_reduce(loss, reduction)).astype(dt, copy=False)
+
+
 def _bcel_kernel(x, t, weight=None, pos_weight=None, reduction=1):
     dt = _bcel_dtype(x, t).np
     xw, tw = _work(x), _work(t)
     sp = _softplus_neg(xw)
+    if dt in HALF:
+        return _half_bcel(xw, tw, sp, weight, pos_weight, reduction, dt)
     if pos_weight is not None:
         loss = (1 - tw) * xw + (1 + (_work(pos_weight) - 1) * tw) * sp
     else:
@@ -746,17 +841,27 @@ def _bcel_kernel(x, t, weight=None, pos_weight=None, reduction=1):
 
 
 def _bcel_derivative(g, x, t, weight, pos_weight, reduction):
-    g = _scale(g, reduction, max(x.numel(), 1))
+    n = max(x.numel(), 1)
+    sig = x.sigmoid()
+    # The input's gradient in PyTorch's order (each step rounds in a half type): with
+    # p = pos_weight * t, ((p + 1 - t) sig - p) (or sig - t) times the gradient, then the
+    # weight, then the mean's 1 / n.
+    if pos_weight is not None:
+        pt = pos_weight * t
+        gx = (((pt + 1) - t) * sig - pt) * g
+    else:
+        gx = (sig - t) * g
+    if weight is not None:
+        gx = gx * weight
+    if reduction == 1:
+        gx = gx / n
+    g = _scale(g, reduction, n)
     if weight is not None:
         g = g * weight
-    sig = x.sigmoid()
     if pos_weight is not None:
-        lw = (pos_weight - 1) * t + 1
-        gx = g * (lw * sig - pos_weight * t)
         sp = (-x).clamp(min=0) + ((-x.abs()).exp() + 1).log()
         gt = g * ((pos_weight - 1) * sp - x)
     else:
-        gx = g * (sig - t)
         gt = -g * x
     return (gx, gt, None, None, None)
 

@@ -544,6 +544,42 @@ def _floating_kernel(name: str, x) -> None:
         raise NotImplementedError(f'"{name}" not implemented for \'{legacy}\'')
 
 
+def _ln_moments(xw: np.ndarray, axes: tuple, eps: float) -> tuple:
+    """(mean, centred values, rstd) of `xw` (float32 for a half input) over `axes`, as the
+    layer norm's forward computes them (its backward for half types recomputes them so)."""
+    mean = xw.mean(axes, keepdims=True)
+    centred = xw - mean
+    rstd = 1.0 / np.sqrt((centred * centred).mean(axes, keepdims=True) + eps)
+    return mean, centred, rstd
+
+
+def _ln_backward_half(g, x, n, w, b, eps, want_w: bool, want_b: bool):
+    """The layer norm's input, weight and bias gradients (None where not wanted) for a
+    float16/bfloat16 input, as PyTorch's CPU kernel computes them: in float32 from the
+    statistics the forward saved (rounded to their dtype), the input's gradient rounded once;
+    the weight's and bias's gradients summed over the rows in order, each partial sum held
+    in the input's dtype (float32 parameters too get them so)."""
+    rows = x.size // n
+    xf, gf = _work(x).reshape(rows, n), _work(g).reshape(rows, n)
+    mean, _, rstd = _ln_moments(xf, (1,), eps)
+    sdt = _stat_np(x.dtype, w, b)
+    mean, rstd = mean.astype(sdt).astype(F32), rstd.astype(sdt).astype(F32)
+    xhat = (xf - mean) * rstd
+    gx = gf * _work(w).reshape(-1) if w is not None else gf
+    gi = rstd * (gx - gx.mean(1, keepdims=True) - xhat * (gx * xhat).mean(1, keepdims=True))
+    gi = gi.astype(x.dtype).reshape(x.shape)
+    dt = x.dtype
+    pdt = (w if w is not None else b).dtype if want_w or want_b else dt
+    gw = np.zeros(n, F32) if want_w else None
+    gb = np.zeros(n, F32) if want_b else None
+    for i in range(rows):  # (a partial sum rounded at every row: sequential by nature)
+        if want_w:
+            gw = (gw + gf[i] * xhat[i]).astype(dt).astype(F32)
+        if want_b:
+            gb = (gb + gf[i]).astype(dt).astype(F32)
+    return (gi, None if gw is None else gw.astype(pdt), None if gb is None else gb.astype(pdt))
+
+
 def _ln_kernel(x, normalized_shape, w, b, eps):
     _check_norm_dtypes(x, w, b)
     _check_ln_shapes(x, normalized_shape, w, b)
@@ -558,9 +594,7 @@ def _ln_kernel(x, normalized_shape, w, b, eps):
     dt = x.dtype
     xw = _work(x)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    mean = xw.mean(axes, keepdims=True)
-    centred = xw - mean
-    rstd = 1.0 / np.sqrt((centred * centred).mean(axes, keepdims=True) + eps)
+    mean, centred, rstd = _ln_moments(xw, axes, eps)
     out = centred * rstd
     if w is not None:
         out = out * _work(w)
@@ -614,6 +648,15 @@ def _ln_derivative(grads, x, nshape, w, b, eps):
             shape = tuple(nshape)
             return (wrap_grad(gi), None, None if gw is None else wrap_grad(gw.reshape(shape)),
                     None if gb is None else wrap_grad(gb.reshape(shape)), None)
+    if g is not None and x.dtype in (_dtype.float16, _dtype.bfloat16) and n > 0 and \
+            numpy_backward(g, x, w, b, halves=True) and tuple(g.shape) == tuple(x.shape) and \
+            x.numel():
+        gi, gw, gb = _ln_backward_half(g._data, x._data, n, None if w is None else w._data,
+                                       None if b is None else b._data, eps, w is not None,
+                                       has_bias)
+        shape = tuple(nshape)
+        return (wrap_grad(gi), None, None if gw is None else wrap_grad(gw.reshape(shape)),
+                None if gb is None else wrap_grad(gb.reshape(shape)), None)
     k = len(nshape)
     axes = tuple(range(x.dim() - k, x.dim()))
     lead = tuple(range(x.dim() - k))

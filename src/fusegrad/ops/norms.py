@@ -4,7 +4,8 @@ which `dist` and `renorm` share.
 
 Half types never accumulate in the half type (in bfloat16, 256 + 1 == 256): var, std and
 their means in float64 (PyTorch's Welford pass runs in double for them), norms and
-logsumexp in float32; each result is rounded once.
+logsumexp's sum in float32; each norm or spread is rounded once, logsumexp's steps each
+(PyTorch's composite rounds every one for a half type).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def _centered(g, a, dims, keepdim):
 def _var_derivative(g, a, dims, correction, keepdim):
     g, centered, n = _centered(g, a, dims, keepdim)
     den = n - _correction(correction)
-    return (g * centered * (2.0 / den if den else float("inf")), None, None, None)
+    # (2 / den) * g first, then the deviations: PyTorch's order (it rounds in a half type)
+    return ((g * (2.0 / den if den else float("inf"))) * centered, None, None, None)
 
 
 def _std_derivative(g, a, out, dims, correction, keepdim):
@@ -339,7 +341,15 @@ def _logsumexp_kernel(a, dims, keepdim=False):
     # logarithm's branch, as PyTorch's).
     m = np.max(x.real if dt.kind == "c" else x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
-    out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    if dt in HALF:
+        # PyTorch's composite for a half type rounds each step to it: the shifted values,
+        # their exponentials, the sum (accumulated in float32), its log and the sum with m.
+        def r(v):
+            return v.astype(dt).astype(F32)
+
+        out = r(r(np.log(r(np.sum(r(np.exp(r(x - m))), axis=axes, keepdims=True)))) + m)
+    else:
+        out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     return row_major((out if keepdim else np.squeeze(out, axes)).astype(dt, copy=False), a)
 
 

@@ -410,6 +410,8 @@ def _softmax_kernel(a, dim, log=False):
         return _softmax_kernel(a.reshape(1), 0, log).reshape(())
     # (The last dim, the common case, needs no wrapping: a dim out of range raises there.)
     axis = x.ndim - 1 if dim == -1 or dim == x.ndim - 1 else wrap_dims(dim, x.ndim)[0]
+    if log and dt in HALF and axis == x.ndim - 1 and x.size:
+        return _half_log_softmax_rows(x, dt)
     out = _rows_in_c(x, axis, log)  # rows of the last dimension: in C where built
     if out is not None:
         return out.astype(dt, copy=False)
@@ -418,6 +420,16 @@ def _softmax_kernel(a, dim, log=False):
     s = np.sum(e, axis=axis, keepdims=True)
     out = shifted - np.log(s) if log else e / s
     return out.astype(dt, copy=False)
+
+
+def _half_log_softmax_rows(x, dt):
+    """log_softmax over the last dimension of float16/bfloat16 values `x` (as float32),
+    the result in `dt`. PyTorch's last-dim kernel for these dtypes keeps the sum of the
+    exponentials and its log in `dt`: both are rounded there before the subtraction (its
+    kernel over another dimension, like the float32 one, rounds once)."""
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    total = np.sum(np.exp(shifted), axis=-1, keepdims=True).astype(dt).astype(F32)
+    return (shifted - np.log(total).astype(dt).astype(F32)).astype(dt)
 
 
 def _rows_in_c(x, dim, log: bool):

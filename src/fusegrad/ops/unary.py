@@ -93,6 +93,10 @@ def _sigmoid(a):
 
 
 def _sigmoid_derivative(g, out):
+    if g.dtype is _dtype.float16 and out.dtype is _dtype.float16:
+        # PyTorch's float16 kernel computes g (1 - y) y in float16, rounding each step
+        # (bfloat16's computes in float32 and rounds once, as `half_formula` does)
+        return ((g * (1 - out)) * out,)
     grad = c_gradient("sigmoid_grad", g, out)
     if grad is None:
         grad = half_formula(lambda g, out: g * cj(out * (1 - out)), g, out)

@@ -7,8 +7,10 @@ import struct
 
 import numpy as np
 
+from .. import _dtype
 from .._tensor import Tensor
 from ..ops import _native
+from ..ops._util import HALF
 from ._checks import check_lr
 from .optimizer import BLOCKED_MIN, Optimizer
 
@@ -18,6 +20,35 @@ _MAXIMIZE, _DECOUPLED, _L2, _AMSGRAD = 1, 2, 4, 8
 # `_native.double_bits` gives each), in one pack and unpack: a call per scalar costs more.
 _DOUBLES = struct.Struct("<8d")
 _INT64S = struct.Struct("<8q")
+
+
+def _half_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict,
+                 consts: tuple) -> None:
+    """The update of a float16/bfloat16 parameter: PyTorch's single-tensor operations in its
+    order (`lerp_`, `mul_`, `addcmul_`, `sqrt`, `/`, `add_`, `addcdiv_`), each rounding to
+    the half dtype as PyTorch's kernels do, as fusegrad's operations on the arrays (fresh
+    tensors over them: the version counters move as `_step_group` counts)."""
+    def wrap(a: np.ndarray) -> Tensor:
+        return Tensor._make(a, _dtype.from_numpy_dtype(a.dtype))
+
+    w1, b2, c2, step_size, bc2_sqrt = consts
+    p, g = wrap(data), wrap(grad)
+    if group["maximize"]:
+        g = -g
+    lr, wd = group["lr"], group["weight_decay"]
+    if wd != 0:
+        if group["decoupled_weight_decay"]:
+            p.mul_(1 - lr * wd)
+        else:
+            g = g.add(p, alpha=wd)
+    m, v = wrap(state["exp_avg"]._data), wrap(state["exp_avg_sq"]._data)
+    m.lerp_(g, w1)
+    v.mul_(b2).addcmul_(g, g, value=c2)
+    if group["amsgrad"]:
+        vmax = wrap(state["max_exp_avg_sq"]._data)
+        vmax.copy_(vmax.maximum(v))
+        v = vmax
+    p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(group["eps"]), value=-step_size)
 
 
 def adam_state(data: np.ndarray) -> dict:
@@ -171,6 +202,9 @@ class Adam(Optimizer):
         else:
             consts = _beta_consts(beta1, beta2, step, lr, data.dtype)
         if self._native_update(data, grad, group, state, consts):
+            return
+        if data.dtype in HALF and grad.dtype == data.dtype:
+            _half_update(data, grad, group, state, consts)
             return
         w1, b2, c2, step_size, bc2_sqrt = consts
         if group["maximize"]:

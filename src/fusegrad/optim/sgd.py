@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _sparse
+from .. import _dtype, _sparse
 from .._tensor import Tensor
 from ..ops import _native
+from ..ops._util import HALF
 from ._checks import check_tensor_lr
 from .optimizer import BLOCKED_MIN, Optimizer
 
@@ -149,6 +150,9 @@ class SGD(Optimizer):
             buf._vc[0] += 2
         if self._native_update(data, grad, group, state):
             return
+        if data.dtype in HALF and grad.dtype == data.dtype:
+            self._half_update(data, grad, group, state)
+            return
         d_p = -grad if group["maximize"] else grad
         wd = group["weight_decay"]
         if wd != 0:
@@ -181,6 +185,37 @@ class SGD(Optimizer):
             data -= step
         else:
             data -= lr * d_p
+
+    @staticmethod
+    def _half_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict) -> None:
+        """The update of a float16/bfloat16 parameter: PyTorch's single-tensor operations in
+        its order (`add` with an alpha, `mul_`, `add_`), each rounding to the half dtype as
+        PyTorch's kernels do, as fusegrad's operations on the arrays (fresh tensors over
+        them: the version counters move as `_step_group` counts)."""
+        def wrap(a: np.ndarray) -> Tensor:
+            return Tensor._make(a, _dtype.from_numpy_dtype(a.dtype))
+
+        p = wrap(data)
+        d_p = -wrap(grad) if group["maximize"] else wrap(grad)
+        if group["weight_decay"] != 0:
+            d_p = d_p.add(p, alpha=group["weight_decay"])
+        momentum = group["momentum"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = Tensor._make(np.array(d_p._data, copy=True),
+                                                              d_p.dtype)
+            elif group.get("foreach"):  # (whose `_foreach_mul_` takes the number in the dtype)
+                from .._functions.foreach import _foreach_mul_
+
+                b = wrap(buf._data)
+                _foreach_mul_([b], momentum)
+                b.add_(d_p, alpha=1 - group["dampening"])
+            else:
+                wrap(buf._data).mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
+            d_p = d_p.add(wrap(buf._data), alpha=momentum) if group["nesterov"] else \
+                wrap(buf._data)
+        p.add_(d_p, alpha=-group["lr"])
 
     @staticmethod
     def _native_update(data: np.ndarray, grad: np.ndarray, group: dict, state: dict) -> bool:

@@ -98,9 +98,9 @@ NLL_PAIRWISE(float, f32)
 NLL_PAIRWISE(double, f64)
 
 /* Its gradient from the loss's gradient g and the saved total weight (values of T, given
-   as doubles, which hold them exactly): rows of zeros with -(w * g) at out[i, t[i]], where
-   w is 1 / total for the mean (a total of 0, every target ignored, divides by 1) and 1 for
-   the sum; each step in T, as NumPy's scalars of the type compute it. */
+   as doubles, which hold them exactly): rows of zeros with -(g / total) at out[i, t[i]] for
+   the mean (a total of 0, every target ignored, divides by 1) and -g for the sum; each step
+   in T, as NumPy's scalars of the type compute it (PyTorch divides the gradient itself). */
 #define NLL_REDUCED_GRAD(T, S)                                                           \
 int64_t nll_reduced_grad_rows_##S(T *out, const int64_t *t, double g, double total,      \
                                   int64_t n, int64_t c, int64_t ignore, int64_t mean) {  \
@@ -108,7 +108,7 @@ int64_t nll_reduced_grad_rows_##S(T *out, const int64_t *t, double g, double tot
     if (bad >= 0)                                                                        \
         return bad;                                                                      \
     const T unit = 1, tot = (T)total;                                                    \
-    const T value = -((mean ? unit / (tot != 0 ? tot : unit) : unit) * (T)g);            \
+    const T value = -(mean ? (T)g / (tot != 0 ? tot : unit) : (T)g);                     \
     memset(out, 0, (size_t)(n * c) * sizeof(T));                                         \
     for (int64_t i = 0; i < n; i++) out[i * c + t[i]] = value;                           \
     return -1;                                                                           \
