@@ -357,17 +357,22 @@ def kl(x, y):
 def test_kl_divergence_dispatch_is_followed():
     from fusegrad.distributions import kl as kl_module
 
-    kl_module._KL_MEMOIZE.clear()
-    x, y = fg.ones(3), fg.ones(3) * 0.5
-    if CAPTURES:
-        for _ in range(2):  # the dispatch, then its memo (torch: 1 graph each time)
-            out = fg._dynamo.explain(kl)(x, y)
-            assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
-            assert list(kl_module._KL_MEMOIZE) == [(D.Normal, D.Laplace)]
-    kl_module._KL_MEMOIZE.clear()
-    fn, _ = compiled(kl)
-    same(kl(x, y), fn(x, y))
-    assert list(kl_module._KL_MEMOIZE) == [(D.Normal, D.Laplace)]
+    saved = dict(kl_module._KL_MEMOIZE)  # (restored: other tests' graphs guard the memo)
+    try:
+        kl_module._KL_MEMOIZE.clear()
+        x, y = fg.ones(3), fg.ones(3) * 0.5
+        if CAPTURES:
+            for _ in range(2):  # the dispatch, then its memo (torch: 1 graph each time)
+                out = fg._dynamo.explain(kl)(x, y)
+                assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+                assert list(kl_module._KL_MEMOIZE) == [(D.Normal, D.Laplace)]
+        kl_module._KL_MEMOIZE.clear()
+        fn, _ = compiled(kl)
+        same(kl(x, y), fn(x, y))
+        assert list(kl_module._KL_MEMOIZE) == [(D.Normal, D.Laplace)]
+    finally:
+        kl_module._KL_MEMOIZE.clear()
+        kl_module._KL_MEMOIZE.update(saved)
 
 
 MEMO: dict = {}

@@ -64,6 +64,10 @@ def placeholder_name(source: str) -> str:
 
 
 _NOTHING = object()
+# What may read an object's `__dict__` without naming it: its views, iterators and proxies.
+_TABLE_VIEWS = frozenset(type(w) for w in (
+    {}.keys(), {}.values(), {}.items(), iter({}), iter({}.values()), iter({}.items()),
+    types.MappingProxyType({})))
 
 
 class GraphBuilder:
@@ -124,6 +128,9 @@ class GraphBuilder:
         # id -> dict from outside that a recorded store assigns an item of: reading it
         # again in this graph would miss the item (it is set after the graph ran).
         self.written_dicts: dict = {}
+        # id -> `__dict__` of an object a recorded store assigns an attribute of: reading it
+        # as a dict again in this graph would miss the attribute.
+        self.stored_tables: dict = {}
 
     # ---------------------------------------------------------------- side effects
 
@@ -137,7 +144,40 @@ class GraphBuilder:
     def store_attr(self, obj, name: str, value: Variable, target: str | None = None) -> None:
         """Record `obj.name = value`, replayed after the graph on `target` (an expression;
         by default the object itself, kept in the guard scope: it is guarded by identity)."""
+        table = self._attribute_table(obj)
+        if table is not None:
+            # The object's `__dict__` read as a dict in this graph would miss the assignment
+            # (it is made after the graph ran): before it (a variable holds it), or after.
+            if any(real is table for _, real in self.container_objects.values()):
+                raise Unsupported("an attribute assignment to an object whose __dict__ the "
+                                  "graph read as a dict")
+            self.stored_tables[id(table)] = table
         self.stores.append((obj, name, value, target or self.guards.ref(obj)))
+
+    def namespace_written(self, obj) -> bool:
+        """Whether `obj`'s attribute table (its `__dict__`, a module's globals) is a dict from
+        outside that a recorded item store assigns (`vars(p)["w"] = x`, set after the graph):
+        reading an attribute of `obj` in this graph would miss the item."""
+        if not self.written_dicts:
+            return False
+        try:
+            table = object.__getattribute__(obj, "__dict__")
+        except (AttributeError, TypeError):
+            return False
+        return self.written_dicts.get(id(table), _NOTHING) is table
+
+    def _attribute_table(self, obj) -> dict | None:
+        """The `__dict__` of the real object a recorded attribute store assigns (None for a
+        followed object of a class with `__slots__` or one without a table)."""
+        if isinstance(obj, Variable):  # an object from outside followed by its type
+            obj = next((r for v, r in self.followed if v is obj), None)
+            if obj is None:
+                return None
+        try:
+            table = object.__getattribute__(obj, "__dict__")
+        except (AttributeError, TypeError):
+            return None
+        return table if type(table) is dict else None
 
     def store_item(self, d: dict, key, value: Variable, target: str) -> None:
         """Record `d[key] = value` of a dict from outside, replayed after the graph on
@@ -171,6 +211,10 @@ class GraphBuilder:
             if any(self.written_dicts.get(id(v), _NOTHING) is v for v in (value, bound)) or \
                     type(value) in DICT_WRAPPERS:  # (a view may read one)
                 raise Unsupported("a dict read again after an item assignment in the graph")
+        if self.stored_tables and (self.stored_tables.get(id(value), _NOTHING) is value or
+                                   type(value) in _TABLE_VIEWS):
+            raise Unsupported("an object's __dict__ read after an attribute assignment in the "
+                              "graph")
         if isinstance(value, Tensor):
             if source is None:
                 raise Unsupported("a tensor created outside the captured code without a "

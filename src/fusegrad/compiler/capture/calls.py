@@ -13,6 +13,7 @@ module's forward is called through `compile`, so that it is captured on its own 
 
 from __future__ import annotations
 
+import abc
 import collections
 import functools
 import inspect
@@ -388,7 +389,7 @@ def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
     if f is len and len(args) == 1 and obj.mapping is not None:
         return ConstantVariable(len(obj.mapping.items))  # (no __len__ of its own)
     if f is callable and len(args) == 1:
-        return ConstantVariable(any("__call__" in vars(k) for k in obj.cls.__mro__))
+        return ConstantVariable(objects.is_callable(tr, obj))
     if (f is str or f is repr) and len(args) == 1:
         return objects.text_of(tr, obj, f.__name__)
     if f is format and len(args) in (1, 2):
@@ -498,6 +499,39 @@ def _make_namedtuple(tr, fn: ConstantVariable, args: list, kwargs: dict) -> Vari
             src = f"{_guard_name(tr, fn)}.__new__.__defaults__[{i - first_default}]"
             items.append(tr.wrap(defaults[i - first_default], src))
     return TupleVariable(items, cls=cls)
+
+
+def _classes(spec) -> list:
+    """The classes of `isinstance`'s second argument (a class or nested tuples of them)."""
+    if isinstance(spec, tuple):
+        return [c for item in spec for c in _classes(item)]
+    return [spec]
+
+
+def _guard_class_test(tr, test, a: ConstantVariable, spec, found: bool) -> None:
+    """Guard `test(a, spec)` (`isinstance`, `issubclass`) where a class in `spec` answers
+    through its metaclass: an ABC's answer changes when a class is registered with it or
+    its `__subclasshook__` answers otherwise, so the guard asks it again on every call.
+    A metaclass's own Python `__instancecheck__`/`__subclasscheck__` (which may read the
+    object's attributes, which a followed object's graph reads through its variable) is a
+    graph break."""
+    metas = {type(c) for c in _classes(spec) if type(c) is not type and not (
+        getattr(type(c), "__module__", "") or "").startswith("fusegrad")}  # (its own: fixed)
+    if not metas:
+        return
+    for meta in metas:
+        if not (issubclass(meta, abc.ABCMeta) and
+                meta.__instancecheck__ is abc.ABCMeta.__instancecheck__ and
+                meta.__subclasscheck__ is abc.ABCMeta.__subclasscheck__):
+            raise Unsupported(f"{test.__name__}() against a class of metaclass "
+                              f"{meta.__name__}, whose checks run Python code")
+    guards = tr.builder.guards
+    root = tr.source_of(a)
+    if root is None:  # plain data: its class is fixed, only the ABC's registry may change
+        root = guards.ref(type(a.value) if test is isinstance else a.value, "type")
+        test = issubclass
+    guards.add(f"{guards.ref(test, test.__name__)}({root}, {guards.ref(spec, 'classes')}) "
+               f"is {found}")
 
 
 # The code of every named tuple's `_replace` (each class has its own function).
@@ -663,14 +697,25 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         cls = tr.as_python(args[1])
         a = args[0]
         if isinstance(a, ConstantVariable):
-            return ConstantVariable(isinstance(a.value, cls))
+            found = isinstance(a.value, cls)
+            _guard_class_test(tr, isinstance, a, cls, found)
+            return ConstantVariable(found)
         kind = a.python_type()
         if isinstance(a, TensorVariable) and a.source is not None:
             # An input's own class (a Parameter, a subclass), which its guard checks exactly.
             value = tr.builder.input_values.get(a.source)
             if value is not None:
                 kind = type(value)
-        return ConstantVariable(issubclass(kind, cls))
+        found = issubclass(kind, cls)
+        if isinstance(a, ObjectVariable):
+            _guard_class_test(tr, issubclass, ConstantVariable(kind), cls, found)
+        return ConstantVariable(found)
+    if f is issubclass and len(args) == 2 and isinstance(args[0], ConstantVariable) and \
+            isinstance(args[0].value, type):
+        cls = tr.as_python(args[1])
+        found = issubclass(args[0].value, cls)
+        _guard_class_test(tr, issubclass, args[0], cls, found)
+        return ConstantVariable(found)
     if f is hasattr and len(args) == 2 and isinstance(args[0], TensorVariable):
         name = tr.as_python(args[1])
         src = args[0].source

@@ -125,12 +125,18 @@ class GuardSet:
         self.values: dict[str, object] = {}  # constants captured by expressions
         self._seen: set[str] = set()
         self._contents: set[str] = set()  # sources guarded by `contents`
+        self._first: list[str] = []  # expressions tested first (see `add`)
 
-    def add(self, expr: str) -> None:
-        """Add a plain expression guard (once)."""
+    def add(self, expr: str, first: bool = False) -> None:
+        """Add a plain expression guard (once). A `first` one is tested before every other,
+        tensors' included: an object's type and class, on which reading the other guards'
+        sources depends (a class given a `__getattribute__` or a property since runs the
+        program's code on each read: the type test must fail before they are read)."""
         if expr not in self._seen:
             self._seen.add(expr)
             self.exprs.append(expr)
+            if first:
+                self._first.append(expr)
 
     def tensor(self, source: str, t: Tensor, dynamic=()) -> None:
         """Guard a tensor input's type, shape, dtype and requires_grad (sizes at `dynamic`
@@ -227,7 +233,8 @@ class GuardSet:
                 continue
             terms.append(f"___check({g.source}, ___cls{i}, {g.shape!r}, ___dt{i}, "
                          f"{g.requires_grad}, {g.byte_strides!r})")
-        terms += [f"({e})" for e in self.exprs]
+        terms = [f"({e})" for e in self._first] + terms + [
+            f"({e})" for e in self.exprs if e not in self._first]
         body = fast_sizes(" and ".join(terms) or "True")
         src = f"def check(L, S, G):\n    try:\n        return {body}\n" \
               "    except Exception:\n        return False\n"
@@ -237,6 +244,13 @@ class GuardSet:
     def failure(self, L, S, G) -> str | None:
         """The first guard that fails for this frame state, in words."""
         env = {"L": L, "S": S, "G": G, **_helpers(), **self.values}
+        for e in self._first:
+            try:
+                ok = eval(e, env)  # noqa: S307 (our own guard text)
+            except Exception:
+                ok = False
+            if not ok:
+                return e
         for g in self.tensors.values():
             try:
                 value = eval(g.source, env)  # noqa: S307 (our own guard text)

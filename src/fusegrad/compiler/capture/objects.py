@@ -115,6 +115,27 @@ def constructible(cls) -> bool:
     return not issubclass(cls, Module)
 
 
+def keeps_plain(cls: type) -> bool:
+    """Whether `cls` still has none of the special methods that `constructible` refuses
+    (`_OWN_BEHAVIOUR`, a dict subclass's `_MAPPING_PROTOCOL`): a class may gain one after a
+    graph followed its instances (`P.__bool__ = ...`, a `__getattribute__`)."""
+    mapping = _mapping_base(cls) is not None
+    for k in cls.__mro__[:-1]:
+        if k in _MAPPING_BASES:
+            continue
+        names = vars(k)
+        if any(n in names for n in _OWN_BEHAVIOUR) or mapping and any(
+                n in names for n in _MAPPING_PROTOCOL):
+            return False
+    return True
+
+
+def guard_plain(guards, cls: type) -> None:
+    """Guard `keeps_plain(cls)` (see there) for a graph that follows an instance of `cls`."""
+    guards.add(f"{guards.ref(keeps_plain, 'keeps_plain')}({guards.ref(cls, 'type')})",
+               first=True)
+
+
 def _owner(cls: type, name: str, start: int = 0):
     """(the class in `cls.__mro__[start:]` that defines `name`, its raw value), or
     (None, _MISSING)."""
@@ -132,6 +153,26 @@ def _guard_class_attr(tr, cls: type, name: str, raw) -> None:
     lookup = (f"next((k.__dict__[{name!r}] for k in {ref}.__mro__ if {name!r} in k.__dict__)"
               f", {guards.ref(_MISSING, 'missing')})")
     guards.constant(lookup, raw)
+
+
+def _instance_wins(cls: type, name: str) -> bool:
+    """Whether `cls` leaves attribute `name` to its instances' `__dict__`: nothing along its
+    MRO defines it as a data descriptor (a property added later would take over)."""
+    raw = _owner(cls, name)[1]
+    return raw is _MISSING or not _is_data_descriptor(raw)
+
+
+def _guard_instance_wins(tr, cls: type, name: str) -> None:
+    """Guard `_instance_wins(cls, name)`: an instance attribute read or written through
+    the object's `__dict__` stays so while the class (its MRO, a base's attributes) may
+    change between calls, as a property assigned to the class after the first call."""
+    guard_instance_wins(tr.builder.guards, cls, name)
+
+
+def guard_instance_wins(guards, cls: type, name: str) -> None:
+    """See `_guard_instance_wins` (for a guard set)."""
+    check = guards.ref(_instance_wins, "instance_wins")
+    guards.add(f"{check}({guards.ref(cls, 'type')}, {name!r})", first=True)
 
 
 def _is_slot(raw) -> bool:
@@ -159,6 +200,7 @@ def _is_data_descriptor(raw) -> bool:
 
 def construct(tr, cls: type, args: list, kwargs: dict) -> Variable:
     """`cls(*args, **kwargs)`: a new object variable, its `__init__` inlined."""
+    guard_plain(tr.builder.guards, cls)
     obj = ObjectVariable(cls, mapping=DictVariable({}) if _mapping_base(cls) else None)
     owner, init = _owner(cls, "__init__")
     _guard_class_attr(tr, cls, "__init__", init)
@@ -194,6 +236,7 @@ def new_object(tr, cls_var: Variable) -> Variable:
     cls = cls_var.value if isinstance(cls_var, ConstantVariable) else None
     if not constructible(cls) or _mapping_base(cls) is not None:
         raise Unsupported(f"object.__new__({getattr(cls, '__name__', cls)})")
+    guard_plain(tr.builder.guards, cls)
     return ObjectVariable(cls)
 
 
@@ -206,7 +249,9 @@ def read_attr(tr, obj: ObjectVariable, name: str) -> Variable:
     if name == "__dict__":
         return attr_dict(obj)
     _, raw = _owner(cls, name)
-    if raw is not _MISSING and (_is_data_descriptor(raw) or name not in obj.items):
+    if name in obj.items and not _is_data_descriptor(raw):
+        _guard_instance_wins(tr, cls, name)  # (the instance's value, whatever the class's)
+    else:
         _guard_class_attr(tr, cls, name, raw)
     if _is_slot(raw) and name in obj.items:
         return obj.items[name]
@@ -349,7 +394,13 @@ class _OutsideAttrs(dict):
             return f"{self.source}.{name}"
         return f"{self.source}.__dict__[{name!r}]"
 
+    def _check_table(self) -> None:
+        if self.builder.namespace_written(self.real):  # (`vars(obj)[k] = v` earlier)
+            raise Unsupported("an attribute read after an item assignment into the "
+                              "object's __dict__")
+
     def __contains__(self, name) -> bool:
+        self._check_table()
         if dict.__contains__(self, name):
             return True
         present = name in vars(self.real)
@@ -358,6 +409,7 @@ class _OutsideAttrs(dict):
         return present
 
     def __getitem__(self, name):
+        self._check_table()
         if not dict.__contains__(self, name):
             attrs = vars(self.real)
             if name not in attrs:
@@ -381,7 +433,8 @@ def follow_outside(builder, value, source: str) -> ObjectVariable | None:
         if real is value:
             guards.add(f"{source} is {var.source}")
             return var
-    guards.add(f"type({source}) is {guards.ref(cls, 'type')}")
+    guards.add(f"type({source}) is {guards.ref(cls, 'type')}", first=True)
+    guard_plain(guards, cls)
     for var, _ in builder.followed:
         guards.add(f"{source} is not {var.source}")
     var = ObjectVariable(cls)
@@ -412,7 +465,9 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
     instance's attribute changes."""
     cls = obj.cls
     _, raw = _owner(cls, name)
-    if raw is not _MISSING:
+    if raw is _MISSING:
+        _guard_instance_wins(tr, cls, name)  # (no setter defined since)
+    else:
         _guard_class_attr(tr, cls, name, raw)
         if _is_slot(raw):
             obj.items[name] = value
@@ -435,6 +490,10 @@ def delete_attr(tr, obj: ObjectVariable, name: str) -> None:
     if raw is not _MISSING and _is_data_descriptor(raw) and not _is_slot(raw) or \
             name not in obj.items or obj.source is not None:  # (from outside: for real)
         raise Unsupported(f"del {obj.cls.__name__}.{name}")
+    if _is_slot(raw):
+        _guard_class_attr(tr, obj.cls, name, raw)
+    else:
+        _guard_instance_wins(tr, obj.cls, name)  # (no deleter defined since)
     del obj.items[name]
 
 
@@ -589,6 +648,14 @@ def extreme(tr, f, args: list, kwargs: dict) -> Variable | None:
         if tr.truth(better):
             best = item
     return best
+
+
+def is_callable(tr, obj: ObjectVariable) -> bool:
+    """`callable(obj)`: whether its class defines `__call__` (guarded: a class may gain one
+    after the graph was made)."""
+    _, raw = _owner(obj.cls, "__call__")
+    _guard_class_attr(tr, obj.cls, "__call__", raw)
+    return raw is not _MISSING
 
 
 def truth(obj: ObjectVariable) -> bool:

@@ -215,12 +215,47 @@ def _python_operators(cls: type) -> bool:
 
 def _module_property(obj, name: str, stored: bool = False):
     """The property `name` of nn.Module `obj`'s class (of any object's class when the graph
-    `stored` attributes of it), when its getter is Python code."""
-    if not (_is_nn_module(obj) or stored):
-        return None
+    `stored` attributes of it, or when the getter is a user's), when its getter is Python
+    code."""
     value = inspect.getattr_static(type(obj), name, None)
-    if isinstance(value, property) and isinstance(value.fget, types.FunctionType):
+    if isinstance(value, property) and isinstance(value.fget, types.FunctionType) and (
+            _is_nn_module(obj) or stored or _user_code(value.fget)):
         return value
+    return None
+
+
+def _user_code(f) -> bool:
+    """Whether `f` is a Python function of the program's (not fusegrad's or the standard
+    library's, whose getters and lookups have no side effects the capture must follow)."""
+    if not isinstance(f, types.FunctionType):
+        return False
+    top = (getattr(f, "__module__", None) or "").split(".")[0]
+    return top != "fusegrad" and top not in sys.stdlib_module_names
+
+
+def _attr_runs_code(obj, name: str) -> str | None:
+    """Why reading `obj.name` of an object from outside runs the program's own code that
+    reading it once during capture (and again for the guards and the graph's input) cannot
+    stand for: the class's Python `__getattribute__`, a descriptor with a Python `__get__`,
+    or a Python `__getattr__` answering an attribute the instance lacks (each may count its
+    calls or return something new each time); None where it does not."""
+    cls = type(obj)
+    if isinstance(obj, (type, types.ModuleType)):
+        return None
+    if _user_code(inspect.getattr_static(cls, "__getattribute__", None)):
+        return f"{cls.__name__}.__getattribute__ runs Python code"
+    raw = inspect.getattr_static(cls, name, None)
+    if raw is not None and not isinstance(raw, property) and \
+            _user_code(inspect.getattr_static(type(raw), "__get__", None)):
+        return f"the descriptor {cls.__name__}.{name} runs Python code"
+    if _user_code(inspect.getattr_static(cls, "__getattr__", None)):
+        try:
+            own = name in object.__getattribute__(obj, "__dict__")
+        except AttributeError:  # (slots only)
+            own = False
+        slot = isinstance(raw, types.MemberDescriptorType)
+        if not own and (raw is None or slot):  # (an unset slot falls back to it too)
+            return f"{cls.__name__}.__getattr__ may answer {name!r}"
     return None
 
 
@@ -421,6 +456,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def LOAD_GLOBAL(self, inst):  # noqa: N802
         name = inst.argval
+        if not self.concrete and self.builder.written_dicts.get(
+                id(self.f_globals)) is self.f_globals:  # (`globals()[k] = v` earlier)
+            raise Unsupported("a global read after an item assignment into the globals dict")
         if not self.concrete:
             stored = self.builder.stored_attr(globals_writer(self.f_globals), name)
             if stored is not None:  # assigned earlier in this graph (set after it ran)
@@ -514,6 +552,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 if name == "__dict__" and any(s[0] is writer for s in self.builder.stores):
                     raise Unsupported("a module's __dict__ read before its globals are set")
         if isinstance(obj, ConstantVariable) and not self.concrete:
+            if self.builder.namespace_written(obj.value):  # (`vars(obj)[k] = v` earlier)
+                raise Unsupported("an attribute read after an item assignment into the "
+                                  "object's __dict__")
             stored = self.builder.stored_attr(obj.value, name)
             if stored is not None:  # assigned earlier in this graph (replayed after it)
                 return stored
@@ -528,6 +569,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 ref = f"{self.builder.guards.ref(type(obj.value), 'type')}.{name}"
                 self.builder.guards.constant(ref, prop)
                 return self.call(BoundFunctionVariable(prop.fget, obj), [], {})
+            why = _attr_runs_code(obj.value, name)
+            if why is not None:  # read for real, once, as eager reads it
+                raise Unsupported(why)
         if isinstance(obj, ConstantVariable):
             try:
                 value = getattr(obj.value, name)
@@ -662,6 +706,16 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 return  # `self.buf += 1`: the in-place op changed the attribute's tensor
         if self.guard_root(obj) is None:
             raise Unsupported(f"attribute assignment {name!r} on an object no guard reaches")
+        # The class may gain a setter or its own __setattr__ after this capture (the object
+        # is guarded by identity, not its class's contents): the graph's later reads of the
+        # assigned value would miss what they do.
+        from .objects import guard_instance_wins
+
+        guards = self.builder.guards
+        cls_ref = guards.ref(type(obj.value), "type")
+        guard_instance_wins(guards, type(obj.value), name)
+        if not _is_nn_module(obj.value):
+            guards.add(f"{cls_ref}.__setattr__ is {guards.ref(object.__setattr__, 'setattr')}")
         # Attributes are set on the real object after the graph ran (before a break's
         # instruction); reads later in this graph see the new value.
         self.builder.store_attr(obj.value, name, value)
