@@ -62,9 +62,10 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",
         "profiler", "autograd.profiler", "serialization", "_object_pickle", "_checkpoint_read",
         "hub", "cli", "__main__")),
-    ("fx", "graph IR, ONNX export, drawings", ("fx", "onnx", "viz", "export")),
-    ("compiler", "capture, AOT autograd, code generation, script", (
-        "compiler", "_dynamo", "_inductor", "_logging", "jit", "_functorch", "fx.experimental")),
+    ("fx", "graph IR, ONNX export, drawings", ("fx", "onnx", "viz")),
+    ("compiler", "capture, AOT autograd, code generation, script, export", (
+        "compiler", "_dynamo", "_inductor", "_logging", "jit", "_functorch", "fx.experimental",
+        "export")),
 ]
 # The core: everything below nn. No import loop is allowed among its modules.
 CORE = ("base", "records", "tensor", "dispatch", "factories", "ops", "autograd", "public")

@@ -180,7 +180,7 @@ from . import _out  # noqa: E402
 # or the ordinary import system.
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
-    "cuda", "func",
+    "cuda", "func", "export",
     "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",

@@ -12,4 +12,9 @@ class ConstraintViolationError(RuntimeError):
     specialised to a constant."""
 
 
-__all__ = ["ConstraintViolationError"]
+class GuardOnDataDependentSymNode(RuntimeError):
+    """Python control flow needed a value only the data gives (`if x.sum() > 0:`) while
+    tracing with fake tensors (`fusegrad.export`)."""
+
+
+__all__ = ["ConstraintViolationError", "GuardOnDataDependentSymNode"]
