@@ -9,8 +9,11 @@ to an inner backend, `FUSEGRAD_TEST_BACKEND` (`eager`, the default, `aot_eager` 
 from __future__ import annotations
 
 import os
+import sys
 
 BACKENDS = ("eager", "aot_eager", "inductor")
+# The Python versions whose bytecode capture reads (others run the functions eagerly).
+CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))
 
 
 def test_backend() -> str:
@@ -54,3 +57,12 @@ def tolerances(dtype) -> dict:
             "float32", "float16", "bfloat16"):
         return {"rtol": 1e-5, "atol": 1e-5}
     return {"rtol": 1e-12, "atol": 1e-12}
+
+
+def compiled(fn, **kwargs):
+    """`fusegrad.compile(fn, **kwargs)` with a new `Counter` as its backend: (the compiled
+    function, the counter)."""
+    import fusegrad
+
+    counter = Counter()
+    return fusegrad.compile(fn, backend=counter, **kwargs), counter

@@ -12,18 +12,16 @@ must agree. No torch is imported, so this file runs on CPython 3.12 and 3.13 too
 from __future__ import annotations
 
 import os
-import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from compile_support import Counter, tolerances  # noqa: E402
+from compile_support import CAPTURES, Counter, tolerances  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 from fusegrad.compiler.capture.builder import autocast_depth, exit_autocast  # noqa: E402
 
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))
 BF16 = fg.bfloat16
 
 

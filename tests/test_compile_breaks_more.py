@@ -25,24 +25,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import sys
 import warnings
 import weakref
 
 import numpy as np
 import pytest
-from compile_support import Counter, tolerances
+from compile_support import CAPTURES, compiled, tolerances
 
 import fusegrad as fg
 import fusegrad.distributions as D
 from fusegrad._dynamo import graph_break
-
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))
-
-
-def compiled(fn, **kwargs):
-    counter = Counter()
-    return fg.compile(fn, backend=counter, **kwargs), counter
 
 
 def same(expected, got):

@@ -10,17 +10,14 @@ runs this file on 3.12 and 3.13 too."""
 from __future__ import annotations
 
 import os
-import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 from compile_constructs import PROGRAMS, run, same, torch_counts  # noqa: E402
-from compile_support import Counter  # noqa: E402
+from compile_support import CAPTURES, Counter  # noqa: E402
 
 import fusegrad  # noqa: E402
-
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

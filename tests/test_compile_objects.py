@@ -13,19 +13,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import sys
 import weakref
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from compile_support import Counter, tolerances  # noqa: E402
+from compile_support import CAPTURES, Counter, tolerances  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
 D = fg.distributions
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))
 LOG: list = []
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import textwrap
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from compile_support import Counter, test_backend  # noqa: E402
+from compile_support import CAPTURES, Counter, test_backend  # noqa: E402
 
 import fusegrad  # noqa: E402
 
@@ -75,7 +74,6 @@ def make_program(seed: int) -> str:
     return "\n".join(lines)
 
 
-CAPTURES = sys.version_info[:2] in ((3, 11), (3, 12), (3, 13))  # others run eagerly
 # Graphs each chunk of 50 programs captures: the same on every version that captures (the
 # programs are the same; only their bytecode differs).
 CHUNK_GRAPHS = {0: 70, 1: 66, 2: 70, 3: 77}

@@ -1232,10 +1232,11 @@ def _call_concrete(tr, fn, args, kwargs) -> Variable:
 
 
 def _warn_from_frame(tr, values: list, kw: dict) -> None:
-    """`warnings.warn(...)` made for real at a graph break, reported at the compiled
-    frame's file and line, as eager reports it: called from here, its default stacklevel
-    would name this file. Other stack levels name frames the compiled code does not have
-    here (the translator runs in their place), so they warn as called."""
+    """`warnings.warn(...)` made for real at a graph break (or in a library frame run
+    uncaptured), reported where eager reports it: `stacklevel` counts the frames eager has,
+    the ones being translated (this one and its callers run by the translator) and real
+    ones, never the translator's own, which stand in for them here; the location's module
+    and registry are its frame's, so "once per location" filters match eager's."""
     try:
         bound = _WARN_SIGNATURE.bind(*values, **kw)
     except TypeError:
@@ -1243,21 +1244,65 @@ def _warn_from_frame(tr, values: list, kw: dict) -> None:
         return
     args = bound.arguments
     message, category = args["message"], args.get("category")
-    if args.get("stacklevel", 1) != 1 or args.get("skip_file_prefixes") or (
+    level = args.get("stacklevel", 1)
+    if args.get("skip_file_prefixes") or not isinstance(level, int) or (
             category is not None and not (isinstance(category, type) and
                                           issubclass(category, Warning))):
-        warnings.warn(*values, **kw)
+        warnings.warn(*values, **kw)  # (raises as eager's does, or rarely used: as called)
         return
     if isinstance(message, Warning):
         category = type(message)
-    g = tr.f_globals
+    frame = None
+    for k, found in enumerate(_program_frames(tr)):
+        if k == max(level, 1) - 1:
+            frame = found
+            break
+    if frame is None:  # past the outermost frame: Python's own answer (`sys`, its
+        # version's file name and line)
+        warnings.warn(message, category, stacklevel=sys.getrecursionlimit() + 10**6,
+                      source=args.get("source"))
+        return
+    filename, lineno, g = frame
     registry = g.setdefault("__warningregistry__", {})
-    from .segments import _line_of
-
-    warnings.warn_explicit(message, category or UserWarning, tr.code.co_filename,
-                           _line_of(tr.code, tr.current.offset) or tr.code.co_firstlineno,
+    warnings.warn_explicit(message, category or UserWarning, filename, lineno,
                            g.get("__name__", "<string>"), registry, g,
                            source=args.get("source"))
+
+
+# The folder of the compiler's own modules: their frames are the translator's, never the
+# program's.
+_COMPILER_DIR = __file__.rsplit("/", 2)[0] + "/"
+
+
+def _program_frames(tr):
+    """The program's frames as eager has them, innermost first, each as (file name, line,
+    globals): `tr`'s, then, up the real stack, each frame the translator runs
+    (`FrameRunner._continue_concrete`'s) in place of its real one and each real frame
+    outside the compiler; importlib's bootstrap frames are skipped as Python skips them."""
+    from .segments import FrameRunner, _line_of
+
+    runners = (FrameRunner._continue_concrete.__code__, FrameRunner._step.__code__)
+    seen = {id(tr)}
+    yield _translated_frame(tr, _line_of)
+    real = sys._getframe(1)
+    while real is not None:
+        code = real.f_code
+        name = code.co_filename
+        if code in runners:
+            held = real.f_locals.get("tr")
+            if held is not None and id(held) not in seen:
+                seen.add(id(held))
+                yield _translated_frame(held, _line_of)
+        elif not name.startswith((_COMPILER_DIR, "<fusegrad segment ")) and \
+                not ("importlib" in name and "_bootstrap" in name):
+            yield code.co_filename, real.f_lineno, real.f_globals
+        real = real.f_back
+
+
+def _translated_frame(tr, line_of) -> tuple:
+    """(file name, current line, globals) of a frame the translator runs."""
+    line = line_of(tr.code, tr.current.offset) if tr.current is not None else None
+    return tr.code.co_filename, line or tr.code.co_firstlineno, tr.f_globals
 
 
 _WARN_SIGNATURE = inspect.signature(
@@ -1268,7 +1313,8 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     """What a call made for real runs, as Dynamo's frame hook would: a user function, a bound
     method's function or a module's `forward` through `wrap` (captured on its own frame, its
     breaks reported); anything else as it is. A module with hooks runs its `__call__` (the
-    hooks, then an uncaptured forward), as `compile(module)` does."""
+    hooks, then an uncaptured forward), as `compile(module)` does; one without runs
+    fusegrad's `Module.__call__` uncaptured around its captured forward (eager's frames)."""
     if getattr(f, "_fusegrad_disabled", False):
         return f, values
     if _is_user_function(f):
@@ -1279,6 +1325,12 @@ def _captured_callee(wrap, f, values: list) -> tuple:
     if _is_module(f) and not any(getattr(f, t, None) for t in _HOOK_TABLES) and \
             not hasattr(f, "_compiled_forward") and not _global_hooks_registered():
         # (an OptimizedModule is compiled already; global hooks run through `__call__`)
+        call = type(f).__call__
+        if isinstance(call, types.FunctionType) and \
+                (getattr(call, "__module__", None) or "").startswith("fusegrad."):
+            # fusegrad's `Module.__call__` runs uncaptured (see `_callee`), as eager's frame
+            # between the caller and `forward`: a warning's stacklevel counts it.
+            return _callee(wrap, call), [f] + values
         return _captured_callee(wrap, f.forward, values)  # bound, or an instance's own
     return f, values
 

@@ -12,8 +12,9 @@ instance holding those values, once per call (`rebuild`; its `__init__` does not
 
 An object of such a class that the frame reads (one made before a graph break, on the stack
 or in a local at the resume point; one passed in) is followed the same way
-(`follow_outside`; not a dict subclass, no `__slots__`): guarded by its type and by the
-attributes the graph reads, not by its identity, so that a new object of the same kind
+(`follow_outside`; not a dict subclass, nor a class with `__slots__` and a `__getattr__`):
+guarded by its type and by the attributes the graph reads (a slot's presence by `hasattr`),
+not by its identity, so that a new object of the same kind
 reuses the graph, as Dynamo guards a user object. Its attribute writes are replayed on the
 real object after the graph (as object's `__setattr__`: its class's own ran in the graph),
 and the real object (read from its source) is what the frame holds afterwards.
@@ -191,6 +192,11 @@ def _own_getattr(tr, cls: type):
     if not isinstance(raw, types.FunctionType):
         raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
     return raw
+
+
+def _has_instance_dict(cls: type) -> bool:
+    """Whether instances of `cls` have a `__dict__` (not a class with only `__slots__`)."""
+    return isinstance(_owner(cls, "__dict__")[1], types.GetSetDescriptorType)
 
 
 def _is_data_descriptor(raw) -> bool:
@@ -399,19 +405,45 @@ class _OutsideAttrs(dict):
             raise Unsupported("an attribute read after an item assignment into the "
                               "object's __dict__")
 
+    def _slot(self, name: str):
+        """The class's `__slots__` entry `name` (its type is guarded, so is the entry), or
+        None where the attribute lives in `__dict__`."""
+        raw = _owner(type(self.real), name)[1]
+        return raw if _is_slot(raw) else None
+
     def __contains__(self, name) -> bool:
         self._check_table()
         if dict.__contains__(self, name):
             return True
-        present = name in vars(self.real)
+        slot = self._slot(name)
+        if slot is not None:  # set or not: `hasattr` (the class has no `__getattr__`)
+            try:
+                slot.__get__(self.real)
+                present = True
+            except AttributeError:
+                present = False
+            self.builder.guards.add(f"{'' if present else 'not '}hasattr({self.source}, "
+                                    f"{name!r})")
+            return present
+        try:
+            table = object.__getattribute__(self.real, "__dict__")
+        except AttributeError:  # slots only: no instance attribute but the slots (the
+            return False  # guarded type says so)
+        present = name in table
         self.builder.guards.add(f"{name!r} {'in' if present else 'not in'} "
                                 f"{self.source}.__dict__")
         return present
 
     def __getitem__(self, name):
         self._check_table()
+        if not dict.__contains__(self, name) and (slot := self._slot(name)) is not None:
+            try:
+                value = slot.__get__(self.real)
+            except AttributeError:
+                raise KeyError(name) from None
+            dict.__setitem__(self, name, self.builder.wrap(value, f"{self.source}.{name}"))
         if not dict.__contains__(self, name):
-            attrs = vars(self.real)
+            attrs = getattr(self.real, "__dict__", {})
             if name not in attrs:
                 raise KeyError(name)
             dict.__setitem__(self, name, self.builder.wrap(attrs[name], self._attr_source(name)))
@@ -425,8 +457,9 @@ def follow_outside(builder, value, source: str) -> ObjectVariable | None:
     it, and distinct objects to stay distinct (a write through one must show through the
     other only when eager's would)."""
     cls = type(value)
-    if not constructible(cls) or _mapping_base(cls) is not None or \
-            any("__slots__" in vars(k) for k in cls.__mro__):  # (read through __dict__)
+    if not constructible(cls) or _mapping_base(cls) is not None or (
+            any("__slots__" in vars(k) for k in cls.__mro__) and
+            _owner(cls, "__getattr__")[1] is not _MISSING):  # (a slot's guard is `hasattr`)
         return None
     guards = builder.guards
     for var, real in builder.followed:
@@ -471,6 +504,8 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
         _guard_class_attr(tr, cls, name, raw)
         if _is_slot(raw):
             obj.items[name] = value
+            if obj.source is not None:  # an object from outside: set on it after the graph
+                tr.builder.store_attr(obj, name, value, obj.source)
             return
         if _is_data_descriptor(raw):
             if isinstance(raw, property) and isinstance(raw.fset, types.FunctionType):
@@ -479,6 +514,9 @@ def write_attr(tr, obj: ObjectVariable, name: str, value: Variable) -> None:
             raise Unsupported(f"assignment to the descriptor {cls.__name__}.{name}")
     if name.startswith("__") and name.endswith("__"):
         raise Unsupported(f"assignment to {cls.__name__}.{name}")
+    if not _has_instance_dict(cls):  # slots only: the real assignment raises AttributeError
+        raise Unsupported(f"assignment to {cls.__name__}.{name}, neither a slot nor in a "
+                          "__dict__")
     obj.items[name] = value
     if obj.source is not None:  # an object from outside: set on it after the graph
         tr.builder.store_attr(obj, name, value, obj.source)
