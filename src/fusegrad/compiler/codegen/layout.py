@@ -140,9 +140,8 @@ def view_strides_as_eager(t: Any, shape: tuple) -> tuple | None:
     if 1 not in new or 0 in old:
         return None
     stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), old, old_strides)
-    viewed = stand_in.view()
-    try:
-        viewed.shape = new
+    try:  # (NumPy 2.5 deprecates setting `.shape`; `copy=False` refuses a copy alike)
+        viewed = stand_in.reshape(new, copy=False)
     except (AttributeError, ValueError):  # no view (the meta raised already)
         return None
     return tuple(int(s) for s in viewed.strides)
