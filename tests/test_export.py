@@ -44,17 +44,13 @@ def _models(lib):
         def forward(self, x):
             return self.fc(x).view(x.shape[0], 3) * 2
 
-    class Fixed(nn.Module):
-        def forward(self, x):
-            return x.view(4, 4)
-
     class Branch(nn.Module):
         def forward(self, x):
             if x.sum() > 0:
                 return x + 1
             return x - 1
 
-    return {"mlp": MLP, "cnn": CNN, "reshape": Reshape, "fixed": Fixed, "branch": Branch}
+    return {"mlp": MLP, "cnn": CNN, "reshape": Reshape, "branch": Branch}
 
 
 def _pair(name, train=False):
