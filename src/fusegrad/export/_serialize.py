@@ -100,7 +100,7 @@ def _dec(v: Any, env: dict) -> Any:
         if set(v) == {"dict"}:
             return {k: _dec(a, env) for k, a in v["dict"]}
         if set(v) == {"dtype"}:
-            d = getattr(fusegrad, str(v["dtype"]), None)
+            d = vars(fusegrad).get(str(v["dtype"]))  # (no lazy import on a forged name)
             if not isinstance(d, _dtype_cls):
                 raise ExportFormatError("invalid saved program: bad dtype")
             return d
