@@ -5,13 +5,9 @@ gradients, grad_fn names, what they print and the errors they raise.
 Each program takes the library as its argument and returns what it computed; `_check` runs
 it with both and compares. Printed text is compared with object addresses blanked out."""
 
-import contextlib
-import io
 import math
 import os
-import re
 import tempfile
-import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -19,33 +15,18 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.utils.prune  # noqa: E402,F401  (torch needs the import; the tutorial has it)
 from program_support import compare as _compare  # noqa: E402
-from program_support import plain as _plain  # noqa: E402
+from program_support import run_program  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
 
-def _run(prog, lib):
-    out = io.StringIO()
-    error = None
-    result = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(out):
-            try:
-                result = prog(lib)
-            except Exception as e:  # the program's uncaught error is part of its outcome
-                error = (type(e).__name__, str(e))
-    text = re.sub(r"0x[0-9a-f]+", "0x", out.getvalue())
-    return _plain(result, lib), text, error
-
-
 def _check(prog, rtol=1e-4, atol=1e-5, stdout=True):
-    expected = _run(prog, torch)
-    got = _run(prog, fg)
-    assert got[2] == expected[2]
+    want, want_error, want_text = run_program(prog, torch)
+    got, got_error, got_text = run_program(prog, fg)
+    assert got_error == want_error
     if stdout:
-        assert got[1] == expected[1]
-    _compare(expected[0], got[0], "result", rtol, atol)
+        assert got_text == want_text
+    _compare(want, got, "result", rtol, atol)
 
 
 # ---------------------------------------------------------------------------- torch.func
