@@ -83,7 +83,7 @@ def run_decompositions(ep: Any, decomp_table: dict | None = None) -> Any:
         state_dict=ep.state_dict, constants={**ep.constants, **tracer.constants},
         in_spec=ep._in_spec, out_spec=ep._out_spec, example_inputs=ep.example_inputs,
         # (static, as every exported program: guards refuse other sizes)
-        ranges={}, leaves=[], arg_order=ep._arg_order,
+        leaves=[], arg_order=ep._arg_order,
         forward_arg_names=ep._forward_arg_names, is_training=ep._is_training)
     new._leaf_shapes = list(ep._leaf_shapes)
     return new

@@ -3,7 +3,7 @@
 The tensors are the program's state and constants; the `__metadata__` entry
 `fusegrad.export` is the program as JSON: its nodes (op kind, name, target, arguments), its
 signature, the structure of its inputs and outputs (as skeletons of nested tuples, lists and
-dicts) and its dynamic ranges. Loading parses that JSON and rebuilds the graph; every
+dicts) and the example's shapes. Loading parses that JSON and rebuilds the graph; every
 `call_function` target must be a registry op (by its registry name) or one of the few
 helpers export itself writes, or the file is refused. Nothing from the file is imported,
 unpickled or evaluated.
@@ -181,7 +181,6 @@ def save(ep: Any, f: Any, *, extra_files: dict | None = None, opset_version: Any
         "outputs": [{"kind": s.kind.name, "name": s.arg.name, "target": s.target}
                     for s in sig.output_specs],
         "in_spec": _skeleton(ep._in_spec), "out_spec": _skeleton(ep._out_spec),
-        "ranges": [[n, d, lo, hi] for (n, d), (lo, hi) in ep._ranges.items()],
         "leaf_shapes": [None if s is None else list(s) for s in ep._leaf_shapes],
         "arg_order": ep._arg_order, "forward_arg_names": ep._forward_arg_names,
         "training": ep._is_training,
@@ -249,7 +248,7 @@ def load(f: Any, *, extra_files: dict | None = None, expected_opset_version: Any
         graph=graph, signature=ExportGraphSignature(inputs, outputs), state_dict=state,
         constants=constants, in_spec=_spec_of(program["in_spec"]),
         out_spec=_spec_of(program["out_spec"]), example_inputs=None,
-        ranges={(n, d): (lo, hi) for n, d, lo, hi in program["ranges"]}, leaves=[],
+        leaves=[],
         arg_order=program["arg_order"], forward_arg_names=program["forward_arg_names"],
         is_training=program["training"])
     ep._leaf_shapes = [None if s is None else tuple(s) for s in program["leaf_shapes"]]

@@ -239,22 +239,18 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     kwargs = dict(kwargs or {})
     pairs, arg_names = _bind(mod, args, kwargs)
     leaves, names = _leaf_names(pairs)
-    dynamic = _dynamic_dims(dynamic_shapes, pairs, arg_names)
+    _refuse_dynamic(_dynamic_dims(dynamic_shapes, pairs, arg_names))  # (before tracing)
     trace = _traced(mod, pairs, leaves, names)
-    _refuse_dynamic(dynamic)
-    ranges: dict = {}
     trace.graph.eliminate_dead_code(_impure)
     in_spec = pytree.tree_flatten((tuple(args), kwargs))[1]
+    # Non-persistent buffers are the program's constants, as in PyTorch.
+    transient = {s.target for s in trace.signature.input_specs if s.persistent is False}
     return ExportedProgram(
-        graph=trace.graph, signature=trace.signature, state_dict={
-            **{k: v for k, v in trace.params.items()},
-            **{k: v for k, v in trace.buffers.items()
-               if not any(s.target == k and s.persistent is False
-                          for s in trace.signature.input_specs)}},
-        constants={**trace.constants, **{
-            k: v for k, v in trace.buffers.items()
-            if any(s.target == k and s.persistent is False
-                   for s in trace.signature.input_specs)}},
+        graph=trace.graph, signature=trace.signature,
+        state_dict={**trace.params,
+                    **{k: v for k, v in trace.buffers.items() if k not in transient}},
+        constants={**trace.constants,
+                   **{k: v for k, v in trace.buffers.items() if k in transient}},
         in_spec=in_spec, out_spec=trace.out_spec, example_inputs=(tuple(args), kwargs),
-        ranges=ranges, leaves=leaves, arg_order=[n for n, _ in pairs],
+        leaves=leaves, arg_order=[n for n, _ in pairs],
         forward_arg_names=arg_names, is_training=mod.training)

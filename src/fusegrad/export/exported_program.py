@@ -23,7 +23,7 @@ class ExportedProgram:
 
     def __init__(self, *, graph: Any, signature: ExportGraphSignature, state_dict: dict,
                  constants: dict, in_spec: Any, out_spec: Any, example_inputs: Any,
-                 ranges: dict, leaves: list, arg_order: list, forward_arg_names: list,
+                 leaves: list, arg_order: list, forward_arg_names: list,
                  is_training: bool = False) -> None:
         from ..fx import GraphModule
 
@@ -34,8 +34,6 @@ class ExportedProgram:
         self._in_spec = in_spec
         self._out_spec = out_spec
         self._example_inputs = example_inputs
-        # (placeholder name, dim) -> (min, max) of each dynamic dim.
-        self._ranges = dict(ranges)
         # The example shape of each tensor leaf, None for a constant leaf.
         self._leaf_shapes = [tuple(t.shape) if isinstance(t, Tensor) else None
                              for t in leaves]
@@ -77,8 +75,8 @@ class ExportedProgram:
 
     @property
     def range_constraints(self) -> dict:
-        """The range of each dynamic dim, keyed by `name.size()[dim]`."""
-        return {f"{n}.size()[{d}]": r for (n, d), r in self._ranges.items()}
+        """The ranges of the dynamic dims: none (exported shapes are static)."""
+        return {}
 
     @property
     def call_spec(self) -> Any:
@@ -157,15 +155,8 @@ class ExportedProgram:
             for d, expected in enumerate(shape):
                 if d >= len(got):
                     break
-                r = self._ranges.get((name, d))
-                if r is None:
-                    if got[d] != expected:
-                        raise AssertionError(
-                            f"Guard failed: {name}.size()[{d}] == {expected}")
-                elif got[d] > r[1]:
-                    raise AssertionError(f"Guard failed: {name}.size()[{d}] <= {r[1]}")
-                elif got[d] < r[0] and r[0] > 2:
-                    raise AssertionError(f"Guard failed: {name}.size()[{d}] >= {r[0]}")
+                if got[d] != expected:
+                    raise AssertionError(f"Guard failed: {name}.size()[{d}] == {expected}")
         return flat
 
     # ------------------------------------------------------------------ transforms
@@ -179,10 +170,8 @@ class ExportedProgram:
     def __str__(self) -> str:
         code = self._graph_module.print_readable(print_output=False)
         sig = textwrap.indent(str(self._graph_signature), "    ")
-        ranges = "{" + ", ".join(f"{k}: VR[{lo}, {'int_oo' if hi >= 2 ** 63 - 1 else hi}]"
-                                 for k, (lo, hi) in self.range_constraints.items()) + "}"
         return ("ExportedProgram:\n" + textwrap.indent(code, "    ") + "\n"
-                + "Graph signature: \n" + sig + "\nRange constraints: " + ranges + "\n")
+                + "Graph signature: \n" + sig + "\nRange constraints: {}\n")
 
     __repr__ = __str__
 
