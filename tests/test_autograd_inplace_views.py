@@ -444,3 +444,71 @@ def test_random_inplace_view_programs(seed):
         out.backward()
         return h, env["v"], h._version
     check(prog, randn(4, 4, seed=seed), randn(4, seed=seed + 1), requires_grad=True)
+
+
+def _outcome(fn, T):
+    """What `fn(T)` gives: its value as a list, or its error's type and message."""
+    try:
+        out = fn(T)
+    except RuntimeError as e:
+        return ("RuntimeError", str(e))
+    return ("ok", None if out is None else np.asarray(out.detach()).tolist())
+
+
+def _nograd_view(T, requires_grad=True):
+    a = T.ones(5, requires_grad=requires_grad)
+    b = a * 1
+    with T.no_grad():
+        v0 = b[1:]
+    return a, b, v0
+
+
+NO_GRAD_VIEW_CHAINS = {
+    # a view (made with grad on) of a view made under no_grad, written in place
+    "slice_mul_": lambda T: _nograd_view(T)[2][1:].mul_(2),
+    "view_add_": lambda T: _nograd_view(T)[2].view(4).add_(1),
+    "two_levels": lambda T: _nograd_view(T)[2][1:][:2].mul_(2),
+    "select": lambda T: _nograd_view(T)[2].unsqueeze(0).squeeze(0).select(0, 1).mul_(2),
+    "expand": lambda T: _nograd_view(T)[2].transpose(0, 0).expand(4).mul_(2),
+    "plain_base": lambda T: _nograd_view(T, False)[2][1:].mul_(2),
+    "plain_base_grad_operand": lambda T: _nograd_view(T, False)[2][1:].mul_(
+        T.ones(3, requires_grad=True)),
+    "under_no_grad": lambda T: _under_no_grad(T),
+    # its history read after its base changed in place (with grad on, or under no_grad)
+    "base_modified": lambda T: _base_modified(T, grad=True),
+    "base_modified_no_grad": lambda T: _base_modified(T, grad=False),
+    "base_modified_plain": lambda T: _base_modified(T, grad=True, requires_grad=False),
+    "backward_after_base_modified": lambda T: _backward_after(T),
+}
+
+
+def _under_no_grad(T):
+    v = _nograd_view(T)[2][1:]
+    with T.no_grad():
+        v.mul_(2)
+    return v
+
+
+def _base_modified(T, grad, requires_grad=True):
+    _, b, v0 = _nograd_view(T, requires_grad)
+    v = v0[1:]
+    with T.set_grad_enabled(grad):
+        b.mul_(3)
+    return T.tensor(float(v.grad_fn is None))
+
+
+def _backward_after(T):
+    a, b, v0 = _nograd_view(T)
+    v = v0[1:]
+    b.mul_(3)
+    (v * 1).sum().backward()
+    return a.grad
+
+
+@pytest.mark.parametrize("name", sorted(NO_GRAD_VIEW_CHAINS))
+def test_views_of_no_grad_views(name):
+    """A view of a view made under no_grad keeps that origin, as PyTorch's views do: writing
+    into it with grad on, or reading its history once its base changed, raises PyTorch's
+    error naming the view's op."""
+    fn = NO_GRAD_VIEW_CHAINS[name]
+    assert _outcome(fn, fg) == _outcome(fn, torch)

@@ -46,9 +46,11 @@ from ._recording import (  # noqa: F401 - `_edge`, `_wrap`, `save_partners`...: 
     _mark_view,
     _ndarray,
     _new_node,
+    _node_label,
     _record,
     _shape,
     _wrap,
+    no_grad_view_error,
     save_partners,
     save_result,
     save_shape,
@@ -253,14 +255,10 @@ def check_inplace_allowed(self, record: bool = True) -> None:
                 "modified inplace. This view is the output of a function that returns "
                 "multiple views. Such functions do not allow the output views to be modified "
                 "inplace. You should replace the inplace operation by an out-of-place one.")
-        # (-1: a view made under no_grad; -2: one that requires grad as its base did)
-        if (self._view_ver == -1 or self._view_ver == -2) and (record or base._rg):
-            raise RuntimeError(
-                "A view was created in no_grad mode and is being modified inplace with grad "
-                "mode enabled. Given that this use case is ambiguous and error-prone, it is "
-                "forbidden. You can clarify your code by moving both the view and the inplace "
-                "either both inside the no_grad block (if you don't want the inplace to be "
-                "tracked) or both outside (if you want the inplace to be tracked).")
+        # (-1: a view made under no_grad; -2: one that requires grad as its base did; below:
+        # a view of such a view, `_recording.view_version`)
+        if (ver := self._view_ver) is not None and ver < 0 and (record or base._rg):
+            raise no_grad_view_error(self, modified=False)
         if base._rg and base._grad_fn is None:
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
@@ -279,14 +277,6 @@ def _check_inference_write() -> None:
             "Inplace update to inference tensor outside InferenceMode is not allowed.You can "
             "make a clone to get a normal tensor before doing inplace update.See "
             "https://github.com/pytorch/rfcs/pull/17 for more details.")
-
-
-def _node_label(fn) -> str:
-    name = fn.name()
-    for suffix in ("Backward0", "Backward"):
-        if name.endswith(suffix):
-            return name[:-len(suffix)]
-    return name
 
 
 def _check_custom_function_view(t, fn) -> None:

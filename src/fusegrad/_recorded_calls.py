@@ -81,7 +81,9 @@ def _call_unary(op, a):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -251,7 +253,9 @@ def _call_tensors(op, a, b):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -491,7 +495,9 @@ def _call_binary(op, a, b):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -664,7 +670,9 @@ def _call_ints(op, a, b, c):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -826,7 +834,9 @@ def _call_three(op, a, b, c):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -1088,7 +1098,9 @@ def _call_list(op, args, raw, needs_grad):
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg
@@ -1152,7 +1164,9 @@ def make_calls(call, call_slow):
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
                 if not _active.grad_off or _local.grad_enabled:
-                    result._view_ver = vc[0]
+                    # (a view of a view made under no_grad: `_recording.view_version`)
+                    result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                        else -3 - vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
                     result._view_ver = -2 if base._rg else -1
                     result._rg = base._rg
@@ -1328,7 +1342,9 @@ def make_calls(call, call_slow):
                     vc = result._vc = base._vc
                     result._base = base if base._base is None else base._base
                     if not _active.grad_off or _local.grad_enabled:
-                        result._view_ver = vc[0]
+                        # (a view of a view made under no_grad: `_recording.view_version`)
+                        result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                            else -3 - vc[0])
                     else:  # made under no_grad: requires grad as its base does, with no history
                         result._view_ver = -2 if base._rg else -1
                         result._rg = base._rg
@@ -1565,7 +1581,9 @@ def make_calls(call, call_slow):
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
                 if not _active.grad_off or _local.grad_enabled:
-                    result._view_ver = vc[0]
+                    # (a view of a view made under no_grad: `_recording.view_version`)
+                    result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                        else -3 - vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
                     result._view_ver = -2 if base._rg else -1
                     result._rg = base._rg
@@ -1742,7 +1760,9 @@ def make_calls(call, call_slow):
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
                 if not _active.grad_off or _local.grad_enabled:
-                    result._view_ver = vc[0]
+                    # (a view of a view made under no_grad: `_recording.view_version`)
+                    result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                        else -3 - vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
                     result._view_ver = -2 if base._rg else -1
                     result._rg = base._rg
@@ -1927,7 +1947,9 @@ def make_operator(op, protocol, fast):
                     vc = result._vc = base._vc
                     result._base = base if base._base is None else base._base
                     if not _active.grad_off or _local.grad_enabled:
-                        result._view_ver = vc[0]
+                        # (a view of a view made under no_grad: `_recording.view_version`)
+                        result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                            else -3 - vc[0])
                     else:  # made under no_grad: requires grad as its base does, with no history
                         result._view_ver = -2 if base._rg else -1
                         result._rg = base._rg
@@ -2164,7 +2186,9 @@ def make_operator(op, protocol, fast):
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
                 if not _active.grad_off or _local.grad_enabled:
-                    result._view_ver = vc[0]
+                    # (a view of a view made under no_grad: `_recording.view_version`)
+                    result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                        else -3 - vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
                     result._view_ver = -2 if base._rg else -1
                     result._rg = base._rg
@@ -2357,7 +2381,9 @@ def make_matrix_operator(op, protocol, fast):
                 vc = result._vc = base._vc
                 result._base = base if base._base is None else base._base
                 if not _active.grad_off or _local.grad_enabled:
-                    result._view_ver = vc[0]
+                    # (a view of a view made under no_grad: `_recording.view_version`)
+                    result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                        else -3 - vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
                     result._view_ver = -2 if base._rg else -1
                     result._rg = base._rg

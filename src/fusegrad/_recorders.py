@@ -238,7 +238,9 @@ MAKE = '''\
             vc = result._vc = base._vc
             result._base = base if base._base is None else base._base
             if not _active.grad_off or _local.grad_enabled:
-                result._view_ver = vc[0]
+                # (a view of a view made under no_grad: `_recording.view_version`)
+                result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
+                                    else -3 - vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
                 result._view_ver = -2 if base._rg else -1
                 result._rg = base._rg

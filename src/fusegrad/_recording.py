@@ -95,10 +95,50 @@ def _mark_view(result, base):
     result._base = base if base._base is None else base._base
     result._vc = base._vc
     if not _active.grad_off or _local.grad_enabled:
-        result._view_ver = base._vc[0]
+        result._view_ver = view_version(base)
     else:  # made under no_grad: requires grad as its base does, with no history
         result._view_ver = -2 if base._rg else -1
         result._rg = base._rg
+
+
+def _node_label(fn) -> str:
+    """A node's name as PyTorch's errors name the op (`Slice` for SliceBackward0)."""
+    name = fn.name()
+    for suffix in ("Backward0", "Backward"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def view_version(base) -> int:
+    """`_view_ver` of a view of `base` made with grad mode on: the version of their storage,
+    or -3 minus it when `base` was made under no_grad (or is a view of such a view), so that
+    the view keeps that origin as PyTorch's views keep their creation meta: writing into it
+    in place with grad on, or reading its history once its base changed, is refused as a
+    view of a view made under no_grad (`-1`/`-2`: a view made under no_grad itself). The
+    generated recorders and `ops._view_calls` write this expression out."""
+    ver = base._vc[0]
+    pv = base._view_ver
+    return ver if pv is None or pv >= 0 else -3 - ver
+
+
+def no_grad_view_error(t, modified: bool) -> RuntimeError:
+    """PyTorch's error for view `t`, made under no_grad (or a view of such a view), written
+    in place with grad mode on (`modified` False) or read for its history once its base or
+    another view of it changed in place (`modified` True)."""
+    fn = t._grad_fn
+    if t._view_ver < -2 and fn is not None:
+        what = f"Output {t._output_nr} of {_node_label(fn)} is a view of a view which was"
+    else:
+        what = "A view was"
+    happened = ("its base or another view of its base has been modified inplace"
+                if modified else "is being modified inplace")
+    return RuntimeError(
+        f"{what} created in no_grad mode and {happened} with grad mode enabled. Given that "
+        "this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+        "code by moving both the view and the inplace either both inside the no_grad block "
+        "(if you don't want the inplace to be tracked) or both outside (if you want the "
+        "inplace to be tracked).")
 
 
 def sync_view(t) -> None:
@@ -108,7 +148,13 @@ def sync_view(t) -> None:
     the base changes in place, the view is `as_strided` of the base's new history (PyTorch
     regenerates it the same way, on access)."""
     ver = t._view_ver
-    if ver is None or ver < 0 or ver == t._vc[0]:
+    if ver is None or ver == t._vc[0]:
+        return
+    if ver < 0:  # made under no_grad (-1, -2), or a view of such a view (-3 - version)
+        if ver < -2 and -3 - ver != t._vc[0]:
+            if t._base._rg:
+                raise no_grad_view_error(t, modified=True)
+            t._view_ver = -3 - t._vc[0]
         return
     t._view_ver = t._vc[0]
     base = t._base
