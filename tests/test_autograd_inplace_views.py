@@ -479,7 +479,34 @@ NO_GRAD_VIEW_CHAINS = {
     "base_modified_no_grad": lambda T: _base_modified(T, grad=False),
     "base_modified_plain": lambda T: _base_modified(T, grad=True, requires_grad=False),
     "backward_after_base_modified": lambda T: _backward_after(T),
+    # a view of a leaf made under no_grad, the leaf changed in place (as an optimizer does)
+    "leaf_view_use": lambda T: _leaf_view(T)[1] * 1,
+    "leaf_view_sum": lambda T: _leaf_view(T)[1].sum(),
+    "leaf_view_clone": lambda T: _leaf_view(T)[1].clone(),
+    "leaf_view_flags": lambda T: T.tensor([float(_leaf_view(T)[1].requires_grad)]),
+    "leaf_view_is_leaf": lambda T: T.tensor([float(_leaf_view(T)[1].is_leaf)]),
+    "leaf_view_detach": lambda T: _leaf_view(T)[1].detach().sum(),
+    "leaf_view_under_no_grad": lambda T: _leaf_view_no_grad_use(T),
+    "leaf_view_made_after": lambda T: _leaf_view(T, after=True)[1] * 1,
+    "plain_view_base_changed": lambda T: _leaf_view(T, requires_grad=False)[1] * 1,
 }
+
+
+def _leaf_view(T, requires_grad=True, after=False):
+    p = T.ones(4, requires_grad=requires_grad)
+    with T.no_grad():
+        if not after:
+            v = p[:2]
+        p.add_(1)
+        if after:
+            v = p[:2]
+    return p, v
+
+
+def _leaf_view_no_grad_use(T):
+    v = _leaf_view(T)[1]
+    with T.no_grad():
+        return v * 1
 
 
 def _under_no_grad(T):
@@ -512,3 +539,12 @@ def test_views_of_no_grad_views(name):
     error naming the view's op."""
     fn = NO_GRAD_VIEW_CHAINS[name]
     assert _outcome(fn, fg) == _outcome(fn, torch)
+
+
+def test_repr_of_a_view_whose_history_is_invalid():
+    """A view made under no_grad whose storage changed since prints `grad_fn=<Invalid>`."""
+    texts = []
+    for T in (fg, torch):
+        v = _leaf_view(T)[1]
+        texts.append(repr(v))
+    assert texts[0] == texts[1]

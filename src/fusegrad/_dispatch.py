@@ -338,6 +338,7 @@ def _inplace(op, args, raw):
         original._data = dst.copy()
         original._vc = [0]
         original._base = None
+        original._view_ver = None
         args = (original,) + args[1:]
     for a in raw:
         # Two arrays that own their memory (no base) cannot overlap: the common case costs
@@ -578,6 +579,7 @@ def _snapshot(mode, t):
         original._data = original._data.copy()
     original._vc = [0]
     original._base = None
+    original._view_ver = None
     note = getattr(mode, "note_snapshot", None)
     if note is not None:
         note(t, original)

@@ -83,9 +83,9 @@ def _call_unary(op, a):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -122,7 +122,9 @@ def _call_unary(op, a):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+            # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+            # tensor that requires grad has none: `_recording.view_version`)
+            elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                 acc = _new(_AccumulateGrad)
                 acc.next_functions = ()
                 acc._seq = _ACCUMULATE_SEQ
@@ -255,9 +257,9 @@ def _call_tensors(op, a, b):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -298,7 +300,9 @@ def _call_tensors(op, a, b):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -333,7 +337,9 @@ def _call_tensors(op, a, b):
                     else:
                         m1 = acc._meta = (b._data.shape, b._dtype)
                         acc._meta_of = b._data
-                elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                # `_graph.new_accumulator(b)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := b._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -497,9 +503,9 @@ def _call_binary(op, a, b):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -536,7 +542,9 @@ def _call_binary(op, a, b):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+            # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+            # tensor that requires grad has none: `_recording.view_version`)
+            elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                 acc = _new(_AccumulateGrad)
                 acc.next_functions = ()
                 acc._seq = _ACCUMULATE_SEQ
@@ -672,9 +680,9 @@ def _call_ints(op, a, b, c):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -711,7 +719,9 @@ def _call_ints(op, a, b, c):
                 else:
                     m0 = acc._meta = (a._data.shape, a._dtype)
                     acc._meta_of = a._data
-            elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+            # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+            # tensor that requires grad has none: `_recording.view_version`)
+            elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                 acc = _new(_AccumulateGrad)
                 acc.next_functions = ()
                 acc._seq = _ACCUMULATE_SEQ
@@ -836,9 +846,9 @@ def _call_three(op, a, b, c):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -879,7 +889,9 @@ def _call_three(op, a, b, c):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -914,7 +926,9 @@ def _call_three(op, a, b, c):
                     else:
                         m1 = acc._meta = (b._data.shape, b._dtype)
                         acc._meta_of = b._data
-                elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                # `_graph.new_accumulator(b)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := b._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -949,7 +963,9 @@ def _call_three(op, a, b, c):
                     else:
                         m2 = acc._meta = (c._data.shape, c._dtype)
                         acc._meta_of = c._data
-                elif c._view_ver != -2:  # `_graph.new_accumulator(c)` written out
+                # `_graph.new_accumulator(c)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := c._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -1100,9 +1116,9 @@ def _call_list(op, args, raw, needs_grad):
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -1166,9 +1182,9 @@ def make_calls(call, call_slow):
                 if not _active.grad_off or _local.grad_enabled:
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                        else -3 - vc[0])
+                                        else -3 - 4 * vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = -2 if base._rg else -1
+                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                     result._rg = base._rg
             else:
                 result._vc = [0]
@@ -1205,7 +1221,9 @@ def make_calls(call, call_slow):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -1344,9 +1362,9 @@ def make_calls(call, call_slow):
                     if not _active.grad_off or _local.grad_enabled:
                         # (a view of a view made under no_grad: `_recording.view_version`)
                         result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                            else -3 - vc[0])
+                                            else -3 - 4 * vc[0])
                     else:  # made under no_grad: requires grad as its base does, with no history
-                        result._view_ver = -2 if base._rg else -1
+                        result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                         result._rg = base._rg
                 else:
                     result._vc = [0]
@@ -1387,7 +1405,9 @@ def make_calls(call, call_slow):
                             else:
                                 m0 = acc._meta = (a._data.shape, a._dtype)
                                 acc._meta_of = a._data
-                        elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                        # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                        # tensor that requires grad has none: `_recording.view_version`)
+                        elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                             acc = _new(_AccumulateGrad)
                             acc.next_functions = ()
                             acc._seq = _ACCUMULATE_SEQ
@@ -1422,7 +1442,9 @@ def make_calls(call, call_slow):
                             else:
                                 m1 = acc._meta = (b._data.shape, b._dtype)
                                 acc._meta_of = b._data
-                        elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                        # `_graph.new_accumulator(b)` written out (a view made under no_grad of a
+                        # tensor that requires grad has none: `_recording.view_version`)
+                        elif (pv := b._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                             acc = _new(_AccumulateGrad)
                             acc.next_functions = ()
                             acc._seq = _ACCUMULATE_SEQ
@@ -1583,9 +1605,9 @@ def make_calls(call, call_slow):
                 if not _active.grad_off or _local.grad_enabled:
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                        else -3 - vc[0])
+                                        else -3 - 4 * vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = -2 if base._rg else -1
+                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                     result._rg = base._rg
             else:
                 result._vc = [0]
@@ -1622,7 +1644,9 @@ def make_calls(call, call_slow):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -1762,9 +1786,9 @@ def make_calls(call, call_slow):
                 if not _active.grad_off or _local.grad_enabled:
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                        else -3 - vc[0])
+                                        else -3 - 4 * vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = -2 if base._rg else -1
+                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                     result._rg = base._rg
             else:
                 result._vc = [0]
@@ -1801,7 +1825,9 @@ def make_calls(call, call_slow):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -1949,9 +1975,9 @@ def make_operator(op, protocol, fast):
                     if not _active.grad_off or _local.grad_enabled:
                         # (a view of a view made under no_grad: `_recording.view_version`)
                         result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                            else -3 - vc[0])
+                                            else -3 - 4 * vc[0])
                     else:  # made under no_grad: requires grad as its base does, with no history
-                        result._view_ver = -2 if base._rg else -1
+                        result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                         result._rg = base._rg
                 else:
                     result._vc = [0]
@@ -1992,7 +2018,9 @@ def make_operator(op, protocol, fast):
                             else:
                                 m0 = acc._meta = (a._data.shape, a._dtype)
                                 acc._meta_of = a._data
-                        elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                        # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                        # tensor that requires grad has none: `_recording.view_version`)
+                        elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                             acc = _new(_AccumulateGrad)
                             acc.next_functions = ()
                             acc._seq = _ACCUMULATE_SEQ
@@ -2027,7 +2055,9 @@ def make_operator(op, protocol, fast):
                             else:
                                 m1 = acc._meta = (b._data.shape, b._dtype)
                                 acc._meta_of = b._data
-                        elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                        # `_graph.new_accumulator(b)` written out (a view made under no_grad of a
+                        # tensor that requires grad has none: `_recording.view_version`)
+                        elif (pv := b._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                             acc = _new(_AccumulateGrad)
                             acc.next_functions = ()
                             acc._seq = _ACCUMULATE_SEQ
@@ -2188,9 +2218,9 @@ def make_operator(op, protocol, fast):
                 if not _active.grad_off or _local.grad_enabled:
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                        else -3 - vc[0])
+                                        else -3 - 4 * vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = -2 if base._rg else -1
+                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                     result._rg = base._rg
             else:
                 result._vc = [0]
@@ -2227,7 +2257,9 @@ def make_operator(op, protocol, fast):
                     else:
                         m0 = acc._meta = (a._data.shape, a._dtype)
                         acc._meta_of = a._data
-                elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                # tensor that requires grad has none: `_recording.view_version`)
+                elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                     acc = _new(_AccumulateGrad)
                     acc.next_functions = ()
                     acc._seq = _ACCUMULATE_SEQ
@@ -2383,9 +2415,9 @@ def make_matrix_operator(op, protocol, fast):
                 if not _active.grad_off or _local.grad_enabled:
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                        else -3 - vc[0])
+                                        else -3 - 4 * vc[0])
                 else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = -2 if base._rg else -1
+                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                     result._rg = base._rg
             else:
                 result._vc = [0]
@@ -2426,7 +2458,9 @@ def make_matrix_operator(op, protocol, fast):
                         else:
                             m0 = acc._meta = (a._data.shape, a._dtype)
                             acc._meta_of = a._data
-                    elif a._view_ver != -2:  # `_graph.new_accumulator(a)` written out
+                    # `_graph.new_accumulator(a)` written out (a view made under no_grad of a
+                    # tensor that requires grad has none: `_recording.view_version`)
+                    elif (pv := a._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                         acc = _new(_AccumulateGrad)
                         acc.next_functions = ()
                         acc._seq = _ACCUMULATE_SEQ
@@ -2461,7 +2495,9 @@ def make_matrix_operator(op, protocol, fast):
                         else:
                             m1 = acc._meta = (b._data.shape, b._dtype)
                             acc._meta_of = b._data
-                    elif b._view_ver != -2:  # `_graph.new_accumulator(b)` written out
+                    # `_graph.new_accumulator(b)` written out (a view made under no_grad of a
+                    # tensor that requires grad has none: `_recording.view_version`)
+                    elif (pv := b._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                         acc = _new(_AccumulateGrad)
                         acc.next_functions = ()
                         acc._seq = _ACCUMULATE_SEQ

@@ -240,9 +240,9 @@ MAKE = '''\
             if not _active.grad_off or _local.grad_enabled:
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
-                                    else -3 - vc[0])
+                                    else -3 - 4 * vc[0])
             else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = -2 if base._rg else -1
+                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
                 result._rg = base._rg
         else:
             result._vc = [0]
@@ -320,7 +320,9 @@ EDGE_GRAD = '''\
                 else:
                     {m} = acc._meta = ({t}._data.shape, {t}._dtype)
                     acc._meta_of = {t}._data
-            elif {t}._view_ver != -2:  # `_graph.new_accumulator({t})` written out
+            # `_graph.new_accumulator({t})` written out (a view made under no_grad of a
+            # tensor that requires grad has none: `_recording.view_version`)
+            elif (pv := {t}._view_ver) is None or pv >= 0 or -pv % 4 != 2:
                 acc = _new(_AccumulateGrad)
                 acc.next_functions = ()
                 acc._seq = _ACCUMULATE_SEQ

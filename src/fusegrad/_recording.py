@@ -97,7 +97,7 @@ def _mark_view(result, base):
     if not _active.grad_off or _local.grad_enabled:
         result._view_ver = view_version(base)
     else:  # made under no_grad: requires grad as its base does, with no history
-        result._view_ver = -2 if base._rg else -1
+        result._view_ver = (-2 if base._rg else -1) - 4 * base._vc[0]
         result._rg = base._rg
 
 
@@ -111,15 +111,18 @@ def _node_label(fn) -> str:
 
 
 def view_version(base) -> int:
-    """`_view_ver` of a view of `base` made with grad mode on: the version of their storage,
-    or -3 minus it when `base` was made under no_grad (or is a view of such a view), so that
-    the view keeps that origin as PyTorch's views keep their creation meta: writing into it
-    in place with grad on, or reading its history once its base changed, is refused as a
-    view of a view made under no_grad (`-1`/`-2`: a view made under no_grad itself). The
-    generated recorders and `ops._view_calls` write this expression out."""
+    """`_view_ver` of a view of `base` made with grad mode on: the version `v` of their
+    storage, or `-3 - 4 * v` when `base` was made under no_grad or is a view of such a view.
+
+    A view made under no_grad itself holds `-1 - 4 * v` (its base did not require grad) or
+    `-2 - 4 * v` (it did: the view requires grad with no history and no accumulator). So a
+    negative `_view_ver` keeps the view's origin in `-_view_ver % 4` and its version in
+    `-_view_ver // 4`, as PyTorch's views keep their creation meta: writing into such a view
+    in place with grad on, or reading its history once its storage changed, is refused. The
+    generated recorders and `ops._view_calls` write these expressions out."""
     ver = base._vc[0]
     pv = base._view_ver
-    return ver if pv is None or pv >= 0 else -3 - ver
+    return ver if pv is None or pv >= 0 else -3 - 4 * ver
 
 
 def no_grad_view_error(t, modified: bool) -> RuntimeError:
@@ -127,7 +130,7 @@ def no_grad_view_error(t, modified: bool) -> RuntimeError:
     in place with grad mode on (`modified` False) or read for its history once its base or
     another view of it changed in place (`modified` True)."""
     fn = t._grad_fn
-    if t._view_ver < -2 and fn is not None:
+    if -t._view_ver % 4 == 3 and fn is not None:
         what = f"Output {t._output_nr} of {_node_label(fn)} is a view of a view which was"
     else:
         what = "A view was"
@@ -150,11 +153,11 @@ def sync_view(t) -> None:
     ver = t._view_ver
     if ver is None or ver == t._vc[0]:
         return
-    if ver < 0:  # made under no_grad (-1, -2), or a view of such a view (-3 - version)
-        if ver < -2 and -3 - ver != t._vc[0]:
+    if ver < 0:  # made under no_grad, or a view of such a view (`view_version`)
+        if -ver // 4 != t._vc[0]:
             if t._base._rg:
                 raise no_grad_view_error(t, modified=True)
-            t._view_ver = -3 - t._vc[0]
+            t._view_ver = -(-ver % 4) - 4 * t._vc[0]
         return
     t._view_ver = t._vc[0]
     base = t._base

@@ -83,7 +83,8 @@ def _real_value(value, c_type: str):
 class Tensor:
     """A multi-dimensional array that records operations for automatic differentiation."""
 
-    # `_view_ver`, for views: the version their grad_fn was made at (-1: made under no_grad).
+    # `_view_ver`, for views: the version their grad_fn was made at (negative: made under
+    # no_grad, or a view of such a view: `_recording.view_version`).
     # No `__dict__`: an instance dict made Python's method lookups on tensors slower (2-4%
     # of a tiny op); a parameter keeps the attributes programs set on it beside it.
     __slots__ = ("_data", "_dtype", "_rg", "_grad_fn", "_grad", "_vc", "_base", "_view_ver",
@@ -230,7 +231,9 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         """Whether gradients are computed for this tensor."""
-        if self._base is not None:
+        # (a view made under no_grad keeps its flag: PyTorch answers it even once the view's
+        # history is invalid)
+        if self._base is not None and (ver := self._view_ver) is not None and ver >= 0:
             _sync_view(self)
         return self._rg
 
@@ -507,7 +510,15 @@ class Tensor:
 
     def __repr__(self, *, tensor_contents=None) -> str:
         suffixes = []
-        if self._grad_fn is not None:
+        invalid = False
+        if self._base is not None:  # a view shows its current history, as `grad_fn` gives it
+            try:
+                _sync_view(self)
+            except RuntimeError:  # a view made under no_grad whose storage changed since
+                invalid = True
+        if invalid:
+            suffixes.append("grad_fn=<Invalid>")
+        elif self._grad_fn is not None:
             name = type(self._grad_fn).__name__
             if name == "CppFunction":  # (a node without a class of its own: its C++ name)
                 name = self._grad_fn.name().rpartition("::")[2]

@@ -600,6 +600,7 @@ def set_(self: Tensor, *args, **kwargs) -> Tensor:
                 data = source._data
                 self._data = data if data.dtype == dt.np else data.view(dt.np)
                 self._base = None
+                self._view_ver = None
                 self._vc[0] += 1
                 return self
             storage_offset = storage_offset or 0
@@ -613,6 +614,7 @@ def set_(self: Tensor, *args, **kwargs) -> Tensor:
         data = _view_of(source, dt, storage_offset, size, stride)
     self._data = data
     self._base = None
+    self._view_ver = None
     self._vc[0] += 1
     return self
 

@@ -357,6 +357,7 @@ def resize_(self: Tensor, *sizes, size=None, memory_format=None) -> Tensor:
             grown[:flat.size] = flat
             flat = grown
             self._base = None  # so storage_offset reads the new storage, not the old base
+            self._view_ver = None
         data = flat[offset:offset + n].reshape(shape)
         # An empty result keeps the offset (NumPy would put it at the storage's start).
         self._data = empty_at(flat, data, offset) if not n and offset else data

@@ -540,7 +540,8 @@ def new_accumulator(variable) -> AccumulateGrad | None:
     accumulator for every graph it joins (the old one dies with its graph). A view made under
     no_grad of a tensor that requires grad requires grad too but has none (None, as in
     PyTorch: its edges lead nowhere)."""
-    if getattr(variable, "_view_ver", None) == -2:
+    ver = getattr(variable, "_view_ver", None)
+    if ver is not None and ver < 0 and -ver % 4 == 2:  # (`_recording.view_version`)
         return None
     node = _new_object(AccumulateGrad)
     node.next_functions = ()

@@ -56,9 +56,9 @@ def select_first(a, index: int, data, shape: tuple):
     result._base = a if base is None else base
     grad = not _active.grad_off or _local.grad_enabled
     if grad:  # (of a view made under no_grad: that origin kept, `_recording.view_version`)
-        result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - vc[0]
+        result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - 4 * vc[0]
     else:  # made under no_grad: requires grad as `a` does, with no history
-        result._view_ver = -2 if a._rg else -1
+        result._view_ver = (-2 if a._rg else -1) - 4 * vc[0]
         result._rg = a._rg
     result._output_nr = 0
     result._retains = False
@@ -102,9 +102,9 @@ def view_shape(a, shape: tuple):
     result._base = a if base is None else base
     grad = not _active.grad_off or _local.grad_enabled
     if grad:  # (of a view made under no_grad: that origin kept, `_recording.view_version`)
-        result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - vc[0]
+        result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - 4 * vc[0]
     else:  # made under no_grad: requires grad as `a` does, with no history
-        result._view_ver = -2 if a._rg else -1
+        result._view_ver = (-2 if a._rg else -1) - 4 * vc[0]
         result._rg = a._rg
     result._output_nr = 0
     result._retains = False

@@ -125,6 +125,7 @@ def _unview(t, args):
         return t
     own = t._shallow_copy()
     own._base = None
+    own._view_ver = None  # (not a view any more: views of it are plain ones)
     return own
 
 
