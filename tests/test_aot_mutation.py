@@ -222,7 +222,7 @@ _FALLBACKS = {
     "nonzero": (lambda x: x.nonzero().float().sum() + x.sum(), "DataDependentOutputError"),
     "hook on an intermediate": (_hooked, "hook"),
     "retain_grad on an intermediate": (_retained, "retain_grad"),
-    "random factory": (lambda x: x + fusegrad.randn(3), "random factory"),
+    "random factory": (lambda x: x + fusegrad.randn(3), None),
     "write into an input that requires grad": (lambda x: x.mul(1).add_(1) + x,
                                                None),
 }
@@ -244,8 +244,6 @@ def test_untraceable_programs_run_eagerly_with_the_reason_logged(case, break_log
         assert reason in compiled.fallback_reason
         assert any(reason in m and "runs eagerly" in m for m in break_logs)
         assert type(out.grad_fn).__name__ != "CompiledFunctionBackward"
-    if case == "random factory":
-        return  # eager again: a fresh draw, so only the path is checked
     assert close(out, ref, 1e-6)
     out.sum().backward()
     ref.sum().backward()

@@ -11,6 +11,7 @@ PyTorch's joint graphs do. `trace_inference` traces the forward alone.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass, field
 
@@ -41,6 +42,7 @@ class OutputInfo:
     view_of_base: int | None = None
     same_as: int | None = None  # the output is the same tensor as an earlier output
     mutated_input: int | None = None  # not the program's: the new value of this input
+    eager_view: bool = False  # eager's output is a view (a geometry written in place is not)
 
     @property
     def takes_tangent(self) -> bool:
@@ -173,7 +175,7 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
         if not isinstance(o, Tensor):
             infos.append(OutputInfo(False))
             continue
-        info = OutputInfo(True, requires_grad=o.requires_grad)
+        info = OutputInfo(True, requires_grad=o.requires_grad, eager_view=o._base is not None)
         for j in range(k):
             if outs[j] is o:
                 info.same_as = j
@@ -189,9 +191,12 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
                                              for f in fakes if isinstance(f, Tensor)):
                 raise AOTUnsupported("an output is a view of an input made outside dispatch")
             else:
-                # A view of an earlier output is rebuilt from it at run time, so the two
-                # share memory as in eager mode (writing one shows in the other).
-                found = _view_steps(tracer, o, list(outs[:k]))
+                # A view of another output (earlier or later: `y.t(), y`) is rebuilt from
+                # it at run time, so the two share memory as in eager mode (writing one
+                # shows in the other). Its nearest ancestor among the outputs is taken, so
+                # two outputs are never rebuilt from each other.
+                found = _view_steps(tracer, o, [None if j == k else x
+                                                for j, x in enumerate(outs)])
                 if found is not None:
                     info.view_of_output, info.view_steps = found
                 elif bases is not None:
@@ -217,23 +222,20 @@ def _root(tracer: Tracer, t: Tensor) -> Tensor:
 
 
 def _check_output_aliases(tracer: Tracer, outs: tuple, infos: list) -> None:
-    """Outputs sharing memory must be rebuilt as views of the first of them (or be it):
-    any other aliasing would come back as separate copies, or as one tensor where eager
-    returns two (`y.detach(), y`), so it is not traced. Views of one intermediate are
-    rebuilt from it (`view_of_base`) when every output sharing it is such a view."""
-    first: dict = {}
-    rebuilt: dict = {}  # root -> whether its outputs are views rebuilt from the intermediate
+    """Outputs sharing memory must be rebuilt as views of one of them (or be it): any other
+    aliasing would come back as separate copies, or as one tensor where eager returns two,
+    so it is not traced. Views of one intermediate are rebuilt from it (`view_of_base`)
+    when every output sharing it (other than views of outputs) is such a view."""
+    groups: dict = {}  # root -> whether each output sharing it is rebuilt from the root
     for o, info in zip(outs, infos):
         if not info.is_tensor or info.same_as is not None or info.alias_of_input is not None \
-                or info.view_of_input is not None:
-            continue
+                or info.view_of_input is not None or info.view_of_output is not None:
+            continue  # (a view of another output aliases it as eager's does)
         root = _root(tracer, o)
-        root = id(root._base if root._base is not None else root)
-        from_base = info.view_of_base is not None
-        if root not in first:
-            first[root] = o
-            rebuilt[root] = from_base
-        elif rebuilt[root] != from_base or (not from_base and info.view_of_output is None):
+        groups.setdefault(id(root._base if root._base is not None else root), []).append(
+            info.view_of_base is not None)
+    for from_base in groups.values():
+        if len(from_base) > 1 and not all(from_base):
             raise AOTUnsupported("outputs that are views of one another")
 
 
@@ -314,6 +316,23 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
     return outs, structure, infos, fw_nodes, mutated
 
 
+def _return_bases(tracer: Tracer, outs: tuple, user_infos: list, fw_nodes: list, bases: list,
+                  infos: list | None = None) -> tuple:
+    """Make `bases` (intermediates that outputs are views of) extra outputs after `outs`:
+    their nodes and infos appended (to `infos`, by default `user_infos`), the user outputs'
+    `view_of_base` turned into output indices; the bases as a tuple."""
+    infos = user_infos if infos is None else infos
+    first_base = len(outs)
+    for info in user_infos:
+        if info.view_of_base is not None:
+            info.view_of_base += first_base
+    for b in bases:
+        infos.append(OutputInfo(True, requires_grad=b.requires_grad))
+        with tracer:
+            fw_nodes.append(tracer._map_output(b))
+    return tuple(bases)
+
+
 def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResult:
     """Trace `fn(*args)` and its backward into one joint graph (see the module docstring)."""
     tracer, fakes = _start(args, decompositions, known_constants, "primals")
@@ -332,21 +351,15 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
             fw_nodes.append(tracer.node_of(fakes[i]))
     # The intermediates returned views are rebuilt from come last: outputs of the node,
     # through which autograd reaches the graph (their tangents), not the program's.
-    first_base = len(outs)
-    for info in infos[:n_user]:
-        if info.view_of_base is not None:
-            info.view_of_base += first_base
-    for b in bases:
-        outs += (b,)
-        infos.append(OutputInfo(True, requires_grad=b.requires_grad))
-        with tracer:
-            fw_nodes.append(tracer._map_output(b))
+    outs += _return_bases(tracer, outs, infos[:n_user], fw_nodes, bases, infos)
     diff = [o for o, info in zip(outs, infos) if info.takes_tangent]
     tangents = []
-    first = next(n for n in tracer.graph.nodes if n.op != "placeholder")
+    # (A graph of placeholders alone, returning detached inputs, appends its tangents.)
+    first = next((n for n in tracer.graph.nodes if n.op != "placeholder"), None)
     for k, o in enumerate(diff):
         t = FakeTensor._make_fake(tuple(o.shape), o.dtype)
-        with tracer.graph.inserting_before(first):
+        with tracer.graph.inserting_before(first) if first is not None else \
+                contextlib.nullcontext():
             tracer.placeholder(t, f"tangents_{k + 1}")
         tracer.inputs.pop()  # a tangent is never written back
         tangents.append(t)
@@ -371,7 +384,11 @@ def trace_joint(fn, args, decompositions=None, known_constants=()) -> TraceResul
 def trace_inference(fn, args, decompositions=None, known_constants=()) -> TraceResult:
     """Trace `fn(*args)` alone (no input needs a gradient, or grad mode is off)."""
     tracer, fakes = _start(args, decompositions, known_constants, "arg")
-    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False)
+    bases: list = []
+    outs, structure, infos, fw_nodes, mutated = _forward(tracer, fn, fakes, args, False, bases)
+    # Outputs that are views of one intermediate (`y[0], y[1]`) are rebuilt from it, which
+    # the graph returns last, so they share its memory as eager's do.
+    _return_bases(tracer, outs, infos, fw_nodes, bases)
     module = _finish(tracer, fw_nodes, "GraphModule")
     return TraceResult(module, infos, len(fw_nodes), [], mutated, structure, len(outs),
                        grad_mode_after=tracer.grad_mode_after,

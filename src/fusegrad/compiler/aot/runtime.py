@@ -99,7 +99,7 @@ def make_compiled_function(fw, bw_module, bw_compiler, trace: TraceResult):
                                              for v in (*saved, *tangents)):
                     # create_graph: the gradients record a node whose own backward refuses
                     # (the graph was traced without second-order terms), PyTorch's behaviour.
-                    out = list(_BackwardOnce.apply(state["bw"], *saved, *tangents))
+                    out = list(CompiledFunctionBackward.apply(state["bw"], *saved, *tangents))
                 else:
                     out = list(state["bw"](*saved, *tangents))
             # An input reached only through outputs nobody used gets no gradient (None), as
@@ -129,9 +129,10 @@ def _unview(t, args):
     return own
 
 
-class _BackwardOnce(Function):
+class CompiledFunctionBackward(Function):
     """A compiled backward graph run under create_graph: its results have history (they
-    require grad as PyTorch's do), and differentiating them again raises."""
+    require grad as PyTorch's do; their node prints as PyTorch's,
+    `CompiledFunctionBackwardBackward`), and differentiating them again raises."""
 
     @staticmethod
     def forward(ctx, bw, *args):
@@ -160,20 +161,32 @@ def _replay_view(x: Tensor, steps):
 
 def finish_outputs(trace: TraceResult, args, outs: list):
     """The program's outputs: computed ones, inputs, views of inputs and repeats."""
-    final = []
-    for k, info in enumerate(trace.outputs[:trace.num_user_outputs]):
+    infos = trace.outputs[:trace.num_user_outputs]
+    final: list = [None] * len(infos)
+    done = [False] * len(infos)
+
+    def make(k: int):
+        # A view of another output is made from it, which may come later (`y.t(), y`).
+        if done[k]:
+            return final[k]
+        info = infos[k]
         if info.same_as is not None:
-            final.append(final[info.same_as])
+            value = make(info.same_as)
         elif info.alias_of_input is not None:
-            final.append(args[info.alias_of_input])
+            value = args[info.alias_of_input]
         elif info.view_of_input is not None:
-            final.append(_replay_view(args[info.view_of_input], info.view_steps))
+            value = _replay_view(args[info.view_of_input], info.view_steps)
         elif info.view_of_output is not None:
-            final.append(_replay_view(final[info.view_of_output], info.view_steps))
+            value = _replay_view(make(info.view_of_output), info.view_steps)
         elif info.view_of_base is not None:  # a view of an intermediate the node returned
-            final.append(_replay_view(outs[info.view_of_base], info.view_steps))
+            value = _replay_view(outs[info.view_of_base], info.view_steps)
         else:
-            final.append(outs[k])
+            value = outs[k]
+        final[k], done[k] = value, True
+        return value
+
+    for k in range(len(infos)):
+        make(k)
     if trace.structure is None:
         return final[0]
     return trace.structure(final)
@@ -226,7 +239,13 @@ class AOTRunner:
             for k, o in zip(self.returned, outs):
                 full[k] = o
             return full
-        return list(self.fw(*args))
+        outs = list(self.fw(*args))
+        for k, info in enumerate(self.trace.outputs[:self.trace.num_user_outputs]):
+            if info.is_tensor and not info.eager_view:
+                # (a view the graph made of its own value, where eager's is none: a
+                # geometry written in place, `y.transpose_(0, 1)`)
+                outs[k] = _unview(outs[k], args)
+        return outs
 
 
 def needs_autograd(args) -> bool:

@@ -45,6 +45,57 @@ _set_grad_enabled.side_effect = True  # dead-code elimination keeps it
 _set_grad_enabled.lowering = lambda v, mode: None
 
 
+class RandomFactory:
+    """Graph node target: the draw of a random factory (rand, randn, randint, ...) the
+    program called, made each time the graph runs, where the program made it: `fill`
+    draws the values from the factory's generator, so a compiled program draws what eager
+    draws for one seed. Dead-code elimination keeps it (a draw advances the generator even
+    when its values go unused); partitioners never recompute it. In generated code it is a
+    Python call between kernels (`lowering`)."""
+
+    side_effect = True
+    __name__ = "random_factory"
+
+    def __init__(self, fill, shape, dtype):
+        self.fill = fill
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype
+
+    def draw(self) -> np.ndarray:
+        """The values, drawn now (a NumPy array of the factory's shape and dtype)."""
+        return np.asarray(self.fill(self.dtype.np), self.dtype.np).reshape(self.shape)
+
+    def __call__(self) -> Tensor:
+        return Tensor._make(self.draw(), self.dtype)
+
+    def lowering(self, v):
+        """The draw as a buffer the wrapper fills by calling `draw` between kernels."""
+        return v.call(self.draw, self.shape, self.dtype)
+
+    def __repr__(self) -> str:
+        return f"random_factory({list(self.shape)}, dtype={self.dtype!r})"
+
+
+def _reads_traced_values(fn, depth: int = 0) -> bool:
+    """Whether function `fn` (a factory's `fill`) holds, in its closure or the closures of
+    the functions it holds, a traced float or a tensor: values of one trace, which a draw
+    made when the graph runs must not read."""
+    if depth > 4:
+        return True  # (deeper than any factory's fill: assume it does)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        for v in items:
+            if isinstance(v, (TracedFloat, Tensor)):
+                return True
+            if getattr(v, "__closure__", None) and _reads_traced_values(v, depth + 1):
+                return True
+    return False
+
+
 def _geometry(t) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
@@ -411,11 +462,20 @@ class Tracer(_dispatch.DispatchMode):
             # per element) cannot express. Eager runs it (or raises its error).
             raise AOTUnsupported(f"{op.name} writes a tensor whose elements share memory")
         if op.metadata_only:
-            if len(chain) > 1 or len(self._by_vc.get(id(target._vc), ())) > 1:
+            # Only a tensor no other traced tensor aliases changes geometry in the graph:
+            # views (which share its version counter once made) would be replayed from
+            # the new geometry, and an input's new geometry would have to reach the caller.
+            if len(chain) > 1 or any(t is not target and t._vc is target._vc
+                                     for t, _, _ in self._entries.values()):
                 raise AOTUnsupported(f"{op.name} on a tensor that has views")
+            if any(t is target for t, _ in self.inputs):
+                raise AOTUnsupported(f"{op.name} changes the geometry of an input")
             if func is None:
                 raise AOTUnsupported(f"{op.name} has no out-of-place form")
             self._set(target, self.emit(overload_of(func), mapped))
+            # Dispatch bumps the version after the mode returns (`_inplace_metadata` takes
+            # `out`'s geometry): the node holds that version's value, not a stale one.
+            self._entries[id(target)][2] = target._vc[0] + 1
             return out
         if func is not None:
             new = self.emit(overload_of(func), mapped)
@@ -469,10 +529,22 @@ class Tracer(_dispatch.DispatchMode):
 
     def make_factory_tensor(self, shape, dtype, requires_grad: bool, fill=None,
                             random: bool = False):
-        """A factory's result: its values become a graph constant."""
-        if random and self.strict:
-            raise AOTUnsupported("a random factory (rand, randn, ...) is called while tracing")
+        """A factory's result: its values become a graph constant; a random factory's
+        (`random`) are drawn by a node each time the graph runs (`RandomFactory`)."""
         self.sync_grad_mode()
+        if random:
+            if _reads_traced_values(fill):
+                # (`normal(p, 1.0, size)` of a float input: the draw would keep its traced
+                # stand-in, whose value a run cannot read)
+                raise AOTUnsupported("a random factory is given a float input or a tensor")
+            draw = RandomFactory(fill, shape, dtype)
+            node = self.emit(draw, ())
+            # (A real trace draws now, as eager would; a fake one draws nothing.)
+            t = FakeTensor._make_fake(shape, dtype) if self.fake else draw()
+            self._set(t, node)
+            if requires_grad:
+                t._rg = True
+            return t
         real = Tensor._make(np.asarray(fill(dtype.np)), dtype)
         node = self._constant(real)
         if not self.functional:  # the graph may write into it: each run gets its own copy

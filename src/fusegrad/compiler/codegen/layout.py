@@ -92,7 +92,11 @@ def _layout_of(n, args, kwargs, op):
 
     if n.target is operator.getitem:
         return args[0][args[1]] if args[0] is not _UNKNOWN else _UNKNOWN
-    if op is None or kwargs or _has_unknown(args):
+    if op is None:
+        # A Python function's result (a random factory's draw): the traced value's layout.
+        val = n.meta.get("val")
+        return val if isinstance(val, FakeTensor) else _UNKNOWN
+    if kwargs or _has_unknown(args):
         return _UNKNOWN
     return with_eager_layout(op, args, FakeTensor._compute(op, tuple(args)))
 

@@ -174,6 +174,13 @@ class LoweringOps:
         order: a check that raises as eager does. No value."""
         self.graph.extern(PythonCall(getattr(fn, "__name__", "call"), fn), args, {}, [])
 
+    def call(self, fn, shape, dtype, *args):
+        """Call Python function `fn(*args)` between kernels, in graph order (tensors as
+        NumPy arrays); its result, a NumPy array of `shape` and `dtype`, is a buffer (the
+        values of a random factory, drawn when the graph runs)."""
+        return self.graph.extern(PythonCall(getattr(fn, "__name__", "call"), fn), args, {},
+                                 (tuple(shape), dtype))
+
     def unsupported(self, why: str):
         """Give up on this node: it runs as an extern call of its NumPy kernel."""
         raise NotLowered(why)

@@ -355,6 +355,10 @@ def _extern(w: _Writer, c: Extern, outputs: set, kept: list, inputs=()) -> None:
     """Emit a call of a registry kernel on NumPy arrays (`inputs`: the graph's inputs)."""
     op_name = f"_extern_{c.op.name.replace('.', '_')}"
     if isinstance(c.op, PythonCall):  # a Python function the graph calls (a runtime check)
+        base, k = op_name, 0
+        while op_name in w.refs and w.refs[op_name][1] is not c.op.kernel:
+            k += 1  # another function of that name (each random factory's draw)
+            op_name = f"{base}_{k}"
         w.refs[op_name] = ("value", c.op.kernel)
     else:
         w.refs[op_name] = ("extern", c.op.name)
