@@ -362,7 +362,14 @@ def test_half_gradient_matches_eager_within_one_ulp(name, dtype, backend):
         x = base.clone().requires_grad_()
         grads.append(fusegrad.autograd.grad((f(x) * w).sum(), x)[0])
     # aot_eager differentiates gelu's tanh form through its decomposition, op by op (in
-    # float32): a few ulps of float16 where eager's kernel rounds one expression once.
+    # float32): a few ulps of float16 where eager's kernel rounds one expression once, and
+    # far in the negative tail (x < -5), where eager's formula (PyTorch's) gives exactly
+    # zero, a gradient below 1e-6 (thousands of ulps of a subnormal; compared absolutely).
+    if name == "gelu_tanh":
+        tail = (np.abs(grads[0].float().numpy()) < 1e-6) & (np.abs(grads[1].float().numpy()) < 1e-6)
+        assert tail.mean() < 0.1
+        grads = [fusegrad.where(fusegrad.tensor(tail), fusegrad.zeros((), dtype=dt), g)
+                 for g in grads]
     assert _ulps(grads[1], grads[0]) <= (4 if name == "gelu_tanh" else 1)
 
 

@@ -13,24 +13,34 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call
-from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import _native, _special_kernels
 from . import _onnx as ox
 from ._onnx import clip, gelu_formula, onnx_op
 from ._util import (
     F32,
+    F64,
     HALF,
     c_contiguous,
     c_gradient,
     checked_scalar,
     half_formula,
     half_in_float32,
+    numpy_backward,
     rand_array,
     unary_meta,
     unary_samples,
+    wrap_grad,
 )
-from .activation_backward import hardtanh_backward, leaky_relu_backward
+from .activation_backward import (
+    backward_meta,
+    backward_samples,
+    first_order_kernel,
+    hardtanh_backward,
+    leaky_relu_backward,
+)
 from .registry import Sample, inplace_variant, register
+from .scalar import mul_scalar
 
 _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -156,8 +166,44 @@ def _gelu_derivative(g, x, approximate="none"):
     grad = c_gradient("gelu_tanh_grad" if approximate == "tanh" else "gelu_grad", g, x)
     if grad is not None:  # one C pass instead of ten recorded ops
         return (grad, None)
+    if is_grad_enabled():  # create_graph: PyTorch's node, GeluBackwardBackward0
+        return (call(gelu_backward, g, x, approximate), None)
+    if approximate == "tanh" and numpy_backward(g, x, halves=True) and \
+            g._data.dtype is x._data.dtype and x._data.dtype is not F64:
+        return (wrap_grad(_gelu_tanh_grad_np(g._data, x._data)), None)
     return (half_formula(_gelu_tanh_formula if approximate == "tanh" else _gelu_formula, g, x),
             None)
+
+
+# The saturation of PyTorch's float32 tanh inside gelu's gradient (`native/math.c`).
+_TANH_SATURATES_F32 = np.float32(8.664339742)
+
+
+def _fma_f32(a: np.ndarray, b, c) -> np.ndarray:
+    """float32 a * b + c rounded once: the product of two float32 values is exact in float64,
+    so only the sum is rounded twice (to float64, then float32), which changes a result
+    about once in 2^29."""
+    return (a.astype(F64) * b + c).astype(F32)
+
+
+def _gelu_tanh_grad_np(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`native/math.c`'s gelu_tanh_grad (PyTorch's order, its fused multiply-adds) in NumPy,
+    for a float32 or half type x (computed in float32, rounded once), without a C compiler:
+    the recorded formula's NumPy float32 tanh, not correctly rounded, left a third of the
+    float32 and 2-3% of the half-type gradients an ulp off the C kernel's."""
+    dt = x.dtype
+    if dt in HALF:
+        g, x = g.astype(F32), x.astype(F32)
+    f = F32.type
+    x2 = x * x
+    inner = f(_SQRT_2_OVER_PI) * _fma_f32(x2 * x, f(0.044715), x)
+    # tanh in float64 rounded once (fg_tanhf's result), ±1 past PyTorch's saturation
+    t = np.tanh(inner.astype(F64)).astype(F32)
+    t = np.where(inner > _TANH_SATURATES_F32, f(1),
+                 np.where(inner < -_TANH_SATURATES_F32, f(-1), t))
+    slope = f(_SQRT_2_OVER_PI) * _fma_f32(x2, f(3) * f(0.044715), f(1))
+    out = g * ((f(1) + t) * f(0.5) + ((x * f(0.5)) * _fma_f32(-t, t, f(1))) * slope)
+    return out.astype(dt, copy=False)
 
 
 def _gelu_tanh_formula(g, x):
@@ -208,6 +254,34 @@ gelu = register(
     lowering=_gelu_lowering,
     saved_names=("self", "approximate"))
 
+
+def _gelu_second(x, approximate):
+    """gelu's second derivative at x, as tensor ops."""
+    if approximate == "tanh":
+        # inner u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh(u):
+        # (1 - t^2) (u' - x t u'^2 + x u'' / 2)
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        t = inner.tanh()
+        slope = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+        curve = _SQRT_2_OVER_PI * 6 * 0.044715 * x
+        return (1 - t * t) * (slope - x * t * slope * slope + 0.5 * x * curve)
+    pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
+    return pdf * (2 - x * x)
+
+
+def _gelu_backward_derivative(gg, g, x, approximate="none"):
+    return (call(gelu_backward, gg, x, approximate), gg * g * _gelu_second(x, approximate), None)
+
+
+gelu_backward = register(
+    "gelu_backward", kernel=first_order_kernel(_gelu_derivative), meta=backward_meta,
+    node="GeluBackwardBackward0", derivative=_gelu_backward_derivative,
+    save=lambda out, g, x, approximate="none": (g, x, approximate),
+    samples=backward_samples(("none",), ("tanh",)), public="gelu_backward",
+    decomposition=lambda g, x, approximate="none": half_formula(
+        _gelu_tanh_formula if approximate == "tanh" else _gelu_formula, g, x),
+    saved_names=("grad_output", "self", "approximate"), result_order="operands")
+
 # ---------------------------------------------------------------- silu, mish, softplus
 
 
@@ -254,6 +328,9 @@ def _softplus_derivative(g, x, beta, threshold):
     grad = exp_family_gradient("softplus_grad", g, x, beta, threshold)
     if grad is not None:
         return (grad, None, None)
+    if is_grad_enabled():  # create_graph: PyTorch's node, SoftplusBackwardBackward0
+        return (call(softplus_backward, g, x, beta, threshold), None, None)
+
     def formula(g, x):
         bx = x * beta  # (a NaN input gets NaN, as PyTorch's: only bx > threshold passes g)
         return g * bx.new_ones(()).where(bx > threshold, bx.sigmoid())
@@ -283,6 +360,23 @@ softplus = register(
     save=lambda out, a, beta=1, threshold=20: (a, beta, threshold),
     samples=_param_samples((2.0, 1.0), (0.5, 20)), onnx=_softplus_onnx,
     saved_names=("self", "beta", "threshold"))
+
+
+def _softplus_backward_derivative(gg, g, x, beta, threshold):
+    bx = x * beta
+    s = bx.sigmoid()
+    # beta s (1 - s) where beta x <= threshold, its last factor by mul.Scalar as PyTorch's
+    second = (gg * g * s * (1 - s)).where(bx <= threshold, x.new_zeros(()))
+    return (call(softplus_backward, gg, x, beta, threshold), call(mul_scalar, second, beta),
+            None, None)
+
+
+softplus_backward = register(
+    "softplus_backward", kernel=first_order_kernel(_softplus_derivative), meta=backward_meta,
+    node="SoftplusBackwardBackward0", derivative=_softplus_backward_derivative,
+    save=lambda out, g, x, beta, threshold: (g, x, beta, threshold),
+    samples=backward_samples((2.0, 1.0), (0.5, 20.0)), public="softplus_backward",
+    saved_names=("grad_output", "self", "beta", "threshold"), result_order="operands")
 
 
 def _mish(x):
@@ -341,10 +435,15 @@ leaky_relu = register(
     lowering=lambda v, a, slope=0.01: v.where(v.compare("gt", a, 0), a, v.mul(a, slope)),
     onnx=onnx_op("LeakyRelu", alpha=(1, float)),
     saved_names=("self", "negative_slope"))
+def _leaky_result_derivative(g, out, slope):
+    if is_grad_enabled():  # create_graph: PyTorch's node, through the result
+        return (call(leaky_relu_backward, g, out, slope, True), None)
+    return (g * (out > 0).where(out > 0, out.new_full((), slope)), None)
+
+
 leaky_relu_ = inplace_variant(
     leaky_relu, "leaky_relu_", node="LeakyReluBackward1",
-    derivative=lambda g, out, slope: (g * (out > 0).where(out > 0, out.new_full((), slope)),
-                                      None),
+    derivative=_leaky_result_derivative,
     save=lambda out, a, slope=0.01: (out, slope), samples=_param_samples((0.2,)))
 
 
@@ -359,6 +458,9 @@ def _elu_derivative(g, x, alpha, scale, input_scale):
     grad = exp_family_gradient("elu_grad", g, x, alpha, scale, input_scale)
     if grad is not None:
         return (grad, None, None, None)
+    if is_grad_enabled():  # create_graph: PyTorch's node, EluBackwardBackward0
+        return (call(elu_backward, g, alpha, scale, input_scale, False, x), None, None, None)
+
     def formula(g, x):
         neg = (x * input_scale).exp() * (scale * alpha * input_scale)
         # (A NaN input takes the exp branch, NaN, as PyTorch's vectorised kernel.)
@@ -400,6 +502,49 @@ elu_ = inplace_variant(
     elu, "elu_", node="EluBackward1", derivative=_elu_result_derivative,
     save=lambda out, a, alpha=1.0, scale=1.0, input_scale=1.0: (out, alpha, scale, input_scale),
     samples=_param_samples(*_ELU_PARAMS))
+
+
+def _elu_backward_kernel(g, alpha, scale, input_scale, is_result, saved):
+    """ATen's elu_backward: from the input (elu's derivative) or, with `is_result`, from
+    the result (elu_'s)."""
+    return _ELU_FIRST[bool(is_result)](g, saved, alpha, scale, input_scale)
+
+
+_ELU_FIRST = {False: first_order_kernel(_elu_derivative),
+              True: first_order_kernel(_elu_result_derivative)}
+
+
+def _elu_backward_derivative(gg, g, alpha, scale, input_scale, is_result, saved):
+    if is_result:  # (y + scale alpha) input_scale below 0: its slope input_scale
+        slope = saved.new_full((), input_scale).where(saved <= 0, saved.new_zeros(()))
+        second = gg * g * slope
+    else:
+        neg = (saved * input_scale).exp() * (scale * alpha * input_scale * input_scale)
+        second = gg * g * saved.new_zeros(()).where(saved > 0, neg)
+    return (call(elu_backward, gg, alpha, scale, input_scale, is_result, saved),
+            None, None, None, None, second)
+
+
+def _elu_backward_samples(rng, dt):
+    out = []
+    for alpha, scale, input_scale in ((1.0, 1.0, 1.0), (SELU_ALPHA, SELU_SCALE, 1.0),
+                                      (2.0, 1.0, 0.5)):
+        g, x = rand_array(rng, (3, 4), dt), rand_array(rng, (3, 4), dt, (-3, 3))
+        out.append(Sample((g, alpha, scale, input_scale, False, x), name=f"self {alpha}"))
+    y = rand_array(rng, (3, 4), dt, (-0.9, 2.0))
+    out.append(Sample((rand_array(rng, (3, 4), dt), 1.0, 1.0, 1.0, True, y), name="result"))
+    return out
+
+
+elu_backward = register(
+    "elu_backward", kernel=_elu_backward_kernel,
+    meta=lambda g, alpha, scale, input_scale, is_result, saved: backward_meta(g, saved),
+    node="EluBackwardBackward0", derivative=_elu_backward_derivative,
+    save=lambda out, g, alpha, scale, input_scale, is_result, saved: (
+        g, alpha, scale, input_scale, is_result, saved),
+    samples=_elu_backward_samples, public="elu_backward",
+    saved_names=("grad_output", "alpha", "scale", "input_scale", "is_result",
+                 "self_or_result"), result_order="operands")
 
 # ---------------------------------------------------------------- hard functions
 
@@ -497,6 +642,8 @@ def _hardswish_derivative(g, x):
     grad = c_gradient("hardswish_grad", g, x)
     if grad is not None:
         return (grad,)
+    if is_grad_enabled():  # create_graph: PyTorch's node, HardswishBackwardBackward0
+        return (call(hardswish_backward, g, x),)
     return (half_formula(_hardswish_formula, g, x),)
 
 
@@ -514,6 +661,22 @@ hardswish = register(
     else b.emit("Mul", [inputs[0], b.emit("HardSigmoid", [inputs[0]], alpha=1 / 6, beta=0.5)]))
 hardswish_ = inplace_variant(hardswish, "hardswish_", saves_self=True)
 
+
+def _hardswish_backward_derivative(gg, g, x):
+    # 1/3 between -3 and 3, selected by a mask of x, through which no gradient reaches x
+    # (PyTorch's WhereBackward0; no node at all where neither gg nor g requires grad)
+    inside = (x > -3) & (x < 3)
+    return (call(hardswish_backward, gg, x), (gg * g / 3).where(inside, x.new_zeros(())))
+
+
+hardswish_backward = register(
+    "hardswish_backward", kernel=first_order_kernel(_hardswish_derivative),
+    meta=backward_meta, node="HardswishBackwardBackward0",
+    derivative=_hardswish_backward_derivative, save=lambda out, g, x: (g, x),
+    samples=backward_samples(()), public="hardswish_backward",
+    decomposition=lambda g, x: half_formula(_hardswish_formula, g, x),
+    saved_names=("grad_output", "self"), result_order="operands")
+
 # ---------------------------------------------------------------- log_sigmoid
 
 
@@ -525,13 +688,32 @@ def _log_sigmoid_derivative(g, x):
     """sigmoid(-x) times the gradient as PyTorch's kernel forms it: from its forward's buffer
     z = exp(-|x|) (held in the input's dtype), (1 - z / (1 + z)) below 0 and z / (1 + z)
     from 0 on, times the gradient, in float32 for a half type and rounded once."""
-    z = (-x.abs()).exp()
+    if is_grad_enabled():  # create_graph: PyTorch's node, LogSigmoidBackwardBackward0
+        return (call(log_sigmoid_backward, g, x, (-x.detach().abs()).exp()),)
+    return (_log_sigmoid_grad(g, x, (-x.abs()).exp()),)
 
+
+def _log_sigmoid_grad(g, x, z):
     def formula(g, x, z):
         below = (x < 0).to(z.dtype)
         return (below - (below * 2 - 1) * (z / (z + 1))) * g
 
-    return (half_formula(formula, g, x, z),)
+    return half_formula(formula, g, x, z)
+
+
+def _log_sigmoid_backward_kernel(g, x, buffer):
+    with no_grad():
+        return _log_sigmoid_grad(wrap_grad(g), wrap_grad(x), wrap_grad(buffer))._data
+
+
+def _log_sigmoid_backward_derivative(gg, g, x, buffer):
+    s = x.sigmoid()  # d/dx sigmoid(-x) = -s (1 - s)
+    return (call(log_sigmoid_backward, gg, x, buffer), gg * g * (s * (s - 1)), None)
+
+
+def _log_sigmoid_backward_samples(rng, dt):
+    x = rand_array(rng, (3, 4), dt, (-3, 3))
+    return [Sample((rand_array(rng, (3, 4), dt), x, np.exp(-np.abs(x))), name="(3, 4)")]
 
 
 # ATen's log_sigmoid_forward also returns a buffer that is not differentiable; fusegrad
@@ -543,3 +725,14 @@ log_sigmoid = register(
     derivative=_log_sigmoid_derivative, save=lambda out, a: (a,),
     samples=unary_samples(), onnx=ox.log_sigmoid,
     decomposition=half_in_float32(lambda x: x.clamp(max=0) - (-x.abs()).exp().log1p()))
+
+# ATen's log_sigmoid_backward(grad_output, self, buffer), the buffer exp(-|x|) its forward
+# returns; its derivative gives the buffer none.
+log_sigmoid_backward = register(
+    "log_sigmoid_backward", kernel=_log_sigmoid_backward_kernel,
+    meta=lambda g, x, buffer: backward_meta(g, x), node="LogSigmoidBackwardBackward0",
+    derivative=_log_sigmoid_backward_derivative,
+    save=lambda out, g, x, buffer: (g, x, buffer),
+    samples=_log_sigmoid_backward_samples, public="log_sigmoid_backward", nondiff_args=(2,),
+    gradcheck=False,  # its kernel reads x only by its sign: the buffer carries the values
+    saved_names=("grad_output", "self", "buffer"), result_order="operands")

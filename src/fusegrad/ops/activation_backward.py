@@ -3,6 +3,9 @@ threshold), `leaky_relu_backward` and `hardtanh_backward` (relu6), ops of their 
 ATen, so that a gradient taken with `create_graph=True` records them: it then requires grad
 through the saved input (`ThresholdBackwardBackward0` ...), whose own gradient is zero, as
 PyTorch's. (Without create_graph the derivatives compute on arrays and record nothing.)
+
+The smooth activations' backward ops (`gelu_backward`, `sigmoid_backward` ...) are registered
+beside their forward ops, with kernels made here by `first_order_kernel`.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._dispatch import call
-from ._util import Spec, broadcast_shapes, rand_array
+from ..autograd.grad_mode import no_grad
+from ._util import Spec, broadcast_shapes, rand_array, wrap_grad
 from .registry import Sample, register
 
 
@@ -20,6 +24,38 @@ def _zero(g: np.ndarray):
 
 def _meta(g, x, *params):
     return Spec(broadcast_shapes(tuple(g.shape), tuple(x.shape)), g.dtype)
+
+
+def backward_meta(g, x, *params):
+    """A backward op's result: the shape of its gradient and saved tensor broadcast, the
+    gradient's dtype."""
+    return _meta(g, x, *params)
+
+
+def first_order_kernel(first):
+    """The kernel of a smooth activation's backward op (`gelu_backward(grad, self)` ...): the
+    forward op's derivative `first(g, saved, *params)` run on the arrays with grad mode off,
+    its C kernel or NumPy path, so that a gradient taken with create_graph, which records the
+    backward op, has the bits of one taken without."""
+
+    def kernel(g, x, *params):
+        with no_grad():
+            out = first(wrap_grad(g), wrap_grad(x), *params)[0]
+        return out._data
+
+    kernel.__name__ = kernel.__qualname__ = getattr(first, "__name__", "first_order")
+    return kernel
+
+
+def backward_samples(*params, saved=(-3.0, 3.0)):
+    """Samples of a backward op: a gradient and a saved tensor (values in `saved`), then
+    each of `params`."""
+
+    def samples(rng, dt):
+        return [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3, 4), dt, saved)) + p,
+                       name=f"params {p}") for p in params]
+
+    return samples
 
 
 def _samples(*params):

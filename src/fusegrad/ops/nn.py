@@ -317,7 +317,7 @@ def _nll_gather(x: np.ndarray, t: np.ndarray, ignore_index: int,
 
 def _nll_reduced(x: np.ndarray, t: np.ndarray, reduction: int, ignore_index: int):
     """(loss, total weight) of a reduced nll_loss without class weights over 2-D `x`, both
-    from one C call (the losses' pairwise sum as NumPy's, then divided by their count for
+    from one C call (the losses' `_cascade_sum`, then divided by their count for
     "mean"), as 0-d arrays; None where the C kernel does not apply or a target is out of
     range or ignored (the general path then masks or reports it)."""
     fn = _nll_function("nll_reduced_rows", x, t, ignore_index)
@@ -355,12 +355,19 @@ def _nll_reduced_grad(g: np.ndarray, shape: tuple, t: np.ndarray, reduction: int
 _CASCADE_STEP = 16  # PyTorch's nll_loss sums in levels of 16 terms
 
 
+def _work_dtype(dt) -> np.dtype:
+    """The dtype `_cascade_sum` adds in: float64's own, float32 for the others (a half
+    dtype's partial sums are rounded back to it after each step)."""
+    return F64 if dt == F64 else F32
+
+
 def _sequential_sums(rows: np.ndarray, dt) -> np.ndarray:
-    """Each row of `rows` (float32) summed left to right, every partial sum rounded to `dt`
-    (a half dtype), as float32: all rows at once, one column at a time."""
-    acc = np.zeros(rows.shape[:-1], F32)
+    """Each row of `rows` summed left to right, every partial sum rounded to `dt`, in
+    `_work_dtype(dt)`: all rows at once, one column at a time."""
+    wd = _work_dtype(dt)
+    acc = np.zeros(rows.shape[:-1], wd)
     for i in range(rows.shape[-1]):
-        acc = (acc + rows[..., i]).astype(dt).astype(F32)
+        acc = (acc + rows[..., i]).astype(dt).astype(wd)
     return acc
 
 
@@ -372,18 +379,21 @@ def _level_split(values: np.ndarray, ends: np.ndarray, dt):
     start = np.searchsorted(group, np.arange(n_up + 1))
     slot = np.arange(values.size) - start[group]
     width = int(slot.max()) + 1 if values.size else 1
-    table = np.zeros((n_up + 1, width), F32)
+    table = np.zeros((n_up + 1, width), _work_dtype(dt))
     table[group, slot] = values
     sums = _sequential_sums(table, dt)
     return sums[:n_up], sums[n_up]
 
 
-def _cascade_sum(values: np.ndarray, positions: np.ndarray, n: int, dt) -> np.float32:
-    """The sum of float32 `values` (the terms of samples at `positions` of a batch of `n`)
-    as PyTorch's CPU nll_loss forms it for a half dtype `dt`: partial sums in levels held
-    in `dt`; level j's moves up to level j + 1 after each term whose position is a multiple
-    of 16 ** (j + 1), and the levels are added lowest first at the end."""
-    values = values.astype(dt).astype(F32)
+def _cascade_sum(values: np.ndarray, positions: np.ndarray, n: int, dt):
+    """The sum of `values` (the terms of samples at `positions` of a batch of `n`) as
+    PyTorch's CPU nll_loss forms it for float dtype `dt` (found by experiment against
+    torch 2.13, every batch size to 5,000 equal): partial sums in levels held in `dt`;
+    level j's moves up to level j + 1 after each term whose position is a multiple of
+    16 ** (j + 1) (the first term alone goes to the top), and the levels are added lowest
+    first at the end. The C kernel `nll_reduced_rows` (`native/pointwise.c`) is the same."""
+    wd = _work_dtype(dt)
+    values = values.astype(dt).astype(wd)
     levels = 1
     while _CASCADE_STEP ** levels < n:
         levels += 1
@@ -393,24 +403,25 @@ def _cascade_sum(values: np.ndarray, positions: np.ndarray, n: int, dt) -> np.fl
         up, keep = _level_split(values, ends, dt)
         kept.append(keep)
         values, positions = up, positions[ends]
-    kept.append(_sequential_sums(values, dt) if values.size else np.float32(0))
-    total = np.float32(0)
+    kept.append(_sequential_sums(values, dt) if values.size else wd.type(0))
+    total = wd.type(0)
     for part in kept:
-        total = np.float32(total + part).astype(dt).astype(F32)
+        total = wd.type(total + part).astype(dt).astype(wd)
     return total
 
 
-def _half_nll_reduced(losses: np.ndarray, wt, valid, reduction: int, dt):
-    """(loss, total weight) of a reduced nll_loss over a batch of a half dtype `dt`, as
+def _cascade_nll_reduced(losses: np.ndarray, wt, valid, reduction: int, dt):
+    """(loss, total weight) of a reduced nll_loss over a batch of float dtype `dt`, as
     PyTorch's kernel forms them: `_cascade_sum` of the per-sample terms (and class weights
     `wt`, None without) of the samples `valid` marks (None: all); without class weights the
-    total is their count in `dt`. A mean divides in float32 and rounds once."""
+    total is their count in `dt`. A mean divides in `_work_dtype(dt)` and rounds once."""
     n = losses.shape[0]
     positions = np.arange(n) if valid is None else np.flatnonzero(valid)
     terms = losses if valid is None else losses[positions]
     loss = _cascade_sum(terms, positions, n, dt)
+    wd = _work_dtype(dt)
     if wt is None:
-        total = np.float32(np.float32(positions.size).astype(dt))
+        total = wd.type(np.asarray(positions.size, dt))
     else:
         total = _cascade_sum(wt[positions], positions, n, dt)
     with np.errstate(invalid="ignore", divide="ignore"):  # every sample ignored: NaN
@@ -485,14 +496,10 @@ def _nll_kernel(x, t, weight, reduction, ignore_index, two_d=False):
         if one:  # a single sample reports its weight; a batch reports 0
             return losses[0].astype(x.dtype), np.asarray(total).astype(x.dtype)
         return losses.astype(x.dtype, copy=False), np.zeros((), x.dtype)
-    if x.dtype in HALF:
-        # PyTorch sums a half batch's terms (its maps' too, in C order) in levels held in the
-        # half dtype
-        return _half_nll_reduced(losses.reshape(-1), None if weight is None else
-                                 wt.reshape(-1), None if common else
-                                 (tt != ignore_index).reshape(-1), reduction, x.dtype)
-    out = losses.sum() / total if reduction == 1 else losses.sum()
-    return np.asarray(out, x.dtype), np.asarray(total, x.dtype)
+    # PyTorch sums a batch's terms (its maps' too, in C order) in levels held in its dtype
+    return _cascade_nll_reduced(losses.reshape(-1), None if weight is None else
+                                wt.reshape(-1), None if common else
+                                (tt != ignore_index).reshape(-1), reduction, x.dtype)
 
 
 def _nll_meta(x, t, weight, reduction, ignore_index, two_d=False):

@@ -69,6 +69,21 @@ def _per_tensor(x, scale, zero_point, quant_min, quant_max):
     return _fake_quantize(x, F32.type(scale), int(zero_point), quant_min, quant_max)
 
 
+def _no_meta(name: str, meta):
+    """`meta` for fake tensors; on the meta device PyTorch's error for op `name`, which has
+    no Meta kernel (raised before any argument check, as PyTorch's dispatcher does)."""
+
+    def checked(x, *args):
+        if x.is_meta:
+            from .._meta import no_meta_kernel  # (the meta device sits above the registry)
+
+            raise no_meta_kernel(name)
+        return meta(x, *args)
+
+    checked.__name__ = checked.__qualname__ = meta.__name__
+    return checked
+
+
 def _per_tensor_meta(x, scale, zero_point, quant_min, quant_max):
     check_range(quant_min, quant_max)
     check_zero_points(zero_point, quant_min, quant_max)
@@ -87,7 +102,8 @@ def _samples(rng, dt):
 
 
 fake_quantize_per_tensor_affine_cachemask = register(
-    "fake_quantize_per_tensor_affine_cachemask", kernel=_per_tensor, meta=_per_tensor_meta,
+    "fake_quantize_per_tensor_affine_cachemask", kernel=_per_tensor,
+    meta=_no_meta("fake_quantize_per_tensor_affine_cachemask", _per_tensor_meta),
     node="FakeQuantizePerTensorAffineCachemaskBackward0",
     derivative=lambda grads, mask: _mask_derivative(grads, mask, 0, 0, 0, 0),
     save=lambda out, x, scale, zero_point, quant_min, quant_max: (out[1],),
@@ -120,7 +136,8 @@ def _per_tensor_qparams_meta(x, scale, zero_point, enabled, quant_min, quant_max
 
 fake_quantize_per_tensor_affine_cachemask_tensor_qparams = register(
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", kernel=_per_tensor_qparams,
-    meta=_per_tensor_qparams_meta,
+    meta=_no_meta("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+                  _per_tensor_qparams_meta),
     node="FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward0",
     derivative=lambda grads, mask: _mask_derivative(grads, mask, 0, 0, 0, 0, 0),
     save=lambda out, x, scale, zero_point, enabled, quant_min, quant_max: (out[1],),
@@ -172,7 +189,8 @@ def _per_channel_meta(x, scale, zero_point, axis, quant_min, quant_max):
 
 
 fake_quantize_per_channel_affine_cachemask = register(
-    "fake_quantize_per_channel_affine_cachemask", kernel=_per_channel, meta=_per_channel_meta,
+    "fake_quantize_per_channel_affine_cachemask", kernel=_per_channel,
+    meta=_no_meta("fake_quantize_per_channel_affine_cachemask", _per_channel_meta),
     node="FakeQuantizePerChannelAffineCachemaskBackward0",
     derivative=lambda grads, mask: _mask_derivative(grads, mask, 0, 0, 0, 0, 0),
     save=lambda out, x, scale, zero_point, axis, quant_min, quant_max: (out[1],),

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, save_shape
+from ..autograd.grad_mode import is_grad_enabled
 from . import _native, _parallel
 from . import _onnx as ox
 from ._onnx import reduce as reduce_onnx
@@ -36,6 +37,7 @@ from ._util import (
     wrap_dims,
     wrap_grad,
 )
+from .activation_backward import first_order_kernel
 from .registry import REGISTRY, Sample, register
 
 _REDUCE_SHAPES = [((3, 4), None), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), (0, 2)), ((), None),
@@ -507,6 +509,8 @@ def _row_gradient_on_arrays(name: str, g, out, dim):
 def _softmax_derivative(g, out, dim):
     grad = _row_gradient("softmax_grad", g, out, dim)
     if grad is None:
+        if is_grad_enabled():  # create_graph: PyTorch's node, SoftmaxBackwardDataBackward0
+            return (call(softmax_backward_data, g, out, dim, g.dtype), None)
         grad = half_formula(lambda g, out: out * (g - (g * out).sum(dim, keepdim=True)), g, out)
     return (grad, None)
 
@@ -514,6 +518,8 @@ def _softmax_derivative(g, out, dim):
 def _log_softmax_derivative(g, out, dim):
     grad = _row_gradient("log_softmax_grad", g, out, dim)
     if grad is None:
+        if is_grad_enabled():  # create_graph: PyTorch's LogSoftmaxBackwardDataBackward0
+            return (call(log_softmax_backward_data, g, out, dim, g.dtype), None)
         grad = half_formula(lambda g, out: g - out.exp() * g.sum(dim, keepdim=True), g, out)
     return (grad, None)
 
@@ -541,6 +547,73 @@ log_softmax = register(
     decomposition=_log_softmax_decomposition,
     lowering=lambda v, a, dim, half_to_float=False: v.softmax(a, dim, log=True),
     saved_names=("result", "dim"), result_order="contiguous")
+
+
+def _backward_data_kernel(first):
+    """`_softmax_backward_data`'s kernel (and log_softmax's): the forward's derivative on
+    the arrays (`first_order_kernel`), contiguous and in the gradient's dtype, as PyTorch's
+    CPU kernel gives it whatever `input_dtype` says."""
+    run = first_order_kernel(first)
+
+    def kernel(g, y, dim, input_dtype):
+        return np.ascontiguousarray(run(g, y, dim).astype(g.dtype, copy=False))
+
+    return kernel
+
+
+def _backward_data_meta(g, y, dim, input_dtype):
+    if g.dtype is _dtype.float32 and input_dtype is _dtype.float16:
+        # (the half-to-float case, which PyTorch's CPU kernel refuses)
+        raise RuntimeError("expected scalar type Float but found Half")
+    return Spec(tuple(g.shape), g.dtype)
+
+
+def _backward_data_samples(log: bool):
+    def samples(rng, dt):
+        out = []
+        for shape, dim in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1)):
+            x = rand_array(rng, shape, dt)
+            e = np.exp(x - x.max(axis=dim, keepdims=True))
+            y = e / e.sum(axis=dim, keepdims=True)
+            y = np.log(y) if log else y
+            out.append(Sample((rand_array(rng, shape, dt), y.astype(dt), dim,
+                               _dtype.from_numpy_dtype(np.dtype(dt))), name=f"{shape} {dim}"))
+        return out
+
+    return samples
+
+
+def _softmax_backward_data_derivative(gg, g, y, dim, input_dtype):
+    # y (g - sum(g y)): in g, the op itself; in y, gg (g - sum(g y)) - g sum(gg y)
+    s = (g * y).sum(dim, keepdim=True)
+    return (call(softmax_backward_data, gg, y, dim, input_dtype),
+            gg * (g - s) - g * (gg * y).sum(dim, keepdim=True), None, None)
+
+
+def _log_softmax_backward_data_derivative(gg, g, y, dim, input_dtype):
+    # g - exp(y) sum(g): in g, gg - sum(gg exp(y)); in y, -gg exp(y) sum(g)
+    e = y.exp()
+    return (gg - (gg * e).sum(dim, keepdim=True),
+            -(gg * e) * g.sum(dim, keepdim=True), None, None)
+
+
+# ATen's backward ops of softmax and log_softmax, which a gradient taken with create_graph
+# records (`SoftmaxBackwardDataBackward0` ...), as PyTorch's.
+def _backward_data_op(name: str, node: str, first_order, derivative, log: bool):
+    return register(
+        name, kernel=_backward_data_kernel(first_order), meta=_backward_data_meta, node=node,
+        derivative=derivative, save=lambda out, g, y, dim, input_dtype: (g, y, dim, input_dtype),
+        samples=_backward_data_samples(log), public=name,
+        saved_names=("grad_output", "output", "dim", ""))
+
+
+softmax_backward_data = _backward_data_op(
+    "_softmax_backward_data", "SoftmaxBackwardDataBackward0", _softmax_derivative,
+    _softmax_backward_data_derivative, False)
+log_softmax_backward_data = _backward_data_op(
+    "_log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0", _log_softmax_derivative,
+    _log_softmax_backward_data_derivative, True)
+
 
 # ---------------------------------------------------------------- helpers
 

@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _random_draws as draws
 from .._dispatch import call
-from ..autograd.grad_mode import is_grad_enabled
+from .._random import generator_or_default
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from . import _onnx as ox
-from ._util import c_contiguous, half_formula, rand_array, wrap_dim
-from .activation import _float_kernel, _meta, _param_samples, exp_family_gradient, exp_family_in_c
-from .activation_backward import threshold_backward
+from ._util import c_contiguous, half_formula, rand_array, wrap_dim, wrap_grad
+from .activation import (
+    _float_kernel,
+    _meta,
+    _param_samples,
+    elu_backward,
+    exp_family_gradient,
+    exp_family_in_c,
+)
+from .activation_backward import backward_meta, first_order_kernel, threshold_backward
 from .registry import Sample, Spec, inplace_variant, register
 
 
@@ -35,6 +44,8 @@ def _celu_derivative(g, x, alpha):
     grad = exp_family_gradient("celu_grad", g, x, alpha)
     if grad is not None:
         return (grad, None)
+    if is_grad_enabled():  # create_graph: PyTorch's node, elu's EluBackwardBackward0
+        return (call(elu_backward, g, alpha, 1.0, 1.0 / alpha, False, x), None)
     return (half_formula(lambda g, x: g * x.new_ones(()).where(x > 0, (x / alpha).exp()), g, x),
             None)
 
@@ -82,10 +93,32 @@ def _softshrink_kernel(a, lambd=0.5):
     return _float_kernel(_softshrink, "softshrink_check")(a, lambd)
 
 
+def _softshrink_derivative(g, x, lambd):
+    if is_grad_enabled():  # create_graph: PyTorch's node, SoftshrinkBackwardBackward0
+        return (call(softshrink_backward, g, x, lambd), None)
+    return (g * (x.abs() > lambd), None)
+
+
+def _hardshrink_derivative(g, x, lambd):
+    if is_grad_enabled():  # create_graph: PyTorch's node, HardshrinkBackwardBackward0
+        return (call(hardshrink_backward, g, x, lambd), None)
+    return (g * ((x > lambd) | (x < -lambd)), None)
+
+
+def _shrink_backward_derivative(op):
+    """The derivative of a shrink's backward op: linear in the gradient (the op itself), and
+    zeros for the input, which do not require grad, as PyTorch's."""
+
+    def derivative(gg, g, x, lambd):
+        return (call(op(), gg, x, lambd), x.new_zeros(tuple(x.shape)), None)
+
+    return derivative
+
+
 softshrink = register(
     "softshrink", kernel=_softshrink_kernel, meta=_softshrink_meta,
     node="SoftshrinkBackward0",
-    derivative=lambda g, x, lambd: (g * (x.abs() > lambd), None),
+    derivative=_softshrink_derivative,
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
     decomposition=lambda x, lambd=0.5: (x - lambd).where(
@@ -99,10 +132,42 @@ def _hardshrink(x, lambd=0.5):
 hardshrink = register(
     "hardshrink", kernel=_float_kernel(_hardshrink), meta=lambda a, lambd=0.5: _meta(a),
     node="HardshrinkBackward0",
-    derivative=lambda g, x, lambd: (g * ((x > lambd) | (x < -lambd)), None),
+    derivative=_hardshrink_derivative,
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
     decomposition=lambda x, lambd=0.5: x.where(x.abs() > lambd, x.new_zeros(())),
+    result_order="operands")
+
+
+def _shrink_backward_kernel(keep):
+    def kernel(g, x, lambd):
+        mask = keep(x, lambd)
+        return np.where(mask, g, np.zeros((), g.dtype)).astype(g.dtype, copy=False)
+
+    return kernel
+
+
+def _shrink_backward_samples(rng, dt):
+    # inputs away from the kinks at +-lambd, where finite differences see a zero derivative
+    x = rand_array(rng, (3, 4), dt, (0.7, 2.0)) * np.where(rng.random((3, 4)) < 0.5, -1, 1)
+    small = rand_array(rng, (3, 4), dt, (-0.3, 0.3))
+    x = np.where(rng.random((3, 4)) < 0.3, small, x).astype(dt)
+    return [Sample((rand_array(rng, (3, 4), dt), x, 0.5), name="lambd 0.5")]
+
+
+softshrink_backward = register(
+    "softshrink_backward", meta=backward_meta, node="SoftshrinkBackwardBackward0",
+    kernel=_shrink_backward_kernel(lambda x, lambd: np.abs(x) > lambd),
+    derivative=_shrink_backward_derivative(lambda: softshrink_backward),
+    save=lambda out, g, x, lambd: (g, x, lambd), samples=_shrink_backward_samples,
+    public="softshrink_backward", saved_names=("grad_output", "self", "lambd"),
+    result_order="operands")
+hardshrink_backward = register(
+    "hardshrink_backward", meta=backward_meta, node="HardshrinkBackwardBackward0",
+    kernel=_shrink_backward_kernel(lambda x, lambd: (x > lambd) | (x < -lambd)),
+    derivative=_shrink_backward_derivative(lambda: hardshrink_backward),
+    save=lambda out, g, x, lambd: (g, x, lambd), samples=_shrink_backward_samples,
+    public="hardshrink_backward", saved_names=("grad_out", "self", "lambd"),
     result_order="operands")
 
 
@@ -152,9 +217,10 @@ def _glu_decomposition(x, dim=-1):
 
 
 def _glu_derivative(g, x, dim):
-    from .._dispatch import call
     from .joins import cat
 
+    if is_grad_enabled():  # create_graph: PyTorch's node, GluBackwardBackward0
+        return (call(glu_backward, g, x, dim), None)
     first, second = x.chunk(2, dim)
     s = second.sigmoid()
     return (call(cat, [g * s, g * first * s * (1 - s)], dim), None)
@@ -167,6 +233,38 @@ glu = register(
                              for d in (-1, 0)] + [
         Sample((rand_array(rng, (2, 6, 2), dt), 1), name="3-d")],
     saved_names=("self", "dim"), decomposition=_glu_decomposition, onnx=ox.glu)
+
+
+
+def _glu_backward_derivative(gg, g, x, dim):
+    """glu_backward(g, x) = cat(g s, g a s (1 - s)) with x = cat(a, b), s = sigmoid(b):
+    linear in g (its adjoint reads both halves of gg), and in x through a and s."""
+    from .joins import cat
+
+    a, b = x.chunk(2, dim)
+    gg_a, gg_b = gg.chunk(2, dim)
+    s = b.sigmoid()
+    ds = s * (1 - s)
+    grad_g = gg_a * s + gg_b * a * ds
+    grad_a = gg_b * g * ds
+    grad_b = gg_a * g * ds + gg_b * g * a * ds * (1 - 2 * s)
+    return (grad_g, call(cat, [grad_a, grad_b], dim), None)
+
+
+def _glu_backward_meta(g, x, dim):
+    _glu_meta(x, dim)
+    return Spec(tuple(x.shape), g.dtype)
+
+
+glu_backward = register(
+    "glu_backward", kernel=first_order_kernel(_glu_derivative), meta=_glu_backward_meta,
+    node="GluBackwardBackward0", derivative=_glu_backward_derivative,
+    save=lambda out, g, x, dim: (g, x, dim), public="glu_backward",
+    samples=lambda rng, dt: [Sample((rand_array(rng, (4, 3), dt), rand_array(rng, (4, 6), dt),
+                                     -1), name="dim -1"),
+                             Sample((rand_array(rng, (2, 5), dt), rand_array(rng, (4, 5), dt),
+                                     0), name="dim 0")],
+    saved_names=("grad_output", "self", "dim"))
 
 # ---------------------------------------------------------------- prelu
 
@@ -181,6 +279,8 @@ def _prelu_kernel(x, w):
 
 def _prelu_derivative(g, x, w):
     # the node sums the weight's gradient over the dims it was broadcast along
+    if is_grad_enabled():  # create_graph: PyTorch's node, PreluKernelBackwardBackward0
+        return tuple(call(prelu_kernel_backward, g, x, w))
     pos = x > 0
     return (g * w.new_ones(()).where(pos, w), g * x.new_zeros(()).where(pos, x))
 
@@ -201,6 +301,42 @@ prelu_kernel = register(
     save=lambda out, x, w: (x, w), samples=_prelu_samples, public="prelu",
     saved_names=("self", "weight"), decomposition=lambda x, w: x.where(x > 0, w * x),
     onnx=ox.prelu, result_order="operands")
+
+
+def _prelu_backward_kernel(g, x, w):
+    """ATen's _prelu_kernel_backward: the input's and the weight's gradients (the weight's
+    at the broadcast shape), `_prelu_derivative`'s on the arrays."""
+    with no_grad():
+        gx, gw = _prelu_derivative(wrap_grad(g), wrap_grad(x), wrap_grad(w))
+    return gx._data, gw._data
+
+
+def _prelu_backward_meta(g, x, w):
+    shape = tuple(np.broadcast_shapes(tuple(g.shape), tuple(x.shape), tuple(w.shape)))
+    return [Spec(shape, g.dtype), Spec(shape, g.dtype)]
+
+
+def _prelu_backward_derivative(grads, g, x, w):
+    """In the gradient: both results' slopes; in x and w, where x <= 0, the other
+    factor's product (PyTorch's WhereBackward0 nodes)."""
+    ggx, ggw = grads
+    pos = x > 0
+    zero = x.new_zeros(())
+    d_g = ggx * w.new_ones(()).where(pos, w) + ggw * zero.where(pos, x)
+    return (d_g, zero.where(pos, ggw * g), zero.where(pos, ggx * g))
+
+
+def _prelu_backward_samples(rng, dt):
+    return [Sample((rand_array(rng, sx, dt), rand_array(rng, sx, dt),
+                    rand_array(rng, sw, dt, (0.05, 0.5))), name=f"{sx} {sw}")
+            for sx, sw in (((3, 4), (1, 4)), ((2, 3, 4), (1, 3, 1)), ((3, 4), (1, 1)))]
+
+
+prelu_kernel_backward = register(
+    "_prelu_kernel_backward", kernel=_prelu_backward_kernel, meta=_prelu_backward_meta,
+    node="PreluKernelBackwardBackward0", derivative=_prelu_backward_derivative,
+    save=lambda out, g, x, w: (g, x, w), samples=_prelu_backward_samples,
+    public="_prelu_kernel_backward", saved_names=("grad_output", "self", "weight"))
 
 # ---------------------------------------------------------------- rrelu
 
@@ -254,4 +390,62 @@ rrelu_with_noise_ = inplace_variant(
     save=lambda out, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None: (
         out, noise.detach(), lower, upper, training),
     saved_names=("result", "noise", "lower", "upper", "training"))
+
+
+def _rrelu_draw_np(x, noise, lower, upper, training, generator):
+    """The noise `rrelu_with_noise` reads: in training, one float64 slope per element <= 0
+    drawn in order from U(lower, upper) (the bounds as x's dtype holds them, float for the
+    narrower ones), 1 for the others; otherwise the given noise, unchanged."""
+    if not training:
+        return np.array(noise, copy=True)
+    bound = np.float64 if x.dtype == np.float64 else np.float32
+    low, high = float(bound(lower)), float(bound(upper))
+    drawn = np.asarray(x <= 0)
+    slopes = np.ones(x.shape, np.float64)
+    slopes[drawn] = draws.unit_double(generator_or_default(generator), int(drawn.sum())) \
+        * (high - low) + low
+    return slopes.astype(noise.dtype)
+
+
+def _rrelu_functional_kernel(x, noise, lower=0.125, upper=1 / 3, training=False,
+                             generator=None):
+    # The draw is the kernel's own, so a traced graph draws what eager draws (and keeps the
+    # node: `random`), as dropout's bernoulli_ does.
+    noise_out = _rrelu_draw_np(x, noise, lower, upper, training, generator)
+    return _rrelu_kernel(x, noise_out, lower, upper, training), noise_out
+
+
+def _rrelu_functional_meta(x, noise, lower=0.125, upper=1 / 3, training=False,
+                           generator=None):
+    return [_rrelu_meta(x, noise, lower, upper, training),
+            Spec(tuple(noise.shape), noise.dtype)]
+
+
+def _rrelu_functional_derivative(grads, x, noise, lo, hi, training):
+    g = grads[0] if isinstance(grads, (list, tuple)) else grads
+    return (g * _rrelu_slope(x, noise, lo, hi, training), None, None, None, None, None)
+
+
+def _rrelu_functional_samples(rng, dt):
+    # Training draws (compared by shape: the op is random) and the deterministic eval mode.
+    return [Sample((rand_array(rng, s, dt), np.zeros(s, dt), lo, hi, t),
+                   name=f"{s} training={t}")
+            for s, lo, hi, t in (((3, 4), 0.125, 1 / 3, True), ((5,), 0.1, 0.3, False),
+                                 ((), 0.2, 0.2, True))]
+
+
+# ATen's functional form: the result and the noise drawn for it (`noise_out`). F.rrelu draws
+# its slopes through it, so capture and AOT record the draw as a graph op.
+rrelu_with_noise_functional = register(
+    "rrelu_with_noise_functional", kernel=_rrelu_functional_kernel,
+    meta=_rrelu_functional_meta, node="RreluWithNoiseFunctionalBackward0",
+    derivative=_rrelu_functional_derivative,
+    # PyTorch's backward reads the noise it was given, not the one it drew (so it is not the
+    # derivative of the result in training: no gradcheck); F.rrelu differentiates
+    # rrelu_with_noise of the drawn noise instead.
+    save=lambda out, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None: (
+        x, noise.detach(), lower, upper, training),
+    samples=_rrelu_functional_samples, nondiff_args=(1,), nondiff_outputs=(1,), random=True,
+    public="rrelu", saved_names=("self", "noise", "lower", "upper", "training"),
+    gradcheck=False)
 

@@ -154,7 +154,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
     "resize_": {_I}, "resize_as_": {_I}, "set_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
     "share_memory_": {_I, _S},  # moves the data (a side effect to capture: a graph break)
-    "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I}, "alpha_dropout_": {_I},
+    "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I, _R}, "alpha_dropout_": {_I},
     "feature_alpha_dropout_": {_I},
     **{name: {_I} for name in (
         "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "absolute_",

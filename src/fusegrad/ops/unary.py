@@ -31,7 +31,7 @@ from ._util import (
     wrap_grad,
 )
 from .activation import real_grad_only
-from .activation_backward import threshold_backward
+from .activation_backward import backward_meta, first_order_kernel, threshold_backward
 from .arithmetic import (
     neg,
     pow_scalar,
@@ -63,6 +63,8 @@ cos = _unary("cos", np.cos, "CosBackward0", lambda g, a: (-g * cj(a.sin()),),
              lambda out, a: (a,), lowering=lambda v, a: v.unary("cos", a), onnx="Cos",
              saved_names=("self",))
 def _tanh_derivative(g, out):
+    if is_grad_enabled():  # create_graph: PyTorch's node, TanhBackwardBackward0
+        return (call(tanh_backward, g, out),)
     d = out._data
     if d is not None and d.dtype in HALF and numpy_backward(g, out, halves=True) and \
             g._data.dtype is d.dtype:
@@ -75,6 +77,23 @@ def _tanh_derivative(g, out):
 tanh = _unary("tanh", np.tanh, "TanhBackward0", _tanh_derivative,
               save_result, lowering=lambda v, a: v.unary("tanh", a), onnx="Tanh",
     saved_names=("result",))
+
+
+def _backward_samples(rng, dt):
+    """A gradient and a result of sigmoid or tanh (in (-1, 1))."""
+    return [Sample((rand_array(rng, (3, 4), dt), rand_array(rng, (3, 4), dt, (-0.95, 0.95))),
+                   name="(3, 4)")]
+
+
+# tanh_backward(grad_output, output): g (1 - y^2)-bar. Differentiated: in the gradient, itself;
+# in y, -2 g y (conjugated as PyTorch's for complex values).
+tanh_backward = register(
+    "tanh_backward", kernel=first_order_kernel(_tanh_derivative), meta=backward_meta,
+    node="TanhBackwardBackward0",
+    derivative=lambda gg, g, y: (call(tanh_backward, gg, y), cj(gg) * (cj(y * -2) * g)),
+    save=lambda out, g, y: (g, y), samples=_backward_samples, public="tanh_backward",
+    decomposition=lambda g, y: half_formula(lambda g, y: g * cj(1 - y * y), g, y),
+    saved_names=("grad_output", "output"))
 sqrt = _unary("sqrt", np.sqrt, "SqrtBackward0", lambda g, out: (g / cj(2 * out),),
               save_result, domain=(0.1, 3.0), lowering=lambda v, a: v.unary("sqrt", a),
               onnx="Sqrt",
@@ -93,6 +112,8 @@ def _sigmoid(a):
 
 
 def _sigmoid_derivative(g, out):
+    if is_grad_enabled():  # create_graph: PyTorch's node, SigmoidBackwardBackward0
+        return (call(sigmoid_backward, g, out),)
     if g.dtype is _dtype.float16 and out.dtype is _dtype.float16:
         # PyTorch's float16 kernel computes g (1 - y) y in float16, rounding each step
         # (bfloat16's computes in float32 and rounds once, as `half_formula` does)
@@ -106,6 +127,18 @@ def _sigmoid_derivative(g, out):
 sigmoid = _unary("sigmoid", _sigmoid, "SigmoidBackward0", _sigmoid_derivative, save_result,
                  lowering=lambda v, a: v.unary("sigmoid", a), onnx="Sigmoid",
     saved_names=("result",))
+# sigmoid_backward(grad_output, output): g (y (1 - y))-bar. Differentiated: in the gradient,
+# itself; in y, g (1 - 2 y) (conjugated as PyTorch's for complex values).
+sigmoid_backward = register(
+    "sigmoid_backward", kernel=first_order_kernel(_sigmoid_derivative), meta=backward_meta,
+    node="SigmoidBackwardBackward0",
+    derivative=lambda gg, g, y: (call(sigmoid_backward, gg, y), cj(gg) * g * cj(1 - y * 2)),
+    save=lambda out, g, y: (g, y),
+    samples=lambda rng, dt: [Sample((rand_array(rng, (3, 4), dt),
+                                     rand_array(rng, (3, 4), dt, (0.05, 0.95))), name="(3, 4)")],
+    public="sigmoid_backward",
+    decomposition=lambda g, y: half_formula(lambda g, y: g * cj(y * (1 - y)), g, y),
+    saved_names=("grad_output", "output"))
 def _abs_meta(a):
     if a.dtype is _dtype.bool_:
         raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")

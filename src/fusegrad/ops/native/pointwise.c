@@ -58,44 +58,39 @@ NLL_ROWS(float, f32)
 NLL_ROWS(double, f64)
 
 /* nll_loss reduced ("mean": `mean` 1, "sum": 0) without class weights: *loss and *total
-   (the total weight, n), answered as nll_rows. The losses -x[i, t[i]] are summed in
-   NumPy's pairwise order (runs of fewer than 8 from zero, up to 128 in 8 running sums
-   added in pairs, longer runs halved at a multiple of 8) and added to a zero, as NumPy's
-   sum of the gathered losses: the same bits, with no array of losses and no NumPy calls. */
-#define NLL_PAIRWISE(T, S)                                                               \
-static T nll_pairwise_##S(const T *x, const int64_t *t, int64_t lo, int64_t n,           \
-                          int64_t c) {                                                   \
-    if (n < 8) {                                                                         \
-        T res = (T)0;                                                                    \
-        for (int64_t i = lo; i < lo + n; i++) res += -x[i * c + t[i]];                   \
-        return res;                                                                      \
+   (the total weight, n), answered as nll_rows. The losses -x[i, t[i]] are summed as
+   PyTorch's CPU kernel sums them (found by experiment against torch 2.13; `_cascade_sum` in
+   nn.py is the same for the general case): in levels of partial sums held in T, level j's
+   moving up to level j + 1 after each term i that is a multiple of 16^(j + 1) (so the first
+   term goes alone to the top), the levels added lowest first to a zero at the end. */
+#define NLL_CASCADE_LEVELS 8
+#define NLL_CASCADE(T, S)                                                                \
+static T nll_cascade_##S(const T *x, const int64_t *t, int64_t n, int64_t c) {           \
+    T level[NLL_CASCADE_LEVELS] = {0};                                                   \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+        level[0] -= x[i * c + t[i]];                                                     \
+        for (int j = 0; j + 1 < NLL_CASCADE_LEVELS &&                                    \
+                        (i & ((int64_t)15 << (4 * j))) == 0; j++) {                      \
+            level[j + 1] += level[j];                                                    \
+            level[j] = 0;                                                                \
+        }                                                                                \
     }                                                                                    \
-    if (n <= 128) {                                                                      \
-        T r[8];                                                                          \
-        for (int k = 0; k < 8; k++) r[k] = -x[(lo + k) * c + t[lo + k]];                 \
-        int64_t i = 8;                                                                   \
-        for (; i < n - (n % 8); i += 8)                                                  \
-            for (int k = 0; k < 8; k++) r[k] += -x[(lo + i + k) * c + t[lo + i + k]];    \
-        T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));      \
-        for (; i < n; i++) res += -x[(lo + i) * c + t[lo + i]];                          \
-        return res;                                                                      \
-    }                                                                                    \
-    int64_t n2 = n / 2;                                                                  \
-    n2 -= n2 % 8;                                                                        \
-    return nll_pairwise_##S(x, t, lo, n2, c) + nll_pairwise_##S(x, t, lo + n2, n - n2, c); \
+    T sum = 0;                                                                           \
+    for (int j = 0; j < NLL_CASCADE_LEVELS; j++) sum += level[j];                        \
+    return sum;                                                                          \
 }                                                                                        \
 int64_t nll_reduced_rows_##S(const T *x, const int64_t *t, T *loss, T *total, int64_t n, \
                              int64_t c, int64_t ignore, int64_t mean) {                  \
     const int64_t bad = nll_first_bad(t, n, c, ignore);                                  \
     if (bad >= 0)                                                                        \
         return bad;                                                                      \
-    const T count = (T)n, sum = (T)0 + nll_pairwise_##S(x, t, 0, n, c);                  \
+    const T count = (T)n, sum = nll_cascade_##S(x, t, n, c);                             \
     *loss = mean ? sum / count : sum;                                                    \
     *total = count;                                                                      \
     return -1;                                                                           \
 }
-NLL_PAIRWISE(float, f32)
-NLL_PAIRWISE(double, f64)
+NLL_CASCADE(float, f32)
+NLL_CASCADE(double, f64)
 
 /* Its gradient from the loss's gradient g and the saved total weight (values of T, given
    as doubles, which hold them exactly): rows of zeros with -(g / total) at out[i, t[i]] for
