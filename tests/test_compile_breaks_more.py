@@ -14,7 +14,7 @@ capture runs (CPython 3.11-3.13; PyTorch 2.13's counts, recorded on 3.11, in com
    comparisons of objects made in the graph.
 4. `namedtuple._replace`, calling a weak reference whose target a local holds, `obj.__dict__`,
    `str`/`repr`/`format` through the class's methods, `__slots__`, `__getattr__`; `rrelu` in
-   training mode breaks with a reason that says it reads its input's values.
+   training mode is one graph (its slopes drawn by a registry op).
 
 No torch is imported (this file runs on 3.12 and 3.13 too); graphs run through `Counter`
 (the run's FUSEGRAD_TEST_BACKEND).
@@ -533,7 +533,8 @@ def rrelu_used(x):
     return fg.nn.functional.rrelu(x, training=True) * 2
 
 
-def test_rrelu_in_training_says_why_it_breaks():
+def test_rrelu_in_training_is_one_graph():
+    """Its slopes are drawn by a registry op in the graph (torch: one graph)."""
     x = fg.linspace(-2, 2, 8)
     fn, _ = compiled(rrelu_used)
     fg.manual_seed(3)
@@ -542,5 +543,4 @@ def test_rrelu_in_training_says_why_it_breaks():
     same(want, fn(x))
     if CAPTURES:
         out = fg._dynamo.explain(rrelu_used)(x)
-        assert any("reads its input's values" in r.reason for r in out.break_reasons), \
-            out.break_reasons
+        assert (out.graph_count, out.break_reasons) == (1, []), out.break_reasons

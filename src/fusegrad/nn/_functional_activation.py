@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-
 from .. import _dtype
-from .. import _random_draws as _draws
 from .._dispatch import call
-from .._random import generator_or_default as _generator_or_default
 from .._tensor import Tensor
 from .._torch_function import warning_stacklevel
 from ..ops import activation as A
@@ -159,22 +155,15 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     training, and is (lower + upper) / 2 otherwise."""
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
-    shape, dt = tuple(input.shape), input.dtype.np
-    # the noise holds each element's slope (1 where x >= 0); eval mode does not read it
-    if input.is_meta:  # (no values to draw slopes for: a meta noise, as PyTorch's)
-        noise = input.new_empty(shape)
-    else:
-        noise = Tensor._make(np.zeros(shape, dt))
+    # The noise holds each element's slope (1 where x > 0); eval mode does not read it. Made
+    # and drawn through the registry (a meta input draws nothing), so that a compiled graph
+    # records the draw and draws the numbers eager draws, as dropout's mask.
+    noise = input.new_zeros(tuple(input.shape))
     if training and not input.is_meta:
-        # PyTorch draws a double slope for each element <= 0, in order, between the bounds
-        # as the input's dtype holds them (float for narrower dtypes); the others keep 1
-        bound = np.float64 if dt == np.float64 else np.float32
-        low, high = float(bound(lower)), float(bound(upper))
-        drawn = input.detach()._data <= 0
-        slopes = np.ones(shape, np.float64)
-        u = _draws.unit_double(_generator_or_default(None), int(drawn.sum()))
-        slopes[drawn] = u * (high - low) + low
-        noise = Tensor._make(slopes.astype(dt))
+        # PyTorch's draw: a double slope for each element <= 0, in order, between the bounds
+        # as the input's dtype holds them (`rrelu_with_noise_functional`'s kernel)
+        noise = call(K.rrelu_with_noise_functional, input.detach(), noise, lower, upper,
+                     True)[1]
     op = K.rrelu_with_noise_ if inplace else K.rrelu_with_noise
     return call(op, input, noise, lower, upper, bool(training))
 

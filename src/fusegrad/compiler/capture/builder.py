@@ -128,6 +128,12 @@ class GraphBuilder:
         # id -> dict from outside that a recorded store assigns an item of: reading it
         # again in this graph would miss the item (it is set after the graph ran).
         self.written_dicts: dict = {}
+        # id(real dict) -> (its DictVariable, the dict): a dict from outside reached again
+        # (another local, the global itself) is the same variable, guarded as the same
+        # object, so items the graph stored into it are read back (as Dynamo keys a dict's
+        # mutations by the object, not by the name that reached it). Once the graph writes
+        # into one, the other dicts it read are guarded to be other objects.
+        self.dict_variables: dict = {}
         # id -> `__dict__` of an object a recorded store assigns an attribute of: reading it
         # as a dict again in this graph would miss the attribute.
         self.stored_tables: dict = {}
@@ -183,6 +189,14 @@ class GraphBuilder:
         """Record `d[key] = value` of a dict from outside, replayed after the graph on
         `target`; the dict may not be read again in this graph (`wrap` refuses it)."""
         self.stores.append((d, ItemKey(key), value, target))
+        known = self.dict_variables.get(id(d))
+        if known is not None and known[1] is d and id(d) not in self.written_dicts:
+            # The items written are read back through the names that reached this dict (the
+            # same object, guarded) and through no other: the other dicts the graph read are
+            # other objects on every call.
+            for other, real in self.dict_variables.values():
+                if real is not d:
+                    self.guards.add(f"{other.source} is not {known[0].source}")
         self.written_dicts[id(d)] = d
 
     def same_tensor(self, node, other) -> bool:
@@ -203,6 +217,12 @@ class GraphBuilder:
 
     def wrap(self, value, source: str | None) -> Variable:
         """A variable for a real value read from the frame (guarded when it has a source)."""
+        if type(value) is dict and source is not None:
+            known = self.dict_variables.get(id(value))
+            if known is not None and known[1] is value:
+                if known[0].source != source:  # (its items are guarded through the first)
+                    self.guards.add(f"{source} is {known[0].source}")
+                return known[0]
         if self.written_dicts:
             from .objects import DICT_WRAPPERS
 
@@ -263,6 +283,10 @@ class GraphBuilder:
             var = DictVariable({k: self.wrap(v, f"{source}[{k!r}]") for k, v in value.items()},
                                source)
             self.container_objects[id(var)] = (var, value)
+            for other, real in self.dict_variables.values():
+                if id(real) in self.written_dicts:  # another dict now, on every call
+                    self.guards.add(f"{source} is not {other.source}")
+            self.dict_variables[id(value)] = (var, value)
             return var
         if isinstance(value, types.CellType):  # a frame's cell rebuilt at a graph break
             self.guards.add(f"type({source}) is {self.guards.ref(types.CellType, 'cell')}")
@@ -616,8 +640,8 @@ _INPLACE_OPERATORS = frozenset(["setitem"] + [f"i{n}" for n in (
 
 def _fake_failure(target, error: Exception) -> str:
     """Why a call failed on fake tensors. Code that reads a tensor's NumPy data (`._data`,
-    which a fake tensor does not have: `rrelu` drawing its slopes for the elements <= 0 in
-    training mode) needs the values: named as such, with the line that reads them."""
+    which a fake tensor does not have) needs the values: named as such, with the line that
+    reads them."""
     name = _target_name(target)
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if frame.line and "._data" in frame.line:

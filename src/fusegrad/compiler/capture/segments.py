@@ -25,6 +25,7 @@ from ..._thread_state import local as _thread_local
 from ..._thread_state import set_grad_enabled as _set_grad
 from ..._thread_state import suspended as _suspended
 from ...fx.experimental.symbolic_shapes import ConstraintViolationError
+from ...ops.overloads import OpOverload
 from ...ops.surface import INPLACE, RANDOM, SIDE_EFFECT, has_flag
 from .. import logs
 from .. import stance as _stance
@@ -807,6 +808,14 @@ def _keeps(name: str) -> bool:
         or name.strip("_") in _INPLACE_OPERATORS or (name.startswith("__") and name.endswith("__"))
 
 
+def _op_handle_keeps(target) -> bool:
+    """Whether `target`, a registry op's handle called by the program
+    (`ops.aten.bernoulli.default`: named after its entry, not a public spelling), writes
+    into an argument or draws from the generator."""
+    op = getattr(target, "op", None) if isinstance(target, OpOverload) else None
+    return op is not None and (op.inplace or op.random)
+
+
 def _eliminate_dead_code(graph, keep) -> None:
     keep = set(keep)
     for node in reversed(list(graph.nodes)):
@@ -821,7 +830,7 @@ def _eliminate_dead_code(graph, keep) -> None:
         name = node.target if isinstance(node.target, str) else getattr(
             node.target, "__name__", "")
         if _keeps(name) or node.kwargs.get("inplace") is True or \
-                getattr(node.target, "side_effect", False):
+                getattr(node.target, "side_effect", False) or _op_handle_keeps(node.target):
             continue  # in-place ops change their inputs; an autocast region's edges: keep
         graph.erase_node(node)
 

@@ -25,7 +25,6 @@ import weakref
 import numpy as np
 
 from ..._tensor import Tensor
-from ...ops.surface import DATA_DEPENDENT, has_flag
 from .builder import holds_symbol
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
@@ -662,10 +661,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
         if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
-        from .calls import captures_item
-
-        if has_flag(name, DATA_DEPENDENT) and not captures_item(self.builder, t, name):
-            raise Unsupported(f"Tensor.{name}() needs the tensor's values")
+        # A method that needs the values (`loss.backward`, `y.item`) breaks where it is
+        # called, not where it is read: the break then comes once, at the call, as Dynamo's
+        # (read here, the resume point holding the real method broke again at its call).
         return MethodVariable(t, name)
 
     def STORE_ATTR(self, inst):  # noqa: N802
