@@ -70,3 +70,13 @@ def check_program(prog, torch, fusegrad, rtol=1e-4, atol=1e-5):
     assert want_error is None  # a program that fails under PyTorch tests nothing
     assert got_text == want_text
     compare(want, got, "result", rtol, atol)
+
+
+def error_of(fn):
+    """The (type name, message) of what `fn()` raises, or None: a program's record of a
+    deliberate mistake."""
+    try:
+        fn()
+    except Exception as e:  # (any type: the mistake's error is what is compared)
+        return type(e).__name__, str(e)
+    return None

@@ -24,21 +24,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import check_program  # noqa: E402
+from program_support import error_of as _error  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
 
 def _check(prog, rtol=1e-4, atol=1e-5):
     check_program(prog, torch, fg, rtol, atol)
-
-
-def _error(fn):
-    """The (type name, message) of what `fn` raises, or None."""
-    try:
-        fn()
-    except Exception as e:  # the mistake's error is the program's record
-        return type(e).__name__, str(e)
-    return None
 
 
 PROGRAMS = []

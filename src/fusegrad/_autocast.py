@@ -309,13 +309,18 @@ def cast_args(policy: str, args, lower):
     if not tensors:
         return args
     dtype = _target(policy, tensors, lower)
+    # Last argument first, as PyTorch's autocast wrappers cast (its C++ compiler evaluates
+    # the call's arguments right to left; a list's tensors in order): the casts' nodes, so
+    # the order in which backward reaches the weights' gradients (the bias before the
+    # weight of a linear layer), are PyTorch's.
     out = []
-    for a in args:
+    for a in reversed(args):
         if a.__class__ is list or a.__class__ is tuple:
             a = a.__class__([_cast(t, dtype, lower) if _eligible(t) else t for t in a])
         elif _eligible(a):
             a = _cast(a, dtype, lower)
         out.append(a)
+    out.reverse()
     return tuple(out)
 
 
@@ -360,11 +365,11 @@ def call_composite(fn, policy: str, args: tuple, kwargs: dict):
     """Run public function `fn` as PyTorch autocasts it as a whole: its tensor arguments cast
     as `policy` says, its body without autocast."""
     with _SetAside() as lower:
-        args = cast_args(policy, args, lower)
-        if kwargs:
+        if kwargs:  # (keyword arguments follow the positional ones: they are cast first)
             names = list(kwargs)
             values = cast_args(policy, tuple(kwargs.values()), lower)
             kwargs = dict(zip(names, values))
+        args = cast_args(policy, args, lower)
         return fn(*args, **kwargs)
 
 

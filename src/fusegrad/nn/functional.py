@@ -809,6 +809,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     # that gives zeros for fully masked rows.
     from ..ops.attention import safe_softmax
 
+    # PyTorch's math path computes half and bfloat16 inputs in float32 (each cast up first,
+    # the result cast back): the scores, softmax and products round once, at the end.
+    origin = query.dtype
+    upcast = origin.name in ("float16", "bfloat16")
+    if upcast:
+        from .. import _dtype
+
+        query, key, value = (t.to(_dtype.float32) for t in (query, key, value))
     length, source = query.shape[-2], key.shape[-2]
     if scale is not None and scale < 0:
         root = math.sqrt(-scale)
@@ -843,7 +851,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     weights = call(safe_softmax, scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
-    return weights.matmul(value)
+    out = weights.matmul(value)
+    return out.to(origin) if upcast else out
 
 
 __all__ += ["scaled_dot_product_attention"]

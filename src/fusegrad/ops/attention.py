@@ -122,8 +122,14 @@ def _flash_kernel(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale
     e = np.exp(s - top)
     total = e.sum(-1, keepdims=True)
     empty = total == 0
-    p = e / np.where(empty, 1.0, total)
-    out = np.matmul(p, _repeat_heads(vw, q.shape[1]))
+    if dt in HALF:
+        # PyTorch's kernel sums the float32 exponentials, but multiplies them into the
+        # values in the input's type (its reduced-precision GEMM), dividing afterwards.
+        out = np.matmul(e.astype(dt).astype(F32), _repeat_heads(vw, q.shape[1]))
+        out = out / np.where(empty, 1.0, total)
+    else:
+        p = e / np.where(empty, 1.0, total)
+        out = np.matmul(p, _repeat_heads(vw, q.shape[1]))
     lse = np.where(empty, 0.0, top + np.log(np.where(empty, 1.0, total)))[..., 0]
     sdt = F32 if dt in HALF else dt
     out = _in_layout_of(out.astype(dt, copy=False), q)
@@ -210,6 +216,11 @@ def _backward_kernel(g, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
     gp = np.matmul(gw, _repeat_heads(vw, heads).swapaxes(-1, -2))
     delta = (gw * ow).sum(-1, keepdims=True)
     gs = p * (gp - delta)
+    if dt in HALF:
+        # PyTorch's kernel multiplies the probabilities and the score gradients into the
+        # other operands in the input's type (its reduced-precision GEMMs, accumulating in
+        # float32); the scale comes after.
+        p, gs = p.astype(dt).astype(F32), gs.astype(dt).astype(F32)
     gq = np.matmul(gs, _repeat_heads(kw, heads)) * factor
     gk = np.matmul(gs.swapaxes(-1, -2), qw) * factor
     gv = np.matmul(p.swapaxes(-1, -2), gw)

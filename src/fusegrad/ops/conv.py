@@ -123,7 +123,7 @@ def _im2col_meta(a, kernel_size, dilation, padding, stride):
                 a.dtype)
 
 
-def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
+def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride, half_sums=False):
     unbatched = a.ndim == 2
     cols = a[None] if unbatched else a
     n, ck, length = cols.shape
@@ -136,20 +136,22 @@ def _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride):
         ow = _out_size(w, kw, stride[1], padding[1], dilation[1], True)
         oh = length // max(ow, 1)
     out = _col2im_nd(cols.reshape(n, c, kh, kw, oh, ow), (h, w), kernel_size, dilation,
-                     padding, stride)
+                     padding, stride, half_sums)
     return out[0] if unbatched else out
 
 
-def _col2im_nd(cols, size, k, d, p, s):
+def _col2im_nd(cols, size, k, d, p, s, half_sums=False):
     """Windows (N, C, *k, *out) summed back into an (N, C, *size) input (the adjoint of
-    `_windows`): one strided add per kernel offset, over all windows at once."""
+    `_windows`): one strided add per kernel offset, over all windows at once. A half type
+    sums in float32, or with `half_sums` in its own type, rounding after each kernel
+    offset's add (PyTorch's col2im kernel)."""
     nd = len(size)
     n, c = cols.shape[:2]
     out_sz = cols.shape[2 + nd:]
     full = [max(size[i] + 2 * p[i], (out_sz[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1)
             for i in range(nd)]
     out = np.zeros((n, c) + tuple(full), dtype=np.result_type(cols.dtype, F32)
-                   if cols.dtype in HALF else cols.dtype)
+                   if cols.dtype in HALF and not half_sums else cols.dtype)
     for offset in np.ndindex(*k[:nd]):
         target = tuple(slice(o * d[i], o * d[i] + (out_sz[i] - 1) * s[i] + 1, s[i])
                        for i, o in enumerate(offset))
@@ -162,7 +164,8 @@ def _col2im_nd(cols, size, k, d, p, s):
 
 def _col2im_op_kernel(a, output_size, kernel_size, dilation, padding, stride):
     _col2im_meta(a, output_size, kernel_size, dilation, padding, stride)  # its errors
-    return _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride)
+    return _col2im_kernel(a, output_size, kernel_size, dilation, padding, stride,
+                          half_sums=True)
 
 
 def _col2im_meta(a, output_size, kernel_size, dilation, padding, stride):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
-from ._util import F32, F64, Spec, format_strides, rand_array
+from ._util import F32, F64, HALF, Spec, format_strides, rand_array
 from .nn import _register_multi
 from .registry import Sample
 
@@ -36,6 +36,7 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
         _conv_backward_composite,
         _conv_derivative_nd,
         _grad_layouts,
+        _onednn_half,
     )
 
     need_x, need_w, need_b = (bool(m) for m in output_mask)
@@ -48,6 +49,13 @@ def _conv_kernel(g, x, w, bias_sizes, stride, padding, dilation, transposed, out
             g.dtype == x.dtype == w.dtype:
         gi, gw, gb = _conv_backward_arrays(g, x, w, need_x, need_w, need_b, stride, padding,
                                            dilation, groups)
+    elif not transposed and g.dtype in HALF and g.dtype == x.dtype == w.dtype and \
+            _onednn_half(_dtype.from_numpy_dtype(g.dtype).name):
+        # PyTorch's oneDNN kernels accumulate a half type in float32 and round each
+        # gradient once (the composite below rounds the input gradient's columns first).
+        gi, gw, gb = (None if a is None else a.astype(g.dtype) for a in _conv_backward_arrays(
+            g.astype(F32), x.astype(F32), w.astype(F32), need_x, need_w, need_b, stride,
+            padding, dilation, groups))
     else:
         with no_grad():
             gi, gw, gb = (None if t is None else t._data for t in _conv_backward_composite(

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from ._util import Spec, add_rows, index_out_of_range, rand_array
+from ._util import HALF, Spec, add_rows, index_out_of_range, rand_array
 from .nn import _call, _work
 from .registry import Sample, register
 
@@ -54,7 +54,10 @@ def _embedding_meta(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=Fal
 def _emb_backward_kernel(g, idx, num_weights, padding_idx, scale_grad_by_freq):
     flat = idx.reshape(-1).astype(np.int64)
     rows = g.reshape(flat.size, math.prod(g.shape[idx.ndim:]))  # (no -1: none may be empty)
-    out = np.zeros((num_weights, rows.shape[1]), dtype=_work(g).dtype)
+    # A half type sums in its own type, row after row in lookup order (PyTorch's index_add
+    # rounds each add, and each scaled row).
+    half = g.dtype in HALF
+    out = np.zeros((num_weights, rows.shape[1]), dtype=g.dtype if half else _work(g).dtype)
     scale = None
     if scale_grad_by_freq:  # each row added with alpha 1/(its index's count), as PyTorch's
         counts = np.bincount(flat % num_weights, minlength=num_weights)

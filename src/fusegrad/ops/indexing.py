@@ -18,6 +18,8 @@ from .._tensor import Tensor
 from .._warn import warn_at_caller
 from . import _onnx as ox
 from ._util import (
+    F32,
+    HALF,
     Spec,
     add_rows,
     bad_index_dtype,
@@ -271,6 +273,11 @@ def _scatter_kernel(a, dim, index, src, reduce_add=False):
         vals = src[tuple(slice(0, s) for s in index.shape)].astype(a.dtype, copy=False)
     else:
         vals = np.asarray(src).astype(a.dtype)
+    if reduce_add and a.dtype in HALF:
+        # PyTorch sums a half type in float32 (onto self's values) and rounds once.
+        wide = out.astype(F32)
+        np.add.at(wide, pos, vals.astype(F32))
+        return wide.astype(a.dtype)
     if reduce_add and _whole_rows(a, d, index, vals):
         # A graph network's `out.scatter_add_(0, i[:, None].expand(-1, d), messages)`: whole
         # rows added in index order, in C.
@@ -433,6 +440,13 @@ def _index_add_kernel(a, dim, index, source, alpha=1):
     src = np.asarray(source).astype(a.dtype, copy=False) * alpha
     if src.ndim == 0:
         src = src.reshape((1,) * a.ndim)
+    if a.dtype in HALF and a.ndim > 1 and index.dtype == np.int64 and \
+            alpha.dtype != np.bool_ and alpha == 1:
+        # PyTorch's scatter_add path (see `_index_add_range`): a half type summed in float32
+        # onto self's values, rounded once.
+        wide = out.astype(F32)
+        np.add.at(wide, (slice(None),) * d + (index.reshape(-1),), src.astype(F32))
+        return wide.astype(a.dtype)
     if d == 0 and src.shape == (index.size, *a.shape[1:]):
         add_rows(out, index.reshape(-1), src)  # (in C: whole rows in index order)
         return out

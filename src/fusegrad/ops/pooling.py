@@ -28,7 +28,8 @@ from ._util import (
 )
 from .conv import _out_size, _windows, col2im, convolution
 from .nn import _call, _const, _work, tensor_in_format
-from .rearrange import clone, contiguous_format
+from .padding import constant_pad_nd
+from .rearrange import clone, contiguous_format, flip
 from .registry import Sample, register
 
 # ---------------------------------------------------------------- pooling
@@ -471,7 +472,9 @@ def _maxpool_backward_np(g, idx, shape, disjoint, nd=2):
 def _maxpool_derivative(grads, idx, shape, disjoint=False, nd=2, fmt=None):
     # Each output's gradient goes to the input position its index names (scatter_add).
     g = grads[0] if isinstance(grads, list) else grads
-    if numpy_backward(g) and idx._plain and idx._data is not None:
+    # (half types too: PyTorch's kernel sums them in their own type in output order, where
+    # scatter_add below would sum them in float32)
+    if numpy_backward(g, halves=True) and idx._plain and idx._data is not None:
         gi = _maxpool_backward_np(g._data, idx._data, shape, disjoint, nd)
         return (wrap_grad(in_format(gi, fmt)), None, None, None, None, None)
     lead = tuple(shape[:-nd])
@@ -602,6 +605,24 @@ def _avgpool_save(out, a, kernel_size, stride=(), padding=(0,), ceil_mode=False,
     return (list(a.shape), k, s, p, div, format_of(a) if nd == 2 else None)
 
 
+def _half_window_sums(cols, n, c, out_size, size, k, s, p):
+    """col2im of a half type's columns (n, c * kh * kw, oh * ow) as PyTorch's avg-pool
+    backward sums them: in the half type, window after window in row-major order, so each
+    pixel adds its windows' shares from the last kernel offset to the first. Flipping the
+    columns (kernel and window order) and the image makes col2im's offset-by-offset sums
+    run in that order; its canvas is the one the windows tile exactly, padded after."""
+    kh, kw = k
+    oh, ow = out_size
+    tile = [(o - 1) * st + kk - 2 * q for o, st, kk, q in zip(out_size, s, k, p)]
+    flipped = _call(flip, cols.reshape(n, c, kh, kw, oh, ow), [2, 3, 4, 5]).reshape(
+        n, c * kh * kw, oh * ow)
+    gi = _call(flip, _call(col2im, flipped, tile, k, [1, 1], p, s), [2, 3])
+    extra = [max(size[i] - tile[i], 0) for i in range(2)]
+    if extra[0] or extra[1]:
+        gi = _call(constant_pad_nd, gi, [0, extra[1], 0, extra[0]], 0.0)
+    return gi
+
+
 def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
     nd = len(k)
     unbatched = len(shape) == nd + 1
@@ -618,7 +639,10 @@ def _avgpool_derivative(g, shape, k, s, p, div, fmt=None):
         size = list(shape[-2:])
         canvas = [h if (h + 2 * q - kh) // sh + 1 == o else (o - 1) * sh + kh - 2 * q
                   for h, o, kh, sh, q in zip(size, (oh, ow), k, s, p)]
-        gi = _call(col2im, g, canvas, k, [1, 1], p, s)
+        if g.dtype in (_dtype.float16, _dtype.bfloat16):
+            gi = _half_window_sums(g, n, c, (oh, ow), size, k, s, p)
+        else:
+            gi = _call(col2im, g, canvas, k, [1, 1], p, s)
         if canvas != size:  # (a fresh row-major copy, as PyTorch's gradient)
             gi = _call(clone, gi.narrow(2, 0, size[0]).narrow(3, 0, size[1]),
                        contiguous_format)

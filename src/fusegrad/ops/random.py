@@ -18,6 +18,7 @@ from .._shapes import broadcast_shapes, in_memory_order, memory_order, strides_o
 from ._util import Spec, dtype_of, rand_array
 from .arithmetic import not_implemented_derivative
 from .registry import Sample, register
+from .sorting import topk_kernel
 
 _FLOAT_KINDS = "f"
 _INT_LEGACY = {np.dtype(np.int64): "Long", np.dtype(np.int32): "Int",
@@ -230,10 +231,15 @@ def _multinomial(a, num_samples, replacement=False, generator=None):
                 generator_or_default(generator), num_samples), side="left"))
     else:
         # PyTorch's trick (without replacement, or for one sample either way): the largest
-        # p / q for q ~ Exp(1) drawn over the whole input.
+        # p / q for q ~ Exp(1) drawn over the whole input. One sample is the first largest
+        # (argmax); more are topk's, whose tie order ranks the zero-weight categories that
+        # fill up a row with fewer nonzero weights than samples.
         q = draws.exponential(generator, probs.size, 1.0).astype(probs.dtype)
         keys = probs / q.reshape(probs.shape)
-        rows = list(np.argsort(-keys, axis=1, kind="stable")[:, :num_samples])
+        if num_samples == 1:
+            rows = list(np.argmax(keys, axis=1)[:, None])
+        else:
+            rows = list(topk_kernel(keys, num_samples, 1)[1])
     out = np.stack(rows).astype(np.int64)
     return out if np.ndim(a) == 2 else out[0]
 

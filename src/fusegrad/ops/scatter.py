@@ -13,6 +13,8 @@ import numpy as np
 from .. import _dtype
 from . import _onnx as ox
 from ._util import (
+    F32,
+    HALF,
     Spec,
     bad_index_dtype,
     c_contiguous,
@@ -437,6 +439,9 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
             # The identities of or/and: casting -inf to bool would give True.
             fill = reduce == "amin"
         out[hit] = fill
+    half = a.dtype in HALF and reduce in ("sum", "mean", "prod")
+    if half:  # PyTorch sums (multiplies) a half type in float32 and rounds once
+        out, vals = out.astype(F32), vals.astype(F32)
     if reduce in ("sum", "mean"):
         np.add.at(out, target, vals)
     elif reduce == "prod":
@@ -451,8 +456,10 @@ def _scatter_reduce_kernel(a, dim, index, src, reduce, include_self=True):
         if a.dtype.kind in "iu":
             out = np.where(hit, out // n, out).astype(a.dtype)
         else:
+            if half:  # (the sum rounded to the half type first, then divided in it)
+                out = out.astype(a.dtype).astype(F32)
             out = np.where(hit, out / n, out).astype(a.dtype)
-    return out
+    return out.astype(a.dtype) if half else out
 
 
 def _scatter_reduce_derivative(g, a, dim, index, src, reduce, include_self, out):

@@ -362,7 +362,9 @@ def _topk_check(shape, dt, k, dim) -> int:
     return d
 
 
-def _topk_kernel(a, k, dim=-1, largest=True, sorted=True):
+def topk_kernel(a, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the `k` largest (or smallest) along `dim` of array `a`, ties
+    ordered as PyTorch's CPU selection leaves them."""
     d = _topk_check(a.shape, a.dtype, k, dim)
     if a.ndim == 0:  # even for k = 0, PyTorch's result is the element and index 0
         return a.copy(), np.zeros((), np.int64)
@@ -395,7 +397,7 @@ def _topk_meta(a, k, dim=-1, largest=True, sorted=True):
 
 
 topk = register(
-    "topk", kernel=_topk_kernel, meta=_topk_meta, node="TopkBackward0",
+    "topk", kernel=topk_kernel, meta=_topk_meta, node="TopkBackward0",
     derivative=lambda grads, shape, dim, idx: (_sort_derivative(grads, shape, dim, idx)[0],
                                                None, None, None, None),
     save=lambda out, a, k, dim=-1, largest=True, sorted=True: (a.shape, dim, out[1]),

@@ -243,6 +243,24 @@ def _taps(kind: str, in_sizes, out_sizes, align_corners, scales, dt,
     return taps
 
 
+def _half_weights(taps: list, kind: str, dt: np.dtype) -> list:
+    """`taps` with their weights stored in half type `dt`, as PyTorch's generic CPU
+    upsampling kernel (linear, trilinear, bicubic; its bilinear kernel keeps float32
+    weights) keeps them: a linear tap's fraction rounded, its complement computed from the
+    rounded fraction and rounded. The sums stay in float32."""
+    out = []
+    for idx, w in taps:
+        if w is not None:
+            cdt = w.dtype
+            if kind == "linear":
+                lam = w[1].astype(dt).astype(cdt)
+                w = np.stack([(cdt.type(1) - lam).astype(dt).astype(cdt), lam])
+            else:
+                w = w.astype(dt).astype(cdt)
+        out.append((idx, w))
+    return out
+
+
 def _compute_dtype(dt: np.dtype) -> np.dtype:
     """PyTorch's `opmath` type: float32 for half types and float32, float64 for float64."""
     return F64 if dt == F64 else F32
@@ -330,6 +348,8 @@ def _forward_kernel(kind: str, k: int):
         cdt = _compute_dtype(x.dtype)
         xw = x.astype(F32) if x.dtype in HALF else x
         taps = _taps(kind, x.shape[2:], output_size, align, scales, cdt)
+        if x.dtype in HALF and (kind == "cubic" or (kind == "linear" and k != 2)):
+            taps = _half_weights(taps, kind, x.dtype)
         out = gather_axes(xw, taps).astype(x.dtype, copy=False)
         if (kind.endswith("_aa") and output_size[1] == 1 and output_size[0] != x.shape[2]
                 and not _channels_last(x)):
