@@ -219,3 +219,29 @@ def test_hook_order_oracle_is_meaningful():
     # guards: a library that skipped the pre-hook would log differently
     assert_same_error(lambda: fg.ones(2).register_hook(lambda g: g),
                       lambda: torch.ones(2).register_hook(lambda g: g))
+
+
+def _accumulation_order(T):
+    """The order post-accumulate hooks run in for leaves one node reaches at once (a
+    layer norm's weight and bias, a convolution's, an addcmul's three operands), repeated
+    over fresh layers so that the leaves' addresses vary."""
+    order = []
+    for k in range(6):
+        T.manual_seed(k)
+        ln, conv = T.nn.LayerNorm(3), T.nn.Conv1d(2, 3, 2)
+        a, b, c = (T.randn(4, requires_grad=True) for _ in range(3))
+        names = {ln.weight: "ln.w", ln.bias: "ln.b", conv.weight: "conv.w",
+                 conv.bias: "conv.b", a: "a", b: "b", c: "c"}
+        for p, name in names.items():
+            p.register_post_accumulate_grad_hook(lambda t, name=name: order.append(name))
+        x = T.randn(2, 2, 4)
+        y = ln(conv(x).sum(1)).sum() + T.addcmul(a, b, c).sum()
+        y.backward()
+        order.append("|")
+    return order
+
+
+def test_leaves_reached_at_once_accumulate_in_pytorchs_order():
+    """Nodes of one sequence number (accumulators) run in the order they became ready, as
+    PyTorch's ready queue gives them, not in an order of their addresses."""
+    assert _accumulation_order(fg) == _accumulation_order(torch)

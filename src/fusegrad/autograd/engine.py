@@ -197,7 +197,11 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
     needed = deps
 
     buffers = {}
+    # The ready nodes, highest sequence number first; nodes of one number (leaves'
+    # accumulators) in the order they became ready, as PyTorch's queue gives them (the
+    # order their hooks run in): `push_order`, never the nodes' addresses.
     ready = []
+    push_order = itertools.count().__next__
     # One root (nearly every pass: a loss) goes to the loop's first step with its gradient,
     # as `handoff` and `hgrad` pass a chain's next node on, with no buffer and no heap.
     single = len(root_edges) == 1 and captures is None
@@ -206,7 +210,7 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
             _add_to_buffer(buffers, node, nr, g)
         for node, _ in root_edges:
             if node in needed and deps[node] == 0 and node not in {r[2] for r in ready}:
-                heapq.heappush(ready, (-node._seq, id(node), node))
+                heapq.heappush(ready, (-node._seq, push_order(), node))
 
     results = [None] * len(inputs) if inputs is not None else None
     caller = _thread_state.snapshot()
@@ -517,16 +521,17 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                     if handoff is None:
                         handoff = child
                     else:
-                        heappush(ready, (-child._seq, id(child), child))
+                        heappush(ready, (-child._seq, push_order(), child))
                 deps[child] = n - 1
-            if handoff is not None and ready and ready[0][0] <= -handoff._seq:
-                # A node on the heap runs first (or ties with it: the heap orders those).
+            if handoff is not None and ready and ready[0][0] < -handoff._seq:
+                # A node on the heap runs first. (One of the handoff's number can only be a
+                # sibling that became ready after it: the handoff runs first.)
                 if hgrad is not None:
                     if hgrad.__class__ is _ndarray:
                         hgrad = make_plain(hgrad)
                     buffers[handoff] = _spread(handoff, hgrad, hnr)
                     hgrad = None
-                heappush(ready, (-handoff._seq, id(handoff), handoff))
+                heappush(ready, (-handoff._seq, push_order(), handoff))
                 handoff = None
     finally:
         if state == node_state:
