@@ -183,3 +183,32 @@ def test_a_row_of_biases_is_added_as_after_the_product(threads, in_c, cut, dtype
     out = fusegrad.nn.functional.linear(lin_x, fusegrad.from_numpy(b.T.copy()),
                                         fusegrad.from_numpy(row))
     np.testing.assert_array_equal(out.numpy(), _gemm.matmul(a, b) + row)
+
+
+# (m, k, n) of a linear layer's forward `x @ W.T` small enough for OpenBLAS's direct kernel:
+# cut along rows, along the shared dimension, and not cut; and a batch not a multiple of 4.
+DIRECT_SHAPES = {"mlp": (64, 784, 128), "deep": (60, 999, 100), "rows": (256, 100, 100),
+                 "whole": (32, 300, 64), "odd_batch": (63, 784, 128)}
+
+
+@pytest.mark.parametrize("shape", list(DIRECT_SHAPES))
+def test_transposed_weight_products_keep_one_threads_bits(threads, shape):
+    """`x @ W.T` (+ bias) of a row-major batch and weight, computed as `(W @ x.T).T` where
+    OpenBLAS has the direct kernel (`_gemm._untransposed`): the same bits at one thread and
+    two, PyTorch's values, a row-major result."""
+    m, k, n = DIRECT_SHAPES[shape]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    got = []
+    for n_threads in (1, 2):
+        fusegrad.set_num_threads(n_threads)
+        got.append(_gemm.matmul(x, w.T, bias=bias))
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got[0].flags.c_contiguous
+    if shape == "odd_batch":  # the direct kernel wants the result's width a multiple of 4
+        assert not _gemm._takes_direct_untransposed(x, w.T)
+    ref = torch.nn.functional.linear(*(torch.from_numpy(v.astype(np.float64))
+                                       for v in (x, w, bias)))
+    np.testing.assert_allclose(got[0], ref.numpy(), rtol=2e-5, atol=2e-5 * np.sqrt(k))
