@@ -845,37 +845,14 @@ def _addc_kernel(ufunc):
     return kernel
 
 
-_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a double into two 26-bit halves
-
-
 def fused_multiply_add(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c rounded once, for float32 or float64 arrays (broadcast together), as a
     vectorised CPU kernel's fused multiply-add. float32: the product is exact in float64, so
-    only the sum is rounded twice (a different result about once in 2^29). float64: the
-    product's rounding error by Dekker's exact product and the sum's by Knuth's two-sum,
-    added back (the correctly rounded result but for rare double roundings); where a
-    product's halves overflow, the plain a * b + c."""
+    only the sum is rounded twice (a different result about once in 2^29); float64:
+    `_fma64`."""
     if a.dtype == F32 and b.dtype == F32 and c.dtype == F32:
         return (a.astype(F64) * b + c).astype(F32)
-    a, b, c = np.broadcast_arrays(*(np.asarray(x, F64) for x in (a, b, c)))
-    with np.errstate(over="ignore", invalid="ignore"):
-        p = a * b
-        ta = _SPLIT * a
-        ah = ta - (ta - a)
-        al = a - ah
-        tb = _SPLIT * b
-        bh = tb - (tb - b)
-        bl = b - bh
-        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # p + e == a * b exactly
-        s = p + c
-        z = s - p
-        err = (p - (s - z)) + (c - z)  # s + err == p + c exactly
-        out = s + (err + e)
-    bad = ~np.isfinite(out)
-    if bad.any():
-        plain = p + c
-        out = np.where(bad, plain, out)
-    return out
+    return _fma64(*(np.asarray(x, F64) for x in (a, b, c)))
 
 
 def _wants_grad(x) -> bool:
