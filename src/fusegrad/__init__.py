@@ -49,7 +49,6 @@ with _CollectorPaused():
         from_numpy,
         full,
         full_like,
-        normal,
         ones,
         ones_like,
         rand,
@@ -66,7 +65,7 @@ with _CollectorPaused():
         zeros_like,
     )
     from ._device import device
-    from ._distributions import bernoulli, binomial, multinomial, poisson
+    from ._distributions import bernoulli, binomial, multinomial, normal, poisson
     from ._dtype import (
         bfloat16,
         can_cast,

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _random
 from . import _random_draws as _draws
 from ._device import cpu as _cpu
 from ._device import device as _device_cls
@@ -60,13 +60,30 @@ def check_sizes(shape, caller: str = "empty") -> None:
                                f"{[int(d) for d in shape]}")
 
 
-_RANDOM_SIGNATURES = (
-    " * (tuple of ints size, *, torch.Generator generator, Tensor out = None, torch.dtype dtype "
-    "= None, torch.layout layout = None, torch.device device = None, bool pin_memory = False, "
-    "bool requires_grad = False)\n"
-    " * (tuple of ints size, *, Tensor out = None, torch.dtype dtype = None, torch.layout "
-    "layout = None, torch.device device = None, bool pin_memory = False, bool requires_grad = "
-    "False)\n")
+_FACTORY_OPTIONS = _random.FACTORY_OPTIONS
+_with_generator = _random.factory_signatures
+_RANDOM_SIGNATURES = _with_generator("tuple of ints size")
+_RANDINT_SIGNATURES = _random.RANDINT_SIGNATURES
+_RANDPERM_SIGNATURES = _random.RANDPERM_SIGNATURES
+_LIKE_SIGNATURES = _with_generator("Tensor input", options=_random.LIKE_OPTIONS)
+_RANDINT_LIKE_SIGNATURES = _with_generator("Tensor input, int low, int high",
+                                           "Tensor input, Tensor high", "Tensor input, int high",
+                                           options=_random.LIKE_OPTIONS)
+_NORMAL_SIGNATURES = (
+    " * (Tensor mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)\n"
+    " * (Tensor mean, float std = 1, *, torch.Generator generator = None, Tensor out = None)\n"
+    " * (float mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)\n"
+    " * (float mean, float std, tuple of ints size, *, torch.Generator generator = None, "
+    + _FACTORY_OPTIONS + ")\n")
+
+
+def _generator_error(fname: str, args: tuple, signatures: str, **kwargs) -> TypeError:
+    """PyTorch's error for a random factory given a `generator` that is no Generator. The
+    keywords listed are those given a value other than their default, in the signature's
+    order (the order they were written in is not known here)."""
+    given = {k: v for k, v in kwargs.items()
+             if k == "generator" or not (v is None or v is False)}
+    return _random.invalid_generator_combination(fname, args, given, signatures)
 
 
 def _size_arg(sizes: tuple, size, caller: str, signatures: str = "") -> tuple:
@@ -390,7 +407,35 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         if array is None:
             raise RuntimeError(f"value cannot be converted to type {dt.name} without "
                                "overflow") from None
+    if _active.modes and not requires_grad and _traces_factories() and \
+            not _holds_tensor(data):
+        # A tracer (AOT autograd) keeps the values as a graph constant, as it keeps a
+        # factory's: the program's literal is the same on every run. (Data holding tensors
+        # or arrays reads values a trace must not fix, which can change between runs, and a
+        # leaf requiring grad is the caller's to read: they stay tensors made outside
+        # dispatch, which the tracer refuses.)
+        return _factory(array.shape, dt, requires_grad, lambda np_dtype: array)
     return _finish(array, dt, requires_grad)
+
+
+def _traces_factories() -> bool:
+    """Whether this thread's innermost mode making factory results is a tracer keeping their
+    values (`factory_values`), not one making fake tensors (the capture's, whose example of a
+    literal stays real, so a mask written in the program keeps its known shape)."""
+    for mode in reversed(_thread_local.modes):
+        if getattr(mode, "make_factory_tensor", None) is not None:
+            return getattr(mode, "factory_values", False)
+    return False
+
+
+def _holds_tensor(data) -> bool:
+    """Whether `data` (a number, array or nested sequences) is or holds a tensor or a NumPy
+    array (values the program can change in place)."""
+    if isinstance(data, (Tensor, np.ndarray)):
+        return True
+    if isinstance(data, (list, tuple)):
+        return any(_holds_tensor(x) for x in data)
+    return False
 
 
 _INT64 = np.iinfo(np.int64)
@@ -457,8 +502,8 @@ def literal(data) -> Tensor:
     """`tensor(data)` for data written in the program (an index list): a tracing mode keeps
     its values as a graph constant, as it keeps a factory's."""
     t = tensor(data)
-    if not _active.modes:
-        return t
+    if not _active.modes or (_traces_factories() and not _holds_tensor(data)):
+        return t  # (a tracer's constant already: `tensor` routes it through the factory)
     return _factory(tuple(t.shape), t.dtype, False, lambda np_dtype: t._data)
 
 
@@ -633,6 +678,11 @@ def _drawn(draw, shape, dt: np.dtype) -> np.ndarray:
 def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """Uniform random values in [0, 1)."""
+    if generator is not None and _random.bad_generator(generator):
+        raise _generator_error("rand", sizes, _RANDOM_SIGNATURES, size=size,
+                               generator=generator, out=out, dtype=dtype, layout=layout,
+                               device=device, pin_memory=pin_memory,
+                               requires_grad=requires_grad)
     dev = _check_device(device)
     shape = _size_arg(sizes, size, "rand", _RANDOM_SIGNATURES)
     return _factory(shape, _float_dtype(dtype), requires_grad,
@@ -643,6 +693,11 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
 def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     """Standard normal random values."""
+    if generator is not None and _random.bad_generator(generator):
+        raise _generator_error("randn", sizes, _RANDOM_SIGNATURES, size=size,
+                               generator=generator, out=out, dtype=dtype, layout=layout,
+                               device=device, pin_memory=pin_memory,
+                               requires_grad=requires_grad)
     dev = _check_device(device)
     shape = _size_arg(sizes, size, "randn", _RANDOM_SIGNATURES)
     return _normal_values(shape, generator, dtype, requires_grad, True, dev)
@@ -665,6 +720,13 @@ def _normal_values(shape, generator, dtype, requires_grad, contiguous: bool,
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False):
     """Random integers in [low, high)."""
+    if generator is not None and _random.bad_generator(generator):
+        # (`randint(high, size=...)`: a size without a high was given by keyword)
+        args = (low,) if high is None else (low, high) if size is None else (low, high, size)
+        raise _generator_error("randint", args, _RANDINT_SIGNATURES,
+                               size=size if high is None else None, generator=generator,
+                               out=out, dtype=dtype, layout=layout, device=device,
+                               requires_grad=requires_grad)
     dev = _check_device(device)
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
@@ -679,27 +741,18 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None,
            layout=None, device=None, requires_grad=False):
-    """Normal random values with the given mean and std (numbers or tensors)."""
+    """Normal random values with the given mean and std: numbers, or meta tensors (the public
+    `normal`, `_distributions.normal`, runs the registry op for tensors with values)."""
+    if generator is not None and _random.bad_generator(generator):
+        # (a std of 1 without a size counts as not given: `normal(mean_tensor)`)
+        args = (mean,) if size is None and not isinstance(std, Tensor) and std == 1.0 \
+            else (mean, std) if size is None else (mean, std, size)
+        raise _generator_error("normal", args, _NORMAL_SIGNATURES, generator=generator,
+                               out=out, dtype=dtype, layout=layout, device=device,
+                               requires_grad=requires_grad)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        if (isinstance(mean, Tensor) and mean._data is None and mean.is_meta) or (
-                isinstance(std, Tensor) and std._data is None and std.is_meta):
-            return _meta_normal(mean, std)
-        m = mean._data if isinstance(mean, Tensor) else mean
-        s = std._data if isinstance(std, Tensor) else std
-        if isinstance(std, Tensor) and (std._data < 0).any():
-            raise RuntimeError("normal expects all elements of std >= 0.0")
-        ref = mean if isinstance(mean, Tensor) else std
-        dt = ref.dtype.np
-        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
-        n = math.prod(shape)
-        # PyTorch draws N(0, std) for a number std, else N(0, 1) scaled by the tensor
-        # after; then adds the mean, each step rounding in the output's dtype.
-        if isinstance(std, Tensor):
-            data = _draws.normal(generator, n, dt).reshape(shape) * s.astype(dt)
-        else:
-            data = _draws.normal(generator, n, dt, 0.0, std).reshape(shape)
-        data = (data + np.asarray(m).astype(dt)).astype(dt)
-        return Tensor._make(data, ref.dtype)
+        # (tensors with data take the registry's `normal.Tensor_*` ops: `_distributions`)
+        return _meta_normal(mean, std)
     dev = _check_device(device)
     shape = _sizes((size,)) if size is not None else ()  # the tensor is made before std's check
     if std < 0:
@@ -723,6 +776,10 @@ def _meta_normal(mean, std) -> Tensor:
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     """A random permutation of 0..n-1."""
+    if generator is not None and _random.bad_generator(generator):
+        raise _generator_error("randperm", (n,), _RANDPERM_SIGNATURES, generator=generator,
+                               out=out, dtype=dtype, layout=layout, device=device,
+                               requires_grad=requires_grad)
     dev = _check_device(device)
     check_sizes((n,))
     return _factory((n,), dtype or _dtype.int64, requires_grad,
@@ -777,12 +834,34 @@ def _like(fn, name):
 zeros_like = _like(zeros, "zeros_like")
 ones_like = _like(ones, "ones_like")
 empty_like = _like(empty, "empty_like")
-rand_like = _like(rand, "rand_like")
+_rand_like = _like(rand, "rand_like")
+
+
+def _check_like_generator(fname: str, args: tuple, signatures: str, generator, dtype, layout,
+                          device, requires_grad, memory_format) -> None:
+    """PyTorch's error for a random `*_like` factory given a `generator` that is no
+    Generator."""
+    if generator is not None and _random.bad_generator(generator):
+        raise _generator_error(fname, args, signatures, generator=generator,
+                               memory_format=memory_format, dtype=dtype, layout=layout,
+                               device=device, requires_grad=requires_grad)
+
+
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None, generator=None):
+    """`rand` with the shape (and by default dtype) and memory order of `input`."""
+    _check_like_generator("rand_like", (input,), _LIKE_SIGNATURES, generator, dtype, layout,
+                          device, requires_grad, memory_format)
+    return _rand_like(input, dtype=dtype, layout=layout, device=device,
+                      requires_grad=requires_grad, memory_format=memory_format,
+                      generator=generator)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """`randn` with the shape (and by default dtype) and memory order of `input`."""
+    _check_like_generator("randn_like", (input,), _LIKE_SIGNATURES, generator, dtype, layout,
+                          device, requires_grad, memory_format)
     if device is None and (_active.default_device or not input._plain):
         device = input.device
     dev = _check_device(device)
@@ -803,14 +882,18 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requir
 
 
 def randint_like(input, low, high=None, *, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None):
+                 requires_grad=False, memory_format=None, generator=None):
     """`randint` with the shape (and by default dtype) of `input`."""
+    _check_like_generator("randint_like", (input, low) if high is None else (input, low, high),
+                          _RANDINT_LIKE_SIGNATURES, generator, dtype, layout, device,
+                          requires_grad, memory_format)
     if high is None:
         low, high = 0, low
     if device is None and (_active.default_device or not input._plain):
         device = input.device
-    return _in_order(lambda shape, **kw: randint(low, high, shape, **kw), tuple(input.shape),
-                     _like_order(input, memory_format), dtype=dtype or input.dtype,
+    return _in_order(lambda shape, **kw: randint(low, high, shape, generator=generator, **kw),
+                     tuple(input.shape), _like_order(input, memory_format),
+                     dtype=dtype or input.dtype,
                      device=device, requires_grad=requires_grad)
 
 

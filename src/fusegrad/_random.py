@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ._device import device as _device
+from ._type_names import python_type_name
 
 # Called with the generator before each draw, innermost last: vmap's randomness rules
 # (`fusegrad.func`) refuse or replay draws. Empty outside vmap, so a draw pays one test.
@@ -203,8 +204,79 @@ def set_rng_state(new_state) -> None:
 
 
 def generator_or_default(generator: Generator | None) -> Generator:
-    """`generator`, or the default one when None."""
-    return generator or default_generator
+    """`generator`, or the default one when None. Anything else is refused here as a last
+    resort: the public functions refuse it first, in PyTorch's words (`check_generator`)."""
+    if generator is None:
+        return default_generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"argument 'generator' must be torch.Generator, not "
+                        f"{parser_type_name(generator)}")
+    return generator
+
+
+def parser_type_name(value) -> str:
+    """The type name PyTorch's argument parser prints for `value`: `torch.dtype` for the
+    classes PyTorch defines in `torch` (dtype, Size, device, ...), `Tensor` for a tensor."""
+    cls = type(value)
+    if cls.__module__ == "fusegrad" and cls.__name__ != "Tensor":
+        return f"torch.{cls.__qualname__}"
+    return python_type_name(value)
+
+
+def check_generator(generator, fname: str, position: int | None = None) -> None:
+    """PyTorch's error for a `generator` that is no Generator, from a function with one
+    signature that takes one (`uniform_`, `multinomial`, ...); `position`: the argument's
+    place when it was given positionally."""
+    if generator is not None and not isinstance(generator, Generator):
+        where = f" (position {position})" if position else ""
+        raise TypeError(f"{fname}(): argument 'generator'{where} must be torch.Generator, not "
+                        f"{parser_type_name(generator)}")
+
+
+def bad_generator(generator) -> bool:
+    """Whether `generator` is neither None nor a Generator."""
+    return generator is not None and not isinstance(generator, Generator)
+
+
+# PyTorch's overload lists of the random factories (`randperm(n, *, generator, ...)` ...):
+# each head (the positional parameters) with a generator, then without one.
+_MADE = ("torch.dtype dtype = None, torch.layout layout = None, torch.device device = None, "
+         "bool pin_memory = False, bool requires_grad = False")
+FACTORY_OPTIONS = "Tensor out = None, " + _MADE
+LIKE_OPTIONS = "torch.memory_format memory_format = None, " + _MADE
+
+
+def factory_signatures(*heads: str, options: str = FACTORY_OPTIONS) -> str:
+    """PyTorch's overload list of a random factory whose positional parameters are each of
+    `heads`: each with a generator, then without one."""
+    return "".join(f" * ({head}, *, torch.Generator generator, {options})\n"
+                   f" * ({head}, *, {options})\n" for head in heads)
+
+
+RANDINT_SIGNATURES = factory_signatures("int high, tuple of ints size",
+                                        "int low, int high, tuple of ints size")
+RANDPERM_SIGNATURES = factory_signatures("int n")
+
+
+def random_signatures(note: str = "") -> str:
+    """`random_`'s overload list (`note`: the line under the overload without bounds)."""
+    return (f" * (*, torch.Generator generator = None)\n{note}"
+            " * (int from, int to, *, torch.Generator generator = None)\n"
+            " * (int to, *, torch.Generator generator = None)\n")
+
+
+def invalid_generator_combination(fname: str, args: tuple, kwargs: dict,
+                                  signatures: str) -> TypeError:
+    """PyTorch's error for a `generator` that is no Generator, from a function with several
+    signatures (a factory: one with and one without a generator): "received an invalid
+    combination of arguments", the arguments' types, then `signatures` (PyTorch's overload
+    list, " * (...)\n" each). `kwargs`: the keyword arguments given, in the order given
+    (PyTorch lists them last first; with no positional argument, each is followed by ", ")."""
+    got = [parser_type_name(a) for a in args]
+    named = [f"{k}={parser_type_name(v)}" for k, v in reversed(kwargs.items())]
+    text = ", ".join(got + named) if got else "".join(f"{n}, " for n in named)
+    return TypeError(f"{fname}() received an invalid combination of arguments - got ({text}), "
+                     f"but expected one of:\n{signatures}")
 
 
 def rng(generator: Generator | None) -> np.random.Generator:

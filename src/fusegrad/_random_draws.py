@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from . import _random
 from ._random import Generator, generator_or_default
 
 _F32 = np.float32
@@ -436,6 +437,14 @@ def binomial(generator, counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 def integers(generator, n: int, low: int, high: int) -> np.ndarray:
     """`random_(low, high)`: `n` int64 values in [low, high)."""
+    if generator is not None and _random.bad_generator(generator):
+        # (the public ops refuse it first: here the samplers' draw, PyTorch's
+        # `randint(high=n, size=(k,), dtype=torch.int64, generator=generator)`)
+        from ._dtype import int64
+
+        raise _random.invalid_generator_combination(
+            "randint", (), {"high": high, "size": (n,), "dtype": int64,
+                            "generator": generator}, _random.RANDINT_SIGNATURES)
     gen = _gen(generator)
     span = high - low
     words = gen._words64(n) if span >= _LONG_RANGE else gen._words(n)
@@ -444,6 +453,10 @@ def integers(generator, n: int, low: int, high: int) -> np.ndarray:
 
 def random_bits(generator, n: int, dtype) -> np.ndarray:
     """`random_()` without bounds: [0, 2**digits] for floats, [0, max] for integers."""
+    if generator is not None and _random.bad_generator(generator):
+        # (the public ops refuse it first: here a data loader's seed, PyTorch's `random_`)
+        raise _random.invalid_generator_combination(
+            "random_", (), {"generator": generator}, _random.random_signatures())
     gen = _gen(generator)
     dt = np.dtype(dtype)
     if dt == np.bool_:
@@ -460,6 +473,10 @@ def random_bits(generator, n: int, dtype) -> np.ndarray:
 
 def randperm(generator, n: int) -> np.ndarray:
     """PyTorch's CPU permutation of range(n): Fisher-Yates, word % (n - i) for position i."""
+    if generator is not None and _random.bad_generator(generator):
+        # (the public `randperm` refuses it first: here the samplers' and random_split's)
+        raise _random.invalid_generator_combination(
+            "randperm", (n,), {"generator": generator}, _random.RANDPERM_SIGNATURES)
     gen = _gen(generator)
     perm = list(range(n))
     if n < (1 << 32) // 20:

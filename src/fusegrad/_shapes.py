@@ -234,9 +234,24 @@ def broadcast_strides(shape, op_shape, op_strides) -> tuple:
                                for i, (n, s) in enumerate(zip(op_shape, op_strides)))
 
 
-def iterator_strides(shape, operands) -> tuple:
+def iterator_strides(shape, operands, scalars: bool = False) -> tuple:
     """The element strides of the dense result of an elementwise op of `shape` over
-    `operands` ((shape, strides) pairs, in order), as TensorIterator allocates it."""
+    `operands` ((shape, strides) pairs, in order), as TensorIterator allocates it
+    (`scalars`: a number or 0-d operand takes part too). Operands all of the result's shape
+    (no number among them) take its fast setup: all contiguous gives row-major strides, all
+    channels_last those of channels_last, all dense with the same strides those strides, size-1
+    dims' included. Otherwise the dims are sorted (`iterator_perm`)."""
+    if not scalars and operands and all(tuple(s) == tuple(shape) for s, _ in operands):
+        every = range(len(shape))
+        if all(is_dense_in(shape, st, every) for _, st in operands):
+            return contiguous_strides(shape)
+        if len(shape) == 4 and all(is_format_contiguous(shape, st, "channels_last")
+                                   for _, st in operands):
+            return dense_strides(shape, FORMAT_ORDERS["channels_last"])
+        first = tuple(operands[0][1])
+        if all(tuple(st) == first for _, st in operands) and \
+                dense_order(shape, first) is not None:
+            return first
     perm = iterator_perm(shape, [broadcast_strides(shape, s, st) for s, st in operands])
     out = [0] * len(shape)
     acc = 1
@@ -251,18 +266,24 @@ def iterator_layout(out: np.ndarray, *operands) -> np.ndarray:
     do not count), laid out as TensorIterator lays out PyTorch's: `out` itself when it is,
     else a copy. NumPy's order "K" agrees unless the operands' memory orders conflict, where
     NumPy goes row-major and TensorIterator follows the first operand with an opinion
-    (`x.t() + y` is laid out like `x.t()`). Callers ask only when an operand is not
+    (`x.t() + y` is laid out like `x.t()`), and on the strides of size-1 dims, which
+    TensorIterator sorts among the others by the operands' strides there (`x.t()[None] + 1`
+    has strides (3, 1, 3), NumPy's (1, 1, 3)). Callers ask only when an operand is not
     row-major: all-contiguous operands give a row-major result in both."""
     shape = out.shape
     if out.ndim < 2 or out.size <= 1:
         return out
-    want = iterator_strides(shape, [(a.shape, elem_strides(a)) for a in operands
-                                    if isinstance(a, np.ndarray)])
+    arrays = [a for a in operands if isinstance(a, np.ndarray)]
+    want = iterator_strides(shape, [(a.shape, elem_strides(a)) for a in arrays],
+                            scalars=len(arrays) < len(operands))
     have = elem_strides(out)
-    if all(n <= 1 or w == h for n, w, h in zip(shape, want, have)):
+    if have == want:
         return out
-    order = tuple(sorted(range(len(shape)), key=lambda d: -want[d]))
-    laid = in_memory_order(lambda s: np.empty(s, out.dtype), shape, order)
+    if all(n <= 1 or w == h for n, w, h in zip(shape, want, have)):
+        # Only size-1 dims' strides differ, which address nothing: the same memory, no copy.
+        return np.lib.stride_tricks.as_strided(out, shape, tuple(v * out.itemsize for v in want))
+    laid = np.ndarray(shape, out.dtype, buffer=np.empty(out.size, out.dtype),
+                      strides=tuple(v * out.itemsize for v in want))
     laid[...] = out
     return laid
 

@@ -357,8 +357,13 @@ def unary_kernel(ufunc, *, to_float: bool = True):
         if to_float:
             dt = float_np(dt)
         if dt in HALF:
-            return in_float32(ufunc, (a,), dt)
-        return ufunc(a if a.dtype is dt else a.astype(dt))
+            out = in_float32(ufunc, (a,), dt)
+        else:
+            out = ufunc(a if a.dtype is dt else a.astype(dt))
+        # (TensorIterator's layout off the fast path, as `_iterator_laid` for binary ops)
+        if a.__class__ is _nd and out.__class__ is _nd and not a.flags.c_contiguous:
+            return iterator_layout(out, a)
+        return out
 
     kernel.ufunc = ufunc  # its fast path, which dispatch's recorders take themselves
     return kernel
@@ -387,11 +392,8 @@ def numpy_backward(*ts, halves: bool = False) -> bool:
     need."""
     if not _active.grad_off or _local.grad_enabled:
         return False
-    if _active.modes and _local.modes:
-        from .._dispatch import computing_mode
-
-        if computing_mode():  # a profiler alone does not change the path
-            return False
+    if _active.modes and _local.modes and _computing_mode_besides_autocast():
+        return False
     for t in ts:
         if t is not None and (not t._plain or t._data is None or (
                 t._data.dtype not in _FLOATS and not (halves and t._data.dtype in HALF))):
@@ -400,6 +402,19 @@ def numpy_backward(*ts, halves: bool = False) -> bool:
 
 
 _FLOATS = (F32, F64)
+
+
+def _computing_mode_besides_autocast() -> bool:
+    """Whether a mode that computes ops itself is on (a profiler, which only watches, is
+    not). CPU autocast's marker is not counted: these paths stand for PyTorch's backward
+    kernels (`native_layer_norm_backward`, `gelu_backward` ...), which are not on its
+    autocast lists, so a backward run inside an autocast region computes as outside it.
+    (Derivatives that call autocast's ops, mm's, call them through dispatch, cast as in
+    PyTorch.)"""
+    from .._autocast import MARKER
+    from .._dispatch import computing_mode
+
+    return computing_mode(besides=MARKER)
 
 
 def c_gradient(name: str, g, saved, *scalars, row: int = 0):

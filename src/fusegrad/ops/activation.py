@@ -39,6 +39,7 @@ from .activation_backward import (
     hardtanh_backward,
     leaky_relu_backward,
 )
+from .arithmetic import not_implemented_derivative
 from .registry import Sample, inplace_variant, register
 from .scalar import mul_scalar
 
@@ -620,7 +621,11 @@ def _hardsigmoid(x):
 
 def _hardsigmoid_derivative(g, x):
     grad = c_gradient("hardsigmoid_grad", g, x)
-    return (g * ((x > -3) * (x < 3)) * _SIXTH if grad is None else grad,)
+    if grad is not None:
+        return (grad,)
+    if is_grad_enabled():  # create_graph: PyTorch's node, which has no derivative
+        return (call(hardsigmoid_backward, g, x),)
+    return (g * ((x > -3) * (x < 3)) * _SIXTH,)
 
 
 hardsigmoid = register(
@@ -631,6 +636,14 @@ hardsigmoid = register(
     samples=_param_samples(()), onnx=onnx_op("HardSigmoid", alpha=(0, lambda _: 1 / 6),
                                             beta=(0, lambda _: 0.5)))
 hardsigmoid_ = inplace_variant(hardsigmoid, "hardsigmoid_", saves_self=True)
+# ATen's hardsigmoid_backward has no derivative: a gradient taken with create_graph records
+# its NotImplemented node, whose backward (a second derivative) raises, as PyTorch's.
+hardsigmoid_backward = register(
+    "hardsigmoid_backward", kernel=first_order_kernel(_hardsigmoid_derivative),
+    meta=backward_meta, node="NotImplemented",
+    derivative=not_implemented_derivative("hardsigmoid_backward"), gradcheck=False,
+    samples=backward_samples(()), public="hardsigmoid_backward",
+    decomposition=lambda g, x: g * ((x > -3) & (x < 3)) * _SIXTH, result_order="operands")
 
 
 def _hardswish(x):

@@ -301,6 +301,76 @@ poisson = register(
     zero_grad=True, random=True,
     samples=lambda r, dt: [Sample((rand_array(r, s, dt, (0.5, 5.0)),), name=str(s))
                            for s in ((3, 4), (), (0,))])
+# ---------------------------------------------------------------- normal of tensors
+
+
+def _normal_of_tensors(mean, std, generator=None):
+    """`normal(mean, std)` where mean, std or both are tensors (the other a number): in the
+    tensor's dtype (mean's where both are), as PyTorch draws it: N(0, std) for a number std,
+    else N(0, 1) scaled by the tensor std (made the result's dtype first); then the mean
+    added, each step rounding in the result's dtype."""
+    ref = mean if isinstance(mean, np.ndarray) else std
+    dt = ref.dtype
+    if not isinstance(std, np.ndarray) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    _float_only(ref, "normal_kernel_cpu")
+    if isinstance(std, np.ndarray) and (std < 0).any():
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    shape = broadcast_shapes(np.shape(mean), np.shape(std))
+    n = int(np.prod(shape))
+    if isinstance(std, np.ndarray):
+        data = draws.normal(generator, n, dt).reshape(shape) * std.astype(dt)
+    else:
+        data = draws.normal(generator, n, dt, 0.0, std).reshape(shape)
+    return (data + np.asarray(mean).astype(dt)).astype(dt)
+
+
+def _normal_of_tensors_meta(mean, std, generator=None) -> Spec:
+    ref = mean if hasattr(mean, "shape") else std
+    return Spec(broadcast_shapes(*(tuple(t.shape) for t in (mean, std) if hasattr(t, "shape"))),
+                dtype_of(ref))
+
+
+def _zeros_for(*which: bool):
+    """A sample's derivative as PyTorch's: zeros of each tensor argument's own shape (not
+    the result's: a broadcast mean gets a gradient of its size), None for the generator."""
+    def derivative(g, *shapes):
+        it = iter(shapes)
+        return tuple(g.new_zeros(next(it)) if tensor else None for tensor in which) + (None,)
+
+    return derivative
+
+
+def _normal_samples(mean_tensor: bool, std_tensor: bool):
+    def samples(r, dt):
+        mean = rand_array(r, (3, 4), dt) if mean_tensor else 0.5
+        std = rand_array(r, (4,), dt, (0.5, 2.0)) if std_tensor else 2.0
+        return [Sample((mean, std))]
+
+    return samples
+
+
+def _normal_op(overload: str, node: str, mean_tensor: bool, std_tensor: bool):
+    shapes = (("mean",) if mean_tensor else ()) + (("std",) if std_tensor else ())
+
+    def save(out, mean, std, generator=None):
+        given = {"mean": mean, "std": std}
+        return tuple(tuple(given[k].shape) for k in shapes)
+
+    return register(
+        f"normal.{overload}", kernel=_normal_of_tensors, meta=_normal_of_tensors_meta,
+        node=node, derivative=_zeros_for(mean_tensor, std_tensor), save=save,
+        saved_names=tuple(f"{k}_sym_sizes" for k in shapes), zero_grad=True, random=True,
+        public="_normal_of_tensors",
+        tensor_args=tuple(i for i, t in enumerate((mean_tensor, std_tensor)) if t),
+        samples=_normal_samples(mean_tensor, std_tensor))
+
+
+normal_tensor_float = _normal_op("Tensor_float", "NormalBackward1", True, False)
+normal_float_tensor = _normal_op("float_Tensor", "NormalBackward2", False, True)
+normal_tensor_tensor = _normal_op("Tensor_Tensor", "NormalBackward3", True, True)
+
+
 binomial = register(
     "binomial", kernel=_binomial, meta=_binomial_meta, node="NotImplemented",
     derivative=not_implemented_derivative("binomial"), random=True, gradcheck=False,

@@ -17,6 +17,7 @@ from ._util import c_contiguous, half_formula, rand_array, wrap_dim, wrap_grad
 from .activation import (
     _float_kernel,
     _meta,
+    _not_implemented,
     _param_samples,
     elu_backward,
     exp_family_gradient,
@@ -347,7 +348,17 @@ def _rrelu_np(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None
     return np.where(x >= 0, x, x * ((lower + upper) / 2))
 
 
+def _rrelu_check(dt: np.dtype, training: bool) -> None:
+    """PyTorch's dtype error for rrelu: training runs `rrelu_with_noise_out_cpu`, which has
+    no float16 form; eval mode runs leaky_relu, which has both half types. Neither takes
+    integers, bool or complex numbers."""
+    if dt.kind == "f" and not (training and dt == np.float16) or dt.name == "bfloat16":
+        return
+    raise _not_implemented("rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu", dt)
+
+
 def _rrelu_kernel(x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    _rrelu_check(x.dtype, training)
     return _float_kernel(_rrelu_np)(x, noise, lower, upper, training)
 
 
@@ -410,7 +421,8 @@ def _rrelu_draw_np(x, noise, lower, upper, training, generator):
 def _rrelu_functional_kernel(x, noise, lower=0.125, upper=1 / 3, training=False,
                              generator=None):
     # The draw is the kernel's own, so a traced graph draws what eager draws (and keeps the
-    # node: `random`), as dropout's bernoulli_ does.
+    # node: `random`), as dropout's bernoulli_ does. A refused dtype draws nothing.
+    _rrelu_check(x.dtype, training)
     noise_out = _rrelu_draw_np(x, noise, lower, upper, training, generator)
     return _rrelu_kernel(x, noise_out, lower, upper, training), noise_out
 
