@@ -294,13 +294,16 @@ def _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, acc
                 # A built-in node that received no gradient at all (a custom Function's
                 # backward gave None for an input this node made): PyTorch's gives none either,
                 # so nothing reaches its inputs (a leaf's `.grad` stays None); its tensor
-                # hooks still see None.
+                # hooks still see None. Its inputs still count it as done (the loop below
+                # passes None on): an input that another path also reaches (`s = f(w)` and
+                # `w` both given to one Function) waits for this node, and would never run.
                 dirty = True
                 if extras is not None:
                     _none_hooks(node)
                 _release(node, retain_graph)
-                continue
-            if op is not None and extras is None and inline:
+                raw = None
+                grad_inputs = (None,) * len(edges)
+            elif op is not None and extras is None and inline:
                 # `FunctionNode.apply` written out: the derivative's entries are fitted to
                 # their inputs only for the edges that need them (in the loop below), with
                 # no list of results in between, and the saved values released here.

@@ -416,26 +416,17 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if not label_smoothing > 0:  # (NaN included, as PyTorch)
         return nll
     c, wshape = _classes(input, cdim)
-    meta = target.is_meta
-    # (the mask and mean's denominator are constants, read off the target's values on the
-    # CPU; on the meta device, tensors of their geometry, as PyTorch's)
-    ignored = (target == ignore_index) if meta else Tensor._make(
-        np.asarray(target._data == ignore_index))
+    # The mask and mean's denominator are computed by ops on the target (no gradient: a
+    # target has none, a weight cannot require one), not read off its values: a traced
+    # program (AOT autograd) computes them from each call's target.
+    ignored = target == ignore_index
     terms = logp * weight.view(wshape) if weight is not None else logp
     smooth = (-terms.sum(cdim)).masked_fill(ignored, 0.0)
     if reduction == "mean":
-        if meta:
-            with no_grad():
-                kept = ignored.logical_not()
-                denom = kept.sum() if weight is None else (
-                    weight[target.masked_fill(ignored, 0)] * kept).sum()
-        elif weight is not None:
-            safe = np.where(target._data != ignore_index, target._data, 0)
-            picked = weight._data[safe] * (target._data != ignore_index)
-            denom = Tensor._make(np.asarray(picked.sum(), dtype=weight._data.dtype))
-        else:
-            denom = Tensor._make(np.asarray((target._data != ignore_index).sum(),
-                                            dtype=np.int64))
+        with no_grad():
+            kept = ignored.logical_not()
+            denom = kept.sum() if weight is None else (
+                weight[target.masked_fill(ignored, 0)] * kept).sum()
         smooth = smooth.sum() / denom
     elif reduction == "sum":
         smooth = smooth.sum()

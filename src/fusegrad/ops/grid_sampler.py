@@ -25,6 +25,7 @@ from .. import _dtype
 from .._autocast import set_aside
 from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ._util import Spec, rand_array
+from .nn import _const
 from .registry import REGISTRY, Sample, register
 
 # ATen's integer modes, in its order.
@@ -496,9 +497,9 @@ def _affine_derivative(grad, size, align_corners: bool, dtype) -> tuple:
     transposed back: linear in the gradient, so differentiable again."""
     n, spatial = size[0], list(size[2:])
     nd = len(spatial)
-    base = _make(_affine_base(spatial, bool(align_corners), _dtype_np(dtype)))
-    if grad.is_meta:
-        base = base.to("meta")
+    # (a graph constant while AOT autograd traces the backward; a meta tensor for a meta
+    # gradient)
+    base = _const(_affine_base(spatial, bool(align_corners), _dtype_np(dtype)), like=grad)
     points = base.shape[1]
     flat = grad.reshape(n, points, nd)
     return (_call(REGISTRY["bmm"], base.expand(n, points, nd + 1).transpose(1, 2),

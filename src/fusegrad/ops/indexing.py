@@ -1025,8 +1025,12 @@ def _index_put_meta(a, indices, values, accumulate=False):
     return Spec(tuple(a.shape), a.dtype)
 
 
-def _index_put_derivative(g, indices, accumulate):
+def _index_put_derivative(g, indices, accumulate, values_need_grad=True):
     g_self = g if accumulate else _call(index_put, g, list(indices), g.new_zeros(()), False)
+    # The values' gradient only where they need one: `g[mask]`'s size depends on the mask's
+    # data, which a traced backward (`y[y > 1] = 0.0` compiled) does not have.
+    if not values_need_grad:
+        return (g_self, None, None, None)
     g_values = g[tuple(_as_index(i) for i in indices)] if indices else g
     return (g_self, None, g_values, None)
 
@@ -1067,7 +1071,9 @@ index_put = register(
     "index_put", kernel=_index_put_kernel, meta=_index_put_meta, node="IndexPutBackward0",
     result_order="operands",
     derivative=_index_put_derivative,
-    save=lambda out, a, indices, values, accumulate=False: (list(indices), accumulate),
+    save=lambda out, a, indices, values, accumulate=False: (
+        list(indices), accumulate, getattr(values, "requires_grad", True)),
+    saved_names=("indices", "accumulate", ""),
     samples=_index_put_samples, tensor_args=(2,), onnx=ox.index_put)
 index_put_ = inplace_variant(
     index_put, "index_put_", samples=_index_put_samples,

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dtype import COMPLEX as _COMPLEX
+from .._thread_state import active as _active
 from . import _gemm, _native
 from . import _onnx as _ox
 from ._util import (
@@ -65,6 +66,17 @@ def _const(a: np.ndarray, like=None):
         from .. import _meta
 
         return _meta.make(a.shape, _dtype.from_numpy_dtype(a.dtype))
+    if _active.modes:
+        from .. import _creation
+
+        if _creation._traces_factories():
+            # A tracer (AOT autograd) keeps it as a graph constant, as a factory's result:
+            # made from the op's sizes and arguments (which the trace is exact for), it is
+            # the same on every run. (Where it was computed from values, a fake tensor's
+            # missing data failed before.)
+            array = np.ascontiguousarray(a)
+            return _creation._factory(array.shape, _dtype.from_numpy_dtype(array.dtype),
+                                      False, lambda np_dtype: array)
     return Tensor._make(np.ascontiguousarray(a))
 
 

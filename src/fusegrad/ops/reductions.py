@@ -509,7 +509,9 @@ def _row_gradient_on_arrays(name: str, g, out, dim):
 def _softmax_derivative(g, out, dim):
     grad = _row_gradient("softmax_grad", g, out, dim)
     if grad is None:
-        if is_grad_enabled():  # create_graph: PyTorch's node, SoftmaxBackwardDataBackward0
+        # create_graph (SoftmaxBackwardDataBackward0), or a traced backward (no
+        # data): the op whose kernel is eager's C row gradient where it applies.
+        if is_grad_enabled() or out._data is None:
             return (call(softmax_backward_data, g, out, dim, g.dtype), None)
         grad = half_formula(lambda g, out: out * (g - (g * out).sum(dim, keepdim=True)), g, out)
     return (grad, None)
@@ -518,7 +520,9 @@ def _softmax_derivative(g, out, dim):
 def _log_softmax_derivative(g, out, dim):
     grad = _row_gradient("log_softmax_grad", g, out, dim)
     if grad is None:
-        if is_grad_enabled():  # create_graph: PyTorch's LogSoftmaxBackwardDataBackward0
+        # create_graph (LogSoftmaxBackwardDataBackward0), or a traced backward (no
+        # data): the op whose kernel is eager's C row gradient where it applies.
+        if is_grad_enabled() or out._data is None:
             return (call(log_softmax_backward_data, g, out, dim, g.dtype), None)
         grad = half_formula(lambda g, out: g - out.exp() * g.sum(dim, keepdim=True), g, out)
     return (grad, None)
@@ -604,7 +608,30 @@ def _backward_data_op(name: str, node: str, first_order, derivative, log: bool):
         name, kernel=_backward_data_kernel(first_order), meta=_backward_data_meta, node=node,
         derivative=derivative, save=lambda out, g, y, dim, input_dtype: (g, y, dim, input_dtype),
         samples=_backward_data_samples(log), public=name,
-        saved_names=("grad_output", "output", "dim", ""))
+        saved_names=("grad_output", "output", "dim", ""),
+        lowering=_backward_data_lowering(log))
+
+
+def _backward_data_lowering(log: bool):
+    """The code generator's loops for `_(log_)softmax_backward_data`: the formulas of
+    `_softmax_derivative`, fused with what surrounds them (a traced backward records the op)."""
+    def lowering(v, g, y, dim, input_dtype):
+        if g.dtype != y.dtype:
+            return v.unsupported("a softmax gradient in another dtype than its output")
+
+        if dim not in (-1, len(g.shape) - 1):
+            # (eager's kernel is NumPy's formula there, whose float32 exp the loops' does not
+            # match to the bit; a softmax over another dimension is rare)
+            return v.unsupported("a softmax gradient over another than the last dimension")
+
+        def row_sum(x):  # in double, rounded once, as eager's C row gradient sums
+            return v.to(v.reduce("sum", x, (dim,), True, dtype=_dtype.float64), g.dtype)
+
+        if log:
+            return v.sub(g, v.mul(v.unary("exp", y), row_sum(g)))
+        return v.mul(y, v.sub(g, row_sum(v.mul(g, y))))
+
+    return lowering
 
 
 softmax_backward_data = _backward_data_op(

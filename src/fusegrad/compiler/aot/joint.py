@@ -209,8 +209,32 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
                             bases.append(base)
                         info.view_of_base = index
         infos.append(info)
+    if bases:
+        _detached_from_bases(tracer, outs, infos, bases)
     _check_output_aliases(tracer, outs, infos)
     return infos
+
+
+def _detached_from_bases(tracer: Tracer, outs: tuple, infos: list, bases: list) -> None:
+    """Outputs that are detached aliases (`detach()`, or views of one) of an intermediate
+    other outputs are rebuilt from (`y[0], y.detach()`) are rebuilt from it too, outside the
+    node: all share its memory and version counter as eager's do. (Alone, a detached
+    intermediate is returned by the node as it is.)"""
+    for o, info in zip(outs, infos):
+        if not info.is_tensor or o.requires_grad or id(o) not in tracer._recipes or \
+                info.same_as is not None or info.alias_of_input is not None or \
+                info.view_of_input is not None or info.view_of_output is not None or \
+                info.view_of_base is not None:
+            continue
+        root = _root(tracer, o)
+        index = next((j for j, b in enumerate(bases) if b is root), None)
+        if index is None:
+            continue
+        found = _view_steps(tracer, o, [root])
+        # (A detach among the steps: the replay has no history, as `o`; without one, a
+        # view made under no_grad, which a replay in grad mode would give history.)
+        if found is not None and any(op is None for op, _, _ in found[1]):
+            info.view_of_base, info.view_steps = index, found[1]
 
 
 def _root(tracer: Tracer, t: Tensor) -> Tensor:
