@@ -4,7 +4,9 @@ The result has PyTorch's `ExplainOutput` fields and text layout. Every place cap
 is a break reason: a graph break, and also code left to run eagerly (an opcode the translator
 does not know, a break inside a loop, a translator failure, the recompile limit).
 `graph_break_count` is PyTorch's `graph_count - 1` (-1 where nothing was captured), or with
-eager fallbacks the breaks between graphs plus one per fallback.
+eager fallbacks Dynamo does not have (an unknown opcode, a translator failure, the recompile
+limit) the breaks between graphs plus one per fallback. A break inside a loop, whose frame
+Dynamo also runs eagerly, is listed but not counted, as Dynamo counts it.
 """
 
 from __future__ import annotations
@@ -82,8 +84,11 @@ def explain(fn, *extra_args, **extra_kwargs):
                 out.out_guards += detail
         out.graph_count = len(out.graphs)
         # PyTorch counts the breaks between graphs, graph_count - 1 (-1 with no graph at
-        # all); code left to run eagerly counts as well, each fallback as one break.
-        fallbacks = sum(r.fallback for r in out.break_reasons)
+        # all); code left to run eagerly counts as well, each fallback as one break, except
+        # the rest of a frame after a break inside a loop: Dynamo runs such a frame eagerly
+        # too, and counts nothing for it.
+        fallbacks = sum(r.fallback and not getattr(r, "in_loop", False)
+                        for r in out.break_reasons)
         out.graph_break_count = max(out.graph_count - 1, 0) + fallbacks if fallbacks else \
             out.graph_count - 1
         out.compile_times = ("fusegrad compilation metrics:\nFunction    Runtimes (s)\n"

@@ -46,6 +46,7 @@ from .variables import (
     ConstantVariable,
     DictVariable,
     ItemKey,
+    ListContents,
     ListVariable,
     MethodVariable,
     PartialVariable,
@@ -199,6 +200,22 @@ class GraphBuilder:
                     self.guards.add(f"{other.source} is not {known[0].source}")
         self.written_dicts[id(d)] = d
 
+    def store_list(self, real: list, var: Variable) -> None:
+        """Record that the graph changed the items of `real`, a list from outside read as
+        `var` (`lst.reverse()`): its items as the segment leaves them are set on it after the
+        graph (`lst[:] = [...]`), once however often the graph changed it."""
+        if self.written_list(real) is None:
+            self.stores.append((real, ListContents(), var, var.source))
+
+    def written_list(self, real) -> Variable | None:
+        """The variable of list `real` from outside whose items the graph changed, or None.
+        Read from the recorded stores, so a store an inlined call that broke recorded (and
+        the segment dropped) no longer counts."""
+        for target, key, value, _ in self.stores:
+            if target is real and type(key) is ListContents:
+                return value
+        return None
+
     def same_tensor(self, node, other) -> bool:
         """Whether `node` is `other` or an in-place op's result on it (`x.add_(1)`, `x += 1`
         return x itself)."""
@@ -248,6 +265,12 @@ class GraphBuilder:
         if type(value) is float and self.dynamic_floats is not None and \
                 is_frame_input(source) and self.dynamic_floats(source, value):
             return self._float_input(value, source)
+        if type(value) is list and self.stores:
+            known = self.written_list(value)
+            if known is not None:  # changed by the graph: its variable holds the new items
+                if known.source != source:
+                    self.guards.add(f"{source} is {known.source}")
+                return known
         if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
             self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
                             f"{len(value)}")

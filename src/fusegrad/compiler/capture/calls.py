@@ -33,6 +33,7 @@ from ..._tensor import Tensor
 from ..._type_info import finfo, iinfo
 from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
+from . import reasons
 from .builder import holds_symbol
 from .exceptions import make_exception
 from .guards import _is_plain_data
@@ -43,6 +44,7 @@ from .objects import (
     construct,
     constructible,
     extreme,
+    holds_real,
     new_object,
     weak_reference,
     weak_target_held,
@@ -247,7 +249,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         raise Unsupported(f"{getattr(f, '__qualname__', f)} is marked compiler.disable")
     if getattr(f, "_fusegrad_graph_break", False):  # the program asks for a break here
         message = _graph_break_message(args, kwargs)
-        raise Unsupported("graph_break() called" + (f": {message}" if message else ""))
+        raise Unsupported("graph_break() called" + (f": {message}" if message else ""),
+                          reason=reasons.graph_break(message))
     if f in COMPILE_TIME_ANSWERS and not args and not kwargs:  # is_compiling()
         return ConstantVariable(COMPILE_TIME_ANSWERS[f])
     if getattr(f, "_fusegrad_constant_result", False):  # assume_constant_result
@@ -316,6 +319,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
         return inline(tr, f.__func__, [self_var] + args, kwargs)
+    if _is_normal(f) and (_has_tensor(args) or _has_tensor(kwargs.values())):
+        return _tensor_normal(tr, f, args, kwargs)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
         _refuse_new_leaf(kwargs)
@@ -342,7 +347,65 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if _is_user_function(f):
         return inline(tr, f, args, kwargs)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", type(f).__name__)
-    raise Unsupported(f"call to {name}")
+    raise Unsupported(f"call to {name}", reason=reasons.builtin(f, args, kwargs))
+
+
+def _is_normal(f) -> bool:
+    """Whether `f` is `fusegrad.normal` (the public function: `_distributions.normal`
+    beneath its `out=` and protocol wrappers)."""
+    from ... import _distributions
+
+    for _ in range(4):
+        if f is _distributions.normal:
+            return True
+        f = getattr(f, "__wrapped__", None)
+        if f is None or getattr(f, "__name__", None) != "normal":
+            return False
+    return False
+
+
+def _tensor_normal(tr: Translator, f, args: list, kwargs: dict) -> Variable:
+    """`normal(mean, std)` with a tensor mean or std: one graph node, the public function on
+    the same arguments, which runs the registry's random op (`normal.Tensor_float` ...) when
+    the graph runs: the same draws, checks and `NormalBackward` history as eager's. Other
+    forms (a generator, `out=`, `size=`, other dtypes, values that are not numbers) are a
+    graph break: the call runs for real."""
+    bound = dict(zip(("mean", "std"), args))
+    if len(args) > 2 or set(kwargs) - {"mean", "std", "generator"} or set(bound) & set(kwargs):
+        raise Unsupported("normal of a tensor with these arguments")
+    bound.update((k, v) for k, v in kwargs.items() if k != "generator")
+    generator = kwargs.get("generator")
+    if generator is not None and not (isinstance(generator, ConstantVariable) and
+                                      generator.value is None):
+        raise Unsupported("normal of a tensor with a generator")
+    mean = bound.get("mean", ConstantVariable(0.0))
+    std = bound.get("std", ConstantVariable(1.0))
+    for v in (mean, std):
+        if isinstance(v, TensorVariable):
+            if v.example.dtype not in (_float32(), _float64()):
+                raise Unsupported(f"normal of a {v.example.dtype} tensor")
+        elif not isinstance(v, ConstantVariable) or type(v.value) not in (int, float):
+            raise Unsupported("normal of a tensor and a value that is not a number")
+    if not isinstance(std, TensorVariable) and std.value < 0:
+        raise Unsupported("normal of a negative std")  # (eager's own error)
+    try:
+        broadcast_shapes(*(tuple(v.example.shape) for v in (mean, std)
+                           if isinstance(v, TensorVariable)))
+    except (RuntimeError, ValueError) as e:
+        raise Unsupported(f"normal of tensors whose shapes do not broadcast: {e}") from None
+    return tr.builder.call("call_function", f, (mean, std), {})
+
+
+def _float32():
+    from ..._dtype import float32
+
+    return float32
+
+
+def _float64():
+    from ..._dtype import float64
+
+    return float64
 
 
 def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
@@ -943,7 +1006,8 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             tr.builder.created.append(node)
             return ConstantVariable(UnbackedFloat(node, tr.builder))
         if has_flag(name, DATA_DEPENDENT):
-            raise Unsupported(f"Tensor.{name}() needs the tensor's values")
+            raise Unsupported(f"Tensor.{name}() needs the tensor's values",
+                              reason=reasons.data_method(name, obj.example))
         if name in ("size", "dim", "numel", "stride", "is_contiguous", "is_floating_point",
                     "element_size", "nelement", "ndimension"):
             if name in ("stride", "is_contiguous") and not _layout_known(obj.node) or \
@@ -956,21 +1020,9 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return tr.from_python(getattr(obj.example, name)(*values, **named))
         return tr.builder.call("call_method", name, (obj, *args), kwargs)
     if isinstance(obj, ListVariable):
-        local = obj.source is None
-        if name == "append" and local:
-            obj.items.append(args[0])
-            return ConstantVariable(None)
-        if name == "extend" and local:
-            obj.items.extend(tr.unpack(args[0]))
-            return ConstantVariable(None)
-        if name == "pop" and local:
-            return obj.items.pop(tr.as_python(args[0]) if args else -1)
-        if name == "insert" and local:
-            obj.items.insert(tr.as_python(args[0]), args[1])
-            return ConstantVariable(None)
         if name in ("index", "count"):
             return _evaluate(tr, getattr(tr.as_python(obj), name), args, kwargs)
-        raise Unsupported(f"list.{name} on a list from outside the graph")
+        return _list_method(tr, obj, name, args, kwargs)
     if isinstance(obj, DictVariable):
         if name in ("items", "keys", "values") and not args and not kwargs:
             from .variables import DictViewVariable
@@ -1027,6 +1079,118 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return _evaluate(tr, method, args, kwargs)
         raise Unsupported(f"method {type(obj.value).__name__}.{name}")
     raise Unsupported(f"method {name} of {type(obj).__name__}")
+
+
+# The list methods done on a list variable: on one made in the graph (rebuilt after it), and
+# those after which a list from outside is set again after the graph (`lst[:] = [...]`).
+# (`append`/`extend` on a list from outside stay graph breaks: they run for real, once.)
+_LIST_EDITS = frozenset({"append", "extend", "pop", "insert", "reverse", "sort", "remove",
+                         "clear"})
+_OUTSIDE_LIST_EDITS = frozenset({"pop", "insert", "reverse", "sort"})
+
+
+def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
+                 kwargs: dict) -> Variable:
+    """A method that changes a list, done on its variable's items (in place: an iterator
+    over the list shares them). A list from outside the graph (an argument, an attribute)
+    is set to its new items after the graph, once; refused (a graph break) where another
+    variable of the frame holds it, which would keep the old items."""
+    real = None
+    if obj.source is not None:
+        if name not in _OUTSIDE_LIST_EDITS:
+            raise Unsupported(f"list.{name} on a list from outside the graph")
+        known = tr.builder.container_objects.get(id(obj))
+        if known is None or known[0] is not obj or type(known[1]) is not list:
+            raise Unsupported(f"list.{name} on a list no guard reaches")
+        real = known[1]
+        if holds_real(tr, real, obj):
+            raise Unsupported(f"list.{name} on a list from outside the graph that another "
+                              "variable of the frame holds")
+    elif name not in _LIST_EDITS:
+        raise Unsupported(f"list.{name}")
+    result = _edit_list(tr, obj.items, name, args, kwargs)
+    if real is not None:
+        tr.builder.store_list(real, obj)
+    return result
+
+
+def _list_index(tr: Translator, v: Variable) -> int:
+    """A list method's index argument as the int the real method would take."""
+    value = tr.as_python(v)
+    if holds_symbol(value) or not isinstance(value, int):
+        raise Unsupported("a list index that is not a constant int")
+    return operator.index(value)
+
+
+def _edit_list(tr: Translator, items: list, name: str, args: list, kwargs: dict) -> Variable:
+    """`items.<name>(*args, **kwargs)` on variables, as the real list method does it; what
+    the real method raises (`pop` from an empty list) is the program's exception."""
+    from .exceptions import Raised
+
+    if kwargs and name != "sort":
+        raise Unsupported(f"list.{name} with keyword arguments")
+    expected = {"append": 1, "extend": 1, "insert": 2, "remove": 1, "sort": 0, "reverse": 0,
+                "clear": 0}.get(name)
+    if expected is not None and len(args) != expected or name == "pop" and len(args) > 1:
+        raise Unsupported(f"list.{name} with {len(args)} arguments")
+    if name == "append":
+        items.append(args[0])
+    elif name == "extend":
+        items.extend(tr.unpack(args[0]))
+    elif name == "pop":
+        index = _list_index(tr, args[0]) if args else -1
+        try:
+            return items.pop(index)
+        except IndexError as e:  # "pop from empty list", as the real list raises it
+            raise Raised(ConstantVariable(e)) from None
+    elif name == "insert":
+        items.insert(_list_index(tr, args[0]), args[1])
+    elif name == "reverse":
+        items.reverse()
+    elif name == "clear":
+        items.clear()
+    elif name == "remove":
+        value = tr.as_python(args[0])
+        if not _is_plain_data(value) or holds_symbol(value) or value != value:
+            raise Unsupported("list.remove of a value that is not plain data")
+        keys = _sort_keys(tr, items, "remove")
+        if value not in keys:
+            raise Raised(ConstantVariable(ValueError("list.remove(x): x not in list")))
+        del items[keys.index(value)]
+    else:
+        _sort(tr, items, kwargs)
+    return ConstantVariable(None)
+
+
+def _sort_keys(tr: Translator, items: list, name: str) -> list:
+    """The Python values of a list's items that `sort`/`remove` compare: plain data only
+    (an item's own `__lt__`/`__eq__` or a tensor's values are not known while translating)."""
+    values = []
+    for item in items:
+        if not isinstance(item, ConstantVariable) or not _is_plain_data(item.value) or \
+                holds_symbol(item.value):
+            raise Unsupported(f"list.{name} of items that are not plain data")
+        values.append(item.value)
+    return values
+
+
+def _sort(tr: Translator, items: list, kwargs: dict) -> None:
+    """`list.sort(key=None, reverse=...)` of plain data: the item variables reordered as the
+    real (stable) sort orders their values."""
+    key = kwargs.get("key")
+    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
+        raise Unsupported("list.sort with a key function")
+    if set(kwargs) - {"key", "reverse"}:
+        raise Unsupported("list.sort with these keywords")
+    descending = tr.as_python(kwargs["reverse"]) if "reverse" in kwargs else False
+    if holds_symbol(descending):
+        raise Unsupported("list.sort(reverse=) of a symbolic value")
+    values = _sort_keys(tr, items, "sort")
+    try:
+        order = sorted(range(len(items)), key=values.__getitem__, reverse=descending)
+    except TypeError:  # (the real sort may leave the list part-sorted: let it do that)
+        raise Unsupported("list.sort of items that do not compare") from None
+    items[:] = [items[i] for i in order]
 
 
 def _local_dict_method(tr: Translator, obj: DictVariable, name: str, args: list,

@@ -137,6 +137,27 @@ assert_async.lowering = lambda v, condition, message=None: v.effect(assert_async
                                                                      message)
 
 
+def check_values(bad, message: str) -> None:
+    """Graph node target: raise `RuntimeError(message)` when boolean tensor `bad` holds True
+    (the values check an eager op makes before it computes, such as `normal`'s of a std
+    tensor's signs), when the graph runs."""
+    from ... import _thread_state
+    from ..._fake import FakeTensor
+
+    if isinstance(bad, FakeTensor):  # (recorded by a tracer, as `assert_async`)
+        for mode in reversed(_thread_state.local.modes):
+            if hasattr(mode, "record_call"):
+                mode.record_call(check_values, (bad, message))
+                break
+        return
+    if bad:
+        raise RuntimeError(message)
+
+
+check_values.side_effect = True  # kept by graph passes although nothing reads it
+check_values.lowering = lambda v, bad, message: v.effect(check_values, bad, message)
+
+
 class ExceptionOpcodes:
     """`raise`, `assert`, exception handlers and `with` exits (a mixin of `Translator`).
 

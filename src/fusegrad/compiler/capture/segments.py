@@ -57,6 +57,7 @@ from .variables import (
     DictViewVariable,
     GradModeVariable,
     IteratorVariable,
+    ListContents,
     ListVariable,
     MethodVariable,
     NestedFunctionVariable,
@@ -421,11 +422,15 @@ class FrameRunner:
                 if tr.parent is None:
                     where = "inside a loop" if self._in_loop(inst.offset) else \
                         "inside an exception handler" if tr.handled else None
-                reason = f"{e} ({where}: the rest of the frame runs eagerly)" if where \
-                    else str(e)
+                text = getattr(e, "reason", None) or str(e)  # (PyTorch's words, if any)
+                reason = f"{text} ({where}: the rest of the frame runs eagerly)" if where \
+                    else text
                 record = logs.graph_break(reason, self.code, line, fallback=where is not None,
                                           inner=_inlined_frames(tr, e))
                 if where is not None:
+                    # Dynamo gives up on a frame whose loop breaks (none of its graphs, no
+                    # break counted): `explain` counts this fallback as it does.
+                    record.in_loop = where == "inside a loop"
                     self.history.append(("break", record))
                     return Segment(start, "eager", reason=str(e), line=line)
                 seg = Segment(start, "break", offset=inst.offset, kw_names=before_kw,
@@ -454,7 +459,8 @@ class FrameRunner:
         try:
             # (an object followed by its type: its attributes set as object's, since its
             # own __setattr__ already ran in the graph)
-            seg.stores = [(target, name, _spec(v, outputs), isinstance(obj, ObjectVariable))
+            seg.stores = [(target, name, _store_spec(name, v, outputs),
+                           isinstance(obj, ObjectVariable))
                           for obj, name, v, target in builder.stores]
         except Unsupported as why:
             self.history.append(("break", logs.graph_break(
@@ -685,6 +691,15 @@ def _spec(v, outputs: _Outputs):
         k = outputs.aliases.setdefault(id(v), len(outputs.aliases))
         return ("alias", k, _spec_value(v, outputs))
     return _spec_value(v, outputs)
+
+
+def _store_spec(name, v, outputs: _Outputs):
+    """How to rebuild the value a recorded store sets: for the items of a list from outside
+    (`ListContents`), a new list of the items its variable holds at the end of the segment
+    (the variable itself is rebuilt as the real list, read from its source)."""
+    if type(name) is ListContents:
+        return ("list", [_spec(i, outputs) for i in v.items])
+    return _spec(v, outputs)
 
 
 def _spec_value(v, outputs: _Outputs):

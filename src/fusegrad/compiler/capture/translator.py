@@ -25,6 +25,7 @@ import weakref
 import numpy as np
 
 from ..._tensor import Tensor
+from . import reasons
 from .builder import holds_symbol
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
@@ -1024,7 +1025,8 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
     def truth(self, v: Variable) -> bool:
         """Python truth of a variable; a tensor's truth is data-dependent."""
         if isinstance(v, (TensorVariable, TruthVariable)):
-            raise Unsupported("a branch on a tensor's value (data-dependent control flow)")
+            raise Unsupported("a branch on a tensor's value (data-dependent control flow)",
+                              reason=reasons.TENSOR_BRANCH)
         if isinstance(v, ConstantVariable):
             if not self.concrete and isinstance(v.value, Tensor):
                 raise Unsupported("a branch on a tensor's value")

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 
 class Unsupported(Exception):
-    """The translator cannot put this into a graph: a graph break (with the reason)."""
+    """The translator cannot put this into a graph: a graph break (with the reason).
+    `reason`: PyTorch's wording of the same break, where it has one (what `explain` and the
+    `graph_breaks` log report; the message is the short form errors quote)."""
+
+    def __init__(self, *args, reason: str | None = None):
+        super().__init__(*args)
+        self.reason = reason
 
 
 class Variable:
@@ -163,6 +169,18 @@ class ItemKey:
 
     def __init__(self, key):
         self.key = key
+
+
+class ListContents(ItemKey):
+    """The name of a recorded store that sets all the items of a list from outside the graph
+    (`lst[:] = [...]`, replayed after the graph): what `lst.reverse()`, `sort`, `insert` and
+    `pop` in the graph left in it. Its value is the list's variable, whose items at the end
+    of the segment are what is stored."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(slice(None))
 
 
 class AttrDictVariable(DictVariable):
