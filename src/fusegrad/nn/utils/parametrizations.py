@@ -103,9 +103,18 @@ class _SpectralNorm(Module):
 
         if weight.ndim == 1:
             return F.normalize(weight, dim=0, eps=self.eps)
-        mat = self._reshape_weight_to_matrix(weight)
+        # The reshape and the power iteration are written out here rather than called as
+        # methods: compile inlines a fusegrad layer's forward, not its other methods, and a
+        # call it cannot inline would run the whole forward eagerly.
+        mat = weight
+        if self.dim != 0:
+            mat = mat.permute(self.dim, *[d for d in range(mat.dim()) if d != self.dim])
+        mat = mat.flatten(1)
         if self.training:
-            self._power_method(mat, self.n_power_iterations)
+            with no_grad():
+                for _ in range(self.n_power_iterations):
+                    self._u.copy_(F.normalize(mv(mat, self._v), dim=0, eps=self.eps))
+                    self._v.copy_(F.normalize(mv(mat.mH, self._u), dim=0, eps=self.eps))
         u = self._u.clone()
         v = self._v.clone()
         sigma = vdot(u, mv(mat, v))

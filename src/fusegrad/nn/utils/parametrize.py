@@ -177,7 +177,9 @@ class ParametrizationList(ModuleList):
         if self.is_tensor:
             x = self[0](self.original)
         else:
-            x = self[0](*(getattr(self, f"original{i}") for i in range(self.ntensors)))
+            # a list, not a generator: compile's translator captures a comprehension but
+            # runs a frame holding a generator eagerly
+            x = self[0](*[getattr(self, f"original{i}") for i in range(self.ntensors)])
         for module in list(self)[1:]:
             x = module(x)
         return x
