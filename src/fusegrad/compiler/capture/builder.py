@@ -651,7 +651,10 @@ class GraphBuilder:
             return TupleVariable(items, cls=named)
         if example is None and node.target is operator.setitem:
             return ConstantVariable(None)
-        if example is None or isinstance(example, (bool, int, float)):
+        if example is None:  # (a call done for its effects: a hook, an object's method)
+            raise Unsupported(f"a call of {_target_name(node.target)} returned None, not a "
+                              "tensor")
+        if isinstance(example, (bool, int, float)):
             raise Unsupported("an op returned a Python number computed from tensor values")
         raise Unsupported(f"an op returned {type(example).__name__}")
 
@@ -898,7 +901,9 @@ def _is_inplace(name: str) -> bool:
 
 
 def _target_name(target) -> str:
-    return target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    # (an object called: its class, not its repr, which names an address)
+    return target if isinstance(target, str) else getattr(
+        target, "__name__", f"a {type(target).__qualname__} object")
 
 
 _FIELD_GETTER = type(collections.namedtuple("_Probe", "a").a)
