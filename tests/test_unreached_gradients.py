@@ -139,3 +139,29 @@ def test_compiled_normal_of_a_tensor_that_requires_grad(backend):
         results.append((out.item(), m.grad.tolist(), s.grad.tolist()))
     assert results[0][1:] == results[1][1:] == ([1.0] * 4, [0.0] * 4)
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
+
+
+# ---------------------------------------------------------------- row kernels' layouts
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("layout", ["t", "permute", "slice"])
+def test_softmax_gradient_of_a_non_contiguous_incoming_gradient(fn, layout, dtype):
+    """The C row gradient took a transposed incoming gradient's rows along the other
+    dimension (`x.softmax(-1).t()`): every gradient was wrong, silently."""
+    rng = np.random.default_rng(0)
+    shape = (3, 5, 4) if layout == "permute" else (5, 4)
+    xs = rng.standard_normal(shape).astype(dtype)
+    ws = rng.standard_normal((4, 5, 3) if layout == "permute" else (4, 5)).astype(dtype)
+
+    def grad(lib):
+        x = lib.tensor(xs, requires_grad=True)
+        y = getattr(x, fn)(-1)
+        y = {"t": lambda: y.t(), "permute": lambda: y.permute(2, 1, 0),
+             "slice": lambda: y.t()[::1]}[layout]()
+        (y * lib.tensor(ws)).sum().backward()
+        return x.grad.numpy()
+
+    np.testing.assert_allclose(grad(fg), grad(torch), rtol=1e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-6 if dtype == "float32" else 1e-12)

@@ -216,10 +216,21 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     # broadcast (zero-stride) dims keeping their row-major places, where NumPy's `empty_like`
     # follows the last array alone and scatters broadcast dims. The kernel runs over that
     # order.
+    n = a.size
+    if row:
+        # A row is a run of the last dimension in every array and in the result: all
+        # C-contiguous (a transposed gradient laid the rows along another dimension, and
+        # the kernel then summed the wrong values).
+        out = np.empty(a.shape, a.dtype)
+        if n:
+            sources = [x if x.flags.c_contiguous else np.ascontiguousarray(x) for x in arrays]
+            after = tuple(map(double_bits, scalars)) if scalars else ()
+            run_pieces(fn, (*map(address, sources), address(out)), (row, *after), n // row,
+                       n * cost)
+        return out
     out = np.empty_like(a)
     if not out.flags.c_contiguous or any(not x.flags.c_contiguous for x in arrays[:-1]):
         out = _iterator_empty(arrays)
-    n = a.size
     if n:
         dense = out.flags.c_contiguous
         if dense:
@@ -238,10 +249,7 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
                        np.ascontiguousarray(x if order is None else x.transpose(order))
                        for x in arrays]
         after = tuple(map(double_bits, scalars)) if scalars else ()
-        if row:
-            after = (row, *after)
-        units = n // row if row else n
-        run_pieces(fn, (*map(address, sources), address(out)), after, units, n * cost)
+        run_pieces(fn, (*map(address, sources), address(out)), after, n, n * cost)
     return out
 
 
