@@ -80,13 +80,18 @@ def _repeat_heads(t: np.ndarray, heads: int) -> np.ndarray:
 
 def _scores(q, k, is_causal, attn_mask, scale) -> np.ndarray:
     """Scaled scores (B, H, L, S) with the causal and additive masks applied."""
-    s = np.matmul(q, _repeat_heads(k, q.shape[1]).swapaxes(-1, -2)) * _factor(q.shape, scale)
+    s = np.matmul(q, _repeat_heads(k, q.shape[1]).swapaxes(-1, -2))
+    s *= s.dtype.type(_factor(q.shape, scale))  # (in place: the same product, no new array)
     if is_causal:
-        keep = np.tril(np.ones(s.shape[-2:], dtype=bool))
-        s = np.where(keep, s, -np.inf)
+        np.copyto(s, -np.inf, where=_above_diagonal(s.shape[-2:]))
     if attn_mask is not None:
         s = s + _work(attn_mask).astype(s.dtype, copy=False)
     return s
+
+
+def _above_diagonal(shape: tuple) -> np.ndarray:
+    """The positions a causal mask hides: above the diagonal."""
+    return np.triu(np.ones(shape, dtype=bool), 1)
 
 
 def _lse_layout(lse: np.ndarray) -> np.ndarray:
@@ -119,7 +124,7 @@ def _flash_kernel(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale
     # A row with every position masked has max -inf: its probabilities (and output) are 0
     # and its log-sum-exp is 0, as PyTorch's kernel leaves them.
     top = np.where(np.isneginf(top), 0.0, top)
-    e = np.exp(s - top)
+    e = np.exp(np.subtract(s, top, out=s), out=s)  # (in place: `s` is not read again)
     total = e.sum(-1, keepdims=True)
     empty = total == 0
     if dt in HALF:
@@ -128,7 +133,7 @@ def _flash_kernel(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale
         out = np.matmul(e.astype(dt).astype(F32), _repeat_heads(vw, q.shape[1]))
         out = out / np.where(empty, 1.0, total)
     else:
-        p = e / np.where(empty, 1.0, total)
+        p = np.divide(e, np.where(empty, 1.0, total), out=e)
         out = np.matmul(p, _repeat_heads(vw, q.shape[1]))
     lse = np.where(empty, 0.0, top + np.log(np.where(empty, 1.0, total)))[..., 0]
     sdt = F32 if dt in HALF else dt
@@ -212,10 +217,11 @@ def _backward_kernel(g, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
     factor = _factor(q.shape, scale)
     s = _scores(qw, kw, is_causal, attn_mask, scale)
     # The probabilities, rebuilt from the saved log-sum-exp (masked positions give exp(-inf)).
-    p = np.exp(s - _work(lse)[..., None].astype(s.dtype, copy=False))
+    p = np.exp(np.subtract(s, _work(lse)[..., None].astype(s.dtype, copy=False), out=s),
+               out=s)
     gp = np.matmul(gw, _repeat_heads(vw, heads).swapaxes(-1, -2))
     delta = (gw * ow).sum(-1, keepdims=True)
-    gs = p * (gp - delta)
+    gs = np.multiply(p, np.subtract(gp, delta, out=gp), out=gp)  # (in place, as above)
     if dt in HALF:
         # PyTorch's kernel multiplies the probabilities and the score gradients into the
         # other operands in the input's type (its reduced-precision GEMMs, accumulating in
