@@ -408,11 +408,13 @@ def _bitwise(name, ufunc):
     fname = name.split(".")[0]
     word = fname.split("_")[1]
     mapping = bitwise_onnx("Bitwise" + word.capitalize(), word.capitalize())
+    lowering = lambda v, a, b: v.bitwise(fname, a, b)
     op = register(name, kernel=_bitwise_kernel(ufunc, fname), meta=_bitwise_meta(fname),
-                  differentiable=False, samples=_int_samples, public=fname, onnx=mapping)
+                  differentiable=False, samples=_int_samples, public=fname, onnx=mapping,
+                  lowering=lowering)
     scalar = register(name.replace("Tensor", "Scalar"), kernel=_bitwise_kernel(ufunc, fname),
                       meta=_bitwise_meta(fname), differentiable=False, public=fname,
-                      onnx=mapping,
+                      onnx=mapping, lowering=lowering,
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 5))])
     inplace_variant(op, fname + "_.Tensor", differentiable=False,
                     kernel=inplace_checks_first(op.kernel))
@@ -438,7 +440,7 @@ def _bitwise_not_meta(a):
 
 bitwise_not = register(
     "bitwise_not", kernel=_bitwise_not_kernel, meta=_bitwise_not_meta, differentiable=False,
-    onnx=bitwise_onnx("BitwiseNot", "Not"),
+    onnx=bitwise_onnx("BitwiseNot", "Not"), lowering=lambda v, a: v.bitwise("bitwise_not", a),
     samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)),)),
                              Sample((rng.random((5,)) > 0.5,))])
 bitwise_not_ = inplace_variant(bitwise_not, "bitwise_not_", differentiable=False)

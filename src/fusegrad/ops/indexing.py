@@ -593,7 +593,7 @@ masked_fill = register(
     derivative=lambda g, mask: (g.masked_fill(mask, 0.0), None, None),
     save=lambda out, a, mask, value: (mask,), samples=_mask_samples(lambda rng, dt: -1.5),
     public="masked_fill", decomposition=_masked_fill_decomposition, onnx=ox.masked_fill,
-    saved_names=("mask",))
+    saved_names=("mask",), lowering=lambda v, a, mask, value: v.masked_fill(a, mask, value))
 masked_fill_tensor = register(
     "masked_fill.Tensor", kernel=c_contiguous(_masked_fill_kernel), meta=_masked_fill_meta,
     nondiff_args=(1,), result_order="contiguous",
@@ -602,7 +602,7 @@ masked_fill_tensor = register(
     save=lambda out, a, mask, value: (mask,), tensor_args=(2,),
     samples=_mask_samples(lambda rng, dt: rand_array(rng, (), dt)), public="masked_fill",
     decomposition=lambda a, mask, value: a.where(mask.logical_not(), value),
-    onnx=ox.masked_fill)
+    lowering=lambda v, a, mask, value: v.masked_fill(a, mask, value), onnx=ox.masked_fill)
 _MASKED_FILL_EXPANDED = expanded_warning("masked_fill_", "tensor[mask] = scalar")
 masked_fill_ = inplace_variant(masked_fill, "masked_fill_.Scalar",
                                overlap_ok=_MASKED_FILL_EXPANDED,

@@ -76,5 +76,7 @@ def _copy_samples(rng, dtype):
 
 copy_ = register(
     "copy_", kernel=_copy_kernel, meta=_copy_meta, inplace=True, node="CopyBackwards",
+    # (lowered only where it writes a tensor of the graph that nothing else reads)
+    lowering=lambda v, dst, src, non_blocking=False: v.copy_into(dst, src),
     derivative=_copy_derivative, save=lambda out, a, src, non_blocking=False: (src.dtype,),
     tensor_args=(0, 1), samples=_copy_samples, onnx=_ox.fill)

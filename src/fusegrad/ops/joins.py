@@ -93,6 +93,7 @@ def _cat_derivative(g, shapes, dim):
 cat = register(
     "cat", autocast="promote",
     kernel=dense_format(_cat_kernel), meta=_cat_meta, list_arg=True, node="CatBackward0",
+    lowering=lambda v, tensors, dim=0: v.cat(tensors, dim),
     derivative=_cat_derivative, save=lambda out, ts, dim=0: ([t.shape for t in ts], dim),
     samples=lambda rng, dt: [Sample(([rand_array(rng, s, dt) for s in ss], d)) for ss, d in (
         (((2, 3), (4, 3)), 0), (((2, 3), (2, 1), (2, 2)), 1), (((3,), (0,), (2,)), 0),
@@ -200,7 +201,7 @@ repeat = register(
     derivative=_repeat_derivative, save=lambda out, a, repeats: (a.shape, tuple(repeats)),
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt), r), name=f"{s}x{r}") for s, r in (
         ((3, 4), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 3), (1, 2, 2)), ((0, 2), (2, 1)))],
-    onnx=_onnx_repeat)
+    lowering=lambda v, a, repeats: v.repeat(a, repeats), onnx=_onnx_repeat)
 
 
 def _stack_meta(tensors, dim=0):

@@ -750,6 +750,7 @@ select_scatter = register(
     "select_scatter", kernel=_select_scatter_kernel, result_order="operands",
     meta=lambda a, src, dim, index: (_select_scatter_check(a, dim, index), _same(a))[1],
     node="SelectScatterBackward0",
+    lowering=lambda v, a, src, dim, index: v.select_scatter(a, src, dim, index),
     derivative=lambda g, dim, index: (
         g.select_scatter(g.select(dim, index).new_zeros(tuple(g.select(dim, index).shape)),
                          dim, index), g.select(dim, index), None, None),
@@ -783,6 +784,8 @@ slice_scatter = register(
     meta=lambda a, src, dim=0, start=None, end=None, step=1: (
         wrap_dim(dim, len(a.shape)), _same(a))[1],
     node="SliceScatterBackward0", derivative=_slice_scatter_derivative,
+    lowering=lambda v, a, src, dim=0, start=None, end=None, step=1: v.slice_scatter(
+        a, src, dim, start, end, step),
     save=lambda out, a, src, dim=0, start=None, end=None, step=1: (dim, start, end, step),
     saved_names=("dim", "start", "end", "step"),
     samples=lambda rng, dt: [

@@ -414,21 +414,24 @@ def _squeeze_onnx(b, inputs, args, kwargs, opset):
     return b.squeeze(inputs[0], dims) if dims else inputs[0]
 
 
-def _squeeze(name, node, dims_sample, decomposition=None):
+def _squeeze(name, node, dims_sample, decomposition=None, lowering=None):
     return register(
         name, kernel=_squeeze_kernel, meta=_squeeze_meta, view=True, node=node,
         derivative=_squeeze_derivative, save=lambda out, a, dims=None: (a.shape,),
         samples=lambda rng, dt: [Sample((rand_array(rng, s, dt),) + dims_sample)
                                  for s in ((3, 1, 4), (1, 1), (1, 0, 1))],
-        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition)
+        public="squeeze", onnx=_squeeze_onnx, decomposition=decomposition, lowering=lowering)
 
 
 # squeeze.dims is the core form: the other overloads name their dims for it.
 squeeze = _squeeze("squeeze", "SqueezeBackward0", (),
-                   lambda a: call(squeeze_dims, a, list(range(a.dim()))))
+                   lambda a: call(squeeze_dims, a, list(range(a.dim()))),
+                   lowering=lambda v, a: v.squeeze(a))
 squeeze_dim = _squeeze("squeeze.dim", "SqueezeBackward1", (0,),
-                       lambda a, dim: call(squeeze_dims, a, [dim]))
-squeeze_dims = _squeeze("squeeze.dims", "SqueezeBackward2", ((0, -1),))
+                       lambda a, dim: call(squeeze_dims, a, [dim]),
+                       lowering=lambda v, a, dim: v.squeeze(a, dim))
+squeeze_dims = _squeeze("squeeze.dims", "SqueezeBackward2", ((0, -1),),
+                        lowering=lambda v, a, dims: v.squeeze(a, dims))
 
 
 def _select_check(shape, dim, index):

@@ -15,7 +15,7 @@ import re
 
 from ... import _dtype
 from ...ops import _mathlib as mathlib
-from .ir import Buffer, Const, IBin, IInt, IVar, Load, Op, Pointwise, Reduction
+from .ir import Buffer, Const, IBin, IInt, Index, IVar, Load, Op, Pointwise, Reduction
 
 CTYPES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int64: "int64_t",
           _dtype.int32: "int32_t", _dtype.int16: "int16_t", _dtype.int8: "int8_t",
@@ -101,7 +101,10 @@ class KernelWriter:
         if isinstance(e, IInt):
             return str(e.value) if e.value in (0, 1) else self.kint(e.value)
         if isinstance(e, IBin):
-            return f"({self.index(e.a)} {e.op} {self.index(e.b)})"
+            a, b = self.index(e.a), self.index(e.b)
+            if e.op in ("min", "max"):
+                return f"({a} {'<' if e.op == 'min' else '>'} {b} ? {a} : {b})"
+            return f"({a} {e.op} {b})"
         raise TypeError(e)
 
     def pointer(self, buf: Buffer, write: bool = False) -> str:
@@ -145,6 +148,8 @@ class KernelWriter:
             return _c_number(e.value, e.dtype or _dtype.float32)
         if isinstance(e, Load):
             text = self.address(e.buffer, e.index)
+        elif isinstance(e, Index):
+            text = f"((int64_t){self.index(e.expr)})"
         else:
             args = [self.value(a) for a in e.args]
             text = self.op(e, args)
@@ -190,6 +195,11 @@ class KernelWriter:
             return f"({a[0]} {sym} {a[1]})"
         if name == "logical_not":
             return f"(!{a[0]})"
+        if name == "bitwise_not":  # (the assignment narrows the int of `~` to the type)
+            return f"(!{a[0]})" if dt is _dtype.bool_ else f"(~{a[0]})"
+        if name.startswith("bitwise_"):  # and, or, xor (bool values are 0 or 1)
+            sym = {"and": "&", "or": "|", "xor": "^"}[name[len("bitwise_"):]]
+            return f"({a[0]} {sym} {a[1]})"
         if name == "cast":
             if dt is _dtype.bool_:
                 return f"({a[0]} != 0)"

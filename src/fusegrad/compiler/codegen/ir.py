@@ -2,12 +2,15 @@
 
 Two small languages:
 
-- *index expressions* (`IVar`, `IInt`, `IBin`): integer arithmetic over loop variables.
+- *index expressions* (`IVar`, `IInt`, `IBin`): integer arithmetic over loop variables
+  (`min`/`max` keep an index in bounds where a select reads one of several tensors).
   Every integer in them (sizes, strides, offsets, a `select`'s index) is a kernel argument
   when rendered, never a literal, so one kernel serves every shape;
-- *value expressions* (`Const`, `Load`, `Op`): the arithmetic of one element, typed with
-  fusegrad dtypes. `Load(buffer, index)` reads a buffer at a *logical* index (one index
-  expression per dimension of the buffer); the buffer's strides turn it into an address.
+- *value expressions* (`Const`, `Load`, `Op`, `Index`): the arithmetic of one element,
+  typed with fusegrad dtypes; `Index` is an index expression's value (an int64), so a
+  select can depend on where an element is (cat, the scatters). `Load(buffer, index)`
+  reads a buffer at a *logical* index (one index expression per dimension of the buffer);
+  the buffer's strides turn it into an address.
 
 Nodes: `Buffer` (a materialised tensor: a graph input, an extern's output, a kernel's
 output), `Pointwise` (a shape and a function from an index to a value expression),
@@ -58,6 +61,10 @@ class IExpr:
             return IInt(0)
         return IBin("%", self, other)
 
+    def clip(self, lo: int, hi: int) -> IExpr:
+        """`self` limited to [lo, hi] (an index that stays in bounds where it is not read)."""
+        return IBin("min", IBin("max", self, IInt(lo)), IInt(hi))
+
 
 @dataclass(frozen=True, eq=True)
 class IVar(IExpr):
@@ -81,13 +88,16 @@ class IInt(IExpr):
 
 @dataclass(frozen=True, eq=True)
 class IBin(IExpr):
-    """`a op b` for op in + * / % (division and remainder of non-negative integers)."""
+    """`a op b` for op in + * / % (division and remainder of non-negative integers), or
+    `min(a, b)` / `max(a, b)` for op min, max."""
 
     op: str
     a: IExpr
     b: IExpr
 
     def __str__(self) -> str:
+        if self.op in ("min", "max"):
+            return f"{self.op}({self.a}, {self.b})"
         op = "//" if self.op == "/" else self.op
         return f"({self.a} {op} {self.b})"
 
@@ -138,6 +148,17 @@ class Op(Expr):
         if self.name == "cast":
             return f"{self.dtype!r}({args})"
         return f"{self.name}({args})"
+
+
+@dataclass(frozen=True, eq=False)
+class Index(Expr):
+    """The value (an int64) of index expression `expr` at the current element."""
+
+    expr: IExpr
+    dtype: Any = _dtype.int64
+
+    def __str__(self) -> str:
+        return f"index({self.expr})"
 
 
 def walk(e: Expr):
@@ -283,7 +304,7 @@ def _linear(e: IExpr) -> dict | None:
         return {None: e.value}
     if isinstance(e, IVar):
         return {e.name: 1}
-    if not isinstance(e, IBin) or e.op not in "+*":
+    if not isinstance(e, IBin) or e.op not in ("+", "*"):
         return None
     a, b = _linear(e.a), _linear(e.b)
     if a is None or b is None:
@@ -309,7 +330,8 @@ def evaluate_index(e: IExpr, grids: dict):
     if isinstance(e, IVar):
         return grids[e.name]
     a, b = evaluate_index(e.a, grids), evaluate_index(e.b, grids)
-    return {"+": np.add, "*": np.multiply, "/": np.floor_divide, "%": np.remainder}[e.op](a, b)
+    return {"+": np.add, "*": np.multiply, "/": np.floor_divide, "%": np.remainder,
+            "min": np.minimum, "max": np.maximum}[e.op](a, b)
 
 
 def strided_geometry(base: Buffer, shape: tuple, index: tuple) -> tuple | None:
