@@ -408,7 +408,8 @@ def _einsum_pair(a, sa, b, sb, out_spec):
     size = {}
     for t, s in ((a, sa), (b, sb)):
         for i, c in enumerate(s):
-            size[c] = builtins.max(size.get(c, 1), t.shape[i])
+            # (a size of 1 broadcasts against the other operand's; 0 does not become 1)
+            size[c] = t.shape[i] if size.get(c, 1) == 1 else size[c]
     if not contract:  # nothing to sum: a broadcast product (PyTorch records a mul)
         a = permute(a, [sa.index(c) for c in batch + fa])
         b = permute(b, [sb.index(c) for c in batch + fb])

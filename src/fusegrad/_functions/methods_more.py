@@ -6,6 +6,7 @@ and `dim_order`.
 
 from __future__ import annotations
 
+import builtins
 import warnings
 
 import numpy as np
@@ -49,15 +50,22 @@ def _fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
     n = self.shape[0]
     if self.dim() > 2 and any(s != n for s in self.shape):
         raise RuntimeError("all dimensions of input must be of equal length")
-    if not self.is_contiguous():
-        raise RuntimeError("fill_diagonal_ needs a contiguous tensor")  # ours, not PyTorch's
     step = sum(self.stride())
-    count = min(self.shape)
-    if wrap and self.dim() == 2 and self.shape[0] > self.shape[1]:
-        count = (self.numel() + step - 1) // step
-    if count == 0:
+    offset = self.storage_offset()
+    rows, cols = self.shape[0], self.shape[1]
+    if wrap and self.dim() == 2 and rows > cols:
+        # Below the square part the diagonal goes on after one skipped row (every cols + 1
+        # rows, in the rows' order whatever the strides)
+        start = 0
+        while start < rows:
+            count = builtins.min(cols, rows - start)
+            fill_(self.as_strided((count,), (step,), offset + start * self.stride(0)),
+                  fill_value)
+            start += cols + 1
         return self
-    fill_(self.as_strided((count,), (step,), self.storage_offset()), fill_value)
+    count = builtins.min(self.shape)
+    if count:
+        fill_(self.as_strided((count,), (step,), offset), fill_value)
     return self
 
 

@@ -1171,8 +1171,10 @@ def _conv_backward_composite(g, x, w, has_bias, stride, padding, dilation, trans
             g = _call(constant_pad_nd, g, [p[1], p[1] - op[1], p[0], p[0] - op[0]], 0.0)
             p = [0, 0]
         gi = _call(convolution, g, w, None, s, p, d, False, [0, 0], groups)
-        gcols = _call(im2col, g, k, d, p, s).reshape(n, groups, cog * kk, -1)
-        xm = x.reshape(n, groups, cin // groups, -1)
+        gcols = _call(im2col, g, k, d, p, s)
+        # (sizes spelled out, no -1: an empty batch leaves -1 undetermined)
+        gcols = gcols.reshape(n, groups, cog * kk, gcols.shape[-1])
+        xm = x.reshape(n, groups, cin // groups, x.shape[2] * x.shape[3])
         gw = (_fold_batch(xm) @ _fold_batch(gcols).transpose(1, 2)).reshape(
             cin, cog, k[0], k[1])
     else:

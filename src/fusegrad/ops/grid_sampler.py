@@ -140,8 +140,11 @@ def _tap(flat, coords: list, sizes: tuple):
         inside = ok if inside is None else inside & ok
         ci = ci.clamp(0, size - 1)
         index = ci if index is None else index * size + ci
-    index = index.long().view(n, 1, -1)
-    values = flat.gather(2, index.expand(n, c, index.shape[-1])).view(n, c, *coords[0].shape[1:])
+    # reshape, not view: coordinates read from a non-contiguous grid (channels_last, sliced)
+    # keep its strides, which a view cannot always flatten
+    index = index.long().reshape(n, 1, -1)
+    values = flat.gather(2, index.expand(n, c, index.shape[-1])).reshape(
+        n, c, *coords[0].shape[1:])
     return values * inside.unsqueeze(1).to(flat.dtype)
 
 

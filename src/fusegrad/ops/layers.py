@@ -296,8 +296,9 @@ def _bags(indices, offsets, include_last_offset):
     n = indices.shape[0]
     off = np.asarray(offsets, np.int64)
     bags = len(off) - 1 if include_last_offset else len(off)
-    ends = np.concatenate([off[1:], [n]])[:bags] if include_last_offset else np.concatenate(
-        [off[1:], [n]])
+    # The last bag runs to the end of the input even with include_last_offset (PyTorch's
+    # CPU kernel ignores the closing offset: indices past it join the last bag).
+    ends = np.concatenate([off[1:bags], [n]])
     bag = np.zeros(n, np.int64)
     for b in range(bags):
         bag[off[b]:ends[b]] = b

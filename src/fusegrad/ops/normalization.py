@@ -750,11 +750,11 @@ def _gn_kernel(x, w, b, n, c, hxw, group, eps):
     _check_gn(x.shape, w, b, n, c, hxw, group)
     dt = x.dtype
     xw = x.astype(F32) if dt in HALF else x
-    xg = xw.reshape(n, group, -1)
+    xg = xw.reshape(n, group, (c // group) * hxw)  # (no -1: an empty batch has no size)
     mean = xg.mean(-1, keepdims=True)
     centred = xg - mean
     rstd = 1.0 / np.sqrt((centred * centred).mean(-1, keepdims=True) + eps)
-    out = (centred * rstd).reshape(n, c, -1)
+    out = (centred * rstd).reshape(n, c, hxw)
     if w is not None:
         out = out * (w.astype(F32) if w.dtype in HALF else w).reshape(1, c, 1)
     if b is not None:
@@ -778,14 +778,17 @@ def _gn_meta(x, w, b, n, c, hxw, group, eps):
 def _gn_derivative(grads, x, w, has_bias, n, c, group, eps):
     g, gmean, grstd = grads if isinstance(grads, list) else (grads, None, None)
     shape = tuple(x.shape)
-    xg = x.reshape(n, group, -1)
+    # (sizes spelled out, no -1: an empty batch leaves -1 undetermined)
+    hxw = math.prod(shape[2:])
+    per_group = (c // group) * hxw
+    xg = x.reshape(n, group, per_group)
     mean = xg.mean(-1, keepdim=True)
     centred = xg - mean
     rstd = ((centred * centred).mean(-1, keepdim=True) + eps) ** -0.5
-    xhat = (centred * rstd).reshape(n, c, -1)
-    g3 = g.reshape(n, c, -1)
-    gx = (g3 * w.reshape(1, c, 1) if w is not None else g3).reshape(n, group, -1)
-    xh = xhat.reshape(n, group, -1)
+    xhat = (centred * rstd).reshape(n, c, hxw)
+    g3 = g.reshape(n, c, hxw)
+    gx = (g3 * w.reshape(1, c, 1) if w is not None else g3).reshape(n, group, per_group)
+    xh = xhat.reshape(n, group, per_group)
     gi = rstd * (gx - gx.mean(-1, keepdim=True) - xh * (gx * xh).mean(-1, keepdim=True))
     if gmean is not None and grstd is not None:
         # Gradients reaching the statistics themselves (PyTorch adds them when both arrive;
@@ -803,8 +806,9 @@ def _gn_decomposition(x, w, b, n, c, hxw, group, eps):
     """The moments per group, then the per-channel affine map; half types compute in
     float32 (`_in_float32`)."""
     xf = _in_float32(x)
-    mean, centred, rstd = _moments(xf.reshape(n, group, -1), [-1], (c // group) * hxw, eps)
-    out = _affine((centred * rstd).reshape(n, c, -1), _in_float32(w), _in_float32(b),
+    mean, centred, rstd = _moments(xf.reshape(n, group, (c // group) * hxw), [-1],
+                                   (c // group) * hxw, eps)
+    out = _affine((centred * rstd).reshape(n, c, hxw), _in_float32(w), _in_float32(b),
                   (1, c, 1))
     sdt = _stat_dtype(x, w, b)
     return (_rounded(out.reshape(tuple(x.shape)), x.dtype),

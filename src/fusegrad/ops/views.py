@@ -624,7 +624,7 @@ def as_strided_kernel(a, size, stride, offset=None):
     if offset is None:
         offset = (a.__array_interface__["data"][0]
                   - storage.__array_interface__["data"][0]) // max(a.itemsize, 1)
-    flat = storage.reshape(-1) if storage.flags.c_contiguous else storage.ravel()
+    flat = storage.reshape(-1) if storage.flags.c_contiguous else _memory_flat(storage)
     if len(size) and numel(size):
         need = offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1
         if need > flat.size:
@@ -643,16 +643,52 @@ def as_strided_kernel(a, size, stride, offset=None):
 
 
 
+def _memory_flat(storage: np.ndarray) -> np.ndarray:
+    """A storage array's elements in memory order, as a 1-d view of the same memory where
+    they fill one block from the first element on (an array laid out in another order: a
+    clone of a transpose); else a copy (which writes through as_strided would not reach)."""
+    span = sum((n - 1) * st for n, st in zip(storage.shape, storage.strides) if n > 1)
+    if storage.size and span == (storage.size - 1) * storage.itemsize and \
+            all(st > 0 for n, st in zip(storage.shape, storage.strides) if n > 1):
+        return np.lib.stride_tricks.as_strided(storage, (storage.size,), (storage.itemsize,),
+                                               writeable=storage.flags.writeable)
+    return storage.ravel()
+
+
 def _as_strided_derivative(g, shape, strides, offset, size, stride, out_offset):
     # Scatter g into a zero storage through the view's geometry, then read it back through the
     # input's geometry (the adjoint of as_strided).
     from .._dispatch import call
 
-    return (call(strided_transfer, g, (size, stride, out_offset), (shape, strides, offset)),
-            None, None, None)
+    inp = (shape, strides, offset)
+    # An input whose elements share storage (an expanded view, say) takes each location's
+    # gradient once in all, split evenly between the elements reading it, as in PyTorch.
+    div = inp if _may_overlap(shape, strides) else None
+    return (call(strided_transfer, g, (size, stride, out_offset), inp, div), None, None, None)
 
 
-def _strided_transfer_kernel(g, src, dst):
+def _may_overlap(shape, strides) -> bool:
+    """Whether two elements of this geometry may share a storage location: some stride, in
+    increasing order, falls within the span of the dims with smaller strides (conservative:
+    a false alarm only costs dividing by counts of one)."""
+    span = 1
+    for st, s in sorted((abs(st), s) for s, st in zip(shape, strides) if s > 1):
+        if st < span:
+            return True
+        span += st * (s - 1)
+    return False
+
+
+def _geometry_index(geom):
+    """The storage index of each element of a (size, stride, offset) geometry."""
+    size, stride, off = geom
+    if not len(size):
+        return np.asarray(off)
+    idx = off + sum(np.indices(size, sparse=True)[k] * stride[k] for k in range(len(size)))
+    return np.broadcast_to(idx, size)
+
+
+def _strided_transfer_kernel(g, src, dst, div=None):
     size, stride, off = src
     dshape, dstride, doff = dst
     extent = max(off + sum((s - 1) * st for s, st in zip(size, stride)) + 1 if numel(size)
@@ -660,28 +696,33 @@ def _strided_transfer_kernel(g, src, dst):
                  doff + sum((s - 1) * st for s, st in zip(dshape, dstride)) + 1 if numel(dshape)
                  else 0)
     storage = np.zeros(extent, dtype=g.dtype)
-    idx = off + sum(np.indices(size, sparse=True)[k] * stride[k] for k in range(len(size))) \
-        if len(size) else np.asarray(off)
-    np.add.at(storage, np.broadcast_to(idx, size), g)
-    didx = doff + sum(np.indices(dshape, sparse=True)[k] * dstride[k]
-                      for k in range(len(dshape))) if len(dshape) else np.asarray(doff)
-    return storage[np.broadcast_to(didx, dshape)]
+    np.add.at(storage, _geometry_index(src), g)
+    if div is not None:  # each location split between the elements of `div` that share it
+        count = np.bincount(np.ravel(_geometry_index(div)), minlength=extent)[:extent]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # (locations outside `div` become NaN, as in PyTorch: only its adjoint reads them)
+            storage = storage / count.astype(storage.dtype)
+    return storage[_geometry_index(dst)]
 
 
 strided_transfer = register(
     "_strided_transfer", kernel=_strided_transfer_kernel,
-    meta=lambda g, src, dst: Spec(tuple(dst[0]), g.dtype), node="AsStridedBackwardBackward0",
-    derivative=lambda gg, src, dst: (strided_transfer_fn(gg, dst, src), None, None),
-    save=lambda out, g, src, dst: (src, dst),
+    meta=lambda g, src, dst, div=None: Spec(tuple(dst[0]), g.dtype),
+    node="AsStridedBackwardBackward0",
+    # (the adjoint: the same split, the geometries swapped)
+    derivative=lambda gg, src, dst, div=None: (strided_transfer_fn(gg, dst, src, div), None,
+                                               None, None),
+    save=lambda out, g, src, dst, div=None: (src, dst, div),
     samples=lambda rng, dt: [Sample((rand_array(rng, (2, 2), dt), ((2, 2), (1, 2), 0),
                                      ((3, 4), (4, 1), 0)))])
 
 
-def strided_transfer_fn(g, src, dst):
-    """Gradient routing between two geometries over one storage (see as_strided)."""
+def strided_transfer_fn(g, src, dst, div=None):
+    """Gradient routing between two geometries over one storage (see as_strided); `div`, a
+    geometry whose elements share the gradient of each location they read."""
     from .._dispatch import call
 
-    return call(strided_transfer, g, src, dst)
+    return call(strided_transfer, g, src, dst, div)
 
 
 def _as_strided_meta(a, size, stride, offset=None):
