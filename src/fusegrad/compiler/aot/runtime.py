@@ -164,32 +164,37 @@ def finish_outputs(trace: TraceResult, args, outs: list):
     infos = trace.outputs[:trace.num_user_outputs]
     final: list = [None] * len(infos)
     done = [False] * len(infos)
-
-    def make(k: int):
-        # A view of another output is made from it, which may come later (`y.t(), y`).
-        if done[k]:
-            return final[k]
-        info = infos[k]
-        if info.same_as is not None:
-            value = make(info.same_as)
-        elif info.alias_of_input is not None:
-            value = args[info.alias_of_input]
-        elif info.view_of_input is not None:
-            value = _replay_view(args[info.view_of_input], info.view_steps)
-        elif info.view_of_output is not None:
-            value = _replay_view(make(info.view_of_output), info.view_steps)
-        elif info.view_of_base is not None:  # a view of an intermediate the node returned
-            value = _replay_view(outs[info.view_of_base], info.view_steps)
-        else:
-            value = outs[k]
-        final[k], done[k] = value, True
-        return value
-
     for k in range(len(infos)):
-        make(k)
+        _make_output(k, infos, final, done, args, outs)
     if trace.structure is None:
         return final[0]
     return trace.structure(final)
+
+
+def _make_output(k: int, infos, final: list, done: list, args, outs):
+    """Output `k` of `finish_outputs`, made once. (A module-level function: a nested one
+    calling itself through its closure made a cycle that held every output, and the arrays
+    behind them, until the garbage collector ran, so each call of a graph with large outputs
+    page-faulted fresh memory: `x + 1` on 2048x1024 took 1.9 ms against eager's 0.2.)"""
+    # A view of another output is made from it, which may come later (`y.t(), y`).
+    if done[k]:
+        return final[k]
+    info = infos[k]
+    if info.same_as is not None:
+        value = _make_output(info.same_as, infos, final, done, args, outs)
+    elif info.alias_of_input is not None:
+        value = args[info.alias_of_input]
+    elif info.view_of_input is not None:
+        value = _replay_view(args[info.view_of_input], info.view_steps)
+    elif info.view_of_output is not None:
+        value = _replay_view(_make_output(info.view_of_output, infos, final, done, args, outs),
+                             info.view_steps)
+    elif info.view_of_base is not None:  # a view of an intermediate the node returned
+        value = _replay_view(outs[info.view_of_base], info.view_steps)
+    else:
+        value = outs[k]
+    final[k], done[k] = value, True
+    return value
 
 
 class AOTRunner:
