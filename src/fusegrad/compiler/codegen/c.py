@@ -257,20 +257,25 @@ def _loops(w: KernelWriter, extents: list, names: list, inner: list[str], work: 
     innermost loop; OpenMP on the outermost."""
     if not extents:
         return list(hoisted) + inner
+    heads = [f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{" for n, v in zip(extents, names)]
+    return _nest(w, heads, inner, work, hoisted)
+
+
+def _nest(w: KernelWriter, heads: list[str], inner: list[str], work: int,
+          hoisted) -> list:
+    """The loops opened by `heads` (outermost first) around `inner`, `hoisted` lines just
+    before the innermost loop, OpenMP on the outermost when the work is large."""
     lines: list[str] = []
-    depth = 0
-    for i, (n, v) in enumerate(zip(extents, names)):
+    for depth, head in enumerate(heads):
         pad = "  " * depth
-        if i == len(extents) - 1:
+        if depth == len(heads) - 1:
             lines += [pad + x for x in hoisted]
-        if i == 0 and work >= PARALLEL_WORK:
+        if depth == 0 and work >= PARALLEL_WORK:
             red = " reduction(|:fg_large)" if w.uses_fast and not w.exact else ""
             lines.append(f"{pad}#pragma omp parallel for{red}")
-        lines.append(f"{pad}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        depth += 1
-    lines += ["  " * depth + x for x in inner]
-    for d in range(depth - 1, -1, -1):
-        lines.append("  " * d + "}")
+        lines.append(pad + head)
+    lines += ["  " * len(heads) + x for x in inner]
+    lines += ["  " * d + "}" for d in range(len(heads) - 1, -1, -1)]
     return lines
 
 
@@ -352,18 +357,7 @@ def _tiled_loops(w: KernelWriter, extents: list, names: list, inner: list[str], 
               for n, v in zip(extents[-2:], names[-2:])]
     heads += [f"for (int64_t {v} = {v}t; {v} < ({v}t + {TILE} < {n} ? {v}t + {TILE} : {n}); "
               f"{v}++) {{" for n, v in zip(extents[-2:], names[-2:])]
-    lines: list[str] = []
-    for depth, head in enumerate(heads):
-        pad = "  " * depth
-        if depth == len(heads) - 1:
-            lines += [pad + x for x in hoisted]
-        if depth == 0 and work >= PARALLEL_WORK:
-            red = " reduction(|:fg_large)" if w.uses_fast and not w.exact else ""
-            lines.append(f"{pad}#pragma omp parallel for{red}")
-        lines.append(pad + head)
-    lines += ["  " * len(heads) + x for x in inner]
-    lines += ["  " * d + "}" for d in range(len(heads) - 1, -1, -1)]
-    return lines
+    return _nest(w, heads, inner, work, hoisted)
 
 
 def _pointwise_inner(node: Pointwise, out: Buffer, w: KernelWriter, k: int) -> list:
