@@ -20,21 +20,19 @@ class OptimizedModule(Module):
 
     def forward(self, *args, **kwargs):
         mod = self._orig_mod
+        if mod._backward_hooks or mod._backward_pre_hooks or any_call_hooks():
+            # `mod(...)` would run its full backward hooks or every module's hooks, which
+            # the compiled code does not: run exactly that, eagerly.
+            return mod(*args, **kwargs)
         if mod._forward_pre_hooks or mod._forward_hooks or "forward" in mod.__dict__:
             # `mod(...)` runs its forward hooks or an instance's own forward, which the
             # compiled class forward does not: the whole call is compiled instead (as
             # PyTorch compiles `_call_impl`), its hooks traced with the forward.
-            if mod._backward_hooks or mod._backward_pre_hooks or any_call_hooks():
-                return mod(*args, **kwargs)  # (full backward hooks, global hooks: eagerly)
             call = self._compiled_call
             if call is None:
                 call = self._compiled_call = self._compiled_forward.with_function(
                     _module_call)
             return call(mod, *args, **kwargs)
-        if mod._backward_hooks or mod._backward_pre_hooks or any_call_hooks():
-            # `mod(...)` would run its full backward hooks or every module's hooks, which
-            # the compiled class forward does not: run exactly that, eagerly.
-            return mod(*args, **kwargs)
         compiled = self._compiled_forward
         forward = type(mod).forward
         if forward is not compiled._orig:

@@ -217,6 +217,7 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
     # follows the last array alone and scatters broadcast dims. The kernel runs over that
     # order.
     n = a.size
+    after = tuple(map(double_bits, scalars)) if scalars else ()
     if row:
         # A row is a run of the last dimension in every array and in the result: all
         # C-contiguous (a transposed gradient laid the rows along another dimension, and
@@ -224,7 +225,6 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
         out = np.empty(a.shape, a.dtype)
         if n:
             sources = [x if x.flags.c_contiguous else np.ascontiguousarray(x) for x in arrays]
-            after = tuple(map(double_bits, scalars)) if scalars else ()
             run_pieces(fn, (*map(address, sources), address(out)), (row, *after), n // row,
                        n * cost)
         return out
@@ -248,7 +248,6 @@ def elementwise(family: str, name: str, arrays: tuple, scalars: tuple = (),
             sources = [x if order is None and x.flags.c_contiguous else
                        np.ascontiguousarray(x if order is None else x.transpose(order))
                        for x in arrays]
-        after = tuple(map(double_bits, scalars)) if scalars else ()
         run_pieces(fn, (*map(address, sources), address(out)), after, n, n * cost)
     return out
 
