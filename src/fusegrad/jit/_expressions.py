@@ -39,8 +39,36 @@ def _is_none(e: ast.expr) -> bool:
     return isinstance(e, ast.Constant) and e.value is None
 
 
+# Tensor methods that work on Python objects (arrays, callables, storages), which
+# TorchScript's Tensor type does not have.
+_PYTHON_ONLY_METHODS = frozenset({
+    "numpy", "apply_", "map_", "map2_", "register_hook", "register_post_accumulate_grad_hook",
+    "storage", "untyped_storage", "__array__", "__reduce_ex__", "__deepcopy__"})
+
+
+def _script_method(name: str) -> bool:
+    """Whether scripted code may call Tensor method `name`."""
+    import fusegrad
+
+    return callable(getattr(fusegrad.Tensor, name, None)) and name not in _PYTHON_ONLY_METHODS
+
+
+def _literal_key(e: ast.expr) -> int | str | None:
+    """The value of an index that is a literal (`[0]`, `[-1]`, `["a"]`), else None."""
+    if isinstance(e, ast.Constant) and isinstance(e.value, (int, str)) and \
+            not isinstance(e.value, bool):
+        return e.value
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) and \
+            isinstance(e.operand, ast.Constant) and type(e.operand.value) is int:
+        return -e.operand.value
+    return None
+
+
 class ExpressionCompiler:
     """Emits nodes into `self.block` of `self.graph` for the function `self.src`."""
+
+    # the parameters whose type is Tensor for want of an annotation (for error messages)
+    inferred: frozenset = frozenset()
 
     # -- emitting ------------------------------------------------------------------------
 
@@ -341,9 +369,18 @@ class ExpressionCompiler:
             return self.fstring(e, env)
         if isinstance(e, ast.Subscript):
             obj = self.expr(e.value, env)
-            if obj.type.startswith("__torch__.") and isinstance(e.slice, ast.Constant):
+            key = _literal_key(e.slice)
+            if obj.type.startswith("__torch__.") and key is not None:
                 module = self.unit.module_of(obj.type)
-                name = str(e.slice.value)
+                name = str(key)
+                children = module.jit_children()
+                if isinstance(key, int) and children is not None:
+                    # a Sequential's or ModuleList's child by position, counted from the end
+                    # for a negative literal as in Python
+                    if not -len(children) <= key < len(children):
+                        raise self.error(e, f"Index {key} out of range of length "
+                                            f"{len(children)}")
+                    name = children[key]
                 return self.emit("prim::GetAttr", [obj], [module.jit_attr_type(name)], e,
                                  {"name": name}).outputs[0]
             index = self.index(e.slice, env)
@@ -458,6 +495,11 @@ class ExpressionCompiler:
             base = self.expr(func.value, env)
             if base.type.startswith("__torch__."):
                 return self.module_call(e, base, func.attr, env)
+            if base.type == "Tensor" and not _script_method(func.attr):
+                inferred = base in self.graph.params and base.name in self.inferred
+                shown = "Tensor (inferred)" if inferred else "Tensor"
+                raise self.error(func, f"\n'{shown}' object has no attribute or method "
+                                       f"'{func.attr}'.", RuntimeError)
             args, names = self.arguments(e, env)
             if func.attr == "append" and args and base.node is not None and \
                     base.node.kind == "prim::ListConstruct" and not base.node.inputs and \

@@ -230,8 +230,8 @@ def _frozen(mod, keep: set, fold: bool):
         _constants_of(engine, keep)
     _constants_of(frozen, keep)
     _refresh_traced(frozen)
-    if engine is None and not keep:
-        _inline_frozen(frozen)
+    if engine is None and not any(name in mod._modules or "." in name for name in keep):
+        _inline_frozen(frozen, keep)
     frozen.__dict__["_jit_frozen"] = True
     if "training" not in keep:
         # PyTorch's frozen module has no `training` flag until train()/eval() sets one
@@ -239,25 +239,34 @@ def _frozen(mod, keep: set, fold: bool):
     return frozen
 
 
-def _inline_frozen(frozen: ScriptModule) -> None:
-    """Give a frozen scripted module methods with its submodules' calls inlined and its
-    attributes constants, and drop its submodules, as PyTorch's freezing does; left as it
-    is when a method still needs a submodule (a traced one's recording, a Python call)."""
+def _inline_frozen(frozen: ScriptModule, keep: set) -> None:
+    """Give a frozen scripted module `forward` and the methods `keep` names, with their
+    submodules' calls inlined and their attributes constants except those `keep` names, and
+    drop its submodules, its other methods and its other attributes, as PyTorch's freezing
+    does; left as it is when a method still needs a submodule (a traced one's recording, a
+    Python call)."""
     from ._inline import fold_attributes, inline_calls, simplify
     from ._script import Method
 
     methods = {}
+    preserved = frozenset(keep)
     for name, method in frozen._jit_methods.items():
+        if name != "forward" and name not in keep:
+            continue
         graph, owner = inline_calls(frozen, name)
-        if not fold_attributes(graph, owner, frozen._jit_unit):
+        if not fold_attributes(graph, owner, frozen._jit_unit, preserved):
             return
         simplify(graph)
         methods[name] = Method(name, graph, method.schema, frozen._jit_unit)
+    for name in list(frozen._jit_methods):
+        if name not in methods:
+            del frozen._jit_methods[name]
+            frozen.__dict__.pop(name, None)  # its Python binding
     frozen._jit_methods.update(methods)
     frozen._modules.clear()
-    for name, value in list(frozen._jit_consts.items()):
-        if not isinstance(value, (bool, int, float, str, tuple, list)) and value is not None:
-            del frozen._jit_consts[name]  # the tensors are the program's constants now
+    for name in list(frozen._jit_consts):
+        if name not in keep:  # the program's constants now
+            del frozen._jit_consts[name]
             frozen.__dict__.pop(name, None)
     frozen.__dict__["_jit_children"] = None
 

@@ -90,10 +90,14 @@ def count_uses(block: Block, counts: dict) -> None:
         counts[v] = counts.get(v, 0) + 1
 
 
-def fold_attributes(graph: Graph, owner: dict, unit) -> bool:
-    """Make `graph`'s reads of module attributes constants (in place): True when no module
-    value is left but `self` unused, so the frozen module needs no submodules."""
+def fold_attributes(graph: Graph, owner: dict, unit, preserved: frozenset = frozenset()) -> bool:
+    """Make `graph`'s reads of module attributes constants (in place), except the reads of
+    the module's own attributes named in `preserved` (they stay reads, and writes stay
+    writes): True when no module value is left in use but `self`'s reads and writes of
+    preserved attributes, so the frozen module needs no submodules."""
     import fusegrad
+
+    top = graph.params[0] if graph.params else None
 
     def const(value, type_: str) -> Node:
         attrs: dict = {}
@@ -117,7 +121,8 @@ def fold_attributes(graph: Graph, owner: dict, unit) -> bool:
         kept = []
         for node in block.nodes:
             node.inputs = [mapping.get(v, v) for v in node.inputs]
-            if node.kind == "prim::GetAttr" and node.inputs[0] in owner:
+            if node.kind == "prim::GetAttr" and node.inputs[0] in owner and not (
+                    node.inputs[0] is top and node.attrs["name"] in preserved):
                 module, name = owner[node.inputs[0]], node.attrs["name"]
                 if node.outputs[0] in owner:
                     kept.append(node)  # a submodule: dropped below once unused
@@ -151,7 +156,21 @@ def fold_attributes(graph: Graph, owner: dict, unit) -> bool:
             break
     counts = {}
     count_uses(graph, counts)
+    if top is not None and counts.get(top):
+        counts[top] -= _preserved_uses(graph, top, preserved)
     return not any(counts.get(v) for v in owner)
+
+
+def _preserved_uses(block: Block, top: Value, preserved: frozenset) -> int:
+    """How many reads and writes of `top`'s attributes named in `preserved` `block` has."""
+    n = 0
+    for node in block.nodes:
+        if node.kind in ("prim::GetAttr", "prim::SetAttr") and node.inputs[0] is top and \
+                node.attrs["name"] in preserved:
+            n += 1
+        for b in node.blocks:
+            n += _preserved_uses(b, top, preserved)
+    return n
 
 
 def _dead_reads(block: Block, counts: dict, owner: dict) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import types
 import weakref
 
 import fusegrad
@@ -208,6 +209,7 @@ def _compile_graph(fn, unit: Unit, source: Source, schema: Schema, self_type=Non
     try:
         params = [(n, self_type if t == "self" else t) for n, t in schema.params]
         compiler = FunctionCompiler(unit, fn, source, self_type)
+        compiler.inferred = schema.inferred
         graph = compiler.compile(params)
     finally:
         unit.compiling.discard(fn)
@@ -621,13 +623,12 @@ class ScriptModule(Module):
     def _bind_methods(self) -> None:
         """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
         and names the module class itself has stay reachable from scripted code only."""
-        for name, method in self._jit_methods.items():
+        for name in self._jit_methods:
             if not name.startswith("_") and not hasattr(type(self), name) and \
                     name not in self.__dict__:
-                def call(*args, _m=method, _n=name, **kwargs):
-                    values = _m.schema.bind(_n, args, dict(kwargs), skip=1)
-                    return _m.call_graph([self, *values])
-                self.__dict__[name] = call
+                # bound to this module and looking its method up when called, so that a copy
+                # (`deepcopy`, `freeze`) runs its own method on itself, not the original's
+                self.__dict__[name] = types.MethodType(_method_caller(name), self)
 
     def _children(self) -> list:
         if self._jit_children is None:
@@ -663,6 +664,16 @@ class ScriptModule(Module):
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"
+
+
+def _method_caller(name: str):
+    """A function calling compiled method `name` of the module it is given."""
+    def call(module, *args, **kwargs):
+        method = module._jit_methods[name]
+        values = method.schema.bind(name, args, dict(kwargs), skip=1)
+        return method.call_graph([module, *values])
+    call.__name__ = name
+    return call
 
 
 class RecursiveScriptModule(ScriptModule):
