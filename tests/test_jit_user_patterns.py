@@ -129,3 +129,108 @@ def test_python_only_tensor_method_fails_when_scripting(annotated):
     got = messages(fusegrad)
     assert got == messages(torch)
     assert ("(inferred)" in got) == (not annotated)
+
+
+def _script_results(lib):
+    """Scripted functions using isinstance, sorted, str and str methods, fork and wait."""
+    jit, Tensor = lib.jit, lib.Tensor
+
+    def add_if(x: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
+        if isinstance(y, Tensor):
+            return x + y
+        return x
+
+    def count(xs: list[int], ys: list[int]) -> int:
+        t = 0
+        for a, b in zip(xs, ys):
+            t += max(a, b) - min(a, b)
+        zs = sorted(xs)
+        return t + zs[0] + len(zs) + int(isinstance(t, int))
+
+    def words(s: str, xs: list[str]) -> str:
+        out = s.upper() + "-" + "_".join(xs)
+        if out.startswith("AB"):
+            out = out.replace("-", "+")
+        return out + str(len(out)) + str(out.find("_"))
+
+    def triple(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    def forked(x: torch.Tensor) -> torch.Tensor:
+        fut = jit.fork(triple, x)
+        y = x + 1
+        return jit.wait(fut) + y
+
+    x = lib.tensor(X)
+    f, g, h = jit.script(add_if), jit.script(count), jit.script(words)
+    fork = jit.script(forked)
+    return [f(x, x).numpy(), f(x, None).numpy(), g([3, 1, 2], [0, 5, 1]),
+            h("abc", ["x", "y"]), h("zz", []), fork(x).numpy(),
+            jit.wait(jit.fork(triple, x)).numpy()]
+
+
+def test_builtins_string_methods_and_fork_in_script():
+    got, want = _script_results(fusegrad), _script_results(torch)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+        else:
+            assert g == w
+
+
+def _script_module_subclass(lib, weights=None):
+    """The older way of writing a scripted module: a ScriptModule subclass with
+    script_methods, subclassed again. Returns the results and the weights used (fusegrad
+    is given torch's)."""
+    nn = lib.nn
+
+    class Base(lib.jit.ScriptModule):
+        def __init__(self, n):
+            super().__init__()
+            self.lin = nn.Linear(n, 3)
+            self.k = 2
+
+        @lib.jit.script_method
+        def forward(self, x):
+            if x.dim() == 2:
+                return self.lin(x).tanh() * self.k
+            return x
+
+        @lib.jit.script_method
+        def shifted(self, x: torch.Tensor) -> torch.Tensor:
+            return self.forward(x) + 1
+
+    class Sub(Base):
+        def __init__(self):
+            super().__init__(6)
+            self.head = nn.Linear(3, 1)
+
+        @lib.jit.script_method
+        def forward(self, x):
+            return self.head(self.lin(x))
+
+    base, sub = Base(6), Sub()
+    if weights is None:
+        weights = [{k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+                   for m in (base, sub)]
+    for m, w in zip((base, sub), weights):
+        m.load_state_dict({k: lib.tensor(v) for k, v in w.items()})
+    x = lib.tensor(X)
+    out = base(x)
+    out.sum().backward()
+    results = [type(base).__name__, isinstance(base, lib.jit.ScriptModule),
+               sorted(base.state_dict()), out.detach().numpy(),
+               base.shifted(x).detach().numpy(), base(lib.ones(3)).numpy(),
+               base.lin.weight.grad.numpy(), sorted(n for n, _ in sub.named_modules()),
+               sub(x).detach().numpy()]
+    return results, weights
+
+
+def test_script_module_subclass_with_script_methods():
+    want, weights = _script_module_subclass(torch)
+    got, _ = _script_module_subclass(fusegrad, weights)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        else:
+            assert g == w

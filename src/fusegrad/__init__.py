@@ -180,7 +180,8 @@ from . import _out  # noqa: E402
 _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
     "cuda", "func", "export",
-    "datasets", "distributed", "distributions", "fft", "fx", "hub", "jit", "linalg", "models",
+    "datasets", "distributed", "distributions", "fft", "futures", "fx", "hub", "jit", "linalg",
+    "models",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",
     "sparse", "special", "storage", "testing", "viz",

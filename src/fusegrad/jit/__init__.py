@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import warnings
 
+from ..futures import Future
 from ._freeze import freeze, optimize_for_inference
 from ._interpreter import Error
-from ._markers import Final, annotate, export, ignore, is_scripting, unused
+from ._markers import Final, annotate, export, ignore, is_scripting, script_method, unused
 from ._script import RecursiveScriptModule, ScriptFunction, ScriptModule
 from ._serialization import load
 from ._trace import (
@@ -49,6 +50,22 @@ def script(obj, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=No
     return compile_function(obj)
 
 
+def fork(func, *args, **kwargs) -> Future:
+    """Run `func(*args, **kwargs)` as a task; a `Future` of its result (`wait(fut)` reads
+    it). Here the task runs at once, on the calling thread: the same values, in order."""
+    fut = Future()
+    try:
+        fut.set_result(func(*args, **kwargs))
+    except Exception as error:  # the task's error is the future's, raised by `wait`
+        fut.set_exception(error)
+    return fut
+
+
+def wait(future: Future):
+    """The result of a `fork`'s future, waiting for it (its error raised)."""
+    return future.wait()
+
+
 def save(m, f, _extra_files=None) -> None:
     """Write a ScriptModule or ScriptFunction (or a trace) to `f` (as `m.save(f)`)."""
     if not hasattr(m, "save"):
@@ -57,8 +74,8 @@ def save(m, f, _extra_files=None) -> None:
     m.save(f)
 
 
-__all__ = ["Error", "Final", "FrontendError", "NotSupportedError", "RecursiveScriptModule",
-           "ScriptFunction", "ScriptModule", "TopLevelTracedModule", "TracedModule",
-           "TracerWarning", "UnsupportedNodeError", "annotate", "export", "freeze", "ignore",
-           "is_scripting", "load", "optimize_for_inference", "save", "script", "trace",
-           "trace_module", "unused"]
+__all__ = ["Error", "Final", "FrontendError", "Future", "NotSupportedError",
+           "RecursiveScriptModule", "ScriptFunction", "ScriptModule", "TopLevelTracedModule",
+           "TracedModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export", "fork",
+           "freeze", "ignore", "is_scripting", "load", "optimize_for_inference", "save", "script",
+           "script_method", "trace", "trace_module", "unused", "wait"]

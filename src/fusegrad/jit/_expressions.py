@@ -22,7 +22,7 @@ _COMPARES = {ast.Lt: "lt", ast.Gt: "gt", ast.LtE: "le", ast.GtE: "ge", ast.Eq: "
              ast.NotEq: "ne", ast.Is: "__is__", ast.IsNot: "__isnot__",
              ast.In: "__contains__"}
 _BUILTINS = {len: "len", int: "Int", float: "Float", bool: "Bool", abs: "abs", min: "min",
-             max: "max"}
+             max: "max", str: "str", sorted: "sorted"}
 # math functions on numbers, with their result types (`aten::math_floor` runs `math.floor`)
 _MATH = {"floor": "int", "ceil": "int", "trunc": "int", "sqrt": "float", "exp": "float",
          "log": "float", "sin": "float", "cos": "float", "tan": "float", "tanh": "float",
@@ -208,6 +208,8 @@ class ExpressionCompiler:
                 return None
             if fn is _markers.is_scripting and not test.args:
                 return True
+            if fn is isinstance and len(test.args) == 2:
+                return self.isinstance_static(test, env)
             if fn is hasattr and len(test.args) == 2 and isinstance(
                     test.args[1], ast.Constant) and isinstance(test.args[1].value, str):
                 base = self.peek_type(test.args[0], env)
@@ -232,7 +234,52 @@ class ExpressionCompiler:
                     env[left.id].type.startswith("Optional["):
                 names = [left.id]
                 return (names, []) if isinstance(test.ops[0], ast.IsNot) else ([], names)
+        if self.optional_isinstance(test, env):  # `isinstance(y, Tensor)` of Optional[Tensor]
+            return [test.args[0].id], []
         return [], []
+
+    def isinstance_types(self, e: ast.Call, env: dict) -> tuple[str | None, list[str]]:
+        """(the type of `isinstance`'s first argument where known, the script types its
+        second names: a class or a tuple of classes)."""
+        import fusegrad
+
+        names = {fusegrad.Tensor: "Tensor", int: "int", float: "float", str: "str",
+                 bool: "bool", list: "List", dict: "Dict", tuple: "Tuple"}
+        classes = e.args[1].elts if isinstance(e.args[1], ast.Tuple) else [e.args[1]]
+        types = []
+        for c in classes:
+            try:
+                obj = self.python_object(c)
+                types.append(names[obj])
+            except (FrontendError, KeyError, TypeError):
+                raise self.error(c, "Unsupported type in isinstance", NotSupportedError) \
+                    from None
+        return self.peek_type(e.args[0], env), types
+
+    def isinstance_static(self, e: ast.Call, env: dict) -> bool | None:
+        """`isinstance(v, T)` where v's type decides it (None for an Optional of one of the
+        types, decided when running)."""
+        type_, types = self.isinstance_types(e, env)
+        if type_ is None or type_ == "Any":
+            return None
+        head = parse_generic(type_)[0]
+        if head == "Optional" and parse_generic(parse_generic(type_)[1][0])[0] in types:
+            return None
+        return head in types
+
+    def optional_isinstance(self, e: ast.expr, env: dict) -> bool:
+        """Whether `e` is `isinstance(name, T)` of a variable of type Optional[T]."""
+        if not (isinstance(e, ast.Call) and len(e.args) == 2 and not e.keywords and
+                isinstance(e.args[0], ast.Name) and e.args[0].id in env and
+                isinstance(e.func, ast.Name) and self.is_python_path(e.func, env)):
+            return False
+        try:
+            if self.python_object(e.func) is not isinstance:
+                return False
+        except FrontendError:
+            return False
+        type_ = env[e.args[0].id].type
+        return type_.startswith("Optional[") and self.isinstance_static(e, env) is None
 
     def refine(self, names: list[str], env: dict, at: ast.AST) -> dict:
         """Rebind each of `names` in `env` to its value cast from Optional[T] to T."""
@@ -495,8 +542,10 @@ class ExpressionCompiler:
             base = self.expr(func.value, env)
             if base.type.startswith("__torch__."):
                 return self.module_call(e, base, func.attr, env)
-            if base.type == "Tensor" and not _script_method(func.attr):
-                inferred = base in self.graph.params and base.name in self.inferred
+            # (checked on parameters only: other values' types are partly guesses)
+            if base.type == "Tensor" and base in self.graph.params and \
+                    not _script_method(func.attr):
+                inferred = base.name in self.inferred
                 shown = "Tensor (inferred)" if inferred else "Tensor"
                 raise self.error(func, f"\n'{shown}' object has no attribute or method "
                                        f"'{func.attr}'.", RuntimeError)
@@ -602,7 +651,7 @@ class ExpressionCompiler:
         import fusegrad
         import fusegrad.nn.functional as F
 
-        from . import _markers
+        from . import _markers, fork, wait
 
         if fn is range:
             raise self.error(e, "range() can only be used as the iterable of a for loop",
@@ -617,6 +666,20 @@ class ExpressionCompiler:
             return self.retype(value, declared, e) if declared else value
         if fn is _markers.is_scripting:
             return self.const(True, e)
+        if fn is fork and e.args:
+            # the task runs where it is forked (the same values): its call's value stands
+            # for the future, which `wait` gives back
+            task = ast.Call(func=e.args[0], args=e.args[1:], keywords=e.keywords)
+            ast.copy_location(task, e)
+            return self.call(task, env)
+        if fn is wait and len(e.args) == 1:
+            return self.expr(e.args[0], env)
+        if fn is isinstance and len(e.args) == 2 and not e.keywords:
+            static = self.isinstance_static(e, env)
+            if static is not None:
+                return self.const(static, e)
+            return self.op("__isnot__", "operator", [self.expr(e.args[0], env),
+                                                     self.const(None)], e)
         try:
             name = _BUILTINS.get(fn)
         except TypeError:  # an unhashable callable

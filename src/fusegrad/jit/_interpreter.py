@@ -82,7 +82,8 @@ OPERATORS: dict[str, Any] = {
     "add_": operator.iadd, "sub_": operator.isub, "mul_": operator.imul,
     "div_": operator.itruediv, "floordiv_": operator.ifloordiv, "pow_": operator.ipow,
     "Bool": bool, "Int": int, "Float": float, "len": len, "abs": abs, "min": min,
-    "max": max, "append": _append, "format": _format, "__range_length": _range_length,
+    "max": max, "str": str, "sorted": sorted, "append": _append, "format": _format,
+    "__range_length": _range_length,
     "__derive_index": lambda i, lo, step: lo + i * step,
 }
 OPERATORS.update({f"math_{name}": getattr(math, name) for name in (
@@ -124,8 +125,9 @@ def resolve(kind: str, attrs: dict):
     if form == "functional":
         return _fusegrad_function(fusegrad.nn.functional, name)
     if form == "method":
-        if not _public(name) or not (hasattr(fusegrad.Tensor, name) or name in (
-                "append", "pop", "insert", "extend", "index", "count") or name in _DICT):
+        if not _public(name) or not (
+                hasattr(fusegrad.Tensor, name) or hasattr(str, name) or name in (
+                    "append", "pop", "insert", "extend", "index", "count") or name in _DICT):
             return None
         return _method(name)
     if form == "attribute":
@@ -166,7 +168,7 @@ def _method(name: str):
         if isinstance(obj, dict) and name in _DICT:
             out = getattr(obj, name)(*args, **kwargs)
             return list(out) if name in ("items", "keys", "values") else out
-        if not isinstance(obj, (fusegrad.Tensor, list)):
+        if not isinstance(obj, (fusegrad.Tensor, list, str)):
             raise Error(f"method {name} called on a {type(obj).__name__}")
         return getattr(obj, name)(*args, **kwargs)
 

@@ -1,5 +1,6 @@
-"""Decorators and helpers scripted code uses: `ignore`, `unused`, `export`, `is_scripting`,
-`annotate`, `Final`. Each marks a function with an attribute the script compiler reads."""
+"""Decorators and helpers scripted code uses: `ignore`, `unused`, `export`, `script_method`,
+`is_scripting`, `annotate`, `Final`. Each marks a function with an attribute the script
+compiler reads."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ def export(fn):
     return fn
 
 
+def script_method(fn):
+    """Mark a method of a `ScriptModule` subclass to be compiled when an instance is made
+    (the older way of writing scripted modules)."""
+    setattr(fn, EXPORT, True)
+    return fn
+
+
 def is_scripting() -> bool:
     """True in scripted code, False in Python."""
     return False
@@ -45,3 +53,4 @@ def is_scripting() -> bool:
 def annotate(the_type: Any, the_value: Any) -> Any:
     """Give `the_value` the type `the_type` in scripted code; in Python, `the_value`."""
     return the_value
+

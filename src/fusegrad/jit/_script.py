@@ -420,9 +420,17 @@ class ScriptModule(Module):
     """A compiled module: its methods run through the interpreter; parameters, buffers and
     submodules are ordinary module state. `.graph`/`.code` show `forward`."""
 
-    def __init__(self, type_name: str, original_name: str, unit: Unit,
-                 origin: type | None = None, children: list | None = None):
+    def __init__(self, type_name: str | None = None, original_name: str | None = None,
+                 unit: Unit | None = None, origin: type | None = None,
+                 children: list | None = None):
         super().__init__()
+        if type_name is not None:
+            self._jit_setup(type_name, original_name, unit, origin, children)
+        # else a user's subclass (`class M(torch.jit.ScriptModule)`): set up once its
+        # `__init__` has returned (`__init_subclass__`)
+
+    def _jit_setup(self, type_name: str, original_name: str, unit: Unit,
+                   origin: type | None, children: list | None) -> None:
         d = self.__dict__
         d["_jit_type"] = type_name
         d["original_name"] = original_name
@@ -432,6 +440,28 @@ class ScriptModule(Module):
         d["_jit_consts"] = {}
         d["_jit_children"] = children
         unit.modules[type_name] = self
+
+    def __init_subclass__(cls, **kwargs):
+        """A user's subclass compiles its `script_method`s (and exported methods) once the
+        outermost `__init__` has made the submodules and attributes they read, as
+        TorchScript's ScriptModule subclasses do; fusegrad's own subclasses are left be."""
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith(__name__.rpartition(".")[0]):
+            return
+        init = cls.__init__
+
+        def __init__(self, *args, **kw):
+            d = self.__dict__
+            d["_jit_init_depth"] = d.get("_jit_init_depth", 0) + 1
+            try:
+                init(self, *args, **kw)
+            finally:
+                d["_jit_init_depth"] -= 1
+            if not d["_jit_init_depth"] and "_jit_type" not in d:
+                _script_in_place(self)
+
+        __init__.__doc__ = init.__doc__
+        cls.__init__ = __init__
 
     # the interface the compiler and the interpreter use
 
@@ -620,11 +650,15 @@ class ScriptModule(Module):
 
         save(self, f)  # (as its program, made there)
 
-    def _bind_methods(self) -> None:
+    def _bind_methods(self, over_class_methods: bool = False) -> None:
         """Make the compiled methods callable from Python (`m.norm(x)`); private helpers
-        and names the module class itself has stay reachable from scripted code only."""
+        and names the module class itself has (unless `over_class_methods`: a user's
+        ScriptModule subclass, whose Python methods the compiled ones replace; `forward`
+        included) stay reachable from scripted code only."""
         for name in self._jit_methods:
-            if not name.startswith("_") and not hasattr(type(self), name) and \
+            if over_class_methods and name not in self.__dict__:
+                self.__dict__[name] = types.MethodType(_method_caller(name), self)
+            elif not name.startswith("_") and not hasattr(type(self), name) and \
                     name not in self.__dict__:
                 # bound to this module and looking its method up when called, so that a copy
                 # (`deepcopy`, `freeze`) runs its own method on itself, not the original's
@@ -707,10 +741,36 @@ def script_module(module: Module, unit: Unit = UNIT,
     for name, child in module._modules.items():
         sm._modules[name] = script_module(child, unit, compile_methods) \
             if child is not None else None
-    for name, value in vars(module).items():
+    _keep_constants(sm, vars(module))
+    activation = vars(module).get("activation")
+    if callable(activation) and not isinstance(activation, Module):
+        sm.__dict__["_jit_activation"] = activation  # (a layer's function, for its forward)
+    if compile_methods:
+        _compile_methods(sm, cls, children)
+    return sm
+
+
+def _script_in_place(sm: ScriptModule) -> None:
+    """Make a user's ScriptModule subclass instance a script module where it stands: its
+    submodules scripted, its constants kept, its `script_method`s and exported methods
+    compiled and run in place of the Python ones."""
+    cls = type(sm)
+    sm._jit_setup(UNIT.type_name(cls.__name__, cls.__module__), cls.__name__, UNIT, cls, None)
+    for name, child in sm._modules.items():
+        if child is not None:
+            sm._modules[name] = script_module(child, UNIT)
+    _keep_constants(sm, dict(vars(sm)))
+    _compile_methods(sm, cls, None, bind_class_methods=True)
+
+
+def _keep_constants(sm: ScriptModule, attributes: dict) -> None:
+    """Keep the module attributes scripted code may read: numbers, strings, tuples and lists
+    of them, public tensors."""
+    for name, value in attributes.items():
         # (a name the class already has, as a copied module's `_is_full_backward_hook`, is
         # bookkeeping, and no attribute a saved program could name)
-        if name == "training" or name.startswith("__") or hasattr(ScriptModule, name):
+        if name in ("training", "original_name") or name.startswith(("__", "_jit_")) or \
+                hasattr(ScriptModule, name):
             continue
         # Private attributes count when they are constants (a layer's precomputed padding):
         # the Module's own bookkeeping (hook dicts, sets) is not.
@@ -718,26 +778,27 @@ def script_module(module: Module, unit: Unit = UNIT,
                                    and not name.startswith("_")):
             sm._jit_consts[name] = value
             sm.__dict__[name] = value
-    activation = vars(module).get("activation")
-    if callable(activation) and not isinstance(activation, Module):
-        sm.__dict__["_jit_activation"] = activation  # (a layer's function, for its forward)
-    if not compile_methods:
-        return sm
+
+
+def _compile_methods(sm: ScriptModule, cls: type, children: list | None,
+                     bind_class_methods: bool = False) -> None:
+    """Compile `forward` and the exported methods of `cls` for `sm` and make them callable
+    from Python (with `bind_class_methods`, also over the class's own Python methods)."""
     if children is None or _is_sequential(cls):
         forward = getattr(cls, "forward", None)
         if forward is not None and not getattr(forward, UNUSED, False) and (
-                children is not None or forward is not Module.forward):
+                children is not None or forward is not Module.forward) and \
+                forward is not ScriptModule.forward:
             sm._compile_method("forward")
     for name, fn in inspect.getmembers(cls, inspect.isfunction):
         if getattr(fn, EXPORT, False) and name not in sm._jit_methods:
             sm._compile_method(name)
-    sm._bind_methods()
+    sm._bind_methods(bind_class_methods)
     for name, fn in inspect.getmembers(cls, inspect.isfunction):
         # methods left to Python stay callable from Python, given the script module
         if (getattr(fn, IGNORE, False) or getattr(fn, UNUSED, False)) and \
                 not hasattr(ScriptModule, name) and name not in sm.__dict__:
             sm.__dict__[name] = fn.__get__(sm)
-    return sm
 
 
 def _constant_ok(value, depth: int = 0) -> bool:

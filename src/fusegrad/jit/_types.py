@@ -172,6 +172,12 @@ _PAIRS = {"max", "min", "sort", "topk", "kthvalue", "median", "mode", "std_mean"
           "var_mean", "aminmax", "cummax", "cummin", "slogdet", "frexp"}
 
 
+# The result types of str methods that do not return a str (those starting "is" are bool).
+_STR_METHODS = {"startswith": "bool", "endswith": "bool", "find": "int", "rfind": "int",
+                "index": "int", "rindex": "int", "count": "int", "split": "List[str]",
+                "rsplit": "List[str]", "splitlines": "List[str]"}
+
+
 def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
     """The type of an operation's result from its name and its inputs' types."""
     tensor = "Tensor" in types
@@ -185,13 +191,17 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
         return "float"
     if name == "size":
         return "int" if nargs > 1 else "List[int]"
-    if name == "append":
+    if name == "append" or (name == "sorted" and types):
         return types[0]
+    if name == "str" and form == "operator":
+        return "str"
     if form == "method" and types and types[0].startswith("Dict["):
         _, (key, value) = parse_generic(types[0])
         return {"items": f"List[Tuple[{key}, {value}]]", "keys": f"List[{key}]",
                 "values": f"List[{value}]", "get": f"Optional[{value}]",
                 "pop": value}.get(name, "NoneType")
+    if form == "method" and types and types[0] == "str":
+        return _STR_METHODS.get(name, "bool" if name.startswith("is") else "str")
     if form == "method" and types and types[0].startswith("List["):
         return element_type(types[0]) if name == "pop" else "int" if name in (
             "index", "count") else "NoneType"
