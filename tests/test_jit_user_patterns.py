@@ -234,3 +234,62 @@ def test_script_module_subclass_with_script_methods():
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
         else:
             assert g == w
+
+
+def _class_results(lib):
+    """A class compiled for scripted code: made, its methods called (one making another
+    object of the class, one updating an attribute), returned to Python, and saved with the
+    function that makes it."""
+    import io
+
+    class Pair:
+        def __init__(self, a: torch.Tensor, b: torch.Tensor):
+            self.a = a
+            self.b = b
+            self.calls = 0
+
+        def total(self) -> torch.Tensor:
+            self.calls += 1
+            return self.a + self.b
+
+        def scaled(self, k: float) -> Pair:
+            return Pair(self.a * k, self.b * k)
+
+    class Bag:
+        def __init__(self):
+            self.items: list[torch.Tensor] = []
+
+        def add(self, x: torch.Tensor):
+            self.items.append(x)
+
+    scripted_pair = lib.jit.script(Pair)
+
+    def combine(x: torch.Tensor):
+        p = Pair(x, x * 2)
+        q = p.scaled(0.5)
+        bag = Bag()
+        for i in range(3):
+            bag.add(x * i)
+        return p.total() + q.total() + p.calls, p, len(bag.items)
+
+    f = lib.jit.script(combine)
+    x = lib.tensor(X)
+    value, p, n = f(x)
+    buf = io.BytesIO()
+    lib.jit.save(f, buf)
+    buf.seek(0)
+    loaded = lib.jit.load(buf)
+    value2, p2, n2 = loaded(x)
+    plain = Pair(x, x)
+    return [scripted_pair is Pair, value.numpy(), type(p).__name__, isinstance(p, Pair),
+            p.a.numpy(), p.calls, n, value2.numpy(), type(p2).__name__, p2.total().numpy(),
+            n2, plain.total().numpy(), plain.calls]
+
+
+def test_script_classes():
+    got, want = _class_results(fusegrad), _class_results(torch)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+        else:
+            assert g == w

@@ -31,7 +31,8 @@ from .frontend import FrontendError, NotSupportedError, UnsupportedNodeError
 
 def script(obj, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=None):
     """Compile a function or an `nn.Module` (its `forward` and exported methods, and its
-    submodules) into a ScriptFunction or ScriptModule. Unsupported Python raises a
+    submodules) into a ScriptFunction or ScriptModule; a class is compiled for use in
+    scripted code and returned as it is. Unsupported Python raises a
     `NotSupportedError` showing the line; `optimize` and `example_inputs` are accepted and
     ignored, as the compiler reads types from annotations."""
     from ..nn.modules.module import Module
@@ -43,8 +44,15 @@ def script(obj, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=No
     if isinstance(obj, Module):
         return script_module(obj)
     if isinstance(obj, type):
-        raise NotSupportedError(f"fusegrad.jit.script compiles functions and module "
-                                f"instances, not the class {obj.__name__}")
+        from ._classes import scriptable_class
+        from ._script import UNIT
+
+        if issubclass(obj, Module) or not scriptable_class(obj):
+            raise NotSupportedError(f"fusegrad.jit.script compiles functions, module "
+                                    f"instances and user classes, not the class "
+                                    f"{obj.__name__}")
+        UNIT.script_class(obj)  # compiled now (errors show here); the class is returned
+        return obj
     if not callable(obj) or not hasattr(obj, "__code__"):
         raise RuntimeError(f"fusegrad.jit.script cannot compile a {type(obj).__name__}")
     return compile_function(obj)

@@ -155,6 +155,8 @@ class _Printer:
             name = attrs["name"]
             return f"{args[0]}.{name}" if name.isidentifier() else \
                 f'getattr({args[0]}, "{name}")'  # a Sequential's "0"
+        if kind == "prim::CreateObject":
+            return f"{attrs['type']}.__new__({attrs['type']})"
         if kind == "prim::CallMethod":
             # (TorchScript writes a comma after each argument here)
             return f"({args[0]}).{attrs['name']}({''.join(a + ', ' for a in args[1:])})"

@@ -239,6 +239,9 @@ class FunctionCompiler(ExpressionCompiler):
             if not obj.type.startswith("__torch__."):
                 raise self.error(target, "only module attributes can be assigned",
                                  NotSupportedError)
+            owner = self.unit.module_of(obj.type)
+            if hasattr(owner, "declare"):  # a script class's `__init__` declares its attributes
+                owner.declare(target.attr, value.type)
             self.emit("prim::SetAttr", [obj, value], [], target, {"name": target.attr})
         else:
             raise unsupported(self.src, target)

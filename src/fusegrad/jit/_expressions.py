@@ -10,6 +10,7 @@ import ast
 import builtins
 import inspect
 
+from ._classes import scriptable_class
 from ._ir import Block, Node, Value, parse_generic
 from ._types import annotation_type, element_type, join, result_type
 from .frontend import FrontendError, NotSupportedError, fail, unsupported
@@ -293,6 +294,13 @@ class ExpressionCompiler:
 
     # -- expressions ---------------------------------------------------------------------
 
+    def own_class(self) -> type | None:
+        """The class whose method is being compiled, when it is a script class."""
+        self_type = getattr(self, "self_type", None)
+        if self_type is None or self_type not in self.unit.modules:
+            return None
+        return getattr(self.unit.module_of(self_type), "cls", None)
+
     def lookup(self, node: ast.Name, env: dict) -> Value:
         if node.id in env:
             return env[node.id]
@@ -305,6 +313,9 @@ class ExpressionCompiler:
                 return self.scope[node.id]
             if hasattr(builtins, node.id):
                 return getattr(builtins, node.id)
+            own = self.own_class()
+            if own is not None and own.__name__ == node.id:
+                return own  # a class's methods name it before the class statement binds it
             raise self.error(node, f"undefined value {node.id}")
         if isinstance(node, ast.Attribute):
             base = self.python_object(node.value)
@@ -593,6 +604,16 @@ class ExpressionCompiler:
         return self.emit("prim::CallMethod", [obj, *args], [ret], e,
                          {"name": method}).outputs[0]
 
+    def new_object(self, e: ast.Call, script_class, env: dict) -> Value:
+        """`Pair(a, b)` of a class compiled for script: a new object, then its `__init__`."""
+        args, names = self.arguments(e, env)
+        args = self.bind(e, "__init__", script_class.jit_method_schema("__init__"), args,
+                         names, skip=1)
+        obj = self.emit("prim::CreateObject", [], [script_class.type_name], e,
+                        {"type": script_class.type_name}).outputs[0]
+        self.emit("prim::CallMethod", [obj, *args], ["NoneType"], e, {"name": "__init__"})
+        return obj
+
     def python_method_call(self, e: ast.Call, obj: Value, module, method: str, fn,
                            env: dict) -> Value:
         """A call of a method left to Python: a `jit.ignore`d one runs in Python
@@ -691,6 +712,8 @@ class ExpressionCompiler:
             args, names = self.arguments(e, env)
             return self.op(f"math_{fn.__name__}", "operator", args, e, names,
                            type_=_MATH[fn.__name__])
+        if inspect.isclass(fn) and scriptable_class(fn):
+            return self.new_object(e, self.unit.script_class(fn), env)
         target = self.unit.callee(fn)
         if target is not None:
             kind, name, ret = target

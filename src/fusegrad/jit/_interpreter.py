@@ -177,6 +177,7 @@ def _method(name: str):
 
 
 PRIMS = {"prim::Constant", "prim::If", "prim::Loop", "prim::GetAttr", "prim::SetAttr",
+         "prim::CreateObject",
          "prim::CallMethod", "prim::CallFunction", "prim::TupleConstruct",
          "prim::TupleUnpack", "prim::ListConstruct", "prim::ListUnpack", "prim::DictConstruct",
          "prim::SliceConstruct", "prim::RaiseException", "prim::Print",
@@ -253,12 +254,25 @@ class Interpreter:
         if kind == "prim::Constant":
             return [self._constant(attrs)]
         if kind == "prim::GetAttr":
-            return [_module(args[0]).jit_getattr(attrs["name"])]
+            obj = args[0]
+            if hasattr(obj, "jit_getattr"):
+                return [obj.jit_getattr(attrs["name"])]
+            return [getattr(_script_object(self.unit, obj), attrs["name"])]
         if kind == "prim::SetAttr":
-            _module(args[0]).jit_setattr(attrs["name"], args[1])
+            obj = args[0]
+            if hasattr(obj, "jit_setattr"):
+                obj.jit_setattr(attrs["name"], args[1])
+            else:
+                setattr(_script_object(self.unit, obj), attrs["name"], args[1])
             return []
         if kind == "prim::CallMethod":
-            return [_module(args[0]).jit_call(attrs["name"], args[1:])]
+            obj = args[0]
+            if hasattr(obj, "jit_call"):
+                return [obj.jit_call(attrs["name"], args[1:])]
+            _script_object(self.unit, obj)
+            return [self.unit.classes[type(obj)].jit_call(obj, attrs["name"], args[1:])]
+        if kind == "prim::CreateObject":
+            return [self.unit.modules[attrs["type"]].new()]
         if kind == "prim::CallFunction":
             fn = self.unit.functions.get(attrs["name"])
             if fn is None:
@@ -304,7 +318,8 @@ class Interpreter:
         return tuple(value) if attrs.get("tuple") else value
 
 
-def _module(obj):
-    if not hasattr(obj, "jit_getattr"):
-        raise Error(f"expected a scripted module, got {type(obj).__name__}")
+def _script_object(unit, obj):
+    """`obj` when it is an instance of a class compiled for script, else the error."""
+    if type(obj) not in unit.classes:
+        raise Error(f"expected a scripted module or object, got {type(obj).__name__}")
     return obj

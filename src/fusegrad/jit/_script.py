@@ -47,10 +47,27 @@ class Unit:
         self.modules: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self.by_function: dict = {}
         self.compiling: set = set()
+        self.classes: dict = {}  # Python class -> its ScriptClass (`_classes.py`)
         self.interpreter = Interpreter(self)
 
     def module_of(self, type_name: str) -> ScriptModule:
         return self.modules[type_name]
+
+    def script_class(self, cls: type):
+        """The ScriptClass of user class `cls`, compiled on first use (all its methods: an
+        error leaves nothing registered)."""
+        from ._classes import ScriptClass
+
+        found = self.classes.get(cls)
+        if found is None:
+            found = ScriptClass(cls, self)
+            try:
+                found.compile_all()
+            except BaseException:
+                del self.classes[cls]
+                self.modules.pop(found.type_name, None)
+                raise
+        return found
 
     def type_name(self, cls_name: str, module: str | None = None) -> str:
         """A new module type's name: `__torch__.` with the class's module path as PyTorch

@@ -4,7 +4,9 @@ The file is a safetensors file (written atomically when given a path) whose tens
 program's parameters, buffers and tensor constants, and whose `__metadata__` entry
 `fusegrad.jit` is the program as JSON: the graphs of its functions and methods (node kinds,
 value names and types, JSON attributes), the module tree (attribute names, the tensor each
-parameter and buffer is, plain attributes) and the parameter schemas.
+parameter and buffer is, plain attributes), the parameter schemas and the classes scripted
+code makes objects of (attribute types and method graphs; loading makes a plain class for
+each, whose methods run those graphs).
 
 Loading parses that JSON and rebuilds the graphs; it never imports, unpickles or evaluates
 anything from the file. Every node must be a known `prim::` kind or an `aten::` operation
@@ -23,6 +25,7 @@ import zipfile
 from .._tensor import Tensor
 from ..nn.parameter import Parameter
 from ..serialization import _looks_like_safetensors, _safetensors_from_bytes, save_safetensors
+from ._classes import ScriptClass
 from ._interpreter import allowed_kind
 from ._ir import IRFormatError, graph_from_json, graph_to_json
 from ._script import (
@@ -106,6 +109,7 @@ class _Writer:
         self.keys: dict[int, str] = {}
         self.functions: dict = {}
         self.foreign: dict = {}  # (id(unit), constant name) -> its name in the file
+        self.classes: dict = {}  # type name -> a script class's attributes and methods
 
     def tensor(self, t, key: str) -> str:
         if id(t) not in self.keys:
@@ -128,6 +132,8 @@ class _Writer:
                     "__constants__")
             if node.kind == "prim::CallFunction":
                 self.function(unit.functions[node.attrs["name"]])
+            if node.kind == "prim::CreateObject":
+                self.script_class(unit.module_of(node.attrs["type"]))
             if node.kind == "prim::Constant" and "tensor" in node.attrs:
                 name = node.attrs["tensor"]
                 t = unit.tensors[name]
@@ -144,6 +150,17 @@ class _Writer:
         if renames:
             _rename_constants(data, renames)
         return data
+
+    def script_class(self, sc) -> None:
+        """A class scripted code makes objects of: its attribute types and methods."""
+        if sc.type_name in self.classes:
+            return
+        self.classes[sc.type_name] = None  # before its methods: they may make its objects
+        self.classes[sc.type_name] = {
+            "name": sc.cls.__name__, "attributes": dict(sc.attrs),
+            "methods": {name: {"graph": self.graph(m.graph, m.unit),
+                               "schema": _schema_json(m.schema)}
+                        for name, m in sc.methods.items()}}
 
     def function(self, fn: ScriptFunction) -> None:
         if fn.qualified_name in self.functions:
@@ -192,7 +209,8 @@ def save(obj, f) -> None:
     else:
         raise TypeError(f"fusegrad.jit.save expects a ScriptModule or ScriptFunction, got "
                         f"{type(obj).__name__}")
-    program.update(format=FORMAT, version=VERSION, functions=writer.functions)
+    program.update(format=FORMAT, version=VERSION, functions=writer.functions,
+                   classes=writer.classes)
     save_safetensors(writer.tensors, f, metadata={FORMAT: json.dumps(program)})
 
 
@@ -260,8 +278,21 @@ def _build(program: dict, tensors: dict):
         graph = graph_from_json(spec["graph"], allowed_kind)
         unit.functions[qual] = ScriptFunction(str(spec["name"]), qual, graph,
                                               _schema_from_json(spec["schema"]), unit)
+    classes = program.get("classes", {})
+    if not isinstance(classes, dict):
+        raise IRFormatError("classes must be an object")
+    for type_name, spec in classes.items():
+        methods = {name: (graph_from_json(m["graph"], allowed_kind),
+                          _schema_from_json(m["schema"]))
+                   for name, m in spec["methods"].items()}
+        ScriptClass.from_saved(unit, str(type_name), str(spec["name"]),
+                               {str(k): str(v) for k, v in spec["attributes"].items()},
+                               methods)
     for fn in unit.functions.values():
         _check_calls(fn.graph, unit)
+    for sc in unit.classes.values():
+        for method in sc.methods.values():
+            _check_calls(method.graph, unit)
     if program.get("kind") == "function":
         return unit.functions[program["root"]]
     if program.get("kind") != "module":
@@ -291,6 +322,9 @@ def _check_calls(graph, unit: Unit) -> None:
             raise IRFormatError(f"{node.kind} has no blocks")
         if node.kind == "prim::CallFunction" and node.attrs.get("name") not in unit.functions:
             raise IRFormatError(f"call of unknown function {node.attrs.get('name')!r}")
+        if node.kind == "prim::CreateObject" and not any(
+                sc.type_name == node.attrs.get("type") for sc in unit.classes.values()):
+            raise IRFormatError(f"object of unknown class {node.attrs.get('type')!r}")
         if node.kind in ("prim::GetAttr", "prim::SetAttr", "prim::CallMethod") and \
                 not isinstance(node.attrs.get("name"), str):
             raise IRFormatError(f"{node.kind} without a name")
