@@ -40,7 +40,8 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("base", "dtypes, devices, thread state, shape arithmetic", (
         "_dtype", "_device", "_thread_state", "_atomic_write", "_type_info", "_symbolic",
         "_shapes", "_recorders", "_collector", "_metadata", "_heap", "_cbuild",
-        "_warn", "_scalar_conversion", "_type_names", "version", "torch_version", "__future__")),
+        "_warn", "_scalar_conversion", "_type_names", "version", "torch_version", "__future__",
+        "_shared_memory")),
     ("records", "what Tensor and dispatch record with: grad and anomaly modes, the Nodes", (
         "autograd.__init__", "autograd.grad_mode", "autograd.anomaly_mode", "autograd.graph")),
     ("tensor", "the Tensor class, its printing and memory figures", (
@@ -61,6 +62,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "func", "storage", "utils.__init__", "utils._pytree", "utils._pytree_keys")),
     ("nn", "modules, optimizers, data, saving, distributions, models, profiler", (
         "nn", "optim", "utils", "distributions", "datasets", "models", "distributed",
+        "multiprocessing",
         "profiler", "autograd.profiler", "serialization", "_object_pickle", "_checkpoint_read",
         "hub", "cli", "__main__")),
     ("fx", "graph IR, ONNX export, drawings", ("fx", "onnx", "viz")),

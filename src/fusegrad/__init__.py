@@ -181,7 +181,7 @@ _LAZY_MODULES = frozenset({
     "_dynamo", "_inductor", "_logging", "accelerator", "amp", "backends", "compiler", "cpu",
     "cuda", "func", "export",
     "datasets", "distributed", "distributions", "fft", "futures", "fx", "hub", "jit", "linalg",
-    "models",
+    "models", "multiprocessing",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",
     "sparse", "special", "storage", "testing", "viz",

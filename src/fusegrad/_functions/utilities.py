@@ -456,13 +456,9 @@ def pin_memory(self: Tensor, device=None) -> Tensor:
 
 def _in_shared_memory(a) -> bool:
     """Whether array `a`'s memory is a shared mapping (`share_memory_`'s)."""
-    import mmap  # here: `import fusegrad` need not load it
+    from .. import _shared_memory  # here: `import fusegrad` need not load mmap
 
-    while a is not None:
-        if isinstance(a, mmap.mmap):
-            return True
-        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
-    return False
+    return _shared_memory.buffer_of(a) is not None
 
 
 def is_shared(self: Tensor) -> bool:
@@ -471,19 +467,20 @@ def is_shared(self: Tensor) -> bool:
 
 
 def share_memory_(self: Tensor) -> Tensor:
-    """Move the tensor's data into shared memory (an anonymous shared mapping), in its memory
-    order: processes forked afterwards (`torch.multiprocessing`, Hogwild training) and this
-    one see each other's in-place writes, as with PyTorch's. Views taken before the move
-    keep the old memory (PyTorch moves the whole storage; call this on fresh tensors, as
-    `Module.share_memory` does). Already shared: nothing to do."""
+    """Move the tensor's data into shared memory (`_shared_memory`), in its memory order:
+    processes forked afterwards, those it is passed to through `fusegrad.multiprocessing`
+    (Hogwild training) and this one see each other's in-place writes, as with PyTorch's.
+    Views taken before the move keep the old memory (PyTorch moves the whole storage; call
+    this on fresh tensors, as `Module.share_memory` does). Already shared: nothing to do."""
     data = self._data
     if data is None or _in_shared_memory(data):
         return self
 
-    import mmap
+    from .. import _shared_memory
 
     def make(shape: tuple) -> np.ndarray:
-        buffer = mmap.mmap(-1, max(data.nbytes, 1))  # MAP_SHARED: inherited by forks
+        # a shared memory file: inherited by forks, passed to other processes by descriptor
+        buffer = _shared_memory.allocate(data.nbytes)
         return np.frombuffer(buffer, dtype=data.dtype, count=data.size).reshape(shape)
 
     shared = in_memory_order(make, data.shape, memory_order(data))
