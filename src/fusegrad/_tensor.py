@@ -443,6 +443,22 @@ class Tensor:
         # `np.asarray(t)` shares the memory, as with PyTorch's tensors.
         return data.copy() if copy else data
 
+    def __dlpack__(self, *, stream=-1, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the tensor's memory (`np.from_dlpack(t)`,
+        `torch.from_dlpack(t)` read it without a copy); PyTorch's error for a tensor that
+        requires grad."""
+        if self._rg:
+            raise BufferError("Can't export tensors that require gradient, use "
+                              "tensor.detach()")
+        data = self._data_dependent("__dlpack__")
+        if max_version is None:
+            return data.__dlpack__()
+        return data.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        """(device type, index) as DLPack numbers them: (1, 0), the CPU."""
+        return self._data_dependent("__dlpack_device__").__dlpack_device__()
+
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """NumPy's result of a ufunc on this tensor (`x * array` computed by NumPy), as a
         tensor sharing its memory; a bool result becomes uint8, as in PyTorch."""

@@ -167,7 +167,10 @@ def note_subclass(cls: type) -> None:
 
 def _overloaded(cls) -> bool:
     impl = getattr(cls, "__torch_function__", None)
-    return impl is not None and impl is not _disabled_torch_function_impl
+    # (PyTorch's own tensors carry its default `__torch_function__`, which would call the
+    # fusegrad function straight back: they are plain foreign objects here, as arrays are)
+    return impl is not None and impl is not _disabled_torch_function_impl and \
+        getattr(getattr(impl, "__func__", impl), "__module__", None) != "torch._tensor"
 
 
 def _add_overloaded(found: list, arg) -> None:

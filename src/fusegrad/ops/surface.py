@@ -121,7 +121,7 @@ stride to type type_as untyped_storage storage set_ view_as __array_wrap__ __com
 sum_to_size new_empty_strided resize resize_as dim_order const_data_ptr module_load
 __rlshift__ __rrshift__
 __contains__ __format__ __hash__ __init__ __iter__ __len__ __reduce_ex__ __repr__ __str__
-resolve_conj resolve_neg cfloat cdouble
+resolve_conj resolve_neg cfloat cdouble __dlpack__ __dlpack_device__
 """.split()
 
 # Tensor methods that are spellings of others, named by the protocol: the methods PyTorch's
