@@ -184,7 +184,7 @@ _LAZY_MODULES = frozenset({
     "models", "multiprocessing",
     "library", "nn", "onnx", "optim", "overrides", "profiler", "random", "serialization",
     "signal",
-    "sparse", "special", "storage", "testing", "viz",
+    "sparse", "special", "storage", "testing", "types", "viz",
 })
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
                "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
