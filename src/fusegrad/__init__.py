@@ -189,7 +189,8 @@ _LAZY_MODULES = frozenset({
 _LAZY_NAMES = {"autocast": "amp", "GradScaler": "amp", "compile": "compiler",
                "load": "serialization", "save": "serialization", "get_printoptions": "_printing",
                "set_printoptions": "_printing", "vmap": "func", "UntypedStorage": "storage",
-               "TypedStorage": "storage", "FakeTensor": "_fake", "FakeTensorMode": "_fake",
+               "TypedStorage": "storage", "from_file": "storage", "FakeTensor": "_fake",
+               "FakeTensorMode": "_fake",
                "DataDependentOutputError": "_fake"}
 # PyTorch's legacy storage classes (`FloatStorage`, ...), made in `storage`.
 _LAZY_NAMES.update(dict.fromkeys(

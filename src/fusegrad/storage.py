@@ -11,6 +11,7 @@ as elements of a dtype; `FloatStorage` and its siblings are PyTorch's legacy spe
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -64,6 +65,26 @@ def untyped_storage_of(t: Tensor) -> UntypedStorage:
 _TYPED_WARNED = [False]
 
 
+def _map_file(filename, shared: bool, nbytes: int) -> np.ndarray:
+    """`nbytes` bytes of file `filename` mapped into memory: with `shared`, writes go to the
+    file (which is created, or grown, to `nbytes`); else they stay in this process (a
+    private copy-on-write mapping of a file that must be large enough)."""
+    path = os.fspath(filename)
+    if shared:
+        with open(path, "ab") as f:  # created if missing, never truncated
+            if f.seek(0, os.SEEK_END) < nbytes:
+                f.truncate(nbytes)
+    elif not os.path.exists(path):
+        raise RuntimeError(f"unable to open file <{path}> in read-only mode: No such file "
+                           "or directory (2)")
+    elif os.path.getsize(path) < nbytes:
+        raise RuntimeError(f"file <{path}> size <{os.path.getsize(path)}> is smaller than "
+                           f"the required mapping size <{nbytes}>")
+    if nbytes == 0:
+        return np.empty(0, np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="r+" if shared else "c", shape=(nbytes,))
+
+
 def _warn_typed_storage_removal(level: int = 3) -> None:
     """PyTorch's one-time deprecation warning of TypedStorage, naming the user's line
     (`level`: frames from the warning function to the user's code)."""
@@ -107,8 +128,11 @@ class _StorageBase:
         return None
 
     def is_shared(self) -> bool:
-        """False: the memory is this process's own."""
-        return False
+        """Whether the memory is a shared mapping (`Tensor.share_memory_`'s, or a file's:
+        PyTorch counts a private file mapping too)."""
+        from . import _shared_memory
+
+        return _shared_memory.buffer_of(self.untyped()._root) is not None
 
     def share_memory_(self):
         """Returns `self` (fusegrad's worker processes receive copies)."""
@@ -168,6 +192,12 @@ class UntypedStorage(_StorageBase):
         typed = TypedStorage.from_buffer(buffer, byte_order, count, offset,
                                          dtype=dtype or _dtype.uint8)
         return typed._untyped_storage
+
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> UntypedStorage:
+        """A storage of `nbytes` bytes mapped from file `filename` (see `_map_file`)."""
+        data = _map_file(filename, bool(shared), int(nbytes))
+        return cls._wrap(data, data)
 
     # sizes and addresses
     def nbytes(self) -> int:
@@ -275,6 +305,12 @@ class UntypedStorage(_StorageBase):
         return TypedStorage._wrap_array(values, dt)
 
 
+def _typed_from_file(dt, filename, shared: bool, size: int) -> TypedStorage:
+    """`size` elements of `dt` mapped from file `filename` (`UntypedStorage.from_file`)."""
+    untyped = UntypedStorage.from_file(filename, shared, int(size) * dt.itemsize)
+    return TypedStorage._wrap(untyped, dt)
+
+
 def _untyped_from_bytes(data: bytes) -> UntypedStorage:
     s = UntypedStorage.__new__(UntypedStorage)
     s._bytes = s._root = np.frombuffer(bytearray(data), np.uint8)
@@ -339,6 +375,13 @@ class TypedStorage(_StorageBase):
     def _wrap_array(cls, values: np.ndarray, dt) -> TypedStorage:
         values = np.ascontiguousarray(values)
         return cls._wrap(UntypedStorage._wrap(_flat_bytes(values), values), dt)
+
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, size: int = 0) -> TypedStorage:
+        """A storage of `size` elements of the default dtype (a legacy class's own) mapped
+        from file `filename`."""
+        _warn_typed_storage_removal()
+        return _typed_from_file(_dtype.get_default_dtype(), filename, shared, size)
 
     @classmethod
     def from_buffer(cls, buffer, byte_order: str = "native", count: int = -1,
@@ -506,6 +549,12 @@ class _LegacyStorage(TypedStorage, metaclass=_LegacyStorageMeta):
         return s
 
     @classmethod
+    def from_file(cls, filename, shared: bool = False, size: int = 0) -> TypedStorage:
+        """`TypedStorage.from_file` with this class's dtype."""
+        _warn_typed_storage_removal()
+        return _typed_from_file(cls.dtype, filename, shared, size)
+
+    @classmethod
     def from_buffer(cls, *args, **kwargs) -> TypedStorage:
         """`TypedStorage.from_buffer` with this class's dtype."""
         kwargs.setdefault("dtype", cls.dtype)
@@ -646,3 +695,14 @@ def _view_of(storage: UntypedStorage, dt, offset: int, size, stride) -> np.ndarr
         np.empty(0, dt.np)
     return np.ndarray(shape, dt.np, buffer=base, offset=offset * item,
                       strides=tuple(s * item for s in strides))
+
+
+def from_file(filename, shared: bool | None = None, size: int = 0, *, dtype=None, layout=None,
+              device=None, pin_memory: bool = False) -> Tensor:
+    """A one-dimensional tensor of `size` elements (of `dtype`, the default dtype if None)
+    over file `filename` mapped into memory: with `shared`, writes go to the file."""
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"Device '{device}' is not available here: tensors live on the CPU")
+    dt = dtype if dtype is not None else _dtype.get_default_dtype()
+    data = _map_file(filename, bool(shared), int(size) * dt.itemsize)
+    return Tensor._make(data.view(dt.np), dt)
