@@ -7,6 +7,7 @@ so the registry is the only list of exportable ops. The `onnx` package is needed
 """
 
 from ._graph import UnsupportedOperatorError
+from ._program import ONNXProgram
 from .export import TrainingMode, export
 
-__all__ = ["TrainingMode", "UnsupportedOperatorError", "export"]
+__all__ = ["ONNXProgram", "TrainingMode", "UnsupportedOperatorError", "export"]

@@ -887,7 +887,7 @@ def _check_opset(onnx: Any, opset: int) -> None:
 _IGNORED = ("external_data", "optimize", "report", "verify", "profile", "dump_exported_program",
             "artifacts_dir", "autograd_inlining")
 # Options that change the exported model: only their defaults can be honoured here.
-_DEFAULT_ONLY = {"dynamic_shapes": None, "custom_translation_table": None,
+_DEFAULT_ONLY = {"custom_translation_table": None,
                  "custom_opsets": None, "export_modules_as_functions": False}
 
 
@@ -908,11 +908,13 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
     with `keep_initializers_as_inputs`); `dynamic_axes` maps an input or output name to
     `{axis: "dim_name"}` (or a list of axes) to make those dimensions symbolic;
     `opset_version` defaults to PyTorch's 20. Raises `UnsupportedOperatorError` naming any
-    operator without an ONNX mapping. Returns None with `dynamo=False` (as PyTorch's
-    TorchScript-based exporter does); with `dynamo=True`, where PyTorch returns its
-    ONNXProgram, the `onnx.ModelProto` that was written. There is one exporter here:
-    `dynamo=False` only adds PyTorch's warning about its old one.
+    operator without an ONNX mapping. `dynamic_shapes` (`torch.export`'s form: `Dim`s per
+    argument) is read as `dynamic_axes` of the inputs. Returns None with `dynamo=False` (as
+    PyTorch's TorchScript-based exporter does); with `dynamo=True`, an `ONNXProgram`
+    (`_program.py`: `model_proto`, `save`, calls run in ONNX Runtime). There is one exporter
+    here: `dynamo=False` only adds PyTorch's warning about its old one.
     """
+    dynamic_shapes = options.pop("dynamic_shapes", None)
     for name in options:
         if name not in _IGNORED and name not in _DEFAULT_ONLY:
             raise TypeError(f"export() got an unexpected keyword argument '{name}'")
@@ -929,6 +931,12 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
     opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
     _check_opset(onnx, opset)
     args, kwargs = _split_args(args, kwargs)
+    if dynamic_shapes is not None:
+        from ._program import dynamic_axes_from_shapes
+
+        dynamic_axes = {**(dynamic_axes or {}), **dynamic_axes_from_shapes(
+            dynamic_shapes, model, args, input_names)}
+        input_names = input_names or [_arg_name(model, i) for i in range(len(args))]
     _validate_dynamic_axes(dynamic_axes, input_names, output_names)
     proto = capture(model, args, opset, do_constant_folding, export_params,
                     input_names, output_names, dynamic_axes, kwargs=kwargs, training=mode,
@@ -942,7 +950,11 @@ def export(model: Any, args: Any = (), f: Any = None, *, kwargs: dict | None = N
               onnx.helper.printable_graph(proto.graph))
     if f is not None:
         _save_atomic(onnx, proto, f)
-    return proto if dynamo else None
+    if not dynamo:
+        return None
+    from ._program import ONNXProgram
+
+    return ONNXProgram(proto)
 
 
 def _validate_dynamic_axes(dynamic_axes: dict | None, input_names: list | None,
