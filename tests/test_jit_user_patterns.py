@@ -293,3 +293,32 @@ def test_script_classes():
             np.testing.assert_allclose(g, w, rtol=1e-6)
         else:
             assert g == w
+
+
+def test_if_expression_type_mismatch_message():
+    def messages(lib):
+        def f(x, flag: bool):
+            return x * (0.5 if flag else 0)
+        with pytest.raises(RuntimeError) as info:
+            lib.jit.script(f)
+        return str(info.value).split(":\n")[0].strip()
+    assert messages(fusegrad) == messages(torch)
+
+
+def test_trace_with_memory_format_saves_and_loads():
+    import io
+
+    def f(x):
+        return x.t().contiguous(memory_format=fusegrad.contiguous_format) * 2
+
+    x = fusegrad.tensor(X)
+    traced = fusegrad.jit.trace(f, (x,))
+    buf = io.BytesIO()
+    fusegrad.jit.save(traced, buf)
+    buf.seek(0)
+    loaded = fusegrad.jit.load(buf)
+    want = torch.tensor(X).t().contiguous() * 2
+    for out in (traced(x), loaded(x)):
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+        assert out.stride() == want.stride()
+    assert "contiguous_format" in loaded.code

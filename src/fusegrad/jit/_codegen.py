@@ -131,6 +131,8 @@ class _Printer:
             return f"CONSTANTS.{attrs['tensor']}"
         if "dtype" in attrs:
             return str(attrs["dtype"])
+        if "memory_format" in attrs:
+            return f"torch.{attrs['memory_format']}"
         value = attrs.get("value")
         if attrs.get("tuple"):
             return repr(tuple(value))

@@ -395,9 +395,9 @@ class ExpressionCompiler:
                 block.returns = [values[-1]]
             joined = join(values[0].type, values[1].type)
             if joined is None:
-                raise self.error(e, f"Type mismatch: the true branch is of type "
-                                    f"{values[0].type} and the false branch of type "
-                                    f"{values[1].type}")
+                raise self.error(e, f"if-expression's true branch has type {values[0].type} "
+                                    f"but false branch has type {values[1].type}",
+                                 RuntimeError)
             out = self.graph.fresh(None, joined, node)
             node.outputs.append(out)
             return out

@@ -58,6 +58,9 @@ class _Builder:
         if isinstance(value, fusegrad.dtype):
             return self.emit("prim::Constant", [], "ScalarType",
                              {"dtype": str(value).split(".")[-1]})
+        if isinstance(value, type(fusegrad.contiguous_format)):  # `x.contiguous()`'s
+            return self.emit("prim::Constant", [], "MemoryFormat",
+                             {"memory_format": str(value).split(".")[-1]})
         if value is None or isinstance(value, (bool, int, float, str)):
             key = (type(value).__name__, repr(value))
             if key not in self.consts:

@@ -314,6 +314,13 @@ class Interpreter:
             if not isinstance(dt, fusegrad.dtype):
                 raise Error(f"unknown dtype {attrs['dtype']}")
             return dt
+        if "memory_format" in attrs:
+            import fusegrad
+
+            layout = getattr(fusegrad, attrs["memory_format"], None)
+            if not isinstance(layout, type(fusegrad.contiguous_format)):
+                raise Error(f"unknown memory format {attrs['memory_format']}")
+            return layout
         value = attrs.get("value")
         return tuple(value) if attrs.get("tuple") else value
 
