@@ -322,3 +322,56 @@ def test_trace_with_memory_format_saves_and_loads():
         np.testing.assert_array_equal(out.numpy(), want.numpy())
         assert out.stride() == want.stride()
     assert "contiguous_format" in loaded.code
+
+
+def _attribute(lib):
+    nn = lib.nn
+
+    class Names(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.names = lib.jit.Attribute([], list[str])
+
+        def forward(self, x):
+            self.names.append("a")
+            return x * len(self.names)
+
+    x = lib.tensor(X)
+    names = lib.jit.script(Names())
+    names(x)
+    return [names(x).numpy(), list(names.names)]
+
+
+def test_jit_attribute():
+    got, want = _attribute(fusegrad), _attribute(torch)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[1] == want[1]
+
+
+@fusegrad.jit.interface
+class _Shift(fusegrad.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pass
+
+
+class _Plus(fusegrad.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+class _Holder(fusegrad.nn.Module):
+    sub: _Shift
+
+    def __init__(self):
+        super().__init__()
+        self.sub = _Plus()
+
+    def forward(self, x):
+        return self.sub(x) * 2
+
+
+def test_jit_interface_annotated_submodule():
+    m = _Holder()
+    x = fusegrad.tensor(X)
+    np.testing.assert_array_equal(fusegrad.jit.script(m)(x).numpy(), m(x).numpy())
+    assert fusegrad.jit.interface(_Shift) is _Shift

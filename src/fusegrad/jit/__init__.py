@@ -15,7 +15,17 @@ import warnings
 from ..futures import Future
 from ._freeze import freeze, optimize_for_inference
 from ._interpreter import Error
-from ._markers import Final, annotate, export, ignore, is_scripting, script_method, unused
+from ._markers import (
+    Attribute,
+    Final,
+    annotate,
+    export,
+    ignore,
+    interface,
+    is_scripting,
+    script_method,
+    unused,
+)
 from ._script import RecursiveScriptModule, ScriptFunction, ScriptModule
 from ._serialization import load
 from ._trace import (
@@ -82,8 +92,8 @@ def save(m, f, _extra_files=None) -> None:
     m.save(f)
 
 
-__all__ = ["Error", "Final", "FrontendError", "Future", "NotSupportedError",
+__all__ = ["Attribute", "Error", "Final", "FrontendError", "Future", "NotSupportedError",
            "RecursiveScriptModule", "ScriptFunction", "ScriptModule", "TopLevelTracedModule",
            "TracedModule", "TracerWarning", "UnsupportedNodeError", "annotate", "export", "fork",
-           "freeze", "ignore", "is_scripting", "load", "optimize_for_inference", "save", "script",
-           "script_method", "trace", "trace_module", "unused", "wait"]
+           "freeze", "ignore", "interface", "is_scripting", "load", "optimize_for_inference",
+           "save", "script", "script_method", "trace", "trace_module", "unused", "wait"]

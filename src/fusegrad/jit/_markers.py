@@ -1,10 +1,10 @@
 """Decorators and helpers scripted code uses: `ignore`, `unused`, `export`, `script_method`,
-`is_scripting`, `annotate`, `Final`. Each marks a function with an attribute the script
-compiler reads."""
+`is_scripting`, `annotate`, `Final`, `Attribute`, `interface`. Each marks a function with an
+attribute the script compiler reads."""
 
 from __future__ import annotations
 
-from typing import Any, Final  # noqa: F401  (re-exported: `fusegrad.jit.Final`)
+from typing import Any, Final, NamedTuple  # noqa: F401  (Final: `fusegrad.jit.Final`)
 
 IGNORE = "_fusegrad_jit_ignore"
 UNUSED = "_fusegrad_jit_unused"
@@ -54,3 +54,18 @@ def annotate(the_type: Any, the_value: Any) -> Any:
     """Give `the_value` the type `the_type` in scripted code; in Python, `the_value`."""
     return the_value
 
+
+
+class Attribute(NamedTuple):
+    """`self.names = jit.Attribute([], List[str])` in a module's `__init__`: the attribute's
+    value and its type for scripted code (an empty list's items have no type to read)."""
+
+    value: Any
+    type: Any
+
+
+def interface(obj):
+    """Mark a class as an interface (a method signature other classes or modules share);
+    attributes annotated with it hold any module that has those methods."""
+    obj.__fusegrad_jit_interface__ = True
+    return obj

@@ -33,7 +33,7 @@ from ._compiler import FunctionCompiler
 from ._interpreter import Interpreter
 from ._ir import Graph, graph_type
 from ._markers import EXPORT, IGNORE, UNUSED
-from ._types import NO, annotation_type, convert, value_type
+from ._types import NO, annotation_type, convert, python_type, value_type
 from .frontend import NotSupportedError, Source, fail
 
 
@@ -489,6 +489,9 @@ class ScriptModule(Module):
         return self._jit_children
 
     def jit_attr_type(self, name: str) -> str | None:
+        declared = self.__dict__.get("_jit_types")
+        if declared and name in declared:
+            return declared[name]
         if name in self._parameters or name in self._buffers:
             t = self._parameters.get(name, self._buffers.get(name))
             return "Tensor" if t is not None else "NoneType"
@@ -783,7 +786,19 @@ def _script_in_place(sm: ScriptModule) -> None:
 def _keep_constants(sm: ScriptModule, attributes: dict) -> None:
     """Keep the module attributes scripted code may read: numbers, strings, tuples and lists
     of them, public tensors."""
+    from ._markers import Attribute
+
     for name, value in attributes.items():
+        if isinstance(value, Attribute):  # `jit.Attribute(value, type)`: typed as declared
+            declared = python_type(value.type)
+            if declared is None:
+                raise NotSupportedError(f"Unknown type annotation for attribute '{name}': "
+                                        f"{value.type!r}")
+            sm.__dict__.setdefault("_jit_types", {})[name] = declared
+            value = value.value
+            sm._jit_consts[name] = value
+            sm.__dict__[name] = value
+            continue
         # (a name the class already has, as a copied module's `_is_full_backward_hook`, is
         # bookkeeping, and no attribute a saved program could name)
         if name in ("training", "original_name") or name.startswith(("__", "_jit_")) or \

@@ -223,3 +223,31 @@ def result_type(name: str, form: str, types: list[str], nargs: int) -> str:
             return "int"
         return "Any"
     return "Tensor"
+
+
+def python_type(tp) -> str | None:
+    """The script type a Python type object names (`int`, `List[str]`, `Optional[Tensor]`,
+    a typing generic or a string), None when it names none we know."""
+    import typing
+
+    if isinstance(tp, str):
+        try:
+            return annotation_type(ast.parse(tp, mode="eval").body)
+        except SyntaxError:
+            return None
+    if tp is None or tp is type(None):
+        return "NoneType"
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is None:
+        name = getattr(tp, "__name__", None)
+        return _NAMES.get(name) if name else None
+    inner = [python_type(a) for a in args]
+    if any(a is None for a in inner):
+        return None
+    if origin is typing.Union or getattr(origin, "__name__", "") == "UnionType":
+        rest = [a for a in inner if a != "NoneType"]
+        return f"Optional[{rest[0]}]" if len(rest) == 1 and len(inner) == 2 else None
+    head = {list: "List", dict: "Dict", tuple: "Tuple"}.get(origin)
+    if head is None or (head == "Dict" and len(inner) != 2):
+        return None
+    return f"{head}[{', '.join(inner)}]"
