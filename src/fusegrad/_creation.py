@@ -407,6 +407,18 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         if array is None:
             raise RuntimeError(f"value cannot be converted to type {dt.name} without "
                                "overflow") from None
+    except (ValueError, TypeError) as e:
+        # PyTorch's element-by-element reading names the problem NumPy met: a number where
+        # a sequence belongs ("not a sequence"), a sequence or a complex number where an
+        # integer belongs, a NaN for an integer dtype (an overflow, as infinities are)
+        if sizes is not None and not isinstance(data, bytearray):
+            _read(data, sizes, dt)
+        elif sizes is None:
+            _stored_number(data, dt)
+        if "NaN" in str(e):
+            raise RuntimeError(f"value cannot be converted to type {dt.name} without "
+                               "overflow") from None
+        raise
     if _active.modes and not requires_grad and _traces_factories() and \
             not _holds_tensor(data):
         # A tracer (AOT autograd) keeps the values as a graph constant, as it keeps a
@@ -622,20 +634,39 @@ def arange(start=None, end=None, step=1, *, out=None, dtype=None, layout=None, d
             _dtype.python_scalar(v) if isinstance(v, np.generic) else v
             for v in (start, end, step)]
     start, end, step = vals
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (end - start) * step < 0:
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = (_dtype.defaults.float if any(isinstance(v, float) for v in vals)
                  else _dtype.int64)
+    if dtype is _dtype.bool_ or dtype.is_complex:
+        raise NotImplementedError(f'"arange_cpu" not implemented for \'{dtype.legacy}\'')
+    if not (step > 0 or step < 0):  # (a NaN step too)
+        raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(v) for v in (start, end) if isinstance(v, float)):
+        raise RuntimeError(f"unsupported range: {_fmt_number(start)} -> {_fmt_number(end)}")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if all(isinstance(v, numbers.Integral) for v in vals):
         n = max(-((start - end) // step), 0)  # exact for integers (and symbolic sizes)
     else:
-        n = max(math.ceil((end - start) / step), 0)
+        n = math.ceil((end - start) / step)  # the size is reckoned in doubles
+        if n >= 2 ** 63:
+            raise RuntimeError("invalid size, possible overflow?")
+        n = max(n, 0)
+    if not dtype.is_floating_point:
+        # An integer dtype steps by the integer parts of start and step (PyTorch casts them
+        # to int64 before stepping: arange(1, 4, 0.5, dtype=int8) is six 1s; int64's
+        # argument check refuses a step that truncates to 0).
+        if isinstance(step, float) and int(step) == 0 and dtype is _dtype.int64:
+            raise ValueError("step must be nonzero")
+        start, step = int(start), int(step)
     return _factory((n,), dtype, requires_grad,
                     lambda dt: (start + np.arange(n, dtype=np.float64 if dtype.is_floating_point
                                                   else np.int64) * step).astype(dt), device=dev)
+
+
+def _fmt_number(v) -> str:
+    """A number as C++'s stream writes it into PyTorch's messages (6 significant digits)."""
+    return str(v) if isinstance(v, numbers.Integral) else f"{v:g}"
 
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype, device):

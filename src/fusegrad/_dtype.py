@@ -202,6 +202,10 @@ def from_numpy_dtype(np_dtype) -> dtype:
         if np_dtype.name in _EXTENSION_NAMES and "ml_dtypes" in sys.modules:
             _load_ml_dtypes()
             return FROM_NP[np_dtype]
+        if np_dtype.byteorder not in "=|" and np_dtype.newbyteorder("=") in FROM_NP:
+            raise ValueError(
+                "given numpy array has byte order different from the native byte order. "
+                "Conversion between byte orders is currently not supported.") from None
         raise TypeError(  # (PyTorch names the scalar type and lists every dtype it takes)
             f"can't convert np.ndarray of type numpy.{np_dtype.type.__name__}. The only "
             "supported types are: float64, float32, float16, complex64, complex128, int64, "

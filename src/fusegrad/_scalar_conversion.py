@@ -30,8 +30,12 @@ def half_input(values, dt: np.dtype):
     """`values` (numbers or an array) ready for conversion to NumPy dtype `dt`: float64
     values bound for a half type become float32 first, as PyTorch converts them (its half
     types are made from float: two roundings, which a direct conversion can differ from in
-    the last bit)."""
+    the last bit). bfloat16 values bound for an integer dtype become float32 first too:
+    PyTorch converts them through float, where ml_dtypes' own cast sends inf, NaN and
+    negative values bound for an unsigned type to 0."""
     if dt.char not in _HALF_CHARS:
+        if values.__class__ is np.ndarray and values.dtype.char == "E" and dt.kind in "iu":
+            return values.astype(np.float32)
         return values
     if values.__class__ is float:
         return np.float32(values)
@@ -47,6 +51,15 @@ def checked_scalar(value, dt: np.dtype):
     outside the dtype's range (a float beyond an integer dtype's, NaN or inf into one, a
     number beyond float16's largest) is PyTorch's overflow error."""
     cls = value.__class__
+    if dt.char == "F" and (cls is int or cls is float or cls is complex):
+        # complex64: each part within float32's range (NaN and inf convert as they are)
+        for part in (value.real, value.imag):
+            if part != part or part in (math.inf, -math.inf) or \
+                    -_FLOAT_MAX["f"] <= part <= _FLOAT_MAX["f"]:
+                continue
+            raise RuntimeError("value cannot be converted to type c10::complex<float> without "
+                               "overflow")
+        return value
     if cls is not int and cls is not float:
         if cls is not complex or dt.kind in "cb":
             return value  # bool, arrays, 0-d tensors, complex into complex or bool: as is
@@ -79,3 +92,14 @@ def checked_scalar(value, dt: np.dtype):
 def convert_name(dt: np.dtype) -> str:
     """The C++ name PyTorch's scalar conversion prints for NumPy dtype `dt`."""
     return "double" if dt.char == "d" else _CONVERT_NAMES[dt.name]
+
+
+def wrapped_int(value: int, dt) -> int:
+    """Python int `value` as C++ converts it to integer dtype `dt` (a fusegrad dtype): its
+    low bits, in two's complement (int8 takes 300 as 44), as PyTorch converts a number that
+    joins an integer operation as a wrapped scalar."""
+    bits = dt.itemsize * 8
+    value &= (1 << bits) - 1
+    if dt.is_signed and value >> (bits - 1):
+        value -= 1 << bits
+    return value

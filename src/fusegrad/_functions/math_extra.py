@@ -179,7 +179,7 @@ def logit_(self: Tensor, eps: float | None = None) -> Tensor:
 
 def ldexp_(self: Tensor, other: Tensor) -> Tensor:
     """In-place ldexp: self * 2 ** other written into `self`."""
-    return self.mul_(other.to(self.dtype).exp2() if isinstance(other, Tensor) else 2.0 ** other)
+    return call(M.ldexp_, self, other)
 
 
 def float_power_(self: Tensor, exponent) -> Tensor:

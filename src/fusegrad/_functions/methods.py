@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import call, call2
+from .._scalar_conversion import wrapped_int
 from .._tensor import Tensor
 from ..ops import REGISTRY
 from ..ops import indexing as X
@@ -71,7 +72,10 @@ def _scalar_as_tensor(op):
         if not isinstance(other, Tensor):
             from .._creation import tensor as _tensor
 
-            other = _tensor(other, dtype=_dtype.result_type(self, other))
+            dt = _dtype.result_type(self, other)
+            if other.__class__ is int and dt.category == _dtype.INT:
+                other = wrapped_int(other, dt)  # (`x &= 300` of int8 is x & 44)
+            other = _tensor(other, dtype=dt)
         return call(op, self, other)
 
     fn.__name__ = fn.__qualname__ = op.name.split(".")[0]
@@ -181,7 +185,9 @@ _rpow.plain_path = ("other.__class__ in operands", "call(pow_scalar_base, other,
 
 
 def _pos(self):
-    """`+x` is `x` itself."""
+    """`+x` is `x` itself (a bool tensor's is an error, as PyTorch's)."""
+    if self.dtype is _dtype.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return self
 
 

@@ -10,6 +10,7 @@ import numpy as _np
 from .. import _dtype
 from .._dispatch import call, call1
 from .._tensor import Tensor
+from ..ops import REGISTRY
 from ..ops import arithmetic as A
 from ..ops import pointwise as P
 from .indexing import nonzero
@@ -156,6 +157,13 @@ def round(input, *, decimals=None, out=None):  # noqa: A001
     if decimals is not None:
         return call(P.round_decimals, input, decimals)
     return call(P.round_, input)
+
+
+def round_(self, *, decimals=None):
+    """In-place round (to `decimals` places when given, `round_.decimals`)."""
+    if decimals is not None:
+        return call(P.round_decimals_, self, decimals)
+    return call(REGISTRY["round_"], self)
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):

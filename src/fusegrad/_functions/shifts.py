@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import _dtype
 from .._dispatch import call
+from .._scalar_conversion import wrapped_int
 from .._tensor import Tensor
 from ..ops import shifts as SH
 
@@ -28,7 +30,13 @@ def bitwise_right_shift(input, other, *, out=None) -> Tensor:
 def _reflected(op, number, tensor: Tensor) -> Tensor:
     from .._creation import tensor as make
 
-    return call(op, make(number, dtype=tensor.dtype), tensor)
+    # The number is a wrapped scalar: the result dtype is the promotion of the tensor with
+    # it (`2 << bool tensor` is int64), the number taken as that dtype takes it (300 as int8
+    # is 44).
+    dt = _dtype.result_type(tensor, number)
+    if number.__class__ is int and dt.category == _dtype.INT:
+        number = wrapped_int(number, dt)
+    return call(op, make(number, dtype=dt), tensor)
 
 
 def _rlshift(self: Tensor, other) -> Tensor:

@@ -28,6 +28,7 @@ from .._creation import (
 )
 from .._device import device as _device_cls
 from .._dispatch import call
+from .._scalar_conversion import checked_scalar, half_input
 from .._shapes import in_memory_order, memory_order, resize_shape
 from .._tensor import Size, Tensor, inference_tensor
 from .._torch_function import warning_stacklevel as _warning_stacklevel
@@ -232,7 +233,13 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None,
     dt = dtype or _dtype.get_default_dtype()
     if on_meta(dev):
         return meta_factory((), dt, requires_grad)
-    out = Tensor._make(np.array(s).astype(dt.np), dt)
+    # The number converted as PyTorch converts it: past an integer dtype's or float32's
+    # range (a NaN into an integer dtype too) or complex into a real dtype, an overflow
+    # error; the half types round a large number to inf.
+    value = s.item() if isinstance(s, Tensor) else s
+    if dt.itemsize != 2 or not dt.is_floating_point or value.__class__ is complex:
+        value = checked_scalar(value, dt.np)
+    out = Tensor._make(np.array(half_input(value, dt.np), dtype=dt.np), dt)
     return out.requires_grad_(True) if requires_grad else out
 
 

@@ -143,9 +143,9 @@ def _add_alpha(ufunc, a, b, alpha, dt):
     an infinite part of `b` gives a NaN there, as in PyTorch)."""
     if dt.kind == "b":  # alpha is bool or an int: `or` with `b` where alpha is true
         return np.logical_or(as_dtype(a, dt), np.logical_and(as_dtype(b, dt), bool(alpha)))
+    alpha = checked_scalar(alpha, dt)
     if dt.kind == "c":
         return ufunc(as_dtype(a, dt), np.multiply(as_dtype(b, dt), dt.type(alpha)))
-    alpha = checked_scalar(alpha, dt)
     if dt.kind in "iu":
         if b.__class__ is not _ndarray:  # a number: the product wraps as the dtype's would
             return ufunc(as_dtype(a, dt), as_dtype(b * alpha, dt))
@@ -384,6 +384,12 @@ def _pow_ts_kernel(a, e):
     dt = float_np(a.dtype) if isinstance(e, float) else a.dtype
     if dt.kind in "iu" and isinstance(e, int) and e < 0:
         raise RuntimeError(_NEG_INT_POW)
+    if (e.__class__ is int or e.__class__ is float) and (
+            dt.kind in "iu" or dt is not F64 and not -65504.0 <= e <= 65504.0):
+        # PyTorch converts the exponent to the base's type first: int8 ** 255 is an
+        # overflow error, not 255 wrapped to -1 (only a number past float16's largest can
+        # overflow a floating base)
+        checked_scalar(e, dt)
     if dt in HALF and (e.__class__ is int or e.__class__ is float):
         if dt.kind == "f":
             # float16's kernel calls pow itself (C's: (-inf) ** 0.5 is inf, (-0) ** 0.5 is
@@ -392,6 +398,12 @@ def _pow_ts_kernel(a, e):
                 x = a.astype(F32)
                 return np.power(x, np.full_like(x, 0.5)).astype(dt)
         elif (power := _PRODUCT_POWERS.get(e)) is not None:
+            if e == 3 or e == -2:
+                # bfloat16's vectorised kernel rounds the square to bfloat16 before the
+                # next product (x * x * x) or the division (1 / (x * x))
+                x = a.astype(F32)
+                sq = (x * x).astype(dt).astype(F32)
+                return (sq * x if e == 3 else 1 / sq).astype(dt)
             return in_float32(power, (a,), dt)  # bfloat16's: float32's products
     if dt.kind == "b" and e.__class__ is bool:
         # A bool result (NumPy's power would give int8): x ** True is x, x ** False is 1.
@@ -580,7 +592,8 @@ def _division_check(a, b, dt: np.dtype, kernel_name: str) -> None:
         raise NotImplementedError(
             f'"{kernel_name}" not implemented for \'{_dtype.FROM_NP[dt].legacy}\'')
     if dt.kind in "iu":
-        zero = np.asarray(b) == 0
+        # (a number divisor as the dtype takes it: 256 is a uint8 0)
+        zero = np.asarray(as_dtype(b, dt) if b.__class__ is int else b) == 0
         # An empty result divides nothing (`empty // 0` is empty, as in PyTorch).
         if np.count_nonzero(zero) and 0 not in np.broadcast_shapes(np.shape(a), zero.shape):
             raise RuntimeError("ZeroDivisionError")
@@ -764,7 +777,33 @@ def _lerp_kernel(a, end, w, kernel="lerp_kernel_scalar"):
         w64, rest64 = w.astype(np.float64), (F32.type(1) - w).astype(np.float64)
         return np.where(np.abs(w) < 0.5, a64 + w64 * diff64, end64 - diff64 * rest64).astype(
             dt, copy=False)
+    if dt is F64:  # the float64 kernel's multiply-adds are fused too
+        w = np.asarray(w, F64)
+        return np.where(np.abs(w) < 0.5, _fma64(w, diff, a), _fma64(-diff, 1 - w, end))
     return np.where(np.abs(w) < 0.5, a + w * diff, end - diff * (1 - w)).astype(dt, copy=False)
+
+
+_SPLIT = 134217729.0  # 2 ** 27 + 1: Veltkamp's splitter of a float64 into two 26-bit halves
+
+
+def _fma64(x, y, z):
+    """x * y + z of float64 arrays with the product kept exact (Dekker's product and
+    Knuth's sum, error-free), so the result rounds as a fused multiply-add's (but for the
+    rare halfway case the last addition rounds twice). Where a split overflows, the plain
+    x * y + z."""
+    with np.errstate(all="ignore"):
+        p = x * y
+        t = _SPLIT * x
+        xh = t - (t - x)
+        t = _SPLIT * y
+        yh = t - (t - y)
+        xl, yl = x - xh, y - yh
+        err = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl  # p + err == x * y exactly
+        s = p + z
+        v = s - p
+        low = (p - (s - v)) + (z - v)  # s + low == p + z exactly
+        out = s + (low + err)
+        return np.where(np.isfinite(out), out, s)
 
 
 def _lerp_meta(a, end, w, kernel="lerp_kernel_scalar"):

@@ -81,7 +81,13 @@ COMPARE_INPLACE = {op.name.split(".")[0] + "_": (_compare_inplace(op, True),
 def _where_kernel(cond, a, b):
     if cond.dtype != np.bool_:
         _where_meta(cond, a, b)
-    return np.where(cond, a, b).astype(result_np(a, b), copy=False)
+    dt = result_np(a, b)
+    if (a.__class__ in _NUMBER or b.__class__ in _NUMBER) and (
+            dt.kind in "iu" or dt == np.float32):
+        # A number is converted to the result dtype as PyTorch converts it: past an integer
+        # dtype's (or float32's) range, an overflow error (the half types round to inf)
+        a, b = (checked_scalar(x, dt) if x.__class__ in _NUMBER else x for x in (a, b))
+    return np.where(cond, a, b).astype(dt, copy=False)
 
 
 def _where_meta(cond, a, b):
@@ -157,6 +163,7 @@ def _bounds(lo, hi) -> list:
 
 
 _F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
+_NUMBER = (float, int)  # (bool bounds are in every dtype's range)
 _NO_COMPLEX_CLAMP = "clamp is not supported for complex types"
 
 
@@ -188,6 +195,8 @@ def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
     result dtype of `a` and the bounds, which must fit it (an overflow error, as a fill
     value's); NaN propagates; where `a` equals a bound it is kept (its zero's sign).
     `real_part_ok`: see `_complex_bounds` (False for clamp_min/clamp_max)."""
+    if lo is None and hi is None:  # (checked before the dtype: a complex input's error too)
+        _bounds(lo, hi)
     if lo.__class__ is complex or hi.__class__ is complex or a.dtype.kind == "c":
         if a.dtype.kind == "c":
             raise NotImplementedError(_NO_COMPLEX_CLAMP)
@@ -198,10 +207,10 @@ def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
         lo, hi = checked_scalar(lo, dt), checked_scalar(hi, dt)
     elif kind == "b":
         raise _bool_clamp(lo, hi)
-    elif dt is not _F64 and (lo.__class__ is float and not -65504.0 <= lo <= 65504.0 or
-                             hi.__class__ is float and not -65504.0 <= hi <= 65504.0):
+    elif dt is not _F64 and (lo.__class__ in _NUMBER and not -65504.0 <= lo <= 65504.0 or
+                             hi.__class__ in _NUMBER and not -65504.0 <= hi <= 65504.0):
         # float32 and the half types: a bound past their range is an overflow error (only
-        # a float beyond float16's largest value can be one, NaN included: compares first)
+        # a number beyond float16's largest value can be one, NaN included: compares first)
         checked_scalar(lo, dt), checked_scalar(hi, dt)
     out = a if a.dtype is dt else a.astype(dt)
     # On a tie NumPy's maximum/minimum return their second operand, except float16's loop,
@@ -222,6 +231,8 @@ def clamp_number_kernel(a, lo=None, hi=None, *, real_part_ok: bool = True):
 def clamp_number_meta(a, lo=None, hi=None, *, real_part_ok: bool = True):
     """`clamp_number_kernel`'s result and errors for a tensor or fake `a`."""
     a_dt = a.dtype
+    if lo is None and hi is None:
+        _bounds(lo, hi)
     if a_dt.category == _dtype.COMPLEX:
         raise NotImplementedError(_NO_COMPLEX_CLAMP)
     if lo.__class__ is complex or hi.__class__ is complex:
@@ -274,10 +285,15 @@ def _clamp_t_kernel(a, lo=None, hi=None):
     # is uint8 4, not -66 wrapped.
     dt = _clamp_t_dtype(a, lo, hi).np
     out = as_dtype(a, dt)
+    # Where the input equals a bound it is kept (its zero's sign), as with number bounds:
+    # NumPy's maximum/minimum return their second operand on a tie, float16's its first.
+    first = dt is _F16
     if lo is not None:
-        out = np.maximum(out, as_dtype(lo, dt))
+        lo = as_dtype(lo, dt)
+        out = np.maximum(out, lo) if first else np.maximum(lo, out)
     if hi is not None:
-        out = np.minimum(out, as_dtype(hi, dt))
+        hi = as_dtype(hi, dt)
+        out = np.minimum(out, hi) if first else np.minimum(hi, out)
     return out.copy() if out is a else out
 
 

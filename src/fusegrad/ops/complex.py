@@ -264,8 +264,8 @@ _NOT_IMPL = '"{}" not implemented for \'{{}}\''
 # (remainder, floor_divide, atan2 and round.decimals raise theirs in their kernels, naming
 # the result dtype or their own kernel.)
 REAL_ONLY = {
-    # (clamp.Tensor's errors, which name the result dtype, are comparison.py's.)
-    ("clamp", "clamp_"): (NotImplementedError, "clamp is not supported for complex types"),
+    # (clamp's errors, and clamp.Tensor's, which name the result dtype, are comparison.py's:
+    # a complex input's comes after the check that a bound is given.)
     ("maximum",): (RuntimeError, "maximum not implemented for complex tensors."),
     ("minimum",): (RuntimeError, "minimum not implemented for complex tensors."),
     ("floor", "floor_"): (NotImplementedError, "floor is not supported for complex inputs"),
@@ -283,7 +283,13 @@ REAL_ONLY = {
     ("sort", "sort.stable", "argsort"): (
         RuntimeError, " Sort does not support complex dtypes on CPU"),
     ("topk",): (RuntimeError, " topk does not support complex dtypes on CPU"),
-    ("median", "median.dim"): (NotImplementedError, _NOT_IMPL.format("median_cpu")),
+    ("median", "nanmedian"): (NotImplementedError, _NOT_IMPL.format("median_cpu")),
+    ("median.dim", "nanmedian.dim"): (NotImplementedError, _NOT_IMPL.format("median_out")),
+    ("kthvalue",): (NotImplementedError, _NOT_IMPL.format("kthvalue_cpu")),
+    ("mode",): (NotImplementedError, _NOT_IMPL.format("mode_cpu")),
+    ("aminmax",): (NotImplementedError, _NOT_IMPL.format("aminmax_cpu")),
+    ("_unique2", "unique_consecutive"): (NotImplementedError, _NOT_IMPL.format("unique")),
+    ("unique_dim",): (NotImplementedError, _NOT_IMPL.format("unique_dim")),
     ("erf", "erf_"): (NotImplementedError, _NOT_IMPL.format("erf_vml_cpu")),
     ("gelu",): (NotImplementedError, _NOT_IMPL.format("GeluKernelImpl")),
     ("leaky_relu", "leaky_relu_"): (NotImplementedError, _NOT_IMPL.format("leaky_relu_cpu")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._scalar_conversion import half_input
 from . import _onnx as _ox
 from ._util import Spec, broadcast_shapes, checked_scalar, rand_array, real_part_for, shape_of
 from .registry import Sample, register
@@ -62,6 +63,7 @@ def _copy_kernel(a, src, non_blocking=False):
     src = np.asarray(src)
     if src.dtype.kind == "c":
         src = real_part_for(src, a.dtype)
+    src = half_input(src, a.dtype)  # (converted as `_to_copy` converts)
     return np.broadcast_to(src.astype(a.dtype, copy=False), a.shape)
 
 

@@ -321,6 +321,18 @@ def _logit_np(eps):
 def _logit_kernel(a, eps=None):
     if a.dtype.kind == "c":
         raise _not_implemented_for("logit_cpu", a.dtype)
+    if a.dtype in HALF:
+        # The half types' kernel clamps to eps and 1 - eps rounded to the half type and
+        # rounds 1 - x and the quotient to it before the logarithm (in float32)
+        dt = a.dtype
+        x = a.astype(np.float32)
+        if eps is not None:
+            lo, hi = (np.asarray(v, np.float32).astype(dt).astype(np.float32)
+                      for v in (eps, 1 - eps))
+            x = np.clip(x, lo, hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = (x / (1 - x).astype(dt).astype(np.float32)).astype(dt)
+            return np.log(q.astype(np.float32)).astype(dt)
     return unary_kernel(_logit_np(eps))(a)
 
 
@@ -517,7 +529,10 @@ def _nextafter_kernel(a, b):
     dt = result_np(a, b)
     if dt.kind != "f" and dt not in HALF:
         raise _not_implemented_for("nextafter_cpu", dt)
-    return np.nextafter(as_dtype(a, dt), as_dtype(b, dt))
+    x, y = as_dtype(a, dt), as_dtype(b, dt)
+    # Equal operands give `other` (C's nextafter: nextafter(0.0, -0.0) is -0.0), which
+    # NumPy's half-type loops do not.
+    return np.where(x == y, y, np.nextafter(x, y)) if dt in HALF else np.nextafter(x, y)
 
 
 nextafter = register(
@@ -565,7 +580,32 @@ def _ldexp_kernel(a, e):
     dt = _dtype.result_type(a, e)
     # Floating and complex results keep their dtype; integer ones are the default float.
     dt = dt.np if dt.category >= _dtype.FLOAT else _dtype.defaults.float.np
-    return binary_kernel(lambda x, y: x * np.exp2(y), to_float=True)(a, e).astype(dt)
+    x = np.asarray(a)
+    if x.dtype.kind != "f" and x.dtype not in HALF:
+        # Integer, bool and complex inputs: input * 2 ** other, PyTorch's composite
+        return binary_kernel(lambda x, y: x * np.exp2(y), to_float=True)(a, e).astype(dt)
+    # A floating input scales by its integer exponent exactly (C's ldexp: ldexp(-0.0, 200)
+    # is -0.0, where -0.0 * 2 ** 200 overflows to NaN), the exponent converted to C's int
+    # (wrapping: 2 ** 40 is 0); half types in float32, then rounded.
+    x = x.astype(np.float32 if dt in HALF else dt, copy=False)
+    return np.ldexp(x, np.asarray(e).astype(np.int32)).astype(dt, copy=False)
+
+
+def _ldexp_self_check(a) -> None:
+    """ldexp_ writes a floating result into `a`: PyTorch's error for any other dtype."""
+    dt = _dtype.result_type(a)
+    if dt.category < _dtype.FLOAT:
+        raise RuntimeError(f"ldexp can't be cast to the desired output type {dt.legacy}")
+
+
+def _ldexp_inplace_kernel(a, e):
+    _ldexp_self_check(a)
+    return _ldexp_checked(a, e)
+
+
+def _ldexp_inplace_meta(a, e):
+    _ldexp_self_check(a)
+    return _ldexp_meta(a, e)
 
 
 def _ldexp_meta(a, e):
@@ -605,6 +645,8 @@ ldexp = register(
     samples=_ldexp_samples, public="ldexp", tensor_args=(0, 1),
     gradcheck=False,  # PyTorch's gradient is 0 for negative integer exponents; so is ours
     saved_names=("other", "result", ""), result_order="operands")
+_ldexp_checked = inplace_checks_first(_ldexp_kernel)
+ldexp_ = inplace_variant(ldexp, "ldexp_", kernel=_ldexp_inplace_kernel, meta=_ldexp_inplace_meta)
 
 
 def _frexp_kernel(a):
@@ -756,8 +798,9 @@ def _xlogy_other_kernel(a, b):
     dt = float_np(result_np(a, b))
     if dt.kind == "c":
         raise _not_implemented_for("xlogy_cpu", dt)
-    if dt in HALF:
-        return _xlogy_np(a.astype(np.float32), np.float32(b)).astype(dt)
+    if dt in HALF:  # (the number rounded to the half type first: 1e5 is float16's inf)
+        b = np.asarray(b, np.float32).astype(dt).astype(np.float32)
+        return _xlogy_np(a.astype(np.float32), b, dt).astype(dt)
     return _xlogy_np(a.astype(dt, copy=False), dt.type(b))
 
 

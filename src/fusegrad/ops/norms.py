@@ -49,7 +49,9 @@ def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False, name=N
     _var_check(a)
     axes = _axes(_all_if_empty(dims), a.ndim)
     n = _count(a.shape, axes) if a.ndim else 1
-    if n - _correction(correction) <= 0:  # (the result is inf or NaN: PyTorch says why)
+    # (the result is inf or NaN: PyTorch says why; it counts an empty input's reduction
+    # factor as 0, whatever the reduced dims' sizes)
+    if n - _correction(correction) <= 0 or a.size == 0:
         warn_at_caller(f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. "
                        "Correction should be strictly less than the reduction factor (input "
                        "numel divided by output numel).")
@@ -58,10 +60,15 @@ def _var_kernel(a, dims=None, correction=None, keepdim=False, sqrt=False, name=N
     x = a.astype(F64) if a.dtype in HALF else a
     mean = np.mean(x, axis=axes, keepdims=True) if x.size else np.zeros_like(x)
     d = x - mean
-    if d.dtype.kind == "c":  # squared moduli: a complex tensor's variance is real
-        d = np.abs(d)
-    ss = np.sum(d ** 2, axis=axes, keepdims=keepdim)
-    out = ss / max(n - _correction(correction), 0)
+    den = max(n - _correction(correction), 0)
+    if d.dtype.kind == "c":
+        # PyTorch's complex variance (real) is the real part's plus the imaginary part's:
+        # with no degrees of freedom a part without spread is 0 / 0, so the sum is NaN.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (np.sum(d.real ** 2, axis=axes, keepdims=keepdim) / den
+                   + np.sum(d.imag ** 2, axis=axes, keepdims=keepdim) / den)
+    else:
+        out = np.sum(d ** 2, axis=axes, keepdims=keepdim) / den
     if sqrt:  # before rounding to a half type: PyTorch rounds the std once
         out = np.sqrt(out)
     return row_major(out.astype(a.real.dtype, copy=False), a)

@@ -127,32 +127,66 @@ cumprod = register(
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (0.5, 1.5)), d), name=f"{s} {d}")
                              for s, d in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0))],
     result_order="contiguous", onnx=ox.cumprod)
-cumsum_ = inplace_variant(cumsum, "cumsum_")
-cumprod_ = inplace_variant(cumprod, "cumprod_", saves_self=True)
 
 
-def _cumext_kernel(ufunc):
+def _cum_inplace(op):
+    """The kernel and meta of `op`'s in-place form: the scan in `self`'s own dtype (PyTorch's
+    `dtype=self.dtype`, so a bool tensor's is an error), except where there is nothing to
+    add up (an empty or 0-d `self` is left as it is)."""
+
+    def kernel(a, dim):
+        if a.size == 0 or a.ndim == 0:
+            _dim1(dim, a.ndim)
+            return a.copy()
+        return op.kernel(a, dim, _dtype.FROM_NP[a.dtype])
+
+    def meta(a, dim):
+        if 0 in tuple(a.shape) or not a.shape:
+            _dim1(dim, len(a.shape))
+            return Spec(tuple(a.shape), a.dtype)
+        return op.meta(a, dim, a.dtype)
+
+    return dict(kernel=kernel, meta=meta)
+
+
+cumsum_ = inplace_variant(cumsum, "cumsum_", **_cum_inplace(cumsum))
+cumprod_ = inplace_variant(cumprod, "cumprod_", saves_self=True, **_cum_inplace(cumprod))
+
+
+def _scalar_dim(name: str, dim) -> None:
+    """cummax/cummin's own check of a 0-d input's dim."""
+    if dim not in (0, -1):
+        raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got {dim}")
+
+
+def _cumext_kernel(ufunc, cpu_name: str):
     def kernel(a, dim):
         if a.ndim == 0:
-            _dim1(dim, 0)
+            _scalar_dim(cpu_name[:6], dim)
             return a.copy(), np.zeros((), np.int64)
         d = _dim1(dim, a.ndim)
+        if a.size == 0:  # (nothing to compare: a complex input too)
+            return a.copy(), np.zeros(a.shape, np.int64)
+        if a.dtype.kind == "c":  # PyTorch has no complex kernel (NumPy would order them)
+            raise NotImplementedError(f"\"{cpu_name}\" not implemented for "
+                                      f"'{_dtype.FROM_NP[a.dtype].legacy}'")
         vals = ufunc.accumulate(a, axis=d)
-        if a.shape[d] == 0:
-            return vals, np.zeros(a.shape, np.int64)
         # The index of the last element equal to the running extreme so far.
         hit = a == vals
         if a.dtype.kind == "f" or a.dtype in HALF:
             # A NaN is the running extreme from where it appears (bfloat16's kind is "V").
             hit |= np.isnan(a)
         pos = np.arange(a.shape[d]).reshape((-1,) + (1,) * (a.ndim - d - 1))
-        idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d)
-        return vals, idx.astype(np.int64)
+        idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d).astype(np.int64)
+        # The values are the elements the indices name (a later -0.0 replaces a running 0.0)
+        return np.take_along_axis(a, idx, d), idx
 
     return kernel
 
 
-def _cumext_meta(a, dim):
+def _cumext_meta(a, dim, name="cummax"):
+    if len(a.shape) == 0:
+        _scalar_dim(name, dim)
     _dim1(dim, len(a.shape))
     return [Spec(tuple(a.shape), a.dtype), Spec(tuple(a.shape), _dtype.int64)]
 
@@ -165,10 +199,12 @@ def _cumext_derivative(grads, shape, dim, idx):
 
 
 cummax = register(
-    "cummax", kernel=_cumext_kernel(np.maximum), meta=_cumext_meta, node="CummaxBackward0",
+    "cummax", kernel=_cumext_kernel(np.maximum, "cummax_cpu"), meta=_cumext_meta,
+    node="CummaxBackward0",
     derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),
     samples=_cum_samples, saved_names=("", "dim", "indices"))
 cummin = register(
-    "cummin", kernel=_cumext_kernel(np.minimum), meta=_cumext_meta, node="CumminBackward0",
+    "cummin", kernel=_cumext_kernel(np.minimum, "cummin_cpu"),
+    meta=lambda a, dim: _cumext_meta(a, dim, "cummin"), node="CumminBackward0",
     derivative=_cumext_derivative, save=lambda out, a, dim: (a.shape, dim, out[1]),
     samples=_cum_samples)

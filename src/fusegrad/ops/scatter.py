@@ -203,15 +203,21 @@ def _index_range(a, d, index, negative, prefix=""):
                          f"{size}")
 
 
-def _index_fill_value(value) -> None:
-    """A tensor value must be 0-d (checked first, as PyTorch's index_fill_ does)."""
+def _index_fill_value(value, a=None) -> None:
+    """A tensor value must be 0-d (checked first, as PyTorch's index_fill_ does); a complex
+    value (number or tensor, even without an imaginary part) fills only a complex `a`."""
     if hasattr(value, "shape") and len(value.shape):
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {len(value.shape)} dimension(s).")
+    if a is not None and dtype_of(a).category != _dtype.COMPLEX and (
+            value.__class__ is complex or hasattr(value, "dtype")
+            and dtype_of(value).category == _dtype.COMPLEX):
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is "
+                           "not supported")
 
 
 def _index_fill_kernel(a, dim, index, value):
-    _index_fill_value(value)
+    _index_fill_value(value, a)
     d = _index_fill_check(a, dim, index)
     _index_range(a, d, index, negative=True)
     out = a.copy(order="K")  # in the input's memory order, as PyTorch's clone
@@ -228,7 +234,7 @@ def _index_fill_kernel(a, dim, index, value):
 
 
 def _index_fill_meta(a, dim, index, value):
-    _index_fill_value(value)
+    _index_fill_value(value, a)
     _index_fill_check(a, dim, index)
     return _same(a)
 

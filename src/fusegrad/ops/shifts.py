@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtype
 from ._util import as_dtype, result_np
+from .arithmetic import inplace_checks_first
 from .comparison import _bitwise_meta
 from .registry import Sample, inplace_variant, register
 
@@ -44,7 +45,9 @@ def _register(name: str, left: bool, cpu_name: str):
     scalar = register(f"{name}.Tensor_Scalar", kernel=kernel, meta=meta,
                       differentiable=False, public=name, result_order="operands",
                       samples=lambda rng, dt: [Sample((rng.integers(-8, 9, (3, 4)), 3))])
-    inplace = inplace_variant(op, f"{name}_.Tensor", differentiable=False)
+    # (the in-place form refuses a result that `self` cannot hold before the dtype's kernel)
+    inplace = inplace_variant(op, f"{name}_.Tensor", differentiable=False,
+                              kernel=inplace_checks_first(kernel))
     return op, scalar, inplace
 
 

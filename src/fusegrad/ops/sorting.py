@@ -278,12 +278,9 @@ kthvalue = register(
 def _sort_order(a, d, descending, stable=True):
     if descending:
         # Stable descending: reverse, stable-sort ascending, reverse back (keeps first-wins).
-        if a.dtype == np.bool_:
+        if a.dtype.kind in "biu":
+            # ~a reverses the order without overflow (-a wraps the most negative integer)
             key = ~a
-        elif a.dtype.kind == "u":
-            key = a.max(initial=0) - a
-        elif a.dtype.kind in "iu":
-            key = -a
         else:  # NaN sorts as the largest value, so it comes first
             return np.lexsort((-a, ~np.isnan(a)), axis=d)
         return np.argsort(key, axis=d, kind="stable")

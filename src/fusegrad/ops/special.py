@@ -24,6 +24,9 @@ def _xlogy_np(x, y, log_type=None):
 def _xlogy_kernel(a, b):
     dt = float_np(result_np(a, b))
     if dt in HALF:
+        # The operands are the half type's values first (PyTorch's iterator casts them, a
+        # number too: xlogy(x, 1e5) of float16 is x * log(inf))
+        a, b = (np.asarray(x).astype(np.float32).astype(dt) for x in (a, b))
         return binary_kernel(lambda x, y: _xlogy_np(x, y, dt), to_float=True)(a, b)
     return binary_kernel(_xlogy_np, to_float=True, real_only="xlogy_cpu")(a, b)
 

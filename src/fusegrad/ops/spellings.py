@@ -54,7 +54,7 @@ stft istft eig lstsq solve symeig
 _INPLACE = """
 exp2_ expm1_ log2_ log10_ log1p_ rsqrt_ tan_ asin_ acos_ atan_ sinh_ cosh_ asinh_ acosh_ atanh_
 erf_ erfc_ floor_ ceil_ trunc_ frac_ exp_ tanh_ sigmoid_ sqrt_ log_ sin_ cos_ abs_ neg_
-reciprocal_ relu_ sign_ logical_not_ bitwise_not_ round_
+reciprocal_ relu_ sign_ logical_not_ bitwise_not_
 """.split()
 
 # ... and on `self` and the arguments given (`x.hypot_(y)`)
@@ -177,6 +177,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "expand_as": ("method", "_functions.methods._expand_as"),
     "__pos__": ("method", "_functions.methods._pos"),
     "positive": ("method", "_functions.methods._pos"),  # PyTorch's `+x` reports it
+    "round_": ("method", "_functions.pointwise.round_"),  # (and its `decimals` overload)
     "__rmatmul__": ("method", "_functions.methods._rmatmul"),
     "lerp_": ("method", "_functions.methods._lerp_"),
     "addcmul_": ("method", "_functions.methods._addcmul_"),

@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype
 from .._dispatch import call
 from . import _onnx as _ox
-from ._util import F32, HALF, Spec, c_contiguous, dtype_of, rand_array, wrap_dim
+from ._util import F32, HALF, Spec, c_contiguous, cj, dtype_of, rand_array, wrap_dim
 from .norms import norm_backward, vector_norm
 from .reductions import (
     _reduce_shape,
@@ -201,6 +201,17 @@ def _logcumsumexp_kernel(a, dim):
     if a.ndim == 0:
         return a + 0  # -0.0 is 0.0, as log(exp(-inf) + exp(x)) makes it
     dt = a.dtype
+    if dt.kind == "c":
+        # A running complex log-add-exp (logaddexp's complex formula), in complex128 for
+        # complex64 as PyTorch's kernel accumulates it
+        from .math_special import _logaddexp_complex
+
+        x = np.moveaxis(a.astype(np.complex128), d, 0)
+        out = np.empty_like(x)
+        out[0] = x[0]
+        for i in range(1, x.shape[0]):
+            out[i] = _logaddexp_complex(out[i - 1], x[i])
+        return np.moveaxis(out, 0, d).astype(dt)
     # PyTorch's CPU kernel accumulates half types in float32 and float32 in float64.
     work = F32 if dt in HALF else np.dtype(np.float64) if dt == np.float32 else dt
     out = np.logaddexp.accumulate(a.astype(work), axis=d)
@@ -213,8 +224,9 @@ def _logcumsumexp_derivative(g, a, out, dim):
     if a.dim() == 0:
         return (g, None)
     # d out_j / d a_i = exp(a_i - out_j) for i <= j: a reversed cumulative sum.
-    w = (g * (-out).exp()).flip([dim]).cumsum(dim).flip([dim])
-    return (w * a.exp(), None)
+    # Conjugated for complex values (the conjugate Wirtinger rule).
+    w = (g * cj((-out).exp())).flip([dim]).cumsum(dim).flip([dim])
+    return (w * cj(a.exp()), None)
 
 
 logcumsumexp = register(

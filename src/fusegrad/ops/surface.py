@@ -151,7 +151,7 @@ COMPOSITES: dict[str, frozenset[str]] = {
     "register_hook": {_D}, "retain_grad": {_D},
     # in-place composites: aliases and helpers over registry ops
     "arctan2_": {_I}, "clip_": {_I}, "fix_": {_I}, "square_": {_I}, "float_power_": {_I},
-    "ldexp_": {_I}, "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
+    "tril_": {_I}, "triu_": {_I}, "swapaxes_": {_I}, "swapdims_": {_I},
     "resize_": {_I}, "resize_as_": {_I}, "set_": {_I}, "detach_": {_I}, "requires_grad_": {_I},
     "share_memory_": {_I, _S},  # moves the data (a side effect to capture: a graph break)
     "dropout_": {_I}, "selu_": {_I}, "rrelu_": {_I, _R}, "alpha_dropout_": {_I},

@@ -452,9 +452,30 @@ erfc = _unary_entry("erfc", _special_kernels.erfc, "ErfcBackward0",
 # Existing entries get their in-place forms too.
 for _op in (exp, tanh, sigmoid, sqrt):
     inplace_variant(_op, _op.name + "_")
-for _op in (log, sin, cos, abs_):
+for _op in (log, sin, cos):
     inplace_variant(_op, _op.name + "_", saves_self=True)
-neg_ = inplace_variant(neg, "neg_")
+
+
+def _abs_inplace_kernel(a):
+    if a.dtype.kind == "c":  # the modulus is real: it does not go back into `a`
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    return _abs_kernel(a)
+
+
+_abs_inplace_kernel.ufunc = np.abs
+inplace_variant(abs_, "abs_", saves_self=True, kernel=_abs_inplace_kernel)
+
+
+def _neg_inplace_kernel(a):
+    if a.dtype.kind == "b":  # (the public neg says so before its kernel; neg_ reaches here)
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+    return np.negative(a)
+
+
+_neg_inplace_kernel.ufunc = np.negative
+neg_ = inplace_variant(neg, "neg_", kernel=_neg_inplace_kernel)
 pow_ = inplace_variant(pow_scalar, "pow_.Scalar", saves_self=True)
 reciprocal_ = inplace_variant(reciprocal, "reciprocal_")
 relu_ = inplace_variant(relu, "relu_", kernel=_relu_inplace_kernel)
@@ -532,6 +553,7 @@ round_decimals = register(
     result_order="operands",
     samples=lambda rng, dt: [Sample((rand_array(rng, s, dt, (-30, 30)), d), name=f"{s} {d}")
                              for s in ((3, 4), ()) for d in (1, 2, -1)])
+round_decimals_ = inplace_variant(round_decimals, "round_.decimals")
 
 
 def _frac_kernel(a):
