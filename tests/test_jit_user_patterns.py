@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import typing
 import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -375,3 +376,33 @@ def test_jit_interface_annotated_submodule():
     x = fusegrad.tensor(X)
     np.testing.assert_array_equal(fusegrad.jit.script(m)(x).numpy(), m(x).numpy())
     assert fusegrad.jit.interface(_Shift) is _Shift
+
+
+class _Out(typing.NamedTuple):
+    total: torch.Tensor
+    count: int
+
+
+def test_named_tuple_results_as_torch():
+    import io
+
+    def run(lib):
+        def f(x: torch.Tensor) -> _Out:
+            o = _Out(x.sum(1), x.size(0))
+            return _Out(o.total * 2, count=o.count + 1)
+
+        scripted = lib.jit.script(f)
+        buf = io.BytesIO()
+        lib.jit.save(scripted, buf)
+        buf.seek(0)
+        loaded = lib.jit.load(buf)
+        x = lib.tensor(X)
+        a, b = scripted(x), loaded(x)
+        return [type(a).__name__, a.total.numpy(), a.count, len(a),
+                type(b).__name__, b.total.numpy(), b.count, tuple(type(b)._fields)]
+    got, want = run(fusegrad), run(torch)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+        else:
+            assert g == w

@@ -47,14 +47,22 @@ class ScriptClass:
                 self._compile_method(name)
 
     @classmethod
-    def from_saved(cls_, unit, type_name: str, name: str, attrs: dict,
-                   methods: dict) -> ScriptClass:
+    def from_saved(cls_, unit, type_name: str, name: str, attrs: dict, methods: dict,
+                   fields: list | None = None) -> ScriptClass:
         """A class read back from a saved program: a new plain Python class named `name`
-        whose methods run the saved graphs (`methods`: name -> (graph, schema))."""
+        whose methods run the saved graphs (`methods`: name -> (graph, schema)), or a
+        named tuple class of `fields`."""
+        import collections
+
         from ._script import Method
 
-        made = type(name, (), {"__module__": "__torch__"})
-        sc = cls_.__new__(cls_)
+        if fields is not None:
+            made = collections.namedtuple(name, fields)
+            made.__module__ = "__torch__"
+            sc = NamedTupleClass.__new__(NamedTupleClass)
+        else:
+            made = type(name, (), {"__module__": "__torch__"})
+            sc = cls_.__new__(cls_)
         sc.cls, sc.unit, sc.type_name, sc.declaring = made, unit, type_name, False
         sc.attrs = dict(attrs)
         sc.methods = {m: Method(m, graph, schema, unit) for m, (graph, schema) in
@@ -145,6 +153,30 @@ class ScriptClass:
         return method.call_graph([obj, *args])
 
 
+class NamedTupleClass(ScriptClass):
+    """A `typing.NamedTuple` class in scripted code: a tuple whose fields have names and
+    types (read off the class's annotations); made by `prim::TupleConstruct` of its type."""
+
+    def __init__(self, cls: type, unit):
+        from ._types import python_type
+
+        super().__init__(cls, unit)
+        hints = getattr(cls, "__annotations__", {})
+        for field in cls._fields:
+            type_ = python_type(hints.get(field, "Tensor"))
+            if type_ is None:
+                raise NotSupportedError(f"Unknown type annotation of field '{field}' of "
+                                        f"NamedTuple {cls.__name__}: {hints.get(field)!r}")
+            self.attrs[field] = type_
+
+    def compile_all(self) -> None:
+        """Nothing to compile: the fields are the class."""
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.cls._fields)
+
+
 def _python_method(sc: ScriptClass, name: str):
     """A Python method running compiled method `name` of a loaded class."""
     def call(self, *args):
@@ -160,5 +192,11 @@ def scriptable_class(cls) -> bool:
 
     module = getattr(cls, "__module__", "") or ""
     return inspect.isclass(cls) and not issubclass(cls, (Module, BaseException)) and \
+        (not issubclass(cls, tuple) or is_named_tuple(cls)) and \
         module not in ("builtins", "typing", "collections") and \
         not module.startswith(("fusegrad", "torch", "numpy"))
+
+
+def is_named_tuple(cls) -> bool:
+    """Whether `cls` is a NamedTuple class (a tuple subclass with `_fields`)."""
+    return inspect.isclass(cls) and issubclass(cls, tuple) and hasattr(cls, "_fields")

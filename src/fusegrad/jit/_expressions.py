@@ -605,8 +605,22 @@ class ExpressionCompiler:
                          {"name": method}).outputs[0]
 
     def new_object(self, e: ast.Call, script_class, env: dict) -> Value:
-        """`Pair(a, b)` of a class compiled for script: a new object, then its `__init__`."""
+        """`Pair(a, b)` of a class compiled for script: a new object, then its `__init__`;
+        `Out(a, b)` of a NamedTuple class: a tuple of its type."""
         args, names = self.arguments(e, env)
+        fields = getattr(script_class, "fields", None)
+        if fields is not None:
+            given = dict(zip(names, args[len(args) - len(names):]))
+            values = list(args[:len(args) - len(names)])
+            for field in fields[len(values):]:
+                if field not in given:
+                    raise self.error(e, f"Argument {field} not provided")
+                values.append(given.pop(field))
+            if given or len(values) != len(fields):
+                raise self.error(e, f"{script_class.cls.__name__}() takes {len(fields)} "
+                                    f"arguments")
+            return self.emit("prim::TupleConstruct", values, [script_class.type_name], e,
+                             {"type": script_class.type_name}).outputs[0]
         args = self.bind(e, "__init__", script_class.jit_method_schema("__init__"), args,
                          names, skip=1)
         obj = self.emit("prim::CreateObject", [], [script_class.type_name], e,

@@ -279,6 +279,8 @@ class Interpreter:
                 raise Error(f"unknown function {attrs['name']}")
             return [fn.call_graph(list(args))]
         if kind == "prim::TupleConstruct":
+            if "type" in attrs:  # a NamedTuple's
+                return [self.unit.modules[attrs["type"]].cls(*args)]
             return [tuple(args)]
         if kind == "prim::ListConstruct":
             return [list(args)]

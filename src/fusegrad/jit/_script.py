@@ -56,11 +56,11 @@ class Unit:
     def script_class(self, cls: type):
         """The ScriptClass of user class `cls`, compiled on first use (all its methods: an
         error leaves nothing registered)."""
-        from ._classes import ScriptClass
+        from ._classes import NamedTupleClass, ScriptClass, is_named_tuple
 
         found = self.classes.get(cls)
         if found is None:
-            found = ScriptClass(cls, self)
+            found = (NamedTupleClass if is_named_tuple(cls) else ScriptClass)(cls, self)
             try:
                 found.compile_all()
             except BaseException:

@@ -132,7 +132,8 @@ class _Writer:
                     "__constants__")
             if node.kind == "prim::CallFunction":
                 self.function(unit.functions[node.attrs["name"]])
-            if node.kind == "prim::CreateObject":
+            if node.kind == "prim::CreateObject" or (
+                    node.kind == "prim::TupleConstruct" and "type" in node.attrs):
                 self.script_class(unit.module_of(node.attrs["type"]))
             if node.kind == "prim::Constant" and "tensor" in node.attrs:
                 name = node.attrs["tensor"]
@@ -158,6 +159,7 @@ class _Writer:
         self.classes[sc.type_name] = None  # before its methods: they may make its objects
         self.classes[sc.type_name] = {
             "name": sc.cls.__name__, "attributes": dict(sc.attrs),
+            "fields": getattr(sc, "fields", None),
             "methods": {name: {"graph": self.graph(m.graph, m.unit),
                                "schema": _schema_json(m.schema)}
                         for name, m in sc.methods.items()}}
@@ -285,9 +287,13 @@ def _build(program: dict, tensors: dict):
         methods = {name: (graph_from_json(m["graph"], allowed_kind),
                           _schema_from_json(m["schema"]))
                    for name, m in spec["methods"].items()}
+        fields = spec.get("fields")
+        if fields is not None and not (isinstance(fields, list) and all(
+                isinstance(f, str) and f.isidentifier() for f in fields)):
+            raise IRFormatError("a NamedTuple's fields must be a list of names")
         ScriptClass.from_saved(unit, str(type_name), str(spec["name"]),
                                {str(k): str(v) for k, v in spec["attributes"].items()},
-                               methods)
+                               methods, fields)
     for fn in unit.functions.values():
         _check_calls(fn.graph, unit)
     for sc in unit.classes.values():
@@ -322,7 +328,8 @@ def _check_calls(graph, unit: Unit) -> None:
             raise IRFormatError(f"{node.kind} has no blocks")
         if node.kind == "prim::CallFunction" and node.attrs.get("name") not in unit.functions:
             raise IRFormatError(f"call of unknown function {node.attrs.get('name')!r}")
-        if node.kind == "prim::CreateObject" and not any(
+        if (node.kind == "prim::CreateObject" or node.kind == "prim::TupleConstruct" and
+                "type" in node.attrs) and not any(
                 sc.type_name == node.attrs.get("type") for sc in unit.classes.values()):
             raise IRFormatError(f"object of unknown class {node.attrs.get('type')!r}")
         if node.kind in ("prim::GetAttr", "prim::SetAttr", "prim::CallMethod") and \

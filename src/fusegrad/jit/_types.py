@@ -230,6 +230,8 @@ def python_type(tp) -> str | None:
     a typing generic or a string), None when it names none we know."""
     import typing
 
+    if isinstance(tp, typing.ForwardRef):  # (a string annotation a NamedTuple kept)
+        tp = tp.__forward_arg__
     if isinstance(tp, str):
         try:
             return annotation_type(ast.parse(tp, mode="eval").body)
