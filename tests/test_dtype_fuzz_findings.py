@@ -398,3 +398,15 @@ def test_index_fill_refuses_a_complex_value_for_a_real_tensor(value, dtype):
     lambda L: L.add(L.ones(2, dtype=L.complex64), L.ones(2, dtype=L.complex64), alpha=1e39)])
 def test_complex64_fill_values_past_float32_range_overflow(call):
     _same(call)
+
+
+def test_bool_tensor_is_an_index_as_torch():
+    for make in (lambda lib: lib.tensor(True), lambda lib: lib.tensor([[False]]),
+                 lambda lib: lib.tensor(1.0)):
+        outcomes = []
+        for lib in (fg, torch):
+            try:
+                outcomes.append([10, 20][make(lib)])
+            except TypeError as e:
+                outcomes.append(str(e))
+        assert outcomes[0] == outcomes[1]

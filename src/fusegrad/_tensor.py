@@ -509,7 +509,8 @@ class Tensor:
         return int(_real_value(self._scalar(), "int64_t"))
 
     def __index__(self) -> int:
-        if self._dtype.category != _dtype.INT or self.numel() != 1:
+        # (a bool tensor is an integer here, as in PyTorch: `[10, 20][t > 0]`)
+        if self._dtype.category > _dtype.INT or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
         if CONVERSION_HOOKS:
