@@ -181,6 +181,70 @@ class Adam(Optimizer):
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
+    # The group options a traced step reads (see `Optimizer._TRACED_OPTIONS`).
+    _TRACED_OPTIONS = ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize",
+                       "decoupled_weight_decay")
+
+    def _traced_state_keys(self, group: dict) -> tuple[str, ...]:
+        keys = ("step", "exp_avg", "exp_avg_sq")
+        return (*keys, "max_exp_avg_sq") if group["amsgrad"] else keys
+
+    def _traced_options(self, group: dict) -> dict:
+        beta1, beta2 = group["betas"]
+        return dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                    weight_decay=group["weight_decay"], amsgrad=group["amsgrad"],
+                    maximize=group["maximize"],
+                    decoupled=group["decoupled_weight_decay"],
+                    step_dtype=_dtype.float32)  # (the step counter's, as adam_state's)
+
+    @staticmethod
+    def _traced_update(p, grad, *state, first, lr, beta1, beta2, eps, weight_decay,
+                       amsgrad, maximize, decoupled, step_dtype) -> tuple:
+        """PyTorch's single-tensor update of one parameter as tensor operations, in the
+        form torch.compile traces it (the bias corrections computed from the step tensor
+        in the graph, so one graph serves every step), which capture records into a
+        compiled step's graph (under no_grad). `state`: the step, exp_avg, exp_avg_sq and
+        (amsgrad) max_exp_avg_sq tensors, made here at the `first` step (and returned, as
+        the new state's tensors, as `adam_state` makes them)."""
+        made = ()
+        if first:
+            made = [p.new_zeros((), dtype=step_dtype), p.new_zeros(p.shape),
+                    p.new_zeros(p.shape)]
+            if amsgrad:
+                made.append(p.new_zeros(p.shape))
+            state = made
+        step_t, exp_avg, exp_avg_sq = state[:3]
+        max_exp_avg_sq = state[3:]
+        if maximize:
+            grad = -grad
+        step_t += 1
+        if weight_decay != 0:
+            if decoupled:
+                p.mul_(1 - lr * weight_decay)
+            else:
+                grad = grad.add(p, alpha=weight_decay)
+        # `lerp_`, `addcmul_` and `addcdiv_` (PyTorch's spelling) as the arithmetic they do
+        # (for a weight under 0.5, lerp's formula), one in-place op each as theirs: code
+        # generation fuses these into its kernels, where it runs those three as calls.
+        exp_avg.add_(grad - exp_avg, alpha=1 - beta1)
+        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        # The corrections in double precision, as eager's (and PyTorch's eager) update
+        # forms them from the step as a number: from the float32 step tensor itself (as
+        # torch.compile's graph does), `1 - beta2 ** step` loses about 1e-5 of its value.
+        step = step_t.double()
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size_neg = (lr / bias_correction1).neg()
+        bias_correction2_sqrt = bias_correction2.sqrt()
+        second = exp_avg_sq
+        if amsgrad:
+            second = max_exp_avg_sq[0]
+            second.copy_(second.maximum(exp_avg_sq))
+        denom = (second.sqrt() / (bias_correction2_sqrt * step_size_neg)).add_(
+            eps / step_size_neg)
+        p.add_(exp_avg / denom)
+        return made
+
     def _init_state(self, data, grad, group, state) -> None:
         state.update(adam_state(data))
         if group["amsgrad"]:

@@ -12,6 +12,9 @@ class AdamW(Adam):
                         ("capturable", False), ("differentiable", False),
                         ("decoupled_weight_decay", True), ("fused", None))
 
+    # Traced under compile as Adam's (its own class must name them: a subclass may not).
+    _TRACED_OPTIONS = Adam._TRACED_OPTIONS
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False, foreach=None, capturable: bool = False,

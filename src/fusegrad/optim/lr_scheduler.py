@@ -64,6 +64,9 @@ def _track_step_calls(optimizer: Optimizer) -> None:
         return step.__get__(opt, opt.__class__)(*args, **kwargs)
 
     wrapper._wrapped_by_lr_sched = True
+    # (capture finds the optimizer through it: a compiled `opt.step()` records the note,
+    # `opt._opt_called = True`, and the optimizer's traced update)
+    wrapper._lr_sched_owner = owner
     optimizer.step = wrapper
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import math
 import warnings
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
@@ -344,6 +345,87 @@ class Optimizer:
         for group in self.param_groups:
             self._step_group(group, group["params"])
         return loss
+
+    # ---------------------------------------------------------------- traced steps
+    # Capture (`fusegrad.compile`) records a call of `step()` as graph ops where the
+    # optimizer's own class names the options its `_traced_update` reads (SGD, Adam, AdamW):
+    # the update of each parameter with a gradient, PyTorch's single-tensor operations over
+    # the parameter, its gradient and its state tensors (graph inputs). Anything else, or a
+    # step `_trace_plan` refuses, runs eagerly (a graph break).
+    _TRACED_OPTIONS: tuple[str, ...] | None = None
+
+    def _trace_signature(self) -> tuple:
+        """What a traced step assumes of this optimizer, compared by equality on every call
+        of the compiled code: its class, its hooks, and per group the options the update
+        reads (as constants of the graph: a scheduler that changes `lr` recompiles, as
+        torch.compile does with a float learning rate), the number of parameters, which of
+        them have a gradient and the keys of each one's state. The tensors themselves are
+        guarded as graph inputs."""
+        keys = (self._TRACED_OPTIONS or ()) + _TRACE_REFUSED_FLAGS
+        state = self.state
+        groups = tuple(
+            (tuple(_option_key(g.get(k)) for k in keys),
+             tuple((p.grad is None, _state_keys(state.get(p))) for p in g["params"]))
+            for g in self.param_groups)
+        hooked = bool(_global_optimizer_pre_hooks or _global_optimizer_post_hooks
+                      or self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks)
+        return type(self), hooked, self.defaults.get("differentiable"), groups
+
+    def _trace_plan(self) -> list | str:
+        """The updates a traced step records, in eager's order: `(group index, parameter
+        index, parameter, state keys, first, options)` per parameter with a gradient, the
+        options as `_traced_update` takes them (`first`: the parameter has no state yet,
+        the update makes it and returns its tensors, in the keys' order); or why this step
+        cannot be traced (it then runs eagerly). Refused: another optimizer (a subclass
+        too: it may change the update), hooks, differentiable/foreach/fused/capturable, a
+        tensor or non-number option, parameters that are not float32/float64 dense tensors
+        with a gradient of their dtype and shape, and state with other entries or not of
+        the parameter's geometry."""
+        cls = type(self)
+        if "_TRACED_OPTIONS" not in cls.__dict__ or self._TRACED_OPTIONS is None:
+            return f"{cls.__name__}.step is not traced (it runs eagerly)"
+        if self._trace_signature()[1]:
+            return "an optimizer step with step hooks"
+        if self.defaults.get("differentiable"):
+            return "an optimizer step with differentiable=True"
+        plan = []
+        for gi, group in enumerate(self.param_groups):
+            for flag in _TRACE_REFUSED_FLAGS:
+                if group.get(flag):
+                    return f"an optimizer step with {flag}=True"
+            options = {k: group.get(k) for k in self._TRACED_OPTIONS}
+            for k, v in options.items():
+                if not _is_number_data(v):
+                    return f"an optimizer step with {k}={type(v).__name__}"
+            for pi, p in enumerate(group["params"]):
+                grad = p.grad
+                if grad is None:
+                    continue
+                why = _traced_tensor_problem(p, grad)
+                if why is not None:
+                    return why
+                keys = self._traced_state_keys(group)
+                state = self.state.get(p)
+                first = bool(keys) and not state  # (the update makes the state, in order)
+                if first and not (p._data.flags.c_contiguous and grad._data.flags.c_contiguous):
+                    # (its state would be made contiguous, eager's keeps the layout)
+                    return "the first optimizer step of a non-contiguous parameter"
+                if keys and not first and set(state) != set(keys):
+                    return f"{cls.__name__}'s state of a parameter holds other entries"
+                for k in keys if not first else ():
+                    why = _traced_state_problem(p, k, state[k])
+                    if why is not None:
+                        return why
+                plan.append((gi, pi, p, keys, first, self._traced_options(group)))
+        return plan
+
+    def _traced_state_keys(self, group: dict) -> tuple[str, ...]:
+        """The state tensors `_traced_update` takes after the gradient, in its order."""
+        return ()
+
+    def _traced_options(self, group: dict) -> dict:
+        """The keyword arguments of `_traced_update` for a parameter of `group`."""
+        return {k: group[k] for k in self._TRACED_OPTIONS or ()}
 
     def _step_group(self, group: dict, params: list) -> None:
         """Update `params` (those of `group` with a gradient) on their arrays."""
@@ -711,6 +793,64 @@ class Optimizer:
         """Register `hook(optimizer)`, called once `load_state_dict` has loaded. Returns a
         handle whose `remove()` unregisters it."""
         return _add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
+
+# Group flags under which a step is never traced (their updates differ from the
+# single-tensor one, or autograd records them).
+_TRACE_REFUSED_FLAGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _option_key(v):
+    """An option as a traced step's signature compares it: plain data by type and value
+    (a float's zero sign too), anything else by identity (never traced)."""
+    if type(v) is float:
+        return float, v, v == 0 and math.copysign(1.0, v)
+    if type(v) is tuple:
+        return tuple, tuple(_option_key(x) for x in v)
+    if v is None or type(v) in (bool, int, str):
+        return type(v), v
+    return object, id(v)
+
+
+def _state_keys(state) -> tuple | None:
+    return None if state is None else tuple(state)
+
+
+def _is_number_data(v) -> bool:
+    """Whether option `v` is a constant a traced update may hold: None, a bool, an int, a
+    float, or a tuple of those (betas)."""
+    if type(v) is tuple:
+        return all(_is_number_data(x) for x in v)
+    return v is None or type(v) in (bool, int, float)
+
+
+# The dtypes a traced update steps: float16/bfloat16 updates round as eager's kernels do
+# (`_half_update`), which the graph's ops do not promise; complex ones go through real views.
+_TRACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _traced_tensor_problem(p: Tensor, grad: Tensor) -> str | None:
+    """Why parameter `p` and its gradient cannot be stepped by a traced update, or None."""
+    if type(p._data) is not np.ndarray or type(grad._data) is not np.ndarray:
+        return "an optimizer step of a sparse or meta tensor"
+    if p._data.dtype not in _TRACED_DTYPES:
+        return f"an optimizer step of a {p.dtype} parameter"
+    if grad._data.dtype != p._data.dtype or grad._data.shape != p._data.shape:
+        return "an optimizer step with a gradient of another dtype or shape"
+    return None
+
+
+def _traced_state_problem(p: Tensor, key: str, value) -> str | None:
+    """Why state entry `key` of parameter `p` cannot be an input of a traced update."""
+    if not isinstance(value, Tensor) or type(value._data) is not np.ndarray:
+        return f"an optimizer step whose {key!r} state is not a dense tensor"
+    if key == "step":  # (Adam's counter: a 0-d float32 tensor)
+        if value._data.shape != () or value._data.dtype != np.float32:
+            return "an optimizer step whose 'step' state is not a 0-d float32 tensor"
+        return None
+    if value._data.dtype != p._data.dtype or value._data.shape != p._data.shape:
+        return f"an optimizer step whose {key!r} state is not of its parameter's dtype and shape"
+    return None
 
 
 def _check_fused(p: Tensor) -> None:

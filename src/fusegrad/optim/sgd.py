@@ -55,6 +55,38 @@ class SGD(Optimizer):
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
+    # The options `_traced_update` reads (see `Optimizer._TRACED_OPTIONS`).
+    _TRACED_OPTIONS = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
+
+    def _traced_state_keys(self, group: dict) -> tuple[str, ...]:
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
+    @staticmethod
+    def _traced_update(p, grad, *bufs, first, lr, momentum, dampening, weight_decay,
+                       nesterov, maximize) -> tuple:
+        """PyTorch's single-tensor update of one parameter as tensor operations, which
+        capture records into a compiled step's graph (under no_grad): `bufs` holds the
+        momentum buffer when there is momentum, except at the `first` step, which makes
+        it (returned, as the new state's tensors)."""
+        made = ()
+        if maximize:
+            grad = -grad
+        if weight_decay != 0:
+            grad = grad.add(p, alpha=weight_decay)
+        if momentum != 0:
+            if first:
+                buf = grad.clone()
+                made = (buf,)
+            else:
+                buf = bufs[0]
+                buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+            if nesterov:
+                grad = grad.add(buf, alpha=momentum)
+            else:
+                grad = buf
+        p.add_(grad, alpha=-lr)
+        return made
+
     def _check_group(self, group: dict) -> None:
         -group["lr"]  # noqa: B018 (the update's first use of lr; see Optimizer._check_group)
 

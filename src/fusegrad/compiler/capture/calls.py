@@ -49,6 +49,7 @@ from .objects import (
     weak_reference,
     weak_target_held,
 )
+from .optimizers import call_scheduled_step, call_step, is_scheduled_step, is_traced_step
 from .symfloat import SymFloat, UnbackedFloat, format_lazily
 from .translator import (
     PURE_BUILTINS,
@@ -206,6 +207,13 @@ def _graph_break_message(args: list, kwargs: dict) -> str:
     return ""
 
 
+def _config():
+    """The compiler's settings (`fusegrad._dynamo.config`; the package imports this one)."""
+    from .. import config
+
+    return config
+
+
 def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Variable:
     """The result of calling `fn(*args, **kwargs)` during translation."""
     if isinstance(fn, ConstantVariable) and not args and not kwargs and \
@@ -319,6 +327,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
         return inline(tr, f.__func__, [self_var] + args, kwargs)
+    if is_scheduled_step(f) and _config().trace_optimizer_step:  # (wrapped by a scheduler)
+        return call_scheduled_step(tr, fn, args, kwargs)
     if _is_normal(f) and (_has_tensor(args) or _has_tensor(kwargs.values())):
         return _tensor_normal(tr, f, args, kwargs)
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
@@ -1059,6 +1069,9 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
             return IteratorVariable(tensors)
         tr.builder.guards.contents(f"list({src}.{name}())", items)
         return IteratorVariable([tr.from_python(i) for i in items])
+    if isinstance(obj, ConstantVariable) and is_traced_step(obj.value, name) and \
+            _config().trace_optimizer_step:
+        return call_step(tr, obj, args, kwargs)  # an optimizer's update as graph ops
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
         if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
