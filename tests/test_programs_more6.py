@@ -2052,12 +2052,8 @@ def test_compiled_matches_eager(prog, backend):
 # break only costs the graph. Each gap's minimal repro is in the reason.
 _TORCH_BREAKS = {"module_state_hooks", "compiled_train_step"}
 _CAPTURE_GAPS = {
-    "s4d_ssm": "`t.real` / `t.imag` of a graph tensor is read as a method: 'a MethodVariable "
-               "used as a Python value' (compile(lambda c: (c * 1).real + 1)(complex tensor))",
     "dann_grad_reversal": "a custom autograd.Function's apply breaks the graph: 'method "
                           "_FunctionMeta.apply'",
-    "vit_droppath": "math.isqrt on a constant is not evaluated while translating: 'call to "
-                    "isqrt' (compile(lambda x: x * math.isqrt(x.shape[0])))",
     "hypernetwork_film": "torch.func.functional_call with a dict of graph tensors: 'argument "
                          "of type DictVariable in a graph call'",
     "selective_checkpoint": "list.append on a list from outside the frame inside a loop runs "

@@ -619,9 +619,12 @@ def _replace_fields(obj: TupleVariable, args: list, kwargs: dict) -> Variable:
     return TupleVariable([kwargs.get(k, v) for k, v in zip(fields, obj.items)], cls=obj.cls)
 
 
-_PURE_MATH = {getattr(math, n) for n in ("sqrt", "exp", "log", "sin", "cos", "tan", "floor",
-                                          "ceil", "prod", "pi", "isclose", "fabs", "pow")
-              if callable(getattr(math, n))}
+_PURE_MATH = {getattr(math, n) for n in (
+    "sqrt", "exp", "log", "sin", "cos", "tan", "floor", "ceil", "prod", "pi", "isclose", "fabs",
+    "pow", "isqrt", "gcd", "lcm", "log2", "log10", "log1p", "expm1", "trunc", "hypot", "atan2",
+    "copysign", "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "erfc", "degrees",
+    "radians", "factorial", "comb", "perm", "isfinite", "isinf", "isnan", "fsum", "dist")
+    if callable(getattr(math, n, None))}
 _TENSOR_OPERATORS = {getattr(operator, n) for n in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "matmul",
     "getitem", "lt", "le", "eq", "ne", "gt", "ge", "and_", "or_", "xor", "invert")}

@@ -658,7 +658,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return ConstantVariable(getattr(ex, name))
         if name == "requires_grad":
             return ConstantVariable(ex.requires_grad)
-        if name in ("T", "mT", "H", "mH"):
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
             return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
         if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
