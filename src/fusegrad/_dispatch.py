@@ -465,8 +465,8 @@ def _record_inplace(op, args, self, bump=False):
     if self._base is not None:
         return _record_inplace_on_view(op, args, self, bump)
     old, old_nr = self._grad_fn, self._output_nr
+    node = _new_node(op, args, self)  # (its edge to `self`'s history keeps the old number)
     self._output_nr = 0
-    node = _new_node(op, args, self)
     if bump:
         _bump_after_save(self, node)
     self._rg = True

@@ -12,9 +12,12 @@ in `fallback_reason`, never a wrong answer.
 from __future__ import annotations
 
 import functools
+import math
 
+from ..._dtype import get_default_dtype
 from ..._symbolic import graph_is_dynamic
 from ..._tensor import Tensor
+from ..._thread_state import local as _thread_local
 from ...autograd.grad_mode import is_grad_enabled
 from .. import logs
 from .functionalize import AOTUnsupported
@@ -23,25 +26,50 @@ from .partitioners import default_partition
 from .runtime import AOTRunner, example_values, needs_autograd
 
 
-def _key(args, grad: bool) -> tuple:
+def _key(args, grad: bool, float_classes: bool = True) -> tuple:
     # The grad mode itself too: a program switching it is traced from the mode it starts in.
-    parts = [grad, is_grad_enabled()]
+    # And the dtype CPU autocast casts to (None while off) and the default dtype: a trace
+    # holds autocast's casts and the dtypes its factories made.
+    parts = [grad, is_grad_enabled(), _thread_local.autocast, get_default_dtype()]
     for a in args:
         if isinstance(a, Tensor):
             parts.append((type(a), tuple(a.shape), tuple(a.stride()), a.dtype,
                           a.requires_grad, a.grad_fn is None, a._base is not None))
-        elif type(a) is float:  # a float input: one trace serves every value
-            parts.append(float)
+        elif type(a) is float:  # a float input: one trace serves every value (of its class)
+            parts.append((float, _float_class(a) if float_classes else None))
         else:
             parts.append((type(a), repr(a)))
     return tuple(parts)
 
 
+def _float_class(a: float) -> tuple:
+    """What C-level readers of a float see without calling its methods (`math.isnan`,
+    `math.isinf`, `math.copysign`, `float.is_integer`), which a `TracedFloat` cannot
+    intercept: one trace of a Python function serves the floats of one class (NaN,
+    infinite, sign, integral). (A captured graph's float needs none: capture guards what
+    its program reads of the value.)"""
+    return (math.isnan(a), math.isinf(a), math.copysign(1.0, a) < 0,
+            math.isfinite(a) and a.is_integer())
+
+
+def _other_float(a: float) -> float:
+    """Another float of `a`'s class (`_float_class`) with another integral part and another
+    fraction: what the program computed from `a`'s value by C-level readers (`math.modf`,
+    `numpy.floor`, `math.frexp`) then changes the trace. NaN and infinities have no other."""
+    if not math.isfinite(a):
+        return a
+    sign = math.copysign(1.0, a)
+    whole = math.trunc(a)
+    fraction = a - whole
+    if fraction:
+        fraction = fraction * 0.5 + 0.1234 * sign  # (never 0: stays non-integral)
+    return whole + 3.0 * sign + fraction
+
+
 def _other_floats(args) -> tuple:
-    """`args` with every float input changed: tracing them again tells whether the trace
-    kept a float's value somewhere (then it cannot serve other values)."""
-    return tuple((a * 0.5 + 0.125 if a != 0.25 else 0.375) if type(a) is float else a
-                 for a in args)
+    """`args` with every float input changed within its class: tracing them again tells
+    whether the trace kept a float's value somewhere (then it cannot serve other values)."""
+    return tuple(_other_float(a) if type(a) is float else a for a in args)
 
 
 def _same_trace(a, b) -> bool:
@@ -80,8 +108,10 @@ class AOTCompiled:
     """A function compiled ahead of time per input signature (see the module docstring)."""
 
     def __init__(self, fn, fw_compiler, bw_compiler=None, partition_fn=default_partition,
-                 decompositions=None, inference_compiler=None, known_constants=()):
+                 decompositions=None, inference_compiler=None, known_constants=(),
+                 float_classes: bool = True):
         self.fn = fn
+        self.float_classes = float_classes  # (see `_float_class`)
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler or fw_compiler
         self.inference_compiler = inference_compiler or fw_compiler
@@ -96,7 +126,7 @@ class AOTCompiled:
     def compile_for(self, args):
         """The runner for these arguments (traced and compiled on first sight)."""
         grad = needs_autograd(args)
-        key = _key(args, grad)
+        key = _key(args, grad, self.float_classes)
         runner = self.cache.get(key)
         if runner is None:
             runner = self.cache[key] = self._compile(args, grad)
@@ -214,7 +244,8 @@ def aot_module_simplified(mod, args, fw_compiler, bw_compiler=None,
     call = mod.forward if _is_graph_module(mod) else mod
     fn = _WithState(mod, [n for n, _ in named], call) if named else call
     compiled = AOTCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
-                           inference_compiler, known_constants=_module_constants(mod))
+                           inference_compiler, known_constants=_module_constants(mod),
+                           float_classes=not _is_graph_module(mod))
     if hasattr(mod, "graph") and graph_is_dynamic(mod):
         # Tracing keeps sizes concrete (make_fx has no symbolic mode yet): a graph with
         # symbolic sizes is traced once per input signature, each trace exact for its sizes.

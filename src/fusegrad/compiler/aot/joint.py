@@ -43,6 +43,12 @@ class OutputInfo:
     same_as: int | None = None  # the output is the same tensor as an earlier output
     mutated_input: int | None = None  # not the program's: the new value of this input
     eager_view: bool = False  # eager's output is a view (a geometry written in place is not)
+    # Eager's output is a view made under no_grad of a tensor requiring grad: it requires
+    # grad with no history (a leaf), so it is rebuilt under no_grad, outside the node.
+    no_grad_view: bool = False
+    # Eager's output has history (a view rebuilt outside the node is made with grad mode
+    # on, whatever mode the program leaves).
+    has_history: bool = False
 
     @property
     def takes_tangent(self) -> bool:
@@ -165,6 +171,20 @@ def _intermediate_view(tracer: Tracer, o: Tensor, outs: tuple, fakes: list):
     return root, found[1]
 
 
+def _no_grad_view(o: Tensor) -> bool:
+    """Whether output `o` is, as eager makes it, a view made under no_grad of a tensor that
+    requires grad: it requires grad but has no history. (A view of such a view made with
+    grad mode on has history, which a rebuild cannot give it: it is not traced.)"""
+    if o._base is None or not o.requires_grad:
+        return False
+    if o._grad_fn is None:
+        return True
+    if o._view_ver is not None and o._view_ver < 0:
+        raise AOTUnsupported("an output is a view, made with grad mode on, of a view made "
+                             "under no_grad")
+    return False
+
+
 def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None = None) -> list:
     """What the runtime must know of each output. With `bases` (a training graph), a view of
     an intermediate is rebuilt outside the node from that intermediate, appended to `bases`
@@ -175,7 +195,8 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
         if not isinstance(o, Tensor):
             infos.append(OutputInfo(False))
             continue
-        info = OutputInfo(True, requires_grad=o.requires_grad, eager_view=o._base is not None)
+        info = OutputInfo(True, requires_grad=o.requires_grad, eager_view=o._base is not None,
+                          no_grad_view=_no_grad_view(o), has_history=o._grad_fn is not None)
         for j in range(k):
             if outs[j] is o:
                 info.same_as = j
@@ -208,6 +229,10 @@ def _output_infos(tracer: Tracer, outs: tuple, fakes: list, bases: list | None =
                             index = len(bases)
                             bases.append(base)
                         info.view_of_base = index
+        if info.no_grad_view and info.same_as is None and info.view_of_input is None and \
+                info.view_of_output is None and info.view_of_base is None:
+            # (the node would return it with its history)
+            raise AOTUnsupported("an output is a view made under no_grad that is not rebuilt")
         infos.append(info)
     if bases:
         _detached_from_bases(tracer, outs, infos, bases)
@@ -312,6 +337,17 @@ def _start(args, decompositions, known_constants, prefix: str):
     return tracer, _fake_inputs(tracer, args, prefix)
 
 
+def _check_input_flags(fakes: list, args) -> None:
+    """Refuse a program that changes whether an input requires grad without writing it with
+    history (`x.detach_()`, `x.requires_grad_()`): the graph cannot change that flag of the
+    caller's tensor, which eager changes (an input written with history gets it from the
+    compiled node instead)."""
+    for f, a in zip(fakes, args):
+        if isinstance(f, Tensor) and f.grad_fn is None and f.requires_grad != a.requires_grad:
+            raise AOTUnsupported("the program changes whether an input requires grad "
+                                 "(detach_, requires_grad_)")
+
+
 def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
     """Run the program under the tracer: its outputs, how they were returned, what the
     runtime must know of them, their nodes, and the inputs it wrote. `bases`: see
@@ -329,6 +365,7 @@ def _forward(tracer: Tracer, fn, fakes: list, args, training: bool, bases=None):
             tracer.grad_mode = None
     tracer.grad_mode_after = None if end == start else end
     tracer.grad_mode_before = start
+    _check_input_flags(fakes, args)
     tracer.check_no_hooks()
     with tracer:
         # Nodes first: an output made outside dispatch (`y.detach()`) is linked to the

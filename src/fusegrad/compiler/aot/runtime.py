@@ -15,7 +15,7 @@ from ..._autocast import set_aside as _autocast_set_aside
 from ..._tensor import Tensor
 from ..._thread_state import set_grad_enabled
 from ...autograd.function import Function
-from ...autograd.grad_mode import enable_grad, is_grad_enabled
+from ...autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ...ops._util import contiguous_strides
 from .joint import TraceResult
 
@@ -146,7 +146,21 @@ class CompiledFunctionBackward(Function):
                            "backward")
 
 
-def _replay_view(x: Tensor, steps):
+def _replay_mode(info) -> bool | None:
+    """The grad mode an output rebuilt as a view is made in: off where eager's was made
+    under no_grad (it requires grad as its base does, with no history), on where eager's
+    has history (the program may leave grad mode off, set before outputs are made); None:
+    either (its base has no history)."""
+    if info.no_grad_view:
+        return False
+    return True if info.has_history else None
+
+
+def _replay_view(x: Tensor, steps, mode: bool | None = None):
+    """The view `steps` make of `x`, in grad mode `mode` (None: the current one)."""
+    if mode is not None and mode != is_grad_enabled():
+        with (enable_grad() if mode else no_grad()):
+            return _replay_view(x, steps)
     from ... import _dispatch
 
     for op, args, index in steps:
@@ -185,12 +199,12 @@ def _make_output(k: int, infos, final: list, done: list, args, outs):
     elif info.alias_of_input is not None:
         value = args[info.alias_of_input]
     elif info.view_of_input is not None:
-        value = _replay_view(args[info.view_of_input], info.view_steps)
+        value = _replay_view(args[info.view_of_input], info.view_steps, _replay_mode(info))
     elif info.view_of_output is not None:
         value = _replay_view(_make_output(info.view_of_output, infos, final, done, args, outs),
-                             info.view_steps)
+                             info.view_steps, _replay_mode(info))
     elif info.view_of_base is not None:  # a view of an intermediate the node returned
-        value = _replay_view(outs[info.view_of_base], info.view_steps)
+        value = _replay_view(outs[info.view_of_base], info.view_steps, _replay_mode(info))
     else:
         value = outs[k]
     final[k], done[k] = value, True

@@ -88,6 +88,16 @@ class TracedFloat(float):
     def __rpow__(self, o):
         return self._binary(operator.pow, o, True)
 
+    def __divmod__(self, o):
+        if not isinstance(o, (int, float)):
+            return NotImplemented
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        if not isinstance(o, (int, float)):
+            return NotImplemented
+        return o // self, o % self
+
     def __neg__(self):
         return self._record(operator.neg, self)
 
@@ -106,6 +116,8 @@ class TracedFloat(float):
     # Hashing reads the value too: a dict lookup that misses compares nothing, and would fix
     # the miss into the graph.
     __round__ = __format__ = __str__ = __hash__ = _read
+    # float's own methods read the value without the operators above.
+    hex = as_integer_ratio = __getnewargs__ = _read
 
     def __repr__(self) -> str:
         return f"TracedFloat({_plain(self)!r})"

@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import _dispatch, _dtype
 from ..._fake import FakeTensor, FakeTensorMode
+from ..._recording import no_grad_view_error
 from ..._tensor import Tensor
 from ..._thread_state import set_grad_enabled as _set_mode
 from ...autograd.grad_mode import is_grad_enabled, no_grad
@@ -130,6 +131,26 @@ def _contiguous_results(out):
         items = [_contiguous_results(o) if isinstance(o, Tensor) else o for o in out]
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
     return out
+
+
+def _check_view_write(op, args) -> None:
+    """Eager's errors for an in-place write into a view, which eager checks before computing
+    it (`_dispatch.check_inplace_allowed`) and a mode's path does not: a write into an
+    output of a multi-view op (`unbind`, `split`), or into a view made under no_grad, with
+    grad mode on. Raised while tracing, they leave the program to eager execution, which
+    raises them (a functionalized graph would compute a value). The leaf checks are not
+    made: the inputs are leaf fakes whatever the caller's tensors are."""
+    t = args[0]
+    if not isinstance(t, Tensor) or t._base is None or not is_grad_enabled():
+        return
+    fn = t._grad_fn
+    if fn is not None and fn._op is not None and fn._op.view and \
+            fn._out_meta is not None and len(fn._out_meta) > 1:
+        _dispatch.check_inplace_allowed(t, True)  # (raises the multi-view error)
+    ver = t._view_ver
+    if ver is not None and ver < 0 and (
+            t._base._rg or (op.differentiable and _dispatch._requires_grad(op, args))):
+        raise no_grad_view_error(t, modified=False)
 
 
 def _check_cast(result, dest) -> None:
@@ -328,6 +349,8 @@ class Tracer(_dispatch.DispatchMode):
 
     def __fusegrad_dispatch__(self, op, args):
         self.sync_grad_mode()
+        if op.inplace:
+            _check_view_write(op, args)
         fn = self.decomp.get(op)
         if fn is not None and getattr(fn, "keep_whole", None) is not None and \
                 fn.keep_whole(args):
