@@ -46,9 +46,11 @@ from .variables import (
     ConstantVariable,
     DictVariable,
     ItemKey,
+    ListAppends,
     ListContents,
     ListVariable,
     MethodVariable,
+    OutsideListVariable,
     PartialVariable,
     SliceVariable,
     TensorVariable,
@@ -111,6 +113,9 @@ class GraphBuilder:
         # id(variable) -> (variable, real object) of the containers read from the frame:
         # `is` between two of them is decided on the real objects (and guarded).
         self.container_objects: dict = {}
+        # id(list) -> its OutsideListVariable: every read of one list from outside is one
+        # variable (appends through one name are seen through the others)
+        self.outside_lists: dict = {}
         # Equal sizes share a symbol under `dynamic=True`, as in PyTorch; sizes made dynamic
         # automatically (after a change) each get their own.
         self.duck_sizing = False
@@ -207,6 +212,22 @@ class GraphBuilder:
         if self.written_list(real) is None:
             self.stores.append((real, ListContents(), var, var.source))
 
+    def materialize_list(self, var) -> None:
+        """Read the items of an `OutsideListVariable` (its length and items guarded)."""
+        source, value = var.source, var.real
+        self.guards.add(f"len({source}) == {len(value)}")
+        var.items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
+        self.container_objects[id(var)] = (var, value)
+
+    def append_to_list(self, var, items: list) -> None:
+        """Record `items` appended to the list from outside `var` stands for (its items
+        not read): added to the real list after the graph, in order."""
+        if var.pending is None or not any(v is var.pending for _, _, v, _ in self.stores):
+            # (a new record also where an inlined call that broke dropped the last one)
+            var.pending = ListVariable([])
+            self.stores.append((var.real, ListAppends(), var.pending, var.source))
+        var.pending.items.extend(items)
+
     def written_list(self, real) -> Variable | None:
         """The variable of list `real` from outside whose items the graph changed, or None.
         Read from the recorded stores, so a store an inlined call that broke recorded (and
@@ -271,6 +292,17 @@ class GraphBuilder:
                 if known.source != source:
                     self.guards.add(f"{source} is {known.source}")
                 return known
+        if type(value) is list:
+            # read lazily (`OutsideListVariable`): one variable per real list
+            known = self.outside_lists.get(id(value))
+            if known is not None and known.real is value:
+                if known.source != source:
+                    self.guards.add(f"{source} is {known.source}")
+                return known
+            self.guards.add(f"type({source}) is list")
+            var = OutsideListVariable(value, source, self)
+            self.outside_lists[id(value)] = var
+            return var
         if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
             self.guards.add(f"type({source}) is {type(value).__name__} and len({source}) == "
                             f"{len(value)}")

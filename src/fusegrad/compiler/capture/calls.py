@@ -71,6 +71,7 @@ from .variables import (
     MethodVariable,
     NestedFunctionVariable,
     ObjectVariable,
+    OutsideListVariable,
     PartialVariable,
     TensorVariable,
     TupleVariable,
@@ -159,10 +160,45 @@ def _inline_checkpoint(tr, args: list, kwargs: dict) -> Variable:
         if not isinstance(value, ConstantVariable) or \
                 allowed is not None and value.value not in allowed:
             raise Unsupported(f"checkpoint() with {key}={getattr(value, 'value', value)!r}")
-    tr.builder.recompute_region(True)
+    builder = tr.builder
+    n_stores, mark = len(builder.stores), len(builder.created)
+    builder.recompute_region(True)
     result = call_variable(tr, args[0], list(args[1:]), passed)
-    tr.builder.recompute_region(False)
+    builder.recompute_region(False)
+    # The backward runs the function again: an effect outside the region would happen
+    # twice eagerly (a counter, a list append, a batch norm's running statistics) but once
+    # here, so such a function runs eagerly, as Dynamo refuses side effects in a checkpoint.
+    if len(builder.stores) > n_stores:
+        raise Unsupported("a checkpointed function with side effects (an assignment or an "
+                          "append outside it)")
+    region = {id(n) for n in builder.created[mark:]}
+    for node in builder.created[mark:]:
+        if _mutates_from_outside(node, region):
+            raise Unsupported("a checkpointed function that writes into a tensor from "
+                              "outside it (a buffer, an input)")
     return result
+
+
+def _mutates_from_outside(node, region: set) -> bool:
+    """Whether `node` writes in place into a tensor not made in `region` (node ids: a graph
+    input, made there when first read, counts as outside), or into a view (which may be of
+    one); a batch norm in training updates its running statistics."""
+    from .builder import _mutates
+
+    if node.op == "call_function" and getattr(node.target, "__name__", "") in (
+            "batch_norm", "instance_norm") and len(node.args) > 1 and \
+            hasattr(node.args[1], "op") and any(
+            a is True for a in (*node.args[5:6], node.kwargs.get("training"),
+                                node.kwargs.get("use_input_stats"))):
+        return True  # (its running statistics, given as the second argument, are updated)
+    if not _mutates(node) or not node.args or not hasattr(node.args[0], "op"):
+        return False
+    target = node.args[0]
+    while target.meta.get("inplace_of") is not None:
+        target = target.meta["inplace_of"]
+    example = target.meta.get("example_value")
+    return id(target) not in region or target.op == "placeholder" or \
+        getattr(example, "_base", None) is not None
 
 
 def _grad_context(f, args, tr):
@@ -1112,6 +1148,12 @@ def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,
     is set to its new items after the graph, once; refused (a graph break) where another
     variable of the frame holds it, which would keep the old items."""
     real = None
+    if isinstance(obj, OutsideListVariable) and not obj.materialized() and \
+            name in ("append", "extend") and not kwargs and len(args) == 1:
+        # added after the graph to the real list, whose items the graph need not read
+        added = [args[0]] if name == "append" else tr.unpack(args[0])
+        tr.builder.append_to_list(obj, list(added))
+        return ConstantVariable(None)
     if obj.source is not None:
         if name not in _OUTSIDE_LIST_EDITS:
             raise Unsupported(f"list.{name} on a list from outside the graph")

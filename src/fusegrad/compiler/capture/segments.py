@@ -63,6 +63,7 @@ from .variables import (
     NestedFunctionVariable,
     NullVariable,
     ObjectVariable,
+    OutsideListVariable,
     PartialVariable,
     SetVariable,
     SliceVariable,
@@ -580,6 +581,10 @@ def _snapshot(roots: list) -> list:
         seen.add(id(v))
         if isinstance(v, DictViewVariable):  # its items are its dict's
             todo.append(v.dict_var)
+        elif isinstance(v, OutsideListVariable) and not v.materialized():
+            # (its items not read: only what the graph appended is undone)
+            pending = v.pending
+            saved.append((v, "outside", (pending, list(pending.items) if pending else None)))
         elif isinstance(v, (TupleVariable, IteratorVariable)):
             saved.append((v, getattr(v, "index", None), list(v.items)))
             todo.extend(v.items)
@@ -618,6 +623,11 @@ def _restore(saved) -> None:
         if index == "set":
             v.items = items[0]
             del v.history[items[1]:]
+            continue
+        if index == "outside":
+            v.pending = items[0]
+            if items[0] is not None:
+                items[0].items[:] = items[1]
             continue
         # In place: an iterator over a list shares the list's items (see GET_ITER).
         if isinstance(v.items, list):

@@ -10,6 +10,8 @@ for guards and to fetch graph inputs at run time.
 
 from __future__ import annotations
 
+import sys
+
 
 class Unsupported(Exception):
     """The translator cannot put this into a graph: a graph break (with the reason).
@@ -118,6 +120,51 @@ class ListVariable(TupleVariable):
         return list
 
 
+_ITEMS = TupleVariable.__dict__["items"]  # the slot the items of a tuple variable live in
+
+
+class OutsideListVariable(ListVariable):
+    """A list from outside the graph (`log` of `log.append(x)`), read lazily: appends and
+    extends only add to `pending`, replayed on the real list after the graph (`lst[n:] =
+    [...]`, an extend), so the graph guards the list's type but not its length or items (a
+    list the step appends to on every call would otherwise recompile on every call). Any
+    other use reads the items (`materialize`: the length and items guarded, as any list
+    from outside), which after an append is refused (a graph break): the graph would read
+    the old items."""
+
+    __slots__ = ("real", "builder", "pending")
+
+    def __init__(self, real: list, source: str, builder):
+        Variable.__init__(self, source)
+        self.cls = None
+        self.real = real
+        self.builder = builder
+        self.pending: ListVariable | None = None
+
+    @property
+    def items(self) -> list:
+        try:
+            return _ITEMS.__get__(self)
+        except AttributeError:
+            if self.pending is not None:
+                raise Unsupported("a list from outside the graph read after the graph "
+                                  "appended to it") from None
+            self.builder.materialize_list(self)
+            return _ITEMS.__get__(self)
+
+    @items.setter
+    def items(self, value) -> None:
+        _ITEMS.__set__(self, list(value))
+
+    def materialized(self) -> bool:
+        """Whether the items have been read (and guarded)."""
+        try:
+            _ITEMS.__get__(self)
+        except AttributeError:
+            return False
+        return True
+
+
 class DictViewVariable(TupleVariable):
     """`d.keys()`, `d.values()` or `d.items()` of a dict variable: a live view, whose items
     are the dict's as they are when it is read (a key added later is seen), unlike a tuple
@@ -181,6 +228,17 @@ class ListContents(ItemKey):
 
     def __init__(self):
         super().__init__(slice(None))
+
+
+class ListAppends(ItemKey):
+    """The name of a recorded store that appends to a list from outside the graph
+    (`lst[maxsize:] = [...]`: an extend, replayed after the graph): what `lst.append` and
+    `lst.extend` in the graph added. Its value is a list variable of the added items."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(slice(sys.maxsize, None))
 
 
 class AttrDictVariable(DictVariable):
