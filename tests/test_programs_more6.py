@@ -2056,8 +2056,8 @@ _CAPTURE_GAPS = {
                           "_FunctionMeta.apply'",
     "hypernetwork_film": "torch.func.functional_call with a dict of graph tensors: 'argument "
                          "of type DictVariable in a graph call'",
-    "selective_checkpoint": "list.append on a list from outside the frame inside a loop runs "
-                            "the whole frame eagerly (no graph at all)",
+    "selective_checkpoint": "a checkpointed block appends to a list from outside it (run "
+                            "again by the backward): the checkpoint runs eagerly, a break",
 }
 _NO_BREAK = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
              if p.__name__ in _CAPTURE_GAPS else p
