@@ -223,6 +223,10 @@ class Pointwise:
     origins: list = field(default_factory=list)
     buffer: Any = None  # set when the scheduler computes it into a buffer of its own
     realized_because: str = ""
+    # The same value piece by piece along one dim, for its own kernel: (dim, ((start, size,
+    # piece_fn), ...)) covering the dim in order, `piece_fn(idx)` the value at `idx` with
+    # `idx[dim]` counted from `start` (a cat: one loop per input, no select per element).
+    pieces: Any = None
 
     def body(self, index) -> Expr:
         """The value expression at `index` (a load once the node has its own buffer)."""

@@ -406,7 +406,10 @@ class LoweringOps:
 
     def view_index(self, x, shape, remap) -> Pointwise:
         """A view of `x` with `shape` whose element at `idx` is `x`'s at `remap(idx)`."""
-        return Pointwise(tuple(shape), x.dtype, lambda idx: body_at(x, remap(idx)))
+        out = Pointwise(tuple(shape), x.dtype, lambda idx: body_at(x, remap(idx)))
+        if getattr(x, "pieces", None) is not None:
+            out.pieces = _view_pieces(x, tuple(shape), remap)
+        return out
 
     def permute(self, x, dims):
         """x.permute(dims)."""
@@ -599,7 +602,15 @@ class LoweringOps:
                     out = Op("where", (cond, v, out), dt)
             return out
 
-        return Pointwise(tuple(shape), dt, fn)
+        def piece(t):
+            def piece_fn(idx):
+                v = body_at(t, tuple(idx))
+                return v if t.dtype is dt else Op("cast", (v,), dt)
+            return piece_fn
+
+        out = Pointwise(tuple(shape), dt, fn)
+        out.pieces = (d, tuple((o, int(t.shape[d]), piece(t)) for o, t in zip(offsets, parts)))
+        return out
 
     def select_scatter(self, x, src, dim, index):
         """x with `src` written at `index` along `dim`."""
@@ -703,6 +714,37 @@ class LoweringOps:
 
 # At most this many tensors are joined by one chain of selects; more run as the extern.
 _MAX_CAT = 16
+
+
+def _uses(e, name: str) -> bool:
+    """Whether index expression `e` reads loop variable `name`."""
+    if isinstance(e, IVar):
+        return e.name == name
+    return isinstance(e, IBin) and (_uses(e.a, name) or _uses(e.b, name))
+
+
+def _view_pieces(x: Pointwise, shape: tuple, remap) -> tuple | None:
+    """`x.pieces` for a view of `x` (`remap` from the view's index to `x`'s) where one dim
+    of the view is `x`'s pieced dim unchanged (the (B*S, 3C) view of a cat of (B, S, C)
+    tensors along its last dim), else None. A piece reads `x`'s buffer once `x` has one."""
+    d, parts = x.pieces
+    idx = tuple(IVar(f"x{i}") for i in range(len(shape)))
+    mapped = remap(idx)
+    j = next((i for i, v in enumerate(idx) if mapped[d] == v), None)
+    if j is None or int(shape[j]) != int(x.shape[d]) or any(
+            _uses(e, idx[j].name) for k, e in enumerate(mapped) if k != d):
+        return None
+
+    def piece(start, fn):
+        def piece_fn(i):
+            if x.buffer is None:
+                return fn(remap(tuple(i)))
+            at = list(i)
+            at[j] = IInt(start) + at[j]
+            return x.buffer.load(remap(tuple(at)))
+        return piece_fn
+
+    return j, tuple((o, n, piece(o, fn)) for o, n, fn in parts)
 
 
 def _tensor_of_c_type(x) -> None:
