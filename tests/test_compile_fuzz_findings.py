@@ -149,9 +149,9 @@ def _as_strided_of_slice(x):
     return x[1:].as_strided((2, 2), (1, 2)) * 1
 
 
-@pytest.mark.xfail(strict=True, reason="codegen: as_strided's extern gets a contiguous copy "
-                   "of a view (a transpose, a slice of a non-contiguous input), not its "
-                   "storage, so it reads other elements than eager")
+# (as_strided's extern got a contiguous copy of a view, a transpose or a slice of a
+# non-contiguous input, not its storage, and read other elements than eager; a graph with
+# as_strided now runs as FX code)
 @pytest.mark.parametrize("fn", [_as_strided_of_transpose, _as_strided_of_slice])
 def test_as_strided_of_a_view_inductor(fn):
     def make():
@@ -168,9 +168,8 @@ def _read_as_strided_then_write(x):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="codegen: as_strided's extern returns a view of the "
-                   "input's buffer, and the kernel reading it runs after the write-back of "
-                   "the input (it sees the written values)")
+# (as_strided's extern returned a view of the input's buffer, and the kernel reading it ran
+# after the write-back of the input: it saw the written values)
 def test_as_strided_read_before_an_input_write_inductor():
     _compare(_read_as_strided_then_write, lambda: (fusegrad.arange(16.0).reshape(4, 4),),
              "inductor")

@@ -931,6 +931,12 @@ class GraphLowering:
             if callable(low):
                 return low(self.ops, *args, **kwargs)
             raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
+        if op.name == "as_strided":
+            # It reads its input's storage: a buffer of the graph holds the input's values
+            # in its own layout (a realised transpose), and an input's buffer may be written
+            # back before a kernel reads the view. The graph runs as FX code instead.
+            raise NotImplementedError("codegen: as_strided reads its input's storage, "
+                                      "which the graph's buffers do not keep")
         meta = _meta(op, args, kwargs)
         low = op.lowering
         if callable(low) and not op.random and (not op.inplace or self._fresh_destination(n)):
