@@ -410,3 +410,15 @@ def test_bool_tensor_is_an_index_as_torch():
             except TypeError as e:
                 outcomes.append(str(e))
         assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32", "bool"])
+def test_sort_along_a_leading_dim_is_laid_out_as_torch(dtype):
+    data = [[3, 1, 2], [1, 1, 0]]
+    got, want = [], []
+    for lib, out in ((fg, got), (torch, want)):
+        x = lib.tensor(data).to(getattr(lib, dtype))
+        for t in (x, x.t()):
+            values, idx = t.sort(0, descending=dtype == "float32")
+            out += [values.stride(), idx.stride(), t.argsort(0).stride(), t.msort().stride()]
+    assert got == want

@@ -300,7 +300,8 @@ def _sort_kernel(a, dim=-1, descending=False, stable=True):
         values = np.take_along_axis(a, order, d)
     if not a.flags.c_contiguous and a.size:  # PyTorch's results are laid out like `a`
         return laid_like(values, a), laid_like(order, a)
-    return values, order
+    # (NumPy's argsort along a leading axis can return another layout)
+    return np.ascontiguousarray(values), np.ascontiguousarray(order)
 
 
 def _sort_meta(a, dim=-1, descending=False):
