@@ -157,3 +157,31 @@ def test_einsum_with_an_empty_contracted_dimension():
     got = fg.einsum("ij,jk->ik", fg.tensor(x)[:, :0], fg.tensor(x)[:0])
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def _attention_queries(lib, x):
+    b, s, h, d = 2, 5, 3, 4
+    return {
+        "split_view": x.split(h * d, 2)[0].view(b, s, h, d).transpose(1, 2),
+        "permuted_dense": x[..., :h * d].contiguous().view(b, s, h, d).transpose(1, 2),
+        "sliced_last": x.view(b, s, 3, h * d)[:, :, 0].reshape(b, s, h, d).transpose(1, 2)
+        [..., :2],
+        "size1_heads": x[..., :d].contiguous().view(b, s, 1, d).transpose(1, 2),
+    }
+
+
+def test_flash_attention_output_laid_out_as_torch():
+    x = np.random.default_rng(0).standard_normal((2, 5, 36)).astype(np.float32)
+    got, want = {}, {}
+    for lib, out in ((fg, got), (torch, want)):
+        for name, q in _attention_queries(lib, lib.tensor(x)).items():
+            o = lib.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)[0]
+            sdpa = lib.nn.functional.scaled_dot_product_attention(q, q, q)
+            out[name] = (o.stride(), sdpa.stride(), np.round(sdpa.numpy(), 5).tolist())
+            if lib is fg:  # the meta kernel gives the same layout
+                meta = q.to("meta")
+                out[name] += (lib.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    meta, meta, meta)[0].stride() == o.stride(),)
+            else:
+                out[name] += (True,)
+    assert got == want

@@ -101,18 +101,34 @@ def _lse_layout(lse: np.ndarray) -> np.ndarray:
 
 def _in_layout_of(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """`out` laid out in memory as `ref` is (PyTorch allocates the output like the query):
-    when the query's dimensions are a permutation of a dense layout (a query that is a view
-    of a projection, as in MultiheadAttention), the output follows that permutation, so
-    permuting it back (to sequence-major) needs no copy."""
-    if ref.flags.c_contiguous or out.shape != ref.shape:
+    dense, its dimensions in the order of the query's strides (largest first, ties in dim
+    order), whether or not the query itself is dense (a query that is a view of a
+    projection, as in MultiheadAttention, or a slice of one), so permuting it back (to
+    sequence-major) needs no copy."""
+    if out.shape != ref.shape:
         return np.ascontiguousarray(out)
     order = sorted(range(ref.ndim), key=lambda d: -ref.strides[d])
-    expected = ref.itemsize
-    for d in reversed(order):  # dense: each stride is the size of everything inside it
-        if ref.shape[d] != 1 and ref.strides[d] != expected:
-            return np.ascontiguousarray(out)
-        expected *= ref.shape[d]
-    return np.ascontiguousarray(out.transpose(order)).transpose(np.argsort(order))
+    laid = np.ascontiguousarray(out.transpose(order)).transpose(np.argsort(order))
+    if laid.strides != ref.strides and _dense(ref):
+        # a dense query's strides exactly, those of its size-1 dims included
+        same = np.lib.stride_tricks.as_strided(np.empty(out.size, out.dtype), ref.shape,
+                                               tuple(s // ref.itemsize * out.itemsize
+                                                     for s in ref.strides))
+        same[...] = out
+        return same
+    return laid
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether `a`'s elements fill its memory without gaps or overlaps (strides positive)."""
+    expected = a.itemsize
+    for d in sorted(range(a.ndim), key=lambda d: a.strides[d]):
+        if a.shape[d] == 1:
+            continue
+        if a.strides[d] != expected:
+            return False
+        expected *= a.shape[d]
+    return all(s > 0 for n, s in zip(a.shape, a.strides) if n != 1)
 
 
 def _flash_kernel(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
@@ -186,13 +202,17 @@ def _flash_meta(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=N
 
 
 def _out_strides(q, shape: tuple) -> tuple | None:
-    """The strides `_in_layout_of` gives the output of a query `q` (a fake): the query's
-    dense order, None (row-major) where it is row-major or not dense."""
+    """The strides `_in_layout_of` gives the output of a query `q` (a fake): a dense
+    query's own, else dense in the order of the query's strides; None (row-major) where the
+    query's shape differs."""
     q_shape, q_strides = tuple(q.shape), tuple(q.stride())
-    if q_shape != shape or is_dense_in(q_shape, q_strides, tuple(range(len(shape)))):
+    if q_shape != shape:
         return None
     order = tuple(sorted(range(len(shape)), key=lambda d: -q_strides[d]))
-    return dense_strides(shape, order) if is_dense_in(q_shape, q_strides, order) else None
+    if is_dense_in(q_shape, q_strides, order) and all(
+            s > 0 for n, s in zip(q_shape, q_strides) if n != 1):
+        return q_strides
+    return dense_strides(shape, order)
 
 
 def _flash_save(out, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
