@@ -422,3 +422,17 @@ def test_sort_along_a_leading_dim_is_laid_out_as_torch(dtype):
             values, idx = t.sort(0, descending=dtype == "float32")
             out += [values.stride(), idx.stride(), t.argsort(0).stride(), t.msort().stride()]
     assert got == want
+
+
+@pytest.mark.parametrize("method", ["cumsum_", "cumprod_"])
+@pytest.mark.parametrize("dtype, asked", [("float32", "float64"), ("int32", "int64"),
+                                          ("float32", "float16"), ("float32", "float32")])
+def test_in_place_scan_with_a_dtype_as_torch(method, dtype, asked):
+    outcomes = []
+    for lib in (fg, torch):
+        x = lib.ones(3, dtype=getattr(lib, dtype))
+        try:
+            outcomes.append(getattr(x, method)(0, dtype=getattr(lib, asked)).tolist())
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]

@@ -277,8 +277,9 @@ def _clamp_(self, min=None, max=None):  # noqa: A002
 
 
 def _cumsum_(self, dim=None, *, dtype=None, axis=None):
-    """In-place cumsum."""
-    return call(R.cumsum_, self, required_dim("cumsum_", dim, axis))
+    """In-place cumsum (`dtype`, if given, must be the tensor's own)."""
+    dim = required_dim("cumsum_", dim, axis)
+    return call(R.cumsum_, self, dim) if dtype is None else call(R.cumsum_, self, dim, dtype)
 
 
 def _tril_(self, diagonal=0):

@@ -38,8 +38,9 @@ def _addmv_(self: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tenso
 
 
 def _cumprod_(self: Tensor, dim: int, *, dtype=None) -> Tensor:
-    """In-place cumulative product along `dim`."""
-    return call(SC.cumprod_, self, dim)
+    """In-place cumulative product along `dim` (`dtype`, if given, must be the tensor's)."""
+    return call(SC.cumprod_, self, dim) if dtype is None else \
+        call(SC.cumprod_, self, dim, dtype)
 
 
 def _fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:

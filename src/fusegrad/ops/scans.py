@@ -129,18 +129,34 @@ cumprod = register(
     result_order="contiguous", onnx=ox.cumprod)
 
 
+# C++'s names of the scalar types, in PyTorch's "Bad in-place call" message.
+_CPP_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long int",
+              "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def _same_dtype(own, asked) -> None:
+    """PyTorch's error for an in-place scan asked for a dtype other than the tensor's."""
+    if asked is not None and asked is not own:
+        raise RuntimeError(f"Bad in-place call: input tensor dtype {_CPP_TYPES[own.name]} "
+                           f"and output tensor dtype {_CPP_TYPES[asked.name]} should match")
+
+
 def _cum_inplace(op):
     """The kernel and meta of `op`'s in-place form: the scan in `self`'s own dtype (PyTorch's
     `dtype=self.dtype`, so a bool tensor's is an error), except where there is nothing to
     add up (an empty or 0-d `self` is left as it is)."""
 
-    def kernel(a, dim):
+    def kernel(a, dim, dtype=None):
+        _same_dtype(_dtype.FROM_NP[a.dtype], dtype)
         if a.size == 0 or a.ndim == 0:
             _dim1(dim, a.ndim)
             return a.copy()
         return op.kernel(a, dim, _dtype.FROM_NP[a.dtype])
 
-    def meta(a, dim):
+    def meta(a, dim, dtype=None):
+        _same_dtype(a.dtype, dtype)
         if 0 in tuple(a.shape) or not a.shape:
             _dim1(dim, len(a.shape))
             return Spec(tuple(a.shape), a.dtype)
