@@ -250,8 +250,9 @@ class FunctionCompiler(ExpressionCompiler):
         name = _BINOPS.get(type(s.op))
         if name is None:
             raise unsupported(self.src, s)
-        if isinstance(s.target, ast.Name):
-            current = self.lookup(s.target, env)
+        if isinstance(s.target, (ast.Name, ast.Attribute)):  # (`self.count += 1` too)
+            current = self.lookup(s.target, env) if isinstance(s.target, ast.Name) else \
+                self.expr(s.target, env)
             rhs = self.expr(s.value, env)
             # a tensor is updated in place (`+=` is `add_`), a number is rebound
             if current.type == "Tensor" and name in _INPLACE:
@@ -267,14 +268,6 @@ class FunctionCompiler(ExpressionCompiler):
             rhs = self.expr(s.value, env)
             new = self.op(_INPLACE.get(name, name), "operator", [old, rhs], s)
             self.emit("aten::__setitem__", [obj, index, new], [], s, {"form": "operator"})
-        elif isinstance(s.target, ast.Attribute):  # `self.count += 1`: read, update, write
-            current = self.expr(s.target, env)
-            rhs = self.expr(s.value, env)
-            if current.type == "Tensor" and name in _INPLACE:
-                value = self.op(_INPLACE[name], "operator", [current, rhs], s, type_="Tensor")
-            else:
-                value = self.op(name, "operator", [current, rhs], s)
-            self.assign(s.target, value, env, s)
         else:
             raise unsupported(self.src, s)
 

@@ -303,19 +303,7 @@ TILE = 16
 
 def _distinct_loads(e) -> list:
     """The `Load`s of `e`, each shared sub-expression visited once."""
-    seen: set = set()
-    out: list = []
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, Load):
-            out.append(x)
-        elif isinstance(x, Op):
-            stack.extend(x.args)
-    return out
+    return [x for x in _distinct_nodes(e) if isinstance(x, Load)]
 
 
 def _transposes(value, inner: str, second: str) -> bool:
