@@ -436,3 +436,17 @@ def test_in_place_scan_with_a_dtype_as_torch(method, dtype, asked):
         except RuntimeError as e:
             outcomes.append(str(e))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("value, dtype", [
+    (-0.5, "uint8"), (255.5, "uint8"), (-128.9, "int8"), (127.9, "int8"), (-0.5, "int64"),
+    ([-0.5, 1.0], "uint8"), ([127.9], "int8"), ([True, 2.5], "int16"), (100.5, "uint8"),
+    ([-128.0, 127.0], "int8"), ([2 ** 63 - 1], "int64")])
+def test_tensor_of_floats_into_an_integer_dtype_checks_the_range_as_torch(value, dtype):
+    outcomes = []
+    for lib in (fg, torch):
+        try:
+            outcomes.append(lib.tensor(value, dtype=getattr(lib, dtype)).tolist())
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]

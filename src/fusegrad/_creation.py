@@ -419,6 +419,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
             raise RuntimeError(f"value cannot be converted to type {dt.name} without "
                                "overflow") from None
         raise
+    # (checked where the dtype was given: an inferred integer dtype holds no floats)
+    if dtype is not None and array.dtype.kind in "iu" and \
+            isinstance(data, (float, list, tuple)) and _floats_beyond(data, array.dtype):
+        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
     if _active.modes and not requires_grad and _traces_factories() and \
             not _holds_tensor(data):
         # A tracer (AOT autograd) keeps the values as a graph constant, as it keeps a
@@ -428,6 +432,18 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
         # dispatch, which the tracer refuses.)
         return _factory(array.shape, dt, requires_grad, lambda np_dtype: array)
     return _finish(array, dt, requires_grad)
+
+
+def _floats_beyond(data, np_dtype) -> bool:
+    """Whether numbers of `data` lie outside integer dtype `np_dtype`'s range before they are
+    truncated (PyTorch checks a float as it is: 127.9 is an int8 overflow, -0.5 a uint8 one;
+    NumPy truncates first)."""
+    try:
+        values = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    info = np.iinfo(np_dtype)
+    return bool(values.size) and bool(((values < info.min) | (values > info.max)).any())
 
 
 def _traces_factories() -> bool:
