@@ -450,3 +450,14 @@ def test_tensor_of_floats_into_an_integer_dtype_checks_the_range_as_torch(value,
         except RuntimeError as e:
             outcomes.append(str(e))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("value", [[-1, 2.5], [[-1, 2], [3.5, -0.0]], [-3]])
+def test_tensor_of_ints_and_floats_into_uint8_as_torch(value):
+    outcomes = []
+    for lib in (fg, torch):
+        try:
+            outcomes.append(lib.tensor(value, dtype=lib.uint8).tolist())
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]

@@ -435,15 +435,20 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
 
 
 def _floats_beyond(data, np_dtype) -> bool:
-    """Whether numbers of `data` lie outside integer dtype `np_dtype`'s range before they are
-    truncated (PyTorch checks a float as it is: 127.9 is an int8 overflow, -0.5 a uint8 one;
-    NumPy truncates first)."""
-    try:
-        values = np.asarray(data, dtype=np.float64)
-    except (TypeError, ValueError):
-        return False
+    """Whether Python floats of `data` (nested lists and tuples) lie outside integer dtype
+    `np_dtype`'s range before they are truncated (PyTorch checks a float as it is: 127.9 is
+    an int8 overflow, -0.5 a uint8 one; NumPy truncates first). Ints are not looked at:
+    PyTorch wraps them into the dtype (-1 is uint8 255)."""
     info = np.iinfo(np_dtype)
-    return bool(values.size) and bool(((values < info.min) | (values > info.max)).any())
+    todo = [data]
+    while todo:
+        x = todo.pop()
+        if x.__class__ is float:
+            if x < info.min or x > info.max:
+                return True
+        elif isinstance(x, (list, tuple)):
+            todo.extend(x)
+    return False
 
 
 def _traces_factories() -> bool:
@@ -510,12 +515,24 @@ def _wrapped_unsigned(data, dt: _dtype.dtype) -> np.ndarray | None:
         wide = np.array(data)
     except (OverflowError, TypeError, ValueError):
         return None
+    if wide.dtype.kind == "f":  # ints beside floats: each as PyTorch converts it
+        wide = np.array(_truncated(data, np.iinfo(dt.np).max))
     if wide.dtype.kind not in "iu":  # floats beyond the range are PyTorch's error
         return None
     top = np.iinfo(dt.np).max
     if wide.size and (wide.min() < -top or wide.max() > top):
         return None
     return wide.astype(dt.np)
+
+
+def _truncated(data, top: int):
+    """Nested `data` with each float in [0, top] truncated to an int (ints as they are), or
+    a float (which the caller refuses) where a float is out of that range or NaN."""
+    if isinstance(data, (list, tuple)):
+        return [_truncated(x, top) for x in data]
+    if data.__class__ is float:
+        return int(data) if 0 <= data <= top else 0.5
+    return data
 
 
 def _beyond_int64(data) -> bool:
