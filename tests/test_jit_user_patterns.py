@@ -23,6 +23,15 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 X = np.arange(24, dtype=np.float32).reshape(4, 6) / 10
 
 
+def _same(got: list, want: list, **tolerance) -> None:
+    """Results equal item by item: arrays within `tolerance`, anything else exactly."""
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, **tolerance)
+        else:
+            assert g == w
+
+
 def _counter(lib):
     """A module with a submodule, numbers read by forward and exported methods."""
     nn = lib.nn
@@ -72,11 +81,7 @@ def test_negative_index_and_attribute_update():
         return out
     results = _both(run)
     got, want = results[fusegrad], results[torch]
-    for g, w in zip(got, want):
-        if isinstance(w, tuple):
-            assert g == w
-        else:
-            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    _same(got, want, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("keep", [(), ("version", "bump"), ("first",), ("scale",)])
@@ -99,12 +104,7 @@ def test_freeze_keeps_only_what_is_preserved(keep):
         return out
     results = _both(run)
     got, want = results[fusegrad], results[torch]
-    assert got[0] == want[0]
-    for g, w in zip(got[1:], want[1:]):
-        if isinstance(w, tuple):
-            assert g == w
-        else:
-            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    _same(got, want, rtol=1e-6, atol=1e-6)  # (item 0: which names the frozen module has)
 
 
 def test_copy_of_scripted_module_runs_its_own_methods():
@@ -172,11 +172,7 @@ def _script_results(lib):
 
 def test_builtins_string_methods_and_fork_in_script():
     got, want = _script_results(fusegrad), _script_results(torch)
-    for g, w in zip(got, want):
-        if isinstance(w, np.ndarray):
-            np.testing.assert_allclose(g, w, rtol=1e-6)
-        else:
-            assert g == w
+    _same(got, want, rtol=1e-6)
 
 
 def _script_module_subclass(lib, weights=None):
@@ -230,11 +226,7 @@ def _script_module_subclass(lib, weights=None):
 def test_script_module_subclass_with_script_methods():
     want, weights = _script_module_subclass(torch)
     got, _ = _script_module_subclass(fusegrad, weights)
-    for g, w in zip(got, want):
-        if isinstance(w, np.ndarray):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-        else:
-            assert g == w
+    _same(got, want, rtol=1e-5, atol=1e-6)
 
 
 def _class_results(lib):
@@ -289,11 +281,7 @@ def _class_results(lib):
 
 def test_script_classes():
     got, want = _class_results(fusegrad), _class_results(torch)
-    for g, w in zip(got, want):
-        if isinstance(w, np.ndarray):
-            np.testing.assert_allclose(g, w, rtol=1e-6)
-        else:
-            assert g == w
+    _same(got, want, rtol=1e-6)
 
 
 def test_if_expression_type_mismatch_message():
@@ -401,8 +389,4 @@ def test_named_tuple_results_as_torch():
         return [type(a).__name__, a.total.numpy(), a.count, len(a),
                 type(b).__name__, b.total.numpy(), b.count, tuple(type(b)._fields)]
     got, want = run(fusegrad), run(torch)
-    for g, w in zip(got, want):
-        if isinstance(w, np.ndarray):
-            np.testing.assert_allclose(g, w, rtol=1e-6)
-        else:
-            assert g == w
+    _same(got, want, rtol=1e-6)
