@@ -35,6 +35,7 @@ from ...ops.surface import DATA_DEPENDENT, FACTORY, PURE, has_flag
 from ..markers import COMPILE_TIME_ANSWERS
 from . import reasons
 from .builder import holds_symbol
+from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
 from .guards import _is_plain_data
 from .objects import (
@@ -359,6 +360,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(f, types.FunctionType) and is_generator_expression(f.__code__) and \
             not kwargs and _is_user_function(f):
         return GeneratorVariable(f, args)
+    if is_function_apply(f):  # a user autograd.Function: one node, if it has no effects
+        return call_function_apply(tr, fn, args, kwargs)
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):
         self_var = tr.builder.wrap(f.__self__, None if fn.source is None else
                                    fn.source + ".__self__")
@@ -1113,6 +1116,10 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
         return call_step(tr, obj, args, kwargs)  # an optimizer's update as graph ops
     if isinstance(obj, ConstantVariable):
         method = getattr(obj.value, name)
+        if is_function_apply(method):  # `MyFunction.apply(x)`
+            src = tr.guard_root(obj)
+            return call_function_apply(tr, ConstantVariable(
+                method, None if src is None else f"{src}.{name}"), args, kwargs)
         if isinstance(method, types.MethodType) and _is_user_function(method.__func__):
             src = tr.guard_root(obj)
             if src is not None:  # the class's method (or an instance attribute) may change

@@ -1,0 +1,161 @@
+"""`MyFunction.apply(...)` of a user `autograd.Function` inside a captured frame.
+
+The call becomes one graph node that runs `apply` itself: eagerly (the "eager" backend) it
+records the Function's own backward node, and AOT autograd traces through its forward and,
+for the backward graph, its custom `backward`. Both are then run once per trace, not once per
+call, so they must be free of effects outside themselves: before recording the node, the
+capture speculates - it translates `forward` (and `setup_context`) and then `backward` into
+the graph as usual, checks that neither assigned anything outside itself, wrote into a
+tensor from outside, or needed a graph break (printing, reading tensor values, NumPy), and
+erases what they recorded. A Function that fails the check runs for real (a graph break), as
+Dynamo treats a Function whose speculation fails.
+"""
+
+from __future__ import annotations
+
+import types
+
+from .variables import (
+    ConstantVariable,
+    ObjectVariable,
+    TensorVariable,
+    TupleVariable,
+    Unsupported,
+    Variable,
+)
+
+
+class SpeculatedContext:
+    """The `ctx` a Function's `forward`, `setup_context` and `backward` see while they are
+    speculated: attributes they set are kept on it, and its methods are translated like user
+    code (what they store is what `backward` reads). `mark_dirty` (a forward writing into its
+    input) and `save_for_forward` (forward-mode derivatives) are not offered: such a Function
+    runs for real."""
+
+    def save_for_backward(self, *tensors):
+        """Keep `tensors` for `saved_tensors`."""
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        """Non-differentiable outputs: nothing to check while speculating."""
+        self.non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        """Whether absent gradients reach backward as zeros (only True is speculated)."""
+        self.materialize_grads = value
+
+
+def is_function_apply(f) -> bool:
+    """Whether `f` is `apply` of a user subclass of `autograd.Function` (bound to it)."""
+    from ...autograd.function import Function
+
+    return isinstance(f, types.MethodType) and isinstance(f.__self__, type) and \
+        issubclass(f.__self__, Function) and f.__func__ is Function.apply.__func__ and \
+        not f.__self__.__module__.startswith(_PACKAGE)
+
+
+_PACKAGE = __name__.split(".compiler.")[0] + "."
+
+
+def call_function_apply(tr, fn: Variable, args: list, kwargs: dict) -> Variable:
+    """`cls.apply(*args)` during translation: one graph node once `forward` and `backward`
+    are shown free of effects outside themselves; otherwise `Unsupported` (a break)."""
+    from ...autograd import function as function_module
+    from ...autograd.function import Function, once_differentiable
+
+    cls = fn.value.__self__
+    if kwargs:
+        raise Unsupported(f"{cls.__name__}.apply() with keyword arguments")
+    if function_module._forward_grads is not None:
+        raise Unsupported(f"{cls.__name__}.apply() at an open forward-AD level")
+    for a in args:
+        if not _plain_argument(a):
+            raise Unsupported(f"{cls.__name__}.apply() of a {type(a).__name__}")
+    if fn.source is None:
+        raise Unsupported(f"{cls.__name__}.apply() of a Function no guard reaches")
+    forward, backward = _static(cls, "forward"), _static(cls, "backward")
+    setup = _static(cls, "setup_context")
+    separate = setup is not _static(Function, "setup_context")
+    if forward is None or backward is None or (separate and setup is None):
+        raise Unsupported(f"{cls.__name__}'s forward/backward are not Python functions")
+    guards = tr.builder.guards
+    owner = fn.source + ".__self__"
+    for name in ("forward", "backward", "setup_context"):  # (reassigned: compiled again)
+        guards.constant(f"{owner}.{name}", getattr(cls, name))
+    if getattr(backward, "__code__", None) is once_differentiable(len).__code__:
+        backward = backward.__wrapped__  # its wrapper only adds a node under grad mode
+    _speculate(tr, cls, forward, backward, setup if separate else None, args)
+    return tr.builder.call("call_function", fn.value, tuple(args), {})
+
+
+def _static(cls, name: str):
+    """The Python function `cls.name` stands for (a staticmethod's), or None."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            raw = vars(klass)[name]
+            func = raw.__func__ if isinstance(raw, staticmethod) else raw
+            return func if isinstance(func, types.FunctionType) else None
+    return None
+
+
+def _plain_argument(v: Variable) -> bool:
+    """A tensor, a constant, or a tuple of those: what a graph node can be called with."""
+    if isinstance(v, (TensorVariable, ConstantVariable)):
+        return not isinstance(v, ConstantVariable) or not callable(v.value)
+    return type(v) is TupleVariable and all(_plain_argument(i) for i in v.items)
+
+
+def _speculate(tr, cls, forward, backward, setup, args: list) -> None:
+    """Translate forward then backward into the graph, check they had no effect outside
+    themselves, and erase what they recorded (raising `Unsupported` if they had one)."""
+    from .calls import _mutates_from_outside, inline
+
+    builder = tr.builder
+    mark, n_stores, mutated = len(builder.created), len(builder.stores), builder.mutated
+    needs = tuple(isinstance(a, TensorVariable) and bool(a.example.requires_grad)
+                  for a in args)
+    ctx = ObjectVariable(SpeculatedContext, {
+        "needs_input_grad": TupleVariable([ConstantVariable(n) for n in needs]),
+        "saved_tensors": TupleVariable([]),
+        "materialize_grads": ConstantVariable(True)})
+    name = cls.__name__
+    try:
+        if setup is None:
+            out = inline(tr, forward, [ctx, *args], {})
+        else:
+            out = inline(tr, forward, list(args), {})
+            inline(tr, setup, [ctx, TupleVariable(list(args)), out], {})
+        outs = out.items if type(out) is TupleVariable else [out]
+        if not outs or not all(isinstance(o, (TensorVariable, ConstantVariable))
+                               for o in outs):
+            raise Unsupported(f"{name}.forward returned something other than tensors")
+        made = {id(n) for n in builder.created[mark:]}
+        if any(isinstance(o, TensorVariable) and id(o.node) not in made for o in outs):
+            # Eager returns an alias of it carrying the Function's node (and refusing
+            # in-place writes); traced, the tensor itself would be the output, without it.
+            raise Unsupported(f"{name}.forward returned a tensor it did not make")
+        grads = [builder.call("call_function", _zeros_like(), (o,), {})
+                 if isinstance(o, TensorVariable) else ConstantVariable(None) for o in outs]
+        materialize = ctx.items["materialize_grads"]
+        if not (isinstance(materialize, ConstantVariable) and materialize.value is True):
+            raise Unsupported("set_materialize_grads(False) (backward may get None)")
+        inline(tr, backward, [ctx, *grads], {})
+        if len(builder.stores) > n_stores:
+            raise Unsupported(f"{name}'s forward or backward has a side effect (an "
+                              "assignment or an append outside it)")
+        region = {id(n) for n in builder.created[mark:]}
+        if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
+            raise Unsupported(f"{name}'s forward or backward writes into a tensor from "
+                              "outside it")
+    except Unsupported as e:
+        raise Unsupported(f"{name}.apply(): {e}") from None
+    finally:
+        builder.discard_since(mark)
+        del builder.stores[n_stores:]
+        builder.mutated = mutated
+
+
+def _zeros_like():
+    from ..._creation import zeros_like
+
+    return zeros_like
