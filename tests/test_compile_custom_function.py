@@ -213,6 +213,23 @@ class ReturnsInput(fg.autograd.Function):
         return g * 3
 
 
+class NumbersAmongOutputs(fg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x * k, "tag", x.sin(), k + 1
+
+    @staticmethod
+    def backward(ctx, ga, _, gb, __):
+        return ga * ctx.k + gb * 0.5, None
+
+
+def _numbers_among_outputs(x):
+    a, tag, b, n = NumbersAmongOutputs.apply(x, 3.0)
+    assert tag == "tag"
+    return (a + b).sum() * n
+
+
 def _vector(i: int):
     rng = np.random.default_rng(i)
     return fg.tensor(rng.standard_normal(4).astype("float32") + (1 if i % 2 else -1),
@@ -229,6 +246,7 @@ PURE = {
     "once_differentiable": lambda x: OnceDifferentiable.apply(x).sum(),
     "reads_global": lambda x: ReadsGlobal.apply(x).sum(),
     "nested": lambda x: Nested.apply(x).sum(),
+    "numbers_among_outputs": _numbers_among_outputs,
 }
 
 

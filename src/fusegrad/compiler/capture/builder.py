@@ -30,6 +30,7 @@ from ...fx import has_side_effect
 from ...ops.surface import INPLACE, has_flag
 from ..markers import enter_recompute_region, exit_recompute_region
 from .dynamic import input_order, strict_dims
+from .functional_call import check_not_replaced, overridden_read
 from .guards import GuardSet, _is_plain_data, _shares_memory
 from .symfloat import (
     SymFloat,
@@ -97,6 +98,8 @@ class GraphBuilder:
         # the graph ran: (object, name, variable, expression naming the object at run
         # time), in program order.
         self.stores: list = []
+        # Inside a translated `functional_call`: the tensors standing for module state.
+        self.state_overrides = None
         # Some recorded instruction has an exception handler in its frame (a try block): if
         # the graph raises when it runs, the segment runs again eagerly from its start, so
         # it must not have changed its inputs in place.
@@ -156,6 +159,9 @@ class GraphBuilder:
     def store_attr(self, obj, name: str, value: Variable, target: str | None = None) -> None:
         """Record `obj.name = value`, replayed after the graph on `target` (an expression;
         by default the object itself, kept in the guard scope: it is guarded by identity)."""
+        if overridden_read(self.state_overrides, obj, name) is not None:
+            # (eagerly set into the swapped table, then undone when the call returns)
+            raise Unsupported(f"assignment to {name!r}, given to a functional_call")
         table = self._attribute_table(obj)
         if table is not None:
             # The object's `__dict__` read as a dict in this graph would miss the assignment
@@ -277,6 +283,7 @@ class GraphBuilder:
             if source is None:
                 raise Unsupported("a tensor created outside the captured code without a "
                                   "source")
+            check_not_replaced(self.state_overrides, value)
             return self._tensor_input(value, source)
         if source is None:
             return ConstantVariable(value)

@@ -37,6 +37,7 @@ from . import reasons
 from .builder import holds_symbol
 from .custom_function import call_function_apply, is_function_apply
 from .exceptions import make_exception
+from .functional_call import call_functional, is_functional_call
 from .guards import _is_plain_data
 from .objects import (
     FOLLOWED_PACKAGES,
@@ -360,6 +361,8 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if isinstance(f, types.FunctionType) and is_generator_expression(f.__code__) and \
             not kwargs and _is_user_function(f):
         return GeneratorVariable(f, args)
+    if is_functional_call(f):  # the module's call, its state read from the dicts given
+        return call_functional(tr, fn, args, kwargs)
     if is_function_apply(f):  # a user autograd.Function: one node, if it has no effects
         return call_function_apply(tr, fn, args, kwargs)
     if isinstance(f, types.MethodType) and _is_user_function(f.__func__):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import types
 
+from .builder import holds_symbol
 from .variables import (
     ConstantVariable,
     ObjectVariable,
@@ -84,8 +85,35 @@ def call_function_apply(tr, fn: Variable, args: list, kwargs: dict) -> Variable:
         guards.constant(f"{owner}.{name}", getattr(cls, name))
     if getattr(backward, "__code__", None) is once_differentiable(len).__code__:
         backward = backward.__wrapped__  # its wrapper only adds a node under grad mode
-    _speculate(tr, cls, forward, backward, setup if separate else None, args)
-    return tr.builder.call("call_function", fn.value, tuple(args), {})
+    out = _speculate(tr, cls, forward, backward, setup if separate else None, args)
+    if type(out) is not TupleVariable or \
+            all(isinstance(o, TensorVariable) for o in out.items):
+        return tr.builder.call("call_function", fn.value, tuple(args), {})
+    # Numbers among the outputs (`return y, n`): forward made them from what the capture
+    # knows (a value read would have failed the speculation), so they are the speculated
+    # constants; the node returns the tensors alone.
+    if any(not isinstance(o.value, (int, float, bool, str, type(None))) or
+           holds_symbol(o.value) for o in out.items if isinstance(o, ConstantVariable)):
+        raise Unsupported(f"{cls.__name__}.forward returned a value other than tensors "
+                          "and numbers")
+    positions = tuple(i for i, o in enumerate(out.items) if isinstance(o, TensorVariable))
+    tensors = tr.builder.call("call_function", _tensor_outputs(fn.value, positions),
+                              tuple(args), {})
+    items = list(out.items)
+    for i, t in zip(positions, tensors.items if type(tensors) is TupleVariable else
+                    [tensors]):
+        items[i] = t
+    return TupleVariable(items)
+
+
+def _tensor_outputs(apply, positions: tuple):
+    """A graph target calling `apply` and returning its outputs at `positions`."""
+    def tensor_outputs(*args):
+        out = apply(*args)
+        return tuple(out[i] for i in positions) if len(positions) > 1 else out[positions[0]]
+
+    tensor_outputs.__name__ = f"{apply.__self__.__name__}_apply"
+    return tensor_outputs
 
 
 def _static(cls, name: str):
@@ -105,9 +133,10 @@ def _plain_argument(v: Variable) -> bool:
     return type(v) is TupleVariable and all(_plain_argument(i) for i in v.items)
 
 
-def _speculate(tr, cls, forward, backward, setup, args: list) -> None:
+def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
     """Translate forward then backward into the graph, check they had no effect outside
-    themselves, and erase what they recorded (raising `Unsupported` if they had one)."""
+    themselves, and erase what they recorded (raising `Unsupported` if they had one);
+    returns forward's result variable (its tensors' nodes erased)."""
     from .calls import _mutates_from_outside, inline
 
     builder = tr.builder
@@ -147,6 +176,7 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> None:
         if any(_mutates_from_outside(n, region) for n in builder.created[mark:]):
             raise Unsupported(f"{name}'s forward or backward writes into a tensor from "
                               "outside it")
+        return out
     except Unsupported as e:
         raise Unsupported(f"{name}.apply(): {e}") from None
     finally:

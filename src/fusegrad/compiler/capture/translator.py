@@ -29,6 +29,7 @@ from . import reasons
 from .builder import holds_symbol
 from .containers import ContainerOpcodes
 from .exceptions import ExceptionOpcodes, Raised
+from .functional_call import overridden_read
 from .guards import _is_plain_data, literal_or_none
 from .objects import followed_identity
 from .scopes import ScopeOpcodes
@@ -552,6 +553,9 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 if name == "__dict__" and any(s[0] is writer for s in self.builder.stores):
                     raise Unsupported("a module's __dict__ read before its globals are set")
         if isinstance(obj, ConstantVariable) and not self.concrete:
+            given = overridden_read(self.builder.state_overrides, obj.value, name)
+            if given is not None:  # (a module's state inside a `functional_call`)
+                return given
             if self.builder.namespace_written(obj.value):  # (`vars(obj)[k] = v` earlier)
                 raise Unsupported("an attribute read after an item assignment into the "
                                   "object's __dict__")
