@@ -260,7 +260,8 @@ def check_inplace_allowed(self, record: bool = True) -> None:
         # a view of such a view, `_recording.view_version`)
         if (ver := self._view_ver) is not None and ver < 0 and (record or base._rg):
             raise no_grad_view_error(self, modified=False)
-        if base._rg and base._grad_fn is None:
+        if (self._rg or base._rg) and base._grad_fn is None:  # (the view set to require
+            # grad itself, of a base that does not, counts: PyTorch asks the view)
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place "
                 "operation.")

@@ -84,9 +84,9 @@ def _call_unary(op, a):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -258,9 +258,9 @@ def _call_tensors(op, a, b):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -504,9 +504,9 @@ def _call_binary(op, a, b):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -681,9 +681,9 @@ def _call_ints(op, a, b, c):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -847,9 +847,9 @@ def _call_three(op, a, b, c):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -1117,9 +1117,9 @@ def _call_list(op, args, raw, needs_grad):
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None
@@ -1183,9 +1183,9 @@ def make_calls(call, call_slow):
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                         else -3 - 4 * vc[0])
-                else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                    result._rg = base._rg
+                else:  # made under no_grad: requires grad as its root base does, no history
+                    rg = result._rg = result._base._rg
+                    result._view_ver = (-2 if rg else -1) - 4 * vc[0]
             else:
                 result._vc = [0]
                 result._base = None
@@ -1363,9 +1363,9 @@ def make_calls(call, call_slow):
                         # (a view of a view made under no_grad: `_recording.view_version`)
                         result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                             else -3 - 4 * vc[0])
-                    else:  # made under no_grad: requires grad as its base does, with no history
-                        result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                        result._rg = base._rg
+                    else:  # made under no_grad: requires grad as its root base does, no history
+                        rg = result._rg = result._base._rg
+                        result._view_ver = (-2 if rg else -1) - 4 * vc[0]
                 else:
                     result._vc = [0]
                     result._base = None
@@ -1606,9 +1606,9 @@ def make_calls(call, call_slow):
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                         else -3 - 4 * vc[0])
-                else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                    result._rg = base._rg
+                else:  # made under no_grad: requires grad as its root base does, no history
+                    rg = result._rg = result._base._rg
+                    result._view_ver = (-2 if rg else -1) - 4 * vc[0]
             else:
                 result._vc = [0]
                 result._base = None
@@ -1787,9 +1787,9 @@ def make_calls(call, call_slow):
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                         else -3 - 4 * vc[0])
-                else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                    result._rg = base._rg
+                else:  # made under no_grad: requires grad as its root base does, no history
+                    rg = result._rg = result._base._rg
+                    result._view_ver = (-2 if rg else -1) - 4 * vc[0]
             else:
                 result._vc = [0]
                 result._base = None
@@ -1976,9 +1976,9 @@ def make_operator(op, protocol, fast):
                         # (a view of a view made under no_grad: `_recording.view_version`)
                         result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                             else -3 - 4 * vc[0])
-                    else:  # made under no_grad: requires grad as its base does, with no history
-                        result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                        result._rg = base._rg
+                    else:  # made under no_grad: requires grad as its root base does, no history
+                        rg = result._rg = result._base._rg
+                        result._view_ver = (-2 if rg else -1) - 4 * vc[0]
                 else:
                     result._vc = [0]
                     result._base = None
@@ -2219,9 +2219,9 @@ def make_operator(op, protocol, fast):
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                         else -3 - 4 * vc[0])
-                else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                    result._rg = base._rg
+                else:  # made under no_grad: requires grad as its root base does, no history
+                    rg = result._rg = result._base._rg
+                    result._view_ver = (-2 if rg else -1) - 4 * vc[0]
             else:
                 result._vc = [0]
                 result._base = None
@@ -2416,9 +2416,9 @@ def make_matrix_operator(op, protocol, fast):
                     # (a view of a view made under no_grad: `_recording.view_version`)
                     result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                         else -3 - 4 * vc[0])
-                else:  # made under no_grad: requires grad as its base does, with no history
-                    result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                    result._rg = base._rg
+                else:  # made under no_grad: requires grad as its root base does, no history
+                    rg = result._rg = result._base._rg
+                    result._view_ver = (-2 if rg else -1) - 4 * vc[0]
             else:
                 result._vc = [0]
                 result._base = None

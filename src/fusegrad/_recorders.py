@@ -241,9 +241,9 @@ MAKE = '''\
                 # (a view of a view made under no_grad: `_recording.view_version`)
                 result._view_ver = (vc[0] if (pv := base._view_ver) is None or pv >= 0
                                     else -3 - 4 * vc[0])
-            else:  # made under no_grad: requires grad as its base does, with no history
-                result._view_ver = (-2 if base._rg else -1) - 4 * vc[0]
-                result._rg = base._rg
+            else:  # made under no_grad: requires grad as its root base does, no history
+                rg = result._rg = result._base._rg
+                result._view_ver = (-2 if rg else -1) - 4 * vc[0]
         else:
             result._vc = [0]
             result._base = None

@@ -96,9 +96,9 @@ def _mark_view(result, base):
     result._vc = base._vc
     if not _active.grad_off or _local.grad_enabled:
         result._view_ver = view_version(base)
-    else:  # made under no_grad: requires grad as its base does, with no history
-        result._view_ver = (-2 if base._rg else -1) - 4 * base._vc[0]
-        result._rg = base._rg
+    else:  # made under no_grad: requires grad as its root base does, with no history
+        rg = result._rg = result._base._rg
+        result._view_ver = (-2 if rg else -1) - 4 * base._vc[0]
 
 
 def _node_label(fn) -> str:

@@ -57,9 +57,9 @@ def select_first(a, index: int, data, shape: tuple):
     grad = not _active.grad_off or _local.grad_enabled
     if grad:  # (of a view made under no_grad: that origin kept, `_recording.view_version`)
         result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - 4 * vc[0]
-    else:  # made under no_grad: requires grad as `a` does, with no history
-        result._view_ver = (-2 if a._rg else -1) - 4 * vc[0]
-        result._rg = a._rg
+    else:  # made under no_grad: requires grad as the root base does, with no history
+        rg = result._rg = result._base._rg
+        result._view_ver = (-2 if rg else -1) - 4 * vc[0]
     result._output_nr = 0
     result._retains = False
     result._hooks = None
@@ -103,9 +103,9 @@ def view_shape(a, shape: tuple):
     grad = not _active.grad_off or _local.grad_enabled
     if grad:  # (of a view made under no_grad: that origin kept, `_recording.view_version`)
         result._view_ver = vc[0] if (pv := a._view_ver) is None or pv >= 0 else -3 - 4 * vc[0]
-    else:  # made under no_grad: requires grad as `a` does, with no history
-        result._view_ver = (-2 if a._rg else -1) - 4 * vc[0]
-        result._rg = a._rg
+    else:  # made under no_grad: requires grad as the root base does, with no history
+        rg = result._rg = result._base._rg
+        result._view_ver = (-2 if rg else -1) - 4 * vc[0]
     result._output_nr = 0
     result._retains = False
     result._hooks = None
