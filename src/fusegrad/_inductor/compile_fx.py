@@ -209,19 +209,54 @@ def _narrower_operands(op: Any, args) -> bool:
                for t in tensors)
 
 
+def _views_an_input(out, args) -> bool:
+    """Whether a result in `out` (a tensor or a sequence of them) is a view of a tensor in
+    `args` (of it or of its base)."""
+    from .._tensor import Tensor
+
+    bases = set()
+    for a in _tensors(args):
+        bases.add(id(a))
+        if a._base is not None:
+            bases.add(id(a._base))
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    return any(isinstance(o, Tensor) and o._base is not None and id(o._base) in bases
+               for o in outs)
+
+
+# The ops whose decomposition is being declined for the call in progress (see
+# `_whole_in_half`): the tracer then records them whole.
+_RECORDING_WHOLE: set = set()
+
+
 def _whole_in_half(fn, op: Any = None):
     """Decomposition `fn` of `op`, declined (`keep_whole`) for half-dtype arguments: a
     decomposition rounds each intermediate to the half type (a variance's squares overflow
     float16) where eager's kernel computes in float32 or float64 and rounds once, and the
     code generator runs half-dtype ops as their NumPy kernels anyway, so nothing fuses.
     Declined too where its steps could compute in a narrower dtype than eager's kernel (see
-    `_narrower_operands`)."""
+    `_narrower_operands`), and where it makes a view of an input for an op that is no view
+    for autograd (`_unsafe_view` as `view`, the last step of a 3-D `matmul`): the result
+    would be a view of an intermediate made under the tracer's no_grad, which AOT autograd
+    cannot return as an output (the whole graph then ran eagerly). That op is recorded
+    whole instead (the decomposition's nodes are dead code), as PyTorch's inductor lowers
+    `_unsafe_view` itself."""
 
     def decomposition(*args, **kwargs):
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        if op is None or op.view or kwargs or not _views_an_input(out, args):
+            return out
+        from .. import _dispatch
+
+        _RECORDING_WHOLE.add(op)
+        try:
+            return _dispatch.call(op, *args)
+        finally:
+            _RECORDING_WHOLE.discard(op)
 
     def keep_whole(args) -> bool:
-        return _has_half(args) or (op is not None and _narrower_operands(op, args))
+        return op in _RECORDING_WHOLE or _has_half(args) or \
+            (op is not None and _narrower_operands(op, args))
 
     decomposition.keep_whole = keep_whole
     return decomposition
