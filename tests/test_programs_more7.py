@@ -1955,10 +1955,6 @@ def test_compiled_matches_eager(prog, backend):
 # values are still right (test_compiled_matches_eager): the break only costs the graph. Each
 # gap's minimal repro is in the reason.
 _CAPTURE_GAPS = {
-    "compiled_state_updates": "an out= call writing a tensor from outside the frame breaks "
-                              "the graph where torch captures it: `torch.maximum(buf, x, "
-                              "out=buf)` in a compiled function: 'maximum(..., out=...) writes "
-                              "into an existing tensor'",
 }
 _NO_BREAK = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=_CAPTURE_GAPS[p.__name__]))
              if p.__name__ in _CAPTURE_GAPS else p for p in COMPILED]

@@ -376,7 +376,9 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if _is_fusegrad_function(f) or f in _TENSOR_OPERATORS:
         name = getattr(f, "__name__", "")
         _refuse_new_leaf(kwargs)
-        _refuse_out(f, args, kwargs)
+        out = _out_argument(f, args, kwargs)
+        if out is not None:
+            return _call_with_out(tr, f, out, args, kwargs)
         if _has_tensor(args) or _has_tensor(kwargs.values()) or has_flag(name, FACTORY):
             return tr.builder.call("call_function", f, tuple(args), kwargs)
         if has_flag(name, PURE) or f in _TENSOR_OPERATORS:
@@ -980,20 +982,47 @@ def _out_position(f) -> int | None:
     return position
 
 
-def _refuse_out(f, args, kwargs) -> None:
-    """A call writing its result into an existing tensor (`add(a, b, out=c)`) is a graph
-    break: the graph records calls by their results, so the write into `c` (its values, a
-    resize) would be lost or reordered; run eagerly, it is exactly PyTorch's."""
+def _out_argument(f, args, kwargs) -> tuple | None:
+    """(the `out` variable, its position or None when given by keyword) of a call writing its
+    result into an existing tensor (`add(a, b, out=c)`), or None for a call without one."""
     given = kwargs.get("out")
+    position = None
     if given is None:
         position = _out_position(f)
         if position is None or position >= len(args):
-            return
+            return None
         given = args[position]
     if isinstance(given, ConstantVariable) and given.value is None:
-        return
-    raise Unsupported(f"{getattr(f, '__name__', f)}(..., out=...) writes into an existing "
-                      "tensor")
+        return None
+    return given, position
+
+
+def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
+    """`f(..., out=c)` as the graph records it: the result computed, then copied into `c`
+    (`c.copy_(result)`), `c` returned. Only where that is exactly eager's write: `c` already
+    has the result's shape and dtype (eager would resize it, with a warning, or refuse the
+    cast), its elements do not overlap, and nothing records a gradient (eager refuses `out=`
+    on inputs that require grad). Otherwise a graph break: the call runs for real."""
+    from ..._thread_state import local
+
+    given, position = out
+    name = getattr(f, "__name__", f)
+    if position is None:
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    else:
+        args = args[:position] + args[position + 1:]
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorVariable)]
+    target = given.example if isinstance(given, TensorVariable) else None
+    if target is None or holds_symbol(tuple(target.shape)) or target.requires_grad or \
+            any(s == 0 and n > 1 for s, n in zip(target.stride(), target.shape)) or \
+            local.grad_enabled and any(t.example.requires_grad for t in tensors):
+        raise Unsupported(f"{name}(..., out=...) writes into an existing tensor")
+    result = tr.builder.call("call_function", f, tuple(args), kwargs)
+    if not isinstance(result, TensorVariable) or \
+            tuple(result.example.shape) != tuple(target.shape) or \
+            result.example.dtype != target.dtype:
+        raise Unsupported(f"{name}(..., out=...) into a tensor of another shape or dtype")
+    return tr.builder.call("call_method", "copy_", (given, result), {})
 
 
 def _layout_known(node) -> bool:
