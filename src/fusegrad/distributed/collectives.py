@@ -1,4 +1,5 @@
-"""Collectives on tensors over MPI, in place on the tensors' memory.
+"""Collectives on tensors over MPI (or the TCP transport's stand-in for it, `_tcp`), in place
+on the tensors' memory.
 
 A contiguous tensor of a dtype MPI reduces natively is handed to MPI as it is (no copy); any
 other tensor goes through one contiguous staging array that the finishing step copies back.
@@ -9,12 +10,13 @@ otherwise it waits (bounded by the group's timeout) and returns None.
 from __future__ import annotations
 
 import enum
+import warnings
 
 import numpy as np
 
 from .._tensor import Tensor
 from . import _ring
-from .process_group import GroupMember, _mpi, _resolve
+from .process_group import GroupMember, _resolve
 from .work import Work
 
 
@@ -82,8 +84,8 @@ def _check_list(ts, name: str) -> None:
                         f"List[torch.Tensor] but got {type(ts)} instead.")
 
 
-def _mpi_op(op):
-    MPI = _mpi()
+def _mpi_op(pg, op):
+    MPI = pg.mpi
     op = RedOpType(op)
     table = {RedOpType.SUM: MPI.SUM, RedOpType.AVG: MPI.SUM, RedOpType.PRODUCT: MPI.PROD,
              RedOpType.MIN: MPI.MIN, RedOpType.MAX: MPI.MAX, RedOpType.BAND: MPI.BAND,
@@ -164,9 +166,9 @@ def _check_op(t: Tensor, op) -> None:
                            f"{_TORCH_NAMES[name]}")
 
 
-def _reduce_buffer(t: Tensor, op):
-    """(staging, MPI buffer spec, MPI op) for reducing `t` with `op`."""
-    MPI = _mpi()
+def _reduce_buffer(pg, t: Tensor, op):
+    """(staging, MPI buffer spec, MPI op) for reducing `t` with `op` on `pg`."""
+    MPI = pg.mpi
     name = t._data.dtype.name
     _check_op(t, op)
     op = RedOpType(op)
@@ -181,7 +183,7 @@ def _reduce_buffer(t: Tensor, op):
         wire = _STAGED.get(name, np.float64)
         staged = _Staged(t, wire)
         kind = _NATIVE[np.dtype(wire).name]
-    return staged, [staged.flat, getattr(MPI, kind)], _mpi_op(op)
+    return staged, [staged.flat, getattr(MPI, kind)], _mpi_op(pg, op)
 
 
 def _average(staged: _Staged, size: int) -> None:
@@ -227,7 +229,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     pg = _resolve(group)
     if pg is None:
         return None
-    staged, buf, mpi_op = _reduce_buffer(tensor, op)
+    staged, buf, mpi_op = _reduce_buffer(pg, tensor, op)
 
     def finish():
         if RedOpType(op) is RedOpType.AVG:
@@ -235,11 +237,11 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
         staged.write_back()
 
     ufunc = _RING_UFUNCS.get(RedOpType(op)) if tensor._data.dtype != np.bool_ else None
-    if _ring.usable(staged.flat, pg.size(), ufunc):
+    if pg.ring_comm is not None and _ring.usable(staged.flat, pg.size(), ufunc):
         pg.ring_calls += 1
         ring = _ring.RingAllreduce(pg.ring_comm, staged.flat, ufunc, pg.ring_calls)
         return _finish(pg, async_op, [], "all_reduce", finish, [tensor], ring)
-    req = pg.comm.Iallreduce(_mpi().IN_PLACE, buf, mpi_op)
+    req = pg.comm.Iallreduce(pg.mpi.IN_PLACE, buf, mpi_op)
     return _finish(pg, async_op, [req], "all_reduce", finish, [tensor])
 
 
@@ -251,9 +253,9 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
     if pg is None:
         return None
     root = _root(pg, dst, group_dst, "dst", "reduce")
-    staged, buf, mpi_op = _reduce_buffer(tensor, op)
+    staged, buf, mpi_op = _reduce_buffer(pg, tensor, op)
     mine = pg.rank() == root
-    send = _mpi().IN_PLACE if mine else buf
+    send = pg.mpi.IN_PLACE if mine else buf
     recv = buf if mine else None
     req = pg.comm.Ireduce(send, recv, mpi_op, root=root)
 
@@ -316,6 +318,13 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bool = False):
+    """`all_gather_single` under its deprecated name (PyTorch's FutureWarning)."""
+    warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated. Please use "
+                  "`torch.distributed.all_gather_single` instead.", FutureWarning, stacklevel=2)
+    return all_gather_single(output_tensor, input_tensor, group, async_op)
+
+
+def all_gather_single(output_tensor, input_tensor, group=None, async_op: bool = False):
     """Concatenate every rank's `input_tensor` along dim 0 into `output_tensor`."""
     _check_tensor(output_tensor, "output_tensor")
     _check_tensor(input_tensor, "input_tensor")
@@ -336,6 +345,15 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bo
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,  # noqa: A002
                           async_op: bool = False):
+    """`reduce_scatter_single` under its deprecated name (PyTorch's FutureWarning)."""
+    warnings.warn("`torch.distributed.reduce_scatter_tensor` is deprecated. Please use "
+                  "`torch.distributed.reduce_scatter_single` instead.", FutureWarning,
+                  stacklevel=2)
+    return reduce_scatter_single(output, input, op, group, async_op)
+
+
+def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None,  # noqa: A002
+                          async_op: bool = False):
     """Reduce `input` across ranks and give rank i the i-th of its equal dim-0 blocks."""
     _check_tensor(output, "output")
     _check_tensor(input, "input")
@@ -346,8 +364,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,  # noqa: A
         raise ValueError("Invalid usage of tensors with different dtypes")
     if input._data.size != pg.size() * output._data.size:
         raise ValueError("input tensor must be the same size as output size times world size")
-    staged_in, buf_in, mpi_op = _reduce_buffer(input, op)
-    staged_out, buf_out, _ = _reduce_buffer(output, op)
+    staged_in, buf_in, mpi_op = _reduce_buffer(pg, input, op)
+    staged_out, buf_out, _ = _reduce_buffer(pg, output, op)
     req = pg.comm.Ireduce_scatter_block(buf_in, buf_out, mpi_op)
 
     def finish():
@@ -455,7 +473,7 @@ def isend(tensor, dst=None, group=None, tag: int = 0, group_dst=None):
 
 
 def _recv_peer(pg, src, group_src, tag, what: str) -> int:
-    MPI = _mpi()
+    MPI = pg.mpi
     if src is None and group_src is None:
         if int(tag) < 0:
             raise RuntimeError("Tag must be nonnegative")
@@ -473,7 +491,7 @@ def irecv(tensor, src=None, group=None, tag: int = 0, group_src=None):
         return None
     peer = _recv_peer(pg, src, group_src, tag, "irecv")
     staged = _Staged(tensor)
-    status = _mpi().Status()
+    status = pg.mpi.Status()
     req = pg.comm.Irecv(staged.bytes(), source=peer, tag=tag)
     return Work([req], pg, "recv", staged.write_back, [tensor], statuses=[status],
                 source=_sender(pg, status))
@@ -499,7 +517,7 @@ def recv(tensor, src=None, group=None, tag: int = 0, group_src=None) -> int:
         return -1
     peer = _recv_peer(pg, src, group_src, tag, "recv")
     staged = _Staged(tensor)
-    status = _mpi().Status()
+    status = pg.mpi.Status()
     req = pg.comm.Irecv(staged.bytes(), source=peer, tag=tag)
     Work([req], pg, "recv", statuses=[status]).wait()
     staged.write_back()
@@ -603,7 +621,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
 
     joined = from_numpy(np.concatenate([np.ascontiguousarray(t._data).reshape(-1)
                                         for t in input_list]))
-    return reduce_scatter_tensor(output, joined, op, group, async_op)
+    return reduce_scatter_single(output, joined, op, group, async_op)
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks: bool = False) -> None:

@@ -8,6 +8,7 @@ from .collectives import (
     ReduceOp,
     all_gather,
     all_gather_into_tensor,
+    all_gather_single,
     all_reduce,
     all_to_all,
     all_to_all_single,
@@ -21,6 +22,7 @@ from .collectives import (
     recv,
     reduce,
     reduce_scatter,
+    reduce_scatter_single,
     reduce_scatter_tensor,
     scatter,
     send,
@@ -59,6 +61,7 @@ from .process_group import (
     is_ucc_available,
     new_group,
 )
+from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
 from .work import Work
 
 __all__ = ["ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_object",
@@ -71,9 +74,12 @@ __all__ = ["ReduceOp", "all_gather", "all_gather_into_tensor", "all_gather_objec
            "reduce_scatter", "scatter_object_list", "send_object_list", "DistBackendError",
            "DistError", "DistNetworkError", "DistStoreError", "get_global_rank",
            "get_group_rank", "get_process_group_ranks", "is_gloo_available",
-           "is_nccl_available", "is_torchelastic_launched", "is_ucc_available"]
+           "is_nccl_available", "is_torchelastic_launched", "is_ucc_available", "Store",
+           "TCPStore", "FileStore", "HashStore", "PrefixStore", "all_gather_single",
+           "reduce_scatter_single"]
 
-for _cls in (Backend, GroupMember, ProcessGroup, ReduceOp, Work, group, P2POp):
+for _cls in (Backend, GroupMember, ProcessGroup, ReduceOp, Work, group, P2POp, Store,
+             PrefixStore):
     _cls.__module__ = __name__
 # PyTorch defines its errors in `torch.distributed` itself.
 for _cls in (DistError, DistBackendError, DistNetworkError, DistStoreError):

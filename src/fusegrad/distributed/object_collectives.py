@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 
 from .collectives import _peer, _recv_peer, _root
-from .process_group import _mpi, _resolve
+from .process_group import _resolve
 from .work import Work
 
 
@@ -135,9 +135,11 @@ def recv_object_list(object_list: list, src=None, group=None, device=None,
     pg = _resolve(group)
     if pg is None:
         return -1
+    if src is None and group_src is None:
+        raise ValueError("Must specify global_rank or group_rank")
     peer = _recv_peer(pg, src, group_src, 0, "recv_object_list")
     size = np.empty(1, dtype=np.int64)
-    status = _mpi().Status()
+    status = pg.mpi.Status()
     Work([pg.comm.Irecv(size, source=peer, tag=0)], pg, "recv_object_list",
          statuses=[status]).wait()
     sender = status.Get_source()

@@ -1,9 +1,13 @@
-"""Process groups on MPI: `init_process_group`, ranks, sizes, `new_group`, teardown.
+"""Process groups: `init_process_group`, ranks, sizes, `new_group`, teardown.
 
-Every backend name a CPU program uses (`None`, `"gloo"`, `"mpi"`) gives the same MPI-backed
-group: the processes are the ranks of `MPI.COMM_WORLD` started by `mpiexec` (or by
-`python -m fusegrad.distributed.run`). mpi4py is imported only when a group is created, so
-importing `fusegrad.distributed` costs nothing and works without it.
+Every backend name a CPU program uses (`None`, `"gloo"`, `"mpi"`) gives the same kind of group
+on one of two transports. Under an MPI launch (or with backend "mpi", or with no rendezvous
+named at all) the processes are the ranks of `MPI.COMM_WORLD` started by `mpiexec` (or by
+`python -m fusegrad.distributed.run`); mpi4py is imported only when such a group is created,
+so importing `fusegrad.distributed` costs nothing and works without it. Otherwise the ranks
+meet through PyTorch's rendezvous (`rendezvous.py`: env://, tcp://, file://, or a store) and
+talk over TCP (`_tcp.py`, which stands in for mpi4py's API, so the collectives are the same
+code on both).
 """
 
 from __future__ import annotations
@@ -64,22 +68,50 @@ class ProcessGroup:
     """
 
     def __init__(self, comm, ranks: list[int], timeout: datetime.timedelta, backend: str,
-                 name: str = "") -> None:
+                 name: str = "", mpi=None, transport=None, store=None) -> None:
         self.comm = comm
         self.ranks = list(ranks)
         self.timeout = timeout
         self.backend = Backend(backend)
         self.group_name = name
+        # The MPI-like module the collectives call: mpi4py's MPI, or the TCP transport's
+        # stand-in (`_tcp`) for groups made without an MPI launch.
+        self.mpi = _mpi() if mpi is None else mpi
+        self._on_tcp = mpi is not None
         self._rank = comm.Get_rank()
         # The ring all-reduce's point-to-point messages get a communicator of their own, so
         # they never match a user's isend/irecv; every group member creates it here, at once.
-        self.ring_comm = comm.Dup()
+        # (The TCP transport's all-reduce is itself segmented: it needs no ring.)
+        self.ring_comm = comm.Dup() if mpi is None else None
         self.ring_calls = 0
+        # The default TCP group owns the connections and, for file://, the store.
+        self._transport = transport
+        self._store = store
 
     def free(self) -> None:
-        """Release the group's communicators."""
-        self.ring_comm.Free()
+        """Release the group's communicators (and the default TCP group's connections)."""
+        if self.ring_comm is not None:
+            self.ring_comm.Free()
         self.comm.Free()
+        if self._transport is not None:
+            self._transport.close()
+        if self._store is not None:
+            self._store._close()
+
+    def _timeout_error(self, seconds: float, what: str, explicit: bool) -> RuntimeError:
+        """The error of a wait that ran out of time (gloo's texts on the TCP transport)."""
+        if self._on_tcp:
+            # As gloo closes a group's connections after a timeout, the group refuses work.
+            self.comm.timed_out = True
+            if explicit and what not in ("send", "recv"):
+                return RuntimeError("Operation timed out!")
+            kind = "send" if what == "send" else "recv"
+            return RuntimeError(f"Timed out waiting {int(round(seconds * 1000))}ms for {kind} "
+                                f"operation to complete")
+        return RuntimeError(
+            f"fusegrad.distributed: {what} on rank {self.rank()} of {self.size()} did not "
+            f"complete within the timeout of {seconds:g} s; another rank has failed, exited "
+            f"or stopped calling the same collectives")
 
     def rank(self) -> int:
         """This process's rank inside the group."""
@@ -214,12 +246,14 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                        timeout: datetime.timedelta | None = None, world_size: int = -1,
                        rank: int = -1, store=None, group_name: str = "", pg_options=None,
                        device_id=None) -> None:
-    """Create the default process group over the MPI processes of this job.
+    """Create the default process group.
 
-    `backend` None, "gloo" or "mpi" all give the MPI-backed CPU group; "nccl" fails as on a
-    machine without CUDA. `init_method` ("env://", "tcp://...", "file://...") is accepted for
-    compatibility: MPI does the rendezvous. `rank` and `world_size` (or RANK and WORLD_SIZE in
-    the environment) must agree with MPI's. `timeout` bounds every wait on other ranks.
+    `backend` None, "gloo" or "mpi" all give a CPU group; "nccl" fails as on a machine without
+    CUDA. Without an MPI launch, a rendezvous (`init_method` "env://" (the default),
+    "tcp://host:port", "file:///path", or `store` with `rank` and `world_size`) gathers the
+    ranks and they talk over TCP. Under mpiexec, MPI does the rendezvous and `rank` and
+    `world_size` (or RANK and WORLD_SIZE in the environment) must agree with MPI's. `timeout`
+    bounds every wait on other ranks.
     """
     if GroupMember.WORLD is not None:
         raise ValueError("trying to initialize the default process group twice!")
@@ -231,8 +265,17 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if timeout is not None and not isinstance(timeout, datetime.timedelta):
         raise TypeError(f"Expected timeout argument to be of type datetime.timedelta, got "
                         f"{timeout}")
-    if store is not None and (rank < 0 or world_size <= 0):
-        raise ValueError("world_size and rank must be specified when using a store")
+    if store is not None:
+        if world_size <= 0:
+            raise AssertionError("world_size must be positive if using store")
+        if rank < 0:
+            raise AssertionError("rank must be non-negative if using store")
+    if store is not None and init_method is not None:
+        raise AssertionError("Cannot specify both init_method and store.")
+    if _use_tcp(name, init_method, rank, world_size, store):
+        _init_tcp(name, init_method, timeout if timeout is not None else DEFAULT_TIMEOUT,
+                  world_size, rank, store, group_name)
+        return
     MPI = _mpi()
     world = MPI.COMM_WORLD
     _check_launch(rank, world_size, world.Get_rank(), world.Get_size())
@@ -241,6 +284,42 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     pg = ProcessGroup(comm, list(range(comm.Get_size())),
                       timeout if timeout is not None else DEFAULT_TIMEOUT, name, group_name)
     _abort_on_uncaught(world)
+    _set_world(pg)
+
+
+# Variables of MPI launchers (Open MPI, MPICH/Hydra, PMIx): under them groups run on MPI.
+_MPI_LAUNCH = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+_RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _use_tcp(backend: str, init_method, rank: int, world_size: int, store) -> bool:
+    """Whether the group runs on the TCP transport: no MPI launch and not the "mpi" backend,
+    and some rendezvous named (an init method, a store, a rank or world size, or torchrun's
+    variables). With none of them the MPI world of this job (perhaps a lone process) serves."""
+    if backend == "mpi" or any(os.environ.get(v) for v in _MPI_LAUNCH):
+        return False
+    return (init_method is not None or store is not None or rank != -1 or world_size != -1
+            or any(os.environ.get(v) for v in _RENDEZVOUS_ENV))
+
+
+def _init_tcp(backend: str, init_method, timeout: datetime.timedelta, world_size: int,
+              rank: int, store, group_name: str) -> None:
+    """The default group over TCP connections, the ranks meeting in a store."""
+    from . import _tcp
+    from .rendezvous import next_prefix, rendezvous
+
+    owned = None
+    if store is None:
+        store, rank, world_size, own = rendezvous(init_method, rank, world_size, timeout)
+        owned = store if own else None
+    comm, transport = _tcp.connect(store, next_prefix(), rank, world_size,
+                                   timeout.total_seconds())
+    pg = ProcessGroup(comm, list(range(world_size)), timeout, backend, group_name, mpi=_tcp,
+                      transport=transport, store=owned)
+    # Every rank is connected before any returns (and stops using the store).
+    from .work import Work
+
+    Work([comm.Ibarrier()], pg, "init_process_group").wait()
     _set_world(pg)
 
 
@@ -260,7 +339,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         if not 0 <= r < world.size():
             raise ValueError("The new group's rank should be within the world_size set by "
                              "init_process_group")
-    MPI = _mpi()
+    MPI = world.mpi
     me = world.rank()
     if use_local_synchronization:
         # Only the members call it (PyTorch's contract): a communicator made from an MPI
@@ -275,11 +354,12 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         if comm == MPI.COMM_NULL:
             return GroupMember.NON_GROUP_MEMBER
     return ProcessGroup(comm, members, timeout if timeout is not None else world.timeout,
-                        backend or world.backend, group_desc or "")
+                        backend or world.backend, group_desc or "",
+                        mpi=None if world.ring_comm is not None else world.mpi)
 
 
 def is_gloo_available() -> bool:
-    """True: the MPI-backed group stands in for gloo."""
+    """True: the TCP (or MPI) group stands in for gloo."""
     return True
 
 

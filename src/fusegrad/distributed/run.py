@@ -1,9 +1,12 @@
-"""`python -m fusegrad.distributed.run --nproc-per-node N script.py args`: torchrun on MPI.
+"""`python -m fusegrad.distributed.run --nproc-per-node N script.py args`: torchrun.
 
-Starts N ranks of `script.py` on this machine through `mpiexec` (found beside the Python
-interpreter, on PATH, or in FUSEGRAD_MPIEXEC), with torchrun's environment on every rank:
-RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. The exit status is
-mpiexec's: non-zero when any rank fails, and then mpiexec has stopped the others.
+Starts N ranks of `script.py` on this machine with torchrun's environment on every rank:
+RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. With
+`--transport mpi` (the default when an `mpiexec` is found beside the Python interpreter, on
+PATH, or in FUSEGRAD_MPIEXEC) they start through `mpiexec` and their groups run on MPI; with
+`--transport tcp` (the default without one) they are plain processes whose groups meet at
+MASTER_ADDR:MASTER_PORT and talk over TCP. The exit status is non-zero when any rank fails,
+and then the others have been stopped.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 
 def find_mpiexec() -> str:
@@ -64,6 +69,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1")
     parser.add_argument("--master-port", "--master_port", type=int, default=29500)
     parser.add_argument("--standalone", action="store_true", help="accepted; always one node")
+    parser.add_argument("--transport", choices=("auto", "mpi", "tcp"), default="auto",
+                        help="start the ranks through mpiexec (mpi) or as plain processes "
+                             "meeting over TCP (tcp); auto: mpi when mpiexec is found")
     parser.add_argument("-m", "--module", action="store_true",
                         help="run the target as a module (python -m)")
     parser.add_argument("training_script")
@@ -74,15 +82,59 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def rank_env(env: dict, rank: int, nproc: int) -> dict:
+    """torchrun's per-rank variables for rank `rank` of `nproc` on this one machine."""
+    values = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": nproc,
+              "LOCAL_WORLD_SIZE": nproc, "GROUP_RANK": 0, "ROLE_RANK": rank,
+              "ROLE_WORLD_SIZE": nproc}
+    return dict(env, **{k: str(v) for k, v in values.items()})
+
+
+def run_tcp(nproc: int, target: list[str], env: dict) -> int:
+    """Start `nproc` processes of `target`; when one fails, stop the others. Returns the first
+    failure's exit status (0 when all succeed)."""
+    command = [sys.executable, *target]
+    procs = [subprocess.Popen(command, env=rank_env(env, r, nproc)) for r in range(nproc)]
+    status = 0
+    try:
+        running = list(procs)
+        while running:
+            for proc in list(running):
+                code = proc.poll()
+                if code is None:
+                    continue
+                running.remove(proc)
+                if code != 0 and status == 0:
+                    status = code if code > 0 else 128 - code
+                    for other in running:       # as torchrun: one failure ends the job
+                        other.send_signal(signal.SIGTERM)
+            time.sleep(0.05)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the script on N ranks; return mpiexec's exit status."""
+    """Run the script on N ranks; return the job's exit status."""
     args = parse_args(argv)
     env = dict(os.environ, MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port))
     if args.nproc_per_node > 1 and "OMP_NUM_THREADS" not in env:
         # As torchrun does: N ranks each using every core would oversubscribe the machine.
         env["OMP_NUM_THREADS"] = "1"
-    target = (["-m"] if args.module else []) + [args.training_script,
-                                                 *args.training_script_args]
+    module = ["-m"] if args.module else []
+    target = [*module, args.training_script, *args.training_script_args]
+    transport = args.transport
+    if transport == "auto":
+        try:
+            find_mpiexec()
+            transport = "mpi"
+        except RuntimeError:
+            transport = "tcp"
+    if transport == "tcp":
+        return run_tcp(args.nproc_per_node, target, env)
     return subprocess.call(mpiexec_command(args.nproc_per_node, target), env=env)
 
 

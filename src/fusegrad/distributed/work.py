@@ -1,4 +1,5 @@
-"""`Work`: a pending collective (non-blocking MPI requests) and its bounded wait.
+"""`Work`: a pending collective (non-blocking MPI requests, or the TCP transport's, which
+have the same `Request.Testall`) and its bounded wait.
 
 Every collective, blocking or not, is issued as non-blocking MPI requests and completed by
 polling them against the group's deadline, so a peer that stopped answering becomes a
@@ -101,7 +102,7 @@ class Work:
         limit = self._group.timeout if timeout is None else timeout
         seconds = limit.total_seconds() if hasattr(limit, "total_seconds") else float(limit)
         try:
-            _wait_all(self._test, seconds, self._what, self._group)
+            _wait_all(self._test, seconds, self._what, self._group, timeout is not None)
         except RuntimeError as exc:
             self._error = exc
             raise
@@ -112,7 +113,9 @@ class Work:
         progress()
         if self._driver is not None:
             return self._driver.test()
-        return _test_all(self._requests, self._statuses)
+        if not self._requests:
+            return True
+        return self._group.mpi.Request.Testall(self._requests, self._statuses)
 
     def result(self) -> list:
         """The output tensors of a completed collective (PyTorch's errors before `wait()` and
@@ -137,16 +140,10 @@ class Work:
         self.wait()
 
 
-def _test_all(requests: list, statuses: list | None = None) -> bool:
-    if not requests:
-        return True
-    from mpi4py import MPI
-
-    return MPI.Request.Testall(requests, statuses)
-
-
-def _wait_all(test: Callable[[], bool], seconds: float, what: str, group) -> None:
-    """Poll `test()` until it says the collective is complete, or raise after `seconds`."""
+def _wait_all(test: Callable[[], bool], seconds: float, what: str, group,
+              explicit: bool = False) -> None:
+    """Poll `test()` until it says the collective is complete, or raise after `seconds`
+    (`explicit`: the caller of `wait` gave the timeout)."""
     if test():
         return
     start = time.monotonic()
@@ -156,10 +153,7 @@ def _wait_all(test: Callable[[], bool], seconds: float, what: str, group) -> Non
     while not test():
         now = time.monotonic()
         if now > deadline:
-            raise RuntimeError(
-                f"fusegrad.distributed: {what} on rank {group.rank()} of {group.size()} did not "
-                f"complete within the timeout of {seconds:g} s; another rank has failed, exited "
-                f"or stopped calling the same collectives")
+            raise group._timeout_error(seconds, what, explicit)
         if now > spin_until:
             time.sleep(pause)
             pause = min(pause * 2, _MAX_PAUSE)
