@@ -62,7 +62,9 @@ def _fractional(input: Tensor, kernel_size, output_size, output_ratio, samples, 
         output_size = tuple(int(s * r) for s, r in zip(sizes, ratio))
     out = tuple(int(s) for s in _tuple(output_size, n))
     words = ("height", "width") if n == 2 else ("time", "height", "width")
-    for k, s, o, word in zip(kernel, sizes, out, words):
+    # (PyTorch's 3-D kernel checks time, then width, then height)
+    checks = list(zip(kernel, sizes, out, words))
+    for k, s, o, word in (checks if n == 2 else [checks[0], checks[2], checks[1]]):
         # the 3-D kernel wants room to spare: a window reaching the last position fails
         if o + k - 1 > s or (n == 3 and o + k - 1 == s):
             if n == 2 and input.is_meta:  # (PyTorch's meta kernel's words)

@@ -350,6 +350,18 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 # ---------------------------------------------------------------- normalisation
 
 
+def empty_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """batch_norm of an input with no elements, as PyTorch's: a copy, scaled and shifted by
+    the first weight and bias (their nodes; an empty weight fails to select), running
+    statistics untouched."""
+    out = input.clone()
+    if weight is not None:
+        out = out * weight.select(0, 0)
+    if bias is not None:
+        out = out + bias.select(0, 0)
+    return out
+
+
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                   running_var: Tensor | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True,
@@ -369,8 +381,11 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
         return t.repeat(b) if t is not None else None
 
     rm, rv = rep(running_mean), rep(running_var)
-    out = call(NL.native_batch_norm, x, rep(weight), rep(bias), rm, rv, use_input_stats,
-               momentum, eps)[0]
+    if x.numel() == 0:
+        out = empty_batch_norm(x, rep(weight), rep(bias))
+    else:
+        out = call(NL.native_batch_norm, x, rep(weight), rep(bias), rm, rv, use_input_stats,
+                   momentum, eps)[0]
     if use_input_stats and running_mean is not None:
         with no_grad():
             running_mean.copy_(rm.view(b, c).mean(0))
@@ -535,6 +550,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise NotImplementedError(
                 f'"arange_cpu" not implemented for \'{input.dtype.legacy}\'')
         rows, cols = input.shape
+        if cols == 0:  # (PyTorch's arange of the offsets steps by the row length)
+            raise RuntimeError("step must be nonzero")
         # One bag per row: with include_last_offset the offsets end with the last bag's end.
         end = rows * cols + (cols if include_last_offset else 0)
         # (in the input's type, as PyTorch's arange: the bag op then checks that type)

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .. import _dtype
 from .._autocast import composite
 from .._dispatch import call
 from .._tensor import Tensor
@@ -346,6 +347,13 @@ def _nll(input, target, weight, red: int, ignore_index: int) -> Tensor:
     dim = input.dim()
     if dim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {dim})")
+    if dim == 1 and target.dim() == 1 and target.dtype in (_dtype.int64, _dtype.uint8):
+        # One sample's classes with its index in a one-element target (other target
+        # dtypes meet the kernel's dtype error first)
+        if target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                             f"{target.shape[0]}")
+        target = target.squeeze(0)
     if dim != 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
@@ -359,8 +367,9 @@ def _nll(input, target, weight, red: int, ignore_index: int) -> Tensor:
     out_size = (n,) + tuple(input.shape[2:])
     if tuple(target.shape[1:]) != tuple(input.shape[2:]):
         raise RuntimeError(f"Expected target size {list(out_size)}, got {list(target.shape)}")
-    x = input.contiguous().view(n, c, 1, -1)
-    t = target.contiguous().view(n, 1, -1)
+    # (the positions counted out: an empty batch leaves -1 ambiguous)
+    x = input.contiguous().view(n, c, 1, math.prod(input.shape[2:]))
+    t = target.contiguous().view(n, 1, math.prod(target.shape[1:]))
     out = call(N.nll_loss2d, x, t, weight, red, ignore_index)[0]
     return out.view(out_size) if red == 0 else out
 
@@ -411,6 +420,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             return -prod.sum(cdim)
         if reduction == "sum":
             return -prod.sum()
+        if input.numel() == 0:  # (PyTorch's empty mean: NaN, negated last)
+            return -call(SC.div_scalar, prod.sum(), 0)
         return call(SC.div_scalar, -prod.sum(), input.numel() // max(c, 1))
     nll = _nll(logp, target, weight, REDUCTION_ENUM[reduction], ignore_index)
     if not label_smoothing > 0:  # (NaN included, as PyTorch)

@@ -37,6 +37,7 @@ def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tenso
     (K, C_in, C_out): (T', B, C_out). (`torch.conv_tbc` is this function.)"""
     from .functional import conv1d
 
+    # ATen's checks, in its order and words
     if input.dim() != 3:
         raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
     if weight.dim() != 3:
@@ -44,8 +45,31 @@ def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tenso
                            "out_channels.")
     if bias.dim() != 1:
         raise RuntimeError("Bias must be 1-D")
-    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
-    return out.permute(2, 0, 1)
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError("Input dim 2 (input channels) is not == dim 1 in the weight tensor")
+    if bias.shape[0] != weight.shape[2]:
+        raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output "
+                           "channels).")
+    pad = int(pad)
+    shape = [input.shape[0] + 2 * pad - weight.shape[0] + 1, input.shape[1], weight.shape[2]]
+    if shape[0] < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {shape[0]}: "
+                           f"{shape}")
+    if input.dtype != weight.dtype and shape[0] > 0:  # (its taps' products check it)
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{input.dtype.legacy} and {weight.dtype.legacy}")
+    if shape[0] == 0 or pad < 0:
+        # (a negative pad crops the time axis; conv1d takes no negative padding)
+        from .. import _creation
+
+        if shape[0] == 0:  # (each input still gets its (zero) gradient)
+            linked = (input.sum() + weight.sum()).to(input.dtype) + bias.to(input.dtype)
+            return _creation.zeros(shape, dtype=input.dtype) + linked * 0
+        input = input[-pad:input.shape[0] + pad]
+        pad = 0
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias.to(input.dtype),
+                 padding=pad)
+    return out.permute(2, 0, 1).contiguous()  # (PyTorch's result is contiguous)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -93,7 +117,11 @@ def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, spatial: int) -> 
             return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     out = avg_pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     if spatial == 1:
-        area = kernel_size if isinstance(kernel_size, numbers.Integral) else kernel_size[0]
+        if not isinstance(kernel_size, numbers.Integral):
+            # PyTorch scales by the kernel size itself, which a product takes only as a number
+            raise TypeError(f"mul(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(kernel_size).__name__}")
+        area = kernel_size
     else:
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, numbers.Integral) \
             else kernel_size

@@ -95,6 +95,7 @@ from ._functional_layers import (  # noqa: F401
     unfold,
 )
 from ._functional_loss import (  # noqa: F401
+    _not_differentiable,
     _reduce,
     _reduction,
     cosine_embedding_loss,
@@ -137,6 +138,10 @@ def _ntuple(x, n: int, name: str = "") -> list:
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias (one `addmm` for 2-D input, or for contiguous input of
     another rank with a 1-D bias, as PyTorch records)."""
+    if isinstance(input, Tensor) and isinstance(weight, Tensor) and \
+            (input.dim() == 0 or weight.dim() == 0):
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{input.dim()}D and {weight.dim()}D")
     if bias is None:
         return input.matmul(weight.t())
     if input.dim() == 2:
@@ -469,6 +474,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n == 1:
             raise ValueError("Expected more than 1 value per channel when training, got "
                              f"input size {input.shape}")
+    if input.numel() == 0:  # (nothing to normalise; the running statistics stay)
+        return _functional_layers.empty_batch_norm(input, weight, bias)
     return call(NL.native_batch_norm, input, weight, bias, running_mean, running_var,
                 training, momentum, eps)[0]
 
@@ -636,6 +643,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         _check_bce_weight(tuple(target.shape), tuple(weight.shape))
         weight = weight.expand(tuple(input.shape))
+    # (ATen refuses a weight that requires grad before it looks at the values or dtypes)
+    _not_differentiable("binary_cross_entropy", "weight", weight)
     if target.dtype == input.dtype:  # (else the op's dtype error comes first)
         _check_probabilities(input, "input")
         _check_probabilities(target, "target")
@@ -685,6 +694,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
+    # (ATen refuses weights that require grad before it meets their shapes)
+    _not_differentiable("binary_cross_entropy_with_logits", "weight", weight)
+    _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
     shape = tuple(input.shape)
     # The weights' shapes are checked as PyTorch's composition meets them: the positive
     # weight scales the target, the weight the loss (both in place).

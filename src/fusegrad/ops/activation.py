@@ -35,6 +35,7 @@ from ._util import (
 from .activation_backward import (
     backward_meta,
     backward_samples,
+    check_leaky_result_slope,
     first_order_kernel,
     hardtanh_backward,
     leaky_relu_backward,
@@ -437,6 +438,7 @@ leaky_relu = register(
     onnx=onnx_op("LeakyRelu", alpha=(1, float)),
     saved_names=("self", "negative_slope"))
 def _leaky_result_derivative(g, out, slope):
+    check_leaky_result_slope(slope, True)
     if is_grad_enabled():  # create_graph: PyTorch's node, through the result
         return (call(leaky_relu_backward, g, out, slope, True), None)
     return (g * (out > 0).where(out > 0, out.new_full((), slope)), None)

@@ -99,12 +99,30 @@ threshold_backward = register(
 # ---------------------------------------------------------------- leaky_relu
 
 
+def check_leaky_result_slope(slope, self_is_result) -> None:
+    """PyTorch's refusal of a gradient taken from leaky_relu_'s result with a negative slope
+    (the result's sign no longer tells the input's)."""
+    if self_is_result and slope < 0:
+        raise RuntimeError(
+            "In-place leakyReLu backward calculation is triggered with a negative slope which "
+            "is not supported. This is caused by calling in-place forward function with a "
+            "negative slope, please call out-of-place version instead. File an issue at "
+            "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
+            "backward calculation with negative slope")
+
+
 def _leaky_relu_backward_kernel(g, x, slope, self_is_result=False):
+    check_leaky_result_slope(slope, self_is_result)
     return np.where(x > 0, g, g * slope)
 
 
+def _leaky_relu_backward_meta(g, x, slope, self_is_result=False):
+    check_leaky_result_slope(slope, self_is_result)
+    return _meta(g, x)
+
+
 leaky_relu_backward = register(
-    "leaky_relu_backward", kernel=_leaky_relu_backward_kernel, meta=_meta,
+    "leaky_relu_backward", kernel=_leaky_relu_backward_kernel, meta=_leaky_relu_backward_meta,
     node="LeakyReluBackwardBackward0",
     derivative=lambda gg, x, slope, r: (call(leaky_relu_backward, gg, x, slope, False),
                                         _zeros_like(x), None, None),

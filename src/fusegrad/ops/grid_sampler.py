@@ -227,8 +227,11 @@ def sample(input, grid, mode: str, padding_mode: str, align_corners: bool, _mask
     nd = len(sizes)
     flat = input.reshape(n, c, -1)
     masks = _masks
+    # (a meta grid holds no values to look at; with zeros or reflection padding, PyTorch's
+    # kernels take an infinite coordinate as they take a NaN one)
     nan = None if masks or not grid.dtype.is_floating_point or grid.is_meta else \
-        np.isnan(grid.detach()._data)  # (a meta grid holds no values to look at)
+        np.isnan(grid.detach()._data) if padding_mode == "border" else \
+        ~np.isfinite(grid.detach()._data)
     if nan is not None and nan.any():
         return _sample_nan(input, grid, nan, mode, padding_mode, align_corners)
     if mode == "bicubic":

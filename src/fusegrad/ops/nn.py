@@ -265,6 +265,8 @@ addmm_ = inplace_variant(addmm, "addmm_", samples=_addmm_inplace_samples)
 
 def _reduce(a: np.ndarray, reduction: int):
     if reduction == 1:
+        if not a.size:  # the mean of nothing: NaN (without NumPy's warning)
+            return np.full((), np.nan, a.dtype)
         return a.mean()
     if reduction == 2:
         return a.sum()
@@ -789,7 +791,8 @@ def _bce_derivative(g, x, t, weight, reduction):
     g = _scale(g, reduction, n)
     if weight is not None:
         g = g * weight
-    gt = g * ((1 - x).log().clamp(min=-100) - x.log().clamp(min=-100))
+    # (the target's gradient is the unclamped -logit(x): infinite at 0 and 1, as PyTorch's)
+    gt = g * ((1 - x).log() - x.log())
     return (gx, gt, None, None)
 
 

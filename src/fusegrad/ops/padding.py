@@ -89,7 +89,15 @@ def scatter_axes(g: np.ndarray, taps: list, in_sizes: list) -> np.ndarray:
         if w is None and _is_repeat(idx[0], in_sizes[i]):
             # Each input position is read by `r` consecutive outputs: a reshape and a sum.
             r = n_out // in_sizes[i]
-            g = g.reshape(shape[:axis] + [in_sizes[i], r] + shape[axis + 1:]).sum(axis + 1)
+            v = g.reshape(shape[:axis] + [in_sizes[i], r] + shape[axis + 1:])
+            # (the r copies added in turn: a sum over a short strided axis is several times
+            # slower, and adds in the same order)
+            take: list = [slice(None)] * v.ndim
+            take[axis + 1] = 0
+            g = v[tuple(take)].copy()
+            for t in range(1, r):
+                take[axis + 1] = t
+                g += v[tuple(take)]
             continue
         shape[axis] = in_sizes[i]
         out = np.zeros(shape, dtype=g.dtype)
@@ -255,10 +263,45 @@ def _pad_spec(a, padding, mode: str, k: int) -> Spec:
     return Spec(shape, a.dtype, format_strides(shape, format_of(a)))
 
 
+def _fold_axis(g: np.ndarray, axis: int, n: int, before: int, after: int,
+               mode: str) -> np.ndarray:
+    """The adjoint of one axis' non-negative reflection/replication pad, by slices: the
+    middle, plus each pad added back where it was read (in PyTorch's order of sums: the
+    left pad, the middle, then the right pad one position at a time)."""
+    def at(start, stop, step=None):
+        index = [slice(None)] * g.ndim
+        index[axis] = slice(start, stop, step)
+        return tuple(index)
+
+    out = g[at(before, before + n)].copy()
+    if mode == "reflect":  # (the meta has checked both pads are below n)
+        if before:  # output j < before read input before - j
+            out[at(1, before + 1)] += g[at(before - 1, None, -1)]
+        if after:  # output before + n + m read input n - 2 - m
+            out[at(n - 1 - after, n - 1)] += g[at(before + n + after - 1, before + n - 1, -1)]
+        return out
+    if before:  # every left pad reads the first position
+        acc = g[at(0, 1)].copy()
+        for j in range(1, before):
+            acc += g[at(j, j + 1)]
+        out[at(0, 1)] += acc
+    for m in range(after):  # every right pad reads the last one
+        out[at(n - 1, n)] += g[at(before + n + m, before + n + m + 1)]
+    return out
+
+
 def _pad_backward_kernel(mode: str, k: int):
     def kernel(g, a, padding):
-        taps = _pad_taps(a.shape, padding, mode)
-        gi = scatter_axes(_work(g), taps, list(a.shape[a.ndim - k:]))
+        if all(p >= 0 for p in padding):
+            # By slices, an axis at a time from the last (no index arrays to sort and sum)
+            gi = _work(g)
+            for i in range(k):
+                axis = g.ndim - 1 - i
+                gi = _fold_axis(gi, axis, a.shape[axis], padding[2 * i], padding[2 * i + 1],
+                                mode)
+        else:
+            taps = _pad_taps(a.shape, padding, mode)
+            gi = scatter_axes(_work(g), taps, list(a.shape[a.ndim - k:]))
         return in_format(gi.astype(g.dtype, copy=False), array_format(a))
 
     return kernel
@@ -306,14 +349,18 @@ def _register_pads(prefix: str, node: str, mode: str) -> dict:
             # gradient is zero, as PyTorch's).
             derivative=lambda gg, padding, shape, h=holder: (
                 _call(h["fwd"], gg, padding), gg.new_zeros(shape), None),
-            save=lambda out, g, a, padding: (list(padding), tuple(a.shape)),
-            samples=_pad_samples(k, mode, backward=True), public=bwd_name)
+            save=lambda out, g, a, padding: (tuple(padding), tuple(a.shape)),
+            samples=_pad_samples(k, mode, backward=True), public=bwd_name,
+            saved_names=("padding", ""))
         fwd = register(
             fwd_name, kernel=input_format(_pad_kernel(mode, k)),
             meta=lambda a, padding, mode=mode, k=k: _pad_spec(a, padding, mode, k),
             node=f"{node}{k}DBackward0",
             derivative=lambda g, a, padding, b=bwd: (_call(b, g, a, padding), None),
-            save=lambda out, a, padding: (a.detach(), list(padding)),
+            # The input itself (its gradient's node then reaches it, as PyTorch's: a double
+            # backward finds it, with a zero gradient); its padding as a tuple.
+            save=lambda out, a, padding: (a, tuple(padding)),
+            saved_names=("self", "padding"),
             samples=_pad_samples(k, mode), public=fwd_name,
             onnx=ox.mode_pad("reflect" if mode == "reflect" else "edge"),
             # PyTorch's CPU autocast runs these in float32, all but reflection_pad3d.

@@ -83,27 +83,31 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         # Each row's column of the head: its class in the shortlist, else its cluster's entry.
         cluster = fusegrad.bucketize(target, fusegrad.tensor(self.cutoffs[:-1]), right=True)
         column = fusegrad.where(cluster == 0, target, self.shortlist_size + cluster - 1)
-        output = head.gather(1, column.unsqueeze(1)).squeeze(1)
+        # The clusters' rows written into zeros, then every row's head entry added in place
+        # (PyTorch's order: the result's node is the in-place sum's).
+        output = input.new_zeros(input.shape[0])
         for i, module in enumerate(self.tail):
             rows = (cluster == i + 1).nonzero().flatten()
             if rows.numel() == 0:
                 continue
             logprob = F.log_softmax(module(input.index_select(0, rows)), dim=1)
             within = (target.index_select(0, rows) - self.cutoffs[i]).unsqueeze(1)
-            output = output.index_add(0, rows, logprob.gather(1, within).squeeze(1))
+            output.index_copy_(0, rows, logprob.gather(1, within).squeeze(1))
+        output += head.gather(1, column.unsqueeze(1)).squeeze(1)
         loss = (-output).mean()
         return _ASMoutput(output if batched else output.squeeze(0), loss)
 
     def log_prob(self, input):
         """The log-probability of every class, (N, n_classes)."""
-        import fusegrad
-
         head = F.log_softmax(self.head(input), dim=1)
-        parts = [head[:, :self.shortlist_size]]
+        # (written slice by slice into one result, as PyTorch's: its node is CopySlices)
+        out = input.new_empty((head.shape[0], self.n_classes))
+        out[:, :self.shortlist_size] = head[:, :self.shortlist_size]
         for i, module in enumerate(self.tail):
             entry = head[:, self.shortlist_size + i].unsqueeze(1)
-            parts.append(F.log_softmax(module(input), dim=1) + entry)
-        return fusegrad.cat(parts, 1)
+            logprob = F.log_softmax(module(input), dim=1)
+            out[:, self.cutoffs[i]:self.cutoffs[i + 1]] = logprob + entry
+        return out
 
     def predict(self, input):
         """The most likely class of each row."""

@@ -41,12 +41,16 @@ _fast_path_switches._fusegrad_constant_result = True
 def _check_masks(mask, name: str, other=None, other_name: str = "") -> None:
     """PyTorch's mask checks: bool or float only; a warning when `mask` and `other` (both
     given) differ in type (a boolean padding mask with a float attention mask)."""
-    for m, n in ((mask, name), (other, other_name)):
+    def check_type(m, n: str) -> None:
         if m is not None and m.dtype.name != "bool" and not m.dtype.is_floating_point:
             raise AssertionError(f"only bool and floating types of {n} are supported")
+
+    # (PyTorch's order: `mask`'s type, the warning, then `other`'s type)
+    check_type(mask, name)
     if mask is not None and other is not None and mask.dtype is not other.dtype:
         warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same "
                       f"type for both instead.", UserWarning, stacklevel=3)
+    check_type(other, other_name)
 
 
 def _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> None:

@@ -8,6 +8,7 @@ from ... import _creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from . import _functions
 from ._arg_errors import tensor_arguments
 from .module import Module
 
@@ -113,24 +114,6 @@ class LocalResponseNorm(Module):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-def _cross_map_window(channels: int, size: int):
-    """The (C, C) 0/1 matrix whose row c marks the channels summed into channel c's scale:
-    the legacy cross-map window, which reaches (size - 1) / 2 + 1 channels forward and one
-    channel less backward."""
-    import numpy as np
-
-    pre_pad = int((size - 1) / 2 + 1)
-    window = np.zeros((channels, channels))
-    window[0, :min(pre_pad, channels)] = 1
-    for c in range(1, channels):
-        window[c] = window[c - 1]
-        if c < channels - pre_pad + 1:
-            window[c, c + pre_pad - 1] += 1
-        if c > pre_pad:
-            window[c, c - pre_pad] -= 1
-    return window
-
-
 class CrossMapLRN2d(Module):
     """The legacy cross-channel local response normalisation of (N, C, H, W) input:
     x * (k + alpha / size * sum of squares over the channel window) ** -beta."""
@@ -147,10 +130,7 @@ class CrossMapLRN2d(Module):
         if input.dim() != 4:
             raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D "
                              f"instead.")
-        window = _creation.tensor(_cross_map_window(input.shape[1], self.size),
-                                  dtype=input.dtype)
-        scale = (input * input).movedim(1, -1).matmul(window.t()).movedim(-1, 1)
-        return input * (scale * (self.alpha / self.size) + self.k).pow(-self.beta)
+        return _functions.CrossMapLRN2d.apply(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -234,6 +234,9 @@ def _device_of(t):
     return None if t._plain else t.device
 
 
+_PROJ_ONLY_LSTM = "proj_size argument is only supported for LSTM, not RNN or GRU"
+
+
 class RNNBase(Module):
     """Shared machinery of RNN, LSTM and GRU: parameters, shape checks and the layer loop."""
 
@@ -266,7 +269,7 @@ class RNNBase(Module):
         if proj_size >= hidden_size:
             raise ValueError("proj_size has to be smaller than hidden_size")
         if proj_size and mode != "LSTM":
-            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+            raise ValueError(_PROJ_ONLY_LSTM)
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -644,10 +647,18 @@ class RNN(RNNBase):
     forward(input, hx=None) returns (output, h_n).
     """
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
-                 dropout: float = 0.0, bidirectional: bool = False, device=None,
-                 dtype=None) -> None:
+    def __init__(self, *args, **kwargs) -> None:
+        """PyTorch's arguments: input_size, hidden_size, num_layers=1, nonlinearity='tanh',
+        then RNNBase's (bias, batch_first, dropout, bidirectional, proj_size, device, dtype);
+        a `proj_size` keyword is refused."""
+        if "proj_size" in kwargs:
+            raise ValueError(_PROJ_ONLY_LSTM)
+        # (the fourth positional argument is the nonlinearity, the rest RNNBase's)
+        if len(args) > 3:
+            nonlinearity = args[3]
+            args = args[:3] + args[4:]
+        else:
+            nonlinearity = kwargs.pop("nonlinearity", "tanh")
         if nonlinearity == "tanh":
             mode = "RNN_TANH"
         elif nonlinearity == "relu":
@@ -656,8 +667,7 @@ class RNN(RNNBase):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              "'relu'.")
         self.nonlinearity = nonlinearity
-        super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, 0, device, dtype)
+        super().__init__(mode, *args, **kwargs)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
@@ -705,11 +715,13 @@ class LSTM(RNNBase):
 class GRU(RNNBase):
     """Gated recurrent unit layer; forward(input, h_0=None) -> (output, h_n)."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, device=None, dtype=None) -> None:
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, 0, device, dtype)
+    def __init__(self, *args, **kwargs) -> None:
+        """RNNBase's arguments (input_size, hidden_size, num_layers=1, bias=True,
+        batch_first=False, dropout=0.0, bidirectional=False, ...); a `proj_size` keyword is
+        refused."""
+        if "proj_size" in kwargs:
+            raise ValueError(_PROJ_ONLY_LSTM)
+        super().__init__("GRU", *args, **kwargs)
 
     def forward(self, input, hx=None):
         """(output, h_n)."""

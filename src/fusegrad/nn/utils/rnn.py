@@ -236,7 +236,8 @@ def unpad_sequence(padded_sequences: Tensor, lengths: Tensor,
                    batch_first: bool = False) -> list[Tensor]:
     """Split a padded batch back into its sequences (the inverse of `pad_sequence`)."""
     if not batch_first:
-        padded_sequences = padded_sequences.transpose(0, 1)
+        # (in place, as PyTorch: the caller's tensor is left transposed)
+        padded_sequences.transpose_(0, 1)
     idx = _creation.arange(padded_sequences.shape[1])
     return [seq[idx < length] for seq, length in zip(padded_sequences, lengths)]
 
