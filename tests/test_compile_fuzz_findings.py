@@ -312,15 +312,59 @@ def _raise_after_grad_off(x):
     raise ValueError(f"boom {y.shape[0]}")
 
 
-@pytest.mark.xfail(strict=True, reason="capture: a program that switches grad mode off and "
-                   "then raises leaves it on when compiled (eager leaves it off)")
-def test_grad_mode_set_before_an_error_stays_set():
+def _raise_in_no_grad_block(x):
+    with fusegrad.no_grad():
+        y = x * 2
+        raise ValueError(f"boom {y.shape[0]}")
+
+
+def _raise_in_enable_grad_after_grad_off(x):
+    fusegrad.set_grad_enabled(False)
+    with fusegrad.enable_grad():
+        y = x * 2
+        raise ValueError(f"boom {y.shape[0]}")
+
+
+def _graph_raises_in_no_grad_block(x):
+    with fusegrad.no_grad():
+        y = x * 2
+        return y.index_select(0, fusegrad.tensor([5]))  # out of range when the graph runs
+
+
+def _break_raises_in_no_grad_block(x):
+    with fusegrad.no_grad():
+        y = x * 2
+        int(f"x{y.shape[0]}")
+
+
+def _break_raises_after_grad_off(x):
+    fusegrad.set_grad_enabled(False)
+    y = x * 2
+    int(f"x{y.shape[0]}")
+
+
+def _grad_on_inside_no_grad_then_raise(x):
+    with fusegrad.no_grad():
+        fusegrad.set_grad_enabled(True)
+        y = x * 2
+        raise ValueError(f"boom {y.shape[0]}")
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [
+    _raise_after_grad_off, _raise_in_no_grad_block, _raise_in_enable_grad_after_grad_off,
+    _graph_raises_in_no_grad_block, _break_raises_in_no_grad_block,
+    _break_raises_after_grad_off, _grad_on_inside_no_grad_then_raise],
+    ids=lambda f: f.__name__)
+def test_grad_mode_after_an_error_is_eagers(fn, backend):
+    """A mode set without a block stays set after the error; blocks the error leaves restore
+    theirs (a graph that raised inside a block it entered restores the mode it began in)."""
     fusegrad._dynamo.reset()
-    compiled = fusegrad.compile(_raise_after_grad_off, backend="eager")
+    compiled = fusegrad.compile(fn, backend=backend)
     modes = []
-    for f in (_raise_after_grad_off, compiled):
+    for f in (fn, compiled):
         try:
-            with pytest.raises(ValueError):
+            with pytest.raises((ValueError, IndexError, RuntimeError)):
                 f(fusegrad.ones(3, requires_grad=True))
             modes.append(fusegrad.is_grad_enabled())
         finally:

@@ -155,6 +155,19 @@ def resume_iter(container, index: int, kind: str):
     return it
 
 
+def _switches_grad_mode(graph_module) -> bool:
+    """Whether a captured graph switches grad mode (a `no_grad` block, `set_grad_enabled`)."""
+    from .builder import set_grad_enabled as switch
+
+    graph = getattr(graph_module, "graph", None)
+    return graph is not None and any(n.target is switch for n in graph.nodes)
+
+
+def grad_mode() -> bool:
+    """Segment code: the thread's grad mode."""
+    return _thread_local.grad_enabled
+
+
 def graph_state() -> tuple:
     """Segment code: the grad mode and autocast depth before a protected graph runs."""
     return _thread_local.grad_enabled, autocast_depth()
@@ -187,6 +200,14 @@ def segment_source(seg, name: str, sources: list, branch: tuple | None,
                       "    try:", f"        {call}", "    except Exception:",
                       "        ___set_rng(___rng)", "        ___restore_state(___state, S)",
                       f"        return None, ___eager({seg.start}, L, S)"]
+        elif _switches_grad_mode(seg.graph_module):
+            # A graph raising inside a `with no_grad()` block it entered has not run the
+            # block's exit: the mode goes back to what it was when the graph started, as the
+            # block's exit would set it. (Code run for real after a break unwinds its own
+            # blocks, and a mode set without a block stays set, as in eager mode.)
+            lines += ["    ___mode = ___grad_mode()", "    try:", f"        {call}",
+                      "    except BaseException:", "        ___set_grad(___mode)",
+                      "        raise"]
         else:
             lines.append(f"    {call}")
     if seg.kind == "return":
@@ -249,6 +270,7 @@ def compile_segment(seg, scope: dict, name: str, source: str, consts: dict, step
     env.update(___NULL=NULL, ___graph=seg.compiled, ___step=step, ___eager=eager,
                ___get_rng=get_rng_state, ___set_rng=set_rng_state,
                ___leave_regions=leave_regions, ___graph_state=graph_state,
-               ___restore_state=restore_state)
+               ___restore_state=restore_state, ___grad_mode=grad_mode,
+               ___set_grad=set_grad_enabled)
     exec(compile(source, f"<fusegrad segment {name}>", "exec"), env)
     return env[name]

@@ -144,13 +144,14 @@ class FrameRunner:
     # ---------------------------------------------------------------- running
 
     def __call__(self, L: dict):
-        grad_mode = _thread_local.grad_enabled
         regions = autocast_depth()
         try:
             return self._run(L)
         except BaseException:
-            _set_grad(grad_mode)  # a with block left by an exception
-            unwind_autocast(regions)  # an autocast region a graph entered, too
+            # An autocast region a graph entered and an exception left. (Grad mode: a graph
+            # that raised restores its own, see `segment_code`; a mode set without a `with`
+            # block stays set, as in eager mode.)
+            unwind_autocast(regions)
             raise
 
     def _run(self, L: dict):
