@@ -62,8 +62,27 @@ def requires_grad_input(s, x):
     return x
 
 
-ONE_GRAPH = [running_peak, returned_out, positional_out, under_no_grad, random_fill]
-BREAKS = [resized, refused_cast, requires_grad_input]
+def partial_overlap(s, x):
+    a = s["peak"] + x
+    fg.add(a[:2], 1, out=a[1:])  # eager refuses: out overlaps its input in part
+    return a
+
+
+def cat_into_its_input(s, x):
+    a = s["rows"] + x
+    fg.cat([a[:1], a[1:]], out=a)  # eager refuses any overlap for cat
+    return a
+
+
+def full_overlap(s, x):
+    a = s["peak"] + x
+    fg.add(a, 1, out=a)  # the same elements: allowed for a pointwise op
+    return a
+
+
+ONE_GRAPH = [running_peak, returned_out, positional_out, under_no_grad, random_fill,
+             full_overlap]
+BREAKS = [resized, refused_cast, requires_grad_input, partial_overlap, cat_into_its_input]
 
 
 def _run(fn, state, x):

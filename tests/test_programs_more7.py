@@ -1909,10 +1909,6 @@ _RUNS = [(p, b) for p in COMPILED for b in ("eager", "aot_eager", "inductor")
 # compilation is lost), each with its minimal repro. Elsewhere AOT and the code generator
 # must compile every graph: a fall-back is a failure here, as is a listed one that compiles.
 _AOT_FALLBACKS = {
-    "embedding_bag_classifier": "embedding_bag's derivative uses the bags and scales its save "
-                                "made from NumPy arrays: `torch.compile(lambda i, o: bag(i, o), "
-                                "backend='aot_eager')(tensor([1, 2, 3, 4]), tensor([0, 2]))` "
-                                "logs 'AOTUnsupported: a tensor made outside dispatch'",
 }
 
 

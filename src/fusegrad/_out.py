@@ -35,6 +35,7 @@ import sys
 import types
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds as _byte_bounds
 
 from . import _autocast, _dtype, _tensor, return_types
 from ._dispatch import call, tracing_mode
@@ -141,6 +142,82 @@ def _resize(out: Tensor, shape: tuple, warn: str | None) -> None:
         out._data = flat.reshape(shape)
 
 
+# ---------------------------------------------------------------------------- overlap
+
+_OVERLAP_ERROR = ("unsupported operation: some elements of the input tensor and the written-to "
+                  "tensor refer to a single memory location. Please clone() the tensor before "
+                  "performing the operation.")
+_NO, _FULL, _PARTIAL = 0, 1, 2
+_OVERLAP_RULES: dict[str, int | None] = {}  # public name -> `_overlap_rule` (cached)
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether `a`'s elements fill their memory range exactly once, in some order of its
+    dims (PyTorch's "non-overlapping and dense"; a negative stride is not)."""
+    expected = a.itemsize
+    for stride, size in sorted((st, n) for n, st in zip(a.shape, a.strides) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _overlap_status(out: Tensor, t: Tensor) -> int:
+    """PyTorch's memory-overlap status of `out` and input `t`: full (the same elements, in
+    the same strides), partial (shared memory otherwise), or none; tensors it cannot judge
+    (either not dense), empty or without arrays (fake, sparse) count as none."""
+    a, b = out._data, t._data
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.size == 0 or \
+            b.size == 0:
+        return _NO
+    if not np.may_share_memory(a, b) or not (_dense(a) and _dense(b)):
+        return _NO
+    if _byte_bounds(a) == _byte_bounds(b) and a.strides == b.strides:
+        return _FULL
+    return _PARTIAL
+
+
+def _overlap_rule(name: str) -> int | None:
+    """The least overlap status `name`'s out= refuses: any overlap (`_FULL`) for an op over
+    a list of tensors (cat, stack), a partial one for an op whose kernel lays its result out
+    in its operands' order (PyTorch's TensorIterator ops: pointwise functions), None for the
+    others (reductions, matrix products, ...). Read from the registry entries of the
+    function's ATen name."""
+    rule = _OVERLAP_RULES.get(name, -1)
+    if rule != -1:
+        return rule
+    from .ops.overloads import aten
+
+    ops = []
+    for base in {name, name.rpartition(".")[2]}:
+        try:
+            packet = getattr(aten, base)
+        except AttributeError:  # no ATen op of that name: a composite
+            continue
+        ops += [o.op for o in packet._overloads.values() if not o.op.inplace]
+    rule = None
+    if any(op.list_arg for op in ops):
+        rule = _FULL
+    elif ops and all(op.result_order == "operands" for op in ops):
+        rule = _PARTIAL
+    _OVERLAP_RULES[name] = rule
+    return rule
+
+
+def _check_overlap(name: str, outs: list, args: tuple, kwargs: dict) -> None:
+    """PyTorch's refusal of an `out` sharing memory with an input (`_overlap_rule`), judged
+    on out's geometry before any resize. The rule is looked up only when there is overlap."""
+    inputs = [a for v in (*args, *kwargs.values())
+              for a in (v if isinstance(v, (list, tuple)) else (v,)) if isinstance(a, Tensor)]
+    if not inputs:
+        return
+    for o in outs:
+        for t in inputs:
+            status = _overlap_status(o, t)
+            if status != _NO and (rule := _overlap_rule(name)) is not None and status >= rule:
+                raise RuntimeError(_OVERLAP_ERROR)
+
+
 def _outs_of(plan: OutPlan, result, out) -> tuple[list, list]:
     """The (result, out) tensors paired, with PyTorch's TypeErrors for an `out` of the wrong
     kind."""
@@ -205,6 +282,7 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
                     (r.dtype.is_floating_point or r.dtype.is_complex))):
                 raise RuntimeError(facts.GRAD_ERROR.format(op))
 
+    _check_overlap(name, outs, args, kwargs)
     rule = (single and facts.SINGLE_RESULT_RULES.get(name)) or \
         facts.DTYPE_RULES.get(name, facts.DEFAULT_RULE)
     per_output = rule.__class__ is list

@@ -88,6 +88,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
                            f"ndim = {weight.dim()}")
     n = weight.numel()
+    if n != 1 and input.dim() == 0:  # PyTorch checks this before the channel count
+        raise RuntimeError("Not allow zero-dim input tensor.")
     channels = input.shape[1] if input.dim() >= 2 else 1
     if n != 1 and n != channels:
         raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "

@@ -207,9 +207,9 @@ def _prod(shape) -> int:
 def flatten(input, start_dim=0, end_dim=-1):
     """Dims `start_dim`..`end_dim` merged into one (a view when the strides allow)."""
     n = input.ndim
+    s, e = wrap_dim(start_dim, n), wrap_dim(end_dim, n)  # a scalar's range is [-1, 0]
     if n == 0:
         return reshape(input, (1,))
-    s, e = wrap_dim(start_dim, n), wrap_dim(end_dim, n)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if s == e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from .._thread_state import active as _active
 from . import _onnx as ox
 from ._util import (
     Spec,
@@ -374,51 +375,75 @@ def _eb_meta(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=
 
 def _eb_save(out, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
              per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    if indices._data is None or weight._data is None:  # meta tensors: no values to read
-        return _eb_meta_save(out, weight, indices, offsets, mode, per_sample_weights,
-                             include_last_offset, sparse, padding_idx)
+    """What the derivative reads: the indices, the bag of each, each lookup's gradient scale
+    and (mode max) which bags are not empty. Computed in tensor ops from the indices and
+    offsets (not from their arrays), so a tracer (AOT autograd, on fake tensors) records how
+    they are made and the graph recomputes them for each run's indices; on meta tensors they
+    come out as meta tensors."""
+    if not _active.modes and indices._data is not None and weight._data is not None:
+        return _eb_save_eager(out, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                              per_sample_weights, include_last_offset, padding_idx)
+    i64 = _dtype.int64
+    idx = indices.reshape(-1).to(i64)
+    n = idx.shape[0]
+    off = offsets.to(device=idx.device, dtype=i64)  # (2-d meta indices: cpu offsets)
+    bags = off.shape[0] - (1 if include_last_offset else 0)
+    # bag of position i: how many bags after the first start at or before it (the last bag
+    # runs to the end, past a closing offset, as the kernel's `_bags`)
+    starts = off[1:bags]
+    marks = idx.new_zeros((n + 1,)).index_add(0, starts, starts.new_ones(()).expand(
+        starts.shape[0]))
+    bag = marks[:n].cumsum(0)
+    keep = idx != padding_idx if padding_idx >= 0 else idx.new_ones(()).bool().expand(n)
+    # the scales in double, rounded once to the weight's dtype
+    scale = keep.to(_dtype.float64)
+    count = idx.new_zeros((bags,)).index_add(0, bag, keep.to(i64))
+    if mode == _MEAN:
+        scale = scale / count.clamp(min=1).index_select(0, bag)
+    if scale_grad_by_freq and mode != _MAX:
+        scale = scale / _bag_frequencies(idx, weight.shape[0])
+    need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
+    filled = (count > 0).to(weight.dtype).unsqueeze(1) if mode == _MAX else None
+    return (tuple(weight.shape), idx, bag, scale.to(weight.dtype), mode,
+            out[3] if mode == _MAX else None, filled, per_sample_weights,
+            weight if need_psw else None, bool(sparse), int(padding_idx))
+
+
+def _eb_save_eager(out, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                   per_sample_weights, include_last_offset, padding_idx) -> tuple:
+    """`_eb_save`'s values computed on the arrays: in eager mode, where no tracer needs their
+    ops, about a dozen dispatches fewer (they tripled the op's time)."""
     idx = indices._data.reshape(-1).astype(np.int64)
     bag, bags = _bags(idx, offsets._data, include_last_offset)
     keep = (idx != padding_idx) if padding_idx >= 0 else np.ones(idx.shape, bool)
     count = np.bincount(bag[keep], minlength=bags)
-    scale = keep.astype(weight._data.dtype)
+    scale = keep.astype(np.float64)
     if mode == _MEAN:
         scale = scale / np.maximum(count, 1)[bag]
     if scale_grad_by_freq and mode != _MAX:
-        scale = scale / _bag_frequencies(idx)
+        ordered = np.sort(idx)
+        distinct, occurrences = np.unique(ordered, return_counts=True)
+        at_position = np.repeat(occurrences, occurrences)  # occurrences of ordered[i]
+        scale = scale / at_position[np.searchsorted(distinct, idx)]
+    wdt = weight._data.dtype
     need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
-    return (tuple(weight.shape), _const(idx), _const(bag), _const(scale), mode,
+    return (tuple(weight.shape), _const(idx), _const(bag), _const(scale.astype(wdt)), mode,
             out[3] if mode == _MAX else None,
-            _const((count > 0).astype(weight._data.dtype)[:, None]) if mode == _MAX else None,
-            per_sample_weights,
-            weight if need_psw else None, bool(sparse), int(padding_idx))
+            _const((count > 0).astype(wdt)[:, None]) if mode == _MAX else None,
+            per_sample_weights, weight if need_psw else None, bool(sparse), int(padding_idx))
 
 
-def _eb_meta_save(out, weight, indices, offsets, mode, per_sample_weights,
-                  include_last_offset, sparse, padding_idx) -> tuple:
-    """What `_eb_save` keeps, for meta tensors: the bags and scales as meta tensors of their
-    shapes (the derivative's steps then make a meta gradient)."""
-    from .. import _meta
-
-    idx = indices.reshape(-1).to(_dtype.int64)
-    n = idx.shape[0]
-    bags = offsets.shape[0] - (1 if include_last_offset else 0)
-    need_psw = per_sample_weights is not None and per_sample_weights.requires_grad
-    return (tuple(weight.shape), idx, _meta.make((n,), _dtype.int64),
-            _meta.make((n,), weight.dtype), mode, out[3] if mode == _MAX else None,
-            _meta.make((bags, 1), weight.dtype) if mode == _MAX else None, per_sample_weights,
-            weight if need_psw else None, bool(sparse), int(padding_idx))
-
-
-def _bag_frequencies(idx: np.ndarray) -> np.ndarray:
+def _bag_frequencies(idx, num_weights: int):
     """The divisor of each index's gradient under scale_grad_by_freq, as PyTorch's CPU
     backward of embedding_bag computes it: the k-th distinct index (in sorted order) is
     divided by the number of occurrences of the index at the k-th position of the sorted
-    indices (not always its own count)."""
-    ordered = np.sort(idx)
-    distinct, occurrences = np.unique(ordered, return_counts=True)
-    at_position = np.repeat(occurrences, occurrences)  # occurrences of ordered[i]
-    return at_position[np.searchsorted(distinct, idx)]
+    indices (not always its own count). In tensor ops of static shapes (a tracer's fake
+    indices have no values): counts over the weight's rows."""
+    counts = idx.new_zeros((num_weights,)).index_add(0, idx, idx.new_ones(()).expand(
+        idx.shape[0]))
+    rank = (counts > 0).to(idx.dtype).cumsum(0).index_select(0, idx) - 1  # among distinct
+    ordered = idx.sort()[0]
+    return counts.index_select(0, ordered.index_select(0, rank)).to(_dtype.float64)
 
 
 def _eb_derivative(grads, wshape, idx, bag, scale, mode, max_idx, filled, psw, weight,

@@ -80,8 +80,16 @@ def _check_lambd(a, lambd):
                            f"{_c_float(a.dtype)}, but found {lambd:g}")
 
 
+def _inside(x, lambd):
+    """Where |x| <= lambd, as PyTorch's shrinks test it: a NaN is outside (kept), not
+    zeroed. (Their backward zeroes a NaN's gradient in its vectorized loop, the bulk of a
+    float32/float64 tensor, and passes it in the scalar tail and for half types: the
+    derivatives keep the vectorized loop's `|x| > lambd`.)"""
+    return (x >= -lambd) & (x <= lambd)
+
+
 def _softshrink(x, lambd=0.5):
-    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0))
+    return np.where(_inside(x, lambd), 0, np.where(x > 0, x - lambd, x + lambd))
 
 
 def _softshrink_meta(a, lambd=0.5):
@@ -122,12 +130,12 @@ softshrink = register(
     derivative=_softshrink_derivative,
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
-    decomposition=lambda x, lambd=0.5: (x - lambd).where(
-        x > lambd, (x + lambd).where(x < -lambd, x.new_zeros(()))), result_order="operands")
+    decomposition=lambda x, lambd=0.5: x.new_zeros(()).where(
+        _inside(x, lambd), (x - lambd).where(x > 0, x + lambd)), result_order="operands")
 
 
 def _hardshrink(x, lambd=0.5):
-    return np.where(np.abs(x) > lambd, x, 0)
+    return np.where(_inside(x, lambd), 0, x)
 
 
 hardshrink = register(
@@ -136,7 +144,7 @@ hardshrink = register(
     derivative=_hardshrink_derivative,
     save=lambda out, a, lambd=0.5: (a, lambd), samples=_param_samples((0.5,), (1.5,)),
     saved_names=("self", "lambd"),
-    decomposition=lambda x, lambd=0.5: x.where(x.abs() > lambd, x.new_zeros(())),
+    decomposition=lambda x, lambd=0.5: x.new_zeros(()).where(_inside(x, lambd), x),
     result_order="operands")
 
 

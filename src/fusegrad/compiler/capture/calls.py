@@ -997,6 +997,15 @@ def _out_argument(f, args, kwargs) -> tuple | None:
     return given, position
 
 
+def _overlap_rule(name: str):
+    from ..._out import _overlap_rule as rule
+
+    return rule(name)
+
+
+_PARTIAL_OVERLAP = 2  # (`_out._PARTIAL`: pointwise ops refuse only a partial overlap)
+
+
 def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
     """`f(..., out=c)` as the graph records it: the result computed, then copied into `c`
     (`c.copy_(result)`), `c` returned. Only where that is exactly eager's write: `c` already
@@ -1011,12 +1020,24 @@ def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     else:
         args = args[:position] + args[position + 1:]
-    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorVariable)]
+    tensors = [t for a in (*args, *kwargs.values())
+               for t in (a.items if isinstance(a, TupleVariable) else (a,))
+               if isinstance(t, TensorVariable)]  # (`cat`'s list of tensors too)
     target = given.example if isinstance(given, TensorVariable) else None
     if target is None or holds_symbol(tuple(target.shape)) or target.requires_grad or \
             any(s == 0 and n > 1 for s, n in zip(target.stride(), target.shape)) or \
             local.grad_enabled and any(t.example.requires_grad for t in tensors):
         raise Unsupported(f"{name}(..., out=...) writes into an existing tensor")
+    # Eager refuses some overlaps of `out` with an input (a partial one for pointwise ops,
+    # any for cat/stack): where they may share memory, the call runs for real.
+    root = target._base if target._base is not None else target
+    for t in tensors:
+        if t.node is given.node and _overlap_rule(name) == _PARTIAL_OVERLAP:
+            continue  # (`add(a, 1, out=a)`: the same elements, allowed)
+        base = t.example._base if t.example._base is not None else t.example
+        if t.node is given.node or base is root:
+            raise Unsupported(f"{name}(..., out=...) into a tensor sharing memory with an "
+                              "input")
     result = tr.builder.call("call_function", f, tuple(args), kwargs)
     if not isinstance(result, TensorVariable) or \
             tuple(result.example.shape) != tuple(target.shape) or \
