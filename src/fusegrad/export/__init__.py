@@ -9,5 +9,7 @@ from ._trace import export
 from .dynamic_shapes import Dim, dims
 from .exported_program import ExportedProgram
 from .graph_signature import ExportGraphSignature
+from .unflatten import unflatten  # (the function, as PyTorch's `torch.export.unflatten`)
 
-__all__ = ["Dim", "ExportGraphSignature", "ExportedProgram", "dims", "export", "load", "save"]
+__all__ = ["Dim", "ExportGraphSignature", "ExportedProgram", "dims", "export", "load", "save",
+           "unflatten"]

@@ -162,7 +162,7 @@ class _Trace:
             rebuilt = pytree.tree_unflatten([next(it) for _ in flat], spec)
             call_kwargs[name] = rebuilt
         self.params, self.buffers = params, buffers
-        with tracer:
+        with tracer, _module_stack(mod, tracer):
             out = _call(mod, functional_call, state, call_kwargs)
         flat_out, self.out_spec = pytree.tree_flatten(out)
         tracer.output(tuple(flat_out))
@@ -173,6 +173,57 @@ class _Trace:
         outs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in names_out]
         self.signature = ExportGraphSignature(specs, outs)
         self.constants = dict(tracer.constants)
+
+
+class _module_stack:  # noqa: N801 (a context manager, named as what it records)
+    """Notes on each recorded node the submodule calls it was made in, as PyTorch's
+    `nn_module_stack` ({key: (path, class name)}, the root first; a module's second call is
+    keyed `path@1`), through global module hooks while the module runs."""
+
+    def __init__(self, mod: Any, tracer: Any) -> None:
+        self.names = {id(m): n for n, m in mod.named_modules(remove_duplicate=False)}
+        self.root = mod
+        self.stack: list = []
+        self.calls: dict = {}
+        self.tracer = tracer
+
+    def _meta(self) -> dict:
+        cls = type(self.root)
+        stack = {"L__self__": ("", f"{cls.__module__}.{cls.__qualname__}")}
+        stack.update(e for e in self.stack if e is not None)
+        return {"nn_module_stack": stack}
+
+    def _enter(self, module: Any, args: Any) -> None:
+        path = self.names.get(id(module))
+        if not path:  # the root, or a module that is not one of the root's
+            self.stack.append(None)
+            return
+        k = self.calls.get(path, 0)
+        self.calls[path] = k + 1
+        cls = type(module)
+        key = "L__self__" + path + (f"@{k}" if k else "")
+        self.stack.append((key, (path, f"{cls.__module__}.{cls.__qualname__}")))
+
+    def _leave(self, module: Any, args: Any, out: Any) -> None:
+        if self.stack:
+            self.stack.pop()
+
+    def __enter__(self) -> _module_stack:
+        from ..nn.modules._global_hooks import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        enter, leave = self._enter, self._leave
+        self.handles = [register_module_forward_pre_hook(enter),
+                        register_module_forward_hook(leave)]
+        self.tracer.node_meta = self._meta
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.tracer.node_meta = None
 
 
 def _call(mod: Any, functional_call: Any, state: dict, kwargs: dict) -> Any:

@@ -203,6 +203,8 @@ class Tracer(_dispatch.DispatchMode):
         self.grad_mode: bool | None = None
         # Recompute regions (a checkpointed function's ops) open before this trace began.
         self._regions_before = RECOMPUTE_REGIONS.depth
+        # Metadata for each recorded call (export sets it: `nn_module_stack`), or None.
+        self.node_meta = None
 
     # ------------------------------------------------------------ tensors and nodes
 
@@ -309,6 +311,8 @@ class Tracer(_dispatch.DispatchMode):
         node = self.graph.call_function(target, tuple(args))
         if RECOMPUTE_REGIONS.depth > self._regions_before:
             node.meta["recompute"] = True
+        if self.node_meta is not None:  # (export: the module calls the node is made in)
+            node.meta.update(self.node_meta())
         return node
 
     def output(self, result) -> None:
