@@ -176,8 +176,8 @@ BLOCK = 4
 
 
 # Each direct kernel's argument codes (`_native.function`).
-_SIGNATURES = {"pack": "pp" + "i" * 9, "unpack": "ppp" + "i" * 6, "forward": "ppp" + "i" * 19,
-               "input_grad": "ppp" + "i" * 17, "weight_grad": "ppp" + "i" * 19}
+_SIGNATURES = {"pack": "pp" + "i" * 9, "unpack": "ppp" + "i" * 6, "forward": "ppp" + "i" * 21,
+               "input_grad": "ppp" + "i" * 17, "weight_grad": "ppp" + "i" * 20}
 
 
 def _available(*arrays: np.ndarray) -> bool:
@@ -248,7 +248,7 @@ def direct_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s, p, d, 
     macs = o * oh * ow * npad * c * (r1 - r0) * (q1 - q0)
     _run("forward", x.dtype, (_native.address(xt), _native.address(wb),
                               _native.address(out_t), c, hp, wp, npad, o, kh, kw, s[0], s[1],
-                              d[0], d[1], oh, ow, r0, r1, q0, q1), ob * oh, macs)
+                              d[0], d[1], oh, ow, r0, r1, q0, q1, p[0], p[1]), ob * oh, macs)
     return _unpack(out_t, n, b)
 
 
@@ -275,7 +275,8 @@ def direct_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, need_x: bool,
         # Units: (block of output channels, input channel, kernel row).
         _run("weight_grad", x.dtype, (ga, _native.address(xt), _native.address(gw), o, c, hp,
                                       wp, npad, kh, kw, s[0], s[1], d[0], d[1], oh, ow, r0,
-                                      r1, q0, q1), _blocks(w, 0) * c * (r1 - r0), macs_w)
+                                      r1, q0, q1, p[0]), _blocks(w, 0) * c * (r1 - r0),
+             macs_w)
         return gw
 
     def input_grad() -> np.ndarray:
