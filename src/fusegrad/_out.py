@@ -148,7 +148,7 @@ _OVERLAP_ERROR = ("unsupported operation: some elements of the input tensor and 
                   "tensor refer to a single memory location. Please clone() the tensor before "
                   "performing the operation.")
 _NO, _FULL, _PARTIAL = 0, 1, 2
-_OVERLAP_RULES: dict[str, int | None] = {}  # public name -> `_overlap_rule` (cached)
+_OVERLAP_RULES: dict[str, object] = {}  # public name -> `_overlap_rules` (cached)
 
 
 def _dense(a: np.ndarray) -> bool:
@@ -162,14 +162,25 @@ def _dense(a: np.ndarray) -> bool:
     return True
 
 
-def _overlap_status(out: Tensor, t: Tensor) -> int:
+def _overlap_status(out: Tensor, t: Tensor, shape: tuple | None = None) -> int:
     """PyTorch's memory-overlap status of `out` and input `t`: full (the same elements, in
     the same strides), partial (shared memory otherwise), or none; tensors it cannot judge
-    (either not dense), empty or without arrays (fake, sparse) count as none."""
+    (either not dense), empty or without arrays (fake, sparse) count as none. With `shape`,
+    `out` is judged as PyTorch's resize to `shape` leaves it: contiguous from the same first
+    element (its storage grows in place, so a grown `out` still shares it)."""
     a, b = out._data, t._data
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.size == 0 or \
             b.size == 0:
         return _NO
+    if shape is not None and tuple(shape) != a.shape:
+        # (only the addresses of this view are used: it is never read)
+        n = 1
+        for s in shape:
+            n *= s
+        if n == 0 or not _dense(a) or min(a.strides, default=0) < 0:
+            return _NO
+        strides = np.empty(shape, a.dtype).strides
+        a = np.lib.stride_tricks.as_strided(a, shape, strides)
     if not np.may_share_memory(a, b) or not (_dense(a) and _dense(b)):
         return _NO
     if _byte_bounds(a) == _byte_bounds(b) and a.strides == b.strides:
@@ -177,44 +188,80 @@ def _overlap_status(out: Tensor, t: Tensor) -> int:
     return _PARTIAL
 
 
+_LEVELS = {None: None, "partial": _PARTIAL, "any": _FULL}
+
+
+def _overlap_rules(name: str) -> list | tuple:
+    """The least overlap status `name`'s out= refuses, as a pair (with `self`, the first
+    tensor argument; with the other inputs) or a list of pairs, one per output; a level is
+    `_FULL` (any overlap), `_PARTIAL` or None. From `out_facts.OVERLAP_RULES` where PyTorch's
+    kernel has its own rule, otherwise from the registry entries of the function's ATen name:
+    any overlap for an op over a list of tensors (cat, stack), a partial one for an op whose
+    kernel lays its result out in its operands' order (PyTorch's TensorIterator ops:
+    pointwise functions), none for the others (reductions, matrix products, ...)."""
+    rules = _OVERLAP_RULES.get(name)
+    if rules is not None:
+        return rules
+    fact = facts.OVERLAP_RULES.get(name)
+    if fact is not None:
+        pairs = fact if fact.__class__ is list else [fact]
+        rules = [(_LEVELS[a], _LEVELS[b]) for a, b in pairs]
+        rules = rules if fact.__class__ is list else rules[0]
+    else:
+        from .ops.overloads import aten
+
+        ops = []
+        for base in {name, name.rpartition(".")[2]}:
+            try:
+                packet = getattr(aten, base)
+            except AttributeError:  # no ATen op of that name: a composite
+                continue
+            ops += [o.op for o in packet._overloads.values() if not o.op.inplace]
+        rule = None
+        if any(op.list_arg for op in ops):
+            rule = _FULL
+        elif ops and all(op.result_order == "operands" for op in ops):
+            rule = _PARTIAL
+        rules = (rule, rule)
+    _OVERLAP_RULES[name] = rules
+    return rules
+
+
 def _overlap_rule(name: str) -> int | None:
-    """The least overlap status `name`'s out= refuses: any overlap (`_FULL`) for an op over
-    a list of tensors (cat, stack), a partial one for an op whose kernel lays its result out
-    in its operands' order (PyTorch's TensorIterator ops: pointwise functions), None for the
-    others (reductions, matrix products, ...). Read from the registry entries of the
-    function's ATen name."""
-    rule = _OVERLAP_RULES.get(name, -1)
-    if rule != -1:
-        return rule
-    from .ops.overloads import aten
-
-    ops = []
-    for base in {name, name.rpartition(".")[2]}:
-        try:
-            packet = getattr(aten, base)
-        except AttributeError:  # no ATen op of that name: a composite
-            continue
-        ops += [o.op for o in packet._overloads.values() if not o.op.inplace]
-    rule = None
-    if any(op.list_arg for op in ops):
-        rule = _FULL
-    elif ops and all(op.result_order == "operands" for op in ops):
-        rule = _PARTIAL
-    _OVERLAP_RULES[name] = rule
-    return rule
+    """The least overlap status `name`'s out= refuses with some input and output (the
+    strictest of `_overlap_rules`): `_FULL` (any), `_PARTIAL`, or None (none refused)."""
+    rules = _overlap_rules(name)
+    levels = [lv for pair in (rules if rules.__class__ is list else [rules]) for lv in pair
+              if lv is not None]
+    return min(levels) if levels else None
 
 
-def _check_overlap(name: str, outs: list, args: tuple, kwargs: dict) -> None:
-    """PyTorch's refusal of an `out` sharing memory with an input (`_overlap_rule`), judged
-    on out's geometry before any resize. The rule is looked up only when there is overlap."""
+def _check_overlap(name: str, outs: list, args: tuple, kwargs: dict,
+                   results: list | None = None) -> None:
+    """PyTorch's refusal of an `out` sharing memory with an input (`_overlap_rules`): judged
+    on out's geometry before any resize for a TensorIterator op (the registry's rule), as
+    the resize to its result (`results`) leaves it for the others (the kernels with a rule in
+    `out_facts.OVERLAP_RULES`, which check once the output is set up). The rule is looked up
+    only when memory is shared."""
+    first = args[0] if args else kwargs.get("input", kwargs.get("self"))
     inputs = [a for v in (*args, *kwargs.values())
               for a in (v if isinstance(v, (list, tuple)) else (v,)) if isinstance(a, Tensor)]
     if not inputs:
         return
-    for o in outs:
+    resized = results is not None and name in facts.OVERLAP_RULES
+    for i, o in enumerate(outs):
+        shape = None
+        if resized and isinstance(results[i], Tensor):
+            shape = tuple(results[i].shape)
         for t in inputs:
-            status = _overlap_status(o, t)
-            if status != _NO and (rule := _overlap_rule(name)) is not None and status >= rule:
+            status = _overlap_status(o, t, shape)
+            if status == _NO:
+                continue
+            rules = _overlap_rules(name)
+            if rules.__class__ is list:
+                rules = rules[min(i, len(rules) - 1)]
+            rule = rules[0] if t is first else rules[1]
+            if rule is not None and status >= rule:
                 raise RuntimeError(_OVERLAP_ERROR)
 
 
@@ -238,12 +285,31 @@ def _outs_of(plan: OutPlan, result, out) -> tuple[list, list]:
     return [result], [out]
 
 
+def _check_tensor_arguments(name: str, names: tuple, args: tuple, kwargs: dict) -> None:
+    """PyTorch's TypeError for a parameter in `names` (the function's first parameters, in
+    order) given something other than a tensor."""
+    short = name.rpartition(".")[2]
+    for i, param in enumerate(names):
+        if i < len(args):
+            value, where = args[i], f" (position {i + 1})"
+        elif param in kwargs:
+            value, where = kwargs[param], ""
+        else:
+            continue
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{short}(): argument '{param}'{where} must be Tensor, not "
+                            f"{type(value).__name__}")
+
+
 def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
     """`plan.fn(*args, **kwargs)` (a call without `out`) written into `out`, as PyTorch's
     `out=` does (see the module's docstring); returns `out` or the named tuple of outs."""
     name = plan.name
     if name in facts.REFUSED:
         raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
+    tensor_arguments = facts.TENSOR_ARGUMENTS.get(name)
+    if tensor_arguments is not None:
+        _check_tensor_arguments(name, tensor_arguments, args, kwargs)
     if name in facts.DTYPE_FROM_OUT and "dtype" in kwargs and isinstance(out, Tensor):
         given = kwargs["dtype"]
         if given is None:
@@ -282,7 +348,7 @@ def write_out(plan: OutPlan, out, args: tuple, kwargs: dict):
                     (r.dtype.is_floating_point or r.dtype.is_complex))):
                 raise RuntimeError(facts.GRAD_ERROR.format(op))
 
-    _check_overlap(name, outs, args, kwargs)
+    _check_overlap(name, outs, args, kwargs, results)
     rule = (single and facts.SINGLE_RESULT_RULES.get(name)) or \
         facts.DTYPE_RULES.get(name, facts.DEFAULT_RULE)
     per_output = rule.__class__ is list

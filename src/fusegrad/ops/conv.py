@@ -733,6 +733,59 @@ def _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding, 
     return out.astype(dt, copy=False)
 
 
+def _by_taps(x, w, wk, s, p, d, groups: int) -> bool:
+    """Whether a convolution must run `_conv_by_taps`: im2col would multiply a NaN or
+    infinite weight by the padding's zeros, where PyTorch's kernel never reads the padding
+    (oneDNN's, `_onednn`, with one group or depthwise; its grouped kernels and the others
+    multiply the padding as im2col does). `wk` is the weight as the kernels compute. One
+    sum tells whether all weights are finite (an overflow is a false alarm that only costs
+    the exact path)."""
+    if not any(p) or np.isfinite(np.add.reduce(wk, axis=None)):
+        return False
+    if groups != 1 and not (w.shape[1] == 1 and w.shape[0] == groups):
+        return False
+    if x.ndim == 3:  # (`_onednn` judges a 1-D convolution as the 2-D one it runs)
+        x, w = x[:, :, None], w[:, :, None]
+    return _onednn(x, w, s, d, groups, False, ())
+
+
+def _conv_by_taps(x, w, b, s, p, d, groups, out_sz):
+    """The convolution as a sum over the kernel's offsets, each offset's product taken over
+    only the output positions it reads the input at (none of the padding's zeros): PyTorch's
+    values where a weight is NaN or infinite (`_by_taps`). One GEMM per
+    offset and group over the batch, so as many products as im2col's, without its copies'
+    layout; only for such weights."""
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    og = o // groups
+    k = w.shape[2:]
+    acc = np.result_type(x.dtype, w.dtype)
+    out = np.zeros((n, groups, og) + tuple(out_sz), dtype=acc)
+    xg = x.reshape((n, groups, cg) + x.shape[2:])
+    wg = w.reshape((groups, og, cg) + tuple(k))
+    for tap in np.ndindex(*k):
+        dst, src = [], []
+        for i, t in enumerate(tap):
+            # the outputs q whose input position q * s - p + t * d lies inside the input
+            first = max(0, -(-(p[i] - t * d[i]) // s[i]))
+            last = min(out_sz[i] - 1, (x.shape[2 + i] - 1 + p[i] - t * d[i]) // s[i])
+            if first > last:
+                break
+            start = first * s[i] - p[i] + t * d[i]
+            dst.append(slice(first, last + 1))
+            src.append(slice(start, start + (last - first) * s[i] + 1, s[i]))
+        else:
+            region = tuple(sl.stop - sl.start for sl in dst)
+            cols = np.ascontiguousarray(xg[(slice(None),) * 3 + tuple(src)]).reshape(
+                n, groups, cg, -1)
+            prod = np.matmul(wg[(slice(None),) * 3 + tap], cols)  # (n, groups, og, cells)
+            out[(slice(None),) * 3 + tuple(dst)] += prod.reshape((n, groups, og) + region)
+    out = out.reshape((n, o) + tuple(out_sz))
+    if b is not None:
+        out += b.reshape((1, o) + (1,) * len(k))
+    return out
+
+
 def _conv_nd_kernel(x, w, b, s, p, d, groups):
     """A convolution over any number of spatial dims (volumes): im2col of each sample's
     windows, then one batched GEMM per group."""
@@ -794,8 +847,14 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
     fmt = _conv_format(x, w, stride, dilation, groups, transposed, output_padding)
     if x.ndim > 4:  # volumes: the general kernels
         args = (_work(x), _work(w), None if b is None else _work(b), stride, padding, dilation)
-        out = (_conv_transposed_nd_kernel(*args, output_padding, groups) if transposed
-               else _conv_nd_kernel(*args, groups))
+        if transposed:
+            out = _conv_transposed_nd_kernel(*args, output_padding, groups)
+        elif _by_taps(x, w, args[1], stride, padding, dilation, groups):
+            out = _conv_by_taps(*args, groups, tuple(
+                _out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i])
+                for i in range(x.ndim - 2)))
+        else:
+            out = _conv_nd_kernel(*args, groups)
         return in_format(out.astype(x.dtype, copy=False), fmt)
     if transposed:
         out = _conv_transposed_kernel(x, w, b, stride, padding, dilation, output_padding,
@@ -817,6 +876,8 @@ def _conv_kernel(x, w, b, stride, padding, dilation, transposed, output_padding,
         taps = _taps(x4.shape, (kh, kw), s, p, d, oh, ow)
         out = _conv_native.direct_forward(np.ascontiguousarray(x4), np.ascontiguousarray(w4),
                                           bias, s, p, d, oh, ow, taps)
+    if out is None and _by_taps(x, w, w4, stride, padding, dilation, groups):
+        out = _conv_by_taps(x4, w4, bias, s, p, d, groups, (oh, ow))
     if out is None:
         out = _conv_gemm(x4, w4, bias, s, p, d, groups, oh, ow, fmt)
     if one_d:

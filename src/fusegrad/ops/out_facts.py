@@ -210,6 +210,35 @@ special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_poly
 special.legendre_polynomial_p
 """.split())
 
+# How `out` may share memory with an input, where the registry's default (an op over a list
+# of tensors refuses any overlap, a TensorIterator op a partial one, the others none) is not
+# PyTorch's: a pair (with `self`, the first tensor argument; with the other tensor inputs) of
+# the least overlap refused, "partial" (same elements in the same strides allowed), "any", or
+# None; or a list of such pairs, one per output. The refusal is PyTorch's `assert_no_overlap`
+# (any) or `assert_no_partial_overlap` (partial) in each op's out= kernel.
+_PARTIAL, _ANY = "partial", "any"
+_OVERLAP_GROUPS: list[tuple[object, str]] = [
+    # gather-like kernels read inputs at arbitrary places while writing
+    ((_ANY, _ANY), """index_select gather take take_along_dim masked_select nonzero cross
+                      linalg.cross hstack vstack dstack row_stack column_stack"""),
+    # scans, selections and products written in the operands' order
+    ((_PARTIAL, _PARTIAL), """cumsum cumprod logcumsumexp msort topk mode median nanmedian max
+                              min aminmax outer kron addr frexp"""),
+    # out starts as a copy of `self`; the matrix operands are read from a packed copy
+    ((_PARTIAL, None), "addmm addmv baddbmm addbmm"),
+    ((_PARTIAL, _ANY), "index_add index_reduce"),
+    # values are `self` copied then sorted in place; indices are written apart
+    ([(_PARTIAL, _PARTIAL), (None, None)], "sort"),
+    ([(_ANY, _ANY), (None, None)], "kthvalue"),
+]
+OVERLAP_RULES: dict[str, object] = {name: rule for rule, names in _OVERLAP_GROUPS
+                                    for name in names.split()}
+
+# Functions whose out= overload takes tensors where the others take numbers too: the
+# parameters that must be tensors when `out` is given (PyTorch's argument parser refuses
+# anything else with a TypeError).
+TENSOR_ARGUMENTS: dict[str, tuple[str, ...]] = {"where": ("condition", "input", "other")}
+
 # Functions whose fusegrad signature has `out` but PyTorch's has none: its TypeError.
 REFUSED = frozenset("isfinite isinf isnan relu std_mean var_mean histogramdd".split())
 
