@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 from .. import _cbuild, _dtype
 from ..autograd.grad_mode import is_grad_enabled
 from . import _conv_native, _gemm, _onnx, _parallel, _workspace
+from . import _flop_formulas as flop_formulas
 from ._onnx import ints as onnx_ints
 from ._util import (
     F32,
@@ -1317,6 +1318,7 @@ def _conv_onnx(b, inputs, args, kwargs, opset):
 
 convolution = _register_multi(
     "convolution", (), (2,), kernel=_conv_kernel, meta=_conv_meta,
+    flops=flop_formulas.convolution_call,
     node="ConvolutionBackward0", forward_ad="product",
     derivative=_conv_derivative,
     save=lambda out, x, w, b, s, p, d, t, op, g: (x, w, b is not None, s, p, d, t, g,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype
+from . import _flop_formulas as flop_formulas
 from ._util import F32, F64, HALF, Spec, format_strides, rand_array
 from .nn import _register_multi
 from .registry import Sample
@@ -144,6 +145,7 @@ def _samples(rng, dt):
 
 convolution_backward = _register_multi(
     "convolution_backward", kernel=_conv_kernel, meta=_conv_meta,
+    flops=flop_formulas.convolution_backward_call,
     node="ConvolutionBackwardBackward0", derivative=_derivative, save=_save,
     samples=_samples, public="convolution_backward", tolerance={"float32": 1e-4},
     saved_names=("grad_output", "input", "weight", "stride", "padding", "dilation",

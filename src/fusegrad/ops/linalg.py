@@ -9,6 +9,7 @@ from .. import _dtype
 from .._dispatch import call
 from .._dtype import COMPLEX as _COMPLEX
 from .._scalar_conversion import checked_scalar
+from . import _flop_formulas as flop_formulas
 from . import _gemm
 from . import _onnx as ox
 from ._blas import SERIAL_MNK as _SERIAL_MNK
@@ -155,6 +156,7 @@ def _mm_derivative(g, a, b):
 
 mm = register(
     "mm", autocast="lower", kernel=_mm_kernel, forward_ad="product",
+    flops=flop_formulas.product_of(0, False),
     meta=lambda a, b: (_mm_check(a, b), Spec((a.shape[0], b.shape[1]), a.dtype))[1],
     node="MmBackward0",
     derivative=_mm_derivative,
@@ -187,6 +189,7 @@ def _bmm_kernel(a, b):
 
 bmm = register(
     "bmm", autocast="lower", kernel=_bmm_kernel, forward_ad="product",
+    flops=flop_formulas.product_of(0, True),
     meta=lambda a, b: (_bmm_check(a, b),
                        Spec((a.shape[0], a.shape[1], b.shape[2]), a.dtype))[1],
     node="BmmBackward0",
@@ -330,6 +333,7 @@ def _baddbmm_derivative(g, b1, b2, beta, alpha):
 
 baddbmm = register(
     "baddbmm", autocast="lower", forward_ad="added_product", onnx=ox.batched_addmm(False),
+    flops=flop_formulas.product_of(1, True),
     kernel=_baddbmm_kernel, meta=_baddbmm_meta, node="BaddbmmBackward0",
     derivative=_baddbmm_derivative,
     save=lambda out, a, b1, b2, beta=1, alpha=1: (b1 if b2._rg else None,

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _dtype
 from .._dtype import COMPLEX as _COMPLEX
 from .._thread_state import active as _active
+from . import _flop_formulas as flop_formulas
 from . import _gemm, _native
 from . import _onnx as _ox
 from ._util import (
@@ -244,6 +245,7 @@ def _addmm_onnx(b, inputs, args, kwargs, opset):
 
 addmm = register(
     "addmm", autocast="lower", kernel=_addmm_kernel, meta=_addmm_meta, node="AddmmBackward0",
+    flops=flop_formulas.product_of(1, False),
     forward_ad="added_product",
     derivative=_addmm_derivative,
     save=_addmm_save,

@@ -98,7 +98,7 @@ class OpDef:
                  "metadata_only", "nondiff_outputs", "optional_tensor_args", "random",
                  "saved_names", "plain_args", "data_dependent", "permutes", "recomputable",
                  "autocast", "undefined_grads", "result_order", "save_reads_output",
-                 "overlap_ok", "forward_ad", "__weakref__")
+                 "overlap_ok", "forward_ad", "flops", "__weakref__")
 
     def __init__(self, name: str, *, kernel: Callable, meta: Callable,
                  derivative: Callable | None = None, save: Callable | None = None,
@@ -114,8 +114,12 @@ class OpDef:
                  saved_names: tuple = (), data_dependent: bool = False,
                  permutes: bool = False, autocast: str | None = None,
                  undefined_grads: bool = False, result_order: str | None = None,
-                 overlap_ok: str | None = None, forward_ad: str | None = None):
+                 overlap_ok: str | None = None, forward_ad: str | None = None,
+                 flops: Callable | None = None):
         self.name = name
+        # The floating point operations of a call, `flops(args, result)`, by PyTorch's
+        # formula (`utils.flop_counter`); None for ops PyTorch counts as free.
+        self.flops = flops
         # How forward-mode AD takes the op, where not by the transpose of its derivative
         # (`autograd.forward_ad`): "lookup" (linear in its first argument: the same op of
         # its tangent, rows PyTorch's backward leaves out included), "statistics" (PyTorch
