@@ -932,11 +932,16 @@ class GraphLowering:
                 return low(self.ops, *args, **kwargs)
             raise NotImplementedError(f"codegen: {n.target!r} is not a registry op")
         if op.name == "as_strided":
-            # It reads its input's storage: a buffer of the graph holds the input's values
-            # in its own layout (a realised transpose), and an input's buffer may be written
-            # back before a kernel reads the view. The graph runs as FX code instead.
-            raise NotImplementedError("codegen: as_strided reads its input's storage, "
-                                      "which the graph's buffers do not keep")
+            # It reads its input's storage, which a buffer of the graph need not keep (a
+            # realised transpose has its own layout; an input's buffer may be written back
+            # before a kernel reads the view). Where the input is contiguous from offset 0
+            # and the view reads within its elements (stft's frames of a signal), the
+            # storage is the input's values in order: the view is index arithmetic on them.
+            value = self._as_strided_of_contiguous(n, args, kwargs)
+            if value is None:
+                raise NotImplementedError("codegen: as_strided reads its input's storage, "
+                                          "which the graph's buffers do not keep")
+            return self._check(value, _meta(op, args, kwargs), op)
         meta = _meta(op, args, kwargs)
         low = op.lowering
         if callable(low) and not op.random and (not op.inplace or self._fresh_destination(n)):
@@ -955,6 +960,55 @@ class GraphLowering:
                 # A lowering that needs a Python number where a float input came: the
                 # NumPy kernel gets the number.
         return self.extern(op, args, kwargs, meta)
+
+    def _as_strided_of_contiguous(self, n, args, kwargs) -> Any:
+        """`as_strided(x, size, stride, storage_offset)` as a view of `x`'s values, or None
+        where it may read storage that is not `x`'s elements in order: `x` (as the program
+        makes it) not contiguous, or the view reaching past it. Without a storage offset
+        the view starts where `x` does; an offset counts from the storage's start, which
+        is `x`'s only for a tensor this graph made with a non-view op."""
+        bound = dict(zip(("input", "size", "stride", "storage_offset"), args), **kwargs)
+        x, size, stride = bound.get("input"), bound.get("size"), bound.get("stride")
+        offset = bound.get("storage_offset")
+        src = n.args[0] if n.args else None
+        val = getattr(src, "meta", {}).get("val")
+        if not isinstance(x, (Buffer, Pointwise)) or size is None or stride is None or \
+                len(size) != len(stride) or \
+                not all(type(v) is int for v in (*size, *stride, offset or 0)):
+            return None
+        shape = tuple(int(d) for d in x.shape)
+        if val is None and not isinstance(x, Buffer):
+            return None
+        if val is not None and (tuple(val.shape) != shape or not val.is_contiguous()):
+            return None
+        if isinstance(x, Buffer) and any(  # (the layout the compiled code is given)
+                s != c for s, c, d in zip(x.strides, contiguous_strides(shape), shape) if d != 1):
+            return None
+        if offset is not None:
+            made = resolve_op(src.target) if getattr(src, "op", None) == "call_function" \
+                else None
+            if made is None or made.view or val is None or val.storage_offset() != 0:
+                return None
+        offset = offset or 0
+        total = numel(shape)
+        if numel(size) == 0 or total == 0 or min(stride, default=0) < 0:
+            return None
+        last = offset + sum((d - 1) * s for d, s in zip(size, stride))
+        if offset < 0 or last >= total:
+            return None
+
+        def remap(idx):
+            flat = IInt(offset)
+            for i, st in zip(idx, stride):
+                if st:
+                    flat = flat + i * IInt(st)
+            out = []
+            for d in reversed(range(len(shape))):  # unravel over x's (contiguous) shape
+                out.append(flat % IInt(shape[d]) if d else flat)
+                flat = flat // IInt(shape[d])
+            return tuple(reversed(out))
+
+        return self.ops.view_index(x, tuple(size), remap)
 
     @staticmethod
     def _fresh_destination(n) -> bool:
