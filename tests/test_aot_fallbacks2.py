@@ -377,3 +377,26 @@ def test_affine_grid_backward_traces(backend):
     """The backward's base grid is a graph constant (it was NumPy data: a fallback)."""
     _check(_affine_grid, backend, lambda call: (
         fusegrad.tensor(_rand(2, 2, 3, seed=call), requires_grad=True),))
+
+
+# ------------------------------------------------------------------ windows, unfold
+
+
+def _windowed(x):
+    return x * fusegrad.hann_window(8)
+
+
+def test_window_function_traces(backend):
+    """A window is a factory's constant (it was made from NumPy outside dispatch)."""
+    _check(_windowed, backend, lambda call: (
+        fusegrad.tensor(_rand(8, seed=call), requires_grad=True),))
+
+
+def _frames_summed(x):
+    return x.unfold(-1, 16, 4).sum(-1)
+
+
+def test_unfold_backward_traces(backend):
+    """unfold's backward index is made by factories and ops (it was a NumPy array)."""
+    _check(_frames_summed, backend, lambda call: (
+        fusegrad.tensor(_rand(2, 40, seed=call), requires_grad=True),))

@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from . import _dtype
-from ._creation import _check_device, _finish, meta_factory, on_meta
+from ._creation import _check_device, _factory, meta_factory, on_meta
 from ._tensor import Tensor
 from ._thread_state import active as _active
 
@@ -47,7 +47,8 @@ def _window(name: str, window_length, periodic: bool, dtype, device, requires_gr
     else:
         m = window_length + 1 if periodic else window_length
         values = shape(np.arange(m, dtype=np.float64), m)[:window_length]
-    return _finish(values.astype(dt.np), dt, requires_grad)
+    # (through the factory: a tracer sees a constant it can keep, as for `ones`)
+    return _factory((window_length,), dt, requires_grad, lambda npdt: values.astype(npdt))
 
 
 def _cosine_sum(*coefficients: float):

@@ -96,18 +96,19 @@ unfold = register(
 def _unfold_backward(g, shape, dim, size, step):
     """Sum each window position's gradient into the input: one `index_add` over the
     flattened window index (so the derivative is itself differentiable)."""
-    from .._creation import tensor, zeros
+    from .._creation import arange, zeros
 
     n = len(shape)
     if not n:
         return g.reshape(())
     d = wrap_dim(dim, n)
     count = g.shape[d]
-    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    # (from factories and ops, not an array: a tracer records how the index is made)
+    idx = (arange(count)[:, None] * step + arange(size)[None, :]).reshape(-1)
     # g: shape[:d] + (count,) + shape[d+1:] + (size,) -> move window dim next to count.
     gm = g.movedim(-1, d + 1).flatten(d, d + 1)
     out = zeros(shape, dtype=g.dtype)
-    return out.index_add(d, tensor(idx), gm)
+    return out.index_add(d, idx, gm)
 
 
 # ---------------------------------------------------------------- rot90, block_diag, narrow_copy
