@@ -370,3 +370,70 @@ def test_grad_mode_after_an_error_is_eagers(fn, backend):
         finally:
             fusegrad.set_grad_enabled(True)
     assert modes[1] == modes[0]
+
+
+# ----------------------------------------------------------------- p.grad, tensor-keyed state
+
+
+def _grad_read(p):
+    return p.grad * 2
+
+
+def _grad_maybe(p, x):
+    if p.grad is None:
+        return x + 1
+    return x * p.grad
+
+
+def _grad_in_place(p):
+    p.grad.mul_(0.5)
+    return p.grad.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS + ["eager"])
+@pytest.mark.parametrize("fn", [_grad_read, _grad_maybe, _grad_in_place],
+                         ids=lambda f: f.__name__)
+def test_reading_an_input_gradient_is_recorded(fn, backend):
+    """`p.grad` of an input leaf is an input of the graph (None guarded), as Dynamo reads
+    it: values and the gradient's in-place updates as eager's, over calls with and without
+    a gradient."""
+    fusegrad._dynamo.reset()
+    compiled = fusegrad.compile(fn, backend=backend)
+    for step in range(3):
+        args = []
+        for _ in range(2):
+            p = fusegrad.ones(2, requires_grad=True)
+            if step or fn is not _grad_maybe:
+                p.grad = fusegrad.full((2,), step + 1.0)
+            args.append((p, fusegrad.ones(2))[:2 if fn is _grad_maybe else 1])
+        want, got = fn(*args[0]), compiled(*args[1])
+        assert got.tolist() == want.tolist()
+        assert args[1][0].grad.tolist() == args[0][0].grad.tolist() if args[0][0].grad \
+            is not None else args[1][0].grad is None
+    fusegrad._dynamo.reset()
+    p = fusegrad.ones(2, requires_grad=True)
+    p.grad = fusegrad.ones(2)
+    explained = fusegrad._dynamo.explain(fn)(*((p, fusegrad.ones(2)) if fn is _grad_maybe
+                                              else (p,)))
+    assert explained.break_reasons == []
+
+
+def test_tensor_keyed_mapping_never_gets_a_fake_key():
+    """`state[p]` of a defaultdict keyed by an input tensor: the real tensor's item (read
+    through both sources); a missing key breaks and is made for real, as eagerly - the
+    capture once made an item keyed by its fake tensor in the user's dict."""
+    import collections
+
+    state = collections.defaultdict(dict)
+
+    def step(p, x):
+        state[p]["k"] = x * 2
+        return x + len(state[p])
+
+    fusegrad._dynamo.reset()
+    compiled = fusegrad.compile(step, backend="eager")
+    p, x = fusegrad.ones(2), fusegrad.ones(2)
+    for _ in range(3):
+        out = compiled(p, x)
+        assert out.tolist() == [2.0, 2.0]
+        assert list(state) == [p] and state[p]["k"].tolist() == [2.0, 2.0]

@@ -1426,10 +1426,9 @@ def test_compiled_matches_eager(prog, backend):
 # graph. Each gap's minimal repro is in the reason.
 _CAPTURE_GAPS = {
     "sam_two_step":
-        "reading a parameter's .grad in a compiled function: def g(p): return p.grad * 2; "
-        "p = fg.ones(2, requires_grad=True); p.grad = fg.full((2,), 3.0); "
-        "fg.compile(g, backend='eager')(p) breaks the graph (\"tensor attribute 'grad'\"); "
-        "torch captures it whole",
+        "its first step reads a missing key of the optimizer's state (a defaultdict keyed "
+        "by a parameter: `self.state[p]['e_w'] = e`), which makes the item: a graph break "
+        "on the first call, where torch records the new item; later calls are one graph",
     "pruning_surgery":
         "a module pruned by torch.nn.utils.prune (its forward pre-hook is a callable "
         "BasePruningMethod object that setattr()s the masked weight and returns None): "

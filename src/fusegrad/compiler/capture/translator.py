@@ -664,12 +664,31 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return ConstantVariable(ex.requires_grad)
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return self.builder.call("call_function", getattr, (t, ConstantVariable(name)), {})
+        if name == "grad":
+            grad = self._input_grad(t)
+            if grad is not None:
+                return grad
         if name in ("grad", "grad_fn", "data", "_version", "is_leaf", "_base"):
             raise Unsupported(f"tensor attribute {name!r}")
         # A method that needs the values (`loss.backward`, `y.item`) breaks where it is
         # called, not where it is read: the break then comes once, at the call, as Dynamo's
         # (read here, the resume point holding the real method broke again at its call).
         return MethodVariable(t, name)
+
+    def _input_grad(self, t: TensorVariable) -> Variable | None:
+        """`.grad` of a leaf the graph takes as an input, read as an input of its own (None
+        guarded to stay None), as Dynamo reads `p.grad`; None (a break) for other tensors.
+        Nothing in a graph changes a gradient but in place (a backward, an assignment to
+        `.grad`, break the graph)."""
+        source = t.node.meta.get("source") if t.node.op == "placeholder" else None
+        real = self.builder.input_values.get(source) if source else None
+        if real is None or real.grad_fn is not None:
+            return None
+        grad = real.grad
+        if grad is None:
+            self.builder.guards.add(f"{source}.grad is None")
+            return ConstantVariable(None)
+        return self.builder.wrap(grad, f"{source}.grad")
 
     def STORE_ATTR(self, inst):  # noqa: N802
         obj = self.pop()
@@ -816,7 +835,25 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                 not self.concrete and not _is_plain_data(obj.value):
             self.push(self._constant_item(obj, index.value))
             return
+        if isinstance(obj, ConstantVariable) and isinstance(index, TensorVariable) and \
+                not self.concrete and isinstance(obj.value, collections.abc.Mapping):
+            self.push(self._item_by_tensor(obj, index))
+            return
         self.push(self.apply(operator.getitem, (obj, index)))
+
+    def _item_by_tensor(self, obj: ConstantVariable, index: TensorVariable) -> Variable:
+        """`mapping[t]` of a real mapping (an optimizer's `state[p]`) keyed by a tensor the
+        graph takes as an input: the real tensor's item, read (and guarded) through both
+        sources. A missing key breaks: a defaultdict would make its item (an effect), a dict
+        raises KeyError for real."""
+        source = index.node.meta.get("source") if index.node.op == "placeholder" else None
+        key = self.builder.input_values.get(source) if source else None
+        src = self.source_of(obj)
+        if key is None or src is None:
+            raise Unsupported("a mapping indexed by a tensor the graph computes")
+        if key not in obj.value:
+            raise Unsupported("a missing tensor key of a mapping (a defaultdict makes it)")
+        return self.builder.wrap(obj.value[key], f"{src}[{source}]")
 
     def _constant_item(self, obj: ConstantVariable, index) -> Variable:
         """`obj[index]` of a real container: the item is guarded through `obj[index]` (the
