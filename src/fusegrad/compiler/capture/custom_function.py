@@ -8,7 +8,11 @@ capture speculates - it translates `forward` (and `setup_context`) and then `bac
 the graph as usual, checks that neither assigned anything outside itself, wrote into a
 tensor from outside, or needed a graph break (printing, reading tensor values, NumPy), and
 erases what they recorded. A Function that fails the check runs for real (a graph break), as
-Dynamo treats a Function whose speculation fails.
+Dynamo treats a Function whose speculation fails. So does one the compiled node would run
+differently: a backward changing ctx (seen by a second backward), a backward giving no input
+that requires grad a gradient (eager's outputs still require grad), a tensor kept on ctx
+that later code can write (eager's backward reads it unchecked). Forward is speculated under
+no_grad, as eager runs it: the numbers it returns are taken from the speculation.
 """
 
 from __future__ import annotations
@@ -137,6 +141,7 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
     """Translate forward then backward into the graph, check they had no effect outside
     themselves, and erase what they recorded (raising `Unsupported` if they had one);
     returns forward's result variable (its tensors' nodes erased)."""
+    from ..._thread_state import local, set_grad_enabled
     from .calls import _mutates_from_outside, inline
 
     builder = tr.builder
@@ -148,11 +153,17 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
         "saved_tensors": TupleVariable([]),
         "materialize_grads": ConstantVariable(True)})
     name = cls.__name__
+    grad_mode = local.grad_enabled
     try:
+        # Eager runs forward under no_grad (what it returns may read the mode); setup_context
+        # and backward (unless create_graph) with grad mode as the caller has it.
+        builder.set_grad_enabled(False)
         if setup is None:
             out = inline(tr, forward, [ctx, *args], {})
         else:
             out = inline(tr, forward, list(args), {})
+        builder.set_grad_enabled(grad_mode)
+        if setup is not None:
             inline(tr, setup, [ctx, TupleVariable(list(args)), out], {})
         outs = out.items if type(out) is TupleVariable else [out]
         if not outs or not all(isinstance(o, (TensorVariable, ConstantVariable))
@@ -163,12 +174,19 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
             # Eager returns an alias of it carrying the Function's node (and refusing
             # in-place writes); traced, the tensor itself would be the output, without it.
             raise Unsupported(f"{name}.forward returned a tensor it did not make")
+        _check_ctx_tensors(name, ctx, made, outs)
         grads = [builder.call("call_function", _zeros_like(), (o,), {})
                  if isinstance(o, TensorVariable) else ConstantVariable(None) for o in outs]
         materialize = ctx.items["materialize_grads"]
         if not (isinstance(materialize, ConstantVariable) and materialize.value is True):
             raise Unsupported("set_materialize_grads(False) (backward may get None)")
-        inline(tr, backward, [ctx, *grads], {})
+        before = _fingerprint(ctx)
+        returned = inline(tr, backward, [ctx, *grads], {})
+        if _fingerprint(ctx) != before:
+            # Eager's backward changes the node's ctx for the next backward through it
+            # (`retain_graph=True`); the compiled backward would replay the traced values.
+            raise Unsupported(f"{name}.backward changes what ctx holds")
+        _check_gradients_reach(name, needs, returned)
         if len(builder.stores) > n_stores:
             raise Unsupported(f"{name}'s forward or backward has a side effect (an "
                               "assignment or an append outside it)")
@@ -180,9 +198,70 @@ def _speculate(tr, cls, forward, backward, setup, args: list) -> Variable:
     except Unsupported as e:
         raise Unsupported(f"{name}.apply(): {e}") from None
     finally:
+        set_grad_enabled(grad_mode)
         builder.discard_since(mark)
         del builder.stores[n_stores:]
         builder.mutated = mutated
+
+
+def _check_ctx_tensors(name: str, ctx: ObjectVariable, made: set, outs: list) -> None:
+    """Refuse a tensor kept as a ctx attribute (not through `save_for_backward`) that code
+    after the Function can write in place: an input, an output, a view, one from outside.
+
+    Eager's backward reads such a tensor as it is then, unchecked; the compiled node saves
+    it for its backward, and would refuse (or miss) the write."""
+    outputs = {id(o.node) for o in outs if isinstance(o, TensorVariable)}
+    kept = [v for k, v in ctx.items.items() if k != "saved_tensors"]
+    seen: set = set()
+    while kept:
+        v = kept.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, TensorVariable):
+            if id(v.node) not in made or id(v.node) in outputs or v.example._base is not None:
+                raise Unsupported(f"{name}'s ctx keeps a tensor that may be written after "
+                                  "forward (not through save_for_backward)")
+        items = getattr(v, "items", None)
+        if isinstance(items, dict):
+            kept.extend(i for i in items.values() if isinstance(i, Variable))
+        elif isinstance(items, list):
+            kept.extend(i for i in items if isinstance(i, Variable))
+
+
+def _fingerprint(v: Variable, seen: set | None = None):
+    """What `v` holds, as nested ids of its parts: equal fingerprints mean that nothing was
+    assigned, appended or removed inside it (containers are changed in place)."""
+    seen = set() if seen is None else seen
+    if id(v) in seen:
+        return id(v)
+    seen.add(id(v))
+    items = getattr(v, "items", None)
+    if isinstance(items, dict):
+        return id(v), tuple((k, _fingerprint(i, seen)) if isinstance(i, Variable) else
+                            (k, id(i)) for k, i in items.items())
+    if isinstance(items, list):
+        return id(v), tuple(_fingerprint(i, seen) if isinstance(i, Variable) else id(i)
+                            for i in items)
+    return id(v)
+
+
+def _check_gradients_reach(name: str, needs: tuple, returned: Variable) -> None:
+    """Refuse a backward giving no gradient (None) to every input that requires grad.
+
+    Eager still records the Function's node, so its outputs require grad; the compiled
+    node takes inputs that get no gradient detached, and its outputs would not."""
+    from ..._thread_state import local
+
+    if isinstance(returned, ConstantVariable) and type(returned.value) is tuple:
+        items = [ConstantVariable(v) for v in returned.value]  # (`return None, None`)
+    else:
+        items = returned.items if type(returned) is TupleVariable else [returned]
+    if not local.grad_enabled or not any(needs) or len(items) < len(needs):
+        return
+    if all(isinstance(g, ConstantVariable) and g.value is None
+           for g, need in zip(items, needs) if need):
+        raise Unsupported(f"{name}.backward gives no input requiring grad a gradient")
 
 
 def _zeros_like():
