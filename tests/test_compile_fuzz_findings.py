@@ -437,3 +437,27 @@ def test_tensor_keyed_mapping_never_gets_a_fake_key():
         out = compiled(p, x)
         assert out.tolist() == [2.0, 2.0]
         assert list(state) == [p] and state[p]["k"].tolist() == [2.0, 2.0]
+
+
+_WEIGHT = fusegrad.nn.Parameter(fusegrad.ones(2))
+
+
+def _grad_on_with_detached_weight(t):
+    fusegrad.set_grad_enabled(True)
+    return t * _WEIGHT.detach()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_switched_on_keeps_a_detach(backend):
+    """Called under no_grad, a program switching grad on multiplies by a detached weight:
+    the result records nothing (the inference graph, which keeps no `detach`, recorded a
+    MulBackward0 through the weight)."""
+    fusegrad._dynamo.reset()
+    compiled = fusegrad.compile(_grad_on_with_detached_weight, backend=backend)
+    try:
+        for f in (_grad_on_with_detached_weight, compiled):
+            with fusegrad.no_grad():
+                out = f(fusegrad.ones(2))
+            assert (out.requires_grad, out.grad_fn) == (False, None)
+    finally:
+        fusegrad.set_grad_enabled(True)

@@ -95,13 +95,15 @@ def _check_float_inputs(trace_fn, fn, args, trace, *rest):
 
 
 def _needs_joint(trace, args) -> bool:
-    """Whether a program traced with grad mode off switches it on for values that need
-    gradients (an output, or an input requiring grad that it writes): autograd must then
+    """Whether a program traced with grad mode off switches it on where gradients may be
+    recorded (an output requiring grad, or any input requiring grad): autograd must then
     record through the compiled node, so it needs the joint graph."""
     if not trace.switches_grad:
         return False
+    # Any input requiring grad, too: the inference graph keeps no `detach` (a detached
+    # tensor is its input's node), so run eagerly with grad on it would record through it.
     return any(info.requires_grad for info in trace.outputs) or any(
-        args[i].requires_grad for i in trace.mutated_inputs)
+        isinstance(a, Tensor) and a.requires_grad for a in args)
 
 
 class AOTCompiled:
