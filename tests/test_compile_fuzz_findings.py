@@ -461,3 +461,23 @@ def test_grad_switched_on_keeps_a_detach(backend):
             assert (out.requires_grad, out.grad_fn) == (False, None)
     finally:
         fusegrad.set_grad_enabled(True)
+
+
+def _batch_norm_stats_of_one_base(x, stats):
+    return fusegrad.nn.functional.batch_norm(x, stats[0], stats[1], training=True,
+                                             momentum=0.5) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_running_statistics_viewing_one_base_both_update(backend):
+    """Training batch norm whose running mean and variance are two rows of one tensor:
+    both rows get their new values (the variance's write-back replayed the old mean)."""
+    fusegrad._dynamo.reset()
+    compiled = fusegrad.compile(_batch_norm_stats_of_one_base, backend=backend)
+    x = fusegrad.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype("float32"))
+    stats = [fusegrad.stack([fusegrad.zeros(3), fusegrad.ones(3)]) for _ in range(2)]
+    for _ in range(2):
+        want = _batch_norm_stats_of_one_base(x, stats[0])
+        got = compiled(x, stats[1])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(stats[1].numpy(), stats[0].numpy(), rtol=1e-6)

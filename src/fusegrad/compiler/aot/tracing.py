@@ -530,8 +530,8 @@ class Tracer(_dispatch.DispatchMode):
         node = self.emit(overload_of(native_batch_norm_functional), mapped)
         for i, o in enumerate(out):
             self._set(o, self.emit(operator.getitem, (node, i)))
-        for chain, i in zip(chains, (3, 4)):
-            self._write(chain, self.emit(operator.getitem, (node, i)))
+        for i in (3, 4):  # (each chain read after the other's write: both may view one base)
+            self._write(self._chain(args[i]), self.emit(operator.getitem, (node, i)))
         return out
 
     def _write(self, chain: list, value) -> None:
