@@ -2,6 +2,7 @@
 dtype, shape, values, grad_fn name and requires_grad, containers recursively."""
 
 import contextlib
+import functools
 import io
 import re
 import warnings
@@ -80,3 +81,11 @@ def error_of(fn):
     except Exception as e:  # (any type: the mistake's error is what is compared)
         return type(e).__name__, str(e)
     return None
+
+
+def maybe_compile(torch, compiled):
+    """`torch.compile` with the backend `compiled` names when a compiled run is asked for,
+    else the identity (a program's `compiled` argument)."""
+    if not compiled:
+        return lambda m: m
+    return functools.partial(torch.compile, backend=compiled)

@@ -43,20 +43,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from program_support import check_program, compare, run_program  # noqa: E402
 from program_support import error_of as _error  # noqa: E402
+from program_support import maybe_compile as _maybe_compile  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 
 
 def _check(prog, rtol=1e-4, atol=1e-5):
     check_program(prog, torch, fg, rtol, atol)
-
-
-def _maybe_compile(torch, compiled):
-    """`torch.compile` with the backend `compiled` names when a compiled run is asked for,
-    else the identity."""
-    if not compiled:
-        return lambda m: m
-    return functools.partial(torch.compile, backend=compiled)
 
 
 PROGRAMS = []

@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..ops._flop_formulas import bmm_flop, mm_flop
+
 
 def _product(shape: Sequence[int]) -> int:
     return math.prod(int(d) for d in shape)
@@ -22,7 +24,8 @@ def _matmul(a: list, b: list, batched: bool) -> int:
     rank = 3 if batched else 2
     if len(a) != rank or len(b) != rank:
         return 0
-    return 2 * _product(a) * int(b[-1])  # (B *) M * K terms, each N times
+    formula = bmm_flop if batched else mm_flop  # (the registry entries' formulas)
+    return formula(tuple(int(d) for d in a), tuple(int(d) for d in b))
 
 
 def op_flops(name: str, shapes: list) -> int:

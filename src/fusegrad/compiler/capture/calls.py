@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from ..._functions.utilities import broadcast_shapes
+from ..._out import _PARTIAL, _overlap_rule
 from ..._shapes import Size
 from ..._symbolic import SymInt
 from ..._tensor import Tensor
@@ -997,15 +998,6 @@ def _out_argument(f, args, kwargs) -> tuple | None:
     return given, position
 
 
-def _overlap_rule(name: str):
-    from ..._out import _overlap_rule as rule
-
-    return rule(name)
-
-
-_PARTIAL_OVERLAP = 2  # (`_out._PARTIAL`: pointwise ops refuse only a partial overlap)
-
-
 def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
     """`f(..., out=c)` as the graph records it: the result computed, then copied into `c`
     (`c.copy_(result)`), `c` returned. Only where that is exactly eager's write: `c` already
@@ -1032,7 +1024,7 @@ def _call_with_out(tr, f, out: tuple, args: list, kwargs: dict) -> Variable:
     # any for cat/stack): where they may share memory, the call runs for real.
     root = target._base if target._base is not None else target
     for t in tensors:
-        if t.node is given.node and _overlap_rule(name) == _PARTIAL_OVERLAP:
+        if t.node is given.node and _overlap_rule(name) == _PARTIAL:
             continue  # (`add(a, 1, out=a)`: the same elements, allowed)
         base = t.example._base if t.example._base is not None else t.example
         if t.node is given.node or base is root:
