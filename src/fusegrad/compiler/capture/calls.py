@@ -390,6 +390,10 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             # Python runs while translating (what it cannot capture is a break, as always).
             return inline(tr, f, args, kwargs)
         raise Unsupported(f"call to fusegrad.{name} outside the graph")
+    if f is setattr and len(args) == 3 and not kwargs and \
+            isinstance(args[1], ConstantVariable) and type(args[1].value) is str:
+        tr.store_attribute(args[0], args[1].value, args[2])  # as `obj.name = value`
+        return ConstantVariable(None)
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
     if _is_pure_numpy(f) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
@@ -707,7 +711,7 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
     if src is not None:  # hooks added or forward replaced later change what the call does
         guards = tr.builder.guards
         if pre or post:
-            hooks = ", ".join(guards.ref(h, "fn") for h in (*pre, *post))
+            hooks = ", ".join(guards.ref(h, "fn") for _, h in (*pre, *post))
             guards.add(f"___module_hooks_are({src}, {guards.ref(func)}, {func is not forward}, "
                        f"{len(pre)}, ({hooks},))")
         else:
@@ -717,13 +721,15 @@ def _call_module(tr, fn: ConstantVariable, args, kwargs) -> Variable:
     # What Module.__call__ runs around forward: each pre-hook may replace the positional
     # arguments (a non-tuple result becomes a 1-tuple), each hook after may replace the result.
     inputs = args[1:] if func is not forward else args
-    for hook in pre:
-        res = call_variable(tr, ConstantVariable(hook), [fn, TupleVariable(list(inputs))], {})
+    for key, hook in pre:
+        hook = _hook_variable(tr, hook, f"{src}._forward_pre_hooks[{key!r}]")
+        res = call_variable(tr, hook, [fn, TupleVariable(list(inputs))], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             inputs = list(res.items) if isinstance(res, TupleVariable) else [res]
     result = inline(tr, func, ([fn] if func is not forward else []) + list(inputs), kwargs)
-    for hook in post:
-        res = call_variable(tr, ConstantVariable(hook),
+    for key, hook in post:
+        hook = _hook_variable(tr, hook, f"{src}._forward_hooks[{key!r}]")
+        res = call_variable(tr, hook,
                             [fn, TupleVariable(list(inputs)), result], {})
         if not (isinstance(res, ConstantVariable) and res.value is None):
             result = res
@@ -740,7 +746,16 @@ def _forward_hooks(mod) -> tuple[list, list]:
     if d.get("_forward_pre_hooks_with_kwargs") or d.get("_forward_hooks_with_kwargs") or \
             d.get("_forward_hooks_always_called"):
         raise Unsupported("a module with keyword or always-called forward hooks")
-    return list(pre.values()) if pre else [], list(post.values()) if post else []
+    return list(pre.items()) if pre else [], list(post.items()) if post else []
+
+
+def _hook_variable(tr, hook, source: str) -> Variable:
+    """The variable of a module's hook: an instance of a plain class (a pruning method, a
+    user's callable object) is followed, its `__call__` inlined with its attributes read
+    through `source`; a function stays a constant (its identity is guarded)."""
+    if not isinstance(hook, types.FunctionType) and constructible(type(hook)):
+        return tr.builder.wrap(hook, source)
+    return ConstantVariable(hook)
 
 
 # Builtins that iterate over their argument: evaluated on a real iterator, they would consume it.

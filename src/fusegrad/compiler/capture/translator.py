@@ -697,6 +697,12 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         if self.concrete:
             setattr(obj.value, name, value.value)
             return
+        self.store_attribute(obj, name, value)
+
+    def store_attribute(self, obj: Variable, name: str, value: Variable) -> None:
+        """`obj.name = value` (STORE_ATTR, `setattr(obj, name, value)`) while translating:
+        a followed object's variable changes; a real object's attribute is set after the
+        graph, where that is exactly eager's assignment (else a break)."""
         if isinstance(obj, ObjectVariable):  # an object made in the graph
             from .objects import store_attr
 
