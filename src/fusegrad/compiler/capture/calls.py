@@ -64,12 +64,14 @@ from .translator import (
 from .variables import (
     AutocastExitVariable,
     BoundFunctionVariable,
-    CellVariable,
     ConstantVariable,
     DictVariable,
     GeneratorVariable,
     GradExit,
     GradModeVariable,
+    IteratorVariable,
+    LazyIteratorVariable,
+    LazyZipVariable,
     ListVariable,
     MethodVariable,
     NestedFunctionVariable,
@@ -342,7 +344,7 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
     if any(f is c for c in _VALUE_CLASSES) and not _has_tensor(args) and \
             not _has_tensor(kwargs.values()):
         return _evaluate(tr, f, args, kwargs)  # a shape, a dtype's limits: plain values
-    if f is next and args and isinstance(args[0], GeneratorVariable) and not kwargs:
+    if f is next and args and isinstance(args[0], LazyIteratorVariable) and not kwargs:
         return _next_of_generator(tr, args[0], args[1:])
     if f is _autocast_class():
         return _make_autocast(tr, f, args, kwargs)
@@ -530,34 +532,14 @@ def _object_call(tr, f, args: list, kwargs: dict) -> Variable | None:
 _VALUE_CLASSES = (Size, finfo, iinfo, broadcast_shapes)
 
 
-class _FirstYield(Exception):
-    """Stops a generator expression at its first `yield` (see `_next_of_generator`)."""
-
-
-class _OneYield(list):
-    """The yields of a generator run by `next()`: the first one stops it, as `next` would."""
-
-    def append(self, item) -> None:
-        super().append(item)
-        raise _FirstYield
-
-
-def _next_of_generator(tr, gen: GeneratorVariable, default: list) -> Variable:
-    """`next(genexpr[, default])` of a generator expression used only there (`next((v for v
-    in values if ...), None)`): its code runs up to its first `yield`, as Python runs it.
-    A generator the frame keeps (a local) would be left suspended: a graph break."""
-    held = list(tr.locals.values()) + list(tr.stack)
-    held += [c.contents for c in held if isinstance(c, CellVariable)]
-    if gen.items is not None or any(v is gen for v in held) or len(default) > 1:
-        raise Unsupported("next() of a generator the frame keeps")
-    yields = _OneYield()
-    try:
-        inline(tr, gen.func, list(gen.args), {}, closure=gen.closure, yields=yields)
-    except _FirstYield:
-        pass
-    gen.items = list(yields)  # (what a later consumer would see is unknown: a break)
-    if yields:
-        return yields[0]
+def _next_of_generator(tr, gen: LazyIteratorVariable, default: list) -> Variable:
+    """`next(it[, default])` of a generator expression (or an enumerate/zip of one): its code
+    runs up to its next `yield`, as Python runs it."""
+    if len(default) > 1:
+        raise Unsupported("next() with more than two arguments")
+    item = tr.next_item(gen)
+    if item is not None:
+        return item
     if default:
         return default[0]
     raise Unsupported("next() of an empty generator (StopIteration)")
@@ -787,12 +769,40 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
         raise Raised(ConstantVariable(e)) from None
 
 
+def _lazy_builtin(tr, f, args: list, kwargs: dict) -> Variable | None:
+    """A builtin applied to a lazy iterator (a generator expression) that takes its items
+    one by one: `enumerate`/`zip` give a lazy iterator, `any`/`all` stop at the first item
+    that decides, as Python's do; None for a consumer that takes them all at once."""
+    if f in (any, all) and len(args) == 1 and not kwargs:
+        while (item := tr.next_item(args[0])) is not None:
+            if _evaluate(tr, bool, [item], {}).value is (f is any):
+                return ConstantVariable(f is any)
+        return ConstantVariable(f is all)
+    if f is enumerate and len(args) == 1 and set(kwargs) <= {"start"}:
+        start = tr.as_python(kwargs["start"]) if kwargs else 0
+        if type(start) is not int:
+            raise Unsupported("enumerate() of a generator from a start that is not an int")
+        return LazyZipVariable([args[0]], start)
+    if f is zip and not kwargs:
+        return LazyZipVariable([a if isinstance(a, LazyIteratorVariable) else
+                                IteratorVariable(tr.unpack(a)) for a in args], None)
+    if f is reversed:
+        from .exceptions import Raised
+
+        raise Raised(ConstantVariable(TypeError(
+            f"'{args[0].python_type().__name__}' object is not reversible")))
+    if f not in _CONSUMERS:
+        raise Unsupported(f"{getattr(f, '__name__', f)}() of a generator")
+    return None
+
+
 def _call_builtin(tr, f, args, kwargs) -> Variable:
-    if any(isinstance(a, GeneratorVariable) for a in args):
-        if f not in _CONSUMERS:
-            raise Unsupported(f"{getattr(f, '__name__', f)}() of a generator")
-        # A consumer runs the generator expression now, as Python would.
-        args = [TupleVariable(tr.generator_items(a)) if isinstance(a, GeneratorVariable)
+    if any(isinstance(a, LazyIteratorVariable) for a in args):
+        lazy = _lazy_builtin(tr, f, args, kwargs)
+        if lazy is not None:
+            return lazy
+        # A consumer takes all the items at once, as Python's does.
+        args = [TupleVariable(tr.generator_items(a)) if isinstance(a, LazyIteratorVariable)
                 else a for a in args]
     if f is int and len(args) == 1 and not kwargs and isinstance(args[0], ConstantVariable) \
             and isinstance(args[0].value, SymInt):
@@ -897,7 +907,6 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
             rows = [TupleVariable(list(r)) for r in zip(*lists)]
         else:
             rows = list(reversed(lists[0]))
-        from .variables import IteratorVariable
 
         return IteratorVariable(rows)
     if f is dict and len(args) <= 1 and (_has_tensor(args) or _has_tensor(kwargs.values())
@@ -1406,10 +1415,22 @@ def inline_nested(tr: Translator, fn: NestedFunctionVariable, args, kwargs) -> V
 
 
 def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
-           yields: list | None = None, defaults: tuple | None = None) -> Variable:
+           defaults: tuple | None = None) -> Variable:
     """Translate `func(*args, **kwargs)` in a child frame that records into the same graph
-    (`yields`: a generator expression's code, whose yielded values are collected there;
-    `defaults`: (positional, keyword) variables standing for func's defaults)."""
+    (`defaults`: (positional, keyword) variables standing for func's defaults)."""
+    child = start_inline(tr, func, args, kwargs, closure, defaults=defaults)
+    try:
+        child.run()
+    except Return as r:
+        return r.value
+    raise AssertionError("unreachable")
+
+
+def start_inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
+                 yields: list | None = None, defaults: tuple | None = None) -> Translator:
+    """The child translator that runs `func(*args, **kwargs)` into the same graph, made
+    ready to step (`yields`: a generator expression's code, whose yielded values are
+    collected there)."""
     if tr.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     code = func.__code__
@@ -1455,11 +1476,7 @@ def inline(tr: Translator, func, args: list, kwargs: dict, closure=None,
                        local_vars, [], parent=tr,
                        closure_ref=None if fn_ref is None else f"{fn_ref}.__closure__")
     child.yields = yields
-    try:
-        child.run()
-    except Return as r:
-        return r.value
-    raise AssertionError("unreachable")
+    return child
 
 
 def _is_scope_reader(f) -> bool:

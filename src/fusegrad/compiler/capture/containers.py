@@ -18,8 +18,8 @@ from .symfloat import SymFloat, SymText, format_lazily
 from .variables import (
     ConstantVariable,
     DictVariable,
-    GeneratorVariable,
     IteratorVariable,
+    LazyIteratorVariable,
     ListVariable,
     ObjectVariable,
     SetVariable,
@@ -156,7 +156,7 @@ class ContainerOpcodes:
             return list(v.items[v.index:])
         if isinstance(v, SetVariable):
             return [v.items[key] for key in self.set_order(v)]
-        if isinstance(v, GeneratorVariable):  # unpacked or looped over: its code runs now
+        if isinstance(v, LazyIteratorVariable):  # unpacked: its code runs now, to the end
             return self.generator_items(v)
         if isinstance(v, ObjectVariable):  # a dict subclass's keys (others: a break)
             from .objects import keys

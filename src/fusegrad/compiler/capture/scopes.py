@@ -26,9 +26,11 @@ from .variables import (
     CellVariable,
     ConstantVariable,
     GeneratorVariable,
+    LazyIteratorVariable,
     ObjectVariable,
     SuperVariable,
     TensorVariable,
+    TupleVariable,
     Unsupported,
     Variable,
 )
@@ -271,14 +273,55 @@ class ScopeOpcodes:
         self.yields.append(self.pop())
         self.push(ConstantVariable(None))  # what `next()` sends
 
-    def generator_items(self, gen: GeneratorVariable) -> list:
-        """Run a generator expression now, for a builtin that consumes it: what it yields
-        (a second consumer sees it exhausted, as in Python)."""
-        if gen.items is not None:
-            return []
-        from .calls import inline
+    def next_item(self, it: Variable) -> Variable | None:
+        """The next item of a lazy iterator (a generator expression's code run up to its next
+        `yield`; an enumerate/zip of such), or None once it is used up."""
+        if it.done:
+            return None
+        if isinstance(it, GeneratorVariable):
+            return self._generator_next(it)
+        parts = []
+        for part in it.parts:  # (a zip takes the parts' items in order, as the builtin)
+            if isinstance(part, LazyIteratorVariable):
+                item = self.next_item(part)
+            elif part.index < len(part.items):
+                item = part.items[part.index]
+                part.index += 1
+            else:
+                item = None
+            if item is None:
+                it.done = True
+                return None
+            parts.append(item)
+        if it.start is None:
+            return TupleVariable(parts)
+        it.start += 1
+        return TupleVariable([ConstantVariable(it.start - 1), parts[0]])
 
-        yields: list = []
-        inline(self, gen.func, list(gen.args), {}, closure=gen.closure, yields=yields)
-        gen.items = yields
-        return list(yields)
+    def _generator_next(self, gen: GeneratorVariable) -> Variable | None:
+        from .calls import start_inline
+        from .exceptions import Raised
+        from .translator import Return
+
+        if gen.frame is None:  # (Python runs none of its code before the first item)
+            gen.frame = start_inline(self, gen.func, list(gen.args), {}, closure=gen.closure,
+                                     yields=[])
+        frame = gen.frame
+        while not frame.yields:
+            try:
+                frame.step()
+            except Return:
+                gen.done, gen.frame = True, None
+                return None
+            except Raised:  # an exception leaving a generator finishes it, as in Python
+                gen.done, gen.frame = True, None
+                raise
+        return frame.yields.pop()
+
+    def generator_items(self, it: Variable) -> list:
+        """The items a lazy iterator has left, made now for what consumes them all at once
+        (`tuple(...)`, `sum`, unpacking; a second consumer finds it used up, as in Python)."""
+        items = []
+        while (item := self.next_item(it)) is not None:
+            items.append(item)
+        return items

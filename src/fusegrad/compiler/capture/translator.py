@@ -39,6 +39,7 @@ from .variables import (
     DictVariable,
     DictViewVariable,
     IteratorVariable,
+    LazyIteratorVariable,
     ListVariable,
     MethodVariable,
     NestedFunctionVariable,
@@ -1146,7 +1147,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
 
     def GET_ITER(self, inst):  # noqa: N802
         v = self.pop()
-        if isinstance(v, IteratorVariable):
+        if isinstance(v, (IteratorVariable, LazyIteratorVariable)):  # its own iterator
             self.push(v)
         elif isinstance(v, ConstantVariable) and self.concrete:
             self.push(ConstantVariable(iter(v.value)))
@@ -1176,6 +1177,15 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             except StopIteration:
                 self.pop()
                 self.jump_to(self._loop_exit(inst))
+            return
+        if isinstance(it, LazyIteratorVariable):  # its next item is made now
+            item = self.next_item(it)
+            if item is not None:
+                self.push(item)
+            else:
+                exit_offset = self._loop_exit(inst)
+                self.pop()
+                self.jump_to(exit_offset)
             return
         if it.watch is not None and len(it.watch[0].items) != it.watch[1]:
             what = "Set" if it.watch[2] == "set" else "dictionary"

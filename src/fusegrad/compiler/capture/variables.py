@@ -465,23 +465,53 @@ class BoundFunctionVariable(Variable):
         return types.MethodType
 
 
-class GeneratorVariable(Variable):
-    """A generator expression made while translating; consuming it (`tuple(...)`, `sum`,
-    `all`) runs its code then, collecting what it yields."""
+class LazyIteratorVariable(Variable):
+    """An iterator whose items are made only when asked for (`FOR_ITER`, `next()`, a
+    consumer builtin), as Python's are: what the program does between two items (a loop
+    body's in-place write, a random draw, a call with effects) comes before the next item
+    is made, in Python's order. Never rebuilt at a graph break (a break with one live runs
+    the rest of the frame eagerly)."""
 
-    __slots__ = ("func", "args", "closure", "items")
+    __slots__ = ("done",)
+
+    def __init__(self):
+        super().__init__(None)
+        self.done = False
+
+
+class GeneratorVariable(LazyIteratorVariable):
+    """A generator expression made while translating. Its code runs in a child translator
+    (`frame`, made at the first item and kept between items) up to each `yield`."""
+
+    __slots__ = ("func", "args", "closure", "frame")
 
     def __init__(self, func, args: list, closure=None):
-        super().__init__(None)
+        super().__init__()
         self.func = func
         self.args = args
         self.closure = closure
-        self.items: list | None = None  # what it yielded, once consumed
+        self.frame = None
 
     def python_type(self) -> type:
         import types
 
         return types.GeneratorType
+
+
+class LazyZipVariable(LazyIteratorVariable):
+    """`enumerate(it, start)` (`start` an int) or `zip(*its)` (`start` None) of iterators
+    among which a lazy one: each item takes the next of every part in order, as the builtin
+    does (a zip stops at the first part used up, having taken the items before it)."""
+
+    __slots__ = ("parts", "start")
+
+    def __init__(self, parts: list, start: int | None):
+        super().__init__()
+        self.parts = parts
+        self.start = start
+
+    def python_type(self) -> type:
+        return zip if self.start is None else enumerate
 
 
 class PartialVariable(Variable):
