@@ -188,3 +188,48 @@ def test_an_exception_finishes_the_generator(backend):
     want = prog(x, [2, 0, 5])
     got = torch.compile(prog, backend=backend)(x, [2, 0, 5])
     assert _same(got, want) and len(got) == 2
+
+
+def _split(t):
+    LOG.append(tuple(t.shape))
+    return t.view(2, -1).t()
+
+
+def map_of_a_function(xs):
+    q, k, v = map(_split, (xs[0], xs[1], xs[2]))
+    return q + k * v
+
+
+def map_between_writes(xs):
+    out = []
+    for y in map(lambda a, b: a * b, xs, [1.0, 2.0, 3.0]):
+        out.append(y + 1)
+        xs[-1].sub_(1)
+    return out
+
+
+def filter_of_a_generator(xs):
+    kept = list(filter(None, (x.sum() > 0 for x in xs)))
+    return len(kept), [y * 2 for y in filter(lambda t: t is not None, [xs[0], None, xs[2]])]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("prog", [map_of_a_function, map_between_writes],
+                         ids=lambda p: p.__name__)
+def test_map_calls_as_items_are_asked_for(prog, backend):
+    LOG.clear()
+    xs = [torch.arange(4.0), torch.ones(4), torch.full((4,), 3.0)]
+    want, want_log = prog(xs), list(LOG)
+    LOG.clear()
+    ys = [torch.arange(4.0), torch.ones(4), torch.full((4,), 3.0)]
+    got = torch.compile(prog, backend=backend)(ys)
+    assert _same(got, want) and _same(ys, xs) and LOG == want_log
+    out = explain(prog)([torch.arange(4.0), torch.ones(4), torch.full((4,), 3.0)])
+    assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_filter(backend):
+    xs = [torch.arange(4.0), -torch.ones(4), torch.full((4,), 3.0)]
+    got = torch.compile(filter_of_a_generator, backend=backend)(xs)
+    assert _same(got, filter_of_a_generator(xs))

@@ -71,6 +71,7 @@ from .variables import (
     GradModeVariable,
     IteratorVariable,
     LazyIteratorVariable,
+    LazyMapVariable,
     LazyZipVariable,
     ListVariable,
     MethodVariable,
@@ -396,6 +397,11 @@ def call_variable(tr: Translator, fn: Variable, args: list, kwargs: dict) -> Var
             isinstance(args[1], ConstantVariable) and type(args[1].value) is str:
         tr.store_attribute(args[0], args[1].value, args[2])  # as `obj.name = value`
         return ConstantVariable(None)
+    if (f is map and len(args) >= 2 or f is filter and len(args) == 2) and not kwargs:
+        # (lazy: `func` is called as each item is asked for, as the builtin calls it)
+        func = None if f is filter and isinstance(args[0], ConstantVariable) and \
+            args[0].value is None else args[0]
+        return LazyMapVariable(func, [tr.iterator_of(a) for a in args[1:]], keep=f is filter)
     if f in PURE_BUILTINS or f in _PURE_MATH:
         return _call_builtin(tr, f, args, kwargs)
     if _is_pure_numpy(f) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
@@ -784,8 +790,7 @@ def _lazy_builtin(tr, f, args: list, kwargs: dict) -> Variable | None:
             raise Unsupported("enumerate() of a generator from a start that is not an int")
         return LazyZipVariable([args[0]], start)
     if f is zip and not kwargs:
-        return LazyZipVariable([a if isinstance(a, LazyIteratorVariable) else
-                                IteratorVariable(tr.unpack(a)) for a in args], None)
+        return LazyZipVariable([tr.iterator_of(a) for a in args], None)
     if f is reversed:
         from .exceptions import Raised
 
@@ -1215,6 +1220,11 @@ def _call_method(tr, fn: MethodVariable, args, kwargs) -> Variable:
 _LIST_EDITS = frozenset({"append", "extend", "pop", "insert", "reverse", "sort", "remove",
                          "clear"})
 _OUTSIDE_LIST_EDITS = frozenset({"pop", "insert", "reverse", "sort"})
+
+
+def call_list_method(tr: Translator, obj: ListVariable, name: str, args: list) -> Variable:
+    """`obj.name(*args)` of a list variable (see `_list_method`)."""
+    return _list_method(tr, obj, name, args, {})
 
 
 def _list_method(tr: Translator, obj: ListVariable, name: str, args: list,

@@ -27,6 +27,7 @@ from .variables import (
     ConstantVariable,
     GeneratorVariable,
     LazyIteratorVariable,
+    LazyMapVariable,
     ObjectVariable,
     SuperVariable,
     TensorVariable,
@@ -280,6 +281,18 @@ class ScopeOpcodes:
             return None
         if isinstance(it, GeneratorVariable):
             return self._generator_next(it)
+        if isinstance(it, LazyMapVariable):
+            return self._map_next(it)
+        parts = self._next_parts(it)
+        if parts is None:
+            return None
+        if it.start is None:
+            return TupleVariable(parts)
+        it.start += 1
+        return TupleVariable([ConstantVariable(it.start - 1), parts[0]])
+
+    def _next_parts(self, it) -> list | None:
+        """The next item of each of `it`'s parts, or None (and `it` used up) once one is."""
         parts = []
         for part in it.parts:  # (a zip takes the parts' items in order, as the builtin)
             if isinstance(part, LazyIteratorVariable):
@@ -293,10 +306,18 @@ class ScopeOpcodes:
                 it.done = True
                 return None
             parts.append(item)
-        if it.start is None:
-            return TupleVariable(parts)
-        it.start += 1
-        return TupleVariable([ConstantVariable(it.start - 1), parts[0]])
+        return parts
+
+    def _map_next(self, it) -> Variable | None:
+        from .calls import _evaluate, call_variable
+
+        while (parts := self._next_parts(it)) is not None:
+            if not it.keep:
+                return call_variable(self, it.func, parts, {})
+            test = parts[0] if it.func is None else call_variable(self, it.func, parts, {})
+            if _evaluate(self, bool, [test], {}).value:
+                return parts[0]
+        return None
 
     def _generator_next(self, gen: GeneratorVariable) -> Variable | None:
         from .calls import start_inline

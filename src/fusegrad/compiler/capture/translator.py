@@ -45,6 +45,7 @@ from .variables import (
     NestedFunctionVariable,
     NullVariable,
     ObjectVariable,
+    OutsideListVariable,
     PartialVariable,
     SetVariable,
     SliceVariable,
@@ -1016,10 +1017,19 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
                                   f"{type(e).__name__}") from None
             raise Raised(ConstantVariable(e)) from None
 
-    @staticmethod
-    def _concatenate(fn, a: Variable, b: Variable) -> Variable | None:
+    def _concatenate(self, fn, a: Variable, b: Variable) -> Variable | None:
         """`a + b` (`a += b`) of two lists or two plain tuples of variables (`parts + [b]`
-        with tensors in them), or None where that is not the case."""
+        with tensors in them; one side may be a constant tuple such as `()`, or a real
+        list, whose items are read and guarded), or None where that is not the case."""
+        if fn is operator.iadd and isinstance(a, OutsideListVariable) and \
+                isinstance(b, (ListVariable, TupleVariable)):
+            from .calls import call_list_method
+
+            call_list_method(self, a, "extend", [b])  # `lst += items` extends it in place
+            return a
+        # (`lst += [t]` of a real list changes it in place: not a copy of its items)
+        a = a if fn is operator.iadd else self._as_sequence(a, b)
+        b = self._as_sequence(b, a)
         if type(a) is not type(b) or type(a) not in (ListVariable, TupleVariable) or \
                 a.cls is not None or b.cls is not None:
             return None
@@ -1029,6 +1039,17 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             a.items.extend(b.items)  # in place, seen wherever the list is referenced
             return a
         return type(a)(a.items + b.items)
+
+    def _as_sequence(self, v: Variable, other: Variable) -> Variable:
+        """`v`, a constant tuple (or list) added to a tuple (list) variable, as a new
+        variable of its items (guarded); any other `v` as it is."""
+        kind = {TupleVariable: tuple, ListVariable: list}.get(type(other))
+        if isinstance(v, OutsideListVariable) and kind is list and other.cls is None:
+            return ListVariable(list(v.items))  # (its length and items read and guarded)
+        if not isinstance(v, ConstantVariable) or kind is None or type(v.value) is not kind or \
+                getattr(other, "cls", None) is not None or self.concrete:
+            return v
+        return (TupleVariable if kind is tuple else ListVariable)(self.unpack(v))
 
     def guard_contents(self, args, consume: bool = False) -> None:
         """Guard the contents of real mutable containers and arrays among `args`, whose
@@ -1146,25 +1167,26 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
     JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
 
     def GET_ITER(self, inst):  # noqa: N802
-        v = self.pop()
+        self.push(self.iterator_of(self.pop()))
+
+    def iterator_of(self, v: Variable) -> Variable:
+        """`iter(v)` while translating."""
         if isinstance(v, (IteratorVariable, LazyIteratorVariable)):  # its own iterator
-            self.push(v)
-        elif isinstance(v, ConstantVariable) and self.concrete:
-            self.push(ConstantVariable(iter(v.value)))
-        elif isinstance(v, (DictVariable, SetVariable, DictViewVariable)):
+            return v
+        if isinstance(v, ConstantVariable) and self.concrete:
+            return ConstantVariable(iter(v.value))
+        if isinstance(v, (DictVariable, SetVariable, DictViewVariable)):
             # Iterating a dict or set that the loop body resizes raises, as in Python.
             container, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (
                 v, "keys" if isinstance(v, DictVariable) else "set")
-            self.push(IteratorVariable(self.unpack(v),
-                                       watch=(container, len(container.items), kind)))
-        elif type(v) is ListVariable:
+            return IteratorVariable(self.unpack(v), watch=(container, len(container.items), kind))
+        if type(v) is ListVariable:
             # A list's iterator reads the list as it is at each step: items appended after
             # `iter(lst)` (a generator expression made before `lst.append`) are seen.
             it = IteratorVariable(())
             it.items = v.items
-            self.push(it)
-        else:
-            self.push(IteratorVariable(self.unpack(v)))
+            return it
+        return IteratorVariable(self.unpack(v))
 
     def FOR_ITER(self, inst):  # noqa: N802
         it = self.stack[-1]

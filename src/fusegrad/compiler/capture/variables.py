@@ -514,6 +514,23 @@ class LazyZipVariable(LazyIteratorVariable):
         return zip if self.start is None else enumerate
 
 
+class LazyMapVariable(LazyIteratorVariable):
+    """`map(func, *its)` (or `filter(func, it)`, with `keep`) made while translating: each
+    item calls `func` (inlined or recorded like any call) on the parts' next items when it
+    is asked for, as the builtin calls it; a filter skips the items whose result is false."""
+
+    __slots__ = ("func", "parts", "keep")
+
+    def __init__(self, func: Variable, parts: list, keep: bool = False):
+        super().__init__()
+        self.func = func
+        self.parts = parts
+        self.keep = keep
+
+    def python_type(self) -> type:
+        return filter if self.keep else map
+
+
 class PartialVariable(Variable):
     """`functools.partial(func, *args, **kwargs)` made while translating: calling it calls
     `func` with the stored arguments first, as the real partial does (so its call is
