@@ -233,3 +233,35 @@ def test_filter(backend):
     xs = [torch.arange(4.0), -torch.ones(4), torch.full((4,), 3.0)]
     got = torch.compile(filter_of_a_generator, backend=backend)(xs)
     assert _same(got, filter_of_a_generator(xs))
+
+
+def enumerate_a_growing_queue(x):
+    queue = [x]
+    out = []
+    for i, t in enumerate(queue):
+        out.append(t * i)
+        if i < 3:
+            queue.append(t + 1)
+    return out
+
+
+def zip_with_a_growing_list(x):
+    made = [x]
+    out = []
+    for a, b in zip(made, [x, x * 2, x * 3, x * 4]):
+        out.append(a * b)
+        if len(made) < 3:
+            made.append(a + b)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("prog", [enumerate_a_growing_queue, zip_with_a_growing_list],
+                         ids=lambda p: p.__name__)
+def test_enumerate_and_zip_see_a_list_grow(prog, backend):
+    x = torch.arange(3.0)
+    want = prog(x)
+    got = torch.compile(prog, backend=backend)(x)
+    assert _same(got, want) and len(got) == len(want)
+    out = explain(prog)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons

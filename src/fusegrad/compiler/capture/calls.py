@@ -788,7 +788,7 @@ def _lazy_builtin(tr, f, args: list, kwargs: dict) -> Variable | None:
         start = tr.as_python(kwargs["start"]) if kwargs else 0
         if type(start) is not int:
             raise Unsupported("enumerate() of a generator from a start that is not an int")
-        return LazyZipVariable([args[0]], start)
+        return LazyZipVariable([tr.iterator_of(args[0])], start)
     if f is zip and not kwargs:
         return LazyZipVariable([tr.iterator_of(a) for a in args], None)
     if f is reversed:
@@ -899,6 +899,12 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
     if f in (tuple, list) and len(args) == 1 and not _is_data(args[0]):
         items = tr.unpack(args[0])
         return TupleVariable(items) if f is tuple else ListVariable(items)
+    if f in (enumerate, zip) and any(type(a) is ListVariable for a in args):
+        # A list the loop may grow (a work queue): its iterator reads it as it is at each
+        # step, as Python's does.
+        lazy = _lazy_builtin(tr, f, args, kwargs)
+        if lazy is not None:
+            return lazy
     if f in (enumerate, zip, reversed) and not all(_is_data(a) for a in args):
         lists = [tr.unpack(a) for a in args]
         if f is zip and kwargs and len({len(items) for items in lists}) > 1:
