@@ -801,6 +801,52 @@ def _lazy_builtin(tr, f, args: list, kwargs: dict) -> Variable | None:
     return None
 
 
+def _python_key(key: Variable | None) -> bool:
+    """Whether `key=` names code written in Python (a function, a lambda, a method, a
+    partial, a callable object): run while translating it would run once, not per call."""
+    if key is None or isinstance(key, (TensorVariable, TupleVariable, ListVariable,
+                                       DictVariable)):
+        return False
+    if not isinstance(key, ConstantVariable):
+        return True  # (a nested function, a partial or an object made in the graph)
+    f = key.value
+    f = getattr(f, "func", f) if isinstance(f, functools.partial) else f
+    return isinstance(f, (types.FunctionType, types.MethodType)) or (
+        not isinstance(f, (type, types.BuiltinFunctionType, types.BuiltinMethodType)) and
+        isinstance(inspect.getattr_static(type(f), "__call__", None), types.FunctionType))
+
+
+def _ordered_by_key(tr, f, args: list, kwargs: dict) -> Variable:
+    """`sorted(items, key=fn)`, `min`/`max(items, key=fn)` with a key written in Python:
+    the key is called (inlined or recorded) once per item in order, as the builtin calls
+    it, and the items are ordered by the results, which must be plain values."""
+    allowed = {"key", "reverse"} if f is sorted else {"key", "default"}
+    if set(kwargs) - allowed or not args or (f is sorted and len(args) > 1):
+        raise Unsupported(f"{f.__name__}() with these arguments")
+    items = list(args) if len(args) > 1 else tr.unpack(args[0])
+    keys = []
+    for item in items:
+        k = call_variable(tr, kwargs["key"], [item], {})
+        if not isinstance(k, ConstantVariable) or not _is_plain_data(k.value) or \
+                holds_symbol(k.value):
+            raise Unsupported(f"{f.__name__}() by keys that are not plain values")
+        keys.append(k.value)
+    try:
+        if f is sorted:
+            reverse = tr.as_python(kwargs["reverse"]) if "reverse" in kwargs else False
+            order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+            return ListVariable([items[i] for i in order])
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            f([])  # (Python's error for an empty sequence)
+        return items[f(range(len(items)), key=keys.__getitem__)]
+    except (TypeError, ValueError) as e:
+        from .exceptions import Raised
+
+        raise Raised(ConstantVariable(e)) from None
+
+
 def _call_builtin(tr, f, args, kwargs) -> Variable:
     if any(isinstance(a, LazyIteratorVariable) for a in args):
         lazy = _lazy_builtin(tr, f, args, kwargs)
@@ -809,6 +855,8 @@ def _call_builtin(tr, f, args, kwargs) -> Variable:
         # A consumer takes all the items at once, as Python's does.
         args = [TupleVariable(tr.generator_items(a)) if isinstance(a, LazyIteratorVariable)
                 else a for a in args]
+    if f in (sorted, min, max) and _python_key(kwargs.get("key")):
+        return _ordered_by_key(tr, f, args, kwargs)
     if f is int and len(args) == 1 and not kwargs and isinstance(args[0], ConstantVariable) \
             and isinstance(args[0].value, SymInt):
         return args[0]  # `int(k)` of a symbolic int is itself, as PyTorch's SymInt: no guard
