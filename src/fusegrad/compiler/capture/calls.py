@@ -59,6 +59,7 @@ from .translator import (
     Return,
     Translator,
     is_generator_expression,
+    python_methods,
     unsupported_opcodes,
 )
 from .variables import (
@@ -765,6 +766,11 @@ def _evaluate(tr, f, args, kwargs) -> Variable:
     kw = {k: tr.as_python(v) for k, v in kwargs.items()}
     if any(isinstance(v, Tensor) for v in values + list(kw.values())):
         raise Unsupported("a tensor that is not part of the graph")
+    if f not in _NO_METHODS_CALLED and not getattr(f, "_fusegrad_constant_result", False):
+        for v in _shallow_values(values + list(kw.values())):
+            if python_methods(type(v)):
+                raise Unsupported(f"{getattr(f, '__name__', f)}() of a {type(v).__name__}, "
+                                  "whose methods are Python code")
     try:
         return tr.from_python(f(*values, **kw))
     except Unsupported:  # a dynamic value that needs its value (`int(v)`): a graph break,
@@ -845,6 +851,22 @@ def _ordered_by_key(tr, f, args: list, kwargs: dict) -> Variable:
         from .exceptions import Raised
 
         raise Raised(ConstantVariable(e)) from None
+
+
+# Builtins that call no method of their arguments' classes.
+_NO_METHODS_CALLED = frozenset({type, id, callable, isinstance, issubclass})
+
+
+def _shallow_values(values: list) -> list:
+    """`values` and the items (keys and values) of the containers among them."""
+    found = list(values)
+    for v in values:
+        if type(v) in (list, tuple, set, frozenset):
+            found.extend(v)
+        elif type(v) is dict:
+            found.extend(v)
+            found.extend(v.values())
+    return found
 
 
 def _call_builtin(tr, f, args, kwargs) -> Variable:

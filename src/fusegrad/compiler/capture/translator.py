@@ -216,6 +216,37 @@ def _python_operators(cls: type) -> bool:
     return known
 
 
+# What builtins call on their arguments besides operators (`str`, `hash`, `float`, `range`,
+# an index): written in the program's Python, each may read state no guard covers.
+_CONVERSION_DUNDERS = frozenset(
+    f"__{n}__" for n in (
+        "str repr format hash index int float complex bool len iter getitem round trunc "
+        "floor ceil bytes").split())
+_PYTHON_METHODS: dict[type, bool] = {}
+
+
+def python_methods(cls: type) -> bool:
+    """Whether `cls` has an operator or conversion (`__str__`, `__hash__`, `__index__` ...)
+    written in the program's own Python (a dataclass's generated `__repr__` too; the
+    standard library's, such as an Enum's or a named tuple's, are not): a builtin run on an
+    instance while translating would run it once and keep a result that reads the
+    instance's state (its `str()` after an attribute changed)."""
+    known = _PYTHON_METHODS.get(cls)
+    if known is None:
+        known = any(_user_code(vars(k).get(name)) for k in cls.__mro__[:-1]
+                    for name in _CONVERSION_DUNDERS | _OPERATOR_DUNDERS)
+        _PYTHON_METHODS[cls] = known
+    return known
+
+
+def _refuse_python_index(index) -> None:
+    """A graph break for an index or key whose `__index__`/`__hash__`/`__eq__` is the
+    program's Python (it may read state that no guard covers)."""
+    if python_methods(type(index)):
+        raise Unsupported(f"an index of a {type(index).__name__}, whose methods are Python "
+                          "code")
+
+
 def _module_property(obj, name: str, stored: bool = False):
     """The property `name` of nn.Module `obj`'s class (of any object's class when the graph
     `stored` attributes of it, or when the getter is a user's), when its getter is Python
@@ -829,6 +860,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return
         if isinstance(obj, (TupleVariable, DictVariable)) and isinstance(
                 index, ConstantVariable):
+            _refuse_python_index(index.value)
             try:
                 item = obj.items[index.value]
             except (IndexError, KeyError) as e:  # as the real container would raise
@@ -868,6 +900,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
         container may be mutated between calls), or by the container's contents."""
         if isinstance(obj.value, Tensor):
             raise Unsupported("operation on a tensor that is not a graph input")
+        _refuse_python_index(index)
         try:
             value = obj.value[index]
         except Exception as e:
@@ -911,6 +944,7 @@ class Translator(ContainerOpcodes, ExceptionOpcodes, ScopeOpcodes, NewerOpcodes)
             return
         if isinstance(obj, DictVariable) and obj.source is None and isinstance(
                 index, ConstantVariable):
+            _refuse_python_index(index.value)
             obj.items[index.value] = value
             return
         if self.concrete:
